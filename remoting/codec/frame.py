@@ -1,0 +1,106 @@
+"""Framing (protocol.md 1.1): ``int32 length | int32 headerWord | header | body``.
+
+:class:`FrameDecoder` is sans-IO in the h11 style: feed it whatever chunks the socket produced with
+:meth:`~FrameDecoder.receive_data`, then drain complete commands with :meth:`~FrameDecoder.next_command` (``None``
+means "need more data"). Chunk boundaries never change the result. A bad length prefix, an oversized frame or a header
+that does not fit raises a :class:`~remoting.codec.errors.CodecError`; after that the decoder is poisoned and the
+connection should be closed, because the stream can no longer be re-synchronised.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import CodecError, FrameLengthError, HeaderLengthError
+from remoting.codec.serializers import decode_header, encode_header
+
+#: Java's default ``com.rocketmq.remoting.frameMaxLength``: prefix plus payload.
+MAX_FRAME: Final = 16 * 1024 * 1024
+
+
+def encode_command(cmd: RemotingCommand) -> bytes:
+    """The whole frame for ``cmd``, ready for one ``send_all``."""
+    header = encode_header(cmd)
+    body = cmd.body
+    length = 4 + len(header) + len(body)
+    prefix = length.to_bytes(4, "big") + ((cmd.serialize_type << 24) | len(header)).to_bytes(4, "big")
+    if body:
+        return b"".join((prefix, header, body))
+    return prefix + header
+
+
+def decode_payload(payload: bytes | memoryview) -> RemotingCommand:
+    """Decode one frame without its 4-byte length prefix (``headerWord | header | body``)."""
+    if len(payload) < 4:
+        raise FrameLengthError(f"frame payload of {len(payload)} bytes has no header word")
+    word = int.from_bytes(payload[:4], "big")
+    header_len = word & 0xFFFFFF
+    if header_len > len(payload) - 4:
+        raise HeaderLengthError(f"header length {header_len} exceeds the frame ({len(payload) - 4} bytes left)")
+    end = 4 + header_len
+    body = bytes(payload[end:])
+    return decode_header(word >> 24, payload[4:end], body)
+
+
+class FrameDecoder:
+    """Reassembles frames from a byte stream. Owns its buffer; not thread-safe (one per connection)."""
+
+    __slots__ = ("_buf", "_pos", "_max_frame", "_error")
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._max_frame = max_frame
+        self._error: CodecError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as a command."""
+        return len(self._buf) - self._pos
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        if self._error is not None:
+            return  # poisoned: the caller is about to close the connection
+        if self._pos and self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        self._buf += data
+
+    def next_command(self) -> RemotingCommand | None:
+        """The next complete command, or ``None`` when more bytes are needed.
+
+        Raises ``CodecError`` on a malformed frame, and keeps raising it on every later call.
+        """
+        if self._error is not None:
+            raise self._error
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 4:
+            return None
+        length = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+        if length < 4 or length + 4 > self._max_frame:
+            self._error = FrameLengthError(f"frame length {length} outside [4, {self._max_frame - 4}]")
+            raise self._error
+        end = pos + 4 + length
+        if len(buf) < end:
+            return None
+        payload = memoryview(buf)[pos + 4 : end]
+        try:
+            cmd = decode_payload(payload)
+        except CodecError as exc:
+            self._error = exc
+            raise
+        finally:
+            payload.release()
+        self._advance(end)
+        return cmd
+
+    def _advance(self, end: int) -> None:
+        if end == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        elif end > 65536 and end * 2 > len(self._buf):
+            del self._buf[:end]
+            self._pos = 0
+        else:
+            self._pos = end

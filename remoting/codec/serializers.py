@@ -1,0 +1,255 @@
+"""Header serializers: JSON (RocketMQ default), ROCKETMQ binary (protocol.md 1.3) and CBOR (rocketrio's own).
+
+``encode_header(cmd) -> bytes`` and ``decode_header(serialize_type, data, body) -> RemotingCommand``. Decoding is
+tolerant the way real 4.x clients need (clients.md "What any server must tolerate"): extFields values may be strings,
+numbers or booleans, extFields may be absent, ``{}`` or ``null``, ``remark`` may be absent, the JSON may end with a
+newline, ``language`` may be a name or a number, and unknown keys are ignored. Anything that does not parse raises
+:class:`~remoting.codec.errors.HeaderDecodeError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import cbor2
+import orjson
+
+from remoting.codec.codes import LanguageCode, SerializeType
+from remoting.codec.command import Body, RemotingCommand
+from remoting.codec.errors import HeaderDecodeError
+
+_LANG_BY_NAME = {lang.name: lang for lang in LanguageCode}
+_LANG_BY_CODE = {lang.value: lang for lang in LanguageCode}
+
+
+def _language(value: object) -> LanguageCode:
+    if isinstance(value, str):
+        return _LANG_BY_NAME.get(value, LanguageCode.OTHER)
+    if isinstance(value, int):
+        return _LANG_BY_CODE.get(value, LanguageCode.OTHER)
+    return LanguageCode.OTHER
+
+
+def _as_str(value: object) -> str | None:
+    """Coerce one extFields value to the string Java would have sent; ``None`` drops the key."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return orjson.dumps(value).decode()
+
+
+def _ext_fields(raw: object) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise HeaderDecodeError(f"extFields must be an object, got {type(raw).__name__}")
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if isinstance(value, str):
+            out[key] = value
+        else:
+            text = _as_str(value)
+            if text is not None:
+                out[str(key)] = text
+    return out
+
+
+def _int_field(fields: dict[str, Any], key: str, default: int) -> int:
+    value = fields.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise HeaderDecodeError(f"header field {key!r} is not an integer: {value!r}") from None
+    return value
+
+
+def _from_mapping(fields: object, serialize_type: SerializeType, body: Body) -> RemotingCommand:
+    if not isinstance(fields, dict):
+        raise HeaderDecodeError("header is not an object")
+    if "code" not in fields:
+        raise HeaderDecodeError("header has no 'code'")
+    remark = fields.get("remark")
+    return RemotingCommand(
+        code=_int_field(fields, "code", 0),
+        opaque=_int_field(fields, "opaque", 0),
+        flag=_int_field(fields, "flag", 0),
+        language=_language(fields.get("language")),
+        version=_int_field(fields, "version", 0),
+        remark=remark if isinstance(remark, str) else None,
+        ext_fields=_ext_fields(fields.get("extFields")),
+        body=body,
+        serialize_type=serialize_type,
+    )
+
+
+# ---- JSON -------------------------------------------------------------------------------------------------------
+
+
+def encode_json(cmd: RemotingCommand) -> bytes:
+    """Keys in fastjson's order (sorted), ``null`` fields omitted, extFields omitted when empty."""
+    fields: dict[str, Any] = {"code": cmd.code}
+    if cmd.ext_fields:
+        fields["extFields"] = cmd.ext_fields
+    fields["flag"] = cmd.flag
+    fields["language"] = cmd.language.name
+    fields["opaque"] = cmd.opaque
+    if cmd.remark is not None:
+        fields["remark"] = cmd.remark
+    fields["serializeTypeCurrentRPC"] = "JSON"
+    fields["version"] = cmd.version
+    return orjson.dumps(fields)
+
+
+def decode_json(data: bytes | memoryview, body: Body) -> RemotingCommand:
+    try:
+        fields = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise HeaderDecodeError(f"bad JSON header: {exc}") from None
+    return _from_mapping(fields, SerializeType.JSON, body)
+
+
+# ---- ROCKETMQ binary --------------------------------------------------------------------------------------------
+
+_FIXED = struct.Struct(">hBhii")  # code, language, version, opaque, flag
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+
+def encode_rocketmq(cmd: RemotingCommand) -> bytes:
+    parts = [_FIXED.pack(cmd.code, cmd.language.value, cmd.version, cmd.opaque, cmd.flag)]
+    if cmd.remark:
+        remark = cmd.remark.encode()
+        parts += [_I32.pack(len(remark)), remark]
+    else:
+        parts.append(_I32.pack(0))
+    entries = []
+    for key, value in cmd.ext_fields.items():
+        k, v = key.encode(), value.encode()
+        entries += [_I16.pack(len(k)), k, _I32.pack(len(v)), v]
+    block = b"".join(entries)
+    parts += [_I32.pack(len(block)), block]
+    return b"".join(parts)
+
+
+def decode_rocketmq(data: bytes | memoryview, body: Body) -> RemotingCommand:
+    view = memoryview(data)
+    try:
+        code, lang, version, opaque, flag = _FIXED.unpack_from(view, 0)
+        pos = _FIXED.size
+        (remark_len,) = _I32.unpack_from(view, pos)
+        pos += 4
+        remark = None
+        if remark_len > 0:
+            remark = _utf8(view, pos, remark_len)
+            pos += remark_len
+        elif remark_len < 0:
+            raise HeaderDecodeError("negative remark length")
+        (ext_len,) = _I32.unpack_from(view, pos)
+        pos += 4
+        if ext_len < 0 or pos + ext_len > len(view):
+            raise HeaderDecodeError("extFields block overruns the header")
+        ext_fields = _decode_rocketmq_ext(view[pos : pos + ext_len])
+    except struct.error:
+        raise HeaderDecodeError("truncated ROCKETMQ header") from None
+    return RemotingCommand(
+        code=code,
+        opaque=opaque,
+        flag=flag,
+        language=_LANG_BY_CODE.get(lang, LanguageCode.OTHER),
+        version=version,
+        remark=remark,
+        ext_fields=ext_fields,
+        body=body,
+        serialize_type=SerializeType.ROCKETMQ,
+    )
+
+
+def _utf8(view: memoryview, pos: int, length: int) -> str:
+    if pos + length > len(view):
+        raise HeaderDecodeError("string overruns the header")
+    try:
+        return str(view[pos : pos + length], "utf-8")
+    except UnicodeDecodeError:
+        raise HeaderDecodeError("header string is not UTF-8") from None
+
+
+def _decode_rocketmq_ext(block: memoryview) -> dict[str, str]:
+    out: dict[str, str] = {}
+    pos = 0
+    while pos < len(block):
+        (key_len,) = _I16.unpack_from(block, pos)
+        pos += 2
+        if key_len < 0:
+            raise HeaderDecodeError("negative extFields key length")
+        key = _utf8(block, pos, key_len)
+        pos += key_len
+        (value_len,) = _I32.unpack_from(block, pos)
+        pos += 4
+        if value_len < 0:
+            raise HeaderDecodeError("negative extFields value length")
+        value = _utf8(block, pos, value_len)
+        pos += value_len
+        if key:  # Java reads an empty string as null and drops the entry
+            out[key] = value
+    return out
+
+
+# ---- CBOR (rocketrio native) ------------------------------------------------------------------------------------
+
+
+def encode_cbor(cmd: RemotingCommand) -> bytes:
+    fields: dict[str, Any] = {
+        "code": cmd.code,
+        "flag": cmd.flag,
+        "language": cmd.language.value,
+        "opaque": cmd.opaque,
+        "version": cmd.version,
+    }
+    if cmd.remark is not None:
+        fields["remark"] = cmd.remark
+    if cmd.ext_fields:
+        fields["extFields"] = cmd.ext_fields
+    return cbor2.dumps(fields)
+
+
+def decode_cbor(data: bytes | memoryview, body: Body) -> RemotingCommand:
+    try:
+        fields = cbor2.loads(bytes(data))
+    except Exception as exc:  # cbor2 raises several unrelated types on garbage
+        raise HeaderDecodeError(f"bad CBOR header: {exc}") from None
+    return _from_mapping(fields, SerializeType.CBOR, body)
+
+
+_ENCODERS = {
+    SerializeType.JSON: encode_json,
+    SerializeType.ROCKETMQ: encode_rocketmq,
+    SerializeType.CBOR: encode_cbor,
+}
+_DECODERS = {
+    SerializeType.JSON.value: decode_json,
+    SerializeType.ROCKETMQ.value: decode_rocketmq,
+    SerializeType.CBOR.value: decode_cbor,
+}
+
+
+def encode_header(cmd: RemotingCommand) -> bytes:
+    return _ENCODERS[cmd.serialize_type](cmd)
+
+
+def decode_header(serialize_type: int, data: bytes | memoryview, body: Body) -> RemotingCommand:
+    decoder = _DECODERS.get(serialize_type)
+    if decoder is None:
+        raise HeaderDecodeError(f"unknown serialize type {serialize_type}")
+    return decoder(data, body)
+
