@@ -1,0 +1,75 @@
+"""Broker configuration with RocketMQ's property names (``mqbroker -c broker.conf``).
+
+Each field's property name is its camelCase form (``metadata["key"]`` where that differs, e.g.
+``brokerIP1``); defaults are RocketMQ 4.9.8's. :func:`load_broker_config` reads a properties file with
+:func:`remoting.properties.apply_properties`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import attrs
+
+from remoting.properties import apply_properties, load_properties
+
+
+@attrs.frozen
+class BrokerConfig:
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    broker_role: str = "ASYNC_MASTER"
+    broker_ip1: str = attrs.field(default="127.0.0.1", metadata={"key": "brokerIP1"})
+    listen_port: int = 10911
+    namesrv_addr: str = ""
+    store_path_root_dir: str = str(Path.home() / "store")
+    flush_disk_type: str = "ASYNC_FLUSH"
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    max_message_size: int = 4 * 1024 * 1024
+    flush_interval_commit_log: int = 500
+    sync_flush_timeout: int = 5000
+    file_reserved_time: int = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    register_name_server_period: int = 30_000
+    flush_consumer_offset_interval: int = 5000
+    notify_consumer_ids_changed_enable: bool = True
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    send_message_thread_pool_nums: int = min(os.cpu_count() or 1, 4)
+    pull_message_thread_pool_nums: int = 16 + 2 * (os.cpu_count() or 1)
+    admin_broker_thread_pool_nums: int = 16
+    send_thread_pool_queue_capacity: int = 10_000
+    pull_thread_pool_queue_capacity: int = 100_000
+    admin_thread_pool_queue_capacity: int = 100_000
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+
+def load_broker_config(path: str | Path | None = None, **overrides: object) -> tuple[BrokerConfig, list[str]]:
+    """Defaults, then the properties file (if any), then keyword overrides (snake_case field names).
+
+    Returns the config and the file's unknown keys. Raises ``PropertiesError`` for a value of the wrong type.
+    """
+    config = BrokerConfig()
+    unknown: list[str] = []
+    if path is not None:
+        config, unknown = apply_properties(config, load_properties(path))
+    return attrs.evolve(config, **overrides), unknown  # type: ignore[arg-type]
