@@ -1,0 +1,209 @@
+"""JSON plumbing shared by every body class: fastjson-tolerant parsing, stable output and typed field readers.
+
+Output (:func:`dumps`) is standard JSON: string keys, map keys sorted, UTF-8. Callers build plain dicts and leave out
+``None`` fields themselves, so "null fields omitted" is decided per class, next to the field list.
+
+Input (:func:`loads`) first tries strict JSON through orjson; only if that fails does it rewrite fastjson's unquoted
+numeric map keys (``{0:"10.0.0.1:10911"}``, protocol.md 6) into quoted ones and try again. Anything that still does not
+parse, or a field of the wrong type, raises :class:`BodyDecodeError` (a :class:`~remoting.codec.errors.CodecError`),
+never a bare ``KeyError``/``TypeError``, so a processor can answer with a remark instead of crashing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import orjson
+
+from remoting.codec.errors import CodecError
+
+JsonObject = dict[str, Any]
+E = TypeVar("E", bound=enum.Enum)
+
+_DIGITS = frozenset("0123456789-")
+_SPACE = frozenset(" \t\r\n")
+
+
+class BodyDecodeError(CodecError):
+    """A request or response body is not the JSON (or compressed layout) its code calls for."""
+
+
+def dumps(obj: object) -> bytes:
+    """Standard JSON bytes with sorted keys; int map keys become strings."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+
+
+def quote_numeric_keys(text: str) -> str:
+    """Quote bare numeric object keys outside string literals, leaving everything else untouched.
+
+    A number is a key when it follows ``{`` or ``,`` and is followed by ``:`` (whitespace allowed); in valid JSON an
+    array element is never followed by ``:``, so arrays are not disturbed.
+    """
+    out: list[str] = []
+    i, n = 0, len(text)
+    expect_key = False
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i = j + 1
+            expect_key = False
+            continue
+        if ch in "{,":
+            expect_key = True
+        elif expect_key and ch in _DIGITS:
+            j = i
+            while j < n and text[j] in _DIGITS:
+                j += 1
+            k = j
+            while k < n and text[k] in _SPACE:
+                k += 1
+            if k < n and text[k] == ":":
+                out.append(f'"{text[i:j]}"')
+                i = j
+                expect_key = False
+                continue
+            expect_key = False
+        elif ch not in _SPACE:
+            expect_key = False
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """Parse a body; accepts fastjson's unquoted numeric keys. Raises :class:`BodyDecodeError`."""
+    raw = bytes(data) if isinstance(data, bytearray | memoryview) else data
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        text = raw.decode() if isinstance(raw, bytes) else raw
+        return orjson.loads(quote_numeric_keys(text))
+    except (UnicodeDecodeError, orjson.JSONDecodeError) as exc:
+        raise BodyDecodeError(f"body is not JSON: {exc}") from None
+
+
+def load_object(data: bytes | bytearray | memoryview | str, what: str) -> JsonObject:
+    obj = loads(data)
+    return expect_object(obj, what)
+
+
+def expect_object(obj: object, what: str) -> JsonObject:
+    if not isinstance(obj, dict):
+        raise BodyDecodeError(f"{what} must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def get_str(obj: Mapping[str, Any], key: str, default: str | None = None) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    raise BodyDecodeError(f"field {key!r} must be a string, got {type(value).__name__}")
+
+
+def req_str(obj: Mapping[str, Any], key: str) -> str:
+    value = get_str(obj, key)
+    if value is None:
+        raise BodyDecodeError(f"field {key!r} is missing")
+    return value
+
+
+def to_int(value: object, key: str) -> int:
+    """An int from a JSON number or a numeric string (fastjson accepts both; clients send both)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise BodyDecodeError(f"field {key!r} must be an integer, got {value!r}")
+
+
+def get_int(obj: Mapping[str, Any], key: str, default: int = 0) -> int:
+    value = obj.get(key)
+    return default if value is None else to_int(value, key)
+
+
+def get_bool(obj: Mapping[str, Any], key: str, default: bool = False) -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value != 0
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    raise BodyDecodeError(f"field {key!r} must be a boolean, got {value!r}")
+
+
+def get_list(obj: Mapping[str, Any], key: str) -> list[Any]:
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BodyDecodeError(f"field {key!r} must be an array, got {type(value).__name__}")
+    return value
+
+
+def get_map(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BodyDecodeError(f"field {key!r} must be an object, got {type(value).__name__}")
+    return value
+
+
+def get_str_list(obj: Mapping[str, Any], key: str) -> list[str]:
+    out: list[str] = []
+    for item in get_list(obj, key):
+        if not isinstance(item, str):
+            raise BodyDecodeError(f"field {key!r} must hold strings, got {item!r}")
+        out.append(item)
+    return out
+
+
+def get_str_map(obj: Mapping[str, Any], key: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in get_map(obj, key).items():
+        if v is None:
+            continue
+        if not isinstance(v, str):
+            raise BodyDecodeError(f"field {key!r} must map to strings, got {v!r}")
+        out[k] = v
+    return out
+
+
+def get_enum(obj: Mapping[str, Any], key: str, enum_type: type[E], default: E) -> E:
+    """An enum member from its name or its Java ordinal (the C++ client sends ordinals)."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    members = list(enum_type)
+    if isinstance(value, str):
+        if value in enum_type.__members__:
+            return enum_type[value]
+        if value.isdigit():
+            value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(members):
+        return members[value]
+    raise BodyDecodeError(f"field {key!r}: {value!r} is not a {enum_type.__name__}")
