@@ -1,0 +1,399 @@
+"""The message record: CommitLog entry and pull/query wire record (store.md 2.1), plus the batch send body (3.2).
+
+Layout (big-endian, magic v1): ``size | magic | bodyCRC | queueId | flag | queueOffset | phyOffset | sysFlag |
+bornTs | bornHost(8/20) | storeTs | storeHost(8/20) | reconsumeTimes | preparedTxOffset | bodyLen body |
+topicLen(signed byte) topic | propsLen(int16) props``. The host sizes follow sysFlag bits 0x10 (born) and 0x20 (store).
+
+Three ways in:
+
+* the store's append path: :func:`prepare_message` validates and measures a :class:`MessageRecord` once, then
+  :func:`write_record` packs it straight into the mapped segment with the offsets and store time assigned under the
+  append lock (one ``pack_into`` for the fixed part, one copy each for body and tail);
+* :func:`decode_record` / :func:`iter_records` turn bytes into :class:`MessageExt` values (pull bodies, tools);
+* :func:`read_record_meta`, the store's fast path, reads only sizes, offsets, store time, topic and raw properties.
+
+Every malformed input raises :class:`~remoting.codec.errors.MessageDecodeError`; an unencodable message raises
+:class:`MessageEncodeError`. Nothing here performs I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import Final, NamedTuple
+
+import attrs
+
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.msgid import offset_msg_id, unpack_socket_address
+from remoting.codec.properties import PROPERTY_KEYS, PROPERTY_TAGS, decode_properties
+
+MAGIC_V1: Final = 0xDAA320A7
+BLANK_MAGIC: Final = 0xCBD43194
+
+SYSFLAG_COMPRESSED: Final = 0x1
+SYSFLAG_MULTI_TAGS: Final = 0x2
+SYSFLAG_TRANSACTION_MASK: Final = 0xC
+SYSFLAG_TRANSACTION_NOT_TYPE: Final = 0x0
+SYSFLAG_TRANSACTION_PREPARED: Final = 0x4
+SYSFLAG_TRANSACTION_COMMIT: Final = 0x8
+SYSFLAG_TRANSACTION_ROLLBACK: Final = 0xC
+SYSFLAG_BORNHOST_V6: Final = 0x10
+SYSFLAG_STOREHOST_V6: Final = 0x20
+
+MAX_TOPIC_BYTES: Final = 127
+MAX_PROPERTIES_BYTES: Final = 32767
+#: Fixed bytes of a record with IPv4 hosts; each IPv6 host adds 12.
+RECORD_OVERHEAD_V4: Final = 91
+
+#: Field positions the store patches or reads (all independent of the host sizes except the store timestamp).
+POS_TOTAL_SIZE: Final = 0
+POS_MAGIC: Final = 4
+POS_QUEUE_OFFSET: Final = 20
+POS_PHY_OFFSET: Final = 28
+POS_SYSFLAG: Final = 36
+
+_LOCALHOST: Final = bytes([127, 0, 0, 1]) + (0).to_bytes(4, "big")
+_INT: Final = struct.Struct(">i")
+_UINT: Final = struct.Struct(">I")
+_SHORT: Final = struct.Struct(">h")
+# size, magic, crc, queueId, flag, queueOffset, phyOffset, sysFlag, bornTs: 48 bytes.
+_HEAD: Final = struct.Struct(">iIiiiqqiq")
+_BLANK: Final = struct.Struct(">iI")
+
+
+def _fixed_struct(born_len: int, store_len: int) -> struct.Struct:
+    return struct.Struct(f">iIiiiqqiq{born_len}sq{store_len}siqi")
+
+
+# Precomputed per (born IPv6?, store IPv6?): everything up to and including the body length.
+_FIXED: Final = {(b, s): _fixed_struct(b, s) for b in (8, 20) for s in (8, 20)}
+
+
+class MessageEncodeError(ValueError):
+    """The message cannot be stored: topic or properties too long for their length fields, or a bad host."""
+
+
+@attrs.frozen(slots=True)
+class MessageRecord:
+    """What the broker asks the store to append (Java's ``MessageExtBrokerInner``).
+
+    ``properties`` is the already-encoded properties string; hosts are packed socket addresses
+    (:func:`~remoting.codec.msgid.pack_socket_address`); the IPv6 sysFlag bits are derived from their lengths.
+    """
+
+    topic: str
+    body: bytes | memoryview
+    queue_id: int = 0
+    flag: int = 0
+    properties: str = ""
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = _LOCALHOST
+    store_host: bytes = _LOCALHOST
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+
+class PreparedMessage:
+    """A validated, measured :class:`MessageRecord` ready for :func:`write_record`. ``size`` is the record length."""
+
+    __slots__ = ("body", "body_crc", "message", "properties", "size", "store_ts_pos", "sys_flag", "tail", "topic")
+
+    def __init__(self, message: MessageRecord, topic: bytes, properties: bytes, sys_flag: int, crc: int) -> None:
+        self.message = message
+        self.topic = topic
+        self.properties = properties
+        self.body = message.body
+        self.sys_flag = sys_flag
+        self.body_crc = crc
+        self.tail = bytes((len(topic),)) + topic + _SHORT.pack(len(properties)) + properties
+        born, store = len(message.born_host), len(message.store_host)
+        self.store_ts_pos = 48 + born
+        self.size = RECORD_OVERHEAD_V4 + (born - 8) + (store - 8) + len(self.body) + len(topic) + len(properties)
+
+
+def body_crc(body: bytes | memoryview) -> int:
+    """The stored body CRC: zlib CRC32 masked to 31 bits, as the Java broker computes it."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def prepare_message(message: MessageRecord) -> PreparedMessage:
+    """Validate and measure ``message``; raises :class:`MessageEncodeError` on an oversized topic or properties."""
+    topic = message.topic.encode()
+    if not topic or len(topic) > MAX_TOPIC_BYTES:
+        raise MessageEncodeError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic)}")
+    props = message.properties.encode()
+    if len(props) > MAX_PROPERTIES_BYTES:
+        raise MessageEncodeError(f"properties must be at most {MAX_PROPERTIES_BYTES} bytes, got {len(props)}")
+    sys_flag = message.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
+    for host, bit in ((message.born_host, SYSFLAG_BORNHOST_V6), (message.store_host, SYSFLAG_STOREHOST_V6)):
+        if len(host) == 20:
+            sys_flag |= bit
+        elif len(host) != 8:
+            raise MessageEncodeError(f"a packed host is 8 or 20 bytes, got {len(host)}")
+    return PreparedMessage(message, topic, props, sys_flag, body_crc(message.body))
+
+
+def write_record(
+    buf: bytearray | memoryview | object,
+    pos: int,
+    prepared: PreparedMessage,
+    queue_offset: int,
+    phy_offset: int,
+    store_timestamp: int,
+) -> int:
+    """Write the record at ``buf[pos:]`` (any writable buffer, e.g. an ``mmap``) and return its size.
+
+    The caller guarantees ``prepared.size`` bytes of room; an overrun raises ``struct.error``/``IndexError``.
+    """
+    m = prepared.message
+    body = prepared.body
+    fixed = _FIXED[len(m.born_host), len(m.store_host)]
+    fixed.pack_into(
+        buf,  # type: ignore[arg-type]
+        pos,
+        prepared.size,
+        MAGIC_V1,
+        prepared.body_crc,
+        m.queue_id,
+        m.flag,
+        queue_offset,
+        phy_offset,
+        prepared.sys_flag,
+        m.born_timestamp,
+        m.born_host,
+        store_timestamp,
+        m.store_host,
+        m.reconsume_times,
+        m.prepared_transaction_offset,
+        len(body),
+    )
+    start = pos + fixed.size
+    end = start + len(body)
+    buf[start:end] = body  # type: ignore[index]
+    buf[end : end + len(prepared.tail)] = prepared.tail  # type: ignore[index]
+    return prepared.size
+
+
+def encode_record(
+    message: MessageRecord, queue_offset: int = 0, phy_offset: int = 0, store_timestamp: int = 0
+) -> bytes:
+    """The whole record as ``bytes`` (tests, tools and the batch/replica paths)."""
+    prepared = prepare_message(message)
+    buf = bytearray(prepared.size)
+    write_record(buf, 0, prepared, queue_offset, phy_offset, store_timestamp)
+    return bytes(buf)
+
+
+def write_blank(buf: bytearray | memoryview | object, pos: int, free: int) -> None:
+    """The end-of-file marker: ``free`` (bytes left in the segment from ``pos``) then BLANK_MAGIC."""
+    _BLANK.pack_into(buf, pos, free, BLANK_MAGIC)  # type: ignore[arg-type]
+
+
+def record_magic(buf: bytes | bytearray | memoryview | object, pos: int) -> int:
+    """The unsigned magic at ``buf[pos+4:pos+8]``; raises :class:`MessageDecodeError` when fewer than 8 bytes."""
+    try:
+        return int(_UINT.unpack_from(buf, pos + POS_MAGIC)[0])  # type: ignore[arg-type]
+    except struct.error as exc:
+        raise MessageDecodeError(f"no record header at {pos}") from exc
+
+
+class RecordMeta(NamedTuple):
+    """What the store needs from a record without decoding body or properties."""
+
+    size: int
+    body_crc: int
+    queue_id: int
+    queue_offset: int
+    phy_offset: int
+    sys_flag: int
+    store_timestamp: int
+    body_start: int
+    body_len: int
+    topic: str
+    properties: bytes
+
+
+def read_record_meta(buf: bytes | bytearray | memoryview | object, pos: int = 0, check_crc: bool = False) -> RecordMeta:
+    """Validate the record at ``pos`` (magic v1, self-consistent lengths, optionally the body CRC) and summarise it.
+
+    Raises :class:`MessageDecodeError` for a blank marker, another magic, a truncated record or a CRC mismatch.
+    """
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)  # type: ignore[arg-type]
+    limit = len(view)
+    try:
+        size, magic, crc, queue_id, _flag, queue_offset, phy_offset, sys_flag, _born_ts = _HEAD.unpack_from(view, pos)
+        if magic != MAGIC_V1:
+            raise MessageDecodeError(f"bad magic {magic:#010x} at {pos}")
+        if size < RECORD_OVERHEAD_V4 or pos + size > limit:
+            raise MessageDecodeError(f"record size {size} at {pos} does not fit in {limit - pos} bytes")
+        born_len = 20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8
+        store_len = 20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8
+        p = pos + 48 + born_len
+        store_ts = struct.unpack_from(">q", view, p)[0]
+        p += 8 + store_len + 12
+        body_len = _INT.unpack_from(view, p)[0]
+        body_start = p + 4
+        p = body_start + body_len
+        if body_len < 0 or p + 1 > pos + size:
+            raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
+        topic_len = view[p]
+        if topic_len > MAX_TOPIC_BYTES:
+            raise MessageDecodeError(f"negative topic length at {pos}")
+        topic = bytes(view[p + 1 : p + 1 + topic_len])
+        p += 1 + topic_len
+        props_len = _SHORT.unpack_from(view, p)[0]
+        p += 2
+        if props_len < 0 or p + props_len != pos + size:
+            raise MessageDecodeError(f"record at {pos}: size {size} disagrees with its fields")
+        props = bytes(view[p : p + props_len])
+    except (struct.error, IndexError) as exc:
+        raise MessageDecodeError(f"truncated record at {pos}") from exc
+    if check_crc and body_crc(view[body_start : body_start + body_len]) != crc:
+        raise MessageDecodeError(f"body CRC mismatch in the record at {pos}")
+    return RecordMeta(
+        size,
+        crc,
+        queue_id,
+        queue_offset,
+        phy_offset,
+        sys_flag,
+        store_ts,
+        body_start,
+        body_len,
+        topic.decode("utf-8", "replace"),
+        props,
+    )
+
+
+@attrs.frozen(slots=True)
+class MessageExt:
+    """A decoded record (Java's ``MessageExt``). Hosts are ``(ip, port)``; ``properties`` is decoded."""
+
+    store_size: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties: dict[str, str]
+    store_host_packed: bytes
+
+    @property
+    def msg_id(self) -> str:
+        """The offset msgId (store host + physical offset)."""
+        return offset_msg_id(self.store_host_packed, self.commit_log_offset)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
+
+
+def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, check_crc: bool = False) -> MessageExt:
+    """Decode the full record at ``pos``. Raises :class:`MessageDecodeError` on any inconsistency."""
+    meta = read_record_meta(buf, pos, check_crc)
+    view = memoryview(buf)
+    flag, born_ts = struct.unpack_from(">i20xq", view, pos + 16)
+    born_len = 20 if meta.sys_flag & SYSFLAG_BORNHOST_V6 else 8
+    store_len = 20 if meta.sys_flag & SYSFLAG_STOREHOST_V6 else 8
+    p = pos + 48
+    born_host = unpack_socket_address(view[p : p + born_len])
+    p += born_len + 8
+    store_packed = bytes(view[p : p + store_len])
+    p += store_len
+    reconsume, prepared = struct.unpack_from(">iq", view, p)
+    return MessageExt(
+        store_size=meta.size,
+        body_crc=meta.body_crc,
+        queue_id=meta.queue_id,
+        flag=flag,
+        queue_offset=meta.queue_offset,
+        commit_log_offset=meta.phy_offset,
+        sys_flag=meta.sys_flag,
+        born_timestamp=born_ts,
+        born_host=born_host,
+        store_timestamp=meta.store_timestamp,
+        store_host=unpack_socket_address(store_packed),
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        body=bytes(view[meta.body_start : meta.body_start + meta.body_len]),
+        topic=meta.topic,
+        properties=decode_properties(meta.properties),
+        store_host_packed=store_packed,
+    )
+
+
+def iter_records(buf: bytes | bytearray | memoryview, check_crc: bool = False) -> Iterator[MessageExt]:
+    """Decode concatenated records (a pull body) until the buffer is exhausted; garbage raises MessageDecodeError."""
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        msg = decode_record(buf, pos, check_crc)
+        pos += msg.store_size
+        yield msg
+
+
+@attrs.frozen(slots=True)
+class BatchEntry:
+    """One message of a SEND_BATCH_MESSAGE body: the compact client-side record."""
+
+    body: bytes
+    properties: str = ""
+    flag: int = 0
+
+
+_BATCH_HEAD: Final = struct.Struct(">iiiii")
+
+
+def encode_batch_body(entries: list[BatchEntry]) -> bytes:
+    """The client's batch body: per entry ``size | magic 0 | crc 0 | flag | bodyLen body | propsLen props``."""
+    out = bytearray()
+    for e in entries:
+        props = e.properties.encode()
+        if len(props) > MAX_PROPERTIES_BYTES:
+            raise MessageEncodeError(f"batch entry properties exceed {MAX_PROPERTIES_BYTES} bytes")
+        out += _BATCH_HEAD.pack(22 + len(e.body) + len(props), 0, 0, e.flag, len(e.body))
+        out += e.body
+        out += _SHORT.pack(len(props)) + props
+    return bytes(out)
+
+
+def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchEntry]:
+    """Split a batch send body; the magic and CRC words are ignored (clients write 0). Raises MessageDecodeError."""
+    view = memoryview(body)
+    entries = []
+    pos = 0
+    end = len(view)
+    try:
+        while pos < end:
+            size, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
+            p = pos + 20
+            if body_len < 0 or p + body_len + 2 > end:
+                raise MessageDecodeError(f"batch entry body length {body_len} overruns the body at {pos}")
+            data = bytes(view[p : p + body_len])
+            p += body_len
+            props_len = _SHORT.unpack_from(view, p)[0]
+            p += 2
+            if props_len < 0 or p + props_len > end or size != p + props_len - pos:
+                raise MessageDecodeError(f"batch entry at {pos}: size {size} disagrees with its fields")
+            props = bytes(view[p : p + props_len]).decode("utf-8", "replace")
+            entries.append(BatchEntry(data, props, flag))
+            pos += size
+    except struct.error as exc:
+        raise MessageDecodeError(f"truncated batch entry at {pos}") from exc
+    return entries

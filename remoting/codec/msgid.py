@@ -1,0 +1,118 @@
+"""Message ids: the offset msgId (protocol.md 4.5), the client ``UNIQ_KEY`` (4.4), and the packed socket addresses
+both are built from.
+
+A packed socket address is the record's host layout: 4-byte IPv4 or 16-byte IPv6 address, then a big-endian int32
+port (8 or 20 bytes). IPv4-mapped IPv6 peers (``::ffff:1.2.3.4``) are packed as IPv4 because ali-ons cannot read
+IPv6 hosts. Decoding errors raise :class:`~remoting.codec.errors.MessageDecodeError`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import itertools
+import os
+import struct
+import time
+from typing import Final
+
+import attrs
+
+from remoting.codec.errors import MessageDecodeError
+
+_PORT: Final = struct.Struct(">i")
+_PHY: Final = struct.Struct(">q")
+
+
+def pack_socket_address(host: str, port: int) -> bytes:
+    """8 bytes for IPv4 (and IPv4-mapped IPv6), 20 for IPv6. Raises ``ValueError`` for a non-IP host."""
+    addr = ipaddress.ip_address(host.split("%", 1)[0])
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return addr.packed + _PORT.pack(port)
+
+
+def unpack_socket_address(packed: bytes | memoryview) -> tuple[str, int]:
+    """Inverse of :func:`pack_socket_address`; raises :class:`MessageDecodeError` for a length other than 8 or 20."""
+    if len(packed) not in (8, 20):
+        raise MessageDecodeError(f"a socket address is 8 or 20 bytes, not {len(packed)}")
+    ip = bytes(packed[:-4])
+    host = str(ipaddress.IPv4Address(ip) if len(ip) == 4 else ipaddress.IPv6Address(ip))
+    return host, _PORT.unpack_from(packed, len(packed) - 4)[0]
+
+
+def offset_msg_id(store_host: bytes, phy_offset: int) -> str:
+    """The offset msgId from a packed store address and a CommitLog offset: 32 (IPv4) or 56 (IPv6) hex chars."""
+    return (store_host + _PHY.pack(phy_offset)).hex().upper()
+
+
+@attrs.frozen(slots=True)
+class OffsetMsgId:
+    host: str
+    port: int
+    phy_offset: int
+
+
+def decode_offset_msg_id(msg_id: str) -> OffsetMsgId:
+    """Parse an offset msgId; 32 chars = IPv4, 56 = IPv6 (decided by length, as Java does)."""
+    if len(msg_id) not in (32, 56):
+        raise MessageDecodeError(f"offset msgId must be 32 or 56 hex chars, got {len(msg_id)}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as exc:
+        raise MessageDecodeError(f"offset msgId {msg_id!r} is not hex") from exc
+    host, port = unpack_socket_address(raw[:-8])
+    return OffsetMsgId(host, port, _PHY.unpack_from(raw, len(raw) - 8)[0])
+
+
+def _month_start_ms(now_ms: int) -> int:
+    now = datetime.datetime.fromtimestamp(now_ms / 1000).astimezone()
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return int(start.timestamp() * 1000)
+
+
+class UniqKeyGenerator:
+    """Makes Java-compatible ``UNIQ_KEY`` values: a fixed per-process prefix (ip, pid, class-loader hash) then
+    milliseconds since the start of the local month (int32) and a 16-bit wrapping counter. Not thread-safe."""
+
+    def __init__(self, ip: str = "127.0.0.1", pid: int | None = None, loader_hash: int | None = None) -> None:
+        packed = ipaddress.ip_address(ip).packed
+        pid = os.getpid() if pid is None else pid
+        loader_hash = id(self) if loader_hash is None else loader_hash
+        self._prefix = (packed + struct.pack(">HI", pid & 0xFFFF, loader_hash & 0xFFFFFFFF)).hex().upper()
+        self._counter = itertools.count()
+        self._month_start = 0
+        self._next_month_start = 0
+
+    def next_id(self, now_ms: int | None = None) -> str:
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        if not self._month_start <= now < self._next_month_start:
+            self._month_start = _month_start_ms(now)
+            # 32 days past the start always lands in the next month.
+            self._next_month_start = _month_start_ms(self._month_start + 32 * 86_400_000)
+        elapsed = (now - self._month_start) & 0xFFFFFFFF
+        tail = struct.pack(">IH", elapsed, next(self._counter) & 0xFFFF)
+        return self._prefix + tail.hex().upper()
+
+
+@attrs.frozen(slots=True)
+class UniqKey:
+    ip: str
+    pid: int
+    loader_hash: int
+    month_ms: int
+    counter: int
+
+
+def parse_uniq_key(key: str) -> UniqKey:
+    """Split a ``UNIQ_KEY`` (32 hex chars for IPv4 clients, 56 for IPv6) into its fields."""
+    if len(key) not in (32, 56):
+        raise MessageDecodeError(f"UNIQ_KEY must be 32 or 56 hex chars, got {len(key)}")
+    try:
+        raw = bytes.fromhex(key)
+    except ValueError as exc:
+        raise MessageDecodeError(f"UNIQ_KEY {key!r} is not hex") from exc
+    ip_len = len(raw) - 12
+    ip = str(ipaddress.IPv4Address(raw[:4]) if ip_len == 4 else ipaddress.IPv6Address(raw[:16]))
+    pid, loader, month_ms, counter = struct.unpack_from(">HIiH", raw, ip_len)
+    return UniqKey(ip, pid, loader, month_ms, counter)
