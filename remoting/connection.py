@@ -1,0 +1,279 @@
+"""One RocketMQ remoting connection, shared by the server and the client (DESIGN.md, "Concurrency").
+
+A :class:`Connection` owns a byte stream and gives it the protocol's shape:
+
+- a reader (:meth:`Connection.run`) feeding the sans-IO :class:`~remoting.codec.frame.FrameDecoder`; responses are
+  matched by opaque to outstanding :meth:`Connection.invoke` calls, requests go to the ``on_request`` callback;
+- writes under a per-connection lock, coalescing every frame queued meanwhile into one ``send_all``;
+- requests in both directions: the server uses :meth:`invoke` / :meth:`invoke_oneway` to call a client over the
+  client's own connection (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED), the client to call the server;
+- idle tracking: no read and no write for ``idle_timeout`` seconds closes the connection (Java's 120 s default).
+
+Ownership and errors: the connection owns its stream from construction and closes it when :meth:`run` returns,
+whatever the reason (EOF, a :class:`~remoting.codec.errors.CodecError`, a socket error, idle timeout,
+:meth:`close`, cancellation). On close every outstanding invocation fails at once with
+:class:`~remoting.errors.RemotingConnectError`, and later writes raise :class:`~remoting.errors.RemotingClosedError`.
+A write interrupted half-way (cancellation, socket error) also closes the connection, because the peer's framing
+is then lost.
+
+Backends: only anyio primitives are used, so the same class runs under Trio (the server) and asyncio (the client).
+Any object with Trio's ``send_all`` / ``receive_some`` / ``aclose`` works as the stream (all Trio streams do;
+:class:`AnyioByteStream` adapts an anyio stream).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Protocol
+
+import anyio
+import anyio.abc
+import attrs
+import sniffio
+import trio
+
+from remoting.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from remoting.codec.errors import CodecError
+from remoting.codec.frame import MAX_FRAME, FrameDecoder, encode_command
+from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
+from remoting.processor import RequestContext
+
+log = logging.getLogger(__name__)
+
+#: Bytes asked of the socket per read: large enough to take 32 pipelined send requests in one go.
+RECEIVE_SIZE: Final = 256 * 1024
+
+#: Errors that mean "the peer or the socket is gone" under either backend.
+STREAM_ERRORS: Final = (
+    OSError,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+)
+
+Address = tuple[str, int]
+RequestCallback = Callable[[RequestContext, RemotingCommand], Awaitable[None]]
+
+
+class ByteStream(Protocol):
+    """The stream shape a connection needs: Trio's ``Stream`` (``receive_some`` returns ``b""`` at EOF)."""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None: ...
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray: ...
+
+    async def aclose(self) -> None: ...
+
+
+class AnyioByteStream:
+    """Adapts an anyio byte stream (``send`` / ``receive`` raising ``EndOfStream``) to :class:`ByteStream`."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+        self._stream = stream
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._stream.send(bytes(data) if not isinstance(data, bytes) else data)
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        try:
+            return await self._stream.receive(max_bytes or RECEIVE_SIZE)
+        except anyio.EndOfStream:
+            return b""
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _clock() -> Callable[[], float]:
+    """The running loop's clock, resolved once per connection (Trio's honours ``MockClock`` in tests)."""
+    if sniffio.current_async_library() == "trio":
+        return trio.current_time
+    return anyio.current_time
+
+
+@attrs.define(slots=True)
+class _ResponseFuture:
+    event: anyio.Event = attrs.field(factory=anyio.Event)
+    response: RemotingCommand | None = None
+    error: RemotingError | None = None
+
+
+class Connection:
+    """A framed, multiplexed RocketMQ connection. See the module docstring for the contract.
+
+    ``attributes`` is free for the layers above (client id, ACL identity, the broker's channel info).
+    ``context`` is the one :class:`~remoting.processor.RequestContext` handed to processors for this connection.
+    """
+
+    def __init__(
+        self,
+        stream: ByteStream,
+        remote_address: Address,
+        local_address: Address,
+        *,
+        max_frame: int = MAX_FRAME,
+        idle_timeout: float | None = None,
+    ) -> None:
+        self.remote_address = remote_address
+        self.local_address = local_address
+        self.attributes: dict[str, Any] = {}
+        self.context = RequestContext(self)
+        self.idle_timeout = idle_timeout
+        self._stream = stream
+        self._max_frame = max_frame
+        self._pending: dict[int, _ResponseFuture] = {}
+        self._outbox: list[bytes] = []
+        self._write_lock = anyio.Lock()
+        self._closed = False
+        self._scope: anyio.CancelScope | None = None
+        self._now = _clock()
+        self.last_activity = self._now()
+
+    def __repr__(self) -> str:
+        host, port = self.remote_address[:2]
+        return f"<Connection {host}:{port}{' closed' if self._closed else ''}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pending_invocations(self) -> int:
+        """Invocations waiting for their response."""
+        return len(self._pending)
+
+    def close(self) -> None:
+        """Close now: stop the reader (which closes the stream) and fail outstanding invocations. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._scope is not None:
+            self._scope.cancel()
+        self._fail_pending()
+
+    async def run(self, on_request: RequestCallback) -> None:
+        """Read and dispatch frames until the connection ends; then close the stream. Never raises a stream or codec
+        error (they end the connection and are logged); cancellation propagates after cleanup.
+
+        ``on_request(ctx, cmd)`` is awaited in the reader for every request frame, so it must hand real work off
+        (a pool queue, a task) and return quickly: anything it awaits delays every later frame on this connection.
+        """
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self._closed:
+                    scope.cancel()
+                async with anyio.create_task_group() as tasks:
+                    if self.idle_timeout is not None:
+                        tasks.start_soon(self._watch_idle, self.idle_timeout)
+                    await self._read_frames(on_request)
+                    tasks.cancel_scope.cancel()
+        finally:
+            self._closed = True
+            self._fail_pending()
+            with anyio.CancelScope(shield=True):
+                with contextlib.suppress(*STREAM_ERRORS):
+                    await self._stream.aclose()
+
+    async def _read_frames(self, on_request: RequestCallback) -> None:
+        decoder = FrameDecoder(self._max_frame)
+        ctx, pending, stream = self.context, self._pending, self._stream
+        try:
+            while True:
+                data = await stream.receive_some(RECEIVE_SIZE)
+                if not data:
+                    log.debug("%r: end of stream", self)
+                    return
+                self.last_activity = self._now()
+                decoder.receive_data(data)
+                while (cmd := decoder.next_command()) is not None:
+                    if cmd.flag & FLAG_RESPONSE:
+                        future = pending.pop(cmd.opaque, None)
+                        if future is None:
+                            log.debug("%r: dropped a response nobody waits for (opaque %d)", self, cmd.opaque)
+                        else:
+                            future.response = cmd
+                            future.event.set()
+                    else:
+                        await on_request(ctx, cmd)
+        except CodecError as exc:
+            log.warning("%r: closing on a malformed frame: %s", self, exc)
+        except STREAM_ERRORS as exc:
+            log.debug("%r: stream error: %r", self, exc)
+        except RemotingConnectError:
+            pass
+
+    async def _watch_idle(self, idle_timeout: float) -> None:
+        while True:
+            deadline = self.last_activity + idle_timeout
+            if self._now() >= deadline:
+                log.info("%r: closing after %.0f s without a read or a write", self, idle_timeout)
+                self.close()
+                return
+            await anyio.sleep_until(deadline)
+
+    def _fail_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            future.error = RemotingConnectError(f"connection to {self.remote_address} closed")
+            future.event.set()
+
+    async def send(self, cmd: RemotingCommand) -> None:
+        """Write one command. Returns once its frame has been handed to the stream (possibly in a batch written by
+        another task). Raises :class:`RemotingClosedError` if the connection is closed, and
+        :class:`RemotingConnectError` (closing the connection) if the write fails."""
+        if self._closed:
+            raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
+        self._outbox.append(encode_command(cmd))
+        async with self._write_lock:
+            outbox = self._outbox
+            if not outbox:
+                return  # a task that held the lock before us wrote our frame in its batch
+            if self._closed:
+                raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
+            data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
+            outbox.clear()
+            try:
+                await self._stream.send_all(data)
+            except STREAM_ERRORS as exc:
+                self.close()
+                raise RemotingConnectError(f"{self!r}: write failed: {exc!r}") from exc
+            except BaseException:
+                self.close()  # interrupted half-way: the peer's framing is lost
+                raise
+            self.last_activity = self._now()
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request and wait up to ``timeout`` seconds for the response with the same opaque.
+
+        Raises :class:`RemotingTimeoutError` (the connection stays open; a late response is dropped) or
+        :class:`RemotingConnectError` if the connection closes first. ``cmd`` must not be oneway.
+        """
+        if self._closed:
+            raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
+        future = _ResponseFuture()
+        opaque = cmd.opaque
+        self._pending[opaque] = future
+        try:
+            with anyio.move_on_after(timeout):
+                await self.send(cmd)
+                await future.event.wait()
+        finally:
+            if self._pending.get(opaque) is future:
+                del self._pending[opaque]
+        if future.response is not None:
+            return future.response
+        if future.error is not None:
+            raise future.error
+        raise RemotingTimeoutError(f"no response to request code {cmd.code} from {self.remote_address} in {timeout}s")
+
+    async def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        """Send a request flagged oneway (the flag is set if missing): the peer must not answer."""
+        if not cmd.flag & FLAG_ONEWAY:
+            cmd = attrs.evolve(cmd, flag=cmd.flag | FLAG_ONEWAY)
+        await self.send(cmd)

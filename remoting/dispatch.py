@@ -1,0 +1,204 @@
+"""Request dispatch: a table from request code to (processor, pool), and the processor pools (DESIGN.md).
+
+A :class:`ProcessorPool` is RocketMQ's business thread pool in Trio clothes: a bounded memory channel is its queue,
+``workers`` long-lived worker tasks are its threads (a worker loop per pool, not a task per request: spawning a task
+per request cost more than the whole dispatch), and a ``trio.CapacityLimiter`` counts busy workers
+(``pool.limiter.borrowed_tokens``). A pool runs in its own nursery (:meth:`ProcessorPool.run`).
+
+:meth:`Dispatcher.dispatch` runs in a connection's reader task and never waits for a processor:
+
+- unknown code (and no default) -> ``REQUEST_CODE_NOT_SUPPORTED`` (3), remark ``" request type <code> not supported"``;
+- queue full -> ``SYSTEM_BUSY`` (2), remark ``"[OVERLOAD]system busy, start flow control for a while"``;
+- oneway requests never get either answer (nor any other).
+
+What a processor's outcome becomes on the wire is :func:`remoting.processor.run_processor`'s contract.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Iterable
+from typing import Final
+
+import attrs
+import trio
+
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.errors import RemotingConnectError
+from remoting.processor import Processor, RequestContext, run_processor
+
+__all__ = [
+    "OVERLOAD_REMARK",
+    "Dispatcher",
+    "Processor",
+    "ProcessorPool",
+    "RequestContext",
+    "broker_pools",
+    "not_supported_remark",
+]
+
+log = logging.getLogger(__name__)
+
+OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
+
+_Job = tuple[Processor, RequestContext, RemotingCommand]
+
+
+def not_supported_remark(code: int) -> str:
+    """RocketMQ's remark for an unknown request code (the leading space is the Java server's)."""
+    return f" request type {code} not supported"
+
+
+@attrs.define(eq=False)
+class ProcessorPool:
+    """A named pool: ``workers`` concurrent processors fed from a queue of ``queue_capacity`` requests.
+
+    ``queue_capacity`` may be ``math.inf`` (RocketMQ's unbounded admin queue) or 0 (a request is accepted only if a
+    worker is idle). Requests submitted before :meth:`run` starts wait in the queue.
+    """
+
+    name: str
+    workers: int
+    queue_capacity: int | float
+    limiter: trio.CapacityLimiter = attrs.field(init=False)
+    _send: trio.MemorySendChannel[_Job] = attrs.field(init=False, repr=False)
+    _receive: trio.MemoryReceiveChannel[_Job] = attrs.field(init=False, repr=False)
+    running: bool = attrs.field(init=False, default=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"pool {self.name!r} needs at least one worker, got {self.workers}")
+        self.limiter = trio.CapacityLimiter(self.workers)
+        self._send, self._receive = trio.open_memory_channel[_Job](self.queue_capacity)
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for a worker."""
+        return self._send.statistics().current_buffer_used
+
+    def submit(self, processor: Processor, ctx: RequestContext, request: RemotingCommand) -> bool:
+        """Queue a request without waiting. False when the queue is full (the caller answers SYSTEM_BUSY)."""
+        try:
+            self._send.send_nowait((processor, ctx, request))
+        except trio.WouldBlock:
+            return False
+        return True
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the workers until cancelled; queued requests are dropped on cancellation."""
+        if self.running:
+            raise RuntimeError(f"pool {self.name!r} is already running")
+        self.running = True
+        try:
+            async with trio.open_nursery() as nursery:
+                for _ in range(self.workers):
+                    nursery.start_soon(self._work)
+                task_status.started()
+        finally:
+            self.running = False
+
+    async def _work(self) -> None:
+        receive, limiter = self._receive, self.limiter
+        while True:
+            # Drain without a checkpoint per request while there is work; block only when the queue is empty.
+            try:
+                job = receive.receive_nowait()
+            except trio.WouldBlock:
+                job = await receive.receive()
+            limiter.acquire_nowait()
+            try:
+                await run_processor(*job)
+            finally:
+                limiter.release()
+
+
+class Dispatcher:
+    """Request code -> (processor, pool). Register everything, then run it: ``await nursery.start(dispatcher.run)``.
+
+    :class:`~remoting.server.RemotingServer` starts its dispatcher itself unless it is already running (a
+    dispatcher shared by several listeners should be started once by its owner).
+    """
+
+    def __init__(self) -> None:
+        self._table: dict[int, tuple[Processor, ProcessorPool]] = {}
+        self._default: tuple[Processor, ProcessorPool] | None = None
+        self._pools: dict[int, ProcessorPool] = {}
+        self._nursery: trio.Nursery | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._nursery is not None
+
+    @property
+    def pools(self) -> list[ProcessorPool]:
+        return list(self._pools.values())
+
+    def register(self, codes: int | Iterable[int], processor: Processor, pool: ProcessorPool) -> None:
+        """Route ``codes`` to ``processor`` on ``pool`` (replacing an earlier registration of the same code)."""
+        for code in [codes] if isinstance(codes, int) else codes:
+            self._table[int(code)] = (processor, pool)
+        self._add_pool(pool)
+
+    def set_default(self, processor: Processor, pool: ProcessorPool) -> None:
+        """Route every unregistered code here (RocketMQ's default/admin processor) instead of answering 3."""
+        self._default = (processor, pool)
+        self._add_pool(pool)
+
+    def _add_pool(self, pool: ProcessorPool) -> None:
+        if id(pool) in self._pools:
+            return
+        self._pools[id(pool)] = pool
+        if self._nursery is not None:
+            self._nursery.start_soon(pool.run)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run every pool (each in its own nursery) until cancelled. Pools added later start at once."""
+        if self._nursery is not None:
+            raise RuntimeError("dispatcher is already running")
+        try:
+            async with trio.open_nursery() as nursery:
+                for pool in self._pools.values():
+                    await nursery.start(pool.run)
+                self._nursery = nursery
+                task_status.started()
+        finally:
+            self._nursery = None
+
+    async def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        """Queue ``request`` on its pool, or answer 3 / 2 at once (see the module docstring). Called by readers."""
+        entry = self._table.get(request.code) or self._default
+        if entry is None:
+            answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+        elif entry[1].submit(entry[0], ctx, request):
+            return
+        else:
+            answer = request.response(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        if request.is_oneway:
+            return
+        try:
+            await ctx.connection.send(answer)
+        except RemotingConnectError:
+            log.debug("answer to opaque %d dropped: connection closed", request.opaque)
+
+
+def broker_pools(cpus: int | None = None) -> dict[str, ProcessorPool]:
+    """Fresh pools sized like a RocketMQ 4.9.8 broker's (behaviour.md 1.3), keyed by family name.
+
+    Families: send, pull, query, admin (default processor), client_manage, heartbeat, consumer_manage,
+    end_transaction. Unbounded Java queues are ``math.inf`` here.
+    """
+    n = cpus or os.cpu_count() or 1
+    send_workers = min(n, 4)
+    return {
+        "send": ProcessorPool("send", send_workers, 10_000),
+        "pull": ProcessorPool("pull", 16 + 2 * n, 100_000),
+        "query": ProcessorPool("query", 8 + n, 20_000),
+        "admin": ProcessorPool("admin", 16, math.inf),
+        "client_manage": ProcessorPool("client_manage", 32, 1_000_000),
+        "heartbeat": ProcessorPool("heartbeat", min(32, n), 50_000),
+        "consumer_manage": ProcessorPool("consumer_manage", 32, math.inf),
+        "end_transaction": ProcessorPool("end_transaction", max(8 + 2 * n, 4 * send_workers), 100_000),
+    }

@@ -1,0 +1,31 @@
+"""Typed transport errors. Codec errors live in :mod:`remoting.codec.errors`; these are about sockets and time.
+
+Every error a caller of :class:`~remoting.client.RemotingClient` or :meth:`~remoting.connection.Connection.invoke`
+sees is a :class:`RemotingError`, so "the RPC did not complete" is one ``except`` clause.
+"""
+
+from __future__ import annotations
+
+
+class RemotingError(Exception):
+    """Base of every transport failure."""
+
+
+class RemotingConnectError(RemotingError):
+    """The connection could not be opened, or it closed while a request was outstanding or about to be written.
+
+    RocketMQ's ``RemotingConnectException`` and ``RemotingSendRequestException`` both map here. When the connection
+    drops with the request outstanding, the peer may or may not have processed it; the caller decides whether to
+    retry.
+    """
+
+
+class RemotingClosedError(RemotingConnectError):
+    """A write or an invocation was attempted on a connection that is already closed."""
+
+
+class RemotingTimeoutError(RemotingError):
+    """No response arrived within the invocation's timeout (or the connect timeout elapsed).
+
+    The connection stays open: a late response is dropped when it arrives, as RocketMQ does.
+    """

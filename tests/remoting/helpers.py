@@ -1,0 +1,66 @@
+"""Test doubles that are not our components: raw peers speaking frames over plain Trio sockets, and processors."""
+
+from __future__ import annotations
+
+import trio
+
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.frame import FrameDecoder, encode_command
+from remoting.dispatch import RequestContext
+
+
+class EchoProcessor:
+    """Answers SUCCESS with the request's body and ext fields; counts what it saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[RemotingCommand] = []
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        self.seen.append(request)
+        return request.response(ResponseCode.SUCCESS, ext_fields=dict(request.ext_fields), body=request.body)
+
+
+class GateProcessor:
+    """Holds every request until ``gate`` is set, then echoes it: a stand-in for a slow or held request."""
+
+    def __init__(self) -> None:
+        self.gate = trio.Event()
+        self.entered = 0
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        self.entered += 1
+        await self.gate.wait()
+        return request.response(ResponseCode.SUCCESS, body=request.body)
+
+
+class FailingProcessor:
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        raise LookupError("no such thing")
+
+
+class RawPeer:
+    """A bare frame-level peer on a Trio socket, so server tests do not depend on our client."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.decoder = FrameDecoder()
+
+    @classmethod
+    async def connect(cls, address: tuple[str, int]) -> RawPeer:
+        return cls(await trio.open_tcp_stream(*address))
+
+    async def send(self, *cmds: RemotingCommand) -> None:
+        await self.stream.send_all(b"".join(encode_command(c) for c in cmds))
+
+    async def receive(self) -> RemotingCommand | None:
+        """The next command, or None at end of stream."""
+        while (cmd := self.decoder.next_command()) is None:
+            data = await self.stream.receive_some(65536)
+            if not data:
+                return None
+            self.decoder.receive_data(data)
+        return cmd
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()

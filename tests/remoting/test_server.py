@@ -1,0 +1,135 @@
+"""The Trio server over real loopback sockets, driven by raw frame-level peers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import request
+from remoting.dispatch import OVERLOAD_REMARK, Dispatcher, ProcessorPool
+from remoting.server import RemotingServer, ServerConfig
+from tests.remoting.helpers import EchoProcessor, FailingProcessor, GateProcessor, RawPeer
+
+ECHO, SLOW, FAIL = 1001, 1002, 1003
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[tuple[RemotingServer, tuple[str, int], GateProcessor]]:
+    dispatcher = Dispatcher()
+    gate = GateProcessor()
+    dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("send", 2, 10_000))
+    dispatcher.register(SLOW, gate, ProcessorPool("pull", 128, 10_000))
+    dispatcher.register(FAIL, FailingProcessor(), ProcessorPool("admin", 1, 100))
+    server = RemotingServer(dispatcher)
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(server.serve)
+        yield server, address, gate
+        nursery.cancel_scope.cancel()
+
+
+async def test_pipelined_requests_are_answered_while_slow_ones_are_held(stack):
+    _, address, gate = stack
+    peer = await RawPeer.connect(address)
+    cmds = [request(SLOW if i % 10 == 0 else ECHO, {"i": str(i)}, body=b"x" * 100) for i in range(1000)]
+    await peer.send(*cmds)
+    slow_opaques = {c.opaque for c in cmds if c.code == SLOW}
+    answered = []
+    for _ in range(900):
+        resp = await peer.receive()
+        assert resp is not None and resp.code == ResponseCode.SUCCESS
+        answered.append(resp.opaque)
+    assert not slow_opaques & set(answered)
+    assert gate.entered == 100
+    gate.gate.set()
+    for _ in range(100):
+        resp = await peer.receive()
+        assert resp is not None
+        answered.append(resp.opaque)
+    assert sorted(answered) == sorted(c.opaque for c in cmds)
+    await peer.aclose()
+
+
+async def test_full_pool_queue_answers_system_busy_at_once():
+    dispatcher = Dispatcher()
+    gate = GateProcessor()
+    dispatcher.register(SLOW, gate, ProcessorPool("send", 1, 2))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(RemotingServer(dispatcher).serve)
+        peer = await RawPeer.connect(address)
+        cmds = [request(SLOW) for _ in range(10)]
+        await peer.send(*cmds)
+        # one in the worker, two queued: seven rejected before anything completes
+        busy = [await peer.receive() for _ in range(7)]
+        assert all(r is not None and r.code == ResponseCode.SYSTEM_BUSY for r in busy)
+        assert all(r is not None and r.remark == OVERLOAD_REMARK for r in busy)
+        assert {r.opaque for r in busy if r} == {c.opaque for c in cmds[3:]}
+        gate.gate.set()
+        done = [await peer.receive() for _ in range(3)]
+        assert all(r is not None and r.code == ResponseCode.SUCCESS for r in done)
+        nursery.cancel_scope.cancel()
+
+
+async def test_unknown_code_is_answered_request_code_not_supported(stack):
+    _, address, _ = stack
+    peer = await RawPeer.connect(address)
+    await peer.send(request(4242))
+    resp = await peer.receive()
+    assert resp is not None
+    assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert resp.remark == " request type 4242 not supported"
+
+
+async def test_processor_exception_answers_system_error_and_keeps_the_connection(stack):
+    _, address, _ = stack
+    peer = await RawPeer.connect(address)
+    await peer.send(request(FAIL))
+    resp = await peer.receive()
+    assert resp is not None and resp.code == ResponseCode.SYSTEM_ERROR
+    assert resp.remark is not None and "no such thing" in resp.remark
+    await peer.send(request(ECHO, body=b"still here"))
+    resp = await peer.receive()
+    assert resp is not None and resp.body == b"still here"
+
+
+async def test_oneway_request_gets_no_response_even_when_unknown_or_failing(stack):
+    _, address, _ = stack
+    peer = await RawPeer.connect(address)
+    await peer.send(request(ECHO, oneway=True), request(4242, oneway=True), request(FAIL, oneway=True))
+    marker = request(ECHO, body=b"marker")
+    await peer.send(marker)
+    resp = await peer.receive()
+    assert resp is not None and resp.opaque == marker.opaque
+
+
+async def test_garbage_frame_closes_only_that_connection(stack):
+    server, address, _ = stack
+    good = await RawPeer.connect(address)
+    bad = await RawPeer.connect(address)
+    await bad.stream.send_all(b"\xff\xff\xff\xffgarbage")
+    assert await bad.receive() is None
+    await good.send(request(ECHO, body=b"ok"))
+    resp = await good.receive()
+    assert resp is not None and resp.body == b"ok"
+    assert len(server.connections) == 1
+
+
+async def test_idle_connection_is_closed_after_idle_timeout(autojump_clock):
+    dispatcher = Dispatcher()
+    dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("send", 1, 10))
+    server = RemotingServer(dispatcher, ServerConfig(idle_timeout=120.0))
+    closed_at: list[float] = []
+    server.add_close_listener(lambda conn: closed_at.append(trio.current_time()))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(server.serve)
+        peer = await RawPeer.connect(address)
+        start = trio.current_time()
+        await trio.sleep(100)
+        await peer.send(request(ECHO))  # activity pushes the deadline
+        assert await peer.receive() is not None
+        assert not closed_at
+        assert await peer.receive() is None
+        assert closed_at and closed_at[0] - start == pytest.approx(220, abs=1)
+        nursery.cancel_scope.cancel()
