@@ -149,3 +149,188 @@ def test_register_broker_wire_keys_match_protocol() -> None:
     assert headers.RegisterBrokerResponseHeader.wire_keys() == ("haServerAddr", "masterAddr")
     assert headers.QueryDataVersionResponseHeader.wire_keys() == ("changed",)
     assert headers.GetKVConfigResponseHeader.wire_keys() == ("value",)
+
+
+# ---- send V1 / V2 -------------------------------------------------------------------------------------------------
+
+V1_KEY_BY_LETTER = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "bname",
+}
+
+
+def test_v2_letters_map_exactly_to_v1_keys() -> None:
+    assert headers.V2_TO_V1_KEYS == V1_KEY_BY_LETTER
+    assert headers.SendMessageRequestHeaderV2.wire_keys() == tuple(V1_KEY_BY_LETTER)
+    assert set(headers.SendMessageRequestHeader.wire_keys()) == set(V1_KEY_BY_LETTER.values())
+
+
+@given(header_strategy(headers.SendMessageRequestHeaderV2))
+def test_v2_to_v1_renames_every_key_and_keeps_every_value(v2: Any) -> None:
+    v1 = v2.to_v1()
+    renamed = {V1_KEY_BY_LETTER[letter]: value for letter, value in v2.to_ext_fields().items()}
+    assert v1.to_ext_fields() == renamed
+    assert headers.SendMessageRequestHeaderV2.from_v1(v1) == v2
+
+
+@given(header_strategy(headers.SendMessageRequestHeader))
+def test_v1_to_v2_and_back_is_identity(v1: Any) -> None:
+    assert headers.SendMessageRequestHeaderV2.from_v1(v1).to_v1() == v1
+
+
+ALI_ONS_V2 = {  # what ali-ons sends, after the JSON serializer coerced its numbers and booleans to strings
+    "a": "PID_GROUP",
+    "b": "TopicTest",
+    "c": "TBW102",
+    "d": "4",
+    "e": "3",
+    "f": "0",
+    "g": "1700000000123",
+    "h": "0",
+    "i": "TAGS\x01TagA\x02",
+    "j": "0",
+    "k": "false",
+}
+
+
+@pytest.mark.parametrize("code", [310, 320])
+def test_parse_send_request_header_reads_letters_for_v2_codes(code: int) -> None:
+    v1 = headers.parse_send_request_header(code, ALI_ONS_V2)
+    assert v1 == headers.SendMessageRequestHeader(
+        producer_group="PID_GROUP",
+        topic="TopicTest",
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=3,
+        sys_flag=0,
+        born_timestamp=1700000000123,
+        flag=0,
+        properties="TAGS\x01TagA\x02",
+        reconsume_times=0,
+        unit_mode=False,
+    )
+    assert v1.batch is False  # the batch path follows the flag, not the code
+
+
+def test_parse_send_request_header_reads_long_names_for_code_10() -> None:
+    ext = {V1_KEY_BY_LETTER[k]: v for k, v in ALI_ONS_V2.items()} | {"batch": "true", "bname": "broker-a"}
+    v1 = headers.parse_send_request_header(10, ext)
+    assert v1.batch is True
+    assert v1.bname == "broker-a"
+    assert v1.queue_id == 3
+
+
+def test_cpp_client_booleans_as_digits_parse() -> None:
+    ext = dict(ALI_ONS_V2, k="0", m="1", AccessKey="ak", OnsChannel="ALIYUN", Signature="sig")
+    v1 = headers.parse_send_request_header(320, ext)
+    assert (v1.unit_mode, v1.batch) == (False, True)
+
+
+def test_parse_send_request_header_names_missing_letter() -> None:
+    ext = {k: v for k, v in ALI_ONS_V2.items() if k != "g"}
+    with pytest.raises(HeaderFieldError) as info:
+        headers.parse_send_request_header(310, ext)
+    assert info.value.field == "g"
+
+
+def test_parse_send_request_header_rejects_non_send_codes() -> None:
+    with pytest.raises(ValueError, match="not a send request"):
+        headers.parse_send_request_header(11, ALI_ONS_V2)
+
+
+def test_queue_id_beyond_java_int_is_rejected() -> None:
+    with pytest.raises(HeaderFieldError) as info:
+        headers.parse_send_request_header(310, dict(ALI_ONS_V2, e=str(1 << 40)))
+    assert info.value.field == "e"
+
+
+def test_send_response_header_writes_strings_java_clients_read() -> None:
+    header = headers.SendMessageResponseHeader(
+        msg_id="0A0000010000291100000000000004D2", queue_id=1, queue_offset=5, msg_region="DefaultRegion", trace_on=True
+    )
+    assert header.to_ext_fields() == {
+        "msgId": "0A0000010000291100000000000004D2",
+        "queueId": "1",
+        "queueOffset": "5",
+        "MSG_REGION": "DefaultRegion",
+        "TRACE_ON": "true",
+    }
+
+
+def test_pull_response_requires_all_four_offsets() -> None:
+    assert headers.PullMessageResponseHeader.required_keys() == (
+        "suggestWhichBrokerId",
+        "nextBeginOffset",
+        "minOffset",
+        "maxOffset",
+    )
+
+
+def test_ali_ons_pull_request_parses() -> None:
+    ext = {
+        "consumerGroup": "GID",
+        "topic": "T",
+        "queueId": "0",
+        "queueOffset": "120",
+        "maxMsgNums": "32",
+        "sysFlag": "6",
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "15000",
+        "subscription": "*",
+        "subVersion": "1700000000000",
+    }
+    header = headers.PullMessageRequestHeader.from_ext_fields(ext)
+    assert (header.queue_offset, header.sys_flag, header.subscription, header.expression_type) == (120, 6, "*", None)
+
+
+@pytest.mark.parametrize(
+    ("cls", "keys"),
+    [
+        (headers.UnregisterClientRequestHeader, ("clientID", "producerGroup", "consumerGroup")),
+        (headers.QueryConsumerOffsetRequestHeader, ("consumerGroup", "topic", "queueId", "bname")),
+        (headers.UpdateConsumerOffsetRequestHeader, ("consumerGroup", "topic", "queueId", "commitOffset", "bname")),
+        (headers.SearchOffsetRequestHeader, ("topic", "queueId", "timestamp", "bname")),
+        (headers.GetEarliestMsgStoretimeResponseHeader, ("timestamp",)),
+        (
+            headers.QueryMessageRequestHeader,
+            ("topic", "key", "maxNum", "beginTimestamp", "endTimestamp", "_UNIQUE_KEY_QUERY"),
+        ),
+        (headers.ResetOffsetRequestHeader, ("topic", "group", "timestamp", "isForce")),
+        (headers.UpdateConsumerOffsetResponseHeader, ()),
+    ],
+)
+def test_wire_keys_match_protocol_tables(cls: type[Header], keys: tuple[str, ...]) -> None:
+    assert cls.wire_keys() == keys
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        headers.SendMessageRequestHeader,
+        headers.PullMessageRequestHeader,
+        headers.QueryConsumerOffsetRequestHeader,
+        headers.UpdateConsumerOffsetRequestHeader,
+        headers.GetMaxOffsetRequestHeader,
+        headers.GetMinOffsetRequestHeader,
+        headers.SearchOffsetRequestHeader,
+        headers.GetEarliestMsgStoretimeRequestHeader,
+        headers.ConsumerSendMsgBackRequestHeader,
+        headers.EndTransactionRequestHeader,
+        headers.CheckTransactionStateRequestHeader,
+    ],
+)
+def test_rpc_headers_accept_optional_bname(cls: type[Header]) -> None:
+    assert "bname" in cls.wire_keys()
+    assert "bname" not in cls.required_keys()

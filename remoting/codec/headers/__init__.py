@@ -1,10 +1,33 @@
 """Typed custom headers (``extFields``) for every request rocketrio serves or sends (protocol.md section 3).
 
-Use ``SomeHeader.from_ext_fields(cmd.ext_fields)`` to read a request and ``header.to_ext_fields()`` to build one; see
-:mod:`remoting.codec.headers.base` for the parsing rules and errors.
+Read a request with ``SomeHeader.from_ext_fields(cmd.ext_fields)`` and build one with ``header.to_ext_fields()``;
+send requests of any code go through :func:`parse_send_request_header`. Parsing rules and errors are documented in
+:mod:`remoting.codec.headers.base`. Modules are split by request family; everything is re-exported here.
 """
 
-from remoting.codec.headers.base import Header, WireField, wire
+from remoting.codec.headers.admin import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    ResetOffsetRequestHeader,
+)
+from remoting.codec.headers.base import (
+    Header,
+    WireField,
+    wire,
+)
+from remoting.codec.headers.client import (
+    GetConsumerListByGroupRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+)
 from remoting.codec.headers.namesrv import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
@@ -24,26 +47,108 @@ from remoting.codec.headers.namesrv import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
+from remoting.codec.headers.offsets import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetResponseHeader,
+)
+from remoting.codec.headers.pull import (
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+)
+from remoting.codec.headers.query import (
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    ViewMessageRequestHeader,
+)
+from remoting.codec.headers.send import (
+    V2_TO_V1_KEYS,
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+    parse_send_request_header,
+)
+from remoting.codec.headers.transaction import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+)
 
 __all__ = [
     "AddWritePermOfBrokerRequestHeader",
     "AddWritePermOfBrokerResponseHeader",
+    "CheckTransactionStateRequestHeader",
+    "ConsumeMessageDirectlyResultRequestHeader",
+    "ConsumerSendMsgBackRequestHeader",
+    "CreateTopicRequestHeader",
     "DeleteKVConfigRequestHeader",
+    "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicFromNamesrvRequestHeader",
+    "DeleteTopicRequestHeader",
+    "EndTransactionRequestHeader",
+    "GetConsumeStatsRequestHeader",
+    "GetConsumerConnectionListRequestHeader",
+    "GetConsumerListByGroupRequestHeader",
+    "GetConsumerRunningInfoRequestHeader",
+    "GetConsumerStatusRequestHeader",
+    "GetEarliestMsgStoretimeRequestHeader",
+    "GetEarliestMsgStoretimeResponseHeader",
     "GetKVConfigRequestHeader",
     "GetKVConfigResponseHeader",
     "GetKVListByNamespaceRequestHeader",
+    "GetMaxOffsetRequestHeader",
+    "GetMaxOffsetResponseHeader",
+    "GetMinOffsetRequestHeader",
+    "GetMinOffsetResponseHeader",
+    "GetProducerConnectionListRequestHeader",
     "GetRouteInfoRequestHeader",
+    "GetTopicStatsInfoRequestHeader",
     "GetTopicsByClusterRequestHeader",
     "Header",
+    "NotifyConsumerIdsChangedRequestHeader",
+    "PullMessageRequestHeader",
+    "PullMessageResponseHeader",
     "PutKVConfigRequestHeader",
+    "QueryConsumerOffsetRequestHeader",
+    "QueryConsumerOffsetResponseHeader",
     "QueryDataVersionRequestHeader",
     "QueryDataVersionResponseHeader",
+    "QueryMessageRequestHeader",
+    "QueryMessageResponseHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
+    "ResetOffsetRequestHeader",
+    "SearchOffsetRequestHeader",
+    "SearchOffsetResponseHeader",
+    "SendMessageRequestHeader",
+    "SendMessageRequestHeaderV2",
+    "SendMessageResponseHeader",
+    "TRANSACTION_COMMIT_TYPE",
+    "TRANSACTION_NOT_TYPE",
+    "TRANSACTION_PREPARED_TYPE",
+    "TRANSACTION_ROLLBACK_TYPE",
     "UnRegisterBrokerRequestHeader",
-    "WireField",
+    "UnregisterClientRequestHeader",
+    "UpdateConsumerOffsetRequestHeader",
+    "UpdateConsumerOffsetResponseHeader",
+    "V2_TO_V1_KEYS",
+    "ViewMessageRequestHeader",
     "WipeWritePermOfBrokerRequestHeader",
     "WipeWritePermOfBrokerResponseHeader",
+    "WireField",
+    "parse_send_request_header",
     "wire",
 ]

@@ -1,0 +1,169 @@
+"""Send headers (protocol.md 3.1, 3.2): SEND_MESSAGE V1 long names, V2 single letters, and the send response.
+
+The broker works on :class:`SendMessageRequestHeader` (V1) only; :func:`parse_send_request_header` turns any send
+request (codes 10, 310, 320) into one. Whether a send is a batch comes from the ``batch`` flag (V2 ``m``), not from
+the request code, exactly as the Java broker decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from remoting.codec.codes import RequestCode
+from remoting.codec.headers.base import Header, wire
+
+
+@attrs.frozen(slots=True)
+class SendMessageRequestHeader(Header):
+    """SEND_MESSAGE (10) with long key names; also the broker's in-memory form of every send request."""
+
+    REQUEST_CODES = (RequestCode.SEND_MESSAGE,)
+
+    producer_group: str = attrs.field(metadata=wire("producerGroup"))
+    topic: str = attrs.field(metadata=wire("topic"))
+    default_topic: str = attrs.field(metadata=wire("defaultTopic"))
+    default_topic_queue_nums: int = attrs.field(metadata=wire("defaultTopicQueueNums", int32=True))
+    queue_id: int = attrs.field(metadata=wire("queueId", int32=True))
+    sys_flag: int = attrs.field(metadata=wire("sysFlag", int32=True))
+    born_timestamp: int = attrs.field(metadata=wire("bornTimestamp"))
+    flag: int = attrs.field(metadata=wire("flag", int32=True))
+    properties: str | None = attrs.field(default=None, metadata=wire("properties"))
+    reconsume_times: int | None = attrs.field(default=None, metadata=wire("reconsumeTimes", int32=True))
+    unit_mode: bool = attrs.field(default=False, metadata=wire("unitMode"))
+    batch: bool = attrs.field(default=False, metadata=wire("batch"))
+    max_reconsume_times: int | None = attrs.field(default=None, metadata=wire("maxReconsumeTimes", int32=True))
+    bname: str | None = attrs.field(default=None, metadata=wire("bname"))
+
+
+@attrs.frozen(slots=True)
+class SendMessageRequestHeaderV2(Header):
+    """SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): the V1 fields under the letters ``a``..``n``.
+
+    Attribute names are the wire letters, as in Java; :meth:`to_v1` / :meth:`from_v1` convert field by field.
+    """
+
+    REQUEST_CODES = (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+
+    a: str = attrs.field(metadata=wire("a"))  # producerGroup
+    b: str = attrs.field(metadata=wire("b"))  # topic
+    c: str = attrs.field(metadata=wire("c"))  # defaultTopic
+    d: int = attrs.field(metadata=wire("d", int32=True))  # defaultTopicQueueNums
+    e: int = attrs.field(metadata=wire("e", int32=True))  # queueId
+    f: int = attrs.field(metadata=wire("f", int32=True))  # sysFlag
+    g: int = attrs.field(metadata=wire("g"))  # bornTimestamp
+    h: int = attrs.field(metadata=wire("h", int32=True))  # flag
+    i: str | None = attrs.field(default=None, metadata=wire("i"))  # properties
+    j: int | None = attrs.field(default=None, metadata=wire("j", int32=True))  # reconsumeTimes
+    k: bool = attrs.field(default=False, metadata=wire("k"))  # unitMode
+    l: int | None = attrs.field(default=None, metadata=wire("l", int32=True))  # noqa: E741  # maxReconsumeTimes
+    m: bool = attrs.field(default=False, metadata=wire("m"))  # batch
+    n: str | None = attrs.field(default=None, metadata=wire("n"))  # bname
+
+    def to_v1(self) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader(
+            producer_group=self.a,
+            topic=self.b,
+            default_topic=self.c,
+            default_topic_queue_nums=self.d,
+            queue_id=self.e,
+            sys_flag=self.f,
+            born_timestamp=self.g,
+            flag=self.h,
+            properties=self.i,
+            reconsume_times=self.j,
+            unit_mode=self.k,
+            batch=self.m,
+            max_reconsume_times=self.l,
+            bname=self.n,
+        )
+
+    @classmethod
+    def from_v1(cls, v1: SendMessageRequestHeader) -> SendMessageRequestHeaderV2:
+        return cls(
+            a=v1.producer_group,
+            b=v1.topic,
+            c=v1.default_topic,
+            d=v1.default_topic_queue_nums,
+            e=v1.queue_id,
+            f=v1.sys_flag,
+            g=v1.born_timestamp,
+            h=v1.flag,
+            i=v1.properties,
+            j=v1.reconsume_times,
+            k=v1.unit_mode,
+            l=v1.max_reconsume_times,
+            m=v1.batch,
+            n=v1.bname,
+        )
+
+
+#: V2 letter -> V1 key, the table of protocol.md 3.2.
+V2_TO_V1_KEYS: dict[str, str] = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "bname",
+}
+
+_V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+
+
+def parse_send_request_header(code: int, ext_fields: Mapping[str, str]) -> SendMessageRequestHeader:
+    """The V1 header of a send request, whatever its code: 10 (long names), 310 or 320 (letters).
+
+    Raises :class:`~remoting.codec.errors.HeaderFieldError` (naming the key as sent) for missing or bad fields, and
+    ``ValueError`` if ``code`` is not a send code (a caller bug, not peer input).
+    """
+    if code in _V2_CODES:
+        return SendMessageRequestHeaderV2.from_ext_fields(ext_fields).to_v1()
+    if code == RequestCode.SEND_MESSAGE:
+        return SendMessageRequestHeader.from_ext_fields(ext_fields)
+    raise ValueError(f"request code {code} is not a send request")
+
+
+@attrs.frozen(slots=True)
+class SendMessageResponseHeader(Header):
+    """Send response (every code). ``msg_id`` is the offset message id (comma-joined for batches).
+
+    The broker also puts ``MSG_REGION`` and ``TRACE_ON`` here: the Java client reads the region, and extFields must
+    never be empty after a successful send (protocol.md 1.2).
+    """
+
+    msg_id: str = attrs.field(metadata=wire("msgId"))
+    queue_id: int = attrs.field(metadata=wire("queueId", int32=True))
+    queue_offset: int = attrs.field(metadata=wire("queueOffset"))
+    transaction_id: str | None = attrs.field(default=None, metadata=wire("transactionId"))
+    msg_region: str | None = attrs.field(default=None, metadata=wire("MSG_REGION"))
+    trace_on: bool | None = attrs.field(default=None, metadata=wire("TRACE_ON"))
+
+
+@attrs.frozen(slots=True)
+class ConsumerSendMsgBackRequestHeader(Header):
+    """CONSUMER_SEND_MSG_BACK (36): return a message for retry (protocol.md 3.7).
+
+    ``offset`` is the CommitLog offset of the message; ``delay_level`` 0 lets the broker choose, < 0 sends it straight
+    to the DLQ. ``max_reconsume_times`` is honoured only when the request version is >= 121.
+    """
+
+    REQUEST_CODES = (RequestCode.CONSUMER_SEND_MSG_BACK,)
+
+    offset: int = attrs.field(metadata=wire("offset"))
+    group: str = attrs.field(metadata=wire("group"))
+    delay_level: int = attrs.field(metadata=wire("delayLevel", int32=True))
+    origin_msg_id: str | None = attrs.field(default=None, metadata=wire("originMsgId"))
+    origin_topic: str | None = attrs.field(default=None, metadata=wire("originTopic"))
+    unit_mode: bool = attrs.field(default=False, metadata=wire("unitMode"))
+    max_reconsume_times: int | None = attrs.field(default=None, metadata=wire("maxReconsumeTimes", int32=True))
+    bname: str | None = attrs.field(default=None, metadata=wire("bname"))
