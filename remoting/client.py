@@ -1,0 +1,205 @@
+"""The remoting client (anyio: runs under Trio and asyncio alike).
+
+Usage::
+
+    async with RemotingClient(request_handler=my_handler) as client:
+        response = await client.invoke("127.0.0.1:9876", request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {...}), 3.0)
+        await client.invoke_oneway(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, {...}))
+        client.invoke_callback(addr, cmd, 3.0, on_done)   # on_done(response_or_error), may be async
+
+Contract:
+
+- one :class:`~remoting.connection.Connection` per address (``"host:port"``, IPv6 as ``"[::1]:port"``), opened on
+  first use; concurrent invocations pipeline on it and are matched by opaque;
+- ``timeout`` covers connecting and waiting; expiry raises :class:`~remoting.errors.RemotingTimeoutError` and leaves
+  the connection open (a late response is dropped);
+- a refused or timed-out connect raises :class:`~remoting.errors.RemotingConnectError`; a connection that fails is
+  dropped, its outstanding invocations fail at once with ``RemotingConnectError`` and the next call reconnects;
+- requests the server pushes (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) run ``request_handler`` in a task
+  of their own and its response is written back (unless oneway); without a handler they get
+  REQUEST_CODE_NOT_SUPPORTED;
+- ``serialize_type`` is stamped on every request (JSON by default; CBOR only towards rocketrio servers); the server's
+  responses mirror it.
+
+Leaving the ``async with`` block closes every connection and cancels callbacks still running.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import socket
+from collections.abc import Callable
+from types import TracebackType
+from typing import Self
+
+import anyio
+import anyio.abc
+import attrs
+
+from remoting.codec.codes import ResponseCode, SerializeType
+from remoting.codec.command import RemotingCommand
+from remoting.codec.frame import MAX_FRAME
+from remoting.connection import Address, AnyioByteStream, Connection
+from remoting.dispatch import not_supported_remark
+from remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
+from remoting.processor import Processor, RequestContext, run_processor
+
+log = logging.getLogger(__name__)
+
+InvokeCallback = Callable[[RemotingCommand | RemotingError], object]
+
+
+def parse_address(address: str) -> Address:
+    """``"host:port"`` or ``"[v6]:port"`` to ``(host, port)``. Raises ``RemotingConnectError`` when malformed."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RemotingConnectError(f"bad remoting address {address!r}, expected host:port")
+    return host.strip("[]"), int(port)
+
+
+class RemotingClient:
+    """Connections to any number of servers, one per address. Use as ``async with``; see the module docstring."""
+
+    def __init__(
+        self,
+        request_handler: Processor | None = None,
+        connect_timeout: float = 3.0,
+        *,
+        serialize_type: SerializeType = SerializeType.JSON,
+        idle_timeout: float | None = 120.0,
+        max_frame: int = MAX_FRAME,
+    ) -> None:
+        self.request_handler = request_handler
+        self.connect_timeout = connect_timeout
+        self.serialize_type = serialize_type
+        self.idle_timeout = idle_timeout
+        self.max_frame = max_frame
+        self._connections: dict[str, Connection] = {}
+        self._connect_locks: dict[str, anyio.Lock] = {}
+        self._tasks: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> Self:
+        tasks = anyio.create_task_group()
+        await tasks.__aenter__()
+        self._tasks = tasks
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        tasks, self._tasks = self._tasks, None
+        assert tasks is not None
+        for conn in list(self._connections.values()):
+            conn.close()
+        tasks.cancel_scope.cancel()
+        return await tasks.__aexit__(exc_type, exc, tb)
+
+    @property
+    def connections(self) -> dict[str, Connection]:
+        """Live connections by address (a copy)."""
+        return {addr: c for addr, c in self._connections.items() if not c.closed}
+
+    def close_connection(self, address: str) -> None:
+        """Drop the connection to ``address`` (outstanding invocations fail); the next call reconnects."""
+        conn = self._connections.pop(address, None)
+        if conn is not None:
+            conn.close()
+
+    async def connection(self, address: str) -> Connection:
+        """The live connection to ``address``, connecting first if needed (within ``connect_timeout``)."""
+        conn = self._connections.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._connect_locks.setdefault(address, anyio.Lock())
+        async with lock:
+            conn = self._connections.get(address)
+            if conn is not None and not conn.closed:
+                return conn
+            return await self._connect(address)
+
+    async def _connect(self, address: str) -> Connection:
+        if self._tasks is None:
+            raise RuntimeError("RemotingClient used outside its `async with` block")
+        host, port = parse_address(address)
+        try:
+            with anyio.fail_after(self.connect_timeout):
+                stream = await anyio.connect_tcp(host, port)
+        except TimeoutError as exc:
+            raise RemotingConnectError(f"connect to {address} timed out after {self.connect_timeout}s") from exc
+        except OSError as exc:
+            raise RemotingConnectError(f"connect to {address} failed: {exc}") from exc
+        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        remote = stream.extra(anyio.abc.SocketAttribute.remote_address)
+        local = stream.extra(anyio.abc.SocketAttribute.local_address)
+        assert isinstance(remote, tuple) and isinstance(local, tuple)
+        conn = Connection(
+            AnyioByteStream(stream),
+            (str(remote[0]), int(remote[1])),
+            (str(local[0]), int(local[1])),
+            max_frame=self.max_frame,
+            idle_timeout=self.idle_timeout,
+        )
+        self._connections[address] = conn
+        self._tasks.start_soon(self._run_connection, address, conn)
+        return conn
+
+    async def _run_connection(self, address: str, conn: Connection) -> None:
+        try:
+            await conn.run(self._on_request)
+        finally:
+            if self._connections.get(address) is conn:
+                del self._connections[address]
+
+    async def _on_request(self, ctx: RequestContext, cmd: RemotingCommand) -> None:
+        if self.request_handler is not None and self._tasks is not None:
+            self._tasks.start_soon(run_processor, self.request_handler, ctx, cmd)
+        elif not cmd.is_oneway:
+            answer = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(cmd.code))
+            await ctx.connection.send(answer)
+
+    def _stamp(self, cmd: RemotingCommand) -> RemotingCommand:
+        if cmd.serialize_type != self.serialize_type:
+            return attrs.evolve(cmd, serialize_type=self.serialize_type)
+        return cmd
+
+    async def invoke(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send ``cmd`` to ``address`` and return its response. Raises ``RemotingTimeoutError`` or
+        ``RemotingConnectError`` (see the module docstring)."""
+        deadline = anyio.current_time() + timeout
+        try:
+            with anyio.fail_after(timeout):
+                conn = await self.connection(address)
+        except TimeoutError as exc:
+            raise RemotingTimeoutError(f"connecting to {address} took longer than the {timeout}s timeout") from exc
+        return await conn.invoke(self._stamp(cmd), max(0.0, deadline - anyio.current_time()))
+
+    async def invoke_oneway(self, address: str, cmd: RemotingCommand) -> None:
+        """Send ``cmd`` flagged oneway; returns once written. Raises ``RemotingConnectError``."""
+        conn = await self.connection(address)
+        await conn.invoke_oneway(self._stamp(cmd))
+
+    def invoke_callback(self, address: str, cmd: RemotingCommand, timeout: float, callback: InvokeCallback) -> None:
+        """Start ``invoke`` in the background; ``callback`` gets the response or the ``RemotingError``.
+
+        A callback that returns an awaitable is awaited. A callback that raises is logged, never propagated.
+        """
+        if self._tasks is None:
+            raise RuntimeError("RemotingClient used outside its `async with` block")
+        self._tasks.start_soon(self._invoke_then_call, address, cmd, timeout, callback)
+
+    async def _invoke_then_call(
+        self, address: str, cmd: RemotingCommand, timeout: float, callback: InvokeCallback
+    ) -> None:
+        outcome: RemotingCommand | RemotingError
+        try:
+            outcome = await self.invoke(address, cmd, timeout)
+        except RemotingError as exc:
+            outcome = exc
+        try:
+            result = callback(outcome)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("invoke callback %r failed", callback)
