@@ -1,0 +1,54 @@
+"""Name server configuration with RocketMQ's property names (``mqnamesrv -c namesrv.properties``).
+
+Each field's property name is its camelCase form; defaults are RocketMQ 4.9.8's (``NamesrvConfig`` and
+``NettyServerConfig``). ``kvConfigPath`` defaults to ``<rocketmqHome>/namesrv/kvConfig.json`` where ``rocketmqHome``
+defaults to the user's home directory, as Java's ``user.home`` does. Timer fields are in seconds (not Java
+milliseconds) and are ours, so tests and embedded clusters can shorten them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from remoting.properties import apply_properties, load_properties
+
+
+@attrs.frozen
+class NamesrvConfig:
+    listen_port: int = 9876
+    #: The address the server binds; Java binds every interface, so does ``0.0.0.0`` here.
+    listen_host: str = "0.0.0.0"
+    rocketmq_home: str = str(Path.home())
+    #: Empty means ``<rocketmqHome>/namesrv/kvConfig.json``.
+    kv_config_path: str = ""
+    order_message_enable: bool = False
+    #: Seconds between liveness scans, and before the first one (Java: 10 s and 5 s).
+    scan_interval: float = 10.0
+    scan_initial_delay: float = 5.0
+    #: A broker that has not registered for this long is dropped (Java: 120 s).
+    broker_channel_expired_time: float = 120.0
+    #: A connection with no traffic for this long is closed (Java's ``serverChannelMaxIdleTimeSeconds``).
+    server_channel_max_idle_time_seconds: float = 120.0
+    #: Workers of the one request pool (Java's namesrv runs everything on ``serverWorkerThreads``).
+    server_worker_threads: int = 8
+
+    @property
+    def kv_config_file(self) -> Path:
+        if self.kv_config_path:
+            return Path(self.kv_config_path)
+        return Path(self.rocketmq_home) / "namesrv" / "kvConfig.json"
+
+
+def load_namesrv_config(path: str | Path | None = None, **overrides: object) -> tuple[NamesrvConfig, list[str]]:
+    """Defaults, then the properties file (if any), then keyword overrides (snake_case field names).
+
+    Returns the config and the file's unknown keys (the caller warns about them). Raises
+    :class:`~remoting.properties.PropertiesError` for a value of the wrong type and ``OSError`` for an unreadable file.
+    """
+    config = NamesrvConfig()
+    unknown: list[str] = []
+    if path is not None:
+        config, unknown = apply_properties(config, load_properties(path))
+    return attrs.evolve(config, **overrides), unknown  # type: ignore[arg-type]
