@@ -1,0 +1,65 @@
+"""The name server's KV config: ``namespace -> {key: value}``, persisted to ``kvConfig.json`` (store.md 8.5).
+
+Namespace ``ORDER_TOPIC_CONFIG`` holds per-topic order configs (``brokerName:queueNum;...``) that REGISTER_BROKER and
+GET_ROUTEINFO_BY_TOPIC hand out.
+
+Ownership: one manager per name server owns its file. Reads and writes of the table are synchronous and happen on the
+Trio thread; :meth:`KVConfigManager.persist` writes a snapshot atomically in a worker thread (through
+:mod:`store.config_files`), one save at a time. :meth:`KVConfigManager.load` raises
+:class:`~store.config_files.ConfigFileError` when the file and its backup both exist but are corrupt (Java refuses to
+start then too); ``OSError`` propagates from either.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from remoting.codec.bodies import KVTable
+from store.config_files import KvConfigTable, kv_config_file
+
+ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
+
+
+class KVConfigManager:
+    def __init__(self, path: Path) -> None:
+        self._file = kv_config_file(path)
+        self._table: KvConfigTable = {}
+        self._save_lock = trio.Lock()
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def load(self) -> None:
+        """Replace the table with the file's content (blocking; call once at start). A missing file means empty."""
+        loaded = self._file.load()
+        self._table = {} if loaded is None else {ns: dict(kv) for ns, kv in loaded.items()}
+
+    async def persist(self) -> None:
+        """Write the current table atomically; concurrent callers are serialized, the last snapshot wins."""
+        async with self._save_lock:
+            snapshot = {ns: dict(kv) for ns, kv in self._table.items()}
+            await trio.to_thread.run_sync(self._file.save, snapshot)
+
+    def put(self, namespace: str, key: str, value: str) -> None:
+        self._table.setdefault(namespace, {})[key] = value
+
+    def delete(self, namespace: str, key: str) -> bool:
+        """Remove a key; an emptied namespace disappears. Returns whether the key existed."""
+        kv = self._table.get(namespace)
+        if kv is None or key not in kv:
+            return False
+        del kv[key]
+        if not kv:
+            del self._table[namespace]
+        return True
+
+    def get(self, namespace: str, key: str) -> str | None:
+        return self._table.get(namespace, {}).get(key)
+
+    def get_kv_list_by_namespace(self, namespace: str) -> KVTable | None:
+        kv = self._table.get(namespace)
+        return None if kv is None else KVTable(dict(kv))
