@@ -1,13 +1,14 @@
 """Name server configuration with RocketMQ's property names (``mqnamesrv -c namesrv.properties``).
 
 Each field's property name is its camelCase form; defaults are RocketMQ 4.9.8's (``NamesrvConfig`` and
-``NettyServerConfig``). ``kvConfigPath`` defaults to ``<rocketmqHome>/namesrv/kvConfig.json`` where ``rocketmqHome``
-defaults to the user's home directory, as Java's ``user.home`` does. Timer fields are in seconds (not Java
-milliseconds) and are ours, so tests and embedded clusters can shorten them.
+``NettyServerConfig``): ``kvConfigPath`` is ``$HOME/namesrv/kvConfig.json``, ``rocketmqHome`` comes from the
+``ROCKETMQ_HOME`` environment variable (informational here). Timer fields are in seconds (not Java milliseconds) and
+are ours, so tests and embedded clusters can shorten them.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import attrs
@@ -20,9 +21,8 @@ class NamesrvConfig:
     listen_port: int = 9876
     #: The address the server binds; Java binds every interface, so does ``0.0.0.0`` here.
     listen_host: str = "0.0.0.0"
-    rocketmq_home: str = str(Path.home())
-    #: Empty means ``<rocketmqHome>/namesrv/kvConfig.json``.
-    kv_config_path: str = ""
+    rocketmq_home: str = attrs.field(factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
+    kv_config_path: str = attrs.field(factory=lambda: str(Path.home() / "namesrv" / "kvConfig.json"))
     order_message_enable: bool = False
     #: Seconds between liveness scans, and before the first one (Java: 10 s and 5 s).
     scan_interval: float = 10.0
@@ -36,9 +36,7 @@ class NamesrvConfig:
 
     @property
     def kv_config_file(self) -> Path:
-        if self.kv_config_path:
-            return Path(self.kv_config_path)
-        return Path(self.rocketmq_home) / "namesrv" / "kvConfig.json"
+        return Path(self.kv_config_path).expanduser()
 
 
 def load_namesrv_config(path: str | Path | None = None, **overrides: object) -> tuple[NamesrvConfig, list[str]]:

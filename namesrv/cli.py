@@ -1,0 +1,129 @@
+"""``mqnamesrv``: run a name server from the command line, like RocketMQ's ``bin/mqnamesrv``.
+
+Options: ``-c FILE`` (a RocketMQ properties file: ``listenPort``, ``kvConfigPath``, ``rocketmqHome``,
+``orderMessageEnable``, ``serverWorkerThreads`` ...), ``-p/--listen-port`` (default 9876), and any property as
+``--name value`` or ``--name=value`` (``--listenPort 0``, ``--kvConfigPath /tmp/kv.json``). Later sources win:
+defaults, then the file, then ``--name value`` properties, then ``-p``.
+
+When listening it prints Java's boot line with the bound address, so scripts can wait for it::
+
+    The Name Server boot success. serializeType=JSON, address 127.0.0.1:9876
+
+SIGINT (Ctrl-C) and SIGTERM stop it cleanly (connections closed, exit status 0). A bad option or property value exits
+with status 2 and a message; a port that cannot be bound or a corrupt ``kvConfig.json`` exits with status 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+import attrs
+import click
+import trio
+
+from namesrv.config import NamesrvConfig
+from namesrv.server import NamesrvServer
+from remoting.connection import Address
+from remoting.properties import PropertiesError, apply_properties, load_properties
+from store.config_files import ConfigFileError
+
+log = logging.getLogger("namesrv")
+
+_WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+
+
+def parse_property_args(args: list[str]) -> dict[str, str]:
+    """``["--listenPort", "0", "--a=b"]`` -> ``{"listenPort": "0", "a": "b"}``; a trailing bare flag means "true".
+
+    Raises :class:`click.UsageError` for a token that is not ``--name``.
+    """
+    props: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if not token.startswith("--") or len(token) < 3:
+            raise click.UsageError(f"unexpected argument {token!r}; properties are given as --name value")
+        name, eq, value = token[2:].partition("=")
+        if eq:
+            i += 1
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            value = args[i + 1]
+            i += 2
+        else:
+            value = "true"
+            i += 1
+        props[name] = value
+    return props
+
+
+def build_config(config_file: str | None, extra: list[str], listen_port: int | None) -> NamesrvConfig:
+    """The effective config; unknown property names are reported on stderr, not fatal (as Java does)."""
+    props = load_properties(config_file) if config_file else {}
+    props.update(parse_property_args(extra))
+    config, unknown = apply_properties(NamesrvConfig(), props)
+    for key in unknown:
+        click.echo(f"mqnamesrv: ignoring unknown property {key!r}", err=True)
+    if listen_port is not None:
+        config = attrs.evolve(config, listen_port=listen_port)
+    return config
+
+
+def boot_line(address: Address) -> str:
+    host, port = address
+    shown = "127.0.0.1" if host in _WILDCARDS else host
+    return f"The Name Server boot success. serializeType=JSON, address {shown}:{port}"
+
+
+async def run(config: NamesrvConfig) -> None:
+    """Serve until SIGINT or SIGTERM, then shut down by cancelling the nursery."""
+    server = NamesrvServer(config)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(server.serve)
+            print(boot_line(address), flush=True)
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+    print("The Name Server shutdown.", flush=True)
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
+)
+@click.option("-c", "config_file", type=click.Path(exists=True, dir_okay=False), help="RocketMQ properties file.")
+@click.option("-p", "--listen-port", type=click.IntRange(0, 65535), default=None, help="Listen port [default: 9876].")
+@click.pass_context
+def main(ctx: click.Context, config_file: str | None, listen_port: int | None) -> None:
+    """Start a RocketMQ 4.x-compatible name server. Extra ``--name value`` pairs set properties."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        config = build_config(config_file, list(ctx.args), listen_port)
+    except PropertiesError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        trio.run(run, config)
+    except (OSError, ConfigFileError, BaseExceptionGroup) as exc:
+        startup = _startup_error(exc)
+        if startup is None:
+            raise
+        if isinstance(startup, OSError):
+            click.echo(f"mqnamesrv: cannot listen on {config.listen_host}:{config.listen_port}: {startup}", err=True)
+        else:
+            click.echo(f"mqnamesrv: {startup}", err=True)
+        sys.exit(1)
+
+
+def _startup_error(exc: BaseException) -> OSError | ConfigFileError | None:
+    """The start-up failure inside ``exc`` (Trio nurseries wrap it in exception groups), else ``None``."""
+    if isinstance(exc, OSError | ConfigFileError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _startup_error(exc.exceptions[0])
+    return None
+
+
+if __name__ == "__main__":
+    main()

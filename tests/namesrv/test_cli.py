@@ -1,0 +1,76 @@
+"""``mqnamesrv``: option parsing, and the real console script as a subprocess answering a route request."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+import trio
+
+from namesrv.cli import boot_line, build_config, parse_property_args
+from remoting.client import RemotingClient
+from remoting.codec.codes import ResponseCode
+from tests.namesrv.conftest import ROUTE_OF_TOPIC_TEST, java_register_request, route_request
+
+MQNAMESRV = Path(sys.executable).with_name("mqnamesrv")
+BOOT = re.compile(rb"The Name Server boot success\. serializeType=JSON, address (\S+):(\d+)\n")
+
+
+def test_property_args_accept_both_spellings_and_bare_flags() -> None:
+    args = ["--listenPort", "0", "--kvConfigPath=/tmp/kv.json", "--orderMessageEnable"]
+    assert parse_property_args(args) == {
+        "listenPort": "0",
+        "kvConfigPath": "/tmp/kv.json",
+        "orderMessageEnable": "true",
+    }
+    with pytest.raises(click.UsageError):
+        parse_property_args(["stray"])
+
+
+def test_config_precedence_file_then_properties_then_port_option(tmp_path: Path) -> None:
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text(
+        "# a RocketMQ namesrv config\nlistenPort=9877\nkvConfigPath=/data/kv.json\norderMessageEnable=true\n"
+    )
+    config = build_config(str(conf), ["--kvConfigPath", "/other/kv.json"], None)
+    assert (config.listen_port, config.kv_config_path, config.order_message_enable) == (9877, "/other/kv.json", True)
+    assert build_config(str(conf), ["--listenPort", "1"], 2).listen_port == 2
+    assert build_config(None, [], None).listen_port == 9876
+
+
+def test_boot_line_shows_a_connectable_address() -> None:
+    assert boot_line(("0.0.0.0", 9876)) == "The Name Server boot success. serializeType=JSON, address 127.0.0.1:9876"
+    assert boot_line(("127.0.0.2", 1)).endswith("address 127.0.0.2:1")
+
+
+async def test_mqnamesrv_subprocess_serves_routes_and_stops_on_sigint(tmp_path: Path) -> None:
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text(f"listenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kvConfig.json'}\n")
+    proc = await trio.lowlevel.open_process(
+        [str(MQNAMESRV), "-c", str(conf), "-p", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    try:
+        assert proc.stdout is not None
+        output = b""
+        with trio.fail_after(30):
+            while (match := BOOT.search(output)) is None:
+                chunk = await proc.stdout.receive_some()
+                assert chunk, f"mqnamesrv exited before booting: {output!r}"
+                output += chunk
+        addr = f"{match.group(1).decode()}:{int(match.group(2))}"
+        async with RemotingClient() as client:
+            assert (await client.invoke(addr, java_register_request(), 10.0)).code == ResponseCode.SUCCESS
+            route = await client.invoke(addr, route_request("TopicTest"), 10.0)
+            assert bytes(route.body) == ROUTE_OF_TOPIC_TEST
+        proc.send_signal(signal.SIGINT)
+        with trio.fail_after(30):
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
