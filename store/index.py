@@ -1,0 +1,399 @@
+"""IndexFile: the hash index from message keys to CommitLog offsets, byte for byte as RocketMQ's (store.md 5).
+
+Layout of one file (big-endian): a 40-byte header (beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset: int64;
+hashSlotCount, indexCount: int32), ``max_hash_slots`` int32 slots, then ``max_index_num`` 20-byte entries (keyHash
+int32, phyOffset int64, timeDiff int32 in seconds from beginTimestamp, prev entry number int32). A slot holds the
+number of the newest entry whose key hashes to it; entries chain to older ones through ``prev``. Entry numbers start
+at 1 (0 means "none"), so a file holds ``max_index_num - 1`` entries before :class:`IndexService` rolls to a new one.
+
+Files live in ``<root>/index/`` named by creation time (``yyyyMMddHHmmssSSS``, local time, as Java names them) and are
+memory-mapped for their whole life. The header is rewritten in the mapping after every entry, so the page cache
+always holds a consistent file; :meth:`IndexService.flush` makes it durable.
+
+Ownership and threads: one owner (the store's dispatch path) calls ``put``, ``query``, ``truncate_after``,
+``delete_expired``, ``load`` and ``close``; ``flush`` may run in a worker thread (``trio.to_thread``) concurrently
+with ``put`` but not with the calls that unmap files (``truncate_after``, ``delete_expired``, ``close``).
+
+Errors: a file of the wrong size or with an impossible header raises :class:`IndexFileCorruptError` from ``load``
+(the store can :meth:`~IndexService.destroy` the index and rebuild it from the CommitLog); a corrupt chain inside a
+file only ends a lookup early, it never raises or loops.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Final
+
+from remoting.codec.properties import java_string_hash
+from store.errors import StoreCorruptError
+
+HEADER_SIZE: Final = 40
+HASH_SLOT_SIZE: Final = 4
+INDEX_ENTRY_SIZE: Final = 20
+INVALID_INDEX: Final = 0
+_INT_MAX: Final = 0x7FFFFFFF
+
+_HEADER: Final = struct.Struct(">qqqqii")
+_ENTRY: Final = struct.Struct(">iqii")
+_SLOT: Final = struct.Struct(">i")
+
+
+class IndexFileCorruptError(StoreCorruptError):
+    """An index file is truncated, has another geometry than configured, or its header is impossible."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"index file {path}: {reason}")
+        self.path = path
+
+
+def index_key_hash(key: str) -> int:
+    """abs(Java ``String.hashCode``) of the index key, 0 when abs overflows (MIN_INT), as Java's IndexFile does."""
+    h = abs(java_string_hash(key))
+    return 0 if h > _INT_MAX else h
+
+
+def index_file_size(max_hash_slots: int, max_index_num: int) -> int:
+    return HEADER_SIZE + max_hash_slots * HASH_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
+
+
+class IndexFile:
+    """One mapped index file. Use :meth:`create` or :meth:`open`; :meth:`close` unmaps it."""
+
+    def __init__(self, path: Path, max_hash_slots: int, max_index_num: int, mm: mmap.mmap) -> None:
+        self.path = path
+        self.max_hash_slots = max_hash_slots
+        self.max_index_num = max_index_num
+        self._mm = mm
+        self._entries_at = HEADER_SIZE + max_hash_slots * HASH_SLOT_SIZE
+        header: tuple[int, ...] = _HEADER.unpack_from(mm, 0)
+        self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset = header[:4]
+        self.hash_slot_count = header[4]
+        # Java keeps indexCount 0 on disk until the first flush and reads it back as 1.
+        self.index_count = max(header[5], 1)
+        self.dirty = False
+
+    @classmethod
+    def create(cls, path: Path, max_hash_slots: int, max_index_num: int) -> IndexFile:
+        """A new, empty file. It appears under its final name only once sized and headed (rename), so a crash
+        during creation leaves no truncated file behind."""
+        size = index_file_size(max_hash_slots, max_index_num)
+        creating = path.with_name(path.name + ".creating")
+        with open(creating, "w+b") as f:
+            f.truncate(size)
+            mm = mmap.mmap(f.fileno(), size)
+        _HEADER.pack_into(mm, 0, 0, 0, 0, 0, 0, 1)
+        os.replace(creating, path)
+        return cls(path, max_hash_slots, max_index_num, mm)
+
+    @classmethod
+    def open(cls, path: Path, max_hash_slots: int, max_index_num: int) -> IndexFile:
+        """Map an existing file, checking its size and header; raises :class:`IndexFileCorruptError`."""
+        size = index_file_size(max_hash_slots, max_index_num)
+        actual = path.stat().st_size
+        if actual != size:
+            raise IndexFileCorruptError(path, f"size {actual}, expected {size} for this slot/entry geometry")
+        with open(path, "r+b") as f:
+            mm = mmap.mmap(f.fileno(), size)
+        begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = header = _HEADER.unpack_from(mm, 0)
+        counts_ok = 0 <= index_count <= max_index_num and 0 <= slot_count <= max_hash_slots
+        if not (counts_ok and 0 <= begin_phy <= end_phy and begin_ts <= end_ts):
+            mm.close()
+            raise IndexFileCorruptError(path, f"impossible header {header}")
+        return cls(path, max_hash_slots, max_index_num, mm)
+
+    @property
+    def is_full(self) -> bool:
+        return self.index_count >= self.max_index_num
+
+    @property
+    def is_empty(self) -> bool:
+        return self.index_count <= 1
+
+    def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """Add one entry at the head of its slot's chain; False (nothing written) when the file is full."""
+        if self.is_full:
+            return False
+        mm = self._mm
+        slot_pos = HEADER_SIZE + (key_hash % self.max_hash_slots) * HASH_SLOT_SIZE
+        (prev,) = _SLOT.unpack_from(mm, slot_pos)
+        if prev <= INVALID_INDEX or prev >= self.index_count:
+            prev = INVALID_INDEX
+        diff_s = (store_timestamp - self.begin_timestamp) // 1000
+        time_diff = min(max(diff_s, 0), _INT_MAX) if self.begin_timestamp > 0 else 0
+        number = self.index_count
+        _ENTRY.pack_into(mm, self._entries_at + number * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff, prev)
+        _SLOT.pack_into(mm, slot_pos, number)
+        if number == 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if prev == INVALID_INDEX:
+            self.hash_slot_count += 1
+        self.index_count = number + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:
+        """Whether [begin_ms, end_ms] overlaps this file's [beginTimestamp, endTimestamp] (Java's isTimeMatched)."""
+        return (
+            (begin_ms < self.begin_timestamp and end_ms > self.end_timestamp)
+            or self.begin_timestamp <= begin_ms <= self.end_timestamp
+            or self.begin_timestamp <= end_ms <= self.end_timestamp
+        )
+
+    def select(self, key_hash: int, out: list[int], max_num: int, begin_ms: int, end_ms: int) -> None:
+        """Append to ``out`` the offsets of entries with ``key_hash`` stored within [begin_ms, end_ms], newest first,
+        until ``out`` holds ``max_num``. Walks one slot chain; stops at its end, at a broken link or once the chain is
+        older than ``begin_ms``."""
+        if self.is_empty:
+            return
+        mm = self._mm
+        (number,) = _SLOT.unpack_from(mm, HEADER_SIZE + (key_hash % self.max_hash_slots) * HASH_SLOT_SIZE)
+        while INVALID_INDEX < number < self.index_count and len(out) < max_num:
+            hash_read, phy_offset, time_diff, prev = _ENTRY.unpack_from(
+                mm, self._entries_at + number * INDEX_ENTRY_SIZE
+            )
+            if time_diff < 0:
+                break
+            time_read = self.begin_timestamp + time_diff * 1000
+            if hash_read == key_hash and begin_ms <= time_read <= end_ms:
+                out.append(phy_offset)
+            # Entries only ever link to older (smaller) numbers; anything else is corruption and would loop.
+            if time_read < begin_ms or prev >= number:
+                break
+            number = prev
+
+    def truncate_after(self, phy_offset: int) -> None:
+        """Forget every entry whose offset is >= ``phy_offset``, restoring the slots they displaced. Entries are
+        written in CommitLog order, so they form a suffix of the file and undoing them newest-first is exact."""
+        mm = self._mm
+        while not self.is_empty:
+            number = self.index_count - 1
+            pos = self._entries_at + number * INDEX_ENTRY_SIZE
+            key_hash, entry_offset, _, prev = _ENTRY.unpack_from(mm, pos)
+            if entry_offset < phy_offset:
+                break
+            slot_pos = HEADER_SIZE + (key_hash % self.max_hash_slots) * HASH_SLOT_SIZE
+            if _SLOT.unpack_from(mm, slot_pos)[0] == number:
+                _SLOT.pack_into(mm, slot_pos, prev)
+                if prev == INVALID_INDEX:
+                    self.hash_slot_count = max(self.hash_slot_count - 1, 0)
+            _ENTRY.pack_into(mm, pos, 0, 0, 0, 0)
+            self.index_count = number
+        if self.is_empty:
+            self.begin_timestamp = self.end_timestamp = self.begin_phy_offset = self.end_phy_offset = 0
+        else:
+            _, self.end_phy_offset, time_diff, _ = _ENTRY.unpack_from(
+                mm, self._entries_at + (self.index_count - 1) * INDEX_ENTRY_SIZE
+            )
+            # Store times are kept in seconds from begin; this is the same time lookups reconstruct.
+            self.end_timestamp = self.begin_timestamp + time_diff * 1000
+        self._write_header()
+
+    def flush(self) -> None:
+        if not self._mm.closed:
+            self._mm.flush()
+
+    def close(self) -> None:
+        if not self._mm.closed:
+            self._mm.close()
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def _write_header(self) -> None:
+        times_and_offsets = (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset)
+        _HEADER.pack_into(self._mm, 0, *times_and_offsets, self.hash_slot_count, self.index_count)
+        self.dirty = True
+
+
+def index_file_name(epoch_ms: int) -> str:
+    """Java's index file name: local time ``yyyyMMddHHmmssSSS``."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(epoch_ms // 1000)) + f"{epoch_ms % 1000:03d}"
+
+
+def _index_file_epoch_ms(name: str) -> int:
+    return int(time.mktime(time.strptime(name[:14], "%Y%m%d%H%M%S"))) * 1000 + int(name[14:])
+
+
+def _is_index_file_name(name: str) -> bool:
+    return len(name) == 17 and name.isdigit()
+
+
+class IndexService:
+    """All index files of a store, newest last. See the module docstring for threads and errors.
+
+    The key indexed for a message is ``topic + "#" + key`` for its UNIQ_KEY and each KEYS token (the caller passes
+    them). ``query`` does not cap ``max_num``: the broker clamps it to ``maxMsgsNumBatch`` (64) as Java does.
+    """
+
+    def __init__(self, root: Path, max_hash_slots: int = 5_000_000, max_index_num: int = 20_000_000) -> None:
+        if max_hash_slots <= 0 or max_index_num <= 1:
+            raise ValueError("an index needs at least one hash slot and two entry numbers")
+        self.directory = root / "index"
+        self.max_hash_slots = max_hash_slots
+        self.max_index_num = max_index_num
+        self._files: list[IndexFile] = []
+        self._lock = threading.Lock()
+        self._last_flushed_timestamp = 0
+
+    @property
+    def files(self) -> list[IndexFile]:  # a snapshot, oldest first
+        with self._lock:
+            return list(self._files)
+
+    @property
+    def last_update_timestamp(self) -> int:
+        """Store time of the newest indexed message (0 when nothing is indexed)."""
+        last = self._last_non_empty()
+        return last.end_timestamp if last else 0
+
+    @property
+    def last_update_phy_offset(self) -> int:
+        """CommitLog offset of the newest indexed message (0 when nothing is indexed)."""
+        last = self._last_non_empty()
+        return last.end_phy_offset if last else 0
+
+    @property
+    def last_flushed_timestamp(self) -> int:
+        """Store time of the newest message whose entries the last :meth:`flush` made durable (checkpoint field)."""
+        return self._last_flushed_timestamp
+
+    def load(self) -> None:
+        """Open the files already in ``<root>/index/``; raises :class:`IndexFileCorruptError` for a bad one (files
+        opened before it are closed again, so the service stays empty and usable after :meth:`destroy`)."""
+        self.close()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for leftover in self.directory.glob("*.creating"):
+            leftover.unlink()
+        files: list[IndexFile] = []
+        try:
+            for path in sorted(p for p in self.directory.iterdir() if _is_index_file_name(p.name)):
+                files.append(IndexFile.open(path, self.max_hash_slots, self.max_index_num))
+        except BaseException:
+            for f in files:
+                f.close()
+            raise
+        with self._lock:
+            self._files = files
+        last = self._last_non_empty()
+        self._last_flushed_timestamp = last.end_timestamp if last else 0
+
+    def put(self, topic: str, keys: Iterable[str], phy_offset: int, store_timestamp: int) -> None:
+        """Index one message under ``topic#key`` for each non-empty key, rolling to a new file when one fills up.
+
+        A message at or below the newest indexed offset is skipped, so re-dispatching the CommitLog tail after
+        recovery does not index a message twice."""
+        last = self._last_non_empty()
+        if last is not None and phy_offset <= last.end_phy_offset:
+            return
+        prefix = topic + "#"
+        for key in keys:
+            if not key:
+                continue
+            self._writable_file().put_key(index_key_hash(prefix + key), phy_offset, store_timestamp)
+
+    def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """CommitLog offsets of messages indexed under ``topic#key`` and stored within [begin_ms, end_ms], newest
+        first, at most ``max_num``. Hash collisions are returned too: callers re-check the keys of the records."""
+        out: list[int] = []
+        if max_num <= 0:
+            return out
+        key_hash = index_key_hash(topic + "#" + key)
+        for file in reversed(self.files):
+            if file.is_empty:
+                continue
+            if file.time_overlaps(begin_ms, end_ms):
+                file.select(key_hash, out, max_num, begin_ms, end_ms)
+            if file.begin_timestamp < begin_ms or len(out) >= max_num:
+                break
+        return out
+
+    def truncate_after(self, phy_offset: int) -> None:
+        """Recovery: forget entries pointing at or beyond ``phy_offset``; files holding only such entries go away."""
+        for file in reversed(self.files):
+            if file.is_empty:
+                continue
+            if file.begin_phy_offset >= phy_offset:
+                self._remove(file)
+                continue
+            if file.end_phy_offset >= phy_offset:
+                file.truncate_after(phy_offset)
+            break
+
+    def delete_expired(self, min_phy_offset: int) -> int:
+        """Retention: delete files whose every entry points below ``min_phy_offset`` (the CommitLog's new minimum),
+        never the newest file. Returns how many were deleted."""
+        expired = [f for f in self.files[:-1] if f.end_phy_offset < min_phy_offset]
+        for file in expired:
+            self._remove(file)
+        return len(expired)
+
+    def flush(self) -> None:
+        """Make every entry written so far durable (msync) and advance :attr:`last_flushed_timestamp`."""
+        files = self.files
+        timestamp = self.last_update_timestamp
+        for file in files:
+            if file.dirty:
+                file.dirty = False
+                file.flush()
+        self._last_flushed_timestamp = max(self._last_flushed_timestamp, timestamp)
+
+    def close(self) -> None:
+        """Flush and unmap every file. The service can be :meth:`load`-ed again afterwards."""
+        self.flush()
+        with self._lock:
+            files, self._files = self._files, []
+        for file in files:
+            file.close()
+
+    def destroy(self) -> None:
+        """Delete every index file (a corrupt index is rebuilt from the CommitLog by re-dispatching it)."""
+        with self._lock:
+            files, self._files = self._files, []
+        for file in files:
+            file.close()
+        for path in self.directory.iterdir() if self.directory.exists() else ():
+            if _is_index_file_name(path.name) or path.name.endswith(".creating"):
+                path.unlink()
+
+    def _last_non_empty(self) -> IndexFile | None:
+        with self._lock:
+            return next((f for f in reversed(self._files) if not f.is_empty), None)
+
+    def _writable_file(self) -> IndexFile:
+        with self._lock:
+            last = self._files[-1] if self._files else None
+        if last is not None and not last.is_full:
+            return last
+        # The full file stays dirty until the next flush: an msync here would stall the dispatch path.
+        self.directory.mkdir(parents=True, exist_ok=True)
+        file = IndexFile.create(self._new_file_path(last), self.max_hash_slots, self.max_index_num)
+        with self._lock:
+            self._files.append(file)
+        return file
+
+    def _new_file_path(self, last: IndexFile | None) -> Path:
+        # Names must sort in creation order and never collide, even for two rolls within one millisecond or after
+        # the clock stepped back: then the name is the newest file's time plus one millisecond.
+        epoch_ms = time.time_ns() // 1_000_000
+        if last is not None and index_file_name(epoch_ms) <= last.path.name:
+            epoch_ms = _index_file_epoch_ms(last.path.name) + 1
+        while True:
+            name = index_file_name(epoch_ms)
+            if (last is None or name > last.path.name) and not (self.directory / name).exists():
+                return self.directory / name
+            epoch_ms += 1
+
+    def _remove(self, file: IndexFile) -> None:
+        with self._lock:
+            self._files.remove(file)
+        file.destroy()

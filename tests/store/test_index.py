@@ -1,0 +1,311 @@
+"""IndexFile / IndexService: RocketMQ's byte layout (store.md 5), lookups, rolling, reopening and recovery."""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from store.errors import StoreError
+from store.index import (
+    HEADER_SIZE,
+    IndexFileCorruptError,
+    IndexService,
+    index_file_size,
+    index_key_hash,
+)
+
+T0 = 1_700_000_000_000  # a store timestamp in ms, a whole second
+
+
+def java_hash(text: str) -> int:
+    """Reference Java String.hashCode, written from its definition."""
+    h = 0
+    raw = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(raw), 2):
+        h = (h * 31 + int.from_bytes(raw[i : i + 2], "big")) % 2**32
+    return h - 2**32 if h >= 2**31 else h
+
+
+def only_file(service: IndexService) -> Path:
+    files = service.files
+    assert len(files) == 1
+    return files[0].path
+
+
+def test_key_hash_is_abs_java_hash_and_min_int_maps_to_zero() -> None:
+    assert index_key_hash("hello") == 99162322
+    assert java_hash("TopicTest#order-7") < 0
+    assert index_key_hash("TopicTest#order-7") == -java_hash("TopicTest#order-7")
+    assert java_hash("polygenelubricants") == -(2**31)
+    assert index_key_hash("polygenelubricants") == 0
+    assert index_key_hash("T#ключ😀") == abs(java_hash("T#ключ😀"))
+
+
+def test_header_slot_and_entries_have_the_exact_java_layout(tmp_path: Path) -> None:
+    slots, num = 7, 5
+    service = IndexService(tmp_path, max_hash_slots=slots, max_index_num=num)
+    service.put("T", ["k"], 100, T0 + 123)
+    service.put("T", ["k"], 250, T0 + 2_999)
+    service.flush()
+    data = only_file(service).read_bytes()
+    assert len(data) == index_file_size(slots, num) == 40 + 7 * 4 + 5 * 20
+    key_hash = abs(java_hash("T#k"))
+    assert data[:HEADER_SIZE] == struct.pack(">qqqqii", T0 + 123, T0 + 2_999, 100, 250, 1, 3)
+    slot_table = data[HEADER_SIZE : HEADER_SIZE + slots * 4]
+    expected_slots = [0] * slots
+    expected_slots[key_hash % slots] = 2
+    assert slot_table == struct.pack(">7i", *expected_slots)
+    entries = data[HEADER_SIZE + slots * 4 :]
+    assert entries[:20] == bytes(20)  # entry number 0 is never used
+    assert entries[20:40] == struct.pack(">iqii", key_hash, 100, 0, 0)
+    assert entries[40:60] == struct.pack(">iqii", key_hash, 250, 2, 1)  # 2.876 s -> 2; prev = entry 1
+    assert entries[60:] == bytes(40)
+    service.close()
+
+
+def test_query_walks_a_shared_slot_and_returns_only_matching_hashes_newest_first(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=1, max_index_num=100)
+    for i, key in enumerate(["a", "b", "a", "c", "a b"]):
+        service.put("T", key.split(" "), i * 100, T0 + i * 1000)
+    end = T0 + 10_000
+    assert service.query("T", "a", 10, T0, end) == [400, 200, 0]
+    assert service.query("T", "b", 10, T0, end) == [400, 100]
+    assert service.query("T", "zz", 10, T0, end) == []
+    assert service.query("other", "a", 10, T0, end) == []
+    service.close()
+
+
+def test_colliding_keys_are_both_returned_for_the_client_to_recheck(tmp_path: Path) -> None:
+    assert java_hash("T#Aa") == java_hash("T#BB")
+    service = IndexService(tmp_path, max_hash_slots=11, max_index_num=100)
+    service.put("T", ["Aa"], 10, T0)
+    service.put("T", ["BB"], 20, T0 + 1000)
+    assert service.query("T", "Aa", 10, 0, T0 * 2) == [20, 10]
+    service.close()
+
+
+def test_query_keeps_only_entries_stored_within_the_time_range(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=5, max_index_num=100)
+    for i in range(6):
+        service.put("T", ["k"], i, T0 + i * 10_000)
+    assert service.query("T", "k", 10, T0 + 10_000, T0 + 30_000) == [3, 2, 1]
+    assert service.query("T", "k", 10, T0 + 10_001, T0 + 39_999) == [3, 2]
+    assert service.query("T", "k", 10, T0 + 60_000, T0 + 90_000) == []
+    assert service.query("T", "k", 10, 0, T0 - 1) == []
+    service.close()
+
+
+def test_query_stops_at_max_num_with_the_newest_entries(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=3, max_index_num=100)
+    for i in range(10):
+        service.put("T", ["k"], i * 10, T0 + i)
+    assert service.query("T", "k", 3, 0, T0 * 2) == [90, 80, 70]
+    assert service.query("T", "k", 0, 0, T0 * 2) == []
+    service.close()
+
+
+def test_a_full_file_rolls_to_a_new_one_and_queries_span_files_newest_first(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)  # 3 entries per file
+    for i in range(10):
+        service.put("T", ["k"], i, T0 + i * 1000)
+    files = service.files
+    assert len(files) == 4
+    names = [f.path.name for f in files]
+    assert names == sorted(names) and all(len(n) == 17 and n.isdigit() for n in names)
+    assert len(set(names)) == 4
+    assert [f.index_count for f in files] == [4, 4, 4, 2]
+    assert service.query("T", "k", 100, 0, T0 * 2) == list(range(9, -1, -1))
+    assert service.query("T", "k", 4, 0, T0 * 2) == [9, 8, 7, 6]
+    assert service.query("T", "k", 100, T0 + 4000, T0 + 6000) == [6, 5, 4]
+    service.close()
+
+
+def test_keys_of_one_message_may_straddle_a_roll(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=3)  # 2 entries per file
+    service.put("T", ["u1", "", "k1", "k2"], 0, T0)
+    assert len(service.files) == 2
+    for key in ("u1", "k1", "k2"):
+        assert service.query("T", key, 10, 0, T0 * 2) == [0]
+    service.close()
+
+
+def test_reopen_after_close_answers_the_same_and_keeps_appending(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)
+    for i in range(5):
+        service.put("T", ["k", f"u{i}"], i * 10, T0 + i * 1000)
+    before = service.query("T", "k", 100, 0, T0 * 2)
+    service.close()
+
+    reopened = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)
+    reopened.load()
+    assert reopened.query("T", "k", 100, 0, T0 * 2) == before == [40, 30, 20, 10, 0]
+    assert reopened.query("T", "u3", 100, 0, T0 * 2) == [30]
+    assert reopened.last_update_phy_offset == 40
+    assert reopened.last_update_timestamp == T0 + 4000
+    reopened.put("T", ["k"], 50, T0 + 5000)
+    assert reopened.query("T", "k", 2, 0, T0 * 2) == [50, 40]
+    reopened.close()
+
+
+def test_redispatching_an_indexed_message_does_not_index_it_twice(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=5, max_index_num=100)
+    service.put("T", ["k"], 10, T0)
+    service.put("T", ["k"], 20, T0)
+    service.put("T", ["k"], 10, T0)
+    service.put("T", ["k"], 20, T0)
+    assert service.query("T", "k", 10, 0, T0 * 2) == [20, 10]
+    service.close()
+
+
+def test_truncate_after_leaves_exactly_the_bytes_of_an_index_that_never_saw_the_tail(tmp_path: Path) -> None:
+    def build(root: Path, count: int) -> IndexService:
+        service = IndexService(root, max_hash_slots=3, max_index_num=6)  # 5 entries per file
+        for i in range(count):
+            service.put("T", [f"k{i % 4}", "same"], i * 100, T0 + i * 1000)
+        return service
+
+    full = build(tmp_path / "full", 7)  # 14 entries: files of 5, 5, 4
+    assert len(full.files) == 3
+    full.truncate_after(300)  # forget messages 3..6
+    assert len(full.files) == 2
+    assert full.query("T", "same", 100, 0, T0 * 2) == [200, 100, 0]
+    assert full.last_update_phy_offset == 200
+    assert full.last_update_timestamp == T0 + 2000
+
+    reference = build(tmp_path / "ref", 3)
+    full.flush()
+    reference.flush()
+    assert [f.path.read_bytes() for f in full.files] == [f.path.read_bytes() for f in reference.files]
+
+    full.put("T", ["same"], 300, T0 + 3000)
+    assert full.query("T", "same", 100, 0, T0 * 2) == [300, 200, 100, 0]
+    full.close()
+    reference.close()
+
+
+def test_truncate_after_everything_leaves_an_empty_usable_index(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=3, max_index_num=4)
+    for i in range(5):
+        service.put("T", ["k"], 100 + i, T0 + i)
+    service.truncate_after(0)
+    assert service.query("T", "k", 10, 0, T0 * 2) == []
+    assert service.last_update_phy_offset == 0
+    service.put("T", ["k"], 0, T0)
+    assert service.query("T", "k", 10, 0, T0 * 2) == [0]
+    service.close()
+
+
+def test_delete_expired_removes_old_files_but_never_the_newest(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=3)  # 2 entries per file
+    for i in range(6):
+        service.put("T", ["k"], i * 100, T0 + i)
+    assert len(service.files) == 3
+    assert service.delete_expired(250) == 1  # first file ends at 100
+    assert service.query("T", "k", 10, 0, T0 * 2) == [500, 400, 300, 200]
+    assert service.delete_expired(10_000) == 1
+    assert len(service.files) == 1
+    assert len(list((tmp_path / "index").iterdir())) == 1
+    service.close()
+
+
+def test_flush_advances_the_checkpoint_timestamp(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=10)
+    assert service.last_flushed_timestamp == 0
+    service.put("T", ["k"], 0, T0)
+    assert service.last_update_timestamp == T0
+    assert service.last_flushed_timestamp == 0
+    service.flush()
+    assert service.last_flushed_timestamp == T0
+    service.close()
+
+
+def test_truncated_file_raises_a_typed_error_and_destroy_allows_a_rebuild(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=3, max_index_num=4)
+    service.put("T", ["k"], 0, T0)
+    path = only_file(service)
+    service.close()
+    with open(path, "r+b") as f:
+        f.truncate(30)
+    reopened = IndexService(tmp_path, max_hash_slots=3, max_index_num=4)
+    with pytest.raises(IndexFileCorruptError) as err:
+        reopened.load()
+    assert isinstance(err.value, StoreError)
+    assert err.value.path == path
+    reopened.destroy()
+    reopened.load()
+    assert reopened.files == []
+    reopened.put("T", ["k"], 0, T0)
+    assert reopened.query("T", "k", 1, 0, T0 * 2) == [0]
+    reopened.close()
+
+
+def test_files_of_another_geometry_or_with_an_impossible_header_are_rejected(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=3, max_index_num=4)
+    service.put("T", ["k"], 0, T0)
+    path = only_file(service)
+    service.close()
+    with pytest.raises(IndexFileCorruptError, match="size"):
+        IndexService(tmp_path, max_hash_slots=4, max_index_num=4).load()
+    with open(path, "r+b") as f:
+        f.seek(36)
+        f.write(struct.pack(">i", -5))  # indexCount
+    with pytest.raises(IndexFileCorruptError, match="header"):
+        IndexService(tmp_path, max_hash_slots=3, max_index_num=4).load()
+
+
+def test_a_corrupt_chain_ends_the_lookup_instead_of_looping(tmp_path: Path) -> None:
+    slots, num = 1, 10
+    service = IndexService(tmp_path, max_hash_slots=slots, max_index_num=num)
+    service.put("T", ["x"], 0, T0)
+    service.put("T", ["y"], 1, T0)
+    service.put("T", ["z"], 2, T0)
+    path = only_file(service)
+    service.close()
+    with open(path, "r+b") as f:
+        f.seek(HEADER_SIZE + slots * 4 + 2 * 20 + 16)  # entry 2's prev -> entry 3 (a cycle 3 -> 2 -> 3)
+        f.write(struct.pack(">i", 3))
+    reopened = IndexService(tmp_path, max_hash_slots=slots, max_index_num=num)
+    reopened.load()
+    assert reopened.query("T", "nothing", 10, 0, T0 * 2) == []
+    assert reopened.query("T", "z", 10, 0, T0 * 2) == [2]
+    reopened.close()
+
+
+def test_leftover_file_from_a_crash_during_creation_is_ignored(tmp_path: Path) -> None:
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "20260101000000000.creating").write_bytes(b"\0" * 7)
+    service = IndexService(tmp_path, max_hash_slots=3, max_index_num=4)
+    service.load()
+    assert service.files == []
+    assert list((tmp_path / "index").iterdir()) == []
+
+
+puts = st.lists(
+    st.tuples(st.lists(st.sampled_from(["a", "b", "c", "Aa", "BB", "d e"]), max_size=3), st.integers(0, 3)),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(puts, st.sampled_from(["a", "b", "Aa", "d"]), st.integers(1, 8), st.integers(0, 40), st.integers(0, 40))
+def test_query_agrees_with_a_model_of_the_index(
+    messages: list[tuple[list[str], int]], key: str, max_num: int, lo: int, span: int
+) -> None:
+    model: list[tuple[int, int, int]] = []  # (hash, phy offset, store time)
+    with tempfile.TemporaryDirectory() as d:
+        service = IndexService(Path(d), max_hash_slots=3, max_index_num=5)
+        ts = T0
+        for phy, (keys, step) in enumerate(messages):
+            ts += step * 1000
+            service.put("T", keys, phy, ts)
+            model += [(index_key_hash("T#" + k), phy, ts) for k in keys if k]
+        begin, end = T0 + lo * 1000, T0 + (lo + span) * 1000
+        wanted = index_key_hash("T#" + key)
+        expected = [phy for h, phy, t in reversed(model) if h == wanted and begin <= t <= end][:max_num]
+        assert service.query("T", key, max_num, begin, end) == expected
+        service.close()
