@@ -1,0 +1,201 @@
+"""The CommitLog: every message of every topic, appended to mapped segments in the record layout of store.md 2.1.
+
+Appends are synchronous and never await: the record is packed straight into the mapped segment (the broker's
+"append lock" is simply the Trio thread). When a record does not fit in the rest of a segment, an end-of-file blank
+is written and the record goes to the next segment; a batch always moves as a whole. Reads return zero-copy
+``memoryview`` slices of the mapping, valid until the segment is deleted by retention.
+
+The replica seam is :meth:`CommitLog.append_encoded`: already-encoded records (and blanks) appended at a given
+physical offset, validated record by record, returning their metadata for dispatch.
+
+Errors: :class:`~store.errors.MessageIllegalError` for a record that cannot fit in any segment,
+:class:`~store.errors.OffsetMismatchError` for a replica append at the wrong offset,
+:class:`~remoting.codec.errors.MessageDecodeError` for a replica chunk holding an invalid record.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Final
+
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.message import (
+    BLANK_MAGIC,
+    PreparedMessage,
+    RecordMeta,
+    read_record_meta,
+    record_magic,
+    write_blank,
+    write_record,
+)
+from store.errors import MessageIllegalError, OffsetMismatchError
+from store.mapped_file import MappedFile, MappedFileQueue
+
+#: A record must leave room for the 8-byte end-of-file blank after it.
+END_FILE_MIN_BLANK_LENGTH: Final = 8
+_SIZE: Final = struct.Struct(">i")
+
+
+class CommitLog:
+    """Owns the CommitLog segments. ``on_roll`` is called (on the Trio thread) each time a new segment is started,
+    so an allocation service can prepare the following one in the background."""
+
+    def __init__(self, directory: Path, file_size: int, on_roll: Callable[[], None] | None = None) -> None:
+        self.queue = MappedFileQueue(directory, file_size)
+        self.file_size = file_size
+        self.on_roll = on_roll
+        #: Store timestamp of the last appended record (checkpointed as physicMsgTimestamp once flushed).
+        self.last_store_timestamp = 0
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    def check_fits(self, size: int) -> None:
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise MessageIllegalError(f"record of {size} bytes does not fit in a {self.file_size}-byte segment")
+
+    def _writable(self, size: int) -> MappedFile:
+        """The segment to write ``size`` bytes into, writing the blank and rolling when the current one is full."""
+        mf = self.queue.last()
+        if mf is None:
+            mf = self._roll(self.queue.next_start())
+        elif mf.free < size + END_FILE_MIN_BLANK_LENGTH:
+            if mf.free >= END_FILE_MIN_BLANK_LENGTH:
+                write_blank(mf.buf, mf.wrote_position, mf.free)
+            mf.wrote_position = mf.file_size
+            mf = self._roll(mf.end_offset)
+        return mf
+
+    def _roll(self, start: int) -> MappedFile:
+        mf = self.queue.roll(start)
+        if self.on_roll is not None:
+            self.on_roll()
+        return mf
+
+    def append(self, prepared: PreparedMessage, queue_offset: int, store_timestamp: int) -> int:
+        """Append one record; returns its physical offset. The caller checked :meth:`check_fits`."""
+        mf = self._writable(prepared.size)
+        pos = mf.wrote_position
+        phy = mf.file_from_offset + pos
+        write_record(mf.buf, pos, prepared, queue_offset, phy, store_timestamp)
+        mf.wrote_position = pos + prepared.size
+        self.last_store_timestamp = store_timestamp
+        return phy
+
+    def append_batch(self, prepared: list[PreparedMessage], queue_offsets: list[int], store_timestamp: int) -> int:
+        """Append records contiguously in one segment; returns the first physical offset."""
+        total = sum(p.size for p in prepared)
+        mf = self._writable(total)
+        pos = mf.wrote_position
+        first = mf.file_from_offset + pos
+        buf = mf.buf
+        for p, qoff in zip(prepared, queue_offsets, strict=True):
+            write_record(buf, pos, p, qoff, mf.file_from_offset + pos, store_timestamp)
+            pos += p.size
+        mf.wrote_position = pos
+        self.last_store_timestamp = store_timestamp
+        return first
+
+    def append_encoded(self, phy_offset: int, data: bytes | memoryview) -> list[RecordMeta]:
+        """Replica seam: append whole encoded records/blanks that the master wrote at ``phy_offset``.
+
+        Each record is validated (magic, lengths, CRC, and its own physical offset field) before it is copied.
+        Returns the metadata of the records (not blanks) for dispatch. Nothing after an invalid record is written.
+        """
+        if phy_offset != self.max_offset:
+            raise OffsetMismatchError(f"replica append at {phy_offset}, CommitLog ends at {self.max_offset}")
+        view = memoryview(data)
+        metas: list[RecordMeta] = []
+        pos = 0
+        while pos < len(view):
+            if record_magic(view, pos) == BLANK_MAGIC:
+                mf = self.queue.last()
+                free = _SIZE.unpack_from(view, pos)[0]
+                if mf is None or free != mf.free:
+                    raise MessageDecodeError(f"blank at {phy_offset + pos} does not end the segment")
+                write_blank(mf.buf, mf.wrote_position, free)
+                mf.wrote_position = mf.file_size
+                self._roll(mf.end_offset)
+                pos += free
+                continue
+            meta = read_record_meta(view, pos, check_crc=True)
+            mf = self._writable(meta.size)
+            if meta.phy_offset != mf.file_from_offset + mf.wrote_position:
+                raise MessageDecodeError(f"record claims offset {meta.phy_offset}, expected {self.max_offset}")
+            mf.buf[mf.wrote_position : mf.wrote_position + meta.size] = view[pos : pos + meta.size]
+            mf.wrote_position += meta.size
+            self.last_store_timestamp = meta.store_timestamp
+            metas.append(meta)
+            pos += meta.size
+        return metas
+
+    def read(self, phy_offset: int, size: int) -> memoryview | None:
+        """Zero-copy slice of ``size`` bytes at ``phy_offset``; ``None`` if deleted, unwritten or crossing a segment."""
+        mf = self.queue.find(phy_offset)
+        if mf is None:
+            return None
+        pos = phy_offset - mf.file_from_offset
+        if pos + size > mf.wrote_position or size <= 0:
+            return None
+        return mf.view[pos : pos + size]
+
+    def read_record(self, phy_offset: int) -> memoryview | None:
+        """The whole record starting at ``phy_offset`` (size read from the record itself)."""
+        mf = self.queue.find(phy_offset)
+        if mf is None:
+            return None
+        pos = phy_offset - mf.file_from_offset
+        if pos + 8 > mf.wrote_position:
+            return None
+        size = _SIZE.unpack_from(mf.view, pos)[0]
+        if size <= 0 or pos + size > mf.wrote_position or record_magic(mf.view, pos) == BLANK_MAGIC:
+            return None
+        return mf.view[pos : pos + size]
+
+    def store_timestamp_at(self, phy_offset: int, size: int) -> int | None:
+        """Store timestamp of the record at ``phy_offset`` (``None`` if gone)."""
+        record = self.read(phy_offset, size)
+        if record is None:
+            return None
+        try:
+            return read_record_meta(record).store_timestamp
+        except MessageDecodeError:
+            return None
+
+    def scan(self, start: int, check_crc: bool) -> Iterator[tuple[int, RecordMeta | None]]:
+        """Walk valid records from ``start`` (a record boundary), yielding ``(offset_after, meta)``; blanks yield
+        ``(next segment start, None)``. Stops silently at the first invalid or stale record (recovery)."""
+        offset = start
+        while True:
+            mf = self.queue.find(offset)
+            if mf is None:
+                return
+            pos = offset - mf.file_from_offset
+            try:
+                if record_magic(mf.view, pos) == BLANK_MAGIC:
+                    if _SIZE.unpack_from(mf.view, pos)[0] != mf.file_size - pos:
+                        return
+                    offset = mf.end_offset
+                    yield offset, None
+                    continue
+                meta = read_record_meta(mf.view, pos, check_crc)
+            except MessageDecodeError:
+                return
+            if meta.phy_offset != offset or pos + meta.size + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+                return
+            offset += meta.size
+            yield offset, meta
+
+    def truncate_to(self, offset: int) -> None:
+        """Recovery: ``offset`` becomes the end; later bytes are erased and later segments deleted."""
+        self.queue.truncate_to(offset)
+
+    def close(self) -> None:
+        self.queue.close()

@@ -1,0 +1,83 @@
+"""Store settings, with the names of RocketMQ's ``MessageStoreConfig`` (snake_case) and 4.9.8 defaults.
+
+Sizes and intervals are configurable down to a few KiB / milliseconds so tests cross segment boundaries. The
+``now_ms`` and ``disk_usage_ratio`` hooks exist for deterministic tests (store time, retention age and a simulated
+disk); production leaves them at their defaults.
+"""
+
+from __future__ import annotations
+
+import enum
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+
+class FlushDiskType(enum.Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def disk_used_ratio(path: Path) -> float:
+    """Used fraction of the file system holding ``path`` (0.0 .. 1.0)."""
+    usage = shutil.disk_usage(path)
+    return usage.used / usage.total if usage.total else 0.0
+
+
+_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(spec: str) -> dict[int, int]:
+    """``"1s 5s 10s ..."`` -> ``{1: 1000, 2: 5000, ...}`` (level is 1-based). Raises ``ValueError`` on bad units."""
+    levels = {}
+    for level, token in enumerate(spec.split(), start=1):
+        levels[level] = int(token[:-1]) * _UNITS[token[-1]]
+    return levels
+
+
+@attrs.frozen
+class StoreConfig:
+    store_path_root_dir: Path
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    #: Entries per ConsumeQueue file; each entry is 20 bytes (Java sets the byte size, 300 000 x 20).
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    max_message_size: int = 4 * 1024 * 1024
+    flush_interval_commit_log: int = 500
+    flush_interval_consume_queue: int = 1000
+    sync_flush_timeout: int = 5000
+    check_crc_on_recover: bool = True
+    warm_mapped_file_enable: bool = False
+    file_reserved_time: int = 72
+    delete_when: str = "04"
+    clean_resource_interval: int = 10_000
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: float = 0.85
+    disk_space_warning_level_ratio: float = 0.90
+    delete_commit_log_files_interval: int = 100
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    message_index_enable: bool = True
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    disk_io_threads: int = 2
+    now_ms: Callable[[], int] = wall_clock_ms
+    disk_usage_ratio: Callable[[Path], float] = disk_used_ratio
+
+    @property
+    def commit_log_dir(self) -> Path:
+        return Path(self.store_path_root_dir) / "commitlog"
+
+    @property
+    def consume_queue_dir(self) -> Path:
+        return Path(self.store_path_root_dir) / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return Path(self.store_path_root_dir) / "index"

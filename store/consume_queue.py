@@ -1,0 +1,197 @@
+"""ConsumeQueue: the per-(topic, queueId) index of 20-byte entries ``phyOffset int64 | size int32 | tagsCode int64``
+(store.md 4), entry *i* at byte ``i * 20`` of the queue's segment stream.
+
+Offsets here are *logical* (entry numbers). ``min_offset`` is the first retained entry, ``max_offset`` the next one
+to be written. A queue first created at a non-zero logical offset pads its first segment with filler entries
+(``0, 0x7FFFFFFF, 0``) so positions stay ``i * 20``.
+
+Ownership: one instance per queue, owned by the MessageStore on the Trio thread; flushing follows
+:mod:`store.mapped_file`'s thread rules.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from store.mapped_file import MappedFile, MappedFileQueue
+
+CQ_STORE_UNIT_SIZE: Final = 20
+FILLER_SIZE: Final = 0x7FFFFFFF
+ENTRY: Final = struct.Struct(">qiq")
+
+Entry = tuple[int, int, int]
+
+
+class ConsumeQueue:
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int) -> None:
+        if file_size % CQ_STORE_UNIT_SIZE:
+            raise ValueError(f"ConsumeQueue file size {file_size} is not a multiple of {CQ_STORE_UNIT_SIZE}")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.queue = MappedFileQueue(directory, file_size)
+        self.file_size = file_size
+        self.entries_per_file = file_size // CQ_STORE_UNIT_SIZE
+        self.min_offset = 0
+        self.max_offset = 0
+
+    # ---- writing -------------------------------------------------------------------------------------------
+
+    def _file_for(self, logical: int) -> MappedFile | None:
+        pos = logical * CQ_STORE_UNIT_SIZE
+        if not self.queue.files:
+            start = pos - pos % self.file_size
+            mf = self.queue.roll(start)
+            filler = ENTRY.pack(0, FILLER_SIZE, 0)
+            for p in range(0, pos - start, CQ_STORE_UNIT_SIZE):
+                mf.buf[p : p + CQ_STORE_UNIT_SIZE] = filler
+            self.min_offset = self.max_offset = logical
+            return mf
+        while pos >= self.queue.next_start():
+            last = self.queue.last()
+            if last is not None:
+                last.wrote_position = last.file_size
+            self.queue.roll(self.queue.next_start())
+        return self.queue.find(pos)
+
+    def put(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
+        """Write entry ``logical``. Re-writing an existing entry (recovery) overwrites it in place."""
+        mf = self._file_for(logical)
+        if mf is None:
+            return  # below the retained range: the data it would index was deleted
+        pos = logical * CQ_STORE_UNIT_SIZE - mf.file_from_offset
+        ENTRY.pack_into(mf.buf, pos, phy_offset, size, tags_code)
+        if pos + CQ_STORE_UNIT_SIZE > mf.wrote_position:
+            mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
+        if logical >= self.max_offset:
+            self.max_offset = logical + 1
+
+    # ---- reading -------------------------------------------------------------------------------------------
+
+    def entry(self, logical: int) -> Entry | None:
+        if not self.min_offset <= logical < self.max_offset:
+            return None
+        mf = self.queue.find(logical * CQ_STORE_UNIT_SIZE)
+        if mf is None:
+            return None
+        phy, size, tags = ENTRY.unpack_from(mf.view, logical * CQ_STORE_UNIT_SIZE - mf.file_from_offset)
+        return phy, size, tags
+
+    def entries(self, start: int, max_count: int) -> list[Entry] | None:
+        """Up to ``max_count`` entries from ``start``, only from the segment holding ``start`` (as Java reads one
+        buffer per pull). ``None`` when that segment is gone (OFFSET_FOUND_NULL)."""
+        mf = self.queue.find(start * CQ_STORE_UNIT_SIZE)
+        if mf is None:
+            return None
+        first = start * CQ_STORE_UNIT_SIZE - mf.file_from_offset
+        end_logical = min(self.max_offset, start + max_count, (mf.end_offset // CQ_STORE_UNIT_SIZE))
+        last = first + (end_logical - start) * CQ_STORE_UNIT_SIZE
+        return list(ENTRY.iter_unpack(mf.view[first:last]))
+
+    def next_file_start(self, logical: int) -> int:
+        """The first logical offset of the segment after the one holding ``logical``."""
+        return logical + self.entries_per_file - logical % self.entries_per_file
+
+    def offset_by_time(self, timestamp: int, store_time: Callable[[int, int], int | None]) -> int:
+        """The entry whose message store time equals ``timestamp``, else the closer neighbour; before all -> first
+        entry, after all -> last entry, empty -> 0 (behaviour.md 5.4). ``store_time(phy, size)`` reads the log."""
+        low, high = self.min_offset, self.max_offset - 1
+        first_valid = None
+        # Entries whose message is gone (store_time None) sort before everything: skip past them.
+        while low <= high:
+            e = self.entry(low)
+            if e is not None and e[1] != FILLER_SIZE and store_time(e[0], e[1]) is not None:
+                first_valid = low
+                break
+            low += 1
+        if first_valid is None:
+            return 0
+        lo, hi = first_valid, high
+        left: tuple[int, int] | None = None
+        right: tuple[int, int] | None = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            e = self.entry(mid)
+            ts = store_time(e[0], e[1]) if e is not None else None
+            if ts is None:
+                lo = mid + 1
+                continue
+            if ts == timestamp:
+                return mid
+            if ts < timestamp:
+                left = (mid, ts)
+                lo = mid + 1
+            else:
+                right = (mid, ts)
+                hi = mid - 1
+        if left is None:
+            return right[0] if right is not None else first_valid
+        if right is None:
+            return left[0]
+        return right[0] if abs(timestamp - left[1]) > abs(timestamp - right[1]) else left[0]
+
+    # ---- recovery and retention ----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.queue.load()
+
+    def recover(self, commit_log_min: int, commit_log_end: int) -> None:
+        """Find the last valid entry (size > 0 and its message below ``commit_log_end``), erase what follows it and
+        set min/max. Entries are contiguous, so the scan walks back from the newest segment only as far as needed."""
+        files = self.queue.files
+        end_logical = 0
+        found = False
+        for mf in reversed(files):
+            base = mf.file_from_offset // CQ_STORE_UNIT_SIZE
+            last_valid = -1
+            for i, (phy, size, _tags) in enumerate(ENTRY.iter_unpack(mf.view)):
+                if size <= 0:
+                    break
+                if size != FILLER_SIZE and phy + size > commit_log_end:
+                    break
+                last_valid = i
+            if last_valid >= 0:
+                end_logical = base + last_valid + 1
+                found = True
+                break
+        if not found:
+            end_logical = files[0].file_from_offset // CQ_STORE_UNIT_SIZE if files else 0
+        self.queue.truncate_to(end_logical * CQ_STORE_UNIT_SIZE)
+        self.max_offset = end_logical
+        self._recompute_min(commit_log_min)
+        for mf in self.queue.files[:-1]:
+            mf.wrote_position = mf.flushed_position = mf.file_size
+
+    def _recompute_min(self, commit_log_min: int) -> None:
+        files = self.queue.files
+        if not files:
+            self.min_offset = self.max_offset
+            return
+        first = files[0]
+        base = first.file_from_offset // CQ_STORE_UNIT_SIZE
+        limit = min(self.max_offset - base, self.entries_per_file)
+        for i, (phy, size, _tags) in enumerate(ENTRY.iter_unpack(first.view[: max(limit, 0) * CQ_STORE_UNIT_SIZE])):
+            if size != FILLER_SIZE and size > 0 and phy >= commit_log_min:
+                self.min_offset = base + i
+                return
+        self.min_offset = min(base + max(limit, 0), self.max_offset)
+
+    def delete_expired(self, commit_log_min: int) -> int:
+        """Delete segments whose every entry points below ``commit_log_min`` (never the newest) and move the min
+        offset up to the first entry that still has data. Returns the number of deleted segments."""
+        deleted = 0
+        while len(self.queue.files) > 1:
+            first = self.queue.files[0]
+            phy, size, _ = ENTRY.unpack_from(first.view, first.file_size - CQ_STORE_UNIT_SIZE)
+            if size > 0 and phy + (0 if size == FILLER_SIZE else size) <= commit_log_min:
+                self.queue.delete_first(1)
+                deleted += 1
+            else:
+                break
+        self._recompute_min(commit_log_min)
+        return deleted
+
+    def close(self) -> None:
+        self.queue.close()

@@ -1,0 +1,225 @@
+"""Mapped segments: :class:`MappedFile` (one preallocated, memory-mapped file) and :class:`MappedFileQueue` (the
+ordered segments of one log, named by their 20-digit start offset).
+
+Ownership and threads: a queue and its files belong to one owner (the CommitLog or one ConsumeQueue) on the Trio
+thread. Appends write through the mmap on that thread. ``flush`` (``fdatasync``), preallocation and warm-up are
+blocking and meant for ``trio.to_thread.run_sync``; they only read positions that the Trio thread publishes with
+single attribute stores. Deleting or truncating files is done on the Trio thread while the owner's disk lock is held,
+so it never races a flush of the same file.
+
+Errors: ``OSError`` from the file system propagates; a segment with the wrong size or a gap between segment names
+raises :class:`~store.errors.StoreCorruptError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from pathlib import Path
+from typing import Final
+
+from store.errors import StoreCorruptError
+
+PAGE_SIZE: Final = 4096
+_ZERO_CHUNK: Final = bytes(1 << 20)
+
+
+def segment_name(offset: int) -> str:
+    """The 20-digit, zero-padded file name of the segment starting at ``offset``."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One segment. ``wrote_position`` is the bytes appended, ``flushed_position`` the bytes known durable."""
+
+    __slots__ = ("buf", "fd", "file_from_offset", "file_size", "flushed_position", "path", "view", "wrote_position")
+
+    def __init__(self, path: Path, file_from_offset: int, file_size: int) -> None:
+        self.path = path
+        self.file_from_offset = file_from_offset
+        self.file_size = file_size
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            existing = os.fstat(self.fd).st_size
+            if existing == 0:
+                try:
+                    os.posix_fallocate(self.fd, 0, file_size)
+                except OSError:
+                    # Some file systems (tmpfs on old kernels, overlay) lack fallocate: a sparse file still works.
+                    os.ftruncate(self.fd, file_size)
+            elif existing != file_size:
+                raise StoreCorruptError(f"segment {path} is {existing} bytes, expected {file_size}")
+            self.buf = mmap.mmap(self.fd, file_size)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.view = memoryview(self.buf)
+        self.wrote_position = 0
+        self.flushed_position = 0
+
+    @property
+    def end_offset(self) -> int:
+        """Absolute offset just past this segment."""
+        return self.file_from_offset + self.file_size
+
+    @property
+    def free(self) -> int:
+        return self.file_size - self.wrote_position
+
+    def warm_up(self) -> None:
+        """Prefault every page so appends never fault (blocking; run in a thread on a fresh segment)."""
+        with contextlib.suppress(AttributeError, OSError):
+            self.buf.madvise(mmap.MADV_WILLNEED)
+        buf = self.buf
+        for pos in range(0, self.file_size, PAGE_SIZE):
+            buf[pos] = 0
+
+    def flush(self) -> int:
+        """Make everything written so far durable (blocking). Returns the new flushed position."""
+        target = self.wrote_position
+        if target > self.flushed_position:
+            os.fdatasync(self.fd)
+            self.flushed_position = target
+        return self.flushed_position
+
+    def zero_from(self, pos: int) -> None:
+        """Erase stale bytes after ``pos`` (recovery), skipping chunks that are already zero to avoid dirtying pages."""
+        end = self.file_size
+        while pos < end:
+            stop = min(end, pos + len(_ZERO_CHUNK))
+            if self.view[pos:stop] != _ZERO_CHUNK[: stop - pos]:
+                self.buf[pos:stop] = _ZERO_CHUNK[: stop - pos]
+            pos = stop
+
+    def close(self) -> None:
+        """Unmap and close. Readers may still hold slices: the mapping then lives until the last slice is dropped."""
+        self.view.release()
+        with contextlib.suppress(BufferError):
+            self.buf.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def mtime_ms(self) -> int:
+        return os.stat(self.path).st_mtime_ns // 1_000_000
+
+
+class MappedFileQueue:
+    """The segments of one log in a directory, contiguous by offset. Not thread-safe (see module docstring)."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        #: A segment made ahead of time by a background allocation, taken by the next roll.
+        self.spare: MappedFile | None = None
+
+    def load(self) -> None:
+        """Map every existing segment, marked full; recovery then sets the real end with :meth:`truncate_to`."""
+        if not self.directory.is_dir():
+            return
+        names = sorted(p for p in self.directory.iterdir() if p.name.isdigit() and len(p.name) == 20)
+        for path in names:
+            start = int(path.name)
+            if self.files and self.files[-1].end_offset != start:
+                raise StoreCorruptError(f"gap before segment {path}")
+            if start % self.file_size:
+                raise StoreCorruptError(f"segment {path} does not start at a multiple of {self.file_size}")
+            mf = MappedFile(path, start, self.file_size)
+            mf.wrote_position = mf.flushed_position = self.file_size
+            self.files.append(mf)
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """Absolute end of written data."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.file_from_offset + last.wrote_position
+
+    @property
+    def flushed_offset(self) -> int:
+        """Absolute offset up to which every segment is durable."""
+        # Flushes go in order, so unflushed segments form a suffix: walk back from the newest.
+        result = self.max_offset
+        for mf in reversed(self.files):
+            if mf.flushed_position < mf.wrote_position:
+                result = mf.file_from_offset + mf.flushed_position
+            elif mf.wrote_position:
+                break
+        return result
+
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The segment holding absolute ``offset``, or ``None`` when it was deleted or is not yet created."""
+        if not self.files:
+            return None
+        index = (offset - self.files[0].file_from_offset) // self.file_size
+        if 0 <= index < len(self.files):
+            return self.files[index]
+        return None
+
+    def make_file(self, start: int) -> MappedFile:
+        """Create and map the segment starting at ``start`` (blocking: allocation, optional warm-up by caller)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return MappedFile(self.directory / segment_name(start), start, self.file_size)
+
+    def roll(self, start: int) -> MappedFile:
+        """Append the segment starting at ``start``, using the preallocated spare when it matches."""
+        spare, self.spare = self.spare, None
+        if spare is not None and spare.file_from_offset == start:
+            mf = spare
+        else:
+            if spare is not None:
+                spare.destroy()
+            mf = self.make_file(start)
+        self.files.append(mf)
+        return mf
+
+    def next_start(self) -> int:
+        last = self.last()
+        return 0 if last is None else last.end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Make ``offset`` the end: later segments are deleted, the segment holding it is zeroed past it."""
+        while self.files and self.files[-1].file_from_offset > offset:
+            self.files.pop().destroy()
+        if not self.files:
+            return
+        last = self.files[-1]
+        pos = offset - last.file_from_offset
+        if pos >= last.file_size:
+            last.wrote_position = last.flushed_position = last.file_size
+            return
+        last.zero_from(pos)
+        last.wrote_position = last.flushed_position = pos
+
+    def delete_first(self, count: int) -> int:
+        """Delete up to ``count`` oldest segments, never the last one. Returns how many were deleted."""
+        deleted = 0
+        while deleted < count and len(self.files) > 1:
+            self.files.pop(0).destroy()
+            deleted += 1
+        return deleted
+
+    def flush_snapshot(self) -> list[MappedFile]:
+        """Segments with unflushed data, captured on the Trio thread before a flush in a worker thread."""
+        return [mf for mf in self.files if mf.flushed_position < mf.wrote_position]
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+        if self.spare is not None:
+            self.spare.close()
+            self.spare = None

@@ -1,0 +1,427 @@
+"""``MessageStore``: the store facade processors use (issue 3 item 8). It composes the CommitLog, the ConsumeQueues,
+the optional IndexService, the checkpoint and the background services.
+
+Life cycle and ownership: ``MessageStore(config)`` then :meth:`MessageStore.load` (blocking: takes the ``lock``
+file, runs recovery; call it through ``trio.to_thread.run_sync`` when the log is large), then
+``await nursery.start(store.run)`` which starts the flush / group-commit / allocation / retention services and, when
+cancelled, flushes everything, writes the checkpoint, deletes ``abort`` and unmaps. :meth:`close` does the same
+synchronously for callers without a nursery. Everything runs on one Trio thread; only disk work goes to threads.
+
+Writes: :meth:`append` / :meth:`append_batch` are synchronous and never await; they assign queue offsets and the
+store time, write the record(s), dispatch ConsumeQueue and index entries and call the arrival listener.
+:meth:`put` / :meth:`put_batch` add the SYNC_FLUSH wait (group commit) and report FLUSH_DISK_TIMEOUT.
+Refused writes raise :class:`~store.errors.PutRefusedError` subclasses (``put_status`` names the RocketMQ status).
+The replica seam is :meth:`append_encoded`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final, Protocol
+
+import trio
+
+from remoting.codec.message import (
+    SYSFLAG_TRANSACTION_MASK,
+    SYSFLAG_TRANSACTION_PREPARED,
+    SYSFLAG_TRANSACTION_ROLLBACK,
+    MessageEncodeError,
+    MessageRecord,
+    PreparedMessage,
+    RecordMeta,
+    prepare_message,
+)
+from remoting.codec.properties import find_property, java_string_hash, tags_code
+from store.checkpoint import Checkpoint, StoreLock
+from store.commitlog import CommitLog
+from store.config import FlushDiskType, StoreConfig, parse_delay_levels
+from store.consume_queue import FILLER_SIZE, ConsumeQueue
+from store.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError, StoreCorruptError
+from store.index import IndexService
+from store.results import AppendResult, GetResult, GetStatus, PutResult, PutStatus
+from store.services import AllocateService, FlushService, GroupCommitService, RetentionService
+
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+#: Java's pull limits (behaviour.md 4.3): data "in memory" vs "on disk" (beyond 40 % of RAM behind the head).
+MAX_TRANSFER_BYTES_IN_MEMORY: Final = 256 * 1024
+MAX_TRANSFER_COUNT_IN_MEMORY: Final = 32
+MAX_TRANSFER_BYTES_ON_DISK: Final = 64 * 1024
+MAX_TRANSFER_COUNT_ON_DISK: Final = 8
+
+#: callback(topic, queue_id, logical_offset, tags_code, properties): the new message's consume-queue offset (the
+#: queue's max offset is now ``logical_offset + 1``) and its raw properties string.
+ArrivalListener = Callable[[str, int, int, int, str], None]
+TagFilter = Callable[[int], bool]
+
+
+class IndexLike(Protocol):
+    """The IndexService contract (implemented in ``store/index.py``)."""
+
+    def put(self, topic: str, keys: Iterable[str], phy_offset: int, store_timestamp: int) -> None: ...
+    def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    def truncate_after(self, phy_offset: int) -> None: ...
+    def delete_expired(self, min_phy_offset: int) -> int: ...
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, index: IndexLike | None = None, store_host: bytes | None = None) -> None:
+        self.config = config
+        self.root = config.store_path_root_dir
+        self.store_host = store_host or bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F])
+        self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, self._on_roll)
+        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.queue_offsets: dict[tuple[str, int], int] = {}
+        self.index = index
+        self.arrival_listener: ArrivalListener | None = None
+        self.checkpoint: Checkpoint | None = None
+        self.disk_full_reason: str | None = None
+        self.abnormal_recovery = False
+        self.disk_limiter = trio.CapacityLimiter(config.disk_io_threads)
+        self.disk_lock = trio.Lock()
+        self._delay_levels = parse_delay_levels(config.message_delay_level)
+        self._memory_limit = _memory_bytes() * 40 // 100
+        self._lock: StoreLock | None = None
+        self._closed = False
+        self.flush_service = FlushService(self)
+        self.group_commit = GroupCommitService(self)
+        self.allocate_service = AllocateService(self)
+        self.retention = RetentionService(self)
+
+    # ---- life cycle ----------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Lock the store, then recover (see :mod:`store.recovery`). Blocking."""
+        from store.recovery import recover
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = StoreLock(self.root / "lock")
+        if self.index is None and self.config.message_index_enable:
+            self.index = _open_index(self.config)
+        self.checkpoint = Checkpoint(self.root / "checkpoint")
+        recover(self)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The store's services; cancel to shut down (flush, checkpoint, delete ``abort``, unmap)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.flush_service.run)
+                if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+                    await nursery.start(self.group_commit.run)
+                await nursery.start(self.allocate_service.run)
+                await nursery.start(self.retention.run)
+                task_status.started()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.close, limiter=self.disk_limiter)
+
+    def close(self) -> None:
+        """Flush everything, write the checkpoint, delete ``abort``, unmap and unlock. Idempotent; blocking."""
+        if self._closed or self.checkpoint is None:
+            return
+        self._closed = True
+        self.flush_all_blocking()
+        from store.checkpoint import delete_abort_file
+
+        delete_abort_file(self.root)
+        self.commitlog.close()
+        for cq in self.consume_queues.values():
+            cq.close()
+        if self.index is not None:
+            self.index.close()
+        self.checkpoint.close()
+        if self._lock is not None:
+            self._lock.release()
+
+    def flush_all_blocking(self) -> None:
+        """Flush CommitLog, ConsumeQueues and index, then advance the checkpoint (blocking; callers hold
+        ``disk_lock`` or run on the Trio thread with no other flush in progress)."""
+        assert self.checkpoint is not None
+        end, ts = self.commitlog.max_offset, self.commitlog.last_store_timestamp
+        for mf in self.commitlog.queue.flush_snapshot():
+            mf.flush()
+        for cq in list(self.consume_queues.values()):
+            for mf in cq.queue.flush_snapshot():
+                mf.flush()
+        if self.index is not None:
+            self.index.flush()
+        cp = self.checkpoint
+        if ts:
+            cp.physic_msg_timestamp = cp.logics_msg_timestamp = cp.index_msg_timestamp = ts
+        cp.safe_offset = end
+        cp.flush()
+
+    def _on_roll(self) -> None:
+        self.allocate_service.wake()
+
+    # ---- writes --------------------------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise ServiceNotAvailableError("message store is shut down")
+        if self.disk_full_reason is not None:
+            raise ServiceNotAvailableError(self.disk_full_reason)
+
+    def _prepare(self, msg: MessageRecord) -> PreparedMessage:
+        if len(msg.body) > self.config.max_message_size:
+            raise MessageIllegalError(f"message body {len(msg.body)} bytes exceeds {self.config.max_message_size}")
+        try:
+            prepared = prepare_message(msg)
+        except MessageEncodeError as exc:
+            if "properties" in str(exc):
+                raise PropertiesSizeExceededError(str(exc)) from exc
+            raise MessageIllegalError(str(exc)) from exc
+        return prepared
+
+    def _tags_code(self, prepared: PreparedMessage, queue_id: int, store_ts: int) -> int:
+        if prepared.message.topic == SCHEDULE_TOPIC:
+            level = find_property(prepared.properties, b"DELAY")
+            try:
+                delay = self._delay_levels.get(int(level) if level else queue_id + 1, 0)
+            except ValueError:
+                delay = 0
+            return store_ts + delay
+        tags = find_property(prepared.properties, b"TAGS")
+        return java_string_hash(tags.decode("utf-8", "replace")) if tags else 0
+
+    def _dispatch(self, topic: str, queue_id: int, sys_flag: int, queue_offset: int, phy: int, size: int,
+                  properties: bytes, tags_code: int, store_ts: int) -> None:  # fmt: skip
+        tx = sys_flag & SYSFLAG_TRANSACTION_MASK
+        if tx not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
+            self.consume_queue(topic, queue_id).put(queue_offset, phy, size, tags_code)
+        if self.index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
+            keys = []
+            uniq = find_property(properties, b"UNIQ_KEY")
+            if uniq:
+                keys.append(uniq.decode("utf-8", "replace"))
+            raw_keys = find_property(properties, b"KEYS")
+            if raw_keys:
+                keys.extend(k for k in raw_keys.decode("utf-8", "replace").split(" ") if k)
+            if keys:
+                self.index.put(topic, keys, phy, store_ts)
+
+    def _next_queue_offset(self, key: tuple[str, int], sys_flag: int) -> int | None:
+        tx = sys_flag & SYSFLAG_TRANSACTION_MASK
+        if tx in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
+            return None
+        return self.queue_offsets.get(key, 0)
+
+    def append(self, msg: MessageRecord) -> AppendResult:
+        """Append one message (no flush wait). Raises PutRefusedError subclasses; nothing is written then."""
+        self._check_writable()
+        prepared = self._prepare(msg)
+        self.commitlog.check_fits(prepared.size)
+        key = (msg.topic, msg.queue_id)
+        next_offset = self._next_queue_offset(key, prepared.sys_flag)
+        queue_offset = 0 if next_offset is None else next_offset
+        store_ts = self.config.now_ms()
+        phy = self.commitlog.append(prepared, queue_offset, store_ts)
+        if next_offset is not None:
+            self.queue_offsets[key] = next_offset + 1
+        tags = self._tags_code(prepared, msg.queue_id, store_ts)
+        self._dispatch(msg.topic, msg.queue_id, prepared.sys_flag, queue_offset, phy, prepared.size,
+                       prepared.properties, tags, store_ts)  # fmt: skip
+        if next_offset is not None and self.arrival_listener is not None:
+            self.arrival_listener(msg.topic, msg.queue_id, queue_offset, tags, msg.properties)
+        return AppendResult(phy, prepared.size, queue_offset, store_ts, (phy,), msg.store_host)
+
+    def append_batch(self, msgs: Sequence[MessageRecord]) -> AppendResult:
+        """Append messages of one topic and queue contiguously, with consecutive queue offsets."""
+        self._check_writable()
+        if not msgs:
+            raise MessageIllegalError("empty batch")
+        topic, queue_id = msgs[0].topic, msgs[0].queue_id
+        if any(m.topic != topic or m.queue_id != queue_id for m in msgs):
+            raise MessageIllegalError("a batch must target one topic and queue")
+        prepared = [self._prepare(m) for m in msgs]
+        total = sum(p.size for p in prepared)
+        self.commitlog.check_fits(total)
+        key = (topic, queue_id)
+        first = self.queue_offsets.get(key, 0)
+        offsets = list(range(first, first + len(prepared)))
+        store_ts = self.config.now_ms()
+        phy = self.commitlog.append_batch(prepared, offsets, store_ts)
+        self.queue_offsets[key] = first + len(prepared)
+        phys = []
+        pos = phy
+        listener = self.arrival_listener
+        for p, qoff in zip(prepared, offsets, strict=True):
+            tags = self._tags_code(p, queue_id, store_ts)
+            self._dispatch(topic, queue_id, p.sys_flag & ~SYSFLAG_TRANSACTION_MASK, qoff, pos, p.size,
+                           p.properties, tags, store_ts)  # fmt: skip
+            if listener is not None:
+                listener(topic, queue_id, qoff, tags, p.message.properties)
+            phys.append(pos)
+            pos += p.size
+        return AppendResult(phy, total, first, store_ts, tuple(phys), msgs[0].store_host)
+
+    def append_encoded(self, phy_offset: int, data: bytes | memoryview) -> int:
+        """Replica seam: append records the master encoded, at ``phy_offset`` (must be our end), dispatching each
+        as the master did. Returns the new CommitLog end. Errors: OffsetMismatchError, MessageDecodeError."""
+        for meta in self.commitlog.append_encoded(phy_offset, data):
+            self.redispatch(meta)
+        return self.commitlog.max_offset
+
+    def redispatch(self, meta: RecordMeta) -> None:
+        """Dispatch a record read back from the CommitLog (recovery, replica) into ConsumeQueue and index."""
+        if meta.topic == SCHEDULE_TOPIC:
+            level = find_property(meta.properties, b"DELAY")
+            tags = meta.store_timestamp + self._delay_levels.get(int(level) if level and level.isdigit() else 0, 0)
+        else:
+            raw = find_property(meta.properties, b"TAGS")
+            tags = tags_code(raw.decode("utf-8", "replace") if raw else None)
+        self._dispatch(meta.topic, meta.queue_id, meta.sys_flag, meta.queue_offset, meta.phy_offset, meta.size,
+                       meta.properties, tags, meta.store_timestamp)  # fmt: skip
+        tx = meta.sys_flag & SYSFLAG_TRANSACTION_MASK
+        if tx not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
+            key = (meta.topic, meta.queue_id)
+            if meta.queue_offset + 1 > self.queue_offsets.get(key, 0):
+                self.queue_offsets[key] = meta.queue_offset + 1
+
+    async def put(self, msg: MessageRecord, *, wait_flush: bool = True) -> PutResult:
+        """:meth:`append`, then under SYNC_FLUSH (and ``wait_flush``) wait for the group commit covering it."""
+        result = self.append(msg)
+        return PutResult(await self._flush_status(result.end_offset, wait_flush), result)
+
+    async def put_batch(self, msgs: Sequence[MessageRecord], *, wait_flush: bool = True) -> PutResult:
+        result = self.append_batch(msgs)
+        return PutResult(await self._flush_status(result.end_offset, wait_flush), result)
+
+    async def _flush_status(self, end_offset: int, wait_flush: bool) -> PutStatus:
+        if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or not wait_flush:
+            return PutStatus.PUT_OK
+        flushed = await self.group_commit.wait_flushed(end_offset, self.config.sync_flush_timeout / 1000)
+        return PutStatus.PUT_OK if flushed else PutStatus.FLUSH_DISK_TIMEOUT
+
+    # ---- reads ---------------------------------------------------------------------------------------------
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The queue's ConsumeQueue, created on first use."""
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            directory = self.config.consume_queue_dir / topic / str(queue_id)
+            cq = ConsumeQueue(directory, topic, queue_id, self.config.mapped_file_size_consume_queue)
+            self.consume_queues[(topic, queue_id)] = cq
+        return cq
+
+    def get(self, topic: str, queue_id: int, offset: int, max_msgs: int, max_bytes: int = MAX_TRANSFER_BYTES_IN_MEMORY,
+            tag_filter: TagFilter | None = None) -> GetResult:  # fmt: skip
+        """Read up to ``max_msgs`` records from logical ``offset`` (behaviour.md 4.2 / 4.3). Never raises."""
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, 0 if lo == 0 else hi, lo, hi)
+        entries = cq.entries(offset, max(800, max_msgs))
+        if entries is None:
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, cq.next_file_start(offset), lo, hi)
+        status = GetStatus.NO_MATCHED_MESSAGE
+        messages: list[memoryview] = []
+        queue_offsets: list[int] = []
+        total = 0
+        max_phy = self.commitlog.max_offset
+        min_phy = self.commitlog.min_offset
+        last_phy = 0
+        scanned = 0
+        for phy, size, tags in entries:
+            last_phy = phy
+            if size == FILLER_SIZE or phy < min_phy:
+                scanned += 1
+                continue
+            if messages:
+                on_disk = max_phy - phy > self._memory_limit
+                byte_limit = min(max_bytes, MAX_TRANSFER_BYTES_ON_DISK) if on_disk else max_bytes
+                count_limit = MAX_TRANSFER_COUNT_ON_DISK if on_disk else MAX_TRANSFER_COUNT_IN_MEMORY
+                if len(messages) >= max_msgs or total + size > byte_limit or len(messages) >= count_limit:
+                    break
+            scanned += 1
+            if tag_filter is not None and not tag_filter(tags):
+                continue
+            record = self.commitlog.read(phy, size)
+            if record is None:
+                if not messages:
+                    status = GetStatus.MESSAGE_WAS_REMOVING
+                continue
+            messages.append(record)
+            queue_offsets.append(offset + scanned - 1)
+            total += size
+            status = GetStatus.FOUND
+        suggest = max_phy - last_phy > self._memory_limit
+        return GetResult(status, offset + scanned, lo, hi, messages, queue_offsets, suggest)
+
+    def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:
+        """The record at a CommitLog offset (from an offset msgId), or ``None`` when gone or not a record start."""
+        return self.commitlog.read_record(phy_offset) if size is None else self.commitlog.read(phy_offset, size)
+
+    def query_by_key(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[memoryview]:
+        """Records indexed under ``key`` (KEYS token or UNIQ_KEY) stored in ``[begin_ms, end_ms]``; hash collisions
+        are returned too (clients re-check keys). Empty without an index."""
+        if self.index is None:
+            return []
+        found = []
+        for phy in dict.fromkeys(self.index.query(topic, key, max_num, begin_ms, end_ms)):
+            record = self.commitlog.read_record(phy)
+            if record is not None:
+                found.append(record)
+        return found
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return 0 if cq is None else cq.max_offset
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return 0 if cq is None else cq.min_offset
+
+    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return 0 if cq is None else cq.offset_by_time(timestamp, self.commitlog.store_timestamp_at)
+
+    def message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
+        cq = self.consume_queues.get((topic, queue_id))
+        entry = None if cq is None else cq.entry(offset)
+        return None if entry is None else self.commitlog.store_timestamp_at(entry[0], entry[1])
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int | None:
+        """Store time of the queue's oldest retained message (GET_EARLIEST_MSG_STORETIME)."""
+        return self.message_store_timestamp(topic, queue_id, self.min_offset_in_queue(topic, queue_id))
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def flush_watermark(self) -> int:
+        """CommitLog offset below which every byte is durable."""
+        return self.commitlog.queue.flushed_offset
+
+
+def _open_index(config: StoreConfig) -> IndexLike:
+    """Open the key index; a corrupt one is deleted and rebuilt by re-dispatch from the recovery start point."""
+    index = IndexService(config.store_path_root_dir, config.max_hash_slot_num, config.max_index_num)
+    try:
+        index.load()
+    except StoreCorruptError:
+        index.destroy()
+        index.load()
+    return index

@@ -1,0 +1,94 @@
+"""Results of the store API: put statuses and append results, get statuses and :class:`GetResult`.
+
+Names follow RocketMQ's ``PutMessageStatus`` / ``GetMessageStatus`` so processors map them to response codes as
+behaviour.md 3-4 describe.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from remoting.codec.msgid import offset_msg_id
+
+
+class PutStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+@attrs.frozen(slots=True)
+class AppendResult:
+    """Where a put landed. For a batch, ``count`` records start at ``phy_offset`` / ``queue_offset``;
+    ``phy_offsets`` holds each record's physical offset."""
+
+    phy_offset: int
+    size: int
+    queue_offset: int
+    store_timestamp: int
+    phy_offsets: tuple[int, ...]
+    store_host: bytes
+
+    @property
+    def count(self) -> int:
+        return len(self.phy_offsets)
+
+    @property
+    def end_offset(self) -> int:
+        """CommitLog offset just past the last record (what a flush must cover)."""
+        return self.phy_offset + self.size
+
+    @property
+    def msg_id(self) -> str:
+        """Offset msgId(s), comma-joined for a batch, as the send response carries them."""
+        return ",".join(offset_msg_id(self.store_host, p) for p in self.phy_offsets)
+
+
+@attrs.frozen(slots=True)
+class PutResult:
+    status: PutStatus
+    append: AppendResult
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@attrs.frozen(slots=True)
+class GetResult:
+    """``messages`` are zero-copy slices of the CommitLog, each one whole record; join them for a pull body."""
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[memoryview] = attrs.field(factory=list)
+    queue_offsets: list[int] = attrs.field(factory=list)
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def buffer_total_size(self) -> int:
+        return sum(len(m) for m in self.messages)
+
+    @property
+    def message_count(self) -> int:
+        return len(self.messages)

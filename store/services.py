@@ -1,0 +1,209 @@
+"""The store's background services, each a Trio task started with ``nursery.start`` and stopped by cancellation:
+
+* :class:`FlushService`: ASYNC_FLUSH's periodic flush (``flush_interval_commit_log``, 500 ms) of the CommitLog, the
+  ConsumeQueues and the index, then the checkpoint. It also runs under SYNC_FLUSH to keep the queues and checkpoint
+  moving.
+* :class:`GroupCommitService`: SYNC_FLUSH. Producers register the offset they need durable; one ``fdatasync`` covers
+  every waiter whose offset it reaches. Waiters that arrive during a sync are covered by the next one.
+* :class:`AllocateService`: prepares (and optionally warms up) the next CommitLog segment after each roll, so appends
+  rarely create files themselves.
+* :class:`RetentionService`: deletes expired segments at ``delete_when`` or at once when the disk is fuller than
+  ``disk_max_used_space_ratio``, and refuses writes above ``disk_space_warning_level_ratio``.
+
+Blocking disk work runs in ``trio.to_thread.run_sync`` with the store's own limiter, under the store's ``disk_lock`` so
+that a flush never races the deletion of the same segment.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import TYPE_CHECKING
+
+import trio
+
+from store.mapped_file import MappedFile, segment_name
+
+if TYPE_CHECKING:
+    from store.message_store import MessageStore
+
+
+def _flush_files(files: list[MappedFile]) -> int:
+    for mf in files:
+        mf.flush()
+    return len(files)
+
+
+class FlushService:
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self.rounds = 0
+
+    async def flush_once(self) -> None:
+        store = self._store
+        async with store.disk_lock:
+            await trio.to_thread.run_sync(store.flush_all_blocking, limiter=store.disk_limiter)
+        self.rounds += 1
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        interval = self._store.config.flush_interval_commit_log / 1000
+        while True:
+            await trio.sleep(interval)
+            store = self._store
+            dirty = store.commitlog.queue.flushed_offset < store.commitlog.max_offset
+            cp = store.checkpoint
+            if dirty or (cp is not None and cp.safe_offset != store.commitlog.max_offset):
+                await self.flush_once()
+
+
+class GroupCommitService:
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self._waiters: list[tuple[int, trio.Event]] = []
+        self._wakeup = trio.Event()
+        self._running = False
+        #: Number of group syncs performed (each may fdatasync one or two segments).
+        self.rounds = 0
+
+    async def wait_flushed(self, offset: int, timeout: float) -> bool:
+        """Wait until the CommitLog is durable up to ``offset``; ``False`` after ``timeout`` seconds."""
+        store = self._store
+        if store.commitlog.queue.flushed_offset >= offset:
+            return True
+        if not self._running:
+            # No service (store used without run()): sync inline, still through the limiter.
+            async with store.disk_lock:
+                files = store.commitlog.queue.flush_snapshot()
+                await trio.to_thread.run_sync(_flush_files, files, limiter=store.disk_limiter)
+            return store.commitlog.queue.flushed_offset >= offset
+        event = trio.Event()
+        self._waiters.append((offset, event))
+        self._wakeup.set()
+        with trio.move_on_after(timeout):
+            await event.wait()
+            return True
+        return False
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        store = self._store
+        self._running = True
+        task_status.started()
+        try:
+            while True:
+                await self._wakeup.wait()
+                self._wakeup = trio.Event()
+                async with store.disk_lock:
+                    files = store.commitlog.queue.flush_snapshot()
+                    if files:
+                        await trio.to_thread.run_sync(_flush_files, files, limiter=store.disk_limiter)
+                        self.rounds += 1
+                flushed = store.commitlog.queue.flushed_offset
+                still_waiting = []
+                for offset, event in self._waiters:
+                    if offset <= flushed:
+                        event.set()
+                    else:
+                        still_waiting.append((offset, event))
+                self._waiters = still_waiting
+                if still_waiting:
+                    self._wakeup.set()
+        finally:
+            self._running = False
+
+
+class AllocateService:
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self._wakeup = trio.Event()
+        self.allocated = 0
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def _make(self, start: int) -> MappedFile:
+        queue = self._store.commitlog.queue
+        queue.directory.mkdir(parents=True, exist_ok=True)
+        # Built under a temporary name so a half-made spare never looks like a segment after a crash.
+        mf = MappedFile(queue.directory / (segment_name(start) + ".alloc"), start, queue.file_size)
+        if self._store.config.warm_mapped_file_enable:
+            mf.warm_up()
+        return mf
+
+    async def prepare_next(self) -> None:
+        store = self._store
+        queue = store.commitlog.queue
+        start = queue.next_start()
+        if queue.spare is not None and queue.spare.file_from_offset == start:
+            return
+        mf = await trio.to_thread.run_sync(self._make, start, limiter=store.disk_limiter)
+        final = queue.directory / segment_name(start)
+        if queue.next_start() == start and queue.spare is None and not final.exists():
+            os.rename(mf.path, final)
+            mf.path = final
+            queue.spare = mf
+            self.allocated += 1
+        else:
+            mf.destroy()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            await self.prepare_next()
+
+
+class RetentionService:
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self.deleted_files = 0
+
+    def _time_to_delete(self) -> bool:
+        now = datetime.datetime.fromtimestamp(self._store.config.now_ms() / 1000)
+        hours = {h.strip() for h in self._store.config.delete_when.split(";") if h.strip()}
+        return f"{now.hour:02d}" in hours or str(now.hour) in hours
+
+    async def check_once(self) -> int:
+        """One pass: update the disk-full flag, delete what is due. Returns the number of CommitLog files deleted."""
+        store = self._store
+        config = store.config
+        ratio = config.disk_usage_ratio(config.store_path_root_dir)
+        if ratio > config.disk_space_warning_level_ratio:
+            store.disk_full_reason = (
+                f"disk full: used ratio {ratio:.2f} is above diskSpaceWarningLevelRatio "
+                f"{config.disk_space_warning_level_ratio:.2f}, writes are refused until space is freed"
+            )
+        else:
+            store.disk_full_reason = None
+        space_to_delete = ratio > config.disk_max_used_space_ratio / 100
+        clean_at_once = ratio > config.disk_space_clean_forcibly_ratio
+        if not (space_to_delete or self._time_to_delete()):
+            return 0
+        expire_before = config.now_ms() - config.file_reserved_time * 3_600_000
+        deleted = 0
+        async with store.disk_lock:
+            queue = store.commitlog.queue
+            # Only fully flushed segments, never the newest, at most 10 per pass (as Java's deleteExpiredFile).
+            while len(queue.files) > 1 and deleted < 10:
+                first = queue.files[0]
+                if first.end_offset > queue.flushed_offset:
+                    break
+                if not clean_at_once and first.mtime_ms() > expire_before:
+                    break
+                queue.delete_first(1)
+                deleted += 1
+            if deleted:
+                min_phy = queue.min_offset
+                for cq in list(store.consume_queues.values()):
+                    cq.delete_expired(min_phy)
+                if store.index is not None:
+                    store.index.delete_expired(min_phy)
+        self.deleted_files += deleted
+        return deleted
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self.check_once()
+            await trio.sleep(self._store.config.clean_resource_interval / 1000)
