@@ -23,10 +23,11 @@ import trio
 from namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
 from namesrv.route_table import RouteTable
 from remoting.codec.bodies import (
-    DataVersion,
     RegisterBrokerBody,
     TopicConfigSerializeWrapper,
     body_crc32,
+    decode_data_version,
+    encode_data_version,
 )
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -150,7 +151,7 @@ class NamesrvProcessor:
 
     async def _query_data_version(self, request: RemotingCommand, connection: Any) -> RemotingCommand:
         header = QueryDataVersionRequestHeader.from_ext_fields(request.ext_fields)
-        version = DataVersion.decode(request.body)
+        version = decode_data_version(request.body)
         changed = self.route_table.is_broker_topic_config_changed(header.broker_addr, version)
         if not changed:
             self.route_table.update_broker_info_update_timestamp(header.broker_addr, self._clock())
@@ -158,7 +159,7 @@ class NamesrvProcessor:
         return request.response(
             ResponseCode.SUCCESS,
             ext_fields=QueryDataVersionResponseHeader(changed).to_ext_fields(),
-            body=b"" if stored is None else stored.encode(),
+            body=b"" if stored is None else encode_data_version(stored),
         )
 
     async def _wipe_write_perm(self, request: RemotingCommand, connection: Any) -> RemotingCommand:

@@ -112,7 +112,7 @@ class RouteTable:
         entry.addrs[broker_id] = broker_addr
         first = first or old_addr is None
 
-        version = topic_config_wrapper.data_version if topic_config_wrapper is not None else DataVersion()
+        version = topic_config_wrapper.data_version if topic_config_wrapper is not None else DataVersion(0, 0)
         rebuild = first or self.is_broker_topic_config_changed(broker_addr, version)
         if topic_config_wrapper is not None and broker_id == MASTER_ID and rebuild:
             for topic_config in topic_config_wrapper.topic_config_table.values():

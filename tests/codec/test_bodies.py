@@ -34,6 +34,8 @@ from remoting.codec.bodies import (
     TopicList,
     TopicRouteData,
     body_crc32,
+    decode_data_version,
+    encode_data_version,
 )
 from remoting.codec.bodies._json import quote_numeric_keys
 from remoting.codec.errors import CodecError
@@ -233,9 +235,19 @@ def test_lock_bodies_shape_and_round_trip() -> None:
     )
 
 
-def test_data_version_next_bumps_counter_and_sets_timestamp() -> None:
-    assert DataVersion(1, 4).next_version(99) == DataVersion(99, 5)
-    assert DataVersion.decode(b'{"counter":"7","timestamp":1}') == DataVersion(1, 7)
+def test_data_version_wire_form_is_sorted_json_and_tolerates_strings() -> None:
+    assert encode_data_version(DataVersion(1, 4)) == b'{"counter":4,"timestamp":1}'
+    assert decode_data_version(b'{"counter":"7","timestamp":1}') == DataVersion(1, 7)
+    with pytest.raises(BodyDecodeError):
+        decode_data_version(b'{"counter":"x"}')
+
+
+def test_topic_config_in_a_wrapper_takes_its_name_from_the_table_key() -> None:
+    wrapper = TopicConfigSerializeWrapper.decode(
+        b'{"topicConfigTable":{"T":{"perm":"6","topicFilterType":"MULTI_TAG"}}}'
+    )
+    assert wrapper.topic_config_table == {"T": TopicConfig("T", perm=6, topic_filter_type=TopicFilterType.MULTI_TAG)}
+    assert wrapper.data_version == DataVersion(0, 0)
 
 
 _names = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)

@@ -16,6 +16,8 @@ from remoting.codec.bodies import (
     RegisterBrokerBody,
     TopicList,
     TopicRouteData,
+    decode_data_version,
+    encode_data_version,
 )
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -187,11 +189,15 @@ async def test_query_data_version_reports_change(start_namesrv: StartNamesrv, cl
         "brokerId": "0",
     }
     same = DataVersion(timestamp=1700000000000, counter=3)
-    response = await client.invoke(addr, request(RequestCode.QUERY_DATA_VERSION, fields, same.encode()), TIMEOUT)
+    response = await client.invoke(
+        addr, request(RequestCode.QUERY_DATA_VERSION, fields, encode_data_version(same)), TIMEOUT
+    )
     assert response.ext_fields == {"changed": "false"}
-    assert DataVersion.decode(response.body) == same
+    assert decode_data_version(response.body) == same
     newer = same.next_version(1700000000001)
-    response = await client.invoke(addr, request(RequestCode.QUERY_DATA_VERSION, fields, newer.encode()), TIMEOUT)
+    response = await client.invoke(
+        addr, request(RequestCode.QUERY_DATA_VERSION, fields, encode_data_version(newer)), TIMEOUT
+    )
     assert response.ext_fields == {"changed": "true"}
 
 

@@ -40,6 +40,8 @@ from remoting.codec.bodies.topic_config import (
     TopicConfig,
     TopicConfigSerializeWrapper,
     TopicFilterType,
+    decode_data_version,
+    encode_data_version,
 )
 
 __all__ = [
@@ -76,4 +78,6 @@ __all__ = [
     "TopicRouteData",
     "UnlockBatchRequestBody",
     "body_crc32",
+    "decode_data_version",
+    "encode_data_version",
 ]

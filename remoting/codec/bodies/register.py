@@ -22,7 +22,14 @@ from remoting.codec.bodies._json import (
     load_object,
     loads,
 )
-from remoting.codec.bodies.topic_config import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from remoting.codec.bodies.topic_config import (
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    decode_data_version,
+    encode_data_version,
+    parse_topic_line,
+    topic_line,
+)
 
 _INT = struct.Struct(">i")
 
@@ -64,10 +71,10 @@ class RegisterBrokerBody:
             parts.append(_INT.pack(len(data)))
             parts.append(data)
 
-        chunk(wrapper.data_version.encode())
+        chunk(encode_data_version(wrapper.data_version))
         parts.append(_INT.pack(len(wrapper.topic_config_table)))
         for tc in wrapper.topic_config_table.values():
-            chunk(tc.encode_line().encode())
+            chunk(topic_line(tc).encode())
         chunk(dumps(list(self.filter_server_list)))
         return zlib.compress(b"".join(parts), 9)
 
@@ -80,10 +87,10 @@ class RegisterBrokerBody:
         except zlib.error as exc:
             raise BodyDecodeError(f"register body is not a zlib stream: {exc}") from None
         reader = _Reader(raw)
-        version = DataVersion.decode(reader.chunk())
+        version = decode_data_version(reader.chunk())
         table: dict[str, TopicConfig] = {}
         for _ in range(reader.int32()):
-            tc = TopicConfig.decode_line(reader.chunk().decode())
+            tc = parse_topic_line(reader.chunk().decode())
             table[tc.topic_name] = tc
         servers = loads(reader.chunk())
         if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):

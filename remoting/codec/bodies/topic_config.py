@@ -1,13 +1,17 @@
-"""DataVersion, TopicConfig and TopicConfigSerializeWrapper (protocol.md 6.5, 6.6; store.md 8.1).
+"""TopicConfigSerializeWrapper and the wire forms of DataVersion and TopicConfig (protocol.md 6.5, 6.6).
 
-These are the shapes a broker sends in REGISTER_BROKER and GET_ALL_TOPIC_CONFIG and writes to ``topics.json``.
-``to_json``/``from_json`` convert to and from plain JSON objects; ``encode``/``decode`` to and from bytes. Decoding
-raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape; unknown fields are ignored.
+:class:`DataVersion`, :class:`TopicConfig`, :class:`TopicFilterType` and the ``PERM_*`` bits are the ones defined in
+:mod:`store.config_files` (the ``topics.json`` shapes), re-exported here so the broker, the name server and the
+register body share one class each. That is an upward import from the codec into ``store``; it is deliberate (one
+definition instead of twins) and harmless because ``store.config_files`` does no I/O at import and imports nothing
+from ``remoting``.
+
+Decoding raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape (the store's
+``ConfigFileError`` is translated); unknown fields are ignored.
 """
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
 import attrs
@@ -17,121 +21,92 @@ from remoting.codec.bodies._json import (
     JsonObject,
     dumps,
     expect_object,
-    get_bool,
-    get_enum,
-    get_int,
     get_map,
     load_object,
-    req_str,
+)
+from store.config_files import (
+    PERM_INHERIT,
+    PERM_PRIORITY,
+    PERM_READ,
+    PERM_WRITE,
+    ConfigFileError,
+    DataVersion,
+    TopicConfig,
+    TopicFilterType,
 )
 
-PERM_PRIORITY = 0x8
-PERM_READ = 0x4
-PERM_WRITE = 0x2
-PERM_INHERIT = 0x1
+__all__ = [
+    "PERM_INHERIT",
+    "PERM_PRIORITY",
+    "PERM_READ",
+    "PERM_WRITE",
+    "DataVersion",
+    "TopicConfig",
+    "TopicConfigSerializeWrapper",
+    "TopicFilterType",
+    "decode_data_version",
+    "encode_data_version",
+    "parse_topic_line",
+    "topic_line",
+]
 
 
-class TopicFilterType(enum.Enum):
-    """Java ``TopicFilterType``; member order is the Java ordinal."""
-
-    SINGLE_TAG = "SINGLE_TAG"
-    MULTI_TAG = "MULTI_TAG"
+def encode_data_version(version: DataVersion) -> bytes:
+    """The DataVersion body of QUERY_DATA_VERSION (and of the compressed register body)."""
+    return dumps(version.to_json())
 
 
-@attrs.frozen(slots=True)
-class DataVersion:
-    """A broker's config version. Equal iff both fields are equal; :meth:`next_version` bumps the counter."""
-
-    timestamp: int = 0
-    counter: int = 0
-
-    def next_version(self, now_ms: int) -> DataVersion:
-        return DataVersion(timestamp=now_ms, counter=self.counter + 1)
-
-    def to_json(self) -> JsonObject:
-        return {"counter": self.counter, "timestamp": self.timestamp}
-
-    @classmethod
-    def from_json(cls, obj: object) -> DataVersion:
-        o = expect_object(obj, "DataVersion")
-        return cls(timestamp=get_int(o, "timestamp"), counter=get_int(o, "counter"))
-
-    def encode(self) -> bytes:
-        return dumps(self.to_json())
-
-    @classmethod
-    def decode(cls, data: bytes | memoryview) -> DataVersion:
-        return cls.from_json(load_object(data, "DataVersion"))
+def data_version_from_json(obj: object) -> DataVersion:
+    try:
+        return DataVersion.from_json(expect_object(obj, "DataVersion"))
+    except ConfigFileError as exc:
+        raise BodyDecodeError(str(exc)) from None
 
 
-@attrs.frozen(slots=True)
-class TopicConfig:
-    """Java ``TopicConfig`` with Java's defaults (16/16 queues, perm RW, SINGLE_TAG)."""
+def decode_data_version(data: bytes | memoryview) -> DataVersion:
+    return data_version_from_json(load_object(data, "DataVersion"))
 
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
-    topic_sys_flag: int = 0
-    order: bool = False
 
-    def to_json(self) -> JsonObject:
-        return {
-            "order": self.order,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicFilterType": self.topic_filter_type.name,
-            "topicName": self.topic_name,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
+def topic_config_from_json(obj: object, name: str | None = None) -> TopicConfig:
+    """``name`` (the table key) is used when the object itself lacks ``topicName``."""
+    try:
+        return TopicConfig.from_json(expect_object(obj, "TopicConfig"), name)
+    except (ConfigFileError, KeyError, ValueError) as exc:
+        raise BodyDecodeError(f"bad TopicConfig: {exc}") from None
 
-    @classmethod
-    def from_json(cls, obj: object, name: str | None = None) -> TopicConfig:
-        """``name`` (the table key) is used when the object itself lacks ``topicName``."""
-        o = expect_object(obj, "TopicConfig")
-        if o.get("topicName") is None and name is not None:
-            o = {**o, "topicName": name}
-        return cls(
-            topic_name=req_str(o, "topicName"),
-            read_queue_nums=get_int(o, "readQueueNums", 16),
-            write_queue_nums=get_int(o, "writeQueueNums", 16),
-            perm=get_int(o, "perm", PERM_READ | PERM_WRITE),
-            topic_filter_type=get_enum(o, "topicFilterType", TopicFilterType, TopicFilterType.SINGLE_TAG),
-            topic_sys_flag=get_int(o, "topicSysFlag"),
-            order=get_bool(o, "order"),
+
+def topic_line(tc: TopicConfig) -> str:
+    """The compressed register body's topic line: ``name read write perm filterType`` (no sysFlag, no order)."""
+    fields = (tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_filter_type.name)
+    return " ".join(str(f) for f in fields)
+
+
+def parse_topic_line(line: str) -> TopicConfig:
+    """Parse a topic line; a trailing sixth field (5.x attributes) is ignored."""
+    parts = line.split(" ")
+    if len(parts) < 5:
+        raise BodyDecodeError(f"topic line needs 5 fields: {line!r}")
+    try:
+        return TopicConfig(
+            topic_name=parts[0],
+            read_queue_nums=int(parts[1]),
+            write_queue_nums=int(parts[2]),
+            perm=int(parts[3]),
+            topic_filter_type=TopicFilterType[parts[4]],
         )
-
-    def encode_line(self) -> str:
-        """The compressed register body's topic line: ``name read write perm filterType`` (no sysFlag, no order)."""
-        fields = (self.topic_name, self.read_queue_nums, self.write_queue_nums, self.perm, self.topic_filter_type.name)
-        return " ".join(str(f) for f in fields)
-
-    @classmethod
-    def decode_line(cls, line: str) -> TopicConfig:
-        """Parse a topic line; a trailing sixth field (5.x attributes) is ignored."""
-        parts = line.split(" ")
-        if len(parts) < 5:
-            raise BodyDecodeError(f"topic line needs 5 fields: {line!r}")
-        try:
-            return cls(
-                topic_name=parts[0],
-                read_queue_nums=int(parts[1]),
-                write_queue_nums=int(parts[2]),
-                perm=int(parts[3]),
-                topic_filter_type=TopicFilterType[parts[4]],
-            )
-        except (ValueError, KeyError):
-            raise BodyDecodeError(f"bad topic line: {line!r}") from None
+    except (ValueError, KeyError):
+        raise BodyDecodeError(f"bad topic line: {line!r}") from None
 
 
 @attrs.frozen(slots=True)
 class TopicConfigSerializeWrapper:
-    """A broker's whole topic table plus its DataVersion."""
+    """A broker's whole topic table plus its DataVersion (the same content as the store's ``TopicConfigTable``).
+
+    The default DataVersion is ``(0, 0)``: what Java assumes for a registration without a body.
+    """
 
     topic_config_table: dict[str, TopicConfig] = attrs.field(factory=dict)
-    data_version: DataVersion = attrs.field(factory=DataVersion)
+    data_version: DataVersion = attrs.field(factory=lambda: DataVersion(timestamp=0, counter=0))
 
     def to_json(self) -> JsonObject:
         return {
@@ -145,8 +120,8 @@ class TopicConfigSerializeWrapper:
         table: dict[str, Any] = get_map(o, "topicConfigTable")
         raw_version = o.get("dataVersion")
         return cls(
-            topic_config_table={name: TopicConfig.from_json(tc, name) for name, tc in table.items() if tc is not None},
-            data_version=DataVersion() if raw_version is None else DataVersion.from_json(raw_version),
+            topic_config_table={name: topic_config_from_json(tc, name) for name, tc in table.items() if tc is not None},
+            data_version=DataVersion(0, 0) if raw_version is None else data_version_from_json(raw_version),
         )
 
     def encode(self) -> bytes:
