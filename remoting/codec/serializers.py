@@ -43,7 +43,10 @@ def _as_str(value: object) -> str | None:
         return str(value)
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(value)
-    return orjson.dumps(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:  # CBOR can carry bytes, tags, non-string keys, huge ints
+        raise HeaderDecodeError(f"extFields value of type {type(value).__name__} has no string form") from None
 
 
 def _ext_fields(raw: object) -> dict[str, str]:
@@ -53,24 +56,34 @@ def _ext_fields(raw: object) -> dict[str, str]:
         raise HeaderDecodeError(f"extFields must be an object, got {type(raw).__name__}")
     out: dict[str, str] = {}
     for key, value in raw.items():
+        if not isinstance(key, str):  # only CBOR can produce this; JSON object keys are always strings
+            raise HeaderDecodeError(f"extFields key {key!r} is not a string")
         if isinstance(value, str):
             out[key] = value
         else:
             text = _as_str(value)
             if text is not None:
-                out[str(key)] = text
+                out[key] = text
     return out
 
 
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+
+
 def _int_field(fields: dict[str, Any], key: str, default: int) -> int:
+    """A top-level int32 (Java ``int``). Out-of-range values are rejected here: echoed back in a response (the
+    opaque is), they would make the JSON encoder fail long after the peer's bytes were accepted."""
     value = fields.get(key, default)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         try:
-            return int(value)
-        except (TypeError, ValueError):
+            value = int(value)
+        except (TypeError, ValueError, OverflowError):
             raise HeaderDecodeError(f"header field {key!r} is not an integer: {value!r}") from None
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise HeaderDecodeError(f"header field {key!r} is outside int32: {value!r}")
     return value
 
 
@@ -252,4 +265,3 @@ def decode_header(serialize_type: int, data: bytes | memoryview, body: Body) -> 
     if decoder is None:
         raise HeaderDecodeError(f"unknown serialize type {serialize_type}")
     return decoder(data, body)
-
