@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 
@@ -37,7 +38,7 @@ from remoting.codec.bodies import (
     decode_data_version,
     encode_data_version,
 )
-from remoting.codec.bodies._json import quote_numeric_keys
+from remoting.codec.bodies._json import loads, quote_numeric_keys
 from remoting.codec.errors import CodecError
 
 
@@ -287,3 +288,36 @@ def test_register_body_round_trips_in_both_forms(
     table = {name: TopicConfig(name, r, w, p, f) for name, (r, w, p, f) in topics.items()}
     body = RegisterBrokerBody(TopicConfigSerializeWrapper(table, version), [])
     assert RegisterBrokerBody.decode(body.encode(compress), compressed=compress) == body
+
+
+_leaf = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=8)
+_fastjson_values = st.recursive(
+    _leaf,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.integers(-50, 50) | st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _fastjson(value: object) -> str:
+    """What fastjson writes without its string-keys feature: integer map keys unquoted."""
+    if isinstance(value, dict):
+        items = (f"{k if isinstance(k, int) else json.dumps(k)}:{_fastjson(v)}" for k, v in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_fastjson(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _string_keys(value: object) -> object:
+    if isinstance(value, dict):
+        return {str(k): _string_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_string_keys(v) for v in value]
+    return value
+
+
+@given(_fastjson_values)
+def test_fastjson_unquoted_keys_parse_like_quoted_ones(value: object) -> None:
+    assert loads(_fastjson(value).encode()) == _string_keys(value)
