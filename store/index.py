@@ -292,14 +292,16 @@ class IndexService:
 
         A message at or below the newest indexed offset is skipped, so re-dispatching the CommitLog tail after
         recovery does not index a message twice."""
-        last = self._last_non_empty()
+        # Only the owner thread mutates the file list, so it reads it without the lock on this hot path.
+        last = self._files[-1] if self._files else None
+        if last is None or last.is_empty:
+            last = self._last_non_empty()
         if last is not None and phy_offset <= last.end_phy_offset:
             return
         prefix = topic + "#"
         for key in keys:
-            if not key:
-                continue
-            self._writable_file().put_key(index_key_hash(prefix + key), phy_offset, store_timestamp)
+            if key:
+                self._writable_file().put_key(index_key_hash(prefix + key), phy_offset, store_timestamp)
 
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """CommitLog offsets of messages indexed under ``topic#key`` and stored within [begin_ms, end_ms], newest
@@ -339,9 +341,8 @@ class IndexService:
 
     def flush(self) -> None:
         """Make every entry written so far durable (msync) and advance :attr:`last_flushed_timestamp`."""
-        files = self.files
         timestamp = self.last_update_timestamp
-        for file in files:
+        for file in self.files:
             if file.dirty:
                 file.dirty = False
                 file.flush()
@@ -370,8 +371,7 @@ class IndexService:
             return next((f for f in reversed(self._files) if not f.is_empty), None)
 
     def _writable_file(self) -> IndexFile:
-        with self._lock:
-            last = self._files[-1] if self._files else None
+        last = self._files[-1] if self._files else None
         if last is not None and not last.is_full:
             return last
         # The full file stays dirty until the next flush: an msync here would stall the dispatch path.
