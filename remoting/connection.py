@@ -4,7 +4,10 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
 
 - a reader (:meth:`Connection.run`) feeding the sans-IO :class:`~remoting.codec.frame.FrameDecoder`; responses are
   matched by opaque to outstanding :meth:`Connection.invoke` calls, requests go to the ``on_request`` callback;
-- writes under a per-connection lock, coalescing every frame queued meanwhile into one ``send_all``;
+- one writer task per connection, so writes never interleave (it is the per-connection write lock): :meth:`send`
+  queues the encoded frame and the writer sends everything queued meanwhile in one ``send_all``. Frames queued by
+  every task that runs in the same scheduler pass share one system call, which is what lets 32 pipelined responses
+  cost one write instead of 32;
 - requests in both directions: the server uses :meth:`invoke` / :meth:`invoke_oneway` to call a client over the
   client's own connection (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED), the client to call the server;
 - idle tracking: no read and no write for ``idle_timeout`` seconds closes the connection (Java's 120 s default).
@@ -12,11 +15,11 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
 Ownership and errors: the connection owns its stream from construction and closes it when :meth:`run` returns,
 whatever the reason (EOF, a :class:`~remoting.codec.errors.CodecError`, a socket error, idle timeout,
 :meth:`close`, cancellation). On close every outstanding invocation fails at once with
-:class:`~remoting.errors.RemotingConnectError`, and later writes raise :class:`~remoting.errors.RemotingClosedError`.
-A write interrupted half-way (cancellation, socket error) also closes the connection, because the peer's framing
-is then lost.
+:class:`~remoting.errors.RemotingConnectError`, frames still queued are dropped, and later sends raise
+:class:`~remoting.errors.RemotingClosedError`. A write that fails or is interrupted closes the connection, because
+the peer's framing is then lost.
 
-Backends: only anyio primitives are used, so the same class runs under Trio (the server) and asyncio (the client).
+Backends: the same class runs under Trio (the server) and asyncio (the client), see :mod:`remoting.primitives`.
 Any object with Trio's ``send_all`` / ``receive_some`` / ``aclose`` works as the stream (all Trio streams do;
 :class:`AnyioByteStream` adapts an anyio stream).
 """
@@ -31,9 +34,9 @@ from typing import Any, Final, Protocol
 import anyio
 import anyio.abc
 import attrs
-import sniffio
 import trio
 
+from remoting import primitives
 from remoting.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from remoting.codec.errors import CodecError
 from remoting.codec.frame import MAX_FRAME, FrameDecoder, encode_command
@@ -42,8 +45,10 @@ from remoting.processor import RequestContext
 
 log = logging.getLogger(__name__)
 
-#: Bytes asked of the socket per read: large enough to take 32 pipelined send requests in one go.
+#: Bytes asked of the socket per read: large enough to take many pipelined send requests in one go.
 RECEIVE_SIZE: Final = 256 * 1024
+#: Queued-but-unwritten bytes above which :meth:`Connection.send` waits for the writer (backpressure).
+SEND_HIGH_WATER: Final = 4 * 1024 * 1024
 
 #: Errors that mean "the peer or the socket is gone" under either backend.
 STREAM_ERRORS: Final = (
@@ -89,16 +94,9 @@ class AnyioByteStream:
         await self._stream.aclose()
 
 
-def _clock() -> Callable[[], float]:
-    """The running loop's clock, resolved once per connection (Trio's honours ``MockClock`` in tests)."""
-    if sniffio.current_async_library() == "trio":
-        return trio.current_time
-    return anyio.current_time
-
-
 @attrs.define(slots=True)
 class _ResponseFuture:
-    event: anyio.Event = attrs.field(factory=anyio.Event)
+    event: primitives.Event
     response: RemotingCommand | None = None
     error: RemotingError | None = None
 
@@ -108,6 +106,7 @@ class Connection:
 
     ``attributes`` is free for the layers above (client id, ACL identity, the broker's channel info).
     ``context`` is the one :class:`~remoting.processor.RequestContext` handed to processors for this connection.
+    Construct it inside the event loop that will run it.
     """
 
     def __init__(
@@ -128,11 +127,13 @@ class Connection:
         self._max_frame = max_frame
         self._pending: dict[int, _ResponseFuture] = {}
         self._outbox: list[bytes] = []
-        self._write_lock = anyio.Lock()
+        self._outbox_bytes = 0
+        self._writer_wakeup: primitives.Event | None = None
+        self._drained: primitives.Event | None = None
         self._closed = False
         self._scope: anyio.CancelScope | None = None
-        self._now = _clock()
-        self.last_activity = self._now()
+        self._loop = primitives.current()
+        self.last_activity = self._loop.now()
 
     def __repr__(self) -> str:
         host, port = self.remote_address[:2]
@@ -148,16 +149,17 @@ class Connection:
         return len(self._pending)
 
     def close(self) -> None:
-        """Close now: stop the reader (which closes the stream) and fail outstanding invocations. Idempotent."""
+        """Close now: stop the reader and writer (the stream closes as :meth:`run` exits), drop queued frames and
+        fail outstanding invocations. Idempotent."""
         if self._closed:
             return
         self._closed = True
         if self._scope is not None:
             self._scope.cancel()
-        self._fail_pending()
+        self._release_waiters()
 
     async def run(self, on_request: RequestCallback) -> None:
-        """Read and dispatch frames until the connection ends; then close the stream. Never raises a stream or codec
+        """Read, dispatch and write until the connection ends; then close the stream. Never raises a stream or codec
         error (they end the connection and are logged); cancellation propagates after cleanup.
 
         ``on_request(ctx, cmd)`` is awaited in the reader for every request frame, so it must hand real work off
@@ -169,27 +171,27 @@ class Connection:
                 if self._closed:
                     scope.cancel()
                 async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._write_frames)
                     if self.idle_timeout is not None:
                         tasks.start_soon(self._watch_idle, self.idle_timeout)
                     await self._read_frames(on_request)
                     tasks.cancel_scope.cancel()
         finally:
             self._closed = True
-            self._fail_pending()
-            with anyio.CancelScope(shield=True):
-                with contextlib.suppress(*STREAM_ERRORS):
-                    await self._stream.aclose()
+            self._release_waiters()
+            with anyio.CancelScope(shield=True), contextlib.suppress(*STREAM_ERRORS):
+                await self._stream.aclose()
 
     async def _read_frames(self, on_request: RequestCallback) -> None:
         decoder = FrameDecoder(self._max_frame)
-        ctx, pending, stream = self.context, self._pending, self._stream
+        ctx, pending, stream, now = self.context, self._pending, self._stream, self._loop.now
         try:
             while True:
                 data = await stream.receive_some(RECEIVE_SIZE)
                 if not data:
                     log.debug("%r: end of stream", self)
                     return
-                self.last_activity = self._now()
+                self.last_activity = now()
                 decoder.receive_data(data)
                 while (cmd := decoder.next_command()) is not None:
                     if cmd.flag & FLAG_RESPONSE:
@@ -204,49 +206,72 @@ class Connection:
         except CodecError as exc:
             log.warning("%r: closing on a malformed frame: %s", self, exc)
         except STREAM_ERRORS as exc:
-            log.debug("%r: stream error: %r", self, exc)
+            log.debug("%r: read failed: %r", self, exc)
         except RemotingConnectError:
             pass
+
+    async def _write_frames(self) -> None:
+        stream, outbox, now = self._stream, self._outbox, self._loop.now
+        try:
+            while True:
+                if not outbox:
+                    wakeup = self._writer_wakeup = self._loop.new_event()
+                    await wakeup.wait()
+                    continue
+                data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
+                outbox.clear()
+                self._outbox_bytes = 0
+                await stream.send_all(data)
+                self.last_activity = now()
+                if self._drained is not None:
+                    self._drained.set()
+                    self._drained = None
+        except STREAM_ERRORS as exc:
+            log.debug("%r: write failed: %r", self, exc)
+        finally:
+            self.close()  # a failed or interrupted write leaves the peer's framing unknown
 
     async def _watch_idle(self, idle_timeout: float) -> None:
         while True:
             deadline = self.last_activity + idle_timeout
-            if self._now() >= deadline:
+            if self._loop.now() >= deadline:
                 log.info("%r: closing after %.0f s without a read or a write", self, idle_timeout)
                 self.close()
                 return
-            await anyio.sleep_until(deadline)
+            await self._loop.sleep_until(deadline)
 
-    def _fail_pending(self) -> None:
+    def _release_waiters(self) -> None:
         pending, self._pending = self._pending, {}
         for future in pending.values():
             future.error = RemotingConnectError(f"connection to {self.remote_address} closed")
             future.event.set()
+        self._outbox.clear()
+        if self._drained is not None:
+            self._drained.set()
 
     async def send(self, cmd: RemotingCommand) -> None:
-        """Write one command. Returns once its frame has been handed to the stream (possibly in a batch written by
-        another task). Raises :class:`RemotingClosedError` if the connection is closed, and
-        :class:`RemotingConnectError` (closing the connection) if the write fails."""
+        """Queue one command for the writer. Frames go out in the order queued.
+
+        Returns at once unless more than ``SEND_HIGH_WATER`` bytes are waiting, then waits until the writer has
+        drained them. Raises :class:`RemotingClosedError` if the connection is (or, while waiting, becomes) closed.
+        A frame queued before a failure may be lost with the connection: the caller learns it from the
+        invocation that fails, or not at all for a response or oneway request, as with any socket.
+        """
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
-        self._outbox.append(encode_command(cmd))
-        async with self._write_lock:
-            outbox = self._outbox
-            if not outbox:
-                return  # a task that held the lock before us wrote our frame in its batch
+        frame = encode_command(cmd)
+        self._outbox.append(frame)
+        self._outbox_bytes += len(frame)
+        wakeup = self._writer_wakeup
+        if wakeup is not None:
+            self._writer_wakeup = None
+            wakeup.set()
+        if self._outbox_bytes > SEND_HIGH_WATER:
+            if self._drained is None:
+                self._drained = self._loop.new_event()
+            await self._drained.wait()
             if self._closed:
-                raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
-            data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
-            outbox.clear()
-            try:
-                await self._stream.send_all(data)
-            except STREAM_ERRORS as exc:
-                self.close()
-                raise RemotingConnectError(f"{self!r}: write failed: {exc!r}") from exc
-            except BaseException:
-                self.close()  # interrupted half-way: the peer's framing is lost
-                raise
-            self.last_activity = self._now()
+                raise RemotingClosedError(f"{self!r}: connection closed before the frame was written")
 
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait up to ``timeout`` seconds for the response with the same opaque.
@@ -256,11 +281,11 @@ class Connection:
         """
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
-        future = _ResponseFuture()
+        future = _ResponseFuture(self._loop.new_event())
         opaque = cmd.opaque
         self._pending[opaque] = future
         try:
-            with anyio.move_on_after(timeout):
+            with self._loop.move_on_after(timeout):
                 await self.send(cmd)
                 await future.event.wait()
         finally:
