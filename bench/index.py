@@ -114,7 +114,10 @@ def main() -> None:
         os.makedirs("bench/results", exist_ok=True)
         argv = [sys.executable, "-m", "bench.index", "--count", str(args.count)]
         argv += ["--slots", str(args.slots), "--entries", str(args.entries)]
-        subprocess.run(["py-spy", "record", "-o", "bench/results/index.svg", "--", *argv], check=True)
+        # The venv's py-spy when run as .venv/bin/python without an activated venv.
+        venv_spy = Path(sys.executable).with_name("py-spy")
+        py_spy = str(venv_spy) if venv_spy.exists() else "py-spy"
+        subprocess.run([py_spy, "record", "-o", "bench/results/index.svg", "--", *argv], check=True)
 
 
 if __name__ == "__main__":
