@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,29 @@ def test_flush_advances_the_checkpoint_timestamp(tmp_path: Path) -> None:
     assert service.last_flushed_timestamp == 0
     service.flush()
     assert service.last_flushed_timestamp == T0
+    service.close()
+
+
+def test_flush_in_another_thread_runs_alongside_puts_and_rolls(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=7, max_index_num=50)
+    stop = threading.Event()
+
+    def flush_until_stopped() -> None:
+        while not stop.is_set():
+            service.flush()
+
+    flusher = threading.Thread(target=flush_until_stopped)
+    flusher.start()
+    try:
+        for i in range(1000):
+            service.put("T", ["k", f"u{i}"], i, T0 + i)
+    finally:
+        stop.set()
+        flusher.join()
+    service.flush()
+    assert service.last_flushed_timestamp == T0 + 999
+    assert service.query("T", "k", 5, 0, T0 * 2) == [999, 998, 997, 996, 995]
+    assert service.query("T", "u123", 5, 0, T0 * 2) == [123]
     service.close()
 
 
