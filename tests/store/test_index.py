@@ -300,6 +300,19 @@ def test_a_corrupt_chain_ends_the_lookup_instead_of_looping(tmp_path: Path) -> N
     reopened.close()
 
 
+def test_a_never_flushed_java_file_with_a_zero_header_opens_as_empty(tmp_path: Path) -> None:
+    (tmp_path / "index").mkdir()
+    path = tmp_path / "index" / "20231114221320000"
+    path.write_bytes(bytes(index_file_size(3, 4)))
+    service = IndexService(tmp_path, max_hash_slots=3, max_index_num=4)
+    service.load()
+    assert [f.index_count for f in service.files] == [1]
+    service.put("T", ["k"], 7, T0)
+    assert service.files[0].path == path
+    assert service.query("T", "k", 1, 0, T0 * 2) == [7]
+    service.close()
+
+
 def test_leftover_file_from_a_crash_during_creation_is_ignored(tmp_path: Path) -> None:
     (tmp_path / "index").mkdir()
     (tmp_path / "index" / "20260101000000000.creating").write_bytes(b"\0" * 7)
