@@ -167,6 +167,9 @@ class RemotingClient:
     async def invoke(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``cmd`` to ``address`` and return its response. Raises ``RemotingTimeoutError`` or
         ``RemotingConnectError`` (see the module docstring)."""
+        conn = self._connections.get(address)
+        if conn is not None and not conn.closed:
+            return await conn.invoke(self._stamp(cmd), timeout)
         deadline = anyio.current_time() + timeout
         try:
             with anyio.fail_after(timeout):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
@@ -97,6 +98,7 @@ class AnyioByteStream:
 @attrs.define(slots=True)
 class _ResponseFuture:
     event: primitives.Event
+    deadline: float
     response: RemotingCommand | None = None
     error: RemotingError | None = None
 
@@ -130,6 +132,8 @@ class Connection:
         self._outbox_bytes = 0
         self._writer_wakeup: primitives.Event | None = None
         self._drained: primitives.Event | None = None
+        self._expiry_at = math.inf
+        self._expiry_wakeup: primitives.Event | None = None
         self._closed = False
         self._scope: anyio.CancelScope | None = None
         self._loop = primitives.current()
@@ -172,6 +176,7 @@ class Connection:
                     scope.cancel()
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(self._write_frames)
+                    tasks.start_soon(self._expire_invocations)
                     if self.idle_timeout is not None:
                         tasks.start_soon(self._watch_idle, self.idle_timeout)
                     await self._read_frames(on_request)
@@ -231,6 +236,25 @@ class Connection:
         finally:
             self.close()  # a failed or interrupted write leaves the peer's framing unknown
 
+    async def _expire_invocations(self) -> None:
+        """Fail invocations whose deadline passed. One task per connection instead of a cancel scope per
+        invocation: it sleeps until the earliest deadline it knows of, and :meth:`invoke` wakes it only for a
+        deadline earlier than that, so with uniform timeouts it wakes about once per timeout period."""
+        loop = self._loop
+        while True:
+            now = loop.now()
+            earliest = math.inf
+            for opaque, future in list(self._pending.items()):
+                if future.deadline <= now:
+                    del self._pending[opaque]
+                    future.event.set()  # neither response nor error: a timeout
+                elif future.deadline < earliest:
+                    earliest = future.deadline
+            self._expiry_at = earliest
+            wakeup = self._expiry_wakeup = loop.new_event()
+            with loop.move_on_at(earliest):
+                await wakeup.wait()
+
     async def _watch_idle(self, idle_timeout: float) -> None:
         while True:
             deadline = self.last_activity + idle_timeout
@@ -281,13 +305,16 @@ class Connection:
         """
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
-        future = _ResponseFuture(self._loop.new_event())
+        deadline = self._loop.now() + timeout
+        future = _ResponseFuture(self._loop.new_event(), deadline)
         opaque = cmd.opaque
         self._pending[opaque] = future
+        if deadline < self._expiry_at and self._expiry_wakeup is not None:
+            self._expiry_at = deadline
+            self._expiry_wakeup.set()
         try:
-            with self._loop.move_on_after(timeout):
-                await self.send(cmd)
-                await future.event.wait()
+            await self.send(cmd)
+            await future.event.wait()
         finally:
             if self._pending.get(opaque) is future:
                 del self._pending[opaque]

@@ -1,9 +1,9 @@
 """The few concurrency primitives the connection needs, picked once for the running event loop.
 
 The connection is shared by the Trio server and the anyio client (which may run under asyncio). anyio's portable
-wrappers cost a ``sniffio`` lookup and an extra layer on every call, which showed in the RPC profile (one event and
-one cancel scope per invocation), so under Trio the native ``trio`` functions are used directly and anyio's
-elsewhere. Same semantics either way; Trio's clock honours ``MockClock`` in tests.
+wrappers cost a ``sniffio`` lookup and an extra layer on every call, which showed in the RPC profile, so under Trio
+the native ``trio`` functions are used directly and anyio's elsewhere. Same semantics either way; Trio's clock
+honours ``MockClock`` in tests.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ class Event(Protocol):
 class Primitives:
     now: Callable[[], float]
     new_event: Callable[[], Event]
-    move_on_after: Callable[[float], AbstractContextManager[Any]]
+    move_on_at: Callable[[float], AbstractContextManager[Any]]
     sleep_until: Callable[[float], Any]
 
 
-TRIO = Primitives(trio.current_time, trio.Event, trio.move_on_after, trio.sleep_until)
-ANYIO = Primitives(anyio.current_time, anyio.Event, anyio.move_on_after, anyio.sleep_until)
+TRIO = Primitives(trio.current_time, trio.Event, trio.move_on_at, trio.sleep_until)
+ANYIO = Primitives(anyio.current_time, anyio.Event, anyio.move_on_at, anyio.sleep_until)
 
 
 def current() -> Primitives:

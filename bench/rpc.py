@@ -1,0 +1,239 @@
+"""RPC round trips per second: our server + client against a bare Trio echo of the same frame size.
+
+Each stack's server runs in its own process (``python -m bench.rpc serve <kind>``) and the client in this one, so on
+a 2-core machine each side gets a core, for both stacks alike. Scenarios: connections x requests in flight
+(1x1, 1x32, 8x32 by default). Output: one JSON object per line, e.g.::
+
+    {"bench": "rpc", "connections": 1, "inflight": 32, "frame_bytes": 301, "echo_rps": ..., "rpc_rps": ...,
+     "ratio": 0.71}
+
+- ``rpc``: ``RemotingClient.invoke`` of a SEND_MESSAGE-shaped request (ext fields and a 128-byte body) answered by
+  a processor on a send pool with a response carrying msgId/queueId/queueOffset, the whole path a real send takes
+  minus the store;
+- ``echo``: the floor. The server reads a length prefix and payload and writes the frame back; the client keeps
+  ``inflight`` frames outstanding per connection, writing one frame per frame received. Frames are the byte size of
+  our request frame.
+
+``--profile`` re-runs the same measurement under ``py-spy record --subprocesses`` and writes
+``bench/results/rpc.svg``; compare stacks as ratios within one run, never across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Final
+
+import trio
+
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.frame import encode_command
+from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
+from remoting.server import RemotingServer
+
+SCENARIOS: Final = ((1, 1), (1, 32), (8, 32))
+
+SEND_FIELDS: Final = {
+    "producerGroup": "bench_producer_group",
+    "topic": "BenchTopic",
+    "defaultTopic": "TBW102",
+    "defaultTopicQueueNums": "4",
+    "queueId": "1",
+    "sysFlag": "0",
+    "bornTimestamp": "1700000000000",
+    "flag": "0",
+    "properties": "UNIQ_KEY\x017F0000010001000000000000000000\x02WAIT\x01true\x02",
+    "reconsumeTimes": "0",
+    "unitMode": "false",
+    "batch": "false",
+}
+BODY: Final = b"m" * 128
+
+
+def send_request() -> RemotingCommand:
+    return request(RequestCode.SEND_MESSAGE, dict(SEND_FIELDS), BODY)
+
+
+class SendLikeProcessor:
+    """Answers like a successful send, without a store."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+
+    async def process(self, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand | None:
+        self.offset += 1
+        fields = {
+            "msgId": "7F00000100002A9F0000000000000000",
+            "queueId": req.ext_fields["queueId"],
+            "queueOffset": str(self.offset),
+            "MSG_REGION": "DefaultRegion",
+            "TRACE_ON": "true",
+        }
+        return req.response(ResponseCode.SUCCESS, ext_fields=fields)
+
+
+# -- servers (child processes) --------------------------------------------------------------------------------
+
+
+async def serve_rpc() -> None:
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE, SendLikeProcessor(), ProcessorPool("send", 4, 10_000))
+    async with trio.open_nursery() as nursery:
+        _, port = await nursery.start(RemotingServer(dispatcher).serve)
+        print(port, flush=True)
+
+
+async def _echo_connection(stream: trio.SocketStream) -> None:
+    buf = bytearray()
+    while data := await stream.receive_some(65536):
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 4:
+            end = pos + 4 + int.from_bytes(buf[pos : pos + 4], "big")
+            if end > len(buf):
+                break
+            await stream.send_all(bytes(buf[pos:end]))
+            pos = end
+        del buf[:pos]
+
+
+async def serve_echo() -> None:
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(trio.serve_tcp, _echo_connection, 0)
+        print(listeners[0].socket.getsockname()[1], flush=True)
+
+
+# -- clients (this process) -----------------------------------------------------------------------------------
+
+
+async def echo_client(port: int, connections: int, inflight: int, frame: bytes, duration: float) -> float:
+    counts = [0] * connections
+    deadline = trio.current_time() + duration
+
+    async def one(i: int) -> None:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        await stream.send_all(frame * inflight)
+        buf, outstanding = bytearray(), inflight
+        while outstanding:
+            data = await stream.receive_some(65536)
+            buf += data
+            pos = 0
+            while len(buf) - pos >= 4:
+                end = pos + 4 + int.from_bytes(buf[pos : pos + 4], "big")
+                if end > len(buf):
+                    break
+                pos = end
+                counts[i] += 1
+                outstanding -= 1
+                if trio.current_time() < deadline:
+                    await stream.send_all(frame)
+                    outstanding += 1
+            del buf[:pos]
+        await stream.aclose()
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        for i in range(connections):
+            nursery.start_soon(one, i)
+    return sum(counts) / (trio.current_time() - start)
+
+
+async def rpc_client(port: int, connections: int, inflight: int, duration: float) -> float:
+    addresses = [f"127.0.0.1:{port}" for _ in range(connections)]
+    count = 0
+    deadline = trio.current_time() + duration
+    clients = [RemotingClient() for _ in range(connections)]  # one client each: one connection per address
+
+    async def caller(client: RemotingClient, address: str) -> None:
+        nonlocal count
+        while trio.current_time() < deadline:
+            response = await client.invoke(address, send_request(), timeout=30)
+            assert response.code == ResponseCode.SUCCESS
+            count += 1
+
+    async with contextlib.AsyncExitStack() as stack:
+        for client, address in zip(clients, addresses, strict=True):
+            await stack.enter_async_context(client)
+            await client.connection(address)
+        start = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            for client, address in zip(clients, addresses, strict=True):
+                for _ in range(inflight):
+                    nursery.start_soon(caller, client, address)
+        elapsed = trio.current_time() - start
+    return count / elapsed
+
+
+def start_server(kind: str) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.rpc", "serve", kind], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+def measure(duration: float, scenarios: tuple[tuple[int, int], ...]) -> None:
+    frame = encode_command(send_request())
+    echo_proc, echo_port = start_server("echo")
+    rpc_proc, rpc_port = start_server("rpc")
+    try:
+        for connections, inflight in scenarios:
+            # warm both servers once, then alternate so drift hits both stacks alike
+            trio.run(echo_client, echo_port, connections, inflight, frame, 0.1)
+            trio.run(rpc_client, rpc_port, connections, inflight, 0.1)
+            echo_rps = trio.run(echo_client, echo_port, connections, inflight, frame, duration)
+            rpc_rps = trio.run(rpc_client, rpc_port, connections, inflight, duration)
+            line = {
+                "bench": "rpc",
+                "connections": connections,
+                "inflight": inflight,
+                "frame_bytes": len(frame),
+                "echo_rps": round(echo_rps),
+                "rpc_rps": round(rpc_rps),
+                "ratio": round(rpc_rps / echo_rps, 3),
+            }
+            print(json.dumps(line), flush=True)
+    finally:
+        for proc in (echo_proc, rpc_proc):
+            proc.terminate()
+            proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("mode", nargs="?", default="measure", choices=["measure", "serve"])
+    parser.add_argument("kind", nargs="?", choices=["echo", "rpc"])
+    parser.add_argument("--duration", type=float, default=1.0, help="seconds per stack and scenario")
+    parser.add_argument("--scenario", action="append", help="CONNECTIONSxINFLIGHT, repeatable (default 1x1 1x32 8x32)")
+    parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/rpc.svg")
+    args = parser.parse_args()
+    if args.mode == "serve":
+        try:
+            trio.run(serve_rpc if args.kind == "rpc" else serve_echo)
+        except KeyboardInterrupt:
+            pass
+        return
+    scenarios = (
+        tuple((int(c), int(n)) for c, n in (s.split("x") for s in args.scenario)) if args.scenario else SCENARIOS
+    )
+    measure(args.duration, scenarios)
+    if args.profile:
+        os.makedirs("bench/results", exist_ok=True)
+        argv = [sys.executable, "-m", "bench.rpc", "--duration", str(args.duration)]
+        for connections, inflight in scenarios:
+            argv += ["--scenario", f"{connections}x{inflight}"]
+        subprocess.run(
+            ["py-spy", "record", "--subprocesses", "-o", "bench/results/rpc.svg", "--", *argv],
+            check=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
