@@ -54,6 +54,13 @@ def _ext_fields(raw: object) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise HeaderDecodeError(f"extFields must be an object, got {type(raw).__name__}")
+    for key, value in raw.items():
+        if type(key) is not str or type(value) is not str:
+            break
+    else:
+        # Fast path, the common case on the send hot path: every key and value is already a string, and the parser
+        # built this dict for us alone, so it can be used as it is instead of copied.
+        return raw
     out: dict[str, str] = {}
     for key, value in raw.items():
         if not isinstance(key, str):  # only CBOR can produce this; JSON object keys are always strings
