@@ -142,6 +142,20 @@ class MessageStore:
         if self._lock is not None:
             self._lock.release()
 
+    def abandon(self) -> None:
+        """Crash simulation for tests: unmap and unlock without flushing, checkpointing or deleting ``abort``
+        (written data stays in the page cache, exactly what a SIGKILL leaves behind)."""
+        self._closed = True
+        self.commitlog.close()
+        for cq in self.consume_queues.values():
+            cq.close()
+        if self.index is not None:
+            self.index.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        if self._lock is not None:
+            self._lock.release()
+
     def flush_all_blocking(self) -> None:
         """Flush CommitLog, ConsumeQueues and index, then advance the checkpoint (blocking; callers hold
         ``disk_lock`` or run on the Trio thread with no other flush in progress)."""

@@ -1,0 +1,49 @@
+"""Child process of the crash test: appends under SYNC_FLUSH with several concurrent writers and writes one line
+per acknowledged put to stdout (``phy size writer run seq queue_offset``) until it is SIGKILLed.
+
+Run as ``python -m tests.store.crash_child <root> <run>`` from the repository root.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import trio
+
+from store.config import FlushDiskType
+from store.message_store import MessageStore
+from tests.store.store_helpers import STORE_HOST, message, small_config
+
+WRITERS = 8
+QUEUES = 4
+
+
+def body_for(run: int, writer: int, seq: int) -> bytes:
+    return f"{run}:{writer}:{seq}|".encode() * ((seq * 7 + writer) % 40 + 1)
+
+
+async def main(root: Path, run: int) -> None:
+    store = MessageStore(small_config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH,
+                                      mapped_file_size_commit_log=16 * 1024), store_host=STORE_HOST)  # fmt: skip
+    store.load()
+    os.write(1, b"ready\n")
+
+    async def writer(w: int) -> None:
+        seq = 0
+        while True:
+            result = await store.put(message(body=body_for(run, w, seq), queue_id=w % QUEUES))
+            if result.ok:
+                a = result.append
+                os.write(1, f"{a.phy_offset} {a.size} {w} {run} {seq} {a.queue_offset}\n".encode())
+            seq += 1
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        for w in range(WRITERS):
+            nursery.start_soon(writer, w)
+
+
+if __name__ == "__main__":
+    trio.run(main, Path(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,64 @@
+"""Shared helpers for the store tests: small-geometry configs and message builders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from remoting.codec.message import MessageRecord
+from remoting.codec.msgid import pack_socket_address
+from remoting.codec.properties import encode_properties
+from store.config import StoreConfig
+from store.message_store import MessageStore
+
+STORE_HOST = pack_socket_address("10.0.0.9", 10911)
+BORN_HOST = pack_socket_address("10.0.0.7", 40000)
+
+
+class FakeClock:
+    """A settable millisecond clock for store timestamps and file ages."""
+
+    def __init__(self, now: int = 1_700_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        self.now += 1
+        return self.now
+
+
+def small_config(root: Path, **overrides: Any) -> StoreConfig:
+    values: dict[str, Any] = {
+        "mapped_file_size_commit_log": 4096,
+        "mapped_file_size_consume_queue": 8 * 20,
+        "max_hash_slot_num": 64,
+        "max_index_num": 256,
+    }
+    values.update(overrides)
+    return StoreConfig(root, **values)
+
+
+def open_store(root: Path, **overrides: Any) -> MessageStore:
+    store = MessageStore(small_config(root, **overrides), store_host=STORE_HOST)
+    store.load()
+    return store
+
+
+def message(
+    topic: str = "TopicTest",
+    body: bytes = b"hello",
+    queue_id: int = 0,
+    tags: str | None = None,
+    keys: str | None = None,
+    **extra: Any,
+) -> MessageRecord:
+    props: dict[str, str | None] = {"TAGS": tags, "KEYS": keys}
+    return MessageRecord(
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        properties=encode_properties(props),
+        born_timestamp=1_700_000_000_000,
+        born_host=BORN_HOST,
+        store_host=STORE_HOST,
+        **extra,
+    )

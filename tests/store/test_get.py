@@ -1,0 +1,132 @@
+"""MessageStore.get statuses and limits (behaviour.md 4.2 / 4.3), lookups by offset, key and time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from remoting.codec.message import decode_record
+from remoting.codec.properties import java_string_hash
+from store.results import GetStatus
+from tests.store.store_helpers import FakeClock, message, open_store
+
+
+def test_unknown_queue_empty_queue_and_offset_statuses(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    r = store.get("Nope", 0, 5, 32)
+    assert (r.status, r.next_begin_offset, r.min_offset, r.max_offset) == (GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    for _ in range(3):
+        store.append(message())
+    r = store.get("TopicTest", 0, 3, 32)
+    assert (r.status, r.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_ONE, 3)
+    r = store.get("TopicTest", 0, 9, 32)
+    assert (r.status, r.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 0)
+    r = store.get("TopicTest", 0, 1, 32)
+    assert (r.status, r.next_begin_offset, r.message_count) == (GetStatus.FOUND, 3, 2)
+    assert [decode_record(m).queue_offset for m in r.messages] == [1, 2]
+    store.close()
+
+
+def test_tag_filter_skips_entries_and_reports_no_matched_message(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    for tag in ["A", "B", "A", "B"]:
+        store.append(message(tags=tag))
+    code_b = java_string_hash("B")
+    r = store.get("TopicTest", 0, 0, 32, tag_filter=lambda code: code == code_b)
+    assert r.status is GetStatus.FOUND
+    assert r.queue_offsets == [1, 3]
+    assert r.next_begin_offset == 4
+    r = store.get("TopicTest", 0, 0, 32, tag_filter=lambda code: False)
+    assert (r.status, r.next_begin_offset) == (GetStatus.NO_MATCHED_MESSAGE, 4)
+    store.close()
+
+
+def test_max_msgs_and_max_bytes_limit_a_pull_but_the_first_message_always_comes(tmp_path: Path) -> None:
+    store = open_store(tmp_path, mapped_file_size_consume_queue=100 * 20)
+    for _ in range(10):
+        store.append(message(body=bytes(200)))
+    assert store.get("TopicTest", 0, 0, 4).message_count == 4
+    one = store.get("TopicTest", 0, 0, 32, max_bytes=10)
+    assert (one.message_count, one.next_begin_offset) == (1, 1)
+    size = one.buffer_total_size
+    assert store.get("TopicTest", 0, 0, 32, max_bytes=3 * size).message_count == 3
+    store.close()
+
+
+def test_pull_stops_at_the_consume_queue_segment_end(tmp_path: Path) -> None:
+    store = open_store(tmp_path)  # 8 entries per ConsumeQueue file
+    for _ in range(12):
+        store.append(message())
+    r = store.get("TopicTest", 0, 5, 32)
+    assert r.queue_offsets == [5, 6, 7]
+    assert store.get("TopicTest", 0, 8, 32).queue_offsets == [8, 9, 10, 11]
+    store.close()
+
+
+def test_look_message_by_offset_and_query_by_key(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    a = store.append(message(keys="order-1 order-2", body=b"first"))
+    store.append(message(keys="order-3", body=b"second"))
+    record = store.look_message_by_offset(a.phy_offset)
+    assert record is not None and decode_record(record).body == b"first"
+    assert store.look_message_by_offset(a.phy_offset + 1) is None
+    found = store.query_by_key("TopicTest", "order-2", 32, 0, 2**62)
+    assert [decode_record(r).body for r in found] == [b"first"]
+    assert store.query_by_key("TopicTest", "order-9", 32, 0, 2**62) == []
+    assert a.msg_id == "0A000009" + "00002A9F" + f"{a.phy_offset:016X}"
+    store.close()
+
+
+def test_offset_by_time_picks_exact_then_closer_neighbour(tmp_path: Path) -> None:
+    clock = FakeClock(1000)
+    store = open_store(tmp_path, now_ms=clock, mapped_file_size_consume_queue=100 * 20)
+    times = []
+    for _ in range(5):
+        clock.now += 99  # store times 1100, 1200, ...
+        times.append(store.append(message()).store_timestamp)
+    assert times == [1100, 1200, 1300, 1400, 1500]
+    assert store.offset_in_queue_by_time("TopicTest", 0, 1300) == 2
+    assert store.offset_in_queue_by_time("TopicTest", 0, 1320) == 2
+    assert store.offset_in_queue_by_time("TopicTest", 0, 1390) == 3
+    assert store.offset_in_queue_by_time("TopicTest", 0, 0) == 0
+    assert store.offset_in_queue_by_time("TopicTest", 0, 99_999) == 4
+    assert store.offset_in_queue_by_time("Nope", 0, 1) == 0
+    assert store.earliest_message_time("TopicTest", 0) == 1100
+    assert store.message_store_timestamp("TopicTest", 0, 4) == 1500
+    store.close()
+
+
+def test_transaction_half_and_rollback_records_get_no_queue_entry(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    half = store.append(message(sys_flag=0x4))
+    store.append(message(sys_flag=0xC))
+    commit = store.append(message(sys_flag=0x8))
+    assert half.queue_offset == 0 and commit.queue_offset == 0
+    assert store.max_offset_in_queue("TopicTest", 0) == 1
+    store.close()
+
+
+def test_delayed_messages_carry_their_delivery_time_as_tags_code(tmp_path: Path) -> None:
+    clock = FakeClock(5000)
+    store = open_store(tmp_path, now_ms=clock)
+    msg = attrs.evolve(message(topic="SCHEDULE_TOPIC_XXXX", queue_id=2), properties="DELAY\x013")
+    r = store.append(msg)
+    entry = store.consume_queue("SCHEDULE_TOPIC_XXXX", 2).entry(0)
+    assert entry is not None and entry[2] == r.store_timestamp + 10_000
+    store.close()
+
+
+def test_arrival_listener_sees_every_dispatched_message(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    seen: list[tuple[str, int, int, int, str]] = []
+    store.arrival_listener = lambda *args: seen.append(args)
+    store.append(message(tags="TagA"))
+    store.append_batch([message(queue_id=1), message(queue_id=1)])
+    assert [(s[0], s[1], s[2], s[3]) for s in seen] == [
+        ("TopicTest", 0, 0, java_string_hash("TagA")),
+        ("TopicTest", 1, 0, 0),
+        ("TopicTest", 1, 1, 0),
+    ]
+    assert "TAGS\x01TagA" in seen[0][4]
+    store.close()

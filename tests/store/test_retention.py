@@ -1,0 +1,111 @@
+"""Retention and disk safety: expired segments go at deleteWhen or at once on a full disk, queue minimums follow,
+writes are refused above the critical ratio with a clear reason, and earlier data stays readable."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from remoting.codec.message import decode_record
+from store.errors import ServiceNotAvailableError
+from store.results import GetStatus
+from tests.store.store_helpers import FakeClock, message, open_store
+
+
+class Disk:
+    def __init__(self, ratio: float) -> None:
+        self.ratio = ratio
+
+    def __call__(self, _path: Path) -> float:
+        return self.ratio
+
+
+async def test_disk_above_critical_ratio_refuses_writes_and_keeps_data_readable(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    disk = Disk(0.5)
+    # No flush timer inside the window: a flush thread would let the virtual clock run ahead of it.
+    store = open_store(
+        tmp_path, disk_usage_ratio=disk, clean_resource_interval=10_000, flush_interval_commit_log=60_000
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        first = await store.put(message(body=b"before"))
+        disk.ratio = 0.95
+        await trio.sleep(10.5)
+        with pytest.raises(ServiceNotAvailableError, match="disk full") as info:
+            store.append(message())
+        assert info.value.put_status == "SERVICE_NOT_AVAILABLE"
+        record = store.look_message_by_offset(first.append.phy_offset)
+        assert record is not None and decode_record(record).body == b"before"
+        assert store.get("TopicTest", 0, 0, 32).status is GetStatus.FOUND
+        disk.ratio = 0.5
+        await trio.sleep(10)
+        await store.put(message())
+        nursery.cancel_scope.cancel()
+
+
+async def test_expired_segments_are_deleted_at_delete_when_and_queue_minimums_follow(tmp_path: Path) -> None:
+    clock = FakeClock()
+    disk = Disk(0.1)
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=disk, file_reserved_time=72)
+    phys = [store.append(message(body=bytes(300), queue_id=i % 2)).phy_offset for i in range(40)]
+    store.flush_all_blocking()
+    files_before = len(store.commitlog.queue.files)
+    assert files_before >= 4
+    # Not yet at the deletion hour and disk fine: nothing goes.
+    clock.now = _local_ms(hour=3)
+    assert await store.retention.check_once() == 0
+    # At 04:xx, segments older than 72 h go (all but the newest); ages come from the files' mtimes.
+    old = (clock.now - 73 * 3_600_000) / 1000
+    for mf in store.commitlog.queue.files:
+        os.utime(mf.path, (old, old))
+    clock.now = _local_ms(hour=4)
+    deleted = await store.retention.check_once()
+    assert deleted == files_before - 1
+    min_phy = store.min_phy_offset
+    for queue_id in (0, 1):
+        lo = store.min_offset_in_queue("TopicTest", queue_id)
+        entry = store.consume_queue("TopicTest", queue_id).entry(lo)
+        assert entry is not None and entry[0] >= min_phy
+        r = store.get("TopicTest", queue_id, 0, 32)
+        assert (r.status, r.next_begin_offset) == (GetStatus.OFFSET_TOO_SMALL, lo)
+        assert store.get("TopicTest", queue_id, lo, 32).status is GetStatus.FOUND
+    assert store.look_message_by_offset(phys[0]) is None
+    store.close()
+
+
+async def test_full_disk_deletes_expired_segments_without_waiting_for_delete_when(tmp_path: Path) -> None:
+    clock = FakeClock(_local_ms(hour=12))
+    disk = Disk(0.8)  # above diskMaxUsedSpaceRatio (75 %), below the forcible and critical ratios
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=disk)
+    for _ in range(30):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    assert await store.retention.check_once() == 0  # nothing expired yet
+    old = (clock.now - 73 * 3_600_000) / 1000
+    for mf in store.commitlog.queue.files:
+        os.utime(mf.path, (old, old))
+    assert await store.retention.check_once() >= 1
+    store.close()
+
+
+async def test_disk_above_forcible_ratio_deletes_even_unexpired_segments(tmp_path: Path) -> None:
+    clock = FakeClock(_local_ms(hour=12))
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.87))
+    for _ in range(30):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    assert await store.retention.check_once() >= 1
+    assert store.disk_full_reason is None
+    store.append(message())
+    store.close()
+
+
+def _local_ms(hour: int) -> int:
+    return int(datetime.datetime(2026, 1, 15, hour, 30).timestamp() * 1000)
