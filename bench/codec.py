@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -156,6 +157,12 @@ def measure(duration: float) -> None:
         emit({"bench": "codec", "case": case, "op": "header", "ops_per_s": round(rate(fn, 1, duration))})
 
 
+def py_spy() -> str:
+    """py-spy from PATH, else the one installed next to this interpreter (a venv that is not activated)."""
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return shutil.which("py-spy") or beside
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--duration", type=float, default=0.15, help="seconds per case (best of 3 thirds)")
@@ -165,7 +172,7 @@ def main() -> None:
     if args.profile:
         os.makedirs("bench/results", exist_ok=True)
         argv = [sys.executable, "-m", "bench.codec", "--duration", str(max(args.duration, 0.5))]
-        subprocess.run(["py-spy", "record", "-o", "bench/results/codec.svg", "--", *argv], check=True)
+        subprocess.run([py_spy(), "record", "-o", "bench/results/codec.svg", "--", *argv], check=True)
 
 
 if __name__ == "__main__":
