@@ -334,3 +334,30 @@ def test_wire_keys_match_protocol_tables(cls: type[Header], keys: tuple[str, ...
 def test_rpc_headers_accept_optional_bname(cls: type[Header]) -> None:
     assert "bname" in cls.wire_keys()
     assert "bname" not in cls.required_keys()
+
+
+# ---- declaration checks -------------------------------------------------------------------------------------------
+
+
+def test_field_without_wire_key_is_a_declaration_error() -> None:
+    @attrs.frozen(slots=True)
+    class Broken(Header):
+        topic: str
+
+    with pytest.raises(TypeError, match="wire"):
+        Broken.from_ext_fields({"topic": "T"})
+
+
+def test_unsupported_field_type_is_a_declaration_error() -> None:
+    @attrs.frozen(slots=True)
+    class Broken(Header):
+        ratio: float = attrs.field(metadata=headers.wire("ratio"))
+
+    with pytest.raises(TypeError, match="unsupported"):
+        Broken.wire_fields()
+
+
+def test_header_values_are_immutable() -> None:
+    header = headers.GetKVConfigRequestHeader(namespace="ns", key="k")
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        header.key = "other"  # type: ignore[misc]
