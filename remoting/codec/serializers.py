@@ -40,7 +40,10 @@ def _as_str(value: object) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # CBOR bignums beyond Python's int-to-str digit limit
+            raise HeaderDecodeError("extFields integer value is too large") from None
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(value)
     try:
@@ -90,7 +93,8 @@ def _int_field(fields: dict[str, Any], key: str, default: int) -> int:
         except (TypeError, ValueError, OverflowError):
             raise HeaderDecodeError(f"header field {key!r} is not an integer: {value!r}") from None
     if not _INT32_MIN <= value <= _INT32_MAX:
-        raise HeaderDecodeError(f"header field {key!r} is outside int32: {value!r}")
+        # No repr of the value: a CBOR bignum can be too long for int-to-str conversion.
+        raise HeaderDecodeError(f"header field {key!r} is outside int32")
     return value
 
 

@@ -361,8 +361,20 @@ def test_json_numbers_outside_int32_are_rejected(header: bytes) -> None:
         {"code": 1, "extFields": {1: "x"}},
         {"code": 1, "extFields": {"k": {1: 2}}},
         {"code": 1, "extFields": {"k": cbor2.CBORTag(4242, 1)}},
+        {"code": 10**5000},
+        {"code": 1, "extFields": {"k": 10**5000}},
     ],
-    ids=["inf-code", "big-opaque", "bytes-value", "huge-int-in-list", "int-key", "int-key-nested", "unknown-tag"],
+    ids=[
+        "inf-code",
+        "big-opaque",
+        "bytes-value",
+        "huge-int-in-list",
+        "int-key",
+        "int-key-nested",
+        "unknown-tag",
+        "bignum-code",
+        "bignum-value",
+    ],
 )
 def test_cbor_values_without_a_string_form_raise_header_decode_error(fields: dict[Any, Any]) -> None:
     decoder = FrameDecoder()
