@@ -1,8 +1,9 @@
 """The broker's ``config/*.json`` files and the name server's ``kvConfig.json``: shapes and atomic persistence.
 
 Shapes follow store.md 8 and protocol.md 6.6/6.8, with Java's field names. The attrs classes here
-(:class:`DataVersion`, :class:`TopicConfig`, :class:`SubscriptionGroupConfig`) are the ones the broker managers and
-the name server use directly, so every component (de)serializes them through this one module.
+(:class:`DataVersion`, :class:`TopicConfig`, :class:`SubscriptionGroupConfig`) are defined in
+:mod:`remoting.codec.bodies.configs` (they also travel on the wire) and re-exported here; this module owns the
+files' table shapes and their persistence.
 
 Input is fastjson-tolerant: tab-indented pretty printing, unquoted numeric map keys (``{0:12,1:9}``), numbers sent
 as strings, unknown fields (5.x additions such as ``attributes`` or ``stateVersion``) ignored. Output is standard
@@ -21,120 +22,72 @@ whose content and backup are both unusable; ``OSError`` from the file system pro
 
 from __future__ import annotations
 
-import enum
+import functools
 import os
-import re
 import shutil
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import attrs
 import orjson
 
+from remoting.codec.bodies._json import expect_object, loads, quote_numeric_keys, to_int
+from remoting.codec.bodies.configs import (
+    PERM_INHERIT,
+    PERM_PRIORITY,
+    PERM_READ,
+    PERM_WRITE,
+    DataVersion,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicFilterType,
+)
+from remoting.codec.errors import CodecError
 from store.errors import StoreError
 
-T = TypeVar("T")
-F = TypeVar("F")
+__all__ = [
+    "PERM_INHERIT",
+    "PERM_PRIORITY",
+    "PERM_READ",
+    "PERM_WRITE",
+    "ConfigFile",
+    "ConfigFileError",
+    "ConsumerOffsetTable",
+    "DataVersion",
+    "DelayOffsetTable",
+    "KvConfigTable",
+    "SubscriptionGroupConfig",
+    "SubscriptionGroupTable",
+    "TopicConfig",
+    "TopicConfigTable",
+    "TopicFilterType",
+    "consumer_offset_file",
+    "decode_consumer_offsets",
+    "decode_delay_offsets",
+    "decode_kv_config",
+    "decode_subscription_groups",
+    "decode_topics",
+    "delay_offset_file",
+    "dump_json",
+    "encode_consumer_offsets",
+    "encode_delay_offsets",
+    "encode_kv_config",
+    "encode_subscription_groups",
+    "encode_topics",
+    "fsync_directory",
+    "kv_config_file",
+    "parse_json",
+    "quote_numeric_keys",
+    "subscription_group_file",
+    "topics_file",
+]
 
-PERM_PRIORITY: Final = 0x8
-PERM_READ: Final = 0x4
-PERM_WRITE: Final = 0x2
-PERM_INHERIT: Final = 0x1
+T = TypeVar("T")
 
 
 class ConfigFileError(StoreError):
     """A config file's content does not decode, or neither the file nor its ``.bak`` can be loaded."""
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _json_name(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-class _JsonShape:
-    """Mixin for flat attrs config classes: each field maps to its camelCase Java name; output keys are sorted.
-
-    Decoding tolerates fastjson's loose typing (numbers as strings, unknown fields) and takes field types from the
-    defaults, so a class is only its field list. A field without a default is the table key (``topicName``...), which
-    may be supplied by the enclosing map when the object lacks it.
-    """
-
-    def to_json(self) -> dict[str, Any]:
-        out = {}
-        for f in attrs.fields(cast(Any, type(self))):
-            value = getattr(self, f.name)
-            out[_json_name(f.name)] = value.value if isinstance(value, enum.Enum) else value
-        return {k: out[k] for k in sorted(out)}
-
-    @classmethod
-    def from_json(cls: type[S], obj: object, name: str | None = None) -> S:
-        m = _expect_map(obj, cls.__name__)
-        kwargs: dict[str, Any] = {}
-        for f in attrs.fields(cast(Any, cls)):
-            key = _json_name(f.name)
-            if isinstance(f.default, attrs.Factory):  # type: ignore[arg-type]
-                kwargs[f.name] = _field(m, key, f.default.factory())
-            elif f.default is not attrs.NOTHING:
-                kwargs[f.name] = _field(m, key, f.default)
-            elif not (value := _field(m, key, "") or name):
-                raise ConfigFileError(f"{cls.__name__} without {key}")
-            else:
-                kwargs[f.name] = value
-        return cls(**kwargs)
-
-
-S = TypeVar("S", bound=_JsonShape)
-
-
-@attrs.frozen
-class DataVersion(_JsonShape):
-    """Version stamp of a config table; two versions are equal iff both fields are (protocol.md 6.6)."""
-
-    timestamp: int = attrs.field(factory=now_ms)
-    counter: int = 0
-
-    def next_version(self, timestamp: int | None = None) -> DataVersion:
-        """The following version: counter + 1, timestamp = now (or the given ms)."""
-        return DataVersion(timestamp=now_ms() if timestamp is None else timestamp, counter=self.counter + 1)
-
-
-class TopicFilterType(enum.Enum):
-    SINGLE_TAG = "SINGLE_TAG"
-    MULTI_TAG = "MULTI_TAG"
-
-
-@attrs.frozen
-class TopicConfig(_JsonShape):
-    """One topic's queue counts and permissions; defaults are Java's for a config built without values."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
-    topic_sys_flag: int = 0
-    order: bool = False
-
-
-@attrs.frozen
-class SubscriptionGroupConfig(_JsonShape):
-    """A consumer group's broker-side settings, defaults as protocol.md 6.8."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
 
 
 @attrs.frozen
@@ -166,6 +119,20 @@ def encode_topics(table: TopicConfigTable) -> bytes:
     return dump_json({"dataVersion": table.data_version.to_json(), "topicConfigTable": topics})
 
 
+def _config_errors(decode: Callable[[bytes], T]) -> Callable[[bytes], T]:
+    """Report a wrong shape inside valid JSON (a codec error from the shared readers) as ConfigFileError."""
+
+    @functools.wraps(decode)
+    def wrapper(data: bytes) -> T:
+        try:
+            return decode(data)
+        except CodecError as exc:
+            raise ConfigFileError(str(exc)) from None
+
+    return wrapper
+
+
+@_config_errors
 def decode_topics(data: bytes) -> TopicConfigTable:
     root = _expect_map(parse_json(data), "topics.json")
     raw = _expect_map(root.get("topicConfigTable"), "topicConfigTable")
@@ -178,6 +145,7 @@ def encode_subscription_groups(table: SubscriptionGroupTable) -> bytes:
     return dump_json({"dataVersion": table.data_version.to_json(), "subscriptionGroupTable": groups})
 
 
+@_config_errors
 def decode_subscription_groups(data: bytes) -> SubscriptionGroupTable:
     root = _expect_map(parse_json(data), "subscriptionGroup.json")
     raw = _expect_map(root.get("subscriptionGroupTable"), "subscriptionGroupTable")
@@ -191,6 +159,7 @@ def encode_consumer_offsets(table: ConsumerOffsetTable) -> bytes:
     return dump_json({"offsetTable": {key: _int_map_out(table[key]) for key in sorted(table)}})
 
 
+@_config_errors
 def decode_consumer_offsets(data: bytes) -> ConsumerOffsetTable:
     root = _expect_map(parse_json(data), "consumerOffset.json")
     return {
@@ -204,6 +173,7 @@ def encode_delay_offsets(table: DelayOffsetTable) -> bytes:
     return dump_json({"offsetTable": _int_map_out(table)})
 
 
+@_config_errors
 def decode_delay_offsets(data: bytes) -> DelayOffsetTable:
     root = _expect_map(parse_json(data), "delayOffset.json")
     return _int_map_in(root.get("offsetTable"), "offsetTable")
@@ -214,12 +184,13 @@ def encode_kv_config(table: KvConfigTable) -> bytes:
     return dump_json({"configTable": sorted_table})
 
 
+@_config_errors
 def decode_kv_config(data: bytes) -> KvConfigTable:
     root = _expect_map(parse_json(data), "kvConfig.json")
     out: KvConfigTable = {}
     for namespace, kv in _expect_map(root.get("configTable"), "configTable").items():
         entries = _expect_map(kv, f"namespace {namespace!r}")
-        out[namespace] = {k: _field(entries, k, "") for k in entries if entries[k] is not None}
+        out[namespace] = {k: str(v) for k, v in entries.items() if v is not None}
     return out
 
 
@@ -327,24 +298,9 @@ def dump_json(obj: object) -> bytes:
 def parse_json(data: bytes | str) -> Any:
     """Parse strict JSON or fastjson output with unquoted numeric keys; raises :class:`ConfigFileError`."""
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        text = data.decode() if isinstance(data, bytes) else data
-        return orjson.loads(quote_numeric_keys(text))
-    except (UnicodeDecodeError, orjson.JSONDecodeError) as exc:
-        raise ConfigFileError(f"not JSON: {exc}") from None
-
-
-# A string literal (kept as is) or a bare numeric key: a number after "{" or "," and before ":". Matching strings
-# first keeps digits inside topic names or values untouched; array elements never precede ":".
-_STRING_OR_BARE_KEY: Final = re.compile(r'("(?:[^"\\]|\\.)*")|([{,]\s*)(-?\d+)(\s*:)')
-
-
-def quote_numeric_keys(text: str) -> str:
-    """Quote fastjson's bare numeric map keys (``{0:12}`` -> ``{"0":12}``), leaving everything else untouched."""
-    return _STRING_OR_BARE_KEY.sub(lambda m: m[1] or f'{m[2]}"{m[3]}"{m[4]}', text)
+        return loads(data)
+    except CodecError as exc:
+        raise ConfigFileError(str(exc)) from None
 
 
 def _int_map_out(table: Mapping[int, int]) -> dict[str, int]:
@@ -353,45 +309,9 @@ def _int_map_out(table: Mapping[int, int]) -> dict[str, int]:
 
 def _int_map_in(obj: object, what: str) -> dict[int, int]:
     m = _expect_map(obj, what)
-    return {_to_int(k, what): _to_int(v, what) for k, v in m.items() if v is not None}
+    return {to_int(k, what): to_int(v, what) for k, v in m.items() if v is not None}
 
 
 def _expect_map(obj: object, what: str) -> dict[str, Any]:
     """``obj`` as a JSON object; ``None`` (an absent or null field) reads as an empty one."""
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise ConfigFileError(f"{what} must be a JSON object, got {type(obj).__name__}")
-    return obj
-
-
-def _to_int(value: object, what: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    raise ConfigFileError(f"{what}: {value!r} is not an integer")
-
-
-def _field(m: Mapping[str, Any], key: str, default: F) -> F:
-    """``m[key]`` converted to the type of ``default`` (bool, int, str or an enum); ``default`` when absent."""
-    value = m.get(key)
-    if value is None:
-        return default
-    result: object
-    if isinstance(default, bool):
-        if not isinstance(value, bool) and str(value).lower() not in ("true", "false"):
-            raise ConfigFileError(f"{key}: {value!r} is not a boolean")
-        result = value if isinstance(value, bool) else str(value).lower() == "true"
-    elif isinstance(default, int):
-        result = _to_int(value, key)
-    elif isinstance(value, dict | list):
-        raise ConfigFileError(f"{key}: {value!r} is not a string")
-    elif isinstance(default, enum.Enum):
-        try:
-            result = type(default)(value)
-        except ValueError:
-            raise ConfigFileError(f"{key}: {value!r} is not a {type(default).__name__}") from None
-    else:
-        result = value if isinstance(value, str) else str(value)
-    return result  # type: ignore[return-value]
+    return {} if obj is None else expect_object(obj, what)

@@ -1,13 +1,9 @@
 """TopicConfigSerializeWrapper and the wire forms of DataVersion and TopicConfig (protocol.md 6.5, 6.6).
 
-:class:`DataVersion`, :class:`TopicConfig`, :class:`TopicFilterType` and the ``PERM_*`` bits are the ones defined in
-:mod:`store.config_files` (the ``topics.json`` shapes), re-exported here so the broker, the name server and the
-register body share one class each. That is an upward import from the codec into ``store``; it is deliberate (one
-definition instead of twins) and harmless because ``store.config_files`` does no I/O at import and imports nothing
-from ``remoting``.
-
-Decoding raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape (the store's
-``ConfigFileError`` is translated); unknown fields are ignored.
+:class:`DataVersion`, :class:`TopicConfig`, :class:`TopicFilterType` and the ``PERM_*`` bits come from
+:mod:`remoting.codec.bodies.configs`, so the broker, the name server, the register body and ``topics.json`` share one
+class each. Decoding raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape; unknown fields
+are ignored.
 """
 
 from __future__ import annotations
@@ -24,12 +20,11 @@ from remoting.codec.bodies._json import (
     get_map,
     load_object,
 )
-from store.config_files import (
+from remoting.codec.bodies.configs import (
     PERM_INHERIT,
     PERM_PRIORITY,
     PERM_READ,
     PERM_WRITE,
-    ConfigFileError,
     DataVersion,
     TopicConfig,
     TopicFilterType,
@@ -57,10 +52,7 @@ def encode_data_version(version: DataVersion) -> bytes:
 
 
 def data_version_from_json(obj: object) -> DataVersion:
-    try:
-        return DataVersion.from_json(expect_object(obj, "DataVersion"))
-    except ConfigFileError as exc:
-        raise BodyDecodeError(str(exc)) from None
+    return DataVersion.from_json(expect_object(obj, "DataVersion"))
 
 
 def decode_data_version(data: bytes | memoryview) -> DataVersion:
@@ -71,7 +63,7 @@ def topic_config_from_json(obj: object, name: str | None = None) -> TopicConfig:
     """``name`` (the table key) is used when the object itself lacks ``topicName``."""
     try:
         return TopicConfig.from_json(expect_object(obj, "TopicConfig"), name)
-    except (ConfigFileError, KeyError, ValueError) as exc:
+    except (KeyError, ValueError) as exc:
         raise BodyDecodeError(f"bad TopicConfig: {exc}") from None
 
 
