@@ -67,7 +67,7 @@ def _ext_fields(raw: object) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in raw.items():
         if not isinstance(key, str):  # only CBOR can produce this; JSON object keys are always strings
-            raise HeaderDecodeError(f"extFields key {key!r} is not a string")
+            raise HeaderDecodeError(f"extFields key of type {type(key).__name__} is not a string")
         if isinstance(value, str):
             out[key] = value
         else:
@@ -91,7 +91,8 @@ def _int_field(fields: dict[str, Any], key: str, default: int) -> int:
         try:
             value = int(value)
         except (TypeError, ValueError, OverflowError):
-            raise HeaderDecodeError(f"header field {key!r} is not an integer: {value!r}") from None
+            # Name the type, not the value: repr of a peer's value can be huge or fail (CBOR bignums).
+            raise HeaderDecodeError(f"header field {key!r} is not an integer ({type(value).__name__})") from None
     if not _INT32_MIN <= value <= _INT32_MAX:
         # No repr of the value: a CBOR bignum can be too long for int-to-str conversion.
         raise HeaderDecodeError(f"header field {key!r} is outside int32")

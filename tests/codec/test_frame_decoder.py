@@ -315,6 +315,7 @@ cbor_scalars = (
     | st.text(max_size=10)
     | st.binary(max_size=10)
     | st.just(math.inf)
+    | st.just(cbor2.CBORTag(2, b"\xff" * 2000))  # a bignum beyond Python's int-to-str digit limit
 )
 cbor_values = st.recursive(
     cbor_scalars,

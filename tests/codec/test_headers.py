@@ -361,3 +361,21 @@ def test_header_values_are_immutable() -> None:
     header = headers.GetKVConfigRequestHeader(namespace="ns", key="k")
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         header.key = "other"  # type: ignore[misc]
+
+
+# Every request in protocol.md section 3 that carries extFields (HEART_BEAT, CHECK_CLIENT_CONFIG, the lock bodies,
+# GET_ALL_TOPIC_CONFIG, GET_BROKER_CLUSTER_INFO and GET_ALL_TOPIC_LIST_FROM_NAMESERVER carry none).
+PROTOCOL_SECTION_3_CODES = {
+    10, 310, 320, 11, 14, 15, 30, 31, 29, 32, 35, 38, 40, 36, 37, 39, 12, 33, 17, 215,
+    103, 104, 105, 216, 100, 101, 102, 219, 224, 205, 327, 322,
+}  # fmt: skip
+
+
+def test_every_protocol_request_with_ext_fields_has_a_header_class() -> None:
+    missing = PROTOCOL_SECTION_3_CODES - set(headers.HEADER_BY_REQUEST_CODE)
+    assert not missing
+    assert headers.request_header_class(310) is headers.SendMessageRequestHeaderV2
+    assert headers.request_header_class(10) is headers.SendMessageRequestHeader
+    assert headers.request_header_class(34) is None
+    for code, cls in headers.HEADER_BY_REQUEST_CODE.items():
+        assert code in cls.REQUEST_CODES

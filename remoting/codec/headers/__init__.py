@@ -70,6 +70,7 @@ from remoting.codec.headers.query import (
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
+from remoting.codec.headers.registry import HEADER_BY_REQUEST_CODE, request_header_class
 from remoting.codec.headers.send import (
     V2_TO_V1_KEYS,
     ConsumerSendMsgBackRequestHeader,
@@ -88,6 +89,7 @@ from remoting.codec.headers.transaction import (
 )
 
 __all__ = [
+    "HEADER_BY_REQUEST_CODE",
     "AddWritePermOfBrokerRequestHeader",
     "AddWritePermOfBrokerResponseHeader",
     "CheckTransactionStateRequestHeader",
@@ -150,5 +152,6 @@ __all__ = [
     "WipeWritePermOfBrokerResponseHeader",
     "WireField",
     "parse_send_request_header",
+    "request_header_class",
     "wire",
 ]

@@ -49,6 +49,11 @@ def wire(key: str, *, int32: bool = False) -> dict[str, Any]:
     return {_WIRE_KEY: key, _INT32: int32}
 
 
+def _shown(raw: str) -> str:
+    """A peer's value for an error remark, cut short: remarks go back to the client and into logs."""
+    return repr(raw) if len(raw) <= 64 else repr(raw[:64]) + "..."
+
+
 # A parser turns the raw string into the attribute value or raises HeaderFieldError naming the key.
 _Parser = Callable[[str, str], Any]
 
@@ -57,9 +62,9 @@ def _parse_int64(key: str, raw: str) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise HeaderFieldError(key, f"header field {key!r} is not an integer: {raw!r}") from None
+        raise HeaderFieldError(key, f"header field {key!r} is not an integer: {_shown(raw)}") from None
     if not _INT64_MIN <= value <= _INT64_MAX or "_" in raw:
-        raise HeaderFieldError(key, f"header field {key!r} is not a 64-bit integer: {raw!r}")
+        raise HeaderFieldError(key, f"header field {key!r} is not a 64-bit integer: {_shown(raw)}")
     return value
 
 
@@ -67,9 +72,9 @@ def _parse_int32(key: str, raw: str) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise HeaderFieldError(key, f"header field {key!r} is not an integer: {raw!r}") from None
+        raise HeaderFieldError(key, f"header field {key!r} is not an integer: {_shown(raw)}") from None
     if not _INT32_MIN <= value <= _INT32_MAX or "_" in raw:
-        raise HeaderFieldError(key, f"header field {key!r} is not a 32-bit integer: {raw!r}")
+        raise HeaderFieldError(key, f"header field {key!r} is not a 32-bit integer: {_shown(raw)}")
     return value
 
 
@@ -79,7 +84,7 @@ def _parse_bool(key: str, raw: str) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise HeaderFieldError(key, f"header field {key!r} is not a boolean: {raw!r}")
+    raise HeaderFieldError(key, f"header field {key!r} is not a boolean: {_shown(raw)}")
 
 
 class _InField(NamedTuple):
