@@ -22,7 +22,13 @@ class BrokerConfig:
     broker_id: int = 0
     broker_role: str = "ASYNC_MASTER"
     broker_ip1: str = attrs.field(default="127.0.0.1", metadata={"key": "brokerIP1"})
+    #: The HA address's host; empty means ``brokerIP1`` (Java defaults both to the local address).
+    broker_ip2: str = attrs.field(default="", metadata={"key": "brokerIP2"})
     listen_port: int = 10911
+    #: Interface the main port binds (ours: Java binds every interface).
+    listen_host: str = "0.0.0.0"
+    #: Master HA port; 0 means ``listenPort + 1`` as Java derives it.
+    ha_listen_port: int = 0
     namesrv_addr: str = ""
     store_path_root_dir: str = str(Path.home() / "store")
     flush_disk_type: str = "ASYNC_FLUSH"
@@ -30,6 +36,9 @@ class BrokerConfig:
     mapped_file_size_consume_queue: int = 300_000 * 20
     max_message_size: int = 4 * 1024 * 1024
     flush_interval_commit_log: int = 500
+    flush_interval_consume_queue: int = 1000
+    message_index_enable: bool = True
+    warm_mapped_file_enable: bool = False
     sync_flush_timeout: int = 5000
     file_reserved_time: int = 72
     delete_when: str = "04"
@@ -38,10 +47,17 @@ class BrokerConfig:
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
     cluster_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     broker_topic_enable: bool = True
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1000
     register_name_server_period: int = 30_000
+    register_broker_timeout_mills: int = 6000
+    rebalance_lock_max_live_time: int = 60_000
+    #: A client channel silent for this long (ms) is dropped by the registry's 10 s scan (Java's 120 s constant).
+    channel_expired_timeout: int = 120_000
+    server_channel_max_idle_time_seconds: int = 120
     flush_consumer_offset_interval: int = 5000
     notify_consumer_ids_changed_enable: bool = True
     region_id: str = "DefaultRegion"
@@ -57,6 +73,11 @@ class BrokerConfig:
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        host = self.broker_ip2 or self.broker_ip1
+        return f"{host}:{self.ha_listen_port or self.listen_port + 1}"
 
     @property
     def namesrv_addrs(self) -> list[str]:

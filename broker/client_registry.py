@@ -1,0 +1,283 @@
+"""``ClientRegistry``: producers and consumers known from heartbeats (behaviour.md 2.4), RocketMQ's ``ProducerManager``
+and ``ConsumerManager`` in one place.
+
+State: per producer group and per consumer group, the live channels (one :class:`ClientChannelInfo` per connection:
+client id, language, version, last heartbeat on Trio's clock). Per consumer group also its consume type, message
+model, consume-from-where and subscription table (topic -> SubscriptionData; a subscription is replaced only by a
+larger ``subVersion``, topics missing from a heartbeat are dropped).
+
+Change notification: when a consumer group's channel set or subscribed topics change (register, unregister, closed
+connection, expiry) and the group still has channels, NOTIFY_CONSUMER_IDS_CHANGED (40, oneway, extField
+``consumerGroup``) is queued for **every** remaining channel of that group, if notification is enabled. All mutations
+are synchronous (close listeners and processors call them); the notifications themselves are written by
+:meth:`ClientRegistry.run`'s task, which also scans every 10 s for channels silent longer than the expiry (120 s),
+drops them and closes their connections. Sending to a connection that closed meanwhile is ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable
+from typing import Final
+
+import attrs
+import trio
+
+from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from remoting.codec.codes import LanguageCode, RequestCode
+from remoting.codec.command import request
+from remoting.codec.headers import NotifyConsumerIdsChangedRequestHeader
+from remoting.connection import Connection
+from remoting.errors import RemotingError
+
+log = logging.getLogger(__name__)
+
+SCAN_INTERVAL: Final = 10.0
+
+
+@attrs.define(eq=False)
+class ClientChannelInfo:
+    """One client connection as a group member. ``last_update`` is ``trio.current_time()`` of its last heartbeat."""
+
+    connection: Connection
+    client_id: str
+    language: LanguageCode = LanguageCode.JAVA
+    version: int = 0
+    last_update: float = 0.0
+
+    @property
+    def client_addr(self) -> str:
+        host, port = self.connection.remote_address[:2]
+        return f"{host}:{port}"
+
+
+@attrs.define(eq=False)
+class ConsumerGroupInfo:
+    """A consumer group's members and what they consume."""
+
+    group_name: str
+    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    channels: dict[Connection, ClientChannelInfo] = attrs.field(factory=dict)
+    subscriptions: dict[str, SubscriptionData] = attrs.field(factory=dict)
+    last_update: float = 0.0
+
+    def client_ids(self) -> list[str]:
+        return [info.client_id for info in self.channels.values()]
+
+    def update_channel(self, info: ClientChannelInfo) -> bool:
+        """Add or refresh ``info``'s channel; True when the channel is new or now carries another client id."""
+        old = self.channels.get(info.connection)
+        self.channels[info.connection] = info
+        return old is None or old.client_id != info.client_id
+
+    def update_subscriptions(self, subscriptions: Iterable[SubscriptionData]) -> bool:
+        """Apply a heartbeat's subscription set; True when a topic was added or dropped (Java's rule: a larger
+        ``subVersion`` replaces the data but does not count as a change)."""
+        changed = False
+        seen: set[str] = set()
+        for sub in subscriptions:
+            seen.add(sub.topic)
+            old = self.subscriptions.get(sub.topic)
+            if old is None:
+                self.subscriptions[sub.topic] = sub
+                changed = True
+            elif sub.sub_version > old.sub_version:
+                self.subscriptions[sub.topic] = sub
+        for topic in [t for t in self.subscriptions if t not in seen]:
+            del self.subscriptions[topic]
+            changed = True
+        return changed
+
+
+class ClientRegistry:
+    """See the module docstring. ``clock`` is Trio's by default so expiry follows ``autojump_clock`` in tests."""
+
+    def __init__(
+        self,
+        *,
+        channel_expired_timeout: float = 120.0,
+        notify_enabled: bool = True,
+        scan_interval: float = SCAN_INTERVAL,
+        clock: Callable[[], float] = trio.current_time,
+    ) -> None:
+        self.channel_expired_timeout = channel_expired_timeout
+        self.notify_enabled = notify_enabled
+        self.scan_interval = scan_interval
+        self._clock = clock
+        self._consumers: dict[str, ConsumerGroupInfo] = {}
+        self._producers: dict[str, dict[Connection, ClientChannelInfo]] = {}
+        send, receive = trio.open_memory_channel[tuple[str, list[Connection]]](math.inf)
+        self._notify_send = send
+        self._notify_receive = receive
+        self.notifications_sent = 0
+
+    def channel_info(
+        self, connection: Connection, client_id: str, language: LanguageCode = LanguageCode.JAVA, version: int = 0
+    ) -> ClientChannelInfo:
+        """A channel info stamped with the current time."""
+        return ClientChannelInfo(connection, client_id, language, version, self._clock())
+
+    # ---- consumers ---------------------------------------------------------------------------------------------
+
+    def register_consumer(
+        self,
+        group: str,
+        info: ClientChannelInfo,
+        consume_type: ConsumeType,
+        message_model: MessageModel,
+        consume_from_where: ConsumeFromWhere,
+        subscriptions: Iterable[SubscriptionData],
+        notify: bool = True,
+    ) -> bool:
+        """Record a consumer heartbeat; returns True when the group's channels or topics changed (then, with
+        ``notify``, every channel of the group is told to rebalance)."""
+        group_info = self._consumers.get(group)
+        if group_info is None:
+            group_info = self._consumers[group] = ConsumerGroupInfo(group)
+        group_info.consume_type = consume_type
+        group_info.message_model = message_model
+        group_info.consume_from_where = consume_from_where
+        group_info.last_update = self._clock()
+        channel_changed = group_info.update_channel(info)
+        topics_changed = group_info.update_subscriptions(subscriptions)
+        changed = channel_changed or topics_changed
+        if changed and notify:
+            self._notify(group_info)
+        return changed
+
+    def unregister_consumer(self, group: str, connection: Connection, notify: bool = True) -> bool:
+        """Remove the connection from the group (UNREGISTER_CLIENT); True if it was a member."""
+        group_info = self._consumers.get(group)
+        if group_info is None or group_info.channels.pop(connection, None) is None:
+            return False
+        self._after_channel_removed(group_info, notify)
+        return True
+
+    def _after_channel_removed(self, group_info: ConsumerGroupInfo, notify: bool = True) -> None:
+        if not group_info.channels:
+            # Java drops an empty group and its subscriptions (a consumer restarting re-subscribes anyway).
+            del self._consumers[group_info.group_name]
+        elif notify:
+            self._notify(group_info)
+
+    def consumer_group(self, group: str) -> ConsumerGroupInfo | None:
+        return self._consumers.get(group)
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroupInfo]:
+        return dict(self._consumers)
+
+    def consumer_ids(self, group: str) -> list[str]:
+        """Client ids of the group's live channels (empty when the group is unknown)."""
+        group_info = self._consumers.get(group)
+        return [] if group_info is None else group_info.client_ids()
+
+    def find_subscription(self, group: str, topic: str) -> SubscriptionData | None:
+        group_info = self._consumers.get(group)
+        return None if group_info is None else group_info.subscriptions.get(topic)
+
+    def find_consumer_channel(self, group: str, client_id: str) -> ClientChannelInfo | None:
+        group_info = self._consumers.get(group)
+        if group_info is None:
+            return None
+        return next((c for c in group_info.channels.values() if c.client_id == client_id), None)
+
+    def groups_subscribing(self, topic: str) -> list[str]:
+        """Consumer groups whose subscription table has ``topic``."""
+        return [g for g, info in self._consumers.items() if topic in info.subscriptions]
+
+    # ---- producers ---------------------------------------------------------------------------------------------
+
+    def register_producer(self, group: str, info: ClientChannelInfo) -> None:
+        self._producers.setdefault(group, {})[info.connection] = info
+
+    def unregister_producer(self, group: str, connection: Connection) -> bool:
+        channels = self._producers.get(group)
+        if channels is None or channels.pop(connection, None) is None:
+            return False
+        if not channels:
+            del self._producers[group]
+        return True
+
+    def producer_connections(self, group: str) -> list[ClientChannelInfo]:
+        return list(self._producers.get(group, {}).values())
+
+    @property
+    def producer_groups(self) -> list[str]:
+        return list(self._producers)
+
+    # ---- connection life ---------------------------------------------------------------------------------------
+
+    def unregister(self, connection: Connection, producer_group: str | None, consumer_group: str | None) -> None:
+        """UNREGISTER_CLIENT: drop the connection from the named groups."""
+        if producer_group:
+            self.unregister_producer(producer_group, connection)
+        if consumer_group:
+            self.unregister_consumer(consumer_group, connection)
+
+    def connection_closed(self, connection: Connection) -> None:
+        """Forget the connection everywhere at once (the server's close listener)."""
+        for group, channels in list(self._producers.items()):
+            if channels.pop(connection, None) is not None and not channels:
+                del self._producers[group]
+        for group_info in list(self._consumers.values()):
+            if group_info.channels.pop(connection, None) is not None:
+                log.info("consumer %s of group %s disconnected", connection, group_info.group_name)
+                self._after_channel_removed(group_info)
+
+    def scan_not_active_channels(self) -> int:
+        """Drop (and close) channels whose last heartbeat is older than the expiry; returns how many."""
+        deadline = self._clock() - self.channel_expired_timeout
+        dropped = 0
+        for group, channels in list(self._producers.items()):
+            for conn, info in list(channels.items()):
+                if info.last_update < deadline:
+                    del channels[conn]
+                    conn.close()
+                    dropped += 1
+                    log.warning("producer channel %s of group %s expired", info.client_id, group)
+            if not channels:
+                del self._producers[group]
+        for group_info in list(self._consumers.values()):
+            expired = [(c, i) for c, i in group_info.channels.items() if i.last_update < deadline]
+            for conn, info in expired:
+                del group_info.channels[conn]
+                conn.close()
+                dropped += 1
+                log.warning("consumer channel %s of group %s expired", info.client_id, group_info.group_name)
+            if expired:
+                self._after_channel_removed(group_info)
+        return dropped
+
+    # ---- notification and housekeeping ---------------------------------------------------------------------------
+
+    def _notify(self, group_info: ConsumerGroupInfo) -> None:
+        if self.notify_enabled and group_info.channels:
+            self._notify_send.send_nowait((group_info.group_name, list(group_info.channels)))
+
+    async def _send_notifications(self) -> None:
+        async for group, connections in self._notify_receive:
+            header = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext_fields()
+            for conn in connections:
+                if conn.closed:
+                    continue
+                try:
+                    await conn.invoke_oneway(request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(header)))
+                    self.notifications_sent += 1
+                except RemotingError as exc:
+                    log.debug("notify %s of group %s failed: %r", conn, group, exc)
+
+    async def _scan(self) -> None:
+        while True:
+            await trio.sleep(self.scan_interval)
+            self.scan_not_active_channels()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Send queued notifications and scan for silent channels until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._send_notifications)
+            nursery.start_soon(self._scan)
+            task_status.started()

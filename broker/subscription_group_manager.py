@@ -1,0 +1,103 @@
+"""``SubscriptionGroupManager``: consumer group settings and ``config/subscriptionGroup.json`` (protocol.md 6.8).
+
+Java pre-creates a handful of tool and system groups; every other group is created on first use
+(:meth:`SubscriptionGroupManager.find`) when ``autoCreateSubscriptionGroup`` is on, or when it is a system group
+(``CID_RMQ_SYS_`` prefix). Mutations are synchronous, bump the DataVersion and schedule a save in a worker thread
+(:meth:`run`, started in the broker's nursery, also saves at shutdown).
+
+Errors: :meth:`load` raises :class:`~store.config_files.ConfigFileError` when the file and its backup are unreadable.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from broker.config import BrokerConfig
+from broker.names import is_system_group
+from broker.persistence import ConfigPersister
+from store.config_files import DataVersion, SubscriptionGroupConfig, SubscriptionGroupTable, subscription_group_file
+
+log = logging.getLogger(__name__)
+
+#: Groups every Java broker has from the start (MixAll's tool, filter-server, self-test and ONS groups).
+PREDEFINED_GROUPS: Final = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_RMQ_SYS_TRANS",
+)
+
+
+class SubscriptionGroupManager:
+    """Group name -> :class:`~store.config_files.SubscriptionGroupConfig`. See the module docstring."""
+
+    def __init__(self, config: BrokerConfig, config_dir: Path) -> None:
+        self.config = config
+        self._table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in PREDEFINED_GROUPS}
+        self.data_version = DataVersion()
+        self.persister = ConfigPersister(subscription_group_file(config_dir), self._snapshot)
+
+    def _snapshot(self) -> SubscriptionGroupTable:
+        return SubscriptionGroupTable(dict(self._table), self.data_version)
+
+    def load(self) -> None:
+        """Overlay ``subscriptionGroup.json`` on the predefined groups. Blocking; raises ConfigFileError."""
+        loaded = self.persister.load()
+        if loaded is not None:
+            self._table.update(loaded.subscription_group_table)
+            self.data_version = loaded.data_version
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Save after each change until cancelled, then once more."""
+        await self.persister.run(task_status=task_status)
+
+    async def persist(self) -> None:
+        await self.persister.persist()
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config without auto-creating it."""
+        return self._table.get(group)
+
+    @property
+    def groups(self) -> dict[str, SubscriptionGroupConfig]:
+        """A copy of the table."""
+        return dict(self._table)
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config, auto-created with defaults when allowed; ``None`` when unknown and not creatable."""
+        found = self._table.get(group)
+        if found is not None:
+            return found
+        if not (self.config.auto_create_subscription_group or is_system_group(group)):
+            return None
+        created = SubscriptionGroupConfig(group)
+        self._table[group] = created
+        log.info("auto-created subscription group %s", group)
+        self._changed()
+        return created
+
+    def update(self, config: SubscriptionGroupConfig) -> None:
+        """Create or replace a group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)."""
+        self._table[config.group_name] = config
+        log.info("subscription group %s updated: %s", config.group_name, config)
+        self._changed()
+
+    def delete(self, group: str) -> SubscriptionGroupConfig | None:
+        """Remove a group; returns it, or ``None`` when unknown (nothing changes then)."""
+        old = self._table.pop(group, None)
+        if old is not None:
+            log.info("subscription group %s deleted", group)
+            self._changed()
+        return old
+
+    def _changed(self) -> None:
+        self.data_version = self.data_version.next_version()
+        self.persister.mark_dirty()
