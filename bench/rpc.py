@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -179,25 +180,28 @@ def start_server(kind: str) -> tuple[subprocess.Popen[str], int]:
     return proc, int(proc.stdout.readline())
 
 
-def measure(duration: float, scenarios: tuple[tuple[int, int], ...]) -> None:
+def measure(duration: float, rounds: int, scenarios: tuple[tuple[int, int], ...]) -> None:
     frame = encode_command(send_request())
     echo_proc, echo_port = start_server("echo")
     rpc_proc, rpc_port = start_server("rpc")
     try:
         for connections, inflight in scenarios:
-            # warm both servers once, then alternate so drift hits both stacks alike
-            trio.run(echo_client, echo_port, connections, inflight, frame, 0.1)
+            trio.run(echo_client, echo_port, connections, inflight, frame, 0.1)  # warm both servers up
             trio.run(rpc_client, rpc_port, connections, inflight, 0.1)
-            echo_rps = trio.run(echo_client, echo_port, connections, inflight, frame, duration)
-            rpc_rps = trio.run(rpc_client, rpc_port, connections, inflight, duration)
+            # Alternate short rounds so load from anything else on the machine hits both stacks alike.
+            echo_rates, rpc_rates = [], []
+            for _ in range(rounds):
+                echo_rates.append(trio.run(echo_client, echo_port, connections, inflight, frame, duration / rounds))
+                rpc_rates.append(trio.run(rpc_client, rpc_port, connections, inflight, duration / rounds))
             line = {
                 "bench": "rpc",
                 "connections": connections,
                 "inflight": inflight,
                 "frame_bytes": len(frame),
-                "echo_rps": round(echo_rps),
-                "rpc_rps": round(rpc_rps),
-                "ratio": round(rpc_rps / echo_rps, 3),
+                "echo_rps": round(statistics.median(echo_rates)),
+                "rpc_rps": round(statistics.median(rpc_rates)),
+                "ratio": round(statistics.median(r / e for r, e in zip(rpc_rates, echo_rates, strict=True)), 3),
+                "rounds": rounds,
             }
             print(json.dumps(line), flush=True)
     finally:
@@ -211,6 +215,7 @@ def main() -> None:
     parser.add_argument("mode", nargs="?", default="measure", choices=["measure", "serve"])
     parser.add_argument("kind", nargs="?", choices=["echo", "rpc"])
     parser.add_argument("--duration", type=float, default=1.0, help="seconds per stack and scenario")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per scenario (median reported)")
     parser.add_argument("--scenario", action="append", help="CONNECTIONSxINFLIGHT, repeatable (default 1x1 1x32 8x32)")
     parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/rpc.svg")
     args = parser.parse_args()
@@ -223,10 +228,10 @@ def main() -> None:
     scenarios = (
         tuple((int(c), int(n)) for c, n in (s.split("x") for s in args.scenario)) if args.scenario else SCENARIOS
     )
-    measure(args.duration, scenarios)
+    measure(args.duration, args.rounds, scenarios)
     if args.profile:
         os.makedirs("bench/results", exist_ok=True)
-        argv = [sys.executable, "-m", "bench.rpc", "--duration", str(args.duration)]
+        argv = [sys.executable, "-m", "bench.rpc", "--duration", str(args.duration), "--rounds", str(args.rounds)]
         for connections, inflight in scenarios:
             argv += ["--scenario", f"{connections}x{inflight}"]
         subprocess.run(

@@ -36,6 +36,7 @@ from typing import Self
 import anyio
 import anyio.abc
 import attrs
+import sniffio
 
 from remoting.codec.codes import ResponseCode, SerializeType
 from remoting.codec.command import RemotingCommand
@@ -134,12 +135,17 @@ class RemotingClient:
         remote = stream.extra(anyio.abc.SocketAttribute.remote_address)
         local = stream.extra(anyio.abc.SocketAttribute.local_address)
         assert isinstance(remote, tuple) and isinstance(local, tuple)
+        # Under Trio, anyio writes straight to the socket, so the connection may too; asyncio transports buffer.
+        raw = (
+            socket.fromfd(sock.fileno(), sock.family, sock.type) if sniffio.current_async_library() == "trio" else None
+        )
         conn = Connection(
             AnyioByteStream(stream),
             (str(remote[0]), int(remote[1])),
             (str(local[0]), int(local[1])),
             max_frame=self.max_frame,
             idle_timeout=self.idle_timeout,
+            raw_socket=raw,
         )
         self._connections[address] = conn
         self._tasks.start_soon(self._run_connection, address, conn)

@@ -20,6 +20,7 @@ once per connection, after it closed, in the order added; a listener that raises
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable
 
 import attrs
@@ -92,6 +93,7 @@ class RemotingServer:
             (local[0], local[1]),
             max_frame=self.config.max_frame,
             idle_timeout=self.config.idle_timeout,
+            raw_socket=socket.fromfd(stream.socket.fileno(), stream.socket.family, stream.socket.type),
         )
         self.connections.add(conn)
         log.debug("accepted %r", conn)
