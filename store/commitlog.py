@@ -81,7 +81,10 @@ class CommitLog:
 
     def append(self, prepared: PreparedMessage, queue_offset: int, store_timestamp: int) -> int:
         """Append one record; returns its physical offset. The caller checked :meth:`check_fits`."""
-        mf = self._writable(prepared.size)
+        files = self.queue.files
+        mf = files[-1] if files else None
+        if mf is None or mf.file_size - mf.wrote_position < prepared.size + END_FILE_MIN_BLANK_LENGTH:
+            mf = self._writable(prepared.size)
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
         write_record(mf.buf, pos, prepared, queue_offset, phy, store_timestamp)

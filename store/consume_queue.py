@@ -58,10 +58,16 @@ class ConsumeQueue:
 
     def put(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
         """Write entry ``logical``. Re-writing an existing entry (recovery) overwrites it in place."""
-        mf = self._file_for(logical)
-        if mf is None:
-            return  # below the retained range: the data it would index was deleted
-        pos = logical * CQ_STORE_UNIT_SIZE - mf.file_from_offset
+        files = self.queue.files
+        mf = files[-1] if files else None
+        pos = logical * CQ_STORE_UNIT_SIZE
+        if mf is not None and mf.file_from_offset <= pos < mf.file_from_offset + mf.file_size:
+            pos -= mf.file_from_offset
+        else:
+            mf = self._file_for(logical)
+            if mf is None:
+                return  # below the retained range: the data it would index was deleted
+            pos -= mf.file_from_offset
         ENTRY.pack_into(mf.buf, pos, phy_offset, size, tags_code)
         if pos + CQ_STORE_UNIT_SIZE > mf.wrote_position:
             mf.wrote_position = pos + CQ_STORE_UNIT_SIZE

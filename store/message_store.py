@@ -32,7 +32,7 @@ from remoting.codec.message import (
     RecordMeta,
     prepare_message,
 )
-from remoting.codec.properties import find_property, java_string_hash, tags_code
+from remoting.codec.properties import find_property, tags_code, tags_code_of_raw
 from store.checkpoint import Checkpoint, StoreLock
 from store.commitlog import CommitLog
 from store.config import FlushDiskType, StoreConfig, parse_delay_levels
@@ -109,6 +109,11 @@ class MessageStore:
             self.index = _open_index(self.config)
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         recover(self)
+        if not self.commitlog.queue.files:
+            # The first segment is made now rather than on the first append, warmed up when configured.
+            first = self.commitlog.queue.roll(0)
+            if self.config.warm_mapped_file_enable:
+                first.warm_up()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The store's services; cancel to shut down (flush, checkpoint, delete ``abort``, unmap)."""
@@ -197,21 +202,22 @@ class MessageStore:
         return prepared
 
     def _tags_code(self, prepared: PreparedMessage, queue_id: int, store_ts: int) -> int:
+        props = prepared.properties
         if prepared.message.topic == SCHEDULE_TOPIC:
-            level = find_property(prepared.properties, b"DELAY")
+            level = find_property(props, b"DELAY")
             try:
                 delay = self._delay_levels.get(int(level) if level else queue_id + 1, 0)
             except ValueError:
                 delay = 0
             return store_ts + delay
-        tags = find_property(prepared.properties, b"TAGS")
-        return java_string_hash(tags.decode("utf-8", "replace")) if tags else 0
+        return tags_code_of_raw(props)
 
     def _dispatch(self, topic: str, queue_id: int, sys_flag: int, queue_offset: int, phy: int, size: int,
                   properties: bytes, tags_code: int, store_ts: int) -> None:  # fmt: skip
         tx = sys_flag & SYSFLAG_TRANSACTION_MASK
-        if tx not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
-            self.consume_queue(topic, queue_id).put(queue_offset, phy, size, tags_code)
+        if tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK:
+            cq = self.consume_queues.get((topic, queue_id)) or self.consume_queue(topic, queue_id)
+            cq.put(queue_offset, phy, size, tags_code)
         if self.index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             keys = []
             uniq = find_property(properties, b"UNIQ_KEY")
@@ -231,22 +237,27 @@ class MessageStore:
 
     def append(self, msg: MessageRecord) -> AppendResult:
         """Append one message (no flush wait). Raises PutRefusedError subclasses; nothing is written then."""
-        self._check_writable()
+        if self._closed or self.disk_full_reason is not None:
+            self._check_writable()
         prepared = self._prepare(msg)
-        self.commitlog.check_fits(prepared.size)
-        key = (msg.topic, msg.queue_id)
-        next_offset = self._next_queue_offset(key, prepared.sys_flag)
-        queue_offset = 0 if next_offset is None else next_offset
+        size = prepared.size
+        commitlog = self.commitlog
+        if size + 8 > commitlog.file_size:
+            commitlog.check_fits(size)
+        topic, queue_id = msg.topic, msg.queue_id
+        key = (topic, queue_id)
+        tx = prepared.sys_flag & SYSFLAG_TRANSACTION_MASK
+        has_entry = tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK
+        queue_offset = self.queue_offsets.get(key, 0) if has_entry else 0
         store_ts = self.config.now_ms()
-        phy = self.commitlog.append(prepared, queue_offset, store_ts)
-        if next_offset is not None:
-            self.queue_offsets[key] = next_offset + 1
-        tags = self._tags_code(prepared, msg.queue_id, store_ts)
-        self._dispatch(msg.topic, msg.queue_id, prepared.sys_flag, queue_offset, phy, prepared.size,
-                       prepared.properties, tags, store_ts)  # fmt: skip
-        if next_offset is not None and self.arrival_listener is not None:
-            self.arrival_listener(msg.topic, msg.queue_id, queue_offset, tags, msg.properties)
-        return AppendResult(phy, prepared.size, queue_offset, store_ts, (phy,), msg.store_host)
+        phy = commitlog.append(prepared, queue_offset, store_ts)
+        if has_entry:
+            self.queue_offsets[key] = queue_offset + 1
+        tags = self._tags_code(prepared, queue_id, store_ts)
+        self._dispatch(topic, queue_id, prepared.sys_flag, queue_offset, phy, size, prepared.properties, tags, store_ts)
+        if has_entry and self.arrival_listener is not None:
+            self.arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)
+        return AppendResult(phy, size, queue_offset, store_ts, (phy,), msg.store_host)
 
     def append_batch(self, msgs: Sequence[MessageRecord]) -> AppendResult:
         """Append messages of one topic and queue contiguously, with consecutive queue offsets."""

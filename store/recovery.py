@@ -51,6 +51,16 @@ def _remove_spares(cq: ConsumeQueue) -> None:
                 leftover.unlink()
 
 
+def _scan_and_dispatch(store: MessageStore, start: int, check_crc: bool) -> int:
+    end = start
+    for offset, meta in store.commitlog.scan(start, check_crc):
+        end = offset
+        if meta is not None:
+            store.redispatch(meta)
+            store.commitlog.last_store_timestamp = meta.store_timestamp
+    return end
+
+
 def recover(store: MessageStore) -> None:
     """Bring ``store`` to a consistent state; see the module docstring. Blocking."""
     assert store.checkpoint is not None
@@ -66,13 +76,15 @@ def recover(store: MessageStore) -> None:
     start = min(max(store.checkpoint.safe_offset, commitlog.min_offset), commitlog.max_offset)
     if store.index is not None:
         store.index.truncate_after(start)
-    end = start
     check_crc = store.config.check_crc_on_recover
-    for offset, meta in commitlog.scan(start, check_crc):
-        end = offset
-        if meta is not None:
-            store.redispatch(meta)
-            commitlog.last_store_timestamp = meta.store_timestamp
+    end = _scan_and_dispatch(store, start, check_crc)
+    segment_start = start - start % commitlog.file_size
+    if end == start and start != segment_start and start < commitlog.max_offset:
+        # Nothing valid where the checkpoint points: it is not a record boundary (a damaged checkpoint). Rather
+        # than cut the log there, re-validate its whole segment, as Java's recovery always does.
+        if store.index is not None:
+            store.index.truncate_after(segment_start)
+        end = _scan_and_dispatch(store, segment_start, check_crc)
     commitlog.truncate_to(end)
     for (topic, queue_id), cq in list(store.consume_queues.items()):
         cq.recover(commitlog.min_offset, end)

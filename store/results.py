@@ -24,17 +24,37 @@ class PutStatus(enum.Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
-@attrs.frozen(slots=True)
 class AppendResult:
     """Where a put landed. For a batch, ``count`` records start at ``phy_offset`` / ``queue_offset``;
-    ``phy_offsets`` holds each record's physical offset."""
+    ``phy_offsets`` holds each record's physical offset.
 
-    phy_offset: int
-    size: int
-    queue_offset: int
-    store_timestamp: int
-    phy_offsets: tuple[int, ...]
-    store_host: bytes
+    A plain slotted class rather than a frozen attrs class: it is built once per append, and frozen attrs'
+    ``__init__`` costs about as much as packing the record. Treat it as immutable.
+    """
+
+    __slots__ = ("phy_offset", "phy_offsets", "queue_offset", "size", "store_host", "store_timestamp")
+
+    def __init__(
+        self,
+        phy_offset: int,
+        size: int,
+        queue_offset: int,
+        store_timestamp: int,
+        phy_offsets: tuple[int, ...],
+        store_host: bytes,
+    ) -> None:
+        self.phy_offset = phy_offset
+        self.size = size
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self.phy_offsets = phy_offsets
+        self.store_host = store_host
+
+    def __repr__(self) -> str:
+        return (
+            f"AppendResult(phy_offset={self.phy_offset}, size={self.size}, queue_offset={self.queue_offset}, "
+            f"count={self.count})"
+        )
 
     @property
     def count(self) -> int:

@@ -61,6 +61,7 @@ _SHORT: Final = struct.Struct(">h")
 # size, magic, crc, queueId, flag, queueOffset, phyOffset, sysFlag, bornTs: 48 bytes.
 _HEAD: Final = struct.Struct(">iIiiiqqiq")
 _BLANK: Final = struct.Struct(">iI")
+_TOPIC_LEN: Final = [bytes((n,)) for n in range(MAX_TOPIC_BYTES + 1)]
 
 
 def _fixed_struct(born_len: int, store_len: int) -> struct.Struct:
@@ -105,13 +106,13 @@ class PreparedMessage:
         self.message = message
         self.topic = topic
         self.properties = properties
-        self.body = message.body
+        body = self.body = message.body
         self.sys_flag = sys_flag
         self.body_crc = crc
-        self.tail = bytes((len(topic),)) + topic + _SHORT.pack(len(properties)) + properties
-        born, store = len(message.born_host), len(message.store_host)
+        self.tail = b"".join((_TOPIC_LEN[len(topic)], topic, _SHORT.pack(len(properties)), properties))
+        born = len(message.born_host)
         self.store_ts_pos = 48 + born
-        self.size = RECORD_OVERHEAD_V4 + (born - 8) + (store - 8) + len(self.body) + len(topic) + len(properties)
+        self.size = 75 + born + len(message.store_host) + len(body) + len(topic) + len(properties)
 
 
 def body_crc(body: bytes | memoryview) -> int:
@@ -122,18 +123,20 @@ def body_crc(body: bytes | memoryview) -> int:
 def prepare_message(message: MessageRecord) -> PreparedMessage:
     """Validate and measure ``message``; raises :class:`MessageEncodeError` on an oversized topic or properties."""
     topic = message.topic.encode()
-    if not topic or len(topic) > MAX_TOPIC_BYTES:
+    if not 0 < len(topic) <= MAX_TOPIC_BYTES:
         raise MessageEncodeError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic)}")
     props = message.properties.encode()
     if len(props) > MAX_PROPERTIES_BYTES:
         raise MessageEncodeError(f"properties must be at most {MAX_PROPERTIES_BYTES} bytes, got {len(props)}")
     sys_flag = message.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
-    for host, bit in ((message.born_host, SYSFLAG_BORNHOST_V6), (message.store_host, SYSFLAG_STOREHOST_V6)):
-        if len(host) == 20:
-            sys_flag |= bit
-        elif len(host) != 8:
-            raise MessageEncodeError(f"a packed host is 8 or 20 bytes, got {len(host)}")
-    return PreparedMessage(message, topic, props, sys_flag, body_crc(message.body))
+    born, store = len(message.born_host), len(message.store_host)
+    if born != 8 or store != 8:
+        for length, bit in ((born, SYSFLAG_BORNHOST_V6), (store, SYSFLAG_STOREHOST_V6)):
+            if length == 20:
+                sys_flag |= bit
+            elif length != 8:
+                raise MessageEncodeError(f"a packed host is 8 or 20 bytes, got {length}")
+    return PreparedMessage(message, topic, props, sys_flag, zlib.crc32(message.body) & 0x7FFFFFFF)
 
 
 def write_record(
@@ -150,7 +153,9 @@ def write_record(
     """
     m = prepared.message
     body = prepared.body
-    fixed = _FIXED[len(m.born_host), len(m.store_host)]
+    born = m.born_host
+    store = m.store_host
+    fixed = _FIXED[len(born), len(store)]
     fixed.pack_into(
         buf,  # type: ignore[arg-type]
         pos,
@@ -163,9 +168,9 @@ def write_record(
         phy_offset,
         prepared.sys_flag,
         m.born_timestamp,
-        m.born_host,
+        born,
         store_timestamp,
-        m.store_host,
+        store,
         m.reconsume_times,
         m.prepared_transaction_offset,
         len(body),
@@ -173,7 +178,7 @@ def write_record(
     start = pos + fixed.size
     end = start + len(body)
     buf[start:end] = body  # type: ignore[index]
-    buf[end : end + len(prepared.tail)] = prepared.tail  # type: ignore[index]
+    buf[end : pos + prepared.size] = prepared.tail  # type: ignore[index]
     return prepared.size
 
 

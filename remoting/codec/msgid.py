@@ -12,6 +12,7 @@ import datetime
 import ipaddress
 import itertools
 import os
+import socket
 import struct
 import time
 from typing import Final
@@ -37,7 +38,7 @@ def unpack_socket_address(packed: bytes | memoryview) -> tuple[str, int]:
     if len(packed) not in (8, 20):
         raise MessageDecodeError(f"a socket address is 8 or 20 bytes, not {len(packed)}")
     ip = bytes(packed[:-4])
-    host = str(ipaddress.IPv4Address(ip) if len(ip) == 4 else ipaddress.IPv6Address(ip))
+    host = socket.inet_ntop(socket.AF_INET if len(ip) == 4 else socket.AF_INET6, ip)
     return host, _PORT.unpack_from(packed, len(packed) - 4)[0]
 
 

@@ -101,6 +101,24 @@ def java_string_hash(text: str) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+def tags_code_of_raw(properties: bytes) -> int:
+    """The tags code straight from a raw (UTF-8) properties string: the store's dispatch path. 0 without tags."""
+    start = properties.find(b"TAGS\x01")
+    if start < 0:
+        return 0
+    if (start and properties[start - 1] != 0x02) or properties.find(b"TAGS\x01", start + 5) >= 0:
+        tags = find_property(properties, b"TAGS")  # rare shapes: a name ending in TAGS, or a repeated TAGS
+        return _hash_utf8(tags) if tags else 0
+    end = properties.find(b"\x02", start + 5)
+    tags = properties[start + 5 :] if end < 0 else properties[start + 5 : end]
+    return _hash_utf8(tags) if tags else 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _hash_utf8(raw: bytes) -> int:
+    return java_string_hash(raw.decode("utf-8", "replace"))
+
+
 def tags_code(tags: str | None) -> int:
     """The consume-queue tags code of a message: Java hashCode of ``TAGS`` (sign-extended), 0 without tags."""
     if not tags:

@@ -41,6 +41,7 @@ from remoting.codec.properties import (
     find_property,
     java_string_hash,
     tags_code,
+    tags_code_of_raw,
 )
 
 BORN = pack_socket_address("10.0.0.2", 50000)
@@ -259,6 +260,16 @@ def test_unencodable_properties_are_refused() -> None:
 )
 def test_java_string_hash_matches_java(text: str, expected: int) -> None:
     assert java_string_hash(text) == expected
+
+
+@given(prop_maps, st.sampled_from(["TagA", "标签", "😀x", "", None]))
+def test_raw_tags_code_agrees_with_decoding_the_properties(props: dict[str, str], tags: str | None) -> None:
+    if tags is not None:
+        props = {**props, "TAGS": tags} if tags else props
+    raw = encode_properties(props).encode()
+    assert tags_code_of_raw(raw) == tags_code(decode_properties(raw).get("TAGS"))
+    assert tags_code_of_raw(b"XTAGS\x01a\x02TAGS\x01b") == java_string_hash("b")
+    assert tags_code_of_raw(b"TAGS\x01a\x02TAGS\x01b") == java_string_hash("b")
 
 
 def test_tags_code_is_zero_without_tags_and_negative_hashes_stay_negative() -> None:

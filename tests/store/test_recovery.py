@@ -126,3 +126,18 @@ def test_consume_queue_entries_past_the_recovered_end_are_dropped(tmp_path: Path
     assert store.max_offset_in_queue("TopicTest", 1) == 2
     assert store.get("TopicTest", 0, 2, 32).status is GetStatus.OFFSET_OVERFLOW_ONE
     store.close()
+
+
+def test_checkpoint_that_is_not_a_record_boundary_does_not_cut_the_log(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    _fill(store, 12)
+    end = store.max_phy_offset
+    store.flush_all_blocking()
+    assert store.checkpoint is not None
+    store.checkpoint.safe_offset = end - 50  # inside the last record
+    store.checkpoint.flush()
+    store.abandon()
+    store = open_store(tmp_path)
+    assert store.max_phy_offset == end
+    assert len(_bodies(store, 0)) + len(_bodies(store, 1)) == 12
+    store.close()

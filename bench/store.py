@@ -1,0 +1,237 @@
+"""Store throughput against the raw floor measured in the same run (issue 3's benchmark list).
+
+Cases (one JSON object per line on stdout):
+
+- ``floor``: copy the same encoded record bytes, one record at a time, into a prefaulted file mmap: the memcpy floor.
+- ``append`` / ``append_batch``: ``MessageStore.append`` of single messages / ``append_batch`` of 32, for 128 B,
+  1 KiB and 4 KiB bodies, ASYNC_FLUSH, segments warmed up. ``vs_floor`` = store MB/s / floor MB/s.
+- ``sync_flush``: SYNC_FLUSH ``put`` with 1, 16 and 64 concurrent writers (group commit); ``vs_1_writer``.
+- ``get``: 32-message ``get`` calls per second and the record slices per second they return.
+- ``recovery``: ``load()`` after a crash (``abort`` present) with the checkpoint at the start (whole log re-scanned
+  with CRC) and with a recent checkpoint (only the tail); ``--size`` sets the log size (``--size 1GiB``).
+
+``--profile`` re-runs the measurement under ``py-spy record`` and writes ``bench/results/store.svg``.
+Targets from the issue: append >= 0.25x floor, batch >= 0.5x floor, 64 writers >= 10x one writer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+from bench.codec import py_spy
+from remoting.codec.message import MessageRecord, encode_record
+from remoting.codec.msgid import pack_socket_address
+from store.config import FlushDiskType, StoreConfig
+from store.message_store import MessageStore
+
+SIZES = (128, 1024, 4096)
+PROPS = "UNIQ_KEY\x017F000001000118B4AAC20D5A1C0000\x02TAGS\x01TagA\x02CLUSTER\x01DefaultCluster"
+STORE_HOST = pack_socket_address("10.0.0.9", 10911)
+
+
+def emit(line: dict[str, object]) -> None:
+    print(json.dumps(line), flush=True)
+
+
+def parse_size(text: str) -> int:
+    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    lowered = text.strip().lower()
+    for suffix, factor in units.items():
+        if lowered.endswith(suffix):
+            return int(float(lowered[: -len(suffix)]) * factor)
+    return int(lowered)
+
+
+def msg(size: int, queue_id: int = 0) -> MessageRecord:
+    return MessageRecord("BenchTopic", b"m" * size, queue_id, 0, PROPS, 0, 1_700_000_000_000, STORE_HOST, STORE_HOST)
+
+
+def config(root: Path, segment: int, **kw: object) -> StoreConfig:
+    return StoreConfig(root, mapped_file_size_commit_log=segment, warm_mapped_file_enable=True,
+                       message_index_enable=False, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+def floor(size: int, count: int, segment: int, workdir: Path) -> float:
+    """Bytes per second of copying ``count`` records one by one into a prefaulted mapping."""
+    record = encode_record(msg(size))
+    path = workdir / "floor"
+    with open(path, "w+b") as f:
+        f.truncate(segment)
+        mm = mmap.mmap(f.fileno(), segment)
+    for pos in range(0, segment, 4096):
+        mm[pos] = 0
+    n = len(record)
+    limit = segment - n
+    start = time.perf_counter()
+    pos = 0
+    for _ in range(count):
+        if pos > limit:
+            pos = 0
+        mm[pos : pos + n] = record
+        pos += n
+    elapsed = time.perf_counter() - start
+    mm.close()
+    path.unlink()
+    return count * n / elapsed
+
+
+async def appends(size: int, count: int, batch: int, segment: int, workdir: Path) -> tuple[float, float]:
+    """(messages/s, bytes/s) of async-flush appends; the store's services run so segments are preallocated."""
+    root = Path(tempfile.mkdtemp(dir=workdir))
+    store = MessageStore(config(root, segment, flush_interval_commit_log=500), store_host=STORE_HOST)
+    store.load()
+    messages = [msg(size) for _ in range(batch)]
+    record_len = len(encode_record(messages[0]))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        start = time.perf_counter()
+        done = 0
+        while done < count:
+            if batch == 1:
+                for _ in range(256):
+                    store.append(messages[0])
+                done += 256
+            else:
+                for _ in range(8):
+                    store.append_batch(messages)
+                done += 8 * batch
+            await trio.sleep(0)  # let the allocation service prepare the next segment, as a broker would
+        elapsed = time.perf_counter() - start
+        nursery.cancel_scope.cancel()
+    return done / elapsed, done * record_len / elapsed
+
+
+async def sync_writers(writers: int, duration: float, workdir: Path) -> float:
+    root = Path(tempfile.mkdtemp(dir=workdir))
+    store = MessageStore(config(root, 64 << 20, flush_disk_type=FlushDiskType.SYNC_FLUSH), store_host=STORE_HOST)
+    store.load()
+    done = 0
+    message = msg(128)
+
+    async def writer() -> None:
+        nonlocal done
+        while True:
+            await store.put(message)
+            done += 1
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        start = time.perf_counter()
+        with trio.move_on_after(duration):
+            async with trio.open_nursery() as inner:
+                for _ in range(writers):
+                    inner.start_soon(writer)
+        elapsed = time.perf_counter() - start
+        nursery.cancel_scope.cancel()
+    return done / elapsed
+
+
+def gets(duration: float, workdir: Path) -> tuple[float, float]:
+    root = Path(tempfile.mkdtemp(dir=workdir))
+    store = MessageStore(config(root, 64 << 20), store_host=STORE_HOST)
+    store.load()
+    total = 20_000
+    for _ in range(total):
+        store.append(msg(1024))
+    calls = slices = 0
+    offset = 0
+    start = time.perf_counter()
+    deadline = start + duration
+    while time.perf_counter() < deadline:
+        for _ in range(20):
+            result = store.get("BenchTopic", 0, offset, 32)
+            calls += 1
+            slices += result.message_count
+            offset = result.next_begin_offset if result.next_begin_offset < total else 0
+    elapsed = time.perf_counter() - start
+    store.close()
+    return calls / elapsed, slices / elapsed
+
+
+def recovery(size: int, workdir: Path) -> None:
+    root = Path(tempfile.mkdtemp(dir=workdir))
+    segment = min(size, 1 << 30)
+    store = MessageStore(config(root, segment), store_host=STORE_HOST)
+    store.load()
+    message = msg(1024)
+    tail_start = 0
+    while store.max_phy_offset < size - 4096:
+        phy = store.append(message).phy_offset
+        if phy <= size - (1 << 20):
+            tail_start = phy
+    written = store.max_phy_offset
+    for label, checkpoint_at in (("full_scan", 0), ("tail_only", tail_start)):
+        store.flush_all_blocking()
+        assert store.checkpoint is not None
+        store.checkpoint.safe_offset = checkpoint_at
+        store.checkpoint.flush()
+        store.abandon()
+        start = time.perf_counter()
+        store = MessageStore(config(root, segment), store_host=STORE_HOST)
+        store.load()
+        elapsed = time.perf_counter() - start
+        assert store.abnormal_recovery and store.max_phy_offset == written
+        emit({"bench": "store", "case": "recovery", "mode": label, "log_bytes": written,
+              "rescanned_bytes": written - checkpoint_at, "seconds": round(elapsed, 3),
+              "mb_per_s": round((written - checkpoint_at) / elapsed / 1e6, 1)})  # fmt: skip
+    store.close()
+
+
+async def measure(args: argparse.Namespace) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="rocketrio-bench-", dir=args.dir))
+    try:
+        await _measure(args, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def _measure(args: argparse.Namespace, workdir: Path) -> None:
+    segment = 64 << 20
+    for size in SIZES:
+        count = max(2000, int(args.mb * (1 << 20) / (size + 180)))
+        floor_bps = floor(size, count, segment, workdir)
+        emit({"bench": "store", "case": "floor", "body": size, "mb_per_s": round(floor_bps / 1e6, 1)})
+        for case, batch in (("append", 1), ("append_batch", 32)):
+            mps, bps = await appends(size, count, batch, segment, workdir)
+            emit({"bench": "store", "case": case, "body": size, "msgs_per_s": round(mps),
+                  "mb_per_s": round(bps / 1e6, 1), "vs_floor": round(bps / floor_bps, 3)})  # fmt: skip
+    single = 0.0
+    for writers in (1, 16, 64):
+        rate = await sync_writers(writers, args.duration, workdir)
+        single = single or rate
+        emit({"bench": "store", "case": "sync_flush", "writers": writers, "msgs_per_s": round(rate),
+              "vs_1_writer": round(rate / single, 2)})  # fmt: skip
+    calls, slices = gets(args.duration, workdir)
+    emit({"bench": "store", "case": "get", "msgs_per_get": 32, "gets_per_s": round(calls),
+          "slices_per_s": round(slices)})  # fmt: skip
+    recovery(parse_size(args.size), workdir)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--mb", type=float, default=24, help="MiB appended per append case")
+    parser.add_argument("--duration", type=float, default=1.0, help="seconds per SYNC_FLUSH / get case")
+    parser.add_argument("--size", default="64MiB", help="log size for the recovery case (e.g. 1GiB)")
+    parser.add_argument("--dir", default=None, help="directory for the benchmark stores (default: system temp)")
+    parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/store.svg")
+    args = parser.parse_args()
+    trio.run(measure, args)
+    if args.profile:
+        os.makedirs("bench/results", exist_ok=True)
+        argv = [sys.executable, "-m", "bench.store", "--mb", str(args.mb), "--size", args.size]
+        subprocess.run([py_spy(), "record", "-o", "bench/results/store.svg", "--", *argv], check=True)
+
+
+if __name__ == "__main__":
+    main()
