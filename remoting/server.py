@@ -84,7 +84,9 @@ class RemotingServer:
         try:
             remote = stream.socket.getpeername()
             local = stream.socket.getsockname()
-        except OSError:  # the peer already reset the connection
+            # A duplicate descriptor for the connection's direct first write (see Connection); closed with it.
+            raw = socket.fromfd(stream.socket.fileno(), stream.socket.family, stream.socket.type)
+        except OSError:  # the peer already reset the connection, or no descriptor is left
             await stream.aclose()
             return
         conn = Connection(
@@ -93,7 +95,7 @@ class RemotingServer:
             (local[0], local[1]),
             max_frame=self.config.max_frame,
             idle_timeout=self.config.idle_timeout,
-            raw_socket=socket.fromfd(stream.socket.fileno(), stream.socket.family, stream.socket.type),
+            raw_socket=raw,
         )
         self.connections.add(conn)
         log.debug("accepted %r", conn)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import socket
+
+import pytest
 import trio
 import trio.testing
 
 from remoting.codec.command import request
+from remoting.codec.frame import FrameDecoder
 from remoting.connection import Connection
 from remoting.dispatch import RequestContext
+from remoting.errors import RemotingClosedError, RemotingTimeoutError
 from tests.remoting.conformance import check_connection_pair
 
 
@@ -49,3 +54,99 @@ async def test_idle_connection_closes_without_read_or_write_over_memory_streams(
         await trio.sleep(2)
         assert conn.closed and closed_at == [start + 16.0]
         nursery.cancel_scope.cancel()
+
+
+class _Silent:
+    """A peer that reads and never answers."""
+
+    async def on_request(self, ctx: RequestContext, cmd: object) -> None:
+        return None
+
+
+async def test_earlier_invocation_deadline_fires_first_even_after_a_later_one(autojump_clock):
+    left_stream, right_stream = trio.testing.memory_stream_pair()
+    conn = Connection(left_stream, ("peer", 1), ("me", 2))
+    other = Connection(right_stream, ("me", 2), ("peer", 1))
+    timed_out_at: dict[str, float] = {}
+
+    async def invoke(name: str, timeout: float) -> None:
+        with pytest.raises(RemotingTimeoutError):
+            await conn.invoke(request(1), timeout)
+        timed_out_at[name] = trio.current_time()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other.run, _Silent().on_request)
+        nursery.start_soon(conn.run, _Silent().on_request)
+        start = trio.current_time()
+        nursery.start_soon(invoke, "long", 100.0)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(invoke, "short", 1.0)
+        while len(timed_out_at) < 2:
+            await trio.sleep(1)
+        assert timed_out_at == {"short": start + 1.0, "long": start + 100.0}
+        assert conn.pending_invocations == 0 and not conn.closed
+        nursery.cancel_scope.cancel()
+
+
+async def test_send_waits_above_the_high_water_mark_until_the_peer_reads():
+    left_stream, right_stream = trio.testing.lockstep_stream_pair()  # send_all blocks until the peer reads
+    conn = Connection(left_stream, ("peer", 1), ("me", 2))
+    big = request(1, body=b"x" * (1024 * 1024), oneway=True)
+    sent = 0
+
+    async def sender() -> None:
+        nonlocal sent
+        for _ in range(8):
+            await conn.send(big)
+            sent += 1
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run, _Silent().on_request)
+        nursery.start_soon(sender)
+        await trio.testing.wait_all_tasks_blocked()
+        assert 3 <= sent < 8  # about SEND_HIGH_WATER (4 MiB) queued or in flight, then the sender waits
+        decoder = FrameDecoder()
+        received = 0
+        while received < 8:
+            decoder.receive_data(await right_stream.receive_some())
+            while decoder.next_command() is not None:
+                received += 1
+        await trio.testing.wait_all_tasks_blocked()
+        assert sent == 8
+        nursery.cancel_scope.cancel()
+
+
+async def test_direct_write_that_fills_the_socket_leaves_the_rest_to_the_writer():
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    a.setblocking(False)
+    raw = socket.fromfd(a.fileno(), a.family, a.type)
+    conn = Connection(trio.SocketStream(trio.socket.from_stdlib_socket(a)), ("peer", 1), ("me", 2), raw_socket=raw)
+    peer = trio.SocketStream(trio.socket.from_stdlib_socket(b))
+    body = bytes(range(256)) * 4096  # 1 MiB: far more than the socket takes at once
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run, _Silent().on_request)
+        await trio.testing.wait_all_tasks_blocked()
+        await conn.send(request(7, body=body, oneway=True))
+        await conn.send(request(8, body=b"after", oneway=True))
+        decoder = FrameDecoder()
+        got = []
+        while len(got) < 2:
+            decoder.receive_data(await peer.receive_some())
+            while (cmd := decoder.next_command()) is not None:
+                got.append(cmd)
+        assert [c.code for c in got] == [7, 8]
+        assert bytes(got[0].body) == body and got[1].body == b"after"
+        conn.close()
+    assert raw.fileno() == -1  # the duplicate descriptor is closed with the connection
+
+
+async def test_send_on_a_closed_connection_raises_closed_error():
+    left_stream, _ = trio.testing.memory_stream_pair()
+    conn = Connection(left_stream, ("peer", 1), ("me", 2))
+    conn.close()
+    with pytest.raises(RemotingClosedError):
+        await conn.send(request(1))
+    with pytest.raises(RemotingClosedError):
+        await conn.invoke(request(1), 1.0)
+    await conn.run(_Silent().on_request)  # returns at once and closes the stream

@@ -142,3 +142,55 @@ async def test_idle_connection_is_closed_after_idle_timeout(autojump_clock):
         await closed.wait()
         assert closed_at[0] - start == pytest.approx(220, abs=1)
         nursery.cancel_scope.cancel()
+
+
+async def test_frame_above_max_frame_closes_the_connection():
+    dispatcher = Dispatcher()
+    dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("send", 1, 10))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(RemotingServer(dispatcher, ServerConfig(max_frame=4096)).serve)
+        peer = await RawPeer.connect(address)
+        await peer.send(request(ECHO, body=b"small"))
+        assert (resp := await peer.receive()) is not None and resp.body == b"small"
+        await peer.send(request(ECHO, body=b"x" * 8192))
+        assert await peer.receive() is None
+        nursery.cancel_scope.cancel()
+
+
+async def test_close_listener_sees_the_connection_and_its_attributes():
+    class Tagging:
+        async def process(self, ctx, request):
+            ctx.connection.attributes["clientId"] = request.ext_fields["clientId"]
+            return request.response(ResponseCode.SUCCESS)
+
+    dispatcher = Dispatcher()
+    dispatcher.register(ECHO, Tagging(), ProcessorPool("admin", 1, 10))
+    server = RemotingServer(dispatcher)
+    closed: list[dict[str, object]] = []
+    gone = trio.Event()
+    server.add_close_listener(lambda conn: (closed.append(dict(conn.attributes)), gone.set()))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(server.serve)
+        peer = await RawPeer.connect(address)
+        await peer.send(request(ECHO, {"clientId": "10.0.0.1@1234"}))
+        assert await peer.receive() is not None
+        assert len(server.connections) == 1
+        await peer.aclose()
+        await gone.wait()
+        assert closed == [{"clientId": "10.0.0.1@1234"}] and not server.connections
+        nursery.cancel_scope.cancel()
+
+
+async def test_default_processor_takes_unregistered_codes_and_late_pools_start():
+    dispatcher = Dispatcher()
+    admin = EchoProcessor()
+    dispatcher.set_default(admin, ProcessorPool("admin", 2, 100))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(RemotingServer(dispatcher).serve)
+        dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("late", 1, 10))  # registered while running
+        peer = await RawPeer.connect(address)
+        await peer.send(request(4242, body=b"default"), request(ECHO, body=b"late"))
+        bodies = {bytes((await peer.receive()).body) for _ in range(2)}  # type: ignore[union-attr]
+        assert bodies == {b"default", b"late"}
+        assert [c.code for c in admin.seen] == [4242]
+        nursery.cancel_scope.cancel()
