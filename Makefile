@@ -31,3 +31,20 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) data
+
+# Real RocketMQ clients for tests/e2e (reference/clients.md): ali-ons under tests/e2e/node, the C++ core's Python
+# wrapper in its own venv (its module is named `rocketmq`). Stamps make a second run a no-op.
+.PHONY: e2e-deps
+E2E_NODE := tests/e2e/node
+E2E_CVS := .venv-cvs
+
+$(E2E_NODE)/node_modules/.installed: $(E2E_NODE)/package.json $(E2E_NODE)/package-lock.json
+	cd $(E2E_NODE) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(E2E_CVS)/.installed:
+	$(PY) -m venv $(E2E_CVS)
+	$(E2E_CVS)/bin/pip install -q rocketmq-python-cvs==2.1.0.3
+	touch $@
+
+e2e-deps: $(E2E_NODE)/node_modules/.installed $(E2E_CVS)/.installed

@@ -1,0 +1,30 @@
+"""One end-to-end session per real client, shared by every test of that client (see ``scenarios.py``).
+
+A client that is not installed skips its tests with the reason, except in CI (``CI=true``), where it fails them:
+``.ci/run`` installs both clients, so a missing one there is a broken install, not an optional extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import trio
+
+from tests.e2e.harness import CLIENT_KINDS, in_ci
+from tests.e2e.scenarios import SessionReport, run_session
+
+
+@pytest.fixture(scope="module", params=sorted(CLIENT_KINDS))
+def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SessionReport:
+    kind = CLIENT_KINDS[request.param]
+    if importlib.util.find_spec("broker.embedded") is None:
+        pytest.skip("broker.embedded does not exist yet: nothing to run the real clients against")
+    reason = kind.missing_reason()
+    if reason is not None:
+        message = f"{kind.name} client not installed: {reason}; install with {kind.install_hint}"
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    work = tmp_path_factory.mktemp(f"e2e-{kind.name}")
+    return trio.run(run_session, kind, work)

@@ -1,0 +1,338 @@
+"""Processes for the real-client end-to-end tests: the embedded broker, and the client drivers ("agents").
+
+Ownership: every process started here belongs to the ``trio`` run that started it and is killed (SIGKILL) by
+:func:`kill_all` in that run's ``finally``, so a failing scenario never leaks a broker or a client. Every wait is
+bounded and raises :class:`ScenarioError` naming what did not happen, with the tail of the process's log.
+
+The drivers (``node/agent.js`` for ali-ons, ``cpp/agent.py`` for the C++ core under ``.venv-cvs``) speak one JSON
+line protocol, documented in ``node/agent.js``: commands on stdin, events on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.errors import RemotingError
+
+E2E_DIR = Path(__file__).resolve().parent
+REPO_ROOT = E2E_DIR.parent.parent
+NODE_AGENT = E2E_DIR / "node" / "agent.js"
+ALI_ONS_PACKAGE = E2E_DIR / "node" / "node_modules" / "ali-ons" / "package.json"
+CPP_AGENT = E2E_DIR / "cpp" / "agent.py"
+CVS_PYTHON = REPO_ROOT / ".venv-cvs" / "bin" / "python"
+
+Event = dict[str, Any]
+
+
+class ScenarioError(Exception):
+    """A step of a scenario did not happen within its bound, or a process failed."""
+
+
+def in_ci() -> bool:
+    """CI runs ``.ci/run`` with ``CI=true``: there a missing client is a failure, not a skip."""
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@attrs.frozen
+class ClientKind:
+    """One real RocketMQ client: how to run its driver, and why it cannot run here (``None`` when it can)."""
+
+    name: str
+    program: tuple[str, ...]
+    install_hint: str
+
+    def missing_reason(self) -> str | None:
+        if self.name == "ali-ons":
+            if shutil.which("node") is None:
+                return "node is not on PATH"
+            if not ALI_ONS_PACKAGE.is_file():
+                return f"ali-ons is not installed in {ALI_ONS_PACKAGE.parent.parent}"
+            return None
+        if not CVS_PYTHON.is_file():
+            return f"{CVS_PYTHON.parent.parent} does not exist"
+        probe = subprocess.run([str(CVS_PYTHON), "-c", "import rocketmq.client"], capture_output=True, timeout=60)
+        if probe.returncode != 0:
+            return f"rocketmq-python-cvs does not import: {probe.stderr.decode(errors='replace')[-300:]}"
+        return None
+
+    def argv(self, role: str, **options: str | int) -> list[str]:
+        args = [*self.program, role]
+        for name, value in options.items():
+            if value not in ("", None):
+                args += [f"--{name.replace('_', '-')}", str(value)]
+        return args
+
+
+ALI_ONS = ClientKind("ali-ons", ("node", str(NODE_AGENT)), "make e2e-deps (npm install in tests/e2e/node)")
+CPP = ClientKind("cpp", (str(CVS_PYTHON), str(CPP_AGENT)), "make e2e-deps (rocketmq-python-cvs in .venv-cvs)")
+CLIENT_KINDS = {kind.name: kind for kind in (ALI_ONS, CPP)}
+
+
+def log_tail(path: Path, limit: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:]
+    except OSError:
+        return ""
+
+
+class Process:
+    """A child process whose stdout lines are collected; stderr goes to ``log_path``."""
+
+    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.lines: list[str] = []
+        self._proc: trio.Process | None = None
+        self._changed = trio.Event()
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        log = self.log_path.open("ab")
+        try:
+            self._proc = await trio.lowlevel.open_process(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=str(REPO_ROOT),
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        _ALL.append(self)
+        nursery.start_soon(self._read_stdout)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    async def _read_stdout(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        buf = b""
+        async for chunk in self._proc.stdout:
+            buf += chunk
+            *complete, buf = buf.split(b"\n")
+            for raw in complete:
+                self.on_line(raw.decode("utf-8", "replace"))
+        if buf:
+            self.on_line(buf.decode("utf-8", "replace"))
+        await self._proc.wait()
+        self._notify()
+
+    def on_line(self, line: str) -> None:
+        self.lines.append(line)
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        """Wait for ``predicate()`` to hold, re-checking on every line. Raises ScenarioError after ``timeout``."""
+        with trio.move_on_after(timeout):
+            while not predicate():
+                if not self.running and self._proc is not None:
+                    raise ScenarioError(f"{self.name} exited ({self._proc.returncode}) before {what}{self.context()}")
+                await self._changed.wait()
+            return
+        raise ScenarioError(f"{self.name}: no {what} within {timeout:.0f}s{self.context()}")
+
+    def context(self) -> str:
+        return f"\n--- {self.name} stderr tail ({self.log_path}) ---\n{log_tail(self.log_path)}"
+
+    async def send_line(self, line: str) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        await self._proc.stdin.send_all(line.encode() + b"\n")
+
+    def kill(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.send_signal(signal.SIGKILL)
+
+    async def wait_exit(self, timeout: float) -> int | None:
+        assert self._proc is not None
+        with trio.move_on_after(timeout):
+            return await self._proc.wait()
+        return None
+
+
+_ALL: list[Process] = []
+
+
+async def kill_all() -> None:
+    """SIGKILL every process still running (called in each session's ``finally``)."""
+    with trio.CancelScope(shield=True):
+        for proc in _ALL:
+            proc.kill()
+        for proc in _ALL:
+            if proc._proc is not None:
+                await proc.wait_exit(10)
+        _ALL.clear()
+
+
+class Agent(Process):
+    """A client driver: JSON events from stdout in ``events``, commands answered by a ``done`` event."""
+
+    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
+        super().__init__(name, argv, log_path)
+        self.events: list[Event] = []
+        self._next_id = 0
+
+    def on_line(self, line: str) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = {"ev": "noise", "line": line}
+        if not isinstance(event, dict):
+            event = {"ev": "noise", "line": line}
+        self.events.append(event)
+        super().on_line(line)
+
+    def of(self, ev: str) -> list[Event]:
+        return [e for e in self.events if e.get("ev") == ev]
+
+    @property
+    def received(self) -> list[Event]:
+        return self.of("recv")
+
+    def received_keys(self) -> set[str]:
+        return {e["keys"] for e in self.received}
+
+    def client_errors(self) -> list[str]:
+        return [str(e.get("message")) for e in self.events if e.get("ev") in {"client_error", "fatal", "noise"}]
+
+    async def started(self, nursery: trio.Nursery, timeout: float = 60) -> Agent:
+        await self.start(nursery)
+        await self.wait_until(lambda: bool(self.of("ready")), timeout, "ready event")
+        return self
+
+    async def command(self, op: str, timeout: float, **fields: Any) -> Event:
+        self._next_id += 1
+        cid = self._next_id
+        await self.send_line(json.dumps({"op": op, "id": cid, **fields}))
+
+        def answered() -> bool:
+            return any(e.get("id") == cid and e.get("ev") in {"done", "error"} for e in self.events)
+
+        await self.wait_until(answered, timeout, f"answer to {op}")
+        answer = next(e for e in self.events if e.get("id") == cid and e.get("ev") in {"done", "error"})
+        if answer["ev"] == "error":
+            raise ScenarioError(f"{self.name}: {op} failed: {answer.get('error')}")
+        return answer
+
+    async def produce(self, messages: list[Event], timeout: float) -> list[Event]:
+        """Send ``messages`` one by one (synchronous sends); returns their ``sent`` events."""
+        before = len(self.of("sent"))
+        await self.command("produce", timeout, messages=messages)
+        return self.of("sent")[before:]
+
+    async def stop(self, timeout: float = 60) -> None:
+        """Close the client cleanly (consumers persist offsets and unregister) and wait for the process to exit."""
+        await self.command("stop", timeout)
+        if await self.wait_exit(timeout) is None:
+            raise ScenarioError(f"{self.name} did not exit after stop{self.context()}")
+
+
+_NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
+_BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?)\] boot success")
+
+
+class EmbeddedBroker:
+    """``python -m broker.embedded`` (name server + broker in one process) with SYNC_FLUSH under ``data_dir``.
+
+    The first start binds free ports; :meth:`restart` binds the same ones again, so clients keep their addresses.
+    """
+
+    def __init__(self, data_dir: Path, log_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.log_dir = log_dir
+        self.namesrv_addr = ""
+        self.broker_addr = ""
+        self.broker_name = ""
+        self._process: Process | None = None
+        self._starts = 0
+
+    def _argv(self) -> list[str]:
+        argv = [sys.executable, "-m", "broker.embedded", "--data", str(self.data_dir), "--flushDiskType", "SYNC_FLUSH"]
+        if self.namesrv_addr:
+            argv += ["--namesrv-port", self.namesrv_addr.rsplit(":", 1)[1]]
+            argv += ["--listenPort", self.broker_addr.rsplit(":", 1)[1]]
+        else:
+            argv += ["--namesrv-port", "0", "--listenPort", "0"]
+        return argv
+
+    async def start(self, nursery: trio.Nursery, timeout: float = 60) -> None:
+        self._starts += 1
+        proc = Process(f"broker#{self._starts}", self._argv(), self.log_dir / f"broker-{self._starts}.log")
+        await proc.start(nursery)
+        self._process = proc
+
+        def booted() -> bool:
+            text = "\n".join(proc.lines)
+            return bool(_NAMESRV_BOOT.search(text) and _BROKER_BOOT.search(text))
+
+        await proc.wait_until(booted, timeout, "boot lines")
+        text = "\n".join(proc.lines)
+        namesrv = _NAMESRV_BOOT.search(text)
+        broker = _BROKER_BOOT.search(text)
+        assert namesrv is not None and broker is not None
+        self.namesrv_addr = namesrv.group(1)
+        self.broker_name, self.broker_addr = broker.group(1), broker.group(2)
+
+    async def kill_and_restart(self, nursery: trio.Nursery) -> None:
+        """SIGKILL (no flush, no checkpoint: only what SYNC_FLUSH made durable survives), then start again."""
+        assert self._process is not None
+        self._process.kill()
+        await self._process.wait_exit(30)
+        await self.start(nursery)
+
+
+async def create_topic(admin: RemotingClient, broker_addr: str, topic: str, queues: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC (17) on the broker, read/write queue numbers ``queues``, perm RW."""
+    fields = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(queues),
+        "writeQueueNums": str(queues),
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "false",
+    }
+    answer = await admin.invoke(broker_addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), 10)
+    if answer.code != ResponseCode.SUCCESS:
+        raise ScenarioError(f"creating topic {topic} answered {answer.code} {answer.remark}")
+
+
+async def wait_for_route(admin: RemotingClient, namesrv_addr: str, topic: str, timeout: float = 30) -> bytes:
+    """Poll GET_ROUTEINFO_BY_TOPIC (105) until the name server knows ``topic``; returns the route body."""
+    last = "no answer"
+    with trio.move_on_after(timeout):
+        while True:
+            try:
+                answer = await admin.invoke(
+                    namesrv_addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 5
+                )
+            except RemotingError as exc:
+                last = repr(exc)
+            else:
+                if answer.code == ResponseCode.SUCCESS:
+                    return bytes(answer.body)
+                last = f"{answer.code} {answer.remark}"
+            # The broker registers topic changes with the name server asynchronously; re-ask shortly.
+            await trio.sleep(0.2)
+    raise ScenarioError(f"name server never routed {topic} within {timeout:.0f}s (last: {last})")

@@ -1,0 +1,326 @@
+"""Issue 4 item 5 for one real client, in one broker process and as few client processes as the scenarios allow.
+
+:func:`run_session` plays every scenario and returns a :class:`SessionReport` that the tests assert on, one
+behaviour per test. Timeline (``T`` = 1,000 messages)::
+
+    broker up -> topics MAIN (4 queues), SPLIT (4), LATENCY (1) -> producer sends T to MAIN -> SIGKILL + restart
+    -> at once: [once] one consumer reads MAIN               [resume] a consumer stops after ~300, a successor ends it
+                [split] two consumers share SPLIT, one leaves  [latency] a message sent while a pull is held
+    -> [once] stops; 8 tail messages are sent; a restarted [once] consumer must get exactly the tail.
+
+Each scenario records its own failure in ``errors`` instead of aborting the others, so a broker bug shows up as
+the tests it breaks. Waits for the clients' own timers (rebalance every 10 s for ali-ons, 20 s for the C++ core) are
+bounded by :data:`STEP`; nothing here asserts a duration except the latency scenario's correctness bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import traceback
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from remoting.client import RemotingClient
+from tests.e2e.harness import (
+    Agent,
+    ClientKind,
+    EmbeddedBroker,
+    Event,
+    ScenarioError,
+    create_topic,
+    kill_all,
+    wait_for_route,
+)
+
+TOTAL = 1000
+TAGS = ("TagA", "TagB", "TagC")
+USER_PROPS = ("seq", "origin")
+STEP = 90.0  # bound for any one step that waits on client timers (rebalance, offset persistence)
+SESSION_LIMIT = 400.0
+RESUME_STOP_AFTER = 300
+SPLIT_BATCH = 200
+LATENCY_SAMPLES = 3
+#: A held pull lasts 15 s; a wake-up that takes 5 s is not "within milliseconds" by any reading.
+LATENCY_BOUND_MS = 5000
+
+
+def make_messages(topic: str, prefix: str, count: int) -> list[Event]:
+    """Distinct keys, rotating tags, two user properties (one non-ASCII), UTF-8 bodies; every 100th is 6 KiB
+    (past the clients' 4 KiB compression threshold)."""
+    out = []
+    for i in range(count):
+        body = f"{prefix} #{i} héllo ✓ " + "x" * (i % 37)
+        if i % 100 == 7:
+            body += "y" * 6144
+        props = {"seq": str(i), "origin": f"{prefix}·é"}
+        out.append({"topic": topic, "tags": TAGS[i % 3], "keys": f"{prefix}-{i:04d}", "body": body, "props": props})
+    return out
+
+
+@attrs.define
+class SessionReport:
+    """What happened, per scenario. ``errors[scenario]`` holds a failure message; absent means it ran through."""
+
+    client: str
+    log_dir: Path
+    expected: dict[str, Event] = attrs.field(factory=dict)
+    sent: list[Event] = attrs.field(factory=list)
+    once: list[Event] = attrs.field(factory=list)
+    once_tail_keys: set[str] = attrs.field(factory=set)
+    once_restarted: list[Event] = attrs.field(factory=list)
+    resume_first: list[Event] = attrs.field(factory=list)
+    resume_second: list[Event] = attrs.field(factory=list)
+    split_rounds: int = 0
+    split_batch1: set[str] = attrs.field(factory=set)
+    split_batch2: set[str] = attrs.field(factory=set)
+    split_a: list[Event] = attrs.field(factory=list)
+    split_b: list[Event] = attrs.field(factory=list)
+    split_a_before_leave: int = 0
+    latency_ms: list[int] = attrs.field(factory=list)
+    errors: dict[str, str] = attrs.field(factory=dict)
+    client_errors: dict[str, list[str]] = attrs.field(factory=dict)
+
+    def failure(self, scenario: str) -> str | None:
+        err = self.errors.get(scenario) or self.errors.get("setup")
+        return None if err is None else f"[{self.client}] {scenario} did not run through: {err}\nlogs: {self.log_dir}"
+
+
+class Session:
+    def __init__(self, kind: ClientKind, work: Path, nursery: trio.Nursery) -> None:
+        self.kind = kind
+        self.nursery = nursery
+        self.logs = work / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.broker = EmbeddedBroker(work / "data", self.logs)
+        self.report = SessionReport(kind.name, self.logs)
+        self.agents: list[Agent] = []
+        self._once_consumer: Agent | None = None
+        prefix = "e2e_" + kind.name.replace("-", "_")
+        self.main, self.split, self.latency = f"{prefix}_main", f"{prefix}_split", f"{prefix}_latency"
+
+    async def agent(self, role: str, group: str, topic: str = "", instance: str = "", slow_after: int = 0) -> Agent:
+        name = f"{role}-{group}-{instance or len(self.agents)}"
+        options: dict[str, str | int] = {"namesrv": self.broker.namesrv_addr, "group": group}
+        if role == "consumer":
+            options.update(topic=topic, instance=instance, slow_after=slow_after)
+            if self.kind.name == "cpp":
+                options["props"] = ",".join(USER_PROPS)
+        if self.kind.name == "cpp":
+            options["logs"] = str(self.logs / f"cpp-{name}")
+        agent = Agent(name, self.kind.argv(role, **options), self.logs / f"{name}.log")
+        self.agents.append(agent)
+        return await agent.started(self.nursery)
+
+    async def guarded(self, scenario: str, body: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await body()
+        except (ScenarioError, AssertionError, OSError) as exc:
+            self.report.errors[scenario] = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:
+            self.report.errors[scenario] = "".join(traceback.format_exception(exc))
+
+    async def setup(self) -> None:
+        await self.broker.start(self.nursery)
+        await self.create_topics()
+        producer = await self.agent("producer", "PG_e2e_main")
+        messages = make_messages(self.main, "m", TOTAL)
+        self.report.expected = {m["keys"]: m for m in messages}
+        self.report.sent = await producer.produce(messages, timeout=180)
+        await producer.stop()
+        await self.broker.kill_and_restart(self.nursery)
+        async with RemotingClient() as admin:
+            for topic in (self.main, self.split, self.latency):
+                await wait_for_route(admin, self.broker.namesrv_addr, topic)
+
+    async def create_topics(self) -> None:
+        async with RemotingClient() as admin:
+            for topic, queues in ((self.main, 4), (self.split, 4), (self.latency, 1)):
+                await create_topic(admin, self.broker.broker_addr, topic, queues)
+            for topic in (self.main, self.split, self.latency):
+                await wait_for_route(admin, self.broker.namesrv_addr, topic)
+
+    async def once(self) -> None:
+        consumer = await self.agent("consumer", "CG_e2e_once", self.main, "once")
+        self._once_consumer = consumer
+        try:
+            await consumer.wait_until(lambda: consumer.received_keys() >= set(self.report.expected), STEP, "all")
+        finally:
+            self.report.once = consumer.received
+
+    async def once_finish(self) -> None:
+        """Stop the long-running [once] consumer, send a tail, and check a restarted one gets exactly the tail."""
+        consumer = self._once_consumer
+        assert consumer is not None
+        await consumer.stop()
+        self.report.once = consumer.received
+        producer = await self.agent("producer", "PG_e2e_tail")
+        tail = make_messages(self.main, "tail", 8)
+        self.report.once_tail_keys = {m["keys"] for m in tail}
+        self.report.expected.update({m["keys"]: m for m in tail})
+        sent = await producer.produce(tail, timeout=60)
+        await producer.stop()
+        if not all(e.get("ok") for e in sent):
+            raise ScenarioError(f"tail sends failed: {sent}")
+        again = await self.agent("consumer", "CG_e2e_once", self.main, "once-again")
+        tail_keys = self.report.once_tail_keys
+        await again.wait_until(lambda: again.received_keys() >= tail_keys, STEP, "the tail after restart")
+        await again.stop()
+        self.report.once_restarted = again.received
+
+    async def resume(self) -> None:
+        first = await self.agent("consumer", "CG_e2e_resume", self.main, "resume-1", slow_after=RESUME_STOP_AFTER)
+        await first.wait_until(lambda: len(first.received) >= RESUME_STOP_AFTER, STEP, f"{RESUME_STOP_AFTER} messages")
+        await first.stop()
+        self.report.resume_first = first.received
+        second = await self.agent("consumer", "CG_e2e_resume", self.main, "resume-2")
+        wanted = {k for k in self.report.expected if k.startswith("m-")}
+
+        def covered() -> bool:
+            return (first.received_keys() | second.received_keys()) >= wanted
+
+        try:
+            await second.wait_until(covered, STEP, "the messages the first consumer left")
+        finally:
+            await second.stop()
+            self.report.resume_second = second.received
+
+    async def split_scenario(self) -> None:
+        a = await self.agent("consumer", "CG_e2e_split", self.split, "split-a")
+        b = await self.agent("consumer", "CG_e2e_split", self.split, "split-b")
+        producer = await self.agent("producer", "PG_e2e_split")
+        await self._settle_split(a, b, producer)
+        batch1 = make_messages(self.split, "s1", SPLIT_BATCH)
+        self.report.split_batch1 = {m["keys"] for m in batch1}
+        await self._send_all(producer, batch1)
+        await a.wait_until(
+            lambda: (a.received_keys() | b.received_keys()) >= self.report.split_batch1, STEP, "batch 1 split"
+        )
+        self.report.split_a_before_leave = len(a.received)
+        await b.stop()
+        batch2 = make_messages(self.split, "s2", SPLIT_BATCH)
+        self.report.split_batch2 = {m["keys"] for m in batch2}
+        await self._send_all(producer, batch2)
+        try:
+            await a.wait_until(lambda: a.received_keys() >= self.report.split_batch2, STEP, "batch 2 after takeover")
+        finally:
+            await producer.stop()
+            await a.stop()
+            self.report.split_a, self.report.split_b = a.received, b.received
+
+    async def _settle_split(self, a: Agent, b: Agent, producer: Agent) -> None:
+        """Send probe rounds until two rounds in a row show each queue owned by one consumer and both used."""
+        clean_rounds = 0
+        for round_no in range(30):
+            self.report.split_rounds = round_no + 1
+            probes = make_messages(self.split, f"probe{round_no}", 8)
+            keys = {m["keys"] for m in probes}
+            await self._send_all(producer, probes)
+            await a.wait_until(functools.partial(_all_received, (a, b), keys), STEP, "probe round")
+            owners: dict[int, set[str]] = {}
+            for who, agent in (("a", a), ("b", b)):
+                for e in agent.received:
+                    if e["keys"] in keys:
+                        owners.setdefault(e["queueId"], set()).add(who)
+            users = set().union(*owners.values())
+            clean = all(len(o) == 1 for o in owners.values()) and users == {"a", "b"}
+            clean_rounds = clean_rounds + 1 if clean else 0
+            if clean_rounds == 2:
+                return
+            # The clients rebalance on their own timers; give them a moment before the next probe round.
+            await trio.sleep(1.0)
+        raise ScenarioError("the two consumers never settled on disjoint queue sets")
+
+    async def _send_all(self, producer: Agent, messages: list[Event]) -> None:
+        sent = await producer.produce(messages, timeout=120)
+        failed = [e for e in sent if not e.get("ok")]
+        if failed:
+            raise ScenarioError(f"{len(failed)} sends failed, first: {failed[0]}")
+
+    async def latency_scenario(self) -> None:
+        consumer = await self.agent("consumer", "CG_e2e_latency", self.latency, "latency")
+        producer = await self.agent("producer", "PG_e2e_latency")
+        try:
+            for i in range(LATENCY_SAMPLES + 1):
+                if i:
+                    # Let the consumer's next pull reach the broker and park (the client re-pulls at once).
+                    await trio.sleep(2.0)
+                msg = make_messages(self.latency, f"lat{i}", 1)
+                [sent] = await producer.produce(msg, timeout=30)
+                key = msg[0]["keys"]
+                await consumer.wait_until(functools.partial(_has_key, consumer, key), 30, key)
+                got = next(e for e in consumer.received if e["keys"] == key)
+                if i:  # the first message is a warm-up: the consumer may not have been pulling yet
+                    self.report.latency_ms.append(int(got["recvTs"]) - int(sent["sendTs"]))
+        finally:
+            await producer.stop()
+            await consumer.stop()
+
+    async def run(self) -> None:
+        await self.guarded("setup", self.setup)
+        if "setup" in self.report.errors:
+            return
+        async with trio.open_nursery() as scenarios:
+            scenarios.start_soon(self.guarded, "once", self.once)
+            scenarios.start_soon(self.guarded, "resume", self.resume)
+            scenarios.start_soon(self.guarded, "split", self.split_scenario)
+            scenarios.start_soon(self.guarded, "latency", self.latency_scenario)
+        if "once" not in self.report.errors:
+            await self.guarded("once_restart", self.once_finish)
+        else:
+            self.report.errors["once_restart"] = "skipped: the first [once] consumer failed"
+
+
+async def run_session(kind: ClientKind, work: Path) -> SessionReport:
+    """Play every scenario for ``kind`` with processes under ``work``; never raises for a scenario failure."""
+    session: Session | None = None
+    try:
+        with trio.move_on_after(SESSION_LIMIT) as scope:
+            async with trio.open_nursery() as nursery:
+                session = Session(kind, work, nursery)
+                await session.run()
+                nursery.cancel_scope.cancel()
+        assert session is not None
+        if scope.cancelled_caught:
+            session.report.errors.setdefault("session", f"the session exceeded {SESSION_LIMIT:.0f}s")
+            for name in ("setup", "once", "resume", "split", "latency", "once_restart"):
+                session.report.errors.setdefault(name, "the session ran out of time")
+        for agent in session.agents:
+            if agent.client_errors():
+                session.report.client_errors[agent.name] = agent.client_errors()
+        return session.report
+    finally:
+        await kill_all()
+
+
+def _all_received(agents: tuple[Agent, ...], keys: set[str]) -> bool:
+    return set().union(*(agent.received_keys() for agent in agents)) >= keys
+
+
+def _has_key(agent: Agent, key: str) -> bool:
+    return key in agent.received_keys()
+
+
+def duplicates(events: list[Event]) -> dict[str, int]:
+    counts = Counter(e["keys"] for e in events)
+    return {k: n for k, n in counts.items() if n > 1}
+
+
+def mismatches(report: SessionReport, events: list[Event]) -> list[str]:
+    """Received messages whose topic, body, tags, keys or user properties differ from what was sent."""
+    bad = []
+    for e in events:
+        want = report.expected.get(e["keys"])
+        if want is None:
+            bad.append(f"unexpected key {e['keys']!r}")
+            continue
+        got: dict[str, Any] = {"topic": e["topic"], "tags": e["tags"], "body": e["body"]}
+        got["props"] = {k: v for k, v in e["props"].items() if k in USER_PROPS}
+        expected = {"topic": want["topic"], "tags": want["tags"], "body": want["body"], "props": want["props"]}
+        if got != expected:
+            bad.append(f"{e['keys']}: got {got!r:.300}, sent {expected!r:.300}")
+    return bad
