@@ -78,8 +78,12 @@ class MappedFile:
     def flush(self) -> int:
         """Make everything written so far durable (blocking). Returns the new flushed position."""
         target = self.wrote_position
-        if target > self.flushed_position:
-            os.fdatasync(self.fd)
+        flushed = self.flushed_position
+        if target > flushed:
+            # msync of just the new range: an fdatasync of the whole file would also write back the warmed-up pages
+            # ahead of the write position, making them clean and read-only so every later append faults again.
+            start = flushed - flushed % PAGE_SIZE
+            self.buf.flush(start, target - start)
             self.flushed_position = target
         return self.flushed_position
 

@@ -33,26 +33,22 @@ from remoting.codec.message import (
     prepare_message,
 )
 from remoting.codec.properties import find_property, tags_code, tags_code_of_raw
-from store.checkpoint import Checkpoint, StoreLock
+from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
 from store.commitlog import CommitLog
 from store.config import FlushDiskType, StoreConfig, parse_delay_levels
-from store.consume_queue import FILLER_SIZE, ConsumeQueue
+from store.consume_queue import ConsumeQueue
 from store.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError, StoreCorruptError
+from store.get_message import MAX_TRANSFER_BYTES_IN_MEMORY, TagFilter, get_message
 from store.index import IndexService
-from store.results import AppendResult, GetResult, GetStatus, PutResult, PutStatus
+from store.recovery import recover
+from store.results import AppendResult, GetResult, PutResult, PutStatus
 from store.services import AllocateService, FlushService, GroupCommitService, RetentionService
 
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
-#: Java's pull limits (behaviour.md 4.3): data "in memory" vs "on disk" (beyond 40 % of RAM behind the head).
-MAX_TRANSFER_BYTES_IN_MEMORY: Final = 256 * 1024
-MAX_TRANSFER_COUNT_IN_MEMORY: Final = 32
-MAX_TRANSFER_BYTES_ON_DISK: Final = 64 * 1024
-MAX_TRANSFER_COUNT_ON_DISK: Final = 8
 
 #: callback(topic, queue_id, logical_offset, tags_code, properties): the new message's consume-queue offset (the
 #: queue's max offset is now ``logical_offset + 1``) and its raw properties string.
 ArrivalListener = Callable[[str, int, int, int, str], None]
-TagFilter = Callable[[int], bool]
 
 
 class IndexLike(Protocol):
@@ -101,8 +97,6 @@ class MessageStore:
 
     def load(self) -> None:
         """Lock the store, then recover (see :mod:`store.recovery`). Blocking."""
-        from store.recovery import recover
-
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = StoreLock(self.root / "lock")
         if self.index is None and self.config.message_index_enable:
@@ -116,7 +110,8 @@ class MessageStore:
                 first.warm_up()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The store's services; cancel to shut down (flush, checkpoint, delete ``abort``, unmap)."""
+        """The store's services; cancel to shut down (flush, checkpoint, delete ``abort``, unmap). Stop the
+        callers (processors) first: appends after shutdown raise ServiceNotAvailableError."""
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.flush_service.run)
@@ -135,8 +130,6 @@ class MessageStore:
             return
         self._closed = True
         self.flush_all_blocking()
-        from store.checkpoint import delete_abort_file
-
         delete_abort_file(self.root)
         self.commitlog.close()
         for cq in self.consume_queues.values():
@@ -342,53 +335,7 @@ class MessageStore:
             tag_filter: TagFilter | None = None) -> GetResult:  # fmt: skip
         """Read up to ``max_msgs`` records from logical ``offset`` (behaviour.md 4.2 / 4.3). Never raises."""
         cq = self.consume_queues.get((topic, queue_id))
-        if cq is None:
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        lo, hi = cq.min_offset, cq.max_offset
-        if hi == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
-        if offset < lo:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
-        if offset == hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
-        if offset > hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, 0 if lo == 0 else hi, lo, hi)
-        entries = cq.entries(offset, max(800, max_msgs))
-        if entries is None:
-            return GetResult(GetStatus.OFFSET_FOUND_NULL, cq.next_file_start(offset), lo, hi)
-        status = GetStatus.NO_MATCHED_MESSAGE
-        messages: list[memoryview] = []
-        queue_offsets: list[int] = []
-        total = 0
-        max_phy = self.commitlog.max_offset
-        min_phy = self.commitlog.min_offset
-        last_phy = 0
-        scanned = 0
-        for phy, size, tags in entries:
-            last_phy = phy
-            if size == FILLER_SIZE or phy < min_phy:
-                scanned += 1
-                continue
-            if messages:
-                on_disk = max_phy - phy > self._memory_limit
-                byte_limit = min(max_bytes, MAX_TRANSFER_BYTES_ON_DISK) if on_disk else max_bytes
-                count_limit = MAX_TRANSFER_COUNT_ON_DISK if on_disk else MAX_TRANSFER_COUNT_IN_MEMORY
-                if len(messages) >= max_msgs or total + size > byte_limit or len(messages) >= count_limit:
-                    break
-            scanned += 1
-            if tag_filter is not None and not tag_filter(tags):
-                continue
-            record = self.commitlog.read(phy, size)
-            if record is None:
-                if not messages:
-                    status = GetStatus.MESSAGE_WAS_REMOVING
-                continue
-            messages.append(record)
-            queue_offsets.append(offset + scanned - 1)
-            total += size
-            status = GetStatus.FOUND
-        suggest = max_phy - last_phy > self._memory_limit
-        return GetResult(status, offset + scanned, lo, hi, messages, queue_offsets, suggest)
+        return get_message(self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit)
 
     def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:
         """The record at a CommitLog offset (from an offset msgId), or ``None`` when gone or not a record start."""
