@@ -47,12 +47,8 @@ MAX_PROPERTIES_BYTES: Final = 32767
 #: Fixed bytes of a record with IPv4 hosts; each IPv6 host adds 12.
 RECORD_OVERHEAD_V4: Final = 91
 
-#: Field positions the store patches or reads (all independent of the host sizes except the store timestamp).
-POS_TOTAL_SIZE: Final = 0
+#: Fixed positions (independent of the host sizes): magic @4, queue offset @20, physical offset @28, sysFlag @36.
 POS_MAGIC: Final = 4
-POS_QUEUE_OFFSET: Final = 20
-POS_PHY_OFFSET: Final = 28
-POS_SYSFLAG: Final = 36
 
 _LOCALHOST: Final = bytes([127, 0, 0, 1]) + (0).to_bytes(4, "big")
 _INT: Final = struct.Struct(">i")
@@ -64,12 +60,8 @@ _BLANK: Final = struct.Struct(">iI")
 _TOPIC_LEN: Final = [bytes((n,)) for n in range(MAX_TOPIC_BYTES + 1)]
 
 
-def _fixed_struct(born_len: int, store_len: int) -> struct.Struct:
-    return struct.Struct(f">iIiiiqqiq{born_len}sq{store_len}siqi")
-
-
-# Precomputed per (born IPv6?, store IPv6?): everything up to and including the body length.
-_FIXED: Final = {(b, s): _fixed_struct(b, s) for b in (8, 20) for s in (8, 20)}
+# Precomputed per (born host length, store host length): everything up to and including the body length.
+_FIXED: Final = {(b, s): struct.Struct(f">iIiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
 
 
 class MessageEncodeError(ValueError):
@@ -100,7 +92,7 @@ class MessageRecord:
 class PreparedMessage:
     """A validated, measured :class:`MessageRecord` ready for :func:`write_record`. ``size`` is the record length."""
 
-    __slots__ = ("body", "body_crc", "message", "properties", "size", "store_ts_pos", "sys_flag", "tail", "topic")
+    __slots__ = ("body", "body_crc", "message", "properties", "size", "sys_flag", "tail", "topic")
 
     def __init__(self, message: MessageRecord, topic: bytes, properties: bytes, sys_flag: int, crc: int) -> None:
         self.message = message
@@ -110,9 +102,7 @@ class PreparedMessage:
         self.sys_flag = sys_flag
         self.body_crc = crc
         self.tail = b"".join((_TOPIC_LEN[len(topic)], topic, _SHORT.pack(len(properties)), properties))
-        born = len(message.born_host)
-        self.store_ts_pos = 48 + born
-        self.size = 75 + born + len(message.store_host) + len(body) + len(topic) + len(properties)
+        self.size = 75 + len(message.born_host) + len(message.store_host) + len(body) + len(topic) + len(properties)
 
 
 def body_crc(body: bytes | memoryview) -> int:
