@@ -1,0 +1,90 @@
+"""Helpers shared by the broker's data-path processors: header parsing, RocketMQ's remarks and the peer's address.
+
+Nothing here does I/O. Errors are values: :class:`RequestRejected` carries the response code and remark a check
+failed with, so a processor raises it from deep inside its checks and turns it into exactly one response at the top
+(:meth:`RequestRejected.to_response`), instead of letting an exception become a generic SYSTEM_ERROR.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final, TypeVar
+
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import HeaderFieldError
+from remoting.codec.headers.base import Header
+from remoting.codec.msgid import pack_socket_address
+from remoting.processor import RequestContext
+
+H = TypeVar("H", bound=Header)
+T = TypeVar("T")
+
+#: Java's FAQUrl.suggestTodo(...) suffix, kept because operators grep for it.
+FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+#: Connection attribute caching the packed born-host address of a peer (computed once per connection).
+BORN_HOST_ATTRIBUTE: Final = "rocketrio.born_host"
+#: Java's accessMessageInMemoryMaxRatio: data further than this share of RAM behind the CommitLog head is "on disk".
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO: Final = 40
+
+
+class RequestRejected(Exception):
+    """A request check failed: answer ``code`` with ``remark`` (plus whatever fields the processor must add)."""
+
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+    def to_response(self, request: RemotingCommand, ext_fields: dict[str, str] | None = None) -> RemotingCommand:
+        return request.response(self.code, self.remark, ext_fields)
+
+
+def parse_header(cls: type[H], request: RemotingCommand) -> H:
+    """``cls`` parsed from the request's extFields; a missing or bad field raises :class:`RequestRejected`
+    (SYSTEM_ERROR naming the field, as Java's ``RemotingCommandException`` does)."""
+    try:
+        return cls.from_ext_fields(request.ext_fields)
+    except HeaderFieldError as exc:
+        raise RequestRejected(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+
+
+def born_host(ctx: RequestContext) -> bytes:
+    """The peer's packed socket address for the record's born host: 8 bytes for IPv4 and IPv4-mapped IPv6 peers
+    (ali-ons reads only IPv4 hosts), 20 for real IPv6. Cached on the connection; an unparsable address (a test
+    transport) packs as 127.0.0.1 with the peer's port."""
+    attributes = ctx.connection.attributes
+    packed = attributes.get(BORN_HOST_ATTRIBUTE)
+    if packed is None:
+        host, port = ctx.remote_address[:2]
+        try:
+            packed = pack_socket_address(host, port)
+        except ValueError:
+            packed = pack_socket_address("127.0.0.1", port if isinstance(port, int) else 0)
+        attributes[BORN_HOST_ATTRIBUTE] = packed
+    assert isinstance(packed, bytes)
+    return packed
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+#: Bytes behind the CommitLog head beyond which a message is "on disk" (behaviour.md 4.3, 5.2).
+IN_MEMORY_DISTANCE: Final = _physical_memory() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO // 100
+
+
+def broker_address_remark(broker_addr: str, what: str) -> str:
+    """Java's ``the broker[<ip:port>] <what> is forbidden`` remark."""
+    return f"the broker[{broker_addr}] {what} is forbidden"
+
+
+def broker_option(config: object, name: str, default: T) -> T:
+    """A broker setting that ``BrokerConfig`` may not declare yet (``rejectTransactionMessage``,
+    ``slaveReadEnable``, ``brokerPermission``...): its value when present with the default's type, else RocketMQ's
+    default."""
+    value = getattr(config, name, default)
+    return value if isinstance(value, type(default)) else default

@@ -1,0 +1,204 @@
+"""``HoldService``: long polling for PULL_MESSAGE (Java's ``PullRequestHoldService``, behaviour.md 4.5).
+
+A pull that found nothing (PULL_NOT_FOUND) with the SUSPEND flag on its first execution is parked here under
+``topic@queueId`` instead of being answered. It leaves the table exactly once, when
+
+- a message arrives in its queue beyond its offset and the message's tags code passes its filter:
+  :meth:`HoldService.notify_message_arriving` is the store's arrival listener, a synchronous callback on the append
+  path, so it only moves the request to the wake channel;
+- its hold time (the request's ``suspendTimeoutMillis``) passes: one timer task sleeps until the earliest deadline;
+- optionally, every ``check_interval`` seconds its queue's max offset has moved past its offset
+  (``max_offset_of``), which catches messages that arrive without the listener (replicas) or did not match its tags.
+
+Woken requests are re-run once through their ``rerun`` callable (the pull processor with suspension and offset commit
+off) by a few worker tasks, and the answer is written on the request's connection. A parked request holds no pool
+worker and no task, so it never blocks other requests on its connection. A connection closed meanwhile makes the
+request vanish quietly; a failing re-run is answered SYSTEM_ERROR and logged.
+
+Run it with ``await nursery.start(hold.run)``; requests parked before it runs wait for it. Cancellation drops every
+parked request unanswered (the broker is shutting down; clients time out and retry).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import math
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+import trio
+
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.errors import RemotingConnectError
+from remoting.processor import RequestContext
+
+__all__ = ["HeldPull", "HoldService", "Rerun", "TagFilter"]
+
+log = logging.getLogger(__name__)
+
+#: ``tags_code -> matches``; ``None`` on a held pull means every message matches.
+TagFilter = Callable[[int], bool]
+#: Re-runs a held pull without suspending or committing; returns the response (``None``: nothing to send).
+Rerun = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
+
+#: Worker tasks answering woken pulls; more than one so a slow client's full send buffer delays nobody else.
+DEFAULT_WORKERS: Final = 4
+
+
+@attrs.define(eq=False, slots=True)
+class HeldPull:
+    """One parked pull. ``offset`` is the logical offset it waits beyond; ``deadline`` is in ``trio.current_time``."""
+
+    ctx: RequestContext
+    request: RemotingCommand
+    topic: str
+    queue_id: int
+    offset: int
+    deadline: float
+    rerun: Rerun
+    tag_filter: TagFilter | None = None
+    held_at: float = 0.0
+    done: bool = False
+
+
+class HoldService:
+    """Parks pulls and answers them on arrival or timeout. See the module docstring for the contract."""
+
+    def __init__(
+        self,
+        *,
+        workers: int = DEFAULT_WORKERS,
+        check_interval: float | None = None,
+        max_offset_of: Callable[[str, int], int] | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"the hold service needs at least one worker, got {workers}")
+        self._workers = workers
+        self._check_interval = check_interval
+        self._max_offset_of = max_offset_of
+        self._held: dict[tuple[str, int], list[HeldPull]] = {}
+        self._deadlines: list[tuple[float, int, HeldPull]] = []
+        self._sequence = itertools.count()
+        self._wake_send, self._wake_receive = trio.open_memory_channel[HeldPull](math.inf)
+        self._timer_wakeup: trio.Event | None = None
+        self._timer_at = math.inf
+        #: Re-runs done so far, by cause (for tests and runtime info).
+        self.woken_by_arrival = 0
+        self.woken_by_timeout = 0
+
+    @property
+    def held_count(self) -> int:
+        """Pulls parked now."""
+        return sum(len(requests) for requests in self._held.values())
+
+    # ---- parking (pull processor) ---------------------------------------------------------------------------
+
+    def hold(self, held: HeldPull) -> None:
+        """Park ``held`` until a matching arrival or its deadline. Synchronous: the caller must not have awaited
+        between its store lookup and this call, or an arrival in between would be missed until the deadline."""
+        held.held_at = trio.current_time()
+        self._held.setdefault((held.topic, held.queue_id), []).append(held)
+        heapq.heappush(self._deadlines, (held.deadline, next(self._sequence), held))
+        if held.deadline < self._timer_at and self._timer_wakeup is not None:
+            self._timer_at = held.deadline
+            self._timer_wakeup.set()
+
+    # ---- waking ---------------------------------------------------------------------------------------------
+
+    def notify_message_arriving(
+        self, topic: str, queue_id: int, logical_offset: int, tags_code: int, properties: str = ""
+    ) -> None:
+        """The store's arrival listener: wake pulls of this queue waiting below ``logical_offset + 1`` whose filter
+        passes ``tags_code``. Synchronous and never raises; it only schedules the re-runs."""
+        waiting = self._held.get((topic, queue_id))
+        if not waiting:
+            return
+        max_offset = logical_offset + 1
+        still: list[HeldPull] = []
+        for held in waiting:
+            if max_offset > held.offset and (held.tag_filter is None or held.tag_filter(tags_code)):
+                self.woken_by_arrival += 1
+                self._wake(held)
+            else:
+                still.append(held)
+        if still:
+            self._held[(topic, queue_id)] = still
+        else:
+            del self._held[(topic, queue_id)]
+
+    def _wake(self, held: HeldPull) -> None:
+        held.done = True
+        self._wake_send.send_nowait(held)
+
+    def _unpark(self, held: HeldPull) -> None:
+        key = (held.topic, held.queue_id)
+        waiting = self._held.get(key)
+        if waiting is None:
+            return
+        try:
+            waiting.remove(held)
+        except ValueError:
+            return
+        if not waiting:
+            del self._held[key]
+
+    # ---- service --------------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Timer, optional periodic check and answering workers, until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._expire)
+            if self._check_interval is not None and self._max_offset_of is not None:
+                nursery.start_soon(self._check_periodically, self._check_interval, self._max_offset_of)
+            for _ in range(self._workers):
+                nursery.start_soon(self._answer_woken)
+            task_status.started()
+
+    async def _expire(self) -> None:
+        deadlines = self._deadlines
+        while True:
+            now = trio.current_time()
+            while deadlines and deadlines[0][0] <= now:
+                held = heapq.heappop(deadlines)[2]
+                if not held.done:
+                    self._unpark(held)
+                    self.woken_by_timeout += 1
+                    self._wake(held)
+            while deadlines and deadlines[0][2].done:  # woken by arrival: drop the stale timer entry
+                heapq.heappop(deadlines)
+            self._timer_at = deadlines[0][0] if deadlines else math.inf
+            wakeup = self._timer_wakeup = trio.Event()
+            with trio.move_on_at(self._timer_at):
+                await wakeup.wait()
+
+    async def _check_periodically(self, interval: float, max_offset_of: Callable[[str, int], int]) -> None:
+        while True:
+            await trio.sleep(interval)
+            for (topic, queue_id), waiting in list(self._held.items()):
+                newest = max_offset_of(topic, queue_id)
+                for held in list(waiting):
+                    if newest > held.offset and not held.done:
+                        self._unpark(held)
+                        self.woken_by_arrival += 1
+                        self._wake(held)
+
+    async def _answer_woken(self) -> None:
+        async for held in self._wake_receive:
+            connection = held.ctx.connection
+            if connection.closed:
+                continue
+            try:
+                response = held.rerun(held.ctx, held.request)
+            except Exception as exc:
+                log.warning("re-running held pull (opaque %d) failed", held.request.opaque, exc_info=True)
+                response = held.request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            if response is None or held.request.is_oneway:
+                continue
+            try:
+                await connection.send(response)
+            except RemotingConnectError:
+                log.debug("held pull answer dropped: %r closed", connection)

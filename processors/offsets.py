@@ -1,0 +1,108 @@
+"""Consumer offsets and queue offset queries: :class:`ConsumerOffsetProcessor` serves
+
+- QUERY_CONSUMER_OFFSET (14): the committed offset; for a group that never committed on this queue, SUCCESS with 0
+  when the queue is young (min offset <= 0 and its first message still "in memory"), else QUERY_NOT_FOUND (22) with
+  Java's remark (behaviour.md 5.2);
+- UPDATE_CONSUMER_OFFSET (15): commit, answered SUCCESS with flag 0 and not at all when oneway (the dispatcher's
+  rule), no bounds check (behaviour.md 5.1);
+- SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32): always
+  SUCCESS, 0 for unknown queues (-1 store time when the queue holds nothing).
+
+A missing or malformed header field answers SYSTEM_ERROR naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from processors.common import IN_MEMORY_DISTANCE, RequestRejected, parse_header
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.headers.offsets import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from remoting.processor import RequestContext
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+__all__ = ["QUERY_NOT_FOUND_REMARK", "ConsumerOffsetProcessor"]
+
+QUERY_NOT_FOUND_REMARK: Final = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+
+
+class ConsumerOffsetProcessor:
+    """Serves codes 14, 15, 29, 30, 31 and 32 (see the module docstring). Stateless; reads ``broker`` per request."""
+
+    CODES: Final = (
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+        RequestCode.GET_MAX_OFFSET,
+        RequestCode.GET_MIN_OFFSET,
+        RequestCode.GET_EARLIEST_MSG_STORETIME,
+    )
+
+    def __init__(self, broker: BrokerContext) -> None:
+        self.broker = broker
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            return self._process(request)
+        except RequestRejected as rejected:
+            return rejected.to_response(request)
+
+    def _process(self, request: RemotingCommand) -> RemotingCommand:
+        code = request.code
+        store = self.broker.store
+        if code == RequestCode.QUERY_CONSUMER_OFFSET:
+            return self._query_consumer_offset(request)
+        if code == RequestCode.UPDATE_CONSUMER_OFFSET:
+            update = parse_header(UpdateConsumerOffsetRequestHeader, request)
+            self.broker.offsets.commit(update.consumer_group, update.topic, update.queue_id, update.commit_offset)
+            return request.response(ResponseCode.SUCCESS)
+        if code == RequestCode.GET_MAX_OFFSET:
+            get_max = parse_header(GetMaxOffsetRequestHeader, request)
+            return _offset(request, store.max_offset_in_queue(get_max.topic, get_max.queue_id))
+        if code == RequestCode.GET_MIN_OFFSET:
+            get_min = parse_header(GetMinOffsetRequestHeader, request)
+            return _offset(request, store.min_offset_in_queue(get_min.topic, get_min.queue_id))
+        if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
+            search = parse_header(SearchOffsetRequestHeader, request)
+            return _offset(request, store.offset_in_queue_by_time(search.topic, search.queue_id, search.timestamp))
+        if code == RequestCode.GET_EARLIEST_MSG_STORETIME:
+            earliest = parse_header(GetEarliestMsgStoretimeRequestHeader, request)
+            timestamp = store.earliest_message_time(earliest.topic, earliest.queue_id)
+            fields = {"timestamp": str(-1 if timestamp is None else timestamp)}
+            return request.response(ResponseCode.SUCCESS, None, fields)
+        return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported")
+
+    def _query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
+        header = parse_header(QueryConsumerOffsetRequestHeader, request)
+        offset = self.broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
+        if offset >= 0:
+            return _offset(request, offset)
+        store = self.broker.store
+        if store.min_offset_in_queue(header.topic, header.queue_id) <= 0 and not self._first_message_on_disk(
+            header.topic, header.queue_id
+        ):
+            return _offset(request, 0)
+        return request.response(ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK)
+
+    def _first_message_on_disk(self, topic: str, queue_id: int) -> bool:
+        """Java's ``checkInDiskByConsumeOffset(topic, queue, 0)``: false when the queue has no entry 0."""
+        store = self.broker.store
+        cq = store.consume_queues.get((topic, queue_id))
+        entry = None if cq is None else cq.entry(0)
+        if entry is None:
+            return False
+        return store.max_phy_offset - entry[0] > IN_MEMORY_DISTANCE
+
+
+def _offset(request: RemotingCommand, offset: int) -> RemotingCommand:
+    return request.response(ResponseCode.SUCCESS, None, {"offset": str(offset)})

@@ -1,0 +1,301 @@
+"""PULL_MESSAGE (11): :class:`PullMessageProcessor`, with long polling through :class:`~processors.hold.HoldService`.
+
+Checks, in Java's order (behaviour.md 4.1): broker readable, group known (auto-created when allowed) and allowed to
+consume, topic known and readable, queue id within ``readQueueNums``, then the subscription: parsed from the request
+when the SUBSCRIPTION flag is set (SUBSCRIPTION_PARSE_FAILED on a malformed expression), otherwise the group's
+heartbeat subscription (SUBSCRIPTION_NOT_EXIST, NO_PERMISSION for a forbidden broadcast, SUBSCRIPTION_NOT_LATEST).
+Only TAG expressions are served (SQL92 answers SYSTEM_ERROR, as a Java broker with ``enablePropertyFilter=false``).
+
+The store result maps to a code and ``nextBeginOffset`` by the table of behaviour.md 4.2. **Every** response, errors
+included, carries ``suggestWhichBrokerId``, ``nextBeginOffset``, ``minOffset`` and ``maxOffset`` (clients read them
+unconditionally). A FOUND body is the raw CommitLog records concatenated, never re-encoded. The COMMIT flag stores
+``commitOffset`` on the first execution only (on a master). A PULL_NOT_FOUND with the SUSPEND flag on the first
+execution is parked in the hold service and answered later (``process`` returns ``None``); the re-run neither
+suspends nor commits.
+
+:meth:`PullMessageProcessor.pull` is synchronous on purpose: between the store lookup and parking the request
+nothing may await, or a message arriving in between would not wake it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from processors.common import FAQ_SUFFIX, RequestRejected, broker_option, parse_header
+from processors.hold import HeldPull, HoldService, TagFilter
+from remoting.codec.bodies import MessageModel, SubscriptionData
+from remoting.codec.bodies.heartbeat import EXPRESSION_TAG, SUB_ALL
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.headers.pull import PullMessageRequestHeader
+from remoting.codec.properties import java_string_hash
+from remoting.processor import RequestContext
+from store.config_files import PERM_READ
+from store.results import GetResult, GetStatus
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+__all__ = [
+    "PULL_FLAG_COMMIT_OFFSET",
+    "PULL_FLAG_SUBSCRIPTION",
+    "PULL_FLAG_SUSPEND",
+    "PullMessageProcessor",
+    "SubscriptionParseError",
+    "build_subscription",
+    "tag_filter_of",
+]
+
+PULL_FLAG_COMMIT_OFFSET: Final = 0x1
+PULL_FLAG_SUSPEND: Final = 0x2
+PULL_FLAG_SUBSCRIPTION: Final = 0x4
+PULL_FLAG_CLASS_FILTER: Final = 0x8
+
+_MASTER_ID: Final = 0
+_PERM_RW: Final = 6
+
+
+class SubscriptionParseError(ValueError):
+    """A tag expression that does not split into tags (Java's ``subString split error``)."""
+
+
+def build_subscription(topic: str, sub_string: str | None, expression_type: str | None = None) -> SubscriptionData:
+    """Java's ``FilterAPI.build`` for TAG expressions: ``*``/empty = all, else tags split on ``||`` and trimmed.
+
+    Raises :class:`SubscriptionParseError` for an expression with no tags at all (``"||"``) and for an empty
+    non-TAG expression. A non-TAG expression is returned unparsed (the caller decides whether it can serve it).
+    """
+    kind = expression_type or EXPRESSION_TAG
+    if kind != EXPRESSION_TAG:
+        if not sub_string:
+            raise SubscriptionParseError(f"Expression can't be null! {kind}")
+        return SubscriptionData(topic=topic, sub_string=sub_string, expression_type=kind)
+    if not sub_string or sub_string == SUB_ALL:
+        return SubscriptionData(topic=topic, sub_string=SUB_ALL)
+    parts = sub_string.split("||")
+    if all(part == "" for part in parts):
+        raise SubscriptionParseError("subString split error")
+    tags = tuple(dict.fromkeys(t for t in (p.strip() for p in parts) if t))
+    return SubscriptionData(
+        topic=topic, sub_string=sub_string, tags_set=tags, code_set=tuple(java_string_hash(t) for t in tags)
+    )
+
+
+def tag_filter_of(subscription: SubscriptionData) -> TagFilter | None:
+    """The consume-queue filter of a TAG subscription: ``None`` (everything matches) for ``*``, class-filter mode
+    and subscriptions without tags; otherwise membership of the tags code in ``codeSet`` (recomputed from
+    ``tagsSet`` when a client sent no codes)."""
+    if subscription.class_filter_mode or subscription.sub_string in (SUB_ALL, ""):
+        return None
+    codes: Iterable[int] = subscription.code_set or (java_string_hash(t) for t in subscription.tags_set)
+    code_set = frozenset(codes)
+    if not code_set:
+        return None
+    return code_set.__contains__
+
+
+_STATUS_CODES: Final = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+class PullMessageProcessor:
+    """Serves PULL_MESSAGE (11). ``hold`` parks suspended pulls; without one they are answered PULL_NOT_FOUND at once.
+
+    ``hold`` defaults to ``broker.hold`` (read per request, as the controller may set it after construction).
+    """
+
+    def __init__(self, broker: BrokerContext, hold: HoldService | None = None) -> None:
+        self.broker = broker
+        self._hold = hold
+
+    @property
+    def hold(self) -> HoldService | None:
+        hold = self._hold if self._hold is not None else self.broker.hold
+        return hold if isinstance(hold, HoldService) else None
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return self.pull(ctx, request, allow_suspend=True)
+
+    def rerun(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        """The hold service's re-execution: the whole pull again, never suspending, never committing."""
+        return self.pull(ctx, request, allow_suspend=False)
+
+    def pull(self, ctx: RequestContext, request: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
+        """One execution of a pull: the response, or ``None`` when it was parked. Never awaits; never raises for
+        bad input (every rejection is a response with the four offset fields)."""
+        store = self.broker.store
+        header: PullMessageRequestHeader | None = None
+        try:
+            header = parse_header(PullMessageRequestHeader, request)
+            tag_filter = self._check(header)
+        except RequestRejected as rejected:
+            if header is None:
+                fields = _fields(0, 0, 0, 0)
+            else:
+                topic, queue_id = header.topic, header.queue_id
+                fields = _fields(
+                    0,
+                    header.queue_offset,
+                    store.min_offset_in_queue(topic, queue_id),
+                    store.max_offset_in_queue(topic, queue_id),
+                )
+            return rejected.to_response(request, fields)
+        config = self.broker.config
+        is_slave = config.broker_role == "SLAVE"
+        offset = header.queue_offset
+        result = store.get(header.topic, header.queue_id, offset, header.max_msg_nums, tag_filter=tag_filter)
+        code, next_offset = self._code_of(result, offset, is_slave)
+        suggest = _MASTER_ID
+        if broker_option(config, "slave_read_enable", False):
+            group_config = self.broker.groups.get(header.consumer_group)
+            if group_config is not None:
+                suggest = (
+                    group_config.which_broker_when_consume_slowly
+                    if result.suggest_pulling_from_slave
+                    else group_config.broker_id
+                )
+        elif is_slave:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        fields = _fields(suggest, next_offset, result.min_offset, result.max_offset)
+        response: RemotingCommand | None
+        if code == ResponseCode.SUCCESS:
+            messages = result.messages
+            body = bytes(messages[0]) if len(messages) == 1 else b"".join(messages)
+            response = request.response(code, result.status.value, fields, body)
+        elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PULL_FLAG_SUSPEND:
+            response = self._suspend(ctx, request, header, tag_filter, fields, result.status.value)
+        else:
+            response = request.response(code, result.status.value, fields)
+        if allow_suspend and header.sys_flag & PULL_FLAG_COMMIT_OFFSET and not is_slave:
+            self.broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        return response
+
+    # ---- checks ---------------------------------------------------------------------------------------------
+
+    def _check(self, header: PullMessageRequestHeader) -> TagFilter | None:
+        """Behaviour.md 4.1 in order; the tag filter to read with. Raises RequestRejected."""
+        broker = self.broker
+        config = broker.config
+        if not broker_option(config, "broker_permission", _PERM_RW) & PERM_READ:
+            raise RequestRejected(
+                ResponseCode.NO_PERMISSION, f"the broker[{broker.broker_addr}] pulling message is forbidden"
+            )
+        group = header.consumer_group
+        group_config = broker.groups.find(group)
+        if group_config is None:
+            raise RequestRejected(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist, {FAQ_SUFFIX.strip()}",
+            )
+        if not group_config.consume_enable:
+            raise RequestRejected(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        topic = header.topic
+        topic_config = broker.topics.get(topic)
+        if topic_config is None:
+            raise RequestRejected(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ_SUFFIX.strip()}"
+            )
+        if not topic_config.perm & PERM_READ:
+            raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+        queue_id = header.queue_id
+        if queue_id < 0 or queue_id >= topic_config.read_queue_nums:
+            raise RequestRejected(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                f"[{topic_config.read_queue_nums}] consumer:[{group}]",
+            )
+        if header.sys_flag & PULL_FLAG_SUBSCRIPTION:
+            try:
+                subscription = build_subscription(topic, header.subscription, header.expression_type)
+            except SubscriptionParseError:
+                raise RequestRejected(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
+                ) from None
+        else:
+            group_info = broker.clients.consumer_group(group)
+            if group_info is None:
+                raise RequestRejected(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ_SUFFIX}"
+                )
+            if not group_config.consume_broadcast_enable and group_info.message_model is MessageModel.BROADCASTING:
+                raise RequestRejected(
+                    ResponseCode.NO_PERMISSION, f"the consumer group[{group}] can not consume by broadcast way"
+                )
+            found = group_info.subscriptions.get(topic)
+            if found is None:
+                raise RequestRejected(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ_SUFFIX}"
+                )
+            if found.sub_version < header.sub_version:
+                raise RequestRejected(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+            subscription = found
+        if subscription.expression_type != EXPRESSION_TAG:
+            raise RequestRejected(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {subscription.expression_type}",
+            )
+        if header.sys_flag & PULL_FLAG_CLASS_FILTER:
+            return None
+        return tag_filter_of(subscription)
+
+    # ---- store result -> response ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _code_of(result: GetResult, offset: int, is_slave: bool) -> tuple[ResponseCode, int]:
+        status = result.status
+        if status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+            code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+        else:
+            code = _STATUS_CODES[status]
+        next_offset = result.next_begin_offset
+        if is_slave and code == ResponseCode.PULL_OFFSET_MOVED:
+            # A slave never moves a consumer's offset: it asks for a retry at the same place.
+            return ResponseCode.PULL_RETRY_IMMEDIATELY, offset
+        return code, next_offset
+
+    def _suspend(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        tag_filter: TagFilter | None,
+        fields: dict[str, str],
+        remark: str,
+    ) -> RemotingCommand | None:
+        hold = self.hold
+        if hold is None:
+            return request.response(ResponseCode.PULL_NOT_FOUND, remark, fields)
+        config = self.broker.config
+        millis = header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_mills
+        hold.hold(
+            HeldPull(
+                ctx=ctx,
+                request=request,
+                topic=header.topic,
+                queue_id=header.queue_id,
+                offset=header.queue_offset,
+                deadline=trio.current_time() + max(0, millis) / 1000,
+                rerun=self.rerun,
+                tag_filter=tag_filter,
+            )
+        )
+        return None
+
+
+def _fields(suggest: int, next_offset: int, min_offset: int, max_offset: int) -> dict[str, str]:
+    return {
+        "suggestWhichBrokerId": str(suggest),
+        "nextBeginOffset": str(next_offset),
+        "minOffset": str(min_offset),
+        "maxOffset": str(max_offset),
+    }

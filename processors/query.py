@@ -1,0 +1,89 @@
+"""Message queries: :class:`QueryMessageProcessor` serves
+
+- QUERY_MESSAGE (12): records indexed under ``key`` (a ``KEYS`` token or, with the extField
+  ``_UNIQUE_KEY_QUERY=true``, a ``UNIQ_KEY``; then ``maxNum`` is forced to 32) stored in
+  ``[beginTimestamp, endTimestamp]``; ``maxNum`` is capped at 64 (Java's ``maxMsgsNumBatch``). SUCCESS with the
+  concatenated records as body, or QUERY_NOT_FOUND (22); both carry ``indexLastUpdateTimestamp`` and
+  ``indexLastUpdatePhyoffset``. Hash collisions are returned too: clients re-check the key.
+- VIEW_MESSAGE_BY_ID (33): the one record at a CommitLog offset (decoded by the client from an offset msgId), or
+  SYSTEM_ERROR ``can not find message by the offset, <n>``.
+
+Bodies are the stored record bytes, never re-encoded. A missing or malformed header field answers SYSTEM_ERROR.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from processors.common import RequestRejected, broker_option, parse_header
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.headers.query import QueryMessageRequestHeader, ViewMessageRequestHeader
+from remoting.codec.message import read_record_meta
+from remoting.processor import RequestContext
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+__all__ = ["DEFAULT_QUERY_MAX_NUM", "MAX_MSGS_NUM_BATCH", "QueryMessageProcessor"]
+
+#: ``defaultQueryMaxNum``: the result size of a unique-key query.
+DEFAULT_QUERY_MAX_NUM: Final = 32
+#: ``maxMsgsNumBatch``: the most records one QUERY_MESSAGE returns.
+MAX_MSGS_NUM_BATCH: Final = 64
+
+
+class QueryMessageProcessor:
+    """Serves codes 12 and 33 (see the module docstring). Stateless; reads ``broker`` per request."""
+
+    CODES: Final = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID)
+
+    def __init__(self, broker: BrokerContext) -> None:
+        self.broker = broker
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            if request.code == RequestCode.QUERY_MESSAGE:
+                return self._query_message(request)
+            if request.code == RequestCode.VIEW_MESSAGE_BY_ID:
+                return self._view_message(request)
+        except RequestRejected as rejected:
+            return rejected.to_response(request)
+        return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
+
+    def _query_message(self, request: RemotingCommand) -> RemotingCommand:
+        header = parse_header(QueryMessageRequestHeader, request)
+        max_num = DEFAULT_QUERY_MAX_NUM if header.unique_key_query else header.max_num
+        max_num = max(0, min(max_num, MAX_MSGS_NUM_BATCH))
+        store = self.broker.store
+        records = (
+            store.query_by_key(header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp)
+            if max_num
+            else []
+        )
+        index = store.index
+        fields = {
+            "indexLastUpdateTimestamp": str(broker_option(index, "last_update_timestamp", 0)),
+            "indexLastUpdatePhyoffset": str(broker_option(index, "last_update_phy_offset", 0)),
+        }
+        if not records:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", fields
+            )
+        body = bytes(records[0]) if len(records) == 1 else b"".join(records)
+        return request.response(ResponseCode.SUCCESS, None, fields, body)
+
+    def _view_message(self, request: RemotingCommand) -> RemotingCommand:
+        header = parse_header(ViewMessageRequestHeader, request)
+        record = self.broker.store.look_message_by_offset(header.offset) if header.offset >= 0 else None
+        if record is not None:
+            # An offset inside a record (or past a torn tail) must not serve bytes that merely look like one.
+            try:
+                if read_record_meta(record).phy_offset != header.offset:
+                    record = None
+            except MessageDecodeError:
+                record = None
+        if record is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}")
+        return request.response(ResponseCode.SUCCESS, None, {}, bytes(record))

@@ -1,0 +1,391 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): :class:`SendMessageProcessor`.
+
+Check order (behaviour.md 3): topic name (SYSTEM_ERROR with RocketMQ's remarks), forbidden system topics
+(NO_PERMISSION), unknown topic -> TBW102 auto-create or TOPIC_NOT_EXIST, queue id (SYSTEM_ERROR when too large, a
+random write queue when negative), topic write permission, then for ``%RETRY%group`` topics the group must exist and a
+message retried ``maxReconsumeTimes`` times goes to ``%DLQ%group``. The stored properties gain ``CLUSTER`` and lose
+``WAIT`` (whose value decides whether a SYNC_FLUSH send waits for the group commit); ``TRAN_MSG=true`` makes a
+transactional half message (stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with ``REAL_TOPIC``/``REAL_QID``) unless
+``rejectTransactionMessage`` is set. Delay levels are a seam: ``delay_rewrite`` (see :data:`DelayRewrite`).
+
+Every response, error or not, carries ``MSG_REGION`` and ``TRACE_ON``; a stored message adds ``msgId`` (comma-joined
+for a batch), ``queueId`` and ``queueOffset``. Store refusals map to MESSAGE_ILLEGAL / SERVICE_NOT_AVAILABLE /
+SYSTEM_ERROR with a remark naming the reason; flush timeouts to FLUSH_DISK_TIMEOUT (the message is stored).
+
+This is the broker's hottest path: the common case (valid header, known topic, no WAIT/TRAN_MSG/DELAY property) does
+one header parse, two dict lookups, one string concatenation and one store append.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from broker.names import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TRANS_HALF_TOPIC,
+    validate_topic,
+)
+from processors.common import FAQ_SUFFIX, RequestRejected, born_host, broker_option
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import HeaderFieldError, MessageDecodeError
+from remoting.codec.headers.send import SendMessageRequestHeader, parse_send_request_header
+from remoting.codec.message import (
+    SYSFLAG_MULTI_TAGS,
+    SYSFLAG_TRANSACTION_MASK,
+    MessageRecord,
+    decode_batch_body,
+)
+from remoting.codec.msgid import offset_msg_id
+from remoting.processor import RequestContext
+from store.config_files import PERM_WRITE, TopicConfig, TopicFilterType
+from store.errors import PutRefusedError, StoreError
+from store.results import PutResult, PutStatus
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+__all__ = ["DelayRewrite", "SendMessageProcessor", "StoredProperties", "rewrite_properties"]
+
+#: ``(record, delay_level) -> record``: the delay-level seam. Given a record whose ``DELAY`` property is > 0 (and that
+#: is neither a half message nor DLQ-bound), return what to append instead (``SCHEDULE_TOPIC_XXXX``, queue
+#: ``level - 1``, ``REAL_TOPIC``/``REAL_QID`` properties). Without one, the message is stored where it was sent and
+#: delivered at once.
+DelayRewrite = Callable[[MessageRecord, int], MessageRecord]
+
+_SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+# Property names that force the segment-by-segment rewrite; any other properties string is stored as sent + CLUSTER.
+_REWRITE_MARKERS: Final = ("WAIT\x01", "TRAN_MSG\x01", "DELAY\x01", "CLUSTER\x01")
+_VERSION_WITH_MAX_RECONSUME_TIMES: Final = 121
+_PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
+_PROPERTY_REAL_QID: Final = "REAL_QID"
+
+_PUT_STATUS_CODES: Final = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+
+
+class StoredProperties:
+    """A send's properties string as it will be stored, plus what the broker read from it."""
+
+    __slots__ = ("delay_level", "stored", "transactional", "wait")
+
+    def __init__(self, stored: str, wait: bool, transactional: bool, delay_level: int) -> None:
+        self.stored = stored
+        self.wait = wait
+        self.transactional = transactional
+        self.delay_level = delay_level
+
+
+def rewrite_properties(raw: str | None, cluster: str) -> StoredProperties:
+    """The stored form of a properties string: ``WAIT`` and any client ``CLUSTER`` removed, ``CLUSTER=<cluster>``
+    appended. Segments are kept verbatim (an ali-ons trailing ``0x02`` survives), so a record
+    pulled back carries exactly what the producer sent plus the broker's additions. Never raises."""
+    raw = raw or ""
+    tail = f"CLUSTER\x01{cluster}"
+    if not any(marker in raw for marker in _REWRITE_MARKERS):
+        if not raw:
+            return StoredProperties(tail, True, False, 0)
+        return StoredProperties(raw + tail if raw[-1] == "\x02" else f"{raw}\x02{tail}", True, False, 0)
+    wait, transactional, delay = True, False, 0
+    kept = []
+    for segment in raw.split("\x02"):
+        name, _, value = segment.partition("\x01")
+        if name == "WAIT":
+            wait = value.lower() == "true"
+            continue
+        if name == "CLUSTER":
+            continue
+        if name == "TRAN_MSG":
+            transactional = value.lower() == "true"
+        elif name == "DELAY":
+            try:
+                delay = int(value)
+            except ValueError:
+                delay = 0
+        if segment:
+            kept.append(segment)
+    kept.append(tail)
+    return StoredProperties("\x02".join(kept), wait, transactional, delay)
+
+
+def _without_property(stored: str, name: str) -> str:
+    prefix = name + "\x01"
+    return "\x02".join(s for s in stored.split("\x02") if not s.startswith(prefix))
+
+
+class SendMessageProcessor:
+    """Serves codes 10, 310 and 320 against ``broker.store``. One instance per broker; stateless between requests.
+
+    ``delay_rewrite`` is the delay-level seam (:data:`DelayRewrite`); ``rng`` picks queues for negative queue ids.
+    """
+
+    def __init__(
+        self,
+        broker: BrokerContext,
+        delay_rewrite: DelayRewrite | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.broker = broker
+        self.delay_rewrite = delay_rewrite
+        self._rng = rng or random.Random()
+        self._config: object = None
+        self._base_fields: dict[str, str] = {}
+        self._cluster = ""
+        self._reject_transactions = False
+
+    def _adopt_config(self) -> None:
+        # The context's config object is replaced (never mutated) when it changes, so an identity check keeps the
+        # derived values current without recomputing them per request.
+        config = self.broker.config
+        if config is self._config:
+            return
+        self._config = config
+        self._base_fields = {"MSG_REGION": config.region_id, "TRACE_ON": "true" if config.trace_on else "false"}
+        self._cluster = config.broker_cluster_name
+        self._reject_transactions = broker_option(config, "reject_transaction_message", False)
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        self._adopt_config()
+        if request.code not in _SEND_CODES:
+            return request.response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+            )
+        try:
+            header = parse_send_request_header(request.code, request.ext_fields)
+        except HeaderFieldError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc), dict(self._base_fields))
+        try:
+            if header.batch:
+                return await self._send_batch(ctx, request, header)
+            return await self._send_one(ctx, request, header)
+        except RequestRejected as rejected:
+            return rejected.to_response(request, dict(self._base_fields))
+
+    # ---- checks shared by single and batch sends (behaviour.md 3, steps 3-5) -------------------------------------
+
+    def _check_topic(self, ctx: RequestContext, header: SendMessageRequestHeader) -> tuple[TopicConfig, int]:
+        """The topic's config (auto-created when allowed) and the queue to use. Raises RequestRejected."""
+        topic = header.topic
+        topics = self.broker.topics
+        config = topics.get(topic)
+        if config is None:
+            remark = validate_topic(topic)
+            if remark is not None:
+                raise RequestRejected(ResponseCode.SYSTEM_ERROR, remark)
+            if topic in NOT_ALLOWED_SEND_TOPICS:
+                raise RequestRejected(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+            config = self._create_topic(header)
+        elif topic in NOT_ALLOWED_SEND_TOPICS:
+            raise RequestRejected(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        queue_id = header.queue_id
+        if queue_id >= max(config.write_queue_nums, config.read_queue_nums):
+            host, port = ctx.remote_address[:2]
+            raise RequestRejected(
+                ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal, {config} Producer: {host}:{port}"
+            )
+        if not config.perm & PERM_WRITE:
+            raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        if queue_id < 0:
+            if config.write_queue_nums <= 0:
+                raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
+            queue_id = self._rng.randrange(config.write_queue_nums)
+        return config, queue_id
+
+    def _create_topic(self, header: SendMessageRequestHeader) -> TopicConfig:
+        topic = header.topic
+        topics = self.broker.topics
+        is_retry = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        # TopicSysFlag: bit 0 unit, bit 1 unit-sub (Java's buildSysFlag(unit, hasUnitSub)).
+        sys_flag = (2 if is_retry else 1) if header.unit_mode else 0
+        config = topics.create_topic_in_send_process(
+            topic, header.default_topic, header.default_topic_queue_nums, sys_flag
+        )
+        if config is None and is_retry:
+            config = topics.create_retry_topic(topic[len(RETRY_GROUP_TOPIC_PREFIX) :], 1)
+        if config is None:
+            raise RequestRejected(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}"
+            )
+        return config
+
+    # ---- single message -------------------------------------------------------------------------------------
+
+    async def _send_one(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand:
+        config, queue_id = self._check_topic(ctx, header)
+        topic = header.topic
+        reconsume_times = header.reconsume_times or 0
+        to_dlq = False
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            topic, queue_id, to_dlq = self._retry_target(request, header, queue_id, reconsume_times)
+        props = rewrite_properties(header.properties, self._cluster)
+        sys_flag = header.sys_flag
+        if config.topic_filter_type is TopicFilterType.MULTI_TAG:
+            sys_flag |= SYSFLAG_MULTI_TAGS
+        stored = props.stored
+        if to_dlq and props.delay_level:
+            stored = _without_property(stored, "DELAY")
+        record = MessageRecord(
+            topic=topic,
+            body=request.body,
+            queue_id=queue_id,
+            flag=header.flag,
+            properties=stored,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=born_host(ctx),
+            store_host=self.broker.store_host,
+            reconsume_times=reconsume_times,
+        )
+        if props.transactional:
+            if self._reject_transactions:
+                raise RequestRejected(
+                    ResponseCode.NO_PERMISSION,
+                    f"the broker[{self.broker.broker_addr}] sending transaction message is forbidden",
+                )
+            record = self._half_message(record, header.properties)
+        elif props.delay_level > 0 and not to_dlq and self.delay_rewrite is not None:
+            record = self.delay_rewrite(record, props.delay_level)
+        try:
+            result = await self.broker.store.put(record, wait_flush=props.wait)
+        except PutRefusedError as exc:
+            raise self._refused(exc) from None
+        return self._answer(request, result, record.queue_id)
+
+    def _retry_target(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int, reconsume_times: int
+    ) -> tuple[str, int, bool]:
+        """(topic, queue, to DLQ) for a send to ``%RETRY%group`` (behaviour.md 3 step 6)."""
+        group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        group_config = self.broker.groups.find(group)
+        if group_config is None:
+            raise RequestRejected(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}{FAQ_SUFFIX}"
+            )
+        max_times = group_config.retry_max_times
+        if request.version >= _VERSION_WITH_MAX_RECONSUME_TIMES and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        if reconsume_times < max_times:
+            return header.topic, queue_id, False
+        dlq = self.broker.topics.create_dlq_topic(group)
+        return dlq.topic_name, 0, True
+
+    @staticmethod
+    def _half_message(record: MessageRecord, raw_properties: str | None) -> MessageRecord:
+        """The transactional half message (behaviour.md 7): real topic and queue kept as properties, stored in the
+        half topic's queue 0 with the transaction bits cleared so it is dispatched to that queue."""
+        extra = {_PROPERTY_REAL_TOPIC: record.topic, _PROPERTY_REAL_QID: str(record.queue_id)}
+        stored = _with_properties(record.properties, extra)
+        return MessageRecord(
+            topic=TRANS_HALF_TOPIC,
+            body=record.body,
+            queue_id=0,
+            flag=record.flag,
+            properties=stored,
+            sys_flag=record.sys_flag & ~SYSFLAG_TRANSACTION_MASK,
+            born_timestamp=record.born_timestamp,
+            born_host=record.born_host,
+            store_host=record.store_host,
+            reconsume_times=record.reconsume_times,
+        )
+
+    # ---- batch ----------------------------------------------------------------------------------------------
+
+    async def _send_batch(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand:
+        config, queue_id = self._check_topic(ctx, header)
+        topic = header.topic
+        if len(topic) > 127:
+            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(topic)}")
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
+        max_size = self.broker.store.config.max_message_size
+        if len(request.body) > max_size:
+            raise RequestRejected(
+                ResponseCode.MESSAGE_ILLEGAL, _illegal_remark(max_size, f"batch body {len(request.body)} bytes")
+            )
+        try:
+            entries = decode_batch_body(request.body)
+        except MessageDecodeError as exc:
+            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, _illegal_remark(max_size, str(exc))) from None
+        batch_props = rewrite_properties(header.properties, self._cluster)
+        suffix = batch_props.stored
+        sys_flag = header.sys_flag
+        if config.topic_filter_type is TopicFilterType.MULTI_TAG:
+            sys_flag |= SYSFLAG_MULTI_TAGS
+        host, store_host = born_host(ctx), self.broker.store_host
+        records = []
+        for entry in entries:
+            props = entry.properties
+            stored = props + suffix if not props or props[-1] == "\x02" else f"{props}\x02{suffix}"
+            records.append(
+                MessageRecord(
+                    topic=topic,
+                    body=entry.body,
+                    queue_id=queue_id,
+                    flag=entry.flag,
+                    properties=stored,
+                    sys_flag=sys_flag,
+                    born_timestamp=header.born_timestamp,
+                    born_host=host,
+                    store_host=store_host,
+                )
+            )
+        try:
+            result = await self.broker.store.put_batch(records, wait_flush=batch_props.wait)
+        except PutRefusedError as exc:
+            raise self._refused(exc) from None
+        return self._answer(request, result, queue_id)
+
+    # ---- store outcome -> response ----------------------------------------------------------------------------
+
+    def _answer(self, request: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+        appended = result.append
+        fields = dict(self._base_fields)
+        if appended.count == 1:
+            fields["msgId"] = offset_msg_id(appended.store_host, appended.phy_offset)
+        else:
+            fields["msgId"] = appended.msg_id
+        fields["queueId"] = str(queue_id)
+        fields["queueOffset"] = str(appended.queue_offset)
+        code = _PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+        return request.response(code, None if code == ResponseCode.SUCCESS else result.status.value, fields)
+
+    def _refused(self, exc: StoreError) -> RequestRejected:
+        status = getattr(exc, "put_status", "UNKNOWN_ERROR")
+        if status in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
+            return RequestRejected(
+                ResponseCode.MESSAGE_ILLEGAL, _illegal_remark(self.broker.store.config.max_message_size, str(exc))
+            )
+        if status == "SERVICE_NOT_AVAILABLE":
+            return RequestRejected(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                "service not available now. It may be caused by one of the following reasons: the broker's disk is "
+                f"full, messages are put to the slave, message store has been shut down, etc. ({exc})",
+            )
+        return RequestRejected(ResponseCode.SYSTEM_ERROR, f"{status}: {exc}")
+
+
+def _illegal_remark(max_size: int, detail: str) -> str:
+    return (
+        "the message is illegal, maybe msg body or properties length not matched. "
+        f"msg body length limit {max_size // 1024}k, msg properties length limit 32k. ({detail})"
+    )
+
+
+def _with_properties(stored: str, extra: dict[str, str]) -> str:
+    """``stored`` with ``extra`` pairs set (replacing earlier values of those names), CLUSTER kept last."""
+    kept = [s for s in stored.split("\x02") if s and s.partition("\x01")[0] not in extra]
+    cluster = [s for s in kept if s.startswith("CLUSTER\x01")]
+    kept = [s for s in kept if not s.startswith("CLUSTER\x01")]
+    kept += [f"{k}\x01{v}" for k, v in extra.items()]
+    return "\x02".join(kept + cluster)

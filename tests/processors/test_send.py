@@ -1,0 +1,287 @@
+"""SEND_MESSAGE / V2 / batch, command in and command out against a real store (behaviour.md 3)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.context import BrokerContext
+from processors.send import SendMessageProcessor, rewrite_properties
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.message import (
+    SYSFLAG_MULTI_TAGS,
+    BatchEntry,
+    MessageExt,
+    decode_record,
+    encode_batch_body,
+)
+from remoting.codec.msgid import decode_offset_msg_id
+from remoting.codec.properties import decode_properties
+from remoting.processor import RequestContext
+from store.config_files import PERM_READ, TopicConfig, TopicFilterType
+from tests.processors.conftest import TOPIC, MakeBroker, send_request, tags_props
+
+
+async def send(broker: BrokerContext, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+    response = await SendMessageProcessor(broker, rng=random.Random(7)).process(ctx, req)
+    assert response is not None
+    assert response.is_response and response.opaque == req.opaque
+    # Never a null or empty extFields map, whatever the outcome.
+    assert response.ext_fields["MSG_REGION"] == "DefaultRegion"
+    assert response.ext_fields["TRACE_ON"] == "true"
+    return response
+
+
+def stored(broker: BrokerContext, response: RemotingCommand) -> list[MessageExt]:
+    records = []
+    for msg_id in response.ext_fields["msgId"].split(","):
+        decoded = decode_offset_msg_id(msg_id)
+        view = broker.store.look_message_by_offset(decoded.phy_offset)
+        assert view is not None
+        records.append(decode_record(bytes(view)))
+    return records
+
+
+@pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2])
+async def test_send_stores_the_message_and_answers_msg_id_queue_and_offset(
+    broker: BrokerContext, peer_ctx: RequestContext, code: int
+) -> None:
+    first = await send(broker, peer_ctx, send_request(queue_id=2, properties=tags_props("TagA"), code=code))
+    second = await send(broker, peer_ctx, send_request(queue_id=2, code=code))
+    assert first.code == ResponseCode.SUCCESS and first.remark is None
+    assert first.ext_fields["queueId"] == "2"
+    assert (first.ext_fields["queueOffset"], second.ext_fields["queueOffset"]) == ("0", "1")
+    msg_id = decode_offset_msg_id(first.ext_fields["msgId"])
+    assert (msg_id.host, msg_id.port) == ("127.0.0.1", 10911)
+    (record,) = stored(broker, first)
+    assert record.body == b"hello"
+    assert record.topic == TOPIC and record.queue_id == 2
+    assert broker.store.max_offset_in_queue(TOPIC, 2) == 2
+
+
+async def test_born_host_is_the_peer_address_and_ipv4_mapped_peers_store_four_bytes(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    (record,) = stored(broker, await send(broker, peer_ctx, send_request()))
+    assert record.born_host == ("10.1.2.3", 40123)
+    peer_ctx.connection.remote_address = ("::ffff:10.9.8.7", 5555)
+    peer_ctx.connection.attributes.clear()
+    (mapped,) = stored(broker, await send(broker, peer_ctx, send_request()))
+    assert mapped.born_host == ("10.9.8.7", 5555)
+    assert not mapped.sys_flag & 0x10
+
+
+async def test_stored_properties_gain_cluster_and_lose_wait(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    props = "UNIQ_KEY\x01ABC\x02WAIT\x01true\x02TAGS\x01TagA"
+    (record,) = stored(broker, await send(broker, peer_ctx, send_request(properties=props)))
+    assert record.properties == {"UNIQ_KEY": "ABC", "TAGS": "TagA", "CLUSTER": "DefaultCluster"}
+
+
+async def test_ali_ons_trailing_separator_is_kept_verbatim(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    response = await send(broker, peer_ctx, send_request(properties="TAGS\x01null\x02KEYS\x01k1\x02"))
+    (record,) = stored(broker, response)
+    raw = broker.store.look_message_by_offset(decode_offset_msg_id(response.ext_fields["msgId"]).phy_offset)
+    assert raw is not None and bytes(raw).endswith(b"TAGS\x01null\x02KEYS\x01k1\x02CLUSTER\x01DefaultCluster")
+    assert record.properties["TAGS"] == "null"
+
+
+@pytest.mark.parametrize(
+    ("topic", "remark"),
+    [
+        ("bad topic!", "The specified topic[bad topic!] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"),
+        (" ", "The specified topic is blank."),
+        ("T" * 128, "The specified topic is longer than topic max length."),
+    ],
+)
+async def test_bad_topic_names_answer_system_error_with_rocketmq_remarks(
+    broker: BrokerContext, peer_ctx: RequestContext, topic: str, remark: str
+) -> None:
+    response = await send(broker, peer_ctx, send_request(topic))
+    assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR, remark)
+    assert "msgId" not in response.ext_fields
+
+
+@pytest.mark.parametrize("topic", ["SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "SELF_TEST_TOPIC"])
+async def test_sending_to_a_system_topic_is_forbidden(
+    broker: BrokerContext, peer_ctx: RequestContext, topic: str
+) -> None:
+    response = await send(broker, peer_ctx, send_request(topic))
+    assert response.code == ResponseCode.NO_PERMISSION
+    assert response.remark == f"Sending message to topic[{topic}] is forbidden."
+
+
+async def test_missing_topic_with_auto_create_off_answers_topic_not_exist(
+    make_broker: MakeBroker, peer_ctx: RequestContext
+) -> None:
+    broker = make_broker(auto_create_topic_enable=False)
+    response = await send(broker, peer_ctx, send_request("NoSuchTopic"))
+    assert response.code == ResponseCode.TOPIC_NOT_EXIST
+    assert response.remark is not None and response.remark.startswith("topic[NoSuchTopic] not exist, apply first")
+    assert broker.topics.get("NoSuchTopic") is None
+
+
+async def test_missing_topic_is_created_from_tbw102_with_the_clients_queue_count(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    changes: list[int] = []
+    broker.topic_changed_hook = lambda: changes.append(1)
+    response = await send(broker, peer_ctx, send_request("NewTopic", queue_id=3))
+    assert response.code == ResponseCode.SUCCESS
+    created = broker.topics.get("NewTopic")
+    assert created is not None and (created.read_queue_nums, created.write_queue_nums, created.perm) == (4, 4, 6)
+    assert changes  # the name servers hear about it at once
+
+
+async def test_queue_id_beyond_the_topics_queues_is_illegal(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    response = await send(broker, peer_ctx, send_request(queue_id=4))
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark is not None and response.remark.startswith("request queueId[4] is illegal")
+    assert "Producer: 10.1.2.3:40123" in response.remark
+
+
+async def test_negative_queue_id_picks_a_write_queue(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    processor = SendMessageProcessor(broker, rng=random.Random(7))
+    seen = set()
+    for _ in range(40):
+        response = await processor.process(peer_ctx, send_request(queue_id=-1))
+        assert response is not None
+        assert response.code == ResponseCode.SUCCESS
+        seen.add(int(response.ext_fields["queueId"]))
+    assert seen == {0, 1, 2, 3}
+
+
+async def test_topic_without_write_permission_is_refused(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    broker.topics.update_topic(TopicConfig("ReadOnly", 1, 1, PERM_READ))
+    response = await send(broker, peer_ctx, send_request("ReadOnly"))
+    assert (response.code, response.remark) == (
+        ResponseCode.NO_PERMISSION,
+        "the topic[ReadOnly] sending message is forbidden",
+    )
+
+
+async def test_body_over_the_limit_is_message_illegal(make_broker: MakeBroker, peer_ctx: RequestContext) -> None:
+    broker = make_broker(store_overrides={"max_message_size": 1024})
+    response = await send(broker, peer_ctx, send_request(body=b"x" * 1025))
+    assert response.code == ResponseCode.MESSAGE_ILLEGAL
+    assert response.remark is not None and "msg body length limit 1k" in response.remark
+    assert broker.store.max_offset_in_queue(TOPIC, 0) == 0
+
+
+async def test_missing_header_field_answers_system_error_naming_it(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    req = send_request()
+    del req.ext_fields["b"]
+    response = await send(broker, peer_ctx, req)
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark is not None and "'b'" in response.remark
+
+
+async def test_store_refusing_writes_answers_service_not_available(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    broker.store.disk_full_reason = "disk is full"
+    response = await send(broker, peer_ctx, send_request())
+    assert response.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    assert response.remark is not None and "disk is full" in response.remark
+
+
+async def test_multi_tag_topic_sets_the_multi_tags_sys_flag(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    broker.topics.update_topic(TopicConfig("Multi", 1, 1, topic_filter_type=TopicFilterType.MULTI_TAG))
+    (record,) = stored(broker, await send(broker, peer_ctx, send_request("Multi")))
+    assert record.sys_flag & SYSFLAG_MULTI_TAGS
+
+
+async def test_retry_send_below_max_reconsume_times_stays_in_the_retry_topic(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    req = send_request("%RETRY%G1", reconsumeTimes="3", maxReconsumeTimes="16")
+    response = await send(broker, peer_ctx, req)
+    assert response.code == ResponseCode.SUCCESS
+    (record,) = stored(broker, response)
+    assert record.topic == "%RETRY%G1" and record.reconsume_times == 3
+
+
+async def test_retry_send_at_max_reconsume_times_goes_to_the_dlq(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    req = send_request("%RETRY%G1", properties="DELAY\x013", reconsumeTimes="2", maxReconsumeTimes="2")
+    response = await send(broker, peer_ctx, req)
+    assert response.code == ResponseCode.SUCCESS
+    (record,) = stored(broker, response)
+    assert record.topic == "%DLQ%G1" and record.queue_id == 0
+    assert "DELAY" not in record.properties
+    assert broker.topics.get("%DLQ%G1") is not None
+
+
+async def test_retry_send_for_an_unknown_group_is_refused_when_groups_are_not_auto_created(
+    make_broker: MakeBroker, peer_ctx: RequestContext
+) -> None:
+    broker = make_broker(auto_create_subscription_group=False)
+    response = await send(broker, peer_ctx, send_request("%RETRY%Nobody"))
+    assert response.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+    assert response.remark is not None and response.remark.startswith("subscription group not exist, Nobody")
+
+
+async def test_transactional_send_is_stored_as_a_half_message(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    props = "TRAN_MSG\x01true\x02PGROUP\x01PG\x02UNIQ_KEY\x01U1"
+    response = await send(broker, peer_ctx, send_request(queue_id=1, properties=props, sysFlag="4"))
+    assert response.code == ResponseCode.SUCCESS
+    assert response.ext_fields["queueId"] == "0"
+    (record,) = stored(broker, response)
+    assert record.topic == "RMQ_SYS_TRANS_HALF_TOPIC" and record.queue_id == 0
+    assert record.properties["REAL_TOPIC"] == TOPIC and record.properties["REAL_QID"] == "1"
+    assert record.sys_flag & 0xC == 0
+    assert broker.store.max_offset_in_queue(TOPIC, 1) == 0
+
+
+async def test_batch_send_stores_consecutive_records_and_joins_their_msg_ids(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    entries = [BatchEntry(f"m{i}".encode(), f"UNIQ_KEY\x01U{i}\x02TAGS\x01T{i}", i) for i in range(3)]
+    req = send_request(queue_id=1, properties="WAIT\x01true", code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
+    req = RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields, body=encode_batch_body(entries))
+    response = await send(broker, peer_ctx, req)
+    assert response.code == ResponseCode.SUCCESS
+    assert response.ext_fields["queueOffset"] == "0" and response.ext_fields["queueId"] == "1"
+    records = stored(broker, response)
+    assert [r.body for r in records] == [b"m0", b"m1", b"m2"]
+    assert [r.queue_offset for r in records] == [0, 1, 2]
+    assert records[2].properties == {"UNIQ_KEY": "U2", "TAGS": "T2", "CLUSTER": "DefaultCluster"}
+    assert [r.flag for r in records] == [0, 1, 2]
+
+
+async def test_batch_send_to_a_retry_topic_is_illegal(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    body = encode_batch_body([BatchEntry(b"x")])
+    req = send_request("%RETRY%G1", code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
+    req = RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields, body=body)
+    response = await send(broker, peer_ctx, req)
+    assert (response.code, response.remark) == (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "batch request does not support retry group %RETRY%G1",
+    )
+
+
+async def test_garbled_batch_body_is_message_illegal(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    req = send_request(code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
+    req = RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields, body=b"\x00\x00\x00\x30garbage")
+    response = await send(broker, peer_ctx, req)
+    assert response.code == ResponseCode.MESSAGE_ILLEGAL
+    assert broker.store.max_offset_in_queue(TOPIC, 0) == 0
+
+
+_names = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1)
+
+
+@given(st.dictionaries(_names, _names, max_size=6), st.sampled_from(["", "\x02"]))
+def test_rewrite_properties_keeps_every_pair_but_wait_and_adds_cluster(props: dict[str, str], trailer: str) -> None:
+    raw = "\x02".join(f"{k}\x01{v}" for k, v in props.items()) + (trailer if props else "")
+    result = rewrite_properties(raw, "C1")
+    expected = {k: v for k, v in props.items() if k not in ("WAIT", "CLUSTER")}
+    expected["CLUSTER"] = "C1"
+    assert decode_properties(result.stored) == expected
+    assert result.wait == (props.get("WAIT", "true").lower() == "true")
