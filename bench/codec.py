@@ -15,7 +15,9 @@ Output: one JSON object per line on stdout, e.g.::
     {"bench": "codec", "case": "send_request", "op": "decode", "serialize": "ROCKETMQ", "ops_per_s": 312000.0,
      "vs_json": 1.21}
 
-``vs_json`` compares serialize types within this one run; absolute numbers vary from machine to machine.
+Serialize types alternate within each of ``--rounds`` rounds; ``ops_per_s`` is the median over rounds and ``vs_json``
+the median of the per-round ratios, so it compares serialize types within one run even on a busy machine. Absolute
+numbers vary from machine to machine.
 ``--profile`` re-runs the same measurement under ``py-spy record`` and writes ``bench/results/codec.svg``.
 """
 
@@ -25,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -79,21 +82,17 @@ def send_response(serialize_type: SerializeType) -> RemotingCommand:
 
 
 def rate(fn: Callable[[], object], ops_per_call: int, duration: float) -> float:
-    """Best-of-3 operations per second of ``fn`` (each call performs ``ops_per_call`` operations)."""
-    best = 0.0
-    for _ in range(3):
-        calls = 0
-        start = time.perf_counter()
-        deadline = start + duration / 3
-        while True:
-            for _ in range(50):
-                fn()
-            calls += 50
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-        best = max(best, calls * ops_per_call / (now - start))
-    return best
+    """Operations per second of ``fn`` over about ``duration`` seconds (each call performs ``ops_per_call``)."""
+    calls = 0
+    start = time.perf_counter()
+    deadline = start + duration
+    while True:
+        for _ in range(20):
+            fn()
+        calls += 20
+        now = time.perf_counter()
+        if now >= deadline:
+            return calls * ops_per_call / (now - start)
 
 
 def encoder(cmd: RemotingCommand) -> Callable[[], object]:
@@ -116,18 +115,25 @@ def emit(record: dict[str, object]) -> None:
     print(json.dumps(record), flush=True)
 
 
-def measure(duration: float) -> None:
+def measure(duration: float, rounds: int) -> None:
     for case, build in (("send_request", send_request), ("send_response", send_response)):
         for op in ("encode", "decode"):
-            json_rate = 0.0
-            for serialize_type in SerializeType:
-                cmd = build(serialize_type)
-                if op == "encode":
-                    ops = rate(encoder(cmd), 1, duration)
-                else:
-                    ops = rate(stream_decoder(cmd), FRAMES_PER_FEED, duration)
-                if serialize_type is SerializeType.JSON:
-                    json_rate = ops
+            cmds = {serialize_type: build(serialize_type) for serialize_type in SerializeType}
+            fns = {
+                serialize_type: encoder(cmd) if op == "encode" else stream_decoder(cmd)
+                for serialize_type, cmd in cmds.items()
+            }
+            per_call = 1 if op == "encode" else FRAMES_PER_FEED
+            # Serialize types alternate within each round, so a noisy neighbour hits all of them alike; the
+            # reported figures are medians over rounds, and vs_json is the median of per-round ratios.
+            samples: dict[SerializeType, list[float]] = {serialize_type: [] for serialize_type in SerializeType}
+            ratios: dict[SerializeType, list[float]] = {serialize_type: [] for serialize_type in SerializeType}
+            for _ in range(rounds):
+                this_round = {st: rate(fn, per_call, duration / rounds) for st, fn in fns.items()}
+                for serialize_type, ops in this_round.items():
+                    samples[serialize_type].append(ops)
+                    ratios[serialize_type].append(ops / this_round[SerializeType.JSON])
+            for serialize_type, cmd in cmds.items():
                 emit(
                     {
                         "bench": "codec",
@@ -135,8 +141,8 @@ def measure(duration: float) -> None:
                         "op": op,
                         "serialize": serialize_type.name,
                         "frame_bytes": len(encode_command(cmd)),
-                        "ops_per_s": round(ops),
-                        "vs_json": round(ops / json_rate, 3),
+                        "ops_per_s": round(statistics.median(samples[serialize_type])),
+                        "vs_json": round(statistics.median(ratios[serialize_type]), 3),
                     }
                 )
 
@@ -154,7 +160,8 @@ def measure(duration: float) -> None:
         ("send_response_from_ext_fields", lambda: SendMessageResponseHeader.from_ext_fields(SEND_RESPONSE_FIELDS)),
     ]
     for case, fn in header_cases:
-        emit({"bench": "codec", "case": case, "op": "header", "ops_per_s": round(rate(fn, 1, duration))})
+        ops = statistics.median(rate(fn, 1, duration / rounds) for _ in range(rounds))
+        emit({"bench": "codec", "case": case, "op": "header", "ops_per_s": round(ops)})
 
 
 def py_spy() -> str:
@@ -165,13 +172,14 @@ def py_spy() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--duration", type=float, default=0.15, help="seconds per case (best of 3 thirds)")
+    parser.add_argument("--duration", type=float, default=0.15, help="seconds per case and serialize type")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per case (medians are reported)")
     parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/codec.svg")
     args = parser.parse_args()
-    measure(args.duration)
+    measure(args.duration, args.rounds)
     if args.profile:
         os.makedirs("bench/results", exist_ok=True)
-        argv = [sys.executable, "-m", "bench.codec", "--duration", str(max(args.duration, 0.5))]
+        argv = [sys.executable, "-m", "bench.codec", "--duration", str(max(args.duration, 0.5)), "--rounds", "1"]
         subprocess.run([py_spy(), "record", "-o", "bench/results/codec.svg", "--", *argv], check=True)
 
 
