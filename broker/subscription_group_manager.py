@@ -51,7 +51,9 @@ class SubscriptionGroupManager:
     def load(self) -> None:
         """Overlay ``subscriptionGroup.json`` on the predefined groups. Blocking; raises ConfigFileError."""
         loaded = self.persister.load()
-        if loaded is not None:
+        if loaded is None:
+            self.persister.mark_dirty()  # a fresh broker writes its file at once, as Java's does
+        else:
             self._table.update(loaded.subscription_group_table)
             self.data_version = loaded.data_version
 

@@ -88,7 +88,9 @@ class TopicConfigManager:
     def load(self) -> None:
         """Overlay ``topics.json`` (or its backup) on the system topics. Blocking; raises ConfigFileError."""
         loaded = self.persister.load()
-        if loaded is not None:
+        if loaded is None:
+            self.persister.mark_dirty()  # a fresh broker writes its file at once, as Java's does
+        else:
             self._table.update(loaded.topic_config_table)
             self.data_version = loaded.data_version
 

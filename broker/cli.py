@@ -1,0 +1,106 @@
+"""``mqbroker``: run a broker from the command line, like RocketMQ's ``bin/mqbroker``.
+
+Options: ``-c FILE`` (a RocketMQ ``broker.conf`` properties file), ``-n "addr[;addr]"`` (name servers, same as
+``namesrvAddr``), and any property as ``--name value`` or ``--name=value`` (``--listenPort 0``,
+``--storePathRootDir DIR``, ``--flushDiskType SYNC_FLUSH``, ``--brokerName b``, ``--autoCreateTopicEnable true``).
+Later sources win: defaults, then the file, then ``--name value`` properties, then ``-n``.
+
+When serving it prints Java's boot line with the real bound address, so scripts can wait for it::
+
+    The broker[broker-a, 127.0.0.1:10911] boot success. serializeType=JSON and name server is 127.0.0.1:9876
+
+SIGINT (Ctrl-C) and SIGTERM shut down cleanly (unregister from name servers, flush, checkpoint, save config files;
+exit status 0). A bad option or property value exits with status 2; a port that cannot be bound, a locked or corrupt
+store exits with status 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+import attrs
+import click
+import trio
+
+from broker.config import BrokerConfig
+from broker.controller import BrokerController
+from namesrv.cli import parse_property_args
+from remoting.connection import Address
+from remoting.properties import PropertiesError, apply_properties, load_properties
+from store.errors import StoreError
+
+log = logging.getLogger("broker")
+
+
+def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | None) -> BrokerConfig:
+    """The effective config; unknown property names are reported on stderr, not fatal (as Java does)."""
+    props = load_properties(config_file) if config_file else {}
+    props.update(parse_property_args(extra))
+    config, unknown = apply_properties(BrokerConfig(), props)
+    for key in unknown:
+        click.echo(f"mqbroker: ignoring unknown property {key!r}", err=True)
+    if namesrv_addr is not None:
+        config = attrs.evolve(config, namesrv_addr=namesrv_addr)
+    if config.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        raise PropertiesError(f"flushDiskType: expected ASYNC_FLUSH or SYNC_FLUSH, got {config.flush_disk_type!r}")
+    return config
+
+
+def boot_line(config: BrokerConfig, address: Address) -> str:
+    host, port = address
+    return (
+        f"The broker[{config.broker_name}, {host}:{port}] boot success. serializeType=JSON"
+        f" and name server is {config.namesrv_addr}"
+    )
+
+
+async def run(config: BrokerConfig) -> None:
+    """Serve until SIGINT or SIGTERM, then shut down by cancelling the nursery."""
+    controller = BrokerController(config)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(controller.serve)
+            print(boot_line(config, address), flush=True)
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+    print(f"The broker[{config.broker_name}] shutdown.", flush=True)
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
+)
+@click.option("-c", "config_file", type=click.Path(exists=True, dir_okay=False), help="RocketMQ broker.conf file.")
+@click.option("-n", "--namesrv-addr", "namesrv_addr", default=None, help="Name servers, 'host:port[;host:port]'.")
+@click.pass_context
+def main(ctx: click.Context, config_file: str | None, namesrv_addr: str | None) -> None:
+    """Start a RocketMQ 4.x-compatible broker. Extra ``--name value`` pairs set properties."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        config = build_config(config_file, list(ctx.args), namesrv_addr)
+    except PropertiesError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        trio.run(run, config)
+    except (OSError, StoreError, ValueError, BaseExceptionGroup) as exc:
+        startup = startup_error(exc)
+        if startup is None:
+            raise
+        click.echo(f"mqbroker: cannot start broker {config.broker_name}: {startup}", err=True)
+        sys.exit(1)
+
+
+def startup_error(exc: BaseException) -> OSError | StoreError | ValueError | None:
+    """The start-up failure inside ``exc`` (Trio nurseries wrap it in exception groups), else ``None``."""
+    if isinstance(exc, OSError | StoreError | ValueError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return startup_error(exc.exceptions[0])
+    return None
+
+
+if __name__ == "__main__":
+    main()

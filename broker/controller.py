@@ -1,0 +1,147 @@
+"""``BrokerController``: one broker assembled in one nursery tree (DESIGN.md "broker/").
+
+Usage::
+
+    controller = BrokerController(config)
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(controller.serve)   # port 0 works: the real port is registered
+        ...
+        nursery.cancel_scope.cancel()                         # shutdown
+
+:meth:`BrokerController.serve` loads the store (recovery runs in a worker thread) and the managers, starts the store
+services, the manager persisters, the client registry's housekeeping, the hold service, the remoting server (whose
+close listener tells the client registry) and the name-server registration, then reports the broker address
+(``brokerIP1`` and the bound port). Cancellation shuts everything down together: the registration unregisters from
+every name server, the store flushes, checkpoints and unmaps, and each manager saves its file one last time (each of
+those steps is shielded in its own service).
+
+Request routing follows behaviour.md 1.3: each code goes to its processor on the pool Java uses for it; unknown codes
+answer REQUEST_CODE_NOT_SUPPORTED.
+
+Errors before ``task_status.started``: ``OSError`` when the port cannot be bound or the store directory is unusable,
+:class:`~store.errors.StoreError` subclasses (a store locked by another process, corrupt config files).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from broker.config import BrokerConfig
+from broker.context import BrokerContext, build_context, load_managers
+from broker.registration import BrokerRegistration
+from processors.admin import REQUEST_CODES as ADMIN_CODES
+from processors.admin import AdminBrokerProcessor
+from processors.client_manage import ClientManageProcessor
+from processors.hold import HoldService
+from processors.locks import LockBatchProcessor
+from processors.offsets import ConsumerOffsetProcessor
+from processors.pull import PullMessageProcessor
+from processors.query import QueryMessageProcessor
+from processors.send import SendMessageProcessor
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode
+from remoting.connection import Address, Connection
+from remoting.dispatch import Dispatcher, ProcessorPool, broker_pools
+from remoting.server import RemotingServer, ServerConfig
+
+log = logging.getLogger(__name__)
+
+
+class BrokerController:
+    """Owns a broker's context, pools, dispatcher, server and registration. See the module docstring."""
+
+    def __init__(self, config: BrokerConfig, *, cpus: int | None = None) -> None:
+        self.config = config
+        self.context: BrokerContext = build_context(config)
+        self.pools: dict[str, ProcessorPool] = broker_pools(cpus)
+        self.hold = HoldService(max_offset_of=self.context.store.max_offset_in_queue)
+        self.context.hold = self.hold
+        self.dispatcher = Dispatcher()
+        self._register_processors()
+        self.remoting_server = RemotingServer(
+            self.dispatcher, ServerConfig(idle_timeout=float(config.server_channel_max_idle_time_seconds))
+        )
+        self.remoting_server.add_close_listener(self._on_connection_closed)
+        self.registration: BrokerRegistration | None = None
+        self.address: Address | None = None
+
+    @property
+    def broker_addr(self) -> str:
+        """``brokerIP1:port`` as registered (the real port once serving)."""
+        return self.context.broker_addr
+
+    def _register_processors(self) -> None:
+        ctx, pools, register = self.context, self.pools, self.dispatcher.register
+        register(
+            (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE),
+            SendMessageProcessor(ctx),
+            pools["send"],
+        )
+        register(RequestCode.PULL_MESSAGE, PullMessageProcessor(ctx, self.hold), pools["pull"])
+        register(QueryMessageProcessor.CODES, QueryMessageProcessor(ctx), pools["query"])
+        client_manage = ClientManageProcessor(ctx)
+        register(RequestCode.HEART_BEAT, client_manage, pools["heartbeat"])
+        register(
+            (RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG), client_manage, pools["client_manage"]
+        )
+        register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, client_manage, pools["consumer_manage"])
+        offsets = ConsumerOffsetProcessor(ctx)
+        register(
+            (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET), offsets, pools["consumer_manage"]
+        )
+        # Java's AdminBrokerProcessor answers the queue-offset queries and the locks on the admin pool.
+        register(
+            (
+                RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                RequestCode.GET_MAX_OFFSET,
+                RequestCode.GET_MIN_OFFSET,
+                RequestCode.GET_EARLIEST_MSG_STORETIME,
+            ),
+            offsets,
+            pools["admin"],
+        )
+        register(LockBatchProcessor.REQUEST_CODES, LockBatchProcessor(ctx), pools["admin"])
+        register(ADMIN_CODES, AdminBrokerProcessor(ctx, pools), pools["admin"])
+
+    def _on_connection_closed(self, connection: Connection) -> None:
+        self.context.clients.connection_closed(connection)
+
+    async def serve(self, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the broker until cancelled; ``task_status.started`` gets ``(brokerIP1, bound port)``."""
+        ctx = self.context
+        store = ctx.store
+        await trio.to_thread.run_sync(store.load)
+        try:
+            await trio.to_thread.run_sync(load_managers, ctx)
+        except BaseException:
+            store.close()
+            raise
+        ctx.boot_timestamp = int(time.time() * 1000)
+        store.arrival_listener = self.hold.notify_message_arriving
+        async with RemotingClient() as client, trio.open_nursery() as nursery:
+            await nursery.start(store.run)
+            await nursery.start(ctx.topics.run)
+            await nursery.start(ctx.groups.run)
+            await nursery.start(ctx.offsets.run)
+            await nursery.start(ctx.clients.run)
+            await nursery.start(self.hold.run)
+            host, port = await nursery.start(
+                self.remoting_server.serve, self.config.listen_host, self.config.listen_port
+            )
+            ctx.set_bound_port(port)
+            self.registration = BrokerRegistration(ctx, client)
+            ctx.topic_changed_hook = self.registration.trigger
+            await nursery.start(self.registration.run)
+            self.address = (ctx.config.broker_ip1, port)
+            log.info("broker %s serving on %s:%d as %s", ctx.config.broker_name, host, port, ctx.broker_addr)
+            task_status.started(self.address)
+
+
+async def serve_broker(
+    config: BrokerConfig, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run a broker until cancelled; ``task_status.started`` gets its registered ``(host, port)``."""
+    await BrokerController(config).serve(task_status=task_status)

@@ -1,0 +1,229 @@
+"""An embedded cluster: one name server and one broker in one process and one nursery.
+
+For tests and notebooks (port 0, a temporary data directory)::
+
+    async with EmbeddedCluster(tmp_path, mapped_file_size_commit_log=4 << 20) as cluster:
+        cluster.namesrv_addr, cluster.broker_addr     # "127.0.0.1:PORT" each
+        cluster.controller                            # the BrokerController (its context, store, managers)
+        await cluster.restart_broker()                # same port and data: a clean broker restart
+
+and for the README's ``make run`` (``python -m broker.embedded --data ./data``: ports 9876 and 10911, both boot lines
+printed, Ctrl-C or SIGTERM shut down cleanly). Data layout: ``<data>/namesrv/kvConfig.json`` and ``<data>/broker``
+as the broker's ``storePathRootDir``.
+
+Ownership: the cluster owns its nursery; leaving the ``async with`` block cancels it, which shuts the broker down
+(unregister, flush, checkpoint, save config files) and then the name server. Start-up errors (a port in use, a locked
+store) propagate out of ``__aenter__``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import attrs
+import click
+import trio
+
+from broker.cli import boot_line
+from broker.config import BrokerConfig
+from broker.controller import BrokerController
+from namesrv.cli import boot_line as namesrv_boot_line
+from namesrv.cli import parse_property_args
+from namesrv.config import NamesrvConfig
+from namesrv.server import NamesrvServer
+from remoting.connection import Address
+from remoting.properties import PropertiesError, apply_properties
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedCluster:
+    """A name server and a broker on ``host``; ``broker_overrides`` are BrokerConfig fields (snake_case)."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        namesrv_port: int = 0,
+        broker_port: int = 0,
+        **broker_overrides: Any,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.namesrv_config = NamesrvConfig(
+            listen_port=namesrv_port,
+            listen_host=host,
+            kv_config_path=str(self.data_dir / "namesrv" / "kvConfig.json"),
+        )
+        self._broker_port = broker_port
+        self._broker_overrides = broker_overrides
+        self.namesrv: NamesrvServer | None = None
+        self.namesrv_address: Address | None = None
+        self._controller: BrokerController | None = None
+        self._broker_scope: trio.CancelScope | None = None
+        self._broker_done: trio.Event | None = None
+        self._stack: AsyncExitStack | None = None
+        self._nursery: trio.Nursery | None = None
+
+    # ---- addresses ---------------------------------------------------------------------------------------------
+
+    @property
+    def namesrv_addr(self) -> str:
+        if self.namesrv_address is None:
+            raise RuntimeError("the cluster is not running")
+        return f"{self.namesrv_address[0]}:{self.namesrv_address[1]}"
+
+    @property
+    def controller(self) -> BrokerController:
+        if self._controller is None:
+            raise RuntimeError("the broker is not running")
+        return self._controller
+
+    @property
+    def broker_addr(self) -> str:
+        return self.controller.broker_addr
+
+    def broker_config(self) -> BrokerConfig:
+        """The broker's config: our host, ports and data directory, then the overrides."""
+        settings: dict[str, Any] = {
+            "broker_ip1": self.host,
+            "listen_host": self.host,
+            "listen_port": self._broker_port,
+            "namesrv_addr": self.namesrv_addr,
+            "store_path_root_dir": str(self.data_dir / "broker"),
+        }
+        settings.update(self._broker_overrides)
+        return attrs.evolve(BrokerConfig(), **settings)
+
+    # ---- life cycle --------------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            self._nursery = await stack.enter_async_context(trio.open_nursery())
+            self.namesrv = NamesrvServer(self.namesrv_config)
+            self.namesrv_address = await self._nursery.start(self.namesrv.serve)
+            await self.start_broker()
+        except BaseException as exc:
+            if self._nursery is not None:
+                self._nursery.cancel_scope.cancel()
+            await stack.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        stack, self._stack = self._stack, None
+        assert stack is not None and self._nursery is not None
+        # The broker goes first so it can still unregister from the name server.
+        await self.stop_broker()
+        self._nursery.cancel_scope.cancel()
+        return await stack.__aexit__(exc_type, exc, tb)
+
+    async def start_broker(self) -> Address:
+        """Start the broker (after :meth:`stop_broker`: on the same port and data). Returns its address."""
+        if self._nursery is None:
+            raise RuntimeError("the cluster is not running")
+        if self._broker_scope is not None:
+            raise RuntimeError("the broker is already running")
+        controller = BrokerController(self.broker_config())
+        address: Address = await self._nursery.start(self._run_broker, controller)
+        self._controller = controller
+        self._broker_port = address[1]
+        return address
+
+    async def _run_broker(
+        self, controller: BrokerController, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        done = self._broker_done = trio.Event()
+        try:
+            with trio.CancelScope() as scope:
+                self._broker_scope = scope
+                await controller.serve(task_status=task_status)
+        finally:
+            self._broker_scope = None
+            done.set()
+
+    async def stop_broker(self) -> None:
+        """Shut the broker down cleanly and wait until it has (store closed, files saved)."""
+        scope, done = self._broker_scope, self._broker_done
+        if scope is None or done is None:
+            return
+        scope.cancel()
+        await done.wait()
+
+    async def restart_broker(self) -> Address:
+        """A clean broker restart on the same port and data directory."""
+        await self.stop_broker()
+        return await self.start_broker()
+
+
+async def run_embedded(
+    data_dir: Path, host: str, namesrv_port: int, broker_port: int, broker_overrides: dict[str, Any] | None = None
+) -> None:
+    """Serve until SIGINT or SIGTERM, printing both boot lines once ready."""
+    overrides = broker_overrides or {}
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with EmbeddedCluster(
+            data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, **overrides
+        ) as cluster:
+            assert cluster.namesrv_address is not None and cluster.controller.address is not None
+            print(namesrv_boot_line(cluster.namesrv_address), flush=True)
+            print(boot_line(cluster.controller.context.config, cluster.controller.address), flush=True)
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                break
+    print("The embedded cluster shutdown.", flush=True)
+
+
+def broker_overrides_of(args: list[str]) -> dict[str, Any]:
+    """``--name value`` broker properties as BrokerConfig field overrides (only the fields they change).
+
+    Raises :class:`click.UsageError` for a malformed argument or a value of the wrong type.
+    """
+    try:
+        config, unknown = apply_properties(BrokerConfig(), parse_property_args(args))
+    except PropertiesError as exc:
+        raise click.UsageError(str(exc)) from None
+    for key in unknown:
+        click.echo(f"embedded: ignoring unknown broker property {key!r}", err=True)
+    default = BrokerConfig()
+    return {
+        f.name: getattr(config, f.name)
+        for f in attrs.fields(BrokerConfig)
+        if getattr(config, f.name) != getattr(default, f.name)
+    }
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
+)
+@click.option("--data", "data_dir", type=click.Path(file_okay=False), default="./data", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address both servers bind and advertise.")
+@click.option("--namesrv-port", type=click.IntRange(0, 65535), default=9876, show_default=True)
+@click.option("--broker-port", type=click.IntRange(0, 65535), default=None, help="Broker port [default: 10911].")
+@click.pass_context
+def main(ctx: click.Context, data_dir: str, host: str, namesrv_port: int, broker_port: int | None) -> None:
+    """Run a name server and a broker in one process (the README's ``make run``).
+
+    Extra ``--name value`` pairs are broker properties (``--listenPort 0``, ``--flushDiskType SYNC_FLUSH``).
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    overrides = broker_overrides_of(list(ctx.args))
+    port = overrides.pop("listen_port", 10911) if broker_port is None else broker_port
+    overrides.pop("listen_port", None)
+    trio.run(run_embedded, Path(data_dir), host, namesrv_port, port, overrides)
+
+
+if __name__ == "__main__":
+    main()

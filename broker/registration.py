@@ -1,0 +1,147 @@
+"""Broker registration with every name server (behaviour.md 11, protocol.md 3.12 and 6.5).
+
+:class:`BrokerRegistration` sends REGISTER_BROKER to **each** configured name server: once at start, then every
+``registerNameServerPeriod`` (30 s, clamped to [10 s, 60 s]), and at once whenever :meth:`trigger` is called (the
+topic manager calls it after a topic change, so a new ``%RETRY%group`` or auto-created topic is routable within
+milliseconds). Triggers that arrive while a round is running coalesce into one more round. On cancellation
+(shutdown) it sends UNREGISTER_BROKER to every name server, shielded and bounded by the request timeout.
+
+The body is a RegisterBrokerBody carrying the topic manager's wrapper and DataVersion; ``brokerAddr`` is read from the
+context at send time, so a broker bound to port 0 registers its real port.
+
+Errors: a name server that is down, refuses or times out is logged and retried on the next round; it never stops the
+others or the broker.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from broker.context import BrokerContext
+from remoting.client import RemotingClient
+from remoting.codec.bodies import RegisterBrokerBody, body_crc32
+from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from remoting.errors import RemotingError
+
+log = logging.getLogger(__name__)
+
+#: Delay before the first periodic round (the start-up registration happens at once).
+PERIODIC_INITIAL_DELAY = 10.0
+
+
+def registration_period(period_ms: int) -> float:
+    """Java clamps ``registerNameServerPeriod`` to [10 s, 60 s]."""
+    return min(max(period_ms, 10_000), 60_000) / 1000
+
+
+class BrokerRegistration:
+    """Registers ``broker`` with every address of ``namesrv_addrs()`` (re-read each round, so it can change)."""
+
+    def __init__(
+        self,
+        broker: BrokerContext,
+        client: RemotingClient,
+        namesrv_addrs: Callable[[], list[str]] | None = None,
+    ) -> None:
+        self.broker = broker
+        self.client = client
+        self._namesrv_addrs = namesrv_addrs or (lambda: broker.config.namesrv_addrs)
+        self._wakeup = trio.Event()
+        self.rounds = 0
+        self.last_results: dict[str, int | str] = {}
+
+    @property
+    def timeout(self) -> float:
+        return self.broker.config.register_broker_timeout_mills / 1000
+
+    def trigger(self) -> None:
+        """Ask for an immediate registration round. Never blocks."""
+        self._wakeup.set()
+
+    def register_request(self) -> RemotingCommand:
+        config = self.broker.config
+        body = RegisterBrokerBody(self.broker.topics.wrapper()).encode()
+        header = RegisterBrokerRequestHeader(
+            broker_name=config.broker_name,
+            broker_addr=self.broker.broker_addr,
+            cluster_name=config.broker_cluster_name,
+            ha_server_addr=config.ha_server_addr,
+            broker_id=config.broker_id,
+            compressed=False,
+            body_crc32=body_crc32(body),
+        )
+        return request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body, language=LanguageCode.JAVA)
+
+    def unregister_request(self) -> RemotingCommand:
+        config = self.broker.config
+        header = UnRegisterBrokerRequestHeader(
+            broker_name=config.broker_name,
+            broker_addr=self.broker.broker_addr,
+            cluster_name=config.broker_cluster_name,
+            broker_id=config.broker_id,
+        )
+        return request(RequestCode.UNREGISTER_BROKER, header.to_ext_fields(), language=LanguageCode.JAVA)
+
+    async def register_all(self) -> dict[str, int | str]:
+        """One round: register with every name server concurrently. Returns address -> response code or error."""
+        results: dict[str, int | str] = {}
+        cmd = self.register_request()
+
+        async def one(addr: str) -> None:
+            try:
+                response = await self.client.invoke(addr, cmd, self.timeout)
+            except RemotingError as exc:
+                log.warning("register broker to name server %s failed: %s", addr, exc)
+                results[addr] = repr(exc)
+                return
+            if response.code != ResponseCode.SUCCESS:
+                log.warning("name server %s refused registration: %s %s", addr, response.code, response.remark)
+            results[addr] = response.code
+
+        async with trio.open_nursery() as nursery:
+            for addr in self._namesrv_addrs():
+                nursery.start_soon(one, addr)
+        self.rounds += 1
+        self.last_results = results
+        return results
+
+    async def unregister_all(self, client: RemotingClient | None = None) -> None:
+        """UNREGISTER_BROKER to every name server, each bounded by the timeout; failures are logged."""
+        cmd = self.unregister_request()
+        via = client or self.client
+
+        async def one(addr: str) -> None:
+            try:
+                await via.invoke(addr, cmd, self.timeout)
+            except RemotingError as exc:
+                log.warning("unregister broker from name server %s failed: %s", addr, exc)
+
+        async with trio.open_nursery() as nursery:
+            for addr in self._namesrv_addrs():
+                nursery.start_soon(one, addr)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Register now, then periodically and on triggers, until cancelled; then unregister (shielded)."""
+        try:
+            await self.register_all()
+            task_status.started()
+            period = registration_period(self.broker.config.register_name_server_period)
+            next_round = trio.current_time() + PERIODIC_INITIAL_DELAY
+            while True:
+                with trio.move_on_at(next_round):
+                    await self._wakeup.wait()
+                self._wakeup = trio.Event()
+                if trio.current_time() >= next_round:
+                    next_round = trio.current_time() + period
+                await self.register_all()
+        finally:
+            # The periodic client's connections die with the cancelled scope, so shutdown uses a fresh client
+            # whose tasks live inside the shield.
+            with trio.CancelScope(shield=True), trio.move_on_after(self.timeout + 1):
+                async with RemotingClient() as client:
+                    await self.unregister_all(client)

@@ -1,0 +1,273 @@
+"""Broker admin requests (protocol.md 3.11 and the admin codes of 2.1): topics, subscription groups, runtime info,
+topic and consume stats, connection lists, broker config. RocketMQ's ``AdminBrokerProcessor``, for the codes
+``mqadmin`` and the dashboards use most.
+
+Contract: command in, command out. Topic changes go through the topic manager, which re-registers with the name
+servers at once. Bodies are those of :mod:`broker.admin_bodies` and :mod:`remoting.codec.bodies`.
+
+Errors: an invalid topic name, a system topic or a reserved word answers SYSTEM_ERROR with Java's remark; an unknown
+topic in GET_TOPIC_STATS_INFO answers TOPIC_NOT_EXIST; an offline consumer group CONSUMER_NOT_ONLINE; a missing
+header field or a body that does not decode SYSTEM_ERROR with the decoder's message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Final
+
+import attrs
+
+from broker.admin_bodies import (
+    ClientConnection,
+    ConsumerConnection,
+    ConsumeStats,
+    OffsetWrapper,
+    ProducerConnection,
+    TopicOffset,
+    TopicStatsTable,
+)
+from broker.client_registry import ClientChannelInfo
+from broker.context import BrokerContext
+from broker.names import is_system_topic, validate_topic
+from remoting.codec.bodies import KVTable, MessageQueue
+from remoting.codec.bodies._json import dumps, load_object
+from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import CodecError
+from remoting.codec.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+)
+from remoting.dispatch import ProcessorPool, not_supported_remark
+from remoting.processor import RequestContext
+from store.config_files import ConfigFileError, SubscriptionGroupConfig, TopicConfig, TopicFilterType
+
+_Handler = Callable[["AdminBrokerProcessor", RemotingCommand], RemotingCommand]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def broker_config_properties(broker: BrokerContext) -> str:
+    """The broker's settings as a Java properties text (GET_BROKER_CONFIG body), one ``key=value`` per line."""
+    lines = []
+    for field in attrs.fields(type(broker.config)):
+        key = field.metadata.get("key", _camel(field.name))
+        value = getattr(broker.config, field.name)
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        lines.append(f"{key}={text}")
+    return "\n".join(sorted(lines)) + "\n"
+
+
+class AdminBrokerProcessor:
+    """Serves :data:`REQUEST_CODES`. ``pools`` (optional) feeds the queue sizes of GET_BROKER_RUNTIME_INFO."""
+
+    def __init__(self, broker: BrokerContext, pools: Mapping[str, ProcessorPool] | None = None) -> None:
+        self.broker = broker
+        self.pools = dict(pools or {})
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        handler = _HANDLERS.get(request.code)
+        if handler is None:
+            return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+        try:
+            return handler(self, request)
+        except (CodecError, ConfigFileError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+
+    # ---- topics ------------------------------------------------------------------------------------------------
+
+    def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
+        header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
+        topic = header.topic
+        remark = validate_topic(topic)
+        if remark is None and is_system_topic(topic):
+            remark = f"The topic[{topic}] is conflict with system topic."
+        if remark is None and topic == self.broker.config.broker_cluster_name:
+            remark = f"the topic[{topic}] is conflict with system reserved words."
+        if remark is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark)
+        try:
+            filter_type = TopicFilterType[header.topic_filter_type]
+        except KeyError:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {header.topic_filter_type}")
+        self.broker.topics.update_topic(
+            TopicConfig(
+                topic_name=topic,
+                read_queue_nums=header.read_queue_nums,
+                write_queue_nums=header.write_queue_nums,
+                perm=header.perm,
+                topic_filter_type=filter_type,
+                topic_sys_flag=header.topic_sys_flag or 0,
+                order=header.order,
+            )
+        )
+        return request.response(ResponseCode.SUCCESS)
+
+    def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
+        topic = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields).topic
+        if is_system_topic(topic):
+            return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        self.broker.topics.delete_topic(topic)
+        self.broker.offsets.remove_topic(topic)
+        return request.response(ResponseCode.SUCCESS)
+
+    def get_all_topic_config(self, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=self.broker.topics.wrapper().encode())
+
+    # ---- subscription groups -----------------------------------------------------------------------------------
+
+    def update_and_create_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
+        config = SubscriptionGroupConfig.from_json(load_object(request.body, "SubscriptionGroupConfig"))
+        self.broker.groups.update(config)
+        return request.response(ResponseCode.SUCCESS)
+
+    def delete_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
+        header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
+        self.broker.groups.delete(header.group_name)
+        if header.clean_offset:
+            self.broker.offsets.remove_group(header.group_name)
+        return request.response(ResponseCode.SUCCESS)
+
+    def get_all_subscription_group_config(self, request: RemotingCommand) -> RemotingCommand:
+        groups = self.broker.groups
+        body = dumps(
+            {
+                "dataVersion": groups.data_version.to_json(),
+                "subscriptionGroupTable": {name: g.to_json() for name, g in groups.groups.items()},
+            }
+        )
+        return request.response(ResponseCode.SUCCESS, body=body)
+
+    # ---- runtime and stats -------------------------------------------------------------------------------------
+
+    def get_broker_runtime_info(self, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        store = broker.store
+        now = int(time.time() * 1000)
+        table = {
+            "brokerVersion": str(CURRENT_VERSION),
+            "brokerVersionDesc": "V4_9_8",
+            "bootTimestamp": str(broker.boot_timestamp),
+            "runtime": _runtime_text(now - broker.boot_timestamp if broker.boot_timestamp else 0),
+            "commitLogMinOffset": str(store.min_phy_offset),
+            "commitLogMaxOffset": str(store.max_phy_offset),
+            "remainHowManyDataToFlush": f"{max(0, store.max_phy_offset - store.flush_watermark)} B",
+            "msgPutTotalTodayNow": str(sum(store.queue_offsets.values())),
+            "brokerAddr": broker.broker_addr,
+        }
+        for family, pool in self.pools.items():
+            name = _camel(family)
+            table[f"{name}ThreadPoolQueueSize"] = str(pool.queued)
+            capacity = pool.queue_capacity
+            table[f"{name}ThreadPoolQueueCapacity"] = str(-1 if capacity == float("inf") else int(capacity))
+        return request.response(ResponseCode.SUCCESS, body=KVTable(table).encode())
+
+    def get_topic_stats_info(self, request: RemotingCommand) -> RemotingCommand:
+        topic = GetTopicStatsInfoRequestHeader.from_ext_fields(request.ext_fields).topic
+        config = self.broker.topics.get(topic)
+        if config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = self.broker.store
+        table: dict[MessageQueue, TopicOffset] = {}
+        for queue_id in range(config.write_queue_nums):
+            max_offset = store.max_offset_in_queue(topic, queue_id)
+            last = store.message_store_timestamp(topic, queue_id, max_offset - 1) if max_offset > 0 else None
+            table[MessageQueue(topic, self.broker.config.broker_name, queue_id)] = TopicOffset(
+                store.min_offset_in_queue(topic, queue_id), max_offset, last or 0
+            )
+        return request.response(ResponseCode.SUCCESS, body=TopicStatsTable(table).encode())
+
+    def get_consume_stats(self, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
+        broker, group = self.broker, header.consumer_group
+        topics = {header.topic} if header.topic else broker.offsets.topics_of_group(group)
+        group_info = broker.clients.consumer_group(group)
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        for topic in sorted(topics):
+            config = broker.topics.get(topic)
+            if config is None:
+                continue
+            # Java skips topics an online group no longer subscribes to.
+            if group_info is not None and group_info.subscriptions and topic not in group_info.subscriptions:
+                continue
+            for queue_id in range(config.read_queue_nums):
+                broker_offset = max(0, broker.store.max_offset_in_queue(topic, queue_id))
+                consumer_offset = max(0, broker.offsets.query(group, topic, queue_id))
+                last = 0
+                if consumer_offset > 0:
+                    last = broker.store.message_store_timestamp(topic, queue_id, consumer_offset - 1) or 0
+                mq = MessageQueue(topic, broker.config.broker_name, queue_id)
+                table[mq] = OffsetWrapper(broker_offset, consumer_offset, last)
+        return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table).encode())
+
+    # ---- connections and config --------------------------------------------------------------------------------
+
+    def get_consumer_connection_list(self, request: RemotingCommand) -> RemotingCommand:
+        group = GetConsumerConnectionListRequestHeader.from_ext_fields(request.ext_fields).consumer_group
+        info = self.broker.clients.consumer_group(group)
+        if info is None or not info.channels:
+            return request.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        body = ConsumerConnection(
+            connection_set=tuple(_connection(c) for c in info.channels.values()),
+            subscription_table=dict(info.subscriptions),
+            consume_type=info.consume_type.name,
+            message_model=info.message_model.name,
+            consume_from_where=info.consume_from_where.name,
+        )
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
+
+    def get_producer_connection_list(self, request: RemotingCommand) -> RemotingCommand:
+        group = GetProducerConnectionListRequestHeader.from_ext_fields(request.ext_fields).producer_group
+        channels = self.broker.clients.producer_connections(group)
+        if not channels:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        body = ProducerConnection(tuple(_connection(c) for c in channels))
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
+
+    def get_broker_config(self, request: RemotingCommand) -> RemotingCommand:
+        version = self.broker.topics.data_version
+        return request.response(
+            ResponseCode.SUCCESS,
+            ext_fields={"version": dumps(version.to_json()).decode()},
+            body=broker_config_properties(self.broker).encode(),
+        )
+
+
+def _connection(info: ClientChannelInfo) -> ClientConnection:
+    return ClientConnection(info.client_id, info.client_addr, info.language.name, info.version)
+
+
+def _runtime_text(ms: int) -> str:
+    seconds = ms // 1000
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
+
+
+_HANDLERS: Final[dict[int, _Handler]] = {
+    RequestCode.UPDATE_AND_CREATE_TOPIC: AdminBrokerProcessor.update_and_create_topic,
+    RequestCode.DELETE_TOPIC_IN_BROKER: AdminBrokerProcessor.delete_topic,
+    RequestCode.GET_ALL_TOPIC_CONFIG: AdminBrokerProcessor.get_all_topic_config,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.update_and_create_subscription_group,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.delete_subscription_group,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: AdminBrokerProcessor.get_all_subscription_group_config,
+    RequestCode.GET_BROKER_RUNTIME_INFO: AdminBrokerProcessor.get_broker_runtime_info,
+    RequestCode.GET_TOPIC_STATS_INFO: AdminBrokerProcessor.get_topic_stats_info,
+    RequestCode.GET_CONSUME_STATS: AdminBrokerProcessor.get_consume_stats,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: AdminBrokerProcessor.get_consumer_connection_list,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: AdminBrokerProcessor.get_producer_connection_list,
+    RequestCode.GET_BROKER_CONFIG: AdminBrokerProcessor.get_broker_config,
+}
+
+#: Codes served here (all on the admin pool).
+REQUEST_CODES: Final = tuple(_HANDLERS)

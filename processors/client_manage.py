@@ -1,0 +1,121 @@
+"""Client management requests (protocol.md 3.6, behaviour.md 2.4/2.5): HEART_BEAT, UNREGISTER_CLIENT,
+GET_CONSUMER_LIST_BY_GROUP and CHECK_CLIENT_CONFIG. RocketMQ's ``ClientManageProcessor`` and the consumer-list half of
+``ConsumerManageProcessor``.
+
+Contract: command in, command out, state in the :class:`~broker.context.BrokerContext` managers. A heartbeat
+auto-creates each consumer group's subscription config (when allowed) and its ``%RETRY%group`` topic, registers
+producers and consumers under the request's connection, and answers SUCCESS stamped with our version (409): Java
+clients remember it as the broker version. An empty consumer group answers SYSTEM_ERROR
+``no consumer for this group, <g>`` (not an empty list), as Java does.
+
+Errors: a missing header field or a body that does not decode answers SYSTEM_ERROR with the decoder's message.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from broker.admin_bodies import CheckClientRequestBody
+from broker.context import BrokerContext
+from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, ConsumerListBody, HeartbeatData
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import CodecError
+from remoting.codec.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
+from remoting.dispatch import not_supported_remark
+from remoting.processor import RequestContext
+
+log = logging.getLogger(__name__)
+
+#: Codes served here; the controller routes 34 to the heartbeat pool, 35/46 to client-manage, 38 to consumer-manage.
+REQUEST_CODES: Final = (
+    RequestCode.HEART_BEAT,
+    RequestCode.UNREGISTER_CLIENT,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+    RequestCode.CHECK_CLIENT_CONFIG,
+)
+
+
+class ClientManageProcessor:
+    """Serves :data:`REQUEST_CODES` against one broker context."""
+
+    REQUEST_CODES = REQUEST_CODES
+
+    def __init__(self, broker: BrokerContext) -> None:
+        self.broker = broker
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            if request.code == RequestCode.HEART_BEAT:
+                return self.heart_beat(ctx, request)
+            if request.code == RequestCode.UNREGISTER_CLIENT:
+                return self.unregister_client(ctx, request)
+            if request.code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
+                return self.consumer_list(request)
+            if request.code == RequestCode.CHECK_CLIENT_CONFIG:
+                return self.check_client_config(request)
+        except CodecError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+
+    def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        data = HeartbeatData.decode(request.body)
+        broker = self.broker
+        clients = broker.clients
+        info = clients.channel_info(ctx.connection, data.client_id, request.language, request.version)
+        ctx.connection.attributes["client_id"] = data.client_id
+        for consumer in data.consumer_data_set:
+            group_config = broker.groups.find(consumer.group_name)
+            notify = True
+            if group_config is not None:
+                notify = group_config.notify_consumer_ids_changed_enable
+                # Java marks unit-mode retry topics with the unit sub flag (TopicSysFlag bit 1).
+                sys_flag = 0b10 if consumer.unit_mode else 0
+                retry = f"%RETRY%{consumer.group_name}"
+                if broker.topics.get(retry) is None:
+                    broker.topics.create_topic_in_send_back_process(
+                        retry, group_config.retry_queue_nums, topic_sys_flag=sys_flag
+                    )
+            changed = clients.register_consumer(
+                consumer.group_name,
+                info,
+                consumer.consume_type,
+                consumer.message_model,
+                consumer.consume_from_where,
+                consumer.subscription_data_set,
+                notify,
+            )
+            if changed:
+                log.info("consumer group %s changed by %s", consumer.group_name, data.client_id)
+        for producer in data.producer_data_set:
+            clients.register_producer(producer.group_name, info)
+        return request.response(ResponseCode.SUCCESS)
+
+    def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        clients = self.broker.clients
+        if header.producer_group:
+            clients.unregister_producer(header.producer_group, ctx.connection)
+        if header.consumer_group:
+            group_config = self.broker.groups.get(header.consumer_group)
+            notify = group_config is None or group_config.notify_consumer_ids_changed_enable
+            clients.unregister_consumer(header.consumer_group, ctx.connection, notify)
+        return request.response(ResponseCode.SUCCESS)
+
+    def consumer_list(self, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
+        ids = self.broker.clients.consumer_ids(header.consumer_group)
+        if not ids:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}")
+        return request.response(ResponseCode.SUCCESS, body=ConsumerListBody(ids).encode())
+
+    def check_client_config(self, request: RemotingCommand) -> RemotingCommand:
+        body = CheckClientRequestBody.decode(request.body)
+        sub = body.subscription_data
+        if sub is not None and sub.expression_type not in (EXPRESSION_TAG, EXPRESSION_SQL92):
+            return request.response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"unknown expression type {sub.expression_type}"
+            )
+        # SQL92 filtering is not implemented yet; accepting the syntax keeps SQL92 consumers starting.
+        return request.response(ResponseCode.SUCCESS)
