@@ -22,6 +22,7 @@ stop midway does stop midway. stdin closing means stop.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import sys
@@ -36,6 +37,8 @@ from rocketmq.client import (  # type: ignore[import-not-found]  # lives in .ven
     RecvMessage,
     SendStatus,
 )
+from rocketmq.exceptions import ffi_check  # type: ignore[import-not-found]
+from rocketmq.ffi import dll  # type: ignore[import-not-found]
 
 _out_lock = threading.Lock()
 
@@ -142,6 +145,13 @@ def run_consumer(args: argparse.Namespace) -> None:
     consumer.set_log_root_path(args.logs)
     if args.instance:
         consumer.set_instance_name(args.instance)
+    # The 2.1.0 core crashes in shutdown() when message trace is off (it shuts down a trace producer it never
+    # created), which would skip the final offset commit; with trace on, that producer exists. The wrapper has no
+    # setter, so call the C API directly: CTraceModel OPEN is 0.
+    set_trace = dll.SetPushConsumerMessageTrace
+    set_trace.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    set_trace.restype = ctypes.c_int
+    ffi_check(set_trace(consumer._handle, 0))
 
     accepted = 0
     count_lock = threading.Lock()
@@ -180,6 +190,8 @@ def main() -> None:
     parser.add_argument("--logs", required=True, help="directory for the C++ client's own log files")
     args = parser.parse_args()
     os.makedirs(args.logs, exist_ok=True)
+    # The consumer ignores SetPushConsumerLogPath and logs under /logs unless this variable names a directory.
+    os.environ["ROCKETMQ_CLIENT_LOG_DIR"] = args.logs
     if args.role == "producer":
         run_producer(args)
     else:
