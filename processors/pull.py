@@ -85,16 +85,13 @@ def build_subscription(topic: str, sub_string: str | None, expression_type: str 
 
 
 def tag_filter_of(subscription: SubscriptionData) -> TagFilter | None:
-    """The consume-queue filter of a TAG subscription: ``None`` (everything matches) for ``*``, class-filter mode
-    and subscriptions without tags; otherwise membership of the tags code in ``codeSet`` (recomputed from
-    ``tagsSet`` when a client sent no codes)."""
+    """The consume-queue filter of a TAG subscription: ``None`` (everything matches) for ``*`` and class-filter mode;
+    otherwise membership of the tags code in ``codeSet`` (recomputed from ``tagsSet`` when a client sent no codes)."""
     if subscription.class_filter_mode or subscription.sub_string in (SUB_ALL, ""):
         return None
     codes: Iterable[int] = subscription.code_set or (java_string_hash(t) for t in subscription.tags_set)
-    code_set = frozenset(codes)
-    if not code_set:
-        return None
-    return code_set.__contains__
+    # An expression with only blank tags (" || ") matches nothing, as Java's empty codeSet does.
+    return frozenset(codes).__contains__
 
 
 _STATUS_CODES: Final = {
