@@ -48,8 +48,10 @@ class ConsumerOffsetProcessor:
         RequestCode.GET_EARLIEST_MSG_STORETIME,
     )
 
-    def __init__(self, broker: BrokerContext) -> None:
+    def __init__(self, broker: BrokerContext, *, in_memory_distance: int = IN_MEMORY_DISTANCE) -> None:
         self.broker = broker
+        #: CommitLog bytes behind the head beyond which a queue's first message counts as "on disk" (40 % of RAM).
+        self.in_memory_distance = in_memory_distance
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         try:
@@ -101,7 +103,7 @@ class ConsumerOffsetProcessor:
         entry = None if cq is None else cq.entry(0)
         if entry is None:
             return False
-        return store.max_phy_offset - entry[0] > IN_MEMORY_DISTANCE
+        return store.max_phy_offset - entry[0] > self.in_memory_distance
 
 
 def _offset(request: RemotingCommand, offset: int) -> RemotingCommand:

@@ -1,0 +1,184 @@
+"""Consumer offsets (14, 15), queue offsets and times (29-32), QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33)."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from broker.context import BrokerContext
+from processors.offsets import QUERY_NOT_FOUND_REMARK, ConsumerOffsetProcessor
+from processors.query import QueryMessageProcessor
+from processors.send import SendMessageProcessor
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import decode_record, iter_records
+from remoting.codec.msgid import decode_offset_msg_id
+from remoting.processor import RequestContext
+from tests.processors.conftest import GROUP, TOPIC, ServedBroker, send_request, tags_props
+
+
+async def offsets(broker: BrokerContext, ctx: RequestContext, code: int, **fields: str) -> RemotingCommand:
+    response = await ConsumerOffsetProcessor(broker).process(ctx, request(code, dict(fields)))
+    assert response is not None
+    return response
+
+
+async def query(broker: BrokerContext, ctx: RequestContext, code: int, **fields: str) -> RemotingCommand:
+    response = await QueryMessageProcessor(broker).process(ctx, request(code, dict(fields)))
+    assert response is not None
+    return response
+
+
+async def put(broker: BrokerContext, ctx: RequestContext, count: int, **props: str) -> list[RemotingCommand]:
+    processor = SendMessageProcessor(broker)
+    out = []
+    for i in range(count):
+        response = await processor.process(ctx, send_request(body=f"b{i}".encode(), properties=tags_props(**props)))
+        assert response is not None and response.code == ResponseCode.SUCCESS
+        out.append(response)
+    return out
+
+
+Q = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0"}
+
+
+async def test_query_consumer_offset_returns_the_committed_offset(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    update = await offsets(broker, peer_ctx, RequestCode.UPDATE_CONSUMER_OFFSET, **Q, commitOffset="12")
+    assert update.code == ResponseCode.SUCCESS
+    response = await offsets(broker, peer_ctx, RequestCode.QUERY_CONSUMER_OFFSET, **Q)
+    assert (response.code, response.ext_fields) == (ResponseCode.SUCCESS, {"offset": "12"})
+
+
+async def test_new_group_on_a_young_queue_starts_at_zero(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    empty = await offsets(broker, peer_ctx, RequestCode.QUERY_CONSUMER_OFFSET, **Q)
+    assert (empty.code, empty.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")
+    await put(broker, peer_ctx, 3)
+    young = await offsets(broker, peer_ctx, RequestCode.QUERY_CONSUMER_OFFSET, **Q)
+    assert (young.code, young.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")
+
+
+async def test_new_group_on_a_queue_whose_first_message_is_on_disk_is_query_not_found(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    await put(broker, peer_ctx, 2)
+    # A broker with almost no RAM: everything but the newest message is "on disk".
+    processor = ConsumerOffsetProcessor(broker, in_memory_distance=10)
+    response = await processor.process(peer_ctx, request(RequestCode.QUERY_CONSUMER_OFFSET, dict(Q)))
+    assert response is not None
+    assert (response.code, response.remark) == (ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK)
+
+
+async def test_update_consumer_offset_is_not_bounds_checked(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    await offsets(broker, peer_ctx, RequestCode.UPDATE_CONSUMER_OFFSET, **Q, commitOffset="999")
+    assert broker.offsets.query(GROUP, TOPIC, 0) == 999
+
+
+async def test_queue_offset_and_time_queries(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    q = {"topic": TOPIC, "queueId": "0"}
+    assert (await offsets(broker, peer_ctx, RequestCode.GET_MAX_OFFSET, **q)).ext_fields == {"offset": "0"}
+    earliest = await offsets(broker, peer_ctx, RequestCode.GET_EARLIEST_MSG_STORETIME, **q)
+    assert (earliest.code, earliest.ext_fields) == (ResponseCode.SUCCESS, {"timestamp": "-1"})
+    sent = await put(broker, peer_ctx, 3)
+    assert (await offsets(broker, peer_ctx, RequestCode.GET_MAX_OFFSET, **q)).ext_fields == {"offset": "3"}
+    assert (await offsets(broker, peer_ctx, RequestCode.GET_MIN_OFFSET, **q)).ext_fields == {"offset": "0"}
+    view = broker.store.look_message_by_offset(decode_offset_msg_id(sent[1].ext_fields["msgId"]).phy_offset)
+    assert view is not None
+    second_time = decode_record(bytes(view)).store_timestamp
+    search = await offsets(broker, peer_ctx, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, **q, timestamp=str(second_time))
+    assert search.code == ResponseCode.SUCCESS and int(search.ext_fields["offset"]) in (0, 1, 2)
+    earliest = await offsets(broker, peer_ctx, RequestCode.GET_EARLIEST_MSG_STORETIME, **q)
+    assert 0 < int(earliest.ext_fields["timestamp"]) <= second_time
+    unknown = await offsets(broker, peer_ctx, RequestCode.GET_MAX_OFFSET, topic="Nope", queueId="9")
+    assert (unknown.code, unknown.ext_fields) == (ResponseCode.SUCCESS, {"offset": "0"})
+
+
+async def test_offset_request_missing_a_field_answers_system_error(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    response = await offsets(broker, peer_ctx, RequestCode.QUERY_CONSUMER_OFFSET, topic=TOPIC, queueId="0")
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark is not None and "consumerGroup" in response.remark
+
+
+async def test_update_consumer_offset_answers_with_flag_zero_and_stays_silent_when_oneway(
+    served: ServedBroker, nursery: trio.Nursery
+) -> None:
+    client = await served.connect_memory(nursery)
+    oneway = request(RequestCode.UPDATE_CONSUMER_OFFSET, {**Q, "commitOffset": "4"}, oneway=True)
+    two_way = request(RequestCode.UPDATE_CONSUMER_OFFSET, {**Q, "queueId": "1", "commitOffset": "5"})
+    await client.send(oneway, two_way)
+    answer = await client.receive()
+    assert answer is not None and (answer.opaque, answer.code) == (two_way.opaque, ResponseCode.SUCCESS)
+    await trio.testing.wait_all_tasks_blocked()
+    assert served.broker.offsets.query(GROUP, TOPIC, 0) == 4
+    assert served.broker.offsets.query(GROUP, TOPIC, 1) == 5
+
+
+async def test_query_message_by_key_returns_the_indexed_records(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    await put(broker, peer_ctx, 3, keys="order-1 shared")
+    await put(broker, peer_ctx, 2, keys="order-2 shared")
+    window = {"beginTimestamp": "0", "endTimestamp": str(2**62)}
+    response = await query(
+        broker, peer_ctx, RequestCode.QUERY_MESSAGE, topic=TOPIC, key="order-1", maxNum="10", **window
+    )
+    assert response.code == ResponseCode.SUCCESS
+    assert sorted(m.body for m in iter_records(response.body)) == [b"b0", b"b1", b"b2"]
+    assert int(response.ext_fields["indexLastUpdatePhyoffset"]) > 0
+    capped = await query(broker, peer_ctx, RequestCode.QUERY_MESSAGE, topic=TOPIC, key="shared", maxNum="2", **window)
+    assert len(list(iter_records(capped.body))) == 2
+
+
+async def test_query_message_by_unique_key(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    await put(broker, peer_ctx, 1, UNIQ_KEY="7F0000010001000000000000000000AB")
+    window = {"beginTimestamp": "0", "endTimestamp": str(2**62)}
+    response = await query(
+        broker,
+        peer_ctx,
+        RequestCode.QUERY_MESSAGE,
+        topic=TOPIC,
+        key="7F0000010001000000000000000000AB",
+        maxNum="0",
+        _UNIQUE_KEY_QUERY="true",
+        **window,
+    )
+    assert response.code == ResponseCode.SUCCESS
+    assert [m.body for m in iter_records(response.body)] == [b"b0"]
+
+
+async def test_query_message_for_an_unknown_key_is_query_not_found(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    response = await query(
+        broker, peer_ctx, RequestCode.QUERY_MESSAGE, topic=TOPIC, key="nope", maxNum="5", beginTimestamp="0",
+        endTimestamp="1",
+    )  # fmt: skip
+    assert (response.code, response.remark) == (
+        ResponseCode.QUERY_NOT_FOUND,
+        "can not find message, maybe time range not correct",
+    )
+    assert "indexLastUpdateTimestamp" in response.ext_fields
+
+
+async def test_view_message_by_id_returns_exactly_the_stored_record(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    (sent,) = await put(broker, peer_ctx, 1)
+    phy = decode_offset_msg_id(sent.ext_fields["msgId"]).phy_offset
+    response = await query(broker, peer_ctx, RequestCode.VIEW_MESSAGE_BY_ID, offset=str(phy))
+    assert response.code == ResponseCode.SUCCESS
+    view = broker.store.look_message_by_offset(phy)
+    assert view is not None and bytes(response.body) == bytes(view)
+
+
+async def test_view_message_by_a_bad_offset_is_system_error(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    await put(broker, peer_ctx, 1)
+    for offset in ("3", "999999", "-1"):
+        response = await query(broker, peer_ctx, RequestCode.VIEW_MESSAGE_BY_ID, offset=offset)
+        assert (response.code, response.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            f"can not find message by the offset, {offset}",
+        )
