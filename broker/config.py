@@ -38,6 +38,8 @@ class BrokerConfig:
     flush_interval_commit_log: int = 500
     flush_interval_consume_queue: int = 1000
     message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
     warm_mapped_file_enable: bool = False
     sync_flush_timeout: int = 5000
     file_reserved_time: int = 72

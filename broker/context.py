@@ -77,6 +77,8 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         delete_when=config.delete_when,
         disk_max_used_space_ratio=config.disk_max_used_space_ratio,
         message_index_enable=config.message_index_enable,
+        max_hash_slot_num=config.max_hash_slot_num,
+        max_index_num=config.max_index_num,
         message_delay_level=config.message_delay_level,
         warm_mapped_file_enable=config.warm_mapped_file_enable,
     )

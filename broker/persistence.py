@@ -35,6 +35,7 @@ class ConfigPersister(Generic[T]):
         self._lock = trio.Lock()
         self._dirty = False
         self._wakeup = trio.Event()
+        self._saved = trio.Event()
         self.saves = 0
 
     @property
@@ -61,6 +62,13 @@ class ConfigPersister(Generic[T]):
                 self._dirty = True
                 raise
             self.saves += 1
+            saved, self._saved = self._saved, trio.Event()
+            saved.set()
+
+    async def wait_saved(self) -> None:
+        """Return once every change made so far is on disk (needs :meth:`run` or a concurrent :meth:`persist`)."""
+        while self._dirty or self._lock.locked():
+            await self._saved.wait()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Save after every change until cancelled; on cancellation save once more if anything is unsaved."""

@@ -1,0 +1,109 @@
+"""ClientRegistry: heartbeat registration rules, unregister, closed connections and the 120 s expiry (virtual time)."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from broker.client_registry import ClientRegistry
+from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from remoting.codec.codes import LanguageCode
+from remoting.connection import Connection
+
+PUSH = ConsumeType.CONSUME_PASSIVELY
+CLUSTERING = MessageModel.CLUSTERING
+LAST = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+
+
+def connection(port: int) -> Connection:
+    stream, _peer = trio.testing.memory_stream_pair()
+    return Connection(stream, ("10.0.0.1", port), ("127.0.0.1", 10911))
+
+
+def register(registry: ClientRegistry, conn: Connection, client_id: str, *subs: SubscriptionData) -> bool:
+    info = registry.channel_info(conn, client_id, LanguageCode.JAVA, 409)
+    return registry.register_consumer("g", info, PUSH, CLUSTERING, LAST, subs or (SubscriptionData("T"),))
+
+
+async def test_a_new_channel_or_topic_is_a_change_but_a_repeat_heartbeat_is_not() -> None:
+    registry = ClientRegistry()
+    a, b = connection(1), connection(2)
+    assert register(registry, a, "c1")
+    assert not register(registry, a, "c1")
+    assert register(registry, b, "c2")
+    assert sorted(registry.consumer_ids("g")) == ["c1", "c2"]
+    # A larger subVersion replaces the subscription without counting as a change.
+    assert not register(registry, a, "c1", SubscriptionData("T", "TagA", ("TagA",), sub_version=5))
+    found = registry.find_subscription("g", "T")
+    assert found is not None and found.sub_string == "TagA"
+    assert not register(registry, a, "c1", SubscriptionData("T", "TagB", ("TagB",), sub_version=4))
+    found = registry.find_subscription("g", "T")
+    assert found is not None and found.sub_string == "TagA"
+    # A topic added or dropped is a change.
+    assert register(registry, a, "c1", SubscriptionData("T", sub_version=6), SubscriptionData("U"))
+    assert register(registry, a, "c1", SubscriptionData("U"))
+    assert registry.find_subscription("g", "T") is None
+    group = registry.consumer_group("g")
+    assert group is not None and (group.consume_type, group.message_model) == (PUSH, CLUSTERING)
+
+
+async def test_unregister_and_closed_connections_remove_members_and_empty_groups() -> None:
+    registry = ClientRegistry()
+    a, b = connection(1), connection(2)
+    register(registry, a, "c1")
+    register(registry, b, "c2")
+    registry.register_producer("pg", registry.channel_info(a, "c1"))
+    assert registry.unregister_consumer("g", b)
+    assert not registry.unregister_consumer("g", b)
+    assert registry.consumer_ids("g") == ["c1"]
+    registry.connection_closed(a)
+    assert registry.consumer_group("g") is None
+    assert registry.producer_connections("pg") == []
+    assert registry.consumer_ids("g") == []
+
+
+async def test_channels_silent_for_120_s_are_dropped_and_closed(autojump_clock: trio.testing.MockClock) -> None:
+    registry = ClientRegistry(channel_expired_timeout=120.0)
+    quiet, chatty = connection(1), connection(2)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.run)
+        register(registry, quiet, "quiet")
+        register(registry, chatty, "chatty")
+        registry.register_producer("pg", registry.channel_info(quiet, "quiet"))
+        for _ in range(4):
+            await trio.sleep(30)
+            register(registry, chatty, "chatty")
+        assert sorted(registry.consumer_ids("g")) == ["chatty", "quiet"]
+        # Expired after 120 s, noticed by the next 10 s scan.
+        await trio.sleep(10)
+        assert registry.consumer_ids("g") == ["chatty"]
+        assert quiet.closed and not chatty.closed
+        assert registry.producer_connections("pg") == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_changes_queue_notifications_only_for_groups_with_members_left() -> None:
+    registry = ClientRegistry()
+    a, b = connection(1), connection(2)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.run)
+        register(registry, a, "c1")  # notifies a
+        register(registry, b, "c2")  # notifies a and b
+        registry.unregister_consumer("g", b)  # notifies a
+        registry.unregister_consumer("g", a)  # group gone: nobody to notify
+        await trio.testing.wait_all_tasks_blocked()
+        assert registry.notifications_sent == 4
+        nursery.cancel_scope.cancel()
+
+
+async def test_notification_can_be_disabled_for_the_broker_or_per_call() -> None:
+    registry = ClientRegistry(notify_enabled=False)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.run)
+        register(registry, connection(1), "c1")
+        await trio.testing.wait_all_tasks_blocked()
+        assert registry.notifications_sent == 0
+        nursery.cancel_scope.cancel()
+    registry = ClientRegistry()
+    info = registry.channel_info(connection(2), "c2")
+    assert registry.register_consumer("g", info, PUSH, CLUSTERING, LAST, (), notify=False)

@@ -1,0 +1,25 @@
+"""Fixtures shared by every test package: an embedded cluster (name server + broker) on 127.0.0.1 port 0."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from broker.embedded import EmbeddedCluster
+
+#: Small files so tests cross segment boundaries quickly and never map a gigabyte.
+SMALL_STORE = {
+    "mapped_file_size_commit_log": 4 << 20,
+    "mapped_file_size_consume_queue": 10_000 * 20,
+    "max_hash_slot_num": 4096,
+    "max_index_num": 16_384,
+}
+
+
+@pytest.fixture
+async def embedded_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    """A running name server and broker under ``tmp_path / "cluster"`` with small segments; stopped cleanly after."""
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        yield cluster
