@@ -1,0 +1,95 @@
+"""Bad input over a real socket (issue 4 item 6): each request gets its code and remark, the offending connection keeps
+working (or, for a broken frame, only it closes), and another client on the same broker never notices."""
+
+from __future__ import annotations
+
+import trio
+
+from processors.hold import HoldService
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.server import RemotingServer
+from tests.processors.conftest import TOPIC, MakeBroker, ServedBroker, pull_request, send_request
+from tests.remoting.helpers import RawPeer
+
+
+async def start(make_broker: MakeBroker, nursery: trio.Nursery) -> tuple[str, int]:
+    broker = make_broker(
+        auto_create_topic_enable=False,
+        auto_create_subscription_group=False,
+        store_overrides={"max_message_size": 1024},
+    )
+    served = ServedBroker(broker, HoldService())
+    await nursery.start(served.hold.run)
+    await nursery.start(served.dispatcher.run)
+    address: tuple[str, int] = await nursery.start(RemotingServer(served.dispatcher).serve, "127.0.0.1", 0)
+    return address
+
+
+def bad_requests() -> list[tuple[RemotingCommand, int]]:
+    no_group = pull_request(group="nobody")
+    return [
+        (send_request("NoSuchTopic"), ResponseCode.TOPIC_NOT_EXIST),
+        (send_request(queue_id=99), ResponseCode.SYSTEM_ERROR),
+        (send_request(body=b"x" * 2048), ResponseCode.MESSAGE_ILLEGAL),
+        (send_request("bad/topic"), ResponseCode.SYSTEM_ERROR),
+        (send_request("SCHEDULE_TOPIC_XXXX"), ResponseCode.NO_PERMISSION),
+        (no_group, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST),
+    ]
+
+
+async def test_bad_requests_get_their_codes_and_do_not_disturb_other_clients(
+    make_broker: MakeBroker, nursery: trio.Nursery
+) -> None:
+    address = await start(make_broker, nursery)
+    bad = await RawPeer.connect(address)
+    good = await RawPeer.connect(address)
+    cases = bad_requests()
+    await bad.send(*(req for req, _ in cases))
+    answers = {}
+    for _ in cases:
+        answer = await bad.receive()
+        assert answer is not None
+        answers[answer.opaque] = answer
+    for req, code in cases:
+        assert answers[req.opaque].code == code, answers[req.opaque].remark
+        assert answers[req.opaque].remark
+    # The same connection still serves good requests.
+    await bad.send(send_request())
+    ok = await bad.receive()
+    assert ok is not None and ok.code == ResponseCode.SUCCESS
+    # A broken frame closes only the offending connection.
+    await bad.stream.send_all(b"\x00\x00\x00\x08\xff\xff\xff\xff\x00\x00\x00\x00")
+    assert await bad.receive() is None
+    for i in range(20):
+        await good.send(send_request(body=f"good-{i}".encode()))
+        answer = await good.receive()
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
+    assert answer.ext_fields["queueOffset"] == "20"  # one from the bad client, then twenty
+    await good.aclose()
+    await bad.aclose()
+
+
+async def test_malformed_subscription_is_answered_and_the_connection_keeps_pulling(
+    make_broker: MakeBroker, nursery: trio.Nursery
+) -> None:
+    address = await start(make_broker, nursery)
+    client = await RawPeer.connect(address)
+    broker_group = "CID_RMQ_SYS_TEST"  # system groups are created even with auto-create off
+    malformed = pull_request(group=broker_group, subscription="||")
+    fine = pull_request(group=broker_group, sys_flag=0x4)
+    get_max = RemotingCommand(
+        code=RequestCode.GET_MAX_OFFSET, opaque=424242, ext_fields={"topic": TOPIC, "queueId": "0"}
+    )
+    await client.send(malformed, fine, get_max)
+    codes = {}
+    for _ in range(3):
+        answer = await client.receive()
+        assert answer is not None
+        codes[answer.opaque] = answer.code
+    assert codes == {
+        malformed.opaque: ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+        fine.opaque: ResponseCode.PULL_NOT_FOUND,
+        get_max.opaque: ResponseCode.SUCCESS,
+    }
+    await client.aclose()
