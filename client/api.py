@@ -1,0 +1,293 @@
+"""One coroutine per client -> server request (Java's ``MQClientAPIImpl``): build the header, invoke, check the
+response code, parse the answer.
+
+Every function takes the :class:`~remoting.client.RemotingClient` and the target address. A response code other than
+the ones the function documents raises :class:`~client.errors.MQBrokerError`; transport failures raise
+:class:`~remoting.errors.RemotingError` unchanged. No state lives here.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from client.errors import MQBrokerError
+from client.message import (
+    PROPERTY_MAX_OFFSET,
+    PROPERTY_MIN_OFFSET,
+    SendResult,
+    SendStatus,
+    uncompressed,
+)
+from remoting.client import RemotingClient
+from remoting.codec.bodies import (
+    ConsumerListBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    TopicRouteData,
+)
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    GetRouteInfoRequestHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from remoting.codec.message import MessageExt, iter_records
+
+_SEND_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+def _check(response: RemotingCommand, address: str, *ok: int) -> RemotingCommand:
+    if response.code not in (ok or (ResponseCode.SUCCESS,)):
+        raise MQBrokerError(response.code, response.remark, address)
+    return response
+
+
+async def get_topic_route(remoting: RemotingClient, namesrv: str, topic: str, timeout: float) -> TopicRouteData | None:
+    """The route of ``topic`` from one name server; ``None`` when it answers TOPIC_NOT_EXIST."""
+    cmd = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic).to_ext_fields())
+    response = await remoting.invoke(namesrv, cmd, timeout)
+    if response.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    _check(response, namesrv)
+    return TopicRouteData.decode(response.body)
+
+
+async def send_message(
+    remoting: RemotingClient,
+    address: str,
+    broker_name: str,
+    header: SendMessageRequestHeaderV2,
+    body: bytes,
+    timeout: float,
+    *,
+    uniq_id: str,
+) -> SendResult:
+    """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE when ``header.m``); the stored result, or MQBrokerError."""
+    code = RequestCode.SEND_BATCH_MESSAGE if header.m else RequestCode.SEND_MESSAGE_V2
+    response = await remoting.invoke(address, request(code, header.to_ext_fields(), body), timeout)
+    return send_result(response, address, broker_name, header.b, uniq_id)
+
+
+def send_result(response: RemotingCommand, address: str, broker_name: str, topic: str, uniq_id: str) -> SendResult:
+    status = _SEND_STATUS.get(response.code)  # type: ignore[call-overload]
+    if status is None:
+        raise MQBrokerError(response.code, response.remark, address)
+    head = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
+    return SendResult(
+        send_status=status,
+        msg_id=uniq_id,
+        offset_msg_id=head.msg_id,
+        topic=topic,
+        broker_name=broker_name,
+        queue_id=head.queue_id,
+        queue_offset=head.queue_offset,
+        region_id=head.msg_region,
+    )
+
+
+async def send_message_oneway(
+    remoting: RemotingClient, address: str, header: SendMessageRequestHeaderV2, body: bytes
+) -> None:
+    code = RequestCode.SEND_BATCH_MESSAGE if header.m else RequestCode.SEND_MESSAGE_V2
+    await remoting.invoke_oneway(address, request(code, header.to_ext_fields(), body, oneway=True))
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_PULL_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@attrs.frozen(slots=True)
+class PullResult:
+    """A pull's outcome. ``messages`` are decoded, inflated, tag-filtered and carry MIN/MAX_OFFSET properties."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int
+    messages: list[MessageExt] = attrs.field(factory=list)
+
+
+async def pull_message(
+    remoting: RemotingClient,
+    address: str,
+    header: PullMessageRequestHeader,
+    timeout: float,
+    tags: frozenset[str] | None = None,
+) -> PullResult:
+    """PULL_MESSAGE. ``tags`` (a subscription's tag set, ``None`` for ``*``) filters the messages on the client
+    side, as Java does after the broker's hash-code filter. Codes other than 0/19/20/21 raise MQBrokerError."""
+    response = await remoting.invoke(address, request(RequestCode.PULL_MESSAGE, header.to_ext_fields()), timeout)
+    status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
+    if status is None:
+        raise MQBrokerError(response.code, response.remark, address)
+    head = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+    messages: list[MessageExt] = []
+    if status is PullStatus.FOUND:
+        extra = {PROPERTY_MIN_OFFSET: str(head.min_offset), PROPERTY_MAX_OFFSET: str(head.max_offset)}
+        for record in iter_records(response.body):
+            if tags is not None and record.tags not in tags:
+                continue
+            msg = uncompressed(record)
+            msg.properties.update(extra)
+            messages.append(msg)
+    return PullResult(
+        status=status,
+        next_begin_offset=head.next_begin_offset,
+        min_offset=head.min_offset,
+        max_offset=head.max_offset,
+        suggest_which_broker_id=head.suggest_which_broker_id,
+        messages=messages,
+    )
+
+
+async def query_consumer_offset(
+    remoting: RemotingClient, address: str, group: str, mq: MessageQueue, timeout: float
+) -> int | None:
+    """The stored offset, or ``None`` on QUERY_NOT_FOUND (no offset yet)."""
+    header = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=mq.topic, queue_id=mq.queue_id)
+    response = await remoting.invoke(
+        address, request(RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext_fields()), timeout
+    )
+    if response.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    _check(response, address)
+    return int(response.ext_fields["offset"])
+
+
+async def update_consumer_offset_oneway(
+    remoting: RemotingClient, address: str, group: str, mq: MessageQueue, offset: int
+) -> None:
+    header = UpdateConsumerOffsetRequestHeader(
+        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
+    )
+    await remoting.invoke_oneway(
+        address, request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext_fields(), oneway=True)
+    )
+
+
+async def update_consumer_offset(
+    remoting: RemotingClient, address: str, group: str, mq: MessageQueue, offset: int, timeout: float
+) -> None:
+    header = UpdateConsumerOffsetRequestHeader(
+        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
+    )
+    cmd = request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext_fields())
+    _check(await remoting.invoke(address, cmd, timeout), address)
+
+
+async def get_max_offset(remoting: RemotingClient, address: str, mq: MessageQueue, timeout: float) -> int:
+    header = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
+    response = await remoting.invoke(address, request(RequestCode.GET_MAX_OFFSET, header.to_ext_fields()), timeout)
+    return int(_check(response, address).ext_fields["offset"])
+
+
+async def get_min_offset(remoting: RemotingClient, address: str, mq: MessageQueue, timeout: float) -> int:
+    header = GetMinOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
+    response = await remoting.invoke(address, request(RequestCode.GET_MIN_OFFSET, header.to_ext_fields()), timeout)
+    return int(_check(response, address).ext_fields["offset"])
+
+
+async def search_offset(
+    remoting: RemotingClient, address: str, mq: MessageQueue, timestamp_ms: int, timeout: float
+) -> int:
+    header = SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp_ms)
+    cmd = request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_ext_fields())
+    return int(_check(await remoting.invoke(address, cmd, timeout), address).ext_fields["offset"])
+
+
+async def get_consumer_id_list(remoting: RemotingClient, address: str, group: str, timeout: float) -> list[str]:
+    header = GetConsumerListByGroupRequestHeader(consumer_group=group)
+    cmd = request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, header.to_ext_fields())
+    response = _check(await remoting.invoke(address, cmd, timeout), address)
+    return ConsumerListBody.decode(response.body).consumer_id_list
+
+
+async def send_heartbeat(remoting: RemotingClient, address: str, data: HeartbeatData, timeout: float) -> int:
+    """HEART_BEAT; returns the broker's version from the response."""
+    response = await remoting.invoke(address, request(RequestCode.HEART_BEAT, body=data.encode()), timeout)
+    return _check(response, address).version
+
+
+async def unregister_client(
+    remoting: RemotingClient,
+    address: str,
+    client_id: str,
+    timeout: float,
+    *,
+    producer_group: str | None = None,
+    consumer_group: str | None = None,
+) -> None:
+    header = UnregisterClientRequestHeader(
+        client_id=client_id, producer_group=producer_group, consumer_group=consumer_group
+    )
+    cmd = request(RequestCode.UNREGISTER_CLIENT, header.to_ext_fields())
+    _check(await remoting.invoke(address, cmd, timeout), address)
+
+
+async def lock_batch_mq(
+    remoting: RemotingClient, address: str, body: LockBatchRequestBody, timeout: float
+) -> frozenset[MessageQueue]:
+    """LOCK_BATCH_MQ: the queues of ``body.mq_set`` this client now holds."""
+    response = _check(
+        await remoting.invoke(address, request(RequestCode.LOCK_BATCH_MQ, body=body.encode()), timeout), address
+    )
+    return LockBatchResponseBody.decode(response.body).lock_ok_mq_set
+
+
+async def unlock_batch_mq(remoting: RemotingClient, address: str, body: LockBatchRequestBody, timeout: float) -> None:
+    cmd = request(RequestCode.UNLOCK_BATCH_MQ, body=body.encode())
+    _check(await remoting.invoke(address, cmd, timeout), address)
+
+
+async def consumer_send_msg_back(
+    remoting: RemotingClient,
+    address: str,
+    msg: MessageExt,
+    group: str,
+    delay_level: int,
+    max_reconsume_times: int,
+    timeout: float,
+    origin_msg_id: str,
+) -> None:
+    header = ConsumerSendMsgBackRequestHeader(
+        offset=msg.commit_log_offset,
+        group=group,
+        delay_level=delay_level,
+        origin_msg_id=origin_msg_id,
+        origin_topic=msg.topic,
+        max_reconsume_times=max_reconsume_times,
+    )
+    cmd = request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
+    _check(await remoting.invoke(address, cmd, timeout), address)

@@ -1,0 +1,230 @@
+"""Consume services of the push consumer (Java's ``ConsumeMessageConcurrentlyService`` and
+``ConsumeMessageOrderlyService``).
+
+Concurrent: every pulled batch is split into listener calls of ``consume_message_batch_max_size`` messages, each a
+task under the consumer's capacity limiter. A RECONSUME_LATER (or an exception) in CLUSTERING sends each message back
+to the broker (CONSUMER_SEND_MSG_BACK, the broker picks the delay); when that fails the message is sent to
+``%RETRY%<group>`` as a new message, and when that fails too it is consumed again locally 5 s later. In BROADCASTING
+failed messages are dropped with a warning, as in Java. The offset to commit is always the smallest offset still in
+flight, so a slow message holds the committed offset back instead of being skipped.
+
+Orderly: one task per queue at a time takes messages in offset order, only while the broker lock on the queue is held
+(CLUSTERING). SUSPEND_CURRENT_QUEUE_A_MOMENT puts the batch back and waits ``suspend_current_queue_time``; after
+``max_reconsume_times`` suspensions a message is sent back (the broker moves it to the DLQ) and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+import attrs
+
+from client import api
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, call_listener
+from client.consumer.process_queue import ProcessQueue
+from client.consumer.subscription import retry_topic
+from client.message import (
+    PROPERTY_CONSUME_START_TIME,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    uniq_msg_id,
+)
+from client.route import publish_info
+from client.selector import select_one_message_queue
+from remoting.codec.bodies import MessageModel, MessageQueue
+from remoting.codec.headers import SendMessageRequestHeaderV2
+from remoting.codec.message import MessageExt
+from remoting.codec.properties import PROPERTY_DELAY, encode_properties
+
+if TYPE_CHECKING:
+    from client.consumer.push import PushConsumer
+
+log = logging.getLogger(__name__)
+
+#: Delay before a message whose send-back failed is consumed again locally (Java: 5 s).
+LOCAL_RETRY_DELAY = 5.0
+#: Wait before retrying to take an orderly queue whose lock is not held (Java: 3 s, shortened for responsiveness).
+ORDERLY_LOCK_RETRY_DELAY = 1.0
+
+
+def reset_retry_topic(msg: MessageExt, group: str) -> MessageExt:
+    """A message pulled from ``%RETRY%<group>`` shows its original topic to the listener, as in Java."""
+    original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+    if original and msg.topic == retry_topic(group):
+        return attrs.evolve(msg, topic=original)
+    return msg
+
+
+def _stamp_start(msgs: list[MessageExt]) -> None:
+    now = str(time.time_ns() // 1_000_000)
+    for msg in msgs:
+        msg.properties[PROPERTY_CONSUME_START_TIME] = now
+
+
+async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, delay_level: int = 0) -> bool:
+    """Return ``msg`` to the broker for a later retry; falls back to sending a copy to the retry topic. Returns
+    whether either way worked."""
+    instance = consumer.instance
+    addr = instance.find_broker_address(broker_name) or f"{msg.store_host[0]}:{msg.store_host[1]}"
+    origin = msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or uniq_msg_id(msg)
+    try:
+        await api.consumer_send_msg_back(
+            instance.remoting,
+            addr,
+            msg,
+            consumer.group,
+            delay_level,
+            consumer.max_reconsume_times,
+            instance.config.rpc_timeout,
+            origin,
+        )
+        return True
+    except Exception as exc:
+        log.info("send-back of %s failed (%s); sending it to the retry topic instead", msg.msg_id, exc)
+    try:
+        topic = retry_topic(consumer.group)
+        info = publish_info(topic, await instance.route(topic))
+        mq = select_one_message_queue(info, None)
+        target = instance.find_broker_address(mq.broker_name)
+        if target is None:
+            return False
+        props = dict(msg.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = origin
+        props[PROPERTY_DELAY] = str(3 + msg.reconsume_times)
+        props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
+        header = SendMessageRequestHeaderV2(
+            a=consumer.group,
+            b=topic,
+            c="TBW102",
+            d=4,
+            e=mq.queue_id,
+            f=0,
+            g=msg.born_timestamp,
+            h=msg.flag,
+            i=encode_properties(props),
+            j=msg.reconsume_times + 1,
+            l=consumer.max_reconsume_times,
+        )
+        await api.send_message(
+            instance.remoting,
+            target,
+            mq.broker_name,
+            header,
+            msg.body,
+            instance.config.rpc_timeout,
+            uniq_id=uniq_msg_id(msg),
+        )
+        return True
+    except Exception as exc:
+        log.warning("sending %s to the retry topic failed too: %s", msg.msg_id, exc)
+        return False
+
+
+class ConcurrentConsumeService:
+    """See the module docstring."""
+
+    def __init__(self, consumer: PushConsumer) -> None:
+        self.consumer = consumer
+
+    def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        size = max(1, self.consumer.consume_message_batch_max_size)
+        for i in range(0, len(msgs), size):
+            self.consumer.consume_tasks.start_soon(self._consume, mq, pq, msgs[i : i + size])
+
+    async def _consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        c = self.consumer
+        shown = [reset_retry_topic(m, c.group) for m in msgs]
+        _stamp_start(shown)
+        status = await call_listener(c.listener, shown, c.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER)
+        pq.last_consume_time = anyio.current_time()
+        if pq.dropped:
+            return
+        retry_locally: list[MessageExt] = []
+        if status is not ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            if c.message_model is MessageModel.BROADCASTING:
+                log.warning("BROADCASTING: %d failed message(s) of %s dropped", len(msgs), mq)
+            else:
+                for msg in msgs:
+                    if not await send_back(c, msg, mq.broker_name):
+                        retry_locally.append(msg)
+        done = [m for m in msgs if m not in retry_locally]
+        offset = pq.remove_messages(done)
+        if offset >= 0 and not pq.dropped:
+            c.offset_store.update(mq, offset, increase_only=True)
+        if retry_locally:
+            c.background_tasks.start_soon(self._retry_later, mq, pq, retry_locally)
+
+    async def _retry_later(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        await anyio.sleep(LOCAL_RETRY_DELAY)
+        if not pq.dropped and not self.consumer.stopping:
+            self.submit(mq, pq, msgs)
+
+
+class OrderlyConsumeService:
+    """See the module docstring."""
+
+    def __init__(self, consumer: PushConsumer) -> None:
+        self.consumer = consumer
+        self._running: set[MessageQueue] = set()
+        self._suspensions: dict[tuple[MessageQueue, int], int] = {}
+
+    def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        if mq not in self._running:
+            self._running.add(mq)
+            self.consumer.consume_tasks.start_soon(self._consume_queue, mq, pq)
+
+    async def _consume_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        c = self.consumer
+        try:
+            while not pq.dropped and not c.stopping:
+                if c.message_model is MessageModel.CLUSTERING and (
+                    not pq.locked or pq.lock_expired(anyio.current_time())
+                ):
+                    if not await c.rebalance.lock(mq):
+                        await anyio.sleep(ORDERLY_LOCK_RETRY_DELAY)
+                        continue
+                    pq.locked, pq.last_lock_time = True, anyio.current_time()
+                msgs = pq.take_messages(max(1, c.consume_message_batch_max_size))
+                if not msgs:
+                    return
+                shown = [reset_retry_topic(m, c.group) for m in msgs]
+                _stamp_start(shown)
+                status = await call_listener(
+                    c.listener, shown, c.limiter, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                )
+                if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT and not await self._give_up(mq, msgs):
+                    pq.make_messages_to_consume_again(msgs)
+                    await anyio.sleep(c.suspend_current_queue_time)
+                    continue
+                for m in msgs:
+                    self._suspensions.pop((mq, m.queue_offset), None)
+                offset = pq.commit()
+                if offset >= 0 and not pq.dropped:
+                    c.offset_store.update(mq, offset, increase_only=False)
+        finally:
+            self._running.discard(mq)
+            # Messages may have arrived after the last take: make sure they are not left waiting.
+            if pq.has_messages() and not pq.dropped and not c.stopping:
+                self.submit(mq, pq, [])
+
+    async def _give_up(self, mq: MessageQueue, msgs: list[MessageExt]) -> bool:
+        """Count a suspension; once a message reached ``max_reconsume_times`` send it back (to the DLQ) and give up
+        on the batch. Returns whether the batch is to be treated as consumed."""
+        c = self.consumer
+        exhausted = False
+        for m in msgs:
+            key = (mq, m.queue_offset)
+            self._suspensions[key] = self._suspensions.get(key, 0) + 1
+            if self._suspensions[key] > c.max_reconsume_times:
+                exhausted = True
+        if not exhausted or c.message_model is MessageModel.BROADCASTING:
+            return exhausted
+        for m in msgs:
+            if not await send_back(c, m, mq.broker_name, delay_level=-1):
+                return False
+        return True

@@ -1,0 +1,376 @@
+"""The lite pull consumer (Java's ``DefaultLitePullConsumer``): the application calls :meth:`poll` instead of
+registering a listener.
+
+Usage::
+
+    async with LitePullConsumer("my-group", namesrv_addr="127.0.0.1:9876") as consumer:
+        await consumer.subscribe("TopicTest")            # group rebalance decides the queues
+        # or: consumer.assign(await consumer.fetch_message_queues("TopicTest"))
+        msgs = await consumer.poll(timeout=5.0)          # [] when nothing arrived in time
+        await consumer.seek(mq, 0)                       # replay; also seek_to_begin / seek_to_end
+        await consumer.commit()                          # with auto_commit=False
+
+A background task per queue pulls (long polling) into a buffer bounded per queue (``pull_threshold_for_queue``);
+``poll`` hands out one buffered batch. With ``auto_commit`` (the default) the messages of a batch count as consumed
+when ``poll`` returns them and their offsets are committed every ``persist_consumer_offset_interval`` (5 s) and at
+shutdown; otherwise :meth:`commit` does it. ``seek`` discards what is buffered for the queue and restarts its pull at
+the new offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Self
+
+import anyio
+import anyio.abc
+import attrs
+
+from client import api
+from client.config import ClientConfig
+from client.consumer.allocate import AllocateStrategy, allocate_average
+from client.consumer.offset_store import RemoteBrokerOffsetStore
+from client.consumer.process_queue import ProcessQueue
+from client.consumer.push import PULL_DELAY_FLOW_CONTROL, PULL_DELAY_ON_ERROR, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
+from client.consumer.rebalance import Rebalance
+from client.consumer.subscription import build_subscription, tag_filter
+from client.errors import ClientStateError, MQClientError
+from client.instance import MQClientInstance
+from client.route import subscribe_queues
+from remoting.codec.bodies import (
+    EXPRESSION_TAG,
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    MessageQueue,
+    SubscriptionData,
+)
+from remoting.codec.headers import PullMessageRequestHeader
+from remoting.codec.message import MessageExt
+
+log = logging.getLogger(__name__)
+
+PULL_FLAG_LITE_PULL = 0x10
+#: Broker hold time of a lite pull (Java: 20 s with a 30 s timeout; shorter here so seeks and stops react quickly).
+LITE_SUSPEND = 5.0
+LITE_PULL_TIMEOUT = 15.0
+
+
+@attrs.define(slots=True, eq=False)
+class _QueueState:
+    pq: ProcessQueue
+    next_offset: int
+    generation: int = 0
+    consumed_offset: int | None = None
+    scope: anyio.CancelScope | None = None
+
+
+@attrs.frozen(slots=True)
+class _Batch:
+    mq: MessageQueue
+    generation: int
+    messages: list[MessageExt]
+
+
+class LitePullConsumer:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        instance: MQClientInstance | None = None,
+        config: ClientConfig | None = None,
+        auto_commit: bool = True,
+        pull_batch_size: int = 10,
+        pull_threshold_for_queue: int = 1000,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+        allocate_strategy: AllocateStrategy = allocate_average,
+    ) -> None:
+        self._group = group
+        if instance is None:
+            self.instance = MQClientInstance(config or ClientConfig(namesrv_addr=namesrv_addr))  # type: ignore[arg-type]
+            self._own_instance = True
+        else:
+            self.instance, self._own_instance = instance, False
+        self.auto_commit = auto_commit
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.consume_from_where = consume_from_where
+        self.offset_store = RemoteBrokerOffsetStore(self.instance, group)
+        self.rebalance = Rebalance(
+            self.instance,
+            group,
+            self,
+            self.offset_store,
+            strategy=allocate_strategy,
+            consume_from_where=consume_from_where,
+            consume_timestamp_ms=consume_timestamp_ms,
+        )
+        self._queues: dict[MessageQueue, _QueueState] = {}
+        self._assigned_manually = False
+        self._send, self._receive = anyio.create_memory_object_stream[_Batch](math.inf)
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._started = False
+
+    @property
+    def group(self) -> str:
+        return self._group
+
+    @property
+    def message_model(self) -> MessageModel:
+        return MessageModel.CLUSTERING
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._own_instance:
+            await self.instance.__aenter__()
+        try:
+            self._tasks = anyio.create_task_group()
+            await self._tasks.__aenter__()
+            self.instance.register_consumer(self)
+            self._started = True
+        except BaseException:
+            await self._stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._stop()
+
+    async def _stop(self) -> None:
+        tasks, self._tasks = self._tasks, None
+        with anyio.CancelScope(shield=True):
+            try:
+                if tasks is not None:
+                    tasks.cancel_scope.cancel()
+                    await tasks.__aexit__(None, None, None)
+                if self._started:
+                    if self.auto_commit:
+                        await self.persist_offsets()
+                    await self.instance.unregister(consumer_group=self._group)
+            finally:
+                self._started = False
+                if self._own_instance:
+                    await self.instance.__aexit__(None, None, None)
+
+    def _check_started(self) -> anyio.abc.TaskGroup:
+        if self._tasks is None:
+            raise ClientStateError(f"lite pull consumer {self._group!r} is not started (use `async with`)")
+        return self._tasks
+
+    # -- subscribe / assign --------------------------------------------------------------------------------------------
+
+    async def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TAG) -> None:
+        """Join the group's rebalance for ``topic`` (cannot be mixed with :meth:`assign`)."""
+        self._check_started()
+        if self._assigned_manually:
+            raise ClientStateError("subscribe() and assign() cannot be mixed")
+        self.rebalance.subscriptions[topic] = build_subscription(topic, expression, expression_type)
+        await self.instance.fetch_route(topic)
+        await self.instance.send_heartbeat_to_all_brokers()
+        await self.rebalance.do_rebalance()
+
+    async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """Every readable queue of ``topic``."""
+        return subscribe_queues(topic, await self.instance.fetch_route(topic))
+
+    async def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
+        """Consume exactly ``mqs`` (no rebalance). Start offsets come from the broker or consume-from-where."""
+        self._check_started()
+        if self.rebalance.subscriptions and not self._assigned_manually:
+            raise ClientStateError("subscribe() and assign() cannot be mixed")
+        self._assigned_manually = True
+        wanted = set(mqs)
+        by_topic: dict[str, set[MessageQueue]] = {}
+        for mq in wanted:
+            by_topic.setdefault(mq.topic, set()).add(mq)
+        for topic in by_topic:
+            self.rebalance.subscriptions.setdefault(topic, build_subscription(topic, expression))
+            await self.instance.route(topic)
+        for topic in {mq.topic for mq in self.rebalance.process_queues} | set(by_topic):
+            await self.rebalance.update_process_queues(topic, by_topic.get(topic, set()))
+
+    def assignment(self) -> set[MessageQueue]:
+        return set(self._queues)
+
+    # -- ConsumerInner ---------------------------------------------------------------------------------------------
+
+    def consumer_data(self) -> ConsumerData:
+        subs: tuple[SubscriptionData, ...] = tuple(sub for _, sub in sorted(self.rebalance.subscriptions.items()))
+        return ConsumerData(
+            group_name=self._group,
+            consume_type=ConsumeType.CONSUME_ACTIVELY,
+            message_model=MessageModel.CLUSTERING,
+            consume_from_where=self.consume_from_where,
+            subscription_data_set=() if self._assigned_manually else subs,
+        )
+
+    def subscribed_topics(self) -> set[str]:
+        return set(self.rebalance.subscriptions)
+
+    async def do_rebalance(self) -> None:
+        if not self._assigned_manually and self._tasks is not None:
+            await self.rebalance.do_rebalance()
+
+    async def persist_offsets(self) -> None:
+        if self.auto_commit:
+            await self.commit()
+
+    def running_info(self) -> dict[str, object]:
+        return {
+            "properties": {"consumeType": ConsumeType.CONSUME_ACTIVELY.name, "autoCommit": str(self.auto_commit)},
+            "subscriptionSet": [s.to_json() for s in self.rebalance.subscriptions.values()],
+            "mqTable": [
+                {**mq.to_json(), "commitOffset": st.consumed_offset, "cachedMsgCount": st.pq.msg_count}
+                for mq, st in sorted(self._queues.items())
+            ],
+        }
+
+    async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]:
+        return {
+            "order": False,
+            "autoCommit": self.auto_commit,
+            "consumeResult": "CR_THROW_EXCEPTION",
+            "remark": "a lite pull consumer has no listener",
+            "spentTimeMills": 0,
+        }
+
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        for mq, offset in offsets.items():
+            if mq in self._queues:
+                await self.seek(mq, offset)
+
+    # -- RebalanceOwner --------------------------------------------------------------------------------------------
+
+    def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        state = self._queues[mq] = _QueueState(pq, offset)
+        self._check_started().start_soon(self._pull_loop, mq, state)
+
+    async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        state = self._queues.pop(mq, None)
+        if state is None:
+            return
+        if state.scope is not None:
+            state.scope.cancel()
+        if state.consumed_offset is not None:
+            self.offset_store.update(mq, state.consumed_offset)
+
+    # -- polling ---------------------------------------------------------------------------------------------------
+
+    async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
+        """The next buffered batch (messages of one queue, in offset order), or ``[]`` after ``timeout`` seconds."""
+        self._check_started()
+        with anyio.move_on_after(timeout):
+            while True:
+                batch = await self._receive.receive()
+                state = self._queues.get(batch.mq)
+                if state is None or state.generation != batch.generation:
+                    continue  # the queue was dropped or seeked since this batch was pulled
+                offset = state.pq.remove_messages(batch.messages)
+                if offset >= 0:
+                    state.consumed_offset = offset
+                    if self.auto_commit:
+                        self.offset_store.update(batch.mq, offset)
+                return batch.messages
+        return []
+
+    async def commit(self, mqs: Iterable[MessageQueue] | None = None) -> None:
+        """Commit the consumed offsets of ``mqs`` (default: every assigned queue) to the brokers, and wait for it."""
+        targets = list(self._queues) if mqs is None else list(mqs)
+        for mq in targets:
+            state = self._queues.get(mq)
+            if state is not None and state.consumed_offset is not None:
+                self.offset_store.update(mq, state.consumed_offset)
+                await self.offset_store.persist(mq)
+
+    async def committed(self, mq: MessageQueue) -> int | None:
+        """The offset the broker has for ``mq`` (``None`` when it has none)."""
+        return await self.offset_store.read(mq)
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Restart consumption of the assigned ``mq`` at ``offset``; what was buffered for it is discarded.
+        Raises :class:`~client.errors.MQClientError` for an unassigned queue or an offset outside
+        ``[min, max]``."""
+        state = self._queues.get(mq)
+        if state is None:
+            raise MQClientError(f"{mq} is not assigned to this consumer")
+        low, high = await self._bounds(mq)
+        if not low <= offset <= high:
+            raise MQClientError(f"seek offset {offset} of {mq} is outside [{low}, {high}]")
+        if state.scope is not None:
+            state.scope.cancel()
+        fresh = _QueueState(ProcessQueue(), offset, generation=state.generation + 1, consumed_offset=offset)
+        state.pq.dropped = True
+        self._queues[mq] = fresh
+        if self.auto_commit:
+            self.offset_store.update(mq, offset)
+        self._check_started().start_soon(self._pull_loop, mq, fresh)
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        await self.seek(mq, (await self._bounds(mq))[0])
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        await self.seek(mq, (await self._bounds(mq))[1])
+
+    async def _bounds(self, mq: MessageQueue) -> tuple[int, int]:
+        addr = self.instance.find_broker_address(mq.broker_name, master=False)
+        if addr is None:
+            raise MQClientError(f"no address for broker {mq.broker_name}")
+        timeout = self.instance.config.rpc_timeout
+        low = await api.get_min_offset(self.instance.remoting, addr, mq, timeout)
+        high = await api.get_max_offset(self.instance.remoting, addr, mq, timeout)
+        return low, high
+
+    async def _pull_loop(self, mq: MessageQueue, state: _QueueState) -> None:
+        with anyio.CancelScope() as scope:
+            state.scope = scope
+            while not state.pq.dropped:
+                if state.pq.msg_count > self.pull_threshold_for_queue:
+                    await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
+                    continue
+                try:
+                    await self._pull_once(mq, state)
+                except Exception as exc:
+                    log.info("lite pull from %s at %d failed: %s", mq, state.next_offset, exc)
+                    await anyio.sleep(PULL_DELAY_ON_ERROR)
+
+    async def _pull_once(self, mq: MessageQueue, state: _QueueState) -> None:
+        sub = self.rebalance.subscriptions.get(mq.topic) or build_subscription(mq.topic)
+        addr = self.instance.find_broker_address(mq.broker_name) or self.instance.find_broker_address(
+            mq.broker_name, master=False
+        )
+        if addr is None:
+            await self.instance.fetch_route(mq.topic)
+            raise MQClientError(f"no address for broker {mq.broker_name}")
+        header = PullMessageRequestHeader(
+            consumer_group=self._group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=state.next_offset,
+            max_msg_nums=self.pull_batch_size,
+            sys_flag=PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | PULL_FLAG_LITE_PULL,
+            commit_offset=0,
+            suspend_timeout_millis=int(LITE_SUSPEND * 1000),
+            sub_version=sub.sub_version,
+            subscription=sub.sub_string,
+            expression_type=sub.expression_type,
+        )
+        result = await api.pull_message(self.instance.remoting, addr, header, LITE_PULL_TIMEOUT, tag_filter(sub))
+        if state.pq.dropped:
+            return
+        state.next_offset = result.next_begin_offset
+        if result.messages:
+            state.pq.put_messages(result.messages)
+            self._send.send_nowait(_Batch(mq, state.generation, result.messages))
+        elif result.status is api.PullStatus.OFFSET_ILLEGAL:
+            log.warning("offset of %s is illegal, moving to %d", mq, result.next_begin_offset)

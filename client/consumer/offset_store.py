@@ -1,0 +1,162 @@
+"""Offset stores (Java's ``OffsetStore``): where a consumer keeps the next offset to consume of each queue.
+
+- :class:`RemoteBrokerOffsetStore` (CLUSTERING): a local table, read from the broker of the queue when a queue is
+  first taken (QUERY_CONSUMER_OFFSET) and written back with UPDATE_CONSUMER_OFFSET by :meth:`persist_all` (every 5 s
+  and at shutdown).
+- :class:`LocalFileOffsetStore` (BROADCASTING): the same table in a JSON file
+  ``<dir>/<client id>/<group>/offsets.json``, written atomically (temp file + rename).
+
+``read`` returns ``None`` when there is no offset yet (the rebalance then applies consume-from-where) and raises
+:class:`~client.errors.MQClientError` / ``RemotingError`` when the broker cannot be asked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from client import api
+from client.errors import MQClientError
+from remoting.codec.bodies import MessageQueue
+
+if TYPE_CHECKING:
+    from client.instance import MQClientInstance
+
+log = logging.getLogger(__name__)
+
+
+class OffsetStore(Protocol):
+    async def load(self) -> None: ...
+
+    def update(self, mq: MessageQueue, offset: int, increase_only: bool = False) -> None: ...
+
+    def read_memory(self, mq: MessageQueue) -> int | None: ...
+
+    async def read(self, mq: MessageQueue) -> int | None: ...
+
+    async def persist_all(self, mqs: Iterable[MessageQueue]) -> None: ...
+
+    async def persist(self, mq: MessageQueue) -> None: ...
+
+    def remove(self, mq: MessageQueue) -> None: ...
+
+
+class _Table:
+    def __init__(self) -> None:
+        self.table: dict[MessageQueue, int] = {}
+
+    def update(self, mq: MessageQueue, offset: int, increase_only: bool = False) -> None:
+        current = self.table.get(mq)
+        if current is None or not increase_only or offset > current:
+            self.table[mq] = offset
+
+    def read_memory(self, mq: MessageQueue) -> int | None:
+        return self.table.get(mq)
+
+    def remove(self, mq: MessageQueue) -> None:
+        self.table.pop(mq, None)
+
+
+class RemoteBrokerOffsetStore(_Table):
+    """CLUSTERING offsets kept by the brokers. See the module docstring."""
+
+    def __init__(self, instance: MQClientInstance, group: str) -> None:
+        super().__init__()
+        self.instance = instance
+        self.group = group
+
+    async def load(self) -> None:
+        return None
+
+    async def _address(self, mq: MessageQueue) -> str:
+        addr = self.instance.find_broker_address(mq.broker_name)
+        if addr is None:
+            await self.instance.fetch_route(mq.topic)
+            addr = self.instance.find_broker_address(mq.broker_name)
+        if addr is None:
+            raise MQClientError(f"broker {mq.broker_name} of {mq} has no master address")
+        return addr
+
+    async def read(self, mq: MessageQueue) -> int | None:
+        """The broker's offset (cached locally), ``None`` when it has none."""
+        addr = await self._address(mq)
+        offset = await api.query_consumer_offset(
+            self.instance.remoting, addr, self.group, mq, self.instance.config.rpc_timeout
+        )
+        if offset is not None:
+            self.table[mq] = offset
+        return offset
+
+    async def persist(self, mq: MessageQueue) -> None:
+        offset = self.table.get(mq)
+        if offset is None:
+            return
+        addr = await self._address(mq)
+        await api.update_consumer_offset(
+            self.instance.remoting, addr, self.group, mq, offset, self.instance.config.rpc_timeout
+        )
+
+    async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
+        """Write the offsets of ``mqs`` (oneway, as Java); failures are logged per queue."""
+        for mq in mqs:
+            offset = self.table.get(mq)
+            if offset is None:
+                continue
+            try:
+                addr = await self._address(mq)
+                await api.update_consumer_offset_oneway(self.instance.remoting, addr, self.group, mq, offset)
+            except Exception as exc:
+                log.info("persisting offset %d of %s failed: %s", offset, mq, exc)
+
+
+class LocalFileOffsetStore(_Table):
+    """BROADCASTING offsets in a local JSON file. See the module docstring."""
+
+    def __init__(self, directory: str | os.PathLike[str], client_id: str, group: str) -> None:
+        super().__init__()
+        safe_cid = client_id.replace(":", "_").replace("/", "_")
+        self.path = Path(directory) / safe_cid / group / "offsets.json"
+
+    async def load(self) -> None:
+        """Read the file if it exists; a corrupt file is logged and ignored (consumption restarts from
+        consume-from-where), because refusing to start would be worse for a broadcasting consumer."""
+        try:
+            raw = self.path.read_text()
+        except FileNotFoundError:
+            return
+        try:
+            entries = json.loads(raw)["offsetTable"]
+            for entry in entries:
+                mq = MessageQueue(entry["topic"], entry["brokerName"], int(entry["queueId"]))
+                self.table[mq] = int(entry["offset"])
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable offset file %s: %s", self.path, exc)
+
+    async def read(self, mq: MessageQueue) -> int | None:
+        return self.table.get(mq)
+
+    async def persist(self, mq: MessageQueue) -> None:
+        await self.persist_all([mq])
+
+    async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
+        """Rewrite the file with every offset in the table (``mqs`` is accepted for interface symmetry)."""
+        entries = [
+            {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
+            for mq, off in sorted(self.table.items())
+        ]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".offsets.")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump({"offsetTable": entries}, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

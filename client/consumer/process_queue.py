@@ -1,0 +1,110 @@
+"""``ProcessQueue``: the messages pulled from one queue and not yet consumed (Java's ``ProcessQueue``).
+
+It keeps messages by queue offset, counts them and their body bytes (the pull loop stops pulling above the
+consumer's thresholds) and tells which offset may be committed: the smallest offset still in flight, or one past the
+highest offset seen when nothing is. For orderly consumption it hands out messages in offset order
+(:meth:`take_messages`) and holds them until :meth:`commit` or :meth:`make_messages_to_consume_again`.
+
+Not thread-safe; it lives on one event loop. ``dropped`` is set when rebalance takes the queue away: the pull loop
+and consumers check it and stop.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import attrs
+
+from remoting.codec.message import MessageExt
+
+#: How long a broker queue lock stays valid on the client (Java's ``rebalanceLockMaxLiveTime``, 30 s).
+LOCK_MAX_LIVE = 30.0
+
+
+@attrs.define(slots=True, eq=False)
+class ProcessQueue:
+    """See the module docstring. Times are on the event loop clock (seconds)."""
+
+    _offsets: list[int] = attrs.field(factory=list)  # sorted offsets of ``_messages``
+    _messages: dict[int, MessageExt] = attrs.field(factory=dict)
+    _consuming: dict[int, MessageExt] = attrs.field(factory=dict)  # orderly: taken, not committed
+    msg_count: int = 0
+    msg_size: int = 0
+    queue_offset_max: int = -1
+    dropped: bool = False
+    locked: bool = False
+    last_lock_time: float = 0.0
+    last_pull_time: float = 0.0
+    last_consume_time: float = 0.0
+
+    def put_messages(self, msgs: list[MessageExt]) -> None:
+        """Add pulled messages (duplicates of offsets already held are ignored)."""
+        for msg in msgs:
+            off = msg.queue_offset
+            if off in self._messages or off in self._consuming:
+                continue
+            self._messages[off] = msg
+            bisect.insort(self._offsets, off)
+            self.msg_count += 1
+            self.msg_size += len(msg.body)
+            self.queue_offset_max = max(self.queue_offset_max, off)
+
+    def _forget(self, msg: MessageExt) -> None:
+        self.msg_count -= 1
+        self.msg_size -= len(msg.body)
+
+    def remove_messages(self, msgs: list[MessageExt]) -> int:
+        """Concurrent mode: drop consumed messages; returns the offset to commit, or -1 if nothing was held."""
+        if not self._messages and not self._consuming:
+            return -1
+        for msg in msgs:
+            held = self._messages.pop(msg.queue_offset, None)
+            if held is not None:
+                del self._offsets[bisect.bisect_left(self._offsets, msg.queue_offset)]
+                self._forget(held)
+        return self._offsets[0] if self._offsets else self.queue_offset_max + 1
+
+    @property
+    def max_span(self) -> int:
+        """Distance between the smallest and largest offset held (Java's ``getMaxSpan``)."""
+        return self._offsets[-1] - self._offsets[0] if self._offsets else 0
+
+    def take_messages(self, batch_size: int) -> list[MessageExt]:
+        """Orderly mode: the next ``batch_size`` messages in offset order, moved to the consuming set."""
+        taken: list[MessageExt] = []
+        while self._offsets and len(taken) < batch_size:
+            off = self._offsets.pop(0)
+            msg = self._messages.pop(off)
+            self._consuming[off] = msg
+            taken.append(msg)
+        return taken
+
+    def commit(self) -> int:
+        """Orderly mode: the taken messages are done; returns the offset to commit (-1 if none were taken)."""
+        if not self._consuming:
+            return -1
+        offset = max(self._consuming) + 1
+        for msg in self._consuming.values():
+            self._forget(msg)
+        self._consuming.clear()
+        return offset
+
+    def make_messages_to_consume_again(self, msgs: list[MessageExt]) -> None:
+        """Orderly mode: put taken messages back so they are handed out again first."""
+        for msg in msgs:
+            if self._consuming.pop(msg.queue_offset, None) is not None:
+                self._messages[msg.queue_offset] = msg
+                bisect.insort(self._offsets, msg.queue_offset)
+
+    def has_messages(self) -> bool:
+        return bool(self._offsets)
+
+    def clear(self) -> None:
+        self._offsets.clear()
+        self._messages.clear()
+        self._consuming.clear()
+        self.msg_count = 0
+        self.msg_size = 0
+
+    def lock_expired(self, now: float) -> bool:
+        return now - self.last_lock_time > LOCK_MAX_LIVE

@@ -1,0 +1,414 @@
+"""The push consumer (Java's ``DefaultMQPushConsumer``): rebalance, a long-polling pull loop per owned queue with flow
+control, concurrent or orderly consumption, send-back on failure and offset commits.
+
+Usage::
+
+    async def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        ...
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("my-group", namesrv_addr="127.0.0.1:9876")
+    consumer.subscribe("TopicTest", "TagA || TagB")
+    consumer.register_message_listener(on_messages)           # or register_message_listener_orderly(...)
+    async with consumer:
+        await anyio.sleep_forever()
+
+Lifecycle: entering the block starts the client instance (unless one was passed in), sends a heartbeat and runs a
+first rebalance; leaving it stops pulling, lets in-flight listener calls finish (up to ``await_termination``
+seconds), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file), unlocks orderly queues
+and unregisters from the brokers. Timers (rebalance 20 s, offset persist 5 s, heartbeat, route refresh) run in the
+instance; the orderly lock renewal (20 s) runs here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import anyio
+import anyio.abc
+
+from client import api
+from client.config import ClientConfig
+from client.consumer.allocate import AllocateStrategy, allocate_average
+from client.consumer.consume import ConcurrentConsumeService, OrderlyConsumeService
+from client.consumer.listener import ConsumeConcurrentlyStatus, MessageListener, call_listener
+from client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from client.consumer.process_queue import ProcessQueue
+from client.consumer.rebalance import Rebalance
+from client.consumer.subscription import build_subscription, retry_topic, tag_filter
+from client.errors import ClientStateError
+from client.instance import MQClientInstance
+from client.message import uncompressed
+from remoting.codec.bodies import (
+    EXPRESSION_TAG,
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    MessageQueue,
+)
+from remoting.codec.headers import PullMessageRequestHeader
+from remoting.codec.message import MessageExt
+
+log = logging.getLogger(__name__)
+
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+#: Broker hold time for a long poll, and the client's timeout for it (Java: 15 s and 30 s).
+BROKER_SUSPEND_MAX = 15.0
+PULL_TIMEOUT = 30.0
+#: Waits of the pull loop: after an error, and when flow control holds pulling back (Java: 3 s and 50 ms).
+PULL_DELAY_ON_ERROR = 3.0
+PULL_DELAY_FLOW_CONTROL = 0.05
+#: Concurrent mode: stop pulling when the offsets in flight span more than this (Java's ``consumeConcurrentlyMaxSpan``).
+CONSUME_CONCURRENTLY_MAX_SPAN = 2000
+#: Orderly lock renewal interval (Java's ``rebalanceLockInterval``).
+LOCK_RENEW_INTERVAL = 20.0
+
+
+def default_offset_store_dir() -> Path:
+    return Path(os.environ.get("ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR", Path.home() / ".rocketmq_offsets"))
+
+
+class PushConsumer:
+    """See the module docstring. Thresholds as in Java; times in seconds."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        instance: MQClientInstance | None = None,
+        config: ClientConfig | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+        allocate_strategy: AllocateStrategy = allocate_average,
+        consume_thread_max: int = 20,
+        consume_message_batch_max_size: int = 1,
+        pull_batch_size: int = 32,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue_mib: int = 100,
+        max_reconsume_times: int = 16,
+        suspend_current_queue_time: float = 1.0,
+        offset_store_dir: str | os.PathLike[str] | None = None,
+        await_termination: float = 30.0,
+    ) -> None:
+        self._group = group
+        if instance is None:
+            self.instance = MQClientInstance(config or ClientConfig(namesrv_addr=namesrv_addr))  # type: ignore[arg-type]
+            self._own_instance = True
+        else:
+            self.instance, self._own_instance = instance, False
+        self._message_model = message_model
+        self.consume_message_batch_max_size = consume_message_batch_max_size
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
+        self.max_reconsume_times = max_reconsume_times
+        self.suspend_current_queue_time = suspend_current_queue_time
+        self.await_termination = await_termination
+        self.consume_from_where = consume_from_where
+        self.limiter = anyio.CapacityLimiter(consume_thread_max)
+        self.offset_store: OffsetStore
+        if message_model is MessageModel.BROADCASTING:
+            directory = offset_store_dir if offset_store_dir is not None else default_offset_store_dir()
+            self.offset_store = LocalFileOffsetStore(directory, self.instance.client_id, group)
+        else:
+            self.offset_store = RemoteBrokerOffsetStore(self.instance, group)
+        self.rebalance = Rebalance(
+            self.instance,
+            group,
+            self,
+            self.offset_store,
+            message_model=message_model,
+            strategy=allocate_strategy,
+            consume_from_where=consume_from_where,
+            consume_timestamp_ms=consume_timestamp_ms,
+        )
+        self._listener: MessageListener | None = None
+        self._service: ConcurrentConsumeService | OrderlyConsumeService | None = None
+        self._consume_tasks: anyio.abc.TaskGroup | None = None
+        self._background: anyio.abc.TaskGroup | None = None
+        self._pull_scopes: dict[MessageQueue, anyio.CancelScope] = {}
+        self.stopping = False
+        self._started = False
+
+    # -- configuration ---------------------------------------------------------------------------------------------
+
+    @property
+    def group(self) -> str:
+        return self._group
+
+    @property
+    def message_model(self) -> MessageModel:
+        return self._message_model
+
+    @property
+    def orderly(self) -> bool:
+        return isinstance(self._service, OrderlyConsumeService)
+
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TAG) -> None:
+        """Subscribe to ``topic`` with a tag expression (``"*"``, ``"A || B"``) or, with ``expression_type="SQL92"``,
+        an SQL92 filter. May be called while running: the next heartbeat and rebalance pick it up."""
+        self.rebalance.subscriptions[topic] = build_subscription(topic, expression, expression_type)
+        if self._started:
+            self.instance.wake_rebalance()
+
+    def unsubscribe(self, topic: str) -> None:
+        self.rebalance.subscriptions.pop(topic, None)
+
+    def register_message_listener(self, listener: MessageListener) -> None:
+        """Concurrent consumption: ``listener(msgs)`` returns a :class:`ConsumeConcurrentlyStatus`."""
+        self._listener = listener
+        self._service = ConcurrentConsumeService(self)
+
+    def register_message_listener_orderly(self, listener: MessageListener) -> None:
+        """Orderly consumption: ``listener(msgs)`` returns a :class:`ConsumeOrderlyStatus`; one queue at a time."""
+        self._listener = listener
+        self._service = OrderlyConsumeService(self)
+        self.rebalance.orderly = True
+
+    @property
+    def listener(self) -> MessageListener:
+        assert self._listener is not None
+        return self._listener
+
+    @property
+    def consume_tasks(self) -> anyio.abc.TaskGroup:
+        if self._consume_tasks is None:
+            raise ClientStateError(f"push consumer {self._group!r} is not running")
+        return self._consume_tasks
+
+    @property
+    def background_tasks(self) -> anyio.abc.TaskGroup:
+        if self._background is None:
+            raise ClientStateError(f"push consumer {self._group!r} is not running")
+        return self._background
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._service is None:
+            raise ClientStateError("register a message listener before starting the consumer")
+        if self._message_model is MessageModel.CLUSTERING:
+            retry = retry_topic(self._group)
+            self.rebalance.subscriptions.setdefault(retry, build_subscription(retry, "*"))
+        if self._own_instance:
+            await self.instance.__aenter__()
+        try:
+            self._consume_tasks = anyio.create_task_group()
+            await self._consume_tasks.__aenter__()
+            self._background = anyio.create_task_group()
+            await self._background.__aenter__()
+            self.instance.register_consumer(self)
+            await self.offset_store.load()
+            self._started = True
+            for topic in list(self.rebalance.subscriptions):
+                try:
+                    await self.instance.fetch_route(topic)
+                except Exception as exc:
+                    log.warning("consumer %s: %s", self._group, exc)
+            await self.instance.send_heartbeat_to_all_brokers()
+            await self.do_rebalance()
+            if self.orderly and self._message_model is MessageModel.CLUSTERING:
+                self._background.start_soon(self._renew_locks)
+        except BaseException:
+            await self._stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._stop()
+
+    async def _stop(self) -> None:
+        self.stopping = True
+        background, self._background = self._background, None
+        consume, self._consume_tasks = self._consume_tasks, None
+        with anyio.CancelScope(shield=True):
+            try:
+                if background is not None:
+                    background.cancel_scope.cancel()
+                    await background.__aexit__(None, None, None)
+                if consume is not None:
+                    # In-flight listener calls finish; only a listener that overruns await_termination is cancelled.
+                    consume.cancel_scope.deadline = anyio.current_time() + self.await_termination
+                    await consume.__aexit__(None, None, None)
+                if self._started:
+                    await self.persist_offsets()
+                    if self.orderly:
+                        await self.rebalance.unlock(list(self.rebalance.process_queues))
+                    await self.instance.unregister(consumer_group=self._group)
+            finally:
+                self._started = False
+                for pq in self.rebalance.process_queues.values():
+                    pq.dropped = True
+                if self._own_instance:
+                    await self.instance.__aexit__(None, None, None)
+
+    # -- ConsumerInner -------------------------------------------------------------------------------------------------
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self._group,
+            consume_type=ConsumeType.CONSUME_PASSIVELY,
+            message_model=self._message_model,
+            consume_from_where=self.consume_from_where,
+            subscription_data_set=tuple(sub for _, sub in sorted(self.rebalance.subscriptions.items())),
+        )
+
+    def subscribed_topics(self) -> set[str]:
+        return set(self.rebalance.subscriptions)
+
+    async def do_rebalance(self) -> None:
+        if not self.stopping:
+            await self.rebalance.do_rebalance()
+
+    async def persist_offsets(self) -> None:
+        await self.offset_store.persist_all(list(self.rebalance.process_queues))
+
+    def running_info(self) -> dict[str, object]:
+        return {
+            "properties": {
+                "consumeType": ConsumeType.CONSUME_PASSIVELY.name,
+                "messageModel": self._message_model.name,
+                "consumeOrderly": str(self.orderly).lower(),
+                "consumeThreadMax": str(int(self.limiter.total_tokens)),
+            },
+            "subscriptionSet": [sub.to_json() for sub in self.rebalance.subscriptions.values()],
+            "mqTable": [
+                {
+                    **mq.to_json(),
+                    "commitOffset": self.offset_store.read_memory(mq),
+                    "cachedMsgCount": pq.msg_count,
+                    "cachedMsgSizeInMiB": pq.msg_size // (1024 * 1024),
+                    "locked": pq.locked,
+                    "droped": pq.dropped,
+                }
+                for mq, pq in sorted(self.rebalance.process_queues.items())
+            ],
+        }
+
+    async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]:
+        started = anyio.current_time()
+        status = await call_listener(
+            self.listener, [uncompressed(msg)], self.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER
+        )
+        ok = status.name in ("CONSUME_SUCCESS", "SUCCESS")
+        return {
+            "order": self.orderly,
+            "autoCommit": True,
+            "consumeResult": "CR_SUCCESS" if ok else "CR_LATER",
+            "remark": None,
+            "spentTimeMills": int((anyio.current_time() - started) * 1000),
+        }
+
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Drop the owned queues of ``topic`` listed in ``offsets``, store the new offsets and rebalance, so pulling
+        restarts from them."""
+        for mq, offset in offsets.items():
+            pq = self.rebalance.process_queues.pop(mq, None)
+            if pq is not None:
+                pq.dropped = True
+                await self.on_queue_removed(mq, pq)
+            self.offset_store.update(mq, offset)
+            try:
+                await self.offset_store.persist(mq)
+            except Exception as exc:
+                log.warning("persisting the reset offset of %s failed: %s", mq, exc)
+        self.instance.wake_rebalance()
+
+    # -- RebalanceOwner ------------------------------------------------------------------------------------------------
+
+    def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        self.offset_store.update(mq, offset)
+        self.background_tasks.start_soon(self._pull_loop, mq, pq, offset)
+
+    async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        scope = self._pull_scopes.pop(mq, None)
+        if scope is not None:
+            scope.cancel()
+
+    # -- pulling -------------------------------------------------------------------------------------------------------
+
+    async def _renew_locks(self) -> None:
+        while True:
+            await anyio.sleep(LOCK_RENEW_INTERVAL)
+            await self.rebalance.lock_all()
+
+    def _flow_controlled(self, pq: ProcessQueue) -> bool:
+        if pq.msg_count > self.pull_threshold_for_queue or pq.msg_size > self.pull_threshold_size_for_queue:
+            return True
+        return not self.orderly and pq.max_span > CONSUME_CONCURRENTLY_MAX_SPAN
+
+    async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        """Long-poll ``mq`` from ``offset`` until the queue is dropped or the consumer stops."""
+        with anyio.CancelScope() as scope:
+            self._pull_scopes[mq] = scope
+            next_offset = offset
+            while not pq.dropped and not self.stopping:
+                if self._flow_controlled(pq):
+                    await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
+                    continue
+                try:
+                    next_offset = await self._pull_once(mq, pq, next_offset)
+                except Exception as exc:
+                    log.info("pull from %s at %d failed: %s", mq, next_offset, exc)
+                    await anyio.sleep(PULL_DELAY_ON_ERROR)
+        if self._pull_scopes.get(mq) is scope:
+            del self._pull_scopes[mq]
+
+    async def _pull_once(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> int:
+        sub = self.rebalance.subscriptions.get(mq.topic)
+        if sub is None:
+            await anyio.sleep(PULL_DELAY_ON_ERROR)
+            return offset
+        addr = self.instance.find_broker_address(mq.broker_name) or self.instance.find_broker_address(
+            mq.broker_name, master=False
+        )
+        if addr is None:
+            await self.instance.fetch_route(mq.topic)
+            addr = self.instance.find_broker_address(mq.broker_name, master=False)
+            if addr is None:
+                raise ClientStateError(f"no broker address for {mq}")
+        commit = 0
+        if self._message_model is MessageModel.CLUSTERING:
+            commit = self.offset_store.read_memory(mq) or 0
+        sys_flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
+        header = PullMessageRequestHeader(
+            consumer_group=self._group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=self.pull_batch_size,
+            sys_flag=sys_flag,
+            commit_offset=commit,
+            suspend_timeout_millis=int(BROKER_SUSPEND_MAX * 1000),
+            sub_version=sub.sub_version,
+            subscription=sub.sub_string,
+            expression_type=sub.expression_type,
+        )
+        pq.last_pull_time = anyio.current_time()
+        result = await api.pull_message(self.instance.remoting, addr, header, PULL_TIMEOUT, tag_filter(sub))
+        if pq.dropped:
+            return offset
+        if result.status is api.PullStatus.OFFSET_ILLEGAL:
+            log.warning("offset %d of %s is illegal, moving to %d", offset, mq, result.next_begin_offset)
+            self.offset_store.update(mq, result.next_begin_offset)
+            return result.next_begin_offset
+        if result.messages:
+            pq.put_messages(result.messages)
+            assert self._service is not None
+            self._service.submit(mq, pq, result.messages)
+        elif not pq.has_messages() and pq.msg_count == 0:
+            # Nothing in flight: everything up to the next offset is consumed (Java's correctTagsOffset).
+            self.offset_store.update(mq, result.next_begin_offset, increase_only=True)
+        return result.next_begin_offset

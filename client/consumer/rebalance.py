@@ -1,0 +1,220 @@
+"""Rebalance (Java's ``RebalanceImpl``): decide which queues this consumer owns and keep a
+:class:`~client.consumer.process_queue.ProcessQueue` per owned queue.
+
+Per subscribed topic: read the topic's readable queues from the route; in CLUSTERING ask one broker of the topic for
+the group's consumer ids (GET_CONSUMER_LIST_BY_GROUP) and apply the allocation strategy, in BROADCASTING take them
+all. Queues no longer owned are dropped (their offsets persisted first); new ones get their start offset from the
+offset store or, when it has none, from consume-from-where, and for orderly consumers only once the broker granted
+the queue lock. The owner (push or lite pull consumer) hears about both through :class:`RebalanceOwner`.
+
+Failures for one topic (no route, broker down) are logged and leave that topic's queues as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+
+from client import api
+from client.consumer.allocate import AllocateStrategy, allocate_average
+from client.consumer.offset_store import OffsetStore
+from client.consumer.process_queue import ProcessQueue
+from client.errors import MQClientError
+from client.route import subscribe_queues
+from remoting.codec.bodies import (
+    ConsumeFromWhere,
+    LockBatchRequestBody,
+    MessageModel,
+    MessageQueue,
+    SubscriptionData,
+)
+
+if TYPE_CHECKING:
+    from client.instance import MQClientInstance
+
+log = logging.getLogger(__name__)
+
+#: Consume-from-timestamp default: half an hour ago (Java's ``consumeTimestamp``).
+DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
+
+
+class RebalanceOwner(Protocol):
+    def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None: ...
+
+    async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None: ...
+
+
+class Rebalance:
+    """Queue ownership of one consumer group member. See the module docstring."""
+
+    def __init__(
+        self,
+        instance: MQClientInstance,
+        group: str,
+        owner: RebalanceOwner,
+        offset_store: OffsetStore,
+        *,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        strategy: AllocateStrategy = allocate_average,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+        orderly: bool = False,
+    ) -> None:
+        self.instance = instance
+        self.group = group
+        self.owner = owner
+        self.offset_store = offset_store
+        self.message_model = message_model
+        self.strategy = strategy
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.orderly = orderly
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self._lock = anyio.Lock()
+
+    async def do_rebalance(self) -> None:
+        """One rebalance pass over every subscription (serialised: concurrent calls run one after the other)."""
+        async with self._lock:
+            for topic in list(self.subscriptions):
+                try:
+                    await self._rebalance_topic(topic)
+                except Exception as exc:
+                    log.warning("rebalance of %s for group %s failed: %s", topic, self.group, exc)
+            for mq in [mq for mq in self.process_queues if mq.topic not in self.subscriptions]:
+                await self._remove(mq)
+
+    async def _rebalance_topic(self, topic: str) -> None:
+        route = await self.instance.route(topic)
+        mq_all = subscribe_queues(topic, route)
+        if self.message_model is MessageModel.BROADCASTING:
+            allocated = set(mq_all)
+        else:
+            masters = sorted(
+                (bd.broker_name, bd.master_addr) for bd in route.broker_datas if bd.master_addr is not None
+            )
+            if not masters:
+                raise MQClientError(f"topic {topic} has no master broker")
+            cids = await api.get_consumer_id_list(
+                self.instance.remoting, masters[0][1], self.group, self.instance.config.rpc_timeout
+            )
+            allocated = set(self.strategy(self.group, self.instance.client_id, mq_all, cids))
+        await self.update_process_queues(topic, allocated)
+
+    async def update_process_queues(self, topic: str, allocated: set[MessageQueue]) -> None:
+        for mq in [mq for mq in self.process_queues if mq.topic == topic and mq not in allocated]:
+            await self._remove(mq)
+        for mq in sorted(allocated - set(self.process_queues)):
+            if self.orderly and not await self.lock(mq):
+                log.info("queue %s not added: the broker refused its lock", mq)
+                continue
+            self.offset_store.remove(mq)
+            try:
+                offset = await self.compute_pull_from_where(mq)
+            except Exception as exc:
+                log.warning("queue %s not added this round, its offset is unknown: %s", mq, exc)
+                continue
+            pq = ProcessQueue()
+            if self.orderly:
+                pq.locked = True
+                pq.last_lock_time = anyio.current_time()
+            self.process_queues[mq] = pq
+            self.owner.on_queue_added(mq, pq, offset)
+
+    async def _remove(self, mq: MessageQueue) -> None:
+        pq = self.process_queues.pop(mq)
+        pq.dropped = True
+        await self.owner.on_queue_removed(mq, pq)
+        try:
+            await self.offset_store.persist(mq)
+        except Exception as exc:
+            log.info("persisting the offset of dropped queue %s failed: %s", mq, exc)
+        self.offset_store.remove(mq)
+        if self.orderly:
+            await self.unlock([mq])
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """The stored offset, else consume-from-where (retry topics start at 0 / the max offset as in Java)."""
+        stored = await self.offset_store.read(mq)
+        if stored is not None and stored >= 0:
+            return stored
+        where = self.consume_from_where
+        remoting, timeout = self.instance.remoting, self.instance.config.rpc_timeout
+        addr = self.instance.find_broker_address(mq.broker_name, master=False)
+        if addr is None:
+            raise MQClientError(f"no address for broker {mq.broker_name}")
+        is_retry = mq.topic.startswith("%RETRY%")
+        if where in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET):
+            return 0
+        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            if is_retry:
+                return await api.get_max_offset(remoting, addr, mq, timeout)
+            ts = self.consume_timestamp_ms
+            if ts is None:
+                ts = time.time_ns() // 1_000_000 - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+            return await api.search_offset(remoting, addr, mq, ts, timeout)
+        if is_retry:
+            return 0
+        return await api.get_max_offset(remoting, addr, mq, timeout)
+
+    # -- orderly locks ---------------------------------------------------------------------------------------------
+
+    def _lock_body(self, mqs: Iterable[MessageQueue]) -> LockBatchRequestBody:
+        return LockBatchRequestBody(consumer_group=self.group, client_id=self.instance.client_id, mq_set=frozenset(mqs))
+
+    async def lock(self, mq: MessageQueue) -> bool:
+        addr = self.instance.find_broker_address(mq.broker_name)
+        if addr is None:
+            return False
+        try:
+            locked = await api.lock_batch_mq(
+                self.instance.remoting, addr, self._lock_body([mq]), self.instance.config.rpc_timeout
+            )
+        except Exception as exc:
+            log.info("locking %s failed: %s", mq, exc)
+            return False
+        return mq in locked
+
+    async def lock_all(self) -> None:
+        """Renew the locks of every owned queue, broker by broker (Java does this every 20 s)."""
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in self.process_queues:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker_name, mqs in by_broker.items():
+            addr = self.instance.find_broker_address(broker_name)
+            if addr is None:
+                continue
+            try:
+                locked = await api.lock_batch_mq(
+                    self.instance.remoting, addr, self._lock_body(mqs), self.instance.config.rpc_timeout
+                )
+            except Exception as exc:
+                log.info("renewing locks on %s failed: %s", broker_name, exc)
+                continue
+            now = anyio.current_time()
+            for mq in mqs:
+                pq = self.process_queues.get(mq)
+                if pq is None:
+                    continue
+                pq.locked = mq in locked
+                if pq.locked:
+                    pq.last_lock_time = now
+
+    async def unlock(self, mqs: Iterable[MessageQueue]) -> None:
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker_name, queues in by_broker.items():
+            addr = self.instance.find_broker_address(broker_name)
+            if addr is None:
+                continue
+            try:
+                await api.unlock_batch_mq(
+                    self.instance.remoting, addr, self._lock_body(queues), self.instance.config.rpc_timeout
+                )
+            except Exception as exc:
+                log.info("unlocking queues on %s failed: %s", broker_name, exc)

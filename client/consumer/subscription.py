@@ -1,0 +1,45 @@
+"""Subscriptions: a tag expression (``"*"``, ``"TagA || TagB"``) or an SQL92 expression turned into the
+:class:`~remoting.codec.bodies.SubscriptionData` a heartbeat carries, plus the client-side tag filter."""
+
+from __future__ import annotations
+
+import time
+
+from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL, SubscriptionData
+from remoting.codec.properties import java_string_hash
+
+
+def build_subscription(
+    topic: str, expression: str | None = SUB_ALL, expression_type: str = EXPRESSION_TAG
+) -> SubscriptionData:
+    """Java's ``FilterAPI.buildSubscriptionData``: tags split on ``||`` and trimmed, hash codes with Java's string
+    hash, ``subVersion`` = now in ms. An empty or ``*`` tag expression subscribes to everything."""
+    version = time.time_ns() // 1_000_000
+    if expression_type == EXPRESSION_SQL92:
+        return SubscriptionData(
+            topic=topic, sub_string=expression or "", sub_version=version, expression_type=EXPRESSION_SQL92
+        )
+    text = (expression or "").strip()
+    if not text or text == SUB_ALL:
+        return SubscriptionData(topic=topic, sub_string=SUB_ALL, sub_version=version)
+    tags = tuple(dict.fromkeys(t.strip() for t in text.split("||") if t.strip()))
+    return SubscriptionData(
+        topic=topic,
+        sub_string=text,
+        tags_set=tags,
+        code_set=tuple(dict.fromkeys(java_string_hash(t) for t in tags)),
+        sub_version=version,
+    )
+
+
+def tag_filter(sub: SubscriptionData) -> frozenset[str] | None:
+    """The tags a pulled message must carry, or ``None`` when every message matches (``*`` or SQL92, which the
+    broker filters)."""
+    if sub.expression_type != EXPRESSION_TAG or sub.sub_string == SUB_ALL or not sub.tags_set:
+        return None
+    return frozenset(sub.tags_set)
+
+
+def retry_topic(group: str) -> str:
+    """``%RETRY%<group>``, where a CLUSTERING consumer's failed messages come back."""
+    return f"%RETRY%{group}"

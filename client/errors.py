@@ -1,0 +1,55 @@
+"""Typed client errors. Everything the client raises on purpose is a :class:`MQClientError`.
+
+Transport failures from :mod:`remoting` (:class:`~remoting.errors.RemotingError`) are wrapped where the client retries
+(sends) and surface unchanged elsewhere, so callers can tell "the broker said no" (:class:`MQBrokerError`) from "the
+network failed" (``RemotingError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class MQClientError(Exception):
+    """Base of every error the client raises itself."""
+
+
+class ClientStateError(MQClientError):
+    """A producer or consumer was used before ``start`` / outside its ``async with`` block, or after shutdown."""
+
+
+class MQBrokerError(MQClientError):
+    """A broker or name server answered with a non-success response code. ``code`` and ``remark`` are as received."""
+
+    def __init__(self, code: int, remark: str | None, address: str | None = None) -> None:
+        self.code = code
+        self.remark = remark
+        self.address = address
+        where = f" from {address}" if address else ""
+        super().__init__(f"response code {code}{where}: {remark or ''}")
+
+
+class TopicRouteNotFoundError(MQClientError):
+    """No name server knows a route for ``topic``. The message names the topic and every name server tried."""
+
+    def __init__(self, topic: str, namesrv_addrs: Sequence[str], cause: str | None = None) -> None:
+        self.topic = topic
+        self.namesrv_addrs = list(namesrv_addrs)
+        detail = f" ({cause})" if cause else ""
+        super().__init__(
+            f"no route info of topic {topic!r} from name servers {', '.join(self.namesrv_addrs) or '(none)'}{detail}"
+        )
+
+
+class MessageValidationError(MQClientError):
+    """A message cannot be sent as given (empty topic or body, too large, delay level in a batch...)."""
+
+
+class SendFailedError(MQClientError):
+    """Every attempt of a send failed. ``attempts`` lists ``(broker_name, error)`` in order; the last is the cause."""
+
+    def __init__(self, topic: str, attempts: list[tuple[str, BaseException]]) -> None:
+        self.topic = topic
+        self.attempts = attempts
+        tried = "; ".join(f"{broker}: {err}" for broker, err in attempts)
+        super().__init__(f"send to topic {topic!r} failed after {len(attempts)} attempt(s): {tried}")

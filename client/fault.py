@@ -1,0 +1,74 @@
+"""Latency fault avoidance (Java's ``MQFaultStrategy`` + ``LatencyFaultToleranceImpl``).
+
+After every send the producer reports the broker and how long the attempt took (a failure counts as 30 s). A slow or
+failed broker becomes unavailable for a duration picked from :data:`LATENCY_MAX` / :data:`NOT_AVAILABLE_DURATION`:
+e.g. 550 ms or more keeps it out for 30 s, a failure for 10 minutes. Times come from the caller's clock (seconds), so
+tests can drive it in virtual time. Only used when ``send_latency_fault_enable`` is on, as in Java.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+
+#: Latency thresholds (ms) and the matching unavailable durations (ms), Java's defaults.
+LATENCY_MAX: Final = (50, 100, 550, 1000, 2000, 3000, 15000)
+NOT_AVAILABLE_DURATION: Final = (0, 0, 30000, 60000, 120000, 180000, 600000)
+#: What a failed attempt counts as (Java: ``isolation ? 30000 : latency``).
+FAILURE_LATENCY_MS: Final = 30000
+
+
+@attrs.define(slots=True)
+class FaultItem:
+    broker_name: str
+    current_latency_ms: int
+    start_timestamp: float  # seconds on the caller's clock when the broker becomes available again
+
+    def available(self, now: float) -> bool:
+        return now >= self.start_timestamp
+
+
+class LatencyFaultTolerance:
+    """Which brokers to avoid. ``clock`` returns seconds (``anyio.current_time`` in the producer)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._items: dict[str, FaultItem] = {}
+
+    def update(self, broker_name: str, latency_ms: int, not_available_ms: int) -> None:
+        until = self._clock() + not_available_ms / 1000
+        self._items[broker_name] = FaultItem(broker_name, latency_ms, until)
+
+    def is_available(self, broker_name: str) -> bool:
+        item = self._items.get(broker_name)
+        return item is None or item.available(self._clock())
+
+    def remove(self, broker_name: str) -> None:
+        self._items.pop(broker_name, None)
+
+    def pick_one_at_least(self) -> str | None:
+        """A broker to try when all are unavailable: one of the better half by (availability, latency, time)."""
+        if not self._items:
+            return None
+        now = self._clock()
+        ranked = sorted(
+            self._items.values(),
+            key=lambda it: (not it.available(now), it.current_latency_ms, it.start_timestamp),
+        )
+        half = max(1, len(ranked) // 2)
+        return random.choice(ranked[:half]).broker_name
+
+    def report(self, broker_name: str, latency_ms: int, failed: bool) -> None:
+        """Record one attempt: the unavailable duration follows from the latency (30 s for a failure)."""
+        latency = FAILURE_LATENCY_MS if failed else latency_ms
+        self.update(broker_name, latency, not_available_for(latency))
+
+
+def not_available_for(latency_ms: int) -> int:
+    for threshold, duration in zip(reversed(LATENCY_MAX), reversed(NOT_AVAILABLE_DURATION), strict=True):
+        if latency_ms >= threshold:
+            return duration
+    return 0

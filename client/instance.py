@@ -1,0 +1,288 @@
+"""``MQClientInstance``: what every producer and consumer of one client id shares (Java's ``MQClientInstance``).
+
+It owns
+
+- one :class:`~remoting.client.RemotingClient` (a connection per name server and broker address),
+- the route cache, refreshed every ``poll_name_server_interval`` (30 s) from the first name server that answers
+  (a name server that fails is skipped and the next one tried),
+- heartbeats every ``heartbeat_broker_interval`` (30 s) to every broker of the cached routes (masters only when no
+  consumer is registered),
+- the rebalance timer (20 s, or at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED) and the offset persist timer
+  (5 s) of its consumers,
+- the handler for requests brokers push (see :mod:`client.handlers`).
+
+Use it with ``async with``; the timers run in its task group and stop when the block exits. Producers and consumers
+create a private instance unless they are given one, so several of them may share an instance (and a client id)
+explicitly. Errors inside timers are logged and retried on the next tick; they never end the instance.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self
+
+import anyio
+import anyio.abc
+
+from client import api
+from client.config import ClientConfig
+from client.errors import ClientStateError, TopicRouteNotFoundError
+from client.route import any_address, master_address
+from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageModel, MessageQueue, ProducerData, TopicRouteData
+from remoting.codec.command import RemotingCommand
+from remoting.errors import RemotingError
+
+if TYPE_CHECKING:
+    from remoting.codec.message import MessageExt
+
+log = logging.getLogger(__name__)
+
+#: Java's ``rebalanceInterval``.
+REBALANCE_INTERVAL = 20.0
+
+
+class ProducerInner(Protocol):
+    """What the instance needs from a producer."""
+
+    @property
+    def group(self) -> str: ...
+
+    def published_topics(self) -> set[str]: ...
+
+    async def check_transaction_state(self, broker_addr: str, msg: MessageExt, request: RemotingCommand) -> None: ...
+
+
+class ConsumerInner(Protocol):
+    """What the instance needs from a consumer (push or lite pull)."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def message_model(self) -> MessageModel: ...
+
+    def consumer_data(self) -> ConsumerData: ...
+
+    def subscribed_topics(self) -> set[str]: ...
+
+    async def do_rebalance(self) -> None: ...
+
+    async def persist_offsets(self) -> None: ...
+
+    def running_info(self) -> dict[str, object]: ...
+
+    async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]: ...
+
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
+
+
+class MQClientInstance:
+    """See the module docstring. ``client_id`` is ``config.client_id``."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.client_id = config.client_id
+        self.producers: dict[str, ProducerInner] = {}
+        self.consumers: dict[str, ConsumerInner] = {}
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_version: dict[str, int] = {}
+        self._remoting: RemotingClient | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._rebalance_wanted = anyio.Event()
+        self._namesrv_index = 0
+        self._route_locks: dict[str, anyio.Lock] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        from client.handlers import ClientRequestHandler
+
+        remoting = RemotingClient(ClientRequestHandler(self), connect_timeout=self.config.rpc_timeout)
+        await remoting.__aenter__()
+        self._remoting = remoting
+        tasks = anyio.create_task_group()
+        await tasks.__aenter__()
+        self._tasks = tasks
+        tasks.start_soon(self._every, self.config.poll_name_server_interval, self.refresh_routes)
+        tasks.start_soon(self._every, self.config.heartbeat_broker_interval, self.send_heartbeat_to_all_brokers)
+        tasks.start_soon(self._every, self.config.persist_consumer_offset_interval, self.persist_all_offsets)
+        tasks.start_soon(self._rebalance_loop)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        tasks, self._tasks = self._tasks, None
+        remoting, self._remoting = self._remoting, None
+        try:
+            if tasks is not None:
+                tasks.cancel_scope.cancel()
+                await tasks.__aexit__(None, None, None)
+        finally:
+            if remoting is not None:
+                await remoting.__aexit__(None, None, None)
+
+    @property
+    def remoting(self) -> RemotingClient:
+        if self._remoting is None:
+            raise ClientStateError("client instance is not started (use `async with`)")
+        return self._remoting
+
+    @property
+    def task_group(self) -> anyio.abc.TaskGroup:
+        if self._tasks is None:
+            raise ClientStateError("client instance is not started (use `async with`)")
+        return self._tasks
+
+    # -- registry --------------------------------------------------------------------------------------------------
+
+    def register_producer(self, producer: ProducerInner) -> None:
+        if producer.group in self.producers:
+            raise ClientStateError(f"producer group {producer.group!r} already registered on {self.client_id}")
+        self.producers[producer.group] = producer
+
+    def register_consumer(self, consumer: ConsumerInner) -> None:
+        if consumer.group in self.consumers:
+            raise ClientStateError(f"consumer group {consumer.group!r} already registered on {self.client_id}")
+        self.consumers[consumer.group] = consumer
+
+    async def unregister(self, *, producer_group: str | None = None, consumer_group: str | None = None) -> None:
+        """Forget the group and send UNREGISTER_CLIENT to every known broker (failures are logged)."""
+        if producer_group is not None:
+            self.producers.pop(producer_group, None)
+        if consumer_group is not None:
+            self.consumers.pop(consumer_group, None)
+        for addr in self.broker_addresses(masters_only=False):
+            try:
+                await api.unregister_client(
+                    self.remoting,
+                    addr,
+                    self.client_id,
+                    self.config.rpc_timeout,
+                    producer_group=producer_group,
+                    consumer_group=consumer_group,
+                )
+            except Exception as exc:
+                log.info("unregister %s from %s failed: %s", self.client_id, addr, exc)
+
+    # -- routes ----------------------------------------------------------------------------------------------------
+
+    async def fetch_route(self, topic: str) -> TopicRouteData:
+        """Ask the name servers for ``topic``'s route, starting with the last one that answered and failing over on
+        transport errors. Caches and returns it. Raises :class:`TopicRouteNotFoundError` naming every name server
+        tried when none has a route (or none answers)."""
+        addrs = self.config.namesrv_addr
+        causes: list[str] = []
+        for i in range(len(addrs)):
+            index = (self._namesrv_index + i) % len(addrs)
+            try:
+                route = await api.get_topic_route(self.remoting, addrs[index], topic, self.config.rpc_timeout)
+            except (RemotingError, Exception) as exc:
+                causes.append(f"{addrs[index]}: {exc}")
+                continue
+            self._namesrv_index = index
+            if route is None:
+                causes.append(f"{addrs[index]}: TOPIC_NOT_EXIST")
+                break
+            self.routes[topic] = route
+            return route
+        raise TopicRouteNotFoundError(topic, addrs, "; ".join(causes) or None)
+
+    async def route(self, topic: str) -> TopicRouteData:
+        """The cached route of ``topic``, fetched (once, even under concurrent callers) when unknown."""
+        cached = self.routes.get(topic)
+        if cached is not None:
+            return cached
+        lock = self._route_locks.setdefault(topic, anyio.Lock())
+        async with lock:
+            cached = self.routes.get(topic)
+            return cached if cached is not None else await self.fetch_route(topic)
+
+    def used_topics(self) -> set[str]:
+        topics: set[str] = set()
+        for producer in self.producers.values():
+            topics |= producer.published_topics()
+        for consumer in self.consumers.values():
+            topics |= consumer.subscribed_topics()
+        return topics
+
+    async def refresh_routes(self) -> None:
+        """Refresh every topic producers and consumers use; a topic that fails keeps its cached route."""
+        for topic in sorted(self.used_topics()):
+            try:
+                await self.fetch_route(topic)
+            except TopicRouteNotFoundError as exc:
+                log.debug("route refresh: %s", exc)
+
+    def find_broker_address(self, broker_name: str, *, master: bool = True) -> str | None:
+        for route in self.routes.values():
+            addr = master_address(route, broker_name) if master else any_address(route, broker_name)
+            if addr:
+                return addr
+        return None
+
+    def broker_addresses(self, *, masters_only: bool) -> list[str]:
+        addrs: set[str] = set()
+        for route in self.routes.values():
+            for bd in route.broker_datas:
+                if masters_only:
+                    if bd.master_addr:
+                        addrs.add(bd.master_addr)
+                else:
+                    addrs.update(bd.broker_addrs.values())
+        return sorted(addrs)
+
+    # -- heartbeats ------------------------------------------------------------------------------------------------
+
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(
+            client_id=self.client_id,
+            producer_data_set=tuple(ProducerData(g) for g in sorted(self.producers)),
+            consumer_data_set=tuple(c.consumer_data() for _, c in sorted(self.consumers.items())),
+        )
+
+    async def send_heartbeat_to_all_brokers(self) -> None:
+        """HEART_BEAT to every broker of the cached routes (masters only without consumers); failures are logged."""
+        if not self.producers and not self.consumers:
+            return
+        data = self.heartbeat_data()
+        for addr in self.broker_addresses(masters_only=not self.consumers):
+            try:
+                self.broker_version[addr] = await api.send_heartbeat(self.remoting, addr, data, self.config.rpc_timeout)
+            except Exception as exc:
+                log.info("heartbeat to %s failed: %s", addr, exc)
+
+    # -- consumer timers -------------------------------------------------------------------------------------------
+
+    def wake_rebalance(self) -> None:
+        """Run every consumer's rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, a consumer starting)."""
+        self._rebalance_wanted.set()
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with anyio.move_on_after(REBALANCE_INTERVAL):
+                await self._rebalance_wanted.wait()
+            self._rebalance_wanted = anyio.Event()
+            for consumer in list(self.consumers.values()):
+                try:
+                    await consumer.do_rebalance()
+                except Exception:
+                    log.exception("rebalance of group %s failed", consumer.group)
+
+    async def persist_all_offsets(self) -> None:
+        for consumer in list(self.consumers.values()):
+            try:
+                await consumer.persist_offsets()
+            except Exception:
+                log.exception("persisting offsets of group %s failed", consumer.group)
+
+    async def _every(self, interval: float, job: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await anyio.sleep(interval)
+            try:
+                await job()
+            except Exception:
+                log.exception("client timer %s failed", getattr(job, "__name__", job))

@@ -1,0 +1,59 @@
+"""Queue selection for sends: the default round robin that avoids the broker that just failed and (optionally)
+brokers the latency fault table marks as slow, plus user selectors for ordered messages.
+
+A :data:`MessageQueueSelector` is ``(queues, message, arg) -> queue``, as Java's ``MessageQueueSelector.select``.
+:func:`select_by_hash` keeps every message with the same key (an order id, say) on the same queue while the queue
+count stays the same, using Java's ``String.hashCode`` so a Java producer with ``SelectMessageQueueByHash`` agrees.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from client.fault import LatencyFaultTolerance
+from client.message import Message
+from client.route import TopicPublishInfo
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.properties import java_string_hash
+
+MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
+
+
+def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
+    """``queues[abs(hash(str(arg))) % len(queues)]`` with Java's string hash (Java's ``SelectMessageQueueByHash``)."""
+    return queues[abs(java_string_hash(str(arg))) % len(queues)]
+
+
+def select_by_random(queues: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
+    return random.choice(list(queues))
+
+
+def select_one_message_queue(
+    info: TopicPublishInfo,
+    last_broker_name: str | None,
+    fault: LatencyFaultTolerance | None = None,
+) -> MessageQueue:
+    """The next queue in round robin, skipping ``last_broker_name`` (the broker the previous attempt failed on)
+    when another broker has queues; with ``fault`` also skipping brokers it marks unavailable.
+
+    ``info`` must have queues (the caller checks ``info.ok``).
+    """
+    queues = info.message_queues
+    if fault is not None:
+        for _ in range(len(queues)):
+            mq = queues[info.next_index() % len(queues)]
+            if fault.is_available(mq.broker_name) and mq.broker_name != last_broker_name:
+                return mq
+        # Every broker is marked slow: take one of the less bad ones rather than failing.
+        candidate = fault.pick_one_at_least()
+        if candidate is not None and candidate != last_broker_name:
+            on_candidate = [mq for mq in queues if mq.broker_name == candidate]
+            if on_candidate:
+                return on_candidate[info.next_index() % len(on_candidate)]
+    if last_broker_name is not None:
+        for _ in range(len(queues)):
+            mq = queues[info.next_index() % len(queues)]
+            if mq.broker_name != last_broker_name:
+                return mq
+    return queues[info.next_index() % len(queues)]
