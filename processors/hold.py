@@ -7,8 +7,9 @@ A pull that found nothing (PULL_NOT_FOUND) with the SUSPEND flag on its first ex
   :meth:`HoldService.notify_message_arriving` is the store's arrival listener, a synchronous callback on the append
   path, so it only moves the request to the wake channel;
 - its hold time (the request's ``suspendTimeoutMillis``) passes: one timer task sleeps until the earliest deadline;
-- optionally, every ``check_interval`` seconds its queue's max offset has moved past its offset
-  (``max_offset_of``), which catches messages that arrive without the listener (replicas) or did not match its tags.
+- when ``max_offset_of`` is given, every ``check_interval`` (5 s) seconds its queue's max offset has moved past its
+  offset, as Java's periodic check does: this catches messages that arrived without the listener (replicas) and
+  lets a pull whose queue only got non-matching messages move past them.
 
 Woken requests are re-run once through their ``rerun`` callable (the pull processor with suspension and offset commit
 off) by a few worker tasks, and the answer is written on the request's connection. A parked request holds no pool
@@ -45,6 +46,8 @@ TagFilter = Callable[[int], bool]
 #: Re-runs a held pull without suspending or committing; returns the response (``None``: nothing to send).
 Rerun = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
 
+#: Java's periodic re-check of every held queue (used only when ``max_offset_of`` is given).
+CHECK_INTERVAL: Final = 5.0
 #: Worker tasks answering woken pulls; more than one so a slow client's full send buffer delays nobody else.
 DEFAULT_WORKERS: Final = 4
 
@@ -72,7 +75,7 @@ class HoldService:
         self,
         *,
         workers: int = DEFAULT_WORKERS,
-        check_interval: float | None = None,
+        check_interval: float = CHECK_INTERVAL,
         max_offset_of: Callable[[str, int], int] | None = None,
     ) -> None:
         if workers < 1:
@@ -152,7 +155,7 @@ class HoldService:
         """Timer, optional periodic check and answering workers, until cancelled."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._expire)
-            if self._check_interval is not None and self._max_offset_of is not None:
+            if self._max_offset_of is not None:
                 nursery.start_soon(self._check_periodically, self._check_interval, self._max_offset_of)
             for _ in range(self._workers):
                 nursery.start_soon(self._answer_woken)

@@ -1,0 +1,318 @@
+"""Broker data path: send, pull and held-pull wake latency against the embedded broker, beside the bare-echo floor.
+
+The broker (an :class:`~broker.embedded.EmbeddedCluster`: name server + broker, ASYNC_FLUSH, data in a temporary
+directory) runs in its own process (``python -m bench.broker serve``) and the load in this one, so on a 2-core
+machine each side gets a core; the echo floor (``bench.rpc``'s bare Trio echo of a frame of the same size) is
+measured the same way in the same run. One JSON object per line::
+
+    {"bench": "broker", "op": "send", "connections": 1, "inflight": 32, "rps": ..., "echo_rps": ..., "ratio": ...}
+    {"bench": "broker", "op": "pull", "queues": 4, "batch": 32, "msgs_per_s": ..., "pulls_per_s": ...}
+    {"bench": "broker", "op": "held_pull_wake", "samples": 200, "p50_ms": ..., "p99_ms": ..., "send_rtt_p50_ms": ...}
+
+- ``send``: SEND_MESSAGE_V2 (128-byte body, Java-shaped properties) through :class:`~remoting.client.RemotingClient`
+  for 1 connection x 1 in flight, 1 x 32 and 8 x 32; ``ratio`` = rps / echo_rps (compare ratios, not runs);
+- ``pull``: PULL_MESSAGE of 32 messages per request over a pre-filled topic, one puller per queue on one connection;
+- ``held_pull_wake``: a pull parked at the end of an empty queue, then one send; the time from issuing the send to
+  receiving the pull's answer (p50/p99), beside the plain send round trip for scale.
+
+``--profile`` re-runs the whole measurement under ``py-spy record --subprocesses`` and writes
+``bench/results/broker.svg`` (the broker process's stacks are the interesting ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from bench.rpc import echo_client
+from bench.rpc import start_server as start_echo_server
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.frame import encode_command
+
+SEND_SCENARIOS: Final = ((1, 1), (1, 32), (8, 32))
+TOPIC: Final = "BenchBrokerTopic"
+PULL_TOPIC: Final = "BenchPullTopic"
+WAKE_TOPIC: Final = "BenchWakeTopic"
+QUEUES: Final = 4
+GROUP: Final = "bench_consumer_group"
+BODY: Final = b"m" * 128
+PROPERTIES: Final = "UNIQ_KEY\x017F0000010001000000000000000000\x02WAIT\x01true\x02TAGS\x01TagA\x02KEYS\x01k1"
+
+
+def send_request(topic: str = TOPIC, queue_id: int = -1) -> RemotingCommand:
+    fields = {
+        "a": "bench_producer_group",
+        "b": topic,
+        "c": "TBW102",
+        "d": str(QUEUES),
+        "e": str(queue_id),
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": PROPERTIES,
+        "j": "0",
+        "k": "false",
+        "m": "false",
+    }
+    return request(RequestCode.SEND_MESSAGE_V2, fields, BODY)
+
+
+def pull_request(topic: str, queue_id: int, offset: int, *, suspend: bool) -> RemotingCommand:
+    fields = {
+        "consumerGroup": GROUP,
+        "topic": topic,
+        "queueId": str(queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": "32",
+        "sysFlag": str(0x4 | (0x2 if suspend else 0)),
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "15000",
+        "subVersion": "0",
+        "subscription": "*",
+    }
+    return request(RequestCode.PULL_MESSAGE, fields)
+
+
+def create_topic_request(topic: str) -> RemotingCommand:
+    fields = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(QUEUES),
+        "writeQueueNums": str(QUEUES),
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "false",
+    }
+    return request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+
+
+# -- the broker (child process) -------------------------------------------------------------------------------
+
+
+async def serve_broker(data_dir: str) -> None:
+    from broker.embedded import EmbeddedCluster
+
+    async with EmbeddedCluster(data_dir, mapped_file_size_commit_log=256 << 20) as cluster:
+        print(cluster.broker_addr, flush=True)
+        await trio.sleep_forever()
+
+
+def start_broker(data_dir: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.broker", "serve", "--data", data_dir],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+# -- load (this process) --------------------------------------------------------------------------------------
+
+
+async def prepare(address: str) -> None:
+    async with RemotingClient() as client:
+        for topic in (TOPIC, PULL_TOPIC, WAKE_TOPIC):
+            response = await client.invoke(address, create_topic_request(topic), timeout=10)
+            assert response.code == ResponseCode.SUCCESS, response.remark
+
+
+async def send_load(address: str, connections: int, inflight: int, duration: float) -> float:
+    count = 0
+    deadline = trio.current_time() + duration
+    clients = [RemotingClient() for _ in range(connections)]
+
+    async def caller(client: RemotingClient) -> None:
+        nonlocal count
+        while trio.current_time() < deadline:
+            response = await client.invoke(address, send_request(), timeout=30)
+            assert response.code == ResponseCode.SUCCESS, response.remark
+            count += 1
+
+    async with contextlib.AsyncExitStack() as stack:
+        for client in clients:
+            await stack.enter_async_context(client)
+            await client.connection(address)
+        start = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            for client in clients:
+                for _ in range(inflight):
+                    nursery.start_soon(caller, client)
+        return count / (trio.current_time() - start)
+
+
+async def fill(address: str, topic: str, per_queue: int) -> None:
+    async with RemotingClient() as client:
+
+        async def one_queue(queue_id: int) -> None:
+            for _ in range(per_queue):
+                response = await client.invoke(address, send_request(topic, queue_id), timeout=30)
+                assert response.code == ResponseCode.SUCCESS
+
+        async with trio.open_nursery() as nursery:
+            for queue_id in range(QUEUES):
+                for _ in range(8):  # 8 in flight per queue; order within a queue does not matter here
+                    nursery.start_soon(one_queue, queue_id)
+
+
+async def pull_load(address: str, per_queue: int) -> tuple[float, float]:
+    """(messages/s, pulls/s) reading every queue of PULL_TOPIC from 0 to the end."""
+    messages = pulls = 0
+    async with RemotingClient() as client:
+
+        async def reader(queue_id: int) -> None:
+            nonlocal messages, pulls
+            offset = 0
+            while offset < per_queue:
+                response = await client.invoke(address, pull_request(PULL_TOPIC, queue_id, offset, suspend=False), 30)
+                assert response.code == ResponseCode.SUCCESS, (response.code, response.remark)
+                next_offset = int(response.ext_fields["nextBeginOffset"])
+                messages += next_offset - offset
+                pulls += 1
+                offset = next_offset
+
+        start = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            for queue_id in range(QUEUES):
+                nursery.start_soon(reader, queue_id)
+        elapsed = trio.current_time() - start
+    return messages / elapsed, pulls / elapsed
+
+
+async def wake_latency(address: str, samples: int) -> tuple[list[float], list[float]]:
+    """Per sample: ms from issuing a send to receiving the held pull's answer, and the send's own round trip."""
+    wakes: list[float] = []
+    sends: list[float] = []
+    async with RemotingClient() as consumer, RemotingClient() as producer:
+        woken_at: list[float] = []
+
+        async def held_pull(offset: int) -> None:
+            response = await consumer.invoke(address, pull_request(WAKE_TOPIC, 0, offset, suspend=True), timeout=30)
+            woken_at.append(time.perf_counter())
+            assert response.code == ResponseCode.SUCCESS, (response.code, response.remark)
+
+        for offset in range(samples):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(held_pull, offset)
+                await trio.sleep(0.005)  # let the pull reach the broker and park (a bench may wait; tests may not)
+                sent_at = time.perf_counter()
+                response = await producer.invoke(address, send_request(WAKE_TOPIC, 0), timeout=30)
+                sends.append((time.perf_counter() - sent_at) * 1000)
+                assert response.code == ResponseCode.SUCCESS
+            wakes.append((woken_at[-1] - sent_at) * 1000)
+    return wakes, sends
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+
+def emit(record: dict[str, object]) -> None:
+    print(json.dumps(record), flush=True)
+
+
+def measure(duration: float, per_queue: int, samples: int) -> None:
+    data_dir = tempfile.mkdtemp(prefix="bench-broker-")
+    broker_proc, address = start_broker(data_dir)
+    echo_proc, echo_port = start_echo_server("echo")
+    frame = encode_command(send_request())
+    try:
+        trio.run(prepare, address)
+        for connections, inflight in SEND_SCENARIOS:
+            trio.run(send_load, address, connections, inflight, 0.1)  # warm-up
+            trio.run(echo_client, echo_port, connections, inflight, frame, 0.1)
+            # Alternate halves so background load hits both stacks alike.
+            ours = [trio.run(send_load, address, connections, inflight, duration / 2) for _ in range(2)]
+            echo = [trio.run(echo_client, echo_port, connections, inflight, frame, duration / 2) for _ in range(2)]
+            rps, echo_rps = statistics.mean(ours), statistics.mean(echo)
+            emit(
+                {
+                    "bench": "broker",
+                    "op": "send",
+                    "connections": connections,
+                    "inflight": inflight,
+                    "frame_bytes": len(frame),
+                    "rps": round(rps),
+                    "echo_rps": round(echo_rps),
+                    "ratio": round(rps / echo_rps, 3),
+                }
+            )
+        trio.run(fill, address, PULL_TOPIC, per_queue)
+        msgs, pulls = trio.run(pull_load, address, per_queue)
+        emit(
+            {
+                "bench": "broker",
+                "op": "pull",
+                "queues": QUEUES,
+                "messages": per_queue * QUEUES,
+                "batch": 32,
+                "msgs_per_s": round(msgs),
+                "pulls_per_s": round(pulls),
+            }
+        )
+        wakes, sends = trio.run(wake_latency, address, samples)
+        emit(
+            {
+                "bench": "broker",
+                "op": "held_pull_wake",
+                "samples": samples,
+                "p50_ms": percentile(wakes, 0.5),
+                "p99_ms": percentile(wakes, 0.99),
+                "send_rtt_p50_ms": percentile(sends, 0.5),
+            }
+        )
+    finally:
+        for proc in (broker_proc, echo_proc):
+            proc.terminate()
+            proc.wait()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def py_spy() -> str:
+    """py-spy from PATH, else the one installed next to this interpreter (a venv that is not activated)."""
+    return shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("mode", nargs="?", default="measure", choices=["measure", "serve"])
+    parser.add_argument("--data", help="serve: the data directory")
+    parser.add_argument("--duration", type=float, default=1.0, help="seconds per send scenario and stack")
+    parser.add_argument("--per-queue", type=int, default=2500, help="pull: messages per queue (4 queues)")
+    parser.add_argument("--samples", type=int, default=200, help="held-pull wake samples")
+    parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/broker.svg")
+    args = parser.parse_args()
+    if args.mode == "serve":
+        with contextlib.suppress(KeyboardInterrupt):
+            trio.run(serve_broker, args.data)
+        return
+    measure(args.duration, args.per_queue, args.samples)
+    if args.profile:
+        Path("bench/results").mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "bench.broker", "--duration", str(args.duration)]
+        argv += ["--per-queue", str(args.per_queue), "--samples", str(args.samples)]
+        subprocess.run(
+            [py_spy(), "record", "--subprocesses", "-o", "bench/results/broker.svg", "--", *argv],
+            check=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
