@@ -54,6 +54,7 @@ class BrokerRegistration:
         self._wakeup = trio.Event()
         self.rounds = 0
         self.last_results: dict[str, int | str] = {}
+        self._round_done = trio.Event()
 
     @property
     def timeout(self) -> float:
@@ -108,7 +109,13 @@ class BrokerRegistration:
                 nursery.start_soon(one, addr)
         self.rounds += 1
         self.last_results = results
+        done, self._round_done = self._round_done, trio.Event()
+        done.set()
         return results
+
+    async def wait_next_round(self) -> None:
+        """Return when the next registration round (one in progress, or the next one) has completed."""
+        await self._round_done.wait()
 
     async def unregister_all(self, client: RemotingClient | None = None) -> None:
         """UNREGISTER_BROKER to every name server, each bounded by the timeout; failures are logged."""

@@ -1,0 +1,190 @@
+"""Admin requests over real sockets against the embedded cluster, through our RemotingClient."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import orjson
+import pytest
+
+from broker.admin_bodies import ConsumerConnection, ConsumeStats, ProducerConnection, TopicStatsTable
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.bodies import (
+    ConsumerData,
+    HeartbeatData,
+    KVTable,
+    MessageQueue,
+    ProducerData,
+    SubscriptionData,
+    TopicConfigSerializeWrapper,
+    TopicRouteData,
+)
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import MessageRecord
+from store.config_files import SubscriptionGroupConfig
+from tests.broker.helpers import create_topic_request, wait_for_route
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RemotingClient]:
+    async with RemotingClient() as c:
+        yield c
+
+
+async def admin(client: RemotingClient, cluster: EmbeddedCluster, cmd: RemotingCommand) -> RemotingCommand:
+    return await client.invoke(cluster.broker_addr, cmd, 5)
+
+
+async def test_created_topic_is_stored_and_routed_by_the_name_server(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    answer = await admin(client, embedded_cluster, create_topic_request("AdminTopic", queues=3, order=True))
+    assert answer.code == ResponseCode.SUCCESS
+    tc = embedded_cluster.controller.context.topics.get("AdminTopic")
+    assert tc is not None and (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.order) == (3, 3, 6, True)
+    route = TopicRouteData.decode(await wait_for_route(client, embedded_cluster, "AdminTopic"))
+    assert [(q.broker_name, q.read_queue_nums, q.perm) for q in route.queue_datas] == [("broker-a", 3, 6)]
+    assert route.broker_datas[0].broker_addrs == {0: embedded_cluster.broker_addr}
+
+    all_topics = await admin(client, embedded_cluster, request(RequestCode.GET_ALL_TOPIC_CONFIG))
+    wrapper = TopicConfigSerializeWrapper.decode(all_topics.body)
+    assert "AdminTopic" in wrapper.topic_config_table and "TBW102" in wrapper.topic_config_table
+    assert wrapper.data_version == embedded_cluster.controller.context.topics.data_version
+
+    deleted = await admin(
+        client, embedded_cluster, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "AdminTopic"})
+    )
+    assert deleted.code == ResponseCode.SUCCESS
+    assert embedded_cluster.controller.context.topics.get("AdminTopic") is None
+
+
+@pytest.mark.parametrize(
+    ("topic", "remark"),
+    [
+        ("bad topic!", "contains illegal characters"),
+        ("x" * 128, "longer than topic max length"),
+        ("SCHEDULE_TOPIC_XXXX", "conflict with system topic"),
+        ("DefaultCluster", "conflict with system reserved words"),
+    ],
+)
+async def test_invalid_and_system_topics_are_refused(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient, topic: str, remark: str
+) -> None:
+    answer = await admin(client, embedded_cluster, create_topic_request(topic))
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert answer.remark is not None and remark in answer.remark
+
+
+async def test_system_topics_cannot_be_deleted_and_missing_headers_are_errors(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    answer = await admin(client, embedded_cluster, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TBW102"}))
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert embedded_cluster.controller.context.topics.get("TBW102") is not None
+    missing = await admin(client, embedded_cluster, request(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "T"}))
+    assert missing.code == ResponseCode.SYSTEM_ERROR
+    unknown = await admin(client, embedded_cluster, request(9999))
+    assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+async def test_subscription_groups_are_created_listed_and_deleted_with_their_offsets(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    broker = embedded_cluster.controller.context
+    body = SubscriptionGroupConfig("admin_group", retry_queue_nums=2, retry_max_times=5).to_json()
+    created = await admin(
+        client, embedded_cluster, request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(body))
+    )
+    assert created.code == ResponseCode.SUCCESS
+    assert broker.groups.get("admin_group") == SubscriptionGroupConfig(
+        "admin_group", retry_queue_nums=2, retry_max_times=5
+    )
+    listing = await admin(client, embedded_cluster, request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+    table = orjson.loads(listing.body)["subscriptionGroupTable"]
+    assert table["admin_group"]["retryMaxTimes"] == 5 and "TOOLS_CONSUMER" in table
+    broker.offsets.commit("admin_group", "T", 0, 5)
+    deleted = await admin(
+        client,
+        embedded_cluster,
+        request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "admin_group", "cleanOffset": "true"}),
+    )
+    assert deleted.code == ResponseCode.SUCCESS
+    assert broker.groups.get("admin_group") is None
+    assert broker.offsets.query("admin_group", "T", 0) == -1
+
+
+async def test_runtime_info_and_broker_config(embedded_cluster: EmbeddedCluster, client: RemotingClient) -> None:
+    info = await admin(client, embedded_cluster, request(RequestCode.GET_BROKER_RUNTIME_INFO))
+    table = KVTable.decode(info.body).table
+    assert table["brokerVersion"] == "409"
+    assert table["sendThreadPoolQueueCapacity"] == "10000"
+    assert int(table["commitLogMaxOffset"]) >= 0
+    config = await admin(client, embedded_cluster, request(RequestCode.GET_BROKER_CONFIG))
+    text = bytes(config.body).decode()
+    port = embedded_cluster.broker_addr.rsplit(":", 1)[1]
+    assert f"listenPort={port}\n" in text and "brokerIP1=127.0.0.1\n" in text
+    assert "version" in config.ext_fields
+
+
+def _put(cluster: EmbeddedCluster, topic: str, queue_id: int, count: int) -> None:
+    store = cluster.controller.context.store
+    for i in range(count):
+        store.append(MessageRecord(topic, f"m{i}".encode(), queue_id, store_host=cluster.controller.context.store_host))
+
+
+async def test_topic_stats_and_consume_stats_report_queue_offsets(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    await admin(client, embedded_cluster, create_topic_request("StatsTopic", queues=2))
+    _put(embedded_cluster, "StatsTopic", 0, 3)
+    _put(embedded_cluster, "StatsTopic", 1, 1)
+    missing = await admin(client, embedded_cluster, request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Nope"}))
+    assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+    stats = await admin(client, embedded_cluster, request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "StatsTopic"}))
+    table = TopicStatsTable.decode(stats.body).offset_table
+    q0, q1 = MessageQueue("StatsTopic", "broker-a", 0), MessageQueue("StatsTopic", "broker-a", 1)
+    assert (table[q0].min_offset, table[q0].max_offset, table[q1].max_offset) == (0, 3, 1)
+    assert table[q0].last_update_timestamp > 0
+
+    embedded_cluster.controller.context.offsets.commit("stats_group", "StatsTopic", 0, 2)
+    consume = await admin(
+        client,
+        embedded_cluster,
+        request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "stats_group", "topic": "StatsTopic"}),
+    )
+    offsets = ConsumeStats.decode(consume.body).offset_table
+    assert (offsets[q0].broker_offset, offsets[q0].consumer_offset) == (3, 2)
+    assert (offsets[q1].broker_offset, offsets[q1].consumer_offset) == (1, 0)
+    assert offsets[q0].last_timestamp > 0
+
+
+async def test_connection_lists_show_heartbeating_clients(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    offline = await admin(
+        client, embedded_cluster, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "cg"})
+    )
+    assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE
+    no_producer = await admin(
+        client, embedded_cluster, request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "pg"})
+    )
+    assert no_producer.code == ResponseCode.SYSTEM_ERROR
+    data = HeartbeatData(
+        "10.0.0.9@77",
+        producer_data_set=(ProducerData("pg"),),
+        consumer_data_set=(ConsumerData("cg", subscription_data_set=(SubscriptionData("T", "A", ("A",)),)),),
+    )
+    await admin(client, embedded_cluster, request(RequestCode.HEART_BEAT, body=data.encode()))
+    consumers = await admin(
+        client, embedded_cluster, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "cg"})
+    )
+    body = ConsumerConnection.decode(consumers.body)
+    assert [(c.client_id, c.language) for c in body.connection_set] == [("10.0.0.9@77", "PYTHON")]
+    assert body.subscription_table["T"].sub_string == "A"
+    assert (body.consume_type, body.message_model) == ("CONSUME_PASSIVELY", "CLUSTERING")
+    producers = await admin(
+        client, embedded_cluster, request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "pg"})
+    )
+    assert [c.client_id for c in ProducerConnection.decode(producers.body).connection_set] == ["10.0.0.9@77"]

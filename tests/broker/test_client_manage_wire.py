@@ -1,0 +1,189 @@
+"""Client management over real sockets against the embedded cluster: heartbeats, the retry topic's route, consumer
+lists, NOTIFY_CONSUMER_IDS_CHANGED to the other members of a group, unregister, client config check, queue locks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from broker.admin_bodies import CheckClientRequestBody
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.bodies import (
+    ConsumerData,
+    ConsumerListBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    ProducerData,
+    SubscriptionData,
+    TopicRouteData,
+)
+from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.processor import RequestContext
+from tests.broker.helpers import wait_for_route
+
+GROUP = "wire_group"
+
+
+class NotifyRecorder:
+    """The client side of broker-initiated requests: records every request it is sent."""
+
+    def __init__(self) -> None:
+        self.send, self.receive = trio.open_memory_channel[RemotingCommand](100)
+
+    async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+        self.send.send_nowait(cmd)
+        return None
+
+    async def next(self, timeout: float = 10.0) -> RemotingCommand:
+        with trio.fail_after(timeout):
+            return await self.receive.receive()
+
+    def pending(self) -> int:
+        return self.receive.statistics().current_buffer_used
+
+
+def heartbeat(client_id: str, *topics: str, producer: str | None = None) -> RemotingCommand:
+    subs = tuple(SubscriptionData(t) for t in (topics or ("TopicTest",)))
+    data = HeartbeatData(
+        client_id,
+        producer_data_set=(ProducerData(producer),) if producer else (),
+        consumer_data_set=(ConsumerData(GROUP, subscription_data_set=subs),),
+    )
+    return request(RequestCode.HEART_BEAT, body=data.encode())
+
+
+def consumer_list() -> RemotingCommand:
+    return request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[tuple[RemotingClient, NotifyRecorder, RemotingClient, NotifyRecorder]]:
+    rec_a, rec_b = NotifyRecorder(), NotifyRecorder()
+    async with RemotingClient(request_handler=rec_a) as a, RemotingClient(request_handler=rec_b) as b:
+        yield a, rec_a, b, rec_b
+
+
+async def test_heartbeat_answers_our_version_and_makes_the_retry_topic_routable(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    async with RemotingClient() as client:
+        answer = await client.invoke(embedded_cluster.broker_addr, heartbeat("10.0.0.5@1"), 5)
+        assert (answer.code, answer.version) == (ResponseCode.SUCCESS, CURRENT_VERSION)
+        broker = embedded_cluster.controller.context
+        assert broker.groups.get(GROUP) is not None
+        assert broker.topics.get(f"%RETRY%{GROUP}") is not None
+        route = await wait_for_route(client, embedded_cluster, f"%RETRY%{GROUP}")
+        data = TopicRouteData.decode(route)
+        assert [b.broker_addrs for b in data.broker_datas] == [{0: embedded_cluster.broker_addr}]
+
+
+async def test_consumer_list_names_every_live_member_and_errs_when_empty(embedded_cluster: EmbeddedCluster) -> None:
+    addr = embedded_cluster.broker_addr
+    async with RemotingClient() as a, RemotingClient() as b:
+        empty = await a.invoke(addr, consumer_list(), 5)
+        assert (empty.code, empty.remark) == (ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {GROUP}")
+        await a.invoke(addr, heartbeat("c-a"), 5)
+        await b.invoke(addr, heartbeat("c-b"), 5)
+        answer = await a.invoke(addr, consumer_list(), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        assert sorted(ConsumerListBody.decode(answer.body).consumer_id_list) == ["c-a", "c-b"]
+        unregister = request(RequestCode.UNREGISTER_CLIENT, {"clientID": "c-b", "consumerGroup": GROUP})
+        assert (await b.invoke(addr, unregister, 5)).code == ResponseCode.SUCCESS
+        answer = await a.invoke(addr, consumer_list(), 5)
+        assert ConsumerListBody.decode(answer.body).consumer_id_list == ["c-a"]
+
+
+async def test_members_are_notified_when_another_joins_or_leaves(
+    embedded_cluster: EmbeddedCluster,
+    clients: tuple[RemotingClient, NotifyRecorder, RemotingClient, NotifyRecorder],
+) -> None:
+    a, rec_a, b, rec_b = clients
+    addr = embedded_cluster.broker_addr
+    await a.invoke(addr, heartbeat("c-a"), 5)
+    first = await rec_a.next()  # a's own arrival changed the group
+    assert (first.code, first.ext_fields, first.is_oneway) == (
+        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+        {"consumerGroup": GROUP},
+        True,
+    )
+    await b.invoke(addr, heartbeat("c-b"), 5)
+    assert (await rec_a.next()).code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+    assert (await rec_b.next()).code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+    # A repeated heartbeat changes nothing: no notification (checked after the next real change arrives).
+    await b.invoke(addr, heartbeat("c-b"), 5)
+    # b's connection closes: a is told at once.
+    b.close_connection(addr)
+    assert (await rec_a.next()).ext_fields == {"consumerGroup": GROUP}
+    assert rec_a.pending() == 0 and rec_b.pending() == 0
+    answer = await a.invoke(addr, consumer_list(), 5)
+    assert ConsumerListBody.decode(answer.body).consumer_id_list == ["c-a"]
+
+
+async def test_a_subscription_change_notifies_the_group(
+    embedded_cluster: EmbeddedCluster,
+    clients: tuple[RemotingClient, NotifyRecorder, RemotingClient, NotifyRecorder],
+) -> None:
+    a, rec_a, _b, _rec_b = clients
+    addr = embedded_cluster.broker_addr
+    await a.invoke(addr, heartbeat("c-a", "T1"), 5)
+    await rec_a.next()
+    await a.invoke(addr, heartbeat("c-a", "T1", "T2"), 5)
+    await rec_a.next()
+    sub = embedded_cluster.controller.context.clients.find_subscription(GROUP, "T2")
+    assert sub is not None
+
+
+async def test_producers_are_registered_from_heartbeats(embedded_cluster: EmbeddedCluster) -> None:
+    async with RemotingClient() as client:
+        await client.invoke(embedded_cluster.broker_addr, heartbeat("p-1", producer="pg"), 5)
+        infos = embedded_cluster.controller.context.clients.producer_connections("pg")
+        assert [i.client_id for i in infos] == ["p-1"]
+
+
+async def test_check_client_config_accepts_tag_and_sql92_and_rejects_garbage(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    addr = embedded_cluster.broker_addr
+    async with RemotingClient() as client:
+        for kind, expected in (("TAG", ResponseCode.SUCCESS), ("SQL92", ResponseCode.SUCCESS)):
+            body = CheckClientRequestBody("c", GROUP, SubscriptionData("T", "a > 1", expression_type=kind)).encode()
+            answer = await client.invoke(addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=body), 5)
+            assert answer.code == expected, kind
+        bad = CheckClientRequestBody("c", GROUP, SubscriptionData("T", expression_type="XPATH")).encode()
+        answer = await client.invoke(addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=bad), 5)
+        assert answer.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        garbage = await client.invoke(addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=b"{nope"), 5)
+        assert garbage.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_a_heartbeat_with_a_bad_body_is_a_system_error(embedded_cluster: EmbeddedCluster) -> None:
+    async with RemotingClient() as client:
+        answer = await client.invoke(embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=b"[]"), 5)
+        assert answer.code == ResponseCode.SYSTEM_ERROR
+        assert answer.remark
+
+
+async def test_queue_locks_over_the_wire(embedded_cluster: EmbeddedCluster) -> None:
+    addr = embedded_cluster.broker_addr
+    q0, q1 = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)
+
+    def lock(client_id: str, *mqs: MessageQueue, code: int = RequestCode.LOCK_BATCH_MQ) -> RemotingCommand:
+        return request(code, body=LockBatchRequestBody(GROUP, client_id, frozenset(mqs)).encode())
+
+    async with RemotingClient() as client:
+        first = await client.invoke(addr, lock("c1", q0, q1), 5)
+        assert LockBatchResponseBody.decode(first.body).lock_ok_mq_set == {q0, q1}
+        second = await client.invoke(addr, lock("c2", q0, q1), 5)
+        assert (second.code, LockBatchResponseBody.decode(second.body).lock_ok_mq_set) == (ResponseCode.SUCCESS, set())
+        unlock = await client.invoke(addr, lock("c1", q1, code=RequestCode.UNLOCK_BATCH_MQ), 5)
+        assert unlock.code == ResponseCode.SUCCESS
+        third = await client.invoke(addr, lock("c2", q0, q1), 5)
+        assert LockBatchResponseBody.decode(third.body).lock_ok_mq_set == {q1}
+        broken = await client.invoke(addr, request(RequestCode.LOCK_BATCH_MQ, body=b"{}"), 5)
+        assert broken.code == ResponseCode.SYSTEM_ERROR
