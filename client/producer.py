@@ -47,7 +47,7 @@ from client.instance import MQClientInstance
 from client.message import COMPRESSION_ZLIB, Message, SendResult
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, select_one_message_queue
-from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies import MessageQueue, TopicRouteData
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers import SendMessageRequestHeaderV2
@@ -357,7 +357,10 @@ class Producer:
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
         """The writable queues of ``topic`` (route fetched when unknown). Raises TopicRouteNotFoundError."""
-        route = await self.instance.route(topic)
+        try:
+            route = await self.instance.route(topic)
+        except TopicRouteNotFoundError:
+            route = await self._default_topic_route(topic)
         info = self._publish.get(topic)
         if info is None or info.route is not route:
             fresh = publish_info(topic, route)
@@ -370,6 +373,26 @@ class Producer:
         if not info.ok:
             raise TopicRouteNotFoundError(topic, self.instance.config.namesrv_addr, "the route has no writable queue")
         return info
+
+    async def _default_topic_route(self, topic: str) -> TopicRouteData:
+        """Java's auto-create path: a topic unknown to the name servers is sent with the route of
+        ``create_topic_key`` (TBW102), at most ``default_topic_queue_nums`` queues per broker; the broker then creates
+        it. Raises the original TopicRouteNotFoundError for ``topic`` when TBW102 has no route either."""
+        try:
+            default = await self.instance.route(self.create_topic_key)
+        except TopicRouteNotFoundError:
+            raise TopicRouteNotFoundError(topic, self.instance.config.namesrv_addr) from None
+        queues = [
+            attrs.evolve(
+                qd,
+                read_queue_nums=min(qd.read_queue_nums, self.default_topic_queue_nums),
+                write_queue_nums=min(qd.write_queue_nums, self.default_topic_queue_nums),
+            )
+            for qd in default.queue_datas
+        ]
+        route = attrs.evolve(default, queue_datas=queues)
+        self.instance.routes.setdefault(topic, route)
+        return route
 
     async def _broker_address(self, mq: MessageQueue) -> str:
         addr = self.instance.find_broker_address(mq.broker_name)

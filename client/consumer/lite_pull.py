@@ -149,19 +149,19 @@ class LitePullConsumer:
 
     async def _stop(self) -> None:
         tasks, self._tasks = self._tasks, None
-        with anyio.CancelScope(shield=True):
-            try:
-                if tasks is not None:
-                    tasks.cancel_scope.cancel()
-                    await tasks.__aexit__(None, None, None)
-                if self._started:
+        try:
+            if tasks is not None:
+                tasks.cancel_scope.cancel()
+                await tasks.__aexit__(None, None, None)
+            if self._started:
+                with anyio.CancelScope(shield=True):
                     if self.auto_commit:
                         await self.persist_offsets()
                     await self.instance.unregister(consumer_group=self._group)
-            finally:
-                self._started = False
-                if self._own_instance:
-                    await self.instance.__aexit__(None, None, None)
+        finally:
+            self._started = False
+            if self._own_instance:
+                await self.instance.__aexit__(None, None, None)
 
     def _check_started(self) -> anyio.abc.TaskGroup:
         if self._tasks is None:

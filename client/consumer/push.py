@@ -233,26 +233,26 @@ class PushConsumer:
         self.stopping = True
         background, self._background = self._background, None
         consume, self._consume_tasks = self._consume_tasks, None
-        with anyio.CancelScope(shield=True):
-            try:
-                if background is not None:
-                    background.cancel_scope.cancel()
-                    await background.__aexit__(None, None, None)
-                if consume is not None:
-                    # In-flight listener calls finish; only a listener that overruns await_termination is cancelled.
-                    consume.cancel_scope.deadline = anyio.current_time() + self.await_termination
-                    await consume.__aexit__(None, None, None)
-                if self._started:
+        try:
+            if background is not None:
+                background.cancel_scope.cancel()
+                await background.__aexit__(None, None, None)
+            if consume is not None:
+                # In-flight listener calls finish; only a listener that overruns await_termination is cancelled.
+                consume.cancel_scope.deadline = anyio.current_time() + self.await_termination
+                await consume.__aexit__(None, None, None)
+            if self._started:
+                with anyio.CancelScope(shield=True):
                     await self.persist_offsets()
                     if self.orderly:
                         await self.rebalance.unlock(list(self.rebalance.process_queues))
                     await self.instance.unregister(consumer_group=self._group)
-            finally:
-                self._started = False
-                for pq in self.rebalance.process_queues.values():
-                    pq.dropped = True
-                if self._own_instance:
-                    await self.instance.__aexit__(None, None, None)
+        finally:
+            self._started = False
+            for pq in self.rebalance.process_queues.values():
+                pq.dropped = True
+            if self._own_instance:
+                await self.instance.__aexit__(None, None, None)
 
     # -- ConsumerInner -------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,25 @@
+"""Helpers for client tests: topic creation and waiting on conditions without wall-clock thresholds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+from client.admin import Admin
+
+#: Upper bound for a condition to become true. A hang guard, not a performance threshold: every wait here ends as
+#: soon as the condition holds.
+HANG_GUARD = 60.0
+
+
+async def create_topic(namesrv_addr: str, topic: str, queues: int = 4) -> None:
+    async with Admin(namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+
+async def wait_until(condition: Callable[[], bool], poll: float = 0.02) -> None:
+    """Return once ``condition()`` holds; fail the test if it never does (see :data:`HANG_GUARD`)."""
+    with anyio.fail_after(HANG_GUARD):
+        while not condition():
+            await anyio.sleep(poll)
