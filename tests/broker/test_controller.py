@@ -1,0 +1,127 @@
+"""BrokerController and registration: every name server gets the broker's real port, periodic and triggered rounds
+(virtual time), unregistration at shutdown, and a clean restart that keeps topics and offsets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from broker.config import BrokerConfig
+from broker.controller import BrokerController
+from broker.embedded import EmbeddedCluster
+from broker.registration import registration_period
+from namesrv.config import NamesrvConfig
+from namesrv.server import NamesrvServer
+from remoting.client import RemotingClient
+from remoting.codec.bodies import TopicRouteData
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from store.config_files import TopicConfig
+from tests.broker.helpers import create_topic_request, wait_for_route
+from tests.conftest import SMALL_STORE
+
+
+async def start_namesrvs(nursery: trio.Nursery, tmp_path: Path, count: int) -> list[str]:
+    addrs = []
+    for i in range(count):
+        config = NamesrvConfig(listen_port=0, listen_host="127.0.0.1", kv_config_path=str(tmp_path / f"ns{i}.json"))
+        host, port = await nursery.start(NamesrvServer(config).serve)
+        addrs.append(f"{host}:{port}")
+    return addrs
+
+
+def broker_config(tmp_path: Path, namesrvs: list[str]) -> BrokerConfig:
+    return BrokerConfig(
+        broker_name="ctl-b",
+        listen_port=0,
+        listen_host="127.0.0.1",
+        namesrv_addr=";".join(namesrvs),
+        store_path_root_dir=str(tmp_path / "store"),
+        **SMALL_STORE,  # type: ignore[arg-type]
+    )
+
+
+async def route(client: RemotingClient, namesrv: str, topic: str) -> TopicRouteData | None:
+    answer = await client.invoke(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 5)
+    return TopicRouteData.decode(answer.body) if answer.code == ResponseCode.SUCCESS else None
+
+
+def test_registration_period_is_clamped_like_java() -> None:
+    assert registration_period(30_000) == 30.0
+    assert registration_period(1_000) == 10.0
+    assert registration_period(600_000) == 60.0
+
+
+async def test_the_broker_registers_its_real_port_with_every_name_server(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        namesrvs = await start_namesrvs(nursery, tmp_path, 2)
+        controller = BrokerController(broker_config(tmp_path, namesrvs))
+        host, port = await nursery.start(controller.serve)
+        assert port != 0 and controller.broker_addr == f"{host}:{port}" == f"127.0.0.1:{port}"
+        for ns in namesrvs:
+            found = await route(client, ns, "TBW102")
+            assert found is not None and found.broker_datas[0].broker_addrs == {0: controller.broker_addr}
+        # The store host written into msgIds is the broker's reachable address.
+        assert controller.context.store_host == bytes([127, 0, 0, 1]) + port.to_bytes(4, "big")
+        assert controller.context.store.arrival_listener == controller.hold.notify_message_arriving
+        nursery.cancel_scope.cancel()
+
+
+async def test_shutdown_unregisters_from_every_name_server(tmp_path: Path) -> None:
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        namesrvs = await start_namesrvs(nursery, tmp_path, 2)
+        controller = BrokerController(broker_config(tmp_path, namesrvs))
+        done = trio.Event()
+
+        async def run_broker(task_status: trio.TaskStatus[tuple[str, int]]) -> None:
+            with trio.CancelScope() as scope:
+                scopes.append(scope)
+                await controller.serve(task_status=task_status)
+            done.set()
+
+        scopes: list[trio.CancelScope] = []
+        await nursery.start(run_broker)
+        scopes[0].cancel()
+        await done.wait()
+        for ns in namesrvs:
+            assert await route(client, ns, "TBW102") is None
+        nursery.cancel_scope.cancel()
+
+
+async def test_registration_repeats_periodically_and_at_once_on_topic_changes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with trio.open_nursery() as nursery:
+        namesrvs = await start_namesrvs(nursery, tmp_path, 1)
+        controller = BrokerController(broker_config(tmp_path, namesrvs))
+        await nursery.start(controller.serve)
+        registration = controller.registration
+        assert registration is not None and registration.rounds == 1
+        assert registration.last_results == {namesrvs[0]: ResponseCode.SUCCESS}
+        await trio.sleep(10.5)
+        assert registration.rounds == 2
+        await trio.sleep(30)
+        assert registration.rounds == 3
+        controller.context.topics.update_topic(TopicConfig("Triggered", 2, 2))
+        await registration.wait_next_round()
+        assert registration.rounds == 4
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_restarted_broker_keeps_its_port_topics_and_offsets(embedded_cluster: EmbeddedCluster) -> None:
+    async with RemotingClient() as client:
+        addr = embedded_cluster.broker_addr
+        answer = await client.invoke(addr, create_topic_request("Durable", queues=2), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        embedded_cluster.controller.context.offsets.commit("g", "Durable", 1, 7)
+        await embedded_cluster.restart_broker()
+        assert embedded_cluster.broker_addr == addr
+        ctx = embedded_cluster.controller.context
+        durable = ctx.topics.get("Durable")
+        assert durable is not None and durable.read_queue_nums == 2
+        assert ctx.offsets.query("g", "Durable", 1) == 7
+        await wait_for_route(client, embedded_cluster, "Durable")
+        info = await client.invoke(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+        assert info.code == ResponseCode.SUCCESS
