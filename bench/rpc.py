@@ -28,8 +28,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Final
 
+import attrs
 import trio
 
 from remoting.client import RemotingClient
@@ -180,27 +183,66 @@ def start_server(kind: str) -> tuple[subprocess.Popen[str], int]:
     return proc, int(proc.stdout.readline())
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of another process (Linux ``/proc``); 0.0 where unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@attrs.define
+class Tally:
+    """Requests, wall seconds and CPU seconds of the client (this process) and the server, summed over rounds."""
+
+    rates: list[float] = attrs.field(factory=list)
+    requests: float = 0.0
+    client_cpu: float = 0.0
+    server_cpu: float = 0.0
+
+    def run(self, server_pid: int, duration: float, client: Callable[[], float]) -> None:
+        server0, client0 = process_cpu_seconds(server_pid), time.process_time()
+        rate = client()
+        self.server_cpu += process_cpu_seconds(server_pid) - server0
+        self.client_cpu += time.process_time() - client0
+        self.rates.append(rate)
+        self.requests += rate * duration
+
+    def us_per_request(self, cpu: float) -> float:
+        return round(cpu / self.requests * 1e6, 1) if self.requests else 0.0
+
+
 def measure(duration: float, rounds: int, scenarios: tuple[tuple[int, int], ...]) -> None:
     frame = encode_command(send_request())
     echo_proc, echo_port = start_server("echo")
     rpc_proc, rpc_port = start_server("rpc")
+    span = duration / rounds
     try:
         for connections, inflight in scenarios:
             trio.run(echo_client, echo_port, connections, inflight, frame, 0.1)  # warm both servers up
             trio.run(rpc_client, rpc_port, connections, inflight, 0.1)
             # Alternate short rounds so load from anything else on the machine hits both stacks alike.
-            echo_rates, rpc_rates = [], []
+            echo, ours = Tally(), Tally()
             for _ in range(rounds):
-                echo_rates.append(trio.run(echo_client, echo_port, connections, inflight, frame, duration / rounds))
-                rpc_rates.append(trio.run(rpc_client, rpc_port, connections, inflight, duration / rounds))
+                echo.run(
+                    echo_proc.pid, span, partial(trio.run, echo_client, echo_port, connections, inflight, frame, span)
+                )
+                ours.run(rpc_proc.pid, span, partial(trio.run, rpc_client, rpc_port, connections, inflight, span))
             line = {
                 "bench": "rpc",
                 "connections": connections,
                 "inflight": inflight,
                 "frame_bytes": len(frame),
-                "echo_rps": round(statistics.median(echo_rates)),
-                "rpc_rps": round(statistics.median(rpc_rates)),
-                "ratio": round(statistics.median(r / e for r, e in zip(rpc_rates, echo_rates, strict=True)), 3),
+                "echo_rps": round(statistics.median(echo.rates)),
+                "rpc_rps": round(statistics.median(ours.rates)),
+                "ratio": round(statistics.median(r / e for r, e in zip(ours.rates, echo.rates, strict=True)), 3),
+                # CPU per request is steadier than rates on a shared machine: it does not count time spent waiting.
+                "echo_client_cpu_us": echo.us_per_request(echo.client_cpu),
+                "echo_server_cpu_us": echo.us_per_request(echo.server_cpu),
+                "rpc_client_cpu_us": ours.us_per_request(ours.client_cpu),
+                "rpc_server_cpu_us": ours.us_per_request(ours.server_cpu),
                 "rounds": rounds,
             }
             print(json.dumps(line), flush=True)
@@ -220,10 +262,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/rpc.svg")
     args = parser.parse_args()
     if args.mode == "serve":
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             trio.run(serve_rpc if args.kind == "rpc" else serve_echo)
-        except KeyboardInterrupt:
-            pass
         return
     scenarios = (
         tuple((int(c), int(n)) for c, n in (s.split("x") for s in args.scenario)) if args.scenario else SCENARIOS

@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 RECEIVE_SIZE: Final = 256 * 1024
 #: Queued-but-unwritten bytes above which :meth:`Connection.send` waits for the writer (backpressure).
 SEND_HIGH_WATER: Final = 4 * 1024 * 1024
+#: Frames queued in one scheduler pass after which :meth:`Connection.send` writes them at once instead of leaving them
+#: to the writer's next pass: the peer starts on the first ones while later ones are still being produced. 8 lifted
+#: the 1 connection x 32 in flight RPC rate by ~1.5x over "whole pass" batches; 4 and 16 measured no better.
+FLUSH_FRAMES: Final = 8
 
 #: Errors that mean "the peer or the socket is gone" under either backend.
 STREAM_ERRORS: Final = (
@@ -139,6 +143,7 @@ class Connection:
         self._pending: dict[int, _ResponseFuture] = {}
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
+        self._writing = False
         self._writer_wakeup: primitives.Event | None = None
         self._drained: primitives.Event | None = None
         self._expiry_at = math.inf
@@ -237,7 +242,9 @@ class Connection:
                 data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
                 outbox.clear()
                 self._outbox_bytes = 0
+                self._writing = True
                 await stream.send_all(data)
+                self._writing = False
                 self.last_activity = now()
                 if self._drained is not None:
                     self._drained.set()
@@ -305,8 +312,15 @@ class Connection:
                 frame = self._send_direct(frame)
                 if not frame:
                     return
-        self._outbox.append(frame)
+        outbox = self._outbox
+        outbox.append(frame)
         self._outbox_bytes += len(frame)
+        if len(outbox) >= FLUSH_FRAMES and self._raw is not None and not self._writing:
+            data = self._send_direct(b"".join(outbox))
+            outbox.clear()
+            self._outbox_bytes = len(data)
+            if data:
+                outbox.append(data)
         if self._outbox_bytes > SEND_HIGH_WATER:
             if self._drained is None:
                 self._drained = self._loop.new_event()

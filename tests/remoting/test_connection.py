@@ -150,3 +150,24 @@ async def test_send_on_a_closed_connection_raises_closed_error():
     with pytest.raises(RemotingClosedError):
         await conn.invoke(request(1), 1.0)
     await conn.run(_Silent().on_request)  # returns at once and closes the stream
+
+
+async def test_frames_queued_in_one_pass_arrive_in_order_through_direct_and_writer_flushes():
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    raw = socket.fromfd(a.fileno(), a.family, a.type)
+    conn = Connection(trio.SocketStream(trio.socket.from_stdlib_socket(a)), ("peer", 1), ("me", 2), raw_socket=raw)
+    peer = trio.SocketStream(trio.socket.from_stdlib_socket(b))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run, _Silent().on_request)
+        await trio.testing.wait_all_tasks_blocked()
+        for i in range(50):  # no checkpoint in between: direct first write, direct batches of 8, the writer's rest
+            await conn.send(request(1, {"i": str(i)}, oneway=True))
+        decoder = FrameDecoder()
+        got: list[str] = []
+        while len(got) < 50:
+            decoder.receive_data(await peer.receive_some())
+            while (cmd := decoder.next_command()) is not None:
+                got.append(cmd.ext_fields["i"])
+        assert got == [str(i) for i in range(50)]
+        conn.close()
