@@ -293,7 +293,8 @@ class MessageStore:
         """Dispatch a record read back from the CommitLog (recovery, replica) into ConsumeQueue and index."""
         if meta.topic == SCHEDULE_TOPIC:
             level = find_property(meta.properties, b"DELAY")
-            tags = meta.store_timestamp + self._delay_levels.get(int(level) if level and level.isdigit() else 0, 0)
+            number = int(level) if level and level.isdigit() else meta.queue_id + 1
+            tags = meta.store_timestamp + self._delay_levels.get(number, 0)
         else:
             raw = find_property(meta.properties, b"TAGS")
             tags = tags_code(raw.decode("utf-8", "replace") if raw else None)

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
+import pytest
+
 from remoting.codec.message import decode_record
+from store.checkpoint import StoreLockedError
 from store.message_store import MessageStore
 from store.results import GetStatus
 from tests.store.store_helpers import message, open_store
@@ -140,4 +144,23 @@ def test_checkpoint_that_is_not_a_record_boundary_does_not_cut_the_log(tmp_path:
     store = open_store(tmp_path)
     assert store.max_phy_offset == end
     assert len(_bodies(store, 0)) + len(_bodies(store, 1)) == 12
+    store.close()
+
+
+def test_a_store_cannot_be_opened_twice(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    with pytest.raises(StoreLockedError):
+        open_store(tmp_path)
+    store.close()
+    open_store(tmp_path).close()
+
+
+def test_delayed_message_tags_code_is_rebuilt_as_its_delivery_time(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    appended = store.append(attrs.evolve(message(topic="SCHEDULE_TOPIC_XXXX", queue_id=1), properties="DELAY\x012"))
+    store.abandon()
+    (tmp_path / "consumequeue" / "SCHEDULE_TOPIC_XXXX" / "1" / f"{0:020d}").write_bytes(bytes(8 * 20))
+    store = open_store(tmp_path)
+    entry = store.consume_queue("SCHEDULE_TOPIC_XXXX", 1).entry(0)
+    assert entry is not None and entry[2] == appended.store_timestamp + 5000
     store.close()
