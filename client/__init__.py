@@ -1,1 +1,55 @@
-"""client."""
+"""rocketrio's RocketMQ 4.x client: async-first on anyio (Trio or asyncio), with a blocking facade in
+:mod:`client.sync`.
+
+The public names are re-exported here::
+
+    from client import Producer, PushConsumer, LitePullConsumer, Admin, Message, ConsumeConcurrentlyStatus
+"""
+
+from client.admin import Admin
+from client.config import ClientConfig
+from client.consumer.allocate import allocate_average, allocate_average_by_circle
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
+from client.consumer.lite_pull import LitePullConsumer
+from client.consumer.push import PushConsumer
+from client.errors import (
+    ClientStateError,
+    MessageValidationError,
+    MQBrokerError,
+    MQClientError,
+    SendFailedError,
+    TopicRouteNotFoundError,
+)
+from client.instance import MQClientInstance
+from client.message import Message, MessageExt, SendResult, SendStatus
+from client.producer import Producer
+from client.selector import select_by_hash, select_by_random
+from remoting.codec.bodies import ConsumeFromWhere, MessageModel, MessageQueue
+
+__all__ = [
+    "Admin",
+    "ClientConfig",
+    "ClientStateError",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
+    "LitePullConsumer",
+    "MQBrokerError",
+    "MQClientError",
+    "MQClientInstance",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "MessageValidationError",
+    "Producer",
+    "PushConsumer",
+    "SendFailedError",
+    "SendResult",
+    "SendStatus",
+    "TopicRouteNotFoundError",
+    "allocate_average",
+    "allocate_average_by_circle",
+    "select_by_hash",
+    "select_by_random",
+]

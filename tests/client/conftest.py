@@ -12,6 +12,7 @@ that asked for anyio, so anyio's runner (not Trio's) runs them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -75,10 +76,8 @@ class ThreadedCluster:
 
     def stop(self) -> None:
         if self._token is not None and self._stop is not None:
-            try:
+            with contextlib.suppress(trio.RunFinishedError):
                 trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-            except trio.RunFinishedError:
-                pass
         self._thread.join(60)
 
     def call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:

@@ -1,0 +1,229 @@
+"""Blocking facade: :class:`Producer`, :class:`PushConsumer`, :class:`LitePullConsumer` and :class:`Admin` for plain
+synchronous code, with the async classes' method names.
+
+Each facade object runs its async twin on a background event loop started with
+``anyio.from_thread.start_blocking_portal`` (asyncio by default, ``backend="trio"`` works too) and forwards calls
+through the portal, so they block the calling thread until done and raise what the async method raised. Use as a
+context manager or call ``start()`` / ``shutdown()``::
+
+    from client.sync import Producer, PushConsumer
+
+    with Producer("pg", namesrv_addr="127.0.0.1:9876") as producer:
+        producer.send(Message("TopicTest", b"hello"))
+
+    consumer = PushConsumer("cg", namesrv_addr="127.0.0.1:9876")
+    consumer.subscribe("TopicTest")
+    consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    consumer.start(); ...; consumer.shutdown()
+
+Push listeners given to the facade may be plain functions (they run in worker threads) or coroutine functions (they
+run on the background loop). ``send_async`` callbacks run on the background loop's thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, ExitStack
+from types import TracebackType
+from typing import Any, Self
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from client import admin as _admin
+from client import producer as _producer
+from client.consumer import lite_pull as _lite_pull
+from client.consumer import push as _push
+from client.consumer.listener import MessageListener
+from client.errors import ClientStateError
+from client.message import Message, MessageExt, SendResult
+from client.producer import SendCallback
+from client.selector import MessageQueueSelector
+from remoting.codec.bodies import ClusterInfo, MessageQueue, TopicRouteData
+
+
+class _Facade:
+    """Owns the portal thread and the async object's context; subclasses forward methods through :meth:`_call`."""
+
+    def __init__(self, target: Any, backend: str) -> None:
+        self._target = target
+        self._backend = backend
+        self._stack: ExitStack | None = None
+        self._portal: BlockingPortal | None = None
+
+    def start(self) -> None:
+        """Start the background loop and enter the async object (connects, heartbeats, first rebalance)."""
+        if self._stack is not None:
+            raise ClientStateError("already started")
+        stack = ExitStack()
+        try:
+            portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal(self._backend)
+            self._portal = stack.enter_context(portal_cm)
+            stack.enter_context(self._portal.wrap_async_context_manager(self._target))
+        except BaseException:
+            stack.close()
+            self._portal = None
+            raise
+        self._stack = stack
+
+    def shutdown(self) -> None:
+        """Leave the async object (graceful shutdown) and stop the background loop. Idempotent."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+        self._portal = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._portal is None:
+            raise ClientStateError("not started: call start() or use `with`")
+        return self._portal.call(lambda: fn(*args, **kwargs))
+
+
+class Producer(_Facade):
+    """Blocking :class:`client.producer.Producer`; constructor arguments are the same plus ``backend``."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        backend: str = "asyncio",
+        **options: Any,
+    ) -> None:
+        self.producer = _producer.Producer(group, namesrv_addr, **options)
+        super().__init__(self.producer, backend)
+
+    def send(self, msg: Message, **options: Any) -> SendResult:
+        result: SendResult = self._call(self.producer.send, msg, **options)
+        return result
+
+    def send_async(self, msg: Message, callback: SendCallback, **options: Any) -> None:
+        if self._portal is None:
+            raise ClientStateError("not started: call start() or use `with`")
+        self._portal.call(self._start_async, msg, callback, options)
+
+    async def _start_async(self, msg: Message, callback: SendCallback, options: dict[str, Any]) -> None:
+        self.producer.send_async(msg, callback, **options)
+
+    def send_oneway(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: object = None,
+    ) -> None:
+        self._call(self.producer.send_oneway, msg, queue=queue, selector=selector, arg=arg)
+
+    def send_batch(self, msgs: Sequence[Message], **options: Any) -> list[SendResult]:
+        results: list[SendResult] = self._call(self.producer.send_batch, msgs, **options)
+        return results
+
+
+class PushConsumer(_Facade):
+    """Blocking :class:`client.consumer.push.PushConsumer`."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        backend: str = "asyncio",
+        **options: Any,
+    ) -> None:
+        self.consumer = _push.PushConsumer(group, namesrv_addr, **options)
+        super().__init__(self.consumer, backend)
+
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        if self._portal is None:
+            self.consumer.subscribe(topic, expression, expression_type)
+        else:
+            self._portal.call(self._subscribe, topic, expression, expression_type)
+
+    async def _subscribe(self, topic: str, expression: str, expression_type: str) -> None:
+        self.consumer.subscribe(topic, expression, expression_type)
+
+    def register_message_listener(self, listener: MessageListener) -> None:
+        self.consumer.register_message_listener(listener)
+
+    def register_message_listener_orderly(self, listener: MessageListener) -> None:
+        self.consumer.register_message_listener_orderly(listener)
+
+
+class LitePullConsumer(_Facade):
+    """Blocking :class:`client.consumer.lite_pull.LitePullConsumer`."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        backend: str = "asyncio",
+        **options: Any,
+    ) -> None:
+        self.consumer = _lite_pull.LitePullConsumer(group, namesrv_addr, **options)
+        super().__init__(self.consumer, backend)
+
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        self._call(self.consumer.subscribe, topic, expression, expression_type)
+
+    def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        queues: list[MessageQueue] = self._call(self.consumer.fetch_message_queues, topic)
+        return queues
+
+    def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
+        self._call(self.consumer.assign, list(mqs), expression)
+
+    def poll(self, timeout: float = 5.0) -> list[MessageExt]:
+        msgs: list[MessageExt] = self._call(self.consumer.poll, timeout)
+        return msgs
+
+    def commit(self, mqs: Iterable[MessageQueue] | None = None) -> None:
+        self._call(self.consumer.commit, None if mqs is None else list(mqs))
+
+    def committed(self, mq: MessageQueue) -> int | None:
+        offset: int | None = self._call(self.consumer.committed, mq)
+        return offset
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        self._call(self.consumer.seek, mq, offset)
+
+    def seek_to_begin(self, mq: MessageQueue) -> None:
+        self._call(self.consumer.seek_to_begin, mq)
+
+    def seek_to_end(self, mq: MessageQueue) -> None:
+        self._call(self.consumer.seek_to_end, mq)
+
+
+class Admin(_Facade):
+    """Blocking :class:`client.admin.Admin`."""
+
+    def __init__(self, namesrv_addr: str | Sequence[str] = "127.0.0.1:9876", *, backend: str = "asyncio") -> None:
+        self.admin = _admin.Admin(namesrv_addr)
+        super().__init__(self.admin, backend)
+
+    def create_topic(self, topic: str, **options: Any) -> None:
+        self._call(self.admin.create_topic, topic, **options)
+
+    def delete_topic(self, topic: str, **options: Any) -> None:
+        self._call(self.admin.delete_topic, topic, **options)
+
+    def topic_route(self, topic: str) -> TopicRouteData:
+        route: TopicRouteData = self._call(self.admin.topic_route, topic)
+        return route
+
+    def topic_list(self) -> list[str]:
+        topics: list[str] = self._call(self.admin.topic_list)
+        return topics
+
+    def cluster_info(self) -> ClusterInfo:
+        info: ClusterInfo = self._call(self.admin.cluster_info)
+        return info
