@@ -1,0 +1,56 @@
+"""Admin bodies: fastjson's MessageQueue-keyed maps written and read back, and the reader's error handling."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.admin_bodies import (
+    CheckClientRequestBody,
+    ConsumeStats,
+    OffsetWrapper,
+    TopicOffset,
+    TopicStatsTable,
+    loads_fastjson,
+)
+from remoting.codec.bodies import BodyDecodeError, MessageQueue, SubscriptionData
+
+mqs = st.builds(
+    MessageQueue,
+    topic=st.text("abcXYZ_-%|0123456789", min_size=1, max_size=20),
+    broker_name=st.text("ab-", min_size=1, max_size=5),
+    queue_id=st.integers(0, 1023),
+)
+offsets = st.integers(0, 2**62)
+
+
+def test_message_queue_keys_are_written_as_fastjson_objects() -> None:
+    table = TopicStatsTable({MessageQueue("T", "b", 0): TopicOffset(1, 5, 7)})
+    assert table.encode() == (
+        b'{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:'
+        b'{"lastUpdateTimestamp":7,"maxOffset":5,"minOffset":1}}}'
+    )
+
+
+@given(st.dictionaries(mqs, st.builds(TopicOffset, offsets, offsets, offsets), max_size=8))
+def test_topic_stats_round_trip(table: dict[MessageQueue, TopicOffset]) -> None:
+    assert TopicStatsTable.decode(TopicStatsTable(table).encode()) == TopicStatsTable(table)
+
+
+@given(st.dictionaries(mqs, st.builds(OffsetWrapper, offsets, offsets, offsets), max_size=8))
+def test_consume_stats_round_trip(table: dict[MessageQueue, OffsetWrapper]) -> None:
+    assert ConsumeStats.decode(ConsumeStats(table, 1.5).encode()) == ConsumeStats(table, 1.5)
+
+
+@pytest.mark.parametrize("text", [b"{", b'{"a":}', b"[1,2", b'{"a":1}x', b"{[1]:2}", b"\xff"])
+def test_malformed_bodies_raise_body_decode_errors(text: bytes) -> None:
+    with pytest.raises(BodyDecodeError):
+        loads_fastjson(text)
+
+
+def test_check_client_body_round_trips_and_defaults_expression_type() -> None:
+    body = CheckClientRequestBody("c", "g", SubscriptionData("T", "a > 1", expression_type="SQL92"))
+    assert CheckClientRequestBody.decode(body.encode()) == body
+    bare = CheckClientRequestBody.decode(b'{"clientId":"c","subscriptionData":{"topic":"T","subString":"*"}}')
+    assert bare.subscription_data is not None and bare.subscription_data.expression_type == "TAG"
