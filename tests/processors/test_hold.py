@@ -6,6 +6,8 @@ from __future__ import annotations
 import trio
 import trio.testing
 
+from broker.context import BrokerContext
+from processors.hold import CHECK_INTERVAL, HoldService
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import iter_records
@@ -167,3 +169,18 @@ async def test_held_pull_on_a_real_socket_answers_pipelined_requests_then_wakes_
     assert woken is not None and (woken.opaque, woken.code) == (held.opaque, ResponseCode.SUCCESS)
     await consumer.aclose()
     await producer.aclose()
+
+
+async def test_periodic_check_moves_a_pull_past_messages_that_did_not_match_its_tags(
+    broker: BrokerContext, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    served = ServedBroker(broker, HoldService(max_offset_of=broker.store.max_offset_in_queue))
+    await nursery.start(served.hold.run)
+    await nursery.start(served.dispatcher.run)
+    client = await served.connect_memory(nursery)
+    held_at = await parked(served, client, pull_request(subscription="TagA"))
+    await produce(served, nursery, "TagB", "TagB")
+    response = await client.receive()
+    assert response is not None and response.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    assert response.ext_fields["nextBeginOffset"] == "2"
+    assert trio.current_time() - held_at <= CHECK_INTERVAL + 0.01
