@@ -285,3 +285,17 @@ def test_rewrite_properties_keeps_every_pair_but_wait_and_adds_cluster(props: di
     expected["CLUSTER"] = "C1"
     assert decode_properties(result.stored) == expected
     assert result.wait == (props.get("WAIT", "true").lower() == "true")
+
+
+async def test_sync_flush_send_waits_for_the_flush_unless_wait_is_false(
+    make_broker: MakeBroker, peer_ctx: RequestContext
+) -> None:
+    from store.config import FlushDiskType
+
+    broker = make_broker(store_overrides={"flush_disk_type": FlushDiskType.SYNC_FLUSH})
+    no_wait = await send(broker, peer_ctx, send_request(properties="WAIT\x01false"))
+    assert no_wait.code == ResponseCode.SUCCESS
+    assert broker.store.flush_watermark < broker.store.max_phy_offset  # answered before any flush
+    waited = await send(broker, peer_ctx, send_request(properties="WAIT\x01true"))
+    assert waited.code == ResponseCode.SUCCESS
+    assert broker.store.flush_watermark >= broker.store.max_phy_offset
