@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+import anyio
 import pytest
 
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import ConsumeFromWhere
+from remoting.codec.bodies import ConsumeFromWhere, MessageModel
 from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic, wait_until
 
@@ -37,3 +38,112 @@ async def test_clustering_consumer_receives_every_message_exactly_once(cluster: 
         await wait_until(lambda: sum(received.values()) >= 40)
     assert set(received) == {f"m{i}".encode() for i in range(40)}
     assert set(received.values()) == {1}
+
+
+def _recorder(into: list[MessageExt]):  # type: ignore[no-untyped-def]
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        into.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    return listener
+
+
+def _consumer(
+    cluster: ThreadedCluster, group: str, topic: str, into: list[MessageExt], **options: object
+) -> PushConsumer:
+    consumer = PushConsumer(group, cluster.namesrv_addr, **options)  # type: ignore[arg-type]
+    consumer.subscribe(topic)
+    consumer.register_message_listener(_recorder(into))
+    return consumer
+
+
+def _owned(consumer: PushConsumer, topic: str) -> set[int]:
+    return {mq.queue_id for mq in consumer.rebalance.process_queues if mq.topic == topic}
+
+
+async def test_two_consumers_split_the_queues_and_one_takes_over_when_the_other_leaves(
+    cluster: ThreadedCluster,
+) -> None:
+    await create_topic(cluster.namesrv_addr, "Split", queues=4)
+    got_a: list[MessageExt] = []
+    got_b: list[MessageExt] = []
+    a = _consumer(cluster, "cg-split", "Split", got_a)
+    b = _consumer(cluster, "cg-split", "Split", got_b)
+    async with Producer("pg", cluster.namesrv_addr) as producer, a:
+        async with b:
+            await wait_until(lambda: len(_owned(a, "Split")) == 2 and len(_owned(b, "Split")) == 2)
+            assert _owned(a, "Split") | _owned(b, "Split") == {0, 1, 2, 3}
+            for i in range(40):
+                await producer.send(Message("Split", f"x{i}".encode()))
+            await wait_until(lambda: len(got_a) + len(got_b) >= 40)
+            assert {m.queue_id for m in got_a} <= _owned(a, "Split")
+            assert {m.queue_id for m in got_b} <= _owned(b, "Split")
+        await wait_until(lambda: _owned(a, "Split") == {0, 1, 2, 3})
+        for i in range(40, 60):
+            await producer.send(Message("Split", f"x{i}".encode()))
+        await wait_until(lambda: {m.body for m in got_a} >= {f"x{i}".encode() for i in range(40, 60)})
+    everything = [m.body for m in got_a + got_b]
+    assert set(everything) == {f"x{i}".encode() for i in range(60)}
+
+
+async def test_broadcasting_delivers_every_message_to_every_consumer(cluster: ThreadedCluster, tmp_path: Path) -> None:
+    await create_topic(cluster.namesrv_addr, "Bcast", queues=2)
+    got_a: list[MessageExt] = []
+    got_b: list[MessageExt] = []
+    options = {
+        "message_model": MessageModel.BROADCASTING,
+        "offset_store_dir": tmp_path / "offsets",
+        "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    }
+    a = _consumer(cluster, "cg-bcast", "Bcast", got_a, **options)
+    b = _consumer(cluster, "cg-bcast", "Bcast", got_b, **options)
+    async with Producer("pg", cluster.namesrv_addr) as producer, a, b:
+        for i in range(20):
+            await producer.send(Message("Bcast", f"b{i}".encode()))
+        await wait_until(lambda: len(got_a) >= 20 and len(got_b) >= 20)
+    expected = {f"b{i}".encode() for i in range(20)}
+    assert {m.body for m in got_a} == expected == {m.body for m in got_b}
+    assert len(got_a) == len(got_b) == 20
+    assert list((tmp_path / "offsets").rglob("offsets.json"))
+
+
+async def test_offsets_resume_after_consumer_and_broker_restart(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "Resume", queues=2)
+    first: list[MessageExt] = []
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        for i in range(20):
+            await producer.send(Message("Resume", f"r{i}".encode()))
+        async with _consumer(cluster, "cg-resume", "Resume", first):
+            await wait_until(lambda: len(first) >= 20)
+    await anyio.to_thread.run_sync(cluster.restart_broker)
+    second: list[MessageExt] = []
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        for i in range(20, 30):
+            await producer.send(Message("Resume", f"r{i}".encode()))
+        async with _consumer(cluster, "cg-resume", "Resume", second):
+            await wait_until(lambda: len(second) >= 10)
+    assert sorted(m.body for m in second) == sorted(f"r{i}".encode() for i in range(20, 30))
+
+
+async def test_failed_messages_come_back_through_the_retry_topic(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "Retry", queues=1)
+    attempts: Counter[bytes] = Counter()
+    reconsumed: list[MessageExt] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        for m in msgs:
+            attempts[m.body] += 1
+            if attempts[m.body] == 1:
+                return ConsumeConcurrentlyStatus.RECONSUME_LATER
+            reconsumed.append(m)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("cg-retry", cluster.namesrv_addr)
+    consumer.subscribe("Retry")
+    consumer.register_message_listener(listener)
+    async with Producer("pg", cluster.namesrv_addr) as producer, consumer:
+        await producer.send(Message("Retry", b"again", tags="T"))
+        await wait_until(lambda: bool(reconsumed))
+    assert reconsumed[0].topic == "Retry"
+    assert reconsumed[0].reconsume_times == 1
+    assert reconsumed[0].body == b"again"
