@@ -42,7 +42,8 @@ from remoting import primitives
 from remoting.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from remoting.codec.errors import CodecError
 from remoting.codec.frame import MAX_FRAME, FrameDecoder, encode_command
-from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
+from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingTimeoutError
+from remoting.future import ResponseFuture
 from remoting.processor import RequestContext
 
 log = logging.getLogger(__name__)
@@ -100,14 +101,6 @@ class AnyioByteStream:
         await self._stream.aclose()
 
 
-@attrs.define(slots=True)
-class _ResponseFuture:
-    event: primitives.Event
-    deadline: float
-    response: RemotingCommand | None = None
-    error: RemotingError | None = None
-
-
 class Connection:
     """A framed, multiplexed RocketMQ connection. See the module docstring for the contract.
 
@@ -140,7 +133,7 @@ class Connection:
         self._stream = stream
         self._raw = raw_socket
         self._max_frame = max_frame
-        self._pending: dict[int, _ResponseFuture] = {}
+        self._pending: dict[int, ResponseFuture] = {}
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
         self._writing = False
@@ -220,8 +213,7 @@ class Connection:
                         if future is None:
                             log.debug("%r: dropped a response nobody waits for (opaque %d)", self, cmd.opaque)
                         else:
-                            future.response = cmd
-                            future.event.set()
+                            future.complete(cmd)
                     else:
                         await on_request(ctx, cmd)
         except CodecError as exc:
@@ -265,7 +257,7 @@ class Connection:
             for opaque, future in list(self._pending.items()):
                 if future.deadline <= now:
                     del self._pending[opaque]
-                    future.event.set()  # neither response nor error: a timeout
+                    future.complete()  # neither response nor error: a timeout
                 elif future.deadline < earliest:
                     earliest = future.deadline
             self._expiry_at = earliest
@@ -285,8 +277,7 @@ class Connection:
     def _release_waiters(self) -> None:
         pending, self._pending = self._pending, {}
         for future in pending.values():
-            future.error = RemotingConnectError(f"connection to {self.remote_address} closed")
-            future.event.set()
+            future.complete(error=RemotingConnectError(f"connection to {self.remote_address} closed"))
         self._outbox.clear()
         if self._drained is not None:
             self._drained.set()
@@ -350,7 +341,7 @@ class Connection:
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
         deadline = self._loop.now() + timeout
-        future = _ResponseFuture(self._loop.new_event(), deadline)
+        future = ResponseFuture(deadline, self._loop.new_event())
         opaque = cmd.opaque
         self._pending[opaque] = future
         if deadline < self._expiry_at and self._expiry_wakeup is not None:
@@ -358,7 +349,7 @@ class Connection:
             self._expiry_wakeup.set()
         try:
             await self.send(cmd)
-            await future.event.wait()
+            await future.wait()
         finally:
             if self._pending.get(opaque) is future:
                 del self._pending[opaque]
