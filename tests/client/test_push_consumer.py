@@ -4,6 +4,7 @@ offsets resuming after a restart, send-back on failure."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import anyio
 import pytest
