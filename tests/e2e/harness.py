@@ -318,6 +318,29 @@ async def create_topic(admin: RemotingClient, broker_addr: str, topic: str, queu
         raise ScenarioError(f"creating topic {topic} answered {answer.code} {answer.remark}")
 
 
+async def wait_for_consumers(
+    admin: RemotingClient, broker_addr: str, group: str, count: int, timeout: float = 30
+) -> list[str]:
+    """Poll GET_CONSUMER_LIST_BY_GROUP (38) until the broker lists exactly ``count`` clients in ``group``."""
+    ids: list[str] = []
+    with trio.move_on_after(timeout):
+        while True:
+            try:
+                answer = await admin.invoke(
+                    broker_addr, request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), 5
+                )
+            except RemotingError:
+                ids = []
+            else:
+                body = json.loads(bytes(answer.body) or b"{}") if answer.code == ResponseCode.SUCCESS else {}
+                ids = list(body.get("consumerIdList", []))
+                if len(ids) == count:
+                    return ids
+            # Heartbeats and unregistrations land asynchronously; re-ask shortly.
+            await trio.sleep(0.2)
+    raise ScenarioError(f"group {group} never had {count} consumers within {timeout:.0f}s (last: {ids})")
+
+
 async def wait_for_route(admin: RemotingClient, namesrv_addr: str, topic: str, timeout: float = 30) -> bytes:
     """Poll GET_ROUTEINFO_BY_TOPIC (105) until the name server knows ``topic``; returns the route body."""
     last = "no answer"

@@ -5,7 +5,7 @@ behaviour per test. Timeline (``T`` = 1,000 messages)::
 
     broker up -> topics MAIN (4 queues), SPLIT (4), LATENCY (1) -> producer sends T to MAIN -> SIGKILL + restart
     -> at once: [once] one consumer reads MAIN               [resume] a consumer stops after ~300, a successor ends it
-                [split] two consumers share SPLIT, one leaves  [latency] a message sent while a pull is held
+                [split] two consumers share SPLIT, the first leaves  [latency] a message sent while a pull is held
     -> [once] stops; 8 tail messages are sent; a restarted [once] consumer must get exactly the tail.
 
 Each scenario records its own failure in ``errors`` instead of aborting the others, so a broker bug shows up as
@@ -34,6 +34,7 @@ from tests.e2e.harness import (
     ScenarioError,
     create_topic,
     kill_all,
+    wait_for_consumers,
     wait_for_route,
 )
 
@@ -78,9 +79,9 @@ class SessionReport:
     split_rounds: int = 0
     split_batch1: set[str] = attrs.field(factory=set)
     split_batch2: set[str] = attrs.field(factory=set)
-    split_a: list[Event] = attrs.field(factory=list)
-    split_b: list[Event] = attrs.field(factory=list)
-    split_a_before_leave: int = 0
+    split_leaver: list[Event] = attrs.field(factory=list)
+    split_survivor: list[Event] = attrs.field(factory=list)
+    split_survivor_before_leave: int = 0
     latency_ms: list[int] = attrs.field(factory=list)
     errors: dict[str, str] = attrs.field(factory=dict)
     client_errors: dict[str, list[str]] = attrs.field(factory=dict)
@@ -190,27 +191,41 @@ class Session:
             self.report.resume_second = second.received
 
     async def split_scenario(self) -> None:
-        a = await self.agent("consumer", "CG_e2e_split", self.split, "split-a")
-        b = await self.agent("consumer", "CG_e2e_split", self.split, "split-b")
-        producer = await self.agent("producer", "PG_e2e_split")
-        await self._settle_split(a, b, producer)
-        batch1 = make_messages(self.split, "s1", SPLIT_BATCH)
-        self.report.split_batch1 = {m["keys"] for m in batch1}
-        await self._send_all(producer, batch1)
-        await a.wait_until(
-            lambda: (a.received_keys() | b.received_keys()) >= self.report.split_batch1, STEP, "batch 1 split"
-        )
-        self.report.split_a_before_leave = len(a.received)
-        await b.stop()
-        batch2 = make_messages(self.split, "s2", SPLIT_BATCH)
-        self.report.split_batch2 = {m["keys"] for m in batch2}
-        await self._send_all(producer, batch2)
-        try:
-            await a.wait_until(lambda: a.received_keys() >= self.report.split_batch2, STEP, "batch 2 after takeover")
-        finally:
+        """The first consumer of the group leaves and the later one takes over.
+
+        That order matters for the C++ 2.1.0 core: a consumer that dropped a queue in a rebalance and is given it
+        back later never pulls it again (its per-queue pull callback keeps the dropped request), so the survivor must
+        be one that never owned the leaver's queues: the later joiner.
+        """
+        group = "CG_e2e_split"
+        async with RemotingClient() as admin:
+            leaver = await self.agent("consumer", group, self.split, "split-1")
+            await wait_for_consumers(admin, self.broker.broker_addr, group, 1)
+            survivor = await self.agent("consumer", group, self.split, "split-2")
+            await wait_for_consumers(admin, self.broker.broker_addr, group, 2)
+            producer = await self.agent("producer", "PG_e2e_split")
+            try:
+                await self._settle_split(leaver, survivor, producer)
+                batch1 = make_messages(self.split, "s1", SPLIT_BATCH)
+                self.report.split_batch1 = {m["keys"] for m in batch1}
+                await self._send_all(producer, batch1)
+                both = (leaver, survivor)
+                await survivor.wait_until(
+                    functools.partial(_all_received, both, self.report.split_batch1), STEP, "batch 1 split"
+                )
+                self.report.split_survivor_before_leave = len(survivor.received)
+                await leaver.stop()
+                await wait_for_consumers(admin, self.broker.broker_addr, group, 1)
+                batch2 = make_messages(self.split, "s2", SPLIT_BATCH)
+                self.report.split_batch2 = {m["keys"] for m in batch2}
+                await self._send_all(producer, batch2)
+                await survivor.wait_until(
+                    functools.partial(_all_received, (survivor,), self.report.split_batch2), STEP, "batch 2 takeover"
+                )
+            finally:
+                self.report.split_leaver, self.report.split_survivor = leaver.received, survivor.received
             await producer.stop()
-            await a.stop()
-            self.report.split_a, self.report.split_b = a.received, b.received
+            await survivor.stop()
 
     async def _settle_split(self, a: Agent, b: Agent, producer: Agent) -> None:
         """Send probe rounds until two rounds in a row show each queue owned by one consumer and both used."""

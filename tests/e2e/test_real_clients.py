@@ -80,26 +80,26 @@ def test_restarted_consumer_gets_only_messages_sent_after_it_stopped(session: Se
 def test_two_consumers_in_one_group_split_the_queues(session: SessionReport) -> None:
     _require(session, "split")
     owners: dict[int, set[str]] = defaultdict(set)
-    for who, events in (("a", session.split_a), ("b", session.split_b)):
+    for who, events in (("leaver", session.split_leaver), ("survivor", session.split_survivor)):
         for e in events:
             if e["keys"] in session.split_batch1:
                 owners[e["queueId"]].add(who)
-    assert set().union(*owners.values()) == {"a", "b"}, f"both consumers get queues: {dict(owners)}"
+    assert set().union(*owners.values()) == {"leaver", "survivor"}, f"both consumers get queues: {dict(owners)}"
     shared = {q: o for q, o in owners.items() if len(o) > 1}
     assert not shared, f"queues consumed by both consumers at once: {shared}"
-    batch1 = [e for e in session.split_a + session.split_b if e["keys"] in session.split_batch1]
+    batch1 = [e for e in session.split_leaver + session.split_survivor if e["keys"] in session.split_batch1]
     assert {e["keys"] for e in batch1} == session.split_batch1
     assert not duplicates(batch1)
 
 
 def test_remaining_consumer_takes_over_the_queues_of_one_that_left_without_loss(session: SessionReport) -> None:
     _require(session, "split")
-    a_after = {e["keys"] for e in session.split_a[session.split_a_before_leave :]}
-    missing = session.split_batch2 - a_after
+    after = {e["keys"] for e in session.split_survivor[session.split_survivor_before_leave :]}
+    missing = session.split_batch2 - after
     assert not missing, f"{len(missing)} messages sent after the other consumer left never arrived"
-    everything = {e["keys"] for e in session.split_a + session.split_b}
+    everything = {e["keys"] for e in session.split_leaver + session.split_survivor}
     assert everything >= session.split_batch1 | session.split_batch2
-    batch2 = [e for e in session.split_a if e["keys"] in session.split_batch2]
+    batch2 = [e for e in session.split_survivor if e["keys"] in session.split_batch2]
     assert {e["queueId"] for e in batch2} == {0, 1, 2, 3}, "the survivor consumes every queue"
 
 
