@@ -18,13 +18,19 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import pytest
 import trio
 
+from broker.controller import BrokerController
 from broker.embedded import EmbeddedCluster
 from tests.conftest import SMALL_STORE
 
 T = TypeVar("T")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "broker(**overrides): BrokerConfig overrides for the client tests' cluster")
 
 
 @pytest.hookimpl(trylast=True)
@@ -62,10 +68,43 @@ class ThreadedCluster:
     async def _serve(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
         self._stop = trio.Event()
-        async with EmbeddedCluster(self._data_dir, **self._overrides) as cluster:
+        async with EmbeddedCluster(self._data_dir, **self._overrides) as cluster, trio.open_nursery() as extra:
             self.cluster = cluster
+            self._extra = extra
             self._ready.set()
             await self._stop.wait()
+            extra.cancel_scope.cancel()
+
+    def start_extra_broker(self, name: str) -> tuple[str, Callable[[], None]]:
+        """A second master ``name`` in the same cluster and name server. Returns its address and a stopper."""
+
+        async def start() -> tuple[str, trio.CancelScope]:
+            assert self.cluster is not None
+            config = attrs.evolve(
+                self.cluster.broker_config(),
+                broker_name=name,
+                listen_port=0,
+                store_path_root_dir=str(self._data_dir / name),
+            )
+            controller = BrokerController(config)
+            scope = trio.CancelScope()
+
+            async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                with scope:
+                    await controller.serve(task_status=task_status)
+
+            await self._extra.start(run)
+            return controller.broker_addr, scope
+
+        addr, scope = self.call(start)
+
+        def stop() -> None:
+            async def cancel() -> None:
+                scope.cancel()
+
+            self.call(cancel)
+
+        return addr, stop
 
     def start(self) -> ThreadedCluster:
         self._thread.start()
@@ -94,15 +133,23 @@ class ThreadedCluster:
         assert self.cluster is not None
         return self.cluster.broker_addr
 
+    def stop_broker(self) -> None:
+        assert self.cluster is not None
+        self.call(self.cluster.stop_broker)
+
     def restart_broker(self) -> None:
         assert self.cluster is not None
         self.call(self.cluster.restart_broker)
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ThreadedCluster]:
-    """A name server and a broker on a Trio loop in another thread, usable from either backend."""
-    threaded = ThreadedCluster(tmp_path / "cluster").start()
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ThreadedCluster]:
+    """A name server and a broker on a Trio loop in another thread, usable from either backend.
+
+    ``@pytest.mark.broker(**overrides)`` on a test changes the broker's config (e.g. a larger CommitLog segment)."""
+    marker = request.node.get_closest_marker("broker")
+    overrides = dict(marker.kwargs) if marker is not None else {}
+    threaded = ThreadedCluster(tmp_path / "cluster", **overrides).start()
     try:
         yield threaded
     finally:

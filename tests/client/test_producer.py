@@ -1,22 +1,169 @@
-"""Producer against the embedded cluster: send modes, batches, compression, the missing-route error."""
+"""Producer against the embedded cluster: send modes, batches split at 4 MiB, compression, the missing-route error,
+and retries that move to the other broker when one of two is down."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from client.admin import Admin
-from client.message import Message, SendStatus
-from client.producer import Producer
+from client.api import pull_message
+from client.errors import SendFailedError, TopicRouteNotFoundError
+from client.message import Message, SendResult, SendStatus
+from client.producer import MAX_MESSAGE_SIZE, Producer
+from client.selector import select_by_hash
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import request
+from remoting.codec.headers import PullMessageRequestHeader
+from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt, iter_records
 from tests.client.conftest import ThreadedCluster
+from tests.client.helpers import create_topic, wait_until
 
 pytestmark = pytest.mark.anyio
 
 
+def _pull_header(topic: str, queue_id: int, offset: int = 0, max_nums: int = 32) -> PullMessageRequestHeader:
+    return PullMessageRequestHeader(
+        consumer_group="probe",
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=0x4,  # SUBSCRIPTION: the probe group never sent a heartbeat
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        sub_version=0,
+        subscription="*",
+        expression_type="TAG",
+    )
+
+
+async def _stored(broker_addr: str, topic: str, queues: int) -> list[MessageExt]:
+    """Every message stored in ``topic`` (as the client decodes it: inflated)."""
+    found: list[MessageExt] = []
+    async with RemotingClient() as remoting:
+        for qid in range(queues):
+            offset = 0
+            while True:
+                result = await pull_message(remoting, broker_addr, _pull_header(topic, qid, offset), 10.0)
+                if not result.messages:
+                    break
+                found.extend(result.messages)
+                offset = result.next_begin_offset
+    return found
+
+
 async def test_sync_send_is_stored_and_acknowledged(cluster: ThreadedCluster) -> None:
-    async with Admin(cluster.namesrv_addr) as admin:
-        await admin.create_topic("SendSync", read_queue_nums=2, write_queue_nums=2)
+    await create_topic(cluster.namesrv_addr, "SendSync", queues=2)
     async with Producer("pg", cluster.namesrv_addr) as producer:
         result = await producer.send(Message("SendSync", b"hello", tags="TagA", keys=["k1", "k2"]))
     assert result.send_status is SendStatus.SEND_OK
     assert result.topic == "SendSync" and result.queue_id in (0, 1)
     assert len(result.msg_id) == 32 and len(result.offset_msg_id) == 32
+    [stored] = await _stored(cluster.broker_addr, "SendSync", 2)
+    assert stored.body == b"hello" and stored.tags == "TagA" and stored.keys == ["k1", "k2"]
+    assert stored.properties["UNIQ_KEY"] == result.msg_id
+
+
+async def test_async_send_reports_to_a_callback_and_oneway_sends_are_stored(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "SendModes", queues=4)
+    outcomes: list[SendResult | Exception] = []
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        for i in range(5):
+            producer.send_async(Message("SendModes", f"async{i}".encode()), outcomes.append)
+        for i in range(5):
+            await producer.send_oneway(Message("SendModes", f"oneway{i}".encode()))
+        await wait_until(lambda: len(outcomes) == 5)
+        # Oneway sends have no answer: wait until the broker has stored them.
+        stored: list[MessageExt] = []
+
+        async def refresh() -> None:
+            stored[:] = await _stored(cluster.broker_addr, "SendModes", 4)
+
+        with anyio.fail_after(60):
+            while len(stored) < 10:
+                await refresh()
+    assert all(isinstance(o, SendResult) and o.send_status is SendStatus.SEND_OK for o in outcomes)
+    assert sorted(m.body for m in stored) == sorted(
+        [f"async{i}".encode() for i in range(5)] + [f"oneway{i}".encode() for i in range(5)]
+    )
+
+
+async def test_ordered_sends_with_a_hash_selector_stay_on_one_queue(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "Ordered", queues=4)
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        queues = {
+            (await producer.send(Message("Ordered", b"x"), selector=select_by_hash, arg="order-7")).queue_id
+            for _ in range(10)
+        }
+    assert len(queues) == 1
+
+
+async def test_large_bodies_are_compressed_on_the_wire_and_round_trip(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "Zip", queues=1)
+    body = b"compressible " * 1000  # 13 KB, over the 4 KiB threshold
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("Zip", body))
+        await producer.send(Message("Zip", b"small"))
+    async with RemotingClient() as remoting:
+        cmd = request(RequestCode.PULL_MESSAGE, _pull_header("Zip", 0).to_ext_fields())
+        raw = list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    assert raw[0].sys_flag & SYSFLAG_COMPRESSED and len(raw[0].body) < len(body)
+    assert not raw[1].sys_flag & SYSFLAG_COMPRESSED
+    assert [m.body for m in await _stored(cluster.broker_addr, "Zip", 1)] == [body, b"small"]
+
+
+@pytest.mark.broker(mapped_file_size_commit_log=32 << 20)
+async def test_a_batch_over_4_mib_is_split_and_every_message_stored(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "Batch", queues=1)
+    big = [Message("Batch", bytes([i]) * (1 << 20), keys=f"k{i}") for i in range(10)]  # 10 MiB in all
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        results = await producer.send_batch(big)
+        small = await producer.send_batch([Message("Batch", f"s{i}".encode()) for i in range(3)])
+    assert len(results) >= 3 and len(small) == 1
+    assert sum(len(r.msg_id.split(",")) for r in results) == 10
+    assert all(len(r.offset_msg_id.split(",")) == len(r.msg_id.split(",")) for r in results)
+    stored = await _stored(cluster.broker_addr, "Batch", 1)
+    assert [m.body[:1] for m in stored[:10]] == [bytes([i]) for i in range(10)]
+    assert all(len(m.body) == 1 << 20 for m in stored[:10]) and MAX_MESSAGE_SIZE == 4 << 20
+    assert [m.body for m in stored[10:]] == [b"s0", b"s1", b"s2"]
+
+
+@pytest.mark.broker(auto_create_topic_enable=False)
+async def test_a_missing_route_names_the_topic_and_the_name_servers(cluster: ThreadedCluster) -> None:
+    async with Producer("pg", [cluster.namesrv_addr, "127.0.0.1:1"]) as producer:
+        with pytest.raises(TopicRouteNotFoundError) as caught:
+            await producer.send(Message("NoSuchTopic", b"x"))
+    text = str(caught.value)
+    assert "NoSuchTopic" in text and cluster.namesrv_addr in text and "127.0.0.1:1" in text
+    assert caught.value.namesrv_addrs == [cluster.namesrv_addr, "127.0.0.1:1"]
+
+
+async def test_unreachable_name_servers_are_named_in_the_route_error(cluster: ThreadedCluster) -> None:
+    async with Producer("pg", "127.0.0.1:1;127.0.0.1:2") as producer:
+        with pytest.raises(TopicRouteNotFoundError, match=r"127\.0\.0\.1:1, 127\.0\.0\.1:2"):
+            await producer.send(Message("Anything", b"x"))
+
+
+async def test_a_send_retries_on_the_other_broker_when_one_is_down(cluster: ThreadedCluster) -> None:
+    addr_b, stop_b = await anyio.to_thread.run_sync(cluster.start_extra_broker, "broker-b")
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic("TwoBrokers", read_queue_nums=2, write_queue_nums=2, broker_addr=cluster.broker_addr)
+        await admin.create_topic("TwoBrokers", read_queue_nums=2, write_queue_nums=2, broker_addr=addr_b)
+    async with Producer("pg", cluster.namesrv_addr, send_latency_fault_enable=True) as producer:
+        info = await producer.publish_info("TwoBrokers")
+        assert {mq.broker_name for mq in info.message_queues} == {"broker-a", "broker-b"}
+        await anyio.to_thread.run_sync(stop_b)
+        results = [await producer.send(Message("TwoBrokers", f"m{i}".encode())) for i in range(6)]
+    assert {r.broker_name for r in results} == {"broker-a"}
+
+
+async def test_when_every_attempt_fails_the_error_lists_them(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "Doomed", queues=1)
+    async with Producer("pg", cluster.namesrv_addr, retry_times_when_send_failed=1, send_msg_timeout=2.0) as producer:
+        await producer.publish_info("Doomed")
+        await anyio.to_thread.run_sync(cluster.stop_broker)
+        with pytest.raises(SendFailedError) as caught:
+            await producer.send(Message("Doomed", b"x"))
+    assert len(caught.value.attempts) == 2 and "Doomed" in str(caught.value)
