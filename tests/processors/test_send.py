@@ -299,3 +299,24 @@ async def test_sync_flush_send_waits_for_the_flush_unless_wait_is_false(
     waited = await send(broker, peer_ctx, send_request(properties="WAIT\x01true"))
     assert waited.code == ResponseCode.SUCCESS
     assert broker.store.flush_watermark >= broker.store.max_phy_offset
+
+
+async def test_transactional_send_is_refused_when_the_broker_rejects_transactions(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    import attrs
+
+    from broker.config import BrokerConfig
+
+    # BrokerConfig does not declare rejectTransactionMessage yet; the processor reads it when present.
+    @attrs.frozen
+    class RejectingConfig(BrokerConfig):
+        reject_transaction_message: bool = True
+
+    broker.config = RejectingConfig(**attrs.asdict(broker.config, recurse=False))
+    response = await send(broker, peer_ctx, send_request(properties="TRAN_MSG\x01true\x02PGROUP\x01PG", sysFlag="4"))
+    assert (response.code, response.remark) == (
+        ResponseCode.NO_PERMISSION,
+        "the broker[127.0.0.1:10911] sending transaction message is forbidden",
+    )
+    assert broker.store.max_phy_offset == 0
