@@ -137,6 +137,7 @@ class Connection:
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
         self._writing = False
+        self._direct_recent = False
         self._writer_wakeup: primitives.Event | None = None
         self._drained: primitives.Event | None = None
         self._expiry_at = math.inf
@@ -206,6 +207,7 @@ class Connection:
                     log.debug("%r: end of stream", self)
                     return
                 self.last_activity = now()
+                self._direct_recent = False  # frames answering this read may start with a direct write
                 decoder.receive_data(data)
                 while (cmd := decoder.next_command()) is not None:
                     if cmd.flag & FLAG_RESPONSE:
@@ -228,6 +230,7 @@ class Connection:
         try:
             while True:
                 if not outbox:
+                    self._direct_recent = False
                     wakeup = self._writer_wakeup = self._loop.new_event()
                     await wakeup.wait()
                     continue
@@ -295,14 +298,17 @@ class Connection:
         frame = encode_command(cmd)
         wakeup = self._writer_wakeup
         if wakeup is not None:
-            # The writer is idle, so nothing is queued: try the socket at once. Waking the writer anyway ends the
-            # fast path for this scheduler pass, so frames queued by other tasks in the same pass are coalesced.
-            self._writer_wakeup = None
-            wakeup.set()
-            if self._raw is not None:
+            # The writer is idle, so nothing is queued. The first frame since the last read (or the writer's last
+            # run) goes straight to the socket without waking the writer, which saves a scheduler pass on the
+            # serial request/response path; any further frame wakes the writer, which coalesces everything queued
+            # until it runs.
+            if self._raw is not None and not self._direct_recent:
+                self._direct_recent = True
                 frame = self._send_direct(frame)
                 if not frame:
                     return
+            self._writer_wakeup = None
+            wakeup.set()
         outbox = self._outbox
         outbox.append(frame)
         self._outbox_bytes += len(frame)
