@@ -197,25 +197,30 @@ async def measure(args: argparse.Namespace) -> None:
 
 
 async def _measure(args: argparse.Namespace, workdir: Path) -> None:
+    cases = set(args.cases.split(","))
     segment = 64 << 20
-    for size in SIZES:
-        count = max(2000, int(args.mb * (1 << 20) / (size + 180)))
-        floor_bps = floor(size, count, segment, workdir)
-        emit({"bench": "store", "case": "floor", "body": size, "mb_per_s": round(floor_bps / 1e6, 1)})
-        for case, batch in (("append", 1), ("append_batch", 32)):
-            mps, bps = await appends(size, count, batch, segment, workdir)
-            emit({"bench": "store", "case": case, "body": size, "msgs_per_s": round(mps),
-                  "mb_per_s": round(bps / 1e6, 1), "vs_floor": round(bps / floor_bps, 3)})  # fmt: skip
-    single = 0.0
-    for writers in (1, 16, 64):
-        rate = await sync_writers(writers, args.duration, workdir)
-        single = single or rate
-        emit({"bench": "store", "case": "sync_flush", "writers": writers, "msgs_per_s": round(rate),
-              "vs_1_writer": round(rate / single, 2)})  # fmt: skip
-    calls, slices = gets(args.duration, workdir)
-    emit({"bench": "store", "case": "get", "msgs_per_get": 32, "gets_per_s": round(calls),
-          "slices_per_s": round(slices)})  # fmt: skip
-    recovery(parse_size(args.size), workdir)
+    if "append" in cases:
+        for size in SIZES:
+            count = max(2000, int(args.mb * (1 << 20) / (size + 180)))
+            floor_bps = floor(size, count, segment, workdir)
+            emit({"bench": "store", "case": "floor", "body": size, "mb_per_s": round(floor_bps / 1e6, 1)})
+            for case, batch in (("append", 1), ("append_batch", 32)):
+                mps, bps = await appends(size, count, batch, segment, workdir)
+                emit({"bench": "store", "case": case, "body": size, "msgs_per_s": round(mps),
+                      "mb_per_s": round(bps / 1e6, 1), "vs_floor": round(bps / floor_bps, 3)})  # fmt: skip
+    if "sync" in cases:
+        single = 0.0
+        for writers in (1, 16, 64):
+            rate = await sync_writers(writers, args.duration, workdir)
+            single = single or rate
+            emit({"bench": "store", "case": "sync_flush", "writers": writers, "msgs_per_s": round(rate),
+                  "vs_1_writer": round(rate / single, 2)})  # fmt: skip
+    if "get" in cases:
+        calls, slices = gets(args.duration, workdir)
+        emit({"bench": "store", "case": "get", "msgs_per_get": 32, "gets_per_s": round(calls),
+              "slices_per_s": round(slices)})  # fmt: skip
+    if "recovery" in cases:
+        recovery(parse_size(args.size), workdir)
 
 
 def main() -> None:
@@ -223,13 +228,14 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=24, help="MiB appended per append case")
     parser.add_argument("--duration", type=float, default=1.0, help="seconds per SYNC_FLUSH / get case")
     parser.add_argument("--size", default="64MiB", help="log size for the recovery case (e.g. 1GiB)")
+    parser.add_argument("--cases", default="append,sync,get,recovery", help="comma-separated subset to run")
     parser.add_argument("--dir", default=None, help="directory for the benchmark stores (default: system temp)")
     parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/store.svg")
     args = parser.parse_args()
     trio.run(measure, args)
     if args.profile:
         os.makedirs("bench/results", exist_ok=True)
-        argv = [sys.executable, "-m", "bench.store", "--mb", str(args.mb), "--size", args.size]
+        argv = [sys.executable, "-m", "bench.store", "--mb", str(args.mb), "--size", args.size, "--cases", args.cases]
         subprocess.run([py_spy(), "record", "-o", "bench/results/store.svg", "--", *argv], check=True)
 
 
