@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -274,8 +275,9 @@ def main() -> None:
         argv = [sys.executable, "-m", "bench.rpc", "--duration", str(args.duration), "--rounds", str(args.rounds)]
         for connections, inflight in scenarios:
             argv += ["--scenario", f"{connections}x{inflight}"]
+        py_spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
         subprocess.run(
-            ["py-spy", "record", "--subprocesses", "-o", "bench/results/rpc.svg", "--", *argv],
+            [py_spy, "record", "--subprocesses", "-o", "bench/results/rpc.svg", "--", *argv],
             check=True,
         )
 
