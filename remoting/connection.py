@@ -4,12 +4,15 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
 
 - a reader (:meth:`Connection.run`) feeding the sans-IO :class:`~remoting.codec.frame.FrameDecoder`; responses are
   matched by opaque to outstanding :meth:`Connection.invoke` calls, requests go to the ``on_request`` callback;
-- one writer task per connection, so writes never interleave (it is the per-connection write lock): :meth:`send`
-  queues the encoded frame and the writer sends everything queued meanwhile in one ``send_all``. Frames queued by
-  every task that runs in the same scheduler pass share one system call, which is what lets 32 pipelined responses
-  cost one write instead of 32;
+- writes never interleave and never make the caller wait (unless ``SEND_HIGH_WATER`` bytes are queued): :meth:`send`
+  encodes the frame and either writes it straight to the socket (the first frame after a read, when nothing is
+  queued: the serial request/response path then costs what a bare echo costs), or queues it for the connection's
+  one writer task, which sends everything queued meanwhile in one ``send_all``; every ``FLUSH_FRAMES`` frames queued
+  in one pass are written at once, so the peer starts on them while the rest are produced. The writer task and the
+  "nothing in flight" rule are the per-connection write lock;
 - requests in both directions: the server uses :meth:`invoke` / :meth:`invoke_oneway` to call a client over the
   client's own connection (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED), the client to call the server;
+- per-invocation timeouts kept by one sweeper task per connection (no cancel scope per call);
 - idle tracking: no read and no write for ``idle_timeout`` seconds closes the connection (Java's 120 s default).
 
 Ownership and errors: the connection owns its stream from construction and closes it when :meth:`run` returns,
@@ -286,11 +289,11 @@ class Connection:
             self._drained.set()
 
     async def send(self, cmd: RemotingCommand) -> None:
-        """Queue one command for the writer. Frames go out in the order queued.
+        """Write one command, or queue it for the writer (see the module docstring). Frames go out in call order.
 
         Returns at once unless more than ``SEND_HIGH_WATER`` bytes are waiting, then waits until the writer has
-        drained them. Raises :class:`RemotingClosedError` if the connection is (or, while waiting, becomes) closed.
-        A frame queued before a failure may be lost with the connection: the caller learns it from the
+        drained them. Raises :class:`RemotingClosedError` if the connection is (or, while waiting, becomes) closed,
+        and :class:`RemotingConnectError` (closing the connection) if a direct write fails. A frame queued before a failure may be lost with the connection: the caller learns it from the
         invocation that fails, or not at all for a response or oneway request, as with any socket.
         """
         if self._closed:
