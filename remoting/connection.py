@@ -293,8 +293,9 @@ class Connection:
 
         Returns at once unless more than ``SEND_HIGH_WATER`` bytes are waiting, then waits until the writer has
         drained them. Raises :class:`RemotingClosedError` if the connection is (or, while waiting, becomes) closed,
-        and :class:`RemotingConnectError` (closing the connection) if a direct write fails. A frame queued before a failure may be lost with the connection: the caller learns it from the
-        invocation that fails, or not at all for a response or oneway request, as with any socket.
+        and :class:`RemotingConnectError` (closing the connection) if a direct write fails. A frame queued before a
+        failure may be lost with the connection: the caller learns it from the invocation that fails, or not at all
+        for a response or oneway request, as with any socket.
         """
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
