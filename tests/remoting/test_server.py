@@ -194,3 +194,25 @@ async def test_default_processor_takes_unregistered_codes_and_late_pools_start()
         assert bodies == {b"default", b"late"}
         assert [c.code for c in admin.seen] == [4242]
         nursery.cancel_scope.cancel()
+
+
+async def test_shutdown_by_cancellation_closes_every_connection_and_tells_the_listeners():
+    dispatcher = Dispatcher()
+    gate = GateProcessor()
+    dispatcher.register(SLOW, gate, ProcessorPool("pull", 4, 100))
+    server = RemotingServer(dispatcher)
+    closed: list[object] = []
+    server.add_close_listener(closed.append)
+    peers = []
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(server.serve)
+        for _ in range(3):
+            peer = await RawPeer.connect(address)
+            await peer.send(request(SLOW))  # held in a worker when the server goes away
+            peers.append(peer)
+        while gate.entered < 3:
+            await trio.sleep(0)
+        nursery.cancel_scope.cancel()
+    assert len(closed) == 3 and not server.connections
+    for peer in peers:
+        assert await peer.receive() is None
