@@ -130,16 +130,25 @@ class RemotingClient:
             raise RemotingConnectError(f"connect to {address} timed out after {self.connect_timeout}s") from exc
         except OSError as exc:
             raise RemotingConnectError(f"connect to {address} failed: {exc}") from exc
+        try:
+            conn = self._wrap(stream)
+        except OSError as exc:  # no descriptor left for the duplicate, or the peer reset already
+            await stream.aclose()
+            raise RemotingConnectError(f"connect to {address} failed: {exc}") from exc
+        self._connections[address] = conn
+        self._tasks.start_soon(self._run_connection, address, conn)
+        return conn
+
+    def _wrap(self, stream: anyio.abc.SocketStream) -> Connection:
         sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         remote = stream.extra(anyio.abc.SocketAttribute.remote_address)
         local = stream.extra(anyio.abc.SocketAttribute.local_address)
         assert isinstance(remote, tuple) and isinstance(local, tuple)
         # Under Trio, anyio writes straight to the socket, so the connection may too; asyncio transports buffer.
-        raw = (
-            socket.fromfd(sock.fileno(), sock.family, sock.type) if sniffio.current_async_library() == "trio" else None
-        )
-        conn = Connection(
+        trio_native = sniffio.current_async_library() == "trio"
+        raw = socket.fromfd(sock.fileno(), sock.family, sock.type) if trio_native else None
+        return Connection(
             AnyioByteStream(stream),
             (str(remote[0]), int(remote[1])),
             (str(local[0]), int(local[1])),
@@ -147,9 +156,6 @@ class RemotingClient:
             idle_timeout=self.idle_timeout,
             raw_socket=raw,
         )
-        self._connections[address] = conn
-        self._tasks.start_soon(self._run_connection, address, conn)
-        return conn
 
     async def _run_connection(self, address: str, conn: Connection) -> None:
         try:
@@ -185,7 +191,7 @@ class RemotingClient:
         return await conn.invoke(self._stamp(cmd), max(0.0, deadline - anyio.current_time()))
 
     async def invoke_oneway(self, address: str, cmd: RemotingCommand) -> None:
-        """Send ``cmd`` flagged oneway; returns once written. Raises ``RemotingConnectError``."""
+        """Send ``cmd`` flagged oneway; returns once written or queued. Raises ``RemotingConnectError``."""
         conn = await self.connection(address)
         await conn.invoke_oneway(self._stamp(cmd))
 
