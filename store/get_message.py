@@ -8,6 +8,7 @@ segment and at least 800 entries per call, as Java does. It never raises; slices
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Final
 
@@ -24,6 +25,16 @@ MIN_SCAN_ENTRIES: Final = 800
 
 #: Broker-side filter on the consume-queue tags code (True = deliver).
 TagFilter = Callable[[int], bool]
+
+
+def in_memory_limit() -> int:
+    """How far behind the CommitLog head data still counts as "in memory": 40 % of physical RAM (Java's
+    ``accessMessageInMemoryMaxRatio``)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 8 << 30
+    return total * 40 // 100
 
 
 def get_message(

@@ -16,7 +16,6 @@ The replica seam is :meth:`append_encoded`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Protocol
 
@@ -38,7 +37,7 @@ from store.commitlog import CommitLog
 from store.config import FlushDiskType, StoreConfig, parse_delay_levels
 from store.consume_queue import ConsumeQueue
 from store.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError, StoreCorruptError
-from store.get_message import MAX_TRANSFER_BYTES_IN_MEMORY, TagFilter, get_message
+from store.get_message import MAX_TRANSFER_BYTES_IN_MEMORY, TagFilter, get_message, in_memory_limit
 from store.index import IndexService
 from store.recovery import recover
 from store.results import AppendResult, GetResult, PutResult, PutStatus
@@ -47,7 +46,8 @@ from store.services import AllocateService, FlushService, GroupCommitService, Re
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 
 #: callback(topic, queue_id, logical_offset, tags_code, properties): the new message's consume-queue offset (the
-#: queue's max offset is now ``logical_offset + 1``) and its raw properties string.
+#: queue's max offset is now ``logical_offset + 1``) and its raw properties string. Called synchronously inside the
+#: append, after the record is stored: it must be cheap and must not raise (wake tasks, do not await).
 ArrivalListener = Callable[[str, int, int, int, str], None]
 
 
@@ -60,13 +60,6 @@ class IndexLike(Protocol):
     def close(self) -> None: ...
     def truncate_after(self, phy_offset: int) -> None: ...
     def delete_expired(self, min_phy_offset: int) -> int: ...
-
-
-def _memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 8 << 30
 
 
 class MessageStore:
@@ -85,7 +78,7 @@ class MessageStore:
         self.disk_limiter = trio.CapacityLimiter(config.disk_io_threads)
         self.disk_lock = trio.Lock()
         self._delay_levels = parse_delay_levels(config.message_delay_level)
-        self._memory_limit = _memory_bytes() * 40 // 100
+        self._memory_limit = in_memory_limit()
         self._lock: StoreLock | None = None
         self._closed = False
         self.flush_service = FlushService(self)
