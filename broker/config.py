@@ -27,6 +27,9 @@ class BrokerConfig:
     listen_port: int = 10911
     #: Interface the main port binds (ours: Java binds every interface).
     listen_host: str = "0.0.0.0"
+    #: Also serve the "VIP" channel on ``listenPort - 2`` (everything but PULL_MESSAGE), which Java clients up to 4.4
+    #: use by default. Ours: Java always opens it; skipped when listenPort is 0 (no port to derive it from).
+    fast_channel_enable: bool = True
     #: Master HA port; 0 means ``listenPort + 1`` as Java derives it.
     ha_listen_port: int = 0
     namesrv_addr: str = ""

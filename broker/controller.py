@@ -24,6 +24,7 @@ Errors before ``task_status.started``: ``OSError`` when the port cannot be bound
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -42,12 +43,38 @@ from processors.pull import PullMessageProcessor
 from processors.query import QueryMessageProcessor
 from processors.send import SendMessageProcessor
 from remoting.client import RemotingClient
-from remoting.codec.codes import RequestCode
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
 from remoting.connection import Address, Connection
-from remoting.dispatch import Dispatcher, ProcessorPool, broker_pools
+from remoting.dispatch import Dispatcher, ProcessorPool, broker_pools, not_supported_remark
+from remoting.errors import RemotingConnectError
+from remoting.processor import RequestContext
 from remoting.server import RemotingServer, ServerConfig
 
 log = logging.getLogger(__name__)
+
+
+class FastChannelDispatcher(Dispatcher):
+    """The VIP channel's dispatcher: the main dispatcher's table and pools, except that PULL_MESSAGE is refused with
+    REQUEST_CODE_NOT_SUPPORTED, as on Java's fast port. The main server runs the pools, so this one reports running."""
+
+    def __init__(self, main: Dispatcher) -> None:
+        super().__init__()
+        self._main = main
+
+    @property
+    def running(self) -> bool:
+        return True
+
+    async def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        if request.code != RequestCode.PULL_MESSAGE:
+            await self._main.dispatch(ctx, request)
+            return
+        if request.is_oneway:
+            return
+        answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+        with contextlib.suppress(RemotingConnectError):
+            await ctx.connection.send(answer)
 
 
 class BrokerController:
@@ -57,7 +84,10 @@ class BrokerController:
         self.config = config
         self.context: BrokerContext = build_context(config)
         self.pools: dict[str, ProcessorPool] = broker_pools(cpus)
-        self.hold = HoldService(max_offset_of=self.context.store.max_offset_in_queue)
+        # Java's hold service re-checks held queues every 5 s (1 s with short polling) as a safety net behind the
+        # arrival listener.
+        check = 5.0 if config.long_polling_enable else config.short_polling_time_mills / 1000
+        self.hold = HoldService(check_interval=check, max_offset_of=self.context.store.max_offset_in_queue)
         self.context.hold = self.hold
         self.dispatcher = Dispatcher()
         self._register_processors()
@@ -65,6 +95,9 @@ class BrokerController:
             self.dispatcher, ServerConfig(idle_timeout=float(config.server_channel_max_idle_time_seconds))
         )
         self.remoting_server.add_close_listener(self._on_connection_closed)
+        self.fast_server = RemotingServer(FastChannelDispatcher(self.dispatcher), self.remoting_server.config)
+        self.fast_server.add_close_listener(self._on_connection_closed)
+        self.fast_address: Address | None = None
         self.registration: BrokerRegistration | None = None
         self.address: Address | None = None
 
@@ -132,12 +165,22 @@ class BrokerController:
                 self.remoting_server.serve, self.config.listen_host, self.config.listen_port
             )
             ctx.set_bound_port(port)
+            await self._start_fast_channel(nursery, port)
             self.registration = BrokerRegistration(ctx, client)
             ctx.topic_changed_hook = self.registration.trigger
             await nursery.start(self.registration.run)
             self.address = (ctx.config.broker_ip1, port)
             log.info("broker %s serving on %s:%d as %s", ctx.config.broker_name, host, port, ctx.broker_addr)
             task_status.started(self.address)
+
+    async def _start_fast_channel(self, nursery: trio.Nursery, port: int) -> None:
+        if not self.config.fast_channel_enable or self.config.listen_port == 0 or port <= 2:
+            return
+        try:
+            self.fast_address = await nursery.start(self.fast_server.serve, self.config.listen_host, port - 2)
+        except OSError as exc:
+            # Only clients up to 4.4 with the VIP channel on need it; the broker still works without it.
+            log.warning("cannot open the fast channel on port %d: %s", port - 2, exc)
 
 
 async def serve_broker(

@@ -125,3 +125,17 @@ async def test_a_restarted_broker_keeps_its_port_topics_and_offsets(embedded_clu
         await wait_for_route(client, embedded_cluster, "Durable")
         info = await client.invoke(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
         assert info.code == ResponseCode.SUCCESS
+
+
+async def test_the_fast_channel_serves_everything_but_pull(embedded_cluster: EmbeddedCluster) -> None:
+    controller = embedded_cluster.controller
+    # The embedded broker listens on port 0, so it has no fast channel; serve one on another free port here.
+    assert controller.fast_address is None
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(controller.fast_server.serve, "127.0.0.1", 0)
+        fast = f"{host}:{port}"
+        pull = await client.invoke(fast, request(RequestCode.PULL_MESSAGE, {"topic": "T"}), 5)
+        assert (pull.code, pull.remark) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type 11 not supported")
+        info = await client.invoke(fast, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+        assert info.code == ResponseCode.SUCCESS
+        nursery.cancel_scope.cancel()
