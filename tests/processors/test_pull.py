@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.context import BrokerContext
 from processors.pull import PullMessageProcessor, SubscriptionParseError, build_subscription
@@ -13,9 +17,18 @@ from remoting.codec.command import RemotingCommand
 from remoting.codec.message import iter_records
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.codec.properties import java_string_hash
+from remoting.connection import Connection
 from remoting.processor import RequestContext
 from store.config_files import PERM_WRITE, SubscriptionGroupConfig, TopicConfig
-from tests.processors.conftest import GROUP, TOPIC, MakeBroker, pull_request, send_request, tags_props
+from tests.processors.conftest import (
+    GROUP,
+    TOPIC,
+    MakeBroker,
+    open_broker,
+    pull_request,
+    send_request,
+    tags_props,
+)
 
 OFFSET_FIELDS = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")
 NO_SUSPEND = 0x4  # subscription flag only
@@ -263,3 +276,51 @@ def test_subscription_expressions_split_on_double_bars_and_hash_like_java() -> N
     assert build_subscription(TOPIC, " || ").tags_set == ()  # Java keeps it: blank tags are merely dropped
     with pytest.raises(SubscriptionParseError):
         build_subscription(TOPIC, "||")
+
+
+_TAGS = st.sampled_from(["TagA", "TagB", "TagC", None])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    tags=st.lists(_TAGS, max_size=40),
+    subscribed=st.one_of(st.just("*"), st.sets(st.sampled_from(["TagA", "TagB", "TagC"]), min_size=1)),
+    batch=st.integers(min_value=1, max_value=7),
+)
+def test_pulling_to_the_end_returns_exactly_the_matching_messages_in_order(
+    tmp_path_factory: pytest.TempPathFactory, tags: list[str | None], subscribed: str | set[str], batch: int
+) -> None:
+    expression = subscribed if isinstance(subscribed, str) else " || ".join(sorted(subscribed))
+
+    async def scenario() -> None:
+        broker = open_broker(tmp_path_factory.mktemp("prop"))
+        left, _right = trio.testing.memory_stream_pair()
+        ctx = Connection(left, ("10.1.2.3", 1), ("127.0.0.1", 10911)).context
+        try:
+            await put(broker, ctx, *tags)
+            got: list[tuple[int, str | None]] = []
+            offset = 0
+            while True:
+                response = pull(
+                    broker,
+                    ctx,
+                    pull_request(sys_flag=NO_SUSPEND, subscription=expression, max_msgs=batch, offset=offset),
+                )
+                next_offset = int(response.ext_fields["nextBeginOffset"])
+                if response.code == ResponseCode.SUCCESS:
+                    got += [(m.queue_offset, m.tags) for m in iter_records(response.body)]
+                else:
+                    assert response.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY)
+                if response.code == ResponseCode.PULL_NOT_FOUND:
+                    break
+                assert next_offset > offset
+                offset = next_offset
+            expected = [
+                (i, tag) for i, tag in enumerate(tags) if subscribed == "*" or (tag is not None and tag in subscribed)
+            ]
+            assert got == expected
+            assert offset == len(tags)
+        finally:
+            broker.store.close()
+
+    trio.run(scenario)
