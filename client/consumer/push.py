@@ -68,6 +68,9 @@ PULL_DELAY_ON_ERROR = 3.0
 PULL_DELAY_FLOW_CONTROL = 0.05
 #: Concurrent mode: stop pulling when the offsets in flight span more than this (Java's ``consumeConcurrentlyMaxSpan``).
 CONSUME_CONCURRENTLY_MAX_SPAN = 2000
+#: Retry delay of a rebalance that left queues out (a lock held by the previous owner, who releases it on its own
+#: rebalance), instead of the 20 s timer.
+REBALANCE_RETRY_DELAY = 1.0
 #: Orderly lock renewal interval (Java's ``rebalanceLockInterval``).
 LOCK_RENEW_INTERVAL = 20.0
 
@@ -139,6 +142,7 @@ class PushConsumer:
         self._pull_scopes: dict[MessageQueue, anyio.CancelScope] = {}
         self.stopping = False
         self._started = False
+        self._retry_pending = False
 
     # -- configuration ---------------------------------------------------------------------------------------------
 
@@ -269,8 +273,17 @@ class PushConsumer:
         return set(self.rebalance.subscriptions)
 
     async def do_rebalance(self) -> None:
-        if not self.stopping:
-            await self.rebalance.do_rebalance()
+        if self.stopping:
+            return
+        await self.rebalance.do_rebalance()
+        if self.rebalance.incomplete and not self._retry_pending and self._background is not None:
+            self._retry_pending = True
+            self._background.start_soon(self._rebalance_soon)
+
+    async def _rebalance_soon(self) -> None:
+        await anyio.sleep(REBALANCE_RETRY_DELAY)
+        self._retry_pending = False
+        self.instance.wake_rebalance()
 
     async def persist_offsets(self) -> None:
         await self.offset_store.persist_all(list(self.rebalance.process_queues))
@@ -329,6 +342,9 @@ class PushConsumer:
     # -- RebalanceOwner ------------------------------------------------------------------------------------------------
 
     def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        if self.stopping or self._background is None:
+            pq.dropped = True
+            return
         self.offset_store.update(mq, offset)
         self.background_tasks.start_soon(self._pull_loop, mq, pq, offset)
 

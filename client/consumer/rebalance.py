@@ -75,11 +75,15 @@ class Rebalance:
         self.orderly = orderly
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        #: Set when the last pass left an allocated queue out (its lock was refused or its offset unknown): the
+        #: owner then rebalances again soon instead of waiting for the 20 s timer.
+        self.incomplete = False
         self._lock = anyio.Lock()
 
     async def do_rebalance(self) -> None:
         """One rebalance pass over every subscription (serialised: concurrent calls run one after the other)."""
         async with self._lock:
+            self.incomplete = False
             for topic in list(self.subscriptions):
                 try:
                     await self._rebalance_topic(topic)
@@ -111,12 +115,14 @@ class Rebalance:
         for mq in sorted(allocated - set(self.process_queues)):
             if self.orderly and not await self.lock(mq):
                 log.info("queue %s not added: the broker refused its lock", mq)
+                self.incomplete = True
                 continue
             self.offset_store.remove(mq)
             try:
                 offset = await self.compute_pull_from_where(mq)
             except Exception as exc:
                 log.warning("queue %s not added this round, its offset is unknown: %s", mq, exc)
+                self.incomplete = True
                 continue
             pq = ProcessQueue()
             if self.orderly:
