@@ -1,0 +1,89 @@
+"""Lite pull consumer: subscribe and assign, poll, auto and manual commit, seek replay, seek to begin and end."""
+
+from __future__ import annotations
+
+import pytest
+
+from client.consumer.lite_pull import LitePullConsumer
+from client.errors import ClientStateError, MQClientError
+from client.message import Message, MessageExt
+from client.producer import Producer
+from tests.client.conftest import ThreadedCluster
+from tests.client.helpers import create_topic
+
+pytestmark = pytest.mark.anyio
+
+
+async def _poll_until(consumer: LitePullConsumer, count: int) -> list[MessageExt]:
+    got: list[MessageExt] = []
+    for _ in range(200):
+        got.extend(await consumer.poll(timeout=0.5))
+        if len(got) >= count:
+            break
+    return got
+
+
+async def _send(cluster: ThreadedCluster, topic: str, bodies: list[bytes]) -> None:
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        for body in bodies:
+            await producer.send(Message(topic, body))
+
+
+async def test_subscribed_lite_consumer_polls_everything_sent(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "LiteSub", queues=4)
+    bodies = [f"m{i}".encode() for i in range(30)]
+    await _send(cluster, "LiteSub", bodies)
+    async with LitePullConsumer("lite-sub", cluster.namesrv_addr) as consumer:
+        await consumer.subscribe("LiteSub")
+        assert {mq.queue_id for mq in consumer.assignment() if mq.topic == "LiteSub"} == {0, 1, 2, 3}
+        got = await _poll_until(consumer, 30)
+        with pytest.raises(ClientStateError):
+            await consumer.assign(await consumer.fetch_message_queues("LiteSub"))
+    assert sorted(m.body for m in got) == sorted(bodies)
+
+
+async def test_seek_replays_and_seek_to_end_skips(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "LiteSeek", queues=1)
+    await _send(cluster, "LiteSeek", [f"s{i}".encode() for i in range(10)])
+    async with LitePullConsumer("lite-seek", cluster.namesrv_addr) as consumer:
+        [mq] = await consumer.fetch_message_queues("LiteSeek")
+        await consumer.assign([mq])
+        first = await _poll_until(consumer, 10)
+        await consumer.seek(mq, 4)
+        replay = await _poll_until(consumer, 6)
+        await consumer.seek_to_begin(mq)
+        again = await _poll_until(consumer, 10)
+        await consumer.seek_to_end(mq)
+        assert await consumer.poll(timeout=0.2) == []
+        with pytest.raises(MQClientError):
+            await consumer.seek(mq, 11)
+    assert [m.body for m in first] == [f"s{i}".encode() for i in range(10)]
+    assert [m.body for m in replay] == [f"s{i}".encode() for i in range(4, 10)]
+    assert [m.queue_offset for m in again] == list(range(10))
+
+
+async def test_manual_commit_is_what_a_new_consumer_resumes_from(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "LiteCommit", queues=1)
+    await _send(cluster, "LiteCommit", [f"c{i}".encode() for i in range(10)])
+    async with LitePullConsumer("lite-commit", cluster.namesrv_addr, auto_commit=False, pull_batch_size=5) as consumer:
+        [mq] = await consumer.fetch_message_queues("LiteCommit")
+        await consumer.assign([mq])
+        batch = await consumer.poll(timeout=10)
+        assert [m.body for m in batch] == [f"c{i}".encode() for i in range(5)]
+        await consumer.commit()
+        assert await consumer.committed(mq) == 5
+    async with LitePullConsumer("lite-commit", cluster.namesrv_addr) as consumer:
+        await consumer.assign([mq])
+        rest = await _poll_until(consumer, 5)
+    assert [m.body for m in rest] == [f"c{i}".encode() for i in range(5, 10)]
+
+
+async def test_auto_commit_persists_polled_offsets_at_shutdown(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "LiteAuto", queues=1)
+    await _send(cluster, "LiteAuto", [f"a{i}".encode() for i in range(6)])
+    async with LitePullConsumer("lite-auto", cluster.namesrv_addr) as consumer:
+        [mq] = await consumer.fetch_message_queues("LiteAuto")
+        await consumer.assign([mq])
+        assert len(await _poll_until(consumer, 6)) == 6
+    async with LitePullConsumer("lite-auto", cluster.namesrv_addr) as consumer:
+        assert await consumer.committed(mq) == 6
