@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -23,6 +22,7 @@ from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.rebalance_locks import RebalanceLockManager
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
+from processors.hold import HoldService
 from remoting.codec.msgid import pack_socket_address
 from store.config import FlushDiskType, StoreConfig
 from store.message_store import MessageStore
@@ -43,8 +43,8 @@ class BrokerContext:
     locks: RebalanceLockManager
     broker_addr: str
     store_host: bytes
-    #: The long-poll hold service (``processors.hold.HoldService``) once the controller created one.
-    hold: Any = None
+    #: The long-poll hold service, once the controller created one.
+    hold: HoldService | None = None
     #: Called by :meth:`on_topic_changed`; the controller points it at the registration service.
     topic_changed_hook: Callable[[], None] = _no_op
     #: Wall-clock ms when the broker started (GET_BROKER_RUNTIME_INFO).
