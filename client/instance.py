@@ -94,6 +94,7 @@ class MQClientInstance:
         self._rebalance_wanted = anyio.Event()
         self._namesrv_index = 0
         self._route_locks: dict[str, anyio.Lock] = {}
+        self._greeted: set[str] = set()  # broker addresses a heartbeat was attempted to
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
@@ -188,6 +189,12 @@ class MQClientInstance:
                 causes.append(f"{addrs[index]}: TOPIC_NOT_EXIST")
                 break
             self.routes[topic] = route
+            if self.consumers and any(
+                addr not in self._greeted for bd in route.broker_datas for addr in bd.broker_addrs.values()
+            ):
+                # A consumer's rebalance asks brokers for the group's members: a broker it never heartbeated would
+                # not list it, so greet new brokers now rather than at the next 30 s tick.
+                await self.send_heartbeat_to_all_brokers()
             return route
         raise TopicRouteNotFoundError(topic, addrs, "; ".join(causes) or None)
 
@@ -250,6 +257,7 @@ class MQClientInstance:
             return
         data = self.heartbeat_data()
         for addr in self.broker_addresses(masters_only=not self.consumers):
+            self._greeted.add(addr)
             try:
                 self.broker_version[addr] = await api.send_heartbeat(self.remoting, addr, data, self.config.rpc_timeout)
             except Exception as exc:

@@ -1,0 +1,93 @@
+"""The client's timers in virtual time (Trio's autojump clock, cluster in the same loop): heartbeats keep a consumer
+registered, routes refresh every 30 s, offsets are committed every 5 s, the 20 s rebalance finds late topics."""
+
+from __future__ import annotations
+
+import trio
+
+from broker.embedded import EmbeddedCluster
+from client import api
+from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message, MessageExt
+from client.producer import Producer
+from remoting.codec.bodies import MessageQueue
+
+
+def _consumer(cluster: EmbeddedCluster, group: str, topic: str, seen: list[MessageExt]) -> PushConsumer:
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(group, cluster.namesrv_addr)
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener)
+    return consumer
+
+
+async def _create(cluster: EmbeddedCluster, topic: str, queues: int) -> None:
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+
+async def test_heartbeats_keep_a_consumer_registered_past_the_channel_expiry(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create(embedded_cluster, "Beat", 2)
+    seen: list[MessageExt] = []
+    async with _consumer(embedded_cluster, "cg-beat", "Beat", seen) as consumer:
+        await trio.sleep(300)  # the broker drops clients silent for 120 s
+        ids = await api.get_consumer_id_list(consumer.instance.remoting, embedded_cluster.broker_addr, "cg-beat", 3.0)
+    assert ids == [consumer.instance.client_id]
+
+
+async def test_routes_refresh_every_30_seconds(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create(embedded_cluster, "Grow", 2)
+    async with Producer("pg", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("Grow", b"x"))
+        await _create(embedded_cluster, "Grow", 6)
+        await trio.sleep(10)
+        assert len((await producer.publish_info("Grow")).message_queues) == 2
+        await trio.sleep(25)
+        assert len((await producer.publish_info("Grow")).message_queues) == 6
+
+
+async def test_offsets_are_committed_every_5_seconds_while_running(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create(embedded_cluster, "Commit", 1)
+    seen: list[MessageExt] = []
+    async with Producer("pg", embedded_cluster.namesrv_addr) as producer:
+        for i in range(10):
+            await producer.send(Message("Commit", f"{i}".encode()))
+    async with _consumer(embedded_cluster, "cg-commit", "Commit", seen) as consumer:
+        while len(seen) < 10:
+            await trio.sleep(0.1)
+        await trio.sleep(6)
+        stored = await api.query_consumer_offset(
+            consumer.instance.remoting,
+            embedded_cluster.broker_addr,
+            "cg-commit",
+            MessageQueue("Commit", "broker-a", 0),
+            3.0,
+        )
+    assert stored == 10
+
+
+async def test_the_20_second_rebalance_picks_up_a_topic_created_after_start(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    seen: list[MessageExt] = []
+    async with _consumer(embedded_cluster, "cg-late", "Late", seen) as consumer:
+        assert not [mq for mq in consumer.rebalance.process_queues if mq.topic == "Late"]
+        await _create(embedded_cluster, "Late", 2)
+        async with Producer("pg", embedded_cluster.namesrv_addr) as producer:
+            await producer.send(Message("Late", b"late"))
+        await trio.sleep(25)
+        assert {mq.queue_id for mq in consumer.rebalance.process_queues if mq.topic == "Late"} == {0, 1}
+        while not seen:
+            await trio.sleep(0.1)
+    assert [m.body for m in seen] == [b"late"]
