@@ -145,25 +145,20 @@ class ConsumeQueue:
 
     def recover(self, commit_log_min: int, commit_log_end: int) -> None:
         """Find the last valid entry (size > 0 and its message below ``commit_log_end``), erase what follows it and
-        set min/max. Entries are contiguous, so the scan walks back from the newest segment only as far as needed."""
-        files = self.queue.files
-        end_logical = 0
-        found = False
-        for mf in reversed(files):
+        set min/max. Written entries form a prefix of the stream and their physical offsets grow, so this is a
+        C-speed search for the first all-zero entry plus a short walk back over entries past the log's end."""
+        end_logical = self.queue.files[0].file_from_offset // CQ_STORE_UNIT_SIZE if self.queue.files else 0
+        for mf in reversed(self.queue.files):
             base = mf.file_from_offset // CQ_STORE_UNIT_SIZE
-            last_valid = -1
-            for i, (phy, size, _tags) in enumerate(ENTRY.iter_unpack(mf.view)):
-                if size <= 0:
+            n = _written_entries(mf)
+            while n > 0:
+                phy, size, _tags = ENTRY.unpack_from(mf.view, (n - 1) * CQ_STORE_UNIT_SIZE)
+                if size > 0 and (size == FILLER_SIZE or phy + size <= commit_log_end):
                     break
-                if size != FILLER_SIZE and phy + size > commit_log_end:
-                    break
-                last_valid = i
-            if last_valid >= 0:
-                end_logical = base + last_valid + 1
-                found = True
+                n -= 1
+            if n > 0:
+                end_logical = base + n
                 break
-        if not found:
-            end_logical = files[0].file_from_offset // CQ_STORE_UNIT_SIZE if files else 0
         self.queue.truncate_to(end_logical * CQ_STORE_UNIT_SIZE)
         self.max_offset = end_logical
         self._recompute_min(commit_log_min)
@@ -201,3 +196,20 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.queue.close()
+
+
+_ZERO_ENTRY: Final = bytes(CQ_STORE_UNIT_SIZE)
+
+
+def _written_entries(mf: MappedFile) -> int:
+    """Index of the first all-zero (never written) entry of a segment, or its entry count when it is full."""
+    pos = 0
+    while True:
+        found = mf.buf.find(_ZERO_ENTRY, pos)
+        if found < 0:
+            return mf.file_size // CQ_STORE_UNIT_SIZE
+        misalignment = found % CQ_STORE_UNIT_SIZE
+        if misalignment == 0:
+            return found // CQ_STORE_UNIT_SIZE
+        # A zero run straddling two entries: the next candidate is the following entry boundary.
+        pos = found + CQ_STORE_UNIT_SIZE - misalignment
