@@ -196,9 +196,10 @@ class CommitLog:
             offset += meta.size
             yield offset, meta
 
-    def truncate_to(self, offset: int) -> None:
-        """Recovery: ``offset`` becomes the end; later bytes are erased and later segments deleted."""
-        self.queue.truncate_to(offset)
+    def truncate_to(self, offset: int, erase: bool = True) -> None:
+        """Recovery: ``offset`` becomes the end; later segments are deleted and, with ``erase``, later bytes in the
+        last segment are zeroed (after a crash they may hold stale records)."""
+        self.queue.truncate_to(offset, erase)
 
     def close(self) -> None:
         self.queue.close()

@@ -143,7 +143,7 @@ class ConsumeQueue:
     def load(self) -> None:
         self.queue.load()
 
-    def recover(self, commit_log_min: int, commit_log_end: int) -> None:
+    def recover(self, commit_log_min: int, commit_log_end: int, erase: bool = True) -> None:
         """Find the last valid entry (size > 0 and its message below ``commit_log_end``), erase what follows it and
         set min/max. Written entries form a prefix of the stream and their physical offsets grow, so this is a
         C-speed search for the first all-zero entry plus a short walk back over entries past the log's end."""
@@ -159,7 +159,7 @@ class ConsumeQueue:
             if n > 0:
                 end_logical = base + n
                 break
-        self.queue.truncate_to(end_logical * CQ_STORE_UNIT_SIZE)
+        self.queue.truncate_to(end_logical * CQ_STORE_UNIT_SIZE, erase)
         self.max_offset = end_logical
         self._recompute_min(commit_log_min)
         for mf in self.queue.files[:-1]:

@@ -195,8 +195,9 @@ class MappedFileQueue:
         last = self.last()
         return 0 if last is None else last.end_offset
 
-    def truncate_to(self, offset: int) -> None:
-        """Make ``offset`` the end: later segments are deleted, the segment holding it is zeroed past it."""
+    def truncate_to(self, offset: int, erase: bool = True) -> None:
+        """Make ``offset`` the end: later segments are deleted and, with ``erase``, the segment holding it is zeroed
+        past it. A clean shutdown wrote nothing past the end, so recovery skips the erase then."""
         while self.files and self.files[-1].file_from_offset > offset:
             self.files.pop().destroy()
         if not self.files:
@@ -206,7 +207,8 @@ class MappedFileQueue:
         if pos >= last.file_size:
             last.wrote_position = last.flushed_position = last.file_size
             return
-        last.zero_from(pos)
+        if erase:
+            last.zero_from(pos)
         last.wrote_position = last.flushed_position = pos
 
     def delete_first(self, count: int) -> int:

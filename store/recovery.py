@@ -85,9 +85,9 @@ def recover(store: MessageStore) -> None:
         if store.index is not None:
             store.index.truncate_after(segment_start)
         end = _scan_and_dispatch(store, segment_start, check_crc)
-    commitlog.truncate_to(end)
+    commitlog.truncate_to(end, erase=store.abnormal_recovery)
     for (topic, queue_id), cq in list(store.consume_queues.items()):
-        cq.recover(commitlog.min_offset, end)
+        cq.recover(commitlog.min_offset, end, erase=store.abnormal_recovery)
         if cq.max_offset:
             store.queue_offsets[(topic, queue_id)] = cq.max_offset
         else:
