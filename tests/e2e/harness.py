@@ -190,6 +190,7 @@ class Agent(Process):
     def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
         super().__init__(name, argv, log_path)
         self.events: list[Event] = []
+        self.native_log_dir: Path | None = None
         self._next_id = 0
 
     def on_line(self, line: str) -> None:
@@ -211,6 +212,17 @@ class Agent(Process):
 
     def received_keys(self) -> set[str]:
         return {e["keys"] for e in self.received}
+
+    def native_log_lines(self, needle: str) -> list[str]:
+        """Lines containing ``needle`` in the client's own log files (the C++ core logs to files, not stderr)."""
+        if self.native_log_dir is None or not self.native_log_dir.is_dir():
+            return []
+        return [
+            line
+            for path in sorted(self.native_log_dir.iterdir())
+            for line in path.read_text(errors="replace").splitlines()
+            if needle in line
+        ]
 
     def client_errors(self) -> list[str]:
         return [str(e.get("message")) for e in self.events if e.get("ev") in {"client_error", "fatal", "noise"}]

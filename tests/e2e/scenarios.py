@@ -71,6 +71,7 @@ class SessionReport:
     log_dir: Path
     expected: dict[str, Event] = attrs.field(factory=dict)
     sent: list[Event] = attrs.field(factory=list)
+    send_retries: list[str] = attrs.field(factory=list)
     once: list[Event] = attrs.field(factory=list)
     once_tail_keys: set[str] = attrs.field(factory=set)
     once_restarted: list[Event] = attrs.field(factory=list)
@@ -114,6 +115,8 @@ class Session:
         if self.kind.name == "cpp":
             options["logs"] = str(self.logs / f"cpp-{name}")
         agent = Agent(name, self.kind.argv(role, **options), self.logs / f"{name}.log")
+        if self.kind.name == "cpp":
+            agent.native_log_dir = self.logs / f"cpp-{name}"
         self.agents.append(agent)
         return await agent.started(self.nursery)
 
@@ -133,6 +136,8 @@ class Session:
         self.report.expected = {m["keys"]: m for m in messages}
         self.report.sent = await producer.produce(messages, timeout=180)
         await producer.stop()
+        # The C++ core retries a failed send on its own (the wrapper cannot turn that off) and logs each failure.
+        self.report.send_retries = producer.native_log_lines("send failed of times")
         await self.broker.kill_and_restart(self.nursery)
         async with RemotingClient() as admin:
             for topic in (self.main, self.split, self.latency):

@@ -39,6 +39,7 @@ def test_producer_sends_1000_messages_with_tags_and_keys_all_succeed(session: Se
     assert not failed, f"{len(failed)} sends failed, first: {failed[:3]}"
     assert {e["key"] for e in session.sent} == _main_keys(session)
     assert all(e.get("msgId") for e in session.sent), "every send result carries a msgId"
+    assert not session.send_retries, f"first attempts failed and were retried by the client: {session.send_retries[:3]}"
 
 
 def test_push_consumer_receives_each_message_exactly_once_intact(session: SessionReport) -> None:
@@ -48,6 +49,21 @@ def test_push_consumer_receives_each_message_exactly_once_intact(session: Sessio
     assert {e["keys"] for e in main} == _main_keys(session)
     bad = mismatches(session, main)
     assert not bad, f"{len(bad)} messages altered, first: {bad[:3]}"
+
+
+def test_send_results_name_the_id_and_queue_position_the_consumer_sees(session: SessionReport) -> None:
+    _require(session, "once")
+    sent = {e["key"]: e for e in session.sent}
+    wrong = []
+    for got in session.once:
+        result = sent.get(got["keys"])
+        if result is None:
+            continue
+        claimed = (result["msgId"], result.get("queueId", got["queueId"]), result["queueOffset"])
+        seen = (got["msgId"], got["queueId"], got["queueOffset"])
+        if claimed != seen:
+            wrong.append(f"{got['keys']}: send said {claimed}, consumer saw {seen}")
+    assert not wrong, f"{len(wrong)} send results disagree with the stored messages, first: {wrong[:3]}"
 
 
 def test_broker_killed_between_produce_and_consume_loses_nothing(session: SessionReport) -> None:

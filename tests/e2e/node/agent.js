@@ -81,7 +81,7 @@ async function runProducer(opts, commands) {
     // No client-side retry: every first attempt must succeed, so a broker hiccup cannot hide behind a retry.
     retryTimesWhenSendFailed: 0,
   });
-  producer.on('error', err => emit({ ev: 'client_error', message: String(err && err.message) }));
+  producer.on('error', err => emit({ ev: 'client_error', message: String(err && err.message), ts: Date.now() }));
   await producer.ready();
   emit({ ev: 'ready' });
   for await (const cmd of commands) {
@@ -99,7 +99,7 @@ async function runProducer(opts, commands) {
           if (good) ok++; else failed++;
           emit({
             ev: 'sent', key: spec.keys, ok: good, status: res.sendStatus, msgId: res.msgId,
-            queueId: res.messageQueue && res.messageQueue.queueId, queueOffset: res.queueOffset, sendTs,
+            queueId: res.messageQueue && Number(res.messageQueue.queueId), queueOffset: res.queueOffset, sendTs,
           });
         } catch (err) {
           failed++;
@@ -128,7 +128,7 @@ async function runConsumer(opts, commands) {
   // Two consumers of one group in one host need distinct client ids; ali-ons uses the PID unless told otherwise.
   if (opts.instance) options.instanceName = opts.instance;
   const consumer = new Consumer(options);
-  consumer.on('error', err => emit({ ev: 'client_error', message: String(err && err.message) }));
+  consumer.on('error', err => emit({ ev: 'client_error', message: String(err && err.message), ts: Date.now() }));
   let stopping = false;
   let accepted = 0;
   const slowAfter = Number(opts['slow-after'] || 0);
@@ -146,6 +146,7 @@ async function runConsumer(opts, commands) {
   for await (const cmd of commands) {
     if (cmd.op === 'stop') {
       stopping = true;
+      emit({ ev: 'closing', ts: Date.now() });
       await consumer.close();
       emit({ ev: 'done', id: cmd.id });
       return;
