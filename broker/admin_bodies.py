@@ -21,9 +21,9 @@ from remoting.codec.bodies._json import dumps, expect_object, get_str, load_obje
 # ---- fastjson's object-keyed maps --------------------------------------------------------------------------------
 
 
-def dumps_mq_map(table: Mapping[MessageQueue, Mapping[str, Any]]) -> bytes:
-    """``{MessageQueue: {...}}`` in fastjson's form, queues in (topic, brokerName, queueId) order."""
-    parts = [dumps(mq.to_json()) + b":" + dumps(dict(value)) for mq, value in sorted(table.items())]
+def dumps_mq_map(table: Mapping[MessageQueue, Any]) -> bytes:
+    """``{MessageQueue: value}`` in fastjson's form, queues in (topic, brokerName, queueId) order."""
+    parts = [dumps(mq.to_json()) + b":" + dumps(value) for mq, value in sorted(table.items())]
     return b"{" + b",".join(parts) + b"}"
 
 

@@ -66,6 +66,10 @@ class ConsumerOffsetManager:
         """A copy of ``{queueId: offset}`` for the group on the topic (empty when none)."""
         return dict(self._table.get(offset_key(group, topic), {}))
 
+    def offset_keys(self) -> list[str]:
+        """Every ``topic@group`` key with committed offsets, sorted."""
+        return sorted(self._table)
+
     def topics_of_group(self, group: str) -> set[str]:
         """Topics the group has committed offsets for."""
         suffix = TOPIC_GROUP_SEPARATOR + group

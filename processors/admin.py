@@ -1,17 +1,25 @@
 """Broker admin requests (protocol.md 3.11 and the admin codes of 2.1): topics, subscription groups, runtime info,
-topic and consume stats, connection lists, broker config. RocketMQ's ``AdminBrokerProcessor``, for the codes
-``mqadmin`` and the dashboards use most.
+topic and consume stats, connection lists, broker config, and the consume-progress tools of ``mqadmin``.
+RocketMQ's ``AdminBrokerProcessor``, for the codes ``mqadmin`` and the dashboards use most.
 
 Contract: command in, command out. Topic changes go through the topic manager, which re-registers with the name
 servers at once. Bodies are those of :mod:`broker.admin_bodies` and :mod:`remoting.codec.bodies`.
 
+- INVOKE_BROKER_TO_RESET_OFFSET (222) follows Java's ``Broker2Client.resetOffset``: per write queue the offset at
+  ``timestamp`` (-1: the max offset), kept at the committed offset unless ``isForce`` or the target is smaller; the
+  table is pushed to every online consumer of the group as RESET_CONSUMER_CLIENT_OFFSET (220, oneway, body
+  ``{"offsetTable": {MessageQueue: offset}}``), which the clients apply and commit, and returned in the response.
+- UPDATE_BROKER_CONFIG (25) applies a properties body to the running broker (managers see the new values at once;
+  ``listenPort`` is ignored); it is not written back to ``broker.conf``.
+
 Errors: an invalid topic name, a system topic or a reserved word answers SYSTEM_ERROR with Java's remark; an unknown
-topic in GET_TOPIC_STATS_INFO answers TOPIC_NOT_EXIST; an offline consumer group CONSUMER_NOT_ONLINE; a missing
-header field or a body that does not decode SYSTEM_ERROR with the decoder's message.
+topic TOPIC_NOT_EXIST; an offline consumer group CONSUMER_NOT_ONLINE; a missing header field, a body that does not
+decode or a bad property value SYSTEM_ERROR with the decoder's message.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -26,14 +34,15 @@ from broker.admin_bodies import (
     ProducerConnection,
     TopicOffset,
     TopicStatsTable,
+    dumps_mq_map,
 )
 from broker.client_registry import ClientChannelInfo
 from broker.context import BrokerContext
-from broker.names import is_system_topic, validate_topic
-from remoting.codec.bodies import KVTable, MessageQueue
+from broker.names import SYSTEM_TOPICS, is_system_topic, validate_topic
+from remoting.codec.bodies import KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import dumps, load_object
 from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
-from remoting.codec.command import RemotingCommand
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.errors import CodecError
 from remoting.codec.headers import (
     CreateTopicRequestHeader,
@@ -43,10 +52,15 @@ from remoting.codec.headers import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    ResetOffsetRequestHeader,
 )
 from remoting.dispatch import ProcessorPool, not_supported_remark
+from remoting.errors import RemotingError
 from remoting.processor import RequestContext
+from remoting.properties import PropertiesError, apply_properties, parse_properties
 from store.config_files import ConfigFileError, SubscriptionGroupConfig, TopicConfig, TopicFilterType
+
+log = logging.getLogger(__name__)
 
 _Handler = Callable[["AdminBrokerProcessor", RemotingCommand], RemotingCommand]
 
@@ -76,11 +90,13 @@ class AdminBrokerProcessor:
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         handler = _HANDLERS.get(request.code)
-        if handler is None:
-            return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
         try:
+            if request.code == RequestCode.INVOKE_BROKER_TO_RESET_OFFSET:
+                return await self.reset_offset(request)
+            if handler is None:
+                return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
             return handler(self, request)
-        except (CodecError, ConfigFileError) as exc:
+        except (CodecError, ConfigFileError, PropertiesError) as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
 
     # ---- topics ------------------------------------------------------------------------------------------------
@@ -209,6 +225,67 @@ class AdminBrokerProcessor:
                 table[mq] = OffsetWrapper(broker_offset, consumer_offset, last)
         return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table).encode())
 
+    # ---- consume progress and broker settings (mqadmin) -----------------------------------------------------------
+
+    async def reset_offset(self, request: RemotingCommand) -> RemotingCommand:
+        header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        broker, topic, group = self.broker, header.topic, header.group
+        config = broker.topics.get(topic)
+        if config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"[reset-offset] topic not exist, {topic}")
+        table: dict[MessageQueue, int] = {}
+        for queue_id in range(config.write_queue_nums):
+            committed = broker.offsets.query(group, topic, queue_id)
+            if committed == -1:
+                return request.response(ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist")
+            if header.timestamp == -1:
+                target = broker.store.max_offset_in_queue(topic, queue_id)
+            else:
+                target = max(0, broker.store.offset_in_queue_by_time(topic, queue_id, header.timestamp))
+            mq = MessageQueue(topic, broker.config.broker_name, queue_id)
+            table[mq] = target if header.is_force or target < committed else committed
+        group_info = broker.clients.consumer_group(group)
+        if group_info is None or not group_info.channels:
+            remark = (
+                f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic}"
+                f" Timestamp: {header.timestamp}"
+            )
+            return request.response(ResponseCode.CONSUMER_NOT_ONLINE, remark)
+        body = b'{"offsetTable":' + dumps_mq_map(table) + b"}"
+        push = request_to_client(header, body)
+        for conn in list(group_info.channels):
+            try:
+                await conn.invoke_oneway(push)
+            except RemotingError as exc:
+                log.warning("reset offset push to %s failed: %s", conn, exc)
+        return request.response(ResponseCode.SUCCESS, body=body)
+
+    def all_consumer_offsets(self, request: RemotingCommand) -> RemotingCommand:
+        offsets = self.broker.offsets
+        table: dict[str, dict[str, int]] = {}
+        for key in offsets.offset_keys():
+            topic, _, group = key.partition("@")
+            table[key] = {str(q): o for q, o in sorted(offsets.offsets_of(group, topic).items())}
+        return request.response(ResponseCode.SUCCESS, body=dumps({"offsetTable": table}))
+
+    def system_topics(self, request: RemotingCommand) -> RemotingCommand:
+        config = self.broker.config
+        topics = sorted(SYSTEM_TOPICS | {config.broker_cluster_name, config.broker_name})
+        return request.response(ResponseCode.SUCCESS, body=TopicList(topics).encode())
+
+    def update_broker_config(self, request: RemotingCommand) -> RemotingCommand:
+        props = parse_properties(bytes(request.body).decode("utf-8", "replace"))
+        # The port is fixed once bound; changing it at run time would unregister the live address.
+        props.pop("listenPort", None)
+        config, unknown = apply_properties(self.broker.config, props)
+        broker = self.broker
+        broker.config = config
+        broker.topics.config = config
+        broker.groups.config = config
+        broker.clients.notify_enabled = config.notify_consumer_ids_changed_enable
+        log.info("broker config updated: %s (unknown keys ignored: %s)", sorted(props), unknown)
+        return request.response(ResponseCode.SUCCESS)
+
     # ---- connections and config --------------------------------------------------------------------------------
 
     def get_consumer_connection_list(self, request: RemotingCommand) -> RemotingCommand:
@@ -242,6 +319,12 @@ class AdminBrokerProcessor:
         )
 
 
+def request_to_client(header: ResetOffsetRequestHeader, body: bytes) -> RemotingCommand:
+    """RESET_CONSUMER_CLIENT_OFFSET (220) with the same header fields, oneway."""
+    fields = header.to_ext_fields()
+    return request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, fields, body, oneway=True)
+
+
 def _connection(info: ClientChannelInfo) -> ClientConnection:
     return ClientConnection(info.client_id, info.client_addr, info.language.name, info.version)
 
@@ -267,7 +350,10 @@ _HANDLERS: Final[dict[int, _Handler]] = {
     RequestCode.GET_CONSUMER_CONNECTION_LIST: AdminBrokerProcessor.get_consumer_connection_list,
     RequestCode.GET_PRODUCER_CONNECTION_LIST: AdminBrokerProcessor.get_producer_connection_list,
     RequestCode.GET_BROKER_CONFIG: AdminBrokerProcessor.get_broker_config,
+    RequestCode.GET_ALL_CONSUMER_OFFSET: AdminBrokerProcessor.all_consumer_offsets,
+    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: AdminBrokerProcessor.system_topics,
+    RequestCode.UPDATE_BROKER_CONFIG: AdminBrokerProcessor.update_broker_config,
 }
 
 #: Codes served here (all on the admin pool).
-REQUEST_CODES: Final = tuple(_HANDLERS)
+REQUEST_CODES: Final = (*_HANDLERS, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET)

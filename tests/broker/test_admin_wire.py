@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import orjson
 import pytest
+import trio
 
 from broker.admin_bodies import ConsumerConnection, ConsumeStats, ProducerConnection, TopicStatsTable
 from broker.embedded import EmbeddedCluster
@@ -18,11 +19,13 @@ from remoting.codec.bodies import (
     ProducerData,
     SubscriptionData,
     TopicConfigSerializeWrapper,
+    TopicList,
     TopicRouteData,
 )
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageRecord
+from remoting.processor import RequestContext
 from store.config_files import SubscriptionGroupConfig
 from tests.broker.helpers import create_topic_request, wait_for_route
 
@@ -188,3 +191,60 @@ async def test_connection_lists_show_heartbeating_clients(
         client, embedded_cluster, request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "pg"})
     )
     assert [c.client_id for c in ProducerConnection.decode(producers.body).connection_set] == ["10.0.0.9@77"]
+
+
+async def test_reset_offset_pushes_the_new_offsets_to_online_consumers(embedded_cluster: EmbeddedCluster) -> None:
+    pushed: list[RemotingCommand] = []
+
+    class Consumer:
+        async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+            pushed.append(cmd)
+            return None
+
+    broker = embedded_cluster.controller.context
+    async with RemotingClient(request_handler=Consumer()) as consumer, RemotingClient() as tool:
+        await admin(tool, embedded_cluster, create_topic_request("ResetTopic", queues=2))
+        _put(embedded_cluster, "ResetTopic", 0, 5)
+        _put(embedded_cluster, "ResetTopic", 1, 2)
+        fields = {"topic": "ResetTopic", "group": "reset_group", "timestamp": "-1", "isForce": "true"}
+        reset = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
+        never = await admin(tool, embedded_cluster, reset)
+        assert (never.code, never.remark) == (ResponseCode.SYSTEM_ERROR, "THe consumer group <reset_group> not exist")
+        broker.offsets.commit("reset_group", "ResetTopic", 0, 1)
+        broker.offsets.commit("reset_group", "ResetTopic", 1, 1)
+        offline = await admin(tool, embedded_cluster, reset)
+        assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE
+        data = HeartbeatData("c1", consumer_data_set=(ConsumerData("reset_group"),))
+        await consumer.invoke(embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=data.encode()), 5)
+        answer = await admin(tool, embedded_cluster, reset)
+        assert answer.code == ResponseCode.SUCCESS
+        expected = (
+            b'{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"ResetTopic"}:5,'
+            b'{"brokerName":"broker-a","queueId":1,"topic":"ResetTopic"}:2}}'
+        )
+        assert bytes(answer.body) == expected
+        with trio.fail_after(10):
+            while not any(c.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET for c in pushed):
+                await consumer.invoke(embedded_cluster.broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+        push = next(c for c in pushed if c.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
+        assert push.is_oneway and bytes(push.body) == expected and push.ext_fields["group"] == "reset_group"
+
+
+async def test_all_consumer_offsets_system_topics_and_config_updates(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    broker = embedded_cluster.controller.context
+    broker.offsets.commit("g", "T", 1, 9)
+    offsets = await admin(client, embedded_cluster, request(RequestCode.GET_ALL_CONSUMER_OFFSET))
+    assert orjson.loads(offsets.body) == {"offsetTable": {"T@g": {"1": 9}}}
+    system = await admin(client, embedded_cluster, request(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER))
+    topics = TopicList.decode(system.body).topic_list
+    assert "TBW102" in topics and "DefaultCluster" in topics and "broker-a" in topics
+    assert broker.topics.create_topic_in_send_process("Before", "TBW102", 4) is not None
+    update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"autoCreateTopicEnable=false\nlistenPort=1\n")
+    assert (await admin(client, embedded_cluster, update)).code == ResponseCode.SUCCESS
+    assert broker.config.auto_create_topic_enable is False
+    assert broker.broker_addr == embedded_cluster.broker_addr
+    assert broker.topics.create_topic_in_send_process("After", "TBW102", 4) is None
+    bad = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"listenPort=x\nmaxMessageSize=big\n")
+    assert (await admin(client, embedded_cluster, bad)).code == ResponseCode.SYSTEM_ERROR
