@@ -11,9 +11,9 @@ Usage::
 :meth:`BrokerController.serve` loads the store (recovery runs in a worker thread) and the managers, starts the store
 services, the manager persisters, the client registry's housekeeping, the hold service, the remoting server (whose
 close listener tells the client registry) and the name-server registration, then reports the broker address
-(``brokerIP1`` and the bound port). Cancellation shuts everything down together: the registration unregisters from
-every name server, the store flushes, checkpoints and unmaps, and each manager saves its file one last time (each of
-those steps is shielded in its own service).
+(``brokerIP1`` and the bound port). Cancellation shuts down in two steps: first the front (listeners, pools, hold
+service, registration, which unregisters from every name server), then the back (the store flushes, checkpoints and
+unmaps; each manager saves its file one last time), so no request runs against a closing store.
 
 Request routing follows behaviour.md 1.3: each code goes to its processor on the pool Java uses for it; unknown codes
 answer REQUEST_CODE_NOT_SUPPORTED.
@@ -154,11 +154,34 @@ class BrokerController:
             raise
         ctx.boot_timestamp = int(time.time() * 1000)
         store.arrival_listener = self.hold.notify_message_arriving
+        # Shutdown is ordered: the front (server, pools, hold, registration) stops first, so no request touches the
+        # store while it flushes and unmaps; only then are the store and the manager persisters cancelled. The
+        # shield keeps the outer cancellation away from them until the front is down.
+        backend = trio.CancelScope(shield=True)
+        async with trio.open_nursery() as outer:
+            await outer.start(self._run_backend, backend)
+            try:
+                await self._run_front(task_status)
+            finally:
+                backend.cancel()
+
+    async def _run_backend(
+        self, scope: trio.CancelScope, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The store services and the manager persisters (each saves once more when cancelled)."""
+        ctx = self.context
+        with scope:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(ctx.store.run)
+                await nursery.start(ctx.topics.run)
+                await nursery.start(ctx.groups.run)
+                await nursery.start(ctx.offsets.run)
+                task_status.started()
+
+    async def _run_front(self, task_status: trio.TaskStatus[Address]) -> None:
+        """Client housekeeping, the hold service, the listeners and the registration, until cancelled."""
+        ctx = self.context
         async with RemotingClient() as client, trio.open_nursery() as nursery:
-            await nursery.start(store.run)
-            await nursery.start(ctx.topics.run)
-            await nursery.start(ctx.groups.run)
-            await nursery.start(ctx.offsets.run)
             await nursery.start(ctx.clients.run)
             await nursery.start(self.hold.run)
             host, port = await nursery.start(
