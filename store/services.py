@@ -16,6 +16,7 @@ that a flush never races the deletion of the same segment.
 
 from __future__ import annotations
 
+import collections
 import datetime
 import os
 from typing import TYPE_CHECKING
@@ -57,13 +58,27 @@ class FlushService:
                 await self.flush_once()
 
 
+class _FlushWaiter:
+    __slots__ = ("deadline", "event", "offset", "ok")
+
+    def __init__(self, offset: int, deadline: float) -> None:
+        self.offset = offset
+        self.deadline = deadline
+        self.event = trio.Event()
+        self.ok = False
+
+
 class GroupCommitService:
+    """Waiters queue in append order, which is also offset order and (with the store's one timeout) deadline order,
+    so both a sync and the timeout sweeper release them from the head of one deque: no per-put cancel scope."""
+
     def __init__(self, store: MessageStore) -> None:
         self._store = store
-        self._waiters: list[tuple[int, trio.Event]] = []
+        self._waiters: collections.deque[_FlushWaiter] = collections.deque()
         self._wakeup = trio.Event()
+        self._sweeper_wakeup = trio.Event()
         self._running = False
-        #: Number of group syncs performed (each may fdatasync one or two segments).
+        #: Number of group syncs performed (each may sync one or two segments).
         self.rounds = 0
 
     async def wait_flushed(self, offset: int, timeout: float) -> bool:
@@ -77,37 +92,50 @@ class GroupCommitService:
                 files = store.commitlog.queue.flush_snapshot()
                 await trio.to_thread.run_sync(_flush_files, files, limiter=store.disk_limiter)
             return store.commitlog.queue.flushed_offset >= offset
-        event = trio.Event()
-        self._waiters.append((offset, event))
+        waiter = _FlushWaiter(offset, trio.current_time() + timeout)
+        self._waiters.append(waiter)
         self._wakeup.set()
-        with trio.move_on_after(timeout):
-            await event.wait()
-            return True
-        return False
+        if len(self._waiters) == 1:
+            self._sweeper_wakeup.set()
+        await waiter.event.wait()
+        return waiter.ok
+
+    async def _expire(self) -> None:
+        """Release waiters whose deadline passed (FLUSH_DISK_TIMEOUT), even while a sync is stuck in its thread."""
+        waiters = self._waiters
+        while True:
+            if not waiters:
+                self._sweeper_wakeup = trio.Event()
+                await self._sweeper_wakeup.wait()
+                continue
+            await trio.sleep_until(waiters[0].deadline)
+            now = trio.current_time()
+            while waiters and waiters[0].deadline <= now:
+                waiters.popleft().event.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         store = self._store
+        waiters = self._waiters
         self._running = True
-        task_status.started()
         try:
-            while True:
-                await self._wakeup.wait()
-                self._wakeup = trio.Event()
-                async with store.disk_lock:
-                    files = store.commitlog.queue.flush_snapshot()
-                    if files:
-                        await trio.to_thread.run_sync(_flush_files, files, limiter=store.disk_limiter)
-                        self.rounds += 1
-                flushed = store.commitlog.queue.flushed_offset
-                still_waiting = []
-                for offset, event in self._waiters:
-                    if offset <= flushed:
-                        event.set()
-                    else:
-                        still_waiting.append((offset, event))
-                self._waiters = still_waiting
-                if still_waiting:
-                    self._wakeup.set()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._expire)
+                task_status.started()
+                while True:
+                    await self._wakeup.wait()
+                    self._wakeup = trio.Event()
+                    async with store.disk_lock:
+                        files = store.commitlog.queue.flush_snapshot()
+                        if files:
+                            await trio.to_thread.run_sync(_flush_files, files, limiter=store.disk_limiter)
+                            self.rounds += 1
+                    flushed = store.commitlog.queue.flushed_offset
+                    while waiters and waiters[0].offset <= flushed:
+                        waiter = waiters.popleft()
+                        waiter.ok = True
+                        waiter.event.set()
+                    if waiters:
+                        self._wakeup.set()
         finally:
             self._running = False
 
