@@ -138,6 +138,9 @@ class GroupCommitService:
                         self._wakeup.set()
         finally:
             self._running = False
+            # Shutting down: nobody will sync for them any more, so answer FLUSH_DISK_TIMEOUT rather than hang.
+            while waiters:
+                waiters.popleft().event.set()
 
 
 class AllocateService:
