@@ -3,7 +3,8 @@
 Options: ``-c FILE`` (a RocketMQ ``broker.conf`` properties file), ``-n "addr[;addr]"`` (name servers, same as
 ``namesrvAddr``), and any property as ``--name value`` or ``--name=value`` (``--listenPort 0``,
 ``--storePathRootDir DIR``, ``--flushDiskType SYNC_FLUSH``, ``--brokerName b``, ``--autoCreateTopicEnable true``).
-Later sources win: defaults, then the file, then ``--name value`` properties, then ``-n``.
+Later sources win: defaults, then the file, then ``--name value`` properties, then ``-n``; without any of them the
+``NAMESRV_ADDR`` environment variable names the name servers, as in Java.
 
 When serving it prints Java's boot line with the real bound address, so scripts can wait for it::
 
@@ -17,6 +18,7 @@ store exits with status 1.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 
@@ -41,6 +43,9 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
     config, unknown = apply_properties(BrokerConfig(), props)
     for key in unknown:
         click.echo(f"mqbroker: ignoring unknown property {key!r}", err=True)
+    if namesrv_addr is None and not config.namesrv_addr:
+        # Java falls back to the NAMESRV_ADDR environment variable when nothing else names the name servers.
+        namesrv_addr = os.environ.get("NAMESRV_ADDR")
     if namesrv_addr is not None:
         config = attrs.evolve(config, namesrv_addr=namesrv_addr)
     if config.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):

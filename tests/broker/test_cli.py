@@ -42,6 +42,13 @@ def test_config_precedence_file_then_properties_then_namesrv_option(tmp_path: Pa
         build_config(None, ["stray"], None)
 
 
+def test_namesrv_addr_falls_back_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NAMESRV_ADDR", "env:1")
+    assert build_config(None, [], None).namesrv_addr == "env:1"
+    assert build_config(None, ["--namesrvAddr", "prop:1"], None).namesrv_addr == "prop:1"
+    assert build_config(None, [], "opt:1").namesrv_addr == "opt:1"
+
+
 def test_boot_line_is_rocketmqs() -> None:
     line = boot_line(BrokerConfig(broker_name="b", namesrv_addr="127.0.0.1:9876"), ("127.0.0.1", 10911))
     assert line == "The broker[b, 127.0.0.1:10911] boot success. serializeType=JSON and name server is 127.0.0.1:9876"
