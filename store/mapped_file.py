@@ -186,7 +186,11 @@ class MappedFileQueue:
             mf = spare
         else:
             if spare is not None:
-                spare.destroy()
+                # A stale spare's name may now belong to a live segment: unlink only one lying ahead of the log.
+                if spare.file_from_offset > start:
+                    spare.destroy()
+                else:
+                    spare.close()
             mf = self.make_file(start)
         self.files.append(mf)
         return mf
