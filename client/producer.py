@@ -22,6 +22,7 @@ cancels the ones still in flight.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import time
@@ -140,6 +141,7 @@ class Producer:
         self.create_topic_key = create_topic_key
         self.fault = LatencyFaultTolerance(anyio.current_time)
         self._publish: dict[str, TopicPublishInfo] = {}
+        self._fallback_topics: set[str] = set()  # topics sent with TBW102's route until theirs shows up
         self._uniq = _uniq_key_generator(self.instance.config.client_ip)
         self._started = False
 
@@ -392,6 +394,7 @@ class Producer:
         ]
         route = attrs.evolve(default, queue_datas=queues)
         self.instance.routes.setdefault(topic, route)
+        self._fallback_topics.add(topic)
         return route
 
     async def _broker_address(self, mq: MessageQueue) -> str:
@@ -439,6 +442,12 @@ class Producer:
                     fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=True)
                 attempts.append((mq.broker_name, exc))
                 last_broker = mq.broker_name
+                if header.b in self._fallback_topics:
+                    # The TBW102 stand-in route may be wrong for a topic that exists by now: ask again.
+                    self._fallback_topics.discard(header.b)
+                    self.instance.routes.pop(header.b, None)
+                    with contextlib.suppress(TopicRouteNotFoundError):
+                        info = await self.publish_info(header.b)
                 log.info("send to %s failed (%s), %d attempt(s) so far", mq, exc, len(attempts))
                 continue
             if fault is not None:

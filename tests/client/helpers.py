@@ -7,6 +7,7 @@ from collections.abc import Callable
 import anyio
 
 from client.admin import Admin
+from client.errors import TopicRouteNotFoundError
 
 #: Upper bound for a condition to become true. A hang guard, not a performance threshold: every wait here ends as
 #: soon as the condition holds.
@@ -14,8 +15,19 @@ HANG_GUARD = 60.0
 
 
 async def create_topic(namesrv_addr: str, topic: str, queues: int = 4) -> None:
+    """Create ``topic`` on every master and wait until the name server routes it with ``queues`` queues (the broker
+    registers the change asynchronously)."""
     async with Admin(namesrv_addr) as admin:
         await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+        with anyio.fail_after(HANG_GUARD):
+            while True:
+                try:
+                    route = await admin.topic_route(topic)
+                except TopicRouteNotFoundError:
+                    route = None
+                if route is not None and sum(q.write_queue_nums for q in route.queue_datas) == queues:
+                    return
+                await anyio.sleep(0.02)
 
 
 async def wait_until(condition: Callable[[], bool], poll: float = 0.02) -> None:
