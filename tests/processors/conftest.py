@@ -21,6 +21,7 @@ from processors.query import QueryMessageProcessor
 from processors.send import SendMessageProcessor
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.frame import FrameDecoder, encode_command
 from remoting.codec.headers.send import V2_TO_V1_KEYS
 from remoting.codec.msgid import pack_socket_address
 from remoting.connection import Connection
@@ -30,7 +31,6 @@ from remoting.server import RemotingServer
 from store.config import StoreConfig
 from store.config_files import TopicConfig
 from store.message_store import MessageStore
-from tests.remoting.helpers import RawPeer
 
 TOPIC = "TopicTest"
 GROUP = "please_rename_unique_group_name"
@@ -151,6 +151,33 @@ def tags_props(tags: str | None = None, keys: str | None = None, **more: str) ->
     return "\x02".join(f"{k}\x01{v}" for k, v in pairs.items() if v is not None)
 
 
+class RawPeer:
+    """A frame-level client on any Trio stream (socket or memory), so these tests do not depend on our client."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.decoder = FrameDecoder()
+
+    @classmethod
+    async def connect(cls, address: tuple[str, int]) -> RawPeer:
+        return cls(await trio.open_tcp_stream(*address))
+
+    async def send(self, *commands: RemotingCommand) -> None:
+        await self.stream.send_all(b"".join(encode_command(c) for c in commands))
+
+    async def receive(self) -> RemotingCommand | None:
+        """The next command, or ``None`` at end of stream."""
+        while (command := self.decoder.next_command()) is None:
+            data = await self.stream.receive_some(65536)
+            if not data:
+                return None
+            self.decoder.receive_data(data)
+        return command
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
 class ServedBroker:
     """A broker context served by the real dispatcher with the data-path processors and a running hold service."""
 
@@ -178,7 +205,7 @@ class ServedBroker:
         client_end, server_end = trio.testing.memory_stream_pair()
         connection = Connection(server_end, PEER, ("127.0.0.1", 10911))
         nursery.start_soon(connection.run, self.dispatcher.dispatch)
-        return RawPeer(client_end)  # type: ignore[arg-type]
+        return RawPeer(client_end)
 
 
 @pytest.fixture

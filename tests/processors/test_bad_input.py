@@ -9,8 +9,7 @@ from processors.hold import HoldService
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.server import RemotingServer
-from tests.processors.conftest import TOPIC, MakeBroker, ServedBroker, pull_request, send_request
-from tests.remoting.helpers import RawPeer
+from tests.processors.conftest import TOPIC, MakeBroker, RawPeer, ServedBroker, pull_request, send_request
 
 
 async def start(make_broker: MakeBroker, nursery: trio.Nursery) -> tuple[str, int]:

@@ -11,8 +11,7 @@ from processors.hold import CHECK_INTERVAL, HoldService
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import iter_records
-from tests.processors.conftest import GROUP, TOPIC, ServedBroker, pull_request, send_request, tags_props
-from tests.remoting.helpers import RawPeer
+from tests.processors.conftest import GROUP, TOPIC, RawPeer, ServedBroker, pull_request, send_request, tags_props
 
 SUSPEND_SECONDS = 15.0
 
