@@ -1,0 +1,217 @@
+"""Client parts that need no broker: allocation, queue selection, fault avoidance, batch splitting, process queues,
+local offsets, subscriptions, the reset-offset body and decompression."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from client.consumer.allocate import allocate_average, allocate_average_by_circle
+from client.consumer.offset_store import LocalFileOffsetStore
+from client.consumer.process_queue import ProcessQueue
+from client.consumer.subscription import build_subscription, tag_filter
+from client.errors import MessageValidationError
+from client.fault import LatencyFaultTolerance, not_available_for
+from client.handlers import parse_reset_offset_body
+from client.message import COMPRESSION_ZLIB, Message, uncompressed
+from client.producer import split_batch
+from client.route import publish_info, subscribe_queues
+from client.selector import select_by_hash, select_one_message_queue
+from remoting.codec.bodies import BrokerData, MessageQueue, QueueData, TopicRouteData
+from remoting.codec.message import (
+    SYSFLAG_COMPRESSED,
+    BatchEntry,
+    MessageExt,
+    MessageRecord,
+    decode_record,
+    encode_record,
+)
+from remoting.codec.properties import java_string_hash
+
+queues_st = st.lists(
+    st.builds(MessageQueue, st.just("T"), st.sampled_from(["broker-a", "broker-b"]), st.integers(0, 15)),
+    unique=True,
+    max_size=40,
+)
+cids_st = st.lists(st.text("abc@123", min_size=1, max_size=6), unique=True, min_size=1, max_size=8)
+
+
+@pytest.mark.parametrize("strategy", [allocate_average, allocate_average_by_circle])
+@given(mqs=queues_st, cids=cids_st)
+def test_allocation_gives_every_queue_to_exactly_one_consumer(strategy, mqs, cids) -> None:  # type: ignore[no-untyped-def]
+    shares = [strategy("g", cid, mqs, list(reversed(cids))) for cid in cids]
+    flat = [mq for share in shares for mq in share]
+    assert sorted(flat) == sorted(mqs)
+    sizes = [len(s) for s in shares]
+    assert max(sizes) - min(sizes) <= 1 or not mqs or len(mqs) < len(cids)
+
+
+def test_average_allocation_gives_contiguous_blocks_like_java() -> None:
+    mqs = [MessageQueue("T", "b", i) for i in range(8)]
+    cids = ["c1", "c2", "c3"]
+    assert [[mq.queue_id for mq in allocate_average("g", c, mqs, cids)] for c in cids] == [
+        [0, 1, 2],
+        [3, 4, 5],
+        [6, 7],
+    ]
+    assert [[mq.queue_id for mq in allocate_average_by_circle("g", c, mqs, cids)] for c in cids] == [
+        [0, 3, 6],
+        [1, 4, 7],
+        [2, 5],
+    ]
+    assert allocate_average("g", "stranger", mqs, cids) == []
+
+
+def _route(*brokers: tuple[str, int]) -> TopicRouteData:
+    return TopicRouteData(
+        queue_datas=[QueueData(name, n, n, 6) for name, n in brokers],
+        broker_datas=[BrokerData("c", name, {0: f"127.0.0.1:{10911 + i}"}) for i, (name, _) in enumerate(brokers)],
+    )
+
+
+def test_round_robin_avoids_the_broker_that_just_failed() -> None:
+    info = publish_info("T", _route(("broker-a", 2), ("broker-b", 2)))
+    picks = [select_one_message_queue(info, "broker-a").broker_name for _ in range(10)]
+    assert set(picks) == {"broker-b"}
+    spread = {select_one_message_queue(info, None) for _ in range(4)}
+    assert len(spread) == 4
+
+
+def test_latency_fault_avoidance_skips_slow_brokers_until_their_time_is_up() -> None:
+    now = [100.0]
+    fault = LatencyFaultTolerance(lambda: now[0])
+    info = publish_info("T", _route(("broker-a", 2), ("broker-b", 2)))
+    fault.report("broker-a", 0, failed=True)  # counts as 30 s latency: out for 10 minutes
+    assert not fault.is_available("broker-a")
+    assert {select_one_message_queue(info, None, fault).broker_name for _ in range(10)} == {"broker-b"}
+    now[0] += 601
+    assert fault.is_available("broker-a")
+    assert not_available_for(40) == 0 and not_available_for(600) == 30000 and not_available_for(20000) == 600000
+
+
+def test_hash_selector_matches_java_string_hash() -> None:
+    mqs = [MessageQueue("T", "b", i) for i in range(4)]
+    for key in ["order-1", "order-2", "ünïcode", ""]:
+        assert select_by_hash(mqs, Message("T", b"x"), key).queue_id == abs(java_string_hash(key)) % 4
+
+
+def test_routes_list_writable_queues_of_brokers_with_a_master_and_readable_ones_sorted() -> None:
+    route = TopicRouteData(
+        queue_datas=[QueueData("b", 2, 3, 6), QueueData("a", 1, 1, 4), QueueData("orphan", 2, 2, 6)],
+        broker_datas=[
+            BrokerData("c", "a", {0: "x:1"}),
+            BrokerData("c", "b", {0: "y:1"}),
+            BrokerData("c", "orphan", {1: "z:1"}),
+        ],
+    )
+    assert [(mq.broker_name, mq.queue_id) for mq in publish_info("T", route).message_queues] == [
+        ("b", 0),
+        ("b", 1),
+        ("b", 2),
+    ]
+    assert [(mq.broker_name, mq.queue_id) for mq in subscribe_queues("T", route)] == [
+        ("a", 0),
+        ("b", 0),
+        ("b", 1),
+        ("orphan", 0),
+        ("orphan", 1),
+    ]
+    ordered = publish_info("T", attrs.evolve(route, order_topic_conf="a:2;b:1"))
+    assert ordered.order_topic and [(mq.broker_name, mq.queue_id) for mq in ordered.message_queues] == [
+        ("a", 0),
+        ("a", 1),
+        ("b", 0),
+    ]
+
+
+def test_batches_split_before_the_size_limit_and_keep_order() -> None:
+    entries = [BatchEntry(bytes(100), "") for _ in range(10)]
+    chunks = split_batch(entries, limit=3 * 122)
+    assert [len(c) for c in chunks] == [3, 3, 3, 1]
+    assert [e for c in chunks for e in c] == entries
+    with pytest.raises(MessageValidationError):
+        split_batch([BatchEntry(bytes(1000))], limit=500)
+
+
+def _msg(offset: int, body: bytes = b"xx") -> MessageExt:
+    raw = encode_record(MessageRecord(topic="T", body=body), queue_offset=offset)
+    return decode_record(raw)
+
+
+def test_process_queue_commits_the_smallest_offset_in_flight() -> None:
+    pq = ProcessQueue()
+    msgs = [_msg(i) for i in range(5)]
+    pq.put_messages(msgs)
+    pq.put_messages([msgs[0]])  # a duplicate is ignored
+    assert (pq.msg_count, pq.msg_size, pq.max_span) == (5, 10, 4)
+    assert pq.remove_messages([msgs[1], msgs[2]]) == 0
+    assert pq.remove_messages([msgs[0]]) == 3
+    assert pq.remove_messages([msgs[3], msgs[4]]) == 5
+    assert pq.msg_count == 0 and pq.msg_size == 0
+
+
+def test_process_queue_orderly_take_rollback_and_commit() -> None:
+    pq = ProcessQueue()
+    pq.put_messages([_msg(i) for i in range(4)])
+    taken = pq.take_messages(2)
+    assert [m.queue_offset for m in taken] == [0, 1]
+    pq.make_messages_to_consume_again(taken)
+    assert [m.queue_offset for m in pq.take_messages(3)] == [0, 1, 2]
+    assert pq.commit() == 3
+    assert pq.msg_count == 1 and pq.commit() == -1
+
+
+async def test_local_offset_store_round_trips_through_its_file(tmp_path: Path) -> None:
+    mq = MessageQueue("T", "broker-a", 3)
+    store = LocalFileOffsetStore(tmp_path, "10.0.0.1@123", "g")
+    store.update(mq, 42)
+    store.update(mq, 40, increase_only=True)
+    await store.persist_all([mq])
+    again = LocalFileOffsetStore(tmp_path, "10.0.0.1@123", "g")
+    await again.load()
+    assert await again.read(mq) == 42
+    store.path.write_text("{not json")
+    broken = LocalFileOffsetStore(tmp_path, "10.0.0.1@123", "g")
+    await broken.load()
+    assert await broken.read(mq) is None
+
+
+def test_tag_expressions_become_subscription_data() -> None:
+    sub = build_subscription("T", " TagA || TagB ||TagA ")
+    assert sub.tags_set == ("TagA", "TagB") and sub.code_set == (java_string_hash("TagA"), java_string_hash("TagB"))
+    assert tag_filter(sub) == frozenset({"TagA", "TagB"})
+    assert tag_filter(build_subscription("T", "*")) is None and build_subscription("T", "").sub_string == "*"
+    assert tag_filter(build_subscription("T", "a > 1", "SQL92")) is None
+
+
+def test_fastjson_reset_offset_body_is_read() -> None:
+    body = (
+        b'{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:12,'
+        b'{"brokerName":"broker-a","queueId":1,"topic":"T"}:7}}'
+    )
+    assert parse_reset_offset_body(body) == {
+        MessageQueue("T", "broker-a", 0): 12,
+        MessageQueue("T", "broker-a", 1): 7,
+    }
+
+
+def test_zlib_bodies_are_inflated_and_other_codecs_left_alone() -> None:
+    body = b"abc" * 1000
+    packed = decode_record(
+        encode_record(
+            MessageRecord(topic="T", body=zlib.compress(body), sys_flag=SYSFLAG_COMPRESSED | COMPRESSION_ZLIB)
+        )
+    )
+    assert uncompressed(packed).body == body and not uncompressed(packed).sys_flag & SYSFLAG_COMPRESSED
+    lz4 = attrs.evolve(packed, sys_flag=SYSFLAG_COMPRESSED | (1 << 8))
+    assert uncompressed(lz4) is lz4
+
+
+def test_message_properties_carry_tags_keys_delay_and_wait() -> None:
+    msg = Message("T", b"x", tags="A", keys=["k1", "k2"], delay_level=3, wait_store_msg_ok=False, properties={"u": "v"})
+    assert msg.all_properties() == {"u": "v", "TAGS": "A", "KEYS": "k1 k2", "DELAY": "3", "WAIT": "false"}
