@@ -218,7 +218,7 @@ class PushConsumer:
                 try:
                     await self.instance.fetch_route(topic)
                 except Exception as exc:
-                    log.warning("consumer %s: %s", self._group, exc)
+                    log.info("consumer %s: %s", self._group, exc)
             await self.instance.send_heartbeat_to_all_brokers()
             await self.do_rebalance()
             if self.orderly and self._message_model is MessageModel.CLUSTERING:
