@@ -28,6 +28,7 @@ from remoting.codec.message import (
     MessageEncodeError,
     MessageRecord,
     PreparedMessage,
+    PropertiesTooLongError,
     RecordMeta,
     prepare_message,
 )
@@ -39,6 +40,7 @@ from store.consume_queue import ConsumeQueue
 from store.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError, StoreCorruptError
 from store.get_message import MAX_TRANSFER_BYTES_IN_MEMORY, TagFilter, get_message, in_memory_limit
 from store.index import IndexService
+from store.mapped_file import MappedFile
 from store.recovery import recover
 from store.results import AppendResult, GetResult, PutResult, PutStatus
 from store.services import AllocateService, FlushService, GroupCommitService, RetentionService
@@ -49,6 +51,8 @@ SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 #: queue's max offset is now ``logical_offset + 1``) and its raw properties string. Called synchronously inside the
 #: append, after the record is stored: it must be cheap and must not raise (wake tasks, do not await).
 ArrivalListener = Callable[[str, int, int, int, str], None]
+#: (CommitLog end, store time of its last record, segments to flush)
+FlushPlan = tuple[int, int, list[MappedFile]]
 
 
 class IndexLike(Protocol):
@@ -80,7 +84,7 @@ class MessageStore:
         self._delay_levels = parse_delay_levels(config.message_delay_level)
         self._memory_limit = in_memory_limit()
         self._lock: StoreLock | None = None
-        self._closed = False
+        self._closed = self._released = False
         self.flush_service = FlushService(self)
         self.group_commit = GroupCommitService(self)
         self.allocate_service = AllocateService(self)
@@ -114,29 +118,23 @@ class MessageStore:
                 await nursery.start(self.retention.run)
                 task_status.started()
         finally:
+            self._closed = True  # refuse appends from here on, on the Trio thread, before the final flush
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.close, limiter=self.disk_limiter)
 
     def close(self) -> None:
         """Flush everything, write the checkpoint, delete ``abort``, unmap and unlock. Idempotent; blocking."""
-        if self._closed or self.checkpoint is None:
-            return
         self._closed = True
+        if self._released or self.checkpoint is None:
+            return
         self.flush_all_blocking()
         delete_abort_file(self.root)
-        self.commitlog.close()
-        for cq in self.consume_queues.values():
-            cq.close()
-        if self.index is not None:
-            self.index.close()
-        self.checkpoint.close()
-        if self._lock is not None:
-            self._lock.release()
+        self.abandon()
 
     def abandon(self) -> None:
-        """Crash simulation for tests: unmap and unlock without flushing, checkpointing or deleting ``abort``
-        (written data stays in the page cache, exactly what a SIGKILL leaves behind)."""
-        self._closed = True
+        """Unmap and unlock without flushing, checkpointing or deleting ``abort``. Tests use it to simulate a crash:
+        written data stays in the page cache, exactly what a SIGKILL leaves behind."""
+        self._closed = self._released = True
         self.commitlog.close()
         for cq in self.consume_queues.values():
             cq.close()
@@ -147,16 +145,22 @@ class MessageStore:
         if self._lock is not None:
             self._lock.release()
 
-    def flush_all_blocking(self) -> None:
-        """Flush CommitLog, ConsumeQueues and index, then advance the checkpoint (blocking; callers hold
-        ``disk_lock`` or run on the Trio thread with no other flush in progress)."""
+    def flush_plan(self) -> FlushPlan:
+        """On the Trio thread, between appends: the CommitLog end whose records are all dispatched, and the dirty
+        segments. Taking it here (not in the flush thread) keeps the checkpoint from covering a half-dispatched
+        append."""
+        files = self.commitlog.queue.flush_snapshot()
+        for cq in self.consume_queues.values():
+            files.extend(cq.queue.flush_snapshot())
+        return self.commitlog.max_offset, self.commitlog.last_store_timestamp, files
+
+    def flush_planned(self, plan: FlushPlan) -> None:
+        """Flush the planned segments and the index, then advance the checkpoint to the plan's end (blocking; run
+        under ``disk_lock`` in a worker thread)."""
         assert self.checkpoint is not None
-        end, ts = self.commitlog.max_offset, self.commitlog.last_store_timestamp
-        for mf in self.commitlog.queue.flush_snapshot():
+        end, ts, files = plan
+        for mf in files:
             mf.flush()
-        for cq in list(self.consume_queues.values()):
-            for mf in cq.queue.flush_snapshot():
-                mf.flush()
         if self.index is not None:
             self.index.flush()
         cp = self.checkpoint
@@ -164,6 +168,10 @@ class MessageStore:
             cp.physic_msg_timestamp = cp.logics_msg_timestamp = cp.index_msg_timestamp = ts
         cp.safe_offset = end
         cp.flush()
+
+    def flush_all_blocking(self) -> None:
+        """Plan and flush in one go, for callers with no concurrent appends (shutdown, tests)."""
+        self.flush_planned(self.flush_plan())
 
     def _on_roll(self) -> None:
         self.allocate_service.wake()
@@ -180,12 +188,11 @@ class MessageStore:
         if len(msg.body) > self.config.max_message_size:
             raise MessageIllegalError(f"message body {len(msg.body)} bytes exceeds {self.config.max_message_size}")
         try:
-            prepared = prepare_message(msg)
+            return prepare_message(msg)
+        except PropertiesTooLongError as exc:
+            raise PropertiesSizeExceededError(str(exc)) from exc
         except MessageEncodeError as exc:
-            if "properties" in str(exc):
-                raise PropertiesSizeExceededError(str(exc)) from exc
             raise MessageIllegalError(str(exc)) from exc
-        return prepared
 
     def _tags_code(self, prepared: PreparedMessage, queue_id: int, store_ts: int) -> int:
         props = prepared.properties
@@ -214,12 +221,6 @@ class MessageStore:
                 keys.extend(k for k in raw_keys.decode("utf-8", "replace").split(" ") if k)
             if keys:
                 self.index.put(topic, keys, phy, store_ts)
-
-    def _next_queue_offset(self, key: tuple[str, int], sys_flag: int) -> int | None:
-        tx = sys_flag & SYSFLAG_TRANSACTION_MASK
-        if tx in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
-            return None
-        return self.queue_offsets.get(key, 0)
 
     def append(self, msg: MessageRecord) -> AppendResult:
         """Append one message (no flush wait). Raises PutRefusedError subclasses; nothing is written then."""

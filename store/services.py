@@ -43,7 +43,8 @@ class FlushService:
     async def flush_once(self) -> None:
         store = self._store
         async with store.disk_lock:
-            await trio.to_thread.run_sync(store.flush_all_blocking, limiter=store.disk_limiter)
+            plan = store.flush_plan()
+            await trio.to_thread.run_sync(store.flush_planned, plan, limiter=store.disk_limiter)
         self.rounds += 1
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -68,6 +68,10 @@ class MessageEncodeError(ValueError):
     """The message cannot be stored: topic or properties too long for their length fields, or a bad host."""
 
 
+class PropertiesTooLongError(MessageEncodeError):
+    """The properties string exceeds the int16 length field (32767 bytes)."""
+
+
 @attrs.frozen(slots=True)
 class MessageRecord:
     """What the broker asks the store to append (Java's ``MessageExtBrokerInner``).
@@ -117,7 +121,7 @@ def prepare_message(message: MessageRecord) -> PreparedMessage:
         raise MessageEncodeError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic)}")
     props = message.properties.encode()
     if len(props) > MAX_PROPERTIES_BYTES:
-        raise MessageEncodeError(f"properties must be at most {MAX_PROPERTIES_BYTES} bytes, got {len(props)}")
+        raise PropertiesTooLongError(f"properties must be at most {MAX_PROPERTIES_BYTES} bytes, got {len(props)}")
     sys_flag = message.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
     born, store = len(message.born_host), len(message.store_host)
     if born != 8 or store != 8:
