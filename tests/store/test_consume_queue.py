@@ -1,0 +1,59 @@
+"""ConsumeQueue: 20-byte entries at ``i * 20``, filler padding for a queue born at a non-zero offset, recovery of the
+written end, segment boundaries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from store.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE, ConsumeQueue
+
+
+def test_entries_are_twenty_bytes_at_their_logical_position(tmp_path: Path) -> None:
+    cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    for i in range(10):
+        cq.put(i, 1000 + i * 100, 90 + i, -i)
+    assert (cq.min_offset, cq.max_offset) == (0, 10)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [f"{0:020d}", f"{160:020d}"]
+    raw = (tmp_path / names[1]).read_bytes()
+    assert raw[:20] == (1800).to_bytes(8, "big") + (98).to_bytes(4, "big") + (-8).to_bytes(8, "big", signed=True)
+    assert cq.entries(6, 32) == [(1600, 96, -6), (1700, 97, -7)]  # stops at the segment end
+    assert cq.entries(9, 32) == [(1900, 99, -9)]
+    cq.close()
+
+
+def test_queue_first_written_at_a_non_zero_offset_is_padded_with_fillers(tmp_path: Path) -> None:
+    cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    cq.put(13, 5000, 120, 7)
+    assert (cq.min_offset, cq.max_offset) == (13, 14)
+    assert cq.entry(12) is None
+    raw = (tmp_path / f"{160:020d}").read_bytes()
+    for i in range(5):  # entries 8..12
+        entry = raw[i * 20 : i * 20 + 20]
+        assert entry == bytes(8) + FILLER_SIZE.to_bytes(4, "big") + bytes(8)
+    cq.close()
+    reloaded = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    reloaded.load()
+    reloaded.recover(0, 10_000)
+    assert (reloaded.min_offset, reloaded.max_offset) == (13, 14)
+    assert reloaded.entry(13) == (5000, 120, 7)
+    reloaded.close()
+
+
+def test_recovery_drops_entries_past_the_log_end_and_finds_the_end_in_a_full_segment(tmp_path: Path) -> None:
+    cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    for i in range(16):  # exactly two full segments, entries with zero bytes across boundaries
+        cq.put(i, i * 65536, 65536, 0)
+    cq.close()
+    cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    cq.load()
+    cq.recover(0, 16 * 65536)
+    assert cq.max_offset == 16
+    cq.close()
+    cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    cq.load()
+    cq.recover(0, 11 * 65536 + 10)
+    assert cq.max_offset == 11
+    cq.put(11, 1, 2, 3)
+    assert cq.entry(11) == (1, 2, 3) and cq.entry(12) is None
+    cq.close()
