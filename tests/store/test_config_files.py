@@ -283,7 +283,12 @@ def test_subscription_groups_round_trip(table: SubscriptionGroupTable) -> None:
     assert decode_subscription_groups(encode_subscription_groups(table)) == table
 
 
-@given(st.dictionaries(names, st.dictionaries(ints, longs, max_size=5), max_size=5))
+# Keys are "topic@group"; both names use RocketMQ's character set, so they never hold quotes or backslashes (which
+# the test's own regex-based fastjson rewriting below could not handle).
+offset_keys = st.from_regex(r"[%|a-zA-Z0-9_-]{1,20}@[%|a-zA-Z0-9_-]{1,20}", fullmatch=True)
+
+
+@given(st.dictionaries(offset_keys, st.dictionaries(ints, longs, max_size=5), max_size=5))
 def test_consumer_offsets_round_trip(table: dict[str, dict[int, int]]) -> None:
     data = encode_consumer_offsets(table)
     assert decode_consumer_offsets(data) == table
