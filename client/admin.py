@@ -21,7 +21,14 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Self
 
-from broker.admin_bodies import ConsumerConnection, ConsumeStats, OffsetWrapper, ProducerConnection, TopicOffset
+from broker.admin_bodies import (
+    ClientConnection,
+    ConsumerConnection,
+    ConsumeStats,
+    OffsetWrapper,
+    ProducerConnection,
+    TopicOffset,
+)
 from broker.admin_bodies import TopicStatsTable as _TopicStats
 from client import api
 from client.config import ClientConfig
