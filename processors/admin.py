@@ -5,10 +5,8 @@ RocketMQ's ``AdminBrokerProcessor``, for the codes ``mqadmin`` and the dashboard
 Contract: command in, command out. Topic changes go through the topic manager, which re-registers with the name
 servers at once. Bodies are those of :mod:`broker.admin_bodies` and :mod:`remoting.codec.bodies`.
 
-- INVOKE_BROKER_TO_RESET_OFFSET (222) follows Java's ``Broker2Client.resetOffset``: per write queue the offset at
-  ``timestamp`` (-1: the max offset), kept at the committed offset unless ``isForce`` or the target is smaller; the
-  table is pushed to every online consumer of the group as RESET_CONSUMER_CLIENT_OFFSET (220, oneway, body
-  ``{"offsetTable": {MessageQueue: offset}}``), which the clients apply and commit, and returned in the response.
+- INVOKE_BROKER_TO_RESET_OFFSET (222), GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309) call the
+  consumers themselves, through :mod:`broker.broker2client`.
 - UPDATE_BROKER_CONFIG (25) applies a properties body to the running broker (managers see the new values at once;
   ``listenPort`` is ignored); it is not written back to ``broker.conf``.
 
@@ -21,11 +19,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
 import attrs
 
+from broker import broker2client
 from broker.admin_bodies import (
     ClientConnection,
     ConsumerConnection,
@@ -34,7 +33,6 @@ from broker.admin_bodies import (
     ProducerConnection,
     TopicOffset,
     TopicStatsTable,
-    dumps_mq_map,
 )
 from broker.client_registry import ClientChannelInfo
 from broker.context import BrokerContext
@@ -42,7 +40,7 @@ from broker.names import SYSTEM_TOPICS, is_system_topic, validate_topic
 from remoting.codec.bodies import KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import dumps, load_object
 from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
-from remoting.codec.command import RemotingCommand, request
+from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError
 from remoting.codec.headers import (
     CreateTopicRequestHeader,
@@ -52,10 +50,8 @@ from remoting.codec.headers import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
-    ResetOffsetRequestHeader,
 )
 from remoting.dispatch import ProcessorPool, not_supported_remark
-from remoting.errors import RemotingError
 from remoting.processor import RequestContext
 from remoting.properties import PropertiesError, apply_properties, parse_properties
 from store.config_files import ConfigFileError, SubscriptionGroupConfig, TopicConfig, TopicFilterType
@@ -91,8 +87,9 @@ class AdminBrokerProcessor:
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         handler = _HANDLERS.get(request.code)
         try:
-            if request.code == RequestCode.INVOKE_BROKER_TO_RESET_OFFSET:
-                return await self.reset_offset(request)
+            forward = _BROKER_TO_CLIENT.get(request.code)
+            if forward is not None:
+                return await forward(self.broker, request)
             if handler is None:
                 return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
             return handler(self, request)
@@ -227,39 +224,6 @@ class AdminBrokerProcessor:
 
     # ---- consume progress and broker settings (mqadmin) -----------------------------------------------------------
 
-    async def reset_offset(self, request: RemotingCommand) -> RemotingCommand:
-        header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        broker, topic, group = self.broker, header.topic, header.group
-        config = broker.topics.get(topic)
-        if config is None:
-            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"[reset-offset] topic not exist, {topic}")
-        table: dict[MessageQueue, int] = {}
-        for queue_id in range(config.write_queue_nums):
-            committed = broker.offsets.query(group, topic, queue_id)
-            if committed == -1:
-                return request.response(ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist")
-            if header.timestamp == -1:
-                target = broker.store.max_offset_in_queue(topic, queue_id)
-            else:
-                target = max(0, broker.store.offset_in_queue_by_time(topic, queue_id, header.timestamp))
-            mq = MessageQueue(topic, broker.config.broker_name, queue_id)
-            table[mq] = target if header.is_force or target < committed else committed
-        group_info = broker.clients.consumer_group(group)
-        if group_info is None or not group_info.channels:
-            remark = (
-                f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic}"
-                f" Timestamp: {header.timestamp}"
-            )
-            return request.response(ResponseCode.CONSUMER_NOT_ONLINE, remark)
-        body = b'{"offsetTable":' + dumps_mq_map(table) + b"}"
-        push = request_to_client(header, body)
-        for conn in list(group_info.channels):
-            try:
-                await conn.invoke_oneway(push)
-            except RemotingError as exc:
-                log.warning("reset offset push to %s failed: %s", conn, exc)
-        return request.response(ResponseCode.SUCCESS, body=body)
-
     def all_consumer_offsets(self, request: RemotingCommand) -> RemotingCommand:
         offsets = self.broker.offsets
         table: dict[str, dict[str, int]] = {}
@@ -319,12 +283,6 @@ class AdminBrokerProcessor:
         )
 
 
-def request_to_client(header: ResetOffsetRequestHeader, body: bytes) -> RemotingCommand:
-    """RESET_CONSUMER_CLIENT_OFFSET (220) with the same header fields, oneway."""
-    fields = header.to_ext_fields()
-    return request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, fields, body, oneway=True)
-
-
 def _connection(info: ClientChannelInfo) -> ClientConnection:
     return ClientConnection(info.client_id, info.client_addr, info.language.name, info.version)
 
@@ -355,5 +313,11 @@ _HANDLERS: Final[dict[int, _Handler]] = {
     RequestCode.UPDATE_BROKER_CONFIG: AdminBrokerProcessor.update_broker_config,
 }
 
+_BROKER_TO_CLIENT: Final[dict[int, Callable[[BrokerContext, RemotingCommand], Awaitable[RemotingCommand]]]] = {
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: broker2client.reset_offset,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: broker2client.consumer_running_info,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: broker2client.consume_message_directly,
+}
+
 #: Codes served here (all on the admin pool).
-REQUEST_CODES: Final = (*_HANDLERS, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET)
+REQUEST_CODES: Final = (*_HANDLERS, *_BROKER_TO_CLIENT)

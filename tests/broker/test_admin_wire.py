@@ -248,3 +248,48 @@ async def test_all_consumer_offsets_system_topics_and_config_updates(
     assert broker.topics.create_topic_in_send_process("After", "TBW102", 4) is None
     bad = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"listenPort=x\nmaxMessageSize=big\n")
     assert (await admin(client, embedded_cluster, bad)).code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_running_info_and_consume_directly_are_forwarded_to_the_named_consumer(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    seen: list[RemotingCommand] = []
+
+    class Consumer:
+        async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+            seen.append(cmd)
+            if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+                return cmd.response(ResponseCode.SUCCESS, body=b'{"properties":{}}')
+            if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+                return cmd.response(ResponseCode.SUCCESS, body=b"consumed")
+            return None
+
+    broker = embedded_cluster.controller.context
+    async with RemotingClient(request_handler=Consumer()) as consumer, RemotingClient() as tool:
+        data = HeartbeatData("fw-1", consumer_data_set=(ConsumerData("fw_group"),))
+        await consumer.invoke(embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=data.encode()), 5)
+        running = await admin(
+            tool,
+            embedded_cluster,
+            request(RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "fw_group", "clientId": "fw-1"}),
+        )
+        assert (running.code, bytes(running.body)) == (ResponseCode.SUCCESS, b'{"properties":{}}')
+        offline = await admin(
+            tool,
+            embedded_cluster,
+            request(RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "fw_group", "clientId": "nobody"}),
+        )
+        assert (offline.code, offline.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "The Consumer <fw_group> <nobody> not online",
+        )
+
+        appended = broker.store.append(MessageRecord("T", b"BODY", 0, store_host=broker.store_host))
+        fields = {"consumerGroup": "fw_group", "clientId": "fw-1", "msgId": appended.msg_id}
+        direct = await admin(tool, embedded_cluster, request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields))
+        assert (direct.code, bytes(direct.body)) == (ResponseCode.SUCCESS, b"consumed")
+        forwarded = next(c for c in seen if c.code == RequestCode.CONSUME_MESSAGE_DIRECTLY)
+        assert bytes(forwarded.body) == bytes(broker.store.look_message_by_offset(appended.phy_offset) or b"")
+        missing = dict(fields, msgId="7F00000100002A9F00000000FFFFFFFF")
+        gone = await admin(tool, embedded_cluster, request(RequestCode.CONSUME_MESSAGE_DIRECTLY, missing))
+        assert gone.code == ResponseCode.SYSTEM_ERROR

@@ -1,0 +1,118 @@
+"""Broker-to-client calls that admin requests trigger (RocketMQ's ``Broker2Client``): offset resets pushed to
+consumers, and admin requests forwarded to one consumer (GET_CONSUMER_RUNNING_INFO 307, CONSUME_MESSAGE_DIRECTLY 309).
+
+They run over the connection the client opened (a server-side :class:`~remoting.connection.Connection` invokes the
+client like any peer). Each function takes the admin request and returns the response for the admin tool; client
+failures become error responses, never exceptions: an offline client is SYSTEM_ERROR with Java's remark, a client
+that does not answer in time SYSTEM_ERROR (307) or CONSUME_MSG_TIMEOUT (309).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from broker.admin_bodies import dumps_mq_map
+from broker.context import BrokerContext
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    ResetOffsetRequestHeader,
+)
+from remoting.codec.msgid import decode_offset_msg_id
+from remoting.errors import RemotingError, RemotingTimeoutError
+
+log = logging.getLogger(__name__)
+
+#: How long a forwarded admin request may take on the client (Java uses the admin's own timeout, ~5 s).
+FORWARD_TIMEOUT: Final = 5.0
+
+
+def reset_offset_table(broker: BrokerContext, header: ResetOffsetRequestHeader) -> dict[MessageQueue, int] | str:
+    """Java's reset rule per write queue: the offset at ``timestamp`` (-1: the max offset), kept at the committed
+    offset unless ``isForce`` or the target is smaller. Returns the table, or the error remark."""
+    topic, group = header.topic, header.group
+    config = broker.topics.get(topic)
+    if config is None:
+        return f"[reset-offset] topic not exist, {topic}"
+    table: dict[MessageQueue, int] = {}
+    for queue_id in range(config.write_queue_nums):
+        committed = broker.offsets.query(group, topic, queue_id)
+        if committed == -1:
+            return f"THe consumer group <{group}> not exist"
+        if header.timestamp == -1:
+            target = broker.store.max_offset_in_queue(topic, queue_id)
+        else:
+            target = max(0, broker.store.offset_in_queue_by_time(topic, queue_id, header.timestamp))
+        mq = MessageQueue(topic, broker.config.broker_name, queue_id)
+        table[mq] = target if header.is_force or target < committed else committed
+    return table
+
+
+async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> RemotingCommand:
+    """INVOKE_BROKER_TO_RESET_OFFSET: compute the table and push RESET_CONSUMER_CLIENT_OFFSET (220, oneway, body
+    ``{"offsetTable": {MessageQueue: offset}}``) to every online consumer of the group, which apply and commit it."""
+    header = ResetOffsetRequestHeader.from_ext_fields(admin.ext_fields)
+    table = reset_offset_table(broker, header)
+    if isinstance(table, str):
+        code = ResponseCode.TOPIC_NOT_EXIST if broker.topics.get(header.topic) is None else ResponseCode.SYSTEM_ERROR
+        return admin.response(code, table)
+    group_info = broker.clients.consumer_group(header.group)
+    if group_info is None or not group_info.channels:
+        remark = (
+            f"Consumer not online, so can not reset offset, Group: {header.group} Topic: {header.topic}"
+            f" Timestamp: {header.timestamp}"
+        )
+        return admin.response(ResponseCode.CONSUMER_NOT_ONLINE, remark)
+    body = b'{"offsetTable":' + dumps_mq_map(table) + b"}"
+    push = request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header.to_ext_fields(), body, oneway=True)
+    for conn in list(group_info.channels):
+        try:
+            await conn.invoke_oneway(push)
+        except RemotingError as exc:
+            log.warning("reset offset push to %s failed: %s", conn, exc)
+    return admin.response(ResponseCode.SUCCESS, body=body)
+
+
+async def forward_to_consumer(
+    broker: BrokerContext, admin: RemotingCommand, group: str, client_id: str, body: bytes | memoryview
+) -> RemotingCommand:
+    """Send ``admin``'s code, fields and ``body`` to the consumer ``client_id`` of ``group`` and relay its answer."""
+    channel = broker.clients.find_consumer_channel(group, client_id)
+    if channel is None or channel.connection.closed:
+        return admin.response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+    forwarded = request(admin.code, dict(admin.ext_fields), body)
+    try:
+        answer = await channel.connection.invoke(forwarded, FORWARD_TIMEOUT)
+    except RemotingTimeoutError:
+        if admin.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            return admin.response(ResponseCode.CONSUME_MSG_TIMEOUT, "consume message directly over timeout")
+        return admin.response(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> timed out")
+    except RemotingError as exc:
+        return admin.response(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> failed: {exc}")
+    return admin.response(answer.code, answer.remark, dict(answer.ext_fields), answer.body)
+
+
+async def consumer_running_info(broker: BrokerContext, admin: RemotingCommand) -> RemotingCommand:
+    """GET_CONSUMER_RUNNING_INFO (307): the client's own ConsumerRunningInfo, relayed as is."""
+    header = GetConsumerRunningInfoRequestHeader.from_ext_fields(admin.ext_fields)
+    return await forward_to_consumer(broker, admin, header.consumer_group, header.client_id, b"")
+
+
+async def consume_message_directly(broker: BrokerContext, admin: RemotingCommand) -> RemotingCommand:
+    """CONSUME_MESSAGE_DIRECTLY (309): the stored record of ``msgId`` is attached as the body for the client."""
+    header = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(admin.ext_fields)
+    if not header.msg_id or not header.client_id:
+        return admin.response(ResponseCode.SYSTEM_ERROR, "msgId and clientId are required")
+    try:
+        offset = decode_offset_msg_id(header.msg_id).phy_offset
+    except MessageDecodeError as exc:
+        return admin.response(ResponseCode.SYSTEM_ERROR, f"bad msgId {header.msg_id}: {exc}")
+    record = broker.store.look_message_by_offset(offset)
+    if record is None:
+        return admin.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+    return await forward_to_consumer(broker, admin, header.consumer_group, header.client_id, bytes(record))
