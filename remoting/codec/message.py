@@ -18,6 +18,7 @@ Every malformed input raises :class:`~remoting.codec.errors.MessageDecodeError`;
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 from collections.abc import Iterator
@@ -54,8 +55,6 @@ _LOCALHOST: Final = bytes([127, 0, 0, 1]) + (0).to_bytes(4, "big")
 _INT: Final = struct.Struct(">i")
 _UINT: Final = struct.Struct(">I")
 _SHORT: Final = struct.Struct(">h")
-# size, magic, crc, queueId, flag, queueOffset, phyOffset, sysFlag, bornTs: 48 bytes.
-_HEAD: Final = struct.Struct(">iIiiiqqiq")
 _BLANK: Final = struct.Struct(">iI")
 _TOPIC_LEN: Final = [bytes((n,)) for n in range(MAX_TOPIC_BYTES + 1)]
 
@@ -215,55 +214,47 @@ class RecordMeta(NamedTuple):
     properties: bytes
 
 
+_Fields = tuple[int, int, int, int, int, int, int, int, int, bytes, int, bytes, int, int, int]
+
+
+def _parse(view: memoryview, pos: int, check_crc: bool) -> tuple[_Fields, int, int, int]:
+    """Validate the record at ``pos``; returns its fixed fields, the topic-length position (just after the body),
+    the properties-length position and the record end."""
+    try:
+        sys_flag = _INT.unpack_from(view, pos + 36)[0]
+        fixed = _FIXED[20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8, 20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8]
+        fields: _Fields = fixed.unpack_from(view, pos)
+        size, magic, body_len = fields[0], fields[1], fields[14]
+        end = pos + size
+        if magic != MAGIC_V1:
+            raise MessageDecodeError(f"bad magic {magic:#010x} at {pos}")
+        if size < RECORD_OVERHEAD_V4 or end > len(view):
+            raise MessageDecodeError(f"record size {size} at {pos} does not fit in {len(view) - pos} bytes")
+        topic_at = pos + fixed.size + body_len
+        if body_len < 0 or topic_at + 3 > end:
+            raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
+        props_at = topic_at + 1 + view[topic_at]
+        if view[topic_at] > MAX_TOPIC_BYTES or props_at + 2 > end:
+            raise MessageDecodeError(f"bad topic length at {pos}")
+        if props_at + 2 + _SHORT.unpack_from(view, props_at)[0] != end:
+            raise MessageDecodeError(f"record at {pos}: size {size} disagrees with its fields")
+    except (struct.error, IndexError) as exc:
+        raise MessageDecodeError(f"truncated record at {pos}") from exc
+    if check_crc and zlib.crc32(view[topic_at - body_len : topic_at]) & 0x7FFFFFFF != fields[2]:
+        raise MessageDecodeError(f"body CRC mismatch in the record at {pos}")
+    return fields, topic_at, props_at, end
+
+
 def read_record_meta(buf: bytes | bytearray | memoryview | object, pos: int = 0, check_crc: bool = False) -> RecordMeta:
     """Validate the record at ``pos`` (magic v1, self-consistent lengths, optionally the body CRC) and summarise it.
 
     Raises :class:`MessageDecodeError` for a blank marker, another magic, a truncated record or a CRC mismatch.
     """
     view = buf if isinstance(buf, memoryview) else memoryview(buf)  # type: ignore[arg-type]
-    limit = len(view)
-    try:
-        size, magic, crc, queue_id, _flag, queue_offset, phy_offset, sys_flag, _born_ts = _HEAD.unpack_from(view, pos)
-        if magic != MAGIC_V1:
-            raise MessageDecodeError(f"bad magic {magic:#010x} at {pos}")
-        if size < RECORD_OVERHEAD_V4 or pos + size > limit:
-            raise MessageDecodeError(f"record size {size} at {pos} does not fit in {limit - pos} bytes")
-        born_len = 20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8
-        store_len = 20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8
-        p = pos + 48 + born_len
-        store_ts = struct.unpack_from(">q", view, p)[0]
-        p += 8 + store_len + 12
-        body_len = _INT.unpack_from(view, p)[0]
-        body_start = p + 4
-        p = body_start + body_len
-        if body_len < 0 or p + 1 > pos + size:
-            raise MessageDecodeError(f"body length {body_len} overruns the record at {pos}")
-        topic_len = view[p]
-        if topic_len > MAX_TOPIC_BYTES:
-            raise MessageDecodeError(f"negative topic length at {pos}")
-        topic = bytes(view[p + 1 : p + 1 + topic_len])
-        p += 1 + topic_len
-        props_len = _SHORT.unpack_from(view, p)[0]
-        p += 2
-        if props_len < 0 or p + props_len != pos + size:
-            raise MessageDecodeError(f"record at {pos}: size {size} disagrees with its fields")
-        props = bytes(view[p : p + props_len])
-    except (struct.error, IndexError) as exc:
-        raise MessageDecodeError(f"truncated record at {pos}") from exc
-    if check_crc and body_crc(view[body_start : body_start + body_len]) != crc:
-        raise MessageDecodeError(f"body CRC mismatch in the record at {pos}")
+    f, topic_at, props_at, end = _parse(view, pos, check_crc)
+    topic = bytes(view[topic_at + 1 : props_at]).decode("utf-8", "replace")
     return RecordMeta(
-        size,
-        crc,
-        queue_id,
-        queue_offset,
-        phy_offset,
-        sys_flag,
-        store_ts,
-        body_start,
-        body_len,
-        topic.decode("utf-8", "replace"),
-        props,
+        f[0], f[2], f[3], f[5], f[6], f[7], f[10], topic_at - f[14], f[14], topic, bytes(view[props_at + 2 : end])
     )
 
 
@@ -303,37 +294,34 @@ class MessageExt:
         return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
 
 
+@functools.lru_cache(maxsize=1024)
+def _host(packed: bytes) -> tuple[str, int]:
+    # Few distinct hosts appear in a pull body (one store host, a handful of producers): decode each once.
+    return unpack_socket_address(packed)
+
+
 def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, check_crc: bool = False) -> MessageExt:
     """Decode the full record at ``pos``. Raises :class:`MessageDecodeError` on any inconsistency."""
-    meta = read_record_meta(buf, pos, check_crc)
-    view = memoryview(buf)
-    flag, born_ts = struct.unpack_from(">i20xq", view, pos + 16)
-    born_len = 20 if meta.sys_flag & SYSFLAG_BORNHOST_V6 else 8
-    store_len = 20 if meta.sys_flag & SYSFLAG_STOREHOST_V6 else 8
-    p = pos + 48
-    born_host = unpack_socket_address(view[p : p + born_len])
-    p += born_len + 8
-    store_packed = bytes(view[p : p + store_len])
-    p += store_len
-    reconsume, prepared = struct.unpack_from(">iq", view, p)
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    f, topic_at, props_at, end = _parse(view, pos, check_crc)
     return MessageExt(
-        store_size=meta.size,
-        body_crc=meta.body_crc,
-        queue_id=meta.queue_id,
-        flag=flag,
-        queue_offset=meta.queue_offset,
-        commit_log_offset=meta.phy_offset,
-        sys_flag=meta.sys_flag,
-        born_timestamp=born_ts,
-        born_host=born_host,
-        store_timestamp=meta.store_timestamp,
-        store_host=unpack_socket_address(store_packed),
-        reconsume_times=reconsume,
-        prepared_transaction_offset=prepared,
-        body=bytes(view[meta.body_start : meta.body_start + meta.body_len]),
-        topic=meta.topic,
-        properties=decode_properties(meta.properties),
-        store_host_packed=store_packed,
+        f[0],
+        f[2],
+        f[3],
+        f[4],
+        f[5],
+        f[6],
+        f[7],
+        f[8],
+        _host(f[9]),
+        f[10],
+        _host(f[11]),
+        f[12],
+        f[13],
+        bytes(view[topic_at - f[14] : topic_at]),
+        bytes(view[topic_at + 1 : props_at]).decode("utf-8", "replace"),
+        decode_properties(view[props_at + 2 : end]),
+        f[11],
     )
 
 
