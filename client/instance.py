@@ -189,11 +189,9 @@ class MQClientInstance:
                 causes.append(f"{addrs[index]}: TOPIC_NOT_EXIST")
                 break
             self.routes[topic] = route
-            if self.consumers and any(
-                addr not in self._greeted for bd in route.broker_datas for addr in bd.broker_addrs.values()
-            ):
-                # A consumer's rebalance asks brokers for the group's members: a broker it never heartbeated would
-                # not list it, so greet new brokers now rather than at the next 30 s tick.
+            if set(self.broker_addresses(masters_only=not self.consumers)) - self._greeted:
+                # Rebalance asks brokers for the group's members and admins list a group's connections: a broker
+                # this client never heartbeated knows neither, so greet new brokers now, not at the next 30 s tick.
                 await self.send_heartbeat_to_all_brokers()
             return route
         raise TopicRouteNotFoundError(topic, addrs, "; ".join(causes) or None)

@@ -1,0 +1,479 @@
+"""``mqadmin``: RocketMQ's admin command line over :class:`client.admin.Admin`, with RocketMQ's command names and
+flags. Output is a rich table; ``--json`` (before or after the command) prints JSON for scripts instead.
+
+    python -m client.mqadmin updateTopic -n 127.0.0.1:9876 -t TopicTest -c DefaultCluster -r 4 -w 4
+    python -m client.mqadmin consumerProgress -n 127.0.0.1:9876 -g my-group --json
+
+A command that fails prints the error on stderr and exits with status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import anyio
+import click
+from rich.console import Console
+from rich.table import Table
+
+from client.admin import Admin
+from client.errors import MQClientError
+from client.message import Message, MessageExt
+from client.producer import Producer
+from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue
+from remoting.codec.bodies.configs import SubscriptionGroupConfig
+from remoting.errors import RemotingError
+
+console = Console(soft_wrap=True)
+
+
+class Output:
+    """Collects one command's result as rows and prints a table or JSON."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def table(self, title: str, columns: list[str], rows: list[list[Any]], extra: dict[str, Any] | None = None) -> None:
+        if self.as_json:
+            doc: dict[str, Any] = {"rows": [dict(zip(columns, row, strict=True)) for row in rows]}
+            doc.update(extra or {})
+            click.echo(json.dumps(doc, default=str))
+            return
+        table = Table(title=title)
+        for column in columns:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*("" if v is None else str(v) for v in row))
+        console.print(table)
+        for key, value in (extra or {}).items():
+            console.print(f"{key}: {value}")
+
+    def done(self, message: str, **fields: Any) -> None:
+        if self.as_json:
+            click.echo(json.dumps({"ok": True, **fields}, default=str))
+        else:
+            console.print(message)
+
+
+def _run(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]]) -> None:
+    obj = ctx.find_object(dict) or {}
+    output = Output(bool(obj.get("json")) or bool(ctx.params.get("as_json")))
+    namesrv = ctx.params["namesrv"]
+
+    async def main() -> None:
+        async with Admin(namesrv) as admin:
+            await job(admin, output)
+
+    try:
+        anyio.run(main)
+    except (MQClientError, RemotingError, ValueError) as exc:
+        click.echo(f"mqadmin: {exc}", err=True)
+        sys.exit(1)
+
+
+def _ts(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3] if ms > 0 else "-"
+
+
+def _msg_row(m: MessageExt) -> list[Any]:
+    return [
+        m.msg_id,
+        m.topic,
+        m.queue_id,
+        m.queue_offset,
+        m.tags,
+        " ".join(m.keys),
+        _ts(m.store_timestamp),
+        m.body.decode("utf-8", "replace")[:80],
+    ]
+
+
+MSG_COLUMNS = ["OffsetMsgId", "Topic", "QueueId", "QueueOffset", "Tags", "Keys", "StoreTime", "Body"]
+
+
+def common(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("-n", "--namesrvAddr", "namesrv", required=True, help="name servers, host:port;host:port")(fn)
+    fn = click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")(fn)
+    return click.pass_context(fn)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables")
+@click.pass_context
+def main(ctx: click.Context, as_json: bool) -> None:
+    """RocketMQ admin commands (rocketrio)."""
+    ctx.ensure_object(dict)["json"] = as_json
+
+
+@main.command("updateTopic")
+@common
+@click.option("-t", "--topic", required=True)
+@click.option("-c", "--clusterName", "cluster")
+@click.option("-b", "--brokerAddr", "broker_addr")
+@click.option("-r", "--readQueueNums", "read", type=int, default=8, show_default=True)
+@click.option("-w", "--writeQueueNums", "write", type=int, default=8, show_default=True)
+@click.option("-p", "--perm", type=int, default=PERM_READ | PERM_WRITE, show_default=True)
+@click.option("-o", "--order", type=bool, default=False)
+def update_topic(ctx: click.Context, **o: Any) -> None:
+    """Create or update a topic on a broker or every master of a cluster."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        brokers = await admin.create_topic(
+            o["topic"],
+            read_queue_nums=o["read"],
+            write_queue_nums=o["write"],
+            perm=o["perm"],
+            order=o["order"],
+            broker_addr=o["broker_addr"],
+            cluster=o["cluster"],
+        )
+        out.done(f"create topic to {', '.join(brokers)} success.", topic=o["topic"], brokers=brokers)
+
+    _run(ctx, job)
+
+
+@main.command("deleteTopic")
+@common
+@click.option("-t", "--topic", required=True)
+@click.option("-c", "--clusterName", "cluster")
+def delete_topic(ctx: click.Context, **o: Any) -> None:
+    """Delete a topic from the brokers and the name servers."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        await admin.delete_topic(o["topic"], cluster=o["cluster"])
+        out.done(f"delete topic [{o['topic']}] success.", topic=o["topic"])
+
+    _run(ctx, job)
+
+
+@main.command("topicList")
+@common
+def topic_list(ctx: click.Context, **o: Any) -> None:
+    """Every topic the name servers know."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        out.table("Topics", ["Topic"], [[t] for t in sorted(await admin.topic_list())])
+
+    _run(ctx, job)
+
+
+@main.command("topicRoute")
+@common
+@click.option("-t", "--topic", required=True)
+def topic_route(ctx: click.Context, **o: Any) -> None:
+    """A topic's brokers and queues."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        route = await admin.topic_route(o["topic"])
+        addrs = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
+        rows = [
+            [qd.broker_name, addrs.get(qd.broker_name, {}).get(0), qd.read_queue_nums, qd.write_queue_nums, qd.perm]
+            for qd in route.queue_datas
+        ]
+        out.table(
+            f"Route of {o['topic']}",
+            ["BrokerName", "Master", "ReadQueues", "WriteQueues", "Perm"],
+            rows,
+            {"route": route.to_json()} if out.as_json else None,
+        )
+
+    _run(ctx, job)
+
+
+@main.command("topicStatus")
+@common
+@click.option("-t", "--topic", required=True)
+def topic_status(ctx: click.Context, **o: Any) -> None:
+    """Min and max offset of every queue of a topic."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        stats = await admin.topic_status(o["topic"])
+        rows = [
+            [mq.broker_name, mq.queue_id, s.min_offset, s.max_offset, _ts(s.last_update_timestamp)]
+            for mq, s in stats.items()
+        ]
+        out.table(f"Status of {o['topic']}", ["BrokerName", "QID", "MinOffset", "MaxOffset", "LastUpdated"], rows)
+
+    _run(ctx, job)
+
+
+@main.command("clusterList")
+@common
+def cluster_list(ctx: click.Context, **o: Any) -> None:
+    """Clusters, their brokers and addresses."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        info = await admin.cluster_info()
+        rows = [
+            [cluster, name, bid, addr]
+            for cluster, names in sorted(info.cluster_addr_table.items())
+            for name in sorted(names)
+            for bid, addr in sorted(info.broker_addr_table[name].broker_addrs.items())
+            if name in info.broker_addr_table
+        ]
+        out.table("Clusters", ["Cluster", "BrokerName", "BID", "Addr"], rows)
+
+    _run(ctx, job)
+
+
+@main.command("updateSubGroup")
+@common
+@click.option("-g", "--groupName", "group", required=True)
+@click.option("-c", "--clusterName", "cluster")
+@click.option("-b", "--brokerAddr", "broker_addr")
+@click.option("-s", "--consumeEnable", "consume_enable", type=bool, default=True)
+@click.option("-d", "--consumeBroadcastEnable", "broadcast", type=bool, default=True)
+@click.option("-q", "--retryQueueNums", "retry_queues", type=int, default=1)
+@click.option("-r", "--retryMaxTimes", "retry_max", type=int, default=16)
+def update_sub_group(ctx: click.Context, **o: Any) -> None:
+    """Create or update a subscription group."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        config = SubscriptionGroupConfig(
+            group_name=o["group"],
+            consume_enable=o["consume_enable"],
+            consume_broadcast_enable=o["broadcast"],
+            retry_queue_nums=o["retry_queues"],
+            retry_max_times=o["retry_max"],
+        )
+        brokers = await admin.create_subscription_group(config, broker_addr=o["broker_addr"], cluster=o["cluster"])
+        out.done(f"create subscription group to {', '.join(brokers)} success.", group=o["group"], brokers=brokers)
+
+    _run(ctx, job)
+
+
+@main.command("deleteSubGroup")
+@common
+@click.option("-g", "--groupName", "group", required=True)
+@click.option("-c", "--clusterName", "cluster")
+@click.option("-b", "--brokerAddr", "broker_addr")
+def delete_sub_group(ctx: click.Context, **o: Any) -> None:
+    """Delete a subscription group."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        brokers = await admin.delete_subscription_group(o["group"], broker_addr=o["broker_addr"], cluster=o["cluster"])
+        out.done(f"delete subscription group [{o['group']}] from {', '.join(brokers)} success.", brokers=brokers)
+
+    _run(ctx, job)
+
+
+@main.command("consumerProgress")
+@common
+@click.option("-g", "--groupName", "group", required=True)
+@click.option("-t", "--topicName", "topic")
+def consumer_progress(ctx: click.Context, **o: Any) -> None:
+    """Per-queue broker offset, consumer offset and lag of a group."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        progress = await admin.consumer_progress(o["group"], o["topic"])
+        rows = [
+            [
+                mq.topic,
+                mq.broker_name,
+                mq.queue_id,
+                w.broker_offset,
+                w.consumer_offset,
+                w.broker_offset - w.consumer_offset,
+                _ts(w.last_timestamp),
+            ]
+            for mq, w in progress.items()
+        ]
+        total = sum(w.broker_offset - w.consumer_offset for w in progress.values())
+        out.table(
+            f"Progress of {o['group']}",
+            ["Topic", "BrokerName", "QID", "BrokerOffset", "ConsumerOffset", "Diff", "LastTime"],
+            rows,
+            {"diffTotal": total},
+        )
+
+    _run(ctx, job)
+
+
+@main.command("consumerConnection")
+@common
+@click.option("-g", "--consumerGroup", "group", required=True)
+def consumer_connection(ctx: click.Context, **o: Any) -> None:
+    """The online consumers of a group and their subscriptions."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        conn = await admin.consumer_connection(o["group"])
+        rows = [[c.client_id, c.client_addr, c.language, c.version] for c in conn.connection_set]
+        subs = {t: s.sub_string for t, s in conn.subscription_table.items()}
+        out.table(
+            f"Consumers of {o['group']}",
+            ["ClientId", "ClientAddr", "Language", "Version"],
+            rows,
+            {"subscriptions": subs, "consumeType": conn.consume_type, "messageModel": conn.message_model},
+        )
+
+    _run(ctx, job)
+
+
+@main.command("producerConnection")
+@common
+@click.option("-g", "--producerGroup", "group", required=True)
+@click.option("-t", "--topic", required=True)
+def producer_connection(ctx: click.Context, **o: Any) -> None:
+    """The producers of a group connected to a topic's brokers."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        conn = await admin.producer_connection(o["group"], o["topic"])
+        rows = [[c.client_id, c.client_addr, c.language, c.version] for c in conn.connection_set]
+        out.table(f"Producers of {o['group']}", ["ClientId", "ClientAddr", "Language", "Version"], rows)
+
+    _run(ctx, job)
+
+
+@main.command("queryMsgById")
+@common
+@click.option("-i", "--msgId", "msg_id", required=True, help="offset message id")
+def query_msg_by_id(ctx: click.Context, **o: Any) -> None:
+    """A message by its offset msgId."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        m = await admin.query_msg_by_id(o["msg_id"])
+        out.table("Message", MSG_COLUMNS, [_msg_row(m)], {"properties": m.properties} if out.as_json else None)
+
+    _run(ctx, job)
+
+
+@main.command("queryMsgByKey")
+@common
+@click.option("-t", "--topic", required=True)
+@click.option("-k", "--msgKey", "key", required=True)
+def query_msg_by_key(ctx: click.Context, **o: Any) -> None:
+    """Messages of a topic by key."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        out.table(
+            f"Key {o['key']}", MSG_COLUMNS, [_msg_row(m) for m in await admin.query_msg_by_key(o["topic"], o["key"])]
+        )
+
+    _run(ctx, job)
+
+
+@main.command("queryMsgByOffset")
+@common
+@click.option("-t", "--topic", required=True)
+@click.option("-b", "--brokerName", "broker", required=True)
+@click.option("-i", "--queueId", "queue_id", type=int, required=True)
+@click.option("-o", "--offset", type=int, required=True)
+def query_msg_by_offset(ctx: click.Context, **o: Any) -> None:
+    """The message at a queue offset."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        msgs = await admin.query_msg_by_offset(MessageQueue(o["topic"], o["broker"], o["queue_id"]), o["offset"])
+        out.table("Message", MSG_COLUMNS, [_msg_row(m) for m in msgs])
+
+    _run(ctx, job)
+
+
+@main.command("sendMessage")
+@common
+@click.option("-t", "--topic", required=True)
+@click.option("-p", "--body", required=True)
+@click.option("-k", "--key", "keys")
+@click.option("-c", "--tags")
+@click.option("-b", "--broker")
+@click.option("-i", "--qid", type=int)
+def send_message(ctx: click.Context, **o: Any) -> None:
+    """Send one message."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        async with Producer("TOOLS_PRODUCER", admin.instance.config.namesrv_addr) as producer:
+            queue = MessageQueue(o["topic"], o["broker"], o["qid"]) if o["broker"] and o["qid"] is not None else None
+            r = await producer.send(
+                Message(o["topic"], o["body"].encode(), tags=o["tags"], keys=o["keys"]), queue=queue
+            )
+        out.table(
+            "Sent",
+            ["Broker Name", "Queue Id", "Queue Offset", "Send Status", "MsgId", "OffsetMsgId"],
+            [[r.broker_name, r.queue_id, r.queue_offset, r.send_status.name, r.msg_id, r.offset_msg_id]],
+        )
+
+    _run(ctx, job)
+
+
+@main.command("consumeMessage")
+@common
+@click.option("-t", "--topic", required=True)
+@click.option("-b", "--brokerName", "broker")
+@click.option("-i", "--queueId", "queue_id", type=int)
+@click.option("-o", "--offset", type=int, default=0, show_default=True)
+@click.option("-c", "--messageNumber", "count", type=int, default=128, show_default=True)
+def consume_message(ctx: click.Context, **o: Any) -> None:
+    """Read messages from a topic's queues (no offsets committed)."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        route = await admin.topic_route(o["topic"])
+        queues = [
+            MessageQueue(o["topic"], qd.broker_name, q) for qd in route.queue_datas for q in range(qd.read_queue_nums)
+        ]
+        queues = [
+            mq for mq in queues if (o["broker"] in (None, mq.broker_name)) and (o["queue_id"] in (None, mq.queue_id))
+        ]
+        rows: list[list[Any]] = []
+        for mq in sorted(queues):
+            if len(rows) < o["count"]:
+                msgs = await admin.query_msg_by_offset(mq, o["offset"], min(32, o["count"] - len(rows)))
+                rows.extend(_msg_row(m) for m in msgs)
+        out.table(f"Messages of {o['topic']}", MSG_COLUMNS, rows)
+
+    _run(ctx, job)
+
+
+def parse_timestamp(text: str) -> int:
+    """``now``, milliseconds, or RocketMQ's ``yyyy-MM-dd#HH:mm:ss:SSS``."""
+    if text == "now":
+        return int(time.time() * 1000)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    return int(datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
+
+
+@main.command("resetOffsetByTime")
+@common
+@click.option("-g", "--group", required=True)
+@click.option("-t", "--topic", required=True)
+@click.option("-s", "--timestamp", required=True, help="now, ms, or yyyy-MM-dd#HH:mm:ss:SSS")
+@click.option("-f", "--force", type=bool, default=True)
+def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
+    """Move an online group's offsets of a topic to a point in time."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        table = await admin.reset_offset_by_time(
+            o["group"], o["topic"], parse_timestamp(o["timestamp"]), force=o["force"]
+        )
+        out.table(
+            "Reset offsets",
+            ["BrokerName", "QID", "Offset"],
+            [[mq.broker_name, mq.queue_id, off] for mq, off in table.items()],
+        )
+
+    _run(ctx, job)
+
+
+@main.command("brokerStatus")
+@common
+@click.option("-b", "--brokerAddr", "broker_addr")
+@click.option("-c", "--clusterName", "cluster")
+def broker_status(ctx: click.Context, **o: Any) -> None:
+    """Runtime statistics of a broker (or every master of a cluster)."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        targets = [o["broker_addr"]] if o["broker_addr"] else await admin.master_addresses(o["cluster"])
+        rows = [
+            [addr, key, value] for addr in targets for key, value in sorted((await admin.broker_status(addr)).items())
+        ]
+        out.table("Broker status", ["Broker", "Key", "Value"], rows)
+
+    _run(ctx, job)
+
+
+if __name__ == "__main__":
+    main()

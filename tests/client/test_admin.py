@@ -1,0 +1,99 @@
+"""Admin client and the mqadmin command line against the embedded cluster: topics, groups, lag in consumerProgress,
+connections, message queries, offset reset and broker status."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from client.admin import Admin
+from client.consumer.lite_pull import LitePullConsumer
+from client.errors import MQBrokerError
+from client.message import Message
+from client.mqadmin import main as mqadmin
+from client.producer import Producer
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.configs import SubscriptionGroupConfig
+from tests.client.conftest import ThreadedCluster
+from tests.client.helpers import create_topic
+
+
+def _cli(*args: str) -> dict[str, object]:
+    result = CliRunner().invoke(mqadmin, [*args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)  # type: ignore[no-any-return]
+
+
+@pytest.mark.anyio
+async def test_a_lagging_consumer_shows_its_lag_in_consumer_progress(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "Lag", queues=2)
+    async with Producer("pg-lag", cluster.namesrv_addr) as producer:
+        for i in range(30):
+            await producer.send(
+                Message("Lag", f"{i}".encode(), keys=f"key{i}"), queue=MessageQueue("Lag", "broker-a", i % 2)
+            )
+    async with LitePullConsumer("cg-lag", cluster.namesrv_addr, auto_commit=False, pull_batch_size=4) as consumer:
+        mq0 = MessageQueue("Lag", "broker-a", 0)
+        await consumer.assign([mq0, MessageQueue("Lag", "broker-a", 1)])
+        taken = 0
+        while taken < 4:
+            batch = await consumer.poll(timeout=10)
+            taken += len(batch) if batch and batch[0].queue_id == 0 else 0
+        await consumer.commit([mq0])
+        async with Admin(cluster.namesrv_addr) as admin:
+            progress = await admin.consumer_progress("cg-lag", "Lag")
+            connection = await admin.consumer_connection("cg-lag")
+    assert {mq.queue_id: (w.broker_offset, w.consumer_offset) for mq, w in progress.items()} == {0: (15, 4), 1: (15, 0)}
+    assert [c.client_id for c in connection.connection_set] == [consumer.instance.client_id]
+
+
+@pytest.mark.anyio
+async def test_admin_manages_topics_and_groups_and_finds_messages(cluster: ThreadedCluster) -> None:
+    async with Admin(cluster.namesrv_addr) as admin:
+        assert await admin.create_topic("AdminT", read_queue_nums=2, write_queue_nums=2) == [cluster.broker_addr]
+        await create_topic(cluster.namesrv_addr, "AdminT", queues=2)
+        async with Producer("pg-admin", cluster.namesrv_addr) as producer:
+            sent = await producer.send(Message("AdminT", b"find me", keys="needle"))
+            producers = await admin.producer_connection("pg-admin", "AdminT")
+        assert len(producers.connection_set) == 1
+        assert (await admin.query_msg_by_id(sent.offset_msg_id)).body == b"find me"
+        assert [m.body for m in await admin.query_msg_by_key("AdminT", "needle")] == [b"find me"]
+        mq = MessageQueue("AdminT", "broker-a", sent.queue_id)
+        assert [m.body for m in await admin.query_msg_by_offset(mq, sent.queue_offset)] == [b"find me"]
+        status = await admin.topic_status("AdminT")
+        assert status[mq].max_offset == sent.queue_offset + 1
+        await admin.create_subscription_group(SubscriptionGroupConfig("g-admin", retry_max_times=3))
+        await admin.delete_subscription_group("g-admin")
+        assert "brokerVersionDesc" in await admin.broker_status(cluster.broker_addr)
+        await admin.delete_topic("AdminT")
+        with anyio.fail_after(60):
+            while "AdminT" in await admin.topic_list():
+                await anyio.sleep(0.05)
+        with pytest.raises(MQBrokerError):
+            await admin.consumer_connection("nobody-home")
+
+
+def test_mqadmin_prints_tables_and_json(cluster: ThreadedCluster) -> None:
+    ns = cluster.namesrv_addr
+    assert _cli("updateTopic", "-n", ns, "-t", "CliTopic", "-c", "DefaultCluster", "-r", "2", "-w", "2")["ok"]
+    anyio.run(create_topic, ns, "CliTopic", 2)
+    sent = _cli("sendMessage", "-n", ns, "-t", "CliTopic", "-p", "hello cli", "-k", "k1")["rows"]
+    offset_id = sent[0]["OffsetMsgId"]  # type: ignore[index]
+    assert _cli("queryMsgById", "-n", ns, "-i", offset_id)["rows"][0]["Body"] == "hello cli"  # type: ignore[index]
+    assert _cli("queryMsgByKey", "-n", ns, "-t", "CliTopic", "-k", "k1")["rows"][0]["Body"] == "hello cli"  # type: ignore[index]
+    consumed = _cli("consumeMessage", "-n", ns, "-t", "CliTopic")["rows"]
+    assert [r["Body"] for r in consumed] == ["hello cli"]  # type: ignore[union-attr,index]
+    assert {"Topic": "CliTopic"} in _cli("topicList", "-n", ns)["rows"]  # type: ignore[operator]
+    assert len(_cli("topicStatus", "-n", ns, "-t", "CliTopic")["rows"]) == 2  # type: ignore[arg-type]
+    assert _cli("topicRoute", "-n", ns, "-t", "CliTopic")["rows"][0]["WriteQueues"] == 2  # type: ignore[index]
+    assert _cli("clusterList", "-n", ns)["rows"][0]["Addr"] == cluster.broker_addr  # type: ignore[index]
+    assert _cli("updateSubGroup", "-n", ns, "-g", "cli-group")["ok"]
+    assert _cli("consumerProgress", "-n", ns, "-g", "cli-group")["diffTotal"] == 0
+    assert _cli("brokerStatus", "-n", ns, "-b", cluster.broker_addr)["rows"]
+    table = CliRunner().invoke(mqadmin, ["topicStatus", "-n", ns, "-t", "CliTopic"])
+    assert table.exit_code == 0 and "MaxOffset" in table.output and "broker-a" in table.output
+    failed = CliRunner().invoke(mqadmin, ["consumerConnection", "-n", ns, "-g", "nobody"])
+    assert failed.exit_code == 1
