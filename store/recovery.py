@@ -7,7 +7,8 @@ One algorithm for both cases, differing in how much is re-validated:
    entries, was flushed before the checkpoint was written) with magic, length and CRC checks, re-dispatching each
    valid record into its ConsumeQueue and the index (entries are rewritten in place, so re-dispatching a record
    that was already indexed in the ConsumeQueue is harmless; the index is truncated after ``safe_offset`` first).
-3. The first invalid record ends the log: the torn tail is erased and later segments deleted.
+3. The first invalid record ends the log: later segments are deleted and, after a crash, the torn tail is zeroed
+   so no stale record can reappear behind newer writes.
 4. Every ConsumeQueue drops entries that point at or past the recovered end, and the next-queue-offset table is
    rebuilt from the queues.
 

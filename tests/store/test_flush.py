@@ -14,7 +14,13 @@ from tests.store.store_helpers import message, open_store
 
 
 async def test_group_commit_releases_many_concurrent_writers_with_few_syncs(tmp_path: Path) -> None:
-    store = open_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
+    # No periodic flush during the test: only group commits make the writes durable here.
+    store = open_store(
+        tmp_path,
+        flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        mapped_file_size_commit_log=1 << 20,
+        flush_interval_commit_log=600_000,
+    )
     writers = 64
     statuses: list[PutStatus] = []
     async with trio.open_nursery() as nursery:
