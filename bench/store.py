@@ -73,17 +73,19 @@ def floor(size: int, count: int, segment: int, workdir: Path) -> float:
         mm[pos] = 0
     n = len(record)
     limit = segment - n
-    start = time.perf_counter()
-    pos = 0
-    for _ in range(count):
-        if pos > limit:
-            pos = 0
-        mm[pos : pos + n] = record
-        pos += n
-    elapsed = time.perf_counter() - start
+    best = float("inf")
+    for _ in range(3):  # best of three: the floor should not carry the noise of a busy machine
+        start = time.perf_counter()
+        pos = 0
+        for _ in range(count):
+            if pos > limit:
+                pos = 0
+            mm[pos : pos + n] = record
+            pos += n
+        best = min(best, time.perf_counter() - start)
     mm.close()
     path.unlink()
-    return count * n / elapsed
+    return count * n / best
 
 
 async def appends(size: int, count: int, batch: int, segment: int, workdir: Path) -> tuple[float, float]:
