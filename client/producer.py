@@ -25,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-import time
-import zlib
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Final, Self
@@ -38,70 +36,29 @@ from client import api
 from client.config import ClientConfig
 from client.errors import (
     ClientStateError,
-    MessageValidationError,
     MQBrokerError,
     SendFailedError,
     TopicRouteNotFoundError,
 )
 from client.fault import LatencyFaultTolerance
 from client.instance import MQClientInstance
-from client.message import COMPRESSION_ZLIB, Message, SendResult
+from client.message import Message, SendResult
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, select_one_message_queue
+from client.send_request import COMPRESS_OVER, MAX_MESSAGE_SIZE, PreparedSend, SendBuilder, uniq_key_generator
 from remoting.codec.bodies import MessageQueue, TopicRouteData
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers import SendMessageRequestHeaderV2
-from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, MessageExt, encode_batch_body
-from remoting.codec.msgid import UniqKeyGenerator
-from remoting.codec.properties import PROPERTY_UNIQ_KEY, PROPERTY_WAIT, encode_properties
+from remoting.codec.message import MessageExt
 from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
-#: Java's ``maxMessageSize`` and ``compressMsgBodyOverHowmuch`` defaults.
-MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
-COMPRESS_OVER: Final = 4 * 1024
 #: Response codes after which Java retries on another queue (``retryResponseCodes``).
 RETRY_RESPONSE_CODES: Final = frozenset({17, 14, 1, 16, 204, 205})
-#: Bytes a batch entry adds around its body and properties.
-BATCH_ENTRY_OVERHEAD: Final = 22
 
 SendCallback = Callable[[SendResult | Exception], object]
-
-_uniq_keys: dict[str, UniqKeyGenerator] = {}
-
-
-def _uniq_key_generator(ip: str) -> UniqKeyGenerator:
-    gen = _uniq_keys.get(ip)
-    if gen is None:
-        try:
-            gen = _uniq_keys[ip] = UniqKeyGenerator(ip)
-        except ValueError:
-            gen = _uniq_keys[ip] = UniqKeyGenerator()
-    return gen
-
-
-def split_batch(entries: Sequence[BatchEntry], limit: int = MAX_MESSAGE_SIZE) -> list[list[BatchEntry]]:
-    """Split ``entries`` in order into runs whose encoded batch body stays within ``limit`` bytes.
-
-    Raises :class:`MessageValidationError` when a single entry alone exceeds ``limit``.
-    """
-    batches: list[list[BatchEntry]] = []
-    current: list[BatchEntry] = []
-    size = 0
-    for entry in entries:
-        entry_size = BATCH_ENTRY_OVERHEAD + len(entry.body) + len(entry.properties.encode())
-        if entry_size > limit:
-            raise MessageValidationError(f"a batch message of {entry_size} bytes exceeds the {limit}-byte limit")
-        if current and size + entry_size > limit:
-            batches.append(current)
-            current, size = [], 0
-        current.append(entry)
-        size += entry_size
-    if current:
-        batches.append(current)
-    return batches
 
 
 class Producer:
@@ -134,15 +91,20 @@ class Producer:
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
-        self.compress_msg_body_over_howmuch = compress_msg_body_over_howmuch
-        self.max_message_size = max_message_size
         self.send_latency_fault_enable = send_latency_fault_enable
         self.default_topic_queue_nums = default_topic_queue_nums
         self.create_topic_key = create_topic_key
         self.fault = LatencyFaultTolerance(anyio.current_time)
+        self._builder = SendBuilder(
+            group,
+            uniq_key_generator(self.instance.config.client_ip),
+            max_message_size,
+            compress_msg_body_over_howmuch,
+            create_topic_key,
+            default_topic_queue_nums,
+        )
         self._publish: dict[str, TopicPublishInfo] = {}
         self._fallback_topics: set[str] = set()  # topics sent with TBW102's route until theirs shows up
-        self._uniq = _uniq_key_generator(self.instance.config.client_ip)
         self._started = False
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
@@ -197,13 +159,26 @@ class Producer:
         """Send and wait for the broker's answer. With ``queue`` or ``selector`` the message goes to that queue in
         one attempt (ordered messages must not move); otherwise up to ``1 + retry_times_when_send_failed`` attempts."""
         self._check_started()
-        header, body, uniq = self._prepare(msg)
+        prepared = self._builder.single(msg)
+        return await self._dispatch(prepared, msg, queue, selector, arg, timeout, self.retry_times_when_send_failed)
+
+    async def _dispatch(
+        self,
+        prepared: PreparedSend,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: object,
+        timeout: float | None,
+        retries: int,
+    ) -> SendResult:
         info = await self.publish_info(msg.topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
-        if queue is not None or selector is not None:
-            target = queue if queue is not None else selector(list(info.message_queues), msg, arg)  # type: ignore[misc]
-            return await self._send_to(target, header, body, uniq, timeout)
-        return await self._send_with_retries(info, header, body, uniq, timeout, self.retry_times_when_send_failed)
+        if queue is None and selector is not None:
+            queue = selector(list(info.message_queues), msg, arg)
+        if queue is not None:
+            return await self._send_to(queue, prepared.header, prepared.body, prepared.msg_id, timeout)
+        return await self._send_with_retries(info, prepared.header, prepared.body, prepared.msg_id, timeout, retries)
 
     def send_async(
         self,
@@ -215,14 +190,17 @@ class Producer:
         arg: object = None,
         timeout: float | None = None,
     ) -> None:
-        """Start a send in the background; ``callback`` gets the :class:`SendResult` or the exception (it may be a
-        coroutine function). Validation errors raise here, synchronously."""
+        """Start a send in the background (``retry_times_when_send_async_failed`` retries); ``callback`` gets the
+        :class:`SendResult` or the exception (it may be a coroutine function). Validation errors raise here."""
         self._check_started()
-        self._prepare(msg)
-        self.instance.task_group.start_soon(self._send_then_call, msg, callback, queue, selector, arg, timeout)
+        prepared = self._builder.single(msg)
+        self.instance.task_group.start_soon(
+            self._send_then_call, prepared, msg, callback, queue, selector, arg, timeout
+        )
 
     async def _send_then_call(
         self,
+        prepared: PreparedSend,
         msg: Message,
         callback: SendCallback,
         queue: MessageQueue | None,
@@ -232,7 +210,8 @@ class Producer:
     ) -> None:
         outcome: SendResult | Exception
         try:
-            outcome = await self.send(msg, queue=queue, selector=selector, arg=arg, timeout=timeout)
+            retries = self.retry_times_when_send_async_failed
+            outcome = await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries)
         except Exception as exc:
             outcome = exc
         try:
@@ -252,110 +231,30 @@ class Producer:
     ) -> None:
         """Write the message and return without waiting for the broker (no retry, no result)."""
         self._check_started()
-        header, body, _ = self._prepare(msg)
+        prepared = self._builder.single(msg)
         info = await self.publish_info(msg.topic)
         if queue is None:
             queue = selector(list(info.message_queues), msg, arg) if selector else select_one_message_queue(info, None)
         addr = await self._broker_address(queue)
-        await api.send_message_oneway(self.instance.remoting, addr, self._header_for(header, queue), body)
+        header = self._header_for(prepared.header, queue)
+        await api.send_message_oneway(self.instance.remoting, addr, header, prepared.body)
 
     async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
         """Send messages of one topic as SEND_BATCH_MESSAGE requests, split so that each body stays within
         ``max_message_size``. Returns one result per request (its ``msg_id`` joins the messages' ids by commas).
         Batches may not carry delay levels or go to retry topics (MessageValidationError)."""
         self._check_started()
-        if not msgs:
-            raise MessageValidationError("an empty batch cannot be sent")
-        topic = msgs[0].topic
-        entries: list[BatchEntry] = []
-        ids: list[str] = []
-        for m in msgs:
-            if m.topic != topic:
-                raise MessageValidationError("every message of a batch must have the same topic")
-            if m.delay_level > 0:
-                raise MessageValidationError("batch messages cannot have a delay level")
-            if topic.startswith("%RETRY%"):
-                raise MessageValidationError("batch messages cannot be sent to a retry topic")
-            self._validate(m)
-            uniq = self._uniq.next_id()
-            props = m.all_properties()
-            props[PROPERTY_UNIQ_KEY] = uniq
-            entries.append(BatchEntry(bytes(m.body), encode_properties(props), m.flag))
-            ids.append(uniq)
-        info = await self.publish_info(topic)
+        prepared = self._builder.batch(msgs)
+        info = await self.publish_info(msgs[0].topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
-        results: list[SendResult] = []
-        start = 0
-        for chunk in split_batch(entries, self.max_message_size):
-            chunk_ids = ",".join(ids[start : start + len(chunk)])
-            start += len(chunk)
-            header = SendMessageRequestHeaderV2(
-                a=self._group,
-                b=topic,
-                c=self.create_topic_key,
-                d=self.default_topic_queue_nums,
-                e=0,
-                f=0,
-                g=int(time.time() * 1000),
-                h=0,
-                i=encode_properties({PROPERTY_WAIT: "true"}),
-                j=0,
-                m=True,
-            )
-            results.append(
-                await self._send_with_retries(
-                    info, header, encode_batch_body(chunk), chunk_ids, timeout, self.retry_times_when_send_failed
-                )
-            )
-        return results
+        retries = self.retry_times_when_send_failed
+        return [await self._send_with_retries(info, p.header, p.body, p.msg_id, timeout, retries) for p in prepared]
 
     # -- internals -------------------------------------------------------------------------------------------------
 
     def _check_started(self) -> None:
         if not self._started:
             raise ClientStateError(f"producer {self._group!r} is not started (use `async with`)")
-
-    def _validate(self, msg: Message) -> None:
-        if not msg.topic:
-            raise MessageValidationError("the message topic is empty")
-        if not msg.body:
-            raise MessageValidationError("the message body is empty")
-        if len(msg.body) > self.max_message_size:
-            raise MessageValidationError(
-                f"the message body is {len(msg.body)} bytes, more than the {self.max_message_size}-byte limit"
-            )
-        if not msg.delay_level >= 0:
-            raise MessageValidationError(f"delay level {msg.delay_level} is negative")
-
-    def _prepare(self, msg: Message) -> tuple[SendMessageRequestHeaderV2, bytes, str]:
-        """The V2 header (queue id to fill in), the body (compressed when large) and the UNIQ_KEY."""
-        self._validate(msg)
-        uniq = self._uniq.next_id()
-        props = msg.all_properties()
-        props[PROPERTY_UNIQ_KEY] = uniq
-        body = bytes(msg.body)
-        sys_flag = 0
-        if len(body) >= self.compress_msg_body_over_howmuch:
-            compressed = zlib.compress(body, 5)
-            if len(compressed) < len(body):
-                body = compressed
-                sys_flag |= SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
-        reconsume = props.pop("RECONSUME_TIME", None)
-        max_reconsume = props.pop("MAX_RECONSUME_TIMES", None)
-        header = SendMessageRequestHeaderV2(
-            a=self._group,
-            b=msg.topic,
-            c=self.create_topic_key,
-            d=self.default_topic_queue_nums,
-            e=0,
-            f=sys_flag,
-            g=int(time.time() * 1000),
-            h=msg.flag,
-            i=encode_properties(props),
-            j=int(reconsume) if reconsume else 0,
-            l=int(max_reconsume) if max_reconsume else None,
-        )
-        return header, body, uniq
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
         """The writable queues of ``topic`` (route fetched when unknown). Raises TopicRouteNotFoundError."""

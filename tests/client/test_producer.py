@@ -10,8 +10,9 @@ from client.admin import Admin
 from client.api import pull_message
 from client.errors import SendFailedError, TopicRouteNotFoundError
 from client.message import Message, SendResult, SendStatus
-from client.producer import MAX_MESSAGE_SIZE, Producer
+from client.producer import Producer
 from client.selector import select_by_hash
+from client.send_request import MAX_MESSAGE_SIZE
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import request

@@ -19,9 +19,9 @@ from client.errors import MessageValidationError
 from client.fault import LatencyFaultTolerance, not_available_for
 from client.handlers import parse_reset_offset_body
 from client.message import COMPRESSION_ZLIB, Message, uncompressed
-from client.producer import split_batch
 from client.route import publish_info, subscribe_queues
 from client.selector import select_by_hash, select_one_message_queue
+from client.send_request import split_batch
 from remoting.codec.bodies import BrokerData, MessageQueue, QueueData, TopicRouteData
 from remoting.codec.message import (
     SYSFLAG_COMPRESSED,
