@@ -64,6 +64,7 @@ def _verify(store: MessageStore, acked: list[tuple[int, ...]]) -> None:
 def test_sigkilled_sync_flush_writer_loses_no_acknowledged_record(tmp_path: Path) -> None:
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
+    print(f"crash test seed {seed}")  # shown with a failure, to replay the same kill points
     acked: list[tuple[int, ...]] = []
     for run in range(RUNS):
         acked += _run_child_until_killed(tmp_path, run, rng.randint(0, 600))
