@@ -163,9 +163,16 @@ class AdminBrokerProcessor:
     # ---- runtime and stats -------------------------------------------------------------------------------------
 
     def get_broker_runtime_info(self, request: RemotingCommand) -> RemotingCommand:
+        """Java's runtime KV table. Throughput statistics are not measured yet: the TPS keys read 0 (``mqadmin
+        clusterList`` parses them, so they must be present) and the put totals count every stored message."""
         broker = self.broker
         store = broker.store
         now = int(time.time() * 1000)
+        put_total = str(sum(store.queue_offsets.values()))
+        try:
+            disk_ratio = store.config.disk_usage_ratio(store.root)
+        except OSError:
+            disk_ratio = 0.0
         table = {
             "brokerVersion": str(CURRENT_VERSION),
             "brokerVersionDesc": "V4_9_8",
@@ -173,13 +180,26 @@ class AdminBrokerProcessor:
             "runtime": _runtime_text(now - broker.boot_timestamp if broker.boot_timestamp else 0),
             "commitLogMinOffset": str(store.min_phy_offset),
             "commitLogMaxOffset": str(store.max_phy_offset),
+            "commitLogDiskRatio": str(disk_ratio),
+            "consumeQueueDiskRatio": str(disk_ratio),
             "remainHowManyDataToFlush": f"{max(0, store.max_phy_offset - store.flush_watermark)} B",
-            "msgPutTotalTodayNow": str(sum(store.queue_offsets.values())),
+            "earliestMessageTimeStamp": str(broker.boot_timestamp),
+            "dispatchBehindBytes": "0",
+            "pageCacheLockTimeMills": "0",
+            "putTps": "0.0 0.0 0.0",
+            "getTransferedTps": "0.0 0.0 0.0",
+            "msgPutTotalYesterdayMorning": put_total,
+            "msgPutTotalTodayMorning": put_total,
+            "msgPutTotalTodayNow": put_total,
+            "msgGetTotalYesterdayMorning": "0",
+            "msgGetTotalTodayMorning": "0",
+            "msgGetTotalTodayNow": "0",
             "brokerAddr": broker.broker_addr,
         }
         for family, pool in self.pools.items():
             name = _camel(family)
             table[f"{name}ThreadPoolQueueSize"] = str(pool.queued)
+            table[f"{name}ThreadPoolQueueHeadWaitTimeMills"] = "0"
             capacity = pool.queue_capacity
             table[f"{name}ThreadPoolQueueCapacity"] = str(-1 if capacity == float("inf") else int(capacity))
         return request.response(ResponseCode.SUCCESS, body=KVTable(table).encode())

@@ -124,6 +124,11 @@ async def test_runtime_info_and_broker_config(embedded_cluster: EmbeddedCluster,
     assert table["brokerVersion"] == "409"
     assert table["sendThreadPoolQueueCapacity"] == "10000"
     assert int(table["commitLogMaxOffset"]) >= 0
+    # mqadmin clusterList parses these without null checks.
+    assert [float(x) for x in table["putTps"].split(" ")] == [0.0, 0.0, 0.0]
+    assert 0.0 <= float(table["commitLogDiskRatio"]) <= 1.0
+    for key in ("msgPutTotalTodayNow", "msgGetTotalTodayMorning", "earliestMessageTimeStamp"):
+        int(table[key])
     config = await admin(client, embedded_cluster, request(RequestCode.GET_BROKER_CONFIG))
     text = bytes(config.body).decode()
     port = embedded_cluster.broker_addr.rsplit(":", 1)[1]
