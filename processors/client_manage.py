@@ -18,6 +18,7 @@ from typing import Final
 
 from broker.admin_bodies import CheckClientRequestBody
 from broker.context import BrokerContext
+from broker.names import retry_topic
 from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, ConsumerListBody, HeartbeatData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -72,7 +73,7 @@ class ClientManageProcessor:
                 notify = group_config.notify_consumer_ids_changed_enable
                 # Java marks unit-mode retry topics with the unit sub flag (TopicSysFlag bit 1).
                 sys_flag = 0b10 if consumer.unit_mode else 0
-                retry = f"%RETRY%{consumer.group_name}"
+                retry = retry_topic(consumer.group_name)
                 if broker.topics.get(retry) is None:
                     broker.topics.create_topic_in_send_back_process(
                         retry, group_config.retry_queue_nums, topic_sys_flag=sys_flag
