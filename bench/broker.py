@@ -5,12 +5,15 @@ directory) runs in its own process (``python -m bench.broker serve``) and the lo
 machine each side gets a core; the echo floor (``bench.rpc``'s bare Trio echo of a frame of the same size) is
 measured the same way in the same run. One JSON object per line::
 
-    {"bench": "broker", "op": "send", "connections": 1, "inflight": 32, "rps": ..., "echo_rps": ..., "ratio": ...}
+    {"bench": "broker", "op": "send", "connections": 1, "inflight": 32, "rps": ..., "echo_rps": ..., "ratio": ...,
+     "rpc_floor_rps": ..., "ratio_to_rpc": ...}
     {"bench": "broker", "op": "pull", "queues": 4, "batch": 32, "msgs_per_s": ..., "pulls_per_s": ...}
     {"bench": "broker", "op": "held_pull_wake", "samples": 200, "p50_ms": ..., "p99_ms": ..., "send_rtt_p50_ms": ...}
 
 - ``send``: SEND_MESSAGE_V2 (128-byte body, Java-shaped properties) through :class:`~remoting.client.RemotingClient`
-  for 1 connection x 1 in flight, 1 x 32 and 8 x 32; ``ratio`` = rps / echo_rps (compare ratios, not runs);
+  for 1 connection x 1 in flight, 1 x 32 and 8 x 32; ``ratio`` = rps / echo_rps (compare ratios, not runs) and
+  ``ratio_to_rpc`` = rps / ``bench.rpc``'s store-less send-shaped RPC (what the processor and store cost on top of
+  our transport);
 - ``pull``: PULL_MESSAGE of 32 messages per request over a pre-filled topic, one puller per queue on one connection;
 - ``held_pull_wake``: a pull parked at the end of an empty queue, then one send; the time from issuing the send to
   receiving the pull's answer (p50/p99), beside the plain send round trip for scale.
@@ -36,8 +39,8 @@ from typing import Final
 
 import trio
 
-from bench.rpc import echo_client
-from bench.rpc import start_server as start_echo_server
+from bench.rpc import echo_client, rpc_client
+from bench.rpc import start_server as start_floor_server
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
@@ -231,17 +234,21 @@ def emit(record: dict[str, object]) -> None:
 def measure(duration: float, per_queue: int, samples: int) -> None:
     data_dir = tempfile.mkdtemp(prefix="bench-broker-")
     broker_proc, address = start_broker(data_dir)
-    echo_proc, echo_port = start_echo_server("echo")
+    echo_proc, echo_port = start_floor_server("echo")
+    rpc_proc, rpc_port = start_floor_server("rpc")
     frame = encode_command(send_request())
     try:
         trio.run(prepare, address)
         for connections, inflight in SEND_SCENARIOS:
             trio.run(send_load, address, connections, inflight, 0.1)  # warm-up
             trio.run(echo_client, echo_port, connections, inflight, frame, 0.1)
-            # Alternate halves so background load hits both stacks alike.
-            ours = [trio.run(send_load, address, connections, inflight, duration / 2) for _ in range(2)]
-            echo = [trio.run(echo_client, echo_port, connections, inflight, frame, duration / 2) for _ in range(2)]
-            rps, echo_rps = statistics.mean(ours), statistics.mean(echo)
+            trio.run(rpc_client, rpc_port, connections, inflight, 0.1)
+            ours, echo, rpc = [], [], []
+            for _ in range(2):  # alternate halves so background load hits every stack alike
+                ours.append(trio.run(send_load, address, connections, inflight, duration / 2))
+                echo.append(trio.run(echo_client, echo_port, connections, inflight, frame, duration / 2))
+                rpc.append(trio.run(rpc_client, rpc_port, connections, inflight, duration / 2))
+            rps, echo_rps, rpc_rps = statistics.mean(ours), statistics.mean(echo), statistics.mean(rpc)
             emit(
                 {
                     "bench": "broker",
@@ -252,6 +259,8 @@ def measure(duration: float, per_queue: int, samples: int) -> None:
                     "rps": round(rps),
                     "echo_rps": round(echo_rps),
                     "ratio": round(rps / echo_rps, 3),
+                    "rpc_floor_rps": round(rpc_rps),
+                    "ratio_to_rpc": round(rps / rpc_rps, 3),
                 }
             )
         trio.run(fill, address, PULL_TOPIC, per_queue)
@@ -279,7 +288,7 @@ def measure(duration: float, per_queue: int, samples: int) -> None:
             }
         )
     finally:
-        for proc in (broker_proc, echo_proc):
+        for proc in (broker_proc, echo_proc, rpc_proc):
             proc.terminate()
             proc.wait()
         shutil.rmtree(data_dir, ignore_errors=True)
