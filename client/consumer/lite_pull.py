@@ -34,7 +34,12 @@ from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
 from client.consumer.offset_store import RemoteBrokerOffsetStore
 from client.consumer.process_queue import ProcessQueue
-from client.consumer.push import PULL_DELAY_FLOW_CONTROL, PULL_DELAY_ON_ERROR, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
+from client.consumer.pull_service import (
+    PULL_DELAY_FLOW_CONTROL,
+    PULL_DELAY_ON_ERROR,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+)
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription, tag_filter
 from client.errors import ClientStateError, MQClientError

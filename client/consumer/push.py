@@ -32,15 +32,15 @@ from typing import Self
 import anyio
 import anyio.abc
 
-from client import api
 from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
 from client.consumer.consume import ConcurrentConsumeService, OrderlyConsumeService
 from client.consumer.listener import ConsumeConcurrentlyStatus, MessageListener, call_listener
 from client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from client.consumer.process_queue import ProcessQueue
+from client.consumer.pull_service import PullService
 from client.consumer.rebalance import Rebalance
-from client.consumer.subscription import build_subscription, retry_topic, tag_filter
+from client.consumer.subscription import build_subscription, retry_topic
 from client.errors import ClientStateError
 from client.instance import MQClientInstance
 from client.message import uncompressed
@@ -52,22 +52,10 @@ from remoting.codec.bodies import (
     MessageModel,
     MessageQueue,
 )
-from remoting.codec.headers import PullMessageRequestHeader
 from remoting.codec.message import MessageExt
 
 log = logging.getLogger(__name__)
 
-PULL_FLAG_COMMIT_OFFSET = 0x1
-PULL_FLAG_SUSPEND = 0x2
-PULL_FLAG_SUBSCRIPTION = 0x4
-#: Broker hold time for a long poll, and the client's timeout for it (Java: 15 s and 30 s).
-BROKER_SUSPEND_MAX = 15.0
-PULL_TIMEOUT = 30.0
-#: Waits of the pull loop: after an error, and when flow control holds pulling back (Java: 3 s and 50 ms).
-PULL_DELAY_ON_ERROR = 3.0
-PULL_DELAY_FLOW_CONTROL = 0.05
-#: Concurrent mode: stop pulling when the offsets in flight span more than this (Java's ``consumeConcurrentlyMaxSpan``).
-CONSUME_CONCURRENTLY_MAX_SPAN = 2000
 #: Retry delay of a rebalance that left queues out (a lock held by the previous owner, who releases it on its own
 #: rebalance), instead of the 20 s timer.
 REBALANCE_RETRY_DELAY = 1.0
@@ -136,10 +124,10 @@ class PushConsumer:
             consume_timestamp_ms=consume_timestamp_ms,
         )
         self._listener: MessageListener | None = None
-        self._service: ConcurrentConsumeService | OrderlyConsumeService | None = None
+        self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | None = None
         self._consume_tasks: anyio.abc.TaskGroup | None = None
         self._background: anyio.abc.TaskGroup | None = None
-        self._pull_scopes: dict[MessageQueue, anyio.CancelScope] = {}
+        self.pull_service = PullService(self)
         self.stopping = False
         self._started = False
         self._retry_pending = False
@@ -156,7 +144,7 @@ class PushConsumer:
 
     @property
     def orderly(self) -> bool:
-        return isinstance(self._service, OrderlyConsumeService)
+        return isinstance(self.consume_service, OrderlyConsumeService)
 
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TAG) -> None:
         """Subscribe to ``topic`` with a tag expression (``"*"``, ``"A || B"``) or, with ``expression_type="SQL92"``,
@@ -171,12 +159,12 @@ class PushConsumer:
     def register_message_listener(self, listener: MessageListener) -> None:
         """Concurrent consumption: ``listener(msgs)`` returns a :class:`ConsumeConcurrentlyStatus`."""
         self._listener = listener
-        self._service = ConcurrentConsumeService(self)
+        self.consume_service = ConcurrentConsumeService(self)
 
     def register_message_listener_orderly(self, listener: MessageListener) -> None:
         """Orderly consumption: ``listener(msgs)`` returns a :class:`ConsumeOrderlyStatus`; one queue at a time."""
         self._listener = listener
-        self._service = OrderlyConsumeService(self)
+        self.consume_service = OrderlyConsumeService(self)
         self.rebalance.orderly = True
 
     @property
@@ -199,7 +187,7 @@ class PushConsumer:
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        if self._service is None:
+        if self.consume_service is None:
             raise ClientStateError("register a message listener before starting the consumer")
         if self._message_model is MessageModel.CLUSTERING:
             retry = retry_topic(self._group)
@@ -346,12 +334,10 @@ class PushConsumer:
             pq.dropped = True
             return
         self.offset_store.update(mq, offset)
-        self.background_tasks.start_soon(self._pull_loop, mq, pq, offset)
+        self.background_tasks.start_soon(self.pull_service.pull_loop, mq, pq, offset)
 
     async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        scope = self._pull_scopes.pop(mq, None)
-        if scope is not None:
-            scope.cancel()
+        self.pull_service.stop(mq)
 
     # -- pulling -------------------------------------------------------------------------------------------------------
 
@@ -359,72 +345,3 @@ class PushConsumer:
         while True:
             await anyio.sleep(LOCK_RENEW_INTERVAL)
             await self.rebalance.lock_all()
-
-    def _flow_controlled(self, pq: ProcessQueue) -> bool:
-        if pq.msg_count > self.pull_threshold_for_queue or pq.msg_size > self.pull_threshold_size_for_queue:
-            return True
-        return not self.orderly and pq.max_span > CONSUME_CONCURRENTLY_MAX_SPAN
-
-    async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        """Long-poll ``mq`` from ``offset`` until the queue is dropped or the consumer stops."""
-        with anyio.CancelScope() as scope:
-            self._pull_scopes[mq] = scope
-            next_offset = offset
-            while not pq.dropped and not self.stopping:
-                if self._flow_controlled(pq):
-                    await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
-                    continue
-                try:
-                    next_offset = await self._pull_once(mq, pq, next_offset)
-                except Exception as exc:
-                    log.info("pull from %s at %d failed: %s", mq, next_offset, exc)
-                    await anyio.sleep(PULL_DELAY_ON_ERROR)
-        if self._pull_scopes.get(mq) is scope:
-            del self._pull_scopes[mq]
-
-    async def _pull_once(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> int:
-        sub = self.rebalance.subscriptions.get(mq.topic)
-        if sub is None:
-            await anyio.sleep(PULL_DELAY_ON_ERROR)
-            return offset
-        addr = self.instance.find_broker_address(mq.broker_name) or self.instance.find_broker_address(
-            mq.broker_name, master=False
-        )
-        if addr is None:
-            await self.instance.fetch_route(mq.topic)
-            addr = self.instance.find_broker_address(mq.broker_name, master=False)
-            if addr is None:
-                raise ClientStateError(f"no broker address for {mq}")
-        commit = 0
-        if self._message_model is MessageModel.CLUSTERING:
-            commit = self.offset_store.read_memory(mq) or 0
-        sys_flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
-        header = PullMessageRequestHeader(
-            consumer_group=self._group,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
-            queue_offset=offset,
-            max_msg_nums=self.pull_batch_size,
-            sys_flag=sys_flag,
-            commit_offset=commit,
-            suspend_timeout_millis=int(BROKER_SUSPEND_MAX * 1000),
-            sub_version=sub.sub_version,
-            subscription=sub.sub_string,
-            expression_type=sub.expression_type,
-        )
-        pq.last_pull_time = anyio.current_time()
-        result = await api.pull_message(self.instance.remoting, addr, header, PULL_TIMEOUT, tag_filter(sub))
-        if pq.dropped:
-            return offset
-        if result.status is api.PullStatus.OFFSET_ILLEGAL:
-            log.warning("offset %d of %s is illegal, moving to %d", offset, mq, result.next_begin_offset)
-            self.offset_store.update(mq, result.next_begin_offset)
-            return result.next_begin_offset
-        if result.messages:
-            pq.put_messages(result.messages)
-            assert self._service is not None
-            self._service.submit(mq, pq, result.messages)
-        elif not pq.has_messages() and pq.msg_count == 0:
-            # Nothing in flight: everything up to the next offset is consumed (Java's correctTagsOffset).
-            self.offset_store.update(mq, result.next_begin_offset, increase_only=True)
-        return result.next_begin_offset

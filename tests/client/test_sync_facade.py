@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import threading
 
+import anyio
+
 from client import ConsumeConcurrentlyStatus, Message, MessageExt
 from client.sync import Admin, LitePullConsumer, Producer, PushConsumer
 from tests.client.conftest import ThreadedCluster
-from tests.client.helpers import HANG_GUARD
+from tests.client.helpers import HANG_GUARD, create_topic
 
 
 def test_blocking_producer_and_push_consumer_work_from_plain_code(cluster: ThreadedCluster) -> None:
     with Admin(cluster.namesrv_addr) as admin:
         admin.create_topic("SyncTopic", read_queue_nums=2, write_queue_nums=2)
+        anyio.run(create_topic, cluster.namesrv_addr, "SyncTopic", 2)  # waits until the name server routes it
         assert "SyncTopic" in admin.topic_list()
     with Producer("sync-pg", cluster.namesrv_addr) as producer:
         results = [producer.send(Message("SyncTopic", f"s{i}".encode())) for i in range(10)]
@@ -42,6 +45,7 @@ def test_blocking_producer_and_push_consumer_work_from_plain_code(cluster: Threa
 def test_blocking_lite_pull_consumer_polls_what_was_sent(cluster: ThreadedCluster) -> None:
     with Admin(cluster.namesrv_addr) as admin:
         admin.create_topic("SyncLite", read_queue_nums=1, write_queue_nums=1)
+    anyio.run(create_topic, cluster.namesrv_addr, "SyncLite", 1)
     with Producer("sync-pg", cluster.namesrv_addr) as producer:
         for i in range(5):
             producer.send(Message("SyncLite", f"l{i}".encode()))
