@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Self
 
+import orjson
+
 from broker.admin_bodies import (
     ClientConnection,
     ConsumerConnection,
@@ -43,11 +45,13 @@ from remoting.codec.bodies.configs import SubscriptionGroupConfig
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
@@ -247,6 +251,31 @@ class Admin:
             cmd = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields.to_ext_fields())
             table.update(parse_reset_offset_body((await self._call(addr, cmd)).body))
         return dict(sorted(table.items()))
+
+    async def consumer_running_info(self, group: str, client_id: str) -> dict[str, object]:
+        """GET_CONSUMER_RUNNING_INFO, relayed by a master to the consumer ``client_id`` of ``group``: its
+        subscriptions, owned queues and their offsets, as the client reports them (JSON)."""
+        fields = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id).to_ext_fields()
+        last: MQBrokerError | None = None
+        for addr in await self.master_addresses():
+            try:
+                response = await self._call(addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields))
+            except MQBrokerError as exc:
+                last = exc
+                continue
+            return dict(orjson.loads(bytes(response.body)))
+        raise last or MQClientError("no broker in the cluster")
+
+    async def consume_message_directly(self, group: str, client_id: str, offset_msg_id: str) -> dict[str, object]:
+        """CONSUME_MESSAGE_DIRECTLY: the broker storing ``offset_msg_id`` hands the message to the consumer's
+        listener; returns the consumer's ConsumeMessageDirectlyResult (``consumeResult`` ``CR_SUCCESS``...)."""
+        decoded = decode_offset_msg_id(offset_msg_id)
+        fields = ConsumeMessageDirectlyResultRequestHeader(
+            consumer_group=group, client_id=client_id, msg_id=offset_msg_id
+        ).to_ext_fields()
+        addr = f"{decoded.host}:{decoded.port}"
+        response = await self._call(addr, request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields))
+        return dict(orjson.loads(bytes(response.body)))
 
     # -- messages ----------------------------------------------------------------------------------------------
 
