@@ -16,12 +16,17 @@ context manager or call ``start()`` / ``shutdown()``::
     consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
     consumer.start(); ...; consumer.shutdown()
 
+Methods not spelled out here (e.g. ``Admin.consumer_progress``) are forwarded by name: a coroutine method of the
+async object becomes a blocking method of the facade.
+
 Push listeners given to the facade may be plain functions (they run in worker threads) or coroutine functions (they
 run on the background loop). ``send_async`` callbacks run on the background loop's thread.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from types import TracebackType
@@ -80,6 +85,16 @@ class _Facade:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.shutdown()
+
+    def __getattr__(self, name: str) -> Any:
+        """Every other public method of the async object, by the same name: coroutine methods run through the
+        portal (blocking), anything else is returned as is."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attr = getattr(self._target, name)
+        if inspect.iscoroutinefunction(attr):
+            return functools.partial(self._call, attr)
+        return attr
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if self._portal is None:

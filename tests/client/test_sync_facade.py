@@ -56,4 +56,10 @@ def test_blocking_lite_pull_consumer_polls_what_was_sent(cluster: ThreadedCluste
             got.extend(m.body for m in consumer.poll(timeout=1.0))
             if len(got) >= 5:
                 break
+        consumer.commit()
+        [mq] = consumer.fetch_message_queues("SyncLite")
+        assert consumer.committed(mq) == 5
     assert got == [f"l{i}".encode() for i in range(5)]
+    with Admin(cluster.namesrv_addr) as admin:
+        progress = admin.consumer_progress("sync-lite", "SyncLite")  # forwarded by name to the async Admin
+    assert [(w.broker_offset, w.consumer_offset) for w in progress.values()] == [(5, 5)]
