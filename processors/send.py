@@ -58,8 +58,6 @@ __all__ = ["DelayRewrite", "SendMessageProcessor", "StoredProperties", "rewrite_
 DelayRewrite = Callable[[MessageRecord, int], MessageRecord]
 
 _SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
-# Property names that force the segment-by-segment rewrite; any other properties string is stored as sent + CLUSTER.
-_REWRITE_MARKERS: Final = ("WAIT\x01", "TRAN_MSG\x01", "DELAY\x01", "CLUSTER\x01")
 _VERSION_WITH_MAX_RECONSUME_TIMES: Final = 121
 _PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
 _PROPERTY_REAL_QID: Final = "REAL_QID"
@@ -86,20 +84,48 @@ class StoredProperties:
 
 def rewrite_properties(raw: str | None, cluster: str) -> StoredProperties:
     """The stored form of a properties string: ``WAIT`` and any client ``CLUSTER`` removed, ``CLUSTER=<cluster>``
-    appended. Segments are kept verbatim (an ali-ons trailing ``0x02`` survives), so a record
-    pulled back carries exactly what the producer sent plus the broker's additions. Never raises."""
+    appended. Other segments are kept verbatim (an ali-ons trailing ``0x02`` survives), so a record pulled back
+    carries exactly what the producer sent plus the broker's additions. A ``WAIT`` with an empty value counts as
+    absent (true), as Java's decoder drops it. Never raises."""
     raw = raw or ""
-    tail = f"CLUSTER\x01{cluster}"
-    if not any(marker in raw for marker in _REWRITE_MARKERS):
-        if not raw:
-            return StoredProperties(tail, True, False, 0)
-        return StoredProperties(raw + tail if raw[-1] == "\x02" else f"{raw}\x02{tail}", True, False, 0)
+    tail = "CLUSTER\x01" + cluster
+    if "TRAN_MSG\x01" in raw or "DELAY\x01" in raw or "CLUSTER\x01" in raw:
+        return _rewrite_segments(raw, tail)
+    wait = True
+    if "WAIT\x01" in raw:  # every Java producer sends WAIT: cut it out without splitting the whole string
+        raw, value = _cut_property(raw, "WAIT\x01")
+        if value:
+            wait = value.lower() == "true"
+    if not raw:
+        return StoredProperties(tail, wait, False, 0)
+    return StoredProperties(raw + tail if raw[-1] == "\x02" else f"{raw}\x02{tail}", wait, False, 0)
+
+
+def _cut_property(raw: str, prefix: str) -> tuple[str, str | None]:
+    """``raw`` without the segments starting with ``prefix`` (``NAME\x01``), and the last such segment's value."""
+    value = None
+    start = 0
+    while (pos := raw.find(prefix, start)) >= 0:
+        if pos and raw[pos - 1] != "\x02":  # the name merely ends with ours, or sits inside a value
+            start = pos + 1
+            continue
+        end = raw.find("\x02", pos)
+        if end < 0:
+            return raw[:pos], raw[pos + len(prefix) :]
+        value = raw[pos + len(prefix) : end]
+        raw = raw[:pos] + raw[end + 1 :]
+        start = pos
+    return raw, value
+
+
+def _rewrite_segments(raw: str, tail: str) -> StoredProperties:
     wait, transactional, delay = True, False, 0
     kept = []
     for segment in raw.split("\x02"):
         name, _, value = segment.partition("\x01")
         if name == "WAIT":
-            wait = value.lower() == "true"
+            if value:
+                wait = value.lower() == "true"
             continue
         if name == "CLUSTER":
             continue

@@ -274,10 +274,12 @@ async def test_garbled_batch_body_is_message_illegal(broker: BrokerContext, peer
     assert broker.store.max_offset_in_queue(TOPIC, 0) == 0
 
 
-_names = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1)
+_text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1)
+_names = st.one_of(_text, st.sampled_from(["WAIT", "CLUSTER", "TRAN_MSG", "DELAY", "TAGS", "XWAIT", "AWAIT"]))
+_values = st.one_of(_text, st.sampled_from(["true", "false", "TRUE", "3", "WAIT\x01x"]))
 
 
-@given(st.dictionaries(_names, _names, max_size=6), st.sampled_from(["", "\x02"]))
+@given(st.dictionaries(_names, _values, max_size=6), st.sampled_from(["", "\x02"]))
 def test_rewrite_properties_keeps_every_pair_but_wait_and_adds_cluster(props: dict[str, str], trailer: str) -> None:
     raw = "\x02".join(f"{k}\x01{v}" for k, v in props.items()) + (trailer if props else "")
     result = rewrite_properties(raw, "C1")
@@ -285,6 +287,7 @@ def test_rewrite_properties_keeps_every_pair_but_wait_and_adds_cluster(props: di
     expected["CLUSTER"] = "C1"
     assert decode_properties(result.stored) == expected
     assert result.wait == (props.get("WAIT", "true").lower() == "true")
+    assert result.transactional == (props.get("TRAN_MSG", "").lower() == "true")
 
 
 async def test_sync_flush_send_waits_for_the_flush_unless_wait_is_false(
