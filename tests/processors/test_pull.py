@@ -324,3 +324,31 @@ def test_pulling_to_the_end_returns_exactly_the_matching_messages_in_order(
             broker.store.close()
 
     trio.run(scenario)
+
+
+async def test_with_slave_read_enabled_the_group_broker_id_is_suggested(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    import attrs
+
+    from broker.config import BrokerConfig
+
+    # BrokerConfig does not declare slaveReadEnable yet; the processor reads it when present.
+    @attrs.frozen
+    class SlaveReadConfig(BrokerConfig):
+        slave_read_enable: bool = True
+
+    broker.config = SlaveReadConfig(**attrs.asdict(broker.config, recurse=False))
+    broker.groups.update(SubscriptionGroupConfig(GROUP, broker_id=1))
+    await put(broker, peer_ctx, "T")
+    response = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND))
+    assert response.code == ResponseCode.SUCCESS and fields(response)[0] == 1
+
+
+async def test_a_slave_never_moves_offsets_and_never_commits(make_broker: MakeBroker, peer_ctx: RequestContext) -> None:
+    broker = make_broker(broker_role="SLAVE", broker_id=1)
+    moved = PullMessageProcessor(broker).pull(
+        peer_ctx, pull_request(sys_flag=NO_SUSPEND | 0x1, offset=5, commit_offset=5), allow_suspend=True
+    )
+    assert moved is not None and (moved.code, fields(moved)[1]) == (ResponseCode.PULL_RETRY_IMMEDIATELY, 5)
+    assert broker.offsets.query(GROUP, TOPIC, 0) == -1
