@@ -89,7 +89,7 @@ class ThreadedCluster:
             controller = BrokerController(config)
             scope = trio.CancelScope()
 
-            async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            async def run(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
                 with scope:
                     await controller.serve(task_status=task_status)
 
