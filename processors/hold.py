@@ -198,7 +198,14 @@ class HoldService:
                 response = held.rerun(held.ctx, held.request)
             except Exception as exc:
                 log.warning("re-running held pull (opaque %d) failed", held.request.opaque, exc_info=True)
-                response = held.request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+                # Pull clients read the four offset fields on every answer, errors included.
+                fields = {
+                    "suggestWhichBrokerId": "0",
+                    "nextBeginOffset": str(held.offset),
+                    "minOffset": "0",
+                    "maxOffset": "0",
+                }
+                response = held.request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}", fields)
             if response is None or held.request.is_oneway:
                 continue
             try:

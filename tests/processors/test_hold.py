@@ -7,11 +7,13 @@ import trio
 import trio.testing
 
 from broker.context import BrokerContext
-from processors.hold import CHECK_INTERVAL, HoldService
+from processors.hold import CHECK_INTERVAL, HeldPull, HoldService
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import iter_records
-from tests.processors.conftest import GROUP, TOPIC, RawPeer, ServedBroker, pull_request, send_request, tags_props
+from remoting.connection import Connection
+from remoting.processor import RequestContext
+from tests.processors.conftest import GROUP, PEER, TOPIC, RawPeer, ServedBroker, pull_request, send_request, tags_props
 
 SUSPEND_SECONDS = 15.0
 
@@ -183,3 +185,27 @@ async def test_periodic_check_moves_a_pull_past_messages_that_did_not_match_its_
     assert response is not None and response.code == ResponseCode.PULL_RETRY_IMMEDIATELY
     assert response.ext_fields["nextBeginOffset"] == "2"
     assert trio.current_time() - held_at <= CHECK_INTERVAL + 0.01
+
+
+async def test_a_failing_rerun_is_answered_system_error_with_the_offset_fields(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    hold = HoldService()
+    await nursery.start(hold.run)
+    client_end, server_end = trio.testing.memory_stream_pair()
+    connection = Connection(server_end, PEER, ("127.0.0.1", 10911))
+
+    async def ignore(ctx: RequestContext, command: RemotingCommand) -> None:
+        return None
+
+    nursery.start_soon(connection.run, ignore)
+
+    def failing(ctx: RequestContext, command: RemotingCommand) -> RemotingCommand | None:
+        raise LookupError("gone")
+
+    req = pull_request(offset=4)
+    hold.hold(HeldPull(connection.context, req, TOPIC, 0, 4, trio.current_time() + 1, failing))
+    response = await RawPeer(client_end).receive()
+    assert response is not None and (response.opaque, response.code) == (req.opaque, ResponseCode.SYSTEM_ERROR)
+    assert response.remark == "LookupError: gone"
+    assert response.ext_fields["nextBeginOffset"] == "4" and "maxOffset" in response.ext_fields
