@@ -19,6 +19,7 @@ nothing may await, or a message arriving in between would not wake it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
@@ -53,6 +54,8 @@ PULL_FLAG_COMMIT_OFFSET: Final = 0x1
 PULL_FLAG_SUSPEND: Final = 0x2
 PULL_FLAG_SUBSCRIPTION: Final = 0x4
 PULL_FLAG_CLASS_FILTER: Final = 0x8
+
+log = logging.getLogger(__name__)
 
 _MASTER_ID: Final = 0
 _PERM_RW: Final = 6
@@ -121,7 +124,12 @@ class PullMessageProcessor:
         return hold if isinstance(hold, HoldService) else None
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        return self.pull(ctx, request, allow_suspend=True)
+        try:
+            return self.pull(ctx, request, allow_suspend=True)
+        except Exception as exc:
+            # Not a rejection but a bug or a store failure: still answer with the fields pull clients dereference.
+            log.warning("pull (opaque %d) failed", request.opaque, exc_info=True)
+            return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}", _fields(0, 0, 0, 0))
 
     def rerun(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """The hold service's re-execution: the whole pull again, never suspending, never committing."""
