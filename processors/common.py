@@ -77,11 +77,6 @@ def _physical_memory() -> int:
 IN_MEMORY_DISTANCE: Final = _physical_memory() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO // 100
 
 
-def broker_address_remark(broker_addr: str, what: str) -> str:
-    """Java's ``the broker[<ip:port>] <what> is forbidden`` remark."""
-    return f"the broker[{broker_addr}] {what} is forbidden"
-
-
 def broker_option(config: object, name: str, default: T) -> T:
     """A broker setting that ``BrokerConfig`` may not declare yet (``rejectTransactionMessage``,
     ``slaveReadEnable``, ``brokerPermission``...): its value when present with the default's type, else RocketMQ's
