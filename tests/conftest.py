@@ -9,9 +9,9 @@ import pytest
 
 from broker.embedded import EmbeddedCluster
 
-#: Small files so tests cross segment boundaries quickly and never map a gigabyte.
+#: Small files that still hold a maximal (4 MiB) message, so no test maps a gigabyte.
 SMALL_STORE = {
-    "mapped_file_size_commit_log": 4 << 20,
+    "mapped_file_size_commit_log": 8 << 20,
     "mapped_file_size_consume_queue": 10_000 * 20,
     "max_hash_slot_num": 4096,
     "max_index_num": 16_384,
