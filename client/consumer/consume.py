@@ -28,7 +28,9 @@ from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import retry_topic
 from client.message import (
     PROPERTY_CONSUME_START_TIME,
+    PROPERTY_MAX_OFFSET,
     PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_MIN_OFFSET,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
     uniq_msg_id,
@@ -96,7 +98,13 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
         props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
         props[PROPERTY_ORIGIN_MESSAGE_ID] = origin
         props[PROPERTY_DELAY] = str(3 + msg.reconsume_times)
-        props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
+        for transient in (
+            PROPERTY_MAX_RECONSUME_TIMES,
+            PROPERTY_MIN_OFFSET,
+            PROPERTY_MAX_OFFSET,
+            PROPERTY_CONSUME_START_TIME,
+        ):
+            props.pop(transient, None)
         header = SendMessageRequestHeaderV2(
             a=consumer.group,
             b=topic,

@@ -126,6 +126,7 @@ async def test_offsets_resume_after_consumer_and_broker_restart(cluster: Threade
     assert sorted(m.body for m in second) == sorted(f"r{i}".encode() for i in range(20, 30))
 
 
+@pytest.mark.broker(message_delay_level=" ".join(["1s"] * 18))
 async def test_failed_messages_come_back_through_the_retry_topic(cluster: ThreadedCluster) -> None:
     await create_topic(cluster.namesrv_addr, "Retry", queues=1)
     attempts: Counter[bytes] = Counter()
