@@ -9,11 +9,16 @@ from pathlib import Path
 import anyio
 import pytest
 
+from client.admin import Admin
+from client.config import ClientConfig
 from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.offset_store import LocalFileOffsetStore
 from client.consumer.push import PushConsumer
+from client.consumer.rebalance import Rebalance
+from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import ConsumeFromWhere, MessageModel
+from remoting.codec.bodies import ConsumeFromWhere, MessageModel, MessageQueue
 from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic, wait_until
 
@@ -149,3 +154,31 @@ async def test_failed_messages_come_back_through_the_retry_topic(cluster: Thread
     assert reconsumed[0].topic == "Retry"
     assert reconsumed[0].reconsume_times == 1
     assert reconsumed[0].body == b"again"
+
+
+async def test_consume_from_where_picks_first_last_or_timestamp_when_no_offset_is_stored(
+    cluster: ThreadedCluster, tmp_path: Path
+) -> None:
+    await create_topic(cluster.namesrv_addr, "FromWhere", queues=1)
+    mq = MessageQueue("FromWhere", "broker-a", 0)
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        for i in range(5):
+            await producer.send(Message("FromWhere", f"w{i}".encode()), queue=mq)
+    async with (
+        MQClientInstance(ClientConfig(namesrv_addr=cluster.namesrv_addr)) as instance,
+        Admin(cluster.namesrv_addr) as admin,
+    ):
+        await instance.fetch_route("FromWhere")
+        [third] = await admin.query_msg_by_offset(mq, 3)
+
+        async def start(where: ConsumeFromWhere, ts: int | None = None) -> int:
+            store = LocalFileOffsetStore(tmp_path, instance.client_id, "g")  # empty: nothing stored
+            rebalance = Rebalance(instance, "g", None, store, consume_from_where=where, consume_timestamp_ms=ts)  # type: ignore[arg-type]
+            return await rebalance.compute_pull_from_where(mq)
+
+        assert await start(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET) == 5
+        assert await start(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET) == 0
+        # Several messages may share a millisecond: the offset found must be one stored at that time.
+        found = await start(ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, third.store_timestamp)
+        [at_found] = await admin.query_msg_by_offset(mq, found)
+        assert at_found.store_timestamp == third.store_timestamp
