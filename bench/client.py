@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -121,7 +122,8 @@ def _stamp() -> bytes:
 
 
 def _latency_ms(body: bytes) -> float:
-    return (time.perf_counter() - struct.unpack_from(">d", body)[0]) * 1000
+    sent: float = struct.unpack_from(">d", body)[0]
+    return (time.perf_counter() - sent) * 1000
 
 
 async def _send_all(send: object, messages: int, inflight: int) -> None:
@@ -199,36 +201,45 @@ async def raw_e2e(broker: str, topic: str, messages: int, inflight: int) -> tupl
     return messages / elapsed, latencies
 
 
-def measure(duration: float, messages: int, inflight: int) -> None:
+def measure(duration: float, messages: int, inflight: int, rounds: int) -> None:
+    """Client and raw runs alternate, ``rounds`` times each, and medians are compared: the machine's background load
+    then hits both drivers alike."""
     data_dir = tempfile.mkdtemp(prefix="bench-client-")
     proc, namesrv, broker = start_cluster(data_dir)
     try:
-        topics = ["BenchClientSend", "BenchRawSend"] + [f"BenchE2E{i}" for i in range(6)]
-        trio.run(create_topics, broker, *topics)
+        e2e_topics = [f"BenchE2E{i}" for i in range(4 * rounds + 2)]
+        trio.run(create_topics, broker, "BenchClientSend", *e2e_topics)
         trio.run(send_load, broker, 1, inflight, 0.1)  # warm-up
-        client_rps = trio.run(client_send_load, namesrv, "BenchClientSend", inflight, duration)
-        raw_rps = trio.run(send_load, broker, 1, inflight, duration)
+        trio.run(client_send_load, namesrv, "BenchClientSend", inflight, 0.1)
+        client_runs: list[float] = []
+        raw_runs: list[float] = []
+        for _ in range(rounds):
+            client_runs.append(trio.run(client_send_load, namesrv, "BenchClientSend", inflight, duration / rounds))
+            raw_runs.append(trio.run(send_load, broker, 1, inflight, duration / rounds))
+        client_rps, raw_rps = statistics.median(client_runs), statistics.median(raw_runs)
         emit(
             {
                 "bench": "client",
                 "op": "send",
                 "inflight": inflight,
+                "rounds": rounds,
                 "client_rps": round(client_rps),
                 "raw_rps": round(raw_rps),
                 "cost_ratio": round(raw_rps / client_rps, 3),
             }
         )
-        n = 0
+        topics = iter(e2e_topics)
         for backend in ("trio", "asyncio"):
+            results: dict[str, list[tuple[float, list[float]]]] = {"client": [], "raw": []}
+            for _ in range(rounds):
+                results["client"].append(
+                    anyio.run(client_e2e, namesrv, next(topics), messages, inflight, backend=backend)
+                )
+                results["raw"].append(anyio.run(raw_e2e, broker, next(topics), messages, inflight, backend=backend))
             rates: dict[str, float] = {}
-            for driver in ("client", "raw"):
-                topic = f"BenchE2E{n}"
-                n += 1
-                if driver == "client":
-                    rate, lat = anyio.run(client_e2e, namesrv, topic, messages, inflight, backend=backend)
-                else:
-                    rate, lat = anyio.run(raw_e2e, broker, topic, messages, inflight, backend=backend)
-                rates[driver] = rate
+            for driver, runs in results.items():
+                rates[driver] = statistics.median(rate for rate, _ in runs)
+                latencies = [ms for _, lat in runs for ms in lat]
                 emit(
                     {
                         "bench": "client",
@@ -237,9 +248,10 @@ def measure(duration: float, messages: int, inflight: int) -> None:
                         "backend": backend,
                         "messages": messages,
                         "inflight": inflight,
-                        "msgs_per_s": round(rate),
-                        "p50_ms": percentile(lat, 0.5),
-                        "p99_ms": percentile(lat, 0.99),
+                        "rounds": rounds,
+                        "msgs_per_s": round(rates[driver]),
+                        "p50_ms": percentile(latencies, 0.5),
+                        "p99_ms": percentile(latencies, 0.99),
                     }
                 )
             emit(
@@ -265,8 +277,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("mode", nargs="?", default="measure", choices=["measure", "serve"])
     parser.add_argument("--data", help="serve: the data directory")
-    parser.add_argument("--duration", type=float, default=1.0, help="seconds per send measurement")
-    parser.add_argument("--messages", type=int, default=3000, help="messages per end-to-end run")
+    parser.add_argument("--duration", type=float, default=1.5, help="seconds per send measurement (all rounds)")
+    parser.add_argument("--messages", type=int, default=1500, help="messages per end-to-end run")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating runs per driver (medians compared)")
     parser.add_argument("--inflight", type=int, default=32, help="concurrent sends")
     parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/client.svg")
     args = parser.parse_args()
@@ -274,11 +287,11 @@ def main() -> None:
         with contextlib.suppress(KeyboardInterrupt):
             trio.run(serve_cluster, args.data)
         return
-    measure(args.duration, args.messages, args.inflight)
+    measure(args.duration, args.messages, args.inflight, args.rounds)
     if args.profile:
         Path("bench/results").mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "bench.client", "--duration", str(args.duration)]
-        argv += ["--messages", str(args.messages), "--inflight", str(args.inflight)]
+        argv += ["--messages", str(args.messages), "--inflight", str(args.inflight), "--rounds", str(args.rounds)]
         subprocess.run([py_spy(), "record", "-o", "bench/results/client.svg", "--", *argv], check=True)
 
 
