@@ -84,11 +84,14 @@ class RemotingServer:
         try:
             remote = stream.socket.getpeername()
             local = stream.socket.getsockname()
-            # A duplicate descriptor for the connection's direct first write (see Connection); closed with it.
-            raw = socket.fromfd(stream.socket.fileno(), stream.socket.family, stream.socket.type)
-        except OSError:  # the peer already reset the connection, or no descriptor is left
+        except OSError:  # the peer already reset the connection
             await stream.aclose()
             return
+        try:
+            # A duplicate descriptor for the connection's direct writes (see Connection); closed with it.
+            raw: socket.socket | None = socket.fromfd(stream.socket.fileno(), stream.socket.family, stream.socket.type)
+        except OSError:  # out of descriptors: serve the connection anyway, every write through the writer task
+            raw = None
         conn = Connection(
             stream,
             (remote[0], remote[1]),
