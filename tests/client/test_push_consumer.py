@@ -182,3 +182,37 @@ async def test_consume_from_where_picks_first_last_or_timestamp_when_no_offset_i
         found = await start(ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, third.store_timestamp)
         [at_found] = await admin.query_msg_by_offset(mq, found)
         assert at_found.store_timestamp == third.store_timestamp
+
+
+async def test_shutdown_waits_for_in_flight_messages_and_commits_them(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "Graceful", queues=1)
+    entered, release, stopped = anyio.Event(), anyio.Event(), anyio.Event()
+    finished: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        entered.set()
+        await release.wait()
+        finished.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("cg-graceful", cluster.namesrv_addr)
+    consumer.subscribe("Graceful")
+    consumer.register_message_listener(listener)
+
+    async def run_consumer() -> None:
+        async with consumer:
+            await entered.wait()
+        stopped.set()
+
+    async with Producer("pg", cluster.namesrv_addr) as producer, anyio.create_task_group() as tg:
+        tg.start_soon(run_consumer)
+        await producer.send(Message("Graceful", b"in flight"))
+        await entered.wait()
+        await wait_until(lambda: consumer.stopping)
+        assert not stopped.is_set() and not finished
+        release.set()
+        await stopped.wait()
+    assert finished == [b"in flight"]
+    async with Admin(cluster.namesrv_addr) as admin:
+        progress = await admin.consumer_progress("cg-graceful", "Graceful")
+    assert [w.consumer_offset for w in progress.values()] == [1]

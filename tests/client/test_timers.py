@@ -91,3 +91,28 @@ async def test_the_20_second_rebalance_picks_up_a_topic_created_after_start(
         while not seen:
             await trio.sleep(0.1)
     assert [m.body for m in seen] == [b"late"]
+
+
+async def test_pulling_pauses_while_the_process_queue_is_over_its_threshold(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create(embedded_cluster, "Flow", 1)
+    release = trio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        await release.wait()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async with Producer("pg", embedded_cluster.namesrv_addr) as producer:
+        await producer.send_batch([Message("Flow", f"{i}".encode()) for i in range(100)])
+    consumer = PushConsumer("cg-flow", embedded_cluster.namesrv_addr, pull_batch_size=4, pull_threshold_for_queue=8)
+    consumer.subscribe("Flow")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        [pq] = [pq for mq, pq in consumer.rebalance.process_queues.items() if mq.topic == "Flow"]
+        await trio.sleep(10)
+        held = pq.msg_count
+        release.set()
+        while pq.msg_count or consumer.offset_store.read_memory(MessageQueue("Flow", "broker-a", 0)) != 100:
+            await trio.sleep(0.1)
+    assert 8 < held <= 8 + 4
