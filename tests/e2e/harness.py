@@ -90,6 +90,27 @@ def log_tail(path: Path, limit: int = 3000) -> str:
         return ""
 
 
+class _Changes:
+    """Wakes every waiter whenever any child process prints a line or exits.
+
+    Waits are predicates over several processes (two consumers splitting a topic), so a line from any of them must
+    re-check every wait, not only the waits of the process that printed it.
+    """
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = trio.Event()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+_CHANGES = _Changes()
+
+
 class Process:
     """A child process whose stdout lines are collected; stderr goes to ``log_path``."""
 
@@ -99,7 +120,8 @@ class Process:
         self.log_path = log_path
         self.lines: list[str] = []
         self._proc: trio.Process | None = None
-        self._changed = trio.Event()
+        #: Set once stdout is drained and the process reaped: only then can no further line arrive.
+        self._finished = False
 
     async def start(self, nursery: trio.Nursery) -> None:
         log = self.log_path.open("ab")
@@ -132,6 +154,7 @@ class Process:
         if buf:
             self.on_line(buf.decode("utf-8", "replace"))
         await self._proc.wait()
+        self._finished = True
         self._notify()
 
     def on_line(self, line: str) -> None:
@@ -139,16 +162,16 @@ class Process:
         self._notify()
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        _CHANGES.notify()
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
-        """Wait for ``predicate()`` to hold, re-checking on every line. Raises ScenarioError after ``timeout``."""
+        """Wait for ``predicate()`` to hold, re-checked on every line any child prints. Raises ScenarioError after
+        ``timeout``, or at once if this process has ended without the predicate holding."""
         with trio.move_on_after(timeout):
             while not predicate():
-                if not self.running and self._proc is not None:
+                if self._finished and self._proc is not None:
                     raise ScenarioError(f"{self.name} exited ({self._proc.returncode}) before {what}{self.context()}")
-                await self._changed.wait()
+                await _CHANGES.wait()
             return
         raise ScenarioError(f"{self.name}: no {what} within {timeout:.0f}s{self.context()}")
 
@@ -202,6 +225,12 @@ class Agent(Process):
             event = {"ev": "noise", "line": line}
         self.events.append(event)
         super().on_line(line)
+
+    def dump_events(self, path: Path) -> None:
+        """Write every event seen, one JSON object per line, for post-mortems."""
+        with path.open("w") as out:
+            for event in self.events:
+                out.write(json.dumps(event, ensure_ascii=False) + "\n")
 
     def of(self, ev: str) -> list[Event]:
         return [e for e in self.events if e.get("ev") == ev]

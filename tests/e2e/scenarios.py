@@ -26,6 +26,7 @@ import attrs
 import trio
 
 from remoting.client import RemotingClient
+from remoting.errors import RemotingError
 from tests.e2e.harness import (
     Agent,
     ClientKind,
@@ -123,10 +124,8 @@ class Session:
     async def guarded(self, scenario: str, body: Callable[[], Awaitable[None]]) -> None:
         try:
             await body()
-        except (ScenarioError, AssertionError, OSError) as exc:
-            self.report.errors[scenario] = f"{type(exc).__name__}: {exc}"
         except Exception as exc:
-            self.report.errors[scenario] = "".join(traceback.format_exception(exc))
+            self.report.errors[scenario] = describe(exc)
 
     async def setup(self) -> None:
         await self.broker.start(self.nursery)
@@ -310,11 +309,21 @@ async def run_session(kind: ClientKind, work: Path) -> SessionReport:
             for name in ("setup", "once", "resume", "split", "latency", "once_restart"):
                 session.report.errors.setdefault(name, "the session ran out of time")
         for agent in session.agents:
+            agent.dump_events(session.logs / f"{agent.name}.events.jsonl")
             if agent.client_errors():
                 session.report.client_errors[agent.name] = agent.client_errors()
         return session.report
     finally:
         await kill_all()
+
+
+def describe(exc: BaseException) -> str:
+    """Scenario failures as ``Type: message``, one per line, unwrapping exception groups; tracebacks for bugs."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "\n".join(describe(inner) for inner in exc.exceptions)
+    if isinstance(exc, ScenarioError | AssertionError | OSError | RemotingError):
+        return f"{type(exc).__name__}: {exc}"
+    return "".join(traceback.format_exception(exc))
 
 
 def _all_received(agents: tuple[Agent, ...], keys: set[str]) -> bool:
