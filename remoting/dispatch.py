@@ -40,13 +40,23 @@ __all__ = [
     "RequestContext",
     "broker_pools",
     "not_supported_remark",
+    "queue_timeout_remark",
 ]
 
 log = logging.getLogger(__name__)
 
 OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
 
-_Job = tuple[Processor, RequestContext, RemotingCommand]
+#: (processor, context, request, time queued): the time only matters to pools with ``max_wait``.
+_Job = tuple[Processor, RequestContext, RemotingCommand, float]
+
+
+def queue_timeout_remark(waited: float, queued: int) -> str:
+    """RocketMQ's fast-failure remark for a request that waited too long in its pool's queue."""
+    return (
+        "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, "
+        f"period in queue: {round(waited * 1000)}ms, size of queue: {queued}"
+    )
 
 
 def not_supported_remark(code: int) -> str:
@@ -60,11 +70,17 @@ class ProcessorPool:
 
     ``queue_capacity`` may be ``math.inf`` (RocketMQ's unbounded admin queue) or 0 (a request is accepted only if a
     worker is idle). Requests submitted before :meth:`run` starts wait in the queue.
+
+    ``max_wait`` (seconds) is RocketMQ's broker fast failure: a request that waited longer than that in the queue is
+    answered ``SYSTEM_BUSY`` with a ``[TIMEOUT_CLEAN_QUEUE]`` remark instead of being processed (oneway: dropped).
+    Java sweeps its queues every 10 ms; here the check happens when a worker takes the request, which drains a
+    stale backlog just as fast once a worker is free, without a sweeper per pool.
     """
 
     name: str
     workers: int
     queue_capacity: int | float
+    max_wait: float | None = None
     limiter: trio.CapacityLimiter = attrs.field(init=False)
     _send: trio.MemorySendChannel[_Job] = attrs.field(init=False, repr=False)
     _receive: trio.MemoryReceiveChannel[_Job] = attrs.field(init=False, repr=False)
@@ -85,7 +101,7 @@ class ProcessorPool:
     def submit(self, processor: Processor, ctx: RequestContext, request: RemotingCommand) -> bool:
         """Queue a request without waiting. False when the queue is full (the caller answers SYSTEM_BUSY)."""
         try:
-            self._send.send_nowait((processor, ctx, request))
+            self._send.send_nowait((processor, ctx, request, 0.0 if self.max_wait is None else trio.current_time()))
         except trio.WouldBlock:
             return False
         return True
@@ -104,22 +120,34 @@ class ProcessorPool:
             self.running = False
 
     async def _work(self) -> None:
-        receive = self._receive
+        receive, max_wait = self._receive, self.max_wait
         await self.limiter.acquire()
         try:
             while True:
                 # Drain without a checkpoint per request while there is work; block only when the queue is empty.
                 try:
-                    job = receive.receive_nowait()
+                    processor, ctx, request, queued_at = receive.receive_nowait()
                 except trio.WouldBlock:
-                    job = await receive.receive()
+                    processor, ctx, request, queued_at = await receive.receive()
+                if max_wait is not None and (waited := trio.current_time() - queued_at) >= max_wait:
+                    await self._reject_stale(ctx, request, waited)
+                    continue
                 self.busy += 1
                 try:
-                    await run_processor(*job)
+                    await run_processor(processor, ctx, request)
                 finally:
                     self.busy -= 1
         finally:
             self.limiter.release()
+
+    async def _reject_stale(self, ctx: RequestContext, request: RemotingCommand, waited: float) -> None:
+        if request.is_oneway:
+            return
+        remark = queue_timeout_remark(waited, self.queued)
+        try:
+            await ctx.connection.send(request.response(ResponseCode.SYSTEM_BUSY, remark))
+        except RemotingConnectError:
+            log.debug("answer to opaque %d dropped: connection closed", request.opaque)
 
 
 class Dispatcher:
@@ -191,21 +219,29 @@ class Dispatcher:
             log.debug("answer to opaque %d dropped: connection closed", request.opaque)
 
 
-def broker_pools(cpus: int | None = None) -> dict[str, ProcessorPool]:
+def broker_pools(cpus: int | None = None, *, fast_failure: bool = False) -> dict[str, ProcessorPool]:
     """Fresh pools sized like a RocketMQ 4.9.8 broker's (behaviour.md 1.3), keyed by family name.
 
     Families: send, pull, query, admin (default processor), client_manage, heartbeat, consumer_manage,
-    end_transaction. Unbounded Java queues are ``math.inf`` here.
+    end_transaction. Unbounded Java queues are ``math.inf`` here. ``fast_failure`` (Java's
+    ``brokerFastFailureEnable``, on by default there) sets each pool's ``max_wait`` to 4.9.8's
+    ``waitTimeMillsIn{Send,Pull,Heartbeat,Transaction}Queue``: 200 ms, 5 s, 31 s, 3 s.
     """
     n = cpus or os.cpu_count() or 1
     send_workers = min(n, 4)
+
+    def wait(seconds: float) -> float | None:
+        return seconds if fast_failure else None
+
     return {
-        "send": ProcessorPool("send", send_workers, 10_000),
-        "pull": ProcessorPool("pull", 16 + 2 * n, 100_000),
+        "send": ProcessorPool("send", send_workers, 10_000, max_wait=wait(0.2)),
+        "pull": ProcessorPool("pull", 16 + 2 * n, 100_000, max_wait=wait(5.0)),
         "query": ProcessorPool("query", 8 + n, 20_000),
         "admin": ProcessorPool("admin", 16, math.inf),
         "client_manage": ProcessorPool("client_manage", 32, 1_000_000),
-        "heartbeat": ProcessorPool("heartbeat", min(32, n), 50_000),
+        "heartbeat": ProcessorPool("heartbeat", min(32, n), 50_000, max_wait=wait(31.0)),
         "consumer_manage": ProcessorPool("consumer_manage", 32, math.inf),
-        "end_transaction": ProcessorPool("end_transaction", max(8 + 2 * n, 4 * send_workers), 100_000),
+        "end_transaction": ProcessorPool(
+            "end_transaction", max(8 + 2 * n, 4 * send_workers), 100_000, max_wait=wait(3.0)
+        ),
     }

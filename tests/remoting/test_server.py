@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 
 import pytest
@@ -9,7 +10,7 @@ import trio
 
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import request
-from remoting.dispatch import OVERLOAD_REMARK, Dispatcher, ProcessorPool
+from remoting.dispatch import OVERLOAD_REMARK, Dispatcher, ProcessorPool, broker_pools
 from remoting.server import RemotingServer, ServerConfig
 from tests.remoting.helpers import EchoProcessor, FailingProcessor, GateProcessor, RawPeer
 
@@ -216,3 +217,46 @@ async def test_shutdown_by_cancellation_closes_every_connection_and_tells_the_li
     assert len(closed) == 3 and not server.connections
     for peer in peers:
         assert await peer.receive() is None
+
+
+async def test_request_that_waited_past_max_wait_is_answered_busy_instead_of_processed(autojump_clock):
+    dispatcher = Dispatcher()
+    gate = GateProcessor()
+    dispatcher.register(SLOW, gate, ProcessorPool("send", 1, 100, max_wait=0.2))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(RemotingServer(dispatcher).serve)
+        peer = await RawPeer.connect(address)
+        first = request(SLOW)
+        await peer.send(first)
+        while gate.entered == 0:
+            await trio.sleep(0)
+        stale = [request(SLOW), request(SLOW, oneway=True), request(SLOW)]
+        await peer.send(*stale)
+        await trio.sleep(1.0)  # the one worker is held: the queued requests go stale
+        gate.gate.set()
+        answers = {r.opaque: r for r in [await peer.receive() for _ in range(3)] if r is not None}
+        assert answers[first.opaque].code == ResponseCode.SUCCESS
+        for cmd in (stale[0], stale[2]):
+            assert answers[cmd.opaque].code == ResponseCode.SYSTEM_BUSY
+            assert (answers[cmd.opaque].remark or "").startswith("[TIMEOUT_CLEAN_QUEUE]broker busy")
+        assert gate.entered == 1  # no stale request reached the processor
+        fresh = request(SLOW, body=b"fresh")
+        await peer.send(fresh)
+        assert (resp := await peer.receive()) is not None and resp.opaque == fresh.opaque
+        assert resp.code == ResponseCode.SUCCESS
+        nursery.cancel_scope.cancel()
+
+
+def test_broker_pools_follow_rocketmq_sizes_and_fast_failure_is_opt_in():
+    pools = broker_pools(cpus=2)
+    assert (pools["send"].workers, pools["send"].queue_capacity) == (2, 10_000)
+    assert (pools["pull"].workers, pools["pull"].queue_capacity) == (20, 100_000)
+    assert pools["admin"].queue_capacity == math.inf
+    assert all(p.max_wait is None for p in pools.values())
+    fast = broker_pools(cpus=2, fast_failure=True)
+    assert {name: p.max_wait for name, p in fast.items() if p.max_wait is not None} == {
+        "send": 0.2,
+        "pull": 5.0,
+        "heartbeat": 31.0,
+        "end_transaction": 3.0,
+    }
