@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 #: Retry delay of a rebalance that left queues out (a lock held by the previous owner, who releases it on its own
 #: rebalance), instead of the 20 s timer.
 REBALANCE_RETRY_DELAY = 1.0
+REBALANCE_QUICK_RETRIES = 10
 #: Orderly lock renewal interval (Java's ``rebalanceLockInterval``).
 LOCK_RENEW_INTERVAL = 20.0
 
@@ -131,6 +132,7 @@ class PushConsumer:
         self.stopping = False
         self._started = False
         self._retry_pending = False
+        self._quick_retries = 0
 
     # -- configuration ---------------------------------------------------------------------------------------------
 
@@ -264,7 +266,11 @@ class PushConsumer:
         if self.stopping:
             return
         await self.rebalance.do_rebalance()
-        if self.rebalance.incomplete and not self._retry_pending and self._background is not None:
+        if not self.rebalance.incomplete:
+            self._quick_retries = 0
+        elif not self._retry_pending and self._background is not None and self._quick_retries < REBALANCE_QUICK_RETRIES:
+            # A topic that stays unroutable falls back to the 20 s timer after a few quick tries.
+            self._quick_retries += 1
             self._retry_pending = True
             self._background.start_soon(self._rebalance_soon)
 

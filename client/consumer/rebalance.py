@@ -75,8 +75,8 @@ class Rebalance:
         self.orderly = orderly
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
-        #: Set when the last pass left an allocated queue out (its lock was refused or its offset unknown): the
-        #: owner then rebalances again soon instead of waiting for the 20 s timer.
+        #: Set when the last pass failed for a topic or left an allocated queue out (its lock was refused or its
+        #: offset unknown): the owner then rebalances again soon instead of waiting for the 20 s timer.
         self.incomplete = False
         self._lock = anyio.Lock()
 
@@ -88,7 +88,9 @@ class Rebalance:
                 try:
                     await self._rebalance_topic(topic)
                 except Exception as exc:
-                    log.warning("rebalance of %s for group %s failed: %s", topic, self.group, exc)
+                    # Typically a route not registered yet (a retry topic right after the first heartbeat).
+                    log.info("rebalance of %s for group %s failed: %s", topic, self.group, exc)
+                    self.incomplete = True
             for mq in [mq for mq in self.process_queues if mq.topic not in self.subscriptions]:
                 await self._remove(mq)
 
