@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import anyio
 
@@ -63,3 +66,40 @@ def test_blocking_lite_pull_consumer_polls_what_was_sent(cluster: ThreadedCluste
     with Admin(cluster.namesrv_addr) as admin:
         progress = admin.consumer_progress("sync-lite", "SyncLite")  # forwarded by name to the async Admin
     assert [(w.broker_offset, w.consumer_offset) for w in progress.values()] == [(5, 5)]
+
+
+SCRIPT = """
+import sys, threading
+from client import ConsumeConcurrentlyStatus, Message
+from client.sync import Producer, PushConsumer
+
+namesrv = sys.argv[1]
+with Producer("script-pg", namesrv) as producer:
+    result = producer.send(Message("ScriptTopic", b"from a script"))
+got = threading.Event()
+
+def on_messages(msgs):
+    print("received", msgs[0].body.decode(), flush=True)
+    got.set()
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+consumer = PushConsumer("script-cg", namesrv)
+consumer.subscribe("ScriptTopic")
+consumer.register_message_listener(on_messages)
+with consumer:
+    got.wait(60)
+print("sent", result.send_status.name)
+"""
+
+
+def test_blocking_facade_runs_in_a_plain_python_script(cluster: ThreadedCluster) -> None:
+    anyio.run(create_topic, cluster.namesrv_addr, "ScriptTopic", 1)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, cluster.namesrv_addr],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        cwd=Path(__file__).parent.parent.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["received from a script", "sent SEND_OK"]
