@@ -17,7 +17,9 @@ The embedded cluster (name server + broker, ASYNC_FLUSH, temporary data) runs in
   throughput is messages over the time from the first send to the last receipt; latency is per message, from just
   before its send to its receipt (the send time travels in the body; both ends are in this process). ``client`` is a
   :class:`~client.producer.Producer` + :class:`~client.consumer.push.PushConsumer` (async listener), ``raw`` the raw
-  driver's sends plus one long-polling PULL_MESSAGE loop per queue. ``e2e_overhead`` = raw / client throughput.
+  driver's sends plus one long-polling PULL_MESSAGE loop per queue. ``e2e_overhead``: ``cost_ratio`` = raw / client
+  throughput, ``cpu_ratio`` = client / raw CPU time per message in this process (both ends of the client run here;
+  the broker's CPU is in the other process), the steadier figure on a shared machine.
 
 ``--profile`` re-runs the measurement under ``py-spy record`` and writes ``bench/results/client.svg``; compare as
 ratios within one run.
@@ -37,7 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import trio
@@ -201,6 +203,15 @@ async def raw_e2e(broker: str, topic: str, messages: int, inflight: int) -> tupl
     return messages / elapsed, latencies
 
 
+def _timed(
+    fn: Any, target: str, topic: str, messages: int, inflight: int, backend: str
+) -> tuple[float, list[float], float]:
+    """(msgs/s, latencies, CPU microseconds per message in this process: producer and consumer side together)."""
+    cpu0 = time.process_time()
+    rate, latencies = anyio.run(fn, target, topic, messages, inflight, backend=backend)
+    return rate, latencies, (time.process_time() - cpu0) * 1e6 / messages
+
+
 def measure(duration: float, messages: int, inflight: int, rounds: int) -> None:
     """Client and raw runs alternate, ``rounds`` times each, and medians are compared: the machine's background load
     then hits both drivers alike."""
@@ -230,16 +241,16 @@ def measure(duration: float, messages: int, inflight: int, rounds: int) -> None:
         )
         topics = iter(e2e_topics)
         for backend in ("trio", "asyncio"):
-            results: dict[str, list[tuple[float, list[float]]]] = {"client": [], "raw": []}
+            results: dict[str, list[tuple[float, list[float], float]]] = {"client": [], "raw": []}
             for _ in range(rounds):
-                results["client"].append(
-                    anyio.run(client_e2e, namesrv, next(topics), messages, inflight, backend=backend)
-                )
-                results["raw"].append(anyio.run(raw_e2e, broker, next(topics), messages, inflight, backend=backend))
+                results["client"].append(_timed(client_e2e, namesrv, next(topics), messages, inflight, backend))
+                results["raw"].append(_timed(raw_e2e, broker, next(topics), messages, inflight, backend))
             rates: dict[str, float] = {}
+            cpu: dict[str, float] = {}
             for driver, runs in results.items():
-                rates[driver] = statistics.median(rate for rate, _ in runs)
-                latencies = [ms for _, lat in runs for ms in lat]
+                rates[driver] = statistics.median(rate for rate, _, _ in runs)
+                cpu[driver] = statistics.median(us for _, _, us in runs)
+                latencies = [ms for _, lat, _ in runs for ms in lat]
                 emit(
                     {
                         "bench": "client",
@@ -252,6 +263,7 @@ def measure(duration: float, messages: int, inflight: int, rounds: int) -> None:
                         "msgs_per_s": round(rates[driver]),
                         "p50_ms": percentile(latencies, 0.5),
                         "p99_ms": percentile(latencies, 0.99),
+                        "cpu_us_per_msg": round(cpu[driver], 1),
                     }
                 )
             emit(
@@ -260,6 +272,7 @@ def measure(duration: float, messages: int, inflight: int, rounds: int) -> None:
                     "op": "e2e_overhead",
                     "backend": backend,
                     "cost_ratio": round(rates["raw"] / rates["client"], 3),
+                    "cpu_ratio": round(cpu["client"] / cpu["raw"], 3),
                 }
             )
     finally:
