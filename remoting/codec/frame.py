@@ -46,7 +46,7 @@ def decode_payload(payload: bytes | memoryview) -> RemotingCommand:
 class FrameDecoder:
     """Reassembles frames from a byte stream. Owns its buffer; not thread-safe (one per connection)."""
 
-    __slots__ = ("_buf", "_pos", "_max_frame", "_error")
+    __slots__ = ("_buf", "_error", "_max_frame", "_pos")
 
     def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self._buf = bytearray()
