@@ -41,8 +41,6 @@ from remoting.codec.headers import (
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     SearchOffsetRequestHeader,
-    SendMessageRequestHeaderV2,
-    SendMessageResponseHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
@@ -76,40 +74,45 @@ async def send_message(
     remoting: RemotingClient,
     address: str,
     broker_name: str,
-    header: SendMessageRequestHeaderV2,
+    fields: dict[str, str],
     body: bytes,
     timeout: float,
     *,
     uniq_id: str,
 ) -> SendResult:
-    """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE when ``header.m``); the stored result, or MQBrokerError."""
-    code = RequestCode.SEND_BATCH_MESSAGE if header.m else RequestCode.SEND_MESSAGE_V2
-    response = await remoting.invoke(address, request(code, header.to_ext_fields(), body), timeout)
-    return send_result(response, address, broker_name, header.b, uniq_id)
+    """SEND_MESSAGE_V2 with the V2 ``fields`` (SEND_BATCH_MESSAGE when ``m`` is ``true``); the stored result, or
+    MQBrokerError for a refusal."""
+    code = RequestCode.SEND_BATCH_MESSAGE if fields.get("m") == "true" else RequestCode.SEND_MESSAGE_V2
+    response = await remoting.invoke(address, request(code, fields, body), timeout)
+    return send_result(response, address, broker_name, fields["b"], uniq_id)
 
 
 def send_result(response: RemotingCommand, address: str, broker_name: str, topic: str, uniq_id: str) -> SendResult:
+    """The SendResult of a send response; MQBrokerError for a non-stored code or a response lacking its fields."""
     status = _SEND_STATUS.get(response.code)  # type: ignore[call-overload]
     if status is None:
         raise MQBrokerError(response.code, response.remark, address)
-    head = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
+    ext = response.ext_fields
+    # The send hot path: three fields read directly rather than through the header class.
+    try:
+        offset_msg_id, queue_id, queue_offset = ext["msgId"], int(ext["queueId"]), int(ext["queueOffset"])
+    except (KeyError, ValueError) as exc:
+        raise MQBrokerError(response.code, f"send response without a valid {exc}", address) from None
     return SendResult(
         send_status=status,
         msg_id=uniq_id,
-        offset_msg_id=head.msg_id,
+        offset_msg_id=offset_msg_id,
         topic=topic,
         broker_name=broker_name,
-        queue_id=head.queue_id,
-        queue_offset=head.queue_offset,
-        region_id=head.msg_region,
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        region_id=ext.get("MSG_REGION"),
     )
 
 
-async def send_message_oneway(
-    remoting: RemotingClient, address: str, header: SendMessageRequestHeaderV2, body: bytes
-) -> None:
-    code = RequestCode.SEND_BATCH_MESSAGE if header.m else RequestCode.SEND_MESSAGE_V2
-    await remoting.invoke_oneway(address, request(code, header.to_ext_fields(), body, oneway=True))
+async def send_message_oneway(remoting: RemotingClient, address: str, fields: dict[str, str], body: bytes) -> None:
+    code = RequestCode.SEND_BATCH_MESSAGE if fields.get("m") == "true" else RequestCode.SEND_MESSAGE_V2
+    await remoting.invoke_oneway(address, request(code, fields, body, oneway=True))
 
 
 class PullStatus(enum.Enum):

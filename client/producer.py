@@ -49,7 +49,6 @@ from client.send_request import COMPRESS_OVER, MAX_MESSAGE_SIZE, PreparedSend, S
 from remoting.codec.bodies import MessageQueue, TopicRouteData
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
-from remoting.codec.headers import SendMessageRequestHeaderV2
 from remoting.codec.message import MessageExt
 from remoting.errors import RemotingError
 
@@ -177,8 +176,8 @@ class Producer:
         if queue is None and selector is not None:
             queue = selector(list(info.message_queues), msg, arg)
         if queue is not None:
-            return await self._send_to(queue, prepared.header, prepared.body, prepared.msg_id, timeout)
-        return await self._send_with_retries(info, prepared.header, prepared.body, prepared.msg_id, timeout, retries)
+            return await self._send_to(queue, prepared, timeout)
+        return await self._send_with_retries(info, prepared, timeout, retries)
 
     def send_async(
         self,
@@ -236,8 +235,8 @@ class Producer:
         if queue is None:
             queue = selector(list(info.message_queues), msg, arg) if selector else select_one_message_queue(info, None)
         addr = await self._broker_address(queue)
-        header = self._header_for(prepared.header, queue)
-        await api.send_message_oneway(self.instance.remoting, addr, header, prepared.body)
+        fields = prepared.for_queue(queue.queue_id, queue.broker_name)
+        await api.send_message_oneway(self.instance.remoting, addr, fields, prepared.body)
 
     async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
         """Send messages of one topic as SEND_BATCH_MESSAGE requests, split so that each body stays within
@@ -248,7 +247,7 @@ class Producer:
         info = await self.publish_info(msgs[0].topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
         retries = self.retry_times_when_send_failed
-        return [await self._send_with_retries(info, p.header, p.body, p.msg_id, timeout, retries) for p in prepared]
+        return [await self._send_with_retries(info, p, timeout, retries) for p in prepared]
 
     # -- internals -------------------------------------------------------------------------------------------------
 
@@ -305,27 +304,17 @@ class Producer:
             raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"broker {mq.broker_name} has no master address")
         return addr
 
-    @staticmethod
-    def _header_for(header: SendMessageRequestHeaderV2, mq: MessageQueue) -> SendMessageRequestHeaderV2:
-        return attrs.evolve(header, e=mq.queue_id, n=mq.broker_name)
-
-    async def _send_to(
-        self, mq: MessageQueue, header: SendMessageRequestHeaderV2, body: bytes, uniq: str, timeout: float
-    ) -> SendResult:
+    async def _send_to(self, mq: MessageQueue, prepared: PreparedSend, timeout: float) -> SendResult:
         addr = await self._broker_address(mq)
+        fields = prepared.for_queue(mq.queue_id, mq.broker_name)
         return await api.send_message(
-            self.instance.remoting, addr, mq.broker_name, self._header_for(header, mq), body, timeout, uniq_id=uniq
+            self.instance.remoting, addr, mq.broker_name, fields, prepared.body, timeout, uniq_id=prepared.msg_id
         )
 
     async def _send_with_retries(
-        self,
-        info: TopicPublishInfo,
-        header: SendMessageRequestHeaderV2,
-        body: bytes,
-        uniq: str,
-        timeout: float,
-        retries: int,
+        self, info: TopicPublishInfo, prepared: PreparedSend, timeout: float, retries: int
     ) -> SendResult:
+        topic = prepared.topic
         attempts: list[tuple[str, BaseException]] = []
         last_broker: str | None = None
         fault = self.fault if self.send_latency_fault_enable else None
@@ -333,7 +322,7 @@ class Producer:
             mq = select_one_message_queue(info, last_broker, fault)
             started = anyio.current_time()
             try:
-                result = await self._send_to(mq, header, body, uniq, timeout)
+                result = await self._send_to(mq, prepared, timeout)
             except (RemotingError, MQBrokerError) as exc:
                 if isinstance(exc, MQBrokerError) and exc.code not in RETRY_RESPONSE_CODES:
                     raise
@@ -341,15 +330,15 @@ class Producer:
                     fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=True)
                 attempts.append((mq.broker_name, exc))
                 last_broker = mq.broker_name
-                if header.b in self._fallback_topics:
+                if topic in self._fallback_topics:
                     # The TBW102 stand-in route may be wrong for a topic that exists by now: ask again.
-                    self._fallback_topics.discard(header.b)
-                    self.instance.routes.pop(header.b, None)
+                    self._fallback_topics.discard(topic)
+                    self.instance.routes.pop(topic, None)
                     with contextlib.suppress(TopicRouteNotFoundError):
-                        info = await self.publish_info(header.b)
+                        info = await self.publish_info(topic)
                 log.info("send to %s failed (%s), %d attempt(s) so far", mq, exc, len(attempts))
                 continue
             if fault is not None:
                 fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=False)
             return result
-        raise SendFailedError(header.b, attempts)
+        raise SendFailedError(topic, attempts)

@@ -16,7 +16,6 @@ import attrs
 
 from client.errors import MessageValidationError
 from client.message import COMPRESSION_ZLIB, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
-from remoting.codec.headers import SendMessageRequestHeaderV2
 from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_body
 from remoting.codec.msgid import UniqKeyGenerator
 from remoting.codec.properties import PROPERTY_UNIQ_KEY, PROPERTY_WAIT, encode_properties
@@ -66,11 +65,22 @@ def split_batch(entries: Sequence[BatchEntry], limit: int = MAX_MESSAGE_SIZE) ->
 
 @attrs.frozen(slots=True)
 class PreparedSend:
-    """A send ready to go but for the queue id: the V2 header, the (maybe compressed) body and the message id(s)."""
+    """A send ready to go but for the queue: the SEND_MESSAGE_V2 extFields (``e`` and ``n`` are set per attempt by
+    :meth:`for_queue`), the (maybe compressed) body and the message id(s)."""
 
-    header: SendMessageRequestHeaderV2
+    fields: dict[str, str]
     body: bytes
     msg_id: str
+
+    @property
+    def topic(self) -> str:
+        return self.fields["b"]
+
+    def for_queue(self, queue_id: int, broker_name: str) -> dict[str, str]:
+        fields = dict(self.fields)
+        fields["e"] = str(queue_id)
+        fields["n"] = broker_name
+        return fields
 
 
 @attrs.define(slots=True)
@@ -94,21 +104,22 @@ class SendBuilder:
         if msg.delay_level < 0:
             raise MessageValidationError(f"delay level {msg.delay_level} is negative")
 
-    def _header(
-        self, topic: str, sys_flag: int, flag: int, properties: str, **extra: object
-    ) -> SendMessageRequestHeaderV2:
-        return SendMessageRequestHeaderV2(
-            a=self.group,
-            b=topic,
-            c=self.create_topic_key,
-            d=self.default_topic_queue_nums,
-            e=0,
-            f=sys_flag,
-            g=time.time_ns() // 1_000_000,
-            h=flag,
-            i=properties,
-            **extra,  # type: ignore[arg-type]
-        )
+    def _fields(self, topic: str, sys_flag: int, flag: int, properties: str, reconsume: int) -> dict[str, str]:
+        """The V2 fields (the layout :class:`~remoting.codec.headers.SendMessageRequestHeaderV2` declares), built as
+        a plain dict because this is the send hot path."""
+        return {
+            "a": self.group,
+            "b": topic,
+            "c": self.create_topic_key,
+            "d": str(self.default_topic_queue_nums),
+            "e": "0",
+            "f": str(sys_flag),
+            "g": str(time.time_ns() // 1_000_000),
+            "h": str(flag),
+            "i": properties,
+            "j": str(reconsume),
+            "k": "false",
+        }
 
     def single(self, msg: Message) -> PreparedSend:
         """One message: UNIQ_KEY added, body zlib-compressed (level 5) when at least ``compress_over`` bytes and
@@ -126,15 +137,10 @@ class SendBuilder:
                 sys_flag = SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
         reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
         max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
-        header = self._header(
-            msg.topic,
-            sys_flag,
-            msg.flag,
-            encode_properties(props),
-            j=int(reconsume) if reconsume else 0,
-            l=int(max_reconsume) if max_reconsume else None,
-        )
-        return PreparedSend(header, body, uniq)
+        fields = self._fields(msg.topic, sys_flag, msg.flag, encode_properties(props), int(reconsume or 0))
+        if max_reconsume:
+            fields["l"] = str(int(max_reconsume))
+        return PreparedSend(fields, body, uniq)
 
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
         """SEND_BATCH_MESSAGE requests for ``msgs`` (one topic, no delay, no retry topic), each body within
@@ -160,7 +166,8 @@ class SendBuilder:
         prepared: list[PreparedSend] = []
         start = 0
         for chunk in split_batch(entries, self.max_message_size):
-            header = self._header(topic, 0, 0, encode_properties({PROPERTY_WAIT: "true"}), j=0, m=True)
-            prepared.append(PreparedSend(header, encode_batch_body(chunk), ",".join(ids[start : start + len(chunk)])))
+            fields = self._fields(topic, 0, 0, encode_properties({PROPERTY_WAIT: "true"}), 0)
+            fields["m"] = "true"
+            prepared.append(PreparedSend(fields, encode_batch_body(chunk), ",".join(ids[start : start + len(chunk)])))
             start += len(chunk)
         return prepared

@@ -122,7 +122,7 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
             instance.remoting,
             target,
             mq.broker_name,
-            header,
+            header.to_ext_fields(),
             msg.body,
             instance.config.rpc_timeout,
             uniq_id=uniq_msg_id(msg),
