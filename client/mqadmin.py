@@ -9,97 +9,16 @@ A command that fails prints the error on stderr and exits with status 1.
 
 from __future__ import annotations
 
-import json
-import sys
-import time
-from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Any
 
-import anyio
 import click
-from rich.console import Console
-from rich.table import Table
 
 from client.admin import Admin
-from client.errors import MQClientError
-from client.message import Message, MessageExt
+from client.message import Message
+from client.mqadmin_support import MSG_COLUMNS, Output, common, format_ts, msg_row, parse_timestamp, run_job
 from client.producer import Producer
 from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue
 from remoting.codec.bodies.configs import SubscriptionGroupConfig
-from remoting.errors import RemotingError
-
-console = Console(soft_wrap=True)
-
-
-class Output:
-    """Collects one command's result as rows and prints a table or JSON."""
-
-    def __init__(self, as_json: bool) -> None:
-        self.as_json = as_json
-
-    def table(self, title: str, columns: list[str], rows: list[list[Any]], extra: dict[str, Any] | None = None) -> None:
-        if self.as_json:
-            doc: dict[str, Any] = {"rows": [dict(zip(columns, row, strict=True)) for row in rows]}
-            doc.update(extra or {})
-            click.echo(json.dumps(doc, default=str))
-            return
-        table = Table(title=title)
-        for column in columns:
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*("" if v is None else str(v) for v in row))
-        console.print(table)
-        for key, value in (extra or {}).items():
-            console.print(f"{key}: {value}")
-
-    def done(self, message: str, **fields: Any) -> None:
-        if self.as_json:
-            click.echo(json.dumps({"ok": True, **fields}, default=str))
-        else:
-            console.print(message)
-
-
-def _run(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]]) -> None:
-    obj = ctx.find_object(dict) or {}
-    output = Output(bool(obj.get("json")) or bool(ctx.params.get("as_json")))
-    namesrv = ctx.params["namesrv"]
-
-    async def main() -> None:
-        async with Admin(namesrv) as admin:
-            await job(admin, output)
-
-    try:
-        anyio.run(main)
-    except (MQClientError, RemotingError, ValueError) as exc:
-        click.echo(f"mqadmin: {exc}", err=True)
-        sys.exit(1)
-
-
-def _ts(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3] if ms > 0 else "-"
-
-
-def _msg_row(m: MessageExt) -> list[Any]:
-    return [
-        m.msg_id,
-        m.topic,
-        m.queue_id,
-        m.queue_offset,
-        m.tags,
-        " ".join(m.keys),
-        _ts(m.store_timestamp),
-        m.body.decode("utf-8", "replace")[:80],
-    ]
-
-
-MSG_COLUMNS = ["OffsetMsgId", "Topic", "QueueId", "QueueOffset", "Tags", "Keys", "StoreTime", "Body"]
-
-
-def common(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("-n", "--namesrvAddr", "namesrv", required=True, help="name servers, host:port;host:port")(fn)
-    fn = click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")(fn)
-    return click.pass_context(fn)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -134,7 +53,7 @@ def update_topic(ctx: click.Context, **o: Any) -> None:
         )
         out.done(f"create topic to {', '.join(brokers)} success.", topic=o["topic"], brokers=brokers)
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("deleteTopic")
@@ -148,7 +67,7 @@ def delete_topic(ctx: click.Context, **o: Any) -> None:
         await admin.delete_topic(o["topic"], cluster=o["cluster"])
         out.done(f"delete topic [{o['topic']}] success.", topic=o["topic"])
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("topicList")
@@ -159,7 +78,7 @@ def topic_list(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         out.table("Topics", ["Topic"], [[t] for t in sorted(await admin.topic_list())])
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("topicRoute")
@@ -182,7 +101,7 @@ def topic_route(ctx: click.Context, **o: Any) -> None:
             {"route": route.to_json()} if out.as_json else None,
         )
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("topicStatus")
@@ -194,12 +113,12 @@ def topic_status(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         stats = await admin.topic_status(o["topic"])
         rows = [
-            [mq.broker_name, mq.queue_id, s.min_offset, s.max_offset, _ts(s.last_update_timestamp)]
+            [mq.broker_name, mq.queue_id, s.min_offset, s.max_offset, format_ts(s.last_update_timestamp)]
             for mq, s in stats.items()
         ]
         out.table(f"Status of {o['topic']}", ["BrokerName", "QID", "MinOffset", "MaxOffset", "LastUpdated"], rows)
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("clusterList")
@@ -218,7 +137,7 @@ def cluster_list(ctx: click.Context, **o: Any) -> None:
         ]
         out.table("Clusters", ["Cluster", "BrokerName", "BID", "Addr"], rows)
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("updateSubGroup")
@@ -244,7 +163,7 @@ def update_sub_group(ctx: click.Context, **o: Any) -> None:
         brokers = await admin.create_subscription_group(config, broker_addr=o["broker_addr"], cluster=o["cluster"])
         out.done(f"create subscription group to {', '.join(brokers)} success.", group=o["group"], brokers=brokers)
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("deleteSubGroup")
@@ -259,7 +178,7 @@ def delete_sub_group(ctx: click.Context, **o: Any) -> None:
         brokers = await admin.delete_subscription_group(o["group"], broker_addr=o["broker_addr"], cluster=o["cluster"])
         out.done(f"delete subscription group [{o['group']}] from {', '.join(brokers)} success.", brokers=brokers)
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("consumerProgress")
@@ -279,7 +198,7 @@ def consumer_progress(ctx: click.Context, **o: Any) -> None:
                 w.broker_offset,
                 w.consumer_offset,
                 w.broker_offset - w.consumer_offset,
-                _ts(w.last_timestamp),
+                format_ts(w.last_timestamp),
             ]
             for mq, w in progress.items()
         ]
@@ -291,7 +210,7 @@ def consumer_progress(ctx: click.Context, **o: Any) -> None:
             {"diffTotal": total},
         )
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("consumerConnection")
@@ -311,7 +230,7 @@ def consumer_connection(ctx: click.Context, **o: Any) -> None:
             {"subscriptions": subs, "consumeType": conn.consume_type, "messageModel": conn.message_model},
         )
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("producerConnection")
@@ -326,7 +245,7 @@ def producer_connection(ctx: click.Context, **o: Any) -> None:
         rows = [[c.client_id, c.client_addr, c.language, c.version] for c in conn.connection_set]
         out.table(f"Producers of {o['group']}", ["ClientId", "ClientAddr", "Language", "Version"], rows)
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("queryMsgById")
@@ -337,9 +256,9 @@ def query_msg_by_id(ctx: click.Context, **o: Any) -> None:
 
     async def job(admin: Admin, out: Output) -> None:
         m = await admin.query_msg_by_id(o["msg_id"])
-        out.table("Message", MSG_COLUMNS, [_msg_row(m)], {"properties": m.properties} if out.as_json else None)
+        out.table("Message", MSG_COLUMNS, [msg_row(m)], {"properties": m.properties} if out.as_json else None)
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("queryMsgByKey")
@@ -351,10 +270,10 @@ def query_msg_by_key(ctx: click.Context, **o: Any) -> None:
 
     async def job(admin: Admin, out: Output) -> None:
         out.table(
-            f"Key {o['key']}", MSG_COLUMNS, [_msg_row(m) for m in await admin.query_msg_by_key(o["topic"], o["key"])]
+            f"Key {o['key']}", MSG_COLUMNS, [msg_row(m) for m in await admin.query_msg_by_key(o["topic"], o["key"])]
         )
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("queryMsgByOffset")
@@ -368,9 +287,9 @@ def query_msg_by_offset(ctx: click.Context, **o: Any) -> None:
 
     async def job(admin: Admin, out: Output) -> None:
         msgs = await admin.query_msg_by_offset(MessageQueue(o["topic"], o["broker"], o["queue_id"]), o["offset"])
-        out.table("Message", MSG_COLUMNS, [_msg_row(m) for m in msgs])
+        out.table("Message", MSG_COLUMNS, [msg_row(m) for m in msgs])
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("sendMessage")
@@ -396,7 +315,7 @@ def send_message(ctx: click.Context, **o: Any) -> None:
             [[r.broker_name, r.queue_id, r.queue_offset, r.send_status.name, r.msg_id, r.offset_msg_id]],
         )
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("consumeMessage")
@@ -421,19 +340,10 @@ def consume_message(ctx: click.Context, **o: Any) -> None:
         for mq in sorted(queues):
             if len(rows) < o["count"]:
                 msgs = await admin.query_msg_by_offset(mq, o["offset"], min(32, o["count"] - len(rows)))
-                rows.extend(_msg_row(m) for m in msgs)
+                rows.extend(msg_row(m) for m in msgs)
         out.table(f"Messages of {o['topic']}", MSG_COLUMNS, rows)
 
-    _run(ctx, job)
-
-
-def parse_timestamp(text: str) -> int:
-    """``now``, milliseconds, or RocketMQ's ``yyyy-MM-dd#HH:mm:ss:SSS``."""
-    if text == "now":
-        return int(time.time() * 1000)
-    if text.lstrip("-").isdigit():
-        return int(text)
-    return int(datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
+    run_job(ctx, job)
 
 
 @main.command("resetOffsetByTime")
@@ -455,7 +365,7 @@ def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
             [[mq.broker_name, mq.queue_id, off] for mq, off in table.items()],
         )
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 @main.command("brokerStatus")
@@ -472,7 +382,7 @@ def broker_status(ctx: click.Context, **o: Any) -> None:
         ]
         out.table("Broker status", ["Broker", "Key", "Value"], rows)
 
-    _run(ctx, job)
+    run_job(ctx, job)
 
 
 if __name__ == "__main__":
