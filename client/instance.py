@@ -171,6 +171,11 @@ class MQClientInstance:
 
     # -- routes ----------------------------------------------------------------------------------------------------
 
+    @property
+    def current_namesrv(self) -> str:
+        """The name server that answered last: route lookups start with it."""
+        return self.config.namesrv_addr[self._namesrv_index]
+
     async def fetch_route(self, topic: str) -> TopicRouteData:
         """Ask the name servers for ``topic``'s route, starting with the last one that answered and failing over on
         transport errors. Caches and returns it. Raises :class:`TopicRouteNotFoundError` naming every name server

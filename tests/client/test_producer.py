@@ -178,3 +178,11 @@ async def test_when_every_attempt_fails_the_error_lists_them(cluster: ThreadedCl
         with pytest.raises(SendFailedError) as caught:
             await producer.send(Message("Doomed", b"x"))
     assert len(caught.value.attempts) == 2 and "Doomed" in str(caught.value)
+
+
+async def test_routes_fail_over_to_the_next_name_server(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "Failover", queues=1)
+    async with Producer("pg", ["127.0.0.1:1", cluster.namesrv_addr]) as producer:
+        first = await producer.send(Message("Failover", b"a"))
+        assert producer.instance.current_namesrv == cluster.namesrv_addr
+    assert first.send_status is SendStatus.SEND_OK
