@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import orjson
 
@@ -30,6 +30,7 @@ from broker.admin_bodies import (
     OffsetWrapper,
     ProducerConnection,
     TopicOffset,
+    loads_fastjson,
 )
 from broker.admin_bodies import TopicStatsTable as _TopicStats
 from client import api
@@ -252,9 +253,9 @@ class Admin:
             table.update(parse_reset_offset_body((await self._call(addr, cmd)).body))
         return dict(sorted(table.items()))
 
-    async def consumer_running_info(self, group: str, client_id: str) -> dict[str, object]:
+    async def consumer_running_info(self, group: str, client_id: str) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO, relayed by a master to the consumer ``client_id`` of ``group``: its
-        subscriptions, owned queues and their offsets, as the client reports them (JSON)."""
+        subscriptions and ``mqTable`` (``{MessageQueue: ProcessQueueInfo}``), as Java's ConsumerRunningInfo."""
         fields = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id).to_ext_fields()
         last: MQBrokerError | None = None
         for addr in await self.master_addresses():
@@ -263,7 +264,10 @@ class Admin:
             except MQBrokerError as exc:
                 last = exc
                 continue
-            return dict(orjson.loads(bytes(response.body)))
+            info = loads_fastjson(response.body)
+            if not isinstance(info, dict):
+                raise MQClientError(f"consumer running info is not an object: {info!r:.80}")
+            return info
         raise last or MQClientError("no broker in the cluster")
 
     async def consume_message_directly(self, group: str, client_id: str, offset_msg_id: str) -> dict[str, object]:

@@ -11,13 +11,12 @@ Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a group this client does not have 
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from typing import TYPE_CHECKING
 
 import orjson
 
+from broker.admin_bodies import dumps_mq_map, loads_fastjson
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -36,21 +35,31 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# fastjson writes Map<MessageQueue, Long> with object keys: {{"brokerName":"b","queueId":0,"topic":"t"}:12, ...}.
-_MQ_ENTRY = re.compile(r"(\{[^{}]*\})\s*:\s*(-?\d+)")
-
 
 def parse_reset_offset_body(body: bytes | memoryview) -> dict[MessageQueue, int]:
     """ResetOffsetBody ``{"offsetTable": {MessageQueue: offset}}`` in fastjson's object-key form. Raises
-    :class:`~remoting.codec.errors.CodecError` when no entry can be read from a non-empty table."""
-    text = bytes(body).decode("utf-8", "replace")
-    table: dict[MessageQueue, int] = {}
-    for key, offset in _MQ_ENTRY.findall(text):
-        try:
-            table[MessageQueue.from_json(json.loads(key))] = int(offset)
-        except (ValueError, CodecError) as exc:
-            raise CodecError(f"bad offsetTable entry {key!r}: {exc}") from exc
-    return table
+    :class:`~remoting.codec.errors.CodecError` on another shape."""
+    root = loads_fastjson(body)
+    table = root.get("offsetTable") if isinstance(root, dict) else None
+    if not isinstance(table, dict):
+        raise CodecError("ResetOffsetBody lacks an offsetTable object")
+    try:
+        return {mq: int(offset) for mq, offset in table.items() if isinstance(mq, MessageQueue)}
+    except (TypeError, ValueError) as exc:
+        raise CodecError(f"bad offsetTable entry: {exc}") from None
+
+
+def encode_running_info(info: dict[str, object]) -> bytes:
+    """Java's ConsumerRunningInfo JSON: ``mqTable`` (``{MessageQueue: ProcessQueueInfo}``) in fastjson's object-key
+    form, everything else standard JSON, so Java's admin tools can read it."""
+    table = info.get("mqTable")
+    rest = {k: v for k, v in info.items() if k != "mqTable"}
+    rest.setdefault("jstack", "")
+    rest.setdefault("statusTable", {})
+    body = orjson.dumps(rest, option=orjson.OPT_SORT_KEYS)
+    if not isinstance(table, dict) or not table:
+        return body[:-1] + b',"mqTable":{}}'
+    return body[:-1] + b',"mqTable":' + dumps_mq_map(table) + b"}"
 
 
 class ClientRequestHandler:
@@ -73,7 +82,7 @@ class ClientRequestHandler:
             consumer = self.instance.consumers.get(info_header.consumer_group)
             if consumer is None:
                 return _no_group(request, info_header.consumer_group)
-            return request.response(ResponseCode.SUCCESS, body=orjson.dumps(consumer.running_info()))
+            return request.response(ResponseCode.SUCCESS, body=encode_running_info(consumer.running_info()))
         if code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
             direct = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)
             consumer = self.instance.consumers.get(direct.consumer_group)

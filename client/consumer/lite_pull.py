@@ -235,10 +235,10 @@ class LitePullConsumer:
         return {
             "properties": {"consumeType": ConsumeType.CONSUME_ACTIVELY.name, "autoCommit": str(self.auto_commit)},
             "subscriptionSet": [s.to_json() for s in self.rebalance.subscriptions.values()],
-            "mqTable": [
-                {**mq.to_json(), "commitOffset": st.consumed_offset, "cachedMsgCount": st.pq.msg_count}
-                for mq, st in sorted(self._queues.items())
-            ],
+            "mqTable": {
+                mq: {"commitOffset": st.consumed_offset or 0, "cachedMsgCount": st.pq.msg_count}
+                for mq, st in self._queues.items()
+            },
         }
 
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]:

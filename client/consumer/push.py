@@ -291,17 +291,16 @@ class PushConsumer:
                 "consumeThreadMax": str(int(self.limiter.total_tokens)),
             },
             "subscriptionSet": [sub.to_json() for sub in self.rebalance.subscriptions.values()],
-            "mqTable": [
-                {
-                    **mq.to_json(),
-                    "commitOffset": self.offset_store.read_memory(mq),
+            "mqTable": {
+                mq: {
+                    "commitOffset": self.offset_store.read_memory(mq) or 0,
                     "cachedMsgCount": pq.msg_count,
                     "cachedMsgSizeInMiB": pq.msg_size // (1024 * 1024),
                     "locked": pq.locked,
                     "droped": pq.dropped,
                 }
-                for mq, pq in sorted(self.rebalance.process_queues.items())
-            ],
+                for mq, pq in self.rebalance.process_queues.items()
+            },
         }
 
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]:

@@ -10,6 +10,7 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
+from remoting.codec.bodies import MessageQueue
 from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic, wait_until
 
@@ -50,7 +51,7 @@ async def test_admins_get_running_info_and_consume_directly_through_the_broker(c
         async with Admin(cluster.namesrv_addr) as admin:
             info = await admin.consumer_running_info("cg-direct", c.instance.client_id)
             result = await admin.consume_message_directly("cg-direct", c.instance.client_id, sent.offset_msg_id)
-    assert {(q["topic"], q["queueId"]) for q in info["mqTable"]} >= {("Direct", 0), ("Direct", 1)}  # type: ignore[attr-defined]
-    assert {s["topic"]: s["subString"] for s in info["subscriptionSet"]}["Direct"] == "TagA"  # type: ignore[attr-defined]
+    assert {MessageQueue("Direct", "broker-a", 0), MessageQueue("Direct", "broker-a", 1)} <= set(info["mqTable"])
+    assert {s["topic"]: s["subString"] for s in info["subscriptionSet"]}["Direct"] == "TagA"
     assert result["consumeResult"] == "CR_SUCCESS"
     assert [m.body for m in seen] == [b"direct", b"direct"]
