@@ -152,8 +152,17 @@ class PushConsumer:
         """Subscribe to ``topic`` with a tag expression (``"*"``, ``"A || B"``) or, with ``expression_type="SQL92"``,
         an SQL92 filter. May be called while running: the next heartbeat and rebalance pick it up."""
         self.rebalance.subscriptions[topic] = build_subscription(topic, expression, expression_type)
-        if self._started:
-            self.instance.wake_rebalance()
+        if self._started and self._background is not None:
+            # As Java: brokers hear of the new subscription at once, then the rebalance picks up its queues.
+            self._background.start_soon(self._announce_subscription, topic)
+
+    async def _announce_subscription(self, topic: str) -> None:
+        try:
+            await self.instance.fetch_route(topic)
+        except Exception as exc:
+            log.info("consumer %s: %s", self._group, exc)
+        await self.instance.send_heartbeat_to_all_brokers()
+        self.instance.wake_rebalance()
 
     def unsubscribe(self, topic: str) -> None:
         self.rebalance.subscriptions.pop(topic, None)

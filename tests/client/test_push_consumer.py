@@ -216,3 +216,16 @@ async def test_shutdown_waits_for_in_flight_messages_and_commits_them(cluster: T
     async with Admin(cluster.namesrv_addr) as admin:
         progress = await admin.consumer_progress("cg-graceful", "Graceful")
     assert [w.consumer_offset for w in progress.values()] == [1]
+
+
+async def test_a_subscription_added_while_running_is_consumed(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "First", queues=1)
+    await create_topic(cluster.namesrv_addr, "Second", queues=1)
+    got: list[MessageExt] = []
+    consumer = _consumer(cluster, "cg-late-sub", "First", got)
+    async with Producer("pg", cluster.namesrv_addr) as producer, consumer:
+        consumer.subscribe("Second")
+        await wait_until(lambda: any(mq.topic == "Second" for mq in consumer.rebalance.process_queues))
+        await producer.send(Message("Second", b"second"))
+        await wait_until(lambda: bool(got))
+    assert [(m.topic, m.body) for m in got] == [("Second", b"second")]
