@@ -27,17 +27,8 @@ import trio
 
 from remoting.client import RemotingClient
 from remoting.errors import RemotingError
-from tests.e2e.harness import (
-    Agent,
-    ClientKind,
-    EmbeddedBroker,
-    Event,
-    ScenarioError,
-    create_topic,
-    kill_all,
-    wait_for_consumers,
-    wait_for_route,
-)
+from tests.e2e.cluster import EmbeddedBroker, create_topic, wait_for_consumers, wait_for_route
+from tests.e2e.harness import Agent, ClientKind, Event, ScenarioError, kill_all
 
 TOTAL = 1000
 TAGS = ("TagA", "TagB", "TagC")

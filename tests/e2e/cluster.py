@@ -1,0 +1,134 @@
+"""The broker side of the end-to-end tests: ``python -m broker.embedded`` as a child process, and the admin
+requests the scenarios make with our own :class:`~remoting.client.RemotingClient` (create topics, wait for routes and
+group membership).
+
+Every wait is bounded and raises :class:`~tests.e2e.harness.ScenarioError` naming what did not happen.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import trio
+
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.errors import RemotingError
+from tests.e2e.harness import Process, ScenarioError
+
+_NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
+_BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?)\] boot success")
+
+
+class EmbeddedBroker:
+    """``python -m broker.embedded`` (name server + broker in one process) with SYNC_FLUSH under ``data_dir``.
+
+    The first start binds free ports; :meth:`restart` binds the same ones again, so clients keep their addresses.
+    """
+
+    def __init__(self, data_dir: Path, log_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.log_dir = log_dir
+        self.namesrv_addr = ""
+        self.broker_addr = ""
+        self.broker_name = ""
+        self._process: Process | None = None
+        self._starts = 0
+
+    def _argv(self) -> list[str]:
+        argv = [sys.executable, "-m", "broker.embedded", "--data", str(self.data_dir), "--flushDiskType", "SYNC_FLUSH"]
+        if self.namesrv_addr:
+            argv += ["--namesrv-port", self.namesrv_addr.rsplit(":", 1)[1]]
+            argv += ["--listenPort", self.broker_addr.rsplit(":", 1)[1]]
+        else:
+            argv += ["--namesrv-port", "0", "--listenPort", "0"]
+        return argv
+
+    async def start(self, nursery: trio.Nursery, timeout: float = 60) -> None:
+        self._starts += 1
+        proc = Process(f"broker#{self._starts}", self._argv(), self.log_dir / f"broker-{self._starts}.log")
+        await proc.start(nursery)
+        self._process = proc
+
+        def booted() -> bool:
+            text = "\n".join(proc.lines)
+            return bool(_NAMESRV_BOOT.search(text) and _BROKER_BOOT.search(text))
+
+        await proc.wait_until(booted, timeout, "boot lines")
+        text = "\n".join(proc.lines)
+        namesrv = _NAMESRV_BOOT.search(text)
+        broker = _BROKER_BOOT.search(text)
+        assert namesrv is not None and broker is not None
+        self.namesrv_addr = namesrv.group(1)
+        self.broker_name, self.broker_addr = broker.group(1), broker.group(2)
+
+    async def kill_and_restart(self, nursery: trio.Nursery) -> None:
+        """SIGKILL (no flush, no checkpoint: only what SYNC_FLUSH made durable survives), then start again."""
+        assert self._process is not None
+        self._process.kill()
+        await self._process.wait_exit(30)
+        await self.start(nursery)
+
+
+async def create_topic(admin: RemotingClient, broker_addr: str, topic: str, queues: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC (17) on the broker, read/write queue numbers ``queues``, perm RW."""
+    fields = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(queues),
+        "writeQueueNums": str(queues),
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "false",
+    }
+    answer = await admin.invoke(broker_addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), 10)
+    if answer.code != ResponseCode.SUCCESS:
+        raise ScenarioError(f"creating topic {topic} answered {answer.code} {answer.remark}")
+
+
+async def wait_for_consumers(
+    admin: RemotingClient, broker_addr: str, group: str, count: int, timeout: float = 30
+) -> list[str]:
+    """Poll GET_CONSUMER_LIST_BY_GROUP (38) until the broker lists exactly ``count`` clients in ``group``."""
+    ids: list[str] = []
+    with trio.move_on_after(timeout):
+        while True:
+            try:
+                answer = await admin.invoke(
+                    broker_addr, request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), 5
+                )
+            except RemotingError:
+                ids = []
+            else:
+                body = json.loads(bytes(answer.body) or b"{}") if answer.code == ResponseCode.SUCCESS else {}
+                ids = list(body.get("consumerIdList", []))
+                if len(ids) == count:
+                    return ids
+            # Heartbeats and unregistrations land asynchronously; re-ask shortly.
+            await trio.sleep(0.2)
+    raise ScenarioError(f"group {group} never had {count} consumers within {timeout:.0f}s (last: {ids})")
+
+
+async def wait_for_route(admin: RemotingClient, namesrv_addr: str, topic: str, timeout: float = 30) -> bytes:
+    """Poll GET_ROUTEINFO_BY_TOPIC (105) until the name server knows ``topic``; returns the route body."""
+    last = "no answer"
+    with trio.move_on_after(timeout):
+        while True:
+            try:
+                answer = await admin.invoke(
+                    namesrv_addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 5
+                )
+            except RemotingError as exc:
+                last = repr(exc)
+            else:
+                if answer.code == ResponseCode.SUCCESS:
+                    return bytes(answer.body)
+                last = f"{answer.code} {answer.remark}"
+            # The broker registers topic changes with the name server asynchronously; re-ask shortly.
+            await trio.sleep(0.2)
+    raise ScenarioError(f"name server never routed {topic} within {timeout:.0f}s (last: {last})")
