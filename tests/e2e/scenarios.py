@@ -9,8 +9,9 @@ behaviour per test. Timeline (``T`` = 1,000 messages)::
     -> [once] stops; 8 tail messages are sent; a restarted [once] consumer must get exactly the tail.
 
 Each scenario records its own failure in ``errors`` instead of aborting the others, so a broker bug shows up as
-the tests it breaks. Waits for the clients' own timers (rebalance every 10 s for ali-ons, 20 s for the C++ core) are
-bounded by :data:`STEP`; nothing here asserts a duration except the latency scenario's correctness bound.
+the tests it breaks. Waits for the clients' own timers (both rebalance every 10 s; the C++ core also rebalances on
+NOTIFY_CONSUMER_IDS_CHANGED, ali-ons ignores it) are bounded by :data:`STEP`; nothing here asserts a duration except
+the latency scenario's correctness bound.
 """
 
 from __future__ import annotations
