@@ -120,6 +120,7 @@ class LitePullConsumer:
         )
         self._queues: dict[MessageQueue, _QueueState] = {}
         self._assigned_manually = False
+        self._paused: set[MessageQueue] = set()
         self._send, self._receive = anyio.create_memory_object_stream[_Batch](math.inf)
         self._tasks: anyio.abc.TaskGroup | None = None
         self._started = False
@@ -327,6 +328,23 @@ class LitePullConsumer:
     async def seek_to_end(self, mq: MessageQueue) -> None:
         await self.seek(mq, (await self._bounds(mq))[1])
 
+    def pause(self, mqs: Iterable[MessageQueue]) -> None:
+        """Stop pulling ``mqs`` (what is buffered can still be polled) until :meth:`resume`."""
+        self._paused.update(mqs)
+
+    def resume(self, mqs: Iterable[MessageQueue]) -> None:
+        self._paused.difference_update(mqs)
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The offset of ``mq`` whose message was stored closest to ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
+        addr = self.instance.find_broker_address(mq.broker_name, master=False)
+        if addr is None:
+            await self.instance.fetch_route(mq.topic)
+            addr = self.instance.find_broker_address(mq.broker_name, master=False)
+        if addr is None:
+            raise MQClientError(f"no address for broker {mq.broker_name}")
+        return await api.search_offset(self.instance.remoting, addr, mq, timestamp_ms, self.instance.config.rpc_timeout)
+
     async def _bounds(self, mq: MessageQueue) -> tuple[int, int]:
         addr = self.instance.find_broker_address(mq.broker_name, master=False)
         if addr is None:
@@ -340,7 +358,7 @@ class LitePullConsumer:
         with anyio.CancelScope() as scope:
             state.scope = scope
             while not state.pq.dropped:
-                if state.pq.msg_count > self.pull_threshold_for_queue:
+                if state.pq.msg_count > self.pull_threshold_for_queue or mq in self._paused:
                     await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
                     continue
                 try:

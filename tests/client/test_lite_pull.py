@@ -87,3 +87,18 @@ async def test_auto_commit_persists_polled_offsets_at_shutdown(cluster: Threaded
         assert len(await _poll_until(consumer, 6)) == 6
     async with LitePullConsumer("lite-auto", cluster.namesrv_addr) as consumer:
         assert await consumer.committed(mq) == 6
+
+
+async def test_paused_queues_are_not_pulled_until_resumed(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "LitePause", queues=1)
+    async with LitePullConsumer("lite-pause", cluster.namesrv_addr) as consumer:
+        [mq] = await consumer.fetch_message_queues("LitePause")
+        consumer.pause([mq])
+        await consumer.assign([mq])
+        await _send(cluster, "LitePause", [b"p0", b"p1"])
+        assert await consumer.poll(timeout=0.3) == []
+        consumer.resume([mq])
+        got = await _poll_until(consumer, 2)
+        first = got[0]
+        assert await consumer.offset_for_timestamp(mq, first.store_timestamp) in (0, 1)
+    assert [m.body for m in got] == [b"p0", b"p1"]
