@@ -142,7 +142,7 @@ async def _send_all(send: object, messages: int, inflight: int) -> None:
             tg.start_soon(worker)
 
 
-async def client_e2e(namesrv: str, topic: str, messages: int, inflight: int) -> tuple[float, list[float]]:
+async def client_e2e(namesrv: str, topic: str, messages: int, inflight: int) -> tuple[float, list[float], float]:
     latencies: list[float] = []
     done = anyio.Event()
 
@@ -162,14 +162,14 @@ async def client_e2e(namesrv: str, topic: str, messages: int, inflight: int) -> 
     consumer.subscribe(topic)
     consumer.register_message_listener(listener)
     async with consumer, Producer("bench-pg", namesrv) as producer:
-        start = anyio.current_time()
+        start, cpu0 = anyio.current_time(), time.process_time()
         await _send_all(lambda: producer.send(Message(topic, _stamp())), messages, inflight)
         await done.wait()
-        elapsed = anyio.current_time() - start
-    return messages / elapsed, latencies
+        elapsed, cpu = anyio.current_time() - start, time.process_time() - cpu0
+    return messages / elapsed, latencies, cpu * 1e6 / messages
 
 
-async def raw_e2e(broker: str, topic: str, messages: int, inflight: int) -> tuple[float, list[float]]:
+async def raw_e2e(broker: str, topic: str, messages: int, inflight: int) -> tuple[float, list[float], float]:
     latencies: list[float] = []
     done = anyio.Event()
     template = send_request(topic)
@@ -195,21 +195,21 @@ async def raw_e2e(broker: str, topic: str, messages: int, inflight: int) -> tupl
             for queue_id in range(QUEUES):
                 tg.start_soon(puller, queue_id)
             await anyio.sleep(0.05)  # pulls parked before the first send
-            start = anyio.current_time()
+            start, cpu0 = anyio.current_time(), time.process_time()
             await _send_all(send, messages, inflight)
             await done.wait()
-            elapsed = anyio.current_time() - start
+            elapsed, cpu = anyio.current_time() - start, time.process_time() - cpu0
             tg.cancel_scope.cancel()
-    return messages / elapsed, latencies
+    return messages / elapsed, latencies, cpu * 1e6 / messages
 
 
 def _timed(
     fn: Any, target: str, topic: str, messages: int, inflight: int, backend: str
 ) -> tuple[float, list[float], float]:
-    """(msgs/s, latencies, CPU microseconds per message in this process: producer and consumer side together)."""
-    cpu0 = time.process_time()
-    rate, latencies = anyio.run(fn, target, topic, messages, inflight, backend=backend)
-    return rate, latencies, (time.process_time() - cpu0) * 1e6 / messages
+    """(msgs/s, latencies, CPU microseconds per message in this process from the first send to the last receipt:
+    producer and consumer side together, start-up and shutdown excluded)."""
+    result: tuple[float, list[float], float] = anyio.run(fn, target, topic, messages, inflight, backend=backend)
+    return result
 
 
 def measure(duration: float, messages: int, inflight: int, rounds: int) -> None:
