@@ -200,6 +200,7 @@ class PushConsumer:
     async def __aenter__(self) -> Self:
         if self.consume_service is None:
             raise ClientStateError("register a message listener before starting the consumer")
+        self.stopping = False
         if self._message_model is MessageModel.CLUSTERING:
             retry = retry_topic(self._group)
             self.rebalance.subscriptions.setdefault(retry, build_subscription(retry, "*"))
@@ -254,6 +255,8 @@ class PushConsumer:
             self._started = False
             for pq in self.rebalance.process_queues.values():
                 pq.dropped = True
+            # A restart rebalances from scratch and reads the offsets committed above.
+            self.rebalance.process_queues.clear()
             if self._own_instance:
                 await self.instance.__aexit__(None, None, None)
 

@@ -229,3 +229,17 @@ async def test_a_subscription_added_while_running_is_consumed(cluster: ThreadedC
         await producer.send(Message("Second", b"second"))
         await wait_until(lambda: bool(got))
     assert [(m.topic, m.body) for m in got] == [("Second", b"second")]
+
+
+async def test_a_stopped_consumer_can_start_again_and_resume(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "Again", queues=1)
+    got: list[MessageExt] = []
+    consumer = _consumer(cluster, "cg-again", "Again", got)
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        async with consumer:
+            await producer.send(Message("Again", b"one"))
+            await wait_until(lambda: len(got) == 1)
+        await producer.send(Message("Again", b"two"))
+        async with consumer:
+            await wait_until(lambda: len(got) == 2)
+    assert [m.body for m in got] == [b"one", b"two"]
