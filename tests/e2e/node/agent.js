@@ -11,11 +11,12 @@
  *     stdout {"ev":"recv","topic","tags","keys","body","props","queueId","queueOffset","msgId","bornTs","recvTs",
  *            "reconsumeTimes"} per message the handler accepted
  *     stdin  {"op":"stop","id":2}: stop acknowledging (later deliveries are never acked, so they stay unconsumed),
- *            close the consumer (which persists its offsets), answer {"ev":"done","id":2} and exit 0.
+ *            report {"ev":"closing","ts"}, close the consumer (which persists its offsets), answer
+ *            {"ev":"done","id":2} and exit 0.
  *     --slow-after N: the handler takes 50 ms per message after N messages, so a consumer told to stop midway does
  *            stop midway.
  *
- * Both emit {"ev":"ready"} once started and {"ev":"client_error","message"} for errors the client reports.
+ * Both emit {"ev":"ready"} once started and {"ev":"client_error","message","ts"} for errors the client reports.
  * stdin closing means stop. Every wait is bounded by the caller (pytest kills the process on its own timeout).
  */
 
