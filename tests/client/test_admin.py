@@ -11,15 +11,17 @@ import pytest
 from click.testing import CliRunner
 
 from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
+from client.consumer.push import PushConsumer
 from client.errors import MQBrokerError
-from client.message import Message
+from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.configs import SubscriptionGroupConfig
 from tests.client.conftest import ThreadedCluster
-from tests.client.helpers import create_topic
+from tests.client.helpers import create_topic, wait_until
 
 
 def _cli(*args: str) -> Any:
@@ -98,3 +100,39 @@ def test_mqadmin_prints_tables_and_json(cluster: ThreadedCluster) -> None:
     assert table.exit_code == 0 and "MaxOffset" in table.output and "broker-a" in table.output
     failed = CliRunner().invoke(mqadmin, ["consumerConnection", "-n", ns, "-g", "nobody"])
     assert failed.exit_code == 1
+
+
+@pytest.mark.anyio
+async def test_mqadmin_connection_reset_and_delete_commands(cluster: ThreadedCluster) -> None:
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "CliLive", queues=1)
+    seen: list[MessageExt] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("cli-cg", ns)
+    consumer.subscribe("CliLive")
+    consumer.register_message_listener(listener)
+    async with Producer("cli-pg", ns) as producer, consumer:
+        await producer.send(Message("CliLive", b"live"))
+        await wait_until(lambda: len(seen) == 1)
+        run = anyio.to_thread.run_sync
+        conn = await run(_cli, "consumerConnection", "-n", ns, "-g", "cli-cg")
+        assert [r["ClientId"] for r in conn["rows"]] == [consumer.instance.client_id]
+        assert conn["subscriptions"]["CliLive"] == "*"
+        prod = await run(_cli, "producerConnection", "-n", ns, "-g", "cli-pg", "-t", "CliLive")
+        assert [r["ClientId"] for r in prod["rows"]] == [producer.instance.client_id]
+        msg = await run(_cli, "queryMsgByOffset", "-n", ns, "-t", "CliLive", "-b", "broker-a", "-i", "0", "-o", "0")
+        assert msg["rows"][0]["Body"] == "live"
+        await consumer.persist_offsets()  # the broker resets only groups with committed offsets
+        async with Admin(ns) as admin:
+            with anyio.fail_after(60):
+                while [w.consumer_offset for w in (await admin.consumer_progress("cli-cg", "CliLive")).values()] != [1]:
+                    await anyio.sleep(0.02)
+        reset = await run(_cli, "resetOffsetByTime", "-n", ns, "-g", "cli-cg", "-t", "CliLive", "-s", "0")
+        assert [r["Offset"] for r in reset["rows"]] == [0]
+        await wait_until(lambda: len(seen) == 2)
+    assert (await anyio.to_thread.run_sync(_cli, "deleteSubGroup", "-n", ns, "-g", "cli-cg"))["ok"]
+    assert (await anyio.to_thread.run_sync(_cli, "deleteTopic", "-n", ns, "-t", "CliLive"))["ok"]
