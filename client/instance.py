@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Client ids of the instances running in this process: brokers key consumers by client id, so two live instances
+#: with one id would be taken for one consumer.
+_running_client_ids: set[str] = set()
+
 #: Java's ``rebalanceInterval``.
 REBALANCE_INTERVAL = 20.0
 
@@ -101,8 +105,14 @@ class MQClientInstance:
     async def __aenter__(self) -> Self:
         from client.handlers import ClientRequestHandler
 
+        if self.client_id in _running_client_ids:
+            raise ClientStateError(
+                f"a client instance with id {self.client_id!r} is already running in this process: share it "
+                "(pass instance=) or give this one another instance_name"
+            )
         remoting = RemotingClient(ClientRequestHandler(self), connect_timeout=self.config.rpc_timeout)
         await remoting.__aenter__()
+        _running_client_ids.add(self.client_id)
         self._remoting = remoting
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
@@ -118,6 +128,7 @@ class MQClientInstance:
     ) -> None:
         tasks, self._tasks = self._tasks, None
         remoting, self._remoting = self._remoting, None
+        _running_client_ids.discard(self.client_id)
         try:
             if tasks is not None:
                 tasks.cancel_scope.cancel()

@@ -11,13 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from client.config import ClientConfig
 from client.consumer.allocate import allocate_average, allocate_average_by_circle
 from client.consumer.offset_store import LocalFileOffsetStore
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import build_subscription, tag_filter
-from client.errors import MessageValidationError
+from client.errors import ClientStateError, MessageValidationError
 from client.fault import LatencyFaultTolerance, not_available_for
 from client.handlers import parse_reset_offset_body
+from client.instance import MQClientInstance
 from client.message import COMPRESSION_ZLIB, Message, uncompressed
 from client.route import publish_info, subscribe_queues
 from client.selector import select_by_hash, select_one_message_queue
@@ -215,3 +217,14 @@ def test_zlib_bodies_are_inflated_and_other_codecs_left_alone() -> None:
 def test_message_properties_carry_tags_keys_delay_and_wait() -> None:
     msg = Message("T", b"x", tags="A", keys=["k1", "k2"], delay_level=3, wait_store_msg_ok=False, properties={"u": "v"})
     assert msg.all_properties() == {"u": "v", "TAGS": "A", "KEYS": "k1 k2", "DELAY": "3", "WAIT": "false"}
+
+
+async def test_two_running_instances_may_not_share_a_client_id() -> None:
+    config = ClientConfig(namesrv_addr="127.0.0.1:1", instance_name="twin")
+    async with MQClientInstance(config) as first:
+        with pytest.raises(ClientStateError, match="twin"):
+            async with MQClientInstance(config):
+                pass
+        assert first.client_id.endswith("@twin")
+    async with MQClientInstance(config):
+        pass
