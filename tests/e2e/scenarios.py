@@ -3,9 +3,10 @@
 :func:`run_session` plays every scenario and returns a :class:`SessionReport` that the tests assert on, one
 behaviour per test. Timeline (``T`` = 1,000 messages)::
 
-    broker up -> topics MAIN (4 queues), SPLIT (4), LATENCY (1) -> producer sends T to MAIN -> SIGKILL + restart
+    broker up -> topics MAIN, SPLIT, CRASH (4 queues), LATENCY (1) -> producer sends T to MAIN -> SIGKILL + restart
     -> at once: [once] one consumer reads MAIN               [resume] a consumer stops after ~300, a successor ends it
                 [split] two consumers share SPLIT, the first leaves  [latency] a message sent while a pull is held
+                [crash] as [split] on CRASH, the first one SIGKILLed
     -> [once] stops; 8 tail messages are sent; a restarted [once] consumer must get exactly the tail.
 
 Each scenario records its own failure in ``errors`` instead of aborting the others, so a broker bug shows up as
@@ -57,6 +58,19 @@ def make_messages(topic: str, prefix: str, count: int) -> list[Event]:
 
 
 @attrs.define
+class SplitOutcome:
+    """Two consumers of one group: probe ``rounds`` until they split the queues, ``batch1`` while both run,
+    ``batch2`` after the first left; what each received (``survivor_before_leave``: the survivor's count at leave)."""
+
+    rounds: int = 0
+    batch1: set[str] = attrs.field(factory=set)
+    batch2: set[str] = attrs.field(factory=set)
+    leaver: list[Event] = attrs.field(factory=list)
+    survivor: list[Event] = attrs.field(factory=list)
+    survivor_before_leave: int = 0
+
+
+@attrs.define
 class SessionReport:
     """What happened, per scenario. ``errors[scenario]`` holds a failure message; absent means it ran through."""
 
@@ -70,12 +84,8 @@ class SessionReport:
     once_restarted: list[Event] = attrs.field(factory=list)
     resume_first: list[Event] = attrs.field(factory=list)
     resume_second: list[Event] = attrs.field(factory=list)
-    split_rounds: int = 0
-    split_batch1: set[str] = attrs.field(factory=set)
-    split_batch2: set[str] = attrs.field(factory=set)
-    split_leaver: list[Event] = attrs.field(factory=list)
-    split_survivor: list[Event] = attrs.field(factory=list)
-    split_survivor_before_leave: int = 0
+    split: SplitOutcome = attrs.field(factory=lambda: SplitOutcome())
+    crash: SplitOutcome = attrs.field(factory=lambda: SplitOutcome())
     latency_ms: list[int] = attrs.field(factory=list)
     errors: dict[str, str] = attrs.field(factory=dict)
     client_errors: dict[str, list[str]] = attrs.field(factory=dict)
@@ -97,6 +107,8 @@ class Session:
         self._once_consumer: Agent | None = None
         prefix = "e2e_" + kind.name.replace("-", "_")
         self.main, self.split, self.latency = f"{prefix}_main", f"{prefix}_split", f"{prefix}_latency"
+        self.crash = f"{prefix}_crash"
+        self.topics = {self.main: 4, self.split: 4, self.crash: 4, self.latency: 1}
 
     async def agent(self, role: str, group: str, topic: str = "", instance: str = "", slow_after: int = 0) -> Agent:
         name = f"{role}-{group}-{instance or len(self.agents)}"
@@ -131,14 +143,14 @@ class Session:
         self.report.send_retries = producer.native_log_lines("send failed of times")
         await self.broker.kill_and_restart(self.nursery)
         async with RemotingClient() as admin:
-            for topic in (self.main, self.split, self.latency):
+            for topic in self.topics:
                 await wait_for_route(admin, self.broker.namesrv_addr, topic)
 
     async def create_topics(self) -> None:
         async with RemotingClient() as admin:
-            for topic, queues in ((self.main, 4), (self.split, 4), (self.latency, 1)):
+            for topic, queues in self.topics.items():
                 await create_topic(admin, self.broker.broker_addr, topic, queues)
-            for topic in (self.main, self.split, self.latency):
+            for topic in self.topics:
                 await wait_for_route(admin, self.broker.namesrv_addr, topic)
 
     async def once(self) -> None:
@@ -186,49 +198,54 @@ class Session:
             await second.stop()
             self.report.resume_second = second.received
 
-    async def split_scenario(self) -> None:
-        """The first consumer of the group leaves and the later one takes over.
+    async def split_scenario(self, outcome: SplitOutcome, crash: bool) -> None:
+        """Two consumers share a topic; the first one leaves (``crash``: SIGKILL, no unregistration, no final offset
+        commit) and the later one takes over.
 
         That order matters for the C++ 2.1.0 core: a consumer that dropped a queue in a rebalance and is given it
         back later never pulls it again (its per-queue pull callback keeps the dropped request), so the survivor must
         be one that never owned the leaver's queues: the later joiner.
         """
-        group = "CG_e2e_split"
+        kind = "crash" if crash else "split"
+        topic, group = (self.crash if crash else self.split), f"CG_e2e_{kind}"
         async with RemotingClient() as admin:
-            leaver = await self.agent("consumer", group, self.split, "split-1")
+            leaver = await self.agent("consumer", group, topic, f"{kind}-1")
             await wait_for_consumers(admin, self.broker.broker_addr, group, 1)
-            survivor = await self.agent("consumer", group, self.split, "split-2")
+            survivor = await self.agent("consumer", group, topic, f"{kind}-2")
             await wait_for_consumers(admin, self.broker.broker_addr, group, 2)
-            producer = await self.agent("producer", "PG_e2e_split")
+            producer = await self.agent("producer", f"PG_e2e_{kind}")
             try:
-                await self._settle_split(leaver, survivor, producer)
-                batch1 = make_messages(self.split, "s1", SPLIT_BATCH)
-                self.report.split_batch1 = {m["keys"] for m in batch1}
+                outcome.rounds = await self._settle_split(topic, leaver, survivor, producer)
+                batch1 = make_messages(topic, f"{kind}1", SPLIT_BATCH)
+                outcome.batch1 = {m["keys"] for m in batch1}
                 await self._send_all(producer, batch1)
                 both = (leaver, survivor)
-                await survivor.wait_until(
-                    functools.partial(_all_received, both, self.report.split_batch1), STEP, "batch 1 split"
-                )
-                self.report.split_survivor_before_leave = len(survivor.received)
-                await leaver.stop()
+                await survivor.wait_until(functools.partial(_all_received, both, outcome.batch1), STEP, "batch 1")
+                outcome.survivor_before_leave = len(survivor.received)
+                if crash:
+                    leaver.kill()
+                    await leaver.wait_exit(30)
+                else:
+                    await leaver.stop()
+                # A clean leave unregisters at once; a killed client is dropped when the broker sees its socket close.
                 await wait_for_consumers(admin, self.broker.broker_addr, group, 1)
-                batch2 = make_messages(self.split, "s2", SPLIT_BATCH)
-                self.report.split_batch2 = {m["keys"] for m in batch2}
+                batch2 = make_messages(topic, f"{kind}2", SPLIT_BATCH)
+                outcome.batch2 = {m["keys"] for m in batch2}
                 await self._send_all(producer, batch2)
                 await survivor.wait_until(
-                    functools.partial(_all_received, (survivor,), self.report.split_batch2), STEP, "batch 2 takeover"
+                    functools.partial(_all_received, (survivor,), outcome.batch2), STEP, "batch 2 after takeover"
                 )
             finally:
-                self.report.split_leaver, self.report.split_survivor = leaver.received, survivor.received
+                outcome.leaver, outcome.survivor = leaver.received, survivor.received
             await producer.stop()
             await survivor.stop()
 
-    async def _settle_split(self, a: Agent, b: Agent, producer: Agent) -> None:
-        """Send probe rounds until two rounds in a row show each queue owned by one consumer and both used."""
+    async def _settle_split(self, topic: str, a: Agent, b: Agent, producer: Agent) -> int:
+        """Send probe rounds until two rounds in a row show each queue owned by one consumer and both used; returns
+        the number of rounds."""
         clean_rounds = 0
         for round_no in range(30):
-            self.report.split_rounds = round_no + 1
-            probes = make_messages(self.split, f"probe{round_no}", 8)
+            probes = make_messages(topic, f"probe{round_no}", 8)
             keys = {m["keys"] for m in probes}
             await self._send_all(producer, probes)
             await a.wait_until(functools.partial(_all_received, (a, b), keys), STEP, "probe round")
@@ -241,7 +258,7 @@ class Session:
             clean = all(len(o) == 1 for o in owners.values()) and users == {"a", "b"}
             clean_rounds = clean_rounds + 1 if clean else 0
             if clean_rounds == 2:
-                return
+                return round_no + 1
             # The clients rebalance on their own timers; give them a moment before the next probe round.
             await trio.sleep(1.0)
         raise ScenarioError("the two consumers never settled on disjoint queue sets")
@@ -278,7 +295,10 @@ class Session:
         async with trio.open_nursery() as scenarios:
             scenarios.start_soon(self.guarded, "once", self.once)
             scenarios.start_soon(self.guarded, "resume", self.resume)
-            scenarios.start_soon(self.guarded, "split", self.split_scenario)
+            split = functools.partial(self.split_scenario, self.report.split, False)
+            scenarios.start_soon(self.guarded, "split", split)
+            crash = functools.partial(self.split_scenario, self.report.crash, True)
+            scenarios.start_soon(self.guarded, "crash", crash)
             scenarios.start_soon(self.guarded, "latency", self.latency_scenario)
         if "once" not in self.report.errors:
             await self.guarded("once_restart", self.once_finish)
@@ -298,7 +318,7 @@ async def run_session(kind: ClientKind, work: Path) -> SessionReport:
         assert session is not None
         if scope.cancelled_caught:
             session.report.errors.setdefault("session", f"the session exceeded {SESSION_LIMIT:.0f}s")
-            for name in ("setup", "once", "resume", "split", "latency", "once_restart"):
+            for name in ("setup", "once", "resume", "split", "crash", "latency", "once_restart"):
                 session.report.errors.setdefault(name, "the session ran out of time")
         for agent in session.agents:
             agent.dump_events(session.logs / f"{agent.name}.events.jsonl")

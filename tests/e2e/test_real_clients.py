@@ -13,6 +13,7 @@ from tests.e2e.scenarios import (
     RESUME_STOP_AFTER,
     TOTAL,
     SessionReport,
+    SplitOutcome,
     duplicates,
     mismatches,
 )
@@ -95,28 +96,39 @@ def test_restarted_consumer_gets_only_messages_sent_after_it_stopped(session: Se
 
 def test_two_consumers_in_one_group_split_the_queues(session: SessionReport) -> None:
     _require(session, "split")
+    split = session.split
     owners: dict[int, set[str]] = defaultdict(set)
-    for who, events in (("leaver", session.split_leaver), ("survivor", session.split_survivor)):
+    for who, events in (("leaver", split.leaver), ("survivor", split.survivor)):
         for e in events:
-            if e["keys"] in session.split_batch1:
+            if e["keys"] in split.batch1:
                 owners[e["queueId"]].add(who)
     assert set().union(*owners.values()) == {"leaver", "survivor"}, f"both consumers get queues: {dict(owners)}"
     shared = {q: o for q, o in owners.items() if len(o) > 1}
     assert not shared, f"queues consumed by both consumers at once: {shared}"
-    batch1 = [e for e in session.split_leaver + session.split_survivor if e["keys"] in session.split_batch1]
-    assert {e["keys"] for e in batch1} == session.split_batch1
+    batch1 = [e for e in split.leaver + split.survivor if e["keys"] in split.batch1]
+    assert {e["keys"] for e in batch1} == split.batch1
     assert not duplicates(batch1)
+
+
+def _assert_takeover_without_loss(split: SplitOutcome) -> None:
+    after = {e["keys"] for e in split.survivor[split.survivor_before_leave :]}
+    missing = split.batch2 - after
+    assert not missing, f"{len(missing)} messages sent after the other consumer left never arrived"
+    everything = {e["keys"] for e in split.leaver + split.survivor}
+    assert everything >= split.batch1 | split.batch2
+    batch2 = [e for e in split.survivor if e["keys"] in split.batch2]
+    assert {e["queueId"] for e in batch2} == {0, 1, 2, 3}, "the survivor consumes every queue"
 
 
 def test_remaining_consumer_takes_over_the_queues_of_one_that_left_without_loss(session: SessionReport) -> None:
     _require(session, "split")
-    after = {e["keys"] for e in session.split_survivor[session.split_survivor_before_leave :]}
-    missing = session.split_batch2 - after
-    assert not missing, f"{len(missing)} messages sent after the other consumer left never arrived"
-    everything = {e["keys"] for e in session.split_leaver + session.split_survivor}
-    assert everything >= session.split_batch1 | session.split_batch2
-    batch2 = [e for e in session.split_survivor if e["keys"] in session.split_batch2]
-    assert {e["queueId"] for e in batch2} == {0, 1, 2, 3}, "the survivor consumes every queue"
+    _assert_takeover_without_loss(session.split)
+
+
+def test_consumer_killed_without_unregistering_is_dropped_and_replaced_without_loss(session: SessionReport) -> None:
+    # The broker forgets a client whose connection closed, so the group rebalances without waiting 120 s.
+    _require(session, "crash")
+    _assert_takeover_without_loss(session.crash)
 
 
 def test_message_sent_during_a_held_pull_is_delivered_long_before_the_hold_expires(session: SessionReport) -> None:
