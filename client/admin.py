@@ -169,7 +169,7 @@ class Admin:
             await self._call(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, fields))
         fields = DeleteTopicFromNamesrvRequestHeader(topic=topic).to_ext_fields()
         await self._namesrv_call(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields)
-        self.instance.routes.pop(topic, None)
+        self.instance.forget_route(topic)
 
     async def topic_status(self, topic: str) -> dict[MessageQueue, TopicOffset]:
         """Min/max offset and last update time of every queue of ``topic``, from each of its masters."""

@@ -9,6 +9,7 @@ the ones the function documents raises :class:`~client.errors.MQBrokerError`; tr
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
 import attrs
 
@@ -38,7 +39,6 @@ from remoting.codec.headers import (
     GetMinOffsetRequestHeader,
     GetRouteInfoRequestHeader,
     PullMessageRequestHeader,
-    PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     SearchOffsetRequestHeader,
     UnregisterClientRequestHeader,
@@ -130,6 +130,13 @@ _PULL_STATUS = {
 }
 
 
+class _PullHead(NamedTuple):
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
 @attrs.frozen(slots=True)
 class PullResult:
     """A pull's outcome. ``messages`` are decoded, inflated, tag-filtered and carry MIN/MAX_OFFSET properties."""
@@ -145,17 +152,25 @@ class PullResult:
 async def pull_message(
     remoting: RemotingClient,
     address: str,
-    header: PullMessageRequestHeader,
+    header: PullMessageRequestHeader | dict[str, str],
     timeout: float,
     tags: frozenset[str] | None = None,
 ) -> PullResult:
-    """PULL_MESSAGE. ``tags`` (a subscription's tag set, ``None`` for ``*``) filters the messages on the client
-    side, as Java does after the broker's hash-code filter. Codes other than 0/19/20/21 raise MQBrokerError."""
-    response = await remoting.invoke(address, request(RequestCode.PULL_MESSAGE, header.to_ext_fields()), timeout)
+    """PULL_MESSAGE with ``header`` (or its extFields, as the pull loop builds them). ``tags`` (a subscription's tag
+    set, ``None`` for ``*``) filters the messages on the client side, as Java does after the broker's hash-code
+    filter. Codes other than 0/19/20/21 raise MQBrokerError, and so does a response lacking its offset fields."""
+    fields = header if isinstance(header, dict) else header.to_ext_fields()
+    response = await remoting.invoke(address, request(RequestCode.PULL_MESSAGE, fields), timeout)
     status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
     if status is None:
         raise MQBrokerError(response.code, response.remark, address)
-    head = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+    ext = response.ext_fields
+    try:  # the pull hot path: the four fields read directly rather than through the header class
+        head = _PullHead(
+            int(ext["suggestWhichBrokerId"]), int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"])
+        )
+    except (KeyError, ValueError) as exc:
+        raise MQBrokerError(response.code, f"pull response without a valid {exc}", address) from None
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
         extra = {PROPERTY_MIN_OFFSET: str(head.min_offset), PROPERTY_MAX_OFFSET: str(head.max_offset)}

@@ -29,7 +29,7 @@ import anyio.abc
 from client import api
 from client.config import ClientConfig
 from client.errors import ClientStateError, TopicRouteNotFoundError
-from client.route import any_address, master_address
+from client.route import any_address
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageModel, MessageQueue, ProducerData, TopicRouteData
 from remoting.codec.command import RemotingCommand
@@ -99,6 +99,9 @@ class MQClientInstance:
         self._namesrv_index = 0
         self._route_locks: dict[str, anyio.Lock] = {}
         self._greeted: set[str] = set()  # broker addresses a heartbeat was attempted to
+        self._routes_version = 0  # bumped whenever a route is stored
+        self._masters: dict[str, str] = {}
+        self._masters_version = -1
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
@@ -204,7 +207,7 @@ class MQClientInstance:
             if route is None:
                 causes.append(f"{addrs[index]}: TOPIC_NOT_EXIST")
                 break
-            self.routes[topic] = route
+            self.store_route(topic, route)
             if set(self.broker_addresses(masters_only=not self.consumers)) - self._greeted:
                 # Rebalance asks brokers for the group's members and admins list a group's connections: a broker
                 # this client never heartbeated knows neither, so greet new brokers now, not at the next 30 s tick.
@@ -221,6 +224,15 @@ class MQClientInstance:
         async with lock:
             cached = self.routes.get(topic)
             return cached if cached is not None else await self.fetch_route(topic)
+
+    def store_route(self, topic: str, route: TopicRouteData) -> None:
+        """Cache ``route`` for ``topic`` (the one way routes enter the cache, so address lookups stay current)."""
+        self.routes[topic] = route
+        self._routes_version += 1
+
+    def forget_route(self, topic: str) -> None:
+        if self.routes.pop(topic, None) is not None:
+            self._routes_version += 1
 
     def used_topics(self) -> set[str]:
         topics: set[str] = set()
@@ -239,11 +251,25 @@ class MQClientInstance:
                 log.debug("route refresh: %s", exc)
 
     def find_broker_address(self, broker_name: str, *, master: bool = True) -> str | None:
+        """The master address of ``broker_name`` in the cached routes (``master=False``: else its lowest-id
+        slave), or ``None``. Masters are cached per route version because every send and pull asks."""
+        if master:
+            if self._masters_version != self._routes_version:
+                self._rebuild_masters()
+            return self._masters.get(broker_name)
         for route in self.routes.values():
-            addr = master_address(route, broker_name) if master else any_address(route, broker_name)
+            addr = any_address(route, broker_name)
             if addr:
                 return addr
         return None
+
+    def _rebuild_masters(self) -> None:
+        masters: dict[str, str] = {}
+        for route in self.routes.values():
+            for bd in route.broker_datas:
+                if bd.master_addr:
+                    masters.setdefault(bd.broker_name, bd.master_addr)
+        self._masters, self._masters_version = masters, self._routes_version
 
     def broker_addresses(self, *, masters_only: bool) -> list[str]:
         addrs: set[str] = set()

@@ -291,7 +291,8 @@ class Producer:
             for qd in default.queue_datas
         ]
         route = attrs.evolve(default, queue_datas=queues)
-        self.instance.routes.setdefault(topic, route)
+        if topic not in self.instance.routes:
+            self.instance.store_route(topic, route)
         self._fallback_topics.add(topic)
         return route
 
@@ -333,7 +334,7 @@ class Producer:
                 if topic in self._fallback_topics:
                     # The TBW102 stand-in route may be wrong for a topic that exists by now: ask again.
                     self._fallback_topics.discard(topic)
-                    self.instance.routes.pop(topic, None)
+                    self.instance.forget_route(topic)
                     with contextlib.suppress(TopicRouteNotFoundError):
                         info = await self.publish_info(topic)
                 log.info("send to %s failed (%s), %d attempt(s) so far", mq, exc, len(attempts))

@@ -20,7 +20,6 @@ from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import tag_filter
 from client.errors import ClientStateError
 from remoting.codec.bodies import MessageModel, MessageQueue
-from remoting.codec.headers import PullMessageRequestHeader
 
 if TYPE_CHECKING:
     from client.consumer.push import PushConsumer
@@ -33,6 +32,7 @@ PULL_FLAG_SUBSCRIPTION = 0x4
 #: Broker hold time for a long poll, and the client's timeout for it (Java: 15 s and 30 s).
 BROKER_SUSPEND_MAX = 15.0
 PULL_TIMEOUT = 30.0
+SUSPEND_MILLIS = str(int(BROKER_SUSPEND_MAX * 1000))
 #: Waits of the pull loop: after an error, and when flow control holds pulling back (Java: 3 s and 50 ms).
 PULL_DELAY_ON_ERROR = 3.0
 PULL_DELAY_FLOW_CONTROL = 0.05
@@ -95,21 +95,22 @@ class PullService:
         if c.message_model is MessageModel.CLUSTERING:
             commit = c.offset_store.read_memory(mq) or 0
         sys_flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
-        header = PullMessageRequestHeader(
-            consumer_group=c.group,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
-            queue_offset=offset,
-            max_msg_nums=c.pull_batch_size,
-            sys_flag=sys_flag,
-            commit_offset=commit,
-            suspend_timeout_millis=int(BROKER_SUSPEND_MAX * 1000),
-            sub_version=sub.sub_version,
-            subscription=sub.sub_string,
-            expression_type=sub.expression_type,
-        )
+        # The PullMessageRequestHeader fields as a plain dict: this is the pull hot path.
+        fields = {
+            "consumerGroup": c.group,
+            "topic": mq.topic,
+            "queueId": str(mq.queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": str(c.pull_batch_size),
+            "sysFlag": str(sys_flag),
+            "commitOffset": str(commit),
+            "suspendTimeoutMillis": SUSPEND_MILLIS,
+            "subVersion": str(sub.sub_version),
+            "subscription": sub.sub_string,
+            "expressionType": sub.expression_type,
+        }
         pq.last_pull_time = anyio.current_time()
-        result = await api.pull_message(c.instance.remoting, addr, header, PULL_TIMEOUT, tag_filter(sub))
+        result = await api.pull_message(c.instance.remoting, addr, fields, PULL_TIMEOUT, tag_filter(sub))
         if pq.dropped:
             return offset
         if result.status is api.PullStatus.OFFSET_ILLEGAL:
