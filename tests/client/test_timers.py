@@ -8,11 +8,11 @@ import trio
 from broker.embedded import EmbeddedCluster
 from client import api
 from client.admin import Admin
-from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies import LockBatchRequestBody, MessageQueue
 
 
 def _consumer(cluster: EmbeddedCluster, group: str, topic: str, seen: list[MessageExt]) -> PushConsumer:
@@ -118,3 +118,24 @@ async def test_pulling_pauses_while_the_process_queue_is_over_its_threshold(
         while pq.msg_count or consumer.offset_store.read_memory(MessageQueue("Flow", "broker-a", 0)) != 100:
             await trio.sleep(0.1)
     assert 8 < held <= 8 + 4
+
+
+async def test_orderly_queue_locks_are_renewed_past_the_brokers_60_second_expiry(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create(embedded_cluster, "Locked", 1)
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer("cg-locked", embedded_cluster.namesrv_addr)
+    consumer.subscribe("Locked")
+    consumer.register_message_listener_orderly(listener)
+    mq = MessageQueue("Locked", "broker-a", 0)
+    async with consumer:
+        assert consumer.rebalance.process_queues[mq].locked
+        await trio.sleep(150)
+        rival = LockBatchRequestBody(consumer_group="cg-locked", client_id="10.9.9.9@rival", mq_set=frozenset({mq}))
+        granted = await api.lock_batch_mq(consumer.instance.remoting, embedded_cluster.broker_addr, rival, 3.0)
+        assert granted == frozenset()
+        assert consumer.rebalance.process_queues[mq].locked
