@@ -58,13 +58,14 @@ async def _stored(broker_addr: str, topic: str, queues: int) -> list[MessageExt]
 async def test_sync_send_is_stored_and_acknowledged(cluster: ThreadedCluster) -> None:
     await create_topic(cluster.namesrv_addr, "SendSync", queues=2)
     async with Producer("pg", cluster.namesrv_addr) as producer:
-        result = await producer.send(Message("SendSync", b"hello", tags="TagA", keys=["k1", "k2"]))
+        msg = Message("SendSync", b"hello", tags="TagA", keys=["k1", "k2"], properties={"color": "blue"})
+        result = await producer.send(msg)
     assert result.send_status is SendStatus.SEND_OK
     assert result.topic == "SendSync" and result.queue_id in (0, 1)
     assert len(result.msg_id) == 32 and len(result.offset_msg_id) == 32
     [stored] = await _stored(cluster.broker_addr, "SendSync", 2)
     assert stored.body == b"hello" and stored.tags == "TagA" and stored.keys == ["k1", "k2"]
-    assert stored.properties["UNIQ_KEY"] == result.msg_id
+    assert stored.properties["UNIQ_KEY"] == result.msg_id and stored.properties["color"] == "blue"
 
 
 async def test_async_send_reports_to_a_callback_and_oneway_sends_are_stored(cluster: ThreadedCluster) -> None:
