@@ -257,11 +257,13 @@ class Producer:
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
         """The writable queues of ``topic`` (route fetched when unknown). Raises TopicRouteNotFoundError."""
+        info = self._publish.get(topic)
+        if info is not None and info.ok and self.instance.routes.get(topic) is info.route:
+            return info  # the send hot path: nothing changed since the last send
         try:
             route = await self.instance.route(topic)
         except TopicRouteNotFoundError:
             route = await self._default_topic_route(topic)
-        info = self._publish.get(topic)
         if info is None or info.route is not route:
             fresh = publish_info(topic, route)
             if info is not None:
@@ -306,7 +308,7 @@ class Producer:
         return addr
 
     async def _send_to(self, mq: MessageQueue, prepared: PreparedSend, timeout: float) -> SendResult:
-        addr = await self._broker_address(mq)
+        addr = self.instance.find_broker_address(mq.broker_name) or await self._broker_address(mq)
         fields = prepared.for_queue(mq.queue_id, mq.broker_name)
         return await api.send_message(
             self.instance.remoting, addr, mq.broker_name, fields, prepared.body, timeout, uniq_id=prepared.msg_id
@@ -321,7 +323,7 @@ class Producer:
         fault = self.fault if self.send_latency_fault_enable else None
         for _ in range(1 + max(0, retries)):
             mq = select_one_message_queue(info, last_broker, fault)
-            started = anyio.current_time()
+            started = anyio.current_time() if fault is not None else 0.0
             try:
                 result = await self._send_to(mq, prepared, timeout)
             except (RemotingError, MQBrokerError) as exc:
