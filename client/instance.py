@@ -33,7 +33,6 @@ from client.route import any_address
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageModel, MessageQueue, ProducerData, TopicRouteData
 from remoting.codec.command import RemotingCommand
-from remoting.errors import RemotingError
 
 if TYPE_CHECKING:
     from remoting.codec.message import MessageExt
@@ -200,14 +199,17 @@ class MQClientInstance:
             index = (self._namesrv_index + i) % len(addrs)
             try:
                 route = await api.get_topic_route(self.remoting, addrs[index], topic, self.config.rpc_timeout)
-            except (RemotingError, Exception) as exc:
+            except Exception as exc:  # transport failures and malformed answers alike: try the next one
                 causes.append(f"{addrs[index]}: {exc}")
                 continue
             self._namesrv_index = index
             if route is None:
                 causes.append(f"{addrs[index]}: TOPIC_NOT_EXIST")
                 break
-            self.store_route(topic, route)
+            if self.routes.get(topic) != route:
+                self.store_route(topic, route)
+            else:
+                route = self.routes[topic]  # keep the cached object: callers compare by identity
             if set(self.broker_addresses(masters_only=not self.consumers)) - self._greeted:
                 # Rebalance asks brokers for the group's members and admins list a group's connections: a broker
                 # this client never heartbeated knows neither, so greet new brokers now, not at the next 30 s tick.
