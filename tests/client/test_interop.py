@@ -106,5 +106,48 @@ async def test_ali_ons_and_our_consumer_split_the_queues_alike(cluster: Threaded
             tg.cancel_scope.cancel()
 
 
+async def test_messages_from_an_ali_ons_producer_reach_our_consumer_intact(
+    cluster: ThreadedCluster, tmp_path: Path
+) -> None:
+    topic = "InteropIn"
+    await create_topic(cluster.namesrv_addr, topic, queues=2)
+    got: list[MessageExt] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        got.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("cg-interop-in", cluster.namesrv_addr)
+    consumer.subscribe(topic, "TagA")
+    consumer.register_message_listener(listener)
+    argv = ["node", str(AGENT), "producer", "--namesrv", cluster.namesrv_addr, "--group", "pg-ali"]
+    events: list[dict[str, object]] = []
+    specs = [
+        {"topic": topic, "tags": "TagA", "keys": f"key{i}", "body": f"from ali-ons {i}", "props": {"origin": "node"}}
+        for i in range(5)
+    ] + [{"topic": topic, "tags": "TagB", "keys": "skipped", "body": "not for TagA"}]
+    with (tmp_path / "ali-ons-producer.log").open("wb") as log:
+        async with (
+            consumer,
+            await anyio.open_process(argv, stdin=subprocess.PIPE, stderr=log) as agent,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(_read_events, agent, events)
+            with anyio.fail_after(HANG_GUARD):
+                while not any(e.get("ev") == "ready" for e in events):
+                    await anyio.sleep(0.05)
+                assert agent.stdin is not None
+                await agent.stdin.send(json.dumps({"op": "produce", "id": 1, "messages": specs}).encode() + b"\n")
+                while len(got) < 5:
+                    await anyio.sleep(0.05)
+                await agent.stdin.send(b'{"op":"stop","id":2}\n')
+                await agent.wait()
+            tg.cancel_scope.cancel()
+    assert sorted(m.body.decode() for m in got) == [f"from ali-ons {i}" for i in range(5)]
+    assert {m.tags for m in got} == {"TagA"}
+    assert sorted(k for m in got for k in m.keys) == [f"key{i}" for i in range(5)]
+    assert {m.properties.get("origin") for m in got} == {"node"}
+
+
 async def _consumer_ids(consumer: PushConsumer, cluster: ThreadedCluster, group: str) -> list[str]:
     return await api.get_consumer_id_list(consumer.instance.remoting, cluster.broker_addr, group, 3.0)
