@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from broker.admin_bodies import dumps_mq_map
 from broker.context import BrokerContext
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.admin import dumps_mq_map
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.errors import MessageDecodeError

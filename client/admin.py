@@ -11,7 +11,7 @@ Usage::
 It owns a private :class:`~client.instance.MQClientInstance` (no producer or consumer registered, so it sends no
 heartbeats). A refusal raises :class:`~client.errors.MQBrokerError` with the server's code and remark; transport
 failures raise :class:`~remoting.errors.RemotingError`. The consume-stats, topic-stats and connection bodies are
-decoded with :mod:`broker.admin_bodies` (the broker's encoders; see the report about moving them into the codec).
+decoded with :mod:`remoting.codec.bodies.admin`, the same classes the broker encodes with.
 """
 
 from __future__ import annotations
@@ -23,16 +23,6 @@ from typing import Any, Self
 
 import orjson
 
-from broker.admin_bodies import (
-    ClientConnection,
-    ConsumerConnection,
-    ConsumeStats,
-    OffsetWrapper,
-    ProducerConnection,
-    TopicOffset,
-    loads_fastjson,
-)
-from broker.admin_bodies import TopicStatsTable as _TopicStats
 from client import api
 from client.config import ClientConfig
 from client.errors import MQBrokerError, MQClientError
@@ -42,6 +32,16 @@ from client.message import uncompressed
 from client.route import master_address
 from remoting.codec.bodies import PERM_READ, PERM_WRITE, ClusterInfo, KVTable, MessageQueue, TopicList, TopicRouteData
 from remoting.codec.bodies._json import dumps
+from remoting.codec.bodies.admin import (
+    ClientConnection,
+    ConsumerConnection,
+    ConsumeStats,
+    OffsetWrapper,
+    ProducerConnection,
+    TopicOffset,
+    loads_fastjson,
+)
+from remoting.codec.bodies.admin import TopicStatsTable as _TopicStats
 from remoting.codec.bodies.configs import SubscriptionGroupConfig
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request

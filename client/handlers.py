@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from broker.admin_bodies import dumps_mq_map, loads_fastjson
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.admin import dumps_mq_map, loads_fastjson
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError

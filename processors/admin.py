@@ -3,7 +3,7 @@ topic and consume stats, connection lists, broker config, and the consume-progre
 RocketMQ's ``AdminBrokerProcessor``, for the codes ``mqadmin`` and the dashboards use most.
 
 Contract: command in, command out. Topic changes go through the topic manager, which re-registers with the name
-servers at once. Bodies are those of :mod:`broker.admin_bodies` and :mod:`remoting.codec.bodies`.
+servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod:`remoting.codec.bodies`.
 
 - INVOKE_BROKER_TO_RESET_OFFSET (222), GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309) call the
   consumers themselves, through :mod:`broker.broker2client`.
@@ -25,7 +25,12 @@ from typing import Final
 import attrs
 
 from broker import broker2client
-from broker.admin_bodies import (
+from broker.client_registry import ClientChannelInfo
+from broker.context import BrokerContext
+from broker.names import SYSTEM_TOPICS, is_system_topic, validate_topic
+from remoting.codec.bodies import KVTable, MessageQueue, TopicList
+from remoting.codec.bodies._json import dumps, load_object
+from remoting.codec.bodies.admin import (
     ClientConnection,
     ConsumerConnection,
     ConsumeStats,
@@ -34,11 +39,6 @@ from broker.admin_bodies import (
     TopicOffset,
     TopicStatsTable,
 )
-from broker.client_registry import ClientChannelInfo
-from broker.context import BrokerContext
-from broker.names import SYSTEM_TOPICS, is_system_topic, validate_topic
-from remoting.codec.bodies import KVTable, MessageQueue, TopicList
-from remoting.codec.bodies._json import dumps, load_object
 from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError

@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from broker.admin_bodies import CheckClientRequestBody
 from broker.context import BrokerContext
 from broker.names import retry_topic
 from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, ConsumerListBody, HeartbeatData
+from remoting.codec.bodies.admin import CheckClientRequestBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError

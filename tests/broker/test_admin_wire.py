@@ -8,7 +8,6 @@ import orjson
 import pytest
 import trio
 
-from broker.admin_bodies import ConsumerConnection, ConsumeStats, ProducerConnection, TopicStatsTable
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
 from remoting.codec.bodies import (
@@ -22,6 +21,7 @@ from remoting.codec.bodies import (
     TopicList,
     TopicRouteData,
 )
+from remoting.codec.bodies.admin import ConsumerConnection, ConsumeStats, ProducerConnection, TopicStatsTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageRecord

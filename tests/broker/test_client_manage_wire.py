@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from broker.admin_bodies import CheckClientRequestBody
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
 from remoting.codec.bodies import (
@@ -22,6 +21,7 @@ from remoting.codec.bodies import (
     SubscriptionData,
     TopicRouteData,
 )
+from remoting.codec.bodies.admin import CheckClientRequestBody
 from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.processor import RequestContext

@@ -15,8 +15,9 @@ from typing import Any
 import attrs
 import orjson
 
-from remoting.codec.bodies import BodyDecodeError, MessageQueue, SubscriptionData
-from remoting.codec.bodies._json import dumps, expect_object, get_str, load_object
+from remoting.codec.bodies._json import BodyDecodeError, dumps, expect_object, get_str, load_object
+from remoting.codec.bodies.heartbeat import SubscriptionData
+from remoting.codec.bodies.tables import MessageQueue
 
 # ---- fastjson's object-keyed maps --------------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.admin_bodies import (
+from remoting.codec.bodies import BodyDecodeError, MessageQueue, SubscriptionData
+from remoting.codec.bodies.admin import (
     CheckClientRequestBody,
     ConsumeStats,
     OffsetWrapper,
@@ -14,7 +15,6 @@ from broker.admin_bodies import (
     TopicStatsTable,
     loads_fastjson,
 )
-from remoting.codec.bodies import BodyDecodeError, MessageQueue, SubscriptionData
 
 mqs = st.builds(
     MessageQueue,
