@@ -27,7 +27,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.codec
+	$(BIN)/python -m bench.records
+	$(BIN)/python -m bench.store
 	$(BIN)/python -m bench.rpc
+	$(BIN)/python -m bench.broker
+	$(BIN)/python -m bench.client
 
 clean:
 	rm -rf $(VENV) data
