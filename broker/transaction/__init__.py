@@ -1,0 +1,14 @@
+"""Transactional messages with check-back (behaviour.md 7): the half/op topic bridge and the check service.
+
+- :class:`TransactionalMessageBridge` (:mod:`.bridge`): half-message lookup, commit/op/renewal/discard appends and the
+  check progress kept as ``CID_RMQ_SYS_TRANS`` offsets;
+- :class:`TransactionCheckService` (:mod:`.check`): every ``transactionCheckInterval`` asks a live producer of the
+  group about half messages older than ``transactionTimeOut``, discarding them after ``transactionCheckMax`` checks.
+
+END_TRANSACTION itself is served by :class:`processors.end_transaction.EndTransactionProcessor`.
+"""
+
+from broker.transaction.bridge import TRANS_SYS_GROUP, TransactionalMessageBridge
+from broker.transaction.check import CheckRound, TransactionCheckService
+
+__all__ = ["TRANS_SYS_GROUP", "CheckRound", "TransactionCheckService", "TransactionalMessageBridge"]

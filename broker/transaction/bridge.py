@@ -1,0 +1,236 @@
+"""``TransactionalMessageBridge``: the half/op message bookkeeping of RocketMQ transactions over the message store
+(RocketMQ's ``TransactionalMessageBridge``), behaviour.md 7.
+
+Half messages live in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 (the send processor puts them there with ``REAL_TOPIC`` /
+``REAL_QID``). Resolving one writes an **op message** to ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0: tag ``d``, body the
+half message's queue offset as decimal text, as Java writes it. Ours also carries ``TRAN_PREPARED_QUEUE_OFFSET``: the
+*origin* of the half message, i.e. the queue offset of the first copy. A check-back re-appends a half message (a new
+copy with ``TRANSACTION_CHECK_TIMES`` incremented and ``TRAN_PREPARED_QUEUE_OFFSET`` naming the origin), so an answer
+that names an older copy still resolves the live one: a transaction commits at most once however late its answer.
+
+Progress of the check service is the internal group ``CID_RMQ_SYS_TRANS``'s offsets on both topics, kept in
+``consumerOffset.json`` like any consumer's: after a restart everything is recovered from the two topics.
+
+Everything here is synchronous (store appends and reads never await), so a caller can read ops, scan halves and
+append renewals without an END_TRANSACTION interleaving. Store refusals propagate as
+:class:`~store.errors.PutRefusedError` subclasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+from broker.context import BrokerContext
+from broker.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.message import (
+    SYSFLAG_TRANSACTION_MASK,
+    MessageExt,
+    MessageRecord,
+    decode_record,
+)
+from remoting.codec.msgid import pack_socket_address
+from remoting.codec.properties import encode_properties
+from store.config_files import PERM_READ, PERM_WRITE, TopicConfig
+from store.results import AppendResult
+
+__all__ = [
+    "PROPERTY_CHECK_IMMUNITY_TIME",
+    "PROPERTY_PRODUCER_GROUP",
+    "PROPERTY_TRANSACTION_CHECK_TIMES",
+    "PROPERTY_TRAN_PREPARED_QUEUE_OFFSET",
+    "TRANS_SYS_GROUP",
+    "OpMessage",
+    "TransactionalMessageBridge",
+    "origin_of",
+]
+
+#: The internal consumer group whose offsets record the check service's progress.
+TRANS_SYS_GROUP: Final = "CID_RMQ_SYS_TRANS"
+PROPERTY_PRODUCER_GROUP: Final = "PGROUP"
+PROPERTY_TRANSACTION_PREPARED: Final = "TRAN_MSG"
+PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
+PROPERTY_REAL_QID: Final = "REAL_QID"
+PROPERTY_TRAN_PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
+PROPERTY_TRANSACTION_CHECK_TIMES: Final = "TRANSACTION_CHECK_TIMES"
+PROPERTY_CHECK_IMMUNITY_TIME: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+#: Java's ``TransactionalMessageUtil.REMOVETAG``.
+OP_TAG: Final = "d"
+_HALF_QUEUE: Final = 0
+_READ_BATCH: Final = 32
+
+
+def origin_of(half: MessageExt) -> int:
+    """The queue offset of a half message's first copy (its own offset unless it is a check-back renewal)."""
+    raw = half.properties.get(PROPERTY_TRAN_PREPARED_QUEUE_OFFSET)
+    if raw is not None:
+        try:
+            return int(raw)
+        except ValueError:
+            pass
+    return half.queue_offset
+
+
+class OpMessage:
+    """One op message read back: its own queue offset and the half origin it resolves."""
+
+    __slots__ = ("op_offset", "origin")
+
+    def __init__(self, op_offset: int, origin: int) -> None:
+        self.op_offset = op_offset
+        self.origin = origin
+
+
+class TransactionalMessageBridge:
+    """Reads and writes the half and op topics of one broker. Owns no state beyond the context it is given."""
+
+    def __init__(self, broker: BrokerContext) -> None:
+        self.broker = broker
+        #: Origins with an op message in the check service's window (origin -> op queue offset): END_TRANSACTION
+        #: consults it so a second answer for the same transaction (e.g. a check-back answer racing the producer's
+        #: own commit) is acknowledged without committing twice. Rebuilt from the op topic by every check round.
+        self.resolved: dict[int, int] = {}
+
+    # ---- lookups ---------------------------------------------------------------------------------------------
+
+    def look_half(self, commit_log_offset: int) -> MessageExt | None:
+        """The record at ``commit_log_offset`` when it is a half message, else ``None`` (gone, or not a record)."""
+        view = self.broker.store.look_message_by_offset(commit_log_offset)
+        if view is None:
+            return None
+        try:
+            msg = decode_record(view)
+        except MessageDecodeError:
+            return None
+        return msg if msg.topic == TRANS_HALF_TOPIC else None
+
+    def iter_queue(self, topic: str, start: int, end: int) -> Iterator[MessageExt]:
+        """Decoded records of ``topic`` queue 0 from logical ``start`` up to ``end`` (exclusive), in order; offsets
+        whose data retention removed are skipped."""
+        store = self.broker.store
+        offset = max(start, store.min_offset_in_queue(topic, _HALF_QUEUE))
+        while offset < end:
+            result = store.get(topic, _HALF_QUEUE, offset, min(_READ_BATCH, end - offset))
+            if not result.messages:
+                if result.next_begin_offset <= offset:
+                    return
+                offset = result.next_begin_offset
+                continue
+            for view, queue_offset in zip(result.messages, result.queue_offsets, strict=True):
+                if queue_offset >= end:
+                    return
+                try:
+                    yield decode_record(view)
+                except MessageDecodeError:
+                    continue
+            offset = result.next_begin_offset
+
+    def read_ops(self, start: int, end: int) -> list[OpMessage]:
+        """Op messages of ``[start, end)``; a record that is not one of ours (bad body) is skipped."""
+        ops = []
+        for msg in self.iter_queue(TRANS_OP_HALF_TOPIC, start, end):
+            raw = msg.properties.get(PROPERTY_TRAN_PREPARED_QUEUE_OFFSET) or msg.body.decode("ascii", "replace")
+            try:
+                ops.append(OpMessage(msg.queue_offset, int(raw)))
+            except ValueError:
+                continue
+        return ops
+
+    def half_max_offset(self) -> int:
+        return self.broker.store.max_offset_in_queue(TRANS_HALF_TOPIC, _HALF_QUEUE)
+
+    def op_max_offset(self) -> int:
+        return self.broker.store.max_offset_in_queue(TRANS_OP_HALF_TOPIC, _HALF_QUEUE)
+
+    # ---- progress (CID_RMQ_SYS_TRANS offsets) ----------------------------------------------------------------
+
+    def half_progress(self) -> int:
+        return self._progress(TRANS_HALF_TOPIC)
+
+    def op_progress(self) -> int:
+        return self._progress(TRANS_OP_HALF_TOPIC)
+
+    def _progress(self, topic: str) -> int:
+        committed = self.broker.offsets.query(TRANS_SYS_GROUP, topic, _HALF_QUEUE)
+        return max(committed, self.broker.store.min_offset_in_queue(topic, _HALF_QUEUE))
+
+    def commit_progress(self, half_offset: int, op_offset: int) -> None:
+        offsets = self.broker.offsets
+        offsets.commit(TRANS_SYS_GROUP, TRANS_HALF_TOPIC, _HALF_QUEUE, half_offset)
+        offsets.commit(TRANS_SYS_GROUP, TRANS_OP_HALF_TOPIC, _HALF_QUEUE, op_offset)
+
+    # ---- writes ----------------------------------------------------------------------------------------------
+
+    def put_commit_message(self, half: MessageExt, commit_type: int) -> AppendResult:
+        """Append the real message of a committed half message: real topic and queue restored, ``REAL_*`` and
+        ``TRAN_MSG`` removed, the transaction bits set to ``commit_type`` and the prepared-transaction offset set to
+        the half message's physical offset. The store dispatches it to the real queue (a consume-queue entry)."""
+        props = dict(half.properties)
+        topic = props.pop(PROPERTY_REAL_TOPIC, "") or half.topic
+        try:
+            queue_id = int(props.pop(PROPERTY_REAL_QID, "0"))
+        except ValueError:
+            queue_id = 0
+        props.pop(PROPERTY_TRANSACTION_PREPARED, None)
+        record = self._record(half, topic, queue_id, props, (half.sys_flag & ~SYSFLAG_TRANSACTION_MASK) | commit_type)
+        return self.broker.store.append(record)
+
+    def put_op_message(self, half: MessageExt) -> AppendResult:
+        """Record that ``half`` (and every copy of its origin) is resolved."""
+        props = {
+            "TAGS": OP_TAG,
+            PROPERTY_TRAN_PREPARED_QUEUE_OFFSET: str(origin_of(half)),
+            "CLUSTER": self.broker.config.broker_cluster_name,
+        }
+        origin = origin_of(half)
+        record = MessageRecord(
+            topic=TRANS_OP_HALF_TOPIC,
+            body=str(half.queue_offset).encode(),
+            queue_id=_HALF_QUEUE,
+            properties=encode_properties(props),
+            born_timestamp=half.store_timestamp,
+            born_host=self.broker.store_host,
+            store_host=self.broker.store_host,
+        )
+        result = self.broker.store.append(record)
+        self.resolved[origin] = result.queue_offset
+        return result
+
+    def renew_half(self, half: MessageExt, check_times: int) -> AppendResult:
+        """Re-append ``half`` at the end of the half queue with ``TRANSACTION_CHECK_TIMES`` = ``check_times`` and its
+        origin recorded; born time and everything else are kept, so its age keeps counting from the first send."""
+        props = dict(half.properties)
+        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(check_times)
+        props[PROPERTY_TRAN_PREPARED_QUEUE_OFFSET] = str(origin_of(half))
+        return self.broker.store.append(self._record(half, TRANS_HALF_TOPIC, _HALF_QUEUE, props, half.sys_flag))
+
+    def put_discarded(self, half: MessageExt) -> AppendResult:
+        """Move a half message that exhausted its checks to ``TRANS_CHECK_MAX_TIME_TOPIC`` (created on first use,
+        one read-write queue, as Java does) where operators can inspect it."""
+        topics = self.broker.topics
+        if topics.get(TRANS_CHECK_MAX_TIME_TOPIC) is None:
+            topics.update_topic(TopicConfig(TRANS_CHECK_MAX_TIME_TOPIC, 1, 1, PERM_READ | PERM_WRITE))
+        record = self._record(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(half.properties), half.sys_flag)
+        return self.broker.store.append(record)
+
+    def _record(
+        self, half: MessageExt, topic: str, queue_id: int, props: dict[str, str], sys_flag: int
+    ) -> MessageRecord:
+        try:
+            born = pack_socket_address(*half.born_host)
+        except ValueError:
+            born = self.broker.store_host
+        return MessageRecord(
+            topic=topic,
+            body=half.body,
+            queue_id=queue_id,
+            flag=half.flag,
+            properties=encode_properties(props),
+            sys_flag=sys_flag,
+            born_timestamp=half.born_timestamp,
+            born_host=born,
+            store_host=self.broker.store_host,
+            reconsume_times=half.reconsume_times,
+            prepared_transaction_offset=half.commit_log_offset if topic != TRANS_HALF_TOPIC else 0,
+        )

@@ -1,0 +1,238 @@
+"""``TransactionCheckService``: asks producers about half messages nobody ended (RocketMQ's
+``TransactionalMessageCheckService`` and ``TransactionalMessageServiceImpl.check``), behaviour.md 7.
+
+Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
+
+1. **Scan** (synchronous, so no END_TRANSACTION interleaves): read the op messages beyond the op progress, then the
+   half messages beyond the half progress, in order. A half message whose origin has an op message is done. One that
+   was already checked ``transactionCheckMax`` (15) times, or is older than ``fileReservedTime``, is moved to
+   ``TRANS_CHECK_MAX_TIME_TOPIC`` and logged (discarded). One younger than its immunity (``transactionTimeOut``, 6 s,
+   since its **born** time, or ``CHECK_IMMUNITY_TIME_IN_SECONDS``) stops the scan: later ones are younger still (a
+   custom immunity longer than the timeout is re-appended instead, so it does not hold the others back). Every other
+   one is re-appended with ``TRANSACTION_CHECK_TIMES`` + 1 and queued for a check. Then both progress offsets are
+   committed: the half offset past the scanned messages, the op offset past every op message whose transaction has no
+   copy left to scan.
+2. **Ask**: CHECK_TRANSACTION_STATE (39, oneway) for each renewed copy to **one** live channel of its ``PGROUP``
+   (round robin), header as protocol.md 3.8, body the copy re-encoded with its real topic and queue. No live channel:
+   logged and skipped (the copy was renewed, so the count still grows). Send errors are logged.
+
+The producer answers with END_TRANSACTION naming the renewed copy (see :mod:`processors.end_transaction`).
+
+Clock: "now" is the wall clock read when :meth:`run` starts, advanced by Trio's clock since, so tests under
+``autojump_clock`` see half messages age with virtual time; in production the two advance together. Errors in a round
+(a refusing store) are logged and the next round tries again; nothing escapes :meth:`run` but cancellation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+import trio
+
+from broker.context import BrokerContext
+from broker.names import TRANS_HALF_TOPIC
+from broker.transaction.bridge import (
+    PROPERTY_CHECK_IMMUNITY_TIME,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    TransactionalMessageBridge,
+    origin_of,
+)
+from processors.common import broker_option
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import request
+from remoting.codec.headers.transaction import CheckTransactionStateRequestHeader
+from remoting.codec.message import MessageExt, MessageRecord, encode_record
+from remoting.codec.msgid import offset_msg_id, pack_socket_address
+from remoting.codec.properties import PROPERTY_UNIQ_KEY, encode_properties
+from remoting.errors import RemotingError
+from store.results import AppendResult
+
+__all__ = ["CheckRound", "TransactionCheckService"]
+
+log = logging.getLogger(__name__)
+
+#: RocketMQ 4.9.8 defaults (ms, count, ms).
+DEFAULT_TRANSACTION_TIMEOUT: Final = 6000
+DEFAULT_TRANSACTION_CHECK_MAX: Final = 15
+DEFAULT_TRANSACTION_CHECK_INTERVAL: Final = 60_000
+
+
+@attrs.frozen
+class CheckRound:
+    """What one round did: half messages sent a check, discarded, and found already ended."""
+
+    checked: int = 0
+    discarded: int = 0
+    resolved: int = 0
+
+
+class TransactionCheckService:
+    """Owns the check loop of one broker; :meth:`run` it in the broker's nursery. See the module docstring."""
+
+    def __init__(
+        self,
+        broker: BrokerContext,
+        bridge: TransactionalMessageBridge,
+        *,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.broker = broker
+        self.bridge = bridge
+        self._now_ms = now_ms
+        self._round_robin = itertools.count()
+        self.rounds = 0
+
+    # ---- settings (read per round: the broker config object may be replaced) ---------------------------------
+
+    @property
+    def check_interval(self) -> float:
+        """Seconds between rounds (``transactionCheckInterval``)."""
+        return (
+            broker_option(self.broker.config, "transaction_check_interval", DEFAULT_TRANSACTION_CHECK_INTERVAL) / 1000
+        )
+
+    def now_ms(self) -> int:
+        if self._now_ms is None:
+            wall, start = time.time_ns() // 1_000_000, trio.current_time()
+            self._now_ms = lambda: wall + int((trio.current_time() - start) * 1000)
+        return self._now_ms()
+
+    # ---- loop ------------------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self.now_ms()  # anchor the clock at start
+        task_status.started()
+        while True:
+            await trio.sleep(self.check_interval)
+            try:
+                await self.check_once()
+            except Exception:
+                log.exception("transaction check round failed; retrying in %.0f s", self.check_interval)
+
+    async def check_once(self) -> CheckRound:
+        """One round now (both phases). Raises store errors from the scan; send errors are only logged."""
+        to_check, outcome = self._scan(self.now_ms())
+        self.rounds += 1
+        for copy in to_check:
+            await self._send_check(copy)
+        if outcome.checked or outcome.discarded:
+            log.info("transaction check round %d: %s", self.rounds, outcome)
+        return outcome
+
+    # ---- phase 1: scan ---------------------------------------------------------------------------------------
+
+    def _scan(self, now: int) -> tuple[list[MessageExt], CheckRound]:
+        bridge, config = self.bridge, self.broker.config
+        timeout = broker_option(config, "transaction_time_out", DEFAULT_TRANSACTION_TIMEOUT)
+        check_max = broker_option(config, "transaction_check_max", DEFAULT_TRANSACTION_CHECK_MAX)
+        reserved_ms = broker_option(config, "file_reserved_time", 72) * 3_600_000
+        half_start, op_start = bridge.half_progress(), bridge.op_progress()
+        half_end, op_end = bridge.half_max_offset(), bridge.op_max_offset()
+        ops = bridge.read_ops(op_start, op_end)
+        resolved = {op.origin for op in ops}
+        renewed: list[AppendResult] = []
+        checked = discarded = done = 0
+        position = half_start
+        for half in bridge.iter_queue(TRANS_HALF_TOPIC, half_start, half_end):
+            age = now - half.born_timestamp
+            if origin_of(half) in resolved:
+                done += 1
+            elif _check_times(half) >= check_max or age > reserved_ms:
+                bridge.put_discarded(half)
+                discarded += 1
+                log.warning(
+                    "half message %s of group %s discarded after %d checks (age %d ms): moved to %s",
+                    half.properties.get(PROPERTY_UNIQ_KEY, half.msg_id),
+                    half.properties.get(PROPERTY_PRODUCER_GROUP),
+                    _check_times(half),
+                    age,
+                    "TRANS_CHECK_MAX_TIME_TOPIC",
+                )
+            elif 0 <= age < (immunity := _immunity_ms(half, timeout)):
+                if immunity <= timeout or age < timeout:
+                    break
+                bridge.renew_half(half, _check_times(half))  # immune for longer: let the others be checked
+            else:
+                renewed.append(bridge.renew_half(half, _check_times(half) + 1))
+                checked += 1
+            position = half.queue_offset + 1
+        else:
+            position = max(position, half_end)
+        live = {origin_of(h) for h in bridge.iter_queue(TRANS_HALF_TOPIC, position, bridge.half_max_offset())}
+        op_position = next((op.op_offset for op in ops if op.origin in live), op_end)
+        bridge.resolved = {op.origin: op.op_offset for op in ops if op.op_offset >= op_position}
+        bridge.commit_progress(position, op_position)
+        copies = [c for c in (bridge.look_half(r.phy_offset) for r in renewed) if c is not None]
+        return copies, CheckRound(checked, discarded, done)
+
+    # ---- phase 2: ask a producer ----------------------------------------------------------------------------
+
+    async def _send_check(self, copy: MessageExt) -> None:
+        group = copy.properties.get(PROPERTY_PRODUCER_GROUP, "")
+        channels = [c for c in self.broker.clients.producer_connections(group) if not c.connection.closed]
+        uniq = copy.properties.get(PROPERTY_UNIQ_KEY)
+        if not channels:
+            log.warning("no live producer of group %r to check transaction %s: skipped this round", group, uniq)
+            return
+        channel = channels[next(self._round_robin) % len(channels)]
+        header = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=copy.queue_offset,
+            commit_log_offset=copy.commit_log_offset,
+            msg_id=uniq,
+            transaction_id=uniq,
+            offset_msg_id=offset_msg_id(self.broker.store_host, copy.commit_log_offset),
+        )
+        command = request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(), check_body(copy), oneway=True)
+        try:
+            await channel.connection.invoke_oneway(command)
+        except RemotingError as exc:
+            log.warning("transaction check of %s to %s failed: %s", uniq, channel.client_id, exc)
+
+
+def check_body(copy: MessageExt) -> bytes:
+    """The CHECK_TRANSACTION_STATE body: the half copy in the stored-record format with its real topic and queue."""
+    props = dict(copy.properties)
+    topic = props.get(PROPERTY_REAL_TOPIC) or copy.topic
+    try:
+        queue_id = int(props.get(PROPERTY_REAL_QID, "0"))
+    except ValueError:
+        queue_id = 0
+    record = MessageRecord(
+        topic=topic,
+        body=copy.body,
+        queue_id=queue_id,
+        flag=copy.flag,
+        properties=encode_properties(props),
+        sys_flag=copy.sys_flag,
+        born_timestamp=copy.born_timestamp,
+        born_host=pack_socket_address(*copy.born_host),
+        store_host=copy.store_host_packed,
+        reconsume_times=copy.reconsume_times,
+        prepared_transaction_offset=copy.prepared_transaction_offset,
+    )
+    return encode_record(record, copy.queue_offset, copy.commit_log_offset, copy.store_timestamp)
+
+
+def _check_times(half: MessageExt) -> int:
+    try:
+        return int(half.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0"))
+    except ValueError:
+        return 0
+
+
+def _immunity_ms(half: MessageExt, timeout: int) -> int:
+    raw = half.properties.get(PROPERTY_CHECK_IMMUNITY_TIME)
+    if raw is None:
+        return timeout
+    try:
+        return int(raw) * 1000
+    except ValueError:
+        return timeout

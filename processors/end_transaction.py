@@ -1,0 +1,103 @@
+"""END_TRANSACTION (37): :class:`EndTransactionProcessor` commits or rolls back a half message (behaviour.md 7,
+protocol.md 3.8). Java clients send it oneway; answered only when it is not.
+
+Checks, in Java's order and with its remarks (each failure is SYSTEM_ERROR): the half message at
+``commitLogOffset`` exists (ours: and lives in ``RMQ_SYS_TRANS_HALF_TOPIC``, so a commit cannot re-publish an ordinary
+message), its ``PGROUP`` equals ``producerGroup``, its queue offset equals ``tranStateTableOffset``. Then:
+
+- commit (8): append the real message (:meth:`TransactionalMessageBridge.put_commit_message`), then the op message;
+- rollback (12): the op message only, so the half message never becomes visible;
+- a transaction whose op message is already in the check window (a second answer) is acknowledged, not redone;
+- unknown (0) or any other value: nothing (Java ignores it; a non-oneway request gets SUCCESS).
+
+A slave answers SLAVE_NOT_AVAILABLE; ``rejectTransactionMessage`` makes it NO_PERMISSION. Store refusals map to
+SERVICE_NOT_AVAILABLE / SYSTEM_ERROR with the store's reason. The processor is stateless between requests.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final
+
+from broker.transaction.bridge import PROPERTY_PRODUCER_GROUP, TransactionalMessageBridge, origin_of
+from processors.common import RequestRejected, broker_option, parse_header
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.headers.transaction import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    EndTransactionRequestHeader,
+)
+from remoting.codec.message import MessageExt
+from remoting.processor import RequestContext
+from store.errors import PutRefusedError, ServiceNotAvailableError
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+__all__ = ["EndTransactionProcessor"]
+
+log = logging.getLogger(__name__)
+
+_SLAVE: Final = "SLAVE"
+
+
+class EndTransactionProcessor:
+    """Serves END_TRANSACTION against ``broker.store`` through a :class:`TransactionalMessageBridge`."""
+
+    REQUEST_CODES: Final = (RequestCode.END_TRANSACTION,)
+
+    def __init__(self, broker: BrokerContext, bridge: TransactionalMessageBridge | None = None) -> None:
+        self.broker = broker
+        self.bridge = bridge or TransactionalMessageBridge(broker)
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            answer = self._end(request)
+        except RequestRejected as rejected:
+            if request.is_oneway:
+                log.warning("END_TRANSACTION from %s refused: %s", ctx.remote_address, rejected.remark)
+                return None
+            return rejected.to_response(request)
+        return None if request.is_oneway else answer
+
+    def _end(self, request: RemotingCommand) -> RemotingCommand:
+        config = self.broker.config
+        if config.broker_role == _SLAVE:
+            raise RequestRejected(ResponseCode.SLAVE_NOT_AVAILABLE, "Can't commit or rollback on slave")
+        if broker_option(config, "reject_transaction_message", False):
+            raise RequestRejected(
+                ResponseCode.NO_PERMISSION, f"the broker[{self.broker.broker_addr}] end transaction is forbidden"
+            )
+        header = parse_header(EndTransactionRequestHeader, request)
+        kind = header.commit_or_rollback
+        if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            # Unknown outcome: the check service will ask the producer later.
+            return request.response(ResponseCode.SUCCESS)
+        half = self._verified_half(header)
+        if origin_of(half) in self.bridge.resolved:
+            log.info("transaction %s of %s already ended: acknowledged again", header.msg_id, header.producer_group)
+            return request.response(ResponseCode.SUCCESS)
+        try:
+            if kind == TRANSACTION_COMMIT_TYPE:
+                self.bridge.put_commit_message(half, TRANSACTION_COMMIT_TYPE)
+            self.bridge.put_op_message(half)
+        except ServiceNotAvailableError as exc:
+            raise RequestRejected(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}") from None
+        except PutRefusedError as exc:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"end transaction failed: {exc}") from None
+        if request.remark:
+            log.info("transaction %s of %s ended with remark: %s", header.msg_id, header.producer_group, request.remark)
+        return request.response(ResponseCode.SUCCESS)
+
+    def _verified_half(self, header: EndTransactionRequestHeader) -> MessageExt:
+        half = self.bridge.look_half(header.commit_log_offset)
+        if half is None:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+        if half.properties.get(PROPERTY_PRODUCER_GROUP) != header.producer_group:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, "The producer group wrong")
+        if half.queue_offset != header.tran_state_table_offset:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong")
+        if half.commit_log_offset != header.commit_log_offset:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, "The commit log offset wrong")
+        return half
