@@ -31,17 +31,21 @@ import time
 import trio
 
 from broker.config import BrokerConfig
-from broker.context import BrokerContext, build_context, load_managers
+from broker.context import BrokerContext, build_context, config_dir_of, load_managers
 from broker.registration import BrokerRegistration
+from broker.schedule import ScheduleMessageService
+from broker.transaction import TransactionalMessageBridge, TransactionCheckService
 from processors.admin import REQUEST_CODES as ADMIN_CODES
 from processors.admin import AdminBrokerProcessor
 from processors.client_manage import ClientManageProcessor
+from processors.end_transaction import EndTransactionProcessor
 from processors.hold import HoldService
 from processors.locks import LockBatchProcessor
 from processors.offsets import ConsumerOffsetProcessor
 from processors.pull import PullMessageProcessor
 from processors.query import QueryMessageProcessor
 from processors.send import SendMessageProcessor
+from processors.send_back import ConsumerSendMsgBackProcessor
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -89,6 +93,11 @@ class BrokerController:
         check = 5.0 if config.long_polling_enable else config.short_polling_time_mills / 1000
         self.hold = HoldService(check_interval=check, max_offset_of=self.context.store.max_offset_in_queue)
         self.context.hold = self.hold
+        self.schedule = ScheduleMessageService(
+            self.context.store, config_dir_of(config), is_master=config.broker_role != "SLAVE"
+        )
+        self.transaction_bridge = TransactionalMessageBridge(self.context)
+        self.transaction_check = TransactionCheckService(self.context, self.transaction_bridge)
         self.dispatcher = Dispatcher()
         self._register_processors()
         self.remoting_server = RemotingServer(
@@ -110,7 +119,12 @@ class BrokerController:
         ctx, pools, register = self.context, self.pools, self.dispatcher.register
         register(
             (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE),
-            SendMessageProcessor(ctx),
+            SendMessageProcessor(ctx, delay_rewrite=self.schedule.rewrite),
+            pools["send"],
+        )
+        register(
+            ConsumerSendMsgBackProcessor.REQUEST_CODES,
+            ConsumerSendMsgBackProcessor(ctx, self.schedule.rewrite),
             pools["send"],
         )
         register(RequestCode.PULL_MESSAGE, PullMessageProcessor(ctx, self.hold), pools["pull"])
@@ -138,6 +152,11 @@ class BrokerController:
         )
         register(LockBatchProcessor.REQUEST_CODES, LockBatchProcessor(ctx), pools["admin"])
         register(ADMIN_CODES, AdminBrokerProcessor(ctx, pools), pools["admin"])
+        register(
+            EndTransactionProcessor.REQUEST_CODES,
+            EndTransactionProcessor(ctx, self.transaction_bridge),
+            pools["end_transaction"],
+        )
 
     def _on_connection_closed(self, connection: Connection) -> None:
         self.context.clients.connection_closed(connection)
@@ -184,6 +203,7 @@ class BrokerController:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             await nursery.start(ctx.clients.run)
             await nursery.start(self.hold.run)
+            await nursery.start(self.schedule.run)
             host, port = await nursery.start(
                 self.remoting_server.serve, self.config.listen_host, self.config.listen_port
             )
@@ -192,6 +212,7 @@ class BrokerController:
             self.registration = BrokerRegistration(ctx, client)
             ctx.topic_changed_hook = self.registration.trigger
             await nursery.start(self.registration.run)
+            await nursery.start(self.transaction_check.run)
             self.address = (ctx.config.broker_ip1, port)
             log.info("broker %s serving on %s:%d as %s", ctx.config.broker_name, host, port, ctx.broker_addr)
             task_status.started(self.address)

@@ -1,0 +1,256 @@
+"""``ScheduleMessageService``: delay levels (behaviour.md 6.1-6.2, store.md 8.3).
+
+Storage: :meth:`ScheduleMessageService.rewrite` is the send path's ``DelayRewrite`` seam. A message with ``DELAY=n``
+(clamped to the highest level) is stored in ``SCHEDULE_TOPIC_XXXX`` queue ``n - 1`` with ``REAL_TOPIC``/``REAL_QID``
+properties; the store makes its consume-queue tags code the delivery time (store time + the level's delay).
+
+Delivery: one loop per level reads its queue from the offset in ``delayOffset.json``. Every entry whose delivery time
+is due is rebuilt (original topic and queue from ``REAL_TOPIC``/``REAL_QID``, ``DELAY`` removed, the ``REAL_*``
+properties left in, as Java does) and appended; the level's offset moves past it in the same synchronous step, so a
+cancellation never separates the append from the offset. A level whose head is not due sleeps until it is (a delivery
+time further away than now + the level's delay counts as now + delay); an empty level waits for :meth:`notify` (which
+:meth:`rewrite` calls) or ``idle_poll`` seconds, whichever comes first. A refused append (store shut down, disk full)
+is retried after 100 ms, as 4.9.8 does; other errors are logged and the level waits 10 s.
+
+Durability: offsets are saved every ``flush_interval`` seconds (``flushDelayOffsetInterval``, 10 s) and once more at
+shutdown, after the loops stopped. A clean restart therefore neither loses nor repeats a delivery; after a crash the
+deliveries of the last interval may be repeated (at least once, as in RocketMQ).
+
+Ownership: the service reads the store on the Trio thread and is the only writer of ``delayOffset.json``. It delivers
+only on a master; on a slave :meth:`run` just idles until cancelled. Time is ``store.config.now_ms`` (the store's
+clock), so store times and due times always come from one clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from broker.names import SCHEDULE_TOPIC
+from broker.persistence import ConfigPersister
+from processors.send_back import raw_properties, record_from_stored, with_properties
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.message import MessageRecord, decode_record
+from store.config import parse_delay_levels
+from store.config_files import DelayOffsetTable, delay_offset_file
+from store.errors import PutRefusedError
+from store.message_store import MessageStore
+
+__all__ = [
+    "PROPERTY_DELAY",
+    "PROPERTY_REAL_QID",
+    "PROPERTY_REAL_TOPIC",
+    "ScheduleMessageService",
+]
+
+log = logging.getLogger(__name__)
+
+PROPERTY_DELAY: Final = "DELAY"
+PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
+PROPERTY_REAL_QID: Final = "REAL_QID"
+#: Deliveries per step before yielding to other tasks, so a backlog of due messages does not starve the broker.
+_BATCH: Final = 256
+_RETRY_AFTER_REFUSAL: Final = 0.1
+_WAIT_AFTER_ERROR: Final = 10.0
+
+
+class ScheduleMessageService:
+    """Delay-level storage rewrite and delivery over ``store``; progress in ``config_dir/delayOffset.json``.
+
+    Life cycle: ``await nursery.start(service.run)`` loads the offsets (blocking file read in a thread; raises
+    ConfigFileError for an unreadable file) and starts the level loops; cancelling saves the offsets once more.
+    """
+
+    def __init__(
+        self,
+        store: MessageStore,
+        config_dir: Path,
+        *,
+        delay_levels: str | None = None,
+        flush_interval: float = 10.0,
+        first_delay: float = 1.0,
+        idle_poll: float = 10.0,
+        is_master: bool = True,
+    ) -> None:
+        self.store = store
+        #: level (1-based) -> delay in ms; parsed once (raises ValueError for a bad unit).
+        self.levels: dict[int, int] = parse_delay_levels(delay_levels or store.config.message_delay_level)
+        self.max_level = max(self.levels, default=0)
+        self.offsets: DelayOffsetTable = {}
+        self.delivered = 0
+        self._persister = ConfigPersister(delay_offset_file(config_dir), self._snapshot)
+        self._flush_interval = flush_interval
+        self._first_delay = first_delay
+        self._idle_poll = idle_poll
+        self._is_master = is_master
+        self._wakeups = {level: trio.Event() for level in self.levels}
+
+    # ---- the send path's seam ------------------------------------------------------------------------------
+
+    def rewrite(self, record: MessageRecord, level: int) -> MessageRecord:
+        """The ``DelayRewrite`` seam: ``record`` moved to ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1`` (level clamped
+        to the highest), real topic and queue kept as properties. Wakes the level's loop (it runs after the append,
+        since waking does not yield). A level <= 0 or no levels configured returns ``record`` unchanged."""
+        if level <= 0 or not self.max_level:
+            return record
+        level = min(level, self.max_level)
+        props = with_properties(
+            record.properties,
+            {
+                PROPERTY_DELAY: str(level),
+                PROPERTY_REAL_TOPIC: record.topic,
+                PROPERTY_REAL_QID: str(record.queue_id),
+            },
+        )
+        self.notify(level)
+        return MessageRecord(
+            topic=SCHEDULE_TOPIC,
+            body=record.body,
+            queue_id=level - 1,
+            flag=record.flag,
+            properties=props,
+            sys_flag=record.sys_flag,
+            born_timestamp=record.born_timestamp,
+            born_host=record.born_host,
+            store_host=record.store_host,
+            reconsume_times=record.reconsume_times,
+            prepared_transaction_offset=record.prepared_transaction_offset,
+        )
+
+    def notify(self, level: int) -> None:
+        """A message was (or is about to be) appended to ``level``'s queue: re-check it. Never blocks."""
+        event = self._wakeups.get(level)
+        if event is not None:
+            event.set()
+
+    # ---- admin view ----------------------------------------------------------------------------------------
+
+    def pending(self, level: int) -> int:
+        """Messages of ``level`` stored but not delivered yet."""
+        cq = self.store.consume_queues.get((SCHEDULE_TOPIC, level - 1))
+        return 0 if cq is None else max(0, cq.max_offset - max(self.offsets.get(level, 0), cq.min_offset))
+
+    def pending_total(self) -> int:
+        return sum(self.pending(level) for level in self.levels)
+
+    # ---- life cycle ----------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read ``delayOffset.json`` (or its backup). Blocking; raises ConfigFileError."""
+        table = self._persister.load()
+        self.offsets = {level: offset for level, offset in (table or {}).items() if level in self.levels}
+
+    def _snapshot(self) -> DelayOffsetTable:
+        return dict(self.offsets)
+
+    async def persist(self) -> None:
+        """Save the offsets now (worker thread). Raises ``OSError``."""
+        await self._persister.persist()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await trio.to_thread.run_sync(self.load)
+        try:
+            async with trio.open_nursery() as nursery:
+                if self._is_master:
+                    for level in self.levels:
+                        nursery.start_soon(self._run_level, level)
+                    nursery.start_soon(self._flush_loop)
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                try:
+                    await self.persist()
+                except OSError:
+                    log.exception("final save of delayOffset.json failed")
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await trio.sleep(self._flush_interval)
+            if self._persister.dirty:
+                try:
+                    await self.persist()
+                except OSError:
+                    log.exception("saving delayOffset.json failed; retrying in %.0f s", self._flush_interval)
+
+    async def _run_level(self, level: int) -> None:
+        await trio.sleep(self._first_delay)
+        while True:
+            self._wakeups[level] = trio.Event()
+            try:
+                wait = self.deliver_due(level)
+            except PutRefusedError as exc:
+                log.warning("delay level %d: delivery refused (%s); retrying", level, exc)
+                wait = _RETRY_AFTER_REFUSAL
+            except Exception:
+                log.exception("delay level %d: delivery failed", level)
+                wait = _WAIT_AFTER_ERROR
+            if wait is None:
+                with trio.move_on_after(self._idle_poll):
+                    await self._wakeups[level].wait()
+            elif wait > 0:
+                await trio.sleep(wait)
+            else:
+                await trio.lowlevel.checkpoint()
+
+    def deliver_due(self, level: int) -> float | None:
+        """Deliver up to a batch of ``level``'s due messages (synchronously). Returns seconds until the head is due,
+        0 when more may be due now, ``None`` when the queue is drained. Raises PutRefusedError from the store (the
+        offset stays on the refused message)."""
+        store = self.store
+        cq = store.consume_queues.get((SCHEDULE_TOPIC, level - 1))
+        if cq is None:
+            return None
+        offset = max(self.offsets.get(level, 0), cq.min_offset)
+        delay = self.levels[level]
+        for _ in range(_BATCH):
+            entry = cq.entry(offset)
+            if entry is None:
+                self._advance(level, offset)
+                return None
+            phy, size, due = entry
+            now = store.config.now_ms()
+            due = min(due, now + delay)
+            if due > now:
+                self._advance(level, offset)
+                return (due - now) / 1000
+            self._deliver_one(level, phy, size)
+            offset += 1
+            self._advance(level, offset)
+        return 0.0
+
+    def _advance(self, level: int, offset: int) -> None:
+        if self.offsets.get(level) != offset:
+            self.offsets[level] = offset
+            self._persister.mark_dirty()
+
+    def _deliver_one(self, level: int, phy: int, size: int) -> None:
+        store = self.store
+        view = store.look_message_by_offset(phy, size)
+        if view is None:
+            log.warning("delay level %d: message at %d is gone; skipped", level, phy)
+            return
+        try:
+            msg = decode_record(view)
+        except MessageDecodeError as exc:
+            log.warning("delay level %d: message at %d does not decode (%s); skipped", level, phy, exc)
+            return
+        real_topic = msg.properties.get(PROPERTY_REAL_TOPIC)
+        try:
+            real_qid = int(msg.properties.get(PROPERTY_REAL_QID, ""))
+        except ValueError:
+            real_qid = -1
+        if not real_topic or real_qid < 0:
+            log.warning("delay level %d: message at %d has no real topic/queue; skipped", level, phy)
+            return
+        props = with_properties(raw_properties(msg), {}, frozenset({PROPERTY_DELAY}))
+        try:
+            record = record_from_stored(msg, real_topic, real_qid, props, store.store_host)
+        except ValueError as exc:
+            log.warning("delay level %d: message at %d cannot be rebuilt (%s); skipped", level, phy, exc)
+            return
+        store.append(record)
+        self.delivered += 1

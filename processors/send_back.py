@@ -1,0 +1,172 @@
+"""CONSUMER_SEND_MSG_BACK (36): :class:`ConsumerSendMsgBackProcessor` (behaviour.md 6.3, protocol.md 3.7).
+
+A consumer returns a message it failed to consume. Checks, in Java's order: the group must exist (or be
+auto-creatable: SUBSCRIPTION_GROUP_NOT_EXIST), the broker must be writable (NO_PERMISSION); a group with
+``retryQueueNums <= 0`` answers SUCCESS and drops the message. ``%RETRY%group`` is created with the group's retry queue
+count (perm RW) and must be writable (NO_PERMISSION); the message is looked up by its CommitLog offset (SYSTEM_ERROR
+``look message by offset failed, <offset>``).
+
+The new record copies body, flag, sysFlag, born fields and properties; ``RETRY_TOPIC`` is set to the original topic
+when absent, ``ORIGIN_MESSAGE_ID`` to the original's offset msgId when absent, and ``reconsumeTimes`` grows by one. It
+goes to ``%DLQ%group`` (one queue, perm RW, no delay) when the message was already reconsumed ``maxReconsumeTimes``
+times (group ``retryMaxTimes``; the header's value when the request version is >= 121) or the header's delay level is
+negative; otherwise to a random retry queue with delay level = the header's, or 3 + reconsumeTimes when it is 0,
+through the delay rewrite (``SCHEDULE_TOPIC_XXXX``). SUCCESS only when the put is PUT_OK; any other outcome answers
+SYSTEM_ERROR with the put status name.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Final
+
+from broker.names import retry_topic
+from processors.common import FAQ_SUFFIX, RequestRejected, broker_option, parse_header
+from processors.send import DelayRewrite
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.headers.send import ConsumerSendMsgBackRequestHeader
+from remoting.codec.message import MessageExt, MessageRecord, decode_record
+from remoting.codec.msgid import pack_socket_address
+from remoting.processor import RequestContext
+from store.config_files import PERM_READ, PERM_WRITE, TopicConfig
+from store.errors import PutRefusedError
+from store.results import PutStatus
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+__all__ = ["ConsumerSendMsgBackProcessor", "raw_properties", "record_from_stored", "with_properties"]
+
+PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
+_PROPERTY_DELAY: Final = "DELAY"
+_VERSION_WITH_MAX_RECONSUME_TIMES: Final = 121
+#: First retry level when the client lets the broker choose: 3 + reconsumeTimes (10 s, 30 s, 1 m, ...).
+_BASE_RETRY_LEVEL: Final = 3
+#: TopicSysFlag: bit 0 unit, bit 1 unit-sub (Java's buildSysFlag).
+_UNIT_SUB_FLAG: Final = 2
+
+
+class ConsumerSendMsgBackProcessor:
+    """Serves code 36 against ``broker``; ``delay_rewrite`` is the delay-level seam (the schedule service's
+    ``rewrite``): without one, retries are stored without delay. Stateless between requests."""
+
+    REQUEST_CODES: Final = (RequestCode.CONSUMER_SEND_MSG_BACK,)
+
+    def __init__(
+        self, broker: BrokerContext, delay_rewrite: DelayRewrite | None = None, rng: random.Random | None = None
+    ) -> None:
+        self.broker = broker
+        self.delay_rewrite = delay_rewrite
+        self._rng = rng or random.Random()
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            return await self._send_back(request)
+        except RequestRejected as rejected:
+            return rejected.to_response(request)
+
+    async def _send_back(self, request: RemotingCommand) -> RemotingCommand:
+        header = parse_header(ConsumerSendMsgBackRequestHeader, request)
+        broker = self.broker
+        group = broker.groups.find(header.group)
+        if group is None:
+            raise RequestRejected(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}{FAQ_SUFFIX}"
+            )
+        if not broker_option(broker.config, "broker_permission", PERM_READ | PERM_WRITE) & PERM_WRITE:
+            raise RequestRejected(
+                ResponseCode.NO_PERMISSION, f"the broker[{broker.broker_addr}] sending message is forbidden"
+            )
+        if group.retry_queue_nums <= 0:
+            return request.response(ResponseCode.SUCCESS)
+        sys_flag = _UNIT_SUB_FLAG if header.unit_mode else 0
+        retry = broker.topics.create_topic_in_send_back_process(
+            retry_topic(header.group), group.retry_queue_nums, PERM_READ | PERM_WRITE, sys_flag
+        )
+        _check_writable(retry)
+        msg = self._look_message(header.offset)
+        max_times = group.retry_max_times
+        if request.version >= _VERSION_WITH_MAX_RECONSUME_TIMES and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        updates = {}
+        if PROPERTY_RETRY_TOPIC not in msg.properties:
+            updates[PROPERTY_RETRY_TOPIC] = msg.topic
+        if not msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID):
+            updates[PROPERTY_ORIGIN_MESSAGE_ID] = msg.msg_id
+        if msg.reconsume_times >= max_times or header.delay_level < 0:
+            target = broker.topics.create_dlq_topic(header.group)
+            _check_writable(target)
+            topic, queue_id, level = target.topic_name, 0, 0
+        else:
+            topic = retry.topic_name
+            queue_id = self._rng.randrange(max(retry.write_queue_nums, 1))
+            level = header.delay_level or _BASE_RETRY_LEVEL + msg.reconsume_times
+        props = with_properties(raw_properties(msg), updates, frozenset({_PROPERTY_DELAY}))
+        try:
+            record = record_from_stored(msg, topic, queue_id, props, broker.store_host, msg.reconsume_times + 1)
+        except ValueError as exc:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"MESSAGE_ILLEGAL: {exc}") from None
+        if level > 0 and self.delay_rewrite is not None:
+            record = self.delay_rewrite(record, level)
+        try:
+            result = await broker.store.put(record)
+        except PutRefusedError as exc:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, getattr(exc, "put_status", "UNKNOWN_ERROR")) from None
+        if result.status is not PutStatus.PUT_OK:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, result.status.value)
+        return request.response(ResponseCode.SUCCESS)
+
+    def _look_message(self, offset: int) -> MessageExt:
+        view = self.broker.store.look_message_by_offset(offset)
+        if view is not None:
+            try:
+                return decode_record(view)
+            except MessageDecodeError:
+                pass
+        raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+
+
+def _check_writable(config: TopicConfig) -> None:
+    if not config.perm & PERM_WRITE:
+        raise RequestRejected(
+            ResponseCode.NO_PERMISSION, f"the topic[{config.topic_name}] sending message is forbidden"
+        )
+
+
+def with_properties(raw: str, updates: dict[str, str], drop: frozenset[str] = frozenset()) -> str:
+    """``raw`` (an encoded properties string) with ``updates`` set and ``drop`` removed; other segments keep their
+    order and bytes, ``CLUSTER`` stays last. Never raises."""
+    names = updates.keys() | drop
+    kept = [s for s in raw.split("\x02") if s and s.partition("\x01")[0] not in names]
+    cluster = [s for s in kept if s.startswith("CLUSTER\x01")]
+    kept = [s for s in kept if not s.startswith("CLUSTER\x01")]
+    kept += [f"{k}\x01{v}" for k, v in updates.items()]
+    return "\x02".join(kept + cluster)
+
+
+def raw_properties(msg: MessageExt) -> str:
+    """A decoded message's properties encoded again (insertion order is the stored order)."""
+    return "\x02".join(f"{k}\x01{v}" for k, v in msg.properties.items())
+
+
+def record_from_stored(
+    msg: MessageExt, topic: str, queue_id: int, properties: str, store_host: bytes, reconsume_times: int | None = None
+) -> MessageRecord:
+    """A stored message rebuilt for a new append under ``topic``/``queue_id`` (schedule and timer deliveries,
+    send-back): body, flag, sysFlag and born fields copied. Raises ``ValueError`` for an unpackable born host."""
+    return MessageRecord(
+        topic=topic,
+        body=msg.body,
+        queue_id=queue_id,
+        flag=msg.flag,
+        properties=properties,
+        sys_flag=msg.sys_flag,
+        born_timestamp=msg.born_timestamp,
+        born_host=pack_socket_address(*msg.born_host),
+        store_host=store_host,
+        reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
+        prepared_transaction_offset=msg.prepared_transaction_offset,
+    )

@@ -1,0 +1,121 @@
+"""Retries and the dead-letter queue through the broker's CONSUMER_SEND_MSG_BACK, in virtual time: our PushConsumer
+against the embedded cluster, whose store clock follows Trio's autojump clock."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+
+import attrs
+import trio
+
+from broker.embedded import EmbeddedCluster
+from broker.names import SCHEDULE_TOPIC
+from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message, MessageExt
+from client.producer import Producer
+from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+
+
+def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] | None = None) -> Callable[[], int]:
+    """Make the broker's store time follow Trio's (virtual) clock; returns the clock to re-apply after a restart."""
+    if clock is None:
+        base = time.time() - trio.current_time()
+
+        def clock() -> int:
+            return int((base + trio.current_time()) * 1000)
+
+    store = cluster.controller.context.store
+    store.config = attrs.evolve(store.config, now_ms=clock)
+    return clock
+
+
+async def _create_topic(cluster: EmbeddedCluster, topic: str) -> None:
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+
+
+def _failing_consumer(
+    cluster: EmbeddedCluster, group: str, topic: str, seen: list[tuple[float, MessageExt]], failures: int
+) -> PushConsumer:
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend((trio.current_time(), m) for m in msgs)
+        if len(seen) <= failures:
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(group, cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener)
+    return consumer
+
+
+async def test_a_consumer_failing_three_times_gets_the_message_four_times_with_growing_reconsume_times(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster, "RetryFour")
+    seen: list[tuple[float, MessageExt]] = []
+    consumer = _failing_consumer(embedded_cluster, "cg-retry-four", "RetryFour", seen, failures=3)
+    async with Producer("pg-retry", embedded_cluster.namesrv_addr) as producer, consumer:
+        sent = await producer.send(Message("RetryFour", b"payload", keys=["k1"]))
+        with trio.fail_after(600):
+            while len(seen) < 4:
+                await trio.sleep(1)
+        await trio.sleep(300)  # nothing more arrives once consumed
+    assert len(seen) == 4
+    times = [t for t, _ in seen]
+    msgs = [m for _, m in seen]
+    assert [m.reconsume_times for m in msgs] == [0, 1, 2, 3]
+    assert {m.topic for m in msgs} == {"RetryFour"}
+    assert {m.body for m in msgs} == {b"payload"}
+    assert {m.properties.get("UNIQ_KEY") for m in msgs} == {sent.msg_id}
+    # The broker path: ORIGIN_MESSAGE_ID is the first delivery's offset msgId (the client's own fallback would put
+    # the UNIQ_KEY there), and every retry went through delay levels 3, 4 and 5 (10 s, 30 s, 1 min).
+    first = msgs[0]
+    assert all(m.properties["ORIGIN_MESSAGE_ID"] == first.msg_id for m in msgs[1:])
+    assert all(m.properties["RETRY_TOPIC"] == "RetryFour" for m in msgs[1:])
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    for gap, delay in zip(gaps, (10, 30, 60), strict=True):
+        assert delay <= gap < delay + 2
+    schedule = embedded_cluster.controller.schedule
+    assert schedule.delivered == 3
+    assert embedded_cluster.controller.context.store.max_offset_in_queue(SCHEDULE_TOPIC, 2) == 1
+
+
+async def test_an_always_failing_message_lands_in_the_dlq_after_16_retries_where_query_by_id_finds_it(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster, "RetryDead")
+    seen: list[tuple[float, MessageExt]] = []
+    consumer = _failing_consumer(embedded_cluster, "cg-dead", "RetryDead", seen, failures=1_000)
+    store = embedded_cluster.controller.context.store
+    async with Producer("pg-dead", embedded_cluster.namesrv_addr) as producer, consumer:
+        sent = await producer.send(Message("RetryDead", b"poison"))
+        start = trio.current_time()
+        with trio.fail_after(6 * 3600):
+            while store.max_offset_in_queue("%DLQ%cg-dead", 0) < 1:
+                await trio.sleep(10)
+        elapsed = trio.current_time() - start
+        await trio.sleep(600)
+        async with Admin(embedded_cluster.namesrv_addr) as admin:
+            [dead] = await admin.query_msg_by_offset(MessageQueue("%DLQ%cg-dead", "broker-a", 0), 0)
+            found = await admin.query_msg_by_id(dead.msg_id)
+    # 1 first delivery + 16 retries; the 17th failure sends it to the DLQ.
+    assert len(seen) == 17
+    assert [m.reconsume_times for _, m in seen] == list(range(17))
+    # Levels 3..18: 10 s + 30 s + 1..10 min + 20 min + 30 min + 1 h + 2 h = 4 h 45 min 40 s of retries.
+    assert 17_140 <= elapsed < 17_140 + 120
+    assert found.topic == "%DLQ%cg-dead"
+    assert found.body == b"poison"
+    assert found.reconsume_times == 17
+    assert found.properties["UNIQ_KEY"] == sent.msg_id
+    assert found.properties["RETRY_TOPIC"] == "RetryDead"
+    assert found.properties["ORIGIN_MESSAGE_ID"] == seen[0][1].msg_id
+    assert "DELAY" not in found.properties
+    dlq = embedded_cluster.controller.context.topics.get("%DLQ%cg-dead")
+    assert dlq is not None and (dlq.read_queue_nums, dlq.write_queue_nums, dlq.perm) == (1, 1, 6)
