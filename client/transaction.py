@@ -1,0 +1,210 @@
+"""The transactional producer (Java's ``TransactionMQProducer`` with a ``TransactionListener``).
+
+Usage::
+
+    async def execute(msg: Message, arg: object) -> LocalTransactionState:
+        ...   # run the local transaction
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    def check(msg: MessageExt) -> LocalTransactionState:     # plain functions run in a worker thread
+        return LocalTransactionState.COMMIT_MESSAGE if done(msg.transaction_id) else LocalTransactionState.UNKNOWN
+
+    async with TransactionProducer("tx-group", namesrv_addr, execute_local_transaction=execute,
+                                   check_local_transaction=check) as producer:
+        result = await producer.send_message_in_transaction(Message("TopicTest", b"order"), arg=order)
+        result.local_transaction_state, result.send_result.msg_id
+
+:meth:`TransactionProducer.send_message_in_transaction` sends a half message (``TRAN_MSG=true``, ``PGROUP``, sysFlag
+PREPARED; a delay level is dropped as Java does), runs ``execute_local_transaction`` once it is stored (an exception
+counts as UNKNOWN and its text travels in the remark), then sends END_TRANSACTION oneway to the broker that stored it:
+commit, rollback, or unknown (the broker will ask later). A send that was not SEND_OK is rolled back without running
+the local transaction. Send failures raise as :meth:`Producer.send` does; the END_TRANSACTION write is best effort
+(a lost one is resolved by the broker's check-back).
+
+Check-backs (CHECK_TRANSACTION_STATE from a broker) run ``check_local_transaction`` in the instance's task group (not
+on the connection's reader) and answer with END_TRANSACTION ``fromTransactionCheck=true`` naming the copy the broker
+asked about. Callbacks may be coroutine functions (awaited) or plain functions (run in a worker thread).
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+import attrs
+
+from client.errors import MQClientError
+from client.message import Message, MessageExt, SendResult, SendStatus, uncompressed
+from client.producer import Producer
+from client.send_request import PreparedSend
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.errors import CodecError
+from remoting.codec.headers.transaction import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+)
+from remoting.codec.msgid import decode_offset_msg_id
+from remoting.codec.properties import PROPERTY_UNIQ_KEY
+from remoting.errors import RemotingError
+
+__all__ = [
+    "CheckLocalTransaction",
+    "ExecuteLocalTransaction",
+    "LocalTransactionState",
+    "TransactionProducer",
+    "TransactionSendResult",
+]
+
+log = logging.getLogger(__name__)
+
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+
+
+class LocalTransactionState(enum.Enum):
+    """The outcome of a local transaction (Java spells the last one ``UNKNOW``)."""
+
+    COMMIT_MESSAGE = TRANSACTION_COMMIT_TYPE
+    ROLLBACK_MESSAGE = TRANSACTION_ROLLBACK_TYPE
+    UNKNOWN = TRANSACTION_NOT_TYPE
+
+
+#: ``(message, arg) -> state``, sync or async.
+ExecuteLocalTransaction = Callable[[Message, Any], LocalTransactionState | Awaitable[LocalTransactionState]]
+#: ``(half message as the broker stored it, with its real topic) -> state``, sync or async.
+CheckLocalTransaction = Callable[[MessageExt], LocalTransactionState | Awaitable[LocalTransactionState]]
+
+
+@attrs.frozen(slots=True)
+class TransactionSendResult:
+    """The half message's :class:`SendResult` and what the local transaction decided."""
+
+    send_result: SendResult
+    local_transaction_state: LocalTransactionState
+
+    @property
+    def transaction_id(self) -> str:
+        return self.send_result.msg_id
+
+
+async def _call(callback: Callable[..., Any], *args: Any) -> LocalTransactionState:
+    if inspect.iscoroutinefunction(callback):
+        state = await callback(*args)
+    else:
+        state = await anyio.to_thread.run_sync(callback, *args)
+        if inspect.isawaitable(state):
+            state = await state
+    if not isinstance(state, LocalTransactionState):
+        raise MQClientError(f"transaction callback returned {state!r}, not a LocalTransactionState")
+    return state
+
+
+class TransactionProducer(Producer):
+    """A :class:`~client.producer.Producer` that also sends transactional messages. See the module docstring;
+    other keyword arguments are the producer's."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        execute_local_transaction: ExecuteLocalTransaction,
+        check_local_transaction: CheckLocalTransaction,
+        **options: Any,
+    ) -> None:
+        super().__init__(group, namesrv_addr, **options)
+        self.execute_local_transaction = execute_local_transaction
+        self.check_local_transaction = check_local_transaction
+
+    async def send_message_in_transaction(
+        self, msg: Message, arg: object = None, *, timeout: float | None = None
+    ) -> TransactionSendResult:
+        """Send ``msg`` as a half message, run the local transaction, end it. Raises what :meth:`send` raises."""
+        self._check_started()
+        half = attrs.evolve(msg, properties=dict(msg.properties), delay_level=0)
+        half.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
+        half.properties[PROPERTY_PRODUCER_GROUP] = self.group
+        prepared = self._builder.single(half)
+        fields = dict(prepared.fields)
+        fields["f"] = str(int(fields["f"]) | TRANSACTION_PREPARED_TYPE)
+        prepared = PreparedSend(fields, prepared.body, prepared.msg_id)
+        result = await self._dispatch(prepared, half, None, None, None, timeout, self.retry_times_when_send_failed)
+        remark = None
+        if result.send_status is not SendStatus.SEND_OK:
+            state = LocalTransactionState.ROLLBACK_MESSAGE
+        else:
+            try:
+                state = await _call(self.execute_local_transaction, half, arg)
+            except Exception as exc:
+                log.warning("local transaction of %s failed: %r (state UNKNOWN)", result.msg_id, exc)
+                state, remark = LocalTransactionState.UNKNOWN, f"executeLocalTransactionBranch exception: {exc!r}"
+        await self._end_transaction(result, state, remark)
+        return TransactionSendResult(result, state)
+
+    async def _end_transaction(self, result: SendResult, state: LocalTransactionState, remark: str | None) -> None:
+        try:
+            commit_log_offset = decode_offset_msg_id(result.offset_msg_id).phy_offset
+            addr = self.instance.find_broker_address(result.broker_name)
+            if addr is None:
+                raise MQClientError(f"broker {result.broker_name} has no master address")
+            header = EndTransactionRequestHeader(
+                producer_group=self.group,
+                tran_state_table_offset=result.queue_offset,
+                commit_log_offset=commit_log_offset,
+                commit_or_rollback=state.value,
+                msg_id=result.msg_id,
+                transaction_id=result.msg_id,
+                from_transaction_check=False,
+            )
+            command = request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True)
+            if remark:
+                command = attrs.evolve(command, remark=remark)
+            await self.instance.remoting.invoke_oneway(addr, command)
+        except (RemotingError, CodecError, MQClientError) as exc:
+            log.warning("END_TRANSACTION for %s not sent (%s): the broker will check back", result.msg_id, exc)
+
+    async def check_transaction_state(self, broker_addr: str, msg: MessageExt, request: RemotingCommand) -> None:
+        """Called by the instance for CHECK_TRANSACTION_STATE: the answer is computed in the background."""
+        try:
+            header = CheckTransactionStateRequestHeader.from_ext_fields(request.ext_fields)
+        except CodecError as exc:
+            log.warning("bad CHECK_TRANSACTION_STATE from %s: %s", broker_addr, exc)
+            return
+        self.instance.task_group.start_soon(self._answer_check, broker_addr, msg, header)
+
+    async def _answer_check(
+        self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader
+    ) -> None:
+        uniq = msg.properties.get(PROPERTY_UNIQ_KEY) or header.transaction_id or header.msg_id or msg.msg_id
+        remark = None
+        try:
+            state = await _call(self.check_local_transaction, uncompressed(msg))
+        except Exception as exc:
+            log.warning("check of local transaction %s failed: %r (state UNKNOWN)", uniq, exc)
+            state, remark = LocalTransactionState.UNKNOWN, f"checkLocalTransaction exception: {exc!r}"
+        end = EndTransactionRequestHeader(
+            producer_group=self.group,
+            tran_state_table_offset=header.tran_state_table_offset,
+            commit_log_offset=header.commit_log_offset,
+            commit_or_rollback=state.value,
+            msg_id=uniq,
+            transaction_id=header.transaction_id or uniq,
+            from_transaction_check=True,
+        )
+        command = request(RequestCode.END_TRANSACTION, end.to_ext_fields(), oneway=True)
+        if remark:
+            command = attrs.evolve(command, remark=remark)
+        try:
+            await self.instance.remoting.invoke_oneway(broker_addr, command)
+        except RemotingError as exc:
+            log.warning("END_TRANSACTION answer for %s to %s failed: %s", uniq, broker_addr, exc)

@@ -1,0 +1,307 @@
+"""Transactions with check-back through the broker and our TransactionProducer, in virtual time (autojump clock: the
+check service's 60 s rounds and the 15-check limit pass in seconds), plus END_TRANSACTION's checks on the wire and a
+real broker restart."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+
+from broker.embedded import EmbeddedCluster
+from broker.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from client.admin import Admin
+from client.message import Message, MessageExt
+from client.transaction import LocalTransactionState, TransactionProducer
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.codec.headers.transaction import EndTransactionRequestHeader
+from remoting.codec.message import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK, decode_record
+from remoting.codec.message import MessageExt as StoredExt
+from remoting.codec.msgid import decode_offset_msg_id
+
+COMMIT = LocalTransactionState.COMMIT_MESSAGE
+ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
+UNKNOWN = LocalTransactionState.UNKNOWN
+TOPIC = "TxTopic"
+
+
+async def _create_topic(cluster: EmbeddedCluster, topic: str = TOPIC) -> None:
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
+
+
+def _visible(cluster: EmbeddedCluster, topic: str = TOPIC, queues: int = 2) -> list[StoredExt]:
+    """What a consumer of ``topic`` could pull right now, read from the broker's consume queues."""
+    store = cluster.controller.context.store
+    found = []
+    for queue_id in range(queues):
+        result = store.get(topic, queue_id, 0, 32)
+        found.extend(decode_record(view) for view in result.messages)
+    return found
+
+
+def _producer(
+    cluster: EmbeddedCluster,
+    execute: Callable[[Message, object], LocalTransactionState],
+    check: Callable[[MessageExt], LocalTransactionState],
+    group: str = "tx-pg",
+) -> TransactionProducer:
+    async def execute_async(msg: Message, arg: object) -> LocalTransactionState:
+        return execute(msg, arg)
+
+    async def check_async(msg: MessageExt) -> LocalTransactionState:
+        return check(msg)
+
+    return TransactionProducer(
+        group,
+        cluster.namesrv_addr,
+        execute_local_transaction=execute_async,
+        check_local_transaction=check_async,
+    )
+
+
+async def _wait_visible(cluster: EmbeddedCluster, count: int, within: float = 90) -> list[StoredExt]:
+    """Poll (in virtual time) until ``count`` messages are visible; fail after ``within`` virtual seconds."""
+    with trio.fail_after(within):
+        while len(found := _visible(cluster)) < count:
+            await trio.sleep(0.01)
+    return found
+
+
+async def _wait_ops(cluster: EmbeddedCluster, count: int) -> None:
+    store = cluster.controller.context.store
+    with trio.fail_after(30):
+        while store.max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0) < count:
+            await trio.sleep(0.01)
+
+
+async def test_commit_restores_the_real_topic_and_makes_the_message_visible_only_then(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    seen_before_commit: list[int] = []
+
+    def execute(msg: Message, arg: object) -> LocalTransactionState:
+        seen_before_commit.append(len(_visible(embedded_cluster)))
+        return COMMIT
+
+    async with _producer(embedded_cluster, execute, lambda m: UNKNOWN) as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"order-1", tags="T", keys="k1"))
+        (msg,) = await _wait_visible(embedded_cluster, 1)
+    assert seen_before_commit == [0]
+    assert result.local_transaction_state is COMMIT
+    half_phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
+    assert (msg.topic, msg.queue_id, msg.body) == (TOPIC, result.send_result.queue_id, b"order-1")
+    assert msg.sys_flag & SYSFLAG_TRANSACTION_MASK == SYSFLAG_TRANSACTION_COMMIT
+    assert msg.prepared_transaction_offset == half_phy
+    assert msg.properties["UNIQ_KEY"] == result.transaction_id
+    assert msg.properties["TAGS"] == "T" and msg.properties["PGROUP"] == "tx-pg"
+    assert not {"REAL_TOPIC", "REAL_QID", "TRAN_MSG"} & msg.properties.keys()
+    await _wait_ops(embedded_cluster, 1)
+
+
+async def test_the_half_message_waits_in_the_half_topic_with_its_real_topic_and_queue(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"pending"))
+    store = embedded_cluster.controller.context.store
+    (view,) = store.get(TRANS_HALF_TOPIC, 0, 0, 32).messages
+    half = decode_record(view)
+    assert half.queue_offset == result.send_result.queue_offset
+    assert half.properties["REAL_TOPIC"] == TOPIC
+    assert half.properties["REAL_QID"] == str(result.send_result.queue_id)
+    assert half.properties["TRAN_MSG"] == "true"
+    assert _visible(embedded_cluster) == []
+
+
+async def test_rollback_records_an_op_message_and_the_message_never_becomes_visible(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    checks: list[MessageExt] = []
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checks.append(msg)
+        return COMMIT
+
+    async with _producer(embedded_cluster, lambda m, a: ROLLBACK, check) as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"cancelled"))
+        await _wait_ops(embedded_cluster, 1)
+        await trio.sleep(5 * 60)  # five check rounds: a rolled-back message is never asked about
+    store = embedded_cluster.controller.context.store
+    (op_view,) = store.get(TRANS_OP_HALF_TOPIC, 0, 0, 32).messages
+    op = decode_record(op_view)
+    assert op.body == str(result.send_result.queue_offset).encode()
+    assert op.properties["TAGS"] == "d"
+    assert result.local_transaction_state is ROLLBACK
+    assert checks == []
+    assert _visible(embedded_cluster) == []
+
+
+async def test_unknown_outcome_is_resolved_by_check_back_to_commit(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    checks: list[tuple[float, MessageExt]] = []
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checks.append((trio.current_time(), msg))
+        return COMMIT
+
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, check) as producer:
+        start = trio.current_time()
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"late"))
+        await trio.sleep(59)
+        assert _visible(embedded_cluster) == [] and checks == []
+        (msg,) = await _wait_visible(embedded_cluster, 1)
+        await trio.sleep(3 * 60)  # later rounds neither ask again nor commit twice
+        assert len(_visible(embedded_cluster)) == 1
+    assert result.local_transaction_state is UNKNOWN
+    ((asked_at, asked),) = checks
+    assert 60 <= asked_at - start < 61
+    assert (asked.topic, asked.queue_id, asked.body) == (TOPIC, result.send_result.queue_id, b"late")
+    assert asked.properties["UNIQ_KEY"] == result.transaction_id
+    assert asked.properties["TRANSACTION_CHECK_TIMES"] == "1"
+    assert msg.body == b"late" and msg.properties["UNIQ_KEY"] == result.transaction_id
+
+
+async def test_unknown_outcome_is_resolved_by_check_back_to_rollback(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    checks: list[MessageExt] = []
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checks.append(msg)
+        return ROLLBACK
+
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, check) as producer:
+        await producer.send_message_in_transaction(Message(TOPIC, b"undone"))
+        await trio.sleep(61)
+        await _wait_ops(embedded_cluster, 1)
+        await trio.sleep(5 * 60)
+    assert len(checks) == 1
+    assert _visible(embedded_cluster) == []
+
+
+async def test_a_producer_that_never_answers_ends_in_discard_after_the_maximum_checks(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    checks: list[MessageExt] = []
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checks.append(msg)
+        return UNKNOWN
+
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, check) as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"orphan"))
+        await trio.sleep(20 * 60)
+    assert [m.properties["TRANSACTION_CHECK_TIMES"] for m in checks] == [str(n) for n in range(1, 16)]
+    store = embedded_cluster.controller.context.store
+    (view,) = store.get(TRANS_CHECK_MAX_TIME_TOPIC, 0, 0, 32).messages
+    discarded = decode_record(view)
+    assert discarded.properties["UNIQ_KEY"] == result.transaction_id
+    assert discarded.properties["TRANSACTION_CHECK_TIMES"] == "15"
+    assert _visible(embedded_cluster) == []
+
+
+async def test_check_immunity_property_delays_the_first_check(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    checks: list[float] = []
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checks.append(trio.current_time())
+        return COMMIT
+
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, check) as producer:
+        start = trio.current_time()
+        msg = Message(TOPIC, b"immune", properties={"CHECK_IMMUNITY_TIME_IN_SECONDS": "150"})
+        await producer.send_message_in_transaction(msg)
+        await _wait_visible(embedded_cluster, 1, within=300)
+    assert len(checks) == 1 and 180 <= checks[0] - start < 181
+
+
+async def _end_transaction(
+    cluster: EmbeddedCluster, producer_group: str, queue_offset: int, phy: int, kind: int = 8
+) -> tuple[int, str | None]:
+    header = EndTransactionRequestHeader(
+        producer_group=producer_group,
+        tran_state_table_offset=queue_offset,
+        commit_log_offset=phy,
+        commit_or_rollback=kind,
+        msg_id="X",
+    )
+    async with RemotingClient() as client:
+        answer = await client.invoke(
+            cluster.broker_addr, request(RequestCode.END_TRANSACTION, header.to_ext_fields()), 3.0
+        )
+    return answer.code, answer.remark
+
+
+async def test_end_transaction_checks_the_producer_group_and_the_offsets(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"guarded"))
+    offset = result.send_result.queue_offset
+    phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
+    wrong_group = await _end_transaction(embedded_cluster, "other-group", offset, phy)
+    wrong_offset = await _end_transaction(embedded_cluster, "tx-pg", offset + 1, phy)
+    no_half = await _end_transaction(embedded_cluster, "tx-pg", offset, phy + 1)
+    assert wrong_group == (ResponseCode.SYSTEM_ERROR, "The producer group wrong")
+    assert wrong_offset == (ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong")
+    assert no_half == (ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+    assert _visible(embedded_cluster) == []
+    assert await _end_transaction(embedded_cluster, "tx-pg", offset, phy, 0) == (ResponseCode.SUCCESS, None)
+    assert _visible(embedded_cluster) == []
+    assert await _end_transaction(embedded_cluster, "tx-pg", offset, phy) == (ResponseCode.SUCCESS, None)
+    assert await _end_transaction(embedded_cluster, "tx-pg", offset, phy) == (ResponseCode.SUCCESS, None)
+    assert len(_visible(embedded_cluster)) == 1  # a repeated commit is acknowledged, not stored twice
+
+
+async def test_an_ordinary_message_cannot_be_committed_by_its_offset(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: COMMIT, lambda m: UNKNOWN) as producer:
+        sent = await producer.send(Message(TOPIC, b"plain"))
+    phy = decode_offset_msg_id(sent.offset_msg_id).phy_offset
+    code, remark = await _end_transaction(embedded_cluster, "tx-pg", sent.queue_offset, phy)
+    assert (code, remark) == (ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+    assert len(_visible(embedded_cluster)) == 1
+
+
+async def test_transaction_state_survives_a_broker_restart(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    answers = {b"pending": UNKNOWN, b"undone": ROLLBACK}
+    checks: list[MessageExt] = []
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checks.append(msg)
+        return answers[msg.body]
+
+    def execute(msg: Message, arg: object) -> LocalTransactionState:
+        return ROLLBACK if msg.body == b"undone" else UNKNOWN
+
+    async with _producer(embedded_cluster, execute, check) as producer:
+        await producer.send_message_in_transaction(Message(TOPIC, b"pending"))
+        await producer.send_message_in_transaction(Message(TOPIC, b"undone"))
+        await trio.sleep(61)  # one round: "pending" asked once (still unknown), "undone" never
+        assert [m.body for m in checks] == [b"pending"]
+        await embedded_cluster.restart_broker()
+        answers[b"pending"] = COMMIT
+        (msg,) = await _wait_visible(embedded_cluster, 1)
+        await trio.sleep(3 * 60)
+    assert [(m.body, m.properties["TRANSACTION_CHECK_TIMES"]) for m in checks] == [(b"pending", "1"), (b"pending", "2")]
+    assert msg.body == b"pending"
+    assert len(_visible(embedded_cluster)) == 1
