@@ -150,6 +150,10 @@ class ScheduleMessageService:
         """Save the offsets now (worker thread). Raises ``OSError``."""
         await self._persister.persist()
 
+    async def wait_saved(self) -> None:
+        """Return once the offsets as of now are in ``delayOffset.json`` (after the next periodic save at most)."""
+        await self._persister.wait_saved()
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await trio.to_thread.run_sync(self.load)
         try:

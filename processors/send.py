@@ -285,7 +285,8 @@ class SendMessageProcessor:
             result = await self.broker.store.put(record, wait_flush=props.wait)
         except PutRefusedError as exc:
             raise self._refused(exc) from None
-        return self._answer(request, result, record.queue_id)
+        # Java answers the queue the message was sent to, not the schedule or half queue it is parked in.
+        return self._answer(request, result, queue_id)
 
     def _retry_target(
         self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int, reconsume_times: int

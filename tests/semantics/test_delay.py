@@ -1,0 +1,164 @@
+"""Delay levels in virtual time: SCHEDULE_TOPIC_XXXX storage, delivery when due to the real topic and queue,
+delayOffset.json progress, and a clean broker restart that neither loses nor repeats a delivery."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import orjson
+import trio
+
+from broker.embedded import EmbeddedCluster
+from broker.names import SCHEDULE_TOPIC
+from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message, MessageExt
+from client.producer import Producer
+from remoting.codec.bodies import ConsumeFromWhere
+from remoting.codec.message import decode_record
+from tests.conftest import SMALL_STORE
+
+
+def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] | None = None) -> Callable[[], int]:
+    """Make the broker's store time follow Trio's (virtual) clock; returns the clock to re-apply after a restart."""
+    if clock is None:
+        base = time.time() - trio.current_time()
+
+        def clock() -> int:
+            return int((base + trio.current_time()) * 1000)
+
+    store = cluster.controller.context.store
+    store.config = attrs.evolve(store.config, now_ms=clock)
+    return clock
+
+
+async def _create_topic(cluster: EmbeddedCluster, topic: str, queues: int = 1) -> None:
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+
+def _stored(cluster: EmbeddedCluster, topic: str, queue_id: int) -> list[MessageExt]:
+    result = cluster.controller.context.store.get(topic, queue_id, 0, 1000)
+    return [decode_record(m) for m in result.messages]
+
+
+def _recording_consumer(
+    cluster: EmbeddedCluster, group: str, topic: str, seen: list[tuple[float, MessageExt]]
+) -> PushConsumer:
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend((trio.current_time(), m) for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(group, cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener)
+    return consumer
+
+
+async def test_delay_levels_deliver_at_their_virtual_time_to_the_real_topic_and_queue(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster, "Delayed", queues=4)
+    seen: list[tuple[float, MessageExt]] = []
+    delays = {1: 1, 2: 5, 3: 10, 5: 60, 16: 1800, 18: 7200, 30: 7200}  # level 30 is clamped to the last level
+    consumer = _recording_consumer(embedded_cluster, "cg-delay", "Delayed", seen)
+    async with Producer("pg-delay", embedded_cluster.namesrv_addr) as producer, consumer:
+        await trio.sleep(30)  # the consumer owns its queues before anything is due
+        start = trio.current_time()
+        sent = {}
+        for level in delays:
+            result = await producer.send(Message("Delayed", f"level-{level}".encode(), delay_level=level))
+            sent[f"level-{level}".encode()] = result
+        with trio.fail_after(8000):
+            while len(seen) < len(delays):
+                await trio.sleep(0.5)
+    assert len(seen) == len(delays)
+    for at, msg in seen:
+        level = int(msg.body.decode().split("-")[1])
+        assert delays[level] <= at - start < delays[level] + 1.5, (level, at - start)
+        result = sent[msg.body]
+        assert msg.queue_id == result.queue_id
+        assert msg.properties["REAL_TOPIC"] == "Delayed"
+        assert msg.properties["REAL_QID"] == str(result.queue_id)
+        assert "DELAY" not in msg.properties
+        assert msg.properties["UNIQ_KEY"] == result.msg_id
+
+
+async def test_a_delayed_message_is_stored_in_its_levels_schedule_queue_with_the_delivery_time_as_tags_code(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster, "Scheduled")
+    store = embedded_cluster.controller.context.store
+    async with Producer("pg-sched", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("Scheduled", b"x", tags="TagA", delay_level=4))
+    [stored] = _stored(embedded_cluster, SCHEDULE_TOPIC, 3)
+    assert stored.properties["REAL_TOPIC"] == "Scheduled"
+    assert stored.properties["REAL_QID"] == "0"
+    assert stored.properties["DELAY"] == "4"
+    entry = store.consume_queues[(SCHEDULE_TOPIC, 3)].entry(0)
+    assert entry is not None and entry[2] == stored.store_timestamp + 30_000
+    assert store.max_offset_in_queue("Scheduled", 0) == 0
+    assert embedded_cluster.controller.schedule.pending(4) == 1
+
+
+async def test_delay_progress_is_saved_to_delay_offset_json_periodically_and_at_shutdown(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster, "Progress")
+    path = Path(embedded_cluster.controller.context.config.store_path_root_dir) / "config" / "delayOffset.json"
+    async with Producer("pg-progress", embedded_cluster.namesrv_addr) as producer:
+        for _ in range(3):
+            await producer.send(Message("Progress", b"x", delay_level=2))
+        await trio.sleep(7)
+        assert embedded_cluster.controller.context.store.max_offset_in_queue("Progress", 0) == 3
+        # The periodic save (every 10 s) writes it; virtual time is not asserted here because the clock jumps
+        # while the save runs in a worker thread.
+        await embedded_cluster.controller.schedule.wait_saved()
+        assert orjson.loads(path.read_bytes())["offsetTable"] == {"2": 3}
+        for _ in range(2):
+            await producer.send(Message("Progress", b"y", delay_level=1))
+        await trio.sleep(2)
+    await embedded_cluster.stop_broker()
+    assert orjson.loads(path.read_bytes())["offsetTable"] == {"1": 2, "2": 3}
+    await embedded_cluster.start_broker()
+
+
+async def test_a_broker_restart_with_pending_delays_neither_loses_nor_repeats_a_delivery(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster, "Survive")
+    async with Producer("pg-survive", embedded_cluster.namesrv_addr) as producer:
+        for i in range(30):
+            level = (2, 3, 4)[i % 3]  # 5 s, 10 s, 30 s
+            await producer.send(Message("Survive", f"m{i}".encode(), delay_level=level))
+            await trio.sleep(0.5)
+    await trio.sleep(2)  # a restart with some of each level delivered and the rest pending
+    delivered_before = len(_stored(embedded_cluster, "Survive", 0))
+    assert 0 < delivered_before < 30
+    await embedded_cluster.restart_broker()
+    use_virtual_store_clock(embedded_cluster, clock)
+    await trio.sleep(120)
+    bodies = [m.body for m in _stored(embedded_cluster, "Survive", 0)]
+    assert sorted(bodies) == sorted(f"m{i}".encode() for i in range(30))
+    assert embedded_cluster.controller.schedule.pending_total() == 0
+
+
+async def test_message_delay_level_is_configurable(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    async with EmbeddedCluster(tmp_path, message_delay_level="2s 4s", **SMALL_STORE) as cluster:
+        use_virtual_store_clock(cluster)
+        await _create_topic(cluster, "Custom")
+        async with Producer("pg-custom", cluster.namesrv_addr) as producer:
+            start = trio.current_time()
+            await producer.send(Message("Custom", b"x", delay_level=7))  # clamped to level 2: 4 s
+        while not _stored(cluster, "Custom", 0):
+            await trio.sleep(0.1)
+        assert 4 <= trio.current_time() - start < 5
+        assert _stored(cluster, SCHEDULE_TOPIC, 1)[0].properties["DELAY"] == "2"
