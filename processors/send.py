@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final
 from broker.names import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
     validate_topic,
 )
@@ -285,8 +286,8 @@ class SendMessageProcessor:
             result = await self.broker.store.put(record, wait_flush=props.wait)
         except PutRefusedError as exc:
             raise self._refused(exc) from None
-        # Java answers the queue the message was sent to, not the schedule or half queue it is parked in.
-        return self._answer(request, result, queue_id)
+        # Java answers the queue a delayed message was sent to, not the schedule queue it waits in.
+        return self._answer(request, result, queue_id if record.topic == SCHEDULE_TOPIC else record.queue_id)
 
     def _retry_target(
         self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int, reconsume_times: int
