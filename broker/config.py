@@ -56,6 +56,8 @@ class BrokerConfig:
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     broker_topic_enable: bool = True
     long_polling_enable: bool = True
+    #: Serve SQL92 subscriptions (broker-side property filters); off by default, as in RocketMQ.
+    enable_property_filter: bool = False
     short_polling_time_mills: int = 1000
     register_name_server_period: int = 30_000
     register_broker_timeout_mills: int = 6000

@@ -4,6 +4,11 @@
 first message always comes; then at most ``max_msgs``, and 32 messages / ``max_bytes`` while the data is "in memory"
 or 8 messages / 64 KiB once it is more than 40 % of RAM behind the CommitLog head). It scans at most one ConsumeQueue
 segment and at least 800 entries per call, as Java does. It never raises; slices are zero-copy views of the log.
+
+Filters, in Java's order: ``tag_filter`` sees the consume-queue tags code before the CommitLog is touched;
+``property_filter`` (SQL92 subscriptions) then sees the raw properties of each remaining candidate, sliced straight
+from the mapped record by :func:`record_properties` without decoding the message. A candidate either filter refuses
+is skipped but counts as scanned; it must not raise.
 """
 
 from __future__ import annotations
@@ -25,6 +30,25 @@ MIN_SCAN_ENTRIES: Final = 800
 
 #: Broker-side filter on the consume-queue tags code (True = deliver).
 TagFilter = Callable[[int], bool]
+#: Broker-side filter on a candidate's raw properties string (``name 0x01 value 0x02 ...``; True = deliver).
+PropertyFilter = Callable[[memoryview], bool]
+
+# Record layout (remoting/codec/message.py): sysFlag at 36 says whether each host is 8 or 20 bytes; the body length
+# follows the fixed part, then the body, the topic (1-byte length) and the properties (2-byte length).
+_POS_SYSFLAG: Final = 36
+_FIXED_BEFORE_HOSTS: Final = 68
+_BORNHOST_V6: Final = 0x10
+_STOREHOST_V6: Final = 0x20
+
+
+def record_properties(record: memoryview) -> memoryview:
+    """The raw properties of one stored record (a view, no copy). The record must be well formed, as records the
+    store hands out are; a truncated one raises ``IndexError``."""
+    sys_flag = int.from_bytes(record[_POS_SYSFLAG : _POS_SYSFLAG + 4], "big")
+    body_len_at = _FIXED_BEFORE_HOSTS + (20 if sys_flag & _BORNHOST_V6 else 8) + (20 if sys_flag & _STOREHOST_V6 else 8)
+    topic_at = body_len_at + 4 + int.from_bytes(record[body_len_at : body_len_at + 4], "big")
+    props_at = topic_at + 1 + record[topic_at] + 2
+    return record[props_at:]
 
 
 def in_memory_limit() -> int:
@@ -45,6 +69,7 @@ def get_message(
     max_bytes: int,
     tag_filter: TagFilter | None,
     memory_limit: int,
+    property_filter: PropertyFilter | None = None,
 ) -> GetResult:
     if cq is None:
         return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -85,6 +110,8 @@ def get_message(
         if record is None:  # its segment was deleted by retention
             if not messages:
                 status = GetStatus.MESSAGE_WAS_REMOVING
+            continue
+        if property_filter is not None and not property_filter(record_properties(record)):
             continue
         messages.append(record)
         queue_offsets.append(offset + scanned - 1)

@@ -38,7 +38,7 @@ from store.commitlog import CommitLog
 from store.config import FlushDiskType, StoreConfig, parse_delay_levels
 from store.consume_queue import ConsumeQueue
 from store.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError, StoreCorruptError
-from store.get_message import MAX_TRANSFER_BYTES_IN_MEMORY, TagFilter, get_message, in_memory_limit
+from store.get_message import MAX_TRANSFER_BYTES_IN_MEMORY, PropertyFilter, TagFilter, get_message, in_memory_limit
 from store.index import IndexService
 from store.mapped_file import MappedFile
 from store.recovery import recover
@@ -327,10 +327,14 @@ class MessageStore:
         return cq
 
     def get(self, topic: str, queue_id: int, offset: int, max_msgs: int, max_bytes: int = MAX_TRANSFER_BYTES_IN_MEMORY,
-            tag_filter: TagFilter | None = None) -> GetResult:  # fmt: skip
-        """Read up to ``max_msgs`` records from logical ``offset`` (behaviour.md 4.2 / 4.3). Never raises."""
+            tag_filter: TagFilter | None = None,
+            property_filter: PropertyFilter | None = None) -> GetResult:  # fmt: skip
+        """Read up to ``max_msgs`` records from logical ``offset`` (behaviour.md 4.2 / 4.3). Never raises.
+        ``tag_filter`` sees consume-queue tags codes, ``property_filter`` each candidate's raw properties."""
         cq = self.consume_queues.get((topic, queue_id))
-        return get_message(self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit)
+        return get_message(
+            self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit, property_filter
+        )
 
     def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:
         """The record at a CommitLog offset (from an offset msgId), or ``None`` when gone or not a record start."""

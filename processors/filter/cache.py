@@ -1,0 +1,78 @@
+"""Compiled SQL92 subscriptions: :func:`compile_sql92` and the broker's :class:`ConsumerFilterCache`.
+
+:func:`compile_sql92` parses and compiles one expression; results (and parse errors, as RocketMQ's parse cache keeps
+them) are memoised by text, since every consumer restart brings a new ``subVersion`` for the same expression.
+
+:class:`ConsumerFilterCache` is RocketMQ's ``ConsumerFilterManager`` reduced to what a pull needs: the compiled filter
+of a subscription, keyed by ``(group, topic, subVersion)``, so a pull never re-parses. An entry whose expression
+differs from the one asked for (a client reusing a version) is recompiled. The cache is bounded (least recently used
+entries go first) and owned by one broker's pull processor; it is not thread-safe (the broker runs on one Trio
+thread).
+
+Errors: both raise :class:`~processors.filter.sql92.Sql92ParseError` for a malformed expression, every time it is
+asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from typing import Final
+
+from processors.filter.evaluate import Sql92Filter, compile_tree, referenced_properties
+from processors.filter.sql92 import Sql92ParseError, parse
+
+__all__ = ["DEFAULT_CAPACITY", "ConsumerFilterCache", "compile_sql92"]
+
+#: Subscriptions kept per broker; a subscription costs a small tree of closures.
+DEFAULT_CAPACITY: Final = 4096
+
+
+def compile_sql92(expression: str) -> Sql92Filter:
+    """The compiled filter of ``expression``. Raises :class:`Sql92ParseError` when it does not parse."""
+    result = _compile_memoised(expression)
+    if isinstance(result, Sql92ParseError):
+        raise result
+    return result
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile_memoised(expression: str) -> Sql92Filter | Sql92ParseError:
+    try:
+        tree = parse(expression)
+    except Sql92ParseError as error:
+        return error
+    return Sql92Filter(expression, tree, referenced_properties(tree), evaluator=compile_tree(tree))
+
+
+class ConsumerFilterCache:
+    """Compiled filters by ``(group, topic, subVersion)``; see the module docstring."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        if capacity < 1:
+            raise ValueError(f"the filter cache needs room for at least one subscription, got {capacity}")
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, str, int], Sql92Filter | Sql92ParseError] = OrderedDict()
+        #: Lookups answered without compiling (for tests and runtime info).
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, group: str, topic: str, sub_version: int, expression: str) -> Sql92Filter:
+        """The filter for this subscription version; raises :class:`Sql92ParseError` for a bad expression."""
+        key = (group, topic, sub_version)
+        entries = self._entries
+        entry = entries.get(key)
+        if entry is not None and entry.expression == expression:
+            self.hits += 1
+            entries.move_to_end(key)
+        else:
+            entry = _compile_memoised(expression)
+            entries[key] = entry
+            entries.move_to_end(key)
+            if len(entries) > self._capacity:
+                entries.popitem(last=False)
+        if isinstance(entry, Sql92ParseError):
+            raise entry
+        return entry

@@ -1,0 +1,387 @@
+"""SQL92 message selectors: tokenizer and recursive-descent parser (RocketMQ's ``SelectorParser.jj`` grammar).
+
+:func:`parse` turns an expression such as ``a > 5 AND region IN ('eu', 'us') AND tag IS NOT NULL`` into a tree of
+:mod:`processors.filter.nodes`. The grammar and precedence are RocketMQ's, lowest first::
+
+    or         := and (OR and)*
+    and        := equality (AND equality)*
+    equality   := comparison ('=' comparison | '<>' comparison | IS [NOT] NULL)*
+    comparison := unary ('>' unary | '>=' unary | '<' unary | '<=' unary
+                         | [NOT] BETWEEN unary AND unary | [NOT] IN '(' string (',' string)* ')')*
+    unary      := '+' unary | '-' unary | NOT unary | primary
+    primary    := literal | identifier | '(' or ')'
+
+so ``NOT`` binds tighter than a comparison, as in RocketMQ (write ``NOT (a = 'x')`` or ``a <> 'x'``). Keywords are
+case-insensitive; identifiers are ``[A-Za-z_$][A-Za-z0-9_$]*`` and name properties case-sensitively. Literals:
+``'text'`` (``''`` escapes a quote), integers (``0`` or no leading zero, optional ``L``; 32-bit values are INT,
+larger ones LONG, beyond 64 bits an error), doubles (``1.5``, ``.5``, ``5.``, ``1E3``), ``TRUE``, ``FALSE``, ``NULL``.
+``--`` line comments and ``/* */`` block comments are skipped.
+
+RocketMQ's construction-time checks are parse errors here too: ``>``/``>=``/``<``/``<=``/``BETWEEN`` take no string,
+boolean or NULL literal and no condition; ``=``/``<>`` take no NULL literal (use ``IS NULL``); a TRUE/FALSE literal
+cannot equal a non-boolean literal; ``IN`` needs a property on its left; ``BETWEEN`` bounds that are both literals
+must be ordered; a double literal must be finite and not 0.0 (RocketMQ refuses values below ``Double.MIN_VALUE``);
+the whole expression must be a condition.
+
+Errors: every failure raises :class:`Sql92ParseError`, whose message names the problem, the line, the column and the
+0-based position. Nothing here caches (see :mod:`processors.filter.cache`) or evaluates (see
+:mod:`processors.filter.evaluate`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Final, NamedTuple
+
+from processors.filter.nodes import (
+    And,
+    Between,
+    BooleanCast,
+    CompareOp,
+    Comparison,
+    In,
+    IsNull,
+    Literal,
+    LiteralKind,
+    Negate,
+    Node,
+    Not,
+    Or,
+    Property,
+    is_boolean,
+)
+
+__all__ = ["KEYWORDS", "Sql92ParseError", "Token", "parse", "tokenize"]
+
+KEYWORDS: Final = frozenset({"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS"})
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+# Alternatives in longest-match order: a float always needs '.' or an exponent, so trying it first matches what
+# JavaCC's longest-match rule would ("5.5" is one float, "5" then "." is not a decimal followed by a float).
+_TOKEN: Final = re.compile(
+    r"""
+    (?P<ws>[ \t\n\r\f]+)
+  | (?P<line_comment>--[^\n\r]*)
+  | (?P<block_comment>/\*.*?\*/)
+  | (?P<float>(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+))
+  | (?P<decimal>(?:0|[1-9]\d*)[lL]?)
+  | (?P<string>'(?:''|[^'])*')
+  | (?P<ident>[A-Za-z_$][A-Za-z0-9_$]*)
+  | (?P<op><>|<=|>=|[=<>(),+-])
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+
+class Sql92ParseError(ValueError):
+    """A malformed SQL92 expression. ``reason`` says what is wrong; ``position`` is a 0-based index into
+    ``expression`` (its length when the input ended too early); ``line`` and ``column`` are 1-based."""
+
+    def __init__(self, expression: str, position: int, reason: str) -> None:
+        self.expression = expression
+        self.position = position
+        self.reason = reason
+        before = expression[:position]
+        self.line = before.count("\n") + 1
+        self.column = position - (before.rfind("\n") + 1) + 1
+        super().__init__(
+            f"Invalid SQL92 expression: {reason} at line {self.line}, column {self.column} (position {position})"
+        )
+
+
+class Token(NamedTuple):
+    """One lexical token. ``kind``: ``keyword`` (``text`` upper-cased), ``ident``, ``decimal``, ``float``,
+    ``string`` (``text`` is the raw quoted form), ``op`` or ``eof``."""
+
+    kind: str
+    text: str
+    position: int
+
+
+def tokenize(expression: str) -> list[Token]:
+    """The tokens of ``expression``, ending with an ``eof`` token. Raises :class:`Sql92ParseError` for a character
+    that starts no token, an unterminated string or an unterminated block comment."""
+    tokens: list[Token] = []
+    position = 0
+    end = len(expression)
+    match = _TOKEN.match
+    while position < end:
+        found = match(expression, position)
+        if found is None:
+            char = expression[position]
+            if char == "'":
+                raise Sql92ParseError(expression, position, "unterminated string literal")
+            if expression.startswith("/*", position):
+                raise Sql92ParseError(expression, position, "unterminated comment")
+            raise Sql92ParseError(expression, position, f"unexpected character {char!r}")
+        kind = found.lastgroup
+        assert kind is not None
+        text = found.group()
+        if kind == "ident" and text.upper() in KEYWORDS:
+            tokens.append(Token("keyword", text.upper(), position))
+        elif kind not in ("ws", "line_comment", "block_comment"):
+            tokens.append(Token(kind, text, position))
+        position = found.end()
+    tokens.append(Token("eof", "", end))
+    return tokens
+
+
+def parse(expression: str) -> Node:
+    """The condition tree of ``expression``. Raises :class:`Sql92ParseError` (see the module docstring)."""
+    return _Parser(expression).parse()
+
+
+_COMPARISON_OPS: Final = {">": CompareOp.GT, ">=": CompareOp.GE, "<": CompareOp.LT, "<=": CompareOp.LE}
+
+
+def _describe(token: Token) -> str:
+    if token.kind == "eof":
+        return "end of input"
+    return f"'{token.text}'"
+
+
+class _Parser:
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        self.tokens = tokenize(expression)
+        self.index = 0
+
+    # ---- token helpers ---------------------------------------------------------------------------------------
+
+    @property
+    def current(self) -> Token:
+        return self.tokens[self.index]
+
+    def _peek(self, ahead: int = 1) -> Token:
+        return self.tokens[min(self.index + ahead, len(self.tokens) - 1)]
+
+    def _advance(self) -> Token:
+        token = self.tokens[self.index]
+        if token.kind != "eof":
+            self.index += 1
+        return token
+
+    def _at(self, kind: str, text: str) -> bool:
+        token = self.tokens[self.index]
+        return token.kind == kind and token.text == text
+
+    def _expect(self, kind: str, text: str, what: str) -> Token:
+        token = self.current
+        if token.kind != kind or token.text != text:
+            raise self._error(token, f"expected {what} but found {_describe(token)}")
+        return self._advance()
+
+    def _error(self, token: Token, reason: str) -> Sql92ParseError:
+        return Sql92ParseError(self.expression, token.position, reason)
+
+    # ---- grammar ---------------------------------------------------------------------------------------------
+
+    def parse(self) -> Node:
+        first = self.current
+        if first.kind == "eof":
+            raise self._error(first, "empty expression")
+        node = self._or()
+        if self.current.kind != "eof":
+            raise self._error(self.current, f"unexpected {_describe(self.current)}")
+        return self._as_boolean(node, first)
+
+    def _or(self) -> Node:
+        start = self.current
+        left = self._and()
+        while self._at("keyword", "OR"):
+            operator = self._advance()
+            right_start = self.current
+            right = self._and()
+            left = Or(self._as_boolean(left, start, operator), self._as_boolean(right, right_start, operator))
+        return left
+
+    def _and(self) -> Node:
+        start = self.current
+        left = self._equality()
+        while self._at("keyword", "AND"):
+            operator = self._advance()
+            right_start = self.current
+            right = self._equality()
+            left = And(self._as_boolean(left, start, operator), self._as_boolean(right, right_start, operator))
+        return left
+
+    def _equality(self) -> Node:
+        left = self._comparison()
+        while True:
+            token = self.current
+            if token.kind == "op" and token.text in ("=", "<>"):
+                self._advance()
+                right = self._comparison()
+                self._check_equal_operands(left, right, token)
+                left = Comparison(CompareOp.EQ if token.text == "=" else CompareOp.NE, left, right)
+            elif token.kind == "keyword" and token.text == "IS":
+                self._advance()
+                negated = self._at("keyword", "NOT")
+                if negated:
+                    self._advance()
+                self._expect("keyword", "NULL", "NULL" if negated else "NULL or NOT NULL")
+                left = IsNull(left, negated)
+            else:
+                return left
+
+    def _comparison(self) -> Node:
+        left = self._unary()
+        while True:
+            token = self.current
+            if token.kind == "op" and token.text in _COMPARISON_OPS:
+                self._advance()
+                right = self._unary()
+                self._check_orderable(left, token)
+                self._check_orderable(right, token)
+                left = Comparison(_COMPARISON_OPS[token.text], left, right)
+                continue
+            negated = token.kind == "keyword" and token.text == "NOT"
+            follower = self._peek() if negated else token
+            if follower.kind == "keyword" and follower.text == "BETWEEN":
+                if negated:
+                    self._advance()
+                self._advance()
+                low = self._unary()
+                self._expect("keyword", "AND", "AND between the BETWEEN bounds")
+                high = self._unary()
+                left = self._between(left, low, high, negated, token)
+            elif follower.kind == "keyword" and follower.text == "IN":
+                if negated:
+                    self._advance()
+                self._advance()
+                if not isinstance(left, Property):
+                    raise self._error(token, f"expected a property for IN, got {left.sql()}")
+                left = In(left, self._string_list(), negated)
+            else:
+                return left
+
+    def _unary(self) -> Node:
+        token = self.current
+        if token.kind == "op" and token.text == "+":
+            self._advance()
+            return self._unary()
+        if token.kind == "op" and token.text == "-":
+            self._advance()
+            operand = self._unary()
+            if isinstance(operand, Literal) and operand.kind.is_number:
+                assert isinstance(operand.value, int | float)
+                return Literal(-operand.value, operand.kind)
+            return Negate(operand)
+        if token.kind == "keyword" and token.text == "NOT":
+            self._advance()
+            operand_start = self.current
+            return Not(self._as_boolean(self._unary(), operand_start, token))
+        return self._primary()
+
+    def _primary(self) -> Node:
+        token = self.current
+        if token.kind == "op" and token.text == "(":
+            self._advance()
+            inner = self._or()
+            self._expect("op", ")", "')'")
+            return inner
+        if token.kind == "ident":
+            self._advance()
+            return Property(token.text)
+        if token.kind == "string":
+            self._advance()
+            return Literal(_unquote(token.text), LiteralKind.STRING)
+        if token.kind == "decimal":
+            self._advance()
+            return self._decimal(token)
+        if token.kind == "float":
+            self._advance()
+            return self._float(token)
+        if token.kind == "keyword" and token.text in ("TRUE", "FALSE"):
+            self._advance()
+            return Literal(token.text == "TRUE", LiteralKind.BOOLEAN)
+        if token.kind == "keyword" and token.text == "NULL":
+            self._advance()
+            return Literal(None, LiteralKind.NULL)
+        raise self._error(token, f"expected a property, a literal or '(' but found {_describe(token)}")
+
+    def _string_list(self) -> tuple[str, ...]:
+        self._expect("op", "(", "'(' after IN")
+        values = [self._string_literal()]
+        while self._at("op", ","):
+            self._advance()
+            values.append(self._string_literal())
+        self._expect("op", ")", "',' or ')' in the IN list")
+        return tuple(values)
+
+    def _string_literal(self) -> str:
+        token = self.current
+        if token.kind != "string":
+            raise self._error(token, f"IN takes string literals only, found {_describe(token)}")
+        self._advance()
+        return _unquote(token.text)
+
+    # ---- literals ----------------------------------------------------------------------------------------------
+
+    def _decimal(self, token: Token) -> Literal:
+        digits = token.text.rstrip("lL")
+        value = int(digits)
+        if value > _LONG_MAX:
+            raise self._error(token, f"integer literal {token.text} does not fit in a long")
+        return Literal(value, LiteralKind.INT if value <= _INT_MAX else LiteralKind.LONG)
+
+    def _float(self, token: Token) -> Literal:
+        value = float(token.text)
+        if math.isinf(value):
+            raise self._error(token, f"floating point literal {token.text} is greater than Double.MAX_VALUE")
+        if value == 0.0:
+            # RocketMQ rejects every double below Double.MIN_VALUE, zero included; a Java broker would refuse it.
+            raise self._error(token, f"floating point literal {token.text} is less than Double.MIN_VALUE (4.9E-324)")
+        return Literal(value, LiteralKind.DOUBLE)
+
+    # ---- RocketMQ's construction checks ------------------------------------------------------------------------
+
+    def _as_boolean(self, node: Node, start: Token, operator: Token | None = None) -> Node:
+        if is_boolean(node):
+            return node
+        if isinstance(node, Property):
+            return BooleanCast(node)
+        where = f" as an operand of {operator.text}" if operator is not None else ""
+        raise self._error(start, f"expression {node.sql()}{where} will not result in a boolean value")
+
+    def _check_orderable(self, node: Node, operator: Token) -> None:
+        if (isinstance(node, Literal) and not node.kind.is_number) or is_boolean(node):
+            raise self._error(operator, f"value {node.sql()} cannot be compared with '{operator.text}'")
+
+    def _check_equal_operands(self, left: Node, right: Node, operator: Token) -> None:
+        for node in (left, right):
+            if isinstance(node, Literal) and node.kind is LiteralKind.NULL:
+                raise self._error(operator, f"NULL cannot be compared with '{operator.text}' (use IS NULL)")
+        if (
+            isinstance(left, Literal)
+            and isinstance(right, Literal)
+            and left.kind is LiteralKind.BOOLEAN
+            and right.kind is not LiteralKind.BOOLEAN
+        ):
+            raise self._error(operator, f"{left.sql()} cannot be compared with {right.sql()}")
+
+    def _between(self, value: Node, low: Node, high: Node, negated: bool, operator: Token) -> Between:
+        if not negated and isinstance(low, Literal) and isinstance(high, Literal):
+            if low.kind is LiteralKind.NULL or high.kind is LiteralKind.NULL:
+                raise self._error(operator, "BETWEEN bounds can not be NULL")
+            if (
+                low.kind.is_number
+                and high.kind.is_number
+                and isinstance(low.value, int | float)
+                and isinstance(high.value, int | float)
+                and high.value < low.value
+            ):
+                raise self._error(
+                    operator, f"BETWEEN lower bound {low.sql()} must be less than or equal to upper bound {high.sql()}"
+                )
+        word = Token(operator.kind, "NOT BETWEEN" if negated else "BETWEEN", operator.position)
+        for node in (value, low, high):
+            self._check_orderable(node, word)
+        return Between(value, low, high, negated)
+
+
+def _unquote(raw: str) -> str:
+    return raw[1:-1].replace("''", "'")
