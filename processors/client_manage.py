@@ -8,6 +8,11 @@ producers and consumers under the request's connection, and answers SUCCESS stam
 clients remember it as the broker version. An empty consumer group answers SYSTEM_ERROR
 ``no consumer for this group, <g>`` (not an empty list), as Java does.
 
+CHECK_CLIENT_CONFIG (sent by Java consumers at start for SQL92 subscriptions) compiles an SQL92 expression and answers
+SUBSCRIPTION_PARSE_FAILED with the parser's message when it is malformed, or for an unknown expression type; with
+``enablePropertyFilter`` off a well-formed SQL92 subscription is still answered SUCCESS (Java answers SYSTEM_ERROR;
+pulls with it are refused either way).
+
 Errors: a missing header field or a body that does not decode answers SYSTEM_ERROR with the decoder's message.
 """
 
@@ -18,6 +23,7 @@ from typing import Final
 
 from broker.context import BrokerContext
 from broker.names import retry_topic
+from processors.filter import Sql92ParseError, compile_sql92
 from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, ConsumerListBody, HeartbeatData
 from remoting.codec.bodies.admin import CheckClientRequestBody
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -118,5 +124,9 @@ class ClientManageProcessor:
             return request.response(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"unknown expression type {sub.expression_type}"
             )
-        # SQL92 filtering is not implemented yet; accepting the syntax keeps SQL92 consumers starting.
+        if sub is not None and sub.expression_type == EXPRESSION_SQL92:
+            try:
+                compile_sql92(sub.sub_string)
+            except Sql92ParseError as error:
+                return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(error))
         return request.response(ResponseCode.SUCCESS)

@@ -3,7 +3,8 @@
 A pull that found nothing (PULL_NOT_FOUND) with the SUSPEND flag on its first execution is parked here under
 ``topic@queueId`` instead of being answered. It leaves the table exactly once, when
 
-- a message arrives in its queue beyond its offset and the message's tags code passes its filter:
+- a message arrives in its queue beyond its offset and passes its filters (the tags code for TAG subscriptions, the
+  properties for SQL92 ones):
   :meth:`HoldService.notify_message_arriving` is the store's arrival listener, a synchronous callback on the append
   path, so it only moves the request to the wake channel;
 - its hold time (the request's ``suspendTimeoutMillis``) passes: one timer task sleeps until the earliest deadline;
@@ -37,12 +38,14 @@ from remoting.codec.command import RemotingCommand
 from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
 
-__all__ = ["HeldPull", "HoldService", "Rerun", "TagFilter"]
+__all__ = ["HeldPull", "HoldService", "PropertyFilter", "Rerun", "TagFilter"]
 
 log = logging.getLogger(__name__)
 
 #: ``tags_code -> matches``; ``None`` on a held pull means every message matches.
 TagFilter = Callable[[int], bool]
+#: ``raw properties string -> matches`` (an SQL92 subscription); ``None`` on a held pull means every message matches.
+PropertyFilter = Callable[[str], bool]
 #: Re-runs a held pull without suspending or committing; returns the response (``None``: nothing to send).
 Rerun = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
 
@@ -64,6 +67,7 @@ class HeldPull:
     deadline: float
     rerun: Rerun
     tag_filter: TagFilter | None = None
+    property_filter: PropertyFilter | None = None
     held_at: float = 0.0
     done: bool = False
 
@@ -115,15 +119,19 @@ class HoldService:
     def notify_message_arriving(
         self, topic: str, queue_id: int, logical_offset: int, tags_code: int, properties: str = ""
     ) -> None:
-        """The store's arrival listener: wake pulls of this queue waiting below ``logical_offset + 1`` whose filter
-        passes ``tags_code``. Synchronous and never raises; it only schedules the re-runs."""
+        """The store's arrival listener: wake pulls of this queue waiting below ``logical_offset + 1`` whose filters
+        pass ``tags_code`` and ``properties``. Synchronous and never raises; it only schedules the re-runs."""
         waiting = self._held.get((topic, queue_id))
         if not waiting:
             return
         max_offset = logical_offset + 1
         still: list[HeldPull] = []
         for held in waiting:
-            if max_offset > held.offset and (held.tag_filter is None or held.tag_filter(tags_code)):
+            if (
+                max_offset > held.offset
+                and (held.tag_filter is None or held.tag_filter(tags_code))
+                and (held.property_filter is None or held.property_filter(properties))
+            ):
                 self.woken_by_arrival += 1
                 self._wake(held)
             else:

@@ -4,7 +4,12 @@ Checks, in Java's order (behaviour.md 4.1): broker readable, group known (auto-c
 consume, topic known and readable, queue id within ``readQueueNums``, then the subscription: parsed from the request
 when the SUBSCRIPTION flag is set (SUBSCRIPTION_PARSE_FAILED on a malformed expression), otherwise the group's
 heartbeat subscription (SUBSCRIPTION_NOT_EXIST, NO_PERMISSION for a forbidden broadcast, SUBSCRIPTION_NOT_LATEST).
-Only TAG expressions are served (SQL92 answers SYSTEM_ERROR, as a Java broker with ``enablePropertyFilter=false``).
+TAG expressions filter on the consume-queue tags code. SQL92 expressions are served when ``enablePropertyFilter`` is
+on (otherwise, and for other expression types, SYSTEM_ERROR as in Java): compiled once per ``(group, topic,
+subVersion)`` by :class:`~processors.filter.ConsumerFilterCache` and evaluated on each candidate's properties read
+from its CommitLog record; a malformed one answers SUBSCRIPTION_PARSE_FAILED with the parser's message (from the
+request or from the heartbeat; Java answers FILTER_DATA_NOT_EXIST for the latter). A parked SQL92 pull wakes only
+for an arriving message its filter matches.
 
 The store result maps to a code and ``nextBeginOffset`` by the table of behaviour.md 4.2. **Every** response, errors
 included, carries ``suggestWhichBrokerId``, ``nextBeginOffset``, ``minOffset`` and ``maxOffset`` (clients read them
@@ -26,9 +31,10 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from processors.common import FAQ_SUFFIX, RequestRejected, broker_option, parse_header
+from processors.filter import ConsumerFilterCache, Sql92Filter, Sql92ParseError
 from processors.hold import HeldPull, HoldService, TagFilter
 from remoting.codec.bodies import MessageModel, SubscriptionData
-from remoting.codec.bodies.heartbeat import EXPRESSION_TAG, SUB_ALL
+from remoting.codec.bodies.heartbeat import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers.pull import PullMessageRequestHeader
@@ -112,11 +118,13 @@ class PullMessageProcessor:
     """Serves PULL_MESSAGE (11). ``hold`` parks suspended pulls; without one they are answered PULL_NOT_FOUND at once.
 
     ``hold`` defaults to ``broker.hold`` (read per request, as the controller may set it after construction).
+    ``filters`` holds the compiled SQL92 subscriptions this processor serves.
     """
 
     def __init__(self, broker: BrokerContext, hold: HoldService | None = None) -> None:
         self.broker = broker
         self._hold = hold
+        self.filters = ConsumerFilterCache()
 
     @property
     def hold(self) -> HoldService | None:
@@ -142,7 +150,7 @@ class PullMessageProcessor:
         header: PullMessageRequestHeader | None = None
         try:
             header = parse_header(PullMessageRequestHeader, request)
-            tag_filter = self._check(header)
+            tag_filter, sql_filter = self._check(header)
         except RequestRejected as rejected:
             if header is None:
                 fields = _fields(0, 0, 0, 0)
@@ -158,7 +166,15 @@ class PullMessageProcessor:
         config = self.broker.config
         is_slave = config.broker_role == "SLAVE"
         offset = header.queue_offset
-        result = store.get(header.topic, header.queue_id, offset, header.max_msg_nums, tag_filter=tag_filter)
+        property_filter = None if sql_filter is None else sql_filter.matches_raw
+        result = store.get(
+            header.topic,
+            header.queue_id,
+            offset,
+            header.max_msg_nums,
+            tag_filter=tag_filter,
+            property_filter=property_filter,
+        )
         code, next_offset = self._code_of(result, offset, is_slave)
         suggest = _MASTER_ID
         if broker_option(config, "slave_read_enable", False):
@@ -178,7 +194,7 @@ class PullMessageProcessor:
             body = bytes(messages[0]) if len(messages) == 1 else b"".join(messages)
             response = request.response(code, result.status.value, fields, body)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PULL_FLAG_SUSPEND:
-            response = self._suspend(ctx, request, header, tag_filter, fields, result.status.value)
+            response = self._suspend(ctx, request, header, (tag_filter, sql_filter), fields, result.status.value)
         else:
             response = request.response(code, result.status.value, fields)
         if allow_suspend and header.sys_flag & PULL_FLAG_COMMIT_OFFSET and not is_slave:
@@ -187,8 +203,8 @@ class PullMessageProcessor:
 
     # ---- checks ---------------------------------------------------------------------------------------------
 
-    def _check(self, header: PullMessageRequestHeader) -> TagFilter | None:
-        """Behaviour.md 4.1 in order; the tag filter to read with. Raises RequestRejected."""
+    def _check(self, header: PullMessageRequestHeader) -> tuple[TagFilter | None, Sql92Filter | None]:
+        """Behaviour.md 4.1 in order; the tag filter and the SQL92 filter to read with. Raises RequestRejected."""
         broker = self.broker
         config = broker.config
         if not broker_option(config, "broker_permission", _PERM_RW) & PERM_READ:
@@ -222,6 +238,7 @@ class PullMessageProcessor:
         if header.sys_flag & PULL_FLAG_SUBSCRIPTION:
             try:
                 subscription = build_subscription(topic, header.subscription, header.expression_type)
+                sub_version = header.sub_version
             except SubscriptionParseError:
                 raise RequestRejected(
                     ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
@@ -244,14 +261,25 @@ class PullMessageProcessor:
             if found.sub_version < header.sub_version:
                 raise RequestRejected(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
             subscription = found
+            sub_version = found.sub_version
         if subscription.expression_type != EXPRESSION_TAG:
-            raise RequestRejected(
-                ResponseCode.SYSTEM_ERROR,
-                f"The broker does not support consumer to filter message by {subscription.expression_type}",
-            )
+            return None, self._sql_filter(group, subscription, sub_version)
         if header.sys_flag & PULL_FLAG_CLASS_FILTER:
-            return None
-        return tag_filter_of(subscription)
+            return None, None
+        return tag_filter_of(subscription), None
+
+    def _sql_filter(self, group: str, subscription: SubscriptionData, sub_version: int) -> Sql92Filter:
+        """The compiled filter of a non-TAG subscription; SYSTEM_ERROR when property filtering is off or the type is
+        not SQL92, SUBSCRIPTION_PARSE_FAILED with the parser's message for a malformed expression."""
+        kind = subscription.expression_type
+        if kind != EXPRESSION_SQL92 or not broker_option(self.broker.config, "enable_property_filter", False):
+            raise RequestRejected(
+                ResponseCode.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {kind}"
+            )
+        try:
+            return self.filters.get(group, subscription.topic, sub_version, subscription.sub_string)
+        except Sql92ParseError as error:
+            raise RequestRejected(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(error)) from None
 
     # ---- store result -> response ---------------------------------------------------------------------------
 
@@ -273,7 +301,7 @@ class PullMessageProcessor:
         ctx: RequestContext,
         request: RemotingCommand,
         header: PullMessageRequestHeader,
-        tag_filter: TagFilter | None,
+        filters: tuple[TagFilter | None, Sql92Filter | None],
         fields: dict[str, str],
         remark: str,
     ) -> RemotingCommand | None:
@@ -291,7 +319,8 @@ class PullMessageProcessor:
                 offset=header.queue_offset,
                 deadline=trio.current_time() + max(0, millis) / 1000,
                 rerun=self.rerun,
-                tag_filter=tag_filter,
+                tag_filter=filters[0],
+                property_filter=None if filters[1] is None else filters[1].matches_raw,
             )
         )
         return None
