@@ -4,6 +4,7 @@
 The public names are re-exported here::
 
     from client import Producer, PushConsumer, LitePullConsumer, Admin, Message, ConsumeConcurrentlyStatus
+    from client import TransactionProducer, LocalTransactionState
 """
 
 from client.admin import Admin
@@ -24,6 +25,7 @@ from client.instance import MQClientInstance
 from client.message import Message, MessageExt, SendResult, SendStatus
 from client.producer import Producer
 from client.selector import select_by_hash, select_by_random
+from client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 from remoting.codec.bodies import ConsumeFromWhere, MessageModel, MessageQueue
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeOrderlyStatus",
     "LitePullConsumer",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "MQClientInstance",
@@ -48,6 +51,8 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "TopicRouteNotFoundError",
+    "TransactionProducer",
+    "TransactionSendResult",
     "allocate_average",
     "allocate_average_by_circle",
     "select_by_hash",

@@ -1,5 +1,5 @@
-"""Blocking facade: :class:`Producer`, :class:`PushConsumer`, :class:`LitePullConsumer` and :class:`Admin` for plain
-synchronous code, with the async classes' method names.
+"""Blocking facade: :class:`Producer`, :class:`TransactionProducer`, :class:`PushConsumer`, :class:`LitePullConsumer`
+and :class:`Admin` for plain synchronous code, with the async classes' method names.
 
 Each facade object runs its async twin on a background event loop started with
 ``anyio.from_thread.start_blocking_portal`` (asyncio by default, ``backend="trio"`` works too) and forwards calls
@@ -36,6 +36,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from client import admin as _admin
 from client import producer as _producer
+from client import transaction as _transaction
 from client.consumer import lite_pull as _lite_pull
 from client.consumer import push as _push
 from client.consumer.listener import MessageListener
@@ -141,6 +142,38 @@ class Producer(_Facade):
     def send_batch(self, msgs: Sequence[Message], **options: Any) -> list[SendResult]:
         results: list[SendResult] = self._call(self.producer.send_batch, msgs, **options)
         return results
+
+
+class TransactionProducer(Producer):
+    """Blocking :class:`client.transaction.TransactionProducer`. Plain-function callbacks run in worker threads,
+    coroutine functions on the background loop; constructor arguments are the async class's plus ``backend``."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        execute_local_transaction: _transaction.ExecuteLocalTransaction,
+        check_local_transaction: _transaction.CheckLocalTransaction,
+        backend: str = "asyncio",
+        **options: Any,
+    ) -> None:
+        self.producer = self.transaction_producer = _transaction.TransactionProducer(
+            group,
+            namesrv_addr,
+            execute_local_transaction=execute_local_transaction,
+            check_local_transaction=check_local_transaction,
+            **options,
+        )
+        _Facade.__init__(self, self.producer, backend)
+
+    def send_message_in_transaction(
+        self, msg: Message, arg: object = None, *, timeout: float | None = None
+    ) -> _transaction.TransactionSendResult:
+        result: _transaction.TransactionSendResult = self._call(
+            self.transaction_producer.send_message_in_transaction, msg, arg, timeout=timeout
+        )
+        return result
 
 
 class PushConsumer(_Facade):

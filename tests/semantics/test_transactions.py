@@ -4,22 +4,28 @@ real broker restart."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import trio
 
 from broker.embedded import EmbeddedCluster
 from broker.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from client import sync
 from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.message import Message, MessageExt
 from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumeFromWhere
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.message import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK, decode_record
 from remoting.codec.message import MessageExt as StoredExt
 from remoting.codec.msgid import decode_offset_msg_id
+from tests.client.conftest import ThreadedCluster
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
@@ -93,7 +99,10 @@ async def test_commit_restores_the_real_topic_and_makes_the_message_visible_only
     assert seen_before_commit == [0]
     assert result.local_transaction_state is COMMIT
     half_phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
-    assert (msg.topic, msg.queue_id, msg.body) == (TOPIC, result.send_result.queue_id, b"order-1")
+    (half_view,) = embedded_cluster.controller.context.store.get(TRANS_HALF_TOPIC, 0, 0, 32).messages
+    half = decode_record(half_view)
+    assert (msg.topic, msg.queue_id, msg.body) == (TOPIC, int(half.properties["REAL_QID"]), b"order-1")
+    assert half.commit_log_offset == half_phy
     assert msg.sys_flag & SYSFLAG_TRANSACTION_MASK == SYSFLAG_TRANSACTION_COMMIT
     assert msg.prepared_transaction_offset == half_phy
     assert msg.properties["UNIQ_KEY"] == result.transaction_id
@@ -113,7 +122,7 @@ async def test_the_half_message_waits_in_the_half_topic_with_its_real_topic_and_
     half = decode_record(view)
     assert half.queue_offset == result.send_result.queue_offset
     assert half.properties["REAL_TOPIC"] == TOPIC
-    assert half.properties["REAL_QID"] == str(result.send_result.queue_id)
+    assert half.properties["REAL_QID"] in {"0", "1"}
     assert half.properties["TRAN_MSG"] == "true"
     assert _visible(embedded_cluster) == []
 
@@ -163,7 +172,7 @@ async def test_unknown_outcome_is_resolved_by_check_back_to_commit(
     assert result.local_transaction_state is UNKNOWN
     ((asked_at, asked),) = checks
     assert 60 <= asked_at - start < 61
-    assert (asked.topic, asked.queue_id, asked.body) == (TOPIC, result.send_result.queue_id, b"late")
+    assert (asked.topic, asked.queue_id, asked.body) == (TOPIC, msg.queue_id, b"late")
     assert asked.properties["UNIQ_KEY"] == result.transaction_id
     assert asked.properties["TRANSACTION_CHECK_TIMES"] == "1"
     assert msg.body == b"late" and msg.properties["UNIQ_KEY"] == result.transaction_id
@@ -305,3 +314,52 @@ async def test_transaction_state_survives_a_broker_restart(
     assert [(m.body, m.properties["TRANSACTION_CHECK_TIMES"]) for m in checks] == [(b"pending", "1"), (b"pending", "2")]
     assert msg.body == b"pending"
     assert len(_visible(embedded_cluster)) == 1
+
+
+def test_blocking_producer_with_plain_callbacks_delivers_only_committed_messages_to_a_consumer(
+    tmp_path: Path,
+) -> None:
+    # Wall-clock test (plain threads): the check service runs every 100 ms and asks about any unended message, so
+    # the check-back happens at once; every wait below ends as soon as its event is set.
+    cluster = ThreadedCluster(tmp_path / "cluster", transaction_check_interval=100, transaction_time_out=0).start()
+    received: list[MessageExt] = []
+    got_committed = threading.Event()
+    checked: list[bytes] = []
+
+    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        received.extend(msgs)
+        if {b"committed", b"checked-commit"} <= {m.body for m in received}:
+            got_committed.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def execute(msg: Message, arg: object) -> LocalTransactionState:
+        assert threading.current_thread() is not threading.main_thread()
+        return {b"rolled-back": ROLLBACK, b"committed": COMMIT}.get(msg.body, UNKNOWN)
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checked.append(msg.body)
+        return COMMIT if msg.body == b"checked-commit" else ROLLBACK
+
+    try:
+        cluster.call(_create_topic, cluster.cluster)
+        consumer = sync.PushConsumer(
+            "tx-cg", cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        )
+        consumer.subscribe(TOPIC)
+        consumer.register_message_listener(listener)
+        with (
+            consumer,
+            sync.TransactionProducer(
+                "tx-sync", cluster.namesrv_addr, execute_local_transaction=execute, check_local_transaction=check
+            ) as producer,
+        ):
+            states = [
+                producer.send_message_in_transaction(Message(TOPIC, body)).local_transaction_state
+                for body in (b"rolled-back", b"committed", b"checked-rollback", b"checked-commit")
+            ]
+            assert got_committed.wait(60)
+    finally:
+        cluster.stop()
+    assert states == [ROLLBACK, COMMIT, UNKNOWN, UNKNOWN]
+    assert set(checked) == {b"checked-commit", b"checked-rollback"}  # a fast round may ask twice: at least once
+    assert sorted(m.body for m in received) == [b"checked-commit", b"committed"]
