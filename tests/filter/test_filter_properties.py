@@ -1,0 +1,137 @@
+"""Properties of the SQL92 filter beyond the table: generated expressions, raw property strings, the compile cache."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from processors.filter import ConsumerFilterCache, Sql92EvaluationError, Sql92ParseError, compile_sql92, parse
+from processors.filter.sql92 import tokenize
+
+NAMES = ("a", "b", "c")
+TEXTS = ("1", "7", "x", "2.5", "true")
+
+operands = st.one_of(
+    st.sampled_from(NAMES),
+    st.sampled_from(("1", "7", "-3", "2.5", "3000000000", "'x'", "'7'")),
+)
+
+
+@st.composite
+def comparisons(draw: st.DrawFn) -> str:
+    name = draw(st.sampled_from(NAMES))
+    shape = draw(st.integers(0, 5))
+    if shape == 0:
+        op = draw(st.sampled_from(("=", "<>")))
+        return f"{name} {op} {draw(operands)}"
+    if shape == 1:
+        op = draw(st.sampled_from(("<", "<=", ">", ">=")))
+        return f"{name} {op} {draw(st.sampled_from(('1', '7', '-3', '2.5', '3000000000')))}"
+    if shape == 2:
+        word = draw(st.sampled_from(("BETWEEN", "NOT BETWEEN")))
+        return f"{name} {word} 1 AND 7"
+    if shape == 3:
+        word = draw(st.sampled_from(("IN", "NOT IN")))
+        items = draw(st.lists(st.sampled_from(("'x'", "'7'", "'1'")), min_size=1, max_size=3))
+        return f"{name} {word} ({', '.join(items)})"
+    if shape == 4:
+        return f"{name} IS {draw(st.sampled_from(('NULL', 'NOT NULL')))}"
+    return draw(st.sampled_from(("TRUE", "FALSE", "NULL", name)))
+
+
+conditions = st.recursive(
+    comparisons(),
+    lambda inner: st.one_of(
+        st.builds(lambda e: f"NOT ({e})", inner),
+        st.builds(lambda left, right: f"({left}) AND ({right})", inner, inner),
+        st.builds(lambda left, right: f"({left}) OR ({right})", inner, inner),
+    ),
+    max_leaves=8,
+)
+messages = st.dictionaries(st.sampled_from(NAMES), st.sampled_from(TEXTS), max_size=3)
+
+
+def three_valued(expression: str, props: dict[str, str]) -> bool | str | None:
+    try:
+        return compile_sql92(expression).evaluate(props)
+    except Sql92EvaluationError:
+        return "raises"
+
+
+@settings(max_examples=300, deadline=None)
+@given(conditions, messages)
+def test_generated_expressions_parse_render_and_evaluate_three_valued(expression: str, props: dict[str, str]) -> None:
+    tree = parse(expression)
+    assert parse(tree.sql()) == tree
+    result = three_valued(expression, props)
+    negated = three_valued(f"NOT ({expression})", props)
+    if result == "raises":
+        assert negated == "raises"
+    else:
+        assert negated == (None if result is None else not result)
+        assert three_valued(f"({expression}) AND ({expression})", props) == result
+        excluded_middle = three_valued(f"({expression}) OR NOT ({expression})", props)
+        assert excluded_middle == (None if result is None else True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab12.'()=<>!,-+ *\n/EINOTDLRSUBWAFL"), max_size=30))
+def test_any_text_parses_or_fails_with_a_parse_error(text: str) -> None:
+    try:
+        tree = parse(text)
+    except Sql92ParseError as error:
+        assert 0 <= error.position <= len(text)
+        return
+    assert parse(tree.sql()) == tree
+    assert tokenize(text)[-1].kind == "eof"
+
+
+def test_raw_properties_in_java_and_ali_ons_form_match_alike() -> None:
+    f = compile_sql92("region = 'eu' AND n > 3")
+    java = "region\x01eu\x02n\x015"
+    ali_ons = java + "\x02"
+    assert f.matches_raw(java) and f.matches_raw(ali_ons.encode()) and f.matches_raw(memoryview(java.encode()))
+    assert not f.matches_raw("region\x01us\x02n\x015")
+    assert not f.matches_raw("")
+    assert f.properties == frozenset({"region", "n"})
+
+
+def test_compiling_the_same_text_twice_shares_one_filter() -> None:
+    assert compile_sql92("a = 'shared'") is compile_sql92("a = 'shared'")
+
+
+def test_cache_compiles_a_subscription_version_once() -> None:
+    cache = ConsumerFilterCache()
+    first = cache.get("g", "T", 1, "a > 1")
+    assert cache.get("g", "T", 1, "a > 1") is first
+    assert cache.hits == 1
+    assert cache.get("g", "T", 2, "a > 1").tree == first.tree
+    assert cache.get("g", "T", 2, "a > 2").expression == "a > 2"  # same version, new text: recompiled
+    assert len(cache) == 2
+
+
+def test_cache_refuses_a_bad_expression_every_time() -> None:
+    cache = ConsumerFilterCache()
+    for _ in range(2):
+        with pytest.raises(Sql92ParseError, match="position 3"):
+            cache.get("g", "T", 1, "a >")
+
+
+def test_cache_evicts_the_least_recently_used_subscription() -> None:
+    cache = ConsumerFilterCache(capacity=2)
+    cache.get("g1", "T", 1, "a > 1")
+    cache.get("g2", "T", 1, "a > 1")
+    cache.get("g1", "T", 1, "a > 1")  # g1 is now the most recent
+    cache.get("g3", "T", 1, "a > 1")
+    assert len(cache) == 2
+    hits = cache.hits
+    cache.get("g1", "T", 1, "a > 1")
+    assert cache.hits == hits + 1
+    cache.get("g2", "T", 1, "a > 1")
+    assert cache.hits == hits + 1  # g2 was evicted and compiled again
+
+
+def test_cache_needs_room() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        ConsumerFilterCache(capacity=0)

@@ -1,0 +1,212 @@
+"""The SQL92 grammar test table: valid expressions with their three-valued result on a sample message, malformed ones
+with the parser's message and position. No broker involved."""
+
+from __future__ import annotations
+
+import pytest
+
+from processors.filter import Sql92EvaluationError, Sql92ParseError, compile_sql92, parse
+
+#: The sample message's properties (as a broker sees them: every value is text).
+SAMPLE = {
+    "a": "7",
+    "b": "abc",
+    "price": "12.5",
+    "region": "eu",
+    "flag": "true",
+    "big": "3000000000",
+    "neg": "-3",
+    "quote": "it's",
+    "TAGS": "TagA",
+}
+#: Expected when RocketMQ's evaluation throws: the message does not match.
+RAISES = "raises"
+
+VALID: list[tuple[str, bool | str | None]] = [
+    # comparisons on text and numbers
+    ("a = '7'", True),
+    ("a = 7", True),
+    ("a = 7.0", True),
+    ("a > 5", True),
+    ("a >= 7", True),
+    ("a < 7", False),
+    ("a <= 6", False),
+    ("a <> 7", False),
+    ("a <> '8'", True),
+    ("price > 12.0", True),
+    ("price > 12", RAISES),  # '12.5' is not a Java int: compare with 12.0
+    ("price > 1E1", True),
+    ("a > .5", True),
+    ("price > a", True),  # two texts under '>' are read as doubles
+    ("b > 1", RAISES),
+    ("b > a", RAISES),
+    ("big > 2147483647", RAISES),  # an INT literal reads the text with Integer.valueOf
+    ("big > 2147483648", True),  # a LONG literal with Long.valueOf
+    ("neg < -2", True),
+    ("neg = -3", True),
+    ("a > +5", True),
+    ("-a > 1", None),  # unary minus of text is NULL
+    ("quote = 'it''s'", True),
+    ("A = '7'", None),  # property names are case-sensitive
+    # BETWEEN
+    ("a BETWEEN 1 AND 7", True),
+    ("price BETWEEN 10.0 AND 20.0", True),
+    ("a NOT BETWEEN 1 AND 7", False),
+    ("a NOT BETWEEN 8 AND 9", True),
+    ("missing BETWEEN 1 AND 2", None),
+    # IN
+    ("region IN ('eu', 'us')", True),
+    ("region NOT IN ('eu', 'us')", False),
+    ("region IN ('apac')", False),
+    ("missing IN ('x')", None),
+    ("missing NOT IN ('x')", None),
+    # IS [NOT] NULL
+    ("missing IS NULL", True),
+    ("missing IS NOT NULL", False),
+    ("a IS NOT NULL", True),
+    ("a IS NULL", False),
+    # NULL comparisons are unknown
+    ("missing = 'x'", None),
+    ("missing <> 'x'", None),
+    ("missing > 1", None),
+    # AND / OR / NOT with three-valued logic
+    ("NOT (a = '7')", False),
+    ("NOT (missing = 'x')", None),
+    ("a = '7' AND b = 'abc'", True),
+    ("a = '7' AND missing = 'x'", None),
+    ("a = '8' AND missing = 'x'", False),
+    ("a = '7' OR missing = 'x'", True),
+    ("a = '8' OR missing = 'x'", None),
+    ("a = '8' OR b = 'abc'", True),
+    ("NULL AND FALSE", False),
+    ("NULL OR TRUE", True),
+    ("NOT NULL", None),
+    ("TAGS = 'TagA' AND (a > 6 OR b IS NULL)", True),
+    ("a = '7' AND NOT (b IN ('x', 'y'))", True),
+    ("a > 5 and b = 'abc' or false", True),  # keywords are case-insensitive
+    # TRUE / FALSE / NULL literals and boolean casts
+    ("TRUE", True),
+    ("FALSE", False),
+    ("NULL", None),
+    ("flag = TRUE", True),  # Boolean.valueOf of the text
+    ("b = TRUE", False),
+    ("flag", False),  # a property as a condition: text is not a boolean
+    ("missing", None),
+    ("(a > 5) = TRUE", True),
+    ("(a > 5) = 'x'", RAISES),
+    # comments and layout
+    ("a = 7 /* comment */ AND b = 'abc' -- trailing", True),
+    ("a = 7\n  AND\tb = 'abc'", True),
+]
+
+MALFORMED: list[tuple[str, str, int]] = [
+    ("", "empty expression", 0),
+    ("   ", "empty expression", 3),
+    ("a >", "found end of input", 3),
+    ("a > 'x'", "value 'x' cannot be compared with '>'", 2),
+    ("a > TRUE", "cannot be compared", 2),
+    ("a > (b > 1)", "cannot be compared", 2),
+    ("a = NULL", "NULL cannot be compared with '=' (use IS NULL)", 2),
+    ("TRUE = 'x'", "TRUE cannot be compared with 'x'", 5),
+    ("5", "expression 5 will not result in a boolean value", 0),
+    ("'abc'", "will not result in a boolean value", 0),
+    ("a AND 5", "expression 5 as an operand of AND will not result in a boolean value", 6),
+    ("a IN (1)", "IN takes string literals only, found '1'", 6),
+    ("a IN ()", "IN takes string literals only, found ')'", 6),
+    ("a IN 'x'", "expected '(' after IN", 5),
+    ("a IN ('x' 'y')", "expected ',' or ')' in the IN list", 10),
+    ("5 IN ('x')", "expected a property for IN, got 5", 2),
+    ("a BETWEEN 5 AND 1", "lower bound 5 must be less than or equal to upper bound 1", 2),
+    ("a BETWEEN 1", "expected AND between the BETWEEN bounds", 11),
+    ("a BETWEEN NULL AND 5", "BETWEEN bounds can not be NULL", 2),
+    ("a BETWEEN 'x' AND 'y'", "cannot be compared with 'BETWEEN'", 2),
+    ("a IS 5", "expected NULL or NOT NULL", 5),
+    ("a IS NOT 5", "expected NULL but found '5'", 9),
+    ("'abc", "unterminated string literal", 0),
+    ("/* open", "unterminated comment", 0),
+    ("a != 1", "unexpected character '!'", 2),
+    ("a.b = 1", "unexpected character '.'", 1),
+    ("(a > 1", "expected ')' but found end of input", 6),
+    ("a > 1 )", "unexpected ')'", 6),
+    ("a > 0.0", "less than Double.MIN_VALUE", 4),
+    ("a > 1e999", "greater than Double.MAX_VALUE", 4),
+    ("a = 99999999999999999999", "does not fit in a long", 4),
+    ("a LIKE 'x%'", "unexpected 'LIKE'", 2),
+    ("NOT", "found end of input", 3),
+    ("a = 1 AND", "found end of input", 9),
+    ("007 = a", "unexpected '0'", 1),
+    ("a = 1 b = 2", "unexpected 'b'", 6),
+]
+
+
+def outcome(expression: str) -> bool | str | None:
+    f = compile_sql92(expression)
+    try:
+        return f.evaluate(SAMPLE)
+    except Sql92EvaluationError:
+        assert not f.matches(SAMPLE), "a failing evaluation never matches"
+        return RAISES
+
+
+def test_the_table_has_at_least_forty_expressions() -> None:
+    assert len(VALID) + len(MALFORMED) >= 40
+    assert len({e for e, _ in VALID} | {e for e, _, _ in MALFORMED}) == len(VALID) + len(MALFORMED)
+
+
+@pytest.mark.parametrize(("expression", "expected"), VALID)
+def test_valid_expression_evaluates_on_the_sample_message(expression: str, expected: bool | str | None) -> None:
+    assert outcome(expression) == expected
+    assert compile_sql92(expression).matches(SAMPLE) is (expected is True)
+
+
+@pytest.mark.parametrize(("expression", "message", "position"), MALFORMED)
+def test_malformed_expression_is_refused_with_the_position(expression: str, message: str, position: int) -> None:
+    with pytest.raises(Sql92ParseError) as caught:
+        compile_sql92(expression)
+    error = caught.value
+    assert message in error.reason
+    assert error.position == position
+    assert str(error).startswith("Invalid SQL92 expression: ")
+    assert f"position {position}" in str(error)
+
+
+@pytest.mark.parametrize(("expression", "_expected"), VALID)
+def test_rendered_tree_parses_back_to_the_same_tree(expression: str, _expected: object) -> None:
+    tree = parse(expression)
+    assert parse(tree.sql()) == tree
+
+
+def test_parse_error_names_line_and_column_of_a_multi_line_expression() -> None:
+    with pytest.raises(Sql92ParseError) as caught:
+        parse("a = 1\n  AND b >")
+    error = caught.value
+    assert (error.line, error.column, error.position) == (2, 10, 15)
+    assert "at line 2, column 10 (position 15)" in str(error)
+
+
+def test_not_binds_tighter_than_a_comparison_as_in_rocketmq() -> None:
+    # (NOT a) > 1 is a condition compared with a number: refused, so users must write NOT (a > 1).
+    with pytest.raises(Sql92ParseError, match="cannot be compared"):
+        parse("NOT a > 1")
+    assert compile_sql92("NOT (a > 1)").evaluate({"a": "0"}) is True
+
+
+def test_integer_literals_are_int_or_long_by_range() -> None:
+    assert compile_sql92("x = 2147483647").evaluate({"x": "2147483647"}) is True
+    assert compile_sql92("x = 9223372036854775807").evaluate({"x": "9223372036854775807"}) is True
+    assert compile_sql92("x = -9223372036854775807L").evaluate({"x": "-9223372036854775807"}) is True
+    assert compile_sql92("x = 5L").evaluate({"x": "5"}) is True
+
+
+def test_double_comparison_reads_java_double_text() -> None:
+    f = compile_sql92("x > 1.5")
+    assert [f.matches({"x": text}) for text in ("2", " 2 ", "2e0", "2.0d", "Infinity", "NaN", "1_0", "0x10")] == [
+        True,
+        True,
+        True,
+        True,
+        True,
+        True,  # Java orders NaN above every number
+        False,
+        False,
+    ]
