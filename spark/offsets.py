@@ -1,0 +1,103 @@
+"""Per-queue offsets: the JSON form Spark checkpoints, resolving ``startingOffsets``/``endingOffsets`` against a
+cluster, and admission control for ``maxRecordsPerTrigger``.
+
+An offset table is ``{topic: {"brokerName:queueId": offset}}`` (the JSON a streaming query writes into its checkpoint
+and reports in its progress). The broker name is part of the key because a topic's queue ids repeat on every master.
+Offsets are queue offsets: the next message to read, so a range ``[start, end)`` holds ``end - start`` entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from remoting.codec.bodies import MessageQueue
+from spark.options import EARLIEST, LATEST, OffsetKind, OffsetSpec, OptionError
+from spark.session import BrokerSession
+
+__all__ = ["OffsetTable", "admit", "from_json", "queue_key", "resolve", "to_json"]
+
+OffsetTable = dict[MessageQueue, int]
+
+
+def queue_key(mq: MessageQueue) -> str:
+    return f"{mq.broker_name}:{mq.queue_id}"
+
+
+def to_json(table: Mapping[MessageQueue, int]) -> dict[str, dict[str, int]]:
+    """The checkpoint form, sorted so equal tables serialize equally."""
+    out: dict[str, dict[str, int]] = {}
+    for mq in sorted(table):
+        out.setdefault(mq.topic, {})[queue_key(mq)] = table[mq]
+    return out
+
+
+def from_json(obj: Mapping[str, Mapping[str, int]]) -> OffsetTable:
+    """Inverse of :func:`to_json`. Raises ValueError on a key that is not ``brokerName:queueId``."""
+    table: OffsetTable = {}
+    for topic, queues in obj.items():
+        for key, offset in queues.items():
+            broker, sep, queue_id = key.rpartition(":")
+            if not sep or not queue_id.isdigit():
+                raise ValueError(f"offset key {key!r} of {topic!r} is not brokerName:queueId")
+            table[MessageQueue(topic, broker, int(queue_id))] = int(offset)
+    return table
+
+
+def list_queues(session: BrokerSession, topics: Iterable[str]) -> list[MessageQueue]:
+    return [mq for topic in topics for mq in session.queues(topic)]
+
+
+def resolve(
+    session: BrokerSession, spec: OffsetSpec, mqs: list[MessageQueue], *, default: int, option: str
+) -> OffsetTable:
+    """Concrete offsets of ``mqs`` for ``spec``: earliest is each queue's min offset, latest its max offset,
+    a timestamp is searched per queue, and JSON gives explicit offsets (``default`` -- EARLIEST or LATEST -- for the
+    queues it leaves out). Offsets are clamped into ``[min, max]``. Raises OptionError when the JSON names a topic
+    that is not read or a queue the topic does not have."""
+    bounds = session.min_max_offsets(mqs)
+    if spec.kind is OffsetKind.EARLIEST:
+        return {mq: low for mq, (low, _) in bounds.items()}
+    if spec.kind is OffsetKind.LATEST:
+        return {mq: high for mq, (_, high) in bounds.items()}
+    if spec.kind is OffsetKind.TIMESTAMP:
+        found = session.offsets_for_timestamp(mqs, spec.timestamp_ms)
+        return {mq: min(max(found[mq], low), high) for mq, (low, high) in bounds.items()}
+    topics = {mq.topic for mq in mqs}
+    wanted: dict[MessageQueue, int] = {}
+    for topic, queues in spec.per_queue.items():
+        if topic not in topics:
+            raise OptionError(f"option {option} names topic {topic!r}, which is not in the topic option")
+        for key, offset in queues.items():
+            matches = [mq for mq in mqs if mq.topic == topic and (key == str(mq.queue_id) or key == queue_key(mq))]
+            if not matches:
+                raise OptionError(f"option {option}: topic {topic!r} has no queue {key!r}")
+            for mq in matches:
+                wanted[mq] = offset
+    table: OffsetTable = {}
+    for mq, (low, high) in bounds.items():
+        offset = wanted.get(mq, default)
+        table[mq] = low if offset == EARLIEST else high if offset == LATEST else min(max(offset, low), high)
+    return table
+
+
+def admit(start: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, int], max_rows: int) -> OffsetTable:
+    """End offsets that take at most ``max_rows`` queue entries past ``start``, shared fairly: every queue with a
+    backlog gets an equal share, and what a short queue leaves over goes to the others (Kafka's rate limit is
+    proportional; an equal split keeps small queues from starving behind a large one)."""
+    end = {mq: max(latest[mq], start.get(mq, 0)) for mq in latest}
+    backlog = {mq: end[mq] - start.get(mq, 0) for mq in end if end[mq] > start.get(mq, 0)}
+    admitted = {mq: 0 for mq in backlog}
+    budget = max_rows
+    while budget > 0 and backlog:
+        share = max(1, budget // len(backlog))
+        for mq in sorted(backlog):
+            take = min(share, backlog[mq], budget)
+            admitted[mq] += take
+            backlog[mq] -= take
+            budget -= take
+            if budget == 0:
+                break
+        backlog = {mq: left for mq, left in backlog.items() if left > 0}
+    for mq in end:
+        end[mq] = start.get(mq, 0) + admitted.get(mq, 0) if mq in admitted else end[mq]
+    return end

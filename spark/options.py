@@ -1,0 +1,166 @@
+"""The ``rocketmq`` data source's options, parsed once from Spark's string map into a frozen :class:`SourceOptions`.
+
+Option names are case-insensitive (Spark hands them over in a case-insensitive map); values are strings. Every bad
+value raises :class:`OptionError` (a ``ValueError``) naming the option and what was expected, so a query fails at
+planning, before any task runs.
+
+Offsets (``startingOffsets`` / ``endingOffsets``) are one of:
+
+- ``earliest`` / ``latest``: each queue's min / max offset when the query is planned;
+- a timestamp: milliseconds since the epoch (``1700000000000``) or ISO-8601 (``2024-01-01T00:00:00Z``; no zone means
+  UTC), resolved per queue with SEARCH_OFFSET_BY_TIMESTAMP;
+- JSON ``{"topic": {"queueId": offset}}`` with ``-2`` meaning earliest and ``-1`` latest (Kafka's convention). A key
+  is a bare queue id (that queue on every broker holding the topic) or ``"brokerName:queueId"``; queues the JSON
+  leaves out start at earliest (ending: at latest).
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from collections.abc import Mapping
+
+import attrs
+import orjson
+
+__all__ = ["OffsetKind", "OffsetSpec", "OptionError", "SourceOptions"]
+
+#: Where the exactly-once sink's markers go unless ``commitTopic`` says otherwise.
+DEFAULT_COMMIT_TOPIC = "RMQ_SPARK_SINK_COMMITS"
+#: The group batch and streaming reads pull with when ``consumerGroup`` is not set (RocketMQ's tools group).
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+EARLIEST = -2
+LATEST = -1
+
+
+class OptionError(ValueError):
+    """A missing or malformed option; the message names the option and the accepted forms."""
+
+
+class OffsetKind(enum.Enum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    TIMESTAMP = "timestamp"
+    SPECIFIC = "specific"
+
+
+@attrs.frozen(slots=True)
+class OffsetSpec:
+    """A parsed offset option. ``per_queue`` (SPECIFIC only) maps topic -> queue key -> offset (-2/-1 allowed)."""
+
+    kind: OffsetKind
+    timestamp_ms: int = 0
+    per_queue: Mapping[str, Mapping[str, int]] = attrs.field(factory=dict)
+
+    @classmethod
+    def parse(cls, name: str, text: str) -> OffsetSpec:
+        value = text.strip()
+        lowered = value.lower()
+        if lowered == "earliest":
+            return cls(OffsetKind.EARLIEST)
+        if lowered == "latest":
+            return cls(OffsetKind.LATEST)
+        if value.startswith("{"):
+            return cls(OffsetKind.SPECIFIC, per_queue=_parse_offset_json(name, value))
+        if value.isdigit():
+            return cls(OffsetKind.TIMESTAMP, timestamp_ms=int(value))
+        try:
+            moment = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            raise OptionError(
+                f"option {name}={text!r}: expected earliest, latest, a timestamp (epoch ms or ISO-8601) or JSON "
+                '{"topic": {"queueId": offset}}'
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        return cls(OffsetKind.TIMESTAMP, timestamp_ms=int(moment.timestamp() * 1000))
+
+
+def _parse_offset_json(name: str, text: str) -> dict[str, dict[str, int]]:
+    try:
+        raw = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise OptionError(f"option {name}: not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise OptionError(f'option {name}: expected a JSON object {{"topic": {{"queueId": offset}}}}')
+    out: dict[str, dict[str, int]] = {}
+    for topic, queues in raw.items():
+        if not isinstance(queues, dict):
+            raise OptionError(f"option {name}: topic {topic!r} must map queue ids to offsets")
+        table: dict[str, int] = {}
+        for key, offset in queues.items():
+            queue_id = key.rpartition(":")[2]
+            if not queue_id.isdigit():
+                raise OptionError(f"option {name}: queue key {key!r} of {topic!r} is not a queue id or broker:queueId")
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+                raise OptionError(f"option {name}: offset {offset!r} of {topic}/{key} must be an integer >= -2")
+            table[key] = offset
+        out[topic] = table
+    return out
+
+
+def _positive_int(options: Mapping[str, str], name: str) -> int | None:
+    text = options.get(name.lower())
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise OptionError(f"option {name}={text!r}: expected a positive integer") from None
+    if value <= 0:
+        raise OptionError(f"option {name}={text!r}: expected a positive integer")
+    return value
+
+
+@attrs.frozen(slots=True)
+class SourceOptions:
+    """Every option of the data source, typed. Build with :meth:`parse`; picklable (it travels to the executors)."""
+
+    name_server: str
+    topics: tuple[str, ...]
+    starting: OffsetSpec
+    ending: OffsetSpec
+    tags: str
+    max_records_per_trigger: int | None
+    consumer_group: str | None
+    commit_topic: str
+    producer_group: str
+    endings_given: bool
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        """Parse Spark's option map (keys already lower-cased or case-insensitive). Raises :class:`OptionError`."""
+        opts = {str(k).lower(): str(v) for k, v in options.items()}
+        name_server = opts.get("nameserver", "").strip()
+        if not name_server:
+            raise OptionError('option nameServer is required, e.g. "127.0.0.1:9876" (several: "h1:9876;h2:9876")')
+        for addr in name_server.split(";"):
+            host, _, port = addr.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise OptionError(f"option nameServer={name_server!r}: {addr!r} is not host:port")
+        topics = tuple(t.strip() for t in opts.get("topic", "").split(",") if t.strip())
+        for topic in topics:
+            if not all(c.isalnum() or c in "%|-_" for c in topic) or len(topic) > 127:
+                raise OptionError(f"option topic: {topic!r} is not a valid RocketMQ topic name")
+        return cls(
+            name_server=name_server,
+            topics=topics,
+            starting=OffsetSpec.parse("startingOffsets", opts.get("startingoffsets", "earliest")),
+            ending=OffsetSpec.parse("endingOffsets", opts.get("endingoffsets", "latest")),
+            tags=opts.get("tags", "*").strip() or "*",
+            max_records_per_trigger=_positive_int(opts, "maxRecordsPerTrigger"),
+            consumer_group=opts.get("consumergroup") or None,
+            commit_topic=opts.get("committopic", DEFAULT_COMMIT_TOPIC),
+            producer_group=opts.get("producergroup", "SPARK_ROCKETMQ_SINK"),
+            endings_given="endingoffsets" in opts,
+        )
+
+    def require_topics(self) -> tuple[str, ...]:
+        """The topics to read; raises OptionError when the ``topic`` option is missing."""
+        if not self.topics:
+            raise OptionError('option topic is required for reads: one topic or a comma list ("a,b")')
+        return self.topics
+
+    @property
+    def pull_group(self) -> str:
+        return self.consumer_group or TOOLS_CONSUMER_GROUP

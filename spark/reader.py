@@ -1,0 +1,85 @@
+"""Batch read: one Spark partition per queue range ``[start, end)``, read as Arrow record batches.
+
+Planning (``partitions``) runs on the driver side: it asks the name server for the topics' queues and resolves
+``startingOffsets`` (default earliest) and ``endingOffsets`` (default latest) to concrete offsets, so the read is a
+fixed snapshot. A queue range longer than :data:`MAX_RANGE` is split into several partitions, so a large queue is
+read in parallel. Each task opens its own :class:`~spark.session.BrokerSession` (readers are pickled to the
+executors with options only) and pulls its range in pages of :data:`PAGE` offsets, yielding one record batch per
+page. Messages whose tags do not match ``tags`` are skipped; their offsets still count toward the range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import attrs
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from remoting.codec.bodies import MessageQueue
+from spark import offsets
+from spark.options import EARLIEST, LATEST, OptionError, SourceOptions
+from spark.schema import messages_to_batch
+from spark.session import BrokerSession
+
+__all__ = ["MAX_RANGE", "PAGE", "QueueRange", "RocketMQBatchReader", "plan_ranges", "read_range"]
+
+#: Offsets one task reads at most; longer queue ranges become several partitions.
+MAX_RANGE = 250_000
+#: Offsets pulled per round trip to the background loop (one record batch each).
+PAGE = 4096
+
+
+@attrs.frozen(slots=True)
+class QueueRange(InputPartition):
+    """Queue offsets ``[start, end)`` of one queue; picklable (it is a Spark input partition)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    start: int
+    end: int
+
+    @property
+    def queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
+
+def plan_ranges(start: dict[MessageQueue, int], end: dict[MessageQueue, int]) -> list[QueueRange]:
+    """Non-empty ranges from ``start`` to ``end`` per queue, each at most :data:`MAX_RANGE` long."""
+    ranges: list[QueueRange] = []
+    for mq in sorted(end):
+        low, high = start.get(mq, 0), end[mq]
+        for s in range(low, high, MAX_RANGE):
+            ranges.append(QueueRange(mq.topic, mq.broker_name, mq.queue_id, s, min(s + MAX_RANGE, high)))
+    return ranges
+
+
+def read_range(options: SourceOptions, part: QueueRange) -> Iterator[object]:
+    """Record batches of ``part``'s messages (tag-filtered), one per :data:`PAGE` offsets that held a match."""
+    with BrokerSession(options.name_server) as session:
+        for page in range(part.start, part.end, PAGE):
+            msgs = session.pull_range(part.queue, page, min(page + PAGE, part.end), options.pull_group, options.tags)
+            if msgs:
+                yield messages_to_batch(msgs)
+
+
+class RocketMQBatchReader(DataSourceReader):
+    """See the module docstring."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.options.require_topics()
+
+    def partitions(self) -> Sequence[InputPartition]:
+        with BrokerSession(self.options.name_server) as session:
+            mqs = offsets.list_queues(session, self.options.topics)
+            start = offsets.resolve(session, self.options.starting, mqs, default=EARLIEST, option="startingOffsets")
+            end = offsets.resolve(session, self.options.ending, mqs, default=LATEST, option="endingOffsets")
+        for mq, offset in start.items():
+            if offset > end[mq]:
+                raise OptionError(f"startingOffsets {offset} is past endingOffsets {end[mq]} for {mq}")
+        return plan_ranges(start, end)
+
+    def read(self, partition: InputPartition) -> Iterator[object]:
+        assert isinstance(partition, QueueRange)
+        return read_range(self.options, partition)

@@ -1,0 +1,233 @@
+"""Blocking access to a rocketrio (or RocketMQ) cluster for the connector's synchronous Spark callbacks.
+
+A :class:`BrokerSession` owns one :class:`~client.admin.Admin` (and, when asked, a :class:`~client.producer.Producer`
+sharing its :class:`~client.instance.MQClientInstance`) running on a background event loop started with
+``anyio.from_thread.start_blocking_portal``. Every method blocks the calling thread until its requests are answered
+and raises what the client raised (:class:`~client.errors.MQBrokerError`, :class:`~remoting.errors.RemotingError`,
+:class:`~client.errors.TopicRouteNotFoundError`).
+
+Sessions are opened lazily where they are used (inside a Spark task, or in the driver-side worker) and never
+pickled: readers and writers hold options, not sessions. Close a session with ``close()`` or ``with``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from client import api
+from client.admin import Admin
+from client.consumer.subscription import build_subscription, tag_filter
+from client.errors import MQClientError, TopicRouteNotFoundError
+from client.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, Message, SendResult
+from client.producer import Producer
+from client.route import master_address, subscribe_queues
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.message import MessageExt
+
+__all__ = ["PULL_BATCH", "BrokerSession"]
+
+#: Most messages one pull returns (the broker's in-memory transfer cap, maxTransferCountOnMessageInMemory).
+PULL_BATCH = 32
+#: Pulls in flight at once while reading one range: each walks its own slice of the range.
+PULL_CONCURRENCY = 8
+#: Offsets per slice: a slice is read by consecutive pulls of ``PULL_BATCH``.
+SLICE = PULL_BATCH * 8
+PULL_FLAG_SUBSCRIPTION = 0x4
+_DROPPED_PROPERTIES = (PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET)
+
+
+class BrokerSession:
+    """See the module docstring. ``producer_group`` set: :meth:`send_batch` is available."""
+
+    def __init__(self, name_server: str, *, producer_group: str | None = None, rpc_timeout: float = 10.0) -> None:
+        self._name_server = name_server
+        self._producer_group = producer_group
+        self._rpc_timeout = rpc_timeout
+        self._stack: ExitStack | None = None
+        self._portal: BlockingPortal | None = None
+        self._admin: Admin | None = None
+        self._producer: Producer | None = None
+
+    def open(self) -> Self:
+        """Start the loop, the client instance and (when configured) the producer. Raises what connecting raised."""
+        if self._stack is not None:
+            return self
+        stack = ExitStack()
+        try:
+            self._portal = stack.enter_context(start_blocking_portal("asyncio"))
+            admin = Admin(self._name_server)
+            self._admin = stack.enter_context(self._portal.wrap_async_context_manager(admin))
+            if self._producer_group is not None:
+                producer = Producer(self._producer_group, instance=admin.instance, send_msg_timeout=self._rpc_timeout)
+                self._producer = stack.enter_context(self._portal.wrap_async_context_manager(producer))
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+        return self
+
+    def close(self) -> None:
+        """Shut the producer, the instance and the loop down. Idempotent."""
+        stack, self._stack = self._stack, None
+        self._portal = self._admin = self._producer = None
+        if stack is not None:
+            stack.close()
+
+    def __enter__(self) -> Self:
+        return self.open()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _run(self, fn: Any, *args: Any) -> Any:
+        if self._portal is None:
+            self.open()
+        assert self._portal is not None
+        return self._portal.call(fn, *args)
+
+    @property
+    def admin(self) -> Admin:
+        if self._admin is None:
+            self.open()
+        assert self._admin is not None
+        return self._admin
+
+    # -- queues and offsets ----------------------------------------------------------------------------------------
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic`` (fresh route from the name server)."""
+        route = self._run(self.admin.topic_route, topic)
+        return sorted(subscribe_queues(topic, route))
+
+    async def _address(self, mq: MessageQueue) -> str:
+        instance = self.admin.instance
+        addr = instance.find_broker_address(mq.broker_name)
+        if addr is None:
+            route = await instance.fetch_route(mq.topic)
+            addr = master_address(route, mq.broker_name)
+        if addr is None:
+            raise MQClientError(f"broker {mq.broker_name} of {mq.topic} has no master")
+        return addr
+
+    async def _min_max(self, mqs: Sequence[MessageQueue]) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        remoting = self.admin.instance.remoting
+        for mq in mqs:
+            addr = await self._address(mq)
+            low = await api.get_min_offset(remoting, addr, mq, self._rpc_timeout)
+            high = await api.get_max_offset(remoting, addr, mq, self._rpc_timeout)
+            out.append((low, high))
+        return out
+
+    def min_max_offsets(self, mqs: Sequence[MessageQueue]) -> dict[MessageQueue, tuple[int, int]]:
+        """``{queue: (min offset, max offset)}``; max is the offset the next message will get."""
+        return dict(zip(mqs, self._run(self._min_max, list(mqs)), strict=True))
+
+    async def _search(self, mqs: Sequence[MessageQueue], timestamp_ms: int) -> list[int]:
+        remoting = self.admin.instance.remoting
+        return [await api.search_offset(remoting, await self._address(mq), mq, timestamp_ms, 10.0) for mq in mqs]
+
+    def offsets_for_timestamp(self, mqs: Sequence[MessageQueue], timestamp_ms: int) -> dict[MessageQueue, int]:
+        """SEARCH_OFFSET_BY_TIMESTAMP per queue: the first offset stored at or after ``timestamp_ms``."""
+        return dict(zip(mqs, self._run(self._search, list(mqs), timestamp_ms), strict=True))
+
+    async def _commit(self, group: str, offsets: dict[MessageQueue, int]) -> None:
+        remoting = self.admin.instance.remoting
+        for mq, offset in offsets.items():
+            await api.update_consumer_offset(remoting, await self._address(mq), group, mq, offset, self._rpc_timeout)
+
+    def update_consumer_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> None:
+        """UPDATE_CONSUMER_OFFSET for each queue (what ``mqadmin consumerProgress`` then shows for ``group``)."""
+        self._run(self._commit, group, offsets)
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        """UPDATE_AND_CREATE_TOPIC on every master (idempotent)."""
+        self._run(lambda: self.admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues))
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+
+    async def _pull_slice(
+        self, mq: MessageQueue, start: int, end: int, group: str, tags: str, out: list[MessageExt]
+    ) -> None:
+        sub = build_subscription(mq.topic, tags)
+        wanted = tag_filter(sub)
+        remoting = self.admin.instance.remoting
+        addr = await self._address(mq)
+        offset = start
+        while offset < end:
+            header = {
+                "consumerGroup": group,
+                "topic": mq.topic,
+                "queueId": str(mq.queue_id),
+                "queueOffset": str(offset),
+                "maxMsgNums": str(min(PULL_BATCH, end - offset)),
+                "sysFlag": str(PULL_FLAG_SUBSCRIPTION),
+                "commitOffset": "0",
+                "suspendTimeoutMillis": "0",
+                "subscription": sub.sub_string,
+                "subVersion": str(sub.sub_version),
+                "expressionType": sub.expression_type,
+            }
+            result = await api.pull_message(remoting, addr, header, self._rpc_timeout, wanted)
+            for msg in result.messages:
+                if msg.queue_offset < end:
+                    for name in _DROPPED_PROPERTIES:
+                        msg.properties.pop(name, None)
+                    out.append(msg)
+            if result.status is api.PullStatus.NO_NEW_MSG or result.next_begin_offset <= offset:
+                return  # the queue ends (or was truncated) before ``end``: nothing more to read here
+            offset = result.next_begin_offset
+
+    async def _pull_page(self, mq: MessageQueue, start: int, end: int, group: str, tags: str) -> list[MessageExt]:
+        slices = [(s, min(s + SLICE, end)) for s in range(start, end, SLICE)]
+        outs: list[list[MessageExt]] = [[] for _ in slices]
+        async with anyio.create_task_group() as tg:
+            for (s, e), out in zip(slices, outs, strict=True):
+                tg.start_soon(self._pull_slice, mq, s, e, group, tags, out)
+        return [m for out in outs for m in out]
+
+    def pull_range(self, mq: MessageQueue, start: int, end: int, group: str, tags: str = "*") -> list[MessageExt]:
+        """The messages of ``mq`` with queue offsets in ``[start, end)`` matching the tag expression, in offset
+        order. Reads ``PULL_CONCURRENCY`` slices of the range at once; call it with ranges of a bounded size."""
+        return list(self._run(self._pull_page, mq, start, end, group, tags))
+
+    # -- writing ---------------------------------------------------------------------------------------------------
+
+    def send_batch(self, msgs: Sequence[Message]) -> list[SendResult]:
+        """Send messages of one topic in SEND_BATCH_MESSAGE requests (retried by the producer on transport errors)."""
+        if self._producer is None:
+            self.open()
+        if self._producer is None:
+            raise MQClientError("this session has no producer group")
+        results: list[SendResult] = self._run(self._producer.send_batch, list(msgs))
+        return results
+
+    def send(self, msg: Message) -> SendResult:
+        if self._producer is None:
+            self.open()
+        if self._producer is None:
+            raise MQClientError("this session has no producer group")
+        result: SendResult = self._run(self._producer.send, msg)
+        return result
+
+    def query_by_key(self, topic: str, key: str) -> list[MessageExt]:
+        """Messages of ``topic`` indexed under ``key`` (QUERY_MESSAGE on every master), hash collisions removed."""
+
+        async def query() -> list[MessageExt]:
+            end = int(time.time() * 1000) + 86_400_000  # a day of clock skew between this host and the broker
+            return await self.admin.query_msg_by_key(topic, key, max_num=64, end_ms=end)
+
+        try:
+            found: list[MessageExt] = self._run(query)
+        except TopicRouteNotFoundError:
+            return []  # the topic was never written: nothing can be indexed under the key
+        return [m for m in found if key in m.keys]

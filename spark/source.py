@@ -1,0 +1,76 @@
+"""The PySpark data source ``rocketmq``: batch and streaming reads and writes of rocketrio (RocketMQ 4.x) topics.
+
+Register it once per session, then use it like Spark's Kafka source::
+
+    from spark import register
+    register(spark)
+    df = spark.read.format("rocketmq").option("nameServer", "127.0.0.1:9876").option("topic", "orders").load()
+    stream = (spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", "orders")
+              .option("startingOffsets", "earliest").option("maxRecordsPerTrigger", "10000").load())
+    stream.writeStream.format("rocketmq").option("nameServer", ns).option("topic", "copy")
+          .option("checkpointLocation", "/tmp/ck").start()
+
+Options (:mod:`spark.options`): ``nameServer`` (required), ``topic`` (one, or a comma list for reads),
+``startingOffsets`` / ``endingOffsets``, ``tags``, ``maxRecordsPerTrigger``, ``consumerGroup`` (streaming reads
+mirror their progress into it), ``commitTopic`` and ``producerGroup`` (writes). Options are parsed when the source
+is created, so a bad value fails the query at planning with :class:`~spark.options.OptionError`.
+
+Reads have the fixed schema of :mod:`spark.schema`; writes take the columns described in :mod:`spark.writer`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from spark.options import SourceOptions
+from spark.reader import RocketMQBatchReader
+from spark.schema import spark_schema
+from spark.stream_reader import RocketMQStreamReader
+from spark.stream_writer import RocketMQStreamWriter
+from spark.writer import RocketMQBatchWriter, check_columns
+
+__all__ = ["RocketMQDataSource", "register"]
+
+
+class RocketMQDataSource(DataSource):
+    """See the module docstring."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.parsed = SourceOptions.parse(options)
+        self.starting_given = any(str(k).lower() == "startingoffsets" for k in options)
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketmq"
+
+    def schema(self) -> StructType:
+        return spark_schema()
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return RocketMQBatchReader(self.parsed)
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return RocketMQStreamReader(self.parsed, self.starting_given)
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        check_columns(schema.fieldNames(), self.parsed)
+        return RocketMQBatchWriter(self.parsed)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        check_columns(schema.fieldNames(), self.parsed)
+        return RocketMQStreamWriter(self.parsed)
+
+
+def register(spark: Any) -> None:
+    """Register the ``rocketmq`` format with ``spark`` (a SparkSession)."""
+    spark.dataSource.register(RocketMQDataSource)

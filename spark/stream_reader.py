@@ -1,0 +1,109 @@
+"""Streaming read: micro-batches over per-queue offset ranges, with Spark's checkpoint as the source of truth.
+
+Offsets are the JSON of :func:`spark.offsets.to_json` (``{topic: {"brokerName:queueId": next offset}}``). Spark
+writes each batch's end offsets to its checkpoint before running it and hands them back after a restart, so a
+restarted query re-reads exactly the uncommitted batch and continues after it: no duplicates and no gaps, whatever
+was committed to the broker. ``commit(end)`` only mirrors ``end`` into ``consumerGroup``'s offsets on the broker when
+that option is set, for monitoring with ``mqadmin consumerProgress``; it is never read back.
+
+- ``initialOffset`` resolves ``startingOffsets`` (default ``latest``, like Kafka's streaming source).
+- ``latestOffset(start, limit)`` asks every queue's max offset; under ``ReadMaxRows`` (``maxRecordsPerTrigger``)
+  it admits at most that many queue entries, shared across the queues by :func:`spark.offsets.admit`. A queue that
+  appears later (more queues, a new broker) starts at its min offset.
+- ``reportLatestOffset`` returns the max offsets seen by the last ``latestOffset`` (the query progress's
+  ``latestOffset``), so a rate-limited query shows its backlog.
+
+The reader keeps one :class:`~spark.session.BrokerSession` for the driver-side calls (opened lazily, closed by
+``stop``); it is not pickled to the executors, whose ``read`` opens its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from spark import offsets
+from spark.options import EARLIEST, OffsetKind, OffsetSpec, OptionError, SourceOptions
+from spark.reader import QueueRange, plan_ranges, read_range
+from spark.session import BrokerSession
+
+__all__ = ["RocketMQStreamReader"]
+
+
+class RocketMQStreamReader(DataSourceStreamReader):
+    """See the module docstring."""
+
+    def __init__(self, options: SourceOptions, starting_given: bool) -> None:
+        options.require_topics()
+        if options.endings_given:
+            raise OptionError("option endingOffsets is for batch reads only: a stream has no end")
+        self.options = options
+        self.starting = options.starting if starting_given else OffsetSpec(OffsetKind.LATEST)
+        self._session: BrokerSession | None = None
+        self._latest: dict[str, dict[str, int]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_session"] = None  # a live client never travels to the executors
+        return state
+
+    def _broker(self) -> BrokerSession:
+        if self._session is None:
+            self._session = BrokerSession(self.options.name_server).open()
+        return self._session
+
+    def initialOffset(self) -> dict[str, Any]:
+        session = self._broker()
+        mqs = offsets.list_queues(session, self.options.topics)
+        table = offsets.resolve(session, self.starting, mqs, default=EARLIEST, option="startingOffsets")
+        return offsets.to_json(table)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        session = self._broker()
+        mqs = offsets.list_queues(session, self.options.topics)
+        bounds = session.min_max_offsets(mqs)
+        latest = {mq: high for mq, (_, high) in bounds.items()}
+        self._latest = offsets.to_json(latest)
+        begin = offsets.from_json(start)
+        for mq, (low, _) in bounds.items():
+            begin.setdefault(mq, low)
+        if isinstance(limit, ReadMaxRows):
+            end = offsets.admit(begin, latest, limit.max_rows)
+        else:
+            end = {mq: max(latest[mq], begin[mq]) for mq in latest}
+        for mq, offset in begin.items():
+            end.setdefault(mq, offset)  # a queue that vanished from the route keeps its position
+        return offsets.to_json(end)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_records_per_trigger is not None:
+            return ReadMaxRows(self.options.max_records_per_trigger)
+        return ReadAllAvailable()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return self._latest
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin = offsets.from_json(start)
+        until = offsets.from_json(end)
+        if any(mq not in begin for mq in until):
+            bounds = self._broker().min_max_offsets([mq for mq in until if mq not in begin])
+            for mq, (low, _) in bounds.items():
+                begin[mq] = low
+        return plan_ranges(begin, until)
+
+    def read(self, partition: InputPartition) -> Iterator[object]:
+        assert isinstance(partition, QueueRange)
+        return read_range(self.options, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        if self.options.consumer_group is not None:
+            self._broker().update_consumer_offsets(self.options.consumer_group, offsets.from_json(end))
+
+    def stop(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.close()

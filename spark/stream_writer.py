@@ -1,0 +1,197 @@
+"""Streaming write, exactly once per (query id, batch id): a replayed micro-batch never publishes a row twice.
+
+Design: idempotent task publishing with markers the broker can be asked about.
+
+Each write task knows its identity from Spark's task context: the query id (stable across restarts from one
+checkpoint), the batch id and its partition id, together the task's *transaction* ``txn = "query:batch:partition"``.
+Spark replays a micro-batch from the offsets in its checkpoint, so a replayed task sees the same rows in the same
+order; row ``i`` of a task is stamped with the properties ``SPARK_TXN=txn`` and ``SPARK_SEQ=i``. Markers are small
+messages in the ``commitTopic`` (default ``RMQ_SPARK_SINK_COMMITS``), found again by key with QUERY_MESSAGE:
+
+1. ``query:batch:commit`` -- written by the driver's ``commit`` once every task has succeeded;
+2. ``txn:done`` -- written by a task after all its rows are stored;
+3. ``txn:start:topic`` -- written by a task before its first send to ``topic``; its body records every queue's max
+   offset of that topic at that moment.
+
+A task first looks for (1) and (2): either found means its rows are already published, and it sends nothing. Else it
+looks for (3) per topic: when found (an earlier attempt of the task died part-way), it pulls the topic's queues from
+the recorded offsets, collects the ``SPARK_SEQ`` values stamped with its ``txn`` and sends only the other rows. So a
+commit that fails after the tasks published, a driver crash, a task retried after a partial send, and a batch
+re-planned after a restart all end with each row stored once.
+
+Why not transactional half messages: they would make rows invisible until the driver commits, but they depend on the
+broker's transaction check-back and END_TRANSACTION, which were being built at the same time as this connector; the
+marker design needs only SEND, QUERY_MESSAGE (the key index must be on, as it is by default) and PULL. Its costs: rows
+are visible as soon as their task stores them, before the batch commits (Kafka's non-transactional sink behaves the
+same), and a row carries the two SPARK_* properties. ``abort`` therefore undoes nothing: a batch's rows that were
+published stay published, and whatever replay follows publishes only what is missing. A committed batch can never
+be undone.
+
+Limits: exactly once assumes the replayed batch's rows reach the same partition in the same order (true for Spark's
+deterministic micro-batch replay); a send that the producer retried after a lost response may still be stored twice,
+as with any RocketMQ producer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
+
+from client.errors import TopicRouteNotFoundError
+from client.message import Message
+from remoting.codec.bodies import MessageQueue
+from spark.offsets import from_json, to_json
+from spark.options import OptionError, SourceOptions
+from spark.session import BrokerSession
+from spark.writer import WriteCommit, row_to_message, send_rows
+
+__all__ = ["SEQ_PROPERTY", "TXN_PROPERTY", "MarkerLog", "RocketMQStreamWriter"]
+
+TXN_PROPERTY = "SPARK_TXN"
+SEQ_PROPERTY = "SPARK_SEQ"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+#: How long a task waits for a commit topic it just created to show up at the name server.
+TOPIC_WAIT = 10.0
+
+log = logging.getLogger(__name__)
+
+
+class MarkerLog:
+    """The markers of one commit topic, through a session that has a producer."""
+
+    def __init__(self, session: BrokerSession, topic: str) -> None:
+        self.session = session
+        self.topic = topic
+
+    def ensure_topic(self) -> None:
+        """Create the commit topic when the name server does not know it, and wait until it routes (so a lookup
+        that finds nothing means "no marker", never "no route yet"). Raises TopicRouteNotFoundError after
+        :data:`TOPIC_WAIT` seconds."""
+        try:
+            self.session.queues(self.topic)
+            return
+        except TopicRouteNotFoundError:
+            pass
+        self.session.create_topic(self.topic)
+        deadline = time.monotonic() + TOPIC_WAIT
+        while True:
+            try:
+                self.session.queues(self.topic)
+                return
+            except TopicRouteNotFoundError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def find(self, key: str) -> list[dict[str, Any]]:
+        """Bodies (JSON objects) of the markers stored under ``key``, oldest first."""
+        return [orjson.loads(m.body) for m in self.session.query_by_key(self.topic, key)]
+
+    def put(self, key: str, body: dict[str, Any]) -> None:
+        self.session.send(Message(self.topic, orjson.dumps(body), keys=key))
+
+
+def task_identity() -> tuple[str, int, int]:
+    """(query id, batch id, partition id) of the running write task; raises OptionError outside a streaming query."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context is not None else None
+    batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+    if context is None or not query_id or batch_id is None:
+        raise OptionError("the rocketmq stream writer runs only inside a streaming query's write task")
+    return query_id, int(batch_id), context.partitionId()
+
+
+def published_seqs(session: BrokerSession, begin: dict[MessageQueue, int], txn: str, group: str) -> set[int]:
+    """``SPARK_SEQ`` values of the messages stamped ``txn`` stored at or after the offsets ``begin``."""
+    seqs: set[int] = set()
+    bounds = session.min_max_offsets(list(begin))
+    for mq, offset in begin.items():
+        high = bounds[mq][1]
+        for page in range(offset, high, 4096):
+            for msg in session.pull_range(mq, page, min(page + 4096, high), group):
+                if msg.properties.get(TXN_PROPERTY) == txn:
+                    seqs.add(int(msg.properties[SEQ_PROPERTY]))
+    return seqs
+
+
+class RocketMQStreamWriter(DataSourceStreamWriter):
+    """See the module docstring."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriteCommit:
+        query_id, batch_id, partition = task_identity()
+        txn = f"{query_id}:{batch_id}:{partition}"
+        default_topic = self.options.topics[0] if self.options.topics else None
+        with BrokerSession(self.options.name_server, producer_group=self.options.producer_group) as session:
+            markers = MarkerLog(session, self.options.commit_topic)
+            markers.ensure_topic()
+            if markers.find(f"{query_id}:{batch_id}:commit") or markers.find(f"{txn}:done"):
+                skipped = sum(1 for _ in iterator)
+                log.info("%s already published (%d rows): nothing sent", txn, skipped)
+                return WriteCommit(partition, 0, skipped, query_id, batch_id)
+            done: dict[str, set[int]] = {}
+            skipped = 0
+
+            def pending() -> Iterator[Message]:
+                nonlocal skipped
+                for seq, row in enumerate(iterator):
+                    msg = row_to_message(row, default_topic, {TXN_PROPERTY: txn, SEQ_PROPERTY: str(seq)})
+                    seen = done.get(msg.topic)
+                    if seen is None:
+                        seen = done[msg.topic] = self._begin_topic(session, markers, txn, msg.topic)
+                    if seq in seen:
+                        skipped += 1
+                        continue
+                    yield msg
+
+            sent = send_rows(session, pending())
+            markers.put(f"{txn}:done", {"sent": sent, "skipped": skipped})
+        return WriteCommit(partition, sent, skipped, query_id, batch_id)
+
+    def _begin_topic(self, session: BrokerSession, markers: MarkerLog, txn: str, topic: str) -> set[int]:
+        """The rows of ``txn`` already stored in ``topic`` by an earlier attempt; writes the start marker when this
+        is the first attempt to send there."""
+        key = f"{txn}:start:{topic}"
+        found = markers.find(key)
+        if found:
+            # Attempts that died each left a start marker: scan from the lowest offsets recorded, and from the start
+            # of any queue none recorded (the topic was auto-created by that attempt, or grew queues since).
+            begin: dict[MessageQueue, int] = {}
+            for body in found:
+                for mq, offset in from_json(body).items():
+                    begin[mq] = min(offset, begin.get(mq, offset))
+            for mq, (low, _) in session.min_max_offsets(session.queues(topic)).items():
+                begin.setdefault(mq, low)
+            return published_seqs(session, begin, txn, self.options.pull_group)
+        try:
+            mqs = session.queues(topic)
+        except TopicRouteNotFoundError:
+            mqs = []  # a topic the producer will auto-create: nothing of it can have been stored before
+        start = {mq: high for mq, (_, high) in session.min_max_offsets(mqs).items()}
+        markers.put(key, to_json(start))
+        return set()
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        commits = [m for m in messages if isinstance(m, WriteCommit)]
+        if not commits or commits[0].query_id is None:
+            return
+        key = f"{commits[0].query_id}:{batchId}:commit"
+        with BrokerSession(self.options.name_server, producer_group=self.options.producer_group) as session:
+            markers = MarkerLog(session, self.options.commit_topic)
+            if not markers.find(key):
+                total = {"sent": sum(c.sent for c in commits), "skipped": sum(c.skipped for c in commits)}
+                markers.put(key, {"batch": batchId, **total})
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        sent = sum(m.sent for m in messages if isinstance(m, WriteCommit))
+        log.warning("batch %d aborted: %d rows its finished tasks published stay published", batchId, sent)

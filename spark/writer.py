@@ -1,0 +1,108 @@
+"""Batch write: each task sends its rows as messages, in SEND_BATCH_MESSAGE requests per topic.
+
+Input columns: ``body`` (binary, or string sent as UTF-8) is required; ``topic`` per row, or the ``topic`` option for
+every row (a row's own non-null topic wins); optional ``keys`` (a string of space-separated keys, or an array of
+strings), ``tags`` (string) and ``properties`` (map<string,string>). Other columns are ignored. A row without a
+topic or a body raises :class:`~spark.options.OptionError` in its task, which fails the write.
+
+A batch write is at least once: a task that fails after some sends is retried by Spark and sends those rows again.
+Streaming writes are exactly once (:mod:`spark.stream_writer`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import attrs
+from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
+
+from client.message import Message
+from spark.options import OptionError, SourceOptions
+from spark.session import BrokerSession
+
+__all__ = ["SEND_CHUNK", "RocketMQBatchWriter", "WriteCommit", "row_to_message", "send_rows"]
+
+#: Messages handed to one ``send_batch`` call (the producer splits them further at its 4 MiB body limit).
+SEND_CHUNK = 512
+
+
+@attrs.frozen(slots=True)
+class WriteCommit(WriterCommitMessage):
+    """What a write task reports to the driver: rows sent now and rows skipped as already published."""
+
+    partition_id: int
+    sent: int
+    skipped: int = 0
+    query_id: str | None = None
+    batch_id: int | None = None
+
+
+def check_columns(names: Sequence[str], options: SourceOptions) -> None:
+    """Planning-time check of the input columns; raises OptionError naming what is missing."""
+    if "body" not in names:
+        raise OptionError("a rocketmq write needs a body column (binary or string)")
+    if "topic" not in names and not options.topics:
+        raise OptionError("a rocketmq write needs a topic column or the topic option")
+    if len(options.topics) > 1:
+        raise OptionError("option topic names one topic for writes, not a list")
+
+
+def row_to_message(row: Any, default_topic: str | None, extra: dict[str, str] | None = None) -> Message:
+    """The message for one input row (a Spark Row or a mapping). Raises OptionError without topic or body."""
+    fields = row.asDict() if hasattr(row, "asDict") else dict(row)
+    topic = fields.get("topic") or default_topic
+    body = fields.get("body")
+    if not topic:
+        raise OptionError("a row has no topic (set the topic column or the topic option)")
+    if body is None:
+        raise OptionError(f"a row for topic {topic!r} has a null body")
+    keys = fields.get("keys")
+    props = {str(k): str(v) for k, v in (fields.get("properties") or {}).items()}
+    if extra:
+        props.update(extra)
+    return Message(
+        topic=topic,
+        body=body.encode() if isinstance(body, str) else bytes(body),
+        tags=fields.get("tags") or None,
+        keys=list(keys) if isinstance(keys, list | tuple) else keys or None,
+        properties=props,
+    )
+
+
+def send_rows(session: BrokerSession, msgs: Iterable[Message]) -> int:
+    """Send ``msgs`` in chunks of :data:`SEND_CHUNK`, one topic per request; returns how many were sent."""
+    sent = 0
+    pending: dict[str, list[Message]] = {}
+    for msg in msgs:
+        chunk = pending.setdefault(msg.topic, [])
+        chunk.append(msg)
+        if len(chunk) >= SEND_CHUNK:
+            session.send_batch(chunk)
+            sent += len(chunk)
+            pending[msg.topic] = []
+    for chunk in pending.values():
+        if chunk:
+            session.send_batch(chunk)
+            sent += len(chunk)
+    return sent
+
+
+def task_partition_id() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+class RocketMQBatchWriter(DataSourceWriter):
+    """See the module docstring."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> WriteCommit:
+        default_topic = self.options.topics[0] if self.options.topics else None
+        with BrokerSession(self.options.name_server, producer_group=self.options.producer_group) as session:
+            sent = send_rows(session, (row_to_message(row, default_topic) for row in iterator))
+        return WriteCommit(task_partition_id(), sent)

@@ -1,0 +1,84 @@
+"""Batch reads: a range of queue offsets, read through Spark with the declared schema and exact contents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from client import Message
+from spark.schema import FIELDS
+from tests.client.conftest import ThreadedCluster
+from tests.spark.helpers import make_topic, produce
+
+
+def _load(spark: Any, namesrv: str, topic: str, **options: str) -> Any:
+    reader = spark.read.format("rocketmq").option("nameServer", namesrv).option("topic", topic)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def test_batch_read_of_an_offset_range_returns_exactly_those_messages(spark: Any, rocketmq: ThreadedCluster) -> None:
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkBatchRange", 2)
+    produce(
+        ns,
+        [
+            Message(
+                "SparkBatchRange",
+                f"m{i}".encode(),
+                tags="even" if i % 2 == 0 else "odd",
+                keys=f"k{i}",
+                properties={"n": str(i)},
+            )
+            for i in range(40)
+        ],
+    )
+    df = _load(
+        spark,
+        ns,
+        "SparkBatchRange",
+        startingOffsets='{"SparkBatchRange": {"0": 5, "1": 2}}',
+        endingOffsets='{"SparkBatchRange": {"0": 15}}',
+    )
+    assert [(f.name) for f in df.schema.fields] == [name for name, _, _ in FIELDS]
+    rows = df.orderBy("queue_id", "queue_offset").collect()
+    per_queue: dict[int, list[int]] = {}
+    for row in rows:
+        per_queue.setdefault(row.queue_id, []).append(row.queue_offset)
+    assert per_queue[0] == list(range(5, 15))
+    assert per_queue[1] == list(range(2, 20))  # queue 1 left out of endingOffsets: read to its end
+    first = rows[0]
+    n = int(first.properties["n"])
+    assert first.body == f"m{n}".encode()
+    assert first.keys == f"k{n}"
+    assert first.tags == ("even" if n % 2 == 0 else "odd")
+    assert first.topic == "SparkBatchRange"
+    assert first.msg_id and first.born_host and first.store_host.endswith(rocketmq.broker_addr.rpartition(":")[2])
+    assert first.store_timestamp >= first.born_timestamp
+    assert first.reconsume_times == 0
+    assert len({r.msg_id for r in rows}) == len(rows)
+
+
+def test_batch_read_with_a_tag_expression_keeps_only_matching_messages(spark: Any, rocketmq: ThreadedCluster) -> None:
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkBatchTags", 1)
+    produce(ns, [Message("SparkBatchTags", f"t{i}".encode(), tags=("A", "B", "C")[i % 3]) for i in range(30)])
+    rows = _load(spark, ns, "SparkBatchTags", tags="A || C").orderBy("queue_offset").collect()
+    assert [r.body for r in rows] == [f"t{i}".encode() for i in range(30) if i % 3 != 1]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("startingOffsets", "yesterday", "startingOffsets"),
+        ("endingOffsets", '{"SparkBad": {"x": 1}}', "queue key"),
+        ("maxRecordsPerTrigger", "-3", "maxRecordsPerTrigger"),
+    ],
+)
+def test_a_bad_option_fails_at_planning_with_a_clear_message(
+    spark: Any, rocketmq: ThreadedCluster, option: str, value: str, message: str
+) -> None:
+    with pytest.raises(Exception, match=message):
+        _load(spark, rocketmq.namesrv_addr, "SparkBad", **{option: value}).collect()
