@@ -70,6 +70,17 @@ class BrokerConfig:
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    #: delayOffset.json save interval (ms), as Java's flushDelayOffsetInterval.
+    flush_delay_offset_interval: int = 10_000
+    #: Timer messages (RocketMQ 5 names): slot width in ms (ours defaults to 100 for sub-second precision; Java 1000),
+    #: the longest accepted delay, and the checkpoint save interval.
+    timer_precision_ms: int = 100
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_flush_interval_ms: int = 10_000
+    #: Ours: slots in the on-disk timer wheel (its span is slots x precision; later timers are rolled on) and the
+    #: timer log's segment size.
+    timer_wheel_slots: int = 36_000
+    timer_log_file_size: int = 32 << 20
     send_message_thread_pool_nums: int = min(os.cpu_count() or 1, 4)
     pull_message_thread_pool_nums: int = 16 + 2 * (os.cpu_count() or 1)
     admin_broker_thread_pool_nums: int = 16

@@ -34,6 +34,8 @@ from broker.config import BrokerConfig
 from broker.context import BrokerContext, build_context, config_dir_of, load_managers
 from broker.registration import BrokerRegistration
 from broker.schedule import ScheduleMessageService
+from broker.timer.runtime_info import RuntimeInfoProcessor
+from broker.timer.service import TimerMessageService
 from broker.transaction import TransactionalMessageBridge, TransactionCheckService
 from processors.admin import REQUEST_CODES as ADMIN_CODES
 from processors.admin import AdminBrokerProcessor
@@ -94,7 +96,20 @@ class BrokerController:
         self.hold = HoldService(check_interval=check, max_offset_of=self.context.store.max_offset_in_queue)
         self.context.hold = self.hold
         self.schedule = ScheduleMessageService(
-            self.context.store, config_dir_of(config), is_master=config.broker_role != "SLAVE"
+            self.context.store,
+            config_dir_of(config),
+            flush_interval=config.flush_delay_offset_interval / 1000,
+            is_master=config.broker_role != "SLAVE",
+        )
+        self.timer = TimerMessageService(
+            self.context.store,
+            config_dir_of(config),
+            precision_ms=config.timer_precision_ms,
+            wheel_slots=config.timer_wheel_slots,
+            log_file_size=config.timer_log_file_size,
+            max_delay_sec=config.timer_max_delay_sec,
+            flush_interval=config.timer_flush_interval_ms / 1000,
+            is_master=config.broker_role != "SLAVE",
         )
         self.transaction_bridge = TransactionalMessageBridge(self.context)
         self.transaction_check = TransactionCheckService(self.context, self.transaction_bridge)
@@ -119,7 +134,7 @@ class BrokerController:
         ctx, pools, register = self.context, self.pools, self.dispatcher.register
         register(
             (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE),
-            SendMessageProcessor(ctx, delay_rewrite=self.schedule.rewrite),
+            SendMessageProcessor(ctx, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite),
             pools["send"],
         )
         register(
@@ -151,7 +166,13 @@ class BrokerController:
             pools["admin"],
         )
         register(LockBatchProcessor.REQUEST_CODES, LockBatchProcessor(ctx), pools["admin"])
-        register(ADMIN_CODES, AdminBrokerProcessor(ctx, pools), pools["admin"])
+        admin = AdminBrokerProcessor(ctx, pools)
+        register(ADMIN_CODES, admin, pools["admin"])
+        register(
+            RequestCode.GET_BROKER_RUNTIME_INFO,
+            RuntimeInfoProcessor(admin, self.schedule, self.timer),
+            pools["admin"],
+        )
         register(
             EndTransactionProcessor.REQUEST_CODES,
             EndTransactionProcessor(ctx, self.transaction_bridge),
@@ -204,6 +225,7 @@ class BrokerController:
             await nursery.start(ctx.clients.run)
             await nursery.start(self.hold.run)
             await nursery.start(self.schedule.run)
+            await nursery.start(self.timer.run)
             host, port = await nursery.start(
                 self.remoting_server.serve, self.config.listen_host, self.config.listen_port
             )

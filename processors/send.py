@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Final
 from broker.names import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
-    SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
     validate_topic,
 )
@@ -50,13 +49,17 @@ from store.results import PutResult, PutStatus
 if TYPE_CHECKING:
     from broker.context import BrokerContext
 
-__all__ = ["DelayRewrite", "SendMessageProcessor", "StoredProperties", "rewrite_properties"]
+__all__ = ["DelayRewrite", "SendMessageProcessor", "StoredProperties", "TimerRewrite", "rewrite_properties"]
 
 #: ``(record, delay_level) -> record``: the delay-level seam. Given a record whose ``DELAY`` property is > 0 (and that
 #: is neither a half message nor DLQ-bound), return what to append instead (``SCHEDULE_TOPIC_XXXX``, queue
 #: ``level - 1``, ``REAL_TOPIC``/``REAL_QID`` properties). Without one, the message is stored where it was sent and
 #: delivered at once.
 DelayRewrite = Callable[[MessageRecord, int], MessageRecord]
+#: ``record -> record``: the timer seam. Given a record whose properties mention ``TIMER_`` (and that carries no delay
+#: level), return what to append instead (the timer topic when a ``TIMER_*`` time lies in the future). May raise
+#: :class:`~processors.common.RequestRejected` (MESSAGE_ILLEGAL for a malformed or too distant time).
+TimerRewrite = Callable[[MessageRecord], MessageRecord]
 
 _SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 _VERSION_WITH_MAX_RECONSUME_TIMES: Final = 121
@@ -151,7 +154,8 @@ def _without_property(stored: str, name: str) -> str:
 class SendMessageProcessor:
     """Serves codes 10, 310 and 320 against ``broker.store``. One instance per broker; stateless between requests.
 
-    ``delay_rewrite`` is the delay-level seam (:data:`DelayRewrite`); ``rng`` picks queues for negative queue ids.
+    ``delay_rewrite`` is the delay-level seam (:data:`DelayRewrite`), ``timer_rewrite`` the timer seam
+    (:data:`TimerRewrite`); ``rng`` picks queues for negative queue ids.
     """
 
     def __init__(
@@ -159,9 +163,11 @@ class SendMessageProcessor:
         broker: BrokerContext,
         delay_rewrite: DelayRewrite | None = None,
         rng: random.Random | None = None,
+        timer_rewrite: TimerRewrite | None = None,
     ) -> None:
         self.broker = broker
         self.delay_rewrite = delay_rewrite
+        self.timer_rewrite = timer_rewrite
         self._rng = rng or random.Random()
         self._config: object = None
         self._base_fields: dict[str, str] = {}
@@ -282,12 +288,14 @@ class SendMessageProcessor:
             record = self._half_message(record)
         elif props.delay_level > 0 and not to_dlq and self.delay_rewrite is not None:
             record = self.delay_rewrite(record, props.delay_level)
+        elif self.timer_rewrite is not None and not to_dlq and "TIMER_" in stored:
+            record = self.timer_rewrite(record)
         try:
             result = await self.broker.store.put(record, wait_flush=props.wait)
         except PutRefusedError as exc:
             raise self._refused(exc) from None
-        # Java answers the queue a delayed message was sent to, not the schedule queue it waits in.
-        return self._answer(request, result, queue_id if record.topic == SCHEDULE_TOPIC else record.queue_id)
+        # Java answers the queue a delayed or timer message was sent to, not the queue it waits in.
+        return self._answer(request, result, record.queue_id if props.transactional else queue_id)
 
     def _retry_target(
         self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int, reconsume_times: int

@@ -28,8 +28,13 @@ def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] |
         def clock() -> int:
             return int((base + trio.current_time()) * 1000)
 
-    store = cluster.controller.context.store
+    controller = cluster.controller
+    store = controller.context.store
     store.config = attrs.evolve(store.config, now_ms=clock)
+    # Services that already computed a wait with the previous clock re-check with this one.
+    controller.timer.notify()
+    for level in controller.schedule.levels:
+        controller.schedule.notify(level)
     return clock
 
 

@@ -1,0 +1,206 @@
+"""``TimerMessageService``: timer messages (delivery at an arbitrary time, RocketMQ 5's ``TIMER_*`` properties) on
+the broker, around the synchronous :class:`~broker.timer.timer_store.TimerStore`.
+
+Send path (:meth:`TimerMessageService.rewrite`, the send processor's ``TimerRewrite`` seam): a message carrying
+``TIMER_DELIVER_MS`` (absolute, ms), ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` (relative to its arrival) whose time
+lies in the future is stored in ``rmq_sys_wheel_timer`` queue 0 with ``REAL_TOPIC``, ``REAL_QID`` and ``TIMER_OUT_MS``
+(the delivery time); a time already past is stored as a normal message. A malformed value or a delay beyond
+``timerMaxDelaySec`` (3 days) is refused with MESSAGE_ILLEGAL.
+
+Service: one loop files new timer messages into the wheel and delivers due slots, sleeping until the next filled slot
+is due or a new timer message arrives (:meth:`notify`). The checkpoint is saved every ``flush_interval`` seconds and,
+after wheel and log are flushed, once more at shutdown marked clean; see ``timer_store`` for what a crash costs.
+Runs on a master only. A refused store append is retried after 100 ms; other errors are logged and retried after
+10 s. :meth:`stats` is the admin view (pending count and progress).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from broker.timer.timer_store import (
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_OUT_MS,
+    TIMER_TOPIC,
+    TimerStore,
+)
+from processors.common import RequestRejected
+from processors.send_back import with_properties
+from remoting.codec.codes import ResponseCode
+from remoting.codec.message import MessageRecord
+from remoting.codec.properties import decode_properties
+from store.errors import PutRefusedError
+from store.message_store import MessageStore
+
+__all__ = ["TimerMessageService"]
+
+log = logging.getLogger(__name__)
+
+_BUDGET: Final = 2048
+_RETRY_AFTER_REFUSAL: Final = 0.1
+_WAIT_AFTER_ERROR: Final = 10.0
+
+
+class TimerMessageService:
+    """The durable timer of one broker; ``nursery.start(service.run)`` loads it (raising ConfigFileError,
+    StoreCorruptError or OSError for unusable files) and runs it until cancelled."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        config_dir: Path,
+        *,
+        precision_ms: int = 100,
+        wheel_slots: int = 36_000,
+        log_file_size: int = 32 << 20,
+        max_delay_sec: int = 3 * 24 * 3600,
+        flush_interval: float = 10.0,
+        idle_poll: float = 60.0,
+        is_master: bool = True,
+    ) -> None:
+        self.store = store
+        self.timers = TimerStore(
+            store, config_dir, precision_ms=precision_ms, slots=wheel_slots, log_file_size=log_file_size
+        )
+        self.max_delay_ms = max_delay_sec * 1000
+        self._flush_interval = flush_interval
+        self._idle_poll = idle_poll
+        self._is_master = is_master
+        self._wakeup = trio.Event()
+        self._loaded = False
+
+    # ---- the send path's seam ------------------------------------------------------------------------------
+
+    def rewrite(self, record: MessageRecord) -> MessageRecord:
+        """``record`` parked in the timer topic when it carries a future ``TIMER_*`` time, else unchanged.
+        Raises RequestRejected (MESSAGE_ILLEGAL) for a malformed time or one beyond the maximum delay."""
+        props = decode_properties(record.properties)
+        now = self.store.config.now_ms()
+        try:
+            if PROPERTY_TIMER_DELIVER_MS in props:
+                deliver_ms = int(props[PROPERTY_TIMER_DELIVER_MS])
+            elif PROPERTY_TIMER_DELAY_SEC in props:
+                deliver_ms = now + int(props[PROPERTY_TIMER_DELAY_SEC]) * 1000
+            elif PROPERTY_TIMER_DELAY_MS in props:
+                deliver_ms = now + int(props[PROPERTY_TIMER_DELAY_MS])
+            else:
+                return record
+        except ValueError:
+            raise RequestRejected(
+                ResponseCode.MESSAGE_ILLEGAL, "timer message has a malformed TIMER_* property"
+            ) from None
+        if deliver_ms <= now:
+            return record
+        if deliver_ms - now > self.max_delay_ms:
+            raise RequestRejected(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"timer message delay {deliver_ms - now} ms exceeds timerMaxDelaySec {self.max_delay_ms // 1000}",
+            )
+        stored = with_properties(
+            record.properties,
+            {"REAL_TOPIC": record.topic, "REAL_QID": str(record.queue_id), PROPERTY_TIMER_OUT_MS: str(deliver_ms)},
+        )
+        self.notify()
+        return MessageRecord(
+            topic=TIMER_TOPIC,
+            body=record.body,
+            queue_id=0,
+            flag=record.flag,
+            properties=stored,
+            sys_flag=record.sys_flag,
+            born_timestamp=record.born_timestamp,
+            born_host=record.born_host,
+            store_host=record.store_host,
+            reconsume_times=record.reconsume_times,
+        )
+
+    def notify(self) -> None:
+        """A timer message was (or is about to be) stored: file it promptly. Never blocks."""
+        self._wakeup.set()
+
+    # ---- admin view ----------------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, str]:
+        """Pending timers and progress, as strings for the broker's runtime-info table."""
+        timers = self.timers
+        cq = self.store.consume_queues.get((TIMER_TOPIC, 0))
+        behind = 0 if cq is None else max(0, cq.max_offset - timers.enqueue_offset)
+        return {
+            "timerPendingCount": str(timers.pending + behind),
+            "timerOffsetBehind": str(behind),
+            "timerReadBehind": str(max(0, self.store.config.now_ms() - timers.read_ms)) if self._loaded else "0",
+            "timerDeliveredCount": str(timers.delivered),
+            "timerRolledCount": str(timers.rolled),
+        }
+
+    @property
+    def pending(self) -> int:
+        """Timer messages stored and not delivered yet (filed or still to be filed)."""
+        return int(self.stats()["timerPendingCount"])
+
+    # ---- life cycle ----------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        if not self._is_master:
+            task_status.started()
+            await trio.sleep_forever()
+        timers = self.timers
+        await trio.to_thread.run_sync(timers.load)
+        self._loaded = True
+        try:
+            # Until the clean save at shutdown, a crash must be detectable: mark the checkpoint unclean first.
+            await trio.to_thread.run_sync(timers.save_checkpoint, timers.checkpoint(False))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._flush_loop)
+                nursery.start_soon(self._timer_loop)
+                task_status.started()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        timers = self.timers
+        cp = timers.checkpoint(True)
+        try:
+            timers.flush()
+            timers.save_checkpoint(cp)
+        except OSError:
+            log.exception("timer: final flush or checkpoint failed (the next start rebuilds the wheel)")
+        finally:
+            timers.close()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await trio.sleep(self._flush_interval)
+            try:
+                await trio.to_thread.run_sync(self.timers.save_checkpoint, self.timers.checkpoint(False))
+            except OSError:
+                log.exception("timer: saving the checkpoint failed")
+
+    async def _timer_loop(self) -> None:
+        timers = self.timers
+        while True:
+            self._wakeup = trio.Event()
+            wait: float | None
+            try:
+                filed = timers.enqueue(_BUDGET)
+                wait = timers.dequeue(self.store.config.now_ms(), _BUDGET)
+                if filed >= _BUDGET:
+                    wait = 0.0
+            except PutRefusedError as exc:
+                log.warning("timer: delivery refused (%s); retrying", exc)
+                wait = _RETRY_AFTER_REFUSAL
+            except Exception:
+                log.exception("timer: filing or delivery failed")
+                wait = _WAIT_AFTER_ERROR
+            if wait == 0:
+                await trio.lowlevel.checkpoint()
+                continue
+            with trio.move_on_after(self._idle_poll if wait is None else min(wait, self._idle_poll)):
+                await self._wakeup.wait()

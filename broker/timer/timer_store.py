@@ -1,0 +1,318 @@
+"""``TimerStore``: the durable timer's synchronous core (timer messages, issue 6 item 3).
+
+Flow: the send path parks a timer message in ``rmq_sys_wheel_timer`` queue 0 (``REAL_TOPIC``/``REAL_QID`` and
+``TIMER_OUT_MS`` = delivery time as properties). :meth:`TimerStore.enqueue` reads that queue from ``enqueueOffset``
+and files each message into the wheel: one :class:`~broker.timer.wheel.TimerLog` entry linked into the slot of its
+delivery time. A delivery time beyond the wheel's span is filed in the window's last slot and *rolled* (filed again
+further on) when that slot comes due. :meth:`TimerStore.dequeue` walks every slot whose time has fully passed, appends
+each due message to its real topic and queue and advances ``readMs``. Messages already due when filed are delivered
+at once. So a message is delivered no earlier than its time and at most one ``precision`` (plus the loop's wake-up)
+later.
+
+Exactness: each delivery moves the walk position (or ``readMs``) in the same synchronous step as its append, and each
+filing moves ``enqueueOffset`` with its log entry, so a clean shutdown (:meth:`save_checkpoint` with ``clean``) loses
+and repeats nothing. After a crash the checkpoint is not clean: wheel and log are rebuilt from the timer queue,
+skipping the messages that were due before the checkpoint's ``readMs``; deliveries made after that checkpoint are
+repeated (at least once, like RocketMQ).
+
+Nothing per message is held in RAM; the checkpoint (``config/timerCheck.json``) holds offsets, counters and one
+number per log segment (the last slot time it feeds, so a segment is deleted once the wheel has passed it).
+
+Ownership: one instance per broker, used on the Trio thread only; :meth:`load`, :meth:`flush` and checkpoint I/O are
+blocking. Store refusals (:class:`~store.errors.PutRefusedError`) propagate out of :meth:`dequeue`/:meth:`enqueue`
+with the position left on the refused message, so the caller just retries later.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import orjson
+
+from broker.timer.wheel import NO_ENTRY, Slot, TimerLog, TimerWheel
+from processors.send_back import raw_properties, record_from_stored, with_properties
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.message import decode_record, read_record_meta
+from remoting.codec.properties import find_property
+from store.config_files import ConfigFile, ConfigFileError
+from store.message_store import MessageStore
+
+__all__ = [
+    "PROPERTY_TIMER_DELAY_MS",
+    "PROPERTY_TIMER_DELAY_SEC",
+    "PROPERTY_TIMER_DELIVER_MS",
+    "PROPERTY_TIMER_OUT_MS",
+    "TIMER_TOPIC",
+    "TimerCheckpoint",
+    "TimerStore",
+]
+
+log = logging.getLogger(__name__)
+
+TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
+PROPERTY_TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+PROPERTY_TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
+PROPERTY_TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
+PROPERTY_TIMER_OUT_MS: Final = "TIMER_OUT_MS"
+_REQUEST_PROPERTIES: Final = frozenset({PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS})
+
+
+@attrs.frozen
+class TimerCheckpoint:
+    """``config/timerCheck.json``. ``segments`` maps a log segment's start to the last slot time it feeds."""
+
+    enqueue_offset: int = 0
+    read_ms: int = 0
+    walk_pos: int = NO_ENTRY
+    log_end: int = 0
+    pending: int = 0
+    clean: bool = False
+    segments: dict[int, int] = attrs.field(factory=dict)
+
+
+def _encode(cp: TimerCheckpoint) -> bytes:
+    return orjson.dumps(
+        {
+            "enqueueOffset": cp.enqueue_offset,
+            "readMs": cp.read_ms,
+            "walkPos": cp.walk_pos,
+            "logEnd": cp.log_end,
+            "pending": cp.pending,
+            "clean": cp.clean,
+            "segments": {str(k): v for k, v in sorted(cp.segments.items())},
+        },
+        option=orjson.OPT_INDENT_2,
+    )
+
+
+def _decode(data: bytes) -> TimerCheckpoint:
+    try:
+        root: Any = orjson.loads(data)
+        return TimerCheckpoint(
+            enqueue_offset=int(root["enqueueOffset"]),
+            read_ms=int(root["readMs"]),
+            walk_pos=int(root.get("walkPos", NO_ENTRY)),
+            log_end=int(root["logEnd"]),
+            pending=int(root["pending"]),
+            clean=bool(root.get("clean", False)),
+            segments={int(k): int(v) for k, v in dict(root.get("segments", {})).items()},
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ConfigFileError(f"timerCheck.json: {exc}") from exc
+
+
+class TimerStore:
+    """Wheel, log and checkpoint under ``<storeRoot>/timer`` and ``<config_dir>/timerCheck.json``; see the module
+    docstring. ``precision_ms`` is the slot width, ``slots`` the wheel size, ``log_file_size`` the log segment
+    size."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        config_dir: Path,
+        *,
+        precision_ms: int = 100,
+        slots: int = 36_000,
+        log_file_size: int = 32 << 20,
+    ) -> None:
+        self.store = store
+        self.root = Path(store.root) / "timer"
+        self.wheel = TimerWheel(self.root / "timerwheel", slots, precision_ms)
+        self.log = TimerLog(self.root / "timerlog", log_file_size)
+        self.checkpoint_file = ConfigFile(config_dir / "timerCheck.json", _encode, _decode)
+        self.precision_ms = precision_ms
+        self.enqueue_offset = 0
+        self.read_ms = 0
+        self.walk_pos = NO_ENTRY
+        self.pending = 0
+        self.delivered = 0
+        self.rolled = 0
+        self._segments: dict[int, int] = {}
+        # Crash rebuild: queue entries below this offset that were due before this time were delivered already.
+        self._skip_below_offset = 0
+        self._skip_due_before = 0
+
+    # ---- life cycle (blocking) -----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open wheel and log. A clean checkpoint resumes exactly; otherwise both are rebuilt from the timer queue
+        (see the module docstring). Raises ConfigFileError / StoreCorruptError / OSError."""
+        cp = self.checkpoint_file.load()
+        if cp is not None and cp.clean:
+            self.log.load(cp.log_end)
+            self.wheel.load()
+            self.enqueue_offset, self.read_ms, self.walk_pos = cp.enqueue_offset, cp.read_ms, cp.walk_pos
+            self.pending, self._segments = cp.pending, dict(cp.segments)
+            return
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.log.load(0)
+        self.wheel.load()
+        if cp is not None:
+            log.warning("timer: unclean shutdown; rebuilding the wheel from %s", TIMER_TOPIC)
+            self._skip_below_offset, self._skip_due_before = cp.enqueue_offset, cp.read_ms
+            self.read_ms = cp.read_ms
+        else:
+            self.read_ms = self.wheel.slot_time(self.store.config.now_ms())
+
+    def checkpoint(self, clean: bool) -> TimerCheckpoint:
+        """The current state (taken on the Trio thread; save it with :meth:`save_checkpoint`)."""
+        return TimerCheckpoint(
+            self.enqueue_offset, self.read_ms, self.walk_pos, self.log.end, self.pending, clean, dict(self._segments)
+        )
+
+    def save_checkpoint(self, cp: TimerCheckpoint) -> None:
+        self.checkpoint_file.save(cp)
+
+    def flush(self) -> None:
+        self.log.flush()
+        self.wheel.flush()
+
+    def close(self) -> None:
+        self.log.close()
+        self.wheel.close()
+
+    # ---- filing --------------------------------------------------------------------------------------------
+
+    def enqueue(self, budget: int) -> int:
+        """File up to ``budget`` new messages of the timer queue; returns how many queue entries were consumed."""
+        cq = self.store.consume_queues.get((TIMER_TOPIC, 0))
+        if cq is None:
+            return 0
+        done = 0
+        offset = max(self.enqueue_offset, cq.min_offset)
+        while done < budget:
+            entry = cq.entry(offset)
+            if entry is None:
+                break
+            phy, size, _tags = entry
+            deliver_ms = self._deliver_ms_of(phy, size)
+            skip = offset < self._skip_below_offset and deliver_ms is not None and deliver_ms < self._skip_due_before
+            if deliver_ms is not None and not skip:
+                self.pending += 1
+                try:
+                    self.file(deliver_ms, phy, size)
+                except BaseException:
+                    self.pending -= 1
+                    raise
+            offset += 1
+            self.enqueue_offset = offset
+            done += 1
+        self.enqueue_offset = offset
+        return done
+
+    def _deliver_ms_of(self, phy: int, size: int) -> int | None:
+        view = self.store.look_message_by_offset(phy, size)
+        try:
+            raw = None if view is None else find_property(read_record_meta(view).properties, b"TIMER_OUT_MS")
+            return None if raw is None else int(raw)
+        except (MessageDecodeError, ValueError):
+            log.warning("timer: message at %d has no readable %s; dropped", phy, PROPERTY_TIMER_OUT_MS)
+            return None
+
+    def file(self, deliver_ms: int, phy: int, size: int) -> None:
+        """Put one pending message (already counted in ``pending``) in the wheel, or deliver it when its slot has
+        been (or is being) walked."""
+        slot_ms = self.wheel.slot_time(deliver_ms)
+        if slot_ms < self.read_ms or (slot_ms == self.read_ms and self.walk_pos != NO_ENTRY):
+            self._deliver(phy, size)
+            return
+        last_slot = self.read_ms + self.wheel.span_ms - self.precision_ms
+        slot = self.wheel.get(min(slot_ms, last_slot))
+        pos = self.log.append(slot.last, phy, size, deliver_ms)
+        self.wheel.put(Slot(slot.slot_ms, pos, slot.entries + 1))
+        segment = pos - pos % self.log.queue.file_size
+        if self._segments.get(segment, -1) < slot.slot_ms:
+            self._segments[segment] = slot.slot_ms
+
+    # ---- delivery ------------------------------------------------------------------------------------------
+
+    def dequeue(self, now_ms: int, budget: int, lookahead_slots: int = 600) -> float | None:
+        """Deliver the slots that have fully passed by ``now_ms`` (up to ``budget`` messages). Returns seconds until
+        the next check: 0 when the budget ran out, ``None`` when nothing is pending."""
+        prec = self.precision_ms
+        done = 0
+        while self.read_ms + prec <= now_ms:
+            if self.walk_pos == NO_ENTRY:
+                slot = self.wheel.get(self.read_ms)
+                if not slot.entries:
+                    self._skip_empty(now_ms)
+                    continue
+                self.walk_pos = slot.last
+            while self.walk_pos != NO_ENTRY:
+                if done >= budget:
+                    return 0.0
+                entry = self.log.read(self.walk_pos)
+                if entry is None:
+                    log.warning("timer: log entry %d is gone; rest of slot %d skipped", self.walk_pos, self.read_ms)
+                    self.walk_pos = NO_ENTRY
+                    break
+                if self.wheel.slot_time(entry.deliver_ms) > self.read_ms:
+                    self.file(entry.deliver_ms, entry.phy_offset, entry.size)  # parked beyond the window: roll on
+                    self.rolled += 1
+                else:
+                    self._deliver(entry.phy_offset, entry.size)
+                done += 1
+                self.walk_pos = entry.prev
+            self.read_ms += prec
+            self._delete_passed_segments()
+        if not self.pending:
+            return None
+        nxt = self.wheel.next_non_empty(self.read_ms, lookahead_slots)
+        due = (nxt if nxt is not None else self.read_ms + lookahead_slots * prec) + prec
+        return max(due - now_ms, 1) / 1000
+
+    def _skip_empty(self, now_ms: int) -> None:
+        """Move ``readMs`` over empty slots: to the next filled slot that has passed, else to ``now``'s slot."""
+        prec = self.precision_ms
+        passed = (now_ms - self.read_ms) // prec
+        nxt = self.wheel.next_non_empty(self.read_ms, min(passed, self.wheel.slots))
+        # Every filed slot lies within one turn of the wheel from readMs, so scanning min(passed, slots) slots
+        # finds any that has passed.
+        self.read_ms = self.read_ms + passed * prec if nxt is None else nxt
+
+    def _delete_passed_segments(self) -> None:
+        segments = self._segments
+        if len(segments) < 2:
+            return
+        last_start = self.log.queue.next_start() - self.log.queue.file_size
+        for start in sorted(segments):
+            if start >= last_start or segments[start] >= self.read_ms:
+                break
+            self.log.delete_segments_before(start + self.log.queue.file_size)
+            del segments[start]
+
+    def _deliver(self, phy: int, size: int) -> None:
+        store = self.store
+        self.pending -= 1
+        view = store.look_message_by_offset(phy, size)
+        try:
+            msg = None if view is None else decode_record(view)
+        except MessageDecodeError:
+            msg = None
+        if msg is None:
+            log.warning("timer: message at %d is gone or unreadable; dropped", phy)
+            return
+        real_topic = msg.properties.get("REAL_TOPIC")
+        try:
+            real_qid = int(msg.properties.get("REAL_QID", ""))
+        except ValueError:
+            real_qid = -1
+        if not real_topic or real_qid < 0:
+            log.warning("timer: message at %d has no real topic/queue; dropped", phy)
+            return
+        props = with_properties(raw_properties(msg), {}, _REQUEST_PROPERTIES)
+        try:
+            record = record_from_stored(msg, real_topic, real_qid, props, store.store_host)
+        except ValueError as exc:
+            log.warning("timer: message at %d cannot be rebuilt (%s); dropped", phy, exc)
+            return
+        try:
+            store.append(record)
+        except BaseException:
+            self.pending += 1  # not delivered: the caller retries this message
+            raise
+        self.delivered += 1

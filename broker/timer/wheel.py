@@ -1,0 +1,182 @@
+"""The timer's on-disk structures: :class:`TimerLog` (append-only entries) and :class:`TimerWheel` (one slot per
+``precision`` ms, ``slots`` of them), after RocketMQ 5's timerlog / timerwheel.
+
+A timer log entry (32 bytes, big-endian) is ``prev int64 | phy_offset int64 | size int32 | flags int32 |
+deliver_ms int64``: the CommitLog record of a parked timer message, its delivery time, and the log position of the
+previous entry of the same slot (-1 for none). A wheel slot (24 bytes) is ``slot_ms int64 | last int64 | count int32
+| pad int32``: the slot's start time, the log position of its newest entry and how many entries it holds. A slot whose
+``slot_ms`` differs from the time asked for is empty (stale slots from an earlier turn of the wheel read as empty, so
+a fresh zero-filled wheel needs no initialisation). Each slot is a linked list walked from its newest entry back.
+
+Neither structure holds messages in RAM: pending timers cost 32 bytes of log (page cache) each and nothing else.
+
+Ownership: one :class:`~broker.timer.timer_store.TimerStore` owns both, on the Trio thread; ``flush`` is blocking
+(``msync``) and meant for a worker thread. Errors: ``OSError`` from the file system; a wheel file of the wrong size
+raises :class:`~store.errors.StoreCorruptError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from store.mapped_file import MappedFile, MappedFileQueue
+
+LOG_ENTRY: Final = struct.Struct(">qqiiq")
+LOG_UNIT: Final = LOG_ENTRY.size
+SLOT: Final = struct.Struct(">qqii")
+SLOT_UNIT: Final = SLOT.size
+NO_ENTRY: Final = -1
+
+
+class LogEntry(NamedTuple):
+    pos: int
+    prev: int
+    phy_offset: int
+    size: int
+    deliver_ms: int
+
+
+class Slot(NamedTuple):
+    slot_ms: int
+    last: int
+    entries: int
+
+
+class TimerLog:
+    """Append-only 32-byte entries in segments of ``file_size`` bytes (a multiple of 32) under ``directory``."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        if file_size % LOG_UNIT:
+            raise ValueError(f"timer log segment size {file_size} is not a multiple of {LOG_UNIT}")
+        self.queue = MappedFileQueue(directory, file_size)
+
+    def load(self, end: int) -> None:
+        """Map the existing segments; ``end`` (from the checkpoint) is where the next entry goes. Blocking."""
+        self.queue.load()
+        self.queue.truncate_to(end, erase=False)
+
+    @property
+    def end(self) -> int:
+        return self.queue.max_offset
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    def append(self, prev: int, phy_offset: int, size: int, deliver_ms: int) -> int:
+        """Write one entry; returns its position."""
+        queue = self.queue
+        mf = queue.last()
+        if mf is None or mf.free < LOG_UNIT:
+            if mf is not None:
+                mf.wrote_position = mf.file_size
+            mf = queue.roll(queue.next_start())
+        pos = mf.file_from_offset + mf.wrote_position
+        LOG_ENTRY.pack_into(mf.buf, mf.wrote_position, prev, phy_offset, size, 0, deliver_ms)
+        mf.wrote_position += LOG_UNIT
+        return pos
+
+    def read(self, pos: int) -> LogEntry | None:
+        """The entry at ``pos``, or ``None`` when its segment was deleted or it lies past the end."""
+        if pos < 0 or pos >= self.end:
+            return None
+        mf = self.queue.find(pos)
+        if mf is None:
+            return None
+        prev, phy, size, _flags, deliver_ms = LOG_ENTRY.unpack_from(mf.buf, pos - mf.file_from_offset)
+        return LogEntry(pos, prev, phy, size, deliver_ms)
+
+    def walk(self, pos: int) -> Iterator[LogEntry]:
+        """Entries from ``pos`` back along the ``prev`` links."""
+        while pos != NO_ENTRY:
+            entry = self.read(pos)
+            if entry is None:
+                return
+            yield entry
+            pos = entry.prev
+
+    def delete_segments_before(self, offset: int) -> int:
+        """Delete whole segments that end at or before ``offset`` (never the last). Returns how many."""
+        queue = self.queue
+        count = 0
+        while len(queue.files) > 1 and queue.files[0].end_offset <= offset:
+            count += queue.delete_first(1)
+        return count
+
+    def flush(self) -> None:
+        for mf in self.queue.flush_snapshot():
+            mf.flush()
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+class TimerWheel:
+    """``slots`` slots of ``precision`` ms in one mapped file; slot of time ``t`` is ``(t // precision) % slots``."""
+
+    def __init__(self, path: Path, slots: int, precision_ms: int) -> None:
+        if slots <= 0 or precision_ms <= 0:
+            raise ValueError("the timer wheel needs at least one slot and a positive precision")
+        self.slots = slots
+        self.precision_ms = precision_ms
+        self.path = path
+        self._file: MappedFile | None = None
+
+    @property
+    def span_ms(self) -> int:
+        """How far ahead the wheel reaches; later timers are parked in its last slot and rolled on."""
+        return self.slots * self.precision_ms
+
+    def load(self) -> None:
+        """Map (creating) the wheel file. Blocking; StoreCorruptError when its size does not match ``slots``."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(self.path, 0, self.slots * SLOT_UNIT)
+        mf.wrote_position = mf.file_size
+        self._file = mf
+
+    def _buf(self) -> MappedFile:
+        if self._file is None:
+            raise RuntimeError("the timer wheel is not loaded")
+        return self._file
+
+    def slot_time(self, ms: int) -> int:
+        return ms - ms % self.precision_ms
+
+    def get(self, slot_ms: int) -> Slot:
+        """The slot starting at ``slot_ms``; an empty slot (count 0, last -1) when it holds another turn's data."""
+        mf = self._buf()
+        stored_ms, last, entries, _ = SLOT.unpack_from(mf.buf, self._index(slot_ms) * SLOT_UNIT)
+        if stored_ms != slot_ms:
+            return Slot(slot_ms, NO_ENTRY, 0)
+        return Slot(slot_ms, last, entries)
+
+    def put(self, slot: Slot) -> None:
+        SLOT.pack_into(self._buf().buf, self._index(slot.slot_ms) * SLOT_UNIT, slot.slot_ms, slot.last, slot.entries, 0)
+
+    def next_non_empty(self, from_ms: int, limit_slots: int) -> int | None:
+        """The first slot time in ``[from_ms, from_ms + limit_slots * precision)`` holding entries, else ``None``."""
+        mf = self._buf()
+        buf, prec = mf.buf, self.precision_ms
+        start = self.slot_time(from_ms)
+        for i in range(min(limit_slots, self.slots)):
+            slot_ms = start + i * prec
+            stored_ms, _last, entries, _ = SLOT.unpack_from(buf, self._index(slot_ms) * SLOT_UNIT)
+            if stored_ms == slot_ms and entries:
+                return slot_ms
+        return None
+
+    def _index(self, slot_ms: int) -> int:
+        return (slot_ms // self.precision_ms) % self.slots
+
+    def flush(self) -> None:
+        mf = self._buf()
+        mf.flushed_position = 0  # the wheel is rewritten in place: flush all of it
+        mf.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,217 @@
+"""Timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS) in virtual time: parked in the durable
+timer, delivered to the real topic no earlier than asked and less than a second later, rolled on when beyond the
+wheel's span, kept across a clean broker restart without loss or repeats, rebuilt after a crash, and counted in the
+broker's runtime info."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from broker.embedded import EmbeddedCluster
+from broker.timer import TIMER_TOPIC, TimerStore
+from client.admin import Admin
+from client.errors import MQBrokerError
+from client.message import Message, MessageExt
+from client.producer import Producer
+from remoting.codec.message import MessageRecord, decode_record
+from store.config import StoreConfig
+from store.message_store import MessageStore
+from tests.conftest import SMALL_STORE
+
+
+def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] | None = None) -> Callable[[], int]:
+    """Make the broker's store time follow Trio's (virtual) clock; returns the clock to re-apply after a restart."""
+    if clock is None:
+        base = time.time() - trio.current_time()
+
+        def clock() -> int:
+            return int((base + trio.current_time()) * 1000)
+
+    controller = cluster.controller
+    store = controller.context.store
+    store.config = attrs.evolve(store.config, now_ms=clock)
+    # Services that already computed a wait with the previous clock re-check with this one.
+    controller.timer.notify()
+    for level in controller.schedule.levels:
+        controller.schedule.notify(level)
+    return clock
+
+
+async def _create_topic(cluster: EmbeddedCluster, topic: str) -> None:
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+
+
+def _stored(cluster: EmbeddedCluster, topic: str) -> list[MessageExt]:
+    return _read_all(cluster.controller.context.store, topic, 0)
+
+
+def _read_all(store: MessageStore, topic: str, queue_id: int) -> list[MessageExt]:
+    """Every message of the queue (a store read returns at most 32 at a time)."""
+    msgs: list[MessageExt] = []
+    while True:
+        result = store.get(topic, queue_id, len(msgs), 32)
+        if not result.messages:
+            return msgs
+        msgs.extend(decode_record(m) for m in result.messages)
+
+
+def _assert_on_time(msgs: list[MessageExt]) -> None:
+    for msg in msgs:
+        late = msg.store_timestamp - int(msg.properties["TIMER_OUT_MS"])
+        assert 0 <= late < 1000, late
+
+
+async def test_timer_messages_are_delivered_at_their_time_within_a_second(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster, "Timed")
+    rng = random.Random(6)
+    async with Producer("pg-timer", embedded_cluster.namesrv_addr) as producer:
+        now = clock()
+        await producer.send(Message("Timed", b"sec", properties={"TIMER_DELAY_SEC": "90"}))
+        await producer.send(Message("Timed", b"ms", properties={"TIMER_DELAY_MS": "2500"}))
+        await producer.send(Message("Timed", b"abs", properties={"TIMER_DELIVER_MS": str(now + 45_678)}))
+        for i in range(40):
+            delay_ms = rng.randrange(200, 60_000)
+            await producer.send(Message("Timed", f"r{i}".encode(), properties={"TIMER_DELAY_MS": str(delay_ms)}))
+        assert embedded_cluster.controller.timer.pending == 43
+        assert _stored(embedded_cluster, "Timed") == []
+        await trio.sleep(100)
+    delivered = _stored(embedded_cluster, "Timed")
+    assert len(delivered) == 43
+    _assert_on_time(delivered)
+    by_body = {m.body: m for m in delivered}
+    assert 90_000 <= by_body[b"sec"].store_timestamp - now < 91_000
+    assert 2_500 <= by_body[b"ms"].store_timestamp - now < 3_500
+    assert by_body[b"abs"].properties["TIMER_OUT_MS"] == str(now + 45_678)
+    for msg in delivered:
+        assert msg.properties["REAL_TOPIC"] == "Timed"
+        assert msg.properties["REAL_QID"] == "0"
+        assert not {"TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_DELIVER_MS"} & msg.properties.keys()
+    assert embedded_cluster.controller.timer.pending == 0
+
+
+async def test_a_timer_time_already_past_is_delivered_at_once_and_bad_times_are_refused(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster, "TimedNow")
+    async with Producer("pg-timer-now", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("TimedNow", b"past", properties={"TIMER_DELIVER_MS": str(clock() - 5000)}))
+        assert [m.body for m in _stored(embedded_cluster, "TimedNow")] == [b"past"]
+        for bad in ({"TIMER_DELAY_SEC": "soon"}, {"TIMER_DELAY_SEC": str(4 * 24 * 3600)}):
+            with pytest.raises(MQBrokerError) as info:
+                await producer.send(Message("TimedNow", b"bad", properties=bad))
+            assert info.value.code == 13  # MESSAGE_ILLEGAL
+
+
+async def test_pending_timers_are_shown_in_the_brokers_runtime_info(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster, "TimedView")
+    async with Producer("pg-timer-view", embedded_cluster.namesrv_addr) as producer:
+        for _ in range(5):
+            await producer.send(Message("TimedView", b"x", properties={"TIMER_DELAY_SEC": "600"}))
+        await producer.send(Message("TimedView", b"d", delay_level=3))
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        status = await admin.broker_status(embedded_cluster.broker_addr)
+    assert status["timerPendingCount"] == "5"
+    assert status["scheduleMessageOffset_3"] == "0,1"
+    assert "brokerVersionDesc" in status
+
+
+async def test_a_broker_restart_with_pending_timers_neither_loses_nor_repeats_a_delivery(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster, "TimedRestart")
+    async with Producer("pg-timer-restart", embedded_cluster.namesrv_addr) as producer:
+        for i in range(60):
+            delay = 1 + i * 2
+            await producer.send(Message("TimedRestart", f"t{i}".encode(), properties={"TIMER_DELAY_SEC": str(delay)}))
+    await trio.sleep(50)
+    before = len(_stored(embedded_cluster, "TimedRestart"))
+    assert 0 < before < 60
+    # Virtual time stands still during the restart: autojump would otherwise race ahead while the store's files
+    # are closed and opened in worker threads.
+    autojump_clock.autojump_threshold = math.inf
+    await embedded_cluster.restart_broker()
+    autojump_clock.autojump_threshold = 0
+    use_virtual_store_clock(embedded_cluster, clock)
+    await trio.sleep(150)
+    delivered = _stored(embedded_cluster, "TimedRestart")
+    assert sorted(m.body for m in delivered) == sorted(f"t{i}".encode() for i in range(60))
+    _assert_on_time(delivered[before:])
+    assert embedded_cluster.controller.timer.pending == 0
+
+
+async def test_timers_beyond_the_wheels_span_are_rolled_on_and_delivered_on_time(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A 2 s wheel (20 slots of 100 ms): a 25 s timer goes round about a dozen times.
+    overrides = {**SMALL_STORE, "timer_wheel_slots": 20, "timer_log_file_size": 32 * 64}
+    async with EmbeddedCluster(tmp_path, **overrides) as cluster:
+        use_virtual_store_clock(cluster)
+        await _create_topic(cluster, "TimedFar")
+        async with Producer("pg-timer-far", cluster.namesrv_addr) as producer:
+            for i, delay_ms in enumerate((500, 1_900, 2_100, 7_777, 25_000)):
+                props = {"TIMER_DELAY_MS": str(delay_ms)}
+                await producer.send(Message("TimedFar", f"f{i}".encode(), properties=props))
+        await trio.sleep(30)
+        delivered = _stored(cluster, "TimedFar")
+        assert len(delivered) == 5
+        _assert_on_time(delivered)
+        timers = cluster.controller.timer.timers
+        assert timers.rolled >= 12
+        # Log segments the wheel has passed are deleted.
+        assert len(timers.log.queue.files) <= 2
+
+
+def _timer_record(deliver_ms: int, body: bytes) -> MessageRecord:
+    props = f"REAL_TOPIC\x01Crashed\x02REAL_QID\x010\x02TIMER_OUT_MS\x01{deliver_ms}"
+    return MessageRecord(topic=TIMER_TOPIC, body=body, properties=props)
+
+
+def test_after_a_crash_the_wheel_is_rebuilt_from_the_timer_queue_and_nothing_pending_is_lost(tmp_path: Path) -> None:
+    now = [1_000_000]
+    config = StoreConfig(tmp_path / "store", mapped_file_size_commit_log=1 << 20, now_ms=lambda: now[0])
+    config_dir = tmp_path / "store" / "config"
+    store = MessageStore(config)
+    store.load()
+    timers = TimerStore(store, config_dir, slots=64)
+    timers.load()
+    for i in range(10):
+        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
+    assert timers.enqueue(100) == 10
+    timers.save_checkpoint(timers.checkpoint(clean=False))
+    now[0] += 3_500
+    timers.dequeue(now[0], 100)
+    assert [m.body for m in _crashed(store)] == [b"c0", b"c1", b"c2"]
+    timers.close()  # a crash: the last checkpoint is the unclean one taken before these deliveries
+
+    again = TimerStore(store, config_dir, slots=64)
+    again.load()
+    assert again.enqueue(100) == 10
+    assert again.pending == 10  # all were due after the checkpoint's read time: refiled (at least once)
+    now[0] += 10_000
+    again.dequeue(now[0], 100)
+    bodies = [m.body for m in _crashed(store)]
+    assert sorted(set(bodies)) == sorted(f"c{i}".encode() for i in range(10))
+    assert again.pending == 0
+    again.close()
+    store.close()
+
+
+def _crashed(store: MessageStore) -> list[MessageExt]:
+    return _read_all(store, "Crashed", 0)
