@@ -47,7 +47,6 @@ from processors.filter.nodes import (
     Property,
     Value,
 )
-from remoting.codec.properties import decode_properties
 
 __all__ = ["Evaluator", "Properties", "Sql92EvaluationError", "Sql92Filter", "compile_tree", "referenced_properties"]
 
@@ -61,28 +60,52 @@ class Sql92EvaluationError(ValueError):
     """Evaluation failed where RocketMQ's would throw (e.g. ``a > 5`` with ``a='abc'``): the message does not match."""
 
 
-_INT_BOUNDS: Final = {LiteralKind.INT: (-(2**31), 2**31 - 1), LiteralKind.LONG: (-(2**63), 2**63 - 1)}
 _JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+\Z")
 _JAVA_DOUBLE: Final = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)\Z")
 #: ``Double.valueOf`` trims every character up to and including the space.
 _JAVA_TRIM: Final = "".join(chr(c) for c in range(33))
 
 
-def _to_number(text: str, kind: LiteralKind | None) -> int | float:
-    """``text`` read as the Java type of the number it is compared with; raises :class:`Sql92EvaluationError`."""
-    if kind in _INT_BOUNDS:
-        if _JAVA_INTEGER.match(text):
-            value = int(text)
-            low, high = _INT_BOUNDS[kind]
-            if low <= value <= high:
-                return value
-        raise Sql92EvaluationError(f"{text!r} is not a Java {kind.value}")
+def _java_int(text: str) -> int:
+    """``Integer.valueOf``; raises :class:`Sql92EvaluationError`."""
+    if _JAVA_INTEGER.match(text):
+        value = int(text)
+        if -(2**31) <= value < 2**31:
+            return value
+    raise Sql92EvaluationError(f"{text!r} is not a Java int")
+
+
+def _java_long(text: str) -> int:
+    """``Long.valueOf``; raises :class:`Sql92EvaluationError`."""
+    if _JAVA_INTEGER.match(text):
+        value = int(text)
+        if -(2**63) <= value < 2**63:
+            return value
+    raise Sql92EvaluationError(f"{text!r} is not a Java long")
+
+
+def _java_double(text: str) -> float:
+    """``Double.valueOf`` (decimal forms, NaN, Infinity, a d/f suffix); raises :class:`Sql92EvaluationError`."""
     trimmed = text.strip(_JAVA_TRIM)
     if not _JAVA_DOUBLE.match(trimmed):
         raise Sql92EvaluationError(f"{text!r} is not a Java double")
     if trimmed[-1] in "fFdD" and not trimmed.endswith("Infinity"):
         trimmed = trimmed[:-1]
     return float(trimmed)
+
+
+def _converter(kind: LiteralKind | None) -> Callable[[str], int | float]:
+    """How text compared with a number of ``kind`` is read (the number's own Java type)."""
+    if kind is LiteralKind.INT:
+        return _java_int
+    if kind is LiteralKind.LONG:
+        return _java_long
+    return _java_double
+
+
+def _to_number(text: str, kind: LiteralKind | None) -> int | float:
+    """``text`` read as the Java type of the number it is compared with; raises :class:`Sql92EvaluationError`."""
+    return _converter(kind)(text)
 
 
 def _compare_numbers(a: int | float, b: int | float) -> int:
@@ -153,7 +176,7 @@ def _comparison(op: CompareOp, left: Node, right: Node) -> Evaluator:
             return None
         if ordering and type(lv) is str and type(rv) is str:
             # Texts are ordered as numbers or not at all.
-            return test(_compare_numbers(_to_number(lv, None), _to_number(rv, None)))
+            return test(_compare_numbers(_java_double(lv), _java_double(rv)))
         return test(_order(lv, rv, lkind, rkind))
 
     return compare
@@ -173,13 +196,13 @@ def _property_against_literal(
 
         return against_text
     if literal.kind.is_number:
-        kind = literal.kind
+        convert = _converter(literal.kind)
         assert isinstance(constant, int | float)
         number = constant
 
         def against_number(props: Properties) -> Value:
             value = props.get(name)
-            return None if value is None else test(_compare_numbers(_to_number(value, kind), number))
+            return None if value is None else test(_compare_numbers(convert(value), number))
 
         return against_number
 
@@ -299,6 +322,12 @@ class Sql92Filter:
     tree: Node
     properties: frozenset[str]
     _evaluator: Evaluator = attrs.field(alias="evaluator", repr=False, eq=False)
+    #: ``(name, b"name\x01")`` for each referenced property: what :meth:`matches_raw` looks for.
+    _needles: tuple[tuple[str, bytes], ...] = attrs.field(init=False, repr=False, eq=False)
+
+    @_needles.default
+    def _needles_of_properties(self) -> tuple[tuple[str, bytes], ...]:
+        return tuple((name, name.encode() + b"\x01") for name in sorted(self.properties))
 
     def evaluate(self, properties: Properties) -> bool | None:
         """The three-valued result; raises :class:`Sql92EvaluationError` where RocketMQ's evaluation throws."""
@@ -313,5 +342,31 @@ class Sql92Filter:
             return False
 
     def matches_raw(self, raw: str | bytes | memoryview) -> bool:
-        """:meth:`matches` on a raw properties string (``name 0x01 value 0x02 ...``), as stored. Never raises."""
-        return self.matches(decode_properties(raw))
+        """:meth:`matches` on a raw properties string (``name 0x01 value 0x02 ...``), as stored. Never raises.
+
+        Only the referenced properties are looked up (as :func:`~remoting.codec.properties.decode_properties` would
+        read them: last occurrence wins, empty values are absent), which is cheaper than decoding every pair."""
+        data = raw.encode() if isinstance(raw, str) else bytes(raw)
+        props: dict[str, str] = {}
+        for name, needle in self._needles:
+            value = _find_value(data, needle)
+            if value is not None:
+                props[name] = value.decode("utf-8", "replace")
+        return self.matches(props)
+
+
+def _find_value(data: bytes, needle: bytes) -> bytes | None:
+    """The value of the last non-empty ``name 0x01 value`` segment (``needle`` = name + 0x01) in a properties string:
+    what ``decode_properties`` keeps for that name. Searching from the end finds the winner first."""
+    end = len(data)
+    while True:
+        pos = data.rfind(needle, 0, end)
+        if pos < 0:
+            return None
+        if pos == 0 or data[pos - 1] == 0x02:
+            start = pos + len(needle)
+            stop = data.find(b"\x02", start)
+            value = data[start:] if stop < 0 else data[start:stop]
+            if value:
+                return value
+        end = pos + len(needle) - 1
