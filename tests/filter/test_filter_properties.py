@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from processors.filter import ConsumerFilterCache, Sql92EvaluationError, Sql92ParseError, compile_sql92, parse
 from processors.filter.sql92 import tokenize
+from remoting.codec.properties import decode_properties
 
 NAMES = ("a", "b", "c")
 TEXTS = ("1", "7", "x", "2.5", "true")
@@ -95,6 +96,16 @@ def test_raw_properties_in_java_and_ali_ons_form_match_alike() -> None:
     assert not f.matches_raw("region\x01us\x02n\x015")
     assert not f.matches_raw("")
     assert f.properties == frozenset({"region", "n"})
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab7x\x01\x02", max_size=24))
+def test_raw_lookup_agrees_with_decoding_every_property(raw: str) -> None:
+    decoded = decode_properties(raw)
+    for expression in ("a = '7'", "a IS NULL", "b IS NOT NULL", "a = b", "b IN ('7', 'x\x01a')"):
+        f = compile_sql92(expression)
+        assert f.matches_raw(raw) == f.matches(decoded), expression
+        assert f.matches_raw(raw.encode()) == f.matches(decoded), expression
 
 
 def test_compiling_the_same_text_twice_shares_one_filter() -> None:
