@@ -108,7 +108,12 @@ class TransactionCheckService:
     # ---- loop ------------------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Rebuild the bridge's resolved set from the op topic (after a restart it must not wait for the first
+        round), then run a round every interval until cancelled."""
         self.now_ms()  # anchor the clock at start
+        bridge = self.bridge
+        ops = bridge.read_ops(bridge.op_progress(), bridge.op_max_offset())
+        bridge.resolved = {op.origin: op.op_offset for op in ops}
         task_status.started()
         while True:
             await trio.sleep(self.check_interval)

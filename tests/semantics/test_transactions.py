@@ -10,6 +10,8 @@ from pathlib import Path
 
 import trio
 
+from broker.config import BrokerConfig
+from broker.context import build_context
 from broker.embedded import EmbeddedCluster
 from broker.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from client import sync
@@ -17,6 +19,7 @@ from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.message import Message, MessageExt
 from client.transaction import LocalTransactionState, TransactionProducer
+from processors.end_transaction import EndTransactionProcessor
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -25,6 +28,7 @@ from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.message import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK, decode_record
 from remoting.codec.message import MessageExt as StoredExt
 from remoting.codec.msgid import decode_offset_msg_id
+from remoting.connection import Connection
 from tests.client.conftest import ThreadedCluster
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
@@ -363,3 +367,34 @@ def test_blocking_producer_with_plain_callbacks_delivers_only_committed_messages
     assert states == [ROLLBACK, COMMIT, UNKNOWN, UNKNOWN]
     assert set(checked) == {b"checked-commit", b"checked-rollback"}  # a fast round may ask twice: at least once
     assert sorted(m.body for m in received) == [b"checked-commit", b"committed"]
+
+
+async def test_a_repeated_commit_right_after_a_restart_is_acknowledged_not_stored_twice(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: COMMIT, lambda m: UNKNOWN) as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"once"))
+        await _wait_visible(embedded_cluster, 1)
+    await _wait_ops(embedded_cluster, 1)
+    await embedded_cluster.restart_broker()
+    phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
+    answer = await _end_transaction(embedded_cluster, "tx-pg", result.send_result.queue_offset, phy)
+    assert answer == (ResponseCode.SUCCESS, None)
+    assert [m.body for m in _visible(embedded_cluster)] == [b"once"]
+
+
+async def test_a_slave_refuses_to_end_transactions(tmp_path: Path) -> None:
+    config = BrokerConfig(store_path_root_dir=str(tmp_path / "slave"), broker_role="SLAVE", listen_port=10911)
+    broker = build_context(config)
+    left, _right = trio.testing.memory_stream_pair()
+    peer = Connection(left, ("10.1.2.3", 40123), ("127.0.0.1", 10911)).context
+    header = EndTransactionRequestHeader(
+        producer_group="tx-pg", tran_state_table_offset=0, commit_log_offset=0, commit_or_rollback=8, msg_id="X"
+    )
+    processor = EndTransactionProcessor(broker)
+    answer = await processor.process(peer, request(RequestCode.END_TRANSACTION, header.to_ext_fields()))
+    assert answer is not None
+    assert (answer.code, answer.remark) == (ResponseCode.SLAVE_NOT_AVAILABLE, "Can't commit or rollback on slave")
+    oneway = request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True)
+    assert await processor.process(peer, oneway) is None
