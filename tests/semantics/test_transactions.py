@@ -398,3 +398,18 @@ async def test_a_slave_refuses_to_end_transactions(tmp_path: Path) -> None:
     assert (answer.code, answer.remark) == (ResponseCode.SLAVE_NOT_AVAILABLE, "Can't commit or rollback on slave")
     oneway = request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True)
     assert await processor.process(peer, oneway) is None
+
+
+async def test_without_a_live_producer_checks_are_skipped_and_the_message_is_discarded_in_the_end(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: COMMIT, group="tx-gone") as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"abandoned"))
+    await trio.sleep(15 * 60 + 1)
+    store = embedded_cluster.controller.context.store
+    assert store.max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, 0) == 0  # 15 rounds: renewed, nobody asked
+    await trio.sleep(60)
+    (view,) = store.get(TRANS_CHECK_MAX_TIME_TOPIC, 0, 0, 32).messages
+    assert decode_record(view).properties["UNIQ_KEY"] == result.transaction_id
+    assert _visible(embedded_cluster) == []
