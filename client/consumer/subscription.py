@@ -12,13 +12,23 @@ from remoting.codec.properties import java_string_hash
 def build_subscription(
     topic: str, expression: str | None = SUB_ALL, expression_type: str = EXPRESSION_TAG
 ) -> SubscriptionData:
-    """Java's ``FilterAPI.buildSubscriptionData``: tags split on ``||`` and trimmed, hash codes with Java's string
-    hash, ``subVersion`` = now in ms. An empty or ``*`` tag expression subscribes to everything."""
+    """Java's ``FilterAPI.build``: tags split on ``||`` and trimmed, hash codes with Java's string hash,
+    ``subVersion`` = now in ms. An empty or ``*`` tag expression subscribes to everything. An SQL92 expression is
+    sent as written; the broker parses it (with ``enablePropertyFilter`` on) and answers SUBSCRIPTION_PARSE_FAILED
+    with the parser's message when it is malformed.
+
+    Raises ``ValueError`` for an empty SQL92 expression (Java's "Expression can't be null!") and for an expression type
+    other than ``TAG`` and ``SQL92``.
+    """
     version = time.time_ns() // 1_000_000
     if expression_type == EXPRESSION_SQL92:
+        if not expression or not expression.strip():
+            raise ValueError(f"Expression can't be null! {EXPRESSION_SQL92}")
         return SubscriptionData(
-            topic=topic, sub_string=expression or "", sub_version=version, expression_type=EXPRESSION_SQL92
+            topic=topic, sub_string=expression, sub_version=version, expression_type=EXPRESSION_SQL92
         )
+    if expression_type != EXPRESSION_TAG:
+        raise ValueError(f"unknown expression type {expression_type!r}: {EXPRESSION_TAG} or {EXPRESSION_SQL92}")
     text = (expression or "").strip()
     if not text or text == SUB_ALL:
         return SubscriptionData(topic=topic, sub_string=SUB_ALL, sub_version=version)

@@ -1,6 +1,6 @@
 """SQL92 subscriptions end to end against the embedded cluster (``enablePropertyFilter=true``), over real sockets on
 127.0.0.1: our PushConsumer receives exactly the matching messages, before and after it starts; CHECK_CLIENT_CONFIG
-answers the parser's message for a malformed expression."""
+answers the parser's message for a malformed expression. The lite pull consumer filters the same way."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
+from client.consumer.subscription import build_subscription
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.client import RemotingClient
@@ -85,6 +87,38 @@ async def test_push_consumer_with_sql92_receives_exactly_the_matching_messages(
             await trio.sleep(20)  # longer than a held pull: nothing else may come
     assert sorted(m.body for m in received) == sorted(expected)
     assert all(m.properties["priority"] == "high" for m in received)
+
+
+async def test_lite_pull_consumer_with_sql92_polls_only_the_matching_messages(
+    filtering_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    cluster = filtering_cluster
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+    async with Producer("pg-sql92-lite", cluster.namesrv_addr) as producer:
+        for i in range(40):
+            await producer.send(order(i))
+    expected = {f"order-{i}".encode() for i in range(40) if matches(i)}
+    polled: list[bytes] = []
+    consumer = LitePullConsumer(
+        "cg-sql92-lite", cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+    async with consumer:
+        await consumer.subscribe(TOPIC, EXPRESSION, "SQL92")
+        with trio.fail_after(120):  # virtual seconds: a hang guard
+            while len(polled) < len(expected):
+                polled.extend(m.body for m in await consumer.poll(timeout=1.0))
+        polled.extend(m.body for m in await consumer.poll(timeout=20.0))  # nothing else may come
+    assert sorted(polled) == sorted(expected)
+
+
+def test_client_refuses_an_empty_sql92_expression_and_unknown_types() -> None:
+    with pytest.raises(ValueError, match="Expression can't be null! SQL92"):
+        build_subscription(TOPIC, "  ", "SQL92")
+    with pytest.raises(ValueError, match="unknown expression type 'sql'"):
+        build_subscription(TOPIC, "a > 1", "sql")
+    sub = build_subscription(TOPIC, EXPRESSION, "SQL92")
+    assert (sub.sub_string, sub.expression_type, sub.tags_set) == (EXPRESSION, "SQL92", ())
 
 
 async def test_check_client_config_answers_the_parser_message(filtering_cluster: EmbeddedCluster) -> None:
