@@ -17,6 +17,7 @@ SYSTEM_ERROR with the put status name.
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import TYPE_CHECKING, Final
 
@@ -152,6 +153,12 @@ def raw_properties(msg: MessageExt) -> str:
     return "\x02".join(f"{k}\x01{v}" for k, v in msg.properties.items())
 
 
+@functools.lru_cache(maxsize=1024)
+def _packed_host(host: str, port: int) -> bytes:
+    # Few distinct producers: parsing the address once each keeps redeliveries off ipaddress's parser.
+    return pack_socket_address(host, port)
+
+
 def record_from_stored(
     msg: MessageExt, topic: str, queue_id: int, properties: str, store_host: bytes, reconsume_times: int | None = None
 ) -> MessageRecord:
@@ -165,7 +172,7 @@ def record_from_stored(
         properties=properties,
         sys_flag=msg.sys_flag,
         born_timestamp=msg.born_timestamp,
-        born_host=pack_socket_address(*msg.born_host),
+        born_host=_packed_host(*msg.born_host),
         store_host=store_host,
         reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
         prepared_transaction_offset=msg.prepared_transaction_offset,

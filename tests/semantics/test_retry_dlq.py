@@ -4,10 +4,17 @@ against the embedded cluster, whose store clock follows Trio's autojump clock.""
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import shutil
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 import attrs
+import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
@@ -18,6 +25,8 @@ from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from tests.conftest import SMALL_STORE
+from tests.e2e.harness import ALI_ONS_PACKAGE
 
 
 def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] | None = None) -> Callable[[], int]:
@@ -124,3 +133,75 @@ async def test_an_always_failing_message_lands_in_the_dlq_after_16_retries_where
     assert "DELAY" not in found.properties
     dlq = embedded_cluster.controller.context.topics.get("%DLQ%cg-dead")
     assert dlq is not None and (dlq.read_queue_nums, dlq.write_queue_nums, dlq.perm) == (1, 1, 6)
+
+
+_ALI_ONS_FAILING_CONSUMER = """
+const { Consumer } = require(process.argv[2]);
+const logger = { debug() {}, info() {}, warn() {}, error(...a) { console.error('[ali-ons error]', ...a); } };
+const httpclient = { request: async () => { throw new Error('no http'); } };
+const consumer = new Consumer({ httpclient, logger, nameSrv: process.argv[3], consumerGroup: process.argv[4] });
+consumer.on('error', () => {});
+let seen = 0;
+consumer.subscribe(process.argv[5], '*', async msg => {
+  seen++;
+  process.stdout.write(JSON.stringify({ reconsumeTimes: msg.reconsumeTimes, msgId: msg.msgId,
+    origin: msg.properties.ORIGIN_MESSAGE_ID || null, body: msg.body.toString() }) + '\\n');
+  if (seen <= 2) throw new Error('fail on purpose');
+});
+consumer.ready().then(() => process.stdout.write(JSON.stringify({ ready: true }) + '\\n'));
+process.stdin.on('end', () => consumer.close().then(() => process.exit(0)));
+process.stdin.resume();
+"""
+
+
+async def test_ali_ons_send_back_goes_through_the_brokers_retry_path(tmp_path: Path) -> None:
+    if shutil.which("node") is None or not ALI_ONS_PACKAGE.is_file():
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail("ali-ons is not installed (make e2e-deps)")
+        pytest.skip("ali-ons is not installed (make e2e-deps)")
+    script = tmp_path / "failing_consumer.js"
+    script.write_text(_ALI_ONS_FAILING_CONSUMER)
+    # Level 3 (the first retry) is 1 s here, so the retries take real seconds, not minutes.
+    async with EmbeddedCluster(tmp_path / "cluster", message_delay_level="1s 1s 1s 1s 1s", **SMALL_STORE) as cluster:
+        await _create_topic(cluster, "OnsRetry")
+        argv = ["node", str(script), str(ALI_ONS_PACKAGE.parent), cluster.namesrv_addr, "cg-ons-retry", "OnsRetry"]
+        events: list[dict[str, Any]] = []
+        node = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            assert node.stdout is not None and node.stdin is not None
+            lines = _lines(node.stdout)
+            with trio.fail_after(60):
+                assert (await anext(lines)) == {"ready": True}
+                await trio.sleep(1)  # ali-ons rebalances right after ready
+                async with Producer("pg-ons-retry", cluster.namesrv_addr) as producer:
+                    sent = await producer.send(Message("OnsRetry", b"retry-me"))
+                while len(events) < 3:
+                    events.append(await anext(lines))
+            await node.stdin.aclose()
+            with trio.fail_after(30):
+                await node.wait()
+        finally:
+            if node.returncode is None:
+                node.kill()
+                await node.wait()
+        store = cluster.controller.context.store
+        assert [e["reconsumeTimes"] for e in events] == [0, 1, 2]
+        assert {e["body"] for e in events} == {"retry-me"}
+        assert events[0]["msgId"] == sent.offset_msg_id
+        assert all(e["origin"] == sent.offset_msg_id for e in events[1:])
+        # Both retries were the broker's: stored through delay levels 3 and 4, none sent by ali-ons itself.
+        assert store.max_offset_in_queue(SCHEDULE_TOPIC, 2) == 1
+        assert store.max_offset_in_queue(SCHEDULE_TOPIC, 3) == 1
+        assert store.max_offset_in_queue("%RETRY%cg-ons-retry", 0) == 2
+
+
+async def _lines(stream: trio.abc.ReceiveStream) -> AsyncIterator[dict[str, Any]]:
+    buffer = b""
+    while True:
+        while b"\n" not in buffer:
+            chunk = await stream.receive_some()
+            if not chunk:
+                return
+            buffer += chunk
+        line, buffer = buffer.split(b"\n", 1)
+        yield json.loads(line)
