@@ -24,6 +24,7 @@ when only the right side is NULL and TRUE when both are); use ``IS NULL`` to tes
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -46,9 +47,12 @@ from processors.filter.nodes import (
     Or,
     Property,
     Value,
+    children,
 )
 
 __all__ = ["Evaluator", "Properties", "Sql92EvaluationError", "Sql92Filter", "compile_tree", "referenced_properties"]
+
+log = logging.getLogger(__name__)
 
 #: What a filter reads: property name -> value (the decoded properties string of a message).
 Properties = Mapping[str, str]
@@ -300,17 +304,14 @@ def compile_tree(node: Node) -> Evaluator:
 
 def referenced_properties(node: Node) -> frozenset[str]:
     """The property names ``node`` reads."""
-    if isinstance(node, Property):
-        return frozenset((node.name,))
-    if isinstance(node, Comparison | And | Or):
-        return referenced_properties(node.left) | referenced_properties(node.right)
-    if isinstance(node, Between):
-        return referenced_properties(node.value) | referenced_properties(node.low) | referenced_properties(node.high)
-    if isinstance(node, In):
-        return frozenset((node.property.name,))
-    if isinstance(node, Not | IsNull | BooleanCast | Negate):
-        return referenced_properties(node.operand)
-    return frozenset()
+    names: set[str] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, Property):
+            names.add(current.name)
+        pending.extend(children(current))
+    return frozenset(names)
 
 
 @attrs.frozen(slots=True)
@@ -335,10 +336,14 @@ class Sql92Filter:
         return result if result is None or type(result) is bool else False
 
     def matches(self, properties: Properties) -> bool:
-        """Whether a message with these properties is delivered: the expression is TRUE. Never raises."""
+        """Whether a message with these properties is delivered: the expression is TRUE. Never raises: like the Java
+        broker, a failing evaluation means no match (anything but :class:`Sql92EvaluationError` is logged)."""
         try:
             return self._evaluator(properties) is True
         except Sql92EvaluationError:
+            return False
+        except Exception:
+            log.warning("evaluating %r failed", self.expression, exc_info=True)
             return False
 
     def matches_raw(self, raw: str | bytes | memoryview) -> bool:

@@ -31,6 +31,8 @@ __all__ = [
     "Or",
     "Property",
     "Value",
+    "children",
+    "depth",
     "is_boolean",
 ]
 
@@ -205,3 +207,27 @@ def is_boolean(node: Node) -> bool:
     if isinstance(node, Literal):
         return node.kind in (LiteralKind.BOOLEAN, LiteralKind.NULL)
     return isinstance(node, Comparison | Between | In | IsNull | Not | And | Or | BooleanCast)
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    """The direct operands of ``node`` (none for properties and literals)."""
+    if isinstance(node, Comparison | And | Or):
+        return (node.left, node.right)
+    if isinstance(node, Between):
+        return (node.value, node.low, node.high)
+    if isinstance(node, In):
+        return (node.property,)
+    if isinstance(node, Not | IsNull | BooleanCast | Negate):
+        return (node.operand,)
+    return ()
+
+
+def depth(node: Node) -> int:
+    """How many nodes deep the tree is (a lone property or literal is 1). Iterative, so any tree can be measured."""
+    deepest = 0
+    pending = [(node, 1)]
+    while pending:
+        current, level = pending.pop()
+        deepest = max(deepest, level)
+        pending.extend((child, level + 1) for child in children(current))
+    return deepest

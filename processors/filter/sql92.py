@@ -21,7 +21,8 @@ RocketMQ's construction-time checks are parse errors here too: ``>``/``>=``/``<`
 boolean or NULL literal and no condition; ``=``/``<>`` take no NULL literal (use ``IS NULL``); a TRUE/FALSE literal
 cannot equal a non-boolean literal; ``IN`` needs a property on its left; ``BETWEEN`` bounds that are both literals
 must be ordered; a double literal must be finite and not 0.0 (RocketMQ refuses values below ``Double.MIN_VALUE``);
-the whole expression must be a condition.
+the whole expression must be a condition; a tree deeper than :data:`MAX_DEPTH` nodes (e.g. a chain of more than about
+200 ``AND``/``OR`` terms; use ``IN``) is refused, because evaluating it would recurse that deep.
 
 Errors: every failure raises :class:`Sql92ParseError`, whose message names the problem, the line, the column and the
 0-based position. Nothing here caches (see :mod:`processors.filter.cache`) or evaluates (see
@@ -49,12 +50,15 @@ from processors.filter.nodes import (
     Not,
     Or,
     Property,
+    depth,
     is_boolean,
 )
 
-__all__ = ["KEYWORDS", "Sql92ParseError", "Token", "parse", "tokenize"]
+__all__ = ["KEYWORDS", "MAX_DEPTH", "Sql92ParseError", "Token", "parse", "tokenize"]
 
 KEYWORDS: Final = frozenset({"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS"})
+#: Deepest tree accepted: evaluation takes about one stack frame per level, and it runs deep inside the pull path.
+MAX_DEPTH: Final = 200
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
@@ -131,7 +135,13 @@ def tokenize(expression: str) -> list[Token]:
 
 def parse(expression: str) -> Node:
     """The condition tree of ``expression``. Raises :class:`Sql92ParseError` (see the module docstring)."""
-    return _Parser(expression).parse()
+    try:
+        tree = _Parser(expression).parse()
+    except RecursionError:
+        raise Sql92ParseError(expression, 0, "expression nests too deeply") from None
+    if depth(tree) > MAX_DEPTH:
+        raise Sql92ParseError(expression, 0, f"expression nests deeper than {MAX_DEPTH} levels")
+    return tree
 
 
 _COMPARISON_OPS: Final = {">": CompareOp.GT, ">=": CompareOp.GE, "<": CompareOp.LT, "<=": CompareOp.LE}

@@ -146,3 +146,16 @@ def test_cache_evicts_the_least_recently_used_subscription() -> None:
 def test_cache_needs_room() -> None:
     with pytest.raises(ValueError, match="at least one"):
         ConsumerFilterCache(capacity=0)
+
+
+def test_deep_nesting_is_a_parse_error_not_a_crash() -> None:
+    with pytest.raises(Sql92ParseError, match=r"nests (too deeply|deeper than)"):
+        parse("(" * 2000 + "a = '1'" + ")" * 2000)
+    with pytest.raises(Sql92ParseError, match="nests deeper than 200 levels"):
+        parse(" AND ".join(["a = '1'"] * 250))
+
+
+def test_long_chains_within_the_depth_limit_evaluate() -> None:
+    chain = compile_sql92(" OR ".join(f"a = '{i}'" for i in range(150)))
+    assert chain.matches({"a": "149"}) and not chain.matches({"a": "150"})
+    assert compile_sql92("NOT " * 150 + "TRUE").evaluate({}) is True
