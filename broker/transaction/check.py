@@ -210,6 +210,10 @@ def check_body(copy: MessageExt) -> bytes:
         queue_id = int(props.get(PROPERTY_REAL_QID, "0"))
     except ValueError:
         queue_id = 0
+    try:
+        born_host = pack_socket_address(*copy.born_host)
+    except ValueError:  # not an IP literal: fall back to the store host rather than fail the round
+        born_host = copy.store_host_packed
     record = MessageRecord(
         topic=topic,
         body=copy.body,
@@ -218,7 +222,7 @@ def check_body(copy: MessageExt) -> bytes:
         properties=encode_properties(props),
         sys_flag=copy.sys_flag,
         born_timestamp=copy.born_timestamp,
-        born_host=pack_socket_address(*copy.born_host),
+        born_host=born_host,
         store_host=copy.store_host_packed,
         reconsume_times=copy.reconsume_times,
         prepared_transaction_offset=copy.prepared_transaction_offset,
