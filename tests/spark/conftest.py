@@ -56,6 +56,9 @@ def spark() -> Iterator[Any]:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Spark's Python workers unpickle the tests' own data source classes (tests.spark.flaky) by module name.
+    root = str(Path(__file__).resolve().parents[2])
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     from pyspark.sql import SparkSession
 
     from spark import register

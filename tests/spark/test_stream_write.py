@@ -1,0 +1,82 @@
+"""Streaming and batch writes: rows become messages; a micro-batch replayed after a failed commit publishes nothing
+twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from client import Message
+from tests.client.conftest import ThreadedCluster
+from tests.spark.flaky import FailOnceCommitSource
+from tests.spark.helpers import make_topic, produce, read_topic
+
+
+def _copy(spark: Any, ns: str, source: str, sink_format: str, target: str, checkpoint: Path, **sink: str) -> None:
+    writer = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", ns)
+        .option("topic", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("body", "tags", "keys", "map('src', concat(queue_id, ':', queue_offset)) AS properties")
+        .writeStream.format(sink_format)
+        .option("nameServer", ns)
+        .option("topic", target)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    for name, value in sink.items():
+        writer = writer.option(name, value)
+    query = writer.start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+
+
+def test_stream_write_replayed_after_a_failed_commit_publishes_no_duplicates(
+    spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
+) -> None:
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkWriteSrc", 2)
+    make_topic(ns, "SparkWriteDst", 2)
+    spark.dataSource.register(FailOnceCommitSource)
+    produce(ns, [Message("SparkWriteSrc", f"w{i}".encode(), tags="T", keys=f"key{i}") for i in range(20)])
+    checkpoint, flag = tmp_path / "checkpoint", tmp_path / "commit-failed"
+
+    with pytest.raises(Exception, match="injected failure committing batch 0"):
+        _copy(spark, ns, "SparkWriteSrc", "rocketmq_fail_once_commit", "SparkWriteDst", checkpoint, failFlag=str(flag))
+    assert len(read_topic(ns, "SparkWriteDst")) == 20  # the tasks had published before the commit failed
+
+    produce(ns, [Message("SparkWriteSrc", f"x{i}".encode(), tags="T") for i in range(5)])
+    _copy(spark, ns, "SparkWriteSrc", "rocketmq_fail_once_commit", "SparkWriteDst", checkpoint, failFlag=str(flag))
+
+    stored = read_topic(ns, "SparkWriteDst")
+    bodies = sorted(m.body for m in stored)
+    assert bodies == sorted([f"w{i}".encode() for i in range(20)] + [f"x{i}".encode() for i in range(5)])
+    one = next(m for m in stored if m.body == b"w7")
+    assert one.tags == "T" and one.keys == ["key7"] and one.properties["src"].count(":") == 1
+
+
+def test_batch_write_sends_every_row_with_its_topic_tags_keys_and_properties(
+    spark: Any, rocketmq: ThreadedCluster
+) -> None:
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkBatchWriteA", 2)
+    make_topic(ns, "SparkBatchWriteB", 1)
+    rows = [
+        ("SparkBatchWriteA" if i % 3 else "SparkBatchWriteB", f"r{i}", f"tag{i % 2}", [f"k{i}", "all"])
+        for i in range(30)
+    ]
+    df = spark.createDataFrame(rows, "topic string, body string, tags string, keys array<string>")
+    df.selectExpr("*", "map('i', body) AS properties").write.format("rocketmq").option("nameServer", ns).mode(
+        "append"
+    ).save()
+    a, b = read_topic(ns, "SparkBatchWriteA"), read_topic(ns, "SparkBatchWriteB")
+    assert sorted(m.body for m in a) == sorted(f"r{i}".encode() for i in range(30) if i % 3)
+    assert sorted(m.body for m in b) == sorted(f"r{i}".encode() for i in range(30) if not i % 3)
+    for m in a + b:
+        i = int(m.body[1:])
+        assert (m.tags, m.keys, m.properties["i"]) == (f"tag{i % 2}", [f"k{i}", "all"], f"r{i}")
