@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -130,33 +130,41 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Any]) -> WriteCommit:
         query_id, batch_id, partition = task_identity()
+        with BrokerSession(self.options.name_server, producer_group=self.options.producer_group) as session:
+            sent, skipped = self.publish_once(session, query_id, batch_id, partition, iterator)
+        return WriteCommit(partition, sent, skipped, query_id, batch_id)
+
+    def publish_once(
+        self, session: BrokerSession, query_id: str, batch_id: int, partition: int, rows: Iterable[Any]
+    ) -> tuple[int, int]:
+        """Publish the rows of task (query, batch, partition) that no earlier attempt stored; returns (sent,
+        skipped). Raises what sending raised, leaving the markers so that the next attempt resumes."""
         txn = f"{query_id}:{batch_id}:{partition}"
         default_topic = self.options.topics[0] if self.options.topics else None
-        with BrokerSession(self.options.name_server, producer_group=self.options.producer_group) as session:
-            markers = MarkerLog(session, self.options.commit_topic)
-            markers.ensure_topic()
-            if markers.find(f"{query_id}:{batch_id}:commit") or markers.find(f"{txn}:done"):
-                skipped = sum(1 for _ in iterator)
-                log.info("%s already published (%d rows): nothing sent", txn, skipped)
-                return WriteCommit(partition, 0, skipped, query_id, batch_id)
-            done: dict[str, set[int]] = {}
-            skipped = 0
+        markers = MarkerLog(session, self.options.commit_topic)
+        markers.ensure_topic()
+        if markers.find(f"{query_id}:{batch_id}:commit") or markers.find(f"{txn}:done"):
+            skipped = sum(1 for _ in rows)
+            log.info("%s already published (%d rows): nothing sent", txn, skipped)
+            return 0, skipped
+        done: dict[str, set[int]] = {}
+        skipped = 0
 
-            def pending() -> Iterator[Message]:
-                nonlocal skipped
-                for seq, row in enumerate(iterator):
-                    msg = row_to_message(row, default_topic, {TXN_PROPERTY: txn, SEQ_PROPERTY: str(seq)})
-                    seen = done.get(msg.topic)
-                    if seen is None:
-                        seen = done[msg.topic] = self._begin_topic(session, markers, txn, msg.topic)
-                    if seq in seen:
-                        skipped += 1
-                        continue
-                    yield msg
+        def pending() -> Iterator[Message]:
+            nonlocal skipped
+            for seq, row in enumerate(rows):
+                msg = row_to_message(row, default_topic, {TXN_PROPERTY: txn, SEQ_PROPERTY: str(seq)})
+                seen = done.get(msg.topic)
+                if seen is None:
+                    seen = done[msg.topic] = self._begin_topic(session, markers, txn, msg.topic)
+                if seq in seen:
+                    skipped += 1
+                    continue
+                yield msg
 
-            sent = send_rows(session, pending())
-            markers.put(f"{txn}:done", {"sent": sent, "skipped": skipped})
-        return WriteCommit(partition, sent, skipped, query_id, batch_id)
+        sent = send_rows(session, pending())
+        markers.put(f"{txn}:done", {"sent": sent, "skipped": skipped})
+        return sent, skipped
 
     def _begin_topic(self, session: BrokerSession, markers: MarkerLog, txn: str, topic: str) -> set[int]:
         """The rows of ``txn`` already stored in ``topic`` by an earlier attempt; writes the start marker when this

@@ -1,0 +1,49 @@
+"""The sink's exactly-once core without Spark: a task attempt that died part-way is resumed by the next attempt,
+which sends only the rows the first did not store; a finished task sends nothing again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from spark.options import SourceOptions
+from spark.session import BrokerSession
+from spark.stream_writer import SEQ_PROPERTY, TXN_PROPERTY, RocketMQStreamWriter
+from spark.writer import SEND_CHUNK
+from tests.client.conftest import ThreadedCluster
+from tests.spark.helpers import make_topic, read_topic
+
+ROWS = [{"body": f"p{i}".encode(), "tags": "P"} for i in range(SEND_CHUNK * 2 + 100)]
+
+
+class TaskDied(RuntimeError):
+    pass
+
+
+def _dies_after(n: int) -> Iterator[dict[str, object]]:
+    for i, row in enumerate(ROWS):
+        if i == n:
+            raise TaskDied(f"executor lost after {n} rows")
+        yield row
+
+
+def test_a_task_retried_after_a_partial_send_publishes_only_the_missing_rows(rocketmq: ThreadedCluster) -> None:
+    pytest.importorskip("pyspark")
+    ns, topic = rocketmq.namesrv_addr, "SparkPublishOnce"
+    make_topic(ns, topic, 2)
+    writer = RocketMQStreamWriter(SourceOptions.parse({"nameServer": ns, "topic": topic}))
+    with BrokerSession(ns, producer_group="spark-once-pg") as session:
+        with pytest.raises(TaskDied):
+            writer.publish_once(session, "query-1", 7, 0, _dies_after(SEND_CHUNK + 50))
+        partial = read_topic(ns, topic)
+        assert len(partial) == SEND_CHUNK  # the first chunk was stored before the task died
+
+        assert writer.publish_once(session, "query-1", 7, 0, iter(ROWS)) == (len(ROWS) - SEND_CHUNK, SEND_CHUNK)
+        assert writer.publish_once(session, "query-1", 7, 0, iter(ROWS)) == (0, len(ROWS))  # done: nothing again
+        assert writer.publish_once(session, "query-1", 8, 0, iter(ROWS[:3])) == (3, 0)  # another batch is new
+
+    stored = read_topic(ns, topic)
+    assert sorted(m.body for m in stored) == sorted([r["body"] for r in ROWS] + [r["body"] for r in ROWS[:3]])
+    seqs = {(m.properties[TXN_PROPERTY], int(m.properties[SEQ_PROPERTY])) for m in stored}
+    assert len(seqs) == len(stored)
