@@ -118,8 +118,9 @@ class TimerWheel:
     """``slots`` slots of ``precision`` ms in one mapped file; slot of time ``t`` is ``(t // precision) % slots``."""
 
     def __init__(self, path: Path, slots: int, precision_ms: int) -> None:
-        if slots <= 0 or precision_ms <= 0:
-            raise ValueError("the timer wheel needs at least one slot and a positive precision")
+        # Two slots at least: a timer rolled on from the slot being walked must land in another slot.
+        if slots < 2 or precision_ms <= 0:
+            raise ValueError("the timer wheel needs at least two slots and a positive precision")
         self.slots = slots
         self.precision_ms = precision_ms
         self.path = path
