@@ -24,7 +24,13 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
+from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import decode_record
+from remoting.codec.msgid import decode_offset_msg_id
+from store.config_files import SubscriptionGroupConfig
 from tests.conftest import SMALL_STORE
 from tests.e2e.harness import ALI_ONS_PACKAGE
 
@@ -205,3 +211,60 @@ async def _lines(stream: trio.abc.ReceiveStream) -> AsyncIterator[dict[str, Any]
             buffer += chunk
         line, buffer = buffer.split(b"\n", 1)
         yield json.loads(line)
+
+
+async def _send_back(cluster: EmbeddedCluster, version: int = 409, **fields: str) -> RemotingCommand:
+    cmd = attrs.evolve(request(RequestCode.CONSUMER_SEND_MSG_BACK, fields), version=version)
+    async with RemotingClient() as client:
+        return await client.invoke(cluster.broker_addr, cmd, 3.0)
+
+
+async def test_send_back_follows_the_requests_delay_level_and_max_reconsume_times(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    await _create_topic(embedded_cluster, "SendBackWire")
+    store = embedded_cluster.controller.context.store
+    async with Producer("pg-wire", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("SendBackWire", b"wire"))
+    offset = str(decode_offset_msg_id(sent.offset_msg_id).phy_offset)
+    group = "cg-wire"
+
+    missing = await _send_back(embedded_cluster, offset="999999999", group=group, delayLevel="0")
+    assert missing.code == ResponseCode.SYSTEM_ERROR
+    assert missing.remark == "look message by offset failed, 999999999"
+
+    chosen = await _send_back(embedded_cluster, offset=offset, group=group, delayLevel="2")
+    assert chosen.code == ResponseCode.SUCCESS
+    [parked] = [decode_record(m) for m in store.get(SCHEDULE_TOPIC, 1, 0, 32).messages]
+    assert parked.properties["REAL_TOPIC"] == f"%RETRY%{group}"
+    assert parked.properties["RETRY_TOPIC"] == "SendBackWire"
+    assert parked.properties["ORIGIN_MESSAGE_ID"] == sent.offset_msg_id
+    assert parked.reconsume_times == 1
+
+    negative = await _send_back(embedded_cluster, offset=offset, group=group, delayLevel="-1")
+    assert negative.code == ResponseCode.SUCCESS
+    # maxReconsumeTimes=0 sends even a first failure to the DLQ, but only from request version 121 on.
+    exhausted = await _send_back(embedded_cluster, offset=offset, group=group, delayLevel="0", maxReconsumeTimes="0")
+    assert exhausted.code == ResponseCode.SUCCESS
+    old = await _send_back(
+        embedded_cluster, version=120, offset=offset, group=group, delayLevel="0", maxReconsumeTimes="0"
+    )
+    assert old.code == ResponseCode.SUCCESS
+    assert store.max_offset_in_queue(f"%DLQ%{group}", 0) == 2
+    assert store.max_offset_in_queue(SCHEDULE_TOPIC, 2) == 1  # the version-120 request: level 3 + 0
+
+
+async def test_send_back_for_a_group_without_retry_queues_drops_the_message(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    await _create_topic(embedded_cluster, "SendBackDrop")
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_subscription_group(SubscriptionGroupConfig("cg-no-retry", retry_queue_nums=0))
+    async with Producer("pg-drop", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("SendBackDrop", b"drop"))
+    offset = str(decode_offset_msg_id(sent.offset_msg_id).phy_offset)
+    answer = await _send_back(embedded_cluster, offset=offset, group="cg-no-retry", delayLevel="0")
+    assert answer.code == ResponseCode.SUCCESS
+    store = embedded_cluster.controller.context.store
+    assert store.max_offset_in_queue(SCHEDULE_TOPIC, 2) == 0
+    assert embedded_cluster.controller.context.topics.get("%RETRY%cg-no-retry") is None
