@@ -14,6 +14,7 @@ is skipped but counts as scanned; it must not raise.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable
 from typing import Final
 
@@ -39,16 +40,17 @@ _POS_SYSFLAG: Final = 36
 _FIXED_BEFORE_HOSTS: Final = 68
 _BORNHOST_V6: Final = 0x10
 _STOREHOST_V6: Final = 0x20
+_INT: Final = struct.Struct(">i")
 
 
 def record_properties(record: memoryview) -> memoryview:
     """The raw properties of one stored record (a view, no copy). The record must be well formed, as records the
-    store hands out are; a truncated one raises ``IndexError``."""
-    sys_flag = int.from_bytes(record[_POS_SYSFLAG : _POS_SYSFLAG + 4], "big")
+    store hands out are; a truncated one raises ``struct.error`` or ``IndexError``."""
+    sys_flag = _INT.unpack_from(record, _POS_SYSFLAG)[0]
     body_len_at = _FIXED_BEFORE_HOSTS + (20 if sys_flag & _BORNHOST_V6 else 8) + (20 if sys_flag & _STOREHOST_V6 else 8)
-    topic_at = body_len_at + 4 + int.from_bytes(record[body_len_at : body_len_at + 4], "big")
-    props_at = topic_at + 1 + record[topic_at] + 2
-    return record[props_at:]
+    topic_at = body_len_at + 4 + _INT.unpack_from(record, body_len_at)[0]
+    # Skip the topic-length byte, the topic and the 2-byte properties length.
+    return record[topic_at + 3 + record[topic_at] :]
 
 
 def in_memory_limit() -> int:

@@ -357,7 +357,13 @@ class Sql92Filter:
             value = _find_value(data, needle)
             if value is not None:
                 props[name] = value.decode("utf-8", "replace")
-        return self.matches(props)
+        try:
+            return self._evaluator(props) is True
+        except Sql92EvaluationError:
+            return False
+        except Exception:
+            log.warning("evaluating %r failed", self.expression, exc_info=True)
+            return False
 
 
 def _find_value(data: bytes, needle: bytes) -> bytes | None:
