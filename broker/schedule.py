@@ -72,7 +72,7 @@ class ScheduleMessageService:
         delay_levels: str | None = None,
         flush_interval: float = 10.0,
         first_delay: float = 1.0,
-        idle_poll: float = 10.0,
+        idle_poll: float = 60.0,
         is_master: bool = True,
     ) -> None:
         self.store = store

@@ -53,6 +53,15 @@ def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] |
     return clock
 
 
+@pytest.fixture
+async def long_haul_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    """The embedded cluster for hours of virtual time: the store flushes once a minute instead of every 500 ms, so
+    the test does not spend its time waking the flush service."""
+    overrides = {**SMALL_STORE, "flush_interval_commit_log": 60_000, "flush_interval_consume_queue": 60_000}
+    async with EmbeddedCluster(tmp_path / "cluster", **overrides) as cluster:
+        yield cluster
+
+
 async def _create_topic(cluster: EmbeddedCluster, topic: str) -> None:
     async with Admin(cluster.namesrv_addr) as admin:
         await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
@@ -107,14 +116,14 @@ async def test_a_consumer_failing_three_times_gets_the_message_four_times_with_g
 
 
 async def test_an_always_failing_message_lands_in_the_dlq_after_16_retries_where_query_by_id_finds_it(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+    long_haul_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
-    use_virtual_store_clock(embedded_cluster)
-    await _create_topic(embedded_cluster, "RetryDead")
+    use_virtual_store_clock(long_haul_cluster)
+    await _create_topic(long_haul_cluster, "RetryDead")
     seen: list[tuple[float, MessageExt]] = []
-    consumer = _failing_consumer(embedded_cluster, "cg-dead", "RetryDead", seen, failures=1_000)
-    store = embedded_cluster.controller.context.store
-    async with Producer("pg-dead", embedded_cluster.namesrv_addr) as producer, consumer:
+    consumer = _failing_consumer(long_haul_cluster, "cg-dead", "RetryDead", seen, failures=1_000)
+    store = long_haul_cluster.controller.context.store
+    async with Producer("pg-dead", long_haul_cluster.namesrv_addr) as producer, consumer:
         sent = await producer.send(Message("RetryDead", b"poison"))
         start = trio.current_time()
         with trio.fail_after(6 * 3600):
@@ -122,7 +131,7 @@ async def test_an_always_failing_message_lands_in_the_dlq_after_16_retries_where
                 await trio.sleep(10)
         elapsed = trio.current_time() - start
         await trio.sleep(600)
-        async with Admin(embedded_cluster.namesrv_addr) as admin:
+        async with Admin(long_haul_cluster.namesrv_addr) as admin:
             [dead] = await admin.query_msg_by_offset(MessageQueue("%DLQ%cg-dead", "broker-a", 0), 0)
             found = await admin.query_msg_by_id(dead.msg_id)
     # 1 first delivery + 16 retries; the 17th failure sends it to the DLQ.
@@ -137,7 +146,7 @@ async def test_an_always_failing_message_lands_in_the_dlq_after_16_retries_where
     assert found.properties["RETRY_TOPIC"] == "RetryDead"
     assert found.properties["ORIGIN_MESSAGE_ID"] == seen[0][1].msg_id
     assert "DELAY" not in found.properties
-    dlq = embedded_cluster.controller.context.topics.get("%DLQ%cg-dead")
+    dlq = long_haul_cluster.controller.context.topics.get("%DLQ%cg-dead")
     assert dlq is not None and (dlq.read_queue_nums, dlq.write_queue_nums, dlq.perm) == (1, 1, 6)
 
 
