@@ -55,6 +55,7 @@ PROPERTY_REAL_QID: Final = "REAL_QID"
 _BATCH: Final = 256
 _RETRY_AFTER_REFUSAL: Final = 0.1
 _WAIT_AFTER_ERROR: Final = 10.0
+_DELIVERY_DROPS: Final = frozenset({PROPERTY_DELAY})
 
 
 class ScheduleMessageService:
@@ -250,7 +251,7 @@ class ScheduleMessageService:
         if not real_topic or real_qid < 0:
             log.warning("delay level %d: message at %d has no real topic/queue; skipped", level, phy)
             return
-        props = with_properties(raw_properties(msg), {}, frozenset({PROPERTY_DELAY}))
+        props = raw_properties(msg, _DELIVERY_DROPS)
         try:
             record = record_from_stored(msg, real_topic, real_qid, props, store.store_host)
         except ValueError as exc:

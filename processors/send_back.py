@@ -148,9 +148,9 @@ def with_properties(raw: str, updates: dict[str, str], drop: frozenset[str] = fr
     return "\x02".join(kept + cluster)
 
 
-def raw_properties(msg: MessageExt) -> str:
-    """A decoded message's properties encoded again (insertion order is the stored order)."""
-    return "\x02".join(f"{k}\x01{v}" for k, v in msg.properties.items())
+def raw_properties(msg: MessageExt, drop: frozenset[str] = frozenset()) -> str:
+    """A decoded message's properties encoded again without ``drop`` (insertion order is the stored order)."""
+    return "\x02".join(f"{k}\x01{v}" for k, v in msg.properties.items() if k not in drop)
 
 
 @functools.lru_cache(maxsize=1024)

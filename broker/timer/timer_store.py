@@ -34,7 +34,7 @@ import attrs
 import orjson
 
 from broker.timer.wheel import NO_ENTRY, Slot, TimerLog, TimerWheel
-from processors.send_back import raw_properties, record_from_stored, with_properties
+from processors.send_back import raw_properties, record_from_stored
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import decode_record, read_record_meta
 from remoting.codec.properties import find_property
@@ -304,7 +304,7 @@ class TimerStore:
         if not real_topic or real_qid < 0:
             log.warning("timer: message at %d has no real topic/queue; dropped", phy)
             return
-        props = with_properties(raw_properties(msg), {}, _REQUEST_PROPERTIES)
+        props = raw_properties(msg, _REQUEST_PROPERTIES)
         try:
             record = record_from_stored(msg, real_topic, real_qid, props, store.store_host)
         except ValueError as exc:
