@@ -294,8 +294,8 @@ class SendMessageProcessor:
             result = await self.broker.store.put(record, wait_flush=props.wait)
         except PutRefusedError as exc:
             raise self._refused(exc) from None
-        # Java answers the queue a delayed or timer message was sent to, not the queue it waits in.
-        return self._answer(request, result, record.queue_id if props.transactional else queue_id)
+        # Java answers the queue a delayed, timer or half message was sent to, not the queue it waits in.
+        return self._answer(request, result, queue_id)
 
     def _retry_target(
         self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int, reconsume_times: int

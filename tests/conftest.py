@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from broker.embedded import EmbeddedCluster
 
+# Hypothesis' per-example deadline is a wall-clock threshold; on a loaded 2-core CI machine it fails correct code.
+settings.register_profile("rocketrio", deadline=None)
+settings.load_profile("rocketrio")
+
 #: Small files that still hold a maximal (4 MiB) message, so no test maps a gigabyte.
-SMALL_STORE = {
+SMALL_STORE: dict[str, Any] = {
     "mapped_file_size_commit_log": 8 << 20,
     "mapped_file_size_consume_queue": 10_000 * 20,
     "max_hash_slot_num": 4096,

@@ -33,6 +33,7 @@ from typing import Any, Final
 import attrs
 import orjson
 
+from broker.names import TIMER_TOPIC
 from broker.timer.wheel import NO_ENTRY, Slot, TimerLog, TimerWheel
 from processors.send_back import raw_properties, record_from_stored
 from remoting.codec.errors import MessageDecodeError
@@ -53,7 +54,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 PROPERTY_TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
 PROPERTY_TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
 PROPERTY_TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"

@@ -231,7 +231,7 @@ async def test_transactional_send_is_stored_as_a_half_message(broker: BrokerCont
     props = "TRAN_MSG\x01true\x02PGROUP\x01PG\x02UNIQ_KEY\x01U1"
     response = await send(broker, peer_ctx, send_request(queue_id=1, properties=props, sysFlag="4"))
     assert response.code == ResponseCode.SUCCESS
-    assert response.ext_fields["queueId"] == "0"
+    assert response.ext_fields["queueId"] == "1"  # the queue asked for, as Java answers, not the half queue
     (record,) = stored(broker, response)
     assert record.topic == "RMQ_SYS_TRANS_HALF_TOPIC" and record.queue_id == 0
     assert record.properties["REAL_TOPIC"] == TOPIC and record.properties["REAL_QID"] == "1"
