@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attrs
 
-from remoting.properties import apply_properties, load_properties
+from remoting.properties import load_config
 
 
 @attrs.frozen
@@ -109,12 +109,5 @@ class BrokerConfig:
 
 
 def load_broker_config(path: str | Path | None = None, **overrides: object) -> tuple[BrokerConfig, list[str]]:
-    """Defaults, then the properties file (if any), then keyword overrides (snake_case field names).
-
-    Returns the config and the file's unknown keys. Raises ``PropertiesError`` for a value of the wrong type.
-    """
-    config = BrokerConfig()
-    unknown: list[str] = []
-    if path is not None:
-        config, unknown = apply_properties(config, load_properties(path))
-    return attrs.evolve(config, **overrides), unknown  # type: ignore[arg-type]
+    """:func:`remoting.properties.load_config` over the broker's defaults."""
+    return load_config(BrokerConfig(), path, **overrides)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import attrs
 
-from remoting.properties import apply_properties, load_properties
+from remoting.properties import load_config
 
 
 @attrs.frozen
@@ -40,13 +40,5 @@ class NamesrvConfig:
 
 
 def load_namesrv_config(path: str | Path | None = None, **overrides: object) -> tuple[NamesrvConfig, list[str]]:
-    """Defaults, then the properties file (if any), then keyword overrides (snake_case field names).
-
-    Returns the config and the file's unknown keys (the caller warns about them). Raises
-    :class:`~remoting.properties.PropertiesError` for a value of the wrong type and ``OSError`` for an unreadable file.
-    """
-    config = NamesrvConfig()
-    unknown: list[str] = []
-    if path is not None:
-        config, unknown = apply_properties(config, load_properties(path))
-    return attrs.evolve(config, **overrides), unknown  # type: ignore[arg-type]
+    """:func:`remoting.properties.load_config` over the name server's defaults."""
+    return load_config(NamesrvConfig(), path, **overrides)

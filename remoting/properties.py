@@ -84,3 +84,13 @@ def apply_properties(config: T, props: dict[str, str]) -> tuple[T, list[str]]:
             continue
         changes[field.name] = _convert(value, field.type, key)
     return attrs.evolve(config, **changes), unknown  # type: ignore[misc]
+
+
+def load_config(defaults: T, path: str | Path | None = None, **overrides: object) -> tuple[T, list[str]]:
+    """``defaults``, then the properties file (if any), then keyword overrides (snake_case field names).
+
+    Returns the config and the file's unknown keys (the caller warns about them). Raises :class:`PropertiesError`
+    for a value of the wrong type and ``OSError`` for an unreadable file.
+    """
+    config, unknown = (defaults, []) if path is None else apply_properties(defaults, load_properties(path))
+    return attrs.evolve(config, **overrides), unknown  # type: ignore[misc]
