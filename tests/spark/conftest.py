@@ -46,13 +46,18 @@ def _missing() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """The session's SparkSession with the ``rocketmq`` source registered."""
+def pyspark_ready() -> None:
+    """Skip (fail under CI=true) when pyspark, pyarrow or Java >= 17 is missing."""
     reason = _missing()
     if reason is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"Spark tests cannot run in CI: {reason}")
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def spark(pyspark_ready: None) -> Iterator[Any]:
+    """The session's SparkSession with the ``rocketmq`` source registered."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

@@ -9,11 +9,10 @@ import pytest
 
 from spark.options import SourceOptions
 from spark.session import BrokerSession
-from spark.stream_writer import SEQ_PROPERTY, TXN_PROPERTY, RocketMQStreamWriter
-from spark.writer import SEND_CHUNK
 from tests.client.conftest import ThreadedCluster
 from tests.spark.helpers import make_topic, read_topic
 
+SEND_CHUNK = 512  # spark.writer.SEND_CHUNK (checked below)
 ROWS = [{"body": f"p{i}".encode(), "tags": "P"} for i in range(SEND_CHUNK * 2 + 100)]
 
 
@@ -28,8 +27,13 @@ def _dies_after(n: int) -> Iterator[dict[str, object]]:
         yield row
 
 
-def test_a_task_retried_after_a_partial_send_publishes_only_the_missing_rows(rocketmq: ThreadedCluster) -> None:
-    pytest.importorskip("pyspark")
+def test_a_task_retried_after_a_partial_send_publishes_only_the_missing_rows(
+    pyspark_ready: None, rocketmq: ThreadedCluster
+) -> None:
+    from spark import writer
+    from spark.stream_writer import SEQ_PROPERTY, TXN_PROPERTY, RocketMQStreamWriter
+
+    assert writer.SEND_CHUNK == SEND_CHUNK
     ns, topic = rocketmq.namesrv_addr, "SparkPublishOnce"
     make_topic(ns, topic, 2)
     writer = RocketMQStreamWriter(SourceOptions.parse({"nameServer": ns, "topic": topic}))

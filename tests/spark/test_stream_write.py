@@ -10,7 +10,6 @@ import pytest
 
 from client import Message
 from tests.client.conftest import ThreadedCluster
-from tests.spark.flaky import FailOnceCommitSource
 from tests.spark.helpers import make_topic, produce, read_topic
 
 
@@ -42,6 +41,8 @@ def test_stream_write_replayed_after_a_failed_commit_publishes_no_duplicates(
     ns = rocketmq.namesrv_addr
     make_topic(ns, "SparkWriteSrc", 2)
     make_topic(ns, "SparkWriteDst", 2)
+    from tests.spark.flaky import FailOnceCommitSource  # imports pyspark: only once the spark fixture ran
+
     spark.dataSource.register(FailOnceCommitSource)
     produce(ns, [Message("SparkWriteSrc", f"w{i}".encode(), tags="T", keys=f"key{i}") for i in range(20)])
     checkpoint, flag = tmp_path / "checkpoint", tmp_path / "commit-failed"

@@ -1,0 +1,68 @@
+"""Option parsing and offset arithmetic of the Spark source, without Spark."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from remoting.codec.bodies import MessageQueue
+from spark.offsets import admit, from_json, to_json
+from spark.options import OffsetKind, OffsetSpec, OptionError, SourceOptions
+
+NS = {"nameServer": "127.0.0.1:9876"}
+
+
+def test_offset_options_accept_earliest_latest_timestamps_and_json() -> None:
+    assert OffsetSpec.parse("o", "EARLIEST").kind is OffsetKind.EARLIEST
+    assert OffsetSpec.parse("o", "latest").kind is OffsetKind.LATEST
+    assert OffsetSpec.parse("o", "1700000000000") == OffsetSpec(OffsetKind.TIMESTAMP, timestamp_ms=1_700_000_000_000)
+    assert OffsetSpec.parse("o", "2023-11-14T22:13:20Z").timestamp_ms == 1_700_000_000_000
+    assert OffsetSpec.parse("o", "2023-11-14T22:13:20").timestamp_ms == 1_700_000_000_000  # no zone: UTC
+    spec = OffsetSpec.parse("o", '{"T": {"0": 5, "broker-a:1": -2}}')
+    assert spec.per_queue == {"T": {"0": 5, "broker-a:1": -2}}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "nameServer is required"),
+        ({"nameServer": "nohost"}, "not host:port"),
+        ({**NS, "topic": "bad topic"}, "not a valid RocketMQ topic"),
+        ({**NS, "startingOffsets": "soon"}, "startingOffsets"),
+        ({**NS, "endingOffsets": '{"T": {"0": -3}}'}, "integer >= -2"),
+        ({**NS, "endingOffsets": '{"T": [1]}'}, "must map queue ids"),
+        ({**NS, "maxRecordsPerTrigger": "lots"}, "maxRecordsPerTrigger"),
+        ({**NS, "maxRecordsPerTrigger": "0"}, "maxRecordsPerTrigger"),
+    ],
+)
+def test_bad_options_raise_an_option_error_naming_the_option(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        SourceOptions.parse(options)
+
+
+def test_option_names_are_case_insensitive_and_topics_a_comma_list() -> None:
+    parsed = SourceOptions.parse({"NAMESERVER": "h:1;g:2", "Topic": "a, b", "maxrecordspertrigger": "7"})
+    assert (parsed.name_server, parsed.topics, parsed.max_records_per_trigger) == ("h:1;g:2", ("a", "b"), 7)
+
+
+def test_offset_tables_round_trip_through_the_checkpoint_json() -> None:
+    table = {MessageQueue("T", "broker-a", 0): 3, MessageQueue("T", "broker-b", 0): 9, MessageQueue("U", "b:x", 2): 1}
+    assert to_json(table) == {"T": {"broker-a:0": 3, "broker-b:0": 9}, "U": {"b:x:2": 1}}
+    assert from_json(to_json(table)) == table
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=1, max_size=6),
+    st.integers(1, 200),
+)
+def test_admission_takes_at_most_the_limit_and_never_leaves_a_backlog_idle_while_budget_remains(
+    queues: list[tuple[int, int]], limit: int
+) -> None:
+    start = {MessageQueue("T", "b", i): s for i, (s, _) in enumerate(queues)}
+    latest = {MessageQueue("T", "b", i): s + extra for i, (s, extra) in enumerate(queues)}
+    end = admit(start, latest, limit)
+    taken = {mq: end[mq] - start[mq] for mq in start}
+    assert all(0 <= taken[mq] <= latest[mq] - start[mq] for mq in start)
+    backlog = sum(latest[mq] - start[mq] for mq in start)
+    assert sum(taken.values()) == min(limit, backlog)
