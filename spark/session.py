@@ -35,9 +35,8 @@ __all__ = ["PULL_BATCH", "BrokerSession"]
 
 #: Most messages one pull returns (the broker's in-memory transfer cap, maxTransferCountOnMessageInMemory).
 PULL_BATCH = 32
-#: Pulls in flight at once while reading one range: each walks its own slice of the range.
-PULL_CONCURRENCY = 8
-#: Offsets per slice: a slice is read by consecutive pulls of ``PULL_BATCH``.
+#: Offsets per slice: :meth:`BrokerSession.pull_range` reads each slice of its range in its own task (so a 4096-offset
+#: range has 16 pulls in flight), one pull of ``PULL_BATCH`` after another.
 SLICE = PULL_BATCH * 8
 PULL_FLAG_SUBSCRIPTION = 0x4
 _DROPPED_PROPERTIES = (PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET)
@@ -197,7 +196,7 @@ class BrokerSession:
 
     def pull_range(self, mq: MessageQueue, start: int, end: int, group: str, tags: str = "*") -> list[MessageExt]:
         """The messages of ``mq`` with queue offsets in ``[start, end)`` matching the tag expression, in offset
-        order. Reads ``PULL_CONCURRENCY`` slices of the range at once; call it with ranges of a bounded size."""
+        order. Reads every :data:`SLICE` of the range at once; call it with ranges of a bounded size."""
         return list(self._run(self._pull_page, mq, start, end, group, tags))
 
     # -- writing ---------------------------------------------------------------------------------------------------

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
 
 from client import Message
 from tests.client.conftest import ThreadedCluster
-from tests.spark.helpers import make_topic, produce
+from tests.spark.helpers import make_topic, produce, read_topic
 
 SCHEMA = (
     "struct<topic:string,queue_id:int,queue_offset:bigint,msg_id:string,keys:string,tags:string,body:binary,"
@@ -87,3 +88,18 @@ def test_a_bad_option_fails_at_planning_with_a_clear_message(
 ) -> None:
     with pytest.raises(Exception, match=message):
         _load(spark, rocketmq.namesrv_addr, "SparkBad", **{option: value}).collect()
+
+
+def test_batch_read_from_a_timestamp_starts_at_the_first_message_stored_at_or_after_it(
+    spark: Any, rocketmq: ThreadedCluster
+) -> None:
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkBatchTime", 2)
+    produce(ns, [Message("SparkBatchTime", f"e{i}".encode()) for i in range(10)])
+    produce(ns, [Message("SparkBatchTime", f"l{i}".encode()) for i in range(10)])
+    stored = read_topic(ns, "SparkBatchTime")
+    moment = sorted(m.store_timestamp for m in stored)[len(stored) // 2]
+    iso = datetime.datetime.fromtimestamp(moment / 1000, tz=datetime.UTC).isoformat()
+    for start in (str(moment), iso):
+        rows = _load(spark, ns, "SparkBatchTime", startingOffsets=start).collect()
+        assert sorted(bytes(r.body) for r in rows) == sorted(m.body for m in stored if m.store_timestamp >= moment)
