@@ -17,7 +17,8 @@ A task first looks for (1) and (2): either found means its rows are already publ
 looks for (3) per topic: when found (an earlier attempt of the task died part-way), it pulls the topic's queues from
 the recorded offsets, collects the ``SPARK_SEQ`` values stamped with its ``txn`` and sends only the other rows. So a
 commit that fails after the tasks published, a driver crash, a task retried after a partial send, and a batch
-re-planned after a restart all end with each row stored once.
+re-planned after a restart all end with each row stored once. A task without rows opens no client and writes no
+marker, and neither does the commit of a batch without rows.
 
 Why not transactional half messages: they would make rows invisible until the driver commits, but they depend on the
 broker's transaction check-back and END_TRANSACTION, which were being built at the same time as this connector; the
@@ -34,6 +35,7 @@ as with any RocketMQ producer.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Iterable, Iterator
@@ -130,8 +132,12 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Any]) -> WriteCommit:
         query_id, batch_id, partition = task_identity()
+        rows = iter(iterator)
+        first = next(rows, None)
+        if first is None:  # an empty partition (a shuffle's idle reducer): no client, no marker, nothing to dedupe
+            return WriteCommit(partition, 0, 0, query_id, batch_id)
         with BrokerSession(self.options.name_server, producer_group=self.options.producer_group) as session:
-            sent, skipped = self.publish_once(session, query_id, batch_id, partition, iterator)
+            sent, skipped = self.publish_once(session, query_id, batch_id, partition, itertools.chain([first], rows))
         return WriteCommit(partition, sent, skipped, query_id, batch_id)
 
     def publish_once(
@@ -191,8 +197,8 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         commits = [m for m in messages if isinstance(m, WriteCommit)]
-        if not commits or commits[0].query_id is None:
-            return
+        if not commits or commits[0].query_id is None or not any(c.sent or c.skipped for c in commits):
+            return  # a batch without rows has nothing a replay could duplicate
         key = f"{commits[0].query_id}:{batchId}:commit"
         with BrokerSession(self.options.name_server, producer_group=self.options.producer_group) as session:
             markers = MarkerLog(session, self.options.commit_topic)
