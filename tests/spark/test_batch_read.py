@@ -103,3 +103,14 @@ def test_batch_read_from_a_timestamp_starts_at_the_first_message_stored_at_or_af
     for start in (str(moment), iso):
         rows = _load(spark, ns, "SparkBatchTime", startingOffsets=start).collect()
         assert sorted(bytes(r.body) for r in rows) == sorted(m.body for m in stored if m.store_timestamp >= moment)
+
+
+def test_batch_read_of_a_topic_list_reads_every_topic(spark: Any, rocketmq: ThreadedCluster) -> None:
+    ns = rocketmq.namesrv_addr
+    for topic in ("SparkListA", "SparkListB"):
+        make_topic(ns, topic, 1)
+        produce(ns, [Message(topic, f"{topic}-{i}".encode()) for i in range(3)])
+    rows = _load(spark, ns, " SparkListA, SparkListB").collect()
+    assert sorted((r.topic, bytes(r.body)) for r in rows) == sorted(
+        (t, f"{t}-{i}".encode()) for t in ("SparkListA", "SparkListB") for i in range(3)
+    )
