@@ -32,6 +32,12 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.rpc
 	$(BIN)/python -m bench.broker
 	$(BIN)/python -m bench.client
+	$(BIN)/python -m bench.index
+	$(BIN)/python -m bench.filter
+	$(BIN)/python -m bench.delay
+	$(BIN)/python -m bench.timer
+	$(BIN)/python -m bench.transactions
+	$(BIN)/python -m bench.spark
 
 clean:
 	rm -rf $(VENV) data
