@@ -104,17 +104,40 @@ def _from_mapping(fields: object, serialize_type: SerializeType, body: Body) -> 
         raise HeaderDecodeError("header is not an object")
     if "code" not in fields:
         raise HeaderDecodeError("header has no 'code'")
-    remark = fields.get("remark")
+    get = fields.get
+    code = get("code")
+    opaque = get("opaque", 0)
+    flag = get("flag", 0)
+    version = get("version", 0)
+    # Fast path (every well-formed peer): plain ints in range are taken as they are, without a call per field;
+    # anything else (strings, floats, null, bools, out of range) goes through _int_field's checks and errors.
+    if not (
+        type(code) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and type(version) is int
+        and _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+    ):
+        code = _int_field(fields, "code", 0)
+        opaque = _int_field(fields, "opaque", 0)
+        flag = _int_field(fields, "flag", 0)
+        version = _int_field(fields, "version", 0)
+    language = get("language")
+    remark = get("remark")
+    raw_ext = get("extFields")
     return RemotingCommand(
-        code=_int_field(fields, "code", 0),
-        opaque=_int_field(fields, "opaque", 0),
-        flag=_int_field(fields, "flag", 0),
-        language=_language(fields.get("language")),
-        version=_int_field(fields, "version", 0),
-        remark=remark if isinstance(remark, str) else None,
-        ext_fields=_ext_fields(fields.get("extFields")),
-        body=body,
-        serialize_type=serialize_type,
+        code,
+        opaque,
+        flag,
+        _LANG_BY_NAME.get(language, LanguageCode.OTHER) if type(language) is str else _language(language),
+        version,
+        remark if isinstance(remark, str) else None,
+        {} if raw_ext is None else _ext_fields(raw_ext),
+        body,
+        serialize_type,
     )
 
 

@@ -165,6 +165,12 @@ def _compile(cls: type[Any]) -> _Table:
     return table
 
 
+def header_parse_plan(cls: type[Header]) -> tuple[tuple[str, _Parser | None, bool, Any], ...]:
+    """``(wire key, parser or None for str, required, default)`` per field of ``cls`` in declaration order: the exact
+    steps :meth:`Header.from_ext_fields` takes, for specialised parsers that must behave identically."""
+    return tuple((f.key, f.parse, f.required, f.default) for f in (_TABLES.get(cls) or _compile(cls)).inbound)
+
+
 class Header:
     """Base of every custom header class. Subclasses are ``@attrs.frozen(slots=True)`` with ``wire`` metadata.
 

@@ -7,12 +7,14 @@ the request code, exactly as the Java broker decides.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import attrs
 
 from remoting.codec.codes import RequestCode
-from remoting.codec.headers.base import Header, wire
+from remoting.codec.errors import HeaderFieldError
+from remoting.codec.headers.base import Header, header_parse_plan, wire
 
 
 @attrs.frozen(slots=True)
@@ -120,6 +122,49 @@ V2_TO_V1_KEYS: dict[str, str] = {
 _V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 
 
+class _V2Field(NamedTuple):
+    letter: str
+    parse: Callable[[str, str], Any] | None
+    required: bool
+    default: Any
+    v1_index: int  # position of the field among SendMessageRequestHeader's constructor arguments
+
+
+_V2_PLAN: list[tuple[_V2Field, ...]] = []
+
+
+def _v2_plan() -> tuple[_V2Field, ...]:
+    """V2's fields in V2 declaration order (so the first bad field reported is the one V2 parsing would report),
+    each pointing at its V1 argument slot; built once from both classes' declarations."""
+    if _V2_PLAN:
+        return _V2_PLAN[0]
+    v1_keys = list(SendMessageRequestHeader.wire_keys())
+    plan = tuple(
+        _V2Field(letter, parse, required, default, v1_keys.index(V2_TO_V1_KEYS[letter]))
+        for letter, parse, required, default in header_parse_plan(SendMessageRequestHeaderV2)
+    )
+    _V2_PLAN.append(plan)
+    return plan
+
+
+def _v1_from_v2_ext_fields(ext_fields: Mapping[str, str]) -> SendMessageRequestHeader:
+    """``SendMessageRequestHeaderV2.from_ext_fields(ext_fields).to_v1()`` in one pass: same values, same errors
+    (naming the V2 letter), without building the V2 object. Measured ~2x faster; it runs once per send."""
+    get = ext_fields.get
+    args: list[Any] = [None] * 14
+    for letter, parse, required, default, index in _V2_PLAN[0] if _V2_PLAN else _v2_plan():
+        raw = get(letter)
+        if raw is None or (parse is not None and raw == ""):
+            if required:
+                raise HeaderFieldError(letter, f"missing required header field {letter!r}")
+            args[index] = default
+        elif parse is None:
+            args[index] = raw
+        else:
+            args[index] = parse(letter, raw)
+    return SendMessageRequestHeader(*args)
+
+
 def parse_send_request_header(code: int, ext_fields: Mapping[str, str]) -> SendMessageRequestHeader:
     """The V1 header of a send request, whatever its code: 10 (long names), 310 or 320 (letters).
 
@@ -127,7 +172,7 @@ def parse_send_request_header(code: int, ext_fields: Mapping[str, str]) -> SendM
     ``ValueError`` if ``code`` is not a send code (a caller bug, not peer input).
     """
     if code in _V2_CODES:
-        return SendMessageRequestHeaderV2.from_ext_fields(ext_fields).to_v1()
+        return _v1_from_v2_ext_fields(ext_fields)
     if code == RequestCode.SEND_MESSAGE:
         return SendMessageRequestHeader.from_ext_fields(ext_fields)
     raise ValueError(f"request code {code} is not a send request")
