@@ -1,0 +1,85 @@
+"""``python -m bench.load.consumer``: push-consumer load; latency is end to end, from born timestamp to receipt.
+
+Against the embedded cluster the tool also produces (``--produce-inflight`` producer tasks, ``--size`` bodies) so
+that there is something to consume; with ``--namesrv`` and ``--produce-inflight 0`` it only consumes what another
+producer sends. Born timestamps are the producer's wall clock in milliseconds, so latencies have millisecond
+resolution and assume producer and consumer share a clock (same host). TPS counts received messages. Example::
+
+    python -m bench.load.consumer --duration 10 --produce-inflight 64 --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import trio
+
+from bench.load.run import Budget, common_arguments, run_tool, topic_names
+from bench.load.stats import LoadStats
+from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bench.load.consumer", description="Push-consumer load against rocketrio")
+    common_arguments(parser)
+    parser.add_argument("--group", default="bench_load_cg")
+    parser.add_argument("--consume-batch", type=int, default=32, help="messages per listener call")
+    parser.add_argument("--produce-inflight", type=int, default=32, help="producer tasks feeding the topic (0: none)")
+    return parser
+
+
+def make_load(args: argparse.Namespace) -> Any:
+    topics = topic_names(args)
+    body = b"c" * args.size
+
+    async def load(namesrv: str, stats: LoadStats, budget: Budget) -> None:
+        async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+            now_ms = time.time() * 1000
+            for m in msgs:
+                stats.record(now_ms - m.born_timestamp)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(
+            args.group,
+            namesrv,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            consume_message_batch_max_size=args.consume_batch,
+        )
+        for topic in topics:
+            consumer.subscribe(topic)
+        consumer.register_message_listener(listener)
+        async with consumer, Producer(f"{args.group}_feeder", namesrv) as producer:
+
+            async def feeder(task: int) -> None:
+                topic = topics[task % len(topics)]
+                while budget.take():
+                    try:
+                        await producer.send(Message(topic, body, tags="TagA"))
+                    except Exception as exc:  # counted as the run's failure, feeding goes on
+                        stats.fail(exc)
+
+            async with trio.open_nursery() as nursery:
+                for task in range(args.produce_inflight):
+                    nursery.start_soon(feeder, task)
+                if not args.produce_inflight:
+                    await trio.sleep_until(budget.deadline)
+            # what was sent may still be on its way: wait a bounded moment for the stragglers
+            with trio.move_on_after(2.0):
+                while stats.messages < budget.taken - stats.failed:
+                    await trio.sleep(0.01)
+
+    return load
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = build_parser().parse_args(argv)
+    settings = {k: getattr(args, k) for k in ("size", "topics", "queues", "duration", "messages", "produce_inflight")}
+    settings["consume_batch"] = args.consume_batch
+    settings["flush_disk_type"] = args.flush_disk_type
+    return run_tool("consumer", args, settings, make_load(args))
+
+
+if __name__ == "__main__":
+    main()

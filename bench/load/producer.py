@@ -1,0 +1,114 @@
+"""``python -m bench.load.producer``: RocketMQ benchmark-style producer load against rocketrio.
+
+Settings: ``--inflight`` (sync/oneway: producer tasks; async: sends outstanding), ``--size``, ``--batch`` (messages
+per send_batch), ``--tags``/``--keys``, ``--mode sync|async|oneway``, ``--flush-disk-type``, ``--topics``/``--queues``,
+``--duration``/``--messages``. Response time is from the send call to its result (oneway: to the write). Output:
+one JSON line per second, a ``summary`` line and ``bench/results/producer.json``; ``--profile`` adds
+``producer.svg`` and ``producer.speedscope.json`` of the broker. Example::
+
+    python -m bench.load.producer --mode async --inflight 256 --size 128 --duration 10 --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from typing import Any
+
+import trio
+
+from bench.load.run import Budget, common_arguments, run_tool, topic_names
+from bench.load.stats import LoadStats
+from client import Message, Producer, SendResult
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bench.load.producer", description="Producer load against rocketrio")
+    common_arguments(parser)
+    parser.add_argument("--mode", default="sync", choices=("sync", "async", "oneway"))
+    parser.add_argument("--inflight", type=int, default=32, help="producer tasks (sync/oneway) or outstanding sends")
+    parser.add_argument("--batch", type=int, default=1, help="messages per send (>1: send_batch, sync only)")
+    parser.add_argument("--tags", default="TagA", help="tag on every message ('' for none)")
+    parser.add_argument("--keys", action="store_true", help="a unique key on every message")
+    parser.add_argument("--group", default="bench_load_pg")
+    return parser
+
+
+def make_load(args: argparse.Namespace) -> Any:
+    topics = topic_names(args)
+    body = b"x" * args.size
+    serial = itertools.count()
+
+    def message(topic: str) -> Message:
+        keys = f"k{next(serial)}" if args.keys else None
+        return Message(topic, body, tags=args.tags or None, keys=keys)
+
+    async def load(namesrv: str, stats: LoadStats, budget: Budget) -> None:
+        async with Producer(args.group, namesrv) as producer:
+            for topic in topics:  # routes fetched before the window
+                await producer.send(message(topic))
+
+            async def sender(task: int) -> None:
+                topic = topics[task % len(topics)]
+                while budget.take(args.batch):
+                    start = trio.current_time()
+                    try:
+                        if args.batch > 1:
+                            await producer.send_batch([message(topic) for _ in range(args.batch)])
+                        elif args.mode == "oneway":
+                            await producer.send_oneway(message(topic))
+                        else:
+                            await producer.send(message(topic))
+                    except Exception as exc:  # a failed send is counted, the load goes on
+                        stats.fail(exc)
+                    else:
+                        stats.record((trio.current_time() - start) * 1000)
+
+            async def async_sender() -> None:
+                window = trio.Semaphore(args.inflight)
+                idle = trio.Event()
+                outstanding = 0
+                index = 0
+                while budget.take():
+                    await window.acquire()
+                    start = trio.current_time()
+
+                    def done(result: SendResult | Exception, start: float = start) -> None:
+                        nonlocal outstanding
+                        if isinstance(result, Exception):
+                            stats.fail(result)
+                        else:
+                            stats.record((trio.current_time() - start) * 1000)
+                        outstanding -= 1
+                        window.release()
+                        if outstanding == 0:
+                            idle.set()
+
+                    outstanding += 1
+                    producer.send_async(message(topics[index % len(topics)]), done)
+                    index += 1
+                if outstanding:
+                    await idle.wait()
+
+            async with trio.open_nursery() as nursery:
+                if args.mode == "async" and args.batch == 1:
+                    nursery.start_soon(async_sender)
+                else:
+                    for task in range(args.inflight):
+                        nursery.start_soon(sender, task)
+
+    return load
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = build_parser().parse_args(argv)
+    settings = {
+        k: getattr(args, k)
+        for k in ("mode", "inflight", "size", "batch", "tags", "keys", "topics", "queues", "duration", "messages")
+    }
+    settings["flush_disk_type"] = args.flush_disk_type
+    return run_tool("producer", args, settings, make_load(args), per_sample=args.batch)
+
+
+if __name__ == "__main__":
+    main()

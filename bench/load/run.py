@@ -1,0 +1,156 @@
+"""What the producer and the consumer tool share: the target cluster, the profiler and the measured window.
+
+:func:`run_tool` starts an embedded cluster (unless ``--namesrv`` names one), creates the topics, starts py-spy
+when ``--profile`` is given, runs ``load(namesrv, stats, deadline)`` with the live view beside it, then writes
+``<out>/<name>.json`` (and, profiled, ``<name>.speedscope.json`` and ``<name>.svg``) and prints the "where the time
+goes" table. A profile that cannot be taken is reported in the summary (``profile.error``), never fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+from rich.table import Table
+
+from bench.load.cluster import FLUSH_MODES, ClusterProcess, create_topics
+from bench.load.profile import BrokerProfiler, ProfileError, render_flamegraph, spawn_argv, top_frames
+from bench.load.report import STDERR, environment, final_table, live_view, write_summary
+from bench.load.stats import LoadStats
+
+Load = Callable[[str, LoadStats, "Budget"], Awaitable[None]]
+
+
+class Budget:
+    """The run's bound: until ``deadline`` (trio clock) and, if ``messages`` is set, that many messages."""
+
+    def __init__(self, duration: float, messages: int | None) -> None:
+        self.deadline = trio.current_time() + duration
+        self.messages = messages if messages is not None else math.inf
+        self.taken = 0
+
+    def take(self, n: int = 1) -> bool:
+        """Claim ``n`` messages; False once time or count is used up."""
+        if trio.current_time() >= self.deadline or self.taken + n > self.messages:
+            return False
+        self.taken += n
+        return True
+
+
+def common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namesrv", help="an existing name server (default: start an embedded cluster)")
+    parser.add_argument("--broker", help="with --namesrv: the broker address topics are created on")
+    parser.add_argument("--broker-pid", type=int, help="with --namesrv and --profile: the broker process to sample")
+    parser.add_argument("--flush-disk-type", default="ASYNC_FLUSH", choices=FLUSH_MODES)
+    parser.add_argument("--topics", type=int, default=1, help="topics, named <topic-prefix>0..N-1")
+    parser.add_argument("--topic-prefix", default="BenchLoad")
+    parser.add_argument("--queues", type=int, default=4, help="read/write queues per topic")
+    parser.add_argument("--size", type=int, default=128, help="message body bytes")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of measured load")
+    parser.add_argument("--messages", type=int, help="stop after this many messages (and at --duration)")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"), help="where the summary goes")
+    parser.add_argument("--profile", action="store_true", help="py-spy the broker for the measured window")
+    parser.add_argument("--quiet", action="store_true", help="no live view on stderr (JSON lines only)")
+
+
+def topic_names(args: argparse.Namespace) -> list[str]:
+    return [f"{args.topic_prefix}{i}" for i in range(args.topics)]
+
+
+async def _measure(
+    name: str, namesrv: str, broker: str, args: argparse.Namespace, load: Load, stats: LoadStats
+) -> float:
+    await create_topics(broker, topic_names(args), args.queues)
+    stop = trio.Event()
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(live_view, name, stats, stop, args.quiet)
+        await load(namesrv, stats, Budget(args.duration, args.messages))
+        stop.set()
+    return trio.current_time() - start
+
+
+def _where_the_time_goes(speedscope: Path) -> list[dict[str, Any]]:
+    shares = top_frames(speedscope)
+    table = Table(title="where the time goes (broker, share of samples)")
+    for column in ("self %", "total %", "frame", "location"):
+        table.add_column(column)
+    for share in shares:
+        table.add_row(f"{share.self_share:.1%}", f"{share.total_share:.1%}", share.name, share.location)
+    STDERR.print(table)
+    return [
+        {"frame": s.name, "location": s.location, "self": round(s.self_share, 4), "total": round(s.total_share, 4)}
+        for s in shares
+    ]
+
+
+def run_tool(
+    name: str, args: argparse.Namespace, settings: dict[str, Any], load: Load, per_sample: int = 1
+) -> dict[str, Any]:
+    """Measure, report and return the summary (see the module docstring)."""
+    stats = LoadStats(per_sample)
+    speedscope = args.out / f"{name}.speedscope.json"
+    args.out.mkdir(parents=True, exist_ok=True)
+    speedscope.unlink(missing_ok=True)
+    profile: dict[str, Any] | None = None
+    with contextlib.ExitStack() as stack:
+        profiler: BrokerProfiler | None = None
+        if args.namesrv:
+            namesrv, broker, pid = args.namesrv, args.broker, args.broker_pid
+            if broker is None:
+                raise SystemExit("--namesrv needs --broker (topics are created on it)")
+        else:
+            if args.profile:
+                try:
+                    spawn_argv(speedscope, [])  # py-spy present at all?
+                except ProfileError as exc:
+                    profile = {"error": str(exc)}
+            cluster = stack.enter_context(ClusterProcess(args.flush_disk_type))
+            namesrv, broker, pid = cluster.namesrv, cluster.broker, cluster.pid
+        if args.profile and profile is None:
+            if pid is None:
+                profile = {"error": "--profile with --namesrv needs --broker-pid"}
+            else:
+                profiler = BrokerProfiler(pid, speedscope)
+                try:
+                    profiler.start()
+                    profile = {"mode": "attach"}
+                except ProfileError as exc:
+                    profiler = None
+                    # no ptrace rights here: profile a second broker started under py-spy instead
+                    stack.close()
+                    cluster = stack.enter_context(ClusterProcess(args.flush_disk_type, spawn_argv(speedscope, [])))
+                    namesrv, broker = cluster.namesrv, cluster.broker
+                    profile = {"mode": "spawn", "attach_error": str(exc)}
+        cpu0 = time.process_time()
+        elapsed = trio.run(_measure, name, namesrv, broker, args, load, stats)
+        cpu = time.process_time() - cpu0
+        if profiler is not None:
+            profiler.stop()
+    total = stats.total(elapsed)
+    if not args.quiet:
+        final_table(name, total)
+    summary: dict[str, Any] = {
+        "tool": name,
+        "settings": settings,
+        "result": total.as_dict(),
+        "load_cpu_seconds": round(cpu, 3),
+        "last_error": stats.last_error,
+        "environment": environment(args.flush_disk_type),
+    }
+    if args.profile and profile is not None and "error" not in profile:
+        if speedscope.exists():
+            svg = args.out / f"{name}.svg"
+            render_flamegraph(speedscope, svg, f"rocketrio broker under bench.load.{name}")
+            profile.update(speedscope=str(speedscope), svg=str(svg), top_frames=_where_the_time_goes(speedscope))
+        else:
+            profile["error"] = "py-spy wrote no profile"
+    summary["profile"] = profile
+    write_summary(args.out, name, summary)
+    return summary

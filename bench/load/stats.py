@@ -1,0 +1,101 @@
+"""Latency and failure accounting for the load tools: one per-second window plus the whole run.
+
+Ownership: a :class:`LoadStats` belongs to one tool run; it is updated from the run's tasks (one thread, so no
+locks) and read by the live view once a second. Latencies are milliseconds; nothing here raises.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Final
+
+import attrs
+
+QUANTILES: Final = (0.5, 0.99)
+
+
+def percentile(ordered: array[float] | list[float], q: float) -> float:
+    """The ``q`` quantile of already sorted values (nearest rank); 0.0 for no values."""
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@attrs.frozen
+class Snapshot:
+    """Counts and response times (ms) over one interval of ``seconds``."""
+
+    seconds: float
+    ok: int
+    failed: int
+    avg_ms: float
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+    @property
+    def tps(self) -> float:
+        return self.ok / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "seconds": round(self.seconds, 3),
+            "ok": self.ok,
+            "failed": self.failed,
+            "tps": round(self.tps, 1),
+            "avg_ms": round(self.avg_ms, 3),
+            "p50_ms": round(self.p50_ms, 3),
+            "p99_ms": round(self.p99_ms, 3),
+            "max_ms": round(self.max_ms, 3),
+        }
+
+
+def summarise(latencies: array[float], failed: int, seconds: float, count: int | None = None) -> Snapshot:
+    """A :class:`Snapshot` of ``latencies``; ``count`` overrides the success count (a batch is one latency but many
+    messages)."""
+    ordered = sorted(latencies)
+    ok = len(ordered) if count is None else count
+    avg = sum(ordered) / len(ordered) if ordered else 0.0
+    return Snapshot(
+        seconds,
+        ok,
+        failed,
+        avg,
+        percentile(ordered, 0.5),
+        percentile(ordered, 0.99),
+        ordered[-1] if ordered else 0.0,
+    )
+
+
+class LoadStats:
+    """Response times and failures; ``messages_per_sample`` counts a batch's messages as successes."""
+
+    def __init__(self, messages_per_sample: int = 1) -> None:
+        self.messages_per_sample = messages_per_sample
+        self.all: array[float] = array("d")
+        self.window: array[float] = array("d")
+        self.failed = 0
+        self.window_failed = 0
+        self.last_error: str | None = None
+
+    def record(self, latency_ms: float) -> None:
+        self.all.append(latency_ms)
+        self.window.append(latency_ms)
+
+    def fail(self, error: BaseException | str) -> None:
+        self.failed += 1
+        self.window_failed += 1
+        self.last_error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+
+    @property
+    def messages(self) -> int:
+        return len(self.all) * self.messages_per_sample
+
+    def take_window(self, seconds: float) -> Snapshot:
+        """The interval since the previous call, then a fresh window."""
+        window, failed = self.window, self.window_failed
+        self.window, self.window_failed = array("d"), 0
+        return summarise(window, failed, seconds, len(window) * self.messages_per_sample)
+
+    def total(self, seconds: float) -> Snapshot:
+        return summarise(self.all, self.failed, seconds, self.messages)

@@ -1,0 +1,99 @@
+"""Smoke tests for bench.load: short real runs against an embedded cluster produce valid summaries (no timing
+assertions: the figures are whatever this machine gives)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.load.profile import render_flamegraph, top_frames
+from bench.load.stats import LoadStats, percentile
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_tool(tool: str, out: Path, *extra: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    argv = [sys.executable, "-m", f"bench.load.{tool}", "--duration", "1", "--quiet", "--out", str(out), *extra]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=90, check=True)
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines, done.stderr
+    assert lines[-1]["type"] == "summary"
+    return lines, json.loads((out / f"{tool}.json").read_text())
+
+
+def assert_valid_summary(summary: dict[str, Any], tool: str) -> None:
+    assert summary["tool"] == tool
+    result = summary["result"]
+    assert result["ok"] > 0
+    assert result["failed"] == 0, summary["last_error"]
+    assert result["p50_ms"] <= result["p99_ms"] <= result["max_ms"]
+    env = summary["environment"]
+    assert env["python"] and env["cpu_count"] and env["versions"]["trio"]
+    assert env["flush_disk_type"] == summary["settings"]["flush_disk_type"]
+
+
+def test_a_one_second_sync_producer_run_writes_a_valid_summary(tmp_path: Path) -> None:
+    lines, summary = run_tool("producer", tmp_path, "--keys", "--topics", "2")
+    assert_valid_summary(summary, "producer")
+    assert any(line["type"] == "window" for line in lines)
+    assert summary["settings"]["mode"] == "sync"
+
+
+@pytest.mark.parametrize("mode", ["async", "oneway"])
+def test_async_and_oneway_producer_runs_count_their_sends(tmp_path: Path, mode: str) -> None:
+    _, summary = run_tool("producer", tmp_path, "--mode", mode, "--inflight", "16")
+    assert_valid_summary(summary, "producer")
+
+
+def test_a_batch_producer_under_sync_flush_counts_every_message_of_a_batch(tmp_path: Path) -> None:
+    _, summary = run_tool("producer", tmp_path, "--batch", "8", "--flush-disk-type", "SYNC_FLUSH", "--messages", "800")
+    assert_valid_summary(summary, "producer")
+    assert summary["result"]["ok"] % 8 == 0
+
+
+def test_the_consumer_measures_end_to_end_latency_of_what_it_receives(tmp_path: Path) -> None:
+    _, summary = run_tool("consumer", tmp_path, "--messages", "500")
+    assert_valid_summary(summary, "consumer")
+    assert summary["result"]["ok"] == 500
+    assert summary["result"]["p50_ms"] >= 0
+
+
+def test_profile_writes_a_flamegraph_svg_and_speedscope_of_the_broker(tmp_path: Path) -> None:
+    _, summary = run_tool("producer", tmp_path, "--profile")
+    profile = summary["profile"]
+    if "error" in profile:
+        pytest.skip(f"py-spy cannot profile here: {profile['error']}")
+    svg = Path(profile["svg"])
+    assert svg.read_text().startswith("<svg")
+    assert json.loads(Path(profile["speedscope"]).read_text())["profiles"]
+    assert profile["top_frames"]
+
+
+def test_percentiles_and_windows_follow_the_recorded_latencies() -> None:
+    stats = LoadStats(messages_per_sample=2)
+    for ms in (1.0, 2.0, 3.0, 4.0):
+        stats.record(ms)
+    stats.fail("boom")
+    window = stats.take_window(2.0)
+    assert (window.ok, window.failed, window.max_ms, window.tps) == (8, 1, 4.0, 4.0)
+    assert stats.take_window(1.0).ok == 0
+    assert stats.total(2.0).ok == 8
+    assert percentile([], 0.5) == 0.0
+
+
+def test_top_frames_and_flamegraph_read_a_speedscope_file(tmp_path: Path) -> None:
+    speedscope = tmp_path / "p.json"
+    frames = [{"name": "main", "file": "a.py", "line": 1}, {"name": "hot", "file": "b.py", "line": 2}]
+    profile = {"type": "sampled", "samples": [[0, 1], [0, 1], [0, 1], [0]], "weights": [1, 1, 1, 1]}
+    speedscope.write_text(json.dumps({"shared": {"frames": frames}, "profiles": [profile]}))
+    top = top_frames(speedscope)
+    assert (top[0].name, top[0].self_share, top[0].total_share) == ("hot", 0.75, 0.75)
+    assert (top[1].name, top[1].total_share) == ("main", 1.0)
+    svg = tmp_path / "p.svg"
+    render_flamegraph(speedscope, svg)
+    assert "hot (b.py:2)" in svg.read_text()
