@@ -1,41 +1,35 @@
-"""The README's producer + consumer example, run verbatim (under both backends) against the embedded cluster.
+"""The README's producer + consumer example, taken from README.md itself and run against the embedded cluster.
 
-The README shows the imports and ``main`` below followed by ``anyio.run(main, "127.0.0.1:9876")``.
+The README block defines ``main(namesrv)`` and ends with ``print(anyio.run(main, "127.0.0.1:9876"))``; the test runs
+everything but that last line, then awaits ``main`` against a cluster on port 0, under both backends.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Any
+
 import anyio
 import pytest
 
-from client import ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer
 from tests.client.conftest import ThreadedCluster
 
-
-# ---- README example (keep in sync with README.md) ----
-async def main(namesrv: str) -> list[bytes]:
-    async with Producer("demo-producer", namesrv) as producer:
-        await producer.send(Message("DemoTopic", b"hello rocketrio", tags="demo"))
-    received: list[bytes] = []
-    done = anyio.Event()
-
-    async def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        received.extend(m.body for m in msgs)
-        done.set()
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("demo-consumer", namesrv)
-    consumer.subscribe("DemoTopic", "demo")
-    consumer.register_message_listener(on_messages)
-    async with consumer:
-        await done.wait()
-    return received
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-# ---- end of README example ----
+def readme_example() -> Any:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
+    (code,) = [block for block in blocks if "demo-producer" in block]
+    *body, last = code.rstrip().splitlines()
+    assert last == 'print(anyio.run(main, "127.0.0.1:9876"))'
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(body), str(README), "exec"), namespace)
+    return namespace["main"]
 
 
 @pytest.mark.anyio
 async def test_readme_example_sends_and_consumes(cluster: ThreadedCluster) -> None:
+    main = readme_example()
     with anyio.fail_after(60):
         assert await main(cluster.namesrv_addr) == [b"hello rocketrio"]
