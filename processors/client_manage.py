@@ -9,9 +9,9 @@ clients remember it as the broker version. An empty consumer group answers SYSTE
 ``no consumer for this group, <g>`` (not an empty list), as Java does.
 
 CHECK_CLIENT_CONFIG (sent by Java consumers at start for SQL92 subscriptions) compiles an SQL92 expression and answers
-SUBSCRIPTION_PARSE_FAILED with the parser's message when it is malformed, or for an unknown expression type; with
-``enablePropertyFilter`` off a well-formed SQL92 subscription is still answered SUCCESS (Java answers SYSTEM_ERROR;
-pulls with it are refused either way).
+SUBSCRIPTION_PARSE_FAILED with the parser's message when it is malformed, or for an unknown expression type. With
+``enablePropertyFilter`` off any non-TAG subscription answers SYSTEM_ERROR ``The broker does not support consumer to
+filter message by <type>``, as Java's ``ClientManageProcessor.checkClientConfig`` does (checked before parsing).
 
 Errors: a missing header field or a body that does not decode answers SYSTEM_ERROR with the decoder's message.
 """
@@ -120,6 +120,12 @@ class ClientManageProcessor:
     def check_client_config(self, request: RemotingCommand) -> RemotingCommand:
         body = CheckClientRequestBody.decode(request.body)
         sub = body.subscription_data
+        property_filter = self.broker.config.enable_property_filter
+        if sub is not None and sub.expression_type != EXPRESSION_TAG and not property_filter:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {sub.expression_type}",
+            )
         if sub is not None and sub.expression_type not in (EXPRESSION_TAG, EXPRESSION_SQL92):
             return request.response(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"unknown expression type {sub.expression_type}"

@@ -4,6 +4,7 @@ lists, NOTIFY_CONSUMER_IDS_CHANGED to the other members of a group, unregister, 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import trio
@@ -26,6 +27,7 @@ from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.processor import RequestContext
 from tests.broker.helpers import wait_for_route
+from tests.conftest import SMALL_STORE
 
 GROUP = "wire_group"
 
@@ -146,20 +148,40 @@ async def test_producers_are_registered_from_heartbeats(embedded_cluster: Embedd
         assert [i.client_id for i in infos] == ["p-1"]
 
 
-async def test_check_client_config_accepts_tag_and_sql92_and_rejects_garbage(
+def check_client_config(kind: str, expression: str = "a > 1") -> RemotingCommand:
+    body = CheckClientRequestBody("c", GROUP, SubscriptionData("T", expression, expression_type=kind)).encode()
+    return request(RequestCode.CHECK_CLIENT_CONFIG, body=body)
+
+
+async def test_check_client_config_without_property_filtering_refuses_every_non_tag_subscription(
     embedded_cluster: EmbeddedCluster,
 ) -> None:
     addr = embedded_cluster.broker_addr
     async with RemotingClient() as client:
-        for kind, expected in (("TAG", ResponseCode.SUCCESS), ("SQL92", ResponseCode.SUCCESS)):
-            body = CheckClientRequestBody("c", GROUP, SubscriptionData("T", "a > 1", expression_type=kind)).encode()
-            answer = await client.invoke(addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=body), 5)
-            assert answer.code == expected, kind
-        bad = CheckClientRequestBody("c", GROUP, SubscriptionData("T", expression_type="XPATH")).encode()
-        answer = await client.invoke(addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=bad), 5)
-        assert answer.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        assert (await client.invoke(addr, check_client_config("TAG"), 5)).code == ResponseCode.SUCCESS
+        for kind in ("SQL92", "XPATH"):
+            answer = await client.invoke(addr, check_client_config(kind), 5)
+            assert (answer.code, answer.remark) == (
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {kind}",
+            )
         garbage = await client.invoke(addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=b"{nope"), 5)
         assert garbage.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_check_client_config_with_property_filtering_compiles_sql92(tmp_path: Path) -> None:
+    async with (
+        EmbeddedCluster(tmp_path / "cluster", enable_property_filter=True, **SMALL_STORE) as cluster,
+        RemotingClient() as client,
+    ):
+        addr = cluster.broker_addr
+        for kind in ("TAG", "SQL92"):
+            assert (await client.invoke(addr, check_client_config(kind), 5)).code == ResponseCode.SUCCESS, kind
+        malformed = await client.invoke(addr, check_client_config("SQL92", "a >"), 5)
+        assert malformed.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        assert malformed.remark
+        unknown = await client.invoke(addr, check_client_config("XPATH"), 5)
+        assert unknown.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
 
 
 async def test_a_heartbeat_with_a_bad_body_is_a_system_error(embedded_cluster: EmbeddedCluster) -> None:
