@@ -13,11 +13,13 @@ Usage::
     async with consumer:
         await anyio.sleep_forever()
 
-Lifecycle: entering the block starts the client instance (unless one was passed in), sends a heartbeat and runs a
-first rebalance; leaving it stops pulling, lets in-flight listener calls finish (up to ``await_termination``
-seconds), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file), unlocks orderly queues
-and unregisters from the brokers. Timers (rebalance 20 s, offset persist 5 s, heartbeat, route refresh) run in the
-instance; the orderly lock renewal (20 s) runs here.
+Lifecycle: entering the block starts the client instance (unless one was passed in), asks every known broker to check
+each SQL92 subscription (CHECK_CLIENT_CONFIG, as Java's ``checkClientInBroker``: a refusal fails the start with
+:class:`~client.errors.MQBrokerError` carrying the broker's code and remark; an unreachable broker is only logged),
+sends a heartbeat and runs a first rebalance; leaving it stops pulling, lets in-flight listener calls finish (up to
+``await_termination`` seconds), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file),
+unlocks orderly queues and unregisters from the brokers. Timers (rebalance 20 s, offset persist 5 s, heartbeat, route
+refresh) run in the instance; the orderly lock renewal (20 s) runs here.
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_service import PullService
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription, retry_topic
-from client.errors import ClientStateError
+from client.errors import ClientStateError, MQBrokerError
 from client.instance import MQClientInstance
 from client.message import uncompressed
 from remoting.codec.bodies import (
+    EXPRESSION_SQL92,
     EXPRESSION_TAG,
     ConsumeFromWhere,
     ConsumerData,
@@ -52,7 +55,11 @@ from remoting.codec.bodies import (
     MessageModel,
     MessageQueue,
 )
+from remoting.codec.bodies.admin import CheckClientRequestBody
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
 from remoting.codec.message import MessageExt
+from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +226,7 @@ class PushConsumer:
                     await self.instance.fetch_route(topic)
                 except Exception as exc:
                     log.info("consumer %s: %s", self._group, exc)
+            await self._check_client_in_brokers()
             await self.instance.send_heartbeat_to_all_brokers()
             await self.do_rebalance()
             if self.orderly and self._message_model is MessageModel.CLUSTERING:
@@ -227,6 +235,28 @@ class PushConsumer:
             await self._stop()
             raise
         return self
+
+    async def _check_client_in_brokers(self) -> None:
+        """CHECK_CLIENT_CONFIG (46) for every SQL92 subscription to every broker of the cached routes, before the
+        first heartbeat, so a refused expression fails ``start`` instead of every pull. Tag subscriptions are not
+        checked (as Java). Raises :class:`MQBrokerError` with the broker's answer; transport failures are logged
+        (Java fails the start on those too, but the heartbeat that follows tolerates an unreachable broker)."""
+        sql = [sub for sub in self.rebalance.subscriptions.values() if sub.expression_type == EXPRESSION_SQL92]
+        if not sql:
+            return
+        instance = self.instance
+        for addr in instance.broker_addresses(masters_only=False):
+            for sub in sql:
+                body = CheckClientRequestBody(instance.client_id, self._group, sub).encode()
+                try:
+                    response = await instance.remoting.invoke(
+                        addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=body), instance.config.rpc_timeout
+                    )
+                except RemotingError as exc:
+                    log.warning("consumer %s: CHECK_CLIENT_CONFIG to %s failed: %s", self._group, addr, exc)
+                    continue
+                if response.code != ResponseCode.SUCCESS:
+                    raise MQBrokerError(response.code, response.remark, addr)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -1,0 +1,60 @@
+"""Our PushConsumer checks SQL92 subscriptions with the brokers at start (CHECK_CLIENT_CONFIG, as Java's
+``checkClientInBroker``): a refused expression fails ``start`` with the broker's code and remark, before any
+heartbeat registers the group; an accepted one starts and filters. Real sockets on 127.0.0.1, in-loop cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.embedded import EmbeddedCluster
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.errors import MQBrokerError
+from client.message import MessageExt
+from remoting.codec.codes import ResponseCode
+from tests.client.helpers import create_topic
+from tests.conftest import SMALL_STORE
+
+TOPIC = "Sql92Checked"
+
+
+async def _ignore(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+def _consumer(cluster: EmbeddedCluster, group: str, expression: str) -> PushConsumer:
+    consumer = PushConsumer(group, cluster.namesrv_addr)
+    consumer.subscribe(TOPIC, expression, expression_type="SQL92")
+    consumer.register_message_listener(_ignore)
+    return consumer
+
+
+async def test_start_fails_with_the_brokers_answer_while_property_filtering_is_off(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    await create_topic(embedded_cluster.namesrv_addr, TOPIC)
+    with pytest.raises(MQBrokerError) as refused:
+        async with _consumer(embedded_cluster, "cg-sql-off", "a > 1"):
+            pytest.fail("the consumer started although the broker refused its SQL92 subscription")
+    assert (refused.value.code, refused.value.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        "The broker does not support consumer to filter message by SQL92",
+    )
+    assert refused.value.address == embedded_cluster.broker_addr
+    # Refused before the first heartbeat: the broker never registered the group.
+    assert embedded_cluster.controller.context.clients.consumer_ids("cg-sql-off") == []
+
+
+async def test_a_malformed_expression_fails_start_and_a_good_one_starts(tmp_path: Path) -> None:
+    async with EmbeddedCluster(tmp_path / "cluster", enable_property_filter=True, **SMALL_STORE) as cluster:
+        await create_topic(cluster.namesrv_addr, TOPIC)
+        with pytest.raises(MQBrokerError) as refused:
+            async with _consumer(cluster, "cg-sql-bad", "amount BETWEEN 10 AND"):
+                pytest.fail("the consumer started with a malformed SQL92 expression")
+        assert refused.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        assert refused.value.remark is not None and "Invalid SQL92 expression" in refused.value.remark
+        async with _consumer(cluster, "cg-sql-good", "amount BETWEEN 10 AND 20") as consumer:
+            assert consumer.group == "cg-sql-good"
+            assert cluster.controller.context.clients.consumer_ids("cg-sql-good")
