@@ -11,6 +11,11 @@ that names an older copy still resolves the live one: a transaction commits at m
 Progress of the check service is the internal group ``CID_RMQ_SYS_TRANS``'s offsets on both topics, kept in
 ``consumerOffset.json`` like any consumer's: after a restart everything is recovered from the two topics.
 
+A committed message that carries ``DELAY`` goes through the delay-level schedule (behaviour.md 3 step 10, as Java's
+``CommitLog.putMessage`` rewrites COMMIT-type messages): :meth:`TransactionalMessageBridge.put_commit_message` applies
+the ``delay_rewrite`` seam (the controller's ``ScheduleMessageService.rewrite``) before appending. Without the seam
+the message is appended to its real topic at once.
+
 Everything here is synchronous (store appends and reads never await), so a caller can read ops, scan halves and
 append renewals without an END_TRANSACTION interleaving. Store refusals propagate as
 :class:`~store.errors.PutRefusedError` subclasses.
@@ -18,7 +23,7 @@ append renewals without an END_TRANSACTION interleaving. Store refusals propagat
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from broker.context import BrokerContext
@@ -37,12 +42,15 @@ from store.results import AppendResult
 
 __all__ = [
     "PROPERTY_CHECK_IMMUNITY_TIME",
+    "PROPERTY_DELAY",
     "PROPERTY_PRODUCER_GROUP",
     "PROPERTY_TRANSACTION_CHECK_TIMES",
     "PROPERTY_TRAN_PREPARED_QUEUE_OFFSET",
     "TRANS_SYS_GROUP",
+    "DelayRewrite",
     "OpMessage",
     "TransactionalMessageBridge",
+    "delay_level_of",
     "origin_of",
 ]
 
@@ -57,6 +65,7 @@ PROPERTY_TRANSACTION_CHECK_TIMES: Final = "TRANSACTION_CHECK_TIMES"
 PROPERTY_CHECK_IMMUNITY_TIME: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 #: Java's ``TransactionalMessageUtil.REMOVETAG``.
 OP_TAG: Final = "d"
+PROPERTY_DELAY: Final = "DELAY"
 _HALF_QUEUE: Final = 0
 _READ_BATCH: Final = 32
 
@@ -72,6 +81,18 @@ def origin_of(half: MessageExt) -> int:
     return half.queue_offset
 
 
+#: The delay-level seam: a record and its level in, the record to append (in ``SCHEDULE_TOPIC_XXXX``) out.
+DelayRewrite = Callable[[MessageRecord, int], MessageRecord]
+
+
+def delay_level_of(props: dict[str, str]) -> int:
+    """The ``DELAY`` property as a level; 0 when absent or not a number (the send path ignores those too)."""
+    try:
+        return int(props.get(PROPERTY_DELAY, "0"))
+    except ValueError:
+        return 0
+
+
 class OpMessage:
     """One op message read back: its own queue offset and the half origin it resolves."""
 
@@ -83,10 +104,14 @@ class OpMessage:
 
 
 class TransactionalMessageBridge:
-    """Reads and writes the half and op topics of one broker. Owns no state beyond the context it is given."""
+    """Reads and writes the half and op topics of one broker. Owns no state beyond the context it is given.
 
-    def __init__(self, broker: BrokerContext) -> None:
+    ``delay_rewrite`` is the delay-level seam applied to committed messages that carry ``DELAY`` (see the module
+    docstring); the controller passes its schedule service's ``rewrite``."""
+
+    def __init__(self, broker: BrokerContext, delay_rewrite: DelayRewrite | None = None) -> None:
         self.broker = broker
+        self.delay_rewrite = delay_rewrite
         #: Origins with an op message in the check service's window (origin -> op queue offset): END_TRANSACTION
         #: consults it so a second answer for the same transaction (e.g. a check-back answer racing the producer's
         #: own commit) is acknowledged without committing twice. Rebuilt from the op topic by every check round.
@@ -165,7 +190,8 @@ class TransactionalMessageBridge:
     def put_commit_message(self, half: MessageExt, commit_type: int) -> AppendResult:
         """Append the real message of a committed half message: real topic and queue restored, ``REAL_*`` and
         ``TRAN_MSG`` removed, the transaction bits set to ``commit_type`` and the prepared-transaction offset set to
-        the half message's physical offset. The store dispatches it to the real queue (a consume-queue entry)."""
+        the half message's physical offset. The store dispatches it to the real queue (a consume-queue entry); one
+        with ``DELAY`` > 0 is rewritten by ``delay_rewrite`` first, so the schedule delivers it when due."""
         props = dict(half.properties)
         topic = props.pop(PROPERTY_REAL_TOPIC, "") or half.topic
         try:
@@ -174,6 +200,9 @@ class TransactionalMessageBridge:
             queue_id = 0
         props.pop(PROPERTY_TRANSACTION_PREPARED, None)
         record = self._record(half, topic, queue_id, props, (half.sys_flag & ~SYSFLAG_TRANSACTION_MASK) | commit_type)
+        level = delay_level_of(props)
+        if level > 0 and self.delay_rewrite is not None:
+            record = self.delay_rewrite(record, level)
         return self.broker.store.append(record)
 
     def put_op_message(self, half: MessageExt) -> AppendResult:
