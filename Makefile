@@ -58,3 +58,15 @@ $(E2E_CVS)/.installed:
 	touch $@
 
 e2e-deps: $(E2E_NODE)/node_modules/.installed $(E2E_CVS)/.installed
+
+# The comparison suite (bench/compare, docs/PERFORMANCE.md): installs the peers' Debian packages on demand (root),
+# runs rocketrio and each peer on 127.0.0.1, writes bench/results/compare.{json,png}.
+.PHONY: compare
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	touch $@
+
+compare: $(BENCH_STAMP)
+	$(BIN)/python -m bench.compare

@@ -1,0 +1,1 @@
+"""One-command comparison of rocketrio against real brokers on this machine: ``python -m bench.compare``."""

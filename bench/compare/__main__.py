@@ -1,0 +1,184 @@
+"""``python -m bench.compare`` (``make compare``): rocketrio beside Redis Streams, RabbitMQ, NATS JetStream and
+Mosquitto on one workload, in one run.
+
+Two durability classes, each system in the one it belongs to:
+
+- ``fsync-per-ack`` (the acknowledgement means the message is on disk): rocketrio SYNC_FLUSH, Redis
+  ``appendfsync always``, RabbitMQ durable queue + persistent messages + publisher confirms;
+- ``periodic-fsync`` (acknowledged once written, flushed in the background): rocketrio ASYNC_FLUSH, Redis
+  ``appendfsync everysec``, NATS JetStream file storage, Mosquitto QoS 1 with persistence.
+
+Every row: publish msgs/s with ``--inflight`` publishers awaiting acks, p50/p99 ack latency, then consume msgs/s
+draining what was published. ``ratio`` is rocketrio ÷ peer for publish and consume within the class. Output: JSON
+lines on stdout, a rich table on stderr, ``bench/results/compare.json`` and ``bench/results/compare.png``. A peer
+whose package cannot be installed or whose server does not start is a ``skipped`` row with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from rich.console import Console
+from rich.table import Table
+
+from bench.compare import drivers, servers
+from bench.compare.drivers import Measurement, Workload
+from bench.load.cluster import ClusterProcess, create_topics
+from bench.load.report import environment
+
+STDERR = Console(stderr=True, width=150)
+
+
+def run_rocketrio(flush: str, w: Workload) -> Measurement:
+    import trio
+
+    with ClusterProcess(flush) as cluster:
+        trio.run(create_topics, cluster.broker, [drivers.TOPIC], 4)
+        result: Measurement = anyio.run(drivers.rocketrio, cluster.namesrv, w, backend="trio")
+        return result
+
+
+def run_peer(binary: str, start: Callable[[], servers.PeerServer], driver: Any, w: Workload) -> Measurement | str:
+    reason = servers.ensure_installed(binary)
+    if reason:
+        return reason
+    try:
+        server = start()
+    except servers.PeerUnavailable as exc:
+        return f"server did not start: {exc}"
+    try:
+        result: Measurement = anyio.run(driver, server.port, w, backend="asyncio")
+        return result
+    finally:
+        server.stop()
+
+
+def matrix(w: Workload, only: set[str] | None) -> list[dict[str, Any]]:
+    plan: list[tuple[str, str, Callable[[], Measurement | str]]] = [
+        ("fsync-per-ack", "rocketrio SYNC_FLUSH", lambda: run_rocketrio("SYNC_FLUSH", w)),
+        ("fsync-per-ack", "redis appendfsync always", lambda: run_peer(
+            "redis-server", lambda: servers.start_redis("always"), drivers.redis_streams, w)),
+        ("fsync-per-ack", "rabbitmq confirms+durable", lambda: run_peer(
+            "rabbitmq-server", servers.start_rabbitmq, drivers.rabbitmq, w)),
+        ("periodic-fsync", "rocketrio ASYNC_FLUSH", lambda: run_rocketrio("ASYNC_FLUSH", w)),
+        ("periodic-fsync", "redis appendfsync everysec", lambda: run_peer(
+            "redis-server", lambda: servers.start_redis("everysec"), drivers.redis_streams, w)),
+        ("periodic-fsync", "nats jetstream file", lambda: run_peer(
+            "nats-server", servers.start_nats, drivers.nats_jetstream, w)),
+        ("periodic-fsync", "mosquitto qos1 persistent", lambda: run_peer(
+            "mosquitto", servers.start_mosquitto, drivers.mosquitto, w)),
+    ]  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    for durability, system, run in plan:
+        if only and not any(name in system for name in only) and not system.startswith("rocketrio"):
+            continue
+        STDERR.print(f"[bold]{durability}[/]: {system} ...")
+        row: dict[str, Any] = {"bench": "compare", "durability": durability, "system": system}
+        try:
+            outcome = run()
+        except Exception as exc:  # one broken peer must not lose the other rows
+            outcome = f"failed: {type(exc).__name__}: {exc}"
+        if isinstance(outcome, str):
+            row["skipped"] = outcome
+        else:
+            row.update(
+                publish_rps=round(outcome.publish_rps),
+                published=outcome.published,
+                p50_ms=round(outcome.p50_ms, 3),
+                p99_ms=round(outcome.p99_ms, 3),
+                consume_rps=round(outcome.consume_rps),
+                consumed=outcome.consumed,
+            )
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    for row in rows:
+        ours = next(r for r in rows if r["durability"] == row["durability"] and r["system"].startswith("rocketrio"))
+        if "skipped" in row or "skipped" in ours:
+            continue
+        for key in ("publish_rps", "consume_rps"):
+            if row[key]:
+                row[f"{key.split('_')[0]}_ratio"] = round(ours[key] / row[key], 2)
+    return rows
+
+
+def show(rows: list[dict[str, Any]]) -> None:
+    table = Table(title="rocketrio vs peers (ratio = rocketrio ÷ peer, same durability class)")
+    for column in ("durability", "system", "publish/s", "p50 ms", "p99 ms", "consume/s", "pub ratio", "cons ratio"):
+        table.add_column(column, justify="left" if column in ("durability", "system") else "right")
+    for r in rows:
+        if "skipped" in r:
+            table.add_row(r["durability"], r["system"], f"skipped: {r['skipped']}", "", "", "", "", "")
+            continue
+        table.add_row(
+            r["durability"],
+            r["system"],
+            f"{r['publish_rps']:,}",
+            f"{r['p50_ms']:.2f}",
+            f"{r['p99_ms']:.2f}",
+            f"{r['consume_rps']:,}",
+            str(r.get("publish_ratio", "")),
+            str(r.get("consume_ratio", "")),
+        )
+    STDERR.print(table)
+
+
+def chart(rows: list[dict[str, Any]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = [r for r in rows if "skipped" not in r]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for ax, key, title in (
+        (axes[0], "publish_rps", "acknowledged publish msg/s"),
+        (axes[1], "consume_rps", "consume msg/s"),
+    ):
+        labels = [f"{r['system']}\n({r['durability']})" for r in measured]
+        colors = ["tab:orange" if r["system"].startswith("rocketrio") else "tab:blue" for r in measured]
+        bars = ax.barh(labels, [r[key] for r in measured], color=colors)
+        for bar, r in zip(bars, measured, strict=True):
+            ratio = r.get(f"{key.split('_')[0]}_ratio")
+            if ratio is not None:
+                ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" x{ratio}", va="center", fontsize=8)
+        ax.set_title(title)
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=7)
+    fig.suptitle("rocketrio vs peers (label: rocketrio ÷ peer in the same durability class)")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(prog="bench.compare", description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--size", type=int, default=128, help="message body bytes")
+    parser.add_argument("--inflight", type=int, default=32, help="publishers awaiting acks concurrently")
+    parser.add_argument("--duration", type=float, default=3.0, help="publish seconds per system")
+    parser.add_argument("--max-messages", type=int, default=200_000, help="publish at most this many per system")
+    parser.add_argument("--drain-timeout", type=float, default=20.0, help="consume at most this long per system")
+    parser.add_argument("--only", action="append", help="peers whose name contains this (repeatable); rocketrio always")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    args = parser.parse_args(argv)
+    w = Workload(args.size, args.inflight, args.duration, args.max_messages, args.drain_timeout)
+    rows = matrix(w, set(args.only) if args.only else None)
+    show(rows)
+    summary = {"workload": {k: getattr(w, k) for k in ("size", "inflight", "duration", "max_messages")}, "rows": rows}
+    summary["environment"] = environment("per row")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "compare.json").write_text(json.dumps(summary, indent=2) + "\n")
+    try:
+        chart(rows, args.out / "compare.png")
+    except ImportError:
+        STDERR.print("matplotlib is not installed (pip install -e '.[bench]'): no chart")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""The one workload, driven against each system: acknowledged durable publishes, then a drain of what was stored.
+
+Publish: ``inflight`` concurrent publishers, each awaiting its acknowledgement (rocketrio SEND_OK, Redis XADD
+reply, RabbitMQ publisher confirm, JetStream PubAck, MQTT PUBACK), bounded by ``duration`` seconds and
+``max_messages``. Consume: read back the messages published (Redis XREADGROUP + XACK, RabbitMQ basic.consume + ack,
+JetStream pull fetch + ack, rocketrio push consumer), bounded by ``drain_timeout``. Each driver is an async function
+run by anyio (rocketrio on trio, the peers on asyncio, their clients' runtime; the MQTT driver is asyncio-only)
+returning a :class:`Measurement`.
+A driver that fails raises; the suite records the error for that row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import attrs
+
+from bench.load.stats import percentile
+
+TOPIC = "BenchCompare"
+
+
+@attrs.frozen
+class Workload:
+    size: int = 128
+    inflight: int = 32
+    duration: float = 3.0
+    max_messages: int = 200_000
+    drain_timeout: float = 20.0
+
+
+@attrs.frozen
+class Measurement:
+    published: int
+    publish_seconds: float
+    p50_ms: float
+    p99_ms: float
+    consumed: int
+    consume_seconds: float
+
+    @property
+    def publish_rps(self) -> float:
+        return self.published / self.publish_seconds if self.publish_seconds else 0.0
+
+    @property
+    def consume_rps(self) -> float:
+        return self.consumed / self.consume_seconds if self.consume_seconds else 0.0
+
+
+async def publish_loop(send: Callable[[], Awaitable[Any]], w: Workload) -> tuple[int, float, list[float]]:
+    """(acknowledged count, seconds, latencies ms) of ``w.inflight`` publishers calling ``send``."""
+    latencies: list[float] = []
+    budget = w.max_messages
+    start = anyio.current_time()
+    deadline = start + w.duration
+
+    async def publisher() -> None:
+        nonlocal budget
+        while budget > 0 and anyio.current_time() < deadline:
+            budget -= 1
+            t0 = time.perf_counter()
+            await send()
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(w.inflight):
+            tg.start_soon(publisher)
+    return len(latencies), anyio.current_time() - start, latencies
+
+
+def _measure(published: tuple[int, float, list[float]], consumed: int, consume_seconds: float) -> Measurement:
+    count, seconds, latencies = published
+    latencies.sort()
+    return Measurement(
+        count, seconds, percentile(latencies, 0.5), percentile(latencies, 0.99), consumed, consume_seconds
+    )
+
+
+# -- rocketrio (trio) -----------------------------------------------------------------------------------------------
+
+
+async def rocketrio(namesrv: str, w: Workload) -> Measurement:
+    from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
+
+    body = b"r" * w.size
+    async with Producer("bench_compare_pg", namesrv) as producer:
+        await producer.send(Message(TOPIC, body))
+        published = await publish_loop(lambda: producer.send(Message(TOPIC, body)), w)
+    target = published[0] + 1
+    received = 0
+    done = anyio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        nonlocal received
+        received += len(msgs)
+        if received >= target:
+            done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "bench_compare_cg",
+        namesrv,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        consume_message_batch_max_size=32,
+    )
+    consumer.subscribe(TOPIC)
+    consumer.register_message_listener(listener)
+    start = anyio.current_time()
+    async with consumer:
+        with anyio.move_on_after(w.drain_timeout):
+            await done.wait()
+        seconds = anyio.current_time() - start
+    return _measure(published, received, seconds)
+
+
+# -- Redis Streams (asyncio) ----------------------------------------------------------------------------------------
+
+
+async def redis_streams(port: int, w: Workload) -> Measurement:
+    import redis.asyncio as aioredis
+
+    body = b"r" * w.size
+    client = aioredis.Redis(host="127.0.0.1", port=port, max_connections=w.inflight + 2)
+    try:
+        await client.xgroup_create("bench", "cg", id="0", mkstream=True)
+        published = await publish_loop(lambda: client.xadd("bench", {"b": body}), w)
+        consumed = 0
+        start = anyio.current_time()
+        with anyio.move_on_after(w.drain_timeout):
+            while consumed < published[0]:
+                reply = await client.xreadgroup("cg", "c1", {"bench": ">"}, count=512)
+                if not reply:
+                    break
+                ids = [entry_id for entry_id, _ in reply[0][1]]
+                await client.xack("bench", "cg", *ids)
+                consumed += len(ids)
+        return _measure(published, consumed, anyio.current_time() - start)
+    finally:
+        await client.aclose()
+
+
+# -- RabbitMQ (asyncio) ---------------------------------------------------------------------------------------------
+
+
+async def rabbitmq(port: int, w: Workload) -> Measurement:
+    import aio_pika
+
+    body = b"r" * w.size
+    connection = await aio_pika.connect(host="127.0.0.1", port=port)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        queue = await channel.declare_queue("bench", durable=True)
+
+        async def send() -> None:
+            message = aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
+            await channel.default_exchange.publish(message, routing_key="bench")
+
+        published = await publish_loop(send, w)
+        consumer_channel = await connection.channel()
+        await consumer_channel.set_qos(prefetch_count=512)
+        queue = await consumer_channel.get_queue("bench")
+        consumed = 0
+        start = anyio.current_time()
+        with anyio.move_on_after(w.drain_timeout):
+            async with queue.iterator() as messages:
+                async for message in messages:
+                    await message.ack()
+                    consumed += 1
+                    if consumed >= published[0]:
+                        break
+        return _measure(published, consumed, anyio.current_time() - start)
+    finally:
+        await connection.close()
+
+
+# -- NATS JetStream (asyncio) ---------------------------------------------------------------------------------------
+
+
+async def nats_jetstream(port: int, w: Workload) -> Measurement:
+    import nats
+
+    body = b"r" * w.size
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="BENCH", subjects=["bench"])
+        published = await publish_loop(lambda: js.publish("bench", body), w)
+        sub = await js.pull_subscribe("bench", "cg")
+        consumed = 0
+        start = anyio.current_time()
+        with anyio.move_on_after(w.drain_timeout):
+            while consumed < published[0]:
+                batch = await sub.fetch(512, timeout=5)
+                for message in batch:
+                    await message.ack()
+                consumed += len(batch)
+        return _measure(published, consumed, anyio.current_time() - start)
+    finally:
+        await nc.close()
+
+
+# -- Mosquitto, MQTT QoS 1 (paho's network thread) ------------------------------------------------------------------
+
+
+async def mosquitto(port: int, w: Workload) -> Measurement:
+    """QoS 1 publishes acknowledged by PUBACK; a persistent-session subscriber (QoS 1) is registered first and
+    drains its queued messages afterwards."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    body = b"r" * w.size
+    sub_received = 0
+    sub_done = threading.Event()
+    target = [w.max_messages + 1]
+
+    def on_message(client: Any, userdata: Any, message: Any) -> None:
+        nonlocal sub_received
+        sub_received += 1
+        if sub_received >= target[0]:
+            sub_done.set()
+
+    subscriber = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="bench-sub", clean_session=False)
+    subscriber.connect("127.0.0.1", port)
+    subscriber.subscribe("bench", qos=1)
+    subscriber.loop(timeout=1.0)
+    subscriber.disconnect()  # offline: the broker queues (and persists) its QoS 1 messages
+
+    publisher = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="bench-pub")
+    publisher.max_inflight_messages_set(w.inflight)
+    publisher.max_queued_messages_set(w.inflight)
+    pending: dict[int, asyncio.Event] = {}
+    loop = asyncio.get_running_loop()
+
+    def on_publish(client: Any, userdata: Any, mid: int, reason: Any, properties: Any) -> None:
+        # paho's thread holds its lock here while publish() may wait for it: hand over without blocking
+        event = pending.pop(mid, None)
+        if event is not None:
+            loop.call_soon_threadsafe(event.set)
+
+    publisher.on_publish = on_publish
+    publisher.connect("127.0.0.1", port)
+    publisher.loop_start()
+    try:
+
+        async def send() -> None:
+            acked = asyncio.Event()
+            info = publisher.publish("bench", body, qos=1)
+            pending[info.mid] = acked
+            if info.is_published():
+                pending.pop(info.mid, None)
+                return
+            await acked.wait()
+
+        published = await publish_loop(send, w)
+    finally:
+        publisher.loop_stop()
+        publisher.disconnect()
+    target[0] = published[0]
+    subscriber.on_message = on_message
+    start = anyio.current_time()
+    subscriber.reconnect()
+    subscriber.loop_start()
+    try:
+        await anyio.to_thread.run_sync(sub_done.wait, w.drain_timeout)
+    finally:
+        subscriber.loop_stop()
+        subscriber.disconnect()
+    return _measure(published, sub_received, anyio.current_time() - start)
