@@ -43,8 +43,10 @@ def run_rocketrio(flush: str, w: Workload) -> Measurement:
         return result
 
 
-def run_peer(binary: str, start: Callable[[], servers.PeerServer], driver: Any, w: Workload) -> Measurement | str:
-    reason = servers.ensure_installed(binary)
+def run_peer(
+    binary: str, start: Callable[[], servers.PeerServer], driver: Any, w: Workload, install: bool
+) -> Measurement | str:
+    reason = servers.ensure_installed(binary) if install else servers.missing(binary)
     if reason:
         return reason
     try:
@@ -58,20 +60,20 @@ def run_peer(binary: str, start: Callable[[], servers.PeerServer], driver: Any, 
         server.stop()
 
 
-def matrix(w: Workload, only: set[str] | None) -> list[dict[str, Any]]:
+def matrix(w: Workload, only: set[str] | None, install: bool = True) -> list[dict[str, Any]]:
     plan: list[tuple[str, str, Callable[[], Measurement | str]]] = [
         ("fsync-per-ack", "rocketrio SYNC_FLUSH", lambda: run_rocketrio("SYNC_FLUSH", w)),
         ("fsync-per-ack", "redis appendfsync always", lambda: run_peer(
-            "redis-server", lambda: servers.start_redis("always"), drivers.redis_streams, w)),
+            "redis-server", lambda: servers.start_redis("always"), drivers.redis_streams, w, install)),
         ("fsync-per-ack", "rabbitmq confirms+durable", lambda: run_peer(
-            "rabbitmq-server", servers.start_rabbitmq, drivers.rabbitmq, w)),
+            "rabbitmq-server", servers.start_rabbitmq, drivers.rabbitmq, w, install)),
         ("periodic-fsync", "rocketrio ASYNC_FLUSH", lambda: run_rocketrio("ASYNC_FLUSH", w)),
         ("periodic-fsync", "redis appendfsync everysec", lambda: run_peer(
-            "redis-server", lambda: servers.start_redis("everysec"), drivers.redis_streams, w)),
+            "redis-server", lambda: servers.start_redis("everysec"), drivers.redis_streams, w, install)),
         ("periodic-fsync", "nats jetstream file", lambda: run_peer(
-            "nats-server", servers.start_nats, drivers.nats_jetstream, w)),
+            "nats-server", servers.start_nats, drivers.nats_jetstream, w, install)),
         ("periodic-fsync", "mosquitto qos1 persistent", lambda: run_peer(
-            "mosquitto", servers.start_mosquitto, drivers.mosquitto, w)),
+            "mosquitto", servers.start_mosquitto, drivers.mosquitto, w, install)),
     ]  # fmt: skip
     rows: list[dict[str, Any]] = []
     for durability, system, run in plan:
@@ -81,6 +83,8 @@ def matrix(w: Workload, only: set[str] | None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"bench": "compare", "durability": durability, "system": system}
         try:
             outcome = run()
+        except ImportError as exc:
+            outcome = f"client library missing ({exc.name}): pip install -e '.[bench]'"
         except Exception as exc:  # one broken peer must not lose the other rows
             outcome = f"failed: {type(exc).__name__}: {exc}"
         if isinstance(outcome, str):
@@ -94,7 +98,7 @@ def matrix(w: Workload, only: set[str] | None) -> list[dict[str, Any]]:
                 consume_rps=round(outcome.consume_rps),
                 consumed=outcome.consumed,
             )
-        print(json.dumps(row), flush=True)
+        STDERR.print(f"  {row}")
         rows.append(row)
     for row in rows:
         ours = next(r for r in rows if r["durability"] == row["durability"] and r["system"].startswith("rocketrio"))
@@ -103,6 +107,8 @@ def matrix(w: Workload, only: set[str] | None) -> list[dict[str, Any]]:
         for key in ("publish_rps", "consume_rps"):
             if row[key]:
                 row[f"{key.split('_')[0]}_ratio"] = round(ours[key] / row[key], 2)
+    for row in rows:
+        print(json.dumps(row), flush=True)
     return rows
 
 
@@ -164,10 +170,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--max-messages", type=int, default=200_000, help="publish at most this many per system")
     parser.add_argument("--drain-timeout", type=float, default=20.0, help="consume at most this long per system")
     parser.add_argument("--only", action="append", help="peers whose name contains this (repeatable); rocketrio always")
+    parser.add_argument("--no-install", action="store_true", help="skip peers that are not installed (no apt-get)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
     w = Workload(args.size, args.inflight, args.duration, args.max_messages, args.drain_timeout)
-    rows = matrix(w, set(args.only) if args.only else None)
+    rows = matrix(w, set(args.only) if args.only else None, not args.no_install)
     show(rows)
     summary = {"workload": {k: getattr(w, k) for k in ("size", "inflight", "duration", "max_messages")}, "rows": rows}
     summary["environment"] = environment("per row")

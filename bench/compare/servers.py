@@ -41,6 +41,11 @@ def find_binary(name: str) -> str | None:
     return shutil.which(name) or next((f"{d}/{name}" for d in SBIN if os.path.exists(f"{d}/{name}")), None)
 
 
+def missing(binary: str) -> str | None:
+    """None when ``binary`` is installed, else the skip reason (nothing is installed)."""
+    return None if find_binary(binary) else f"{binary} is not installed (package {PACKAGES.get(binary, binary)})"
+
+
 def ensure_installed(binary: str) -> str | None:
     """None when ``binary`` exists (installing its package if needed), else why not."""
     if find_binary(binary):

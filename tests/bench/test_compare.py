@@ -1,0 +1,46 @@
+"""Smoke test for bench.compare: one short run yields rocketrio rows with figures and, for each peer, either a
+measurement or a skip reason (never an invented number). Nothing is installed by the test (``--no-install``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.compare import servers
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_short_comparison_reports_rocketrio_and_measures_or_skips_each_peer(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "bench.compare", "--duration", "0.5", "--max-messages", "2000", "--no-install"]
+    argv += ["--drain-timeout", "10", "--only", "redis", "--out", str(tmp_path)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["system"] for r in rows] == [
+        "rocketrio SYNC_FLUSH",
+        "redis appendfsync always",
+        "rocketrio ASYNC_FLUSH",
+        "redis appendfsync everysec",
+    ]
+    for row in rows:
+        if row["system"].startswith("rocketrio"):
+            assert row["published"] > 0 and row["consumed"] >= row["published"]
+        elif "skipped" in row:
+            assert row["skipped"]
+        else:
+            assert row["published"] > 0 and row["consumed"] == row["published"]
+            assert row["publish_ratio"] > 0
+    if servers.find_binary("redis-server") and importlib.util.find_spec("redis"):
+        assert all("skipped" not in r for r in rows), rows
+    assert json.loads((tmp_path / "compare.json").read_text())["rows"] == rows
+    if importlib.util.find_spec("matplotlib"):
+        assert (tmp_path / "compare.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_missing_peer_binary_is_a_reason_not_a_number() -> None:
+    assert servers.missing("no-such-broker-server") == (
+        "no-such-broker-server is not installed (package no-such-broker-server)"
+    )
