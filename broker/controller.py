@@ -111,7 +111,7 @@ class BrokerController:
             flush_interval=config.timer_flush_interval_ms / 1000,
             is_master=config.broker_role != "SLAVE",
         )
-        self.transaction_bridge = TransactionalMessageBridge(self.context)
+        self.transaction_bridge = TransactionalMessageBridge(self.context, delay_rewrite=self.schedule.rewrite)
         self.transaction_check = TransactionCheckService(self.context, self.transaction_bridge)
         self.dispatcher = Dispatcher()
         self._register_processors()
