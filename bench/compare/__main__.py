@@ -10,7 +10,8 @@ Two durability classes, each system in the one it belongs to:
 
 Every row: publish msgs/s with ``--inflight`` publishers awaiting acks, p50/p99 ack latency, then consume msgs/s
 draining what was published. ``ratio`` is rocketrio ÷ peer for publish and consume within the class. Output: JSON
-lines on stdout, a rich table on stderr, ``bench/results/compare.json`` and ``bench/results/compare.png``. A peer
+lines on stdout, a rich table on stderr, ``bench/results/compare.json`` and ``bench/results/compare.png``;
+``--profile`` then re-runs the rocketrio rows under py-spy into ``bench/results/compare.svg``. A peer
 whose package cannot be installed or whose server does not start is a ``skipped`` row with the reason.
 """
 
@@ -18,6 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,7 @@ from rich.table import Table
 from bench.compare import drivers, servers
 from bench.compare.drivers import Measurement, Workload
 from bench.load.cluster import ClusterProcess, create_topics
+from bench.load.profile import py_spy
 from bench.load.report import environment
 
 STDERR = Console(stderr=True, width=150)
@@ -171,6 +176,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--drain-timeout", type=float, default=20.0, help="consume at most this long per system")
     parser.add_argument("--only", action="append", help="peers whose name contains this (repeatable); rocketrio always")
     parser.add_argument("--no-install", action="store_true", help="skip peers that are not installed (no apt-get)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="then re-run the rocketrio rows under py-spy (brokers included) into <out>/compare.svg",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
     w = Workload(args.size, args.inflight, args.duration, args.max_messages, args.drain_timeout)
@@ -184,7 +194,20 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         chart(rows, args.out / "compare.png")
     except ImportError:
         STDERR.print("matplotlib is not installed (pip install -e '.[bench]'): no chart")
+    if args.profile:
+        profile_rocketrio(w, args.out / "compare.svg")
     return rows
+
+
+def profile_rocketrio(w: Workload, svg: Path) -> None:
+    """The rocketrio rows again under py-spy (a peer name matching nothing skips every peer); that run's own
+    figures go to a scratch directory, so the table above stays the unprofiled one."""
+    with tempfile.TemporaryDirectory(prefix="bench-compare-profile-") as scratch:
+        argv = [sys.executable, "-m", "bench.compare", "--size", str(w.size), "--inflight", str(w.inflight)]
+        argv += ["--duration", str(w.duration), "--max-messages", str(w.max_messages), "--no-install"]
+        argv += ["--only", "rocketrio-only", "--out", scratch]
+        record = [py_spy(), "record", "--subprocesses", "-o", str(svg), "--", *argv]
+        subprocess.run(record, check=True, stdout=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":

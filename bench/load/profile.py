@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ def render_flamegraph(speedscope: Path, svg: Path, title: str = "rocketrio broke
                 frame = frames[index]
                 label = html.escape(f"{frame['name']} ({Path(frame.get('file', '?')).name}:{frame.get('line', 0)})")
                 tip = f"{label} {kid['w'] / total:.1%}"
-                hue = 20 + (hash(frame["name"]) % 40)
+                hue = 20 + zlib.crc32(frame["name"].encode()) % 40  # stable colours across runs
                 text = label[: int(w / 7)] if w > 40 else ""
                 rects.append(
                     f'<g><title>{tip}</title><rect x="{x:.1f}" y="{30 + depth * row}" width="{w:.1f}" '
