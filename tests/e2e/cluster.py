@@ -25,7 +25,8 @@ _BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?)\] boot success")
 
 
 class EmbeddedBroker:
-    """``python -m broker.embedded`` (name server + broker in one process) with SYNC_FLUSH under ``data_dir``.
+    """``python -m broker.embedded`` (name server + broker in one process) with SYNC_FLUSH under ``data_dir`` and a
+    1 s transaction check interval and timeout.
 
     The first start binds free ports; :meth:`restart` binds the same ones again, so clients keep their addresses.
     """
@@ -41,6 +42,8 @@ class EmbeddedBroker:
 
     def _argv(self) -> list[str]:
         argv = [sys.executable, "-m", "broker.embedded", "--data", str(self.data_dir), "--flushDiskType", "SYNC_FLUSH"]
+        # Check-backs within seconds for the transaction scenario (RocketMQ's defaults: 60 s rounds, 6 s timeout).
+        argv += ["--transactionCheckInterval", "1000", "--transactionTimeOut", "1000"]
         if self.namesrv_addr:
             argv += ["--namesrv-port", self.namesrv_addr.rsplit(":", 1)[1]]
             argv += ["--listenPort", self.broker_addr.rsplit(":", 1)[1]]

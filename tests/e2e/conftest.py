@@ -1,4 +1,5 @@
-"""One end-to-end session per real client, shared by every test of that client (see ``scenarios.py``).
+"""One end-to-end session per real client, shared by every test of that client in every e2e module (see
+``scenarios.py``).
 
 A client that is not installed skips its tests with the reason, except in CI (``CI=true``), where it fails them:
 ``.ci/run`` installs both clients, so a missing one there is a broken install, not an optional extra.
@@ -13,7 +14,7 @@ from tests.e2e.harness import CLIENT_KINDS, in_ci
 from tests.e2e.scenarios import SessionReport, run_session
 
 
-@pytest.fixture(scope="module", params=sorted(CLIENT_KINDS))
+@pytest.fixture(scope="session", params=sorted(CLIENT_KINDS))
 def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SessionReport:
     kind = CLIENT_KINDS[request.param]
     reason = kind.missing_reason()

@@ -9,10 +9,11 @@ behaviour per test. Timeline (``T`` = 1,000 messages)::
                 [crash] as [split] on CRASH, the first one SIGKILLed
     -> [once] stops; 8 tail messages are sent; a restarted [once] consumer must get exactly the tail.
 
-Each scenario records its own failure in ``errors`` instead of aborting the others, so a broker bug shows up as
+The issue-6 scenarios of ``semantics.py`` (delay levels, send-back retries, C++ transactions, queries) run in the same
+nursery. Each scenario records its own failure in ``errors`` instead of aborting the others, so a broker bug shows up as
 the tests it breaks. Waits for the clients' own timers (both rebalance every 10 s; the C++ core also rebalances on
-NOTIFY_CONSUMER_IDS_CHANGED, ali-ons ignores it) are bounded by :data:`STEP`; nothing here asserts a duration except
-the latency scenario's correctness bound.
+NOTIFY_CONSUMER_IDS_CHANGED, ali-ons ignores it) are bounded by :data:`STEP`; nothing here asserts a duration except the
+latency scenario's correctness bound.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ from remoting.client import RemotingClient
 from remoting.errors import RemotingError
 from tests.e2e.cluster import EmbeddedBroker, create_topic, wait_for_consumers, wait_for_route
 from tests.e2e.harness import Agent, ClientKind, Event, ScenarioError, kill_all
+from tests.e2e.semantics import (
+    SemanticsReport,
+    delay_scenario,
+    query_scenario,
+    retry_scenario,
+    transaction_scenario,
+)
 
 TOTAL = 1000
 TAGS = ("TagA", "TagB", "TagC")
@@ -89,6 +97,7 @@ class SessionReport:
     latency_ms: list[int] = attrs.field(factory=list)
     errors: dict[str, str] = attrs.field(factory=dict)
     client_errors: dict[str, list[str]] = attrs.field(factory=dict)
+    semantics: SemanticsReport = attrs.field(factory=lambda: SemanticsReport())
 
     def failure(self, scenario: str) -> str | None:
         err = self.errors.get(scenario) or self.errors.get("setup")
@@ -108,13 +117,17 @@ class Session:
         prefix = "e2e_" + kind.name.replace("-", "_")
         self.main, self.split, self.latency = f"{prefix}_main", f"{prefix}_split", f"{prefix}_latency"
         self.crash = f"{prefix}_crash"
+        self.delay, self.retry, self.tx = f"{prefix}_delay", f"{prefix}_retry", f"{prefix}_tx"
         self.topics = {self.main: 4, self.split: 4, self.crash: 4, self.latency: 1}
+        self.topics.update({self.delay: 2, self.retry: 1, self.tx: 1})
 
-    async def agent(self, role: str, group: str, topic: str = "", instance: str = "", slow_after: int = 0) -> Agent:
+    async def agent(
+        self, role: str, group: str, topic: str = "", instance: str = "", slow_after: int = 0, fail_times: int = 0
+    ) -> Agent:
         name = f"{role}-{group}-{instance or len(self.agents)}"
         options: dict[str, str | int] = {"namesrv": self.broker.namesrv_addr, "group": group}
         if role == "consumer":
-            options.update(topic=topic, instance=instance, slow_after=slow_after)
+            options.update(topic=topic, instance=instance, slow_after=slow_after, fail_times=fail_times)
             if self.kind.name == "cpp":
                 options["props"] = ",".join(USER_PROPS)
         if self.kind.name == "cpp":
@@ -300,6 +313,11 @@ class Session:
             crash = functools.partial(self.split_scenario, self.report.crash, True)
             scenarios.start_soon(self.guarded, "crash", crash)
             scenarios.start_soon(self.guarded, "latency", self.latency_scenario)
+            scenarios.start_soon(self.guarded, "delay", functools.partial(delay_scenario, self))
+            scenarios.start_soon(self.guarded, "retry", functools.partial(retry_scenario, self))
+            scenarios.start_soon(self.guarded, "query", functools.partial(query_scenario, self))
+            if self.kind.name == "cpp":  # ali-ons has no transactional producer (see semantics.py)
+                scenarios.start_soon(self.guarded, "transaction", functools.partial(transaction_scenario, self))
         if "once" not in self.report.errors:
             await self.guarded("once_restart", self.once_finish)
         else:
@@ -318,7 +336,8 @@ async def run_session(kind: ClientKind, work: Path) -> SessionReport:
         assert session is not None
         if scope.cancelled_caught:
             session.report.errors.setdefault("session", f"the session exceeded {SESSION_LIMIT:.0f}s")
-            for name in ("setup", "once", "resume", "split", "crash", "latency", "once_restart"):
+            names = ("setup", "once", "resume", "split", "crash", "latency", "once_restart")
+            for name in (*names, "delay", "retry", "query", "transaction"):
                 session.report.errors.setdefault(name, "the session ran out of time")
         for agent in session.agents:
             agent.dump_events(session.logs / f"{agent.name}.events.jsonl")

@@ -11,6 +11,16 @@ protocol as ``tests/e2e/node/agent.js``::
     python agent.py consumer --namesrv ADDR --group CG --topic T --props seq,origin --logs DIR [--instance NAME]
         stdout {"ev":"recv", ...} per message the callback accepted
         stdin  {"op":"stop","id":2}: stop accepting, shut the consumer down (it persists offsets), {"ev":"done"}
+    python agent.py txproducer --namesrv ADDR --group PG --logs DIR
+        as producer, but every message is sent in a transaction (the C API's ``CreateTransactionProducer`` /
+        ``SendMessageTransaction``; the Python wrapper has no transactional producer). User properties ``txExecute``
+        and ``txCheck`` (``commit``/``rollback``/``unknown``) are what the local-transaction executor and the broker's
+        check-back (CHECK_TRANSACTION_STATE, answered by the C++ core) return for that message; each call is reported
+        as {"ev":"tx_execute","key","answer"} / {"ev":"tx_check","key","msgId","checkTimes","answer"}.
+
+A message spec may carry ``delayLevel`` (the DELAY property, set with ``set_delay_time_level``). ``--fail-times N``
+makes the consumer answer RECONSUME_LATER (through the C API: the wrapper turns a raising callback into
+CONSUME_SUCCESS) while a message's reconsume count is below N; those deliveries are reported with ``"failed": true``.
 
 Both emit ``{"ev":"ready"}`` once started. The consumer callback runs on the client's native threads, so output is
 serialised by a lock. Every message the callback returns from is reported, including those consumed while the
@@ -28,6 +38,7 @@ import os
 import sys
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from rocketmq.client import (  # type: ignore[import-not-found]  # lives in .venv-cvs only
@@ -38,7 +49,13 @@ from rocketmq.client import (  # type: ignore[import-not-found]  # lives in .ven
     SendStatus,
 )
 from rocketmq.exceptions import ffi_check  # type: ignore[import-not-found]
-from rocketmq.ffi import dll  # type: ignore[import-not-found]
+from rocketmq.ffi import _CSendResult, dll  # type: ignore[import-not-found]
+
+# CTransactionStatus of the C API (CTransactionStatus.h).
+TX_STATUS = {"commit": 0, "rollback": 1, "unknown": 2}
+# The C API's callbacks: (CProducer*, CMessage* or CMessageExt*, void* userData) -> CTransactionStatus.
+TX_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+CONSUME_SUCCESS, RECONSUME_LATER = 0, 1
 
 _out_lock = threading.Lock()
 
@@ -79,6 +96,7 @@ def describe_received(msg: RecvMessage, prop_names: list[str]) -> dict[str, Any]
         "bornTs": msg.born_timestamp,
         "recvTs": now_ms(),
         "reconsumeTimes": msg.reconsume_times,
+        "storeTs": msg.store_timestamp,
     }
 
 
@@ -88,8 +106,63 @@ def read_commands() -> Any:
             yield json.loads(line)
 
 
+def _text_of(raw: bytes | None) -> str:
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+def transaction_producer(group: str) -> tuple[Any, Any]:
+    """A wrapper ``Producer`` around the C API's transactional producer, and its send function."""
+    dll.CreateTransactionProducer.argtypes = [ctypes.c_char_p, TX_CALLBACK, ctypes.c_void_p]
+    dll.CreateTransactionProducer.restype = ctypes.c_void_p
+    dll.SendMessageTransaction.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        TX_CALLBACK,
+        ctypes.c_void_p,
+        ctypes.POINTER(_CSendResult),
+    ]
+    dll.SendMessageTransaction.restype = ctypes.c_int
+    dll.GetOriginMessageKeys.argtypes = [ctypes.c_void_p]
+    dll.GetOriginMessageKeys.restype = ctypes.c_char_p
+    dll.GetOriginMessageProperty.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    dll.GetOriginMessageProperty.restype = ctypes.c_char_p
+
+    def execute(_producer: int, cmsg: int, _data: int) -> int:
+        key = _text_of(dll.GetOriginMessageKeys(cmsg))
+        answer = _text_of(dll.GetOriginMessageProperty(cmsg, b"txExecute")) or "commit"
+        emit({"ev": "tx_execute", "key": key, "answer": answer, "ts": now_ms()})
+        return TX_STATUS[answer]
+
+    def check(_producer: int, cmsg: int, _data: int) -> int:
+        msg = RecvMessage(cmsg)
+        key = _text(msg.keys) or ""
+        answer = _text(msg.get_property("txCheck")) or "unknown"
+        times = _text(msg.get_property("TRANSACTION_CHECK_TIMES"))
+        emit({"ev": "tx_check", "key": key, "msgId": msg.id, "checkTimes": times, "answer": answer, "ts": now_ms()})
+        return TX_STATUS[answer]
+
+    checker, executor = TX_CALLBACK(check), TX_CALLBACK(execute)
+    handle = dll.CreateTransactionProducer(group.encode(), checker, None)
+    if not handle:
+        raise RuntimeError("CreateTransactionProducer returned null")
+    producer = Producer.__new__(Producer)
+    producer._handle = handle
+    producer._callback_refs = [checker, executor]  # the C side keeps calling these; keep them alive
+
+    def send(msg: Message) -> Any:
+        cres = _CSendResult()
+        ffi_check(dll.SendMessageTransaction(handle, msg, executor, None, ctypes.pointer(cres)))
+        return SimpleNamespace(status=SendStatus(cres.sendStatus), msg_id=cres.msgId.decode(), offset=cres.offset)
+
+    return producer, send
+
+
 def run_producer(args: argparse.Namespace) -> None:
-    producer = Producer(args.group)
+    if args.role == "txproducer":
+        producer, send = transaction_producer(args.group)
+    else:
+        producer = Producer(args.group)
+        send = producer.send_sync
     producer.set_namesrv_addr(args.namesrv)
     producer.set_log_root_path(args.logs)
     producer.start()
@@ -111,10 +184,12 @@ def run_producer(args: argparse.Namespace) -> None:
                     msg.set_keys(spec["keys"])
                 for name, value in spec.get("props", {}).items():
                     msg.set_property(name, value)
+                if spec.get("delayLevel"):
+                    msg.set_delay_time_level(int(spec["delayLevel"]))
                 msg.set_body(spec["body"])
                 send_ts = now_ms()
                 try:
-                    res = producer.send_sync(msg)
+                    res = send(msg)
                 except Exception as exc:  # the client raises its own exception types for every failure
                     failed += 1
                     emit({"ev": "sent", "key": spec.get("keys"), "ok": False, "error": str(exc), "sendTs": send_ts})
@@ -165,7 +240,20 @@ def run_consumer(args: argparse.Namespace) -> None:
             time.sleep(0.05)
         emit(describe_received(msg, prop_names))
 
-    consumer.subscribe(args.topic, on_message)
+    def on_raw_message(_consumer: int, cmsg: int) -> int:
+        msg = RecvMessage(cmsg)
+        event = describe_received(msg, prop_names)
+        if msg.reconsume_times < args.fail_times:
+            emit({**event, "failed": True})
+            return RECONSUME_LATER
+        emit(event)
+        return CONSUME_SUCCESS
+
+    if args.fail_times:
+        ffi_check(dll.Subscribe(consumer._handle, args.topic.encode(), b"*"))
+        consumer._register_callback(on_raw_message)
+    else:
+        consumer.subscribe(args.topic, on_message)
     consumer.start()
     emit({"ev": "ready"})
     stop_id: object = None
@@ -180,19 +268,20 @@ def run_consumer(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("role", choices=["producer", "consumer"])
+    parser.add_argument("role", choices=["producer", "txproducer", "consumer"])
     parser.add_argument("--namesrv", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", default="")
     parser.add_argument("--props", default="")
     parser.add_argument("--instance", default="")
     parser.add_argument("--slow-after", type=int, default=0)
+    parser.add_argument("--fail-times", type=int, default=0)
     parser.add_argument("--logs", required=True, help="directory for the C++ client's own log files")
     args = parser.parse_args()
     os.makedirs(args.logs, exist_ok=True)
     # The consumer ignores SetPushConsumerLogPath and logs under /logs unless this variable names a directory.
     os.environ["ROCKETMQ_CLIENT_LOG_DIR"] = args.logs
-    if args.role == "producer":
+    if args.role in ("producer", "txproducer"):
         run_producer(args)
     else:
         run_consumer(args)

@@ -15,6 +15,9 @@
  *            {"ev":"done","id":2} and exit 0.
  *     --slow-after N: the handler takes 50 ms per message after N messages, so a consumer told to stop midway does
  *            stop midway.
+ *     --fail-times N: the handler throws while a message's reconsumeTimes is below N (reported first, with
+ *            "failed":true), so ali-ons sends it back (CONSUMER_SEND_MSG_BACK) and gets it again from the retry topic.
+ *   A message spec may carry "delayLevel" (ali-ons' Message#delayTimeLevel, the DELAY property).
  *
  * Both emit {"ev":"ready"} once started and {"ev":"client_error","message","ts"} for errors the client reports.
  * stdin closing means stop. Every wait is bounded by the caller (pytest kills the process on its own timeout).
@@ -70,6 +73,7 @@ function describeReceived(msg) {
     bornTs: Number(msg.bornTimestamp),
     recvTs: Date.now(),
     reconsumeTimes: msg.reconsumeTimes,
+    storeTs: Number(msg.storeTimestamp),
   };
 }
 
@@ -93,6 +97,7 @@ async function runProducer(opts, commands) {
         const msg = new Message(spec.topic, spec.tags, spec.body);
         if (spec.keys) msg.keys = [spec.keys];
         for (const [k, v] of Object.entries(spec.props || {})) msg.properties[k] = v;
+        if (spec.delayLevel) msg.delayTimeLevel = Number(spec.delayLevel);
         const sendTs = Date.now();
         try {
           const res = await producer.send(msg);
@@ -133,7 +138,12 @@ async function runConsumer(opts, commands) {
   let stopping = false;
   let accepted = 0;
   const slowAfter = Number(opts['slow-after'] || 0);
+  const failTimes = Number(opts['fail-times'] || 0);
   consumer.subscribe(opts.topic, '*', async msg => {
+    if (msg.reconsumeTimes < failTimes) {
+      emit({ ...describeReceived(msg), failed: true });
+      throw new Error(`failing on purpose (reconsumeTimes ${msg.reconsumeTimes} < ${failTimes})`);
+    }
     accepted++;
     if (slowAfter && accepted > slowAfter) await new Promise(resolve => setTimeout(resolve, 50));
     if (stopping) {
