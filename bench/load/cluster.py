@@ -76,8 +76,13 @@ class ClusterProcess:
         argv = [*self._wrap, *argv, "--flush-disk-type", self.flush_disk_type]
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
-        line = self._proc.stdout.readline().split()
-        if len(line) != 3:
+        line: list[str] = []
+        while len(line) != 3 or line[0].startswith("py-spy"):  # a wrapping py-spy prints its banner first
+            raw = self._proc.stdout.readline()
+            if not raw:
+                break
+            line = raw.split()
+        if len(line) != 3 or line[0].startswith("py-spy"):
             self.close()
             raise ClusterStartError(f"the embedded cluster exited with {self._proc.poll()} before listening")
         self.namesrv, self.broker, pid = line

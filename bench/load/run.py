@@ -123,16 +123,21 @@ def run_tool(
                     profile = {"mode": "attach"}
                 except ProfileError as exc:
                     profiler = None
-                    # no ptrace rights here: profile a second broker started under py-spy instead
-                    stack.close()
-                    cluster = stack.enter_context(ClusterProcess(args.flush_disk_type, spawn_argv(speedscope, [])))
-                    namesrv, broker = cluster.namesrv, cluster.broker
-                    profile = {"mode": "spawn", "attach_error": str(exc)}
+                    if args.namesrv:  # someone else's broker: nothing we could restart under py-spy
+                        profile = {"error": str(exc)}
+                    else:
+                        # no ptrace rights here: measure a fresh broker started under py-spy instead
+                        stack.close()
+                        wrap = spawn_argv(speedscope, [])
+                        cluster = stack.enter_context(ClusterProcess(args.flush_disk_type, wrap))
+                        namesrv, broker = cluster.namesrv, cluster.broker
+                        profile = {"mode": "spawn", "attach_error": str(exc)}
         cpu0 = time.process_time()
         elapsed = trio.run(_measure, name, namesrv, broker, args, load, stats)
         cpu = time.process_time() - cpu0
         if profiler is not None:
-            profiler.stop()
+            with contextlib.suppress(ProfileError):  # a missing file is reported below
+                profiler.stop()
     total = stats.total(elapsed)
     if not args.quiet:
         final_table(name, total)
