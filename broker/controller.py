@@ -45,6 +45,7 @@ from processors.hold import HoldService
 from processors.locks import LockBatchProcessor
 from processors.offsets import ConsumerOffsetProcessor
 from processors.pull import PullMessageProcessor
+from processors.put_future import PutFutureService
 from processors.query import QueryMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.send_back import ConsumerSendMsgBackProcessor
@@ -95,6 +96,7 @@ class BrokerController:
         check = 5.0 if config.long_polling_enable else config.short_polling_time_mills / 1000
         self.hold = HoldService(check_interval=check, max_offset_of=self.context.store.max_offset_in_queue)
         self.context.hold = self.hold
+        self.put_futures = PutFutureService()
         self.schedule = ScheduleMessageService(
             self.context.store,
             config_dir_of(config),
@@ -134,7 +136,9 @@ class BrokerController:
         ctx, pools, register = self.context, self.pools, self.dispatcher.register
         register(
             (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE),
-            SendMessageProcessor(ctx, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite),
+            SendMessageProcessor(
+                ctx, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite, put_futures=self.put_futures
+            ),
             pools["send"],
         )
         register(
@@ -224,6 +228,7 @@ class BrokerController:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             await nursery.start(ctx.clients.run)
             await nursery.start(self.hold.run)
+            await nursery.start(self.put_futures.run)
             await nursery.start(self.schedule.run)
             await nursery.start(self.timer.run)
             host, port = await nursery.start(

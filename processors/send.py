@@ -19,9 +19,10 @@ store append. Profiled with ``python -m bench.broker --profile``: the store appe
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from broker.names import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -30,6 +31,7 @@ from broker.names import (
     validate_topic,
 )
 from processors.common import FAQ_SUFFIX, RequestRejected, born_host, broker_option
+from processors.put_future import PutFutureService
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import HeaderFieldError, MessageDecodeError
@@ -41,10 +43,11 @@ from remoting.codec.message import (
     decode_batch_body,
 )
 from remoting.codec.msgid import offset_msg_id
+from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
 from store.config_files import PERM_WRITE, TopicConfig, TopicFilterType
 from store.errors import PutRefusedError, StoreError
-from store.results import PutResult, PutStatus
+from store.results import AppendResult, PutResult, PutStatus
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
@@ -60,6 +63,9 @@ DelayRewrite = Callable[[MessageRecord, int], MessageRecord]
 #: level), return what to append instead (the timer topic when a ``TIMER_*`` time lies in the future). May raise
 #: :class:`~processors.common.RequestRejected` (MESSAGE_ILLEGAL for a malformed or too distant time).
 TimerRewrite = Callable[[MessageRecord], MessageRecord]
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 _VERSION_WITH_MAX_RECONSUME_TIMES: Final = 121
@@ -164,10 +170,12 @@ class SendMessageProcessor:
         delay_rewrite: DelayRewrite | None = None,
         rng: random.Random | None = None,
         timer_rewrite: TimerRewrite | None = None,
+        put_futures: PutFutureService | None = None,
     ) -> None:
         self.broker = broker
         self.delay_rewrite = delay_rewrite
         self.timer_rewrite = timer_rewrite
+        self.put_futures = put_futures
         self._rng = rng or random.Random()
         self._config: object = None
         self._base_fields: dict[str, str] = {}
@@ -253,7 +261,7 @@ class SendMessageProcessor:
 
     async def _send_one(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | None:
         config, queue_id = self._check_topic(ctx, header)
         topic = header.topic
         reconsume_times = header.reconsume_times or 0
@@ -290,12 +298,8 @@ class SendMessageProcessor:
             record = self.delay_rewrite(record, props.delay_level)
         elif self.timer_rewrite is not None and not to_dlq and "TIMER_" in stored:
             record = self.timer_rewrite(record)
-        try:
-            result = await self.broker.store.put(record, wait_flush=props.wait)
-        except PutRefusedError as exc:
-            raise self._refused(exc) from None
         # Java answers the queue a delayed, timer or half message was sent to, not the queue it waits in.
-        return self._answer(request, result, queue_id)
+        return await self._store(ctx, request, queue_id, props.wait, self.broker.store.append, record)
 
     def _retry_target(
         self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int, reconsume_times: int
@@ -338,7 +342,7 @@ class SendMessageProcessor:
 
     async def _send_batch(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | None:
         config, queue_id = self._check_topic(ctx, header)
         topic = header.topic
         if len(topic) > 127:
@@ -377,13 +381,46 @@ class SendMessageProcessor:
                     store_host=store_host,
                 )
             )
-        try:
-            result = await self.broker.store.put_batch(records, wait_flush=batch_props.wait)
-        except PutRefusedError as exc:
-            raise self._refused(exc) from None
-        return self._answer(request, result, queue_id)
+        return await self._store(ctx, request, queue_id, batch_props.wait, self.broker.store.append_batch, records)
 
     # ---- store outcome -> response ----------------------------------------------------------------------------
+
+    async def _store(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        queue_id: int,
+        wait: bool,
+        append: Callable[[_T], AppendResult],
+        what: _T,
+    ) -> RemotingCommand | None:
+        """Append, then answer: at once, or after the group commit. A SYNC_FLUSH wait goes to the put-future
+        service when there is one (``None`` here: that service answers), so this pool worker is free again."""
+        try:
+            appended = append(what)
+        except PutRefusedError as exc:
+            raise self._refused(exc) from None
+        store = self.broker.store
+        futures = self.put_futures
+        if (
+            store.waits_for_flush(wait)
+            and futures is not None
+            and futures.submit(self._answer_when_flushed, ctx, request, appended, queue_id)
+        ):
+            return None
+        status = await store.flush_status(appended.end_offset, wait)
+        return self._answer(request, PutResult(status, appended), queue_id)
+
+    async def _answer_when_flushed(
+        self, ctx: RequestContext, request: RemotingCommand, appended: AppendResult, queue_id: int
+    ) -> None:
+        status = await self.broker.store.flush_status(appended.end_offset, True)
+        if request.is_oneway:
+            return
+        try:
+            await ctx.connection.send(self._answer(request, PutResult(status, appended), queue_id))
+        except RemotingConnectError:
+            log.debug("send response to opaque %d dropped: connection closed", request.opaque)
 
     def _answer(self, request: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
         appended = result.append

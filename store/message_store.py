@@ -303,14 +303,21 @@ class MessageStore:
     async def put(self, msg: MessageRecord, *, wait_flush: bool = True) -> PutResult:
         """:meth:`append`, then under SYNC_FLUSH (and ``wait_flush``) wait for the group commit covering it."""
         result = self.append(msg)
-        return PutResult(await self._flush_status(result.end_offset, wait_flush), result)
+        return PutResult(await self.flush_status(result.end_offset, wait_flush), result)
 
     async def put_batch(self, msgs: Sequence[MessageRecord], *, wait_flush: bool = True) -> PutResult:
         result = self.append_batch(msgs)
-        return PutResult(await self._flush_status(result.end_offset, wait_flush), result)
+        return PutResult(await self.flush_status(result.end_offset, wait_flush), result)
 
-    async def _flush_status(self, end_offset: int, wait_flush: bool) -> PutStatus:
-        if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or not wait_flush:
+    def waits_for_flush(self, wait_flush: bool) -> bool:
+        """Whether a put with this ``WAIT`` setting waits for the group commit (SYNC_FLUSH and ``WAIT`` true)."""
+        return wait_flush and self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+
+    async def flush_status(self, end_offset: int, wait_flush: bool) -> PutStatus:
+        """PUT_OK once the bytes below ``end_offset`` are synced (at once unless :meth:`waits_for_flush`), or
+        FLUSH_DISK_TIMEOUT after ``syncFlushTimeout``. The second half of :meth:`put`, for callers that append first
+        and wait elsewhere."""
+        if not self.waits_for_flush(wait_flush):
             return PutStatus.PUT_OK
         flushed = await self.group_commit.wait_flushed(end_offset, self.config.sync_flush_timeout / 1000)
         return PutStatus.PUT_OK if flushed else PutStatus.FLUSH_DISK_TIMEOUT
