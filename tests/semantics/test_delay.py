@@ -4,18 +4,13 @@ delayOffset.json progress, and a clean broker restart that neither loses nor rep
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-import attrs
 import orjson
-import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
 from broker.names import SCHEDULE_TOPIC
-from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
@@ -23,38 +18,7 @@ from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere
 from remoting.codec.message import decode_record
 from tests.conftest import SMALL_STORE
-
-
-def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] | None = None) -> Callable[[], int]:
-    """Make the broker's store time follow Trio's (virtual) clock; returns the clock to re-apply after a restart."""
-    if clock is None:
-        base = time.time() - trio.current_time()
-
-        def clock() -> int:
-            return int((base + trio.current_time()) * 1000)
-
-    controller = cluster.controller
-    store = controller.context.store
-    store.config = attrs.evolve(store.config, now_ms=clock)
-    # Services that already computed a wait with the previous clock re-check with this one.
-    controller.timer.notify()
-    for level in controller.schedule.levels:
-        controller.schedule.notify(level)
-    return clock
-
-
-@pytest.fixture
-async def long_haul_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
-    """The embedded cluster for hours of virtual time: the store flushes once a minute instead of every 500 ms, so
-    the test does not spend its time waking the flush service."""
-    overrides = {**SMALL_STORE, "flush_interval_commit_log": 60_000, "flush_interval_consume_queue": 60_000}
-    async with EmbeddedCluster(tmp_path / "cluster", **overrides) as cluster:
-        yield cluster
-
-
-async def _create_topic(cluster: EmbeddedCluster, topic: str, queues: int = 1) -> None:
-    async with Admin(cluster.namesrv_addr) as admin:
-        await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 
 def _stored(cluster: EmbeddedCluster, topic: str, queue_id: int) -> list[MessageExt]:
@@ -84,7 +48,7 @@ async def test_delay_levels_deliver_at_their_virtual_time_to_the_real_topic_and_
     long_haul_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     use_virtual_store_clock(long_haul_cluster)
-    await _create_topic(long_haul_cluster, "Delayed", queues=4)
+    await create_topic(long_haul_cluster, "Delayed", queues=4)
     seen: list[tuple[float, MessageExt]] = []
     delays = {1: 1, 2: 5, 3: 10, 5: 60, 16: 1800, 18: 7200, 30: 7200}  # level 30 is clamped to the last level
     consumer = _recording_consumer(long_haul_cluster, "cg-delay", "Delayed", seen)
@@ -114,7 +78,7 @@ async def test_a_delayed_message_is_stored_in_its_levels_schedule_queue_with_the
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     use_virtual_store_clock(embedded_cluster)
-    await _create_topic(embedded_cluster, "Scheduled")
+    await create_topic(embedded_cluster, "Scheduled")
     store = embedded_cluster.controller.context.store
     async with Producer("pg-sched", embedded_cluster.namesrv_addr) as producer:
         await producer.send(Message("Scheduled", b"x", tags="TagA", delay_level=4))
@@ -132,7 +96,7 @@ async def test_delay_progress_is_saved_to_delay_offset_json_periodically_and_at_
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     use_virtual_store_clock(embedded_cluster)
-    await _create_topic(embedded_cluster, "Progress")
+    await create_topic(embedded_cluster, "Progress")
     path = Path(embedded_cluster.controller.context.config.store_path_root_dir) / "config" / "delayOffset.json"
     async with Producer("pg-progress", embedded_cluster.namesrv_addr) as producer:
         for _ in range(3):
@@ -155,7 +119,7 @@ async def test_a_broker_restart_with_pending_delays_neither_loses_nor_repeats_a_
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     clock = use_virtual_store_clock(embedded_cluster)
-    await _create_topic(embedded_cluster, "Survive")
+    await create_topic(embedded_cluster, "Survive")
     async with Producer("pg-survive", embedded_cluster.namesrv_addr) as producer:
         for i in range(30):
             level = (2, 3, 4)[i % 3]  # 5 s, 10 s, 30 s
@@ -179,7 +143,7 @@ async def test_a_broker_restart_with_pending_delays_neither_loses_nor_repeats_a_
 async def test_message_delay_level_is_configurable(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
     async with EmbeddedCluster(tmp_path, message_delay_level="2s 4s", **SMALL_STORE) as cluster:
         use_virtual_store_clock(cluster)
-        await _create_topic(cluster, "Custom")
+        await create_topic(cluster, "Custom")
         async with Producer("pg-custom", cluster.namesrv_addr) as producer:
             start = trio.current_time()
             await producer.send(Message("Custom", b"x", delay_level=7))  # clamped to level 2: 4 s

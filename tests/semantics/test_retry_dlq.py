@@ -8,8 +8,7 @@ import json
 import os
 import shutil
 import subprocess
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,38 +32,7 @@ from remoting.codec.msgid import decode_offset_msg_id
 from store.config_files import SubscriptionGroupConfig
 from tests.conftest import SMALL_STORE
 from tests.e2e.harness import ALI_ONS_PACKAGE
-
-
-def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] | None = None) -> Callable[[], int]:
-    """Make the broker's store time follow Trio's (virtual) clock; returns the clock to re-apply after a restart."""
-    if clock is None:
-        base = time.time() - trio.current_time()
-
-        def clock() -> int:
-            return int((base + trio.current_time()) * 1000)
-
-    controller = cluster.controller
-    store = controller.context.store
-    store.config = attrs.evolve(store.config, now_ms=clock)
-    # Services that already computed a wait with the previous clock re-check with this one.
-    controller.timer.notify()
-    for level in controller.schedule.levels:
-        controller.schedule.notify(level)
-    return clock
-
-
-@pytest.fixture
-async def long_haul_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
-    """The embedded cluster for hours of virtual time: the store flushes once a minute instead of every 500 ms, so
-    the test does not spend its time waking the flush service."""
-    overrides = {**SMALL_STORE, "flush_interval_commit_log": 60_000, "flush_interval_consume_queue": 60_000}
-    async with EmbeddedCluster(tmp_path / "cluster", **overrides) as cluster:
-        yield cluster
-
-
-async def _create_topic(cluster: EmbeddedCluster, topic: str) -> None:
-    async with Admin(cluster.namesrv_addr) as admin:
-        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 
 def _failing_consumer(
@@ -86,7 +54,7 @@ async def test_a_consumer_failing_three_times_gets_the_message_four_times_with_g
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     use_virtual_store_clock(embedded_cluster)
-    await _create_topic(embedded_cluster, "RetryFour")
+    await create_topic(embedded_cluster, "RetryFour")
     seen: list[tuple[float, MessageExt]] = []
     consumer = _failing_consumer(embedded_cluster, "cg-retry-four", "RetryFour", seen, failures=3)
     async with Producer("pg-retry", embedded_cluster.namesrv_addr) as producer, consumer:
@@ -119,7 +87,7 @@ async def test_an_always_failing_message_lands_in_the_dlq_after_16_retries_where
     long_haul_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     use_virtual_store_clock(long_haul_cluster)
-    await _create_topic(long_haul_cluster, "RetryDead")
+    await create_topic(long_haul_cluster, "RetryDead")
     seen: list[tuple[float, MessageExt]] = []
     consumer = _failing_consumer(long_haul_cluster, "cg-dead", "RetryDead", seen, failures=1_000)
     store = long_haul_cluster.controller.context.store
@@ -178,7 +146,7 @@ async def test_ali_ons_send_back_goes_through_the_brokers_retry_path(tmp_path: P
     script.write_text(_ALI_ONS_FAILING_CONSUMER)
     # Level 3 (the first retry) is 1 s here, so the retries take real seconds, not minutes.
     async with EmbeddedCluster(tmp_path / "cluster", message_delay_level="1s 1s 1s 1s 1s", **SMALL_STORE) as cluster:
-        await _create_topic(cluster, "OnsRetry")
+        await create_topic(cluster, "OnsRetry")
         argv = ["node", str(script), str(ALI_ONS_PACKAGE.parent), cluster.namesrv_addr, "cg-ons-retry", "OnsRetry"]
         events: list[dict[str, Any]] = []
         node = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -231,7 +199,7 @@ async def _send_back(cluster: EmbeddedCluster, version: int = 409, **fields: str
 async def test_send_back_follows_the_requests_delay_level_and_max_reconsume_times(
     embedded_cluster: EmbeddedCluster,
 ) -> None:
-    await _create_topic(embedded_cluster, "SendBackWire")
+    await create_topic(embedded_cluster, "SendBackWire")
     store = embedded_cluster.controller.context.store
     async with Producer("pg-wire", embedded_cluster.namesrv_addr) as producer:
         sent = await producer.send(Message("SendBackWire", b"wire"))
@@ -266,7 +234,7 @@ async def test_send_back_follows_the_requests_delay_level_and_max_reconsume_time
 async def test_send_back_for_a_group_without_retry_queues_drops_the_message(
     embedded_cluster: EmbeddedCluster,
 ) -> None:
-    await _create_topic(embedded_cluster, "SendBackDrop")
+    await create_topic(embedded_cluster, "SendBackDrop")
     async with Admin(embedded_cluster.namesrv_addr) as admin:
         await admin.create_subscription_group(SubscriptionGroupConfig("cg-no-retry", retry_queue_nums=0))
     async with Producer("pg-drop", embedded_cluster.namesrv_addr) as producer:

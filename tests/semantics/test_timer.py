@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import math
 import random
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-import attrs
 import pytest
 import trio
 
@@ -25,29 +22,7 @@ from remoting.codec.message import MessageRecord, decode_record
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from tests.conftest import SMALL_STORE
-
-
-def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] | None = None) -> Callable[[], int]:
-    """Make the broker's store time follow Trio's (virtual) clock; returns the clock to re-apply after a restart."""
-    if clock is None:
-        base = time.time() - trio.current_time()
-
-        def clock() -> int:
-            return int((base + trio.current_time()) * 1000)
-
-    controller = cluster.controller
-    store = controller.context.store
-    store.config = attrs.evolve(store.config, now_ms=clock)
-    # Services that already computed a wait with the previous clock re-check with this one.
-    controller.timer.notify()
-    for level in controller.schedule.levels:
-        controller.schedule.notify(level)
-    return clock
-
-
-async def _create_topic(cluster: EmbeddedCluster, topic: str) -> None:
-    async with Admin(cluster.namesrv_addr) as admin:
-        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 
 def _stored(cluster: EmbeddedCluster, topic: str) -> list[MessageExt]:
@@ -74,7 +49,7 @@ async def test_timer_messages_are_delivered_at_their_time_within_a_second(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     clock = use_virtual_store_clock(embedded_cluster)
-    await _create_topic(embedded_cluster, "Timed")
+    await create_topic(embedded_cluster, "Timed")
     rng = random.Random(6)
     async with Producer("pg-timer", embedded_cluster.namesrv_addr) as producer:
         now = clock()
@@ -105,7 +80,7 @@ async def test_a_timer_time_already_past_is_delivered_at_once_and_bad_times_are_
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     clock = use_virtual_store_clock(embedded_cluster)
-    await _create_topic(embedded_cluster, "TimedNow")
+    await create_topic(embedded_cluster, "TimedNow")
     async with Producer("pg-timer-now", embedded_cluster.namesrv_addr) as producer:
         await producer.send(Message("TimedNow", b"past", properties={"TIMER_DELIVER_MS": str(clock() - 5000)}))
         assert [m.body for m in _stored(embedded_cluster, "TimedNow")] == [b"past"]
@@ -119,7 +94,7 @@ async def test_pending_timers_are_shown_in_the_brokers_runtime_info(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     use_virtual_store_clock(embedded_cluster)
-    await _create_topic(embedded_cluster, "TimedView")
+    await create_topic(embedded_cluster, "TimedView")
     async with Producer("pg-timer-view", embedded_cluster.namesrv_addr) as producer:
         for _ in range(5):
             await producer.send(Message("TimedView", b"x", properties={"TIMER_DELAY_SEC": "600"}))
@@ -135,7 +110,7 @@ async def test_a_broker_restart_with_pending_timers_neither_loses_nor_repeats_a_
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     clock = use_virtual_store_clock(embedded_cluster)
-    await _create_topic(embedded_cluster, "TimedRestart")
+    await create_topic(embedded_cluster, "TimedRestart")
     async with Producer("pg-timer-restart", embedded_cluster.namesrv_addr) as producer:
         for i in range(60):
             delay = 1 + i * 2
@@ -163,7 +138,7 @@ async def test_timers_beyond_the_wheels_span_are_rolled_on_and_delivered_on_time
     overrides = {**SMALL_STORE, "timer_wheel_slots": 20, "timer_log_file_size": 32 * 64}
     async with EmbeddedCluster(tmp_path, **overrides) as cluster:
         use_virtual_store_clock(cluster)
-        await _create_topic(cluster, "TimedFar")
+        await create_topic(cluster, "TimedFar")
         async with Producer("pg-timer-far", cluster.namesrv_addr) as producer:
             for i, delay_ms in enumerate((500, 1_900, 2_100, 7_777, 25_000)):
                 props = {"TIMER_DELAY_MS": str(delay_ms)}

@@ -32,7 +32,7 @@ from remoting.codec.message import MessageExt as StoredExt
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.connection import Connection
 from tests.client.conftest import ThreadedCluster
-from tests.semantics.test_delay import use_virtual_store_clock
+from tests.semantics.helpers import use_virtual_store_clock
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE

@@ -1,0 +1,20 @@
+"""Fixtures for the semantics tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from broker.embedded import EmbeddedCluster
+from tests.conftest import SMALL_STORE
+
+
+@pytest.fixture
+async def long_haul_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    """The embedded cluster for hours of virtual time: the store flushes once a minute instead of every 500 ms, so
+    the test does not spend its time waking the flush service."""
+    overrides = {**SMALL_STORE, "flush_interval_commit_log": 60_000, "flush_interval_consume_queue": 60_000}
+    async with EmbeddedCluster(tmp_path / "cluster", **overrides) as cluster:
+        yield cluster
