@@ -39,6 +39,7 @@ from typing import Final
 
 import trio
 
+from bench.profiling import py_spy
 from bench.rpc import echo_client, rpc_client
 from bench.rpc import start_server as start_floor_server
 from remoting.client import RemotingClient
@@ -292,11 +293,6 @@ def measure(duration: float, per_queue: int, samples: int) -> None:
             proc.terminate()
             proc.wait()
         shutil.rmtree(data_dir, ignore_errors=True)
-
-
-def py_spy() -> str:
-    """py-spy from PATH, else the one installed next to this interpreter (a venv that is not activated)."""
-    return shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
 
 
 def main() -> None:

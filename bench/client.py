@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import statistics
 import struct
@@ -45,6 +44,7 @@ import anyio
 import trio
 
 from bench.broker import create_topic_request, pull_request, send_load, send_request
+from bench.profiling import py_spy
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -279,11 +279,6 @@ def measure(duration: float, messages: int, inflight: int, rounds: int) -> None:
         proc.terminate()
         proc.wait()
         shutil.rmtree(data_dir, ignore_errors=True)
-
-
-def py_spy() -> str:
-    """py-spy from PATH, else the one installed next to this interpreter (a venv that is not activated)."""
-    return shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
 
 
 def main() -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from bench.profiling import py_spy
 from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from remoting.codec.command import RemotingCommand
 from remoting.codec.frame import FrameDecoder, encode_command
@@ -162,12 +162,6 @@ def measure(duration: float, rounds: int) -> None:
     for case, fn in header_cases:
         ops = statistics.median(rate(fn, 1, duration / rounds) for _ in range(rounds))
         emit({"bench": "codec", "case": case, "op": "header", "ops_per_s": round(ops)})
-
-
-def py_spy() -> str:
-    """py-spy from PATH, else the one installed next to this interpreter (a venv that is not activated)."""
-    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    return shutil.which("py-spy") or beside
 
 
 def main() -> None:

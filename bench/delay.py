@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Final
 
+from bench.profiling import py_spy
 from broker.schedule import ScheduleMessageService
 from remoting.codec.message import MessageRecord
 from store.config import StoreConfig
@@ -86,11 +85,6 @@ def measure(messages: int, levels: int) -> None:
             }
         )
         store.close()
-
-
-def py_spy() -> str:
-    """py-spy from PATH, else the one installed next to this interpreter (a venv that is not activated)."""
-    return shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.profiling import py_spy
 from store.index import HEADER_SIZE, IndexService, index_file_size, index_key_hash
 
 TOPIC = "BenchTopic"
@@ -114,10 +115,7 @@ def main() -> None:
         os.makedirs("bench/results", exist_ok=True)
         argv = [sys.executable, "-m", "bench.index", "--count", str(args.count)]
         argv += ["--slots", str(args.slots), "--entries", str(args.entries)]
-        # The venv's py-spy when run as .venv/bin/python without an activated venv.
-        venv_spy = Path(sys.executable).with_name("py-spy")
-        py_spy = str(venv_spy) if venv_spy.exists() else "py-spy"
-        subprocess.run([py_spy, "record", "-o", "bench/results/index.svg", "--", *argv], check=True)
+        subprocess.run([py_spy(), "record", "-o", "bench/results/index.svg", "--", *argv], check=True)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from typing import Final
 import attrs
 import trio
 
+from bench.profiling import py_spy
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
@@ -275,9 +275,8 @@ def main() -> None:
         argv = [sys.executable, "-m", "bench.rpc", "--duration", str(args.duration), "--rounds", str(args.rounds)]
         for connections, inflight in scenarios:
             argv += ["--scenario", f"{connections}x{inflight}"]
-        py_spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
         subprocess.run(
-            [py_spy, "record", "--subprocesses", "-o", "bench/results/rpc.svg", "--", *argv],
+            [py_spy(), "record", "--subprocesses", "-o", "bench/results/rpc.svg", "--", *argv],
             check=True,
         )
 

@@ -42,6 +42,7 @@ from typing import Any, Final
 
 import trio
 
+from bench.profiling import py_spy
 from client import Message
 from client.sync import Admin, LitePullConsumer, Producer
 
@@ -206,10 +207,6 @@ def measure(messages: int, rounds: int) -> None:
         proc.terminate()
         proc.wait()
         shutil.rmtree(data_dir, ignore_errors=True)
-
-
-def py_spy() -> str:
-    return shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
 
 
 def main() -> None:

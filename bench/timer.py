@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Final
 
+from bench.profiling import py_spy
 from broker.timer.service import TimerMessageService
 from remoting.codec.message import MessageRecord
 from store.config import StoreConfig
@@ -109,11 +108,6 @@ def measure(timers: int) -> None:
         )
         core.close()
         store.close()
-
-
-def py_spy() -> str:
-    """py-spy from PATH, else the one installed next to this interpreter (a venv that is not activated)."""
-    return shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
 
 
 def main() -> None:

@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,6 +36,7 @@ from typing import Any, Final, cast
 
 import trio
 
+from bench.profiling import py_spy
 from broker.config import BrokerConfig
 from broker.context import build_context, load_managers
 from broker.embedded import EmbeddedCluster
@@ -177,11 +176,6 @@ async def measure_broker_side(messages: int) -> None:
             emit({"op": "check_round", "pending": messages, "halves_per_s": round(messages / elapsed)})
         finally:
             ctx.store.close()
-
-
-def py_spy() -> str:
-    """py-spy from PATH, else the one installed next to this interpreter (a venv that is not activated)."""
-    return shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
 
 
 def main() -> None:

@@ -14,16 +14,16 @@ from __future__ import annotations
 import html
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 import zlib
 from pathlib import Path
 from typing import Any
 
 import attrs
+
+from bench.profiling import py_spy as find_py_spy
 
 
 class ProfileError(RuntimeError):
@@ -32,7 +32,7 @@ class ProfileError(RuntimeError):
 
 def py_spy() -> str:
     """py-spy from PATH, else the one next to this interpreter (a venv that is not activated)."""
-    found = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    found = find_py_spy()
     if not os.path.exists(found):
         raise ProfileError("py-spy is not installed (pip install py-spy)")
     return found
