@@ -294,7 +294,9 @@ class Admin:
     async def query_msg_by_key(
         self, topic: str, key: str, *, max_num: int = 32, begin_ms: int = 0, end_ms: int | None = None
     ) -> list[MessageExt]:
-        """QUERY_MESSAGE by key on every master of ``topic`` (messages with that KEYS entry or UNIQ_KEY)."""
+        """QUERY_MESSAGE by key on every master of ``topic``: the messages with that KEYS entry or UNIQ_KEY.
+
+        The broker's index answers by key hash, so colliding keys come back too; they are dropped here."""
         end = int(time.time() * 1000) if end_ms is None else end_ms
         header = QueryMessageRequestHeader(
             topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms, end_timestamp=end
@@ -304,7 +306,7 @@ class Admin:
             cmd = request(RequestCode.QUERY_MESSAGE, header.to_ext_fields())
             response = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
             if response.code == ResponseCode.SUCCESS:
-                found.extend(uncompressed(m) for m in iter_records(response.body))
+                found.extend(uncompressed(m) for m in iter_records(response.body) if _indexed_under(m, key))
         return sorted(found, key=lambda m: m.store_timestamp)
 
     async def query_msg_by_offset(self, mq: MessageQueue, offset: int, count: int = 1) -> list[MessageExt]:
@@ -332,3 +334,7 @@ class Admin:
     async def broker_status(self, broker_addr: str) -> dict[str, str]:
         response = await self._call(broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO))
         return KVTable.decode(response.body).table
+
+
+def _indexed_under(msg: MessageExt, key: str) -> bool:
+    return key in msg.keys or msg.properties.get("UNIQ_KEY") == key

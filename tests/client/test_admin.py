@@ -136,3 +136,17 @@ async def test_mqadmin_connection_reset_and_delete_commands(cluster: ThreadedClu
         await wait_until(lambda: len(seen) == 2)
     assert (await anyio.to_thread.run_sync(_cli, "deleteSubGroup", "-n", ns, "-g", "cli-cg"))["ok"]
     assert (await anyio.to_thread.run_sync(_cli, "deleteTopic", "-n", ns, "-t", "CliLive"))["ok"]
+
+
+@pytest.mark.anyio
+async def test_query_by_key_drops_messages_whose_key_only_shares_the_hash(cluster: ThreadedCluster) -> None:
+    # "Aa" and "BB" have the same Java hashCode, so the broker's index returns both for either key.
+    await create_topic(cluster.namesrv_addr, "KeyHash", queues=1)
+    async with Producer("pg-keyhash", cluster.namesrv_addr) as producer:
+        await producer.send(Message("KeyHash", b"first", keys="Aa"))
+        sent = await producer.send(Message("KeyHash", b"second", keys="BB"))
+    async with Admin(cluster.namesrv_addr) as admin:
+        assert [m.body for m in await admin.query_msg_by_key("KeyHash", "Aa")] == [b"first"]
+        assert [m.body for m in await admin.query_msg_by_key("KeyHash", "BB")] == [b"second"]
+        by_unique_key = await admin.query_msg_by_key("KeyHash", sent.msg_id)
+    assert [m.body for m in by_unique_key] == [b"second"]
