@@ -27,7 +27,7 @@ from client import api
 from client.config import ClientConfig
 from client.errors import MQBrokerError, MQClientError
 from client.handlers import parse_reset_offset_body
-from client.instance import MQClientInstance
+from client.instance import new_instance
 from client.message import uncompressed
 from client.route import master_address
 from remoting.codec.bodies import PERM_READ, PERM_WRITE, ClusterInfo, KVTable, MessageQueue, TopicList, TopicRouteData
@@ -76,7 +76,7 @@ class Admin:
     def __init__(
         self, namesrv_addr: str | Sequence[str] = "127.0.0.1:9876", *, config: ClientConfig | None = None
     ) -> None:
-        self.instance = MQClientInstance(config or ClientConfig(namesrv_addr=namesrv_addr))  # type: ignore[arg-type]
+        self.instance = new_instance(config, namesrv_addr)
 
     async def __aenter__(self) -> Self:
         await self.instance.__aenter__()

@@ -19,7 +19,7 @@ explicitly. Errors inside timers are logged and retried on the next tick; they n
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, Self
 
@@ -336,3 +336,8 @@ class MQClientInstance:
                 await job()
             except Exception:
                 log.exception("client timer %s failed", getattr(job, "__name__", job))
+
+
+def new_instance(config: ClientConfig | None, namesrv_addr: str | Sequence[str]) -> MQClientInstance:
+    """A client instance for ``config``, or for a default config pointed at ``namesrv_addr`` when there is none."""
+    return MQClientInstance(config or ClientConfig(namesrv_addr=namesrv_addr))  # type: ignore[arg-type]

@@ -41,7 +41,7 @@ from client.errors import (
     TopicRouteNotFoundError,
 )
 from client.fault import LatencyFaultTolerance
-from client.instance import MQClientInstance
+from client.instance import MQClientInstance, new_instance
 from client.message import Message, SendResult
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, select_one_message_queue
@@ -80,13 +80,9 @@ class Producer:
         create_topic_key: str = "TBW102",
     ) -> None:
         self._group = group
-        if instance is None:
-            cfg = config or ClientConfig(namesrv_addr=namesrv_addr)  # type: ignore[arg-type]
-            self._own_instance = True
-            self.instance = MQClientInstance(cfg)
-        else:
-            self._own_instance = False
-            self.instance = instance
+        self.instance, self._own_instance = (
+            (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
+        )
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed

@@ -43,7 +43,7 @@ from client.consumer.pull_service import (
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription, tag_filter
 from client.errors import ClientStateError, MQClientError
-from client.instance import MQClientInstance
+from client.instance import MQClientInstance, new_instance
 from client.route import subscribe_queues
 from remoting.codec.bodies import (
     EXPRESSION_TAG,
@@ -99,11 +99,9 @@ class LitePullConsumer:
         allocate_strategy: AllocateStrategy = allocate_average,
     ) -> None:
         self._group = group
-        if instance is None:
-            self.instance = MQClientInstance(config or ClientConfig(namesrv_addr=namesrv_addr))  # type: ignore[arg-type]
-            self._own_instance = True
-        else:
-            self.instance, self._own_instance = instance, False
+        self.instance, self._own_instance = (
+            (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
+        )
         self.auto_commit = auto_commit
         self.pull_batch_size = pull_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue

@@ -44,7 +44,7 @@ from client.consumer.pull_service import PullService
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription, retry_topic
 from client.errors import ClientStateError, MQBrokerError
-from client.instance import MQClientInstance
+from client.instance import MQClientInstance, new_instance
 from client.message import uncompressed
 from remoting.codec.bodies import (
     EXPRESSION_SQL92,
@@ -100,11 +100,9 @@ class PushConsumer:
         await_termination: float = 30.0,
     ) -> None:
         self._group = group
-        if instance is None:
-            self.instance = MQClientInstance(config or ClientConfig(namesrv_addr=namesrv_addr))  # type: ignore[arg-type]
-            self._own_instance = True
-        else:
-            self.instance, self._own_instance = instance, False
+        self.instance, self._own_instance = (
+            (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
+        )
         self._message_model = message_model
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.pull_batch_size = pull_batch_size
