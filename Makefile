@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench install clean
+.PHONY: run test lint bench targets install clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+targets: $(STAMP)
+	$(BIN)/python -m bench.targets
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.codec
