@@ -38,7 +38,6 @@ from typing import Any, Final
 
 import anyio
 import attrs
-import trio
 
 from remoting import primitives
 from remoting.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
@@ -47,7 +46,7 @@ from remoting.codec.frame import MAX_FRAME, FrameDecoder, encode_command
 from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
 from remoting.future import CallbackFuture, OutcomeCallback, ResponseFuture
 from remoting.processor import RequestContext
-from remoting.streams import RECEIVE_SIZE, STREAM_ERRORS, ByteStream
+from remoting.streams import RECEIVE_SIZE, STREAM_ERRORS, ByteStream, RawSocketIO
 
 log = logging.getLogger(__name__)
 
@@ -158,12 +157,17 @@ class Connection:
             with anyio.CancelScope(shield=True), contextlib.suppress(*STREAM_ERRORS):
                 await self._stream.aclose()
 
+    def _raw_io(self) -> ByteStream:
+        """What the reader and the writer use: the raw socket directly under Trio when there is one, which skips
+        the stream layers (:class:`~remoting.streams.RawSocketIO`), else the stream."""
+        if self._raw is not None and self._loop is primitives.TRIO:
+            return RawSocketIO(self._raw)
+        return self._stream
+
     async def _read_frames(self, on_request: RequestCallback) -> None:
         decoder = FrameDecoder(self._max_frame)
         ctx, pending, now = self.context, self._pending, self._loop.now
-        receive_some = self._stream.receive_some
-        if self._raw is not None and self._loop is primitives.TRIO:
-            receive_some = self._receive_raw
+        receive_some = self._raw_io().receive_some
         try:
             while True:
                 data = await receive_some(RECEIVE_SIZE)
@@ -189,23 +193,9 @@ class Connection:
         except RemotingConnectError:
             pass
 
-    async def _receive_raw(self, max_bytes: int | None = None) -> bytes:
-        """Read straight from the raw socket under Trio: what ``receive_some`` does, minus the stream layers (anyio's
-        wrapper and exception translation), which cost about as much as the read itself. Same checkpoint rules: a
-        read that needs no wait still yields once, so a busy connection cannot starve the others."""
-        raw = self._raw
-        assert raw is not None
-        while True:
-            try:
-                data = raw.recv(max_bytes or RECEIVE_SIZE)
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(raw)
-                continue
-            await trio.lowlevel.checkpoint()
-            return data
-
     async def _write_frames(self) -> None:
-        stream, outbox, now = self._stream, self._outbox, self._loop.now
+        outbox, now = self._outbox, self._loop.now
+        send_all = self._raw_io().send_all
         try:
             while True:
                 if not outbox:
@@ -217,7 +207,7 @@ class Connection:
                 outbox.clear()
                 self._outbox_bytes = 0
                 self._writing = True
-                await stream.send_all(data)
+                await send_all(data)
                 self._writing = False
                 self.last_activity = now()
                 if self._drained is not None:
