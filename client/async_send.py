@@ -94,7 +94,7 @@ class AsyncSend:
         code = RequestCode.SEND_BATCH_MESSAGE if fields.get("m") == "true" else RequestCode.SEND_MESSAGE_V2
         cmd = request(code, fields, prepared.body)
         try:
-            producer.instance.remoting.invoke_callback(address, cmd, self._timeout, self._on_outcome)
+            producer.instance.remoting.invoke_callback(address, cmd, self._timeout, self._on_outcome, plain=True)
         except (RuntimeError, ClientStateError) as exc:  # the client is shutting down
             self._deliver(exc)
 

@@ -196,13 +196,16 @@ class RemotingClient:
         conn = await self.connection(address)
         await conn.invoke_oneway(self._stamp(cmd))
 
-    def invoke_callback(self, address: str, cmd: RemotingCommand, timeout: float, callback: InvokeCallback) -> None:
+    def invoke_callback(
+        self, address: str, cmd: RemotingCommand, timeout: float, callback: InvokeCallback, *, plain: bool = False
+    ) -> None:
         """Send ``cmd`` in the background; ``callback`` gets the response or the ``RemotingError``, once.
 
         On a live, uncongested connection this costs no task: the frame is written now and the connection's reader
         calls ``callback`` (see :meth:`Connection.invoke_callback`); otherwise (connecting, or more than the high
         water mark queued) a task runs :meth:`invoke` first. A callback that returns an awaitable has it awaited in
-        a task. A callback that raises is logged, never propagated.
+        a task. A callback that raises is logged, never propagated. ``plain=True`` promises a callback that returns
+        nothing to await: it is then handed to the connection as it is (no wrapper call per response).
         """
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
@@ -210,7 +213,10 @@ class RemotingClient:
         if conn is None or conn.closed or conn.congested:
             self._tasks.start_soon(self._invoke_then_call, address, cmd, timeout, callback)
             return
-        conn.invoke_callback(self._stamp(cmd), timeout, lambda outcome: self._call_back(callback, outcome))
+        if plain:
+            conn.invoke_callback(self._stamp(cmd), timeout, callback)
+        else:
+            conn.invoke_callback(self._stamp(cmd), timeout, lambda outcome: self._call_back(callback, outcome))
 
     def _call_back(self, callback: InvokeCallback, outcome: RemotingCommand | RemotingError) -> None:
         try:
