@@ -187,8 +187,8 @@ class Producer:
         :class:`SendResult` or the exception (it may be a coroutine function). Validation errors raise here.
 
         With the route and the broker cached and no ``queue`` / ``selector``, no task is spawned: the request is
-        written now and the response completes it (:mod:`client.async_send`: 88-110 -> 45-50 us of client CPU per send, 2.2x the async rate).
-        Otherwise a task takes the awaitable path."""
+        written now and the response completes it (:mod:`client.async_send`: 88-110 -> 45-50 us of client CPU per
+        send, 2.2x the async rate). Otherwise a task takes the awaitable path."""
         self._check_started()
         prepared = self._builder.single(msg)
         if queue is None and selector is None:
