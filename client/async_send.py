@@ -96,7 +96,7 @@ class AsyncSend:
         try:
             producer.instance.remoting.invoke_callback(address, cmd, self._timeout, self._on_outcome, plain=True)
         except (RuntimeError, ClientStateError) as exc:  # the client is shutting down
-            self._deliver(exc)
+            self._give_up(exc)
 
     def _on_outcome(self, outcome: RemotingCommand | RemotingError) -> None:
         prepared = self._prepared
@@ -138,8 +138,12 @@ class AsyncSend:
         """The remaining attempts on the slow path (route lookups may need to wait)."""
         try:
             self._producer.instance.task_group.start_soon(self._send_in_task, last_broker)
-        except (RuntimeError, ClientStateError) as exc:
-            self._deliver(SendFailedError(self._prepared.topic, self._attempts) if self._attempts else exc)
+        except (RuntimeError, ClientStateError) as exc:  # the client is shutting down
+            self._give_up(exc)
+
+    def _give_up(self, exc: Exception) -> None:
+        """No further attempt is possible: the attempts so far as a SendFailedError, or ``exc`` if none."""
+        self._deliver(SendFailedError(self._prepared.topic, self._attempts) if self._attempts else exc)
 
     async def _send_in_task(self, last_broker: str | None) -> None:
         producer, prepared = self._producer, self._prepared

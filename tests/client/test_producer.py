@@ -3,6 +3,8 @@ and retries that move to the other broker when one of two is down."""
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 import pytest
 
@@ -239,3 +241,31 @@ async def test_task_free_async_send_retries_then_lists_every_attempt(cluster: Th
     [outcome] = outcomes
     assert isinstance(outcome, SendFailedError) and len(outcome.attempts) == 2
     assert "AsyncDoomed" in str(outcome)
+
+
+async def test_async_sends_in_flight_when_the_producer_stops_each_get_one_outcome(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "AsyncStop", queues=4)
+    outcomes: list[SendResult | Exception] = []
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("AsyncStop", b"route"))
+        for i in range(200):
+            producer.send_async(Message("AsyncStop", f"s{i}".encode()), outcomes.append)
+    # Answered before the connection closed, or failed by the close: never lost, never reported twice.
+    assert len(outcomes) == 200
+    assert all(isinstance(o, (SendResult, Exception)) for o in outcomes)
+
+
+async def test_async_sends_failed_by_a_closing_connection_are_retried(
+    cluster: ThreadedCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="client.async_send")
+    await create_topic(cluster.namesrv_addr, "AsyncRetry", queues=4)
+    outcomes: list[SendResult | Exception] = []
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("AsyncRetry", b"route"))
+        for i in range(100):
+            producer.send_async(Message("AsyncRetry", f"r{i}".encode()), outcomes.append)
+        producer.instance.remoting.close_connection(cluster.broker_addr)  # fails every pending callback once
+        await wait_until(lambda: len(outcomes) == 100)
+    assert all(isinstance(o, SendResult) and o.send_status is SendStatus.SEND_OK for o in outcomes)
+    assert "1 attempt(s) so far" in caplog.text  # the close failed them once; the retry went through
