@@ -27,12 +27,13 @@ import inspect
 import logging
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Final, Self
+from typing import Self
 
 import anyio
 import attrs
 
 from client import api
+from client.async_send import RETRY_RESPONSE_CODES, AsyncSend
 from client.config import ClientConfig
 from client.errors import (
     ClientStateError,
@@ -53,9 +54,6 @@ from remoting.codec.message import MessageExt
 from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
-
-#: Response codes after which Java retries on another queue (``retryResponseCodes``).
-RETRY_RESPONSE_CODES: Final = frozenset({17, 14, 1, 16, 204, 205})
 
 SendCallback = Callable[[SendResult | Exception], object]
 
@@ -173,7 +171,7 @@ class Producer:
             queue = selector(list(info.message_queues), msg, arg)
         if queue is not None:
             return await self._send_to(queue, prepared, timeout)
-        return await self._send_with_retries(info, prepared, timeout, retries)
+        return await self.send_with_retries(info, prepared, timeout, retries)
 
     def send_async(
         self,
@@ -186,9 +184,19 @@ class Producer:
         timeout: float | None = None,
     ) -> None:
         """Start a send in the background (``retry_times_when_send_async_failed`` retries); ``callback`` gets the
-        :class:`SendResult` or the exception (it may be a coroutine function). Validation errors raise here."""
+        :class:`SendResult` or the exception (it may be a coroutine function). Validation errors raise here.
+
+        With the route and the broker cached and no ``queue`` / ``selector``, no task is spawned: the request is
+        written now and the response completes it (:mod:`client.async_send`: 88-110 -> 45-50 us of client CPU per
+        send, 2.2x the async rate). Otherwise a task takes the awaitable path."""
         self._check_started()
         prepared = self._builder.single(msg)
+        if queue is None and selector is None:
+            info = self.cached_publish_info(msg.topic)
+            if info is not None and msg.topic not in self._fallback_topics:
+                timeout = self.send_msg_timeout if timeout is None else timeout
+                AsyncSend(self, info, prepared, callback, timeout, self.retry_times_when_send_async_failed).start()
+                return
         self.instance.task_group.start_soon(
             self._send_then_call, prepared, msg, callback, queue, selector, arg, timeout
         )
@@ -243,7 +251,7 @@ class Producer:
         info = await self.publish_info(msgs[0].topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
         retries = self.retry_times_when_send_failed
-        return [await self._send_with_retries(info, p, timeout, retries) for p in prepared]
+        return [await self.send_with_retries(info, p, timeout, retries) for p in prepared]
 
     # -- internals -------------------------------------------------------------------------------------------------
 
@@ -251,11 +259,20 @@ class Producer:
         if not self._started:
             raise ClientStateError(f"producer {self._group!r} is not started (use `async with`)")
 
-    async def publish_info(self, topic: str) -> TopicPublishInfo:
-        """The writable queues of ``topic`` (route fetched when unknown). Raises TopicRouteNotFoundError."""
+    def cached_publish_info(self, topic: str) -> TopicPublishInfo | None:
+        """The send hot path of :meth:`publish_info`: ``topic``'s writable queues if nothing changed since the last
+        send, else ``None`` (then :meth:`publish_info` must be awaited)."""
         info = self._publish.get(topic)
         if info is not None and info.ok and self.instance.routes.get(topic) is info.route:
-            return info  # the send hot path: nothing changed since the last send
+            return info
+        return None
+
+    async def publish_info(self, topic: str) -> TopicPublishInfo:
+        """The writable queues of ``topic`` (route fetched when unknown). Raises TopicRouteNotFoundError."""
+        cached = self.cached_publish_info(topic)
+        if cached is not None:
+            return cached
+        info = self._publish.get(topic)
         try:
             route = await self.instance.route(topic)
         except TopicRouteNotFoundError:
@@ -310,12 +327,20 @@ class Producer:
             self.instance.remoting, addr, mq.broker_name, fields, prepared.body, timeout, uniq_id=prepared.msg_id
         )
 
-    async def _send_with_retries(
-        self, info: TopicPublishInfo, prepared: PreparedSend, timeout: float, retries: int
+    async def send_with_retries(
+        self,
+        info: TopicPublishInfo,
+        prepared: PreparedSend,
+        timeout: float,
+        retries: int,
+        *,
+        attempts: list[tuple[str, BaseException]] | None = None,
+        last_broker: str | None = None,
     ) -> SendResult:
+        """Up to ``1 + retries`` attempts on the next queue, avoiding the broker that failed last. ``attempts``
+        (extended in place) and ``last_broker`` carry on a send that already failed elsewhere (an async retry)."""
         topic = prepared.topic
-        attempts: list[tuple[str, BaseException]] = []
-        last_broker: str | None = None
+        attempts = [] if attempts is None else attempts
         fault = self.fault if self.send_latency_fault_enable else None
         for _ in range(1 + max(0, retries)):
             mq = select_one_message_queue(info, last_broker, fault)

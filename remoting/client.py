@@ -29,7 +29,7 @@ from __future__ import annotations
 import inspect
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Self
 
@@ -41,10 +41,11 @@ import sniffio
 from remoting.codec.codes import ResponseCode, SerializeType
 from remoting.codec.command import RemotingCommand
 from remoting.codec.frame import MAX_FRAME
-from remoting.connection import Address, AnyioByteStream, Connection
+from remoting.connection import Address, Connection
 from remoting.dispatch import not_supported_remark
 from remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 from remoting.processor import Processor, RequestContext, run_processor
+from remoting.streams import AnyioByteStream
 
 log = logging.getLogger(__name__)
 
@@ -195,14 +196,46 @@ class RemotingClient:
         conn = await self.connection(address)
         await conn.invoke_oneway(self._stamp(cmd))
 
-    def invoke_callback(self, address: str, cmd: RemotingCommand, timeout: float, callback: InvokeCallback) -> None:
-        """Start ``invoke`` in the background; ``callback`` gets the response or the ``RemotingError``.
+    def invoke_callback(
+        self, address: str, cmd: RemotingCommand, timeout: float, callback: InvokeCallback, *, plain: bool = False
+    ) -> None:
+        """Send ``cmd`` in the background; ``callback`` gets the response or the ``RemotingError``, once.
 
-        A callback that returns an awaitable is awaited. A callback that raises is logged, never propagated.
+        On a live, uncongested connection this costs no task: the frame is written now and the connection's reader
+        calls ``callback`` (see :meth:`Connection.invoke_callback`); otherwise (connecting, or more than the high
+        water mark queued) a task runs :meth:`invoke` first. A callback that returns an awaitable has it awaited in
+        a task. A callback that raises is logged, never propagated. ``plain=True`` promises a callback that returns
+        nothing to await: it is then handed to the connection as it is (no wrapper call per response).
         """
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
-        self._tasks.start_soon(self._invoke_then_call, address, cmd, timeout, callback)
+        conn = self._connections.get(address)
+        if conn is None or conn.closed or conn.congested:
+            self._tasks.start_soon(self._invoke_then_call, address, cmd, timeout, callback)
+            return
+        if plain:
+            conn.invoke_callback(self._stamp(cmd), timeout, callback)
+        else:
+            conn.invoke_callback(self._stamp(cmd), timeout, lambda outcome: self._call_back(callback, outcome))
+
+    def _call_back(self, callback: InvokeCallback, outcome: RemotingCommand | RemotingError) -> None:
+        try:
+            result = callback(outcome)
+        except Exception:
+            log.exception("invoke callback %r failed", callback)
+            return
+        if inspect.isawaitable(result):
+            if self._tasks is None:  # leaving the client: nobody left to await it
+                if inspect.iscoroutine(result):
+                    result.close()
+                return
+            self._tasks.start_soon(self._await_callback, callback, result)
+
+    async def _await_callback(self, callback: InvokeCallback, result: Awaitable[object]) -> None:
+        try:
+            await result
+        except Exception:
+            log.exception("invoke callback %r failed", callback)
 
     async def _invoke_then_call(
         self, address: str, cmd: RemotingCommand, timeout: float, callback: InvokeCallback

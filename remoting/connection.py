@@ -24,7 +24,7 @@ the peer's framing is then lost.
 
 Backends: the same class runs under Trio (the server) and asyncio (the client), see :mod:`remoting.primitives`.
 Any object with Trio's ``send_all`` / ``receive_some`` / ``aclose`` works as the stream (all Trio streams do;
-:class:`AnyioByteStream` adapts an anyio stream).
+:class:`~remoting.streams.AnyioByteStream` adapts an anyio stream).
 """
 
 from __future__ import annotations
@@ -34,25 +34,22 @@ import logging
 import math
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import anyio
-import anyio.abc
 import attrs
-import trio
 
 from remoting import primitives
 from remoting.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from remoting.codec.errors import CodecError
 from remoting.codec.frame import MAX_FRAME, FrameDecoder, encode_command
-from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingTimeoutError
-from remoting.future import ResponseFuture
+from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
+from remoting.future import CallbackFuture, OutcomeCallback, ResponseFuture
 from remoting.processor import RequestContext
+from remoting.streams import RECEIVE_SIZE, STREAM_ERRORS, ByteStream, RawSocketIO
 
 log = logging.getLogger(__name__)
 
-#: Bytes asked of the socket per read: large enough to take many pipelined send requests in one go.
-RECEIVE_SIZE: Final = 256 * 1024
 #: Queued-but-unwritten bytes above which :meth:`Connection.send` waits for the writer (backpressure).
 SEND_HIGH_WATER: Final = 4 * 1024 * 1024
 #: Frames queued in one scheduler pass after which :meth:`Connection.send` writes them at once instead of leaving them
@@ -60,48 +57,8 @@ SEND_HIGH_WATER: Final = 4 * 1024 * 1024
 #: the 1 connection x 32 in flight RPC rate by ~1.5x over "whole pass" batches; 4 and 16 measured no better.
 FLUSH_FRAMES: Final = 8
 
-#: Errors that mean "the peer or the socket is gone" under either backend.
-STREAM_ERRORS: Final = (
-    OSError,
-    anyio.BrokenResourceError,
-    anyio.ClosedResourceError,
-    trio.BrokenResourceError,
-    trio.ClosedResourceError,
-)
-
 Address = tuple[str, int]
 RequestCallback = Callable[[RequestContext, RemotingCommand], Awaitable[None]]
-
-
-class ByteStream(Protocol):
-    """The stream shape a connection needs: Trio's ``Stream`` (``receive_some`` returns ``b""`` at EOF)."""
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None: ...
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray: ...
-
-    async def aclose(self) -> None: ...
-
-
-class AnyioByteStream:
-    """Adapts an anyio byte stream (``send`` / ``receive`` raising ``EndOfStream``) to :class:`ByteStream`."""
-
-    __slots__ = ("_stream",)
-
-    def __init__(self, stream: anyio.abc.ByteStream) -> None:
-        self._stream = stream
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self._stream.send(bytes(data) if not isinstance(data, bytes) else data)
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        try:
-            return await self._stream.receive(max_bytes or RECEIVE_SIZE)
-        except anyio.EndOfStream:
-            return b""
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
 
 
 class Connection:
@@ -136,7 +93,7 @@ class Connection:
         self._stream = stream
         self._raw = raw_socket
         self._max_frame = max_frame
-        self._pending: dict[int, ResponseFuture] = {}
+        self._pending: dict[int, ResponseFuture | CallbackFuture] = {}
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
         self._writing = False
@@ -200,12 +157,17 @@ class Connection:
             with anyio.CancelScope(shield=True), contextlib.suppress(*STREAM_ERRORS):
                 await self._stream.aclose()
 
+    def _raw_io(self) -> ByteStream:
+        """What the reader and the writer use: the raw socket directly under Trio when there is one, which skips
+        the stream layers (:class:`~remoting.streams.RawSocketIO`), else the stream."""
+        if self._raw is not None and self._loop is primitives.TRIO:
+            return RawSocketIO(self._raw)
+        return self._stream
+
     async def _read_frames(self, on_request: RequestCallback) -> None:
         decoder = FrameDecoder(self._max_frame)
         ctx, pending, now = self.context, self._pending, self._loop.now
-        receive_some = self._stream.receive_some
-        if self._raw is not None and self._loop is primitives.TRIO:
-            receive_some = self._receive_raw
+        receive_some = self._raw_io().receive_some
         try:
             while True:
                 data = await receive_some(RECEIVE_SIZE)
@@ -231,23 +193,9 @@ class Connection:
         except RemotingConnectError:
             pass
 
-    async def _receive_raw(self, max_bytes: int | None = None) -> bytes:
-        """Read straight from the raw socket under Trio: what ``receive_some`` does, minus the stream layers (anyio's
-        wrapper and exception translation), which cost about as much as the read itself. Same checkpoint rules: a
-        read that needs no wait still yields once, so a busy connection cannot starve the others."""
-        raw = self._raw
-        assert raw is not None
-        while True:
-            try:
-                data = raw.recv(max_bytes or RECEIVE_SIZE)
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(raw)
-                continue
-            await trio.lowlevel.checkpoint()
-            return data
-
     async def _write_frames(self) -> None:
-        stream, outbox, now = self._stream, self._outbox, self._loop.now
+        outbox, now = self._outbox, self._loop.now
+        send_all = self._raw_io().send_all
         try:
             while True:
                 if not outbox:
@@ -259,7 +207,7 @@ class Connection:
                 outbox.clear()
                 self._outbox_bytes = 0
                 self._writing = True
-                await stream.send_all(data)
+                await send_all(data)
                 self._writing = False
                 self.last_activity = now()
                 if self._drained is not None:
@@ -306,6 +254,12 @@ class Connection:
         if self._drained is not None:
             self._drained.set()
 
+    @property
+    def congested(self) -> bool:
+        """More than ``SEND_HIGH_WATER`` bytes wait for the writer: :meth:`send` would wait, so callers that cannot
+        wait (:meth:`invoke_callback`'s users) should take a path that can."""
+        return self._outbox_bytes > SEND_HIGH_WATER
+
     async def send(self, cmd: RemotingCommand) -> None:
         """Write one command, or queue it for the writer (see the module docstring). Frames go out in call order.
 
@@ -315,6 +269,17 @@ class Connection:
         failure may be lost with the connection: the caller learns it from the invocation that fails, or not at all
         for a response or oneway request, as with any socket.
         """
+        self.send_nowait(cmd)
+        if self._outbox_bytes > SEND_HIGH_WATER:
+            if self._drained is None:
+                self._drained = self._loop.new_event()
+            await self._drained.wait()
+            if self._closed:
+                raise RemotingClosedError(f"{self!r}: connection closed before the frame was written")
+
+    def send_nowait(self, cmd: RemotingCommand) -> None:
+        """:meth:`send` without the wait: the frame is written or queued whatever the backlog (see
+        :attr:`congested`). Same errors."""
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
         frame = encode_command(cmd)
@@ -340,12 +305,6 @@ class Connection:
             self._outbox_bytes = len(data)
             if data:
                 outbox.append(data)
-        if self._outbox_bytes > SEND_HIGH_WATER:
-            if self._drained is None:
-                self._drained = self._loop.new_event()
-            await self._drained.wait()
-            if self._closed:
-                raise RemotingClosedError(f"{self!r}: connection closed before the frame was written")
 
     def _send_direct(self, frame: bytes) -> bytes:
         """Write what the socket takes now; return the rest (empty when all of it went out)."""
@@ -386,6 +345,29 @@ class Connection:
         if future.error is not None:
             raise future.error
         raise RemotingTimeoutError(f"no response to request code {cmd.code} from {self.remote_address} in {timeout}s")
+
+    def invoke_callback(self, cmd: RemotingCommand, timeout: float, callback: OutcomeCallback) -> None:
+        """Send a request and have ``callback`` called, once, with its response or a ``RemotingError``: a
+        ``RemotingTimeoutError`` after ``timeout`` seconds, ``RemotingConnectError`` / ``RemotingClosedError`` when
+        the connection is or becomes closed. No task and no wait: the reader (or the sweeper, or close) calls it, so
+        it must return quickly; what it raises is logged. It may run before this method returns (a failed write).
+        Never raises; ignores :attr:`congested` (the caller decides). ``cmd`` must not be oneway.
+        """
+        deadline = self._loop.now() + timeout
+        future = CallbackFuture(deadline, callback, cmd.code, self.remote_address, timeout)
+        if self._closed:
+            future.complete(error=RemotingClosedError(f"{self!r}: cannot invoke, connection closed"))
+            return
+        self._pending[cmd.opaque] = future
+        if deadline < self._expiry_at and self._expiry_wakeup is not None:
+            self._expiry_at = deadline
+            self._expiry_wakeup.set()
+        try:
+            self.send_nowait(cmd)
+        except RemotingError as exc:  # the connection closed: close() normally failed the future already
+            if self._pending.get(cmd.opaque) is future:
+                del self._pending[cmd.opaque]
+            future.complete(error=exc)
 
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Send a request flagged oneway (the flag is set if missing): the peer must not answer."""

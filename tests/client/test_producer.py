@@ -3,6 +3,8 @@ and retries that move to the other broker when one of two is down."""
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 import pytest
 
@@ -187,3 +189,83 @@ async def test_routes_fail_over_to_the_next_name_server(cluster: ThreadedCluster
         first = await producer.send(Message("Failover", b"a"))
         assert producer.instance.current_namesrv == cluster.namesrv_addr
     assert first.send_status is SendStatus.SEND_OK
+
+
+async def test_task_free_async_sends_give_what_awaited_sends_give(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "AsyncSame", queues=4)
+    fast: list[SendResult | Exception] = []
+    awaited_later: list[SendResult | Exception] = []
+
+    async def coroutine_callback(outcome: SendResult | Exception) -> None:
+        await anyio.sleep(0)
+        awaited_later.append(outcome)
+
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        first = await producer.send(Message("AsyncSame", b"route"))  # route and broker cached: the fast path
+        for i in range(8):
+            producer.send_async(Message("AsyncSame", f"a{i}".encode(), keys=f"k{i}"), fast.append)
+        producer.send_async(Message("AsyncSame", b"coro"), coroutine_callback)
+        await wait_until(lambda: len(fast) == 8 and len(awaited_later) == 1)
+        last = await producer.send(Message("AsyncSame", b"after"))
+    results = [r for r in fast if isinstance(r, SendResult)]
+    assert len(results) == 8 and isinstance(awaited_later[0], SendResult)
+    for result in [*results, awaited_later[0]]:
+        assert (result.send_status, result.topic, result.broker_name) == (first.send_status, first.topic, "broker-a")
+        assert len(result.msg_id) == len(first.msg_id) and len(result.offset_msg_id) == len(first.offset_msg_id)
+    # Round robin over the queues, as the awaited path does: 8 sends spread 2 per queue.
+    assert sorted(r.queue_id for r in results) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert last.queue_offset >= 1
+    stored = {m.properties["UNIQ_KEY"]: m for q in range(4) for m in await _stored_in(cluster, "AsyncSame", q)}
+    assert {stored[r.msg_id].body for r in results} == {f"a{i}".encode() for i in range(8)}
+    assert all(stored[r.msg_id].queue_id == r.queue_id for r in results)
+
+
+async def _stored_in(cluster: ThreadedCluster, topic: str, queue_id: int) -> list[MessageExt]:
+    async with RemotingClient() as client:
+        response = await client.invoke(
+            cluster.broker_addr, request(RequestCode.PULL_MESSAGE, _pull_header(topic, queue_id).to_ext_fields()), 5
+        )
+    return list(iter_records(response.body)) if response.code == 0 else []
+
+
+async def test_task_free_async_send_retries_then_lists_every_attempt(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "AsyncDoomed", queues=1)
+    outcomes: list[SendResult | Exception] = []
+    async with Producer(
+        "pg", cluster.namesrv_addr, retry_times_when_send_async_failed=1, send_msg_timeout=2.0
+    ) as producer:
+        await producer.send(Message("AsyncDoomed", b"route"))
+        await anyio.to_thread.run_sync(cluster.stop_broker)
+        producer.send_async(Message("AsyncDoomed", b"x"), outcomes.append)
+        await wait_until(lambda: len(outcomes) == 1)
+    [outcome] = outcomes
+    assert isinstance(outcome, SendFailedError) and len(outcome.attempts) == 2
+    assert "AsyncDoomed" in str(outcome)
+
+
+async def test_async_sends_in_flight_when_the_producer_stops_each_get_one_outcome(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "AsyncStop", queues=4)
+    outcomes: list[SendResult | Exception] = []
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("AsyncStop", b"route"))
+        for i in range(200):
+            producer.send_async(Message("AsyncStop", f"s{i}".encode()), outcomes.append)
+    # Answered before the connection closed, or failed by the close: never lost, never reported twice.
+    assert len(outcomes) == 200
+    assert all(isinstance(o, (SendResult, Exception)) for o in outcomes)
+
+
+async def test_async_sends_failed_by_a_closing_connection_are_retried(
+    cluster: ThreadedCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="client.async_send")
+    await create_topic(cluster.namesrv_addr, "AsyncRetry", queues=4)
+    outcomes: list[SendResult | Exception] = []
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("AsyncRetry", b"route"))
+        for i in range(100):
+            producer.send_async(Message("AsyncRetry", f"r{i}".encode()), outcomes.append)
+        producer.instance.remoting.close_connection(cluster.broker_addr)  # fails every pending callback once
+        await wait_until(lambda: len(outcomes) == 100)
+    assert all(isinstance(o, SendResult) and o.send_status is SendStatus.SEND_OK for o in outcomes)
+    assert "1 attempt(s) so far" in caplog.text  # the close failed them once; the retry went through

@@ -1,15 +1,20 @@
 """The hot-path shortcuts give exactly what the general code gives: the SEND V2 -> V1 one-pass parser and the JSON
-header decoder's in-range int fast path."""
+header decoder's in-range int fast path, and FrameDecoder's inlined payload decoding."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
 
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remoting.codec.codes import RequestCode
-from remoting.codec.errors import HeaderDecodeError, HeaderFieldError
+from remoting.codec.codes import RequestCode, SerializeType
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import CodecError, HeaderDecodeError, HeaderFieldError
+from remoting.codec.frame import FrameDecoder, decode_payload, encode_command
 from remoting.codec.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2, parse_send_request_header
 from remoting.codec.serializers import decode_json
 
@@ -69,3 +74,40 @@ def test_json_header_int_fields_out_of_int32_or_not_numbers_are_rejected(field: 
     header: dict[str, object] = {"code": 10, field: value}
     with pytest.raises(HeaderDecodeError):
         decode_json(orjson.dumps(header), b"")
+
+
+def _decode_or_error(decode: Callable[[], RemotingCommand | None]) -> RemotingCommand | str | None:
+    try:
+        return decode()
+    except CodecError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@given(
+    st.builds(
+        RemotingCommand,
+        code=st.integers(-(1 << 15), (1 << 15) - 1),
+        opaque=st.integers(0, (1 << 31) - 1),
+        remark=st.none() | st.text(max_size=10),
+        ext_fields=st.dictionaries(st.text(min_size=1, max_size=6), st.text(max_size=10), max_size=4),
+        body=st.binary(max_size=200),
+        serialize_type=st.sampled_from(SerializeType),
+    ),
+    st.binary(max_size=6),
+)
+def test_frame_decoder_gives_what_decode_payload_gives(cmd: RemotingCommand, garbage: bytes) -> None:
+    """FrameDecoder inlines decode_payload (views into its buffer): same command or same error,
+    for valid frames and for frames whose header is cut or extended with garbage."""
+    for frame in (encode_command(cmd), _with_header_garbage(encode_command(cmd), garbage)):
+        decoder = FrameDecoder()
+        decoder.receive_data(frame)
+        assert _decode_or_error(decoder.next_command) == _decode_or_error(partial(decode_payload, frame[4:]))
+
+
+def _with_header_garbage(frame: bytes, garbage: bytes) -> bytes:
+    """``frame`` with ``garbage`` appended to its header (the header length grows with it)."""
+    word = int.from_bytes(frame[4:8], "big")
+    header_len = word & 0xFFFFFF
+    end = 8 + header_len
+    payload = (word + len(garbage)).to_bytes(4, "big") + frame[8:end] + garbage + frame[end:]
+    return len(payload).to_bytes(4, "big") + payload

@@ -1,0 +1,180 @@
+"""``Producer.send_async`` without a task per message (issue 8): :class:`AsyncSend` writes the request and lets the
+connection's reader hand the response to :meth:`AsyncSend._on_outcome`, which turns it into the
+:class:`~client.message.SendResult` or the exception the user's callback gets.
+
+Same outcomes as the awaitable path (``Producer._send_with_retries``): up to ``1 + retries`` attempts, each on the
+next queue avoiding the broker that just failed, retrying on transport errors and on the response codes Java retries
+(:data:`RETRY_RESPONSE_CODES`), :class:`~client.errors.SendFailedError` once every attempt failed, other refusals as
+:class:`~client.errors.MQBrokerError` at once; the latency fault table is fed when enabled. A retry that cannot be
+sent at once (the route or the broker address is not cached any more) continues in a task on the slow path.
+
+The user's callback runs in the connection's reader (or wherever the outcome was decided): it must not block. An
+awaitable it returns is awaited in the client instance's task group; what it raises is logged.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import TYPE_CHECKING, Final
+
+import anyio
+
+from client import api
+from client.errors import ClientStateError, MQBrokerError, SendFailedError
+from client.message import SendResult
+from client.route import TopicPublishInfo
+from client.selector import select_one_message_queue
+from client.send_request import PreparedSend
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.errors import RemotingError
+
+if TYPE_CHECKING:
+    from client.producer import Producer, SendCallback
+
+log = logging.getLogger(__name__)
+
+#: Response codes after which Java retries on another queue (``retryResponseCodes``).
+RETRY_RESPONSE_CODES: Final = frozenset({17, 14, 1, 16, 204, 205})
+
+
+class AsyncSend:
+    """One ``send_async`` in flight. Owned by nobody once started: the pending-invocation table of a connection (or
+    a retry task) holds it until its outcome has been delivered, exactly once."""
+
+    __slots__ = (
+        "_address",
+        "_attempts",
+        "_broker_name",
+        "_callback",
+        "_info",
+        "_prepared",
+        "_producer",
+        "_retries",
+        "_started",
+        "_timeout",
+    )
+
+    def __init__(
+        self,
+        producer: Producer,
+        info: TopicPublishInfo,
+        prepared: PreparedSend,
+        callback: SendCallback,
+        timeout: float,
+        retries: int,
+    ) -> None:
+        self._producer = producer
+        self._info = info
+        self._prepared = prepared
+        self._callback = callback
+        self._timeout = timeout
+        self._retries = max(0, retries)
+        self._attempts: list[tuple[str, BaseException]] = []
+        self._address = ""
+        self._broker_name = ""
+        self._started = 0.0
+
+    def start(self) -> None:
+        """Make the next attempt: pick a queue, write the request, return. Never raises."""
+        producer = self._producer
+        fault = producer.fault if producer.send_latency_fault_enable else None
+        last_broker = self._attempts[-1][0] if self._attempts else None
+        mq = select_one_message_queue(self._info, last_broker, fault)
+        address = producer.instance.find_broker_address(mq.broker_name)
+        if address is None:
+            self._continue_in_task(last_broker)
+            return
+        self._address, self._broker_name = address, mq.broker_name
+        if fault is not None:
+            self._started = anyio.current_time()
+        prepared = self._prepared
+        fields = prepared.for_queue(mq.queue_id, mq.broker_name)
+        code = RequestCode.SEND_BATCH_MESSAGE if fields.get("m") == "true" else RequestCode.SEND_MESSAGE_V2
+        cmd = request(code, fields, prepared.body)
+        try:
+            producer.instance.remoting.invoke_callback(address, cmd, self._timeout, self._on_outcome, plain=True)
+        except (RuntimeError, ClientStateError) as exc:  # the client is shutting down
+            self._give_up(exc)
+
+    def _on_outcome(self, outcome: RemotingCommand | RemotingError) -> None:
+        prepared = self._prepared
+        error: RemotingError | MQBrokerError
+        if isinstance(outcome, RemotingCommand):
+            try:
+                result = api.send_result(outcome, self._address, self._broker_name, prepared.topic, prepared.msg_id)
+            except MQBrokerError as exc:
+                if exc.code not in RETRY_RESPONSE_CODES:
+                    self._deliver(exc)
+                    return
+                error = exc
+            else:
+                self._report_latency(failed=False)
+                self._deliver(result)
+                return
+        else:
+            error = outcome
+        self._report_latency(failed=True)
+        self._attempts.append((self._broker_name, error))
+        log.info("send to %s failed (%s), %d attempt(s) so far", self._broker_name, error, len(self._attempts))
+        if len(self._attempts) > self._retries:
+            self._deliver(SendFailedError(prepared.topic, self._attempts))
+            return
+        info = self._producer.cached_publish_info(prepared.topic)
+        if info is None:
+            self._continue_in_task(self._broker_name)
+            return
+        self._info = info
+        self.start()
+
+    def _report_latency(self, *, failed: bool) -> None:
+        producer = self._producer
+        if producer.send_latency_fault_enable:
+            elapsed_ms = int((anyio.current_time() - self._started) * 1000)
+            producer.fault.report(self._broker_name, elapsed_ms, failed=failed)
+
+    def _continue_in_task(self, last_broker: str | None) -> None:
+        """The remaining attempts on the slow path (route lookups may need to wait)."""
+        try:
+            self._producer.instance.task_group.start_soon(self._send_in_task, last_broker)
+        except (RuntimeError, ClientStateError) as exc:  # the client is shutting down
+            self._give_up(exc)
+
+    def _give_up(self, exc: Exception) -> None:
+        """No further attempt is possible: the attempts so far as a SendFailedError, or ``exc`` if none."""
+        self._deliver(SendFailedError(self._prepared.topic, self._attempts) if self._attempts else exc)
+
+    async def _send_in_task(self, last_broker: str | None) -> None:
+        producer, prepared = self._producer, self._prepared
+        outcome: SendResult | Exception
+        try:
+            info = await producer.publish_info(prepared.topic)
+            retries = self._retries - len(self._attempts)
+            outcome = await producer.send_with_retries(
+                info, prepared, self._timeout, retries, attempts=self._attempts, last_broker=last_broker
+            )
+        except Exception as exc:
+            outcome = exc
+        self._deliver(outcome)
+
+    def _deliver(self, outcome: SendResult | Exception) -> None:
+        callback = self._callback
+        try:
+            result = callback(outcome)
+        except Exception:
+            log.exception("send callback %r failed", callback)
+            return
+        if inspect.isawaitable(result):
+            try:
+                self._producer.instance.task_group.start_soon(_await_callback, callback, result)
+            except (RuntimeError, ClientStateError):  # shutting down: nobody left to await it
+                if inspect.iscoroutine(result):
+                    result.close()
+
+
+async def _await_callback(callback: SendCallback, result: object) -> None:
+    try:
+        await result  # type: ignore[misc]
+    except Exception:
+        log.exception("send callback %r failed", callback)
