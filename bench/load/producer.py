@@ -2,7 +2,8 @@
 
 Settings: ``--inflight`` (sync/oneway: producer tasks; async: sends outstanding), ``--size``, ``--batch`` (messages
 per send_batch), ``--tags``/``--keys``, ``--mode sync|async|oneway``, ``--flush-disk-type``, ``--topics``/``--queues``,
-``--duration``/``--messages``. Response time is from the send call to its result (oneway: to the write). Output:
+``--duration``/``--messages``, ``--connections`` (producers with a client each; the in-flight budget is split
+between them). Response time is from the send call to its result (oneway: to the write). Output:
 one JSON line per second, a ``summary`` line and ``bench/results/producer.json``; ``--profile`` adds
 ``producer.svg`` and ``producer.speedscope.json`` of the broker. Example::
 
@@ -12,14 +13,16 @@ one JSON line per second, a ``summary`` line and ``bench/results/producer.json``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+import os
 from typing import Any
 
 import trio
 
 from bench.load.run import Budget, common_arguments, run_tool, topic_names
 from bench.load.stats import LoadStats
-from client import Message, Producer, SendResult
+from client import ClientConfig, Message, Producer, SendResult
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tags", default="TagA", help="tag on every message ('' for none)")
     parser.add_argument("--keys", action="store_true", help="a unique key on every message")
     parser.add_argument("--group", default="bench_load_pg")
+    parser.add_argument("--connections", type=int, default=1, help="producers with a client (connection) each")
     return parser
 
 
@@ -44,11 +48,16 @@ def make_load(args: argparse.Namespace) -> Any:
         return Message(topic, body, tags=args.tags or None, keys=keys)
 
     async def load(namesrv: str, stats: LoadStats, budget: Budget) -> None:
-        async with Producer(args.group, namesrv) as producer:
-            for topic in topics:  # routes fetched before the window
-                await producer.send(message(topic))
+        async with contextlib.AsyncExitStack() as stack:
+            producers = []
+            for n in range(args.connections):  # a client instance per producer: a connection each
+                config = ClientConfig(namesrv, instance_name=f"bench_load_{os.getpid()}_{n}")
+                producers.append(await stack.enter_async_context(Producer(args.group, namesrv, config=config)))
+                for topic in topics:  # routes fetched before the window
+                    await producers[-1].send(message(topic))
 
             async def sender(task: int) -> None:
+                producer = producers[task % len(producers)]
                 topic = topics[task % len(topics)]
                 while budget.take(args.batch):
                     start = trio.current_time()
@@ -64,8 +73,8 @@ def make_load(args: argparse.Namespace) -> Any:
                     else:
                         stats.record((trio.current_time() - start) * 1000)
 
-            async def async_sender() -> None:
-                window = trio.Semaphore(args.inflight)
+            async def async_sender(producer: Producer) -> None:
+                window = trio.Semaphore(max(1, args.inflight // len(producers)))
                 idle = trio.Event()
                 outstanding = 0
                 index = 0
@@ -92,7 +101,8 @@ def make_load(args: argparse.Namespace) -> Any:
 
             async with trio.open_nursery() as nursery:
                 if args.mode == "async" and args.batch == 1:
-                    nursery.start_soon(async_sender)
+                    for producer in producers:
+                        nursery.start_soon(async_sender, producer)
                 else:
                     for task in range(args.inflight):
                         nursery.start_soon(sender, task)
@@ -104,7 +114,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
     settings = {
         k: getattr(args, k)
-        for k in ("mode", "inflight", "size", "batch", "tags", "keys", "topics", "queues", "duration", "messages")
+        for k in (
+            "mode",
+            "inflight",
+            "connections",
+            "size",
+            "batch",
+            "tags",
+            "keys",
+            "topics",
+            "queues",
+            "duration",
+            "messages",
+        )
     }
     settings["flush_disk_type"] = args.flush_disk_type
     return run_tool("producer", args, settings, make_load(args), per_sample=args.batch)
