@@ -4,25 +4,69 @@ same name starts empty (offsets from 0, no old messages).
 
 What goes: every ConsumeQueue of the topic (unmapped, its segment files unlinked, ``consumequeue/<topic>/<queue>``
 and ``consumequeue/<topic>`` removed) and the topic's next-offset entries. What stays, as in Java: the CommitLog
-records (retention deletes them with their segment) and their index entries. After a crash, records of the deleted
-topic stored after the last checkpoint can be dispatched again by recovery (Java's recovery does the same).
+records (retention deletes them with their segment) and their index entries.
+
+Recovery re-dispatches CommitLog records into ConsumeQueues, which would bring the deleted topic's records back. So
+each deletion leaves a tombstone, ``{topic: CommitLog end at deletion}`` in ``<storePathRootDir>/deletedTopics.json``
+(ours; Java avoids it by re-dispatching only past the queues' end), and :func:`is_deleted_record` makes recovery
+skip records of a tombstoned topic below that offset. A tombstone is dropped once retention has deleted every
+record it covers.
 
 Concurrency: runs on the Trio thread under the store's ``disk_lock``, so no flush is writing back a segment while it
 is unmapped; between taking the lock and returning nothing awaits, so an append or pull to the topic sees either the
 old queues or none (a later append creates fresh, empty ones). Errors: none raised for files already gone; other
-``OSError`` from removing the directories propagates.
+``OSError`` (removing the directories, writing the tombstone) propagates.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
+
+import orjson
+import trio
+
+from store.config_files import fsync_directory
 
 if TYPE_CHECKING:
+    from remoting.codec.message import RecordMeta
     from store.message_store import MessageStore
 
-__all__ = ["delete_topic_queues"]
+__all__ = ["TOMBSTONE_FILE", "delete_topic_queues", "is_deleted_record", "load_tombstones"]
+
+TOMBSTONE_FILE: Final = "deletedTopics.json"
+
+#: topic -> CommitLog offset below which its records belong to a deleted incarnation.
+Tombstones = dict[str, int]
+
+
+def load_tombstones(root: Path) -> Tombstones:
+    """The tombstones under store root ``root`` (empty when none or unreadable: then nothing is skipped)."""
+    try:
+        table = orjson.loads((root / TOMBSTONE_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    if not isinstance(table, dict):
+        return {}
+    return {str(k): v for k, v in table.items() if isinstance(v, int)}
+
+
+def is_deleted_record(tombstones: Tombstones, meta: RecordMeta) -> bool:
+    """Whether recovery must not dispatch ``meta``: its topic was deleted after it was stored."""
+    return meta.phy_offset < tombstones.get(meta.topic, -1)
+
+
+def _save_tombstones(root: Path, tombstones: Tombstones) -> None:
+    path = root / TOMBSTONE_FILE
+    tmp = root / (TOMBSTONE_FILE + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(orjson.dumps(tombstones, option=orjson.OPT_SORT_KEYS))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_directory(root)
 
 
 async def delete_topic_queues(store: MessageStore, topic: str) -> int:
@@ -45,6 +89,10 @@ async def delete_topic_queues(store: MessageStore, topic: str) -> int:
                 _remove_queue_dir(queue_dir)
             with contextlib.suppress(FileNotFoundError):
                 topic_dir.rmdir()
+        low = store.commitlog.min_offset
+        tombstones = {t: end for t, end in load_tombstones(store.root).items() if end > low}
+        tombstones[topic] = store.commitlog.max_offset
+        await trio.to_thread.run_sync(_save_tombstones, store.root, tombstones, limiter=store.disk_limiter)
         return len(keys)
 
 
