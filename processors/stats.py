@@ -3,6 +3,8 @@
 - VIEW_BROKER_STATS_DATA (315): one stats item of :mod:`broker.stats` (``TOPIC_PUT_NUMS`` by topic,
   ``GROUP_GET_NUMS`` / ``GROUP_GET_SIZE`` by ``topic@group``, ``BROKER_PUT_NUMS`` / ``BROKER_GET_NUMS`` by cluster
   name) as a ``BrokerStatsData`` body: sum, rate and average per call over its minute, hour and day windows;
+- QUERY_TOPIC_CONSUME_BY_WHO (300): the groups consuming a topic, online subscribers and groups with offsets on it
+  (Java's ``queryTopicConsumeByWho``);
 - GET_BROKER_CONSUME_STATS (317): for every subscription group, the consume stats of each topic it has offsets on
   (queues up to ``writeQueueNums``, the group's pull rate as ``consumeTps``) and the total lag, as Java's
   ``fetchAllConsumeStatsInBroker`` (``isOrder`` keeps order topics only).
@@ -19,10 +21,14 @@ from broker.stats.item import StatsSnapshot
 from processors.common import RequestRejected, parse_header
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import ConsumeStats, OffsetWrapper
-from remoting.codec.bodies.stats import BrokerStatsData, BrokerStatsItem, ConsumeStatsList
+from remoting.codec.bodies.stats import BrokerStatsData, BrokerStatsItem, ConsumeStatsList, GroupList
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
-from remoting.codec.headers import GetConsumeStatsInBrokerHeader, ViewBrokerStatsDataRequestHeader
+from remoting.codec.headers import (
+    GetConsumeStatsInBrokerHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
+)
 from remoting.processor import RequestContext
 
 if TYPE_CHECKING:
@@ -38,7 +44,11 @@ def _item(snapshot: StatsSnapshot) -> BrokerStatsItem:
 class StatsProcessor:
     """Serves :attr:`REQUEST_CODES`; stateless, reads ``broker`` per request."""
 
-    REQUEST_CODES: Final = (RequestCode.VIEW_BROKER_STATS_DATA, RequestCode.GET_BROKER_CONSUME_STATS)
+    REQUEST_CODES: Final = (
+        RequestCode.VIEW_BROKER_STATS_DATA,
+        RequestCode.GET_BROKER_CONSUME_STATS,
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+    )
 
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
@@ -49,6 +59,10 @@ class StatsProcessor:
                 return self.view_broker_stats_data(request)
             if request.code == RequestCode.GET_BROKER_CONSUME_STATS:
                 return self.broker_consume_stats(request)
+            if request.code == RequestCode.QUERY_TOPIC_CONSUME_BY_WHO:
+                topic = parse_header(QueryTopicConsumeByWhoRequestHeader, request).topic
+                groups = set(self.broker.clients.groups_subscribing(topic)) | self.broker.offsets.groups_of_topic(topic)
+                return request.response(ResponseCode.SUCCESS, body=GroupList(tuple(sorted(groups))).encode())
         except RequestRejected as rejected:
             return rejected.to_response(request)
         return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")

@@ -10,10 +10,24 @@ from typing import Any
 
 import attrs
 
-from remoting.codec.bodies._json import BodyDecodeError, dumps, expect_object, load_object
+from remoting.codec.bodies._json import BodyDecodeError, dumps, expect_object, get_str_list, load_object
 from remoting.codec.bodies.admin import ConsumeStats, OffsetWrapper, _mq_table, loads_fastjson
 
-__all__ = ["BrokerStatsData", "BrokerStatsItem", "ConsumeStatsList"]
+__all__ = ["BrokerStatsData", "BrokerStatsItem", "ConsumeStatsList", "GroupList"]
+
+
+@attrs.frozen
+class GroupList:
+    """QUERY_TOPIC_CONSUME_BY_WHO body: ``{"groupList": [...]}`` (a set in Java; sorted here)."""
+
+    group_list: tuple[str, ...] = ()
+
+    def encode(self) -> bytes:
+        return dumps({"groupList": list(self.group_list)})
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> GroupList:
+        return cls(tuple(get_str_list(load_object(data, "GroupList"), "groupList")))
 
 
 @attrs.frozen

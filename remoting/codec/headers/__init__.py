@@ -17,6 +17,7 @@ from remoting.codec.headers.admin import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
     ViewBrokerStatsDataRequestHeader,
 )
@@ -133,6 +134,7 @@ __all__ = [
     "QueryDataVersionResponseHeader",
     "QueryMessageRequestHeader",
     "QueryMessageResponseHeader",
+    "QueryTopicConsumeByWhoRequestHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
     "ResetOffsetRequestHeader",

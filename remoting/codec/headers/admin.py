@@ -154,3 +154,12 @@ class GetConsumeStatsInBrokerHeader(Header):
     REQUEST_CODES = (RequestCode.GET_BROKER_CONSUME_STATS,)
 
     is_order: bool = attrs.field(metadata=wire("isOrder"))
+
+
+@attrs.frozen(slots=True)
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300): the groups consuming ``topic`` (``mqadmin statsAll``)."""
+
+    REQUEST_CODES = (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,)
+
+    topic: str = attrs.field(metadata=wire("topic"))
