@@ -200,9 +200,10 @@ class PullMessageProcessor:
             response = request.response(code, result.status.value, fields)
         if allow_suspend and header.sys_flag & PULL_FLAG_COMMIT_OFFSET and not is_slave:
             self.broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
-        self.broker.stats.record_get(
-            header.consumer_group, header.topic, result.messages if code == ResponseCode.SUCCESS else ()
-        )
+        if code == ResponseCode.SUCCESS and response is not None:
+            self.broker.stats.record_get(header.consumer_group, header.topic, len(result.messages), len(response.body))
+        else:
+            self.broker.stats.record_miss()
         if code == ResponseCode.PULL_OFFSET_MOVED:
             put_offset_moved_event(
                 self.broker, header.consumer_group, header.topic, header.queue_id, offset, next_offset
