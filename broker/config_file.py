@@ -58,7 +58,8 @@ def rewrite_properties(text: str, changes: Mapping[str, str]) -> str:
             continue
         original = lines[first]
         ending = original[len(original.rstrip("\r\n")) :] or "\n"
-        head = re.match(r"\s*" + re.escape(key) + r"(\s*[=:]\s*|\s+)", original)
+        # Horizontal whitespace only: "\s" would swallow the line ending of an empty value ("key=\n").
+        head = re.match(r"[ \t\f]*" + re.escape(key) + r"[ \t\f]*[=:][ \t\f]*", original)
         prefix = head.group(0) if head else f"{key}="
         out.append(f"{prefix}{changes[key]}{ending}")
         written.add(key)

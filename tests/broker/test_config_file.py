@@ -52,6 +52,8 @@ def test_a_file_without_a_final_newline_gets_one_before_appended_keys() -> None:
     assert rewrite_properties("a=1", {"b": "2"}) == "a=1\nb=2\n"
     assert rewrite_properties("", {"b": "2"}) == "b=2\n"
     assert rewrite_properties("a=1\r\nb=1\r\n", {"a": "3"}) == "a=3\r\nb=1\r\n"
+    assert rewrite_properties("A=\nA=\n", {"A": "0"}) == "A=0\nA=0\n"
+    assert rewrite_properties("flag \n", {"flag": "on"}) == "flag=on\n"
 
 
 _KEY = st.from_regex(r"[a-zA-Z][a-zA-Z0-9.]{0,8}", fullmatch=True)
@@ -59,6 +61,7 @@ _VALUE = st.from_regex(r"[a-zA-Z0-9;/._-]([a-zA-Z0-9 ;:/._=-]{0,10}[a-zA-Z0-9;/.
 _LINE = st.one_of(
     st.builds(lambda k, v: f"{k}={v}", _KEY, _VALUE),
     st.builds(lambda k, v: f"  {k} : {v}", _KEY, _VALUE),
+    st.builds(lambda k: f"{k} ", _KEY),
     st.builds(lambda c: f"# {c}", _VALUE),
     st.just(""),
 )
