@@ -365,6 +365,14 @@ class Admin:
             groups.update(GroupList.decode(response.body).group_list)
         return sorted(groups)
 
+    async def clean_unused_topic(self, *, broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
+        """CLEAN_UNUSED_TOPIC on ``broker_addr`` or every master of ``cluster``: the brokers drop the stored queues
+        of topics they no longer have. Returns the brokers asked."""
+        targets = [broker_addr] if broker_addr else await self.master_addresses(cluster)
+        for addr in targets:
+            await self._call(addr, request(RequestCode.CLEAN_UNUSED_TOPIC))
+        return targets
+
     async def update_broker_config(self, broker_addr: str, properties: dict[str, str]) -> None:
         """UPDATE_BROKER_CONFIG: applied at once and written to the broker's ``-c`` file when it has one."""
         body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode()

@@ -1,6 +1,6 @@
-"""``mqadmin`` commands for throughput statistics and broker settings, with RocketMQ's names and flags:
-``statsAll``, ``brokerConsumeStats``, ``updateBrokerConfig`` and ``getBrokerConfig``. :mod:`client.mqadmin` adds
-them to its command group. Output and errors as in :mod:`client.mqadmin`.
+"""``mqadmin`` commands for throughput statistics and broker maintenance, with RocketMQ's names and flags:
+``statsAll``, ``brokerConsumeStats``, ``updateBrokerConfig``, ``getBrokerConfig`` and ``cleanUnusedTopic``.
+:mod:`client.mqadmin` adds them to its command group. Output and errors as in :mod:`client.mqadmin`.
 """
 
 from __future__ import annotations
@@ -158,5 +158,19 @@ def get_broker_config(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
+@click.command("cleanUnusedTopic")
+@common
+@click.option("-b", "--brokerAddr", "broker_addr")
+@click.option("-c", "--clusterName", "cluster")
+def clean_unused_topic(ctx: click.Context, **o: Any) -> None:
+    """Drop stored queues of topics a broker (or every master of a cluster) no longer has."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        targets = await admin.clean_unused_topic(broker_addr=o["broker_addr"], cluster=o["cluster"])
+        out.done(f"clean unused topic success, {', '.join(targets)}", brokers=targets)
+
+    run_job(ctx, job)
+
+
 #: The commands :mod:`client.mqadmin` registers.
-COMMANDS = (stats_all, broker_consume_stats, update_broker_config, get_broker_config)
+COMMANDS = (stats_all, broker_consume_stats, update_broker_config, get_broker_config, clean_unused_topic)

@@ -11,7 +11,8 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
   ``listenPort`` is ignored) and, when the broker was started with ``-c broker.conf``, writes the changed keys back
   into that file (:mod:`broker.config_file`); Java's black-listed keys answer NO_PERMISSION.
 - DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
-  statistics, so a topic created again under the same name starts empty.
+  statistics, so a topic created again under the same name starts empty; CLEAN_UNUSED_TOPIC (316) does the same
+  for every topic in the store that is neither configured nor a system topic.
 - GET_BROKER_RUNTIME_INFO (28) and GET_CONSUME_STATS (208) carry the rates of :mod:`broker.stats`.
 
 Errors: an invalid topic name, a system topic or a reserved word answers SYSTEM_ERROR with Java's remark; an unknown
@@ -61,6 +62,7 @@ from remoting.dispatch import ProcessorPool, not_supported_remark
 from remoting.processor import RequestContext
 from remoting.properties import PropertiesError, apply_properties, parse_properties
 from store.config_files import ConfigFileError, SubscriptionGroupConfig, TopicConfig, TopicFilterType
+from store.topic_cleanup import clean_unused_topics
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +155,14 @@ class AdminBrokerProcessor:
         broker.offsets.remove_topic(topic)
         await broker.store.delete_topic(topic)
         broker.stats.on_topic_deleted(topic)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def clean_unused_topic(self, request: RemotingCommand) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC: drop the store's queues of topics that are neither configured nor system topics."""
+        broker = self.broker
+        for topic in await clean_unused_topics(broker.store, lambda t: t in broker.topics or is_system_topic(t)):
+            broker.stats.on_topic_deleted(topic)
+            log.info("cleanUnusedTopic: %s destroyed", topic)
         return request.response(ResponseCode.SUCCESS)
 
     def get_all_topic_config(self, request: RemotingCommand) -> RemotingCommand:
@@ -362,6 +372,7 @@ _HANDLERS: Final[dict[int, _Handler]] = {
 _ASYNC_HANDLERS: Final[dict[int, _AsyncHandler]] = {
     RequestCode.DELETE_TOPIC_IN_BROKER: AdminBrokerProcessor.delete_topic,
     RequestCode.UPDATE_BROKER_CONFIG: AdminBrokerProcessor.update_broker_config,
+    RequestCode.CLEAN_UNUSED_TOPIC: AdminBrokerProcessor.clean_unused_topic,
 }
 
 _BROKER_TO_CLIENT: Final[dict[int, Callable[[BrokerContext, RemotingCommand], Awaitable[RemotingCommand]]]] = {

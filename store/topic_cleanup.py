@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from remoting.codec.message import RecordMeta
     from store.message_store import MessageStore
 
-__all__ = ["TOMBSTONE_FILE", "delete_topic_queues", "is_deleted_record", "load_tombstones"]
+__all__ = ["TOMBSTONE_FILE", "clean_unused_topics", "delete_topic_queues", "is_deleted_record", "load_tombstones"]
 
 TOMBSTONE_FILE: Final = "deletedTopics.json"
 
@@ -106,3 +107,12 @@ def _remove_queue_dir(queue_dir: Path) -> None:
             leftover.unlink()
     with contextlib.suppress(FileNotFoundError):
         queue_dir.rmdir()
+
+
+async def clean_unused_topics(store: MessageStore, in_use: Callable[[str], bool]) -> list[str]:
+    """Java's ``cleanUnusedTopic`` (CLEAN_UNUSED_TOPIC): :func:`delete_topic_queues` for every topic with
+    ConsumeQueues that ``in_use`` refuses. Returns those topics, sorted."""
+    unused = sorted({topic for topic, _ in store.consume_queues if not in_use(topic)})
+    for topic in unused:
+        await delete_topic_queues(store, topic)
+    return unused

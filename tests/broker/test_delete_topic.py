@@ -65,3 +65,17 @@ async def test_deleting_an_unknown_topic_succeeds_and_touches_nothing_else(
     )
     assert answer.code == ResponseCode.SUCCESS
     assert embedded_cluster.controller.context.store.max_offset_in_queue("Other", 0) == 1
+
+
+async def test_clean_unused_topic_drops_only_unconfigured_non_system_topics(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    addr = embedded_cluster.broker_addr
+    assert (await client.invoke(addr, create_topic_request("Configured", queues=1), 5)).code == ResponseCode.SUCCESS
+    for topic in ("Configured", "Orphan", "OFFSET_MOVED_EVENT"):
+        _put(embedded_cluster, topic, 0, b"x")
+    store = embedded_cluster.controller.context.store
+    answer = await client.invoke(addr, request(RequestCode.CLEAN_UNUSED_TOPIC), 5)
+    assert answer.code == ResponseCode.SUCCESS
+    assert store.max_offset_in_queue("Orphan", 0) == 0 and not (store.config.consume_queue_dir / "Orphan").exists()
+    assert store.max_offset_in_queue("Configured", 0) == store.max_offset_in_queue("OFFSET_MOVED_EVENT", 0) == 1

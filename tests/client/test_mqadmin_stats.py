@@ -74,3 +74,8 @@ def test_broker_config_commands_change_and_show_a_setting(cluster: ThreadedClust
     assert _cli("updateBrokerConfig", "-n", ns, "-b", addr, "-k", "maxMessageSize", "-v", "65536")["ok"]
     after = {r["Key"]: r["Value"] for r in _cli("getBrokerConfig", "-n", ns, "-c", "DefaultCluster")["rows"]}
     assert after["maxMessageSize"] == "65536"
+
+
+def test_clean_unused_topic_command_asks_every_master(cluster: ThreadedCluster) -> None:
+    done = _cli("cleanUnusedTopic", "-n", cluster.namesrv_addr, "-c", "DefaultCluster")
+    assert done["ok"] and done["brokers"] == [cluster.broker_addr]
