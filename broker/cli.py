@@ -10,6 +10,9 @@ When serving it prints Java's boot line with the real bound address, so scripts 
 
     The broker[broker-a, 127.0.0.1:10911] boot success. serializeType=JSON and name server is 127.0.0.1:9876
 
+UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``) writes the properties it changes back into the ``-c`` file
+(:mod:`broker.config_file`), so a restart keeps them.
+
 SIGINT (Ctrl-C) and SIGTERM shut down cleanly (unregister from name servers, flush, checkpoint, save config files;
 exit status 0). A bad option or property value exits with status 2; a port that cannot be bound, a locked or corrupt
 store exits with status 1.
@@ -21,6 +24,7 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 import attrs
 import click
@@ -61,9 +65,10 @@ def boot_line(config: BrokerConfig, address: Address) -> str:
     )
 
 
-async def run(config: BrokerConfig) -> None:
-    """Serve until SIGINT or SIGTERM, then shut down by cancelling the nursery."""
-    controller = BrokerController(config)
+async def run(config: BrokerConfig, config_path: Path | None = None) -> None:
+    """Serve until SIGINT or SIGTERM, then shut down by cancelling the nursery. ``config_path`` is the ``-c`` file,
+    where UPDATE_BROKER_CONFIG persists changed properties."""
+    controller = BrokerController(config, config_path=config_path)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(controller.serve)
@@ -89,7 +94,7 @@ def main(ctx: click.Context, config_file: str | None, namesrv_addr: str | None) 
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        trio.run(run, config)
+        trio.run(run, config, Path(config_file) if config_file else None)
     except (OSError, StoreError, ValueError, BaseExceptionGroup) as exc:
         startup = startup_error(exc)
         if startup is None:

@@ -20,6 +20,7 @@ from broker.client_registry import ClientRegistry
 from broker.config import BrokerConfig
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.rebalance_locks import RebalanceLockManager
+from broker.stats import BrokerStatsManager
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
 from processors.hold import HoldService
@@ -43,6 +44,10 @@ class BrokerContext:
     locks: RebalanceLockManager
     broker_addr: str
     store_host: bytes
+    #: Throughput statistics; the pull processor records into it, the controller runs its sampling task.
+    stats: BrokerStatsManager
+    #: The ``broker.conf`` the broker was started with (``mqbroker -c``): UPDATE_BROKER_CONFIG writes changes back.
+    config_path: Path | None = None
     #: The long-poll hold service, once the controller created one.
     hold: HoldService | None = None
     #: Called by :meth:`on_topic_changed`; the controller points it at the registration service.
@@ -111,6 +116,7 @@ def build_context(config: BrokerConfig, store: MessageStore | None = None) -> Br
         locks=RebalanceLockManager(config.rebalance_lock_max_live_time / 1000),
         broker_addr=config.broker_addr,
         store_host=store_host,
+        stats=BrokerStatsManager(store, config.broker_cluster_name),
     )
     ctx.topics.on_changed = ctx.on_topic_changed
     return ctx

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from pathlib import Path
 
 import trio
 
@@ -49,6 +50,7 @@ from processors.put_future import PutFutureService
 from processors.query import QueryMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.send_back import ConsumerSendMsgBackProcessor
+from processors.stats import StatsProcessor
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -87,9 +89,10 @@ class FastChannelDispatcher(Dispatcher):
 class BrokerController:
     """Owns a broker's context, pools, dispatcher, server and registration. See the module docstring."""
 
-    def __init__(self, config: BrokerConfig, *, cpus: int | None = None) -> None:
+    def __init__(self, config: BrokerConfig, *, cpus: int | None = None, config_path: Path | None = None) -> None:
         self.config = config
         self.context: BrokerContext = build_context(config)
+        self.context.config_path = config_path
         self.pools: dict[str, ProcessorPool] = broker_pools(cpus)
         # Java's hold service re-checks held queues every 5 s (1 s with short polling) as a safety net behind the
         # arrival listener.
@@ -170,6 +173,7 @@ class BrokerController:
             pools["admin"],
         )
         register(LockBatchProcessor.REQUEST_CODES, LockBatchProcessor(ctx), pools["admin"])
+        register(StatsProcessor.REQUEST_CODES, StatsProcessor(ctx), pools["admin"])
         admin = AdminBrokerProcessor(ctx, pools)
         register(ADMIN_CODES, admin, pools["admin"])
         register(
@@ -228,6 +232,7 @@ class BrokerController:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             await nursery.start(ctx.clients.run)
             await nursery.start(self.hold.run)
+            await nursery.start(ctx.stats.run)
             await nursery.start(self.put_futures.run)
             await nursery.start(self.schedule.run)
             await nursery.start(self.timer.run)

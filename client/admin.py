@@ -1,5 +1,6 @@
 """The admin client (Java's ``DefaultMQAdminExt``): topics, subscription groups, consumer progress, connections,
-message queries, offset resets and broker status. :mod:`client.mqadmin` is its command line.
+message queries, offset resets, broker status, throughput statistics and broker settings. :mod:`client.mqadmin`
+is its command line.
 
 Usage::
 
@@ -43,6 +44,7 @@ from remoting.codec.bodies.admin import (
 )
 from remoting.codec.bodies.admin import TopicStatsTable as _TopicStats
 from remoting.codec.bodies.configs import SubscriptionGroupConfig
+from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList, GroupList
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers import (
@@ -53,16 +55,20 @@ from remoting.codec.headers import (
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
     ViewMessageRequestHeader,
 )
 from remoting.codec.message import MessageExt, decode_record, iter_records
 from remoting.codec.msgid import decode_offset_msg_id
+from remoting.properties import parse_properties
 
 __all__ = ["Admin", "ConsumerConnection", "OffsetWrapper", "ProducerConnection", "TopicOffset"]
 
@@ -334,6 +340,48 @@ class Admin:
     async def broker_status(self, broker_addr: str) -> dict[str, str]:
         response = await self._call(broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO))
         return KVTable.decode(response.body).table
+
+    # -- statistics and broker settings ------------------------------------------------------------------------
+
+    async def view_broker_stats_data(self, broker_addr: str, stats_name: str, stats_key: str) -> BrokerStatsData:
+        """One stats item (``TOPIC_PUT_NUMS`` by topic, ``GROUP_GET_NUMS`` by ``topic@group``...); MQBrokerError
+        SYSTEM_ERROR when the broker has no such item (nothing counted yet)."""
+        fields = ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key).to_ext_fields()
+        response = await self._call(broker_addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+        return BrokerStatsData.decode(response.body)
+
+    async def broker_consume_stats(self, broker_addr: str, *, is_order: bool = False) -> ConsumeStatsList:
+        """Every group's consume stats on one broker, with its total lag (``mqadmin brokerConsumeStats``)."""
+        fields = GetConsumeStatsInBrokerHeader(is_order=is_order).to_ext_fields()
+        response = await self._call(broker_addr, request(RequestCode.GET_BROKER_CONSUME_STATS, fields))
+        return ConsumeStatsList.decode(response.body)
+
+    async def topic_consumed_by(self, topic: str) -> list[str]:
+        """Groups consuming ``topic`` on any of its masters (online subscribers and groups with offsets)."""
+        fields = QueryTopicConsumeByWhoRequestHeader(topic=topic).to_ext_fields()
+        groups: set[str] = set()
+        for _, addr in await self._topic_masters(topic):
+            response = await self._call(addr, request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, fields))
+            groups.update(GroupList.decode(response.body).group_list)
+        return sorted(groups)
+
+    async def clean_unused_topic(self, *, broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
+        """CLEAN_UNUSED_TOPIC on ``broker_addr`` or every master of ``cluster``: the brokers drop the stored queues
+        of topics they no longer have. Returns the brokers asked."""
+        targets = [broker_addr] if broker_addr else await self.master_addresses(cluster)
+        for addr in targets:
+            await self._call(addr, request(RequestCode.CLEAN_UNUSED_TOPIC))
+        return targets
+
+    async def update_broker_config(self, broker_addr: str, properties: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG: applied at once and written to the broker's ``-c`` file when it has one."""
+        body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode()
+        await self._call(broker_addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body))
+
+    async def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: every setting of the broker by property name."""
+        response = await self._call(broker_addr, request(RequestCode.GET_BROKER_CONFIG))
+        return parse_properties(bytes(response.body).decode("utf-8", "replace"))
 
 
 def _indexed_under(msg: MessageExt, key: str) -> bool:

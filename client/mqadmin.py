@@ -4,7 +4,8 @@ flags. Output is a rich table; ``--json`` (before or after the command) prints J
     python -m client.mqadmin updateTopic -n 127.0.0.1:9876 -t TopicTest -c DefaultCluster -r 4 -w 4
     python -m client.mqadmin consumerProgress -n 127.0.0.1:9876 -g my-group --json
 
-A command that fails prints the error on stderr and exits with status 1.
+Statistics and broker-settings commands live in :mod:`client.mqadmin_stats`. A command that fails prints the error
+on stderr and exits with status 1.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import click
 
 from client.admin import Admin
 from client.message import Message
+from client.mqadmin_stats import COMMANDS
 from client.mqadmin_support import MSG_COLUMNS, Output, common, format_ts, msg_row, parse_timestamp, run_job
 from client.producer import Producer
 from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue
@@ -383,6 +385,10 @@ def broker_status(ctx: click.Context, **o: Any) -> None:
         out.table("Broker status", ["Broker", "Key", "Value"], rows)
 
     run_job(ctx, job)
+
+
+for _command in COMMANDS:
+    main.add_command(_command)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,12 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
 - INVOKE_BROKER_TO_RESET_OFFSET (222), GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309) call the
   consumers themselves, through :mod:`broker.broker2client`.
 - UPDATE_BROKER_CONFIG (25) applies a properties body to the running broker (managers see the new values at once;
-  ``listenPort`` is ignored); it is not written back to ``broker.conf``.
+  ``listenPort`` is ignored) and, when the broker was started with ``-c broker.conf``, writes the changed keys back
+  into that file (:mod:`broker.config_file`); Java's black-listed keys answer NO_PERMISSION.
+- DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
+  statistics, so a topic created again under the same name starts empty; CLEAN_UNUSED_TOPIC (316) does the same
+  for every topic in the store that is neither configured nor a system topic.
+- GET_BROKER_RUNTIME_INFO (28) and GET_CONSUME_STATS (208) carry the rates of :mod:`broker.stats`.
 
 Errors: an invalid topic name, a system topic or a reserved word answers SYSTEM_ERROR with Java's remark; an unknown
 topic TOPIC_NOT_EXIST; an offline consumer group CONSUMER_NOT_ONLINE; a missing header field, a body that does not
@@ -23,9 +28,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
 import attrs
+import trio
 
 from broker import broker2client
 from broker.client_registry import ClientChannelInfo
+from broker.config_file import persist_properties
 from broker.context import BrokerContext
 from broker.names import SYSTEM_TOPICS, is_system_topic, validate_topic
 from remoting.codec.bodies import KVTable, MessageQueue, TopicList
@@ -55,10 +62,15 @@ from remoting.dispatch import ProcessorPool, not_supported_remark
 from remoting.processor import RequestContext
 from remoting.properties import PropertiesError, apply_properties, parse_properties
 from store.config_files import ConfigFileError, SubscriptionGroupConfig, TopicConfig, TopicFilterType
+from store.topic_cleanup import clean_unused_topics
 
 log = logging.getLogger(__name__)
 
 _Handler = Callable[["AdminBrokerProcessor", RemotingCommand], RemotingCommand]
+_AsyncHandler = Callable[["AdminBrokerProcessor", RemotingCommand], Awaitable[RemotingCommand]]
+
+#: Java's ``configBlackList`` default: properties UPDATE_BROKER_CONFIG refuses to change.
+CONFIG_BLACK_LIST: Final = frozenset({"configBlackList", "brokerConfigPath"})
 
 
 def _camel(name: str) -> str:
@@ -66,15 +78,20 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+def config_property_texts(config: object) -> dict[str, str]:
+    """An attrs config's settings as property texts by property name (booleans as ``true``/``false``)."""
+    texts = {}
+    for field in attrs.fields(type(config)):  # type: ignore[arg-type]
+        value = getattr(config, field.name)
+        texts[field.metadata.get("key", _camel(field.name))] = (
+            ("true" if value else "false") if isinstance(value, bool) else str(value)
+        )
+    return texts
+
+
 def broker_config_properties(broker: BrokerContext) -> str:
     """The broker's settings as a Java properties text (GET_BROKER_CONFIG body), one ``key=value`` per line."""
-    lines = []
-    for field in attrs.fields(type(broker.config)):
-        key = field.metadata.get("key", _camel(field.name))
-        value = getattr(broker.config, field.name)
-        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
-        lines.append(f"{key}={text}")
-    return "\n".join(sorted(lines)) + "\n"
+    return "".join(f"{key}={text}\n" for key, text in sorted(config_property_texts(broker.config).items()))
 
 
 class AdminBrokerProcessor:
@@ -90,6 +107,9 @@ class AdminBrokerProcessor:
             forward = _BROKER_TO_CLIENT.get(request.code)
             if forward is not None:
                 return await forward(self.broker, request)
+            slow = _ASYNC_HANDLERS.get(request.code)
+            if slow is not None:
+                return await slow(self, request)
             if handler is None:
                 return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
             return handler(self, request)
@@ -125,12 +145,24 @@ class AdminBrokerProcessor:
         )
         return request.response(ResponseCode.SUCCESS)
 
-    def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
+    async def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
+        """Java's deleteTopic + cleanUnusedTopic: the config, the ConsumeQueues, the offsets and the statistics."""
         topic = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields).topic
         if is_system_topic(topic):
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
-        self.broker.topics.delete_topic(topic)
-        self.broker.offsets.remove_topic(topic)
+        broker = self.broker
+        broker.topics.delete_topic(topic)
+        broker.offsets.remove_topic(topic)
+        await broker.store.delete_topic(topic)
+        broker.stats.on_topic_deleted(topic)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def clean_unused_topic(self, request: RemotingCommand) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC: drop the store's queues of topics that are neither configured nor system topics."""
+        broker = self.broker
+        for topic in await clean_unused_topics(broker.store, lambda t: t in broker.topics or is_system_topic(t)):
+            broker.stats.on_topic_deleted(topic)
+            log.info("cleanUnusedTopic: %s destroyed", topic)
         return request.response(ResponseCode.SUCCESS)
 
     def get_all_topic_config(self, request: RemotingCommand) -> RemotingCommand:
@@ -148,6 +180,7 @@ class AdminBrokerProcessor:
         self.broker.groups.delete(header.group_name)
         if header.clean_offset:
             self.broker.offsets.remove_group(header.group_name)
+        self.broker.stats.on_group_deleted(header.group_name)
         return request.response(ResponseCode.SUCCESS)
 
     def get_all_subscription_group_config(self, request: RemotingCommand) -> RemotingCommand:
@@ -163,12 +196,11 @@ class AdminBrokerProcessor:
     # ---- runtime and stats -------------------------------------------------------------------------------------
 
     def get_broker_runtime_info(self, request: RemotingCommand) -> RemotingCommand:
-        """Java's runtime KV table. Throughput statistics are not measured yet: the TPS keys read 0 (``mqadmin
-        clusterList`` parses them, so they must be present) and the put totals count every stored message."""
+        """Java's runtime KV table, with the rates and day totals of :mod:`broker.stats` (``mqadmin clusterList``
+        parses ``putTps`` and ``getTransferedTps``, so they are always present)."""
         broker = self.broker
         store = broker.store
         now = int(time.time() * 1000)
-        put_total = str(sum(store.queue_offsets.values()))
         try:
             disk_ratio = store.config.disk_usage_ratio(store.root)
         except OSError:
@@ -186,16 +218,9 @@ class AdminBrokerProcessor:
             "earliestMessageTimeStamp": str(broker.boot_timestamp),
             "dispatchBehindBytes": "0",
             "pageCacheLockTimeMills": "0",
-            "putTps": "0.0 0.0 0.0",
-            "getTransferedTps": "0.0 0.0 0.0",
-            "msgPutTotalYesterdayMorning": put_total,
-            "msgPutTotalTodayMorning": put_total,
-            "msgPutTotalTodayNow": put_total,
-            "msgGetTotalYesterdayMorning": "0",
-            "msgGetTotalTodayMorning": "0",
-            "msgGetTotalTodayNow": "0",
             "brokerAddr": broker.broker_addr,
         }
+        table.update(broker.stats.runtime_entries())
         for family, pool in self.pools.items():
             name = _camel(family)
             table[f"{name}ThreadPoolQueueSize"] = str(pool.queued)
@@ -225,6 +250,7 @@ class AdminBrokerProcessor:
         topics = {header.topic} if header.topic else broker.offsets.topics_of_group(group)
         group_info = broker.clients.consumer_group(group)
         table: dict[MessageQueue, OffsetWrapper] = {}
+        tps = 0.0
         for topic in sorted(topics):
             config = broker.topics.get(topic)
             if config is None:
@@ -232,6 +258,7 @@ class AdminBrokerProcessor:
             # Java skips topics an online group no longer subscribes to.
             if group_info is not None and group_info.subscriptions and topic not in group_info.subscriptions:
                 continue
+            tps += broker.stats.tps_group_get_nums(group, topic)
             for queue_id in range(config.read_queue_nums):
                 broker_offset = max(0, broker.store.max_offset_in_queue(topic, queue_id))
                 consumer_offset = max(0, broker.offsets.query(group, topic, queue_id))
@@ -240,7 +267,7 @@ class AdminBrokerProcessor:
                     last = broker.store.message_store_timestamp(topic, queue_id, consumer_offset - 1) or 0
                 mq = MessageQueue(topic, broker.config.broker_name, queue_id)
                 table[mq] = OffsetWrapper(broker_offset, consumer_offset, last)
-        return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table).encode())
+        return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table, tps).encode())
 
     # ---- consume progress and broker settings (mqadmin) -----------------------------------------------------------
 
@@ -257,8 +284,10 @@ class AdminBrokerProcessor:
         topics = sorted(SYSTEM_TOPICS | {config.broker_cluster_name, config.broker_name})
         return request.response(ResponseCode.SUCCESS, body=TopicList(topics).encode())
 
-    def update_broker_config(self, request: RemotingCommand) -> RemotingCommand:
-        props = parse_properties(bytes(request.body).decode("utf-8", "replace"))
+    async def update_broker_config(self, request: RemotingCommand) -> RemotingCommand:
+        props = parse_properties(bytes(request.body or b"").decode("utf-8", "replace"))
+        if CONFIG_BLACK_LIST & props.keys():
+            return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
         # The port is fixed once bound; changing it at run time would unregister the live address.
         props.pop("listenPort", None)
         config, unknown = apply_properties(self.broker.config, props)
@@ -268,6 +297,15 @@ class AdminBrokerProcessor:
         broker.groups.config = config
         broker.clients.notify_enabled = config.notify_consumer_ids_changed_enable
         log.info("broker config updated: %s (unknown keys ignored: %s)", sorted(props), unknown)
+        path = broker.config_path
+        texts = config_property_texts(config)
+        changed = {key: texts[key] for key in props if key in texts}
+        if path is not None and changed:
+            try:
+                await trio.to_thread.run_sync(persist_properties, path, changed)
+            except OSError:
+                # Java logs and answers SUCCESS too: the running broker already uses the new values.
+                log.exception("writing the updated broker config to %s failed", path)
         return request.response(ResponseCode.SUCCESS)
 
     # ---- connections and config --------------------------------------------------------------------------------
@@ -317,7 +355,6 @@ def _runtime_text(ms: int) -> str:
 
 _HANDLERS: Final[dict[int, _Handler]] = {
     RequestCode.UPDATE_AND_CREATE_TOPIC: AdminBrokerProcessor.update_and_create_topic,
-    RequestCode.DELETE_TOPIC_IN_BROKER: AdminBrokerProcessor.delete_topic,
     RequestCode.GET_ALL_TOPIC_CONFIG: AdminBrokerProcessor.get_all_topic_config,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.update_and_create_subscription_group,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.delete_subscription_group,
@@ -330,7 +367,12 @@ _HANDLERS: Final[dict[int, _Handler]] = {
     RequestCode.GET_BROKER_CONFIG: AdminBrokerProcessor.get_broker_config,
     RequestCode.GET_ALL_CONSUMER_OFFSET: AdminBrokerProcessor.all_consumer_offsets,
     RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: AdminBrokerProcessor.system_topics,
+}
+
+_ASYNC_HANDLERS: Final[dict[int, _AsyncHandler]] = {
+    RequestCode.DELETE_TOPIC_IN_BROKER: AdminBrokerProcessor.delete_topic,
     RequestCode.UPDATE_BROKER_CONFIG: AdminBrokerProcessor.update_broker_config,
+    RequestCode.CLEAN_UNUSED_TOPIC: AdminBrokerProcessor.clean_unused_topic,
 }
 
 _BROKER_TO_CLIENT: Final[dict[int, Callable[[BrokerContext, RemotingCommand], Awaitable[RemotingCommand]]]] = {
@@ -340,4 +382,4 @@ _BROKER_TO_CLIENT: Final[dict[int, Callable[[BrokerContext, RemotingCommand], Aw
 }
 
 #: Codes served here (all on the admin pool).
-REQUEST_CODES: Final = (*_HANDLERS, *_BROKER_TO_CLIENT)
+REQUEST_CODES: Final = (*_HANDLERS, *_ASYNC_HANDLERS, *_BROKER_TO_CLIENT)

@@ -33,6 +33,7 @@ import trio
 from processors.common import FAQ_SUFFIX, RequestRejected, broker_option, parse_header
 from processors.filter import ConsumerFilterCache, Sql92Filter, Sql92ParseError
 from processors.hold import HeldPull, HoldService, TagFilter
+from processors.offset_moved import put_offset_moved_event
 from remoting.codec.bodies import MessageModel, SubscriptionData
 from remoting.codec.bodies.heartbeat import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL
 from remoting.codec.codes import ResponseCode
@@ -199,6 +200,14 @@ class PullMessageProcessor:
             response = request.response(code, result.status.value, fields)
         if allow_suspend and header.sys_flag & PULL_FLAG_COMMIT_OFFSET and not is_slave:
             self.broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        if code == ResponseCode.SUCCESS and response is not None:
+            self.broker.stats.record_get(header.consumer_group, header.topic, len(result.messages), len(response.body))
+        else:
+            self.broker.stats.record_miss()
+        if code == ResponseCode.PULL_OFFSET_MOVED:
+            put_offset_moved_event(
+                self.broker, header.consumer_group, header.topic, header.queue_id, offset, next_offset
+            )
         return response
 
     # ---- checks ---------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from store.mapped_file import MappedFile
 from store.recovery import recover
 from store.results import AppendResult, GetResult, PutResult, PutStatus
 from store.services import AllocateService, FlushService, GroupCommitService, RetentionService
+from store.topic_cleanup import delete_topic_queues
 
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 
@@ -342,6 +343,10 @@ class MessageStore:
         return get_message(
             self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit, property_filter
         )
+
+    async def delete_topic(self, topic: str) -> int:
+        """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""
+        return await delete_topic_queues(self, topic)
 
     def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:
         """The record at a CommitLog offset (from an offset msgId), or ``None`` when gone or not a record start."""

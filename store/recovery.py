@@ -15,6 +15,8 @@ One algorithm for both cases, differing in how much is re-validated:
 After a crash (``abort`` present) the ConsumeQueue tails are scanned linearly, because unflushed pages can leave
 holes; after a clean shutdown the same scan is cheap since ``safe_offset`` equals the end. The cost is proportional
 to the un-checkpointed tail of the CommitLog plus the newest segment of each ConsumeQueue.
+
+Records of a topic deleted after they were stored are not re-dispatched (:mod:`store.topic_cleanup`'s tombstones).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from store.checkpoint import create_abort_file
 from store.consume_queue import ConsumeQueue
+from store.topic_cleanup import is_deleted_record, load_tombstones
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
@@ -54,10 +57,12 @@ def _remove_spares(cq: ConsumeQueue) -> None:
 
 def _scan_and_dispatch(store: MessageStore, start: int, check_crc: bool) -> int:
     end = start
+    deleted = load_tombstones(store.root)
     for offset, meta in store.commitlog.scan(start, check_crc):
         end = offset
         if meta is not None:
-            store.redispatch(meta)
+            if not (deleted and is_deleted_record(deleted, meta)):
+                store.redispatch(meta)
             store.commitlog.last_store_timestamp = meta.store_timestamp
     return end
 

@@ -135,3 +135,31 @@ class GetProducerConnectionListRequestHeader(Header):
     REQUEST_CODES = (RequestCode.GET_PRODUCER_CONNECTION_LIST,)
 
     producer_group: str = attrs.field(metadata=wire("producerGroup"))
+
+
+@attrs.frozen(slots=True)
+class ViewBrokerStatsDataRequestHeader(Header):
+    """VIEW_BROKER_STATS_DATA (315): one stats item, by statistic name (``TOPIC_PUT_NUMS``...) and key."""
+
+    REQUEST_CODES = (RequestCode.VIEW_BROKER_STATS_DATA,)
+
+    stats_name: str = attrs.field(metadata=wire("statsName"))
+    stats_key: str = attrs.field(metadata=wire("statsKey"))
+
+
+@attrs.frozen(slots=True)
+class GetConsumeStatsInBrokerHeader(Header):
+    """GET_BROKER_CONSUME_STATS (317); ``is_order`` keeps only order topics. Java's field is ``isOrder``."""
+
+    REQUEST_CODES = (RequestCode.GET_BROKER_CONSUME_STATS,)
+
+    is_order: bool = attrs.field(metadata=wire("isOrder"))
+
+
+@attrs.frozen(slots=True)
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300): the groups consuming ``topic`` (``mqadmin statsAll``)."""
+
+    REQUEST_CODES = (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,)
+
+    topic: str = attrs.field(metadata=wire("topic"))

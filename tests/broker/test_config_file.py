@@ -1,0 +1,106 @@
+"""UPDATE_BROKER_CONFIG written back to ``broker.conf``: the text rewrite (comments, unknown keys, separators kept)
+and the round trip through a served broker and a restart's config loading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import trio
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.cli import build_config
+from broker.config_file import persist_properties, rewrite_properties
+from broker.controller import BrokerController
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.properties import parse_properties
+from tests.conftest import SMALL_STORE
+
+SAMPLE = """# RocketMQ broker
+brokerClusterName = DefaultCluster
+brokerName=broker-a
+! a bang comment
+messageDelayLevel=1s 5s \\
+   10s
+customUnknownKey: keep me
+
+deleteWhen=04
+"""
+
+
+def test_changed_keys_are_rewritten_in_place_and_everything_else_is_kept() -> None:
+    out = rewrite_properties(
+        SAMPLE, {"brokerClusterName": "Other", "messageDelayLevel": "1s 2s", "autoCreateTopicEnable": "false"}
+    )
+    assert out == (
+        "# RocketMQ broker\n"
+        "brokerClusterName = Other\n"
+        "brokerName=broker-a\n"
+        "! a bang comment\n"
+        "messageDelayLevel=1s 2s\n"
+        "customUnknownKey: keep me\n"
+        "\n"
+        "deleteWhen=04\n"
+        "autoCreateTopicEnable=false\n"
+    )
+
+
+def test_a_file_without_a_final_newline_gets_one_before_appended_keys() -> None:
+    assert rewrite_properties("a=1", {"b": "2"}) == "a=1\nb=2\n"
+    assert rewrite_properties("", {"b": "2"}) == "b=2\n"
+    assert rewrite_properties("a=1\r\nb=1\r\n", {"a": "3"}) == "a=3\r\nb=1\r\n"
+    assert rewrite_properties("A=\nA=\n", {"A": "0"}) == "A=0\nA=0\n"
+    assert rewrite_properties("flag \n", {"flag": "on"}) == "flag=on\n"
+
+
+_KEY = st.from_regex(r"[a-zA-Z][a-zA-Z0-9.]{0,8}", fullmatch=True)
+_VALUE = st.from_regex(r"[a-zA-Z0-9;/._-]([a-zA-Z0-9 ;:/._=-]{0,10}[a-zA-Z0-9;/._-])?", fullmatch=True) | st.just("")
+_LINE = st.one_of(
+    st.builds(lambda k, v: f"{k}={v}", _KEY, _VALUE),
+    st.builds(lambda k, v: f"  {k} : {v}", _KEY, _VALUE),
+    st.builds(lambda k: f"{k} ", _KEY),
+    st.builds(lambda c: f"# {c}", _VALUE),
+    st.just(""),
+)
+
+
+@given(st.lists(_LINE, max_size=12), st.dictionaries(_KEY, _VALUE, max_size=5))
+def test_reading_the_rewritten_file_gives_the_old_settings_with_the_changes(
+    lines: list[str], changes: dict[str, str]
+) -> None:
+    text = "\n".join(lines)
+    assert parse_properties(rewrite_properties(text, changes)) == {**parse_properties(text), **changes}
+
+
+async def test_updated_config_is_written_back_shown_and_kept_by_a_restart(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("# mine\nbrokerName=conf-b\nlistenPort=0\nlistenHost=127.0.0.1\nfancyKey=1\n")
+    config = build_config(str(conf), [f"--storePathRootDir={tmp_path / 'store'}"], "")
+    assert config.broker_name == "conf-b"
+    controller = BrokerController(attrs.evolve(config, **SMALL_STORE), config_path=conf)
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(controller.serve)
+        addr = f"{host}:{port}"
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"autoCreateTopicEnable=false\nmaxMessageSize=1024\n")
+        assert (await client.invoke(addr, update, 5)).code == ResponseCode.SUCCESS
+        refused = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerConfigPath=/etc/passwd\n")
+        answer = await client.invoke(addr, refused, 5)
+        assert (answer.code, answer.remark) == (ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        shown = bytes((await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)).body).decode()
+        assert "autoCreateTopicEnable=false\n" in shown and "maxMessageSize=1024\n" in shown
+        nursery.cancel_scope.cancel()
+    assert conf.read_text() == (
+        "# mine\nbrokerName=conf-b\nlistenPort=0\nlistenHost=127.0.0.1\nfancyKey=1\n"
+        "autoCreateTopicEnable=false\nmaxMessageSize=1024\n"
+    )
+    restarted = build_config(str(conf), [], "")
+    assert (restarted.auto_create_topic_enable, restarted.max_message_size) == (False, 1024)
+
+
+def test_persisting_into_a_missing_file_creates_it_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    persist_properties(tmp_path / "new.conf", {"a": "1"})
+    assert (tmp_path / "new.conf").read_text() == "a=1\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["new.conf"]

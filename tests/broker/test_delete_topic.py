@@ -1,0 +1,81 @@
+"""DELETE_TOPIC_IN_BROKER empties the store for the topic: ConsumeQueue files and directories, next offsets,
+consumer offsets and statistics go, so a topic created again under the same name starts at offset 0, also after a
+restart."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.codec.message import MessageRecord, decode_record
+from tests.broker.helpers import create_topic_request
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RemotingClient]:
+    async with RemotingClient() as c:
+        yield c
+
+
+def _put(cluster: EmbeddedCluster, topic: str, queue_id: int, body: bytes) -> int:
+    ctx = cluster.controller.context
+    return ctx.store.append(MessageRecord(topic, body, queue_id, store_host=ctx.store_host)).queue_offset
+
+
+async def test_a_deleted_topic_created_again_starts_empty_also_after_a_restart(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    addr = embedded_cluster.broker_addr
+    assert (await client.invoke(addr, create_topic_request("Gone", queues=2), 5)).code == ResponseCode.SUCCESS
+    for i in range(5):
+        _put(embedded_cluster, "Gone", i % 2, f"old{i}".encode())
+    broker = embedded_cluster.controller.context
+    broker.offsets.commit("g1", "Gone", 0, 2)
+    broker.offsets.commit("g1", "Kept", 0, 1)
+    cq_dir = broker.store.config.consume_queue_dir / "Gone"
+    assert sorted(p.name for p in cq_dir.iterdir()) == ["0", "1"]
+
+    deleted = await client.invoke(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Gone"}), 5)
+    assert deleted.code == ResponseCode.SUCCESS
+    assert not cq_dir.exists()
+    assert broker.store.max_offset_in_queue("Gone", 0) == 0 and ("Gone", 0) not in broker.store.queue_offsets
+    assert broker.offsets.query("g1", "Gone", 0) == -1 and broker.offsets.query("g1", "Kept", 0) == 1
+    assert broker.store.get("Gone", 0, 0, 32).messages == []
+
+    assert (await client.invoke(addr, create_topic_request("Gone", queues=2), 5)).code == ResponseCode.SUCCESS
+    assert _put(embedded_cluster, "Gone", 0, b"new") == 0
+    await embedded_cluster.restart_broker()
+    store = embedded_cluster.controller.context.store
+    assert (store.min_offset_in_queue("Gone", 0), store.max_offset_in_queue("Gone", 0)) == (0, 1)
+    assert store.max_offset_in_queue("Gone", 1) == 0
+    assert [decode_record(m).body for m in store.get("Gone", 0, 0, 32).messages] == [b"new"]
+
+
+async def test_deleting_an_unknown_topic_succeeds_and_touches_nothing_else(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    _put(embedded_cluster, "Other", 0, b"x")
+    answer = await client.invoke(
+        embedded_cluster.broker_addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Never"}), 5
+    )
+    assert answer.code == ResponseCode.SUCCESS
+    assert embedded_cluster.controller.context.store.max_offset_in_queue("Other", 0) == 1
+
+
+async def test_clean_unused_topic_drops_only_unconfigured_non_system_topics(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    addr = embedded_cluster.broker_addr
+    assert (await client.invoke(addr, create_topic_request("Configured", queues=1), 5)).code == ResponseCode.SUCCESS
+    for topic in ("Configured", "Orphan", "OFFSET_MOVED_EVENT"):
+        _put(embedded_cluster, topic, 0, b"x")
+    store = embedded_cluster.controller.context.store
+    answer = await client.invoke(addr, request(RequestCode.CLEAN_UNUSED_TOPIC), 5)
+    assert answer.code == ResponseCode.SUCCESS
+    assert store.max_offset_in_queue("Orphan", 0) == 0 and not (store.config.consume_queue_dir / "Orphan").exists()
+    assert store.max_offset_in_queue("Configured", 0) == store.max_offset_in_queue("OFFSET_MOVED_EVENT", 0) == 1

@@ -1,0 +1,164 @@
+"""Throughput statistics fed by real sends and pulls (virtual time), and the OFFSET_MOVED_EVENT a moved pull
+stores on a master."""
+
+from __future__ import annotations
+
+import orjson
+import trio
+import trio.testing
+
+from broker.context import BrokerContext
+from broker.names import OFFSET_MOVED_EVENT
+from broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE, TOPIC_PUT_NUMS
+from processors.admin import AdminBrokerProcessor
+from processors.pull import PullMessageProcessor
+from processors.send import SendMessageProcessor
+from processors.stats import StatsProcessor
+from remoting.codec.bodies import KVTable
+from remoting.codec.bodies.admin import ConsumeStats
+from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.codec.message import MessageRecord, decode_record
+from remoting.processor import RequestContext
+from tests.processors.conftest import GROUP, TOPIC, MakeBroker, pull_request, send_request
+
+NO_SUSPEND = 0x4
+COMMIT_AND_SUBSCRIPTION = 0x1 | 0x4
+
+
+def rates(text: str) -> list[float]:
+    return [float(x) for x in text.split(" ")]
+
+
+async def test_put_and_pull_rates_come_out_right_in_virtual_time(
+    broker: BrokerContext, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    send, pull = SendMessageProcessor(broker), PullMessageProcessor(broker)
+    admin, stats = AdminBrokerProcessor(broker), StatsProcessor(broker)
+    offset = 0
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        # Half a second off the sampler's ticks, so each sample sees whole seconds of traffic.
+        await trio.sleep(0.5)
+        for _ in range(70):
+            for _ in range(5):
+                answer = await send.process(peer_ctx, send_request())
+                assert answer is not None and answer.code == ResponseCode.SUCCESS
+            found = await pull.process(
+                peer_ctx, pull_request(offset=offset, sys_flag=COMMIT_AND_SUBSCRIPTION, commit_offset=offset)
+            )
+            assert found is not None and found.code == ResponseCode.SUCCESS
+            offset += 5
+            missed = await pull.process(peer_ctx, pull_request(offset=offset, sys_flag=NO_SUSPEND))
+            assert missed is not None and missed.code == ResponseCode.PULL_NOT_FOUND
+            await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+
+    info = await admin.process(peer_ctx, request(RequestCode.GET_BROKER_RUNTIME_INFO))
+    assert info is not None
+    table = KVTable.decode(info.body).table
+    # 70 s of samples: the 10 s and 60 s windows are full, the 600 s one is read over what it has.
+    assert rates(table["putTps"]) == [5.0, 5.0, 5.0]
+    assert rates(table["getFoundTps"]) == rates(table["getMissTps"]) == [1.0, 1.0, 1.0]
+    assert rates(table["getTotalTps"]) == [2.0, 2.0, 2.0]
+    assert rates(table["getTransferedTps"]) == [5.0, 5.0, 5.0]
+    assert table["msgPutTotalTodayNow"] == "350" and table["msgGetTotalTodayNow"] == "350"
+
+    view = await stats.process(
+        peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": TOPIC_PUT_NUMS, "statsKey": TOPIC})
+    )
+    assert view is not None and view.code == ResponseCode.SUCCESS
+    minute = BrokerStatsData.decode(view.body).stats_minute
+    assert (minute.sum, minute.tps) == (300, 5.0)
+
+    key = f"{TOPIC}@{GROUP}"
+    view = await stats.process(
+        peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": GROUP_GET_NUMS, "statsKey": key})
+    )
+    assert view is not None
+    gets = BrokerStatsData.decode(view.body).stats_minute
+    # One found pull of 5 messages a second: 5 msg/s, 5 messages per call.
+    assert (gets.sum, gets.tps, gets.avgpt) == (300, 5.0, 5.0)
+    sizes = broker.stats.item(GROUP_GET_SIZE, key)
+    assert sizes is not None and sizes.in_minute().total == 300 * len(found.body) // 5
+
+    consume = await admin.process(
+        peer_ctx, request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP, "topic": TOPIC})
+    )
+    assert consume is not None and ConsumeStats.decode(consume.body).consume_tps == 5.0
+    per_broker = await stats.process(peer_ctx, request(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"}))
+    assert per_broker is not None
+    listed = ConsumeStatsList.decode(per_broker.body)
+    groups = dict(listed.consume_stats_list)
+    assert [s.consume_tps for s in groups[GROUP]] == [5.0]
+    # The group committed 345 of the 350 messages of queue 0.
+    assert listed.total_diff == 5 and listed.broker_addr == broker.broker_addr
+
+
+async def test_unknown_stats_item_answers_javas_remark(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+    answer = await StatsProcessor(broker).process(
+        peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": TOPIC_PUT_NUMS, "statsKey": "Nope"})
+    )
+    assert answer is not None
+    assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <TOPIC_PUT_NUMS> <Nope> not exist")
+    missing = await StatsProcessor(broker).process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, {}))
+    assert missing is not None and missing.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_messages_recovered_at_start_are_not_counted_as_puts(
+    broker: BrokerContext, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    send = SendMessageProcessor(broker)
+    for _ in range(3):
+        await send.process(peer_ctx, send_request())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        await trio.sleep(0.5)
+        await send.process(peer_ctx, send_request())
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+    assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "1"
+
+
+def _offset_moved_events(broker: BrokerContext) -> list[dict[str, object]]:
+    result = broker.store.get(OFFSET_MOVED_EVENT, 0, 0, 32)
+    events = []
+    for record in result.messages:
+        msg = decode_record(record)
+        assert msg.properties["TAGS"] == msg.properties["KEYS"] == GROUP
+        assert msg.properties["DELAY"] == "0"
+        events.append(orjson.loads(msg.body))
+    return events
+
+
+async def test_a_moved_pull_on_a_master_stores_an_offset_moved_event(
+    broker: BrokerContext, peer_ctx: RequestContext
+) -> None:
+    send, pull = SendMessageProcessor(broker), PullMessageProcessor(broker)
+    for _ in range(3):
+        await send.process(peer_ctx, send_request(queue_id=1))
+    moved = await pull.process(peer_ctx, pull_request(queue_id=1, offset=10, sys_flag=NO_SUSPEND))
+    assert moved is not None and moved.code == ResponseCode.PULL_OFFSET_MOVED
+    assert _offset_moved_events(broker) == [
+        {
+            "consumerGroup": GROUP,
+            "messageQueue": {"brokerName": broker.config.broker_name, "queueId": 1, "topic": TOPIC},
+            "offsetNew": int(moved.ext_fields["nextBeginOffset"]),
+            "offsetRequest": 10,
+        }
+    ]
+    # The exact JSON Java's fastjson writes (sorted keys).
+    raw = decode_record(broker.store.get(OFFSET_MOVED_EVENT, 0, 0, 1).messages[0]).body
+    assert raw.startswith(b'{"consumerGroup":"please_rename_unique_group_name","messageQueue":{"brokerName":')
+    found = await pull.process(peer_ctx, pull_request(queue_id=1, offset=0, sys_flag=NO_SUSPEND))
+    assert found is not None and found.code == ResponseCode.SUCCESS
+    assert len(_offset_moved_events(broker)) == 1
+
+
+async def test_a_slave_stores_no_offset_moved_event(make_broker: MakeBroker, peer_ctx: RequestContext) -> None:
+    broker = make_broker(broker_role="SLAVE")
+    broker.store.append(MessageRecord(TOPIC, b"x"))
+    answer = await PullMessageProcessor(broker).process(peer_ctx, pull_request(offset=10, sys_flag=NO_SUSPEND))
+    assert answer is not None and answer.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    assert broker.store.max_offset_in_queue(OFFSET_MOVED_EVENT, 0) == 0
