@@ -80,6 +80,7 @@ class MessageStore:
         self.checkpoint: Checkpoint | None = None
         self.disk_full_reason: str | None = None
         self.abnormal_recovery = False
+        self.recovery_start = 0  # where the last recovery's CommitLog scan began (the checkpoint, or its segment)
         self.disk_limiter = trio.CapacityLimiter(config.disk_io_threads)
         self.disk_lock = trio.Lock()
         self._delay_levels = parse_delay_levels(config.message_delay_level)

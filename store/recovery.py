@@ -13,8 +13,9 @@ One algorithm for both cases, differing in how much is re-validated:
    rebuilt from the queues.
 
 After a crash (``abort`` present) the ConsumeQueue tails are scanned linearly, because unflushed pages can leave
-holes; after a clean shutdown the same scan is cheap since ``safe_offset`` equals the end. The cost is proportional
-to the un-checkpointed tail of the CommitLog plus the newest segment of each ConsumeQueue.
+holes; after a clean shutdown the same scan is cheap since ``safe_offset`` equals the end (zeroed space there is the
+end of the log, not a damaged checkpoint). The cost is proportional to the un-checkpointed tail of the CommitLog plus
+the newest segment of each ConsumeQueue; ``store.recovery_start`` records where the scan began.
 
 Records of a topic deleted after they were stored are not re-dispatched (:mod:`store.topic_cleanup`'s tombstones).
 """
@@ -67,6 +68,16 @@ def _scan_and_dispatch(store: MessageStore, start: int, check_crc: bool) -> int:
     return end
 
 
+def _blank_at(store: MessageStore, offset: int) -> bool:
+    """True when ``offset`` is where the written log stops: the record header there (size, magic) is all zeros, as
+    in a preallocated segment's unwritten space."""
+    mf = store.commitlog.queue.find(offset)
+    if mf is None:
+        return False
+    pos = offset - mf.file_from_offset
+    return mf.file_size - pos >= 8 and not any(mf.view[pos : pos + 8])
+
+
 def recover(store: MessageStore) -> None:
     """Bring ``store`` to a consistent state; see the module docstring. Blocking."""
     assert store.checkpoint is not None
@@ -85,12 +96,15 @@ def recover(store: MessageStore) -> None:
     check_crc = store.config.check_crc_on_recover
     end = _scan_and_dispatch(store, start, check_crc)
     segment_start = start - start % commitlog.file_size
-    if end == start and start != segment_start and start < commitlog.max_offset:
-        # Nothing valid where the checkpoint points: it is not a record boundary (a damaged checkpoint). Rather
-        # than cut the log there, re-validate its whole segment, as Java's recovery always does.
+    if end == start and start != segment_start and start < commitlog.max_offset and not _blank_at(store, start):
+        # Nothing valid where the checkpoint points, and not the zeroed space after the last record either: it is
+        # not a record boundary (a damaged checkpoint). Rather than cut the log there, re-validate its whole
+        # segment, as Java's recovery always does.
         if store.index is not None:
             store.index.truncate_after(segment_start)
+        start = segment_start
         end = _scan_and_dispatch(store, segment_start, check_crc)
+    store.recovery_start = start
     commitlog.truncate_to(end, erase=store.abnormal_recovery)
     for (topic, queue_id), cq in list(store.consume_queues.items()):
         cq.recover(commitlog.min_offset, end, erase=store.abnormal_recovery)

@@ -40,6 +40,7 @@ def test_clean_restart_keeps_everything_and_continues_offsets(tmp_path: Path) ->
     assert not store.abnormal_recovery
     assert store.max_phy_offset == end
     assert store.checkpoint is not None and store.checkpoint.safe_offset == end
+    assert store.recovery_start == end  # the checkpoint is trusted: nothing before it is scanned again
     r = store.append(message(queue_id=1))
     assert (r.phy_offset, r.queue_offset) == (end, 15)
     store.close()
