@@ -340,8 +340,9 @@ class MessageStore:
         ``tag_filter`` sees consume-queue tags codes, ``property_filter`` each candidate's raw properties."""
         cq = self.consume_queues.get((topic, queue_id))
         return get_message(
-            self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit, property_filter
-        )
+            self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit, property_filter,
+            self.config.max_transfer_count_on_message_in_memory,
+        )  # fmt: skip
 
     def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:
         """The record at a CommitLog offset (from an offset msgId), or ``None`` when gone or not a record start."""

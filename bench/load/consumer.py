@@ -11,7 +11,8 @@ resolution and assume producer and consumer share a clock (same host). TPS count
 then the window runs from the consumer's start until it has received all N (or ``--duration`` ends); no feeders run
 and the consumer reads from the first offset. Its latencies then say how long messages waited in the queue, not the
 end-to-end path. ``--pull-batch-size`` is the push consumer's ``pullBatchSize`` (default 32, as Java's); the broker
-still caps one pull at 32 messages in memory (``maxTransferCountOnMessageInMemory``).
+caps one pull at ``--max-transfer-count`` messages (its ``maxTransferCountOnMessageInMemory``, default 32), so a
+larger batch needs both, e.g. ``--pull-batch-size 256 --max-transfer-count 256``.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def make_load(args: argparse.Namespace) -> Any:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
-    keys = ("size", "topics", "queues", "duration", "messages", "produce_inflight", "prefill", "pull_batch_size")
+    keys = ["size", "topics", "queues", "duration", "messages", "produce_inflight", "prefill", "pull_batch_size"]
+    keys.append("max_transfer_count")
     settings = {k: getattr(args, k) for k in keys}
     settings["consume_batch"] = args.consume_batch
     settings["flush_disk_type"] = args.flush_disk_type

@@ -51,6 +51,9 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker", help="with --namesrv: the broker address topics are created on")
     parser.add_argument("--broker-pid", type=int, help="with --namesrv and --profile: the broker process to sample")
     parser.add_argument("--flush-disk-type", default="ASYNC_FLUSH", choices=FLUSH_MODES)
+    parser.add_argument(
+        "--max-transfer-count", type=int, default=32, help="the embedded broker's maxTransferCountOnMessageInMemory"
+    )
     parser.add_argument("--topics", type=int, default=1, help="topics, named <topic-prefix>0..N-1")
     parser.add_argument("--topic-prefix", default="BenchLoad")
     parser.add_argument("--queues", type=int, default=4, help="read/write queues per topic")
@@ -142,7 +145,7 @@ def run_tool(
                     spawn_argv(speedscope, [])  # py-spy present at all?
                 except ProfileError as exc:
                     profile = {"error": str(exc)}
-            cluster = stack.enter_context(ClusterProcess(args.flush_disk_type))
+            cluster = stack.enter_context(ClusterProcess(args.flush_disk_type, None, args.max_transfer_count))
             namesrv, broker, pid = cluster.namesrv, cluster.broker, cluster.pid
         if args.profile and profile is None:
             if pid is None:
@@ -160,7 +163,8 @@ def run_tool(
                         # no ptrace rights here: measure a fresh broker started under py-spy instead
                         stack.close()
                         wrap = spawn_argv(speedscope, [])
-                        cluster = stack.enter_context(ClusterProcess(args.flush_disk_type, wrap))
+                        spawned = ClusterProcess(args.flush_disk_type, wrap, args.max_transfer_count)
+                        cluster = stack.enter_context(spawned)
                         namesrv, broker = cluster.namesrv, cluster.broker
                         profile = {"mode": "spawn", "attach_error": str(exc)}
         elapsed, cpu, broker_cpu = trio.run(_measure, name, namesrv, broker, args, load, stats, prepare, pid)
