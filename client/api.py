@@ -44,7 +44,8 @@ from remoting.codec.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from remoting.codec.message import MessageExt, decode_records
+from remoting.codec.message import MessageExt
+from remoting.codec.pull_body import decode_records
 
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,

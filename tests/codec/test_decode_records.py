@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from remoting.codec.errors import MessageDecodeError
-from remoting.codec.message import MessageExt, decode_records, encode_record, iter_records
+from remoting.codec.message import MessageExt, encode_record, iter_records
+from remoting.codec.pull_body import decode_records
 from tests.codec.test_message import int64, prop_maps, records
 
 raw_properties = st.one_of(
