@@ -48,6 +48,7 @@ from remoting.codec.command import RemotingCommand, request
 from remoting.codec.frame import encode_command
 
 SEND_SCENARIOS: Final = ((1, 1), (1, 32), (8, 32))
+OPS: Final = frozenset({"send", "pull", "held_pull_wake"})
 TOPIC: Final = "BenchBrokerTopic"
 PULL_TOPIC: Final = "BenchPullTopic"
 WAKE_TOPIC: Final = "BenchWakeTopic"
@@ -232,7 +233,7 @@ def emit(record: dict[str, object]) -> None:
     print(json.dumps(record), flush=True)
 
 
-def measure(duration: float, per_queue: int, samples: int) -> None:
+def measure(duration: float, per_queue: int, samples: int, only: frozenset[str] = OPS) -> None:
     data_dir = tempfile.mkdtemp(prefix="bench-broker-")
     broker_proc, address = start_broker(data_dir)
     echo_proc, echo_port = start_floor_server("echo")
@@ -240,7 +241,7 @@ def measure(duration: float, per_queue: int, samples: int) -> None:
     frame = encode_command(send_request())
     try:
         trio.run(prepare, address)
-        for connections, inflight in SEND_SCENARIOS:
+        for connections, inflight in SEND_SCENARIOS if "send" in only else ():
             trio.run(send_load, address, connections, inflight, 0.1)  # warm-up
             trio.run(echo_client, echo_port, connections, inflight, frame, 0.1)
             trio.run(rpc_client, rpc_port, connections, inflight, 0.1)
@@ -264,35 +265,47 @@ def measure(duration: float, per_queue: int, samples: int) -> None:
                     "ratio_to_rpc": round(rps / rpc_rps, 3),
                 }
             )
-        trio.run(fill, address, PULL_TOPIC, per_queue)
-        msgs, pulls = trio.run(pull_load, address, per_queue)
-        emit(
-            {
-                "bench": "broker",
-                "op": "pull",
-                "queues": QUEUES,
-                "messages": per_queue * QUEUES,
-                "batch": 32,
-                "msgs_per_s": round(msgs),
-                "pulls_per_s": round(pulls),
-            }
-        )
-        wakes, sends = trio.run(wake_latency, address, samples)
-        emit(
-            {
-                "bench": "broker",
-                "op": "held_pull_wake",
-                "samples": samples,
-                "p50_ms": percentile(wakes, 0.5),
-                "p99_ms": percentile(wakes, 0.99),
-                "send_rtt_p50_ms": percentile(sends, 0.5),
-            }
-        )
+        if "pull" in only:
+            measure_pull(address, per_queue)
+        if "held_pull_wake" in only:
+            measure_wake(address, samples)
     finally:
         for proc in (broker_proc, echo_proc, rpc_proc):
             proc.terminate()
             proc.wait()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def measure_pull(address: str, per_queue: int) -> None:
+    trio.run(fill, address, PULL_TOPIC, per_queue)
+    msgs, pulls = trio.run(pull_load, address, per_queue)
+    emit(
+        {
+            "bench": "broker",
+            "op": "pull",
+            "queues": QUEUES,
+            "messages": per_queue * QUEUES,
+            "batch": 32,
+            "msgs_per_s": round(msgs),
+            "pulls_per_s": round(pulls),
+        }
+    )
+
+
+def measure_wake(address: str, samples: int) -> None:
+    wakes, sends = trio.run(wake_latency, address, samples)
+    emit(
+        {
+            "bench": "broker",
+            "op": "held_pull_wake",
+            "samples": samples,
+            "p50_ms": percentile(wakes, 0.5),
+            "p99_ms": percentile(wakes, 0.99),
+            "max_ms": round(max(wakes), 3),
+            "send_rtt_p50_ms": percentile(sends, 0.5),
+            "send_rtt_p99_ms": percentile(sends, 0.99),
+        }
+    )
 
 
 def main() -> None:
@@ -303,16 +316,19 @@ def main() -> None:
     parser.add_argument("--per-queue", type=int, default=2500, help="pull: messages per queue (4 queues)")
     parser.add_argument("--samples", type=int, default=200, help="held-pull wake samples")
     parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/broker.svg")
+    parser.add_argument("--only", action="append", choices=sorted(OPS), help="measure only these ops (repeatable)")
     args = parser.parse_args()
     if args.mode == "serve":
         with contextlib.suppress(KeyboardInterrupt):
             trio.run(serve_broker, args.data)
         return
-    measure(args.duration, args.per_queue, args.samples)
+    only = frozenset(args.only) if args.only else OPS
+    measure(args.duration, args.per_queue, args.samples, only)
     if args.profile:
         Path("bench/results").mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "bench.broker", "--duration", str(args.duration)]
         argv += ["--per-queue", str(args.per_queue), "--samples", str(args.samples)]
+        argv += [f"--only={op}" for op in sorted(only)]
         subprocess.run(
             [py_spy(), "record", "--subprocesses", "-o", "bench/results/broker.svg", "--", *argv],
             check=True,

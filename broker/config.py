@@ -56,6 +56,8 @@ class BrokerConfig:
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     broker_topic_enable: bool = True
     long_polling_enable: bool = True
+    #: Most messages one pull returns while its data is in memory (Java's MessageStoreConfig setting of that name).
+    max_transfer_count_on_message_in_memory: int = 32
     #: Serve SQL92 subscriptions (broker-side property filters); off by default, as in RocketMQ.
     enable_property_filter: bool = False
     short_polling_time_mills: int = 1000

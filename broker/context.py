@@ -86,6 +86,7 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         max_index_num=config.max_index_num,
         message_delay_level=config.message_delay_level,
         warm_mapped_file_enable=config.warm_mapped_file_enable,
+        max_transfer_count_on_message_in_memory=config.max_transfer_count_on_message_in_memory,
     )
 
 

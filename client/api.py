@@ -44,7 +44,8 @@ from remoting.codec.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from remoting.codec.message import MessageExt, iter_records
+from remoting.codec.message import MessageExt
+from remoting.codec.pull_body import decode_records
 
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -174,12 +175,7 @@ async def pull_message(
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
         extra = {PROPERTY_MIN_OFFSET: str(head.min_offset), PROPERTY_MAX_OFFSET: str(head.max_offset)}
-        for record in iter_records(response.body):
-            if tags is not None and record.tags not in tags:
-                continue
-            msg = uncompressed(record)
-            msg.properties.update(extra)
-            messages.append(msg)
+        messages = [uncompressed(msg) for msg in decode_records(response.body, extra, tags)]
     return PullResult(
         status=status,
         next_begin_offset=head.next_begin_offset,

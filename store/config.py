@@ -67,6 +67,8 @@ class StoreConfig:
     message_index_enable: bool = True
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     disk_io_threads: int = 2
+    #: Most messages one pull returns while its data is in memory (Java's maxTransferCountOnMessageInMemory).
+    max_transfer_count_on_message_in_memory: int = 32
     now_ms: Callable[[], int] = wall_clock_ms
     disk_usage_ratio: Callable[[Path], float] = disk_used_ratio
 

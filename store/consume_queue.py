@@ -12,7 +12,7 @@ Ownership: one instance per queue, owned by the MessageStore on the Trio thread;
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -88,13 +88,20 @@ class ConsumeQueue:
     def entries(self, start: int, max_count: int) -> list[Entry] | None:
         """Up to ``max_count`` entries from ``start``, only from the segment holding ``start`` (as Java reads one
         buffer per pull). ``None`` when that segment is gone (OFFSET_FOUND_NULL)."""
+        found = self.iter_entries(start, max_count)
+        return None if found is None else list(found)
+
+    def iter_entries(self, start: int, max_count: int) -> Iterator[Entry] | None:
+        """:meth:`entries` unpacked lazily, for a reader that stops early: a pull scans up to 800 entries but
+        usually takes 32, and building the 800 tuples was a third of the broker's pull time. The iterator holds a
+        view of the mapped segment: consume it (or drop it) before yielding to other tasks."""
         mf = self.queue.find(start * CQ_STORE_UNIT_SIZE)
         if mf is None:
             return None
         first = start * CQ_STORE_UNIT_SIZE - mf.file_from_offset
         end_logical = min(self.max_offset, start + max_count, (mf.end_offset // CQ_STORE_UNIT_SIZE))
         last = first + (end_logical - start) * CQ_STORE_UNIT_SIZE
-        return list(ENTRY.iter_unpack(mf.view[first:last]))
+        return ENTRY.iter_unpack(mf.view[first:last])
 
     def next_file_start(self, logical: int) -> int:
         """The first logical offset of the segment after the one holding ``logical``."""

@@ -2,8 +2,9 @@
 
 :func:`get_message` follows behaviour.md 4.2 (status and ``nextBeginOffset`` per case) and 4.3 (batch limits: the
 first message always comes; then at most ``max_msgs``, and 32 messages / ``max_bytes`` while the data is "in memory"
-or 8 messages / 64 KiB once it is more than 40 % of RAM behind the CommitLog head). It scans at most one ConsumeQueue
-segment and at least 800 entries per call, as Java does. It never raises; slices are zero-copy views of the log.
+or 8 messages / 64 KiB once it is more than 40 % of RAM behind the CommitLog head; ``max_count_in_memory`` replaces
+the 32, as Java's ``maxTransferCountOnMessageInMemory`` does). It scans at most one ConsumeQueue segment and at least
+800 entries per call, as Java does. It never raises; slices are zero-copy views of the log.
 
 Filters, in Java's order: ``tag_filter`` sees the consume-queue tags code before the CommitLog is touched;
 ``property_filter`` (SQL92 subscriptions) then sees the raw properties of each remaining candidate, sliced straight
@@ -72,6 +73,7 @@ def get_message(
     tag_filter: TagFilter | None,
     memory_limit: int,
     property_filter: PropertyFilter | None = None,
+    max_count_in_memory: int = MAX_TRANSFER_COUNT_IN_MEMORY,
 ) -> GetResult:
     if cq is None:
         return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -84,7 +86,7 @@ def get_message(
         return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
     if offset > hi:
         return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, 0 if lo == 0 else hi, lo, hi)
-    entries = cq.entries(offset, max(MIN_SCAN_ENTRIES, max_msgs))
+    entries = cq.iter_entries(offset, max(MIN_SCAN_ENTRIES, max_msgs))
     if entries is None:
         return GetResult(GetStatus.OFFSET_FOUND_NULL, cq.next_file_start(offset), lo, hi)
     status = GetStatus.NO_MATCHED_MESSAGE
@@ -102,7 +104,7 @@ def get_message(
         if messages:
             on_disk = max_phy - phy > memory_limit
             byte_limit = min(max_bytes, MAX_TRANSFER_BYTES_ON_DISK) if on_disk else max_bytes
-            count_limit = MAX_TRANSFER_COUNT_ON_DISK if on_disk else MAX_TRANSFER_COUNT_IN_MEMORY
+            count_limit = MAX_TRANSFER_COUNT_ON_DISK if on_disk else max_count_in_memory
             if len(messages) >= max_msgs or len(messages) >= count_limit or total + size > byte_limit:
                 break
         scanned += 1

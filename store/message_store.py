@@ -342,8 +342,9 @@ class MessageStore:
         ``tag_filter`` sees consume-queue tags codes, ``property_filter`` each candidate's raw properties."""
         cq = self.consume_queues.get((topic, queue_id))
         return get_message(
-            self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit, property_filter
-        )
+            self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit, property_filter,
+            self.config.max_transfer_count_on_message_in_memory,
+        )  # fmt: skip
 
     async def delete_topic(self, topic: str) -> int:
         """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""

@@ -39,11 +39,14 @@ class TopicSetupError(RuntimeError):
     """The broker refused UPDATE_AND_CREATE_TOPIC."""
 
 
-async def serve(data_dir: str, flush_disk_type: str) -> None:
+async def serve(data_dir: str, flush_disk_type: str, max_transfer_count: int = 32) -> None:
     from broker.embedded import EmbeddedCluster
 
     async with EmbeddedCluster(
-        data_dir, flush_disk_type=flush_disk_type, mapped_file_size_commit_log=256 << 20
+        data_dir,
+        flush_disk_type=flush_disk_type,
+        mapped_file_size_commit_log=256 << 20,
+        max_transfer_count_on_message_in_memory=max_transfer_count,
     ) as cluster:
         print(cluster.namesrv_addr, cluster.broker_addr, os.getpid(), flush=True)
         await trio.sleep_forever()
@@ -52,8 +55,11 @@ async def serve(data_dir: str, flush_disk_type: str) -> None:
 class ClusterProcess:
     """A child process serving an embedded cluster over a temporary data directory it owns and removes."""
 
-    def __init__(self, flush_disk_type: str = "ASYNC_FLUSH", wrap: list[str] | None = None) -> None:
-        """``wrap`` prefixes the child's command line (``py-spy record ... --``); the pid is still the broker's."""
+    def __init__(
+        self, flush_disk_type: str = "ASYNC_FLUSH", wrap: list[str] | None = None, max_transfer_count: int = 32
+    ) -> None:
+        """``wrap`` prefixes the child's command line (``py-spy record ... --``); the pid is still the broker's.
+        ``max_transfer_count`` is the broker's ``maxTransferCountOnMessageInMemory`` (most messages per pull)."""
         if flush_disk_type not in FLUSH_MODES:
             raise ValueError(f"flush mode must be one of {FLUSH_MODES}, not {flush_disk_type!r}")
         self.flush_disk_type = flush_disk_type
@@ -63,6 +69,7 @@ class ClusterProcess:
         self._data = ""
         self._wrap = wrap or []
         self._pid = 0
+        self.max_transfer_count = max_transfer_count
 
     @property
     def pid(self) -> int:
@@ -74,6 +81,7 @@ class ClusterProcess:
         self._data = tempfile.mkdtemp(prefix="bench-load-")
         argv = [sys.executable, "-m", "bench.load.cluster", "--data", self._data]
         argv = [*self._wrap, *argv, "--flush-disk-type", self.flush_disk_type]
+        argv += ["--max-transfer-count", str(self.max_transfer_count)]
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         line: list[str] = []
@@ -130,9 +138,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Serve an embedded cluster for the load tools")
     parser.add_argument("--data", required=True)
     parser.add_argument("--flush-disk-type", default="ASYNC_FLUSH", choices=FLUSH_MODES)
+    parser.add_argument("--max-transfer-count", type=int, default=32, help="maxTransferCountOnMessageInMemory")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        trio.run(serve, args.data, args.flush_disk_type)
+        trio.run(serve, args.data, args.flush_disk_type, args.max_transfer_count)
 
 
 if __name__ == "__main__":

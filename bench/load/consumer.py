@@ -6,6 +6,13 @@ producer sends. Born timestamps are the producer's wall clock in milliseconds, s
 resolution and assume producer and consumer share a clock (same host). TPS counts received messages. Example::
 
     python -m bench.load.consumer --duration 10 --produce-inflight 64 --profile
+
+``--prefill N`` measures the consumer on its own: before the window N messages are sent in batches (not measured),
+then the window runs from the consumer's start until it has received all N (or ``--duration`` ends); no feeders run
+and the consumer reads from the first offset. Its latencies then say how long messages waited in the queue, not the
+end-to-end path. ``--pull-batch-size`` is the push consumer's ``pullBatchSize`` (default 32, as Java's); the broker
+caps one pull at ``--max-transfer-count`` messages (its ``maxTransferCountOnMessageInMemory``, default 32), so a
+larger batch needs both, e.g. ``--pull-batch-size 256 --max-transfer-count 256``.
 """
 
 from __future__ import annotations
@@ -27,7 +34,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--group", default="bench_load_cg")
     parser.add_argument("--consume-batch", type=int, default=32, help="messages per listener call")
     parser.add_argument("--produce-inflight", type=int, default=32, help="producer tasks feeding the topic (0: none)")
+    parser.add_argument("--prefill", type=int, default=0, help="messages sent before the window; then only consume")
+    parser.add_argument("--pull-batch-size", type=int, default=32, help="the push consumer's pullBatchSize")
     return parser
+
+
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+#: Prefill: messages per send_batch request and requests in flight.
+PREFILL_BATCH = 64
+PREFILL_INFLIGHT = 8
+
+
+def make_prefill(args: argparse.Namespace) -> Any:
+    """Send ``args.prefill`` messages over the topics in batches, before the measured window."""
+    topics = topic_names(args)
+    body = b"c" * args.size
+
+    async def prefill(namesrv: str) -> None:
+        left = args.prefill
+        async with Producer(f"{args.group}_prefill", namesrv) as producer:
+
+            async def sender(task: int) -> None:
+                nonlocal left
+                topic = topics[task % len(topics)]
+                while left > 0:
+                    n = min(left, PREFILL_BATCH)
+                    left -= n
+                    await producer.send_batch([Message(topic, body, tags="TagA") for _ in range(n)])
+
+            async with trio.open_nursery() as nursery:
+                for task in range(PREFILL_INFLIGHT):
+                    nursery.start_soon(sender, task)
+
+    return prefill
 
 
 def make_load(args: argparse.Namespace) -> Any:
@@ -44,8 +83,9 @@ def make_load(args: argparse.Namespace) -> Any:
         consumer = PushConsumer(
             args.group,
             namesrv,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            consume_from_where=FIRST if args.prefill else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
             consume_message_batch_max_size=args.consume_batch,
+            pull_batch_size=args.pull_batch_size,
         )
         for topic in topics:
             consumer.subscribe(topic)
@@ -60,6 +100,11 @@ def make_load(args: argparse.Namespace) -> Any:
                     except Exception as exc:  # counted as the run's failure, feeding goes on
                         stats.fail(exc)
 
+            if args.prefill:
+                with trio.move_on_at(budget.deadline):
+                    while stats.messages < args.prefill:
+                        await trio.sleep(0.005)
+                return
             async with trio.open_nursery() as nursery:
                 for task in range(args.produce_inflight):
                     nursery.start_soon(feeder, task)
@@ -75,10 +120,13 @@ def make_load(args: argparse.Namespace) -> Any:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
-    settings = {k: getattr(args, k) for k in ("size", "topics", "queues", "duration", "messages", "produce_inflight")}
+    keys = ["size", "topics", "queues", "duration", "messages", "produce_inflight", "prefill", "pull_batch_size"]
+    keys.append("max_transfer_count")
+    settings = {k: getattr(args, k) for k in keys}
     settings["consume_batch"] = args.consume_batch
     settings["flush_disk_type"] = args.flush_disk_type
-    return run_tool("consumer", args, settings, make_load(args))
+    prepare = make_prefill(args) if args.prefill else None
+    return run_tool("consumer", args, settings, make_load(args), prepare=prepare)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -25,6 +26,8 @@ from bench.load.report import STDERR, environment, final_table, live_view, write
 from bench.load.stats import LoadStats
 
 Load = Callable[[str, LoadStats, "Budget"], Awaitable[None]]
+#: Runs against the cluster's name server after the topics exist and before the measured window (e.g. a prefill).
+Prepare = Callable[[str], Awaitable[None]]
 
 
 class Budget:
@@ -48,6 +51,9 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker", help="with --namesrv: the broker address topics are created on")
     parser.add_argument("--broker-pid", type=int, help="with --namesrv and --profile: the broker process to sample")
     parser.add_argument("--flush-disk-type", default="ASYNC_FLUSH", choices=FLUSH_MODES)
+    parser.add_argument(
+        "--max-transfer-count", type=int, default=32, help="the embedded broker's maxTransferCountOnMessageInMemory"
+    )
     parser.add_argument("--topics", type=int, default=1, help="topics, named <topic-prefix>0..N-1")
     parser.add_argument("--topic-prefix", default="BenchLoad")
     parser.add_argument("--queues", type=int, default=4, help="read/write queues per topic")
@@ -63,17 +69,40 @@ def topic_names(args: argparse.Namespace) -> list[str]:
     return [f"{args.topic_prefix}{i}" for i in range(args.topics)]
 
 
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``); ``None`` when unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _measure(
-    name: str, namesrv: str, broker: str, args: argparse.Namespace, load: Load, stats: LoadStats
-) -> float:
+    name: str,
+    namesrv: str,
+    broker: str,
+    args: argparse.Namespace,
+    load: Load,
+    stats: LoadStats,
+    prepare: Prepare | None,
+    broker_pid: int | None,
+) -> tuple[float, float, float | None]:
+    """Elapsed seconds of the window, this process's CPU seconds in it and the broker's (``None``: unknown)."""
     await create_topics(broker, topic_names(args), args.queues)
+    if prepare is not None:
+        await prepare(namesrv)
     stop = trio.Event()
+    cpu0, broker0 = time.process_time(), process_cpu_seconds(broker_pid)
     start = trio.current_time()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(live_view, name, stats, stop, args.quiet)
         await load(namesrv, stats, Budget(args.duration, args.messages))
         stop.set()
-    return trio.current_time() - start
+    elapsed, cpu, broker1 = trio.current_time() - start, time.process_time() - cpu0, process_cpu_seconds(broker_pid)
+    return elapsed, cpu, None if broker0 is None or broker1 is None else broker1 - broker0
 
 
 def _where_the_time_goes(speedscope: Path) -> list[dict[str, Any]]:
@@ -91,9 +120,14 @@ def _where_the_time_goes(speedscope: Path) -> list[dict[str, Any]]:
 
 
 def run_tool(
-    name: str, args: argparse.Namespace, settings: dict[str, Any], load: Load, per_sample: int = 1
+    name: str,
+    args: argparse.Namespace,
+    settings: dict[str, Any],
+    load: Load,
+    per_sample: int = 1,
+    prepare: Prepare | None = None,
 ) -> dict[str, Any]:
-    """Measure, report and return the summary (see the module docstring)."""
+    """Measure, report and return the summary (see the module docstring); ``prepare`` runs before the window."""
     stats = LoadStats(per_sample)
     speedscope = args.out / f"{name}.speedscope.json"
     args.out.mkdir(parents=True, exist_ok=True)
@@ -111,7 +145,7 @@ def run_tool(
                     spawn_argv(speedscope, [])  # py-spy present at all?
                 except ProfileError as exc:
                     profile = {"error": str(exc)}
-            cluster = stack.enter_context(ClusterProcess(args.flush_disk_type))
+            cluster = stack.enter_context(ClusterProcess(args.flush_disk_type, None, args.max_transfer_count))
             namesrv, broker, pid = cluster.namesrv, cluster.broker, cluster.pid
         if args.profile and profile is None:
             if pid is None:
@@ -129,12 +163,11 @@ def run_tool(
                         # no ptrace rights here: measure a fresh broker started under py-spy instead
                         stack.close()
                         wrap = spawn_argv(speedscope, [])
-                        cluster = stack.enter_context(ClusterProcess(args.flush_disk_type, wrap))
+                        spawned = ClusterProcess(args.flush_disk_type, wrap, args.max_transfer_count)
+                        cluster = stack.enter_context(spawned)
                         namesrv, broker = cluster.namesrv, cluster.broker
                         profile = {"mode": "spawn", "attach_error": str(exc)}
-        cpu0 = time.process_time()
-        elapsed = trio.run(_measure, name, namesrv, broker, args, load, stats)
-        cpu = time.process_time() - cpu0
+        elapsed, cpu, broker_cpu = trio.run(_measure, name, namesrv, broker, args, load, stats, prepare, pid)
         if profiler is not None:
             with contextlib.suppress(ProfileError):  # a missing file is reported below
                 profiler.stop()
@@ -146,6 +179,7 @@ def run_tool(
         "settings": settings,
         "result": total.as_dict(),
         "load_cpu_seconds": round(cpu, 3),
+        "broker_cpu_seconds": None if broker_cpu is None else round(broker_cpu, 3),
         "last_error": stats.last_error,
         "environment": environment(args.flush_disk_type),
     }

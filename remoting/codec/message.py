@@ -10,6 +10,7 @@ Three ways in:
   :func:`write_record` packs it straight into the mapped segment with the offsets and store time assigned under the
   append lock (one ``pack_into`` for the fixed part, one copy each for body and tail);
 * :func:`decode_record` / :func:`iter_records` turn bytes into :class:`MessageExt` values (pull bodies, tools);
+  :func:`remoting.codec.pull_body.decode_records` is the consumer's whole-pull-body fast path;
 * :func:`read_record_meta`, the store's fast path, reads only sizes, offsets, store time, topic and raw properties.
 
 Every malformed input raises :class:`~remoting.codec.errors.MessageDecodeError`; an unencodable message raises

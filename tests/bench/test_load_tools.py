@@ -63,6 +63,17 @@ def test_the_consumer_measures_end_to_end_latency_of_what_it_receives(tmp_path: 
     assert summary["result"]["p50_ms"] >= 0
 
 
+def test_a_prefilled_consumer_run_receives_exactly_the_prefill_and_reports_both_cpus(tmp_path: Path) -> None:
+    batch = ("--pull-batch-size", "64", "--max-transfer-count", "64")
+    _, summary = run_tool("consumer", tmp_path, "--prefill", "300", "--duration", "30", *batch)
+    assert_valid_summary(summary, "consumer")
+    assert summary["result"]["ok"] == 300
+    assert summary["settings"]["prefill"] == 300
+    assert summary["settings"]["max_transfer_count"] == 64
+    assert summary["load_cpu_seconds"] > 0
+    assert summary["broker_cpu_seconds"] is not None
+
+
 def test_profile_writes_a_flamegraph_svg_and_speedscope_of_the_broker(tmp_path: Path) -> None:
     _, summary = run_tool("producer", tmp_path, "--profile")
     profile = summary["profile"]

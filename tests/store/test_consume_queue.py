@@ -22,6 +22,19 @@ def test_entries_are_twenty_bytes_at_their_logical_position(tmp_path: Path) -> N
     cq.close()
 
 
+def test_lazy_entries_give_what_entries_gives_at_every_start_and_count(tmp_path: Path) -> None:
+    cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    for i in range(20):
+        cq.put(i, 1000 + i * 100, 90 + i, -i)
+    for start in range(0, 22):
+        for count in (1, 3, 8, 32, 800):
+            lazy = cq.iter_entries(start, count)
+            eager = cq.entries(start, count)
+            assert (None if lazy is None else list(lazy)) == eager
+            assert eager is None or len(eager) <= count
+    cq.close()
+
+
 def test_queue_first_written_at_a_non_zero_offset_is_padded_with_fillers(tmp_path: Path) -> None:
     cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
     cq.put(13, 5000, 120, 7)

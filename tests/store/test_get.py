@@ -54,6 +54,21 @@ def test_max_msgs_and_max_bytes_limit_a_pull_but_the_first_message_always_comes(
     store.close()
 
 
+def test_in_memory_pulls_stop_at_32_unless_max_transfer_count_says_otherwise(tmp_path: Path) -> None:
+    default = open_store(tmp_path / "default", mapped_file_size_consume_queue=300 * 20)
+    larger = open_store(tmp_path / "larger", mapped_file_size_consume_queue=300 * 20,
+                        max_transfer_count_on_message_in_memory=100)  # fmt: skip
+    for store in (default, larger):
+        for _ in range(150):
+            store.append(message())
+    assert default.get("TopicTest", 0, 0, 200).message_count == 32
+    wide = larger.get("TopicTest", 0, 0, 200)
+    assert (wide.message_count, wide.next_begin_offset) == (100, 100)
+    assert larger.get("TopicTest", 0, 0, 40).message_count == 40
+    default.close()
+    larger.close()
+
+
 def test_pull_stops_at_the_consume_queue_segment_end(tmp_path: Path) -> None:
     store = open_store(tmp_path)  # 8 entries per ConsumeQueue file
     for _ in range(12):
