@@ -5,10 +5,11 @@ reads its JSON summary; nothing is re-implemented here:
 
 - ``async_send``: ``bench.load.producer --mode async --inflight 1024`` (one connection, 128 B);
 - ``batch_send``: ``bench.load.producer --batch 64 --inflight 8``;
-- ``consume``: ``bench.load.consumer --prefill N --produce-inflight 0`` (a pre-filled topic drained end to end);
+- ``consume``: ``bench.load.consumer --prefill N --produce-inflight 0`` (a pre-filled topic drained end to end), with
+  the push consumer's default ``pullBatchSize`` 32 and, as RocketMQ's benchmark consumer allows, with 256;
 - ``sync_flush_64x1``: ``bench.load.producer --flush-disk-type SYNC_FLUSH --inflight 64`` (sync sends);
 - ``sync_flush_8x32``: the same with ``--mode async --connections 8 --inflight 256`` (8 x 32 outstanding);
-- ``held_pull_wake``: ``bench.broker --cases held`` (p99 from issuing a send to the parked pull's answer);
+- ``held_pull_wake``: ``bench.broker --only held_pull_wake`` (p99 from issuing a send to the parked pull's answer);
 - ``idle_rss`` / ``cold_start``: ``python -m broker.embedded`` on port 0: exec to the broker's boot line, then
   VmRSS after ``--settle`` seconds idle.
 
@@ -88,7 +89,11 @@ def load_tool(tool: str, *options: str) -> Callable[[argparse.Namespace], dict[s
 
 
 def held_pull(args: argparse.Namespace) -> dict[str, Any]:
-    line = _last_json(_run(["-m", "bench.broker", "--cases", "held"], timeout=300), "op", "held_pull_wake")
+    line = _last_json(
+        _run(["-m", "bench.broker", "--only", "held_pull_wake", "--samples", "500"], timeout=300),
+        "op",
+        "held_pull_wake",
+    )
     return {**line, "value": line["p99_ms"]}
 
 
@@ -132,8 +137,11 @@ CASES = (
          load_tool("producer", "--mode", "async", "--inflight", "1024")),
     Case("batch_send", ">= 500,000 msg/s batch send", "msg/s", 500_000, True,
          load_tool("producer", "--batch", "64", "--inflight", "8")),
-    Case("consume", ">= 200,000 msg/s end-to-end consume", "msg/s", 200_000, True,
-         load_tool("consumer", "--prefill", "400000", "--produce-inflight", "0")),
+    Case("consume", ">= 200,000 msg/s end-to-end consume (pullBatchSize 32)", "msg/s", 200_000, True,
+         load_tool("consumer", "--prefill", "300000", "--produce-inflight", "0")),
+    Case("consume_batch256", ">= 200,000 msg/s end-to-end consume (pullBatchSize 256)", "msg/s", 200_000, True,
+         load_tool("consumer", "--prefill", "300000", "--produce-inflight", "0", "--pull-batch-size", "256",
+                   "--max-transfer-count", "256")),
     Case("held_pull_wake", "held-pull wake latency p99 <= 2 ms", "ms p99", 2.0, False, held_pull),
     Case("sync_flush_64x1", ">= 30,000 msg/s SYNC_FLUSH, 64 producers x 1 in flight", "msg/s", 30_000, True,
          load_tool("producer", "--flush-disk-type", "SYNC_FLUSH", "--inflight", "64")),
