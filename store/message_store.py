@@ -235,7 +235,11 @@ class MessageStore:
         phy = commitlog.append(prepared, queue_offset, store_ts)
         if has_entry:
             self.queue_offsets[key] = queue_offset + 1
-        tags = self._tags_code(prepared, queue_id, store_ts)
+        tags = (
+            tags_code_of_raw(prepared.properties)
+            if topic != SCHEDULE_TOPIC
+            else self._tags_code(prepared, queue_id, store_ts)
+        )
         self._dispatch(topic, queue_id, prepared.sys_flag, queue_offset, phy, size, prepared.properties, tags, store_ts)
         if has_entry and self.arrival_listener is not None:
             self.arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)

@@ -126,7 +126,11 @@ def body_crc(body: bytes | memoryview) -> int:
 
 def prepare_message(message: MessageRecord) -> PreparedMessage:
     """Validate and measure ``message``; raises :class:`MessageEncodeError` on an oversized topic or properties."""
-    topic, sys_flag = _check_template(message)
+    topic = message.topic.encode()
+    if 0 < len(topic) <= MAX_TOPIC_BYTES and len(message.born_host) == 8 and len(message.store_host) == 8:
+        sys_flag = message.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
+    else:
+        topic, sys_flag = _check_template(message)
     props = message.properties.encode()
     if len(props) > MAX_PROPERTIES_BYTES:
         raise PropertiesTooLongError(f"properties must be at most {MAX_PROPERTIES_BYTES} bytes, got {len(props)}")

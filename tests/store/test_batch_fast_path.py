@@ -11,9 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remoting.codec.message import MessageRecord
+from remoting.codec.msgid import offset_msg_id
 from store.consume_queue import ConsumeQueue
 from store.errors import StoreError
 from store.message_store import MessageStore
+from store.results import AppendResult
 from tests.store.store_helpers import BORN_HOST, STORE_HOST, FakeClock, open_store
 
 PROPS = st.sampled_from(
@@ -130,3 +132,9 @@ def test_consume_queue_put_batch_writes_what_puts_write(
     general.close()
     fast.close()
     assert _files(general_dir) == _files(fast_dir)
+
+
+@given(st.lists(st.integers(0, 2**63 - 1), min_size=1, max_size=40), st.sampled_from([STORE_HOST, bytes(range(20))]))
+def test_batch_msg_id_joins_the_offset_msg_id_of_each_record(phys: list[int], host: bytes) -> None:
+    result = AppendResult(phys[0], 1, 0, 0, tuple(phys), host)
+    assert result.msg_id == ",".join(offset_msg_id(host, p) for p in phys)
