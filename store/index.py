@@ -131,18 +131,19 @@ class IndexFile:
         mm = self._mm
         slots = self.max_hash_slots
         entries_at = self._entries_at
-        number = self.index_count
+        limit = self.max_index_num
+        start = number = self.index_count
+        slot_count = self.hash_slot_count
         diff_s = (store_timestamp - self.begin_timestamp) // 1000
         time_diff = min(max(diff_s, 0), _INT_MAX) if self.begin_timestamp > 0 else 0
-        written = 0
         for key_hash in key_hashes:
-            if number >= self.max_index_num:
+            if number >= limit:
                 break
-            slot_pos = HEADER_SIZE + (key_hash % slots) * HASH_SLOT_SIZE
-            (prev,) = _SLOT.unpack_from(mm, slot_pos)
+            slot_pos = HEADER_SIZE + key_hash % slots * HASH_SLOT_SIZE
+            prev = _SLOT.unpack_from(mm, slot_pos)[0]
             if prev <= INVALID_INDEX or prev >= number:
                 prev = INVALID_INDEX
-                self.hash_slot_count += 1
+                slot_count += 1
             _ENTRY.pack_into(mm, entries_at + number * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff, prev)
             _SLOT.pack_into(mm, slot_pos, number)
             if number == 1:
@@ -150,13 +151,16 @@ class IndexFile:
                 self.begin_timestamp = store_timestamp
                 time_diff = 0
             number += 1
-            written += 1
-        if written:
-            self.index_count = number
-            self.end_phy_offset = phy_offset
-            self.end_timestamp = store_timestamp
-            self._write_header()
-        return written
+        if number == start:
+            return 0
+        self.index_count = number
+        self.hash_slot_count = slot_count
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        _HEADER.pack_into(mm, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset, phy_offset, slot_count,
+                          number)  # fmt: skip
+        self.dirty = True
+        return number - start
 
     def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:
         """Whether [begin_ms, end_ms] overlaps this file's [beginTimestamp, endTimestamp] (Java's isTimeMatched)."""
