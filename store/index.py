@@ -128,6 +128,12 @@ class IndexFile:
     def put_keys(self, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int) -> int:
         """Add one entry per hash (one message's keys), each at the head of its slot's chain, then rewrite the header
         once. Returns how many were written: fewer than given when the file fills up."""
+        return self.put_entries([(key_hash, phy_offset) for key_hash in key_hashes], store_timestamp)
+
+    def put_entries(self, entries: Sequence[tuple[int, int]], store_timestamp: int) -> int:
+        """Add ``(key hash, phy offset)`` entries (offsets non-decreasing, one store time: a message or a batch), each
+        at the head of its slot's chain, then rewrite the header once. Returns how many were written: fewer than
+        given when the file fills up."""
         mm = self._mm
         slots = self.max_hash_slots
         entries_at = self._entries_at
@@ -136,9 +142,7 @@ class IndexFile:
         slot_count = self.hash_slot_count
         diff_s = (store_timestamp - self.begin_timestamp) // 1000
         time_diff = min(max(diff_s, 0), _INT_MAX) if self.begin_timestamp > 0 else 0
-        for key_hash in key_hashes:
-            if number >= limit:
-                break
+        for key_hash, phy_offset in entries[: limit - number]:
             slot_pos = HEADER_SIZE + key_hash % slots * HASH_SLOT_SIZE
             prev = _SLOT.unpack_from(mm, slot_pos)[0]
             if prev <= INVALID_INDEX or prev >= number:
@@ -153,11 +157,12 @@ class IndexFile:
             number += 1
         if number == start:
             return 0
+        end_phy = entries[number - start - 1][1]
         self.index_count = number
         self.hash_slot_count = slot_count
-        self.end_phy_offset = phy_offset
+        self.end_phy_offset = end_phy
         self.end_timestamp = store_timestamp
-        _HEADER.pack_into(mm, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset, phy_offset, slot_count,
+        _HEADER.pack_into(mm, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset, end_phy, slot_count,
                           number)  # fmt: skip
         self.dirty = True
         return number - start
@@ -320,9 +325,20 @@ class IndexService:
             last = self._last_non_empty()
         if last is not None and phy_offset <= last.end_phy_offset:
             return
-        hashes = [topic_key_hash(topic, key) for key in keys if key]
-        while hashes:
-            hashes = hashes[self._writable_file().put_keys(hashes, phy_offset, store_timestamp) :]
+        entries = [(topic_key_hash(topic, key), phy_offset) for key in keys if key]
+        while entries:
+            entries = entries[self._writable_file().put_entries(entries, store_timestamp) :]
+
+    def put_batch(self, topic: str, messages: Iterable[tuple[Iterable[str], int]], store_timestamp: int) -> None:
+        """:meth:`put` for each ``(keys, phy_offset)`` of a batch stored at one time, offsets increasing: the same
+        entries, with one header rewrite per batch instead of per message."""
+        last = self._files[-1] if self._files else None
+        if last is None or last.is_empty:
+            last = self._last_non_empty()
+        floor = -1 if last is None else last.end_phy_offset
+        entries = [(topic_key_hash(topic, k), phy) for keys, phy in messages if phy > floor for k in keys if k]
+        while entries:
+            entries = entries[self._writable_file().put_entries(entries, store_timestamp) :]
 
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """CommitLog offsets of messages indexed under ``topic#key`` and stored within [begin_ms, end_ms], newest

@@ -60,6 +60,7 @@ class IndexLike(Protocol):
     """The IndexService contract (implemented in ``store/index.py``)."""
 
     def put(self, topic: str, keys: Iterable[str], phy_offset: int, store_timestamp: int) -> None: ...
+    def put_batch(self, topic: str, messages: Iterable[tuple[Iterable[str], int]], store_timestamp: int) -> None: ...
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
@@ -293,10 +294,8 @@ class MessageStore:
         cq.put_batch(first, entries)
         index = self.index
         if index is not None:
-            for p, (record_phy, _size, _tags) in zip(prepared, entries, strict=True):
-                keys = _index_keys(p.properties)
-                if keys:
-                    index.put(topic, keys, record_phy, store_ts)
+            keyed = [(_index_keys(p.properties), e[0]) for p, e in zip(prepared, entries, strict=True)]
+            index.put_batch(topic, keyed, store_ts)
         listener = self.arrival_listener
         if listener is not None:
             for qoff, (p, (_phy, _size, tags)) in enumerate(zip(prepared, entries, strict=True), first):
