@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from remoting.codec.codes import RequestCode
 from remoting.codec.errors import HeaderDecodeError, HeaderFieldError
 from remoting.codec.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2, parse_send_request_header
-from remoting.codec.properties import java_hash, java_hash_joined, java_string_hash
 from remoting.codec.serializers import decode_json
 
 _LETTERS = "abcdefghijklmn"
@@ -70,28 +69,3 @@ def test_json_header_int_fields_out_of_int32_or_not_numbers_are_rejected(field: 
     header: dict[str, object] = {"code": 10, field: value}
     with pytest.raises(HeaderDecodeError):
         decode_json(orjson.dumps(header), b"")
-
-
-def _java_hash_loop(text: str) -> int:
-    """The definition: ``h = 31*h + unit`` over UTF-16 code units, one at a time, as a signed 32-bit int."""
-    raw = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(raw), 2):
-        h = (31 * h + (raw[i] << 8 | raw[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-@given(st.one_of(st.text(), st.text(alphabet=st.characters(max_codepoint=127), min_size=200, max_size=2000)))
-def test_java_hash_dot_product_equals_the_code_unit_loop(text: str) -> None:
-    assert java_hash(text) == _java_hash_loop(text)
-    assert java_string_hash(text) == _java_hash_loop(text)
-
-
-def test_java_hash_of_lone_surrogates_and_astral_characters() -> None:
-    for text in ("\ud800", "a\udfffb", "\U0001f600" * 300, "é" * 1000):
-        assert java_hash(text) == _java_hash_loop(text)
-
-
-@given(st.text(max_size=20), st.one_of(st.text(), st.text(alphabet="0123456789ABCDEF", min_size=250, max_size=600)))
-def test_java_hash_joined_equals_the_hash_of_the_concatenation(prefix: str, text: str) -> None:
-    assert java_hash_joined(prefix, text) == _java_hash_loop(prefix + text)
