@@ -4,7 +4,8 @@ Cases (one JSON object per line on stdout):
 
 - ``floor``: copy the same encoded record bytes, one record at a time, into a prefaulted file mmap: the memcpy floor.
 - ``append`` / ``append_batch``: ``MessageStore.append`` of single messages / ``append_batch`` of 32, for 128 B,
-  1 KiB and 4 KiB bodies, ASYNC_FLUSH, segments warmed up. ``vs_floor`` = store MB/s / floor MB/s.
+  1 KiB and 4 KiB bodies, ASYNC_FLUSH, segments warmed up. ``vs_floor`` = store MB/s / floor MB/s;
+  ``cpu_us_per_msg`` = process CPU time per message (steadier than rates on a shared machine).
 - ``sync_flush``: SYNC_FLUSH ``put`` with 1, 16 and 64 concurrent writers (group commit); ``vs_1_writer``.
 - ``get``: 32-message ``get`` calls per second and the record slices per second they return.
 - ``recovery``: ``load()`` after a crash (``abort`` present) with the checkpoint at the start (whole log re-scanned
@@ -88,8 +89,9 @@ def floor(size: int, count: int, segment: int, workdir: Path) -> float:
     return count * n / best
 
 
-async def appends(size: int, count: int, batch: int, segment: int, workdir: Path) -> tuple[float, float]:
-    """(messages/s, bytes/s) of async-flush appends; the store's services run so segments are preallocated."""
+async def appends(size: int, count: int, batch: int, segment: int, workdir: Path) -> tuple[float, float, float]:
+    """(messages/s, bytes/s, CPU us per message) of async-flush appends; the store's services run so segments are
+    preallocated. The CPU figure (process time, threads included) is the one to compare on a busy machine."""
     root = Path(tempfile.mkdtemp(dir=workdir))
     store = MessageStore(config(root, segment, flush_interval_commit_log=500), store_host=STORE_HOST)
     store.load()
@@ -98,6 +100,7 @@ async def appends(size: int, count: int, batch: int, segment: int, workdir: Path
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
         start = time.perf_counter()
+        cpu_start = time.process_time()
         done = 0
         while done < count:
             if batch == 1:
@@ -110,8 +113,9 @@ async def appends(size: int, count: int, batch: int, segment: int, workdir: Path
                 done += 8 * batch
             await trio.sleep(0)  # let the allocation service prepare the next segment, as a broker would
         elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu_start
         nursery.cancel_scope.cancel()
-    return done / elapsed, done * record_len / elapsed
+    return done / elapsed, done * record_len / elapsed, cpu / done * 1e6
 
 
 async def sync_writers(writers: int, duration: float, workdir: Path) -> float:
@@ -207,9 +211,10 @@ async def _measure(args: argparse.Namespace, workdir: Path) -> None:
             floor_bps = floor(size, count, segment, workdir)
             emit({"bench": "store", "case": "floor", "body": size, "mb_per_s": round(floor_bps / 1e6, 1)})
             for case, batch in (("append", 1), ("append_batch", 32)):
-                mps, bps = await appends(size, count, batch, segment, workdir)
+                mps, bps, cpu_us = await appends(size, count, batch, segment, workdir)
                 emit({"bench": "store", "case": case, "body": size, "msgs_per_s": round(mps),
-                      "mb_per_s": round(bps / 1e6, 1), "vs_floor": round(bps / floor_bps, 3)})  # fmt: skip
+                      "mb_per_s": round(bps / 1e6, 1), "vs_floor": round(bps / floor_bps, 3),
+                      "cpu_us_per_msg": round(cpu_us, 2)})  # fmt: skip
     if "sync" in cases:
         single = 0.0
         for writers in (1, 16, 64):

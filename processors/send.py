@@ -40,7 +40,7 @@ from remoting.codec.message import (
     SYSFLAG_MULTI_TAGS,
     SYSFLAG_TRANSACTION_MASK,
     MessageRecord,
-    decode_batch_body,
+    split_batch_body,
 )
 from remoting.codec.msgid import offset_msg_id
 from remoting.errors import RemotingConnectError
@@ -355,7 +355,7 @@ class SendMessageProcessor:
                 ResponseCode.MESSAGE_ILLEGAL, _illegal_remark(max_size, f"batch body {len(request.body)} bytes")
             )
         try:
-            entries = decode_batch_body(request.body)
+            entries = split_batch_body(request.body)
         except MessageDecodeError as exc:
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, _illegal_remark(max_size, str(exc))) from None
         batch_props = rewrite_properties(header.properties, self._cluster)
@@ -363,25 +363,24 @@ class SendMessageProcessor:
         sys_flag = header.sys_flag
         if config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= SYSFLAG_MULTI_TAGS
-        host, store_host = born_host(ctx), self.broker.store_host
-        records = []
-        for entry in entries:
-            props = entry.properties
-            stored = props + suffix if not props or props[-1] == "\x02" else f"{props}\x02{suffix}"
-            records.append(
-                MessageRecord(
-                    topic=topic,
-                    body=entry.body,
-                    queue_id=queue_id,
-                    flag=entry.flag,
-                    properties=stored,
-                    sys_flag=sys_flag,
-                    born_timestamp=header.born_timestamp,
-                    born_host=host,
-                    store_host=store_host,
-                )
-            )
-        return await self._store(ctx, request, queue_id, batch_props.wait, self.broker.store.append_batch, records)
+        # One template record carries what the messages share; each entry keeps only body, properties and flag.
+        template = MessageRecord(
+            topic=topic,
+            body=b"",
+            queue_id=queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=born_host(ctx),
+            store_host=self.broker.store_host,
+        )
+        stored = [
+            (body, props + suffix if not props or props[-1] == "\x02" else f"{props}\x02{suffix}", flag)
+            for body, props, flag in entries
+        ]
+        store = self.broker.store
+        return await self._store(
+            ctx, request, queue_id, batch_props.wait, lambda batch: store.append_entries(template, batch), stored
+        )
 
     # ---- store outcome -> response ----------------------------------------------------------------------------
 

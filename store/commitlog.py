@@ -92,16 +92,18 @@ class CommitLog:
         self.last_store_timestamp = store_timestamp
         return phy
 
-    def append_batch(self, prepared: list[PreparedMessage], queue_offsets: list[int], store_timestamp: int) -> int:
-        """Append records contiguously in one segment; returns the first physical offset."""
+    def append_batch(self, prepared: list[PreparedMessage], first_queue_offset: int, store_timestamp: int) -> int:
+        """Append records contiguously in one segment, with queue offsets counting up from ``first_queue_offset``;
+        returns the first physical offset."""
         total = sum(p.size for p in prepared)
         mf = self._writable(total)
         pos = mf.wrote_position
-        first = mf.file_from_offset + pos
+        base = mf.file_from_offset
         buf = mf.buf
-        for p, qoff in zip(prepared, queue_offsets, strict=True):
-            write_record(buf, pos, p, qoff, mf.file_from_offset + pos, store_timestamp)
+        for qoff, p in enumerate(prepared, first_queue_offset):
+            write_record(buf, pos, p, qoff, base + pos, store_timestamp)
             pos += p.size
+        first = base + mf.wrote_position
         mf.wrote_position = pos
         self.last_store_timestamp = store_timestamp
         return first

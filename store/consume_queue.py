@@ -11,6 +11,8 @@ Ownership: one instance per queue, owned by the MessageStore on the Trio thread;
 
 from __future__ import annotations
 
+import functools
+import itertools
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,6 +75,24 @@ class ConsumeQueue:
             mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
         if logical >= self.max_offset:
             self.max_offset = logical + 1
+
+    def put_batch(self, first: int, entries: list[Entry]) -> None:
+        """Write entries ``first``, ``first + 1``, ... (one batch): a single ``pack_into`` when they all land in the
+        newest segment (the common case), else entry by entry through :meth:`put`."""
+        files = self.queue.files
+        mf = files[-1] if files else None
+        pos = first * CQ_STORE_UNIT_SIZE
+        end = pos + len(entries) * CQ_STORE_UNIT_SIZE
+        if mf is None or not mf.file_from_offset <= pos < end <= mf.file_from_offset + mf.file_size:
+            for logical, (phy, size, tags) in enumerate(entries, first):
+                self.put(logical, phy, size, tags)
+            return
+        pos -= mf.file_from_offset
+        _entries_struct(len(entries)).pack_into(mf.buf, pos, *itertools.chain.from_iterable(entries))
+        if pos + len(entries) * CQ_STORE_UNIT_SIZE > mf.wrote_position:
+            mf.wrote_position = pos + len(entries) * CQ_STORE_UNIT_SIZE
+        if first + len(entries) > self.max_offset:
+            self.max_offset = first + len(entries)
 
     # ---- reading -------------------------------------------------------------------------------------------
 
@@ -203,6 +223,12 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.queue.close()
+
+
+@functools.lru_cache(maxsize=128)
+def _entries_struct(count: int) -> struct.Struct:
+    """``count`` consecutive entries in one struct (big-endian: no padding between them)."""
+    return struct.Struct(">" + "qiq" * count)
 
 
 _ZERO_ENTRY: Final = bytes(CQ_STORE_UNIT_SIZE)

@@ -26,11 +26,11 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
-from remoting.codec.properties import java_string_hash
+from remoting.codec.properties import java_hash, java_hash_joined
 from store.errors import StoreCorruptError
 
 HEADER_SIZE: Final = 40
@@ -54,7 +54,13 @@ class IndexFileCorruptError(StoreCorruptError):
 
 def index_key_hash(key: str) -> int:
     """abs(Java ``String.hashCode``) of the index key, 0 when abs overflows (MIN_INT), as Java's IndexFile does."""
-    h = abs(java_string_hash(key))
+    h = abs(java_hash(key))
+    return 0 if h > _INT_MAX else h
+
+
+def topic_key_hash(topic: str, key: str) -> int:
+    """:func:`index_key_hash` of ``topic#key``, the topic's share of the hash cached."""
+    h = abs(java_hash_joined(topic + "#", key))
     return 0 if h > _INT_MAX else h
 
 
@@ -117,28 +123,49 @@ class IndexFile:
 
     def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
         """Add one entry at the head of its slot's chain; False (nothing written) when the file is full."""
-        if self.is_full:
-            return False
+        return self.put_keys((key_hash,), phy_offset, store_timestamp) == 1
+
+    def put_keys(self, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int) -> int:
+        """Add one entry per hash (one message's keys), each at the head of its slot's chain, then rewrite the header
+        once. Returns how many were written: fewer than given when the file fills up."""
+        return self.put_entries([(key_hash, phy_offset) for key_hash in key_hashes], store_timestamp)
+
+    def put_entries(self, entries: Sequence[tuple[int, int]], store_timestamp: int) -> int:
+        """Add ``(key hash, phy offset)`` entries (offsets non-decreasing, one store time: a message or a batch), each
+        at the head of its slot's chain, then rewrite the header once. Returns how many were written: fewer than
+        given when the file fills up."""
         mm = self._mm
-        slot_pos = HEADER_SIZE + (key_hash % self.max_hash_slots) * HASH_SLOT_SIZE
-        (prev,) = _SLOT.unpack_from(mm, slot_pos)
-        if prev <= INVALID_INDEX or prev >= self.index_count:
-            prev = INVALID_INDEX
+        slots = self.max_hash_slots
+        entries_at = self._entries_at
+        limit = self.max_index_num
+        start = number = self.index_count
+        slot_count = self.hash_slot_count
         diff_s = (store_timestamp - self.begin_timestamp) // 1000
         time_diff = min(max(diff_s, 0), _INT_MAX) if self.begin_timestamp > 0 else 0
-        number = self.index_count
-        _ENTRY.pack_into(mm, self._entries_at + number * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff, prev)
-        _SLOT.pack_into(mm, slot_pos, number)
-        if number == 1:
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        if prev == INVALID_INDEX:
-            self.hash_slot_count += 1
-        self.index_count = number + 1
-        self.end_phy_offset = phy_offset
+        for key_hash, phy_offset in entries[: limit - number]:
+            slot_pos = HEADER_SIZE + key_hash % slots * HASH_SLOT_SIZE
+            prev = _SLOT.unpack_from(mm, slot_pos)[0]
+            if prev <= INVALID_INDEX or prev >= number:
+                prev = INVALID_INDEX
+                slot_count += 1
+            _ENTRY.pack_into(mm, entries_at + number * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff, prev)
+            _SLOT.pack_into(mm, slot_pos, number)
+            if number == 1:
+                self.begin_phy_offset = phy_offset
+                self.begin_timestamp = store_timestamp
+                time_diff = 0
+            number += 1
+        if number == start:
+            return 0
+        end_phy = entries[number - start - 1][1]
+        self.index_count = number
+        self.hash_slot_count = slot_count
+        self.end_phy_offset = end_phy
         self.end_timestamp = store_timestamp
-        self._write_header()
-        return True
+        _HEADER.pack_into(mm, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset, end_phy, slot_count,
+                          number)  # fmt: skip
+        self.dirty = True
+        return number - start
 
     def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:
         """Whether [begin_ms, end_ms] overlaps this file's [beginTimestamp, endTimestamp] (Java's isTimeMatched)."""
@@ -298,10 +325,20 @@ class IndexService:
             last = self._last_non_empty()
         if last is not None and phy_offset <= last.end_phy_offset:
             return
-        prefix = topic + "#"
-        for key in keys:
-            if key:
-                self._writable_file().put_key(index_key_hash(prefix + key), phy_offset, store_timestamp)
+        entries = [(topic_key_hash(topic, key), phy_offset) for key in keys if key]
+        while entries:
+            entries = entries[self._writable_file().put_entries(entries, store_timestamp) :]
+
+    def put_batch(self, topic: str, messages: Iterable[tuple[Iterable[str], int]], store_timestamp: int) -> None:
+        """:meth:`put` for each ``(keys, phy_offset)`` of a batch stored at one time, offsets increasing: the same
+        entries, with one header rewrite per batch instead of per message."""
+        last = self._files[-1] if self._files else None
+        if last is None or last.is_empty:
+            last = self._last_non_empty()
+        floor = -1 if last is None else last.end_phy_offset
+        entries = [(topic_key_hash(topic, k), phy) for keys, phy in messages if phy > floor for k in keys if k]
+        while entries:
+            entries = entries[self._writable_file().put_entries(entries, store_timestamp) :]
 
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """CommitLog offsets of messages indexed under ``topic#key`` and stored within [begin_ms, end_ms], newest

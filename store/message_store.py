@@ -30,6 +30,7 @@ from remoting.codec.message import (
     PreparedMessage,
     PropertiesTooLongError,
     RecordMeta,
+    prepare_batch,
     prepare_message,
 )
 from remoting.codec.properties import find_property, tags_code, tags_code_of_raw
@@ -60,6 +61,7 @@ class IndexLike(Protocol):
     """The IndexService contract (implemented in ``store/index.py``)."""
 
     def put(self, topic: str, keys: Iterable[str], phy_offset: int, store_timestamp: int) -> None: ...
+    def put_batch(self, topic: str, messages: Iterable[tuple[Iterable[str], int]], store_timestamp: int) -> None: ...
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
@@ -214,13 +216,7 @@ class MessageStore:
             cq = self.consume_queues.get((topic, queue_id)) or self.consume_queue(topic, queue_id)
             cq.put(queue_offset, phy, size, tags_code)
         if self.index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
-            keys = []
-            uniq = find_property(properties, b"UNIQ_KEY")
-            if uniq:
-                keys.append(uniq.decode("utf-8", "replace"))
-            raw_keys = find_property(properties, b"KEYS")
-            if raw_keys:
-                keys.extend(k for k in raw_keys.decode("utf-8", "replace").split(" ") if k)
+            keys = _index_keys(properties)
             if keys:
                 self.index.put(topic, keys, phy, store_ts)
 
@@ -242,41 +238,71 @@ class MessageStore:
         phy = commitlog.append(prepared, queue_offset, store_ts)
         if has_entry:
             self.queue_offsets[key] = queue_offset + 1
-        tags = self._tags_code(prepared, queue_id, store_ts)
+        tags = (
+            tags_code_of_raw(prepared.properties)
+            if topic != SCHEDULE_TOPIC
+            else self._tags_code(prepared, queue_id, store_ts)
+        )
         self._dispatch(topic, queue_id, prepared.sys_flag, queue_offset, phy, size, prepared.properties, tags, store_ts)
         if has_entry and self.arrival_listener is not None:
             self.arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)
         return AppendResult(phy, size, queue_offset, store_ts, (phy,), msg.store_host)
 
     def append_batch(self, msgs: Sequence[MessageRecord]) -> AppendResult:
-        """Append messages of one topic and queue contiguously, with consecutive queue offsets."""
+        """Append messages of one topic and queue contiguously, with consecutive queue offsets.
+
+        Dispatched as a whole: one ConsumeQueue write for the batch, then the index and arrival listener per message
+        (each record is stored before any listener runs)."""
         self._check_writable()
         if not msgs:
             raise MessageIllegalError("empty batch")
         topic, queue_id = msgs[0].topic, msgs[0].queue_id
         if any(m.topic != topic or m.queue_id != queue_id for m in msgs):
             raise MessageIllegalError("a batch must target one topic and queue")
-        prepared = [self._prepare(m) for m in msgs]
+        return self._append_prepared(topic, queue_id, [self._prepare(m) for m in msgs], msgs[0].store_host)
+
+    def append_entries(self, template: MessageRecord, entries: Sequence[tuple[bytes, str, int]]) -> AppendResult:
+        """:meth:`append_batch` of one message per ``(body, properties, flag)`` entry, every other field taken from
+        ``template`` (the broker's batch send: no :class:`MessageRecord` per message). Same records, same errors."""
+        self._check_writable()
+        if not entries:
+            raise MessageIllegalError("empty batch")
+        try:
+            prepared = prepare_batch(template, entries, self.config.max_message_size)
+        except PropertiesTooLongError as exc:
+            raise PropertiesSizeExceededError(str(exc)) from exc
+        except MessageEncodeError as exc:
+            raise MessageIllegalError(str(exc)) from exc
+        return self._append_prepared(template.topic, template.queue_id, prepared, template.store_host)
+
+    def _append_prepared(
+        self, topic: str, queue_id: int, prepared: list[PreparedMessage], store_host: bytes
+    ) -> AppendResult:
         total = sum(p.size for p in prepared)
         self.commitlog.check_fits(total)
         key = (topic, queue_id)
         first = self.queue_offsets.get(key, 0)
-        offsets = list(range(first, first + len(prepared)))
         store_ts = self.config.now_ms()
-        phy = self.commitlog.append_batch(prepared, offsets, store_ts)
+        phy = self.commitlog.append_batch(prepared, first, store_ts)
         self.queue_offsets[key] = first + len(prepared)
-        phys = []
+        entries = []
         pos = phy
-        listener = self.arrival_listener
-        for p, qoff in zip(prepared, offsets, strict=True):
-            tags = self._tags_code(p, queue_id, store_ts)
-            self._dispatch(topic, queue_id, p.sys_flag & ~SYSFLAG_TRANSACTION_MASK, qoff, pos, p.size,
-                           p.properties, tags, store_ts)  # fmt: skip
-            if listener is not None:
-                listener(topic, queue_id, qoff, tags, p.message.properties)
-            phys.append(pos)
+        scheduled = topic == SCHEDULE_TOPIC
+        for p in prepared:
+            tags = self._tags_code(p, queue_id, store_ts) if scheduled else tags_code_of_raw(p.properties)
+            entries.append((pos, p.size, tags))
             pos += p.size
-        return AppendResult(phy, total, first, store_ts, tuple(phys), msgs[0].store_host)
+        cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
+        cq.put_batch(first, entries)
+        index = self.index
+        if index is not None:
+            keyed = [(_index_keys(p.properties), e[0]) for p, e in zip(prepared, entries, strict=True)]
+            index.put_batch(topic, keyed, store_ts)
+        listener = self.arrival_listener
+        if listener is not None:
+            for qoff, (p, (_phy, _size, tags)) in enumerate(zip(prepared, entries, strict=True), first):
+                listener(topic, queue_id, qoff, tags, p.text)
+        return AppendResult(phy, total, first, store_ts, tuple(e[0] for e in entries), store_host)
 
     def append_encoded(self, phy_offset: int, data: bytes | memoryview) -> int:
         """Replica seam: append records the master encoded, at ``phy_offset`` (must be our end), dispatching each
@@ -399,6 +425,18 @@ class MessageStore:
     def flush_watermark(self) -> int:
         """CommitLog offset below which every byte is durable."""
         return self.commitlog.queue.flushed_offset
+
+
+def _index_keys(properties: bytes) -> list[str]:
+    """The keys a record is indexed under: its UNIQ_KEY, then each non-empty space-separated KEYS token."""
+    keys = []
+    uniq = find_property(properties, b"UNIQ_KEY")
+    if uniq:
+        keys.append(uniq.decode("utf-8", "replace"))
+    raw_keys = find_property(properties, b"KEYS")
+    if raw_keys:
+        keys.extend(k for k in raw_keys.decode("utf-8", "replace").split(" ") if k)
+    return keys
 
 
 def _open_index(config: StoreConfig) -> IndexLike:

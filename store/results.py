@@ -68,7 +68,11 @@ class AppendResult:
     @property
     def msg_id(self) -> str:
         """Offset msgId(s), comma-joined for a batch, as the send response carries them."""
-        return ",".join(offset_msg_id(self.store_host, p) for p in self.phy_offsets)
+        if len(self.phy_offsets) == 1:
+            return offset_msg_id(self.store_host, self.phy_offset)
+        # The host's hex once per batch, then 16 hex digits per (non-negative) offset: half the cost per message.
+        host = self.store_host.hex().upper()
+        return ",".join([f"{host}{p:016X}" for p in self.phy_offsets])
 
 
 @attrs.frozen(slots=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final, NamedTuple
 
 import attrs
@@ -72,6 +72,10 @@ class PropertiesTooLongError(MessageEncodeError):
     """The properties string exceeds the int16 length field (32767 bytes)."""
 
 
+class BodyTooLongError(MessageEncodeError):
+    """A body exceeds the store's ``maxMessageSize`` (checked by :func:`prepare_batch`)."""
+
+
 @attrs.frozen(slots=True)
 class MessageRecord:
     """What the broker asks the store to append (Java's ``MessageExtBrokerInner``).
@@ -94,15 +98,22 @@ class MessageRecord:
 
 
 class PreparedMessage:
-    """A validated, measured :class:`MessageRecord` ready for :func:`write_record`. ``size`` is the record length."""
+    """A validated, measured message ready for :func:`write_record`. ``size`` is the record length.
 
-    __slots__ = ("body", "body_crc", "message", "properties", "size", "sys_flag", "tail", "topic")
+    ``message`` supplies the fields a batch shares (topic, queue, hosts, times); ``body``, ``flag`` and ``text`` (the
+    properties string, ``properties`` its UTF-8 bytes) are the message's own, so one template record serves a whole
+    batch (:func:`prepare_batch`)."""
 
-    def __init__(self, message: MessageRecord, topic: bytes, properties: bytes, sys_flag: int, crc: int) -> None:
+    __slots__ = ("body", "body_crc", "flag", "message", "properties", "size", "sys_flag", "tail", "text", "topic")
+
+    def __init__(self, message: MessageRecord, topic: bytes, properties: bytes, sys_flag: int, crc: int,
+                 body: bytes | memoryview, flag: int, text: str) -> None:  # fmt: skip
         self.message = message
         self.topic = topic
         self.properties = properties
-        body = self.body = message.body
+        self.body = body
+        self.flag = flag
+        self.text = text
         self.sys_flag = sys_flag
         self.body_crc = crc
         self.tail = b"".join((_TOPIC_LEN[len(topic)], topic, _SHORT.pack(len(properties)), properties))
@@ -117,11 +128,46 @@ def body_crc(body: bytes | memoryview) -> int:
 def prepare_message(message: MessageRecord) -> PreparedMessage:
     """Validate and measure ``message``; raises :class:`MessageEncodeError` on an oversized topic or properties."""
     topic = message.topic.encode()
-    if not 0 < len(topic) <= MAX_TOPIC_BYTES:
-        raise MessageEncodeError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic)}")
+    if 0 < len(topic) <= MAX_TOPIC_BYTES and len(message.born_host) == 8 and len(message.store_host) == 8:
+        sys_flag = message.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
+    else:
+        topic, sys_flag = _check_template(message)
     props = message.properties.encode()
     if len(props) > MAX_PROPERTIES_BYTES:
         raise PropertiesTooLongError(f"properties must be at most {MAX_PROPERTIES_BYTES} bytes, got {len(props)}")
+    body = message.body
+    crc = zlib.crc32(body) & 0x7FFFFFFF
+    return PreparedMessage(message, topic, props, sys_flag, crc, body, message.flag, message.properties)
+
+
+def prepare_batch(
+    template: MessageRecord, entries: Iterable[tuple[bytes, str, int]], max_body: int
+) -> list[PreparedMessage]:
+    """One prepared message per ``(body, properties, flag)`` entry, the other fields from ``template`` (whose own
+    body, properties and flag are ignored): the same records as :func:`prepare_message` of a full
+    :class:`MessageRecord` per entry, without building one (about 1 us each on the batch-send path).
+
+    Raises, in the order a per-message loop would meet them: :class:`BodyTooLongError` for a body over ``max_body``,
+    then :class:`MessageEncodeError` / :class:`PropertiesTooLongError` as :func:`prepare_message` does."""
+    prepared: list[PreparedMessage] = []
+    crc32 = zlib.crc32
+    for body, text, flag in entries:
+        if len(body) > max_body:
+            raise BodyTooLongError(f"message body {len(body)} bytes exceeds {max_body}")
+        if not prepared:
+            topic, sys_flag = _check_template(template)
+        props = text.encode()
+        if len(props) > MAX_PROPERTIES_BYTES:
+            raise PropertiesTooLongError(f"properties must be at most {MAX_PROPERTIES_BYTES} bytes, got {len(props)}")
+        prepared.append(PreparedMessage(template, topic, props, sys_flag, crc32(body) & 0x7FFFFFFF, body, flag, text))
+    return prepared
+
+
+def _check_template(message: MessageRecord) -> tuple[bytes, int]:
+    """The encoded topic and the sysFlag with the host bits set; raises :class:`MessageEncodeError`."""
+    topic = message.topic.encode()
+    if not 0 < len(topic) <= MAX_TOPIC_BYTES:
+        raise MessageEncodeError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic)}")
     sys_flag = message.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
     born, store = len(message.born_host), len(message.store_host)
     if born != 8 or store != 8:
@@ -130,7 +176,7 @@ def prepare_message(message: MessageRecord) -> PreparedMessage:
                 sys_flag |= bit
             elif length != 8:
                 raise MessageEncodeError(f"a packed host is 8 or 20 bytes, got {length}")
-    return PreparedMessage(message, topic, props, sys_flag, zlib.crc32(message.body) & 0x7FFFFFFF)
+    return topic, sys_flag
 
 
 def write_record(
@@ -157,7 +203,7 @@ def write_record(
         MAGIC_V1,
         prepared.body_crc,
         m.queue_id,
-        m.flag,
+        prepared.flag,
         queue_offset,
         phy_offset,
         prepared.sys_flag,
@@ -363,6 +409,12 @@ def encode_batch_body(entries: list[BatchEntry]) -> bytes:
 
 def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchEntry]:
     """Split a batch send body; the magic and CRC words are ignored (clients write 0). Raises MessageDecodeError."""
+    return [BatchEntry(data, props, flag) for data, props, flag in split_batch_body(body)]
+
+
+def split_batch_body(body: bytes | bytearray | memoryview) -> list[tuple[bytes, str, int]]:
+    """:func:`decode_batch_body` as ``(body, properties, flag)`` tuples, the broker's batch-send path (the input of
+    :func:`prepare_batch`). Raises MessageDecodeError."""
     view = memoryview(body)
     entries = []
     pos = 0
@@ -380,7 +432,7 @@ def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchEntry]:
             if props_len < 0 or p + props_len > end or size != p + props_len - pos:
                 raise MessageDecodeError(f"batch entry at {pos}: size {size} disagrees with its fields")
             props = bytes(view[p : p + props_len]).decode("utf-8", "replace")
-            entries.append(BatchEntry(data, props, flag))
+            entries.append((data, props, flag))
             pos += size
     except struct.error as exc:
         raise MessageDecodeError(f"truncated batch entry at {pos}") from exc

@@ -8,8 +8,10 @@ values containing ``0x02`` with :class:`PropertiesEncodeError` instead of writin
 
 from __future__ import annotations
 
+import array
 import functools
-import struct
+import operator
+import sys
 from collections.abc import Mapping
 from typing import Final
 
@@ -84,21 +86,57 @@ def find_property(raw: bytes | memoryview, name: bytes) -> bytes | None:
         start = pos + 1
 
 
-@functools.lru_cache(maxsize=4096)
-def java_string_hash(text: str) -> int:
+#: ``31**k mod 2**32`` for k = 0, 1, ...: the weight of the k-th code unit from the end; grown on demand.
+_POWERS_31: list[int] = [pow(31, k, 1 << 32) for k in range(256)]
+_UTF16_NATIVE: Final = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+
+
+def java_hash(text: str) -> int:
     """Java's ``String.hashCode()``: ``h = 31*h + c`` over UTF-16 code units, wrapped to a signed 32-bit int.
 
-    Astral characters count as two surrogate units; lone surrogates are hashed as the unit they are.
+    Astral characters count as two surrogate units; lone surrogates are hashed as the unit they are. Uncached: index
+    keys (one UNIQ_KEY per message) never repeat. Computed as one dot product of the reversed code units with
+    precomputed powers of 31 (``sum(map(mul, ...))`` runs in C): 1.8 us instead of 3.6 us for a 48-char key.
     """
     if text.isascii():
-        units: bytes | tuple[int, ...] = text.encode("ascii")
+        units: bytes | array.array[int] = text.encode("ascii")[::-1]
     else:
-        raw = text.encode("utf-16-be", "surrogatepass")
-        units = struct.unpack(f">{len(raw) // 2}H", raw)
-    h = 0
-    for unit in units:
-        h = (31 * h + unit) & 0xFFFFFFFF
+        units = array.array("H", text.encode(_UTF16_NATIVE, "surrogatepass"))
+        units.reverse()
+    powers = _POWERS_31
+    if len(units) > len(powers):
+        _grow_powers(len(units))
+    h: int = sum(map(operator.mul, units, powers)) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+def java_hash_joined(prefix: str, text: str) -> int:
+    """``java_hash(prefix + text)`` for index keys (``topic#key``), hashing at most the last 12 characters afresh.
+
+    Java's hash is linear, ``hash(a + b) = hash(a) * 31**len(b) + hash(b)`` (mod 2**32, lengths in UTF-16 units), so
+    the rest comes from the cached :func:`java_string_hash`: the topic repeats, and a UNIQ_KEY's first 20 characters
+    (producer IP, pid, class loader) repeat for every message of a producer. 1.1 us instead of 1.8 us per UNIQ_KEY.
+    """
+    if not text.isascii():
+        return java_hash(prefix + text)
+    split = max(len(text) - 12, 0)
+    tail = text[split:].encode("ascii")[::-1]
+    powers = _POWERS_31
+    h: int = java_string_hash(prefix + text[:split] if split else prefix) * powers[len(tail)]
+    h = (h + sum(map(operator.mul, tail, powers))) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def _grow_powers(length: int) -> None:
+    powers = _POWERS_31
+    while len(powers) < length:
+        powers.append(powers[-1] * 31 & 0xFFFFFFFF)
+
+
+@functools.lru_cache(maxsize=4096)
+def java_string_hash(text: str) -> int:
+    """:func:`java_hash`, cached: for tags and selector arguments, which repeat."""
+    return java_hash(text)
 
 
 def tags_code_of_raw(properties: bytes) -> int:

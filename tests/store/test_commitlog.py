@@ -47,7 +47,7 @@ def test_batch_moves_to_the_next_segment_as_a_whole(tmp_path: Path) -> None:
     log = CommitLog(tmp_path, 1024)
     log.append(prepare_message(message(body=bytes(500))), 0, 1)
     batch = [prepare_message(message(body=bytes(150))) for _ in range(3)]
-    first = log.append_batch(batch, [1, 2, 3], 2)
+    first = log.append_batch(batch, 1, 2)
     assert first == 1024
     metas = [read_record_meta(log.read_record(first + sum(b.size for b in batch[:i])) or b"") for i in range(3)]
     assert [m.queue_offset for m in metas] == [1, 2, 3]
