@@ -69,10 +69,13 @@ class Checkpoint:
         os.fdatasync(self._fd)
 
     def close(self) -> None:
+        """Unmap and close the fd; idempotent (a second call must not close a reused fd number)."""
         with contextlib.suppress(BufferError, ValueError):
             self._map.close()
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class StoreLock:
