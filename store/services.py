@@ -11,8 +11,8 @@
 * :class:`RetentionService`: deletes expired segments at ``delete_when`` or at once when the disk is fuller than
   ``disk_max_used_space_ratio``, and refuses writes above ``disk_space_warning_level_ratio``.
 
-Blocking disk work runs in ``trio.to_thread.run_sync`` with the store's own limiter, under the store's ``disk_lock`` so
-that a flush never races the deletion of the same segment.
+Blocking disk work runs in ``trio.to_thread.run_sync`` with the store's own limiter (the group commit's syncs on its
+own thread instead), under the store's ``disk_lock`` so that a flush never races the deletion of the same segment.
 """
 
 from __future__ import annotations
