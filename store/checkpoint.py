@@ -31,13 +31,15 @@ class StoreLockedError(StoreError):
 class Checkpoint:
     def __init__(self, path: Path) -> None:
         self.path = path
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # The fd stays open for fdatasync (see flush).
+        self._fd = fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if os.fstat(fd).st_size < CHECKPOINT_SIZE:
                 os.ftruncate(fd, CHECKPOINT_SIZE)
             self._map = mmap.mmap(fd, CHECKPOINT_SIZE)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
         (
             self.physic_msg_timestamp,
             self.logics_msg_timestamp,
@@ -61,13 +63,19 @@ class Checkpoint:
         )
 
     def flush(self) -> None:
-        """Write the fields and msync them (blocking)."""
+        """Write the fields and make them durable (blocking; ``OSError`` propagates)."""
         self.write()
-        self._map.flush()
+        # fdatasync rather than mmap.flush, whose msync holds the GIL and so stalls the Trio thread (same pages).
+        os.fdatasync(self._fd)
 
     def close(self) -> None:
+        """Unmap and close the fd; idempotent (a second call must not close a reused fd number)."""
         with contextlib.suppress(BufferError, ValueError):
             self._map.close()
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class StoreLock:
