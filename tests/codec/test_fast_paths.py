@@ -45,6 +45,27 @@ def test_send_v2_parses_to_the_same_v1_header_or_the_same_error_as_the_v2_class(
     assert _direct(fields) == _general(fields)
 
 
+_NUMBER = st.one_of(
+    st.integers(0, 999_999_999).map(str),
+    st.sampled_from(["", "-1", "1000000000", "2147483648", "007", " 7", "\u0663", "\u00b2", "9" * 19, "1_0"]),
+)
+_FLAG = st.sampled_from(["", "true", "false", "TRUE", "1", "0", "x"])
+_WELL_FORMED_ISH = st.fixed_dictionaries(
+    {"a": st.text(max_size=4), "b": st.text(max_size=4), "c": st.just("TBW102")}
+    | {letter: _NUMBER for letter in "defh"}
+    | {"g": st.one_of(_NUMBER, st.integers(0, 1 << 64).map(str))},
+    optional={"i": st.text(max_size=6), "n": st.text(max_size=4)}
+    | {"j": _NUMBER, "l": _NUMBER, "k": _FLAG, "m": _FLAG},
+)
+
+
+@given(_WELL_FORMED_ISH)
+def test_send_v2_shortcut_for_client_shaped_headers_agrees_with_the_v2_class(fields: dict[str, str]) -> None:
+    """Headers shaped like a real client's (every required letter, digit strings, lower-case booleans) take the
+    shortcut; near misses (signs, padding, non-ASCII digits, out-of-range) must fall back to the same answer."""
+    assert _direct(fields) == _general(fields)
+
+
 def test_a_well_formed_send_v2_header_parses_to_its_v1_fields() -> None:
     v1 = SendMessageRequestHeader("g", "T", "TBW102", 4, 2, 0, 1700000000000, 0, "K\x01v\x02", 3, False, True, 16, "b")
     fields = SendMessageRequestHeaderV2.from_v1(v1).to_ext_fields()

@@ -161,13 +161,14 @@ async def test_frames_queued_in_one_pass_arrive_in_order_through_direct_and_writ
     async with trio.open_nursery() as nursery:
         nursery.start_soon(conn.run, _Silent().on_request)
         await trio.testing.wait_all_tasks_blocked()
-        for i in range(50):  # no checkpoint in between: direct first write, direct batches of 8, the writer's rest
+        # No checkpoint in between: direct first write, direct batches of 8, 16, 32, 64, 64..., the writer's rest.
+        for i in range(300):
             await conn.send(request(1, {"i": str(i)}, oneway=True))
         decoder = FrameDecoder()
         got: list[str] = []
-        while len(got) < 50:
+        while len(got) < 300:
             decoder.receive_data(await peer.receive_some())
             while (cmd := decoder.next_command()) is not None:
                 got.append(cmd.ext_fields["i"])
-        assert got == [str(i) for i in range(50)]
+        assert got == [str(i) for i in range(300)]
         conn.close()

