@@ -1,5 +1,6 @@
 """Typed codec errors. Every malformed input the codec sees raises a subclass of :class:`CodecError`, never
-anything else, so the transport can close exactly the one connection that sent it."""
+anything else, so the transport can close exactly the one connection that sent it. The encode side's
+:class:`MessageEncodeError` (a message the store cannot write) is a plain ``ValueError``, not a decode error."""
 
 from __future__ import annotations
 
@@ -33,3 +34,15 @@ class HeaderFieldError(CodecError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class MessageEncodeError(ValueError):
+    """The message cannot be stored: topic or properties too long for their length fields, or a bad host."""
+
+
+class PropertiesTooLongError(MessageEncodeError):
+    """The properties string exceeds the int16 length field (32767 bytes)."""
+
+
+class BodyTooLongError(MessageEncodeError):
+    """A body exceeds the store's ``maxMessageSize`` (checked by :func:`prepare_batch`)."""

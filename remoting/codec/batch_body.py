@@ -1,0 +1,73 @@
+"""The SEND_BATCH_MESSAGE body (store.md 3.2): the client's compact per-message records, encoded and split.
+
+Re-exported by :mod:`remoting.codec.message`, the import path callers use. A truncated or inconsistent body raises
+:class:`~remoting.codec.errors.MessageDecodeError`; an entry whose properties overflow the int16 length raises
+:class:`~remoting.codec.errors.MessageEncodeError`. Nothing here performs I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+import attrs
+
+from remoting.codec.errors import MessageDecodeError, MessageEncodeError
+from remoting.codec.record_layout import MAX_PROPERTIES_BYTES, SHORT
+
+
+@attrs.frozen(slots=True)
+class BatchEntry:
+    """One message of a SEND_BATCH_MESSAGE body: the compact client-side record."""
+
+    body: bytes
+    properties: str = ""
+    flag: int = 0
+
+
+_BATCH_HEAD: Final = struct.Struct(">iiiii")
+
+
+def encode_batch_body(entries: list[BatchEntry]) -> bytes:
+    """The client's batch body: per entry ``size | magic 0 | crc 0 | flag | bodyLen body | propsLen props``."""
+    out = bytearray()
+    for e in entries:
+        props = e.properties.encode()
+        if len(props) > MAX_PROPERTIES_BYTES:
+            raise MessageEncodeError(f"batch entry properties exceed {MAX_PROPERTIES_BYTES} bytes")
+        out += _BATCH_HEAD.pack(22 + len(e.body) + len(props), 0, 0, e.flag, len(e.body))
+        out += e.body
+        out += SHORT.pack(len(props)) + props
+    return bytes(out)
+
+
+def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchEntry]:
+    """Split a batch send body; the magic and CRC words are ignored (clients write 0). Raises MessageDecodeError."""
+    return [BatchEntry(data, props, flag) for data, props, flag in split_batch_body(body)]
+
+
+def split_batch_body(body: bytes | bytearray | memoryview) -> list[tuple[bytes, str, int]]:
+    """:func:`decode_batch_body` as ``(body, properties, flag)`` tuples, the broker's batch-send path (the input of
+    :func:`prepare_batch`). Raises MessageDecodeError."""
+    view = memoryview(body)
+    entries = []
+    pos = 0
+    end = len(view)
+    try:
+        while pos < end:
+            size, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
+            p = pos + 20
+            if body_len < 0 or p + body_len + 2 > end:
+                raise MessageDecodeError(f"batch entry body length {body_len} overruns the body at {pos}")
+            data = bytes(view[p : p + body_len])
+            p += body_len
+            props_len = SHORT.unpack_from(view, p)[0]
+            p += 2
+            if props_len < 0 or p + props_len > end or size != p + props_len - pos:
+                raise MessageDecodeError(f"batch entry at {pos}: size {size} disagrees with its fields")
+            props = bytes(view[p : p + props_len]).decode("utf-8", "replace")
+            entries.append((data, props, flag))
+            pos += size
+    except struct.error as exc:
+        raise MessageDecodeError(f"truncated batch entry at {pos}") from exc
+    return entries
