@@ -1,10 +1,7 @@
-"""IndexFile: the hash index from message keys to CommitLog offsets, byte for byte as RocketMQ's (store.md 5).
+"""IndexService: all hash index files of a store (store.md 5), rolling, querying, truncating and expiring them.
 
-Layout of one file (big-endian): a 40-byte header (beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset: int64;
-hashSlotCount, indexCount: int32), ``max_hash_slots`` int32 slots, then ``max_index_num`` 20-byte entries (keyHash
-int32, phyOffset int64, timeDiff int32 in seconds from beginTimestamp, prev entry number int32). A slot holds the
-number of the newest entry whose key hashes to it; entries chain to older ones through ``prev``. Entry numbers start
-at 1 (0 means "none"), so a file holds ``max_index_num - 1`` entries before :class:`IndexService` rolls to a new one.
+One file's layout and its reads and writes are :class:`~store.index_file.IndexFile`'s; the names callers import from
+here (``IndexFileCorruptError``, ``HEADER_SIZE``, ``index_file_size``, ``index_key_hash`` ...) are re-exported.
 
 Files live in ``<root>/index/`` named by creation time (``yyyyMMddHHmmssSSS``, local time, as Java names them) and are
 memory-mapped for their whole life. The header is rewritten in the mapping after every entry, so the page cache
@@ -21,232 +18,36 @@ file only ends a lookup early, it never raises or loops.
 
 from __future__ import annotations
 
-import mmap
-import os
-import struct
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
 
-from remoting.codec.properties import java_hash, java_hash_joined
-from store.errors import StoreCorruptError
+from store.index_file import (
+    HASH_SLOT_SIZE,
+    HEADER_SIZE,
+    INDEX_ENTRY_SIZE,
+    INVALID_INDEX,
+    IndexFile,
+    IndexFileCorruptError,
+    index_file_size,
+    index_key_hash,
+    topic_key_hash,
+)
 
-HEADER_SIZE: Final = 40
-HASH_SLOT_SIZE: Final = 4
-INDEX_ENTRY_SIZE: Final = 20
-INVALID_INDEX: Final = 0
-_INT_MAX: Final = 0x7FFFFFFF
-
-_HEADER: Final = struct.Struct(">qqqqii")
-_ENTRY: Final = struct.Struct(">iqii")
-_SLOT: Final = struct.Struct(">i")
-
-
-class IndexFileCorruptError(StoreCorruptError):
-    """An index file is truncated, has another geometry than configured, or its header is impossible."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"index file {path}: {reason}")
-        self.path = path
-
-
-def index_key_hash(key: str) -> int:
-    """abs(Java ``String.hashCode``) of the index key, 0 when abs overflows (MIN_INT), as Java's IndexFile does."""
-    h = abs(java_hash(key))
-    return 0 if h > _INT_MAX else h
-
-
-def topic_key_hash(topic: str, key: str) -> int:
-    """:func:`index_key_hash` of ``topic#key``, the topic's share of the hash cached."""
-    h = abs(java_hash_joined(topic + "#", key))
-    return 0 if h > _INT_MAX else h
-
-
-def index_file_size(max_hash_slots: int, max_index_num: int) -> int:
-    return HEADER_SIZE + max_hash_slots * HASH_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
-
-
-class IndexFile:
-    """One mapped index file. Use :meth:`create` or :meth:`open`; :meth:`close` unmaps it."""
-
-    def __init__(self, path: Path, max_hash_slots: int, max_index_num: int, mm: mmap.mmap) -> None:
-        self.path = path
-        self.max_hash_slots = max_hash_slots
-        self.max_index_num = max_index_num
-        self._mm = mm
-        self._entries_at = HEADER_SIZE + max_hash_slots * HASH_SLOT_SIZE
-        header: tuple[int, ...] = _HEADER.unpack_from(mm, 0)
-        self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset = header[:4]
-        self.hash_slot_count = header[4]
-        # Java keeps indexCount 0 on disk until the first flush and reads it back as 1.
-        self.index_count = max(header[5], 1)
-        self.dirty = False
-
-    @classmethod
-    def create(cls, path: Path, max_hash_slots: int, max_index_num: int) -> IndexFile:
-        """A new, empty file. It appears under its final name only once sized and headed (rename), so a crash
-        during creation leaves no truncated file behind."""
-        size = index_file_size(max_hash_slots, max_index_num)
-        creating = path.with_name(path.name + ".creating")
-        with open(creating, "w+b") as f:
-            f.truncate(size)
-            mm = mmap.mmap(f.fileno(), size)
-        _HEADER.pack_into(mm, 0, 0, 0, 0, 0, 0, 1)
-        os.replace(creating, path)
-        return cls(path, max_hash_slots, max_index_num, mm)
-
-    @classmethod
-    def open(cls, path: Path, max_hash_slots: int, max_index_num: int) -> IndexFile:
-        """Map an existing file, checking its size and header; raises :class:`IndexFileCorruptError`."""
-        size = index_file_size(max_hash_slots, max_index_num)
-        actual = path.stat().st_size
-        if actual != size:
-            raise IndexFileCorruptError(path, f"size {actual}, expected {size} for this slot/entry geometry")
-        with open(path, "r+b") as f:
-            mm = mmap.mmap(f.fileno(), size)
-        begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = header = _HEADER.unpack_from(mm, 0)
-        counts_ok = 0 <= index_count <= max_index_num and 0 <= slot_count <= max_hash_slots
-        if not (counts_ok and 0 <= begin_phy <= end_phy and begin_ts <= end_ts):
-            mm.close()
-            raise IndexFileCorruptError(path, f"impossible header {header}")
-        return cls(path, max_hash_slots, max_index_num, mm)
-
-    @property
-    def is_full(self) -> bool:
-        return self.index_count >= self.max_index_num
-
-    @property
-    def is_empty(self) -> bool:
-        return self.index_count <= 1
-
-    def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
-        """Add one entry at the head of its slot's chain; False (nothing written) when the file is full."""
-        return self.put_keys((key_hash,), phy_offset, store_timestamp) == 1
-
-    def put_keys(self, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int) -> int:
-        """Add one entry per hash (one message's keys), each at the head of its slot's chain, then rewrite the header
-        once. Returns how many were written: fewer than given when the file fills up."""
-        return self.put_entries([(key_hash, phy_offset) for key_hash in key_hashes], store_timestamp)
-
-    def put_entries(self, entries: Sequence[tuple[int, int]], store_timestamp: int) -> int:
-        """Add ``(key hash, phy offset)`` entries (offsets non-decreasing, one store time: a message or a batch), each
-        at the head of its slot's chain, then rewrite the header once. Returns how many were written: fewer than
-        given when the file fills up."""
-        mm = self._mm
-        slots = self.max_hash_slots
-        entries_at = self._entries_at
-        limit = self.max_index_num
-        start = number = self.index_count
-        slot_count = self.hash_slot_count
-        diff_s = (store_timestamp - self.begin_timestamp) // 1000
-        time_diff = min(max(diff_s, 0), _INT_MAX) if self.begin_timestamp > 0 else 0
-        for key_hash, phy_offset in entries[: limit - number]:
-            slot_pos = HEADER_SIZE + key_hash % slots * HASH_SLOT_SIZE
-            prev = _SLOT.unpack_from(mm, slot_pos)[0]
-            if prev <= INVALID_INDEX or prev >= number:
-                prev = INVALID_INDEX
-                slot_count += 1
-            _ENTRY.pack_into(mm, entries_at + number * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff, prev)
-            _SLOT.pack_into(mm, slot_pos, number)
-            if number == 1:
-                self.begin_phy_offset = phy_offset
-                self.begin_timestamp = store_timestamp
-                time_diff = 0
-            number += 1
-        if number == start:
-            return 0
-        end_phy = entries[number - start - 1][1]
-        self.index_count = number
-        self.hash_slot_count = slot_count
-        self.end_phy_offset = end_phy
-        self.end_timestamp = store_timestamp
-        _HEADER.pack_into(mm, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset, end_phy, slot_count,
-                          number)  # fmt: skip
-        self.dirty = True
-        return number - start
-
-    def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:
-        """Whether [begin_ms, end_ms] overlaps this file's [beginTimestamp, endTimestamp] (Java's isTimeMatched)."""
-        return (
-            (begin_ms < self.begin_timestamp and end_ms > self.end_timestamp)
-            or self.begin_timestamp <= begin_ms <= self.end_timestamp
-            or self.begin_timestamp <= end_ms <= self.end_timestamp
-        )
-
-    def select(self, key_hash: int, out: list[int], max_num: int, begin_ms: int, end_ms: int) -> None:
-        """Append to ``out`` the offsets of entries with ``key_hash`` stored within [begin_ms, end_ms], newest first,
-        until ``out`` holds ``max_num``. Walks one slot chain; stops at its end, at a broken link or once the chain is
-        older than ``begin_ms``."""
-        if self.is_empty:
-            return
-        mm = self._mm
-        (number,) = _SLOT.unpack_from(mm, HEADER_SIZE + (key_hash % self.max_hash_slots) * HASH_SLOT_SIZE)
-        while INVALID_INDEX < number < self.index_count and len(out) < max_num:
-            hash_read, phy_offset, time_diff, prev = _ENTRY.unpack_from(
-                mm, self._entries_at + number * INDEX_ENTRY_SIZE
-            )
-            if time_diff < 0:
-                break
-            time_read = self.begin_timestamp + time_diff * 1000
-            if hash_read == key_hash and begin_ms <= time_read <= end_ms:
-                out.append(phy_offset)
-            # Entries only ever link to older (smaller) numbers; anything else is corruption and would loop.
-            if time_read < begin_ms or prev >= number:
-                break
-            number = prev
-
-    def truncate_after(self, phy_offset: int) -> None:
-        """Forget every entry whose offset is >= ``phy_offset``, restoring the slots they displaced. Entries are
-        written in CommitLog order, so they form a suffix of the file and undoing them newest-first is exact."""
-        mm = self._mm
-        while not self.is_empty:
-            number = self.index_count - 1
-            pos = self._entries_at + number * INDEX_ENTRY_SIZE
-            key_hash, entry_offset, _, prev = _ENTRY.unpack_from(mm, pos)
-            if entry_offset < phy_offset:
-                break
-            slot_pos = HEADER_SIZE + (key_hash % self.max_hash_slots) * HASH_SLOT_SIZE
-            if _SLOT.unpack_from(mm, slot_pos)[0] == number:
-                _SLOT.pack_into(mm, slot_pos, prev)
-                if prev == INVALID_INDEX:
-                    self.hash_slot_count = max(self.hash_slot_count - 1, 0)
-            _ENTRY.pack_into(mm, pos, 0, 0, 0, 0)
-            self.index_count = number
-        if self.is_empty:
-            self.begin_timestamp = self.end_timestamp = self.begin_phy_offset = self.end_phy_offset = 0
-        else:
-            _, self.end_phy_offset, time_diff, _ = _ENTRY.unpack_from(
-                mm, self._entries_at + (self.index_count - 1) * INDEX_ENTRY_SIZE
-            )
-            # Store times are kept in seconds from begin; this is the same time lookups reconstruct.
-            self.end_timestamp = self.begin_timestamp + time_diff * 1000
-        self._write_header()
-
-    def flush(self) -> None:
-        """Make the mapped pages durable. fdatasync of the file, not ``mmap.flush``: CPython 3.11's msync holds the
-        GIL for the whole disk sync, stalling the event loop every flush interval; on Linux the page cache tracks
-        writes through a shared mapping, so syncing the file covers them."""
-        if not self._mm.closed:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-
-    def close(self) -> None:
-        if not self._mm.closed:
-            self._mm.close()
-
-    def destroy(self) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
-
-    def _write_header(self) -> None:
-        times_and_offsets = (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset)
-        _HEADER.pack_into(self._mm, 0, *times_and_offsets, self.hash_slot_count, self.index_count)
-        self.dirty = True
+__all__ = [
+    "HASH_SLOT_SIZE",
+    "HEADER_SIZE",
+    "INDEX_ENTRY_SIZE",
+    "INVALID_INDEX",
+    "IndexFile",
+    "IndexFileCorruptError",
+    "IndexService",
+    "index_file_name",
+    "index_file_size",
+    "index_key_hash",
+    "topic_key_hash",
+]
 
 
 def index_file_name(epoch_ms: int) -> str:
