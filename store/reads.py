@@ -1,0 +1,108 @@
+"""The read side of :class:`~store.message_store.MessageStore`: pulls, lookups by offset and key, queue offsets and
+times (behaviour.md 4). :class:`StoreReads` is a base class of the store, kept apart from the append / dispatch /
+life-cycle code; it owns nothing and reads the store's CommitLog, ConsumeQueues and optional index. Reads never
+raise for a missing queue or record: they answer 0, ``None`` or an empty result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from store.commitlog import CommitLog
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueue
+from store.get_message import MAX_TRANSFER_BYTES_IN_MEMORY, PropertyFilter, TagFilter, get_message
+from store.results import GetResult
+
+
+class IndexLike(Protocol):
+    """The IndexService contract (implemented in ``store/index.py``)."""
+
+    def put(self, topic: str, keys: Iterable[str], phy_offset: int, store_timestamp: int) -> None: ...
+    def put_batch(self, topic: str, messages: Iterable[tuple[Iterable[str], int]], store_timestamp: int) -> None: ...
+    def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    def truncate_after(self, phy_offset: int) -> None: ...
+    def delete_expired(self, min_phy_offset: int) -> int: ...
+
+
+class StoreReads:
+    """Read methods of :class:`~store.message_store.MessageStore`; the attributes below are set by its constructor."""
+
+    config: StoreConfig
+    commitlog: CommitLog
+    consume_queues: dict[tuple[str, int], ConsumeQueue]
+    index: IndexLike | None
+    _memory_limit: int
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The queue's ConsumeQueue, created on first use."""
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            directory = self.config.consume_queue_dir / topic / str(queue_id)
+            cq = ConsumeQueue(directory, topic, queue_id, self.config.mapped_file_size_consume_queue)
+            self.consume_queues[(topic, queue_id)] = cq
+        return cq
+
+    def get(self, topic: str, queue_id: int, offset: int, max_msgs: int, max_bytes: int = MAX_TRANSFER_BYTES_IN_MEMORY,
+            tag_filter: TagFilter | None = None,
+            property_filter: PropertyFilter | None = None) -> GetResult:  # fmt: skip
+        """Read up to ``max_msgs`` records from logical ``offset`` (behaviour.md 4.2 / 4.3). Never raises.
+        ``tag_filter`` sees consume-queue tags codes, ``property_filter`` each candidate's raw properties."""
+        cq = self.consume_queues.get((topic, queue_id))
+        return get_message(
+            self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit, property_filter,
+            self.config.max_transfer_count_on_message_in_memory,
+        )  # fmt: skip
+
+    def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:
+        """The record at a CommitLog offset (from an offset msgId), or ``None`` when gone or not a record start."""
+        return self.commitlog.read_record(phy_offset) if size is None else self.commitlog.read(phy_offset, size)
+
+    def query_by_key(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[memoryview]:
+        """Records indexed under ``key`` (KEYS token or UNIQ_KEY) stored in ``[begin_ms, end_ms]``; hash collisions
+        are returned too (clients re-check keys). Empty without an index."""
+        if self.index is None:
+            return []
+        found = []
+        for phy in dict.fromkeys(self.index.query(topic, key, max_num, begin_ms, end_ms)):
+            record = self.commitlog.read_record(phy)
+            if record is not None:
+                found.append(record)
+        return found
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return 0 if cq is None else cq.max_offset
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return 0 if cq is None else cq.min_offset
+
+    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return 0 if cq is None else cq.offset_by_time(timestamp, self.commitlog.store_timestamp_at)
+
+    def message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
+        cq = self.consume_queues.get((topic, queue_id))
+        entry = None if cq is None else cq.entry(offset)
+        return None if entry is None else self.commitlog.store_timestamp_at(entry[0], entry[1])
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int | None:
+        """Store time of the queue's oldest retained message (GET_EARLIEST_MSG_STORETIME)."""
+        return self.message_store_timestamp(topic, queue_id, self.min_offset_in_queue(topic, queue_id))
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def flush_watermark(self) -> int:
+        """CommitLog offset below which every byte is durable."""
+        return self.commitlog.queue.flushed_offset
