@@ -4,8 +4,8 @@ flags. Output is a rich table; ``--json`` (before or after the command) prints J
     python -m client.mqadmin updateTopic -n 127.0.0.1:9876 -t TopicTest -c DefaultCluster -r 4 -w 4
     python -m client.mqadmin consumerProgress -n 127.0.0.1:9876 -g my-group --json
 
-Statistics and broker-settings commands live in :mod:`client.mqadmin_stats`. A command that fails prints the error
-on stderr and exits with status 1.
+Message commands (query, send, consume) live in :mod:`client.mqadmin_messages`, statistics and broker-settings
+commands in :mod:`client.mqadmin_stats`. A command that fails prints the error on stderr and exits with status 1.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from typing import Any
 import click
 
 from client.admin import Admin
-from client.message import Message
-from client.mqadmin_stats import COMMANDS
-from client.mqadmin_support import MSG_COLUMNS, Output, common, format_ts, msg_row, parse_timestamp, run_job
-from client.producer import Producer
-from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue
+from client.mqadmin_messages import COMMANDS as MESSAGE_COMMANDS
+from client.mqadmin_stats import COMMANDS as STATS_COMMANDS
+from client.mqadmin_support import Output, common, format_ts, parse_timestamp, run_job
+from remoting.codec.bodies import PERM_READ, PERM_WRITE
 from remoting.codec.bodies.configs import SubscriptionGroupConfig
 
 
@@ -250,104 +249,6 @@ def producer_connection(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
-@main.command("queryMsgById")
-@common
-@click.option("-i", "--msgId", "msg_id", required=True, help="offset message id")
-def query_msg_by_id(ctx: click.Context, **o: Any) -> None:
-    """A message by its offset msgId."""
-
-    async def job(admin: Admin, out: Output) -> None:
-        m = await admin.query_msg_by_id(o["msg_id"])
-        out.table("Message", MSG_COLUMNS, [msg_row(m)], {"properties": m.properties} if out.as_json else None)
-
-    run_job(ctx, job)
-
-
-@main.command("queryMsgByKey")
-@common
-@click.option("-t", "--topic", required=True)
-@click.option("-k", "--msgKey", "key", required=True)
-def query_msg_by_key(ctx: click.Context, **o: Any) -> None:
-    """Messages of a topic by key."""
-
-    async def job(admin: Admin, out: Output) -> None:
-        out.table(
-            f"Key {o['key']}", MSG_COLUMNS, [msg_row(m) for m in await admin.query_msg_by_key(o["topic"], o["key"])]
-        )
-
-    run_job(ctx, job)
-
-
-@main.command("queryMsgByOffset")
-@common
-@click.option("-t", "--topic", required=True)
-@click.option("-b", "--brokerName", "broker", required=True)
-@click.option("-i", "--queueId", "queue_id", type=int, required=True)
-@click.option("-o", "--offset", type=int, required=True)
-def query_msg_by_offset(ctx: click.Context, **o: Any) -> None:
-    """The message at a queue offset."""
-
-    async def job(admin: Admin, out: Output) -> None:
-        msgs = await admin.query_msg_by_offset(MessageQueue(o["topic"], o["broker"], o["queue_id"]), o["offset"])
-        out.table("Message", MSG_COLUMNS, [msg_row(m) for m in msgs])
-
-    run_job(ctx, job)
-
-
-@main.command("sendMessage")
-@common
-@click.option("-t", "--topic", required=True)
-@click.option("-p", "--body", required=True)
-@click.option("-k", "--key", "keys")
-@click.option("-c", "--tags")
-@click.option("-b", "--broker")
-@click.option("-i", "--qid", type=int)
-def send_message(ctx: click.Context, **o: Any) -> None:
-    """Send one message."""
-
-    async def job(admin: Admin, out: Output) -> None:
-        async with Producer("TOOLS_PRODUCER", admin.instance.config.namesrv_addr) as producer:
-            queue = MessageQueue(o["topic"], o["broker"], o["qid"]) if o["broker"] and o["qid"] is not None else None
-            r = await producer.send(
-                Message(o["topic"], o["body"].encode(), tags=o["tags"], keys=o["keys"]), queue=queue
-            )
-        out.table(
-            "Sent",
-            ["Broker Name", "Queue Id", "Queue Offset", "Send Status", "MsgId", "OffsetMsgId"],
-            [[r.broker_name, r.queue_id, r.queue_offset, r.send_status.name, r.msg_id, r.offset_msg_id]],
-        )
-
-    run_job(ctx, job)
-
-
-@main.command("consumeMessage")
-@common
-@click.option("-t", "--topic", required=True)
-@click.option("-b", "--brokerName", "broker")
-@click.option("-i", "--queueId", "queue_id", type=int)
-@click.option("-o", "--offset", type=int, default=0, show_default=True)
-@click.option("-c", "--messageNumber", "count", type=int, default=128, show_default=True)
-def consume_message(ctx: click.Context, **o: Any) -> None:
-    """Read messages from a topic's queues (no offsets committed)."""
-
-    async def job(admin: Admin, out: Output) -> None:
-        route = await admin.topic_route(o["topic"])
-        queues = [
-            MessageQueue(o["topic"], qd.broker_name, q) for qd in route.queue_datas for q in range(qd.read_queue_nums)
-        ]
-        queues = [
-            mq for mq in queues if (o["broker"] in (None, mq.broker_name)) and (o["queue_id"] in (None, mq.queue_id))
-        ]
-        rows: list[list[Any]] = []
-        for mq in sorted(queues):
-            if len(rows) < o["count"]:
-                msgs = await admin.query_msg_by_offset(mq, o["offset"], min(32, o["count"] - len(rows)))
-                rows.extend(msg_row(m) for m in msgs)
-        out.table(f"Messages of {o['topic']}", MSG_COLUMNS, rows)
-
-    run_job(ctx, job)
-
-
 @main.command("resetOffsetByTime")
 @common
 @click.option("-g", "--group", required=True)
@@ -387,7 +288,7 @@ def broker_status(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
-for _command in COMMANDS:
+for _command in (*MESSAGE_COMMANDS, *STATS_COMMANDS):
     main.add_command(_command)
 
 
