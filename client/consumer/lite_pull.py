@@ -14,12 +14,11 @@ A background task per queue pulls (long polling) into a buffer bounded per queue
 ``poll`` hands out one buffered batch. With ``auto_commit`` (the default) the messages of a batch count as consumed
 when ``poll`` returns them and their offsets are committed every ``persist_consumer_offset_interval`` (5 s) and at
 shutdown; otherwise :meth:`commit` does it. ``seek`` discards what is buffered for the queue and restarts its pull at
-the new offset.
+the new offset. The per-queue pull task is :class:`~client.consumer.lite_pull_worker.LitePullWorker`'s.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Iterable, Sequence
 from types import TracebackType
@@ -27,21 +26,15 @@ from typing import Self
 
 import anyio
 import anyio.abc
-import attrs
 
 from client import api
 from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
+from client.consumer.lite_pull_worker import Batch, LitePullWorker, QueueState
 from client.consumer.offset_store import RemoteBrokerOffsetStore
 from client.consumer.process_queue import ProcessQueue
-from client.consumer.pull_service import (
-    PULL_DELAY_FLOW_CONTROL,
-    PULL_DELAY_ON_ERROR,
-    PULL_FLAG_SUBSCRIPTION,
-    PULL_FLAG_SUSPEND,
-)
 from client.consumer.rebalance import Rebalance
-from client.consumer.subscription import build_subscription, tag_filter
+from client.consumer.subscription import build_subscription
 from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance, new_instance
 from client.route import subscribe_queues
@@ -54,34 +47,10 @@ from remoting.codec.bodies import (
     MessageQueue,
     SubscriptionData,
 )
-from remoting.codec.headers import PullMessageRequestHeader
 from remoting.codec.message import MessageExt
 
-log = logging.getLogger(__name__)
 
-PULL_FLAG_LITE_PULL = 0x10
-#: Broker hold time of a lite pull (Java: 20 s with a 30 s timeout; shorter here so seeks and stops react quickly).
-LITE_SUSPEND = 5.0
-LITE_PULL_TIMEOUT = 15.0
-
-
-@attrs.define(slots=True, eq=False)
-class _QueueState:
-    pq: ProcessQueue
-    next_offset: int
-    generation: int = 0
-    consumed_offset: int | None = None
-    scope: anyio.CancelScope | None = None
-
-
-@attrs.frozen(slots=True)
-class _Batch:
-    mq: MessageQueue
-    generation: int
-    messages: list[MessageExt]
-
-
-class LitePullConsumer:
+class LitePullConsumer(LitePullWorker):
     """See the module docstring."""
 
     def __init__(
@@ -116,10 +85,10 @@ class LitePullConsumer:
             consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms,
         )
-        self._queues: dict[MessageQueue, _QueueState] = {}
+        self._queues: dict[MessageQueue, QueueState] = {}
         self._assigned_manually = False
         self._paused: set[MessageQueue] = set()
-        self._send, self._receive = anyio.create_memory_object_stream[_Batch](math.inf)
+        self._send, self._receive = anyio.create_memory_object_stream[Batch](math.inf)
         self._tasks: anyio.abc.TaskGroup | None = None
         self._started = False
 
@@ -257,7 +226,7 @@ class LitePullConsumer:
     # -- RebalanceOwner --------------------------------------------------------------------------------------------
 
     def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        state = self._queues[mq] = _QueueState(pq, offset)
+        state = self._queues[mq] = QueueState(pq, offset)
         self._check_started().start_soon(self._pull_loop, mq, state)
 
     async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
@@ -313,7 +282,7 @@ class LitePullConsumer:
             raise MQClientError(f"seek offset {offset} of {mq} is outside [{low}, {high}]")
         if state.scope is not None:
             state.scope.cancel()
-        fresh = _QueueState(ProcessQueue(), offset, generation=state.generation + 1, consumed_offset=offset)
+        fresh = QueueState(ProcessQueue(), offset, generation=state.generation + 1, consumed_offset=offset)
         state.pq.dropped = True
         self._queues[mq] = fresh
         if self.auto_commit:
@@ -351,47 +320,3 @@ class LitePullConsumer:
         low = await api.get_min_offset(self.instance.remoting, addr, mq, timeout)
         high = await api.get_max_offset(self.instance.remoting, addr, mq, timeout)
         return low, high
-
-    async def _pull_loop(self, mq: MessageQueue, state: _QueueState) -> None:
-        with anyio.CancelScope() as scope:
-            state.scope = scope
-            while not state.pq.dropped:
-                if state.pq.msg_count > self.pull_threshold_for_queue or mq in self._paused:
-                    await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
-                    continue
-                try:
-                    await self._pull_once(mq, state)
-                except Exception as exc:
-                    log.info("lite pull from %s at %d failed: %s", mq, state.next_offset, exc)
-                    await anyio.sleep(PULL_DELAY_ON_ERROR)
-
-    async def _pull_once(self, mq: MessageQueue, state: _QueueState) -> None:
-        sub = self.rebalance.subscriptions.get(mq.topic) or build_subscription(mq.topic)
-        addr = self.instance.find_broker_address(mq.broker_name) or self.instance.find_broker_address(
-            mq.broker_name, master=False
-        )
-        if addr is None:
-            await self.instance.fetch_route(mq.topic)
-            raise MQClientError(f"no address for broker {mq.broker_name}")
-        header = PullMessageRequestHeader(
-            consumer_group=self._group,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
-            queue_offset=state.next_offset,
-            max_msg_nums=self.pull_batch_size,
-            sys_flag=PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | PULL_FLAG_LITE_PULL,
-            commit_offset=0,
-            suspend_timeout_millis=int(LITE_SUSPEND * 1000),
-            sub_version=sub.sub_version,
-            subscription=sub.sub_string,
-            expression_type=sub.expression_type,
-        )
-        result = await api.pull_message(self.instance.remoting, addr, header, LITE_PULL_TIMEOUT, tag_filter(sub))
-        if state.pq.dropped:
-            return
-        state.next_offset = result.next_begin_offset
-        if result.messages:
-            state.pq.put_messages(result.messages)
-            self._send.send_nowait(_Batch(mq, state.generation, result.messages))
-        elif result.status is api.PullStatus.OFFSET_ILLEGAL:
-            log.warning("offset of %s is illegal, moving to %d", mq, result.next_begin_offset)

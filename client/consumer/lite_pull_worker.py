@@ -1,0 +1,117 @@
+"""The pull side of :class:`~client.consumer.lite_pull.LitePullConsumer`: one task per assigned queue long-polls
+the broker and hands each non-empty result to the consumer's buffer as a :class:`Batch`.
+
+:class:`LitePullWorker` is the consumer's base class; the consumer owns the queue states, the buffer stream and the
+task group, and starts :meth:`LitePullWorker._pull_loop` per queue. A failed pull is logged and retried after
+``PULL_DELAY_ON_ERROR``; a full or paused queue waits ``PULL_DELAY_FLOW_CONTROL``. The loop ends when the queue's
+process queue is dropped or its cancel scope (``QueueState.scope``) is cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import attrs
+from anyio.streams.memory import MemoryObjectSendStream
+
+from client import api
+from client.consumer.process_queue import ProcessQueue
+from client.consumer.pull_service import (
+    PULL_DELAY_FLOW_CONTROL,
+    PULL_DELAY_ON_ERROR,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+)
+from client.consumer.rebalance import Rebalance
+from client.consumer.subscription import build_subscription, tag_filter
+from client.errors import MQClientError
+from client.instance import MQClientInstance
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.headers import PullMessageRequestHeader
+from remoting.codec.message import MessageExt
+
+# The consumer's logger name, as before the pull loop moved here.
+log = logging.getLogger("client.consumer.lite_pull")
+
+PULL_FLAG_LITE_PULL = 0x10
+#: Broker hold time of a lite pull (Java: 20 s with a 30 s timeout; shorter here so seeks and stops react quickly).
+LITE_SUSPEND = 5.0
+LITE_PULL_TIMEOUT = 15.0
+
+
+@attrs.define(slots=True, eq=False)
+class QueueState:
+    """One assigned queue: its process queue, next pull offset, seek generation and pull task's scope."""
+
+    pq: ProcessQueue
+    next_offset: int
+    generation: int = 0
+    consumed_offset: int | None = None
+    scope: anyio.CancelScope | None = None
+
+
+@attrs.frozen(slots=True)
+class Batch:
+    """One pull result waiting for ``poll``; stale when the queue's generation moved on (a seek)."""
+
+    mq: MessageQueue
+    generation: int
+    messages: list[MessageExt]
+
+
+class LitePullWorker:
+    """Per-queue pull loops of :class:`~client.consumer.lite_pull.LitePullConsumer`; the attributes below are set by
+    its constructor."""
+
+    _group: str
+    instance: MQClientInstance
+    rebalance: Rebalance
+    pull_batch_size: int
+    pull_threshold_for_queue: int
+    _paused: set[MessageQueue]
+    _send: MemoryObjectSendStream[Batch]
+
+    async def _pull_loop(self, mq: MessageQueue, state: QueueState) -> None:
+        with anyio.CancelScope() as scope:
+            state.scope = scope
+            while not state.pq.dropped:
+                if state.pq.msg_count > self.pull_threshold_for_queue or mq in self._paused:
+                    await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
+                    continue
+                try:
+                    await self._pull_once(mq, state)
+                except Exception as exc:
+                    log.info("lite pull from %s at %d failed: %s", mq, state.next_offset, exc)
+                    await anyio.sleep(PULL_DELAY_ON_ERROR)
+
+    async def _pull_once(self, mq: MessageQueue, state: QueueState) -> None:
+        sub = self.rebalance.subscriptions.get(mq.topic) or build_subscription(mq.topic)
+        addr = self.instance.find_broker_address(mq.broker_name) or self.instance.find_broker_address(
+            mq.broker_name, master=False
+        )
+        if addr is None:
+            await self.instance.fetch_route(mq.topic)
+            raise MQClientError(f"no address for broker {mq.broker_name}")
+        header = PullMessageRequestHeader(
+            consumer_group=self._group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=state.next_offset,
+            max_msg_nums=self.pull_batch_size,
+            sys_flag=PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | PULL_FLAG_LITE_PULL,
+            commit_offset=0,
+            suspend_timeout_millis=int(LITE_SUSPEND * 1000),
+            sub_version=sub.sub_version,
+            subscription=sub.sub_string,
+            expression_type=sub.expression_type,
+        )
+        result = await api.pull_message(self.instance.remoting, addr, header, LITE_PULL_TIMEOUT, tag_filter(sub))
+        if state.pq.dropped:
+            return
+        state.next_offset = result.next_begin_offset
+        if result.messages:
+            state.pq.put_messages(result.messages)
+            self._send.send_nowait(Batch(mq, state.generation, result.messages))
+        elif result.status is api.PullStatus.OFFSET_ILLEGAL:
+            log.warning("offset of %s is illegal, moving to %d", mq, result.next_begin_offset)
