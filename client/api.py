@@ -44,7 +44,7 @@ from remoting.codec.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from remoting.codec.message import MessageExt
+from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt
 from remoting.codec.pull_body import decode_records
 
 _SEND_STATUS = {
@@ -175,7 +175,9 @@ async def pull_message(
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
         extra = {PROPERTY_MIN_OFFSET: str(head.min_offset), PROPERTY_MAX_OFFSET: str(head.max_offset)}
-        messages = [uncompressed(msg) for msg in decode_records(response.body, extra, tags)]
+        messages = decode_records(response.body, extra, tags)
+        if any(msg.sys_flag & SYSFLAG_COMPRESSED for msg in messages):  # rare: no per-message call otherwise
+            messages = [uncompressed(msg) for msg in messages]
     return PullResult(
         status=status,
         next_begin_offset=head.next_begin_offset,

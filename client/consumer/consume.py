@@ -146,7 +146,9 @@ class ConcurrentConsumeService:
 
     async def _consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         c = self.consumer
-        shown = [reset_retry_topic(m, c.group) for m in msgs]
+        retry = retry_topic(c.group)
+        # Only messages of the retry topic can change: no per-message call for the others.
+        shown = [reset_retry_topic(m, c.group) if m.topic == retry else m for m in msgs]
         _stamp_start(shown)
         status = await call_listener(c.listener, shown, c.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER)
         pq.last_consume_time = anyio.current_time()
@@ -160,7 +162,7 @@ class ConcurrentConsumeService:
                 for msg in msgs:
                     if not await send_back(c, msg, mq.broker_name):
                         retry_locally.append(msg)
-        done = [m for m in msgs if m not in retry_locally]
+        done = [m for m in msgs if m not in retry_locally] if retry_locally else msgs
         offset = pq.remove_messages(done)
         if offset >= 0 and not pq.dropped:
             c.offset_store.update(mq, offset, increase_only=True)

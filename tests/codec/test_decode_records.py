@@ -67,3 +67,18 @@ def test_damaged_bodies_fail_or_decode_exactly_as_the_general_path(
     cut = data.draw(st.integers(0, len(damaged)))
     for candidate in (bytes(damaged), bytes(damaged[:cut])):
         assert outcome(decode_records, candidate) == outcome(general, candidate, None, None)
+
+
+@given(bodies())
+def test_fast_built_messages_are_frozen_message_exts_like_the_constructors(body: bytes) -> None:
+    for fast, built in zip(decode_records(body), iter_records(body), strict=True):
+        assert type(fast) is MessageExt
+        assert fast == built
+        assert attrs.asdict(fast) == attrs.asdict(built)
+        assert (fast.msg_id, fast.tags, fast.keys) == (built.msg_id, built.tags, built.keys)
+        try:
+            fast.topic = "changed"  # type: ignore[misc]
+        except attrs.exceptions.FrozenInstanceError:
+            pass
+        else:
+            raise AssertionError("a decoded MessageExt must stay frozen")
