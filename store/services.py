@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import collections
 import datetime
+import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -29,6 +31,8 @@ from store.mapped_file import MappedFile, segment_name
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
 
 
 def _flush_files(files: list[MappedFile]) -> int:
@@ -114,31 +118,33 @@ class _SyncThread:
 
 
 class _FlushWaiter:
-    """One parked put: the task to reschedule (``None`` once released or cancelled) and the answer it gets."""
+    """One registered put: its offset, its deadline and the callback that gets the answer (``None`` once released
+    or given up)."""
 
-    __slots__ = ("deadline", "offset", "ok", "task")
+    __slots__ = ("callback", "deadline", "offset")
 
-    def __init__(self, offset: int, deadline: float, task: trio.lowlevel.Task) -> None:
+    def __init__(self, offset: int, deadline: float, callback: Callable[[bool], None]) -> None:
         self.offset = offset
         self.deadline = deadline
-        self.task: trio.lowlevel.Task | None = task
-        self.ok = False
+        self.callback: Callable[[bool], None] | None = callback
 
 
 def _release(waiter: _FlushWaiter, ok: bool) -> None:
-    task = waiter.task
-    if task is not None:
-        waiter.task = None
-        waiter.ok = ok
-        trio.lowlevel.reschedule(task)
+    callback = waiter.callback
+    if callback is not None:
+        waiter.callback = None
+        try:
+            callback(ok)
+        except Exception:  # a failing callback is its owner's bug; the other waiters still get their answer
+            log.exception("group commit callback for offset %d failed", waiter.offset)
 
 
 class GroupCommitService:
     """Waiters queue in append order, which is also offset order and (with the store's one timeout) deadline order,
     so both a sync and the timeout sweeper release them from the head of one deque: no per-put cancel scope.
 
-    A waiter parks its task directly (``wait_task_rescheduled``) instead of on a ``trio.Event``: one object per put
-    and no parking lot, which is most of what a SYNC_FLUSH put costs beyond an ASYNC_FLUSH one."""
+    A waiter is a callback (:meth:`notify_flushed`) run on the Trio thread in the pass that releases it, so a
+    SYNC_FLUSH send needs no task of its own; :meth:`wait_flushed` parks the calling task on the same list."""
 
     def __init__(self, store: MessageStore) -> None:
         self._store = store
@@ -148,6 +154,20 @@ class GroupCommitService:
         self._running = False
         #: Number of group syncs performed (each may sync one or two segments).
         self.rounds = 0
+
+    def notify_flushed(self, offset: int, timeout: float, callback: Callable[[bool], None]) -> bool:
+        """Call ``callback(True)`` once the CommitLog is durable up to ``offset`` (in the pass after the sync that
+        reached it, waiters released in offset order), or ``callback(False)`` after ``timeout`` seconds or when the
+        service stops. Returns ``False``, registering nothing, when the service is not running (the caller waits
+        with :meth:`wait_flushed` instead). The callback must not block; an exception it raises is logged."""
+        if not self._running:
+            return False
+        waiters = self._waiters
+        waiters.append(_FlushWaiter(offset, trio.current_time() + timeout, callback))
+        self._wakeup.set()
+        if len(waiters) == 1:
+            self._sweeper_wakeup.set()
+        return True
 
     async def wait_flushed(self, offset: int, timeout: float) -> bool:
         """Wait until the CommitLog is durable up to ``offset``; ``False`` after ``timeout`` seconds. Cancelling the
@@ -161,19 +181,22 @@ class GroupCommitService:
                 files = store.commitlog.queue.flush_snapshot()
                 await trio.to_thread.run_sync(_flush_files, files, limiter=store.disk_limiter)
             return store.commitlog.queue.flushed_offset >= offset
-        waiter = _FlushWaiter(offset, trio.current_time() + timeout, trio.lowlevel.current_task())
-        waiters = self._waiters
-        waiters.append(waiter)
-        self._wakeup.set()
-        if len(waiters) == 1:
-            self._sweeper_wakeup.set()
+        task = trio.lowlevel.current_task()
+        answer: list[bool] = []
+
+        def wake(ok: bool) -> None:
+            answer.append(ok)
+            trio.lowlevel.reschedule(task)
+
+        self.notify_flushed(offset, timeout, wake)
+        waiter = self._waiters[-1]
 
         def abort(_: object) -> trio.lowlevel.Abort:
-            waiter.task = None  # left in the deque; the next release pass drops it
+            waiter.callback = None  # left in the deque; the next release pass drops it
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
-        return waiter.ok
+        return answer[0]
 
     async def _expire(self) -> None:
         """Release waiters whose deadline passed (FLUSH_DISK_TIMEOUT), even while a sync is stuck in its thread."""
