@@ -1,12 +1,11 @@
-"""``PutFutureService``: answers SYNC_FLUSH sends once the group commit covers them, off the send pool.
+"""``PutFutureService``: a nursery for the SYNC_FLUSH answers that have to wait, off the send pool.
 
-RocketMQ runs the wait for a synchronous flush on a "put-message future" executor, not on the send threads. The same
-matters here: the send pool has ``min(cpus, 4)`` workers, so a worker that awaited the fsync itself would let only
-that many puts share one group commit (measured: ~2 messages per fsync on 2 cores). A send worker instead appends,
-hands the wait to this service and takes the next request; each waiting put is one task in this service's nursery
-that writes its response when the sync covering it completes (or FLUSH_DISK_TIMEOUT when it does not).
+RocketMQ runs the wait for a synchronous flush on a "put-message future" executor, not on the send threads. Here the
+wait itself needs no task: the group commit calls back (see :mod:`processors.send_answer`) and the response is
+written with ``send_nowait``. Only a response to a congested connection, whose write must wait for the writer to
+drain, runs as a task in this service's nursery, so a send worker never blocks on a slow reader.
 
-Owned by the broker controller, started with ``nursery.start``; cancelling it drops the waits still pending (their
+Owned by the broker controller, started with ``nursery.start``; cancelling it drops the writes still pending (their
 records are appended; the producers see a timeout, as with a Java broker stopped mid-flush).
 """
 

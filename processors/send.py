@@ -19,10 +19,9 @@ store append. Profiled with ``python -m bench.broker --profile``: the store appe
 
 from __future__ import annotations
 
-import logging
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final
 
 from broker.names import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -32,6 +31,7 @@ from broker.names import (
 )
 from processors.common import FAQ_SUFFIX, RequestRejected, born_host, broker_option
 from processors.put_future import PutFutureService
+from processors.send_answer import SendAnswers, illegal_remark
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import HeaderFieldError, MessageDecodeError
@@ -42,12 +42,8 @@ from remoting.codec.message import (
     MessageRecord,
     split_batch_body,
 )
-from remoting.codec.msgid import offset_msg_id
-from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
 from store.config_files import PERM_WRITE, TopicConfig, TopicFilterType
-from store.errors import PutRefusedError, StoreError
-from store.results import AppendResult, PutStatus
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
@@ -64,20 +60,11 @@ DelayRewrite = Callable[[MessageRecord, int], MessageRecord]
 #: :class:`~processors.common.RequestRejected` (MESSAGE_ILLEGAL for a malformed or too distant time).
 TimerRewrite = Callable[[MessageRecord], MessageRecord]
 
-log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 _SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 _VERSION_WITH_MAX_RECONSUME_TIMES: Final = 121
 _PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
 _PROPERTY_REAL_QID: Final = "REAL_QID"
-
-_PUT_STATUS_CODES: Final = {
-    PutStatus.PUT_OK: ResponseCode.SUCCESS,
-    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
-    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
-    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
-}
 
 
 class StoredProperties:
@@ -176,6 +163,7 @@ class SendMessageProcessor:
         self.delay_rewrite = delay_rewrite
         self.timer_rewrite = timer_rewrite
         self.put_futures = put_futures
+        self._answers = SendAnswers(broker, put_futures)
         self._rng = rng or random.Random()
         self._config: object = None
         self._base_fields: dict[str, str] = {}
@@ -301,7 +289,9 @@ class SendMessageProcessor:
         elif self.timer_rewrite is not None and not to_dlq and "TIMER_" in stored:
             record = self.timer_rewrite(record)
         # Java answers the queue a delayed, timer or half message was sent to, not the queue it waits in.
-        return await self._store(ctx, request, queue_id, props.wait, self.broker.store.append, record)
+        return await self._answers.store(
+            ctx, request, queue_id, props.wait, self.broker.store.append, record, self._base_fields
+        )
 
     def _retry_target(
         self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int, reconsume_times: int
@@ -354,12 +344,12 @@ class SendMessageProcessor:
         max_size = self.broker.store.config.max_message_size
         if len(request.body) > max_size:
             raise RequestRejected(
-                ResponseCode.MESSAGE_ILLEGAL, _illegal_remark(max_size, f"batch body {len(request.body)} bytes")
+                ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size, f"batch body {len(request.body)} bytes")
             )
         try:
             entries = split_batch_body(request.body)
         except MessageDecodeError as exc:
-            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, _illegal_remark(max_size, str(exc))) from None
+            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size, str(exc))) from None
         batch_props = rewrite_properties(header.properties, self._cluster)
         suffix = batch_props.stored
         sys_flag = header.sys_flag
@@ -380,83 +370,15 @@ class SendMessageProcessor:
             for body, props, flag in entries
         ]
         store = self.broker.store
-        return await self._store(
-            ctx, request, queue_id, batch_props.wait, lambda batch: store.append_entries(template, batch), stored
+        return await self._answers.store(
+            ctx,
+            request,
+            queue_id,
+            batch_props.wait,
+            lambda batch: store.append_entries(template, batch),
+            stored,
+            self._base_fields,
         )
-
-    # ---- store outcome -> response ----------------------------------------------------------------------------
-
-    async def _store(
-        self,
-        ctx: RequestContext,
-        request: RemotingCommand,
-        queue_id: int,
-        wait: bool,
-        append: Callable[[_T], AppendResult],
-        what: _T,
-    ) -> RemotingCommand | None:
-        """Append, then answer: at once, or after the group commit. A SYNC_FLUSH wait goes to the put-future
-        service when there is one (``None`` here: that service answers), so this pool worker is free again."""
-        try:
-            appended = append(what)
-        except PutRefusedError as exc:
-            raise self._refused(exc) from None
-        store = self.broker.store
-        if not store.waits_for_flush(wait):
-            # The common ASYNC_FLUSH case answers PUT_OK without awaiting flush_status (which would return it at
-            # once): one coroutine less per send.
-            return self._answer(request, PutStatus.PUT_OK, appended, queue_id)
-        futures = self.put_futures
-        if futures is not None and futures.submit(self._answer_when_flushed, ctx, request, appended, queue_id):
-            return None
-        status = await store.flush_status(appended.end_offset, wait)
-        return self._answer(request, status, appended, queue_id)
-
-    async def _answer_when_flushed(
-        self, ctx: RequestContext, request: RemotingCommand, appended: AppendResult, queue_id: int
-    ) -> None:
-        status = await self.broker.store.flush_status(appended.end_offset, True)
-        if request.is_oneway:
-            return
-        try:
-            await ctx.connection.send(self._answer(request, status, appended, queue_id))
-        except RemotingConnectError:
-            log.debug("send response to opaque %d dropped: connection closed", request.opaque)
-
-    def _answer(
-        self, request: RemotingCommand, status: PutStatus, appended: AppendResult, queue_id: int
-    ) -> RemotingCommand:
-        """The response to a stored send (the status and the append it describes, as Java's PutMessageResult)."""
-        fields = dict(self._base_fields)
-        if appended.count == 1:
-            fields["msgId"] = offset_msg_id(appended.store_host, appended.phy_offset)
-        else:
-            fields["msgId"] = appended.msg_id
-        fields["queueId"] = str(queue_id)
-        fields["queueOffset"] = str(appended.queue_offset)
-        code = _PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
-        return request.response(code, None if code == ResponseCode.SUCCESS else status.value, fields)
-
-    def _refused(self, exc: StoreError) -> RequestRejected:
-        status = getattr(exc, "put_status", "UNKNOWN_ERROR")
-        if status in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
-            return RequestRejected(
-                ResponseCode.MESSAGE_ILLEGAL, _illegal_remark(self.broker.store.config.max_message_size, str(exc))
-            )
-        if status == "SERVICE_NOT_AVAILABLE":
-            return RequestRejected(
-                ResponseCode.SERVICE_NOT_AVAILABLE,
-                "service not available now. It may be caused by one of the following reasons: the broker's disk is "
-                f"full, messages are put to the slave, message store has been shut down, etc. ({exc})",
-            )
-        return RequestRejected(ResponseCode.SYSTEM_ERROR, f"{status}: {exc}")
-
-
-def _illegal_remark(max_size: int, detail: str) -> str:
-    return (
-        "the message is illegal, maybe msg body or properties length not matched. "
-        f"msg body length limit {max_size // 1024}k, msg properties length limit 32k. ({detail})"
-    )
 
 
 def _with_properties(stored: str, extra: dict[str, str]) -> str:

@@ -341,6 +341,13 @@ class MessageStore(StoreReads):
         flushed = await self.group_commit.wait_flushed(end_offset, self.config.sync_flush_timeout / 1000)
         return PutStatus.PUT_OK if flushed else PutStatus.FLUSH_DISK_TIMEOUT
 
+    def notify_flushed(self, end_offset: int, callback: Callable[[bool], None]) -> bool:
+        """:meth:`flush_status` as a callback, for a put that :meth:`waits_for_flush`: ``callback(True)`` (PUT_OK)
+        once the bytes below ``end_offset`` are synced, ``callback(False)`` (FLUSH_DISK_TIMEOUT) after
+        ``syncFlushTimeout`` or when the store stops, run on the Trio thread. ``False`` (nothing registered) when the
+        group commit is not running: await :meth:`flush_status` instead."""
+        return self.group_commit.notify_flushed(end_offset, self.config.sync_flush_timeout / 1000, callback)
+
     # ---- topics ------------------------------------------------------------------------------------------
 
     async def delete_topic(self, topic: str) -> int:
