@@ -82,7 +82,8 @@ def load_tool(tool: str, *options: str) -> Callable[[argparse.Namespace], dict[s
         summary = _last_json(_run([*argv, *options], timeout=args.duration * 10 + 120), "type", "summary")
         result: dict[str, Any] = summary["result"]
         result["value"] = result["tps"]
-        result["load_cpu_seconds"] = summary.get("load_cpu_seconds")
+        for key in ("load_cpu_seconds", "broker_cpu_seconds"):  # CPU of the load process and of the broker
+            result[key] = summary.get(key)
         return result
 
     return measure
