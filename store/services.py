@@ -255,11 +255,13 @@ class GroupCommitService:
                     # it ran and whose records it reached (a true group commit).
                     while waiters and waiters[0].offset <= flushed:
                         ready.append(waiters.popleft())
-                    if waiters and not store.disk_lock.locked():
+                    if waiters and files and not store.disk_lock.locked():
                         self._wakeup.set()  # another sync at once; the covered waiters are released during it
                     else:
-                        if waiters:
+                        if waiters and files:
                             self._wakeup.set()
+                        # With nothing left to sync, a waiter past the appended end waits for the append (and its
+                        # notify) that reaches it, or for its timeout: no busy loop.
                         _release_ready(ready)
         finally:
             thread.close()

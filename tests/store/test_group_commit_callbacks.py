@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -95,3 +96,24 @@ async def test_shutdown_answers_pending_callbacks_false_and_registration_needs_t
             assert store.notify_flushed(end + 1_000_000, released.append)
             nursery.cancel_scope.cancel()
     assert released == [False]
+
+
+@pytest.mark.timeout(30)  # without the guard the service spins and virtual time never reaches the deadline
+async def test_a_waiter_past_the_appended_end_times_out_without_the_service_spinning(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    store = open_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=3000)
+    released: list[tuple[bool, float]] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        autojump_clock.autojump_threshold = math.inf  # the real sync below takes real time
+        end = store.append(message()).end_offset
+        assert await store.flush_status(end, True) is PutStatus.PUT_OK
+        autojump_clock.autojump_threshold = 0
+        start = trio.current_time()
+        assert store.notify_flushed(end + 4096, lambda ok: released.append((ok, trio.current_time())))
+        while not released:
+            await trio.sleep(0.5)
+        nursery.cancel_scope.cancel()
+    [(ok, at)] = released
+    assert not ok and at - start >= 3.0
