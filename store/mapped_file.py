@@ -78,7 +78,7 @@ class MappedFile:
     def flush(self) -> int:
         """Make everything written so far durable (blocking). Returns the new flushed position."""
         target = self.wrote_position
-        if target > self.flushed_position:
+        if target > self.flushed_position and self.fd >= 0:  # a closed (deleted) segment has nothing to sync
             # fdatasync, not mmap.flush: CPython's msync holds the GIL for the whole disk sync, stalling the Trio
             # thread (SYNC_FLUSH 64x1: ~35 % of the broker's samples). On Linux msync(MS_SYNC) of a MAP_SHARED file is
             # vfs_fsync_range(datasync=1) of that range, and the page cache tracks writes through the mapping, so
@@ -102,8 +102,10 @@ class MappedFile:
         self.view.release()
         with contextlib.suppress(BufferError):
             self.buf.close()
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        fd, self.fd = self.fd, -1  # idempotent: a second close must not close a reused fd number
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def destroy(self) -> None:
         self.close()
