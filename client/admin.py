@@ -17,7 +17,6 @@ decoded with :mod:`remoting.codec.bodies.admin`, the same classes the broker enc
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -74,6 +73,7 @@ __all__ = ["Admin", "ConsumerConnection", "OffsetWrapper", "ProducerConnection",
 
 #: The group name tools pull with (Java's ``MixAll.TOOLS_CONSUMER_GROUP``).
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+JAVA_LONG_MAX = (1 << 63) - 1
 
 
 class Admin:
@@ -302,8 +302,10 @@ class Admin:
     ) -> list[MessageExt]:
         """QUERY_MESSAGE by key on every master of ``topic``: the messages with that KEYS entry or UNIQ_KEY.
 
-        The broker's index answers by key hash, so colliding keys come back too; they are dropped here."""
-        end = int(time.time() * 1000) if end_ms is None else end_ms
+        The broker's index answers by key hash, so colliding keys come back too; they are dropped here. Without
+        ``end_ms`` the range is open-ended (Java mqadmin's ``Long.MAX_VALUE``), so a broker clock ahead of ours hides
+        nothing."""
+        end = JAVA_LONG_MAX if end_ms is None else end_ms
         header = QueryMessageRequestHeader(
             topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms, end_timestamp=end
         )
