@@ -152,6 +152,32 @@ def tags_code_of_raw(properties: bytes) -> int:
     return _hash_utf8(tags) if tags else 0
 
 
+def index_keys_of_raw(properties: bytes) -> list[str]:
+    """The keys a record is indexed under, from its raw (UTF-8) properties: its UNIQ_KEY, then each non-empty
+    space-separated KEYS token. The store's dispatch path; never raises (undecodable bytes become U+FFFD)."""
+    keys: list[str] = []
+    uniq = _value_of_raw(properties, b"UNIQ_KEY\x01")
+    if uniq:
+        keys.append(uniq.decode("utf-8", "replace"))
+    raw_keys = _value_of_raw(properties, b"KEYS\x01")
+    if raw_keys:
+        keys.extend(k for k in raw_keys.decode("utf-8", "replace").split(" ") if k)
+    return keys
+
+
+def _value_of_raw(properties: bytes, needle: bytes) -> bytes | None:
+    """:func:`find_property` for ``needle`` (name + separator), the usual shape (the name once, at a property
+    boundary) read with two ``find`` calls: 0.33 us instead of 0.49 us (index keys: 0.56 us a message, was 0.88)."""
+    start = properties.find(needle)
+    if start < 0:
+        return None
+    value_start = start + len(needle)
+    if (start and properties[start - 1] != 0x02) or properties.find(needle, value_start) >= 0:
+        return find_property(properties, needle[:-1])  # rare shapes: a longer name ending in it, or a repeat
+    end = properties.find(b"\x02", value_start)
+    return properties[value_start:] if end < 0 else properties[value_start:end]
+
+
 @functools.lru_cache(maxsize=4096)
 def _hash_utf8(raw: bytes) -> int:
     return java_string_hash(raw.decode("utf-8", "replace"))
