@@ -1,5 +1,6 @@
 """:func:`encode_records` (the CommitLog's batch append) writes exactly the bytes :func:`write_record` writes for each
-record one after another, whether the records share a template (:func:`prepare_batch`) or not."""
+record one after another, whether the records share a template (:func:`prepare_batch`) or not; and the batch body
+splits the same from ``bytes``, ``bytearray`` or a ``memoryview``."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from remoting.codec.message import (
+    BatchEntry,
     MessageRecord,
     PreparedMessage,
+    encode_batch_body,
     encode_records,
     prepare_batch,
     prepare_message,
+    split_batch_body,
     write_record,
 )
 from tests.codec.test_message import records
@@ -41,3 +45,10 @@ def test_a_template_batch_encodes_as_one_by_one(
     prepared = prepare_batch(template, entries, 1 << 20)
     prepared += [prepare_message(template), *prepare_batch(template, entries[:2], 1 << 20)]
     assert encode_records(prepared, qoff, phy, ts) == _one_by_one(prepared, qoff, phy, ts)
+
+
+@given(st.lists(st.builds(BatchEntry, st.binary(max_size=50), st.text(max_size=10), st.integers(-(2**31), 2**31 - 1))))
+def test_batch_body_splits_the_same_from_any_buffer(entries: list[BatchEntry]) -> None:
+    raw = encode_batch_body(entries)
+    expected = [(e.body, e.properties, e.flag) for e in entries]
+    assert split_batch_body(raw) == split_batch_body(bytearray(raw)) == split_batch_body(memoryview(raw)) == expected
