@@ -25,6 +25,7 @@ from remoting.codec.message import (
     BLANK_MAGIC,
     PreparedMessage,
     RecordMeta,
+    encode_records,
     read_record_meta,
     record_magic,
     write_blank,
@@ -98,13 +99,9 @@ class CommitLog:
         total = sum(p.size for p in prepared)
         mf = self._writable(total)
         pos = mf.wrote_position
-        base = mf.file_from_offset
-        buf = mf.buf
-        for qoff, p in enumerate(prepared, first_queue_offset):
-            write_record(buf, pos, p, qoff, base + pos, store_timestamp)
-            pos += p.size
-        first = base + mf.wrote_position
-        mf.wrote_position = pos
+        first = mf.file_from_offset + pos
+        mf.buf[pos : pos + total] = encode_records(prepared, first_queue_offset, first, store_timestamp)
+        mf.wrote_position = pos + total
         self.last_store_timestamp = store_timestamp
         return first
 

@@ -33,6 +33,7 @@ from store.index_file import (
     index_file_size,
     index_key_hash,
     topic_key_hash,
+    topic_key_hashes,
 )
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "index_file_size",
     "index_key_hash",
     "topic_key_hash",
+    "topic_key_hashes",
 ]
 
 
@@ -144,7 +146,8 @@ class IndexService:
         if last is None or last.is_empty:
             last = self._last_non_empty()
         floor = -1 if last is None else last.end_phy_offset
-        entries = [(topic_key_hash(topic, k), phy) for keys, phy in messages if phy > floor for k in keys if k]
+        keyed = [(k, phy) for keys, phy in messages if phy > floor for k in keys if k]
+        entries = list(zip(topic_key_hashes(topic, [k for k, _ in keyed]), [phy for _, phy in keyed], strict=True))
         while entries:
             entries = entries[self._writable_file().put_entries(entries, store_timestamp) :]
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from remoting.codec.properties import java_hash, java_hash_joined
+from remoting.codec.properties import java_hash, java_hash_joined, java_hashes_joined
 from store.errors import StoreCorruptError
 
 HEADER_SIZE: Final = 40
@@ -55,6 +55,11 @@ def topic_key_hash(topic: str, key: str) -> int:
     """:func:`index_key_hash` of ``topic#key``, the topic's share of the hash cached."""
     h = abs(java_hash_joined(topic + "#", key))
     return 0 if h > _INT_MAX else h
+
+
+def topic_key_hashes(topic: str, keys: list[str]) -> list[int]:
+    """:func:`topic_key_hash` of each key (a batch's keys: see :func:`java_hashes_joined`)."""
+    return [0 if h > _INT_MAX else h for h in map(abs, java_hashes_joined(topic + "#", keys))]
 
 
 def index_file_size(max_hash_slots: int, max_index_num: int) -> int:

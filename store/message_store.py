@@ -35,7 +35,7 @@ from remoting.codec.message import (
     prepare_batch,
     prepare_message,
 )
-from remoting.codec.properties import find_property, tags_code, tags_code_of_raw
+from remoting.codec.properties import find_property, index_keys_of_raw, tags_code, tags_code_of_raw
 from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
 from store.commitlog import CommitLog
 from store.config import FlushDiskType, StoreConfig, parse_delay_levels
@@ -207,7 +207,7 @@ class MessageStore(StoreReads):
             cq = self.consume_queues.get((topic, queue_id)) or self.consume_queue(topic, queue_id)
             cq.put(queue_offset, phy, size, tags_code)
         if self.index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
-            keys = _index_keys(properties)
+            keys = index_keys_of_raw(properties)
             if keys:
                 self.index.put(topic, keys, phy, store_ts)
 
@@ -287,7 +287,7 @@ class MessageStore(StoreReads):
         cq.put_batch(first, entries)
         index = self.index
         if index is not None:
-            keyed = [(_index_keys(p.properties), e[0]) for p, e in zip(prepared, entries, strict=True)]
+            keyed = [(index_keys_of_raw(p.properties), e[0]) for p, e in zip(prepared, entries, strict=True)]
             index.put_batch(topic, keyed, store_ts)
         listener = self.arrival_listener
         if listener is not None:
@@ -353,18 +353,6 @@ class MessageStore(StoreReads):
     async def delete_topic(self, topic: str) -> int:
         """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""
         return await delete_topic_queues(self, topic)
-
-
-def _index_keys(properties: bytes) -> list[str]:
-    """The keys a record is indexed under: its UNIQ_KEY, then each non-empty space-separated KEYS token."""
-    keys = []
-    uniq = find_property(properties, b"UNIQ_KEY")
-    if uniq:
-        keys.append(uniq.decode("utf-8", "replace"))
-    raw_keys = find_property(properties, b"KEYS")
-    if raw_keys:
-        keys.extend(k for k in raw_keys.decode("utf-8", "replace").split(" ") if k)
-    return keys
 
 
 def _open_index(config: StoreConfig) -> IndexLike:

@@ -36,3 +36,8 @@ SHORT: Final = struct.Struct(">h")
 
 #: Precomputed per (born host length, store host length): everything up to and including the body length.
 FIXED: Final = {(b, s): struct.Struct(f">iIiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
+
+#: :data:`FIXED` split for batches: the fields each record has of its own (size to physical offset) ...
+HEAD: Final = struct.Struct(">iIiiiqq")
+#: ... and the rest, equal across a batch's records with one template and body length (sysFlag to body length).
+MIDDLE: Final = {(b, s): struct.Struct(f">iq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}

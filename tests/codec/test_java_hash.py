@@ -6,7 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remoting.codec.properties import java_hash, java_hash_joined, java_string_hash
+from remoting.codec.properties import java_hash, java_hash_joined, java_hashes_joined, java_string_hash
+from store.index_file import topic_key_hash, topic_key_hashes
 
 
 def _java_hash_loop(text: str) -> int:
@@ -32,3 +33,14 @@ def test_java_hash_of_lone_surrogates_and_astral_characters() -> None:
 @given(st.text(max_size=20), st.one_of(st.text(), st.text(alphabet="0123456789ABCDEF", min_size=250, max_size=600)))
 def test_java_hash_joined_equals_the_hash_of_the_concatenation(prefix: str, text: str) -> None:
     assert java_hash_joined(prefix, text) == _java_hash_loop(prefix + text)
+
+
+uniq_keys = st.builds(lambda head, n: f"{head}{n:04X}", st.sampled_from(["7F0000010A4B18B4AAC2705B6E6E", "C0A8"]),
+                      st.integers(0, 0xFFFF))  # fmt: skip
+index_keys = st.one_of(uniq_keys, st.text(max_size=8), st.text(alphabet="ab", max_size=6))
+
+
+@given(st.text(max_size=20), st.lists(index_keys, max_size=40))
+def test_batch_hashes_equal_one_hash_per_key(topic: str, keys: list[str]) -> None:
+    assert java_hashes_joined(topic, keys) == [_java_hash_loop(topic + k) for k in keys]
+    assert topic_key_hashes(topic, keys) == [topic_key_hash(topic, k) for k in keys]

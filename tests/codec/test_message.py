@@ -39,6 +39,7 @@ from remoting.codec.properties import (
     decode_properties,
     encode_properties,
     find_property,
+    index_keys_of_raw,
     java_string_hash,
     tags_code,
     tags_code_of_raw,
@@ -270,6 +271,26 @@ def test_raw_tags_code_agrees_with_decoding_the_properties(props: dict[str, str]
     assert tags_code_of_raw(raw) == tags_code(decode_properties(raw).get("TAGS"))
     assert tags_code_of_raw(b"XTAGS\x01a\x02TAGS\x01b") == java_string_hash("b")
     assert tags_code_of_raw(b"TAGS\x01a\x02TAGS\x01b") == java_string_hash("b")
+
+
+def _index_keys_general(raw: bytes) -> list[str]:
+    """The definition the fast path must match: two :func:`find_property` calls."""
+    uniq = find_property(raw, b"UNIQ_KEY")
+    keys = [uniq.decode("utf-8", "replace")] if uniq else []
+    raw_keys = find_property(raw, b"KEYS")
+    return keys + [k for k in raw_keys.decode("utf-8", "replace").split(" ") if k] if raw_keys else keys
+
+
+index_names = st.sampled_from(["UNIQ_KEY", "KEYS", "XKEYS", "AUNIQ_KEY", "UNIQ_KEYS", "TAGS", ""])
+index_values = st.sampled_from(["", "k1", " k1  k2 ", "UNIQ_KEY\x01x", "KEYS\x01", "订单-1", "7F00000100"])
+raw_pairs = st.lists(st.tuples(index_names, index_values), max_size=5)
+
+
+@given(raw_pairs, st.booleans(), st.binary(max_size=8))
+def test_raw_index_keys_agree_with_find_property(pairs: list[tuple[str, str]], trail: bool, junk: bytes) -> None:
+    raw = "\x02".join(f"{name}\x01{value}" for name, value in pairs).encode() + (b"\x02" if trail else b"")
+    assert index_keys_of_raw(raw) == _index_keys_general(raw)
+    assert index_keys_of_raw(junk + raw) == _index_keys_general(junk + raw)
 
 
 def test_tags_code_is_zero_without_tags_and_negative_hashes_stay_negative() -> None:
