@@ -136,6 +136,11 @@ class Admin:
         )
         return sorted(bd.master_addr for n, bd in info.broker_addr_table.items() if n in names and bd.master_addr)
 
+    async def target_brokers(self, broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
+        """What an mqadmin-style ``-b``/``-c`` pair names: ``broker_addr`` alone when given, else every master of
+        ``cluster`` (default: every cluster)."""
+        return [broker_addr] if broker_addr else await self.master_addresses(cluster)
+
     async def _topic_masters(self, topic: str) -> list[tuple[str, str]]:
         route = await self.topic_route(topic)
         out = [(qd.broker_name, master_address(route, qd.broker_name)) for qd in route.queue_datas]
@@ -163,7 +168,7 @@ class Admin:
             topic_filter_type="SINGLE_TAG",
             order=order,
         )
-        targets = [broker_addr] if broker_addr else await self.master_addresses(cluster)
+        targets = await self.target_brokers(broker_addr, cluster)
         for addr in targets:
             await self._call(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields()))
         return targets
@@ -191,7 +196,7 @@ class Admin:
     async def create_subscription_group(
         self, config: SubscriptionGroupConfig, *, broker_addr: str | None = None, cluster: str | None = None
     ) -> list[str]:
-        targets = [broker_addr] if broker_addr else await self.master_addresses(cluster)
+        targets = await self.target_brokers(broker_addr, cluster)
         for addr in targets:
             cmd = request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=dumps(config.to_json()))
             await self._call(addr, cmd)
@@ -200,7 +205,7 @@ class Admin:
     async def delete_subscription_group(
         self, group: str, *, broker_addr: str | None = None, cluster: str | None = None, clean_offset: bool = False
     ) -> list[str]:
-        targets = [broker_addr] if broker_addr else await self.master_addresses(cluster)
+        targets = await self.target_brokers(broker_addr, cluster)
         fields = DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset).to_ext_fields()
         for addr in targets:
             await self._call(addr, request(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields))
@@ -370,7 +375,7 @@ class Admin:
     async def clean_unused_topic(self, *, broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
         """CLEAN_UNUSED_TOPIC on ``broker_addr`` or every master of ``cluster``: the brokers drop the stored queues
         of topics they no longer have. Returns the brokers asked."""
-        targets = [broker_addr] if broker_addr else await self.master_addresses(cluster)
+        targets = await self.target_brokers(broker_addr, cluster)
         for addr in targets:
             await self._call(addr, request(RequestCode.CLEAN_UNUSED_TOPIC))
         return targets

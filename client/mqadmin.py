@@ -279,7 +279,7 @@ def broker_status(ctx: click.Context, **o: Any) -> None:
     """Runtime statistics of a broker (or every master of a cluster)."""
 
     async def job(admin: Admin, out: Output) -> None:
-        targets = [o["broker_addr"]] if o["broker_addr"] else await admin.master_addresses(o["cluster"])
+        targets = await admin.target_brokers(o["broker_addr"], o["cluster"])
         rows = [
             [addr, key, value] for addr in targets for key, value in sorted((await admin.broker_status(addr)).items())
         ]

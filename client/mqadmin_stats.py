@@ -118,10 +118,6 @@ def broker_consume_stats(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
-async def _targets(admin: Admin, o: dict[str, Any]) -> list[str]:
-    return [o["broker_addr"]] if o["broker_addr"] else await admin.master_addresses(o["cluster"])
-
-
 @click.command("updateBrokerConfig")
 @common
 @click.option("-b", "--brokerAddr", "broker_addr")
@@ -132,7 +128,7 @@ def update_broker_config(ctx: click.Context, **o: Any) -> None:
     """Change one broker setting on a broker (or every master of a cluster); persisted in its ``-c`` file."""
 
     async def job(admin: Admin, out: Output) -> None:
-        targets = await _targets(admin, o)
+        targets = await admin.target_brokers(o["broker_addr"], o["cluster"])
         for addr in targets:
             await admin.update_broker_config(addr, {o["key"]: o["value"]})
         out.done(f"update broker config success, {', '.join(targets)}", brokers=targets)
@@ -150,7 +146,7 @@ def get_broker_config(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         rows = [
             [addr, key, value]
-            for addr in await _targets(admin, o)
+            for addr in await admin.target_brokers(o["broker_addr"], o["cluster"])
             for key, value in sorted((await admin.broker_config(addr)).items())
         ]
         out.table("Broker config", ["Broker", "Key", "Value"], rows)
