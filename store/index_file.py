@@ -119,15 +119,6 @@ class IndexFile:
     def is_empty(self) -> bool:
         return self.index_count <= 1
 
-    def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
-        """Add one entry at the head of its slot's chain; False (nothing written) when the file is full."""
-        return self.put_keys((key_hash,), phy_offset, store_timestamp) == 1
-
-    def put_keys(self, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int) -> int:
-        """Add one entry per hash (one message's keys), each at the head of its slot's chain, then rewrite the header
-        once. Returns how many were written: fewer than given when the file fills up."""
-        return self.put_entries([(key_hash, phy_offset) for key_hash in key_hashes], store_timestamp)
-
     def put_entries(self, entries: Sequence[tuple[int, int]], store_timestamp: int) -> int:
         """Add ``(key hash, phy offset)`` entries (offsets non-decreasing, one store time: a message or a batch), each
         at the head of its slot's chain, then rewrite the header once. Returns how many were written: fewer than
