@@ -83,9 +83,15 @@ async def send_message(
 ) -> SendResult:
     """SEND_MESSAGE_V2 with the V2 ``fields`` (SEND_BATCH_MESSAGE when ``m`` is ``true``); the stored result, or
     MQBrokerError for a refusal."""
-    code = RequestCode.SEND_BATCH_MESSAGE if fields.get("m") == "true" else RequestCode.SEND_MESSAGE_V2
-    response = await remoting.invoke(address, request(code, fields, body), timeout)
+    response = await remoting.invoke(address, send_command(fields, body), timeout)
     return send_result(response, address, broker_name, fields["b"], uniq_id)
+
+
+def send_command(fields: dict[str, str], body: bytes, *, oneway: bool = False) -> RemotingCommand:
+    """The request for a send with the V2 ``fields``: SEND_BATCH_MESSAGE when ``m`` is ``true``, else
+    SEND_MESSAGE_V2."""
+    code = RequestCode.SEND_BATCH_MESSAGE if fields.get("m") == "true" else RequestCode.SEND_MESSAGE_V2
+    return request(code, fields, body, oneway=oneway)
 
 
 def send_result(response: RemotingCommand, address: str, broker_name: str, topic: str, uniq_id: str) -> SendResult:
@@ -112,8 +118,7 @@ def send_result(response: RemotingCommand, address: str, broker_name: str, topic
 
 
 async def send_message_oneway(remoting: RemotingClient, address: str, fields: dict[str, str], body: bytes) -> None:
-    code = RequestCode.SEND_BATCH_MESSAGE if fields.get("m") == "true" else RequestCode.SEND_MESSAGE_V2
-    await remoting.invoke_oneway(address, request(code, fields, body, oneway=True))
+    await remoting.invoke_oneway(address, send_command(fields, body, oneway=True))
 
 
 class PullStatus(enum.Enum):

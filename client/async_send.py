@@ -26,8 +26,7 @@ from client.message import SendResult
 from client.route import TopicPublishInfo
 from client.selector import select_one_message_queue
 from client.send_request import PreparedSend
-from remoting.codec.codes import RequestCode
-from remoting.codec.command import RemotingCommand, request
+from remoting.codec.command import RemotingCommand
 from remoting.errors import RemotingError
 
 if TYPE_CHECKING:
@@ -91,8 +90,7 @@ class AsyncSend:
             self._started = anyio.current_time()
         prepared = self._prepared
         fields = prepared.for_queue(mq.queue_id, mq.broker_name)
-        code = RequestCode.SEND_BATCH_MESSAGE if fields.get("m") == "true" else RequestCode.SEND_MESSAGE_V2
-        cmd = request(code, fields, prepared.body)
+        cmd = api.send_command(fields, prepared.body)
         try:
             producer.instance.remoting.invoke_callback(address, cmd, self._timeout, self._on_outcome, plain=True)
         except (RuntimeError, ClientStateError) as exc:  # the client is shutting down
