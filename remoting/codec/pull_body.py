@@ -24,16 +24,10 @@ from remoting.codec.message import (
     MessageExt,
     decode_record,
 )
-from remoting.codec.msgid import unpack_socket_address
 from remoting.codec.properties import PROPERTY_TAGS
+from remoting.codec.record_decode import decoded_host
 
 __all__ = ["decode_records"]
-
-
-@functools.lru_cache(maxsize=1024)
-def _host(packed: bytes) -> tuple[str, int]:
-    # Few distinct hosts appear in a pull body (one store host, a handful of producers): decode each once.
-    return unpack_socket_address(packed)
 
 
 _FIXED_V4: Final = struct.Struct(">iIiiiqqiq8sq8siqi")  # both hosts IPv4: the usual record
@@ -81,9 +75,9 @@ def _message_ext(f: tuple[Any, ...], body: bytes, topic: str, props: dict[str, s
     _set_commit_log_offset(msg, f[6])
     _set_sys_flag(msg, f[7])
     _set_born_timestamp(msg, f[8])
-    _set_born_host(msg, _host(f[9]))
+    _set_born_host(msg, decoded_host(f[9]))
     _set_store_timestamp(msg, f[10])
-    _set_store_host(msg, _host(f[11]))
+    _set_store_host(msg, decoded_host(f[11]))
     _set_reconsume_times(msg, f[12])
     _set_prepared_transaction_offset(msg, f[13])
     _set_body(msg, body)

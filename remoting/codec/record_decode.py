@@ -129,7 +129,8 @@ class MessageExt:
 
 
 @functools.lru_cache(maxsize=1024)
-def _host(packed: bytes) -> tuple[str, int]:
+def decoded_host(packed: bytes) -> tuple[str, int]:
+    """``(ip, port)`` of a packed socket address, cached (the record decoders and the pull-body fast path share it)."""
     # Few distinct hosts appear in a pull body (one store host, a handful of producers): decode each once.
     return unpack_socket_address(packed)
 
@@ -147,9 +148,9 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, check_crc: 
         f[6],
         f[7],
         f[8],
-        _host(f[9]),
+        decoded_host(f[9]),
         f[10],
-        _host(f[11]),
+        decoded_host(f[11]),
         f[12],
         f[13],
         bytes(view[topic_at - f[14] : topic_at]),
