@@ -129,25 +129,27 @@ class IndexService:
 
         A message at or below the newest indexed offset is skipped, so re-dispatching the CommitLog tail after
         recovery does not index a message twice."""
-        # Only the owner thread mutates the file list, so it reads it without the lock on this hot path.
-        last = self._files[-1] if self._files else None
-        if last is None or last.is_empty:
-            last = self._last_non_empty()
-        if last is not None and phy_offset <= last.end_phy_offset:
-            return
-        entries = [(topic_key_hash(topic, key), phy_offset) for key in keys if key]
-        while entries:
-            entries = entries[self._writable_file().put_entries(entries, store_timestamp) :]
+        if phy_offset > self._indexed_up_to():
+            self._write([(topic_key_hash(topic, key), phy_offset) for key in keys if key], store_timestamp)
 
     def put_batch(self, topic: str, messages: Iterable[tuple[Iterable[str], int]], store_timestamp: int) -> None:
         """:meth:`put` for each ``(keys, phy_offset)`` of a batch stored at one time, offsets increasing: the same
         entries, with one header rewrite per batch instead of per message."""
+        floor = self._indexed_up_to()
+        keyed = [(k, phy) for keys, phy in messages if phy > floor for k in keys if k]
+        hashes = topic_key_hashes(topic, [k for k, _ in keyed])
+        self._write(list(zip(hashes, [phy for _, phy in keyed], strict=True)), store_timestamp)
+
+    def _indexed_up_to(self) -> int:
+        """The newest indexed CommitLog offset (-1 when nothing is indexed)."""
+        # Only the owner thread mutates the file list, so it reads it without the lock on this hot path.
         last = self._files[-1] if self._files else None
         if last is None or last.is_empty:
             last = self._last_non_empty()
-        floor = -1 if last is None else last.end_phy_offset
-        keyed = [(k, phy) for keys, phy in messages if phy > floor for k in keys if k]
-        entries = list(zip(topic_key_hashes(topic, [k for k, _ in keyed]), [phy for _, phy in keyed], strict=True))
+        return -1 if last is None else last.end_phy_offset
+
+    def _write(self, entries: list[tuple[int, int]], store_timestamp: int) -> None:
+        """Append ``(key hash, phy offset)`` entries, rolling to a new file whenever one fills up."""
         while entries:
             entries = entries[self._writable_file().put_entries(entries, store_timestamp) :]
 
