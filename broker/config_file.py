@@ -13,13 +13,11 @@ broker already uses the new values).
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from store.config_files import fsync_directory
+from store.config_files import replace_atomically
 
 __all__ = ["persist_properties", "rewrite_properties"]
 
@@ -76,12 +74,5 @@ def persist_properties(path: Path, changes: Mapping[str, str]) -> None:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         text = ""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(rewrite_properties(text, changes))
-        f.flush()
-        os.fsync(f.fileno())
-    if text:
-        shutil.copymode(path, tmp)
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
+    data = rewrite_properties(text, changes).encode("utf-8")
+    replace_atomically(path, data, path.with_name(f".{path.name}.tmp"), keep_mode=True)

@@ -280,6 +280,19 @@ def kv_config_file(path: Path) -> ConfigFile[KvConfigTable]:
     return ConfigFile(path, encode_kv_config, decode_kv_config)
 
 
+def replace_atomically(path: Path, data: bytes, tmp: Path, *, keep_mode: bool = False) -> None:
+    """Put ``data`` at ``path`` so that after a crash it holds either the old or the new bytes: write ``tmp``, fsync,
+    rename over ``path``, fsync the directory. ``keep_mode`` gives the new file the old one's permissions."""
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if keep_mode and path.exists():
+        shutil.copymode(path, tmp)
+    os.replace(tmp, path)
+    fsync_directory(path.parent)
+
+
 def fsync_directory(directory: Path) -> None:
     """Make a rename in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY)

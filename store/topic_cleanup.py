@@ -21,7 +21,6 @@ old queues or none (a later append creates fresh, empty ones). Errors: none rais
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 import orjson
 import trio
 
-from store.config_files import fsync_directory
+from store.config_files import replace_atomically
 
 if TYPE_CHECKING:
     from remoting.codec.message import RecordMeta
@@ -60,14 +59,8 @@ def is_deleted_record(tombstones: Tombstones, meta: RecordMeta) -> bool:
 
 
 def _save_tombstones(root: Path, tombstones: Tombstones) -> None:
-    path = root / TOMBSTONE_FILE
-    tmp = root / (TOMBSTONE_FILE + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(orjson.dumps(tombstones, option=orjson.OPT_SORT_KEYS))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_directory(root)
+    data = orjson.dumps(tombstones, option=orjson.OPT_SORT_KEYS)
+    replace_atomically(root / TOMBSTONE_FILE, data, root / (TOMBSTONE_FILE + ".tmp"))
 
 
 async def delete_topic_queues(store: MessageStore, topic: str) -> int:
