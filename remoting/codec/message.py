@@ -23,13 +23,13 @@ Every malformed input raises :class:`~remoting.codec.errors.MessageDecodeError`;
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterable
 from typing import Final
 
 import attrs
 
 from remoting.codec.batch_body import BatchEntry, decode_batch_body, encode_batch_body, split_batch_body
+from remoting.codec.crc import ISAL_FROM, body_crc, isal_crc32, zlib_crc32
 from remoting.codec.errors import BodyTooLongError, MessageDecodeError, MessageEncodeError, PropertiesTooLongError
 from remoting.codec.record_decode import MessageExt, RecordMeta, decode_record, iter_records, read_record_meta
 from remoting.codec.record_layout import (
@@ -152,11 +152,6 @@ def _record_parts(message: MessageRecord, topic: bytes) -> tuple[bytes, int]:
     return _TOPIC_LEN[len(topic)] + topic, 75 + len(message.born_host) + len(message.store_host) + len(topic)
 
 
-def body_crc(body: bytes | memoryview) -> int:
-    """The stored body CRC: zlib CRC32 masked to 31 bits, as the Java broker computes it."""
-    return zlib.crc32(body) & 0x7FFFFFFF
-
-
 def prepare_message(message: MessageRecord) -> PreparedMessage:
     """Validate and measure ``message``; raises :class:`MessageEncodeError` on an oversized topic or properties."""
     topic = message.topic.encode()
@@ -168,7 +163,7 @@ def prepare_message(message: MessageRecord) -> PreparedMessage:
     if len(props) > MAX_PROPERTIES_BYTES:
         raise PropertiesTooLongError(f"properties must be at most {MAX_PROPERTIES_BYTES} bytes, got {len(props)}")
     body = message.body
-    crc = zlib.crc32(body) & 0x7FFFFFFF
+    crc = (zlib_crc32(body) if len(body) < ISAL_FROM else isal_crc32(body)) & 0x7FFFFFFF
     topic_part, fixed = _record_parts(message, topic)
     tail = topic_part + SHORT.pack(len(props)) + props
     size = fixed + len(body) + len(props)
@@ -185,7 +180,6 @@ def prepare_batch(
     Raises, in the order a per-message loop would meet them: :class:`BodyTooLongError` for a body over ``max_body``,
     then :class:`MessageEncodeError` / :class:`PropertiesTooLongError` as :func:`prepare_message` does."""
     prepared: list[PreparedMessage] = []
-    crc32 = zlib.crc32
     short = SHORT.pack
     for body, text, flag in entries:
         if len(body) > max_body:
@@ -198,7 +192,7 @@ def prepare_batch(
             raise PropertiesTooLongError(f"properties must be at most {MAX_PROPERTIES_BYTES} bytes, got {len(props)}")
         tail = topic_part + short(len(props)) + props
         size = fixed + len(body) + len(props)
-        prepared.append(PreparedMessage(template, topic, props, sys_flag, crc32(body) & 0x7FFFFFFF, body, flag, text,
+        prepared.append(PreparedMessage(template, topic, props, sys_flag, body_crc(body), body, flag, text,
                                         tail, size))  # fmt: skip
     return prepared
 

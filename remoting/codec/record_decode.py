@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 import struct
-import zlib
 from collections.abc import Iterator
 from typing import Final, NamedTuple
 
 import attrs
 
+from remoting.codec.crc import body_crc
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.msgid import offset_msg_id, unpack_socket_address
 from remoting.codec.properties import PROPERTY_KEYS, PROPERTY_TAGS, decode_properties
@@ -74,7 +74,7 @@ def _parse(view: memoryview, pos: int, check_crc: bool) -> tuple[_Fields, int, i
             raise MessageDecodeError(f"record at {pos}: size {size} disagrees with its fields")
     except (struct.error, IndexError) as exc:
         raise MessageDecodeError(f"truncated record at {pos}") from exc
-    if check_crc and zlib.crc32(view[topic_at - body_len : topic_at]) & 0x7FFFFFFF != fields[2]:
+    if check_crc and body_crc(view[topic_at - body_len : topic_at]) != fields[2]:
         raise MessageDecodeError(f"body CRC mismatch in the record at {pos}")
     return fields, topic_at, props_at, end
 
