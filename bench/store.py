@@ -3,6 +3,9 @@
 Cases (one JSON object per line on stdout):
 
 - ``floor``: copy the same encoded record bytes, one record at a time, into a prefaulted file mmap: the memcpy floor.
+- ``bookkeeping``: the cheapest append a Python-level API can make: the record already encoded (no CRC, no packing,
+  no tags code), only the checks, the queue-offset dict, the copy, one 20-byte ConsumeQueue pack and the result
+  object, single and per message of a 32-record batch. ``vs_floor`` bounds what any Python append can reach.
 - ``append`` / ``append_batch``: ``MessageStore.append`` of single messages / ``append_batch`` of 32, for 128 B,
   1 KiB and 4 KiB bodies, ASYNC_FLUSH, segments warmed up. ``vs_floor`` = store MB/s / floor MB/s;
   ``cpu_us_per_msg`` = process CPU time per message (steadier than rates on a shared machine).
@@ -22,6 +25,7 @@ import json
 import mmap
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -35,6 +39,7 @@ from remoting.codec.message import MessageRecord, encode_record
 from remoting.codec.msgid import pack_socket_address
 from store.config import FlushDiskType, StoreConfig
 from store.message_store import MessageStore
+from store.results import AppendResult
 
 SIZES = (128, 1024, 4096)
 PROPS = "UNIQ_KEY\x017F000001000118B4AAC20D5A1C0000\x02TAGS\x01TagA\x02CLUSTER\x01DefaultCluster"
@@ -87,6 +92,51 @@ def floor(size: int, count: int, segment: int, workdir: Path) -> float:
     mm.close()
     path.unlink()
     return count * n / best
+
+
+def bookkeeping(size: int, count: int, batch: int, segment: int, workdir: Path) -> float:
+    """Bytes per second of :func:`floor`'s copies wrapped in an append's unavoidable Python bookkeeping (see the module
+    docstring); ``batch`` records per call, copied and indexed with one slice each, as a batch append does."""
+    record = encode_record(msg(size)) * batch
+    n = len(record)
+    entries = struct.pack(">qiq", 0, n // batch, 0) * batch
+    path = workdir / "bookkeeping"
+    with open(path, "w+b") as f:
+        f.truncate(segment)
+        mm = mmap.mmap(f.fileno(), segment)
+    cq = mmap.mmap(-1, 300_000 * 20)
+    for m in (mm, cq):
+        for pos in range(0, len(m), 4096):
+            m[pos] = 0
+    offsets: dict[tuple[str, int], int] = {}
+    state = {"closed": False, "full": None, "pos": 0}
+    message = msg(size)
+
+    def append(m: MessageRecord) -> AppendResult:
+        if state["closed"] or state["full"] is not None:
+            raise RuntimeError("closed")
+        key = (m.topic, m.queue_id)
+        queue_offset = offsets.get(key, 0)
+        pos = state["pos"]
+        if segment - pos < n + 8:
+            pos = 0  # wrap, as the floor does
+        mm[pos : pos + n] = record
+        state["pos"] = pos + n
+        offsets[key] = queue_offset + batch
+        at = queue_offset * 20 % (len(cq) - len(entries))
+        cq[at : at + len(entries)] = entries
+        return AppendResult(pos, n, queue_offset, 0, (pos,), STORE_HOST)
+
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(count // batch):
+            append(message)
+        best = min(best, time.perf_counter() - start)
+    mm.close()
+    cq.close()
+    path.unlink()
+    return (count // batch) * n / best
 
 
 async def appends(size: int, count: int, batch: int, segment: int, workdir: Path) -> tuple[float, float, float]:
@@ -217,6 +267,10 @@ async def _measure(args: argparse.Namespace, workdir: Path) -> None:
             count = max(2000, int(args.mb * (1 << 20) / (size + 180)))
             floor_bps = floor(size, count, segment, workdir)
             emit({"bench": "store", "case": "floor", "body": size, "mb_per_s": round(floor_bps / 1e6, 1)})
+            for batch in (1, 32):
+                bps = bookkeeping(size, count, batch, segment, workdir)
+                emit({"bench": "store", "case": "bookkeeping", "body": size, "batch": batch,
+                      "vs_floor": round(bps / floor_bps, 3)})  # fmt: skip
             for case, batch in (("append", 1), ("append_batch", 32)):
                 mps, bps, cpu_us = await appends(size, count, batch, segment, workdir)
                 emit({"bench": "store", "case": case, "body": size, "msgs_per_s": round(mps),
