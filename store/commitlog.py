@@ -34,6 +34,8 @@ from remoting.codec.message import (
 from store.errors import MessageIllegalError, OffsetMismatchError
 from store.mapped_file import MappedFile, MappedFileQueue
 
+#: ``encode(buf, pos, room, phy_offset) -> (total or -needed, packed ConsumeQueue entries, store timestamp)``
+SegmentEncoder = Callable[[object, int, int, int], tuple[int, bytes, int]]
 #: A record must leave room for the 8-byte end-of-file blank after it.
 END_FILE_MIN_BLANK_LENGTH: Final = 8
 _SIZE: Final = struct.Struct(">i")
@@ -104,6 +106,30 @@ class CommitLog:
         mf.wrote_position = pos + total
         self.last_store_timestamp = store_timestamp
         return first
+
+    def append_with(self, encode: SegmentEncoder) -> tuple[int, int, bytes, int]:
+        """Append a batch that ``encode(buf, pos, room, phy_offset)`` writes itself (:mod:`remoting.codec.record_batch`
+        bound to its records): called on the current segment, and when it reports ``-total`` (no room, nothing
+        written) called once more on a fresh segment, after :meth:`check_fits` and the end-of-file blank.
+
+        Returns ``(first physical offset, total, packed ConsumeQueue entries, store timestamp)``. ``encode``'s errors
+        propagate with nothing written; :class:`MessageIllegalError` when the batch fits no segment."""
+        files = self.queue.files
+        mf = files[-1] if files else self._roll(self.queue.next_start())
+        pos = mf.wrote_position
+        total, entries, store_ts = encode(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH,
+                                          mf.file_from_offset + pos)  # fmt: skip
+        if total < 0:
+            self.check_fits(-total)
+            mf = self._writable(-total)
+            pos = mf.wrote_position
+            total, entries, store_ts = encode(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH,
+                                              mf.file_from_offset + pos)  # fmt: skip
+            if total < 0:
+                raise AssertionError(f"a {-total}-byte batch does not fit a fresh segment")
+        mf.wrote_position = pos + total
+        self.last_store_timestamp = store_ts
+        return mf.file_from_offset + pos, total, entries, store_ts
 
     def append_encoded(self, phy_offset: int, data: bytes | memoryview) -> list[RecordMeta]:
         """Replica seam: append whole encoded records/blanks that the master wrote at ``phy_offset``.
