@@ -172,9 +172,113 @@ static int check_topic(PyObject *topic, Template *t) {
 
 /* ---- CRC and tags code --------------------------------------------------------------------------------------- */
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_CLMUL_CRC 1
+
+/* CRC-32 (zlib's reflected polynomial) by carry-less multiplication folding: Intel's "Fast CRC Computation for
+ * Generic Polynomials Using PCLMULQDQ", with the constants Linux's crc32-pclmul and Chromium's zlib use. `len` is a
+ * multiple of 16 and at least 64; `crc` is the pre-inverted running value. Several times zlib's table loop, and no
+ * Python call as ISA-L's would cost (its call overhead alone is ~130 ns). */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_clmul(const unsigned char *buf, size_t len,
+                                                                      uint32_t crc) {
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+    __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8;
+
+    x1 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
+    x2 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
+    x3 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
+    x4 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
+    x0 = k1k2;
+    buf += 64;
+    len -= 64;
+    while (len >= 64) {
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
+        x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
+        x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
+        x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
+        x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), _mm_loadu_si128((const __m128i *)(buf + 0x00)));
+        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), _mm_loadu_si128((const __m128i *)(buf + 0x10)));
+        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), _mm_loadu_si128((const __m128i *)(buf + 0x20)));
+        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), _mm_loadu_si128((const __m128i *)(buf + 0x30)));
+        buf += 64;
+        len -= 64;
+    }
+    /* fold the four lanes into one */
+    x0 = k3k4;
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
+    while (len >= 16) {
+        x2 = _mm_loadu_si128((const __m128i *)buf);
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+        buf += 16;
+        len -= 16;
+    }
+    /* 128 -> 64 bits */
+    x2 = _mm_clmulepi64_si128(x1, x0, 0x10);
+    x3 = _mm_setr_epi32(~0, 0, ~0, 0);
+    x1 = _mm_srli_si128(x1, 8);
+    x1 = _mm_xor_si128(x1, x2);
+    x0 = k5k0;
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_and_si128(x1, x3);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    /* Barrett reduction to 32 bits */
+    x0 = poly;
+    x2 = _mm_and_si128(x1, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
+    x2 = _mm_and_si128(x2, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+#endif
+
+static int have_clmul;
+
+/* zlib.crc32(data) */
+static uint32_t crc32_of(const unsigned char *buf, size_t len) {
+    uint32_t crc = 0;
+#ifdef HAVE_CLMUL_CRC
+    if (have_clmul && len >= 64) {
+        size_t chunk = len & ~(size_t)15;
+        crc = ~crc32_clmul(buf, chunk, ~crc);
+        buf += chunk;
+        len -= chunk;
+    }
+#endif
+    return (uint32_t)crc32(crc, buf, (uInt)len);
+}
+
+static PyObject *py_crc32(PyObject *module, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    uint32_t crc = crc32_of(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static int body_crc(PyObject *body_obj, const char *body, Py_ssize_t len, int32_t *out) {
-    if (len < S.isal_from) {
-        *out = (int32_t)(crc32(0L, (const Bytef *)body, (uInt)len) & 0x7FFFFFFF);
+    if (have_clmul || len < S.isal_from) {
+        *out = (int32_t)(crc32_of((const unsigned char *)body, (size_t)len) & 0x7FFFFFFF);
         return 0;
     }
     PyObject *r = PyObject_CallOneArg(S.isal_crc32, body_obj);
@@ -568,6 +672,7 @@ out:
 /* ---- module -------------------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
+    {"crc32", py_crc32, METH_O, "zlib.crc32 of a buffer, by the encoder's own CRC (the tests compare the two)."},
     {"encode_entries_into", (PyCFunction)(void (*)(void))encode_entries_into, METH_FASTCALL,
      "Write one record per (body, properties, flag) entry of a template; see remoting.codec.record_batch."},
     {"encode_records_into", (PyCFunction)(void (*)(void))encode_records_into, METH_FASTCALL,
@@ -614,5 +719,14 @@ PyMODINIT_FUNC PyInit__speedups(void) {
             return NULL;
         }
     }
-    return PyModule_Create(&module_def);
+#ifdef HAVE_CLMUL_CRC
+    __builtin_cpu_init();
+    have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+#endif
+    PyObject *m = PyModule_Create(&module_def);
+    if (m != NULL && PyModule_AddIntConstant(m, "CLMUL_CRC", have_clmul) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
