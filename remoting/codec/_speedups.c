@@ -85,14 +85,36 @@ typedef struct {
 
 /* ---- big-endian writers ------------------------------------------------------------------------------------ */
 
+#if defined(__GNUC__) || defined(__clang__)
+#define BE32(v) (PY_LITTLE_ENDIAN ? __builtin_bswap32(v) : (v))
+#define BE64(v) (PY_LITTLE_ENDIAN ? __builtin_bswap64(v) : (v))
+#else
+static inline uint32_t BE32(uint32_t v) {
+    unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+                          (unsigned char)v};
+    memcpy(&v, b, 4);
+    return v;
+}
+static inline uint64_t BE64(uint64_t v) {
+    uint32_t hi = BE32((uint32_t)(v >> 32)), lo = BE32((uint32_t)v);
+    unsigned char b[8];
+    memcpy(b, &hi, 4);
+    memcpy(b + 4, &lo, 4);
+    memcpy(&v, b, 8);
+    return v;
+}
+#endif
+
 static inline char *put32(char *p, uint32_t v) {
-    p[0] = (char)(v >> 24); p[1] = (char)(v >> 16); p[2] = (char)(v >> 8); p[3] = (char)v;
+    v = BE32(v);
+    memcpy(p, &v, 4);
     return p + 4;
 }
 
 static inline char *put64(char *p, uint64_t v) {
-    put32(p, (uint32_t)(v >> 32));
-    return put32(p + 4, (uint32_t)v);
+    v = BE64(v);
+    memcpy(p, &v, 8);
+    return p + 8;
 }
 
 /* ---- field conversion: out-of-range values raise struct.error as struct.pack would --------------------------- */
