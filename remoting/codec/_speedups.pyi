@@ -34,3 +34,7 @@ def encode_records_into(
     records: Sequence[MessageRecord],
     /,
 ) -> tuple[int, bytes, int]: ...
+def crc32(data: bytes | bytearray | memoryview, /) -> int: ...
+
+#: Whether the CRC runs on PCLMULQDQ (else zlib's table loop).
+CLMUL_CRC: int
