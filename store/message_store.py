@@ -218,6 +218,36 @@ class MessageStore(StoreReads):
         """Append one message (no flush wait). Raises PutRefusedError subclasses; nothing is written then."""
         if self._closed or self.disk_full_reason is not None:
             self._check_writable()
+        topic = msg.topic
+        if topic == SCHEDULE_TOPIC:
+            return self._append_scheduled(msg)
+        queue_id = msg.queue_id
+        key = (topic, queue_id)
+        tx = msg.sys_flag & SYSFLAG_TRANSACTION_MASK
+        has_entry = tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK
+        queue_offset = self.queue_offsets.get(key, 0) if has_entry else 0
+        try:
+            phy, size, tags, store_ts = self.commitlog.append_record(
+                msg, queue_offset, self.config.now_ms, self.config.max_message_size)  # fmt: skip
+        except PropertiesTooLongError as exc:
+            raise PropertiesSizeExceededError(str(exc)) from exc
+        except MessageEncodeError as exc:
+            raise MessageIllegalError(str(exc)) from exc
+        if has_entry:
+            self.queue_offsets[key] = queue_offset + 1
+            cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
+            cq.put(queue_offset, phy, size, tags)
+        index = self.index
+        if index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
+            keys = index_keys_of_raw(msg.properties.encode())
+            if keys:
+                index.put(topic, keys, phy, store_ts)
+        if has_entry and self.arrival_listener is not None:
+            self.arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)
+        return AppendResult(phy, size, queue_offset, store_ts, (phy,), msg.store_host)
+
+    def _append_scheduled(self, msg: MessageRecord) -> AppendResult:
+        """:meth:`append` for ``SCHEDULE_TOPIC_XXXX``, whose tags code is the delivery time (the Python encoder)."""
         prepared = self._prepare(msg)
         size = prepared.size
         commitlog = self.commitlog
@@ -232,11 +262,7 @@ class MessageStore(StoreReads):
         phy = commitlog.append(prepared, queue_offset, store_ts)
         if has_entry:
             self.queue_offsets[key] = queue_offset + 1
-        tags = (
-            tags_code_of_raw(prepared.properties)
-            if topic != SCHEDULE_TOPIC
-            else self._tags_code(prepared, queue_id, store_ts)
-        )
+        tags = self._tags_code(prepared, queue_id, store_ts)
         self._dispatch(topic, queue_id, prepared.sys_flag, queue_offset, phy, size, prepared.properties, tags, store_ts)
         if has_entry and self.arrival_listener is not None:
             self.arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)

@@ -11,6 +11,8 @@
  *                     prepared_transaction_offset, entries) -> (total, cq_entries, store_timestamp)
  * encode_records_into(buf, pos, room, phy_offset, first_queue_offset, clock, max_body, records)
  *                     -> (total, cq_entries, store_timestamp)
+ * encode_record_into(buf, pos, room, phy_offset, queue_offset, clock, max_body, record)
+ *                     -> (size, tags_code, store_timestamp)   (a single append; -size when it does not fit)
  *
  * When the batch does not fit in `room` bytes, nothing is written, the clock is not read and (-total, b"", 0) is
  * returned.
@@ -450,11 +452,13 @@ static int parse_target(PyObject *const *args, Target *t) {
     return 0;
 }
 
-/* Write the prepared items at buf[pos:] (or report -total when they do not fit room) and build the CQ entries. */
-static PyObject *write_all(const Target *tg, Item *items, Py_ssize_t n) {
+/* Write the prepared items at buf[pos:] (or report -total when they do not fit room) and build the CQ entries; a
+ * single record returns (size, tags code, store time) instead, its one entry being written by ConsumeQueue.put. */
+static PyObject *write_all(const Target *tg, Item *items, Py_ssize_t n, int single) {
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) total += items[i].size;
-    if (total > tg->room) return Py_BuildValue("(ny#i)", -total, "", (Py_ssize_t)0, 0);
+    if (total > tg->room)
+        return single ? Py_BuildValue("(nii)", -total, 0, 0) : Py_BuildValue("(ny#i)", -total, "", (Py_ssize_t)0, 0);
     PyObject *now = PyObject_CallNoArgs(tg->clock);
     if (now == NULL) return NULL;
     int64_t store_ts;
@@ -472,6 +476,11 @@ static PyObject *write_all(const Target *tg, Item *items, Py_ssize_t n) {
         Py_DECREF(now);
         PyErr_Format(PyExc_IndexError, "%zd bytes at %zd overrun a %zd-byte buffer", total, tg->pos, out.len);
         return NULL;
+    }
+    if (single) {
+        write_one((char *)out.buf + tg->pos, &items[0], tg->first_queue_offset, tg->phy, store_ts);
+        PyBuffer_Release(&out);
+        return Py_BuildValue("(nLN)", total, (long long)items[0].tags, now);
     }
     PyObject *cq = PyBytes_FromStringAndSize(NULL, n * CQ_UNIT);
     if (cq == NULL) {
@@ -560,7 +569,7 @@ static PyObject *encode_entries_into(PyObject *module, PyObject *const *args, Py
         if (as_int32(PyTuple_GET_ITEM(entries[i], 2), &items[i].flag, "flag") < 0) goto out;
         if (measure(&items[i], PyTuple_GET_ITEM(entries[i], 0)) < 0) goto out;
     }
-    result = write_all(&tg, items, n);
+    result = write_all(&tg, items, n, 0);
 out:
     if (items != NULL) release_items(items, n);
     Py_DECREF(seq);
@@ -628,6 +637,84 @@ out:
     return ok == 1 && !PyErr_Occurred() ? 0 : -1;
 }
 
+/* The records' fields, checks, CRCs and tags, then write_all. One record (a single append) uses stack storage. */
+static PyObject *records_into(const Target *tg, PyObject **records, Py_ssize_t n, int single) {
+    Item one_item;
+    Template one_tpl;
+    PyObject *one_fields[F_COUNT];
+    Item *items;
+    Template *tpls;
+    PyObject **fields;
+    if (n == 1) {
+        memset(&one_item, 0, sizeof one_item);
+        memset(one_fields, 0, sizeof one_fields);
+        items = &one_item;
+        tpls = &one_tpl;
+        fields = one_fields;
+    } else {
+        items = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Item));
+        tpls = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Template));
+        /* every field of every record, as new references: the pointers the items hold stay valid until released */
+        fields = PyMem_Calloc((size_t)(n ? n : 1) * F_COUNT, sizeof(PyObject *));
+    }
+    PyObject *result = NULL;
+    if (items == NULL || tpls == NULL || fields == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (n > 1 && same_queue(records, n) < 0) goto out;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject **f = &fields[i * F_COUNT];
+        for (int k = 0; k < F_COUNT; k++)
+            if ((f[k] = record_field(records[i], k)) == NULL) goto out;
+        Item *it = &items[i];
+        it->tpl = &tpls[i];
+        if (prepare_body(it, f[F_BODY], tg->max_body) < 0) goto out;
+        if (record_template(f, &tpls[i], i ? &tpls[i - 1] : NULL, i ? f - F_COUNT : NULL) < 0) goto out;
+        if (prepare_props(it, f[F_PROPERTIES]) < 0) goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject **f = &fields[i * F_COUNT], **p = i ? f - F_COUNT : NULL;
+        Template *t = &tpls[i];
+        if (as_int32(f[F_FLAG], &items[i].flag, "flag") < 0) goto out;
+        /* a batch built from one template shares these objects: convert them once */
+        if (p != NULL && f[F_SYS_FLAG] == p[F_SYS_FLAG] && f[F_QUEUE_ID] == p[F_QUEUE_ID] &&
+            f[F_BORN_TS] == p[F_BORN_TS] && f[F_RECONSUME] == p[F_RECONSUME] && f[F_PREPARED_TX] == p[F_PREPARED_TX]) {
+            t->queue_id = tpls[i - 1].queue_id;
+            t->born_ts = tpls[i - 1].born_ts;
+            t->reconsume = tpls[i - 1].reconsume;
+            t->prepared_tx = tpls[i - 1].prepared_tx;
+        } else {
+            int64_t raw_sys_flag;
+            if (as_int64(f[F_SYS_FLAG], &raw_sys_flag, "sys_flag") < 0 ||
+                as_int32(f[F_QUEUE_ID], &t->queue_id, "queue_id") < 0 ||
+                as_int64(f[F_BORN_TS], &t->born_ts, "born_timestamp") < 0 ||
+                as_int32(f[F_RECONSUME], &t->reconsume, "reconsume_times") < 0 ||
+                as_int64(f[F_PREPARED_TX], &t->prepared_tx, "prepared_transaction_offset") < 0)
+                goto out;
+            if (raw_sys_flag < INT32_MIN || raw_sys_flag > INT32_MAX) {
+                PyErr_SetString(S.struct_error,
+                                "'i' format requires -2147483648 <= number <= 2147483647 (sys_flag)");
+                goto out;
+            }
+        }
+        if (measure(&items[i], f[F_BODY]) < 0) goto out;
+    }
+    result = write_all(tg, items, n, single);
+out:
+    if (fields != NULL)
+        for (Py_ssize_t i = 0; i < n * F_COUNT; i++) Py_XDECREF(fields[i]);
+    if (items != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (items[i].view.obj != NULL) PyBuffer_Release(&items[i].view);
+    if (n != 1) {
+        PyMem_Free(fields);
+        PyMem_Free(items);
+        PyMem_Free(tpls);
+    }
+    return result;
+}
+
 static PyObject *encode_records_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 8) {
@@ -638,57 +725,21 @@ static PyObject *encode_records_into(PyObject *module, PyObject *const *args, Py
     if (parse_target(args, &tg) < 0) return NULL;
     PyObject *seq = PySequence_Fast(args[7], "records must be a sequence");
     if (seq == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **records = PySequence_Fast_ITEMS(seq);
-    Item *items = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Item));
-    Template *tpls = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Template));
-    /* every field of every record, as new references: the pointers the items hold stay valid until released */
-    PyObject **fields = PyMem_Calloc((size_t)(n ? n : 1) * F_COUNT, sizeof(PyObject *));
-    PyObject *result = NULL;
-    Py_ssize_t done = 0;
-    if (items == NULL || tpls == NULL || fields == NULL) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    if (same_queue(records, n) < 0) goto out;
-    for (; done < n; done++) {
-        PyObject **f = &fields[done * F_COUNT];
-        for (int k = 0; k < F_COUNT; k++)
-            if ((f[k] = record_field(records[done], k)) == NULL) goto out;
-        Item *it = &items[done];
-        it->tpl = &tpls[done];
-        if (prepare_body(it, f[F_BODY], tg.max_body) < 0) goto out;
-        if (record_template(f, &tpls[done], done ? &tpls[done - 1] : NULL, done ? f - F_COUNT : NULL) < 0)
-            goto out;
-        if (prepare_props(it, f[F_PROPERTIES]) < 0) goto out;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject **f = &fields[i * F_COUNT];
-        Template *t = &tpls[i];
-        int64_t raw_sys_flag;
-        if (as_int64(f[F_SYS_FLAG], &raw_sys_flag, "sys_flag") < 0 ||
-            as_int32(f[F_QUEUE_ID], &t->queue_id, "queue_id") < 0 ||
-            as_int64(f[F_BORN_TS], &t->born_ts, "born_timestamp") < 0 ||
-            as_int32(f[F_RECONSUME], &t->reconsume, "reconsume_times") < 0 ||
-            as_int64(f[F_PREPARED_TX], &t->prepared_tx, "prepared_transaction_offset") < 0 ||
-            as_int32(f[F_FLAG], &items[i].flag, "flag") < 0)
-            goto out;
-        if (raw_sys_flag < INT32_MIN || raw_sys_flag > INT32_MAX) {
-            PyErr_SetString(S.struct_error, "'i' format requires -2147483648 <= number <= 2147483647 (sys_flag)");
-            goto out;
-        }
-        if (measure(&items[i], f[F_BODY]) < 0) goto out;
-    }
-    result = write_all(&tg, items, n);
-out:
-    if (fields != NULL) {
-        for (Py_ssize_t i = 0; i < n * F_COUNT; i++) Py_XDECREF(fields[i]);
-        PyMem_Free(fields);
-    }
-    if (items != NULL) release_items(items, n);
-    PyMem_Free(tpls);
+    PyObject *result = records_into(&tg, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), 0);
     Py_DECREF(seq);
     return result;
+}
+
+static PyObject *encode_record_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "encode_record_into takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Target tg;
+    if (parse_target(args, &tg) < 0) return NULL;
+    PyObject *record = args[7];
+    return records_into(&tg, &record, 1, 1);
 }
 
 /* ---- module -------------------------------------------------------------------------------------------------- */
@@ -699,6 +750,8 @@ static PyMethodDef methods[] = {
      "Write one record per (body, properties, flag) entry of a template; see remoting.codec.record_batch."},
     {"encode_records_into", (PyCFunction)(void (*)(void))encode_records_into, METH_FASTCALL,
      "Write one record per MessageRecord; see remoting.codec.record_batch."},
+    {"encode_record_into", (PyCFunction)(void (*)(void))encode_record_into, METH_FASTCALL,
+     "Write one MessageRecord, returning (size, tags code, store time); see remoting.codec.record_batch."},
     {NULL, NULL, 0, NULL},
 };
 

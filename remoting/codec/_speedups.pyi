@@ -34,6 +34,17 @@ def encode_records_into(
     records: Sequence[MessageRecord],
     /,
 ) -> tuple[int, bytes, int]: ...
+def encode_record_into(
+    buf: object,
+    pos: int,
+    room: int,
+    phy_offset: int,
+    queue_offset: int,
+    clock: Callable[[], int],
+    max_body: int,
+    record: MessageRecord,
+    /,
+) -> tuple[int, int, int]: ...
 def crc32(data: bytes | bytearray | memoryview, /) -> int: ...
 
 #: Whether the CRC runs on PCLMULQDQ (else zlib's table loop).

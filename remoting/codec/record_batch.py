@@ -37,14 +37,16 @@ from remoting.codec.message import (
     encode_records,
     prepare_batch,
     prepare_message,
+    write_record,
 )
 from remoting.codec.properties import tags_code_of_raw
 
-__all__ = ["NATIVE", "Encoded", "encode_entries_into", "encode_records_into"]
+__all__ = ["NATIVE", "Encoded", "encode_entries_into", "encode_record_into", "encode_records_into"]
 
 #: (bytes written or -needed, packed ConsumeQueue entries, store timestamp)
 Encoded = tuple[int, bytes, int]
 Entry = tuple[bytes | memoryview, str, int]
+RecordEncoder = Callable[[object, int, int, int, int, Callable[[], int], int, MessageRecord], tuple[int, int, int]]
 RecordsEncoder = Callable[[object, int, int, int, int, Callable[[], int], int, Sequence[MessageRecord]], Encoded]
 
 _CQ_ENTRY: Final = struct.Struct(">qiq")
@@ -88,6 +90,18 @@ def _py_records_into(buf: object, pos: int, room: int, phy_offset: int, first_qu
     return _py_write(buf, pos, room, phy_offset, first_queue_offset, clock, prepared)
 
 
+def _py_record_into(buf: object, pos: int, room: int, phy_offset: int, queue_offset: int, clock: Callable[[], int],
+                    max_body: int, record: MessageRecord) -> tuple[int, int, int]:  # fmt: skip
+    if len(record.body) > max_body:
+        raise BodyTooLongError(f"message body {len(record.body)} bytes exceeds {max_body}")
+    prepared = prepare_message(record)
+    if prepared.size > room:
+        return -prepared.size, 0, 0
+    store_ts = clock()
+    write_record(buf, pos, prepared, queue_offset, phy_offset, store_ts)
+    return prepared.size, tags_code_of_raw(prepared.properties), store_ts
+
+
 def _native() -> ModuleType | None:
     """The C extension, unless it is not built or ``ROCKETRIO_PURE_PYTHON=1``."""
     if os.environ.get("ROCKETRIO_PURE_PYTHON") == "1":
@@ -105,6 +119,9 @@ NATIVE: Final = _speedups is not None
 
 #: Records at ``buf[pos:]`` (see the module doc).
 encode_records_into: Final[RecordsEncoder] = _py_records_into if _speedups is None else _speedups.encode_records_into
+#: One record at ``buf[pos:]`` with queue offset ``queue_offset``, for a single append: ``(size, tags code, store
+#: timestamp)``, or ``(-size, 0, 0)`` with nothing written when it does not fit; the errors of a one-record batch.
+encode_record_into: Final[RecordEncoder] = _py_record_into if _speedups is None else _speedups.encode_record_into
 
 
 def encode_entries_into(buf: object, pos: int, room: int, phy_offset: int, first_queue_offset: int,

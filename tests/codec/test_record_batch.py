@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from remoting.codec import record_batch
 from remoting.codec.crc import ISAL_FROM
 from remoting.codec.errors import BodyTooLongError, MessageEncodeError, MixedBatchError, PropertiesTooLongError
-from remoting.codec.message import MessageRecord, encode_records, prepare_batch, prepare_message
+from remoting.codec.message import MessageRecord, encode_record, encode_records, prepare_batch, prepare_message
 from remoting.codec.properties import tags_code_of_raw
 
 
@@ -142,6 +142,26 @@ def test_records_encode_like_prepare_message_even_when_their_fields_differ(templ
         total, _packed, _ts = native
         expected = encode_records([prepare_message(r) for r in records], 5, 99, 1_700_000_000_123)
         assert bytes(nbuf[3 : 3 + total]) == expected
+
+
+@settings(max_examples=200)
+@given(template=templates(), entry=ENTRY, room=st.integers(0, 6000), max_body=st.sampled_from([MAX_BODY, 100]))
+def test_a_single_record_encodes_like_write_record(template: MessageRecord, entry: tuple[bytes, str, int], room: int,
+                                                   max_body: int) -> None:  # fmt: skip
+    body, text, flag = entry
+    t = template
+    record = MessageRecord(t.topic, body, t.queue_id, flag, text, t.sys_flag, t.born_timestamp, t.born_host,
+                           t.store_host, t.reconsume_times, t.prepared_transaction_offset)  # fmt: skip
+    assert SPEEDUPS is not None
+    native, nbuf, python, pbuf = _both(
+        lambda enc, buf: enc(buf, 7, room, 2**40, 12, _clock(), max_body, record),
+        SPEEDUPS.encode_record_into, record_batch._py_record_into)  # fmt: skip
+    assert native == python
+    assert nbuf == pbuf
+    if isinstance(native, tuple) and isinstance(native[0], int) and native[0] > 0:
+        size, tags, _ts = native
+        assert bytes(nbuf[7 : 7 + size]) == encode_record(record, 12, 2**40, 1_700_000_000_123)
+        assert tags == tags_code_of_raw(text.encode())
 
 
 @given(entries=st.lists(ENTRY, min_size=1, max_size=6), bad=st.integers(0, 5), kind=st.sampled_from(["body", "props"]))

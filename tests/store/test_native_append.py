@@ -1,13 +1,14 @@
-"""The store's batch appends write the same CommitLog, ConsumeQueue and index, return the same results and call the
-arrival listener the same way whether the C encoder (``remoting.codec._speedups``) or the pure-Python one writes the
-records; ``ConsumeQueue.put_packed`` writes what ``put_batch`` writes. (``ROCKETRIO_PURE_PYTHON=1`` runs the whole
-suite on the Python path; ``make test`` does both.)"""
+"""The store's appends, batches and singles, write the same CommitLog, ConsumeQueue and index, return the same
+results and call the arrival listener the same way whether the C encoder (``remoting.codec._speedups``) or the
+pure-Python one writes the records; ``ConsumeQueue.put_packed`` writes what ``put_batch`` writes.
+(``ROCKETRIO_PURE_PYTHON=1`` runs the whole suite on the Python path; ``make test`` does both.)"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -17,10 +18,11 @@ from hypothesis import strategies as st
 
 from remoting.codec import record_batch
 from remoting.codec.message import MessageRecord
-from store import message_store
+from store import commitlog, message_store
 from store.consume_queue import ConsumeQueue
 from store.errors import StoreError
 from store.message_store import MessageStore
+from store.results import AppendResult
 from tests.store.store_helpers import BORN_HOST, STORE_HOST, FakeClock, open_store
 
 PROPS = st.sampled_from(
@@ -33,8 +35,11 @@ PROPS = st.sampled_from(
     ]
 )
 ENTRY = st.tuples(st.binary(max_size=700), PROPS, st.integers(-(2**31), 2**31 - 1))
-#: (append_batch rather than append_entries, queue id, entries); bodies over 600 bytes are refused
-BATCHES = st.lists(st.tuples(st.booleans(), st.integers(0, 2), st.lists(ENTRY, min_size=1, max_size=6)),
+MODES = st.sampled_from(["entries", "records", "singles"])
+#: transaction sysFlags: a prepared or rolled-back single append gets no ConsumeQueue entry
+SYS_FLAGS = st.sampled_from([0, 0x4, 0x8, 0xC])
+#: (how to append, queue id, sysFlag, entries); bodies over 600 bytes are refused
+BATCHES = st.lists(st.tuples(MODES, st.integers(0, 2), SYS_FLAGS, st.lists(ENTRY, min_size=1, max_size=6)),
                    min_size=1, max_size=10)  # fmt: skip
 _SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -44,6 +49,7 @@ def _pure_python() -> Iterator[None]:
     with (
         mock.patch.object(message_store, "encode_records_into", record_batch._py_records_into),
         mock.patch.object(message_store, "encode_entries_into", record_batch._py_entries_into),
+        mock.patch.object(commitlog, "encode_record_into", record_batch._py_record_into),
     ):
         yield
 
@@ -59,32 +65,44 @@ def _files(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
-def _append(store: MessageStore, use_records: bool, queue_id: int, entries: list[tuple[bytes, str, int]]) -> object:
-    template = MessageRecord("TopicTest", b"", queue_id, 0, "", 0, 1_700_000_000_000, BORN_HOST, STORE_HOST)
-    try:
-        if use_records:
-            records = [MessageRecord("TopicTest", body, queue_id, flag, text, 0, 1_700_000_000_000, BORN_HOST,
-                                     STORE_HOST) for body, text, flag in entries]  # fmt: skip
-            result = store.append_batch(records)
+def _append(store: MessageStore, mode: str, queue_id: int, sys_flag: int,
+            entries: list[tuple[bytes, str, int]]) -> list[object]:  # fmt: skip
+    """What each append returned (its result's fields or its error), the batch appends' sysFlag left at 0."""
+    born = 1_700_000_000_000
+    if mode != "singles":
+        sys_flag = 0
+    template = MessageRecord("TopicTest", b"", queue_id, 0, "", sys_flag, born, BORN_HOST, STORE_HOST)
+    records = [MessageRecord("TopicTest", body, queue_id, flag, text, sys_flag, born, BORN_HOST, STORE_HOST)
+               for body, text, flag in entries]  # fmt: skip
+    calls: list[Callable[[], AppendResult]] = (
+        [lambda: store.append_entries(template, entries)] if mode == "entries"
+        else [lambda: store.append_batch(records)] if mode == "records"
+        else [functools.partial(store.append, r) for r in records]
+    )  # fmt: skip
+    outcomes: list[object] = []
+    for call in calls:
+        try:
+            result = call()
+        except (StoreError, struct.error) as exc:
+            outcomes.append((type(exc), str(exc)))
         else:
-            result = store.append_entries(template, entries)
-    except (StoreError, struct.error) as exc:
-        return type(exc), str(exc)
-    return result.phy_offsets, result.queue_offset, result.size, result.store_timestamp, result.msg_id
+            outcomes.append((result.phy_offsets, result.queue_offset, result.size, result.store_timestamp,
+                             result.msg_id))  # fmt: skip
+    return outcomes
 
 
 @_SETTINGS
 @given(BATCHES)
 def test_batches_store_the_same_through_the_c_and_the_python_encoder(
-    tmp_path_factory: pytest.TempPathFactory, batches: list[tuple[bool, int, list[tuple[bytes, str, int]]]]
+    tmp_path_factory: pytest.TempPathFactory, batches: list[tuple[str, int, int, list[tuple[bytes, str, int]]]]
 ) -> None:
     native_root, python_root = tmp_path_factory.mktemp("native"), tmp_path_factory.mktemp("python")
     native, native_calls = _open(native_root)
     python, python_calls = _open(python_root)
-    for use_records, queue_id, entries in batches:
-        expected = _append(native, use_records, queue_id, entries)
+    for mode, queue_id, sys_flag, entries in batches:
+        expected = _append(native, mode, queue_id, sys_flag, entries)
         with _pure_python():
-            assert _append(python, use_records, queue_id, entries) == expected
+            assert _append(python, mode, queue_id, sys_flag, entries) == expected
     assert native_calls == python_calls
     assert native.queue_offsets == python.queue_offsets
     for key in ("k1", "yes", "订单-1"):
