@@ -45,6 +45,7 @@ typedef struct {
     PyObject *record_type;      /* remoting.codec.message.MessageRecord */
     Py_ssize_t isal_from;       /* bodies of at least this many bytes take ISA-L's CRC */
     Py_ssize_t slot[11];        /* MessageRecord's slot offsets, or -1 (then getattr) */
+    int all_slots;              /* every field is a slot */
 } State;
 
 static State S;
@@ -578,7 +579,7 @@ out:
 
 /* ---- encode_records_into ------------------------------------------------------------------------------------- */
 
-static PyObject *record_field(PyObject *rec, int field) {
+static inline PyObject *record_field(PyObject *rec, int field) {
     if (Py_IS_TYPE(rec, (PyTypeObject *)S.record_type) && S.slot[field] >= 0) {
         PyObject *v = *(PyObject **)((char *)rec + S.slot[field]);
         if (v != NULL) {
@@ -610,6 +611,24 @@ static int record_template(PyObject **f, Template *t, const Template *prev, PyOb
         if (raw == -1 && PyErr_Occurred()) return -1;
         if (check_hosts(t, raw) < 0) return -1;
     }
+    return 0;
+}
+
+/* All of a record's fields as new references: straight from the slots of a MessageRecord, else by getattr. */
+static int record_fields(PyObject *rec, PyObject **f) {
+    if (Py_IS_TYPE(rec, (PyTypeObject *)S.record_type) && S.all_slots) {
+        int k = 0;
+        for (; k < F_COUNT; k++) {
+            PyObject *v = *(PyObject **)((char *)rec + S.slot[k]);
+            if (v == NULL) break;
+            Py_INCREF(v);
+            f[k] = v;
+        }
+        if (k == F_COUNT) return 0;
+        while (k > 0) Py_CLEAR(f[--k]);
+    }
+    for (int k = 0; k < F_COUNT; k++)
+        if ((f[k] = PyObject_GetAttr(rec, field_names[k])) == NULL) return -1;
     return 0;
 }
 
@@ -665,8 +684,7 @@ static PyObject *records_into(const Target *tg, PyObject **records, Py_ssize_t n
     if (n > 1 && same_queue(records, n) < 0) goto out;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject **f = &fields[i * F_COUNT];
-        for (int k = 0; k < F_COUNT; k++)
-            if ((f[k] = record_field(records[i], k)) == NULL) goto out;
+        if (record_fields(records[i], f) < 0) goto out;
         Item *it = &items[i];
         it->tpl = &tpls[i];
         if (prepare_body(it, f[F_BODY], tg->max_body) < 0) goto out;
@@ -782,6 +800,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     S.isal_from = PyLong_AsSsize_t(isal_from);
     Py_DECREF(isal_from);
     if (S.isal_from == -1 && PyErr_Occurred()) return NULL;
+    S.all_slots = 1;
     for (int k = 0; k < F_COUNT; k++) {
         if ((field_names[k] = PyUnicode_InternFromString(FIELD_NAMES[k])) == NULL) return NULL;
         /* MessageRecord is an attrs slotted class: read its slots directly, as the member descriptor would. */
@@ -793,6 +812,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         } else if (PyErr_Occurred()) {
             return NULL;
         }
+        if (S.slot[k] < 0) S.all_slots = 0;
     }
 #ifdef HAVE_CLMUL_CRC
     __builtin_cpu_init();

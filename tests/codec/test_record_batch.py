@@ -234,3 +234,22 @@ def test_the_extension_crc_equals_zlib_at_every_length_and_alignment(size: int, 
     assert SPEEDUPS is not None
     data = bytes((i * 131 + size) & 0xFF for i in range(size + skip))
     assert SPEEDUPS.crc32(memoryview(data)[skip:]) == zlib.crc32(data[skip:])
+
+
+class _DerivedRecord(MessageRecord):
+    """Not MessageRecord itself: the extension reads its fields by getattr instead of from the slots."""
+
+
+def test_records_of_a_subclass_encode_like_message_records() -> None:
+    assert SPEEDUPS is not None
+    records = [_DerivedRecord("T", b"body", 1, 5, "TAGS\x01a", born_host=HOST6),
+               MessageRecord("T", b"", 1, 6, "TAGS\x01b\x02KEYS\x01k")]  # fmt: skip
+    native, nbuf, python, pbuf = _both(
+        lambda enc, buf: enc(buf, 0, 300_000, 0, 0, _clock(), MAX_BODY, records),
+        SPEEDUPS.encode_records_into, record_batch._py_records_into)  # fmt: skip
+    assert native == python
+    assert nbuf == pbuf
+    single = _both(lambda enc, buf: enc(buf, 0, 300_000, 0, 0, _clock(), MAX_BODY, records[0]),
+                   SPEEDUPS.encode_record_into, record_batch._py_record_into)  # fmt: skip
+    assert single[0] == single[2]
+    assert single[1] == single[3]
