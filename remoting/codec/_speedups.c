@@ -301,8 +301,12 @@ static PyObject *py_crc32(PyObject *module, PyObject *arg) {
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* From this many bytes ISA-L's AVX-512 folding, even through a Python call (~100 ns), beats crc32_clmul's SSE
+ * folding (measured: 142 vs 177 ns at 4 KiB, 272 vs 224 ns at 8 KiB, 533 vs 287 ns at 16 KiB). */
+#define CLMUL_UNTIL 8192
+
 static int body_crc(PyObject *body_obj, const char *body, Py_ssize_t len, int32_t *out) {
-    if (have_clmul || len < S.isal_from) {
+    if (len < (have_clmul ? CLMUL_UNTIL : S.isal_from)) {
         *out = (int32_t)(crc32_of((const unsigned char *)body, (size_t)len) & 0x7FFFFFFF);
         return 0;
     }

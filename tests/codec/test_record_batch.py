@@ -253,3 +253,13 @@ def test_records_of_a_subclass_encode_like_message_records() -> None:
                    SPEEDUPS.encode_record_into, record_batch._py_record_into)  # fmt: skip
     assert single[0] == single[2]
     assert single[1] == single[3]
+
+
+@pytest.mark.parametrize("size", [255, 256, 8191, 8192, 70_000])
+def test_bodies_on_either_side_of_the_crc_crossovers_encode_alike(size: int) -> None:
+    assert SPEEDUPS is not None
+    record = MessageRecord("T", bytes(i * 31 & 0xFF for i in range(size)), 0, 0, "TAGS\x01t")
+    native, nbuf, python, pbuf = _both(lambda enc, buf: enc(buf, 1, 300_000, 0, 0, _clock(), MAX_BODY, [record] * 3),
+                                       SPEEDUPS.encode_records_into, record_batch._py_records_into)  # fmt: skip
+    assert native == python
+    assert nbuf == pbuf
