@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint bench targets install clean
 
-$(STAMP): pyproject.toml
+# setup.py builds the optional C encoder (remoting/codec/_speedups.c) in place: a changed .c reinstalls.
+$(STAMP): pyproject.toml setup.py remoting/codec/_speedups.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -19,6 +20,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+	ROCKETRIO_PURE_PYTHON=1 $(BIN)/python -m pytest -q tests/store tests/codec
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -23,6 +23,7 @@ from typing import Final
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import (
     BLANK_MAGIC,
+    MessageRecord,
     PreparedMessage,
     RecordMeta,
     encode_records,
@@ -31,9 +32,12 @@ from remoting.codec.message import (
     write_blank,
     write_record,
 )
+from remoting.codec.record_batch import encode_record_into
 from store.errors import MessageIllegalError, OffsetMismatchError
 from store.mapped_file import MappedFile, MappedFileQueue
 
+#: ``encode(buf, pos, room, phy_offset) -> (total or -needed, packed ConsumeQueue entries, store timestamp)``
+SegmentEncoder = Callable[[object, int, int, int], tuple[int, bytes, int]]
 #: A record must leave room for the 8-byte end-of-file blank after it.
 END_FILE_MIN_BLANK_LENGTH: Final = 8
 _SIZE: Final = struct.Struct(">i")
@@ -104,6 +108,54 @@ class CommitLog:
         mf.wrote_position = pos + total
         self.last_store_timestamp = store_timestamp
         return first
+
+    def append_record(self, record: MessageRecord, queue_offset: int, clock: Callable[[], int],
+                      max_body: int) -> tuple[int, int, int, int]:  # fmt: skip
+        """Append one record through :func:`~remoting.codec.record_batch.encode_record_into` (rolling as
+        :meth:`append_with` does); returns ``(physical offset, size, tags code, store timestamp)``. The encoder's
+        errors propagate with nothing written; :class:`MessageIllegalError` when the record fits no segment."""
+        files = self.queue.files
+        mf = files[-1] if files else self._roll(self.queue.next_start())
+        pos = mf.wrote_position
+        phy = mf.file_from_offset + pos
+        size, tags, store_ts = encode_record_into(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH, phy,
+                                                  queue_offset, clock, max_body, record)  # fmt: skip
+        if size < 0:
+            self.check_fits(-size)
+            mf = self._writable(-size)
+            pos = mf.wrote_position
+            phy = mf.file_from_offset + pos
+            size, tags, store_ts = encode_record_into(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH,
+                                                      phy, queue_offset, clock, max_body, record)  # fmt: skip
+            if size < 0:
+                raise AssertionError(f"a {-size}-byte record does not fit a fresh segment")
+        mf.wrote_position = pos + size
+        self.last_store_timestamp = store_ts
+        return phy, size, tags, store_ts
+
+    def append_with(self, encode: SegmentEncoder) -> tuple[int, int, bytes, int]:
+        """Append a batch that ``encode(buf, pos, room, phy_offset)`` writes itself (:mod:`remoting.codec.record_batch`
+        bound to its records): called on the current segment, and when it reports ``-total`` (no room, nothing
+        written) called once more on a fresh segment, after :meth:`check_fits` and the end-of-file blank.
+
+        Returns ``(first physical offset, total, packed ConsumeQueue entries, store timestamp)``. ``encode``'s errors
+        propagate with nothing written; :class:`MessageIllegalError` when the batch fits no segment."""
+        files = self.queue.files
+        mf = files[-1] if files else self._roll(self.queue.next_start())
+        pos = mf.wrote_position
+        total, entries, store_ts = encode(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH,
+                                          mf.file_from_offset + pos)  # fmt: skip
+        if total < 0:
+            self.check_fits(-total)
+            mf = self._writable(-total)
+            pos = mf.wrote_position
+            total, entries, store_ts = encode(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH,
+                                              mf.file_from_offset + pos)  # fmt: skip
+            if total < 0:
+                raise AssertionError(f"a {-total}-byte batch does not fit a fresh segment")
+        mf.wrote_position = pos + total
+        self.last_store_timestamp = store_ts
+        return mf.file_from_offset + pos, total, entries, store_ts
 
     def append_encoded(self, phy_offset: int, data: bytes | memoryview) -> list[RecordMeta]:
         """Replica seam: append whole encoded records/blanks that the master wrote at ``phy_offset``.

@@ -94,6 +94,26 @@ class ConsumeQueue:
         if first + len(entries) > self.max_offset:
             self.max_offset = first + len(entries)
 
+    def put_packed(self, first: int, data: bytes) -> None:
+        """Write entries ``first``, ``first + 1``, ... already packed as the file holds them (``len(data)`` a
+        multiple of 20, e.g. from :mod:`remoting.codec.record_batch`): one slice write when they all land in the
+        newest segment, else entry by entry through :meth:`put`."""
+        files = self.queue.files
+        mf = files[-1] if files else None
+        pos = first * CQ_STORE_UNIT_SIZE
+        end = pos + len(data)
+        if mf is None or not mf.file_from_offset <= pos < end <= mf.file_from_offset + mf.file_size:
+            for logical, (phy, size, tags) in enumerate(ENTRY.iter_unpack(data), first):
+                self.put(logical, phy, size, tags)
+            return
+        pos -= mf.file_from_offset
+        mf.buf[pos : pos + len(data)] = data
+        if pos + len(data) > mf.wrote_position:
+            mf.wrote_position = pos + len(data)
+        count = len(data) // CQ_STORE_UNIT_SIZE
+        if first + count > self.max_offset:
+            self.max_offset = first + count
+
     # ---- reading -------------------------------------------------------------------------------------------
 
     def entry(self, logical: int) -> Entry | None:

@@ -18,6 +18,8 @@ Reads (pulls, lookups by offset or key, queue offsets and times) are inherited f
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -36,10 +38,11 @@ from remoting.codec.message import (
     prepare_message,
 )
 from remoting.codec.properties import find_property, index_keys_of_raw, tags_code, tags_code_of_raw
+from remoting.codec.record_batch import encode_entries_into, encode_records_into
 from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
-from store.commitlog import CommitLog
+from store.commitlog import CommitLog, SegmentEncoder
 from store.config import FlushDiskType, StoreConfig, parse_delay_levels
-from store.consume_queue import ConsumeQueue
+from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueue
 from store.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError, StoreCorruptError
 from store.get_message import in_memory_limit
 from store.index import IndexService
@@ -215,6 +218,36 @@ class MessageStore(StoreReads):
         """Append one message (no flush wait). Raises PutRefusedError subclasses; nothing is written then."""
         if self._closed or self.disk_full_reason is not None:
             self._check_writable()
+        topic = msg.topic
+        if topic == SCHEDULE_TOPIC:
+            return self._append_scheduled(msg)
+        queue_id = msg.queue_id
+        key = (topic, queue_id)
+        tx = msg.sys_flag & SYSFLAG_TRANSACTION_MASK
+        has_entry = tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK
+        queue_offset = self.queue_offsets.get(key, 0) if has_entry else 0
+        try:
+            phy, size, tags, store_ts = self.commitlog.append_record(
+                msg, queue_offset, self.config.now_ms, self.config.max_message_size)  # fmt: skip
+        except PropertiesTooLongError as exc:
+            raise PropertiesSizeExceededError(str(exc)) from exc
+        except MessageEncodeError as exc:
+            raise MessageIllegalError(str(exc)) from exc
+        if has_entry:
+            self.queue_offsets[key] = queue_offset + 1
+            cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
+            cq.put(queue_offset, phy, size, tags)
+        index = self.index
+        if index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
+            keys = index_keys_of_raw(msg.properties.encode())
+            if keys:
+                index.put(topic, keys, phy, store_ts)
+        if has_entry and self.arrival_listener is not None:
+            self.arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)
+        return AppendResult(phy, size, queue_offset, store_ts, (phy,), msg.store_host)
+
+    def _append_scheduled(self, msg: MessageRecord) -> AppendResult:
+        """:meth:`append` for ``SCHEDULE_TOPIC_XXXX``, whose tags code is the delivery time (the Python encoder)."""
         prepared = self._prepare(msg)
         size = prepared.size
         commitlog = self.commitlog
@@ -229,11 +262,7 @@ class MessageStore(StoreReads):
         phy = commitlog.append(prepared, queue_offset, store_ts)
         if has_entry:
             self.queue_offsets[key] = queue_offset + 1
-        tags = (
-            tags_code_of_raw(prepared.properties)
-            if topic != SCHEDULE_TOPIC
-            else self._tags_code(prepared, queue_id, store_ts)
-        )
+        tags = self._tags_code(prepared, queue_id, store_ts)
         self._dispatch(topic, queue_id, prepared.sys_flag, queue_offset, phy, size, prepared.properties, tags, store_ts)
         if has_entry and self.arrival_listener is not None:
             self.arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)
@@ -247,10 +276,19 @@ class MessageStore(StoreReads):
         self._check_writable()
         if not msgs:
             raise MessageIllegalError("empty batch")
-        topic, queue_id = msgs[0].topic, msgs[0].queue_id
+        head = msgs[0]
+        topic, queue_id = head.topic, head.queue_id
+        if topic != SCHEDULE_TOPIC:
+            first = self.queue_offsets.get((topic, queue_id), 0)
+            clock, max_body = self.config.now_ms, self.config.max_message_size
+            written = self._append_with(
+                lambda buf, pos, room, phy: encode_records_into(buf, pos, room, phy, first, clock, max_body, msgs)
+            )
+            texts = [m.properties for m in msgs] if self.index is not None or self.arrival_listener else None
+            return self._dispatch_packed(topic, queue_id, first, written, texts, head.store_host)
         if any(m.topic != topic or m.queue_id != queue_id for m in msgs):
             raise MessageIllegalError("a batch must target one topic and queue")
-        return self._append_prepared(topic, queue_id, [self._prepare(m) for m in msgs], msgs[0].store_host)
+        return self._append_prepared(topic, queue_id, [self._prepare(m) for m in msgs], head.store_host)
 
     def append_entries(self, template: MessageRecord, entries: Sequence[tuple[bytes, str, int]]) -> AppendResult:
         """:meth:`append_batch` of one message per ``(body, properties, flag)`` entry, every other field taken from
@@ -258,13 +296,54 @@ class MessageStore(StoreReads):
         self._check_writable()
         if not entries:
             raise MessageIllegalError("empty batch")
+        topic, queue_id = template.topic, template.queue_id
+        if topic != SCHEDULE_TOPIC:
+            first = self.queue_offsets.get((topic, queue_id), 0)
+            clock, max_body = self.config.now_ms, self.config.max_message_size
+            written = self._append_with(
+                lambda buf, pos, room, phy: encode_entries_into(buf, pos, room, phy, first, clock, max_body, template,
+                                                                entries))  # fmt: skip
+            texts = [e[1] for e in entries] if self.index is not None or self.arrival_listener else None
+            return self._dispatch_packed(topic, queue_id, first, written, texts, template.store_host)
         try:
             prepared = prepare_batch(template, entries, self.config.max_message_size)
         except PropertiesTooLongError as exc:
             raise PropertiesSizeExceededError(str(exc)) from exc
         except MessageEncodeError as exc:
             raise MessageIllegalError(str(exc)) from exc
-        return self._append_prepared(template.topic, template.queue_id, prepared, template.store_host)
+        return self._append_prepared(topic, queue_id, prepared, template.store_host)
+
+    def _append_with(self, encode: SegmentEncoder) -> tuple[int, int, bytes, int]:
+        """:meth:`CommitLog.append_with`, the encoder's errors mapped to the store's."""
+        try:
+            return self.commitlog.append_with(encode)
+        except PropertiesTooLongError as exc:
+            raise PropertiesSizeExceededError(str(exc)) from exc
+        except MessageEncodeError as exc:
+            raise MessageIllegalError(str(exc)) from exc
+
+    def _dispatch_packed(self, topic: str, queue_id: int, first: int, written: tuple[int, int, bytes, int],
+                         texts: list[str] | None, store_host: bytes) -> AppendResult:  # fmt: skip
+        """Dispatch a batch :meth:`_append_with` wrote: its packed ConsumeQueue entries in one write, then the index
+        keys and the arrival listener (which need each message's properties ``texts``) per message."""
+        phy, total, packed, store_ts = written
+        count = len(packed) // CQ_STORE_UNIT_SIZE
+        key = (topic, queue_id)
+        self.queue_offsets[key] = first + count
+        cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
+        cq.put_packed(first, packed)
+        phys: tuple[int, ...] = _phy_offsets(count).unpack(packed)
+        if texts is not None:
+            if self.index is not None:
+                keyed = [(index_keys_of_raw(text.encode()), at) for text, at in zip(texts, phys, strict=True)]
+                self.index.put_batch(topic, keyed, store_ts)
+            listener = self.arrival_listener
+            if listener is not None:
+                for qoff, (text, (_phy, _size, tags)) in enumerate(
+                    zip(texts, ENTRY.iter_unpack(packed), strict=True), first
+                ):
+                    listener(topic, queue_id, qoff, tags, text)
+        return AppendResult(phy, total, first, store_ts, phys, store_host)
 
     def _append_prepared(
         self, topic: str, queue_id: int, prepared: list[PreparedMessage], store_host: bytes
@@ -353,6 +432,12 @@ class MessageStore(StoreReads):
     async def delete_topic(self, topic: str) -> int:
         """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""
         return await delete_topic_queues(self, topic)
+
+
+@functools.lru_cache(maxsize=256)
+def _phy_offsets(count: int) -> struct.Struct:
+    """The physical offsets of ``count`` packed ConsumeQueue entries, unpacked in one call."""
+    return struct.Struct(">" + "q12x" * count)
 
 
 def _open_index(config: StoreConfig) -> IndexLike:

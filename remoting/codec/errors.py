@@ -46,3 +46,7 @@ class PropertiesTooLongError(MessageEncodeError):
 
 class BodyTooLongError(MessageEncodeError):
     """A body exceeds the store's ``maxMessageSize`` (checked by :func:`prepare_batch`)."""
+
+
+class MixedBatchError(MessageEncodeError):
+    """A batch of records names more than one topic or queue (the store appends a batch to one queue)."""

@@ -1,0 +1,51 @@
+"""Types of the C extension; the contract is in :mod:`remoting.codec.record_batch`."""
+
+from collections.abc import Callable, Sequence
+
+from remoting.codec.message import MessageRecord
+
+def encode_entries_into(
+    buf: object,
+    pos: int,
+    room: int,
+    phy_offset: int,
+    first_queue_offset: int,
+    clock: Callable[[], int],
+    max_body: int,
+    topic: bytes,
+    sys_flag: int,
+    queue_id: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_host: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    entries: Sequence[tuple[bytes | memoryview, str, int]],
+    /,
+) -> tuple[int, bytes, int]: ...
+def encode_records_into(
+    buf: object,
+    pos: int,
+    room: int,
+    phy_offset: int,
+    first_queue_offset: int,
+    clock: Callable[[], int],
+    max_body: int,
+    records: Sequence[MessageRecord],
+    /,
+) -> tuple[int, bytes, int]: ...
+def encode_record_into(
+    buf: object,
+    pos: int,
+    room: int,
+    phy_offset: int,
+    queue_offset: int,
+    clock: Callable[[], int],
+    max_body: int,
+    record: MessageRecord,
+    /,
+) -> tuple[int, int, int]: ...
+def crc32(data: bytes | bytearray | memoryview, /) -> int: ...
+
+#: Whether the CRC runs on PCLMULQDQ (else zlib's table loop).
+CLMUL_CRC: int
