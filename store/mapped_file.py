@@ -67,13 +67,20 @@ class MappedFile:
     def free(self) -> int:
         return self.file_size - self.wrote_position
 
-    def warm_up(self) -> None:
-        """Prefault every page so appends never fault (blocking; run in a thread on a fresh segment)."""
+    def warm_up(self, write_back: bool) -> None:
+        """Prefault every page so appends never fault (blocking; run in a thread on a fresh segment).
+
+        With ``write_back`` (SYNC_FLUSH, as Java's warmMappedFile forces then) the zeroed pages are synced now, or the
+        first group commit's fdatasync would write the whole segment. The price: written-back pages are
+        write-protected again, so each takes a cheap fault on its first append; under ASYNC_FLUSH they stay dirty and
+        the first periodic flush writes them in the background instead (4 KiB batch appends: 1.2 vs 2.4 us CPU)."""
         with contextlib.suppress(AttributeError, OSError):
             self.buf.madvise(mmap.MADV_WILLNEED)
         buf = self.buf
         for pos in range(0, self.file_size, PAGE_SIZE):
             buf[pos] = 0
+        if write_back:
+            os.fdatasync(self.fd)
 
     def flush(self) -> int:
         """Make everything written so far durable (blocking). Returns the new flushed position."""

@@ -102,7 +102,7 @@ class MessageStore(StoreReads):
             # The first segment is made now rather than on the first append, warmed up when configured.
             first = self.commitlog.queue.roll(0)
             if self.config.warm_mapped_file_enable:
-                first.warm_up()
+                first.warm_up(self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The store's services; cancel to shut down (flush, checkpoint, delete ``abort``, unmap). Stop the

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from store.config import FlushDiskType
 from store.mapped_file import MappedFile, segment_name
 
 if TYPE_CHECKING:
@@ -287,10 +288,7 @@ class AllocateService:
         # Built under a temporary name so a half-made spare never looks like a segment after a crash.
         mf = MappedFile(queue.directory / (segment_name(start) + ".alloc"), start, queue.file_size)
         if self._store.config.warm_mapped_file_enable:
-            mf.warm_up()
-            # Write the zeroed pages back now, off the hot path: flushes use fdatasync, which would otherwise write
-            # the whole warmed segment on its first group commit (as Java's warmMappedFile forces after warming).
-            os.fdatasync(mf.fd)
+            mf.warm_up(self._store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
         return mf
 
     async def prepare_next(self) -> None:
