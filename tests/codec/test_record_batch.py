@@ -144,6 +144,30 @@ def test_records_encode_like_prepare_message_even_when_their_fields_differ(templ
         assert bytes(nbuf[3 : 3 + total]) == expected
 
 
+SMALL_ENTRY = st.tuples(st.binary(max_size=64), PROPERTIES, INT32)
+
+
+@settings(max_examples=60)
+@given(template=templates(), entries=st.lists(SMALL_ENTRY, min_size=60, max_size=70), bad=st.integers(0, 80))
+def test_batches_past_the_encoders_stack_arrays_encode_alike(template: MessageRecord,
+        entries: list[tuple[bytes, str, int]], bad: int) -> None:  # fmt: skip
+    """Up to 64 records the C encoders keep their work arrays on the stack, past that on the heap: both alike, also
+    when a record past either limit is refused (a body over ``max_body``)."""
+    if bad < len(entries):
+        entries[bad] = (b"x" * 101, entries[bad][1], entries[bad][2])
+    records = _records(template, entries)
+    assert SPEEDUPS is not None
+    for call, native_encoder, python_encoder in (
+        (lambda enc, buf: enc(buf, 1, 300_000, 77, 3, _clock(), 100, template, entries), _native_entries,
+         record_batch._py_entries_into),
+        (lambda enc, buf: enc(buf, 1, 300_000, 77, 3, _clock(), 100, records), SPEEDUPS.encode_records_into,
+         record_batch._py_records_into),
+    ):  # fmt: skip
+        native, nbuf, python, pbuf = _both(call, native_encoder, python_encoder)
+        assert native == python
+        assert nbuf == pbuf
+
+
 @settings(max_examples=200)
 @given(template=templates(), entry=ENTRY, room=st.integers(0, 6000), max_body=st.sampled_from([MAX_BODY, 100]))
 def test_a_single_record_encodes_like_write_record(template: MessageRecord, entry: tuple[bytes, str, int], room: int,
