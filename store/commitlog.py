@@ -36,8 +36,8 @@ from remoting.codec.record_batch import encode_record_into
 from store.errors import MessageIllegalError, OffsetMismatchError
 from store.mapped_file import MappedFile, MappedFileQueue
 
-#: ``encode(buf, pos, room, phy_offset) -> (total or -needed, packed ConsumeQueue entries, store timestamp)``
-SegmentEncoder = Callable[[object, int, int, int], tuple[int, bytes, int]]
+#: ``encode(buf, pos, room, phy_offset, *args) -> (total or -needed, packed ConsumeQueue entries, store timestamp)``
+SegmentEncoder = Callable[..., tuple[int, bytes, int]]
 #: A record must leave room for the 8-byte end-of-file blank after it.
 END_FILE_MIN_BLANK_LENGTH: Final = 8
 _SIZE: Final = struct.Struct(">i")
@@ -133,10 +133,12 @@ class CommitLog:
         self.last_store_timestamp = store_ts
         return phy, size, tags, store_ts
 
-    def append_with(self, encode: SegmentEncoder) -> tuple[int, int, bytes, int]:
-        """Append a batch that ``encode(buf, pos, room, phy_offset)`` writes itself (:mod:`remoting.codec.record_batch`
-        bound to its records): called on the current segment, and when it reports ``-total`` (no room, nothing
-        written) called once more on a fresh segment, after :meth:`check_fits` and the end-of-file blank.
+    def append_with(self, encode: SegmentEncoder, *args: object) -> tuple[int, int, bytes, int]:
+        """Append a batch that ``encode(buf, pos, room, phy_offset, *args)`` writes itself (an encoder of
+        :mod:`remoting.codec.record_batch`, ``args`` its own arguments; not a closure binding them, which cost a
+        function object and a frame per batch): called on the current segment, and when it reports ``-total`` (no
+        room, nothing written) called once more on a fresh segment, after :meth:`check_fits` and the end-of-file
+        blank.
 
         Returns ``(first physical offset, total, packed ConsumeQueue entries, store timestamp)``. ``encode``'s errors
         propagate with nothing written; :class:`MessageIllegalError` when the batch fits no segment."""
@@ -144,13 +146,13 @@ class CommitLog:
         mf = files[-1] if files else self._roll(self.queue.next_start())
         pos = mf.wrote_position
         total, entries, store_ts = encode(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH,
-                                          mf.file_from_offset + pos)  # fmt: skip
+                                          mf.file_from_offset + pos, *args)  # fmt: skip
         if total < 0:
             self.check_fits(-total)
             mf = self._writable(-total)
             pos = mf.wrote_position
             total, entries, store_ts = encode(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH,
-                                              mf.file_from_offset + pos)  # fmt: skip
+                                              mf.file_from_offset + pos, *args)  # fmt: skip
             if total < 0:
                 raise AssertionError(f"a {-total}-byte batch does not fit a fresh segment")
         mf.wrote_position = pos + total

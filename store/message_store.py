@@ -18,8 +18,6 @@ Reads (pulls, lookups by offset or key, queue offsets and times) are inherited f
 
 from __future__ import annotations
 
-import functools
-import struct
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -40,7 +38,7 @@ from remoting.codec.message import (
 from remoting.codec.properties import find_property, index_keys_of_raw, tags_code, tags_code_of_raw
 from remoting.codec.record_batch import encode_entries_into, encode_records_into
 from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
-from store.commitlog import CommitLog, SegmentEncoder
+from store.commitlog import CommitLog
 from store.config import FlushDiskType, StoreConfig, parse_delay_levels
 from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueue
 from store.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError, StoreCorruptError
@@ -49,7 +47,7 @@ from store.index import IndexService
 from store.mapped_file import MappedFile
 from store.reads import IndexLike, StoreReads
 from store.recovery import recover
-from store.results import AppendResult, PutResult, PutStatus
+from store.results import AppendResult, PutResult, PutStatus, phy_offsets_of_packed
 from store.services import AllocateService, FlushService, GroupCommitService, RetentionService
 from store.topic_cleanup import delete_topic_queues
 
@@ -273,17 +271,22 @@ class MessageStore(StoreReads):
 
         Dispatched as a whole: one ConsumeQueue write for the batch, then the index and arrival listener per message
         (each record is stored before any listener runs)."""
-        self._check_writable()
+        if self._closed or self.disk_full_reason is not None:
+            self._check_writable()
         if not msgs:
             raise MessageIllegalError("empty batch")
         head = msgs[0]
         topic, queue_id = head.topic, head.queue_id
         if topic != SCHEDULE_TOPIC:
             first = self.queue_offsets.get((topic, queue_id), 0)
-            clock, max_body = self.config.now_ms, self.config.max_message_size
-            written = self._append_with(
-                lambda buf, pos, room, phy: encode_records_into(buf, pos, room, phy, first, clock, max_body, msgs)
-            )
+            config = self.config
+            try:
+                written = self.commitlog.append_with(encode_records_into, first, config.now_ms,
+                                                     config.max_message_size, msgs)  # fmt: skip
+            except PropertiesTooLongError as exc:
+                raise PropertiesSizeExceededError(str(exc)) from exc
+            except MessageEncodeError as exc:
+                raise MessageIllegalError(str(exc)) from exc
             texts = [m.properties for m in msgs] if self.index is not None or self.arrival_listener else None
             return self._dispatch_packed(topic, queue_id, first, written, texts, head.store_host)
         if any(m.topic != topic or m.queue_id != queue_id for m in msgs):
@@ -293,16 +296,21 @@ class MessageStore(StoreReads):
     def append_entries(self, template: MessageRecord, entries: Sequence[tuple[bytes, str, int]]) -> AppendResult:
         """:meth:`append_batch` of one message per ``(body, properties, flag)`` entry, every other field taken from
         ``template`` (the broker's batch send: no :class:`MessageRecord` per message). Same records, same errors."""
-        self._check_writable()
+        if self._closed or self.disk_full_reason is not None:
+            self._check_writable()
         if not entries:
             raise MessageIllegalError("empty batch")
         topic, queue_id = template.topic, template.queue_id
         if topic != SCHEDULE_TOPIC:
             first = self.queue_offsets.get((topic, queue_id), 0)
-            clock, max_body = self.config.now_ms, self.config.max_message_size
-            written = self._append_with(
-                lambda buf, pos, room, phy: encode_entries_into(buf, pos, room, phy, first, clock, max_body, template,
-                                                                entries))  # fmt: skip
+            config = self.config
+            try:
+                written = self.commitlog.append_with(encode_entries_into, first, config.now_ms,
+                                                     config.max_message_size, template, entries)  # fmt: skip
+            except PropertiesTooLongError as exc:
+                raise PropertiesSizeExceededError(str(exc)) from exc
+            except MessageEncodeError as exc:
+                raise MessageIllegalError(str(exc)) from exc
             texts = [e[1] for e in entries] if self.index is not None or self.arrival_listener else None
             return self._dispatch_packed(topic, queue_id, first, written, texts, template.store_host)
         try:
@@ -313,28 +321,20 @@ class MessageStore(StoreReads):
             raise MessageIllegalError(str(exc)) from exc
         return self._append_prepared(topic, queue_id, prepared, template.store_host)
 
-    def _append_with(self, encode: SegmentEncoder) -> tuple[int, int, bytes, int]:
-        """:meth:`CommitLog.append_with`, the encoder's errors mapped to the store's."""
-        try:
-            return self.commitlog.append_with(encode)
-        except PropertiesTooLongError as exc:
-            raise PropertiesSizeExceededError(str(exc)) from exc
-        except MessageEncodeError as exc:
-            raise MessageIllegalError(str(exc)) from exc
-
     def _dispatch_packed(self, topic: str, queue_id: int, first: int, written: tuple[int, int, bytes, int],
                          texts: list[str] | None, store_host: bytes) -> AppendResult:  # fmt: skip
-        """Dispatch a batch :meth:`_append_with` wrote: its packed ConsumeQueue entries in one write, then the index
-        keys and the arrival listener (which need each message's properties ``texts``) per message."""
+        """Dispatch a batch :meth:`CommitLog.append_with` wrote (the caller maps its errors): its packed
+        ConsumeQueue entries in one write, then the index keys and the arrival listener (which need each message's
+        properties ``texts``) per message. The result keeps the packed entries for its ``phy_offsets``."""
         phy, total, packed, store_ts = written
         count = len(packed) // CQ_STORE_UNIT_SIZE
         key = (topic, queue_id)
         self.queue_offsets[key] = first + count
         cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
         cq.put_packed(first, packed)
-        phys: tuple[int, ...] = _phy_offsets(count).unpack(packed)
         if texts is not None:
             if self.index is not None:
+                phys: tuple[int, ...] = phy_offsets_of_packed(packed)
                 keyed = [(index_keys_of_raw(text.encode()), at) for text, at in zip(texts, phys, strict=True)]
                 self.index.put_batch(topic, keyed, store_ts)
             listener = self.arrival_listener
@@ -343,7 +343,7 @@ class MessageStore(StoreReads):
                     zip(texts, ENTRY.iter_unpack(packed), strict=True), first
                 ):
                     listener(topic, queue_id, qoff, tags, text)
-        return AppendResult(phy, total, first, store_ts, phys, store_host)
+        return AppendResult(phy, total, first, store_ts, packed, store_host)
 
     def _append_prepared(
         self, topic: str, queue_id: int, prepared: list[PreparedMessage], store_host: bytes
@@ -432,12 +432,6 @@ class MessageStore(StoreReads):
     async def delete_topic(self, topic: str) -> int:
         """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""
         return await delete_topic_queues(self, topic)
-
-
-@functools.lru_cache(maxsize=256)
-def _phy_offsets(count: int) -> struct.Struct:
-    """The physical offsets of ``count`` packed ConsumeQueue entries, unpacked in one call."""
-    return struct.Struct(">" + "q12x" * count)
 
 
 def _open_index(config: StoreConfig) -> IndexLike:

@@ -86,7 +86,12 @@ def _append(store: MessageStore, mode: str, queue_id: int, sys_flag: int,
         except (StoreError, struct.error) as exc:
             outcomes.append((type(exc), str(exc)))
         else:
-            outcomes.append((result.phy_offsets, result.queue_offset, result.size, result.store_timestamp,
+            count = result.count  # before phy_offsets: a batch's result unpacks them from its CQ entries lazily
+            offsets = result.phy_offsets
+            assert type(offsets) is tuple and len(offsets) == count and offsets is result.phy_offsets
+            assert offsets[0] == result.phy_offset and list(offsets) == sorted(set(offsets))
+            assert offsets[-1] < result.end_offset
+            outcomes.append((offsets, result.queue_offset, result.size, result.store_timestamp,
                              result.msg_id))  # fmt: skip
     return outcomes
 
