@@ -623,18 +623,33 @@ static int record_template(PyObject **f, Template *t, const Template *prev, PyOb
     return 0;
 }
 
-/* All of a record's fields as new references: straight from the slots of a MessageRecord, else by getattr. */
-static int record_fields(PyObject *rec, PyObject **f) {
+/* A MessageRecord's slot, borrowed, or NULL (another type, or the slot unset). */
+static inline PyObject *slot_of(PyObject *rec, int field) {
+    if (Py_IS_TYPE(rec, (PyTypeObject *)S.record_type) && S.slot[field] >= 0)
+        return *(PyObject **)((char *)rec + S.slot[field]);
+    return NULL;
+}
+
+/* All of a record's fields. A MessageRecord's are borrowed from its slots and *held = the record, with a new
+ * reference: the record is frozen, so its fields live as long as it does, and one reference to it replaces eleven
+ * to its fields (shared by every record of a batch built from one template, whose reference counts the records
+ * then updated one after the other: ~7 % of a 128 B batch). Another object's are new references (getattr), and
+ * *held = NULL. */
+static int record_fields(PyObject *rec, PyObject **f, PyObject **held) {
+    *held = NULL;
     if (Py_IS_TYPE(rec, (PyTypeObject *)S.record_type) && S.all_slots) {
         int k = 0;
         for (; k < F_COUNT; k++) {
             PyObject *v = *(PyObject **)((char *)rec + S.slot[k]);
             if (v == NULL) break;
-            Py_INCREF(v);
             f[k] = v;
         }
-        if (k == F_COUNT) return 0;
-        while (k > 0) Py_CLEAR(f[--k]);
+        if (k == F_COUNT) {
+            Py_INCREF(rec);
+            *held = rec;
+            return 0;
+        }
+        memset(f, 0, F_COUNT * sizeof(PyObject *));
     }
     for (int k = 0; k < F_COUNT; k++)
         if ((f[k] = PyObject_GetAttr(rec, field_names[k])) == NULL) return -1;
@@ -644,6 +659,12 @@ static int record_fields(PyObject *rec, PyObject **f) {
 /* MessageStore.append_batch's rule, checked before any record is: one topic and queue for the whole batch. */
 static int same_queue(PyObject **records, Py_ssize_t n) {
     if (n == 0) return 0;
+    /* the usual batch: MessageRecords sharing their topic and queue id objects (no reference counting) */
+    PyObject *topic0 = slot_of(records[0], F_TOPIC), *queue0 = slot_of(records[0], F_QUEUE_ID);
+    Py_ssize_t same = topic0 != NULL && queue0 != NULL ? 1 : n;
+    while (same < n && slot_of(records[same], F_TOPIC) == topic0 && slot_of(records[same], F_QUEUE_ID) == queue0)
+        same++;
+    if (same == n) return 0;
     int ok = 1;
     PyObject *topic = record_field(records[0], F_TOPIC), *queue = NULL;
     if (topic == NULL || (queue = record_field(records[0], F_QUEUE_ID)) == NULL) goto out;
@@ -670,31 +691,35 @@ static PyObject *records_into(const Target *tg, PyObject **records, Py_ssize_t n
     Item stack_items[STACK_RECORDS];
     Template stack_tpls[STACK_RECORDS];
     PyObject *stack_fields[STACK_RECORDS * F_COUNT];
+    PyObject *stack_held[STACK_RECORDS];
     Item *items;
     Template *tpls;
-    PyObject **fields;
+    PyObject **fields, **held;
     int on_stack = n <= STACK_RECORDS;
     if (on_stack) {
         memset(stack_items, 0, (size_t)n * sizeof(Item));
         memset(stack_fields, 0, (size_t)n * F_COUNT * sizeof(PyObject *));
+        memset(stack_held, 0, (size_t)n * sizeof(PyObject *));
         items = stack_items;
         tpls = stack_tpls;
         fields = stack_fields;
+        held = stack_held;
     } else {
         items = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Item));
         tpls = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Template));
-        /* every field of every record, as new references: the pointers the items hold stay valid until released */
+        /* every field of every record (see record_fields): the pointers the items hold stay valid until released */
         fields = PyMem_Calloc((size_t)(n ? n : 1) * F_COUNT, sizeof(PyObject *));
+        held = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
     }
     PyObject *result = NULL;
-    if (items == NULL || tpls == NULL || fields == NULL) {
+    if (items == NULL || tpls == NULL || fields == NULL || held == NULL) {
         PyErr_NoMemory();
         goto out;
     }
     if (n > 1 && same_queue(records, n) < 0) goto out;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject **f = &fields[i * F_COUNT];
-        if (record_fields(records[i], f) < 0) goto out;
+        if (record_fields(records[i], f, &held[i]) < 0) goto out;
         Item *it = &items[i];
         it->tpl = &tpls[i];
         if (prepare_body(it, f[F_BODY], tg->max_body) < 0) goto out;
@@ -730,12 +755,19 @@ static PyObject *records_into(const Target *tg, PyObject **records, Py_ssize_t n
     }
     result = write_all(tg, items, n, single);
 out:
-    if (fields != NULL)
-        for (Py_ssize_t i = 0; i < n * F_COUNT; i++) Py_XDECREF(fields[i]);
+    if (fields != NULL && held != NULL)
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (held[i] != NULL) {
+                Py_DECREF(held[i]);
+            } else {
+                for (int k = 0; k < F_COUNT; k++) Py_XDECREF(fields[i * F_COUNT + k]);
+            }
+        }
     if (items != NULL)
         for (Py_ssize_t i = 0; i < n; i++)
             if (items[i].view.obj != NULL) PyBuffer_Release(&items[i].view);
     if (!on_stack) {
+        PyMem_Free(held);
         PyMem_Free(fields);
         PyMem_Free(items);
         PyMem_Free(tpls);

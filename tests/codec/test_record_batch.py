@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 import zlib
 from collections.abc import Callable
 from types import ModuleType
@@ -277,6 +278,25 @@ def test_records_of_a_subclass_encode_like_message_records() -> None:
                    SPEEDUPS.encode_record_into, record_batch._py_record_into)  # fmt: skip
     assert single[0] == single[2]
     assert single[1] == single[3]
+
+
+@pytest.mark.parametrize("max_body", [MAX_BODY, 3])
+def test_the_encoder_leaves_every_reference_count_as_it_found_it(max_body: int) -> None:
+    """A MessageRecord's fields are borrowed (the record held), a subclass's fetched by getattr (each held): after
+    a write or a refusal, the records, their fields and the shared ones are referenced as before."""
+    assert SPEEDUPS is not None
+    body, text, topic = b"body" * 4, "TAGS\x01a\x02KEYS\x01k", "RefTopic"
+    records = [MessageRecord(topic, body, 1, 0, text), _DerivedRecord(topic, body, 1, 0, text),
+               MessageRecord(topic, b"", 1, 0, text)] * 3  # fmt: skip
+    watched = [*records, body, text, topic, records[0].born_host]
+    before = [sys.getrefcount(o) for o in watched]
+    for _ in range(3):
+        try:
+            SPEEDUPS.encode_records_into(bytearray(4096), 0, 4096, 0, 0, _clock(), max_body, records)
+        except BodyTooLongError:
+            assert max_body == 3
+        SPEEDUPS.encode_record_into(bytearray(4096), 0, 4096, 0, 0, _clock(), MAX_BODY, records[1])
+    assert [sys.getrefcount(o) for o in watched] == before
 
 
 @pytest.mark.parametrize("size", [255, 256, 8191, 8192, 70_000])
