@@ -36,7 +36,8 @@ from remoting.codec.record_batch import encode_record_into
 from store.errors import MessageIllegalError, OffsetMismatchError
 from store.mapped_file import MappedFile, MappedFileQueue
 
-#: ``encode(buf, pos, room, phy_offset, *args) -> (total or -needed, packed ConsumeQueue entries, store timestamp)``
+#: ``encode(buf, pos, room, phy_offset, first_queue_offset, clock, max_body, batch[, entries])`` -> ``(total or
+#: -needed, packed ConsumeQueue entries, store timestamp)`` (:meth:`CommitLog.append_with`)
 SegmentEncoder = Callable[..., tuple[int, bytes, int]]
 #: A record must leave room for the 8-byte end-of-file blank after it.
 END_FILE_MIN_BLANK_LENGTH: Final = 8
@@ -133,31 +134,39 @@ class CommitLog:
         self.last_store_timestamp = store_ts
         return phy, size, tags, store_ts
 
-    def append_with(self, encode: SegmentEncoder, *args: object) -> tuple[int, int, bytes, int]:
-        """Append a batch that ``encode(buf, pos, room, phy_offset, *args)`` writes itself (an encoder of
-        :mod:`remoting.codec.record_batch`, ``args`` its own arguments; not a closure binding them, which cost a
-        function object and a frame per batch): called on the current segment, and when it reports ``-total`` (no
-        room, nothing written) called once more on a fresh segment, after :meth:`check_fits` and the end-of-file
-        blank.
+    def append_with(self, encode: SegmentEncoder, first_queue_offset: int, clock: Callable[[], int], max_body: int,
+                    batch: object, entries: object = None) -> tuple[int, int, bytes, int]:  # fmt: skip
+        """Append a batch that an encoder of :mod:`remoting.codec.record_batch` writes itself:
+        ``encode(buf, pos, room, phy_offset, first_queue_offset, clock, max_body, batch)`` (``encode_records_into``,
+        ``batch`` its records), or with ``entries`` ``encode(..., max_body, batch, entries)``
+        (``encode_entries_into``, ``batch`` its template). Its arguments are passed on as they are, not bound in a
+        closure (a function object and a frame per batch) nor spread from ``*args`` (2 % of a 128 B batch). Called
+        on the current segment, and when it reports ``-total`` (no room, nothing written) once more on a fresh
+        segment, after :meth:`check_fits` and the end-of-file blank.
 
         Returns ``(first physical offset, total, packed ConsumeQueue entries, store timestamp)``. ``encode``'s errors
         propagate with nothing written; :class:`MessageIllegalError` when the batch fits no segment."""
         files = self.queue.files
         mf = files[-1] if files else self._roll(self.queue.next_start())
-        pos = mf.wrote_position
-        total, entries, store_ts = encode(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH,
-                                          mf.file_from_offset + pos, *args)  # fmt: skip
-        if total < 0:
+        rolled = False
+        while True:
+            pos = mf.wrote_position
+            buf, room, phy = mf.buf, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH, mf.file_from_offset + pos
+            if entries is None:
+                total, packed, store_ts = encode(buf, pos, room, phy, first_queue_offset, clock, max_body, batch)
+            else:
+                total, packed, store_ts = encode(buf, pos, room, phy, first_queue_offset, clock, max_body, batch,
+                                                 entries)  # fmt: skip
+            if total >= 0:
+                break
+            if rolled:
+                raise AssertionError(f"a {-total}-byte batch does not fit a fresh segment")
             self.check_fits(-total)
             mf = self._writable(-total)
-            pos = mf.wrote_position
-            total, entries, store_ts = encode(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH,
-                                              mf.file_from_offset + pos, *args)  # fmt: skip
-            if total < 0:
-                raise AssertionError(f"a {-total}-byte batch does not fit a fresh segment")
+            rolled = True
         mf.wrote_position = pos + total
         self.last_store_timestamp = store_ts
-        return mf.file_from_offset + pos, total, entries, store_ts
+        return phy, total, packed, store_ts
 
     def append_encoded(self, phy_offset: int, data: bytes | memoryview) -> list[RecordMeta]:
         """Replica seam: append whole encoded records/blanks that the master wrote at ``phy_offset``.
