@@ -11,6 +11,7 @@ Cases (one JSON object per line on stdout):
   1 KiB and 4 KiB bodies, ASYNC_FLUSH, segments warmed up, best of three fresh stores. ``vs_floor`` = store MB/s /
   floor MB/s; ``cpu_us_per_msg`` = process CPU time per message (steadier than rates on a shared machine).
 - ``sync_flush``: SYNC_FLUSH ``put`` with 1, 16 and 64 concurrent writers (group commit); ``vs_1_writer``.
+- ``sustained`` (on request): batch appends for 3x ``--duration`` per size with flushes, rolls and warm-ups included.
 - ``get``: 32-message ``get`` calls per second and the record slices per second they return.
 - ``recovery``: ``load()`` after a crash (``abort`` present) with the checkpoint at the start (whole log re-scanned
   with CRC) and with a recent checkpoint (only the tail); ``--size`` sets the log size (``--size 1GiB``).
@@ -205,6 +206,30 @@ async def sync_writers(writers: int, duration: float, workdir: Path, flush: Flus
     return done / elapsed, 1e6 * cpu / max(1, done)
 
 
+async def sustained(size: int, duration: float, workdir: Path) -> tuple[float, float]:
+    """(MB/s, process CPU us per message) of batch appends of 32 for ``duration`` seconds into 256 MiB segments,
+    the store's services running: unlike ``append``, this spans periodic flushes, segment rolls and warm-ups, so it
+    shows what disk write-back costs beside the append itself."""
+    root = Path(tempfile.mkdtemp(dir=workdir))
+    store = MessageStore(config(root, 256 << 20, flush_interval_commit_log=500), store_host=STORE_HOST)
+    store.load()
+    messages = [msg(size) for _ in range(32)]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        start, cpu, first = time.perf_counter(), time.process_time(), store.max_phy_offset
+        done = 0
+        while time.perf_counter() - start < duration:
+            for _ in range(8):
+                store.append_batch(messages)
+            done += 256
+            await trio.sleep(0)
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        written = store.max_phy_offset - first
+        nursery.cancel_scope.cancel()
+    shutil.rmtree(root, ignore_errors=True)
+    return written / elapsed / 1e6, cpu / done * 1e6
+
+
 def gets(duration: float, workdir: Path) -> tuple[float, float]:
     root = Path(tempfile.mkdtemp(dir=workdir))
     store = MessageStore(config(root, 64 << 20), store_host=STORE_HOST)
@@ -297,6 +322,11 @@ async def _measure(args: argparse.Namespace, workdir: Path) -> None:
         calls, slices = gets(args.duration, workdir)
         emit({"bench": "store", "case": "get", "msgs_per_get": 32, "gets_per_s": round(calls),
               "slices_per_s": round(slices)})  # fmt: skip
+    if "sustained" in cases:
+        for size in SIZES:
+            mb_s, cpu_us = await sustained(size, args.duration * 3, workdir)
+            emit({"bench": "store", "case": "sustained", "body": size, "mb_per_s": round(mb_s, 1),
+                  "cpu_us_per_msg": round(cpu_us, 2)})  # fmt: skip
     if "recovery" in cases:
         recovery(parse_size(args.size), workdir)
 
@@ -306,7 +336,11 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=24, help="MiB appended per append case")
     parser.add_argument("--duration", type=float, default=1.0, help="seconds per SYNC_FLUSH / get case")
     parser.add_argument("--size", default="64MiB", help="log size for the recovery case (e.g. 1GiB)")
-    parser.add_argument("--cases", default="append,sync,get,recovery", help="comma-separated subset to run")
+    parser.add_argument(
+        "--cases",
+        default="append,sync,get,recovery",
+        help="comma-separated subset to run (also: sustained, 3x --duration of batch appends per size)",
+    )
     parser.add_argument("--dir", default=None, help="directory for the benchmark stores (default: system temp)")
     parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/store.svg")
     args = parser.parse_args()

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_store_case_reports_positive_figures(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "bench.store", "--cases", "append,sync,get,recovery", "--mb", "0.2",
+    argv = [sys.executable, "-m", "bench.store", "--cases", "append,sync,get,recovery,sustained", "--mb", "0.2",
             "--duration", "0.2", "--size", "2MiB", "--dir", str(tmp_path)]  # fmt: skip
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -22,7 +22,7 @@ def test_every_store_case_reports_positive_figures(tmp_path: Path) -> None:
     for size in (128, 1024, 4096):
         assert ("floor", size, None) in cases and ("append_batch", size, None) in cases
         assert ("bookkeeping", size, 1) in cases and ("bookkeeping", size, 32) in cases
-    assert {"sync_flush", "async_flush_put", "get", "recovery"} <= {case for case, _, _ in cases}
+    assert {"sync_flush", "async_flush_put", "get", "recovery", "sustained"} <= {case for case, _, _ in cases}
     for row in rows:
         figures = [v for k, v in row.items() if k in ("mb_per_s", "msgs_per_s", "vs_floor", "gets_per_s", "seconds")]
         assert figures and all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in figures), row
