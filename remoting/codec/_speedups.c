@@ -496,7 +496,7 @@ static PyObject *write_all(const Target *tg, Item *items, Py_ssize_t n, int sing
         Py_DECREF(now);
         return NULL;
     }
-    if (tg->pos < 0 || tg->pos + total > out.len) {
+    if (tg->pos < 0 || tg->pos > out.len || total > out.len - tg->pos) { /* pos + total could overflow */
         PyBuffer_Release(&out);
         Py_DECREF(now);
         PyErr_Format(PyExc_IndexError, "%zd bytes at %zd overrun a %zd-byte buffer", total, tg->pos, out.len);
