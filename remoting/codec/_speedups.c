@@ -554,9 +554,11 @@ static PyObject *encode_entries_into(PyObject *module, PyObject *const *args, Py
         PyErr_Format(S.encode_error, "topic must be 1..%d bytes, got %zd", MAX_TOPIC_BYTES, t.topic_len);
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(args[15], "entries must be a sequence");
+    /* A tuple, not PySequence_Fast's list itself: the items borrow each entry's body and properties, and the clock
+     * (Python code) runs between that and the write; a list it cleared would free them under the memcpy. */
+    PyObject *seq = PySequence_Tuple(args[15]);
     if (seq == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     Item stack_items[STACK_RECORDS];
     Item *items = n <= STACK_RECORDS ? stack_items : PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Item));
     if (items != NULL) memset(items, 0, (size_t)n * sizeof(Item));
@@ -566,7 +568,7 @@ static PyObject *encode_entries_into(PyObject *module, PyObject *const *args, Py
         PyErr_NoMemory();
         goto out;
     }
-    PyObject **entries = PySequence_Fast_ITEMS(seq);
+    PyObject **entries = &PyTuple_GET_ITEM(seq, 0);
     for (; done < n; done++) {
         PyObject *e = entries[done];
         if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 3) {
