@@ -802,9 +802,10 @@ static PyObject *encode_records_into(PyObject *module, PyObject *const *args, Py
     }
     Target tg;
     if (parse_target(args, &tg) < 0) return NULL;
-    PyObject *seq = PySequence_Fast(args[7], "records must be a sequence");
+    /* a tuple (see encode_entries_into): another record type's getattr runs Python code that could empty a list */
+    PyObject *seq = PySequence_Tuple(args[7]);
     if (seq == NULL) return NULL;
-    PyObject *result = records_into(&tg, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), 0);
+    PyObject *result = records_into(&tg, &PyTuple_GET_ITEM(seq, 0), PyTuple_GET_SIZE(seq), 0);
     Py_DECREF(seq);
     return result;
 }
