@@ -705,20 +705,40 @@ out:
     return ok == 1 && !PyErr_Occurred() ? 0 : -1;
 }
 
+/* The objects whose memory a held MessageRecord's item points into (body, properties, topic, hosts), referenced:
+ * frozen is not immutable (object.__setattr__ rebinds a slot), and the clock, or a finalizer the garbage collector
+ * runs at any allocation, is Python code that could rebind one and free what the write then copies. The shared
+ * topic and hosts only when they differ from the previous record's (then an earlier record pins or owns them), so
+ * a batch built from one template costs two references a record, not eleven. */
+#define PINS 5
+static void pin_borrowed(PyObject **pin, PyObject **f, PyObject **prev_f) {
+    pin[0] = Py_NewRef(f[F_BODY]);
+    pin[1] = Py_NewRef(f[F_PROPERTIES]);
+    if (prev_f == NULL || f[F_TOPIC] != prev_f[F_TOPIC] || f[F_BORN_HOST] != prev_f[F_BORN_HOST] ||
+        f[F_STORE_HOST] != prev_f[F_STORE_HOST]) {
+        pin[2] = Py_NewRef(f[F_TOPIC]);
+        pin[3] = Py_NewRef(f[F_BORN_HOST]);
+        pin[4] = Py_NewRef(f[F_STORE_HOST]);
+    }
+}
+
 /* The records' fields, checks, CRCs and tags, then write_all. Up to STACK_RECORDS records use stack storage. */
 static PyObject *records_into(const Target *tg, PyObject **records, Py_ssize_t n, int single) {
     Item stack_items[STACK_RECORDS];
     Template stack_tpls[STACK_RECORDS];
     PyObject *stack_fields[STACK_RECORDS * F_COUNT];
     PyObject *stack_held[STACK_RECORDS];
+    PyObject *stack_pins[STACK_RECORDS * PINS];
     Item *items;
     Template *tpls;
-    PyObject **fields, **held;
+    PyObject **fields, **held, **pins;
     int on_stack = n <= STACK_RECORDS;
     if (on_stack) {
         memset(stack_items, 0, (size_t)n * sizeof(Item));
         memset(stack_fields, 0, (size_t)n * F_COUNT * sizeof(PyObject *));
         memset(stack_held, 0, (size_t)n * sizeof(PyObject *));
+        memset(stack_pins, 0, (size_t)n * PINS * sizeof(PyObject *));
+        pins = stack_pins;
         items = stack_items;
         tpls = stack_tpls;
         fields = stack_fields;
@@ -729,9 +749,10 @@ static PyObject *records_into(const Target *tg, PyObject **records, Py_ssize_t n
         /* every field of every record (see record_fields): the pointers the items hold stay valid until released */
         fields = PyMem_Calloc((size_t)(n ? n : 1) * F_COUNT, sizeof(PyObject *));
         held = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
+        pins = PyMem_Calloc((size_t)(n ? n : 1) * PINS, sizeof(PyObject *));
     }
     PyObject *result = NULL;
-    if (items == NULL || tpls == NULL || fields == NULL || held == NULL) {
+    if (items == NULL || tpls == NULL || fields == NULL || held == NULL || pins == NULL) {
         PyErr_NoMemory();
         goto out;
     }
@@ -744,6 +765,7 @@ static PyObject *records_into(const Target *tg, PyObject **records, Py_ssize_t n
         if (prepare_body(it, f[F_BODY], tg->max_body) < 0) goto out;
         if (record_template(f, &tpls[i], i ? &tpls[i - 1] : NULL, i ? f - F_COUNT : NULL) < 0) goto out;
         if (prepare_props(it, f[F_PROPERTIES]) < 0) goto out;
+        if (held[i] != NULL) pin_borrowed(&pins[i * PINS], f, i ? f - F_COUNT : NULL);
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject **f = &fields[i * F_COUNT], **p = i ? f - F_COUNT : NULL;
@@ -782,10 +804,13 @@ out:
                 for (int k = 0; k < F_COUNT; k++) Py_XDECREF(fields[i * F_COUNT + k]);
             }
         }
+    if (pins != NULL)
+        for (Py_ssize_t i = 0; i < n * PINS; i++) Py_XDECREF(pins[i]);
     if (items != NULL)
         for (Py_ssize_t i = 0; i < n; i++)
             if (items[i].view.obj != NULL) PyBuffer_Release(&items[i].view);
     if (!on_stack) {
+        PyMem_Free(pins);
         PyMem_Free(held);
         PyMem_Free(fields);
         PyMem_Free(items);

@@ -218,3 +218,32 @@ def test_reference_counts_stable_over_many_calls() -> None:
     assert counts() == before
     entries.clear()  # the memoryviews go: no buffer export left behind by the encoder
     view_src.append(1)
+
+
+@pytest.mark.parametrize("count", [1, 3, 70])
+def test_clock_that_rebinds_a_frozen_records_slots(count: int) -> None:
+    """A MessageRecord's fields were borrowed from its slots with only the record referenced; object.__setattr__ in
+    the clock (frozen is not immutable) freed the body, properties and topic the write then copied."""
+    assert SPEEDUPS is not None
+    recs = [
+        MessageRecord(topic="".join(["T", "p" * 50]), body=bytes([65]) * 3000 + bytes([i]),
+                      properties="A" * 2000 + str(i), born_host=bytes(HOST4), store_host=bytes(HOST4))
+        for i in range(count)
+    ]  # fmt: skip
+    expected = bytearray(count * 6000)
+    record_batch._py_records_into(expected, 0, len(expected), 0, 0, lambda: 1, 1 << 20, recs)
+    junk: list[bytes] = []
+
+    def clock() -> int:
+        for rec in recs:
+            for name, value in [("body", b""), ("properties", ""), ("topic", "U"), ("born_host", HOST4)]:
+                object.__setattr__(rec, name, value)
+        junk.extend(bytes([66]) * 3001 for _ in range(1000))
+        return 1
+
+    buf = bytearray(len(expected))
+    if count == 1:
+        size, _, _ = SPEEDUPS.encode_record_into(buf, 0, len(buf), 0, 0, clock, 1 << 20, recs[0])
+    else:
+        size, _, _ = SPEEDUPS.encode_records_into(buf, 0, len(buf), 0, 0, clock, 1 << 20, recs)
+    assert buf[:size] == expected[:size]
