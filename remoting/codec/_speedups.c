@@ -496,7 +496,7 @@ static PyObject *write_all(const Target *tg, Item *items, Py_ssize_t n, int sing
         Py_DECREF(now);
         return NULL;
     }
-    if (tg->pos < 0 || tg->pos + total > out.len) {
+    if (tg->pos < 0 || tg->pos > out.len || total > out.len - tg->pos) { /* pos + total could overflow */
         PyBuffer_Release(&out);
         Py_DECREF(now);
         PyErr_Format(PyExc_IndexError, "%zd bytes at %zd overrun a %zd-byte buffer", total, tg->pos, out.len);
@@ -554,9 +554,11 @@ static PyObject *encode_entries_into(PyObject *module, PyObject *const *args, Py
         PyErr_Format(S.encode_error, "topic must be 1..%d bytes, got %zd", MAX_TOPIC_BYTES, t.topic_len);
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(args[15], "entries must be a sequence");
+    /* A tuple, not PySequence_Fast's list itself: the items borrow each entry's body and properties, and the clock
+     * (Python code) runs between that and the write; a list it cleared would free them under the memcpy. */
+    PyObject *seq = PySequence_Tuple(args[15]);
     if (seq == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     Item stack_items[STACK_RECORDS];
     Item *items = n <= STACK_RECORDS ? stack_items : PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Item));
     if (items != NULL) memset(items, 0, (size_t)n * sizeof(Item));
@@ -566,7 +568,7 @@ static PyObject *encode_entries_into(PyObject *module, PyObject *const *args, Py
         PyErr_NoMemory();
         goto out;
     }
-    PyObject **entries = PySequence_Fast_ITEMS(seq);
+    PyObject **entries = &PyTuple_GET_ITEM(seq, 0);
     for (; done < n; done++) {
         PyObject *e = entries[done];
         if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 3) {
@@ -703,20 +705,40 @@ out:
     return ok == 1 && !PyErr_Occurred() ? 0 : -1;
 }
 
+/* The objects whose memory a held MessageRecord's item points into (body, properties, topic, hosts), referenced:
+ * frozen is not immutable (object.__setattr__ rebinds a slot), and the clock, or a finalizer the garbage collector
+ * runs at any allocation, is Python code that could rebind one and free what the write then copies. The shared
+ * topic and hosts only when they differ from the previous record's (then an earlier record pins or owns them), so
+ * a batch built from one template costs two references a record, not eleven. */
+#define PINS 5
+static void pin_borrowed(PyObject **pin, PyObject **f, PyObject **prev_f) {
+    pin[0] = Py_NewRef(f[F_BODY]);
+    pin[1] = Py_NewRef(f[F_PROPERTIES]);
+    if (prev_f == NULL || f[F_TOPIC] != prev_f[F_TOPIC] || f[F_BORN_HOST] != prev_f[F_BORN_HOST] ||
+        f[F_STORE_HOST] != prev_f[F_STORE_HOST]) {
+        pin[2] = Py_NewRef(f[F_TOPIC]);
+        pin[3] = Py_NewRef(f[F_BORN_HOST]);
+        pin[4] = Py_NewRef(f[F_STORE_HOST]);
+    }
+}
+
 /* The records' fields, checks, CRCs and tags, then write_all. Up to STACK_RECORDS records use stack storage. */
 static PyObject *records_into(const Target *tg, PyObject **records, Py_ssize_t n, int single) {
     Item stack_items[STACK_RECORDS];
     Template stack_tpls[STACK_RECORDS];
     PyObject *stack_fields[STACK_RECORDS * F_COUNT];
     PyObject *stack_held[STACK_RECORDS];
+    PyObject *stack_pins[STACK_RECORDS * PINS];
     Item *items;
     Template *tpls;
-    PyObject **fields, **held;
+    PyObject **fields, **held, **pins;
     int on_stack = n <= STACK_RECORDS;
     if (on_stack) {
         memset(stack_items, 0, (size_t)n * sizeof(Item));
         memset(stack_fields, 0, (size_t)n * F_COUNT * sizeof(PyObject *));
         memset(stack_held, 0, (size_t)n * sizeof(PyObject *));
+        memset(stack_pins, 0, (size_t)n * PINS * sizeof(PyObject *));
+        pins = stack_pins;
         items = stack_items;
         tpls = stack_tpls;
         fields = stack_fields;
@@ -727,9 +749,10 @@ static PyObject *records_into(const Target *tg, PyObject **records, Py_ssize_t n
         /* every field of every record (see record_fields): the pointers the items hold stay valid until released */
         fields = PyMem_Calloc((size_t)(n ? n : 1) * F_COUNT, sizeof(PyObject *));
         held = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
+        pins = PyMem_Calloc((size_t)(n ? n : 1) * PINS, sizeof(PyObject *));
     }
     PyObject *result = NULL;
-    if (items == NULL || tpls == NULL || fields == NULL || held == NULL) {
+    if (items == NULL || tpls == NULL || fields == NULL || held == NULL || pins == NULL) {
         PyErr_NoMemory();
         goto out;
     }
@@ -742,6 +765,7 @@ static PyObject *records_into(const Target *tg, PyObject **records, Py_ssize_t n
         if (prepare_body(it, f[F_BODY], tg->max_body) < 0) goto out;
         if (record_template(f, &tpls[i], i ? &tpls[i - 1] : NULL, i ? f - F_COUNT : NULL) < 0) goto out;
         if (prepare_props(it, f[F_PROPERTIES]) < 0) goto out;
+        if (held[i] != NULL) pin_borrowed(&pins[i * PINS], f, i ? f - F_COUNT : NULL);
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject **f = &fields[i * F_COUNT], **p = i ? f - F_COUNT : NULL;
@@ -780,10 +804,13 @@ out:
                 for (int k = 0; k < F_COUNT; k++) Py_XDECREF(fields[i * F_COUNT + k]);
             }
         }
+    if (pins != NULL)
+        for (Py_ssize_t i = 0; i < n * PINS; i++) Py_XDECREF(pins[i]);
     if (items != NULL)
         for (Py_ssize_t i = 0; i < n; i++)
             if (items[i].view.obj != NULL) PyBuffer_Release(&items[i].view);
     if (!on_stack) {
+        PyMem_Free(pins);
         PyMem_Free(held);
         PyMem_Free(fields);
         PyMem_Free(items);
@@ -800,9 +827,10 @@ static PyObject *encode_records_into(PyObject *module, PyObject *const *args, Py
     }
     Target tg;
     if (parse_target(args, &tg) < 0) return NULL;
-    PyObject *seq = PySequence_Fast(args[7], "records must be a sequence");
+    /* a tuple (see encode_entries_into): another record type's getattr runs Python code that could empty a list */
+    PyObject *seq = PySequence_Tuple(args[7]);
     if (seq == NULL) return NULL;
-    PyObject *result = records_into(&tg, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), 0);
+    PyObject *result = records_into(&tg, &PyTuple_GET_ITEM(seq, 0), PyTuple_GET_SIZE(seq), 0);
     Py_DECREF(seq);
     return result;
 }
