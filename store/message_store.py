@@ -41,7 +41,13 @@ from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
 from store.commitlog import CommitLog
 from store.config import FlushDiskType, StoreConfig, parse_delay_levels
 from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueue
-from store.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError, StoreCorruptError
+from store.errors import (
+    MessageIllegalError,
+    PropertiesSizeExceededError,
+    PutRefusedError,
+    ServiceNotAvailableError,
+    StoreCorruptError,
+)
 from store.get_message import in_memory_limit
 from store.index import IndexService
 from store.mapped_file import MappedFile
@@ -185,10 +191,8 @@ class MessageStore(StoreReads):
             raise MessageIllegalError(f"message body {len(msg.body)} bytes exceeds {self.config.max_message_size}")
         try:
             return prepare_message(msg)
-        except PropertiesTooLongError as exc:
-            raise PropertiesSizeExceededError(str(exc)) from exc
         except MessageEncodeError as exc:
-            raise MessageIllegalError(str(exc)) from exc
+            raise _put_refusal(exc) from exc
 
     def _tags_code(self, prepared: PreparedMessage, queue_id: int, store_ts: int) -> int:
         props = prepared.properties
@@ -227,10 +231,8 @@ class MessageStore(StoreReads):
         try:
             phy, size, tags, store_ts = self.commitlog.append_record(
                 msg, queue_offset, self.config.now_ms, self.config.max_message_size)  # fmt: skip
-        except PropertiesTooLongError as exc:
-            raise PropertiesSizeExceededError(str(exc)) from exc
         except MessageEncodeError as exc:
-            raise MessageIllegalError(str(exc)) from exc
+            raise _put_refusal(exc) from exc
         if has_entry:
             self.queue_offsets[key] = queue_offset + 1
             cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
@@ -283,10 +285,8 @@ class MessageStore(StoreReads):
             try:
                 written = self.commitlog.append_with(encode_records_into, first, config.now_ms,
                                                      config.max_message_size, msgs)  # fmt: skip
-            except PropertiesTooLongError as exc:
-                raise PropertiesSizeExceededError(str(exc)) from exc
             except MessageEncodeError as exc:
-                raise MessageIllegalError(str(exc)) from exc
+                raise _put_refusal(exc) from exc
             texts = [m.properties for m in msgs] if self.index is not None or self.arrival_listener else None
             return self._dispatch_packed(topic, queue_id, first, written, texts, head.store_host)
         if any(m.topic != topic or m.queue_id != queue_id for m in msgs):
@@ -307,18 +307,14 @@ class MessageStore(StoreReads):
             try:
                 written = self.commitlog.append_with(encode_entries_into, first, config.now_ms,
                                                      config.max_message_size, template, entries)  # fmt: skip
-            except PropertiesTooLongError as exc:
-                raise PropertiesSizeExceededError(str(exc)) from exc
             except MessageEncodeError as exc:
-                raise MessageIllegalError(str(exc)) from exc
+                raise _put_refusal(exc) from exc
             texts = [e[1] for e in entries] if self.index is not None or self.arrival_listener else None
             return self._dispatch_packed(topic, queue_id, first, written, texts, template.store_host)
         try:
             prepared = prepare_batch(template, entries, self.config.max_message_size)
-        except PropertiesTooLongError as exc:
-            raise PropertiesSizeExceededError(str(exc)) from exc
         except MessageEncodeError as exc:
-            raise MessageIllegalError(str(exc)) from exc
+            raise _put_refusal(exc) from exc
         return self._append_prepared(topic, queue_id, prepared, template.store_host)
 
     def _dispatch_packed(self, topic: str, queue_id: int, first: int, written: tuple[int, int, bytes, int],
@@ -432,6 +428,14 @@ class MessageStore(StoreReads):
     async def delete_topic(self, topic: str) -> int:
         """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""
         return await delete_topic_queues(self, topic)
+
+
+def _put_refusal(exc: MessageEncodeError) -> PutRefusedError:
+    """The store's refusal for an encoder error: PROPERTIES_SIZE_EXCEEDED for oversized properties, MESSAGE_ILLEGAL
+    for the rest (an oversized body, a bad topic or host, a mixed batch)."""
+    if isinstance(exc, PropertiesTooLongError):
+        return PropertiesSizeExceededError(str(exc))
+    return MessageIllegalError(str(exc))
 
 
 def _open_index(config: StoreConfig) -> IndexLike:
