@@ -11,7 +11,6 @@ import struct
 import sys
 import zlib
 from collections.abc import Callable
-from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
@@ -22,20 +21,9 @@ from remoting.codec.crc import ISAL_FROM
 from remoting.codec.errors import BodyTooLongError, MessageEncodeError, MixedBatchError, PropertiesTooLongError
 from remoting.codec.message import MessageRecord, encode_record, encode_records, prepare_batch, prepare_message
 from remoting.codec.properties import tags_code_of_raw
+from tests.codec.speedups import SPEEDUPS, requires_speedups
 
-
-def _extension() -> ModuleType | None:
-    try:
-        from remoting.codec import _speedups
-    except ImportError:
-        return None
-    return _speedups
-
-
-SPEEDUPS = _extension()
-if SPEEDUPS is None and os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-    raise RuntimeError("remoting.codec._speedups is not built: CI has a compiler, `pip install -e .` must build it")
-pytestmark = pytest.mark.skipif(SPEEDUPS is None, reason="the C extension is not built (no compiler at install)")
+pytestmark = requires_speedups
 
 HOST4 = bytes([10, 0, 0, 9, 0, 0, 0x2A, 0x9F])
 HOST6 = bytes(range(16)) + bytes([0, 0, 0x2A, 0x9F])

@@ -5,11 +5,9 @@ refuses. Without the extension these tests skip, except under ``CI=true``, where
 
 from __future__ import annotations
 
-import os
 import struct
 import sys
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -18,20 +16,9 @@ from hypothesis import strategies as st
 
 from remoting.codec import record_batch
 from remoting.codec.message import MessageRecord
+from tests.codec.speedups import SPEEDUPS, requires_speedups
 
-
-def _extension() -> ModuleType | None:
-    try:
-        from remoting.codec import _speedups
-    except ImportError:
-        return None
-    return _speedups
-
-
-SPEEDUPS = _extension()
-if SPEEDUPS is None and os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-    raise RuntimeError("remoting.codec._speedups is not built: CI has a compiler, `pip install -e .` must build it")
-pytestmark = pytest.mark.skipif(SPEEDUPS is None, reason="the C extension is not built (no compiler at install)")
+pytestmark = requires_speedups
 
 HOST4 = bytes([10, 0, 0, 9, 0, 0, 0x2A, 0x9F])
 GUARD = b"\xa5" * 64
