@@ -449,7 +449,12 @@ typedef struct {
     Py_ssize_t max_body;
 } Target;
 
-static int parse_target(PyObject *const *args, Target *t) {
+/* The arguments every encoder starts with (after checking their count, which is the encoder's whole arity). */
+static int parse_target(const char *name, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, Target *t) {
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", name, expected, nargs);
+        return -1;
+    }
     t->buf = args[0];
     if ((t->pos = PyLong_AsSsize_t(args[1])) == -1 && PyErr_Occurred()) return -1;
     if ((t->room = PyLong_AsSsize_t(args[2])) == -1 && PyErr_Occurred()) return -1;
@@ -537,12 +542,8 @@ static void release_items(Item *items, Py_ssize_t n) {
 
 static PyObject *encode_entries_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 16) {
-        PyErr_Format(PyExc_TypeError, "encode_entries_into takes 16 arguments (%zd given)", nargs);
-        return NULL;
-    }
     Target tg;
-    if (parse_target(args, &tg) < 0) return NULL;
+    if (parse_target("encode_entries_into", args, nargs, 16, &tg) < 0) return NULL;
     Template t;
     if (!PyBytes_Check(args[7])) {
         PyErr_SetString(PyExc_TypeError, "topic must be the encoded topic (bytes)");
@@ -821,12 +822,8 @@ out:
 
 static PyObject *encode_records_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 8) {
-        PyErr_Format(PyExc_TypeError, "encode_records_into takes 8 arguments (%zd given)", nargs);
-        return NULL;
-    }
     Target tg;
-    if (parse_target(args, &tg) < 0) return NULL;
+    if (parse_target("encode_records_into", args, nargs, 8, &tg) < 0) return NULL;
     /* a tuple (see encode_entries_into): another record type's getattr runs Python code that could empty a list */
     PyObject *seq = PySequence_Tuple(args[7]);
     if (seq == NULL) return NULL;
@@ -837,12 +834,8 @@ static PyObject *encode_records_into(PyObject *module, PyObject *const *args, Py
 
 static PyObject *encode_record_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 8) {
-        PyErr_Format(PyExc_TypeError, "encode_record_into takes 8 arguments (%zd given)", nargs);
-        return NULL;
-    }
     Target tg;
-    if (parse_target(args, &tg) < 0) return NULL;
+    if (parse_target("encode_record_into", args, nargs, 8, &tg) < 0) return NULL;
     PyObject *record = args[7];
     return records_into(&tg, &record, 1, 1);
 }
