@@ -1,9 +1,11 @@
-"""Shared helpers for the store tests: small-geometry configs and message builders."""
+"""Shared helpers for the store tests: small-geometry configs, message builders, file snapshots and strategies."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from hypothesis import strategies as st
 
 from remoting.codec.message import MessageRecord
 from remoting.codec.msgid import pack_socket_address
@@ -13,6 +15,10 @@ from store.message_store import MessageStore
 
 STORE_HOST = pack_socket_address("10.0.0.9", 10911)
 BORN_HOST = pack_socket_address("10.0.0.7", 40000)
+#: Batches of ConsumeQueue entries ``(phy offset, size, tags code)``, for comparing ConsumeQueue write paths.
+CQ_ENTRY_BATCHES = st.lists(
+    st.lists(st.tuples(st.integers(0, 2**40), st.integers(1, 5000), st.integers(-(2**63), 2**63 - 1)),
+             min_size=1, max_size=11), min_size=1, max_size=6)  # fmt: skip
 
 
 class FakeClock:
@@ -62,3 +68,8 @@ def message(
         store_host=STORE_HOST,
         **extra,
     )
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` by relative path, with its bytes: two stores written alike compare equal."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}

@@ -16,7 +16,7 @@ from store.consume_queue import ConsumeQueue
 from store.errors import StoreError
 from store.message_store import MessageStore
 from store.results import AppendResult
-from tests.store.store_helpers import BORN_HOST, STORE_HOST, FakeClock, open_store
+from tests.store.store_helpers import BORN_HOST, CQ_ENTRY_BATCHES, STORE_HOST, FakeClock, files_of, open_store
 
 PROPS = st.sampled_from(
     [
@@ -46,10 +46,6 @@ def _open(root: Path) -> MessageStore:
     return open_store(root, mapped_file_size_commit_log=2048, now_ms=FakeClock())
 
 
-def _files(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
 def _state(store: MessageStore) -> tuple[object, ...]:
     queues = {key: (cq.min_offset, cq.max_offset) for key, cq in sorted(store.consume_queues.items())}
     hits = [store.index.query("TopicTest", k, 64, 0, 2**62) if store.index else [] for k in ("k1", "k2", "yes", "no")]
@@ -73,7 +69,7 @@ def test_append_entries_writes_what_append_batch_writes(
     general.flush_all_blocking()
     fast.flush_all_blocking()
     for sub in ("commitlog", "consumequeue"):
-        assert _files(general_root / sub) == _files(fast_root / sub)
+        assert files_of(general_root / sub) == files_of(fast_root / sub)
     # A crash (no checkpoint of the tail) makes recovery re-dispatch the batches from the CommitLog.
     general.abandon()
     fast.abandon()
@@ -110,11 +106,7 @@ def test_append_entries_refuses_what_append_batch_refuses(
 
 
 @_SETTINGS
-@given(
-    st.integers(0, 30),
-    st.lists(st.lists(st.tuples(st.integers(0, 2**40), st.integers(1, 5000), st.integers(-(2**63), 2**63 - 1)),
-                      min_size=1, max_size=11), min_size=1, max_size=6),
-)  # fmt: skip
+@given(st.integers(0, 30), CQ_ENTRY_BATCHES)
 def test_consume_queue_put_batch_writes_what_puts_write(
     tmp_path_factory: pytest.TempPathFactory, start: int, batches: list[list[tuple[int, int, int]]]
 ) -> None:
@@ -131,7 +123,7 @@ def test_consume_queue_put_batch_writes_what_puts_write(
     assert [mf.wrote_position for mf in fast.queue.files] == [mf.wrote_position for mf in general.queue.files]
     general.close()
     fast.close()
-    assert _files(general_dir) == _files(fast_dir)
+    assert files_of(general_dir) == files_of(fast_dir)
 
 
 @given(st.lists(st.integers(0, 2**63 - 1), min_size=1, max_size=40), st.sampled_from([STORE_HOST, bytes(range(20))]))

@@ -23,7 +23,7 @@ from store.consume_queue import ConsumeQueue
 from store.errors import StoreError
 from store.message_store import MessageStore
 from store.results import AppendResult
-from tests.store.store_helpers import BORN_HOST, STORE_HOST, FakeClock, open_store
+from tests.store.store_helpers import BORN_HOST, CQ_ENTRY_BATCHES, STORE_HOST, FakeClock, files_of, open_store
 
 PROPS = st.sampled_from(
     [
@@ -59,10 +59,6 @@ def _open(root: Path) -> tuple[MessageStore, list[tuple[object, ...]]]:
     calls: list[tuple[object, ...]] = []
     store.arrival_listener = lambda *args: calls.append(args)
     return store, calls
-
-
-def _files(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 def _append(store: MessageStore, mode: str, queue_id: int, sys_flag: int,
@@ -116,14 +112,10 @@ def test_batches_store_the_same_through_the_c_and_the_python_encoder(
     native.close()
     python.close()
     for sub in ("commitlog", "consumequeue"):  # index files are named by their wall-clock creation time
-        assert _files(native_root / sub) == _files(python_root / sub)
+        assert files_of(native_root / sub) == files_of(python_root / sub)
 
 
-@given(
-    st.integers(0, 30),
-    st.lists(st.lists(st.tuples(st.integers(0, 2**40), st.integers(1, 5000), st.integers(-(2**63), 2**63 - 1)),
-                      min_size=1, max_size=11), min_size=1, max_size=6),
-)  # fmt: skip
+@given(st.integers(0, 30), CQ_ENTRY_BATCHES)
 @settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_consume_queue_put_packed_writes_what_put_batch_writes(
     tmp_path_factory: pytest.TempPathFactory, start: int, batches: list[list[tuple[int, int, int]]]
@@ -140,4 +132,4 @@ def test_consume_queue_put_packed_writes_what_put_batch_writes(
     assert [mf.wrote_position for mf in packed.queue.files] == [mf.wrote_position for mf in general.queue.files]
     general.close()
     packed.close()
-    assert _files(batch_dir) == _files(packed_dir)
+    assert files_of(batch_dir) == files_of(packed_dir)
