@@ -29,7 +29,7 @@ from typing import Final
 import attrs
 
 from remoting.codec.batch_body import BatchEntry, decode_batch_body, encode_batch_body, split_batch_body
-from remoting.codec.crc import ISAL_FROM, body_crc, isal_crc32, zlib_crc32
+from remoting.codec.crc import body_crc
 from remoting.codec.errors import BodyTooLongError, MessageDecodeError, MessageEncodeError, PropertiesTooLongError
 from remoting.codec.record_decode import MessageExt, RecordMeta, decode_record, iter_records, read_record_meta
 from remoting.codec.record_layout import (
@@ -163,7 +163,7 @@ def prepare_message(message: MessageRecord) -> PreparedMessage:
     if len(props) > MAX_PROPERTIES_BYTES:
         raise PropertiesTooLongError(f"properties must be at most {MAX_PROPERTIES_BYTES} bytes, got {len(props)}")
     body = message.body
-    crc = (zlib_crc32(body) if len(body) < ISAL_FROM else isal_crc32(body)) & 0x7FFFFFFF
+    crc = body_crc(body)
     topic_part, fixed = _record_parts(message, topic)
     tail = topic_part + SHORT.pack(len(props)) + props
     size = fixed + len(body) + len(props)
