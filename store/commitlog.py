@@ -18,12 +18,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import (
     BLANK_MAGIC,
-    MessageRecord,
     PreparedMessage,
     RecordMeta,
     encode_records,
@@ -32,13 +31,14 @@ from remoting.codec.message import (
     write_blank,
     write_record,
 )
-from remoting.codec.record_batch import encode_record_into
 from store.errors import MessageIllegalError, OffsetMismatchError
 from store.mapped_file import MappedFile, MappedFileQueue
 
 #: ``encode(buf, pos, room, phy_offset, first_queue_offset, clock, max_body, batch[, entries])`` -> ``(total or
 #: -needed, packed ConsumeQueue entries, store timestamp)`` (:meth:`CommitLog.append_with`)
-SegmentEncoder = Callable[..., tuple[int, bytes, int]]
+T = TypeVar("T")
+#: An encoder's result: ``(total, packed ConsumeQueue entries or, for one record, its tags code, store time)``.
+SegmentEncoder = Callable[..., tuple[int, T, int]]
 #: A record must leave room for the 8-byte end-of-file blank after it.
 END_FILE_MIN_BLANK_LENGTH: Final = 8
 _SIZE: Final = struct.Struct(">i")
@@ -110,42 +110,20 @@ class CommitLog:
         self.last_store_timestamp = store_timestamp
         return first
 
-    def append_record(self, record: MessageRecord, queue_offset: int, clock: Callable[[], int],
-                      max_body: int) -> tuple[int, int, int, int]:  # fmt: skip
-        """Append one record through :func:`~remoting.codec.record_batch.encode_record_into` (rolling as
-        :meth:`append_with` does); returns ``(physical offset, size, tags code, store timestamp)``. The encoder's
-        errors propagate with nothing written; :class:`MessageIllegalError` when the record fits no segment."""
-        files = self.queue.files
-        mf = files[-1] if files else self._roll(self.queue.next_start())
-        pos = mf.wrote_position
-        phy = mf.file_from_offset + pos
-        size, tags, store_ts = encode_record_into(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH, phy,
-                                                  queue_offset, clock, max_body, record)  # fmt: skip
-        if size < 0:
-            self.check_fits(-size)
-            mf = self._writable(-size)
-            pos = mf.wrote_position
-            phy = mf.file_from_offset + pos
-            size, tags, store_ts = encode_record_into(mf.buf, pos, mf.file_size - pos - END_FILE_MIN_BLANK_LENGTH,
-                                                      phy, queue_offset, clock, max_body, record)  # fmt: skip
-            if size < 0:
-                raise AssertionError(f"a {-size}-byte record does not fit a fresh segment")
-        mf.wrote_position = pos + size
-        self.last_store_timestamp = store_ts
-        return phy, size, tags, store_ts
-
-    def append_with(self, encode: SegmentEncoder, first_queue_offset: int, clock: Callable[[], int], max_body: int,
-                    batch: object, entries: object = None) -> tuple[int, int, bytes, int]:  # fmt: skip
-        """Append a batch that an encoder of :mod:`remoting.codec.record_batch` writes itself:
+    def append_with(self, encode: SegmentEncoder[T], first_queue_offset: int, clock: Callable[[], int], max_body: int,
+                    batch: object, entries: object = None) -> tuple[int, int, T, int]:  # fmt: skip
+        """Append what an encoder of :mod:`remoting.codec.record_batch` writes itself:
         ``encode(buf, pos, room, phy_offset, first_queue_offset, clock, max_body, batch)`` (``encode_records_into``,
-        ``batch`` its records), or with ``entries`` ``encode(..., max_body, batch, entries)``
-        (``encode_entries_into``, ``batch`` its template). Its arguments are passed on as they are, not bound in a
-        closure (a function object and a frame per batch) nor spread from ``*args`` (2 % of a 128 B batch). Called
-        on the current segment, and when it reports ``-total`` (no room, nothing written) once more on a fresh
-        segment, after :meth:`check_fits` and the end-of-file blank.
+        ``batch`` its records; ``encode_record_into``, ``batch`` one record and ``first_queue_offset`` its own), or
+        with ``entries`` ``encode(..., max_body, batch, entries)`` (``encode_entries_into``, ``batch`` its template).
+        Its arguments are passed on as they are, not bound in a closure (a function object and a frame per batch)
+        nor spread from ``*args`` (2 % of a 128 B batch). Called on the current segment, and when it reports
+        ``-total`` (no room, nothing written) once more on a fresh segment, after :meth:`check_fits` and the
+        end-of-file blank.
 
-        Returns ``(first physical offset, total, packed ConsumeQueue entries, store timestamp)``. ``encode``'s errors
-        propagate with nothing written; :class:`MessageIllegalError` when the batch fits no segment."""
+        Returns ``(first physical offset, total, packed ConsumeQueue entries, store timestamp)``; for a single record
+        the third is its tags code. ``encode``'s errors propagate with nothing written; :class:`MessageIllegalError`
+        when the batch fits no segment."""
         files = self.queue.files
         mf = files[-1] if files else self._roll(self.queue.next_start())
         rolled = False

@@ -36,7 +36,7 @@ from remoting.codec.message import (
     prepare_message,
 )
 from remoting.codec.properties import find_property, index_keys_of_raw, tags_code, tags_code_of_raw
-from remoting.codec.record_batch import encode_entries_into, encode_records_into
+from remoting.codec.record_batch import encode_entries_into, encode_record_into, encode_records_into
 from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
 from store.commitlog import CommitLog
 from store.config import FlushDiskType, StoreConfig, parse_delay_levels
@@ -229,8 +229,8 @@ class MessageStore(StoreReads):
         has_entry = tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK
         queue_offset = self.queue_offsets.get(key, 0) if has_entry else 0
         try:
-            phy, size, tags, store_ts = self.commitlog.append_record(
-                msg, queue_offset, self.config.now_ms, self.config.max_message_size)  # fmt: skip
+            phy, size, tags, store_ts = self.commitlog.append_with(
+                encode_record_into, queue_offset, self.config.now_ms, self.config.max_message_size, msg)  # fmt: skip
         except MessageEncodeError as exc:
             raise _put_refusal(exc) from exc
         if has_entry:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from remoting.codec import record_batch
 from remoting.codec.message import MessageRecord
-from store import commitlog, message_store
+from store import message_store
 from store.consume_queue import ConsumeQueue
 from store.errors import StoreError
 from store.message_store import MessageStore
@@ -49,7 +49,7 @@ def _pure_python() -> Iterator[None]:
     with (
         mock.patch.object(message_store, "encode_records_into", record_batch._py_records_into),
         mock.patch.object(message_store, "encode_entries_into", record_batch._py_entries_into),
-        mock.patch.object(commitlog, "encode_record_into", record_batch._py_record_into),
+        mock.patch.object(message_store, "encode_record_into", record_batch._py_record_into),
     ):
         yield
 
