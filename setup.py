@@ -11,6 +11,7 @@ setup(
         Extension(
             "remoting.codec._speedups",
             ["remoting/codec/_speedups.c"],
+            depends=["remoting/codec/record_encoder.h"],
             libraries=["z"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
