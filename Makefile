@@ -6,8 +6,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint bench targets install clean
 
-# setup.py builds the optional C encoder (remoting/codec/_speedups.c) in place: a changed .c reinstalls.
-$(STAMP): pyproject.toml setup.py remoting/codec/_speedups.c
+# setup.py builds the optional C extensions (remoting/codec/_speedups.c, store/_appender.c) in place: a changed C
+# source reinstalls.
+$(STAMP): pyproject.toml setup.py remoting/codec/_speedups.c remoting/codec/record_encoder.h store/_appender.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

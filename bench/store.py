@@ -129,7 +129,7 @@ def bookkeeping(size: int, count: int, batch: int, segment: int, workdir: Path) 
         offsets[key] = queue_offset + batch
         at = queue_offset * 20 % (len(cq) - len(entries))
         cq[at : at + len(entries)] = entries
-        return AppendResult(pos, n, queue_offset, 0, (pos,), STORE_HOST)
+        return AppendResult(pos, n, queue_offset, 0, None if batch == 1 else entries, STORE_HOST)
 
     best = float("inf")
     for _ in range(3):

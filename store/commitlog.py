@@ -46,7 +46,12 @@ _SIZE: Final = struct.Struct(">i")
 
 class CommitLog:
     """Owns the CommitLog segments. ``on_roll`` is called (on the Trio thread) each time a new segment is started,
-    so an allocation service can prepare the following one in the background."""
+    so an allocation service can prepare the following one in the background.
+
+    Slotted: ``MessageStore.append``'s C path (store/_appender.c) reads ``queue`` and sets ``last_store_timestamp``
+    by slot."""
+
+    __slots__ = ("file_size", "last_store_timestamp", "on_roll", "queue")
 
     def __init__(self, directory: Path, file_size: int, on_roll: Callable[[], None] | None = None) -> None:
         self.queue = MappedFileQueue(directory, file_size)

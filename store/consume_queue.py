@@ -28,6 +28,10 @@ Entry = tuple[int, int, int]
 
 
 class ConsumeQueue:
+    """One queue's entries. Slotted: store/_appender.c reads ``queue`` and ``max_offset`` by slot."""
+
+    __slots__ = ("entries_per_file", "file_size", "max_offset", "min_offset", "queue", "queue_id", "topic")
+
     def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int) -> None:
         if file_size % CQ_STORE_UNIT_SIZE:
             raise ValueError(f"ConsumeQueue file size {file_size} is not a multiple of {CQ_STORE_UNIT_SIZE}")

@@ -124,7 +124,10 @@ class MappedFile:
 
 
 class MappedFileQueue:
-    """The segments of one log in a directory, contiguous by offset. Not thread-safe (see module docstring)."""
+    """The segments of one log in a directory, contiguous by offset. Not thread-safe (see module docstring).
+    Slotted, as store/_appender.c reads ``files`` by slot; ``files`` is only ever changed in place."""
+
+    __slots__ = ("directory", "file_size", "files", "spare")
 
     def __init__(self, directory: Path, file_size: int) -> None:
         self.directory = directory

@@ -8,7 +8,10 @@ cancelled, flushes everything, writes the checkpoint, deletes ``abort`` and unma
 synchronously for callers without a nursery. Everything runs on one Trio thread; only disk work goes to threads.
 
 Writes: :meth:`append` / :meth:`append_batch` are synchronous and never await; they assign queue offsets and the
-store time, write the record(s), dispatch ConsumeQueue and index entries and call the arrival listener.
+store time, write the record(s), dispatch ConsumeQueue and index entries and call the arrival listener. With the C
+extensions built, ``store.append`` is bound to ``store._appender.Appender.append`` (store/_appender.c), which does
+the same for the usual message in one call and hands every other one to the Python :meth:`append`; the store's
+``index``, ``arrival_listener``, ``disk_full_reason`` and shutdown are mirrored into it by their setters.
 :meth:`put` / :meth:`put_batch` add the SYNC_FLUSH wait (group commit) and report FLUSH_DISK_TIMEOUT.
 Refused writes raise :class:`~store.errors.PutRefusedError` subclasses (``put_status`` names the RocketMQ status).
 The replica seam is :meth:`append_encoded`.
@@ -18,8 +21,9 @@ Reads (pulls, lookups by offset or key, queue offsets and times) are inherited f
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -36,10 +40,10 @@ from remoting.codec.message import (
     prepare_message,
 )
 from remoting.codec.properties import find_property, index_keys_of_raw, tags_code, tags_code_of_raw
-from remoting.codec.record_batch import encode_entries_into, encode_record_into, encode_records_into
+from remoting.codec.record_batch import NATIVE, encode_entries_into, encode_record_into, encode_records_into
 from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
 from store.commitlog import CommitLog
-from store.config import FlushDiskType, StoreConfig, parse_delay_levels
+from store.config import FlushDiskType, StoreConfig, parse_delay_levels, wall_clock_ms
 from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueue
 from store.errors import (
     MessageIllegalError,
@@ -56,6 +60,9 @@ from store.recovery import recover
 from store.results import AppendResult, PutResult, PutStatus, phy_offsets_of_packed
 from store.services import AllocateService, FlushService, GroupCommitService, RetentionService
 from store.topic_cleanup import delete_topic_queues
+
+if TYPE_CHECKING:
+    from store._appender import Appender
 
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 
@@ -75,10 +82,13 @@ class MessageStore(StoreReads):
         self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, self._on_roll)
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.queue_offsets: dict[tuple[str, int], int] = {}
-        self.index = index
-        self.arrival_listener: ArrivalListener | None = None
+        self._appender = self._bind_appender()
+        self._index = index
+        self._arrival_listener: ArrivalListener | None = None
+        self._disk_full_reason: str | None = None
+        self._shut = False
+        self._mirror()
         self.checkpoint: Checkpoint | None = None
-        self.disk_full_reason: str | None = None
         self.abnormal_recovery = False
         self.recovery_start = 0  # where the last recovery's CommitLog scan began (the checkpoint, or its segment)
         self.disk_limiter = trio.CapacityLimiter(config.disk_io_threads)
@@ -86,11 +96,70 @@ class MessageStore(StoreReads):
         self._delay_levels = parse_delay_levels(config.message_delay_level)
         self._memory_limit = in_memory_limit()
         self._lock: StoreLock | None = None
-        self._closed = self._released = False
+        self._released = False
         self.flush_service = FlushService(self)
         self.group_commit = GroupCommitService(self)
         self.allocate_service = AllocateService(self)
         self.retention = RetentionService(self)
+
+    def _bind_appender(self) -> Appender | None:
+        """The C append path bound as ``self.append`` (None without the extension, or when a subclass overrides
+        :meth:`append`)."""
+        if _APPENDER is None or type(self).append is not MessageStore.append:
+            return None
+        config = self.config
+        clock = None if config.now_ms is wall_clock_ms else config.now_ms
+        fallback = types.MethodType(MessageStore.append, self)
+        appender = _APPENDER(self.commitlog, self.queue_offsets, self.consume_queues, fallback, clock,
+                             config.max_message_size)  # fmt: skip
+        self.append = appender.append  # type: ignore[method-assign,assignment]
+        return appender
+
+    def _mirror(self) -> None:
+        """Copy what the C append path checks into it (see the module docstring)."""
+        appender = self._appender
+        if appender is not None:
+            appender.writable = not self._shut and self._disk_full_reason is None
+            appender.listener = self._arrival_listener
+            appender.indexer = self._index_one if self._index is not None else None
+
+    @property
+    def index(self) -> IndexLike | None:
+        return self._index
+
+    @index.setter
+    def index(self, index: IndexLike | None) -> None:
+        self._index = index
+        self._mirror()
+
+    @property
+    def arrival_listener(self) -> ArrivalListener | None:
+        return self._arrival_listener
+
+    @arrival_listener.setter
+    def arrival_listener(self, listener: ArrivalListener | None) -> None:
+        self._arrival_listener = listener
+        self._mirror()
+
+    @property
+    def disk_full_reason(self) -> str | None:
+        """Why writes are refused (SERVICE_NOT_AVAILABLE), set by the retention service above the critical ratio."""
+        return self._disk_full_reason
+
+    @disk_full_reason.setter
+    def disk_full_reason(self, reason: str | None) -> None:
+        self._disk_full_reason = reason
+        self._mirror()
+
+    @property
+    def _closed(self) -> bool:
+        """Shut down: appends are refused."""
+        return self._shut
+
+    @_closed.setter
+    def _closed(self, closed: bool) -> None:
+        self._shut = closed
+        self._mirror()
 
     # ---- life cycle ----------------------------------------------------------------------------------------
 
@@ -237,14 +306,17 @@ class MessageStore(StoreReads):
             self.queue_offsets[key] = queue_offset + 1
             cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
             cq.put(queue_offset, phy, size, tags)
-        index = self.index
-        if index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
-            keys = index_keys_of_raw(msg.properties.encode())
-            if keys:
-                index.put(topic, keys, phy, store_ts)
-        if has_entry and self.arrival_listener is not None:
-            self.arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)
-        return AppendResult(phy, size, queue_offset, store_ts, (phy,), msg.store_host)
+        if self._index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
+            self._index_one(topic, msg.properties, phy, store_ts)
+        if has_entry and self._arrival_listener is not None:
+            self._arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)
+        return AppendResult(phy, size, queue_offset, store_ts, None, msg.store_host)
+
+    def _index_one(self, topic: str, properties: str, phy: int, store_ts: int) -> None:
+        """Index one stored message by its ``KEYS`` and ``UNIQ_KEY`` (the index is set)."""
+        keys = index_keys_of_raw(properties.encode())
+        if keys:
+            self._index.put(topic, keys, phy, store_ts)  # type: ignore[union-attr]
 
     def _append_scheduled(self, msg: MessageRecord) -> AppendResult:
         """:meth:`append` for ``SCHEDULE_TOPIC_XXXX``, whose tags code is the delivery time (the Python encoder)."""
@@ -266,7 +338,7 @@ class MessageStore(StoreReads):
         self._dispatch(topic, queue_id, prepared.sys_flag, queue_offset, phy, size, prepared.properties, tags, store_ts)
         if has_entry and self.arrival_listener is not None:
             self.arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)
-        return AppendResult(phy, size, queue_offset, store_ts, (phy,), msg.store_host)
+        return AppendResult(phy, size, queue_offset, store_ts, None, msg.store_host)
 
     def append_batch(self, msgs: Sequence[MessageRecord]) -> AppendResult:
         """Append messages of one topic and queue contiguously, with consecutive queue offsets.
@@ -428,6 +500,21 @@ class MessageStore(StoreReads):
     async def delete_topic(self, topic: str) -> int:
         """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""
         return await delete_topic_queues(self, topic)
+
+
+def _native_appender() -> type[Appender] | None:
+    """store._appender's ``Appender`` when the C extensions are in use (not built, or ``ROCKETRIO_PURE_PYTHON=1``:
+    None)."""
+    if not NATIVE:
+        return None
+    try:
+        from store._appender import Appender
+    except ImportError:
+        return None
+    return Appender
+
+
+_APPENDER: Final = _native_appender()
 
 
 def _put_refusal(exc: MessageEncodeError) -> PutRefusedError:

@@ -36,7 +36,8 @@ class AppendResult:
 
     A batch append passes its packed ConsumeQueue entries (``bytes``, 20 per record) instead of the offsets tuple:
     ``phy_offsets`` unpacks them on first use (the same tuple), as unpacking 32 of them into ints for every batch
-    was a tenth of the Python a 32-message append runs, for a field only a batch send's msgId reads.
+    was a tenth of the Python a 32-message append runs, for a field only a batch send's msgId reads. A single append
+    passes ``None``: one record, at ``phy_offset``.
     """
 
     __slots__ = ("_phy_offsets", "phy_offset", "queue_offset", "size", "store_host", "store_timestamp")
@@ -47,7 +48,7 @@ class AppendResult:
         size: int,
         queue_offset: int,
         store_timestamp: int,
-        phy_offsets: tuple[int, ...] | bytes,
+        phy_offsets: tuple[int, ...] | bytes | None,
         store_host: bytes,
     ) -> None:
         self.phy_offset = phy_offset
@@ -66,13 +67,17 @@ class AppendResult:
     @property
     def phy_offsets(self) -> tuple[int, ...]:
         offsets = self._phy_offsets
-        if isinstance(offsets, bytes):
+        if offsets is None:
+            offsets = self._phy_offsets = (self.phy_offset,)
+        elif isinstance(offsets, bytes):
             offsets = self._phy_offsets = phy_offsets_of_packed(offsets)
         return offsets
 
     @property
     def count(self) -> int:
         offsets = self._phy_offsets
+        if offsets is None:
+            return 1
         return len(offsets) // _CQ_UNIT if isinstance(offsets, bytes) else len(offsets)
 
     @property

@@ -23,7 +23,15 @@ from store.consume_queue import ConsumeQueue
 from store.errors import StoreError
 from store.message_store import MessageStore
 from store.results import AppendResult
-from tests.store.store_helpers import BORN_HOST, CQ_ENTRY_BATCHES, STORE_HOST, FakeClock, files_of, open_store
+from tests.store.store_helpers import (
+    BORN_HOST,
+    CQ_ENTRY_BATCHES,
+    STORE_HOST,
+    FakeClock,
+    files_of,
+    open_store,
+    python_append,
+)
 
 PROPS = st.sampled_from(
     [
@@ -100,6 +108,7 @@ def test_batches_store_the_same_through_the_c_and_the_python_encoder(
     native_root, python_root = tmp_path_factory.mktemp("native"), tmp_path_factory.mktemp("python")
     native, native_calls = _open(native_root)
     python, python_calls = _open(python_root)
+    python_append(python)
     for mode, queue_id, sys_flag, entries in batches:
         expected = _append(native, mode, queue_id, sys_flag, entries)
         with _pure_python():

@@ -1,0 +1,460 @@
+/* store._appender: MessageStore.append's single-record path in C (issue 3: single appends against the memcpy floor).
+ *
+ * Appender(commitlog, queue_offsets, consume_queues, fallback, clock, max_body) is built by the MessageStore and
+ * bound as its `append`. Appender.append(msg) does in one call what store/message_store.py's Python `append` does
+ * for the usual message: the record written into the CommitLog's current segment (remoting/codec/record_encoder.h),
+ * the segment's wrote_position and the log's last_store_timestamp advanced, the queue's next offset counted up, its
+ * ConsumeQueue entry written into the queue's current file, then the indexer and arrival listener called, and an
+ * AppendResult returned. The state stays where the Python path keeps it (the store's dicts, the slotted CommitLog,
+ * MappedFileQueue, MappedFile and ConsumeQueue objects, read and written by slot), so the two paths can alternate
+ * message by message and produce the same files (tests/store/test_appender.py).
+ *
+ * Everything else goes to `fallback(msg)` (the Python method) before anything is written: a store that refuses
+ * writes (`writable` false), SCHEDULE_TOPIC_XXXX, a prepared or rolled-back transaction message, another record
+ * type, a queue without its ConsumeQueue or offset yet, an entry past the queue's current file, a record that does
+ * not fit the segment (the Python path rolls it), and any record the encoder refuses (the Python path raises the
+ * store's error for it). `fast_appends` and `fallbacks` count the two. The clock's errors propagate with nothing
+ * written; the indexer's and listener's after the message is stored, as in the Python path.
+ *
+ * All on the Trio thread, under the GIL. Python code can run mid-call (the clock, a finalizer at an allocation): the
+ * objects written through are referenced for the call and the two mmaps exported before the clock runs, so a
+ * segment cannot be closed under the write.
+ */
+#include "record_encoder.h"
+#include <time.h>
+
+#define CQ_ENTRY 20
+#define END_FILE_MIN_BLANK 8
+#define TX_MASK 0x0C
+#define TX_PREPARED 0x04
+#define TX_ROLLBACK 0x0C
+
+/* The slots of the store's classes this file reads and writes, resolved at import. */
+static struct {
+    PyTypeObject *commitlog_t, *queue_t, *mapped_t, *cq_t, *result_t;
+    Py_ssize_t cl_queue, cl_last_ts;                           /* CommitLog */
+    Py_ssize_t q_files;                                        /* MappedFileQueue */
+    Py_ssize_t mf_buf, mf_from, mf_size, mf_wrote;             /* MappedFile */
+    Py_ssize_t cq_queue, cq_max;                               /* ConsumeQueue */
+    Py_ssize_t r_phy, r_size, r_qoff, r_ts, r_phys, r_host;    /* AppendResult */
+    PyObject *schedule_topic;
+} L;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *commitlog;
+    PyObject *queue_offsets;  /* dict (topic, queue_id) -> next queue offset */
+    PyObject *consume_queues; /* dict (topic, queue_id) -> ConsumeQueue */
+    PyObject *fallback;       /* the Python append */
+    PyObject *clock;          /* a callable returning ms, or NULL: CLOCK_REALTIME (store.config.wall_clock_ms) */
+    PyObject *listener;       /* None or callable(topic, queue_id, queue_offset, tags_code, properties) */
+    PyObject *indexer;        /* None or callable(topic, properties, phy_offset, store_timestamp) */
+    PyObject *key, *key_topic, *key_queue; /* the last queue's key and the objects it was built from, held so that
+                                              an identical topic and queue id object means the same key */
+    Py_hash_t key_hash;
+    Py_ssize_t max_body;
+    char writable;
+    unsigned long long fast_appends, fallbacks;
+} Appender;
+
+static inline PyObject *slot(PyObject *o, Py_ssize_t off) { return *(PyObject **)((char *)o + off); }
+
+/* Rebind a slot to `v` (a new reference, stolen); 0, or -1 when `v` is NULL (its allocation failed). */
+static inline int set_slot(PyObject *o, Py_ssize_t off, PyObject *v) {
+    if (v == NULL) return -1;
+    PyObject **p = (PyObject **)((char *)o + off);
+    PyObject *old = *p;
+    *p = v;
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* An int slot's value, or -1 (no exception) when unset, not an exact int or out of range. */
+static inline long long int_slot(PyObject *o, Py_ssize_t off) {
+    PyObject *v = slot(o, off);
+    if (v == NULL || !PyLong_CheckExact(v)) return -1;
+    int overflow;
+    long long r = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || r < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    return r;
+}
+
+/* A MappedFileQueue's newest MappedFile (borrowed), or NULL without an exception. */
+static inline PyObject *newest_file(PyObject *queue) {
+    if (queue == NULL || !Py_IS_TYPE(queue, L.queue_t)) return NULL;
+    PyObject *files = slot(queue, L.q_files);
+    if (files == NULL || !PyList_CheckExact(files) || PyList_GET_SIZE(files) == 0) return NULL;
+    PyObject *mf = PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1);
+    return Py_IS_TYPE(mf, L.mapped_t) ? mf : NULL;
+}
+
+/* Where a fast append writes: the CommitLog segment and the ConsumeQueue file, with their positions. */
+typedef struct {
+    PyObject *key, *cq, *mf, *cmf, *queue_offset_obj; /* new references */
+    long long queue_offset, mf_from, mf_wrote, mf_size, cq_pos, cq_wrote;
+    Py_buffer out, cq_out;
+} Place;
+
+static void place_release(Place *p) {
+    if (p->out.obj != NULL) PyBuffer_Release(&p->out);
+    if (p->cq_out.obj != NULL) PyBuffer_Release(&p->cq_out);
+    Py_XDECREF(p->key);
+    Py_XDECREF(p->cq);
+    Py_XDECREF(p->mf);
+    Py_XDECREF(p->cmf);
+    Py_XDECREF(p->queue_offset_obj);
+}
+
+/* Find the place for `topic`/`queue_id`'s next entry: 1 when the fast path can take the message, 0 when the
+ * fallback must (no exception), -1 on an error to raise. */
+static int find_place(Appender *self, PyObject *topic, PyObject *queue_id, Place *p) {
+    if (topic != self->key_topic || queue_id != self->key_queue) {
+        PyObject *key = PyTuple_Pack(2, topic, queue_id);
+        Py_hash_t hash = key == NULL ? -1 : PyObject_Hash(key);
+        if (hash == -1) {
+            Py_XDECREF(key);
+            return -1;
+        }
+        Py_XSETREF(self->key, key);
+        Py_XSETREF(self->key_topic, Py_NewRef(topic));
+        Py_XSETREF(self->key_queue, Py_NewRef(queue_id));
+        self->key_hash = hash;
+    }
+    p->key = Py_NewRef(self->key);
+    PyObject *next = _PyDict_GetItem_KnownHash(self->queue_offsets, p->key, self->key_hash);
+    if (next == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!PyLong_CheckExact(next)) return 0;
+    int overflow;
+    p->queue_offset = PyLong_AsLongLongAndOverflow(next, &overflow);
+    if (overflow || p->queue_offset < 0 || p->queue_offset > LLONG_MAX / CQ_ENTRY) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *cq = _PyDict_GetItem_KnownHash(self->consume_queues, p->key, self->key_hash);
+    if (cq == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!Py_IS_TYPE(cq, L.cq_t)) return 0;
+    PyObject *cmf = newest_file(slot(cq, L.cq_queue));
+    PyObject *mf = newest_file(slot(self->commitlog, L.cl_queue));
+    if (cmf == NULL || mf == NULL) return 0;
+    long long cq_from = int_slot(cmf, L.mf_from), cq_size = int_slot(cmf, L.mf_size);
+    p->cq_wrote = int_slot(cmf, L.mf_wrote);
+    p->cq_pos = p->queue_offset * CQ_ENTRY - cq_from;
+    if (cq_from < 0 || cq_size < 0 || p->cq_wrote < 0 || p->cq_pos < 0 || p->cq_pos + CQ_ENTRY > cq_size) return 0;
+    p->mf_from = int_slot(mf, L.mf_from);
+    p->mf_wrote = int_slot(mf, L.mf_wrote);
+    p->mf_size = int_slot(mf, L.mf_size);
+    if (p->mf_from < 0 || p->mf_wrote < 0 || p->mf_size < 0) return 0;
+    p->cq = Py_NewRef(cq);
+    p->cmf = Py_NewRef(cmf);
+    p->mf = Py_NewRef(mf);
+    p->queue_offset_obj = Py_NewRef(next);
+    return 1;
+}
+
+/* Export both mmaps for writing (an exported mmap cannot be closed): 1, or 0 (no exception) when either is gone
+ * or smaller than the positions say. */
+static int export_buffers(Place *p, Py_ssize_t size) {
+    PyObject *buf = slot(p->mf, L.mf_buf), *cq_buf = slot(p->cmf, L.mf_buf);
+    if (buf == NULL || cq_buf == NULL || PyObject_GetBuffer(buf, &p->out, PyBUF_WRITABLE) < 0 ||
+        PyObject_GetBuffer(cq_buf, &p->cq_out, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return p->mf_wrote <= p->out.len && size <= p->out.len - p->mf_wrote && p->cq_pos + CQ_ENTRY <= p->cq_out.len;
+}
+
+static int store_time(Appender *self, int64_t *out) {
+    if (self->clock == NULL) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        *out = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return 0;
+    }
+    PyObject *now = PyObject_CallNoArgs(self->clock);
+    if (now == NULL) return -1;
+    int r = as_int64(now, out, "store_timestamp");
+    Py_DECREF(now);
+    return r;
+}
+
+/* The bookkeeping after the write, in the Python path's order: segment end and log time, next queue offset,
+ * ConsumeQueue file end and max offset. */
+static int advance(Appender *self, Place *p, const Item *it, PyObject *store_ts) {
+    if (set_slot(p->mf, L.mf_wrote, PyLong_FromLongLong(p->mf_wrote + it->size)) < 0 ||
+        set_slot(self->commitlog, L.cl_last_ts, Py_NewRef(store_ts)) < 0)
+        return -1;
+    PyObject *next = PyLong_FromLongLong(p->queue_offset + 1);
+    if (next == NULL || _PyDict_SetItem_KnownHash(self->queue_offsets, p->key, next, self->key_hash) < 0) {
+        Py_XDECREF(next);
+        return -1;
+    }
+    if (p->cq_pos + CQ_ENTRY > p->cq_wrote && set_slot(p->cmf, L.mf_wrote, PyLong_FromLongLong(p->cq_pos + CQ_ENTRY)) < 0) {
+        Py_DECREF(next);
+        return -1;
+    }
+    long long max = int_slot(p->cq, L.cq_max);
+    if (p->queue_offset >= max) return set_slot(p->cq, L.cq_max, next);
+    Py_DECREF(next);
+    return 0;
+}
+
+/* AppendResult(phy, size, queue_offset, store_ts, None, store_host), its slots set directly (its __init__ is a
+ * Python frame); the queue offset and store time objects are shared with the store's own. */
+static PyObject *append_result(PyObject *store_host, long long phy, Py_ssize_t size, PyObject *queue_offset,
+                               PyObject *store_ts) {
+    PyObject *r = L.result_t->tp_alloc(L.result_t, 0);
+    if (r == NULL) return NULL;
+    if (set_slot(r, L.r_phy, PyLong_FromLongLong(phy)) < 0 || set_slot(r, L.r_size, PyLong_FromSsize_t(size)) < 0 ||
+        set_slot(r, L.r_qoff, Py_NewRef(queue_offset)) < 0 || set_slot(r, L.r_ts, Py_NewRef(store_ts)) < 0 ||
+        set_slot(r, L.r_phys, Py_NewRef(Py_None)) < 0 || set_slot(r, L.r_host, Py_NewRef(store_host)) < 0) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* indexer(topic, properties, phy, store_ts), then listener(topic, queue_id, queue_offset, tags, properties). */
+static int notify(Appender *self, PyObject **f, long long phy, long long queue_offset, int64_t tags, int64_t store_ts) {
+    int has_indexer = self->indexer != NULL && self->indexer != Py_None;
+    int has_listener = self->listener != NULL && self->listener != Py_None;
+    if (!has_indexer && !has_listener) return 0;
+    PyObject *a = NULL, *b = NULL, *r = NULL;
+    if (has_indexer) {
+        if ((a = PyLong_FromLongLong(phy)) == NULL || (b = PyLong_FromLongLong(store_ts)) == NULL) goto out;
+        PyObject *args[4] = {f[F_TOPIC], f[F_PROPERTIES], a, b};
+        if ((r = PyObject_Vectorcall(self->indexer, args, 4, NULL)) == NULL) goto out;
+        Py_CLEAR(r);
+        Py_CLEAR(a);
+        Py_CLEAR(b);
+    }
+    if (has_listener) {
+        if ((a = PyLong_FromLongLong(queue_offset)) == NULL || (b = PyLong_FromLongLong(tags)) == NULL) goto out;
+        PyObject *args[5] = {f[F_TOPIC], f[F_QUEUE_ID], a, b, f[F_PROPERTIES]};
+        r = PyObject_Vectorcall(self->listener, args, 5, NULL);
+    }
+out:
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (r == NULL && PyErr_Occurred()) return -1;
+    Py_XDECREF(r);
+    return 0;
+}
+
+/* Whether `msg` is a MessageRecord the fast path takes, by its topic and sysFlag alone. */
+static int plain_message(PyObject *msg) {
+    if (!Py_IS_TYPE(msg, (PyTypeObject *)S.record_type) || !S.all_slots) return 0;
+    PyObject *topic = slot(msg, S.slot[F_TOPIC]), *queue_id = slot(msg, S.slot[F_QUEUE_ID]);
+    PyObject *sys_flag = slot(msg, S.slot[F_SYS_FLAG]);
+    if (topic == NULL || queue_id == NULL || sys_flag == NULL || !PyUnicode_CheckExact(topic) ||
+        !PyLong_CheckExact(queue_id) || !PyLong_CheckExact(sys_flag))
+        return 0;
+    long flag = PyLong_AsLong(sys_flag);
+    if (flag == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if ((flag & TX_MASK) == TX_PREPARED || (flag & TX_MASK) == TX_ROLLBACK) return 0;
+    return topic != L.schedule_topic && !(PyUnicode_GET_LENGTH(topic) == PyUnicode_GET_LENGTH(L.schedule_topic) &&
+                                          PyUnicode_Compare(topic, L.schedule_topic) == 0);
+}
+
+/* The fast path for a plain_message: 1 with *result set (NULL on an error to raise), or 0 when the fallback must
+ * take the message (nothing written, the clock not read, no exception). */
+static int fast_append(Appender *self, PyObject *msg, PyObject **result) {
+    *result = NULL;
+    Place p = {0};
+    int found = find_place(self, slot(msg, S.slot[F_TOPIC]), slot(msg, S.slot[F_QUEUE_ID]), &p);
+    if (found <= 0) {
+        place_release(&p);
+        return found < 0;
+    }
+    Item item = {0};
+    Template tpl;
+    PyObject *fields[F_COUNT] = {0}, *held = NULL, *pins[PINS] = {0};
+    Scratch s = {&item, &tpl, fields, &held, pins};
+    int taken = prepare_records(&s, &msg, 1, self->max_body) == 0 &&
+                item.size <= p.mf_size - p.mf_wrote - END_FILE_MIN_BLANK && export_buffers(&p, item.size);
+    int64_t store_ts;
+    if (!taken) {
+        PyErr_Clear(); /* the fallback raises the store's error for a refused record, or rolls the segment */
+    } else if (store_time(self, &store_ts) == 0) {
+        long long phy = p.mf_from + p.mf_wrote;
+        write_one((char *)p.out.buf + p.mf_wrote, &item, p.queue_offset, phy, store_ts);
+        char *q = put64((char *)p.cq_out.buf + p.cq_pos, (uint64_t)phy);
+        put64(put32(q, (uint32_t)item.size), (uint64_t)item.tags);
+        PyBuffer_Release(&p.out);
+        PyBuffer_Release(&p.cq_out);
+        self->fast_appends++;
+        PyObject *ts = PyLong_FromLongLong(store_ts);
+        if (ts != NULL && advance(self, &p, &item, ts) == 0 &&
+            notify(self, fields, phy, p.queue_offset, item.tags, store_ts) == 0)
+            *result = append_result(fields[F_STORE_HOST], phy, item.size, p.queue_offset_obj, ts);
+        Py_XDECREF(ts);
+    }
+    release_records(&s, 1);
+    place_release(&p);
+    return taken;
+}
+
+static PyObject *appender_append(Appender *self, PyObject *msg) {
+    if (self->fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Appender not initialised");
+        return NULL;
+    }
+    PyObject *result;
+    if (self->writable && plain_message(msg) && fast_append(self, msg, &result)) return result;
+    self->fallbacks++;
+    return PyObject_CallOneArg(self->fallback, msg);
+}
+
+/* ---- the type ------------------------------------------------------------------------------------------------ */
+
+static int appender_init(Appender *self, PyObject *args, PyObject *kwds) {
+    PyObject *commitlog, *queue_offsets, *consume_queues, *fallback, *clock;
+    Py_ssize_t max_body;
+    static char *names[] = {"commitlog", "queue_offsets", "consume_queues", "fallback", "clock", "max_body", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!OOn:Appender", names, L.commitlog_t, &commitlog,
+                                     &PyDict_Type, &queue_offsets, &PyDict_Type, &consume_queues, &fallback, &clock,
+                                     &max_body))
+        return -1;
+    if (!PyCallable_Check(fallback) || (clock != Py_None && !PyCallable_Check(clock))) {
+        PyErr_SetString(PyExc_TypeError, "fallback must be callable, clock callable or None");
+        return -1;
+    }
+    Py_XSETREF(self->commitlog, Py_NewRef(commitlog));
+    Py_XSETREF(self->queue_offsets, Py_NewRef(queue_offsets));
+    Py_XSETREF(self->consume_queues, Py_NewRef(consume_queues));
+    Py_XSETREF(self->fallback, Py_NewRef(fallback));
+    Py_XSETREF(self->clock, clock == Py_None ? NULL : Py_NewRef(clock));
+    self->max_body = max_body;
+    self->writable = 1;
+    return 0;
+}
+
+static int appender_traverse(Appender *self, visitproc visit, void *arg) {
+    Py_VISIT(self->commitlog);
+    Py_VISIT(self->queue_offsets);
+    Py_VISIT(self->consume_queues);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->clock);
+    Py_VISIT(self->listener);
+    Py_VISIT(self->indexer);
+    Py_VISIT(self->key);
+    Py_VISIT(self->key_topic);
+    Py_VISIT(self->key_queue);
+    return 0;
+}
+
+static int appender_clear(Appender *self) {
+    Py_CLEAR(self->commitlog);
+    Py_CLEAR(self->queue_offsets);
+    Py_CLEAR(self->consume_queues);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->clock);
+    Py_CLEAR(self->listener);
+    Py_CLEAR(self->indexer);
+    Py_CLEAR(self->key);
+    Py_CLEAR(self->key_topic);
+    Py_CLEAR(self->key_queue);
+    return 0;
+}
+
+static void appender_dealloc(Appender *self) {
+    PyObject_GC_UnTrack(self);
+    appender_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef appender_methods[] = {
+    {"append", (PyCFunction)appender_append, METH_O,
+     "Append one MessageRecord as MessageStore.append does, in C when it can; returns its AppendResult."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef appender_members[] = {
+    {"listener", T_OBJECT, offsetof(Appender, listener), 0, "The store's arrival listener, or None."},
+    {"indexer", T_OBJECT, offsetof(Appender, indexer), 0,
+     "callable(topic, properties, phy_offset, store_timestamp) indexing a stored message's keys, or None."},
+    {"writable", T_BOOL, offsetof(Appender, writable), 0, "False sends every append to the fallback."},
+    {"fast_appends", T_ULONGLONG, offsetof(Appender, fast_appends), READONLY, "Appends done here."},
+    {"fallbacks", T_ULONGLONG, offsetof(Appender, fallbacks), READONLY, "Appends handed to the fallback."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject AppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "store._appender.Appender",
+    .tp_basicsize = sizeof(Appender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "MessageStore.append's single-record path (see store/_appender.c).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)appender_init,
+    .tp_dealloc = (destructor)appender_dealloc,
+    .tp_traverse = (traverseproc)appender_traverse,
+    .tp_clear = (inquiry)appender_clear,
+    .tp_methods = appender_methods,
+    .tp_members = appender_members,
+};
+
+/* ---- module -------------------------------------------------------------------------------------------------- */
+
+/* The slot `name` of `type`, required: an ImportError names a class that lost its __slots__. */
+static int required_slot(PyTypeObject *type, const char *name, Py_ssize_t *out) {
+    PyObject *key = PyUnicode_InternFromString(name);
+    if (key == NULL) return -1;
+    *out = slot_offset((PyObject *)type, key);
+    Py_DECREF(key);
+    if (*out >= 0) return 0;
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_ImportError, "%s.%s is not an object slot", type->tp_name, name);
+    return -1;
+}
+
+static int load_layout(void) {
+    if ((L.commitlog_t = (PyTypeObject *)attr_of("store.commitlog", "CommitLog")) == NULL ||
+        (L.queue_t = (PyTypeObject *)attr_of("store.mapped_file", "MappedFileQueue")) == NULL ||
+        (L.mapped_t = (PyTypeObject *)attr_of("store.mapped_file", "MappedFile")) == NULL ||
+        (L.cq_t = (PyTypeObject *)attr_of("store.consume_queue", "ConsumeQueue")) == NULL ||
+        (L.result_t = (PyTypeObject *)attr_of("store.results", "AppendResult")) == NULL)
+        return -1;
+    PyTypeObject *types[] = {L.commitlog_t, L.queue_t, L.mapped_t, L.cq_t, L.result_t};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (!PyType_Check(types[i])) {
+            PyErr_SetString(PyExc_ImportError, "store._appender: a store class is not a class");
+            return -1;
+        }
+    if (required_slot(L.commitlog_t, "queue", &L.cl_queue) < 0 ||
+        required_slot(L.commitlog_t, "last_store_timestamp", &L.cl_last_ts) < 0 ||
+        required_slot(L.queue_t, "files", &L.q_files) < 0 || required_slot(L.mapped_t, "buf", &L.mf_buf) < 0 ||
+        required_slot(L.mapped_t, "file_from_offset", &L.mf_from) < 0 ||
+        required_slot(L.mapped_t, "file_size", &L.mf_size) < 0 ||
+        required_slot(L.mapped_t, "wrote_position", &L.mf_wrote) < 0 ||
+        required_slot(L.cq_t, "queue", &L.cq_queue) < 0 || required_slot(L.cq_t, "max_offset", &L.cq_max) < 0 ||
+        required_slot(L.result_t, "phy_offset", &L.r_phy) < 0 || required_slot(L.result_t, "size", &L.r_size) < 0 ||
+        required_slot(L.result_t, "queue_offset", &L.r_qoff) < 0 ||
+        required_slot(L.result_t, "store_timestamp", &L.r_ts) < 0 ||
+        required_slot(L.result_t, "_phy_offsets", &L.r_phys) < 0 ||
+        required_slot(L.result_t, "store_host", &L.r_host) < 0)
+        return -1;
+    /* store.message_store.SCHEDULE_TOPIC (that module imports this one) */
+    return (L.schedule_topic = PyUnicode_InternFromString("SCHEDULE_TOPIC_XXXX")) == NULL ? -1 : 0;
+}
+
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "store._appender",
+                                        "MessageStore.append's single-record path in C (store/_appender.c).", -1,
+                                        NULL, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__appender(void) {
+    if (record_encoder_init() < 0 || load_layout() < 0 || PyType_Ready(&AppenderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Appender", (PyObject *)&AppenderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,27 @@
+"""Types of the C extension; the contract is in store/_appender.c and :mod:`store.message_store`."""
+
+from collections.abc import Callable
+
+from remoting.codec.message import MessageRecord
+from store.commitlog import CommitLog
+from store.consume_queue import ConsumeQueue
+from store.results import AppendResult
+
+class Appender:
+    listener: Callable[[str, int, int, int, str], None] | None
+    indexer: Callable[[str, str, int, int], None] | None
+    writable: bool
+    @property
+    def fast_appends(self) -> int: ...
+    @property
+    def fallbacks(self) -> int: ...
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queue_offsets: dict[tuple[str, int], int],
+        consume_queues: dict[tuple[str, int], ConsumeQueue],
+        fallback: Callable[[MessageRecord], AppendResult],
+        clock: Callable[[], int] | None,
+        max_body: int,
+    ) -> None: ...
+    def append(self, msg: MessageRecord, /) -> AppendResult: ...
