@@ -268,13 +268,16 @@ static int plain_message(PyObject *msg) {
  * take the message (nothing written, the clock not read, no exception). */
 static int fast_append(Appender *self, PyObject *msg, PyObject **result) {
     *result = NULL;
-    Place p = {0};
+    Place p; /* set field by field: zeroing it and the item whole (buffers included) was ~5 % of a 128 B append */
+    p.key = p.cq = p.mf = p.cmf = p.queue_offset_obj = NULL;
+    p.out.obj = p.cq_out.obj = NULL;
     int found = find_place(self, slot(msg, S.slot[F_TOPIC]), slot(msg, S.slot[F_QUEUE_ID]), &p);
     if (found <= 0) {
         place_release(&p);
         return found < 0;
     }
-    Item item = {0};
+    Item item;
+    item.view.obj = NULL;
     Template tpl;
     PyObject *fields[F_COUNT] = {0}, *held = NULL, *pins[PINS] = {0};
     Scratch s = {&item, &tpl, fields, &held, pins};

@@ -76,7 +76,7 @@ FlushPlan = tuple[int, int, list[MappedFile]]
 
 class MessageStore(StoreReads):
     def __init__(self, config: StoreConfig, index: IndexLike | None = None, store_host: bytes | None = None) -> None:
-        self.config = config
+        self._config = config
         self.root = config.store_path_root_dir
         self.store_host = store_host or bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F])
         self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, self._on_roll)
@@ -114,6 +114,17 @@ class MessageStore(StoreReads):
                              config.max_message_size)  # fmt: skip
         self.append = appender.append  # type: ignore[method-assign,assignment]
         return appender
+
+    @property
+    def config(self) -> StoreConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: StoreConfig) -> None:
+        """A new config (tests swap in a virtual clock) also rebinds the C append path to its clock and limits."""
+        self._config = config
+        self._appender = self._bind_appender()
+        self._mirror()
 
     def _mirror(self) -> None:
         """Copy what the C append path checks into it (see the module docstring)."""
