@@ -31,14 +31,74 @@
 
 /* The slots of the store's classes this file reads and writes, resolved at import. */
 static struct {
-    PyTypeObject *commitlog_t, *queue_t, *mapped_t, *cq_t, *result_t;
+    PyTypeObject *commitlog_t, *queue_t, *mapped_t, *cq_t;
     Py_ssize_t cl_queue, cl_last_ts;                           /* CommitLog */
     Py_ssize_t q_files;                                        /* MappedFileQueue */
     Py_ssize_t mf_buf, mf_from, mf_size, mf_wrote;             /* MappedFile */
     Py_ssize_t cq_queue, cq_max;                               /* ConsumeQueue */
-    Py_ssize_t r_phy, r_size, r_qoff, r_ts, r_phys, r_host;    /* AppendResult */
     PyObject *schedule_topic;
 } L;
+
+/* ---- AppendResultBase: store.results.AppendResult's fields ---------------------------------------------------- */
+
+/* The fields of an append's result as C values, so a single append builds it with one allocation and no integer
+ * objects (the slotted Python class's construction was a sixth of a 128 B append); store.results.AppendResult adds
+ * the properties. Not tracked by the garbage collector: `_phy_offsets` (None, a tuple of ints or packed bytes) and
+ * `store_host` (bytes) cannot refer back to it. */
+typedef struct {
+    PyObject_HEAD
+    long long phy_offset, size, queue_offset, store_timestamp;
+    PyObject *phy_offsets;
+    PyObject *store_host;
+} ResultBase;
+
+static PyObject *result_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    long long phy, size, queue_offset, store_ts;
+    PyObject *phy_offsets, *store_host;
+    static char *names[] = {"phy_offset", "size", "queue_offset", "store_timestamp", "phy_offsets", "store_host",
+                            NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "LLLLOO:AppendResult", names, &phy, &size, &queue_offset, &store_ts,
+                                     &phy_offsets, &store_host))
+        return NULL;
+    ResultBase *r = (ResultBase *)type->tp_alloc(type, 0);
+    if (r == NULL) return NULL;
+    r->phy_offset = phy;
+    r->size = size;
+    r->queue_offset = queue_offset;
+    r->store_timestamp = store_ts;
+    r->phy_offsets = Py_NewRef(phy_offsets);
+    r->store_host = Py_NewRef(store_host);
+    return (PyObject *)r;
+}
+
+static void result_dealloc(ResultBase *self) {
+    Py_XDECREF(self->phy_offsets);
+    Py_XDECREF(self->store_host);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef result_members[] = {
+    {"phy_offset", T_LONGLONG, offsetof(ResultBase, phy_offset), READONLY, "CommitLog offset of the first record."},
+    {"size", T_LONGLONG, offsetof(ResultBase, size), READONLY, "Bytes of the record(s)."},
+    {"queue_offset", T_LONGLONG, offsetof(ResultBase, queue_offset), READONLY, "Queue offset of the first record."},
+    {"store_timestamp", T_LONGLONG, offsetof(ResultBase, store_timestamp), READONLY, "The store time given."},
+    {"_phy_offsets", T_OBJECT, offsetof(ResultBase, phy_offsets), 0, "None, a tuple of offsets or packed entries."},
+    {"store_host", T_OBJECT, offsetof(ResultBase, store_host), READONLY, "The packed store host."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject ResultBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "store._appender.AppendResultBase",
+    .tp_basicsize = sizeof(ResultBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "AppendResultBase(phy_offset, size, queue_offset, store_timestamp, phy_offsets, store_host): the "
+              "fields of store.results.AppendResult.",
+    .tp_new = result_new,
+    .tp_dealloc = (destructor)result_dealloc,
+    .tp_members = result_members,
+};
+
+/* ---- Appender ------------------------------------------------------------------------------------------------ */
 
 typedef struct {
     PyObject_HEAD
@@ -49,6 +109,7 @@ typedef struct {
     PyObject *clock;          /* a callable returning ms, or NULL: CLOCK_REALTIME (store.config.wall_clock_ms) */
     PyObject *listener;       /* None or callable(topic, queue_id, queue_offset, tags_code, properties) */
     PyObject *indexer;        /* None or callable(topic, properties, phy_offset, store_timestamp) */
+    PyTypeObject *result_type; /* store.results.AppendResult, a subclass of AppendResultBase */
     PyObject *key, *key_topic, *key_queue; /* the last queue's key and the objects it was built from, held so that
                                               an identical topic and queue id object means the same key */
     Py_hash_t key_hash;
@@ -93,7 +154,7 @@ static inline PyObject *newest_file(PyObject *queue) {
 
 /* Where a fast append writes: the CommitLog segment and the ConsumeQueue file, with their positions. */
 typedef struct {
-    PyObject *key, *cq, *mf, *cmf, *queue_offset_obj; /* new references */
+    PyObject *key, *cq, *mf, *cmf; /* new references */
     long long queue_offset, mf_from, mf_wrote, mf_size, cq_pos, cq_wrote;
     Py_buffer out, cq_out;
 } Place;
@@ -105,7 +166,6 @@ static void place_release(Place *p) {
     Py_XDECREF(p->cq);
     Py_XDECREF(p->mf);
     Py_XDECREF(p->cmf);
-    Py_XDECREF(p->queue_offset_obj);
 }
 
 /* Find the place for `topic`/`queue_id`'s next entry: 1 when the fast path can take the message, 0 when the
@@ -150,7 +210,6 @@ static int find_place(Appender *self, PyObject *topic, PyObject *queue_id, Place
     p->cq = Py_NewRef(cq);
     p->cmf = Py_NewRef(cmf);
     p->mf = Py_NewRef(mf);
-    p->queue_offset_obj = Py_NewRef(next);
     return 1;
 }
 
@@ -204,19 +263,18 @@ static int advance(Appender *self, Place *p, const Item *it, PyObject *store_ts)
     return 0;
 }
 
-/* AppendResult(phy, size, queue_offset, store_ts, None, store_host), its slots set directly (its __init__ is a
- * Python frame); the queue offset and store time objects are shared with the store's own. */
-static PyObject *append_result(PyObject *store_host, long long phy, Py_ssize_t size, PyObject *queue_offset,
-                               PyObject *store_ts) {
-    PyObject *r = L.result_t->tp_alloc(L.result_t, 0);
+/* AppendResult(phy, size, queue_offset, store_ts, None, store_host), without its constructor's argument parsing. */
+static PyObject *append_result(PyTypeObject *type, PyObject *store_host, long long phy, Py_ssize_t size,
+                               long long queue_offset, int64_t store_ts) {
+    ResultBase *r = (ResultBase *)type->tp_alloc(type, 0);
     if (r == NULL) return NULL;
-    if (set_slot(r, L.r_phy, PyLong_FromLongLong(phy)) < 0 || set_slot(r, L.r_size, PyLong_FromSsize_t(size)) < 0 ||
-        set_slot(r, L.r_qoff, Py_NewRef(queue_offset)) < 0 || set_slot(r, L.r_ts, Py_NewRef(store_ts)) < 0 ||
-        set_slot(r, L.r_phys, Py_NewRef(Py_None)) < 0 || set_slot(r, L.r_host, Py_NewRef(store_host)) < 0) {
-        Py_DECREF(r);
-        return NULL;
-    }
-    return r;
+    r->phy_offset = phy;
+    r->size = size;
+    r->queue_offset = queue_offset;
+    r->store_timestamp = store_ts;
+    r->phy_offsets = Py_NewRef(Py_None);
+    r->store_host = Py_NewRef(store_host);
+    return (PyObject *)r;
 }
 
 /* indexer(topic, properties, phy, store_ts), then listener(topic, queue_id, queue_offset, tags, properties). */
@@ -269,7 +327,7 @@ static int plain_message(PyObject *msg) {
 static int fast_append(Appender *self, PyObject *msg, PyObject **result) {
     *result = NULL;
     Place p; /* set field by field: zeroing it and the item whole (buffers included) was ~5 % of a 128 B append */
-    p.key = p.cq = p.mf = p.cmf = p.queue_offset_obj = NULL;
+    p.key = p.cq = p.mf = p.cmf = NULL;
     p.out.obj = p.cq_out.obj = NULL;
     int found = find_place(self, slot(msg, S.slot[F_TOPIC]), slot(msg, S.slot[F_QUEUE_ID]), &p);
     if (found <= 0) {
@@ -297,7 +355,7 @@ static int fast_append(Appender *self, PyObject *msg, PyObject **result) {
         PyObject *ts = PyLong_FromLongLong(store_ts);
         if (ts != NULL && advance(self, &p, &item, ts) == 0 &&
             notify(self, fields, phy, p.queue_offset, item.tags, store_ts) == 0)
-            *result = append_result(fields[F_STORE_HOST], phy, item.size, p.queue_offset_obj, ts);
+            *result = append_result(self->result_type, fields[F_STORE_HOST], phy, item.size, p.queue_offset, store_ts);
         Py_XDECREF(ts);
     }
     release_records(&s, 1);
@@ -319,13 +377,19 @@ static PyObject *appender_append(Appender *self, PyObject *msg) {
 /* ---- the type ------------------------------------------------------------------------------------------------ */
 
 static int appender_init(Appender *self, PyObject *args, PyObject *kwds) {
-    PyObject *commitlog, *queue_offsets, *consume_queues, *fallback, *clock;
+    PyObject *commitlog, *queue_offsets, *consume_queues, *fallback, *clock, *result_type;
     Py_ssize_t max_body;
-    static char *names[] = {"commitlog", "queue_offsets", "consume_queues", "fallback", "clock", "max_body", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!OOn:Appender", names, L.commitlog_t, &commitlog,
+    static char *names[] = {"commitlog", "queue_offsets", "consume_queues", "fallback", "clock", "max_body",
+                            "result_type", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!OOnO!:Appender", names, L.commitlog_t, &commitlog,
                                      &PyDict_Type, &queue_offsets, &PyDict_Type, &consume_queues, &fallback, &clock,
-                                     &max_body))
+                                     &max_body, &PyType_Type, &result_type))
         return -1;
+    if (!PyType_IsSubtype((PyTypeObject *)result_type, &ResultBaseType) ||
+        ((PyTypeObject *)result_type)->tp_basicsize != ResultBaseType.tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "result_type must be a subclass of AppendResultBase adding no fields");
+        return -1;
+    }
     if (!PyCallable_Check(fallback) || (clock != Py_None && !PyCallable_Check(clock))) {
         PyErr_SetString(PyExc_TypeError, "fallback must be callable, clock callable or None");
         return -1;
@@ -335,6 +399,7 @@ static int appender_init(Appender *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->consume_queues, Py_NewRef(consume_queues));
     Py_XSETREF(self->fallback, Py_NewRef(fallback));
     Py_XSETREF(self->clock, clock == Py_None ? NULL : Py_NewRef(clock));
+    Py_XSETREF(self->result_type, (PyTypeObject *)Py_NewRef(result_type));
     self->max_body = max_body;
     self->writable = 1;
     return 0;
@@ -351,6 +416,7 @@ static int appender_traverse(Appender *self, visitproc visit, void *arg) {
     Py_VISIT(self->key);
     Py_VISIT(self->key_topic);
     Py_VISIT(self->key_queue);
+    Py_VISIT(self->result_type);
     return 0;
 }
 
@@ -365,6 +431,7 @@ static int appender_clear(Appender *self) {
     Py_CLEAR(self->key);
     Py_CLEAR(self->key_topic);
     Py_CLEAR(self->key_queue);
+    Py_CLEAR(self->result_type);
     return 0;
 }
 
@@ -421,10 +488,9 @@ static int load_layout(void) {
     if ((L.commitlog_t = (PyTypeObject *)attr_of("store.commitlog", "CommitLog")) == NULL ||
         (L.queue_t = (PyTypeObject *)attr_of("store.mapped_file", "MappedFileQueue")) == NULL ||
         (L.mapped_t = (PyTypeObject *)attr_of("store.mapped_file", "MappedFile")) == NULL ||
-        (L.cq_t = (PyTypeObject *)attr_of("store.consume_queue", "ConsumeQueue")) == NULL ||
-        (L.result_t = (PyTypeObject *)attr_of("store.results", "AppendResult")) == NULL)
+        (L.cq_t = (PyTypeObject *)attr_of("store.consume_queue", "ConsumeQueue")) == NULL)
         return -1;
-    PyTypeObject *types[] = {L.commitlog_t, L.queue_t, L.mapped_t, L.cq_t, L.result_t};
+    PyTypeObject *types[] = {L.commitlog_t, L.queue_t, L.mapped_t, L.cq_t};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (!PyType_Check(types[i])) {
             PyErr_SetString(PyExc_ImportError, "store._appender: a store class is not a class");
@@ -436,12 +502,7 @@ static int load_layout(void) {
         required_slot(L.mapped_t, "file_from_offset", &L.mf_from) < 0 ||
         required_slot(L.mapped_t, "file_size", &L.mf_size) < 0 ||
         required_slot(L.mapped_t, "wrote_position", &L.mf_wrote) < 0 ||
-        required_slot(L.cq_t, "queue", &L.cq_queue) < 0 || required_slot(L.cq_t, "max_offset", &L.cq_max) < 0 ||
-        required_slot(L.result_t, "phy_offset", &L.r_phy) < 0 || required_slot(L.result_t, "size", &L.r_size) < 0 ||
-        required_slot(L.result_t, "queue_offset", &L.r_qoff) < 0 ||
-        required_slot(L.result_t, "store_timestamp", &L.r_ts) < 0 ||
-        required_slot(L.result_t, "_phy_offsets", &L.r_phys) < 0 ||
-        required_slot(L.result_t, "store_host", &L.r_host) < 0)
+        required_slot(L.cq_t, "queue", &L.cq_queue) < 0 || required_slot(L.cq_t, "max_offset", &L.cq_max) < 0)
         return -1;
     /* store.message_store.SCHEDULE_TOPIC (that module imports this one) */
     return (L.schedule_topic = PyUnicode_InternFromString("SCHEDULE_TOPIC_XXXX")) == NULL ? -1 : 0;
@@ -452,10 +513,13 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "store._appender"
                                         NULL, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__appender(void) {
-    if (record_encoder_init() < 0 || load_layout() < 0 || PyType_Ready(&AppenderType) < 0) return NULL;
+    if (record_encoder_init() < 0 || load_layout() < 0 || PyType_Ready(&AppenderType) < 0 ||
+        PyType_Ready(&ResultBaseType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
-    if (PyModule_AddObjectRef(m, "Appender", (PyObject *)&AppenderType) < 0) {
+    if (PyModule_AddObjectRef(m, "Appender", (PyObject *)&AppenderType) < 0 ||
+        PyModule_AddObjectRef(m, "AppendResultBase", (PyObject *)&ResultBaseType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -23,5 +23,23 @@ class Appender:
         fallback: Callable[[MessageRecord], AppendResult],
         clock: Callable[[], int] | None,
         max_body: int,
+        result_type: type[AppendResult],
     ) -> None: ...
     def append(self, msg: MessageRecord, /) -> AppendResult: ...
+
+class AppendResultBase:
+    phy_offset: int
+    size: int
+    queue_offset: int
+    store_timestamp: int
+    _phy_offsets: tuple[int, ...] | bytes | None
+    store_host: bytes
+    def __init__(
+        self,
+        phy_offset: int,
+        size: int,
+        queue_offset: int,
+        store_timestamp: int,
+        phy_offsets: tuple[int, ...] | bytes | None,
+        store_host: bytes,
+    ) -> None: ...

@@ -111,7 +111,7 @@ class MessageStore(StoreReads):
         clock = None if config.now_ms is wall_clock_ms else config.now_ms
         fallback = types.MethodType(MessageStore.append, self)
         appender = _APPENDER(self.commitlog, self.queue_offsets, self.consume_queues, fallback, clock,
-                             config.max_message_size)  # fmt: skip
+                             config.max_message_size, AppendResult)  # fmt: skip
         self.append = appender.append  # type: ignore[method-assign,assignment]
         return appender
 

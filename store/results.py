@@ -9,11 +9,12 @@ from __future__ import annotations
 import enum
 import functools
 import struct
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
 from remoting.codec.msgid import offset_msg_id
+from remoting.codec.record_batch import NATIVE
 
 
 class PutStatus(enum.Enum):
@@ -27,18 +28,8 @@ class PutStatus(enum.Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
-class AppendResult:
-    """Where a put landed. For a batch, ``count`` records start at ``phy_offset`` / ``queue_offset``;
-    ``phy_offsets`` holds each record's physical offset.
-
-    A plain slotted class rather than a frozen attrs class: it is built once per append, and frozen attrs'
-    ``__init__`` costs about as much as packing the record. Treat it as immutable.
-
-    A batch append passes its packed ConsumeQueue entries (``bytes``, 20 per record) instead of the offsets tuple:
-    ``phy_offsets`` unpacks them on first use (the same tuple), as unpacking 32 of them into ints for every batch
-    was a tenth of the Python a 32-message append runs, for a field only a batch send's msgId reads. A single append
-    passes ``None``: one record, at ``phy_offset``.
-    """
+class _AppendResultFields:
+    """:class:`AppendResult`'s fields in Python, its base when the C extension is not in use."""
 
     __slots__ = ("_phy_offsets", "phy_offset", "queue_offset", "size", "store_host", "store_timestamp")
 
@@ -57,6 +48,38 @@ class AppendResult:
         self.store_timestamp = store_timestamp
         self._phy_offsets = phy_offsets
         self.store_host = store_host
+
+
+def _fields_base() -> type[_AppendResultFields]:
+    """``store._appender.AppendResultBase`` (the same fields as C values; the C single append builds it without a
+    Python call), else :class:`_AppendResultFields`."""
+    if not NATIVE:
+        return _AppendResultFields
+    try:
+        from store._appender import AppendResultBase
+    except ImportError:
+        return _AppendResultFields
+    return AppendResultBase  # type: ignore[return-value]
+
+
+if TYPE_CHECKING:
+    _Fields = _AppendResultFields
+else:
+    _Fields = _fields_base()
+
+
+class AppendResult(_Fields):
+    """Where a put landed: ``AppendResult(phy_offset, size, queue_offset, store_timestamp, phy_offsets,
+    store_host)``. For a batch, ``count`` records start at ``phy_offset`` / ``queue_offset``; ``phy_offsets`` holds
+    each record's physical offset. Immutable (the C base's fields are read-only; treat the Python one's so).
+
+    A batch append passes its packed ConsumeQueue entries (``bytes``, 20 per record) instead of the offsets tuple:
+    ``phy_offsets`` unpacks them on first use (the same tuple), as unpacking 32 of them into ints for every batch
+    was a tenth of the Python a 32-message append runs, for a field only a batch send's msgId reads. A single append
+    passes ``None``: one record, at ``phy_offset``.
+    """
+
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return (
