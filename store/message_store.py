@@ -303,7 +303,9 @@ class MessageStore(StoreReads):
         topic = msg.topic
         if topic == SCHEDULE_TOPIC:
             return self._append_scheduled(msg)
-        queue_id = msg.queue_id
+        # Fields read once, before the clock runs (it is Python code): what is indexed, announced and returned is
+        # what the record holds even if a frozen field is rebound meanwhile.
+        queue_id, properties, store_host = msg.queue_id, msg.properties, msg.store_host
         key = (topic, queue_id)
         tx = msg.sys_flag & SYSFLAG_TRANSACTION_MASK
         has_entry = tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK
@@ -318,10 +320,10 @@ class MessageStore(StoreReads):
             cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
             cq.put(queue_offset, phy, size, tags)
         if self._index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
-            self._index_one(topic, msg.properties, phy, store_ts)
+            self._index_one(topic, properties, phy, store_ts)
         if has_entry and self._arrival_listener is not None:
-            self._arrival_listener(topic, queue_id, queue_offset, tags, msg.properties)
-        return AppendResult(phy, size, queue_offset, store_ts, None, msg.store_host)
+            self._arrival_listener(topic, queue_id, queue_offset, tags, properties)
+        return AppendResult(phy, size, queue_offset, store_ts, None, store_host)
 
     def _index_one(self, topic: str, properties: str, phy: int, store_ts: int) -> None:
         """Index one stored message by its ``KEYS`` and ``UNIQ_KEY`` (the index is set)."""

@@ -578,12 +578,7 @@ def test_a_clock_closing_what_the_append_writes_into_does_not_crash(
         store.append(_record())
 
 
-PATHS = [
-    "c",
-    pytest.param("python", marks=pytest.mark.xfail(strict=True, reason=(
-        "the Python append re-reads msg.properties and msg.store_host after the clock: it indexes and announces "
-        "the rebound properties and returns the rebound host, not those of the record it wrote"))),
-]  # fmt: skip
+PATHS = ["c", "python"]
 
 
 def _path(store: MessageStore, path: str) -> contextlib.AbstractContextManager[None]:
@@ -683,13 +678,13 @@ def test_the_store_and_its_appender_are_collected_after_close(tmp_path: Path) ->
 
 
 def _appender_args(store: MessageStore) -> list[Any]:
-    return [store.commitlog, store.queue_offsets, store.consume_queues, lambda msg: None, None, MAX_BODY]
+    return [store.commitlog, store.queue_offsets, store.consume_queues, lambda msg: None, None, MAX_BODY, AppendResult]
 
 
 @pytest.mark.parametrize(
     ("position", "value"),
     [(0, object()), (0, None), (1, []), (1, types.MappingProxyType({})), (2, None), (3, 42), (4, "now"),
-     (5, "600"), (5, 600.0), (5, None)],
+     (5, "600"), (5, 600.0), (5, None), (6, None), (6, object), (6, tuple)],
 )  # fmt: skip
 def test_the_appender_refuses_arguments_of_the_wrong_type(tmp_path: Path, position: int, value: object) -> None:
     assert APPENDER is not None
@@ -700,7 +695,7 @@ def test_the_appender_refuses_arguments_of_the_wrong_type(tmp_path: Path, positi
     with pytest.raises(TypeError):
         APPENDER.Appender(*args)
     with pytest.raises(TypeError):
-        APPENDER.Appender(*args[:5])
+        APPENDER.Appender(*args[:6])
     store.close()
 
 
