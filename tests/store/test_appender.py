@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from remoting.codec.message import MessageRecord, decode_record, prepare_message, read_record_meta
 from remoting.codec.properties import tags_code
+from store.config import wall_clock_ms
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError
 from store.message_store import SCHEDULE_TOPIC, MessageStore
@@ -427,6 +428,21 @@ def test_the_c_path_indexes_only_while_the_store_has_an_index(tmp_path: Path) ->
     assert [bytes(m) for m in store.query_by_key("TopicA", "while-on", 8, 0, 2**62)] == [
         bytes(store.commitlog.read(on.phy_offset, on.size))
     ]
+    store.close()
+
+
+def test_a_new_config_rebinds_the_c_path_to_its_clock_and_limit(tmp_path: Path) -> None:
+    """Tests swap the store's config after start (``attrs.evolve`` with a virtual clock): the C path follows it."""
+    store = _open(tmp_path)
+    store.append(_record())
+    store.config = attrs.evolve(store.config, now_ms=FakeClock(5_000_000_000_000), max_message_size=10)
+    with _routed(store, "fast"):
+        assert store.append(_record(body=b"x" * 10)).store_timestamp == 5_000_000_000_001
+    with _routed(store, "fallback"), pytest.raises(MessageIllegalError, match="exceeds 10"):
+        store.append(_record(body=b"x" * 11))
+    store.config = attrs.evolve(store.config, now_ms=wall_clock_ms)
+    with _routed(store, "fast"):
+        assert abs(store.append(_record()).store_timestamp - wall_clock_ms()) < 60_000
     store.close()
 
 
