@@ -10,6 +10,8 @@ Cases (one JSON object per line on stdout):
 - ``append`` / ``append_batch``: ``MessageStore.append`` of single messages / ``append_batch`` of 32, for 128 B,
   1 KiB and 4 KiB bodies, ASYNC_FLUSH, segments warmed up, best of three fresh stores. ``vs_floor`` = store MB/s /
   floor MB/s; ``cpu_us_per_msg`` = process CPU time per message (steadier than rates on a shared machine).
+- ``append_spread``: single appends as a broker sees them: distinct messages round-robin over 8 queues, each with its
+  own topic string object (``append`` repeats one message to one queue).
 - ``sync_flush``: SYNC_FLUSH ``put`` with 1, 16 and 64 concurrent writers (group commit); ``vs_1_writer``.
 - ``sustained`` (on request): batch appends for 3x ``--duration`` per size with flushes, rolls and warm-ups included.
 - ``get``: 32-message ``get`` calls per second and the record slices per second they return.
@@ -61,8 +63,14 @@ def parse_size(text: str) -> int:
     return int(lowered)
 
 
-def msg(size: int, queue_id: int = 0) -> MessageRecord:
-    return MessageRecord("BenchTopic", b"m" * size, queue_id, 0, PROPS, 0, 1_700_000_000_000, STORE_HOST, STORE_HOST)
+def msg(size: int, queue_id: int = 0, topic: str = "BenchTopic") -> MessageRecord:
+    return MessageRecord(topic, b"m" * size, queue_id, 0, PROPS, 0, 1_700_000_000_000, STORE_HOST, STORE_HOST)
+
+
+def spread_messages(size: int, queues: int) -> list[MessageRecord]:
+    """256 distinct messages round-robin over ``queues`` queues, each with its own topic string object, as a broker
+    decodes them from separate requests (a producer's default queue selection is round-robin)."""
+    return [msg(size, i % queues, "".join(["Bench", "Topic"])) for i in range(256)]
 
 
 def config(root: Path, segment: int, **kw: object) -> StoreConfig:
@@ -143,22 +151,29 @@ def bookkeeping(size: int, count: int, batch: int, segment: int, workdir: Path) 
     return (count // batch) * n / best
 
 
-async def appends(size: int, count: int, batch: int, segment: int, workdir: Path) -> tuple[float, float, float]:
+async def appends(size: int, count: int, batch: int, segment: int, workdir: Path,
+                  spread: int = 0) -> tuple[float, float, float]:  # fmt: skip
     """(messages/s, bytes/s, CPU us per message) of async-flush appends; the store's services run so segments are
-    preallocated. The CPU figure (process time, threads included) is the one to compare on a busy machine."""
+    preallocated. The CPU figure (process time, threads included) is the one to compare on a busy machine.
+    ``spread``: single appends of :func:`spread_messages` over that many queues instead of one message again."""
     root = Path(tempfile.mkdtemp(dir=workdir))
     store = MessageStore(config(root, segment, flush_interval_commit_log=500), store_host=STORE_HOST)
     store.load()
-    messages = [msg(size) for _ in range(batch)]
+    messages = spread_messages(size, spread) if spread else [msg(size) for _ in range(batch)]
     record_len = len(encode_record(messages[0]))
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
-        store.append_batch(messages)  # creates the ConsumeQueue file: once per queue, not part of the steady rate
+        for queue in range(max(spread, 1)):  # creates the ConsumeQueue files: once per queue, not the steady rate
+            store.append_batch(messages[queue : queue + 1] if spread else messages)
         start = time.perf_counter()
         cpu_start = time.process_time()
         done = 0
         while done < count:
-            if batch == 1:
+            if spread:
+                for m in messages:
+                    store.append(m)
+                done += len(messages)
+            elif batch == 1:
                 for _ in range(256):
                     store.append(messages[0])
                 done += 256
@@ -301,9 +316,10 @@ async def _measure(args: argparse.Namespace, workdir: Path) -> None:
                 bps = bookkeeping(size, count, batch, segment, workdir)
                 emit({"bench": "store", "case": "bookkeeping", "body": size, "batch": batch,
                       "vs_floor": round(bps / floor_bps, 3)})  # fmt: skip
-            for case, batch in (("append", 1), ("append_batch", 32)):
+            for case, batch, spread in (("append", 1, 0), ("append_spread", 1, 8), ("append_batch", 32, 0)):
                 # Best of three fresh stores, as the floor is best of three passes: neither carries a busy moment.
-                mps, bps, cpu_us = max([await appends(size, count, batch, segment, workdir) for _ in range(3)])
+                mps, bps, cpu_us = max([await appends(size, count, batch, segment, workdir, spread)
+                                        for _ in range(3)])  # fmt: skip
                 emit({"bench": "store", "case": case, "body": size, "msgs_per_s": round(mps),
                       "mb_per_s": round(bps / 1e6, 1), "vs_floor": round(bps / floor_bps, 3),
                       "cpu_us_per_msg": round(cpu_us, 2)})  # fmt: skip

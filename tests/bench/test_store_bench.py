@@ -21,6 +21,7 @@ def test_every_store_case_reports_positive_figures(tmp_path: Path) -> None:
     cases = [(row["case"], row.get("body"), row.get("batch")) for row in rows]
     for size in (128, 1024, 4096):
         assert ("floor", size, None) in cases and ("append_batch", size, None) in cases
+        assert ("append", size, None) in cases and ("append_spread", size, None) in cases
         assert ("bookkeeping", size, 1) in cases and ("bookkeeping", size, 32) in cases
     assert {"sync_flush", "async_flush_put", "get", "recovery", "sustained"} <= {case for case, _, _ in cases}
     for row in rows:
