@@ -106,16 +106,18 @@ typedef struct {
     PyObject *queue_offsets;  /* dict (topic, queue_id) -> next queue offset */
     PyObject *consume_queues; /* dict (topic, queue_id) -> ConsumeQueue */
     PyObject *fallback;       /* the Python append */
+    PyObject *batch_fallback; /* the Python append_batch */
     PyObject *clock;          /* a callable returning ms, or NULL: CLOCK_REALTIME (store.config.wall_clock_ms) */
     PyObject *listener;       /* None or callable(topic, queue_id, queue_offset, tags_code, properties) */
     PyObject *indexer;        /* None or callable(topic, properties, phy_offset, store_timestamp) */
+    PyObject *batch_notifier; /* None or callable(topic, queue_id, first_offset, packed, texts, store_timestamp) */
     PyTypeObject *result_type; /* store.results.AppendResult, a subclass of AppendResultBase */
     PyObject *key, *key_topic, *key_queue; /* the last queue's key and the objects it was built from, held so that
                                               an identical topic and queue id object means the same key */
     Py_hash_t key_hash;
     Py_ssize_t max_body;
     char writable;
-    unsigned long long fast_appends, fallbacks;
+    unsigned long long fast_appends, fallbacks, fast_batches, batch_fallbacks;
 } Appender;
 
 static inline PyObject *slot(PyObject *o, Py_ssize_t off) { return *(PyObject **)((char *)o + off); }
@@ -156,8 +158,15 @@ static inline PyObject *newest_file(PyObject *queue) {
 typedef struct {
     PyObject *key, *cq, *mf, *cmf; /* new references */
     long long queue_offset, mf_from, mf_wrote, mf_size, cq_pos, cq_wrote;
+    Py_ssize_t n; /* the records (ConsumeQueue entries) to place */
     Py_buffer out, cq_out;
 } Place;
+
+static inline void place_init(Place *p, Py_ssize_t n) {
+    p->key = p->cq = p->mf = p->cmf = NULL;
+    p->out.obj = p->cq_out.obj = NULL;
+    p->n = n;
+}
 
 static void place_release(Place *p) {
     if (p->out.obj != NULL) PyBuffer_Release(&p->out);
@@ -168,8 +177,8 @@ static void place_release(Place *p) {
     Py_XDECREF(p->cmf);
 }
 
-/* Find the place for `topic`/`queue_id`'s next entry: 1 when the fast path can take the message, 0 when the
- * fallback must (no exception), -1 on an error to raise. */
+/* Find the place for `topic`/`queue_id`'s next p->n entries: 1 when the fast path can take the message(s), 0 when
+ * the fallback must (no exception), -1 on an error to raise. */
 static int find_place(Appender *self, PyObject *topic, PyObject *queue_id, Place *p) {
     if (topic != self->key_topic || queue_id != self->key_queue) {
         PyObject *key = PyTuple_Pack(2, topic, queue_id);
@@ -202,7 +211,8 @@ static int find_place(Appender *self, PyObject *topic, PyObject *queue_id, Place
     long long cq_from = int_slot(cmf, L.mf_from), cq_size = int_slot(cmf, L.mf_size);
     p->cq_wrote = int_slot(cmf, L.mf_wrote);
     p->cq_pos = p->queue_offset * CQ_ENTRY - cq_from;
-    if (cq_from < 0 || cq_size < 0 || p->cq_wrote < 0 || p->cq_pos < 0 || p->cq_pos + CQ_ENTRY > cq_size) return 0;
+    if (cq_from < 0 || cq_size < 0 || p->cq_wrote < 0 || p->cq_pos < 0 || p->cq_pos + CQ_ENTRY * p->n > cq_size)
+        return 0;
     p->mf_from = int_slot(mf, L.mf_from);
     p->mf_wrote = int_slot(mf, L.mf_wrote);
     p->mf_size = int_slot(mf, L.mf_size);
@@ -222,7 +232,7 @@ static int export_buffers(Place *p, Py_ssize_t size) {
         PyErr_Clear();
         return 0;
     }
-    return p->mf_wrote <= p->out.len && size <= p->out.len - p->mf_wrote && p->cq_pos + CQ_ENTRY <= p->cq_out.len;
+    return p->mf_wrote <= p->out.len && size <= p->out.len - p->mf_wrote && p->cq_pos + CQ_ENTRY * p->n <= p->cq_out.len;
 }
 
 static int store_time(Appender *self, int64_t *out) {
@@ -242,37 +252,39 @@ static int store_time(Appender *self, int64_t *out) {
     return r;
 }
 
-/* The bookkeeping after the write, in the Python path's order: segment end and log time, next queue offset,
- * ConsumeQueue file end and max offset. */
-static int advance(Appender *self, Place *p, const Item *it, PyObject *store_ts) {
-    if (set_slot(p->mf, L.mf_wrote, PyLong_FromLongLong(p->mf_wrote + it->size)) < 0 ||
+/* The bookkeeping after writing `total` bytes and p->n entries, in the Python path's order: segment end and log
+ * time, next queue offset, ConsumeQueue file end and max offset. */
+static int advance(Appender *self, Place *p, Py_ssize_t total, PyObject *store_ts) {
+    if (set_slot(p->mf, L.mf_wrote, PyLong_FromLongLong(p->mf_wrote + total)) < 0 ||
         set_slot(self->commitlog, L.cl_last_ts, Py_NewRef(store_ts)) < 0)
         return -1;
-    PyObject *next = PyLong_FromLongLong(p->queue_offset + 1);
+    PyObject *next = PyLong_FromLongLong(p->queue_offset + p->n);
     if (next == NULL || _PyDict_SetItem_KnownHash(self->queue_offsets, p->key, next, self->key_hash) < 0) {
         Py_XDECREF(next);
         return -1;
     }
-    if (p->cq_pos + CQ_ENTRY > p->cq_wrote && set_slot(p->cmf, L.mf_wrote, PyLong_FromLongLong(p->cq_pos + CQ_ENTRY)) < 0) {
+    long long cq_end = p->cq_pos + CQ_ENTRY * p->n;
+    if (cq_end > p->cq_wrote && set_slot(p->cmf, L.mf_wrote, PyLong_FromLongLong(cq_end)) < 0) {
         Py_DECREF(next);
         return -1;
     }
     long long max = int_slot(p->cq, L.cq_max);
-    if (p->queue_offset >= max) return set_slot(p->cq, L.cq_max, next);
+    if (p->queue_offset + p->n > max) return set_slot(p->cq, L.cq_max, next);
     Py_DECREF(next);
     return 0;
 }
 
-/* AppendResult(phy, size, queue_offset, store_ts, None, store_host), without its constructor's argument parsing. */
+/* AppendResult(phy, size, queue_offset, store_ts, phy_offsets, store_host), without its constructor's argument
+ * parsing. */
 static PyObject *append_result(PyTypeObject *type, PyObject *store_host, long long phy, Py_ssize_t size,
-                               long long queue_offset, int64_t store_ts) {
+                               long long queue_offset, int64_t store_ts, PyObject *phy_offsets) {
     ResultBase *r = (ResultBase *)type->tp_alloc(type, 0);
     if (r == NULL) return NULL;
     r->phy_offset = phy;
     r->size = size;
     r->queue_offset = queue_offset;
     r->store_timestamp = store_ts;
-    r->phy_offsets = Py_NewRef(Py_None);
+    r->phy_offsets = Py_NewRef(phy_offsets);
     r->store_host = Py_NewRef(store_host);
     return (PyObject *)r;
 }
@@ -327,8 +339,7 @@ static int plain_message(PyObject *msg) {
 static int fast_append(Appender *self, PyObject *msg, PyObject **result) {
     *result = NULL;
     Place p; /* set field by field: zeroing it and the item whole (buffers included) was ~5 % of a 128 B append */
-    p.key = p.cq = p.mf = p.cmf = NULL;
-    p.out.obj = p.cq_out.obj = NULL;
+    place_init(&p, 1);
     int found = find_place(self, slot(msg, S.slot[F_TOPIC]), slot(msg, S.slot[F_QUEUE_ID]), &p);
     if (found <= 0) {
         place_release(&p);
@@ -353,9 +364,10 @@ static int fast_append(Appender *self, PyObject *msg, PyObject **result) {
         PyBuffer_Release(&p.cq_out);
         self->fast_appends++;
         PyObject *ts = PyLong_FromLongLong(store_ts);
-        if (ts != NULL && advance(self, &p, &item, ts) == 0 &&
+        if (ts != NULL && advance(self, &p, item.size, ts) == 0 &&
             notify(self, fields, phy, p.queue_offset, item.tags, store_ts) == 0)
-            *result = append_result(self->result_type, fields[F_STORE_HOST], phy, item.size, p.queue_offset, store_ts);
+            *result = append_result(self->result_type, fields[F_STORE_HOST], phy, item.size, p.queue_offset, store_ts,
+                                    Py_None);
         Py_XDECREF(ts);
     }
     release_records(&s, 1);
@@ -374,30 +386,144 @@ static PyObject *appender_append(Appender *self, PyObject *msg) {
     return PyObject_CallOneArg(self->fallback, msg);
 }
 
+/* Whether every record of the tuple is a MessageRecord whose topic and queue id the fast path takes (the encoder
+ * checks that they all name one queue). */
+static int plain_batch(PyObject *seq) {
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    if (n == 0 || n > STACK_RECORDS || !S.all_slots) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!Py_IS_TYPE(PyTuple_GET_ITEM(seq, i), (PyTypeObject *)S.record_type)) return 0;
+    PyObject *topic = slot(PyTuple_GET_ITEM(seq, 0), S.slot[F_TOPIC]);
+    PyObject *queue_id = slot(PyTuple_GET_ITEM(seq, 0), S.slot[F_QUEUE_ID]);
+    return topic != NULL && queue_id != NULL && PyUnicode_CheckExact(topic) && PyLong_CheckExact(queue_id) &&
+           topic != L.schedule_topic && PyUnicode_Compare(topic, L.schedule_topic) != 0;
+}
+
+/* batch_notifier(topic, queue_id, first_queue_offset, packed_entries, properties_texts, store_ts): the index and
+ * the arrival listener, for the batch as the Python path notifies them. */
+static int notify_batch(Appender *self, PyObject **fields, Py_ssize_t n, long long first, PyObject *packed,
+                        int64_t store_ts) {
+    if (self->batch_notifier == NULL || self->batch_notifier == Py_None) return 0;
+    PyObject *texts = PyList_New(n), *first_obj = NULL, *ts = NULL, *r = NULL;
+    if (texts == NULL) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) PyList_SET_ITEM(texts, i, Py_NewRef(fields[i * F_COUNT + F_PROPERTIES]));
+    if ((first_obj = PyLong_FromLongLong(first)) != NULL && (ts = PyLong_FromLongLong(store_ts)) != NULL) {
+        PyObject *args[6] = {fields[F_TOPIC], fields[F_QUEUE_ID], first_obj, packed, texts, ts};
+        r = PyObject_Vectorcall(self->batch_notifier, args, 6, NULL);
+    }
+    Py_DECREF(texts);
+    Py_XDECREF(first_obj);
+    Py_XDECREF(ts);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* Write the prepared records at the place and their ConsumeQueue entries both into the queue's file and into
+ * `packed` (the result's copy); returns the bytes written. */
+static Py_ssize_t write_batch(Place *p, const Item *items, Py_ssize_t n, int64_t store_ts, PyObject *packed) {
+    char *out = (char *)p->out.buf + p->mf_wrote, *q = PyBytes_AS_STRING(packed);
+    long long phy = p->mf_from + p->mf_wrote;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out = write_one(out, &items[i], p->queue_offset + i, phy, store_ts);
+        q = put64(put32(put64(q, (uint64_t)phy), (uint32_t)items[i].size), (uint64_t)items[i].tags);
+        phy += items[i].size;
+    }
+    memcpy((char *)p->cq_out.buf + p->cq_pos, PyBytes_AS_STRING(packed), (size_t)(n * CQ_ENTRY));
+    return (Py_ssize_t)(phy - p->mf_from - p->mf_wrote);
+}
+
+/* append_batch's fast path, as fast_append for up to STACK_RECORDS records of one queue written contiguously in the
+ * current segment, their entries in the queue's current file. The Python batch path gives every record a
+ * ConsumeQueue entry whatever its transaction flag, so this one does too. */
+static int fast_batch(Appender *self, PyObject *seq, PyObject **result) {
+    *result = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    PyObject **records = &PyTuple_GET_ITEM(seq, 0);
+    Place p;
+    place_init(&p, n);
+    int found = find_place(self, slot(records[0], S.slot[F_TOPIC]), slot(records[0], S.slot[F_QUEUE_ID]), &p);
+    if (found <= 0) {
+        place_release(&p);
+        return found < 0;
+    }
+    Item items[STACK_RECORDS];
+    Template tpls[STACK_RECORDS];
+    PyObject *fields[STACK_RECORDS * F_COUNT], *held[STACK_RECORDS], *pins[STACK_RECORDS * PINS];
+    memset(items, 0, (size_t)n * sizeof(Item));
+    memset(fields, 0, (size_t)n * F_COUNT * sizeof(PyObject *));
+    memset(held, 0, (size_t)n * sizeof(PyObject *));
+    memset(pins, 0, (size_t)n * PINS * sizeof(PyObject *));
+    Scratch s = {items, tpls, fields, held, pins};
+    Py_ssize_t total = 0;
+    int taken = prepare_records(&s, records, n, self->max_body) == 0;
+    for (Py_ssize_t i = 0; taken && i < n; i++) total += items[i].size;
+    taken = taken && total <= p.mf_size - p.mf_wrote - END_FILE_MIN_BLANK && export_buffers(&p, total);
+    PyObject *packed = NULL;
+    int64_t store_ts;
+    if (!taken) {
+        PyErr_Clear(); /* the fallback raises the store's error for a refused batch, or rolls the segment */
+    } else if ((packed = PyBytes_FromStringAndSize(NULL, n * CQ_ENTRY)) != NULL && store_time(self, &store_ts) == 0) {
+        long long phy = p.mf_from + p.mf_wrote;
+        write_batch(&p, items, n, store_ts, packed);
+        PyBuffer_Release(&p.out);
+        PyBuffer_Release(&p.cq_out);
+        self->fast_batches++;
+        PyObject *ts = PyLong_FromLongLong(store_ts);
+        if (ts != NULL && advance(self, &p, total, ts) == 0 &&
+            notify_batch(self, fields, n, p.queue_offset, packed, store_ts) == 0)
+            *result = append_result(self->result_type, fields[F_STORE_HOST], phy, total, p.queue_offset, store_ts,
+                                    packed);
+        Py_XDECREF(ts);
+    }
+    Py_XDECREF(packed);
+    release_records(&s, n);
+    place_release(&p);
+    return taken;
+}
+
+static PyObject *appender_append_batch(Appender *self, PyObject *msgs) {
+    if (self->batch_fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Appender not initialised");
+        return NULL;
+    }
+    if (self->writable && (PyList_CheckExact(msgs) || PyTuple_CheckExact(msgs))) {
+        /* a tuple: Python code run mid-call (the clock) cannot empty it under the records it holds */
+        PyObject *seq = PySequence_Tuple(msgs), *result;
+        if (seq == NULL) return NULL;
+        int taken = plain_batch(seq) && fast_batch(self, seq, &result);
+        Py_DECREF(seq);
+        if (taken) return result;
+    }
+    self->batch_fallbacks++;
+    return PyObject_CallOneArg(self->batch_fallback, msgs);
+}
+
 /* ---- the type ------------------------------------------------------------------------------------------------ */
 
 static int appender_init(Appender *self, PyObject *args, PyObject *kwds) {
-    PyObject *commitlog, *queue_offsets, *consume_queues, *fallback, *clock, *result_type;
+    PyObject *commitlog, *queue_offsets, *consume_queues, *fallback, *batch_fallback, *clock, *result_type;
     Py_ssize_t max_body;
-    static char *names[] = {"commitlog", "queue_offsets", "consume_queues", "fallback", "clock", "max_body",
-                            "result_type", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!OOnO!:Appender", names, L.commitlog_t, &commitlog,
-                                     &PyDict_Type, &queue_offsets, &PyDict_Type, &consume_queues, &fallback, &clock,
-                                     &max_body, &PyType_Type, &result_type))
+    static char *names[] = {"commitlog", "queue_offsets", "consume_queues", "fallback", "batch_fallback", "clock",
+                            "max_body", "result_type", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!OOOnO!:Appender", names, L.commitlog_t, &commitlog,
+                                     &PyDict_Type, &queue_offsets, &PyDict_Type, &consume_queues, &fallback,
+                                     &batch_fallback, &clock, &max_body, &PyType_Type, &result_type))
         return -1;
     if (!PyType_IsSubtype((PyTypeObject *)result_type, &ResultBaseType) ||
         ((PyTypeObject *)result_type)->tp_basicsize != ResultBaseType.tp_basicsize) {
         PyErr_SetString(PyExc_TypeError, "result_type must be a subclass of AppendResultBase adding no fields");
         return -1;
     }
-    if (!PyCallable_Check(fallback) || (clock != Py_None && !PyCallable_Check(clock))) {
-        PyErr_SetString(PyExc_TypeError, "fallback must be callable, clock callable or None");
+    if (!PyCallable_Check(fallback) || !PyCallable_Check(batch_fallback) ||
+        (clock != Py_None && !PyCallable_Check(clock))) {
+        PyErr_SetString(PyExc_TypeError, "the fallbacks must be callable, the clock callable or None");
         return -1;
     }
     Py_XSETREF(self->commitlog, Py_NewRef(commitlog));
     Py_XSETREF(self->queue_offsets, Py_NewRef(queue_offsets));
     Py_XSETREF(self->consume_queues, Py_NewRef(consume_queues));
     Py_XSETREF(self->fallback, Py_NewRef(fallback));
+    Py_XSETREF(self->batch_fallback, Py_NewRef(batch_fallback));
     Py_XSETREF(self->clock, clock == Py_None ? NULL : Py_NewRef(clock));
     Py_XSETREF(self->result_type, (PyTypeObject *)Py_NewRef(result_type));
     self->max_body = max_body;
@@ -410,9 +536,11 @@ static int appender_traverse(Appender *self, visitproc visit, void *arg) {
     Py_VISIT(self->queue_offsets);
     Py_VISIT(self->consume_queues);
     Py_VISIT(self->fallback);
+    Py_VISIT(self->batch_fallback);
     Py_VISIT(self->clock);
     Py_VISIT(self->listener);
     Py_VISIT(self->indexer);
+    Py_VISIT(self->batch_notifier);
     Py_VISIT(self->key);
     Py_VISIT(self->key_topic);
     Py_VISIT(self->key_queue);
@@ -425,9 +553,11 @@ static int appender_clear(Appender *self) {
     Py_CLEAR(self->queue_offsets);
     Py_CLEAR(self->consume_queues);
     Py_CLEAR(self->fallback);
+    Py_CLEAR(self->batch_fallback);
     Py_CLEAR(self->clock);
     Py_CLEAR(self->listener);
     Py_CLEAR(self->indexer);
+    Py_CLEAR(self->batch_notifier);
     Py_CLEAR(self->key);
     Py_CLEAR(self->key_topic);
     Py_CLEAR(self->key_queue);
@@ -444,6 +574,8 @@ static void appender_dealloc(Appender *self) {
 static PyMethodDef appender_methods[] = {
     {"append", (PyCFunction)appender_append, METH_O,
      "Append one MessageRecord as MessageStore.append does, in C when it can; returns its AppendResult."},
+    {"append_batch", (PyCFunction)appender_append_batch, METH_O,
+     "Append MessageRecords of one queue as MessageStore.append_batch does, in C when it can."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -454,6 +586,12 @@ static PyMemberDef appender_members[] = {
     {"writable", T_BOOL, offsetof(Appender, writable), 0, "False sends every append to the fallback."},
     {"fast_appends", T_ULONGLONG, offsetof(Appender, fast_appends), READONLY, "Appends done here."},
     {"fallbacks", T_ULONGLONG, offsetof(Appender, fallbacks), READONLY, "Appends handed to the fallback."},
+    {"batch_notifier", T_OBJECT, offsetof(Appender, batch_notifier), 0,
+     "callable(topic, queue_id, first_queue_offset, packed_entries, properties_texts, store_timestamp) indexing and "
+     "announcing a stored batch, or None."},
+    {"fast_batches", T_ULONGLONG, offsetof(Appender, fast_batches), READONLY, "Batches appended here."},
+    {"batch_fallbacks", T_ULONGLONG, offsetof(Appender, batch_fallbacks), READONLY,
+     "Batches handed to the batch fallback."},
     {NULL, 0, 0, 0, NULL},
 };
 

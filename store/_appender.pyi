@@ -1,6 +1,6 @@
 """Types of the C extension; the contract is in store/_appender.c and :mod:`store.message_store`."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from remoting.codec.message import MessageRecord
 from store.commitlog import CommitLog
@@ -10,22 +10,29 @@ from store.results import AppendResult
 class Appender:
     listener: Callable[[str, int, int, int, str], None] | None
     indexer: Callable[[str, str, int, int], None] | None
+    batch_notifier: Callable[[str, int, int, bytes, list[str], int], None] | None
     writable: bool
     @property
     def fast_appends(self) -> int: ...
     @property
     def fallbacks(self) -> int: ...
+    @property
+    def fast_batches(self) -> int: ...
+    @property
+    def batch_fallbacks(self) -> int: ...
     def __init__(
         self,
         commitlog: CommitLog,
         queue_offsets: dict[tuple[str, int], int],
         consume_queues: dict[tuple[str, int], ConsumeQueue],
         fallback: Callable[[MessageRecord], AppendResult],
+        batch_fallback: Callable[[Sequence[MessageRecord]], AppendResult],
         clock: Callable[[], int] | None,
         max_body: int,
         result_type: type[AppendResult],
     ) -> None: ...
     def append(self, msg: MessageRecord, /) -> AppendResult: ...
+    def append_batch(self, msgs: Sequence[MessageRecord], /) -> AppendResult: ...
 
 class AppendResultBase:
     phy_offset: int

@@ -9,9 +9,10 @@ synchronously for callers without a nursery. Everything runs on one Trio thread;
 
 Writes: :meth:`append` / :meth:`append_batch` are synchronous and never await; they assign queue offsets and the
 store time, write the record(s), dispatch ConsumeQueue and index entries and call the arrival listener. With the C
-extensions built, ``store.append`` is bound to ``store._appender.Appender.append`` (store/_appender.c), which does
-the same for the usual message in one call and hands every other one to the Python :meth:`append`; the store's
-``index``, ``arrival_listener``, ``disk_full_reason`` and shutdown are mirrored into it by their setters.
+extensions built, ``store.append`` and ``store.append_batch`` are bound to ``store._appender.Appender``'s
+(store/_appender.c), which do the same for the usual message or batch in one call and hand every other one to the
+Python method; the store's ``config``, ``index``, ``arrival_listener``, ``disk_full_reason`` and shutdown are
+mirrored into it by their setters.
 :meth:`put` / :meth:`put_batch` add the SYNC_FLUSH wait (group commit) and report FLUSH_DISK_TIMEOUT.
 Refused writes raise :class:`~store.errors.PutRefusedError` subclasses (``put_status`` names the RocketMQ status).
 The replica seam is :meth:`append_encoded`.
@@ -103,16 +104,19 @@ class MessageStore(StoreReads):
         self.retention = RetentionService(self)
 
     def _bind_appender(self) -> Appender | None:
-        """The C append path bound as ``self.append`` (None without the extension, or when a subclass overrides
-        :meth:`append`)."""
-        if _APPENDER is None or type(self).append is not MessageStore.append:
+        """The C append path bound as ``self.append`` and ``self.append_batch`` (None without the extension, or when a
+        subclass overrides either)."""
+        cls = type(self)
+        overridden = cls.append is not MessageStore.append or cls.append_batch is not MessageStore.append_batch
+        if _APPENDER is None or overridden:
             return None
         config = self.config
         clock = None if config.now_ms is wall_clock_ms else config.now_ms
-        fallback = types.MethodType(MessageStore.append, self)
-        appender = _APPENDER(self.commitlog, self.queue_offsets, self.consume_queues, fallback, clock,
+        single, batch = types.MethodType(MessageStore.append, self), types.MethodType(MessageStore.append_batch, self)
+        appender = _APPENDER(self.commitlog, self.queue_offsets, self.consume_queues, single, batch, clock,
                              config.max_message_size, AppendResult)  # fmt: skip
         self.append = appender.append  # type: ignore[method-assign,assignment]
+        self.append_batch = appender.append_batch  # type: ignore[method-assign,assignment]
         return appender
 
     @property
@@ -133,6 +137,8 @@ class MessageStore(StoreReads):
             appender.writable = not self._shut and self._disk_full_reason is None
             appender.listener = self._arrival_listener
             appender.indexer = self._index_one if self._index is not None else None
+            notified = self._index is not None or self._arrival_listener is not None
+            appender.batch_notifier = self._notify_packed if notified else None
 
     @property
     def index(self) -> IndexLike | None:
@@ -414,17 +420,22 @@ class MessageStore(StoreReads):
         cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
         cq.put_packed(first, packed)
         if texts is not None:
-            if self.index is not None:
-                phys: tuple[int, ...] = phy_offsets_of_packed(packed)
-                keyed = [(index_keys_of_raw(text.encode()), at) for text, at in zip(texts, phys, strict=True)]
-                self.index.put_batch(topic, keyed, store_ts)
-            listener = self.arrival_listener
-            if listener is not None:
-                for qoff, (text, (_phy, _size, tags)) in enumerate(
-                    zip(texts, ENTRY.iter_unpack(packed), strict=True), first
-                ):
-                    listener(topic, queue_id, qoff, tags, text)
+            self._notify_packed(topic, queue_id, first, packed, texts, store_ts)
         return AppendResult(phy, total, first, store_ts, packed, store_host)
+
+    def _notify_packed(self, topic: str, queue_id: int, first: int, packed: bytes, texts: list[str],
+                       store_ts: int) -> None:  # fmt: skip
+        """Index a stored batch's keys and call the arrival listener per message (both need each message's
+        properties ``texts``); the C batch path calls it too when the store has an index or a listener."""
+        if self._index is not None:
+            phys: tuple[int, ...] = phy_offsets_of_packed(packed)
+            keyed = [(index_keys_of_raw(text.encode()), at) for text, at in zip(texts, phys, strict=True)]
+            self._index.put_batch(topic, keyed, store_ts)
+        listener = self._arrival_listener
+        if listener is not None:
+            entries = ENTRY.iter_unpack(packed)
+            for qoff, (text, (_phy, _size, tags)) in enumerate(zip(texts, entries, strict=True), first):
+                listener(topic, queue_id, qoff, tags, text)
 
     def _append_prepared(
         self, topic: str, queue_id: int, prepared: list[PreparedMessage], store_host: bytes

@@ -76,6 +76,8 @@ def files_of(directory: Path) -> dict[str, bytes]:
 
 
 def python_append(store: MessageStore) -> MessageStore:
-    """Make ``store.append`` the Python method (store/message_store.py), not the C path the store binds over it."""
+    """Make ``store.append`` and ``store.append_batch`` the Python methods (store/message_store.py), not the C path the
+    store binds over them."""
     vars(store).pop("append", None)
+    vars(store).pop("append_batch", None)
     return store
