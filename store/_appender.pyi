@@ -5,7 +5,7 @@ from collections.abc import Callable, Sequence
 from remoting.codec.message import MessageRecord
 from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueue
-from store.results import AppendResult
+from store.results import PyAppendResult
 
 class Appender:
     listener: Callable[[str, int, int, int, str], None] | None
@@ -25,21 +25,19 @@ class Appender:
         commitlog: CommitLog,
         queue_offsets: dict[tuple[str, int], int],
         consume_queues: dict[tuple[str, int], ConsumeQueue],
-        fallback: Callable[[MessageRecord], AppendResult],
-        batch_fallback: Callable[[Sequence[MessageRecord]], AppendResult],
+        fallback: Callable[[MessageRecord], PyAppendResult],
+        batch_fallback: Callable[[Sequence[MessageRecord]], PyAppendResult],
         clock: Callable[[], int] | None,
         max_body: int,
-        result_type: type[AppendResult],
     ) -> None: ...
-    def append(self, msg: MessageRecord, /) -> AppendResult: ...
-    def append_batch(self, msgs: Sequence[MessageRecord], /) -> AppendResult: ...
+    def append(self, msg: MessageRecord, /) -> PyAppendResult: ...
+    def append_batch(self, msgs: Sequence[MessageRecord], /) -> PyAppendResult: ...
 
-class AppendResultBase:
+class AppendResult:
     phy_offset: int
     size: int
     queue_offset: int
     store_timestamp: int
-    _phy_offsets: tuple[int, ...] | bytes | None
     store_host: bytes
     def __init__(
         self,
@@ -50,3 +48,11 @@ class AppendResultBase:
         phy_offsets: tuple[int, ...] | bytes | None,
         store_host: bytes,
     ) -> None: ...
+    @property
+    def phy_offsets(self) -> tuple[int, ...]: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def end_offset(self) -> int: ...
+    @property
+    def msg_id(self) -> str: ...

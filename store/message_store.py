@@ -114,7 +114,7 @@ class MessageStore(StoreReads):
         clock = None if config.now_ms is wall_clock_ms else config.now_ms
         single, batch = types.MethodType(MessageStore.append, self), types.MethodType(MessageStore.append_batch, self)
         appender = _APPENDER(self.commitlog, self.queue_offsets, self.consume_queues, single, batch, clock,
-                             config.max_message_size, AppendResult)  # fmt: skip
+                             config.max_message_size)  # fmt: skip
         self.append = appender.append  # type: ignore[method-assign,assignment]
         self.append_batch = appender.append_batch  # type: ignore[method-assign,assignment]
         return appender

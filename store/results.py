@@ -28,8 +28,20 @@ class PutStatus(enum.Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
-class _AppendResultFields:
-    """:class:`AppendResult`'s fields in Python, its base when the C extension is not in use."""
+class PyAppendResult:
+    """Where a put landed: ``AppendResult(phy_offset, size, queue_offset, store_timestamp, phy_offsets,
+    store_host)``. For a batch, ``count`` records start at ``phy_offset`` / ``queue_offset``; ``phy_offsets`` holds
+    each record's physical offset. Immutable.
+
+    :data:`AppendResult` is this class when the C extension is not in use, else its C twin
+    ``store._appender.AppendResult`` (the same fields and answers, built by the C appends without a Python call or
+    garbage-collector tracking; tests/store/test_append_result.py compares the two).
+
+    A batch append passes its packed ConsumeQueue entries (``bytes``, 20 per record) instead of the offsets tuple:
+    ``phy_offsets`` unpacks them on first use (the same tuple), as unpacking 32 of them into ints for every batch
+    was a tenth of the Python a 32-message append runs, for a field only a batch send's msgId reads. A single append
+    passes ``None``: one record, at ``phy_offset``.
+    """
 
     __slots__ = ("_phy_offsets", "phy_offset", "queue_offset", "size", "store_host", "store_timestamp")
 
@@ -48,38 +60,6 @@ class _AppendResultFields:
         self.store_timestamp = store_timestamp
         self._phy_offsets = phy_offsets
         self.store_host = store_host
-
-
-def _fields_base() -> type[_AppendResultFields]:
-    """``store._appender.AppendResultBase`` (the same fields as C values; the C single append builds it without a
-    Python call), else :class:`_AppendResultFields`."""
-    if not NATIVE:
-        return _AppendResultFields
-    try:
-        from store._appender import AppendResultBase
-    except ImportError:
-        return _AppendResultFields
-    return AppendResultBase  # type: ignore[return-value]
-
-
-if TYPE_CHECKING:
-    _Fields = _AppendResultFields
-else:
-    _Fields = _fields_base()
-
-
-class AppendResult(_Fields):
-    """Where a put landed: ``AppendResult(phy_offset, size, queue_offset, store_timestamp, phy_offsets,
-    store_host)``. For a batch, ``count`` records start at ``phy_offset`` / ``queue_offset``; ``phy_offsets`` holds
-    each record's physical offset. Immutable (the C base's fields are read-only; treat the Python one's so).
-
-    A batch append passes its packed ConsumeQueue entries (``bytes``, 20 per record) instead of the offsets tuple:
-    ``phy_offsets`` unpacks them on first use (the same tuple), as unpacking 32 of them into ints for every batch
-    was a tenth of the Python a 32-message append runs, for a field only a batch send's msgId reads. A single append
-    passes ``None``: one record, at ``phy_offset``.
-    """
-
-    __slots__ = ()
 
     def __repr__(self) -> str:
         return (
@@ -118,6 +98,23 @@ class AppendResult(_Fields):
         host = self.store_host.hex().upper()
         offsets = struct.pack(f">{len(self.phy_offsets)}Q", *self.phy_offsets)
         return host + offsets.hex(",", 8).upper().replace(",", "," + host)
+
+
+def _append_result_type() -> type[PyAppendResult]:
+    """``store._appender.AppendResult`` when the C extensions are in use, else :class:`PyAppendResult`."""
+    if not NATIVE:
+        return PyAppendResult
+    try:
+        from store._appender import AppendResult as native
+    except ImportError:
+        return PyAppendResult
+    return native  # type: ignore[return-value]
+
+
+if TYPE_CHECKING:
+    AppendResult = PyAppendResult
+else:
+    AppendResult = _append_result_type()
 
 
 #: Bytes of one packed ConsumeQueue entry (``phyOffset int64 | size int32 | tagsCode int64``, store.consume_queue).
