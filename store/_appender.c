@@ -1,20 +1,25 @@
-/* store._appender: MessageStore.append's single-record path in C (issue 3: single appends against the memcpy floor).
+/* store._appender: MessageStore.append's and append_batch's usual case in C (issue 3: appends against the memcpy
+ * floor), and the AppendResult type they return.
  *
- * Appender(commitlog, queue_offsets, consume_queues, fallback, clock, max_body) is built by the MessageStore and
- * bound as its `append`. Appender.append(msg) does in one call what store/message_store.py's Python `append` does
- * for the usual message: the record written into the CommitLog's current segment (remoting/codec/record_encoder.h),
- * the segment's wrote_position and the log's last_store_timestamp advanced, the queue's next offset counted up, its
- * ConsumeQueue entry written into the queue's current file, then the indexer and arrival listener called, and an
- * AppendResult returned. The state stays where the Python path keeps it (the store's dicts, the slotted CommitLog,
- * MappedFileQueue, MappedFile and ConsumeQueue objects, read and written by slot), so the two paths can alternate
- * message by message and produce the same files (tests/store/test_appender.py).
+ * Appender(commitlog, queue_offsets, consume_queues, fallback, batch_fallback, clock, max_body) is built by the
+ * MessageStore and bound as its `append` and `append_batch`. Appender.append(msg) does in one call what
+ * store/message_store.py's Python `append` does for the usual message: the record written into the CommitLog's
+ * current segment (remoting/codec/record_encoder.h), the segment's wrote_position and the log's
+ * last_store_timestamp advanced, the queue's next offset counted up, its ConsumeQueue entry written into the queue's
+ * current file, then the indexer and arrival listener called, and an AppendResult returned. Appender.append_batch
+ * does the same for up to 64 records of one queue, contiguous, as the Python `append_batch` (every record gets a
+ * ConsumeQueue entry), then calls the store's batch_notifier (index and listener) when it has one. The state stays
+ * where the Python path keeps it (the store's dicts, the slotted CommitLog, MappedFileQueue, MappedFile and
+ * ConsumeQueue objects, read and written by slot), so the two paths can alternate call by call and produce the same
+ * files (tests/store/test_appender.py).
  *
- * Everything else goes to `fallback(msg)` (the Python method) before anything is written: a store that refuses
- * writes (`writable` false), SCHEDULE_TOPIC_XXXX, a prepared or rolled-back transaction message, another record
- * type, a queue without its ConsumeQueue or offset yet, an entry past the queue's current file, a record that does
- * not fit the segment (the Python path rolls it), and any record the encoder refuses (the Python path raises the
- * store's error for it). `fast_appends` and `fallbacks` count the two. The clock's errors propagate with nothing
- * written; the indexer's and listener's after the message is stored, as in the Python path.
+ * Everything else goes to the Python method (`fallback(msg)`, `batch_fallback(msgs)`) before anything is written: a
+ * store that refuses writes (`writable` false), SCHEDULE_TOPIC_XXXX, a single prepared or rolled-back transaction
+ * message, another record or sequence type, a queue without its ConsumeQueue or offset yet, entries past the queue's
+ * current file, records that do not fit the segment (the Python path rolls it), a batch over 64 records, and any
+ * record the encoder refuses (the Python path raises the store's error for it). `fast_appends`, `fallbacks`,
+ * `fast_batches` and `batch_fallbacks` count them. The clock's errors propagate with nothing written; the indexer's,
+ * listener's and notifier's after the message is stored, as in the Python path.
  *
  * All on the Trio thread, under the GIL. Python code can run mid-call (the clock, a finalizer at an allocation): the
  * objects written through are referenced for the call and the two mmaps exported before the clock runs, so a
@@ -407,6 +412,12 @@ out:
     return 0;
 }
 
+/* SCHEDULE_TOPIC_XXXX (a str), whose tags code is a delivery time: the Python path's. */
+static inline int is_schedule_topic(PyObject *topic) {
+    return topic == L.schedule_topic || (PyUnicode_GET_LENGTH(topic) == PyUnicode_GET_LENGTH(L.schedule_topic) &&
+                                         PyUnicode_Compare(topic, L.schedule_topic) == 0);
+}
+
 /* Whether `msg` is a MessageRecord the fast path takes, by its topic and sysFlag alone. */
 static int plain_message(PyObject *msg) {
     if (!Py_IS_TYPE(msg, (PyTypeObject *)S.record_type) || !S.all_slots) return 0;
@@ -421,8 +432,7 @@ static int plain_message(PyObject *msg) {
         return 0;
     }
     if ((flag & TX_MASK) == TX_PREPARED || (flag & TX_MASK) == TX_ROLLBACK) return 0;
-    return topic != L.schedule_topic && !(PyUnicode_GET_LENGTH(topic) == PyUnicode_GET_LENGTH(L.schedule_topic) &&
-                                          PyUnicode_Compare(topic, L.schedule_topic) == 0);
+    return !is_schedule_topic(topic);
 }
 
 /* The fast path for a plain_message: 1 with *result set (NULL on an error to raise), or 0 when the fallback must
@@ -486,7 +496,7 @@ static int plain_batch(PyObject *seq) {
     PyObject *topic = slot(PyTuple_GET_ITEM(seq, 0), S.slot[F_TOPIC]);
     PyObject *queue_id = slot(PyTuple_GET_ITEM(seq, 0), S.slot[F_QUEUE_ID]);
     return topic != NULL && queue_id != NULL && PyUnicode_CheckExact(topic) && PyLong_CheckExact(queue_id) &&
-           topic != L.schedule_topic && PyUnicode_Compare(topic, L.schedule_topic) != 0;
+           !is_schedule_topic(topic);
 }
 
 /* batch_notifier(topic, queue_id, first_queue_offset, packed_entries, properties_texts, store_ts): the index and
