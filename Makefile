@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 # setup.py builds the optional C extensions (remoting/codec/_speedups.c, store/_appender.c) in place: a changed C
 # source reinstalls.
-$(STAMP): pyproject.toml setup.py remoting/codec/_speedups.c remoting/codec/record_encoder.h store/_appender.c
+$(STAMP): pyproject.toml setup.py remoting/codec/*.c remoting/codec/*.h store/*.c store/*.h
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

@@ -1,7 +1,8 @@
 """The optional C extensions; everything else is in pyproject.toml.
 
 - ``remoting.codec._speedups``: the record encoders of :mod:`remoting.codec.record_batch`.
-- ``store._appender``: ``MessageStore.append``'s single-record path (store/_appender.c).
+- ``store._appender``: ``MessageStore.append``'s and ``append_batch``'s usual case (store/_appender.c) and the
+  ``AppendResult`` type (store/_append_result.c).
 
 Both include ``remoting/codec/record_encoder.h``. ``optional=True``: without a compiler ``pip install -e .`` still
 succeeds and the store runs its pure-Python path.
@@ -24,11 +25,11 @@ setup(
         ),
         Extension(
             "store._appender",
-            ["store/_appender.c"],
-            depends=[HEADER],
+            ["store/_appender.c", "store/_append_result.c"],
+            depends=[HEADER, "store/_append_result.h"],
             include_dirs=["remoting/codec"],
             libraries=["z"],
-            extra_compile_args=FLAGS,
+            extra_compile_args=[*FLAGS, "-fvisibility=hidden"],  # only PyInit__appender is exported
             optional=True,
         ),
     ]
