@@ -187,7 +187,9 @@ def test_c_and_python_append_store_the_same(tmp_path_factory: pytest.TempPathFac
         for op in ops:
             route = _expected_route(python, _record(*op[1:])) if op[0] == "single" else None
             before = _counts(native)
+            batches = _appender(native).fast_batches
             outcome = _apply(native, op)
+            totals["fast batch"] += _appender(native).fast_batches - batches
             assert _apply(python, op) == outcome, op
             fast, fallbacks = _counts(native)
             # a batch goes to append_batch, never through the C single path
@@ -209,6 +211,7 @@ def test_c_and_python_append_store_the_same(tmp_path_factory: pytest.TempPathFac
     run()
     # the run exercised both paths, and the C path's own writes (not only errors passed through)
     assert totals["fast ok"] > 100 and totals["fallback ok"] > 50 and totals["fallback error"] > 20, totals
+    assert totals["fast batch"] > 20, totals
 
 
 # ---- 2. which appends take the C path ------------------------------------------------------------------------
