@@ -41,7 +41,7 @@ static struct {
     Py_ssize_t cl_queue, cl_last_ts;                           /* CommitLog */
     Py_ssize_t q_files;                                        /* MappedFileQueue */
     Py_ssize_t mf_buf, mf_from, mf_size, mf_wrote;             /* MappedFile */
-    Py_ssize_t cq_queue, cq_max;                               /* ConsumeQueue */
+    Py_ssize_t cq_queue, cq_max, cq_key;                       /* ConsumeQueue */
     PyObject *schedule_topic;
 } L;
 
@@ -138,6 +138,17 @@ static int find_place(Appender *self, PyObject *topic, PyObject *queue_id, Place
         Py_XSETREF(self->key_queue, Py_NewRef(queue_id));
         self->key_hash = hash;
     }
+    PyObject *cq = _PyDict_GetItem_KnownHash(self->consume_queues, self->key, self->key_hash);
+    if (cq == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!Py_IS_TYPE(cq, L.cq_t)) return 0;
+    PyObject *own = slot(cq, L.cq_key);
+    if (own != NULL && own != self->key && PyTuple_CheckExact(own)) {
+        /* the store files the queue under the ConsumeQueue's own key object: keep that one, so the dict lookups
+         * that follow (and this queue's next appends) match by identity instead of comparing tuples */
+        int same = PyObject_RichCompareBool(own, self->key, Py_EQ);
+        if (same < 0) return -1;
+        if (same) Py_SETREF(self->key, Py_NewRef(own));
+    }
     p->key = Py_NewRef(self->key);
     PyObject *next = _PyDict_GetItem_KnownHash(self->queue_offsets, p->key, self->key_hash);
     if (next == NULL) return PyErr_Occurred() ? -1 : 0;
@@ -148,9 +159,6 @@ static int find_place(Appender *self, PyObject *topic, PyObject *queue_id, Place
         PyErr_Clear();
         return 0;
     }
-    PyObject *cq = _PyDict_GetItem_KnownHash(self->consume_queues, p->key, self->key_hash);
-    if (cq == NULL) return PyErr_Occurred() ? -1 : 0;
-    if (!Py_IS_TYPE(cq, L.cq_t)) return 0;
     PyObject *cmf = newest_file(slot(cq, L.cq_queue));
     PyObject *mf = newest_file(slot(self->commitlog, L.cl_queue));
     if (cmf == NULL || mf == NULL) return 0;
@@ -566,7 +574,8 @@ static int load_layout(void) {
         required_slot(L.mapped_t, "file_from_offset", &L.mf_from) < 0 ||
         required_slot(L.mapped_t, "file_size", &L.mf_size) < 0 ||
         required_slot(L.mapped_t, "wrote_position", &L.mf_wrote) < 0 ||
-        required_slot(L.cq_t, "queue", &L.cq_queue) < 0 || required_slot(L.cq_t, "max_offset", &L.cq_max) < 0)
+        required_slot(L.cq_t, "queue", &L.cq_queue) < 0 || required_slot(L.cq_t, "max_offset", &L.cq_max) < 0 ||
+        required_slot(L.cq_t, "key", &L.cq_key) < 0)
         return -1;
     /* store.message_store.SCHEDULE_TOPIC (that module imports this one) */
     return (L.schedule_topic = PyUnicode_InternFromString("SCHEDULE_TOPIC_XXXX")) == NULL ? -1 : 0;

@@ -28,15 +28,19 @@ Entry = tuple[int, int, int]
 
 
 class ConsumeQueue:
-    """One queue's entries. Slotted: store/_appender.c reads ``queue`` and ``max_offset`` by slot."""
+    """One queue's entries. Slotted: store/_appender.c reads ``queue``, ``max_offset`` and ``key`` by slot.
 
-    __slots__ = ("entries_per_file", "file_size", "max_offset", "min_offset", "queue", "queue_id", "topic")
+    ``key`` is the ``(topic, queue_id)`` tuple the store files this queue and its next offset under, one object for
+    both dicts, so the C append's lookups match it by identity rather than comparing tuples."""
+
+    __slots__ = ("entries_per_file", "file_size", "key", "max_offset", "min_offset", "queue", "queue_id", "topic")
 
     def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int) -> None:
         if file_size % CQ_STORE_UNIT_SIZE:
             raise ValueError(f"ConsumeQueue file size {file_size} is not a multiple of {CQ_STORE_UNIT_SIZE}")
         self.topic = topic
         self.queue_id = queue_id
+        self.key = (topic, queue_id)
         self.queue = MappedFileQueue(directory, file_size)
         self.file_size = file_size
         self.entries_per_file = file_size // CQ_STORE_UNIT_SIZE

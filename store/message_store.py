@@ -322,8 +322,8 @@ class MessageStore(StoreReads):
         except MessageEncodeError as exc:
             raise _put_refusal(exc) from exc
         if has_entry:
-            self.queue_offsets[key] = queue_offset + 1
             cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
+            self.queue_offsets[cq.key] = queue_offset + 1
             cq.put(queue_offset, phy, size, tags)
         if self._index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             self._index_one(topic, properties, phy, store_ts)
@@ -352,7 +352,7 @@ class MessageStore(StoreReads):
         store_ts = self.config.now_ms()
         phy = commitlog.append(prepared, queue_offset, store_ts)
         if has_entry:
-            self.queue_offsets[key] = queue_offset + 1
+            self.queue_offsets[self.consume_queue(topic, queue_id).key] = queue_offset + 1
         tags = self._tags_code(prepared, queue_id, store_ts)
         self._dispatch(topic, queue_id, prepared.sys_flag, queue_offset, phy, size, prepared.properties, tags, store_ts)
         if has_entry and self.arrival_listener is not None:
@@ -415,9 +415,8 @@ class MessageStore(StoreReads):
         properties ``texts``) per message. The result keeps the packed entries for its ``phy_offsets``."""
         phy, total, packed, store_ts = written
         count = len(packed) // CQ_STORE_UNIT_SIZE
-        key = (topic, queue_id)
-        self.queue_offsets[key] = first + count
-        cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
+        cq = self.consume_queue(topic, queue_id)
+        self.queue_offsets[cq.key] = first + count
         cq.put_packed(first, packed)
         if texts is not None:
             self._notify_packed(topic, queue_id, first, packed, texts, store_ts)
@@ -446,7 +445,7 @@ class MessageStore(StoreReads):
         first = self.queue_offsets.get(key, 0)
         store_ts = self.config.now_ms()
         phy = self.commitlog.append_batch(prepared, first, store_ts)
-        self.queue_offsets[key] = first + len(prepared)
+        self.queue_offsets[self.consume_queue(topic, queue_id).key] = first + len(prepared)
         entries = []
         pos = phy
         scheduled = topic == SCHEDULE_TOPIC
@@ -486,7 +485,7 @@ class MessageStore(StoreReads):
                        meta.properties, tags, meta.store_timestamp)  # fmt: skip
         tx = meta.sys_flag & SYSFLAG_TRANSACTION_MASK
         if tx not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
-            key = (meta.topic, meta.queue_id)
+            key = self.consume_queue(meta.topic, meta.queue_id).key
             if meta.queue_offset + 1 > self.queue_offsets.get(key, 0):
                 self.queue_offsets[key] = meta.queue_offset + 1
 

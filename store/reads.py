@@ -43,7 +43,7 @@ class StoreReads:
         if cq is None:
             directory = self.config.consume_queue_dir / topic / str(queue_id)
             cq = ConsumeQueue(directory, topic, queue_id, self.config.mapped_file_size_consume_queue)
-            self.consume_queues[(topic, queue_id)] = cq
+            self.consume_queues[cq.key] = cq
         return cq
 
     def get(self, topic: str, queue_id: int, offset: int, max_msgs: int, max_bytes: int = MAX_TRANSFER_BYTES_IN_MEMORY,

@@ -109,7 +109,7 @@ def recover(store: MessageStore) -> None:
     for (topic, queue_id), cq in list(store.consume_queues.items()):
         cq.recover(commitlog.min_offset, end, erase=store.abnormal_recovery)
         if cq.max_offset:
-            store.queue_offsets[(topic, queue_id)] = cq.max_offset
+            store.queue_offsets[cq.key] = cq.max_offset
         else:
             store.queue_offsets.pop((topic, queue_id), None)
     if commitlog.last_store_timestamp == 0:

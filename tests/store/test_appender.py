@@ -209,9 +209,11 @@ def test_c_and_python_append_store_the_same(tmp_path_factory: pytest.TempPathFac
         _close_and_compare_files(native, native_root, python, python_root)
 
     run()
-    # the run exercised both paths, and the C path's own writes (not only errors passed through)
-    assert totals["fast ok"] > 100 and totals["fallback ok"] > 50 and totals["fallback error"] > 20, totals
-    assert totals["fast batch"] > 20, totals
+    # the run exercised both paths, and the C path's own writes (not only errors passed through); typical runs give
+    # 100-150 fast singles, 300-400 fallbacks that stored, 400-500 refused and 40-60 fast batches: the bounds leave
+    # room for hypothesis's draws, which vary from run to run
+    assert totals["fast ok"] > 40 and totals["fallback ok"] > 50 and totals["fallback error"] > 20, totals
+    assert totals["fast batch"] > 15, totals
 
 
 # ---- 2. which appends take the C path ------------------------------------------------------------------------
