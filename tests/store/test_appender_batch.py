@@ -1,0 +1,258 @@
+"""``store._appender``'s batch path (``Appender.append_batch``, store/_appender.c): which batches it takes and which
+it hands to the Python ``append_batch`` before writing anything, that what it takes is stored as the Python path
+stores it (results, errors, listener calls, ConsumeQueue and CommitLog bytes), and that hostile clocks, listeners
+and lists do not break it. The C-versus-Python property test over mixed singles and batches is in
+tests/store/test_appender.py."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import gc
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from remoting.codec.message import MessageRecord, prepare_message
+from store.errors import MessageIllegalError, ServiceNotAvailableError
+from store.message_store import SCHEDULE_TOPIC, MessageStore
+from tests.store.appender import requires_appender
+from tests.store.store_helpers import python_append
+from tests.store.test_appender import (
+    MAX_BODY,
+    TX_COMMIT,
+    TX_PREPARED,
+    TX_ROLLBACK,
+    HostileClock,
+    SlottedSubRecord,
+    _appender,
+    _close_and_compare_files,
+    _listen,
+    _open,
+    _outcome,
+    _record,
+    _state,
+)
+
+pytestmark = requires_appender
+
+
+def _batch_counts(store: MessageStore) -> tuple[int, int]:
+    appender = _appender(store)
+    return appender.fast_batches, appender.batch_fallbacks
+
+
+@contextlib.contextmanager
+def _batch_routed(store: MessageStore, route: str) -> Iterator[None]:
+    """The block makes exactly one batch append, taken by the C path (``fast``) or handed to the Python one."""
+    fast, fallbacks = _batch_counts(store)
+    yield
+    assert _batch_counts(store) == (fast + (route == "fast"), fallbacks + (route == "fallback")), route
+
+
+def _pair(tmp_path: Path, **overrides: Any) -> tuple[MessageStore, MessageStore]:
+    """A store on the C path and one on the Python path, each with one message in TopicA/0 already."""
+    native, python = _open(tmp_path / "native", **overrides), python_append(_open(tmp_path / "python", **overrides))
+    for store in (native, python):
+        store.append(_record())
+    return native, python
+
+
+#: segments and ConsumeQueue files that hold the biggest batch the C path takes (the tests' default is 4 KiB and 8
+#: entries, so that batches cross them)
+ROOMY: dict[str, int] = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 1000 * 20}
+
+
+def _batch(n: int, **fields: Any) -> list[MessageRecord]:
+    return [_record(body=b"b%d" % i, **fields) for i in range(n)]
+
+
+@pytest.mark.parametrize("container", [list, tuple], ids=["list", "tuple"])
+def test_a_batch_to_an_existing_queue_is_stored_by_the_c_path_as_the_python_one_stores_it(
+    tmp_path: Path, container: Callable[[list[MessageRecord]], Any]
+) -> None:
+    native, python = _pair(tmp_path, **ROOMY)
+    native_calls, python_calls = _listen(native), _listen(python)
+    for n in (1, 2, 32, 64):
+        batch = container(_batch(n))
+        with _batch_routed(native, "fast"):
+            got = _outcome(functools.partial(native.append_batch, batch))
+        assert got == _outcome(functools.partial(python.append_batch, batch)) and got[0] == "ok"
+        assert got[5] == n  # count
+        assert _state(native) == _state(python)
+    assert native_calls == python_calls and len(native_calls) == 1 + 2 + 32 + 64
+    _close_and_compare_files(native, tmp_path / "native", python, tmp_path / "python")
+
+
+def _sub(records: list[MessageRecord]) -> list[MessageRecord]:
+    records[1] = SlottedSubRecord(*[getattr(records[1], f) for f in MessageRecord.__slots__ if f != "__weakref__"])
+    return records
+
+
+FALLBACKS: dict[str, Callable[[], Any]] = {
+    "new queue": lambda: _batch(3, queue_id=2),
+    "empty": lambda: [],
+    "65 records": lambda: _batch(65),
+    "mixed queues": lambda: [_record(), _record(queue_id=1)],
+    "mixed topics": lambda: [_record(), _record(topic="TopicB")],
+    "schedule topic": lambda: _batch(2, topic=SCHEDULE_TOPIC, properties="DELAY\x012"),
+    "subclass inside": lambda: _sub(_batch(3)),
+    "deque": lambda: collections.deque(_batch(3)),
+    "oversized body": lambda: [_record(), _record(body=b"x" * (MAX_BODY + 1))],
+    "oversized properties": lambda: [_record(), _record(properties="K\x01" + "v" * 40_000)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(FALLBACKS))
+def test_batches_the_c_path_hands_back_before_writing(tmp_path: Path, name: str) -> None:
+    native, python = _pair(tmp_path)
+    before = _state(native)
+    with _batch_routed(native, "fallback"):
+        got = _outcome(lambda: native.append_batch(FALLBACKS[name]()))
+    assert got == _outcome(lambda: python.append_batch(FALLBACKS[name]()))
+    assert _state(native) == _state(python)
+    if got[0] == "error":
+        assert _state(native) == before
+    # the queue goes on in place, on the C path again
+    with _batch_routed(native, "fast"):
+        after = _outcome(lambda: native.append_batch(_batch(2)))
+    assert after == _outcome(lambda: python.append_batch(_batch(2)))
+    _close_and_compare_files(native, tmp_path / "native", python, tmp_path / "python")
+
+
+def test_mixed_queue_and_oversized_batches_raise_the_store_errors(tmp_path: Path) -> None:
+    native, _python = _pair(tmp_path)
+    with pytest.raises(MessageIllegalError, match="one topic and queue"):
+        native.append_batch([_record(), _record(queue_id=1)])
+    with pytest.raises(MessageIllegalError, match="exceeds"):
+        native.append_batch([_record(), _record(body=b"x" * (MAX_BODY + 1))])
+    with pytest.raises(MessageIllegalError, match="empty batch"):
+        native.append_batch([])
+    native.close()
+
+
+@pytest.mark.parametrize("sys_flag", [TX_PREPARED, TX_ROLLBACK, TX_COMMIT])
+def test_a_batch_gives_every_record_an_entry_whatever_its_transaction_flag(tmp_path: Path, sys_flag: int) -> None:
+    native, python = _pair(tmp_path)
+    with _batch_routed(native, "fast"):
+        got = _outcome(lambda: native.append_batch(_batch(3, sys_flag=sys_flag)))
+    assert got == _outcome(lambda: python.append_batch(_batch(3, sys_flag=sys_flag)))
+    assert native.queue_offsets[("TopicA", 0)] == native.consume_queues[("TopicA", 0)].max_offset == 4
+    _close_and_compare_files(native, tmp_path / "native", python, tmp_path / "python")
+
+
+def test_a_batch_crossing_the_consume_queue_file_falls_back_and_the_next_is_fast(tmp_path: Path) -> None:
+    """ConsumeQueue files of 8 entries: one message in, 7 fit the first file, 8 do not."""
+    native, python = _pair(tmp_path)
+    with _batch_routed(native, "fallback"):
+        crossing = _outcome(lambda: native.append_batch(_batch(8)))
+    assert crossing == _outcome(lambda: python.append_batch(_batch(8)))
+    assert len(native.consume_queues[("TopicA", 0)].queue.files) == 2
+    with _batch_routed(native, "fast"):
+        native.append_batch(_batch(7))  # offsets 9..15: the second file's rest
+    python.append_batch(_batch(7))
+    assert _state(native) == _state(python)
+    _close_and_compare_files(native, tmp_path / "native", python, tmp_path / "python")
+
+
+@pytest.mark.parametrize(("spare", "route"), [(0, "fast"), (1, "fallback")])
+def test_a_batch_that_does_not_fit_the_segment_falls_back_and_rolls(tmp_path: Path, spare: int, route: str) -> None:
+    """Two records filling the segment's room exactly (its end keeps the 8-byte blank's minimum) go in; one byte
+    more, and the Python path writes the blank and rolls."""
+    native, python = _pair(tmp_path, max_message_size=4096)
+    segment = native.commitlog.queue.files[-1]
+    room = segment.file_size - segment.wrote_position - 8
+    payload = room - 2 * prepare_message(_record(body=b"")).size
+    bodies = [b"x" * (payload // 2), b"x" * (payload - payload // 2 + spare)]
+    with _batch_routed(native, route):
+        got = _outcome(lambda: native.append_batch([_record(body=b) for b in bodies]))
+    assert got == _outcome(lambda: python.append_batch([_record(body=b) for b in bodies])) and got[0] == "ok"
+    assert len(native.commitlog.queue.files) == (1 if route == "fast" else 2)
+    _close_and_compare_files(native, tmp_path / "native", python, tmp_path / "python")
+
+
+def test_a_closed_or_full_store_refuses_batches_through_the_fallback(tmp_path: Path) -> None:
+    native, _python = _pair(tmp_path)
+    native.disk_full_reason = "disk full (test)"
+    with _batch_routed(native, "fallback"), pytest.raises(ServiceNotAvailableError, match="disk full"):
+        native.append_batch(_batch(2))
+    native.disk_full_reason = None
+    with _batch_routed(native, "fast"):
+        native.append_batch(_batch(2))
+    native.close()
+    with pytest.raises(ServiceNotAvailableError):
+        native.append_batch(_batch(2))
+
+
+def test_a_failing_clock_writes_no_batch(tmp_path: Path) -> None:
+    clock = HostileClock()
+    native, _python = _pair(tmp_path, now_ms=clock)
+    before, counts = _state(native), _batch_counts(native)
+    clock.action = lambda now: 1 / 0
+    with pytest.raises(ZeroDivisionError):
+        native.append_batch(_batch(4))
+    assert _state(native) == before and _batch_counts(native) == counts  # not written, not counted
+    with _batch_routed(native, "fast"):
+        landed = native.append_batch(_batch(4))
+    assert (landed.phy_offset, landed.queue_offset) == (before[1], 1)
+    native.close()
+
+
+def test_a_raising_listener_sees_the_batch_stored(tmp_path: Path) -> None:
+    native, python = _pair(tmp_path)
+    seen: list[tuple[object, ...]] = []
+
+    def listener(*args: object) -> None:
+        seen.append(args)
+        raise RuntimeError("listener failed")
+
+    for store in (native, python):
+        store.arrival_listener = listener
+    with _batch_routed(native, "fast"), pytest.raises(RuntimeError):
+        native.append_batch(_batch(3))
+    with pytest.raises(RuntimeError):
+        python.append_batch(_batch(3))
+    assert seen[0] == seen[1] and seen[0][2] == 1  # each path called it once, for the first message, at offset 1
+    assert _state(native) == _state(python) and native.queue_offsets[("TopicA", 0)] == 4
+    _close_and_compare_files(native, tmp_path / "native", python, tmp_path / "python")
+
+
+def test_a_clock_emptying_the_callers_list_does_not_change_what_is_written(tmp_path: Path) -> None:
+    """The C path takes a tuple of the list first: the records it holds stay alive and are the ones written."""
+    clock = HostileClock()
+    native = _open(tmp_path / "native", now_ms=clock)
+    python = python_append(_open(tmp_path / "python"))
+    for store in (native, python):
+        store.append(_record())
+    records = _batch(5)
+    clock.action = lambda now: (records.clear(), now)[1]
+    with _batch_routed(native, "fast"):
+        got = _outcome(lambda: native.append_batch(records))
+    assert records == []
+    assert got == _outcome(lambda: python.append_batch(_batch(5)))
+    _close_and_compare_files(native, tmp_path / "native", python, tmp_path / "python")
+
+
+def test_reference_counts_are_stable_over_2000_fast_batches(tmp_path: Path) -> None:
+    store = _open(tmp_path, mapped_file_size_commit_log=64 << 20, mapped_file_size_consume_queue=300_000 * 20)
+    # objects of this test's own (not the module's interned constants, which other tests' garbage also holds)
+    body, props, topic = b"p" * 100, "".join(["TAGS\x01TagA", "\x02KEYS\x01k1"]), "".join(["Topic", "R"])
+    host = bytes(bytearray(_record().store_host))
+    store.append_batch([MessageRecord(topic, body, 0, 0, props, 0, 1, host, host)])  # the queue's first: Python path
+    records = [MessageRecord(topic, body, 0, 0, props, 0, 1, host, host) for _ in range(32)]
+    store.append_batch(records)  # warms the appender's key cache with this topic object
+    objects = (body, props, topic, host, records, None)
+    gc.collect()
+    before = [sys.getrefcount(o) for o in objects]
+    fast = _batch_counts(store)[0]
+    for _ in range(2000):
+        store.append_batch(records)
+    assert _batch_counts(store)[0] == fast + 2000
+    after = [sys.getrefcount(o) for o in objects]
+    assert after[:5] == before[:5]
+    assert abs(after[5] - before[5]) < 100  # None's count moves with the interpreter; a leak would be thousands
+    store.close()
