@@ -186,7 +186,8 @@ static int export_buffers(Place *p, Py_ssize_t size) {
         PyErr_Clear();
         return 0;
     }
-    return p->mf_wrote <= p->out.len && size <= p->out.len - p->mf_wrote && p->cq_pos + CQ_ENTRY * p->n <= p->cq_out.len;
+    return p->mf_wrote <= p->out.len && size <= p->out.len - p->mf_wrote &&
+           p->cq_pos + CQ_ENTRY * p->n <= p->cq_out.len;
 }
 
 static int store_time(Appender *self, int64_t *out) {
@@ -229,7 +230,8 @@ static int advance(Appender *self, Place *p, Py_ssize_t total, PyObject *store_t
 }
 
 /* indexer(topic, properties, phy, store_ts), then listener(topic, queue_id, queue_offset, tags, properties). */
-static int notify(Appender *self, PyObject **f, long long phy, long long queue_offset, int64_t tags, int64_t store_ts) {
+static int notify(Appender *self, PyObject **f, PyObject *key, long long phy, long long queue_offset, int64_t tags,
+                  int64_t store_ts) {
     int has_indexer = self->indexer != NULL && self->indexer != Py_None;
     int has_listener = self->listener != NULL && self->listener != Py_None;
     if (!has_indexer && !has_listener) return 0;
@@ -244,7 +246,8 @@ static int notify(Appender *self, PyObject **f, long long phy, long long queue_o
     }
     if (has_listener) {
         if ((a = PyLong_FromLongLong(queue_offset)) == NULL || (b = PyLong_FromLongLong(tags)) == NULL) goto out;
-        PyObject *args[5] = {f[F_TOPIC], f[F_QUEUE_ID], a, b, f[F_PROPERTIES]};
+        /* the queue id from the held key: the record's own slot is not pinned (see pin_borrowed) */
+        PyObject *args[5] = {f[F_TOPIC], PyTuple_GET_ITEM(key, 1), a, b, f[F_PROPERTIES]};
         r = PyObject_Vectorcall(self->listener, args, 5, NULL);
     }
 out:
@@ -309,7 +312,7 @@ static int fast_append(Appender *self, PyObject *msg, PyObject **result) {
         self->fast_appends++;
         PyObject *ts = PyLong_FromLongLong(store_ts);
         if (ts != NULL && advance(self, &p, item.size, ts) == 0 &&
-            notify(self, fields, phy, p.queue_offset, item.tags, store_ts) == 0)
+            notify(self, fields, p.key, phy, p.queue_offset, item.tags, store_ts) == 0)
             *result = append_result(fields[F_STORE_HOST], phy, item.size, p.queue_offset, store_ts, Py_None);
         Py_XDECREF(ts);
     }
@@ -344,14 +347,14 @@ static int plain_batch(PyObject *seq) {
 
 /* batch_notifier(topic, queue_id, first_queue_offset, packed_entries, properties_texts, store_ts): the index and
  * the arrival listener, for the batch as the Python path notifies them. */
-static int notify_batch(Appender *self, PyObject **fields, Py_ssize_t n, long long first, PyObject *packed,
-                        int64_t store_ts) {
+static int notify_batch(Appender *self, PyObject **fields, PyObject *key, Py_ssize_t n, long long first,
+                        PyObject *packed, int64_t store_ts) {
     if (self->batch_notifier == NULL || self->batch_notifier == Py_None) return 0;
     PyObject *texts = PyList_New(n), *first_obj = NULL, *ts = NULL, *r = NULL;
     if (texts == NULL) return -1;
     for (Py_ssize_t i = 0; i < n; i++) PyList_SET_ITEM(texts, i, Py_NewRef(fields[i * F_COUNT + F_PROPERTIES]));
     if ((first_obj = PyLong_FromLongLong(first)) != NULL && (ts = PyLong_FromLongLong(store_ts)) != NULL) {
-        PyObject *args[6] = {fields[F_TOPIC], fields[F_QUEUE_ID], first_obj, packed, texts, ts};
+        PyObject *args[6] = {fields[F_TOPIC], PyTuple_GET_ITEM(key, 1), first_obj, packed, texts, ts};
         r = PyObject_Vectorcall(self->batch_notifier, args, 6, NULL);
     }
     Py_DECREF(texts);
@@ -413,7 +416,7 @@ static int fast_batch(Appender *self, PyObject *seq, PyObject **result) {
         self->fast_batches++;
         PyObject *ts = PyLong_FromLongLong(store_ts);
         if (ts != NULL && advance(self, &p, total, ts) == 0 &&
-            notify_batch(self, fields, n, p.queue_offset, packed, store_ts) == 0)
+            notify_batch(self, fields, p.key, n, p.queue_offset, packed, store_ts) == 0)
             *result = append_result(fields[F_STORE_HOST], phy, total, p.queue_offset, store_ts, packed);
         Py_XDECREF(ts);
     }
