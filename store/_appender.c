@@ -47,6 +47,17 @@ static struct {
 
 /* ---- Appender ------------------------------------------------------------------------------------------------ */
 
+/* A queue's key, kept so that an append does not build and hash its (topic, queue_id) tuple each time: a broker
+ * decodes a new topic string per request, so entries match by the topic's text and the queue id's value. Slot
+ * (queue id, topic length and first and last characters) % KEY_CACHE; a collision just replaces the entry. */
+#define KEY_CACHE 64
+typedef struct {
+    PyObject *topic; /* held: the topic the entry was made for (or last matched by identity) */
+    PyObject *key;   /* held: the (topic, queue_id) tuple, the ConsumeQueue's own once seen */
+    long queue_id;
+    Py_hash_t hash;
+} KeyEntry;
+
 typedef struct {
     PyObject_HEAD
     PyObject *commitlog;
@@ -58,9 +69,7 @@ typedef struct {
     PyObject *listener;       /* None or callable(topic, queue_id, queue_offset, tags_code, properties) */
     PyObject *indexer;        /* None or callable(topic, properties, phy_offset, store_timestamp) */
     PyObject *batch_notifier; /* None or callable(topic, queue_id, first_offset, packed, texts, store_timestamp) */
-    PyObject *key, *key_topic, *key_queue; /* the last queue's key and the objects it was built from, held so that
-                                              an identical topic and queue id object means the same key */
-    Py_hash_t key_hash;
+    KeyEntry keys[KEY_CACHE];
     Py_ssize_t max_body;
     char writable;
     unsigned long long fast_appends, fallbacks, fast_batches, batch_fallbacks;
@@ -103,6 +112,7 @@ static inline PyObject *newest_file(PyObject *queue) {
 /* Where a fast append writes: the CommitLog segment and the ConsumeQueue file, with their positions. */
 typedef struct {
     PyObject *key, *cq, *mf, *cmf; /* new references */
+    Py_hash_t hash;                /* the key's */
     long long queue_offset, mf_from, mf_wrote, mf_size, cq_pos, cq_wrote;
     Py_ssize_t n; /* the records (ConsumeQueue entries) to place */
     Py_buffer out, cq_out;
@@ -125,32 +135,56 @@ static void place_release(Place *p) {
 
 /* Find the place for `topic`/`queue_id`'s next p->n entries: 1 when the fast path can take the message(s), 0 when
  * the fallback must (no exception), -1 on an error to raise. */
-static int find_place(Appender *self, PyObject *topic, PyObject *queue_id, Place *p) {
-    if (topic != self->key_topic || queue_id != self->key_queue) {
-        PyObject *key = PyTuple_Pack(2, topic, queue_id);
-        Py_hash_t hash = key == NULL ? -1 : PyObject_Hash(key);
-        if (hash == -1) {
-            Py_XDECREF(key);
-            return -1;
-        }
-        Py_XSETREF(self->key, key);
-        Py_XSETREF(self->key_topic, Py_NewRef(topic));
-        Py_XSETREF(self->key_queue, Py_NewRef(queue_id));
-        self->key_hash = hash;
+static inline int same_text(PyObject *a, PyObject *b) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    return n == PyUnicode_GET_LENGTH(b) && kind == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
+}
+
+/* The cache entry holding `topic`/`queue_id`'s key (both exact: str and int), made on a miss; NULL with an
+ * exception on an error, NULL without one for a queue id out of range (the fallback takes it). */
+static KeyEntry *key_entry(Appender *self, PyObject *topic, PyObject *queue_id) {
+    int overflow;
+    long qid = PyLong_AsLongAndOverflow(queue_id, &overflow);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(topic);
+    if (overflow || n == 0) return NULL;
+    int kind = PyUnicode_KIND(topic);
+    const void *data = PyUnicode_DATA(topic);
+    size_t at = ((size_t)qid * 31 + (size_t)n * 7 + PyUnicode_READ(kind, data, 0) + PyUnicode_READ(kind, data, n - 1))
+                % KEY_CACHE;
+    KeyEntry *e = &self->keys[at];
+    if (e->key != NULL && e->queue_id == qid && (e->topic == topic || same_text(e->topic, topic))) return e;
+    PyObject *key = PyTuple_Pack(2, topic, queue_id);
+    Py_hash_t hash = key == NULL ? -1 : PyObject_Hash(key);
+    if (hash == -1) {
+        Py_XDECREF(key);
+        return NULL;
     }
-    PyObject *cq = _PyDict_GetItem_KnownHash(self->consume_queues, self->key, self->key_hash);
+    Py_XSETREF(e->key, key);
+    Py_XSETREF(e->topic, Py_NewRef(topic));
+    e->queue_id = qid;
+    e->hash = hash;
+    return e;
+}
+
+static int find_place(Appender *self, PyObject *topic, PyObject *queue_id, Place *p) {
+    KeyEntry *e = key_entry(self, topic, queue_id);
+    if (e == NULL) return PyErr_Occurred() ? -1 : 0;
+    PyObject *cq = _PyDict_GetItem_KnownHash(self->consume_queues, e->key, e->hash);
     if (cq == NULL) return PyErr_Occurred() ? -1 : 0;
     if (!Py_IS_TYPE(cq, L.cq_t)) return 0;
     PyObject *own = slot(cq, L.cq_key);
-    if (own != NULL && own != self->key && PyTuple_CheckExact(own)) {
+    if (own != NULL && own != e->key && PyTuple_CheckExact(own)) {
         /* the store files the queue under the ConsumeQueue's own key object: keep that one, so the dict lookups
          * that follow (and this queue's next appends) match by identity instead of comparing tuples */
-        int same = PyObject_RichCompareBool(own, self->key, Py_EQ);
+        int same = PyObject_RichCompareBool(own, e->key, Py_EQ);
         if (same < 0) return -1;
-        if (same) Py_SETREF(self->key, Py_NewRef(own));
+        if (same) Py_SETREF(e->key, Py_NewRef(own));
     }
-    p->key = Py_NewRef(self->key);
-    PyObject *next = _PyDict_GetItem_KnownHash(self->queue_offsets, p->key, self->key_hash);
+    p->key = Py_NewRef(e->key);
+    p->hash = e->hash;
+    PyObject *next = _PyDict_GetItem_KnownHash(self->queue_offsets, p->key, p->hash);
     if (next == NULL) return PyErr_Occurred() ? -1 : 0;
     if (!PyLong_CheckExact(next)) return 0;
     int overflow;
@@ -214,7 +248,7 @@ static int advance(Appender *self, Place *p, Py_ssize_t total, PyObject *store_t
         set_slot(self->commitlog, L.cl_last_ts, Py_NewRef(store_ts)) < 0)
         return -1;
     PyObject *next = PyLong_FromLongLong(p->queue_offset + p->n);
-    if (next == NULL || _PyDict_SetItem_KnownHash(self->queue_offsets, p->key, next, self->key_hash) < 0) {
+    if (next == NULL || _PyDict_SetItem_KnownHash(self->queue_offsets, p->key, next, p->hash) < 0) {
         Py_XDECREF(next);
         return -1;
     }
@@ -480,9 +514,10 @@ static int appender_traverse(Appender *self, visitproc visit, void *arg) {
     Py_VISIT(self->listener);
     Py_VISIT(self->indexer);
     Py_VISIT(self->batch_notifier);
-    Py_VISIT(self->key);
-    Py_VISIT(self->key_topic);
-    Py_VISIT(self->key_queue);
+    for (int i = 0; i < KEY_CACHE; i++) {
+        Py_VISIT(self->keys[i].topic);
+        Py_VISIT(self->keys[i].key);
+    }
     return 0;
 }
 
@@ -496,9 +531,10 @@ static int appender_clear(Appender *self) {
     Py_CLEAR(self->listener);
     Py_CLEAR(self->indexer);
     Py_CLEAR(self->batch_notifier);
-    Py_CLEAR(self->key);
-    Py_CLEAR(self->key_topic);
-    Py_CLEAR(self->key_queue);
+    for (int i = 0; i < KEY_CACHE; i++) {
+        Py_CLEAR(self->keys[i].topic);
+        Py_CLEAR(self->keys[i].key);
+    }
     return 0;
 }
 

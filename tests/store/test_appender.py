@@ -436,6 +436,24 @@ def test_the_c_path_indexes_only_while_the_store_has_an_index(tmp_path: Path) ->
     store.close()
 
 
+def test_fresh_topic_strings_over_many_queues_take_the_c_path_and_land_as_the_python_ones(tmp_path: Path) -> None:
+    """A broker decodes a new topic string per request: the appender's key cache matches by text and queue id, and
+    64 entries shared by 20 topics x 8 queues collide, replacing one another; every append still lands where the
+    Python path puts it."""
+    overrides = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 1000 * 20}
+    native, python = _open(tmp_path / "native", **overrides), python_append(_open(tmp_path / "python", **overrides))
+    queues = [(f"Topic{t}", q) for t in range(20) for q in range(8)]
+    fast = _counts(native)[0]
+    for round_ in range(3):
+        for topic, queue_id in queues:
+            fresh = "".join(list(topic))  # equal text, a new object each time
+            got = _outcome(lambda: native.append(_record(fresh, queue_id, body=b"r%d" % round_)))  # noqa: B023
+            assert got == _outcome(lambda: python.append(_record(topic, queue_id, body=b"r%d" % round_)))  # noqa: B023
+    assert _counts(native)[0] == fast + 2 * len(queues)  # each queue's first append falls back
+    assert native.queue_offsets == python.queue_offsets == {key: 3 for key in queues}
+    _close_and_compare_files(native, tmp_path / "native", python, tmp_path / "python")
+
+
 def test_a_new_config_rebinds_the_c_path_to_its_clock_and_limit(tmp_path: Path) -> None:
     """Tests swap the store's config after start (``attrs.evolve`` with a virtual clock): the C path follows it."""
     store = _open(tmp_path)
