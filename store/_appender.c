@@ -30,6 +30,15 @@
 #include <time.h>
 
 #define CQ_ENTRY 20
+/* The queue dicts looked up and updated with the key's hash computed once (CPython's exported _PyDict_*_KnownHash,
+ * 3.11-3.12); later versions get the public calls, which hash the key again. */
+#if PY_VERSION_HEX < 0x030D0000
+#define DICT_GET(d, k, h) _PyDict_GetItem_KnownHash((d), (k), (h))
+#define DICT_SET(d, k, v, h) _PyDict_SetItem_KnownHash((d), (k), (v), (h))
+#else
+#define DICT_GET(d, k, h) PyDict_GetItemWithError((d), (k))
+#define DICT_SET(d, k, v, h) PyDict_SetItem((d), (k), (v))
+#endif
 #define END_FILE_MIN_BLANK 8
 #define TX_MASK 0x0C
 #define TX_PREPARED 0x04
@@ -171,7 +180,7 @@ static KeyEntry *key_entry(Appender *self, PyObject *topic, PyObject *queue_id) 
 static int find_place(Appender *self, PyObject *topic, PyObject *queue_id, Place *p) {
     KeyEntry *e = key_entry(self, topic, queue_id);
     if (e == NULL) return PyErr_Occurred() ? -1 : 0;
-    PyObject *cq = _PyDict_GetItem_KnownHash(self->consume_queues, e->key, e->hash);
+    PyObject *cq = DICT_GET(self->consume_queues, e->key, e->hash);
     if (cq == NULL) return PyErr_Occurred() ? -1 : 0;
     if (!Py_IS_TYPE(cq, L.cq_t)) return 0;
     PyObject *own = slot(cq, L.cq_key);
@@ -184,7 +193,7 @@ static int find_place(Appender *self, PyObject *topic, PyObject *queue_id, Place
     }
     p->key = Py_NewRef(e->key);
     p->hash = e->hash;
-    PyObject *next = _PyDict_GetItem_KnownHash(self->queue_offsets, p->key, p->hash);
+    PyObject *next = DICT_GET(self->queue_offsets, p->key, p->hash);
     if (next == NULL) return PyErr_Occurred() ? -1 : 0;
     if (!PyLong_CheckExact(next)) return 0;
     int overflow;
@@ -248,7 +257,7 @@ static int advance(Appender *self, Place *p, Py_ssize_t total, PyObject *store_t
         set_slot(self->commitlog, L.cl_last_ts, Py_NewRef(store_ts)) < 0)
         return -1;
     PyObject *next = PyLong_FromLongLong(p->queue_offset + p->n);
-    if (next == NULL || _PyDict_SetItem_KnownHash(self->queue_offsets, p->key, next, p->hash) < 0) {
+    if (next == NULL || DICT_SET(self->queue_offsets, p->key, next, p->hash) < 0) {
         Py_XDECREF(next);
         return -1;
     }
