@@ -12,6 +12,7 @@ import collections.abc
 import contextlib
 import functools
 import gc
+import struct
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remoting.codec.message import MessageRecord, decode_record, prepare_message
+from remoting.codec.message import MessageRecord, decode_record, prepare_message, read_record_meta
 from remoting.codec.properties import tags_code
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.errors import MessageIllegalError, ServiceNotAvailableError
@@ -31,6 +32,7 @@ from store.message_store import SCHEDULE_TOPIC, MessageStore
 from tests.store.appender import requires_appender
 from tests.store.store_helpers import BORN_HOST, STORE_HOST, python_append
 from tests.store.test_appender import (
+    BAD_CLOCKS,
     END_FILE_MIN_BLANK,
     KEYS,
     MAX_BODY,
@@ -41,6 +43,8 @@ from tests.store.test_appender import (
     SlottedSubRecord,
     _appender,
     _close_and_compare_files,
+    _close_consume_queue_file,
+    _close_segment,
     _counts,
     _listen,
     _open,
@@ -666,4 +670,84 @@ def test_a_falsy_arrival_listener_is_called_for_a_batch(tmp_path: Path, path: st
     with _batch_path(store, path):
         store.append_batch(_batch(2))
     assert [c[2] for c in listener] == [1, 2]
+    store.close()
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CLOCKS))
+def test_a_bad_clock_writes_no_batch_and_raises_what_the_python_path_raises(tmp_path: Path, name: str) -> None:
+    native_clock, python_clock = HostileClock(), HostileClock()
+    native = _open(tmp_path / "native", now_ms=native_clock)
+    python = python_append(_open(tmp_path / "python", now_ms=python_clock))
+    native_calls, python_calls = _listen(native), _listen(python)
+    for store in (native, python):
+        store.append(_record())
+    before, counts = _state(native), _batch_counts(native)
+    native_clock.action = python_clock.action = BAD_CLOCKS[name]
+    failed = _outcome(lambda: native.append_batch(_batch(5)))
+    assert failed == _outcome(lambda: python.append_batch(_batch(5))) and failed[0] == "error"
+    assert _batch_counts(native) == counts and _state(native) == before == _state(python)
+    assert len(native_calls) == 1
+    with _batch_routed(native, "fast"):
+        landed = _outcome(lambda: native.append_batch(_batch(5)))
+    assert landed == _outcome(lambda: python.append_batch(_batch(5)))
+    assert landed[1] == before[1] and landed[3] == 1  # the failed batch's place and first queue offset
+    assert native_calls == python_calls
+    _close_and_compare_files(native, tmp_path / "native", python, tmp_path / "python")
+
+
+@pytest.mark.parametrize("close", [_close_segment, _close_consume_queue_file, MessageStore.close],
+                         ids=["segment", "consume-queue-file", "store"])  # fmt: skip
+def test_a_clock_closing_what_a_batch_writes_into_does_not_crash(
+    tmp_path: Path, close: Callable[[MessageStore], None]
+) -> None:
+    """Both mmaps are exported before the clock runs: a close in the clock cannot unmap them under the write."""
+    clock = HostileClock()
+    store = _open(tmp_path, now_ms=clock)
+    store.append(_record())
+    segment = store.commitlog.queue.files[-1]
+    cq_file = store.consume_queues[("TopicA", 0)].queue.files[-1]
+    clock.action = lambda now: (close(store), now)[1]
+    try:
+        result = store.append_batch(_batch(3))
+    except Exception:
+        result = None
+    if result is not None:
+        assert store.queue_offsets[("TopicA", 0)] == 4 and result.queue_offset == 1
+        for i, phy in enumerate(result.phy_offsets):
+            meta = read_record_meta(segment.buf, phy - segment.file_from_offset, check_crc=True)
+            assert (meta.phy_offset, meta.queue_offset) == (phy, 1 + i)
+            assert struct.unpack_from(">q", cq_file.buf, CQ_STORE_UNIT_SIZE * (1 + i))[0] == phy
+    store.close()
+    with pytest.raises(ServiceNotAvailableError):
+        store.append_batch(_batch(3))
+
+
+def test_reference_counts_are_stable_over_2000_notified_fast_batches(tmp_path: Path) -> None:
+    """With a listener the C path builds the properties list for the store's batch notifier each batch."""
+    store = _open(tmp_path, mapped_file_size_commit_log=64 << 20, mapped_file_size_consume_queue=300_000 * 20,
+                  message_index_enable=False)  # fmt: skip
+    seen = [0]
+
+    def listener(topic: str, queue_id: int, queue_offset: int, tags: int, properties: str) -> None:
+        seen[0] += 1
+
+    store.arrival_listener = listener
+    body, props, topic = b"q" * 64, "".join(["TAGS\x01TagA", "\x02KEYS\x01k1"]), "".join(["Topic", "N"])
+    host = bytes(bytearray(_record().store_host))
+    store.append_batch([MessageRecord(topic, body, 0, 0, props, 0, 1, host, host)])  # the queue's first: Python path
+    records = [MessageRecord(topic, body, 0, 0, props, 0, 1, host, host) for _ in range(32)]
+    store.append_batch(records)
+    objects = (body, props, topic, host, records, records[0], records[-1], listener)
+    gc.collect()
+    gc.disable()
+    try:
+        before = [sys.getrefcount(o) for o in objects]
+        fast = _batch_counts(store)[0]
+        for _ in range(2000):
+            store.append_batch(records)
+        after = [sys.getrefcount(o) for o in objects]
+    finally:
+        gc.enable()
+    assert _batch_counts(store)[0] == fast + 2000 and seen[0] == 1 + 32 * 2001
+    assert after == before
     store.close()
