@@ -137,8 +137,7 @@ class MessageStore(StoreReads):
             appender.writable = not self._shut and self._disk_full_reason is None
             appender.listener = self._arrival_listener
             appender.indexer = self._index_one if self._index is not None else None
-            notified = self._index is not None or self._arrival_listener is not None
-            appender.batch_notifier = self._notify_packed if notified else None
+            appender.batch_notifier = self._notify_packed if self._notified() else None
 
     @property
     def index(self) -> IndexLike | None:
@@ -331,6 +330,10 @@ class MessageStore(StoreReads):
             self._arrival_listener(topic, queue_id, queue_offset, tags, properties)
         return AppendResult(phy, size, queue_offset, store_ts, None, store_host)
 
+    def _notified(self) -> bool:
+        """Whether an append must tell the index or the arrival listener about each message."""
+        return self._index is not None or self._arrival_listener is not None
+
     def _index_one(self, topic: str, properties: str, phy: int, store_ts: int) -> None:
         """Index one stored message by its ``KEYS`` and ``UNIQ_KEY`` (the index is set)."""
         keys = index_keys_of_raw(properties.encode())
@@ -373,13 +376,15 @@ class MessageStore(StoreReads):
         if topic != SCHEDULE_TOPIC:
             first = self.queue_offsets.get((topic, queue_id), 0)
             config = self.config
+            # Read before the clock runs (Python code that may rebind fields or empty the list), as append does.
+            texts = [m.properties for m in msgs] if self._notified() else None
+            store_host = head.store_host
             try:
                 written = self.commitlog.append_with(encode_records_into, first, config.now_ms,
                                                      config.max_message_size, msgs)  # fmt: skip
             except MessageEncodeError as exc:
                 raise _put_refusal(exc) from exc
-            texts = [m.properties for m in msgs] if self.index is not None or self.arrival_listener else None
-            return self._dispatch_packed(topic, queue_id, first, written, texts, head.store_host)
+            return self._dispatch_packed(topic, queue_id, first, written, texts, store_host)
         if any(m.topic != topic or m.queue_id != queue_id for m in msgs):
             raise MessageIllegalError("a batch must target one topic and queue")
         return self._append_prepared(topic, queue_id, [self._prepare(m) for m in msgs], head.store_host)
@@ -395,12 +400,12 @@ class MessageStore(StoreReads):
         if topic != SCHEDULE_TOPIC:
             first = self.queue_offsets.get((topic, queue_id), 0)
             config = self.config
+            texts = [e[1] for e in entries] if self._notified() else None  # before the clock, as append_batch
             try:
                 written = self.commitlog.append_with(encode_entries_into, first, config.now_ms,
                                                      config.max_message_size, template, entries)  # fmt: skip
             except MessageEncodeError as exc:
                 raise _put_refusal(exc) from exc
-            texts = [e[1] for e in entries] if self.index is not None or self.arrival_listener else None
             return self._dispatch_packed(topic, queue_id, first, written, texts, template.store_host)
         try:
             prepared = prepare_batch(template, entries, self.config.max_message_size)

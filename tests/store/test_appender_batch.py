@@ -550,24 +550,11 @@ def _batch_path(store: MessageStore, path: str) -> contextlib.AbstractContextMan
     return _batch_routed(store, "fast")
 
 
-PYTHON_BATCH_READS_LATE = (
-    "the Python append_batch reads the records' properties (for the index and the listener) and the head's "
-    "store_host (for the result) after the clock ran, not before as append does and the C path does: "
-)
-
-
 @pytest.mark.parametrize(
     "path",
     [
         "c",
-        pytest.param(
-            "python",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=PYTHON_BATCH_READS_LATE + "a clock rebinding the fields gets the new keys indexed and "
-                "announced for records that hold the old ones",
-            ),
-        ),
+        "python",
     ],
 )
 def test_a_clock_rebinding_batch_records_fields_does_not_change_what_is_written(tmp_path: Path, path: str) -> None:
@@ -614,14 +601,7 @@ def test_a_clock_rebinding_batch_records_fields_does_not_change_what_is_written(
     "path",
     [
         "c",
-        pytest.param(
-            "python",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=PYTHON_BATCH_READS_LATE + "a clock emptying the caller's list leaves no texts, and "
-                "_notify_packed's zip(strict=True) raises ValueError after the batch was stored (index not written)",
-            ),
-        ),
+        "python",
     ],
 )
 def test_a_clock_emptying_the_list_with_index_and_listener_set_stores_and_notifies(tmp_path: Path, path: str) -> None:
@@ -650,15 +630,7 @@ class FalsyRecorder(list):  # type: ignore[type-arg]
     "path",
     [
         "c",
-        pytest.param(
-            "python",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="without an index, the Python append_batch and append_entries test the arrival listener by "
-                "truth (`if self.index is not None or self.arrival_listener`), not `is not None`: a falsy "
-                "listener is never called for a batch",
-            ),
-        ),
+        "python",
     ],
 )
 def test_a_falsy_arrival_listener_is_called_for_a_batch(tmp_path: Path, path: str) -> None:
