@@ -45,15 +45,7 @@ static PyObject *result_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
         PyErr_SetString(PyExc_TypeError, "store_host must be bytes");
         return NULL;
     }
-    Result *r = (Result *)type->tp_alloc(type, 0);
-    if (r == NULL) return NULL;
-    r->phy_offset = phy;
-    r->size = size;
-    r->queue_offset = queue_offset;
-    r->store_timestamp = store_ts;
-    r->phy_offsets = Py_NewRef(phy_offsets);
-    r->store_host = Py_NewRef(store_host);
-    return (PyObject *)r;
+    return append_result(store_host, phy, (Py_ssize_t)size, queue_offset, store_ts, phy_offsets); /* no subclasses */
 }
 
 static void result_dealloc(Result *self) {
@@ -165,7 +157,7 @@ PyTypeObject AppendResultType = {
 /* AppendResult(phy, size, queue_offset, store_ts, phy_offsets, store_host), without its constructor's argument
  * parsing. */
 PyObject *append_result(PyObject *store_host, long long phy, Py_ssize_t size, long long queue_offset,
-                               int64_t store_ts, PyObject *phy_offsets) {
+                        int64_t store_ts, PyObject *phy_offsets) {
     Result *r = PyObject_New(Result, &AppendResultType);
     if (r == NULL) return NULL;
     r->phy_offset = phy;
