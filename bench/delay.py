@@ -29,8 +29,8 @@ from typing import Final
 from bench.profiling import py_spy
 from broker.schedule import ScheduleMessageService
 from remoting.codec.message import MessageRecord
-from store.config import StoreConfig
 from store.message_store import MessageStore
+from store.store_config import StoreConfig
 
 BODY: Final = b"d" * 128
 PROPERTIES: Final = (

@@ -35,20 +35,20 @@ import trio
 import trio.testing
 
 from bench.codec import py_spy
-from broker.config import BrokerConfig
+from broker.broker_config import BrokerConfig
 from broker.context import BrokerContext, build_context, load_managers
 from processors.filter import compile_sql92
 from processors.pull import PullMessageProcessor
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import MessageRecord
+from remoting.codec.message_properties import decode_properties, encode_properties
 from remoting.codec.msgid import pack_socket_address
-from remoting.codec.properties import decode_properties, encode_properties
 from remoting.connection import Connection
 from remoting.processor import RequestContext
-from store.config import StoreConfig
-from store.config_files import TopicConfig
 from store.message_store import MessageStore
+from store.metadata_files import TopicConfig
+from store.store_config import StoreConfig
 
 TOPIC: Final = "BenchFilter"
 GROUP: Final = "bench_filter_group"

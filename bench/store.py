@@ -41,9 +41,9 @@ import trio
 from bench.codec import py_spy
 from remoting.codec.message import MessageRecord, encode_record
 from remoting.codec.msgid import pack_socket_address
-from store.config import FlushDiskType, StoreConfig
 from store.message_store import MessageStore
 from store.results import AppendResult
+from store.store_config import FlushDiskType, StoreConfig
 
 SIZES = (128, 1024, 4096)
 PROPS = "UNIQ_KEY\x017F000001000118B4AAC20D5A1C0000\x02TAGS\x01TagA\x02CLUSTER\x01DefaultCluster"

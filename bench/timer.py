@@ -33,8 +33,8 @@ from typing import Final
 from bench.profiling import py_spy
 from broker.timer.service import TimerMessageService
 from remoting.codec.message import MessageRecord
-from store.config import StoreConfig
 from store.message_store import MessageStore
+from store.store_config import StoreConfig
 
 BODY: Final = b"t" * 128
 PROPERTIES: Final = "UNIQ_KEY\x017F0000010001000000000000000000\x02TAGS\x01TagA\x02CLUSTER\x01DefaultCluster"

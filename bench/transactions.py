@@ -37,7 +37,7 @@ from typing import Any, Final, cast
 import trio
 
 from bench.profiling import py_spy
-from broker.config import BrokerConfig
+from broker.broker_config import BrokerConfig
 from broker.context import build_context, load_managers
 from broker.embedded import EmbeddedCluster
 from broker.transaction import TransactionalMessageBridge, TransactionCheckService

@@ -11,7 +11,7 @@ When serving it prints Java's boot line with the real bound address, so scripts 
     The broker[broker-a, 127.0.0.1:10911] boot success. serializeType=JSON and name server is 127.0.0.1:9876
 
 UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``) writes the properties it changes back into the ``-c`` file
-(:mod:`broker.config_file`), so a restart keeps them.
+(:mod:`broker.broker_conf_file`), so a restart keeps them.
 
 SIGINT (Ctrl-C) and SIGTERM shut down cleanly (unregister from name servers, flush, checkpoint, save config files;
 exit status 0). A bad option or property value exits with status 2; a port that cannot be bound, a locked or corrupt
@@ -30,11 +30,11 @@ import attrs
 import click
 import trio
 
-from broker.config import BrokerConfig
+from broker.broker_config import BrokerConfig
 from broker.controller import BrokerController
 from namesrv.cli import parse_property_args
+from remoting.codec.java_properties import PropertiesError, apply_properties, load_properties
 from remoting.connection import Address
-from remoting.properties import PropertiesError, apply_properties, load_properties
 from store.errors import StoreError
 
 log = logging.getLogger("broker")

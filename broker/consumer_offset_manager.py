@@ -6,7 +6,7 @@ table every ``flushConsumerOffsetInterval`` (5 s) in a worker thread and once mo
 broker does; nothing is saved per commit, so a crash loses at most one interval of commits (clients then re-consume,
 which is RocketMQ's at-least-once contract).
 
-Errors: :meth:`load` raises :class:`~store.config_files.ConfigFileError` for an unreadable file and backup. A periodic
+Errors: :meth:`load` raises :class:`~store.metadata_files.ConfigFileError` for an unreadable file and backup. A periodic
 save that fails with ``OSError`` is logged and retried at the next interval.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import trio
 
 from broker.persistence import ConfigPersister
-from store.config_files import ConsumerOffsetTable, consumer_offset_file
+from store.metadata_files import ConsumerOffsetTable, consumer_offset_file
 
 log = logging.getLogger(__name__)
 

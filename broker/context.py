@@ -16,8 +16,8 @@ from pathlib import Path
 
 import attrs
 
+from broker.broker_config import BrokerConfig
 from broker.client_registry import ClientRegistry
-from broker.config import BrokerConfig
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.rebalance_locks import RebalanceLockManager
 from broker.stats import BrokerStatsManager
@@ -25,8 +25,8 @@ from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
 from processors.hold import HoldService
 from remoting.codec.msgid import pack_socket_address
-from store.config import FlushDiskType, StoreConfig
 from store.message_store import MessageStore
+from store.store_config import FlushDiskType, StoreConfig
 
 
 def _no_op() -> None:

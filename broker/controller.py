@@ -31,7 +31,7 @@ from pathlib import Path
 
 import trio
 
-from broker.config import BrokerConfig
+from broker.broker_config import BrokerConfig
 from broker.context import BrokerContext, build_context, config_dir_of, load_managers
 from broker.registration import BrokerRegistration
 from broker.schedule import ScheduleMessageService

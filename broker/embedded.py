@@ -30,15 +30,15 @@ import attrs
 import click
 import trio
 
+from broker.broker_config import BrokerConfig
 from broker.cli import boot_line
-from broker.config import BrokerConfig
 from broker.controller import BrokerController
 from namesrv.cli import boot_line as namesrv_boot_line
 from namesrv.cli import parse_property_args
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
+from remoting.codec.java_properties import PropertiesError, apply_properties
 from remoting.connection import Address
-from remoting.properties import PropertiesError, apply_properties
 
 log = logging.getLogger(__name__)
 

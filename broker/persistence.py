@@ -1,9 +1,9 @@
 """Background persistence of one broker config file (``topics.json``, ``subscriptionGroup.json``, ...).
 
-A :class:`ConfigPersister` pairs a :class:`~store.config_files.ConfigFile` with a ``snapshot`` callable that returns the
-manager's current table. Managers change their tables synchronously on the Trio thread (so processors never await
-them) and call :meth:`ConfigPersister.mark_dirty`; the persister's :meth:`run` task then saves the latest snapshot in a
-worker thread. :meth:`persist` saves at once (admin requests, shutdown, tests).
+A :class:`ConfigPersister` pairs a :class:`~store.metadata_files.ConfigFile` with a ``snapshot`` callable that
+returns the manager's current table. Managers change their tables synchronously on the Trio thread (so processors
+never await them) and call :meth:`ConfigPersister.mark_dirty`; the persister's :meth:`run` task then saves the latest
+snapshot in a worker thread. :meth:`persist` saves at once (admin requests, shutdown, tests).
 
 Ownership and errors: the persister is the only writer of its file; saves are serialized by a lock and the snapshot is
 taken on the Trio thread just before the save, so the file always holds a consistent table. A save that fails with
@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 
 import trio
 
-from store.config_files import ConfigFile
+from store.metadata_files import ConfigFile
 
 T = TypeVar("T")
 

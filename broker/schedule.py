@@ -29,15 +29,15 @@ from typing import Final
 
 import trio
 
-from broker.names import SCHEDULE_TOPIC
 from broker.persistence import ConfigPersister
 from processors.send_back import raw_properties, record_from_stored, with_properties
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageRecord, decode_record
-from store.config import parse_delay_levels
-from store.config_files import DelayOffsetTable, delay_offset_file
+from remoting.codec.topics import SCHEDULE_TOPIC
 from store.errors import PutRefusedError
 from store.message_store import MessageStore
+from store.metadata_files import DelayOffsetTable, delay_offset_file
+from store.store_config import parse_delay_levels
 
 __all__ = [
     "PROPERTY_DELAY",

@@ -5,7 +5,7 @@ Java pre-creates a handful of tool and system groups; every other group is creat
 (``CID_RMQ_SYS_`` prefix). Mutations are synchronous, bump the DataVersion and schedule a save in a worker thread
 (:meth:`run`, started in the broker's nursery, also saves at shutdown).
 
-Errors: :meth:`load` raises :class:`~store.config_files.ConfigFileError` when the file and its backup are unreadable.
+Errors: :meth:`load` raises :class:`~store.metadata_files.ConfigFileError` when the file and its backup are unreadable.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Final
 
 import trio
 
-from broker.config import BrokerConfig
-from broker.names import is_system_group
+from broker.broker_config import BrokerConfig
 from broker.persistence import ConfigPersister
-from store.config_files import DataVersion, SubscriptionGroupConfig, SubscriptionGroupTable, subscription_group_file
+from remoting.codec.topics import is_system_group
+from store.metadata_files import DataVersion, SubscriptionGroupConfig, SubscriptionGroupTable, subscription_group_file
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ PREDEFINED_GROUPS: Final = (
 
 
 class SubscriptionGroupManager:
-    """Group name -> :class:`~store.config_files.SubscriptionGroupConfig`. See the module docstring."""
+    """Group name -> :class:`~store.metadata_files.SubscriptionGroupConfig`. See the module docstring."""
 
     def __init__(self, config: BrokerConfig, config_dir: Path) -> None:
         self.config = config

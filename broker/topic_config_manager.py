@@ -7,7 +7,7 @@ it saves the file in a worker thread after every change and once more at shutdow
 Every mutation is synchronous and never awaits (processors call it on the send hot path): it updates the table, moves
 the DataVersion on, schedules a save and calls ``on_changed`` (the broker re-registers with every name server at once).
 
-Errors: :meth:`load` raises :class:`~store.config_files.ConfigFileError` when ``topics.json`` and its backup are both
+Errors: :meth:`load` raises :class:`~store.metadata_files.ConfigFileError` when ``topics.json`` and its backup are both
 unreadable (the broker must not start with an empty table then).
 """
 
@@ -20,8 +20,10 @@ from pathlib import Path
 import attrs
 import trio
 
-from broker.config import BrokerConfig
-from broker.names import (
+from broker.broker_config import BrokerConfig
+from broker.persistence import ConfigPersister
+from remoting.codec.bodies import TopicConfigSerializeWrapper
+from remoting.codec.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     BENCHMARK_TOPIC,
     OFFSET_MOVED_EVENT,
@@ -32,9 +34,7 @@ from broker.names import (
     reply_topic,
     retry_topic,
 )
-from broker.persistence import ConfigPersister
-from remoting.codec.bodies import TopicConfigSerializeWrapper
-from store.config_files import (
+from store.metadata_files import (
     PERM_INHERIT,
     PERM_READ,
     PERM_WRITE,

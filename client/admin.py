@@ -42,7 +42,7 @@ from remoting.codec.bodies.admin import (
     loads_fastjson,
 )
 from remoting.codec.bodies.admin import TopicStatsTable as _TopicStats
-from remoting.codec.bodies.configs import SubscriptionGroupConfig
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList, GroupList
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
@@ -65,9 +65,9 @@ from remoting.codec.headers import (
     ViewBrokerStatsDataRequestHeader,
     ViewMessageRequestHeader,
 )
+from remoting.codec.java_properties import parse_properties
 from remoting.codec.message import MessageExt, decode_record, iter_records
 from remoting.codec.msgid import decode_offset_msg_id
-from remoting.properties import parse_properties
 
 __all__ = ["Admin", "ConsumerConnection", "OffsetWrapper", "ProducerConnection", "TopicOffset"]
 

@@ -14,7 +14,13 @@ import zlib
 import attrs
 
 from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt
-from remoting.codec.properties import PROPERTY_DELAY, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, PROPERTY_WAIT
+from remoting.codec.message_properties import (
+    PROPERTY_DELAY,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    PROPERTY_WAIT,
+)
 
 __all__ = [
     "Message",

@@ -19,7 +19,7 @@ from client.mqadmin_messages import COMMANDS as MESSAGE_COMMANDS
 from client.mqadmin_stats import COMMANDS as STATS_COMMANDS
 from client.mqadmin_support import Output, common, format_ts, parse_timestamp, run_job
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
-from remoting.codec.bodies.configs import SubscriptionGroupConfig
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

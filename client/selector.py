@@ -15,7 +15,7 @@ from client.fault import LatencyFaultTolerance
 from client.message import Message
 from client.route import TopicPublishInfo
 from remoting.codec.bodies import MessageQueue
-from remoting.codec.properties import java_string_hash
+from remoting.codec.message_properties import java_string_hash
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
 

@@ -17,8 +17,8 @@ import attrs
 from client.errors import MessageValidationError
 from client.message import COMPRESSION_ZLIB, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
 from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_body
+from remoting.codec.message_properties import PROPERTY_UNIQ_KEY, PROPERTY_WAIT, encode_properties
 from remoting.codec.msgid import UniqKeyGenerator
-from remoting.codec.properties import PROPERTY_UNIQ_KEY, PROPERTY_WAIT, encode_properties
 
 #: Java's ``maxMessageSize`` and ``compressMsgBodyOverHowmuch`` defaults.
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024

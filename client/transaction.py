@@ -52,8 +52,8 @@ from remoting.codec.headers.transaction import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
 )
+from remoting.codec.message_properties import PROPERTY_UNIQ_KEY
 from remoting.codec.msgid import decode_offset_msg_id
-from remoting.codec.properties import PROPERTY_UNIQ_KEY
 from remoting.errors import RemotingError
 
 __all__ = [

@@ -25,9 +25,9 @@ import trio
 
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
+from remoting.codec.java_properties import PropertiesError, apply_properties, load_properties
 from remoting.connection import Address
-from remoting.properties import PropertiesError, apply_properties, load_properties
-from store.config_files import ConfigFileError
+from store.metadata_files import ConfigFileError
 
 log = logging.getLogger("namesrv")
 

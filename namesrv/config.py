@@ -13,7 +13,7 @@ from pathlib import Path
 
 import attrs
 
-from remoting.properties import load_config
+from remoting.codec.java_properties import load_config
 
 
 @attrs.frozen
@@ -40,5 +40,5 @@ class NamesrvConfig:
 
 
 def load_namesrv_config(path: str | Path | None = None, **overrides: object) -> tuple[NamesrvConfig, list[str]]:
-    """:func:`remoting.properties.load_config` over the name server's defaults."""
+    """:func:`remoting.codec.java_properties.load_config` over the name server's defaults."""
     return load_config(NamesrvConfig(), path, **overrides)

@@ -5,8 +5,8 @@ GET_ROUTEINFO_BY_TOPIC hand out.
 
 Ownership: one manager per name server owns its file. Reads and writes of the table are synchronous and happen on the
 Trio thread; :meth:`KVConfigManager.persist` writes a snapshot atomically in a worker thread (through
-:mod:`store.config_files`), one save at a time. :meth:`KVConfigManager.load` raises
-:class:`~store.config_files.ConfigFileError` when the file and its backup both exist but are corrupt (Java refuses to
+:mod:`store.metadata_files`), one save at a time. :meth:`KVConfigManager.load` raises
+:class:`~store.metadata_files.ConfigFileError` when the file and its backup both exist but are corrupt (Java refuses to
 start then too); ``OSError`` propagates from either.
 """
 
@@ -18,7 +18,7 @@ from typing import Final
 import trio
 
 from remoting.codec.bodies import KVTable
-from store.config_files import KvConfigTable, kv_config_file
+from store.metadata_files import KvConfigTable, kv_config_file
 
 ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
 

@@ -12,7 +12,7 @@ Usage::
 ``serverWorkerThreads`` workers, as Java's name server does. A broker's routes vanish as soon as its connection
 closes (close listener) or after ``brokerChannelExpiredTime`` without registering (the scan).
 
-Errors: ``OSError`` if the port cannot be bound; :class:`~store.config_files.ConfigFileError` if ``kvConfig.json`` and
+Errors: ``OSError`` if the port cannot be bound; :class:`~store.metadata_files.ConfigFileError` if ``kvConfig.json`` and
 its backup are both corrupt. Both are raised before ``task_status.started``.
 """
 

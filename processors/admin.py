@@ -9,7 +9,7 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
   consumers themselves, through :mod:`broker.broker2client`.
 - UPDATE_BROKER_CONFIG (25) applies a properties body to the running broker (managers see the new values at once;
   ``listenPort`` is ignored) and, when the broker was started with ``-c broker.conf``, writes the changed keys back
-  into that file (:mod:`broker.config_file`); Java's black-listed keys answer NO_PERMISSION.
+  into that file (:mod:`broker.broker_conf_file`); Java's black-listed keys answer NO_PERMISSION.
 - DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
   statistics, so a topic created again under the same name starts empty; CLEAN_UNUSED_TOPIC (316) does the same
   for every topic in the store that is neither configured nor a system topic.
@@ -31,10 +31,9 @@ import attrs
 import trio
 
 from broker import broker2client
+from broker.broker_conf_file import persist_properties
 from broker.client_registry import ClientChannelInfo
-from broker.config_file import persist_properties
 from broker.context import BrokerContext
-from broker.names import SYSTEM_TOPICS, is_system_topic, validate_topic
 from remoting.codec.bodies import KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import dumps, load_object
 from remoting.codec.bodies.admin import (
@@ -58,10 +57,11 @@ from remoting.codec.headers import (
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
+from remoting.codec.java_properties import PropertiesError, apply_properties, parse_properties
+from remoting.codec.topics import SYSTEM_TOPICS, is_system_topic, validate_topic
 from remoting.dispatch import ProcessorPool, not_supported_remark
 from remoting.processor import RequestContext
-from remoting.properties import PropertiesError, apply_properties, parse_properties
-from store.config_files import ConfigFileError, SubscriptionGroupConfig, TopicConfig, TopicFilterType
+from store.metadata_files import ConfigFileError, SubscriptionGroupConfig, TopicConfig, TopicFilterType
 from store.topic_cleanup import clean_unused_topics
 
 log = logging.getLogger(__name__)

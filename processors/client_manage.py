@@ -22,7 +22,6 @@ import logging
 from typing import Final
 
 from broker.context import BrokerContext
-from broker.names import retry_topic
 from processors.filter import Sql92ParseError, compile_sql92
 from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, ConsumerListBody, HeartbeatData
 from remoting.codec.bodies.admin import CheckClientRequestBody
@@ -30,6 +29,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError
 from remoting.codec.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
+from remoting.codec.topics import retry_topic
 from remoting.dispatch import not_supported_remark
 from remoting.processor import RequestContext
 

@@ -17,11 +17,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from broker.names import OFFSET_MOVED_EVENT
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies._json import dumps
 from remoting.codec.message import MessageRecord
-from remoting.codec.properties import encode_properties
+from remoting.codec.message_properties import encode_properties
+from remoting.codec.topics import OFFSET_MOVED_EVENT
 from store.errors import StoreError
 
 if TYPE_CHECKING:

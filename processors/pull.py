@@ -39,9 +39,9 @@ from remoting.codec.bodies.heartbeat import EXPRESSION_SQL92, EXPRESSION_TAG, SU
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers.pull import PullMessageRequestHeader
-from remoting.codec.properties import java_string_hash
+from remoting.codec.message_properties import java_string_hash
 from remoting.processor import RequestContext
-from store.config_files import PERM_READ
+from store.metadata_files import PERM_READ
 from store.results import GetResult, GetStatus
 
 if TYPE_CHECKING:

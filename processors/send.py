@@ -23,12 +23,6 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from broker.names import (
-    NOT_ALLOWED_SEND_TOPICS,
-    RETRY_GROUP_TOPIC_PREFIX,
-    TRANS_HALF_TOPIC,
-    validate_topic,
-)
 from processors.common import FAQ_SUFFIX, RequestRejected, born_host, broker_option
 from processors.put_future import PutFutureService
 from processors.send_answer import SendAnswers, illegal_remark
@@ -42,8 +36,14 @@ from remoting.codec.message import (
     MessageRecord,
     split_batch_body,
 )
+from remoting.codec.topics import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TRANS_HALF_TOPIC,
+    validate_topic,
+)
 from remoting.processor import RequestContext
-from store.config_files import PERM_WRITE, TopicConfig, TopicFilterType
+from store.metadata_files import PERM_WRITE, TopicConfig, TopicFilterType
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext

@@ -21,7 +21,6 @@ import functools
 import random
 from typing import TYPE_CHECKING, Final
 
-from broker.names import retry_topic
 from processors.common import FAQ_SUFFIX, RequestRejected, broker_option, parse_header
 from processors.send import DelayRewrite
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -30,9 +29,10 @@ from remoting.codec.errors import MessageDecodeError
 from remoting.codec.headers.send import ConsumerSendMsgBackRequestHeader
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
 from remoting.codec.msgid import pack_socket_address
+from remoting.codec.topics import retry_topic
 from remoting.processor import RequestContext
-from store.config_files import PERM_READ, PERM_WRITE, TopicConfig
 from store.errors import PutRefusedError
+from store.metadata_files import PERM_READ, PERM_WRITE, TopicConfig
 from store.results import PutStatus
 
 if TYPE_CHECKING:

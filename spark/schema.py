@@ -26,7 +26,7 @@ from pyspark.sql.types import (
 
 from client.message import uniq_msg_id
 from remoting.codec.message import MessageExt
-from remoting.codec.properties import PROPERTY_KEYS, PROPERTY_TAGS
+from remoting.codec.message_properties import PROPERTY_KEYS, PROPERTY_TAGS
 
 if TYPE_CHECKING:
     import pyarrow as pa

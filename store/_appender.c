@@ -74,7 +74,7 @@ typedef struct {
     PyObject *consume_queues; /* dict (topic, queue_id) -> ConsumeQueue */
     PyObject *fallback;       /* the Python append */
     PyObject *batch_fallback; /* the Python append_batch */
-    PyObject *clock;          /* a callable returning ms, or NULL: CLOCK_REALTIME (store.config.wall_clock_ms) */
+    PyObject *clock;          /* a callable returning ms, or NULL: CLOCK_REALTIME (store.store_config.wall_clock_ms) */
     PyObject *listener;       /* None or callable(topic, queue_id, queue_offset, tags_code, properties) */
     PyObject *indexer;        /* None or callable(topic, properties, phy_offset, store_timestamp) */
     PyObject *batch_notifier; /* None or callable(topic, queue_id, first_offset, packed, texts, store_timestamp) */

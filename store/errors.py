@@ -2,7 +2,7 @@
 :class:`StoreError` subclass, so the broker maps store failures to RocketMQ response codes in one place.
 
 Subclasses live next to the code that raises them (for example ``store.index_file.IndexFileCorruptError`` and
-``store.config_files.ConfigFileError``) or here when several modules share them.
+``store.metadata_files.ConfigFileError``) or here when several modules share them.
 """
 
 from __future__ import annotations

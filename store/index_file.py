@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from remoting.codec.properties import java_hash, java_hash_joined, java_hashes_joined
+from remoting.codec.message_properties import java_hash, java_hash_joined, java_hashes_joined
 from store.errors import StoreCorruptError
 
 HEADER_SIZE: Final = 40

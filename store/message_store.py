@@ -40,11 +40,10 @@ from remoting.codec.message import (
     prepare_batch,
     prepare_message,
 )
-from remoting.codec.properties import find_property, index_keys_of_raw, tags_code, tags_code_of_raw
+from remoting.codec.message_properties import find_property, index_keys_of_raw, tags_code, tags_code_of_raw
 from remoting.codec.record_batch import NATIVE, encode_entries_into, encode_record_into, encode_records_into
 from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
 from store.commitlog import CommitLog
-from store.config import FlushDiskType, StoreConfig, parse_delay_levels, wall_clock_ms
 from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueue
 from store.errors import (
     MessageIllegalError,
@@ -60,6 +59,7 @@ from store.reads import IndexLike, StoreReads
 from store.recovery import recover
 from store.results import AppendResult, PutResult, PutStatus, phy_offsets_of_packed
 from store.services import AllocateService, FlushService, GroupCommitService, RetentionService
+from store.store_config import FlushDiskType, StoreConfig, parse_delay_levels, wall_clock_ms
 from store.topic_cleanup import delete_topic_queues
 
 if TYPE_CHECKING:

@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from store.commitlog import CommitLog
-from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
 from store.get_message import MAX_TRANSFER_BYTES_IN_MEMORY, PropertyFilter, TagFilter, get_message
 from store.results import GetResult
+from store.store_config import StoreConfig
 
 
 class IndexLike(Protocol):

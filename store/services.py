@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from store.config import FlushDiskType
 from store.mapped_file import MappedFile, segment_name
+from store.store_config import FlushDiskType
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore

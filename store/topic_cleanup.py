@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 import orjson
 import trio
 
-from store.config_files import replace_atomically
+from store.metadata_files import replace_atomically
 
 if TYPE_CHECKING:
     from remoting.codec.message import RecordMeta

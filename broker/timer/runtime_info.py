@@ -9,13 +9,13 @@ body does not decode) is passed through unchanged.
 
 from __future__ import annotations
 
-from broker.names import SCHEDULE_TOPIC
 from broker.schedule import ScheduleMessageService
 from broker.timer.service import TimerMessageService
 from remoting.codec.bodies import KVTable
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError
+from remoting.codec.topics import SCHEDULE_TOPIC
 from remoting.processor import Processor, RequestContext
 
 __all__ = ["RuntimeInfoProcessor"]

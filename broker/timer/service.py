@@ -34,7 +34,7 @@ from processors.common import RequestRejected
 from processors.send_back import with_properties
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageRecord
-from remoting.codec.properties import decode_properties
+from remoting.codec.message_properties import decode_properties
 from store.errors import PutRefusedError
 from store.message_store import MessageStore
 

@@ -33,14 +33,14 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from broker.names import TIMER_TOPIC
 from broker.timer.wheel import NO_ENTRY, Slot, TimerLog, TimerWheel
 from processors.send_back import raw_properties, record_from_stored
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import decode_record, read_record_meta
-from remoting.codec.properties import find_property
-from store.config_files import ConfigFile, ConfigFileError
+from remoting.codec.message_properties import find_property
+from remoting.codec.topics import TIMER_TOPIC
 from store.message_store import MessageStore
+from store.metadata_files import ConfigFile, ConfigFileError
 
 __all__ = [
     "PROPERTY_TIMER_DELAY_MS",

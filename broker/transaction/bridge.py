@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 from broker.context import BrokerContext
-from broker.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import (
     SYSFLAG_TRANSACTION_MASK,
@@ -35,9 +34,10 @@ from remoting.codec.message import (
     MessageRecord,
     decode_record,
 )
+from remoting.codec.message_properties import encode_properties
 from remoting.codec.msgid import pack_socket_address
-from remoting.codec.properties import encode_properties
-from store.config_files import PERM_READ, PERM_WRITE, TopicConfig
+from remoting.codec.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from store.metadata_files import PERM_READ, PERM_WRITE, TopicConfig
 from store.results import AppendResult
 
 __all__ = [

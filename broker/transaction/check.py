@@ -35,7 +35,6 @@ import attrs
 import trio
 
 from broker.context import BrokerContext
-from broker.names import TRANS_HALF_TOPIC
 from broker.transaction.bridge import (
     PROPERTY_CHECK_IMMUNITY_TIME,
     PROPERTY_PRODUCER_GROUP,
@@ -50,8 +49,9 @@ from remoting.codec.codes import RequestCode
 from remoting.codec.command import request
 from remoting.codec.headers.transaction import CheckTransactionStateRequestHeader
 from remoting.codec.message import MessageExt, MessageRecord, encode_record
+from remoting.codec.message_properties import PROPERTY_UNIQ_KEY, encode_properties
 from remoting.codec.msgid import offset_msg_id, pack_socket_address
-from remoting.codec.properties import PROPERTY_UNIQ_KEY, encode_properties
+from remoting.codec.topics import TRANS_HALF_TOPIC
 from remoting.errors import RemotingError
 from store.results import AppendResult
 

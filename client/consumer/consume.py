@@ -40,7 +40,7 @@ from client.selector import select_one_message_queue
 from remoting.codec.bodies import MessageModel, MessageQueue
 from remoting.codec.headers import SendMessageRequestHeaderV2
 from remoting.codec.message import MessageExt
-from remoting.codec.properties import PROPERTY_DELAY, encode_properties
+from remoting.codec.message_properties import PROPERTY_DELAY, encode_properties
 
 if TYPE_CHECKING:
     from client.consumer.push import PushConsumer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL, SubscriptionData
-from remoting.codec.properties import java_string_hash
+from remoting.codec.message_properties import java_string_hash
 
 
 def build_subscription(

@@ -349,8 +349,9 @@ class Sql92Filter:
     def matches_raw(self, raw: str | bytes | memoryview) -> bool:
         """:meth:`matches` on a raw properties string (``name 0x01 value 0x02 ...``), as stored. Never raises.
 
-        Only the referenced properties are looked up (as :func:`~remoting.codec.properties.decode_properties` would
-        read them: last occurrence wins, empty values are absent), which is cheaper than decoding every pair."""
+        Only the referenced properties are looked up (as
+        :func:`~remoting.codec.message_properties.decode_properties` would read
+        them: last occurrence wins, empty values are absent), which is cheaper than decoding every pair."""
         data = raw.encode() if isinstance(raw, str) else bytes(raw)
         props: dict[str, str] = {}
         for name, needle in self._needles:

@@ -24,7 +24,7 @@ from remoting.codec.message import (
     MessageExt,
     decode_record,
 )
-from remoting.codec.properties import PROPERTY_TAGS
+from remoting.codec.message_properties import PROPERTY_TAGS
 from remoting.codec.record_decode import decoded_host
 
 __all__ = ["decode_records"]

@@ -39,7 +39,7 @@ from remoting.codec.message import (
     prepare_message,
     write_record,
 )
-from remoting.codec.properties import tags_code_of_raw
+from remoting.codec.message_properties import tags_code_of_raw
 
 __all__ = ["NATIVE", "Encoded", "encode_entries_into", "encode_record_into", "encode_records_into"]
 

@@ -17,8 +17,8 @@ import attrs
 
 from remoting.codec.crc import body_crc
 from remoting.codec.errors import MessageDecodeError
+from remoting.codec.message_properties import PROPERTY_KEYS, PROPERTY_TAGS, decode_properties
 from remoting.codec.msgid import offset_msg_id, unpack_socket_address
-from remoting.codec.properties import PROPERTY_KEYS, PROPERTY_TAGS, decode_properties
 from remoting.codec.record_layout import (
     FIXED,
     MAGIC_V1,

@@ -35,7 +35,7 @@ typedef struct {
     PyObject *mixed_error;      /* MixedBatchError */
     PyObject *struct_error;     /* struct.error, for fields out of range (as struct.pack raises) */
     PyObject *isal_crc32;       /* remoting.codec.crc.isal_crc32 */
-    PyObject *tags_code_of_raw; /* remoting.codec.properties.tags_code_of_raw */
+    PyObject *tags_code_of_raw; /* remoting.codec.message_properties.tags_code_of_raw */
     PyObject *record_type;      /* remoting.codec.message.MessageRecord */
     Py_ssize_t isal_from;       /* bodies of at least this many bytes take ISA-L's CRC */
     Py_ssize_t slot[11];        /* MessageRecord's slot offsets, or -1 (then getattr) */
@@ -642,7 +642,7 @@ static inline int record_encoder_init(void) {
         (S.mixed_error = attr_of("remoting.codec.errors", "MixedBatchError")) == NULL ||
         (S.struct_error = attr_of("struct", "error")) == NULL ||
         (S.isal_crc32 = attr_of("remoting.codec.crc", "isal_crc32")) == NULL ||
-        (S.tags_code_of_raw = attr_of("remoting.codec.properties", "tags_code_of_raw")) == NULL ||
+        (S.tags_code_of_raw = attr_of("remoting.codec.message_properties", "tags_code_of_raw")) == NULL ||
         (S.record_type = attr_of("remoting.codec.message", "MessageRecord")) == NULL)
         return -1;
     PyObject *isal_from = attr_of("remoting.codec.crc", "ISAL_FROM");

@@ -26,7 +26,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageRecord
 from remoting.processor import RequestContext
-from store.config_files import SubscriptionGroupConfig
+from store.metadata_files import SubscriptionGroupConfig
 from tests.broker.helpers import create_topic_request, wait_for_route
 
 

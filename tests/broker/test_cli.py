@@ -13,14 +13,14 @@ import click
 import pytest
 import trio
 
+from broker.broker_config import BrokerConfig
 from broker.cli import boot_line, build_config
-from broker.config import BrokerConfig
 from broker.embedded import broker_overrides_of
 from remoting.client import RemotingClient
 from remoting.codec.bodies import TopicRouteData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from remoting.properties import PropertiesError
+from remoting.codec.java_properties import PropertiesError
 
 MQBROKER = Path(sys.executable).with_name("mqbroker")
 BROKER_BOOT = re.compile(

@@ -1,7 +1,7 @@
 import pytest
 
-from broker.config import BrokerConfig, load_broker_config
-from remoting.properties import PropertiesError, parse_properties
+from broker.broker_config import BrokerConfig, load_broker_config
+from remoting.codec.java_properties import PropertiesError, parse_properties
 
 
 def test_properties_parser_handles_comments_separators_and_continuations() -> None:

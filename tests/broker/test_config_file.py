@@ -10,13 +10,13 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from broker.broker_conf_file import persist_properties, rewrite_properties
 from broker.cli import build_config
-from broker.config_file import persist_properties, rewrite_properties
 from broker.controller import BrokerController
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from remoting.properties import parse_properties
+from remoting.codec.java_properties import parse_properties
 from tests.conftest import SMALL_STORE
 
 SAMPLE = """# RocketMQ broker

@@ -8,7 +8,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from broker.config import BrokerConfig
+from broker.broker_config import BrokerConfig
 from broker.controller import BrokerController
 from broker.embedded import EmbeddedCluster
 from broker.registration import registration_period
@@ -18,7 +18,7 @@ from remoting.client import RemotingClient
 from remoting.codec.bodies import TopicRouteData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from store.config_files import TopicConfig
+from store.metadata_files import TopicConfig
 from tests.broker.helpers import create_topic_request, wait_for_route
 from tests.conftest import SMALL_STORE
 

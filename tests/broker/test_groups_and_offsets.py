@@ -7,10 +7,10 @@ from pathlib import Path
 
 import trio
 
-from broker.config import BrokerConfig
+from broker.broker_config import BrokerConfig
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.subscription_group_manager import PREDEFINED_GROUPS, SubscriptionGroupManager
-from store.config_files import SubscriptionGroupConfig
+from store.metadata_files import SubscriptionGroupConfig
 
 
 def groups(tmp_path: Path, **config: object) -> SubscriptionGroupManager:

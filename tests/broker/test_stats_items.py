@@ -11,8 +11,8 @@ from broker.stats import BROKER_PUT_NUMS, BrokerStatsManager
 from broker.stats.item import StatsItem
 from broker.stats.store_stats import StoreStats
 from remoting.codec.message import MessageRecord
-from store.config import StoreConfig
 from store.message_store import MessageStore
+from store.store_config import StoreConfig
 
 
 @given(st.lists(st.integers(min_value=0, max_value=10_000), min_size=1, max_size=700))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import trio
 
-from broker.config import BrokerConfig
+from broker.broker_config import BrokerConfig
 from broker.topic_config_manager import TopicConfigManager
-from store.config_files import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
+from store.metadata_files import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicFilterType
 
 RW = PERM_READ | PERM_WRITE
 

@@ -19,7 +19,7 @@ from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
-from remoting.codec.bodies.configs import SubscriptionGroupConfig
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic, wait_until
 

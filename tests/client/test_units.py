@@ -33,7 +33,7 @@ from remoting.codec.message import (
     decode_record,
     encode_record,
 )
-from remoting.codec.properties import java_string_hash
+from remoting.codec.message_properties import java_string_hash
 
 queues_st = st.lists(
     st.builds(MessageQueue, st.just("T"), st.sampled_from(["broker-a", "broker-b"]), st.integers(0, 15)),

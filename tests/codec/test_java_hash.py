@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remoting.codec.properties import java_hash, java_hash_joined, java_hashes_joined, java_string_hash
+from remoting.codec.message_properties import java_hash, java_hash_joined, java_hashes_joined, java_string_hash
 from store.index_file import topic_key_hash, topic_key_hashes
 
 

@@ -26,15 +26,7 @@ from remoting.codec.message import (
     write_blank,
     write_record,
 )
-from remoting.codec.msgid import (
-    UniqKeyGenerator,
-    decode_offset_msg_id,
-    offset_msg_id,
-    pack_socket_address,
-    parse_uniq_key,
-    unpack_socket_address,
-)
-from remoting.codec.properties import (
+from remoting.codec.message_properties import (
     PropertiesEncodeError,
     decode_properties,
     encode_properties,
@@ -43,6 +35,14 @@ from remoting.codec.properties import (
     java_string_hash,
     tags_code,
     tags_code_of_raw,
+)
+from remoting.codec.msgid import (
+    UniqKeyGenerator,
+    decode_offset_msg_id,
+    offset_msg_id,
+    pack_socket_address,
+    parse_uniq_key,
+    unpack_socket_address,
 )
 
 BORN = pack_socket_address("10.0.0.2", 50000)

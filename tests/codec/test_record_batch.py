@@ -20,7 +20,7 @@ from remoting.codec import record_batch
 from remoting.codec.crc import ISAL_FROM
 from remoting.codec.errors import BodyTooLongError, MessageEncodeError, MixedBatchError, PropertiesTooLongError
 from remoting.codec.message import MessageRecord, encode_record, encode_records, prepare_batch, prepare_message
-from remoting.codec.properties import tags_code_of_raw
+from remoting.codec.message_properties import tags_code_of_raw
 from tests.codec.speedups import SPEEDUPS, requires_speedups
 
 pytestmark = requires_speedups

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from processors.filter import ConsumerFilterCache, Sql92EvaluationError, Sql92ParseError, compile_sql92, parse
 from processors.filter.sql92 import tokenize
-from remoting.codec.properties import decode_properties
+from remoting.codec.message_properties import decode_properties
 
 NAMES = ("a", "b", "c")
 TEXTS = ("1", "7", "x", "2.5", "true")

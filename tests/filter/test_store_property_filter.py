@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from processors.filter import compile_sql92
 from remoting.codec.message import MessageRecord, encode_record
+from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.msgid import pack_socket_address
-from remoting.codec.properties import encode_properties, java_string_hash
 from store.get_message import record_properties
 from store.results import GetStatus
 from tests.store.store_helpers import message, open_store

@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from broker.config import BrokerConfig
+from broker.broker_config import BrokerConfig
 from broker.context import BrokerContext, build_context, load_managers
 from processors.hold import HoldService
 from processors.offsets import ConsumerOffsetProcessor
@@ -28,9 +28,9 @@ from remoting.connection import Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.processor import RequestContext
 from remoting.server import RemotingServer
-from store.config import StoreConfig
-from store.config_files import TopicConfig
 from store.message_store import MessageStore
+from store.metadata_files import TopicConfig
+from store.store_config import StoreConfig
 
 TOPIC = "TopicTest"
 GROUP = "please_rename_unique_group_name"

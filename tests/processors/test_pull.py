@@ -15,11 +15,11 @@ from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, S
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.message import iter_records
+from remoting.codec.message_properties import java_string_hash
 from remoting.codec.msgid import decode_offset_msg_id
-from remoting.codec.properties import java_string_hash
 from remoting.connection import Connection
 from remoting.processor import RequestContext
-from store.config_files import PERM_WRITE, SubscriptionGroupConfig, TopicConfig
+from store.metadata_files import PERM_WRITE, SubscriptionGroupConfig, TopicConfig
 from tests.processors.conftest import (
     GROUP,
     TOPIC,
@@ -331,7 +331,7 @@ async def test_with_slave_read_enabled_the_group_broker_id_is_suggested(
 ) -> None:
     import attrs
 
-    from broker.config import BrokerConfig
+    from broker.broker_config import BrokerConfig
 
     # BrokerConfig does not declare slaveReadEnable yet; the processor reads it when present.
     @attrs.frozen

@@ -19,10 +19,10 @@ from remoting.codec.message import (
     decode_record,
     encode_batch_body,
 )
+from remoting.codec.message_properties import decode_properties
 from remoting.codec.msgid import decode_offset_msg_id
-from remoting.codec.properties import decode_properties
 from remoting.processor import RequestContext
-from store.config_files import PERM_READ, TopicConfig, TopicFilterType
+from store.metadata_files import PERM_READ, TopicConfig, TopicFilterType
 from tests.processors.conftest import TOPIC, MakeBroker, send_request, tags_props
 
 
@@ -293,7 +293,7 @@ def test_rewrite_properties_keeps_every_pair_but_wait_and_adds_cluster(props: di
 async def test_sync_flush_send_waits_for_the_flush_unless_wait_is_false(
     make_broker: MakeBroker, peer_ctx: RequestContext
 ) -> None:
-    from store.config import FlushDiskType
+    from store.store_config import FlushDiskType
 
     broker = make_broker(store_overrides={"flush_disk_type": FlushDiskType.SYNC_FLUSH})
     no_wait = await send(broker, peer_ctx, send_request(properties="WAIT\x01false"))
@@ -309,7 +309,7 @@ async def test_transactional_send_is_refused_when_the_broker_rejects_transaction
 ) -> None:
     import attrs
 
-    from broker.config import BrokerConfig
+    from broker.broker_config import BrokerConfig
 
     # BrokerConfig does not declare rejectTransactionMessage yet; the processor reads it when present.
     @attrs.frozen

@@ -14,7 +14,7 @@ from processors.hold import HoldService
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import FLAG_ONEWAY, RemotingCommand
 from remoting.connection import Connection
-from store.config import FlushDiskType
+from store.store_config import FlushDiskType
 from tests.processors.conftest import PEER, MakeBroker, RawPeer, ServedBroker, send_request
 
 SYNC = {"flush_disk_type": FlushDiskType.SYNC_FLUSH, "flush_interval_commit_log": 600_000}

@@ -8,7 +8,6 @@ import trio
 import trio.testing
 
 from broker.context import BrokerContext
-from broker.names import OFFSET_MOVED_EVENT
 from broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE, TOPIC_PUT_NUMS
 from processors.admin import AdminBrokerProcessor
 from processors.pull import PullMessageProcessor
@@ -20,6 +19,7 @@ from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import MessageRecord, decode_record
+from remoting.codec.topics import OFFSET_MOVED_EVENT
 from remoting.processor import RequestContext
 from tests.processors.conftest import GROUP, TOPIC, MakeBroker, pull_request, send_request
 

@@ -10,13 +10,13 @@ import orjson
 import trio
 
 from broker.embedded import EmbeddedCluster
-from broker.names import SCHEDULE_TOPIC
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere
 from remoting.codec.message import decode_record
+from remoting.codec.topics import SCHEDULE_TOPIC
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 

@@ -17,7 +17,6 @@ import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
-from broker.names import SCHEDULE_TOPIC
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
@@ -29,7 +28,8 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import decode_record
 from remoting.codec.msgid import decode_offset_msg_id
-from store.config_files import SubscriptionGroupConfig
+from remoting.codec.topics import SCHEDULE_TOPIC
+from store.metadata_files import SubscriptionGroupConfig
 from tests.conftest import SMALL_STORE
 from tests.e2e.harness import ALI_ONS_PACKAGE
 from tests.semantics.helpers import create_topic, use_virtual_store_clock

@@ -19,8 +19,8 @@ from client.errors import MQBrokerError
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.message import MessageRecord, decode_record
-from store.config import StoreConfig
 from store.message_store import MessageStore
+from store.store_config import StoreConfig
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 

@@ -11,10 +11,9 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from broker.config import BrokerConfig
+from broker.broker_config import BrokerConfig
 from broker.context import build_context
 from broker.embedded import EmbeddedCluster
-from broker.names import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from client import sync
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
@@ -30,6 +29,7 @@ from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.message import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK, decode_record
 from remoting.codec.message import MessageExt as StoredExt
 from remoting.codec.msgid import decode_offset_msg_id
+from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.connection import Connection
 from tests.client.conftest import ThreadedCluster
 from tests.semantics.helpers import use_virtual_store_clock

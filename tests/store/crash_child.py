@@ -12,8 +12,8 @@ from pathlib import Path
 
 import trio
 
-from store.config import FlushDiskType
 from store.message_store import MessageStore
+from store.store_config import FlushDiskType
 from tests.store.store_helpers import STORE_HOST, message, small_config
 
 WRITERS = 8

@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from remoting.codec.message import MessageRecord
+from remoting.codec.message_properties import encode_properties
 from remoting.codec.msgid import pack_socket_address
-from remoting.codec.properties import encode_properties
-from store.config import StoreConfig
 from store.message_store import MessageStore
+from store.store_config import StoreConfig
 
 STORE_HOST = pack_socket_address("10.0.0.9", 10911)
 BORN_HOST = pack_socket_address("10.0.0.7", 40000)

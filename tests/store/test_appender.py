@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remoting.codec.message import MessageRecord, decode_record, prepare_message, read_record_meta
-from remoting.codec.properties import tags_code
-from store.config import wall_clock_ms
+from remoting.codec.message_properties import tags_code
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.errors import MessageIllegalError, PropertiesSizeExceededError, ServiceNotAvailableError
 from store.message_store import SCHEDULE_TOPIC, MessageStore
 from store.results import AppendResult
+from store.store_config import wall_clock_ms
 from tests.store.appender import APPENDER, requires_appender
 from tests.store.store_helpers import (
     BORN_HOST,

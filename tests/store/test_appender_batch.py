@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remoting.codec.message import MessageRecord, decode_record, prepare_message, read_record_meta
-from remoting.codec.properties import tags_code
+from remoting.codec.message_properties import tags_code
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.errors import MessageIllegalError, ServiceNotAvailableError
 from store.message_store import SCHEDULE_TOPIC, MessageStore

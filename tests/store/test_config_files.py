@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.config_files import (
+from store.metadata_files import (
     ConfigFile,
     ConfigFileError,
     DataVersion,

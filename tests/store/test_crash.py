@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from remoting.codec.message import decode_record
-from store.config import FlushDiskType
 from store.message_store import MessageStore
+from store.store_config import FlushDiskType
 from tests.store.crash_child import QUEUES, body_for
 from tests.store.store_helpers import open_store
 

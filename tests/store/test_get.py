@@ -7,7 +7,7 @@ from pathlib import Path
 import attrs
 
 from remoting.codec.message import decode_record
-from remoting.codec.properties import java_string_hash
+from remoting.codec.message_properties import java_string_hash
 from store.results import GetStatus
 from tests.store.store_helpers import FakeClock, message, open_store
 

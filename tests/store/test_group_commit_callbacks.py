@@ -12,8 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from store.config import FlushDiskType
 from store.results import PutStatus
+from store.store_config import FlushDiskType
 from tests.store.store_helpers import message, open_store
 
 

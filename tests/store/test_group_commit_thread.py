@@ -11,9 +11,9 @@ from typing import Any, cast
 import pytest
 import trio
 
-from store.config import FlushDiskType
 from store.mapped_file import MappedFile
 from store.services import _SyncThread
+from store.store_config import FlushDiskType
 from tests.store.store_helpers import message, open_store
 
 

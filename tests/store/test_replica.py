@@ -8,8 +8,8 @@ import pytest
 import trio
 
 from remoting.codec.errors import MessageDecodeError
-from store.config import FlushDiskType
 from store.errors import OffsetMismatchError
+from store.store_config import FlushDiskType
 from tests.store.store_helpers import message, open_store
 
 

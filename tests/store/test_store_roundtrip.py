@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remoting.codec.message import decode_record
-from remoting.codec.properties import java_string_hash
+from remoting.codec.message_properties import java_string_hash
 from store.message_store import MessageStore
 from tests.store.store_helpers import message, open_store
 

@@ -1,9 +1,9 @@
 """TopicConfigSerializeWrapper and the wire forms of DataVersion and TopicConfig (protocol.md 6.5, 6.6).
 
 :class:`DataVersion`, :class:`TopicConfig`, :class:`TopicFilterType` and the ``PERM_*`` bits come from
-:mod:`remoting.codec.bodies.configs`, so the broker, the name server, the register body and ``topics.json`` share one
-class each. Decoding raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape; unknown fields
-are ignored.
+:mod:`remoting.codec.bodies.broker_metadata`, so the broker, the name server, the register body and ``topics.json``
+share one class each. Decoding raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape;
+unknown fields are ignored.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from remoting.codec.bodies._json import (
     get_map,
     load_object,
 )
-from remoting.codec.bodies.configs import (
+from remoting.codec.bodies.broker_metadata import (
     PERM_INHERIT,
     PERM_PRIORITY,
     PERM_READ,

@@ -2,7 +2,7 @@
 
 Shapes follow store.md 8 and protocol.md 6.6/6.8, with Java's field names. The attrs classes here
 (:class:`DataVersion`, :class:`TopicConfig`, :class:`SubscriptionGroupConfig`) are defined in
-:mod:`remoting.codec.bodies.configs` (they also travel on the wire) and re-exported here; this module owns the
+:mod:`remoting.codec.bodies.broker_metadata` (they also travel on the wire) and re-exported here; this module owns the
 files' table shapes and their persistence.
 
 Input is fastjson-tolerant: tab-indented pretty printing, unquoted numeric map keys (``{0:12,1:9}``), numbers sent
@@ -33,7 +33,7 @@ import attrs
 import orjson
 
 from remoting.codec.bodies._json import expect_object, loads, quote_numeric_keys, to_int
-from remoting.codec.bodies.configs import (
+from remoting.codec.bodies.broker_metadata import (
     PERM_INHERIT,
     PERM_PRIORITY,
     PERM_READ,

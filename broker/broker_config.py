@@ -2,7 +2,7 @@
 
 Each field's property name is its camelCase form (``metadata["key"]`` where that differs, e.g.
 ``brokerIP1``); defaults are RocketMQ 4.9.8's. :func:`load_broker_config` reads a properties file with
-:func:`remoting.properties.apply_properties`.
+:func:`remoting.codec.java_properties.apply_properties`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attrs
 
-from remoting.properties import load_config
+from remoting.codec.java_properties import load_config
 
 
 @attrs.frozen
@@ -111,5 +111,5 @@ class BrokerConfig:
 
 
 def load_broker_config(path: str | Path | None = None, **overrides: object) -> tuple[BrokerConfig, list[str]]:
-    """:func:`remoting.properties.load_config` over the broker's defaults."""
+    """:func:`remoting.codec.java_properties.load_config` over the broker's defaults."""
     return load_config(BrokerConfig(), path, **overrides)

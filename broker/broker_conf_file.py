@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from store.config_files import replace_atomically
+from store.metadata_files import replace_atomically
 
 __all__ = ["persist_properties", "rewrite_properties"]
 

@@ -2,7 +2,7 @@
 :class:`SubscriptionGroupConfig`, :class:`TopicFilterType` and the ``PERM_*`` bits (protocol.md 6.5-6.8, store.md 8).
 
 They live in the codec, the lowest layer, because the register body, the admin bodies, the broker managers and the
-store's ``config/*.json`` files all carry them; ``store.config_files`` imports them from here.
+store's ``config/*.json`` files all carry them; ``store.metadata_files`` imports them from here.
 
 Each class is a flat attrs class whose fields map to their camelCase Java names. ``to_json`` sorts keys;
 ``from_json`` is fastjson-tolerant (numbers as strings, booleans as "true"/"1", enums by name or ordinal, unknown
