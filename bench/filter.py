@@ -36,7 +36,7 @@ import trio.testing
 
 from bench.codec import py_spy
 from broker.broker_config import BrokerConfig
-from broker.context import BrokerContext, build_context, load_managers
+from broker.context import BrokerState, build_context, load_managers
 from processors.filter import compile_sql92
 from processors.pull import PullMessageProcessor
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -80,7 +80,7 @@ def properties_of(i: int) -> str:
     )
 
 
-def open_broker(root: Path, messages: int) -> BrokerContext:
+def open_broker(root: Path, messages: int) -> BrokerState:
     config = BrokerConfig(store_path_root_dir=str(root), enable_property_filter=True, listen_port=10911)
     store = MessageStore(
         StoreConfig(root, mapped_file_size_commit_log=64 << 20, max_hash_slot_num=4096, max_index_num=16_384),

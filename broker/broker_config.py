@@ -56,6 +56,14 @@ class BrokerConfig:
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     broker_topic_enable: bool = True
     long_polling_enable: bool = True
+    #: The broker's own read/write permission (PermName bits: 4 read, 2 write): without read pulls answer
+    #: NO_PERMISSION, without write sends and send-backs do (RocketMQ sets it to 4 to drain a broker before removal).
+    broker_permission: int = 6
+    #: On a slave, serve pulls (and suggest the slave to consumers of a master that is behind); off, a slave answers
+    #: every pull PULL_RETRY_IMMEDIATELY and suggests the master.
+    slave_read_enable: bool = False
+    #: Refuse transactional sends and END_TRANSACTION with NO_PERMISSION.
+    reject_transaction_message: bool = False
     #: Most messages one pull returns while its data is in memory (Java's MessageStoreConfig setting of that name).
     max_transfer_count_on_message_in_memory: int = 32
     #: Serve SQL92 subscriptions (broker-side property filters); off by default, as in RocketMQ.
@@ -112,4 +120,5 @@ class BrokerConfig:
 
 def load_broker_config(path: str | Path | None = None, **overrides: object) -> tuple[BrokerConfig, list[str]]:
     """:func:`remoting.codec.java_properties.load_config` over the broker's defaults."""
-    return load_config(BrokerConfig(), path, **overrides)
+    text = None if path is None else Path(path).read_text(encoding="utf-8")
+    return load_config(BrokerConfig(), text, **overrides)

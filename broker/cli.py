@@ -32,8 +32,7 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.controller import BrokerController
-from namesrv.cli import parse_property_args
-from remoting.codec.java_properties import PropertiesError, apply_properties, load_properties
+from remoting.codec.java_properties import PropertiesError, apply_properties, parse_properties, parse_property_args
 from remoting.connection import Address
 from store.errors import StoreError
 
@@ -42,7 +41,7 @@ log = logging.getLogger("broker")
 
 def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | None) -> BrokerConfig:
     """The effective config; unknown property names are reported on stderr, not fatal (as Java does)."""
-    props = load_properties(config_file) if config_file else {}
+    props = parse_properties(Path(config_file).read_text(encoding="utf-8")) if config_file else {}
     props.update(parse_property_args(extra))
     config, unknown = apply_properties(BrokerConfig(), props)
     for key in unknown:

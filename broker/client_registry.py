@@ -21,9 +21,9 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Final
 
-import attrs
 import trio
 
+from processors.client_channels import ClientChannelInfo, ConsumerGroupInfo
 from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from remoting.codec.codes import LanguageCode, RequestCode
 from remoting.codec.command import request
@@ -34,62 +34,6 @@ from remoting.errors import RemotingError
 log = logging.getLogger(__name__)
 
 SCAN_INTERVAL: Final = 10.0
-
-
-@attrs.define(eq=False)
-class ClientChannelInfo:
-    """One client connection as a group member. ``last_update`` is ``trio.current_time()`` of its last heartbeat."""
-
-    connection: Connection
-    client_id: str
-    language: LanguageCode = LanguageCode.JAVA
-    version: int = 0
-    last_update: float = 0.0
-
-    @property
-    def client_addr(self) -> str:
-        host, port = self.connection.remote_address[:2]
-        return f"{host}:{port}"
-
-
-@attrs.define(eq=False)
-class ConsumerGroupInfo:
-    """A consumer group's members and what they consume."""
-
-    group_name: str
-    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
-    message_model: MessageModel = MessageModel.CLUSTERING
-    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
-    channels: dict[Connection, ClientChannelInfo] = attrs.field(factory=dict)
-    subscriptions: dict[str, SubscriptionData] = attrs.field(factory=dict)
-    last_update: float = 0.0
-
-    def client_ids(self) -> list[str]:
-        return [info.client_id for info in self.channels.values()]
-
-    def update_channel(self, info: ClientChannelInfo) -> bool:
-        """Add or refresh ``info``'s channel; True when the channel is new or now carries another client id."""
-        old = self.channels.get(info.connection)
-        self.channels[info.connection] = info
-        return old is None or old.client_id != info.client_id
-
-    def update_subscriptions(self, subscriptions: Iterable[SubscriptionData]) -> bool:
-        """Apply a heartbeat's subscription set; True when a topic was added or dropped (Java's rule: a larger
-        ``subVersion`` replaces the data but does not count as a change)."""
-        changed = False
-        seen: set[str] = set()
-        for sub in subscriptions:
-            seen.add(sub.topic)
-            old = self.subscriptions.get(sub.topic)
-            if old is None:
-                self.subscriptions[sub.topic] = sub
-                changed = True
-            elif sub.sub_version > old.sub_version:
-                self.subscriptions[sub.topic] = sub
-        for topic in [t for t in self.subscriptions if t not in seen]:
-            del self.subscriptions[topic]
-            changed = True
-        return changed
 
 
 class ClientRegistry:

@@ -1,9 +1,14 @@
-"""``BrokerContext``: everything a broker processor needs, in one object handed to each processor's constructor.
+"""``BrokerState``: one broker's settings, store, managers and hooks, the object every processor is built with.
 
-The :class:`~broker.controller.BrokerController` builds it; tests build it with :func:`build_context` over a temporary
+It implements :class:`processors.context.BrokerContext` (processors see it only through that protocol). The
+:class:`~broker.controller.BrokerController` builds it; tests build it with :func:`build_context` over a temporary
 directory. It is mutable on purpose: ``config``, ``broker_addr`` and ``store_host`` are updated once the listener is
 bound (port 0 picks the real port), and ``hold`` is set when the hold service exists. Processors read these fields at
 request time, never cache them.
+
+:meth:`BrokerState.update_config` (UPDATE_BROKER_CONFIG) replaces ``config`` and hands the new settings to every
+manager that keeps a copy, then writes the changed keys into the ``-c`` file the broker was started with
+(:mod:`broker.broker_conf_file`); a failed write is logged, as Java does: the running broker already uses the values.
 
 ``on_topic_changed()`` asks for an immediate name-server registration (the topic manager calls it after every topic
 change, as Java re-registers right after creating a topic); without a registration service it does nothing.
@@ -11,11 +16,14 @@ change, as Java re-registers right after creating a topic); without a registrati
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import attrs
+import trio
 
+from broker.broker_conf_file import persist_properties
 from broker.broker_config import BrokerConfig
 from broker.client_registry import ClientRegistry
 from broker.consumer_offset_manager import ConsumerOffsetManager
@@ -24,9 +32,12 @@ from broker.stats import BrokerStatsManager
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
 from processors.hold import HoldService
+from remoting.codec.java_properties import apply_properties, property_texts
 from remoting.codec.msgid import pack_socket_address
 from store.message_store import MessageStore
 from store.store_config import FlushDiskType, StoreConfig
+
+log = logging.getLogger(__name__)
 
 
 def _no_op() -> None:
@@ -34,7 +45,7 @@ def _no_op() -> None:
 
 
 @attrs.define(eq=False)
-class BrokerContext:
+class BrokerState:
     config: BrokerConfig
     store: MessageStore
     topics: TopicConfigManager
@@ -66,6 +77,23 @@ class BrokerContext:
         self.store_host = pack_socket_address(self.config.broker_ip1, port)
         self.store.store_host = self.store_host
 
+    async def update_config(self, props: Mapping[str, str]) -> list[str]:
+        """Apply ``props`` (property names) to the running broker and its ``-c`` file; returns the unknown keys.
+        Raises :class:`~remoting.codec.java_properties.PropertiesError` for a bad value (nothing is changed then)."""
+        config, unknown = apply_properties(self.config, dict(props))
+        self.config = config
+        self.topics.config = config
+        self.groups.config = config
+        self.clients.notify_enabled = config.notify_consumer_ids_changed_enable
+        texts = property_texts(config)
+        changed = {key: texts[key] for key in props if key in texts}
+        if self.config_path is not None and changed:
+            try:
+                await trio.to_thread.run_sync(persist_properties, self.config_path, changed)
+            except OSError:
+                log.exception("writing the updated broker config to %s failed", self.config_path)
+        return unknown
+
 
 def store_config_of(config: BrokerConfig) -> StoreConfig:
     """The store settings a broker config implies (same property names, RocketMQ's MessageStoreConfig)."""
@@ -95,7 +123,7 @@ def config_dir_of(config: BrokerConfig) -> Path:
     return Path(config.store_path_root_dir).expanduser() / "config"
 
 
-def build_context(config: BrokerConfig, store: MessageStore | None = None) -> BrokerContext:
+def build_context(config: BrokerConfig, store: MessageStore | None = None) -> BrokerState:
     """A context with fresh managers (not loaded: call :func:`load_managers`) over ``config``'s directories.
 
     The store is created (not loaded) unless given. Raises ``ValueError`` for a bad ``flushDiskType``.
@@ -104,7 +132,7 @@ def build_context(config: BrokerConfig, store: MessageStore | None = None) -> Br
     store_host = pack_socket_address(config.broker_ip1, config.listen_port)
     if store is None:
         store = MessageStore(store_config_of(config), store_host=store_host)
-    ctx = BrokerContext(
+    ctx = BrokerState(
         config=config,
         store=store,
         topics=TopicConfigManager(config, config_dir),
@@ -123,7 +151,7 @@ def build_context(config: BrokerConfig, store: MessageStore | None = None) -> Br
     return ctx
 
 
-def load_managers(ctx: BrokerContext) -> None:
+def load_managers(ctx: BrokerState) -> None:
     """Load topics, groups and offsets from ``config/``. Blocking; raises ConfigFileError for unreadable files."""
     ctx.topics.load()
     ctx.groups.load()

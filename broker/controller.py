@@ -32,7 +32,7 @@ from pathlib import Path
 import trio
 
 from broker.broker_config import BrokerConfig
-from broker.context import BrokerContext, build_context, config_dir_of, load_managers
+from broker.context import BrokerState, build_context, config_dir_of, load_managers
 from broker.registration import BrokerRegistration
 from broker.schedule import ScheduleMessageService
 from broker.timer.runtime_info import RuntimeInfoProcessor
@@ -91,7 +91,7 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig, *, cpus: int | None = None, config_path: Path | None = None) -> None:
         self.config = config
-        self.context: BrokerContext = build_context(config)
+        self.context: BrokerState = build_context(config)
         self.context.config_path = config_path
         self.pools: dict[str, ProcessorPool] = broker_pools(cpus)
         # Java's hold service re-checks held queues every 5 s (1 s with short polling) as a safety net behind the

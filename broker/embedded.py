@@ -34,10 +34,9 @@ from broker.broker_config import BrokerConfig
 from broker.cli import boot_line
 from broker.controller import BrokerController
 from namesrv.cli import boot_line as namesrv_boot_line
-from namesrv.cli import parse_property_args
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
-from remoting.codec.java_properties import PropertiesError, apply_properties
+from remoting.codec.java_properties import PropertiesError, apply_properties, parse_property_args
 from remoting.connection import Address
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import trio
 
-from broker.context import BrokerContext
+from broker.context import BrokerState
 from remoting.client import RemotingClient
 from remoting.codec.bodies import RegisterBrokerBody, body_crc32
 from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
@@ -44,7 +44,7 @@ class BrokerRegistration:
 
     def __init__(
         self,
-        broker: BrokerContext,
+        broker: BrokerState,
         client: RemotingClient,
         namesrv_addrs: Callable[[], list[str]] | None = None,
     ) -> None:

@@ -30,9 +30,10 @@ from typing import Final
 import trio
 
 from broker.persistence import ConfigPersister
-from processors.send_back import raw_properties, record_from_stored, with_properties
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageRecord, decode_record
+from remoting.codec.message_properties import with_properties
+from remoting.codec.record_copy import raw_properties, record_from_stored
 from remoting.codec.topics import SCHEDULE_TOPIC
 from store.errors import PutRefusedError
 from store.message_store import MessageStore

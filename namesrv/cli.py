@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from pathlib import Path
 
 import attrs
 import click
@@ -25,7 +26,7 @@ import trio
 
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
-from remoting.codec.java_properties import PropertiesError, apply_properties, load_properties
+from remoting.codec.java_properties import PropertiesError, apply_properties, parse_properties, parse_property_args
 from remoting.connection import Address
 from store.metadata_files import ConfigFileError
 
@@ -34,33 +35,9 @@ log = logging.getLogger("namesrv")
 _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
 
-def parse_property_args(args: list[str]) -> dict[str, str]:
-    """``["--listenPort", "0", "--a=b"]`` -> ``{"listenPort": "0", "a": "b"}``; a trailing bare flag means "true".
-
-    Raises :class:`click.UsageError` for a token that is not ``--name``.
-    """
-    props: dict[str, str] = {}
-    i = 0
-    while i < len(args):
-        token = args[i]
-        if not token.startswith("--") or len(token) < 3:
-            raise click.UsageError(f"unexpected argument {token!r}; properties are given as --name value")
-        name, eq, value = token[2:].partition("=")
-        if eq:
-            i += 1
-        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
-            value = args[i + 1]
-            i += 2
-        else:
-            value = "true"
-            i += 1
-        props[name] = value
-    return props
-
-
 def build_config(config_file: str | None, extra: list[str], listen_port: int | None) -> NamesrvConfig:
     """The effective config; unknown property names are reported on stderr, not fatal (as Java does)."""
-    props = load_properties(config_file) if config_file else {}
+    props = parse_properties(Path(config_file).read_text(encoding="utf-8")) if config_file else {}
     props.update(parse_property_args(extra))
     config, unknown = apply_properties(NamesrvConfig(), props)
     for key in unknown:

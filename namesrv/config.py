@@ -41,4 +41,5 @@ class NamesrvConfig:
 
 def load_namesrv_config(path: str | Path | None = None, **overrides: object) -> tuple[NamesrvConfig, list[str]]:
     """:func:`remoting.codec.java_properties.load_config` over the name server's defaults."""
-    return load_config(NamesrvConfig(), path, **overrides)
+    text = None if path is None else Path(path).read_text(encoding="utf-8")
+    return load_config(NamesrvConfig(), text, **overrides)

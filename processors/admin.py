@@ -6,10 +6,10 @@ Contract: command in, command out. Topic changes go through the topic manager, w
 servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod:`remoting.codec.bodies`.
 
 - INVOKE_BROKER_TO_RESET_OFFSET (222), GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309) call the
-  consumers themselves, through :mod:`broker.broker2client`.
-- UPDATE_BROKER_CONFIG (25) applies a properties body to the running broker (managers see the new values at once;
-  ``listenPort`` is ignored) and, when the broker was started with ``-c broker.conf``, writes the changed keys back
-  into that file (:mod:`broker.broker_conf_file`); Java's black-listed keys answer NO_PERMISSION.
+  consumers themselves, through :mod:`processors.broker2client`.
+- UPDATE_BROKER_CONFIG (25) hands a properties body to :meth:`BrokerContext.update_config`, which applies it to the
+  running broker (managers see the new values at once; ``listenPort`` is ignored) and, when the broker was started
+  with ``-c broker.conf``, writes the changed keys back into that file; Java's black-listed keys answer NO_PERMISSION.
 - DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
   statistics, so a topic created again under the same name starts empty; CLEAN_UNUSED_TOPIC (316) does the same
   for every topic in the store that is neither configured nor a system topic.
@@ -27,13 +27,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
-import attrs
-import trio
-
-from broker import broker2client
-from broker.broker_conf_file import persist_properties
-from broker.client_registry import ClientChannelInfo
-from broker.context import BrokerContext
+from processors import broker2client
+from processors.client_channels import ClientChannelInfo
+from processors.context import BrokerContext
 from remoting.codec.bodies import KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import dumps, load_object
 from remoting.codec.bodies.admin import (
@@ -57,7 +53,13 @@ from remoting.codec.headers import (
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
-from remoting.codec.java_properties import PropertiesError, apply_properties, parse_properties
+from remoting.codec.java_properties import (
+    PropertiesError,
+    camel_case,
+    format_properties,
+    parse_properties,
+    property_texts,
+)
 from remoting.codec.topics import SYSTEM_TOPICS, is_system_topic, validate_topic
 from remoting.dispatch import ProcessorPool, not_supported_remark
 from remoting.processor import RequestContext
@@ -71,27 +73,6 @@ _AsyncHandler = Callable[["AdminBrokerProcessor", RemotingCommand], Awaitable[Re
 
 #: Java's ``configBlackList`` default: properties UPDATE_BROKER_CONFIG refuses to change.
 CONFIG_BLACK_LIST: Final = frozenset({"configBlackList", "brokerConfigPath"})
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def config_property_texts(config: object) -> dict[str, str]:
-    """An attrs config's settings as property texts by property name (booleans as ``true``/``false``)."""
-    texts = {}
-    for field in attrs.fields(type(config)):  # type: ignore[arg-type]
-        value = getattr(config, field.name)
-        texts[field.metadata.get("key", _camel(field.name))] = (
-            ("true" if value else "false") if isinstance(value, bool) else str(value)
-        )
-    return texts
-
-
-def broker_config_properties(broker: BrokerContext) -> str:
-    """The broker's settings as a Java properties text (GET_BROKER_CONFIG body), one ``key=value`` per line."""
-    return "".join(f"{key}={text}\n" for key, text in sorted(config_property_texts(broker.config).items()))
 
 
 class AdminBrokerProcessor:
@@ -222,7 +203,7 @@ class AdminBrokerProcessor:
         }
         table.update(broker.stats.runtime_entries())
         for family, pool in self.pools.items():
-            name = _camel(family)
+            name = camel_case(family)
             table[f"{name}ThreadPoolQueueSize"] = str(pool.queued)
             table[f"{name}ThreadPoolQueueHeadWaitTimeMills"] = "0"
             capacity = pool.queue_capacity
@@ -290,22 +271,8 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
         # The port is fixed once bound; changing it at run time would unregister the live address.
         props.pop("listenPort", None)
-        config, unknown = apply_properties(self.broker.config, props)
-        broker = self.broker
-        broker.config = config
-        broker.topics.config = config
-        broker.groups.config = config
-        broker.clients.notify_enabled = config.notify_consumer_ids_changed_enable
+        unknown = await self.broker.update_config(props)
         log.info("broker config updated: %s (unknown keys ignored: %s)", sorted(props), unknown)
-        path = broker.config_path
-        texts = config_property_texts(config)
-        changed = {key: texts[key] for key in props if key in texts}
-        if path is not None and changed:
-            try:
-                await trio.to_thread.run_sync(persist_properties, path, changed)
-            except OSError:
-                # Java logs and answers SUCCESS too: the running broker already uses the new values.
-                log.exception("writing the updated broker config to %s failed", path)
         return request.response(ResponseCode.SUCCESS)
 
     # ---- connections and config --------------------------------------------------------------------------------
@@ -337,7 +304,7 @@ class AdminBrokerProcessor:
         return request.response(
             ResponseCode.SUCCESS,
             ext_fields={"version": dumps(version.to_json()).decode()},
-            body=broker_config_properties(self.broker).encode(),
+            body=format_properties(property_texts(self.broker.config)).encode(),
         )
 
 

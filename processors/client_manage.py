@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from broker.context import BrokerContext
+from processors.context import BrokerContext
 from processors.filter import Sql92ParseError, compile_sql92
 from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, ConsumerListBody, HeartbeatData
 from remoting.codec.bodies.admin import CheckClientRequestBody

@@ -18,7 +18,6 @@ from remoting.codec.msgid import pack_socket_address
 from remoting.processor import RequestContext
 
 H = TypeVar("H", bound=Header)
-T = TypeVar("T")
 
 #: Java's FAQUrl.suggestTodo(...) suffix, kept because operators grep for it.
 FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
@@ -75,11 +74,3 @@ def _physical_memory() -> int:
 
 #: Bytes behind the CommitLog head beyond which a message is "on disk" (behaviour.md 4.3, 5.2).
 IN_MEMORY_DISTANCE: Final = _physical_memory() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO // 100
-
-
-def broker_option(config: object, name: str, default: T) -> T:
-    """A broker setting that ``BrokerConfig`` may not declare yet (``rejectTransactionMessage``,
-    ``slaveReadEnable``, ``brokerPermission``...): its value when present with the default's type, else RocketMQ's
-    default."""
-    value = getattr(config, name, default)
-    return value if isinstance(value, type(default)) else default

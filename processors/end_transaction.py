@@ -12,8 +12,10 @@ message), its ``PGROUP`` equals ``producerGroup``, its queue offset equals ``tra
 - a transaction whose op message is already in the check window (a second answer) is acknowledged, not redone;
 - unknown (0) or any other value: nothing (Java ignores it; a non-oneway request gets SUCCESS).
 
-A slave answers SLAVE_NOT_AVAILABLE; ``rejectTransactionMessage`` makes it NO_PERMISSION. Store refusals map to
-SERVICE_NOT_AVAILABLE / SYSTEM_ERROR with the store's reason. The processor is stateless between requests.
+A slave answers SLAVE_NOT_AVAILABLE. ``rejectTransactionMessage`` refuses new half messages (the send processor)
+but not their end, as in RocketMQ's ``EndTransactionProcessor``: a transaction accepted earlier can still finish.
+Store refusals map to SERVICE_NOT_AVAILABLE / SYSTEM_ERROR with the store's reason. The processor is stateless between
+requests.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
-from broker.transaction.bridge import PROPERTY_PRODUCER_GROUP, TransactionalMessageBridge, origin_of
-from processors.common import RequestRejected, broker_option, parse_header
+from processors.common import RequestRejected, parse_header
+from processors.transaction_bridge import PROPERTY_PRODUCER_GROUP, TransactionalMessageBridge, origin_of
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers.transaction import (
@@ -35,7 +37,7 @@ from remoting.processor import RequestContext
 from store.errors import PutRefusedError, ServiceNotAvailableError
 
 if TYPE_CHECKING:
-    from broker.context import BrokerContext
+    from processors.context import BrokerContext
 
 __all__ = ["EndTransactionProcessor"]
 
@@ -67,10 +69,6 @@ class EndTransactionProcessor:
         config = self.broker.config
         if config.broker_role == _SLAVE:
             raise RequestRejected(ResponseCode.SLAVE_NOT_AVAILABLE, "Can't commit or rollback on slave")
-        if broker_option(config, "reject_transaction_message", False):
-            raise RequestRejected(
-                ResponseCode.NO_PERMISSION, f"the broker[{self.broker.broker_addr}] end transaction is forbidden"
-            )
         header = parse_header(EndTransactionRequestHeader, request)
         kind = header.commit_or_rollback
         if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):

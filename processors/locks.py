@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from broker.context import BrokerContext
+from processors.context import BrokerContext
 from remoting.codec.bodies import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand

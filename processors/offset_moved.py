@@ -25,7 +25,7 @@ from remoting.codec.topics import OFFSET_MOVED_EVENT
 from store.errors import StoreError
 
 if TYPE_CHECKING:
-    from broker.context import BrokerContext
+    from processors.context import BrokerContext
 
 __all__ = ["offset_moved_event_body", "put_offset_moved_event"]
 

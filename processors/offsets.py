@@ -29,7 +29,7 @@ from remoting.codec.headers.offsets import (
 from remoting.processor import RequestContext
 
 if TYPE_CHECKING:
-    from broker.context import BrokerContext
+    from processors.context import BrokerContext
 
 __all__ = ["QUERY_NOT_FOUND_REMARK", "ConsumerOffsetProcessor"]
 

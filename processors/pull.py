@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from processors.common import FAQ_SUFFIX, RequestRejected, broker_option, parse_header
+from processors.common import FAQ_SUFFIX, RequestRejected, parse_header
 from processors.filter import ConsumerFilterCache, Sql92Filter, Sql92ParseError
 from processors.hold import HeldPull, HoldService, TagFilter
 from processors.offset_moved import put_offset_moved_event
@@ -45,7 +45,7 @@ from store.metadata_files import PERM_READ
 from store.results import GetResult, GetStatus
 
 if TYPE_CHECKING:
-    from broker.context import BrokerContext
+    from processors.context import BrokerContext
 
 __all__ = [
     "PULL_FLAG_COMMIT_OFFSET",
@@ -65,7 +65,6 @@ PULL_FLAG_CLASS_FILTER: Final = 0x8
 log = logging.getLogger(__name__)
 
 _MASTER_ID: Final = 0
-_PERM_RW: Final = 6
 
 
 class SubscriptionParseError(ValueError):
@@ -178,7 +177,7 @@ class PullMessageProcessor:
         )
         code, next_offset = self._code_of(result, offset, is_slave)
         suggest = _MASTER_ID
-        if broker_option(config, "slave_read_enable", False):
+        if config.slave_read_enable:
             group_config = self.broker.groups.get(header.consumer_group)
             if group_config is not None:
                 suggest = (
@@ -216,9 +215,9 @@ class PullMessageProcessor:
         """Behaviour.md 4.1 in order; the tag filter and the SQL92 filter to read with. Raises RequestRejected."""
         broker = self.broker
         config = broker.config
-        if not broker_option(config, "broker_permission", _PERM_RW) & PERM_READ:
+        if not config.broker_permission & PERM_READ:
             raise RequestRejected(
-                ResponseCode.NO_PERMISSION, f"the broker[{broker.broker_addr}] pulling message is forbidden"
+                ResponseCode.NO_PERMISSION, f"the broker[{config.broker_ip1}] pulling message is forbidden"
             )
         group = header.consumer_group
         group_config = broker.groups.find(group)
@@ -281,7 +280,7 @@ class PullMessageProcessor:
         """The compiled filter of a non-TAG subscription; SYSTEM_ERROR when property filtering is off or the type is
         not SQL92, SUBSCRIPTION_PARSE_FAILED with the parser's message for a malformed expression."""
         kind = subscription.expression_type
-        if kind != EXPRESSION_SQL92 or not broker_option(self.broker.config, "enable_property_filter", False):
+        if kind != EXPRESSION_SQL92 or not self.broker.config.enable_property_filter:
             raise RequestRejected(
                 ResponseCode.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {kind}"
             )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from processors.common import RequestRejected, broker_option, parse_header
+from processors.common import RequestRejected, parse_header
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import MessageDecodeError
@@ -24,7 +24,7 @@ from remoting.codec.message import read_record_meta
 from remoting.processor import RequestContext
 
 if TYPE_CHECKING:
-    from broker.context import BrokerContext
+    from processors.context import BrokerContext
 
 __all__ = ["DEFAULT_QUERY_MAX_NUM", "MAX_MSGS_NUM_BATCH", "QueryMessageProcessor"]
 
@@ -64,8 +64,8 @@ class QueryMessageProcessor:
         )
         index = store.index
         fields = {
-            "indexLastUpdateTimestamp": str(broker_option(index, "last_update_timestamp", 0)),
-            "indexLastUpdatePhyoffset": str(broker_option(index, "last_update_phy_offset", 0)),
+            "indexLastUpdateTimestamp": str(0 if index is None else index.last_update_timestamp),
+            "indexLastUpdatePhyoffset": str(0 if index is None else index.last_update_phy_offset),
         }
         if not records:
             return request.response(

@@ -23,7 +23,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from processors.common import FAQ_SUFFIX, RequestRejected, born_host, broker_option
+from processors.common import FAQ_SUFFIX, RequestRejected, born_host
 from processors.put_future import PutFutureService
 from processors.send_answer import SendAnswers, illegal_remark
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -36,6 +36,7 @@ from remoting.codec.message import (
     MessageRecord,
     split_batch_body,
 )
+from remoting.codec.message_properties import with_properties
 from remoting.codec.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -46,7 +47,7 @@ from remoting.processor import RequestContext
 from store.metadata_files import PERM_WRITE, TopicConfig, TopicFilterType
 
 if TYPE_CHECKING:
-    from broker.context import BrokerContext
+    from processors.context import BrokerContext
 
 __all__ = ["DelayRewrite", "SendMessageProcessor", "StoredProperties", "TimerRewrite", "rewrite_properties"]
 
@@ -179,7 +180,7 @@ class SendMessageProcessor:
         self._config = config
         self._base_fields = {"MSG_REGION": config.region_id, "TRACE_ON": "true" if config.trace_on else "false"}
         self._cluster = config.broker_cluster_name
-        self._reject_transactions = broker_option(config, "reject_transaction_message", False)
+        self._reject_transactions = config.reject_transaction_message
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         self._adopt_config()
@@ -222,6 +223,11 @@ class SendMessageProcessor:
             )
         if not config.perm & PERM_WRITE:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        if config.order and not self.broker.config.broker_permission & PERM_WRITE:
+            # A broker that is not writable leaves the route's write queues; only order topics, whose producers pick
+            # queues themselves, can still reach it (RocketMQ's AbstractSendMessageProcessor.msgCheck).
+            broker_ip = self.broker.config.broker_ip1
+            raise RequestRejected(ResponseCode.NO_PERMISSION, f"the broker[{broker_ip}] sending message is forbidden")
         if queue_id < 0:
             if config.write_queue_nums <= 0:
                 raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
@@ -281,7 +287,7 @@ class SendMessageProcessor:
             if self._reject_transactions:
                 raise RequestRejected(
                     ResponseCode.NO_PERMISSION,
-                    f"the broker[{self.broker.broker_addr}] sending transaction message is forbidden",
+                    f"the broker[{self.broker.config.broker_ip1}] sending transaction message is forbidden",
                 )
             record = self._half_message(record)
         elif props.delay_level > 0 and not to_dlq and self.delay_rewrite is not None:
@@ -316,7 +322,7 @@ class SendMessageProcessor:
         """The transactional half message (behaviour.md 7): real topic and queue kept as properties, stored in the
         half topic's queue 0 with the transaction bits cleared so it is dispatched to that queue."""
         extra = {_PROPERTY_REAL_TOPIC: record.topic, _PROPERTY_REAL_QID: str(record.queue_id)}
-        stored = _with_properties(record.properties, extra)
+        stored = with_properties(record.properties, extra)
         return MessageRecord(
             topic=TRANS_HALF_TOPIC,
             body=record.body,
@@ -379,12 +385,3 @@ class SendMessageProcessor:
             stored,
             self._base_fields,
         )
-
-
-def _with_properties(stored: str, extra: dict[str, str]) -> str:
-    """``stored`` with ``extra`` pairs set (replacing earlier values of those names), CLUSTER kept last."""
-    kept = [s for s in stored.split("\x02") if s and s.partition("\x01")[0] not in extra]
-    cluster = [s for s in kept if s.startswith("CLUSTER\x01")]
-    kept = [s for s in kept if not s.startswith("CLUSTER\x01")]
-    kept += [f"{k}\x01{v}" for k, v in extra.items()]
-    return "\x02".join(kept + cluster)

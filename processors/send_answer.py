@@ -30,7 +30,7 @@ from store.errors import PutRefusedError, StoreError
 from store.results import AppendResult, PutStatus
 
 if TYPE_CHECKING:
-    from broker.context import BrokerContext
+    from processors.context import BrokerContext
 
 __all__ = ["SendAnswers", "illegal_remark"]
 

@@ -17,18 +17,18 @@ SYSTEM_ERROR with the put status name.
 
 from __future__ import annotations
 
-import functools
 import random
 from typing import TYPE_CHECKING, Final
 
-from processors.common import FAQ_SUFFIX, RequestRejected, broker_option, parse_header
+from processors.common import FAQ_SUFFIX, RequestRejected, parse_header
 from processors.send import DelayRewrite
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.headers.send import ConsumerSendMsgBackRequestHeader
-from remoting.codec.message import MessageExt, MessageRecord, decode_record
-from remoting.codec.msgid import pack_socket_address
+from remoting.codec.message import MessageExt, decode_record
+from remoting.codec.message_properties import with_properties
+from remoting.codec.record_copy import raw_properties, record_from_stored
 from remoting.codec.topics import retry_topic
 from remoting.processor import RequestContext
 from store.errors import PutRefusedError
@@ -36,9 +36,9 @@ from store.metadata_files import PERM_READ, PERM_WRITE, TopicConfig
 from store.results import PutStatus
 
 if TYPE_CHECKING:
-    from broker.context import BrokerContext
+    from processors.context import BrokerContext
 
-__all__ = ["ConsumerSendMsgBackProcessor", "raw_properties", "record_from_stored", "with_properties"]
+__all__ = ["ConsumerSendMsgBackProcessor"]
 
 PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
@@ -77,9 +77,9 @@ class ConsumerSendMsgBackProcessor:
             raise RequestRejected(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}{FAQ_SUFFIX}"
             )
-        if not broker_option(broker.config, "broker_permission", PERM_READ | PERM_WRITE) & PERM_WRITE:
+        if not broker.config.broker_permission & PERM_WRITE:
             raise RequestRejected(
-                ResponseCode.NO_PERMISSION, f"the broker[{broker.broker_addr}] sending message is forbidden"
+                ResponseCode.NO_PERMISSION, f"the broker[{broker.config.broker_ip1}] sending message is forbidden"
             )
         if group.retry_queue_nums <= 0:
             return request.response(ResponseCode.SUCCESS)
@@ -135,45 +135,3 @@ def _check_writable(config: TopicConfig) -> None:
         raise RequestRejected(
             ResponseCode.NO_PERMISSION, f"the topic[{config.topic_name}] sending message is forbidden"
         )
-
-
-def with_properties(raw: str, updates: dict[str, str], drop: frozenset[str] = frozenset()) -> str:
-    """``raw`` (an encoded properties string) with ``updates`` set and ``drop`` removed; other segments keep their
-    order and bytes, ``CLUSTER`` stays last. Never raises."""
-    names = updates.keys() | drop
-    kept = [s for s in raw.split("\x02") if s and s.partition("\x01")[0] not in names]
-    cluster = [s for s in kept if s.startswith("CLUSTER\x01")]
-    kept = [s for s in kept if not s.startswith("CLUSTER\x01")]
-    kept += [f"{k}\x01{v}" for k, v in updates.items()]
-    return "\x02".join(kept + cluster)
-
-
-def raw_properties(msg: MessageExt, drop: frozenset[str] = frozenset()) -> str:
-    """A decoded message's properties encoded again without ``drop`` (insertion order is the stored order)."""
-    return "\x02".join(f"{k}\x01{v}" for k, v in msg.properties.items() if k not in drop)
-
-
-@functools.lru_cache(maxsize=1024)
-def _packed_host(host: str, port: int) -> bytes:
-    # Few distinct producers: parsing the address once each keeps redeliveries off ipaddress's parser.
-    return pack_socket_address(host, port)
-
-
-def record_from_stored(
-    msg: MessageExt, topic: str, queue_id: int, properties: str, store_host: bytes, reconsume_times: int | None = None
-) -> MessageRecord:
-    """A stored message rebuilt for a new append under ``topic``/``queue_id`` (schedule and timer deliveries,
-    send-back): body, flag, sysFlag and born fields copied. Raises ``ValueError`` for an unpackable born host."""
-    return MessageRecord(
-        topic=topic,
-        body=msg.body,
-        queue_id=queue_id,
-        flag=msg.flag,
-        properties=properties,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=_packed_host(*msg.born_host),
-        store_host=store_host,
-        reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
-        prepared_transaction_offset=msg.prepared_transaction_offset,
-    )

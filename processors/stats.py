@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from broker.stats.item import StatsSnapshot
 from processors.common import RequestRejected, parse_header
+from processors.context import StatsSnapshot
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import ConsumeStats, OffsetWrapper
 from remoting.codec.bodies.stats import BrokerStatsData, BrokerStatsItem, ConsumeStatsList, GroupList
@@ -32,7 +32,7 @@ from remoting.codec.headers import (
 from remoting.processor import RequestContext
 
 if TYPE_CHECKING:
-    from broker.context import BrokerContext
+    from processors.context import BrokerContext
 
 __all__ = ["StatsProcessor"]
 

@@ -31,10 +31,9 @@ from broker.timer.timer_store import (
     TimerStore,
 )
 from processors.common import RequestRejected
-from processors.send_back import with_properties
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageRecord
-from remoting.codec.message_properties import decode_properties
+from remoting.codec.message_properties import decode_properties, with_properties
 from store.errors import PutRefusedError
 from store.message_store import MessageStore
 

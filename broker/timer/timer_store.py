@@ -34,10 +34,10 @@ import attrs
 import orjson
 
 from broker.timer.wheel import NO_ENTRY, Slot, TimerLog, TimerWheel
-from processors.send_back import raw_properties, record_from_stored
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import decode_record, read_record_meta
 from remoting.codec.message_properties import find_property
+from remoting.codec.record_copy import raw_properties, record_from_stored
 from remoting.codec.topics import TIMER_TOPIC
 from store.message_store import MessageStore
 from store.metadata_files import ConfigFile, ConfigFileError

@@ -8,7 +8,7 @@
 END_TRANSACTION itself is served by :class:`processors.end_transaction.EndTransactionProcessor`.
 """
 
-from broker.transaction.bridge import TRANS_SYS_GROUP, TransactionalMessageBridge
 from broker.transaction.check import CheckRound, TransactionCheckService
+from processors.transaction_bridge import TRANS_SYS_GROUP, TransactionalMessageBridge
 
 __all__ = ["TRANS_SYS_GROUP", "CheckRound", "TransactionCheckService", "TransactionalMessageBridge"]

@@ -29,13 +29,12 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
-from typing import Final
 
 import attrs
 import trio
 
-from broker.context import BrokerContext
-from broker.transaction.bridge import (
+from broker.context import BrokerState
+from processors.transaction_bridge import (
     PROPERTY_CHECK_IMMUNITY_TIME,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QID,
@@ -44,7 +43,6 @@ from broker.transaction.bridge import (
     TransactionalMessageBridge,
     origin_of,
 )
-from processors.common import broker_option
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import request
 from remoting.codec.headers.transaction import CheckTransactionStateRequestHeader
@@ -58,11 +56,6 @@ from store.results import AppendResult
 __all__ = ["CheckRound", "TransactionCheckService"]
 
 log = logging.getLogger(__name__)
-
-#: RocketMQ 4.9.8 defaults (ms, count, ms).
-DEFAULT_TRANSACTION_TIMEOUT: Final = 6000
-DEFAULT_TRANSACTION_CHECK_MAX: Final = 15
-DEFAULT_TRANSACTION_CHECK_INTERVAL: Final = 60_000
 
 
 @attrs.frozen
@@ -79,7 +72,7 @@ class TransactionCheckService:
 
     def __init__(
         self,
-        broker: BrokerContext,
+        broker: BrokerState,
         bridge: TransactionalMessageBridge,
         *,
         now_ms: Callable[[], int] | None = None,
@@ -95,9 +88,7 @@ class TransactionCheckService:
     @property
     def check_interval(self) -> float:
         """Seconds between rounds (``transactionCheckInterval``)."""
-        return (
-            broker_option(self.broker.config, "transaction_check_interval", DEFAULT_TRANSACTION_CHECK_INTERVAL) / 1000
-        )
+        return self.broker.config.transaction_check_interval / 1000
 
     def now_ms(self) -> int:
         if self._now_ms is None:
@@ -136,9 +127,9 @@ class TransactionCheckService:
 
     def _scan(self, now: int) -> tuple[list[MessageExt], CheckRound]:
         bridge, config = self.bridge, self.broker.config
-        timeout = broker_option(config, "transaction_time_out", DEFAULT_TRANSACTION_TIMEOUT)
-        check_max = broker_option(config, "transaction_check_max", DEFAULT_TRANSACTION_CHECK_MAX)
-        reserved_ms = broker_option(config, "file_reserved_time", 72) * 3_600_000
+        timeout = config.transaction_time_out
+        check_max = config.transaction_check_max
+        reserved_ms = config.file_reserved_time * 3_600_000
         half_start, op_start = bridge.half_progress(), bridge.op_progress()
         half_end, op_end = bridge.half_max_offset(), bridge.op_max_offset()
         ops = bridge.read_ops(op_start, op_end)

@@ -208,3 +208,14 @@ def tags_code(tags: str | None) -> int:
     if not tags:
         return 0
     return java_string_hash(tags)
+
+
+def with_properties(raw: str, updates: dict[str, str], drop: frozenset[str] = frozenset()) -> str:
+    """``raw`` (an encoded properties string) with ``updates`` set and ``drop`` removed; other segments keep their
+    order and bytes, ``CLUSTER`` stays last. Never raises."""
+    names = updates.keys() | drop
+    kept = [s for s in raw.split("\x02") if s and s.partition("\x01")[0] not in names]
+    cluster = [s for s in kept if s.startswith("CLUSTER\x01")]
+    kept = [s for s in kept if not s.startswith("CLUSTER\x01")]
+    kept += [f"{k}\x01{v}" for k, v in updates.items()]
+    return "\x02".join(kept + cluster)

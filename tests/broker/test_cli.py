@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
 import trio
 
@@ -38,7 +37,7 @@ def test_config_precedence_file_then_properties_then_namesrv_option(tmp_path: Pa
     assert build_config(str(conf), [], "x:1;y:2").namesrv_addrs == ["x:1", "y:2"]
     with pytest.raises(PropertiesError, match="flushDiskType"):
         build_config(None, ["--flushDiskType", "SOMETIMES"], None)
-    with pytest.raises(click.UsageError):
+    with pytest.raises(PropertiesError, match="stray"):
         build_config(None, ["stray"], None)
 
 

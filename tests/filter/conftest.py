@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from broker.context import BrokerContext
+from broker.context import BrokerState
 from processors.hold import HoldService
 from tests.processors.conftest import MakeBroker, ServedBroker, make_broker, peer_ctx
 
@@ -14,12 +14,12 @@ __all__ = ["filtering_broker", "make_broker", "peer_ctx", "served_filtering"]
 
 
 @pytest.fixture
-def filtering_broker(make_broker: MakeBroker) -> BrokerContext:
+def filtering_broker(make_broker: MakeBroker) -> BrokerState:
     return make_broker(enable_property_filter=True)
 
 
 @pytest.fixture
-async def served_filtering(filtering_broker: BrokerContext, nursery: trio.Nursery) -> ServedBroker:
+async def served_filtering(filtering_broker: BrokerState, nursery: trio.Nursery) -> ServedBroker:
     hold = HoldService()
     served = ServedBroker(filtering_broker, hold)
     await nursery.start(hold.run)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from broker.context import BrokerContext
+from broker.context import BrokerState
 from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
 from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
@@ -21,7 +21,7 @@ NO_SUSPEND = 0x4  # subscription flag only
 HELD = 0x2 | 0x4
 
 
-async def put(broker: BrokerContext, ctx: RequestContext, *props: dict[str, str]) -> None:
+async def put(broker: BrokerState, ctx: RequestContext, *props: dict[str, str]) -> None:
     processor = SendMessageProcessor(broker)
     for i, extra in enumerate(props):
         req = send_request(body=f"body-{i}".encode(), properties=tags_props(extra.pop("TAGS", None), **extra))
@@ -39,7 +39,7 @@ def bodies(response: RemotingCommand) -> list[bytes]:
     return [m.body for m in iter_records(response.body)]
 
 
-def register_heartbeat(broker: BrokerContext, ctx: RequestContext, sub: SubscriptionData) -> None:
+def register_heartbeat(broker: BrokerState, ctx: RequestContext, sub: SubscriptionData) -> None:
     broker.clients.register_consumer(
         GROUP,
         broker.clients.channel_info(ctx.connection, "client-1"),
@@ -52,7 +52,7 @@ def register_heartbeat(broker: BrokerContext, ctx: RequestContext, sub: Subscrip
 
 
 async def test_sql92_pull_returns_only_the_matching_messages(
-    filtering_broker: BrokerContext, peer_ctx: RequestContext
+    filtering_broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     await put(filtering_broker, peer_ctx, *({"a": str(i)} for i in range(6)), {"b": "no a"})
     processor = PullMessageProcessor(filtering_broker)
@@ -63,7 +63,7 @@ async def test_sql92_pull_returns_only_the_matching_messages(
 
 
 async def test_sql92_pull_reads_system_properties_and_skips_unconvertible_values(
-    filtering_broker: BrokerContext, peer_ctx: RequestContext
+    filtering_broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     await put(
         filtering_broker,
@@ -80,7 +80,7 @@ async def test_sql92_pull_reads_system_properties_and_skips_unconvertible_values
 
 
 async def test_sql92_pull_with_no_match_moves_past_the_scanned_entries(
-    filtering_broker: BrokerContext, peer_ctx: RequestContext
+    filtering_broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     await put(filtering_broker, peer_ctx, {"a": "1"}, {"a": "2"})
     response = PullMessageProcessor(filtering_broker).pull(peer_ctx, sql_pull("a > 100"), allow_suspend=False)
@@ -90,7 +90,7 @@ async def test_sql92_pull_with_no_match_moves_past_the_scanned_entries(
 
 
 async def test_sql92_pull_uses_the_heartbeat_subscription_without_the_subscription_flag(
-    filtering_broker: BrokerContext, peer_ctx: RequestContext
+    filtering_broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     await put(filtering_broker, peer_ctx, {"region": "eu"}, {"region": "us"}, {"region": "apac"})
     register_heartbeat(
@@ -104,7 +104,7 @@ async def test_sql92_pull_uses_the_heartbeat_subscription_without_the_subscripti
 
 
 async def test_malformed_sql92_in_the_request_answers_parse_failed_with_the_parser_message(
-    filtering_broker: BrokerContext, peer_ctx: RequestContext
+    filtering_broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     response = PullMessageProcessor(filtering_broker).pull(peer_ctx, sql_pull("a > 'x'"), allow_suspend=False)
     assert response is not None and response.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
@@ -116,7 +116,7 @@ async def test_malformed_sql92_in_the_request_answers_parse_failed_with_the_pars
 
 
 async def test_malformed_sql92_from_the_heartbeat_answers_parse_failed(
-    filtering_broker: BrokerContext, peer_ctx: RequestContext
+    filtering_broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     register_heartbeat(filtering_broker, peer_ctx, SubscriptionData(TOPIC, "a IN (1)", expression_type="SQL92"))
     req = pull_request(sys_flag=0, subscription=None)
@@ -138,15 +138,13 @@ async def test_sql92_is_refused_while_property_filtering_is_off(
         )
 
 
-async def test_an_unknown_expression_type_is_refused(filtering_broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_an_unknown_expression_type_is_refused(filtering_broker: BrokerState, peer_ctx: RequestContext) -> None:
     req = pull_request(subscription="//a", expressionType="XPATH", sys_flag=NO_SUSPEND)
     response = PullMessageProcessor(filtering_broker).pull(peer_ctx, req, allow_suspend=False)
     assert response is not None and response.code == ResponseCode.SYSTEM_ERROR
 
 
-async def test_a_subscription_version_is_compiled_once(
-    filtering_broker: BrokerContext, peer_ctx: RequestContext
-) -> None:
+async def test_a_subscription_version_is_compiled_once(filtering_broker: BrokerState, peer_ctx: RequestContext) -> None:
     await put(filtering_broker, peer_ctx, {"a": "5"})
     processor = PullMessageProcessor(filtering_broker)
     for _ in range(3):

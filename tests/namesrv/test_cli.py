@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
 import trio
 
-from namesrv.cli import boot_line, build_config, parse_property_args
+from namesrv.cli import boot_line, build_config
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
+from remoting.codec.java_properties import PropertiesError, parse_property_args
 from tests.namesrv.conftest import ROUTE_OF_TOPIC_TEST, java_register_request, route_request
 
 MQNAMESRV = Path(sys.executable).with_name("mqnamesrv")
@@ -28,7 +28,7 @@ def test_property_args_accept_both_spellings_and_bare_flags() -> None:
         "kvConfigPath": "/tmp/kv.json",
         "orderMessageEnable": "true",
     }
-    with pytest.raises(click.UsageError):
+    with pytest.raises(PropertiesError):
         parse_property_args(["stray"])
 
 

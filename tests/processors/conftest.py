@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from broker.broker_config import BrokerConfig
-from broker.context import BrokerContext, build_context, load_managers
+from broker.context import BrokerState, build_context, load_managers
 from processors.hold import HoldService
 from processors.offsets import ConsumerOffsetProcessor
 from processors.pull import PullMessageProcessor
@@ -36,10 +36,10 @@ TOPIC = "TopicTest"
 GROUP = "please_rename_unique_group_name"
 PEER = ("10.1.2.3", 40123)
 
-MakeBroker = Callable[..., BrokerContext]
+MakeBroker = Callable[..., BrokerState]
 
 
-def open_broker(root: Path, *, store_overrides: dict[str, Any] | None = None, **config: Any) -> BrokerContext:
+def open_broker(root: Path, *, store_overrides: dict[str, Any] | None = None, **config: Any) -> BrokerState:
     """A broker context with loaded managers and store; ``TopicTest`` (4 queues) exists."""
     values: dict[str, Any] = {"store_path_root_dir": str(root), "broker_ip1": "127.0.0.1", "listen_port": 10911}
     values.update(config)
@@ -61,9 +61,9 @@ def open_broker(root: Path, *, store_overrides: dict[str, Any] | None = None, **
 
 @pytest.fixture
 def make_broker(tmp_path: Path) -> AsyncIterator[MakeBroker]:
-    opened: list[BrokerContext] = []
+    opened: list[BrokerState] = []
 
-    def make(**config: Any) -> BrokerContext:
+    def make(**config: Any) -> BrokerState:
         broker = open_broker(tmp_path / f"broker{len(opened)}", **config)
         opened.append(broker)
         return broker
@@ -74,7 +74,7 @@ def make_broker(tmp_path: Path) -> AsyncIterator[MakeBroker]:
 
 
 @pytest.fixture
-def broker(make_broker: MakeBroker) -> BrokerContext:
+def broker(make_broker: MakeBroker) -> BrokerState:
     return make_broker()
 
 
@@ -181,7 +181,7 @@ class RawPeer:
 class ServedBroker:
     """A broker context served by the real dispatcher with the data-path processors and a running hold service."""
 
-    def __init__(self, broker: BrokerContext, hold: HoldService) -> None:
+    def __init__(self, broker: BrokerState, hold: HoldService) -> None:
         self.broker = broker
         self.hold = hold
         self.dispatcher = Dispatcher()
@@ -209,7 +209,7 @@ class ServedBroker:
 
 
 @pytest.fixture
-async def served(broker: BrokerContext, nursery: trio.Nursery) -> ServedBroker:
+async def served(broker: BrokerState, nursery: trio.Nursery) -> ServedBroker:
     hold = HoldService()
     served = ServedBroker(broker, hold)
     await nursery.start(hold.run)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from broker.context import BrokerContext
+from broker.context import BrokerState
 from processors.hold import CHECK_INTERVAL, HeldPull, HoldService
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
@@ -173,7 +173,7 @@ async def test_held_pull_on_a_real_socket_answers_pipelined_requests_then_wakes_
 
 
 async def test_periodic_check_moves_a_pull_past_messages_that_did_not_match_its_tags(
-    broker: BrokerContext, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+    broker: BrokerState, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
     served = ServedBroker(broker, HoldService(max_offset_of=broker.store.max_offset_in_queue))
     await nursery.start(served.hold.run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from broker.context import BrokerContext
+from broker.context import BrokerState
 from processors.offsets import QUERY_NOT_FOUND_REMARK, ConsumerOffsetProcessor
 from processors.query import QueryMessageProcessor
 from processors.send import SendMessageProcessor
@@ -17,19 +17,19 @@ from remoting.processor import RequestContext
 from tests.processors.conftest import GROUP, TOPIC, ServedBroker, send_request, tags_props
 
 
-async def offsets(broker: BrokerContext, ctx: RequestContext, code: int, **fields: str) -> RemotingCommand:
+async def offsets(broker: BrokerState, ctx: RequestContext, code: int, **fields: str) -> RemotingCommand:
     response = await ConsumerOffsetProcessor(broker).process(ctx, request(code, dict(fields)))
     assert response is not None
     return response
 
 
-async def query(broker: BrokerContext, ctx: RequestContext, code: int, **fields: str) -> RemotingCommand:
+async def query(broker: BrokerState, ctx: RequestContext, code: int, **fields: str) -> RemotingCommand:
     response = await QueryMessageProcessor(broker).process(ctx, request(code, dict(fields)))
     assert response is not None
     return response
 
 
-async def put(broker: BrokerContext, ctx: RequestContext, count: int, **props: str) -> list[RemotingCommand]:
+async def put(broker: BrokerState, ctx: RequestContext, count: int, **props: str) -> list[RemotingCommand]:
     processor = SendMessageProcessor(broker)
     out = []
     for i in range(count):
@@ -43,7 +43,7 @@ Q = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0"}
 
 
 async def test_query_consumer_offset_returns_the_committed_offset(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     update = await offsets(broker, peer_ctx, RequestCode.UPDATE_CONSUMER_OFFSET, **Q, commitOffset="12")
     assert update.code == ResponseCode.SUCCESS
@@ -51,7 +51,7 @@ async def test_query_consumer_offset_returns_the_committed_offset(
     assert (response.code, response.ext_fields) == (ResponseCode.SUCCESS, {"offset": "12"})
 
 
-async def test_new_group_on_a_young_queue_starts_at_zero(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_new_group_on_a_young_queue_starts_at_zero(broker: BrokerState, peer_ctx: RequestContext) -> None:
     empty = await offsets(broker, peer_ctx, RequestCode.QUERY_CONSUMER_OFFSET, **Q)
     assert (empty.code, empty.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")
     await put(broker, peer_ctx, 3)
@@ -60,7 +60,7 @@ async def test_new_group_on_a_young_queue_starts_at_zero(broker: BrokerContext, 
 
 
 async def test_new_group_on_a_queue_whose_first_message_is_on_disk_is_query_not_found(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     await put(broker, peer_ctx, 2)
     # A broker with almost no RAM: everything but the newest message is "on disk".
@@ -70,12 +70,12 @@ async def test_new_group_on_a_queue_whose_first_message_is_on_disk_is_query_not_
     assert (response.code, response.remark) == (ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK)
 
 
-async def test_update_consumer_offset_is_not_bounds_checked(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_update_consumer_offset_is_not_bounds_checked(broker: BrokerState, peer_ctx: RequestContext) -> None:
     await offsets(broker, peer_ctx, RequestCode.UPDATE_CONSUMER_OFFSET, **Q, commitOffset="999")
     assert broker.offsets.query(GROUP, TOPIC, 0) == 999
 
 
-async def test_queue_offset_and_time_queries(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_queue_offset_and_time_queries(broker: BrokerState, peer_ctx: RequestContext) -> None:
     q = {"topic": TOPIC, "queueId": "0"}
     assert (await offsets(broker, peer_ctx, RequestCode.GET_MAX_OFFSET, **q)).ext_fields == {"offset": "0"}
     earliest = await offsets(broker, peer_ctx, RequestCode.GET_EARLIEST_MSG_STORETIME, **q)
@@ -95,7 +95,7 @@ async def test_queue_offset_and_time_queries(broker: BrokerContext, peer_ctx: Re
 
 
 async def test_offset_request_missing_a_field_answers_system_error(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     response = await offsets(broker, peer_ctx, RequestCode.QUERY_CONSUMER_OFFSET, topic=TOPIC, queueId="0")
     assert response.code == ResponseCode.SYSTEM_ERROR
@@ -116,9 +116,7 @@ async def test_update_consumer_offset_answers_with_flag_zero_and_stays_silent_wh
     assert served.broker.offsets.query(GROUP, TOPIC, 1) == 5
 
 
-async def test_query_message_by_key_returns_the_indexed_records(
-    broker: BrokerContext, peer_ctx: RequestContext
-) -> None:
+async def test_query_message_by_key_returns_the_indexed_records(broker: BrokerState, peer_ctx: RequestContext) -> None:
     await put(broker, peer_ctx, 3, keys="order-1 shared")
     await put(broker, peer_ctx, 2, keys="order-2 shared")
     window = {"beginTimestamp": "0", "endTimestamp": str(2**62)}
@@ -132,7 +130,7 @@ async def test_query_message_by_key_returns_the_indexed_records(
     assert len(list(iter_records(capped.body))) == 2
 
 
-async def test_query_message_by_unique_key(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_query_message_by_unique_key(broker: BrokerState, peer_ctx: RequestContext) -> None:
     await put(broker, peer_ctx, 1, UNIQ_KEY="7F0000010001000000000000000000AB")
     window = {"beginTimestamp": "0", "endTimestamp": str(2**62)}
     response = await query(
@@ -150,7 +148,7 @@ async def test_query_message_by_unique_key(broker: BrokerContext, peer_ctx: Requ
 
 
 async def test_query_message_for_an_unknown_key_is_query_not_found(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     response = await query(
         broker, peer_ctx, RequestCode.QUERY_MESSAGE, topic=TOPIC, key="nope", maxNum="5", beginTimestamp="0",
@@ -164,7 +162,7 @@ async def test_query_message_for_an_unknown_key_is_query_not_found(
 
 
 async def test_view_message_by_id_returns_exactly_the_stored_record(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     (sent,) = await put(broker, peer_ctx, 1)
     phy = decode_offset_msg_id(sent.ext_fields["msgId"]).phy_offset
@@ -174,7 +172,7 @@ async def test_view_message_by_id_returns_exactly_the_stored_record(
     assert view is not None and bytes(response.body) == bytes(view)
 
 
-async def test_view_message_by_a_bad_offset_is_system_error(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_view_message_by_a_bad_offset_is_system_error(broker: BrokerState, peer_ctx: RequestContext) -> None:
     await put(broker, peer_ctx, 1)
     for offset in ("3", "999999", "-1"):
         response = await query(broker, peer_ctx, RequestCode.VIEW_MESSAGE_BY_ID, offset=offset)

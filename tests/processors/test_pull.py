@@ -8,7 +8,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.context import BrokerContext
+from broker.context import BrokerState
 from processors.pull import PullMessageProcessor, SubscriptionParseError, build_subscription
 from processors.send import SendMessageProcessor
 from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
@@ -34,7 +34,7 @@ OFFSET_FIELDS = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOff
 NO_SUSPEND = 0x4  # subscription flag only
 
 
-async def put(broker: BrokerContext, ctx: RequestContext, *tags: str | None, queue_id: int = 0) -> list[str]:
+async def put(broker: BrokerState, ctx: RequestContext, *tags: str | None, queue_id: int = 0) -> list[str]:
     processor = SendMessageProcessor(broker)
     ids = []
     for i, tag in enumerate(tags):
@@ -46,7 +46,7 @@ async def put(broker: BrokerContext, ctx: RequestContext, *tags: str | None, que
     return ids
 
 
-def pull(broker: BrokerContext, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+def pull(broker: BrokerState, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
     response = PullMessageProcessor(broker).pull(ctx, req, allow_suspend=False)
     assert response is not None
     for field in OFFSET_FIELDS:  # on every code, errors included
@@ -59,7 +59,7 @@ def fields(response: RemotingCommand) -> tuple[int, int, int, int]:
     return (int(f["suggestWhichBrokerId"]), int(f["nextBeginOffset"]), int(f["minOffset"]), int(f["maxOffset"]))
 
 
-async def test_pull_returns_the_sent_records_byte_for_byte(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_pull_returns_the_sent_records_byte_for_byte(broker: BrokerState, peer_ctx: RequestContext) -> None:
     ids = await put(broker, peer_ctx, "TagA", None, "TagB")
     response = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND))
     assert response.code == ResponseCode.SUCCESS and response.remark == "FOUND"
@@ -74,7 +74,7 @@ async def test_pull_returns_the_sent_records_byte_for_byte(broker: BrokerContext
 
 
 async def test_pull_honours_max_msg_nums_and_continues_from_next_begin_offset(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     await put(broker, peer_ctx, *["T"] * 5)
     first = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND, max_msgs=2))
@@ -83,7 +83,7 @@ async def test_pull_honours_max_msg_nums_and_continues_from_next_begin_offset(
     assert [m.queue_offset for m in iter_records(rest.body)] == [2, 3, 4]
 
 
-async def test_tag_subscription_returns_only_matching_messages(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_tag_subscription_returns_only_matching_messages(broker: BrokerState, peer_ctx: RequestContext) -> None:
     await put(broker, peer_ctx, "TagA", "TagB", None, "TagA", "TagC")
     response = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND, subscription="TagA || TagC"))
     assert response.code == ResponseCode.SUCCESS
@@ -92,7 +92,7 @@ async def test_tag_subscription_returns_only_matching_messages(broker: BrokerCon
 
 
 async def test_nothing_matching_the_tags_answers_retry_immediately_past_the_scanned_entries(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     await put(broker, peer_ctx, "TagB", "TagB")
     response = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND, subscription="TagA"))
@@ -101,7 +101,7 @@ async def test_nothing_matching_the_tags_answers_retry_immediately_past_the_scan
 
 
 async def test_offset_at_the_end_is_not_found_and_beyond_it_moves_to_max(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     await put(broker, peer_ctx, "T", "T")
     at_end = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND, offset=2))
@@ -116,7 +116,7 @@ async def test_offset_at_the_end_is_not_found_and_beyond_it_moves_to_max(
 
 
 async def test_empty_queue_is_not_found_at_zero_and_offset_moved_elsewhere(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     zero = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND, queue_id=3))
     assert zero.code == ResponseCode.PULL_NOT_FOUND and fields(zero) == (0, 0, 0, 0)
@@ -125,7 +125,7 @@ async def test_empty_queue_is_not_found_at_zero_and_offset_moved_elsewhere(
 
 
 async def test_commit_flag_stores_the_commit_offset_on_the_first_execution_only(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     await put(broker, peer_ctx, "T")
     processor = PullMessageProcessor(broker)
@@ -138,7 +138,7 @@ async def test_commit_flag_stores_the_commit_offset_on_the_first_execution_only(
 
 
 async def test_heartbeat_subscription_is_used_without_the_subscription_flag(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     await put(broker, peer_ctx, "TagA", "TagB")
     sub = build_subscription(TOPIC, "TagB")
@@ -157,14 +157,14 @@ async def test_heartbeat_subscription_is_used_without_the_subscription_flag(
 
 
 async def test_pull_without_subscription_and_without_heartbeat_is_subscription_not_exist(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     response = pull(broker, peer_ctx, pull_request(sys_flag=0, subscription=None))
     assert response.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
     assert response.remark is not None and response.remark.startswith("the consumer's group info not exist")
 
 
-async def test_stale_heartbeat_subscription_is_not_latest(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_stale_heartbeat_subscription_is_not_latest(broker: BrokerState, peer_ctx: RequestContext) -> None:
     info = broker.clients.channel_info(peer_ctx.connection, "client-1")
     broker.clients.register_consumer(
         GROUP,
@@ -194,9 +194,7 @@ async def test_unknown_group_without_auto_create_is_subscription_group_not_exist
     assert fields(response) == (0, 3, 0, 0)
 
 
-async def test_group_with_consumption_disabled_has_no_permission(
-    broker: BrokerContext, peer_ctx: RequestContext
-) -> None:
+async def test_group_with_consumption_disabled_has_no_permission(broker: BrokerState, peer_ctx: RequestContext) -> None:
     broker.groups.update(SubscriptionGroupConfig(GROUP, consume_enable=False))
     response = pull(broker, peer_ctx, pull_request())
     assert (response.code, response.remark) == (
@@ -205,13 +203,13 @@ async def test_group_with_consumption_disabled_has_no_permission(
     )
 
 
-async def test_unknown_topic_is_topic_not_exist(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_unknown_topic_is_topic_not_exist(broker: BrokerState, peer_ctx: RequestContext) -> None:
     response = pull(broker, peer_ctx, pull_request("Nope"))
     assert response.code == ResponseCode.TOPIC_NOT_EXIST
     assert response.remark is not None and response.remark.startswith("topic[Nope] not exist, apply first please!")
 
 
-async def test_unreadable_topic_has_no_permission(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_unreadable_topic_has_no_permission(broker: BrokerState, peer_ctx: RequestContext) -> None:
     broker.topics.update_topic(TopicConfig("WriteOnly", 1, 1, PERM_WRITE))
     response = pull(broker, peer_ctx, pull_request("WriteOnly"))
     assert (response.code, response.remark) == (
@@ -221,7 +219,7 @@ async def test_unreadable_topic_has_no_permission(broker: BrokerContext, peer_ct
 
 
 @pytest.mark.parametrize("queue_id", [-1, 4])
-async def test_illegal_queue_id_is_system_error(broker: BrokerContext, peer_ctx: RequestContext, queue_id: int) -> None:
+async def test_illegal_queue_id_is_system_error(broker: BrokerState, peer_ctx: RequestContext, queue_id: int) -> None:
     response = pull(broker, peer_ctx, pull_request(queue_id=queue_id))
     assert response.code == ResponseCode.SYSTEM_ERROR
     assert response.remark == (
@@ -231,7 +229,7 @@ async def test_illegal_queue_id_is_system_error(broker: BrokerContext, peer_ctx:
 
 @pytest.mark.parametrize("expression", ["||", "||||"])
 async def test_malformed_subscription_is_parse_failed(
-    broker: BrokerContext, peer_ctx: RequestContext, expression: str
+    broker: BrokerState, peer_ctx: RequestContext, expression: str
 ) -> None:
     response = pull(broker, peer_ctx, pull_request(subscription=expression))
     assert (response.code, response.remark) == (
@@ -241,7 +239,7 @@ async def test_malformed_subscription_is_parse_failed(
 
 
 async def test_sql92_subscription_is_refused_without_property_filtering(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     response = pull(broker, peer_ctx, pull_request(subscription="a > 1", expressionType="SQL92"))
     assert (response.code, response.remark) == (
@@ -251,7 +249,7 @@ async def test_sql92_subscription_is_refused_without_property_filtering(
 
 
 async def test_missing_header_field_answers_system_error_with_the_offset_fields(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     req = pull_request()
     del req.ext_fields["queueOffset"]
@@ -261,7 +259,7 @@ async def test_missing_header_field_answers_system_error_with_the_offset_fields(
 
 
 async def test_suspend_without_a_hold_service_answers_not_found_at_once(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     response = await PullMessageProcessor(broker).process(peer_ctx, pull_request())
     assert response is not None and response.code == ResponseCode.PULL_NOT_FOUND
@@ -327,22 +325,31 @@ def test_pulling_to_the_end_returns_exactly_the_matching_messages_in_order(
 
 
 async def test_with_slave_read_enabled_the_group_broker_id_is_suggested(
-    broker: BrokerContext, peer_ctx: RequestContext
+    make_broker: MakeBroker, peer_ctx: RequestContext
 ) -> None:
-    import attrs
-
-    from broker.broker_config import BrokerConfig
-
-    # BrokerConfig does not declare slaveReadEnable yet; the processor reads it when present.
-    @attrs.frozen
-    class SlaveReadConfig(BrokerConfig):
-        slave_read_enable: bool = True
-
-    broker.config = SlaveReadConfig(**attrs.asdict(broker.config, recurse=False))
+    broker = make_broker(slave_read_enable=True)
     broker.groups.update(SubscriptionGroupConfig(GROUP, broker_id=1))
     await put(broker, peer_ctx, "T")
     response = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND))
     assert response.code == ResponseCode.SUCCESS and fields(response)[0] == 1
+
+
+async def test_without_slave_read_the_master_is_suggested(broker: BrokerState, peer_ctx: RequestContext) -> None:
+    broker.groups.update(SubscriptionGroupConfig(GROUP, broker_id=1))
+    await put(broker, peer_ctx, "T")
+    response = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND))
+    assert response.code == ResponseCode.SUCCESS and fields(response)[0] == 0
+
+
+async def test_a_broker_without_read_permission_refuses_pulls(
+    make_broker: MakeBroker, peer_ctx: RequestContext
+) -> None:
+    broker = make_broker(broker_permission=PERM_WRITE)
+    response = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND))
+    assert (response.code, response.remark) == (
+        ResponseCode.NO_PERMISSION,
+        "the broker[127.0.0.1] pulling message is forbidden",
+    )
 
 
 async def test_a_slave_never_moves_offsets_and_never_commits(make_broker: MakeBroker, peer_ctx: RequestContext) -> None:

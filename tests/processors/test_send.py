@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.context import BrokerContext
+from broker.context import BrokerState
 from processors.send import SendMessageProcessor, rewrite_properties
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -26,7 +26,7 @@ from store.metadata_files import PERM_READ, TopicConfig, TopicFilterType
 from tests.processors.conftest import TOPIC, MakeBroker, send_request, tags_props
 
 
-async def send(broker: BrokerContext, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
+async def send(broker: BrokerState, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand:
     response = await SendMessageProcessor(broker, rng=random.Random(7)).process(ctx, req)
     assert response is not None
     assert response.is_response and response.opaque == req.opaque
@@ -36,7 +36,7 @@ async def send(broker: BrokerContext, ctx: RequestContext, req: RemotingCommand)
     return response
 
 
-def stored(broker: BrokerContext, response: RemotingCommand) -> list[MessageExt]:
+def stored(broker: BrokerState, response: RemotingCommand) -> list[MessageExt]:
     records = []
     for msg_id in response.ext_fields["msgId"].split(","):
         decoded = decode_offset_msg_id(msg_id)
@@ -48,7 +48,7 @@ def stored(broker: BrokerContext, response: RemotingCommand) -> list[MessageExt]
 
 @pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2])
 async def test_send_stores_the_message_and_answers_msg_id_queue_and_offset(
-    broker: BrokerContext, peer_ctx: RequestContext, code: int
+    broker: BrokerState, peer_ctx: RequestContext, code: int
 ) -> None:
     first = await send(broker, peer_ctx, send_request(queue_id=2, properties=tags_props("TagA"), code=code))
     second = await send(broker, peer_ctx, send_request(queue_id=2, code=code))
@@ -64,7 +64,7 @@ async def test_send_stores_the_message_and_answers_msg_id_queue_and_offset(
 
 
 async def test_born_host_is_the_peer_address_and_ipv4_mapped_peers_store_four_bytes(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     (record,) = stored(broker, await send(broker, peer_ctx, send_request()))
     assert record.born_host == ("10.1.2.3", 40123)
@@ -75,13 +75,13 @@ async def test_born_host_is_the_peer_address_and_ipv4_mapped_peers_store_four_by
     assert not mapped.sys_flag & 0x10
 
 
-async def test_stored_properties_gain_cluster_and_lose_wait(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_stored_properties_gain_cluster_and_lose_wait(broker: BrokerState, peer_ctx: RequestContext) -> None:
     props = "UNIQ_KEY\x01ABC\x02WAIT\x01true\x02TAGS\x01TagA"
     (record,) = stored(broker, await send(broker, peer_ctx, send_request(properties=props)))
     assert record.properties == {"UNIQ_KEY": "ABC", "TAGS": "TagA", "CLUSTER": "DefaultCluster"}
 
 
-async def test_ali_ons_trailing_separator_is_kept_verbatim(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_ali_ons_trailing_separator_is_kept_verbatim(broker: BrokerState, peer_ctx: RequestContext) -> None:
     response = await send(broker, peer_ctx, send_request(properties="TAGS\x01null\x02KEYS\x01k1\x02"))
     (record,) = stored(broker, response)
     raw = broker.store.look_message_by_offset(decode_offset_msg_id(response.ext_fields["msgId"]).phy_offset)
@@ -98,7 +98,7 @@ async def test_ali_ons_trailing_separator_is_kept_verbatim(broker: BrokerContext
     ],
 )
 async def test_bad_topic_names_answer_system_error_with_rocketmq_remarks(
-    broker: BrokerContext, peer_ctx: RequestContext, topic: str, remark: str
+    broker: BrokerState, peer_ctx: RequestContext, topic: str, remark: str
 ) -> None:
     response = await send(broker, peer_ctx, send_request(topic))
     assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR, remark)
@@ -107,7 +107,7 @@ async def test_bad_topic_names_answer_system_error_with_rocketmq_remarks(
 
 @pytest.mark.parametrize("topic", ["SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "SELF_TEST_TOPIC"])
 async def test_sending_to_a_system_topic_is_forbidden(
-    broker: BrokerContext, peer_ctx: RequestContext, topic: str
+    broker: BrokerState, peer_ctx: RequestContext, topic: str
 ) -> None:
     response = await send(broker, peer_ctx, send_request(topic))
     assert response.code == ResponseCode.NO_PERMISSION
@@ -125,7 +125,7 @@ async def test_missing_topic_with_auto_create_off_answers_topic_not_exist(
 
 
 async def test_missing_topic_is_created_from_tbw102_with_the_clients_queue_count(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     changes: list[int] = []
     broker.topic_changed_hook = lambda: changes.append(1)
@@ -136,14 +136,14 @@ async def test_missing_topic_is_created_from_tbw102_with_the_clients_queue_count
     assert changes  # the name servers hear about it at once
 
 
-async def test_queue_id_beyond_the_topics_queues_is_illegal(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_queue_id_beyond_the_topics_queues_is_illegal(broker: BrokerState, peer_ctx: RequestContext) -> None:
     response = await send(broker, peer_ctx, send_request(queue_id=4))
     assert response.code == ResponseCode.SYSTEM_ERROR
     assert response.remark is not None and response.remark.startswith("request queueId[4] is illegal")
     assert "Producer: 10.1.2.3:40123" in response.remark
 
 
-async def test_negative_queue_id_picks_a_write_queue(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_negative_queue_id_picks_a_write_queue(broker: BrokerState, peer_ctx: RequestContext) -> None:
     processor = SendMessageProcessor(broker, rng=random.Random(7))
     seen = set()
     for _ in range(40):
@@ -154,7 +154,7 @@ async def test_negative_queue_id_picks_a_write_queue(broker: BrokerContext, peer
     assert seen == {0, 1, 2, 3}
 
 
-async def test_topic_without_write_permission_is_refused(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_topic_without_write_permission_is_refused(broker: BrokerState, peer_ctx: RequestContext) -> None:
     broker.topics.update_topic(TopicConfig("ReadOnly", 1, 1, PERM_READ))
     response = await send(broker, peer_ctx, send_request("ReadOnly"))
     assert (response.code, response.remark) == (
@@ -172,7 +172,7 @@ async def test_body_over_the_limit_is_message_illegal(make_broker: MakeBroker, p
 
 
 async def test_missing_header_field_answers_system_error_naming_it(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     req = send_request()
     del req.ext_fields["b"]
@@ -182,7 +182,7 @@ async def test_missing_header_field_answers_system_error_naming_it(
 
 
 async def test_store_refusing_writes_answers_service_not_available(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     broker.store.disk_full_reason = "disk is full"
     response = await send(broker, peer_ctx, send_request())
@@ -190,14 +190,14 @@ async def test_store_refusing_writes_answers_service_not_available(
     assert response.remark is not None and "disk is full" in response.remark
 
 
-async def test_multi_tag_topic_sets_the_multi_tags_sys_flag(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_multi_tag_topic_sets_the_multi_tags_sys_flag(broker: BrokerState, peer_ctx: RequestContext) -> None:
     broker.topics.update_topic(TopicConfig("Multi", 1, 1, topic_filter_type=TopicFilterType.MULTI_TAG))
     (record,) = stored(broker, await send(broker, peer_ctx, send_request("Multi")))
     assert record.sys_flag & SYSFLAG_MULTI_TAGS
 
 
 async def test_retry_send_below_max_reconsume_times_stays_in_the_retry_topic(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     req = send_request("%RETRY%G1", reconsumeTimes="3", maxReconsumeTimes="16")
     response = await send(broker, peer_ctx, req)
@@ -206,9 +206,7 @@ async def test_retry_send_below_max_reconsume_times_stays_in_the_retry_topic(
     assert record.topic == "%RETRY%G1" and record.reconsume_times == 3
 
 
-async def test_retry_send_at_max_reconsume_times_goes_to_the_dlq(
-    broker: BrokerContext, peer_ctx: RequestContext
-) -> None:
+async def test_retry_send_at_max_reconsume_times_goes_to_the_dlq(broker: BrokerState, peer_ctx: RequestContext) -> None:
     req = send_request("%RETRY%G1", properties="DELAY\x013", reconsumeTimes="2", maxReconsumeTimes="2")
     response = await send(broker, peer_ctx, req)
     assert response.code == ResponseCode.SUCCESS
@@ -227,7 +225,7 @@ async def test_retry_send_for_an_unknown_group_is_refused_when_groups_are_not_au
     assert response.remark is not None and response.remark.startswith("subscription group not exist, Nobody")
 
 
-async def test_transactional_send_is_stored_as_a_half_message(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_transactional_send_is_stored_as_a_half_message(broker: BrokerState, peer_ctx: RequestContext) -> None:
     props = "TRAN_MSG\x01true\x02PGROUP\x01PG\x02UNIQ_KEY\x01U1"
     response = await send(broker, peer_ctx, send_request(queue_id=1, properties=props, sysFlag="4"))
     assert response.code == ResponseCode.SUCCESS
@@ -240,7 +238,7 @@ async def test_transactional_send_is_stored_as_a_half_message(broker: BrokerCont
 
 
 async def test_batch_send_stores_consecutive_records_and_joins_their_msg_ids(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     entries = [BatchEntry(f"m{i}".encode(), f"UNIQ_KEY\x01U{i}\x02TAGS\x01T{i}", i) for i in range(3)]
     req = send_request(queue_id=1, properties="WAIT\x01true", code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
@@ -255,7 +253,7 @@ async def test_batch_send_stores_consecutive_records_and_joins_their_msg_ids(
     assert [r.flag for r in records] == [0, 1, 2]
 
 
-async def test_batch_send_to_a_retry_topic_is_illegal(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_batch_send_to_a_retry_topic_is_illegal(broker: BrokerState, peer_ctx: RequestContext) -> None:
     body = encode_batch_body([BatchEntry(b"x")])
     req = send_request("%RETRY%G1", code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
     req = RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields, body=body)
@@ -266,7 +264,7 @@ async def test_batch_send_to_a_retry_topic_is_illegal(broker: BrokerContext, pee
     )
 
 
-async def test_garbled_batch_body_is_message_illegal(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_garbled_batch_body_is_message_illegal(broker: BrokerState, peer_ctx: RequestContext) -> None:
     req = send_request(code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
     req = RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields, body=b"\x00\x00\x00\x30garbage")
     response = await send(broker, peer_ctx, req)
@@ -305,21 +303,29 @@ async def test_sync_flush_send_waits_for_the_flush_unless_wait_is_false(
 
 
 async def test_transactional_send_is_refused_when_the_broker_rejects_transactions(
-    broker: BrokerContext, peer_ctx: RequestContext
+    make_broker: MakeBroker, peer_ctx: RequestContext
 ) -> None:
-    import attrs
-
-    from broker.broker_config import BrokerConfig
-
-    # BrokerConfig does not declare rejectTransactionMessage yet; the processor reads it when present.
-    @attrs.frozen
-    class RejectingConfig(BrokerConfig):
-        reject_transaction_message: bool = True
-
-    broker.config = RejectingConfig(**attrs.asdict(broker.config, recurse=False))
+    broker = make_broker(reject_transaction_message=True)
     response = await send(broker, peer_ctx, send_request(properties="TRAN_MSG\x01true\x02PGROUP\x01PG", sysFlag="4"))
     assert (response.code, response.remark) == (
         ResponseCode.NO_PERMISSION,
-        "the broker[127.0.0.1:10911] sending transaction message is forbidden",
+        "the broker[127.0.0.1] sending transaction message is forbidden",
     )
     assert broker.store.max_phy_offset == 0
+    plain = await send(broker, peer_ctx, send_request())
+    assert plain.code == ResponseCode.SUCCESS
+
+
+async def test_a_broker_without_write_permission_refuses_only_order_topics(
+    make_broker: MakeBroker, peer_ctx: RequestContext
+) -> None:
+    # RocketMQ's msgCheck: a read-only broker leaves the route's write queues, so only an order topic's producer, which
+    # picks its queue itself, still reaches it.
+    broker = make_broker(broker_permission=PERM_READ)
+    broker.topics.update_topic(TopicConfig("Ordered", 4, 4, order=True))
+    refused = await send(broker, peer_ctx, send_request(topic="Ordered"))
+    assert (refused.code, refused.remark) == (
+        ResponseCode.NO_PERMISSION,
+        "the broker[127.0.0.1] sending message is forbidden",
+    )
+    assert (await send(broker, peer_ctx, send_request())).code == ResponseCode.SUCCESS

@@ -7,7 +7,7 @@ import orjson
 import trio
 import trio.testing
 
-from broker.context import BrokerContext
+from broker.context import BrokerState
 from broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE, TOPIC_PUT_NUMS
 from processors.admin import AdminBrokerProcessor
 from processors.pull import PullMessageProcessor
@@ -32,7 +32,7 @@ def rates(text: str) -> list[float]:
 
 
 async def test_put_and_pull_rates_come_out_right_in_virtual_time(
-    broker: BrokerContext, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
 ) -> None:
     send, pull = SendMessageProcessor(broker), PullMessageProcessor(broker)
     admin, stats = AdminBrokerProcessor(broker), StatsProcessor(broker)
@@ -96,7 +96,7 @@ async def test_put_and_pull_rates_come_out_right_in_virtual_time(
     assert listed.total_diff == 5 and listed.broker_addr == broker.broker_addr
 
 
-async def test_unknown_stats_item_answers_javas_remark(broker: BrokerContext, peer_ctx: RequestContext) -> None:
+async def test_unknown_stats_item_answers_javas_remark(broker: BrokerState, peer_ctx: RequestContext) -> None:
     answer = await StatsProcessor(broker).process(
         peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": TOPIC_PUT_NUMS, "statsKey": "Nope"})
     )
@@ -107,7 +107,7 @@ async def test_unknown_stats_item_answers_javas_remark(broker: BrokerContext, pe
 
 
 async def test_messages_recovered_at_start_are_not_counted_as_puts(
-    broker: BrokerContext, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
 ) -> None:
     send = SendMessageProcessor(broker)
     for _ in range(3):
@@ -121,7 +121,7 @@ async def test_messages_recovered_at_start_are_not_counted_as_puts(
     assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "1"
 
 
-def _offset_moved_events(broker: BrokerContext) -> list[dict[str, object]]:
+def _offset_moved_events(broker: BrokerState) -> list[dict[str, object]]:
     result = broker.store.get(OFFSET_MOVED_EVENT, 0, 0, 32)
     events = []
     for record in result.messages:
@@ -133,7 +133,7 @@ def _offset_moved_events(broker: BrokerContext) -> list[dict[str, object]]:
 
 
 async def test_a_moved_pull_on_a_master_stores_an_offset_moved_event(
-    broker: BrokerContext, peer_ctx: RequestContext
+    broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
     send, pull = SendMessageProcessor(broker), PullMessageProcessor(broker)
     for _ in range(3):

@@ -245,3 +245,19 @@ async def test_send_back_for_a_group_without_retry_queues_drops_the_message(
     store = embedded_cluster.controller.context.store
     assert store.max_offset_in_queue(SCHEDULE_TOPIC, 2) == 0
     assert embedded_cluster.controller.context.topics.get("%RETRY%cg-no-retry") is None
+
+
+async def test_a_broker_made_read_only_at_run_time_refuses_send_backs(embedded_cluster: EmbeddedCluster) -> None:
+    await create_topic(embedded_cluster, "SendBackReadOnly")
+    async with Producer("pg-read-only", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("SendBackReadOnly", b"ro"))
+    offset = str(decode_offset_msg_id(sent.offset_msg_id).phy_offset)
+    async with RemotingClient() as client:
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=4\n")
+        assert (await client.invoke(embedded_cluster.broker_addr, update, 3.0)).code == ResponseCode.SUCCESS
+    refused = await _send_back(embedded_cluster, offset=offset, group="cg-read-only", delayLevel="0")
+    assert (refused.code, refused.remark) == (
+        ResponseCode.NO_PERMISSION,
+        "the broker[127.0.0.1] sending message is forbidden",
+    )
+    assert embedded_cluster.controller.context.store.max_offset_in_queue("%RETRY%cg-read-only", 0) == 0

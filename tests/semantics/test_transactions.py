@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -17,6 +18,7 @@ from broker.embedded import EmbeddedCluster
 from client import sync
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.errors import SendFailedError
 from client.message import Message, MessageExt
 from client.producer import Producer
 from client.transaction import LocalTransactionState, TransactionProducer
@@ -392,6 +394,24 @@ async def test_a_repeated_commit_right_after_a_restart_is_acknowledged_not_store
     answer = await _end_transaction(embedded_cluster, "tx-pg", result.send_result.queue_offset, phy)
     assert answer == (ResponseCode.SUCCESS, None)
     assert [m.body for m in _visible(embedded_cluster)] == [b"once"]
+
+
+async def test_rejecting_transactions_refuses_new_half_messages_but_lets_accepted_ones_end(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
+        accepted = await producer.send_message_in_transaction(Message(TOPIC, b"accepted"))
+        async with RemotingClient() as client:
+            update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"rejectTransactionMessage=true\n")
+            assert (await client.invoke(embedded_cluster.broker_addr, update, 3.0)).code == ResponseCode.SUCCESS
+        with pytest.raises(SendFailedError, match="sending transaction message is forbidden"):
+            await producer.send_message_in_transaction(Message(TOPIC, b"refused"))
+    assert embedded_cluster.controller.context.store.max_offset_in_queue(TRANS_HALF_TOPIC, 0) == 1
+    phy = decode_offset_msg_id(accepted.send_result.offset_msg_id).phy_offset
+    answer = await _end_transaction(embedded_cluster, "tx-pg", accepted.send_result.queue_offset, phy)
+    assert answer == (ResponseCode.SUCCESS, None)
+    assert [m.body for m in _visible(embedded_cluster)] == [b"accepted"]
 
 
 async def test_a_slave_refuses_to_end_transactions(tmp_path: Path) -> None:

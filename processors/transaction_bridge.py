@@ -23,10 +23,11 @@ append renewals without an END_TRANSACTION interleaving. Store refusals propagat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Final
 
-from broker.context import BrokerContext
+from processors.context import BrokerContext
+from processors.send import DelayRewrite
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import (
     SYSFLAG_TRANSACTION_MASK,
@@ -79,10 +80,6 @@ def origin_of(half: MessageExt) -> int:
         except ValueError:
             pass
     return half.queue_offset
-
-
-#: The delay-level seam: a record and its level in, the record to append (in ``SCHEDULE_TOPIC_XXXX``) out.
-DelayRewrite = Callable[[MessageRecord, int], MessageRecord]
 
 
 def delay_level_of(props: dict[str, str]) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from broker.context import BrokerContext
+from processors.context import BrokerContext
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import dumps_mq_map
 from remoting.codec.codes import RequestCode, ResponseCode
