@@ -85,7 +85,7 @@ def get_message(
     if offset == hi:
         return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
     if offset > hi:
-        return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, 0 if lo == 0 else hi, lo, hi)
+        return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
     entries = cq.iter_entries(offset, max(MIN_SCAN_ENTRIES, max_msgs))
     if entries is None:
         return GetResult(GetStatus.OFFSET_FOUND_NULL, cq.next_file_start(offset), lo, hi)

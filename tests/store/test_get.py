@@ -21,7 +21,9 @@ def test_unknown_queue_empty_queue_and_offset_statuses(tmp_path: Path) -> None:
     r = store.get("TopicTest", 0, 3, 32)
     assert (r.status, r.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_ONE, 3)
     r = store.get("TopicTest", 0, 9, 32)
-    assert (r.status, r.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 0)
+    # RocketMQ 4.9.4 on (DefaultMessageStore.getMessage): the queue's end, even when its min offset is 0; earlier
+    # releases sent such a consumer back to 0, to consume the whole queue again.
+    assert (r.status, r.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 3)
     r = store.get("TopicTest", 0, 1, 32)
     assert (r.status, r.next_begin_offset, r.message_count) == (GetStatus.FOUND, 3, 2)
     assert [decode_record(m).queue_offset for m in r.messages] == [1, 2]
