@@ -49,8 +49,8 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) data
 
-# Real RocketMQ clients for tests/e2e (reference/clients.md): ali-ons under tests/e2e/node, the C++ core's Python
-# wrapper in its own venv (its module is named `rocketmq`). Stamps make a second run a no-op.
+# Real RocketMQ clients for tests/e2e (docs/protocol.md#9-real-clients): ali-ons under tests/e2e/node, the C++ core's
+# Python wrapper in its own venv (its module is named `rocketmq`). Stamps make a second run a no-op.
 .PHONY: e2e-deps
 E2E_NODE := tests/e2e/node
 E2E_CVS := .venv-cvs

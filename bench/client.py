@@ -1,4 +1,5 @@
-"""End-to-end producer -> consumer throughput and latency through our client, beside issue 4's raw driver.
+"""End-to-end producer -> consumer throughput and latency through our client, beside the raw driver of
+``bench.broker`` (``send_load``).
 
 The embedded cluster (name server + broker, ASYNC_FLUSH, temporary data) runs in its own process
 (``python -m bench.client serve``) and the load in this one. One JSON object per line::
@@ -11,8 +12,8 @@ The embedded cluster (name server + broker, ASYNC_FLUSH, temporary data) runs in
 
 - ``send``: :meth:`client.producer.Producer.send` with ``inflight`` concurrent senders on one connection against the
   raw driver (``bench.broker.send_load``: prebuilt SEND_MESSAGE_V2 requests through ``RemotingClient``);
-  ``cost_ratio`` = raw_rps / client_rps, i.e. the client's cost per message relative to the raw driver's (the issue's
-  target is < 1.5);
+  ``cost_ratio`` = raw_rps / client_rps, i.e. the client's cost per message relative to the raw driver's (the target
+  is < 1.5);
 - ``e2e``: ``messages`` messages sent with ``inflight`` in flight while a consumer long-polls the topic's 4 queues;
   throughput is messages over the time from the first send to the last receipt; latency is per message, from just
   before its send to its receipt (the send time travels in the body; both ends are in this process). ``client`` is a

@@ -20,7 +20,7 @@ run in this one. One JSON object per line::
   message is sent and the time until its batch reaches the sink is measured, ``rounds`` times.
   ``trigger_p50_ms`` is the median ``triggerExecution`` of the batches that carried a row.
 
-``--messages 1000000`` is the issue's figure; the default is smaller so a run takes seconds. ``--profile`` re-runs
+``--messages 1000000`` is the full-size run; the default is smaller so a run takes seconds. ``--profile`` re-runs
 under ``py-spy record --subprocesses`` (Spark's Python workers included) into ``bench/results/spark.svg``.
 """
 

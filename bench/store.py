@@ -1,4 +1,4 @@
-"""Store throughput against the raw floor measured in the same run (issue 3's benchmark list).
+"""Store throughput against the raw floor measured in the same run.
 
 Cases (one JSON object per line on stdout):
 
@@ -19,7 +19,7 @@ Cases (one JSON object per line on stdout):
   with CRC) and with a recent checkpoint (only the tail); ``--size`` sets the log size (``--size 1GiB``).
 
 ``--profile`` re-runs the measurement under ``py-spy record`` and writes ``bench/results/store.svg``.
-Targets from the issue: append >= 0.25x floor, batch >= 0.5x floor, 64 writers >= 10x one writer.
+Targets (docs/PERFORMANCE.md): append >= 0.25x floor, batch >= 0.5x floor, 64 writers >= 10x one writer.
 """
 
 from __future__ import annotations

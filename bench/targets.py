@@ -1,4 +1,4 @@
-"""``python -m bench.targets``: every issue-8 throughput and footprint target, measured in one run.
+"""``python -m bench.targets``: every throughput and footprint target of docs/PERFORMANCE.md, measured in one run.
 
 Each case runs an existing tool in a child process, one after the other (so they never share the 2 CPUs), and
 reads its JSON summary; nothing is re-implemented here:
@@ -166,7 +166,7 @@ def run_case(case: Case, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def render(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="issue 8 targets, one run")
+    table = Table(title="performance targets, one run")
     for column in ("case", "target", "measured", "met", "x of target"):
         table.add_column(column, justify="right" if column in ("measured", "x of target") else "left")
     for row in rows:

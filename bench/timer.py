@@ -14,7 +14,7 @@ line::
   message back and append it to its real topic; ``ratio_to_file`` = fire / file throughput.
 
 Store and timer run in this process over a temporary directory on the store's test clock (no sleeping). The default
-(100 000 timers) takes a few seconds; the issue's figure is ``--timers 1000000`` (about a minute on 2 vCPUs).
+(100 000 timers) takes a few seconds; the full-size run is ``--timers 1000000`` (about a minute on 2 vCPUs).
 ``--profile`` re-runs the measurement under ``py-spy record`` and writes ``bench/results/timer.svg``.
 """
 
@@ -112,7 +112,7 @@ def measure(timers: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("--timers", type=int, default=100_000, help="pending timers (the issue asks for 1000000)")
+    parser.add_argument("--timers", type=int, default=100_000, help="pending timers (the full-size run: 1000000)")
     parser.add_argument("--profile", action="store_true", help="re-run under py-spy: bench/results/timer.svg")
     args = parser.parse_args()
     measure(args.timers)

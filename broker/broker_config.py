@@ -97,7 +97,8 @@ class BrokerConfig:
     send_thread_pool_queue_capacity: int = 10_000
     pull_thread_pool_queue_capacity: int = 100_000
     admin_thread_pool_queue_capacity: int = 100_000
-    #: Transactions (behaviour.md 7): a half message is checked once older than this (ms, since its born time)...
+    #: Transactions (docs/protocol.md#78-transactions): a half message is checked once older than this (ms, since its
+    #: born time)...
     transaction_time_out: int = 6000
     #: ...at most this many times, then discarded to TRANS_CHECK_MAX_TIME_TOPIC...
     transaction_check_max: int = 15

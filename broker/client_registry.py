@@ -1,5 +1,6 @@
-"""``ClientRegistry``: producers and consumers known from heartbeats (behaviour.md 2.4), RocketMQ's ``ProducerManager``
-and ``ConsumerManager`` in one place.
+"""``ClientRegistry``: producers and consumers known from heartbeats
+(docs/protocol.md#74-client-registry-and-heartbeats), RocketMQ's ``ProducerManager`` and ``ConsumerManager`` in one
+place.
 
 State: per producer group and per consumer group, the live channels (one :class:`ClientChannelInfo` per connection:
 client id, language, version, last heartbeat on Trio's clock). Per consumer group also its consume type, message

@@ -1,4 +1,4 @@
-"""``BrokerController``: one broker assembled in one nursery tree (DESIGN.md "broker/").
+"""``BrokerController``: one broker assembled in one nursery tree (docs/architecture.md#layers).
 
 Usage::
 
@@ -15,8 +15,9 @@ close listener tells the client registry) and the name-server registration, then
 service, registration, which unregisters from every name server), then the back (the store flushes, checkpoints and
 unmaps; each manager saves its file one last time), so no request runs against a closing store.
 
-Request routing follows behaviour.md 1.3: each code goes to its processor on the pool Java uses for it; unknown codes
-answer REQUEST_CODE_NOT_SUPPORTED.
+Request routing follows the table of docs/protocol.md#21-requests-rocketrio-serves: each code goes to its processor on
+the pool Java uses for it (docs/protocol.md#714-processor-pools-and-flow-control); unknown codes answer
+REQUEST_CODE_NOT_SUPPORTED.
 
 Errors before ``task_status.started``: ``OSError`` when the port cannot be bound or the store directory is unusable,
 :class:`~store.errors.StoreError` subclasses (a store locked by another process, corrupt config files).

@@ -1,4 +1,5 @@
-"""``RebalanceLockManager``: queue locks for orderly consumption (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ, behaviour.md 2.4).
+"""``RebalanceLockManager``: queue locks for orderly consumption (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ,
+docs/protocol.md#74-client-registry-and-heartbeats).
 
 A lock on (group, MessageQueue) belongs to one client id and lives ``max_live_time`` seconds (60 s) after that client's
 last lock request; the owner re-locks every 20 s to keep it. Another client takes the queue only once the lock has

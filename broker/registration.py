@@ -1,4 +1,5 @@
-"""Broker registration with every name server (behaviour.md 11, protocol.md 3.12 and 6.5).
+"""Broker registration with every name server (docs/protocol.md#82-liveness-timings,
+docs/protocol.md#314-name-server-headers and docs/protocol.md#46-registerbrokerbody).
 
 :class:`BrokerRegistration` sends REGISTER_BROKER to **each** configured name server: once at start, then every
 ``registerNameServerPeriod`` (30 s, clamped to [10 s, 60 s]), and at once whenever :meth:`trigger` is called (the

@@ -1,4 +1,5 @@
-"""``ScheduleMessageService``: delay levels (behaviour.md 6.1-6.2, store.md 8.3).
+"""``ScheduleMessageService``: delay levels (docs/protocol.md#77-delay-levels; ``delayOffset.json``:
+docs/protocol.md#67-config-files).
 
 Storage: :meth:`ScheduleMessageService.rewrite` is the send path's ``DelayRewrite`` seam. A message with ``DELAY=n``
 (clamped to the highest level) is stored in ``SCHEDULE_TOPIC_XXXX`` queue ``n - 1`` with ``REAL_TOPIC``/``REAL_QID``

@@ -1,4 +1,5 @@
-"""``SubscriptionGroupManager``: consumer group settings and ``config/subscriptionGroup.json`` (protocol.md 6.8).
+"""``SubscriptionGroupManager``: consumer group settings and ``config/subscriptionGroup.json``
+(docs/protocol.md#410-subscriptiongroupconfig, docs/protocol.md#67-config-files).
 
 Java pre-creates a handful of tool and system groups; every other group is created on first use
 (:meth:`SubscriptionGroupManager.find`) when ``autoCreateSubscriptionGroup`` is on, or when it is a system group

@@ -1,4 +1,5 @@
-"""``TopicConfigManager``: the broker's topic table, its DataVersion and ``config/topics.json`` (behaviour.md 2.2, 2.3).
+"""``TopicConfigManager``: the broker's topic table, its DataVersion and ``config/topics.json``
+(docs/protocol.md#72-system-topics, docs/protocol.md#73-topic-auto-creation).
 
 Life cycle: construct, :meth:`TopicConfigManager.load` (blocking: reads ``topics.json``; system topics are added first
 and the file's entries override them, as Java does), then run :meth:`TopicConfigManager.run` in the broker's nursery:
@@ -52,7 +53,7 @@ DLQ_NUMS_PER_GROUP = 1
 
 
 def system_topics(config: BrokerConfig) -> list[TopicConfig]:
-    """The topics a broker creates at start (behaviour.md 2.2), in Java's order."""
+    """The topics a broker creates at start (docs/protocol.md#72-system-topics), in Java's order."""
     cluster_perm = PERM_INHERIT | (PERM_RW if config.cluster_topic_enable else 0)
     broker_perm = PERM_INHERIT | (PERM_RW if config.broker_topic_enable else 0)
     topics = [TopicConfig(SELF_TEST_TOPIC, 1, 1, PERM_RW)]
@@ -145,7 +146,8 @@ class TopicConfigManager:
     def create_topic_in_send_process(
         self, topic: str, default_topic: str, queue_nums: int, topic_sys_flag: int = 0
     ) -> TopicConfig | None:
-        """The TBW102 mechanism (behaviour.md 2.3): the topic's config, creating it from ``default_topic``.
+        """The TBW102 mechanism (docs/protocol.md#73-topic-auto-creation): the topic's config, creating it from
+        ``default_topic``.
 
         Creation needs ``default_topic`` to exist with the inherit bit; then the new topic gets
         ``min(queue_nums, default's write queues)`` queues and the default's perm without inherit. When
@@ -186,7 +188,8 @@ class TopicConfigManager:
         return self.update_topic(TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag))
 
     def create_retry_topic(self, group: str, queue_nums: int = 1) -> TopicConfig:
-        """``%RETRY%group`` with ``queue_nums`` queues, perm RW (behaviour.md 2.5); existing configs are kept."""
+        """``%RETRY%group`` with ``queue_nums`` queues, perm RW (docs/protocol.md#74-client-registry-and-heartbeats);
+        existing configs are kept."""
         return self.create_topic_in_send_back_process(retry_topic(group), queue_nums)
 
     def create_dlq_topic(self, group: str) -> TopicConfig:

@@ -1,6 +1,7 @@
-"""``Producer.send_async`` without a task per message (issue 8): :class:`AsyncSend` writes the request and lets the
-connection's reader hand the response to :meth:`AsyncSend._on_outcome`, which turns it into the
-:class:`~client.message.SendResult` or the exception the user's callback gets.
+"""``Producer.send_async`` without a task per message (for the async-send throughput target of docs/PERFORMANCE.md):
+:class:`AsyncSend` writes the request and lets the connection's reader hand the response to
+:meth:`AsyncSend._on_outcome`, which turns it into the :class:`~client.message.SendResult` or the exception the user's
+callback gets.
 
 Same outcomes as the awaitable path (``Producer._send_with_retries``): up to ``1 + retries`` attempts, each on the
 next queue avoiding the broker that just failed, retrying on transport errors and on the response codes Java retries

@@ -31,7 +31,7 @@ __all__ = [
     "uniq_msg_id",
 ]
 
-#: sysFlag bits 8-10: compression type (protocol.md 4.1). 0 (old clients) and 3 both mean zlib.
+#: sysFlag bits 8-10: compression type (docs/protocol.md#52-message-sysflag). 0 (old clients) and 3 both mean zlib.
 COMPRESSION_TYPE_MASK = 0x700
 COMPRESSION_ZLIB = 3 << 8
 

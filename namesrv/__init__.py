@@ -1,4 +1,5 @@
-"""The name server (behaviour.md 11, protocol.md 3.12): brokers register their routes, clients ask for them.
+"""The name server (docs/protocol.md#8-name-server-behaviour, docs/protocol.md#314-name-server-headers): brokers
+register their routes, clients ask for them.
 
 Modules: :mod:`namesrv.route_table` (the state and its rules), :mod:`namesrv.kv_config` (namespaced KV config in
 ``kvConfig.json``), :mod:`namesrv.processor` (request in, response out), :mod:`namesrv.liveness` (the 10 s scan),

@@ -1,4 +1,5 @@
-"""The name server's KV config: ``namespace -> {key: value}``, persisted to ``kvConfig.json`` (store.md 8.5).
+"""The name server's KV config: ``namespace -> {key: value}``, persisted to ``kvConfig.json``
+(docs/protocol.md#67-config-files).
 
 Namespace ``ORDER_TOPIC_CONFIG`` holds per-topic order configs (``brokerName:queueNum;...``) that REGISTER_BROKER and
 GET_ROUTEINFO_BY_TOPIC hand out.

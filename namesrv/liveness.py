@@ -1,5 +1,5 @@
 """The broker liveness scan: every ``interval`` seconds (first after ``initial_delay``), drop brokers that have not
-registered for the route table's expiry and close their connections (behaviour.md 11).
+registered for the route table's expiry and close their connections (docs/protocol.md#82-liveness-timings).
 
 A Trio service: start it with ``await nursery.start(run_liveness_scan, route_table)`` and stop it by cancelling the
 nursery. Time is Trio's clock, the same one the processor stamps registrations with, so tests run it under

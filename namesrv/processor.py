@@ -1,4 +1,5 @@
-"""The name server's request processor: RocketMQ's ``DefaultRequestProcessor`` (protocol.md 3.12).
+"""The name server's request processor: RocketMQ's ``DefaultRequestProcessor``
+(docs/protocol.md#314-name-server-headers).
 
 Command in, command out: :meth:`NamesrvProcessor.handle` needs no socket, only the request and (for REGISTER_BROKER)
 an object identifying the broker's connection, so a closed connection can drop the broker at once.

@@ -1,4 +1,5 @@
-"""The name server's route table: RocketMQ's ``RouteInfoManager`` (behaviour.md 11, protocol.md 3.12).
+"""The name server's route table: RocketMQ's ``RouteInfoManager`` (docs/protocol.md#81-registration-and-the-route-table,
+docs/protocol.md#314-name-server-headers).
 
 State, all keyed the way Java keys it:
 

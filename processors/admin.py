@@ -1,6 +1,7 @@
-"""Broker admin requests (protocol.md 3.11 and the admin codes of 2.1): topics, subscription groups, runtime info,
-topic and consume stats, connection lists, broker config, and the consume-progress tools of ``mqadmin``.
-RocketMQ's ``AdminBrokerProcessor``, for the codes ``mqadmin`` and the dashboards use most.
+"""Broker admin requests (docs/protocol.md#313-broker-admin-headers and the admin codes of
+docs/protocol.md#21-requests-rocketrio-serves): topics, subscription groups, runtime info, topic and consume stats,
+connection lists, broker config, and the consume-progress tools of ``mqadmin``. RocketMQ's ``AdminBrokerProcessor``,
+for the codes ``mqadmin`` and the dashboards use most.
 
 Contract: command in, command out. Topic changes go through the topic manager, which re-registers with the name
 servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod:`remoting.codec.bodies`.

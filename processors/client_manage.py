@@ -1,6 +1,6 @@
-"""Client management requests (protocol.md 3.6, behaviour.md 2.4/2.5): HEART_BEAT, UNREGISTER_CLIENT,
-GET_CONSUMER_LIST_BY_GROUP and CHECK_CLIENT_CONFIG. RocketMQ's ``ClientManageProcessor`` and the consumer-list half of
-``ConsumerManageProcessor``.
+"""Client management requests (docs/protocol.md#38-client-management-headers,
+docs/protocol.md#74-client-registry-and-heartbeats): HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP and
+CHECK_CLIENT_CONFIG. RocketMQ's ``ClientManageProcessor`` and the consumer-list half of ``ConsumerManageProcessor``.
 
 Contract: command in, command out, state in the :class:`~broker.context.BrokerContext` managers. A heartbeat
 auto-creates each consumer group's subscription config (when allowed) and its ``%RETRY%group`` topic, registers

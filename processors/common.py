@@ -72,5 +72,6 @@ def _physical_memory() -> int:
         return 8 << 30
 
 
-#: Bytes behind the CommitLog head beyond which a message is "on disk" (behaviour.md 4.3, 5.2).
+#: Bytes behind the CommitLog head beyond which a message is "on disk" (docs/protocol.md#710-pull-batch-limits,
+#: docs/protocol.md#712-consumer-offset-queries).
 IN_MEMORY_DISTANCE: Final = _physical_memory() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO // 100

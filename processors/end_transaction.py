@@ -1,13 +1,14 @@
-"""END_TRANSACTION (37): :class:`EndTransactionProcessor` commits or rolls back a half message (behaviour.md 7,
-protocol.md 3.8). Java clients send it oneway; answered only when it is not.
+"""END_TRANSACTION (37): :class:`EndTransactionProcessor` commits or rolls back a half message
+(docs/protocol.md#78-transactions, docs/protocol.md#310-transaction-headers). Java clients send it oneway; answered
+only when it is not.
 
 Checks, in Java's order and with its remarks (each failure is SYSTEM_ERROR): the half message at
 ``commitLogOffset`` exists (ours: and lives in ``RMQ_SYS_TRANS_HALF_TOPIC``, so a commit cannot re-publish an ordinary
 message), its ``PGROUP`` equals ``producerGroup``, its queue offset equals ``tranStateTableOffset``. Then:
 
 - commit (8): append the real message (:meth:`TransactionalMessageBridge.put_commit_message`; one carrying ``DELAY``
-  goes to the delay-level schedule through the bridge's ``delay_rewrite`` seam, behaviour.md 3 step 10), then the op
-  message;
+  goes to the delay-level schedule through the bridge's ``delay_rewrite`` seam, step 10 of
+  docs/protocol.md#75-send-checks), then the op message;
 - rollback (12): the op message only, so the half message never becomes visible;
 - a transaction whose op message is already in the check window (a second answer) is acknowledged, not redone;
 - unknown (0) or any other value: nothing (Java ignores it; a non-oneway request gets SUCCESS).

@@ -1,4 +1,5 @@
-"""``HoldService``: long polling for PULL_MESSAGE (Java's ``PullRequestHoldService``, behaviour.md 4.5).
+"""``HoldService``: long polling for PULL_MESSAGE (Java's ``PullRequestHoldService``,
+docs/protocol.md#711-long-polling).
 
 A pull that found nothing (PULL_NOT_FOUND) with the SUSPEND flag on its first execution is parked here under
 ``topic@queueId`` instead of being answered. It leaves the table exactly once, when

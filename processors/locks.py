@@ -1,4 +1,5 @@
-"""LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42): queue locks for orderly consumers (protocol.md 3.9).
+"""LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42): queue locks for orderly consumers
+(docs/protocol.md#311-queue-lock-requests).
 
 Lock answers SUCCESS with ``{"lockOKMQSet": [...]}``: the queues the caller holds after the request (newly locked or
 refreshed). Unlock answers SUCCESS (no answer when sent oneway) and releases only the caller's locks. The semantics

@@ -2,9 +2,9 @@
 
 - QUERY_CONSUMER_OFFSET (14): the committed offset; for a group that never committed on this queue, SUCCESS with 0
   when the queue is young (min offset <= 0 and its first message still "in memory"), else QUERY_NOT_FOUND (22) with
-  Java's remark (behaviour.md 5.2);
+  Java's remark (docs/protocol.md#712-consumer-offset-queries);
 - UPDATE_CONSUMER_OFFSET (15): commit, answered SUCCESS with flag 0 and not at all when oneway (the dispatcher's
-  rule), no bounds check (behaviour.md 5.1);
+  rule), no bounds check (docs/protocol.md#712-consumer-offset-queries);
 - SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32): always
   SUCCESS, 0 for unknown queues (-1 store time when the queue holds nothing).
 

@@ -1,22 +1,22 @@
 """PULL_MESSAGE (11): :class:`PullMessageProcessor`, with long polling through :class:`~processors.hold.HoldService`.
 
-Checks, in Java's order (behaviour.md 4.1): broker readable, group known (auto-created when allowed) and allowed to
-consume, topic known and readable, queue id within ``readQueueNums``, then the subscription: parsed from the request
-when the SUBSCRIPTION flag is set (SUBSCRIPTION_PARSE_FAILED on a malformed expression), otherwise the group's
-heartbeat subscription (SUBSCRIPTION_NOT_EXIST, NO_PERMISSION for a forbidden broadcast, SUBSCRIPTION_NOT_LATEST).
-TAG expressions filter on the consume-queue tags code. SQL92 expressions are served when ``enablePropertyFilter`` is
-on (otherwise, and for other expression types, SYSTEM_ERROR as in Java): compiled once per ``(group, topic,
-subVersion)`` by :class:`~processors.filter.ConsumerFilterCache` and evaluated on each candidate's properties read
-from its CommitLog record; a malformed one answers SUBSCRIPTION_PARSE_FAILED with the parser's message (from the
-request or from the heartbeat; Java answers FILTER_DATA_NOT_EXIST for the latter). A parked SQL92 pull wakes only
-for an arriving message its filter matches.
+Checks, in Java's order (docs/protocol.md#79-pull-checks-and-results): broker readable, group known (auto-created when
+allowed) and allowed to consume, topic known and readable, queue id within ``readQueueNums``, then the subscription:
+parsed from the request when the SUBSCRIPTION flag is set (SUBSCRIPTION_PARSE_FAILED on a malformed expression),
+otherwise the group's heartbeat subscription (SUBSCRIPTION_NOT_EXIST, NO_PERMISSION for a forbidden broadcast,
+SUBSCRIPTION_NOT_LATEST). TAG expressions filter on the consume-queue tags code. SQL92 expressions are served when
+``enablePropertyFilter`` is on (otherwise, and for other expression types, SYSTEM_ERROR as in Java): compiled once per
+``(group, topic, subVersion)`` by :class:`~processors.filter.ConsumerFilterCache` and evaluated on each candidate's
+properties read from its CommitLog record; a malformed one answers SUBSCRIPTION_PARSE_FAILED with the parser's message
+(from the request or from the heartbeat; Java answers FILTER_DATA_NOT_EXIST for the latter). A parked SQL92 pull wakes
+only for an arriving message its filter matches.
 
-The store result maps to a code and ``nextBeginOffset`` by the table of behaviour.md 4.2. **Every** response, errors
-included, carries ``suggestWhichBrokerId``, ``nextBeginOffset``, ``minOffset`` and ``maxOffset`` (clients read them
-unconditionally). A FOUND body is the raw CommitLog records concatenated, never re-encoded. The COMMIT flag stores
-``commitOffset`` on the first execution only (on a master). A PULL_NOT_FOUND with the SUSPEND flag on the first
-execution is parked in the hold service and answered later (``process`` returns ``None``); the re-run neither
-suspends nor commits.
+The store result maps to a code and ``nextBeginOffset`` by the store-status table of
+docs/protocol.md#79-pull-checks-and-results. **Every** response, errors included, carries ``suggestWhichBrokerId``,
+``nextBeginOffset``, ``minOffset`` and ``maxOffset`` (clients read them unconditionally). A FOUND body is the raw
+CommitLog records concatenated, never re-encoded. The COMMIT flag stores ``commitOffset`` on the first execution only
+(on a master). A PULL_NOT_FOUND with the SUSPEND flag on the first execution is parked in the hold service and answered
+later (``process`` returns ``None``); the re-run neither suspends nor commits.
 
 :meth:`PullMessageProcessor.pull` is synchronous on purpose: between the store lookup and parking the request
 nothing may await, or a message arriving in between would not wake it.
@@ -212,7 +212,8 @@ class PullMessageProcessor:
     # ---- checks ---------------------------------------------------------------------------------------------
 
     def _check(self, header: PullMessageRequestHeader) -> tuple[TagFilter | None, Sql92Filter | None]:
-        """Behaviour.md 4.1 in order; the tag filter and the SQL92 filter to read with. Raises RequestRejected."""
+        """The checks of docs/protocol.md#79-pull-checks-and-results in order; the tag filter and the SQL92 filter to
+        read with. Raises RequestRejected."""
         broker = self.broker
         config = broker.config
         if not config.broker_permission & PERM_READ:

@@ -1,7 +1,7 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): :class:`SendMessageProcessor`.
 
-Check order (behaviour.md 3): topic name (SYSTEM_ERROR with RocketMQ's remarks), forbidden system topics
-(NO_PERMISSION), unknown topic -> TBW102 auto-create or TOPIC_NOT_EXIST, queue id (SYSTEM_ERROR when too large, a
+Check order (docs/protocol.md#75-send-checks): topic name (SYSTEM_ERROR with RocketMQ's remarks), forbidden system
+topics (NO_PERMISSION), unknown topic -> TBW102 auto-create or TOPIC_NOT_EXIST, queue id (SYSTEM_ERROR when too large, a
 random write queue when negative), topic write permission, then for ``%RETRY%group`` topics the group must exist and a
 message retried ``maxReconsumeTimes`` times goes to ``%DLQ%group``. The stored properties gain ``CLUSTER`` and lose
 ``WAIT`` (whose value decides whether a SYNC_FLUSH send waits for the group commit); ``TRAN_MSG=true`` makes a
@@ -199,7 +199,7 @@ class SendMessageProcessor:
         except RequestRejected as rejected:
             return rejected.to_response(request, dict(self._base_fields))
 
-    # ---- checks shared by single and batch sends (behaviour.md 3, steps 3-5) -------------------------------------
+    # ---- checks shared by single and batch sends (docs/protocol.md#75-send-checks, steps 3-5) ---------------------
 
     def _check_topic(self, ctx: RequestContext, header: SendMessageRequestHeader) -> tuple[TopicConfig, int]:
         """The topic's config (auto-created when allowed) and the queue to use. Raises RequestRejected."""
@@ -302,7 +302,7 @@ class SendMessageProcessor:
     def _retry_target(
         self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int, reconsume_times: int
     ) -> tuple[str, int, bool]:
-        """(topic, queue, to DLQ) for a send to ``%RETRY%group`` (behaviour.md 3 step 6)."""
+        """(topic, queue, to DLQ) for a send to ``%RETRY%group`` (step 6 of docs/protocol.md#75-send-checks)."""
         group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
         group_config = self.broker.groups.find(group)
         if group_config is None:
@@ -319,8 +319,8 @@ class SendMessageProcessor:
 
     @staticmethod
     def _half_message(record: MessageRecord) -> MessageRecord:
-        """The transactional half message (behaviour.md 7): real topic and queue kept as properties, stored in the
-        half topic's queue 0 with the transaction bits cleared so it is dispatched to that queue."""
+        """The transactional half message (docs/protocol.md#78-transactions): real topic and queue kept as properties,
+        stored in the half topic's queue 0 with the transaction bits cleared so it is dispatched to that queue."""
         extra = {_PROPERTY_REAL_TOPIC: record.topic, _PROPERTY_REAL_QID: str(record.queue_id)}
         stored = with_properties(record.properties, extra)
         return MessageRecord(

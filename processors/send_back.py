@@ -1,4 +1,5 @@
-"""CONSUMER_SEND_MSG_BACK (36): :class:`ConsumerSendMsgBackProcessor` (behaviour.md 6.3, protocol.md 3.7).
+"""CONSUMER_SEND_MSG_BACK (36): :class:`ConsumerSendMsgBackProcessor` (docs/protocol.md#76-retry-and-dead-letter-queues,
+docs/protocol.md#39-consumer_send_msg_back-header).
 
 A consumer returns a message it failed to consume. Checks, in Java's order: the group must exist (or be
 auto-creatable: SUBSCRIPTION_GROUP_NOT_EXIST), the broker must be writable (NO_PERMISSION); a group with

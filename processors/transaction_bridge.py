@@ -1,5 +1,5 @@
 """``TransactionalMessageBridge``: the half/op message bookkeeping of RocketMQ transactions over the message store
-(RocketMQ's ``TransactionalMessageBridge``), behaviour.md 7.
+(RocketMQ's ``TransactionalMessageBridge``), docs/protocol.md#78-transactions.
 
 Half messages live in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 (the send processor puts them there with ``REAL_TOPIC`` /
 ``REAL_QID``). Resolving one writes an **op message** to ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0: tag ``d``, body the
@@ -11,10 +11,11 @@ that names an older copy still resolves the live one: a transaction commits at m
 Progress of the check service is the internal group ``CID_RMQ_SYS_TRANS``'s offsets on both topics, kept in
 ``consumerOffset.json`` like any consumer's: after a restart everything is recovered from the two topics.
 
-A committed message that carries ``DELAY`` goes through the delay-level schedule (behaviour.md 3 step 10, as Java's
-``CommitLog.putMessage`` rewrites COMMIT-type messages): :meth:`TransactionalMessageBridge.put_commit_message` applies
-the ``delay_rewrite`` seam (the controller's ``ScheduleMessageService.rewrite``) before appending. Without the seam
-the message is appended to its real topic at once.
+A committed message that carries ``DELAY`` goes through the delay-level schedule (step 10 of
+docs/protocol.md#75-send-checks, as Java's ``CommitLog.putMessage`` rewrites COMMIT-type messages):
+:meth:`TransactionalMessageBridge.put_commit_message` applies the ``delay_rewrite`` seam (the controller's
+``ScheduleMessageService.rewrite``) before appending. Without the seam the message is appended to its real topic at
+once.
 
 Everything here is synchronous (store appends and reads never await), so a caller can read ops, scan halves and
 append renewals without an END_TRANSACTION interleaving. Store refusals propagate as

@@ -1,4 +1,5 @@
-"""One RocketMQ remoting connection, shared by the server and the client (DESIGN.md, "Concurrency").
+"""One RocketMQ remoting connection, shared by the server and the client
+(docs/architecture.md#the-reactor-split-and-its-pools).
 
 A :class:`Connection` owns a byte stream and gives it the protocol's shape:
 

@@ -1,4 +1,5 @@
-"""Request dispatch: a table from request code to (processor, pool), and the processor pools (DESIGN.md).
+"""Request dispatch: a table from request code to (processor, pool), and the processor pools
+(docs/architecture.md#the-reactor-split-and-its-pools).
 
 A :class:`ProcessorPool` is RocketMQ's business thread pool in Trio clothes: a bounded memory channel is its queue,
 ``workers`` long-lived worker tasks are its threads (a worker loop per pool, not a task per request: spawning a task
@@ -220,7 +221,8 @@ class Dispatcher:
 
 
 def broker_pools(cpus: int | None = None, *, fast_failure: bool = False) -> dict[str, ProcessorPool]:
-    """Fresh pools sized like a RocketMQ 4.9.8 broker's (behaviour.md 1.3), keyed by family name.
+    """Fresh pools sized like a RocketMQ 4.9.8 broker's, keyed by family name
+    (docs/protocol.md#714-processor-pools-and-flow-control).
 
     Families: send, pull, query, admin (default processor), client_manage, heartbeat, consumer_manage,
     end_transaction. Unbounded Java queues are ``math.inf`` here. ``fast_failure`` (Java's

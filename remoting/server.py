@@ -1,4 +1,5 @@
-"""The Trio remoting server: accept, one reader per connection, pools for the work (DESIGN.md "Concurrency").
+"""The Trio remoting server: accept, one reader per connection, pools for the work
+(docs/architecture.md#the-reactor-split-and-its-pools).
 
 Usage::
 
@@ -37,7 +38,7 @@ CloseListener = Callable[[Connection], None]
 
 @attrs.frozen
 class ServerConfig:
-    """Server settings with RocketMQ's Netty defaults (behaviour.md 1.2)."""
+    """Server settings with RocketMQ's Netty defaults (docs/protocol.md#714-processor-pools-and-flow-control)."""
 
     #: Seconds without a read or a write before a connection is closed (``serverChannelMaxIdleTimeSeconds``).
     idle_timeout: float | None = 120.0

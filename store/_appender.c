@@ -1,5 +1,5 @@
-/* store._appender: MessageStore.append's and append_batch's usual case in C (issue 3: appends against the memcpy
- * floor). The AppendResult they return is store/_append_result.c.
+/* store._appender: MessageStore.append's and append_batch's usual case in C (bench/store.py measures appends against
+ * the memcpy floor; docs/PERFORMANCE.md has the figures). The AppendResult they return is store/_append_result.c.
  *
  * Appender(commitlog, queue_offsets, consume_queues, fallback, batch_fallback, clock, max_body) is built by the
  * MessageStore and bound as its `append` and `append_batch`. Appender.append(msg) does in one call what

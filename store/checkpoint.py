@@ -1,4 +1,5 @@
-"""The ``checkpoint`` file (store.md 6) and the ``abort`` / ``lock`` markers (store.md 7).
+"""The ``checkpoint`` file (docs/protocol.md#65-checkpoint) and the ``abort`` / ``lock`` markers
+(docs/protocol.md#66-abort-and-lock-files-and-recovery).
 
 Checkpoint layout: 4096 bytes, int64 ``physicMsgTimestamp`` @0, ``logicsMsgTimestamp`` @8, ``indexMsgTimestamp`` @16
 as in 4.9.8, plus rocketrio's ``safe_offset`` @24: the CommitLog offset below which every record, its ConsumeQueue

@@ -1,4 +1,5 @@
-"""The CommitLog: every message of every topic, appended to mapped segments in the record layout of store.md 2.1.
+"""The CommitLog: every message of every topic, appended to mapped segments (docs/protocol.md#62-commitlog-segments) in
+the record layout of docs/protocol.md#51-record-layout.
 
 Appends are synchronous and never await: the record is packed straight into the mapped segment (the broker's
 "append lock" is simply the Trio thread). When a record does not fit in the rest of a segment, an end-of-file blank

@@ -1,5 +1,5 @@
 """ConsumeQueue: the per-(topic, queueId) index of 20-byte entries ``phyOffset int64 | size int32 | tagsCode int64``
-(store.md 4), entry *i* at byte ``i * 20`` of the queue's segment stream.
+(docs/protocol.md#63-consumequeue), entry *i* at byte ``i * 20`` of the queue's segment stream.
 
 Offsets here are *logical* (entry numbers). ``min_offset`` is the first retained entry, ``max_offset`` the next one
 to be written. A queue first created at a non-zero logical offset pads its first segment with filler entries
@@ -157,7 +157,8 @@ class ConsumeQueue:
 
     def offset_by_time(self, timestamp: int, store_time: Callable[[int, int], int | None]) -> int:
         """The entry whose message store time equals ``timestamp``, else the closer neighbour; before all -> first
-        entry, after all -> last entry, empty -> 0 (behaviour.md 5.4). ``store_time(phy, size)`` reads the log."""
+        entry, after all -> last entry, empty -> 0 (docs/protocol.md#713-search-by-timestamp). ``store_time(phy, size)``
+        reads the log."""
         low, high = self.min_offset, self.max_offset - 1
         first_valid = None
         # Entries whose message is gone (store_time None) sort before everything: skip past them.

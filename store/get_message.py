@@ -1,10 +1,11 @@
 """The pull read path: ConsumeQueue entries to CommitLog slices, with RocketMQ's statuses and limits.
 
-:func:`get_message` follows behaviour.md 4.2 (status and ``nextBeginOffset`` per case) and 4.3 (batch limits: the
-first message always comes; then at most ``max_msgs``, and 32 messages / ``max_bytes`` while the data is "in memory"
-or 8 messages / 64 KiB once it is more than 40 % of RAM behind the CommitLog head; ``max_count_in_memory`` replaces
-the 32, as Java's ``maxTransferCountOnMessageInMemory`` does). It scans at most one ConsumeQueue segment and at least
-800 entries per call, as Java does. It never raises; slices are zero-copy views of the log.
+:func:`get_message` follows docs/protocol.md#79-pull-checks-and-results (status and ``nextBeginOffset`` per case) and
+docs/protocol.md#710-pull-batch-limits (batch limits: the first message always comes; then at most ``max_msgs``, and 32
+messages / ``max_bytes`` while the data is "in memory" or 8 messages / 64 KiB once it is more than 40 % of RAM behind
+the CommitLog head; ``max_count_in_memory`` replaces the 32, as Java's ``maxTransferCountOnMessageInMemory`` does). It
+scans at most one ConsumeQueue segment and at least 800 entries per call, as Java does. It never raises; slices are
+zero-copy views of the log.
 
 Filters, in Java's order: ``tag_filter`` sees the consume-queue tags code before the CommitLog is touched;
 ``property_filter`` (SQL92 subscriptions) then sees the raw properties of each remaining candidate, sliced straight

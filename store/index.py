@@ -1,4 +1,5 @@
-"""IndexService: all hash index files of a store (store.md 5), rolling, querying, truncating and expiring them.
+"""IndexService: all hash index files of a store (docs/protocol.md#64-indexfile), rolling, querying, truncating and
+expiring them.
 
 One file's layout and its reads and writes are :class:`~store.index_file.IndexFile`'s; the names callers import from
 here (``IndexFileCorruptError``, ``HEADER_SIZE``, ``index_file_size``, ``index_key_hash`` ...) are re-exported.

@@ -1,5 +1,6 @@
 """IndexFile: one file of the hash index from message keys to CommitLog offsets, byte for byte as RocketMQ's
-(store.md 5). :class:`~store.index.IndexService` owns the set of files, their names, rolling and thread rules.
+(docs/protocol.md#64-indexfile). :class:`~store.index.IndexService` owns the set of files, their names, rolling and
+thread rules.
 
 Layout of one file (big-endian): a 40-byte header (beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset: int64;
 hashSlotCount, indexCount: int32), ``max_hash_slots`` int32 slots, then ``max_index_num`` 20-byte entries (keyHash

@@ -1,5 +1,5 @@
-"""``MessageStore``: the store facade processors use (issue 3 item 8). It composes the CommitLog, the ConsumeQueues,
-the optional IndexService, the checkpoint and the background services.
+"""``MessageStore``: the store facade processors use. It composes the CommitLog, the ConsumeQueues, the optional
+IndexService, the checkpoint and the background services.
 
 Life cycle and ownership: ``MessageStore(config)`` then :meth:`MessageStore.load` (blocking: takes the ``lock``
 file, runs recovery; call it through ``trio.to_thread.run_sync`` when the log is large), then

@@ -1,9 +1,10 @@
 """The broker's ``config/*.json`` files and the name server's ``kvConfig.json``: shapes and atomic persistence.
 
-Shapes follow store.md 8 and protocol.md 6.6/6.8, with Java's field names. The attrs classes here
-(:class:`DataVersion`, :class:`TopicConfig`, :class:`SubscriptionGroupConfig`) are defined in
-:mod:`remoting.codec.bodies.broker_metadata` (they also travel on the wire) and re-exported here; this module owns the
-files' table shapes and their persistence.
+Shapes follow docs/protocol.md#67-config-files (DataVersion and TopicConfig:
+docs/protocol.md#47-topicconfigserializewrapper-topicconfig-and-dataversion; SubscriptionGroupConfig:
+docs/protocol.md#410-subscriptiongroupconfig), with Java's field names. The attrs classes here (:class:`DataVersion`,
+:class:`TopicConfig`, :class:`SubscriptionGroupConfig`) are defined in :mod:`remoting.codec.bodies.broker_metadata`
+(they also travel on the wire) and re-exported here; this module owns the files' table shapes and their persistence.
 
 Input is fastjson-tolerant: tab-indented pretty printing, unquoted numeric map keys (``{0:12,1:9}``), numbers sent
 as strings, unknown fields (5.x additions such as ``attributes`` or ``stateVersion``) ignored. Output is standard

@@ -1,7 +1,8 @@
 """The read side of :class:`~store.message_store.MessageStore`: pulls, lookups by offset and key, queue offsets and
-times (behaviour.md 4). :class:`StoreReads` is a base class of the store, kept apart from the append / dispatch /
-life-cycle code; it owns nothing and reads the store's CommitLog, ConsumeQueues and optional index. Reads never
-raise for a missing queue or record: they answer 0, ``None`` or an empty result.
+times (docs/protocol.md#79-pull-checks-and-results, docs/protocol.md#710-pull-batch-limits,
+docs/protocol.md#713-search-by-timestamp). :class:`StoreReads` is a base class of the store, kept apart from the
+append / dispatch / life-cycle code; it owns nothing and reads the store's CommitLog, ConsumeQueues and optional index.
+Reads never raise for a missing queue or record: they answer 0, ``None`` or an empty result.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ class StoreReads:
     def get(self, topic: str, queue_id: int, offset: int, max_msgs: int, max_bytes: int = MAX_TRANSFER_BYTES_IN_MEMORY,
             tag_filter: TagFilter | None = None,
             property_filter: PropertyFilter | None = None) -> GetResult:  # fmt: skip
-        """Read up to ``max_msgs`` records from logical ``offset`` (behaviour.md 4.2 / 4.3). Never raises.
-        ``tag_filter`` sees consume-queue tags codes, ``property_filter`` each candidate's raw properties."""
+        """Read up to ``max_msgs`` records from logical ``offset`` (docs/protocol.md#79-pull-checks-and-results,
+        docs/protocol.md#710-pull-batch-limits). Never raises. ``tag_filter`` sees consume-queue tags codes,
+        ``property_filter`` each candidate's raw properties."""
         cq = self.consume_queues.get((topic, queue_id))
         return get_message(
             self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit, property_filter,

@@ -1,4 +1,4 @@
-"""Start-up recovery (store.md 7, issue 3 item 5).
+"""Start-up recovery (docs/protocol.md#66-abort-and-lock-files-and-recovery).
 
 One algorithm for both cases, differing in how much is re-validated:
 

@@ -1,7 +1,7 @@
 """Results of the store API: put statuses and append results, get statuses and :class:`GetResult`.
 
 Names follow RocketMQ's ``PutMessageStatus`` / ``GetMessageStatus`` so processors map them to response codes as
-behaviour.md 3-4 describe.
+docs/protocol.md#715-flush-and-put-results (puts) and docs/protocol.md#79-pull-checks-and-results (gets) describe.
 """
 
 from __future__ import annotations

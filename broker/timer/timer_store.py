@@ -1,4 +1,5 @@
-"""``TimerStore``: the durable timer's synchronous core (timer messages, issue 6 item 3).
+"""``TimerStore``: the durable timer's synchronous core (timer messages: RocketMQ 5's ``TIMER_*`` properties,
+docs/protocol.md#56-special-properties).
 
 Flow: the send path parks a timer message in ``rmq_sys_wheel_timer`` queue 0 (``REAL_TOPIC``/``REAL_QID`` and
 ``TIMER_OUT_MS`` = delivery time as properties). :meth:`TimerStore.enqueue` reads that queue from ``enqueueOffset``

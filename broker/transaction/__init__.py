@@ -1,4 +1,5 @@
-"""Transactional messages with check-back (behaviour.md 7): the half/op topic bridge and the check service.
+"""Transactional messages with check-back (docs/protocol.md#78-transactions): the half/op topic bridge and the check
+service.
 
 - :class:`TransactionalMessageBridge` (:mod:`.bridge`): half-message lookup, commit/op/renewal/discard appends and the
   check progress kept as ``CID_RMQ_SYS_TRANS`` offsets;

@@ -1,5 +1,5 @@
 """``TransactionCheckService``: asks producers about half messages nobody ended (RocketMQ's
-``TransactionalMessageCheckService`` and ``TransactionalMessageServiceImpl.check``), behaviour.md 7.
+``TransactionalMessageCheckService`` and ``TransactionalMessageServiceImpl.check``), docs/protocol.md#78-transactions.
 
 Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
 
@@ -13,8 +13,9 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
    committed: the half offset past the scanned messages, the op offset past every op message whose transaction has no
    copy left to scan.
 2. **Ask**: CHECK_TRANSACTION_STATE (39, oneway) for each renewed copy to **one** live channel of its ``PGROUP``
-   (round robin), header as protocol.md 3.8, body the copy re-encoded with its real topic and queue. No live channel:
-   logged and skipped (the copy was renewed, so the count still grows). Send errors are logged.
+   (round robin), header as docs/protocol.md#310-transaction-headers, body the copy re-encoded with its real topic and
+   queue. No live channel: logged and skipped (the copy was renewed, so the count still grows). Send errors are
+   logged.
 
 The producer answers with END_TRANSACTION naming the renewed copy (see :mod:`processors.end_transaction`).
 

@@ -1,4 +1,5 @@
-/* remoting.codec._speedups: the store's batch append encoder in C (store.md 2.1, 4).
+/* remoting.codec._speedups: the store's batch append encoder in C (docs/protocol.md#51-record-layout,
+ * docs/protocol.md#63-consumequeue).
  *
  * One call per batch writes every record of the batch straight into a writable buffer (the CommitLog segment's
  * mmap) and returns the packed ConsumeQueue entries, so the per-message Python work of prepare_batch,

@@ -1,4 +1,5 @@
-"""The SEND_BATCH_MESSAGE body (store.md 3.2): the client's compact per-message records, encoded and split.
+"""The SEND_BATCH_MESSAGE body (docs/protocol.md#510-batch-send-body): the client's compact per-message records,
+encoded and split.
 
 Re-exported by :mod:`remoting.codec.message`, the import path callers use. A truncated or inconsistent body raises
 :class:`~remoting.codec.errors.MessageDecodeError`; an entry whose properties overflow the int16 length raises

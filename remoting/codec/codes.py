@@ -1,4 +1,5 @@
-"""RocketMQ 4.x request, response, language and serialize-type codes (protocol.md section 2).
+"""RocketMQ 4.x request, response, language and serialize-type codes (docs/protocol.md#2-request-and-response-codes,
+docs/protocol.md#19-language-codes).
 
 Plain ``IntEnum`` tables. Unknown numbers are legal on the wire: code that receives a command keeps the raw ``int``
 and only converts with :func:`request_name` / ``ResponseCode(x)`` where it needs a name.
@@ -175,7 +176,8 @@ class ResponseCode(enum.IntEnum):
     FLOW_CONTROL = 215
 
 
-#: The response ``version`` rocketrio stamps on what it sends: V4_9_8, so SQL92-capable clients pull (protocol.md 1.6).
+#: The response ``version`` rocketrio stamps on what it sends: V4_9_8, so SQL92-capable clients pull
+#: (docs/protocol.md#110-version-numbers).
 CURRENT_VERSION = 409
 
 _REQUEST_NAMES = {c.value: c.name for c in RequestCode}

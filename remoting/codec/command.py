@@ -1,4 +1,4 @@
-"""``RemotingCommand``: the one message type of the RocketMQ remoting protocol (protocol.md section 1).
+"""``RemotingCommand``: the one message type of the RocketMQ remoting protocol (docs/protocol.md#1-frames-and-commands).
 
 A command is a frozen attrs value. ``ext_fields`` always holds ``str -> str`` (the serializers coerce numbers and
 booleans on input); ``body`` is ``bytes`` or a zero-copy ``memoryview``. Requests are made with :func:`request`,

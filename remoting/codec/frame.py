@@ -1,4 +1,4 @@
-"""Framing (protocol.md 1.1): ``int32 length | int32 headerWord | header | body``.
+"""Framing (docs/protocol.md#11-frame-layout): ``int32 length | int32 headerWord | header | body``.
 
 :class:`FrameDecoder` is sans-IO in the h11 style: feed it whatever chunks the socket produced with
 :meth:`~FrameDecoder.receive_data`, then drain complete commands with :meth:`~FrameDecoder.next_command` (``None``

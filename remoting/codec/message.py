@@ -1,4 +1,4 @@
-"""The message record's encoder: CommitLog entry and pull/query wire record (store.md 2.1).
+"""The message record's encoder: CommitLog entry and pull/query wire record (docs/protocol.md#51-record-layout).
 
 Layout (big-endian, magic v1): ``size | magic | bodyCRC | queueId | flag | queueOffset | phyOffset | sysFlag |
 bornTs | bornHost(8/20) | storeTs | storeHost(8/20) | reconsumeTimes | preparedTxOffset | bodyLen body |
@@ -14,7 +14,7 @@ beside it and are re-exported here, the import path every caller uses:
   :class:`MessageExt` values (pull bodies, tools) and :func:`read_record_meta`, the store's fast path, reads only
   sizes, offsets, store time, topic and raw properties;
   :func:`remoting.codec.pull_body.decode_records` is the consumer's whole-pull-body fast path;
-* :mod:`remoting.codec.batch_body`: the batch send body (3.2).
+* :mod:`remoting.codec.batch_body`: the batch send body (docs/protocol.md#510-batch-send-body).
 
 Every malformed input raises :class:`~remoting.codec.errors.MessageDecodeError`; an unencodable message raises
 :class:`MessageEncodeError`. Nothing here performs I/O.

@@ -1,4 +1,5 @@
-"""Message properties strings (protocol.md 4.3) and Java's ``String.hashCode`` (the consume-queue tags code).
+"""Message properties strings (docs/protocol.md#55-properties-string) and Java's ``String.hashCode`` (the consume-queue
+tags code, docs/protocol.md#57-tags-code).
 
 Properties travel as ``name 0x01 value 0x02 ...`` in UTF-8. Java writes no trailing ``0x02``, ali-ons writes one;
 :func:`decode_properties` accepts both and, like Java, drops any segment without a ``0x01`` or with an empty name or
@@ -18,7 +19,7 @@ from typing import Final
 NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
 
-#: Well-known property names the store and broker read (protocol.md 4.3).
+#: Well-known property names the store and broker read (docs/protocol.md#56-special-properties).
 PROPERTY_KEYS: Final = "KEYS"
 PROPERTY_TAGS: Final = "TAGS"
 PROPERTY_WAIT: Final = "WAIT"

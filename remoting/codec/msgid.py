@@ -1,5 +1,6 @@
-"""Message ids: the offset msgId (protocol.md 4.5), the client ``UNIQ_KEY`` (4.4), and the packed socket addresses
-both are built from.
+"""Message ids: the offset msgId (docs/protocol.md#58-offset-message-id), the client ``UNIQ_KEY``
+(docs/protocol.md#59-uniq_key), and the packed socket addresses both are built from
+(docs/protocol.md#53-born-and-store-hosts).
 
 A packed socket address is the record's host layout: 4-byte IPv4 or 16-byte IPv6 address, then a big-endian int32
 port (8 or 20 bytes). IPv4-mapped IPv6 peers (``::ffff:1.2.3.4``) are packed as IPv4 because ali-ons cannot read

@@ -1,4 +1,5 @@
-"""The message record's decoder (store.md 2.1): bytes to :class:`MessageExt` values or to a :class:`RecordMeta`.
+"""The message record's decoder (docs/protocol.md#51-record-layout): bytes to :class:`MessageExt` values or to a
+:class:`RecordMeta`.
 
 :func:`decode_record` / :func:`iter_records` serve pull bodies and tools; :func:`read_record_meta` is the store's fast
 path (sizes, offsets, store time, topic and raw properties, no body or properties decoding). Re-exported by

@@ -1,10 +1,11 @@
-/* remoting/codec/record_encoder.h: the CommitLog record encoder shared by the C extensions (store.md 2.1, 4).
+/* remoting/codec/record_encoder.h: the CommitLog record encoder shared by the C extensions
+ * (docs/protocol.md#51-record-layout, docs/protocol.md#63-consumequeue).
  *
  * Reading a record's fields (a MessageRecord's slots, or getattr), prepare_batch's checks in its order, the body CRC
- * and the tags code, and writing the record in store.md 2.1's layout. Included by remoting/codec/_speedups.c (the
- * encoders record_batch uses) and store/_appender.c (MessageStore.append's single-record path); each extension keeps
- * its own copy of this state, filled by record_encoder_init() at import. Everything is static: no symbol is
- * exported. Sans-IO: no system calls, the caller owns the buffer.
+ * and the tags code, and writing the record in the layout of docs/protocol.md#51-record-layout. Included by
+ * remoting/codec/_speedups.c (the encoders record_batch uses) and store/_appender.c (MessageStore.append's
+ * single-record path); each extension keeps its own copy of this state, filled by record_encoder_init() at import.
+ * Everything is static: no symbol is exported. Sans-IO: no system calls, the caller owns the buffer.
  */
 #ifndef ROCKETRIO_RECORD_ENCODER_H
 #define ROCKETRIO_RECORD_ENCODER_H

@@ -1,4 +1,5 @@
-"""The message record's byte layout (store.md 2.1): magic words, sysFlag bits, limits and the shared structs.
+"""The message record's byte layout (docs/protocol.md#51-record-layout, docs/protocol.md#52-message-sysflag): magic
+words, sysFlag bits, limits and the shared structs.
 
 Owned here so the record encoder (:mod:`remoting.codec.message`), the record decoder
 (:mod:`remoting.codec.record_decode`), the batch body (:mod:`remoting.codec.batch_body`) and the pull-body fast path

@@ -1,10 +1,11 @@
-"""Header serializers: JSON (RocketMQ default), ROCKETMQ binary (protocol.md 1.3) and CBOR (rocketrio's own).
+"""Header serializers: JSON (RocketMQ default), ROCKETMQ binary (docs/protocol.md#16-rocketmq-binary-header) and CBOR
+(rocketrio's own).
 
 ``encode_header(cmd) -> bytes`` and ``decode_header(serialize_type, data, body) -> RemotingCommand``. Decoding is
-tolerant the way real 4.x clients need (clients.md "What any server must tolerate"): extFields values may be strings,
-numbers or booleans, extFields may be absent, ``{}`` or ``null``, ``remark`` may be absent, the JSON may end with a
-newline, ``language`` may be a name or a number, and unknown keys are ignored. Anything that does not parse raises
-:class:`~remoting.codec.errors.HeaderDecodeError`.
+tolerant the way real 4.x clients need (docs/protocol.md#92-what-a-server-must-tolerate): extFields values may be
+strings, numbers or booleans, extFields may be absent, ``{}`` or ``null``, ``remark`` may be absent, the JSON may end
+with a newline, ``language`` may be a name or a number, and unknown keys are ignored. Anything that does not parse
+raises :class:`~remoting.codec.errors.HeaderDecodeError`.
 """
 
 from __future__ import annotations

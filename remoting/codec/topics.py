@@ -1,4 +1,5 @@
-"""Topic and group names: reserved topics, prefixes and the validation rules of behaviour.md 2.1.
+"""Topic and group names: reserved topics, prefixes and the validation rules of
+docs/protocol.md#71-topic-and-group-names.
 
 Pure functions, no state. The validators return ``None`` for a valid name, else the remark RocketMQ answers with, so
 callers (send, admin) put it straight into a SYSTEM_ERROR response.
@@ -45,7 +46,7 @@ SYSTEM_TOPICS: Final = frozenset(
     }
 )
 
-#: Topics a producer may not send to directly (behaviour.md 2.2).
+#: Topics a producer may not send to directly (docs/protocol.md#72-system-topics).
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
     {
         SCHEDULE_TOPIC,

@@ -1,4 +1,6 @@
-"""Exact bytes: frames as real clients and the Java broker write them (protocol.md 1.1-1.3, clients.md).
+"""Exact bytes: frames as real clients and the Java broker write them (docs/protocol.md#11-frame-layout,
+docs/protocol.md#15-json-header, docs/protocol.md#16-rocketmq-binary-header,
+docs/protocol.md#91-what-real-clients-send).
 
 Each frame is spelled out byte by byte (length prefix, header word, header, body) rather than produced by our encoder,
 so these tests pin the wire format independently of the code under test.
@@ -186,7 +188,7 @@ def test_header_length_is_masked_from_the_serialize_type_byte() -> None:
     assert int.from_bytes(frame[5:8], "big") == len(frame) - 8
 
 
-# ---- ROCKETMQ binary layout (protocol.md 1.3) ---------------------------------------------------------------------
+# ---- ROCKETMQ binary layout (docs/protocol.md#16-rocketmq-binary-header) ------------------------------------------
 
 ROCKETMQ_HEADER = (
     b"\x01\x36"  # code 310 (int16)

@@ -363,8 +363,10 @@ def test_header_values_are_immutable() -> None:
         header.key = "other"  # type: ignore[misc]
 
 
-# Every request in protocol.md section 3 that carries extFields (HEART_BEAT, CHECK_CLIENT_CONFIG, the lock bodies,
-# GET_ALL_TOPIC_CONFIG, GET_BROKER_CLUSTER_INFO and GET_ALL_TOPIC_LIST_FROM_NAMESERVER carry none).
+# Every request of docs/protocol.md#3-custom-headers that carries extFields, leaving out the admin and statistics
+# requests of docs/protocol.md#313-broker-admin-headers other than UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER
+# (HEART_BEAT, CHECK_CLIENT_CONFIG, the lock requests, GET_ALL_TOPIC_CONFIG, GET_BROKER_CLUSTER_INFO and
+# GET_ALL_TOPIC_LIST_FROM_NAMESERVER carry none).
 PROTOCOL_SECTION_3_CODES = {
     10, 310, 320, 11, 14, 15, 30, 31, 29, 32, 35, 38, 40, 36, 37, 39, 12, 33, 17, 215,
     103, 104, 105, 216, 100, 101, 102, 219, 224, 205, 327, 322,

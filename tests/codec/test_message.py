@@ -62,7 +62,7 @@ KNOWN = MessageRecord(
     prepared_transaction_offset=0,
 )
 
-# Written out field by field from store.md 2.1, independent of the encoder's struct formats.
+# Written out field by field from docs/protocol.md#51-record-layout, independent of the encoder's struct formats.
 KNOWN_HEX = "".join(
     [
         "0000007d",  # total size 125 = 91 + 5 (body) + 9 (topic) + 20 (properties)

@@ -1,4 +1,5 @@
-"""Issue 4 item 5 for one real client, in one broker process and as few client processes as the scenarios allow.
+"""The real-client conformance scenarios (docs/protocol.md#9-real-clients) for one real client, in one broker process
+and as few client processes as the scenarios allow.
 
 :func:`run_session` plays every scenario and returns a :class:`SessionReport` that the tests assert on, one
 behaviour per test. Timeline (``T`` = 1,000 messages)::
@@ -9,11 +10,11 @@ behaviour per test. Timeline (``T`` = 1,000 messages)::
                 [crash] as [split] on CRASH, the first one SIGKILLed
     -> [once] stops; 8 tail messages are sent; a restarted [once] consumer must get exactly the tail.
 
-The issue-6 scenarios of ``semantics.py`` (delay levels, send-back retries, C++ transactions, queries) run in the same
-nursery. Each scenario records its own failure in ``errors`` instead of aborting the others, so a broker bug shows up as
-the tests it breaks. Waits for the clients' own timers (both rebalance every 10 s; the C++ core also rebalances on
-NOTIFY_CONSUMER_IDS_CHANGED, ali-ons ignores it) are bounded by :data:`STEP`; nothing here asserts a duration except the
-latency scenario's correctness bound.
+The message-semantics scenarios of ``semantics.py`` (delay levels, send-back retries, C++ transactions, queries) run in
+the same nursery. Each scenario records its own failure in ``errors`` instead of aborting the others, so a broker bug
+shows up as the tests it breaks. Waits for the clients' own timers (both rebalance every 10 s; the C++ core also
+rebalances on NOTIFY_CONSUMER_IDS_CHANGED, ali-ons ignores it) are bounded by :data:`STEP`; nothing here asserts a
+duration except the latency scenario's correctness bound.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Issue 6 through the real clients: delay levels, send-back retries, transactions with check-back and queries, played
-inside the session of ``scenarios.py`` (same broker, concurrently with the issue-4 scenarios).
+"""Message semantics through the real clients: delay levels, send-back retries, transactions with check-back and
+queries, played inside the session of ``scenarios.py`` (same broker, concurrently with its conformance scenarios).
 
 What each client offers, read from the installed packages:
 

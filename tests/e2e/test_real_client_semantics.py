@@ -1,5 +1,5 @@
-"""Issue 6 through the real clients (ali-ons, the C++ core): delay levels, send-back retries, transactions with
-check-back (C++ only) and queries, asserted on the session the ``session`` fixture played (see ``semantics.py`` for
+"""Message semantics through the real clients (ali-ons, the C++ core): delay levels, send-back retries, transactions
+with check-back (C++ only) and queries, asserted on the session the ``session`` fixture played (see ``semantics.py`` for
 what each client's API offers)."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Issue 4 item 5: real RocketMQ clients (ali-ons over node, the Apache C++ core via rocketmq-python-cvs) against
-the embedded broker, unchanged. Each test asserts one behaviour of the session the ``session`` fixture played."""
+"""Real RocketMQ clients (ali-ons over node, the Apache C++ core via rocketmq-python-cvs) against the embedded broker,
+unchanged (docs/protocol.md#9-real-clients). Each test asserts one behaviour of the session the ``session`` fixture
+played."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Route table rules (behaviour.md 11): registration, rebuild on DataVersion change, removal, permissions, queries."""
+"""Route table rules (docs/protocol.md#81-registration-and-the-route-table): registration, rebuild on DataVersion
+change, removal, permissions, queries."""
 
 from __future__ import annotations
 

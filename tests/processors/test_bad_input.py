@@ -1,5 +1,5 @@
-"""Bad input over a real socket (issue 4 item 6): each request gets its code and remark, the offending connection keeps
-working (or, for a broken frame, only it closes), and another client on the same broker never notices."""
+"""Bad input over a real socket: each request gets its code and remark, the offending connection keeps working (or,
+for a broken frame, only it closes), and another client on the same broker never notices."""
 
 from __future__ import annotations
 

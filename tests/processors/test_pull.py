@@ -1,4 +1,5 @@
-"""PULL_MESSAGE, command in and command out (behaviour.md 4.1, 4.2): checks, statuses, filtering, commit."""
+"""PULL_MESSAGE, command in and command out (docs/protocol.md#79-pull-checks-and-results): checks, statuses, filtering,
+commit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEND_MESSAGE / V2 / batch, command in and command out against a real store (behaviour.md 3)."""
+"""SEND_MESSAGE / V2 / batch, command in and command out against a real store (docs/protocol.md#75-send-checks)."""
 
 from __future__ import annotations
 

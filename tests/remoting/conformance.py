@@ -4,7 +4,8 @@
 checks, in order: invocations in both directions matched by opaque even when answered out of order, oneway frames
 delivered with no response, a response nobody waits for dropped harmlessly, and closing one end failing the other
 end's outstanding invocation with ``RemotingConnectError`` and later writes with ``RemotingClosedError``.
-Used by tests over Trio memory streams, lockstep streams and real sockets (the STYLE.md "conformance helper").
+Used by tests over Trio memory streams, lockstep streams and real sockets, so that every transport passes the same
+checks (in the manner of ``trio.testing``'s stream conformance checks).
 """
 
 from __future__ import annotations

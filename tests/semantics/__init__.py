@@ -1,2 +1,2 @@
 """Message semantics through the broker and our client: retries and DLQ, delay levels, timers, transactions,
-filters, ordering (issue 6)."""
+filters, ordering."""

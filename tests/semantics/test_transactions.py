@@ -132,7 +132,7 @@ async def test_a_committed_message_with_a_delay_level_is_delivered_by_the_schedu
     use_virtual_store_clock(embedded_cluster)
     await _create_topic(embedded_cluster)
     # Java's and our transactional producers drop DELAY; a client that keeps it (as this raw half send does) must
-    # still see the delay honoured on commit (behaviour.md 3 step 10).
+    # still see the delay honoured on commit (step 10 of docs/protocol.md#75-send-checks).
     half_msg = Message(TOPIC, b"later", delay_level=3, properties={"TRAN_MSG": "true", "PGROUP": "tx-pg"})
     async with Producer("tx-pg", embedded_cluster.namesrv_addr) as producer:
         half = await producer.send(half_msg)

@@ -1,4 +1,5 @@
-"""Config JSON files: shapes (store.md 8), fastjson-tolerant input, atomic save with ``.bak`` fallback."""
+"""Config JSON files: shapes (docs/protocol.md#67-config-files), fastjson-tolerant input, atomic save with ``.bak``
+fallback."""
 
 from __future__ import annotations
 

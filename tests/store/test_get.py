@@ -1,4 +1,5 @@
-"""MessageStore.get statuses and limits (behaviour.md 4.2 / 4.3), lookups by offset, key and time."""
+"""MessageStore.get statuses and limits (docs/protocol.md#79-pull-checks-and-results,
+docs/protocol.md#710-pull-batch-limits), lookups by offset, key and time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""IndexFile / IndexService: RocketMQ's byte layout (store.md 5), lookups, rolling, reopening and recovery."""
+"""IndexFile / IndexService: RocketMQ's byte layout (docs/protocol.md#64-indexfile), lookups, rolling, reopening and
+recovery."""
 
 from __future__ import annotations
 

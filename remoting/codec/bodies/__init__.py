@@ -1,4 +1,4 @@
-"""JSON request and response bodies (protocol.md 6): attrs classes with ``encode() -> bytes`` and
+"""JSON request and response bodies (docs/protocol.md#4-json-bodies): attrs classes with ``encode() -> bytes`` and
 ``decode(bytes) -> cls``, plus ``to_json``/``from_json`` for nesting them in other documents.
 
 Output is standard JSON (string keys, sorted keys, null fields omitted, enums as names). Input is tolerant the way

@@ -4,9 +4,10 @@ Output (:func:`dumps`) is standard JSON: string keys, map keys sorted, UTF-8. Ca
 ``None`` fields themselves, so "null fields omitted" is decided per class, next to the field list.
 
 Input (:func:`loads`) first tries strict JSON through orjson; only if that fails does it rewrite fastjson's unquoted
-numeric map keys (``{0:"10.0.0.1:10911"}``, protocol.md 6) into quoted ones and try again. Anything that still does not
-parse, or a field of the wrong type, raises :class:`BodyDecodeError` (a :class:`~remoting.codec.errors.CodecError`),
-never a bare ``KeyError``/``TypeError``, so a processor can answer with a remark instead of crashing.
+numeric map keys (``{0:"10.0.0.1:10911"}``, docs/protocol.md#41-json-conventions) into quoted ones and try again.
+Anything that still does not parse, or a field of the wrong type, raises :class:`BodyDecodeError` (a
+:class:`~remoting.codec.errors.CodecError`), never a bare ``KeyError``/``TypeError``, so a processor can answer with a
+remark instead of crashing.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Broker configuration shapes shared by the wire and the store: :class:`DataVersion`, :class:`TopicConfig`,
-:class:`SubscriptionGroupConfig`, :class:`TopicFilterType` and the ``PERM_*`` bits (protocol.md 6.5-6.8, store.md 8).
+:class:`SubscriptionGroupConfig`, :class:`TopicFilterType` and the ``PERM_*`` bits
+(docs/protocol.md#47-topicconfigserializewrapper-topicconfig-and-dataversion,
+docs/protocol.md#410-subscriptiongroupconfig, docs/protocol.md#67-config-files).
 
 They live in the codec, the lowest layer, because the register body, the admin bodies, the broker managers and the
 store's ``config/*.json`` files all carry them; ``store.metadata_files`` imports them from here.
@@ -81,7 +83,8 @@ class JsonShape:
 
 @attrs.frozen
 class DataVersion(JsonShape):
-    """Version stamp of a config table; two versions are equal iff both fields are (protocol.md 6.6)."""
+    """Version stamp of a config table; two versions are equal iff both fields are
+    (docs/protocol.md#47-topicconfigserializewrapper-topicconfig-and-dataversion)."""
 
     timestamp: int = attrs.field(factory=now_ms)
     counter: int = 0
@@ -111,7 +114,7 @@ class TopicConfig(JsonShape):
 
 @attrs.frozen
 class SubscriptionGroupConfig(JsonShape):
-    """A consumer group's broker-side settings, defaults as protocol.md 6.8."""
+    """A consumer group's broker-side settings, defaults as docs/protocol.md#410-subscriptiongroupconfig."""
 
     group_name: str
     consume_enable: bool = True

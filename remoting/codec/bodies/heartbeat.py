@@ -1,8 +1,10 @@
-"""HeartbeatData and its parts (protocol.md 6.3), plus ConsumerListBody (6.4).
+"""HeartbeatData and its parts (docs/protocol.md#44-heartbeatdata), plus ConsumerListBody
+(docs/protocol.md#45-consumerlistbody).
 
-Input tolerance (clients.md): enums as names (Java, ali-ons) or Java ordinals (C++ core), ``subVersion`` as a number
-or a string of up to 19 digits, ``expressionType`` absent (ali-ons) meaning ``TAG``. Output writes enums by name.
-Decoding raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape; unknown fields are ignored.
+Input tolerance (docs/protocol.md#92-what-a-server-must-tolerate): enums as names (Java, ali-ons) or Java ordinals (C++
+core), ``subVersion`` as a number or a string of up to 19 digits, ``expressionType`` absent (ali-ons) meaning ``TAG``.
+Output writes enums by name. Decoding raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape;
+unknown fields are ignored.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""RegisterBrokerBody: the REGISTER_BROKER body in its JSON and its zlib-compressed form (protocol.md 6.5).
+"""RegisterBrokerBody: the REGISTER_BROKER body in its JSON and its zlib-compressed form
+(docs/protocol.md#46-registerbrokerbody).
 
 The compressed form is a zlib stream (best compression) of, all integers big-endian int32:
 ``len + DataVersion JSON``, ``topicCount``, per topic ``len + topic line``, then ``len + JSON array of filter

@@ -1,5 +1,5 @@
 """TopicRouteData and ClusterInfo: what the name server answers to GET_ROUTEINFO_BY_TOPIC and
-GET_BROKER_CLUSTER_INFO (protocol.md 6.1, 6.2).
+GET_BROKER_CLUSTER_INFO (docs/protocol.md#42-topicroutedata, docs/protocol.md#43-clusterinfo).
 
 Output is always standard JSON (quoted, sorted broker-id keys), which every 4.x client accepts; input also takes the
 Java name server's unquoted ids and the pre-4.9 ``topicSynFlag`` spelling. ``queueDatas`` and ``brokerDatas`` are

@@ -1,4 +1,5 @@
-"""Small list and map bodies: TopicList and KVTable (protocol.md 6.6), MessageQueue and the lock bodies (6.7).
+"""Small list and map bodies: TopicList and KVTable (docs/protocol.md#48-topiclist-and-kvtable), MessageQueue and the
+lock bodies (docs/protocol.md#49-messagequeue-and-lock-bodies).
 
 Decoding raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape; unknown fields are ignored.
 """

@@ -1,4 +1,6 @@
-"""TopicConfigSerializeWrapper and the wire forms of DataVersion and TopicConfig (protocol.md 6.5, 6.6).
+"""TopicConfigSerializeWrapper and the wire forms of DataVersion and TopicConfig
+(docs/protocol.md#47-topicconfigserializewrapper-topicconfig-and-dataversion; the topic lines of the compressed
+register body: docs/protocol.md#46-registerbrokerbody).
 
 :class:`DataVersion`, :class:`TopicConfig`, :class:`TopicFilterType` and the ``PERM_*`` bits come from
 :mod:`remoting.codec.bodies.broker_metadata`, so the broker, the name server, the register body and ``topics.json``

@@ -1,4 +1,4 @@
-"""Typed custom headers (``extFields``) for every request rocketrio serves or sends (protocol.md section 3).
+"""Typed custom headers (``extFields``) for every request rocketrio serves or sends (docs/protocol.md#3-custom-headers).
 
 Read a request with ``SomeHeader.from_ext_fields(cmd.ext_fields)`` and build one with ``header.to_ext_fields()``;
 send requests of any code go through :func:`parse_send_request_header`. Parsing rules and errors are documented in

@@ -1,8 +1,9 @@
-"""Admin headers: topic admin on the broker (protocol.md 3.11) and the admin/consumer-management requests that
-protocol.md 2.1 lists by code only.
+"""Admin headers: topic admin on the broker and the admin/consumer-management requests
+(docs/protocol.md#313-broker-admin-headers; their codes and pools are in docs/protocol.md#21-requests-rocketrio-serves).
 
 The latter (reset offset, consumer status/running info, consume directly, subscription-group and stats queries) follow
-the Java 4.9.8 header classes; protocol.md does not tabulate their fields.
+the Java 4.9.8 header classes. docs/protocol.md#313-broker-admin-headers lists their keys, except for the consumer
+status pair (INVOKE_BROKER_TO_GET_CONSUMER_STATUS, GET_CONSUMER_STATUS_FROM_CLIENT), which rocketrio does not serve.
 """
 
 from __future__ import annotations

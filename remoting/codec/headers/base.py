@@ -1,4 +1,5 @@
-"""Declarative custom headers: typed views of a command's ``extFields`` (protocol.md section 3).
+"""Declarative custom headers: typed views of a command's ``extFields``
+(docs/protocol.md#18-extfields-and-custom-headers).
 
 A header is a frozen, slotted attrs class deriving from :class:`Header`. Each attribute declares
 
@@ -10,12 +11,12 @@ A header is a frozen, slotted attrs class deriving from :class:`Header`. Each at
 ``wire(key, int32=True)`` marks a Java ``int``/``Integer`` field whose value must fit in 32 bits; other integer fields
 are Java ``long`` and must fit in 64 bits. The range check keeps absurd numbers from a peer out of the store.
 
-Parsing (:meth:`Header.from_ext_fields`) is tolerant the way real 4.x clients need (clients.md): integers from
-``"12"`` (surrounding whitespace allowed), booleans from ``true``/``false``/``1``/``0`` in any case, unknown keys
-ignored, an empty string for a number or boolean treated as absent (Java reads an empty binary-header string as null).
-A missing required field or an unparsable value raises :class:`~remoting.codec.errors.HeaderFieldError` whose
-``field`` is the wire key. Encoding (:meth:`Header.to_ext_fields`) writes every value as a string, booleans as
-``"true"``/``"false"``, and omits ``None``.
+Parsing (:meth:`Header.from_ext_fields`) is tolerant the way real 4.x clients need
+(docs/protocol.md#92-what-a-server-must-tolerate): integers from ``"12"`` (surrounding whitespace allowed), booleans
+from ``true``/``false``/``1``/``0`` in any case, unknown keys ignored, an empty string for a number or boolean treated
+as absent (Java reads an empty binary-header string as null). A missing required field or an unparsable value raises
+:class:`~remoting.codec.errors.HeaderFieldError` whose ``field`` is the wire key. Encoding
+(:meth:`Header.to_ext_fields`) writes every value as a string, booleans as ``"true"``/``"false"``, and omits ``None``.
 
 Both directions are on the send hot path, so each class's field table is compiled once (on first use, cached per
 class) and the per-call work is a loop over that table: no reflection, no ``exec``/``eval``.

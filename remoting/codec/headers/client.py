@@ -1,4 +1,5 @@
-"""Client-management headers (protocol.md 3.6): unregister, consumer list, consumer-ids-changed notification."""
+"""Client-management headers (docs/protocol.md#38-client-management-headers): unregister, consumer list,
+consumer-ids-changed notification."""
 
 from __future__ import annotations
 

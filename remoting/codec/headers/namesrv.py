@@ -1,4 +1,4 @@
-"""Name-server request and response headers (protocol.md 3.12).
+"""Name-server request and response headers (docs/protocol.md#314-name-server-headers).
 
 Java names are kept (``RegisterBrokerRequestHeader`` ...) so that a reader can put the two code bases side by side.
 """
@@ -13,7 +13,8 @@ from remoting.codec.headers.base import Header, wire
 
 @attrs.frozen(slots=True)
 class RegisterBrokerRequestHeader(Header):
-    """REGISTER_BROKER (103), broker -> namesrv; the body is a RegisterBrokerBody (protocol.md 6.5).
+    """REGISTER_BROKER (103), broker -> namesrv; the body is a RegisterBrokerBody
+    (docs/protocol.md#46-registerbrokerbody).
 
     ``body_crc32`` 0 means "do not check"; ``compressed`` says whether the body is the zlib form.
     """
@@ -51,7 +52,8 @@ class UnRegisterBrokerRequestHeader(Header):
 
 @attrs.frozen(slots=True)
 class GetRouteInfoRequestHeader(Header):
-    """GET_ROUTEINFO_BY_TOPIC (105). ``accept_standard_json_only`` asks for quoted map keys (protocol.md 6.1)."""
+    """GET_ROUTEINFO_BY_TOPIC (105). ``accept_standard_json_only`` asks for quoted map keys
+    (docs/protocol.md#42-topicroutedata)."""
 
     REQUEST_CODES = (RequestCode.GET_ROUTEINFO_BY_TOPIC,)
 

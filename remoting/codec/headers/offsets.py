@@ -1,4 +1,5 @@
-"""Offset headers (protocol.md 3.4, 3.5): consumer offsets and queue offset/time queries, with their responses.
+"""Offset headers (docs/protocol.md#36-consumer-offset-headers, docs/protocol.md#37-queue-offset-and-time-headers):
+consumer offsets and queue offset/time queries, with their responses.
 
 Every client -> broker request here accepts the optional ``bname`` that Java clients >= 4.9.5 add.
 """
@@ -32,7 +33,7 @@ class QueryConsumerOffsetResponseHeader(Header):
 
 @attrs.frozen(slots=True)
 class UpdateConsumerOffsetRequestHeader(Header):
-    """UPDATE_CONSUMER_OFFSET (15); may arrive with flag 0 or oneway (protocol.md 1.4)."""
+    """UPDATE_CONSUMER_OFFSET (15); may arrive with flag 0 or oneway (docs/protocol.md#13-flag-bits)."""
 
     REQUEST_CODES = (RequestCode.UPDATE_CONSUMER_OFFSET,)
 

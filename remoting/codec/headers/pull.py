@@ -1,4 +1,4 @@
-"""Pull headers (protocol.md 3.3): PULL_MESSAGE request and its response.
+"""Pull headers (docs/protocol.md#34-pull_message-header): PULL_MESSAGE request and its response.
 
 The four response fields must be present on **every** pull response code, so they are all required here: building a
 :class:`PullMessageResponseHeader` forces a processor to supply them.
@@ -14,7 +14,8 @@ from remoting.codec.headers.base import Header, wire
 
 @attrs.frozen(slots=True)
 class PullMessageRequestHeader(Header):
-    """PULL_MESSAGE (11). ``sys_flag`` bits are in protocol.md 4.2; ``subscription`` is set iff bit 2 is."""
+    """PULL_MESSAGE (11). ``sys_flag`` bits are in docs/protocol.md#35-pull-sysflag; ``subscription`` is set iff
+    bit 2 is."""
 
     REQUEST_CODES = (RequestCode.PULL_MESSAGE,)
 

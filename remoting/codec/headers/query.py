@@ -1,4 +1,5 @@
-"""Message-query headers (protocol.md 3.10): QUERY_MESSAGE by key and VIEW_MESSAGE_BY_ID by physical offset."""
+"""Message-query headers (docs/protocol.md#312-message-query-headers): QUERY_MESSAGE by key and VIEW_MESSAGE_BY_ID by
+physical offset."""
 
 from __future__ import annotations
 

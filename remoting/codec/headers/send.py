@@ -1,4 +1,5 @@
-"""Send headers (protocol.md 3.1, 3.2): SEND_MESSAGE V1 long names, V2 single letters, and the send response.
+"""Send headers (docs/protocol.md#31-send_message-v1-header, docs/protocol.md#32-send_message_v2-short-names,
+docs/protocol.md#33-send-response-header): SEND_MESSAGE V1 long names, V2 single letters, and the send response.
 
 The broker works on :class:`SendMessageRequestHeader` (V1) only; :func:`parse_send_request_header` turns any send
 request (codes 10, 310, 320) into one. Whether a send is a batch comes from the ``batch`` flag (V2 ``m``), not from
@@ -101,7 +102,7 @@ class SendMessageRequestHeaderV2(Header):
         )
 
 
-#: V2 letter -> V1 key, the table of protocol.md 3.2.
+#: V2 letter -> V1 key, the table of docs/protocol.md#32-send_message_v2-short-names.
 V2_TO_V1_KEYS: dict[str, str] = {
     "a": "producerGroup",
     "b": "topic",
@@ -233,7 +234,7 @@ class SendMessageResponseHeader(Header):
     """Send response (every code). ``msg_id`` is the offset message id (comma-joined for batches).
 
     The broker also puts ``MSG_REGION`` and ``TRACE_ON`` here: the Java client reads the region, and extFields must
-    never be empty after a successful send (protocol.md 1.2).
+    never be empty after a successful send (docs/protocol.md#33-send-response-header).
     """
 
     msg_id: str = attrs.field(metadata=wire("msgId"))
@@ -246,7 +247,7 @@ class SendMessageResponseHeader(Header):
 
 @attrs.frozen(slots=True)
 class ConsumerSendMsgBackRequestHeader(Header):
-    """CONSUMER_SEND_MSG_BACK (36): return a message for retry (protocol.md 3.7).
+    """CONSUMER_SEND_MSG_BACK (36): return a message for retry (docs/protocol.md#39-consumer_send_msg_back-header).
 
     ``offset`` is the CommitLog offset of the message; ``delay_level`` 0 lets the broker choose, < 0 sends it straight
     to the DLQ. ``max_reconsume_times`` is honoured only when the request version is >= 121.

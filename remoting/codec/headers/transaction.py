@@ -1,5 +1,5 @@
-"""Transaction headers (protocol.md 3.8): END_TRANSACTION (producer -> broker) and CHECK_TRANSACTION_STATE
-(broker -> producer)."""
+"""Transaction headers (docs/protocol.md#310-transaction-headers): END_TRANSACTION (producer -> broker) and
+CHECK_TRANSACTION_STATE (broker -> producer)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import attrs
 from remoting.codec.codes import RequestCode
 from remoting.codec.headers.base import Header, wire
 
-#: ``commitOrRollback`` values: the transaction bits of the message sysFlag (protocol.md 4.1).
+#: ``commitOrRollback`` values: the transaction bits of the message sysFlag (docs/protocol.md#52-message-sysflag).
 TRANSACTION_NOT_TYPE = 0
 TRANSACTION_PREPARED_TYPE = 0x4
 TRANSACTION_COMMIT_TYPE = 0x8
