@@ -1,8 +1,8 @@
 """``store._appender`` (store/_appender.c), ``MessageStore.append``'s single-record path in C: it stores what the
 Python ``append`` stores (same results, errors, listener calls, index keys, and CommitLog / ConsumeQueue bytes),
 takes the usual message itself and hands every unusual one to the Python method before writing anything, and stays
-safe under hostile clocks, listeners and records. Without the extension these tests skip, except under ``CI=true``,
-where they fail (tests/store/appender.py)."""
+safe under hostile clocks, listeners and records. Without the extension, or under ``ROCKETRIO_PURE_PYTHON=1``, these
+tests skip, except that a missing extension fails under ``CI=true`` (tests/store/appender.py)."""
 
 from __future__ import annotations
 
