@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench targets install clean
+.PHONY: run test lint bench targets install clean system extensions
 
 # setup.py builds the optional C extensions (remoting/codec/_speedups.c, store/_appender.c) in place: a changed C
 # source reinstalls.
@@ -19,9 +19,23 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m broker.embedded --data ./data
 
-test: $(STAMP)
+# `make test` sets up everything the suite drives, in this order, each step a check or a stamp (a second run goes
+# straight to pytest): the Debian packages (scripts/setup-system: a compiler, zlib's headers, Node.js, Java 17),
+# ./.venv, the C extensions, the two real RocketMQ clients. Then the suite, and PURE_PYTHON_TESTS once more on the
+# pure-Python path a user without a compiler gets (CI passes PURE_PYTHON_TESTS=tests: the whole suite).
+PURE_PYTHON_TESTS ?= tests/store tests/codec
+test: system $(STAMP) extensions e2e-deps
 	$(BIN)/python -m pytest -q
-	ROCKETRIO_PURE_PYTHON=1 $(BIN)/python -m pytest -q tests/store tests/codec
+	ROCKETRIO_PURE_PYTHON=1 $(BIN)/python -m pytest -q $(PURE_PYTHON_TESTS)
+
+system:
+	PY=$(PY) scripts/setup-system
+
+# A venv made before the compiler was there has no C extensions (their build is optional): build them now.
+EXTENSIONS := import remoting.codec._speedups, store._appender
+extensions: $(STAMP)
+	@$(BIN)/python -c '$(EXTENSIONS)' 2>/dev/null || $(BIN)/pip install -q --no-deps -e .
+	@$(BIN)/python -c '$(EXTENSIONS)' || { echo "the C extensions did not build (see $(BIN)/pip install -v -e .)" >&2; exit 1; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -48,8 +62,8 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) data
 
-# Real RocketMQ clients for tests/e2e (reference/clients.md): ali-ons under tests/e2e/node, the C++ core's Python
-# wrapper in its own venv (its module is named `rocketmq`). Stamps make a second run a no-op.
+# Real RocketMQ clients for tests/e2e: ali-ons under tests/e2e/node, the C++ core's Python wrapper in its own venv (its
+# module is named `rocketmq`). Stamps make a second run a no-op.
 .PHONY: e2e-deps
 E2E_NODE := tests/e2e/node
 E2E_CVS := .venv-cvs
