@@ -13,7 +13,9 @@ Recovery (:meth:`FileLedger.load`, blocking) follows DLedger's: it starts from t
 back while a segment's first entry disagrees with its index record), checks each entry (magic, size, ``pos`` equal to
 where it lies, contiguous indexes, terms never going down), rewrites index records that disagree, and ends the log at
 the first bad entry: data and index are cut there and erased. The committed index comes back from ``checkpoint``
-(clamped to the end). :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file, fsync, rename).
+(clamped to the end). Entries this store writes as leader carry ``bodyCrc`` (the field DLedger 0.3.1.2 leaves 0) and
+the header is written after the body, so a torn tail fails the scan; entries with ``bodyCrc`` 0 are taken on their
+structure alone, as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file, fsync, rename).
 
 Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must;
 ``OSError`` from the file system propagates.
@@ -46,6 +48,7 @@ from dledger.entry import (
     place,
 )
 from dledger.ledger import BodyFill, LedgerError
+from remoting.codec.crc import body_crc
 from store.mapped_file import MappedFile, MappedFileQueue
 from store.metadata_files import replace_atomically
 
@@ -164,7 +167,8 @@ class FileLedger:
         out = []
         for size, fill in bodies:
             pos = self._reserve(HEADER_SIZE + size)
-            entry = Entry(self._end + 1, term, pos, fill(pos), CURRENT_MAGIC)
+            data = fill(pos)
+            entry = Entry(self._end + 1, term, pos, data, CURRENT_MAGIC, body_crc=body_crc(data) if data else 0)
             if len(entry.body) != size:
                 raise LedgerError(ResponseCode.DISK_ERROR, f"body of {len(entry.body)} bytes, {size} announced")
             self._write(entry)
@@ -223,8 +227,9 @@ class FileLedger:
             at = entry.pos - mf.file_from_offset
             if at != mf.wrote_position:
                 raise LedgerError(ResponseCode.DISK_ERROR, f"entry at {entry.pos}, data ends at {self.write_pos}")
-            pack_header_into(mf.buf, at, entry)
+            # The body before the header: a process killed mid-copy leaves no header, so recovery ends the log there.
             mf.buf[at + HEADER_SIZE : at + entry.size] = entry.body
+            pack_header_into(mf.buf, at, entry)
             mf.wrote_position = at + entry.size
         self._write_index(index_record_of(entry))
         self._end, self._end_term = entry.index, entry.term
@@ -371,6 +376,7 @@ class FileLedger:
                     return self._end_at(end_pos, expected_index)
                 absolute = mf.file_from_offset + pos
                 good = entry.pos == absolute and entry.term >= last_term and pos + entry.size <= mf.file_size
+                good = good and (entry.body_crc == 0 or entry.body_crc == body_crc(entry.body))
                 good = good and (expected_index == -1 or entry.index == expected_index) and entry.index >= 0
                 if not good:
                     return self._end_at(end_pos, expected_index)

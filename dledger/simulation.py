@@ -374,7 +374,18 @@ class Simulation:
 
     def _failure(self, what: str) -> str:
         tail = "\n".join(self.trace[-40:])
-        replay = f"python -m dledger.simulation --seed {self.seed} --trace"
+        c = self.config
+        flags = "".join(
+            flag
+            for flag, on in (
+                (f" --members {c.members}", c.members != 3),
+                (" --power-loss", c.power_loss),
+                (" --batch", c.enable_batch_push),
+                (" --faithful", c.faithful),
+            )
+            if on
+        )
+        replay = f"python -m dledger.simulation --seed {self.seed}{flags} --trace"
         return f"seed {self.seed}: {what}\nlast events:\n{tail}\nreplay: {replay}"
 
     def summary(self) -> dict[str, int]:
