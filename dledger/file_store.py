@@ -15,7 +15,8 @@ where it lies, contiguous indexes, terms never going down), rewrites index recor
 the first bad entry: data and index are cut there and erased. The committed index comes back from ``checkpoint``
 (clamped to the end). Entries this store writes as leader carry ``bodyCrc`` (the field DLedger 0.3.1.2 leaves 0) and
 the header is written after the body, so a torn tail fails the scan; entries with ``bodyCrc`` 0 are taken on their
-structure alone, as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file, fsync, rename).
+structure alone, as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file,
+fsync, rename).
 
 Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must;
 ``OSError`` from the file system propagates.

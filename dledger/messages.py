@@ -189,6 +189,8 @@ def _entry_json(entry: Entry) -> dict[str, Any]:
 
 
 def _value_json(value: Any) -> Any:
+    if isinstance(value, enum.IntEnum):
+        return int(value)
     if isinstance(value, enum.Enum):
         return value.name
     if isinstance(value, Entry):

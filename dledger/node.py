@@ -134,9 +134,11 @@ class RaftNode:
                                                 leader_id=member.leader_id))  # fmt: skip
         self._work()
 
-    def append(self, now: int, bodies: Sequence[tuple[int, BodyFill]]) -> tuple[int, int, list[Entry]]:
+    def append(self, now: int, bodies: Sequence[tuple[int, BodyFill]], reply_to: object = None
+               ) -> tuple[int, int, list[Entry]]:  # fmt: skip
         """A local write of one entry per ``(body size, fill)``: ``(code, ticket, entries)``. Code 200 means
-        appended and waiting for the quorum (an :class:`~dledger.effects.AppendDone` with ``ticket`` follows);
+        appended and waiting for the quorum (an :class:`~dledger.effects.AppendDone` with ``ticket`` follows, or,
+        with ``reply_to``, an APPEND answer to that request handle);
         anything else (404 NOT_LEADER, 506 LEADER_TRANSFERRING, 503 LEADER_PENDING_FULL, 414/415) means nothing
         was written."""
         self._advance(now)
@@ -154,6 +156,8 @@ class RaftNode:
             entries = self._append_entries(bodies, ticket)
         except LedgerError as exc:
             return exc.code, -1, []
+        if reply_to is not None:  # before the work loop: a group of one commits at once
+            self._client_appends[ticket] = reply_to
         self._work()
         return ResponseCode.SUCCESS, ticket, entries
 
@@ -295,7 +299,7 @@ class RaftNode:
 
     def _client_append(self, request: AppendEntryRequest, handle: object) -> None:
         body = request.body or b""
-        code, ticket, _ = self.append(self.now, [(len(body), lambda _pos: body)])
+        code, _, _ = self.append(self.now, [(len(body), lambda _pos: body)], reply_to=handle)
         if code != ResponseCode.SUCCESS:
             self.reply(
                 handle,
@@ -303,8 +307,6 @@ class RaftNode:
                     group=self.member.group, code=code, leader_id=self.member.leader_id, term=self.member.curr_term
                 ),
             )
-            return
-        self._client_appends[ticket] = handle
 
     def _leadership_transfer(self, request: LeadershipTransferRequest, handle: object) -> None:
         member = self.member

@@ -128,9 +128,12 @@ def test_heartbeats_from_unknown_members_or_from_oneself_are_refused(leader_id: 
 
 def test_heartbeat_codes_in_dledger_order() -> None:
     node = _member()
-    beat = lambda term, leader: node.elector.handle_heartbeat(  # noqa: E731
-        HeartBeatRequest(group="g", remote_id="n0", leader_id=leader, term=term)
-    ).code
+
+    def beat(term: int, leader: str) -> int:
+        return node.elector.handle_heartbeat(
+            HeartBeatRequest(group="g", remote_id="n0", leader_id=leader, term=term)
+        ).code
+
     node.member.curr_term = 2
     assert beat(1, "n1") == ResponseCode.EXPIRED_TERM
     assert beat(2, "n1") == ResponseCode.SUCCESS  # no leader yet: follow n1

@@ -3,6 +3,8 @@ this core departs from DLedger 0.3.1.2 (each compared with ``faithful=True``).""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from dledger.codes import PushType, ResponseCode, Role
@@ -36,7 +38,7 @@ def test_appends_commit_on_every_member_with_dledger_positions(batch: bool) -> N
         assert cluster.bodies(i) == bodies
     entries = cluster.ledgers[leader].entries
     # Positions: each entry starts where the previous one ended (48-byte header + body), as BatchPushTest checks.
-    assert all(b.pos == a.pos + 48 + len(a.body) for a, b in zip(entries, entries[1:], strict=False))
+    assert all(b.pos == a.pos + 48 + len(a.body) for a, b in itertools.pairwise(entries))
     assert done.positions == tuple(e.pos for e in entries[-20:])
     check(cluster)
 

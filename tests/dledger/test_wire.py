@@ -50,8 +50,9 @@ def test_nulls_are_left_out_and_enums_travel_by_name() -> None:
                         vote_result=VoteResult.REJECT_TERM_NOT_READY)  # fmt: skip
     assert orjson.loads(encode(vote))["voteResult"] == "REJECT_TERM_NOT_READY"
     assert decode(VoteResponse, encode(vote)) == vote
-    commit = PushEntryResponse(group="g", term=2, begin_index=0, end_index=9)
+    commit = PushEntryResponse(group="g", term=2, begin_index=0, end_index=9, code=ResponseCode.NOT_FOLLOWER)
     assert "index" not in orjson.loads(encode(commit))
+    assert orjson.loads(encode(commit))["code"] == 405  # a result code is a number, not a name
 
 
 def test_unknown_keys_are_ignored_and_missing_ones_take_dledgers_defaults() -> None:
