@@ -325,6 +325,7 @@ class PullMessageProcessor:
             return request.response(ResponseCode.PULL_NOT_FOUND, remark, fields)
         config = self.broker.config
         millis = header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_mills
+        ctx.connection.mark_suspended(request.opaque)
         hold.hold(
             HeldPull(
                 ctx=ctx,

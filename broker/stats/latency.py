@@ -118,14 +118,13 @@ class PutLatencyStats:
             passed += count
         return 0.0
 
-    def histogram(self) -> tuple[list[tuple[float, int]], int, float]:
-        """Cumulative ``(upper bound ms, count)`` pairs since boot (``inf`` last), the count and the sum in ms:
-        a Prometheus histogram. A bucket's bound is exclusive (a put of exactly 10 ms counts above 10)."""
+    def histogram(self) -> tuple[tuple[int, ...], list[int], float]:
+        """Since boot: the bucket bounds (ms), the count in each bucket (one more bucket above the last bound) and
+        the sum in ms, for a Prometheus histogram. A bound is exclusive here (a put of exactly 10 ms counts above
+        10); puts are whole milliseconds, so only a put of exactly a bound is placed one bucket higher."""
         counts = list(self.distribution)
         counts[0] += self.fast
-        bounds = (*map(float, DISTRIBUTION_BOUNDS_MS), float("inf"))
-        buckets = list(zip(bounds, itertools.accumulate(counts), strict=True))
-        return buckets, buckets[-1][1], self.sum_ns / _NS_PER_MS
+        return DISTRIBUTION_BOUNDS_MS, counts, self.sum_ns / _NS_PER_MS
 
     def runtime_entries(self) -> dict[str, str]:
         """The GET_BROKER_RUNTIME_INFO keys this class owns, in Java's formats."""
