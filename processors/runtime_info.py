@@ -3,7 +3,7 @@
 ``mqadmin brokerStatus``, ``mqadmin clusterList`` and rocketmq-exporter parse them (the exporter with no default:
 one missing or malformed key loses the broker's whole sample; tests/broker/test_exporter_rules.py holds its rules).
 
-Where each value comes from (docs/protocol.md#runtime-info-keys lists them all):
+Where each value comes from (docs/protocol.md#412-runtime-info-keys lists them all):
 
 - the statistics (:meth:`processors.context.BrokerStats.runtime_entries`): rates, day totals, put totals, the put
   latency distribution and percentiles, the longest pull;
