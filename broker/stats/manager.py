@@ -166,8 +166,8 @@ class BrokerStatsManager:
     # ---- reading -----------------------------------------------------------------------------------------------
 
     def item(self, stats_name: str, stats_key: str) -> StatsItem | None:
-        """VIEW_BROKER_STATS_DATA's lookup; ``None`` for an unknown statistic or key. Puts up to now count."""
-        self.count_puts()
+        """VIEW_BROKER_STATS_DATA's lookup; ``None`` for an unknown statistic or key (a topic's put items appear at
+        the first sample after its first message)."""
         stats = self.sets.get(stats_name)
         return None if stats is None else stats.get(stats_key)
 

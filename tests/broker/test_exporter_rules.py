@@ -135,6 +135,10 @@ async def test_the_exporter_accepts_a_live_brokers_answer_over_the_wire(
     assert stats.distribution == {}  # no minute has closed yet: Java's "null", which the exporter skips
     assert_capacity_matches_the_file_system(table, store.root)
     keys = stats_keys("ExporterTopic", "nobody", embedded_cluster.controller.config.broker_cluster_name)
+    stats_manager = embedded_cluster.controller.context.stats
+    with trio.fail_after(10):  # the topic's put items appear at the sampler's next one-second tick
+        while stats_manager.item("TOPIC_PUT_SIZE", "ExporterTopic") is None:
+            await trio.sleep(0.05)
     for name in ("TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE", "BROKER_PUT_NUMS", "BROKER_GET_NUMS"):
         key = keys[STATS_QUERIES[name][0]]
         fields = {"statsName": name, "statsKey": key}

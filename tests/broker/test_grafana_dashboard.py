@@ -33,37 +33,37 @@ def dashboard_queries() -> list[str]:
 
 async def test_every_metric_and_label_the_dashboard_uses_is_served(tmp_path: Path) -> None:
     settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0}
-    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings) as cluster:
-        async with Producer("dash_pg", cluster.namesrv_addr) as producer:
-            for i in range(5):
-                await producer.send(Message("DashTopic", b"%d" % i))
-            got = trio.Event()
+    cluster = EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings)
+    async with cluster, Producer("dash_pg", cluster.namesrv_addr) as producer:
+        for i in range(5):
+            await producer.send(Message("DashTopic", b"%d" % i))
+        got = trio.Event()
 
-            async def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-                got.set()
-                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        async def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+            got.set()
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-            # One message straight to the group's DLQ (delay level -1), for rocketmq_send_to_dlq_messages_total.
-            back = {
-                "offset": "0",
-                "group": "dash_cg",
-                "delayLevel": "-1",
-                "originMsgId": "x",
-                "originTopic": "DashTopic",
-            }
-            async with RemotingClient() as client:
-                answer = await client.invoke(cluster.broker_addr, request(RequestCode.CONSUMER_SEND_MSG_BACK, back), 10)
-                assert answer.code == ResponseCode.SUCCESS, answer.remark
-            consumer = PushConsumer("dash_cg", cluster.namesrv_addr)
-            consumer.subscribe("DashTopic", "*")
-            consumer.register_message_listener(on_messages)
-            async with consumer:
-                with trio.fail_after(30):
-                    await got.wait()
-                exporter = cluster.controller.metrics
-                assert exporter is not None and exporter.address is not None
-                url = f"http://{exporter.address[0]}:{exporter.address[1]}/metrics"
-                text = await trio.to_thread.run_sync(lambda: urllib.request.urlopen(url, timeout=30).read().decode())
+        # One message straight to the group's DLQ (delay level -1), for rocketmq_send_to_dlq_messages_total.
+        back = {
+            "offset": "0",
+            "group": "dash_cg",
+            "delayLevel": "-1",
+            "originMsgId": "x",
+            "originTopic": "DashTopic",
+        }
+        async with RemotingClient() as client:
+            answer = await client.invoke(cluster.broker_addr, request(RequestCode.CONSUMER_SEND_MSG_BACK, back), 10)
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+        consumer = PushConsumer("dash_cg", cluster.namesrv_addr)
+        consumer.subscribe("DashTopic", "*")
+        consumer.register_message_listener(on_messages)
+        async with consumer:
+            with trio.fail_after(30):
+                await got.wait()
+            exporter = cluster.controller.metrics
+            assert exporter is not None and exporter.address is not None
+            url = f"http://{exporter.address[0]}:{exporter.address[1]}/metrics"
+            text = await trio.to_thread.run_sync(lambda: urllib.request.urlopen(url, timeout=30).read().decode())
     served: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
