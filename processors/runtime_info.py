@@ -17,8 +17,8 @@ Constant by construction rather than by omission: ``dispatchBehindBytes`` (our a
 index entries in the same call, so nothing is ever waiting for dispatch), ``pageCacheLockTimeMills`` (appends are
 synchronous on the one Trio thread, so no append holds the CommitLog while this runs),
 ``remainTransientStoreBufferNumbs`` (``Integer.MAX_VALUE``: there is no transient store pool, as in Java with the
-pool off) and
-``startAcceptSendRequestTimeStamp`` (0: sends are accepted from the start). Nothing here raises; an unreadable
+pool off) and ``startAcceptSendRequestTimeStamp`` (0: sends are accepted from the start). Pools other than Java's
+send, pull and query ones are reported under their camelCase family names too. Nothing here raises; an unreadable
 directory gives Java's -1.
 """
 
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["disk_used_percent", "runtime_table", "runtime_text"]
 
 _INT_MAX: Final = 2**31 - 1
-#: Java's key prefixes for the pools it reports (others are shown under their camelCase family name).
-_JAVA_POOL_NAMES: Final = {"send": "send", "pull": "pull", "query": "query"}
 
 
 def runtime_text(ms: int) -> str:
@@ -102,7 +100,7 @@ def _store_entries(broker: BrokerContext) -> dict[str, str]:
 def _pool_entries(pools: Mapping[str, ProcessorPool]) -> dict[str, str]:
     entries = {}
     for family, pool in pools.items():
-        name = _JAVA_POOL_NAMES.get(family, camel_case(family))
+        name = camel_case(family)
         capacity = str(-1 if pool.queue_capacity == math.inf else int(pool.queue_capacity))
         entries[f"{name}ThreadPoolQueueSize"] = str(pool.queued)
         entries[f"{name}ThreadPoolQueueCapacity"] = capacity

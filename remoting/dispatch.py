@@ -157,9 +157,10 @@ class ProcessorPool:
             self.limiter.release()
 
     async def _reject_stale(self, ctx: RequestContext, request: RemotingCommand, waited: float) -> None:
-        if request.is_oneway:
-            return
         remark = queue_timeout_remark(waited, self.queued)
+        if request.is_oneway:
+            ctx.connection.oneway_done(request, request.response(ResponseCode.SYSTEM_BUSY, remark))
+            return
         try:
             await ctx.connection.send(request.response(ResponseCode.SYSTEM_BUSY, remark))
         except RemotingConnectError:
@@ -228,6 +229,7 @@ class Dispatcher:
         else:
             answer = request.response(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         if request.is_oneway:
+            ctx.connection.oneway_done(request, answer)
             return
         try:
             await ctx.connection.send(answer)

@@ -15,7 +15,7 @@ from prometheus_client.core import Metric
 from broker.metrics.families import broker_families
 from broker.metrics.snapshot import take_snapshot
 from remoting.dispatch import ProcessorPool
-from remoting.prometheus import PrometheusExporter, metrics_labels, prometheus_wanted, rpc_latency_source
+from remoting.prometheus import PrometheusExporter, metrics_labels, rpc_latency_source
 from remoting.rpc_metrics import RpcLatency
 
 if TYPE_CHECKING:
@@ -27,9 +27,10 @@ __all__ = ["broker_exporter"]
 def broker_exporter(
     state: BrokerState, pools: Mapping[str, ProcessorPool], rpc_latency: RpcLatency | None
 ) -> PrometheusExporter | None:
-    """The exporter the broker's settings ask for, or ``None`` (metrics off, or no RPC recorder was made)."""
+    """The exporter, or ``None`` without an RPC recorder (the controller makes one only when
+    :func:`~remoting.prometheus.prometheus_wanted` says the settings ask for ``/metrics``)."""
     config = state.config
-    if rpc_latency is None or not prometheus_wanted(config.metrics_exporter_type):
+    if rpc_latency is None:
         return None
     labels = metrics_labels("broker", config.broker_name, config.broker_cluster_name, config.metrics_label)
 

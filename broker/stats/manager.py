@@ -60,10 +60,11 @@ _ITEM_SETS: Final = (
 )  # fmt: skip
 
 _SECONDS_PER_ITEM_SAMPLE: Final = 10
-_SECONDS_PER_LATENCY_WINDOW: Final = 60
-_NS_PER_MS: Final = 1_000_000
 _SECONDS_PER_HOUR_SAMPLE: Final = 600
 _SECONDS_PER_DAY_SAMPLE: Final = 3600
+#: Java's StoreStatsService swaps its put latency buckets once a minute.
+_SECONDS_PER_LATENCY_WINDOW: Final = 60
+_NS_PER_MS: Final = 1_000_000
 
 
 def stats_key(topic: str, group: str) -> str:

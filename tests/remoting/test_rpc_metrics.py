@@ -46,7 +46,9 @@ async def test_each_answered_request_is_timed_once_whoever_answers_it() -> None:
     async with trio.open_nursery() as nursery:
         address = await nursery.start(server.serve)
         peer = await RawPeer.connect(address)
-        await peer.send(*[request(ECHO) for _ in range(5)], request(ECHO, oneway=True), request(4242))
+        await peer.send(
+            *[request(ECHO) for _ in range(5)], request(ECHO, oneway=True), request(4242), request(4242, oneway=True)
+        )
         for _ in range(6):
             assert await peer.receive() is not None
         await peer.send(request(SLOW))
@@ -69,6 +71,7 @@ async def test_each_answered_request_is_timed_once_whoever_answers_it() -> None:
         (ECHO, ResponseCode.SUCCESS, False, "success"): 5,
         (ECHO, ResponseCode.SUCCESS, False, "oneway"): 1,
         (4242, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, False, "success"): 1,
+        (4242, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, False, "oneway"): 1,
         (SLOW, ResponseCode.SYSTEM_BUSY, False, "success"): 1,
         (SLOW, ResponseCode.SUCCESS, False, "success"): 1,
         (LATE, ResponseCode.SUCCESS, False, "success"): 1,
