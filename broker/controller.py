@@ -34,12 +34,14 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
+from broker.dledger_mode import follow_roles
 from broker.metrics import broker_exporter
 from broker.registration import BrokerRegistration
 from broker.schedule import ScheduleMessageService
 from broker.timer.runtime_info import RuntimeInfoProcessor
 from broker.timer.service import TimerMessageService
 from broker.transaction import TransactionalMessageBridge, TransactionCheckService
+from dledger.commitlog_store import DLedgerMessageStore
 from processors.admin import REQUEST_CODES as ADMIN_CODES
 from processors.admin import AdminBrokerProcessor
 from processors.client_manage import ClientManageProcessor
@@ -253,6 +255,8 @@ class BrokerController:
             ctx.set_bound_port(port)
             await self._start_fast_channel(nursery, port)
             self.registration = BrokerRegistration(ctx, client)
+            if isinstance(ctx.store, DLedgerMessageStore):
+                follow_roles(ctx, ctx.store, self.registration.trigger)
             ctx.topic_changed_hook = self.registration.trigger
             await nursery.start(self.registration.run)
             await nursery.start(self.transaction_check.run)

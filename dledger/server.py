@@ -78,12 +78,18 @@ class DLedgerServer:
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
         self.address: Address | None = None
+        self.loaded = False
 
     @property
     def node(self) -> RaftNode:
         if self._node is None:
             raise RuntimeError("the DLedger server is not running")
         return self._node
+
+    def load(self) -> None:
+        """Recover the ledger's files (blocking; :meth:`run` does it unless done before)."""
+        self.ledger.load()
+        self.loaded = True
 
     @property
     def running(self) -> bool:
@@ -108,7 +114,8 @@ class DLedgerServer:
 
     async def run(self, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED) -> None:
         """Load the files, listen on this member's peer address, run until cancelled; reports the bound address."""
-        await trio.to_thread.run_sync(self.ledger.load)
+        if not self.loaded:
+            await trio.to_thread.run_sync(self.load)
         host, port = parse_address(self.config.peer_map[self.config.self_id])
         try:
             self._node = RaftNode(self.config, self.ledger, self.terms, rng=self.rng, now=now_ms())

@@ -181,17 +181,21 @@ class MessageStore(StoreReads):
 
     def load(self) -> None:
         """Lock the store, then recover (see :mod:`store.recovery`). Blocking."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._lock = StoreLock(self.root / "lock")
-        if self.index is None and self.config.message_index_enable:
-            self.index = _open_index(self.config)
-        self.checkpoint = Checkpoint(self.root / "checkpoint")
+        self.open_files()
         recover(self)
         if not self.commitlog.queue.files:
             # The first segment is made now rather than on the first append, warmed up when configured.
             first = self.commitlog.queue.roll(0)
             if self.config.warm_mapped_file_enable:
                 first.warm_up(self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
+
+    def open_files(self) -> None:
+        """Lock the store and open the index and the checkpoint (the first half of :meth:`load`). Blocking."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = StoreLock(self.root / "lock")
+        if self.index is None and self.config.message_index_enable:
+            self.index = _open_index(self.config)
+        self.checkpoint = Checkpoint(self.root / "checkpoint")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The store's services; cancel to shut down (flush, checkpoint, delete ``abort``, unmap). Stop the
