@@ -200,7 +200,8 @@ class Group:
             body = f"p{k}-{seq}".encode()
             fields = {"producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
                       "queueId": str(queue_id), "sysFlag": "0", "bornTimestamp": str(int(time.time() * 1000)),
-                      "flag": "0", "properties": "", "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}  # fmt: skip
+                      "flag": "0", "properties": "", "reconsumeTimes": "0", "unitMode": "false",
+                      "batch": "false"}  # fmt: skip
             seq += 1
             try:
                 answer = await client.invoke(addr, request(RequestCode.SEND_MESSAGE, fields, body), 5)
