@@ -229,9 +229,12 @@ class Group:
 
     async def round(self, number: int, kind: str, warm: float, pause: float) -> dict[str, Any]:
         await trio.sleep(warm)
+        with trio.move_on_after(60):
+            while self.member_at(self.master) is None:
+                await trio.sleep(0.1)
         leader = self.member_at(self.master)
         if leader is None:
-            raise CheckFailed(f"round {number}: no leader routed")
+            raise CheckFailed(f"round {number}: no leader routed for 60 s")
         since = len(self.acks)
         self.signal(leader, signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
         first_new = await self.wait_new_leader_ack(leader.addr, since)
@@ -277,6 +280,17 @@ class Group:
         return {"acked": len(self.acks), "stored": {m: len(q) for m, q in queues.items()}}
 
 
+async def cluster_list(namesrv_addr: str) -> list[dict[str, Any]]:
+    """``mqadmin clusterList --json`` rows (with the DLedger role, term and leader of each broker)."""
+    done = await trio.run_process([str(_BIN / "mqadmin"), "clusterList", "-n", namesrv_addr, "--json"],
+                                  capture_stdout=True, check=False)  # fmt: skip
+    try:
+        rows: list[dict[str, Any]] = json.loads(done.stdout)["rows"]
+    except (ValueError, KeyError):
+        return []
+    return rows
+
+
 def _read_member(member: Member) -> dict[tuple[int, int], bytes]:
     dledger = DLedgerConfig(group="broker-a", self_id=member.member_id, peers=f"{member.member_id}-127.0.0.1:1",
                             store_base_dir=str(member.root), mapped_file_size_for_entry_data=SEGMENT)  # fmt: skip
@@ -319,8 +333,9 @@ async def run(work: Path, rounds: int, producers: int, warm: float, pause: float
             group.running = False
             await trio.sleep(6)  # in-flight sends end; followers catch up
             nursery.cancel_scope.cancel()
+        cluster = await cluster_list(group.namesrv_addr)
         await group.stop_all()
-        summary = group.check()
+        summary = group.check() | {"cluster_list": cluster}
     finally:
         await group.kill_all()
     times = [r["failover_s"] for r in results]

@@ -34,7 +34,7 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
-from broker.dledger_mode import follow_roles
+from broker.dledger_mode import follow_roles, reassert_master
 from broker.metrics import broker_exporter
 from broker.registration import BrokerRegistration
 from broker.schedule import ScheduleMessageService
@@ -257,6 +257,7 @@ class BrokerController:
             self.registration = BrokerRegistration(ctx, client)
             if isinstance(ctx.store, DLedgerMessageStore):
                 follow_roles(ctx, ctx.store, self.registration.trigger)
+                nursery.start_soon(reassert_master, ctx, ctx.store, self.registration.trigger)
             ctx.topic_changed_hook = self.registration.trigger
             await nursery.start(self.registration.run)
             await nursery.start(self.transaction_check.run)

@@ -6,7 +6,8 @@ role, as RocketMQ 4.9.8's ``broker/src/main/java/org/apache/rocketmq/broker/dled
 segment size = ``mappedFileSizeCommitLog``). :func:`as_follower` is the role a member starts in. :func:`follow_roles`
 makes every role change rewrite ``brokerId`` / ``brokerRole`` in the broker's live config and register at once: the
 leader as brokerId 0 (SYNC_MASTER) once its log is committed and dispatched, a follower or candidate as its id's
-number + 1 (SLAVE). A ``dLegerSelfId`` without a number after its first character raises ``ValueError`` at start.
+number + 1 (SLAVE); :func:`reassert_master` repeats the leader's registration. A ``dLegerSelfId`` without a
+number after its first character raises ``ValueError`` at start.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import attrs
+import trio
 
 from broker.broker_config import BrokerConfig
 from broker.context import BrokerState
@@ -58,6 +60,18 @@ def follower_id(self_id: str) -> int:
 
 def as_follower(config: BrokerConfig) -> BrokerConfig:
     return attrs.evolve(config, broker_role="SLAVE", broker_id=follower_id(config.dleger_self_id))
+
+
+async def reassert_master(ctx: BrokerState, store: DLedgerMessageStore, reregister: Callable[[], None]) -> None:
+    """While this broker leads, register again every election timeout (``heartBeatTimeIntervalMs`` x
+    ``maxHeartBeatLeak``): a deposed leader resumed from a pause may register once more as brokerId 0 before it
+    hears of the new term, and the name server keeps the last registration (RocketMQ has the same race and waits for
+    the next 30 s round). Runs until cancelled."""
+    period = ctx.config.heart_beat_time_interval_ms * ctx.config.max_heart_beat_leak / 1000
+    while True:
+        await trio.sleep(period)
+        if store.writable:
+            reregister()
 
 
 def follow_roles(ctx: BrokerState, store: DLedgerMessageStore, reregister: Callable[[], None]) -> None:

@@ -16,6 +16,7 @@ import click
 
 from client.admin import Admin, ConsumerConnection, ConsumeStats
 from client.errors import MQClientError
+from client.mqadmin_dledger import dledger_columns
 from client.mqadmin_messages import COMMANDS as MESSAGE_COMMANDS
 from client.mqadmin_stats import COMMANDS as STATS_COMMANDS
 from client.mqadmin_support import RETRY_PREFIX, Output, common, format_ts, parse_timestamp, run_job, version_desc
@@ -138,6 +139,11 @@ def cluster_list(ctx: click.Context, **o: Any) -> None:
             for bid, addr in sorted(info.broker_addr_table[name].broker_addrs.items())
             if name in info.broker_addr_table
         ]
+        raft = await dledger_columns(admin, [str(row[3]) for row in rows])
+        if raft:
+            rows = [[*row, *raft[str(row[3])]] for row in rows]
+            out.table("Clusters", ["Cluster", "BrokerName", "BID", "Addr", "DLedgerRole", "Term", "Leader"], rows)
+            return
         out.table("Clusters", ["Cluster", "BrokerName", "BID", "Addr"], rows)
 
     run_job(ctx, job)

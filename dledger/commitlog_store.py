@@ -312,8 +312,26 @@ class DLedgerMessageStore(MessageStore):
         return PutResult(await self.flush_status(result.end_offset, wait_flush), result)
 
     def status(self) -> dict[str, object]:
-        """The Raft state for brokerStatus and getBrokerConfig views."""
+        """The Raft state: term, role, leader, the ledger's indexes, on a leader each peer's match index."""
         return {**self.server.status(), "dispatchedIndex": self.dispatched_index, "writable": self.writable}
+
+    def runtime_entries(self) -> dict[str, str]:
+        """The Raft state as GET_BROKER_RUNTIME_INFO keys (``mqadmin brokerStatus``, ``clusterList``; ours)."""
+        status = self.status()
+        marks = status.get("peerWatermarks") or {}
+        assert isinstance(marks, dict)
+        return {
+            "dLedgerGroup": self.server.config.group,
+            "dLedgerSelfId": self.server.config.self_id,
+            "dLedgerRole": str(status["role"]),
+            "dLedgerTerm": str(status.get("term", -1)),
+            "dLedgerLeaderId": str(status.get("leaderId") or ""),
+            "dLedgerBeginIndex": str(status.get("ledgerBeginIndex", -1)),
+            "dLedgerEndIndex": str(status.get("ledgerEndIndex", -1)),
+            "dLedgerCommittedIndex": str(status.get("committedIndex", -1)),
+            "dLedgerDispatchedIndex": str(self.dispatched_index),
+            "dLedgerPeerWatermarks": ",".join(f"{peer}:{index}" for peer, index in sorted(marks.items())),
+        }
 
 
 def _filler(prepared: PreparedMessage, queue_offset: int, store_ts: int) -> Callable[[int], bytes]:

@@ -533,6 +533,10 @@ class MessageStore(StoreReads):
         """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""
         return await delete_topic_queues(self, topic)
 
+    def runtime_entries(self) -> dict[str, str]:
+        """Extra GET_BROKER_RUNTIME_INFO keys of a store kind (none here; the DLedger store's Raft state)."""
+        return {}
+
 
 def _native_appender() -> type[Appender] | None:
     """store._appender's ``Appender`` when the C extensions are in use (not built, or ``ROCKETRIO_PURE_PYTHON=1``:

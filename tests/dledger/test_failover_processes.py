@@ -23,3 +23,8 @@ async def test_kill_and_pause_the_leader_under_eight_producers(tmp_path: Path) -
     assert summary["acked"] > 100
     # Every member holds every acknowledged message (check() raises otherwise) and nothing was lost to the faults.
     assert all(stored >= summary["acked"] for stored in summary["stored"].values())
+    # mqadmin clusterList shows the group's leader as brokerId 0 with its term, the others as followers.
+    rows = summary["cluster_list"]
+    leaders = [r for r in rows if r["DLedgerRole"] == "LEADER"]
+    assert len(leaders) == 1 and str(leaders[0]["BID"]) == "0" and int(leaders[0]["Term"]) >= 2
+    assert {r["DLedgerRole"] for r in rows} == {"LEADER", "FOLLOWER"}
