@@ -204,7 +204,7 @@ class Group:
                       "batch": "false"}  # fmt: skip
             seq += 1
             try:
-                answer = await client.invoke(addr, request(RequestCode.SEND_MESSAGE, fields, body), 5)
+                answer = await client.invoke(addr, request(RequestCode.SEND_MESSAGE, fields, body), 3)  # sendMsgTimeout
             except RemotingError:
                 answer = None
             if answer is not None and answer.code == ResponseCode.SUCCESS:

@@ -13,7 +13,8 @@ or once flushed under ``sync_before_ack``). The quorum index is the middle of th
 
 The commit rule is Raft's: the quorum index commits only when its entry is of the current term; the leader appends an
 empty entry when elected so earlier entries commit with it. DLedger 0.3.1.2 commits the quorum index whatever its term
-(the node's ``faithful`` mode), which can lose a committed entry: tests/dledger/test_sim_regressions.py shows it.
+(the node's ``faithful`` mode), which can lose a committed entry: tests/dledger/test_sim_regressions.py holds seeds
+where DLedger's rules lose one.
 """
 
 from __future__ import annotations
