@@ -129,6 +129,9 @@ class BrokerConfig:
     min_vote_interval_ms: int = 300
     max_vote_interval_ms: int = 1000
     max_wait_ack_time_ms: int = 2500
+    #: Push several entries per DLedger PUSH (RocketMQ's MessageStoreConfig setting; off by default as there): sends
+    #: that arrive together are replicated in one request, up to DLedger's 4 KiB ``maxBatchPushSize``.
+    enable_batch_push: bool = False
 
     @property
     def broker_addr(self) -> str:

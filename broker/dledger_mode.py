@@ -42,6 +42,7 @@ def dledger_config_of(config: BrokerConfig) -> DLedgerConfig:
         min_vote_interval_ms=config.min_vote_interval_ms,
         max_vote_interval_ms=config.max_vote_interval_ms,
         max_wait_ack_time_ms=config.max_wait_ack_time_ms,
+        enable_batch_push=config.enable_batch_push,
         sync_before_ack=config.flush_disk_type == FlushDiskType.SYNC_FLUSH.value,
     )
 

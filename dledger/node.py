@@ -90,6 +90,10 @@ class RaftNode:
         self._working = False
         self.flush_wanted = False
         self.last_preferred_check = now
+        #: Set by a shell that coalesces pushes: :meth:`append` then leaves the push (and the ack check) to the next
+        #: :meth:`tick`, asked for by ``push_wanted``, so appends made meanwhile travel in one batch push.
+        self.defer_push = False
+        self.push_wanted = False
 
     # ---- inputs ------------------------------------------------------------------------------------------------
 
@@ -99,6 +103,7 @@ class RaftNode:
 
     def tick(self, now: int) -> None:
         self._advance(now)
+        self.push_wanted = False
         expired = [token for token, (deadline, _) in self._calls.items() if deadline <= self.now]
         for token in expired:
             _, callback = self._calls.pop(token)
@@ -158,7 +163,10 @@ class RaftNode:
             return exc.code, -1, []
         if reply_to is not None:  # before the work loop: a group of one commits at once
             self._client_appends[ticket] = reply_to
-        self._work()
+        if self.defer_push:
+            self.push_wanted = True
+        else:
+            self._work()
         return ResponseCode.SUCCESS, ticket, entries
 
     def _append_entries(self, bodies: Sequence[tuple[int, BodyFill]], ticket: int) -> list[Entry]:
@@ -167,8 +175,9 @@ class RaftNode:
         self.quorum.wait_ack(term, entries[-1].index, ticket, tuple(e.pos for e in entries))
         if self.config.sync_before_ack:
             self.request_flush()
-        for dispatcher in self.dispatchers.values():
-            dispatcher.work()
+        if not self.defer_push:
+            for dispatcher in self.dispatchers.values():
+                dispatcher.work()
         return entries
 
     def on_flushed(self, now: int) -> None:
@@ -192,6 +201,8 @@ class RaftNode:
             deadlines.append(min(deadline for deadline, _ in self._calls.values()))
         if self._take_waits:
             deadlines.append(self.now + 10)
+        if self.push_wanted:
+            deadlines.append(self.now)
         if self.member.is_leader and self.config.preferred_leaders:
             deadlines.append(self.last_preferred_check + 1000)
         return max(self.now, min(deadlines))

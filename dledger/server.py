@@ -74,6 +74,7 @@ class DLedgerServer:
         self._appends: dict[int, AppendCallback] = {}
         self._changed = trio.Event()
         self._flush_now = trio.Event()
+        self._push_soon = trio.Event()
         self._role_scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
@@ -105,6 +106,8 @@ class DLedgerServer:
         code, ticket, entries = node.append(now_ms(), bodies)
         if code == ResponseCode.SUCCESS:
             self._appends[ticket] = callback
+        if node.push_wanted:
+            self._push_soon.set()
         self._carry_out()
         return code, entries
 
@@ -120,6 +123,7 @@ class DLedgerServer:
         host, port = parse_address(self.config.peer_map[self.config.self_id])
         try:
             self._node = RaftNode(self.config, self.ledger, self.terms, rng=self.rng, now=now_ms())
+            self._node.defer_push = self.config.enable_batch_push
             pool = ProcessorPool("dledger", 1, 100_000)
             dispatcher = Dispatcher()
             dispatcher.register(list(BY_CODE), DLedgerProcessor(self), pool)
@@ -130,6 +134,7 @@ class DLedgerServer:
                 nursery.start_soon(self._timer, self._calls_deadline)
                 nursery.start_soon(self._flusher)
                 nursery.start_soon(self._checkpointer)
+                nursery.start_soon(self._pusher)
                 self._restart_role_timers()
                 self._carry_out()
                 task_status.started(self.address)
@@ -208,6 +213,17 @@ class DLedgerServer:
             self.ledger.flushed(plan)
             if self._node is not None:
                 self._node.on_flushed(now_ms())
+                self._carry_out()
+
+    async def _pusher(self) -> None:
+        """With ``enableBatchPush``, appends only queue entries; this pushes what queued up meanwhile (one tick after
+        the first append, once the tasks already runnable, e.g. other sends, have appended theirs)."""
+        while True:
+            await self._push_soon.wait()
+            self._push_soon = trio.Event()
+            await trio.sleep(0)
+            if self._node is not None:
+                self._node.tick(now_ms())
                 self._carry_out()
 
     async def _checkpointer(self) -> None:

@@ -129,6 +129,7 @@ class Simulation:
         node_rng = random.Random(self.rng.getrandbits(64))
         member.node = RaftNode(config, member.ledger, member.terms, rng=node_rng, now=self.now,
                                faithful=c.faithful)  # fmt: skip
+        member.node.defer_push = c.enable_batch_push  # as the broker's shell runs it
         member.tick_at = -1
         self.checker.forget(member.member_id)
         self._after(member)

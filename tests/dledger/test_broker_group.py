@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import orjson
+import pytest
 import trio
 import trio.testing
 
@@ -33,8 +34,8 @@ TOPIC = "DLedgerTopic"
 class BrokerGroup:
     """Three DLedger brokers (broker-a, peers n0..n2) registering with one name server."""
 
-    def __init__(self, tmp_path: Path, nursery: trio.Nursery, namesrv: str) -> None:
-        self.tmp_path, self.nursery, self.namesrv = tmp_path, nursery, namesrv
+    def __init__(self, tmp_path: Path, nursery: trio.Nursery, namesrv: str, batch: bool = False) -> None:
+        self.tmp_path, self.nursery, self.namesrv, self.batch = tmp_path, nursery, namesrv, batch
         ports = free_ports(6)
         self.peers = ";".join(f"n{i}-127.0.0.1:{ports[i]}" for i in range(3))
         self.broker_ports = {f"n{i}": ports[3 + i] for i in range(3)}
@@ -54,6 +55,7 @@ class BrokerGroup:
             "dleger_group": "broker-a",
             "dleger_peers": self.peers,
             "dleger_self_id": member,
+            "enable_batch_push": self.batch,
         }
         return attrs.evolve(BrokerConfig(), **settings)
 
@@ -94,14 +96,15 @@ async def send(client: RemotingClient, addr: str, body: bytes, queue_id: int = 0
     return answer.code, answer.ext_fields
 
 
+@pytest.mark.parametrize("batch", [False, True], ids=["push", "batch_push"])
 async def test_a_dledger_group_acknowledges_on_a_majority_and_fails_over(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, batch: bool
 ) -> None:
     async with trio.open_nursery() as nursery, RemotingClient() as client:
         namesrv = NamesrvServer(NamesrvConfig(listen_port=0, listen_host="127.0.0.1",
                                               kv_config_path=str(tmp_path / "kv.json")))  # fmt: skip
         host, port = await nursery.start(namesrv.serve)
-        group = BrokerGroup(tmp_path, nursery, f"{host}:{port}")
+        group = BrokerGroup(tmp_path, nursery, f"{host}:{port}", batch)
         for member in ("n0", "n1", "n2"):
             await group.start(member)
         for member in ("n0", "n1", "n2"):
@@ -113,11 +116,17 @@ async def test_a_dledger_group_acknowledges_on_a_majority_and_fails_over(
         assert group.controllers[follower].context.config.broker_role == "SLAVE"
         assert group.controllers[follower].context.config.broker_id == int(follower[1:]) + 1
 
-        acked = []
-        for i in range(5):
-            code, fields = await send(client, group.addr(leader), b"m%d" % i)
+        acked: list[tuple[int, bytes]] = []
+
+        async def one(body: bytes) -> None:
+            code, fields = await send(client, group.addr(leader), body)
             assert code == ResponseCode.SUCCESS, fields
-            acked.append((int(fields["queueOffset"]), b"m%d" % i))
+            acked.append((int(fields["queueOffset"]), body))
+
+        async with trio.open_nursery() as senders:  # together, so a batch push carries several
+            for i in range(5):
+                senders.start_soon(one, b"m%d" % i)
+        acked.sort()
         assert [o for o, _ in acked] == list(range(5))
         code, _ = await send(client, group.addr(follower), b"refused")
         assert code == ResponseCode.SERVICE_NOT_AVAILABLE

@@ -57,3 +57,13 @@ def test_dledgers_own_rules_break_an_invariant_the_simulator_reports_with_its_se
             failures.append(str(exc))
     assert failures
     assert all("replay: python -m dledger.simulation --seed" in f for f in failures)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("first", range(0, 100, CHUNK))
+def test_batch_pushes_coalesced_as_the_broker_runs_them(first: int) -> None:
+    """enableBatchPush as DLedgerServer runs it: appends only queue entries and the next tick pushes them in one batch
+    (RaftNode.defer_push), with power loss and acknowledgements after the flush."""
+    config = SimConfig(enable_batch_push=True, power_loss=True, sync_before_ack=True, **SHORT)
+    for seed in range(first, first + CHUNK):
+        run_seed(seed, config)
