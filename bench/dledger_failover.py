@@ -23,7 +23,6 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from typing import Any
 import attrs
 import trio
 
+from broker.embedded_dledger import free_ports
 from dledger.commitlog_store import DLedgerMessageStore
 from dledger.config import DLedgerConfig
 from remoting.client import RemotingClient
@@ -53,17 +53,6 @@ _NAMESRV_BOOT = re.compile(r"address (\S+)")
 
 class CheckFailed(Exception):
     """An acknowledged message is missing or a queue offset holds two messages."""
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 @attrs.define

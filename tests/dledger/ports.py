@@ -1,23 +1,10 @@
-"""Free ports on 127.0.0.1 for DLedger groups: a member's peer address must be known to the others before it binds
-(DLedger's ``peers`` list), so port 0 cannot be used. The ports are bound and released; another process taking one
-meanwhile makes the member fail to start, loudly."""
+"""Peer strings for DLedger groups in tests (the ports come from :func:`broker.embedded_dledger.free_ports`)."""
 
 from __future__ import annotations
 
-import socket
+from broker.embedded_dledger import free_ports
 
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+__all__ = ["free_ports", "peers_string"]
 
 
 def peers_string(ports: list[int]) -> str:
