@@ -104,6 +104,8 @@ class BrokerConfig:
     transaction_check_max: int = 15
     #: ...in check rounds this far apart (ms).
     transaction_check_interval: int = 60_000
+    #: Request-reply (processors/reply.py): store replies besides pushing them to the requester.
+    store_reply_message_enable: bool = True
 
     @property
     def broker_addr(self) -> str:
