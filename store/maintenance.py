@@ -18,7 +18,8 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Final
 
-from store.consume_queue import FILLER_SIZE
+from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, FILLER_SIZE
+from store.topic_cleanup import destroy_files
 
 if TYPE_CHECKING:
     from store.consume_queue import ConsumeQueue
@@ -37,10 +38,16 @@ _SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 def last_physical_end(cq: ConsumeQueue) -> int:
     """Where the queue's last message ends in the CommitLog (Java's ``ConsumeQueue.getLastOffset``), -1 when the
     queue has no entry."""
-    entry = cq.entry(cq.max_offset - 1) if cq.max_offset > cq.min_offset else None
-    if entry is None or entry[1] <= 0 or entry[1] == FILLER_SIZE:
+    if cq.max_offset <= 0:
         return -1
-    return entry[0] + entry[1]
+    # Read past the min offset on purpose: once every entry points below the CommitLog, the min offset has moved
+    # to the end, yet the last entry is still in the newest segment.
+    pos = (cq.max_offset - 1) * CQ_STORE_UNIT_SIZE
+    mf = cq.queue.find(pos)
+    if mf is None:
+        return -1
+    phy, size, _ = ENTRY.unpack_from(mf.view, pos - mf.file_from_offset)
+    return -1 if size <= 0 or size == FILLER_SIZE else phy + size
 
 
 async def clean_expired_consume_queues(store: MessageStore) -> list[tuple[str, int]]:
@@ -64,12 +71,7 @@ async def clean_expired_consume_queues(store: MessageStore) -> list[tuple[str, i
 def _destroy(store: MessageStore, cq: ConsumeQueue) -> None:
     del store.consume_queues[cq.key]
     store.queue_offsets.pop(cq.key, None)
-    for mf in cq.queue.files:
-        mf.destroy()
-    cq.queue.files.clear()
-    if cq.queue.spare is not None:
-        cq.queue.spare.destroy()
-        cq.queue.spare = None
+    destroy_files(cq)
     queue_dir = store.config.consume_queue_dir / cq.topic / str(cq.queue_id)
     for path in (queue_dir, queue_dir.parent):
         with contextlib.suppress(FileNotFoundError, OSError):
