@@ -17,7 +17,7 @@ nothing: a record it cannot read is skipped, never raised, because a trace topic
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 import attrs
@@ -30,7 +30,9 @@ __all__ = [
     "TraceRecord",
     "TraceType",
     "decode_trace_data",
+    "encode_fields",
     "encode_record",
+    "find_text_property",
     "trace_keys",
 ]
 
@@ -93,6 +95,25 @@ def _text(value: object) -> str:
     return str(value)
 
 
+def encode_fields(fields: Sequence[object]) -> str:
+    """One record's text from its fields in encoding order (the type name first), 0x02 included."""
+    return CONTENT_SPLITOR.join(map(_text, fields)) + FIELD_SPLITOR
+
+
+def find_text_property(raw: str, name: str) -> str | None:
+    """The value of ``name`` in an encoded properties string (``name\\x01value\\x02...``), without decoding the rest."""
+    key = name + "\x01"
+    if raw.startswith(key):
+        start = len(key)
+    else:
+        pos = raw.find("\x02" + key)
+        if pos < 0:
+            return None
+        start = pos + 1 + len(key)
+    end = raw.find("\x02", start)
+    return raw[start:] if end < 0 else raw[start:end]
+
+
 def encode_record(r: TraceRecord) -> str:
     """One record's text, 0x02 included."""
     if r.type is TraceType.Pub:
@@ -111,7 +132,7 @@ def encode_record(r: TraceRecord) -> str:
             r.type.value, r.timestamp, r.region_id, r.group, r.topic, r.msg_id, r.tags, r.keys, r.store_host,
             int(r.msg_type), r.transaction_id, r.transaction_state, r.from_transaction_check,
         )  # fmt: skip
-    return CONTENT_SPLITOR.join(map(_text, fields)) + FIELD_SPLITOR
+    return encode_fields(fields)
 
 
 def trace_keys(records: Iterable[TraceRecord]) -> list[str]:

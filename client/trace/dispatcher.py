@@ -30,8 +30,7 @@ import attrs
 
 from client.message import Message, MessageExt, SendResult, SendStatus, uniq_msg_id
 from client.send_request import uniq_key_generator
-from client.trace.codec import TRACE_TOPIC, MessageType, TraceRecord, TraceType, encode_record, trace_keys
-from remoting.codec.message_properties import decode_properties
+from client.trace.codec import TRACE_TOPIC, MessageType, TraceRecord, encode_fields, encode_record, find_text_property
 
 if TYPE_CHECKING:
     from client.instance import MQClientInstance
@@ -49,8 +48,10 @@ POLL_INTERVAL: Final = 0.1
 FLUSH_WAIT: Final = 0.5
 _counter = itertools.count(1)
 
-#: A send to trace: (start ms, end ms, broker address, the prepared send, its result).
-_PubEvent = tuple[int, int, str, "PreparedSend", SendResult]
+#: What the hooks queue, formatted in the background: a send (``"Pub"``, start ms, end ms, broker address, the
+#: prepared send, its result), a consume record's fields in encoding order (``"SubBefore"``/``"SubAfter"`` first), or
+#: a ready :class:`TraceRecord`.
+_Event = tuple[Any, ...] | TraceRecord
 
 
 @attrs.frozen
@@ -85,9 +86,9 @@ class TraceDispatcher:
         self.dropped = 0
         self.sent_batches = 0
         self.failed_batches = 0
-        self._events: deque[_PubEvent | TraceRecord] = deque()
-        self._batch: list[TraceRecord] = []
+        self._events: deque[_Event] = deque()
         self._batch_text: list[str] = []
+        self._batch_keys: dict[str, None] = {}
         self._batch_chars = 0
         self._batch_since = 0.0
         self._wake: anyio.Event | None = None
@@ -102,7 +103,7 @@ class TraceDispatcher:
         turned trace off or named no region."""
         if result.region_id is None or not result.trace_on or prepared.topic.startswith(self.topic):
             return
-        self._offer((start_ms, time.time_ns() // 1_000_000, addr, prepared, result))
+        self._offer(("Pub", start_ms, time.time_ns() // 1_000_000, addr, prepared, result))
 
     def append(self, record: TraceRecord) -> None:
         """A ready record (the end-transaction hook)."""
@@ -118,18 +119,8 @@ class TraceDispatcher:
         request_id = uniq_key_generator(self.instance.config.client_ip).next_id()
         region = traced[-1].properties.get("MSG_REGION")
         for m in traced:
-            self._offer(
-                TraceRecord(
-                    TraceType.SubBefore,
-                    now,
-                    region,
-                    group,
-                    request_id=request_id,
-                    msg_id=uniq_msg_id(m),
-                    retry_times=m.reconsume_times,
-                    keys=m.properties.get("KEYS"),
-                )
-            )
+            keys = m.properties.get("KEYS")
+            self._offer(("SubBefore", now, region, group, request_id, uniq_msg_id(m), m.reconsume_times, keys))
         return ConsumeTrace(group, request_id, now, region, traced, len(msgs))
 
     def consume_after(self, trace: ConsumeTrace, success: bool, context_code: int) -> None:
@@ -138,22 +129,12 @@ class TraceDispatcher:
         now = time.time_ns() // 1_000_000
         cost = (now - trace.start_ms) // max(1, trace.batch_size)
         for m in trace.msgs:
+            keys = m.properties.get("KEYS")
             self._offer(
-                TraceRecord(
-                    TraceType.SubAfter,
-                    now,
-                    trace.region or "",
-                    trace.group,
-                    request_id=trace.request_id,
-                    msg_id=uniq_msg_id(m),
-                    cost_time=cost,
-                    success=success,
-                    keys=m.properties.get("KEYS"),
-                    context_code=context_code,
-                )
+                ("SubAfter", trace.request_id, uniq_msg_id(m), cost, success, keys, context_code, now, trace.group)
             )
 
-    def _offer(self, event: _PubEvent | TraceRecord) -> None:
+    def _offer(self, event: _Event) -> None:
         events = self._events
         if len(events) >= self.queue_size:
             self.dropped += 1
@@ -201,7 +182,7 @@ class TraceDispatcher:
                 if producer is None:
                     return
                 self._drain(producer)
-                if self._batch and anyio.current_time() - self._batch_since >= BATCH_AGE:
+                if self._batch_text and anyio.current_time() - self._batch_since >= BATCH_AGE:
                     self._send_batch(producer)
 
     # -- batching --------------------------------------------------------------------------------------------------
@@ -209,57 +190,31 @@ class TraceDispatcher:
     def _drain(self, producer: Producer) -> None:
         events = self._events
         while events:
-            event = events.popleft()
-            record = event if isinstance(event, TraceRecord) else self._pub_record(event)
-            text = encode_record(record)
-            if not self._batch:
+            text, msg_id, keys = _format(events.popleft())
+            if not self._batch_text:
                 self._batch_since = anyio.current_time()
-            self._batch.append(record)
             self._batch_text.append(text)
+            self._batch_keys[msg_id] = None
+            if keys:
+                self._batch_keys.update(dict.fromkeys(k for k in keys.split(" ") if k))
             self._batch_chars += len(text)
             if self._batch_chars >= MAX_BATCH_CHARS:
                 self._send_batch(producer)
 
-    def _pub_record(self, event: _PubEvent) -> TraceRecord:
-        start_ms, end_ms, addr, prepared, result = event
-        fields = prepared.fields
-        props = decode_properties(fields.get("i") or "")
-        if props.get("TRAN_MSG") == "true":
-            msg_type = MessageType.Trans_Msg_Half
-        elif props.get("DELAY", "0") not in ("", "0"):
-            msg_type = MessageType.Delay_Msg
-        else:
-            msg_type = MessageType.Normal_Msg
-        return TraceRecord(
-            TraceType.Pub,
-            timestamp=start_ms,
-            region_id=result.region_id or "",
-            group=fields.get("a"),
-            topic=prepared.topic,
-            msg_id=result.msg_id,
-            tags=props.get("TAGS"),
-            keys=props.get("KEYS"),
-            store_host=addr,
-            body_length=len(prepared.body),
-            cost_time=end_ms - start_ms,
-            msg_type=msg_type,
-            offset_msg_id=result.offset_msg_id,
-            success=result.send_status is SendStatus.SEND_OK,
-        )
-
     def _send_batch(self, producer: Producer) -> None:
-        if not self._batch:
+        if not self._batch_text:
             return
-        records, text = self._batch, "".join(self._batch_text)
-        self._batch, self._batch_text, self._batch_chars = [], [], 0
-        message = Message(self.topic, text.encode(), keys=trace_keys(records))
+        text, keys = "".join(self._batch_text), list(self._batch_keys)
+        count = len(self._batch_text)
+        self._batch_text, self._batch_keys, self._batch_chars = [], {}, 0
+        message = Message(self.topic, text.encode(), keys=keys)
         self._in_flight += 1
         try:
             producer.send_async(message, self._sent)
         except Exception as exc:
             self._in_flight -= 1
             self.failed_batches += 1
-            log.warning("trace batch of %d record(s) not sent: %s", len(records), exc)
+            log.warning("trace batch of %d record(s) not sent: %s", count, exc)
 
     def _sent(self, outcome: Any) -> None:
         self._in_flight -= 1
@@ -268,3 +223,35 @@ class TraceDispatcher:
             log.warning("sending trace data to %s failed: %s", self.topic, outcome)
         else:
             self.sent_batches += 1
+
+
+def _format(event: _Event) -> tuple[str, str, str | None]:
+    """An event's record text, its msgId and the traced message's keys (for the batch's ``KEYS``)."""
+    if isinstance(event, TraceRecord):
+        return encode_record(event), event.msg_id, event.keys
+    kind = event[0]
+    if kind == "Pub":
+        return _pub_text(event)
+    if kind == "SubBefore":
+        return encode_fields(event), event[5], event[7]
+    return encode_fields(event), event[2], event[5]
+
+
+def _pub_text(event: tuple[Any, ...]) -> tuple[str, str, str | None]:
+    """A Pub record straight from the prepared send and its result (the common event: no record object)."""
+    _, start_ms, end_ms, addr, prepared, result = event
+    props = prepared.fields.get("i") or ""
+    tags, keys = find_text_property(props, "TAGS"), find_text_property(props, "KEYS")
+    msg_type = MessageType.Normal_Msg.value
+    if "TRAN_MSG\x01true" in props:
+        msg_type = MessageType.Trans_Msg_Half.value
+    elif "DELAY\x01" in props and find_text_property(props, "DELAY") not in (None, "", "0"):
+        msg_type = MessageType.Delay_Msg.value
+    ok = "true" if result.send_status is SendStatus.SEND_OK else "false"
+    group, body_length = prepared.fields.get("a"), len(prepared.body)
+    text = (
+        f"Pub\x01{start_ms}\x01{result.region_id}\x01{group}\x01{prepared.topic}\x01{result.msg_id}"
+        f"\x01{'null' if tags is None else tags}\x01{'null' if keys is None else keys}\x01{addr}\x01{body_length}"
+        f"\x01{end_ms - start_ms}\x01{msg_type}\x01{result.offset_msg_id}\x01{ok}\x02"
+    )
+    return text, result.msg_id, keys
