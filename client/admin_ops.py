@@ -26,6 +26,7 @@ from remoting.codec.bodies.ops import (
     ProducerTableInfo,
     QueryConsumeQueueResponseBody,
     QueryConsumeTimeSpanBody,
+    QueryCorrectionOffsetBody,
     QueueTimeSpan,
 )
 from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper, topic_config_from_json
@@ -48,9 +49,11 @@ from remoting.codec.headers import (
 )
 from remoting.codec.headers.namesrv import AddWritePermOfBrokerRequestHeader
 from remoting.codec.headers.ops import (
+    CloneGroupOffsetRequestHeader,
     GetTopicConfigRequestHeader,
     QueryConsumeQueueRequestHeader,
     QueryConsumeTimeSpanRequestHeader,
+    QueryCorrectionOffsetHeader,
     ResumeCheckHalfMessageRequestHeader,
 )
 from remoting.codec.java_properties import format_properties, parse_properties
@@ -187,6 +190,23 @@ class AdminOps:
             for client, offsets in ConsumerStatusBody.decode(answer.body).consumer_table.items():
                 table.setdefault(client, {}).update(offsets)
         return table
+
+    async def query_correction_offset(
+        self, addr: str, topic: str, compare_group: str, filter_groups: str | None = None
+    ) -> dict[int, int]:
+        """QUERY_CORRECTION_OFFSET (308) on one broker: per queue, the least committed offset of the topic's other
+        groups, or ``Long.MAX_VALUE`` where it lies past ``compare_group``'s."""
+        header = QueryCorrectionOffsetHeader(compare_group=compare_group, topic=topic, filter_groups=filter_groups)
+        answer = await self._call(addr, request(RequestCode.QUERY_CORRECTION_OFFSET, header.to_ext_fields()))
+        return QueryCorrectionOffsetBody.decode(answer.body).correction_offsets
+
+    async def clone_group_offset(
+        self, src_group: str, dest_group: str, topic: str | None = None, *, offline: bool = False
+    ) -> None:
+        """CLONE_GROUP_OFFSET (314) on every master: the brokers copy ``src_group``'s committed offsets."""
+        header = CloneGroupOffsetRequestHeader(src_group=src_group, dest_group=dest_group, topic=topic, offline=offline)
+        for addr in await self.master_addresses():
+            await self._call(addr, request(RequestCode.CLONE_GROUP_OFFSET, header.to_ext_fields()))
 
     async def update_consumer_offset(self, addr: str, group: str, mq: MessageQueue, offset: int) -> None:
         header = UpdateConsumerOffsetRequestHeader(
