@@ -15,7 +15,8 @@ One JSON object per round and mode, then a summary per mode::
 
 ``ratio`` is on / off throughput (the target: >= 0.9); ``cpu_ratio`` is on / off CPU time per message in this
 process (the producer's own cost, steadier than throughput on a shared machine: the broker runs elsewhere and does
-not count). ``dropped`` counts trace records the dispatcher's full queue
+not count); ``broker_*_cpu_us`` is the broker process's CPU per message sent (it stores and indexes the trace
+messages, every record's msgId and keys). ``dropped`` counts trace records the dispatcher's full queue
 refused (0 means every send was traced) and ``batches`` the trace messages it sent.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -95,6 +97,13 @@ async def one_run(
     return rps, cpu_us, dropped, batches
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from ``/proc/<pid>/stat`` (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(rounds: int, duration: float, inflight: int) -> None:
     data = tempfile.mkdtemp(prefix="rocketrio-bench-trace-")
     proc, namesrv, broker = start_cluster(data)
@@ -104,13 +113,19 @@ def measure(rounds: int, duration: float, inflight: int) -> None:
             ratios, cpu_ratios = [], []
             for r in range(1, rounds + 1):
                 order = (False, True) if r % 2 else (True, False)
-                runs = {trace: trio.run(one_run, namesrv, mode, trace, inflight, duration) for trace in order}
+                runs, broker_cpu = {}, {}
+                for trace in order:
+                    before = process_cpu(proc.pid)
+                    runs[trace] = trio.run(one_run, namesrv, mode, trace, inflight, duration)
+                    broker_cpu[trace] = (process_cpu(proc.pid) - before) / (runs[trace][0] * duration) * 1e6
                 (off, off_cpu, _, _), (on, on_cpu, dropped, batches) = runs[False], runs[True]
                 ratios.append(on / off)
                 cpu_ratios.append(on_cpu / off_cpu)
                 emit({"bench": "trace", "mode": mode, "round": r, "off_rps": round(off), "on_rps": round(on),
                       "ratio": round(on / off, 3), "off_cpu_us": round(off_cpu, 1), "on_cpu_us": round(on_cpu, 1),
-                      "cpu_ratio": round(on_cpu / off_cpu, 3), "dropped": dropped, "batches": batches})  # fmt: skip
+                      "cpu_ratio": round(on_cpu / off_cpu, 3), "broker_off_cpu_us": round(broker_cpu[False], 1),
+                      "broker_on_cpu_us": round(broker_cpu[True], 1), "dropped": dropped,
+                      "batches": batches})  # fmt: skip
             emit({"bench": "trace", "mode": mode, "summary": True, "rounds": rounds, "inflight": inflight,
                   "ratio_median": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
                   "ratio_max": round(max(ratios), 3), "cpu_ratio_median": round(statistics.median(cpu_ratios), 3),

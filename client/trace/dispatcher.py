@@ -194,9 +194,11 @@ class TraceDispatcher:
             if not self._batch_text:
                 self._batch_since = anyio.current_time()
             self._batch_text.append(text)
-            self._batch_keys[msg_id] = None
+            batch_keys = self._batch_keys
+            batch_keys[msg_id] = None
             if keys:
-                self._batch_keys.update(dict.fromkeys(k for k in keys.split(" ") if k))
+                for key in keys.split(" "):
+                    batch_keys[key] = None
             self._batch_chars += len(text)
             if self._batch_chars >= MAX_BATCH_CHARS:
                 self._send_batch(producer)
@@ -204,7 +206,7 @@ class TraceDispatcher:
     def _send_batch(self, producer: Producer) -> None:
         if not self._batch_text:
             return
-        text, keys = "".join(self._batch_text), list(self._batch_keys)
+        text, keys = "".join(self._batch_text), [k for k in self._batch_keys if k]
         count = len(self._batch_text)
         self._batch_text, self._batch_keys, self._batch_chars = [], {}, 0
         message = Message(self.topic, text.encode(), keys=keys)
