@@ -19,7 +19,6 @@ from client.message import uncompressed
 from client.route import master_address
 from remoting.codec.bodies import EXPRESSION_TAG, KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import get_map, load_object
-from remoting.codec.bodies.admin import ConsumeStats
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.codec.bodies.ops import (
     ConsumerStatusBody,
@@ -35,7 +34,6 @@ from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers import (
     DeleteKVConfigRequestHeader,
     GetConsumerStatusRequestHeader,
-    GetConsumeStatsRequestHeader,
     GetKVConfigRequestHeader,
     GetKVConfigResponseHeader,
     GetMaxOffsetRequestHeader,
@@ -169,15 +167,6 @@ class AdminOps:
             answer = await self._call(addr, request(RequestCode.QUERY_CONSUME_TIME_SPAN, fields))
             spans.extend(QueryConsumeTimeSpanBody.decode(answer.body).consume_time_span_set)
         return spans
-
-    async def consume_tps(self, group: str) -> float:
-        """The group's consume rate summed over every master (GET_CONSUME_STATS' ``consumeTps``)."""
-        fields = GetConsumeStatsRequestHeader(consumer_group=group).to_ext_fields()
-        total = 0.0
-        for addr in await self.master_addresses():
-            answer = await self._call(addr, request(RequestCode.GET_CONSUME_STATS, fields))
-            total += ConsumeStats.decode(answer.body).consume_tps
-        return total
 
     async def consumer_status(
         self, topic: str, group: str, client_addr: str | None = None

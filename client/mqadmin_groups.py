@@ -135,7 +135,8 @@ async def _allocation(admin: Admin, group: str) -> dict[MessageQueue, str]:
 
 
 async def _group_progress(admin: Admin, out: Output, group: str, show_ip: bool) -> None:
-    progress = await admin.consumer_progress(group)
+    stats = await admin.consume_stats(group)
+    progress = stats.offset_table
     where = await _allocation(admin, group) if show_ip else {}
     columns = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset")
     if show_ip:
@@ -152,7 +153,7 @@ async def _group_progress(admin: Admin, out: Output, group: str, show_ip: bool) 
             out.row(_PROGRESS_IP_ROW, *head, where.get(mq, "N/A"), diff, last)
         else:
             out.row(_PROGRESS_ROW, *head, diff, last)
-    tps = await admin.consume_tps(group)
+    tps = stats.consume_tps
     out.line("%n")
     out.line("Consume TPS: %.2f%n", tps)
     out.line("Diff Total: %d%n", total)
@@ -167,11 +168,9 @@ async def _all_groups(admin: Admin, out: Output) -> None:
             continue
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
         try:
-            progress = await admin.consumer_progress(group)
-            diff, tps = (
-                sum(w.broker_offset - w.consumer_offset for w in progress.values()),
-                await admin.consume_tps(group),
-            )
+            stats = await admin.consume_stats(group)
+            diff = sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
+            tps = stats.consume_tps
         except MQBrokerError:
             diff, tps = 0, 0.0
         try:
