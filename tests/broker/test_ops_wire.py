@@ -14,7 +14,6 @@ from pathlib import Path
 import orjson
 import pytest
 import trio
-import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.consumer.listener import ConsumeConcurrentlyStatus
@@ -263,10 +262,7 @@ async def test_unit_topic_lists_and_name_server_settings(cluster: EmbeddedCluste
     assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION, "Can not update config in black list.")
 
 
-async def test_manual_commit_log_deletion_then_expired_consume_queues_are_cleaned(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
-) -> None:
-    # Virtual time: the broker's retention pass runs every cleanResourceInterval (10 s).
+async def test_manual_commit_log_deletion_then_expired_consume_queues_are_cleaned(tmp_path: Path) -> None:
     small = {"mapped_file_size_commit_log": 64 << 10, "max_message_size": 16 << 10, "file_reserved_time": 0}
     async with EmbeddedCluster(tmp_path / "cluster", **small) as cluster:
         await _topic(cluster, "OldT")
