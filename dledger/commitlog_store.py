@@ -311,6 +311,18 @@ class DLedgerMessageStore(MessageStore):
         result = self.append_batch(msgs)
         return PutResult(await self.flush_status(result.end_offset, wait_flush), result)
 
+    def earliest_store_time(self) -> int:
+        """Store time of the first committed record (the data files start with an entry header, not a record)."""
+        ledger = self.ledger
+        for index in range(max(ledger.begin_index, 0), min(ledger.committed_index, ledger.begin_index + 16) + 1):
+            entry = ledger.get(index)
+            if entry is not None and entry.body:
+                try:
+                    return read_record_meta(entry.body).store_timestamp
+                except MessageDecodeError:
+                    return -1
+        return -1
+
     def status(self) -> dict[str, object]:
         """The Raft state: term, role, leader, the ledger's indexes, on a leader each peer's match index."""
         return {**self.server.status(), "dispatchedIndex": self.dispatched_index, "writable": self.writable}

@@ -57,6 +57,8 @@ async def test_a_dledger_group_acknowledges_on_a_majority_and_fails_over(
                 senders.start_soon(one, b"m%d" % i)
         acked.sort()
         assert [o for o, _ in acked] == list(range(5))
+        earliest = group.store(leader).earliest_store_time()  # the first record's, not the entry header's
+        assert abs(earliest - group.store(leader).config.now_ms()) < 60_000
         code, _ = await send(client, group.addr(follower), b"refused")
         assert code == ResponseCode.SERVICE_NOT_AVAILABLE
         # The name server routes the topic to the leader as brokerId 0.
