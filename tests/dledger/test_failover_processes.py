@@ -19,12 +19,12 @@ FAST = {"heartBeatTimeIntervalMs": 500, "maxHeartBeatLeak": 3, "minVoteIntervalM
 async def test_kill_and_pause_the_leader_under_eight_producers(tmp_path: Path) -> None:
     results, summary = await run(tmp_path, rounds=2, producers=8, warm=1.5, pause=4.0, timings=FAST)
     assert [r["kind"] for r in results] == ["kill", "stop"]
-    assert all(r["new_leader"] != r["old_leader"] for r in results)
-    assert summary["acked"] > 100
+    assert all(r["new_leader"] != r["old_leader"] for r in results), results
+    assert summary["acked"] > 100, summary
     # Every member holds every acknowledged message (check() raises otherwise) and nothing was lost to the faults.
-    assert all(stored >= summary["acked"] for stored in summary["stored"].values())
+    assert all(stored >= summary["acked"] for stored in summary["stored"].values()), summary
     # mqadmin clusterList shows the group's leader as brokerId 0 with its term, the others as followers.
     rows = summary["cluster_list"]
     leaders = [r for r in rows if r["DLedgerRole"] == "LEADER"]
-    assert len(leaders) == 1 and str(leaders[0]["BID"]) == "0" and int(leaders[0]["Term"]) >= 2
-    assert {r["DLedgerRole"] for r in rows} == {"LEADER", "FOLLOWER"}
+    assert len(leaders) == 1 and str(leaders[0]["BID"]) == "0" and int(leaders[0]["Term"]) >= 2, rows
+    assert {r["DLedgerRole"] for r in rows} == {"LEADER", "FOLLOWER"}, rows
