@@ -4,7 +4,7 @@ and one nursery, for tests and notebooks (docs/architecture.md#dledger)::
     async with EmbeddedDLedgerGroup(tmp_path, mapped_file_size_commit_log=8 << 20) as group:
         leader = await group.leader()                 # "n0".."n2", once it takes sends
         group.addr(leader), group.namesrv_addr        # "127.0.0.1:PORT"
-        group.stop(leader); await group.leader()      # a failover
+        await group.stop(leader); await group.leader()  # a failover
         await group.start(leader)                     # back as a follower, same ports and data
 
 and ``python -m broker.embedded_dledger --data ./data`` (Ctrl-C or SIGTERM stop it cleanly).
@@ -66,6 +66,7 @@ class EmbeddedDLedgerGroup:
         self._overrides = broker_overrides
         self.controllers: dict[str, BrokerController] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
+        self._done: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         self._stack: AsyncExitStack | None = None
         self.namesrv_addr = ""
@@ -121,7 +122,7 @@ class EmbeddedDLedgerGroup:
         stack, self._stack = self._stack, None
         assert stack is not None and self._nursery is not None
         for member in list(self._scopes):
-            self.stop(member)
+            self.stop_soon(member)
         self._nursery.cancel_scope.cancel()
         return await stack.__aexit__(exc_type, exc, tb)
 
@@ -131,18 +132,28 @@ class EmbeddedDLedgerGroup:
         controller = BrokerController(self.config(member))
         scope = trio.CancelScope()
 
+        done = self._done[member] = trio.Event()
+
         async def run(task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED) -> None:
-            with scope:
-                await controller.serve(task_status=task_status)
+            try:
+                with scope:
+                    await controller.serve(task_status=task_status)
+            finally:
+                done.set()
 
         await self._nursery.start(run)
         self.controllers[member], self._scopes[member] = controller, scope
         return controller
 
-    def stop(self, member: str) -> None:
-        """Stop ``member`` cleanly (its shutdown runs in the background)."""
+    def stop_soon(self, member: str) -> None:
+        """Begin a clean stop of ``member`` (it keeps taking part in the group until its store has stopped)."""
         self._scopes.pop(member).cancel()
         self.controllers.pop(member)
+
+    async def stop(self, member: str) -> None:
+        """Stop ``member`` cleanly and wait until it has (DLedger server down, files closed)."""
+        self.stop_soon(member)
+        await self._done[member].wait()
 
     async def leader(self) -> str:
         """The member that takes sends, once exactly one does."""

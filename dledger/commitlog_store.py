@@ -14,11 +14,11 @@ Who owns what:
 
 Writes: only a leader whose log is fully committed and dispatched takes them (:attr:`DLedgerMessageStore.writable`;
 DLedgerRoleChangeHandler waits for the same before it turns the broker into a master). :meth:`append` encodes the
-record into a new entry and returns at once; the send's answer waits for the quorum through :meth:`notify_flushed`
-(``True`` once committed). A refused append raises :class:`~store.errors.ServiceNotAvailableError` (a follower's
-answer: SERVICE_NOT_AVAILABLE, as DefaultMessageStore answers on a slave). An append that is not committed (the
-leader lost its term, or ``maxWaitAckTimeMs`` passed) calls back ``False``: the send is answered FLUSH_DISK_TIMEOUT,
-never SEND_OK (RocketMQ answers SYSTEM_ERROR; see docs/FEATURES.md).
+record into a new entry and returns at once; the send's answer waits for the quorum through ``put_waits``
+(:mod:`dledger.commit_waits`: PUT_OK once committed, a failure status when the leader lost its term or
+``maxWaitAckTimeMs`` passed; through the older ``notify_flushed`` a failure is answered FLUSH_DISK_TIMEOUT), never
+SEND_OK for an entry that is not committed. A refused append raises :class:`~store.errors.ServiceNotAvailableError`
+(a follower's answer: SERVICE_NOT_AVAILABLE, as DefaultMessageStore answers on a slave).
 
 Recovery: the DLedger files recover themselves (:meth:`~dledger.file_store.FileLedger.load`); ConsumeQueue entries
 past the committed position are dropped, and committed entries are dispatched again from the first one the
@@ -28,15 +28,15 @@ ConsumeQueues do not cover (re-dispatching is idempotent). The CommitLog is neve
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import attrs
 import trio
 
 from dledger.codes import ResponseCode, Role
+from dledger.commit_waits import CommitWaits
 from dledger.config import DLedgerConfig
-from dledger.effects import AppendDone, RoleChanged
+from dledger.effects import RoleChanged
 from dledger.entry import HEADER_SIZE
 from dledger.file_store import FileLedger
 from dledger.server import DLedgerServer
@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 
 #: ``(broker role, term)`` -> None: "SYNC_MASTER" once the leader may take writes, "SLAVE" otherwise.
 RoleListener = Callable[[str, int], None]
-_RECENT = 4096
 
 
 class LedgerCommitLog(CommitLog):
@@ -83,9 +82,8 @@ class DLedgerMessageStore(MessageStore):
         self.dispatched_index = -1
         self.writable = False
         self.role_listeners: list[RoleListener] = []
-        self._waiters: dict[int, Callable[[bool], None]] = {}
-        self._pending: dict[int, int] = {}  # last entry index of an append -> its end offset
-        self._outcomes: OrderedDict[int, bool] = OrderedDict()  # end offset -> committed, for a late notify_flushed
+        #: the sends waiting for their entry to commit (the send processor's ``put_waits``)
+        self.put_waits = CommitWaits()
         self.server.commit_listeners.append(self._on_commit)
         self.server.role_listeners.append(self._on_role)
 
@@ -138,7 +136,7 @@ class DLedgerMessageStore(MessageStore):
         finally:
             self._closed = True
             self.writable = False
-            self._fail_waiters()
+            self.put_waits.fail_all()
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.close, limiter=self.disk_limiter)
 
@@ -187,7 +185,7 @@ class DLedgerMessageStore(MessageStore):
 
     def _on_role(self, change: RoleChanged) -> None:
         self.writable = False
-        self._fail_waiters()
+        self.put_waits.fail_all()
         if change.role is not Role.LEADER:
             self._tell("SLAVE", change.term)
         else:
@@ -248,60 +246,30 @@ class DLedgerMessageStore(MessageStore):
         first = self.queue_offsets.get(key, 0) if counted else 0
         store_ts = self.config.now_ms()
         bodies = [(p.size, _filler(p, first + i if counted else 0, store_ts)) for i, p in enumerate(prepared)]
-        code, entries = self.server.append(bodies, self._appended)
+        code, entries = self.server.append(bodies, self.put_waits.done)
         if code != ResponseCode.SUCCESS:
             raise ServiceNotAvailableError(f"DLedger refused the append: code {code}")
         if counted:
             self.queue_offsets[key] = first + len(prepared)
         phys = tuple(e.pos + HEADER_SIZE for e in entries)
         end = entries[-1].end_pos
-        self._pending[entries[-1].index] = end
+        self.put_waits.register(entries[-1].index, end)
         size = end - phys[0]
         return AppendResult(phys[0], size, first, store_ts, phys if len(phys) > 1 else None, store_host)
 
-    def _appended(self, done: AppendDone) -> None:
-        end = self._pending.pop(done.index, None)
-        if end is None:
-            return
-        ok = done.code == ResponseCode.SUCCESS
-        waiter = self._waiters.pop(end, None)
-        if waiter is not None:
-            waiter(ok)
-            return
-        self._outcomes[end] = ok
-        while len(self._outcomes) > _RECENT:
-            self._outcomes.popitem(last=False)
-
-    def _fail_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, {}
-        self._pending.clear()
-        for waiter in waiters.values():
-            waiter(False)
-
     def waits_for_flush(self, wait_flush: bool) -> bool:
-        """Every send waits for the quorum, whatever its ``WAIT`` (DLedgerCommitLog waits for the append future)."""
+        return True
+
+    def waits_for_put(self, wait: bool) -> bool:
         return True
 
     def notify_flushed(self, end_offset: int, callback: Callable[[bool], None]) -> bool:
         """``callback(True)`` once the append ending at ``end_offset`` is committed, ``False`` when it is not."""
-        outcome = self._outcomes.pop(end_offset, None)
-        if outcome is not None:
-            callback(outcome)
-        else:
-            self._waiters[end_offset] = callback
+        self.put_waits.notify_flushed(end_offset, callback)
         return True
 
     async def flush_status(self, end_offset: int, wait_flush: bool) -> PutStatus:
-        done = trio.Event()
-        result: list[bool] = []
-
-        def finished(ok: bool) -> None:
-            result.append(ok)
-            done.set()
-
-        self.notify_flushed(end_offset, finished)
-        await done.wait()
-        return PutStatus.PUT_OK if result[0] else PutStatus.UNKNOWN_ERROR
+        return await self.put_waits.status(end_offset, wait_flush)
 
     async def put(self, msg: MessageRecord, *, wait_flush: bool = True) -> PutResult:
         result = self.append(msg)

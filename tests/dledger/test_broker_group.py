@@ -17,7 +17,8 @@ from broker.embedded_dledger import EmbeddedDLedgerGroup
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from remoting.codec.message import decode_record
+from remoting.codec.message import MessageRecord, decode_record
+from store.results import PutStatus
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import send_request
@@ -69,7 +70,7 @@ async def test_a_dledger_group_acknowledges_on_a_majority_and_fails_over(
         brokers = orjson.loads(route.body)["brokerDatas"]
         assert brokers[0]["brokerAddrs"]["0"] == group.addr(leader)
 
-        group.stop(leader)
+        await group.stop(leader)
         new_leader = await group.leader()
         assert new_leader != leader
         code, fields = await send(client, group.addr(new_leader), b"after")
@@ -89,3 +90,27 @@ async def test_a_dledger_group_acknowledges_on_a_majority_and_fails_over(
         assert group.store(leader).ledger.committed_index == group.store(new_leader).ledger.committed_index
         got = group.store(leader).get(TOPIC, 0, 5, 1)
         assert got.messages and decode_record(got.messages[0]).body == b"after"
+
+
+async def test_a_leader_without_a_quorum_answers_its_sends_instead_of_hanging(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group, RemotingClient() as client:
+        leader = await group.leader()
+        answer = await client.invoke(group.addr(leader), create_topic_request(TOPIC, queues=2), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        assert (await send(client, group.addr(leader), b"before"))[0] == ResponseCode.SUCCESS
+        for member in [m for m in group.ids if m != leader]:
+            await group.stop(member)
+        store = group.store(leader)
+        statuses: list[PutStatus] = []
+        record = MessageRecord(
+            TOPIC, b"direct", 0, 0, "", 0, 0, b"\x7f\x00\x00\x01\x00\x00\x00\x01", store.store_host, 0
+        )
+        appended = store.append(record)
+        assert store.put_waits.notify(appended.end_offset, True, statuses.append) is None
+        with trio.fail_after(15):  # maxWaitAckTimeMs (2.5 s), or the lease (6 s) at the latest
+            code, _ = await send(client, group.addr(leader), b"no quorum")
+        # Never SEND_OK; FLUSH_DISK_TIMEOUT until the send path hands the store's put status through (put_waits).
+        assert code == ResponseCode.FLUSH_DISK_TIMEOUT
+        assert statuses == [PutStatus.UNKNOWN_ERROR]  # answered SYSTEM_ERROR through put_waits, as Java
