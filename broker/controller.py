@@ -32,10 +32,15 @@ from pathlib import Path
 
 import trio
 
+from broker.acl.admission import AclAdmission
+from broker.acl.processor import REQUEST_CODES as ACL_CODES
+from broker.acl.processor import AclAdminProcessor
+from broker.acl.watcher import watch_acl_files
 from broker.broker_config import BrokerConfig
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
 from broker.registration import BrokerRegistration
 from broker.schedule import ScheduleMessageService
+from broker.security import acl_manager_of, namesrv_client_context, server_config_of
 from broker.timer.runtime_info import RuntimeInfoProcessor
 from broker.timer.service import TimerMessageService
 from broker.transaction import TransactionalMessageBridge, TransactionCheckService
@@ -59,7 +64,7 @@ from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool, broker_pools, not_supported_remark
 from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
-from remoting.server import RemotingServer, ServerConfig
+from remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
@@ -119,11 +124,10 @@ class BrokerController:
         )
         self.transaction_bridge = TransactionalMessageBridge(self.context, delay_rewrite=self.schedule.rewrite)
         self.transaction_check = TransactionCheckService(self.context, self.transaction_bridge)
-        self.dispatcher = Dispatcher()
+        self.acl = acl_manager_of(config)
+        self.dispatcher = Dispatcher(admission=AclAdmission(self.acl) if self.acl is not None else None)
         self._register_processors()
-        self.remoting_server = RemotingServer(
-            self.dispatcher, ServerConfig(idle_timeout=float(config.server_channel_max_idle_time_seconds))
-        )
+        self.remoting_server = RemotingServer(self.dispatcher, server_config_of(config))
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.fast_server = RemotingServer(FastChannelDispatcher(self.dispatcher), self.remoting_server.config)
         self.fast_server.add_close_listener(self._on_connection_closed)
@@ -187,6 +191,7 @@ class BrokerController:
             EndTransactionProcessor(ctx, self.transaction_bridge),
             pools["end_transaction"],
         )
+        register(ACL_CODES, AclAdminProcessor(self.acl, ctx), pools["admin"])
 
     def _on_connection_closed(self, connection: Connection) -> None:
         self.context.clients.connection_closed(connection)
@@ -198,6 +203,8 @@ class BrokerController:
         await trio.to_thread.run_sync(store.load)
         try:
             await trio.to_thread.run_sync(load_managers, ctx)
+            if self.acl is not None:
+                await trio.to_thread.run_sync(self.acl.load)
         except BaseException:
             store.close()
             raise
@@ -230,13 +237,18 @@ class BrokerController:
     async def _run_front(self, task_status: trio.TaskStatus[Address]) -> None:
         """Client housekeeping, the hold service, the listeners and the registration, until cancelled."""
         ctx = self.context
-        async with RemotingClient() as client, trio.open_nursery() as nursery:
+        async with (
+            RemotingClient(ssl_context=namesrv_client_context(self.config)) as client,
+            trio.open_nursery() as nursery,
+        ):
             await nursery.start(ctx.clients.run)
             await nursery.start(self.hold.run)
             await nursery.start(ctx.stats.run)
             await nursery.start(self.put_futures.run)
             await nursery.start(self.schedule.run)
             await nursery.start(self.timer.run)
+            if self.acl is not None:
+                await nursery.start(watch_acl_files, self.acl)
             host, port = await nursery.start(
                 self.remoting_server.serve, self.config.listen_host, self.config.listen_port
             )

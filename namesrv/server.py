@@ -18,6 +18,7 @@ its backup are both corrupt. Both are raised before ``task_status.started``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import trio
@@ -30,6 +31,7 @@ from namesrv.route_table import RouteTable
 from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.server import RemotingServer, ServerConfig
+from remoting.tls import server_context, tls_mode
 
 
 class NamesrvServer:
@@ -47,9 +49,12 @@ class NamesrvServer:
         dispatcher.register(NamesrvProcessor.request_codes(), self.processor, self.pool)
         # Unknown codes still reach the processor, which answers REQUEST_CODE_NOT_SUPPORTED (see processor.py).
         dispatcher.set_default(self.processor, self.pool)
-        self.remoting_server = RemotingServer(
-            dispatcher, ServerConfig(idle_timeout=config.server_channel_max_idle_time_seconds)
+        server_config = ServerConfig(
+            idle_timeout=config.server_channel_max_idle_time_seconds,
+            tls_mode=tls_mode(config.tls_server_mode),
+            ssl_context=functools.partial(server_context, config),
         )
+        self.remoting_server = RemotingServer(dispatcher, server_config)
         self.remoting_server.add_close_listener(self._on_connection_closed)
 
     def _on_connection_closed(self, connection: Connection) -> None:

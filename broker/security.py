@@ -1,0 +1,46 @@
+"""The broker's security wiring, kept out of the controller: the ACL rules (None unless ``aclEnable``), the
+listeners' settings (idle timeout, ``tls.*`` mode and context, connection cap, per-connection budget) and the TLS
+context the broker uses towards its name servers (docs/architecture.md#acl-and-tls-at-the-edge).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import ssl
+from pathlib import Path
+
+from broker.acl.manager import AclFiles, AclManager
+from broker.broker_config import BrokerConfig
+from remoting.server import ServerConfig
+from remoting.tls import server_context, settings_client_context, tls_mode
+
+log = logging.getLogger(__name__)
+
+
+def acl_manager_of(config: BrokerConfig) -> AclManager | None:
+    """The (not yet loaded) ACL rules when ``aclEnable``; without ``rocketmqHome`` nothing can load, which leaves
+    every request refused except from white-listed addresses, and is logged."""
+    if not config.acl_enable:
+        return None
+    if not config.rocketmq_home:
+        log.warning("aclEnable is set but rocketmqHome (ROCKETMQ_HOME) is not: no ACL file can be loaded")
+    return AclManager(AclFiles(Path(config.rocketmq_home or ".").expanduser(), config.acl_plain_file))
+
+
+def server_config_of(config: BrokerConfig) -> ServerConfig:
+    """The listeners' settings from the broker's."""
+    return ServerConfig(
+        idle_timeout=float(config.server_channel_max_idle_time_seconds),
+        tls_mode=tls_mode(config.tls_server_mode),
+        ssl_context=functools.partial(server_context, config),
+        max_connections=config.server_max_connections or None,
+        max_requests_in_flight=config.server_max_requests_in_flight,
+        max_buffered_bytes=config.server_max_buffered_bytes,
+    )
+
+
+def namesrv_client_context(config: BrokerConfig) -> ssl.SSLContext | None:
+    """TLS towards the name servers: with ``tls.enable``, or when the broker's own mode is enforcing (RocketMQ's
+    ``BrokerStartup``)."""
+    return settings_client_context(config)
