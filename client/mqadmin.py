@@ -1,6 +1,10 @@
 """``mqadmin``: RocketMQ's admin command line over :class:`client.admin.Admin`, with RocketMQ's command names and
 flags. Output is a rich table; ``--json`` (before or after the command) prints JSON for scripts instead.
 
+Requests are signed for a broker with ACL on when ``--accessKey`` / ``--secretKey`` are given before the command, or
+else when ``$ROCKETMQ_HOME/conf/tools.yml`` holds ``accessKey`` and ``secretKey`` (RocketMQ's way); ``--tls`` (and
+``--tlsCaFile`` to check the servers) connects with TLS.
+
     python -m client.mqadmin updateTopic -n 127.0.0.1:9876 -t TopicTest -c DefaultCluster -r 4 -w 4
     python -m client.mqadmin consumerProgress -n 127.0.0.1:9876 -g my-group --json
 
@@ -15,19 +19,22 @@ from typing import Any
 import click
 
 from client.admin import Admin
+from client.mqadmin_acl import COMMANDS as ACL_COMMANDS
 from client.mqadmin_messages import COMMANDS as MESSAGE_COMMANDS
 from client.mqadmin_stats import COMMANDS as STATS_COMMANDS
-from client.mqadmin_support import Output, common, format_ts, parse_timestamp, run_job
+from client.mqadmin_support import Output, common, format_ts, parse_timestamp, run_job, security_options
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables")
+@security_options
 @click.pass_context
-def main(ctx: click.Context, as_json: bool) -> None:
+def main(ctx: click.Context, /, as_json: bool, **security: Any) -> None:
     """RocketMQ admin commands (rocketrio)."""
     ctx.ensure_object(dict)["json"] = as_json
+    ctx.obj.update(security)
 
 
 @main.command("updateTopic")
@@ -288,7 +295,7 @@ def broker_status(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
-for _command in (*MESSAGE_COMMANDS, *STATS_COMMANDS):
+for _command in (*MESSAGE_COMMANDS, *STATS_COMMANDS, *ACL_COMMANDS):
     main.add_command(_command)
 
 

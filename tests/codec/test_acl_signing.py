@@ -53,7 +53,10 @@ def test_our_client_signature_equals_the_golden_one() -> None:
 
 
 def test_signature_survives_the_wire_and_covers_the_body() -> None:
-    cmd = sign(request(RequestCode.SEND_MESSAGE_V2, {"b": "T", "a": "G"}, b"\x00body\xff"), SessionCredentials("ak12345", "sk12345"))
+    cmd = sign(
+        request(RequestCode.SEND_MESSAGE_V2, {"b": "T", "a": "G"}, b"\x00body\xff"),
+        SessionCredentials("ak12345", "sk12345"),
+    )
     decoder = FrameDecoder()
     decoder.receive_data(encode_command(cmd))
     received = decoder.next_command()
@@ -78,7 +81,7 @@ def test_keys_sort_in_java_utf16_order() -> None:
     # In UTF-16 U+1F600 is the surrogate pair D83D DE00, which sorts before U+FF21 (Java's TreeMap); code points
     # would put it after.
     fields = {"\uff21": "a", "\U0001f600": "b"}
-    assert signing_content(fields) == "ba".encode()
+    assert signing_content(fields) == b"ba"
 
 
 @given(st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=6), st.binary(max_size=64))
