@@ -77,7 +77,8 @@ async def test_files_added_and_removed_under_conf_acl_are_picked_up(
         assert await _refused(client, acl_cluster, team, "topicB")
         extra.parent.mkdir(parents=True)
         extra.write_text(
-            "accounts:\n  - {accessKey: team-account, secretKey: team-secret, defaultTopicPerm: SUB, defaultGroupPerm: SUB}\n"
+            "accounts:\n  - {accessKey: team-account, secretKey: team-secret,"
+            " defaultTopicPerm: SUB, defaultGroupPerm: SUB}\n"
         )
         await trio.sleep(WATCH_INTERVAL + 0.5)
         assert not await _refused(client, acl_cluster, team, "topicB")
