@@ -18,6 +18,9 @@ protocol as ``tests/e2e/node/agent.js``::
         check-back (CHECK_TRANSACTION_STATE, answered by the C++ core) return for that message; each call is reported
         as {"ev":"tx_execute","key","answer"} / {"ev":"tx_check","key","msgId","checkTimes","answer"}.
 
+``--access-key AK --secret-key SK`` sign every request for a broker with ACL on (the wrapper's
+``set_session_credentials``, channel ``ALIYUN``).
+
 A message spec may carry ``delayLevel`` (the DELAY property, set with ``set_delay_time_level``). ``--fail-times N``
 makes the consumer answer RECONSUME_LATER (through the C API: the wrapper turns a raising callback into
 CONSUME_SUCCESS) while a message's reconsume count is below N; those deliveries are reported with ``"failed": true``.
@@ -165,6 +168,8 @@ def run_producer(args: argparse.Namespace) -> None:
         send = producer.send_sync
     producer.set_namesrv_addr(args.namesrv)
     producer.set_log_root_path(args.logs)
+    if args.access_key:
+        producer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     producer.start()
     emit({"ev": "ready"})
     try:
@@ -218,6 +223,8 @@ def run_consumer(args: argparse.Namespace) -> None:
     consumer = PushConsumer(args.group)
     consumer.set_namesrv_addr(args.namesrv)
     consumer.set_log_root_path(args.logs)
+    if args.access_key:
+        consumer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     if args.instance:
         consumer.set_instance_name(args.instance)
     # The 2.1.0 core crashes in shutdown() when message trace is off (it shuts down a trace producer it never
@@ -276,6 +283,8 @@ def main() -> None:
     parser.add_argument("--instance", default="")
     parser.add_argument("--slow-after", type=int, default=0)
     parser.add_argument("--fail-times", type=int, default=0)
+    parser.add_argument("--access-key", default="", help="ACL account (session credentials, channel ALIYUN)")
+    parser.add_argument("--secret-key", default="")
     parser.add_argument("--logs", required=True, help="directory for the C++ client's own log files")
     args = parser.parse_args()
     os.makedirs(args.logs, exist_ok=True)
