@@ -32,18 +32,21 @@ SECURITY_TOKEN: Final = "SecurityToken"
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"
 
 
+_CLIENT_SKIP: Final = frozenset((SIGNATURE,))
+_BROKER_SKIP: Final = frozenset((SIGNATURE, UNIQUE_KEY_QUERY))
+
+
 def _java_sorted(keys: Iterable[str]) -> list[str]:
     """Keys in Java's ``String.compareTo`` order: UTF-16 code units, which is code-point order for ASCII keys."""
-    keys = list(keys)
-    if all(key.isascii() for key in keys):
-        return sorted(keys)
-    return sorted(keys, key=lambda key: key.encode("utf-16-be"))
+    ordered = sorted(keys)
+    if not all(map(str.isascii, ordered)):
+        ordered.sort(key=lambda key: key.encode("utf-16-be"))
+    return ordered
 
 
-def signing_content(ext_fields: Mapping[str, str], exclude: Iterable[str] = (SIGNATURE,)) -> bytes:
+def signing_content(ext_fields: Mapping[str, str], exclude: frozenset[str] = _CLIENT_SKIP) -> bytes:
     """The UTF-8 text the signature covers, without the body: the values sorted by key, ``exclude`` left out."""
-    skip = frozenset(exclude)
-    return "".join(ext_fields[key] for key in _java_sorted(ext_fields) if key not in skip).encode("utf-8")
+    return "".join([ext_fields[key] for key in _java_sorted(ext_fields) if key not in exclude]).encode("utf-8")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -73,7 +76,7 @@ def signature_matches(cmd: RemotingCommand, secret_key: str) -> bool:
     if given is None:
         return False
     fields = cmd.ext_fields
-    expected = calculate_signature(signing_content(fields, (SIGNATURE, UNIQUE_KEY_QUERY)), cmd.body, secret_key)
+    expected = calculate_signature(signing_content(fields, _BROKER_SKIP), cmd.body, secret_key)
     if hmac.compare_digest(expected, given):
         return True
     if UNIQUE_KEY_QUERY not in fields:

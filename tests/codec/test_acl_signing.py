@@ -72,7 +72,7 @@ def test_unique_key_query_verifies_with_and_without_the_field() -> None:
     java_style = sign(request(RequestCode.QUERY_MESSAGE, {"topic": "T", "_UNIQUE_KEY_QUERY": "true"}), creds)
     assert signature_matches(java_style, "sk12345")
     fields = dict(java_style.ext_fields)
-    content = signing_content(fields, ("Signature", "_UNIQUE_KEY_QUERY"))
+    content = signing_content(fields, frozenset(("Signature", "_UNIQUE_KEY_QUERY")))
     fields["Signature"] = base64.b64encode(hmac.new(b"sk12345", content, hashlib.sha1).digest()).decode()
     assert signature_matches(request(RequestCode.QUERY_MESSAGE, fields), "sk12345")
 
