@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.timer
 	$(BIN)/python -m bench.transactions
 	$(BIN)/python -m bench.spark
+	$(BIN)/python -m bench.security
 
 clean:
 	rm -rf $(VENV) data
