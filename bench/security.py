@@ -31,18 +31,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import trio
 
+from bench.client import client_send_load
 from bench.rpc import process_cpu_seconds
-from client import Message, Producer
 from client.admin import Admin
 from client.config import ClientConfig
 
 TOPIC: Final = "BenchSecurity"
-BODY: Final = b"s" * 128
 ACCOUNT: Final = ("bench-account", "bench-secret")
 ADMIN: Final = ("bench-admin", "bench-admin-secret")
 PLAIN_ACL: Final = f"""\
@@ -53,6 +52,11 @@ accounts:
 """
 
 
+async def send_rate(cfg: ClientConfig, inflight: int, duration: float) -> float:
+    """Sends per second of our producer (128-byte bodies, ``inflight`` concurrent senders, one connection)."""
+    return await client_send_load(cfg.namesrv_addr[0], TOPIC, inflight, duration, cfg)
+
+
 def emit(record: dict[str, object]) -> None:
     print(json.dumps(record), flush=True)
 
@@ -60,7 +64,7 @@ def emit(record: dict[str, object]) -> None:
 async def serve(data_dir: str, acl_home: str | None) -> None:
     from broker.embedded import EmbeddedCluster
 
-    overrides: dict[str, object] = {"mapped_file_size_commit_log": 256 << 20}
+    overrides: dict[str, Any] = {"mapped_file_size_commit_log": 256 << 20}
     if acl_home:
         overrides.update(acl_enable=True, rocketmq_home=acl_home)
     async with EmbeddedCluster(data_dir, **overrides) as cluster:
@@ -94,25 +98,6 @@ async def create_topic(cfg: ClientConfig) -> None:
                 await anyio.sleep(0.1)
 
 
-async def send_rate(cfg: ClientConfig, inflight: int, duration: float) -> float:
-    count = 0
-    async with Producer("bench-security-pg", config=cfg) as producer:
-        await producer.send(Message(TOPIC, BODY))
-        deadline = anyio.current_time() + duration
-
-        async def sender() -> None:
-            nonlocal count
-            while anyio.current_time() < deadline:
-                await producer.send(Message(TOPIC, BODY, tags="TagA", keys="k1"))
-                count += 1
-
-        began = anyio.current_time()
-        async with anyio.create_task_group() as tg:
-            for _ in range(inflight):
-                tg.start_soon(sender)
-        return count / (anyio.current_time() - began)
-
-
 class Tally:
     """Per mode: the round rates, messages, and CPU seconds of the broker process and of this (client) process."""
 
@@ -124,7 +109,7 @@ class Tally:
 
     def run(self, broker_pid: int, cfg: ClientConfig, inflight: int, duration: float) -> float:
         broker0, client0 = process_cpu_seconds(broker_pid), time.process_time()
-        rate = anyio.run(send_rate, cfg, inflight, duration, backend="trio")
+        rate = anyio.run(send_rate, cfg, inflight, duration)
         self.broker_cpu += process_cpu_seconds(broker_pid) - broker0
         self.client_cpu += time.process_time() - client0
         self.rates.append(rate)
@@ -174,7 +159,7 @@ def measure(duration: float, rounds: int, inflight: int) -> None:
                 "tls": config(plain_ns, tls=True),
             }
             for cfg in modes.values():  # warm-up, not counted
-                anyio.run(send_rate, cfg, inflight, min(duration, 2.0), backend="trio")
+                anyio.run(send_rate, cfg, inflight, min(duration, 2.0))
             pids = {"plain": plain_proc.pid, "acl": acl_proc.pid, "tls": plain_proc.pid}
             tallies = {mode: Tally() for mode in modes}
             names = list(modes)

@@ -245,8 +245,8 @@ class AclManager:
     def update_global_white(self, addresses: list[str], file_path: str | None) -> None:
         """Replace the global white list of ``file_path`` (the default file when empty). The file must exist under
         ``rocketmqHome`` and not be a directory; raises :class:`AclConfigError` otherwise."""
-        path = self.files.default_path if not file_path else Path(os.path.normpath(file_path))
-        home = Path(os.path.normpath(self.files.home))
+        path = self.files.default_path if not file_path else Path(file_path)
+        path, home = Path(os.path.abspath(path)), Path(os.path.abspath(self.files.home))
         if not path.is_file() or home not in path.parents:
             raise AclConfigError(f"The aclFileFullPath {file_path} is not an ACL file under {home}")
         acl = self._file(path)

@@ -13,11 +13,12 @@ import yaml
 from click.testing import CliRunner
 
 from broker.embedded import EmbeddedCluster
-from client import ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer
+from client import Message, Producer
 from client.admin import Admin
 from client.config import ClientConfig
 from client.errors import MQClientError
 from client.mqadmin import main as mqadmin
+from tests.acl.conftest import consume
 
 
 def _config(cluster: EmbeddedCluster, access_key: str | None, secret_key: str | None = "12345678") -> ClientConfig:
@@ -43,28 +44,8 @@ async def test_a_signed_producer_and_consumer_work_and_a_refused_send_stores_not
     store = acl_cluster.controller.context.store
     assert sum(store.max_offset_in_queue("topicC", q) for q in range(2)) == 0
 
-    received: list[bytes] = []
-    done = trio.Event()
-
-    async def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        received.extend(m.body for m in msgs)
-        if len(received) >= 5:
-            done.set()
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("groupB", config=_config(acl_cluster, "RocketMQ"), consume_from_where=_first())
-    consumer.subscribe("topicB", "*")
-    consumer.register_message_listener(on_messages)
-    async with consumer:
-        with trio.fail_after(30):
-            await done.wait()
+    received = await consume(_config(acl_cluster, "RocketMQ"), "groupB", "topicB", 5)
     assert sorted(received) == [f"m{i}".encode() for i in range(5)]
-
-
-def _first() -> Any:
-    from remoting.codec.bodies import ConsumeFromWhere
-
-    return ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 
 async def test_an_unsigned_or_wrongly_signed_admin_is_refused(acl_cluster: EmbeddedCluster) -> None:

@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trio
 
 from broker.embedded import EmbeddedCluster
-from client import ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer
+from client import Message, Producer
 from client.admin import Admin
 from client.config import ClientConfig
 from client.errors import MQClientError
-from remoting.codec.bodies import ConsumeFromWhere
+from tests.acl.conftest import consume
 from tests.conftest import SMALL_STORE
 
 
@@ -32,23 +31,7 @@ async def test_producer_and_consumer_over_tls_with_acl_against_an_enforcing_clus
         async with Producer("PG-tls", config=config("RocketMQ")) as producer:
             for i in range(4):
                 await producer.send(Message("topicB", f"tls-{i}".encode()))
-        got: list[bytes] = []
-        done = trio.Event()
-
-        async def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-            got.extend(m.body for m in msgs)
-            if len(got) >= 4:
-                done.set()
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-        consumer = PushConsumer(
-            "groupB", config=config("RocketMQ"), consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-        )
-        consumer.subscribe("topicB", "*")
-        consumer.register_message_listener(on_messages)
-        async with consumer:
-            with trio.fail_after(30):
-                await done.wait()
+        got = await consume(config("RocketMQ"), "groupB", "topicB", 4)
         assert sorted(got) == [f"tls-{i}".encode() for i in range(4)]
         async with Admin(config=config("rocketmq2", tls=False)) as plain:
             with pytest.raises(MQClientError):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 import trio
 
 E2E_DIR = Path(__file__).resolve().parent
@@ -74,6 +75,17 @@ class ClientKind:
 ALI_ONS = ClientKind("ali-ons", ("node", str(NODE_AGENT)), "make e2e-deps (npm install in tests/e2e/node)")
 CPP = ClientKind("cpp", (str(CVS_PYTHON), str(CPP_AGENT)), "make e2e-deps (rocketmq-python-cvs in .venv-cvs)")
 CLIENT_KINDS = {kind.name: kind for kind in (ALI_ONS, CPP)}
+
+
+def require(kind: ClientKind) -> None:
+    """Skip the calling test when ``kind`` is not installed, or fail it under CI, where ``.ci/run`` installs both."""
+    reason = kind.missing_reason()
+    if reason is None:
+        return
+    message = f"{kind.name} client not installed: {reason}; install with {kind.install_hint}"
+    if in_ci():
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 def log_tail(path: Path, limit: int = 3000) -> str:

@@ -21,7 +21,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from tests.acl.conftest import PLAIN_ACL
 from tests.e2e.cluster import EmbeddedBroker, create_topic, wait_for_route
-from tests.e2e.harness import CLIENT_KINDS, Agent, ClientKind, Event, in_ci, kill_all, log_tail
+from tests.e2e.harness import CLIENT_KINDS, Agent, ClientKind, Event, kill_all, log_tail, require
 
 ADMIN = SessionCredentials("rocketmq2", "12345678")
 COUNT = 20
@@ -116,12 +116,7 @@ async def _session(kind: ClientKind, work: Path) -> AclReport:
 @pytest.fixture(scope="module", params=sorted(CLIENT_KINDS))
 def acl_session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AclReport:
     kind = CLIENT_KINDS[request.param]
-    reason = kind.missing_reason()
-    if reason is not None:
-        message = f"{kind.name} client not installed: {reason}; install with {kind.install_hint}"
-        if in_ci():
-            pytest.fail(message)
-        pytest.skip(message)
+    require(kind)
     return trio.run(_session, kind, tmp_path_factory.mktemp(f"e2e-acl-{kind.name}"))
 
 
