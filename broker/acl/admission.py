@@ -4,7 +4,8 @@ a refused request costs one HMAC and never takes a queue slot or a worker.
 
 A refusal is answered as a Java broker answers an exception from its RPC hook
 (``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingAbstract.java``): code SYSTEM_ERROR (1), the
-AclException text and its first frame as remark, JSON header; oneway requests get nothing. Each refusal is logged
+AclException text and its first frame as remark, JSON header; oneway requests get nothing. An unexpected error in the
+check refuses the request the same way (and is logged with its traceback) instead of ending the connection. Each refusal is logged
 (code, access key, client address, reason) at most ``burst`` times per 10 s (:class:`remoting.ratelog.RateLimitedLog`).
 """
 
@@ -48,4 +49,7 @@ class AclAdmission:
             )
             response = request.response(ResponseCode.SYSTEM_ERROR, exc.remark)
             return attrs.evolve(response, serialize_type=SerializeType.JSON)
+        except Exception as exc:  # a bug in the check must refuse the request, never end the connection's reader
+            log.exception("ACL check failed on request code %d from %s:%s", request.code, address[0], address[1])
+            return request.response(ResponseCode.SYSTEM_ERROR, f"ACL check failed: {type(exc).__name__}")
         return None

@@ -74,7 +74,7 @@ def signature_matches(cmd: RemotingCommand, secret_key: str) -> bool:
     """Whether ``cmd``'s ``Signature`` is right for ``secret_key``, computed over the broker's content (without
     ``_UNIQUE_KEY_QUERY``) or, when that field is present, over the Java client's (with it)."""
     given = cmd.ext_fields.get(SIGNATURE)
-    if given is None:
+    if given is None or not given.isascii():  # base64 is ASCII; compare_digest refuses other text
         return False
     fields = cmd.ext_fields
     expected = calculate_signature(signing_content(fields, _BROKER_SKIP), cmd.body, secret_key)

@@ -89,3 +89,11 @@ def test_any_fields_sign_and_verify(fields: dict[str, str], body: bytes) -> None
     fields.pop("Signature", None)
     signed = sign(request(RequestCode.HEART_BEAT, fields, body), SessionCredentials("access1", "secret1"))
     assert signature_matches(signed, "secret1")
+
+
+def test_a_non_ascii_or_missing_signature_is_simply_wrong() -> None:
+    base = sign(request(RequestCode.SEND_MESSAGE, {"topic": "T"}), SessionCredentials("ak12345", "sk12345"))
+    for bad in ("\x80", "é" * 28, ""):
+        fields = {**base.ext_fields, "Signature": bad}
+        assert not signature_matches(request(RequestCode.SEND_MESSAGE, fields), "sk12345")
+    assert not signature_matches(request(RequestCode.SEND_MESSAGE, {"topic": "T"}), "sk12345")

@@ -1,8 +1,8 @@
 """One end-to-end session per real client, shared by every test of that client in every e2e module (see
 ``scenarios.py``).
 
-A client that is not installed skips its tests with the reason, except in CI (``CI=true``), where it fails them:
-``.ci/run`` installs both clients, so a missing one there is a broken install, not an optional extra.
+A client that is not installed fails its tests with the reason (:func:`tests.e2e.harness.require`): ``make test``
+installs both clients (``make e2e-deps``), so a missing one is a broken install, not an optional extra.
 """
 
 from __future__ import annotations

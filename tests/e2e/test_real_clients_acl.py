@@ -4,7 +4,7 @@ secret, or an account without PUB on the topic, their sends fail and the broker 
 
 Neither real client speaks TLS here (ali-ons has none, the Python wrapper exposes none), so the TLS tests use our client
 (``tests/remoting/test_tls.py``, ``tests/acl/test_tls_cluster.py``). One session per client kind, in its own broker
-process; a missing client skips (fails under CI), as in ``conftest.py``.
+process; a missing client fails its tests, as in ``conftest.py``.
 """
 
 from __future__ import annotations
