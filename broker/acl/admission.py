@@ -5,8 +5,9 @@ a refused request costs one HMAC and never takes a queue slot or a worker.
 A refusal is answered as a Java broker answers an exception from its RPC hook
 (``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingAbstract.java``): code SYSTEM_ERROR (1), the
 AclException text and its first frame as remark, JSON header; oneway requests get nothing. An unexpected error in the
-check refuses the request the same way (and is logged with its traceback) instead of ending the connection. Each refusal is logged
-(code, access key, client address, reason) at most ``burst`` times per 10 s (:class:`remoting.ratelog.RateLimitedLog`).
+check refuses the request the same way (and is logged with its traceback) instead of ending the connection. Each
+refusal is logged (code, access key, client address, reason) at most ``burst`` times per 10 s
+(:class:`remoting.ratelog.RateLimitedLog`).
 """
 
 from __future__ import annotations
