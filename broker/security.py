@@ -19,13 +19,12 @@ log = logging.getLogger(__name__)
 
 
 def acl_manager_of(config: BrokerConfig) -> AclManager | None:
-    """The (not yet loaded) ACL rules when ``aclEnable``; without ``rocketmqHome`` nothing can load, which leaves
-    every request refused except from white-listed addresses, and is logged."""
+    """The (not yet loaded) ACL rules when ``aclEnable``; without ``rocketmqHome`` no file loads (as in RocketMQ),
+    which refuses every request, and the manager logs it."""
     if not config.acl_enable:
         return None
-    if not config.rocketmq_home:
-        log.warning("aclEnable is set but rocketmqHome (ROCKETMQ_HOME) is not: no ACL file can be loaded")
-    return AclManager(AclFiles(Path(config.rocketmq_home or ".").expanduser(), config.acl_plain_file))
+    home = Path(config.rocketmq_home).expanduser() if config.rocketmq_home else None
+    return AclManager(AclFiles(home, config.acl_plain_file))
 
 
 def server_config_of(config: BrokerConfig) -> ServerConfig:

@@ -74,17 +74,23 @@ PARSE_FRAME: Final = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(P
 
 @attrs.frozen
 class AclFiles:
-    """Where the files are: ``home`` (``rocketmqHome``) and the default file relative to it."""
+    """Where the files are: ``home`` (``rocketmqHome``; None when unset: no file at all, as in RocketMQ) and the
+    default file relative to it."""
 
-    home: Path
+    home: Path | None
     default_file: str = "conf/plain_acl.yml"
 
     @property
     def default_path(self) -> Path:
+        """The default file. Raises :class:`AclConfigError` without a home."""
+        if self.home is None:
+            raise AclConfigError("rocketmqHome (ROCKETMQ_HOME) is not set: there is no ACL file")
         return Path(os.path.normpath(self.home / self.default_file))
 
     def paths(self) -> list[Path]:
         """Every file to load, in load order (the ``conf/acl`` tree sorted, then the default file)."""
+        if self.home is None:
+            return []
         acl_dir = self.home / "conf" / "acl"
         found: list[Path] = []
         if acl_dir.is_dir():
@@ -112,6 +118,9 @@ class AclManager:
 
     def load(self) -> None:
         """Load every file (creating the default one when missing); bad files are logged and skipped."""
+        if self.files.home is None:
+            log.warning("ACL is on but rocketmqHome (ROCKETMQ_HOME) is not set: no account can be loaded")
+            return
         default = self.files.default_path
         if not default.exists():
             try:
@@ -205,7 +214,7 @@ class AclManager:
         return {str(path): acl.data_version.to_json() for path, acl in self._loaded.items()}
 
     def default_version(self) -> dict[str, int]:
-        acl = self._loaded.get(self.files.default_path)
+        acl = self._loaded.get(self.files.default_path) if self.files.home is not None else None
         return {"counter": 0, "timestamp": 0} if acl is None else acl.data_version.to_json()
 
     def account(self, access_key: str) -> Account | None:
@@ -246,7 +255,7 @@ class AclManager:
         """Replace the global white list of ``file_path`` (the default file when empty). The file must exist under
         ``rocketmqHome`` and not be a directory; raises :class:`AclConfigError` otherwise."""
         path = self.files.default_path if not file_path else Path(file_path)
-        path, home = Path(os.path.abspath(path)), Path(os.path.abspath(self.files.home))
+        path, home = Path(os.path.abspath(path)), Path(os.path.abspath(self.files.home or "/"))
         if not path.is_file() or home not in path.parents:
             raise AclConfigError(f"The aclFileFullPath {file_path} is not an ACL file under {home}")
         acl = self._file(path)

@@ -148,3 +148,14 @@ def test_a_missing_default_file_is_created_empty(tmp_path: Path) -> None:
     assert (tmp_path / "conf" / "plain_acl.yml").is_file()
     with pytest.raises(AclDenied, match="No acl config for someone"):
         manager.validate("127.0.0.1", sign(request(RequestCode.SEND_MESSAGE, {}), SessionCredentials("someone", "x")))
+
+
+def test_without_a_home_nothing_loads_nothing_is_created_and_edits_are_refused(tmp_path: Path) -> None:
+    manager = AclManager(AclFiles(None))
+    manager.load()
+    with pytest.raises(AclDenied, match="No acl config for someone"):
+        manager.validate("127.0.0.1", sign(request(RequestCode.SEND_MESSAGE, {}), SessionCredentials("someone", "x")))
+    with pytest.raises(AclConfigError, match="rocketmqHome"):
+        manager.update_account(parse_acl_file("accounts: [{accessKey: newcomer, secretKey: 12345678}]").entries[0],
+                               frozenset())  # fmt: skip
+    assert manager.versions() == {} and manager.default_version() == {"counter": 0, "timestamp": 0}
