@@ -6,7 +6,6 @@ context the broker uses towards its name servers (docs/architecture.md#acl-and-t
 from __future__ import annotations
 
 import functools
-import logging
 import ssl
 from pathlib import Path
 
@@ -14,8 +13,6 @@ from broker.acl.manager import AclFiles, AclManager
 from broker.broker_config import BrokerConfig
 from remoting.server import ServerConfig
 from remoting.tls import server_context, settings_client_context, tls_mode
-
-log = logging.getLogger(__name__)
 
 
 def acl_manager_of(config: BrokerConfig) -> AclManager | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -219,9 +218,6 @@ class AclManager:
 
     def account(self, access_key: str) -> Account | None:
         return self._accounts.get(access_key)
-
-    def iter_accounts(self) -> Iterator[Account]:
-        return iter(self._accounts.values())
 
     # -- edits -------------------------------------------------------------------------------------------------
 

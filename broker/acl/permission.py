@@ -18,8 +18,6 @@ PUB: Final = 4
 SUB: Final = 8
 
 _BY_TEXT: Final = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
-#: The text each valid permission is written back as.
-PERM_TEXTS: Final = frozenset(_BY_TEXT)
 
 #: Codes only an ``admin: true`` account may send: RocketMQ's five, plus (stricter than 4.9.8, which lets any signed
 #: account manage ACLs) the four ACL-management codes.

@@ -19,7 +19,7 @@ from typing import Any, Final
 import attrs
 import yaml
 
-from broker.acl.permission import DENY, parse_perm
+from broker.acl.permission import parse_perm
 from broker.acl.remote_address import AddressMatcher, AddressPatternError, address_matcher
 
 RETRY_PREFIX: Final = "%RETRY%"
@@ -141,8 +141,8 @@ def compile_account(config: AccountConfig) -> Account:
         access_key=config.access_key,
         secret_key=config.secret_key,
         admin=config.admin,
-        default_topic_perm=parse_perm(config.default_topic_perm) if config.default_topic_perm else DENY,
-        default_group_perm=parse_perm(config.default_group_perm) if config.default_group_perm else DENY,
+        default_topic_perm=parse_perm(config.default_topic_perm),
+        default_group_perm=parse_perm(config.default_group_perm),
         perms=perms or None,
         white=white,
     )

@@ -112,9 +112,6 @@ _RULES: dict[int, Callable[[RemotingCommand, Needed], None]] = {
     RequestCode.UPDATE_CONSUMER_OFFSET: _update_offset,
 }
 
-#: The codes that name resources; every other code needs none.
-RESOURCE_CODES = frozenset(_RULES)
-
 
 def needed_resources(cmd: RemotingCommand) -> Needed:
     """``{resource: PUB or SUB}`` for ``cmd`` (see the module docstring). Raises :class:`ResourceError`."""
