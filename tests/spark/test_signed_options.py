@@ -41,6 +41,8 @@ async def _create_topic(ns: str, topic: str) -> None:
                 await anyio.sleep(0.05)
 
 
+# Three Spark jobs and a second cluster; run alone, this test also pays the JVM's start.
+@pytest.mark.timeout(300)
 def test_keys_in_the_options_sign_writes_and_reads(spark: Any, acl_rocketmq: ThreadedCluster, tmp_path: Path) -> None:
     ns = acl_rocketmq.namesrv_addr
     anyio.run(_create_topic, ns, "SparkAcl")
