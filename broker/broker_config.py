@@ -107,6 +107,14 @@ class BrokerConfig(TlsSettings):
     transaction_check_max: int = 15
     #: ...in check rounds this far apart (ms).
     transaction_check_interval: int = 60_000
+    #: RocketMQ 5's metrics settings (docs/metrics.md): ``PROM`` (or 2) serves Prometheus text at
+    #: ``http://<metricsPromExporterHost, default brokerIP1>:<metricsPromExporterPort>/metrics``; ``DISABLE`` (or 0)
+    #: serves nothing and times no request; ``OTLP_GRPC`` and ``LOG`` are not supported (logged, nothing exported).
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    #: Extra labels on every metric: ``key1:value1,key2:value2``.
+    metrics_label: str = ""
     #: ACL 1.0 (docs/architecture.md#acl-and-tls-at-the-edge): every request is checked against the plain_acl.yml
     #: accounts before it reaches a pool.
     acl_enable: bool = False

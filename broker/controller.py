@@ -38,6 +38,7 @@ from broker.acl.processor import AclAdminProcessor
 from broker.acl.watcher import watch_acl_files
 from broker.broker_config import BrokerConfig
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
+from broker.metrics import broker_exporter
 from broker.registration import BrokerRegistration
 from broker.schedule import ScheduleMessageService
 from broker.security import acl_manager_of, namesrv_client_context, server_config_of
@@ -64,6 +65,8 @@ from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool, broker_pools, not_supported_remark
 from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
+from remoting.prometheus import prometheus_wanted
+from remoting.rpc_metrics import RpcLatency
 from remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -127,9 +130,14 @@ class BrokerController:
         self.acl = acl_manager_of(config)
         self.dispatcher = Dispatcher(admission=AclAdmission(self.acl) if self.acl is not None else None)
         self._register_processors()
-        self.remoting_server = RemotingServer(self.dispatcher, server_config_of(config))
+        # Requests are timed for /metrics only when it is served (docs/metrics.md).
+        self.rpc_latency = RpcLatency() if prometheus_wanted(config.metrics_exporter_type) else None
+        self.metrics = broker_exporter(self.context, self.pools, self.rpc_latency)
+        self.remoting_server = RemotingServer(self.dispatcher, server_config_of(config), self.rpc_latency)
         self.remoting_server.add_close_listener(self._on_connection_closed)
-        self.fast_server = RemotingServer(FastChannelDispatcher(self.dispatcher), self.remoting_server.config)
+        self.fast_server = RemotingServer(
+            FastChannelDispatcher(self.dispatcher), self.remoting_server.config, self.rpc_latency
+        )
         self.fast_server.add_close_listener(self._on_connection_closed)
         self.fast_address: Address | None = None
         self.registration: BrokerRegistration | None = None
@@ -258,6 +266,8 @@ class BrokerController:
             ctx.topic_changed_hook = self.registration.trigger
             await nursery.start(self.registration.run)
             await nursery.start(self.transaction_check.run)
+            if self.metrics is not None:
+                await nursery.start(self.metrics.run)
             self.address = (ctx.config.broker_ip1, port)
             log.info("broker %s serving on %s:%d as %s", ctx.config.broker_name, host, port, ctx.broker_addr)
             task_status.started(self.address)

@@ -20,6 +20,8 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
   while their bodies and the responses not yet written hold more than ``max_buffered_bytes``, the reader stops
   reading, so TCP pushes back on a peer that sends faster than it is answered (or never reads its answers) instead
   of the process buffering for it. Oneway requests are not counted (they have no answer to wait for).
+- RPC latency, when the server set :attr:`Connection.rpc_latency` (:mod:`remoting.rpc_metrics`): a request's code
+  and read time are kept by opaque until its response is written (or, oneway, until its processor returns).
 
 Ownership and errors: the connection owns its stream from construction and closes it when :meth:`run` returns,
 whatever the reason (EOF, a :class:`~remoting.codec.errors.CodecError`, a socket error, idle timeout,
@@ -39,6 +41,7 @@ import contextlib
 import logging
 import math
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -52,6 +55,7 @@ from remoting.codec.frame import MAX_FRAME, FrameDecoder, encode_command
 from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
 from remoting.future import CallbackFuture, OutcomeCallback, ResponseFuture
 from remoting.processor import RequestContext
+from remoting.rpc_metrics import RESULT_ONEWAY, RESULT_SUCCESS, RpcLatency
 from remoting.streams import RECEIVE_SIZE, STREAM_ERRORS, ByteStream, RawSocketIO
 
 log = logging.getLogger(__name__)
@@ -72,6 +76,9 @@ MAX_REQUESTS_IN_FLIGHT: Final = 8192
 MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024
 #: What a request counts for besides its body (header and bookkeeping).
 REQUEST_OVERHEAD: Final = 128
+#: Requests whose latency one connection tracks at most (more are not timed: a peer that never reads its answers,
+#: or oneway requests dropped before a processor, must not grow the table without bound).
+MAX_TIMED_REQUESTS: Final = 65_536
 
 Address = tuple[str, int]
 RequestCallback = Callable[[RequestContext, RemotingCommand], Awaitable[None]]
@@ -130,6 +137,10 @@ class Connection:
         self._scope: anyio.CancelScope | None = None
         self._loop = primitives.current()
         self.last_activity = self._loop.now()
+        #: Set by the server to time requests (see :mod:`remoting.rpc_metrics`); ``None`` times nothing.
+        self.rpc_latency: RpcLatency | None = None
+        #: opaque -> [request code, read time ns, suspended]
+        self._timed: dict[int, list[Any]] = {}
 
     def __repr__(self) -> str:
         host, port = self.remote_address[:2]
@@ -241,6 +252,8 @@ class Connection:
                             size = len(cmd.body) + REQUEST_OVERHEAD
                             self._inbound_bytes += size - inbound.pop(cmd.opaque, 0)
                             inbound[cmd.opaque] = size
+                        if self.rpc_latency is not None and len(self._timed) < MAX_TIMED_REQUESTS:
+                            self._timed[cmd.opaque] = [cmd.code, time.perf_counter_ns(), False]
                         await on_request(ctx, cmd)
                         if self._over_budget():
                             await self._wait_for_budget()
@@ -350,6 +363,8 @@ class Connection:
                 self._inbound_bytes -= size
                 if self._capacity is not None:
                     self._wake_reader()
+        if self._timed and cmd.flag & FLAG_RESPONSE:
+            self._time_response(cmd.opaque, cmd.code, RESULT_SUCCESS)
         frame = encode_command(cmd)
         wakeup = self._writer_wakeup
         if wakeup is not None:
@@ -374,6 +389,24 @@ class Connection:
             self._outbox_bytes = len(data)
             if data:
                 outbox.append(data)
+
+    def _time_response(self, opaque: int, response_code: int, result: str) -> None:
+        timed = self._timed.pop(opaque, None)
+        if timed is not None and self.rpc_latency is not None:
+            code, started, suspended = timed
+            self.rpc_latency.observe(code, response_code, suspended, result, time.perf_counter_ns() - started)
+
+    def oneway_done(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        """A oneway request's processor returned: its latency is recorded now, with the code it would have
+        answered (SUCCESS when it returned nothing)."""
+        if self._timed:
+            self._time_response(request.opaque, 0 if response is None else response.code, RESULT_ONEWAY)
+
+    def mark_suspended(self, opaque: int) -> None:
+        """The request is parked for long polling: its latency is labelled ``is_long_polling``."""
+        timed = self._timed.get(opaque)
+        if timed is not None:
+            timed[2] = True
 
     def _send_direct(self, frame: bytes) -> bytes:
         """Write what the socket takes now; return the rest (empty when all of it went out)."""

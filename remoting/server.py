@@ -40,6 +40,7 @@ from remoting.codec.frame import MAX_FRAME
 from remoting.connection import MAX_BUFFERED_BYTES, MAX_REQUESTS_IN_FLIGHT, Address, Connection
 from remoting.dispatch import Dispatcher
 from remoting.ratelog import RateLimitedLog
+from remoting.rpc_metrics import RpcLatency
 from remoting.streams import STREAM_ERRORS
 from remoting.tls import DISABLED, ENFORCING, TLS_HANDSHAKE
 
@@ -75,9 +76,13 @@ class ServerConfig:
 class RemotingServer:
     """Serves one listening address with a dispatcher. ``connections`` is the live set (read-only by convention)."""
 
-    def __init__(self, dispatcher: Dispatcher, config: ServerConfig | None = None) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, config: ServerConfig | None = None, rpc_latency: RpcLatency | None = None
+    ) -> None:
         self.dispatcher = dispatcher
         self.config = config or ServerConfig()
+        #: Given to every connection: times each request (:mod:`remoting.rpc_metrics`); ``None`` times nothing.
+        self.rpc_latency = rpc_latency
         self.connections: set[Connection] = set()
         self._close_listeners: list[CloseListener] = []
         self._refusals = RateLimitedLog(log)
@@ -217,6 +222,7 @@ class RemotingServer:
             max_requests_in_flight=self.config.max_requests_in_flight,
             max_buffered_bytes=self.config.max_buffered_bytes,
         )
+        conn.rpc_latency = self.rpc_latency
         self.connections.add(conn)
         log.debug("accepted %r", conn)
         try:
