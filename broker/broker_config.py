@@ -13,12 +13,13 @@ from pathlib import Path
 import attrs
 
 from remoting.codec.java_properties import load_config
-from remoting.tls import TlsSettings
+from remoting.server import ListenerSettings
 
 
 @attrs.frozen
-class BrokerConfig(TlsSettings):
-    """The broker's settings; the ``tls.*`` ones come from :class:`remoting.tls.TlsSettings`."""
+class BrokerConfig(ListenerSettings):
+    """The broker's settings; the ``tls.*`` ones and the listeners' limits (``serverMaxConnections``,
+    ``serverMaxRequestsInFlight``, ``serverMaxBufferedBytes``) come from :class:`remoting.server.ListenerSettings`."""
 
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
@@ -123,12 +124,6 @@ class BrokerConfig(TlsSettings):
     rocketmq_home: str = attrs.field(factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
     #: The default ACL file, relative to rocketmqHome (Java's system property of that name).
     acl_plain_file: str = attrs.field(default="conf/plain_acl.yml", metadata={"key": "rocketmq.acl.plain.file"})
-    #: Ours: live connections per listening port beyond which a new one is closed at once (0: no cap).
-    server_max_connections: int = 10_000
-    #: Ours: per connection, requests awaiting their response and bytes held for it (request bodies plus unwritten
-    #: responses) beyond which the broker stops reading from that connection until it has answered.
-    server_max_requests_in_flight: int = 8192
-    server_max_buffered_bytes: int = 64 * 1024 * 1024
 
     @property
     def broker_addr(self) -> str:

@@ -88,9 +88,10 @@ class FastChannelDispatcher(Dispatcher):
         if request.code != RequestCode.PULL_MESSAGE:
             await self._main.dispatch(ctx, request)
             return
-        if request.is_oneway:
-            return
         answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+        if request.is_oneway:
+            ctx.connection.oneway_done(request, answer)
+            return
         with contextlib.suppress(RemotingConnectError):
             await ctx.connection.send(answer)
 

@@ -5,14 +5,13 @@ context the broker uses towards its name servers (docs/architecture.md#acl-and-t
 
 from __future__ import annotations
 
-import functools
 import ssl
 from pathlib import Path
 
 from broker.acl.manager import AclFiles, AclManager
 from broker.broker_config import BrokerConfig
 from remoting.server import ServerConfig
-from remoting.tls import server_context, settings_client_context, tls_mode
+from remoting.tls import settings_client_context
 
 
 def acl_manager_of(config: BrokerConfig) -> AclManager | None:
@@ -26,14 +25,7 @@ def acl_manager_of(config: BrokerConfig) -> AclManager | None:
 
 def server_config_of(config: BrokerConfig) -> ServerConfig:
     """The listeners' settings from the broker's."""
-    return ServerConfig(
-        idle_timeout=float(config.server_channel_max_idle_time_seconds),
-        tls_mode=tls_mode(config.tls_server_mode),
-        ssl_context=functools.partial(server_context, config),
-        max_connections=config.server_max_connections or None,
-        max_requests_in_flight=config.server_max_requests_in_flight,
-        max_buffered_bytes=config.server_max_buffered_bytes,
-    )
+    return config.listener_config(float(config.server_channel_max_idle_time_seconds))
 
 
 def namesrv_client_context(config: BrokerConfig) -> ssl.SSLContext | None:

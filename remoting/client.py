@@ -194,7 +194,9 @@ class RemotingClient:
     async def _on_request(self, ctx: RequestContext, cmd: RemotingCommand) -> None:
         if self.request_handler is not None and self._tasks is not None:
             self._tasks.start_soon(run_processor, self.request_handler, ctx, cmd)
-        elif not cmd.is_oneway:
+        elif cmd.is_oneway:
+            ctx.connection.oneway_done(cmd, None)
+        else:
             answer = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(cmd.code))
             await ctx.connection.send(answer)
 

@@ -19,7 +19,8 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
 - a budget per connection: while ``max_requests_in_flight`` requests read from the peer wait for their response, or
   while their bodies and the responses not yet written hold more than ``max_buffered_bytes``, the reader stops
   reading, so TCP pushes back on a peer that sends faster than it is answered (or never reads its answers) instead
-  of the process buffering for it. Oneway requests are not counted (they have no answer to wait for).
+  of the process buffering for it. A oneway request counts until its processor returns (:meth:`oneway_done`), so a
+  flood of oneway frames cannot grow an unbounded pool queue either.
 - RPC latency, when the server set :attr:`Connection.rpc_latency` (:mod:`remoting.rpc_metrics`): a request's code
   and read time are kept by opaque until its response is written (or, oneway, until its processor returns).
 
@@ -133,6 +134,7 @@ class Connection:
         self._max_buffered = max_buffered_bytes
         self._inbound: dict[int, int] = {}  # opaque -> bytes of each request read and not yet answered
         self._inbound_bytes = 0
+        self._oneway_held = 0  # oneway requests read and not yet through their processor (or refused)
         self._capacity: primitives.Event | None = None
         self._scope: anyio.CancelScope | None = None
         self._loop = primitives.current()
@@ -152,8 +154,9 @@ class Connection:
 
     @property
     def requests_in_flight(self) -> int:
-        """Requests read from the peer whose response has not been written yet (oneway ones aside)."""
-        return len(self._inbound)
+        """Requests read from the peer whose response has not been written yet, or, oneway, whose processor has not
+        returned yet."""
+        return len(self._inbound) + self._oneway_held
 
     @property
     def buffered_bytes(self) -> int:
@@ -162,12 +165,13 @@ class Connection:
 
     def _over_budget(self) -> bool:
         return (
-            len(self._inbound) >= self._max_in_flight or self._inbound_bytes + self._outbox_bytes > self._max_buffered
+            len(self._inbound) + self._oneway_held >= self._max_in_flight
+            or self._inbound_bytes + self._outbox_bytes > self._max_buffered
         )
 
     async def _wait_for_budget(self) -> None:
         """Park the reader until answers have gone out (or the connection closes)."""
-        log.debug("%r: pausing reads (%d requests, %d bytes held)", self, len(self._inbound), self.buffered_bytes)
+        log.debug("%r: pausing reads (%d requests, %d bytes held)", self, self.requests_in_flight, self.buffered_bytes)
         while self._over_budget() and not self._closed:
             event = self._capacity = self._loop.new_event()
             await event.wait()
@@ -248,8 +252,11 @@ class Connection:
                         else:
                             future.complete(cmd)
                     else:
-                        if not cmd.flag & FLAG_ONEWAY:
-                            size = len(cmd.body) + REQUEST_OVERHEAD
+                        size = len(cmd.body) + REQUEST_OVERHEAD
+                        if cmd.flag & FLAG_ONEWAY:
+                            self._oneway_held += 1
+                            self._inbound_bytes += size
+                        else:
                             self._inbound_bytes += size - inbound.pop(cmd.opaque, 0)
                             inbound[cmd.opaque] = size
                         if self.rpc_latency is not None and len(self._timed) < MAX_TIMED_REQUESTS:
@@ -397,8 +404,14 @@ class Connection:
             self.rpc_latency.observe(code, response_code, suspended, result, time.perf_counter_ns() - started)
 
     def oneway_done(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
-        """A oneway request's processor returned: its latency is recorded now, with the code it would have
-        answered (SUCCESS when it returned nothing)."""
+        """A oneway request's processor returned (or it was refused before one): it leaves the connection's budget
+        and its latency is recorded now, with the code it would have answered (SUCCESS when it returned nothing).
+        Whoever takes a oneway request from :meth:`run`'s callback must call this once for it."""
+        if self._oneway_held > 0:
+            self._oneway_held -= 1
+            self._inbound_bytes -= len(request.body) + REQUEST_OVERHEAD
+            if self._capacity is not None:
+                self._wake_reader()
         if self._timed:
             self._time_response(request.opaque, 0 if response is None else response.code, RESULT_ONEWAY)
 

@@ -42,7 +42,7 @@ from remoting.dispatch import Dispatcher
 from remoting.ratelog import RateLimitedLog
 from remoting.rpc_metrics import RpcLatency
 from remoting.streams import STREAM_ERRORS
-from remoting.tls import DISABLED, ENFORCING, TLS_HANDSHAKE
+from remoting.tls import DISABLED, ENFORCING, TLS_HANDSHAKE, TlsSettings, server_context, tls_mode
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,31 @@ class ServerConfig:
     #: unwritten responses), beyond which its reader stops reading until answers go out.
     max_requests_in_flight: int = MAX_REQUESTS_IN_FLIGHT
     max_buffered_bytes: int = MAX_BUFFERED_BYTES
+
+
+@attrs.frozen
+class ListenerSettings(TlsSettings):
+    """What a server process (broker, name server) exposes as settings for its listeners: RocketMQ's ``tls.*`` ones
+    and our limits, which RocketMQ does not have (hence no RocketMQ names to keep)."""
+
+    #: Live connections per listening port beyond which a new one is closed at once (0: no cap).
+    server_max_connections: int = 10_000
+    #: Per connection, requests awaiting their response (oneway: their processor) and bytes held for it (request
+    #: bodies plus unwritten responses) beyond which the server stops reading from it until it has answered.
+    server_max_requests_in_flight: int = MAX_REQUESTS_IN_FLIGHT
+    server_max_buffered_bytes: int = MAX_BUFFERED_BYTES
+
+    def listener_config(self, idle_timeout: float) -> ServerConfig:
+        """The :class:`ServerConfig` these settings describe (``tls.config.file`` is read on the first TLS
+        connection, by :func:`remoting.tls.server_context`)."""
+        return ServerConfig(
+            idle_timeout=idle_timeout,
+            tls_mode=tls_mode(self.tls_server_mode),
+            ssl_context=functools.partial(server_context, self),
+            max_connections=self.server_max_connections or None,
+            max_requests_in_flight=self.server_max_requests_in_flight,
+            max_buffered_bytes=self.server_max_buffered_bytes,
+        )
 
 
 class RemotingServer:

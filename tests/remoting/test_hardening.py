@@ -50,6 +50,22 @@ async def test_requests_in_flight_are_capped_per_connection_and_the_rest_wait_in
     await peer.aclose()
 
 
+async def test_oneway_requests_count_until_their_processor_returns(nursery: trio.Nursery) -> None:
+    gate = GateProcessor()
+    server, address = await _serve(nursery, gate, max_requests_in_flight=4)
+    peer = await RawPeer.connect(address)
+    await peer.send(*(request(1000, {}, b"w%d" % i, oneway=True, opaque=i + 1) for i in range(20)))
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    assert gate.entered == 4  # a oneway flood is held like any other: the pool's queue does not grow
+    (conn,) = server.connections
+    assert conn.requests_in_flight == 4
+    gate.gate.set()
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    assert gate.entered == 20
+    assert conn.requests_in_flight == 0 and conn.buffered_bytes == 0
+    await peer.aclose()
+
+
 async def test_buffered_request_bytes_are_capped_per_connection(nursery: trio.Nursery) -> None:
     gate = GateProcessor()
     server, address = await _serve(nursery, gate, max_buffered_bytes=1 << 20)
