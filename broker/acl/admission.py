@@ -7,7 +7,8 @@ A refusal is answered as a Java broker answers an exception from its RPC hook
 AclException text and its first frame as remark, JSON header; oneway requests get nothing. An unexpected error in the
 check refuses the request the same way (and is logged with its traceback) instead of ending the connection. Each
 refusal is logged (code, access key, client address, reason) at most ``burst`` times per 10 s
-(:class:`remoting.ratelog.RateLimitedLog`).
+(:class:`remoting.ratelog.RateLimitedLog`), on one line of bounded length: the access key and the reason come from
+the request, so they are quoted and cut (a client cannot write megabytes or forged lines into the log).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class AclAdmission:
         except AclDenied as exc:
             self.refused += 1
             self._log.warning(
-                "ACL refused request code %d from %s:%s (accessKey %s): %s",
+                "ACL refused request code %d from %s:%s (accessKey %.80r): %.300r",
                 request.code,
                 address[0],
                 address[1],
