@@ -12,6 +12,7 @@ import pytest
 
 from client.admin import Admin
 from client.config import ClientConfig
+from client.errors import TopicRouteNotFoundError
 from spark.options import OptionError, SourceOptions
 from tests.acl.conftest import PLAIN_ACL
 from tests.client.conftest import ThreadedCluster
@@ -36,8 +37,13 @@ async def _create_topic(ns: str, topic: str) -> None:
     config = ClientConfig(namesrv_addr=ns, access_key="rocketmq2", secret_key="12345678")
     async with Admin(config=config) as admin:
         await admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
-        with anyio.fail_after(30):
-            while not (await admin.topic_route(topic)).queue_datas:
+        with anyio.fail_after(30):  # the broker registers the new topic with the name server asynchronously
+            while True:
+                try:
+                    if (await admin.topic_route(topic)).queue_datas:
+                        return
+                except TopicRouteNotFoundError:
+                    pass
                 await anyio.sleep(0.05)
 
 
