@@ -61,6 +61,7 @@ class EmbeddedCluster:
             listen_port=namesrv_port,
             listen_host=host,
             kv_config_path=str(self.data_dir / "namesrv" / "kvConfig.json"),
+            config_store_path=str(self.data_dir / "namesrv" / "namesrv.properties"),
             # One process, one set of tls.* settings (JVM-wide system properties in RocketMQ).
             **{name: value for name, value in broker_overrides.items() if name.startswith("tls_")},
         )

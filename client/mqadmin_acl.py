@@ -1,14 +1,14 @@
 """``mqadmin`` ACL commands of RocketMQ 4.9.8 with their options (``tools/src/main/java/org/apache/rocketmq/tools/
-command/acl/``): ``updateAclConfig``, ``deleteAclConfig`` (alias ``deleteAccessConfig``), ``updateGlobalWhiteAddr``
-and ``clusterAclConfigVersion``. Each takes exactly one of ``-b brokerAddr`` / ``-c clusterName``; with ``-c`` the
-edits go to every master and slave of the cluster, the version report to its masters. :mod:`client.mqadmin` adds
-them to its command group; output and errors as in :mod:`client.mqadmin`. The signing account (``--accessKey`` /
-``--secretKey`` or ``$ROCKETMQ_HOME/conf/tools.yml``) must be an admin on a rocketrio broker.
+command/acl/``): ``updateAclConfig``, ``deleteAclConfig`` (alias ``deleteAccessConfig``, in
+:data:`client.mqadmin.ALIASES`), ``updateGlobalWhiteAddr`` and ``clusterAclConfigVersion``. Each takes exactly one
+of ``-b brokerAddr`` / ``-c clusterName``; with ``-c`` the edits go to every master and slave of the cluster, the
+version report to its masters. :mod:`client.mqadmin` adds them to its command group; output and errors as in
+:mod:`client.mqadmin`. The signing account (``--accessKey`` / ``--secretKey`` or ``$ROCKETMQ_HOME/conf/tools.yml``)
+must be an admin on a rocketrio broker.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -130,10 +130,4 @@ def acl_version(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
-def _alias(command: click.Command, name: str) -> click.Command:
-    alias = copy.copy(command)
-    alias.name = name
-    return alias
-
-
-COMMANDS = [update_acl, delete_acl, _alias(delete_acl, "deleteAccessConfig"), update_white, acl_version]
+COMMANDS = (update_acl, delete_acl, update_white, acl_version)
