@@ -1,0 +1,134 @@
+"""``GrpcServer``: grpcio's asyncio server on a thread of its own, serving ``apache.rocketmq.v2.MessagingService``.
+
+Why grpcio (docs/grpc.md has the measurements): its C core does HTTP/2, flow control, keep-alive, TLS and deadlines,
+and it is the same library the official 5.x clients use. It needs an asyncio loop, so it gets a thread; every RPC's
+work runs on the broker's Trio thread through :class:`proxy.bridge.TrioBridge`. The servicer here only moves
+requests and responses across: it holds no state.
+
+Life cycle: ``await nursery.start(server.serve)`` binds the port (``task_status.started`` gets the bound port; a
+port that cannot be bound raises ``OSError``) and serves until cancelled; cancellation stops the gRPC server
+(in-flight calls are cancelled after a short grace) and joins the thread before the bridge's tasks are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
+
+import grpc
+import trio
+
+from proxy.bridge import BridgeClosed, TrioBridge
+from proxy.pb import service_grpc
+
+__all__ = ["GrpcServer"]
+
+log = logging.getLogger(__name__)
+
+_STOP_GRACE: Final = 1.0
+_OPTIONS: Final = [
+    ("grpc.max_receive_message_length", 16 << 20),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+]
+
+Metadata = dict[str, str]
+
+
+class GrpcServer:
+    """One listening port. ``activity_factory(bridge)`` builds the Trio-side object whose coroutines serve the RPCs
+    (see :class:`proxy.servicer.MessagingServicer`); ``tls`` is ``(certificate chain PEM, private key PEM)``."""
+
+    def __init__(
+        self,
+        servicer_factory: Callable[[TrioBridge], object],
+        host: str,
+        port: int,
+        tls: tuple[bytes, bytes] | None = None,
+    ) -> None:
+        self._factory = servicer_factory
+        self._host = host
+        self._port = port
+        self._tls = tls
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            bridge = TrioBridge(nursery)
+            servicer = self._factory(bridge)
+            ready: queue.Queue[int | BaseException] = queue.Queue()
+            self._thread = threading.Thread(target=self._thread_main, args=(servicer, ready), name="grpc", daemon=True)
+            self._thread.start()
+            bound = await trio.to_thread.run_sync(ready.get)
+            if isinstance(bound, BaseException):
+                raise OSError(f"cannot serve gRPC on {self._host}:{self._port}: {bound}") from bound
+            task_status.started(bound)
+            try:
+                await trio.sleep_forever()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self._stop_thread)
+                bridge.closed = True
+                nursery.cancel_scope.cancel()
+
+    def _stop_thread(self) -> None:
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            try:
+                loop.call_soon_threadsafe(stop.set)
+            except RuntimeError:
+                pass
+        if self._thread is not None:
+            self._thread.join()
+
+    def _thread_main(self, servicer: object, ready: queue.Queue[int | BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main(servicer, ready))
+        except BaseException as exc:  # reported to serve(); nothing else can see this thread's errors
+            ready.put(exc)
+        finally:
+            loop.close()
+
+    async def _main(self, servicer: object, ready: queue.Queue[int | BaseException]) -> None:
+        server = grpc.aio.server(options=_OPTIONS)
+        service_grpc.add_MessagingServiceServicer_to_server(servicer, server)
+        address = f"{self._host}:{self._port}"
+        if self._tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            cert, key = self._tls
+            port = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+        self._stop = asyncio.Event()
+        await server.start()
+        ready.put(port)
+        await self._stop.wait()
+        await server.stop(_STOP_GRACE)
+
+
+def metadata_of(context: grpc.aio.ServicerContext[Any, Any]) -> Metadata:
+    """The request headers as a dict (str values only; binary ``-bin`` headers are dropped)."""
+    return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+
+
+async def call_unary(
+    bridge: TrioBridge, fn: Callable[..., Awaitable[Any]], request: Any, context: grpc.aio.ServicerContext[Any, Any]
+) -> Any:
+    """Serve one unary RPC on the Trio side; a stopping broker answers UNAVAILABLE."""
+    try:
+        return await bridge.call(fn, request, metadata_of(context))
+    except BridgeClosed:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
+
+
+async def stream_list(items: list[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
