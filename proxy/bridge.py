@@ -11,6 +11,7 @@ caller; ``BridgeClosed`` when the Trio side has stopped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -47,10 +48,8 @@ class TrioBridge:
                 result = await outcome.acapture(fn, *args)
             if scope.cancelled_caught:
                 result = outcome.Error(BridgeClosed("cancelled"))
-            try:
+            with contextlib.suppress(RuntimeError):  # the asyncio loop is closed: nobody waits any more
                 loop.call_soon_threadsafe(_resolve, future, result)
-            except RuntimeError:  # the asyncio loop is closed: nobody waits any more
-                pass
 
         def refuse() -> None:
             loop.call_soon_threadsafe(_resolve, future, outcome.Error(BridgeClosed("the broker is shutting down")))

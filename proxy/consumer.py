@@ -83,7 +83,10 @@ class Consuming:
         except RpcError as err:
             return [service.ReceiveMessageResponse(status=status(err.code, err.message)), _now_marker()]
         if not found:
-            return [service.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message")), _now_marker()]
+            return [
+                service.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message")),
+                _now_marker(),
+            ]
         out = [service.ReceiveMessageResponse(status=status())]
         out += [service.ReceiveMessageResponse(message=m) for m in found]
         out.append(_now_marker())

@@ -45,7 +45,11 @@ class MessagingActivity:
         self.consuming = Consuming(broker, config, pop, self.sessions)
 
     async def guarded(
-        self, fn: Callable[[Any, dict[str, str]], Awaitable[Any]], make: Callable[..., Any], req: Any, md: dict[str, str]
+        self,
+        fn: Callable[[Any, dict[str, str]], Awaitable[Any]],
+        make: Callable[..., Any],
+        req: Any,
+        md: dict[str, str],
     ) -> Any:
         """Run ``fn`` after the client-id check; an RpcError becomes ``make(status=...)``."""
         try:

@@ -13,16 +13,17 @@ port that cannot be bound raises ``OSError``) and serves until cancelled; cancel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 
 import grpc
 import trio
 
-from proxy.bridge import BridgeClosed, TrioBridge
+from proxy.bridge import TrioBridge
 from proxy.pb import service_grpc
 
 __all__ = ["GrpcServer"]
@@ -36,8 +37,6 @@ _OPTIONS: Final = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
 ]
-
-Metadata = dict[str, str]
 
 
 class GrpcServer:
@@ -81,10 +80,8 @@ class GrpcServer:
     def _stop_thread(self) -> None:
         loop, stop = self._loop, self._stop
         if loop is not None and stop is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop already ended
                 loop.call_soon_threadsafe(stop.set)
-            except RuntimeError:
-                pass
         if self._thread is not None:
             self._thread.join()
 
@@ -112,23 +109,3 @@ class GrpcServer:
         ready.put(port)
         await self._stop.wait()
         await server.stop(_STOP_GRACE)
-
-
-def metadata_of(context: grpc.aio.ServicerContext[Any, Any]) -> Metadata:
-    """The request headers as a dict (str values only; binary ``-bin`` headers are dropped)."""
-    return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-
-
-async def call_unary(
-    bridge: TrioBridge, fn: Callable[..., Awaitable[Any]], request: Any, context: grpc.aio.ServicerContext[Any, Any]
-) -> Any:
-    """Serve one unary RPC on the Trio side; a stopping broker answers UNAVAILABLE."""
-    try:
-        return await bridge.call(fn, request, metadata_of(context))
-    except BridgeClosed:
-        await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
-
-
-async def stream_list(items: list[Any]) -> AsyncIterator[Any]:
-    for item in items:
-        yield item

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import grpc
 
@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 _END: Final = object()
 #: A receive answers this long before the caller's deadline, so the answer is not cut off by it.
 _DEADLINE_MARGIN: Final = 0.5
-Context = grpc.aio.ServicerContext[Any, Any]
+#: grpc.aio.ServicerContext (grpcio ships no type information).
+Context: TypeAlias = Any
 
 
 def _metadata(context: Context) -> dict[str, str]:
@@ -117,7 +118,9 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
             with contextlib.suppress(BaseException):
                 await self.bridge.call(self.activity.telemetry_closed, md, push)
 
-    async def _read_commands(self, requests: AsyncIterator[Any], md: dict[str, str], outbox: asyncio.Queue[Any]) -> None:
+    async def _read_commands(
+        self, requests: AsyncIterator[Any], md: dict[str, str], outbox: asyncio.Queue[Any]
+    ) -> None:
         try:
             async for command in requests:
                 reply = await self.bridge.call(self.activity.telemetry, command, md)

@@ -22,6 +22,7 @@ import attrs
 from broker.context import BrokerState
 from processors.client_channels import ClientChannelInfo
 from proxy.convert import recovery_command
+from proxy.pb import definition
 from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from remoting.codec.codes import LanguageCode, RequestCode
 from remoting.codec.command import RemotingCommand
@@ -29,7 +30,6 @@ from remoting.codec.errors import MessageDecodeError
 from remoting.codec.headers.transaction import CheckTransactionStateRequestHeader
 from remoting.codec.message import decode_record
 from remoting.connection import Connection
-from proxy.pb import definition
 
 __all__ = ["ClientSession", "GrpcClientChannel", "SessionTable"]
 
@@ -37,8 +37,14 @@ log = logging.getLogger(__name__)
 
 Push = Callable[[Any], None]
 
-_LANGUAGES: Final = {"JAVA": LanguageCode.JAVA, "CPP": LanguageCode.CPP, "PYTHON": LanguageCode.PYTHON,
-                     "GOLANG": LanguageCode.GO, "DOTNET": LanguageCode.DOTNET, "NODE_JS": LanguageCode.NODE_JS}  # fmt: skip
+_LANGUAGES: Final = {
+    "JAVA": LanguageCode.JAVA,
+    "CPP": LanguageCode.CPP,
+    "PYTHON": LanguageCode.PYTHON,
+    "GOLANG": LanguageCode.GO,
+    "DOTNET": LanguageCode.DOTNET,
+    "NODE_JS": LanguageCode.NODE_JS,
+}
 
 
 @attrs.define(eq=False)

@@ -5,6 +5,6 @@ docs/architecture.md#pop-consumption.
 """
 
 from broker.pop.receipt import ReceiptHandle
-from broker.pop.service import AckOutcome, PopService, Popped
+from broker.pop.service import AckOutcome, Popped, PopService
 
 __all__ = ["AckOutcome", "PopService", "Popped", "ReceiptHandle"]

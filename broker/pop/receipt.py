@@ -26,7 +26,8 @@ _FIELDS: Final = 9
 
 
 def pop_retry_topic(group: str, topic: str) -> str:
-    """The V1 pop retry topic of ``group`` on ``topic`` (common/src/main/java/org/apache/rocketmq/common/KeyBuilder.java)."""
+    """The V1 pop retry topic of ``group`` on ``topic``
+    (common/src/main/java/org/apache/rocketmq/common/KeyBuilder.java)."""
     return f"%RETRY%{group}_{topic}"
 
 
