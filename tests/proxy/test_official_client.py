@@ -177,7 +177,7 @@ async def test_delay_message_is_held_until_its_delivery_time(grpc_cluster: GrpcC
     assert out["far"] == "refused"  # ILLEGAL_DELIVERY_TIME
 
 
-class _Checker(TransactionChecker):
+class CommitAll(TransactionChecker):
     def __init__(self) -> None:
         self.checked: list[tuple[str, str, bytes]] = []
 
@@ -187,7 +187,7 @@ class _Checker(TransactionChecker):
 
 
 def _transactions(endpoint: str) -> dict[str, Any]:
-    checker = _Checker()
+    checker = CommitAll()
     producer = start_producer(endpoint, ["T6"], checker)
     committed = producer.begin_transaction()
     ok = producer.send(make_message("T6", b"commit-me"), committed)
