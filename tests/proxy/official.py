@@ -17,9 +17,10 @@ from rocketmq import (
     Producer,
     SimpleConsumer,
     TransactionChecker,
+    TransactionResolution,
 )
 
-__all__ = ["drain", "make_message", "start_consumer", "start_producer"]
+__all__ = ["CommitAll", "drain", "make_message", "start_consumer", "start_producer"]
 
 
 def configuration(endpoint: str) -> ClientConfiguration:
@@ -75,3 +76,14 @@ def drain(consumer: Any, want: int, invisible: int = 30, within: float = 30.0, a
             if ack:
                 consumer.ack(msg)
     return got
+
+
+class CommitAll(TransactionChecker):
+    """A transaction checker that commits whatever it is asked about and remembers what it was asked."""
+
+    def __init__(self) -> None:
+        self.checked: list[tuple[str, str, bytes]] = []
+
+    def check(self, message: Any) -> TransactionResolution:
+        self.checked.append((message.message_id, message.topic, message.body))
+        return TransactionResolution.COMMIT

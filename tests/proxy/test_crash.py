@@ -54,5 +54,6 @@ async def test_in_flight_messages_survive_kill_9_and_acked_ones_stay_acked(
     await grpc_cluster.start_broker(nursery)
     got = await trio.to_thread.run_sync(_after_restart, grpc_cluster.endpoint)
     assert sorted(m.message_id for m in got) == sorted(in_flight)
+    assert not {m.message_id for m in got} & set(acked)
     assert all(m.delivery_attempt == 2 for m in got)
     assert time.monotonic() - popped_at >= INVISIBLE - 1  # not before their invisible time ended

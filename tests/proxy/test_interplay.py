@@ -21,8 +21,7 @@ from client import (
     TransactionProducer,
 )
 from tests.proxy.cluster import GrpcCluster
-from tests.proxy.test_official_client import CommitAll
-from tests.proxy.official import drain, make_message, start_consumer, start_producer
+from tests.proxy.official import CommitAll, drain, make_message, start_consumer, start_producer
 
 pytestmark = pytest.mark.timeout(180)
 

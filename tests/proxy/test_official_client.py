@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 import trio
-from rocketmq import TransactionChecker, TransactionResolution
 from rocketmq.v5.exception import BadRequestException
 
 from client import Admin
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.proxy.cluster import GrpcCluster
-from tests.proxy.official import drain, make_message, start_consumer, start_producer
+from tests.proxy.official import CommitAll, drain, make_message, start_consumer, start_producer
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -175,15 +174,6 @@ async def test_delay_message_is_held_until_its_delivery_time(grpc_cluster: GrpcC
     assert msg.body == b"later" and msg.delivery_timestamp == out["deliver_at"] * 1000
     assert out["took"] >= 2.0
     assert out["far"] == "refused"  # ILLEGAL_DELIVERY_TIME
-
-
-class CommitAll(TransactionChecker):
-    def __init__(self) -> None:
-        self.checked: list[tuple[str, str, bytes]] = []
-
-    def check(self, message: Any) -> TransactionResolution:
-        self.checked.append((message.message_id, message.topic, message.body))
-        return TransactionResolution.COMMIT
 
 
 def _transactions(endpoint: str) -> dict[str, Any]:
