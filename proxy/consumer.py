@@ -14,10 +14,11 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
+import attrs
 import trio
 
 from broker.context import BrokerState
-from broker.pop import AckOutcome, PopService, ReceiptHandle
+from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
 from broker.pop.receipt import pop_retry_topic
 from processors.pull import build_subscription, tag_filter_of
 from proxy.common import Code, RpcError, status
@@ -29,6 +30,21 @@ from remoting.codec.message import decode_record
 from store.get_message import TagFilter
 
 __all__ = ["Consuming"]
+
+
+@attrs.frozen
+class _Receive:
+    """A checked ReceiveMessage request."""
+
+    group: str
+    topic: str
+    namespace: str
+    invisible: int
+    poll: float
+    batch: int
+    tag_filter: TagFilter | None
+    fifo: bool
+
 
 _MAX_BATCH: Final = 32
 
@@ -76,44 +92,62 @@ class Consuming:
                 raise RpcError(Code.ILLEGAL_POLLING_TIME, "the deadline is too short for long polling")
         return poll
 
-    async def receive(self, req: Any, metadata: dict[str, str], deadline: float | None) -> list[Any]:
-        """The response stream of one ReceiveMessage (a status first, then messages, then a delivery time)."""
+    def receive_now(self, req: Any, metadata: dict[str, str], deadline: float | None) -> list[Any] | None:
+        """One ReceiveMessage without waiting: its response stream, or ``None`` when nothing is visible yet and the
+        caller should long-poll with :meth:`receive`."""
         try:
-            found = await self._receive(req, metadata, deadline)
+            checked = self._check(req, metadata, deadline)
+            popped = self._pop(checked)
         except RpcError as err:
             return [service.ReceiveMessageResponse(status=status(err.code, err.message)), _now_marker()]
-        if not found:
+        return self._stream(checked, popped) if popped else None
+
+    async def receive(self, req: Any, metadata: dict[str, str], deadline: float | None) -> list[Any]:
+        """The response stream of one ReceiveMessage (a status first, then messages, then a delivery time), after
+        waiting up to the polling window for a message."""
+        try:
+            checked = self._check(req, metadata, deadline)
+            end = trio.current_time() + checked.poll
+            while not (popped := self._pop(checked)) and (left := end - trio.current_time()) > 0:
+                await self.pop.wait_arrival([checked.topic, pop_retry_topic(checked.group, checked.topic)], left)
+        except RpcError as err:
+            return [service.ReceiveMessageResponse(status=status(err.code, err.message)), _now_marker()]
+        return self._stream(checked, popped)
+
+    def _check(self, req: Any, metadata: dict[str, str], deadline: float | None) -> _Receive:
+        group = self._group(req.group.name)
+        topic = req.message_queue.topic.name
+        if topic not in self.broker.topics:
+            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
+        session = self.sessions.sessions.get(metadata.get("x-mq-client-id", ""))
+        config = self.broker.groups.get(group)
+        fifo = (session is not None and session.fifo) or (config is not None and config.consume_message_orderly)
+        return _Receive(
+            group=group,
+            topic=topic,
+            namespace=req.message_queue.topic.resource_namespace,
+            invisible=self._invisible_ms(req),
+            poll=self._poll_seconds(req, deadline),
+            batch=min(max(req.batch_size, 1), _MAX_BATCH),
+            tag_filter=self._filter(topic, req.filter_expression),
+            fifo=fifo,
+        )
+
+    def _pop(self, r: _Receive) -> list[Popped]:
+        return self.pop.pop(r.group, r.topic, r.batch, r.invisible, r.tag_filter, fifo=r.fifo)
+
+    def _stream(self, r: _Receive, popped: list[Popped]) -> list[Any]:
+        if not popped:
             return [
                 service.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message")),
                 _now_marker(),
             ]
         out = [service.ReceiveMessageResponse(status=status())]
-        out += [service.ReceiveMessageResponse(message=m) for m in found]
+        for p in popped:
+            message = grpc_message(p.message, self.pop.original_topic(p.message), p.handle, p.attempt, r.namespace)
+            out.append(service.ReceiveMessageResponse(message=message))
         out.append(_now_marker())
         return out
-
-    async def _receive(self, req: Any, metadata: dict[str, str], deadline: float | None) -> list[Any]:
-        group = self._group(req.group.name)
-        topic = req.message_queue.topic.name
-        if topic not in self.broker.topics:
-            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
-        invisible = self._invisible_ms(req)
-        poll = self._poll_seconds(req, deadline)
-        batch = min(max(req.batch_size, 1), _MAX_BATCH)
-        tag_filter = self._filter(topic, req.filter_expression)
-        session = self.sessions.sessions.get(metadata.get("x-mq-client-id", ""))
-        config = self.broker.groups.get(group)
-        fifo = (session is not None and session.fifo) or (config is not None and config.consume_message_orderly)
-        end = trio.current_time() + poll
-        while True:
-            popped = self.pop.pop(group, topic, batch, invisible, tag_filter, fifo=fifo)
-            left = end - trio.current_time()
-            if popped or left <= 0:
-                break
-            await self.pop.wait_arrival([topic, pop_retry_topic(group, topic)], min(left, 1.0))
-        namespace = req.message_queue.topic.resource_namespace
-        return [grpc_message(p.message, self.pop.original_topic(p.message), p.handle, p.attempt, namespace)
-                for p in popped]  # fmt: skip
 
     def _handle(self, text: str) -> ReceiptHandle:
         try:
@@ -121,7 +155,7 @@ class Consuming:
         except ValueError:
             raise RpcError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is malformed") from None
 
-    async def ack(self, req: Any, metadata: dict[str, str]) -> Any:
+    def ack(self, req: Any, metadata: dict[str, str]) -> Any:
         group, topic = req.group.name, req.topic.name
         response = service.AckMessageResponse()
         for entry in req.entries:
@@ -138,7 +172,7 @@ class Consuming:
             response.status.CopyFrom(status(Code.MULTIPLE_RESULTS if codes else Code.BAD_REQUEST, "ack"))
         return response
 
-    async def change_invisible(self, req: Any, metadata: dict[str, str]) -> Any:
+    def change_invisible(self, req: Any, metadata: dict[str, str]) -> Any:
         invisible = req.invisible_duration.ToMilliseconds()
         if not 0 <= invisible <= self.config.max_invisible_time_mills:
             raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"illegal invisible time {invisible} ms")
@@ -149,7 +183,7 @@ class Consuming:
             response.receipt_handle = renewed.encode()
         return response
 
-    async def forward_to_dlq(self, req: Any, metadata: dict[str, str]) -> Any:
+    def forward_to_dlq(self, req: Any, metadata: dict[str, str]) -> Any:
         group, topic = req.group.name, req.topic.name
         handle = self._handle(req.receipt_handle)
         raw = self.broker.store.look_message_by_offset(handle.commit_log_offset)
@@ -159,7 +193,7 @@ class Consuming:
         outcome = self.pop.ack(group, topic, handle)
         return service.ForwardMessageToDeadLetterQueueResponse(status=_ack_status(outcome))
 
-    async def query_assignment(self, req: Any, metadata: dict[str, str], broker_pb: Any) -> Any:
+    def query_assignment(self, req: Any, metadata: dict[str, str], broker_pb: Any) -> Any:
         topic = req.topic.name
         if topic not in self.broker.topics:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")

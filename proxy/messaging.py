@@ -55,18 +55,25 @@ class MessagingActivity:
         try:
             client_id_of(md)
             return await fn(req, md)
-        except RpcError as err:
-            return make(status=status(err.code, err.message))
-        except Exception as exc:  # a bug or a refused store append: the client gets a status, the broker goes on
-            log.exception("gRPC request failed")
-            return make(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:
+            return _failed(make, exc)
+
+    def guarded_sync(
+        self, fn: Callable[[Any, dict[str, str]], Any], make: Callable[..., Any], req: Any, md: dict[str, str]
+    ) -> Any:
+        """:meth:`guarded` for the RPCs that never wait (served without a Trio task, see proxy/bridge.py)."""
+        try:
+            client_id_of(md)
+            return fn(req, md)
+        except Exception as exc:
+            return _failed(make, exc)
 
     # ---- routes -------------------------------------------------------------------------------------------------
 
     def broker_pb(self, endpoints: Any) -> Any:
         return definition.Broker(name=self.broker.config.broker_name, id=0, endpoints=endpoints)
 
-    async def query_route(self, req: Any, md: dict[str, str]) -> Any:
+    def query_route(self, req: Any, md: dict[str, str]) -> Any:
         topic = req.topic.name
         config = self.broker.topics.get(topic)
         if config is None and self.broker.config.auto_create_topic_enable:
@@ -86,37 +93,41 @@ class MessagingActivity:
             queue.accept_message_types.extend(_ALL_TYPES)
         return response
 
-    async def receive(self, req: Any, md: dict[str, str], deadline: float | None) -> list[Any]:
+    def receive_now(self, req: Any, md: dict[str, str], deadline: float | None) -> list[Any] | None:
+        """ReceiveMessage without waiting; ``None``: nothing yet, long-poll with :meth:`receive`."""
         try:
             client_id_of(md)
         except RpcError as err:
             return [service.ReceiveMessageResponse(status=status(err.code, err.message))]
+        return self.consuming.receive_now(req, md, deadline)
+
+    async def receive(self, req: Any, md: dict[str, str], deadline: float | None) -> list[Any]:
         return await self.consuming.receive(req, md, deadline)
 
-    async def query_assignment(self, req: Any, md: dict[str, str]) -> Any:
-        return await self.consuming.query_assignment(req, md, self.broker_pb(req.endpoints))
+    def query_assignment(self, req: Any, md: dict[str, str]) -> Any:
+        return self.consuming.query_assignment(req, md, self.broker_pb(req.endpoints))
 
     # ---- client life cycle ----------------------------------------------------------------------------------------
 
-    async def heartbeat(self, req: Any, md: dict[str, str]) -> Any:
+    def heartbeat(self, req: Any, md: dict[str, str]) -> Any:
         session = self.sessions.session(client_id_of(md), md)
         self.sessions.heartbeat(session, peer_of(md))
         return service.HeartbeatResponse(status=status())
 
-    async def notify_termination(self, req: Any, md: dict[str, str]) -> Any:
+    def notify_termination(self, req: Any, md: dict[str, str]) -> Any:
         self.sessions.terminate(client_id_of(md))
         return service.NotifyClientTerminationResponse(status=status())
 
-    async def telemetry_opened(self, md: dict[str, str], push: Push) -> None:
+    def telemetry_opened(self, md: dict[str, str], push: Push) -> None:
         """A Telemetry stream opened: commands for this client go to ``push`` from now on."""
         self.sessions.session(client_id_of(md), md).push = push
 
-    async def telemetry_closed(self, md: dict[str, str], push: Push) -> None:
+    def telemetry_closed(self, md: dict[str, str], push: Push) -> None:
         session = self.sessions.sessions.get(md.get("x-mq-client-id", ""))
         if session is not None and session.push is push:
             session.push = None
 
-    async def telemetry(self, command: Any, md: dict[str, str]) -> Any | None:
+    def telemetry(self, command: Any, md: dict[str, str]) -> Any | None:
         """One command from the client; returns the reply to write, if any. Raises RpcError for a Settings
         without publishing or subscription (the stream then ends with INVALID_ARGUMENT)."""
         if not command.HasField("settings"):
@@ -152,3 +163,11 @@ class MessagingActivity:
         for seconds in _BACKOFF_SECONDS:
             merged.backoff_policy.customized_backoff.next.add(seconds=seconds)
         return merged
+
+
+def _failed(make: Callable[..., Any], exc: Exception) -> Any:
+    if isinstance(exc, RpcError):
+        return make(status=status(exc.code, exc.message))
+    # A bug or a refused store append: the client gets a status, the broker goes on.
+    log.error("gRPC request failed", exc_info=exc)
+    return make(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))

@@ -47,8 +47,9 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         self.activity = activity
 
     async def _unary(self, fn: Any, make: Any, request: Any, context: Context) -> Any:
+        """A request served synchronously on the Trio thread (no Trio task: see TrioBridge.call_sync)."""
         try:
-            return await self.bridge.call(self.activity.guarded, fn, make, request, _metadata(context))
+            return await self.bridge.call_sync(self.activity.guarded_sync, fn, make, request, _metadata(context))
         except BridgeClosed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
 
@@ -59,7 +60,11 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         return await self._unary(self.activity.heartbeat, service.HeartbeatResponse, request, context)
 
     async def SendMessage(self, request: Any, context: Context) -> Any:
-        return await self._unary(self.activity.producing.send, service.SendMessageResponse, request, context)
+        fn, make = self.activity.producing.send, service.SendMessageResponse
+        try:
+            return await self.bridge.call(self.activity.guarded, fn, make, request, _metadata(context))
+        except BridgeClosed:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
 
     async def QueryAssignment(self, request: Any, context: Context) -> Any:
         return await self._unary(self.activity.query_assignment, service.QueryAssignmentResponse, request, context)
@@ -72,8 +77,11 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         return await self._unary(fn, make, request, context)
 
     async def EndTransaction(self, request: Any, context: Context) -> Any:
-        fn = self.activity.producing.end_transaction
-        return await self._unary(fn, service.EndTransactionResponse, request, context)
+        fn, make = self.activity.producing.end_transaction, service.EndTransactionResponse
+        try:
+            return await self.bridge.call(self.activity.guarded, fn, make, request, _metadata(context))
+        except BridgeClosed:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
 
     async def NotifyClientTermination(self, request: Any, context: Context) -> Any:
         fn, make = self.activity.notify_termination, service.NotifyClientTerminationResponse
@@ -88,7 +96,9 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         deadline = None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN)
         md = _metadata(context)
         try:
-            responses = await self.bridge.call(self.activity.receive, request, md, deadline)
+            now = await self.bridge.call_sync(self.activity.receive_now, request, md, deadline)
+            # Nothing visible yet: long-poll in a Trio task.
+            responses = now if now is not None else await self.bridge.call(self.activity.receive, request, md, deadline)
         except BridgeClosed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
         for response in responses:
@@ -104,7 +114,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
                 loop.call_soon_threadsafe(outbox.put_nowait, command)
 
         try:
-            await self.bridge.call(self.activity.telemetry_opened, md, push)
+            await self.bridge.call_sync(self.activity.telemetry_opened, md, push)
         except (RpcError, BridgeClosed) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         reader = asyncio.create_task(self._read_commands(request_iterator, md, outbox))
@@ -116,14 +126,14 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         finally:
             reader.cancel()
             with contextlib.suppress(BaseException):
-                await self.bridge.call(self.activity.telemetry_closed, md, push)
+                await self.bridge.call_sync(self.activity.telemetry_closed, md, push)
 
     async def _read_commands(
         self, requests: AsyncIterator[Any], md: dict[str, str], outbox: asyncio.Queue[Any]
     ) -> None:
         try:
             async for command in requests:
-                reply = await self.bridge.call(self.activity.telemetry, command, md)
+                reply = await self.bridge.call_sync(self.activity.telemetry, command, md)
                 if reply is not None:
                     outbox.put_nowait(reply)
         except RpcError as err:
