@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -51,39 +52,69 @@ def start(argv: list[str], want: int) -> tuple[subprocess.Popen[str], list[str]]
     return proc, found
 
 
-def send_5x(endpoint: str, topic: str, messages: int, body: bytes) -> float:
+def send_5x(endpoint: str, topic: str, messages: int, body: bytes, inflight: int) -> float:
     from tests.proxy.official import make_message, start_producer
 
     producer = start_producer(endpoint, [topic])
     started = time.perf_counter()
+    pending: list[Any] = []
     for _ in range(messages):
-        producer.send(make_message(topic, body))
+        if inflight == 1:
+            producer.send(make_message(topic, body))
+            continue
+        pending.append(producer.send_async(make_message(topic, body)))
+        if len(pending) >= inflight:
+            pending.pop(0).result()
+    for future in pending:
+        future.result()
     elapsed = time.perf_counter() - started
     producer.shutdown()
     return messages / elapsed
 
 
-def receive_5x(endpoint: str, topic: str, group: str, messages: int) -> float:
+def receive_5x(endpoint: str, topic: str, group: str, messages: int, threads: int) -> float:
+    """``threads`` threads share one SimpleConsumer, each receiving and acknowledging (its ``ack_async`` cannot be
+    used: in 5.1.2 it recurses until the stack overflows)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from tests.proxy.official import start_consumer
 
     consumer = start_consumer(endpoint, group, topic, await_duration=5)
-    got = 0
+    got = [0]
+    done_at = [0.0]
+    lock = threading.Lock()
+
+    def work() -> None:
+        while got[0] < messages:
+            for msg in consumer.receive(32, 30):
+                consumer.ack(msg)
+                with lock:
+                    got[0] += 1
+                    if got[0] == messages:
+                        done_at[0] = time.perf_counter()  # the other threads may still be in a long poll
+
     started = time.perf_counter()
-    while got < messages:
-        for msg in consumer.receive(32, 30):
-            consumer.ack(msg)
-            got += 1
-    elapsed = time.perf_counter() - started
+    with ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(work) for _ in range(threads)]:
+            future.result()
     consumer.shutdown()
-    return messages / elapsed
+    return messages / (done_at[0] - started)
 
 
-async def send_4x(namesrv: str, topic: str, messages: int, body: bytes) -> float:
+async def send_4x(namesrv: str, topic: str, messages: int, body: bytes, inflight: int) -> float:
     async with Producer(f"bench-4x-{topic}", namesrv) as producer:
         await producer.send(Message(topic, body))  # route lookup outside the measurement
+        left = [messages - 1]
+
+        async def sender() -> None:
+            while left[0] > 0:
+                left[0] -= 1
+                await producer.send(Message(topic, body))
+
         started = time.perf_counter()
-        for _ in range(messages - 1):
-            await producer.send(Message(topic, body))
+        async with trio.open_nursery() as nursery:
+            for _ in range(inflight):
+                nursery.start_soon(sender)
         return (messages - 1) / (time.perf_counter() - started)
 
 
@@ -109,35 +140,43 @@ async def receive_4x(namesrv: str, topic: str, group: str, messages: int) -> flo
         return messages / (time.perf_counter() - started)
 
 
-async def bench(args: argparse.Namespace, namesrv: str, endpoint: str) -> None:
+#: (name, 5.x send requests in flight or receive threads, 4.x send requests in flight)
+MODES = [("serial", 1), ("concurrent", 16)]
+
+
+async def one_round(args: argparse.Namespace, namesrv: str, endpoint: str, tag: str, width: int) -> dict[str, float]:
     body = b"x" * args.size
-    figures: dict[str, list[float]] = {"send_5x": [], "send_4x": [], "receive_5x": [], "receive_4x": []}
+    topics = {k: f"Bench{k}{tag}" for k in ("5", "4")}
+    async with Admin(namesrv) as admin:
+        for topic in topics.values():
+            await admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
+    out = {
+        "send_5x": await trio.to_thread.run_sync(send_5x, endpoint, topics["5"], args.messages, body, width),
+        "send_4x": await send_4x(namesrv, topics["4"], args.messages, body, width),
+    }
+    out["receive_5x"] = await trio.to_thread.run_sync(
+        receive_5x, endpoint, topics["5"], f"BenchG5{tag}", args.messages, width
+    )
+    out["receive_4x"] = await receive_4x(namesrv, topics["4"], f"BenchG4{tag}", args.messages - 1)
+    return out
+
+
+async def bench(args: argparse.Namespace, namesrv: str, endpoint: str) -> None:
+    figures: dict[str, dict[str, list[float]]] = {mode: {} for mode, _ in MODES}
     for round_no in range(args.rounds):
-        topics = {k: f"Bench{k}{round_no}" for k in ("5", "4")}
-        async with Admin(namesrv) as admin:
-            for topic in topics.values():
-                await admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
-        order = ["5", "4"] if round_no % 2 == 0 else ["4", "5"]
-        for side in order:
-            if side == "5":
-                rate = await trio.to_thread.run_sync(send_5x, endpoint, topics["5"], args.messages, body)
-            else:
-                rate = await send_4x(namesrv, topics["4"], args.messages, body)
-            figures[f"send_{side}x"].append(rate)
-            emit({"bench": "grpc_clients", "round": round_no, "op": "send", "client": f"{side}.x", "msgs_per_s": round(rate)})
-        for side in order:
-            group = f"BenchG{side}{round_no}"
-            if side == "5":
-                rate = await trio.to_thread.run_sync(receive_5x, endpoint, topics["5"], group, args.messages)
-            else:
-                rate = await receive_4x(namesrv, topics["4"], group, args.messages - 1)
-            figures[f"receive_{side}x"].append(rate)
-            emit({"bench": "grpc_clients", "round": round_no, "op": "receive", "client": f"{side}.x", "msgs_per_s": round(rate)})
-    for op in ("send", "receive"):
-        five, four = figures[f"{op}_5x"], figures[f"{op}_4x"]
-        emit({"bench": "grpc_clients", "summary": op, "msgs_per_s_5x": [round(min(five)), round(max(five))],
-              "msgs_per_s_4x": [round(min(four)), round(max(four))],
-              "ratio_5x_to_4x": round(statistics.median(five) / statistics.median(four), 2)})  # fmt: skip
+        for mode, width in MODES:
+            rates = await one_round(args, namesrv, endpoint, f"{mode}{round_no}", width)
+            for key, rate in rates.items():
+                figures[mode].setdefault(key, []).append(rate)
+            emit({"bench": "grpc_clients", "round": round_no, "mode": mode, "width": width,
+                  **{k: round(v) for k, v in rates.items()}})  # fmt: skip
+    for mode, width in MODES:
+        for op in ("send", "receive"):
+            five, four = figures[mode][f"{op}_5x"], figures[mode][f"{op}_4x"]
+            emit({"bench": "grpc_clients", "summary": op, "mode": mode, "width": width,
+                  "msgs_per_s_5x": [round(min(five)), round(max(five))],
+                  "msgs_per_s_4x": [round(min(four)), round(max(four))],
+                  "ratio_5x_to_4x": round(statistics.median(five) / statistics.median(four), 2)})  # fmt: skip
 
 
 def main() -> None:
@@ -148,8 +187,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         namesrv_proc, (namesrv,) = start([sys.executable, "-m", "namesrv.cli", "--listenPort", "0"], 1)
-        argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", namesrv, "--listenPort", "0",
-                "--grpcServerPort", "0", "--storePathRootDir", str(Path(tmp) / "store"), "--brokerIP1", "127.0.0.1"]  # fmt: skip
+        argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", namesrv, "--listenPort", "0"]
+        argv += ["--grpcServerPort", "0", "--storePathRootDir", str(Path(tmp) / "store"), "--brokerIP1", "127.0.0.1"]
         broker_proc, found = start(argv, 2)
         try:
             trio.run(bench, args, namesrv, f"127.0.0.1:{found[0]}")

@@ -8,11 +8,13 @@ each in a child process (``python -m bench.grpc_stack serve VARIANT``); the clie
 - ``grpcio-bridge``: grpcio's asyncio server on its own thread, each call computed on the Trio thread through
   :class:`proxy.bridge.TrioBridge` (what ``proxy/`` ships);
 - ``grpcio-direct``: the same server computing on its own asyncio thread (the bridge's cost is the difference);
+- ``grpcio-threads``: grpcio's classic server (a thread pool, blocking handlers), computing in its worker threads;
 - ``h2-trio``: pure-Python HTTP/2 (``h2``) on Trio streams with hand-written gRPC framing, no thread.
 
-Figures, one JSON line each: ``unary`` = QueryRoute round trips one after another (p50/p99 in µs, calls/s);
-``stream`` = ReceiveMessage server streams of 32 messages of 1 KiB each (messages/s). Rounds interleave the variants
-(the machine is shared and noisy); the summary gives each figure's range and its ratio to ``grpcio-bridge``.
+Figures, one JSON line each: ``unary`` = QueryRoute round trips one after another (p50/p99 in µs, calls/s, the
+server process's CPU time per call); ``stream`` = ReceiveMessage server streams of 32 messages of 1 KiB each
+(messages/s). Rounds interleave the variants (the machine is shared and noisy); the summary gives each figure's range
+and its ratio to ``grpcio-bridge``.
 Usage: ``python -m bench.grpc_stack [--rounds 3] [--calls 2000] [--streams 200]``.
 """
 
@@ -21,10 +23,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -32,7 +36,7 @@ import trio
 
 from proxy.pb import definition, service, service_grpc
 
-VARIANTS = ("grpcio-bridge", "grpcio-direct", "h2-trio")
+VARIANTS = ("grpcio-bridge", "grpcio-direct", "grpcio-threads", "h2-trio")
 BODY = b"x" * 1024
 
 
@@ -70,11 +74,7 @@ class BenchServicer(service_grpc.MessagingServiceServicer):  # type: ignore[misc
     async def _on_trio(self, fn: Any, req: Any) -> Any:
         if self.bridge is None:
             return fn(req)
-
-        async def compute(r: Any) -> Any:
-            return fn(r)
-
-        return await self.bridge.call(compute, req)
+        return await self.bridge.call_sync(fn, req)  # as proxy/servicer.py serves the RPCs that never wait
 
     async def QueryRoute(self, request: Any, context: Any) -> Any:
         return await self._on_trio(route_answer, request)
@@ -91,6 +91,25 @@ async def serve_grpcio(bridged: bool) -> None:
     async with trio.open_nursery() as nursery:
         port = await nursery.start(server.serve)
         print(port, flush=True)
+
+
+class ThreadedServicer(service_grpc.MessagingServiceServicer):  # type: ignore[misc]
+    def QueryRoute(self, request: Any, context: Any) -> Any:
+        return route_answer(request)
+
+    def ReceiveMessage(self, request: Any, context: Any) -> Any:
+        yield from receive_answer(request)
+
+
+def serve_grpcio_threads() -> None:
+    from concurrent import futures
+
+    server = grpc.server(futures.ThreadPoolExecutor(4))
+    service_grpc.add_MessagingServiceServicer_to_server(ThreadedServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(port, flush=True)
+    server.wait_for_termination()
 
 
 # ---- h2 on Trio ------------------------------------------------------------------------------------------------
@@ -165,7 +184,13 @@ async def serve_h2() -> None:
 # ---- the client ------------------------------------------------------------------------------------------------
 
 
-def measure(port: int, calls: int, streams: int) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(port: int, pid: int, calls: int, streams: int) -> dict[str, float]:
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = service_grpc.MessagingServiceStub(channel)
         route = service.QueryRouteRequest()
@@ -173,32 +198,39 @@ def measure(port: int, calls: int, streams: int) -> dict[str, float]:
         for _ in range(50):
             stub.QueryRoute(route, timeout=5)
         samples = []
+        cpu = cpu_seconds(pid)
         started = time.perf_counter()
         for _ in range(calls):
             t0 = time.perf_counter()
             stub.QueryRoute(route, timeout=5)
             samples.append(time.perf_counter() - t0)
         unary_elapsed = time.perf_counter() - started
+        unary_cpu = cpu_seconds(pid) - cpu
         receive = service.ReceiveMessageRequest(batch_size=32)
         receive.message_queue.topic.name = "Bench"
         started = time.perf_counter()
-        received = sum(1 for _ in range(streams) for r in stub.ReceiveMessage(receive, timeout=10) if r.HasField("message"))
+        received = sum(
+            1 for _ in range(streams) for r in stub.ReceiveMessage(receive, timeout=10) if r.HasField("message")
+        )
         stream_elapsed = time.perf_counter() - started
     samples.sort()
     return {
         "p50_us": round(samples[len(samples) // 2] * 1e6, 1),
         "p99_us": round(samples[int(len(samples) * 0.99)] * 1e6, 1),
         "calls_per_s": round(calls / unary_elapsed),
+        "server_cpu_us_per_call": round(unary_cpu / calls * 1e6),
         "stream_msgs_per_s": round(received / stream_elapsed),
     }
 
 
 def run_variant(variant: str, calls: int, streams: int) -> dict[str, float]:
-    proc = subprocess.Popen([sys.executable, "-m", "bench.grpc_stack", "serve", variant], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.grpc_stack", "serve", variant], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
-        return measure(port, calls, streams)
+        return measure(port, proc.pid, calls, streams)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -215,6 +247,8 @@ def main() -> None:
     if args.mode == "serve":
         if args.variant == "h2-trio":
             trio.run(serve_h2)
+        elif args.variant == "grpcio-threads":
+            serve_grpcio_threads()
         else:
             trio.run(serve_grpcio, args.variant == "grpcio-bridge")
         return

@@ -3,11 +3,13 @@ ack, filters, invisibility, redelivery, DLQ, FIFO order, delay and transactions 
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import pytest
 import trio
+from rocketmq import ClientConfiguration, ConsumeResult, Credentials, FilterExpression, MessageListener, PushConsumer
 from rocketmq.v5.exception import BadRequestException
 
 from client import Admin
@@ -200,3 +202,40 @@ async def test_transactions_commit_rollback_and_orphan_recovery_over_telemetry(g
     out = await trio.to_thread.run_sync(_transactions, grpc_cluster.endpoint)
     assert sorted(m.body for m in out["got"]) == [b"commit-me", b"orphan"]
     assert out["checked"][0] == (out["left"].message_id, "T6", b"orphan")
+
+
+class _FailOnce(MessageListener):
+    def __init__(self) -> None:
+        self.seen: list[tuple[bytes, int]] = []
+        self.lock = threading.Lock()
+
+    def consume(self, message: Any) -> ConsumeResult:
+        with self.lock:
+            self.seen.append((message.body, message.delivery_attempt))
+        return (
+            ConsumeResult.FAILURE
+            if message.body == b"fail-once" and message.delivery_attempt == 1
+            else ConsumeResult.SUCCESS
+        )
+
+
+def _push(endpoint: str) -> list[tuple[bytes, int]]:
+    producer = start_producer(endpoint, ["T7"])
+    listener = _FailOnce()
+    subscription = {"T7": FilterExpression()}
+    consumer = PushConsumer(ClientConfiguration(endpoint, Credentials()), "G-push", listener, subscription)
+    consumer.startup()
+    producer.send(make_message("T7", b"ok"))
+    producer.send(make_message("T7", b"fail-once"))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(listener.seen) < 3:
+        time.sleep(0.2)
+    consumer.shutdown()
+    producer.shutdown()
+    return sorted(listener.seen)
+
+
+async def test_push_consumer_gets_assignments_and_a_failure_is_redelivered(grpc_cluster: GrpcCluster) -> None:
+    await create_topic(grpc_cluster, "T7")
+    seen = await trio.to_thread.run_sync(_push, grpc_cluster.endpoint)
+    assert seen == [(b"fail-once", 1), (b"fail-once", 2), (b"ok", 1)]
