@@ -4,6 +4,7 @@ connection queries list the 5.x clients."""
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -102,6 +103,8 @@ async def test_5x_producer_to_4x_push_consumer_and_5x_group_side_by_side(grpc_cl
         async with Admin(namesrv) as admin:
             consumers = await admin.consumer_connection("G5-down")
             producers = await admin.producer_connection("Down", "Down")
+        argv = [sys.executable, "-m", "client.mqadmin", "consumerConnection", "-g", "G5-down", "-n", namesrv, "--json"]
+        shown = await trio.run_process(argv, capture_stdout=True, capture_stderr=True)
         side = await trio.to_thread.run_sync(lambda: drain(other, 4, within=30))
         await trio.to_thread.run_sync(other.shutdown)
         await trio.to_thread.run_sync(producer.shutdown)
@@ -113,4 +116,6 @@ async def test_5x_producer_to_4x_push_consumer_and_5x_group_side_by_side(grpc_cl
     assert by_body[b"grouped"].properties["__SHARDINGKEY"] == "g-1"
     assert sorted(m.body for m in side) == sorted(ids)  # the 5.x group gets its own copy
     assert [c.language for c in consumers.connection_set] == ["PYTHON"]
+    [listed] = consumers.connection_set
+    assert listed.client_id in shown.stdout.decode() and "PYTHON" in shown.stdout.decode()
     assert any(c.language == "PYTHON" for c in producers.connection_set)
