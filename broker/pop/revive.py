@@ -75,7 +75,8 @@ class ReviveService:
                 log.exception("revive: skipping a malformed record")
         self._position = max(result.next_begin_offset, position)
         self._forget_stale()
-        oldest = min((o for o, _ in self._acked.values()), default=self._position)
+        # ACKs are kept in the order they were read, which is revive-queue order: the first is the oldest.
+        oldest = next(iter(self._acked.values()))[0] if self._acked else self._position
         broker.offsets.commit(REVIVE_GROUP, topic, 0, min(oldest, self._position))
         return bool(result.messages) and len(result.messages) >= _BATCH
 
@@ -98,6 +99,11 @@ class ReviveService:
         self.revived += 1
 
     def _forget_stale(self) -> None:
+        """Drop the oldest ACKs while they are a minute past due (from the front only: one pass per batch)."""
         now = self.pop.now_ms()
-        for key in [k for k, (_, due) in self._acked.items() if due + _FORGET_ACK_AFTER_MS < now]:
-            del self._acked[key]
+        acked = self._acked
+        while acked:
+            key, (_, due) = next(iter(acked.items()))
+            if due + _FORGET_ACK_AFTER_MS >= now:
+                return
+            del acked[key]

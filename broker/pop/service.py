@@ -301,16 +301,10 @@ class PopService:
         name = self.revive_topic
         if name not in topics:
             topics.create_topic_in_send_back_process(name, 1)
-        props = {"TAGS": tag}
-        if deliver_ms is not None:
-            props[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
-        return MessageRecord(
-            topic=name,
-            body=orjson.dumps(body),
-            properties=encode_properties(props),
-            born_timestamp=self.now_ms(),
-            store_host=self.broker.store_host,
+        props = (
+            f"TAGS\x01{tag}" if deliver_ms is None else f"TAGS\x01{tag}\x02{PROPERTY_TIMER_DELIVER_MS}\x01{deliver_ms}"
         )
+        return MessageRecord(name, orjson.dumps(body), 0, 0, props, 0, self.now_ms(), store_host=self.broker.store_host)
 
     def _write_ck(self, group: str, topic: str, handle: ReceiptHandle) -> None:
         body = {"c": group, "t": topic, "q": handle.queue_id, "so": handle.start_offset, "ao": handle.offset,
