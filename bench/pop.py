@@ -68,7 +68,7 @@ async def main(args: argparse.Namespace) -> None:
                 topic = f"BenchPop{round_no}"
                 fill(cluster, topic, args.messages)
                 figures = {}
-                for name in (("pull", "pop_ack") if round_no % 2 == 0 else ("pop_ack", "pull")):
+                for name in ("pull", "pop_ack") if round_no % 2 == 0 else ("pop_ack", "pull"):
                     group = f"G-{name}-{round_no}"
                     if name == "pull":
                         figures[name] = pull(cluster, topic, group, args.messages)
@@ -79,8 +79,9 @@ async def main(args: argparse.Namespace) -> None:
                 while revive.revive_once():
                     await trio.lowlevel.checkpoint()
                 figures["revive"] = (time.perf_counter() - started) / args.messages * 1e6
-                print(json.dumps({"bench": "pop", "round": round_no, **{f"{k}_us_per_msg": round(v, 1) for k, v in figures.items()},
-                                  "redelivered": revive.revived}), flush=True)  # fmt: skip
+                per_msg = {f"{k}_us_per_msg": round(v, 1) for k, v in figures.items()}
+                record = {"bench": "pop", "round": round_no, **per_msg, "redelivered": revive.revived}
+                print(json.dumps(record), flush=True)
 
 
 if __name__ == "__main__":
