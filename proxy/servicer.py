@@ -46,10 +46,14 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         self.bridge = bridge
         self.activity = activity
 
-    async def _unary(self, fn: Any, make: Any, request: Any, context: Context) -> Any:
-        """A request served synchronously on the Trio thread (no Trio task: see TrioBridge.call_sync)."""
+    async def _unary(self, fn: Any, make: Any, request: Any, context: Context, *, waits: bool = False) -> Any:
+        """One unary request on the Trio thread: synchronously (no Trio task, see TrioBridge.call_sync) unless the
+        handler ``waits`` (a coroutine)."""
+        md = _metadata(context)
         try:
-            return await self.bridge.call_sync(self.activity.guarded_sync, fn, make, request, _metadata(context))
+            if waits:
+                return await self.bridge.call(self.activity.guarded, fn, make, request, md)
+            return await self.bridge.call_sync(self.activity.guarded_sync, fn, make, request, md)
         except BridgeClosed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
 
@@ -61,10 +65,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
 
     async def SendMessage(self, request: Any, context: Context) -> Any:
         fn, make = self.activity.producing.send, service.SendMessageResponse
-        try:
-            return await self.bridge.call(self.activity.guarded, fn, make, request, _metadata(context))
-        except BridgeClosed:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
+        return await self._unary(fn, make, request, context, waits=True)
 
     async def QueryAssignment(self, request: Any, context: Context) -> Any:
         return await self._unary(self.activity.query_assignment, service.QueryAssignmentResponse, request, context)
@@ -78,10 +79,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
 
     async def EndTransaction(self, request: Any, context: Context) -> Any:
         fn, make = self.activity.producing.end_transaction, service.EndTransactionResponse
-        try:
-            return await self.bridge.call(self.activity.guarded, fn, make, request, _metadata(context))
-        except BridgeClosed:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
+        return await self._unary(fn, make, request, context, waits=True)
 
     async def NotifyClientTermination(self, request: Any, context: Context) -> Any:
         fn, make = self.activity.notify_termination, service.NotifyClientTerminationResponse

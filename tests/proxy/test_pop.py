@@ -29,6 +29,14 @@ async def start_pop(cluster: EmbeddedCluster, nursery: trio.Nursery) -> tuple[Po
     return pop, revive
 
 
+@pytest.fixture
+async def popper(embedded_cluster: EmbeddedCluster, nursery: trio.Nursery) -> tuple[PopService, ReviveService]:
+    """A pop service and its running revive loop over the embedded broker, store time following Trio's clock (the
+    tests ask for ``autojump_clock`` themselves: pytest-trio reads the clock from the test's own arguments)."""
+    use_virtual_store_clock(embedded_cluster)
+    return await start_pop(embedded_cluster, nursery)
+
+
 async def send(cluster: EmbeddedCluster, topic: str, *bodies: bytes, tags: str | None = None) -> None:
     async with Producer("pg-pop", cluster.namesrv_addr) as producer:
         for body in bodies:
@@ -40,11 +48,10 @@ async def pop_all(pop: PopService, group: str, topic: str, invisible: int = INVI
 
 
 async def test_unacked_message_comes_back_after_its_invisible_time_with_attempt_two(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
-    use_virtual_store_clock(embedded_cluster)
     await create_topic(embedded_cluster, "PopT", queues=2)
-    pop, revive = await start_pop(embedded_cluster, nursery)
+    pop, revive = popper
     await send(embedded_cluster, "PopT", b"kept", b"acked")
     first = await pop_all(pop, "G", "PopT")
     assert sorted(p.message.body for p in first) == [b"acked", b"kept"]
@@ -65,11 +72,10 @@ async def test_unacked_message_comes_back_after_its_invisible_time_with_attempt_
 
 
 async def test_change_of_invisibility_moves_the_redelivery_and_renews_the_handle(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
-    use_virtual_store_clock(embedded_cluster)
     await create_topic(embedded_cluster, "PopC")
-    pop, _ = await start_pop(embedded_cluster, nursery)
+    pop, _ = popper
     await send(embedded_cluster, "PopC", b"slow")
     [popped] = await pop_all(pop, "G", "PopC", invisible=10_000)
     await trio.sleep(5)
@@ -84,12 +90,11 @@ async def test_change_of_invisibility_moves_the_redelivery_and_renews_the_handle
 
 
 async def test_after_the_groups_attempts_the_message_goes_to_the_dlq(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
-    use_virtual_store_clock(embedded_cluster)
     await create_topic(embedded_cluster, "PopD")
     embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GD", retry_max_times=2))
-    pop, _ = await start_pop(embedded_cluster, nursery)
+    pop, _ = popper
     await send(embedded_cluster, "PopD", b"poison")
     attempts = []
     for _ in range(5):
@@ -102,11 +107,10 @@ async def test_after_the_groups_attempts_the_message_goes_to_the_dlq(
 
 
 async def test_fifo_queue_hands_out_one_batch_at_a_time_in_order(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
-    use_virtual_store_clock(embedded_cluster)
     await create_topic(embedded_cluster, "PopF", queues=1)
-    pop, _ = await start_pop(embedded_cluster, nursery)
+    pop, _ = popper
     await send(embedded_cluster, "PopF", *(f"m{i}".encode() for i in range(5)))
     first = pop.pop("GF", "PopF", 2, 10_000, None, fifo=True)
     assert [p.message.body for p in first] == [b"m0", b"m1"]
