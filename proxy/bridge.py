@@ -61,7 +61,8 @@ class TrioBridge:
         try:
             return (await future).unwrap()
         except asyncio.CancelledError:
-            self._token.run_sync_soon(scope.cancel)
+            with contextlib.suppress(trio.RunFinishedError):  # the Trio side is gone: nothing left to cancel
+                self._token.run_sync_soon(scope.cancel)
             raise
 
     async def call_sync(self, fn: Callable[..., T], *args: Any) -> T:

@@ -35,6 +35,9 @@ _COMMIT: Final = 8
 _ROLLBACK: Final = 12
 _MAX_USER_PROPERTIES: Final = 128
 _MAX_PROPERTIES_SIZE: Final = 16 * 1024
+#: Open transactions remembered for EndTransaction; beyond it the oldest is forgotten (the broker's check then asks
+#: its producer, whose answer names the offsets again).
+_MAX_OPEN_TRANSACTIONS: Final = 100_000
 
 
 class Producing:
@@ -130,6 +133,8 @@ class Producing:
         entry.offset = int(ext.get("queueOffset", "0"))
         if sys_flag & SYSFLAG_TRANSACTION_PREPARED:
             phy = decode_offset_msg_id(ext["msgId"]).phy_offset
+            if len(self.transactions) >= _MAX_OPEN_TRANSACTIONS:  # never ended nor checked: forget the oldest
+                del self.transactions[next(iter(self.transactions))]
             self.transactions[sp.message_id] = (phy, entry.offset)
         return entry
 

@@ -114,10 +114,20 @@ class SessionTable:
     def session(self, client_id: str, metadata: dict[str, str] | None = None) -> ClientSession:
         session = self.sessions.get(client_id)
         if session is None:
+            self._forget_gone()
             language = _LANGUAGES.get((metadata or {}).get("x-mq-language", ""), LanguageCode.OTHER)
             session = ClientSession(client_id, language, transactions=self._transactions)
             self.sessions[client_id] = session
         return session
+
+    def _forget_gone(self) -> None:
+        """Drop sessions the client registry expired (no heartbeat for ``channelExpiredTimeout``) and whose stream is
+        closed: clients that went away without NotifyClientTermination."""
+        gone = [
+            cid for cid, s in self.sessions.items() if s.push is None and s.channel is not None and s.channel.closed
+        ]
+        for client_id in gone:
+            del sessions[client_id]
 
     def heartbeat(self, session: ClientSession, peer: tuple[str, int]) -> None:
         """Register (or refresh) the session as producer of each publishing topic or consumer of its group."""

@@ -223,6 +223,10 @@ class PopService:
             return []  # one batch of a queue in flight at a time: order is kept per queue
         start = self._start_offset(group, topic, qid)
         messages, next_offset = self._read(topic, qid, start, want, tag_filter)
+        # Offsets the filter skipped count as consumed (RocketMQ acks a message that does not match silently).
+        returned = {m.queue_offset for m in messages}
+        end = messages[-1].queue_offset + 1 if messages else next_offset
+        state.acked.update(o for o in range(start, end) if o not in returned)
         popped = []
         limit = self.max_attempts(group)
         for msg in messages:
@@ -232,7 +236,7 @@ class PopService:
             attempt = state.attempts.get(offset, 0) + 1
             if attempt > limit:
                 self.broker.store.append(self.dead_letter(group, msg))
-                self._fifo_done(group, topic, qid, state, offset)
+                self._fifo_done(state, offset)
                 continue
             state.attempts[offset] = attempt
             state.invisible_until[offset] = now + invisible_ms
@@ -241,19 +245,23 @@ class PopService:
                 offset, msg.commit_log_offset,
             )  # fmt: skip
             popped.append(Popped(msg, handle, attempt))
-        if not messages and next_offset != start:
-            self.broker.offsets.commit(group, topic, qid, next_offset)  # filtered-out messages are skipped
+        self._fifo_advance(group, topic, qid, state)
         return popped
 
-    def _fifo_done(self, group: str, topic: str, qid: int, state: _FifoQueue, offset: int) -> None:
+    @staticmethod
+    def _fifo_done(state: _FifoQueue, offset: int) -> None:
         state.invisible_until.pop(offset, None)
         state.attempts.pop(offset, None)
         state.acked.add(offset)
-        committed = self._start_offset(group, topic, qid)
+
+    def _fifo_advance(self, group: str, topic: str, qid: int, state: _FifoQueue) -> None:
+        """Commit the offset past every consumed offset at the queue's head."""
+        start = committed = self._start_offset(group, topic, qid)
         while committed in state.acked:
             state.acked.discard(committed)
             committed += 1
-        self.broker.offsets.commit(group, topic, qid, committed)
+        if committed != start:
+            self.broker.offsets.commit(group, topic, qid, committed)
 
     # ---- ack and change of invisibility ---------------------------------------------------------------------
 
@@ -268,7 +276,8 @@ class PopService:
             state = self._fifo.get((group, real, handle.queue_id))
             if state is None or handle.offset not in state.invisible_until:
                 return AckOutcome.NOT_FOUND
-            self._fifo_done(group, real, handle.queue_id, state, handle.offset)
+            self._fifo_done(state, handle.offset)
+            self._fifo_advance(group, real, handle.queue_id, state)
             return AckOutcome.OK
         self._write_ack(group, real, handle)
         return AckOutcome.OK

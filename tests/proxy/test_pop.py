@@ -14,6 +14,7 @@ from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
 from broker.pop.revive import REVIVE_GROUP, ReviveService
 from client.message import Message
 from client.producer import Producer
+from processors.pull import build_subscription, tag_filter_of
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.message import decode_record
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
@@ -166,3 +167,21 @@ def test_receipt_handle_round_trips() -> None:
     assert handle.encode() == "0 1732520000000 30000 999 0 broker-a 1 5 4096"
     assert ReceiptHandle.decode(handle.encode()) == handle and handle.fifo
     assert attrs.evolve(handle, revive_qid=0).fifo is False
+
+
+async def test_fifo_queue_with_a_tag_filter_moves_past_what_does_not_match(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    await create_topic(embedded_cluster, "PopFT", queues=1)
+    pop, _ = popper
+    await send(embedded_cluster, "PopFT", b"skip-0", tags="B")
+    await send(embedded_cluster, "PopFT", b"a-1", b"a-2", tags="A")
+    only_a = tag_filter_of(build_subscription("PopFT", "A"))
+    first = pop.pop("GFT", "PopFT", 32, 10_000, only_a, fifo=True)
+    assert [p.message.body for p in first] == [b"a-1", b"a-2"]
+    for p in first:
+        assert pop.ack("GFT", "PopFT", p.handle) is AckOutcome.OK
+    assert embedded_cluster.controller.context.offsets.query("GFT", "PopFT", 0) == 3
+    await send(embedded_cluster, "PopFT", b"skip-3", tags="B")
+    await send(embedded_cluster, "PopFT", b"a-4", tags="A")
+    assert [p.message.body for p in pop.pop("GFT", "PopFT", 32, 10_000, only_a, fifo=True)] == [b"a-4"]
