@@ -127,7 +127,7 @@ class SessionTable:
             cid for cid, s in self.sessions.items() if s.push is None and s.channel is not None and s.channel.closed
         ]
         for client_id in gone:
-            del sessions[client_id]
+            del self.sessions[client_id]
 
     def heartbeat(self, session: ClientSession, peer: tuple[str, int]) -> None:
         """Register (or refresh) the session as producer of each publishing topic or consumer of its group."""
