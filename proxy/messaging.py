@@ -1,10 +1,11 @@
 """``MessagingActivity``: the Trio side of ``apache.rocketmq.v2.MessagingService`` (RocketMQ's
 GrpcMessagingApplication, proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/GrpcMessagingApplication.java).
 
-Every RPC coroutine takes the request message and the request headers and returns the response message; an
-:class:`~proxy.common.RpcError` raised inside becomes the response's ``status`` (business errors travel with gRPC
-status OK, as in RocketMQ). QueryRoute echoes the endpoints the client used (RocketMQ's cluster-mode rule) and offers
-every queue for all four message types, since 4.x topics carry no message type (docs/grpc.md#routes).
+Every RPC takes the request message and the request headers and returns the response message, synchronously unless
+it must wait (sends, long polls); an :class:`~proxy.common.RpcError` raised inside becomes the response's ``status``
+(business errors travel with gRPC status OK, as in RocketMQ). QueryRoute echoes the endpoints the client used
+(RocketMQ's cluster-mode rule) and offers every queue for all four message types, since 4.x topics carry no message
+type (docs/grpc.md#rpcs).
 Telemetry Settings are answered with the merged Settings (RocketMQ's GrpcClientSettingsManager defaults).
 """
 

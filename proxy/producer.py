@@ -4,8 +4,8 @@ proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/ and .../transact
 A send is checked as RocketMQ's proxy checks it (:meth:`Producing.check`), mapped to 4.x properties
 (:func:`proxy.convert.send_properties`) and handed to the broker's own send processor as SEND_MESSAGE_V2 through the
 :class:`~proxy.local.LocalInvoker`, so timers, transactions, permissions and flushing behave as for a 4.x send. The
-proxy picks the queue: a message group always goes to the same queue (Java ``String.hashCode`` of the group modulo
-the write queues), other messages round-robin. Transactions are remembered by transaction id (= the message id) with
+proxy picks the queue: a message group always goes to the same queue (Guava's ``Hashing.consistentHash`` of the
+group's Java ``String.hashCode`` over the write queues, as RocketMQ's proxy picks it), other messages round-robin. Transactions are remembered by transaction id (= the message id) with
 the half message's offsets, which EndTransaction needs; a restart forgets them, and the broker's check then asks the
 producer over Telemetry.
 """
@@ -29,8 +29,11 @@ from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.msgid import decode_offset_msg_id
 
-__all__ = ["Producing"]
+__all__ = ["Producing", "consistent_hash"]
 
+_MASK64: Final = (1 << 64) - 1
+_LCG_MULTIPLIER: Final = 2862933555777941757
+_INT_MAX: Final = (1 << 31) - 1
 _COMMIT: Final = 8
 _ROLLBACK: Final = 12
 _MAX_USER_PROPERTIES: Final = 128
@@ -97,7 +100,7 @@ class Producing:
         config = self.broker.topics.get(topic)
         count = config.write_queue_nums if config is not None and config.write_queue_nums > 0 else 1
         if group is not None:
-            return abs(java_string_hash(group)) % count
+            return consistent_hash(java_string_hash(group), count)
         return next(self._round_robin) % count
 
     async def _send_one(self, msg: Any, topic: str, metadata: dict[str, str]) -> Any:
@@ -163,3 +166,17 @@ class Producing:
         if resolution:
             self.transactions.pop(tx_id, None)
         return service.EndTransactionResponse(status=status())
+
+
+def consistent_hash(value: int, buckets: int) -> int:
+    """Guava's ``Hashing.consistentHash(long, int)``: jump consistent hashing driven by a 64-bit linear congruential
+    generator seeded with ``value`` (sign-extended), so a message group lands on the queue RocketMQ's proxy picks."""
+    state = value & _MASK64
+    candidate = 0
+    while True:
+        state = (_LCG_MULTIPLIER * state + 1) & _MASK64
+        step = ((state >> 33) + 1) / (1 << 31)
+        following = min(int((candidate + 1) / step), _INT_MAX)
+        if following >= buckets:
+            return candidate
+        candidate = following

@@ -3,8 +3,9 @@
 Each method only reads the request headers, hands the request to :class:`proxy.messaging.MessagingActivity` on the
 Trio thread through the :class:`~proxy.bridge.TrioBridge`, and writes what comes back. Telemetry is the one duplex
 call: a reader task forwards the client's commands; the writer sends the replies and whatever the broker pushes
-(transaction recovery) through the stream's outbox. RPCs RocketMQ's proxy does not serve (PullMessage, the offset
-RPCs, RecallMessage, SyncLiteSubscription) answer gRPC UNIMPLEMENTED. A stopping broker answers UNAVAILABLE.
+(transaction recovery) through the stream's outbox. The RPCs not served here (PullMessage and the offset RPCs, which
+RocketMQ 5.3's proxy does not serve either, RecallMessage, SyncLiteSubscription) answer gRPC UNIMPLEMENTED. A stopping
+broker answers UNAVAILABLE.
 """
 
 from __future__ import annotations
