@@ -5,9 +5,9 @@ A send is checked as RocketMQ's proxy checks it (:meth:`Producing.check`), mappe
 (:func:`proxy.convert.send_properties`) and handed to the broker's own send processor as SEND_MESSAGE_V2 through the
 :class:`~proxy.local.LocalInvoker`, so timers, transactions, permissions and flushing behave as for a 4.x send. The
 proxy picks the queue: a message group always goes to the same queue (Guava's ``Hashing.consistentHash`` of the
-group's Java ``String.hashCode`` over the write queues, as RocketMQ's proxy picks it), other messages round-robin. Transactions are remembered by transaction id (= the message id) with
-the half message's offsets, which EndTransaction needs; a restart forgets them, and the broker's check then asks the
-producer over Telemetry.
+group's Java ``String.hashCode`` over the write queues, as RocketMQ's proxy picks it), other messages round-robin.
+Transactions are remembered by transaction id (= the message id) with the half message's offsets, which EndTransaction
+needs; a restart forgets them, and the broker's check then asks the producer over Telemetry.
 """
 
 from __future__ import annotations
