@@ -46,10 +46,13 @@ class TrioBridge:
         async def task() -> None:
             with scope:
                 result = await outcome.acapture(fn, *args)
-            if scope.cancelled_caught:
-                result = outcome.Error(BridgeClosed("cancelled"))
-            with contextlib.suppress(RuntimeError):  # the asyncio loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(_resolve, future, result)
+                # Cancelled: the caller went away (this call's scope) or the broker is stopping (the bridge's).
+                cancelled = isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled)
+                answer = outcome.Error(BridgeClosed("cancelled")) if cancelled else result
+                with contextlib.suppress(RuntimeError):  # the asyncio loop is closed: nobody waits any more
+                    loop.call_soon_threadsafe(_resolve, future, answer)
+                if cancelled:
+                    result.unwrap()  # the cancellation goes on to the scope that asked for it
 
         def refuse() -> None:
             loop.call_soon_threadsafe(_resolve, future, outcome.Error(BridgeClosed("the broker is shutting down")))

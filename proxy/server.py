@@ -59,23 +59,31 @@ class GrpcServer:
         self._thread: threading.Thread | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        # The bridge's tasks run shielded: a broker shutdown refuses new calls, ends the calls in flight (a long poll
+        # answers UNAVAILABLE), ends the Telemetry streams, and only then stops the gRPC server, so grpcio has no
+        # handler left to cancel.
+        bridge_scope = trio.CancelScope(shield=True)
+        bridge_done = trio.Event()
         async with trio.open_nursery() as nursery:
-            bridge = TrioBridge(nursery)
+            bridge_nursery: trio.Nursery = await nursery.start(_shielded_nursery, bridge_scope, bridge_done)
+            bridge = TrioBridge(bridge_nursery)
             servicer = self._factory(bridge)
             ready: queue.Queue[int | BaseException] = queue.Queue()
             self._thread = threading.Thread(target=self._thread_main, args=(servicer, ready), name="grpc", daemon=True)
             self._thread.start()
             bound = await trio.to_thread.run_sync(ready.get)
             if isinstance(bound, BaseException):
+                bridge_scope.cancel()
                 raise OSError(f"cannot serve gRPC on {self._host}:{self._port}: {bound}") from bound
             task_status.started(bound)
             try:
                 await trio.sleep_forever()
             finally:
-                with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(self._stop_thread)
                 bridge.closed = True
-                nursery.cancel_scope.cancel()
+                bridge_scope.cancel()
+                with trio.CancelScope(shield=True):
+                    await bridge_done.wait()
+                    await trio.to_thread.run_sync(self._stop_thread)
 
     def _stop_thread(self) -> None:
         loop, stop = self._loop, self._stop
@@ -86,14 +94,13 @@ class GrpcServer:
             self._thread.join()
 
     def _thread_main(self, servicer: object, ready: queue.Queue[int | BaseException]) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._main(servicer, ready))
-        except BaseException as exc:  # reported to serve(); nothing else can see this thread's errors
-            ready.put(exc)
-        finally:
-            loop.close()
+        # asyncio.Runner cancels the handler tasks still pending when the server has stopped, then closes the loop.
+        with asyncio.Runner() as runner:
+            self._loop = runner.get_loop()
+            try:
+                runner.run(self._main(servicer, ready))
+            except BaseException as exc:  # reported to serve(); nothing else can see this thread's errors
+                ready.put(exc)
 
     async def _main(self, servicer: object, ready: queue.Queue[int | BaseException]) -> None:
         server = grpc.aio.server(options=_OPTIONS)
@@ -108,4 +115,21 @@ class GrpcServer:
         await server.start()
         ready.put(port)
         await self._stop.wait()
+        close_streams = getattr(servicer, "close_streams", None)
+        if close_streams is not None:
+            close_streams()
         await server.stop(_STOP_GRACE)
+
+
+async def _shielded_nursery(
+    scope: trio.CancelScope, done: trio.Event, *, task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """A nursery inside ``scope`` (shielded until ``scope`` is cancelled), handed out through ``task_status``;
+    ``done`` is set once every task in it has ended."""
+    try:
+        with scope:
+            async with trio.open_nursery() as nursery:
+                task_status.started(nursery)
+                await trio.sleep_forever()
+    finally:
+        done.set()

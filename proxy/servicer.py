@@ -46,6 +46,12 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
     def __init__(self, bridge: TrioBridge, activity: MessagingActivity) -> None:
         self.bridge = bridge
         self.activity = activity
+        self._outboxes: set[asyncio.Queue[Any]] = set()
+
+    def close_streams(self) -> None:
+        """End every Telemetry stream (the server is stopping); called on the gRPC thread."""
+        for outbox in self._outboxes:
+            outbox.put_nowait(_END)
 
     async def _unary(self, fn: Any, make: Any, request: Any, context: Context, *, waits: bool = False) -> Any:
         """One unary request on the Trio thread: synchronously (no Trio task, see TrioBridge.call_sync) unless the
@@ -117,12 +123,14 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         except (RpcError, BridgeClosed) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         reader = asyncio.create_task(self._read_commands(request_iterator, md, outbox))
+        self._outboxes.add(outbox)
         try:
             while (item := await outbox.get()) is not _END:
                 if isinstance(item, RpcError):
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, item.message)
                 yield item
         finally:
+            self._outboxes.discard(outbox)
             reader.cancel()
             with contextlib.suppress(BaseException):
                 await self.bridge.call_sync(self.activity.telemetry_closed, md, push)

@@ -57,3 +57,30 @@ async def test_in_flight_messages_survive_kill_9_and_acked_ones_stay_acked(
     assert not {m.message_id for m in got} & set(acked)
     assert all(m.delivery_attempt == 2 for m in got)
     assert time.monotonic() - popped_at >= INVISIBLE - 1  # not before their invisible time ended
+
+
+def _long_poll(endpoint: str, outcome: list[str]) -> None:
+    consumer = start_consumer(endpoint, "G-term", "Term", await_duration=20)
+    try:
+        consumer.receive(16, 30)
+        outcome.append("answered")
+    except Exception as exc:  # the broker went away mid-poll
+        outcome.append(type(exc).__name__)
+    finally:
+        consumer.shutdown()
+
+
+async def test_sigterm_with_clients_attached_shuts_down_cleanly(grpc_cluster: GrpcCluster) -> None:
+    async with Admin(grpc_cluster.namesrv_addr) as admin:
+        await admin.create_topic("Term", read_queue_nums=4, write_queue_nums=4)
+    outcome: list[str] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.to_thread.run_sync, _long_poll, grpc_cluster.endpoint, outcome)
+        await trio.sleep(4)  # the receive is parked in its long poll
+        broker = grpc_cluster.broker
+        assert broker is not None
+        broker.terminate()
+        assert await broker.wait_exit(30) == 0
+    assert outcome and outcome != ["answered"]
+    log = broker.log_path.read_text()
+    assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
