@@ -2,12 +2,13 @@
 
 Why grpcio (docs/grpc.md has the measurements): its C core does HTTP/2, flow control, keep-alive, TLS and deadlines,
 and it is the same library the official 5.x clients use. It needs an asyncio loop, so it gets a thread; every RPC's
-work runs on the broker's Trio thread through :class:`proxy.bridge.TrioBridge`. The servicer here only moves
-requests and responses across: it holds no state.
+work runs on the broker's Trio thread through :class:`proxy.bridge.TrioBridge`, whose tasks live in a nursery owned
+here.
 
 Life cycle: ``await nursery.start(server.serve)`` binds the port (``task_status.started`` gets the bound port; a
-port that cannot be bound raises ``OSError``) and serves until cancelled; cancellation stops the gRPC server
-(in-flight calls are cancelled after a short grace) and joins the thread before the bridge's tasks are cancelled.
+port that cannot be bound raises ``OSError``) and serves until cancelled. Cancellation refuses new calls, cancels the
+bridge's tasks (a parked long poll answers UNAVAILABLE), asks the servicer to end its streams (``close_streams``, if it
+has one), stops the gRPC server with a one-second grace and joins the thread.
 """
 
 from __future__ import annotations
