@@ -44,7 +44,7 @@ from remoting.codec.message import MessageExt, MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties
 from remoting.codec.record_copy import record_from_stored
 from remoting.codec.topics import dlq_topic
-from store.get_message import TagFilter
+from store.get_message import PropertyFilter, TagFilter
 from store.metadata_files import PERM_READ
 
 __all__ = ["AckOutcome", "PopService", "Popped", "revive_topic"]
@@ -60,6 +60,8 @@ CK_GRACE_MS: Final = 500
 PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
 #: Every fifth pop reads the retry topic first (RocketMQ picks it with popFromRetryProbability 20 %).
 _RETRY_FIRST_EVERY: Final = 5
+#: The tag filter and the property (SQL92) filter of one pop.
+_Filters = tuple[TagFilter | None, PropertyFilter | None]
 
 
 def revive_topic(cluster: str) -> str:
@@ -146,16 +148,20 @@ class PopService:
         tag_filter: TagFilter | None,
         *,
         fifo: bool = False,
+        property_filter: PropertyFilter | None = None,
     ) -> list[Popped]:
         """Hand out up to ``max_nums`` (≤ 32) visible messages of ``topic`` to ``group`` for ``invisible_ms``.
         Normal pops read the topic's readable queues round-robin and the group's retry topic; orderly pops read
-        only the topic. Raises ``LookupError`` for an unknown or unreadable topic."""
+        only the topic. ``tag_filter`` sees consume-queue tags codes, ``property_filter`` (a SQL92 expression) each
+        candidate's raw properties; what they skip counts as consumed. Raises ``LookupError`` for an unknown or
+        unreadable topic."""
         config = self.broker.topics.get(topic)
         if config is None or not config.perm & PERM_READ:
             raise LookupError(f"topic {topic} is not readable on this broker")
         max_nums = max(1, min(max_nums, MAX_POP_NUMS))
         now = self.now_ms()
         turn = next(self._turn)
+        filters = (tag_filter, property_filter)
         out: list[Popped] = []
         sources = [(topic, TOPIC_TYPE_NORMAL)]
         retry = pop_retry_topic(group, topic)
@@ -170,9 +176,9 @@ class PopService:
                 qid = (turn + i) % count
                 want = max_nums - len(out)
                 if fifo:
-                    out += self._pop_fifo(group, source, qid, want, invisible_ms, tag_filter, now)
+                    out += self._pop_fifo(group, source, qid, want, invisible_ms, filters, now)
                 else:
-                    out += self._pop_queue(group, source, topic_type, qid, want, invisible_ms, tag_filter, now)
+                    out += self._pop_queue(group, source, topic_type, qid, want, invisible_ms, filters, now)
         return out
 
     def _start_offset(self, group: str, topic: str, qid: int) -> int:
@@ -184,10 +190,8 @@ class PopService:
             committed = low if low == 0 else store.max_offset_in_queue(topic, qid)
         return max(committed, low)
 
-    def _read(
-        self, topic: str, qid: int, offset: int, want: int, tag_filter: TagFilter | None
-    ) -> tuple[list[MessageExt], int]:
-        result = self.broker.store.get(topic, qid, offset, want, tag_filter=tag_filter)
+    def _read(self, topic: str, qid: int, offset: int, want: int, filters: _Filters) -> tuple[list[MessageExt], int]:
+        result = self.broker.store.get(topic, qid, offset, want, tag_filter=filters[0], property_filter=filters[1])
         return [decode_record(m) for m in result.messages], max(result.next_begin_offset, offset)
 
     def _pop_queue(
@@ -198,11 +202,11 @@ class PopService:
         qid: int,
         want: int,
         invisible_ms: int,
-        tag_filter: TagFilter | None,
+        filters: _Filters,
         now: int,
     ) -> list[Popped]:
         start = self._start_offset(group, topic, qid)
-        messages, next_offset = self._read(topic, qid, start, want, tag_filter)
+        messages, next_offset = self._read(topic, qid, start, want, filters)
         if next_offset != start:
             self.broker.offsets.commit(group, topic, qid, next_offset)
         popped = []
@@ -216,13 +220,13 @@ class PopService:
         return popped
 
     def _pop_fifo(
-        self, group: str, topic: str, qid: int, want: int, invisible_ms: int, tag_filter: TagFilter | None, now: int
+        self, group: str, topic: str, qid: int, want: int, invisible_ms: int, filters: _Filters, now: int
     ) -> list[Popped]:
         state = self._fifo.setdefault((group, topic, qid), _FifoQueue())
         if any(until > now for until in state.invisible_until.values()):
             return []  # one batch of a queue in flight at a time: order is kept per queue
         start = self._start_offset(group, topic, qid)
-        messages, next_offset = self._read(topic, qid, start, want, tag_filter)
+        messages, next_offset = self._read(topic, qid, start, want, filters)
         # Offsets the filter skipped count as consumed (RocketMQ acks a message that does not match silently).
         returned = {m.queue_offset for m in messages}
         end = messages[-1].queue_offset + 1 if messages else next_offset

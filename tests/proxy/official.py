@@ -19,6 +19,7 @@ from rocketmq import (
     TransactionChecker,
     TransactionResolution,
 )
+from rocketmq.grpc_protocol import FilterType
 
 __all__ = ["CommitAll", "drain", "make_message", "start_consumer", "start_producer"]
 
@@ -33,8 +34,10 @@ def start_producer(endpoint: str, topics: Iterable[str], checker: TransactionChe
     return producer
 
 
-def start_consumer(endpoint: str, group: str, topic: str, expression: str = "*", await_duration: int = 5) -> Any:
-    subscription = {topic: FilterExpression(expression)}
+def start_consumer(
+    endpoint: str, group: str, topic: str, expression: str = "*", await_duration: int = 5, *, sql: bool = False
+) -> Any:
+    subscription = {topic: FilterExpression(expression, FilterType.SQL if sql else FilterType.TAG)}
     consumer = SimpleConsumer(configuration(endpoint), group, subscription, await_duration=await_duration)
     consumer.startup()
     return consumer

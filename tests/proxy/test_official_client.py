@@ -65,6 +65,32 @@ async def test_send_receive_ack_and_tag_filter(grpc_cluster: GrpcCluster) -> Non
     assert out["waited"] >= 4.0  # a long poll of await_duration (5 s), not an immediate empty answer
 
 
+def _sql92(endpoint: str) -> dict[str, Any]:
+    producer = start_producer(endpoint, ["TSql"])
+    for body, region in ((b"to-eu", "eu"), (b"to-us", "us"), (b"to-eu-2", "eu")):
+        producer.send(make_message("TSql", body, tag="T", properties={"region": region}))
+    eu = start_consumer(endpoint, "G-sql", "TSql", "region = 'eu' AND TAGS = 'T'", sql=True)
+    got = drain(eu, 2)
+    more = eu.receive(32, 30)
+    broken = start_consumer(endpoint, "G-sql-bad", "TSql", "region = = 'eu'", sql=True)
+    try:
+        broken.receive(32, 30)
+        refused = "accepted"
+    except BadRequestException as exc:
+        refused = str(exc)
+    for client in (eu, broken, producer):
+        client.shutdown()
+    return {"got": sorted(m.body for m in got), "more": more, "refused": refused}
+
+
+async def test_sql92_filter_on_receive(grpc_cluster: GrpcCluster) -> None:
+    await create_topic(grpc_cluster, "TSql", queues=2)
+    out = await trio.to_thread.run_sync(_sql92, grpc_cluster.endpoint)
+    assert out["got"] == [b"to-eu", b"to-eu-2"]
+    assert out["more"] == []
+    assert "40010" in out["refused"] or "FILTER" in out["refused"].upper(), out["refused"]
+
+
 def _redeliver(endpoint: str) -> dict[str, Any]:
     producer = start_producer(endpoint, ["T2"])
     sent = producer.send(make_message("T2", b"late"))

@@ -14,6 +14,7 @@ from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
 from broker.pop.revive import REVIVE_GROUP, ReviveService
 from client.message import Message
 from client.producer import Producer
+from processors.filter import compile_sql92
 from processors.pull import build_subscription, tag_filter_of
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.message import decode_record
@@ -185,3 +186,24 @@ async def test_fifo_queue_with_a_tag_filter_moves_past_what_does_not_match(
     await send(embedded_cluster, "PopFT", b"skip-3", tags="B")
     await send(embedded_cluster, "PopFT", b"a-4", tags="A")
     assert [p.message.body for p in pop.pop("GFT", "PopFT", 32, 10_000, only_a, fifo=True)] == [b"a-4"]
+
+
+async def test_sql92_filter_pops_matching_messages_and_their_redelivery(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    await create_topic(embedded_cluster, "PopSql", queues=1)
+    pop, _ = popper
+    async with Producer("pg-pop", embedded_cluster.namesrv_addr) as producer:
+        for body, region, price in ((b"eu-cheap", "eu", "5"), (b"us", "us", "50"), (b"eu-dear", "eu", "50")):
+            await producer.send(Message("PopSql", body, properties={"region": region, "price": price}))
+    dear_eu = compile_sql92("region = 'eu' AND price > 10").matches_raw
+    [first] = pop.pop("GS", "PopSql", 32, INVISIBLE, None, property_filter=dear_eu)
+    assert first.message.body == b"eu-dear"
+    # What the filter skipped counts as consumed: the group's offset is past all three.
+    assert embedded_cluster.controller.context.offsets.query("GS", "PopSql", 0) == 3
+    await trio.sleep(INVISIBLE / 1000 + 2)
+    # The redelivery comes from the retry topic, which keeps the properties the filter reads.
+    [again] = pop.pop("GS", "PopSql", 32, INVISIBLE, None, property_filter=dear_eu)
+    assert (again.message.body, again.attempt) == (b"eu-dear", 2)
+    nothing = compile_sql92("region = 'asia'").matches_raw
+    assert pop.pop("GS2", "PopSql", 32, INVISIBLE, None, property_filter=nothing) == []
