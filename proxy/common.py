@@ -8,11 +8,13 @@ from typing import Any, Final
 from proxy.pb import definition
 from remoting.codec.codes import ResponseCode
 
-__all__ = ["Code", "RpcError", "client_id_of", "peer_of", "status", "status_of_response_code"]
+__all__ = ["BACKOFF_SECONDS", "Code", "RpcError", "client_id_of", "peer_of", "status", "status_of_response_code"]
 
 Code = definition.Code
 #: The header the proxy puts the gRPC peer in for the Trio side (``ipv4:127.0.0.1:51234``).
 PEER_KEY: Final = "x-rocketrio-peer"
+#: The default group retry policy's delays (RocketMQ's CustomizedRetryPolicy): 1s 5s 10s 30s 1m ... 2h.
+BACKOFF_SECONDS: Final = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 
 _BY_RESPONSE_CODE: Final = {
     ResponseCode.SUCCESS: Code.OK,

@@ -38,6 +38,12 @@ class ProxyConfig:
     max_message_size: int = 4 * 1024 * 1024
     #: Settings answered to consumers: receive batch size.
     grpc_client_consumer_receive_batch_size: int = 32
+    #: Auto-renew of push consumers' handles (proxy/renew.py): scan period, how far ahead of expiry a handle is
+    #: renewed, how long renewing goes on, and the invisible time of a gone client's handles (ms).
+    renew_schedule_period_millis: int = 5_000
+    renew_ahead_time_millis: int = 10_000
+    renew_max_time_millis: int = 3 * 3600 * 1000
+    invisible_time_millis_when_clear: int = 1_000
 
     @property
     def tls_port(self) -> int:

@@ -26,6 +26,7 @@ from proxy.common import Code, RpcError, status
 from proxy.config import ProxyConfig
 from proxy.convert import grpc_message
 from proxy.pb import definition, service
+from proxy.renew import RenewTable
 from proxy.sessions import SessionTable
 from remoting.codec.message import decode_record
 from store.get_message import PropertyFilter, TagFilter
@@ -46,9 +47,12 @@ class _Receive:
     tag_filter: TagFilter | None
     property_filter: PropertyFilter | None
     fifo: bool
+    client_id: str
+    auto_renew: bool
 
 
 _MAX_BATCH: Final = 32
+_CLIENT_ID: Final = "x-mq-client-id"
 
 
 class Consuming:
@@ -59,6 +63,7 @@ class Consuming:
         self.config = config
         self.pop = pop
         self.sessions = sessions
+        self.renew = RenewTable(pop, sessions, config)
 
     def _group(self, name: str) -> str:
         if not name or self.broker.groups.find(name) is None:
@@ -126,7 +131,7 @@ class Consuming:
         topic = req.message_queue.topic.name
         if topic not in self.broker.topics:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
-        session = self.sessions.sessions.get(metadata.get("x-mq-client-id", ""))
+        session = self.sessions.sessions.get(metadata.get(_CLIENT_ID, ""))
         config = self.broker.groups.get(group)
         fifo = (session is not None and session.fifo) or (config is not None and config.consume_message_orderly)
         tag_filter, property_filter = self._filter(topic, req.filter_expression)
@@ -140,6 +145,8 @@ class Consuming:
             tag_filter=tag_filter,
             property_filter=property_filter,
             fifo=fifo,
+            client_id=metadata.get(_CLIENT_ID, ""),
+            auto_renew=bool(req.auto_renew),
         )
 
     def _pop(self, r: _Receive) -> list[Popped]:
@@ -156,6 +163,9 @@ class Consuming:
         out = [service.ReceiveMessageResponse(status=status())]
         for p in popped:
             message = grpc_message(p.message, self.pop.original_topic(p.message), p.handle, p.attempt, r.namespace)
+            if r.auto_renew and r.client_id:
+                message_id = message.system_properties.message_id
+                self.renew.add(r.client_id, r.group, r.topic, message_id, p.handle, p.attempt)
             out.append(service.ReceiveMessageResponse(message=message))
         out.append(_now_marker())
         return out
@@ -172,7 +182,8 @@ class Consuming:
         for entry in req.entries:
             result = response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
             try:
-                outcome = self.pop.ack(group, topic, self._handle(entry.receipt_handle))
+                text = self.renew.take(metadata.get(_CLIENT_ID, ""), group, entry.message_id, entry.receipt_handle)
+                outcome = self.pop.ack(group, topic, self._handle(text))
                 result.status.CopyFrom(_ack_status(outcome))
             except RpcError as err:
                 result.status.CopyFrom(status(err.code, err.message))
@@ -187,7 +198,8 @@ class Consuming:
         invisible = req.invisible_duration.ToMilliseconds()
         if not 0 <= invisible <= self.config.max_invisible_time_mills:
             raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"illegal invisible time {invisible} ms")
-        handle = self._handle(req.receipt_handle)
+        text = self.renew.take(metadata.get(_CLIENT_ID, ""), req.group.name, req.message_id, req.receipt_handle)
+        handle = self._handle(text)
         outcome, renewed = self.pop.change_invisible(req.group.name, req.topic.name, handle, int(invisible))
         response = service.ChangeInvisibleDurationResponse(status=_ack_status(outcome))
         if renewed is not None:
@@ -196,7 +208,7 @@ class Consuming:
 
     def forward_to_dlq(self, req: Any, metadata: dict[str, str]) -> Any:
         group, topic = req.group.name, req.topic.name
-        handle = self._handle(req.receipt_handle)
+        handle = self._handle(self.renew.take(metadata.get(_CLIENT_ID, ""), group, req.message_id, req.receipt_handle))
         raw = self.broker.store.look_message_by_offset(handle.commit_log_offset)
         if raw is None:
             raise RpcError(Code.INVALID_RECEIPT_HANDLE, "the message of this receipt handle is gone")

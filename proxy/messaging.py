@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from broker.context import BrokerState
 from broker.pop import PopService
-from proxy.common import Code, RpcError, client_id_of, peer_of, status
+from proxy.common import BACKOFF_SECONDS, Code, RpcError, client_id_of, peer_of, status
 from proxy.config import ProxyConfig
 from proxy.consumer import Consuming
 from proxy.local import LocalInvoker
@@ -31,8 +31,6 @@ log = logging.getLogger(__name__)
 
 _ALL_TYPES: Final = [definition.MessageType.NORMAL, definition.MessageType.FIFO, definition.MessageType.DELAY,
                      definition.MessageType.TRANSACTION]  # fmt: skip
-#: The default group retry policy's delays (RocketMQ's CustomizedRetryPolicy): 1s 5s 10s 30s 1m ... 2h.
-_BACKOFF_SECONDS: Final = [1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200]
 
 
 class MessagingActivity:
@@ -161,7 +159,7 @@ class MessagingActivity:
         sub.fifo = group is not None and group.consume_message_orderly
         retry_max = 16 if group is None else group.retry_max_times
         merged.backoff_policy.max_attempts = retry_max + 1
-        for seconds in _BACKOFF_SECONDS:
+        for seconds in BACKOFF_SECONDS:
             merged.backoff_policy.customized_backoff.next.add(seconds=seconds)
         return merged
 

@@ -65,6 +65,7 @@ async def serve_proxy(
     host = controller.config.listen_host
     async with trio.open_nursery() as nursery:
         await nursery.start(revive.run)
+        await nursery.start(activity.consuming.renew.run)
         port = await nursery.start(GrpcServer(servicer, host, config.grpc_server_port).serve)
         tls_port = 0
         if config.tls_server_cert_path:
