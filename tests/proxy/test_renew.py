@@ -18,6 +18,7 @@ from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
 from proxy.pb import definition, service
 from proxy.startup import build_activity
+from tests.proxy.test_sessions import consumer_settings
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 GROUP, TOPIC = "GRenew", "TRenew"
@@ -28,12 +29,9 @@ def md(client_id: str) -> dict[str, str]:
 
 
 def push_settings() -> Any:
-    command = service.TelemetryCommand()
+    command = consumer_settings(GROUP, TOPIC)
     command.settings.client_type = definition.ClientType.PUSH_CONSUMER
-    command.settings.subscription.group.name = GROUP
-    sub = command.settings.subscription.subscriptions.add()
-    sub.topic.name = TOPIC
-    sub.expression.expression = "*"
+    command.settings.subscription.subscriptions[0].expression.expression = "*"
     return command
 
 
