@@ -47,7 +47,14 @@ class ReviveService:
         self._position = 0
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
+        """Revive every ``interval`` seconds, and save the pop service's FIFO state after its changes, until
+        cancelled."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.pop.fifo_persister.run)
+            task_status.started()
+            await self._revive_forever()
+
+    async def _revive_forever(self) -> None:
         while True:
             await trio.sleep(self.interval)
             try:

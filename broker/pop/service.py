@@ -15,7 +15,8 @@ Durability (docs/architecture.md#pop-consumption):
   ``retryMaxTimes + 1`` attempts are used, stored in ``%DLQ%<group>``.
 * **Orderly (FIFO) pops** keep the consumer offset at the first unacknowledged message and hand out nothing more from
   that queue while a popped message is invisible; after the invisible time the same messages come again with the
-  attempt raised. Acks advance the offset. Attempt counts live in memory (a restart counts again from 1).
+  attempt raised. Acks advance the offset. That state (invisible times, attempt counts) is saved after each change
+  to ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start.
 
 Errors: the append path's ``PutRefusedError`` (disk full, store shutting down) propagates to the caller.
 """
@@ -31,7 +32,9 @@ import attrs
 import orjson
 import trio
 
-from broker.context import BrokerState
+from broker.context import BrokerState, config_dir_of
+from broker.persistence import ConfigPersister
+from broker.pop.fifo_state import FifoQueue, FifoTable, fifo_state_file
 from broker.pop.receipt import (
     FIFO_REVIVE_QID,
     TOPIC_TYPE_NORMAL,
@@ -83,15 +86,6 @@ class Popped:
     attempt: int
 
 
-@attrs.define
-class _FifoQueue:
-    """Orderly pop state of one (group, topic, queue): invisible offsets and per-offset delivery counts."""
-
-    invisible_until: dict[int, int] = attrs.field(factory=dict)
-    attempts: dict[int, int] = attrs.field(factory=dict)
-    acked: set[int] = attrs.field(factory=set)
-
-
 class PopService:
     """Pop bookkeeping of one broker; see the module docstring. ``timer_rewrite`` is the timer service's send seam
     (``TimerMessageService.rewrite``), which parks a CK until it is due."""
@@ -99,7 +93,8 @@ class PopService:
     def __init__(self, broker: BrokerState, timer_rewrite: Callable[[MessageRecord], MessageRecord]) -> None:
         self.broker = broker
         self._timer_rewrite = timer_rewrite
-        self._fifo: dict[tuple[str, str, int], _FifoQueue] = {}
+        self.fifo_persister = ConfigPersister(fifo_state_file(config_dir_of(broker.config)), self._fifo_snapshot)
+        self._fifo: FifoTable = self.fifo_persister.load() or {}
         self._turn = itertools.count()
         self._arrivals: dict[str, trio.Event] = {}
 
@@ -222,7 +217,7 @@ class PopService:
     def _pop_fifo(
         self, group: str, topic: str, qid: int, want: int, invisible_ms: int, filters: _Filters, now: int
     ) -> list[Popped]:
-        state = self._fifo.setdefault((group, topic, qid), _FifoQueue())
+        state = self._fifo.setdefault((group, topic, qid), FifoQueue())
         if any(until > now for until in state.invisible_until.values()):
             return []  # one batch of a queue in flight at a time: order is kept per queue
         start = self._start_offset(group, topic, qid)
@@ -250,15 +245,21 @@ class PopService:
             )  # fmt: skip
             popped.append(Popped(msg, handle, attempt))
         self._fifo_advance(group, topic, qid, state)
+        if popped or returned or end != start:
+            self.fifo_persister.mark_dirty()
         return popped
 
+    def _fifo_snapshot(self) -> FifoTable:
+        return {key: attrs.evolve(q, invisible_until=dict(q.invisible_until), attempts=dict(q.attempts),
+                                  acked=set(q.acked)) for key, q in self._fifo.items()}  # fmt: skip
+
     @staticmethod
-    def _fifo_done(state: _FifoQueue, offset: int) -> None:
+    def _fifo_done(state: FifoQueue, offset: int) -> None:
         state.invisible_until.pop(offset, None)
         state.attempts.pop(offset, None)
         state.acked.add(offset)
 
-    def _fifo_advance(self, group: str, topic: str, qid: int, state: _FifoQueue) -> None:
+    def _fifo_advance(self, group: str, topic: str, qid: int, state: FifoQueue) -> None:
         """Commit the offset past every consumed offset at the queue's head."""
         start = committed = self._start_offset(group, topic, qid)
         while committed in state.acked:
@@ -282,6 +283,7 @@ class PopService:
                 return AckOutcome.NOT_FOUND
             self._fifo_done(state, handle.offset)
             self._fifo_advance(group, real, handle.queue_id, state)
+            self.fifo_persister.mark_dirty()
             return AckOutcome.OK
         self._write_ack(group, real, handle)
         return AckOutcome.OK
@@ -302,6 +304,7 @@ class PopService:
             if state is None or handle.offset not in state.invisible_until:
                 return AckOutcome.NOT_FOUND, None
             state.invisible_until[handle.offset] = now + invisible_ms
+            self.fifo_persister.mark_dirty()
             return AckOutcome.OK, renewed
         self._write_ck(group, real, renewed)
         self._write_ack(group, real, handle)

@@ -155,6 +155,34 @@ async def test_in_flight_messages_survive_a_clean_restart(
         nursery.cancel_scope.cancel()
 
 
+async def test_fifo_attempts_and_invisibility_survive_a_clean_restart(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopFR", queues=1)
+    await send(embedded_cluster, "PopFR", b"f0", b"f1")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        first = pop.pop("GFR", "PopFR", 32, 10_000, None, fifo=True)
+        assert pop.ack("GFR", "PopFR", first[0].handle) is AckOutcome.OK
+        await trio.sleep(11)
+        [again] = pop.pop("GFR", "PopFR", 32, INVISIBLE, None, fifo=True)
+        assert (again.message.body, again.attempt) == (b"f1", 2)
+        await pop.fifo_persister.wait_saved()
+        saved = pop.fifo_persister.load()
+        assert saved is not None and saved[("GFR", "PopFR", 0)].invisible_until == {1: again.handle.visible_at}
+        nursery.cancel_scope.cancel()
+    await embedded_cluster.restart_broker()
+    use_virtual_store_clock(embedded_cluster, clock)
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        # The restart's file work moved the virtual clock past the invisible time: what is left is the attempt.
+        await trio.sleep(INVISIBLE / 1000)
+        [third] = pop.pop("GFR", "PopFR", 32, 10_000, None, fifo=True)
+        assert (third.message.body, third.attempt) == (b"f1", 3)
+        nursery.cancel_scope.cancel()
+
+
 @pytest.mark.parametrize(
     "text", ["", "1 2 3", "a b c d e f g h i", "0 1 2 3 0  6 7 8", "0 1 2 3 0 b -6 7 8", "0 1 2 3 0 b 6 7 8 9"]
 )
