@@ -1,5 +1,5 @@
 """ACL 1.0 request signing, sans-IO: the content a signature covers, the HMAC, and signing a request
-(docs/protocol.md#10-acl-10-signed-requests).
+(docs/protocol.md#11-acl-10-signed-requests).
 
 RocketMQ's rule (``acl/src/main/java/org/apache/rocketmq/acl/common/AclUtils.java``, ``AclSigner.java``,
 ``AclClientRPCHook.java``): sort every extFields entry by key in Java's ``TreeMap`` order (UTF-16 code units), leave
