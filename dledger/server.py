@@ -10,7 +10,9 @@ one nursery (``await nursery.start(server.run)``):
   ``trio.current_time()`` in ms, so every timer runs under a virtual clock in tests;
 - a timer for the node's outstanding calls (it times them out);
 - the flush task: every ``flushFileInterval`` (or at once when an answer waits for it), ``fdatasync`` in a worker
-  thread, then the node hears the new flushed index; and the ``checkpoint`` every ``checkPointInterval``.
+  thread, then the node hears the new flushed index; and the ``checkpoint`` every ``checkPointInterval``;
+- with ``enableBatchPush``, the push task: an append only queues its entry and this task ticks the node one
+  scheduler pass later, so entries appended meanwhile leave in one batch push.
 
 Requests arrive through :class:`DLedgerProcessor` on a one-worker pool (so in order) and answers leave when the node
 produces them (DLedger's request codes, JSON bodies, remoting code 200, the result in the body's ``code``). A body
