@@ -14,10 +14,14 @@ import trio
 import trio.testing
 
 from broker.embedded_dledger import EmbeddedDLedgerGroup
+from client.errors import MQClientError
+from client.message import Message, SendStatus
+from client.producer import Producer
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import MessageRecord, decode_record
+from remoting.errors import RemotingError
 from store.results import PutStatus
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
@@ -114,3 +118,37 @@ async def test_a_leader_without_a_quorum_answers_its_sends_instead_of_hanging(
         # Never SEND_OK; FLUSH_DISK_TIMEOUT until the send path hands the store's put status through (put_waits).
         assert code == ResponseCode.FLUSH_DISK_TIMEOUT
         assert statuses == [PutStatus.UNKNOWN_ERROR]  # answered SYSTEM_ERROR through put_waits, as Java
+
+
+async def test_our_producer_goes_on_with_the_new_leader_after_a_failover(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The Python client keeps sending through a leader stop: its sends fail or time out until its route (re-read
+    every ``pollNameServerInterval``, 30 s) names the new master, then succeed there; nothing it was told was sent
+    is lost."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group:
+        for member in group.ids:
+            async with RemotingClient() as client:
+                await client.invoke(group.addr(member), create_topic_request(TOPIC, queues=2), 5)
+        leader = await group.leader()
+        async with Producer("pg-dledger", group.namesrv_addr) as producer:
+            sent = [await producer.send(Message(TOPIC, b"first"))]
+            await group.stop(leader)
+            started = trio.current_time()
+            with trio.fail_after(120):
+                while True:
+                    try:
+                        result = await producer.send(Message(TOPIC, b"after"))
+                    except (MQClientError, RemotingError):
+                        await trio.sleep(1)
+                        continue
+                    if result.send_status is SendStatus.SEND_OK:
+                        sent.append(result)
+                        break
+            took = trio.current_time() - started
+        new_leader = await group.leader()
+        assert new_leader != leader and 5 <= took <= 40, took  # the election (6 s), at most one route poll (30 s)
+        store = group.store(new_leader)
+        for result in sent:
+            got = store.get(TOPIC, result.queue_id, result.queue_offset, 1)
+            assert got.messages and decode_record(got.messages[0]).body in (b"first", b"after")
