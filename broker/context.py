@@ -35,7 +35,7 @@ from processors.hold import HoldService
 from remoting.codec.java_properties import apply_properties, property_texts
 from remoting.codec.msgid import pack_socket_address
 from store.message_store import MessageStore
-from store.store_config import FlushDiskType, StoreConfig
+from store.store_config import BrokerRole, FlushDiskType, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,16 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         message_delay_level=config.message_delay_level,
         warm_mapped_file_enable=config.warm_mapped_file_enable,
         max_transfer_count_on_message_in_memory=config.max_transfer_count_on_message_in_memory,
+        broker_role=BrokerRole(config.broker_role),
+        ha_listen_port=config.ha_bind_port,
+        ha_listen_host=config.listen_host,
+        ha_send_heartbeat_interval=config.ha_send_heartbeat_interval,
+        ha_housekeeping_interval=config.ha_housekeeping_interval,
+        ha_transfer_batch_size=config.ha_transfer_batch_size,
+        ha_slave_fallbehind_max=config.ha_slave_fallbehind_max,
+        ha_master_address=config.ha_master_address,
+        slave_timeout=config.slave_timeout,
+        access_message_in_memory_max_ratio=config.access_message_in_memory_max_ratio,
     )
 
 
