@@ -117,6 +117,7 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         max_transfer_count_on_message_in_memory=config.max_transfer_count_on_message_in_memory,
         broker_role=BrokerRole(config.broker_role),
         ha_listen_port=config.ha_bind_port,
+        ha_listen_port_fallback=not config.ha_listen_port,
         ha_listen_host=config.listen_host,
         ha_send_heartbeat_interval=config.ha_send_heartbeat_interval,
         ha_housekeeping_interval=config.ha_housekeeping_interval,

@@ -528,6 +528,14 @@ class MessageStore(StoreReads):
         result = self.append_batch(msgs)
         return PutResult(await self.put_waits.status(result.end_offset, wait_flush), result)
 
+    def waits_for_put(self, wait: bool) -> bool:
+        """Whether a put with this ``WAIT`` setting waits for anything (:mod:`store.put_waits`): SYNC_FLUSH or
+        SYNC_MASTER, and ``WAIT`` true."""
+        config = self._config
+        return wait and (
+            config.flush_disk_type is FlushDiskType.SYNC_FLUSH or config.broker_role is BrokerRole.SYNC_MASTER
+        )
+
     def waits_for_flush(self, wait_flush: bool) -> bool:
         """Whether a put with this ``WAIT`` setting waits for the group commit (SYNC_FLUSH and ``WAIT`` true)."""
         return wait_flush and self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH

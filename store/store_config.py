@@ -84,6 +84,9 @@ class StoreConfig:
     ha_listen_port: int = 0
     #: Host the HA listener binds.
     ha_listen_host: str = "0.0.0.0"
+    #: Bind a free port when ``ha_listen_port`` is taken (the broker sets it when it derived the port from its own
+    #: rather than being given one: slaves learn the real one from the name server).
+    ha_listen_port_fallback: bool = False
     ha_send_heartbeat_interval: int = 5000
     ha_housekeeping_interval: int = 20_000
     ha_transfer_batch_size: int = 32 * 1024

@@ -54,7 +54,14 @@ class HAService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen, expire waiting sends and, on a slave, replicate; until cancelled."""
         config = self.config
-        listeners = await trio.open_tcp_listeners(config.ha_listen_port, host=config.ha_listen_host or None)
+        host = config.ha_listen_host or None
+        try:
+            listeners = await trio.open_tcp_listeners(config.ha_listen_port, host=host)
+        except OSError as exc:
+            if not (config.ha_listen_port_fallback and config.ha_listen_port):
+                raise
+            log.warning("HA port %d unavailable (%s): listening on a free port", config.ha_listen_port, exc)
+            listeners = await trio.open_tcp_listeners(0, host=host)
         self.port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             await nursery.start(self.waits.run)
