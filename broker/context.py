@@ -82,6 +82,7 @@ class BrokerState:
         Raises :class:`~remoting.codec.java_properties.PropertiesError` for a bad value (nothing is changed then)."""
         config, unknown = apply_properties(self.config, dict(props))
         self.config = config
+        self.store.config = store_config_updated(self.store.config, config)
         self.topics.config = config
         self.groups.config = config
         self.clients.notify_enabled = config.notify_consumer_ids_changed_enable
@@ -127,6 +128,27 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         slave_timeout=config.slave_timeout,
         access_message_in_memory_max_ratio=config.access_message_in_memory_max_ratio,
     )
+
+
+#: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, read where they
+#: are used); the others (paths, sizes, roles, ports) take effect at the next start.
+LIVE_STORE_SETTINGS = (
+    "slave_timeout",
+    "ha_send_heartbeat_interval",
+    "ha_housekeeping_interval",
+    "ha_transfer_batch_size",
+    "ha_slave_fallbehind_max",
+    "access_message_in_memory_max_ratio",
+)
+
+
+def store_config_updated(current: StoreConfig, config: BrokerConfig) -> StoreConfig:
+    """``current`` with the :data:`LIVE_STORE_SETTINGS` of ``config``; ``current`` itself when none changed."""
+    fresh = store_config_of(config)
+    changes = {
+        name: getattr(fresh, name) for name in LIVE_STORE_SETTINGS if getattr(fresh, name) != getattr(current, name)
+    }
+    return attrs.evolve(current, **changes) if changes else current
 
 
 def config_dir_of(config: BrokerConfig) -> Path:

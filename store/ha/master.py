@@ -62,9 +62,9 @@ class HAConnection:
 
     async def _read_loop(self, scope: trio.CancelScope) -> None:
         reader = ReportReader()
-        housekeeping = self.service.config.ha_housekeeping_interval / 1000
         try:
             while True:
+                housekeeping = self.service.config.ha_housekeeping_interval / 1000
                 with trio.move_on_after(housekeeping) as idle:
                     data = await self.stream.receive_some(READ_SIZE)
                 if idle.cancelled_caught:
@@ -96,9 +96,6 @@ class HAConnection:
     async def _write_loop(self, scope: trio.CancelScope) -> None:
         service = self.service
         commitlog = service.store.commitlog
-        config = service.config
-        heartbeat = config.ha_send_heartbeat_interval / 1000
-        batch = config.ha_transfer_batch_size
         try:
             await self._first_report.wait()
             self.next_offset = first_transfer_offset(self.request_offset, commitlog.max_offset, commitlog.file_size)
@@ -106,7 +103,8 @@ class HAConnection:
                      self.next_offset)  # fmt: skip
             last_write = trio.current_time()
             while True:
-                chunk = commitlog.read_from(self.next_offset, batch)
+                config = service.config  # read each round: UPDATE_BROKER_CONFIG may change it
+                chunk = commitlog.read_from(self.next_offset, config.ha_transfer_batch_size)
                 if chunk is not None:
                     frame = encode_frame(self.next_offset, chunk)
                     await self.stream.send_all(frame)
@@ -115,6 +113,7 @@ class HAConnection:
                     last_write = trio.current_time()
                     continue
                 idle = trio.current_time() - last_write
+                heartbeat = config.ha_send_heartbeat_interval / 1000
                 if idle >= heartbeat:
                     await self.stream.send_all(encode_header(self.next_offset, 0))
                     last_write = trio.current_time()

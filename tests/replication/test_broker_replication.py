@@ -5,15 +5,19 @@ and the runtime info shows the replication figures."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from click.testing import CliRunner
 
 from broker.embedded import EmbeddedCluster
 from client import Admin, Message, Producer, SendStatus
+from client.mqadmin import main as mqadmin
 from processors.admin import SLAVE_REFUSAL
 from remoting.client import RemotingClient
 from remoting.codec.bodies import TopicRouteData
@@ -59,6 +63,31 @@ async def test_the_slave_is_routed_listed_and_knows_its_master(replicated: Embed
         assert slave_status["haConnected"] == "true"
         assert slave_status["haMasterAddress"] == replicated.controller.context.config.ha_server_addr
     assert slave.context.config.broker_id == 1
+
+
+def _mqadmin(*args: str) -> Any:
+    result = CliRunner().invoke(mqadmin, [*args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+async def test_mqadmin_lists_the_slave_and_shows_replication_figures(replicated: EmbeddedCluster) -> None:
+    slave = replicated.slave_addrs[0]
+    async with Producer("pg", replicated.namesrv_addr) as producer:
+        await producer.send(Message(TOPIC, b"x" * 1000))
+    await replicated.wait_replicated()
+    ns = replicated.namesrv_addr
+    rows = (await trio.to_thread.run_sync(_mqadmin, "clusterList", "-n", ns))["rows"]
+    assert [(r["BID"], r["Addr"]) for r in rows] == [(0, replicated.broker_addr), (1, slave)]
+    master = await trio.to_thread.run_sync(_mqadmin, "brokerStatus", "-n", ns, "-b", replicated.broker_addr)
+    figures = {r["Key"]: r["Value"] for r in master["rows"]}
+    end = figures["commitLogMaxOffset"]
+    assert figures["haConnectionCount"] == "1" and figures["haPush2SlaveMaxOffset"] == end
+    assert figures["slaveFallBehindMuch"] == "0"
+    assert any(key.startswith("haSlave_") and value.endswith("lagBytes=0") for key, value in figures.items())
+    slave_rows = (await trio.to_thread.run_sync(_mqadmin, "brokerStatus", "-n", ns, "-b", slave))["rows"]
+    slave_figures = {r["Key"]: r["Value"] for r in slave_rows}
+    assert slave_figures["haSlaveMaxOffset"] == slave_figures["haSlaveDispatchedOffset"] == end
 
 
 async def test_the_slave_refuses_writes_with_rocketmq_codes(replicated: EmbeddedCluster) -> None:
