@@ -10,7 +10,7 @@ import trio
 
 from store.message_store import MessageStore
 from store.store_config import BrokerRole
-from tests.store.store_helpers import STORE_HOST, small_config
+from tests.store.store_helpers import STORE_HOST, files_of, small_config
 
 
 def ha_store(root: Path, role: BrokerRole, master: MessageStore | None = None, **overrides: Any) -> MessageStore:
@@ -40,12 +40,13 @@ def caught_up(master: MessageStore, slave: MessageStore) -> bool:
     )
 
 
-def tree_bytes(root: Path, sub: str) -> list[bytes]:
-    """The contents of every file under ``root / sub`` in path order."""
-    return [p.read_bytes() for p in sorted((root / sub).rglob("*")) if p.is_file()]
+def reported(master: MessageStore, slaves: int = 1) -> bool:
+    """``slaves`` slaves are connected and each has sent its first report."""
+    connections = master.ha.connections
+    return len(connections) == slaves and all(c.request_offset >= 0 for c in connections)
 
 
-def tree_files(root: Path, sub: str) -> dict[str, bytes]:
-    """Relative path -> contents of every file under ``root / sub``."""
-    base = root / sub
-    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
+def written_segments(root: Path) -> dict[str, bytes]:
+    """The CommitLog segments under ``root`` that hold data, by name: a preallocated next segment (the allocation
+    service's spare, all zeros) exists on one side or the other depending on timing, and is left out."""
+    return {name: data for name, data in files_of(root / "commitlog").items() if data.strip(b"\0")}

@@ -74,6 +74,7 @@ async def replicated_processes(tmp_path: Path, role: str, **extra: Any) -> Async
                 await admin.create_topic(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES,
                                          broker_addr=master.addr)  # fmt: skip
                 await wait_status(admin, master.addr, "haConnectionCount", "1")
+                await wait_reported(admin, master.addr)
             yield Replicated(namesrv, master, slave, nursery)
             nursery.cancel_scope.cancel()
     finally:
@@ -91,6 +92,17 @@ async def wait_status(admin: Admin, broker: str, key: str, value: str, timeout: 
                     return
             await trio.sleep(0.1)
     raise AssertionError(f"{broker}: {key} is {last!r}, not {value!r}, after {timeout} s")
+
+
+async def wait_reported(admin: Admin, broker: str, timeout: float = 60) -> None:
+    """Poll until the master's slave has sent its first report (before it, the master does not know where the
+    slave's transfer starts)."""
+    with trio.fail_after(timeout):
+        while True:
+            status = await admin.broker_status(broker)
+            if any(k.startswith("haSlave_") and not v.startswith("ackOffset=-1") for k, v in status.items()):
+                return
+            await trio.sleep(0.05)
 
 
 async def produce(broker: str, producers: int, acks: list[Ack], stop: trio.Event, limit: int | None = None) -> None:

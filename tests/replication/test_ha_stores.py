@@ -15,7 +15,7 @@ from store.ha.frames import encode_report
 from store.message_store import MessageStore
 from store.results import PutStatus
 from store.store_config import BrokerRole, FlushDiskType
-from tests.replication.ha_helpers import caught_up, ha_store, wait_until
+from tests.replication.ha_helpers import caught_up, ha_store, reported, wait_until, written_segments
 from tests.store.store_helpers import files_of, message
 
 
@@ -33,7 +33,9 @@ async def test_async_master_slave_files_are_byte_identical_after_catch_up(tmp_pa
         await nursery.start(master.run)
         slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master)
         await nursery.start(slave.run)
-        await wait_until(lambda: master.ha.connections, what="the slave's connection")
+        # Until its first report the master does not know where the slave starts (an empty slave: the current
+        # segment), so the writes wait for it.
+        await wait_until(lambda: reported(master), what="the slave's first report")
         for round_ in range(5):  # in rounds, so transfers interleave with appends
             _put_some(master, 60, round_ * 60)
             await trio.sleep(0.05)
@@ -41,8 +43,8 @@ async def test_async_master_slave_files_are_byte_identical_after_catch_up(tmp_pa
         await wait_until(lambda: master.ha.push2slave_max_offset == master.commitlog.max_offset, what="the ack")
         assert len(master.commitlog.queue.files) > 3
         nursery.cancel_scope.cancel()
-    for sub in ("commitlog", "consumequeue"):
-        assert files_of(slave.root / sub) == files_of(master.root / sub), sub
+    assert written_segments(slave.root) == written_segments(master.root)
+    assert files_of(slave.root / "consumequeue") == files_of(master.root / "consumequeue")
     assert sorted(files_of(slave.root / "index").values()) == sorted(files_of(master.root / "index").values())
 
 
@@ -74,7 +76,7 @@ async def test_sync_master_answers_only_once_the_slave_has_the_message(tmp_path:
         await nursery.start(master.run)
         slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master)
         await nursery.start(slave.run)
-        await wait_until(lambda: master.ha.connections and master.ha.connections[0].ack_offset >= 0, what="a report")
+        await wait_until(lambda: reported(master), what="the slave's first report")
         for i in range(40):
             result = await master.put(message(body=bytes(100 + i), queue_id=i % 2))
             assert result.status is PutStatus.PUT_OK
@@ -171,3 +173,20 @@ async def test_a_slave_refuses_appends_but_serves_reads(tmp_path: Path) -> None:
         master_like.close()
     finally:
         slave.close()
+
+
+async def test_two_slaves_both_end_with_the_master_s_log(tmp_path: Path) -> None:
+    master = ha_store(tmp_path / "master", BrokerRole.SYNC_MASTER)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        slaves = [ha_store(tmp_path / f"slave{i}", BrokerRole.SLAVE, master) for i in range(2)]
+        for slave in slaves:
+            await nursery.start(slave.run)
+        await wait_until(lambda: reported(master, 2), what="both slaves' first reports")
+        results = [await master.put(message(body=bytes(200 + i), queue_id=i % 2)) for i in range(60)]
+        assert {r.status for r in results} == {PutStatus.PUT_OK}  # the fastest slave's acknowledgement suffices
+        for slave in slaves:
+            await wait_until(lambda s=slave: caught_up(master, s), what="catch-up")  # type: ignore[misc]
+        nursery.cancel_scope.cancel()
+    for slave in slaves:
+        assert written_segments(slave.root) == written_segments(master.root)
