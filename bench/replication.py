@@ -173,19 +173,21 @@ async def sample_lag(client: RemotingClient, broker: str, samples: list[tuple[fl
         await trio.sleep(LAG_STEP)
 
 
-def lag_figures(samples: list[tuple[float, int, int]]) -> dict[str, float]:
-    """Bytes behind at each sample, and the ms until each sampled end was acknowledged (p50, p99, max)."""
-    behind = sorted(end - ack for _t, end, ack in samples)
+def lag_figures(rounds: list[list[tuple[float, int, int]]]) -> dict[str, float]:
+    """Bytes behind at each sample, and the ms until each sampled end was acknowledged within its round (p50, p99,
+    max)."""
+    behind = sorted(end - ack for samples in rounds for _t, end, ack in samples)
     delays = []
-    for i, (t, end, _ack) in enumerate(samples):
-        later = next((t2 for t2, _e, ack2 in samples[i:] if ack2 >= end), None)
-        if later is not None:
-            delays.append((later - t) * 1000)
+    for samples in rounds:
+        for i, (t, end, _ack) in enumerate(samples):
+            later = next((t2 for t2, _e, ack2 in samples[i:] if ack2 >= end), None)
+            if later is not None:
+                delays.append((later - t) * 1000)
     delays.sort()
     return {
         "bytes_p50": pct(behind, 50), "bytes_p99": pct(behind, 99), "bytes_max": behind[-1] if behind else 0,
         "ms_p50": round(pct(delays, 50), 1), "ms_p99": round(pct(delays, 99), 1),
-        "ms_max": round(delays[-1], 1) if delays else 0.0, "samples": len(samples),
+        "ms_max": round(delays[-1], 1) if delays else 0.0, "samples": len(behind),
     }  # fmt: skip
 
 
@@ -201,7 +203,7 @@ def emit(line: dict[str, Any]) -> None:
 
 async def send_rounds(client: RemotingClient, deployments: dict[str, Deployment], args: argparse.Namespace) -> None:
     rps: dict[str, list[float]] = {mode: [] for mode in deployments}
-    lag: list[tuple[float, int, int]] = []
+    lag_rounds: list[list[tuple[float, int, int]]] = []
     for round_no in range(args.rounds):
         order = list(deployments)[round_no % len(deployments) :] + list(deployments)[: round_no % len(deployments)]
         for mode in order:
@@ -209,7 +211,8 @@ async def send_rounds(client: RemotingClient, deployments: dict[str, Deployment]
             assert master is not None
             async with trio.open_nursery() as nursery:
                 if mode == "async":
-                    nursery.start_soon(sample_lag, client, master.addr, lag)
+                    lag_rounds.append([])
+                    nursery.start_soon(sample_lag, client, master.addr, lag_rounds[-1])
                 latencies = await send_round(client, master.addr, args.seconds)
                 nursery.cancel_scope.cancel()
             latencies.sort()
@@ -222,8 +225,8 @@ async def send_rounds(client: RemotingClient, deployments: dict[str, Deployment]
             ratios = [round(r / base, 3) for r, base in zip(rps[mode], rps["none"], strict=True) if base]
             emit({"op": "send_ratio", "mode": mode, "ratios": ratios, "range": [min(ratios), max(ratios)],
                   "target": target, "met": min(ratios) >= target})  # fmt: skip
-    if lag:
-        emit({"op": "lag", "mode": "async", **lag_figures(lag)})
+    if lag_rounds:
+        emit({"op": "lag", "mode": "async", **lag_figures(lag_rounds)})
 
 
 def disk_write_rate(directory: Path, mib: int) -> float:

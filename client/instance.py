@@ -266,13 +266,15 @@ class MQClientInstance:
         return None
 
     def find_broker_address_in_subscribe(
-        self, broker_name: str, broker_id: int, *, only_this_broker: bool
+        self, broker_name: str, broker_id: int, *, only_this_broker: bool, topic: str | None = None
     ) -> tuple[str, bool] | None:
         """Java's ``findBrokerAddressInSubscribe``: the address of ``broker_id`` in ``broker_name``'s group; for a
         missing slave id the next id (DLedger shifts them); then, unless ``only_this_broker``, the group's lowest id
-        (a pull still reaches a slave when the master is gone). ``(address, is_slave)`` or ``None``."""
+        (a pull still reaches a slave when the master is gone). ``(address, is_slave)`` or ``None``. The group's
+        addresses come from ``topic``'s route when cached (the freshest for that topic's queues), else any route."""
         addrs: dict[int, str] | None = None
-        for route in self.routes.values():
+        own = self.routes.get(topic) if topic is not None else None
+        for route in ([own] if own is not None else []) + list(self.routes.values()):
             for bd in route.broker_datas:
                 if bd.broker_name == broker_name and bd.broker_addrs:
                     addrs = bd.broker_addrs

@@ -82,7 +82,9 @@ class RemoteBrokerOffsetStore(_Table):
         addr = instance.find_broker_address(mq.broker_name)
         if addr is None:
             await instance.fetch_route(mq.topic)
-            found = instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, only_this_broker=False)
+            found = instance.find_broker_address_in_subscribe(
+                mq.broker_name, MASTER_ID, only_this_broker=False, topic=mq.topic
+            )
             addr = None if found is None else found[0]
         if addr is None:
             raise MQClientError(f"broker {mq.broker_name} of {mq} has no address")

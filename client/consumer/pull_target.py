@@ -40,10 +40,14 @@ class PullTargets:
         queue's group. Raises :class:`ClientStateError` when the group has no address at all."""
         broker_id = self._which.get(mq, MASTER_ID)
         instance = self.instance
-        found = instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, only_this_broker=False)
+        found = instance.find_broker_address_in_subscribe(
+            mq.broker_name, broker_id, only_this_broker=False, topic=mq.topic
+        )
         if found is None:
             await instance.fetch_route(mq.topic)
-            found = instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, only_this_broker=False)
+            found = instance.find_broker_address_in_subscribe(
+                mq.broker_name, broker_id, only_this_broker=False, topic=mq.topic
+            )
         if found is None:
             raise ClientStateError(f"no broker address for {mq}")
         return found

@@ -48,6 +48,8 @@ class HAConnection:
         #: The next CommitLog offset this connection sends (-1 before the first report).
         self.next_offset = -1
         self.sent_bytes = 0
+        #: The slave needs data retention already deleted: it can never catch up (logged once).
+        self.behind_retention = False
         self._first_report = trio.Event()
 
     async def serve(self) -> None:
@@ -112,6 +114,10 @@ class HAConnection:
                     self.sent_bytes += len(chunk)
                     last_write = trio.current_time()
                     continue
+                if self.next_offset < commitlog.min_offset and not self.behind_retention:
+                    self.behind_retention = True  # as RocketMQ: the slave only gets heartbeats from now on
+                    log.warning("HA slave %s needs offset %d, deleted by retention (log starts at %d)",
+                                self.address, self.next_offset, commitlog.min_offset)  # fmt: skip
                 idle = trio.current_time() - last_write
                 heartbeat = config.ha_send_heartbeat_interval / 1000
                 if idle >= heartbeat:

@@ -56,9 +56,10 @@ class ReplicaLog:
         """No data yet: the first frame may start anywhere."""
         return self.store.commitlog.is_empty()
 
-    def append(self, offset: int, data: bytes) -> int:
-        """Append the master's bytes at ``offset`` (a heartbeat's empty body only checks the offset) and dispatch
-        the records they complete. Returns the new max offset. Raises OffsetMismatchError."""
+    def append(self, offset: int, data: bytes, *, dispatch: bool = True) -> int:
+        """Append the master's bytes at ``offset`` (a heartbeat's empty body only checks the offset) and, unless told
+        not to (the HA client dispatches after reporting), dispatch the records they complete. Returns the new max
+        offset. Raises OffsetMismatchError."""
         commitlog = self.store.commitlog
         if not data:
             if offset != commitlog.max_offset and not self.empty:
@@ -68,7 +69,8 @@ class ReplicaLog:
         commitlog.append_raw(offset, data)
         if was_empty:
             self.dispatched = offset
-        self.dispatch()
+        if dispatch:
+            self.dispatch()
         return commitlog.max_offset
 
     def dispatch(self) -> int:

@@ -7,8 +7,9 @@ connect, an open connection is kept, as in RocketMQ). Without an address the cli
 A session: report the store's max offset at once (RocketMQ waits one heartbeat interval first; the master treats
 both alike), then read frames. A frame must start at the store's max offset (an empty store takes any start, the
 master's current segment); otherwise the session ends and the next one re-synchronises from the report. Each body
-is appended raw and dispatched (:class:`~store.ha.replica.ReplicaLog`); a grown max offset is reported at once,
-the current one every ``haSendHeartbeatInterval`` in any case. Nothing from the master for
+is appended raw (:class:`~store.ha.replica.ReplicaLog`); a grown max offset is reported at once, before the new
+records are dispatched (so a SYNC_MASTER's wait does not include the slave's dispatch), and the current one every
+``haSendHeartbeatInterval`` in any case. Nothing from the master for
 ``haHousekeepingInterval`` (it heartbeats every 5 s) ends the session.
 
 Reconnects back off from a tenth of ``haSendHeartbeatInterval`` doubling up to the interval itself (RocketMQ retries
@@ -144,10 +145,14 @@ class HAClient:
             before = replica.max_offset
             try:
                 for frame in reader.feed(data):
-                    replica.append(frame.offset, frame.body)
+                    replica.append(frame.offset, frame.body, dispatch=False)
                     self.received_bytes += len(frame.body)
             except (HAProtocolError, OffsetMismatchError) as exc:
                 log.warning("HA stream from the master refused: %s; reconnecting", exc)
                 return
             if replica.max_offset > before:
+                # Acknowledge what is in the log first (as RocketMQ's slave reports before its dispatcher runs):
+                # the reporter runs at this checkpoint, the dispatch after it.
                 self._report_wanted.set()
+                await trio.sleep(0)
+            replica.dispatch()

@@ -15,6 +15,7 @@ from broker.controller import BrokerController
 from broker.embedded import EmbeddedCluster
 from client import (
     Admin,
+    ClientConfig,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     Message,
@@ -23,6 +24,8 @@ from client import (
     PushConsumer,
     SendStatus,
 )
+from client.instance import MQClientInstance
+from remoting.codec.bodies import BrokerData, QueueData, TopicRouteData
 from tests.conftest import SMALL_STORE
 
 TOPIC = "FailoverTopic"
@@ -90,3 +93,23 @@ async def test_consumers_read_from_the_slave_and_producers_avoid_the_masterless_
                 master = cluster.controller.context.offsets
                 assert sum(master.query(GROUP, TOPIC, q) for q in range(2)) >= sum(on_slave)
         nursery.cancel_scope.cancel()
+
+
+def test_find_broker_address_in_subscribe_follows_java_s_rules() -> None:
+    instance = MQClientInstance(ClientConfig(namesrv_addr=["127.0.0.1:9876"]))
+
+    def route(addrs: dict[int, str]) -> TopicRouteData:
+        return TopicRouteData([QueueData("broker-a", 4, 4, 6, 0)], [BrokerData("c", "broker-a", addrs)])
+
+    instance.store_route(TOPIC, route({0: "m:1", 1: "s1:1", 3: "s3:1"}))
+    find = instance.find_broker_address_in_subscribe
+    assert find("broker-a", 0, only_this_broker=False) == ("m:1", False)
+    assert find("broker-a", 1, only_this_broker=True) == ("s1:1", True)
+    assert find("broker-a", 2, only_this_broker=True) == ("s3:1", True)  # a missing slave id: the next one
+    assert find("broker-a", 5, only_this_broker=True) is None
+    assert find("broker-a", 5, only_this_broker=False) == ("m:1", False)  # else the group's first address
+    assert find("broker-b", 0, only_this_broker=False) is None
+    instance.store_route("Other", route({0: "m:1", 1: "s1:1"}))
+    instance.store_route(TOPIC, route({1: "s1:1"}))  # the master is gone from this topic's fresher route
+    assert find("broker-a", 0, only_this_broker=False, topic=TOPIC) == ("s1:1", True)
+    assert find("broker-a", 0, only_this_broker=True, topic=TOPIC) is None

@@ -28,7 +28,7 @@ from store.ha.service import HAService
 from store.ha.slave import HAClient
 from store.message_store import MessageStore
 from store.store_config import BrokerRole
-from tests.replication.ha_helpers import ha_store
+from tests.replication.ha_helpers import ha_store, wait_until
 from tests.store.store_helpers import message
 
 
@@ -212,13 +212,16 @@ async def test_slave_reports_at_once_appends_frames_and_reports_its_new_end(
     async with _slave_client(tmp_path) as (slave, fake, data, size1, size2):
         stream = await fake.accepted.receive()
         assert await _read_exactly(stream, 8) == encode_report(0)
-        # The first record and 100 bytes of the second: the slave stores them and reports, dispatching one record.
+        # The first record and 100 bytes of the second: the slave stores them and reports (before dispatching),
+        # then dispatches the one whole record.
         await stream.send_all(encode_frame(0, data[: size1 + 100]))
         assert await _read_exactly(stream, 8) == encode_report(size1 + 100)
-        assert slave.max_offset_in_queue("TopicTest", 0) == 1
+        await wait_until(lambda: slave.max_offset_in_queue("TopicTest", 0) == 1, 1, "the first record's dispatch")
+        await trio.sleep(0.5)
+        assert slave.max_offset_in_queue("TopicTest", 0) == 1  # the partial second record waits
         await stream.send_all(encode_header(size1 + 100, 0) + encode_frame(size1 + 100, data[size1 + 100 :]))
         assert await _read_exactly(stream, 8) == encode_report(size1 + size2)
-        assert slave.max_offset_in_queue("TopicTest", 0) == 2
+        await wait_until(lambda: slave.max_offset_in_queue("TopicTest", 0) == 2, 1, "the second record's dispatch")
         assert bytes(slave.commitlog.read(0, size1 + size2) or b"") == data
         # Idle: the slave repeats its report every 5 s.
         start = trio.current_time()
