@@ -121,6 +121,14 @@ class BrokerConfig:
     #: Data more than this percentage of RAM behind the CommitLog head is "not in memory": pulls then suggest
     #: ``whichBrokerWhenConsumeSlowly`` (with ``slaveReadEnable``) and read smaller batches.
     access_message_in_memory_max_ratio: int = 40
+    #: RocketMQ 5's metrics settings (docs/metrics.md): ``PROM`` (or 2) serves Prometheus text at
+    #: ``http://<metricsPromExporterHost, default brokerIP1>:<metricsPromExporterPort>/metrics``; ``DISABLE`` (or 0)
+    #: serves nothing and times no request; ``OTLP_GRPC`` and ``LOG`` are not supported (logged, nothing exported).
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    #: Extra labels on every metric: ``key1:value1,key2:value2``.
+    metrics_label: str = ""
 
     @property
     def broker_addr(self) -> str:

@@ -69,7 +69,7 @@ from remoting.codec.java_properties import parse_properties
 from remoting.codec.message import MessageExt, decode_record, iter_records
 from remoting.codec.msgid import decode_offset_msg_id
 
-__all__ = ["Admin", "ConsumerConnection", "OffsetWrapper", "ProducerConnection", "TopicOffset"]
+__all__ = ["Admin", "ConsumeStats", "ConsumerConnection", "OffsetWrapper", "ProducerConnection", "TopicOffset"]
 
 #: The group name tools pull with (Java's ``MixAll.TOOLS_CONSUMER_GROUP``).
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
@@ -211,15 +211,22 @@ class Admin:
             await self._call(addr, request(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields))
         return targets
 
+    async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """GET_CONSUME_STATS of ``group`` (or of its ``topic``) from every master, merged: every queue's offsets and
+        the consume TPS summed over the brokers (Java's ``examineConsumeStats``). No offsets: an empty table."""
+        fields = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext_fields()
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        tps = 0.0
+        for addr in await self.master_addresses():
+            stats = ConsumeStats.decode((await self._call(addr, request(RequestCode.GET_CONSUME_STATS, fields))).body)
+            table.update(stats.offset_table)
+            tps += stats.consume_tps
+        return ConsumeStats(dict(sorted(table.items())), tps)
+
     async def consumer_progress(self, group: str, topic: str | None = None) -> dict[MessageQueue, OffsetWrapper]:
         """Broker offset, consumer offset and last consume time per queue of every topic ``group`` has offsets
         for (or of ``topic``), from every master. Lag of a queue = broker_offset - consumer_offset."""
-        fields = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext_fields()
-        table: dict[MessageQueue, OffsetWrapper] = {}
-        for addr in await self.master_addresses():
-            response = await self._call(addr, request(RequestCode.GET_CONSUME_STATS, fields))
-            table.update(ConsumeStats.decode(response.body).offset_table)
-        return dict(sorted(table.items()))
+        return (await self.consume_stats(group, topic)).offset_table
 
     async def consumer_connection(self, group: str) -> ConsumerConnection:
         """The online consumers of ``group`` (from the first master that knows them). Raises MQBrokerError

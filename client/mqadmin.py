@@ -14,12 +14,14 @@ from typing import Any
 
 import click
 
-from client.admin import Admin
+from client.admin import Admin, ConsumerConnection, ConsumeStats
+from client.errors import MQClientError
 from client.mqadmin_messages import COMMANDS as MESSAGE_COMMANDS
 from client.mqadmin_stats import COMMANDS as STATS_COMMANDS
-from client.mqadmin_support import Output, common, format_ts, parse_timestamp, run_job
+from client.mqadmin_support import RETRY_PREFIX, Output, common, format_ts, parse_timestamp, run_job, version_desc
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.errors import RemotingError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -184,13 +186,16 @@ def delete_sub_group(ctx: click.Context, **o: Any) -> None:
 
 @main.command("consumerProgress")
 @common
-@click.option("-g", "--groupName", "group", required=True)
-@click.option("-t", "--topicName", "topic")
+@click.option("-g", "--groupName", "group", help="this group's queues; without it, one line per consumer group")
+@click.option("-t", "--topicName", "topic", help="with -g: only this topic's queues")
 def consumer_progress(ctx: click.Context, **o: Any) -> None:
-    """Per-queue broker offset, consumer offset and lag of a group."""
+    """Per-queue broker offset, consumer offset and lag of a group, or a summary line of every group."""
 
     async def job(admin: Admin, out: Output) -> None:
-        progress = await admin.consumer_progress(o["group"], o["topic"])
+        if o["group"] is None:
+            await _all_groups_progress(admin, out)
+            return
+        stats = await admin.consume_stats(o["group"], o["topic"])
         rows = [
             [
                 mq.topic,
@@ -201,17 +206,47 @@ def consumer_progress(ctx: click.Context, **o: Any) -> None:
                 w.broker_offset - w.consumer_offset,
                 format_ts(w.last_timestamp),
             ]
-            for mq, w in progress.items()
+            for mq, w in stats.offset_table.items()
         ]
-        total = sum(w.broker_offset - w.consumer_offset for w in progress.values())
         out.table(
             f"Progress of {o['group']}",
             ["Topic", "BrokerName", "QID", "BrokerOffset", "ConsumerOffset", "Diff", "LastTime"],
             rows,
-            {"diffTotal": total},
+            {"consumeTps": round(stats.consume_tps, 2), "diffTotal": _diff_total(stats)},
         )
 
     run_job(ctx, job)
+
+
+def _diff_total(stats: ConsumeStats) -> int:
+    return sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
+
+
+async def _all_groups_progress(admin: Admin, out: Output) -> None:
+    """RocketMQ's ``consumerProgress`` without ``-g`` (tools/src/main/java/org/apache/rocketmq/tools/command/consumer/
+    ConsumerProgressSubCommand.java): the groups are those with a ``%RETRY%<group>`` topic; each line has the online
+    clients, the lowest client version, consume type and message model (blank when none is online) and the group's
+    consume TPS and total lag, which a group without an online consumer shows too."""
+    rows = []
+    for topic in sorted(await admin.topic_list()):
+        if not topic.startswith(RETRY_PREFIX):
+            continue
+        group = topic[len(RETRY_PREFIX) :]
+        try:
+            stats = await admin.consume_stats(group)
+        except (MQClientError, RemotingError):
+            stats = ConsumeStats()
+        try:
+            clients = await admin.consumer_connection(group)
+        except (MQClientError, RemotingError):
+            clients = ConsumerConnection()
+        count = len(clients.connection_set)
+        version = version_desc(min(c.version for c in clients.connection_set)) if count else "OFFLINE"
+        pull = clients.consume_type == "CONSUME_ACTIVELY"
+        consume_type = ("PULL" if pull else "PUSH") if count else ""
+        model = (clients.message_model or "") if count and not pull else ""
+        rows.append([group, count, version, consume_type, model, int(stats.consume_tps), _diff_total(stats)])
+    out.table("Consumer groups", ["#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"], rows)
 
 
 @main.command("consumerConnection")

@@ -11,14 +11,11 @@ import click
 
 from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
-from client.mqadmin_support import Output, common, format_ts, run_job
+from client.mqadmin_support import DLQ_PREFIX, RETRY_PREFIX, Output, common, format_ts, run_job
 from remoting.codec.bodies.stats import BrokerStatsData
 from remoting.errors import RemotingError
 
 __all__ = ["COMMANDS"]
-
-_RETRY_PREFIX = "%RETRY%"
-_DLQ_PREFIX = "%DLQ%"
 
 
 async def _stats(admin: Admin, addrs: list[str], name: str, key: str) -> tuple[float, int]:
@@ -63,7 +60,7 @@ def stats_all(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         rows = []
         for topic in sorted(await admin.topic_list()):
-            if topic.startswith((_RETRY_PREFIX, _DLQ_PREFIX)) or (o["topic"] and topic != o["topic"]):
+            if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) or (o["topic"] and topic != o["topic"]):
                 continue
             try:
                 rows.extend(await _topic_rows(admin, topic, o["active"]))

@@ -22,6 +22,10 @@ from remoting.errors import RemotingError
 
 console = Console(soft_wrap=True)
 
+#: A consumer group's retry topic is ``%RETRY%<group>``, its dead-letter topic ``%DLQ%<group>``.
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+
 
 class Output:
     """Collects one command's result as rows and prints a table or JSON."""
@@ -69,6 +73,34 @@ def run_job(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]])
 
 def format_ts(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3] if ms > 0 else "-"
+
+
+def _version_names() -> tuple[str, ...]:
+    """The names of RocketMQ 4.9.8's ``MQVersion.Version``, by ordinal (common/src/main/java/org/apache/rocketmq/
+    common/MQVersion.java): 3.0.0's pre-releases, then a ``_SNAPSHOT`` and a release per version (3.3 to 3.9 have
+    no ``.0``), then ``HIGHER_VERSION``."""
+    names = ["V3_0_0_SNAPSHOT", "V3_0_0_ALPHA1", *(f"V3_0_0_BETA{i}" for i in range(1, 6))]
+    for i in range(6, 10):
+        names += [f"V3_0_0_BETA{i}_SNAPSHOT", f"V3_0_0_BETA{i}"]
+    names.append("V3_0_0_FINAL")
+    releases = [(3, 0, z) for z in range(1, 16)]
+    releases += [(3, y, z) for y in (1, 2) for z in range(10)]
+    releases += [(3, y, z) for y in range(3, 10) for z in range(1, 10)]
+    releases += [(x, y, z) for x in (4, 5) for y in range(10) for z in range(10)]
+    for x, y, z in releases:
+        names += [f"V{x}_{y}_{z}_SNAPSHOT", f"V{x}_{y}_{z}"]
+    return (*names, "HIGHER_VERSION")
+
+
+_VERSION_NAMES = _version_names()
+
+
+def version_desc(version: int) -> str:
+    """A client's ``version`` as RocketMQ's tools print it (Java's ``MQVersion.getVersionDesc``): 409 is ``V4_9_8``,
+    anything past the last known one ``HIGHER_VERSION``."""
+    if version < 0:
+        return str(version)
+    return _VERSION_NAMES[min(version, len(_VERSION_NAMES) - 1)]
 
 
 def msg_row(m: MessageExt) -> list[Any]:

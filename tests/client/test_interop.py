@@ -2,14 +2,13 @@
 way both compute them, and each new message reaches exactly one of them.
 
 ali-ons rebalances on its own 10 s timer (it ignores NOTIFY_CONSUMER_IDS_CHANGED), so the test waits, bounded by a
-hang guard, until every probe is received by exactly one consumer. Skipped where node or ali-ons is not installed
-(``make e2e-deps``).
+hang guard, until every probe is received by exactly one consumer. Fails where node or ali-ons is not installed
+(``make test`` installs it, see :func:`tests.e2e.harness.require`).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,14 +25,17 @@ from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
 from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import HANG_GUARD, create_topic
-
-AGENT = Path(__file__).parent.parent / "e2e" / "node" / "agent.js"
-ALI_ONS = AGENT.parent / "node_modules" / "ali-ons" / "package.json"
+from tests.e2e.harness import ALI_ONS, NODE_AGENT, require
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(shutil.which("node") is None or not ALI_ONS.is_file(), reason="node + ali-ons not installed"),
+    pytest.mark.usefixtures("ali_ons_installed"),
 ]
+
+
+@pytest.fixture
+def ali_ons_installed() -> None:
+    require(ALI_ONS)
 
 
 @pytest.fixture
@@ -62,7 +64,7 @@ async def test_ali_ons_and_our_consumer_split_the_queues_alike(cluster: Threaded
         ours.extend(msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    argv = ["node", str(AGENT), "consumer", "--namesrv", cluster.namesrv_addr, "--group", group, "--topic", topic]
+    argv = ["node", str(NODE_AGENT), "consumer", "--namesrv", cluster.namesrv_addr, "--group", group, "--topic", topic]
     events: list[dict[str, object]] = []
     with (tmp_path / "ali-ons.log").open("wb") as log:
         async with (
@@ -120,7 +122,7 @@ async def test_messages_from_an_ali_ons_producer_reach_our_consumer_intact(
     consumer = PushConsumer("cg-interop-in", cluster.namesrv_addr)
     consumer.subscribe(topic, "TagA")
     consumer.register_message_listener(listener)
-    argv = ["node", str(AGENT), "producer", "--namesrv", cluster.namesrv_addr, "--group", "pg-ali"]
+    argv = ["node", str(NODE_AGENT), "producer", "--namesrv", cluster.namesrv_addr, "--group", "pg-ali"]
     events: list[dict[str, object]] = []
     specs = [
         {"topic": topic, "tags": "TagA", "keys": f"key{i}", "body": f"from ali-ons {i}", "props": {"origin": "node"}}

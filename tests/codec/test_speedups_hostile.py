@@ -1,6 +1,7 @@
 """The C encoder (``remoting.codec._speedups``) under hostile inputs: it never writes past ``room`` or the buffer,
 never reads freed memory when the clock runs Python code, keeps reference counts, and refuses what the Python twin
-refuses. Without the extension these tests skip, except under ``CI=true``, where they fail.
+refuses. Without the extension, or under ``ROCKETRIO_PURE_PYTHON=1``, these tests skip, except that a missing
+extension fails under ``CI=true`` (tests/codec/speedups.py).
 """
 
 from __future__ import annotations

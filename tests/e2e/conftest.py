@@ -1,8 +1,8 @@
 """One end-to-end session per real client, shared by every test of that client in every e2e module (see
 ``scenarios.py``).
 
-A client that is not installed skips its tests with the reason, except in CI (``CI=true``), where it fails them:
-``.ci/run`` installs both clients, so a missing one there is a broken install, not an optional extra.
+A client that is not installed fails its tests with the reason (:func:`tests.e2e.harness.require`): ``make test``
+installs both clients (``make e2e-deps``), so a missing one is a broken install, not an optional extra.
 """
 
 from __future__ import annotations
@@ -10,18 +10,13 @@ from __future__ import annotations
 import pytest
 import trio
 
-from tests.e2e.harness import CLIENT_KINDS, in_ci
+from tests.e2e.harness import CLIENT_KINDS, require
 from tests.e2e.scenarios import SessionReport, run_session
 
 
 @pytest.fixture(scope="session", params=sorted(CLIENT_KINDS))
 def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SessionReport:
     kind = CLIENT_KINDS[request.param]
-    reason = kind.missing_reason()
-    if reason is not None:
-        message = f"{kind.name} client not installed: {reason}; install with {kind.install_hint}"
-        if in_ci():
-            pytest.fail(message)
-        pytest.skip(message)
+    require(kind)
     work = tmp_path_factory.mktemp(f"e2e-{kind.name}")
     return trio.run(run_session, kind, work)

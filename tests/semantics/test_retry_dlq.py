@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import attrs
-import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
@@ -31,7 +28,7 @@ from remoting.codec.msgid import decode_offset_msg_id
 from remoting.codec.topics import SCHEDULE_TOPIC
 from store.metadata_files import SubscriptionGroupConfig
 from tests.conftest import SMALL_STORE
-from tests.e2e.harness import ALI_ONS_PACKAGE
+from tests.e2e.harness import ALI_ONS, ALI_ONS_PACKAGE, require
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 
@@ -138,10 +135,7 @@ process.stdin.resume();
 
 
 async def test_ali_ons_send_back_goes_through_the_brokers_retry_path(tmp_path: Path) -> None:
-    if shutil.which("node") is None or not ALI_ONS_PACKAGE.is_file():
-        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-            pytest.fail("ali-ons is not installed (make e2e-deps)")
-        pytest.skip("ali-ons is not installed (make e2e-deps)")
+    require(ALI_ONS)
     script = tmp_path / "failing_consumer.js"
     script.write_text(_ALI_ONS_FAILING_CONSUMER)
     # Level 3 (the first retry) is 1 s here, so the retries take real seconds, not minutes.

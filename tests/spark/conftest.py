@@ -4,8 +4,8 @@ the whole run.
 The cluster runs on a Trio loop in a background thread (:class:`tests.client.conftest.ThreadedCluster`) on
 127.0.0.1 port 0; Spark's Python workers reach it over real sockets. Every test uses its own topics.
 
-Without pyspark or Java >= 17 these tests skip with the reason, except under CI (``CI=true``), where they fail:
-CI installs both (``.ci/run``), so a missing one there is a broken setup, not a reason to pass.
+Without pyspark or Java >= 17 these tests fail with the reason: ``make test`` installs both (the ``dev`` extra and,
+through ``scripts/setup-system``, Debian's ``openjdk-17-jre-headless``), so a missing one is a broken set-up.
 """
 
 from __future__ import annotations
@@ -47,12 +47,10 @@ def _missing() -> str | None:
 
 @pytest.fixture(scope="session")
 def pyspark_ready() -> None:
-    """Skip (fail under CI=true) when pyspark, pyarrow or Java >= 17 is missing."""
+    """Fail when pyspark, pyarrow or Java >= 17 is missing."""
     reason = _missing()
     if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Spark tests cannot run in CI: {reason}")
-        pytest.skip(reason)
+        pytest.fail(f"Spark tests cannot run: {reason}")
 
 
 @pytest.fixture(scope="session")
