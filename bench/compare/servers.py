@@ -198,3 +198,53 @@ def start_rabbitmq() -> PeerServer:
         "RABBITMQ_ENABLED_PLUGINS_FILE": str(workdir / "plugins"),
     }
     return PeerServer("rabbitmq", [find_binary("rabbitmq-server") or "rabbitmq-server"], port, workdir, env)
+
+
+class PeerGroup:
+    """Several started servers serving as one peer (a primary and its replicas, a cluster): clients connect to
+    ``port`` (the first server's); :meth:`stop` stops them all, the first last."""
+
+    def __init__(self, members: list[PeerServer]) -> None:
+        self.members = members
+        self.port = members[0].port
+
+    def stop(self) -> None:
+        for member in reversed(self.members):
+            member.stop()
+
+
+def start_redis_replicated() -> PeerGroup:
+    """A Redis primary (``appendfsync everysec``) and one replica of it (the same settings, ``replicaof`` the
+    primary); the driver waits for the replica's link before it publishes."""
+    primary = start_redis("everysec")
+    try:
+        port, workdir = free_port(), _workdir("redis-replica")
+        binary = find_binary("redis-server") or "redis-server"
+        argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir), "--save", ""]
+        argv += ["--appendonly", "yes", "--appendfsync", "everysec", "--daemonize", "no", "--protected-mode", "no"]
+        argv += ["--replicaof", "127.0.0.1", str(primary.port)]
+        replica = PeerServer("redis-replica", argv, port, workdir)
+    except PeerUnavailable:
+        primary.stop()
+        raise
+    return PeerGroup([primary, replica])
+
+
+def start_nats_cluster(nodes: int = 3) -> PeerGroup:
+    """``nodes`` nats-servers with JetStream on file storage, routed to each other as one cluster (JetStream's
+    replicas need one); clients connect to the first."""
+    ports = [(free_port(), free_port()) for _ in range(nodes)]
+    routes = ",".join(f"nats://127.0.0.1:{cluster}" for _client, cluster in ports)
+    members: list[PeerServer] = []
+    try:
+        for i, (port, cluster) in enumerate(ports):
+            workdir = _workdir(f"nats{i}")
+            argv = [find_binary("nats-server") or "nats-server", "-a", "127.0.0.1", "-p", str(port), "-js"]
+            argv += ["-sd", str(workdir), "-n", f"bench{i}", "--cluster_name", "bench"]
+            argv += ["--cluster", f"nats://127.0.0.1:{cluster}", "--routes", routes]
+            members.append(PeerServer(f"nats{i}", argv, port, workdir))
+    except PeerUnavailable:
+        for member in reversed(members):
+            member.stop()
+        raise
+    return PeerGroup(members)
