@@ -10,15 +10,16 @@ own (``python -m namesrv.cli`` / ``broker.cli``), all ASYNC_FLUSH:
 
 ``send``: SEND_MESSAGE_V2 of a 128-byte body (bench.broker's request) from 32 tasks on one connection for
 ``--seconds`` per round, the deployments taken in turn, ``--rounds`` rounds; each line has the throughput and p99 of
-one round, the summary the range of ratios to ``none`` measured in the same round, against the targets (SYNC_MASTER
-at least 0.6x, ASYNC_MASTER 0.9x)::
+one round with the CPU microseconds per acknowledged send of the master's and the slave's processes, the summary the
+range of ratios to ``none`` measured in the same round, against the targets (SYNC_MASTER at least 0.6x, ASYNC_MASTER
+0.9x), and the master's CPU per send as a ratio to ``none``'s (on a shared machine the steadier figure)::
 
     {"bench": "replication", "op": "send", "mode": "sync", "round": 0, "rps": ..., "p50_ms": ..., "p99_ms": ...}
     {"bench": "replication", "op": "send_ratio", "mode": "sync", "ratios": [..], "target": 0.6, "met": true}
 
-``lag``: during the ``async`` rounds the master's runtime info is sampled every 20 ms: the bytes between its
-CommitLog end and its slave's acknowledged offset, and how long each sampled end took to be acknowledged (ms, to
-the 20 ms sampling step).
+``lag``: one more ``async`` send round, apart from the measured ones, while the master's runtime info is sampled
+every 20 ms: the bytes between its CommitLog end and its slave's acknowledged offset, and how long each sampled end
+took to be acknowledged (ms, to the 20 ms sampling step).
 
 ``catchup``: the ``async`` slave is stopped, ``--catchup-mib`` (1024) MiB are sent to the master in
 ``--catchup-body``-byte messages, and the slave is started again; the line gives the MB/s from its restart until it
@@ -49,6 +50,7 @@ from typing import Any, Final
 import trio
 
 from bench.broker import create_topic_request, send_request
+from bench.load.run import process_cpu_seconds
 from remoting.client import RemotingClient
 from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -191,6 +193,13 @@ def lag_figures(rounds: list[list[tuple[float, int, int]]]) -> dict[str, float]:
     }  # fmt: skip
 
 
+def cpu_seconds(server: Server | None) -> float:
+    """The CPU seconds ``server``'s process used so far (0 for none)."""
+    if server is None or server.proc is None:
+        return 0.0
+    return process_cpu_seconds(server.proc.pid) or 0.0
+
+
 def pct(values: list[float] | list[int], p: float) -> float:
     if not values:
         return 0.0
@@ -203,30 +212,45 @@ def emit(line: dict[str, Any]) -> None:
 
 async def send_rounds(client: RemotingClient, deployments: dict[str, Deployment], args: argparse.Namespace) -> None:
     rps: dict[str, list[float]] = {mode: [] for mode in deployments}
-    lag_rounds: list[list[tuple[float, int, int]]] = []
+    master_cpu: dict[str, list[float]] = {mode: [] for mode in deployments}
     for round_no in range(args.rounds):
         order = list(deployments)[round_no % len(deployments) :] + list(deployments)[: round_no % len(deployments)]
         for mode in order:
-            master = deployments[mode].master
+            master, slave = deployments[mode].master, deployments[mode].slave
             assert master is not None
-            async with trio.open_nursery() as nursery:
-                if mode == "async":
-                    lag_rounds.append([])
-                    nursery.start_soon(sample_lag, client, master.addr, lag_rounds[-1])
-                latencies = await send_round(client, master.addr, args.seconds)
-                nursery.cancel_scope.cancel()
+            cpu_before = [cpu_seconds(master), cpu_seconds(slave)]
+            latencies = await send_round(client, master.addr, args.seconds)
+            master_us, slave_us = (
+                round((cpu_seconds(server) - before) * 1e6 / max(1, len(latencies)), 1)
+                for server, before in zip((master, slave), cpu_before, strict=True)
+            )
+            master_cpu[mode].append(master_us)
             latencies.sort()
             rps[mode].append(len(latencies) / args.seconds)
             p50, p99 = round(pct(latencies, 50) * 1000, 2), round(pct(latencies, 99) * 1000, 2)
             emit({"op": "send", "mode": mode, "round": round_no, "inflight": INFLIGHT, "rps": round(rps[mode][-1]),
-                  "p50_ms": p50, "p99_ms": p99})  # fmt: skip
+                  "p50_ms": p50, "p99_ms": p99, "master_cpu_us_per_msg": master_us,
+                  "slave_cpu_us_per_msg": slave_us})  # fmt: skip
     for mode, target in TARGETS.items():
         if mode in rps and "none" in rps:
             ratios = [round(r / base, 3) for r, base in zip(rps[mode], rps["none"], strict=True) if base]
+            cpu = [round(c / base, 3) for c, base in zip(master_cpu[mode], master_cpu["none"], strict=True) if base]
             emit({"op": "send_ratio", "mode": mode, "ratios": ratios, "range": [min(ratios), max(ratios)],
-                  "target": target, "met": min(ratios) >= target})  # fmt: skip
-    if lag_rounds:
-        emit({"op": "lag", "mode": "async", **lag_figures(lag_rounds)})
+                  "target": target, "met": min(ratios) >= target, "master_cpu_ratios": cpu})  # fmt: skip
+    if "async" in deployments:
+        emit({"op": "lag", "mode": "async", **await lag_round(client, deployments["async"], args.seconds)})
+
+
+async def lag_round(client: RemotingClient, deployment: Deployment, seconds: float) -> dict[str, float]:
+    """One more send round on ``deployment`` while its master's lag is sampled (apart from the measured rounds: the
+    sampling's requests cost the master CPU)."""
+    assert deployment.master is not None
+    samples: list[tuple[float, int, int]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sample_lag, client, deployment.master.addr, samples)
+        await send_round(client, deployment.master.addr, seconds)
+        nursery.cancel_scope.cancel()
+    return lag_figures([samples])
 
 
 def disk_write_rate(directory: Path, mib: int) -> float:
