@@ -10,9 +10,8 @@ Two durability classes, each system in the one it belongs to:
 
 and a third, ``replicated`` (acknowledged once a second machine's process has it, each flushing in the
 background): rocketrio SYNC_MASTER with one slave, a Redis primary with one replica (each XADD followed by
-``WAIT 1``), NATS JetStream file storage with 3 replicas in a 3-server cluster (acknowledged by a majority, 2 of 3).
-Every server of a row runs on this one machine. RabbitMQ's quorum queues need a cluster of RabbitMQ nodes, which
-this suite does not set up: no RabbitMQ row in that class.
+``WAIT 1``), NATS JetStream file storage with 3 replicas in a 3-server cluster and a RabbitMQ quorum queue on a
+3-node cluster (both acknowledged by a majority, 2 of 3). Every server of a row runs on this one machine.
 
 Every row: publish msgs/s with ``--inflight`` publishers awaiting acks, p50/p99 ack latency, then consume msgs/s
 draining what was published. ``ratio`` is rocketrio ÷ peer for publish and consume within the class. Output: JSON
@@ -118,6 +117,8 @@ def matrix(w: Workload, only: set[str] | None, install: bool = True) -> list[dic
             "redis-server", servers.start_redis_replicated, drivers.redis_replicated, w, install)),
         ("replicated", "nats jetstream file, R3", lambda: run_peer(
             "nats-server", servers.start_nats_cluster, drivers.nats_jetstream_replicated, w, install)),
+        ("replicated", "rabbitmq quorum queue, 3 nodes", lambda: run_peer(
+            "rabbitmq-server", servers.start_rabbitmq_cluster, drivers.rabbitmq_quorum, w, install)),
     ]  # fmt: skip
     rows: list[dict[str, Any]] = []
     for durability, system, run in plan:

@@ -179,14 +179,16 @@ async def redis_replicated(port: int, w: Workload) -> Measurement:
 # -- RabbitMQ (asyncio) ---------------------------------------------------------------------------------------------
 
 
-async def rabbitmq(port: int, w: Workload) -> Measurement:
+async def rabbitmq(port: int, w: Workload, queue_type: str = "classic") -> Measurement:
+    """Persistent messages to a durable queue with publisher confirms; a ``quorum`` queue (on a cluster) confirms
+    once a majority of its members has the message."""
     import aio_pika
 
     body = b"r" * w.size
     connection = await aio_pika.connect(host="127.0.0.1", port=port)
     try:
         channel = await connection.channel(publisher_confirms=True)
-        queue = await channel.declare_queue("bench", durable=True)
+        queue = await channel.declare_queue("bench", durable=True, arguments={"x-queue-type": queue_type})
 
         async def send() -> None:
             message = aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
@@ -210,6 +212,10 @@ async def rabbitmq(port: int, w: Workload) -> Measurement:
         await connection.close()
 
 
+async def rabbitmq_quorum(port: int, w: Workload) -> Measurement:
+    return await rabbitmq(port, w, queue_type="quorum")
+
+
 # -- NATS JetStream (asyncio) ---------------------------------------------------------------------------------------
 
 
@@ -223,7 +229,7 @@ async def nats_jetstream(port: int, w: Workload, replicas: int = 1) -> Measureme
     try:
         js = nc.jetstream()
         await _add_stream(js, replicas)
-        published = await publish_loop(lambda: js.publish("bench", body), w)
+        published = await publish_loop(lambda: js.publish("bench", body, timeout=10), w)
         sub = await js.pull_subscribe("bench", "cg")
         consumed = 0
         start = anyio.current_time()
@@ -243,19 +249,22 @@ async def nats_jetstream_replicated(port: int, w: Workload) -> Measurement:
 
 
 async def _add_stream(js: Any, replicas: int) -> None:
-    """Create the stream; a new cluster answers "temporarily unavailable" until it elected its JetStream leader, so
-    that is retried for up to 30 s."""
-    from nats.js.errors import APIError, ServiceUnavailableError
+    """Create the stream; a new cluster answers "temporarily unavailable" (or not at all) until it elected its
+    JetStream leader, so that is retried, and a replicated stream is awaited until it has a leader (60 s in all)."""
+    from nats.errors import TimeoutError as NatsTimeout
+    from nats.js.errors import APIError
 
-    with anyio.fail_after(30):
+    with anyio.fail_after(60):
         while True:
             try:
                 await js.add_stream(name="BENCH", subjects=["bench"], num_replicas=replicas)
-                return
-            except (APIError, ServiceUnavailableError):
+                break
+            except (APIError, NatsTimeout):
                 if replicas == 1:
                     raise
                 await anyio.sleep(0.5)
+        while replicas > 1 and not getattr((await js.stream_info("BENCH")).cluster, "leader", None):
+            await anyio.sleep(0.2)  # until the stream's replicas elected their leader
 
 
 # -- Mosquitto, MQTT QoS 1 (paho's network thread) ------------------------------------------------------------------
