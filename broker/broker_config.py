@@ -121,6 +121,8 @@ class BrokerConfig:
     #: Data more than this percentage of RAM behind the CommitLog head is "not in memory": pulls then suggest
     #: ``whichBrokerWhenConsumeSlowly`` (with ``slaveReadEnable``) and read smaller batches.
     access_message_in_memory_max_ratio: int = 40
+    #: Request-reply (processors/reply.py): store replies besides pushing them to the requester.
+    store_reply_message_enable: bool = True
     #: RocketMQ 5's metrics settings (docs/metrics.md): ``PROM`` (or 2) serves Prometheus text at
     #: ``http://<metricsPromExporterHost, default brokerIP1>:<metricsPromExporterPort>/metrics``; ``DISABLE`` (or 0)
     #: serves nothing and times no request; ``OTLP_GRPC`` and ``LOG`` are not supported (logged, nothing exported).

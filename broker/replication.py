@@ -1,7 +1,9 @@
 """The broker's part of replication (docs/architecture.md#replication); the protocol itself is the store's
 (``store/ha/``).
 
-- :class:`DelayOffsetProcessor`: GET_ALL_DELAY_OFFSET (45), a master's delay-schedule progress for its slaves.
+GET_ALL_DELAY_OFFSET (45), which a slave's metadata sync asks its master, is served by
+:mod:`processors.store_ops`.
+
 - :class:`ReplicationRole`: what the controller wires per role. On a slave, each registration round's answer hands
   the master's HA address to the store's HA client (unless ``haMasterAddress`` is set) and the master's address to
   :class:`~broker.slave_sync.SlaveSynchronize`; GET_BROKER_RUNTIME_INFO gets the HA figures.
@@ -12,27 +14,9 @@ from __future__ import annotations
 import logging
 
 from broker.context import BrokerState
-from broker.schedule import ScheduleMessageService
 from broker.slave_sync import SlaveSynchronize
-from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import RemotingCommand
-from remoting.processor import RequestContext
-from store.metadata_files import encode_delay_offsets
 
 log = logging.getLogger(__name__)
-
-
-class DelayOffsetProcessor:
-    """GET_ALL_DELAY_OFFSET (45): ``{"offsetTable": {level: offset}}``, as RocketMQ's ``ScheduleMessageService``
-    encodes it (an empty table is still SUCCESS)."""
-
-    REQUEST_CODES = (RequestCode.GET_ALL_DELAY_OFFSET,)
-
-    def __init__(self, schedule: ScheduleMessageService) -> None:
-        self.schedule = schedule
-
-    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        return request.response(ResponseCode.SUCCESS, body=encode_delay_offsets(dict(self.schedule.offsets)))
 
 
 class ReplicationRole:

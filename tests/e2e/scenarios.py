@@ -40,6 +40,7 @@ from tests.e2e.semantics import (
     delay_scenario,
     query_scenario,
     retry_scenario,
+    trace_scenario,
     transaction_scenario,
 )
 
@@ -122,8 +123,9 @@ class Session:
         self.main, self.split, self.latency = f"{prefix}_main", f"{prefix}_split", f"{prefix}_latency"
         self.crash = f"{prefix}_crash"
         self.delay, self.retry, self.tx = f"{prefix}_delay", f"{prefix}_retry", f"{prefix}_tx"
+        self.trace = f"{prefix}_trace"
         self.topics = {self.main: 4, self.split: 4, self.crash: 4, self.latency: 1}
-        self.topics.update({self.delay: 2, self.retry: 1, self.tx: 1})
+        self.topics.update({self.delay: 2, self.retry: 1, self.tx: 1, self.trace: 1})
 
     async def agent(
         self,
@@ -134,10 +136,13 @@ class Session:
         slow_after: int = 0,
         fail_times: int = 0,
         namesrv: str = "",
+        trace: int = 0,
     ) -> Agent:
         """A started client driver; against the session's broker unless ``namesrv`` names another cluster."""
         name = f"{role}-{group}-{instance or len(self.agents)}"
         options: dict[str, str | int] = {"namesrv": namesrv or self.broker.namesrv_addr, "group": group}
+        if trace:
+            options["trace"] = trace
         if role == "consumer":
             options.update(topic=topic, instance=instance, slow_after=slow_after, fail_times=fail_times)
             if self.kind.name == "cpp":
@@ -329,8 +334,9 @@ class Session:
             scenarios.start_soon(self.guarded, "retry", functools.partial(retry_scenario, self))
             scenarios.start_soon(self.guarded, "query", functools.partial(query_scenario, self))
             scenarios.start_soon(self.guarded, "failover", functools.partial(failover_scenario, self))
-            if self.kind.name == "cpp":  # ali-ons has no transactional producer (see semantics.py)
+            if self.kind.name == "cpp":  # ali-ons has no transactional producer nor message trace (see semantics.py)
                 scenarios.start_soon(self.guarded, "transaction", functools.partial(transaction_scenario, self))
+                scenarios.start_soon(self.guarded, "trace", functools.partial(trace_scenario, self))
         if "once" not in self.report.errors:
             await self.guarded("once_restart", self.once_finish)
         else:
@@ -350,7 +356,7 @@ async def run_session(kind: ClientKind, work: Path) -> SessionReport:
         if scope.cancelled_caught:
             session.report.errors.setdefault("session", f"the session exceeded {SESSION_LIMIT:.0f}s")
             names = ("setup", "once", "resume", "split", "crash", "latency", "once_restart")
-            for name in (*names, "delay", "retry", "query", "transaction", "failover"):
+            for name in (*names, "delay", "retry", "query", "transaction", "trace", "failover"):
                 session.report.errors.setdefault(name, "the session ran out of time")
         for agent in session.agents:
             agent.dump_events(session.logs / f"{agent.name}.events.jsonl")
