@@ -1,4 +1,4 @@
-"""The HA wire protocol, sans-IO (docs/protocol.md#11-masterslave-replication): RocketMQ 4.x's classic replication
+"""The HA wire protocol, sans-IO (docs/protocol.md#13-masterslave-replication): RocketMQ 4.x's classic replication
 stream between a master's HA listener and its slaves, with no remoting framing, handshake or version field.
 
 - Slave to master, the **report**: a bare big-endian int64, the slave's CommitLog max offset. The master only ever

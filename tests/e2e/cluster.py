@@ -28,9 +28,10 @@ class EmbeddedBroker(Node):
     The first start binds free ports; :meth:`restart` binds the same ones again, so clients keep their addresses.
     """
 
-    def __init__(self, data_dir: Path, log_dir: Path) -> None:
+    def __init__(self, data_dir: Path, log_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
         super().__init__("broker", log_dir)
         self.data_dir = data_dir
+        self.extra_args = extra_args
         self.namesrv_addr = ""
         self.broker_addr = ""
         self.broker_name = ""
@@ -44,7 +45,7 @@ class EmbeddedBroker(Node):
             argv += ["--listenPort", self.broker_addr.rsplit(":", 1)[1]]
         else:
             argv += ["--namesrv-port", "0", "--listenPort", "0"]
-        return argv
+        return argv + list(self.extra_args)
 
     def booted(self, text: str) -> bool:
         namesrv, broker = NAMESRV_BOOT.search(text), BROKER_BOOT.search(text)

@@ -1,4 +1,4 @@
-"""The HA protocol byte for byte (docs/protocol.md#11-masterslave-replication), both directions, against the real
+"""The HA protocol byte for byte (docs/protocol.md#13-masterslave-replication), both directions, against the real
 master connection and slave client over in-memory streams in virtual time: the 8-byte reports, the 12-byte frame
 headers, a record split across two frames, heartbeats, housekeeping and the offset checks."""
 
