@@ -158,16 +158,17 @@ class Group:
         fields = {"topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": str(QUEUES),
                   "writeQueueNums": str(QUEUES), "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0",
                   "order": "false"}  # fmt: skip
-        for member in self.members.values():
-            with trio.fail_after(60):
-                while True:
+        # On the master only (a slave refuses topic changes); the followers copy it by their slave sync.
+        with trio.fail_after(60):
+            while True:
+                for member in self.members.values():
                     try:
                         cmd = request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
                         if (await client.invoke(member.addr, cmd, 5)).code == ResponseCode.SUCCESS:
-                            break
+                            return
                     except RemotingError:
                         pass
-                    await trio.sleep(0.2)
+                await trio.sleep(0.2)
 
     async def follow_route(self, client: RemotingClient) -> None:
         while True:

@@ -4,7 +4,7 @@ Sources (openmessaging/dledger, tag ``dledger-all-0.3.1.2``, the version RocketM
 ``dledger/src/main/java/io/openmessaging/storage/dledger/protocol/DLedgerRequestCode.java``,
 ``.../protocol/DLedgerResponseCode.java``, ``.../protocol/VoteResponse.java`` (``RESULT``, ``ParseResult``),
 ``.../protocol/PushEntryRequest.java`` (``Type``) and ``.../MemberState.java`` (``Role``). Enums travel as their names
-in the JSON bodies (docs/protocol.md#13-dledger-rpc).
+in the JSON bodies (docs/protocol.md#14-dledger-rpc).
 """
 
 from __future__ import annotations

@@ -8,11 +8,9 @@ LEADER_NOT_READY, DISK_FULL SERVICE_NOT_AVAILABLE; anything else (WAIT_QUORUM_AC
 Java's OS_PAGECACHE_BUSY, TERM_CHANGED its UNKNOWN_ERROR) UNKNOWN_ERROR, which the send processor answers
 SYSTEM_ERROR, as Java does for both. A leader that loses its role fails every waiting send at once (UNKNOWN_ERROR).
 
-Two faces: ``notify(end, wait, callback(status))``, ``needed``, ``can_notify`` and ``status`` are the store's
-``put_waits`` interface the replication work gives the send processor; :meth:`notify_flushed` (``callback(bool)``)
-is the group-commit one the send processor uses before that work is merged, where a failure can only be answered
-FLUSH_DISK_TIMEOUT. An outcome that arrives before its callback (a group of one commits inside the append) is kept
-for the last 4,096 appends.
+``notify(end, wait, callback(status))``, ``needed``, ``can_notify`` and ``status`` are the store's ``put_waits``
+interface (:mod:`store.put_waits`) the send processor waits through. An outcome that arrives before its callback (a
+group of one commits inside the append) is kept for the last 4,096 appends.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import trio
 
 from dledger.codes import ResponseCode
 from dledger.effects import AppendDone
+from store.put_waits import PutWaits
 from store.results import PutStatus
 
 PutCallback = Callable[[PutStatus], None]
@@ -39,8 +38,11 @@ def put_status_of(code: int) -> PutStatus:
     return PutStatus.SERVICE_NOT_AVAILABLE if code in _NOT_AVAILABLE else PutStatus.UNKNOWN_ERROR
 
 
-class CommitWaits:
-    def __init__(self) -> None:
+class CommitWaits(PutWaits):
+    """The store's ``put_waits`` in DLedger mode (it replaces :class:`store.put_waits.PutWaits`: no group commit, no
+    HA slave, the quorum instead)."""
+
+    def __init__(self) -> None:  # no super(): nothing of the group commit or the HA service is used
         self._pending: dict[int, int] = {}  # last entry index of an append -> its end offset
         self._waiters: dict[int, PutCallback] = {}  # end offset -> callback
         self._outcomes: OrderedDict[int, PutStatus] = OrderedDict()  # end offset -> status nobody waited for yet
@@ -98,10 +100,3 @@ class CommitWaits:
             return now
         await done.wait()
         return result[0]
-
-    # ---- the group-commit interface ------------------------------------------------------------------------------
-
-    def notify_flushed(self, end_offset: int, callback: Callable[[bool], None]) -> None:
-        now = self.notify(end_offset, True, lambda status: callback(status is PutStatus.PUT_OK))
-        if now is not None:
-            callback(now is PutStatus.PUT_OK)

@@ -15,10 +15,10 @@ Who owns what:
 Writes: only a leader whose log is fully committed and dispatched takes them (:attr:`DLedgerMessageStore.writable`;
 DLedgerRoleChangeHandler waits for the same before it turns the broker into a master). :meth:`append` encodes the
 record into a new entry and returns at once; the send's answer waits for the quorum through ``put_waits``
-(:mod:`dledger.commit_waits`: PUT_OK once committed, a failure status when the leader lost its term or
-``maxWaitAckTimeMs`` passed; through the older ``notify_flushed`` a failure is answered FLUSH_DISK_TIMEOUT), never
-SEND_OK for an entry that is not committed. A refused append raises :class:`~store.errors.ServiceNotAvailableError`
-(a follower's answer: SERVICE_NOT_AVAILABLE, as DefaultMessageStore answers on a slave).
+(:mod:`dledger.commit_waits`: PUT_OK once committed, a failure status, answered SYSTEM_ERROR, when the leader lost its
+term or ``maxWaitAckTimeMs`` passed), never SEND_OK for an entry that is not committed. A refused append raises
+:class:`~store.errors.ServiceNotAvailableError` (a follower's answer: SERVICE_NOT_AVAILABLE, as DefaultMessageStore
+answers on a slave).
 
 Recovery: the DLedger files recover themselves (:meth:`~dledger.file_store.FileLedger.load`); ConsumeQueue entries
 past the committed position are dropped, and committed entries are dispatched again from the first one the
@@ -47,7 +47,7 @@ from store.commitlog import CommitLog
 from store.errors import MessageIllegalError, ServiceNotAvailableError
 from store.message_store import FlushPlan, MessageStore
 from store.recovery import _load_consume_queues
-from store.results import AppendResult, PutResult, PutStatus
+from store.results import AppendResult, PutResult
 from store.store_config import StoreConfig
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,9 @@ class DLedgerMessageStore(MessageStore):
         self.dispatched_index = -1
         self.writable = False
         self.role_listeners: list[RoleListener] = []
-        #: the sends waiting for their entry to commit (the send processor's ``put_waits``)
-        self.put_waits = CommitWaits()
+        #: the sends waiting for their entry to commit (the send processor waits through ``put_waits``)
+        self.commit_waits = CommitWaits()
+        self.put_waits = self.commit_waits
         self.server.commit_listeners.append(self._on_commit)
         self.server.role_listeners.append(self._on_role)
 
@@ -136,7 +137,7 @@ class DLedgerMessageStore(MessageStore):
         finally:
             self._closed = True
             self.writable = False
-            self.put_waits.fail_all()
+            self.commit_waits.fail_all()
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.close, limiter=self.disk_limiter)
 
@@ -185,7 +186,7 @@ class DLedgerMessageStore(MessageStore):
 
     def _on_role(self, change: RoleChanged) -> None:
         self.writable = False
-        self.put_waits.fail_all()
+        self.commit_waits.fail_all()
         if change.role is not Role.LEADER:
             self._tell("SLAVE", change.term)
         else:
@@ -246,38 +247,28 @@ class DLedgerMessageStore(MessageStore):
         first = self.queue_offsets.get(key, 0) if counted else 0
         store_ts = self.config.now_ms()
         bodies = [(p.size, _filler(p, first + i if counted else 0, store_ts)) for i, p in enumerate(prepared)]
-        code, entries = self.server.append(bodies, self.put_waits.done)
+        code, entries = self.server.append(bodies, self.commit_waits.done)
         if code != ResponseCode.SUCCESS:
             raise ServiceNotAvailableError(f"DLedger refused the append: code {code}")
         if counted:
             self.queue_offsets[key] = first + len(prepared)
         phys = tuple(e.pos + HEADER_SIZE for e in entries)
         end = entries[-1].end_pos
-        self.put_waits.register(entries[-1].index, end)
+        self.commit_waits.register(entries[-1].index, end)
         size = end - phys[0]
         return AppendResult(phys[0], size, first, store_ts, phys if len(phys) > 1 else None, store_host)
 
-    def waits_for_flush(self, wait_flush: bool) -> bool:
-        return True
-
     def waits_for_put(self, wait: bool) -> bool:
+        """Every send waits for the quorum, whatever its ``WAIT`` (DLedgerCommitLog waits for the append future)."""
         return True
-
-    def notify_flushed(self, end_offset: int, callback: Callable[[bool], None]) -> bool:
-        """``callback(True)`` once the append ending at ``end_offset`` is committed, ``False`` when it is not."""
-        self.put_waits.notify_flushed(end_offset, callback)
-        return True
-
-    async def flush_status(self, end_offset: int, wait_flush: bool) -> PutStatus:
-        return await self.put_waits.status(end_offset, wait_flush)
 
     async def put(self, msg: MessageRecord, *, wait_flush: bool = True) -> PutResult:
         result = self.append(msg)
-        return PutResult(await self.flush_status(result.end_offset, wait_flush), result)
+        return PutResult(await self.put_waits.status(result.end_offset, wait_flush), result)
 
     async def put_batch(self, msgs: Sequence[MessageRecord], *, wait_flush: bool = True) -> PutResult:
         result = self.append_batch(msgs)
-        return PutResult(await self.flush_status(result.end_offset, wait_flush), result)
+        return PutResult(await self.put_waits.status(result.end_offset, wait_flush), result)
 
     def earliest_store_time(self) -> int:
         """Store time of the first committed record (the data files start with an entry header, not a record)."""

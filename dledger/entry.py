@@ -1,4 +1,4 @@
-"""The DLedger entry and its index record: bytes on disk and values in messages (docs/protocol.md#14-dledger-files).
+"""The DLedger entry and its index record: bytes on disk and values in messages (docs/protocol.md#15-dledger-files).
 
 Layout (big-endian; ``dledger/src/main/java/io/openmessaging/storage/dledger/entry/DLedgerEntry.java`` and
 ``DLedgerEntryCoder.java`` of DLedger 0.3.1.2): a 48-byte header ``magic:i32 size:i32 index:i64 term:i64 pos:i64

@@ -1,5 +1,5 @@
 """DLedger's file store: entries in ``data/``, 32-byte index records in ``index/``, the ``checkpoint`` and the
-``currterm`` file, under ``<storeBaseDir>/dledger-<selfId>/`` (docs/protocol.md#14-dledger-files), as
+``currterm`` file, under ``<storeBaseDir>/dledger-<selfId>/`` (docs/protocol.md#15-dledger-files), as
 ``DLedgerMmapFileStore.java`` of DLedger 0.3.1.2 lays them out.
 
 :class:`FileLedger` is the :class:`~dledger.ledger.Ledger` the broker runs: segments are the store's

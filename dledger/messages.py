@@ -1,4 +1,4 @@
-"""DLedger's RPC objects as plain values, and their JSON bodies (docs/protocol.md#13-dledger-rpc).
+"""DLedger's RPC objects as plain values, and their JSON bodies (docs/protocol.md#14-dledger-rpc).
 
 Each request travels as a remoting command whose ``code`` is a :class:`~dledger.codes.RequestCode` and whose body is
 the object's JSON; the response is a remoting command with code 200 whose body is the response object's JSON, the
