@@ -1,0 +1,10 @@
+// Login page: the dashboard's own users (users file), then back to the page asked for.
+"use strict";
+document.getElementById("login").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  const r = await mq.guarded(() => mq.api("POST", "/api/login", { username: f.get("username"), password: f.get("password") }));
+  if (!r) return;
+  const next = mq.param("next");
+  window.location = next.startsWith("/") && !next.startsWith("//") ? next : "/cluster";
+});
