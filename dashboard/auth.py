@@ -21,8 +21,8 @@ from starlette.types import ASGIApp
 
 from remoting.codec.java_properties import parse_properties
 
-#: Paths open without a session: the login page and call, and the static files the login page needs.
-OPEN_PATHS = ("/login", "/api/login", "/static/")
+#: Paths open without a session: the login page, logging in and out, and the static files the login page needs.
+OPEN_PATHS = ("/login", "/api/login", "/api/logout", "/static/")
 
 
 @attrs.frozen

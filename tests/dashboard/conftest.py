@@ -57,3 +57,6 @@ async def dash(embedded_cluster: EmbeddedCluster, nursery: trio.Nursery) -> Asyn
     """The dashboard (sampler stopped: tests drive ``app.state.sampler.sample_once()``) on the embedded cluster."""
     async for d in open_dash(embedded_cluster, nursery):
         yield d
+
+
+from tests.dashboard.browser import browser  # noqa: E402, F401  (the module-scoped Chromium fixture)
