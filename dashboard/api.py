@@ -25,7 +25,6 @@ from dashboard.settings import DashboardSettings
 from dashboard.trace import trace_of
 from remoting.errors import RemotingError
 
-
 #: The exceptions :func:`error_response` answers; anything else is a bug (a plain 500, no trace shown).
 HANDLED = (MQClientError, RemotingError, OSError, ValueError)
 
@@ -281,4 +280,3 @@ ROUTES = [
     Route("/api/login", answering_errors(post_login), methods=["POST"]),
     Route("/api/logout", answering_errors(post_logout), methods=["POST"]),
 ]
-

@@ -85,9 +85,7 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with Admin(config=config) as admin:
             app.state.admin = admin
-            app.state.sampler = Sampler(
-                admin, settings.sample_interval, settings.history, settings.sample_concurrency
-            )
+            app.state.sampler = Sampler(admin, settings.sample_interval, settings.history, settings.sample_concurrency)
             async with anyio.create_task_group() as tg:
                 if sample:
                     tg.start_soon(app.state.sampler.run)

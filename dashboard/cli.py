@@ -11,7 +11,6 @@ down cleanly. A bad setting prints the error and exits with status 2.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import signal
 import sys
@@ -43,7 +42,9 @@ async def run(settings: DashboardSettings) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(on_signals)
         # serve returns once the shutdown trigger has fired and its connections are closed.
-        binds = await nursery.start(functools.partial(serve, app, config, shutdown_trigger=stop.wait))
+        # Hypercorn's framework type is narrower than Starlette's ASGI signature, which it serves all the same.
+        served = functools.partial(serve, app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+        binds = await nursery.start(served)
         for bind in binds:
             print(f"mqdashboard listening on {bind}/", flush=True)
     print("mqdashboard stopped.", flush=True)
@@ -67,7 +68,6 @@ def main(
     users_file: str | None,
 ) -> None:
     """The rocketrio web dashboard."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         settings = load_settings(
             config_file,

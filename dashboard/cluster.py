@@ -56,8 +56,8 @@ def replication_state(role: str, info: dict[str, str], master_max_offset: int | 
         return f"{_behind(info, master_max_offset)} B behind master"
     if "haConnectionCount" in info:
         count = _int(info["haConnectionCount"])
-        behind = _int(info.get("slaveFallBehindMuch"))
-        return f"{count} slave(s), {behind} B not yet replicated" if count else "no slave connected"
+        pending = _int(info.get("slaveFallBehindMuch"))
+        return f"{count} slave(s), {pending} B not yet replicated" if count else "no slave connected"
     return ""
 
 

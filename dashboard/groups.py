@@ -9,6 +9,7 @@ the offsets of that time queue by queue, as rocketmq-dashboard does when the bro
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import anyio
@@ -19,6 +20,7 @@ from client.errors import MQBrokerError
 from client.mqadmin_support import version_desc
 from client.route import master_address
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.admin import ClientConnection
 from remoting.codec.codes import ResponseCode
 
 #: Groups the broker and the tools use for themselves (RocketMQ's ``MixAll`` names), listed as SYSTEM.
@@ -106,10 +108,7 @@ async def group_detail(admin: Admin, group: str) -> dict[str, Any]:
         }
         for mq, w in stats.offset_table.items()
     ]
-    connections = [] if conn is None else [
-        {"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language, "version": version_desc(c.version)}
-        for c in sorted(conn.connection_set, key=lambda c: c.client_id)
-    ]  # fmt: skip
+    connections = [] if conn is None else client_rows(conn.connection_set)
     subscriptions = [] if conn is None else [
         {"topic": s.topic, "expression": s.sub_string, "expressionType": s.expression_type}
         for s in sorted(conn.subscription_table.values(), key=lambda s: s.topic)
@@ -174,7 +173,17 @@ async def producer_connections(admin: Admin, group: str, topic: str) -> list[dic
         if exc.code in (ResponseCode.SYSTEM_ERROR, ResponseCode.CONSUMER_NOT_ONLINE):
             return []
         raise
+    return client_rows(conn.connection_set)
+
+
+def client_rows(connections: Iterable[ClientConnection]) -> list[dict[str, Any]]:
+    """Connected clients by id, with RocketMQ's version names (``V4_9_8``)."""
     return [
-        {"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language, "version": version_desc(c.version)}
-        for c in sorted(conn.connection_set, key=lambda c: c.client_id)
-    ]  # fmt: skip
+        {
+            "clientId": c.client_id,
+            "clientAddr": c.client_addr,
+            "language": c.language,
+            "version": version_desc(c.version),
+        }
+        for c in sorted(connections, key=lambda c: c.client_id)
+    ]

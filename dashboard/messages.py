@@ -14,11 +14,11 @@ from typing import Any
 from client import api
 from client.admin import Admin
 from client.errors import MQClientError
-from client.message import PROPERTY_UNIQ_KEY
 from client.route import master_address
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageExt
+from remoting.codec.message_properties import PROPERTY_UNIQ_KEY
 from remoting.codec.msgid import decode_offset_msg_id
 
 #: Messages a time-range search returns at most (rocketmq-dashboard stops at 2000; a page stays readable at 1000).
@@ -131,7 +131,9 @@ async def find(admin: Admin, msg_id: str, topic: str | None) -> MessageExt:
         decoded = decode_offset_msg_id(msg_id)
     except MessageDecodeError:
         raise NotFoundError(f"no message {msg_id!r}" + (f" in {topic}" if topic else "")) from None
-    known = {addr for bd in (await admin.cluster_info()).broker_addr_table.values() for addr in bd.broker_addrs.values()}
+    known = {
+        addr for bd in (await admin.cluster_info()).broker_addr_table.values() for addr in bd.broker_addrs.values()
+    }
     if f"{decoded.host}:{decoded.port}" not in known:
         where = f" in topic {topic}" if topic else " (give its topic to look a producer's message id up)"
         raise NotFoundError(f"no message {msg_id!r}{where}")

@@ -22,6 +22,11 @@ class SettingsError(ValueError):
     """A setting that cannot be used: the message names it."""
 
 
+def _bool(value: object) -> bool:
+    """``true`` (any case) or True; anything else is false, as Spring reads a boolean property."""
+    return str(value).lower() == "true"
+
+
 def _prop(name: str) -> dict[str, str]:
     return {"property": name}
 
@@ -38,12 +43,13 @@ class DashboardSettings:
     #: Seconds of samples kept and drawn.
     history: float = attrs.field(default=3600.0, converter=float, metadata=_prop("rocketmq.config.historySeconds"))
     #: Topics whose put rate one sample asks the brokers for at once.
-    sample_concurrency: int = attrs.field(default=16, converter=int, metadata=_prop("rocketmq.config.sampleConcurrency"))
-    rpc_timeout: float = attrs.field(default=3.0, converter=float, metadata=_prop("rocketmq.config.rpcTimeoutSeconds"))
-    login_required: bool = attrs.field(
-        default=False, converter=lambda v: str(v).lower() == "true", metadata=_prop("rocketmq.config.loginRequired")
+    sample_concurrency: int = attrs.field(
+        default=16, converter=int, metadata=_prop("rocketmq.config.sampleConcurrency")
     )
-    #: The users file (``name=password[,1]`` lines, ``,1`` for an administrator); default ``<dataPath>/users.properties``.
+    rpc_timeout: float = attrs.field(default=3.0, converter=float, metadata=_prop("rocketmq.config.rpcTimeoutSeconds"))
+    login_required: bool = attrs.field(default=False, converter=_bool, metadata=_prop("rocketmq.config.loginRequired"))
+    #: The users file (``name=password[,1]`` lines, ``,1`` for an administrator); default
+    #: ``<dataPath>/users.properties``.
     users_file: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.usersFile"))
     data_path: str = attrs.field(default="/tmp/rocketmq-console/data", metadata=_prop("rocketmq.config.dataPath"))
     #: Signs the session cookie; a random one per start when unset (sessions then end with the process).

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from client.admin import Admin
 from client.message import Message
 from client.producer import Producer
-from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue
+from remoting.codec.bodies import PERM_READ, PERM_WRITE
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
@@ -121,9 +123,10 @@ async def create_topic(
 
 
 async def send_test_message(admin: Admin, topic: str, body: str, tags: str | None, keys: str | None) -> dict[str, Any]:
-    """One message sent by a short-lived producer of the tools group (as ``mqadmin sendMessage``)."""
-    config = admin.instance.config
-    async with Producer(TOOLS_PRODUCER_GROUP, config.namesrv_addr) as producer:
+    """One message sent by a short-lived producer of the tools group (as ``mqadmin sendMessage``), with the admin
+    client's settings (name servers, timeout, credentials)."""
+    config = attrs.evolve(admin.instance.config, instance_name="mqdashboard-producer")
+    async with Producer(TOOLS_PRODUCER_GROUP, config.namesrv_addr, config=config) as producer:
         result = await producer.send(Message(topic, body.encode(), tags=tags or None, keys=keys or None))
     return {
         "sendStatus": result.send_status.name,
@@ -133,7 +136,3 @@ async def send_test_message(admin: Admin, topic: str, body: str, tags: str | Non
         "queueId": result.queue_id,
         "queueOffset": result.queue_offset,
     }
-
-
-def queue_of(topic: str, broker_name: str, queue_id: int) -> MessageQueue:
-    return MessageQueue(topic, broker_name, queue_id)

@@ -11,8 +11,10 @@
   form.key.value = param("key");
   form.id.value = param("id");
 
-  const topics = await guarded(() => api("GET", "/api/topics"));
-  if (topics) document.getElementById("topic-list").replaceChildren(...topics.topics.map((t) => el("option", { value: t.topic })));
+  // The topic names for the input's suggestions arrive on their own, without delaying the search.
+  guarded(() => api("GET", "/api/topics")).then((topics) => {
+    if (topics) document.getElementById("topic-list").replaceChildren(...topics.topics.map((t) => el("option", { value: t.topic })));
+  });
 
   function setMode(m) {
     mode = m;

@@ -3,8 +3,10 @@
 (async function () {
   const { api, guarded, table, param, el } = mq;
   const form = document.getElementById("query");
-  const topics = await guarded(() => api("GET", "/api/topics"));
-  if (topics) document.getElementById("topic-list").replaceChildren(...topics.topics.map((t) => el("option", { value: t.topic })));
+  // The topic names for the input's suggestions arrive on their own, without delaying the search.
+  guarded(() => api("GET", "/api/topics")).then((topics) => {
+    if (topics) document.getElementById("topic-list").replaceChildren(...topics.topics.map((t) => el("option", { value: t.topic })));
+  });
 
   async function search(topic, group) {
     const q = `/api/producers?topic=${encodeURIComponent(topic)}&group=${encodeURIComponent(group)}`;

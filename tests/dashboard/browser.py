@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -24,8 +25,9 @@ WIDTH, HEIGHT = 1280, 800
 HANG_GUARD = 60
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
+@contextlib.contextmanager
+def chromium() -> Iterator[WebDriver]:
+    """A headless Chromium with a fresh profile and a 1280x800 viewport, quit and removed on exit."""
     profile = tempfile.mkdtemp(prefix="rocketrio-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -44,15 +46,20 @@ def browser() -> Iterator[WebDriver]:
         options.add_argument(arg)
     os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must not try to fetch a driver or a browser
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    # The viewport, not the window, is what a screenshot shows: make it exactly 1280x800.
-    driver.execute_cdp_cmd(
-        "Emulation.setDeviceMetricsOverride", {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False}
-    )
     try:
+        # The viewport, not the window, is what a screenshot shows: make it exactly 1280x800.
+        metrics = {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False}
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
         yield driver
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    with chromium() as driver:
+        yield driver
 
 
 def wait_for(driver: WebDriver, condition: Callable[[WebDriver], Any], message: str = "") -> Any:

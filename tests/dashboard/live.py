@@ -23,9 +23,7 @@ from tests.conftest import SMALL_STORE
 
 
 @contextlib.asynccontextmanager
-async def serve_dashboard(
-    app: Starlette, nursery: trio.Nursery
-) -> AsyncIterator[str]:
+async def serve_dashboard(app: Starlette, nursery: trio.Nursery) -> AsyncIterator[str]:
     """Serve ``app`` on 127.0.0.1 port 0 until the block ends; yields its base URL."""
     config = Config()
     config.bind = ["127.0.0.1:0"]

@@ -167,3 +167,25 @@ async def test_trace_answers_unavailable_or_the_clients_records(dash: Dash) -> N
         assert "trace" in trace["reason"]
     else:
         assert trace == {"available": True, "reason": None, "records": []}
+
+
+async def test_resend_hands_a_message_to_an_online_consumer_of_the_group(dash: Dash) -> None:
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "ResendTopic", queues=1)
+    received: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        received.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("resend-cg", namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe("ResendTopic", "*")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("resend-pg", namesrv) as producer:
+        sent = await producer.send(Message("ResendTopic", b"again"))
+        await wait_until(lambda: received == [b"again"])
+        answer = await dash.post("/api/message/resend", {"group": "resend-cg", "offsetMsgId": sent.offset_msg_id})
+        assert answer["consumeResult"] == "CR_SUCCESS" and answer["clientId"] == consumer.instance.client_id
+        assert received == [b"again", b"again"]
+    offline = (await dash.post("/api/message/resend", {"group": "resend-cg", "offsetMsgId": sent.offset_msg_id}, 502))
+    assert offline["error"]["code"] == 206  # CONSUMER_NOT_ONLINE, the broker's answer

@@ -28,7 +28,7 @@ def test_settings_from_a_properties_file_then_the_environment_then_options(tmp_p
     assert load_settings(file, {"NAMESRV_ADDR": "a:1"}, namesrv_addr="c:3", port=None).namesrv_addr == "c:3"
     assert client_config(load_settings(None, {"NAMESRV_ADDR": "a:1;b:2"})).namesrv_addr == ("a:1", "b:2")
     file.write_text("rocketmq.config.nameSrv=x\n")
-    with pytest.raises(SettingsError, match="unknown property 'rocketmq.config.nameSrv'"):
+    with pytest.raises(SettingsError, match=r"unknown property .rocketmq\.config\.nameSrv."):
         load_settings(file, {})
     file.write_text("server.port=eighty\n")
     with pytest.raises(SettingsError):
@@ -138,7 +138,9 @@ def test_the_trace_finder_is_the_clients_when_it_has_one() -> None:
         assert default_finder() is not None
 
 
-async def test_a_trace_finder_feeds_the_trace_endpoint(embedded_cluster: EmbeddedCluster, nursery: trio.Nursery) -> None:
+async def test_a_trace_finder_feeds_the_trace_endpoint(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery
+) -> None:
     from dashboard.app import create_app
     from dashboard.settings import DashboardSettings
     from tests.dashboard.live import serve_dashboard
