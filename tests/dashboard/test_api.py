@@ -187,5 +187,5 @@ async def test_resend_hands_a_message_to_an_online_consumer_of_the_group(dash: D
         answer = await dash.post("/api/message/resend", {"group": "resend-cg", "offsetMsgId": sent.offset_msg_id})
         assert answer["consumeResult"] == "CR_SUCCESS" and answer["clientId"] == consumer.instance.client_id
         assert received == [b"again", b"again"]
-    offline = (await dash.post("/api/message/resend", {"group": "resend-cg", "offsetMsgId": sent.offset_msg_id}, 502))
+    offline = await dash.post("/api/message/resend", {"group": "resend-cg", "offsetMsgId": sent.offset_msg_id}, 502)
     assert offline["error"]["code"] == 206  # CONSUMER_NOT_ONLINE, the broker's answer
