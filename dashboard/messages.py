@@ -2,7 +2,7 @@
 message's body, properties and per-group consume state; resending it to a consumer of a group.
 
 A time-range search finds each queue's offsets for the range (SEARCH_OFFSET_BY_TIMESTAMP) and pulls between them
-with the tools group (no offset committed), stopping at :data:`MAX_RESULTS`. A message id is the producer's
+with the tools group (no offset committed), keeping the newest :data:`MAX_RESULTS`. A message id is the producer's
 ``UNIQ_KEY`` (found through the topic's index) or an offset msgId; an offset msgId is only followed to a broker of
 this cluster, never to whatever host its bytes name.
 """
@@ -78,7 +78,9 @@ async def by_key(admin: Admin, topic: str, key: str) -> list[dict[str, Any]]:
 
 
 async def by_time(admin: Admin, topic: str, begin_ms: int, end_ms: int) -> dict[str, Any]:
-    """Messages of ``topic`` stored in ``[begin_ms, end_ms]``, oldest first; ``truncated`` past MAX_RESULTS."""
+    """Messages of ``topic`` stored in ``[begin_ms, end_ms]``, oldest first: the newest MAX_RESULTS of them, with
+    ``truncated`` when the range holds more. A queue is read from at most MAX_RESULTS offsets before its end of the
+    range (a queue's messages are in store order), so the cost is bounded by the number of queues."""
     if end_ms < begin_ms:
         raise ValueError("the end of the range is before its beginning")
     route = await admin.topic_route(topic)
@@ -93,30 +95,28 @@ async def by_time(admin: Admin, topic: str, begin_ms: int, end_ms: int) -> dict[
             mq = MessageQueue(topic, qd.broker_name, queue_id)
             first = await api.search_offset(remoting, addr, mq, begin_ms, timeout)
             last = await api.search_offset(remoting, addr, mq, end_ms, timeout)
-            truncated |= await _pull_range(admin, mq, first, last, begin_ms, end_ms, found)
-            if truncated:
-                break
+            start = max(first, last - MAX_RESULTS + 1)
+            truncated |= start > first
+            found.extend(await _pull_range(admin, mq, start, last, begin_ms, end_ms))
     found.sort(key=lambda m: m.store_timestamp)
-    return {"messages": [summary(m) for m in found], "truncated": truncated}
+    truncated |= len(found) > MAX_RESULTS
+    return {"messages": [summary(m) for m in found[-MAX_RESULTS:]], "truncated": truncated}
 
 
 async def _pull_range(
-    admin: Admin, mq: MessageQueue, first: int, last: int, begin_ms: int, end_ms: int, found: list[MessageExt]
-) -> bool:
-    """Pull ``mq`` from ``first`` through ``last`` (the offset found for the end may hold a message in the range),
-    keeping the messages stored in the range. True once ``found`` is full."""
+    admin: Admin, mq: MessageQueue, first: int, last: int, begin_ms: int, end_ms: int
+) -> list[MessageExt]:
+    """The messages of ``mq`` from ``first`` through ``last`` (the offset found for the end may hold a message in
+    the range) stored in the range."""
+    found: list[MessageExt] = []
     offset = first
     while offset <= last:
         batch = await admin.query_msg_by_offset(mq, offset, _PULL_BATCH)
         if not batch:
-            return False
-        for msg in batch:
-            if begin_ms <= msg.store_timestamp <= end_ms:
-                if len(found) >= MAX_RESULTS:
-                    return True
-                found.append(msg)
+            break
+        found.extend(m for m in batch if begin_ms <= m.store_timestamp <= end_ms and m.queue_offset <= last)
         offset = batch[-1].queue_offset + 1
-    return False
+    return found
 
 
 async def find(admin: Admin, msg_id: str, topic: str | None) -> MessageExt:

@@ -33,6 +33,7 @@ SYSTEM_TOPICS = frozenset(
         "BenchmarkTest",
     }
 )
+REPLY_SUFFIX = "_REPLY_TOPIC"
 #: The producer group test messages are sent with (``mqadmin sendMessage``'s).
 TOOLS_PRODUCER_GROUP = "TOOLS_PRODUCER"
 
@@ -43,9 +44,19 @@ def topic_kind(topic: str, own_names: frozenset[str]) -> str:
         return "RETRY"
     if topic.startswith(DLQ_PREFIX):
         return "DLQ"
-    if topic in SYSTEM_TOPICS or topic in own_names or topic.startswith("rmq_sys_"):
+    if (
+        topic in SYSTEM_TOPICS
+        or topic in own_names
+        or topic.startswith("rmq_sys_")
+        or _is_reply_topic(topic, own_names)
+    ):
         return "SYSTEM"
     return "NORMAL"
+
+
+def _is_reply_topic(topic: str, own_names: frozenset[str]) -> bool:
+    """A cluster's request-reply topic, ``<cluster>_REPLY_TOPIC`` (RocketMQ's ``MixAll.getReplyTopic``)."""
+    return topic.endswith(REPLY_SUFFIX) and topic[: -len(REPLY_SUFFIX)] in own_names
 
 
 async def topic_list(admin: Admin) -> list[dict[str, str]]:

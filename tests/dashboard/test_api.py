@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 
 import anyio
+import pytest
 
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 from client.config import ClientConfig
+from dashboard import messages
 from tests.client.helpers import create_topic, wait_until
 from tests.dashboard.conftest import Dash
 
@@ -30,6 +32,7 @@ async def test_topic_created_listed_detailed_and_deleted(dash: Dash) -> None:
     await wait_until_routed(dash, "DashTopic")
     topics = {t["topic"]: t["kind"] for t in (await dash.get("/api/topics"))["topics"]}
     assert topics["DashTopic"] == "NORMAL" and topics["TBW102"] == "SYSTEM" and topics["DefaultCluster"] == "SYSTEM"
+    assert topics["DefaultCluster_REPLY_TOPIC"] == "SYSTEM"
     assert "DashTopic" in await dash.admin.topic_list()
     detail = await dash.get("/api/topic?topic=DashTopic")
     assert [(r["brokerName"], r["readQueueNums"], r["permText"]) for r in detail["route"]] == [("broker-a", 3, "RW")]
@@ -75,6 +78,18 @@ async def test_a_message_is_found_by_key_time_and_both_ids_with_its_body(dash: D
     assert by_offset["msgId"] == sent.msg_id
     hexed = await dash.get(f"/api/message?topic=MsgTopic&id={binary.msg_id}")
     assert hexed["body"]["encoding"] == "hex" and hexed["body"]["body"] == "00 01 fe"
+
+
+async def test_a_time_search_past_its_limit_keeps_the_newest(dash: Dash, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(messages, "MAX_RESULTS", 3)
+    await create_topic(dash.cluster.namesrv_addr, "ManyTopic", queues=2)
+    async with Producer("many-pg", dash.cluster.namesrv_addr) as producer:
+        sent = []
+        for i in range(7):
+            sent.append(await producer.send(Message("ManyTopic", f"m{i}".encode())))
+            await anyio.sleep(0.003)  # distinct store times, so "newest" has one answer
+    found = await dash.get("/api/messages/time?topic=ManyTopic&begin=0&end=99999999999999")
+    assert found["truncated"] and [m["msgId"] for m in found["messages"]] == [r.msg_id for r in sent[-3:]]
 
 
 async def test_an_unknown_id_is_not_found_and_no_foreign_host_is_contacted(dash: Dash) -> None:
