@@ -104,6 +104,14 @@ class BrokerConfig:
     transaction_check_max: int = 15
     #: ...in check rounds this far apart (ms).
     transaction_check_interval: int = 60_000
+    #: RocketMQ 5's metrics settings (docs/metrics.md): ``PROM`` (or 2) serves Prometheus text at
+    #: ``http://<metricsPromExporterHost, default brokerIP1>:<metricsPromExporterPort>/metrics``; ``DISABLE`` (or 0)
+    #: serves nothing and times no request; ``OTLP_GRPC`` and ``LOG`` are not supported (logged, nothing exported).
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    #: Extra labels on every metric: ``key1:value1,key2:value2``.
+    metrics_label: str = ""
 
     @property
     def broker_addr(self) -> str:

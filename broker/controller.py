@@ -34,6 +34,7 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
+from broker.metrics import broker_exporter
 from broker.registration import BrokerRegistration
 from broker.schedule import ScheduleMessageService
 from broker.timer.runtime_info import RuntimeInfoProcessor
@@ -59,6 +60,8 @@ from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool, broker_pools, not_supported_remark
 from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
+from remoting.prometheus import prometheus_wanted
+from remoting.rpc_metrics import RpcLatency
 from remoting.server import RemotingServer, ServerConfig
 
 log = logging.getLogger(__name__)
@@ -121,11 +124,18 @@ class BrokerController:
         self.transaction_check = TransactionCheckService(self.context, self.transaction_bridge)
         self.dispatcher = Dispatcher()
         self._register_processors()
+        # Requests are timed for /metrics only when it is served (docs/metrics.md).
+        self.rpc_latency = RpcLatency() if prometheus_wanted(config.metrics_exporter_type) else None
+        self.metrics = broker_exporter(self.context, self.pools, self.rpc_latency)
         self.remoting_server = RemotingServer(
-            self.dispatcher, ServerConfig(idle_timeout=float(config.server_channel_max_idle_time_seconds))
+            self.dispatcher,
+            ServerConfig(idle_timeout=float(config.server_channel_max_idle_time_seconds)),
+            self.rpc_latency,
         )
         self.remoting_server.add_close_listener(self._on_connection_closed)
-        self.fast_server = RemotingServer(FastChannelDispatcher(self.dispatcher), self.remoting_server.config)
+        self.fast_server = RemotingServer(
+            FastChannelDispatcher(self.dispatcher), self.remoting_server.config, self.rpc_latency
+        )
         self.fast_server.add_close_listener(self._on_connection_closed)
         self.fast_address: Address | None = None
         self.registration: BrokerRegistration | None = None
@@ -246,6 +256,8 @@ class BrokerController:
             ctx.topic_changed_hook = self.registration.trigger
             await nursery.start(self.registration.run)
             await nursery.start(self.transaction_check.run)
+            if self.metrics is not None:
+                await nursery.start(self.metrics.run)
             self.address = (ctx.config.broker_ip1, port)
             log.info("broker %s serving on %s:%d as %s", ctx.config.broker_name, host, port, ctx.broker_addr)
             task_status.started(self.address)

@@ -33,6 +33,12 @@ class NamesrvConfig:
     server_channel_max_idle_time_seconds: float = 120.0
     #: Workers of the one request pool (Java's namesrv runs everything on ``serverWorkerThreads``).
     server_worker_threads: int = 8
+    #: Ours, with the broker's RocketMQ 5 names (docs/metrics.md; Java's name server has no metrics): ``PROM`` serves
+    #: ``rocketmq_rpc_latency`` at ``http://<metricsPromExporterHost, default listenHost>:<port>/metrics``.
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    metrics_label: str = ""
 
     @property
     def kv_config_file(self) -> Path:

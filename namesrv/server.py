@@ -10,7 +10,8 @@ Usage::
 :class:`NamesrvServer` is the same with its parts reachable (``route_table``, ``kv_config``, ``processor``,
 ``remoting_server``) for an embedded cluster or a test. Every request code goes to one unbounded pool of
 ``serverWorkerThreads`` workers, as Java's name server does. A broker's routes vanish as soon as its connection
-closes (close listener) or after ``brokerChannelExpiredTime`` without registering (the scan).
+closes (close listener) or after ``brokerChannelExpiredTime`` without registering (the scan). With
+``metricsExporterType=PROM`` it also serves ``/metrics`` (:mod:`remoting.prometheus`): every request's latency.
 
 Errors: ``OSError`` if the port cannot be bound; :class:`~store.metadata_files.ConfigFileError` if ``kvConfig.json`` and
 its backup are both corrupt. Both are raised before ``task_status.started``.
@@ -29,6 +30,8 @@ from namesrv.processor import NamesrvProcessor
 from namesrv.route_table import RouteTable
 from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
+from remoting.prometheus import PrometheusExporter, metrics_labels, prometheus_wanted, rpc_latency_source
+from remoting.rpc_metrics import RpcLatency
 from remoting.server import RemotingServer, ServerConfig
 
 
@@ -47,10 +50,12 @@ class NamesrvServer:
         dispatcher.register(NamesrvProcessor.request_codes(), self.processor, self.pool)
         # Unknown codes still reach the processor, which answers REQUEST_CODE_NOT_SUPPORTED (see processor.py).
         dispatcher.set_default(self.processor, self.pool)
+        self.rpc_latency = RpcLatency() if prometheus_wanted(config.metrics_exporter_type) else None
         self.remoting_server = RemotingServer(
-            dispatcher, ServerConfig(idle_timeout=config.server_channel_max_idle_time_seconds)
+            dispatcher, ServerConfig(idle_timeout=config.server_channel_max_idle_time_seconds), self.rpc_latency
         )
         self.remoting_server.add_close_listener(self._on_connection_closed)
+        self.metrics: PrometheusExporter | None = None
 
     def _on_connection_closed(self, connection: Connection) -> None:
         self.route_table.on_connection_closed(connection)
@@ -70,7 +75,17 @@ class NamesrvServer:
                     task_status=task_status,
                 )
             )
+            if self.rpc_latency is not None:
+                self.metrics = self._exporter(self.rpc_latency, address)
+                await nursery.start(self.metrics.run)
             task_status.started(address)
+
+    def _exporter(self, recorder: RpcLatency, address: Address) -> PrometheusExporter:
+        """``/metrics`` with the requests' latency, labelled ``node_type=nameserver``, ``node_id=host:port``."""
+        config = self.config
+        labels = metrics_labels("nameserver", f"{address[0]}:{address[1]}", None, config.metrics_label)
+        host = config.metrics_prom_exporter_host or config.listen_host
+        return PrometheusExporter(host, config.metrics_prom_exporter_port, [rpc_latency_source(recorder, labels)])
 
 
 async def serve_namesrv(

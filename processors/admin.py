@@ -31,6 +31,7 @@ from typing import Final
 from processors import broker2client
 from processors.client_channels import ClientChannelInfo
 from processors.context import BrokerContext
+from processors.runtime_info import runtime_table
 from remoting.codec.bodies import KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import dumps, load_object
 from remoting.codec.bodies.admin import (
@@ -42,7 +43,7 @@ from remoting.codec.bodies.admin import (
     TopicOffset,
     TopicStatsTable,
 )
-from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError
 from remoting.codec.headers import (
@@ -56,7 +57,6 @@ from remoting.codec.headers import (
 )
 from remoting.codec.java_properties import (
     PropertiesError,
-    camel_case,
     format_properties,
     parse_properties,
     property_texts,
@@ -178,37 +178,9 @@ class AdminBrokerProcessor:
     # ---- runtime and stats -------------------------------------------------------------------------------------
 
     def get_broker_runtime_info(self, request: RemotingCommand) -> RemotingCommand:
-        """Java's runtime KV table, with the rates and day totals of :mod:`broker.stats` (``mqadmin clusterList``
-        parses ``putTps`` and ``getTransferedTps``, so they are always present)."""
-        broker = self.broker
-        store = broker.store
-        now = int(time.time() * 1000)
-        try:
-            disk_ratio = store.config.disk_usage_ratio(store.root)
-        except OSError:
-            disk_ratio = 0.0
-        table = {
-            "brokerVersion": str(CURRENT_VERSION),
-            "brokerVersionDesc": "V4_9_8",
-            "bootTimestamp": str(broker.boot_timestamp),
-            "runtime": _runtime_text(now - broker.boot_timestamp if broker.boot_timestamp else 0),
-            "commitLogMinOffset": str(store.min_phy_offset),
-            "commitLogMaxOffset": str(store.max_phy_offset),
-            "commitLogDiskRatio": str(disk_ratio),
-            "consumeQueueDiskRatio": str(disk_ratio),
-            "remainHowManyDataToFlush": f"{max(0, store.max_phy_offset - store.flush_watermark)} B",
-            "earliestMessageTimeStamp": str(broker.boot_timestamp),
-            "dispatchBehindBytes": "0",
-            "pageCacheLockTimeMills": "0",
-            "brokerAddr": broker.broker_addr,
-        }
-        table.update(broker.stats.runtime_entries())
-        for family, pool in self.pools.items():
-            name = camel_case(family)
-            table[f"{name}ThreadPoolQueueSize"] = str(pool.queued)
-            table[f"{name}ThreadPoolQueueHeadWaitTimeMills"] = "0"
-            capacity = pool.queue_capacity
-            table[f"{name}ThreadPoolQueueCapacity"] = str(-1 if capacity == float("inf") else int(capacity))
+        """Java's runtime KV table (:mod:`processors.runtime_info`): every key ``mqadmin`` and rocketmq-exporter
+        parse, in Java's formats."""
+        table = runtime_table(self.broker, self.pools, int(time.time() * 1000))
         return request.response(ResponseCode.SUCCESS, body=KVTable(table).encode())
 
     def get_topic_stats_info(self, request: RemotingCommand) -> RemotingCommand:
@@ -311,14 +283,6 @@ class AdminBrokerProcessor:
 
 def _connection(info: ClientChannelInfo) -> ClientConnection:
     return ClientConnection(info.client_id, info.client_addr, info.language.name, info.version)
-
-
-def _runtime_text(ms: int) -> str:
-    seconds = ms // 1000
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
 
 
 _HANDLERS: Final[dict[int, _Handler]] = {

@@ -25,6 +25,7 @@ nothing may await, or a message arriving in between would not wake it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
@@ -146,6 +147,7 @@ class PullMessageProcessor:
     def pull(self, ctx: RequestContext, request: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
         """One execution of a pull: the response, or ``None`` when it was parked. Never awaits; never raises for
         bad input (every rejection is a response with the four offset fields)."""
+        started = time.perf_counter_ns()
         store = self.broker.store
         header: PullMessageRequestHeader | None = None
         try:
@@ -199,10 +201,14 @@ class PullMessageProcessor:
             response = request.response(code, result.status.value, fields)
         if allow_suspend and header.sys_flag & PULL_FLAG_COMMIT_OFFSET and not is_slave:
             self.broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        elapsed = time.perf_counter_ns() - started
         if code == ResponseCode.SUCCESS and response is not None:
-            self.broker.stats.record_get(header.consumer_group, header.topic, len(result.messages), len(response.body))
+            self.broker.stats.record_get(
+                header.consumer_group, header.topic, header.queue_id, len(result.messages), len(response.body),
+                next_offset, elapsed,
+            )  # fmt: skip
         else:
-            self.broker.stats.record_miss()
+            self.broker.stats.record_miss(elapsed)
         if code == ResponseCode.PULL_OFFSET_MOVED:
             put_offset_moved_event(
                 self.broker, header.consumer_group, header.topic, header.queue_id, offset, next_offset
@@ -319,6 +325,7 @@ class PullMessageProcessor:
             return request.response(ResponseCode.PULL_NOT_FOUND, remark, fields)
         config = self.broker.config
         millis = header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_mills
+        ctx.connection.mark_suspended(request.opaque)
         hold.hold(
             HeldPull(
                 ctx=ctx,

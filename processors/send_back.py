@@ -13,7 +13,8 @@ goes to ``%DLQ%group`` (one queue, perm RW, no delay) when the message was alrea
 times (group ``retryMaxTimes``; the header's value when the request version is >= 121) or the header's delay level is
 negative; otherwise to a random retry queue with delay level = the header's, or 3 + reconsumeTimes when it is 0,
 through the delay rewrite (``SCHEDULE_TOPIC_XXXX``). SUCCESS only when the put is PUT_OK; any other outcome answers
-SYSTEM_ERROR with the put status name.
+SYSTEM_ERROR with the put status name. A stored send-back counts in ``SNDBCK_PUT_NUMS`` under the message's original
+topic (its ``RETRY_TOPIC`` when it was a retry already), as Java's ``incSendBackNums``.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ class ConsumerSendMsgBackProcessor:
             updates[PROPERTY_RETRY_TOPIC] = msg.topic
         if not msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID):
             updates[PROPERTY_ORIGIN_MESSAGE_ID] = msg.msg_id
-        if msg.reconsume_times >= max_times or header.delay_level < 0:
+        to_dlq = msg.reconsume_times >= max_times or header.delay_level < 0
+        if to_dlq:
             target = broker.topics.create_dlq_topic(header.group)
             _check_writable(target)
             topic, queue_id, level = target.topic_name, 0, 0
@@ -119,6 +121,7 @@ class ConsumerSendMsgBackProcessor:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, getattr(exc, "put_status", "UNKNOWN_ERROR")) from None
         if result.status is not PutStatus.PUT_OK:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, result.status.value)
+        broker.stats.record_send_back(header.group, msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic), to_dlq)
         return request.response(ResponseCode.SUCCESS)
 
     def _look_message(self, offset: int) -> MessageExt:

@@ -15,7 +15,9 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
 - requests in both directions: the server uses :meth:`invoke` / :meth:`invoke_oneway` to call a client over the
   client's own connection (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED), the client to call the server;
 - per-invocation timeouts kept by one sweeper task per connection (no cancel scope per call);
-- idle tracking: no read and no write for ``idle_timeout`` seconds closes the connection (Java's 120 s default).
+- idle tracking: no read and no write for ``idle_timeout`` seconds closes the connection (Java's 120 s default);
+- RPC latency, when the server set :attr:`Connection.rpc_latency` (:mod:`remoting.rpc_metrics`): a request's code
+  and read time are kept by opaque until its response is written (or, oneway, until its processor returns).
 
 Ownership and errors: the connection owns its stream from construction and closes it when :meth:`run` returns,
 whatever the reason (EOF, a :class:`~remoting.codec.errors.CodecError`, a socket error, idle timeout,
@@ -35,6 +37,7 @@ import contextlib
 import logging
 import math
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -48,6 +51,7 @@ from remoting.codec.frame import MAX_FRAME, FrameDecoder, encode_command
 from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
 from remoting.future import CallbackFuture, OutcomeCallback, ResponseFuture
 from remoting.processor import RequestContext
+from remoting.rpc_metrics import RESULT_ONEWAY, RESULT_SUCCESS, RpcLatency
 from remoting.streams import RECEIVE_SIZE, STREAM_ERRORS, ByteStream, RawSocketIO
 
 log = logging.getLogger(__name__)
@@ -62,6 +66,9 @@ FLUSH_FRAMES: Final = 8
 #: a deep pipeline (1,024 async sends in flight) then pays one send() per ~64 responses instead of per 8, while the
 #: first 8 still go out early. Measured: the broker's ``Connection._send_direct`` self time fell from 8.6 % to ~2 %.
 MAX_FLUSH_FRAMES: Final = 64
+#: Requests whose latency one connection tracks at most (more are not timed: a peer that never reads its answers,
+#: or oneway requests dropped before a processor, must not grow the table without bound).
+MAX_TIMED_REQUESTS: Final = 65_536
 
 Address = tuple[str, int]
 RequestCallback = Callable[[RequestContext, RemotingCommand], Awaitable[None]]
@@ -113,6 +120,10 @@ class Connection:
         self._scope: anyio.CancelScope | None = None
         self._loop = primitives.current()
         self.last_activity = self._loop.now()
+        #: Set by the server to time requests (see :mod:`remoting.rpc_metrics`); ``None`` times nothing.
+        self.rpc_latency: RpcLatency | None = None
+        #: opaque -> [request code, read time ns, suspended]
+        self._timed: dict[int, list[Any]] = {}
 
     def __repr__(self) -> str:
         host, port = self.remote_address[:2]
@@ -193,6 +204,8 @@ class Connection:
                         else:
                             future.complete(cmd)
                     else:
+                        if self.rpc_latency is not None and len(self._timed) < MAX_TIMED_REQUESTS:
+                            self._timed[cmd.opaque] = [cmd.code, time.perf_counter_ns(), False]
                         await on_request(ctx, cmd)
         except CodecError as exc:
             log.warning("%r: closing on a malformed frame: %s", self, exc)
@@ -291,6 +304,8 @@ class Connection:
         :attr:`congested`). Same errors."""
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
+        if self._timed and cmd.flag & FLAG_RESPONSE:
+            self._time_response(cmd.opaque, cmd.code, RESULT_SUCCESS)
         frame = encode_command(cmd)
         wakeup = self._writer_wakeup
         if wakeup is not None:
@@ -315,6 +330,24 @@ class Connection:
             self._outbox_bytes = len(data)
             if data:
                 outbox.append(data)
+
+    def _time_response(self, opaque: int, response_code: int, result: str) -> None:
+        timed = self._timed.pop(opaque, None)
+        if timed is not None and self.rpc_latency is not None:
+            code, started, suspended = timed
+            self.rpc_latency.observe(code, response_code, suspended, result, time.perf_counter_ns() - started)
+
+    def oneway_done(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        """A oneway request's processor returned: its latency is recorded now, with the code it would have
+        answered (SUCCESS when it returned nothing)."""
+        if self._timed:
+            self._time_response(request.opaque, 0 if response is None else response.code, RESULT_ONEWAY)
+
+    def mark_suspended(self, opaque: int) -> None:
+        """The request is parked for long polling: its latency is labelled ``is_long_polling``."""
+        timed = self._timed.get(opaque)
+        if timed is not None:
+            timed[2] = True
 
     def _send_direct(self, frame: bytes) -> bytes:
         """Write what the socket takes now; return the rest (empty when all of it went out)."""

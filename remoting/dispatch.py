@@ -19,9 +19,11 @@ What a processor's outcome becomes on the wire is :func:`remoting.processor.run_
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import os
+import time
 from collections.abc import Iterable
 from typing import Final
 
@@ -76,6 +78,9 @@ class ProcessorPool:
     answered ``SYSTEM_BUSY`` with a ``[TIMEOUT_CLEAN_QUEUE]`` remark instead of being processed (oneway: dropped).
     Java sweeps its queues every 10 ms; here the check happens when a worker takes the request, which drains a
     stale backlog just as fast once a worker is free, without a sweeper per pool.
+
+    :attr:`head_wait_ms` is how long the oldest queued request has waited (Java's ``headSlowTimeMills``, in the
+    broker's runtime info): each submit notes ``time.monotonic()`` in a deque that workers pop as they take requests.
     """
 
     name: str
@@ -87,6 +92,8 @@ class ProcessorPool:
     _receive: trio.MemoryReceiveChannel[_Job] = attrs.field(init=False, repr=False)
     running: bool = attrs.field(init=False, default=False)
     busy: int = attrs.field(init=False, default=0)
+    #: Submit times (monotonic seconds) of the requests no worker took yet, oldest first.
+    _queued_since: collections.deque[float] = attrs.field(init=False, factory=collections.deque, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.workers < 1:
@@ -99,12 +106,19 @@ class ProcessorPool:
         """Requests waiting for a worker."""
         return self._send.statistics().current_buffer_used
 
+    @property
+    def head_wait_ms(self) -> int:
+        """Milliseconds the oldest request not taken by a worker has waited; 0 when none waits."""
+        queued = self._queued_since
+        return int((time.monotonic() - queued[0]) * 1000) if queued else 0
+
     def submit(self, processor: Processor, ctx: RequestContext, request: RemotingCommand) -> bool:
         """Queue a request without waiting. False when the queue is full (the caller answers SYSTEM_BUSY)."""
         try:
             self._send.send_nowait((processor, ctx, request, 0.0 if self.max_wait is None else trio.current_time()))
         except trio.WouldBlock:
             return False
+        self._queued_since.append(time.monotonic())
         return True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -121,7 +135,7 @@ class ProcessorPool:
             self.running = False
 
     async def _work(self) -> None:
-        receive, max_wait = self._receive, self.max_wait
+        receive, max_wait, queued_since = self._receive, self.max_wait, self._queued_since
         await self.limiter.acquire()
         try:
             while True:
@@ -130,6 +144,7 @@ class ProcessorPool:
                     processor, ctx, request, queued_at = receive.receive_nowait()
                 except trio.WouldBlock:
                     processor, ctx, request, queued_at = await receive.receive()
+                queued_since.popleft()
                 if max_wait is not None and (waited := trio.current_time() - queued_at) >= max_wait:
                     await self._reject_stale(ctx, request, waited)
                     continue
@@ -142,9 +157,10 @@ class ProcessorPool:
             self.limiter.release()
 
     async def _reject_stale(self, ctx: RequestContext, request: RemotingCommand, waited: float) -> None:
-        if request.is_oneway:
-            return
         remark = queue_timeout_remark(waited, self.queued)
+        if request.is_oneway:
+            ctx.connection.oneway_done(request, request.response(ResponseCode.SYSTEM_BUSY, remark))
+            return
         try:
             await ctx.connection.send(request.response(ResponseCode.SYSTEM_BUSY, remark))
         except RemotingConnectError:
@@ -213,6 +229,7 @@ class Dispatcher:
         else:
             answer = request.response(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
         if request.is_oneway:
+            ctx.connection.oneway_done(request, answer)
             return
         try:
             await ctx.connection.send(answer)

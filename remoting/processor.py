@@ -61,7 +61,10 @@ async def run_processor(processor: Processor, ctx: RequestContext, request: Remo
     except Exception as exc:
         log.warning("processor %s failed on request code %d", type(processor).__name__, request.code, exc_info=True)
         response = request.response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
-    if response is None or request.is_oneway:
+    if request.is_oneway:
+        ctx.connection.oneway_done(request, response)
+        return
+    if response is None:
         return
     try:
         await ctx.connection.send(response)

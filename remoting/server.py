@@ -30,6 +30,7 @@ import trio
 from remoting.codec.frame import MAX_FRAME
 from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher
+from remoting.rpc_metrics import RpcLatency
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,13 @@ class ServerConfig:
 class RemotingServer:
     """Serves one listening address with a dispatcher. ``connections`` is the live set (read-only by convention)."""
 
-    def __init__(self, dispatcher: Dispatcher, config: ServerConfig | None = None) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, config: ServerConfig | None = None, rpc_latency: RpcLatency | None = None
+    ) -> None:
         self.dispatcher = dispatcher
         self.config = config or ServerConfig()
+        #: Given to every connection: times each request (:mod:`remoting.rpc_metrics`); ``None`` times nothing.
+        self.rpc_latency = rpc_latency
         self.connections: set[Connection] = set()
         self._close_listeners: list[CloseListener] = []
 
@@ -101,6 +106,7 @@ class RemotingServer:
             idle_timeout=self.config.idle_timeout,
             raw_socket=raw,
         )
+        conn.rpc_latency = self.rpc_latency
         self.connections.add(conn)
         log.debug("accepted %r", conn)
         try:

@@ -105,6 +105,15 @@ class StoreReads:
         """Store time of the queue's oldest retained message (GET_EARLIEST_MSG_STORETIME)."""
         return self.message_store_timestamp(topic, queue_id, self.min_offset_in_queue(topic, queue_id))
 
+    def earliest_store_time(self) -> int:
+        """Store time of the CommitLog's first retained record, -1 when there is none (Java's
+        ``getEarliestMessageTime``, shown by GET_BROKER_RUNTIME_INFO)."""
+        record = self.commitlog.read_record(self.commitlog.min_offset)
+        if record is None:
+            return -1
+        timestamp = self.commitlog.store_timestamp_at(self.commitlog.min_offset, len(record))
+        return -1 if timestamp is None else timestamp
+
     @property
     def max_phy_offset(self) -> int:
         return self.commitlog.max_offset

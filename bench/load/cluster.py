@@ -39,14 +39,18 @@ class TopicSetupError(RuntimeError):
     """The broker refused UPDATE_AND_CREATE_TOPIC."""
 
 
-async def serve(data_dir: str, flush_disk_type: str, max_transfer_count: int = 32) -> None:
-    from broker.embedded import EmbeddedCluster
+async def serve(
+    data_dir: str, flush_disk_type: str, max_transfer_count: int = 32, properties: tuple[str, ...] = ()
+) -> None:
+    from broker.embedded import EmbeddedCluster, broker_overrides_of
 
+    args = [part for prop in properties for part in ("--" + prop.partition("=")[0], prop.partition("=")[2])]
     async with EmbeddedCluster(
         data_dir,
         flush_disk_type=flush_disk_type,
         mapped_file_size_commit_log=256 << 20,
         max_transfer_count_on_message_in_memory=max_transfer_count,
+        **broker_overrides_of(args),
     ) as cluster:
         print(cluster.namesrv_addr, cluster.broker_addr, os.getpid(), flush=True)
         await trio.sleep_forever()
@@ -56,10 +60,15 @@ class ClusterProcess:
     """A child process serving an embedded cluster over a temporary data directory it owns and removes."""
 
     def __init__(
-        self, flush_disk_type: str = "ASYNC_FLUSH", wrap: list[str] | None = None, max_transfer_count: int = 32
+        self,
+        flush_disk_type: str = "ASYNC_FLUSH",
+        wrap: list[str] | None = None,
+        max_transfer_count: int = 32,
+        properties: tuple[str, ...] = (),
     ) -> None:
         """``wrap`` prefixes the child's command line (``py-spy record ... --``); the pid is still the broker's.
-        ``max_transfer_count`` is the broker's ``maxTransferCountOnMessageInMemory`` (most messages per pull)."""
+        ``max_transfer_count`` is the broker's ``maxTransferCountOnMessageInMemory`` (most messages per pull);
+        ``properties`` are more broker settings as ``name=value`` (RocketMQ's names)."""
         if flush_disk_type not in FLUSH_MODES:
             raise ValueError(f"flush mode must be one of {FLUSH_MODES}, not {flush_disk_type!r}")
         self.flush_disk_type = flush_disk_type
@@ -70,6 +79,7 @@ class ClusterProcess:
         self._wrap = wrap or []
         self._pid = 0
         self.max_transfer_count = max_transfer_count
+        self.properties = properties
 
     @property
     def pid(self) -> int:
@@ -82,6 +92,7 @@ class ClusterProcess:
         argv = [sys.executable, "-m", "bench.load.cluster", "--data", self._data]
         argv = [*self._wrap, *argv, "--flush-disk-type", self.flush_disk_type]
         argv += ["--max-transfer-count", str(self.max_transfer_count)]
+        argv += [part for prop in self.properties for part in ("--property", prop)]
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         line: list[str] = []
@@ -139,9 +150,10 @@ def main() -> None:
     parser.add_argument("--data", required=True)
     parser.add_argument("--flush-disk-type", default="ASYNC_FLUSH", choices=FLUSH_MODES)
     parser.add_argument("--max-transfer-count", type=int, default=32, help="maxTransferCountOnMessageInMemory")
+    parser.add_argument("--property", action="append", default=[], help="a broker setting, name=value")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        trio.run(serve, args.data, args.flush_disk_type, args.max_transfer_count)
+        trio.run(serve, args.data, args.flush_disk_type, args.max_transfer_count, tuple(args.property))
 
 
 if __name__ == "__main__":

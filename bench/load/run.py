@@ -63,6 +63,9 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="where the summary goes")
     parser.add_argument("--profile", action="store_true", help="py-spy the broker for the measured window")
     parser.add_argument("--quiet", action="store_true", help="no live view on stderr (JSON lines only)")
+    parser.add_argument(
+        "--broker-property", action="append", default=[], metavar="NAME=VALUE", help="an embedded broker setting"
+    )
 
 
 def topic_names(args: argparse.Namespace) -> list[str]:
@@ -145,7 +148,10 @@ def run_tool(
                     spawn_argv(speedscope, [])  # py-spy present at all?
                 except ProfileError as exc:
                     profile = {"error": str(exc)}
-            cluster = stack.enter_context(ClusterProcess(args.flush_disk_type, None, args.max_transfer_count))
+            properties = tuple(args.broker_property)
+            cluster = stack.enter_context(
+                ClusterProcess(args.flush_disk_type, None, args.max_transfer_count, properties)
+            )
             namesrv, broker, pid = cluster.namesrv, cluster.broker, cluster.pid
         if args.profile and profile is None:
             if pid is None:
@@ -163,7 +169,7 @@ def run_tool(
                         # no ptrace rights here: measure a fresh broker started under py-spy instead
                         stack.close()
                         wrap = spawn_argv(speedscope, [])
-                        spawned = ClusterProcess(args.flush_disk_type, wrap, args.max_transfer_count)
+                        spawned = ClusterProcess(args.flush_disk_type, wrap, args.max_transfer_count, properties)
                         cluster = stack.enter_context(spawned)
                         namesrv, broker = cluster.namesrv, cluster.broker
                         profile = {"mode": "spawn", "attach_error": str(exc)}

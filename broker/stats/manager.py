@@ -4,17 +4,24 @@ GET_BROKER_CONSUME_STATS.
 
 Statistics kept, with Java's names and keys:
 
-- ``TOPIC_PUT_NUMS`` (key ``topic``) and ``BROKER_PUT_NUMS`` (key: the cluster name): messages stored;
+- ``TOPIC_PUT_NUMS`` / ``TOPIC_PUT_SIZE`` (key ``topic``) and ``BROKER_PUT_NUMS`` (key: the cluster name): messages
+  and bytes stored;
 - ``GROUP_GET_NUMS`` / ``GROUP_GET_SIZE`` (key ``topic@group``) and ``BROKER_GET_NUMS``: messages and bytes pulled;
+  ``GROUP_GET_LATENCY`` (key ``queueId@topic@group``, Java's key with its default ``enableDetailStat``): whole
+  milliseconds per found pull; ``SNDBCK_PUT_NUMS`` (key ``topic@group``, the message's original topic): send-backs;
 - the store rates ``putTps``, ``getFoundTps``, ``getMissTps``, ``getTotalTps``, ``getTransferedTps``
-  (:mod:`broker.stats.store_stats`) and the ``msgPutTotal*`` / ``msgGetTotal*`` day totals.
+  (:mod:`broker.stats.store_stats`), the ``msgPutTotal*`` / ``msgGetTotal*`` day totals, the put latency
+  distribution (:mod:`broker.stats.latency`), the put totals and the longest pull.
+
+For ``/metrics`` it also keeps, per group, the next offset of each queue's last found pull (inflight messages) and
+the messages moved to a DLQ per (group, original topic).
 
 Cost on the hot path: a pull calls :meth:`BrokerStatsManager.record_get` or :meth:`~BrokerStatsManager.record_miss`
-(a few integer additions, 0.1-0.3 us); a send costs
-nothing, because puts are not counted per message but read from the store's next-queue-offset table when sampling
-(ours: Java counts in the send processor). So put counts include every stored message (sends, retries, delayed
-deliveries, transaction commits); ``times`` of a put item equals its ``value`` (the number of send requests is not
-known), and ``TOPIC_PUT_SIZE`` is not kept. Messages recovered at start are not counted as puts.
+(a few integer additions and two dict lookups); a send records its latency (:mod:`broker.stats.latency`). Puts are
+not counted per message but read from the store's ConsumeQueues when sampling (:mod:`broker.stats.puts`; ours: Java
+counts in the send processor). So put counts include every stored message (sends, retries, delayed deliveries,
+transaction commits), and ``times`` of a put item equals its message count (the number of send requests is not
+known). Messages recovered at start are not counted as puts.
 
 Ownership: the controller starts :meth:`BrokerStatsManager.run` with ``nursery.start``; it samples once a second
 (store rates, broker totals), every 10 s / 10 min / 1 h (the item windows of :mod:`broker.stats.item`) and rolls
@@ -31,25 +38,52 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from broker.stats.item import StatsItem, StatsItemSet, StatsSnapshot
+from broker.stats.latency import PutLatencyStats
+from broker.stats.puts import StorePuts
 from broker.stats.store_stats import StoreStats
+from remoting.codec.java_format import java_double
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
 
 TOPIC_PUT_NUMS: Final = "TOPIC_PUT_NUMS"
+TOPIC_PUT_SIZE: Final = "TOPIC_PUT_SIZE"
 GROUP_GET_NUMS: Final = "GROUP_GET_NUMS"
 GROUP_GET_SIZE: Final = "GROUP_GET_SIZE"
+GROUP_GET_LATENCY: Final = "GROUP_GET_LATENCY"
+SNDBCK_PUT_NUMS: Final = "SNDBCK_PUT_NUMS"
 BROKER_PUT_NUMS: Final = "BROKER_PUT_NUMS"
 BROKER_GET_NUMS: Final = "BROKER_GET_NUMS"
+_ITEM_SETS: Final = (
+    TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE, GROUP_GET_LATENCY, SNDBCK_PUT_NUMS,
+    BROKER_PUT_NUMS, BROKER_GET_NUMS,
+)  # fmt: skip
 
 _SECONDS_PER_ITEM_SAMPLE: Final = 10
 _SECONDS_PER_HOUR_SAMPLE: Final = 600
 _SECONDS_PER_DAY_SAMPLE: Final = 3600
+#: Java's StoreStatsService swaps its put latency buckets once a minute.
+_SECONDS_PER_LATENCY_WINDOW: Final = 60
+_NS_PER_MS: Final = 1_000_000
 
 
 def stats_key(topic: str, group: str) -> str:
     """Java's ``buildStatsKey(topic, group)``."""
     return f"{topic}@{group}"
+
+
+class GroupItems:
+    """One (topic, group)'s pull statistics: the hot path's single lookup."""
+
+    __slots__ = ("latency", "nums", "pull_offsets", "sizes")
+
+    def __init__(self, nums: StatsItem, sizes: StatsItem) -> None:
+        self.nums = nums
+        self.sizes = sizes
+        #: queue id -> GROUP_GET_LATENCY item
+        self.latency: dict[int, StatsItem] = {}
+        #: queue id -> next offset after the queue's last found pull
+        self.pull_offsets: dict[int, int] = {}
 
 
 class BrokerStatsManager:
@@ -60,50 +94,81 @@ class BrokerStatsManager:
         self.cluster_name = cluster_name
         self.wall_clock = wall_clock
         self.store_stats = StoreStats()
-        self.sets = {name: StatsItemSet(name) for name in (TOPIC_PUT_NUMS, GROUP_GET_NUMS, GROUP_GET_SIZE)}
-        self.sets[BROKER_PUT_NUMS] = StatsItemSet(BROKER_PUT_NUMS)
-        self.sets[BROKER_GET_NUMS] = StatsItemSet(BROKER_GET_NUMS)
+        self.sets = {name: StatsItemSet(name) for name in _ITEM_SETS}
         self._broker_put = self.sets[BROKER_PUT_NUMS].get_or_create(cluster_name)
         self._broker_get = self.sets[BROKER_GET_NUMS].get_or_create(cluster_name)
-        #: (topic, group) -> (GROUP_GET_NUMS item, GROUP_GET_SIZE item): the hot path's lookup, no string building.
-        self._group_items: dict[tuple[str, str], tuple[StatsItem, StatsItem]] = {}
-        #: Per-topic stored-message totals at the last sample, to turn the store's offsets into puts.
-        self._topic_seen: dict[str, int] = {}
+        #: (topic, group) -> its pull items: the hot path's lookup, no string building.
+        self.group_items: dict[tuple[str, str], GroupItems] = {}
+        self._puts = StorePuts(store)
+        self.put_latency = PutLatencyStats()
+        self.put_size_total = 0
+        self.put_failed = 0
+        self.get_max_ms = 0
+        #: (group, original topic) -> messages moved to the group's DLQ
+        self.dlq_messages: dict[tuple[str, str], int] = {}
         #: Java's BrokerStats: the put/get totals at the last two local midnights (0 until the first one passes).
         self.day_totals = {"put_yesterday": 0, "put_today": 0, "get_yesterday": 0, "get_today": 0}
         self._day: tuple[int, int] | None = None
 
     # ---- hot path ----------------------------------------------------------------------------------------------
 
-    def record_miss(self) -> None:
-        """A pull that found nothing to deliver."""
+    def record_miss(self, elapsed_ns: int = 0) -> None:
+        """A pull that found nothing to deliver, ``elapsed_ns`` after it started."""
         self.store_stats.get_miss += 1
+        ms = elapsed_ns // _NS_PER_MS
+        if ms > self.get_max_ms:
+            self.get_max_ms = ms
 
-    def record_get(self, group: str, topic: str, count: int, size: int) -> None:
-        """A pull that delivered ``count`` messages of ``size`` bytes in all (the response body's length: summing
-        the records' lengths here cost 1.4 us per 32-message pull, the body's length nothing)."""
+    def record_get(
+        self, group: str, topic: str, queue_id: int, count: int, size: int, next_offset: int, elapsed_ns: int = 0
+    ) -> None:
+        """A pull of ``queue_id`` that delivered ``count`` messages of ``size`` bytes in all (the response body's
+        length: summing the records' lengths here cost 1.4 us per 32-message pull, the body's length nothing),
+        answered ``elapsed_ns`` after it started; the queue's next pull starts at ``next_offset``."""
         store = self.store_stats
         store.get_found += 1
         store.get_transferred += count
-        items = self._group_items.get((topic, group))
+        items = self.group_items.get((topic, group))
         if items is None:
             items = self._group_item(topic, group)
-        nums, sizes = items
+        nums, sizes = items.nums, items.sizes
         nums.value += count
         nums.times += 1
         sizes.value += size
         sizes.times += 1
+        items.pull_offsets[queue_id] = next_offset
+        latency = items.latency.get(queue_id)
+        if latency is None:
+            latency = items.latency[queue_id] = self.sets[GROUP_GET_LATENCY].get_or_create(
+                f"{queue_id}@{topic}@{group}"
+            )
+        ms = elapsed_ns // _NS_PER_MS
+        latency.value += ms
+        latency.times += 1
+        if ms > self.get_max_ms:
+            self.get_max_ms = ms
 
-    def _group_item(self, topic: str, group: str) -> tuple[StatsItem, StatsItem]:
+    def _group_item(self, topic: str, group: str) -> GroupItems:
         key = stats_key(topic, group)
-        items = (self.sets[GROUP_GET_NUMS].get_or_create(key), self.sets[GROUP_GET_SIZE].get_or_create(key))
-        self._group_items[(topic, group)] = items
+        items = GroupItems(self.sets[GROUP_GET_NUMS].get_or_create(key), self.sets[GROUP_GET_SIZE].get_or_create(key))
+        self.group_items[(topic, group)] = items
         return items
+
+    def record_send_back(self, group: str, topic: str, to_dlq: bool) -> None:
+        """A message of ``topic`` that ``group`` sent back was stored for retry (or, ``to_dlq``, in its DLQ)."""
+        self.sets[SNDBCK_PUT_NUMS].get_or_create(stats_key(topic, group)).add(1)
+        if to_dlq:
+            self.dlq_messages[(group, topic)] = self.dlq_messages.get((group, topic), 0) + 1
+
+    def record_put_failed(self) -> None:
+        """A put the store refused (Java's ``putMessageFailedTimes``)."""
+        self.put_failed += 1
 
     # ---- reading -----------------------------------------------------------------------------------------------
 
     def item(self, stats_name: str, stats_key: str) -> StatsItem | None:
-        """VIEW_BROKER_STATS_DATA's lookup; ``None`` for an unknown statistic or key."""
+        """VIEW_BROKER_STATS_DATA's lookup; ``None`` for an unknown statistic or key (a topic's put items appear at
+        the first sample after its first message)."""
         stats = self.sets.get(stats_name)
         return None if stats is None else stats.get(stats_key)
 
@@ -113,9 +178,13 @@ class BrokerStatsManager:
         return (item.in_minute() if item is not None else StatsSnapshot()).tps
 
     def runtime_entries(self) -> dict[str, str]:
-        """The GET_BROKER_RUNTIME_INFO keys owned here: the store rates and the day totals."""
+        """The GET_BROKER_RUNTIME_INFO keys owned here, in Java's formats: the store rates, the day totals, the put
+        totals (``putMessageTimesTotal`` reads 1 while nothing was put, as Java's), the put latency distribution and
+        the longest pull. ``dispatchMaxBuffer`` is 0 as in 4.9.8, where nothing sets it."""
+        self.count_puts()
         entries = self.store_stats.runtime_entries()
         days = self.day_totals
+        put_times = max(1, self._broker_put.value)
         entries.update(
             {
                 "msgPutTotalYesterdayMorning": str(days["put_yesterday"]),
@@ -124,64 +193,71 @@ class BrokerStatsManager:
                 "msgGetTotalYesterdayMorning": str(days["get_yesterday"]),
                 "msgGetTotalTodayMorning": str(days["get_today"]),
                 "msgGetTotalTodayNow": str(self._broker_get.value),
-                "putMessageTimesTotal": str(self._broker_put.value),
+                "putMessageTimesTotal": str(put_times),
+                "putMessageFailedTimes": str(self.put_failed),
+                "putMessageSizeTotal": str(self.put_size_total),
+                "putMessageAverageSize": java_double(self.put_size_total / put_times),
+                "getMessageEntireTimeMax": str(self.get_max_ms),
+                "dispatchMaxBuffer": "0",
             }
         )
+        entries.update(self.put_latency.runtime_entries())
         return entries
 
     # ---- deletions ---------------------------------------------------------------------------------------------
 
     def on_topic_deleted(self, topic: str) -> None:
         """Forget the topic's items (Java's ``onTopicDeleted``); its next messages count from zero."""
-        self.sets[TOPIC_PUT_NUMS].delete_where(lambda key: key != topic)
-        prefix = topic + "@"
-        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE):
+        self.count_puts()  # what was stored before the deletion still counts in the broker's totals
+        for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+            self.sets[name].delete_where(lambda key: key != topic)
+        prefix, infix = topic + "@", "@" + topic + "@"
+        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):
             self.sets[name].delete_where(lambda key: not key.startswith(prefix))
-        for pair in [p for p in self._group_items if p[0] == topic]:
-            del self._group_items[pair]
+        self.sets[GROUP_GET_LATENCY].delete_where(lambda key: infix not in key)
+        for pair in [p for p in self.group_items if p[0] == topic]:
+            del self.group_items[pair]
+        for pair in [p for p in self.dlq_messages if p[1] == topic]:
+            del self.dlq_messages[pair]
+        self._puts.forget(topic)
 
     def on_group_deleted(self, group: str) -> None:
         """Forget the group's items (Java's ``onGroupDeleted``)."""
         suffix = "@" + group
-        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE):
+        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, GROUP_GET_LATENCY):
             self.sets[name].delete_where(lambda key: not key.endswith(suffix))
-        for pair in [p for p in self._group_items if p[1] == group]:
-            del self._group_items[pair]
+        for pair in [p for p in self.group_items if p[1] == group]:
+            del self.group_items[pair]
+        for pair in [p for p in self.dlq_messages if p[0] == group]:
+            del self.dlq_messages[pair]
 
     # ---- sampling ----------------------------------------------------------------------------------------------
 
-    def _topic_totals(self) -> dict[str, int]:
-        totals: dict[str, int] = {}
-        for (topic, _), offset in self.store.queue_offsets.items():
-            totals[topic] = totals.get(topic, 0) + offset
-        return totals
-
     def start_counting(self) -> None:
         """Take the store's current contents as the baseline: only messages stored from now on count as puts."""
-        self._topic_seen = self._topic_totals()
+        self._puts.start()
 
-    def _count_puts(self) -> None:
-        """Turn growth of the store's per-topic totals since the last call into puts. A total that shrank (the topic
-        was deleted, maybe re-created) restarts from its new value."""
-        seen = self._topic_seen
-        items = self.sets[TOPIC_PUT_NUMS]
-        totals = self._topic_totals()
-        added = 0
-        for topic, total in totals.items():
-            before = seen.get(topic, 0)
-            grown = total - before if total >= before else total
-            if grown:
-                items.get_or_create(topic).add(grown, grown)
-                added += grown
-        self._topic_seen = totals
+    def count_puts(self) -> None:
+        """Add what the store took since the last call to the put items and totals (sampling calls it every second;
+        readers call it first to see puts up to now)."""
+        nums, sizes = self.sets[TOPIC_PUT_NUMS], self.sets[TOPIC_PUT_SIZE]
+        added = added_bytes = 0
+        for topic, (count, size) in self._puts.collect().items():
+            nums.get_or_create(topic).add(count, count)
+            sizes.get_or_create(topic).add(size, count)
+            added += count
+            added_bytes += size
         self._broker_put.add(added, added)
+        self.put_size_total += added_bytes
         self.store_stats.put_total = self._broker_put.value
 
     def sample_second(self, tick: int, now_ms: int) -> None:
         """One sampling round; ``tick`` counts seconds since :meth:`run` started (0 first)."""
-        self._count_puts()
+        self.count_puts()
         self._broker_get.value = self.store_stats.get_transferred
         self.store_stats.sample(now_ms)
+        if tick and tick % _SECONDS_PER_LATENCY_WINDOW == 0:
+            self.put_latency.roll_window()
         if tick % _SECONDS_PER_ITEM_SAMPLE == 0:
             for stats in self.sets.values():
                 for item in stats:

@@ -186,3 +186,20 @@ _REQUEST_NAMES = {c.value: c.name for c in RequestCode}
 def request_name(code: int) -> str:
     """Name of a request code for logs and remarks; unknown codes print as their number."""
     return _REQUEST_NAMES.get(code, str(code))
+
+
+#: Ordinals of ``MQVersion.Version`` from V4_0_0_SNAPSHOT to V5_9_9, where each release follows its snapshot.
+_FIRST_V4_ORDINAL = 212
+_LAST_V5_ORDINAL = 611
+
+
+def version_desc(version: int) -> str:
+    """Java's ``MQVersion.getVersionDesc`` for 4.x and 5.x clients (409 -> ``V4_9_8``); ``HIGHER_VERSION`` above 5.9.9
+    and the number itself for 3.x ordinals, whose names follow no rule."""
+    if version > _LAST_V5_ORDINAL:
+        return "HIGHER_VERSION"
+    if version < _FIRST_V4_ORDINAL:
+        return str(version)
+    index, release = divmod(version - _FIRST_V4_ORDINAL, 2)
+    name = f"V{4 + index // 100}_{index // 10 % 10}_{index % 10}"
+    return name if release else name + "_SNAPSHOT"

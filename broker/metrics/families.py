@@ -1,0 +1,160 @@
+"""A broker's ``/metrics`` families, built from a :class:`~broker.metrics.snapshot.BrokerSnapshot` (in the HTTP
+thread), with RocketMQ 5's names and labels (``BrokerMetricsConstant``, ``DefaultStoreMetricsConstant``) wherever
+the concept exists here; every family also carries the broker's common labels (``cluster``, ``node_type``,
+``node_id``, ``metricsLabel``).
+
+Where ours differ, and why:
+
+- ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total`` count messages where they are stored, read from
+  the store: a delayed, timer or transactional message counts first under its system topic (``message_type``
+  ``delay`` / ``transaction``, ``is_system`` true) and again under its real topic when delivered or committed.
+  Java counts it once, at the send, under the real topic. ``message_type`` is ``fifo`` for order topics, ``normal``
+  otherwise. Retry and DLQ topics are left out, as in Java. Bytes are record sizes (Java's ``wroteBytes``).
+- ``rocketmq_storage_put_latency`` (ms) is ours: RocketMQ 5 has no put latency metric; its buckets are the runtime
+  info's ``putMessageDistributeTime`` bounds, cumulative since start.
+- Not exported (no such concept here): POP, timer-wheel internals, half-message and transaction-commit counters,
+  ``rocketmq_message_size``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from broker.metrics.snapshot import BrokerSnapshot
+from remoting.codec.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SYSTEM_GROUP_PREFIX,
+    TIMER_TOPIC,
+    TRANS_HALF_TOPIC,
+    is_system_topic,
+)
+from remoting.prometheus import histogram_buckets
+
+_STORAGE = {"storage_type": "local", "storage_medium": "disk"}
+_MESSAGE_TYPES = {SCHEDULE_TOPIC: "delay", TIMER_TOPIC: "delay", TRANS_HALF_TOPIC: "transaction"}
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _retry_or_dlq(topic: str) -> bool:
+    return topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+
+
+def _system_group(group: str) -> bool:
+    return group.lower().startswith(SYSTEM_GROUP_PREFIX.lower())
+
+
+class _Families:
+    """Makes families that all carry ``common`` labels first."""
+
+    def __init__(self, common: dict[str, str]) -> None:
+        self.names = list(common)
+        self.values = list(common.values())
+
+    def gauge(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, labels=[*self.names, *labels])
+
+    def counter(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> CounterMetricFamily:
+        return CounterMetricFamily(name, doc, labels=[*self.names, *labels])
+
+    def row(self, *values: str) -> list[str]:
+        return [*self.values, *values]
+
+
+def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
+    labels_in = ("topic", "message_type", "is_system")
+    messages_in = f.counter("rocketmq_messages_in_total", "Total number of incoming messages", labels_in)
+    bytes_in = f.counter("rocketmq_throughput_in_total", "Total traffic of incoming messages", labels_in)
+    for topic, (count, size) in sorted(snap.puts.items()):
+        if _retry_or_dlq(topic):
+            continue
+        kind = _MESSAGE_TYPES.get(topic) or ("fifo" if topic in snap.order_topics else "normal")
+        row = f.row(topic, kind, _bool(is_system_topic(topic)))
+        messages_in.add_metric(row, count)
+        bytes_in.add_metric(row, size)
+    labels_out = ("topic", "consumer_group", "is_system")
+    messages_out = f.counter("rocketmq_messages_out_total", "Total number of outgoing messages", labels_out)
+    bytes_out = f.counter("rocketmq_throughput_out_total", "Total traffic of outgoing messages", labels_out)
+    for (topic, group), (count, size) in sorted(snap.gets.items()):
+        if _retry_or_dlq(topic):
+            continue
+        row = f.row(topic, group, _bool(is_system_topic(topic) or _system_group(group)))
+        messages_out.add_metric(row, count)
+        bytes_out.add_metric(row, size)
+    dlq = f.counter(
+        "rocketmq_send_to_dlq_messages_total", "Consumer send to DLQ messages", ("consumer_group", "topic", "is_system")
+    )
+    for (group, topic), count in sorted(snap.dlq.items()):
+        dlq.add_metric(f.row(group, topic, _bool(is_system_topic(topic) or _system_group(group))), count)
+    yield from (messages_in, bytes_in, messages_out, bytes_out, dlq)
+
+
+def _consumers(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
+    labels = ("consumer_group", "topic", "is_retry", "is_system")
+    lag = f.gauge("rocketmq_consumer_lag_messages", "Consumer lag messages", labels)
+    lag_ms = f.gauge("rocketmq_consumer_lag_latency", "Consumer lag time", labels)
+    inflight = f.gauge("rocketmq_consumer_inflight_messages", "Consumer inflight messages", labels)
+    queueing = f.gauge("rocketmq_consumer_queueing_latency", "Consumer queueing time", labels)
+    ready = f.gauge("rocketmq_consumer_ready_messages", "Consumer ready messages", labels)
+    for entry in snap.lags:
+        row = f.row(
+            entry.group, entry.topic, "false", _bool(is_system_topic(entry.topic) or _system_group(entry.group))
+        )
+        lag.add_metric(row, entry.lag)
+        lag_ms.add_metric(row, snap.now_ms - entry.earliest_unconsumed_ms if entry.earliest_unconsumed_ms else 0)
+        inflight.add_metric(row, entry.inflight)
+        queueing.add_metric(row, snap.now_ms - entry.earliest_unpulled_ms if entry.earliest_unpulled_ms else 0)
+        ready.add_metric(row, entry.ready)
+    yield from (lag, lag_ms, inflight, queueing, ready)
+    producers = f.gauge(
+        "rocketmq_producer_connections", "Producer connections", ("language", "version", "protocol_type")
+    )
+    for (language, version), count in sorted(snap.producers.items()):
+        producers.add_metric(f.row(language, version, "remoting"), count)
+    consumer_labels = ("consumer_group", "language", "version", "consume_mode", "protocol_type", "is_system")
+    consumers = f.gauge("rocketmq_consumer_connections", "Consumer connections", consumer_labels)
+    for (group, language, version, mode), count in sorted(snap.consumers.items()):
+        consumers.add_metric(f.row(group, language, version, mode, "remoting", _bool(_system_group(group))), count)
+    yield from (producers, consumers)
+
+
+def _broker(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
+    watermark = f.gauge("rocketmq_processor_watermark", "Request processor watermark", ("processor",))
+    for processor, queued in sorted(snap.watermarks.items()):
+        watermark.add_metric(f.row(processor), queued)
+    permission = f.gauge("rocketmq_broker_permission", "Broker permission")
+    permission.add_metric(f.row(), snap.permission)
+    yield from (watermark, permission)
+    storage = f.row(*_STORAGE.values())
+    names = tuple(_STORAGE)
+    gauges = [
+        ("rocketmq_storage_size", "Broker storage size", snap.storage_used),
+        ("rocketmq_storage_flush_behind_bytes", "Broker flush behind bytes", snap.flush_behind),
+        ("rocketmq_storage_dispatch_behind_bytes", "Broker dispatch behind bytes", 0),
+        ("rocketmq_storage_message_reserve_time", "Broker message reserve time", snap.reserve_time_ms),
+    ]
+    for name, doc, value in gauges:
+        if value >= 0:
+            gauge = f.gauge(name, doc, names)
+            gauge.add_metric(storage, value)
+            yield gauge
+    bounds, counts, sum_ms = snap.put_latency
+    latency = HistogramMetricFamily(
+        "rocketmq_storage_put_latency", "Store put latency (ms), ours", labels=[*f.names, *names]
+    )
+    latency.add_metric(storage, histogram_buckets(bounds, counts), sum_ms)
+    yield latency
+
+
+def broker_families(snap: BrokerSnapshot, common: dict[str, str]) -> Iterator[Metric]:
+    """Every family of one scrape (see the module docstring)."""
+    f = _Families(common)
+    yield from _traffic(snap, f)
+    yield from _consumers(snap, f)
+    yield from _broker(snap, f)

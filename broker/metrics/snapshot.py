@@ -1,0 +1,124 @@
+"""What one scrape of a broker's ``/metrics`` reads, copied on the Trio thread into plain values
+(:func:`take_snapshot`), so that building and formatting the families can run in the HTTP thread
+(:mod:`broker.metrics.families`).
+
+Sources, all kept by the broker anyway: the statistics' cumulative put items (after adding what the store took since
+the last sample, so a scrape sees every acknowledged message) and pull items, the DLQ counts, the put latency
+histogram, the pools' queues, the client registry, the offsets (:mod:`broker.metrics.lag`), the store's offsets and
+the file system. Cost: proportional to topics, (group, topic) pairs and their queues; one ``statvfs``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+from broker.metrics.lag import GroupLag, group_lags
+from broker.stats import TOPIC_PUT_NUMS, TOPIC_PUT_SIZE
+from remoting.codec.codes import version_desc
+from remoting.dispatch import ProcessorPool
+
+if TYPE_CHECKING:
+    from broker.context import BrokerState
+
+#: Our pool families under RocketMQ 5's ``processor`` label values.
+PROCESSOR_NAMES = {
+    "send": "send",
+    "pull": "pull",
+    "query": "query_message",
+    "admin": "admin",
+    "client_manage": "client_manager",
+    "heartbeat": "heartbeat",
+    "consumer_manage": "consumer_manager",
+    "end_transaction": "transaction",
+}
+
+
+@attrs.frozen
+class BrokerSnapshot:
+    """Plain numbers; see :mod:`broker.metrics.families` for the metrics each becomes."""
+
+    #: topic -> (messages, bytes) stored since the broker started
+    puts: dict[str, tuple[int, int]]
+    order_topics: frozenset[str]
+    #: (topic, group) -> (messages, bytes) pulled
+    gets: dict[tuple[str, str], tuple[int, int]]
+    #: (group, original topic) -> messages sent to the DLQ
+    dlq: dict[tuple[str, str], int]
+    lags: list[GroupLag]
+    #: (language, version) -> producer connections
+    producers: dict[tuple[str, str], int]
+    #: (group, language, version, consume type) -> consumer connections
+    consumers: dict[tuple[str, str, str, str], int]
+    #: processor label -> queued requests
+    watermarks: dict[str, int]
+    permission: int
+    #: (bucket bounds ms, counts per bucket with one more above the last bound, sum ms)
+    put_latency: tuple[tuple[int, ...], list[int], float]
+    storage_used: int
+    flush_behind: int
+    reserve_time_ms: int
+    now_ms: int
+
+
+def _puts(state: BrokerState) -> dict[str, tuple[int, int]]:
+    stats = state.stats
+    stats.count_puts()
+    sizes = stats.sets[TOPIC_PUT_SIZE]
+    puts = {}
+    for item in stats.sets[TOPIC_PUT_NUMS]:
+        size = sizes.get(item.key)
+        puts[item.key] = (item.value, 0 if size is None else size.value)
+    return puts
+
+
+def _connections(state: BrokerState) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str, str], int]]:
+    clients = state.clients
+    producers: collections.Counter[tuple[str, str]] = collections.Counter()
+    for group in clients.producer_groups:
+        for info in clients.producer_connections(group):
+            producers[(info.language.name.lower(), version_desc(info.version).lower())] += 1
+    consumers: collections.Counter[tuple[str, str, str, str]] = collections.Counter()
+    for group, group_info in clients.consumer_groups.items():
+        mode = "pull" if group_info.consume_type.name == "CONSUME_ACTIVELY" else "push"
+        for info in group_info.channels.values():
+            consumers[(group, info.language.name.lower(), version_desc(info.version).lower(), mode)] += 1
+    return dict(producers), dict(consumers)
+
+
+def _storage_used(root: os.PathLike[str]) -> int:
+    """Bytes used on the store's file system (RocketMQ 5's ``rocketmq_storage_size``: total - free); -1 unreadable."""
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return -1
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> BrokerSnapshot:
+    """Everything one scrape exports (call it on the Trio thread)."""
+    stats, store = state.stats, state.store
+    producers, consumers = _connections(state)
+    now_ms = int(time.time() * 1000)
+    earliest = store.earliest_store_time()
+    return BrokerSnapshot(
+        puts=_puts(state),
+        order_topics=frozenset(name for name, config in state.topics.topics.items() if config.order),
+        gets={pair: (items.nums.value, items.sizes.value) for pair, items in stats.group_items.items()},
+        dlq=dict(stats.dlq_messages),
+        lags=list(group_lags(state)),
+        producers=producers,
+        consumers=consumers,
+        watermarks={PROCESSOR_NAMES.get(name, name): pool.queued for name, pool in pools.items()},
+        permission=state.config.broker_permission,
+        put_latency=stats.put_latency.histogram(),
+        storage_used=_storage_used(store.root),
+        flush_behind=max(0, store.max_phy_offset - store.flush_watermark),
+        reserve_time_ms=now_ms - earliest if earliest > 0 else -1,
+        now_ms=now_ms,
+    )

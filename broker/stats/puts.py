@@ -1,0 +1,56 @@
+"""Puts read from the store: how many messages and bytes each topic stored since the last look.
+
+Sends cost nothing here: :class:`StorePuts` compares the store's next-queue-offset table with what it saw last time
+and sums the record sizes of the new ConsumeQueue entries (:meth:`store.consume_queue.ConsumeQueue.sizes_total`).
+So every stored message counts (sends, retries, delayed deliveries, transaction commits), as in Java's
+``StoreStatsService``; messages recovered at start do not (:meth:`StorePuts.start` takes them as the baseline).
+
+A deleted topic's queues count from zero when they come back (:meth:`StorePuts.forget`, or an offset that went
+down). Entries removed by
+retention before they were looked at are counted as messages without bytes. Owned by
+:class:`~broker.stats.manager.BrokerStatsManager` on the Trio thread; nothing here raises.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from store.message_store import MessageStore
+
+#: topic -> (messages, bytes)
+TopicPuts = dict[str, tuple[int, int]]
+
+
+class StorePuts:
+    def __init__(self, store: MessageStore) -> None:
+        self.store = store
+        self._seen: dict[tuple[str, int], int] = {}
+
+    def start(self) -> None:
+        """Take the store's current contents as the baseline."""
+        self._seen = dict(self.store.queue_offsets)
+
+    def collect(self) -> TopicPuts:
+        """Messages and bytes stored per topic since the last call (topics without new messages are absent)."""
+        store = self.store
+        queues = store.consume_queues
+        seen = self._seen
+        added: TopicPuts = {}
+        for key, offset in store.queue_offsets.items():
+            before = seen.get(key, 0)
+            if offset == before:
+                continue
+            if offset < before:
+                before = 0
+            seen[key] = offset
+            cq = queues.get(key)
+            size = 0 if cq is None else cq.sizes_total(before, offset)
+            count, total = added.get(key[0], (0, 0))
+            added[key[0]] = (count + offset - before, total + size)
+        return added
+
+    def forget(self, topic: str) -> None:
+        """The topic was deleted: its queues count from zero when they come back."""
+        for key in [k for k in self._seen if k[0] == topic]:
+            del self._seen[key]

@@ -1,0 +1,152 @@
+"""``/metrics`` in Prometheus text, served beside the Trio loop (RocketMQ 5's ``metricsExporterType=PROM``).
+
+Why this shape: prometheus-client's own threaded HTTP server (``start_http_server``) runs in daemon threads, so a
+scrape never runs on the event loop; the only loop time it costs is a snapshot. Each :data:`Source` is called on the
+Trio thread (through ``trio.from_thread.run_sync``), copies the numbers it needs from the live tables and returns a
+function that builds the metric families from that copy in the HTTP thread, where prometheus-client also formats the
+text. Nothing is updated per message for ``/metrics``: the families are built at scrape time from statistics the
+server keeps anyway. (Hypercorn on Trio would have put the formatting, the expensive part with thousands of series,
+on the loop itself.)
+
+:class:`PrometheusExporter` owns the HTTP server: ``await nursery.start(exporter.run)`` binds ``host:port`` (port 0
+picks one) and reports the bound address; cancelling it shuts the server down (in a worker thread, shielded, so the
+port is free when ``run`` returns). A scrape arriving after the loop ended gets HTTP 500. Errors: ``OSError`` before
+``started`` when the port cannot be bound.
+
+:func:`rpc_latency_source` exports a :class:`~remoting.rpc_metrics.RpcLatency` as RocketMQ 5's
+``rocketmq_rpc_latency`` histogram; :func:`metrics_labels` builds the labels every family of a server carries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator
+
+import trio
+from prometheus_client import start_http_server
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from remoting.codec.codes import ResponseCode, request_name
+from remoting.connection import Address
+from remoting.rpc_metrics import RPC_LATENCY_BUCKETS_MS, RpcLatency
+
+__all__ = [
+    "PrometheusExporter",
+    "Source",
+    "histogram_buckets",
+    "metrics_labels",
+    "prometheus_wanted",
+    "rpc_latency_source",
+]
+
+log = logging.getLogger(__name__)
+
+#: Called on the Trio thread; the function it returns builds the families in the HTTP thread.
+Source = Callable[[], Callable[[], Iterable[Metric]]]
+
+_RESPONSE_NAMES = {code.value: code.name.lower() for code in ResponseCode}
+#: ``MetricsExporterType`` by number (Java's setter takes the number or the name).
+_EXPORTER_TYPES = {"0": "DISABLE", "1": "OTLP_GRPC", "2": "PROM", "3": "LOG"}
+
+
+def prometheus_wanted(exporter_type: str) -> bool:
+    """Whether RocketMQ 5's ``metricsExporterType`` setting (``PROM`` or ``2``) asks for ``/metrics``. The other
+    exporters (``OTLP_GRPC``, ``LOG``) are not implemented: asking for one is logged and exports nothing."""
+    name = _EXPORTER_TYPES.get(exporter_type.strip(), exporter_type.strip().upper())
+    if name in ("OTLP_GRPC", "LOG"):
+        log.warning("metricsExporterType %s is not supported; only PROM is: no metrics are exported", name)
+    elif name not in ("PROM", "DISABLE"):
+        log.warning("unknown metricsExporterType %r: no metrics are exported", exporter_type)
+    return name == "PROM"
+
+
+def metrics_labels(node_type: str, node_id: str, cluster: str | None, extra: str) -> dict[str, str]:
+    """RocketMQ 5's common labels: ``cluster`` (brokers), ``node_type``, ``node_id``, then the ``metricsLabel``
+    setting's ``key:value`` pairs (comma separated; a malformed pair is logged and skipped, as Java does)."""
+    labels = {} if cluster is None else {"cluster": cluster}
+    labels.update(node_type=node_type, node_id=node_id)
+    for item in filter(None, extra.split(",")):
+        key, sep, value = item.partition(":")
+        if not sep or ":" in value or not key:
+            log.warning("metricsLabel is not valid: %s", extra)
+            continue
+        labels[key] = value
+    return labels
+
+
+def histogram_buckets(bounds: Iterable[float], counts: Iterable[int]) -> list[tuple[str, float]]:
+    """Per-bucket counts (the last one above every bound) as cumulative ``(le, count)`` pairs ending in ``+Inf``."""
+    les = [repr(float(b)) if math.isfinite(b) else "+Inf" for b in bounds] + ["+Inf"]
+    return list(zip(les, itertools.accumulate(counts), strict=True))
+
+
+def rpc_latency_source(recorder: RpcLatency, labels: dict[str, str]) -> Source:
+    """``rocketmq_rpc_latency`` (ms) by ``protocol_type``, ``request_code`` and ``response_code`` (Java's lowercase
+    names, or the number), ``is_long_polling`` and ``result``."""
+    names = [*labels, "protocol_type", "request_code", "response_code", "is_long_polling", "result"]
+    fixed = list(labels.values())
+
+    def snapshot() -> Callable[[], Iterable[Metric]]:
+        series = recorder.snapshot()
+
+        def families() -> Iterator[Metric]:
+            family = HistogramMetricFamily("rocketmq_rpc_latency", "Rpc latency", labels=names)
+            for (code, response, polling, result), counts, sum_ms in series:
+                values = [request_name(code).lower(), _RESPONSE_NAMES.get(response, str(response))]
+                family.add_metric(
+                    [*fixed, "remoting", *values, "true" if polling else "false", result],
+                    histogram_buckets(RPC_LATENCY_BUCKETS_MS, counts),
+                    float(sum_ms),
+                )
+            yield family
+
+        return families
+
+    return snapshot
+
+
+class _Bridge(Collector):
+    """The registry's one collector: snapshots every source on the Trio thread, then builds their families here."""
+
+    def __init__(self, token: trio.lowlevel.TrioToken, sources: list[Source]) -> None:
+        self._token = token
+        self._sources = sources
+
+    def describe(self) -> Iterable[Metric]:
+        return ()  # families are only known at scrape time; nothing to check at registration
+
+    def _snapshot(self) -> list[Callable[[], Iterable[Metric]]]:
+        return [source() for source in self._sources]
+
+    def collect(self) -> Iterable[Metric]:
+        for build in trio.from_thread.run_sync(self._snapshot, trio_token=self._token):
+            yield from build()
+
+
+class PrometheusExporter:
+    """Serves ``sources`` at ``http://host:port/metrics``. See the module docstring."""
+
+    def __init__(self, host: str, port: int, sources: list[Source]) -> None:
+        self.host = host
+        self.port = port
+        self.sources = sources
+        self.address: Address | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED) -> None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Bridge(trio.lowlevel.current_trio_token(), self.sources))
+        server, thread = start_http_server(self.port, self.host, registry)
+        try:
+            host, port = server.server_address[:2]
+            self.address = (str(host), int(port))
+            log.info("metrics served at http://%s:%d/metrics", host, port)
+            task_status.started(self.address)
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(server.shutdown)
+                server.server_close()
+                await trio.to_thread.run_sync(thread.join)

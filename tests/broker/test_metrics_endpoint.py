@@ -1,0 +1,198 @@
+"""``/metrics`` (metricsExporterType=PROM) of a live broker and name server: scraped over HTTP while a load runs, its
+counters agree with what the producers were acknowledged, and every scrape parses with prometheus-client's own
+parser. Real sockets on 127.0.0.1 port 0; real clock (the HTTP server runs in threads), no time thresholds."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from broker.embedded import EmbeddedCluster
+from client import ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer
+from namesrv.config import NamesrvConfig
+from namesrv.server import NamesrvServer
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from tests.conftest import SMALL_STORE
+
+TOPIC = "MetricsLoad"
+PRODUCERS = 8
+PER_PRODUCER = 250
+
+
+@pytest.fixture
+async def metrics_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0, "metrics_label": "env:test"}
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings) as cluster:
+        yield cluster
+
+
+async def scrape(address: tuple[str, int]) -> dict[str, list[Sample]]:
+    """GET /metrics in a worker thread; the samples of each family by family name (parsed by prometheus-client)."""
+
+    def get() -> str:
+        with urllib.request.urlopen(f"http://{address[0]}:{address[1]}/metrics", timeout=30) as answer:
+            assert answer.status == 200
+            return str(answer.read().decode())
+
+    text = await trio.to_thread.run_sync(get)
+    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+
+def value(families: dict[str, list[Sample]], name: str, **labels: str) -> float:
+    """The sum of the samples called ``name`` whose labels include ``labels``."""
+    family = name
+    for suffix in ("_total", "_bucket", "_count", "_sum"):
+        family = family.removesuffix(suffix)
+    return sum(
+        s.value
+        for s in families.get(family, [])
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+async def test_counters_scraped_during_a_load_agree_with_what_was_acknowledged(
+    metrics_cluster: EmbeddedCluster,
+) -> None:
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    address = exporter.address
+    acked = 0
+    running = True
+    checked = []
+
+    async with Producer("metrics_pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message(TOPIC, b"warm-up"))  # the route, before the measured load
+        acked = 1
+
+        async def produce() -> None:
+            nonlocal acked
+            for i in range(PER_PRODUCER):
+                await producer.send(Message(TOPIC, b"load %d" % i))
+                acked += 1
+
+        async def scrape_meanwhile() -> None:
+            while running and len(checked) < 200:
+                before = acked
+                families = await scrape(address)
+                after = acked
+                stored = value(families, "rocketmq_messages_in_total", topic=TOPIC)
+                # Stored before or while this scrape: at least what was acknowledged before it, at most what was
+                # acknowledged after it plus one send in flight per producer task.
+                assert before <= stored <= after + PRODUCERS, (before, stored, after)
+                assert not checked or stored >= checked[-1]  # a counter never goes back
+                checked.append(stored)
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(scrape_meanwhile)
+            async with trio.open_nursery() as load:
+                for _ in range(PRODUCERS):
+                    load.start_soon(produce)
+            running = False
+
+    total = 1 + PRODUCERS * PER_PRODUCER
+    assert acked == total and len(checked) >= 1
+    print(f"{len(checked)} scrapes during the load")
+    families = await scrape(address)
+    labels = {"topic": TOPIC, "cluster": "DefaultCluster", "node_type": "broker", "env": "test"}
+    assert value(families, "rocketmq_messages_in_total", message_type="normal", **labels) == total
+    store = cluster.controller.context.store
+    assert value(families, "rocketmq_throughput_in_total", **labels) == store.max_phy_offset
+    sends = value(families, "rocketmq_rpc_latency_count", request_code="send_message_v2", response_code="success")
+    assert sends == total
+    assert value(families, "rocketmq_rpc_latency_bucket", request_code="send_message_v2", le="+Inf") == total
+    assert value(families, "rocketmq_storage_put_latency_count") == total
+
+    received = 0
+    done = trio.Event()
+
+    async def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        nonlocal received
+        received += len(msgs)
+        if received >= total:
+            done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("metrics_cg", cluster.namesrv_addr)
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_message_listener(on_messages)
+    async with consumer:
+        with trio.fail_after(60):
+            await done.wait()
+        families = await scrape(address)
+        out = value(families, "rocketmq_messages_out_total", topic=TOPIC, consumer_group="metrics_cg")
+        assert out == received == total
+        assert value(families, "rocketmq_throughput_out_total", topic=TOPIC) == store.max_phy_offset
+        group = {"consumer_group": "metrics_cg", "topic": TOPIC}
+        assert value(families, "rocketmq_consumer_connections", consumer_group="metrics_cg") == 1
+        ready = value(families, "rocketmq_consumer_ready_messages", **group)
+        assert ready == 0 and "rocketmq_consumer_lag_messages" in families
+
+
+async def test_a_held_pull_is_labelled_long_polling(metrics_cluster: EmbeddedCluster) -> None:
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    async with RemotingClient() as client:
+        create = {
+            "topic": "HeldTopic", "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6",
+            "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
+        }  # fmt: skip
+        created = await client.invoke(cluster.broker_addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, create), 5)
+        assert created.code == ResponseCode.SUCCESS
+        pull = {
+            "consumerGroup": "held_cg", "topic": "HeldTopic", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+            "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "300", "subscription": "*",
+            "subVersion": "0", "expressionType": "TAG",
+        }  # fmt: skip
+        answer = await client.invoke(cluster.broker_addr, request(RequestCode.PULL_MESSAGE, pull), 10)
+        assert answer.code == ResponseCode.PULL_NOT_FOUND
+    families = await scrape(exporter.address)
+    held = value(families, "rocketmq_rpc_latency_count", request_code="pull_message", is_long_polling="true")
+    assert held == 1
+    # The held pull waited about its 300 ms suspend time: it is not in the buckets up to 100 ms.
+    fast = value(families, "rocketmq_rpc_latency_bucket", request_code="pull_message", le="100.0")
+    assert fast == 0
+
+
+async def test_without_prom_nothing_is_served_or_timed(embedded_cluster: EmbeddedCluster) -> None:
+    controller = embedded_cluster.controller
+    assert controller.metrics is None and controller.rpc_latency is None
+    assert all(conn.rpc_latency is None for conn in controller.remoting_server.connections)
+
+
+async def test_the_name_server_serves_its_request_latency(tmp_path: Path) -> None:
+    config = NamesrvConfig(
+        listen_port=0,
+        listen_host="127.0.0.1",
+        kv_config_path=str(tmp_path / "kv.json"),
+        metrics_exporter_type="2",
+        metrics_prom_exporter_port=0,
+    )
+    server = NamesrvServer(config)
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(server.serve)
+        async with RemotingClient() as client:
+            for _ in range(3):
+                answer = await client.invoke(f"{host}:{port}", request(RequestCode.GET_BROKER_CLUSTER_INFO), 5)
+                assert answer.code == ResponseCode.SUCCESS
+        assert server.metrics is not None and server.metrics.address is not None
+        families = await scrape(server.metrics.address)
+        count = value(
+            families,
+            "rocketmq_rpc_latency_count",
+            request_code="get_broker_cluster_info",
+            node_type="nameserver",
+            node_id=f"{host}:{port}",
+        )
+        assert count == 3
+        nursery.cancel_scope.cancel()
