@@ -74,6 +74,11 @@ async def home(request: Request) -> Response:
     return RedirectResponse("/cluster", status_code=303)
 
 
+async def no_icon(request: Request) -> Response:
+    """No favicon: an empty answer rather than a 404 in every page's console."""
+    return Response(status_code=204)
+
+
 def create_app(
     settings: DashboardSettings, *, trace_finder: TraceFinder | None = None, sample: bool = True
 ) -> Starlette:
@@ -94,6 +99,7 @@ def create_app(
 
     routes = [
         Route("/", home),
+        Route("/favicon.ico", no_icon),
         *(Route(path, page) for path in PAGES),
         *ROUTES,
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -21,8 +21,8 @@ from starlette.types import ASGIApp
 
 from remoting.codec.java_properties import parse_properties
 
-#: Paths open without a session: the login page, logging in and out, and the static files the login page needs.
-OPEN_PATHS = ("/login", "/api/login", "/api/logout", "/static/")
+#: Paths open without a session: the login page, logging in and out, the static files the login page needs, the icon.
+OPEN_PATHS = ("/login", "/api/login", "/api/logout", "/static/", "/favicon.ico")
 
 
 @attrs.frozen

@@ -24,6 +24,7 @@ async def test_cluster_lists_the_embedded_broker_with_its_figures(dash: Dash) ->
     assert data["clusters"] == {"DefaultCluster": ["broker-a"]}
     detail = await dash.get(f"/api/broker?addr={dash.cluster.broker_addr}")
     assert detail["config"]["brokerName"] == "broker-a" and "putTps" in detail["runtime"]
+    assert (await dash.http.get("/favicon.ico")).status_code == 204  # no 404 in every page's console
 
 
 async def test_topic_created_listed_detailed_and_deleted(dash: Dash) -> None:

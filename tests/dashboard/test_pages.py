@@ -56,7 +56,7 @@ def test_cluster_page_lists_the_embedded_broker(browser: WebDriver, live: Thread
 
 def test_a_topic_created_in_the_page_is_in_mqadmin_topic_list(browser: WebDriver, live: ThreadedDashboard) -> None:
     open_page(browser, live, "/topics")
-    table_rows(browser, "topics", lambda r: len(r) > 0)
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#kinds button"))  # the list has loaded
     form = browser.find_element(By.ID, "create-topic")
     form.find_element(By.NAME, "topic").send_keys("PageTopic")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
@@ -211,6 +211,9 @@ def test_screenshots_of_every_page_at_1280x800(browser: WebDriver, live: Threade
             open_page(browser, live, path)
             wait_for(browser, lambda d: d.execute_script("return document.querySelectorAll('table,canvas').length") > 0)
             time.sleep(0.3)  # the last fetches of the page
+            tables = browser.execute_script("return document.querySelectorAll('table[data-table]').length")
+            filters = browser.execute_script("return document.querySelectorAll('input[data-role=filter]').length")
+            assert tables == filters, f"{name}: every list has its filter box"
             target = SCREENSHOTS / f"{name}.png"
             assert browser.save_screenshot(str(target)), name
             width, height = struct.unpack(">II", target.read_bytes()[16:24])
