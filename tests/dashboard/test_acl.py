@@ -1,0 +1,62 @@
+"""The dashboard against a cluster with ACL on: with its own credentials (``rocketmq.config.accessKey`` /
+``secretKey``) its calls are signed and pass; without them the broker's refusal reaches the page as its code and
+remark. It needs a broker with ACL (``aclEnable``) and a client that signs (``ClientConfig.access_key``); without them
+it is skipped, and ``test_settings_and_login.py::test_acl_credentials_reach_a_signing_client_or_are_refused`` covers
+the settings instead."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from broker.broker_config import BrokerConfig
+from broker.embedded import EmbeddedCluster
+from client.config import ClientConfig
+from tests.conftest import SMALL_STORE
+from tests.dashboard.conftest import open_dash
+
+ACL = "access_key" in attrs.fields_dict(ClientConfig) and "acl_enable" in attrs.fields_dict(BrokerConfig)
+pytestmark = pytest.mark.skipif(not ACL, reason="this build has no ACL (aclEnable, signing clients)")
+
+#: One administrator account, as a RocketMQ home's conf/plain_acl.yml.
+PLAIN_ACL = """\
+accounts:
+  - accessKey: dashboard
+    secretKey: dashboard-secret
+    admin: true
+"""
+
+
+@pytest.fixture
+async def acl_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    home = tmp_path / "rocketmq-home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+    async with EmbeddedCluster(tmp_path / "cluster", acl_enable=True, rocketmq_home=str(home), **SMALL_STORE) as c:
+        yield c
+
+
+async def test_signed_calls_pass_and_unsigned_ones_show_the_refusal(
+    acl_cluster: EmbeddedCluster, nursery: trio.Nursery
+) -> None:
+    async for dash in open_dash(acl_cluster, nursery, access_key="dashboard", secret_key="dashboard-secret"):
+        [broker] = (await dash.get("/api/cluster"))["brokers"]
+        assert broker["error"] is None and broker["version"] == "V4_9_8"
+        assert (await dash.post("/api/topics", {"topic": "AclPageTopic"}))["brokers"]
+    async for dash in open_dash(acl_cluster, nursery):
+        refused = (await dash.post("/api/topics", {"topic": "UnsignedTopic"}, status=502))["error"]
+        assert refused["code"] == 1 and refused["remark"] and "Traceback" not in refused["message"]
+        [broker] = (await dash.get("/api/cluster"))["brokers"]
+        assert broker["error"]  # the broker refuses its runtime info: the row says why
+    assert "UnsignedTopic" not in await _topics(acl_cluster)
+
+
+async def _topics(cluster: EmbeddedCluster) -> list[str]:
+    from client.admin import Admin
+
+    async with Admin(cluster.namesrv_addr) as admin:
+        return await admin.topic_list()
