@@ -122,6 +122,22 @@
     return { redraw: draw, setFilter: (v) => { filterInput.value = v; state.filter = v; draw(); } };
   }
 
+  // Tabs over the kinds of a list's rows ("NORMAL (5)", ..., "ALL (n)"), each row having a `kind`. A click, and the
+  // start with `initial`, calls draw(rowsOfThatKind, kind).
+  function kindTabs(container, kinds, rows, draw, initial) {
+    function pick(kind) {
+      for (const b of container.querySelectorAll("button")) b.classList.toggle("active", b.dataset.kind === kind);
+      draw(kind === "ALL" ? rows : rows.filter((r) => r.kind === kind), kind);
+    }
+    container.replaceChildren(...[...kinds, "ALL"].map((kind) => {
+      const n = kind === "ALL" ? rows.length : rows.filter((r) => r.kind === kind).length;
+      const b = el("button", { type: "button", class: "secondary", "data-kind": kind }, `${kind} (${n})`);
+      b.addEventListener("click", () => pick(kind));
+      return b;
+    }));
+    pick(initial || kinds[0]);
+  }
+
   function kv(container, entries) {
     const dl = el("dl", { class: "kv" });
     for (const [k, v] of entries) dl.append(el("dt", {}, k), el("dd", {}, v));
@@ -133,5 +149,5 @@
     window.location = "/login";
   }
 
-  window.mq = { api, guarded, showError, showNotice, clearBanner, el, link, fmtTime, param, table, kv, logout };
+  window.mq = { api, guarded, showError, showNotice, clearBanner, el, link, fmtTime, param, table, kindTabs, kv, logout };
 })();

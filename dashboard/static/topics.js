@@ -1,13 +1,12 @@
 // Topics page: the list (filter, sort, kind tabs), creating a topic.
 "use strict";
 (async function () {
-  const { api, guarded, table, el, link, showNotice } = mq;
-  let all = [];
+  const { api, guarded, table, kindTabs, el, link, showNotice } = mq;
   let shown = "NORMAL";
   const box = document.getElementById("topics");
 
-  function draw() {
-    const rows = shown === "ALL" ? all : all.filter((t) => t.kind === shown);
+  function draw(rows, kind) {
+    shown = kind;
     table(box, [
       { key: "topic", title: "Topic", render: (r) => link("/topic?topic=" + encodeURIComponent(r.topic), r.topic) },
       { key: "kind", title: "Kind", render: (r) => el("span", { class: "tag" }, r.kind) },
@@ -15,22 +14,11 @@
           link("/messages?mode=time&topic=" + encodeURIComponent(r.topic), "messages"), " · ",
           link("/charts?topic=" + encodeURIComponent(r.topic), "chart")) },
     ], rows, { name: "topics" });
-    for (const b of document.querySelectorAll("#kinds button")) b.classList.toggle("active", b.dataset.kind === shown);
   }
 
   async function load() {
     const data = await guarded(() => api("GET", "/api/topics"));
-    if (!data) return;
-    all = data.topics;
-    const kinds = document.getElementById("kinds");
-    kinds.replaceChildren();
-    for (const kind of ["NORMAL", "RETRY", "DLQ", "SYSTEM", "ALL"]) {
-      const n = kind === "ALL" ? all.length : all.filter((t) => t.kind === kind).length;
-      const b = el("button", { type: "button", class: "secondary", "data-kind": kind }, `${kind} (${n})`);
-      b.addEventListener("click", () => { shown = kind; draw(); });
-      kinds.append(b);
-    }
-    draw();
+    if (data) kindTabs(document.getElementById("kinds"), ["NORMAL", "RETRY", "DLQ", "SYSTEM"], data.topics, draw, shown);
   }
 
   document.getElementById("create-topic").addEventListener("submit", async (ev) => {

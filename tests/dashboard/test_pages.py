@@ -85,6 +85,14 @@ def test_every_list_sorts_on_a_header_click(browser: WebDriver, live: ThreadedDa
     assert first == sorted(first, key=str.lower) or first == sorted(first)
     browser.find_element(By.CSS_SELECTOR, 'table[data-table="topics"] th[data-key="topic"]').click()
     assert [r[0] for r in rows(browser, "topics")] == list(reversed(first))
+    open_page(browser, live, "/groups")  # the groups are tabbed by kind too, the broker's own groups apart
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#kinds button.active"))
+    assert all(r[1] == "NORMAL" for r in rows(browser, "groups"))
+    browser.find_element(By.CSS_SELECTOR, 'button[data-kind="SYSTEM"]').click()
+    system = table_rows(browser, "groups", lambda r: len(r) > 1)
+    assert {r[1] for r in system} == {"SYSTEM"} and "TOOLS_CONSUMER" in [r[0] for r in system]
+    browser.find_element(By.CSS_SELECTOR, 'table[data-table="groups"] th[data-key="group"]').click()
+    assert [r[0] for r in rows(browser, "groups")] == [r[0] for r in reversed(system)]
 
 
 def test_deleting_a_topic_asks_first(browser: WebDriver, live: ThreadedDashboard) -> None:
