@@ -3,8 +3,9 @@
 ``NAMESRV_ADDR`` environment variable and the command line (in that order, the later winning).
 
 :func:`client_config` turns them into the admin client's :class:`~client.config.ClientConfig`. The ACL credentials
-(``rocketmq.config.accessKey`` / ``secretKey``) need a client that signs requests: on a client without those fields
-it raises :class:`SettingsError` rather than run unsigned against a broker that would refuse every call.
+(``rocketmq.config.accessKey`` / ``secretKey``) need a client that signs requests, ``rocketmq.config.useTLS`` one that
+connects with TLS: on a client without those fields it raises :class:`SettingsError` rather than run unsigned or in
+plain text against a cluster that would refuse every call.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class DashboardSettings:
     session_secret: str | None = attrs.field(default=None, repr=False, metadata=_prop("rocketmq.config.sessionSecret"))
     access_key: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.accessKey"))
     secret_key: str | None = attrs.field(default=None, repr=False, metadata=_prop("rocketmq.config.secretKey"))
+    #: Connect to the name servers and brokers over TLS (RocketMQ's ``useTLS``), without checking their certificate.
+    use_tls: bool = attrs.field(default=False, converter=_bool, metadata=_prop("rocketmq.config.useTLS"))
 
     @property
     def users_path(self) -> Path:
@@ -86,18 +89,28 @@ def load_settings(
 
 
 def client_config(settings: DashboardSettings) -> ClientConfig:
-    """The admin client's config: the name servers, the timeout and, when set, the ACL credentials (see the module
-    docstring for a client that cannot sign)."""
-    extra: dict[str, Any] = {}
-    if settings.access_key or settings.secret_key:
-        if "access_key" not in attrs.fields_dict(ClientConfig):
-            raise SettingsError(
-                "rocketmq.config.accessKey is set but this rocketrio client cannot sign requests (no ACL support)"
-            )
-        extra = {"access_key": settings.access_key, "secret_key": settings.secret_key}
+    """The admin client's config: the name servers, the timeout and, when set, the ACL credentials and TLS (see the
+    module docstring for a client that cannot sign or connect with TLS)."""
     return ClientConfig(
         namesrv_addr=settings.namesrv_addr,
         instance_name="mqdashboard",
         rpc_timeout=settings.rpc_timeout,
-        **extra,
+        **_security(settings),
     )
+
+
+def _security(settings: DashboardSettings) -> dict[str, Any]:
+    """The ClientConfig fields of the ACL and TLS settings that are on; SettingsError for one the client lacks."""
+    fields = attrs.fields_dict(ClientConfig)
+    extra: dict[str, Any] = {}
+    if settings.access_key or settings.secret_key:
+        if "access_key" not in fields:
+            raise SettingsError(
+                "rocketmq.config.accessKey is set but this rocketrio client cannot sign requests (no ACL support)"
+            )
+        extra.update(access_key=settings.access_key, secret_key=settings.secret_key)
+    if settings.use_tls:
+        if "tls" not in fields:
+            raise SettingsError("rocketmq.config.useTLS is set but this rocketrio client cannot connect with TLS")
+        extra["tls"] = True
+    return extra

@@ -1,8 +1,8 @@
-"""The dashboard against a cluster with ACL on: with its own credentials (``rocketmq.config.accessKey`` /
-``secretKey``) its calls are signed and pass; without them the broker's refusal reaches the page as its code and
-remark. It needs a broker with ACL (``aclEnable``) and a client that signs (``ClientConfig.access_key``); without them
-it is skipped, and ``test_settings_and_login.py::test_acl_credentials_reach_a_signing_client_or_are_refused`` covers
-the settings instead."""
+"""The dashboard against a secured cluster. With ACL on: its own credentials (``rocketmq.config.accessKey`` /
+``secretKey``) sign its calls; without them the broker's refusal reaches the page as its code and remark. With TLS
+enforced: ``rocketmq.config.useTLS`` reaches it; plain text is turned away. These need a broker with ACL and TLS and a
+client that signs and connects with TLS; without them they are skipped, and ``test_settings_and_login.py`` covers the
+settings instead."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tests.conftest import SMALL_STORE
 from tests.dashboard.conftest import open_dash
 
 ACL = "access_key" in attrs.fields_dict(ClientConfig) and "acl_enable" in attrs.fields_dict(BrokerConfig)
-pytestmark = pytest.mark.skipif(not ACL, reason="this build has no ACL (aclEnable, signing clients)")
+TLS = "tls" in attrs.fields_dict(ClientConfig)
 
 #: One administrator account, as a RocketMQ home's conf/plain_acl.yml.
 PLAIN_ACL = """\
@@ -40,6 +40,7 @@ async def acl_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
         yield c
 
 
+@pytest.mark.skipif(not ACL, reason="this build has no ACL (aclEnable, a signing client)")
 async def test_signed_calls_pass_and_unsigned_ones_show_the_refusal(
     acl_cluster: EmbeddedCluster, nursery: trio.Nursery
 ) -> None:
@@ -53,6 +54,19 @@ async def test_signed_calls_pass_and_unsigned_ones_show_the_refusal(
         [broker] = (await dash.get("/api/cluster"))["brokers"]
         assert broker["error"]  # the broker refuses its runtime info: the row says why
     assert "UnsignedTopic" not in await _topics(acl_cluster)
+
+
+@pytest.mark.skipif(not TLS, reason="this build has no TLS (a client that connects with TLS)")
+async def test_the_dashboard_reaches_an_enforcing_tls_cluster_with_use_tls(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    overrides = {"tls_server_mode": "enforcing", "tls_config_file": str(tmp_path / "none"), **SMALL_STORE}
+    async with EmbeddedCluster(tmp_path / "cluster", **overrides) as cluster:
+        async for dash in open_dash(cluster, nursery, use_tls=True):
+            [broker] = (await dash.get("/api/cluster"))["brokers"]
+            assert broker["error"] is None and broker["address"] == cluster.broker_addr
+        async for dash in open_dash(cluster, nursery):  # plain text: turned away, the page says so
+            assert (await dash.get("/api/cluster", status=502))["error"]["message"]
 
 
 async def _topics(cluster: EmbeddedCluster) -> list[str]:

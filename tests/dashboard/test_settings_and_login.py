@@ -46,6 +46,20 @@ def test_acl_credentials_reach_a_signing_client_or_are_refused() -> None:
     assert getattr(client_config(load_settings(None, {})), "access_key", None) is None
 
 
+def test_use_tls_reaches_a_tls_client_or_is_refused(tmp_path: Path) -> None:
+    file = tmp_path / "dashboard.properties"
+    file.write_text("rocketmq.config.useTLS=true\n")
+    settings = load_settings(file, {})
+    assert settings.use_tls
+    if "tls" in attrs.fields_dict(ClientConfig):  # a client that connects with TLS
+        config: Any = client_config(settings)
+        assert config.tls is True
+    else:
+        with pytest.raises(SettingsError, match="cannot connect with TLS"):
+            client_config(settings)
+    assert getattr(client_config(load_settings(None, {})), "tls", False) is False
+
+
 def _users(tmp_path: Path) -> Path:
     users = tmp_path / "users.properties"
     users.write_text("# name=password[,1 for an administrator]\nadmin=s3cret,1\nviewer=look\n")
