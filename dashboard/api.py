@@ -224,7 +224,8 @@ async def post_message_resend(request: Request) -> JSONResponse:
 
 async def get_chart_brokers(request: Request) -> JSONResponse:
     sampler: Sampler = request.app.state.sampler
-    return JSONResponse({"interval": sampler.interval, "samples": sampler.samples, "series": sampler.broker_series()})
+    answer = {"interval": sampler.interval, "samples": sampler.samples, "collecting": request.app.state.collecting}
+    return JSONResponse({**answer, "series": sampler.broker_series()})
 
 
 async def get_chart_topics(request: Request) -> JSONResponse:

@@ -83,7 +83,8 @@ def create_app(
     settings: DashboardSettings, *, trace_finder: TraceFinder | None = None, sample: bool = True
 ) -> Starlette:
     """The app; ``trace_finder`` defaults to the client's (:func:`dashboard.trace.default_finder`), ``sample=False``
-    leaves the sampler stopped (it can still be driven with ``app.state.sampler.sample_once()``)."""
+    (or ``rocketmq.config.enableDashBoardCollect=false``) leaves the sampler stopped (it can still be driven with
+    ``app.state.sampler.sample_once()``)."""
     config = client_config(settings)  # raises SettingsError before anything starts
 
     @asynccontextmanager
@@ -92,7 +93,7 @@ def create_app(
             app.state.admin = admin
             app.state.sampler = Sampler(admin, settings.sample_interval, settings.history, settings.sample_concurrency)
             async with anyio.create_task_group() as tg:
-                if sample:
+                if app.state.collecting:
                     tg.start_soon(app.state.sampler.run)
                 yield
                 tg.cancel_scope.cancel()
@@ -110,5 +111,6 @@ def create_app(
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.settings = settings
-    app.state.trace_finder = trace_finder if trace_finder is not None else default_finder()
+    app.state.collecting = sample and settings.enable_collect
+    app.state.trace_finder = trace_finder if trace_finder is not None else default_finder(settings.msg_track_topic_name)
     return app

@@ -41,6 +41,10 @@ class DashboardSettings:
     port: int = attrs.field(default=8080, converter=int, metadata=_prop("server.port"))
     #: Seconds between two samples of the charts (rocketmq-dashboard collects every minute).
     sample_interval: float = attrs.field(default=60.0, converter=float, metadata=_prop("rocketmq.config.sampleSeconds"))
+    #: Whether the dashboard samples the charts at all (each sample asks every broker and every topic's queues).
+    enable_collect: bool = attrs.field(
+        default=True, converter=_bool, metadata=_prop("rocketmq.config.enableDashBoardCollect")
+    )
     #: Seconds of samples kept and drawn.
     history: float = attrs.field(default=3600.0, converter=float, metadata=_prop("rocketmq.config.historySeconds"))
     #: Topics whose put rate one sample asks the brokers for at once.
@@ -57,6 +61,8 @@ class DashboardSettings:
     session_secret: str | None = attrs.field(default=None, repr=False, metadata=_prop("rocketmq.config.sessionSecret"))
     access_key: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.accessKey"))
     secret_key: str | None = attrs.field(default=None, repr=False, metadata=_prop("rocketmq.config.secretKey"))
+    #: The trace topic a message's trace is read from; unset: RMQ_SYS_TRACE_TOPIC and the C++ client's trace topics.
+    msg_track_topic_name: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.msgTrackTopicName"))
     #: Connect to the name servers and brokers over TLS (RocketMQ's ``useTLS``), without checking their certificate.
     use_tls: bool = attrs.field(default=False, converter=_bool, metadata=_prop("rocketmq.config.useTLS"))
 

@@ -39,8 +39,9 @@ def record_row(view: Any) -> dict[str, Any]:
     }
 
 
-def default_finder() -> TraceFinder | None:
-    """The client's trace lookup wrapped as a :data:`TraceFinder`, or ``None`` when the client has none."""
+def default_finder(trace_topic: str | None = None) -> TraceFinder | None:
+    """The client's trace lookup in ``trace_topic`` (default: the client's default trace topics) wrapped as a
+    :data:`TraceFinder`, or ``None`` when the client has none."""
     try:
         module = importlib.import_module("client.mqadmin_trace")
     except ImportError:
@@ -50,7 +51,7 @@ def default_finder() -> TraceFinder | None:
         return None
 
     async def finder(admin: Admin, msg_id: str) -> list[dict[str, Any]]:
-        return [record_row(v) for v in await find_traces(admin, msg_id, None)]
+        return [record_row(v) for v in await find_traces(admin, msg_id, trace_topic or None)]
 
     return finder
 

@@ -22,8 +22,9 @@
   async function brokers() {
     const d = await guarded(() => api("GET", "/api/charts/brokers"));
     if (!d) return;
-    document.getElementById("sampling").textContent =
-      `Sampled by the dashboard every ${d.interval} s (${d.samples} samples so far), kept for an hour.`;
+    document.getElementById("sampling").textContent = d.collecting
+      ? `Sampled by the dashboard every ${d.interval} s (${d.samples} samples so far), kept for an hour.`
+      : "The dashboard does not sample the charts (rocketmq.config.enableDashBoardCollect=false).";
     const box = document.getElementById("broker-charts");
     box.replaceChildren();
     const names = Object.keys(d.series);

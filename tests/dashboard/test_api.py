@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import anyio
+import httpx
 import pytest
+import trio
 
+from broker.embedded import EmbeddedCluster
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 from client.config import ClientConfig
 from dashboard import messages
-from tests.client.helpers import create_topic, wait_until
+from dashboard.app import create_app
+from dashboard.settings import DashboardSettings
+from tests.client.helpers import HANG_GUARD, create_topic, wait_until
 from tests.dashboard.conftest import Dash
+from tests.dashboard.live import serve_dashboard
 
 
 async def test_cluster_lists_the_embedded_broker_with_its_figures(dash: Dash) -> None:
@@ -205,3 +213,24 @@ async def test_resend_hands_a_message_to_an_online_consumer_of_the_group(dash: D
         assert received == [b"again", b"again"]
     offline = await dash.post("/api/message/resend", {"group": "resend-cg", "offsetMsgId": sent.offset_msg_id}, 502)
     assert offline["error"]["code"] == 206  # CONSUMER_NOT_ONLINE, the broker's answer
+
+
+async def test_chart_collection_runs_unless_switched_off(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery
+) -> None:
+    async def brokers_chart(
+        collect: bool, until: Callable[[dict[str, Any]], bool], settle: float = 0
+    ) -> dict[str, Any]:
+        namesrv = embedded_cluster.namesrv_addr
+        app = create_app(DashboardSettings(namesrv_addr=namesrv, sample_interval=0.05, enable_collect=collect))
+        async with serve_dashboard(app, nursery) as url, httpx.AsyncClient(base_url=url) as http:
+            await anyio.sleep(settle)
+            with anyio.fail_after(HANG_GUARD):
+                while not until(answer := (await http.get("/api/charts/brokers")).json()):
+                    await anyio.sleep(0.05)
+        return answer
+
+    on = await brokers_chart(True, lambda a: a["samples"] >= 2)
+    assert on["collecting"] and on["series"]
+    off = await brokers_chart(False, lambda a: True, settle=0.5)  # ten sample intervals
+    assert not off["collecting"] and off["samples"] == 0 and off["series"] == {}

@@ -11,10 +11,12 @@ from typing import Any
 
 import anyio
 import pytest
+import trio
 
+from broker.embedded import EmbeddedCluster
 from client import ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer
 from tests.client.helpers import HANG_GUARD, create_topic
-from tests.dashboard.conftest import Dash
+from tests.dashboard.conftest import Dash, open_dash
 
 TRACING = "enable_msg_trace" in inspect.signature(Producer).parameters
 
@@ -64,3 +66,18 @@ async def test_a_traced_message_shows_its_send_and_its_consumption(dash: Dash) -
     assert pub["storeHost"] == dash.cluster.broker_addr and pub["status"] == "success"
     assert (after["group"], after["status"]) == ("traced-page-cg", "success")
     assert [r["timestamp"] for r in records] == sorted(r["timestamp"] for r in records)
+
+
+@pytest.mark.skipif(not TRACING, reason="this client writes no message traces (enable_msg_trace)")
+async def test_a_trace_in_the_configured_trace_topic(embedded_cluster: EmbeddedCluster, nursery: trio.Nursery) -> None:
+    pytest.importorskip("client.mqadmin_trace", reason="this client has no trace decoder")
+    namesrv = embedded_cluster.namesrv_addr
+    await create_topic(namesrv, "OwnTraceTopic", queues=1)
+    options: dict[str, Any] = {"enable_msg_trace": True, "customized_trace_topic": "MyTraceTopic"}
+    async with Producer("own-trace-pg", namesrv, **options) as producer:
+        sent = await producer.send(Message("OwnTraceTopic", b"traced", keys="order-8"))
+        async for dash in open_dash(embedded_cluster, nursery, msg_track_topic_name="MyTraceTopic"):
+            [pub] = await _trace_with(dash, sent.msg_id, {"Pub"})
+            assert (pub["group"], pub["keys"]) == ("own-trace-pg", "order-8")
+        async for dash in open_dash(embedded_cluster, nursery):  # the default trace topics do not hold it
+            assert (await dash.get(f"/api/message/trace?id={sent.msg_id}"))["records"] == []
