@@ -52,7 +52,7 @@
     const d = await guarded(() => api("GET", `/api/messages/time?topic=${t}&begin=${begin}&end=${end}`));
     if (!d) return;
     show(d.messages);
-    if (d.truncated) showNotice(`Only the first ${d.messages.length} messages are shown: narrow the range.`);
+    if (d.truncated) showNotice(`The range holds more: only the newest ${d.messages.length} messages are shown; narrow it to see older ones.`);
   });
   if (param("topic") && (mode !== "key" || param("key"))) form.requestSubmit();
 })();
