@@ -68,7 +68,8 @@ class LoginMiddleware(BaseHTTPMiddleware):
         if not user:
             if path.startswith("/api/"):
                 return JSONResponse({"error": {"message": "login required"}}, status_code=401)
-            return RedirectResponse(f"/login?next={quote(str(request.url.path))}", status_code=303)
+            asked = path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"/login?next={quote(asked)}", status_code=303)
         if path.startswith("/api/") and request.method not in ("GET", "HEAD") and not request.session.get("admin"):
             return JSONResponse({"error": {"message": f"user {user} may not change the cluster"}}, status_code=403)
         return await call_next(request)

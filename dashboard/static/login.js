@@ -6,5 +6,6 @@ document.getElementById("login").addEventListener("submit", async (ev) => {
   const r = await mq.guarded(() => mq.api("POST", "/api/login", { username: f.get("username"), password: f.get("password") }));
   if (!r) return;
   const next = mq.param("next");
-  window.location = next.startsWith("/") && !next.startsWith("//") ? next : "/cluster";
+  // Only a path of this site: not "//host" nor "/\host", which a browser reads as another site.
+  window.location = /^\/(?![\/\\])/.test(next) ? next : "/cluster";
 });
