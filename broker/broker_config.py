@@ -104,6 +104,8 @@ class BrokerConfig:
     transaction_check_max: int = 15
     #: ...in check rounds this far apart (ms).
     transaction_check_interval: int = 60_000
+    #: Request-reply (processors/reply.py): store replies besides pushing them to the requester.
+    store_reply_message_enable: bool = True
     #: RocketMQ 5's metrics settings (docs/metrics.md): ``PROM`` (or 2) serves Prometheus text at
     #: ``http://<metricsPromExporterHost, default brokerIP1>:<metricsPromExporterPort>/metrics``; ``DISABLE`` (or 0)
     #: serves nothing and times no request; ``OTLP_GRPC`` and ``LOG`` are not supported (logged, nothing exported).

@@ -154,6 +154,16 @@ class ClientRegistry:
     def producer_groups(self) -> list[str]:
         return list(self._producers)
 
+    def find_producer_channel(self, client_id: str) -> ClientChannelInfo | None:
+        """The most recently heartbeated open connection of producer ``client_id`` (Java's ``findChannel``)."""
+        found: ClientChannelInfo | None = None
+        for channels in self._producers.values():
+            for info in channels.values():
+                live = info.client_id == client_id and not info.connection.closed
+                if live and (found is None or info.last_update > found.last_update):
+                    found = info
+        return found
+
     # ---- connection life ---------------------------------------------------------------------------------------
 
     def unregister(self, connection: Connection, producer_group: str | None, consumer_group: str | None) -> None:

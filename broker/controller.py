@@ -43,6 +43,7 @@ from broker.transaction import TransactionalMessageBridge, TransactionCheckServi
 from processors.admin import REQUEST_CODES as ADMIN_CODES
 from processors.admin import AdminBrokerProcessor
 from processors.client_manage import ClientManageProcessor
+from processors.consume_ops import ConsumeOpsProcessor
 from processors.end_transaction import EndTransactionProcessor
 from processors.hold import HoldService
 from processors.locks import LockBatchProcessor
@@ -50,9 +51,11 @@ from processors.offsets import ConsumerOffsetProcessor
 from processors.pull import PullMessageProcessor
 from processors.put_future import PutFutureService
 from processors.query import QueryMessageProcessor
+from processors.reply import ReplyMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.send_back import ConsumerSendMsgBackProcessor
 from processors.stats import StatsProcessor
+from processors.store_ops import StoreOpsProcessor
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -197,6 +200,11 @@ class BrokerController:
             EndTransactionProcessor(ctx, self.transaction_bridge),
             pools["end_transaction"],
         )
+        register(ConsumeOpsProcessor.REQUEST_CODES, ConsumeOpsProcessor(ctx), pools["admin"])
+        store_ops = StoreOpsProcessor(ctx, delay_offsets=lambda: self.schedule.offsets, bridge=self.transaction_bridge)
+        register(StoreOpsProcessor.REQUEST_CODES, store_ops, pools["admin"])
+        register(RequestCode.GET_ALL_DELAY_OFFSET, store_ops, pools["admin"])
+        register(ReplyMessageProcessor.REQUEST_CODES, ReplyMessageProcessor(ctx), pools["reply"])
 
     def _on_connection_closed(self, connection: Connection) -> None:
         self.context.clients.connection_closed(connection)

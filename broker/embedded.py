@@ -60,6 +60,7 @@ class EmbeddedCluster:
             listen_port=namesrv_port,
             listen_host=host,
             kv_config_path=str(self.data_dir / "namesrv" / "kvConfig.json"),
+            config_store_path=str(self.data_dir / "namesrv" / "namesrv.properties"),
         )
         self._broker_port = broker_port
         self._broker_overrides = broker_overrides

@@ -24,6 +24,7 @@ from typing import Any, Self
 import orjson
 
 from client import api
+from client.admin_ops import AdminOps
 from client.config import ClientConfig
 from client.errors import MQBrokerError, MQClientError
 from client.handlers import parse_reset_offset_body
@@ -76,7 +77,7 @@ TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 JAVA_LONG_MAX = (1 << 63) - 1
 
 
-class Admin:
+class Admin(AdminOps):
     """See the module docstring."""
 
     def __init__(
@@ -156,6 +157,7 @@ class Admin:
         order: bool = False,
         broker_addr: str | None = None,
         cluster: str | None = None,
+        topic_sys_flag: int = 0,
     ) -> list[str]:
         """UPDATE_AND_CREATE_TOPIC on ``broker_addr``, or on every master of ``cluster`` (default: all masters).
         Returns the brokers it was created on."""
@@ -167,6 +169,7 @@ class Admin:
             perm=perm,
             topic_filter_type="SINGLE_TAG",
             order=order,
+            topic_sys_flag=topic_sys_flag,
         )
         targets = await self.target_brokers(broker_addr, cluster)
         for addr in targets:
@@ -228,12 +231,12 @@ class Admin:
         for (or of ``topic``), from every master. Lag of a queue = broker_offset - consumer_offset."""
         return (await self.consume_stats(group, topic)).offset_table
 
-    async def consumer_connection(self, group: str) -> ConsumerConnection:
-        """The online consumers of ``group`` (from the first master that knows them). Raises MQBrokerError
-        CONSUMER_NOT_ONLINE (206) when none is online."""
+    async def consumer_connection(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
+        """The online consumers of ``group`` (from ``broker_addr``, or the first master that knows them). Raises
+        MQBrokerError CONSUMER_NOT_ONLINE (206) when none is online."""
         fields = GetConsumerConnectionListRequestHeader(consumer_group=group).to_ext_fields()
         last: MQBrokerError | None = None
-        for addr in await self.master_addresses():
+        for addr in [broker_addr] if broker_addr else await self.master_addresses():
             try:
                 response = await self._call(addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, fields))
             except MQBrokerError as exc:

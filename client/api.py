@@ -9,7 +9,7 @@ the ones the function documents raises :class:`~client.errors.MQBrokerError`; tr
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import attrs
 
@@ -88,10 +88,19 @@ async def send_message(
 
 
 def send_command(fields: dict[str, str], body: bytes, *, oneway: bool = False) -> RemotingCommand:
-    """The request for a send with the V2 ``fields``: SEND_BATCH_MESSAGE when ``m`` is ``true``, else
-    SEND_MESSAGE_V2."""
-    code = RequestCode.SEND_BATCH_MESSAGE if fields.get("m") == "true" else RequestCode.SEND_MESSAGE_V2
+    """The request for a send with the V2 ``fields``: SEND_BATCH_MESSAGE when ``m`` is ``true``,
+    SEND_REPLY_MESSAGE_V2 for a reply (``MSG_TYPE=reply``), else SEND_MESSAGE_V2."""
+    if fields.get("m") == "true":
+        code = RequestCode.SEND_BATCH_MESSAGE
+    elif _REPLY_TYPE in fields.get("i", ""):
+        code = RequestCode.SEND_REPLY_MESSAGE_V2  # a request-reply answer (MSG_TYPE=reply), as Java's client
+    else:
+        code = RequestCode.SEND_MESSAGE_V2
     return request(code, fields, body, oneway=oneway)
+
+
+#: The property segment that makes a send a reply (``MSG_TYPE`` = ``reply``).
+_REPLY_TYPE: Final = "MSG_TYPE\x01reply"
 
 
 def send_result(response: RemotingCommand, address: str, broker_name: str, topic: str, uniq_id: str) -> SendResult:
@@ -114,6 +123,7 @@ def send_result(response: RemotingCommand, address: str, broker_name: str, topic
         queue_id=queue_id,
         queue_offset=queue_offset,
         region_id=ext.get("MSG_REGION"),
+        trace_on=ext.get("TRACE_ON") != "false",
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from typing import TYPE_CHECKING, Final
 
 import anyio
@@ -52,6 +53,7 @@ class AsyncSend:
         "_prepared",
         "_producer",
         "_retries",
+        "_sent_ms",
         "_started",
         "_timeout",
     )
@@ -75,6 +77,7 @@ class AsyncSend:
         self._address = ""
         self._broker_name = ""
         self._started = 0.0
+        self._sent_ms = 0
 
     def start(self) -> None:
         """Make the next attempt: pick a queue, write the request, return. Never raises."""
@@ -89,6 +92,8 @@ class AsyncSend:
         self._address, self._broker_name = address, mq.broker_name
         if fault is not None:
             self._started = anyio.current_time()
+        if producer.trace is not None:
+            self._sent_ms = time.time_ns() // 1_000_000
         prepared = self._prepared
         fields = prepared.for_queue(mq.queue_id, mq.broker_name)
         cmd = api.send_command(fields, prepared.body)
@@ -110,6 +115,9 @@ class AsyncSend:
                 error = exc
             else:
                 self._report_latency(failed=False)
+                trace = self._producer.trace
+                if trace is not None:
+                    trace.on_sent(self._sent_ms, self._address, prepared, result)
                 self._deliver(result)
                 return
         else:

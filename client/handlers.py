@@ -4,7 +4,9 @@
 - CHECK_TRANSACTION_STATE (39): hand the half message to the producer of its ``PGROUP``;
 - GET_CONSUMER_RUNNING_INFO (307): a JSON body describing the consumer (subscriptions, queues, offsets);
 - CONSUME_MESSAGE_DIRECTLY (309): run the consumer's listener on the message in the body, answer the result;
-- RESET_CONSUMER_CLIENT_OFFSET (220): move the consumer's offsets to the ones in the body.
+- RESET_CONSUMER_CLIENT_OFFSET (220): move the consumer's offsets to the ones in the body;
+- GET_CONSUMER_STATUS_FROM_CLIENT (221): the group's offsets of a topic (empty for a group this client lacks);
+- PUSH_REPLY_MESSAGE_TO_CLIENT (326): a reply to one of this client's requests (client/request_reply.py).
 
 Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a group this client does not have gets SYSTEM_ERROR naming it.
 """
@@ -12,21 +14,26 @@ Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a group this client does not have 
 from __future__ import annotations
 
 import logging
+import zlib
 from typing import TYPE_CHECKING
 
 import orjson
 
+from client.request_reply import reply_from_push
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import dumps_mq_map, loads_fastjson
+from remoting.codec.bodies.ops import ConsumerStatusBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError
 from remoting.codec.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
 )
+from remoting.codec.headers.ops import ReplyMessageRequestHeader
 from remoting.codec.message import decode_record
 from remoting.processor import RequestContext
 
@@ -90,6 +97,13 @@ class ClientRequestHandler:
                 return _no_group(request, direct.consumer_group)
             result = await consumer.consume_directly(decode_record(request.body), direct.broker_name)
             return request.response(ResponseCode.SUCCESS, body=orjson.dumps(result))
+        if code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
+            return self._reply(request)
+        if code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
+            status = GetConsumerStatusRequestHeader.from_ext_fields(request.ext_fields)
+            consumer = self.instance.consumers.get(status.group)
+            table = {} if consumer is None else consumer.offset_store.snapshot(status.topic)
+            return request.response(ResponseCode.SUCCESS, body=ConsumerStatusBody(table).encode())
         if code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             reset = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
             consumer = self.instance.consumers.get(reset.group)
@@ -98,6 +112,19 @@ class ClientRequestHandler:
             await consumer.reset_offset(reset.topic, parse_reset_offset_body(request.body))
             return request.response(ResponseCode.SUCCESS)
         return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"client does not support code {code}")
+
+    def _reply(self, request: RemotingCommand) -> RemotingCommand:
+        """PUSH_REPLY_MESSAGE_TO_CLIENT (326): complete the waiting request (client/request_reply.py). Java answers
+        SUCCESS also for a reply no request waits for (it is dropped), SYSTEM_ERROR when it cannot be read."""
+        try:
+            header = ReplyMessageRequestHeader.from_ext_fields(request.ext_fields)
+            reply = reply_from_push(header, bytes(request.body))
+        except (CodecError, ValueError, zlib.error) as exc:
+            log.warning("bad reply message: %s", exc)
+            return request.response(ResponseCode.SYSTEM_ERROR, "process reply message fail")
+        if not self.instance.replies.complete(reply):
+            log.warning("reply %s matches no waiting request: dropped", reply.properties.get("CORRELATION_ID"))
+        return request.response(ResponseCode.SUCCESS)
 
     async def _check_transaction(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         msg = decode_record(request.body)

@@ -29,12 +29,14 @@ import anyio.abc
 from client import api
 from client.config import ClientConfig
 from client.errors import ClientStateError, TopicRouteNotFoundError
+from client.request_reply import ReplyTable
 from client.route import any_address
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageModel, MessageQueue, ProducerData, TopicRouteData
 from remoting.codec.command import RemotingCommand
 
 if TYPE_CHECKING:
+    from client.consumer.offset_store import OffsetStore
     from remoting.codec.message import MessageExt
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,9 @@ class ConsumerInner(Protocol):
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
+    @property
+    def offset_store(self) -> OffsetStore: ...
+
 
 class MQClientInstance:
     """See the module docstring. ``client_id`` is ``config.client_id``."""
@@ -101,6 +106,8 @@ class MQClientInstance:
         self._routes_version = 0  # bumped whenever a route is stored
         self._masters: dict[str, str] = {}
         self._masters_version = -1
+        #: Requests of this client's producers waiting for their reply (client/request_reply.py).
+        self.replies = ReplyTable()
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 

@@ -97,6 +97,8 @@ class SendResult:
     queue_id: int
     queue_offset: int
     region_id: str | None = None
+    #: The broker's ``TRACE_ON``: false only when it answered the exact text ``false`` (Java's rule).
+    trace_on: bool = True
 
 
 def uniq_msg_id(msg: MessageExt) -> str:

@@ -1,119 +1,456 @@
-"""``mqadmin`` commands for single messages, with RocketMQ's names and flags: ``queryMsgById``, ``queryMsgByKey``,
-``queryMsgByOffset``, ``sendMessage`` and ``consumeMessage``. :mod:`client.mqadmin` adds them to its command group.
-Output and errors as in :mod:`client.mqadmin`.
+"""``mqadmin`` message commands, as RocketMQ 4.9.8's ``tools/src/main/java/org/apache/rocketmq/tools/command/message/``:
+``queryMsgById``, ``queryMsgByKey``, ``queryMsgByUniqueKey``, ``queryMsgByOffset``, ``printMsg``, ``printMsgByQueue``,
+``sendMessage``, ``consumeMessage`` and ``checkMsgSendRT``. Options, required options and printed lines are Java's
+(the message detail block, ``MSGID: ... BODY: ...`` lines, the send tables); :mod:`client.mqadmin` registers them.
+
+The detail block writes the body to ``/tmp/rocketmq/msgbodys/<msgId>`` and ends with each consuming group's track
+(CONSUMED, NOT_CONSUME_YET, NOT_ONLINE or PULL), as Java's ``messageTrackDetail``.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import click
 
 from client.admin import Admin
-from client.message import Message
-from client.mqadmin_support import MSG_COLUMNS, Output, common, msg_row, run_job
+from client.errors import MQBrokerError
+from client.message import Message, MessageExt, uniq_msg_id
+from client.mqadmin_cluster import send_result_text
+from client.mqadmin_support import (
+    Output,
+    common,
+    format_ts,
+    java_bool,
+    java_map_text,
+    java_text,
+    message_text,
+    parse_time_arg,
+    run_job,
+)
 from client.producer import Producer
-from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies import PERM_READ, MessageQueue
+from remoting.codec.codes import RequestCode
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "print_message_detail"]
 
-
-@click.command("queryMsgById")
-@common
-@click.option("-i", "--msgId", "msg_id", required=True, help="offset message id")
-def query_msg_by_id(ctx: click.Context, **o: Any) -> None:
-    """A message by its offset msgId."""
-
-    async def job(admin: Admin, out: Output) -> None:
-        m = await admin.query_msg_by_id(o["msg_id"])
-        out.table("Message", MSG_COLUMNS, [msg_row(m)], {"properties": m.properties} if out.as_json else None)
-
-    run_job(ctx, job)
+BODY_DIR = Path("/tmp/rocketmq/msgbodys")
 
 
-@click.command("queryMsgByKey")
-@common
-@click.option("-t", "--topic", required=True)
-@click.option("-k", "--msgKey", "key", required=True)
-def query_msg_by_key(ctx: click.Context, **o: Any) -> None:
-    """Messages of a topic by key."""
-
-    async def job(admin: Admin, out: Output) -> None:
-        out.table(
-            f"Key {o['key']}", MSG_COLUMNS, [msg_row(m) for m in await admin.query_msg_by_key(o["topic"], o["key"])]
-        )
-
-    run_job(ctx, job)
+def direct_result_text(result: dict[str, object]) -> str:
+    """Java's ``ConsumeMessageDirectlyResult.toString()``."""
+    keys = ("order", "autoCommit", "consumeResult", "remark", "spentTimeMills")
+    return "ConsumeMessageDirectlyResult [" + ", ".join(f"{k}={java_text(result.get(k))}" for k in keys) + "]"
 
 
-@click.command("queryMsgByOffset")
-@common
-@click.option("-t", "--topic", required=True)
-@click.option("-b", "--brokerName", "broker", required=True)
-@click.option("-i", "--queueId", "queue_id", type=int, required=True)
-@click.option("-o", "--offset", type=int, required=True)
-def query_msg_by_offset(ctx: click.Context, **o: Any) -> None:
-    """The message at a queue offset."""
-
-    async def job(admin: Admin, out: Output) -> None:
-        msgs = await admin.query_msg_by_offset(MessageQueue(o["topic"], o["broker"], o["queue_id"]), o["offset"])
-        out.table("Message", MSG_COLUMNS, [msg_row(m) for m in msgs])
-
-    run_job(ctx, job)
-
-
-@click.command("sendMessage")
-@common
-@click.option("-t", "--topic", required=True)
-@click.option("-p", "--body", required=True)
-@click.option("-k", "--key", "keys")
-@click.option("-c", "--tags")
-@click.option("-b", "--broker")
-@click.option("-i", "--qid", type=int)
-def send_message(ctx: click.Context, **o: Any) -> None:
-    """Send one message."""
-
-    async def job(admin: Admin, out: Output) -> None:
-        async with Producer("TOOLS_PRODUCER", admin.instance.config.namesrv_addr) as producer:
-            queue = MessageQueue(o["topic"], o["broker"], o["qid"]) if o["broker"] and o["qid"] is not None else None
-            r = await producer.send(
-                Message(o["topic"], o["body"].encode(), tags=o["tags"], keys=o["keys"]), queue=queue
+async def _tracks(admin: Admin, msg: MessageExt) -> list[str]:
+    """Java's ``messageTrackDetail``: what each group consuming the topic did with ``msg``."""
+    tracks = []
+    for group in await admin.topic_consumed_by(msg.topic):
+        try:
+            conn = await admin.consumer_connection(group)
+        except MQBrokerError as exc:
+            tracks.append(f"MessageTrack [consumerGroup={group}, trackType=NOT_ONLINE, exceptionDesc={exc}]")
+            continue
+        if conn.consume_type == "CONSUME_ACTIVELY":
+            kind = "PULL"
+        else:
+            progress = await admin.consumer_progress(group, msg.topic)
+            consumed = any(
+                mq.queue_id == msg.queue_id and w.consumer_offset > msg.queue_offset for mq, w in progress.items()
             )
-        out.table(
-            "Sent",
-            ["Broker Name", "Queue Id", "Queue Offset", "Send Status", "MsgId", "OffsetMsgId"],
-            [[r.broker_name, r.queue_id, r.queue_offset, r.send_status.name, r.msg_id, r.offset_msg_id]],
-        )
-
-    run_job(ctx, job)
+            kind = "CONSUMED" if consumed else "NOT_CONSUME_YET"
+        tracks.append(f"MessageTrack [consumerGroup={group}, trackType={kind}, exceptionDesc=null]")
+    return tracks
 
 
-@click.command("consumeMessage")
+async def print_message_detail(
+    admin: Admin, out: Output, msg: MessageExt, index: int = 0, offset_id: bool = True
+) -> None:
+    """Java's ``QueryMsgByIdSubCommand.printMsg`` (``offset_id`` adds the OffsetID line) then the tracks."""
+    BODY_DIR.mkdir(parents=True, exist_ok=True)
+    name = uniq_msg_id(msg) + (f"_{index}" if index else "")
+    body_path = BODY_DIR / name
+    body_path.write_bytes(msg.body)
+    s, d = "%-20s %s%n", "%-20s %d%n"
+    if offset_id:
+        out.line(s, "OffsetID:", msg.msg_id)
+    out.line(s, "Topic:", msg.topic)
+    out.line(s, "Tags:", f"[{java_text(msg.tags)}]")
+    out.line(s, "Keys:", f"[{java_text(msg.properties.get('KEYS'))}]")
+    out.line(d, "Queue ID:", msg.queue_id)
+    out.line(d, "Queue Offset:", msg.queue_offset)
+    out.line(d, "CommitLog Offset:", msg.commit_log_offset)
+    out.line(d, "Reconsume Times:", msg.reconsume_times)
+    out.line(s, "Born Timestamp:", format_ts(msg.born_timestamp))
+    out.line(s, "Store Timestamp:", format_ts(msg.store_timestamp))
+    out.line(s, "Born Host:", f"{msg.born_host[0]}:{msg.born_host[1]}")
+    out.line(s, "Store Host:", f"{msg.store_host[0]}:{msg.store_host[1]}")
+    out.line(d, "System Flag:", msg.sys_flag)
+    out.line(s, "Properties:", java_map_text(msg.properties))
+    out.line(s, "Message Body Path:", str(body_path))
+    out.doc.setdefault("messages", []).append(
+        {
+            "OffsetID": msg.msg_id,
+            "MsgId": uniq_msg_id(msg),
+            "Topic": msg.topic,
+            "Tags": msg.tags,
+            "Keys": msg.keys,
+            "QueueId": msg.queue_id,
+            "QueueOffset": msg.queue_offset,
+            "Properties": msg.properties,
+            "Body": msg.body.decode("utf-8", "replace"),
+            "BodyPath": str(body_path),
+        }
+    )
+    tracks = await _tracks(admin, msg)
+    if not tracks:
+        out.line("%n%nWARN: No Consumer")
+        return
+    out.line("%n%n")
+    for track in tracks:
+        out.line("%s", track)
+
+
+@click.command("queryMsgById", help="Query Message by Id")
 @common
-@click.option("-t", "--topic", required=True)
-@click.option("-b", "--brokerName", "broker")
-@click.option("-i", "--queueId", "queue_id", type=int)
-@click.option("-o", "--offset", type=int, default=0, show_default=True)
-@click.option("-c", "--messageNumber", "count", type=int, default=128, show_default=True)
-def consume_message(ctx: click.Context, **o: Any) -> None:
-    """Read messages from a topic's queues (no offsets committed)."""
+@click.option("-i", "--msgId", "msg_id", required=True, help="Message Id")
+@click.option("-g", "--consumerGroup", "group", help="consumer group name")
+@click.option("-d", "--clientId", "client_id", help="The consumer's client id")
+@click.option("-s", "--sendMessage", "resend", help="resend message")
+@click.option("-u", "--unitName", "unit", help="unit name")
+def query_msg_by_id(ctx: click.Context, **o: Any) -> None:
+    ids = [i.strip() for i in o["msg_id"].split(",") if i.strip()]
 
     async def job(admin: Admin, out: Output) -> None:
-        route = await admin.topic_route(o["topic"])
-        queues = [
-            MessageQueue(o["topic"], qd.broker_name, q) for qd in route.queue_datas for q in range(qd.read_queue_nums)
-        ]
-        queues = [
-            mq for mq in queues if (o["broker"] in (None, mq.broker_name)) and (o["queue_id"] in (None, mq.queue_id))
-        ]
-        rows: list[list[Any]] = []
-        for mq in sorted(queues):
-            if len(rows) < o["count"]:
-                msgs = await admin.query_msg_by_offset(mq, o["offset"], min(32, o["count"] - len(rows)))
-                rows.extend(msg_row(m) for m in msgs)
-        out.table(f"Messages of {o['topic']}", MSG_COLUMNS, rows)
+        if o["group"] and o["client_id"]:
+            for msg_id in ids:
+                result = await admin.consume_message_directly(o["group"].strip(), o["client_id"].strip(), msg_id)
+                out.line("%s", direct_result_text(result))
+        elif o["resend"] is not None:
+            if java_bool(o["resend"]):
+                async with Producer("ReSendMsgById", instance=admin.instance) as producer:
+                    for msg_id in ids:
+                        msg = await admin.query_msg_by_id(msg_id)
+                        out.line("prepare resend msg. originalMsgId=%s", msg_id)
+                        again = Message(msg.topic, msg.body, properties=dict(msg.properties), flag=msg.flag)
+                        out.line("%s", send_result_text(await producer.send(again)))
+        else:
+            for msg_id in ids:
+                await print_message_detail(admin, out, await admin.query_msg_by_id(msg_id))
 
     run_job(ctx, job)
 
 
-COMMANDS = (query_msg_by_id, query_msg_by_key, query_msg_by_offset, send_message, consume_message)
+@click.command("queryMsgByKey", help="Query Message by Key")
+@common
+@click.option("-t", "--topic", required=True, help="topic name")
+@click.option("-k", "--msgKey", "key", required=True, help="Message Key")
+def query_msg_by_key(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        msgs = await admin.query_msg_by_key(o["topic"].strip(), o["key"].strip(), max_num=64)
+        out.header("%-50s %4s %40s%n", "#Message ID", "#QID", "#Offset")
+        for m in msgs:
+            out.row("%-50s %4d %40d%n", uniq_msg_id(m), m.queue_id, m.queue_offset)
+
+    run_job(ctx, job)
+
+
+@click.command("queryMsgByUniqueKey", help="Query Message by Unique key")
+@common
+@click.option("-i", "--msgId", "msg_id", required=True, help="Message Id")
+@click.option("-g", "--consumerGroup", "group", help="consumer group name")
+@click.option("-d", "--clientId", "client_id", help="The consumer's client id")
+@click.option("-t", "--topic", required=True, help="The topic of msg")
+@click.option("-a", "--showAll", "show_all", is_flag=True, help="Print all message, the limit is 32")
+def query_msg_by_unique_key(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        topic, msg_id = o["topic"].strip(), o["msg_id"].strip()
+        msgs = await admin.query_msg_by_unique_key(topic, msg_id)
+        if o["group"] and o["client_id"]:
+            if msgs:
+                result = await admin.consume_message_directly(
+                    o["group"].strip(), o["client_id"].strip(), msgs[0].msg_id
+                )
+                out.line("%s", direct_result_text(result))
+            return
+        for i, msg in enumerate(msgs if o["show_all"] else msgs[:1]):
+            await print_message_detail(admin, out, msg, i, offset_id=False)
+
+    run_job(ctx, job)
+
+
+@click.command("queryMsgByOffset", help="Query Message by offset")
+@common
+@click.option("-t", "--topic", required=True, help="topic name")
+@click.option("-b", "--brokerName", "broker", required=True, help="Broker Name")
+@click.option("-i", "--queueId", "queue_id", type=int, required=True, help="Queue Id")
+@click.option("-o", "--offset", type=int, required=True, help="Queue Offset")
+def query_msg_by_offset(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        mq = MessageQueue(o["topic"].strip(), o["broker"].strip(), o["queue_id"])
+        result = await admin.pull(mq, o["offset"], 1)
+        if result.messages:
+            await print_message_detail(admin, out, result.messages[0])
+
+    run_job(ctx, job)
+
+
+def print_messages(out: Output, msgs: list[MessageExt], charset: str, body: bool) -> None:
+    """Java's ``printMessage``: ``MSGID: <id> <MessageExt> BODY: <body>`` per message."""
+    for m in msgs:
+        text = m.body.decode(charset, "replace") if body else "NOT PRINT BODY"
+        out.entry(f"MSGID: {uniq_msg_id(m)} {message_text(m)} BODY: {text}\n", MSGID=uniq_msg_id(m), QueueId=m.queue_id,
+                  QueueOffset=m.queue_offset, Tags=m.tags, Keys=" ".join(m.keys), BODY=text)  # fmt: skip
+
+
+async def _range(admin: Admin, mq: MessageQueue, begin: str | None, end: str | None) -> tuple[int, int]:
+    """A queue's [min, max) offsets, narrowed by ``-b``/``-e`` (or ``-s``/``-e``) times as Java's tools do."""
+    addr = (await admin.topic_route(mq.topic)).broker_datas
+    master = next(bd.master_addr for bd in addr if bd.broker_name == mq.broker_name)
+    assert master is not None
+    low = await admin.queue_offset(master, mq, RequestCode.GET_MIN_OFFSET)
+    high = await admin.queue_offset(master, mq, RequestCode.GET_MAX_OFFSET)
+    if begin:
+        low = await admin.queue_offset(master, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, parse_time_arg(begin))
+    if end:
+        high = await admin.queue_offset(master, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, parse_time_arg(end))
+    return low, high
+
+
+def mq_text(mq: MessageQueue) -> str:
+    return f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}]"
+
+
+async def readable_queues(admin: Admin, topic: str) -> list[MessageQueue]:
+    route = await admin.topic_route(topic)
+    return sorted(
+        MessageQueue(topic, qd.broker_name, q)
+        for qd in route.queue_datas
+        if qd.perm & PERM_READ
+        for q in range(qd.read_queue_nums)
+    )
+
+
+@click.command("printMsg", help="Print Message Detail")
+@common
+@click.option("-t", "--topic", required=True, help="topic name")
+@click.option("-c", "--charsetName", "charset", default="UTF-8", help="CharsetName(eg: UTF-8,GBK)")
+@click.option("-s", "--subExpression", "expression", default="*", help="Subscribe Expression(eg: TagA || TagB)")
+@click.option("-b", "--beginTimestamp", "begin", help="Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
+@click.option("-e", "--endTimestamp", "end", help="End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
+@click.option("-d", "--printBody", "body", help="print body")
+def print_msg(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        for mq in await readable_queues(admin, o["topic"].strip()):
+            low, high = await _range(admin, mq, o["begin"], o["end"])
+            out.line("minOffset=%s, maxOffset=%s, %s%n", low, high, mq_text(mq))
+            offset = low
+            while offset < high:
+                result = await admin.pull(mq, offset, 32, o["expression"].strip())
+                offset = result.next_begin_offset
+                if result.status.value == "FOUND":
+                    print_messages(out, result.messages, o["charset"], java_bool(o["body"], True))
+                elif result.status.value == "NO_MATCHED_MSG":
+                    out.line("%s no matched msg. status=%s, offset=%s%n", mq_text(mq), result.status.value, offset)
+                else:
+                    out.line("%s print msg finished. status=%s, offset=%s%n", mq_text(mq), result.status.value, offset)
+                    break
+            out.line("--------------------------------------------------------\n")
+
+    run_job(ctx, job)
+
+
+@click.command("printMsgByQueue", help="Print Message Detail")
+@common
+@click.option("-t", "--topic", required=True, help="topic name")
+@click.option("-a", "--brokerName", "broker", required=True, help="broker name")
+@click.option("-i", "--queueId", "queue_id", type=int, required=True, help="queue id")
+@click.option("-c", "--charsetName", "charset", default="UTF-8", help="CharsetName(eg: UTF-8,GBK)")
+@click.option("-s", "--subExpression", "expression", default="*", help="Subscribe Expression(eg: TagA || TagB)")
+@click.option("-b", "--beginTimestamp", "begin", help="Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
+@click.option("-e", "--endTimestamp", "end", help="End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
+@click.option("-p", "--printMsg", "print_msgs", help="print msg. eg: true | false(default)")
+@click.option("-d", "--printBody", "body", help="print body. eg: true | false(default)")
+@click.option("-f", "--calculate", help="calculate by tag. eg: true | false(default)")
+def print_msg_by_queue(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        mq = MessageQueue(o["topic"].strip(), o["broker"].strip(), o["queue_id"])
+        low, high = await _range(admin, mq, o["begin"], o["end"])
+        counts: dict[str, int] = {}
+        offset = low
+        while offset < high:
+            result = await admin.pull(mq, offset, 32, o["expression"].strip())
+            offset = result.next_begin_offset
+            if result.status.value != "FOUND":
+                break
+            for m in result.messages:
+                if m.tags and m.tags.strip():
+                    counts[m.tags] = counts.get(m.tags, 0) + 1
+            if java_bool(o["print_msgs"]):
+                print_messages(out, result.messages, o["charset"], java_bool(o["body"]))
+        if java_bool(o["calculate"]):
+            for tag, count in sorted(counts.items(), key=lambda kv: -kv[1]):
+                out.entry(f"Tag: {tag:<30} Count: {count}\n", Tag=tag, Count=count)
+
+    run_job(ctx, job)
+
+
+@click.command("sendMessage", help="Send a message")
+@common
+@click.option("-t", "--topic", required=True, help="Topic name")
+@click.option("-p", "--body", required=True, help="UTF-8 string format of the message body")
+@click.option("-k", "--key", "keys", help="Message keys")
+@click.option("-c", "--tags", help="Message tags")
+@click.option("-b", "--broker", help="Send message to target broker")
+@click.option("-i", "--qid", type=int, help="Send message to target queue")
+@click.option("-m", "--msgTraceEnable", "trace", help="Message Trace Enable, Default: false")
+def send_message(ctx: click.Context, **o: Any) -> None:
+    if o["qid"] is not None and not o["broker"]:
+        click.echo("Broker name must be set if the queue is chosen!", nl=False)
+        return
+
+    async def job(admin: Admin, out: Output) -> None:
+        topic = o["topic"].strip()
+        msg = Message(topic, o["body"].strip().encode(), tags=o["tags"], keys=o["keys"])
+        queue = MessageQueue(topic, o["broker"].strip(), o["qid"]) if o["broker"] and o["qid"] is not None else None
+        group = str(int(time.time() * 1000))
+        async with Producer(group, instance=admin.instance, enable_msg_trace=java_bool(o["trace"])) as producer:
+            r = await producer.send(msg, queue=queue)
+        out.header("%-32s  %-4s  %-20s    %s%n", "#Broker Name", "#QID", "#Send Result", "#MsgId")
+        out.row("%-32s  %-4s  %-20s    %s%n", r.broker_name, r.queue_id, r.send_status.name, r.msg_id)
+        out.field("OffsetMsgId", r.offset_msg_id)
+        out.field("QueueOffset", r.queue_offset)
+
+    run_job(ctx, job)
+
+
+@click.command("consumeMessage", help="Consume message")
+@common
+@click.option("-t", "--topic", required=True, help="Topic name")
+@click.option("-b", "--brokerName", "broker", help="Broker name")
+@click.option("-i", "--queueId", "queue_id", type=int, help="Queue Id")
+@click.option("-o", "--offset", type=int, help="Queue offset")
+@click.option("-g", "--consumerGroup", "group", help="Consumer group name")
+@click.option("-s", "--beginTimestamp", "begin", help="Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
+@click.option("-e", "--endTimestamp", "end", help="End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
+@click.option("-c", "--MessageNumber", "count", type=int, default=128, help="Number of message to be consumed")
+def consume_message(ctx: click.Context, **o: Any) -> None:
+    problem = _consume_message_problem(o)
+    if problem:
+        click.echo(problem, nl=False)
+        return
+
+    async def job(admin: Admin, out: Output) -> None:
+        topic, left = o["topic"].strip(), o["count"]
+        if o["queue_id"] is None:
+            for mq in await readable_queues(admin, topic):
+                if left == 0:
+                    return
+                low, high = await _range(admin, mq, o["begin"], o["end"])
+                if high - low > left:
+                    out.line("The older %d message of the %d queue will be provided\n", left, mq.queue_id)
+                    high, left = low + left - 1, 0
+                else:
+                    left = left - (high - low) - 1
+                await _pull_range(admin, out, mq, low, high)
+            return
+        mq = MessageQueue(topic, o["broker"].strip(), o["queue_id"])
+        low, high = await _range(admin, mq, o["begin"], o["end"])
+        start = o["offset"] or 0
+        if start > high:
+            out.line("%s no matched msg, offset=%s\n", mq_text(mq), start)
+            return
+        low = max(low, start)
+        if high - low > o["count"]:
+            out.line("The oldler %d message will be provided\n", o["count"])
+            high = low + o["count"] - 1
+        await _pull_range(admin, out, mq, low, high)
+
+    run_job(ctx, job)
+
+
+def _consume_message_problem(o: dict[str, Any]) -> str | None:
+    """Java's argument checks of ``consumeMessage``, in its order and words."""
+    now = int(time.time() * 1000)
+    begin = parse_time_arg(o["begin"]) if o["begin"] else 0
+    end = parse_time_arg(o["end"]) if o["end"] else 0
+    checks = (
+        (o["count"] <= 0, "Please input a positive messageNumber!"),
+        (o["queue_id"] is not None and not o["broker"], "Please set the brokerName before queueId!"),
+        (o["offset"] is not None and o["queue_id"] is None, "Please set queueId before offset!"),
+        (begin > now, "Please set the beginTimestamp before now!"),
+        (end > now, "Please set the endTimestamp before now!"),
+        (
+            bool(end) and begin > end,
+            "Please make sure that the beginTimestamp is less than or equal to the endTimestamp",
+        ),
+    )
+    return next((text for failed, text in checks if failed), None)
+
+
+async def _pull_range(admin: Admin, out: Output, mq: MessageQueue, low: int, high: int) -> None:
+    """Java's ``pullMessageByQueue``: offsets ``low`` to ``high`` inclusive, printed with their bodies."""
+    offset = low
+    while offset <= high:
+        result = await admin.pull(mq, offset, max(1, high - offset + 1))
+        offset = result.next_begin_offset
+        if result.status.value == "FOUND":
+            out.line("Consume ok\n")
+            print_messages(out, result.messages, "UTF-8", True)
+        elif result.status.value == "NO_MATCHED_MSG":
+            out.line("%s no matched msg. status=%s, offset=%s\n", mq_text(mq), result.status.value, offset)
+        else:
+            out.line("%s print msg finished. status=%s, offset=%s\n", mq_text(mq), result.status.value, offset)
+            break
+
+
+@click.command("checkMsgSendRT", help="check message send response time")
+@common
+@click.option("-t", "--topic", required=True, help="topic name")
+@click.option("-a", "--amount", type=int, default=100, help="message amount | default 100")
+@click.option("-s", "--size", type=int, default=128, help="message size | default 128 Byte")
+def check_msg_send_rt(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        topic, amount = o["topic"].strip(), o["amount"]
+        out.header("%-32s  %-4s  %-20s    %s%n", "#Broker Name", "#QID", "#Send Result", "#RT")
+        total = 0
+        chosen: list[MessageQueue] = []
+
+        def pick(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
+            chosen.append(mqs[int(str(arg)) % len(mqs)])  # Java's selector: the i-th send to queue i mod n
+            return chosen[-1]
+
+        async with Producer(str(int(time.time() * 1000)), instance=admin.instance) as producer:
+            for i in range(amount):
+                start = time.monotonic()
+                chosen.clear()
+                try:
+                    await producer.send(Message(topic, b"a" * o["size"]), selector=pick, arg=i)
+                    ok = True
+                except Exception:
+                    ok = False
+                rt = int((time.monotonic() - start) * 1000)
+                total += rt if i else 0
+                mq = chosen[-1] if chosen else None
+                out.row("%-32s  %-4s  %-20s    %s%n", mq and mq.broker_name, mq and mq.queue_id, ok, rt)
+        out.line("Avg RT: %s%n", f"{total / max(1, amount - 1):.2f}")
+
+    run_job(ctx, job)
+
+
+#: The commands :mod:`client.mqadmin` registers.
+COMMANDS = (
+    query_msg_by_id,
+    query_msg_by_key,
+    query_msg_by_unique_key,
+    query_msg_by_offset,
+    print_msg,
+    print_msg_by_queue,
+    send_message,
+    consume_message,
+    check_msg_send_rt,
+)

@@ -1,6 +1,6 @@
-"""``mqadmin`` commands for throughput statistics and broker maintenance, with RocketMQ's names and flags:
-``statsAll``, ``brokerConsumeStats``, ``updateBrokerConfig``, ``getBrokerConfig`` and ``cleanUnusedTopic``.
-:mod:`client.mqadmin` adds them to its command group. Output and errors as in :mod:`client.mqadmin`.
+"""``mqadmin`` statistics and broker-settings commands, as RocketMQ 4.9.8's ``tools/.../command/stats/`` and
+``broker/``: ``statsAll``, ``brokerConsumeStats``, ``updateBrokerConfig``, ``getBrokerConfig`` and
+``cleanUnusedTopic``. Options, required options and printed lines are Java's; :mod:`client.mqadmin` registers them.
 """
 
 from __future__ import annotations
@@ -11,11 +11,18 @@ import click
 
 from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
-from client.mqadmin_support import DLQ_PREFIX, RETRY_PREFIX, Output, common, format_ts, run_job
+from client.mqadmin_support import Output, common, format_date, java_bool, printf, run_job
 from remoting.codec.bodies.stats import BrokerStatsData
+from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from remoting.errors import RemotingError
 
 __all__ = ["COMMANDS"]
+
+_STATS = "%-64s  %-64s %12s %11s %11s %14s %14s%n"
+_STATS_ROW = "%-64s  %-64s %12d %11.2f %11.2f %14d %14d%n"
+_STATS_NO_CONSUMER = "%-64s  %-64s %12d %11.2f %11s %14d %14s%n"
+_CONSUME = "%-64s  %-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s%n"
+_CONSUME_ROW = "%-64s  %-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s%n"
 
 
 async def _stats(admin: Admin, addrs: list[str], name: str, key: str) -> tuple[float, int]:
@@ -31,136 +38,140 @@ async def _stats(admin: Admin, addrs: list[str], name: str, key: str) -> tuple[f
     return tps, total
 
 
-async def _topic_rows(admin: Admin, topic: str, active_only: bool) -> list[list[Any]]:
+async def _topic_rows(admin: Admin, out: Output, topic: str, active_only: bool) -> None:
+    """Java's ``printTopicDetail``."""
     route = await admin.topic_route(topic)
     masters = [bd.master_addr for bd in route.broker_datas if bd.master_addr]
     in_tps, in_today = await _stats(admin, masters, "TOPIC_PUT_NUMS", topic)
     groups = await admin.topic_consumed_by(topic)
     if not groups:
-        if active_only and in_today == 0:
-            return []
-        return [[topic, "", 0, round(in_tps, 2), "", in_today, "NO_CONSUMER"]]
-    rows = []
+        if not active_only or in_today > 0:
+            out.row(_STATS_NO_CONSUMER, topic, "", 0, in_tps, "", in_today, "NO_CONSUMER")
+        return
     for group in groups:
         out_tps, out_today = await _stats(admin, masters, "GROUP_GET_NUMS", f"{topic}@{group}")
-        progress = await admin.consumer_progress(group, topic)
-        lag = max(0, sum(w.broker_offset - w.consumer_offset for w in progress.values()))
+        try:
+            progress = await admin.consumer_progress(group, topic)
+            lag = max(0, sum(w.broker_offset - w.consumer_offset for w in progress.values()))
+        except MQBrokerError:
+            lag = 0
         if not active_only or in_today > 0 or out_today > 0:
-            rows.append([topic, group, lag, round(in_tps, 2), round(out_tps, 2), in_today, out_today])
-    return rows
+            out.row(_STATS_ROW, topic, group, lag, in_tps, out_tps, in_today, out_today)
 
 
-@click.command("statsAll")
+@click.command("statsAll", help="Topic and Consumer tps stats")
 @common
-@click.option("-a", "--activeTopic", "active", is_flag=True, help="print active topics only")
-@click.option("-t", "--topic", help="print this topic only")
+@click.option("-a", "--activeTopic", "active", is_flag=True, help="print active topic only")
+@click.option("-t", "--topic", help="print select topic only")
 def stats_all(ctx: click.Context, **o: Any) -> None:
-    """Topic and consumer TPS stats (put and pull rates over the last minute, messages in 24 hours)."""
-
     async def job(admin: Admin, out: Output) -> None:
-        rows = []
-        for topic in sorted(await admin.topic_list()):
-            if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) or (o["topic"] and topic != o["topic"]):
+        out.header(_STATS, "#Topic", "#Consumer Group", "#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour",
+                   "#OutMsg24Hour")  # fmt: skip
+        for topic in await admin.topic_list():
+            if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+                continue
+            if o["topic"] and topic != o["topic"].strip():
                 continue
             try:
-                rows.extend(await _topic_rows(admin, topic, o["active"]))
+                await _topic_rows(admin, out, topic, o["active"])
             except (MQClientError, RemotingError):
                 continue  # as Java's statsAll: a topic without a usable route is skipped
-        columns = ["#Topic", "#Consumer Group", "#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour", "#OutMsg24Hour"]
-        out.table("Stats", columns, rows)
 
     run_job(ctx, job)
 
 
-@click.command("brokerConsumeStats")
+@click.command("brokerConsumeStats", help="Fetch broker consume stats data")
 @common
-@click.option("-b", "--brokerAddr", "broker_addr", required=True)
-@click.option("-o", "--order", type=bool, default=False, help="order topics only")
-@click.option("-l", "--level", type=int, default=0, help="show queues whose lag is at least this")
+@click.option("-b", "--brokerAddr", "broker_addr", required=True, help="Broker address")
+@click.option("-t", "--timeoutMillis", "timeout", type=int, default=50000, help="request timeout Millis")
+@click.option("-l", "--level", type=int, default=0, help="threshold of print diff")
+@click.option("-o", "--order", help="order topic")
 def broker_consume_stats(ctx: click.Context, **o: Any) -> None:
-    """Every group's consume progress on one broker, and the broker's total lag."""
-
     async def job(admin: Admin, out: Output) -> None:
-        stats = await admin.broker_consume_stats(o["broker_addr"], is_order=o["order"])
-        rows = []
+        stats = await admin.broker_consume_stats(o["broker_addr"].strip(), is_order=java_bool(o["order"]))
+        out.header(_CONSUME, "#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff",
+                   "#LastTime")  # fmt: skip
         for group, per_topic in stats.consume_stats_list:
             for consume in per_topic:
                 for mq, w in sorted(consume.offset_table.items()):
                     diff = w.broker_offset - w.consumer_offset
-                    if diff >= o["level"]:
-                        rows.append(
-                            [
-                                mq.topic,
-                                group,
-                                mq.broker_name,
-                                mq.queue_id,
-                                w.broker_offset,
-                                w.consumer_offset,
-                                diff,
-                                format_ts(w.last_timestamp),
-                            ]
-                        )
-        columns = [
-            "#Topic",
-            "#Group",
-            "#Broker Name",
-            "#QID",
-            "#Broker Offset",
-            "#Consumer Offset",
-            "#Diff",
-            "#LastTime",
-        ]
-        out.table(f"Consume stats of {stats.broker_addr}", columns, rows, {"Diff Total": stats.total_diff})
+                    if diff >= o["level"] and w.last_timestamp > 0:
+                        out.row(_CONSUME_ROW, mq.topic, group, mq.broker_name, mq.queue_id, w.broker_offset,
+                                w.consumer_offset, diff, format_date(w.last_timestamp))  # fmt: skip
+        out.line("%nDiff Total: %d%n", stats.total_diff)
+        out.field("Diff Total", stats.total_diff)
 
     run_job(ctx, job)
 
 
-@click.command("updateBrokerConfig")
+@click.command("updateBrokerConfig", help="Update broker's config")
 @common
-@click.option("-b", "--brokerAddr", "broker_addr")
-@click.option("-c", "--clusterName", "cluster")
-@click.option("-k", "--key", required=True)
-@click.option("-v", "--value", required=True)
+@click.option("-b", "--brokerAddr", "broker_addr", help="update which broker")
+@click.option("-c", "--clusterName", "cluster", help="update which cluster")
+@click.option("-k", "--key", required=True, help="config key")
+@click.option("-v", "--value", required=True, help="config value")
 def update_broker_config(ctx: click.Context, **o: Any) -> None:
-    """Change one broker setting on a broker (or every master of a cluster); persisted in its ``-c`` file."""
-
     async def job(admin: Admin, out: Output) -> None:
+        if not (o["broker_addr"] or o["cluster"]):
+            click.echo(ctx.get_help())
+            return
         targets = await admin.target_brokers(o["broker_addr"], o["cluster"])
         for addr in targets:
-            await admin.update_broker_config(addr, {o["key"]: o["value"]})
-        out.done(f"update broker config success, {', '.join(targets)}", brokers=targets)
+            await admin.update_broker_config(addr, {o["key"].strip(): o["value"].strip()})
+            out.line("update broker config success, %s\n", addr)
+        out.field("brokers", targets)
 
     run_job(ctx, job)
 
 
-@click.command("getBrokerConfig")
+async def _master_and_slaves(admin: Admin, cluster: str) -> list[tuple[str, list[str]]]:
+    """Java's ``CommandUtil.fetchMasterAndSlaveDistinguish``: each master of ``cluster`` with its slaves."""
+    info = await admin.cluster_info()
+    out = []
+    for name in sorted(info.cluster_addr_table.get(cluster, [])):
+        data = info.broker_addr_table.get(name)
+        if data is not None and data.master_addr:
+            out.append((data.master_addr, [a for bid, a in sorted(data.broker_addrs.items()) if bid != 0]))
+    return out
+
+
+async def _print_config(admin: Admin, out: Output, prefix: str, addr: str) -> None:
+    out.line("%s", prefix)
+    for key, value in sorted((await admin.broker_config(addr)).items()):
+        out.entry(printf("%-50s=  %s\n", key, value), Broker=addr, Key=key, Value=value)
+    out.line("%n")
+
+
+@click.command("getBrokerConfig", help="Get broker config by cluster or special broker!")
 @common
-@click.option("-b", "--brokerAddr", "broker_addr")
-@click.option("-c", "--clusterName", "cluster")
+@click.option("-b", "--brokerAddr", "broker_addr", help="get which broker")
+@click.option("-c", "--clusterName", "cluster", help="get which cluster")
 def get_broker_config(ctx: click.Context, **o: Any) -> None:
-    """Every setting of a broker (or of every master of a cluster)."""
-
     async def job(admin: Admin, out: Output) -> None:
-        rows = [
-            [addr, key, value]
-            for addr in await admin.target_brokers(o["broker_addr"], o["cluster"])
-            for key, value in sorted((await admin.broker_config(addr)).items())
-        ]
-        out.table("Broker config", ["Broker", "Key", "Value"], rows)
+        if o["broker_addr"]:
+            addr = o["broker_addr"].strip()
+            await _print_config(admin, out, f"============{addr}============\n", addr)
+        elif o["cluster"]:
+            for master, slaves in await _master_and_slaves(admin, o["cluster"].strip()):
+                await _print_config(admin, out, f"============Master: {master}============\n", master)
+                for slave in slaves:
+                    await _print_config(
+                        admin, out, f"============My Master: {master}=====Slave: {slave}============\n", slave
+                    )
 
     run_job(ctx, job)
 
 
-@click.command("cleanUnusedTopic")
+@click.command("cleanUnusedTopic", help="Clean unused topic on broker.")
 @common
-@click.option("-b", "--brokerAddr", "broker_addr")
-@click.option("-c", "--clusterName", "cluster")
+@click.option("-b", "--brokerAddr", "broker_addr", help="Broker address")
+@click.option("-c", "--cluster", help="cluster name")
 def clean_unused_topic(ctx: click.Context, **o: Any) -> None:
-    """Drop stored queues of topics a broker (or every master of a cluster) no longer has."""
-
     async def job(admin: Admin, out: Output) -> None:
         targets = await admin.clean_unused_topic(broker_addr=o["broker_addr"], cluster=o["cluster"])
-        out.done(f"clean unused topic success, {', '.join(targets)}", brokers=targets)
+        out.line("success")
+        out.field("ok", True)
+        out.field("brokers", targets)
 
     run_job(ctx, job)
 

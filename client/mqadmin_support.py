@@ -1,14 +1,21 @@
-"""Helpers of :mod:`client.mqadmin`: table-or-JSON output, the shared ``-n``/``--json`` options, running one admin
-job per command, and the formats RocketMQ's tools print (timestamps, message rows)."""
+"""Helpers of :mod:`client.mqadmin`: the shared ``-n``/``--json`` options, running one admin job per command, the
+output in RocketMQ's own format (``printf`` lines with ``#``-headed columns, as ``mqadmin`` 4.9.8 prints them) or as
+one JSON document for scripts, and the formats RocketMQ's tools print (timestamps, versions, messages).
+
+``-n``/``--namesrvAddr`` falls back to the ``NAMESRV_ADDR`` environment variable, as RocketMQ's tools do
+(``common/src/main/java/org/apache/rocketmq/common/utils/NameServerAddressUtils.java``). With ``--json`` a command
+prints ``{"rows": [{column: value}], "lines": [...], ...}``: one object per printed row, keyed by the column names
+without their ``#``.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import click
@@ -18,26 +25,80 @@ from rich.table import Table
 from client.admin import Admin
 from client.errors import MQClientError
 from client.message import MessageExt
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.errors import RemotingError
 
 console = Console(soft_wrap=True)
 
-#: A consumer group's retry topic is ``%RETRY%<group>``, its dead-letter topic ``%DLQ%<group>``.
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
+NO_NAMESRV: Final = "mqadmin: no name server address: pass -n host:port[;host:port] or set NAMESRV_ADDR"
+
+
+def java_text(value: Any) -> Any:
+    """A value as Java's ``printf`` shows it: ``true``/``false``, ``null``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def printf(fmt: str, *values: Any) -> str:
+    """Java's ``String.format`` for the conversions mqadmin uses (``%-20s``, ``%d``, ``%.2f``, ``%n``)."""
+    return fmt.replace("%n", "\n") % tuple(java_text(v) for v in values)
 
 
 class Output:
-    """Collects one command's result as rows and prints a table or JSON."""
+    """One command's output: RocketMQ's text, or (``--json``) one JSON document printed when the command ends."""
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
+        self.doc: dict[str, Any] = {}
+        self._columns: list[str] = []
+
+    # -- RocketMQ's text --------------------------------------------------------------------------------------------
+
+    def header(self, fmt: str, *columns: str) -> None:
+        """A ``#``-headed column line; the rows that follow are keyed by these names in JSON."""
+        self._columns = [c.lstrip("#") for c in columns]
+        if not self.as_json:
+            click.echo(printf(fmt, *columns), nl=False)
+
+    def row(self, fmt: str, *values: Any) -> None:
+        if self.as_json:
+            self.doc.setdefault("rows", []).append(dict(zip(self._columns, values, strict=False)))
+        else:
+            click.echo(printf(fmt, *values), nl=False)
+
+    def entry(self, text: str, **row: Any) -> None:
+        """Printed ``text`` as is; in JSON the ``row`` instead."""
+        if self.as_json:
+            self.doc.setdefault("rows", []).append(row)
+        else:
+            click.echo(text, nl=False)
+
+    def line(self, fmt: str, *values: Any) -> None:
+        """Free text (a status line, a key-value pair); in JSON a ``lines`` entry."""
+        text = printf(fmt, *values)
+        if self.as_json:
+            if text.strip():
+                self.doc.setdefault("lines", []).append(text.strip("\n"))
+        else:
+            click.echo(text, nl=False)
+
+    def field(self, key: str, value: Any) -> None:
+        """A value only the JSON document carries (the text shows it in a line)."""
+        self.doc[key] = value
+
+    def finish(self) -> None:
+        if self.as_json:
+            click.echo(json.dumps(self.doc, default=str))
+
+    # -- rocketrio's earlier table form (kept for commands that print no RocketMQ format) ---------------------------
 
     def table(self, title: str, columns: list[str], rows: list[list[Any]], extra: dict[str, Any] | None = None) -> None:
         if self.as_json:
-            doc: dict[str, Any] = {"rows": [dict(zip(columns, row, strict=True)) for row in rows]}
-            doc.update(extra or {})
-            click.echo(json.dumps(doc, default=str))
+            self.doc.setdefault("rows", []).extend(dict(zip(columns, row, strict=True)) for row in rows)
+            self.doc.update(extra or {})
             return
         table = Table(title=title)
         for column in columns:
@@ -50,15 +111,19 @@ class Output:
 
     def done(self, message: str, **fields: Any) -> None:
         if self.as_json:
-            click.echo(json.dumps({"ok": True, **fields}, default=str))
+            self.doc.update({"ok": True, **fields})
         else:
             console.print(message)
 
 
 def run_job(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]]) -> None:
+    """Run ``job`` with an :class:`Admin` on the command's name servers; errors print on stderr and exit 1."""
     obj = ctx.find_object(dict) or {}
     output = Output(bool(obj.get("json")) or bool(ctx.params.get("as_json")))
-    namesrv = ctx.params["namesrv"]
+    namesrv = ctx.params.get("namesrv")
+    if not namesrv:
+        click.echo(NO_NAMESRV, err=True)
+        sys.exit(1)
 
     async def main() -> None:
         async with Admin(namesrv) as admin:
@@ -66,13 +131,20 @@ def run_job(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]])
 
     try:
         anyio.run(main)
-    except (MQClientError, RemotingError, ValueError) as exc:
+    except (MQClientError, RemotingError, ValueError, OSError) as exc:
         click.echo(f"mqadmin: {exc}", err=True)
         sys.exit(1)
+    output.finish()
 
 
 def format_ts(ms: int) -> str:
+    """Java's ``UtilAll.timeMillisToHumanString2``: ``yyyy-MM-dd HH:mm:ss,SSS``; ``-`` for none."""
     return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3] if ms > 0 else "-"
+
+
+def format_date(ms: int) -> str:
+    """``yyyy-MM-dd HH:mm:ss`` (Java's ``UtilAll.YYYY_MM_DD_HH_MM_SS``)."""
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _version_names() -> tuple[str, ...]:
@@ -103,6 +175,24 @@ def version_desc(version: int) -> str:
     return _VERSION_NAMES[min(version, len(_VERSION_NAMES) - 1)]
 
 
+def java_bool(text: str | None, default: bool = False) -> bool:
+    """Java's ``Boolean.parseBoolean`` (``true`` in any case is true, anything else false); ``default`` if absent."""
+    return default if text is None else text.strip().lower() == "true"
+
+
+def message_text(m: MessageExt) -> str:
+    """A message as Java's ``MessageExt.toString()`` prints it (``printMsg``, ``consumeMessage``)."""
+    props = ", ".join(f"{k}={v}" for k, v in m.properties.items())
+    return (
+        f"MessageExt [queueId={m.queue_id}, storeSize={m.store_size}, queueOffset={m.queue_offset}, "
+        f"sysFlag={m.sys_flag}, bornTimestamp={m.born_timestamp}, bornHost=/{m.born_host[0]}:{m.born_host[1]}, "
+        f"storeTimestamp={m.store_timestamp}, storeHost=/{m.store_host[0]}:{m.store_host[1]}, msgId={m.msg_id}, "
+        f"commitLogOffset={m.commit_log_offset}, bodyCRC={m.body_crc}, reconsumeTimes={m.reconsume_times}, "
+        f"preparedTransactionOffset={m.prepared_transaction_offset}, toString()=Message{{topic='{m.topic}', "
+        f"flag={m.flag}, properties={{{props}}}, body=[{len(m.body)} bytes], transactionId='null'}}]"
+    )
+
+
 def msg_row(m: MessageExt) -> list[Any]:
     return [
         m.msg_id,
@@ -120,8 +210,11 @@ MSG_COLUMNS = ["OffsetMsgId", "Topic", "QueueId", "QueueOffset", "Tags", "Keys",
 
 
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("-n", "--namesrvAddr", "namesrv", required=True, help="name servers, host:port;host:port")(fn)
-    fn = click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")(fn)
+    """``-n``/``--namesrvAddr`` (or ``NAMESRV_ADDR``) and ``--json`` on a command, which gets the click context."""
+    fn = click.option(
+        "-n", "--namesrvAddr", "namesrv", envvar="NAMESRV_ADDR", help="name servers, host:port;host:port"
+    )(fn)
+    fn = click.option("--json", "as_json", is_flag=True, help="print JSON instead of RocketMQ's text")(fn)
     return click.pass_context(fn)
 
 
@@ -132,3 +225,43 @@ def parse_timestamp(text: str) -> int:
     if text.lstrip("-").isdigit():
         return int(text)
     return int(datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
+
+
+def parse_time_arg(text: str) -> int:
+    """Java's ``timestampFormat`` of printMsg and consumeMessage: milliseconds or ``yyyy-MM-dd#HH:mm:ss:SSS``."""
+    return int(text) if text.strip().lstrip("-").isdigit() else parse_timestamp(text.strip())
+
+
+def split_addrs(text: str) -> Sequence[str]:
+    return [a.strip() for a in text.split(";") if a.strip()]
+
+
+def perm_text(perm: int) -> str:
+    """Java's ``PermName.perm2String``: ``RW-``, ``R--``, ``RWX``."""
+    return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-") + ("X" if perm & 1 else "-")
+
+
+def topic_config_text(tc: TopicConfig) -> str:
+    """Java's ``TopicConfig.toString()``."""
+    return (
+        f"TopicConfig [topicName={tc.topic_name}, readQueueNums={tc.read_queue_nums}, "
+        f"writeQueueNums={tc.write_queue_nums}, perm={perm_text(tc.perm)}, "
+        f"topicFilterType={tc.topic_filter_type.name}, topicSysFlag={tc.topic_sys_flag}, order={java_text(tc.order)}]"
+    )
+
+
+def group_config_text(g: SubscriptionGroupConfig) -> str:
+    """Java's ``SubscriptionGroupConfig.toString()``."""
+    return (
+        f"SubscriptionGroupConfig [groupName={g.group_name}, consumeEnable={java_text(g.consume_enable)}, "
+        f"consumeFromMinEnable={java_text(g.consume_from_min_enable)}, "
+        f"consumeBroadcastEnable={java_text(g.consume_broadcast_enable)}, retryQueueNums={g.retry_queue_nums}, "
+        f"retryMaxTimes={g.retry_max_times}, brokerId={g.broker_id}, "
+        f"whichBrokerWhenConsumeSlowly={g.which_broker_when_consume_slowly}, "
+        f"notifyConsumerIdsChangedEnable={java_text(g.notify_consumer_ids_changed_enable)}]"
+    )
+
+
+def java_map_text(table: dict[Any, Any]) -> str:
+    """A Java ``HashMap.toString()``: ``{k1=v1, k2=v2}``."""
+    return "{" + ", ".join(f"{k}={java_text(v)}" for k, v in table.items()) + "}"

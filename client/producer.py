@@ -23,8 +23,8 @@ cancels the ones still in flight.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
+import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Self
@@ -32,7 +32,7 @@ from typing import Self
 import anyio
 import attrs
 
-from client import api
+from client import api, request_reply
 from client.async_send import RETRY_RESPONSE_CODES, AsyncSend
 from client.config import ClientConfig
 from client.errors import (
@@ -47,6 +47,8 @@ from client.message import Message, SendResult
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, select_one_message_queue
 from client.send_request import COMPRESS_OVER, MAX_MESSAGE_SIZE, PreparedSend, SendBuilder, uniq_key_generator
+from client.trace.dispatcher import TraceDispatcher
+from remoting.client import run_callback
 from remoting.codec.bodies import MessageQueue, TopicRouteData
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -76,6 +78,8 @@ class Producer:
         send_latency_fault_enable: bool = False,
         default_topic_queue_nums: int = 4,
         create_topic_key: str = "TBW102",
+        enable_msg_trace: bool = False,
+        customized_trace_topic: str | None = None,
     ) -> None:
         self._group = group
         self.instance, self._own_instance = (
@@ -99,6 +103,10 @@ class Producer:
         self._publish: dict[str, TopicPublishInfo] = {}
         self._fallback_topics: set[str] = set()  # topics sent with TBW102's route until theirs shows up
         self._started = False
+        #: Message trace (client/trace/): Pub records of every answered send, when switched on.
+        self.trace: TraceDispatcher | None = None
+        if enable_msg_trace:
+            self.trace = TraceDispatcher(self.instance, group, "PRODUCE", customized_trace_topic)
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
@@ -117,6 +125,8 @@ class Producer:
             raise
         self._started = True
         await self.instance.send_heartbeat_to_all_brokers()
+        if self.trace is not None:
+            await self.trace.start()
         return self
 
     async def __aexit__(
@@ -125,6 +135,8 @@ class Producer:
         self._started = False
         try:
             with anyio.CancelScope(shield=True):
+                if self.trace is not None:
+                    await self.trace.stop()
                 await self.instance.unregister(producer_group=self._group)
         finally:
             if self._own_instance:
@@ -217,12 +229,7 @@ class Producer:
             outcome = await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries)
         except Exception as exc:
             outcome = exc
-        try:
-            result = callback(outcome)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("send callback %r failed", callback)
+        await run_callback(callback, outcome, "send")
 
     async def send_oneway(
         self,
@@ -252,6 +259,38 @@ class Producer:
         timeout = self.send_msg_timeout if timeout is None else timeout
         retries = self.retry_times_when_send_failed
         return [await self.send_with_retries(info, p, timeout, retries) for p in prepared]
+
+    # -- request-reply (client/request_reply.py) --------------------------------------------------------------------
+
+    async def request(
+        self,
+        msg: Message,
+        timeout: float,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: object = None,
+    ) -> MessageExt:
+        """Send ``msg`` as a request and return the reply a replier sent back through the broker. Raises
+        :class:`~client.request_reply.RequestTimeoutError` when none came within ``timeout`` seconds, and
+        :class:`~client.errors.MQClientError` when the request could not be sent."""
+        self._check_started()
+        return await request_reply.request(self, msg, timeout, queue=queue, selector=selector, arg=arg)
+
+    def request_async(
+        self,
+        msg: Message,
+        callback: request_reply.RequestCallback,
+        timeout: float,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: object = None,
+    ) -> None:
+        """:meth:`request` in the background: ``callback`` gets the reply or the exception (Java's
+        ``RequestCallback``); it may be a coroutine function."""
+        self._check_started()
+        request_reply.request_async(self, msg, callback, timeout, queue=queue, selector=selector, arg=arg)
 
     # -- internals -------------------------------------------------------------------------------------------------
 
@@ -323,9 +362,14 @@ class Producer:
     async def _send_to(self, mq: MessageQueue, prepared: PreparedSend, timeout: float) -> SendResult:
         addr = self.instance.find_broker_address(mq.broker_name) or await self._broker_address(mq)
         fields = prepared.for_queue(mq.queue_id, mq.broker_name)
-        return await api.send_message(
+        trace = self.trace
+        start_ms = time.time_ns() // 1_000_000 if trace is not None else 0
+        result = await api.send_message(
             self.instance.remoting, addr, mq.broker_name, fields, prepared.body, timeout, uniq_id=prepared.msg_id
         )
+        if trace is not None:
+            trace.on_sent(start_ms, addr, prepared, result)
+        return result
 
     async def send_with_retries(
         self,

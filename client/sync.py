@@ -43,6 +43,7 @@ from client.consumer.listener import MessageListener
 from client.errors import ClientStateError
 from client.message import Message, MessageExt, SendResult
 from client.producer import SendCallback
+from client.request_reply import RequestCallback
 from client.selector import MessageQueueSelector
 from remoting.codec.bodies import ClusterInfo, MessageQueue, TopicRouteData
 
@@ -128,6 +129,18 @@ class Producer(_Facade):
 
     async def _start_async(self, msg: Message, callback: SendCallback, options: dict[str, Any]) -> None:
         self.producer.send_async(msg, callback, **options)
+
+    def request_async(self, msg: Message, callback: RequestCallback, timeout: float, **where: Any) -> None:
+        """:meth:`client.producer.Producer.request_async`; ``callback`` runs on the background loop's thread.
+        (``request`` itself is forwarded by name and blocks until the reply or the timeout.)"""
+        if self._portal is None:
+            raise ClientStateError("not started: call start() or use `with`")
+        self._portal.call(self._start_request, msg, callback, timeout, where)
+
+    async def _start_request(
+        self, msg: Message, callback: RequestCallback, timeout: float, where: dict[str, Any]
+    ) -> None:
+        self.producer.request_async(msg, callback, timeout, **where)
 
     def send_oneway(
         self,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import enum
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ from client.errors import MQClientError
 from client.message import Message, MessageExt, SendResult, SendStatus, uncompressed
 from client.producer import Producer
 from client.send_request import PreparedSend
+from client.trace.codec import MessageType, TraceRecord, TraceType
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.errors import CodecError
@@ -148,10 +150,12 @@ class TransactionProducer(Producer):
             except Exception as exc:
                 log.warning("local transaction of %s failed: %r (state UNKNOWN)", result.msg_id, exc)
                 state, remark = LocalTransactionState.UNKNOWN, f"executeLocalTransactionBranch exception: {exc!r}"
-        await self._end_transaction(result, state, remark)
+        await self._end_transaction(result, state, remark, half.all_properties())
         return TransactionSendResult(result, state)
 
-    async def _end_transaction(self, result: SendResult, state: LocalTransactionState, remark: str | None) -> None:
+    async def _end_transaction(
+        self, result: SendResult, state: LocalTransactionState, remark: str | None, props: dict[str, str]
+    ) -> None:
         try:
             commit_log_offset = decode_offset_msg_id(result.offset_msg_id).phy_offset
             addr = self.instance.find_broker_address(result.broker_name)
@@ -170,6 +174,7 @@ class TransactionProducer(Producer):
             if remark:
                 command = attrs.evolve(command, remark=remark)
             await self.instance.remoting.invoke_oneway(addr, command)
+            self._trace_end(result.topic, result.msg_id, addr, state, False, props)
         except (RemotingError, CodecError, MQClientError) as exc:
             log.warning("END_TRANSACTION for %s not sent (%s): the broker will check back", result.msg_id, exc)
 
@@ -208,3 +213,38 @@ class TransactionProducer(Producer):
             await self.instance.remoting.invoke_oneway(broker_addr, command)
         except RemotingError as exc:
             log.warning("END_TRANSACTION answer for %s to %s failed: %s", uniq, broker_addr, exc)
+            return
+        topic = msg.properties.get("REAL_TOPIC", msg.topic)
+        self._trace_end(topic, uniq, broker_addr, state, True, msg.properties, header.transaction_id or uniq)
+
+    def _trace_end(
+        self,
+        topic: str,
+        msg_id: str,
+        addr: str,
+        state: LocalTransactionState,
+        from_check: bool,
+        props: dict[str, str] | None = None,
+        transaction_id: str | None = None,
+    ) -> None:
+        """An EndTransaction trace record (Java's ``EndTransactionTraceHookImpl``), when trace is on."""
+        if self.trace is None:
+            return
+        props = props or {}
+        self.trace.append(
+            TraceRecord(
+                TraceType.EndTransaction,
+                time.time_ns() // 1_000_000,
+                props.get("MSG_REGION") or "DefaultRegion",
+                self.group,
+                topic,
+                msg_id,
+                props.get("TAGS"),
+                props.get("KEYS"),
+                addr,
+                msg_type=MessageType.Trans_msg_Commit,
+                transaction_id=transaction_id or msg_id,
+                transaction_state="UNKNOW" if state is LocalTransactionState.UNKNOWN else state.name,
+                from_transaction_check=from_check,
+            )
+        )

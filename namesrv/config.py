@@ -23,6 +23,9 @@ class NamesrvConfig:
     listen_host: str = "0.0.0.0"
     rocketmq_home: str = attrs.field(factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
     kv_config_path: str = attrs.field(factory=lambda: str(Path.home() / "namesrv" / "kvConfig.json"))
+    #: Where UPDATE_NAMESRV_CONFIG writes every setting (namesrv/config_admin.py), and the keys it may not change.
+    config_store_path: str = attrs.field(factory=lambda: str(Path.home() / "namesrv" / "namesrv.properties"))
+    config_black_list: str = "configBlackList;configStorePath;kvConfigPath"
     order_message_enable: bool = False
     #: Seconds between liveness scans, and before the first one (Java: 10 s and 5 s).
     scan_interval: float = 10.0

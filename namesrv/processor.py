@@ -21,11 +21,13 @@ from typing import Any, Final
 import attrs
 import trio
 
+from namesrv.config_admin import ConfigRefused, NamesrvConfigAdmin
 from namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
 from namesrv.route_table import RouteTable
 from remoting.codec.bodies import (
     RegisterBrokerBody,
     TopicConfigSerializeWrapper,
+    TopicList,
     body_crc32,
     decode_data_version,
     encode_data_version,
@@ -52,6 +54,7 @@ from remoting.codec.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
+from remoting.codec.java_properties import PropertiesError
 from remoting.dispatch import not_supported_remark
 from remoting.processor import RequestContext
 
@@ -83,11 +86,13 @@ class NamesrvProcessor:
         *,
         order_message_enable: bool = False,
         clock: Callable[[], float] = trio.current_time,
+        config_admin: NamesrvConfigAdmin | None = None,
     ) -> None:
         self.route_table = route_table
         self.kv_config = kv_config
         self.order_message_enable = order_message_enable
         self._clock = clock
+        self.config_admin = config_admin
 
     @staticmethod
     def request_codes() -> list[int]:
@@ -240,6 +245,39 @@ class NamesrvProcessor:
             return request.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace}")
         return request.response(ResponseCode.SUCCESS, body=table.encode())
 
+    # -- unit topics and settings (namesrv/config_admin.py) -------------------------------------------------------
+
+    async def _unit_topics(self, request: RemotingCommand, connection: Any) -> RemotingCommand:
+        """GET_UNIT_TOPIC_LIST (311), GET_HAS_UNIT_SUB_TOPIC_LIST (312), GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313):
+        topics by TopicSysFlag's unit (bit 0) and unit-sub (bit 1) flags."""
+        wanted = _UNIT_FILTERS[request.code]
+        topics = sorted(t for t, flag in self.route_table.topic_sys_flags().items() if wanted(flag))
+        return request.response(ResponseCode.SUCCESS, body=TopicList(topics).encode())
+
+    async def _update_config(self, request: RemotingCommand, connection: Any) -> RemotingCommand:
+        if self.config_admin is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, "this name server has no configuration to update")
+        if request.body:
+            try:
+                await self.config_admin.update(bytes(request.body).decode("utf-8", "replace"))
+            except ConfigRefused as exc:
+                return request.response(ResponseCode.NO_PERMISSION, str(exc))
+            except PropertiesError as exc:
+                return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        return request.response(ResponseCode.SUCCESS)
+
+    async def _get_config(self, request: RemotingCommand, connection: Any) -> RemotingCommand:
+        body = b"" if self.config_admin is None else self.config_admin.formatted().encode()
+        return request.response(ResponseCode.SUCCESS, body=body)
+
+
+_UNIT: Final = 0x1
+_UNIT_SUB: Final = 0x2
+_UNIT_FILTERS: Final[dict[int, Callable[[int], bool]]] = {
+    RequestCode.GET_UNIT_TOPIC_LIST: lambda flag: bool(flag & _UNIT),
+    RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: lambda flag: bool(flag & _UNIT_SUB),
+    RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: lambda flag: not flag & _UNIT and bool(flag & _UNIT_SUB),
+}
 
 _HANDLERS: dict[int, _Handler] = {
     RequestCode.REGISTER_BROKER: NamesrvProcessor._register_broker,
@@ -257,4 +295,9 @@ _HANDLERS: dict[int, _Handler] = {
     RequestCode.GET_KV_CONFIG: NamesrvProcessor._get_kv_config,
     RequestCode.DELETE_KV_CONFIG: NamesrvProcessor._delete_kv_config,
     RequestCode.GET_KVLIST_BY_NAMESPACE: NamesrvProcessor._get_kv_list,
+    RequestCode.GET_UNIT_TOPIC_LIST: NamesrvProcessor._unit_topics,
+    RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: NamesrvProcessor._unit_topics,
+    RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: NamesrvProcessor._unit_topics,
+    RequestCode.UPDATE_NAMESRV_CONFIG: NamesrvProcessor._update_config,
+    RequestCode.GET_NAMESRV_CONFIG: NamesrvProcessor._get_config,
 }

@@ -251,6 +251,13 @@ class RouteTable:
         master = next((e.addrs[MASTER_ID] for e in self._brokers.values() if MASTER_ID in e.addrs), None)
         return TopicList(sorted(topics), master)
 
+    def topic_sys_flags(self) -> dict[str, int]:
+        """Each routed topic's ``topicSysFlag`` as its first registered broker reports it (Java's unit-topic lists
+        read the first queue data)."""
+        return {
+            topic: next(iter(queues.values())).topic_sys_flag for topic, queues in self._topic_queues.items() if queues
+        }
+
     def broker_addrs_by_name(self, broker_name: str) -> dict[int, str]:
         entry = self._brokers.get(broker_name)
         return {} if entry is None else dict(entry.addrs)

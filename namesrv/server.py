@@ -24,6 +24,7 @@ import math
 import trio
 
 from namesrv.config import NamesrvConfig
+from namesrv.config_admin import NamesrvConfigAdmin
 from namesrv.kv_config import KVConfigManager
 from namesrv.liveness import run_liveness_scan
 from namesrv.processor import NamesrvProcessor
@@ -42,8 +43,12 @@ class NamesrvServer:
         self.config = config
         self.route_table = RouteTable(config.broker_channel_expired_time)
         self.kv_config = KVConfigManager(config.kv_config_file)
+        self.config_admin = NamesrvConfigAdmin(config, self._config_changed)
         self.processor = NamesrvProcessor(
-            self.route_table, self.kv_config, order_message_enable=config.order_message_enable
+            self.route_table,
+            self.kv_config,
+            order_message_enable=config.order_message_enable,
+            config_admin=self.config_admin,
         )
         self.pool = ProcessorPool("namesrv", config.server_worker_threads, math.inf)
         dispatcher = Dispatcher()
@@ -56,6 +61,11 @@ class NamesrvServer:
         )
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.metrics: PrometheusExporter | None = None
+
+    def _config_changed(self, config: NamesrvConfig) -> None:
+        """UPDATE_NAMESRV_CONFIG: the settings read per request take effect at once."""
+        self.config = config
+        self.processor.order_message_enable = config.order_message_enable
 
     def _on_connection_closed(self, connection: Connection) -> None:
         self.route_table.on_connection_closed(connection)

@@ -31,7 +31,7 @@ import logging
 import socket
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import anyio
 import anyio.abc
@@ -245,9 +245,15 @@ class RemotingClient:
             outcome = await self.invoke(address, cmd, timeout)
         except RemotingError as exc:
             outcome = exc
-        try:
-            result = callback(outcome)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("invoke callback %r failed", callback)
+        await run_callback(callback, outcome, "invoke")
+
+
+async def run_callback(callback: Callable[[Any], object], outcome: object, what: str) -> None:
+    """Hand ``outcome`` to a user callback, awaiting what it returns if that is awaitable; what it raises is logged
+    (as ``<what> callback ... failed``), never propagated: callbacks run in tasks nobody awaits."""
+    try:
+        result = callback(outcome)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        log.exception("%s callback %r failed", what, callback)

@@ -242,7 +242,8 @@ def broker_pools(cpus: int | None = None, *, fast_failure: bool = False) -> dict
     (docs/protocol.md#714-processor-pools-and-flow-control).
 
     Families: send, pull, query, admin (default processor), client_manage, heartbeat, consumer_manage,
-    end_transaction. Unbounded Java queues are ``math.inf`` here. ``fast_failure`` (Java's
+    end_transaction, reply (request-reply's 324/325: ``processReplyMessageThreadPoolNums`` = 16 + 2n and
+    ``replyThreadPoolQueueCapacity`` = 10,000). Unbounded Java queues are ``math.inf`` here. ``fast_failure`` (Java's
     ``brokerFastFailureEnable``, on by default there) sets each pool's ``max_wait`` to 4.9.8's
     ``waitTimeMillsIn{Send,Pull,Heartbeat,Transaction}Queue``: 200 ms, 5 s, 31 s, 3 s.
     """
@@ -263,4 +264,5 @@ def broker_pools(cpus: int | None = None, *, fast_failure: bool = False) -> dict
         "end_transaction": ProcessorPool(
             "end_transaction", max(8 + 2 * n, 4 * send_workers), 100_000, max_wait=wait(3.0)
         ),
+        "reply": ProcessorPool("reply", 16 + 2 * n, 10_000),
     }

@@ -319,6 +319,13 @@ class RetentionService:
     def __init__(self, store: MessageStore) -> None:
         self._store = store
         self.deleted_files = 0
+        #: Passes left that delete as if at ``deleteWhen`` time (DELETE_EXPIRED_COMMITLOG: store/maintenance.py).
+        self.manual_delete_times = 0
+        self._wakeup = trio.Event()
+
+    def wake(self) -> None:
+        """Run the next pass now instead of after ``cleanResourceInterval``."""
+        self._wakeup.set()
 
     def _time_to_delete(self) -> bool:
         now = datetime.datetime.fromtimestamp(self._store.config.now_ms() / 1000)
@@ -339,8 +346,11 @@ class RetentionService:
             store.disk_full_reason = None
         space_to_delete = ratio > config.disk_max_used_space_ratio / 100
         clean_at_once = ratio > config.disk_space_clean_forcibly_ratio
-        if not (space_to_delete or self._time_to_delete()):
+        manual = self.manual_delete_times > 0
+        if not (space_to_delete or self._time_to_delete() or manual):
             return 0
+        if manual:
+            self.manual_delete_times -= 1
         expire_before = config.now_ms() - config.file_reserved_time * 3_600_000
         deleted = 0
         async with store.disk_lock:
@@ -367,4 +377,6 @@ class RetentionService:
         task_status.started()
         while True:
             await self.check_once()
-            await trio.sleep(self._store.config.clean_resource_interval / 1000)
+            with trio.move_on_after(self._store.config.clean_resource_interval / 1000):
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()

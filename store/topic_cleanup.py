@@ -32,9 +32,17 @@ from store.metadata_files import replace_atomically
 
 if TYPE_CHECKING:
     from remoting.codec.message import RecordMeta
+    from store.consume_queue import ConsumeQueue
     from store.message_store import MessageStore
 
-__all__ = ["TOMBSTONE_FILE", "clean_unused_topics", "delete_topic_queues", "is_deleted_record", "load_tombstones"]
+__all__ = [
+    "TOMBSTONE_FILE",
+    "clean_unused_topics",
+    "delete_topic_queues",
+    "destroy_files",
+    "is_deleted_record",
+    "load_tombstones",
+]
 
 TOMBSTONE_FILE: Final = "deletedTopics.json"
 
@@ -68,13 +76,7 @@ async def delete_topic_queues(store: MessageStore, topic: str) -> int:
     async with store.disk_lock:
         keys = [key for key in store.consume_queues if key[0] == topic]
         for key in keys:
-            cq = store.consume_queues.pop(key)
-            for mf in cq.queue.files:
-                mf.destroy()
-            cq.queue.files.clear()
-            if cq.queue.spare is not None:
-                cq.queue.spare.destroy()
-                cq.queue.spare = None
+            destroy_files(store.consume_queues.pop(key))
         for key in [key for key in store.queue_offsets if key[0] == topic]:
             del store.queue_offsets[key]
         topic_dir = store.config.consume_queue_dir / topic
@@ -88,6 +90,16 @@ async def delete_topic_queues(store: MessageStore, topic: str) -> int:
         tombstones[topic] = store.commitlog.max_offset
         await trio.to_thread.run_sync(_save_tombstones, store.root, tombstones, limiter=store.disk_limiter)
         return len(keys)
+
+
+def destroy_files(cq: ConsumeQueue) -> None:
+    """Unmap and delete a ConsumeQueue's segments (and its preallocated spare). The caller forgets the queue."""
+    for mf in cq.queue.files:
+        mf.destroy()
+    cq.queue.files.clear()
+    if cq.queue.spare is not None:
+        cq.queue.spare.destroy()
+        cq.queue.spare = None
 
 
 def _remove_queue_dir(queue_dir: Path) -> None:

@@ -61,6 +61,12 @@ def reset_retry_topic(msg: MessageExt, group: str) -> MessageExt:
     return msg
 
 
+def _return_type(success: bool) -> tuple[bool, int]:
+    """The trace's (success, ConsumeReturnType ordinal): SUCCESS 0 or FAILED 4 (a raising listener counts as a
+    failure here; Java's EXCEPTION 2 and RETURNNULL 3 are not told apart)."""
+    return (True, 0) if success else (False, 4)
+
+
 def _stamp_start(msgs: list[MessageExt]) -> None:
     now = str(time.time_ns() // 1_000_000)
     for msg in msgs:
@@ -150,7 +156,10 @@ class ConcurrentConsumeService:
         # Only messages of the retry topic can change: no per-message call for the others.
         shown = [reset_retry_topic(m, c.group) if m.topic == retry else m for m in msgs]
         _stamp_start(shown)
+        trace = c.trace.consume_before(c.group, shown) if c.trace is not None else None
         status = await call_listener(c.listener, shown, c.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER)
+        if trace is not None and c.trace is not None:
+            c.trace.consume_after(trace, *_return_type(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS))
         pq.last_consume_time = anyio.current_time()
         if pq.dropped:
             return
@@ -204,9 +213,14 @@ class OrderlyConsumeService:
                     return
                 shown = [reset_retry_topic(m, c.group) for m in msgs]
                 _stamp_start(shown)
+                trace = c.trace.consume_before(c.group, shown) if c.trace is not None else None
                 status = await call_listener(
                     c.listener, shown, c.limiter, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
                 )
+                if trace is not None and c.trace is not None:
+                    c.trace.consume_after(
+                        trace, *_return_type(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
+                    )
                 if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT and not await self._give_up(mq, msgs):
                     pq.make_messages_to_consume_again(msgs)
                     await anyio.sleep(c.suspend_current_queue_time)

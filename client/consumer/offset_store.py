@@ -45,6 +45,10 @@ class OffsetStore(Protocol):
 
     def remove(self, mq: MessageQueue) -> None: ...
 
+    def snapshot(self, topic: str) -> dict[MessageQueue, int]:
+        """The offsets in memory of ``topic``'s queues (Java's ``cloneOffsetTable``)."""
+        ...
+
 
 class _Table:
     def __init__(self) -> None:
@@ -60,6 +64,9 @@ class _Table:
 
     def remove(self, mq: MessageQueue) -> None:
         self.table.pop(mq, None)
+
+    def snapshot(self, topic: str) -> dict[MessageQueue, int]:
+        return {mq: offset for mq, offset in self.table.items() if mq.topic == topic}
 
 
 class RemoteBrokerOffsetStore(_Table):

@@ -46,6 +46,7 @@ from client.consumer.subscription import build_subscription, retry_topic
 from client.errors import ClientStateError, MQBrokerError
 from client.instance import MQClientInstance, new_instance
 from client.message import uncompressed
+from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import (
     EXPRESSION_SQL92,
     EXPRESSION_TAG,
@@ -98,6 +99,8 @@ class PushConsumer:
         suspend_current_queue_time: float = 1.0,
         offset_store_dir: str | os.PathLike[str] | None = None,
         await_termination: float = 30.0,
+        enable_msg_trace: bool = False,
+        customized_trace_topic: str | None = None,
     ) -> None:
         self._group = group
         self.instance, self._own_instance = (
@@ -138,6 +141,10 @@ class PushConsumer:
         self._started = False
         self._retry_pending = False
         self._quick_retries = 0
+        #: Message trace (client/trace/): SubBefore/SubAfter records of every listener call, when switched on.
+        self.trace: TraceDispatcher | None = None
+        if enable_msg_trace:
+            self.trace = TraceDispatcher(self.instance, group, "CONSUME", customized_trace_topic)
 
     # -- configuration ---------------------------------------------------------------------------------------------
 
@@ -219,6 +226,8 @@ class PushConsumer:
             self.instance.register_consumer(self)
             await self.offset_store.load()
             self._started = True
+            if self.trace is not None:
+                await self.trace.start()
             for topic in list(self.rebalance.subscriptions):
                 try:
                     await self.instance.fetch_route(topic)
@@ -275,6 +284,8 @@ class PushConsumer:
                 await consume.__aexit__(None, None, None)
             if self._started:
                 with anyio.CancelScope(shield=True):
+                    if self.trace is not None:
+                        await self.trace.stop()
                     await self.persist_offsets()
                     if self.orderly:
                         await self.rebalance.unlock(list(self.rebalance.process_queues))

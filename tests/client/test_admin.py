@@ -79,25 +79,30 @@ async def test_admin_manages_topics_and_groups_and_finds_messages(cluster: Threa
             await admin.consumer_connection("nobody-home")
 
 
-def test_mqadmin_prints_tables_and_json(cluster: ThreadedCluster) -> None:
+def test_mqadmin_prints_rocketmq_text_and_json(cluster: ThreadedCluster) -> None:
     ns = cluster.namesrv_addr
-    assert _cli("updateTopic", "-n", ns, "-t", "CliTopic", "-c", "DefaultCluster", "-r", "2", "-w", "2")["ok"]
+    created = _cli("updateTopic", "-n", ns, "-t", "CliTopic", "-c", "DefaultCluster", "-r", "2", "-w", "2")
+    assert f"create topic to {cluster.broker_addr} success." in created["lines"]
     anyio.run(create_topic, ns, "CliTopic", 2)
-    sent = _cli("sendMessage", "-n", ns, "-t", "CliTopic", "-p", "hello cli", "-k", "k1")["rows"]
-    offset_id = sent[0]["OffsetMsgId"]
-    assert _cli("queryMsgById", "-n", ns, "-i", offset_id)["rows"][0]["Body"] == "hello cli"
-    assert _cli("queryMsgByKey", "-n", ns, "-t", "CliTopic", "-k", "k1")["rows"][0]["Body"] == "hello cli"
+    sent = _cli("sendMessage", "-n", ns, "-t", "CliTopic", "-p", "hello cli", "-k", "k1")
+    assert sent["rows"][0]["Send Result"] == "SEND_OK"
+    offset_id = sent["OffsetMsgId"]
+    assert _cli("queryMsgById", "-n", ns, "-i", offset_id)["messages"][0]["Body"] == "hello cli"
+    assert (
+        _cli("queryMsgByKey", "-n", ns, "-t", "CliTopic", "-k", "k1")["rows"][0]["Message ID"]
+        == sent["rows"][0]["MsgId"]
+    )
     consumed = _cli("consumeMessage", "-n", ns, "-t", "CliTopic")["rows"]
-    assert [r["Body"] for r in consumed] == ["hello cli"]
+    assert [r["BODY"] for r in consumed] == ["hello cli"]
     assert {"Topic": "CliTopic"} in _cli("topicList", "-n", ns)["rows"]
     assert len(_cli("topicStatus", "-n", ns, "-t", "CliTopic")["rows"]) == 2
-    assert _cli("topicRoute", "-n", ns, "-t", "CliTopic")["rows"][0]["WriteQueues"] == 2
+    assert _cli("topicRoute", "-n", ns, "-t", "CliTopic", "-l")["rows"][0]["WriteQueue"] == 2
     assert _cli("clusterList", "-n", ns)["rows"][0]["Addr"] == cluster.broker_addr
-    assert _cli("updateSubGroup", "-n", ns, "-g", "cli-group")["ok"]
-    assert _cli("consumerProgress", "-n", ns, "-g", "cli-group")["diffTotal"] == 0
+    assert _cli("updateSubGroup", "-n", ns, "-g", "cli-group", "-c", "DefaultCluster")["lines"]
+    assert _cli("consumerProgress", "-n", ns, "-g", "cli-group")["Diff Total"] == 0
     assert _cli("brokerStatus", "-n", ns, "-b", cluster.broker_addr)["rows"]
     table = CliRunner().invoke(mqadmin, ["topicStatus", "-n", ns, "-t", "CliTopic"])
-    assert table.exit_code == 0 and "MaxOffset" in table.output and "broker-a" in table.output
+    assert table.exit_code == 0 and "#Max Offset" in table.output and "broker-a" in table.output
     failed = CliRunner().invoke(mqadmin, ["consumerConnection", "-n", ns, "-g", "nobody"])
     assert failed.exit_code == 1
 
@@ -125,17 +130,21 @@ async def test_mqadmin_connection_reset_and_delete_commands(cluster: ThreadedClu
         prod = await run(_cli, "producerConnection", "-n", ns, "-g", "cli-pg", "-t", "CliLive")
         assert [r["ClientId"] for r in prod["rows"]] == [producer.instance.client_id]
         msg = await run(_cli, "queryMsgByOffset", "-n", ns, "-t", "CliLive", "-b", "broker-a", "-i", "0", "-o", "0")
-        assert msg["rows"][0]["Body"] == "live"
+        assert msg["messages"][0]["Body"] == "live"
         await consumer.persist_offsets()  # the broker resets only groups with committed offsets
         async with Admin(ns) as admin:
             with anyio.fail_after(60):
                 while [w.consumer_offset for w in (await admin.consumer_progress("cli-cg", "CliLive")).values()] != [1]:
                     await anyio.sleep(0.02)
         reset = await run(_cli, "resetOffsetByTime", "-n", ns, "-g", "cli-cg", "-t", "CliLive", "-s", "0")
-        assert [r["Offset"] for r in reset["rows"]] == [0]
+        assert [r["offset"] for r in reset["rows"]] == [0]
         await wait_until(lambda: len(seen) == 2)
-    assert (await anyio.to_thread.run_sync(_cli, "deleteSubGroup", "-n", ns, "-g", "cli-cg"))["ok"]
-    assert (await anyio.to_thread.run_sync(_cli, "deleteTopic", "-n", ns, "-t", "CliLive"))["ok"]
+    removed = await anyio.to_thread.run_sync(
+        _cli, "deleteSubGroup", "-n", ns, "-g", "cli-cg", "-b", cluster.broker_addr
+    )
+    assert removed["lines"] == [f"delete subscription group [cli-cg] from broker [{cluster.broker_addr}] success."]
+    deleted = await anyio.to_thread.run_sync(_cli, "deleteTopic", "-n", ns, "-t", "CliLive", "-c", "DefaultCluster")
+    assert deleted["lines"][-1] == "delete topic [CliLive] from NameServer success."
 
 
 @pytest.mark.anyio

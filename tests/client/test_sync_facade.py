@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 
 from client import ConsumeConcurrentlyStatus, Message, MessageExt
+from client.request_reply import create_reply_message
 from client.sync import Admin, LitePullConsumer, Producer, PushConsumer
 from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import HANG_GUARD, create_topic
@@ -103,3 +104,32 @@ def test_blocking_facade_runs_in_a_plain_python_script(cluster: ThreadedCluster)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["received from a script", "sent SEND_OK"]
+
+
+def test_blocking_request_and_request_async_get_their_replies(cluster: ThreadedCluster) -> None:
+    with Admin(cluster.namesrv_addr) as admin:
+        admin.create_topic("SyncRequests", read_queue_nums=1, write_queue_nums=1)
+    anyio.run(create_topic, cluster.namesrv_addr, "SyncRequests", 1)
+    with Producer("sync-replier-pg", cluster.namesrv_addr) as replier:
+
+        def answer(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+            for m in msgs:
+                replier.send(create_reply_message(m, b"re:" + m.body))
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer("sync-replier-cg", cluster.namesrv_addr)
+        consumer.subscribe("SyncRequests")
+        consumer.register_message_listener(answer)
+        with consumer, Producer("sync-requester-pg", cluster.namesrv_addr) as requester:
+            reply = requester.request(Message("SyncRequests", b"one"), HANG_GUARD)
+            outcomes: list[MessageExt | Exception] = []
+            came = threading.Event()
+
+            def callback(outcome: MessageExt | Exception) -> None:
+                outcomes.append(outcome)
+                came.set()
+
+            requester.request_async(Message("SyncRequests", b"two"), callback, HANG_GUARD)
+            assert came.wait(HANG_GUARD)
+    assert reply.body == b"re:one"
+    assert [o.body if isinstance(o, MessageExt) else o for o in outcomes] == [b"re:two"]

@@ -38,6 +38,7 @@ from tests.e2e.semantics import (
     delay_scenario,
     query_scenario,
     retry_scenario,
+    trace_scenario,
     transaction_scenario,
 )
 
@@ -119,14 +120,24 @@ class Session:
         self.main, self.split, self.latency = f"{prefix}_main", f"{prefix}_split", f"{prefix}_latency"
         self.crash = f"{prefix}_crash"
         self.delay, self.retry, self.tx = f"{prefix}_delay", f"{prefix}_retry", f"{prefix}_tx"
+        self.trace = f"{prefix}_trace"
         self.topics = {self.main: 4, self.split: 4, self.crash: 4, self.latency: 1}
-        self.topics.update({self.delay: 2, self.retry: 1, self.tx: 1})
+        self.topics.update({self.delay: 2, self.retry: 1, self.tx: 1, self.trace: 1})
 
     async def agent(
-        self, role: str, group: str, topic: str = "", instance: str = "", slow_after: int = 0, fail_times: int = 0
+        self,
+        role: str,
+        group: str,
+        topic: str = "",
+        instance: str = "",
+        slow_after: int = 0,
+        fail_times: int = 0,
+        trace: int = 0,
     ) -> Agent:
         name = f"{role}-{group}-{instance or len(self.agents)}"
         options: dict[str, str | int] = {"namesrv": self.broker.namesrv_addr, "group": group}
+        if trace:
+            options["trace"] = trace
         if role == "consumer":
             options.update(topic=topic, instance=instance, slow_after=slow_after, fail_times=fail_times)
             if self.kind.name == "cpp":
@@ -317,8 +328,9 @@ class Session:
             scenarios.start_soon(self.guarded, "delay", functools.partial(delay_scenario, self))
             scenarios.start_soon(self.guarded, "retry", functools.partial(retry_scenario, self))
             scenarios.start_soon(self.guarded, "query", functools.partial(query_scenario, self))
-            if self.kind.name == "cpp":  # ali-ons has no transactional producer (see semantics.py)
+            if self.kind.name == "cpp":  # ali-ons has no transactional producer nor message trace (see semantics.py)
                 scenarios.start_soon(self.guarded, "transaction", functools.partial(transaction_scenario, self))
+                scenarios.start_soon(self.guarded, "trace", functools.partial(trace_scenario, self))
         if "once" not in self.report.errors:
             await self.guarded("once_restart", self.once_finish)
         else:
@@ -338,7 +350,7 @@ async def run_session(kind: ClientKind, work: Path) -> SessionReport:
         if scope.cancelled_caught:
             session.report.errors.setdefault("session", f"the session exceeded {SESSION_LIMIT:.0f}s")
             names = ("setup", "once", "resume", "split", "crash", "latency", "once_restart")
-            for name in (*names, "delay", "retry", "query", "transaction"):
+            for name in (*names, "delay", "retry", "query", "transaction", "trace"):
                 session.report.errors.setdefault(name, "the session ran out of time")
         for agent in session.agents:
             agent.dump_events(session.logs / f"{agent.name}.events.jsonl")

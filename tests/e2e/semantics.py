@@ -13,8 +13,11 @@ What each client offers, read from the installed packages:
   ``queryMessage``. Its send result's msgId is the broker's offset msgId.
 
 So queries go through our ``mqadmin`` on the ids the real producers returned: ``queryMsgById`` for an offset msgId,
-``queryMsgByKey`` for keys and for a unique id (QUERY_MESSAGE matches UNIQ_KEY too, as Java's
-``queryMsgByUniqueKey`` does), then ``queryMsgById`` again on the offset msgId the broker listed.
+``queryMsgByKey`` for keys, ``queryMsgByUniqueKey`` for a unique id, then ``queryMsgById`` again on the offset msgId
+the broker listed.
+
+Message trace: the C++ core writes traces when switched on (``SetProducerMessageTrace`` /
+``SetPushConsumerMessageTrace``; ``cpp/agent.py --trace 1`` and every C++ consumer here), ali-ons has none.
 
 The broker runs with ``transactionCheckInterval`` and ``transactionTimeOut`` of 1 s (see ``cluster.py``), so a
 check-back happens within seconds; retries use RocketMQ's schedule (first retry: level 3, 10 s).
@@ -76,6 +79,8 @@ class SemanticsReport:
     tx_producer: list[Event] = attrs.field(factory=list)
     tx_received: list[Event] = attrs.field(factory=list)
     queries: list[QueryOutcome] = attrs.field(factory=list)
+    trace_msg_id: str = ""
+    trace: list[dict[str, Any]] = attrs.field(factory=list)
 
 
 def _message(topic: str, key: str, **extra: Any) -> Event:
@@ -182,30 +187,57 @@ async def _wait_for_producer(session: Session, group: str) -> None:
     raise ScenarioError(f"producer group {group} never registered within {STEP:.0f}s")
 
 
-async def _mqadmin(*args: str) -> list[dict[str, Any]]:
-    """``python -m client.mqadmin --json <args>``: the printed rows."""
+async def _mqadmin(*args: str) -> dict[str, Any]:
+    """``python -m client.mqadmin --json <args>``: the printed JSON document (rows, messages, lines...)."""
     argv = [sys.executable, "-m", "client.mqadmin", "--json", *args]
     done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
     if done.returncode != 0:
         raise ScenarioError(f"mqadmin {' '.join(args)} failed: {done.stderr.decode(errors='replace')[-500:]}")
-    rows = json.loads(done.stdout).get("rows", [])
-    return list(rows)
+    doc: dict[str, Any] = json.loads(done.stdout)
+    return doc
 
 
 async def query_scenario(session: Session) -> None:
-    """Look up the first messages of the setup's producer (sent before the broker was SIGKILLed and restarted)."""
+    """Look up the first messages of the setup's producer (sent before the broker was SIGKILLed and restarted):
+    by key, by the id the send returned (``queryMsgById`` for ali-ons' offset msgId, ``queryMsgByUniqueKey`` for the
+    C++ core's unique id), then by the offset msgId that lookup printed."""
     namesrv = session.broker.namesrv_addr
     offset_ids = session.kind.name == "ali-ons"
     for sent in session.report.sent[:QUERY_SAMPLES]:
         outcome = QueryOutcome(sent["key"], sent["msgId"])
         session.report.semantics.queries.append(outcome)
-        outcome.by_key = await _mqadmin("queryMsgByKey", "-n", namesrv, "-t", session.main, "-k", sent["key"])
+        by_key = await _mqadmin("queryMsgByKey", "-n", namesrv, "-t", session.main, "-k", sent["key"])
+        outcome.by_key = by_key.get("rows", [])
         if offset_ids:
-            outcome.by_client_id = await _mqadmin("queryMsgById", "-n", namesrv, "-i", sent["msgId"])
+            found = await _mqadmin("queryMsgById", "-n", namesrv, "-i", sent["msgId"])
         else:
-            outcome.by_client_id = await _mqadmin(
-                "queryMsgByKey", "-n", namesrv, "-t", session.main, "-k", sent["msgId"]
-            )
+            found = await _mqadmin("queryMsgByUniqueKey", "-n", namesrv, "-t", session.main, "-i", sent["msgId"])
+        outcome.by_client_id = found.get("messages", [])
         if outcome.by_client_id:
-            offset_id = outcome.by_client_id[0]["OffsetMsgId"]
-            outcome.by_offset_id = await _mqadmin("queryMsgById", "-n", namesrv, "-i", offset_id)
+            offset_id = outcome.by_client_id[0]["OffsetID"]
+            again = await _mqadmin("queryMsgById", "-n", namesrv, "-i", offset_id)
+            outcome.by_offset_id = again.get("messages", [])
+
+
+async def trace_scenario(session: Session) -> None:
+    """The C++ core with message trace on at both ends: its producer writes a Pub record, its consumer SubBefore and
+    SubAfter records (to its own ``rmq_sys_TRACE_DATA_<region>`` topics, in its own shorter encoding); our
+    ``mqadmin queryMsgTraceById`` finds and decodes them by the id the send returned."""
+    report = session.report.semantics
+    consumer = await session.agent("consumer", "CG_e2e_trace", session.trace, "trace")
+    producer = await session.agent("producer", "PG_e2e_trace", trace=1)
+    try:
+        (sent,) = await _produce(producer, [_message(session.trace, "trace-0")])
+        await consumer.wait_until(lambda: _received_ok(consumer, {"trace-0"}), STEP, "the traced message")
+        report.trace_msg_id = sent["msgId"]
+        with trio.move_on_after(STEP):
+            while True:
+                doc = await _mqadmin("queryMsgTraceById", "-n", session.broker.namesrv_addr, "-i", sent["msgId"])
+                report.trace = doc.get("records", [])
+                if {"Pub", "SubAfter"} <= {r["type"] for r in report.trace}:
+                    return
+                await trio.sleep(1)
+        raise ScenarioError(f"no Pub and SubAfter records for {sent['msgId']} within {STEP:.0f}s: {report.trace}")
+    finally:
+        await producer.stop()
+        await consumer.stop()

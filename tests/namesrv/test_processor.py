@@ -72,4 +72,9 @@ async def test_every_name_server_code_is_served() -> None:
         RequestCode.GET_KV_CONFIG,
         RequestCode.DELETE_KV_CONFIG,
         RequestCode.GET_KVLIST_BY_NAMESPACE,
+        RequestCode.GET_UNIT_TOPIC_LIST,
+        RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST,
+        RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.GET_NAMESRV_CONFIG,
     }

@@ -18,6 +18,8 @@ protocol as ``tests/e2e/node/agent.js``::
         check-back (CHECK_TRANSACTION_STATE, answered by the C++ core) return for that message; each call is reported
         as {"ev":"tx_execute","key","answer"} / {"ev":"tx_check","key","msgId","checkTimes","answer"}.
 
+``--trace 1`` turns a producer's message trace on (the consumer always has it on, see ``run_consumer``).
+
 A message spec may carry ``delayLevel`` (the DELAY property, set with ``set_delay_time_level``). ``--fail-times N``
 makes the consumer answer RECONSUME_LATER (through the C API: the wrapper turns a raising callback into
 CONSUME_SUCCESS) while a message's reconsume count is below N; those deliveries are reported with ``"failed": true``.
@@ -163,6 +165,12 @@ def run_producer(args: argparse.Namespace) -> None:
     else:
         producer = Producer(args.group)
         send = producer.send_sync
+        if args.trace:
+            # Message trace (CTraceModel OPEN is 0): the core then writes Pub records to rmq_sys_TRACE_DATA_<region>.
+            set_trace = dll.SetProducerMessageTrace
+            set_trace.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            set_trace.restype = ctypes.c_int
+            ffi_check(set_trace(producer._handle, 0))
     producer.set_namesrv_addr(args.namesrv)
     producer.set_log_root_path(args.logs)
     producer.start()
@@ -276,6 +284,7 @@ def main() -> None:
     parser.add_argument("--instance", default="")
     parser.add_argument("--slow-after", type=int, default=0)
     parser.add_argument("--fail-times", type=int, default=0)
+    parser.add_argument("--trace", type=int, default=0, help="producer: 1 turns the core's message trace on")
     parser.add_argument("--logs", required=True, help="directory for the C++ client's own log files")
     args = parser.parse_args()
     os.makedirs(args.logs, exist_ok=True)

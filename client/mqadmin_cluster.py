@@ -1,0 +1,248 @@
+"""``mqadmin`` cluster and broker commands, as RocketMQ 4.9.8's ``tools/.../command/cluster/`` and ``broker/``:
+``clusterList``, ``brokerStatus``, ``clusterRT``, ``sendMsgStatus``, ``cleanExpiredCQ`` and ``deleteExpiredCommitLog``.
+Options, required options and printed lines are Java's; :mod:`client.mqadmin` registers them. ``clusterList -i`` and
+``clusterRT`` repeat until interrupted, as in Java; ``--rounds`` (ours) stops them after that many rounds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import click
+
+from client.admin import Admin
+from client.message import Message, SendResult
+from client.mqadmin_support import Output, common, run_job
+from client.producer import Producer
+from remoting.codec.bodies import ClusterInfo
+
+__all__ = ["COMMANDS", "send_result_text"]
+
+_BASE = "%-16s  %-22s  %-4s  %-22s %-16s %19s %19s %10s %5s %6s%n"
+_MORE = "%-16s  %-32s %14s %14s %14s %14s%n"
+_MORE_ROW = "%-16s  %-32s %14d %14d %14d %14d%n"
+
+
+def _brokers(info: ClusterInfo) -> list[tuple[str, str, int, str]]:
+    """(cluster, broker name, broker id, address) in Java's order: clusters as listed, names sorted."""
+    out = []
+    for cluster, names in info.cluster_addr_table.items():
+        for name in sorted(names):
+            data = info.broker_addr_table.get(name)
+            for bid, addr in sorted(data.broker_addrs.items()) if data else ():
+                out.append((cluster, name, bid, addr))
+    return out
+
+
+def _first(text: str | None) -> float:
+    token = (text or "").split(" ")[0]
+    try:
+        return float(token)
+    except ValueError:
+        return 0.0
+
+
+async def _base_rows(admin: Admin, out: Output) -> None:
+    info = await admin.cluster_info()
+    out.header(_BASE, "#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
+               "#PCWait(ms)", "#Hour", "#SPACE")  # fmt: skip
+    for cluster, name, bid, addr in _brokers(info):
+        kv = await admin.runtime_info(addr)
+        in_tps, out_tps = _first(kv.get("putTps")), _first(kv.get("getTransferedTps"))
+        earliest = kv.get("earliestMessageTimeStamp")
+        hours = (time.time() * 1000 - int(earliest)) / 3_600_000 if earliest else 0.0
+        space = float(kv.get("commitLogDiskRatio") or 0.0)
+        out.row(
+            _BASE, cluster, name, bid, addr, kv.get("brokerVersionDesc"),
+            f"{in_tps:9.2f}({kv.get('sendThreadPoolQueueSize')},{kv.get('sendThreadPoolQueueHeadWaitTimeMills')}ms)",
+            f"{out_tps:9.2f}({kv.get('pullThreadPoolQueueSize')},{kv.get('pullThreadPoolQueueHeadWaitTimeMills')}ms)",
+            kv.get("pageCacheLockTimeMills"), f"{hours:2.2f}", f"{space:.4f}",
+        )  # fmt: skip
+
+
+async def _more_rows(admin: Admin, out: Output) -> None:
+    info = await admin.cluster_info()
+    out.header(
+        _MORE, "#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday"
+    )
+    for cluster, name, _, addr in _brokers(info):
+        kv = {
+            k: int(v)
+            for k, v in (await admin.runtime_info(addr)).items()
+            if k.startswith("msg") and v.lstrip("-").isdigit()
+        }
+        put_today, get_today = kv.get("msgPutTotalTodayMorning", 0), kv.get("msgGetTotalTodayMorning", 0)
+        out.row(
+            _MORE_ROW, cluster, name,
+            put_today - kv.get("msgPutTotalYesterdayMorning", 0), get_today - kv.get("msgGetTotalYesterdayMorning", 0),
+            kv.get("msgPutTotalTodayNow", 0) - put_today, kv.get("msgGetTotalTodayNow", 0) - get_today,
+        )  # fmt: skip
+
+
+@click.command("clusterList", help="List all of clusters")
+@common
+@click.option("-m", "--moreStats", "more", is_flag=True, help="Print more stats")
+@click.option("-i", "--interval", type=int, help="specify intervals numbers, it is in seconds")
+@click.option("--rounds", type=int, default=0, help="with -i, stop after this many rounds (rocketrio)")
+def cluster_list(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        done = 0
+        while True:
+            await (_more_rows if o["more"] else _base_rows)(admin, out)
+            done += 1
+            if o["interval"] is None or (o["rounds"] and done >= o["rounds"]):
+                return
+            await anyio.sleep(o["interval"])
+
+    run_job(ctx, job)
+
+
+@click.command("brokerStatus", help="Fetch broker runtime status data")
+@common
+@click.option("-b", "--brokerAddr", "broker_addr", help="Broker address")
+@click.option("-c", "--clusterName", "cluster", help="which cluster")
+def broker_status(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        if o["broker_addr"]:
+            out.header("", "Key", "Value")
+            for key, value in sorted((await admin.runtime_info(o["broker_addr"].strip())).items()):
+                out.row("%-32s: %s%n", key, value)
+        elif o["cluster"]:
+            info = await admin.cluster_info()
+            names = set(info.cluster_addr_table.get(o["cluster"].strip(), []))
+            out.header("", "Broker", "Key", "Value")
+            for _, name, _, addr in _brokers(info):
+                if name in names:
+                    for key, value in sorted((await admin.runtime_info(addr)).items()):
+                        out.row("%-24s %-32s: %s%n", addr, key, value)
+
+    run_job(ctx, job)
+
+
+def send_result_text(r: SendResult) -> str:
+    """Java's ``SendResult.toString()``."""
+    return (
+        f"SendResult [sendStatus={r.send_status.name}, msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, "
+        f"messageQueue=MessageQueue [topic={r.topic}, brokerName={r.broker_name}, queueId={r.queue_id}], "
+        f"queueOffset={r.queue_offset}]"
+    )
+
+
+@click.command("sendMsgStatus", help="send msg to broker.")
+@common
+@click.option("-b", "--brokerName", "broker", required=True, help="Broker Name")
+@click.option("-s", "--messageSize", "size", type=int, default=128, help="Message Size, Default: 128")
+@click.option("-c", "--count", type=int, default=50, help="send message count, Default: 50")
+def send_msg_status(ctx: click.Context, **o: Any) -> None:
+    def body(size: int) -> bytes:
+        return ("hello jodie" * ((size + 10) // 11)).encode()  # Java appends it per 11 bytes asked
+
+    async def job(admin: Admin, out: Output) -> None:
+        topic = o["broker"].strip()
+        async with Producer("PID_SMSC", instance=admin.instance) as producer:
+            await producer.send(Message(topic, body(16)))
+            for _ in range(o["count"]):
+                begin = time.monotonic()
+                result = await producer.send(Message(topic, body(o["size"])))
+                rt = int((time.monotonic() - begin) * 1000)
+                out.entry(f"rt={rt}ms, SendResult={send_result_text(result)}\n", rt=rt, status=result.send_status.name)
+
+    run_job(ctx, job)
+
+
+@click.command("clusterRT", help="List All clusters Message Send RT")
+@common
+@click.option("-a", "--amount", type=int, default=100, help="message amount | default 100")
+@click.option("-s", "--size", type=int, default=128, help="message size | default 128 Byte")
+@click.option("-c", "--cluster", help="cluster name | default display all cluster")
+@click.option("-p", "--printLog", "print_log", help="print as tlog | default false")
+@click.option("-m", "--machineRoom", "machine_room", default="noname", help="machine room name | default noname")
+@click.option("-i", "--interval", type=int, default=10, help="print interval | default 10 seconds")
+@click.option("--rounds", type=int, default=0, help="stop after this many rounds (rocketrio; 0: run until stopped)")
+def cluster_rt(ctx: click.Context, **o: Any) -> None:
+    tlog = (o["print_log"] or "").strip().lower() == "true"
+
+    async def job(admin: Admin, out: Output) -> None:
+        info = await admin.cluster_info()
+        clusters = [o["cluster"].strip()] if o["cluster"] else list(info.cluster_addr_table)
+        if not tlog:
+            out.header("%-24s  %-24s  %-4s  %-8s  %-8s%n", "#Cluster Name", "#Broker Name", "#RT", "#successCount",
+                       "#failCount")  # fmt: skip
+        async with Producer(str(int(time.time() * 1000)), instance=admin.instance) as producer:
+            done = 0
+            while True:
+                for cluster in clusters:
+                    names = info.cluster_addr_table.get(cluster)
+                    if names is None:
+                        out.line("cluster [%s] not exist", cluster)
+                        break
+                    for name in sorted(names):
+                        await _probe(producer, out, cluster, name, o["amount"], o["size"], tlog, o["machine_room"])
+                done += 1
+                if o["rounds"] and done >= o["rounds"]:
+                    return
+                await anyio.sleep(o["interval"])
+
+    run_job(ctx, job)
+
+
+async def _probe(
+    producer: Producer, out: Output, cluster: str, name: str, amount: int, size: int, tlog: bool, room: str
+) -> None:
+    ok = failed = 0
+    elapsed = 0.0
+    for i in range(amount):
+        start = time.monotonic()
+        try:
+            await producer.send(Message(name, b"a" * size))
+            ok += 1
+        except Exception:
+            failed += 1
+        if i:
+            elapsed += (time.monotonic() - start) * 1000
+    rt = elapsed / max(1, amount - 1)
+    if tlog:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() + 8 * 3600))
+        out.line("%s", f"{stamp}|{room}|{cluster}|{name}|{round(rt)}\n")
+    else:
+        out.row("%-24s  %-24s  %-8s  %-16s  %-16s%n", cluster, name, f"{rt:.2f}", ok, failed)
+
+
+async def _masters(admin: Admin, addr: str | None, cluster: str | None) -> list[str]:
+    """``-b``, else the masters of ``-c``, else of every cluster (Java's clean/delete commands)."""
+    return [addr.strip()] if addr else await admin.master_addresses(cluster.strip() if cluster else None)
+
+
+def _maintenance(name: str, help_text: str, act: Callable[[Admin, str], Awaitable[None]]) -> click.Command:
+    """``cleanExpiredCQ`` / ``deleteExpiredCommitLog``: one request to ``-b``, else to every master of ``-c`` (or of
+    every cluster), then Java's ``success`` (no newline)."""
+
+    @click.command(name, help=help_text)
+    @common
+    @click.option("-b", "--brokerAddr", "broker_addr", help="Broker address")
+    @click.option("-c", "--cluster", help="clustername")
+    def command(ctx: click.Context, **o: Any) -> None:
+        async def job(admin: Admin, out: Output) -> None:
+            for addr in await _masters(admin, o["broker_addr"], o["cluster"]):
+                await act(admin, addr)
+            out.line("success")
+            out.field("ok", True)
+
+        run_job(ctx, job)
+
+    return command
+
+
+clean_expired_cq = _maintenance(
+    "cleanExpiredCQ", "Clean expired ConsumeQueue on broker.", lambda a, addr: a.clean_expired_consume_queue(addr)
+)
+delete_expired_commit_log = _maintenance(
+    "deleteExpiredCommitLog", "Delete expired CommitLog files", lambda a, addr: a.delete_expired_commit_log(addr)
+)
+
+
+#: The commands :mod:`client.mqadmin` registers.
+COMMANDS = (cluster_list, broker_status, cluster_rt, send_msg_status, clean_expired_cq, delete_expired_commit_log)

@@ -1,0 +1,238 @@
+"""``mqadmin`` export commands, as RocketMQ 4.9.8's ``tools/src/main/java/org/apache/rocketmq/tools/command/export/``:
+``exportMetadata`` (user topics and subscription groups as JSON, queue numbers summed over a cluster's masters),
+``exportConfigs`` (the cluster's scale and each master's main settings) and ``exportMetrics`` (each master's disk,
+rates, day totals, topic and group counts, client versions). Files go under ``-f`` (``/tmp/rocketmq/export``) with
+Java's names and keys; :mod:`client.mqadmin` registers the commands.
+
+Java reads ``totalMemKBytes`` and the client thread count for ``runtimeEnv``; a rocketrio broker reports neither, so
+those keys are ``null`` there.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import click
+
+from client.admin import Admin
+from client.errors import MQBrokerError
+from client.mqadmin_support import Output, common, run_job, version_desc
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
+from remoting.codec.codes import CURRENT_VERSION
+from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+
+__all__ = ["COMMANDS"]
+
+DEFAULT_PATH: Final = "/tmp/rocketmq/export"
+#: Java's ``DefaultMQAdminExtImpl.SYSTEM_GROUP_SET``; ``CID_RMQ_SYS_`` groups are system groups too.
+SYSTEM_GROUPS: Final = frozenset(
+    {
+        "DEFAULT_CONSUMER", "DEFAULT_PRODUCER", "TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER", "SELF_TEST_P_GROUP", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_ONSAPI_PULL",
+    }
+)  # fmt: skip
+#: The broker settings ``exportConfigs`` keeps (Java's ``needBrokerProprties``).
+CONFIG_KEYS: Final = (
+    "brokerClusterName", "brokerId", "brokerName", "brokerRole", "fileReservedTime", "filterServerNums",
+    "flushDiskType", "maxMessageSize", "messageDelayLevel", "msgTraceTopicName", "slaveReadEnable", "traceOn",
+    "traceTopicEnable", "useTLS", "autoCreateTopicEnable", "autoCreateSubscriptionGroup",
+)  # fmt: skip
+
+
+def _write(path: Path, document: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
+
+
+async def user_topics(admin: Admin, addr: str, special: bool) -> dict[str, TopicConfig]:
+    """Java's ``getUserTopicConfig``: the broker's topics minus its system topics (and retry/DLQ unless ``special``)."""
+    system = set(await admin.system_topics(addr))
+    table = (await admin.all_topic_config(addr)).topic_config_table
+    return {
+        name: tc
+        for name, tc in table.items()
+        if name not in system and (special or not name.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)))
+    }
+
+
+async def user_groups(admin: Admin, addr: str) -> dict[str, SubscriptionGroupConfig]:
+    """Java's ``getUserSubscriptionGroup``: the broker's groups minus the system groups."""
+    groups = await admin.subscription_groups(addr)
+    return {n: g for n, g in groups.items() if n not in SYSTEM_GROUPS and not n.startswith("CID_RMQ_SYS_")}
+
+
+@click.command("exportMetadata", help="export metadata")
+@common
+@click.option("-c", "--clusterName", "cluster", help="choose a cluster to export")
+@click.option("-b", "--brokerAddr", "broker_addr", help="choose a broker to export")
+@click.option(
+    "-f", "--filePath", "path", default=DEFAULT_PATH, help="export metadata.json path | default /tmp/rocketmq/export"
+)
+@click.option("-t", "--topic", "topics_only", is_flag=True, help="only export topic metadata")
+@click.option("-g", "--subscriptionGroup", "groups_only", is_flag=True, help="only export subscriptionGroup metadata")
+@click.option("-s", "--specialTopic", "special", is_flag=True, help="need retryTopic and dlqTopic")
+def export_metadata(ctx: click.Context, **o: Any) -> None:
+    base = Path(o["path"].strip())
+
+    async def job(admin: Admin, out: Output) -> None:
+        doc: dict[str, Any]
+        if o["broker_addr"]:
+            addr = o["broker_addr"].strip()
+            if o["topics_only"]:
+                table = await user_topics(admin, addr, o["special"])
+                path, doc = base / "topic.json", {"topicConfigTable": {n: t.to_json() for n, t in table.items()}}
+            elif o["groups_only"]:
+                path, doc = (
+                    base / "subscriptionGroup.json",
+                    {"subscriptionGroupTable": {n: g.to_json() for n, g in (await user_groups(admin, addr)).items()}},
+                )
+            else:
+                return
+            _write(path, doc)
+            out.line("export %s success", str(path))
+        elif o["cluster"]:
+            topics: dict[str, dict[str, Any]] = {}
+            groups: dict[str, dict[str, Any]] = {}
+            for addr in await admin.master_addresses(o["cluster"].strip()):
+                for name, tc in (await user_topics(admin, addr, o["special"])).items():
+                    merged = tc.to_json()
+                    if name in topics:
+                        merged["writeQueueNums"] += topics[name]["writeQueueNums"]
+                        merged["readQueueNums"] += topics[name]["readQueueNums"]
+                    topics[name] = merged
+                for name, g in (await user_groups(admin, addr)).items():
+                    merged = g.to_json()
+                    if name in groups:
+                        merged["retryQueueNums"] += groups[name]["retryQueueNums"]
+                    groups[name] = merged
+            doc = {}
+            if not o["groups_only"]:
+                doc["topicConfigTable"] = topics
+            if not o["topics_only"]:
+                doc["subscriptionGroupTable"] = groups
+            name = (
+                "topic.json" if o["topics_only"] else "subscriptionGroup.json" if o["groups_only"] else "metadata.json"
+            )
+            doc["exportTime"] = int(time.time() * 1000)
+            _write(base / name, doc)
+            out.line("export %s success%n", str(base / name))
+        else:
+            click.echo(ctx.get_help())
+            return
+        out.field("path", str(path if o["broker_addr"] else base / name))
+
+    run_job(ctx, job)
+
+
+@click.command("exportConfigs", help="export configs")
+@common
+@click.option("-c", "--clusterName", "cluster", required=True, help="choose a cluster to export")
+@click.option(
+    "-f", "--filePath", "path", default=DEFAULT_PATH, help="export configs.json path | default /tmp/rocketmq/export"
+)
+def export_configs(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        info = await admin.cluster_info()
+        configs, masters, slaves = {}, 0, 0
+        for name in sorted(info.cluster_addr_table.get(o["cluster"].strip(), [])):
+            data = info.broker_addr_table.get(name)
+            if data is None or not data.master_addr:
+                continue
+            masters += 1
+            slaves += len(data.broker_addrs) - 1
+            props = await admin.broker_config(data.master_addr)
+            configs[props.get("brokerName", name)] = {k: props.get(k) for k in CONFIG_KEYS}
+        scale = {"namesrvSize": len(admin.namesrv_addrs), "masterBrokerSize": masters, "slaveBrokerSize": slaves}
+        path = Path(o["path"].strip()) / "configs.json"
+        _write(path, {"brokerConfigs": configs, "clusterScale": scale})
+        out.line("export %s success", str(path))
+        out.field("path", str(path))
+
+    run_job(ctx, job)
+
+
+def _first_tps(text: str | None) -> float:
+    try:
+        return float((text or "0").split(" ")[0] or 0)
+    except ValueError:
+        return 0.0
+
+
+async def _broker_metrics(admin: Admin, addr: str, totals: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One master's part of Java's ``exportMetrics`` report, adding into ``totals``."""
+    kv = await admin.runtime_info(addr)
+    groups = await user_groups(admin, addr)
+    special: dict[str, tuple[float, int]] = {}
+    for key, topic in (("trans", TRANS_HALF_TOPIC), ("schedule", SCHEDULE_TOPIC)):
+        try:
+            data = await admin.view_broker_stats_data(addr, "TOPIC_PUT_NUMS", topic)
+            special[key] = (data.stats_minute.tps, data.sum_24_hours())
+        except MQBrokerError:
+            special[key] = (0.0, 0)
+    tps = {"normalInTps": _first_tps(kv.get("putTps")), "normalOutTps": _first_tps(kv.get("getTransferedTps")),
+           "transInTps": special["trans"][0], "scheduleInTps": special["schedule"][0]}  # fmt: skip
+    day = {
+        "normalOneDayInNum": int(kv.get("msgPutTotalTodayMorning", 0)) - int(kv.get("msgPutTotalYesterdayMorning", 0)),
+        "normalOneDayOutNum": int(kv.get("msgGetTotalTodayMorning", 0)) - int(kv.get("msgGetTotalYesterdayMorning", 0)),
+        "transOneDayInNum": special["trans"][1],
+        "scheduleOneDayInNum": special["schedule"][1],
+    }
+    for key, value in tps.items():
+        total_key = "total" + key[0].upper() + key[1:]
+        totals["totalTps"][total_key] = totals["totalTps"].get(total_key, 0.0) + value
+    for key, value in day.items():
+        totals["totalOneDayNum"][key] = totals["totalOneDayNum"].get(key, 0) + value
+    clients: set[str] = set()
+    for group in groups:
+        try:
+            conn = await admin.consumer_connection(group)
+        except MQBrokerError:
+            continue
+        clients.update(f"{c.language}%{version_desc(c.version)}" for c in conn.connection_set)
+    quota = {
+        "diskRatio": {
+            "commitLogDiskRatio": kv.get("commitLogDiskRatio"),
+            "consumeQueueDiskRatio": kv.get("consumeQueueDiskRatio"),
+        },
+        "tps": tps,
+        "oneDayNum": day,
+        "messageAverageSize": kv.get("putMessageAverageSize"),
+        "topicSize": len(await user_topics(admin, addr, False)),
+        "groupSize": len(groups),
+    }
+    return {
+        "runtimeEnv": {"cpuNum": None, "totalMemKBytes": kv.get("totalMemKBytes")},
+        "runtimeQuota": quota,
+        "runtimeVersion": {"rocketmqVersion": version_desc(CURRENT_VERSION), "clientInfo": sorted(clients)},
+    }
+
+
+@click.command("exportMetrics", help="export metrics")
+@common
+@click.option("-c", "--clusterName", "cluster", required=True, help="choose a cluster to export")
+@click.option(
+    "-f", "--filePath", "path", default=DEFAULT_PATH, help="export metrics.json path | default /tmp/rocketmq/export"
+)
+def export_metrics(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        info = await admin.cluster_info()
+        totals: dict[str, dict[str, Any]] = {"totalTps": {}, "totalOneDayNum": {}}
+        report = {}
+        for name in sorted(info.cluster_addr_table.get(o["cluster"].strip(), [])):
+            data = info.broker_addr_table.get(name)
+            if data is not None and data.master_addr:
+                report[name] = await _broker_metrics(admin, data.master_addr, totals)
+        path = Path(o["path"].strip()) / "metrics.json"
+        _write(path, {"evaluateReport": report, "totalData": totals})
+        out.line("export %s success", str(path))
+        out.field("path", str(path))
+
+    run_job(ctx, job)
+
+
+#: The commands :mod:`client.mqadmin` registers.
+COMMANDS = (export_metadata, export_configs, export_metrics)

@@ -1,0 +1,389 @@
+"""``mqadmin`` consumer- and producer-group commands, as RocketMQ 4.9.8's ``tools/.../command/consumer/``,
+``connection/`` and ``producer/``: ``updateSubGroup``, ``deleteSubGroup``, ``consumerProgress``,
+``consumerConnection``, ``producerConnection``, ``consumerStatus``, ``getConsumerConfig``, ``producer`` and
+``startMonitoring``. Options, required options and printed lines are Java's; :mod:`client.mqadmin` registers them.
+
+``consumerStatus`` writes each client's running info to ``<now>/<clientId>`` as Java does, in rocketrio's text form
+of it (:func:`running_info_text`). ``startMonitoring`` runs Java's monitor round (every 20 s: each consumer group's
+undone messages per topic) and prints what Java's ``DefaultMonitorListener`` logs; ``--rounds`` (ours) stops it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+
+from client.admin import Admin
+from client.errors import MQBrokerError
+from client.mqadmin_support import (
+    Output,
+    common,
+    format_date,
+    group_config_text,
+    java_bool,
+    java_text,
+    printf,
+    run_job,
+    version_desc,
+)
+from client.mqadmin_topics import delete_topic_in_cluster
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+
+__all__ = ["COMMANDS", "running_info_text"]
+
+#: Java's ``MonitorConfig.roundInterval``.
+MONITOR_ROUND = 20.0
+
+
+@click.command("updateSubGroup", help="Update or create subscription group")
+@common
+@click.option("-b", "--brokerAddr", "broker_addr", help="create subscription group to which broker")
+@click.option("-c", "--clusterName", "cluster", help="create subscription group to which cluster")
+@click.option("-g", "--groupName", "group", required=True, help="consumer group name")
+@click.option("-s", "--consumeEnable", "consume_enable", help="consume enable")
+@click.option("-m", "--consumeFromMinEnable", "from_min", help="from min offset")
+@click.option("-d", "--consumeBroadcastEnable", "broadcast", help="broadcast")
+@click.option("-q", "--retryQueueNums", "retry_queues", type=int, help="retry queue nums")
+@click.option("-r", "--retryMaxTimes", "retry_max", type=int, help="retry max times")
+@click.option("-i", "--brokerId", "broker_id", type=int, help="consumer from which broker id")
+@click.option("-w", "--whichBrokerWhenConsumeSlowly", "slowly", type=int, help="which broker id when consume slowly")
+@click.option("-a", "--notifyConsumerIdsChanged", "notify", help="notify consumerId changed")
+def update_sub_group(ctx: click.Context, **o: Any) -> None:
+    # Java starts from its defaults but turns broadcast and from-min off unless asked.
+    base = SubscriptionGroupConfig(o["group"].strip())
+    config = SubscriptionGroupConfig(
+        group_name=base.group_name,
+        consume_enable=java_bool(o["consume_enable"], base.consume_enable),
+        consume_from_min_enable=java_bool(o["from_min"]),
+        consume_broadcast_enable=java_bool(o["broadcast"]),
+        retry_queue_nums=base.retry_queue_nums if o["retry_queues"] is None else o["retry_queues"],
+        retry_max_times=base.retry_max_times if o["retry_max"] is None else o["retry_max"],
+        broker_id=base.broker_id if o["broker_id"] is None else o["broker_id"],
+        which_broker_when_consume_slowly=base.which_broker_when_consume_slowly if o["slowly"] is None else o["slowly"],
+        notify_consumer_ids_changed_enable=java_bool(o["notify"], base.notify_consumer_ids_changed_enable),
+    )
+
+    async def job(admin: Admin, out: Output) -> None:
+        if o["broker_addr"]:
+            targets = [o["broker_addr"].strip()]
+        elif o["cluster"]:
+            targets = await admin.master_addresses(o["cluster"].strip())
+        else:
+            click.echo(ctx.get_help())
+            return
+        for addr in targets:
+            await admin.create_subscription_group(config, broker_addr=addr)
+            out.line("create subscription group to %s success.%n", addr)
+        out.line("%s", group_config_text(config))
+
+    run_job(ctx, job)
+
+
+@click.command("deleteSubGroup", help="Delete subscription group from broker.")
+@common
+@click.option("-b", "--brokerAddr", "broker_addr", help="delete subscription group from which broker")
+@click.option("-c", "--clusterName", "cluster", help="delete subscription group from which cluster")
+@click.option("-g", "--groupName", "group", required=True, help="subscription group name")
+@click.option("-r", "--removeOffset", "remove_offset", help="remove offset")
+def delete_sub_group(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        group, clean = o["group"].strip(), java_bool(o["remove_offset"])
+        if o["broker_addr"]:
+            addr = o["broker_addr"].strip()
+            await admin.delete_subscription_group(group, broker_addr=addr, clean_offset=clean)
+            out.line("delete subscription group [%s] from broker [%s] success.%n", group, addr)
+        elif o["cluster"]:
+            cluster = o["cluster"].strip()
+            for addr in await admin.master_addresses(cluster):
+                await admin.delete_subscription_group(group, broker_addr=addr, clean_offset=clean)
+                out.line("delete subscription group [%s] from broker [%s] in cluster [%s] success.%n", group, addr,
+                         cluster)  # fmt: skip
+            for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
+                await delete_topic_in_cluster(admin, out, cluster, prefix + group)
+        else:
+            click.echo(ctx.get_help())
+
+    run_job(ctx, job)
+
+
+_PROGRESS = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s%n"
+_PROGRESS_ROW = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s%n"
+_PROGRESS_IP = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s%n"
+_PROGRESS_IP_ROW = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s%n"
+_GROUPS = "%-64s  %-6s  %-24s %-5s  %-14s  %-7s  %s%n"
+_GROUPS_ROW = "%-64s  %-6d  %-24s %-5s  %-14s  %-7d  %d%n"
+
+
+async def _allocation(admin: Admin, group: str) -> dict[MessageQueue, str]:
+    """Which client IP holds each queue (Java's ``getMessageQueueAllocationResult``); empty when unknown."""
+    found: dict[MessageQueue, str] = {}
+    try:
+        for conn in (await admin.consumer_connection(group)).connection_set:
+            info = await admin.consumer_running_info(group, conn.client_id)
+            for mq in info.get("mqTable") or {}:
+                if isinstance(mq, MessageQueue):
+                    found[mq] = conn.client_id.split("@")[0]
+    except Exception:  # as Java: no allocation column values rather than no progress
+        pass
+    return found
+
+
+async def _group_progress(admin: Admin, out: Output, group: str, show_ip: bool) -> None:
+    stats = await admin.consume_stats(group)
+    progress = stats.offset_table
+    where = await _allocation(admin, group) if show_ip else {}
+    columns = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset")
+    if show_ip:
+        out.header(_PROGRESS_IP, *columns, "#Client IP", "#Diff", "#LastTime")
+    else:
+        out.header(_PROGRESS, *columns, "#Diff", "#LastTime")
+    total = 0
+    for mq, w in sorted(progress.items()):
+        diff = w.broker_offset - w.consumer_offset
+        total += diff
+        last = "N/A" if w.last_timestamp == 0 else format_date(w.last_timestamp)
+        head = (mq.topic, mq.broker_name, mq.queue_id, w.broker_offset, w.consumer_offset)
+        if show_ip:
+            out.row(_PROGRESS_IP_ROW, *head, where.get(mq, "N/A"), diff, last)
+        else:
+            out.row(_PROGRESS_ROW, *head, diff, last)
+    tps = stats.consume_tps
+    out.line("%n")
+    out.line("Consume TPS: %.2f%n", tps)
+    out.line("Diff Total: %d%n", total)
+    out.field("Consume TPS", tps)
+    out.field("Diff Total", total)
+
+
+async def _all_groups(admin: Admin, out: Output) -> None:
+    out.header(_GROUPS, "#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total")
+    for topic in await admin.topic_list():
+        if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            continue
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        try:
+            stats = await admin.consume_stats(group)
+            diff = sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
+            tps = stats.consume_tps
+        except MQBrokerError:
+            diff, tps = 0, 0.0
+        try:
+            conn = await admin.consumer_connection(group)
+        except MQBrokerError:
+            out.row(_GROUPS_ROW, group, 0, "OFFLINE", "", "", int(tps), diff)
+            continue
+        count = len(conn.connection_set)
+        pull = conn.consume_type == "CONSUME_ACTIVELY"
+        version = min(c.version for c in conn.connection_set) if count else 0
+        model = "" if pull else (conn.message_model or "")
+        out.row(_GROUPS_ROW, group, count, version_desc(version), "PULL" if pull else "PUSH", model, int(tps), diff)
+
+
+@click.command("consumerProgress", help="Query consumers's progress, speed")
+@common
+@click.option("-g", "--groupName", "group", help="consumer group name")
+@click.option("-s", "--showClientIP", "show_ip", help="Show Client IP per Queue")
+def consumer_progress(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        if o["group"]:
+            await _group_progress(admin, out, o["group"].strip(), (o["show_ip"] or "").lower() == "true")
+        else:
+            await _all_groups(admin, out)
+
+    run_job(ctx, job)
+
+
+@click.command("consumerConnection", help="Query consumer's socket connection, client version and subscription")
+@common
+@click.option("-g", "--consumerGroup", "group", required=True, help="consumer group name")
+@click.option("-b", "--brokerAddr", "broker_addr", help="broker address")
+def consumer_connection(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        conn = await admin.consumer_connection(o["group"].strip(), o["broker_addr"])
+        out.header("%-36s %-22s %-10s %s%n", "#ClientId", "#ClientAddr", "#Language", "#Version")
+        for c in conn.connection_set:
+            out.row("%-36s %-22s %-10s %s%n", c.client_id, c.client_addr, c.language, version_desc(c.version))
+        out.line("%nBelow is subscription:\n")
+        out.line("%-20s %s%n", "#Topic", "#SubExpression")
+        for sub in conn.subscription_table.values():
+            out.line("%-20s %s%n", sub.topic, sub.sub_string)
+        out.line("\n")
+        out.line("ConsumeType: %s%n", conn.consume_type)
+        out.line("MessageModel: %s%n", conn.message_model)
+        out.line("ConsumeFromWhere: %s%n", conn.consume_from_where)
+        out.field("subscriptions", {t: s.sub_string for t, s in conn.subscription_table.items()})
+        out.field("consumeType", conn.consume_type)
+        out.field("messageModel", conn.message_model)
+
+    run_job(ctx, job)
+
+
+@click.command("producerConnection", help="Query producer's socket connection and client version")
+@common
+@click.option("-g", "--producerGroup", "group", required=True, help="producer group name")
+@click.option("-t", "--topic", required=True, help="topic name")
+def producer_connection(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        conn = await admin.producer_connection(o["group"].strip(), o["topic"].strip())
+        for i, c in enumerate(conn.connection_set, 1):
+            text = printf(
+                "%04d  %-32s %-22s %-8s %s%n", i, c.client_id, c.client_addr, c.language, version_desc(c.version)
+            )
+            out.entry(text, Index=i, ClientId=c.client_id, ClientAddr=c.client_addr, Language=c.language,
+                      Version=version_desc(c.version))  # fmt: skip
+
+    run_job(ctx, job)
+
+
+def running_info_text(info: dict[str, Any]) -> str:
+    """A consumer's running info in the sections of Java's ``ConsumerRunningInfo.formatString``."""
+    lines = ["#Consumer Properties#"]
+    lines += [f"{k:<40}: {v}" for k, v in sorted((info.get("properties") or {}).items())]
+    lines.append("\n#Consumer Subscription#")
+    for i, sub in enumerate(info.get("subscriptionSet") or [], 1):
+        lines.append(
+            f"{i:03d} Topic: {sub.get('topic', ''):<40} ClassFilter: false    SubExpression: {sub.get('subString', '')}"
+        )
+    lines.append("\n#Consumer Offset#")
+    lines.append(f"{'#Topic':<32}  {'#Broker Name':<32}  {'#QID':<4}  {'#Consumer Offset':<20}")
+    table = info.get("mqTable") or {}
+    for mq, pq in sorted(table.items()):
+        lines.append(f"{mq.topic:<32}  {mq.broker_name:<32}  {mq.queue_id:<4}  {pq.get('commitOffset', 0):<20}")
+    lines.append("\n#Consumer MQ Detail#")
+    lines.append(f"{'#Topic':<32}  {'#Broker Name':<32}  {'#QID':<4}  {'#ProcessQueueInfo':<20}")
+    for mq, pq in sorted(table.items()):
+        detail = ", ".join(f"{k}={java_text(v)}" for k, v in sorted(pq.items()))
+        lines.append(f"{mq.topic:<32}  {mq.broker_name:<32}  {mq.queue_id:<4}  ProcessQueueInfo [{detail}]")
+    return "\n".join(lines) + "\n"
+
+
+def _subscriptions(info: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(s.get("topic", ""), s.get("subString", "")) for s in info.get("subscriptionSet") or []}
+
+
+@click.command("consumerStatus", help="Query consumer's internal data structure")
+@common
+@click.option("-g", "--consumerGroup", "group", required=True, help="consumer group name")
+@click.option("-i", "--clientId", "client_id", help="The consumer's client id")
+@click.option("-b", "--brokerAddr", "broker_addr", help="broker address")
+@click.option("-s", "--jstack", is_flag=True, help="Run jstack command in the consumer progress")
+def consumer_status(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        group = o["group"].strip()
+        conn = await admin.consumer_connection(group, o["broker_addr"])
+        if o["client_id"]:
+            out.line("%s", running_info_text(await admin.consumer_running_info(group, o["client_id"].strip())))
+            return
+        now = int(time.time() * 1000)
+        infos: dict[str, dict[str, Any]] = {}
+        out.header("%-10s %-40s %-20s %s%n", "#Index", "#ClientId", "#Version", "#ConsumerRunningInfoFile")
+        for i, c in enumerate(sorted(conn.connection_set, key=lambda c: c.client_id), 1):
+            info = infos[c.client_id] = await admin.consumer_running_info(group, c.client_id)
+            path = Path(str(now)) / c.client_id
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(running_info_text(info), encoding="utf-8")
+            out.row("%-10d %-40s %-20s %s%n", i, c.client_id, version_desc(c.version), str(path))
+        if not infos:
+            return
+        same = len({frozenset(_subscriptions(i)) for i in infos.values()}) == 1
+        if not same:
+            out.line("%n%nWARN: Different subscription in the same group of consumer!!!")
+            return
+        held = [mq for info in infos.values() for mq in (info.get("mqTable") or {})]
+        out.line("%n%nSame subscription in the same group of consumer")
+        out.line("%n%nRebalance %s%n", "OK" if len(held) == len(set(held)) else "Failed")
+
+    run_job(ctx, job)
+
+
+@click.command("getConsumerConfig", help="Get consumer config by subscription group name!")
+@common
+@click.option("-g", "--groupName", "group", required=True, help="subscription group name")
+def get_consumer_config(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        group = o["group"].strip()
+        info = await admin.cluster_info()
+        for name, bd in sorted(info.broker_addr_table.items()):
+            cluster = next((c for c, names in info.cluster_addr_table.items() if name in names), None)
+            addr = bd.master_addr or next(iter(bd.broker_addrs.values()), None)
+            config = None if addr is None else (await admin.subscription_groups(addr)).get(group)
+            if config is None:
+                continue
+            out.line("=============================%s:%s=============================\n", cluster, name)
+            for key, value in config.to_json().items():
+                out.entry(printf("%s%-40s=  %s\n", "", key, value), broker=name, key=key, value=value)
+
+    run_job(ctx, job)
+
+
+@click.command("producer", help="Query producer's instances")
+@common
+@click.option("-b", "--broker", required=True, help="broker address")
+def producer(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        table = await admin.producer_table(o["broker"].strip())
+        for group, infos in table.data.items():
+            if not infos:
+                out.line("producer group (%s) instances are empty\n", group)
+            for p in infos:
+                text = (f"clientId={p.client_id},remoteIP={p.remote_ip}, language={p.language}, version={p.version}, "
+                        f"lastUpdateTimestamp={p.last_update_timestamp}")  # fmt: skip
+                out.entry(f"producer group ({group}) instance : {text}\n", group=group, **p.to_json())
+
+    run_job(ctx, job)
+
+
+@click.command("startMonitoring", help="Start Monitoring")
+@common
+@click.option("--rounds", type=int, default=0, help="stop after this many rounds (rocketrio; 0: run until stopped)")
+def start_monitoring(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        done = 0
+        while True:
+            for topic in await admin.topic_list():
+                if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                    await _report_undone(admin, out, topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
+            done += 1
+            if o["rounds"] and done >= o["rounds"]:
+                return
+            await anyio.sleep(MONITOR_ROUND)
+
+    run_job(ctx, job)
+
+
+async def _report_undone(admin: Admin, out: Output, group: str) -> None:
+    """Java's ``MonitorService.reportUndoneMsgs``: per topic, the total and largest queue lag and how long the
+    oldest unconsumed message has waited."""
+    try:
+        progress = await admin.consumer_progress(group)
+    except MQBrokerError:
+        return
+    topics: dict[str, list[int]] = {}
+    for mq, w in progress.items():
+        topics.setdefault(mq.topic, []).append(max(0, w.broker_offset - w.consumer_offset))
+    for topic, diffs in sorted(topics.items()):
+        spans = await admin.consume_time_span(topic, group) if any(diffs) else []
+        delay = max((s.delay_time for s in spans), default=0)
+        out.line("reportUndoneMsgs: UndoneMsgs [consumerGroup=%s, topic=%s, undoneMsgsTotal=%d, "
+                 "undoneMsgsSingleMQ=%d, undoneMsgsDelayTimeMills=%d]%n", group, topic, sum(diffs), max(diffs),
+                 delay)  # fmt: skip
+
+
+#: The commands :mod:`client.mqadmin` registers.
+COMMANDS = (
+    update_sub_group,
+    delete_sub_group,
+    consumer_progress,
+    consumer_connection,
+    producer_connection,
+    consumer_status,
+    get_consumer_config,
+    producer,
+    start_monitoring,
+)

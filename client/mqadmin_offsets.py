@@ -1,0 +1,202 @@
+"""``mqadmin`` offset commands, as RocketMQ 4.9.8's ``tools/.../command/offset/`` and ``queue/``:
+``resetOffsetByTime``, ``skipAccumulatedMessage``, ``cloneGroupOffset`` and ``queryCq``. Options, required options and
+printed lines are Java's; :mod:`client.mqadmin` registers them.
+
+``resetOffsetByTime`` and ``skipAccumulatedMessage`` ask the brokers to reset the online consumers
+(INVOKE_BROKER_TO_RESET_OFFSET); for a group with no consumer online (CONSUMER_NOT_ONLINE) they fall back to Java's
+"old" way: each queue's offset at the time (SEARCH_OFFSET_BY_TIMESTAMP, or GET_MAX_OFFSET for ``now``/skip) written
+with UPDATE_CONSUMER_OFFSET, kept at the committed offset unless ``-f`` (default true) or it moves back.
+``cloneGroupOffset`` writes the source group's committed offsets of the topic to the destination group with
+UPDATE_CONSUMER_OFFSET, as Java's tool does (Java's also copies other topics on the same brokers; here only ``-t``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import click
+
+from client.admin import Admin
+from client.errors import MQBrokerError
+from client.mqadmin_support import Output, common, java_bool, java_text, parse_time_arg, run_job
+from client.route import master_address
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.admin import OffsetWrapper
+from remoting.codec.codes import RequestCode, ResponseCode
+
+__all__ = ["COMMANDS"]
+
+_RESET = "%-40s  %-40s  %-40s%n"
+_RESET_ROW = "%-40s  %-40d  %-40d%n"
+_OLD = "%-20s  %-20s  %-20s  %-20s  %-20s  %-20s%n"
+_OLD_ROW = "%-20s  %-20d  %-20d  %-20d  %-20d  %-20d%n"
+
+
+@attrs.frozen
+class Rollback:
+    """One queue of Java's "old" reset (``RollbackStats``)."""
+
+    mq: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    timestamp_offset: int
+    rollback_offset: int
+
+
+async def reset_offline(admin: Admin, group: str, topic: str, timestamp: int, force: bool) -> list[Rollback]:
+    """Java's ``resetOffsetByTimestampOld``: reset a group with no consumer online, queue by queue."""
+    route = await admin.topic_route(topic)
+    progress = {mq: w for mq, w in (await admin.consumer_progress(group, topic)).items() if mq.topic == topic}
+    if not progress:
+        for mq, status in (await admin.topic_status(topic)).items():
+            progress[mq] = OffsetWrapper(status.max_offset, status.min_offset)
+    out = []
+    for mq, w in sorted(progress.items()):
+        addr = master_address(route, mq.broker_name)
+        if addr is None:
+            continue
+        if timestamp == -1:
+            target = await admin.queue_offset(addr, mq, RequestCode.GET_MAX_OFFSET)
+        else:
+            target = await admin.queue_offset(addr, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp)
+        rollback = w.consumer_offset
+        if force or target <= w.consumer_offset:
+            rollback = target
+            await admin.update_consumer_offset(addr, group, mq, target)
+        out.append(Rollback(mq, w.broker_offset, w.consumer_offset, target, rollback))
+    return out
+
+
+def _print_old(out: Output, stats: list[Rollback]) -> None:
+    out.header(
+        _OLD, "#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", "#rollbackOffset"
+    )
+    for s in stats:
+        out.row(_OLD_ROW, s.mq.broker_name, s.mq.queue_id, s.broker_offset, s.consumer_offset, s.timestamp_offset,
+                s.rollback_offset)  # fmt: skip
+
+
+def _print_reset(out: Output, table: dict[MessageQueue, int]) -> None:
+    out.header(_RESET, "#brokerName", "#queueId", "#offset")
+    for mq, offset in table.items():
+        out.row(_RESET_ROW, mq.broker_name, mq.queue_id, offset)
+
+
+@click.command("resetOffsetByTime", help="Reset consumer offset by timestamp(without client restart).")
+@common
+@click.option("-g", "--group", required=True, help="set the consumer group")
+@click.option("-t", "--topic", required=True, help="set the topic")
+@click.option(
+    "-s", "--timestamp", required=True, help="set the timestamp[now|currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]"
+)
+@click.option("-f", "--force", help="set the force rollback by timestamp switch[true|false]")
+@click.option("-c", "--cplus", is_flag=True, help="reset c++ client offset")
+def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
+    text = o["timestamp"].strip()
+    timestamp = -1 if text == "now" else parse_time_arg(text)
+    force = java_bool(o["force"], True)
+
+    async def job(admin: Admin, out: Output) -> None:
+        group, topic = o["group"].strip(), o["topic"].strip()
+        try:
+            table = await admin.reset_offset_by_time(group, topic, timestamp, force=force)
+        except MQBrokerError as exc:
+            if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                raise
+            stats = await reset_offline(admin, group, topic, timestamp, force)
+            out.line("rollback consumer offset by specified consumerGroup[%s], topic[%s], force[%s], "
+                     "timestamp(string)[%s], timestamp(long)[%s]%n", group, topic, force, text, timestamp)  # fmt: skip
+            _print_old(out, stats)
+            return
+        out.line("rollback consumer offset by specified group[%s], topic[%s], force[%s], timestamp(string)[%s], "
+                 "timestamp(long)[%s]%n", group, topic, force, text, timestamp)  # fmt: skip
+        _print_reset(out, table)
+
+    run_job(ctx, job)
+
+
+@click.command("skipAccumulatedMessage", help="Skip all messages that are accumulated (not consumed) currently")
+@common
+@click.option("-g", "--group", required=True, help="set the consumer group")
+@click.option("-t", "--topic", required=True, help="set the topic")
+@click.option("-f", "--force", help="set the force rollback by timestamp switch[true|false]")
+def skip_accumulated_message(ctx: click.Context, **o: Any) -> None:
+    force = java_bool(o["force"], True)
+
+    async def job(admin: Admin, out: Output) -> None:
+        group, topic = o["group"].strip(), o["topic"].strip()
+        try:
+            table = await admin.reset_offset_by_time(group, topic, -1, force=force)
+        except MQBrokerError as exc:
+            if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                raise
+            _print_old(out, await reset_offline(admin, group, topic, -1, force))
+            return
+        _print_reset(out, table)
+
+    run_job(ctx, job)
+
+
+@click.command("cloneGroupOffset", help="clone offset from other group.")
+@common
+@click.option("-s", "--srcGroup", "src", required=True, help="set source consumer group")
+@click.option("-d", "--destGroup", "dest", required=True, help="set destination consumer group")
+@click.option("-t", "--topic", required=True, help="set the topic")
+@click.option("-o", "--offline", help="the group or the topic is offline")
+def clone_group_offset(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        src, dest, topic = o["src"].strip(), o["dest"].strip(), o["topic"].strip()
+        progress = await admin.consumer_progress(src, topic)
+        if progress:
+            route = await admin.topic_route(topic)
+            for mq, w in sorted(progress.items()):
+                addr = master_address(route, mq.broker_name)
+                if addr is not None and w.consumer_offset >= 0:
+                    await admin.update_consumer_offset(addr, dest, mq, w.consumer_offset)
+        out.line("clone group offset success. srcGroup[%s], destGroup=[%s], topic[%s]", src, dest, topic)
+
+    run_job(ctx, job)
+
+
+@click.command("queryCq", help="Query cq command.")
+@common
+@click.option("-t", "--topic", required=True, help="topic name")
+@click.option("-q", "--queue", "queue_id", type=int, required=True, help="queue num, ie. 1")
+@click.option("-i", "--index", type=int, required=True, help="start queue index.")
+@click.option("-c", "--count", type=int, default=10, help="how many.")
+@click.option("-b", "--broker", help="broker addr.")
+@click.option("-g", "--consumer", help="consumer group.")
+def query_cq(ctx: click.Context, **o: Any) -> None:
+    async def job(admin: Admin, out: Output) -> None:
+        topic = o["topic"].strip()
+        broker = (o["broker"] or "").strip()
+        if not broker:
+            route = await admin.topic_route(topic)
+            if not route.broker_datas:
+                raise ValueError("No topic route data!")
+            broker = route.broker_datas[0].broker_addrs.get(0, "")
+        body = await admin.query_consume_queue(broker, topic, o["queue_id"], o["index"], o["count"], o["consumer"])
+        if body.subscription_data is not None:
+            sub = body.subscription_data
+            text = (f"SubscriptionData [classFilterMode={java_text(sub.class_filter_mode)}, topic={sub.topic}, "
+                    f"subString={sub.sub_string}, tagsSet={list(sub.tags_set)}, codeSet={list(sub.code_set)}, "
+                    f"subVersion={sub.sub_version}, expressionType={sub.expression_type}]")  # fmt: skip
+            out.line("Subscription data: \n%s\n", text)
+            out.line("======================================\n")
+        if body.filter_data is not None:
+            out.line("Filter data: \n%s\n", body.filter_data)
+            out.line("======================================\n")
+        out.line("Queue data: \nmax: %d, min: %d\n", body.max_queue_index, body.min_queue_index)
+        out.line("======================================\n")
+        for i, q in enumerate(body.queue_data or (), o["index"]):
+            text = (f"ConsumeQueueData{{physicOffset={q.physic_offset}, physicSize={q.physic_size}, "
+                    f"tagsCode={q.tags_code}, extendDataJson='{q.extend_data_json}', bitMap='{q.bit_map}', "
+                    f"eval={java_text(q.eval)}, msg='{q.msg}'}}")  # fmt: skip
+            out.entry(f"idx: {i}\n{text}\n======================================\n", idx=i, **q.to_json())
+
+    run_job(ctx, job)
+
+
+#: The commands :mod:`client.mqadmin` registers.
+COMMANDS = (reset_offset_by_time, skip_accumulated_message, clone_group_offset, query_cq)

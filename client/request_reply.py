@@ -1,0 +1,221 @@
+"""Request-reply (RocketMQ 4.6+; docs/protocol.md#716-request-reply): the requester's table of waiting requests, the
+replier's :func:`create_reply_message`, and the requester's side of PUSH_REPLY_MESSAGE_TO_CLIENT (326).
+
+Requester (``Producer.request``): the request is an ordinary send whose properties carry ``CORRELATION_ID`` (a
+random UUID), ``REPLY_TO_CLIENT`` (the client id, which the broker knows from the producer's heartbeats) and ``TTL``
+(the timeout in ms). Its :class:`PendingRequest` waits in the client instance's :class:`ReplyTable` until the broker
+pushes the reply with code 326; the handler (:func:`reply_from_push`) builds the reply message, inflates a compressed
+body, stamps ``ARRIVE_TIME`` and completes the request with the same correlation id. A reply nobody waits for (it came
+after its request timed out, or names no request) is dropped and counted in :attr:`ReplyTable.unmatched`.
+
+Replier: a consumer that got a request builds the answer with :func:`create_reply_message` (topic
+``<CLUSTER>_REPLY_TOPIC``, the request's ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``, ``MSG_TYPE=reply``) and
+sends it with a producer's ``send``; the client sends such a message with SEND_REPLY_MESSAGE_V2 (325), as Java does.
+
+Errors: :class:`RequestTimeoutError` (Java's ``RequestTimeoutException``, code 10006) when no reply came in time;
+:class:`CreateReplyMessageError` (code 10007) from :func:`create_reply_message` for a request without ``CLUSTER``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+import zlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import attrs
+
+from client.errors import MQClientError
+from client.message import Message, uncompressed
+from remoting.client import run_callback
+from remoting.codec.headers.ops import ReplyMessageRequestHeader
+from remoting.codec.message import MessageExt
+from remoting.codec.message_properties import decode_properties
+from remoting.codec.msgid import pack_socket_address
+
+if TYPE_CHECKING:
+    from client.producer import Producer
+
+log = logging.getLogger(__name__)
+
+#: ``callback(reply or exception)`` of ``Producer.request_async``; may return an awaitable.
+RequestCallback = Callable[[MessageExt | Exception], object]
+
+__all__ = [
+    "PROPERTY_CORRELATION_ID",
+    "PROPERTY_MESSAGE_REPLY_TO_CLIENT",
+    "PROPERTY_MESSAGE_TTL",
+    "CreateReplyMessageError",
+    "PendingRequest",
+    "ReplyTable",
+    "RequestTimeoutError",
+    "create_reply_message",
+    "reply_from_push",
+]
+
+PROPERTY_CORRELATION_ID: Final = "CORRELATION_ID"
+PROPERTY_MESSAGE_REPLY_TO_CLIENT: Final = "REPLY_TO_CLIENT"
+PROPERTY_MESSAGE_TTL: Final = "TTL"
+PROPERTY_MESSAGE_ARRIVE_TIME: Final = "ARRIVE_TIME"
+PROPERTY_MESSAGE_TYPE: Final = "MSG_TYPE"
+PROPERTY_CLUSTER: Final = "CLUSTER"
+REPLY_MESSAGE_FLAG: Final = "reply"
+REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
+#: Java's ``ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION`` and ``CREATE_REPLY_MESSAGE_EXCEPTION``.
+REQUEST_TIMEOUT_EXCEPTION: Final = 10006
+CREATE_REPLY_MESSAGE_EXCEPTION: Final = 10007
+
+
+class CreateReplyMessageError(MQClientError):
+    """The request carries no ``CLUSTER`` property (``code`` 10007)."""
+
+    code = CREATE_REPLY_MESSAGE_EXCEPTION
+
+
+class RequestTimeoutError(MQClientError):
+    """No reply within the request's timeout (``code`` 10006, Java's ``RequestTimeoutException``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.code = REQUEST_TIMEOUT_EXCEPTION
+
+
+@attrs.define(eq=False)
+class PendingRequest:
+    """One request waiting for its reply; :attr:`done` is set once :attr:`reply` is in."""
+
+    correlation_id: str
+    done: anyio.Event = attrs.field(factory=anyio.Event)
+    reply: MessageExt | None = None
+
+
+class ReplyTable:
+    """A client instance's requests waiting for a reply, by correlation id (Java's ``RequestFutureHolder``). Runs on
+    the event loop's thread only."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, PendingRequest] = {}
+        #: Replies that matched a waiting request, and replies dropped because none waited (late or unknown).
+        self.matched = 0
+        self.unmatched = 0
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def register(self, correlation_id: str) -> PendingRequest:
+        pending = PendingRequest(correlation_id)
+        self._pending[correlation_id] = pending
+        return pending
+
+    def remove(self, correlation_id: str) -> None:
+        self._pending.pop(correlation_id, None)
+
+    def complete(self, reply: MessageExt) -> bool:
+        """Hand ``reply`` to the request with its correlation id; False (and counted) when none waits."""
+        pending = self._pending.pop(reply.properties.get(PROPERTY_CORRELATION_ID, ""), None)
+        if pending is None:
+            self.unmatched += 1
+            return False
+        self.matched += 1
+        pending.reply = reply
+        pending.done.set()
+        return True
+
+
+def request_properties(msg: Message, client_id: str, timeout: float) -> tuple[Message, str]:
+    """A copy of ``msg`` carrying the request properties, and its correlation id."""
+    correlation_id = str(uuid.uuid4())
+    props = dict(msg.properties)
+    props[PROPERTY_CORRELATION_ID] = correlation_id
+    props[PROPERTY_MESSAGE_REPLY_TO_CLIENT] = client_id
+    props[PROPERTY_MESSAGE_TTL] = str(int(timeout * 1000))
+    return attrs.evolve(msg, properties=props), correlation_id
+
+
+def create_reply_message(request: MessageExt, body: bytes) -> Message:
+    """The reply to ``request`` (Java's ``MessageUtil.createReplyMessage``); send it with ``Producer.send``.
+    Raises :class:`CreateReplyMessageError` (code 10007) when the request carries no ``CLUSTER``."""
+    props = request.properties
+    cluster = props.get(PROPERTY_CLUSTER)
+    if not cluster:
+        raise CreateReplyMessageError("create reply message fail, requestMessage error, property[CLUSTER] is null.")
+    reply_props = {PROPERTY_MESSAGE_TYPE: REPLY_MESSAGE_FLAG}
+    for name in (PROPERTY_CORRELATION_ID, PROPERTY_MESSAGE_REPLY_TO_CLIENT, PROPERTY_MESSAGE_TTL):
+        if name in props:
+            reply_props[name] = props[name]
+    return Message(f"{cluster}_{REPLY_TOPIC_POSTFIX}", body, properties=reply_props)
+
+
+def reply_from_push(header: ReplyMessageRequestHeader, body: bytes) -> MessageExt:
+    """The reply message a PUSH_REPLY_MESSAGE_TO_CLIENT carries, inflated, with ``ARRIVE_TIME`` set. Raises
+    ``ValueError`` for a bad host and ``zlib.error`` for a body that does not inflate."""
+    props = decode_properties(header.properties or "")
+    props[PROPERTY_MESSAGE_ARRIVE_TIME] = str(time.time_ns() // 1_000_000)
+    born_host, store_host = _host(header.born_host), _host(header.store_host)
+    msg = MessageExt(
+        store_size=0,
+        body_crc=zlib.crc32(body) & 0x7FFFFFFF,
+        queue_id=header.queue_id,
+        flag=header.flag,
+        queue_offset=0,
+        commit_log_offset=0,
+        sys_flag=header.sys_flag,
+        born_timestamp=header.born_timestamp,
+        born_host=born_host,
+        store_timestamp=header.store_timestamp,
+        store_host=store_host,
+        reconsume_times=header.reconsume_times or 0,
+        prepared_transaction_offset=0,
+        body=body,
+        topic=header.topic,
+        properties=props,
+        store_host_packed=pack_socket_address(*store_host),
+    )
+    return uncompressed(msg)
+
+
+def _host(text: str) -> tuple[str, int]:
+    host, _, port = text.lstrip("/").rpartition(":")
+    return host, int(port)
+
+
+async def request(producer: Producer, msg: Message, timeout: float, **where: Any) -> MessageExt:
+    """``Producer.request``: send ``msg`` as a request and wait for its reply. See the module docstring."""
+    request_msg, correlation_id = request_properties(msg, producer.instance.client_id, timeout)
+    replies = producer.instance.replies
+    pending = replies.register(correlation_id)
+    started = anyio.current_time()
+    try:
+        try:
+            await producer.send(request_msg, timeout=timeout, **where)
+        except Exception as exc:
+            raise MQClientError(f"send request message to <{msg.topic}> fail") from exc
+        with anyio.move_on_after(max(0.0, timeout - (anyio.current_time() - started))):
+            await pending.done.wait()
+        if pending.reply is None:
+            raise RequestTimeoutError(
+                f"send request message to <{msg.topic}> OK, but wait reply message timeout, {int(timeout * 1000)} ms."
+            )
+        return pending.reply
+    finally:
+        replies.remove(correlation_id)
+
+
+def request_async(producer: Producer, msg: Message, callback: RequestCallback, timeout: float, **where: Any) -> None:
+    """``Producer.request_async``: :func:`request` in the instance's task group; ``callback`` gets the reply or the
+    exception (a timeout is :class:`RequestTimeoutError` ``request timeout, no reply message.``, as Java's)."""
+
+    async def run() -> None:
+        outcome: MessageExt | Exception
+        try:
+            outcome = await request(producer, msg, timeout, **where)
+        except RequestTimeoutError:
+            outcome = RequestTimeoutError("request timeout, no reply message.")
+        except Exception as exc:
+            outcome = exc
+        await run_callback(callback, outcome, "request")
+
+    producer.instance.task_group.start_soon(run)

@@ -1,0 +1,259 @@
+"""The trace dispatcher (Java's ``AsyncTraceDispatcher``): hooks hand it what happened, it encodes and sends trace
+messages in the background.
+
+Hot path: a producer's send and a consumer's listener call append a small tuple (or a ready record) to a bounded
+queue (``trace_queue_size``, 1024 as Java); when the queue is full the record is dropped and counted in
+:attr:`TraceDispatcher.dropped`, never waited for. Everything else runs in one background task of the client
+instance: every 100 ms (or at once when the queue is half full) it turns the queued events into
+:class:`~client.trace.codec.TraceRecord` text and appends it to the open batch; a batch is sent as one message to the
+trace topic when its text reaches 118,000 characters (Java's ``maxMessageSize - 10,000``) or its first record is
+500 ms old. The message's ``KEYS`` are every record's msgId and the traced messages' keys, so ``QUERY_MESSAGE`` by
+msgId finds it (``mqadmin queryMsgTraceById``).
+
+Trace messages go out through an inner producer on the host's client instance, group
+``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>-<n>``, with Java's 5 s timeout and 128,000-byte limit, as
+``send_async``: a failed send is logged and counted in :attr:`TraceDispatcher.failed_batches`. :meth:`stop` sends what
+is queued (waiting at most 500 ms for those sends, as Java's ``flush``) and unregisters the inner producer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import attrs
+
+from client.message import Message, MessageExt, SendResult, SendStatus, uniq_msg_id
+from client.send_request import uniq_key_generator
+from client.trace.codec import TRACE_TOPIC, MessageType, TraceRecord, encode_fields, encode_record, find_text_property
+
+if TYPE_CHECKING:
+    from client.instance import MQClientInstance
+    from client.producer import Producer
+    from client.send_request import PreparedSend
+
+__all__ = ["ConsumeTrace", "TraceDispatcher"]
+
+log = logging.getLogger(__name__)
+
+QUEUE_SIZE: Final = 1024
+MAX_BATCH_CHARS: Final = 128_000 - 10_000
+BATCH_AGE: Final = 0.5
+POLL_INTERVAL: Final = 0.1
+FLUSH_WAIT: Final = 0.5
+_counter = itertools.count(1)
+
+#: What the hooks queue, formatted in the background: a send (``"Pub"``, start ms, end ms, broker address, the
+#: prepared send, its result), a consume record's fields in encoding order (``"SubBefore"``/``"SubAfter"`` first), or
+#: a ready :class:`TraceRecord`.
+_Event = tuple[Any, ...] | TraceRecord
+
+
+@attrs.frozen
+class ConsumeTrace:
+    """A listener call between its SubBefore and SubAfter records."""
+
+    group: str
+    request_id: str
+    start_ms: int
+    region: str | None
+    msgs: list[MessageExt]
+    batch_size: int
+
+
+class TraceDispatcher:
+    """One host's trace pipeline; see the module docstring. ``kind`` is ``PRODUCE`` or ``CONSUME``."""
+
+    def __init__(
+        self,
+        instance: MQClientInstance,
+        host_group: str,
+        kind: str,
+        trace_topic: str | None = None,
+        *,
+        queue_size: int = QUEUE_SIZE,
+    ) -> None:
+        self.instance = instance
+        self.host_group = host_group
+        self.topic = trace_topic.strip() if trace_topic and trace_topic.strip() else TRACE_TOPIC
+        self.queue_size = queue_size
+        self.inner_group = f"_INNER_TRACE_PRODUCER-{host_group}-{kind}-{next(_counter)}"
+        self.dropped = 0
+        self.sent_batches = 0
+        self.failed_batches = 0
+        self._events: deque[_Event] = deque()
+        self._batch_text: list[str] = []
+        self._batch_keys: dict[str, None] = {}
+        self._batch_chars = 0
+        self._batch_since = 0.0
+        self._wake: anyio.Event | None = None
+        self._in_flight = 0
+        self._producer: Producer | None = None
+        self._scope: anyio.CancelScope | None = None
+
+    # -- hooks (hot path) ------------------------------------------------------------------------------------------
+
+    def on_sent(self, start_ms: int, addr: str, prepared: PreparedSend, result: SendResult) -> None:
+        """A send was answered (Java's ``sendMessageAfter``): skipped for the trace topic itself and when the broker
+        turned trace off or named no region."""
+        if result.region_id is None or not result.trace_on or prepared.topic.startswith(self.topic):
+            return
+        self._offer(("Pub", start_ms, time.time_ns() // 1_000_000, addr, prepared, result))
+
+    def append(self, record: TraceRecord) -> None:
+        """A ready record (the end-transaction hook)."""
+        self._offer(record)
+
+    def consume_before(self, group: str, msgs: Sequence[MessageExt]) -> ConsumeTrace | None:
+        """SubBefore records for the messages a listener is about to get (Java's ``consumeMessageBefore``);
+        messages whose ``TRACE_ON`` property is ``false`` are left out. Returns what :meth:`consume_after` needs."""
+        traced = [m for m in msgs if m.properties.get("TRACE_ON") != "false"]
+        if not traced:
+            return None
+        now = time.time_ns() // 1_000_000
+        request_id = uniq_key_generator(self.instance.config.client_ip).next_id()
+        region = traced[-1].properties.get("MSG_REGION")
+        for m in traced:
+            keys = m.properties.get("KEYS")
+            self._offer(("SubBefore", now, region, group, request_id, uniq_msg_id(m), m.reconsume_times, keys))
+        return ConsumeTrace(group, request_id, now, region, traced, len(msgs))
+
+    def consume_after(self, trace: ConsumeTrace, success: bool, context_code: int) -> None:
+        """SubAfter records once the listener returned: its status, time per message and return type ordinal
+        (``ConsumeReturnType``: SUCCESS 0, TIME_OUT 1, EXCEPTION 2, RETURNNULL 3, FAILED 4)."""
+        now = time.time_ns() // 1_000_000
+        cost = (now - trace.start_ms) // max(1, trace.batch_size)
+        for m in trace.msgs:
+            keys = m.properties.get("KEYS")
+            self._offer(
+                ("SubAfter", trace.request_id, uniq_msg_id(m), cost, success, keys, context_code, now, trace.group)
+            )
+
+    def _offer(self, event: _Event) -> None:
+        events = self._events
+        if len(events) >= self.queue_size:
+            self.dropped += 1
+            return
+        events.append(event)
+        if len(events) >= self.queue_size // 2 and self._wake is not None:
+            self._wake.set()
+
+    # -- life cycle ------------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the inner producer and the background task (in the instance's task group)."""
+        from client.producer import Producer
+
+        producer = Producer(self.inner_group, instance=self.instance, send_msg_timeout=5.0, max_message_size=128_000)
+        await producer.__aenter__()
+        self._producer = producer
+        self._wake = anyio.Event()
+        self._scope = anyio.CancelScope()
+        self.instance.task_group.start_soon(self._run, self._scope)
+
+    async def stop(self) -> None:
+        """Send what is queued, wait up to 500 ms for it, stop the inner producer."""
+        if self._scope is not None:
+            self._scope.cancel()
+            self._scope = None
+        producer, self._producer = self._producer, None
+        if producer is None:
+            return
+        with anyio.CancelScope(shield=True):
+            self._drain(producer)
+            self._send_batch(producer)
+            with anyio.move_on_after(FLUSH_WAIT):
+                while self._in_flight:
+                    await anyio.sleep(0.01)
+            await producer.__aexit__(None, None, None)
+
+    async def _run(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            while True:
+                with anyio.move_on_after(POLL_INTERVAL):
+                    await (self._wake or anyio.Event()).wait()
+                self._wake = anyio.Event()
+                producer = self._producer
+                if producer is None:
+                    return
+                self._drain(producer)
+                if self._batch_text and anyio.current_time() - self._batch_since >= BATCH_AGE:
+                    self._send_batch(producer)
+
+    # -- batching --------------------------------------------------------------------------------------------------
+
+    def _drain(self, producer: Producer) -> None:
+        events = self._events
+        while events:
+            text, msg_id, keys = _format(events.popleft())
+            if not self._batch_text:
+                self._batch_since = anyio.current_time()
+            self._batch_text.append(text)
+            batch_keys = self._batch_keys
+            batch_keys[msg_id] = None
+            if keys:
+                for key in keys.split(" "):
+                    batch_keys[key] = None
+            self._batch_chars += len(text)
+            if self._batch_chars >= MAX_BATCH_CHARS:
+                self._send_batch(producer)
+
+    def _send_batch(self, producer: Producer) -> None:
+        if not self._batch_text:
+            return
+        text, keys = "".join(self._batch_text), [k for k in self._batch_keys if k]
+        count = len(self._batch_text)
+        self._batch_text, self._batch_keys, self._batch_chars = [], {}, 0
+        message = Message(self.topic, text.encode(), keys=keys)
+        self._in_flight += 1
+        try:
+            producer.send_async(message, self._sent)
+        except Exception as exc:
+            self._in_flight -= 1
+            self.failed_batches += 1
+            log.warning("trace batch of %d record(s) not sent: %s", count, exc)
+
+    def _sent(self, outcome: Any) -> None:
+        self._in_flight -= 1
+        if isinstance(outcome, Exception):
+            self.failed_batches += 1
+            log.warning("sending trace data to %s failed: %s", self.topic, outcome)
+        else:
+            self.sent_batches += 1
+
+
+def _format(event: _Event) -> tuple[str, str, str | None]:
+    """An event's record text, its msgId and the traced message's keys (for the batch's ``KEYS``)."""
+    if isinstance(event, TraceRecord):
+        return encode_record(event), event.msg_id, event.keys
+    kind = event[0]
+    if kind == "Pub":
+        return _pub_text(event)
+    if kind == "SubBefore":
+        return encode_fields(event), event[5], event[7]
+    return encode_fields(event), event[2], event[5]
+
+
+def _pub_text(event: tuple[Any, ...]) -> tuple[str, str, str | None]:
+    """A Pub record straight from the prepared send and its result (the common event: no record object)."""
+    _, start_ms, end_ms, addr, prepared, result = event
+    props = prepared.fields.get("i") or ""
+    tags, keys = find_text_property(props, "TAGS"), find_text_property(props, "KEYS")
+    msg_type = MessageType.Normal_Msg.value
+    if "TRAN_MSG\x01true" in props:
+        msg_type = MessageType.Trans_Msg_Half.value
+    elif "DELAY\x01" in props and find_text_property(props, "DELAY") not in (None, "", "0"):
+        msg_type = MessageType.Delay_Msg.value
+    ok = "true" if result.send_status is SendStatus.SEND_OK else "false"
+    group, body_length = prepared.fields.get("a"), len(prepared.body)
+    text = (
+        f"Pub\x01{start_ms}\x01{result.region_id}\x01{group}\x01{prepared.topic}\x01{result.msg_id}"
+        f"\x01{'null' if tags is None else tags}\x01{'null' if keys is None else keys}\x01{addr}\x01{body_length}"
+        f"\x01{end_ms - start_ms}\x01{msg_type}\x01{result.offset_msg_id}\x01{ok}\x02"
+    )
+    return text, result.msg_id, keys

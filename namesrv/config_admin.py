@@ -1,0 +1,66 @@
+"""The name server's settings at run time: UPDATE_NAMESRV_CONFIG (318) and GET_NAMESRV_CONFIG (319), as RocketMQ
+4.9.8's ``Configuration`` behind ``DefaultRequestProcessor.updateConfig``/``getConfig``
+(``namesrv/src/main/java/org/apache/rocketmq/namesrv/processor/DefaultRequestProcessor.java``).
+
+:class:`NamesrvConfigAdmin` owns the current :class:`~namesrv.config.NamesrvConfig`. An update applies a properties
+text: keys of ``configBlackList`` (``configBlackList;configStorePath;kvConfigPath``) refuse the whole update with
+NO_PERMISSION, unknown keys are ignored (as Java's reflection ignores them), the rest replace the config, the
+``on_change`` callback hands the new config to whoever uses it live (``orderMessageEnable`` takes effect at once;
+ports and timers at the next start), and every setting is written to ``configStorePath`` as ``key=value`` lines
+(Java's ``Configuration.persist``). A bad value answers SYSTEM_ERROR with the parser's message and changes nothing;
+a failed write is logged (the running server already uses the new values).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from namesrv.config import NamesrvConfig
+from remoting.codec.java_properties import apply_properties, format_properties, parse_properties, property_texts
+from store.metadata_files import replace_atomically
+
+__all__ = ["NamesrvConfigAdmin"]
+
+log = logging.getLogger(__name__)
+
+
+class ConfigRefused(Exception):
+    """An update with a black-listed key (NO_PERMISSION)."""
+
+
+class NamesrvConfigAdmin:
+    """See the module docstring. Runs on the Trio thread; the file is written in a worker thread."""
+
+    def __init__(self, config: NamesrvConfig, on_change: Callable[[NamesrvConfig], None] | None = None) -> None:
+        self.config = config
+        self._on_change = on_change
+
+    def formatted(self) -> str:
+        """Every setting as ``key=value`` lines (GET_NAMESRV_CONFIG's body)."""
+        return format_properties(property_texts(self.config))
+
+    async def update(self, text: str) -> list[str]:
+        """Apply a properties text; returns the keys no setting has. Raises :class:`ConfigRefused` for a black-listed
+        key and :class:`~remoting.codec.java_properties.PropertiesError` for a bad value."""
+        props = parse_properties(text)
+        black = {k.strip() for k in self.config.config_black_list.split(";") if k.strip()}
+        if black & props.keys():
+            raise ConfigRefused("Can not update config in black list.")
+        self.config, unknown = apply_properties(self.config, props)
+        if self._on_change is not None:
+            self._on_change(self.config)
+        path = Path(self.config.config_store_path).expanduser()
+        try:
+            await trio.to_thread.run_sync(_write, path, self.formatted())
+        except OSError as exc:
+            log.warning("cannot persist the name server config to %s: %s", path, exc)
+        return unknown
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_atomically(path, text.encode(), path.with_name(path.name + ".tmp"))

@@ -1,0 +1,135 @@
+"""Request-reply on the broker (docs/protocol.md#716-request-reply): SEND_REPLY_MESSAGE (324, the V1 send header) and
+SEND_REPLY_MESSAGE_V2 (325, the V2 letters), as RocketMQ 4.9.8's ``ReplyMessageProcessor``
+(``broker/src/main/java/org/apache/rocketmq/broker/processor/ReplyMessageProcessor.java``).
+
+A replier sends its reply to ``<cluster>_REPLY_TOPIC`` with the request's ``CORRELATION_ID``, ``REPLY_TO_CLIENT``
+and ``MSG_TYPE=reply``. The broker runs the send checks (topic, permissions, queue id), then pushes the reply at
+once with PUSH_REPLY_MESSAGE_TO_CLIENT (326) to the connection of the producer whose client id is
+``REPLY_TO_CLIENT`` (known from its heartbeats), adding ``PUSH_REPLY_TIME``, and waits up to 10 s for the
+requester's answer. With ``storeReplyMessageEnable`` (on by default) the reply is also stored.
+
+The response is Java's: SUCCESS with ``msgId "0"``, the queue and offset 0 when the push worked (the stored message's
+offset msgId and queue offset replace them when it was stored); SYSTEM_ERROR with Java's remark when the requester is
+unknown, gone or failed, even though the message may have been stored. Every response carries ``MSG_REGION`` and
+``TRACE_ON``. Check failures answer as a send does (:mod:`processors.send`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Final
+
+from processors.common import RequestRejected, born_host
+from processors.send import SendMessageProcessor
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.errors import HeaderFieldError
+from remoting.codec.headers.ops import ReplyMessageRequestHeader
+from remoting.codec.headers.send import SendMessageRequestHeader, parse_send_request_header
+from remoting.codec.message import MessageRecord
+from remoting.codec.message_properties import decode_properties, with_properties
+from remoting.codec.msgid import offset_msg_id
+from remoting.errors import RemotingError
+from remoting.processor import RequestContext
+from store.errors import StoreError
+
+__all__ = ["PUSH_REPLY_TIMEOUT", "ReplyMessageProcessor"]
+
+log = logging.getLogger(__name__)
+
+#: How long the broker waits for the requester to take a pushed reply (Java's ``Broker2Client.callClient``).
+PUSH_REPLY_TIMEOUT: Final = 10.0
+PROPERTY_REPLY_TO_CLIENT: Final = "REPLY_TO_CLIENT"
+PROPERTY_PUSH_REPLY_TIME: Final = "PUSH_REPLY_TIME"
+
+
+class ReplyMessageProcessor(SendMessageProcessor):
+    """Serves 324 and 325 on the reply pool; the send checks are :class:`SendMessageProcessor`'s. Whether replies
+    are stored is ``storeReplyMessageEnable``, read per request (UPDATE_BROKER_CONFIG can change it)."""
+
+    REQUEST_CODES: Final = (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        self._adopt_config()
+        base = dict(self._base_fields)
+        if request.code not in self.REQUEST_CODES:
+            return request.response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+            )
+        send_code = (
+            RequestCode.SEND_MESSAGE if request.code == RequestCode.SEND_REPLY_MESSAGE else RequestCode.SEND_MESSAGE_V2
+        )
+        try:
+            header = parse_send_request_header(send_code, request.ext_fields)
+            _, queue_id = self._check_topic(ctx, header)
+        except HeaderFieldError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc), base)
+        except RequestRejected as rejected:
+            return rejected.to_response(request, base)
+        record = MessageRecord(
+            header.topic,
+            request.body,
+            queue_id,
+            header.flag,
+            header.properties or "",
+            header.sys_flag,
+            header.born_timestamp,
+            born_host(ctx),
+            self.broker.store_host,
+            header.reconsume_times or 0,
+        )
+        remark = await self._push(ctx, header, record)
+        if remark is None:
+            response = request.response(
+                ResponseCode.SUCCESS, None, {**base, "msgId": "0", "queueId": str(queue_id), "queueOffset": "0"}
+            )
+        else:
+            response = request.response(ResponseCode.SYSTEM_ERROR, remark, base)
+        if self.broker.config.store_reply_message_enable:
+            self._store(record, response)
+        return response
+
+    async def _push(self, ctx: RequestContext, header: SendMessageRequestHeader, record: MessageRecord) -> str | None:
+        """PUSH_REPLY_MESSAGE_TO_CLIENT to the requester; ``None`` when it took the reply, else Java's remark."""
+        sender = decode_properties(record.properties).get(PROPERTY_REPLY_TO_CLIENT)
+        if sender is None:
+            return f"reply message properties[{PROPERTY_REPLY_TO_CLIENT}] is null"
+        channel = self.broker.clients.find_producer_channel(sender)
+        if channel is None:
+            return f"push reply message fail, channel of <{sender}> not found."
+        host, port = ctx.remote_address[:2]
+        push_header = ReplyMessageRequestHeader(
+            producer_group=header.producer_group,
+            topic=header.topic,
+            default_topic=header.default_topic,
+            default_topic_queue_nums=header.default_topic_queue_nums,
+            queue_id=header.queue_id,
+            sys_flag=header.sys_flag,
+            born_timestamp=header.born_timestamp,
+            flag=header.flag,
+            born_host=f"{host}:{port}",
+            store_host=self.broker.broker_addr,
+            store_timestamp=int(time.time() * 1000),
+            properties=with_properties(record.properties, {PROPERTY_PUSH_REPLY_TIME: str(int(time.time() * 1000))}),
+            reconsume_times=header.reconsume_times,
+            unit_mode=header.unit_mode,
+        )
+        push = request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, push_header.to_ext_fields(), bytes(record.body))
+        try:
+            answer = await channel.connection.invoke(push, PUSH_REPLY_TIMEOUT)
+        except RemotingError as exc:
+            log.warning("push reply to %s failed: %s", sender, exc)
+            return f"push reply message to {sender}fail."
+        return None if answer.code == ResponseCode.SUCCESS else f"push reply message to {sender}fail."
+
+    def _store(self, record: MessageRecord, response: RemotingCommand) -> None:
+        """Store the reply; a stored reply's offset msgId and queue offset go into the response, whose code stays."""
+        try:
+            appended = self.broker.store.append(record)
+        except StoreError as exc:
+            log.warning("storing reply to %s failed: %s", record.topic, exc)
+            return
+        response.ext_fields["msgId"] = offset_msg_id(appended.store_host, appended.phy_offset)
+        response.ext_fields["queueOffset"] = str(appended.queue_offset)
+        response.ext_fields["queueId"] = str(record.queue_id)

@@ -1,0 +1,147 @@
+"""Request-reply on the broker over real sockets: SEND_REPLY_MESSAGE_V2 (325) and SEND_REPLY_MESSAGE (324) as golden
+frames from a bare socket (the replier), PUSH_REPLY_MESSAGE_TO_CLIENT (326) received by a requester that registered
+itself with a HEART_BEAT, and Java's answers when the requester is unknown, gone or says no."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.bodies import HeartbeatData, ProducerData
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.headers.ops import ReplyMessageRequestHeader
+from remoting.codec.message import decode_record
+from remoting.codec.message_properties import decode_properties
+from remoting.processor import RequestContext
+from tests.broker.test_ops_wire import ask, golden
+
+REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
+
+
+def reply_v2(client_id: bytes | None, correlation: bytes = b"cid-1") -> bytes:
+    """A replier's 325 frame: the V2 send header, properties with CORRELATION_ID, REPLY_TO_CLIENT, TTL, MSG_TYPE."""
+    props = b"CORRELATION_ID\\u0001" + correlation + b"\\u0002"
+    if client_id is not None:
+        props += b"REPLY_TO_CLIENT\\u0001" + client_id + b"\\u0002"
+    props += b"TTL\\u00013000\\u0002MSG_TYPE\\u0001reply\\u0002"
+    ext = (
+        b'{"a":"replier-pg","b":"DefaultCluster_REPLY_TOPIC","c":"TBW102","d":"4","e":"0","f":"0",'
+        b'"g":"1700000000123","h":"0","i":"' + props + b'","j":"0","k":"false"}'
+    )
+    return golden(RequestCode.SEND_REPLY_MESSAGE_V2, ext, b"pong")
+
+
+class Requester:
+    """A client connection that heartbeats as producer ``client_id`` and answers pushed replies with ``answer``."""
+
+    def __init__(self, answer: int = ResponseCode.SUCCESS) -> None:
+        self.answer = answer
+        self.pushed: list[RemotingCommand] = []
+        self.arrived = trio.Event()
+
+    async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+        self.pushed.append(cmd)
+        self.arrived.set()
+        return cmd.response(self.answer)
+
+
+@pytest.fixture
+async def requester(embedded_cluster: EmbeddedCluster) -> AsyncIterator[Requester]:
+    handler = Requester()
+    async with RemotingClient(request_handler=handler) as client:
+        beat = HeartbeatData("10.1.1.1@req", producer_data_set=(ProducerData("req-pg"),))
+        answer = await client.invoke(
+            embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=beat.encode()), 5
+        )
+        assert answer.code == ResponseCode.SUCCESS
+        yield handler
+
+
+def _stored_replies(cluster: EmbeddedCluster) -> list[dict[str, str]]:
+    store = cluster.controller.context.store
+    return [decode_record(v).properties for v in store.get(REPLY_TOPIC, 0, 0, 32).messages]
+
+
+async def test_a_reply_is_pushed_to_the_requester_and_stored(
+    embedded_cluster: EmbeddedCluster, requester: Requester
+) -> None:
+    answer = await ask(embedded_cluster.broker_addr, reply_v2(b"10.1.1.1@req"))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert (answer.ext_fields["MSG_REGION"], answer.ext_fields["TRACE_ON"]) == ("DefaultRegion", "true")
+    assert answer.ext_fields["queueId"] == "0" and answer.ext_fields["msgId"] != "0"
+    (pushed,) = requester.pushed
+    assert pushed.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT and bytes(pushed.body) == b"pong"
+    header = ReplyMessageRequestHeader.from_ext_fields(pushed.ext_fields)
+    assert (header.producer_group, header.topic, header.born_timestamp) == ("replier-pg", REPLY_TOPIC, 1700000000123)
+    assert header.store_host == embedded_cluster.broker_addr and header.born_host.startswith("127.0.0.1:")
+    props = decode_properties(header.properties or "")
+    assert props["CORRELATION_ID"] == "cid-1" and int(props["PUSH_REPLY_TIME"]) > 0
+    (stored,) = _stored_replies(embedded_cluster)
+    assert stored["CORRELATION_ID"] == "cid-1" and "PUSH_REPLY_TIME" not in stored
+
+
+async def test_the_v1_reply_code_is_served_too(embedded_cluster: EmbeddedCluster, requester: Requester) -> None:
+    ext = (
+        b'{"bornTimestamp":"1700000000123","defaultTopic":"TBW102","defaultTopicQueueNums":"4","flag":"0",'
+        b'"producerGroup":"replier-pg","properties":"CORRELATION_ID\\u0001c2\\u0002REPLY_TO_CLIENT\\u000110.1.1.1@req'
+        b'\\u0002MSG_TYPE\\u0001reply\\u0002","queueId":"-1","sysFlag":"0","topic":"DefaultCluster_REPLY_TOPIC"}'
+    )
+    answer = await ask(embedded_cluster.broker_addr, golden(RequestCode.SEND_REPLY_MESSAGE, ext, b"v1"))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert [bytes(p.body) for p in requester.pushed] == [b"v1"]
+
+
+@pytest.mark.parametrize(
+    ("client_id", "remark"),
+    [
+        (b"ghost@1", "push reply message fail, channel of <ghost@1> not found."),
+        (None, "reply message properties[REPLY_TO_CLIENT] is null"),
+    ],
+)
+async def test_a_reply_nobody_waits_for_answers_java_s_remark_and_is_still_stored(
+    embedded_cluster: EmbeddedCluster, client_id: bytes | None, remark: str
+) -> None:
+    answer = await ask(embedded_cluster.broker_addr, reply_v2(client_id))
+    assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, remark)
+    assert answer.ext_fields["TRACE_ON"] == "true"
+    assert len(_stored_replies(embedded_cluster)) == 1
+
+
+async def test_a_requester_refusing_the_push_fails_the_reply(embedded_cluster: EmbeddedCluster) -> None:
+    handler = Requester(answer=ResponseCode.SYSTEM_ERROR)
+    async with RemotingClient(request_handler=handler) as client:
+        beat = HeartbeatData("10.1.1.1@no", producer_data_set=(ProducerData("req-pg"),))
+        await client.invoke(embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=beat.encode()), 5)
+        answer = await ask(embedded_cluster.broker_addr, reply_v2(b"10.1.1.1@no"))
+    assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "push reply message to 10.1.1.1@nofail.")
+
+
+async def test_without_store_reply_message_enable_replies_are_only_pushed(
+    embedded_cluster: EmbeddedCluster, requester: Requester
+) -> None:
+    async with RemotingClient() as client:
+        cmd = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"storeReplyMessageEnable=false\n")
+        assert (await client.invoke(embedded_cluster.broker_addr, cmd, 5)).code == ResponseCode.SUCCESS
+    answer = await ask(embedded_cluster.broker_addr, reply_v2(b"10.1.1.1@req"))
+    assert (answer.code, answer.ext_fields["msgId"], answer.ext_fields["queueOffset"]) == (
+        ResponseCode.SUCCESS,
+        "0",
+        "0",
+    )
+    assert _stored_replies(embedded_cluster) == [] and len(requester.pushed) == 1
+
+
+async def test_a_reply_to_a_forbidden_topic_gets_the_send_checks_answer(embedded_cluster: EmbeddedCluster) -> None:
+    ext = (
+        b'{"a":"replier-pg","b":"SCHEDULE_TOPIC_XXXX","c":"TBW102","d":"4","e":"0","f":"0","g":"1","h":"0",'
+        b'"i":"MSG_TYPE\\u0001reply\\u0002"}'
+    )
+    answer = await ask(embedded_cluster.broker_addr, golden(RequestCode.SEND_REPLY_MESSAGE_V2, ext, b"x"))
+    assert answer.code == ResponseCode.NO_PERMISSION
+    missing = await ask(embedded_cluster.broker_addr, golden(RequestCode.SEND_REPLY_MESSAGE_V2, b'{"a":"pg"}', b"x"))
+    assert missing.code == ResponseCode.SYSTEM_ERROR and "'b'" in (missing.remark or "")

@@ -1,0 +1,260 @@
+"""The ``mqadmin`` commands beyond tests/client/test_admin.py and test_mqadmin_stats.py, against the embedded cluster:
+RocketMQ's lookup rules (any case, aliases, ``help``, ``NAMESRV_ADDR``), and each remaining 4.9.8 subcommand with its
+RocketMQ output (docs/mqadmin.md maps every command to its test)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from click.testing import CliRunner, Result
+
+from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message, MessageExt
+from client.mqadmin import main as mqadmin
+from client.producer import Producer
+from remoting.codec.bodies import MessageQueue
+from tests.client.conftest import ThreadedCluster
+from tests.client.helpers import create_topic, wait_until
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(mqadmin, list(args), env=env, catch_exceptions=False)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> Any:
+    result = _run(*args, "--json", env=env)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def _text(*args: str) -> str:
+    result = _run(*args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_commands_are_found_in_any_case_by_alias_and_listed_and_n_comes_from_namesrv_addr(
+    cluster: ThreadedCluster,
+) -> None:
+    listing = _text()
+    assert listing.startswith("The most commonly used mqadmin commands are:\n")
+    names = [line.split()[0] for line in listing.splitlines()[1:] if line.startswith("   ")]
+    assert len(names) == 52 and "queryMsgTraceById" in names and "help" not in names
+    assert "See 'mqadmin help <command>' for more information on a specific command." in listing
+    assert "-t, --topic" in _text("help", "updatetopic")
+    unknown = _run("noSuchCommand")
+    assert (unknown.exit_code, unknown.output) == (1, "The sub command noSuchCommand not exist.\n")
+    env = {"NAMESRV_ADDR": cluster.namesrv_addr}
+    assert {"Cluster": "DefaultCluster"} in _cli("TOPICCLUSTERLIST", "-t", "TBW102", env=env)["rows"]
+    assert _cli("QueryMsgTraceById", "-i", "nothing", env=env).get("rows") is None
+    missing = _run("topicList", env={"NAMESRV_ADDR": ""})
+    assert missing.exit_code == 1 and "NAMESRV_ADDR" in missing.output
+    required = _run("updateKvConfig", "-n", cluster.namesrv_addr, "-s", "ns")
+    assert required.exit_code == 2 and "Missing option '-k'" in required.output
+
+
+def test_topic_commands_perm_order_conf_and_allocation(cluster: ThreadedCluster) -> None:
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    anyio.run(create_topic, ns, "OpsTopic", 4)
+    changed = _cli("updateTopicPerm", "-n", ns, "-t", "OpsTopic", "-b", addr, "-p", "4")
+    assert changed["lines"][0] == f"update topic perm from 6 to 4 in {addr} success."
+    conf = _cli("updateOrderConf", "-n", ns, "-t", "OpsTopic", "-m", "put", "-v", "broker-a:4")
+    assert conf["lines"] == ["update orderConf success. topic=[OpsTopic], orderConf=[broker-a:4]"]
+    got = _cli("updateOrderConf", "-n", ns, "-t", "OpsTopic", "-m", "get")
+    assert got["lines"] == ["get orderConf success. topic=[OpsTopic], orderConf=[broker-a:4] "]
+    _cli("updateOrderConf", "-n", ns, "-t", "OpsTopic", "-m", "delete")
+    got = _cli("updateOrderConf", "-n", ns, "-t", "OpsTopic", "-m", "get")
+    assert got["lines"] == ["get orderConf success. topic=[OpsTopic], orderConf=[null] "]
+    allocation = _cli("allocateMQ", "-n", ns, "-t", "OpsTopic", "-i", "10.0.0.1,10.0.0.2")["result"]
+    assert [[q["queueId"] for q in allocation[ip]] for ip in ("10.0.0.1", "10.0.0.2")] == [[0, 1], [2, 3]]
+    ordered = _cli("updateTopic", "-n", ns, "-t", "OrderedTopic", "-b", addr, "-o", "true", "-r", "2", "-w", "2")
+    assert "set broker orderConf. isOrder=true, orderConf=[broker-a:2]" in ordered["lines"]
+
+
+@pytest.mark.anyio
+async def test_group_commands_status_config_and_producers(cluster: ThreadedCluster, tmp_path: Path) -> None:
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    await create_topic(ns, "GroupOps", queues=2)
+    seen: list[MessageExt] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("ops-cg", ns)
+    consumer.subscribe("GroupOps")
+    consumer.register_message_listener(listener)
+    run = anyio.to_thread.run_sync
+    async with Producer("ops-pg", ns) as producer, consumer:
+        await producer.send(Message("GroupOps", b"one"))
+        await wait_until(lambda: len(seen) == 1)
+        await consumer.persist_offsets()  # consumerProgress lists the queues a group has committed offsets on
+        producers = await run(_cli, "producer", "-n", ns, "-b", addr)
+        assert [r["clientId"] for r in producers["rows"] if r["group"] == "ops-pg"] == [producer.instance.client_id]
+        import os
+
+        cwd = os.getcwd()
+        os.chdir(tmp_path)
+        try:
+            status = await run(_cli, "consumerStatus", "-n", ns, "-g", "ops-cg")
+        finally:
+            os.chdir(cwd)
+        (row,) = status["rows"]
+        assert row["ClientId"] == consumer.instance.client_id and row["Version"] == "V4_9_8"
+        assert "#Consumer Subscription#" in (tmp_path / row["ConsumerRunningInfoFile"]).read_text()
+        assert "Rebalance OK" in " ".join(status["lines"])
+        one = await run(_text, "consumerStatus", "-n", ns, "-g", "ops-cg", "-i", consumer.instance.client_id)
+        assert "#Consumer MQ Detail#" in one and "GroupOps" in one
+        progress = await run(_cli, "consumerProgress", "-n", ns, "-g", "ops-cg", "-s", "true")
+        assert {r["Client IP"] for r in progress["rows"] if r["Topic"] == "GroupOps"} == {
+            consumer.instance.client_id.split("@")[0]
+        }
+        groups = await run(_cli, "consumerProgress", "-n", ns)
+        assert any(r["Group"] == "ops-cg" and r["Type"] == "PUSH" for r in groups["rows"])
+    config = await run(_cli, "getConsumerConfig", "-n", ns, "-g", "ops-cg")
+    assert {"broker": "broker-a", "key": "groupName", "value": "ops-cg"} in config["rows"]
+    monitored = await run(_cli, "startMonitoring", "-n", ns, "--rounds", "1")
+    assert any("consumerGroup=ops-cg, topic=GroupOps, undoneMsgsTotal=0" in line for line in monitored["lines"])
+
+
+@pytest.mark.anyio
+async def test_offset_commands_skip_clone_and_query_the_consume_queue(cluster: ThreadedCluster) -> None:
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    await create_topic(ns, "OffsetOps", queues=1)
+    async with Producer("offset-pg", ns) as producer:
+        for i in range(5):
+            await producer.send(Message("OffsetOps", f"{i}".encode(), tags="T"))
+    mq = MessageQueue("OffsetOps", "broker-a", 0)
+    async with Admin(ns) as admin:
+        await admin.update_consumer_offset(addr, "src-g", mq, 2)
+    run = anyio.to_thread.run_sync
+    cloned = await run(_cli, "cloneGroupOffset", "-n", ns, "-s", "src-g", "-d", "dst-g", "-t", "OffsetOps")
+    assert cloned["lines"] == ["clone group offset success. srcGroup[src-g], destGroup=[dst-g], topic[OffsetOps]"]
+    skipped = await run(_cli, "skipAccumulatedMessage", "-n", ns, "-g", "dst-g", "-t", "OffsetOps")
+    assert [(r["queueId"], r["consumerOffset"], r["rollbackOffset"]) for r in skipped["rows"]] == [(0, 2, 5)]
+    rolled = await run(_cli, "resetOffsetByTime", "-n", ns, "-g", "dst-g", "-t", "OffsetOps", "-s", "0")
+    assert [r["rollbackOffset"] for r in rolled["rows"]] == [0]
+    async with Admin(ns) as admin:
+        assert (await admin.consumer_progress("dst-g", "OffsetOps"))[mq].consumer_offset == 0
+    cq = await run(_cli, "queryCq", "-n", ns, "-t", "OffsetOps", "-q", "0", "-i", "1", "-c", "2")
+    assert [r["idx"] for r in cq["rows"]] == [1, 2] and all(r["physicSize"] > 0 for r in cq["rows"])
+    assert "Queue data: \nmax: 5, min: 0" in "\n".join(cq["lines"])
+
+
+@pytest.mark.anyio
+async def test_message_commands_print_and_probe(cluster: ThreadedCluster) -> None:
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "MsgOps", queues=2)
+    async with Producer("msg-pg", ns) as producer:
+        sent = [
+            await producer.send(Message("MsgOps", f"body-{i}".encode(), tags="A" if i % 2 else "B")) for i in range(4)
+        ]
+    run = anyio.to_thread.run_sync
+    unique = await run(_cli, "queryMsgByUniqueKey", "-n", ns, "-t", "MsgOps", "-i", sent[0].msg_id)
+    assert [m["Body"] for m in unique["messages"]] == ["body-0"]
+    printed = await run(_cli, "printMsg", "-n", ns, "-t", "MsgOps", "-s", "A")
+    assert sorted(r["BODY"] for r in printed["rows"]) == ["body-1", "body-3"]
+    queue = str(sent[0].queue_id)
+    by_queue = await run(_cli, "printMsgByQueue", "-n", ns, "-t", "MsgOps", "-a", "broker-a", "-i", queue, "-f", "true")
+    assert by_queue["rows"] and all("Tag" in r for r in by_queue["rows"])
+    text = await run(_text, "printMsg", "-n", ns, "-t", "MsgOps", "-d", "false")
+    assert "BODY: NOT PRINT BODY" in text and "minOffset=0, maxOffset=" in text
+    rt = await run(_cli, "checkMsgSendRT", "-n", ns, "-t", "MsgOps", "-a", "4", "-s", "16")
+    assert [r["Send Result"] for r in rt["rows"]] == [True] * 4
+    assert [r["QID"] for r in rt["rows"]] == [0, 1, 0, 1]
+    status = await run(_cli, "sendMsgStatus", "-n", ns, "-b", "broker-a", "-c", "3")
+    assert [r["status"] for r in status["rows"]] == ["SEND_OK"] * 3
+    cluster_rt = await run(_cli, "clusterRT", "-n", ns, "-a", "3", "--rounds", "1")
+    assert [(r["Cluster Name"], r["successCount"]) for r in cluster_rt["rows"]] == [("DefaultCluster", 3)]
+
+
+def test_name_server_commands_kv_permissions_and_settings(cluster: ThreadedCluster) -> None:
+    ns = cluster.namesrv_addr
+    assert _cli("updateKvConfig", "-n", ns, "-s", "myns", "-k", "k", "-v", "v1")["ok"]
+    assert anyio.run(_kv, ns) == "v1"
+    assert _cli("deleteKvConfig", "-n", ns, "-s", "myns", "-k", "k")["ok"]
+    assert anyio.run(_kv, ns) is None
+    wiped = _cli("wipeWritePerm", "-n", ns, "-b", "broker-a")["rows"]
+    assert wiped[0]["ok"] and wiped[0]["topics"] > 0
+    added = _cli("addWritePerm", "-n", ns, "-b", "broker-a")["rows"]
+    assert added[0]["ok"] and added[0]["topics"] == wiped[0]["topics"]
+    assert _cli("updateNamesrvConfig", "-n", ns, "-k", "orderMessageEnable", "-v", "true")["ok"]
+    configs = {r["key"]: r["value"] for r in _cli("getNamesrvConfig", "-n", ns)["rows"]}
+    assert configs["orderMessageEnable"] == "true"
+
+
+async def _kv(ns: str) -> str | None:
+    async with Admin(ns) as admin:
+        return await admin.get_kv_config("myns", "k")
+
+
+@pytest.mark.broker(mapped_file_size_commit_log=64 << 10, max_message_size=16 << 10, file_reserved_time=0)
+def test_store_maintenance_commands(cluster: ThreadedCluster) -> None:
+    ns = cluster.namesrv_addr
+    assert _cli("deleteExpiredCommitLog", "-n", ns)["lines"] == ["success"]
+    assert _cli("cleanExpiredCQ", "-n", ns, "-c", "DefaultCluster")["lines"] == ["success"]
+    assert _text("cleanExpiredCQ", "-n", ns, "-b", cluster.broker_addr) == "success"  # no newline, as Java
+
+
+def test_export_commands_write_rocketmq_s_files(cluster: ThreadedCluster, tmp_path: Path) -> None:
+    ns = cluster.namesrv_addr
+    anyio.run(create_topic, ns, "ExportTopic", 3)
+    _cli("updateSubGroup", "-n", ns, "-g", "export-g", "-c", "DefaultCluster")
+    out = tmp_path / "export"
+    assert _cli("exportMetadata", "-n", ns, "-c", "DefaultCluster", "-f", str(out))["path"] == str(
+        out / "metadata.json"
+    )
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["topicConfigTable"]["ExportTopic"]["readQueueNums"] == 3
+    assert "TBW102" not in metadata["topicConfigTable"] and "TOOLS_CONSUMER" not in metadata["subscriptionGroupTable"]
+    assert "export-g" in metadata["subscriptionGroupTable"]
+    _cli("exportMetadata", "-n", ns, "-b", cluster.broker_addr, "-t", "-f", str(out))
+    assert "ExportTopic" in json.loads((out / "topic.json").read_text())["topicConfigTable"]
+    _cli("exportConfigs", "-n", ns, "-c", "DefaultCluster", "-f", str(out))
+    configs = json.loads((out / "configs.json").read_text())
+    assert configs["clusterScale"] == {"namesrvSize": 1, "masterBrokerSize": 1, "slaveBrokerSize": 0}
+    assert configs["brokerConfigs"]["broker-a"]["brokerName"] == "broker-a"
+    _cli("exportMetrics", "-n", ns, "-c", "DefaultCluster", "-f", str(out))
+    metrics = json.loads((out / "metrics.json").read_text())
+    report = metrics["evaluateReport"]["broker-a"]
+    assert report["runtimeVersion"]["rocketmqVersion"] == "V4_9_8" and report["runtimeQuota"]["topicSize"] >= 1
+    assert set(metrics["totalData"]["totalTps"]) == {"totalNormalInTps", "totalNormalOutTps", "totalTransInTps",
+                                                      "totalScheduleInTps"}  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_query_msg_trace_by_id_prints_publish_and_consume_records(cluster: ThreadedCluster) -> None:
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "TraceCli", queues=1)
+    seen: list[MessageExt] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("trace-cli-cg", ns, enable_msg_trace=True)
+    consumer.subscribe("TraceCli")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        sent = await anyio.to_thread.run_sync(_cli, "sendMessage", "-n", ns, "-t", "TraceCli", "-p", "t", "-m", "true")
+        await wait_until(lambda: len(seen) == 1)
+    msg_id = sent["rows"][0]["MsgId"]
+    with anyio.fail_after(60):
+        while True:
+            trace = await anyio.to_thread.run_sync(_cli, "queryMsgTraceById", "-n", ns, "-i", msg_id)
+            types = [r.get("Type") for r in trace.get("rows", [])]
+            if "Pub" in types and "Sub" in types:
+                break
+            await anyio.sleep(0.2)
+    sub = next(r for r in trace["rows"] if r["Type"] == "Sub")
+    assert (sub["ConsumerGroup"], sub["Status"]) == ("trace-cli-cg", "success")
+    text = await anyio.to_thread.run_sync(_text, "queryMsgTraceById", "-n", ns, "-i", msg_id)
+    assert text.startswith(
+        "#Type      #ProducerGroup       #ClientHost          #SendTime            #CostTimes #Status"
+    )

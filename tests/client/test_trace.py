@@ -1,0 +1,212 @@
+"""Message trace: the record encoding against golden Java 4.9.8 and C++ 2.1 text, and traces our producer, consumer
+and transactional producer write through the embedded broker (virtual time: the dispatcher's 100 ms polls and 500 ms
+batch age pass at once), found again by message id as ``mqadmin queryMsgTraceById`` finds them."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.errors import TopicRouteNotFoundError
+from client.message import Message, MessageExt
+from client.mqadmin_trace import find_traces
+from client.producer import Producer
+from client.trace import TRACE_TOPIC, MessageType, TraceDispatcher, TraceRecord, TraceType, decode_trace_data
+from client.trace.codec import encode_record, trace_keys
+from client.trace.view import TraceView, trace_views
+from client.transaction import LocalTransactionState, TransactionProducer
+from remoting.codec.message import decode_record
+from tests.semantics.helpers import use_virtual_store_clock
+
+A, B = "\x01", "\x02"
+JAVA_PUB = A.join(
+    ["Pub", "1700000000000", "DefaultRegion", "PG", "T", "MSGID1", "TagA", "k1 k2", "10.0.0.1:10911", "5", "3", "0",
+     "OFFSETID1", "true"]
+) + B  # fmt: skip
+JAVA_SUB_BEFORE = A.join(["SubBefore", "1700000000010", "null", "CG", "REQ1", "MSGID1", "0", "k1 k2"]) + B
+JAVA_SUB_AFTER = A.join(["SubAfter", "REQ1", "MSGID1", "7", "true", "k1 k2", "0", "1700000000017", "CG"]) + B
+JAVA_END = A.join(
+    ["EndTransaction", "1700000000020", "DefaultRegion", "TPG", "T", "MSGID2", "null", "null", "10.0.0.1:10911", "2",
+     "MSGID2", "COMMIT_MESSAGE", "false"]
+) + B  # fmt: skip
+# The C++ core 2.1 (src/trace/TraceUtil.cpp): SubAfter ends after its keys, and writes "dKey" for none.
+CPP_SUB_BEFORE = A.join(["SubBefore", "1700000000030", "DEFAULT_REGION", "CCG", "REQ9", "MSGID3", "0", "dKey"]) + B
+CPP_SUB_AFTER = A.join(["SubAfter", "REQ9", "MSGID3", "4", "true", "dKey"]) + B
+
+
+def test_java_records_decode_and_encode_back_to_the_same_text() -> None:
+    text = JAVA_PUB + JAVA_SUB_BEFORE + JAVA_SUB_AFTER + JAVA_END
+    records = decode_trace_data(text)
+    assert [r.type for r in records] == [
+        TraceType.Pub,
+        TraceType.SubBefore,
+        TraceType.SubAfter,
+        TraceType.EndTransaction,
+    ]
+    pub, before, after, end = records
+    assert (pub.group, pub.msg_id, pub.tags, pub.keys, pub.store_host, pub.body_length, pub.cost_time) == (
+        "PG", "MSGID1", "TagA", "k1 k2", "10.0.0.1:10911", 5, 3,
+    )  # fmt: skip
+    assert (pub.msg_type, pub.offset_msg_id, pub.success) == (MessageType.Normal_Msg, "OFFSETID1", True)
+    assert (before.region_id, before.request_id, before.group) == ("null", "REQ1", "CG")
+    assert (after.request_id, after.cost_time, after.timestamp, after.group) == ("REQ1", 7, 1700000000017, "CG")
+    assert (end.transaction_state, end.msg_type, end.tags) == ("COMMIT_MESSAGE", MessageType.Trans_msg_Commit, None)
+    assert "".join(encode_record(r) for r in records) == text
+    assert trace_keys(records[:1]) == ["MSGID1", "k1", "k2"]
+
+
+def test_cpp_records_decode_and_the_view_fills_the_consume_group_from_sub_before() -> None:
+    from remoting.codec.message import MessageExt as Ext
+
+    body = (CPP_SUB_BEFORE + CPP_SUB_AFTER + "garbage" + A + "x" + B).encode()
+    carrier = Ext(0, 0, 0, 0, 0, 0, 0, 0, ("10.9.9.9", 4242), 0, ("127.0.0.1", 1), 0, 0, body, "T", {}, b"")
+    views = trace_views("MSGID3", [carrier])
+    after = next(v for v in views if v.record.type is TraceType.SubAfter)
+    assert (after.record.group, after.record.timestamp, after.record.cost_time) == ("CCG", 1700000000030, 4)
+    assert after.client_host == "10.9.9.9:4242" and after.status == "success"
+    assert isinstance(after, TraceView)
+
+
+async def test_a_full_queue_drops_records_and_counts_them() -> None:
+    from client.instance import new_instance
+
+    dispatcher = TraceDispatcher(new_instance(None, "127.0.0.1:1"), "g", "PRODUCE", queue_size=4)
+    for i in range(10):
+        dispatcher.append(TraceRecord(TraceType.EndTransaction, msg_id=str(i)))
+    assert dispatcher.dropped == 6
+    assert dispatcher.topic == TRACE_TOPIC and dispatcher.inner_group.startswith("_INNER_TRACE_PRODUCER-g-PRODUCE-")
+
+
+async def _create(cluster: EmbeddedCluster, topic: str) -> None:
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
+
+
+async def _traces(cluster: EmbeddedCluster, msg_id: str, topic: str | None, want: set[TraceType]) -> list[TraceView]:
+    """The trace of ``msg_id`` once it holds every record type in ``want`` (they arrive in batches)."""
+    async with Admin(cluster.namesrv_addr) as admin:
+        with trio.fail_after(60):
+            while True:
+                with contextlib.suppress(TopicRouteNotFoundError):  # the trace topic is created by its first batch
+                    views = await find_traces(admin, msg_id, topic)
+                    if {v.record.type for v in views} >= want:
+                        return views
+                await trio.sleep(0.2)
+
+
+async def test_a_message_sent_and_consumed_with_trace_on_has_its_publish_and_consume_records(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create(embedded_cluster, "TracedTopic")
+    done = trio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("traced-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True)
+    consumer.subscribe("TracedTopic")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("traced-pg", embedded_cluster.namesrv_addr, enable_msg_trace=True) as producer:
+        sent = await producer.send(Message("TracedTopic", b"traced body", tags="TagT", keys="order-9"))
+        with trio.fail_after(60):
+            await done.wait()
+        views = await _traces(
+            embedded_cluster, sent.msg_id, None, {TraceType.Pub, TraceType.SubBefore, TraceType.SubAfter}
+        )
+        assert producer.trace is not None and producer.trace.dropped == 0
+    by_type = {v.record.type: v.record for v in views}
+    pub, before, after = by_type[TraceType.Pub], by_type[TraceType.SubBefore], by_type[TraceType.SubAfter]
+    assert (pub.group, pub.topic, pub.tags, pub.keys, pub.region_id) == (
+        "traced-pg",
+        "TracedTopic",
+        "TagT",
+        "order-9",
+        "DefaultRegion",
+    )
+    assert (pub.store_host, pub.offset_msg_id, pub.success) == (embedded_cluster.broker_addr, sent.offset_msg_id, True)
+    assert pub.body_length == len(b"traced body") and pub.msg_type is MessageType.Normal_Msg
+    assert (before.group, before.retry_times, before.keys) == ("traced-cg", 0, "order-9")
+    assert (after.group, after.request_id, after.success, after.context_code) == (
+        "traced-cg",
+        before.request_id,
+        True,
+        0,
+    )
+    store = embedded_cluster.controller.context.store
+    carriers = [decode_record(v) for q in range(8) for v in store.get(TRACE_TOPIC, q, 0, 32).messages]
+    assert carriers and all(c.properties.get("KEYS") for c in carriers)
+    assert any(sent.msg_id in c.keys and "order-9" in c.keys for c in carriers)
+
+
+async def test_a_custom_trace_topic_and_end_transaction_records(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    await _create(embedded_cluster, "TxTraced")
+
+    async def commit(msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    producer = TransactionProducer(
+        "tx-traced-pg",
+        embedded_cluster.namesrv_addr,
+        execute_local_transaction=commit,
+        check_local_transaction=commit,
+        enable_msg_trace=True,
+        customized_trace_topic="MyTraceTopic",
+    )
+    async with producer:
+        result = await producer.send_message_in_transaction(Message("TxTraced", b"tx", keys="tk"))
+        views = await _traces(
+            embedded_cluster, result.send_result.msg_id, "MyTraceTopic", {TraceType.Pub, TraceType.EndTransaction}
+        )
+    by_type = {v.record.type: v.record for v in views}
+    assert by_type[TraceType.Pub].msg_type is MessageType.Trans_Msg_Half
+    end = by_type[TraceType.EndTransaction]
+    assert (end.group, end.topic, end.keys, end.transaction_state, end.from_transaction_check) == (
+        "tx-traced-pg", "TxTraced", "tk", "COMMIT_MESSAGE", False,
+    )  # fmt: skip
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        assert await find_traces(admin, result.send_result.msg_id, None) == []  # not in the default topic
+
+
+@pytest.mark.parametrize("status", [ConsumeConcurrentlyStatus.RECONSUME_LATER])
+async def test_a_failed_consumption_is_traced_as_failed(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, status: ConsumeConcurrentlyStatus
+) -> None:
+    use_virtual_store_clock(embedded_cluster)  # the send-back waits in delay level 3 (10 s) of store time
+    await _create(embedded_cluster, "FailTraced")
+    calls = 0
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        nonlocal calls
+        calls += 1
+        return status if calls == 1 else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("fail-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True)
+    consumer.subscribe("FailTraced")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("fail-pg", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("FailTraced", b"x"))
+        with trio.fail_after(120):
+            while calls < 2:
+                await trio.sleep(0.1)
+        async with Admin(embedded_cluster.namesrv_addr) as admin:
+            with trio.fail_after(60):
+                while True:
+                    views = await find_traces(admin, sent.msg_id, None)
+                    if len([v for v in views if v.record.type is TraceType.SubAfter]) >= 2:
+                        break
+                    await trio.sleep(0.2)
+    outcomes = [
+        (v.record.success, v.record.context_code, v.record.group) for v in views if v.record.type is TraceType.SubAfter
+    ]
+    assert outcomes == [(False, 4, "fail-cg"), (True, 0, "fail-cg")]
+    assert not [v for v in views if v.record.type is TraceType.Pub]  # the producer had trace off
