@@ -187,6 +187,10 @@ async def get_producers(request: Request) -> JSONResponse:
     return JSONResponse({"group": group, "topic": topic, "connections": connections})
 
 
+async def get_all_producers(request: Request) -> JSONResponse:
+    return JSONResponse({"producers": await groups.all_producers(_admin(request))})
+
+
 # -- messages ------------------------------------------------------------------------------------------------
 
 
@@ -271,6 +275,7 @@ ROUTES = [
     Route("/api/group", answering_errors(delete_group), methods=["DELETE"]),
     Route("/api/group/reset", answering_errors(post_group_reset), methods=["POST"]),
     Route("/api/producers", answering_errors(get_producers)),
+    Route("/api/producers/all", answering_errors(get_all_producers)),
     Route("/api/messages/time", answering_errors(get_messages_by_time)),
     Route("/api/messages/key", answering_errors(get_messages_by_key)),
     Route("/api/message", answering_errors(get_message)),

@@ -1,6 +1,7 @@
 """The Consumer groups page's data and actions: every group with its lag (RocketMQ's "diff total") and consume
 TPS, one group's per-queue progress, connections (with client versions) and subscriptions, resetting its offsets to
-a time, and deleting it. The Producers page's producer connections are here too.
+a time, and deleting it. The Producers page's producer connections are here too (a group's on a topic, and every
+producer online).
 
 The list costs one GET_BROKER_CONSUME_STATS per master (every group's offsets and rates at once) plus one
 GET_CONSUMER_CONNECTION_LIST per group, asked concurrently. A reset of an offline group falls back to committing
@@ -174,6 +175,30 @@ async def producer_connections(admin: Admin, group: str, topic: str) -> list[dic
             return []
         raise
     return client_rows(conn.connection_set)
+
+
+async def all_producers(admin: Admin) -> list[dict[str, Any]]:
+    """Every producer connected to a master (GET_ALL_PRODUCER_INFO), one row per group and client with the masters
+    it is connected to, by group."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for addr in await admin.master_addresses():
+        for group, infos in (await admin.producer_table(addr)).data.items():
+            for p in infos:
+                row = rows.setdefault(
+                    (group, p.client_id),
+                    {
+                        "group": group,
+                        "clientId": p.client_id,
+                        "clientAddr": p.remote_ip.lstrip("/"),
+                        "language": p.language,
+                        "version": version_desc(p.version),
+                        "lastUpdateTimestamp": 0,
+                        "brokers": [],
+                    },
+                )
+                row["brokers"].append(addr)
+                row["lastUpdateTimestamp"] = max(row["lastUpdateTimestamp"], p.last_update_timestamp)
+    return [rows[key] for key in sorted(rows)]
 
 
 def client_rows(connections: Iterable[ClientConnection]) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
-// Producers page: the producers of a group connected to a topic's brokers.
+// Producers page: the producers of a group connected to a topic's brokers, and every producer online.
 "use strict";
 (async function () {
-  const { api, guarded, table, param, el } = mq;
+  const { api, guarded, table, param, el, fmtTime } = mq;
   const form = document.getElementById("query");
   // The topic names for the input's suggestions arrive on their own, without delaying the search.
   guarded(() => api("GET", "/api/topics")).then((topics) => {
@@ -17,6 +17,20 @@
       { key: "language", title: "Language" }, { key: "version", title: "Version" },
     ], d.connections, { name: "producers" });
   }
+
+  async function everyProducer() {
+    const d = await guarded(() => api("GET", "/api/producers/all"));
+    if (!d) return;
+    const pick = (group) => () => { form.group.value = group; form.group.focus(); };
+    table(document.getElementById("all-producers"), [
+      { key: "group", title: "Producer group", render: (r) => el("a", { href: "#query", onclick: pick(r.group) }, r.group) },
+      { key: "clientId", title: "Client id" }, { key: "clientAddr", title: "Address" },
+      { key: "language", title: "Language" }, { key: "version", title: "Version" },
+      { key: "lastUpdateTimestamp", title: "Last heartbeat", render: (r) => fmtTime(r.lastUpdateTimestamp) },
+      { key: "brokers", title: "Brokers", value: (r) => r.brokers.join(", ") },
+    ], d.producers, { name: "all-producers" });
+  }
+  everyProducer();
 
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();

@@ -158,6 +158,14 @@ async def test_producers_of_a_group_on_a_topic(dash: Dash) -> None:
         data = await dash.get("/api/producers?group=dash-prod&topic=ProdTopic")
         [conn] = data["connections"]
         assert conn["clientId"] == producer.instance.client_id and conn["language"] == "PYTHON"
+        [online] = [p for p in (await dash.get("/api/producers/all"))["producers"] if p["group"] == "dash-prod"]
+        assert (online["clientId"], online["language"], online["version"]) == (
+            producer.instance.client_id,
+            "PYTHON",
+            "V4_9_8",
+        )
+        assert online["brokers"] == [dash.cluster.broker_addr] and online["lastUpdateTimestamp"] > 0
+        assert online["clientAddr"].startswith("127.0.0.1:")
 
 
 async def test_test_message_from_the_topic_page_is_stored(dash: Dash) -> None:

@@ -234,6 +234,9 @@ def test_screenshots_of_every_page_at_1280x800(browser: WebDriver, live: Threade
         for name, path in pages.items():
             open_page(browser, live, path)
             wait_for(browser, lambda d: d.execute_script("return document.querySelectorAll('table,canvas').length") > 0)
+            if name == "producers":  # the group's producer, and the same among every producer online
+                table_rows(browser, "producers", lambda r: len(r) == 1)
+                table_rows(browser, "all-producers", lambda r: any(c[0] == "shot-pg" for c in r))
             time.sleep(0.3)  # the last fetches of the page
             tables = browser.execute_script("return document.querySelectorAll('table[data-table]').length")
             filters = browser.execute_script("return document.querySelectorAll('input[data-role=filter]').length")
