@@ -126,6 +126,23 @@ def test_a_message_sent_by_the_python_client_is_found_by_key_with_its_body(
     assert browser.find_element(By.ID, "body").text.startswith("70 61 79")
 
 
+def test_a_traced_message_shows_its_trace(browser: WebDriver, live: ThreadedDashboard) -> None:
+    create_topic(live, "TracedPageTopic")
+    with Producer("traced-page-pg", live.namesrv_addr, enable_msg_trace=True) as producer:
+        sent = producer.send(Message("TracedPageTopic", b"traced", keys="order-77"))
+    deadline = time.monotonic() + HANG_GUARD
+    while True:  # trace records are written in batches: reload until the page has them
+        open_page(browser, live, f"/message?topic=TracedPageTopic&id={sent.msg_id}")
+        wait_for(browser, lambda d: d.find_element(By.ID, "trace").text)
+        traced = rows(browser, "trace")
+        if traced:
+            break
+        assert time.monotonic() < deadline, browser.find_element(By.ID, "trace").text
+        time.sleep(0.2)
+    [pub] = traced
+    assert pub[0] == "Pub" and "traced-page-pg" in pub
+
+
 def test_a_consumer_groups_lag_drops_to_zero_after_consuming(browser: WebDriver, live: ThreadedDashboard) -> None:
     create_topic(live, "LagPageTopic")
     consumed: list[MessageExt] = []
