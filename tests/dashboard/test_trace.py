@@ -1,24 +1,19 @@
 """The message page's trace against real trace records: a producer and a consumer with message trace on write them
 into the trace topic through the embedded broker, and ``/api/message/trace`` shows them through the client's trace
-lookup. It needs a client that traces (``enable_msg_trace``) and decodes traces (``client.mqadmin_trace``); on a
-client without them it is skipped, and ``test_api.py::test_trace_answers_unavailable_or_the_clients_records`` covers
-the page's answer instead."""
+lookup (``client.mqadmin_trace``), from the default trace topics or the one ``rocketmq.config.msgTrackTopicName``
+names."""
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import anyio
-import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
 from client import ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer
 from tests.client.helpers import HANG_GUARD, create_topic
 from tests.dashboard.conftest import Dash, open_dash
-
-TRACING = "enable_msg_trace" in inspect.signature(Producer).parameters
 
 
 async def _trace_with(dash: Dash, msg_id: str, want: set[str]) -> list[dict[str, Any]]:
@@ -34,9 +29,7 @@ async def _trace_with(dash: Dash, msg_id: str, want: set[str]) -> list[dict[str,
             await anyio.sleep(0.1)
 
 
-@pytest.mark.skipif(not TRACING, reason="this client writes no message traces (enable_msg_trace)")
 async def test_a_traced_message_shows_its_send_and_its_consumption(dash: Dash) -> None:
-    pytest.importorskip("client.mqadmin_trace", reason="this client has no trace decoder")
     assert dash.app.state.trace_finder is not None
     namesrv = dash.cluster.namesrv_addr
     await create_topic(namesrv, "TracedPageTopic", queues=1)
@@ -46,11 +39,10 @@ async def test_a_traced_message_shows_its_send_and_its_consumption(dash: Dash) -
         consumed.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    options: dict[str, Any] = {"enable_msg_trace": True}
-    consumer = PushConsumer("traced-page-cg", namesrv, **options)
+    consumer = PushConsumer("traced-page-cg", namesrv, enable_msg_trace=True)
     consumer.subscribe("TracedPageTopic", "*")
     consumer.register_message_listener(listener)
-    async with consumer, Producer("traced-page-pg", namesrv, **options) as producer:
+    async with consumer, Producer("traced-page-pg", namesrv, enable_msg_trace=True) as producer:
         sent = await producer.send(Message("TracedPageTopic", b"traced", tags="TagT", keys="order-7"))
         with anyio.fail_after(HANG_GUARD):
             await consumed.wait()
@@ -68,13 +60,11 @@ async def test_a_traced_message_shows_its_send_and_its_consumption(dash: Dash) -
     assert [r["timestamp"] for r in records] == sorted(r["timestamp"] for r in records)
 
 
-@pytest.mark.skipif(not TRACING, reason="this client writes no message traces (enable_msg_trace)")
 async def test_a_trace_in_the_configured_trace_topic(embedded_cluster: EmbeddedCluster, nursery: trio.Nursery) -> None:
-    pytest.importorskip("client.mqadmin_trace", reason="this client has no trace decoder")
     namesrv = embedded_cluster.namesrv_addr
     await create_topic(namesrv, "OwnTraceTopic", queues=1)
-    options: dict[str, Any] = {"enable_msg_trace": True, "customized_trace_topic": "MyTraceTopic"}
-    async with Producer("own-trace-pg", namesrv, **options) as producer:
+    producer = Producer("own-trace-pg", namesrv, enable_msg_trace=True, customized_trace_topic="MyTraceTopic")
+    async with producer:
         sent = await producer.send(Message("OwnTraceTopic", b"traced", keys="order-8"))
         async for dash in open_dash(embedded_cluster, nursery, msg_track_topic_name="MyTraceTopic"):
             [pub] = await _trace_with(dash, sent.msg_id, {"Pub"})
