@@ -1,8 +1,8 @@
 """The Topics page's data and actions: the topic list (one name-server call, so it stays fast with thousands of
 topics), a topic's route, queue offsets and consumer groups, create, delete and a test message.
 
-Broker refusals propagate as :class:`~client.errors.MQBrokerError`; :mod:`dashboard.errors` turns them into the
-JSON error the page shows.
+Broker refusals propagate as :class:`~client.errors.MQBrokerError`; :mod:`dashboard.api` turns them into the JSON
+error the page shows.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import attrs
 from client.admin import Admin
 from client.message import Message
 from client.producer import Producer
+from dashboard.groups import topic_consumers
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
 
 RETRY_PREFIX = "%RETRY%"
@@ -71,10 +72,10 @@ def _perm_text(perm: int) -> str:
 
 
 async def topic_detail(admin: Admin, topic: str) -> dict[str, Any]:
-    """Route (brokers and queue counts), every queue's offsets and the groups consuming the topic."""
+    """Route (brokers and queue counts), every queue's offsets and the groups consuming the topic with their lag."""
     route = await admin.topic_route(topic)
     status = await admin.topic_status(topic)
-    consumers = await admin.topic_consumed_by(topic)
+    consumers = await topic_consumers(admin, topic)
     return {
         "topic": topic,
         "route": [
@@ -99,7 +100,8 @@ async def topic_detail(admin: Admin, topic: str) -> dict[str, Any]:
             for mq, o in status.items()
         ],
         "totalMessages": sum(o.max_offset - o.min_offset for o in status.values()),
-        "consumerGroups": consumers,
+        "consumerGroups": [c["group"] for c in consumers],
+        "consumers": consumers,
     }
 
 

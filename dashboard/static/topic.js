@@ -28,7 +28,10 @@
     ], d.queues, { name: "queues", sortKey: "queueId" });
     table(document.getElementById("consumers"), [
       { key: "group", title: "Group", render: (r) => link("/group?group=" + encodeURIComponent(r.group), r.group) },
-    ], d.consumerGroups.map((g) => ({ group: g })), { name: "consumers" });
+      { key: "diffTotal", title: "Diff total", num: true },
+      { key: "consumeTps", title: "TPS", num: true },
+      { key: "error", title: "", render: (r) => (r.error ? el("span", { class: "err" }, r.error) : "") },
+    ], d.consumers, { name: "consumers" });
   }
 
   document.getElementById("send").addEventListener("submit", async (ev) => {

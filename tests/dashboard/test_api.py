@@ -140,6 +140,8 @@ async def test_a_groups_lag_and_connections_then_reset_and_delete(dash: Dash) ->
     reset = await dash.post("/api/group/reset", {"group": "lag-cg", "topic": "LagTopic", "timestamp": 0})
     assert reset["way"].startswith("offsets committed") and {o["offset"] for o in reset["offsets"]} == {0}
     assert (await group_row(dash, "lag-cg"))["diffTotal"] == 6
+    [on_topic] = [c for c in (await dash.get("/api/topic?topic=LagTopic"))["consumers"] if c["group"] == "lag-cg"]
+    assert (on_topic["diffTotal"], on_topic["error"]) == (6, None)  # the topic page's lag of the group
     assert (await dash.delete("/api/group?group=lag-cg"))["brokers"] == [dash.cluster.broker_addr]
     assert "lag-cg" not in {g["group"] for g in (await dash.get("/api/groups"))["groups"]}
 
