@@ -68,6 +68,9 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.timer
 	$(BIN)/python -m bench.transactions
 	$(BIN)/python -m bench.spark
+	$(BIN)/python -m bench.pop
+	$(BIN)/python -m bench.grpc_stack
+	$(BIN)/python -m bench.grpc_clients
 
 clean:
 	rm -rf $(VENV) data

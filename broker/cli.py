@@ -32,6 +32,7 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.controller import BrokerController
+from proxy.config import ProxyConfig, proxy_config_from
 from remoting.codec.java_properties import PropertiesError, apply_properties, parse_properties, parse_property_args
 from remoting.connection import Address
 from store.errors import StoreError
@@ -44,7 +45,8 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
     props = parse_properties(Path(config_file).read_text(encoding="utf-8")) if config_file else {}
     props.update(parse_property_args(extra))
     config, unknown = apply_properties(BrokerConfig(), props)
-    for key in unknown:
+    _, not_proxy = apply_properties(ProxyConfig(), {k: props[k] for k in unknown})
+    for key in not_proxy:
         click.echo(f"mqbroker: ignoring unknown property {key!r}", err=True)
     if namesrv_addr is None and not config.namesrv_addr:
         # Java falls back to the NAMESRV_ADDR environment variable when nothing else names the name servers.
@@ -64,13 +66,26 @@ def boot_line(config: BrokerConfig, address: Address) -> str:
     )
 
 
-async def run(config: BrokerConfig, config_path: Path | None = None) -> None:
+def build_proxy_config(config_file: str | None, extra: list[str], enable: bool) -> ProxyConfig:
+    """The 5.x front door's settings from the same sources as the broker's (docs/grpc.md#settings)."""
+    props = parse_properties(Path(config_file).read_text(encoding="utf-8")) if config_file else {}
+    props.update(parse_property_args(extra))
+    proxy_config, _ = proxy_config_from(props, enable)
+    return proxy_config
+
+
+async def run(config: BrokerConfig, config_path: Path | None = None, proxy: ProxyConfig | None = None) -> None:
     """Serve until SIGINT or SIGTERM, then shut down by cancelling the nursery. ``config_path`` is the ``-c`` file,
-    where UPDATE_BROKER_CONFIG persists changed properties."""
+    where UPDATE_BROKER_CONFIG persists changed properties; ``proxy`` (when enabled) starts the gRPC endpoint too."""
     controller = BrokerController(config, config_path=config_path)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(controller.serve)
+            if proxy is not None and proxy.enable_proxy:
+                from proxy.startup import serve_proxy  # loads grpcio and the generated code only when asked to
+
+                grpc_port, tls_port = await nursery.start(serve_proxy, controller, proxy)
+                print(f"The proxy[grpcServerPort={grpc_port}, tlsPort={tls_port}] boot success.", flush=True)
             print(boot_line(config, address), flush=True)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
@@ -84,16 +99,18 @@ async def run(config: BrokerConfig, config_path: Path | None = None) -> None:
 )
 @click.option("-c", "config_file", type=click.Path(exists=True, dir_okay=False), help="RocketMQ broker.conf file.")
 @click.option("-n", "--namesrv-addr", "namesrv_addr", default=None, help="Name servers, 'host:port[;host:port]'.")
+@click.option("--enable-proxy", "enable_proxy", is_flag=True, help="Also serve RocketMQ 5 gRPC clients (local proxy).")
 @click.pass_context
-def main(ctx: click.Context, config_file: str | None, namesrv_addr: str | None) -> None:
+def main(ctx: click.Context, config_file: str | None, namesrv_addr: str | None, enable_proxy: bool = False) -> None:
     """Start a RocketMQ 4.x-compatible broker. Extra ``--name value`` pairs set properties."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         config = build_config(config_file, list(ctx.args), namesrv_addr)
+        proxy = build_proxy_config(config_file, list(ctx.args), enable_proxy)
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        trio.run(run, config, Path(config_file) if config_file else None)
+        trio.run(run, config, Path(config_file) if config_file else None, proxy)
     except (OSError, StoreError, ValueError, BaseExceptionGroup) as exc:
         startup = startup_error(exc)
         if startup is None:

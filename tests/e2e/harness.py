@@ -182,6 +182,11 @@ class Process:
         if self._proc is not None and self._proc.returncode is None:
             self._proc.send_signal(signal.SIGKILL)
 
+    def terminate(self) -> None:
+        """SIGTERM: a clean shutdown."""
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.send_signal(signal.SIGTERM)
+
     async def wait_exit(self, timeout: float) -> int | None:
         assert self._proc is not None
         with trio.move_on_after(timeout):

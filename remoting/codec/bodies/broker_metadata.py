@@ -125,3 +125,5 @@ class SubscriptionGroupConfig(JsonShape):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: RocketMQ 5: pop consumers of this group get FIFO message groups in order (5.x clients' ``subscription.fifo``).
+    consume_message_orderly: bool = False

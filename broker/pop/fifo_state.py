@@ -1,0 +1,68 @@
+"""The orderly (FIFO) pop state of every (group, topic, queue) and its file ``config/popFifoState.json``.
+
+RocketMQ keeps the same facts (which offsets of a queue are invisible until when, how often each was delivered) in
+``consumerOrderInfo.json`` (broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoManager.java) in a
+format of its own; ours is a list of queues, each ``{"group", "topic", "queueId", "invisibleUntil": {offset: epoch
+ms}, "attempts": {offset: deliveries}, "acked": [offsets]}``. :class:`~broker.pop.PopService` marks it dirty on every
+change and its revive loop runs the persister, which saves after each change in a worker thread, so a restart (even a
+kill -9, give or take the save in progress) keeps in-flight FIFO messages invisible and their attempt counts.
+
+Errors: a file whose content does not decode raises :class:`~store.metadata_files.ConfigFileError` at load, as the
+broker's other config files do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+
+from store.metadata_files import ConfigFile, ConfigFileError
+
+__all__ = ["FifoQueue", "FifoTable", "fifo_state_file"]
+
+
+@attrs.define
+class FifoQueue:
+    """Orderly pop state of one (group, topic, queue): invisible offsets and per-offset delivery counts."""
+
+    invisible_until: dict[int, int] = attrs.field(factory=dict)
+    attempts: dict[int, int] = attrs.field(factory=dict)
+    acked: set[int] = attrs.field(factory=set)
+
+
+FifoTable = dict[tuple[str, str, int], FifoQueue]
+
+
+def _encode(table: FifoTable) -> bytes:
+    queues = [
+        {"group": group, "topic": topic, "queueId": qid,
+         "invisibleUntil": {str(o): t for o, t in q.invisible_until.items()},
+         "attempts": {str(o): n for o, n in q.attempts.items()}, "acked": sorted(q.acked)}
+        for (group, topic, qid), q in table.items()
+        if q.invisible_until or q.attempts or q.acked
+    ]  # fmt: skip
+    return orjson.dumps({"queues": queues}, option=orjson.OPT_INDENT_2)
+
+
+def _decode(data: bytes) -> FifoTable:
+    try:
+        table: FifoTable = {}
+        for entry in orjson.loads(data)["queues"]:
+            key = (str(entry["group"]), str(entry["topic"]), int(entry["queueId"]))
+            table[key] = FifoQueue(
+                _int_map(entry["invisibleUntil"]), _int_map(entry["attempts"]), {int(o) for o in entry["acked"]}
+            )
+        return table
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ConfigFileError(f"bad FIFO pop state: {exc!r}") from None
+
+
+def _int_map(raw: Any) -> dict[int, int]:
+    return {int(k): int(v) for k, v in raw.items()}
+
+
+def fifo_state_file(config_dir: Path) -> ConfigFile[FifoTable]:
+    return ConfigFile(config_dir / "popFifoState.json", _encode, _decode)

@@ -1,0 +1,78 @@
+"""Receipt handles: what a popped message carries so that its ack or change of invisibility finds its checkpoint.
+
+The text is RocketMQ 5's space-separated handle (``ExtraInfoUtil.buildExtraInfo`` plus the proxy's appended CommitLog
+offset, remoting/src/main/java/org/apache/rocketmq/remoting/protocol/header/ExtraInfoUtil.java and
+common/src/main/java/org/apache/rocketmq/common/consumer/ReceiptHandle.java)::
+
+    ckQueueOffset popTime invisibleTime reviveQid topicType brokerName queueId queueOffset commitLogOffset
+
+``reviveQid`` 999 marks an orderly (FIFO) pop; ``topicType`` 0 is the topic itself, 1 its V1 retry topic
+``%RETRY%<group>_<topic>``. Clients treat the handle as opaque. Sans-IO; :meth:`ReceiptHandle.decode` raises
+``ValueError`` for anything that is not such a handle.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+
+__all__ = ["FIFO_REVIVE_QID", "TOPIC_TYPE_NORMAL", "TOPIC_TYPE_RETRY", "ReceiptHandle", "pop_retry_topic"]
+
+FIFO_REVIVE_QID: Final = 999
+TOPIC_TYPE_NORMAL: Final = 0
+TOPIC_TYPE_RETRY: Final = 1
+_FIELDS: Final = 9
+
+
+def pop_retry_topic(group: str, topic: str) -> str:
+    """The V1 pop retry topic of ``group`` on ``topic``
+    (common/src/main/java/org/apache/rocketmq/common/KeyBuilder.java)."""
+    return f"%RETRY%{group}_{topic}"
+
+
+@attrs.frozen(slots=True)
+class ReceiptHandle:
+    """One popped message's handle. ``pop_time`` and ``invisible_time`` are ms; see the module docstring."""
+
+    start_offset: int
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+    topic_type: int
+    broker_name: str
+    queue_id: int
+    offset: int
+    commit_log_offset: int
+
+    @property
+    def fifo(self) -> bool:
+        return self.revive_qid == FIFO_REVIVE_QID
+
+    @property
+    def visible_at(self) -> int:
+        """Epoch ms at which the message is handed out again unless acknowledged."""
+        return self.pop_time + self.invisible_time
+
+    def expired(self, now_ms: int) -> bool:
+        return self.visible_at <= now_ms
+
+    def real_topic(self, group: str, topic: str) -> str:
+        """The topic whose queue the message was popped from."""
+        return pop_retry_topic(group, topic) if self.topic_type == TOPIC_TYPE_RETRY else topic
+
+    def encode(self) -> str:
+        return (
+            f"{self.start_offset} {self.pop_time} {self.invisible_time} {self.revive_qid} {self.topic_type} "
+            f"{self.broker_name} {self.queue_id} {self.offset} {self.commit_log_offset}"
+        )
+
+    @classmethod
+    def decode(cls, text: str) -> ReceiptHandle:
+        parts = text.split(" ")
+        if len(parts) != _FIELDS or not parts[5]:
+            raise ValueError(f"not a receipt handle: {text[:80]!r}")
+        n = [int(p) for i, p in enumerate(parts) if i != 5]
+        if min(n) < 0:
+            raise ValueError(f"negative field in receipt handle: {text[:80]!r}")
+        return cls(n[0], n[1], n[2], n[3], n[4], parts[5], n[5], n[6], n[7])

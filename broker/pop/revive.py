@@ -1,0 +1,116 @@
+"""``ReviveService``: redelivers popped messages nobody acknowledged in time (RocketMQ's PopReviveService,
+broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java).
+
+It reads the revive queue (``rmq_sys_REVIVE_LOG_<cluster>`` queue 0) in order every ``reviveInterval`` ms. ACK
+records arrive as soon as a consumer acknowledges; CK records arrive only when the timer wheel delivers them, after
+the handle's invisible time (see :mod:`broker.pop.service`). So by the time a CK is read, every ack of its handle is
+already behind it: an ACK seen earlier cancels it, otherwise the message is copied to the retry topic (or the DLQ).
+
+Progress is the consumer offset of group ``CID_RMQ_SYS_REVIVE_GROUP`` on that queue, committed at the oldest ACK still
+waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel (a restart may redeliver a message
+twice, never lose one). ACKs whose CK cannot come any more (a minute past its due time) are forgotten. A record that
+does not decode is logged and skipped; a refused append is retried at the next interval.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import orjson
+import trio
+
+from broker.pop.service import ACK_TAG, CK_GRACE_MS, CK_TAG, PopService
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.message import MessageExt, decode_record
+from store.errors import PutRefusedError
+
+__all__ = ["REVIVE_GROUP", "ReviveService"]
+
+log = logging.getLogger(__name__)
+
+REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
+_BATCH: Final = 32
+_FORGET_ACK_AFTER_MS: Final = 60_000
+
+_Key = tuple[str, str, int, int, int]
+
+
+class ReviveService:
+    """The revive loop of one broker's :class:`PopService`; ``nursery.start(service.run)``."""
+
+    def __init__(self, pop: PopService, interval_ms: int = 1000) -> None:
+        self.pop = pop
+        self.interval = interval_ms / 1000
+        self._acked: dict[_Key, tuple[int, int]] = {}  # key -> (revive offset, due ms)
+        self.revived = 0
+        self._position = 0
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Revive every ``interval`` seconds, and save the pop service's FIFO state after its changes, until
+        cancelled."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.pop.fifo_persister.run)
+            task_status.started()
+            await self._revive_forever()
+
+    async def _revive_forever(self) -> None:
+        while True:
+            await trio.sleep(self.interval)
+            try:
+                while self.revive_once():
+                    await trio.lowlevel.checkpoint()
+            except PutRefusedError as exc:
+                log.warning("revive: append refused (%s); retrying", exc)
+            except Exception:
+                log.exception("revive round failed")
+
+    def revive_once(self) -> bool:
+        """Process one batch of the revive queue; True when there may be more."""
+        broker, topic = self.pop.broker, self.pop.revive_topic
+        offset = broker.offsets.query(REVIVE_GROUP, topic, 0)
+        offset = max(offset, broker.store.min_offset_in_queue(topic, 0))
+        end = broker.store.max_offset_in_queue(topic, 0)
+        position = max(offset, self._position)
+        if position >= end:
+            return False
+        result = broker.store.get(topic, 0, position, _BATCH)
+        for raw in result.messages:
+            try:
+                self._handle(decode_record(raw))
+            except (MessageDecodeError, ValueError, KeyError, TypeError):
+                log.exception("revive: skipping a malformed record")
+        self._position = max(result.next_begin_offset, position)
+        self._forget_stale()
+        # ACKs are kept in the order they were read, which is revive-queue order: the first is the oldest.
+        oldest = next(iter(self._acked.values()))[0] if self._acked else self._position
+        broker.offsets.commit(REVIVE_GROUP, topic, 0, min(oldest, self._position))
+        return bool(result.messages) and len(result.messages) >= _BATCH
+
+    def _handle(self, record: MessageExt) -> None:
+        body = orjson.loads(record.body)
+        key = (body["c"], body["t"], int(body["q"]), int(body["ao"]), int(body["pt"]))
+        tag = record.tags
+        if tag == ACK_TAG:
+            self._acked[key] = (record.queue_offset, int(body["pt"]) + int(body["it"]) + CK_GRACE_MS)
+        elif tag == CK_TAG and self._acked.pop(key, None) is None:
+            self._redeliver(body["c"], int(body["po"]))
+
+    def _redeliver(self, group: str, phy_offset: int) -> None:
+        store = self.pop.broker.store
+        raw = store.look_message_by_offset(phy_offset)
+        if raw is None:
+            log.warning("revive: message at %d of group %s is gone", phy_offset, group)
+            return
+        store.append(self.pop.retry_copy(group, decode_record(raw)))
+        self.revived += 1
+
+    def _forget_stale(self) -> None:
+        """Drop the oldest ACKs while they are a minute past due (from the front only: one pass per batch)."""
+        now = self.pop.now_ms()
+        acked = self._acked
+        while acked:
+            key, (_, due) = next(iter(acked.items()))
+            if due + _FORGET_ACK_AFTER_MS >= now:
+                return
+            del acked[key]

@@ -1,0 +1,362 @@
+"""``PopService``: pop, ack and change of invisibility for one broker (RocketMQ 5's PopMessageProcessor,
+AckMessageProcessor and ChangeInvisibleTimeProcessor, broker/src/main/java/org/apache/rocketmq/broker/processor/).
+
+Ownership: the broker builds one and runs :meth:`PopService.run` (the revive loop of :mod:`broker.pop.revive`); the
+gRPC front door calls :meth:`pop`, :meth:`ack`, :meth:`change_invisible` and :meth:`wait_arrival` on the Trio thread.
+
+Durability (docs/architecture.md#pop-consumption):
+
+* **Normal pops** move the group's consumer offset past what they hand out (the offset table 4.x pulls share) and
+  write one checkpoint (CK) per message into the revive topic ``rmq_sys_REVIVE_LOG_<cluster>`` as a **timer message**
+  due when its invisibility ends: the timer wheel (``broker/timer/``) keeps it on disk across restarts and delivers it
+  into the revive queue at that time. An ack writes an ACK record into the revive queue at once; a change of
+  invisibility writes a new CK and acks the old one. The revive loop pairs them: a CK with no ACK before it is
+  redelivered through the V1 retry topic ``%RETRY%<group>_<topic>`` with ``reconsumeTimes + 1``, or, once the group's
+  ``retryMaxTimes + 1`` attempts are used, stored in ``%DLQ%<group>``.
+* **Orderly (FIFO) pops** keep the consumer offset at the first unacknowledged message and hand out nothing more from
+  that queue while a popped message is invisible; after the invisible time the same messages come again with the
+  attempt raised. Acks advance the offset. That state (invisible times, attempt counts) is saved after each change
+  to ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start.
+
+Errors: the append path's ``PutRefusedError`` (disk full, store shutting down) propagates to the caller.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+import orjson
+import trio
+
+from broker.context import BrokerState, config_dir_of
+from broker.persistence import ConfigPersister
+from broker.pop.fifo_state import FifoQueue, FifoTable, fifo_state_file
+from broker.pop.receipt import (
+    FIFO_REVIVE_QID,
+    TOPIC_TYPE_NORMAL,
+    TOPIC_TYPE_RETRY,
+    ReceiptHandle,
+    pop_retry_topic,
+)
+from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
+from remoting.codec.message import MessageExt, MessageRecord, decode_record
+from remoting.codec.message_properties import encode_properties
+from remoting.codec.record_copy import record_from_stored
+from remoting.codec.topics import dlq_topic
+from store.get_message import PropertyFilter, TagFilter
+from store.metadata_files import PERM_READ
+
+__all__ = ["AckOutcome", "PopService", "Popped", "revive_topic"]
+
+#: Most messages one pop hands out (RocketMQ's PopMessageProcessor limit).
+MAX_POP_NUMS: Final = 32
+#: Tags of the revive topic's records (common/src/main/java/org/apache/rocketmq/common/PopAckConstants.java).
+CK_TAG: Final = "ck"
+ACK_TAG: Final = "ack"
+#: Ours: a CK is due this long after the handle expires, so an ack accepted just before expiry is always in the revive
+#: queue ahead of its CK (the timer wheel delivers on slot boundaries).
+CK_GRACE_MS: Final = 500
+PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
+#: Every fifth pop reads the retry topic first (RocketMQ picks it with popFromRetryProbability 20 %).
+_RETRY_FIRST_EVERY: Final = 5
+#: The tag filter and the property (SQL92) filter of one pop.
+_Filters = tuple[TagFilter | None, PropertyFilter | None]
+
+
+def revive_topic(cluster: str) -> str:
+    return f"rmq_sys_REVIVE_LOG_{cluster}"
+
+
+class AckOutcome(enum.Enum):
+    OK = "OK"
+    EXPIRED = "EXPIRED"  # the handle's invisible time has passed: the message is (or will be) redelivered
+    NOT_FOUND = "NOT_FOUND"  # the handle names no queue or offset of this broker
+
+
+@attrs.frozen(slots=True)
+class Popped:
+    """One handed-out message: the stored message, its handle and its delivery attempt (1 for the first)."""
+
+    message: MessageExt
+    handle: ReceiptHandle
+    attempt: int
+
+
+class PopService:
+    """Pop bookkeeping of one broker; see the module docstring. ``timer_rewrite`` is the timer service's send seam
+    (``TimerMessageService.rewrite``), which parks a CK until it is due."""
+
+    def __init__(self, broker: BrokerState, timer_rewrite: Callable[[MessageRecord], MessageRecord]) -> None:
+        self.broker = broker
+        self._timer_rewrite = timer_rewrite
+        self.fifo_persister = ConfigPersister(fifo_state_file(config_dir_of(broker.config)), self._fifo_snapshot)
+        self._fifo: FifoTable = self.fifo_persister.load() or {}
+        self._turn = itertools.count()
+        self._arrivals: dict[str, trio.Event] = {}
+
+    @property
+    def revive_topic(self) -> str:
+        return revive_topic(self.broker.config.broker_cluster_name)
+
+    def now_ms(self) -> int:
+        return self.broker.store.config.now_ms()
+
+    def max_attempts(self, group: str) -> int:
+        """Deliveries before the DLQ: the group's ``retryMaxTimes`` + 1 (17 by default)."""
+        config = self.broker.groups.get(group)
+        return (16 if config is None else config.retry_max_times) + 1
+
+    # ---- long polling ---------------------------------------------------------------------------------------
+
+    def notify_arrival(self, topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
+        """The store's arrival listener (chained by the broker): wake pops waiting on ``topic``. Never raises."""
+        event = self._arrivals.pop(topic, None)
+        if event is not None:
+            event.set()
+
+    async def wait_arrival(self, topics: list[str], timeout: float) -> None:
+        """Return when a message arrives on one of ``topics`` or after ``timeout`` seconds."""
+        with trio.move_on_after(timeout):
+            event = trio.Event()
+            for topic in topics:
+                self._arrivals.setdefault(topic, event)
+            waits = {self._arrivals[t] for t in topics}
+            if len(waits) == 1:
+                await waits.pop().wait()
+                return
+            async with trio.open_nursery() as nursery:
+                for wait in waits:
+                    nursery.start_soon(_set_then_cancel, wait, nursery.cancel_scope)
+
+    # ---- pop ------------------------------------------------------------------------------------------------
+
+    def pop(
+        self,
+        group: str,
+        topic: str,
+        max_nums: int,
+        invisible_ms: int,
+        tag_filter: TagFilter | None,
+        *,
+        fifo: bool = False,
+        property_filter: PropertyFilter | None = None,
+    ) -> list[Popped]:
+        """Hand out up to ``max_nums`` (≤ 32) visible messages of ``topic`` to ``group`` for ``invisible_ms``.
+        Normal pops read the topic's readable queues round-robin and the group's retry topic; orderly pops read
+        only the topic. ``tag_filter`` sees consume-queue tags codes, ``property_filter`` (a SQL92 expression) each
+        candidate's raw properties; what they skip counts as consumed. Raises ``LookupError`` for an unknown or
+        unreadable topic."""
+        config = self.broker.topics.get(topic)
+        if config is None or not config.perm & PERM_READ:
+            raise LookupError(f"topic {topic} is not readable on this broker")
+        max_nums = max(1, min(max_nums, MAX_POP_NUMS))
+        now = self.now_ms()
+        turn = next(self._turn)
+        filters = (tag_filter, property_filter)
+        out: list[Popped] = []
+        sources = [(topic, TOPIC_TYPE_NORMAL)]
+        retry = pop_retry_topic(group, topic)
+        if not fifo and retry in self.broker.topics:
+            sources.insert(0 if turn % _RETRY_FIRST_EVERY == 0 else 1, (retry, TOPIC_TYPE_RETRY))
+        for source, topic_type in sources:
+            queues = self.broker.topics.get(source)
+            count = 0 if queues is None else queues.read_queue_nums
+            for i in range(count):
+                if len(out) >= max_nums:
+                    return out
+                qid = (turn + i) % count
+                want = max_nums - len(out)
+                if fifo:
+                    out += self._pop_fifo(group, source, qid, want, invisible_ms, filters, now)
+                else:
+                    out += self._pop_queue(group, source, topic_type, qid, want, invisible_ms, filters, now)
+        return out
+
+    def _start_offset(self, group: str, topic: str, qid: int) -> int:
+        store, offsets = self.broker.store, self.broker.offsets
+        committed = offsets.query(group, topic, qid)
+        low = store.min_offset_in_queue(topic, qid)
+        if committed < 0:
+            # RocketMQ's ConsumeInitMode.MAX: the end of the queue, unless it still starts at 0 (a fresh queue).
+            committed = low if low == 0 else store.max_offset_in_queue(topic, qid)
+        return max(committed, low)
+
+    def _read(self, topic: str, qid: int, offset: int, want: int, filters: _Filters) -> tuple[list[MessageExt], int]:
+        result = self.broker.store.get(topic, qid, offset, want, tag_filter=filters[0], property_filter=filters[1])
+        return [decode_record(m) for m in result.messages], max(result.next_begin_offset, offset)
+
+    def _pop_queue(
+        self,
+        group: str,
+        topic: str,
+        topic_type: int,
+        qid: int,
+        want: int,
+        invisible_ms: int,
+        filters: _Filters,
+        now: int,
+    ) -> list[Popped]:
+        start = self._start_offset(group, topic, qid)
+        messages, next_offset = self._read(topic, qid, start, want, filters)
+        if next_offset != start:
+            self.broker.offsets.commit(group, topic, qid, next_offset)
+        popped = []
+        for msg in messages:
+            handle = ReceiptHandle(
+                start, now, invisible_ms, 0, topic_type, self.broker.config.broker_name, qid, msg.queue_offset,
+                msg.commit_log_offset,
+            )  # fmt: skip
+            self._write_ck(group, topic, handle)
+            popped.append(Popped(msg, handle, msg.reconsume_times + 1))
+        return popped
+
+    def _pop_fifo(
+        self, group: str, topic: str, qid: int, want: int, invisible_ms: int, filters: _Filters, now: int
+    ) -> list[Popped]:
+        state = self._fifo.setdefault((group, topic, qid), FifoQueue())
+        if any(until > now for until in state.invisible_until.values()):
+            return []  # one batch of a queue in flight at a time: order is kept per queue
+        start = self._start_offset(group, topic, qid)
+        messages, next_offset = self._read(topic, qid, start, want, filters)
+        # Offsets the filter skipped count as consumed (RocketMQ acks a message that does not match silently).
+        returned = {m.queue_offset for m in messages}
+        end = messages[-1].queue_offset + 1 if messages else next_offset
+        state.acked.update(o for o in range(start, end) if o not in returned)
+        popped = []
+        limit = self.max_attempts(group)
+        for msg in messages:
+            offset = msg.queue_offset
+            if offset in state.acked:
+                continue
+            attempt = state.attempts.get(offset, 0) + 1
+            if attempt > limit:
+                self.broker.store.append(self.dead_letter(group, msg))
+                self._fifo_done(state, offset)
+                continue
+            state.attempts[offset] = attempt
+            state.invisible_until[offset] = now + invisible_ms
+            handle = ReceiptHandle(
+                start, now, invisible_ms, FIFO_REVIVE_QID, TOPIC_TYPE_NORMAL, self.broker.config.broker_name, qid,
+                offset, msg.commit_log_offset,
+            )  # fmt: skip
+            popped.append(Popped(msg, handle, attempt))
+        self._fifo_advance(group, topic, qid, state)
+        if popped or returned or end != start:
+            self.fifo_persister.mark_dirty()
+        return popped
+
+    def _fifo_snapshot(self) -> FifoTable:
+        return {key: attrs.evolve(q, invisible_until=dict(q.invisible_until), attempts=dict(q.attempts),
+                                  acked=set(q.acked)) for key, q in self._fifo.items()}  # fmt: skip
+
+    @staticmethod
+    def _fifo_done(state: FifoQueue, offset: int) -> None:
+        state.invisible_until.pop(offset, None)
+        state.attempts.pop(offset, None)
+        state.acked.add(offset)
+
+    def _fifo_advance(self, group: str, topic: str, qid: int, state: FifoQueue) -> None:
+        """Commit the offset past every consumed offset at the queue's head."""
+        start = committed = self._start_offset(group, topic, qid)
+        while committed in state.acked:
+            state.acked.discard(committed)
+            committed += 1
+        if committed != start:
+            self.broker.offsets.commit(group, topic, qid, committed)
+
+    # ---- ack and change of invisibility ---------------------------------------------------------------------
+
+    def ack(self, group: str, topic: str, handle: ReceiptHandle) -> AckOutcome:
+        """Acknowledge one popped message. Expired handles are refused (RocketMQ's proxy check)."""
+        if handle.expired(self.now_ms()):
+            return AckOutcome.EXPIRED
+        real = handle.real_topic(group, topic)
+        if real not in self.broker.topics:
+            return AckOutcome.NOT_FOUND
+        if handle.fifo:
+            state = self._fifo.get((group, real, handle.queue_id))
+            if state is None or handle.offset not in state.invisible_until:
+                return AckOutcome.NOT_FOUND
+            self._fifo_done(state, handle.offset)
+            self._fifo_advance(group, real, handle.queue_id, state)
+            self.fifo_persister.mark_dirty()
+            return AckOutcome.OK
+        self._write_ack(group, real, handle)
+        return AckOutcome.OK
+
+    def change_invisible(
+        self, group: str, topic: str, handle: ReceiptHandle, invisible_ms: int
+    ) -> tuple[AckOutcome, ReceiptHandle | None]:
+        """Make the message invisible for ``invisible_ms`` from now; the new handle replaces the old one."""
+        now = self.now_ms()
+        if handle.expired(now):
+            return AckOutcome.EXPIRED, None
+        real = handle.real_topic(group, topic)
+        if real not in self.broker.topics:
+            return AckOutcome.NOT_FOUND, None
+        renewed = attrs.evolve(handle, pop_time=now, invisible_time=invisible_ms)
+        if handle.fifo:
+            state = self._fifo.get((group, real, handle.queue_id))
+            if state is None or handle.offset not in state.invisible_until:
+                return AckOutcome.NOT_FOUND, None
+            state.invisible_until[handle.offset] = now + invisible_ms
+            self.fifo_persister.mark_dirty()
+            return AckOutcome.OK, renewed
+        self._write_ck(group, real, renewed)
+        self._write_ack(group, real, handle)
+        return AckOutcome.OK, renewed
+
+    # ---- records of the revive topic ------------------------------------------------------------------------
+
+    def _revive_record(self, tag: str, body: dict[str, object], deliver_ms: int | None) -> MessageRecord:
+        topics = self.broker.topics
+        name = self.revive_topic
+        if name not in topics:
+            topics.create_topic_in_send_back_process(name, 1)
+        props = (
+            f"TAGS\x01{tag}" if deliver_ms is None else f"TAGS\x01{tag}\x02{PROPERTY_TIMER_DELIVER_MS}\x01{deliver_ms}"
+        )
+        return MessageRecord(name, orjson.dumps(body), 0, 0, props, 0, self.now_ms(), store_host=self.broker.store_host)
+
+    def _write_ck(self, group: str, topic: str, handle: ReceiptHandle) -> None:
+        body = {"c": group, "t": topic, "q": handle.queue_id, "so": handle.start_offset, "ao": handle.offset,
+                "pt": handle.pop_time, "it": handle.invisible_time, "po": handle.commit_log_offset}  # fmt: skip
+        record = self._revive_record(CK_TAG, body, handle.visible_at + CK_GRACE_MS)
+        self.broker.store.append(self._timer_rewrite(record))
+
+    def _write_ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
+        body = {"c": group, "t": topic, "q": handle.queue_id, "ao": handle.offset, "pt": handle.pop_time,
+                "it": handle.invisible_time}  # fmt: skip
+        self.broker.store.append(self._revive_record(ACK_TAG, body, None))
+
+    # ---- redelivery and dead letters ------------------------------------------------------------------------
+
+    def original_topic(self, msg: MessageExt) -> str:
+        return msg.properties.get(PROPERTY_RETRY_TOPIC) or msg.topic
+
+    def retry_copy(self, group: str, msg: MessageExt) -> MessageRecord:
+        """``msg`` again, one attempt later: into the pop retry topic, or the DLQ once attempts are used up."""
+        if msg.reconsume_times + 1 >= self.max_attempts(group):
+            return self.dead_letter(group, msg)
+        origin = self.original_topic(msg)
+        retry = pop_retry_topic(group, origin)
+        self.broker.topics.create_topic_in_send_back_process(retry, 1)
+        return self._copy(msg, retry, {PROPERTY_RETRY_TOPIC: origin}, msg.reconsume_times + 1)
+
+    def dead_letter(self, group: str, msg: MessageExt) -> MessageRecord:
+        self.broker.topics.create_dlq_topic(group)
+        return self._copy(msg, dlq_topic(group), {PROPERTY_RETRY_TOPIC: self.original_topic(msg)}, msg.reconsume_times)
+
+    def _copy(self, msg: MessageExt, topic: str, extra: dict[str, str], reconsume: int) -> MessageRecord:
+        props = {k: v for k, v in msg.properties.items() if k not in ("REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS")}
+        props.update(extra)
+        return record_from_stored(msg, topic, 0, encode_properties(props), self.broker.store_host, reconsume)
+
+
+async def _set_then_cancel(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

@@ -1,0 +1,64 @@
+"""Small shared pieces of the gRPC front door: statuses, request metadata, the mapping of broker response codes to
+5.x status codes (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/ResponseBuilder.java)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from proxy.pb import definition
+from remoting.codec.codes import ResponseCode
+
+__all__ = ["BACKOFF_SECONDS", "Code", "RpcError", "client_id_of", "peer_of", "status", "status_of_response_code"]
+
+Code = definition.Code
+#: The header the proxy puts the gRPC peer in for the Trio side (``ipv4:127.0.0.1:51234``).
+PEER_KEY: Final = "x-rocketrio-peer"
+#: The default group retry policy's delays (RocketMQ's CustomizedRetryPolicy): 1s 5s 10s 30s 1m ... 2h.
+BACKOFF_SECONDS: Final = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+
+_BY_RESPONSE_CODE: Final = {
+    ResponseCode.SUCCESS: Code.OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+    ResponseCode.TOPIC_NOT_EXIST: Code.TOPIC_NOT_FOUND,
+    ResponseCode.NO_PERMISSION: Code.FORBIDDEN,
+    ResponseCode.MESSAGE_ILLEGAL: Code.BAD_REQUEST,
+    ResponseCode.SYSTEM_BUSY: Code.TOO_MANY_REQUESTS,
+    ResponseCode.SERVICE_NOT_AVAILABLE: Code.INTERNAL_SERVER_ERROR,
+    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: Code.NOT_IMPLEMENTED,
+}
+
+
+class RpcError(Exception):
+    """A request answered with a non-OK 5.x status (raised by checks, turned into the response's status)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def status(code: int = Code.OK, message: str = "OK") -> Any:
+    return definition.Status(code=code, message=message)
+
+
+def status_of_response_code(code: int) -> int:
+    return int(_BY_RESPONSE_CODE.get(code, Code.INTERNAL_SERVER_ERROR))  # type: ignore[call-overload]
+
+
+def client_id_of(metadata: dict[str, str]) -> str:
+    """The caller's ``x-mq-client-id``; raises RpcError(CLIENT_ID_REQUIRED) without one."""
+    client_id = metadata.get("x-mq-client-id", "")
+    if not client_id:
+        raise RpcError(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
+    return client_id
+
+
+def peer_of(metadata: dict[str, str]) -> tuple[str, int]:
+    """The gRPC peer as ``(host, port)`` (``ipv4:h:p`` or ``ipv6:[h]:p``); 127.0.0.1:0 when unknown."""
+    peer = metadata.get(PEER_KEY, "")
+    _, _, rest = peer.partition(":")
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port) if port.isdigit() else 0

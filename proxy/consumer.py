@@ -1,0 +1,244 @@
+"""The consumer RPCs: ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue and
+QueryAssignment (RocketMQ's proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/ and route/), over the
+broker's :class:`~broker.pop.PopService`.
+
+Receive checks the request as RocketMQ's proxy does (invisible time within [10 s, 12 h] unless auto-renew, which gets
+60 s; polling window clamped to [5 s, 20 s] and cut to the caller's deadline, else ILLEGAL_POLLING_TIME; batch ≤ 32),
+then pops; with nothing to hand out it waits for an arrival on the topic or its retry topic until the window ends.
+The answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The group is orderly (FIFO)
+when the client's Settings or the group's ``consumeMessageOrderly`` say so.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+import attrs
+import trio
+
+from broker.context import BrokerState
+from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
+from broker.pop.receipt import pop_retry_topic
+from processors.filter import Sql92ParseError, compile_sql92
+from processors.pull import build_subscription, tag_filter_of
+from proxy.common import Code, RpcError, status
+from proxy.config import ProxyConfig
+from proxy.convert import grpc_message
+from proxy.pb import definition, service
+from proxy.renew import RenewTable
+from proxy.sessions import SessionTable
+from remoting.codec.message import decode_record
+from store.get_message import PropertyFilter, TagFilter
+
+__all__ = ["Consuming"]
+
+
+@attrs.frozen
+class _Receive:
+    """A checked ReceiveMessage request."""
+
+    group: str
+    topic: str
+    namespace: str
+    invisible: int
+    poll: float
+    batch: int
+    tag_filter: TagFilter | None
+    property_filter: PropertyFilter | None
+    fifo: bool
+    client_id: str
+    auto_renew: bool
+
+
+_MAX_BATCH: Final = 32
+_CLIENT_ID: Final = "x-mq-client-id"
+
+
+class Consuming:
+    """Stateless between requests (the pop state is the broker's)."""
+
+    def __init__(self, broker: BrokerState, config: ProxyConfig, pop: PopService, sessions: SessionTable) -> None:
+        self.broker = broker
+        self.config = config
+        self.pop = pop
+        self.sessions = sessions
+        self.renew = RenewTable(pop, sessions, config)
+
+    def _group(self, name: str) -> str:
+        if not name or self.broker.groups.find(name) is None:
+            raise RpcError(Code.CONSUMER_GROUP_NOT_FOUND, f"group {name!r} not found")
+        return name
+
+    def _filter(self, topic: str, expression: Any) -> tuple[TagFilter | None, PropertyFilter | None]:
+        """The tag filter or the SQL92 property filter of a receive; ILLEGAL_FILTER_EXPRESSION when it does not
+        parse. SQL92 is served whatever ``enablePropertyFilter`` says, as RocketMQ 5's PopMessageProcessor does."""
+        if expression.type == definition.FilterType.SQL:
+            try:
+                return None, compile_sql92(expression.expression).matches_raw
+            except Sql92ParseError as exc:
+                raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
+        try:
+            return tag_filter_of(build_subscription(topic, expression.expression or "*", "TAG")), None
+        except ValueError as exc:
+            raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
+
+    def _invisible_ms(self, req: Any) -> int:
+        config = self.config
+        if req.auto_renew or not req.HasField("invisible_duration"):
+            return config.default_invisible_time_mills
+        invisible = req.invisible_duration.ToMilliseconds()
+        if not config.min_invisible_time_mills_for_recv <= invisible <= config.max_invisible_time_mills:
+            raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"illegal invisible time {invisible} ms")
+        return int(invisible)
+
+    def _poll_seconds(self, req: Any, deadline: float | None) -> float:
+        config = self.config
+        low = config.grpc_client_consumer_min_long_polling_timeout_millis / 1000
+        high = config.grpc_client_consumer_max_long_polling_timeout_millis / 1000
+        poll = req.long_polling_timeout.ToMilliseconds() / 1000 if req.HasField("long_polling_timeout") else high
+        poll = min(max(poll, low), high)
+        if deadline is not None and poll > deadline:
+            poll = deadline
+            if poll < low:
+                raise RpcError(Code.ILLEGAL_POLLING_TIME, "the deadline is too short for long polling")
+        return poll
+
+    def receive_now(self, req: Any, metadata: dict[str, str], deadline: float | None) -> list[Any] | None:
+        """One ReceiveMessage without waiting: its response stream, or ``None`` when nothing is visible yet and the
+        caller should long-poll with :meth:`receive`."""
+        try:
+            checked = self._check(req, metadata, deadline)
+            popped = self._pop(checked)
+        except RpcError as err:
+            return [service.ReceiveMessageResponse(status=status(err.code, err.message)), _now_marker()]
+        return self._stream(checked, popped) if popped else None
+
+    async def receive(self, req: Any, metadata: dict[str, str], deadline: float | None) -> list[Any]:
+        """The response stream of one ReceiveMessage (a status first, then messages, then a delivery time), after
+        waiting up to the polling window for a message."""
+        try:
+            checked = self._check(req, metadata, deadline)
+            end = trio.current_time() + checked.poll
+            while not (popped := self._pop(checked)) and (left := end - trio.current_time()) > 0:
+                await self.pop.wait_arrival([checked.topic, pop_retry_topic(checked.group, checked.topic)], left)
+        except RpcError as err:
+            return [service.ReceiveMessageResponse(status=status(err.code, err.message)), _now_marker()]
+        return self._stream(checked, popped)
+
+    def _check(self, req: Any, metadata: dict[str, str], deadline: float | None) -> _Receive:
+        group = self._group(req.group.name)
+        topic = req.message_queue.topic.name
+        if topic not in self.broker.topics:
+            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
+        session = self.sessions.sessions.get(metadata.get(_CLIENT_ID, ""))
+        config = self.broker.groups.get(group)
+        fifo = (session is not None and session.fifo) or (config is not None and config.consume_message_orderly)
+        tag_filter, property_filter = self._filter(topic, req.filter_expression)
+        return _Receive(
+            group=group,
+            topic=topic,
+            namespace=req.message_queue.topic.resource_namespace,
+            invisible=self._invisible_ms(req),
+            poll=self._poll_seconds(req, deadline),
+            batch=min(max(req.batch_size, 1), _MAX_BATCH),
+            tag_filter=tag_filter,
+            property_filter=property_filter,
+            fifo=fifo,
+            client_id=metadata.get(_CLIENT_ID, ""),
+            auto_renew=bool(req.auto_renew),
+        )
+
+    def _pop(self, r: _Receive) -> list[Popped]:
+        return self.pop.pop(
+            r.group, r.topic, r.batch, r.invisible, r.tag_filter, fifo=r.fifo, property_filter=r.property_filter
+        )
+
+    def _stream(self, r: _Receive, popped: list[Popped]) -> list[Any]:
+        if not popped:
+            return [
+                service.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message")),
+                _now_marker(),
+            ]
+        out = [service.ReceiveMessageResponse(status=status())]
+        for p in popped:
+            message = grpc_message(p.message, self.pop.original_topic(p.message), p.handle, p.attempt, r.namespace)
+            if r.auto_renew and r.client_id:
+                message_id = message.system_properties.message_id
+                self.renew.add(r.client_id, r.group, r.topic, message_id, p.handle, p.attempt)
+            out.append(service.ReceiveMessageResponse(message=message))
+        out.append(_now_marker())
+        return out
+
+    def _handle(self, text: str) -> ReceiptHandle:
+        try:
+            return ReceiptHandle.decode(text)
+        except ValueError:
+            raise RpcError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is malformed") from None
+
+    def ack(self, req: Any, metadata: dict[str, str]) -> Any:
+        group, topic = req.group.name, req.topic.name
+        response = service.AckMessageResponse()
+        for entry in req.entries:
+            result = response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
+            try:
+                text = self.renew.take(metadata.get(_CLIENT_ID, ""), group, entry.message_id, entry.receipt_handle)
+                outcome = self.pop.ack(group, topic, self._handle(text))
+                result.status.CopyFrom(_ack_status(outcome))
+            except RpcError as err:
+                result.status.CopyFrom(status(err.code, err.message))
+        codes = {e.status.code for e in response.entries}
+        if len(codes) == 1:
+            response.status.CopyFrom(response.entries[0].status)
+        else:
+            response.status.CopyFrom(status(Code.MULTIPLE_RESULTS if codes else Code.BAD_REQUEST, "ack"))
+        return response
+
+    def change_invisible(self, req: Any, metadata: dict[str, str]) -> Any:
+        invisible = req.invisible_duration.ToMilliseconds()
+        if not 0 <= invisible <= self.config.max_invisible_time_mills:
+            raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"illegal invisible time {invisible} ms")
+        text = self.renew.take(metadata.get(_CLIENT_ID, ""), req.group.name, req.message_id, req.receipt_handle)
+        handle = self._handle(text)
+        outcome, renewed = self.pop.change_invisible(req.group.name, req.topic.name, handle, int(invisible))
+        response = service.ChangeInvisibleDurationResponse(status=_ack_status(outcome))
+        if renewed is not None:
+            response.receipt_handle = renewed.encode()
+        return response
+
+    def forward_to_dlq(self, req: Any, metadata: dict[str, str]) -> Any:
+        group, topic = req.group.name, req.topic.name
+        handle = self._handle(self.renew.take(metadata.get(_CLIENT_ID, ""), group, req.message_id, req.receipt_handle))
+        raw = self.broker.store.look_message_by_offset(handle.commit_log_offset)
+        if raw is None:
+            raise RpcError(Code.INVALID_RECEIPT_HANDLE, "the message of this receipt handle is gone")
+        self.broker.store.append(self.pop.dead_letter(group, decode_record(raw)))
+        outcome = self.pop.ack(group, topic, handle)
+        return service.ForwardMessageToDeadLetterQueueResponse(status=_ack_status(outcome))
+
+    def query_assignment(self, req: Any, metadata: dict[str, str], broker_pb: Any) -> Any:
+        topic = req.topic.name
+        if topic not in self.broker.topics:
+            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
+        response = service.QueryAssignmentResponse(status=status())
+        assignment = response.assignments.add()
+        queue = assignment.message_queue
+        queue.topic.CopyFrom(req.topic)
+        queue.id = -1
+        queue.permission = definition.Permission.READ_WRITE
+        queue.broker.CopyFrom(broker_pb)
+        return response
+
+
+def _ack_status(outcome: AckOutcome) -> Any:
+    if outcome is AckOutcome.OK:
+        return status()
+    if outcome is AckOutcome.EXPIRED:
+        return status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+    return status(Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal")
+
+
+def _now_marker() -> Any:
+    marker = service.ReceiveMessageResponse()
+    marker.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+    return marker

@@ -1,0 +1,176 @@
+"""Messages between the gRPC form (``apache.rocketmq.v2.Message``) and the stored 4.x form: the field-to-property
+mapping of RocketMQ's proxy (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcConverter.java and
+producer/SendMessageActivity.java), docs/grpc.md#message-mapping.
+
+Sending: ``message_id`` -> ``UNIQ_KEY``, ``tag`` -> ``TAGS``, ``keys`` -> ``KEYS`` (space-joined), ``message_group``
+-> ``__SHARDINGKEY``, ``delivery_timestamp`` -> ``TIMER_DELIVER_MS``, TRANSACTION -> ``TRAN_MSG`` (+ the prepared
+sysFlag), ``PGROUP`` = the topic (5.x producers have no group). Receiving: the reverse, plus the MD5 body digest,
+the receipt handle and the delivery attempt. Properties whose names RocketMQ reserves are system properties: a send
+carrying one as a user property is refused by the caller (:data:`RESERVED`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Final
+
+from broker.pop import ReceiptHandle
+from proxy.pb import definition, service
+from remoting.codec.message import MessageExt
+
+__all__ = ["RESERVED", "grpc_message", "recovery_command", "send_properties"]
+
+#: RocketMQ's MessageConst property names (common/src/main/java/org/apache/rocketmq/common/message/MessageConst.java).
+RESERVED: Final = frozenset(
+    [
+        "KEYS",
+        "TAGS",
+        "WAIT",
+        "DELAY",
+        "RETRY_TOPIC",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "PGROUP",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "BUYER_ID",
+        "ORIGIN_MESSAGE_ID",
+        "TRANSFER_FLAG",
+        "CORRECTION_FLAG",
+        "MQ2_FLAG",
+        "RECONSUME_TIME",
+        "MSG_REGION",
+        "TRACE_ON",
+        "UNIQ_KEY",
+        "EXTEND_UNIQ_INFO",
+        "MAX_RECONSUME_TIMES",
+        "CONSUME_START_TIME",
+        "INNER_NUM",
+        "INNER_BASE",
+        "CHECK_IMMUNITY_TIME_IN_SECONDS",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "__transactionId__",
+        "TRANSACTION_CHECK_TIMES",
+        "INSTANCE_ID",
+        "CORRELATION_ID",
+        "REPLY_TO_CLIENT",
+        "TTL",
+        "ARRIVE_TIME",
+        "PUSH_REPLY_TIME",
+        "CLUSTER",
+        "MSG_TYPE",
+        "POP_CK",
+        "POP_CK_OFFSET",
+        "1ST_POP_TIME",
+        "__SHARDINGKEY",
+        "PROPERTY_FORWARD_QUEUE_ID",
+        "REDIRECT",
+        "INNER_MULTI_DISPATCH",
+        "INNER_MULTI_QUEUE_OFFSET",
+        "TRACE_CONTEXT",
+        "TIMER_DELAY_SEC",
+        "TIMER_DELIVER_MS",
+        "__BORNHOST",
+        "BORN_TIMESTAMP",
+        "TIMER_ENQUEUE_MS",
+        "TIMER_DEQUEUE_MS",
+        "TIMER_ROLL_TIMES",
+        "TIMER_OUT_MS",
+        "TIMER_DEL_UNIQKEY",
+        "TIMER_DELAY_LEVEL",
+        "TIMER_DELAY_MS",
+        "DLQ_ORIGIN_TOPIC",
+        "DLQ_ORIGIN_MESSAGE_ID",
+        "bname",
+    ]
+)
+SYSFLAG_COMPRESSED: Final = 0x1
+SYSFLAG_TRANSACTION_PREPARED: Final = 0x4
+_MT = definition.MessageType
+
+
+def send_properties(msg: Any, topic: str) -> dict[str, str]:
+    """The stored properties of a gRPC message being sent (user properties first, then the mapped fields)."""
+    sp = msg.system_properties
+    props = dict(msg.user_properties)
+    props["UNIQ_KEY"] = sp.message_id
+    if sp.HasField("tag"):
+        props["TAGS"] = sp.tag
+    if sp.keys:
+        props["KEYS"] = " ".join(sp.keys)
+    if sp.HasField("message_group"):
+        props["__SHARDINGKEY"] = sp.message_group
+    if sp.HasField("delivery_timestamp"):
+        props["TIMER_DELIVER_MS"] = str(sp.delivery_timestamp.ToMilliseconds())
+    if sp.message_type == _MT.TRANSACTION:
+        props["TRAN_MSG"] = "true"
+    if sp.HasField("orphaned_transaction_recovery_duration"):
+        props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(sp.orphaned_transaction_recovery_duration.seconds)
+    if sp.HasField("trace_context"):
+        props["TRACE_CONTEXT"] = sp.trace_context
+    if sp.born_host:
+        props["__BORNHOST"] = sp.born_host
+    props["PGROUP"] = topic
+    props["WAIT"] = "true"
+    return props
+
+
+def _message_type(props: dict[str, str]) -> int:
+    if props.get("TRAN_MSG") == "true":
+        return int(_MT.TRANSACTION)
+    if "TIMER_DELIVER_MS" in props or "TIMER_OUT_MS" in props or "DELAY" in props or "TIMER_DELAY_SEC" in props:
+        return int(_MT.DELAY)
+    if "__SHARDINGKEY" in props:
+        return int(_MT.FIFO)
+    return int(_MT.NORMAL)
+
+
+def grpc_message(
+    msg: MessageExt, topic: str, handle: ReceiptHandle | None = None, attempt: int = 1, namespace: str = ""
+) -> Any:
+    """A stored message as a 5.x client receives it, under ``topic`` (the original topic of retry copies)."""
+    props = msg.properties
+    out = definition.Message()
+    out.topic.name = topic
+    out.topic.resource_namespace = namespace
+    body = bytes(msg.body)
+    out.body = body
+    for key, value in props.items():
+        if key not in RESERVED:
+            out.user_properties[key] = value
+    sp = out.system_properties
+    sp.message_id = props.get("UNIQ_KEY") or msg.msg_id
+    if "TAGS" in props:
+        sp.tag = props["TAGS"]
+    sp.keys.extend(k for k in props.get("KEYS", "").split(" ") if k)
+    sp.body_digest.type = definition.DigestType.MD5
+    sp.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
+    compressed = msg.sys_flag & SYSFLAG_COMPRESSED
+    sp.body_encoding = definition.Encoding.GZIP if compressed else definition.Encoding.IDENTITY
+    sp.message_type = _message_type(props)
+    sp.born_timestamp.FromMilliseconds(msg.born_timestamp)
+    sp.born_host = props.get("__BORNHOST") or msg.born_host[0]
+    sp.store_timestamp.FromMilliseconds(msg.store_timestamp)
+    sp.store_host = f"{msg.store_host[0]}:{msg.store_host[1]}"
+    deliver = props.get("TIMER_OUT_MS") or props.get("TIMER_DELIVER_MS")
+    if deliver and deliver.isdigit():
+        sp.delivery_timestamp.FromMilliseconds(int(deliver))
+    if "__SHARDINGKEY" in props:
+        sp.message_group = props["__SHARDINGKEY"]
+    sp.queue_id = msg.queue_id
+    sp.queue_offset = msg.queue_offset
+    sp.delivery_attempt = attempt
+    if handle is not None:
+        sp.receipt_handle = handle.encode()
+        sp.invisible_duration.FromMilliseconds(handle.invisible_time)
+    return out
+
+
+def recovery_command(half: MessageExt, transaction_id: str) -> Any:
+    """The Telemetry command asking a producer to resolve an orphaned transaction."""
+    command = service.TelemetryCommand()
+    recover = command.recover_orphaned_transaction_command
+    recover.message.CopyFrom(grpc_message(half, half.topic))
+    recover.transaction_id = transaction_id
+    return command

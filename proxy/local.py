@@ -1,0 +1,85 @@
+"""The proxy's in-process calls into the broker (RocketMQ's local proxy mode, which hands remoting commands to the
+broker's processors without a socket: proxy/src/main/java/org/apache/rocketmq/proxy/service/message/
+LocalMessageService.java).
+
+:class:`LocalInvoker` runs one request through a broker processor on the Trio thread and returns its response. A
+processor that answers later (a SYNC_FLUSH send answers once the group commit is on disk) writes to the
+:class:`LocalChannel`, which completes the waiting call. A processor that raises answers SYSTEM_ERROR, as on the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+import trio
+
+from processors.end_transaction import EndTransactionProcessor
+from processors.send import SendMessageProcessor
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.connection import Connection
+from remoting.processor import Processor
+
+__all__ = ["LocalChannel", "LocalInvoker"]
+
+log = logging.getLogger(__name__)
+
+
+class LocalChannel(Connection):
+    """The connection a local request seems to come from (``remote`` is the gRPC peer): responses written to it
+    complete the waiting :meth:`LocalInvoker.invoke`."""
+
+    def __init__(self, remote: tuple[str, int]) -> None:
+        super().__init__(cast(Any, None), remote, ("127.0.0.1", 0))
+        self.answers: dict[int, RemotingCommand] = {}
+        self.events: dict[int, trio.Event] = {}
+
+    def send_nowait(self, cmd: RemotingCommand) -> None:
+        self.answers[cmd.opaque] = cmd
+        event = self.events.pop(cmd.opaque, None)
+        if event is not None:
+            event.set()
+
+    async def send(self, cmd: RemotingCommand) -> None:
+        self.send_nowait(cmd)
+
+
+class LocalInvoker:
+    """Routes SEND_MESSAGE_V2 and END_TRANSACTION to the broker's processors (built by :mod:`proxy.startup`)."""
+
+    def __init__(self, send: SendMessageProcessor, end_transaction: EndTransactionProcessor) -> None:
+        self._table: dict[int, Processor] = {
+            RequestCode.SEND_MESSAGE_V2: send,
+            RequestCode.END_TRANSACTION: end_transaction,
+        }
+        self._channels: dict[tuple[str, int], LocalChannel] = {}
+
+    def channel(self, peer: tuple[str, int]) -> LocalChannel:
+        channel = self._channels.get(peer)
+        if channel is None:
+            if len(self._channels) > 4096:
+                self._channels.clear()
+            channel = self._channels[peer] = LocalChannel(peer)
+        return channel
+
+    async def invoke(self, request: RemotingCommand, peer: tuple[str, int], timeout: float = 10.0) -> RemotingCommand:
+        channel = self.channel(peer)
+        processor = self._table[request.code]
+        try:
+            response = await processor.process(channel.context, request)
+        except Exception as exc:
+            log.warning("local %d failed", request.code, exc_info=True)
+            return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if response is not None:
+            return response
+        answered = channel.answers.pop(request.opaque, None)
+        if answered is not None:
+            return answered
+        event = channel.events[request.opaque] = trio.Event()
+        with trio.move_on_after(timeout):
+            await event.wait()
+        channel.events.pop(request.opaque, None)
+        return channel.answers.pop(request.opaque, None) or request.response(
+            ResponseCode.SYSTEM_ERROR, "no answer from the broker in time"
+        )

@@ -1,0 +1,172 @@
+"""``MessagingActivity``: the Trio side of ``apache.rocketmq.v2.MessagingService`` (RocketMQ's
+GrpcMessagingApplication, proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/GrpcMessagingApplication.java).
+
+Every RPC takes the request message and the request headers and returns the response message, synchronously unless
+it must wait (sends, long polls); an :class:`~proxy.common.RpcError` raised inside becomes the response's ``status``
+(business errors travel with gRPC status OK, as in RocketMQ). QueryRoute echoes the endpoints the client used
+(RocketMQ's cluster-mode rule) and offers every queue for all four message types, since 4.x topics carry no message
+type (docs/grpc.md#rpcs).
+Telemetry Settings are answered with the merged Settings (RocketMQ's GrpcClientSettingsManager defaults).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from broker.context import BrokerState
+from broker.pop import PopService
+from proxy.common import BACKOFF_SECONDS, Code, RpcError, client_id_of, peer_of, status
+from proxy.config import ProxyConfig
+from proxy.consumer import Consuming
+from proxy.local import LocalInvoker
+from proxy.pb import definition, service
+from proxy.producer import Producing
+from proxy.sessions import Push, SessionTable
+
+__all__ = ["MessagingActivity"]
+
+log = logging.getLogger(__name__)
+
+_ALL_TYPES: Final = [definition.MessageType.NORMAL, definition.MessageType.FIFO, definition.MessageType.DELAY,
+                     definition.MessageType.TRANSACTION]  # fmt: skip
+
+
+class MessagingActivity:
+    """One proxy's RPCs over one broker. See the module docstring."""
+
+    def __init__(self, broker: BrokerState, config: ProxyConfig, pop: PopService, invoker: LocalInvoker) -> None:
+        self.broker = broker
+        self.config = config
+        self.producing = Producing(broker, config, invoker)
+        self.sessions = SessionTable(broker, self.producing.transactions)
+        self.consuming = Consuming(broker, config, pop, self.sessions)
+
+    async def guarded(
+        self,
+        fn: Callable[[Any, dict[str, str]], Awaitable[Any]],
+        make: Callable[..., Any],
+        req: Any,
+        md: dict[str, str],
+    ) -> Any:
+        """Run ``fn`` after the client-id check; an RpcError becomes ``make(status=...)``."""
+        try:
+            client_id_of(md)
+            return await fn(req, md)
+        except Exception as exc:
+            return _failed(make, exc)
+
+    def guarded_sync(
+        self, fn: Callable[[Any, dict[str, str]], Any], make: Callable[..., Any], req: Any, md: dict[str, str]
+    ) -> Any:
+        """:meth:`guarded` for the RPCs that never wait (served without a Trio task, see proxy/bridge.py)."""
+        try:
+            client_id_of(md)
+            return fn(req, md)
+        except Exception as exc:
+            return _failed(make, exc)
+
+    # ---- routes -------------------------------------------------------------------------------------------------
+
+    def broker_pb(self, endpoints: Any) -> Any:
+        return definition.Broker(name=self.broker.config.broker_name, id=0, endpoints=endpoints)
+
+    def query_route(self, req: Any, md: dict[str, str]) -> Any:
+        topic = req.topic.name
+        config = self.broker.topics.get(topic)
+        if config is None and self.broker.config.auto_create_topic_enable:
+            config = self.broker.topics.create_topic_in_send_process(topic, "TBW102", 4)
+        if config is None:
+            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
+        response = service.QueryRouteResponse(status=status())
+        broker = self.broker_pb(req.endpoints)
+        reads, writes = config.read_queue_nums, config.write_queue_nums
+        for qid in range(max(reads, writes)):
+            readable, writable = qid < reads, qid < writes
+            perm = (definition.Permission.READ_WRITE if readable and writable
+                    else definition.Permission.READ if readable else definition.Permission.WRITE)  # fmt: skip
+            queue = response.message_queues.add(id=qid, permission=perm)
+            queue.topic.CopyFrom(req.topic)
+            queue.broker.CopyFrom(broker)
+            queue.accept_message_types.extend(_ALL_TYPES)
+        return response
+
+    def receive_now(self, req: Any, md: dict[str, str], deadline: float | None) -> list[Any] | None:
+        """ReceiveMessage without waiting; ``None``: nothing yet, long-poll with :meth:`receive`."""
+        try:
+            client_id_of(md)
+        except RpcError as err:
+            return [service.ReceiveMessageResponse(status=status(err.code, err.message))]
+        return self.consuming.receive_now(req, md, deadline)
+
+    async def receive(self, req: Any, md: dict[str, str], deadline: float | None) -> list[Any]:
+        return await self.consuming.receive(req, md, deadline)
+
+    def query_assignment(self, req: Any, md: dict[str, str]) -> Any:
+        return self.consuming.query_assignment(req, md, self.broker_pb(req.endpoints))
+
+    # ---- client life cycle ----------------------------------------------------------------------------------------
+
+    def heartbeat(self, req: Any, md: dict[str, str]) -> Any:
+        session = self.sessions.session(client_id_of(md), md)
+        self.sessions.heartbeat(session, peer_of(md))
+        return service.HeartbeatResponse(status=status())
+
+    def notify_termination(self, req: Any, md: dict[str, str]) -> Any:
+        self.sessions.terminate(client_id_of(md))
+        return service.NotifyClientTerminationResponse(status=status())
+
+    def telemetry_opened(self, md: dict[str, str], push: Push) -> None:
+        """A Telemetry stream opened: commands for this client go to ``push`` from now on."""
+        self.sessions.session(client_id_of(md), md).push = push
+
+    def telemetry_closed(self, md: dict[str, str], push: Push) -> None:
+        session = self.sessions.sessions.get(md.get("x-mq-client-id", ""))
+        if session is not None and session.push is push:
+            session.push = None
+
+    def telemetry(self, command: Any, md: dict[str, str]) -> Any | None:
+        """One command from the client; returns the reply to write, if any. Raises RpcError for a Settings
+        without publishing or subscription (the stream then ends with INVALID_ARGUMENT)."""
+        if not command.HasField("settings"):
+            return None  # thread stack traces, verify results, status: nothing to answer
+        settings = command.settings
+        if not settings.HasField("publishing") and not settings.HasField("subscription"):
+            raise RpcError(Code.BAD_REQUEST, "settings carry neither publishing nor subscription")
+        session = self.sessions.session(client_id_of(md), md)
+        session.settings = settings
+        self.sessions.heartbeat(session, peer_of(md))
+        return service.TelemetryCommand(status=status(), settings=self._merged(settings))
+
+    def _merged(self, settings: Any) -> Any:
+        merged = definition.Settings()
+        merged.CopyFrom(settings)
+        merged.metric.on = False
+        if settings.HasField("publishing"):
+            policy = merged.backoff_policy
+            policy.max_attempts = 3
+            policy.exponential_backoff.initial.FromMilliseconds(10)
+            policy.exponential_backoff.max.FromMilliseconds(1000)
+            policy.exponential_backoff.multiplier = 2.0
+            merged.publishing.validate_message_type = True
+            merged.publishing.max_body_size = self.config.max_message_size
+            return merged
+        group = self.broker.groups.find(settings.subscription.group.name)
+        sub = merged.subscription
+        sub.receive_batch_size = self.config.grpc_client_consumer_receive_batch_size
+        sub.long_polling_timeout.FromMilliseconds(self.config.grpc_client_consumer_max_long_polling_timeout_millis)
+        sub.fifo = group is not None and group.consume_message_orderly
+        retry_max = 16 if group is None else group.retry_max_times
+        merged.backoff_policy.max_attempts = retry_max + 1
+        for seconds in BACKOFF_SECONDS:
+            merged.backoff_policy.customized_backoff.next.add(seconds=seconds)
+        return merged
+
+
+def _failed(make: Callable[..., Any], exc: Exception) -> Any:
+    if isinstance(exc, RpcError):
+        return make(status=status(exc.code, exc.message))
+    # A bug or a refused store append: the client gets a status, the broker goes on.
+    log.error("gRPC request failed", exc_info=exc)
+    return make(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))

@@ -1,0 +1,103 @@
+"""Auto-renewed invisibility for push consumers (RocketMQ's proxy/src/main/java/org/apache/rocketmq/proxy/service/
+receipt/DefaultReceiptHandleManager.java).
+
+A push consumer receives with ``auto_renew`` and no invisible time; its listener may run longer than the 60 s the
+message is first hidden for. :class:`RenewTable` keeps each handle it handed out, by ``(client id, group, message id)``,
+and a loop every ``renewSchedulePeriodMillis`` extends the ones due within ``renewAheadTimeMillis`` by the next renew
+step (1 m, 3 m, 5 m, 10 m, 30 m, then 1 h each time). After ``renewMaxTimeMillis`` of renewing it stops and makes the
+message visible after the group's retry delay for its attempt; when the client is gone its messages become visible
+after ``invisibleTimeMillisWhenClear``. Ack, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue
+:meth:`~RenewTable.take` the entry and act on the latest handle, since the client still holds the first one.
+
+The table lives on the Trio thread. A renewal refused by the pop service (the handle expired, the topic is gone) drops
+the entry; nothing here raises.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+import trio
+
+from broker.pop import AckOutcome, PopService, ReceiptHandle
+from proxy.common import BACKOFF_SECONDS
+from proxy.config import ProxyConfig
+from proxy.sessions import SessionTable
+
+__all__ = ["RENEW_STEPS_MS", "RenewTable"]
+
+#: RocketMQ's RenewStrategyPolicy: the invisible time of the n-th renewal, the last one repeated.
+RENEW_STEPS_MS: Final = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)
+#: Ours: handles kept at most; beyond it a receive is not renewed (it keeps its first invisible time).
+MAX_HELD: Final = 100_000
+
+
+@attrs.define
+class _Held:
+    topic: str
+    original: str
+    handle: ReceiptHandle
+    received_ms: int
+    attempt: int
+    renewals: int = 0
+
+
+class RenewTable:
+    """The handles of auto-renew receives still in the client's hands. See the module docstring."""
+
+    def __init__(self, pop: PopService, sessions: SessionTable, config: ProxyConfig) -> None:
+        self.pop = pop
+        self.sessions = sessions
+        self.config = config
+        self.held: dict[tuple[str, str, str], _Held] = {}
+
+    def add(self, client_id: str, group: str, topic: str, message_id: str, handle: ReceiptHandle, attempt: int) -> None:
+        if len(self.held) < MAX_HELD:
+            held = _Held(topic, handle.encode(), handle, self.pop.now_ms(), attempt)
+            self.held[(client_id, group, message_id)] = held
+
+    def take(self, client_id: str, group: str, message_id: str, handle_text: str) -> str:
+        """The handle to act on for what the client sent: the latest renewal of ``handle_text`` when this table holds
+        it (and it forgets it), else ``handle_text`` itself."""
+        key = (client_id, group, message_id)
+        held = self.held.get(key)
+        if held is None or held.original != handle_text:
+            return handle_text
+        del self.held[key]
+        return held.handle.encode()
+
+    def _offline(self, client_id: str) -> bool:
+        session = self.sessions.sessions.get(client_id)
+        return session is None or session.channel is None or session.channel.closed
+
+    def scan(self) -> None:
+        """One pass: renew what is due, release what a gone client held, stop what was renewed long enough."""
+        config, now = self.config, self.pop.now_ms()
+        for key, held in list(self.held.items()):
+            client_id, group, _ = key
+            if self._offline(client_id):
+                self._release(key, held, config.invisible_time_millis_when_clear)
+            elif held.handle.visible_at - now > config.renew_ahead_time_millis:
+                continue
+            elif now - held.received_ms >= config.renew_max_time_millis:
+                delay = BACKOFF_SECONDS[min(held.attempt - 1, len(BACKOFF_SECONDS) - 1)] * 1000
+                self._release(key, held, delay)
+            else:
+                step = RENEW_STEPS_MS[min(held.renewals, len(RENEW_STEPS_MS) - 1)]
+                outcome, renewed = self.pop.change_invisible(group, held.topic, held.handle, step)
+                if outcome is AckOutcome.OK and renewed is not None:
+                    held.handle, held.renewals = renewed, held.renewals + 1
+                else:
+                    del self.held[key]
+
+    def _release(self, key: tuple[str, str, str], held: _Held, invisible_ms: int) -> None:
+        del self.held[key]
+        self.pop.change_invisible(key[1], held.topic, held.handle, invisible_ms)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Scan every ``renewSchedulePeriodMillis`` until cancelled."""
+        task_status.started()
+        while True:
+            await trio.sleep(self.config.renew_schedule_period_millis / 1000)
+            self.scan()

@@ -1,0 +1,136 @@
+"""``GrpcServer``: grpcio's asyncio server on a thread of its own, serving ``apache.rocketmq.v2.MessagingService``.
+
+Why grpcio (docs/grpc.md has the measurements): its C core does HTTP/2, flow control, keep-alive, TLS and deadlines,
+and it is the same library the official 5.x clients use. It needs an asyncio loop, so it gets a thread; every RPC's
+work runs on the broker's Trio thread through :class:`proxy.bridge.TrioBridge`, whose tasks live in a nursery owned
+here.
+
+Life cycle: ``await nursery.start(server.serve)`` binds the port (``task_status.started`` gets the bound port; a
+port that cannot be bound raises ``OSError``) and serves until cancelled. Cancellation refuses new calls, cancels the
+bridge's tasks (a parked long poll answers UNAVAILABLE), asks the servicer to end its streams (``close_streams``, if it
+has one), stops the gRPC server with a one-second grace and joins the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Final
+
+import grpc
+import trio
+
+from proxy.bridge import TrioBridge
+from proxy.pb import service_grpc
+
+__all__ = ["GrpcServer"]
+
+log = logging.getLogger(__name__)
+
+_STOP_GRACE: Final = 1.0
+_OPTIONS: Final = [
+    ("grpc.max_receive_message_length", 16 << 20),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+]
+
+
+class GrpcServer:
+    """One listening port. ``activity_factory(bridge)`` builds the Trio-side object whose coroutines serve the RPCs
+    (see :class:`proxy.servicer.MessagingServicer`); ``tls`` is ``(certificate chain PEM, private key PEM)``."""
+
+    def __init__(
+        self,
+        servicer_factory: Callable[[TrioBridge], object],
+        host: str,
+        port: int,
+        tls: tuple[bytes, bytes] | None = None,
+    ) -> None:
+        self._factory = servicer_factory
+        self._host = host
+        self._port = port
+        self._tls = tls
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        # The bridge's tasks run shielded: a broker shutdown refuses new calls, ends the calls in flight (a long poll
+        # answers UNAVAILABLE), ends the Telemetry streams, and only then stops the gRPC server, so grpcio has no
+        # handler left to cancel.
+        bridge_scope = trio.CancelScope(shield=True)
+        bridge_done = trio.Event()
+        async with trio.open_nursery() as nursery:
+            bridge_nursery: trio.Nursery = await nursery.start(_shielded_nursery, bridge_scope, bridge_done)
+            bridge = TrioBridge(bridge_nursery)
+            servicer = self._factory(bridge)
+            ready: queue.Queue[int | BaseException] = queue.Queue()
+            self._thread = threading.Thread(target=self._thread_main, args=(servicer, ready), name="grpc", daemon=True)
+            self._thread.start()
+            bound = await trio.to_thread.run_sync(ready.get)
+            if isinstance(bound, BaseException):
+                bridge_scope.cancel()
+                raise OSError(f"cannot serve gRPC on {self._host}:{self._port}: {bound}") from bound
+            task_status.started(bound)
+            try:
+                await trio.sleep_forever()
+            finally:
+                bridge.closed = True
+                bridge_scope.cancel()
+                with trio.CancelScope(shield=True):
+                    await bridge_done.wait()
+                    await trio.to_thread.run_sync(self._stop_thread)
+
+    def _stop_thread(self) -> None:
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                loop.call_soon_threadsafe(stop.set)
+        if self._thread is not None:
+            self._thread.join()
+
+    def _thread_main(self, servicer: object, ready: queue.Queue[int | BaseException]) -> None:
+        # asyncio.Runner cancels the handler tasks still pending when the server has stopped, then closes the loop.
+        with asyncio.Runner() as runner:
+            self._loop = runner.get_loop()
+            try:
+                runner.run(self._main(servicer, ready))
+            except BaseException as exc:  # reported to serve(); nothing else can see this thread's errors
+                ready.put(exc)
+
+    async def _main(self, servicer: object, ready: queue.Queue[int | BaseException]) -> None:
+        server = grpc.aio.server(options=_OPTIONS)
+        service_grpc.add_MessagingServiceServicer_to_server(servicer, server)
+        address = f"{self._host}:{self._port}"
+        if self._tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            cert, key = self._tls
+            port = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+        self._stop = asyncio.Event()
+        await server.start()
+        ready.put(port)
+        await self._stop.wait()
+        close_streams = getattr(servicer, "close_streams", None)
+        if close_streams is not None:
+            close_streams()
+        await server.stop(_STOP_GRACE)
+
+
+async def _shielded_nursery(
+    scope: trio.CancelScope, done: trio.Event, *, task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """A nursery inside ``scope`` (shielded until ``scope`` is cancelled), handed out through ``task_status``;
+    ``done`` is set once every task in it has ended."""
+    try:
+        with scope:
+            async with trio.open_nursery() as nursery:
+                task_status.started(nursery)
+                await trio.sleep_forever()
+    finally:
+        done.set()

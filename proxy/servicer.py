@@ -1,0 +1,158 @@
+"""``MessagingServicer``: the asyncio half of ``apache.rocketmq.v2.MessagingService`` on grpcio's thread.
+
+Each method only reads the request headers, hands the request to :class:`proxy.messaging.MessagingActivity` on the
+Trio thread through the :class:`~proxy.bridge.TrioBridge`, and writes what comes back. Telemetry is the one duplex
+call: a reader task forwards the client's commands; the writer sends the replies and whatever the broker pushes
+(transaction recovery) through the stream's outbox. The RPCs not served here (PullMessage and the offset RPCs, which
+RocketMQ 5.3's proxy does not serve either, RecallMessage, SyncLiteSubscription) answer gRPC UNIMPLEMENTED. A stopping
+broker answers UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, Final, TypeAlias
+
+import grpc
+
+from proxy.bridge import BridgeClosed, TrioBridge
+from proxy.common import PEER_KEY, RpcError
+from proxy.messaging import MessagingActivity
+from proxy.pb import service, service_grpc
+
+__all__ = ["MessagingServicer"]
+
+log = logging.getLogger(__name__)
+
+_END: Final = object()
+#: A receive answers this long before the caller's deadline, so the answer is not cut off by it.
+_DEADLINE_MARGIN: Final = 0.5
+#: grpc.aio.ServicerContext (grpcio ships no type information).
+Context: TypeAlias = Any
+
+
+def _metadata(context: Context) -> dict[str, str]:
+    md = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+    md[PEER_KEY] = context.peer() or ""
+    return md
+
+
+class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[misc]
+    """See the module docstring."""
+
+    def __init__(self, bridge: TrioBridge, activity: MessagingActivity) -> None:
+        self.bridge = bridge
+        self.activity = activity
+        self._outboxes: set[asyncio.Queue[Any]] = set()
+
+    def close_streams(self) -> None:
+        """End every Telemetry stream (the server is stopping); called on the gRPC thread."""
+        for outbox in self._outboxes:
+            outbox.put_nowait(_END)
+
+    async def _unary(self, fn: Any, make: Any, request: Any, context: Context, *, waits: bool = False) -> Any:
+        """One unary request on the Trio thread: synchronously (no Trio task, see TrioBridge.call_sync) unless the
+        handler ``waits`` (a coroutine)."""
+        md = _metadata(context)
+        try:
+            if waits:
+                return await self.bridge.call(self.activity.guarded, fn, make, request, md)
+            return await self.bridge.call_sync(self.activity.guarded_sync, fn, make, request, md)
+        except BridgeClosed:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
+
+    async def QueryRoute(self, request: Any, context: Context) -> Any:
+        return await self._unary(self.activity.query_route, service.QueryRouteResponse, request, context)
+
+    async def Heartbeat(self, request: Any, context: Context) -> Any:
+        return await self._unary(self.activity.heartbeat, service.HeartbeatResponse, request, context)
+
+    async def SendMessage(self, request: Any, context: Context) -> Any:
+        fn, make = self.activity.producing.send, service.SendMessageResponse
+        return await self._unary(fn, make, request, context, waits=True)
+
+    async def QueryAssignment(self, request: Any, context: Context) -> Any:
+        return await self._unary(self.activity.query_assignment, service.QueryAssignmentResponse, request, context)
+
+    async def AckMessage(self, request: Any, context: Context) -> Any:
+        return await self._unary(self.activity.consuming.ack, service.AckMessageResponse, request, context)
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Context) -> Any:
+        fn, make = self.activity.consuming.forward_to_dlq, service.ForwardMessageToDeadLetterQueueResponse
+        return await self._unary(fn, make, request, context)
+
+    async def EndTransaction(self, request: Any, context: Context) -> Any:
+        fn, make = self.activity.producing.end_transaction, service.EndTransactionResponse
+        return await self._unary(fn, make, request, context, waits=True)
+
+    async def NotifyClientTermination(self, request: Any, context: Context) -> Any:
+        fn, make = self.activity.notify_termination, service.NotifyClientTerminationResponse
+        return await self._unary(fn, make, request, context)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: Context) -> Any:
+        fn, make = self.activity.consuming.change_invisible, service.ChangeInvisibleDurationResponse
+        return await self._unary(fn, make, request, context)
+
+    async def ReceiveMessage(self, request: Any, context: Context) -> AsyncIterator[Any]:
+        remaining = context.time_remaining()
+        deadline = None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN)
+        md = _metadata(context)
+        try:
+            now = await self.bridge.call_sync(self.activity.receive_now, request, md, deadline)
+            # Nothing visible yet: long-poll in a Trio task.
+            responses = now if now is not None else await self.bridge.call(self.activity.receive, request, md, deadline)
+        except BridgeClosed:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
+        for response in responses:
+            yield response
+
+    async def Telemetry(self, request_iterator: AsyncIterator[Any], context: Context) -> AsyncIterator[Any]:
+        md = _metadata(context)
+        loop = asyncio.get_running_loop()
+        outbox: asyncio.Queue[Any] = asyncio.Queue()
+
+        def push(command: Any) -> None:  # called on the Trio thread
+            with contextlib.suppress(RuntimeError):  # the gRPC loop is closing
+                loop.call_soon_threadsafe(outbox.put_nowait, command)
+
+        try:
+            await self.bridge.call_sync(self.activity.telemetry_opened, md, push)
+        except (RpcError, BridgeClosed) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        reader = asyncio.create_task(self._read_commands(request_iterator, md, outbox))
+        self._outboxes.add(outbox)
+        try:
+            while (item := await outbox.get()) is not _END:
+                if isinstance(item, RpcError):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, item.message)
+                yield item
+        finally:
+            self._outboxes.discard(outbox)
+            reader.cancel()
+            with contextlib.suppress(BaseException):
+                await self.bridge.call_sync(self.activity.telemetry_closed, md, push)
+
+    async def _read_commands(
+        self, requests: AsyncIterator[Any], md: dict[str, str], outbox: asyncio.Queue[Any]
+    ) -> None:
+        try:
+            async for command in requests:
+                reply = await self.bridge.call_sync(self.activity.telemetry, command, md)
+                if reply is not None:
+                    outbox.put_nowait(reply)
+        except RpcError as err:
+            outbox.put_nowait(err)
+        except (BridgeClosed, grpc.RpcError, asyncio.CancelledError):
+            pass
+        except Exception:
+            log.exception("telemetry stream of %s failed", md.get("x-mq-client-id"))
+        finally:
+            outbox.put_nowait(_END)
+
+    async def _unimplemented(self, request: Any, context: Context) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not served by this broker")
+
+    PullMessage = UpdateOffset = GetOffset = QueryOffset = RecallMessage = SyncLiteSubscription = _unimplemented

@@ -1,0 +1,164 @@
+"""5.x client sessions: who is connected over gRPC, with which Settings, and how to reach its Telemetry stream.
+
+A 5.x client has no connection the broker could write to, only its Telemetry stream. :class:`GrpcClientChannel`
+stands in for one in the broker's client registry (a :class:`~remoting.connection.Connection` that never runs): the
+registry lists it among producer and consumer connections (so ``mqadmin producerConnection`` / ``consumerConnection``
+show 5.x clients), expires it like any channel, and the transaction check service's CHECK_TRANSACTION_STATE written
+to it becomes a ``RecoverOrphanedTransactionCommand`` on the client's stream (RocketMQ's GrpcClientChannel,
+proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/channel/GrpcClientChannel.java). Other requests are dropped.
+
+Owned by :class:`proxy.messaging.MessagingActivity` on the Trio thread; ``push`` callables are thread-safe (they hand
+the command to the gRPC thread).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Final, cast
+
+import attrs
+
+from broker.context import BrokerState
+from processors.client_channels import ClientChannelInfo
+from proxy.convert import recovery_command
+from proxy.pb import definition
+from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from remoting.codec.codes import LanguageCode, RequestCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.headers.transaction import CheckTransactionStateRequestHeader
+from remoting.codec.message import decode_record
+from remoting.connection import Connection
+
+__all__ = ["ClientSession", "GrpcClientChannel", "SessionTable"]
+
+log = logging.getLogger(__name__)
+
+Push = Callable[[Any], None]
+
+_LANGUAGES: Final = {
+    "JAVA": LanguageCode.JAVA,
+    "CPP": LanguageCode.CPP,
+    "PYTHON": LanguageCode.PYTHON,
+    "GOLANG": LanguageCode.GO,
+    "DOTNET": LanguageCode.DOTNET,
+    "NODE_JS": LanguageCode.NODE_JS,
+}
+
+
+@attrs.define(eq=False)
+class ClientSession:
+    """One 5.x client (by ``x-mq-client-id``): its last Settings and its Telemetry stream, if open."""
+
+    client_id: str
+    language: LanguageCode = LanguageCode.OTHER
+    settings: Any = None
+    push: Push | None = None
+    channel: GrpcClientChannel | None = None
+    transactions: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+
+    @property
+    def client_type(self) -> int:
+        return 0 if self.settings is None else int(self.settings.client_type)
+
+    @property
+    def group(self) -> str:
+        if self.settings is None or not self.settings.HasField("subscription"):
+            return ""
+        return str(self.settings.subscription.group.name)
+
+    @property
+    def fifo(self) -> bool:
+        return self.settings is not None and bool(self.settings.subscription.fifo)
+
+
+class GrpcClientChannel(Connection):
+    """A 5.x client as a broker channel; see the module docstring."""
+
+    def __init__(self, session: ClientSession, remote: tuple[str, int]) -> None:
+        super().__init__(cast(Any, None), remote, ("0.0.0.0", 0))
+        self.session = session
+
+    def __repr__(self) -> str:
+        return f"<GrpcClientChannel {self.session.client_id}{' closed' if self.closed else ''}>"
+
+    def send_nowait(self, cmd: RemotingCommand) -> None:
+        log.debug("dropped remoting command %d to 5.x client %s", cmd.code, self.session.client_id)
+
+    async def send(self, cmd: RemotingCommand) -> None:
+        self.send_nowait(cmd)
+
+    async def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        if cmd.code != RequestCode.CHECK_TRANSACTION_STATE or self.session.push is None:
+            return
+        header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            half = decode_record(cmd.body or b"")
+        except MessageDecodeError:
+            log.warning("transaction check for %s carried an undecodable message", self.session.client_id)
+            return
+        tx_id = header.transaction_id or header.msg_id or ""
+        self.session.transactions[tx_id] = (header.commit_log_offset, header.tran_state_table_offset)
+        self.session.push(recovery_command(half, tx_id))
+
+
+class SessionTable:
+    """Sessions by client id, and their registration in the broker's client registry."""
+
+    def __init__(self, broker: BrokerState, transactions: dict[str, tuple[int, int]]) -> None:
+        self.broker = broker
+        self.sessions: dict[str, ClientSession] = {}
+        self._transactions = transactions
+
+    def session(self, client_id: str, metadata: dict[str, str] | None = None) -> ClientSession:
+        session = self.sessions.get(client_id)
+        if session is None:
+            self._forget_gone()
+            language = _LANGUAGES.get((metadata or {}).get("x-mq-language", ""), LanguageCode.OTHER)
+            session = ClientSession(client_id, language, transactions=self._transactions)
+            self.sessions[client_id] = session
+        return session
+
+    def _forget_gone(self) -> None:
+        """Drop sessions the client registry expired (no heartbeat for ``channelExpiredTimeout``) and whose stream is
+        closed: clients that went away without NotifyClientTermination."""
+        gone = [
+            cid for cid, s in self.sessions.items() if s.push is None and s.channel is not None and s.channel.closed
+        ]
+        for client_id in gone:
+            del self.sessions[client_id]
+
+    def heartbeat(self, session: ClientSession, peer: tuple[str, int]) -> None:
+        """Register (or refresh) the session as producer of each publishing topic or consumer of its group."""
+        settings = session.settings
+        if settings is None:
+            return
+        channel = session.channel
+        if channel is None or channel.closed:
+            channel = session.channel = GrpcClientChannel(session, peer)
+        clients = self.broker.clients
+        info: ClientChannelInfo = clients.channel_info(channel, session.client_id, session.language)
+        if settings.client_type == definition.ClientType.PRODUCER:
+            for topic in settings.publishing.topics:
+                clients.register_producer(topic.name, info)
+        elif settings.HasField("subscription"):
+            subs = [SubscriptionData(topic=s.topic.name, sub_string=s.expression.expression or "*")
+                    for s in settings.subscription.subscriptions]  # fmt: skip
+            push = settings.client_type == definition.ClientType.PUSH_CONSUMER
+            clients.register_consumer(
+                session.group,
+                info,
+                ConsumeType.CONSUME_PASSIVELY if push else ConsumeType.CONSUME_ACTIVELY,
+                MessageModel.CLUSTERING,
+                ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                subs,
+                notify=False,
+            )
+
+    def terminate(self, client_id: str) -> None:
+        """The client said goodbye (or its stream ended for good): unregister it everywhere."""
+        session = self.sessions.pop(client_id, None)
+        if session is not None and session.channel is not None:
+            self.broker.clients.connection_closed(session.channel)
+            session.channel.close()

@@ -1,0 +1,85 @@
+"""A name server and a broker with the 5.x gRPC endpoint, as real child processes (``mqnamesrv`` and
+``mqbroker --enable-proxy``), for the tests that drive the official ``rocketmq-python-client`` against them.
+
+Times are shortened so that scenarios take seconds: invisible times down to 1 s, transaction checks every second,
+consumer offsets saved every 200 ms. :meth:`GrpcCluster.kill_broker` sends SIGKILL; :meth:`start_broker` binds the
+same ports again, so clients keep their endpoints.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import trio
+
+from tests.e2e.harness import Process
+
+_NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
+_BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?)\] boot success")
+_PROXY_BOOT = re.compile(r"The proxy\[grpcServerPort=(\d+), tlsPort=(\d+)\] boot success")
+
+FAST = [
+    "--minInvisibleTimeMillsForRecv", "1000",
+    "--transactionCheckInterval", "1000",
+    "--transactionTimeOut", "1000",
+    "--flushConsumerOffsetInterval", "200",
+]  # fmt: skip
+
+
+class GrpcCluster:
+    """See the module docstring. ``extra`` are further ``--name value`` broker arguments."""
+
+    def __init__(self, data_dir: Path, extra: list[str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.extra = extra or []
+        self.namesrv_addr = ""
+        self.broker_addr = ""
+        self.grpc_port = 0
+        self.tls_port = 0
+        self.broker: Process | None = None
+        self._starts = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        argv = [sys.executable, "-m", "namesrv.cli", "--listenPort", "0"]
+        namesrv = Process("namesrv", argv, self.data_dir / "namesrv.log")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        await namesrv.start(nursery)
+        await namesrv.wait_until(lambda: bool(_NAMESRV_BOOT.search("\n".join(namesrv.lines))), 60, "boot line")
+        found = _NAMESRV_BOOT.search("\n".join(namesrv.lines))
+        assert found is not None
+        self.namesrv_addr = found.group(1)
+        await self.start_broker(nursery)
+
+    async def start_broker(self, nursery: trio.Nursery) -> None:
+        self._starts += 1
+        port = self.broker_addr.rsplit(":", 1)[1] if self.broker_addr else "0"
+        argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", self.namesrv_addr]
+        argv += ["--listenPort", port, "--grpcServerPort", str(self.grpc_port)]
+        argv += ["--storePathRootDir", str(self.data_dir / "store"), "--brokerIP1", "127.0.0.1"]
+        argv += FAST + self.extra
+        proc = Process(f"broker#{self._starts}", argv, self.data_dir / f"broker-{self._starts}.log")
+        await proc.start(nursery)
+        self.broker = proc
+
+        def booted() -> bool:
+            text = "\n".join(proc.lines)
+            return bool(_BROKER_BOOT.search(text) and _PROXY_BOOT.search(text))
+
+        await proc.wait_until(booted, 60, "boot lines")
+        text = "\n".join(proc.lines)
+        broker, grpc = _BROKER_BOOT.search(text), _PROXY_BOOT.search(text)
+        assert broker is not None and grpc is not None
+        self.broker_addr = broker.group(2)
+        self.grpc_port, self.tls_port = int(grpc.group(1)), int(grpc.group(2))
+
+    async def kill_broker(self) -> None:
+        """SIGKILL the broker: no flush, no checkpoint, no clean shutdown of anything."""
+        assert self.broker is not None
+        self.broker.kill()
+        await self.broker.wait_exit(30)

@@ -1,0 +1,48 @@
+"""The proxy's settings come from the broker's ``-c`` file and ``--name value`` arguments (later wins), with
+RocketMQ's property names; the broker does not call them unknown; ``mqbroker -c`` serves gRPC on the file's port."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from broker.cli import build_config, build_proxy_config
+from tests.e2e.harness import Process, kill_all
+
+
+def test_file_then_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b1\ngrpcServerPort=9001\nminInvisibleTimeMillsForRecv=2000\ntls.server.certPath=/c\n")
+    proxy = build_proxy_config(str(conf), ["--grpcServerPort", "9002"], enable=True)
+    assert (proxy.enable_proxy, proxy.grpc_server_port, proxy.min_invisible_time_mills_for_recv) == (True, 9002, 2000)
+    assert (proxy.tls_server_cert_path, proxy.tls_port) == ("/c", 9003)
+    assert not build_proxy_config(str(conf), [], enable=False).enable_proxy
+    build_config(str(conf), ["--grpcServerPort", "9002", "--noSuchKey", "1"], None)
+    warnings = capsys.readouterr().err
+    assert "noSuchKey" in warnings and "grpcServerPort" not in warnings and "tls.server" not in warnings
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_mqbroker_serves_grpc_on_the_port_of_its_config_file(tmp_path: Path, nursery: trio.Nursery) -> None:
+    port = free_port()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"grpcServerPort={port}\nlistenPort=0\nstorePathRootDir={tmp_path / 'store'}\n")
+    argv = [sys.executable, "-m", "broker.cli", "-c", str(conf), "--enable-proxy"]
+    broker = Process("broker", argv, tmp_path / "broker.log")
+    try:
+        await broker.start(nursery)
+        line = f"The proxy[grpcServerPort={port}, tlsPort=0] boot success."
+        await broker.wait_until(lambda: line in broker.lines, 60, "the proxy's boot line")
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+    finally:
+        await kill_all()

@@ -1,0 +1,237 @@
+"""Pop consumption in the broker, in virtual time (``autojump_clock``): checkpoints as timer messages, acks,
+changes of invisibility, redelivery with the attempt raised, the DLQ after the group's attempts, FIFO queues with one
+batch in flight, and in-flight messages across a clean restart. The broker is the embedded cluster's; the messages
+are sent by our 4.x client."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+import trio
+
+from broker.embedded import EmbeddedCluster
+from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
+from broker.pop.revive import REVIVE_GROUP, ReviveService
+from client.message import Message
+from client.producer import Producer
+from processors.filter import compile_sql92
+from processors.pull import build_subscription, tag_filter_of
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.codec.message import decode_record
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+
+INVISIBLE = 30_000
+
+
+async def start_pop(cluster: EmbeddedCluster, nursery: trio.Nursery) -> tuple[PopService, ReviveService]:
+    controller = cluster.controller
+    pop = PopService(controller.context, controller.timer.rewrite)
+    revive = ReviveService(pop)
+    await nursery.start(revive.run)
+    return pop, revive
+
+
+@pytest.fixture
+async def popper(embedded_cluster: EmbeddedCluster, nursery: trio.Nursery) -> tuple[PopService, ReviveService]:
+    """A pop service and its running revive loop over the embedded broker, store time following Trio's clock (the
+    tests ask for ``autojump_clock`` themselves: pytest-trio reads the clock from the test's own arguments)."""
+    use_virtual_store_clock(embedded_cluster)
+    return await start_pop(embedded_cluster, nursery)
+
+
+async def send(cluster: EmbeddedCluster, topic: str, *bodies: bytes, tags: str | None = None) -> None:
+    async with Producer("pg-pop", cluster.namesrv_addr) as producer:
+        for body in bodies:
+            await producer.send(Message(topic, body, tags=tags))
+
+
+async def pop_all(pop: PopService, group: str, topic: str, invisible: int = INVISIBLE, **kw: bool) -> list[Popped]:
+    return pop.pop(group, topic, 32, invisible, None, **kw)
+
+
+async def test_unacked_message_comes_back_after_its_invisible_time_with_attempt_two(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    await create_topic(embedded_cluster, "PopT", queues=2)
+    pop, revive = popper
+    await send(embedded_cluster, "PopT", b"kept", b"acked")
+    first = await pop_all(pop, "G", "PopT")
+    assert sorted(p.message.body for p in first) == [b"acked", b"kept"]
+    assert {p.attempt for p in first} == {1}
+    assert await pop_all(pop, "G", "PopT") == []  # invisible now, and the offsets moved on
+    [acked] = [p for p in first if p.message.body == b"acked"]
+    assert pop.ack("G", "PopT", acked.handle) is AckOutcome.OK
+    await trio.sleep(INVISIBLE / 1000 - 1)
+    assert await pop_all(pop, "G", "PopT") == []  # not before its time
+    await trio.sleep(3)
+    [again] = await pop_all(pop, "G", "PopT")
+    assert (again.message.body, again.attempt, again.handle.topic_type) == (b"kept", 2, 1)
+    assert pop.original_topic(again.message) == "PopT"
+    [old] = [p for p in first if p.message.body == b"kept"]
+    assert again.message.properties["UNIQ_KEY"] == old.message.properties["UNIQ_KEY"]
+    assert pop.ack("G", "PopT", old.handle) is AckOutcome.EXPIRED
+    assert revive.revived == 1
+
+
+async def test_change_of_invisibility_moves_the_redelivery_and_renews_the_handle(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    await create_topic(embedded_cluster, "PopC")
+    pop, _ = popper
+    await send(embedded_cluster, "PopC", b"slow")
+    [popped] = await pop_all(pop, "G", "PopC", invisible=10_000)
+    await trio.sleep(5)
+    outcome, renewed = pop.change_invisible("G", "PopC", popped.handle, 60_000)
+    assert outcome is AckOutcome.OK and renewed is not None
+    assert renewed.pop_time > popped.handle.pop_time and renewed.offset == popped.handle.offset
+    await trio.sleep(20)
+    assert await pop_all(pop, "G", "PopC") == []  # the first checkpoint was cancelled by the change
+    assert pop.ack("G", "PopC", renewed) is AckOutcome.OK
+    await trio.sleep(60)
+    assert await pop_all(pop, "G", "PopC") == []
+
+
+async def test_after_the_groups_attempts_the_message_goes_to_the_dlq(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    await create_topic(embedded_cluster, "PopD")
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GD", retry_max_times=2))
+    pop, _ = popper
+    await send(embedded_cluster, "PopD", b"poison")
+    attempts = []
+    for _ in range(5):
+        attempts += [p.attempt for p in await pop_all(pop, "GD", "PopD", invisible=10_000)]
+        await trio.sleep(12)
+    assert attempts == [1, 2, 3]
+    store = embedded_cluster.controller.context.store
+    [dead] = [decode_record(m) for m in store.get("%DLQ%GD", 0, 0, 32).messages]
+    assert dead.body == b"poison" and dead.properties["RETRY_TOPIC"] == "PopD"
+
+
+async def test_fifo_queue_hands_out_one_batch_at_a_time_in_order(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    await create_topic(embedded_cluster, "PopF", queues=1)
+    pop, _ = popper
+    await send(embedded_cluster, "PopF", *(f"m{i}".encode() for i in range(5)))
+    first = pop.pop("GF", "PopF", 2, 10_000, None, fifo=True)
+    assert [p.message.body for p in first] == [b"m0", b"m1"]
+    assert pop.pop("GF", "PopF", 2, 10_000, None, fifo=True) == []  # one batch in flight per queue
+    assert pop.ack("GF", "PopF", first[0].handle) is AckOutcome.OK
+    await trio.sleep(11)
+    again = pop.pop("GF", "PopF", 2, 10_000, None, fifo=True)
+    assert [(p.message.body, p.attempt) for p in again] == [(b"m1", 2), (b"m2", 1)]
+    for p in again:
+        assert pop.ack("GF", "PopF", p.handle) is AckOutcome.OK
+    rest = pop.pop("GF", "PopF", 32, 10_000, None, fifo=True)
+    assert [p.message.body for p in rest] == [b"m3", b"m4"]
+
+
+async def test_in_flight_messages_survive_a_clean_restart(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopR")
+    await send(embedded_cluster, "PopR", b"a", b"b", b"c")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        popped = await pop_all(pop, "G", "PopR")
+        assert len(popped) == 3
+        [acked] = [p for p in popped if p.message.body == b"b"]
+        assert pop.ack("G", "PopR", acked.handle) is AckOutcome.OK
+        await trio.sleep(2)
+        nursery.cancel_scope.cancel()
+    await embedded_cluster.restart_broker()
+    use_virtual_store_clock(embedded_cluster, clock)
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        assert await pop_all(pop, "G", "PopR") == []
+        await trio.sleep(INVISIBLE / 1000 + 2)
+        again = await pop_all(pop, "G", "PopR")
+        assert sorted(p.message.body for p in again) == [b"a", b"c"]
+        assert {p.attempt for p in again} == {2}
+        offsets = embedded_cluster.controller.context.offsets
+        assert offsets.query(REVIVE_GROUP, pop.revive_topic, 0) > 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_fifo_attempts_and_invisibility_survive_a_clean_restart(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopFR", queues=1)
+    await send(embedded_cluster, "PopFR", b"f0", b"f1")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        first = pop.pop("GFR", "PopFR", 32, 10_000, None, fifo=True)
+        assert pop.ack("GFR", "PopFR", first[0].handle) is AckOutcome.OK
+        await trio.sleep(11)
+        [again] = pop.pop("GFR", "PopFR", 32, INVISIBLE, None, fifo=True)
+        assert (again.message.body, again.attempt) == (b"f1", 2)
+        await pop.fifo_persister.wait_saved()
+        saved = pop.fifo_persister.load()
+        assert saved is not None and saved[("GFR", "PopFR", 0)].invisible_until == {1: again.handle.visible_at}
+        nursery.cancel_scope.cancel()
+    await embedded_cluster.restart_broker()
+    use_virtual_store_clock(embedded_cluster, clock)
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        # The restart's file work moved the virtual clock past the invisible time: what is left is the attempt.
+        await trio.sleep(INVISIBLE / 1000)
+        [third] = pop.pop("GFR", "PopFR", 32, 10_000, None, fifo=True)
+        assert (third.message.body, third.attempt) == (b"f1", 3)
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    "text", ["", "1 2 3", "a b c d e f g h i", "0 1 2 3 0  6 7 8", "0 1 2 3 0 b -6 7 8", "0 1 2 3 0 b 6 7 8 9"]
+)
+def test_malformed_receipt_handles_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        ReceiptHandle.decode(text)
+
+
+def test_receipt_handle_round_trips() -> None:
+    handle = ReceiptHandle(0, 1732520000000, 30000, 999, 0, "broker-a", 1, 5, 4096)
+    assert handle.encode() == "0 1732520000000 30000 999 0 broker-a 1 5 4096"
+    assert ReceiptHandle.decode(handle.encode()) == handle and handle.fifo
+    assert attrs.evolve(handle, revive_qid=0).fifo is False
+
+
+async def test_fifo_queue_with_a_tag_filter_moves_past_what_does_not_match(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    await create_topic(embedded_cluster, "PopFT", queues=1)
+    pop, _ = popper
+    await send(embedded_cluster, "PopFT", b"skip-0", tags="B")
+    await send(embedded_cluster, "PopFT", b"a-1", b"a-2", tags="A")
+    only_a = tag_filter_of(build_subscription("PopFT", "A"))
+    first = pop.pop("GFT", "PopFT", 32, 10_000, only_a, fifo=True)
+    assert [p.message.body for p in first] == [b"a-1", b"a-2"]
+    for p in first:
+        assert pop.ack("GFT", "PopFT", p.handle) is AckOutcome.OK
+    assert embedded_cluster.controller.context.offsets.query("GFT", "PopFT", 0) == 3
+    await send(embedded_cluster, "PopFT", b"skip-3", tags="B")
+    await send(embedded_cluster, "PopFT", b"a-4", tags="A")
+    assert [p.message.body for p in pop.pop("GFT", "PopFT", 32, 10_000, only_a, fifo=True)] == [b"a-4"]
+
+
+async def test_sql92_filter_pops_matching_messages_and_their_redelivery(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    await create_topic(embedded_cluster, "PopSql", queues=1)
+    pop, _ = popper
+    async with Producer("pg-pop", embedded_cluster.namesrv_addr) as producer:
+        for body, region, price in ((b"eu-cheap", "eu", "5"), (b"us", "us", "50"), (b"eu-dear", "eu", "50")):
+            await producer.send(Message("PopSql", body, properties={"region": region, "price": price}))
+    dear_eu = compile_sql92("region = 'eu' AND price > 10").matches_raw
+    [first] = pop.pop("GS", "PopSql", 32, INVISIBLE, None, property_filter=dear_eu)
+    assert first.message.body == b"eu-dear"
+    # What the filter skipped counts as consumed: the group's offset is past all three.
+    assert embedded_cluster.controller.context.offsets.query("GS", "PopSql", 0) == 3
+    await trio.sleep(INVISIBLE / 1000 + 2)
+    # The redelivery comes from the retry topic, which keeps the properties the filter reads.
+    [again] = pop.pop("GS", "PopSql", 32, INVISIBLE, None, property_filter=dear_eu)
+    assert (again.message.body, again.attempt) == (b"eu-dear", 2)
+    nothing = compile_sql92("region = 'asia'").matches_raw
+    assert pop.pop("GS2", "PopSql", 32, INVISIBLE, None, property_filter=nothing) == []

@@ -1,0 +1,129 @@
+"""Auto-renewed invisibility for push consumers, in virtual time (``autojump_clock``): a handle received with
+``auto_renew`` stays invisible while the client is there, an ack with the handle the client holds acknowledges the
+renewed one, renewing stops after ``renewMaxTimeMillis`` and a gone client's messages come back at once. The
+activity, its revive loop and its renew loop run over the embedded broker; requests are the generated protobuf
+messages the official client sends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from broker.embedded import EmbeddedCluster
+from client.message import Message
+from client.producer import Producer
+from proxy.config import ProxyConfig
+from proxy.messaging import MessagingActivity
+from proxy.pb import definition, service
+from proxy.startup import build_activity
+from tests.proxy.test_sessions import consumer_settings
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+
+GROUP, TOPIC = "GRenew", "TRenew"
+
+
+def md(client_id: str) -> dict[str, str]:
+    return {"x-mq-client-id": client_id, "x-mq-language": "PYTHON", "x-rocketrio-peer": "ipv4:127.0.0.1:40000"}
+
+
+def push_settings() -> Any:
+    command = consumer_settings(GROUP, TOPIC)
+    command.settings.client_type = definition.ClientType.PUSH_CONSUMER
+    command.settings.subscription.subscriptions[0].expression.expression = "*"
+    return command
+
+
+async def keep_alive(
+    activity: MessagingActivity, client_id: str, *, task_status: trio.TaskStatus[trio.CancelScope]
+) -> None:
+    """Settings once, then a Heartbeat every 10 s, as the official client does, until the scope it starts with is
+    cancelled."""
+    with trio.CancelScope() as scope:
+        activity.telemetry(push_settings(), md(client_id))
+        task_status.started(scope)
+        while True:
+            activity.heartbeat(service.HeartbeatRequest(), md(client_id))
+            await trio.sleep(10)
+
+
+def receive_request(auto_renew: bool) -> Any:
+    req = service.ReceiveMessageRequest(batch_size=32, auto_renew=auto_renew)
+    req.group.name = GROUP
+    req.message_queue.topic.name = TOPIC
+    req.message_queue.id = -1
+    req.filter_expression.expression = "*"
+    if not auto_renew:
+        req.invisible_duration.FromSeconds(60)
+    return req
+
+
+def received(activity: MessagingActivity, client_id: str, auto_renew: bool = True) -> list[Any]:
+    stream = activity.consuming.receive_now(receive_request(auto_renew), md(client_id), None) or []
+    return [r.message for r in stream if r.HasField("message")]
+
+
+async def start(cluster: EmbeddedCluster, nursery: trio.Nursery, config: ProxyConfig) -> MessagingActivity:
+    use_virtual_store_clock(cluster)
+    await create_topic(cluster, TOPIC)
+    activity, revive = build_activity(cluster.controller, config)
+    await nursery.start(revive.run)
+    await nursery.start(activity.consuming.renew.run)
+    async with Producer("pg-renew", cluster.namesrv_addr) as producer:
+        await producer.send(Message(TOPIC, b"slow"))
+    return activity
+
+
+def ack(activity: MessagingActivity, client_id: str, message: Any) -> int:
+    req = service.AckMessageRequest()
+    req.group.name, req.topic.name = GROUP, TOPIC
+    req.entries.add(
+        message_id=message.system_properties.message_id, receipt_handle=message.system_properties.receipt_handle
+    )
+    return int(activity.consuming.ack(req, md(client_id)).status.code)
+
+
+@pytest.mark.parametrize("auto_renew", [True, False])
+async def test_auto_renew_keeps_a_slow_message_invisible_and_the_first_handle_acks_it(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, auto_renew: bool
+) -> None:
+    activity = await start(embedded_cluster, nursery, ProxyConfig())
+    await nursery.start(keep_alive, activity, "push@1")
+    [message] = received(activity, "push@1", auto_renew)
+    assert message.system_properties.delivery_attempt == 1
+    await trio.sleep(10 * 60)  # a listener running ten minutes, ten times the first invisible time
+    if not auto_renew:  # without renewing it came back after 60 s: the case auto-renew exists for
+        [again] = received(activity, "other@1")
+        assert again.system_properties.delivery_attempt == 2
+        return
+    assert received(activity, "other@1") == []
+    assert ack(activity, "push@1", message) == definition.Code.OK
+    assert activity.consuming.renew.held == {}
+    await trio.sleep(15 * 60)  # past the last renewal's time (+10 m at about 575 s)
+    assert received(activity, "other@1") == []  # the renewed handle was the one acknowledged
+
+
+async def test_renewing_stops_after_its_maximum_and_a_gone_client_releases_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    activity = await start(embedded_cluster, nursery, ProxyConfig(renew_max_time_millis=5 * 60_000))
+    await nursery.start(keep_alive, activity, "push@1")
+    [first] = received(activity, "push@1")
+    await trio.sleep(4 * 60)
+    assert received(activity, "other@1") == []
+    # Renewals at about 50 s (+1 m) and 105 s (+3 m) are within the 5 min maximum, so is the one at about 280 s
+    # (+5 m); the next due one, at about 575 s, is past it: released with the retry delay of attempt 1 (1 s).
+    await trio.sleep(6 * 60)
+    push2 = await nursery.start(keep_alive, activity, "push@2")
+    [again] = received(activity, "push@2")
+    assert (again.body, again.system_properties.delivery_attempt) == (first.body, 2)
+    assert len(activity.consuming.renew.held) == 1
+    await trio.sleep(4 * 60)
+    assert received(activity, "other@1", auto_renew=False) == []  # push@2 is there: renewed
+    push2.cancel()
+    activity.notify_termination(service.NotifyClientTerminationRequest(), md("push@2"))
+    await trio.sleep(30)  # the next scan (5 s) releases it, visible 1 s later
+    [third] = received(activity, "other@1", auto_renew=False)
+    assert third.system_properties.delivery_attempt == 3
+    assert activity.consuming.renew.held == {}

@@ -1,0 +1,106 @@
+"""5.x client sessions in the broker, in virtual time: Settings register producers and consumers in the broker's
+client registry (what ``mqadmin`` lists), termination and the 120 s expiry remove them, and a transaction check
+written to a 5.x client's channel becomes a recovery command on its Telemetry stream. The activity runs over the
+embedded broker; requests are the generated protobuf messages the official client sends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from broker.embedded import EmbeddedCluster
+from proxy.config import ProxyConfig
+from proxy.messaging import MessagingActivity
+from proxy.pb import definition, service
+from proxy.startup import build_activity
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import request
+from remoting.codec.headers.transaction import CheckTransactionStateRequestHeader
+from remoting.codec.message import MessageRecord, encode_record
+from tests.semantics.helpers import create_topic
+
+PEER = "ipv4:127.0.0.1:40000"
+
+
+def md(client_id: str) -> dict[str, str]:
+    return {"x-mq-client-id": client_id, "x-mq-language": "PYTHON", "x-rocketrio-peer": PEER}
+
+
+def producer_settings(*topics: str) -> Any:
+    command = service.TelemetryCommand()
+    command.settings.client_type = definition.ClientType.PRODUCER
+    for topic in topics:
+        command.settings.publishing.topics.add(name=topic)
+    return command
+
+
+def consumer_settings(group: str, topic: str) -> Any:
+    command = service.TelemetryCommand()
+    command.settings.client_type = definition.ClientType.SIMPLE_CONSUMER
+    command.settings.subscription.group.name = group
+    sub = command.settings.subscription.subscriptions.add()
+    sub.topic.name = topic
+    sub.expression.expression = "TagA"
+    return command
+
+
+def activity_of(cluster: EmbeddedCluster) -> MessagingActivity:
+    activity, _ = build_activity(cluster.controller, ProxyConfig())
+    return activity
+
+
+async def test_settings_register_clients_and_termination_removes_them(embedded_cluster: EmbeddedCluster) -> None:
+    activity = activity_of(embedded_cluster)
+    clients = embedded_cluster.controller.context.clients
+    reply = activity.telemetry(producer_settings("T1", "T2"), md("p@1"))
+    assert reply.status.code == definition.Code.OK and reply.settings.publishing.max_body_size == 4 << 20
+    assert [c.client_id for c in clients.producer_connections("T1")] == ["p@1"]
+    assert [c.client_id for c in clients.producer_connections("T2")] == ["p@1"]
+    reply = activity.telemetry(consumer_settings("G1", "T1"), md("c@1"))
+    assert reply.settings.backoff_policy.max_attempts == 17 and not reply.settings.subscription.fifo
+    assert clients.consumer_ids("G1") == ["c@1"]
+    group = clients.consumer_group("G1")
+    assert group is not None and group.subscriptions["T1"].sub_string == "TagA"
+    assert activity.heartbeat(service.HeartbeatRequest(), md("stranger@9")).status.code == definition.Code.OK
+    activity.notify_termination(service.NotifyClientTerminationRequest(), md("c@1"))
+    assert clients.consumer_ids("G1") == []
+    assert "c@1" not in activity.sessions.sessions
+
+
+async def test_silent_clients_expire_after_120_s_and_their_sessions_go(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    activity = activity_of(embedded_cluster)
+    clients = embedded_cluster.controller.context.clients
+    activity.telemetry(consumer_settings("G2", "T1"), md("c@2"))
+    await trio.sleep(60)
+    activity.heartbeat(service.HeartbeatRequest(), md("c@2"))
+    await trio.sleep(100)
+    assert clients.consumer_ids("G2") == ["c@2"]  # the heartbeat at 60 s kept it
+    await trio.sleep(100)
+    assert clients.consumer_ids("G2") == []
+    activity.sessions.session("newcomer@1")
+    assert set(activity.sessions.sessions) == {"newcomer@1"}
+
+
+async def test_a_transaction_check_becomes_a_recovery_command_on_telemetry(embedded_cluster: EmbeddedCluster) -> None:
+    await create_topic(embedded_cluster, "TxT")
+    activity = activity_of(embedded_cluster)
+    pushed: list[Any] = []
+    activity.telemetry_opened(md("p@3"), pushed.append)
+    activity.telemetry(producer_settings("TxT"), md("p@3"))
+    [channel] = embedded_cluster.controller.context.clients.producer_connections("TxT")
+    half = MessageRecord("TxT", b"half body", properties="UNIQ_KEY\x01ABC\x02TAGS\x01tx\x02TRAN_MSG\x01true")
+    header = CheckTransactionStateRequestHeader(
+        tran_state_table_offset=7, commit_log_offset=4096, msg_id="ABC", transaction_id="ABC", offset_msg_id="X"
+    )
+    body = encode_record(half, 7, 4096, 1)
+    await channel.connection.invoke_oneway(request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(), body))
+    [command] = pushed
+    recover = command.recover_orphaned_transaction_command
+    assert recover.transaction_id == "ABC"
+    message = recover.message
+    assert (message.topic.name, message.body, message.system_properties.message_id) == ("TxT", b"half body", "ABC")
+    assert message.system_properties.message_type == definition.MessageType.TRANSACTION
+    assert activity.producing.transactions["ABC"] == (4096, 7)
