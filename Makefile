@@ -71,6 +71,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.pop
 	$(BIN)/python -m bench.grpc_stack
 	$(BIN)/python -m bench.grpc_clients
+	$(BIN)/python -m bench.security
 
 clean:
 	rm -rf $(VENV) data

@@ -47,6 +47,7 @@ import trio
 from bench.broker import create_topic_request, pull_request, send_load, send_request
 from bench.profiling import py_spy
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
+from client.config import ClientConfig
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -98,9 +99,12 @@ async def create_topics(broker: str, *topics: str) -> None:
 # -- send: client vs raw ----------------------------------------------------------------------------------------
 
 
-async def client_send_load(namesrv: str, topic: str, inflight: int, duration: float) -> float:
+async def client_send_load(
+    namesrv: str, topic: str, inflight: int, duration: float, config: ClientConfig | None = None
+) -> float:
+    """Sends per second of one producer with ``inflight`` concurrent senders (``config``: keys, TLS)."""
     count = 0
-    async with Producer("bench-pg", namesrv) as producer:
+    async with Producer("bench-pg", namesrv, config=config) as producer:
         await producer.send(Message(topic, BODY_PAD))
         deadline = anyio.current_time() + duration
 

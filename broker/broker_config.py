@@ -13,10 +13,14 @@ from pathlib import Path
 import attrs
 
 from remoting.codec.java_properties import load_config
+from remoting.server import ListenerSettings
 
 
 @attrs.frozen
-class BrokerConfig:
+class BrokerConfig(ListenerSettings):
+    """The broker's settings; the ``tls.*`` ones and the listeners' limits (``serverMaxConnections``,
+    ``serverMaxRequestsInFlight``, ``serverMaxBufferedBytes``) come from :class:`remoting.server.ListenerSettings`."""
+
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
     broker_id: int = 0
@@ -114,6 +118,14 @@ class BrokerConfig:
     metrics_prom_exporter_port: int = 5557
     #: Extra labels on every metric: ``key1:value1,key2:value2``.
     metrics_label: str = ""
+    #: ACL 1.0 (docs/architecture.md#acl-and-tls-at-the-edge): every request is checked against the plain_acl.yml
+    #: accounts before it reaches a pool.
+    acl_enable: bool = False
+    #: RocketMQ's home directory: the ACL files are ``conf/plain_acl.yml`` and ``conf/acl/**.yml`` under it (Java reads
+    #: ``rocketmq.home.dir`` or the ``ROCKETMQ_HOME`` environment variable).
+    rocketmq_home: str = attrs.field(factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
+    #: The default ACL file, relative to rocketmqHome (Java's system property of that name).
+    acl_plain_file: str = attrs.field(default="conf/plain_acl.yml", metadata={"key": "rocketmq.acl.plain.file"})
 
     @property
     def broker_addr(self) -> str:

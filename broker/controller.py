@@ -32,11 +32,16 @@ from pathlib import Path
 
 import trio
 
+from broker.acl.admission import AclAdmission
+from broker.acl.processor import REQUEST_CODES as ACL_CODES
+from broker.acl.processor import AclAdminProcessor
+from broker.acl.watcher import watch_acl_files
 from broker.broker_config import BrokerConfig
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
 from broker.metrics import broker_exporter
 from broker.registration import BrokerRegistration
 from broker.schedule import ScheduleMessageService
+from broker.security import acl_manager_of, namesrv_client_context, server_config_of
 from broker.timer.runtime_info import RuntimeInfoProcessor
 from broker.timer.service import TimerMessageService
 from broker.transaction import TransactionalMessageBridge, TransactionCheckService
@@ -65,7 +70,7 @@ from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
 from remoting.prometheus import prometheus_wanted
 from remoting.rpc_metrics import RpcLatency
-from remoting.server import RemotingServer, ServerConfig
+from remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +91,10 @@ class FastChannelDispatcher(Dispatcher):
         if request.code != RequestCode.PULL_MESSAGE:
             await self._main.dispatch(ctx, request)
             return
-        if request.is_oneway:
-            return
         answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+        if request.is_oneway:
+            ctx.connection.oneway_done(request, answer)
+            return
         with contextlib.suppress(RemotingConnectError):
             await ctx.connection.send(answer)
 
@@ -125,16 +131,13 @@ class BrokerController:
         )
         self.transaction_bridge = TransactionalMessageBridge(self.context, delay_rewrite=self.schedule.rewrite)
         self.transaction_check = TransactionCheckService(self.context, self.transaction_bridge)
-        self.dispatcher = Dispatcher()
+        self.acl = acl_manager_of(config)
+        self.dispatcher = Dispatcher(admission=AclAdmission(self.acl) if self.acl is not None else None)
         self._register_processors()
         # Requests are timed for /metrics only when it is served (docs/metrics.md).
         self.rpc_latency = RpcLatency() if prometheus_wanted(config.metrics_exporter_type) else None
         self.metrics = broker_exporter(self.context, self.pools, self.rpc_latency)
-        self.remoting_server = RemotingServer(
-            self.dispatcher,
-            ServerConfig(idle_timeout=float(config.server_channel_max_idle_time_seconds)),
-            self.rpc_latency,
-        )
+        self.remoting_server = RemotingServer(self.dispatcher, server_config_of(config), self.rpc_latency)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.fast_server = RemotingServer(
             FastChannelDispatcher(self.dispatcher), self.remoting_server.config, self.rpc_latency
@@ -205,6 +208,7 @@ class BrokerController:
         register(StoreOpsProcessor.REQUEST_CODES, store_ops, pools["admin"])
         register(RequestCode.GET_ALL_DELAY_OFFSET, store_ops, pools["admin"])
         register(ReplyMessageProcessor.REQUEST_CODES, ReplyMessageProcessor(ctx), pools["reply"])
+        register(ACL_CODES, AclAdminProcessor(self.acl, ctx), pools["admin"])
 
     def _on_connection_closed(self, connection: Connection) -> None:
         self.context.clients.connection_closed(connection)
@@ -216,6 +220,8 @@ class BrokerController:
         await trio.to_thread.run_sync(store.load)
         try:
             await trio.to_thread.run_sync(load_managers, ctx)
+            if self.acl is not None:
+                await trio.to_thread.run_sync(self.acl.load)
         except BaseException:
             store.close()
             raise
@@ -248,13 +254,18 @@ class BrokerController:
     async def _run_front(self, task_status: trio.TaskStatus[Address]) -> None:
         """Client housekeeping, the hold service, the listeners and the registration, until cancelled."""
         ctx = self.context
-        async with RemotingClient() as client, trio.open_nursery() as nursery:
+        async with (
+            RemotingClient(ssl_context=namesrv_client_context(self.config)) as client,
+            trio.open_nursery() as nursery,
+        ):
             await nursery.start(ctx.clients.run)
             await nursery.start(self.hold.run)
             await nursery.start(ctx.stats.run)
             await nursery.start(self.put_futures.run)
             await nursery.start(self.schedule.run)
             await nursery.start(self.timer.run)
+            if self.acl is not None:
+                await nursery.start(watch_acl_files, self.acl)
             host, port = await nursery.start(
                 self.remoting_server.serve, self.config.listen_host, self.config.listen_port
             )

@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 
 
 class EmbeddedCluster:
-    """A name server and a broker on ``host``; ``broker_overrides`` are BrokerConfig fields (snake_case)."""
+    """A name server and a broker on ``host``; ``broker_overrides`` are BrokerConfig fields (snake_case), and the
+    ``tls_*`` ones apply to the name server too."""
 
     def __init__(
         self,
@@ -61,6 +62,8 @@ class EmbeddedCluster:
             listen_host=host,
             kv_config_path=str(self.data_dir / "namesrv" / "kvConfig.json"),
             config_store_path=str(self.data_dir / "namesrv" / "namesrv.properties"),
+            # One process, one set of tls.* settings (JVM-wide system properties in RocketMQ).
+            **{name: value for name, value in broker_overrides.items() if name.startswith("tls_")},
         )
         self._broker_port = broker_port
         self._broker_overrides = broker_overrides

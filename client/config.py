@@ -1,6 +1,11 @@
 """Client configuration shared by producers and consumers (Java's ``ClientConfig``), with 4.9.8's defaults.
 
 Times are in seconds (floats) on the Python side; they are converted to milliseconds only on the wire.
+
+Security (docs/architecture.md#acl-and-tls-at-the-edge): ``access_key`` and ``secret_key`` sign every request for a
+broker with ACL on (Java's ``AclClientRPCHook`` with ``SessionCredentials``); ``tls=True`` connects with TLS (Java's
+``useTLS``), without checking the server unless ``tls_ca_file`` names the CA to check it against;
+``tls_cert_file`` / ``tls_key_file`` present a client certificate.
 """
 
 from __future__ import annotations
@@ -8,8 +13,12 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+import ssl
 
 import attrs
+
+from remoting.codec.acl_signing import SessionCredentials
+from remoting.tls import client_context
 
 _instance_counter = itertools.count(1)
 
@@ -50,6 +59,30 @@ class ClientConfig:
     heartbeat_broker_interval: float = 30.0
     persist_consumer_offset_interval: float = 5.0
     rpc_timeout: float = 3.0
+    access_key: str | None = None
+    secret_key: str | None = attrs.field(default=None, repr=False)
+    security_token: str | None = attrs.field(default=None, repr=False)
+    tls: bool = False
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+
+    @property
+    def credentials(self) -> SessionCredentials | None:
+        """The signing credentials, or None when no access key is set. Raises ``ValueError`` for a key without a
+        secret."""
+        if not self.access_key:
+            return None
+        if not self.secret_key:
+            raise ValueError(f"access key {self.access_key!r} is set without a secret key")
+        return SessionCredentials(self.access_key, self.secret_key, self.security_token)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context for ``tls=True`` (or a CA / client certificate given), else None. Raises ``OSError`` /
+        ``ssl.SSLError`` for unreadable files."""
+        if not (self.tls or self.tls_ca_file or self.tls_cert_file):
+            return None
+        return client_context(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
 
     @property
     def client_id(self) -> str:

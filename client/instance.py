@@ -119,7 +119,12 @@ class MQClientInstance:
                 f"a client instance with id {self.client_id!r} is already running in this process: share it "
                 "(pass instance=) or give this one another instance_name"
             )
-        remoting = RemotingClient(ClientRequestHandler(self), connect_timeout=self.config.rpc_timeout)
+        remoting = RemotingClient(
+            ClientRequestHandler(self),
+            connect_timeout=self.config.rpc_timeout,
+            credentials=self.config.credentials,
+            ssl_context=self.config.ssl_context(),
+        )
         await remoting.__aenter__()
         _running_client_ids.add(self.client_id)
         self._remoting = remoting

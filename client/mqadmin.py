@@ -1,7 +1,11 @@
 """``mqadmin``: RocketMQ 4.9.8's admin command line over :class:`client.admin.Admin`: every subcommand that needs no
-replication or ACL parts, with RocketMQ's names, short and long options, required options and output (docs/mqadmin.md
+replication parts, with RocketMQ's names, short and long options, required options and output (docs/mqadmin.md
 lists them with their tests). ``-n`` falls back to ``NAMESRV_ADDR``; ``--json`` (before or after the command) prints
 one JSON document instead of RocketMQ's text.
+
+Requests are signed for a broker with ACL on when ``--accessKey`` / ``--secretKey`` are given before the command, or
+else when ``$ROCKETMQ_HOME/conf/tools.yml`` holds ``accessKey`` and ``secretKey`` (RocketMQ's way); ``--tls`` (and
+``--tlsCaFile`` to check the servers) connects with TLS.
 
     mqadmin updateTopic -n 127.0.0.1:9876 -t TopicTest -c DefaultCluster -r 4 -w 4
     NAMESRV_ADDR=127.0.0.1:9876 mqadmin consumerProgress -g my-group --json
@@ -11,8 +15,8 @@ As RocketMQ's ``MQAdminStartup``: commands are found by name or alias in any cas
 ``The sub command <name> not exist.`` (exit status 1 here). The commands live in modules by family:
 :mod:`client.mqadmin_topics`, :mod:`client.mqadmin_groups`, :mod:`client.mqadmin_offsets`,
 :mod:`client.mqadmin_cluster`, :mod:`client.mqadmin_namesrv`, :mod:`client.mqadmin_messages`,
-:mod:`client.mqadmin_trace`, :mod:`client.mqadmin_stats` and :mod:`client.mqadmin_export`. A command that fails prints
-the error on stderr and exits with status 1.
+:mod:`client.mqadmin_trace`, :mod:`client.mqadmin_stats`, :mod:`client.mqadmin_export` and
+:mod:`client.mqadmin_acl`. A command that fails prints the error on stderr and exits with status 1.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 import click
 
+from client.mqadmin_acl import COMMANDS as ACL_COMMANDS
 from client.mqadmin_cluster import COMMANDS as CLUSTER_COMMANDS
 from client.mqadmin_export import COMMANDS as EXPORT_COMMANDS
 from client.mqadmin_groups import COMMANDS as GROUP_COMMANDS
@@ -29,11 +34,12 @@ from client.mqadmin_messages import COMMANDS as MESSAGE_COMMANDS
 from client.mqadmin_namesrv import COMMANDS as NAMESRV_COMMANDS
 from client.mqadmin_offsets import COMMANDS as OFFSET_COMMANDS
 from client.mqadmin_stats import COMMANDS as STATS_COMMANDS
+from client.mqadmin_support import security_options
 from client.mqadmin_topics import COMMANDS as TOPIC_COMMANDS
 from client.mqadmin_trace import COMMANDS as TRACE_COMMANDS
 
 #: Java's ``commandAlias`` values, lower-cased.
-ALIASES = {"querymsgtracebyid": "queryMsgTraceById"}
+ALIASES = {"querymsgtracebyid": "queryMsgTraceById", "deleteaccessconfig": "deleteAclConfig"}
 
 
 class MQAdminGroup(click.Group):
@@ -67,10 +73,12 @@ class MQAdminGroup(click.Group):
 
 @click.group(cls=MQAdminGroup, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of RocketMQ's text")
+@security_options
 @click.pass_context
-def main(ctx: click.Context, as_json: bool) -> None:
+def main(ctx: click.Context, /, as_json: bool, **security: Any) -> None:
     """RocketMQ admin commands (rocketrio)."""
     ctx.ensure_object(dict)["json"] = as_json
+    ctx.obj.update(security)
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
 
@@ -99,6 +107,7 @@ _FAMILIES: tuple[tuple[Any, ...], ...] = (
     TRACE_COMMANDS,
     STATS_COMMANDS,
     EXPORT_COMMANDS,
+    ACL_COMMANDS,
 )
 for _family in _FAMILIES:
     for _command in _family:

@@ -11,6 +11,7 @@ without their ``#``.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -23,8 +24,10 @@ from rich.console import Console
 from rich.table import Table
 
 from client.admin import Admin
+from client.config import ClientConfig
 from client.errors import MQClientError
 from client.message import MessageExt
+from client.tools_config import tools_credentials
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.errors import RemotingError
 
@@ -124,9 +127,10 @@ def run_job(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]])
     if not namesrv:
         click.echo(NO_NAMESRV, err=True)
         sys.exit(1)
+    config = client_config(obj, namesrv)
 
     async def main() -> None:
-        async with Admin(namesrv) as admin:
+        async with Admin(namesrv, config=config) as admin:
             await job(admin, output)
 
     try:
@@ -135,6 +139,28 @@ def run_job(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]])
         click.echo(f"mqadmin: {exc}", err=True)
         sys.exit(1)
     output.finish()
+
+
+def security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The group's ``--accessKey`` / ``--secretKey`` / ``--tls`` / ``--tlsCaFile`` options."""
+    fn = click.option("--tlsCaFile", "tls_ca_file", help="CA file to check the servers' certificates")(fn)
+    fn = click.option("--tls", "tls", is_flag=True, help="connect with TLS")(fn)
+    fn = click.option("--secretKey", "secret_key", help="ACL secret key")(fn)
+    return click.option("--accessKey", "access_key", help="ACL access key (else conf/tools.yml)")(fn)
+
+
+def client_config(obj: dict[str, Any], namesrv: str) -> ClientConfig:
+    """The admin's config: the group's security options, else the keys of ``$ROCKETMQ_HOME/conf/tools.yml``."""
+    access_key, secret_key = obj.get("access_key"), obj.get("secret_key")
+    if not access_key:
+        access_key, secret_key = tools_credentials(os.environ.get("ROCKETMQ_HOME", "")) or (None, None)
+    return ClientConfig(
+        namesrv_addr=namesrv,
+        access_key=access_key,
+        secret_key=secret_key,
+        tls=bool(obj.get("tls")),
+        tls_ca_file=obj.get("tls_ca_file"),
+    )
 
 
 def format_ts(ms: int) -> str:

@@ -14,10 +14,14 @@ from pathlib import Path
 import attrs
 
 from remoting.codec.java_properties import load_config
+from remoting.server import ListenerSettings
 
 
 @attrs.frozen
-class NamesrvConfig:
+class NamesrvConfig(ListenerSettings):
+    """The name server's settings; the ``tls.*`` ones (RocketMQ's name server sniffs TLS like the broker) and the
+    listener's limits, as the broker's, come from :class:`remoting.server.ListenerSettings`."""
+
     listen_port: int = 9876
     #: The address the server binds; Java binds every interface, so does ``0.0.0.0`` here.
     listen_host: str = "0.0.0.0"

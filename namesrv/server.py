@@ -33,7 +33,7 @@ from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.prometheus import PrometheusExporter, metrics_labels, prometheus_wanted, rpc_latency_source
 from remoting.rpc_metrics import RpcLatency
-from remoting.server import RemotingServer, ServerConfig
+from remoting.server import RemotingServer
 
 
 class NamesrvServer:
@@ -55,10 +55,9 @@ class NamesrvServer:
         dispatcher.register(NamesrvProcessor.request_codes(), self.processor, self.pool)
         # Unknown codes still reach the processor, which answers REQUEST_CODE_NOT_SUPPORTED (see processor.py).
         dispatcher.set_default(self.processor, self.pool)
+        server_config = config.listener_config(config.server_channel_max_idle_time_seconds)
         self.rpc_latency = RpcLatency() if prometheus_wanted(config.metrics_exporter_type) else None
-        self.remoting_server = RemotingServer(
-            dispatcher, ServerConfig(idle_timeout=config.server_channel_max_idle_time_seconds), self.rpc_latency
-        )
+        self.remoting_server = RemotingServer(dispatcher, server_config, self.rpc_latency)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.metrics: PrometheusExporter | None = None
 

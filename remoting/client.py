@@ -19,7 +19,12 @@ Contract:
   of their own and its response is written back (unless oneway); without a handler they get
   REQUEST_CODE_NOT_SUPPORTED;
 - ``serialize_type`` is stamped on every request (JSON by default; CBOR only towards rocketrio servers); the server's
-  responses mirror it.
+  responses mirror it;
+- with ``credentials`` every request is signed for ACL 1.0 (``AccessKey`` and ``Signature``, see
+  :mod:`remoting.codec.acl_signing`), name servers included (they ignore it, as RocketMQ's do);
+- with ``ssl_context`` every connection is TLS (anyio's ``TLSStream``; the host name is checked when the context
+  says so). A server that refuses TLS (``tls.server.mode=disabled``) closes the connection: the call raises
+  ``RemotingConnectError``.
 
 Leaving the ``async with`` block closes every connection and cancels callbacks still running.
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 import inspect
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self
@@ -37,7 +43,9 @@ import anyio
 import anyio.abc
 import attrs
 import sniffio
+from anyio.streams.tls import TLSStream
 
+from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.codes import ResponseCode, SerializeType
 from remoting.codec.command import RemotingCommand
 from remoting.codec.frame import MAX_FRAME
@@ -71,8 +79,12 @@ class RemotingClient:
         serialize_type: SerializeType = SerializeType.JSON,
         idle_timeout: float | None = 120.0,
         max_frame: int = MAX_FRAME,
+        credentials: SessionCredentials | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.request_handler = request_handler
+        self.credentials = credentials
+        self.ssl_context = ssl_context
         self.connect_timeout = connect_timeout
         self.serialize_type = serialize_type
         self.idle_timeout = idle_timeout
@@ -124,15 +136,18 @@ class RemotingClient:
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
         host, port = parse_address(address)
+        stream: anyio.abc.ByteStream
         try:
             with anyio.fail_after(self.connect_timeout):
-                stream = await anyio.connect_tcp(host, port)
+                tcp = stream = await anyio.connect_tcp(host, port)
+                if self.ssl_context is not None:
+                    stream = await self._handshake(tcp, host)
         except TimeoutError as exc:
             raise RemotingConnectError(f"connect to {address} timed out after {self.connect_timeout}s") from exc
-        except OSError as exc:
-            raise RemotingConnectError(f"connect to {address} failed: {exc}") from exc
+        except (OSError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            raise RemotingConnectError(f"connect to {address} failed: {exc!r}") from exc
         try:
-            conn = self._wrap(stream)
+            conn = self._wrap(tcp, stream)
         except OSError as exc:  # no descriptor left for the duplicate, or the peer reset already
             await stream.aclose()
             raise RemotingConnectError(f"connect to {address} failed: {exc}") from exc
@@ -140,14 +155,25 @@ class RemotingClient:
         self._tasks.start_soon(self._run_connection, address, conn)
         return conn
 
-    def _wrap(self, stream: anyio.abc.SocketStream) -> Connection:
-        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+    async def _handshake(self, tcp: anyio.abc.SocketStream, host: str) -> TLSStream:
+        assert self.ssl_context is not None
+        try:
+            return await TLSStream.wrap(
+                tcp, hostname=host, ssl_context=self.ssl_context, server_side=False, standard_compatible=False
+            )
+        except BaseException:
+            await anyio.aclose_forcefully(tcp)
+            raise
+
+    def _wrap(self, tcp: anyio.abc.SocketStream, stream: anyio.abc.ByteStream) -> Connection:
+        sock = tcp.extra(anyio.abc.SocketAttribute.raw_socket)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        remote = stream.extra(anyio.abc.SocketAttribute.remote_address)
-        local = stream.extra(anyio.abc.SocketAttribute.local_address)
+        remote = tcp.extra(anyio.abc.SocketAttribute.remote_address)
+        local = tcp.extra(anyio.abc.SocketAttribute.local_address)
         assert isinstance(remote, tuple) and isinstance(local, tuple)
-        # Under Trio, anyio writes straight to the socket, so the connection may too; asyncio transports buffer.
-        trio_native = sniffio.current_async_library() == "trio"
+        # Under Trio, anyio writes straight to the socket, so the connection may too; asyncio transports buffer, and
+        # TLS records must go through the TLS stream.
+        trio_native = sniffio.current_async_library() == "trio" and stream is tcp
         raw = socket.fromfd(sock.fileno(), sock.family, sock.type) if trio_native else None
         return Connection(
             AnyioByteStream(stream),
@@ -168,13 +194,17 @@ class RemotingClient:
     async def _on_request(self, ctx: RequestContext, cmd: RemotingCommand) -> None:
         if self.request_handler is not None and self._tasks is not None:
             self._tasks.start_soon(run_processor, self.request_handler, ctx, cmd)
-        elif not cmd.is_oneway:
+        elif cmd.is_oneway:
+            ctx.connection.oneway_done(cmd, None)
+        else:
             answer = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(cmd.code))
             await ctx.connection.send(answer)
 
     def _stamp(self, cmd: RemotingCommand) -> RemotingCommand:
         if cmd.serialize_type != self.serialize_type:
-            return attrs.evolve(cmd, serialize_type=self.serialize_type)
+            cmd = attrs.evolve(cmd, serialize_type=self.serialize_type)
+        if self.credentials is not None:
+            cmd = sign(cmd, self.credentials)
         return cmd
 
     async def invoke(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:

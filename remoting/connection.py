@@ -16,6 +16,11 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
   client's own connection (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED), the client to call the server;
 - per-invocation timeouts kept by one sweeper task per connection (no cancel scope per call);
 - idle tracking: no read and no write for ``idle_timeout`` seconds closes the connection (Java's 120 s default);
+- a budget per connection: while ``max_requests_in_flight`` requests read from the peer wait for their response, or
+  while their bodies and the responses not yet written hold more than ``max_buffered_bytes``, the reader stops
+  reading, so TCP pushes back on a peer that sends faster than it is answered (or never reads its answers) instead
+  of the process buffering for it. A oneway request counts until its processor returns (:meth:`oneway_done`), so a
+  flood of oneway frames cannot grow an unbounded pool queue either.
 - RPC latency, when the server set :attr:`Connection.rpc_latency` (:mod:`remoting.rpc_metrics`): a request's code
   and read time are kept by opaque until its response is written (or, oneway, until its processor returns).
 
@@ -66,6 +71,12 @@ FLUSH_FRAMES: Final = 8
 #: a deep pipeline (1,024 async sends in flight) then pays one send() per ~64 responses instead of per 8, while the
 #: first 8 still go out early. Measured: the broker's ``Connection._send_direct`` self time fell from 8.6 % to ~2 %.
 MAX_FLUSH_FRAMES: Final = 64
+#: Default per-connection budget (see the module docstring): requests awaiting their response...
+MAX_REQUESTS_IN_FLIGHT: Final = 8192
+#: ...and bytes of those requests' bodies plus unwritten responses.
+MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024
+#: What a request counts for besides its body (header and bookkeeping).
+REQUEST_OVERHEAD: Final = 128
 #: Requests whose latency one connection tracks at most (more are not timed: a peer that never reads its answers,
 #: or oneway requests dropped before a processor, must not grow the table without bound).
 MAX_TIMED_REQUESTS: Final = 65_536
@@ -97,6 +108,8 @@ class Connection:
         max_frame: int = MAX_FRAME,
         idle_timeout: float | None = None,
         raw_socket: socket.socket | None = None,
+        max_requests_in_flight: int = MAX_REQUESTS_IN_FLIGHT,
+        max_buffered_bytes: int = MAX_BUFFERED_BYTES,
     ) -> None:
         self.remote_address = remote_address
         self.local_address = local_address
@@ -117,6 +130,12 @@ class Connection:
         self._expiry_at = math.inf
         self._expiry_wakeup: primitives.Event | None = None
         self._closed = False
+        self._max_in_flight = max_requests_in_flight
+        self._max_buffered = max_buffered_bytes
+        self._inbound: dict[int, int] = {}  # opaque -> bytes of each request read and not yet answered
+        self._inbound_bytes = 0
+        self._oneway_held = 0  # oneway requests read and not yet through their processor (or refused)
+        self._capacity: primitives.Event | None = None
         self._scope: anyio.CancelScope | None = None
         self._loop = primitives.current()
         self.last_activity = self._loop.now()
@@ -132,6 +151,35 @@ class Connection:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Requests read from the peer whose response has not been written yet, or, oneway, whose processor has not
+        returned yet."""
+        return len(self._inbound) + self._oneway_held
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held for this connection: bodies of requests in flight plus responses queued for the writer."""
+        return self._inbound_bytes + self._outbox_bytes
+
+    def _over_budget(self) -> bool:
+        return (
+            len(self._inbound) + self._oneway_held >= self._max_in_flight
+            or self._inbound_bytes + self._outbox_bytes > self._max_buffered
+        )
+
+    async def _wait_for_budget(self) -> None:
+        """Park the reader until answers have gone out (or the connection closes)."""
+        log.debug("%r: pausing reads (%d requests, %d bytes held)", self, self.requests_in_flight, self.buffered_bytes)
+        while self._over_budget() and not self._closed:
+            event = self._capacity = self._loop.new_event()
+            await event.wait()
+
+    def _wake_reader(self) -> None:
+        if self._capacity is not None and not self._over_budget():
+            self._capacity.set()
+            self._capacity = None
 
     @property
     def pending_invocations(self) -> int:
@@ -184,7 +232,7 @@ class Connection:
 
     async def _read_frames(self, on_request: RequestCallback) -> None:
         decoder = FrameDecoder(self._max_frame)
-        ctx, pending, now = self.context, self._pending, self._loop.now
+        ctx, pending, now, inbound = self.context, self._pending, self._loop.now, self._inbound
         receive_some = self._raw_io().receive_some
         try:
             while True:
@@ -204,9 +252,18 @@ class Connection:
                         else:
                             future.complete(cmd)
                     else:
+                        size = len(cmd.body) + REQUEST_OVERHEAD
+                        if cmd.flag & FLAG_ONEWAY:
+                            self._oneway_held += 1
+                            self._inbound_bytes += size
+                        else:
+                            self._inbound_bytes += size - inbound.pop(cmd.opaque, 0)
+                            inbound[cmd.opaque] = size
                         if self.rpc_latency is not None and len(self._timed) < MAX_TIMED_REQUESTS:
                             self._timed[cmd.opaque] = [cmd.code, time.perf_counter_ns(), False]
                         await on_request(ctx, cmd)
+                        if self._over_budget():
+                            await self._wait_for_budget()
         except CodecError as exc:
             log.warning("%r: closing on a malformed frame: %s", self, exc)
         except STREAM_ERRORS as exc:
@@ -232,6 +289,7 @@ class Connection:
                 await send_all(data)
                 self._writing = False
                 self.last_activity = now()
+                self._wake_reader()
                 if self._drained is not None:
                     self._drained.set()
                     self._drained = None
@@ -275,6 +333,8 @@ class Connection:
         self._outbox.clear()
         if self._drained is not None:
             self._drained.set()
+        if self._capacity is not None:
+            self._capacity.set()
 
     @property
     def congested(self) -> bool:
@@ -304,6 +364,12 @@ class Connection:
         :attr:`congested`). Same errors."""
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
+        if cmd.flag & FLAG_RESPONSE and self._inbound:
+            size = self._inbound.pop(cmd.opaque, None)
+            if size is not None:
+                self._inbound_bytes -= size
+                if self._capacity is not None:
+                    self._wake_reader()
         if self._timed and cmd.flag & FLAG_RESPONSE:
             self._time_response(cmd.opaque, cmd.code, RESULT_SUCCESS)
         frame = encode_command(cmd)
@@ -338,8 +404,14 @@ class Connection:
             self.rpc_latency.observe(code, response_code, suspended, result, time.perf_counter_ns() - started)
 
     def oneway_done(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
-        """A oneway request's processor returned: its latency is recorded now, with the code it would have
-        answered (SUCCESS when it returned nothing)."""
+        """A oneway request's processor returned (or it was refused before one): it leaves the connection's budget
+        and its latency is recorded now, with the code it would have answered (SUCCESS when it returned nothing).
+        Whoever takes a oneway request from :meth:`run`'s callback must call this once for it."""
+        if self._oneway_held > 0:
+            self._oneway_held -= 1
+            self._inbound_bytes -= len(request.body) + REQUEST_OVERHEAD
+            if self._capacity is not None:
+                self._wake_reader()
         if self._timed:
             self._time_response(request.opaque, 0 if response is None else response.code, RESULT_ONEWAY)
 

@@ -10,6 +10,8 @@ accounting showed up at ~5 % of the server's profile, hence per-worker). A pool 
 
 :meth:`Dispatcher.dispatch` runs in a connection's reader task and never waits for a processor:
 
+- ``admission`` (optional, the broker's ACL check) sees every request first; a command it returns is the answer and
+  the request never reaches a pool, so refused requests cannot fill a queue;
 - unknown code (and no default) -> ``REQUEST_CODE_NOT_SUPPORTED`` (3), remark ``" request type <code> not supported"``;
 - queue full -> ``SYSTEM_BUSY`` (2), remark ``"[OVERLOAD]system busy, start flow control for a while"``;
 - oneway requests never get either answer (nor any other).
@@ -24,7 +26,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 import attrs
@@ -37,6 +39,7 @@ from remoting.processor import Processor, RequestContext, run_processor
 
 __all__ = [
     "OVERLOAD_REMARK",
+    "Admission",
     "Dispatcher",
     "Processor",
     "ProcessorPool",
@@ -49,6 +52,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
+
+#: Called in the reader for every request before it is queued: ``None`` admits it; a command is the answer instead.
+#: It must not block (it runs on the connection's reader task) and should not raise.
+Admission = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
 
 #: (processor, context, request, time queued): the time only matters to pools with ``max_wait``.
 _Job = tuple[Processor, RequestContext, RemotingCommand, float]
@@ -174,7 +181,8 @@ class Dispatcher:
     dispatcher shared by several listeners should be started once by its owner).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, admission: Admission | None = None) -> None:
+        self.admission = admission
         self._table: dict[int, tuple[Processor, ProcessorPool]] = {}
         self._default: tuple[Processor, ProcessorPool] | None = None
         self._pools: dict[int, ProcessorPool] = {}
@@ -221,8 +229,12 @@ class Dispatcher:
 
     async def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> None:
         """Queue ``request`` on its pool, or answer 3 / 2 at once (see the module docstring). Called by readers."""
+        admission = self.admission
+        refusal = None if admission is None else admission(ctx, request)
         entry = self._table.get(request.code) or self._default
-        if entry is None:
+        if refusal is not None:
+            answer = refusal
+        elif entry is None:
             answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
         elif entry[1].submit(entry[0], ctx, request):
             return

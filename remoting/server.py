@@ -16,25 +16,39 @@ out). Accepted sockets have ``TCP_NODELAY`` (Trio's ``SocketStream`` sets it). E
 (:meth:`~remoting.connection.Connection.run`) that decodes frames and hands requests to the
 :class:`~remoting.dispatch.Dispatcher`; a malformed frame closes that connection only. Close listeners are called
 once per connection, after it closed, in the order added; a listener that raises is logged and skipped.
+
+Before a connection is served the server peeks at its first byte, as RocketMQ's ``HandshakeHandler`` does
+(``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java``): ``0x16`` starts a TLS
+handshake (:class:`trio.SSLStream`) unless ``tls_mode`` is ``disabled``, which closes it, as it does when no context
+can be built; any other byte is plaintext unless the mode is ``enforcing``, which closes the connection without a
+frame. A handshake that fails or stalls past ``idle_timeout`` closes that connection only. Beyond
+``max_connections`` live connections a new one is closed at once. Each of these refusals is logged, rate-limited.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 
 import attrs
 import trio
 
 from remoting.codec.frame import MAX_FRAME
-from remoting.connection import Address, Connection
+from remoting.connection import MAX_BUFFERED_BYTES, MAX_REQUESTS_IN_FLIGHT, Address, Connection
 from remoting.dispatch import Dispatcher
+from remoting.ratelog import RateLimitedLog
 from remoting.rpc_metrics import RpcLatency
+from remoting.streams import STREAM_ERRORS
+from remoting.tls import DISABLED, ENFORCING, TLS_HANDSHAKE, TlsSettings, server_context, tls_mode
 
 log = logging.getLogger(__name__)
 
 CloseListener = Callable[[Connection], None]
+#: Builds the server's SSL context on the first TLS connection; it may raise (then TLS connections are closed).
+SSLContextFactory = Callable[[], ssl.SSLContext]
 
 
 @attrs.frozen
@@ -47,6 +61,41 @@ class ServerConfig:
     max_frame: int = MAX_FRAME
     #: Listen backlog.
     backlog: int = 1024
+    #: ``tls.server.mode``: disabled, permissive or enforcing (see the module docstring).
+    tls_mode: str = DISABLED
+    #: Where the SSL context comes from (None: TLS connections are closed).
+    ssl_context: SSLContextFactory | None = None
+    #: Live connections beyond which new ones are closed at once (None: no cap).
+    max_connections: int | None = None
+    #: Per connection: requests read and not yet answered, and bytes held for it (those requests' bodies plus
+    #: unwritten responses), beyond which its reader stops reading until answers go out.
+    max_requests_in_flight: int = MAX_REQUESTS_IN_FLIGHT
+    max_buffered_bytes: int = MAX_BUFFERED_BYTES
+
+
+@attrs.frozen
+class ListenerSettings(TlsSettings):
+    """What a server process (broker, name server) exposes as settings for its listeners: RocketMQ's ``tls.*`` ones
+    and our limits, which RocketMQ does not have (hence no RocketMQ names to keep)."""
+
+    #: Live connections per listening port beyond which a new one is closed at once (0: no cap).
+    server_max_connections: int = 10_000
+    #: Per connection, requests awaiting their response (oneway: their processor) and bytes held for it (request
+    #: bodies plus unwritten responses) beyond which the server stops reading from it until it has answered.
+    server_max_requests_in_flight: int = MAX_REQUESTS_IN_FLIGHT
+    server_max_buffered_bytes: int = MAX_BUFFERED_BYTES
+
+    def listener_config(self, idle_timeout: float) -> ServerConfig:
+        """The :class:`ServerConfig` these settings describe (``tls.config.file`` is read on the first TLS
+        connection, by :func:`remoting.tls.server_context`)."""
+        return ServerConfig(
+            idle_timeout=idle_timeout,
+            tls_mode=tls_mode(self.tls_server_mode),
+            ssl_context=functools.partial(server_context, self),
+            max_connections=self.server_max_connections or None,
+            max_requests_in_flight=self.server_max_requests_in_flight,
+            max_buffered_bytes=self.server_max_buffered_bytes,
+        )
 
 
 class RemotingServer:
@@ -61,6 +110,10 @@ class RemotingServer:
         self.rpc_latency = rpc_latency
         self.connections: set[Connection] = set()
         self._close_listeners: list[CloseListener] = []
+        self._refusals = RateLimitedLog(log)
+        self._open = 0  # accepted sockets not yet closed, whatever their stage (peek, handshake, serving)
+        #: Connections closed by the cap, by the TLS mode, or by a failed handshake (tests and stats).
+        self.refused_connections = 0
 
     def add_close_listener(self, listener: CloseListener) -> None:
         """Call ``listener(connection)`` whenever a connection closes (for any reason, shutdown included)."""
@@ -86,6 +139,54 @@ class RemotingServer:
             sockname = listeners[0].socket.getsockname()
             task_status.started((sockname[0], sockname[1]))
 
+    def _refuse(self, remote: tuple[str, int], why: str) -> None:
+        self.refused_connections += 1
+        self._refusals.warning("closing connection from %s:%s: %s", remote[0], remote[1], why)
+
+    @functools.cached_property
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        factory = self.config.ssl_context
+        if factory is None:
+            return None
+        try:
+            return factory()
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            log.error("cannot build the TLS context, TLS connections will be closed: %s", exc)
+            return None
+
+    async def _first_byte(self, stream: trio.SocketStream) -> int | None:
+        """The connection's first byte, left unread; None at end of stream or after ``idle_timeout`` of silence."""
+        with trio.move_on_after(self.config.idle_timeout if self.config.idle_timeout is not None else float("inf")):
+            try:
+                data = await stream.socket.recv(1, socket.MSG_PEEK)
+            except OSError:
+                return None
+            return data[0] if data else None
+        return None
+
+    async def _secure(
+        self, stream: trio.SocketStream, remote: tuple[str, int]
+    ) -> trio.SSLStream[trio.SocketStream] | None:
+        """The TLS stream after a completed handshake, or None (refused and logged)."""
+        if self.config.tls_mode == DISABLED:
+            self._refuse(remote, "a TLS handshake while tls.server.mode is disabled")
+            return None
+        ctx = self._ssl_context
+        if ctx is None:
+            self._refuse(remote, "a TLS handshake and no TLS context")
+            return None
+        secure = trio.SSLStream(stream, ctx, server_side=True)
+        timeout = self.config.idle_timeout if self.config.idle_timeout is not None else float("inf")
+        with trio.move_on_after(timeout):
+            try:
+                await secure.do_handshake()
+            except STREAM_ERRORS as exc:
+                self._refuse(remote, f"TLS handshake failed: {exc!r}")
+                return None
+            return secure
+        self._refuse(remote, "TLS handshake timed out")
+        return None
+
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         try:
             remote = stream.socket.getpeername()
@@ -93,11 +194,49 @@ class RemotingServer:
         except OSError:  # the peer already reset the connection
             await stream.aclose()
             return
+        cap = self.config.max_connections
+        if cap is not None and self._open >= cap:
+            self._refuse(remote, f"{cap} connections already open (max connections)")
+            await stream.aclose()
+            return
+        self._open += 1
+        try:
+            await self._sniff_and_serve(stream, remote, local)
+        finally:
+            self._open -= 1
+
+    async def _sniff_and_serve(
+        self, stream: trio.SocketStream, remote: tuple[str, int], local: tuple[str, int]
+    ) -> None:
+        first = await self._first_byte(stream)
+        if first is None:
+            await stream.aclose()
+            return
+        if first == TLS_HANDSHAKE:
+            secure = await self._secure(stream, remote)
+            if secure is None:
+                await stream.aclose()
+                return
+            await self._run_connection(secure, remote, local, None)
+            return
+        if self.config.tls_mode == ENFORCING:
+            self._refuse(remote, "plaintext while tls.server.mode is enforcing")
+            await stream.aclose()
+            return
         try:
             # A duplicate descriptor for the connection's direct writes (see Connection); closed with it.
             raw: socket.socket | None = socket.fromfd(stream.socket.fileno(), stream.socket.family, stream.socket.type)
         except OSError:  # out of descriptors: serve the connection anyway, every write through the writer task
             raw = None
+        await self._run_connection(stream, remote, local, raw)
+
+    async def _run_connection(
+        self,
+        stream: trio.abc.Stream,
+        remote: tuple[str, int],
+        local: tuple[str, int],
+        raw: socket.socket | None,
+    ) -> None:
         conn = Connection(
             stream,
             (remote[0], remote[1]),
@@ -105,6 +244,8 @@ class RemotingServer:
             max_frame=self.config.max_frame,
             idle_timeout=self.config.idle_timeout,
             raw_socket=raw,
+            max_requests_in_flight=self.config.max_requests_in_flight,
+            max_buffered_bytes=self.config.max_buffered_bytes,
         )
         conn.rpc_latency = self.rpc_latency
         self.connections.add(conn)

@@ -12,6 +12,9 @@ Offsets (``startingOffsets`` / ``endingOffsets``) are one of:
 - JSON ``{"topic": {"queueId": offset}}`` with ``-2`` meaning earliest and ``-1`` latest (Kafka's convention). A key
   is a bare queue id (that queue on every broker holding the topic) or ``"brokerName:queueId"``; queues the JSON
   leaves out start at earliest (ending: at latest).
+
+Security: ``accessKey`` and ``secretKey`` sign every request for brokers with ACL on (both or neither); ``tls``
+(``true``/``false``) connects with TLS, and ``tlsCaFile`` names the CA that checks the servers' certificates.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from __future__ import annotations
 import datetime
 import enum
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 import orjson
+
+from client.config import ClientConfig
 
 __all__ = ["OffsetKind", "OffsetSpec", "OptionError", "SourceOptions"]
 
@@ -99,6 +105,17 @@ def _parse_offset_json(name: str, text: str) -> dict[str, dict[str, int]]:
     return out
 
 
+def _security(opts: Mapping[str, str]) -> dict[str, Any]:
+    access_key, secret_key = opts.get("accesskey") or None, opts.get("secretkey") or None
+    if (access_key is None) != (secret_key is None):
+        raise OptionError("options accessKey and secretKey go together: give both or neither")
+    tls = opts.get("tls", "false").strip().lower()
+    if tls not in ("true", "false"):
+        raise OptionError(f"option tls={opts['tls']!r}: expected true or false")
+    ca_file = opts.get("tlscafile") or None
+    return {"access_key": access_key, "secret_key": secret_key, "tls": tls == "true", "tls_ca_file": ca_file}
+
+
 def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     text = options.get(name.lower())
     if text is None:
@@ -126,6 +143,10 @@ class SourceOptions:
     commit_topic: str
     producer_group: str
     endings_given: bool
+    access_key: str | None = None
+    secret_key: str | None = attrs.field(default=None, repr=False)
+    tls: bool = False
+    tls_ca_file: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -153,6 +174,17 @@ class SourceOptions:
             commit_topic=opts.get("committopic", DEFAULT_COMMIT_TOPIC),
             producer_group=opts.get("producergroup", "SPARK_ROCKETMQ_SINK"),
             endings_given="endingoffsets" in opts,
+            **_security(opts),
+        )
+
+    def client_config(self) -> ClientConfig:
+        """The client settings every session of this source uses (name servers, ACL keys, TLS)."""
+        return ClientConfig(
+            namesrv_addr=self.name_server,
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+            tls=self.tls,
+            tls_ca_file=self.tls_ca_file,
         )
 
     def require_topics(self) -> tuple[str, ...]:

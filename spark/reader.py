@@ -56,7 +56,7 @@ def plan_ranges(start: dict[MessageQueue, int], end: dict[MessageQueue, int]) ->
 
 def read_range(options: SourceOptions, part: QueueRange) -> Iterator[object]:
     """Record batches of ``part``'s messages (tag-filtered), one per :data:`PAGE` offsets that held a match."""
-    with BrokerSession(options.name_server) as session:
+    with BrokerSession(options.name_server, config=options.client_config()) as session:
         for page in range(part.start, part.end, PAGE):
             msgs = session.pull_range(part.queue, page, min(page + PAGE, part.end), options.pull_group, options.tags)
             if msgs:
@@ -71,7 +71,7 @@ class RocketMQBatchReader(DataSourceReader):
         self.options.require_topics()
 
     def partitions(self) -> Sequence[InputPartition]:
-        with BrokerSession(self.options.name_server) as session:
+        with BrokerSession(self.options.name_server, config=self.options.client_config()) as session:
             mqs = offsets.list_queues(session, self.options.topics)
             start = offsets.resolve(session, self.options.starting, mqs, default=EARLIEST, option="startingOffsets")
             end = offsets.resolve(session, self.options.ending, mqs, default=LATEST, option="endingOffsets")

@@ -23,6 +23,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from client import api
 from client.admin import Admin
+from client.config import ClientConfig
 from client.consumer.subscription import build_subscription, tag_filter
 from client.errors import MQClientError, TopicRouteNotFoundError
 from client.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, Message, SendResult
@@ -45,8 +46,16 @@ _DROPPED_PROPERTIES = (PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET)
 class BrokerSession:
     """See the module docstring. ``producer_group`` set: :meth:`send_batch` is available."""
 
-    def __init__(self, name_server: str, *, producer_group: str | None = None, rpc_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        name_server: str,
+        *,
+        producer_group: str | None = None,
+        rpc_timeout: float = 10.0,
+        config: ClientConfig | None = None,
+    ) -> None:
         self._name_server = name_server
+        self._config = config
         self._producer_group = producer_group
         self._rpc_timeout = rpc_timeout
         self._stack: ExitStack | None = None
@@ -61,7 +70,7 @@ class BrokerSession:
         stack = ExitStack()
         try:
             self._portal = stack.enter_context(start_blocking_portal("asyncio"))
-            admin = Admin(self._name_server)
+            admin = Admin(self._name_server, config=self._config)
             self._admin = stack.enter_context(self._portal.wrap_async_context_manager(admin))
             if self._producer_group is not None:
                 producer = Producer(self._producer_group, instance=admin.instance, send_msg_timeout=self._rpc_timeout)

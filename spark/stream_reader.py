@@ -52,7 +52,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
 
     def _broker(self) -> BrokerSession:
         if self._session is None:
-            self._session = BrokerSession(self.options.name_server).open()
+            self._session = BrokerSession(self.options.name_server, config=self.options.client_config()).open()
         return self._session
 
     def initialOffset(self) -> dict[str, Any]:

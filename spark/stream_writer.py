@@ -136,7 +136,9 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
         first = next(rows, None)
         if first is None:  # an empty partition (a shuffle's idle reducer): no client, no marker, nothing to dedupe
             return WriteCommit(partition, 0, 0, query_id, batch_id)
-        with BrokerSession(self.options.name_server, producer_group=self.options.producer_group) as session:
+        with BrokerSession(
+            self.options.name_server, producer_group=self.options.producer_group, config=self.options.client_config()
+        ) as session:
             sent, skipped = self.publish_once(session, query_id, batch_id, partition, itertools.chain([first], rows))
         return WriteCommit(partition, sent, skipped, query_id, batch_id)
 
@@ -200,7 +202,9 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
         if not commits or commits[0].query_id is None or not any(c.sent or c.skipped for c in commits):
             return  # a batch without rows has nothing a replay could duplicate
         key = f"{commits[0].query_id}:{batchId}:commit"
-        with BrokerSession(self.options.name_server, producer_group=self.options.producer_group) as session:
+        with BrokerSession(
+            self.options.name_server, producer_group=self.options.producer_group, config=self.options.client_config()
+        ) as session:
             markers = MarkerLog(session, self.options.commit_topic)
             if not markers.find(key):
                 total = {"sent": sum(c.sent for c in commits), "skipped": sum(c.skipped for c in commits)}

@@ -103,6 +103,8 @@ class RocketMQBatchWriter(DataSourceWriter):
 
     def write(self, iterator: Iterator[Any]) -> WriteCommit:
         default_topic = self.options.topics[0] if self.options.topics else None
-        with BrokerSession(self.options.name_server, producer_group=self.options.producer_group) as session:
+        with BrokerSession(
+            self.options.name_server, producer_group=self.options.producer_group, config=self.options.client_config()
+        ) as session:
             sent = send_rows(session, (row_to_message(row, default_topic) for row in iterator))
         return WriteCommit(task_partition_id(), sent)

@@ -99,9 +99,12 @@ def property_name(field: attrs.Attribute[Any]) -> str:
 
 
 def property_texts(config: attrs.AttrsInstance) -> dict[str, str]:
-    """A settings object's values as property texts by property name (booleans as ``true``/``false``)."""
+    """A settings object's values as property texts by property name (booleans as ``true``/``false``). Fields marked
+    ``metadata["secret"]`` (passwords) are left out, so they are never shown or written back."""
     texts = {}
     for field in attrs.fields(type(config)):
+        if field.metadata.get("secret"):
+            continue
         value = getattr(config, field.name)
         texts[property_name(field)] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     return texts

@@ -31,9 +31,10 @@ class EmbeddedBroker:
     The first start binds free ports; :meth:`restart` binds the same ones again, so clients keep their addresses.
     """
 
-    def __init__(self, data_dir: Path, log_dir: Path) -> None:
+    def __init__(self, data_dir: Path, log_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.data_dir = data_dir
         self.log_dir = log_dir
+        self.extra_args = extra_args
         self.namesrv_addr = ""
         self.broker_addr = ""
         self.broker_name = ""
@@ -49,7 +50,7 @@ class EmbeddedBroker:
             argv += ["--listenPort", self.broker_addr.rsplit(":", 1)[1]]
         else:
             argv += ["--namesrv-port", "0", "--listenPort", "0"]
-        return argv
+        return argv + list(self.extra_args)
 
     async def start(self, nursery: trio.Nursery, timeout: float = 60) -> None:
         self._starts += 1

@@ -335,9 +335,11 @@ async def test_transaction_state_survives_a_broker_restart(
 def test_blocking_producer_with_plain_callbacks_delivers_only_committed_messages_to_a_consumer(
     tmp_path: Path,
 ) -> None:
-    # Wall-clock test (plain threads): the check service runs every 100 ms and asks about any unended message, so
-    # the check-back happens at once; every wait below ends as soon as its event is set.
-    cluster = ThreadedCluster(tmp_path / "cluster", transaction_check_interval=100, transaction_time_out=0).start()
+    # Wall-clock test (plain threads): the check service runs every 100 ms and asks about a message left unended
+    # for 2 s. The immunity time leaves the producer's END_TRANSACTION room to arrive on a loaded machine (with 0 the
+    # broker could ask about "rolled-back" before its rollback landed); every wait below ends as soon as its event
+    # is set.
+    cluster = ThreadedCluster(tmp_path / "cluster", transaction_check_interval=100, transaction_time_out=2000).start()
     received: list[MessageExt] = []
     got_committed = threading.Event()
     checked: list[bytes] = []

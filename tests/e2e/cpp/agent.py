@@ -18,6 +18,9 @@ protocol as ``tests/e2e/node/agent.js``::
         check-back (CHECK_TRANSACTION_STATE, answered by the C++ core) return for that message; each call is reported
         as {"ev":"tx_execute","key","answer"} / {"ev":"tx_check","key","msgId","checkTimes","answer"}.
 
+``--access-key AK --secret-key SK`` sign every request for a broker with ACL on (the wrapper's
+``set_session_credentials``, channel ``ALIYUN``).
+
 ``--trace 1`` turns a producer's message trace on (the consumer always has it on, see ``run_consumer``).
 
 A message spec may carry ``delayLevel`` (the DELAY property, set with ``set_delay_time_level``). ``--fail-times N``
@@ -173,6 +176,8 @@ def run_producer(args: argparse.Namespace) -> None:
             ffi_check(set_trace(producer._handle, 0))
     producer.set_namesrv_addr(args.namesrv)
     producer.set_log_root_path(args.logs)
+    if args.access_key:
+        producer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     producer.start()
     emit({"ev": "ready"})
     try:
@@ -226,6 +231,8 @@ def run_consumer(args: argparse.Namespace) -> None:
     consumer = PushConsumer(args.group)
     consumer.set_namesrv_addr(args.namesrv)
     consumer.set_log_root_path(args.logs)
+    if args.access_key:
+        consumer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     if args.instance:
         consumer.set_instance_name(args.instance)
     # The 2.1.0 core crashes in shutdown() when message trace is off (it shuts down a trace producer it never
@@ -284,6 +291,8 @@ def main() -> None:
     parser.add_argument("--instance", default="")
     parser.add_argument("--slow-after", type=int, default=0)
     parser.add_argument("--fail-times", type=int, default=0)
+    parser.add_argument("--access-key", default="", help="ACL account (session credentials, channel ALIYUN)")
+    parser.add_argument("--secret-key", default="")
     parser.add_argument("--trace", type=int, default=0, help="producer: 1 turns the core's message trace on")
     parser.add_argument("--logs", required=True, help="directory for the C++ client's own log files")
     args = parser.parse_args()

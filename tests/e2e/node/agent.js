@@ -18,6 +18,8 @@
  *     --fail-times N: the handler throws while a message's reconsumeTimes is below N (reported first, with
  *            "failed":true), so ali-ons sends it back (CONSUMER_SEND_MSG_BACK) and gets it again from the retry topic.
  *   A message spec may carry "delayLevel" (ali-ons' Message#delayTimeLevel, the DELAY property).
+ *   --access-key AK --secret-key SK (either role): ali-ons' accessKey/secretKey options, which sign every request
+ *            for a broker with ACL on.
  *
  * Both emit {"ev":"ready"} once started and {"ev":"client_error","message","ts"} for errors the client reports.
  * stdin closing means stop. Every wait is bounded by the caller (pytest kills the process on its own timeout).
@@ -53,6 +55,11 @@ function parseArgs(argv) {
   return { role, opts };
 }
 
+// ACL: ali-ons signs every request when both keys are set.
+function credentials(opts) {
+  return opts['access-key'] ? { accessKey: opts['access-key'], secretKey: opts['secret-key'] } : {};
+}
+
 const BUILTIN_PROPS = new Set(['KEYS', 'TAGS']);
 
 function describeReceived(msg) {
@@ -85,6 +92,7 @@ async function runProducer(opts, commands) {
     producerGroup: opts.group,
     // No client-side retry: every first attempt must succeed, so a broker hiccup cannot hide behind a retry.
     retryTimesWhenSendFailed: 0,
+    ...credentials(opts),
   });
   producer.on('error', err => emit({ ev: 'client_error', message: String(err && err.message), ts: Date.now() }));
   await producer.ready();
@@ -130,6 +138,7 @@ async function runConsumer(opts, commands) {
     logger,
     nameSrv: opts.namesrv,
     consumerGroup: opts.group,
+    ...credentials(opts),
   };
   // Two consumers of one group in one host need distinct client ids; ali-ons uses the PID unless told otherwise.
   if (opts.instance) options.instanceName = opts.instance;

@@ -1,0 +1,196 @@
+"""What ACL and TLS cost: send throughput of our producer (32 sends in flight on one connection, 128-byte bodies)
+against two embedded clusters in child processes, one with ACL off and one with ACL on, measured interleaved in
+rounds in one run; and, on the first cluster (``tls.server.mode`` permissive, test-mode certificate), TLS against
+plaintext. One JSON object per line::
+
+    {"bench": "security", "round": 1, "mode": "plain", "inflight": 32, "msgs_per_s": ...}
+    {"bench": "security", "round": 1, "mode": "acl", ...}   # every request signed, checked by the broker
+    {"bench": "security", "round": 1, "mode": "tls", ...}
+    {"bench": "security", "summary": "acl_vs_plain", "ratios": [...], "min": ..., "max": ..., "median": ...,
+     "cpu_us_per_msg": {"plain": {"broker": ..., "client": ...}, "acl": {...}}, "cpu_ratio": ...}
+    {"bench": "security", "summary": "tls_vs_plain", ...}
+
+``ratios`` are the per-round throughput ratios; ``cpu_ratio`` is total CPU per message (broker process plus this
+client process) without the feature over with it, i.e. the throughput ratio a CPU-bound machine would show, which
+holds steady on a shared machine where wall-clock rates swing by 2x between rounds.
+
+The ratio compares both sides' cost: with ACL the client signs and the broker verifies (one HMAC-SHA1 each per
+request). A first round warms both clusters up and is not counted; each later round runs the modes in a rotated
+order. Compare the ratios, not the absolute rates (the machine is shared); docs/PERFORMANCE.md has the figures.
+
+    python -m bench.security [--duration 4] [--rounds 4] [--inflight 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import trio
+
+from bench.client import client_send_load
+from bench.rpc import process_cpu_seconds
+from client.admin import Admin
+from client.config import ClientConfig
+
+TOPIC: Final = "BenchSecurity"
+ACCOUNT: Final = ("bench-account", "bench-secret")
+ADMIN: Final = ("bench-admin", "bench-admin-secret")
+PLAIN_ACL: Final = f"""\
+accounts:
+  - {{accessKey: {ACCOUNT[0]}, secretKey: {ACCOUNT[1]}, defaultTopicPerm: DENY, defaultGroupPerm: SUB,
+     topicPerms: [{TOPIC}=PUB|SUB]}}
+  - {{accessKey: {ADMIN[0]}, secretKey: {ADMIN[1]}, admin: true}}
+"""
+
+
+async def send_rate(cfg: ClientConfig, inflight: int, duration: float) -> float:
+    """Sends per second of our producer (128-byte bodies, ``inflight`` concurrent senders, one connection)."""
+    return await client_send_load(cfg.namesrv_addr[0], TOPIC, inflight, duration, cfg)
+
+
+def emit(record: dict[str, object]) -> None:
+    print(json.dumps(record), flush=True)
+
+
+async def serve(data_dir: str, acl_home: str | None) -> None:
+    from broker.embedded import EmbeddedCluster
+
+    overrides: dict[str, Any] = {"mapped_file_size_commit_log": 256 << 20}
+    if acl_home:
+        overrides.update(acl_enable=True, rocketmq_home=acl_home)
+    async with EmbeddedCluster(data_dir, **overrides) as cluster:
+        print(cluster.namesrv_addr, cluster.broker_addr, flush=True)
+        await trio.sleep_forever()
+
+
+def start(data_dir: str, acl_home: str | None) -> tuple[subprocess.Popen[str], str]:
+    argv = [sys.executable, "-m", "bench.security", "serve", "--data", data_dir]
+    proc = subprocess.Popen(argv + (["--acl-home", acl_home] if acl_home else []), stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    namesrv, _broker = proc.stdout.readline().split()
+    return proc, namesrv
+
+
+def config(namesrv: str, *, keys: tuple[str, str] | None = None, tls: bool = False) -> ClientConfig:
+    access_key, secret_key = keys or (None, None)
+    return ClientConfig(namesrv_addr=namesrv, access_key=access_key, secret_key=secret_key, tls=tls)
+
+
+async def create_topic(cfg: ClientConfig) -> None:
+    async with Admin(config=cfg) as admin:
+        await admin.create_topic(TOPIC, read_queue_nums=4, write_queue_nums=4)
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    if (await admin.topic_route(TOPIC)).queue_datas:
+                        return
+                except Exception:
+                    pass
+                await anyio.sleep(0.1)
+
+
+class Tally:
+    """Per mode: the round rates, messages, and CPU seconds of the broker process and of this (client) process."""
+
+    def __init__(self) -> None:
+        self.rates: list[float] = []
+        self.messages = 0.0
+        self.broker_cpu = 0.0
+        self.client_cpu = 0.0
+
+    def run(self, broker_pid: int, cfg: ClientConfig, inflight: int, duration: float) -> float:
+        broker0, client0 = process_cpu_seconds(broker_pid), time.process_time()
+        rate = anyio.run(send_rate, cfg, inflight, duration)
+        self.broker_cpu += process_cpu_seconds(broker_pid) - broker0
+        self.client_cpu += time.process_time() - client0
+        self.rates.append(rate)
+        self.messages += rate * duration
+        return rate
+
+    def us_per_msg(self) -> dict[str, float]:
+        return {
+            "broker": round(self.broker_cpu / self.messages * 1e6, 1),
+            "client": round(self.client_cpu / self.messages * 1e6, 1),
+        }
+
+    @property
+    def cpu_per_msg(self) -> float:
+        return (self.broker_cpu + self.client_cpu) / self.messages
+
+
+def summary(name: str, feature: Tally, base: Tally, feature_mode: str) -> None:
+    ratios = [f / b for f, b in zip(feature.rates, base.rates, strict=True)]
+    emit(
+        {
+            "bench": "security",
+            "summary": name,
+            "ratios": [round(r, 3) for r in ratios],
+            "min": round(min(ratios), 3),
+            "max": round(max(ratios), 3),
+            "median": round(statistics.median(ratios), 3),
+            "cpu_us_per_msg": {"plain": base.us_per_msg(), feature_mode: feature.us_per_msg()},
+            "cpu_ratio": round(base.cpu_per_msg / feature.cpu_per_msg, 3),
+        }
+    )
+
+
+def measure(duration: float, rounds: int, inflight: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-security-") as tmp:
+        home = Path(tmp) / "home"
+        (home / "conf").mkdir(parents=True)
+        (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+        plain_proc, plain_ns = start(str(Path(tmp) / "plain"), None)
+        acl_proc, acl_ns = start(str(Path(tmp) / "acl"), str(home))
+        try:
+            anyio.run(create_topic, config(plain_ns))
+            anyio.run(create_topic, config(acl_ns, keys=ADMIN))
+            modes = {
+                "plain": config(plain_ns),
+                "acl": config(acl_ns, keys=ACCOUNT),
+                "tls": config(plain_ns, tls=True),
+            }
+            for cfg in modes.values():  # warm-up, not counted
+                anyio.run(send_rate, cfg, inflight, min(duration, 2.0))
+            pids = {"plain": plain_proc.pid, "acl": acl_proc.pid, "tls": plain_proc.pid}
+            tallies = {mode: Tally() for mode in modes}
+            names = list(modes)
+            for round_no in range(1, rounds + 1):
+                shift = round_no % len(names)
+                for mode in names[shift:] + names[:shift]:
+                    rate = tallies[mode].run(pids[mode], modes[mode], inflight, duration)
+                    emit({"bench": "security", "round": round_no, "mode": mode, "inflight": inflight,
+                          "msgs_per_s": round(rate)})  # fmt: skip
+            summary("acl_vs_plain", tallies["acl"], tallies["plain"], "acl")
+            summary("tls_vs_plain", tallies["tls"], tallies["plain"], "tls")
+        finally:
+            for proc in (plain_proc, acl_proc):
+                proc.terminate()
+                proc.wait(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("role", nargs="?", default="measure", choices=["measure", "serve"])
+    parser.add_argument("--data")
+    parser.add_argument("--acl-home")
+    parser.add_argument("--duration", type=float, default=4.0)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--inflight", type=int, default=32)
+    args = parser.parse_args()
+    if args.role == "serve":
+        trio.run(serve, args.data, args.acl_home)
+    else:
+        measure(args.duration, args.rounds, args.inflight)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""The broker's ACL check at the transport's edge: the dispatcher calls :class:`AclAdmission` in the connection's
+reader for every request before it is queued on a pool (:class:`remoting.dispatch.Dispatcher`'s ``admission``), so
+a refused request costs one HMAC and never takes a queue slot or a worker.
+
+A refusal is answered as a Java broker answers an exception from its RPC hook
+(``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingAbstract.java``): code SYSTEM_ERROR (1), the
+AclException text and its first frame as remark, JSON header; oneway requests get nothing. An unexpected error in the
+check refuses the request the same way (and is logged with its traceback) instead of ending the connection. Each
+refusal is logged (code, access key, client address, reason) at most ``burst`` times per 10 s
+(:class:`remoting.ratelog.RateLimitedLog`), on one line of bounded length: the access key and the reason come from
+the request, so they are quoted and cut (a client cannot write megabytes or forged lines into the log).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+
+from broker.acl.manager import AclDenied, AclManager
+from broker.acl.remote_address import remote_ip
+from remoting.codec.codes import ResponseCode, SerializeType
+from remoting.codec.command import RemotingCommand
+from remoting.processor import RequestContext
+from remoting.ratelog import RateLimitedLog
+
+log = logging.getLogger(__name__)
+
+
+class AclAdmission:
+    """Admits or refuses one request; see the module docstring. ``refused`` counts refusals (tests, stats)."""
+
+    def __init__(self, manager: AclManager, refusal_log: RateLimitedLog | None = None) -> None:
+        self.manager = manager
+        self.refused = 0
+        self._log = refusal_log or RateLimitedLog(log)
+
+    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        address = ctx.connection.remote_address
+        try:
+            self.manager.validate(remote_ip(address), request)
+        except AclDenied as exc:
+            self.refused += 1
+            self._log.warning(
+                "ACL refused request code %d from %s:%s (accessKey %.80r): %.300r",
+                request.code,
+                address[0],
+                address[1],
+                exc.access_key,
+                exc.message,
+            )
+            response = request.response(ResponseCode.SYSTEM_ERROR, exc.remark)
+            return attrs.evolve(response, serialize_type=SerializeType.JSON)
+        except Exception as exc:  # a bug in the check must refuse the request, never end the connection's reader
+            log.exception("ACL check failed on request code %d from %s:%s", request.code, address[0], address[1])
+            return request.response(ResponseCode.SYSTEM_ERROR, f"ACL check failed: {type(exc).__name__}")
+        return None

@@ -1,0 +1,306 @@
+"""The broker's ACL rules: every ``plain_acl.yml`` loaded, the account index, the check of one request, and the
+edits the ACL admin codes make (RocketMQ's
+``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java``).
+
+Files (4.9.8's layout under ``rocketmqHome``): every ``*.yml`` / ``*.yaml`` under ``conf/acl/`` (recursively,
+``conf/tools.yml`` aside), then the default file ``rocketmq.acl.plain.file`` (``conf/plain_acl.yml``, created empty
+when missing). An access key belongs to the first file that names it; later duplicates are logged and ignored. The
+global white lists of all files are joined.
+
+:meth:`AclManager.validate` runs RocketMQ's order: global white list, access key present, account known, the
+account's white address, signature, ``RMQ_SYS_TRACE_TOPIC`` publish shortcut, admin flag, then each needed resource
+against the account's entries or its defaults. A refusal raises :class:`AclDenied` with RocketMQ's message and the
+Java frame its remark names.
+
+Loading never half-applies: a file that does not parse or compile is logged and the rules from its last good load
+(or none, the first time) stay. Edits (:meth:`update_account`, :meth:`delete_account`, :meth:`update_global_white`)
+write the owning file atomically with the next ``dataVersion`` and apply it at once; they raise
+:class:`~broker.acl.plain_config.AclConfigError` or ``OSError`` and then change nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+from broker.acl.permission import ADMIN_CODES, PUB, check_permission
+from broker.acl.plain_config import (
+    RETRY_PREFIX,
+    Account,
+    AccountConfig,
+    AclConfigError,
+    AclFile,
+    build_acl_file,
+    parse_acl_file,
+)
+from broker.acl.remote_address import AddressMatcher
+from broker.acl.resources import Needed, ResourceError, needed_resources
+from remoting.codec.acl_signing import ACCESS_KEY, signature_matches
+from remoting.codec.command import RemotingCommand
+from store.metadata_files import replace_atomically
+
+log = logging.getLogger(__name__)
+
+TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
+_MANAGER: Final = "org.apache.rocketmq.acl.plain.PlainPermissionManager"
+
+
+class AclDenied(Exception):
+    """A refused request: ``message`` is RocketMQ's AclException text, ``frame`` the Java frame that raised it."""
+
+    def __init__(self, message: str, frame: str, access_key: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.frame = frame
+        self.access_key = access_key
+
+    @property
+    def remark(self) -> str:
+        """What a Java broker puts in the response's remark (``RemotingHelper.exceptionSimpleDesc``)."""
+        return f"org.apache.rocketmq.acl.common.AclException: {self.message}, {self.frame}"
+
+
+def _frame(method: str, line: int) -> str:
+    return f"{_MANAGER}.{method}(PlainPermissionManager.java:{line})"
+
+
+PARSE_FRAME: Final = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)"
+
+
+@attrs.frozen
+class AclFiles:
+    """Where the files are: ``home`` (``rocketmqHome``; None when unset: no file at all, as in RocketMQ) and the
+    default file relative to it."""
+
+    home: Path | None
+    default_file: str = "conf/plain_acl.yml"
+
+    @property
+    def default_path(self) -> Path:
+        """The default file. Raises :class:`AclConfigError` without a home."""
+        if self.home is None:
+            raise AclConfigError("rocketmqHome (ROCKETMQ_HOME) is not set: there is no ACL file")
+        return Path(os.path.normpath(self.home / self.default_file))
+
+    def paths(self) -> list[Path]:
+        """Every file to load, in load order (the ``conf/acl`` tree sorted, then the default file)."""
+        if self.home is None:
+            return []
+        acl_dir = self.home / "conf" / "acl"
+        found: list[Path] = []
+        if acl_dir.is_dir():
+            for path in sorted(acl_dir.rglob("*")):
+                if path.suffix in (".yml", ".yaml") and path.is_file() and path.name != "tools.yml":
+                    found.append(Path(os.path.normpath(path)))
+        default = self.default_path
+        if default not in found:
+            found.append(default)
+        return found
+
+
+class AclManager:
+    """See the module docstring. Build it, then :meth:`load`; :mod:`broker.acl.watcher` calls :meth:`reload_changed`."""
+
+    def __init__(self, files: AclFiles) -> None:
+        self.files = files
+        self._loaded: dict[Path, AclFile] = {}
+        self._mtimes: dict[Path, float] = {}
+        self._accounts: dict[str, Account] = {}
+        self._owner: dict[str, Path] = {}
+        self._global_white: tuple[AddressMatcher, ...] = ()
+
+    # -- loading -----------------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load every file (creating the default one when missing); bad files are logged and skipped."""
+        if self.files.home is None:
+            log.warning("ACL is on but rocketmqHome (ROCKETMQ_HOME) is not set: no account can be loaded")
+            return
+        default = self.files.default_path
+        if not default.exists():
+            try:
+                default.parent.mkdir(parents=True, exist_ok=True)
+                default.touch()
+            except OSError as exc:
+                log.warning("cannot create the default ACL file %s: %s", default, exc)
+        self.reload_changed(force=True)
+
+    def reload_changed(self, *, force: bool = False) -> list[Path]:
+        """Re-read the files whose modification time changed (all when the file list changed or ``force``);
+        drop the rules of files that vanished. Returns the files read. Blocking (small files, a few stats)."""
+        paths = self.files.paths()
+        mtimes = {path: _mtime(path) for path in paths}
+        changed = force or set(paths) != set(self._mtimes)
+        read = [p for p in paths if changed or mtimes[p] != self._mtimes.get(p)]
+        for path in set(self._loaded) - set(paths):
+            del self._loaded[path]
+        for path in read:
+            self._read(path)
+        self._mtimes = mtimes
+        if read or changed:
+            self._reindex(paths)
+        return read
+
+    def _read(self, path: Path) -> None:
+        try:
+            text = path.read_text(encoding="utf-8")
+            parsed = parse_acl_file(text)
+        except FileNotFoundError:
+            self._loaded.pop(path, None)
+            return
+        except (OSError, UnicodeDecodeError, AclConfigError) as exc:
+            kept = "keeping its previous rules" if path in self._loaded else "no rules from it"
+            log.error("ACL file %s not loaded (%s): %s", path, kept, exc)
+            return
+        self._loaded[path] = parsed
+        log.info("ACL file %s loaded: %d accounts, version %d", path, len(parsed.accounts), parsed.data_version.counter)
+
+    def _reindex(self, order: list[Path]) -> None:
+        accounts: dict[str, Account] = {}
+        owner: dict[str, Path] = {}
+        white: list[AddressMatcher] = []
+        for path in order:
+            acl = self._loaded.get(path)
+            if acl is None:
+                continue
+            white.extend(acl.global_white)
+            for account in acl.accounts:
+                if account.access_key in owner:
+                    log.warning(
+                        "ACL access key %s of %s is already defined in %s; ignored",
+                        account.access_key,
+                        path,
+                        owner[account.access_key],
+                    )
+                    continue
+                accounts[account.access_key] = account
+                owner[account.access_key] = path
+        self._accounts, self._owner, self._global_white = accounts, owner, tuple(white)
+
+    # -- the check ---------------------------------------------------------------------------------------------
+
+    def validate(self, ip: str, cmd: RemotingCommand) -> None:
+        """Admit ``cmd`` from ``ip`` or raise :class:`AclDenied` (see the module docstring)."""
+        access_key = cmd.ext_fields.get(ACCESS_KEY)
+        try:
+            needed = needed_resources(cmd)
+        except ResourceError as exc:
+            raise AclDenied(str(exc), PARSE_FRAME, access_key) from None
+        for matches in self._global_white:
+            if matches(ip):
+                return
+        if access_key is None:
+            raise AclDenied("No accessKey is configured", _frame("validate", 664))
+        account = self._accounts.get(access_key)
+        if account is None:
+            raise AclDenied(f"No acl config for {access_key}", _frame("validate", 668), access_key)
+        if account.white(ip):
+            return
+        if not signature_matches(cmd, account.secret_key):
+            raise AclDenied(f"Check signature failed for accessKey={access_key}", _frame("validate", 684), access_key)
+        if needed.get(TRACE_TOPIC) == PUB:
+            return
+        check_perm(cmd.code, needed, account)
+
+    # -- reads for the admin codes -----------------------------------------------------------------------------
+
+    def versions(self) -> dict[str, dict[str, int]]:
+        """``{path: {counter, timestamp}}`` of every loaded file."""
+        return {str(path): acl.data_version.to_json() for path, acl in self._loaded.items()}
+
+    def default_version(self) -> dict[str, int]:
+        acl = self._loaded.get(self.files.default_path) if self.files.home is not None else None
+        return {"counter": 0, "timestamp": 0} if acl is None else acl.data_version.to_json()
+
+    def account(self, access_key: str) -> Account | None:
+        return self._accounts.get(access_key)
+
+    # -- edits -------------------------------------------------------------------------------------------------
+
+    def update_account(self, change: AccountConfig, given: frozenset[str]) -> None:
+        """Create ``change.access_key`` in the default file, or edit it where it lives: the fields named in ``given``
+        (attribute names of :class:`AccountConfig`) and ``admin`` are replaced, the others kept."""
+        assert change.access_key is not None
+        path = self._owner.get(change.access_key, self.files.default_path)
+        acl = self._file(path)
+        entries = list(acl.entries)
+        for i, entry in enumerate(entries):
+            if entry.access_key == change.access_key:
+                updates = {name: getattr(change, name) for name in given | {"admin"}}
+                entries[i] = attrs.evolve(entry, **updates)
+                break
+        else:
+            entries.append(change)
+        self._write(path, acl, acl.global_white_addresses, entries)
+
+    def delete_account(self, access_key: str) -> bool:
+        """Remove the account from its file; False when no file has it."""
+        path = self._owner.get(access_key)
+        if path is None:
+            return False
+        acl = self._file(path)
+        entries = [e for e in acl.entries if e.access_key != access_key]
+        self._write(path, acl, acl.global_white_addresses, entries)
+        return True
+
+    def update_global_white(self, addresses: list[str], file_path: str | None) -> None:
+        """Replace the global white list of ``file_path`` (the default file when empty). The file must exist under
+        ``rocketmqHome`` and not be a directory; raises :class:`AclConfigError` otherwise."""
+        path = self.files.default_path if not file_path else Path(file_path)
+        path, home = Path(os.path.abspath(path)), Path(os.path.abspath(self.files.home or "/"))
+        if not path.is_file() or home not in path.parents:
+            raise AclConfigError(f"The aclFileFullPath {file_path} is not an ACL file under {home}")
+        acl = self._file(path)
+        self._write(path, acl, addresses, list(acl.entries))
+
+    def _file(self, path: Path) -> AclFile:
+        acl = self._loaded.get(path)
+        if acl is None:
+            acl = parse_acl_file(path.read_text(encoding="utf-8") if path.exists() else "")
+        return acl
+
+    def _write(
+        self, path: Path, acl: AclFile, white: list[str] | tuple[str, ...], entries: list[AccountConfig]
+    ) -> None:
+        updated = build_acl_file(acl.document, white, entries, acl.data_version.next())
+        replace_atomically(path, updated.dump().encode("utf-8"), path.with_name(path.name + ".tmp"), keep_mode=True)
+        self._loaded[path] = updated
+        self._mtimes[path] = _mtime(path)
+        self._reindex(self.files.paths())
+
+
+def check_perm(code: int, needed: Needed, account: Account) -> None:
+    """The admin flag, then each needed resource against the account (``PlainPermissionManager.checkPerm``)."""
+    if code in ADMIN_CODES and not account.admin:
+        raise AclDenied(
+            f"Need admin permission for request code={code}, but accessKey={account.access_key} is not",
+            _frame("checkPerm", 581),
+            account.access_key,
+        )
+    if not needed or (account.perms is None and account.admin):
+        return
+    owned = account.perms or {}
+    for resource, perm in needed.items():
+        is_group = resource.startswith(RETRY_PREFIX)
+        entry = owned.get(resource)
+        if entry is None:
+            entry = account.default_group_perm if is_group else account.default_topic_perm
+        if not check_permission(perm, entry):
+            name = resource[len(RETRY_PREFIX) :] if is_group else resource
+            line = 606 if resource not in owned else 611
+            raise AclDenied(
+                f"No default permission for {'group' if is_group else 'topic'}:{name}",
+                _frame("checkPerm", line),
+                account.access_key,
+            )
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime_ns / 1e9
+    except OSError:
+        return -1.0

@@ -1,0 +1,221 @@
+"""``plain_acl.yml``: RocketMQ 4.9.8's ACL file, read with PyYAML and written back atomically
+(``acl/src/main/java/org/apache/rocketmq/acl/common/AclConstants.java``, ``PlainPermissionManager.java``).
+
+One file holds ``globalWhiteRemoteAddresses`` (a list), ``accounts`` (a list of maps with ``accessKey``,
+``secretKey``, ``whiteRemoteAddress``, ``admin``, ``defaultTopicPerm``, ``defaultGroupPerm``, ``topicPerms``,
+``groupPerms``) and ``dataVersion`` (``[{counter, timestamp}]``). :func:`parse_acl_file` turns its text into an
+:class:`AclFile` of compiled :class:`Account` values, or raises :class:`AclConfigError` with RocketMQ's message (key
+shorter than 7 characters, a ``res=PERM`` entry that does not split in two, a bad white address), so the caller can
+keep the rules it had. :meth:`AclFile.dump` gives the YAML text back with the accounts, white list and data version
+replaced and every other key kept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import attrs
+import yaml
+
+from broker.acl.permission import parse_perm
+from broker.acl.remote_address import AddressMatcher, AddressPatternError, address_matcher
+
+RETRY_PREFIX: Final = "%RETRY%"
+#: RocketMQ accepts keys strictly longer than this (``AclConstants.ACCESS_KEY_MIN_LENGTH``).
+KEY_MIN_LENGTH: Final = 6
+
+
+class AclConfigError(ValueError):
+    """A file or an account RocketMQ would refuse; the message is RocketMQ's."""
+
+
+def _text(value: object) -> str | None:
+    """YAML scalars as the Java loader sees them: numbers become their decimal text."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _text_list(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list):
+        raise AclConfigError(f"expected a list, got {type(value).__name__}")
+    return tuple(t for t in (_text(v) for v in value) if t is not None)
+
+
+@attrs.frozen
+class AccountConfig:
+    """One ``accounts`` entry as written in the file (texts, not yet compiled)."""
+
+    access_key: str | None
+    secret_key: str | None = attrs.field(default=None, repr=False)
+    white_remote_address: str | None = None
+    admin: bool = False
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: tuple[str, ...] = ()
+    group_perms: tuple[str, ...] = ()
+
+    @classmethod
+    def from_yaml(cls, raw: object) -> AccountConfig:
+        if not isinstance(raw, Mapping):
+            raise AclConfigError(f"an account must be a map, got {type(raw).__name__}")
+        admin = raw.get("admin")
+        return cls(
+            access_key=_text(raw.get("accessKey")),
+            secret_key=_text(raw.get("secretKey")),
+            white_remote_address=_text(raw.get("whiteRemoteAddress")),
+            admin=admin is True or (isinstance(admin, str) and admin.strip().lower() == "true"),
+            default_topic_perm=_text(raw.get("defaultTopicPerm")),
+            default_group_perm=_text(raw.get("defaultGroupPerm")),
+            topic_perms=_text_list(raw.get("topicPerms")),
+            group_perms=_text_list(raw.get("groupPerms")),
+        )
+
+    def to_yaml(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"accessKey": self.access_key, "secretKey": self.secret_key}
+        out["whiteRemoteAddress"] = self.white_remote_address
+        out["admin"] = self.admin
+        if self.default_topic_perm is not None:
+            out["defaultTopicPerm"] = self.default_topic_perm
+        if self.default_group_perm is not None:
+            out["defaultGroupPerm"] = self.default_group_perm
+        if self.topic_perms:
+            out["topicPerms"] = list(self.topic_perms)
+        if self.group_perms:
+            out["groupPerms"] = list(self.group_perms)
+        return out
+
+
+@attrs.frozen
+class Account:
+    """An account ready for checks: permissions as bits, group entries keyed ``%RETRY%<group>``, ``perms`` None when
+    the account names no resource (an admin without entries may then do anything)."""
+
+    access_key: str
+    secret_key: str = attrs.field(repr=False)
+    admin: bool
+    default_topic_perm: int
+    default_group_perm: int
+    perms: Mapping[str, int] | None
+    white: AddressMatcher = attrs.field(repr=False)
+
+
+def _resource_perms(entries: Iterable[str], is_topic: bool, into: dict[str, int]) -> None:
+    kind = "topic" if is_topic else "group"
+    for entry in entries:
+        parts = entry.split("=")
+        if len(parts) != 2:
+            raise AclConfigError(f"Parse resource permission failed for {kind}:{entry}")
+        name = parts[0].strip()
+        into[name if is_topic else RETRY_PREFIX + name] = parse_perm(parts[1])
+
+
+def check_keys(access_key: str | None, secret_key: str | None) -> None:
+    """RocketMQ's key rule: both present and longer than 6 characters. Raises :class:`AclConfigError`."""
+    if access_key is None or secret_key is None or len(access_key) <= KEY_MIN_LENGTH or len(secret_key) <= 6:
+        raise AclConfigError(
+            f"The accessKey={access_key} and secretKey={secret_key} cannot be null and length should longer than 6"
+        )
+
+
+def compile_account(config: AccountConfig) -> Account:
+    """The checkable form of an entry. Raises :class:`AclConfigError` for a bad key, entry or white address."""
+    check_keys(config.access_key, config.secret_key)
+    assert config.access_key is not None and config.secret_key is not None
+    perms: dict[str, int] = {}
+    _resource_perms(config.group_perms, False, perms)
+    _resource_perms(config.topic_perms, True, perms)
+    try:
+        white = address_matcher(config.white_remote_address)
+    except AddressPatternError as exc:
+        raise AclConfigError(str(exc)) from None
+    return Account(
+        access_key=config.access_key,
+        secret_key=config.secret_key,
+        admin=config.admin,
+        default_topic_perm=parse_perm(config.default_topic_perm),
+        default_group_perm=parse_perm(config.default_group_perm),
+        perms=perms or None,
+        white=white,
+    )
+
+
+@attrs.frozen
+class DataVersion:
+    counter: int = 0
+    timestamp: int = 0
+
+    def next(self) -> DataVersion:
+        return DataVersion(self.counter + 1, int(time.time() * 1000))
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+
+@attrs.frozen
+class AclFile:
+    """One parsed file: its entries as written, the compiled accounts and white-list matchers, the data version and
+    the whole document (other keys are kept on rewrite)."""
+
+    global_white_addresses: tuple[str, ...]
+    entries: tuple[AccountConfig, ...]
+    accounts: tuple[Account, ...]
+    global_white: tuple[AddressMatcher, ...] = attrs.field(repr=False)
+    data_version: DataVersion
+    document: Mapping[str, Any] = attrs.field(repr=False)
+
+    def dump(self) -> str:
+        doc = dict(self.document)
+        doc["globalWhiteRemoteAddresses"] = list(self.global_white_addresses)
+        doc["accounts"] = [entry.to_yaml() for entry in self.entries]
+        doc["dataVersion"] = [self.data_version.to_json()]
+        return str(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False))
+
+
+def _data_version(raw: object) -> DataVersion:
+    item = raw[0] if isinstance(raw, list) and raw else raw
+    if not isinstance(item, Mapping):
+        return DataVersion()
+    try:
+        return DataVersion(int(item.get("counter", 0)), int(item.get("timestamp", 0)))
+    except (TypeError, ValueError):
+        return DataVersion()
+
+
+def build_acl_file(
+    document: Mapping[str, Any], white: Iterable[str], entries: Iterable[AccountConfig], version: DataVersion
+) -> AclFile:
+    """Compile ``entries`` and ``white`` into an :class:`AclFile`. Raises :class:`AclConfigError`."""
+    white = tuple(white)
+    entries = tuple(entries)
+    try:
+        matchers = tuple(address_matcher(pattern) for pattern in white)
+    except AddressPatternError as exc:
+        raise AclConfigError(str(exc)) from None
+    return AclFile(white, entries, tuple(compile_account(e) for e in entries), matchers, version, document)
+
+
+def parse_acl_file(text: str) -> AclFile:
+    """Parse and compile one file's text (empty text is an empty file). Raises :class:`AclConfigError`."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise AclConfigError(f"not valid YAML: {exc}") from None
+    if document is None:
+        document = {}
+    if not isinstance(document, Mapping):
+        raise AclConfigError(f"the document must be a map, got {type(document).__name__}")
+    accounts = document.get("accounts") or []
+    if not isinstance(accounts, list):
+        raise AclConfigError("accounts must be a list")
+    white = _text_list(document.get("globalWhiteRemoteAddresses"))
+    entries = [AccountConfig.from_yaml(raw) for raw in accounts]
+    return build_acl_file(document, white, entries, _data_version(document.get("dataVersion")))

@@ -1,0 +1,138 @@
+"""The ACL admin request codes 50-53 (RocketMQ's ``broker/src/main/java/org/apache/rocketmq/broker/processor/
+AdminBrokerProcessor.java``): create or update an account, delete one, report the files' versions, replace a file's
+global white list. Each edit rewrites the owning ``plain_acl.yml`` atomically and applies at once
+(:class:`broker.acl.manager.AclManager`).
+
+Answers as 4.9.8's: SUCCESS with no remark; on failure 209 / 210 / 211 with RocketMQ's remark, or the validation
+message (a key of 6 characters or fewer, a bad ``res=PERM``). Stricter than 4.9.8: the admission check only lets admin
+accounts (or white-listed addresses) send these codes, and with ``aclEnable=false`` they are refused with a
+remark saying so (4.9.8 fails with a NullPointerException, or sends nothing for code 52).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import orjson
+
+from broker.acl.manager import AclManager
+from broker.acl.permission import is_valid_perm_text
+from broker.acl.plain_config import AccountConfig, AclConfigError, check_keys
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.processor import RequestContext
+
+if TYPE_CHECKING:
+    from broker.context import BrokerState
+
+log = logging.getLogger(__name__)
+
+REQUEST_CODES = (
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+    RequestCode.DELETE_ACL_CONFIG,
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+)
+_FAILED: dict[int, int] = {
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+    RequestCode.DELETE_ACL_CONFIG: ResponseCode.DELETE_ACL_CONFIG_FAILED,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO: ResponseCode.SYSTEM_ERROR,
+}
+#: Header field -> AccountConfig attribute, for the optional fields of code 50.
+_ACCOUNT_FIELDS = {
+    "whiteRemoteAddress": "white_remote_address",
+    "defaultTopicPerm": "default_topic_perm",
+    "defaultGroupPerm": "default_group_perm",
+    "topicPerms": "topic_perms",
+    "groupPerms": "group_perms",
+}
+
+
+def _split(text: str | None) -> tuple[str, ...]:
+    return tuple(item.strip() for item in (text or "").split(",") if item.strip())
+
+
+def _check_resource_perms(entries: tuple[str, ...]) -> None:
+    """RocketMQ's ``Permission.checkResourcePerms`` with its messages."""
+    for entry in entries:
+        parts = [p for p in entry.split("=") if p]
+        if len(parts) != 2:
+            raise AclConfigError(
+                f"Parse Resource format error for {entry}.\nThe expected resource format is 'Res=Perm'. "
+                "For example: topicA=SUB"
+            )
+        if not is_valid_perm_text(parts[1]):
+            raise AclConfigError(
+                f"Parse resource permission error for {entry}.\n"
+                "The expected permissions are 'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'."
+            )
+
+
+def account_change(fields: dict[str, str]) -> tuple[AccountConfig, frozenset[str]]:
+    """Code 50's header as an account and the attributes it sets. Raises :class:`AclConfigError`."""
+    access_key, secret_key = fields.get("accessKey"), fields.get("secretKey")
+    check_keys(access_key, secret_key)
+    change = AccountConfig(
+        access_key=access_key,
+        secret_key=secret_key,
+        white_remote_address=fields.get("whiteRemoteAddress"),
+        admin=fields.get("admin", "false").strip().lower() == "true",
+        default_topic_perm=fields.get("defaultTopicPerm"),
+        default_group_perm=fields.get("defaultGroupPerm"),
+        topic_perms=_split(fields.get("topicPerms")),
+        group_perms=_split(fields.get("groupPerms")),
+    )
+    _check_resource_perms(change.topic_perms)
+    _check_resource_perms(change.group_perms)
+    given = {"secret_key"} | {attr for key, attr in _ACCOUNT_FIELDS.items() if key in fields}
+    return change, frozenset(given)
+
+
+class AclAdminProcessor:
+    """Serves codes 50-53 over ``manager`` (None: ACL is off); ``state`` gives code 52's broker and cluster names."""
+
+    def __init__(self, manager: AclManager | None, state: BrokerState) -> None:
+        self.manager = manager
+        self.state = state
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        code = request.code
+        if self.manager is None:
+            return request.response(_FAILED[code], "ACL is not enabled on this broker (aclEnable=false)")
+        fields = request.ext_fields
+        try:
+            if code == RequestCode.GET_BROKER_CLUSTER_ACL_INFO:
+                return self._versions(request)
+            if code == RequestCode.UPDATE_AND_CREATE_ACL_CONFIG:
+                change, given = account_change(fields)
+                self.manager.update_account(change, given)
+            elif code == RequestCode.DELETE_ACL_CONFIG:
+                access_key = fields.get("accessKey")
+                if access_key is None:
+                    raise AclConfigError("the custom field <accessKey> is null")
+                if not self.manager.delete_account(access_key):
+                    remark = f"The accesskey[{access_key}] corresponding to accessConfig has been deleted failed."
+                    return request.response(ResponseCode.DELETE_ACL_CONFIG_FAILED, remark)
+            else:
+                addresses = fields.get("globalWhiteAddrs")
+                if addresses is None:
+                    raise AclConfigError("the custom field <globalWhiteAddrs> is null")
+                self.manager.update_global_white(list(_split(addresses)), fields.get("aclFileFullPath"))
+        except (AclConfigError, OSError) as exc:
+            log.warning("ACL admin request code %d from %s failed: %s", code, ctx.remote_address, exc)
+            return request.response(_FAILED[code], str(exc))
+        log.info("ACL admin request code %d from %s applied", code, ctx.remote_address)
+        return request.response(ResponseCode.SUCCESS)
+
+    def _versions(self, request: RemotingCommand) -> RemotingCommand:
+        assert self.manager is not None
+        fields = {
+            "version": orjson.dumps(self.manager.default_version()).decode(),
+            "allAclFileVersion": orjson.dumps(self.manager.versions()).decode(),
+            "brokerName": self.state.config.broker_name,
+            "brokerAddr": self.state.broker_addr,
+            "clusterName": self.state.config.broker_cluster_name,
+        }
+        return request.response(ResponseCode.SUCCESS, ext_fields=fields)

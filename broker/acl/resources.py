@@ -1,0 +1,122 @@
+"""What a request needs: the topics and groups it touches and the permission each needs, per request code
+(RocketMQ's ``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainAccessValidator.java``, ``parse``).
+
+A group is checked as its retry topic ``%RETRY%<group>``. Codes not listed need no resource (only the account, its
+signature and, for the admin codes, the admin flag). A request whose fields cannot be read the way RocketMQ reads
+them (a missing required header field, a heartbeat body that does not decode) raises :class:`ResourceError` with
+the message RocketMQ's decoder gives, which the check answers as an ACL failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.acl.permission import PUB, SUB
+from broker.acl.plain_config import RETRY_PREFIX
+from remoting.codec.bodies import HeartbeatData
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import CodecError
+
+Needed = dict[str, int]
+
+
+class ResourceError(ValueError):
+    """The request's fields or body could not be read; the message is what RocketMQ's decoder says."""
+
+
+def _required(fields: dict[str, str], *names: str) -> None:
+    for name in names:
+        if fields.get(name) is None:
+            raise ResourceError(f"the custom field <{name}> is null")
+
+
+def _integers(fields: dict[str, str], *names: str) -> None:
+    for name in names:
+        value = fields[name]
+        if not value.lstrip("-").isdigit():
+            raise ResourceError(f'For input string: "{value}"')
+
+
+def _add(needed: Needed, resource: str | None, perm: int) -> None:
+    if resource is not None:
+        needed[resource] = perm
+
+
+def _group(group: str | None) -> str | None:
+    return None if group is None else RETRY_PREFIX + group
+
+
+def _send(topic_key: str, group_key: str) -> Callable[[RemotingCommand, Needed], None]:
+    def needs(cmd: RemotingCommand, needed: Needed) -> None:
+        topic = cmd.ext_fields.get(topic_key)
+        if topic is not None and topic.startswith(RETRY_PREFIX):
+            _add(needed, _group(cmd.ext_fields.get(group_key)), SUB)
+        else:
+            _add(needed, topic, PUB)
+
+    return needs
+
+
+def _send_back(cmd: RemotingCommand, needed: Needed) -> None:
+    _add(needed, _group(cmd.ext_fields.get("group")), SUB)
+
+
+def _pull(cmd: RemotingCommand, needed: Needed) -> None:
+    _add(needed, cmd.ext_fields.get("topic"), SUB)
+    _add(needed, _group(cmd.ext_fields.get("consumerGroup")), SUB)
+
+
+def _query(cmd: RemotingCommand, needed: Needed) -> None:
+    _add(needed, cmd.ext_fields.get("topic"), SUB)
+
+
+def _heartbeat(cmd: RemotingCommand, needed: Needed) -> None:
+    try:
+        data = HeartbeatData.decode(cmd.body)
+    except CodecError as exc:
+        raise ResourceError(str(exc)) from None
+    for consumer in data.consumer_data_set:
+        _add(needed, _group(consumer.group_name), SUB)
+        for subscription in consumer.subscription_data_set:
+            _add(needed, subscription.topic, SUB)
+
+
+def _unregister(cmd: RemotingCommand, needed: Needed) -> None:
+    _required(cmd.ext_fields, "clientID")
+    _add(needed, _group(cmd.ext_fields.get("consumerGroup")), SUB)
+
+
+def _consumer_list(cmd: RemotingCommand, needed: Needed) -> None:
+    _required(cmd.ext_fields, "consumerGroup")
+    _add(needed, _group(cmd.ext_fields["consumerGroup"]), SUB)
+
+
+def _update_offset(cmd: RemotingCommand, needed: Needed) -> None:
+    fields = cmd.ext_fields
+    _required(fields, "consumerGroup", "topic", "queueId", "commitOffset")
+    _integers(fields, "queueId", "commitOffset")
+    _add(needed, _group(fields["consumerGroup"]), SUB)
+    _add(needed, fields["topic"], SUB)
+
+
+_RULES: dict[int, Callable[[RemotingCommand, Needed], None]] = {
+    RequestCode.SEND_MESSAGE: _send("topic", "group"),
+    RequestCode.SEND_MESSAGE_V2: _send("b", "a"),
+    RequestCode.CONSUMER_SEND_MSG_BACK: _send_back,
+    RequestCode.PULL_MESSAGE: _pull,
+    RequestCode.QUERY_MESSAGE: _query,
+    RequestCode.HEART_BEAT: _heartbeat,
+    RequestCode.UNREGISTER_CLIENT: _unregister,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: _consumer_list,
+    RequestCode.UPDATE_CONSUMER_OFFSET: _update_offset,
+}
+
+
+def needed_resources(cmd: RemotingCommand) -> Needed:
+    """``{resource: PUB or SUB}`` for ``cmd`` (see the module docstring). Raises :class:`ResourceError`."""
+    needed: Needed = {}
+    rule = _RULES.get(cmd.code)
+    if rule is not None:
+        rule(cmd, needed)
+    return needed

@@ -1,0 +1,34 @@
+"""The broker's security wiring, kept out of the controller: the ACL rules (None unless ``aclEnable``), the
+listeners' settings (idle timeout, ``tls.*`` mode and context, connection cap, per-connection budget) and the TLS
+context the broker uses towards its name servers (docs/architecture.md#acl-and-tls-at-the-edge).
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+from broker.acl.manager import AclFiles, AclManager
+from broker.broker_config import BrokerConfig
+from remoting.server import ServerConfig
+from remoting.tls import settings_client_context
+
+
+def acl_manager_of(config: BrokerConfig) -> AclManager | None:
+    """The (not yet loaded) ACL rules when ``aclEnable``; without ``rocketmqHome`` no file loads (as in RocketMQ),
+    which refuses every request, and the manager logs it."""
+    if not config.acl_enable:
+        return None
+    home = Path(config.rocketmq_home).expanduser() if config.rocketmq_home else None
+    return AclManager(AclFiles(home, config.acl_plain_file))
+
+
+def server_config_of(config: BrokerConfig) -> ServerConfig:
+    """The listeners' settings from the broker's."""
+    return config.listener_config(float(config.server_channel_max_idle_time_seconds))
+
+
+def namesrv_client_context(config: BrokerConfig) -> ssl.SSLContext | None:
+    """TLS towards the name servers: with ``tls.enable``, or when the broker's own mode is enforcing (RocketMQ's
+    ``BrokerStartup``)."""
+    return settings_client_context(config)

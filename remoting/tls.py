@@ -1,0 +1,175 @@
+"""TLS with RocketMQ's settings (``remoting/src/main/java/org/apache/rocketmq/remoting/netty/TlsSystemConfig.java``,
+``TlsHelper.java``): the ``tls.*`` names, the server modes, and the SSL contexts of the server and the client.
+
+:class:`TlsSettings` holds every ``tls.*`` property; the broker's and the name server's settings classes inherit it, so
+``-c file`` and ``--tls.server.mode enforcing`` set them like any property. ``tls.config.file`` (a properties file)
+overrides everything except ``tls.server.mode`` and ``tls.enable`` when a context is built, as in RocketMQ.
+
+Server modes (``tls.server.mode``; an unknown value is ``permissive``, RocketMQ's default): the server looks at the
+first byte of each connection (:mod:`remoting.server`); ``0x16`` (a TLS handshake record) is served over TLS unless the
+mode is ``disabled``, which closes it; any other byte is served in plaintext unless the mode is ``enforcing``, which
+closes it.
+
+Contexts: :func:`server_context` uses the PEM certificate and key files, or, with ``tls.test.mode.enable`` (RocketMQ's
+default), a self-signed certificate generated in memory with ``cryptography`` (written to a private temporary
+directory only for the moment ``ssl`` loads it). :func:`client_context` encrypts without checking the server when no
+CA file is given (RocketMQ's test-mode client), and checks the chain and the host name against a CA file otherwise.
+Errors: ``OSError`` / ``ssl.SSLError`` for unreadable or mismatched certificate files.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import ssl
+import tempfile
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+from remoting.codec.java_properties import apply_properties, parse_properties
+
+DISABLED: Final = "disabled"
+PERMISSIVE: Final = "permissive"
+ENFORCING: Final = "enforcing"
+#: The first byte of a TLS connection (a handshake record).
+TLS_HANDSHAKE: Final = 0x16
+
+
+def tls_mode(text: str) -> str:
+    """RocketMQ's ``TlsMode.parse``: one of the three names (any case), else ``permissive``."""
+    lowered = text.strip().lower()
+    return lowered if lowered in (DISABLED, PERMISSIVE, ENFORCING) else PERMISSIVE
+
+
+@attrs.frozen
+class TlsSettings:
+    """Every ``tls.*`` setting, with RocketMQ's names and defaults."""
+
+    tls_server_mode: str = attrs.field(default=PERMISSIVE, metadata={"key": "tls.server.mode"})
+    #: Client side: connect with TLS (the broker towards its name servers; also on when the server mode is enforcing).
+    tls_enable: bool = attrs.field(default=False, metadata={"key": "tls.enable"})
+    tls_config_file: str = attrs.field(default="/etc/rocketmq/tls.properties", metadata={"key": "tls.config.file"})
+    tls_test_mode_enable: bool = attrs.field(default=True, metadata={"key": "tls.test.mode.enable"})
+    tls_server_need_client_auth: str = attrs.field(default="none", metadata={"key": "tls.server.need.client.auth"})
+    tls_server_key_path: str = attrs.field(default="", metadata={"key": "tls.server.keyPath"})
+    tls_server_key_password: str = attrs.field(
+        default="", repr=False, metadata={"key": "tls.server.keyPassword", "secret": True}
+    )
+    tls_server_cert_path: str = attrs.field(default="", metadata={"key": "tls.server.certPath"})
+    tls_server_trust_cert_path: str = attrs.field(default="", metadata={"key": "tls.server.trustCertPath"})
+    tls_server_auth_client: bool = attrs.field(default=False, metadata={"key": "tls.server.authClient"})
+    tls_client_key_path: str = attrs.field(default="", metadata={"key": "tls.client.keyPath"})
+    tls_client_key_password: str = attrs.field(
+        default="", repr=False, metadata={"key": "tls.client.keyPassword", "secret": True}
+    )
+    tls_client_cert_path: str = attrs.field(default="", metadata={"key": "tls.client.certPath"})
+    tls_client_trust_cert_path: str = attrs.field(default="", metadata={"key": "tls.client.trustCertPath"})
+    tls_client_auth_server: bool = attrs.field(default=False, metadata={"key": "tls.client.authServer"})
+
+
+def tls_settings_of(config: TlsSettings) -> TlsSettings:
+    """The ``tls.*`` part of a settings object, with ``tls.config.file`` applied over it when that file exists
+    (everything but the mode and ``tls.enable``)."""
+    base = TlsSettings(**{f.name: getattr(config, f.name) for f in attrs.fields(TlsSettings)})
+    path = Path(base.tls_config_file)
+    if not base.tls_config_file or not path.is_file():
+        return base
+    props = parse_properties(path.read_text(encoding="utf-8"))
+    props.pop("tls.server.mode", None)
+    props.pop("tls.enable", None)
+    settings, _unknown = apply_properties(base, props)
+    return settings
+
+
+def _self_signed_pem() -> tuple[bytes, bytes]:
+    """A fresh EC P-256 key and a self-signed certificate for ``localhost`` / 127.0.0.1 / ::1, in PEM."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rocketrio test mode")])
+    now = datetime.datetime.now(datetime.UTC)
+    names = [x509.DNSName("localhost"), *(x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", "::1"))]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def _load_generated(ctx: ssl.SSLContext) -> None:
+    cert_pem, key_pem = _self_signed_pem()
+    with tempfile.TemporaryDirectory(prefix="rocketrio-tls-") as tmp:
+        cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
+        cert.write_bytes(cert_pem)
+        key.touch(mode=0o600)
+        key.write_bytes(key_pem)
+        ctx.load_cert_chain(cert, key)
+
+
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require": ssl.CERT_REQUIRED}
+
+
+def server_context(config: TlsSettings) -> ssl.SSLContext:
+    """The server's context from ``config`` (see the module docstring). Raises ``OSError`` / ``ssl.SSLError``."""
+    settings = tls_settings_of(config)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    if settings.tls_test_mode_enable:
+        _load_generated(ctx)
+        return ctx
+    ctx.load_cert_chain(
+        settings.tls_server_cert_path,
+        settings.tls_server_key_path or None,
+        settings.tls_server_key_password or None,
+    )
+    if settings.tls_server_auth_client and settings.tls_server_trust_cert_path:
+        ctx.load_verify_locations(settings.tls_server_trust_cert_path)
+        ctx.verify_mode = _CLIENT_AUTH.get(settings.tls_server_need_client_auth.strip().lower(), ssl.CERT_NONE)
+    return ctx
+
+
+def client_context(
+    ca_file: str | None = None,
+    cert_file: str | None = None,
+    key_file: str | None = None,
+    key_password: str | None = None,
+) -> ssl.SSLContext:
+    """A client context: no server check without ``ca_file`` (RocketMQ's default client), the chain and the host name
+    checked against it otherwise; ``cert_file`` / ``key_file`` present a client certificate."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if ca_file:
+        ctx.load_verify_locations(ca_file)
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cert_file:
+        ctx.load_cert_chain(cert_file, key_file or None, key_password or None)
+    return ctx
+
+
+def settings_client_context(config: TlsSettings) -> ssl.SSLContext | None:
+    """The context a server uses as a client (the broker towards name servers): None unless ``tls.enable`` or the
+    server mode is ``enforcing``; trusts ``tls.client.trustCertPath`` only with ``tls.client.authServer``."""
+    settings = tls_settings_of(config)
+    if not (settings.tls_enable or tls_mode(settings.tls_server_mode) == ENFORCING):
+        return None
+    trust = settings.tls_client_trust_cert_path if settings.tls_client_auth_server else None
+    if settings.tls_test_mode_enable:
+        return client_context()
+    return client_context(
+        trust, settings.tls_client_cert_path, settings.tls_client_key_path, settings.tls_client_key_password
+    )

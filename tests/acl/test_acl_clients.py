@@ -1,0 +1,126 @@
+"""Our client signing every request (producer, push consumer, admin, mqadmin) against a broker with ACL on, and the
+ACL admin codes 50-53 through mqadmin's 4.9.8 commands, which here need an admin account."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import yaml
+from click.testing import CliRunner
+
+from broker.embedded import EmbeddedCluster
+from client import Message, Producer
+from client.admin import Admin
+from client.config import ClientConfig
+from client.errors import MQClientError
+from client.mqadmin import main as mqadmin
+from tests.acl.conftest import consume
+
+
+def _config(cluster: EmbeddedCluster, access_key: str | None, secret_key: str | None = "12345678") -> ClientConfig:
+    return ClientConfig(namesrv_addr=cluster.namesrv_addr, access_key=access_key, secret_key=secret_key)
+
+
+async def _create_topic(cluster: EmbeddedCluster, topic: str) -> None:
+    async with Admin(config=_config(cluster, "rocketmq2")) as admin:
+        await admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2, broker_addr=cluster.broker_addr)
+
+
+async def test_a_signed_producer_and_consumer_work_and_a_refused_send_stores_nothing(
+    acl_cluster: EmbeddedCluster,
+) -> None:
+    await _create_topic(acl_cluster, "topicB")
+    await _create_topic(acl_cluster, "topicC")
+    user = _config(acl_cluster, "RocketMQ")
+    async with Producer("PG-acl", config=user) as producer:
+        for i in range(5):
+            await producer.send(Message("topicB", f"m{i}".encode(), keys=f"k{i}"))
+        with pytest.raises(MQClientError, match="No default permission for topic:topicC"):
+            await producer.send(Message("topicC", b"refused"))
+    store = acl_cluster.controller.context.store
+    assert sum(store.max_offset_in_queue("topicC", q) for q in range(2)) == 0
+
+    received = await consume(_config(acl_cluster, "RocketMQ"), "groupB", "topicB", 5)
+    assert sorted(received) == [f"m{i}".encode() for i in range(5)]
+
+
+async def test_an_unsigned_or_wrongly_signed_admin_is_refused(acl_cluster: EmbeddedCluster) -> None:
+    for config, why in (
+        (_config(acl_cluster, None), "No accessKey is configured"),
+        (_config(acl_cluster, "rocketmq2", "not-the-secret"), "Check signature failed for accessKey=rocketmq2"),
+        (_config(acl_cluster, "RocketMQ"), "Need admin permission for request code=17"),
+    ):
+        async with Admin(config=config) as admin:
+            with pytest.raises(MQClientError, match=why):
+                await admin.create_topic("Refused", broker_addr=acl_cluster.broker_addr)
+    assert acl_cluster.controller.context.topics.get("Refused") is None
+
+
+def _cli(*args: str, ok: bool = True) -> Any:
+    result = CliRunner().invoke(mqadmin, [*args, "--json"], catch_exceptions=False)
+    assert (result.exit_code == 0) == ok, result.output
+    return json.loads(result.output) if ok else result.output
+
+
+async def test_mqadmin_acl_commands_edit_the_file_atomically_and_need_an_admin(
+    acl_cluster: EmbeddedCluster, acl_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ns, addr = acl_cluster.namesrv_addr, acl_cluster.broker_addr
+    admin = ("--accessKey", "rocketmq2", "--secretKey", "12345678")
+    run = trio.to_thread.run_sync
+    acl_file = acl_home / "conf" / "plain_acl.yml"
+
+    def accounts() -> dict[str, dict[str, Any]]:
+        return {a["accessKey"]: a for a in yaml.safe_load(acl_file.read_text())["accounts"]}
+
+    versions = await run(_cli, *admin, "clusterAclConfigVersion", "-n", ns, "-c", "DefaultCluster")
+    before = versions["rows"][0]["AclConfigVersionNum"]
+    created = await run(
+        _cli, *admin, "updateAclConfig", "-n", ns, "-b", addr, "-a", "newcomer", "-s", "newcomer-secret",
+        "-t", "topicB=PUB,topicC=SUB", "-g", "groupB=SUB", "-i", "DENY", "-u", "SUB",
+    )  # fmt: skip
+    assert created["brokers"] == [addr]
+    entry = accounts()["newcomer"]
+    assert entry["secretKey"] == "newcomer-secret" and entry["topicPerms"] == ["topicB=PUB", "topicC=SUB"]
+    assert entry["admin"] is False and entry["defaultTopicPerm"] == "DENY"
+    assert accounts()["RocketMQ"]["topicPerms"][0] == "topicA=DENY"  # the other accounts are kept as they were
+    # An edit replaces what it names and keeps the rest.
+    await run(
+        _cli, *admin, "updateAclConfig", "-n", ns, "-c", "DefaultCluster", "-a", "newcomer", "-s", "changed-secret"
+    )
+    entry = accounts()["newcomer"]
+    assert entry["secretKey"] == "changed-secret" and entry["topicPerms"] == ["topicB=PUB", "topicC=SUB"]
+    async with Producer("PG-new", config=_config(acl_cluster, "newcomer", "changed-secret")) as producer:
+        await _create_topic(acl_cluster, "topicB")
+        assert (await producer.send(Message("topicB", b"from the new account"))).msg_id
+
+    after = await run(_cli, *admin, "clusterAclConfigVersion", "-n", ns, "-b", addr)
+    assert after["rows"][0]["AclConfigVersionNum"] == before + 2
+    await run(_cli, *admin, "updateGlobalWhiteAddr", "-n", ns, "-b", addr, "-g", "10.1.1.*,10.2.2.2")
+    assert yaml.safe_load(acl_file.read_text())["globalWhiteRemoteAddresses"] == ["10.1.1.*", "10.2.2.2"]
+    outside = str(acl_home.parent / "elsewhere.yml")
+    Path(outside).write_text("accounts: []\n")
+    refused = await run(
+        lambda: _cli(*admin, "updateGlobalWhiteAddr", "-n", ns, "-b", addr, "-g", "1.1.1.1", "-p", outside, ok=False)
+    )
+    assert "211" in refused
+    await run(_cli, *admin, "deleteAclConfig", "-n", ns, "-b", addr, "-a", "newcomer")
+    assert "newcomer" not in accounts()
+    missing = await run(lambda: _cli(*admin, "deleteAccessConfig", "-n", ns, "-b", addr, "-a", "newcomer", ok=False))
+    assert "has been deleted failed" in missing
+    # A signed account without admin: refused, file unchanged (stricter than 4.9.8).
+    text = acl_file.read_text()
+    user = ("--accessKey", "RocketMQ", "--secretKey", "12345678")
+    denied = await run(
+        lambda: _cli(*user, "updateAclConfig", "-n", ns, "-b", addr, "-a", "sneaky1", "-s", "sneaky12", ok=False)
+    )
+    assert "Need admin permission for request code=50" in denied
+    assert acl_file.read_text() == text
+    # Without --accessKey, mqadmin signs with $ROCKETMQ_HOME/conf/tools.yml, as RocketMQ's tools do.
+    (acl_home / "conf" / "tools.yml").write_text("accessKey: rocketmq2\nsecretKey: 12345678\n")
+    monkeypatch.setenv("ROCKETMQ_HOME", str(acl_home))
+    assert (await run(_cli, "clusterAclConfigVersion", "-n", ns, "-b", addr))["rows"]

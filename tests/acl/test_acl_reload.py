@@ -1,0 +1,87 @@
+"""Hot reload of the ACL files under a running broker, in virtual time: new rules hold within the 5 s watch period,
+a malformed file keeps the old rules and says why, files added and removed under conf/acl count."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from broker.acl.watcher import WATCH_INTERVAL
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.acl_signing import SessionCredentials, sign
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from tests.acl.conftest import PLAIN_ACL
+
+USER = SessionCredentials("RocketMQ", "12345678")
+
+
+async def _refused(client: RemotingClient, cluster: EmbeddedCluster, creds: SessionCredentials, topic: str) -> bool:
+    """Whether a pull of ``topic`` as groupB (needs SUB on both) is refused by the ACL."""
+    fields = {
+        "consumerGroup": "groupB",
+        "topic": topic,
+        "queueId": "0",
+        "queueOffset": "0",
+        "maxMsgNums": "1",
+        "sysFlag": "0",
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subscription": "*",
+        "subVersion": "0",
+    }
+    answer: RemotingCommand = await client.invoke(cluster.broker_addr, sign(request(11, fields), creds), 5)
+    return answer.code == ResponseCode.SYSTEM_ERROR and "AclException" in (answer.remark or "")
+
+
+async def test_an_edited_file_applies_within_the_watch_period_and_a_malformed_one_keeps_the_old_rules(
+    acl_cluster: EmbeddedCluster,
+    acl_home: Path,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    acl_file = acl_home / "conf" / "plain_acl.yml"
+    async with RemotingClient() as client:
+        assert await _refused(client, acl_cluster, USER, "topicA")
+        acl_file.write_text(PLAIN_ACL.replace("topicA=DENY", "topicA=SUB"))
+        await trio.sleep(WATCH_INTERVAL + 0.5)
+        assert not await _refused(client, acl_cluster, USER, "topicA")
+
+        caplog.set_level(logging.ERROR, logger="broker.acl.manager")
+        acl_file.write_text(PLAIN_ACL.replace("topicA=DENY", "topicA=PUB=SUB"))  # unparsable entry
+        await trio.sleep(WATCH_INTERVAL + 0.5)
+        assert not await _refused(client, acl_cluster, USER, "topicA")  # the previous good rules still hold
+        assert any("Parse resource permission failed for topic:topicA=PUB=SUB" in r.message for r in caplog.records)
+        assert any("keeping its previous rules" in r.message for r in caplog.records)
+
+        acl_file.write_text("accounts: [\n")  # not YAML at all
+        await trio.sleep(WATCH_INTERVAL + 0.5)
+        assert not await _refused(client, acl_cluster, USER, "topicA")
+
+        acl_file.write_text(PLAIN_ACL)  # fixed again: the file's own rules are back
+        await trio.sleep(WATCH_INTERVAL + 0.5)
+        assert await _refused(client, acl_cluster, USER, "topicA")
+
+
+async def test_files_added_and_removed_under_conf_acl_are_picked_up(
+    acl_cluster: EmbeddedCluster, acl_home: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    team = SessionCredentials("team-account", "team-secret")
+    extra = acl_home / "conf" / "acl" / "team.yml"
+    async with RemotingClient() as client:
+        assert await _refused(client, acl_cluster, team, "topicB")
+        extra.parent.mkdir(parents=True)
+        extra.write_text(
+            "accounts:\n  - {accessKey: team-account, secretKey: team-secret,"
+            " defaultTopicPerm: SUB, defaultGroupPerm: SUB}\n"
+        )
+        await trio.sleep(WATCH_INTERVAL + 0.5)
+        assert not await _refused(client, acl_cluster, team, "topicB")
+        extra.unlink()
+        await trio.sleep(WATCH_INTERVAL + 0.5)
+        assert await _refused(client, acl_cluster, team, "topicB")

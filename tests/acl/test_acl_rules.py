@@ -1,0 +1,161 @@
+"""The ACL rules without a broker: permissions, white-address patterns, plain_acl.yml parsing, several files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.acl.manager import AclDenied, AclFiles, AclManager
+from broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_perm
+from broker.acl.plain_config import AclConfigError, parse_acl_file
+from broker.acl.remote_address import AddressPatternError, address_matcher
+from remoting.codec.acl_signing import SessionCredentials, sign
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import request
+
+
+@pytest.mark.parametrize(
+    ("text", "bits"),
+    [
+        ("PUB", PUB),
+        ("SUB", SUB),
+        ("PUB|SUB", PUB | SUB),
+        (" SUB|PUB ", PUB | SUB),
+        ("DENY", DENY),
+        ("ANY", DENY),
+        ("pub", DENY),
+        (None, DENY),
+        ("", DENY),
+    ],
+)
+def test_permission_texts_parse_as_rocketmq_with_anything_else_deny(text: str | None, bits: int) -> None:
+    assert parse_perm(text) == bits
+
+
+@pytest.mark.parametrize(
+    ("needed", "owned", "ok"),
+    [
+        (PUB, PUB, True),
+        (PUB, SUB, False),
+        (SUB, PUB | SUB, True),
+        (PUB, DENY, False),
+        (PUB, DENY | PUB, False),
+        (ANY, SUB, True),
+        (ANY, PUB, True),
+        (ANY, DENY, False),
+    ],
+)
+def test_check_permission(needed: int, owned: int, ok: bool) -> None:
+    assert check_permission(needed, owned) is ok
+
+
+@pytest.mark.parametrize(
+    ("pattern", "matching", "not_matching"),
+    [
+        ("", [], ["127.0.0.1"]),
+        ("*", ["1.2.3.4", "::1"], []),
+        ("*.*.*.*", ["1.2.3.4"], []),
+        ("10.10.103.*", ["10.10.103.1", "10.10.103.255"], ["10.10.104.1", "10.10.1.3"]),
+        ("192.168.1-10.*", ["192.168.1.7", "192.168.10.0"], ["192.168.11.1", "192.168.0.1"]),
+        ("192.168.*.5", ["192.168.77.9"], ["192.169.1.5"]),  # octets after the varying one are ignored (RocketMQ)
+        ("192.168.1.{1,2,3}", ["192.168.1.2"], ["192.168.1.4"]),
+        ("127.0.0.1,10.0.0.1", ["10.0.0.1", "127.0.0.1"], ["10.0.0.2"]),
+        ("127.0.0.1", ["127.0.0.1"], ["127.0.0.2"]),
+        ("::1", ["0:0:0:0:0:0:0:1", "::1"], ["::2"]),
+        ("1050:0:0:0:5:600:300c:*", ["1050::5:600:300c:1"], ["1050::5:600:300d:1"]),
+        ("1050:0:0:0:5:600:300c:1-a", ["1050::5:600:300c:a"], ["1050::5:600:300c:b"]),
+    ],
+)
+def test_white_address_patterns(pattern: str, matching: list[str], not_matching: list[str]) -> None:
+    match = address_matcher(pattern)
+    assert all(match(ip) for ip in matching)
+    assert not any(match(ip) for ip in not_matching)
+
+
+@pytest.mark.parametrize("pattern", ["10.10.103.256-3", "1.2.3.-4", "abc", "1.2.{3,4}", "192.168.1.{1,x}", "1.2.3.4.5"])
+def test_bad_white_address_patterns_are_refused(pattern: str) -> None:
+    with pytest.raises(AddressPatternError):
+        address_matcher(pattern)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "accounts:\n  - accessKey: short\n    secretKey: 12345678\n",
+            "cannot be null and length should longer than 6",
+        ),
+        ("accounts:\n  - accessKey: longenough\n", "cannot be null and length should longer than 6"),
+        (
+            "accounts:\n  - accessKey: longenough\n    secretKey: 12345678\n    topicPerms: [a=PUB=SUB]\n",
+            "Parse resource permission failed for topic:a=PUB=SUB",
+        ),
+        (
+            "accounts:\n  - accessKey: longenough\n    secretKey: 12345678\n    whiteRemoteAddress: 1.2.3\n",
+            "Netaddress examine Exception",
+        ),
+        ("accounts: [unclosed\n", "not valid YAML"),
+        ("- a list\n", "must be a map"),
+    ],
+)
+def test_bad_files_are_refused_with_rocketmq_messages(text: str, message: str) -> None:
+    with pytest.raises(AclConfigError, match=message.replace("[", r"\[")):
+        parse_acl_file(text)
+
+
+def test_numbers_in_yaml_are_keys_as_text_and_an_empty_file_is_empty() -> None:
+    acl = parse_acl_file("accounts:\n  - accessKey: 123456789\n    secretKey: 12345678\n    admin: true\n")
+    assert acl.accounts[0].access_key == "123456789" and acl.accounts[0].secret_key == "12345678"
+    assert acl.accounts[0].admin and acl.accounts[0].perms is None
+    assert parse_acl_file("").accounts == ()
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_files_under_conf_acl_and_the_default_file_merge_first_one_wins(tmp_path: Path) -> None:
+    _write(
+        tmp_path / "conf" / "acl" / "team" / "a.yml",
+        "globalWhiteRemoteAddresses: [10.0.0.*]\naccounts:\n"
+        "  - {accessKey: shared-key, secretKey: from-team-a, defaultTopicPerm: PUB}\n",
+    )
+    _write(tmp_path / "conf" / "acl" / "b.yaml", "accounts:\n  - {accessKey: other-key, secretKey: 12345678}\n")
+    _write(tmp_path / "conf" / "acl" / "tools.yml", "accounts:\n  - {accessKey: tools-key, secretKey: 12345678}\n")
+    _write(
+        tmp_path / "conf" / "plain_acl.yml",
+        "globalWhiteRemoteAddresses: [10.9.9.9]\naccounts:\n  - {accessKey: shared-key, secretKey: from-default}\n",
+    )
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    account = manager.account("shared-key")
+    assert account is not None and account.secret_key == "from-team-a"
+    assert manager.account("other-key") is not None and manager.account("tools-key") is None
+    cmd = request(RequestCode.SEND_MESSAGE, {"topic": "T"})
+    manager.validate("10.0.0.7", cmd)  # white-listed by a.yml
+    manager.validate("10.9.9.9", cmd)  # and by the default file
+    with pytest.raises(AclDenied, match="No accessKey is configured"):
+        manager.validate("10.1.0.7", cmd)
+    manager.validate("10.1.0.7", sign(cmd, SessionCredentials("shared-key", "from-team-a")))
+    assert len(manager.versions()) == 3
+
+
+def test_a_missing_default_file_is_created_empty(tmp_path: Path) -> None:
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    assert (tmp_path / "conf" / "plain_acl.yml").is_file()
+    with pytest.raises(AclDenied, match="No acl config for someone"):
+        manager.validate("127.0.0.1", sign(request(RequestCode.SEND_MESSAGE, {}), SessionCredentials("someone", "x")))
+
+
+def test_without_a_home_nothing_loads_nothing_is_created_and_edits_are_refused(tmp_path: Path) -> None:
+    manager = AclManager(AclFiles(None))
+    manager.load()
+    with pytest.raises(AclDenied, match="No acl config for someone"):
+        manager.validate("127.0.0.1", sign(request(RequestCode.SEND_MESSAGE, {}), SessionCredentials("someone", "x")))
+    with pytest.raises(AclConfigError, match="rocketmqHome"):
+        manager.update_account(parse_acl_file("accounts: [{accessKey: newcomer, secretKey: 12345678}]").entries[0],
+                               frozenset())  # fmt: skip
+    assert manager.versions() == {} and manager.default_version() == {"counter": 0, "timestamp": 0}

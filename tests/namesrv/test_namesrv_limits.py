@@ -1,0 +1,40 @@
+"""The name server's listener limits: the broker's ``serverMaxConnections`` / ``serverMaxRequestsInFlight`` /
+``serverMaxBufferedBytes``, read from its properties file and enforced on its port."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from namesrv.config import load_namesrv_config
+from tests.namesrv.conftest import StartNamesrv, route_request
+from tests.remoting.helpers import RawPeer
+
+
+def test_the_limits_are_read_from_the_properties_file(tmp_path: Path) -> None:
+    props = tmp_path / "namesrv.properties"
+    props.write_text("serverMaxConnections=3\nserverMaxRequestsInFlight=16\nserverMaxBufferedBytes=65536\n")
+    config, unknown = load_namesrv_config(props)
+    assert unknown == []
+    server_config = config.listener_config(120.0)
+    assert (server_config.max_connections, server_config.max_requests_in_flight) == (3, 16)
+    assert server_config.max_buffered_bytes == 65536
+    assert load_namesrv_config(None, server_max_connections=0)[0].listener_config(1.0).max_connections is None
+
+
+async def test_connections_beyond_the_name_servers_cap_are_closed(start_namesrv: StartNamesrv) -> None:
+    server, address = await start_namesrv(server_max_connections=1)
+    host, port = address.rsplit(":", 1)
+    first = await RawPeer.connect((host, int(port)))
+    await first.send(route_request("TopicTest"))
+    assert await first.receive() is not None  # answered (17: no route), so the connection is served
+    second = await RawPeer.connect((host, int(port)))
+    await second.send(route_request("TopicTest"))
+    try:
+        refused = await second.receive()
+    except trio.BrokenResourceError:
+        refused = None
+    assert refused is None and server.remoting_server.refused_connections == 1
+    await first.aclose()
+    await second.aclose()

@@ -1,0 +1,146 @@
+"""Per-connection budgets (requests in flight, buffered bytes), the connection cap and rate-limited refusal logs:
+one client cannot make the server buffer without bound, and the others keep being served."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+import trio.testing
+
+from remoting.client import RemotingClient
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import request
+from remoting.connection import REQUEST_OVERHEAD
+from remoting.dispatch import Dispatcher, ProcessorPool
+from remoting.ratelog import RateLimitedLog
+from remoting.server import RemotingServer, ServerConfig
+from tests.remoting.helpers import EchoProcessor, GateProcessor, RawPeer
+
+
+@pytest.fixture
+async def nursery() -> AsyncIterator[trio.Nursery]:
+    async with trio.open_nursery() as n:
+        yield n
+        n.cancel_scope.cancel()
+
+
+async def _serve(nursery: trio.Nursery, processor: object, **config: object) -> tuple[RemotingServer, tuple[str, int]]:
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, processor, ProcessorPool("work", 64, 10_000))  # type: ignore[arg-type]
+    server = RemotingServer(dispatcher, ServerConfig(**config))  # type: ignore[arg-type]
+    address = await nursery.start(server.serve, "127.0.0.1", 0)
+    return server, address
+
+
+async def test_requests_in_flight_are_capped_per_connection_and_the_rest_wait_in_tcp(nursery: trio.Nursery) -> None:
+    gate = GateProcessor()
+    server, address = await _serve(nursery, gate, max_requests_in_flight=4)
+    peer = await RawPeer.connect(address)
+    await peer.send(*(request(1000, {}, b"r%d" % i, opaque=i + 1) for i in range(20)))
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    assert gate.entered == 4  # the pool has 64 workers: only the budget stops the rest
+    (conn,) = server.connections
+    assert conn.requests_in_flight == 4
+    gate.gate.set()
+    answers = [await peer.receive() for _ in range(20)]
+    assert sorted(a.opaque for a in answers if a is not None) == list(range(1, 21))
+    await peer.aclose()
+
+
+async def test_oneway_requests_count_until_their_processor_returns(nursery: trio.Nursery) -> None:
+    gate = GateProcessor()
+    server, address = await _serve(nursery, gate, max_requests_in_flight=4)
+    peer = await RawPeer.connect(address)
+    await peer.send(*(request(1000, {}, b"w%d" % i, oneway=True, opaque=i + 1) for i in range(20)))
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    assert gate.entered == 4  # a oneway flood is held like any other: the pool's queue does not grow
+    (conn,) = server.connections
+    assert conn.requests_in_flight == 4
+    gate.gate.set()
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    assert gate.entered == 20
+    assert conn.requests_in_flight == 0 and conn.buffered_bytes == 0
+    await peer.aclose()
+
+
+async def test_buffered_request_bytes_are_capped_per_connection(nursery: trio.Nursery) -> None:
+    gate = GateProcessor()
+    server, address = await _serve(nursery, gate, max_buffered_bytes=1 << 20)
+    peer = await RawPeer.connect(address)
+    big = b"x" * (512 << 10)
+    answers = []
+
+    async def receive_all() -> None:
+        answers.extend([await peer.receive() for _ in range(12)])
+
+    async with trio.open_nursery() as sending:
+        sending.start_soon(peer.send, *(request(1000, {}, big, opaque=i + 1) for i in range(12)))
+        await trio.testing.wait_all_tasks_blocked(0.05)
+        assert gate.entered == 2  # 2 x (512 KiB + overhead) is over 1 MiB: reading stops there
+        (conn,) = server.connections
+        assert conn.buffered_bytes == 2 * (len(big) + REQUEST_OVERHEAD)
+        sending.start_soon(receive_all)
+        gate.gate.set()
+    assert len(answers) == 12 and all(a is not None and a.code == ResponseCode.SUCCESS for a in answers)
+    await peer.aclose()
+
+
+async def test_a_client_that_never_reads_its_answers_cannot_grow_the_servers_buffers(nursery: trio.Nursery) -> None:
+    echo = EchoProcessor()
+    server, address = await _serve(nursery, echo, max_buffered_bytes=1 << 20)
+    peer = await RawPeer.connect(address)
+    body = b"y" * (256 << 10)
+    async with trio.open_nursery() as sending:
+        sending.start_soon(peer.send, *(request(1000, {}, body, opaque=i + 1) for i in range(400)))  # 100 MiB
+        await trio.testing.wait_all_tasks_blocked(0.1)
+        (conn,) = server.connections
+        assert conn.buffered_bytes <= (1 << 20) + 2 * len(body)
+        assert len(echo.seen) < 400  # socket buffers took some; the rest waits in the peer
+        async with RemotingClient() as other:  # another client is served meanwhile
+            answer = await other.invoke(f"{address[0]}:{address[1]}", request(1000, {}, b"hi"), 5)
+            assert bytes(answer.body) == b"hi"
+        sending.cancel_scope.cancel()
+    await peer.aclose()
+
+
+async def test_connections_beyond_the_cap_are_closed_at_once(
+    nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="remoting.server")
+    server, address = await _serve(nursery, EchoProcessor(), max_connections=2)
+    first, second = await RawPeer.connect(address), await RawPeer.connect(address)
+    for peer in (first, second):
+        await peer.send(request(1000, {}, b"ok"))
+        assert await peer.receive() is not None
+    third = await RawPeer.connect(address)
+    await third.send(request(1000, {}, b"refused"))
+    try:
+        refused = await third.receive()
+    except trio.BrokenResourceError:
+        refused = None
+    assert refused is None and server.refused_connections == 1
+    assert any("2 connections already open" in r.message for r in caplog.records)
+    await first.aclose()
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    fourth = await RawPeer.connect(address)
+    await fourth.send(request(1000, {}, b"room again"))
+    assert await fourth.receive() is not None
+
+
+def test_refusal_logs_are_rate_limited_and_count_what_they_suppressed(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    log = RateLimitedLog(logging.getLogger("tests.ratelog"), period=10.0, burst=3, clock=lambda: now[0])
+    caplog.set_level(logging.WARNING, logger="tests.ratelog")
+    written = [log.warning("refused %d", i) for i in range(10)]
+    assert written == [True] * 3 + [False] * 7
+    now[0] = 10.0
+    assert log.warning("refused %d", 10)
+    assert [r.getMessage() for r in caplog.records] == [
+        "refused 0",
+        "refused 1",
+        "refused 2",
+        "refused 10 (7 similar lines suppressed before this one)",
+    ]

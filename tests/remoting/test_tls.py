@@ -1,0 +1,184 @@
+"""TLS on the same port as plaintext, RocketMQ's way: the first byte decides; modes disabled, permissive and enforcing;
+certificates from files (issued by a throwaway trustme CA) or generated in test mode; our client over TLS."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+import trustme
+
+from remoting.client import RemotingClient
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import request
+from remoting.dispatch import Dispatcher, ProcessorPool
+from remoting.errors import RemotingConnectError
+from remoting.server import RemotingServer, ServerConfig
+from remoting.tls import DISABLED, ENFORCING, PERMISSIVE, TlsSettings, client_context, server_context, tls_mode
+from tests.remoting.helpers import EchoProcessor, RawPeer
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def cert_files(ca: trustme.CA, tmp_path: Path) -> TlsSettings:
+    """Settings naming a server certificate for 127.0.0.1 and its key, issued by ``ca``; test mode off."""
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    cert_path, key_path = tmp_path / "server.pem", tmp_path / "server.key"
+    cert.cert_chain_pems[0].write_to_path(str(cert_path))
+    cert.private_key_pem.write_to_path(str(key_path))
+    return TlsSettings(
+        tls_test_mode_enable=False,
+        tls_server_cert_path=str(cert_path),
+        tls_server_key_path=str(key_path),
+        tls_config_file=str(tmp_path / "absent.properties"),
+    )
+
+
+@pytest.fixture
+def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
+    path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return str(path)
+
+
+async def _serve(nursery: trio.Nursery, mode: str, settings: TlsSettings) -> tuple[RemotingServer, str]:
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
+    server = RemotingServer(dispatcher, ServerConfig(tls_mode=mode, ssl_context=lambda: server_context(settings)))
+    host, port = await nursery.start(server.serve, "127.0.0.1", 0)
+    return server, f"{host}:{port}"
+
+
+@pytest.fixture
+async def nursery() -> AsyncIterator[trio.Nursery]:
+    async with trio.open_nursery() as n:
+        yield n
+        n.cancel_scope.cancel()
+
+
+async def _echo(client: RemotingClient, addr: str) -> bytes:
+    answer = await client.invoke(addr, request(1000, {"k": "v"}, b"over the wire"), 5)
+    assert answer.code == ResponseCode.SUCCESS
+    return bytes(answer.body)
+
+
+@pytest.mark.parametrize("mode", [PERMISSIVE, ENFORCING])
+async def test_our_client_over_tls_checks_the_servers_certificate(
+    nursery: trio.Nursery, cert_files: TlsSettings, ca_file: str, mode: str
+) -> None:
+    server, addr = await _serve(nursery, mode, cert_files)
+    async with RemotingClient(ssl_context=client_context(ca_file)) as client:
+        assert await _echo(client, addr) == b"over the wire"
+        assert all(c.remote_address[0] == "127.0.0.1" for c in server.connections)
+    other_ca = trustme.CA()
+    wrong = Path(ca_file).with_name("other-ca.pem")
+    other_ca.cert_pem.write_to_path(str(wrong))
+    async with RemotingClient(ssl_context=client_context(str(wrong))) as client:
+        with pytest.raises(RemotingConnectError):
+            await _echo(client, addr)
+
+
+async def test_permissive_serves_plaintext_and_tls_on_one_port(
+    nursery: trio.Nursery, cert_files: TlsSettings, ca_file: str
+) -> None:
+    _, addr = await _serve(nursery, PERMISSIVE, cert_files)
+    async with RemotingClient() as plain, RemotingClient(ssl_context=client_context(ca_file)) as secure:
+        assert await _echo(plain, addr) == await _echo(secure, addr) == b"over the wire"
+
+
+async def test_enforcing_closes_plaintext_without_a_frame(nursery: trio.Nursery, cert_files: TlsSettings) -> None:
+    server, addr = await _serve(nursery, ENFORCING, cert_files)
+    host, port = addr.rsplit(":", 1)
+    peer = await RawPeer.connect((host, int(port)))
+    await peer.send(request(1000, {}, b"plaintext"))
+    try:
+        answer = await peer.receive()
+    except trio.BrokenResourceError:  # closed with our frame unread: a reset
+        answer = None
+    assert answer is None  # closed, no answer
+    assert server.refused_connections == 1
+    async with RemotingClient() as client:
+        with pytest.raises(RemotingConnectError):
+            await _echo(client, addr)
+
+
+async def test_a_tls_client_against_disabled_fails_cleanly_and_plaintext_still_works(
+    nursery: trio.Nursery, cert_files: TlsSettings, ca_file: str
+) -> None:
+    server, addr = await _serve(nursery, DISABLED, cert_files)
+    async with RemotingClient(ssl_context=client_context(ca_file), connect_timeout=5) as client:
+        with pytest.raises(RemotingConnectError):
+            await _echo(client, addr)
+    async with RemotingClient() as client:
+        assert await _echo(client, addr) == b"over the wire"
+    assert server.refused_connections == 1
+
+
+async def test_garbage_after_the_handshake_byte_closes_only_that_connection(
+    nursery: trio.Nursery, cert_files: TlsSettings, ca_file: str
+) -> None:
+    server, addr = await _serve(nursery, PERMISSIVE, cert_files)
+    async with RemotingClient(ssl_context=client_context(ca_file)) as secure, RemotingClient() as plain:
+        assert await _echo(secure, addr) == b"over the wire"
+        host, port = addr.rsplit(":", 1)
+        for junk in (b"\x16" + b"\x00" * 64, b"\x16\x03\x01\xff\xffnot a client hello at all", b"\x16"):
+            stream = await trio.open_tcp_stream(host, int(port))
+            await stream.send_all(junk)
+            await stream.send_eof()
+            with trio.fail_after(10):  # the server closes it (after a TLS alert, if it sent one)
+                while await stream.receive_some(100):
+                    pass
+            await stream.aclose()
+        # The server and the live connections are unaffected.
+        assert await _echo(secure, addr) == await _echo(plain, addr) == b"over the wire"
+    assert server.refused_connections == 3
+
+
+async def test_test_mode_generates_a_certificate_and_a_default_client_connects(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    settings = TlsSettings(tls_config_file=str(tmp_path / "absent.properties"))  # RocketMQ's defaults: test mode on
+    _, addr = await _serve(nursery, tls_mode("nonsense"), settings)  # unknown mode: permissive
+    async with RemotingClient(ssl_context=client_context()) as client:
+        assert await _echo(client, addr) == b"over the wire"
+    (tmp_path / "ca.pem").write_bytes(trustme.CA().cert_pem.bytes())  # a CA that did not sign it
+    async with RemotingClient(ssl_context=client_context(str(tmp_path / "ca.pem"))) as client:
+        with pytest.raises(RemotingConnectError):
+            await _echo(client, addr)
+
+
+async def test_the_tls_config_file_overrides_the_paths_but_not_the_mode(
+    nursery: trio.Nursery, cert_files: TlsSettings, ca_file: str, tmp_path: Path
+) -> None:
+    props = tmp_path / "tls.properties"
+    props.write_text(
+        f"tls.test.mode.enable=false\ntls.server.certPath={cert_files.tls_server_cert_path}\n"
+        f"tls.server.keyPath={cert_files.tls_server_key_path}\ntls.server.mode=disabled\n"
+    )
+    settings = TlsSettings(tls_config_file=str(props), tls_server_cert_path="/nonexistent.pem")
+    ctx = server_context(settings)
+    assert isinstance(ctx, ssl.SSLContext)
+    _, addr = await _serve(nursery, tls_mode(settings.tls_server_mode), settings)
+    async with RemotingClient(ssl_context=client_context(ca_file)) as client:  # checked against the trustme CA
+        assert await _echo(client, addr) == b"over the wire"
+
+
+async def test_an_unbuildable_context_closes_tls_connections_only(nursery: trio.Nursery, tmp_path: Path) -> None:
+    settings = TlsSettings(
+        tls_test_mode_enable=False,
+        tls_server_cert_path=str(tmp_path / "missing.pem"),
+        tls_config_file=str(tmp_path / "absent.properties"),
+    )
+    server, addr = await _serve(nursery, PERMISSIVE, settings)
+    async with RemotingClient(ssl_context=client_context()) as secure, RemotingClient() as plain:
+        with pytest.raises(RemotingConnectError):
+            await _echo(secure, addr)
+        assert await _echo(plain, addr) == b"over the wire"
+    assert server.refused_connections == 1
