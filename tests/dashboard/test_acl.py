@@ -1,26 +1,18 @@
 """The dashboard against a secured cluster. With ACL on: its own credentials (``rocketmq.config.accessKey`` /
 ``secretKey``) sign its calls; without them the broker's refusal reaches the page as its code and remark. With TLS
-enforced: ``rocketmq.config.useTLS`` reaches it; plain text is turned away. These need a broker with ACL and TLS and a
-client that signs and connects with TLS; without them they are skipped, and ``test_settings_and_login.py`` covers the
-settings instead."""
+enforced: ``rocketmq.config.useTLS`` reaches it; plain text is turned away."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import attrs
 import pytest
 import trio
 
-from broker.broker_config import BrokerConfig
 from broker.embedded import EmbeddedCluster
-from client.config import ClientConfig
 from tests.conftest import SMALL_STORE
 from tests.dashboard.conftest import open_dash
-
-ACL = "access_key" in attrs.fields_dict(ClientConfig) and "acl_enable" in attrs.fields_dict(BrokerConfig)
-TLS = "tls" in attrs.fields_dict(ClientConfig)
 
 #: One administrator account, as a RocketMQ home's conf/plain_acl.yml.
 PLAIN_ACL = """\
@@ -40,7 +32,6 @@ async def acl_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
         yield c
 
 
-@pytest.mark.skipif(not ACL, reason="this build has no ACL (aclEnable, a signing client)")
 async def test_signed_calls_pass_and_unsigned_ones_show_the_refusal(
     acl_cluster: EmbeddedCluster, nursery: trio.Nursery
 ) -> None:
@@ -56,7 +47,6 @@ async def test_signed_calls_pass_and_unsigned_ones_show_the_refusal(
     assert "UnsignedTopic" not in await _topics(acl_cluster)
 
 
-@pytest.mark.skipif(not TLS, reason="this build has no TLS (a client that connects with TLS)")
 async def test_the_dashboard_reaches_an_enforcing_tls_cluster_with_use_tls(
     tmp_path: Path, nursery: trio.Nursery
 ) -> None:
