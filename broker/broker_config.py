@@ -63,8 +63,9 @@ class BrokerConfig(ListenerSettings):
     #: The broker's own read/write permission (PermName bits: 4 read, 2 write): without read pulls answer
     #: NO_PERMISSION, without write sends and send-backs do (RocketMQ sets it to 4 to drain a broker before removal).
     broker_permission: int = 6
-    #: On a slave, serve pulls (and suggest the slave to consumers of a master that is behind); off, a slave answers
-    #: every pull PULL_RETRY_IMMEDIATELY and suggests the master.
+    #: Let consumers read from slaves: a pull then suggests the group's ``brokerId`` (``whichBrokerWhenConsumeSlowly``
+    #: when the master's backlog is not in memory). Off, every pull suggests the master; a slave still serves the
+    #: pull itself, as RocketMQ 4.9.8 does (its status switch overwrites the PULL_RETRY_IMMEDIATELY it set first).
     slave_read_enable: bool = False
     #: Refuse transactional sends and END_TRANSACTION with NO_PERMISSION.
     reject_transaction_message: bool = False
@@ -108,6 +109,22 @@ class BrokerConfig(ListenerSettings):
     transaction_check_max: int = 15
     #: ...in check rounds this far apart (ms).
     transaction_check_interval: int = 60_000
+    #: Replication (RocketMQ's MessageStoreConfig names and defaults; docs/architecture.md#replication). A slave
+    #: reports its offset and a master heartbeats after this long idle (ms)...
+    ha_send_heartbeat_interval: int = 5000
+    #: ...an HA connection silent this long (ms) is closed...
+    ha_housekeeping_interval: int = 20_000
+    #: ...a transfer frame carries at most this many CommitLog bytes...
+    ha_transfer_batch_size: int = 32 * 1024
+    #: ...and a SYNC_MASTER answers SLAVE_NOT_AVAILABLE while its fastest slave is this many bytes behind.
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    #: A slave's static master HA address (``host:port``); empty: learned from the name-server registration.
+    ha_master_address: str = ""
+    #: SYNC_MASTER: ms a send waits for a slave's acknowledgement before FLUSH_SLAVE_TIMEOUT.
+    slave_timeout: int = 3000
+    #: Data more than this percentage of RAM behind the CommitLog head is "not in memory": pulls then suggest
+    #: ``whichBrokerWhenConsumeSlowly`` (with ``slaveReadEnable``) and read smaller batches.
+    access_message_in_memory_max_ratio: int = 40
     #: Request-reply (processors/reply.py): store replies besides pushing them to the requester.
     store_reply_message_enable: bool = True
     #: RocketMQ 5's metrics settings (docs/metrics.md): ``PROM`` (or 2) serves Prometheus text at
@@ -137,8 +154,30 @@ class BrokerConfig(ListenerSettings):
         return f"{host}:{self.ha_listen_port or self.listen_port + 1}"
 
     @property
+    def ha_bind_port(self) -> int:
+        """The port the HA listener binds: ``haListenPort``, else ``listenPort + 1``, else (port 0) any free one."""
+        if self.ha_listen_port:
+            return self.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
+
+    @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+
+
+def checked_roles(config: BrokerConfig) -> BrokerConfig:
+    """RocketMQ's start-up rules for roles (``BrokerStartup``): ``brokerRole`` one of :data:`BROKER_ROLES`, a master's
+    ``brokerId`` forced to 0, a slave's required above 0. Raises ``ValueError``."""
+    if config.broker_role not in BROKER_ROLES:
+        raise ValueError(f"brokerRole: expected one of {', '.join(BROKER_ROLES)}, got {config.broker_role!r}")
+    if config.broker_role == "SLAVE":
+        if config.broker_id <= 0:
+            raise ValueError("Slave's brokerId must be > 0")
+        return config
+    return config if config.broker_id == 0 else attrs.evolve(config, broker_id=0)
 
 
 def load_broker_config(path: str | Path | None = None, **overrides: object) -> tuple[BrokerConfig, list[str]]:

@@ -55,6 +55,14 @@ class ConsumerOffsetManager:
         queues[queue_id] = offset
         self.persister.mark_dirty()
 
+    def merge(self, table: ConsumerOffsetTable) -> None:
+        """A slave takes its master's offsets (SlaveSynchronize): each ``topic@group`` of ``table`` replaces its own,
+        keys only the slave has are kept (RocketMQ's ``putAll``)."""
+        for key, queues in table.items():
+            self._table[key] = dict(queues)
+        if table:
+            self.persister.mark_dirty()
+
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed one for this queue."""
         queues = self._table.get(offset_key(group, topic))

@@ -35,7 +35,7 @@ from processors.hold import HoldService
 from remoting.codec.java_properties import apply_properties, property_texts
 from remoting.codec.msgid import pack_socket_address
 from store.message_store import MessageStore
-from store.store_config import FlushDiskType, StoreConfig
+from store.store_config import BrokerRole, FlushDiskType, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,7 @@ class BrokerState:
         Raises :class:`~remoting.codec.java_properties.PropertiesError` for a bad value (nothing is changed then)."""
         config, unknown = apply_properties(self.config, dict(props))
         self.config = config
+        self.store.config = store_config_updated(self.store.config, config)
         self.topics.config = config
         self.groups.config = config
         self.clients.notify_enabled = config.notify_consumer_ids_changed_enable
@@ -115,7 +116,39 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         message_delay_level=config.message_delay_level,
         warm_mapped_file_enable=config.warm_mapped_file_enable,
         max_transfer_count_on_message_in_memory=config.max_transfer_count_on_message_in_memory,
+        broker_role=BrokerRole(config.broker_role),
+        ha_listen_port=config.ha_bind_port,
+        ha_listen_port_fallback=not config.ha_listen_port,
+        ha_listen_host=config.listen_host,
+        ha_send_heartbeat_interval=config.ha_send_heartbeat_interval,
+        ha_housekeeping_interval=config.ha_housekeeping_interval,
+        ha_transfer_batch_size=config.ha_transfer_batch_size,
+        ha_slave_fallbehind_max=config.ha_slave_fallbehind_max,
+        ha_master_address=config.ha_master_address,
+        slave_timeout=config.slave_timeout,
+        access_message_in_memory_max_ratio=config.access_message_in_memory_max_ratio,
     )
+
+
+#: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, read where they
+#: are used); the others (paths, sizes, roles, ports) take effect at the next start.
+LIVE_STORE_SETTINGS = (
+    "slave_timeout",
+    "ha_send_heartbeat_interval",
+    "ha_housekeeping_interval",
+    "ha_transfer_batch_size",
+    "ha_slave_fallbehind_max",
+    "access_message_in_memory_max_ratio",
+)
+
+
+def store_config_updated(current: StoreConfig, config: BrokerConfig) -> StoreConfig:
+    """``current`` with the :data:`LIVE_STORE_SETTINGS` of ``config``; ``current`` itself when none changed."""
+    fresh = store_config_of(config)
+    changes = {
+        name: getattr(fresh, name) for name in LIVE_STORE_SETTINGS if getattr(fresh, name) != getattr(current, name)
+    }
+    return attrs.evolve(current, **changes) if changes else current
 
 
 def config_dir_of(config: BrokerConfig) -> Path:

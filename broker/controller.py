@@ -30,18 +30,21 @@ import logging
 import time
 from pathlib import Path
 
+import attrs
 import trio
 
 from broker.acl.admission import AclAdmission
 from broker.acl.processor import REQUEST_CODES as ACL_CODES
 from broker.acl.processor import AclAdminProcessor
 from broker.acl.watcher import watch_acl_files
-from broker.broker_config import BrokerConfig
+from broker.broker_config import BrokerConfig, checked_roles
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
 from broker.metrics import broker_exporter
 from broker.registration import BrokerRegistration
+from broker.replication import ReplicationRole
 from broker.schedule import ScheduleMessageService
 from broker.security import acl_manager_of, namesrv_client_context, server_config_of
+from broker.slave_sync import SlaveSynchronize
 from broker.timer.runtime_info import RuntimeInfoProcessor
 from broker.timer.service import TimerMessageService
 from broker.transaction import TransactionalMessageBridge, TransactionCheckService
@@ -103,6 +106,7 @@ class BrokerController:
     """Owns a broker's context, pools, dispatcher, server and registration. See the module docstring."""
 
     def __init__(self, config: BrokerConfig, *, cpus: int | None = None, config_path: Path | None = None) -> None:
+        config = checked_roles(config)
         self.config = config
         self.context: BrokerState = build_context(config)
         self.context.config_path = config_path
@@ -131,6 +135,7 @@ class BrokerController:
         )
         self.transaction_bridge = TransactionalMessageBridge(self.context, delay_rewrite=self.schedule.rewrite)
         self.transaction_check = TransactionCheckService(self.context, self.transaction_bridge)
+        self.replication = ReplicationRole(self.context, None)
         self.acl = acl_manager_of(config)
         self.dispatcher = Dispatcher(admission=AclAdmission(self.acl) if self.acl is not None else None)
         self._register_processors()
@@ -249,6 +254,8 @@ class BrokerController:
                 await nursery.start(ctx.topics.run)
                 await nursery.start(ctx.groups.run)
                 await nursery.start(ctx.offsets.run)
+                # The HA listener is bound now: advertise its real port (port 0 in tests picks a free one).
+                ctx.config = attrs.evolve(ctx.config, ha_listen_port=ctx.store.ha.port)
                 task_status.started()
 
     async def _run_front(self, task_status: trio.TaskStatus[Address]) -> None:
@@ -273,8 +280,13 @@ class BrokerController:
             await self._start_fast_channel(nursery, port)
             self.registration = BrokerRegistration(ctx, client)
             ctx.topic_changed_hook = self.registration.trigger
+            self.registration.on_master = self.replication.on_master
+            if self.replication.is_slave:
+                self.replication.slave_sync = SlaveSynchronize(ctx, client, self.schedule)
+                await nursery.start(self.replication.slave_sync.run)
             await nursery.start(self.registration.run)
-            await nursery.start(self.transaction_check.run)
+            if not self.replication.is_slave:  # as RocketMQ: a slave never checks transactions back
+                await nursery.start(self.transaction_check.run)
             if self.metrics is not None:
                 await nursery.start(self.metrics.run)
             self.address = (ctx.config.broker_ip1, port)

@@ -7,6 +7,12 @@ For tests and notebooks (port 0, a temporary data directory)::
         cluster.controller                            # the BrokerController (its context, store, managers)
         await cluster.restart_broker()                # same port and data: a clean broker restart
 
+With ``slaves=N`` the broker is a master (``broker_role="SYNC_MASTER"`` or the default ASYNC_MASTER) and N slave
+brokers of the same name (``brokerId`` 1..N, data under ``<data>/broker-slave<i>``) replicate it; they learn the
+master's HA address from the name server. ``cluster.slave_addrs``, ``cluster.slave_controllers``,
+``stop_slave(i)`` / ``start_slave(i)`` and ``await cluster.wait_replicated()`` serve tests of replication and
+fail-over; a restarted master keeps its ports (main and HA), so its slaves reconnect.
+
 and for the README's ``make run`` (``python -m broker.embedded --data ./data``: ports 9876 and 10911, both boot lines
 printed, Ctrl-C or SIGTERM shut down cleanly). Data layout: ``<data>/namesrv/kvConfig.json`` and ``<data>/broker``
 as the broker's ``storePathRootDir``.
@@ -53,6 +59,7 @@ class EmbeddedCluster:
         host: str = "127.0.0.1",
         namesrv_port: int = 0,
         broker_port: int = 0,
+        slaves: int = 0,
         **broker_overrides: Any,
     ) -> None:
         self.data_dir = Path(data_dir)
@@ -69,11 +76,11 @@ class EmbeddedCluster:
         self._broker_overrides = broker_overrides
         self.namesrv: NamesrvServer | None = None
         self.namesrv_address: Address | None = None
-        self._controller: BrokerController | None = None
-        self._broker_scope: trio.CancelScope | None = None
-        self._broker_done: trio.Event | None = None
+        self._master = _BrokerSlot(0)
         self._stack: AsyncExitStack | None = None
         self._nursery: trio.Nursery | None = None
+        self._ha_port = 0
+        self._slaves: list[_BrokerSlot] = [_BrokerSlot(i) for i in range(1, slaves + 1)]
 
     # ---- addresses ---------------------------------------------------------------------------------------------
 
@@ -85,9 +92,9 @@ class EmbeddedCluster:
 
     @property
     def controller(self) -> BrokerController:
-        if self._controller is None:
+        if self._master.controller is None:
             raise RuntimeError("the broker is not running")
-        return self._controller
+        return self._master.controller
 
     @property
     def broker_addr(self) -> str:
@@ -104,6 +111,28 @@ class EmbeddedCluster:
         }
         settings.update(self._broker_overrides)
         return attrs.evolve(BrokerConfig(), **settings)
+
+    def slave_config(self, index: int) -> BrokerConfig:
+        """Slave ``index`` (1-based, its ``brokerId``): the master's settings as a SLAVE with its own port and data."""
+        slot = self._slaves[index - 1]
+        return attrs.evolve(
+            self.broker_config(),
+            broker_role="SLAVE",
+            broker_id=index,
+            listen_port=slot.port,
+            ha_listen_port=0,
+            store_path_root_dir=str(self.data_dir / f"broker-slave{index}"),
+        )
+
+    @property
+    def slave_controllers(self) -> list[BrokerController]:
+        """The running slaves' controllers (a stopped slave is left out)."""
+        return [slot.controller for slot in self._slaves if slot.controller is not None and slot.scope is not None]
+
+    @property
+    def slave_addrs(self) -> list[str]:
+        """The running slaves' addresses, by ``brokerId``."""
+        return [controller.broker_addr for controller in self.slave_controllers]
 
     # ---- life cycle --------------------------------------------------------------------------------------------
 
@@ -128,7 +157,9 @@ class EmbeddedCluster:
     ) -> bool | None:
         stack, self._stack = self._stack, None
         assert stack is not None and self._nursery is not None
-        # The broker goes first so it can still unregister from the name server.
+        # The brokers go first so they can still unregister from the name server; slaves before their master.
+        for slot in self._slaves:
+            await slot.stop()
         await self.stop_broker()
         self._nursery.cancel_scope.cancel()
         return await stack.__aexit__(exc_type, exc, tb)
@@ -137,33 +168,55 @@ class EmbeddedCluster:
         """Start the broker (after :meth:`stop_broker`: on the same port and data). Returns its address."""
         if self._nursery is None:
             raise RuntimeError("the cluster is not running")
-        if self._broker_scope is not None:
+        if self._master.scope is not None:
             raise RuntimeError("the broker is already running")
-        controller = BrokerController(self.broker_config())
-        address: Address = await self._nursery.start(self._run_broker, controller)
-        self._controller = controller
+        config = self.broker_config()
+        if self._ha_port and not config.ha_listen_port:
+            config = attrs.evolve(config, ha_listen_port=self._ha_port)  # a restart keeps the HA address slaves know
+        controller = BrokerController(config)
+        address: Address = await self._nursery.start(self._master.run, controller)
         self._broker_port = address[1]
+        self._ha_port = controller.context.store.ha.port
+        for slot in self._slaves:
+            if slot.scope is None and not slot.stopped:
+                await self.start_slave(slot.index)
         return address
 
-    async def _run_broker(
-        self, controller: BrokerController, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        done = self._broker_done = trio.Event()
-        try:
-            with trio.CancelScope() as scope:
-                self._broker_scope = scope
-                await controller.serve(task_status=task_status)
-        finally:
-            self._broker_scope = None
-            done.set()
+    async def start_slave(self, index: int) -> Address:
+        """Start slave ``index`` (again after :meth:`stop_slave`: same port and data). Returns its address."""
+        if self._nursery is None:
+            raise RuntimeError("the cluster is not running")
+        slot = self._slaves[index - 1]
+        if slot.scope is not None:
+            raise RuntimeError(f"slave {index} is already running")
+        controller = BrokerController(self.slave_config(index))
+        slot.stopped = False
+        address: Address = await self._nursery.start(slot.run, controller)
+        slot.port = address[1]
+        return address
+
+    async def stop_slave(self, index: int) -> None:
+        """Shut slave ``index`` down cleanly; it stays down (also across master restarts) until started again."""
+        slot = self._slaves[index - 1]
+        slot.stopped = True
+        await slot.stop()
+
+    async def wait_replicated(self, timeout: float = 30) -> None:
+        """Wait until every running slave holds and has dispatched the master's whole CommitLog. Raises
+        ``TimeoutError`` after ``timeout`` seconds."""
+        master = self.controller.context.store
+        with trio.move_on_after(timeout):
+            while True:
+                end = master.commitlog.max_offset
+                stores = [c.context.store for c in self.slave_controllers]
+                if all(s.replica is not None and s.replica.dispatched == end for s in stores):
+                    return
+                await trio.sleep(0.01)
+        raise TimeoutError(f"slaves did not catch up with the master within {timeout} s")
 
     async def stop_broker(self) -> None:
-        """Shut the broker down cleanly and wait until it has (store closed, files saved)."""
-        scope, done = self._broker_scope, self._broker_done
-        if scope is None or done is None:
-            return
-        scope.cancel()
-        await done.wait()
+        """Shut the broker down cleanly and wait until it has (store closed, files saved). Its slaves keep running."""
+        await self._master.stop()
 
     async def restart_broker(self) -> Address:
         """A clean broker restart on the same port and data directory."""
@@ -171,18 +224,58 @@ class EmbeddedCluster:
         return await self.start_broker()
 
 
+class _BrokerSlot:
+    """One broker of an :class:`EmbeddedCluster` (the master, or slave ``index``): its controller, port and cancel
+    scope while it runs."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.port = 0
+        self.controller: BrokerController | None = None
+        self.scope: trio.CancelScope | None = None
+        self.done: trio.Event | None = None
+        self.stopped = False
+
+    async def run(
+        self, controller: BrokerController, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        self.controller = controller
+        done = self.done = trio.Event()
+        try:
+            with trio.CancelScope() as scope:
+                self.scope = scope
+                await controller.serve(task_status=task_status)
+        finally:
+            self.scope = None
+            done.set()
+
+    async def stop(self) -> None:
+        scope, done = self.scope, self.done
+        if scope is None or done is None:
+            return
+        scope.cancel()
+        await done.wait()
+
+
 async def run_embedded(
-    data_dir: Path, host: str, namesrv_port: int, broker_port: int, broker_overrides: dict[str, Any] | None = None
+    data_dir: Path,
+    host: str,
+    namesrv_port: int,
+    broker_port: int,
+    broker_overrides: dict[str, Any] | None = None,
+    slaves: int = 0,
 ) -> None:
-    """Serve until SIGINT or SIGTERM, printing both boot lines once ready."""
+    """Serve until SIGINT or SIGTERM, printing the boot lines (name server, broker, each slave) once ready."""
     overrides = broker_overrides or {}
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with EmbeddedCluster(
-            data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, **overrides
+            data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, slaves=slaves, **overrides
         ) as cluster:
             assert cluster.namesrv_address is not None and cluster.controller.address is not None
             print(namesrv_boot_line(cluster.namesrv_address), flush=True)
-            print(boot_line(cluster.controller.context.config, cluster.controller.address), flush=True)
+            for controller in [cluster.controller, *cluster.slave_controllers]:
+                assert controller.address is not None
+                print(boot_line(controller.context.config, controller.address), flush=True)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 break
@@ -215,8 +308,9 @@ def broker_overrides_of(args: list[str]) -> dict[str, Any]:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address both servers bind and advertise.")
 @click.option("--namesrv-port", type=click.IntRange(0, 65535), default=9876, show_default=True)
 @click.option("--broker-port", type=click.IntRange(0, 65535), default=None, help="Broker port [default: 10911].")
+@click.option("--slaves", type=click.IntRange(0, 8), default=0, show_default=True, help="Slave brokers to add.")
 @click.pass_context
-def main(ctx: click.Context, data_dir: str, host: str, namesrv_port: int, broker_port: int | None) -> None:
+def main(ctx: click.Context, data_dir: str, host: str, namesrv_port: int, broker_port: int | None, slaves: int) -> None:
     """Run a name server and a broker in one process (the README's ``make run``).
 
     Extra ``--name value`` pairs are broker properties (``--listenPort 0``, ``--flushDiskType SYNC_FLUSH``).
@@ -225,7 +319,7 @@ def main(ctx: click.Context, data_dir: str, host: str, namesrv_port: int, broker
     overrides = broker_overrides_of(list(ctx.args))
     port = overrides.pop("listen_port", 10911) if broker_port is None else broker_port
     overrides.pop("listen_port", None)
-    trio.run(run_embedded, Path(data_dir), host, namesrv_port, port, overrides)
+    trio.run(run_embedded, Path(data_dir), host, namesrv_port, port, overrides, slaves)
 
 
 if __name__ == "__main__":

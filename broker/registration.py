@@ -10,6 +10,10 @@ milliseconds). Triggers that arrive while a round is running coalesce into one m
 The body is a RegisterBrokerBody carrying the topic manager's wrapper and DataVersion; ``brokerAddr`` is read from the
 context at send time, so a broker bound to port 0 registers its real port.
 
+A slave learns its master from the answers (RocketMQ's ``updateMasterHAServerAddrPeriodically``): after each round
+the first name server's response header (``haServerAddr``, ``masterAddr``, both set only while the master is
+registered) goes to :attr:`BrokerRegistration.on_master`.
+
 Errors: a name server that is down, refuses or times out is logged and retried on the next round; it never stops the
 others or the broker.
 """
@@ -26,7 +30,11 @@ from remoting.client import RemotingClient
 from remoting.codec.bodies import RegisterBrokerBody, body_crc32
 from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
-from remoting.codec.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from remoting.codec.headers import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+)
 from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
@@ -56,6 +64,9 @@ class BrokerRegistration:
         self.rounds = 0
         self.last_results: dict[str, int | str] = {}
         self._round_done = trio.Event()
+        #: Called after each round with the first answering name server's view of this broker's master:
+        #: ``(haServerAddr, masterAddr)``, each ``None`` when the master is not registered.
+        self.on_master: Callable[[str | None, str | None], None] | None = None
 
     @property
     def timeout(self) -> float:
@@ -92,6 +103,7 @@ class BrokerRegistration:
     async def register_all(self) -> dict[str, int | str]:
         """One round: register with every name server concurrently. Returns address -> response code or error."""
         results: dict[str, int | str] = {}
+        answers: dict[str, RegisterBrokerResponseHeader] = {}
         cmd = self.register_request()
 
         async def one(addr: str) -> None:
@@ -103,6 +115,8 @@ class BrokerRegistration:
                 return
             if response.code != ResponseCode.SUCCESS:
                 log.warning("name server %s refused registration: %s %s", addr, response.code, response.remark)
+            else:
+                answers[addr] = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields or {})
             results[addr] = response.code
 
         async with trio.open_nursery() as nursery:
@@ -110,6 +124,9 @@ class BrokerRegistration:
                 nursery.start_soon(one, addr)
         self.rounds += 1
         self.last_results = results
+        first = next((answers[a] for a in self._namesrv_addrs() if a in answers), None)
+        if first is not None and self.on_master is not None:
+            self.on_master(first.ha_server_addr, first.master_addr)
         done, self._round_done = self._round_done, trio.Event()
         done.set()
         return results

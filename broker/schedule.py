@@ -146,6 +146,12 @@ class ScheduleMessageService:
         table = self._persister.load()
         self.offsets = {level: offset for level, offset in (table or {}).items() if level in self.levels}
 
+    def adopt_offsets(self, table: DelayOffsetTable) -> None:
+        """A slave takes its master's delivery progress (SlaveSynchronize), saved with :meth:`persist`; a slave
+        never delivers, so the table only matters once it becomes a master."""
+        self.offsets = {level: offset for level, offset in table.items() if level in self.levels}
+        self._persister.mark_dirty()
+
     def _snapshot(self) -> DelayOffsetTable:
         return dict(self.offsets)
 

@@ -87,6 +87,16 @@ class SubscriptionGroupManager:
         self._changed()
         return created
 
+    def replace_all(self, table: SubscriptionGroupTable) -> bool:
+        """A slave adopts its master's groups (SlaveSynchronize) when the data versions differ; returns whether it
+        did."""
+        if table.data_version == self.data_version:
+            return False
+        self._table = dict(table.subscription_group_table)
+        self.data_version = table.data_version
+        self.persister.mark_dirty()
+        return True
+
     def update(self, config: SubscriptionGroupConfig) -> None:
         """Create or replace a group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)."""
         self._table[config.group_name] = config

@@ -127,6 +127,17 @@ class TopicConfigManager:
         if self.on_changed is not None:
             self.on_changed()
 
+    def replace_all(self, table: TopicConfigTable) -> bool:
+        """A slave adopts its master's table (SlaveSynchronize): when the data versions differ, the whole table and
+        version are replaced and saved. Returns whether anything changed. No re-registration: a slave's topics
+        are not routed."""
+        if table.data_version == self.data_version:
+            return False
+        self._table = dict(table.topic_config_table)
+        self.data_version = table.data_version
+        self.persister.mark_dirty()
+        return True
+
     def update_topic(self, config: TopicConfig) -> TopicConfig:
         """Create or replace a topic (UPDATE_AND_CREATE_TOPIC). Returns the stored config."""
         old = self._table.get(config.topic_name)

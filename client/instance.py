@@ -30,7 +30,7 @@ from client import api
 from client.config import ClientConfig
 from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.request_reply import ReplyTable
-from client.route import any_address
+from client.route import MASTER_ID, any_address
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageModel, MessageQueue, ProducerData, TopicRouteData
 from remoting.codec.command import RemotingCommand
@@ -276,6 +276,34 @@ class MQClientInstance:
             if addr:
                 return addr
         return None
+
+    def find_broker_address_in_subscribe(
+        self, broker_name: str, broker_id: int, *, only_this_broker: bool, topic: str | None = None
+    ) -> tuple[str, bool] | None:
+        """Java's ``findBrokerAddressInSubscribe``: the address of ``broker_id`` in ``broker_name``'s group; for a
+        missing slave id the next id (DLedger shifts them); then, unless ``only_this_broker``, the group's lowest id
+        (a pull still reaches a slave when the master is gone). ``(address, is_slave)`` or ``None``. The group's
+        addresses come from ``topic``'s route when cached (the freshest for that topic's queues), else any route."""
+        addrs: dict[int, str] | None = None
+        own = self.routes.get(topic) if topic is not None else None
+        for route in ([own] if own is not None else []) + list(self.routes.values()):
+            for bd in route.broker_datas:
+                if bd.broker_name == broker_name and bd.broker_addrs:
+                    addrs = bd.broker_addrs
+                    break
+            if addrs is not None:
+                break
+        if not addrs:
+            return None
+        found = addrs.get(broker_id)
+        if found is not None:
+            return found, broker_id != MASTER_ID
+        if broker_id != MASTER_ID and broker_id + 1 in addrs:
+            return addrs[broker_id + 1], True
+        if only_this_broker:
+            return None
+        lowest = min(addrs)
+        return addrs[lowest], lowest != MASTER_ID
 
     def _rebuild_masters(self) -> None:
         masters: dict[str, str] = {}

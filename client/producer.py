@@ -53,7 +53,7 @@ from remoting.codec.bodies import MessageQueue, TopicRouteData
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.message import MessageExt
-from remoting.errors import RemotingError
+from remoting.errors import RemotingConnectError, RemotingError
 
 log = logging.getLogger(__name__)
 
@@ -403,6 +403,12 @@ class Producer:
                     self._fallback_topics.discard(topic)
                     self.instance.forget_route(topic)
                     with contextlib.suppress(TopicRouteNotFoundError):
+                        info = await self.publish_info(topic)
+                elif isinstance(exc, RemotingConnectError):
+                    # The broker is gone: a fresh route drops its queues once the name server has (a broker group
+                    # without its master is not writable), rather than at the next 30 s route poll.
+                    with contextlib.suppress(TopicRouteNotFoundError):
+                        await self.instance.fetch_route(topic)
                         info = await self.publish_info(topic)
                 log.info("send to %s failed (%s), %d attempt(s) so far", mq, exc, len(attempts))
                 continue

@@ -74,6 +74,10 @@ _AsyncHandler = Callable[["AdminBrokerProcessor", RemotingCommand], Awaitable[Re
 
 #: Java's ``configBlackList`` default: properties UPDATE_BROKER_CONFIG refuses to change.
 CONFIG_BLACK_LIST: Final = frozenset({"configBlackList", "brokerConfigPath"})
+#: A slave's answer to topic and group changes (RocketMQ's ``validateSlave``): metadata follows the master.
+SLAVE_REFUSAL: Final = (
+    "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+)
 
 
 class AdminBrokerProcessor:
@@ -100,7 +104,16 @@ class AdminBrokerProcessor:
 
     # ---- topics ------------------------------------------------------------------------------------------------
 
+    def _refused_on_slave(self, request: RemotingCommand) -> RemotingCommand | None:
+        """SYSTEM_ERROR with :data:`SLAVE_REFUSAL` on a slave, else ``None``."""
+        if self.broker.config.broker_role == "SLAVE":
+            return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REFUSAL)
+        return None
+
     def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
+        refused = self._refused_on_slave(request)
+        if refused is not None:
+            return refused
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         topic = header.topic
         remark = validate_topic(topic)
@@ -129,6 +142,9 @@ class AdminBrokerProcessor:
 
     async def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
         """Java's deleteTopic + cleanUnusedTopic: the config, the ConsumeQueues, the offsets and the statistics."""
+        refused = self._refused_on_slave(request)
+        if refused is not None:
+            return refused
         topic = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields).topic
         if is_system_topic(topic):
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
@@ -153,11 +169,17 @@ class AdminBrokerProcessor:
     # ---- subscription groups -----------------------------------------------------------------------------------
 
     def update_and_create_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
+        refused = self._refused_on_slave(request)
+        if refused is not None:
+            return refused
         config = SubscriptionGroupConfig.from_json(load_object(request.body, "SubscriptionGroupConfig"))
         self.broker.groups.update(config)
         return request.response(ResponseCode.SUCCESS)
 
     def delete_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
+        refused = self._refused_on_slave(request)
+        if refused is not None:
+            return refused
         header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
         self.broker.groups.delete(header.group_name)
         if header.clean_offset:

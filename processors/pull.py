@@ -178,6 +178,8 @@ class PullMessageProcessor:
             property_filter=property_filter,
         )
         code, next_offset = self._code_of(result, offset, is_slave)
+        # RocketMQ 4.9.8 sets PULL_RETRY_IMMEDIATELY on a slave without slaveReadEnable, then its status switch
+        # overwrites the code: a slave always serves the pull, and only the suggestion (the master) remains.
         suggest = _MASTER_ID
         if config.slave_read_enable:
             group_config = self.broker.groups.get(header.consumer_group)
@@ -187,8 +189,6 @@ class PullMessageProcessor:
                     if result.suggest_pulling_from_slave
                     else group_config.broker_id
                 )
-        elif is_slave:
-            code = ResponseCode.PULL_RETRY_IMMEDIATELY
         fields = _fields(suggest, next_offset, result.min_offset, result.max_offset)
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS:

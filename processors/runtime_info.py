@@ -11,10 +11,13 @@ Where each value comes from (docs/protocol.md#412-runtime-info-keys lists them a
   ``consumeQueueDiskRatio`` (Java's ``getDiskPartitionSpaceUsedPercent``: used over used plus available, rounded up
   to a hundredth; -1 for a missing directory) and ``commitLogDirCapacity``;
 - the store: offsets, the earliest stored message, the bytes not yet flushed;
-- the processor pools: queue sizes, capacities and how long the head request has waited.
+- the processor pools: queue sizes, capacities and how long the head request has waited;
+- replication (:meth:`store.ha.service.HAService.runtime_info`, ours: RocketMQ 4.x shows none): the HA port, a
+  slave's master, offsets and received bytes, a master's connected slaves with their acknowledged offsets and lag.
 
-Constant by construction rather than by omission: ``dispatchBehindBytes`` (our appends write the ConsumeQueue and
-index entries in the same call, so nothing is ever waiting for dispatch), ``pageCacheLockTimeMills`` (appends are
+Constant by construction rather than by omission: ``dispatchBehindBytes`` on a master (its appends write the
+ConsumeQueue and index entries in the same call, so nothing is ever waiting for dispatch; a slave reports the
+replicated bytes its dispatcher has not reached), ``pageCacheLockTimeMills`` (appends are
 synchronous on the one Trio thread, so no append holds the CommitLog while this runs),
 ``remainTransientStoreBufferNumbs`` (``Integer.MAX_VALUE``: there is no transient store pool, as in Java with the
 pool off) and ``startAcceptSendRequestTimeStamp`` (0: sends are accepted from the start). Pools other than Java's
@@ -88,7 +91,9 @@ def _store_entries(broker: BrokerContext) -> dict[str, str]:
         "remainHowManyDataToFlush": human_readable_bytes(max(0, store.max_phy_offset - store.flush_watermark)),
         "remainTransientStoreBufferNumbs": str(_INT_MAX),
         "earliestMessageTimeStamp": str(store.earliest_store_time()),
-        "dispatchBehindBytes": "0",
+        "dispatchBehindBytes": str(
+            0 if store.replica is None else store.commitlog.max_offset - store.replica.dispatched
+        ),
         "pageCacheLockTimeMills": "0",
     }
     capacity = _capacity(store.root)
@@ -123,6 +128,7 @@ def runtime_table(broker: BrokerContext, pools: Mapping[str, ProcessorPool], now
         "brokerAddr": broker.broker_addr,
     }
     table.update(_store_entries(broker))
+    table.update(broker.store.ha.runtime_info())
     table.update(broker.stats.runtime_entries())
     table.update(_pool_entries(pools))
     return table

@@ -1,11 +1,12 @@
 """The second half of a send: append the record(s), then answer, for :class:`~processors.send.SendMessageProcessor`.
 
-An ASYNC_FLUSH send (or one with ``WAIT=false``) is answered PUT_OK at once by the send-pool worker. A SYNC_FLUSH
-send registers a callback with the store's group commit (:meth:`MessageStore.notify_flushed`) and frees the worker:
-when the sync covering it completes, the group commit's release pass calls the callback on the Trio thread, which
-builds the response (PUT_OK, or FLUSH_DISK_TIMEOUT after ``syncFlushTimeout``) and writes it with
-``Connection.send_nowait``. No task per put: that task (spawn, scheduling, its own ``send``) was ~7 % of the broker's
-samples under SYNC_FLUSH 64x1. Only when the connection is congested is the write handed to the put-future
+An ASYNC_FLUSH send on an ASYNC_MASTER (or one with ``WAIT=false``) is answered PUT_OK at once by the send-pool
+worker. A SYNC_FLUSH or SYNC_MASTER send registers a callback with the store's put waits (:mod:`store.put_waits`:
+the group commit and the slaves' acknowledgements) and frees the worker: when the sync covering it completes and a
+slave has it, the release pass calls the callback on the Trio thread, which builds the response (PUT_OK, or
+FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) and writes it with ``Connection.send_nowait``. No
+task per put: that task (spawn, scheduling, its own ``send``) was ~7 % of the broker's samples under SYNC_FLUSH
+64x1. Only when the connection is congested is the write handed to the put-future
 service's nursery, which can wait for the writer to drain.
 
 A oneway send is never answered (nothing is registered for it); a response for a connection that closed meanwhile
@@ -78,26 +79,30 @@ class SendAnswers:
             raise self.refused(exc) from None
         store = self.broker.store
         latency = stats.put_latency
-        if not store.waits_for_flush(wait):
-            # The common ASYNC_FLUSH case answers PUT_OK without awaiting flush_status (which would return it at
-            # once): one coroutine less per send.
+        if not store.waits_for_put(wait):
+            # The common ASYNC_FLUSH / ASYNC_MASTER case answers PUT_OK without awaiting anything: one coroutine
+            # less per send.
             latency.record(time.perf_counter_ns() - started)
             return answer(request, PutStatus.PUT_OK, appended, queue_id, base_fields)
         if request.is_oneway:
             return None
+        waits = store.put_waits
+        if not waits.can_notify(wait):
+            status = await waits.status(appended.end_offset, wait)
+            latency.record(time.perf_counter_ns() - started)
+            return answer(request, status, appended, queue_id, base_fields)
         connection = ctx.connection
         opaque = request.opaque
 
-        def flushed(ok: bool) -> None:
+        def answered(status: PutStatus) -> None:
             latency.record(time.perf_counter_ns() - started)
-            status = PutStatus.PUT_OK if ok else PutStatus.FLUSH_DISK_TIMEOUT
             self._write(connection, answer(request, status, appended, queue_id, base_fields), opaque)
 
-        if store.notify_flushed(appended.end_offset, flushed):
+        now = waits.notify(appended.end_offset, wait, answered)
+        if now is None:
             return None
-        status = await store.flush_status(appended.end_offset, wait)
         latency.record(time.perf_counter_ns() - started)
-        return answer(request, status, appended, queue_id, base_fields)
+        return answer(request, now, appended, queue_id, base_fields)
 
     def _write(self, connection: Connection, response: RemotingCommand, opaque: int) -> None:
         futures = self.put_futures

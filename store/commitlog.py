@@ -7,7 +7,9 @@ is written and the record goes to the next segment; a batch always moves as a wh
 ``memoryview`` slices of the mapping, valid until the segment is deleted by retention.
 
 The replica seam is :meth:`CommitLog.append_encoded`: already-encoded records (and blanks) appended at a given
-physical offset, validated record by record, returning their metadata for dispatch.
+physical offset, validated record by record, returning their metadata for dispatch. Replication (store/ha/) uses
+the raw pair: :meth:`CommitLog.read_from` on the master hands out byte ranges, :meth:`CommitLog.append_raw` on the
+slave copies them at the same offsets, records split across frames included.
 
 Errors: :class:`~store.errors.MessageIllegalError` for a record that cannot fit in any segment,
 :class:`~store.errors.OffsetMismatchError` for a replica append at the wrong offset,
@@ -184,6 +186,52 @@ class CommitLog:
             metas.append(meta)
             pos += meta.size
         return metas
+
+    def append_raw(self, phy_offset: int, data: bytes | memoryview) -> None:
+        """Slave side of replication: copy ``data`` verbatim at ``phy_offset``, which must be the log's end, whatever
+        it holds (records, a record's first or last bytes, a segment's end-of-file blank), rolling to the next
+        segment where the current one is full. A log with no data yet starts wherever the master's first frame
+        does, in the segment holding that offset. Raises :class:`OffsetMismatchError` anywhere else."""
+        if phy_offset != self.max_offset:
+            if not self.is_empty():
+                raise OffsetMismatchError(f"replica append at {phy_offset}, CommitLog ends at {self.max_offset}")
+            self._restart_at(phy_offset)
+        view = memoryview(data)
+        pos, total = 0, len(view)
+        while pos < total:
+            mf = self.queue.files[-1] if self.queue.files else self._roll(self.queue.next_start())
+            if mf.wrote_position >= mf.file_size:
+                mf = self._roll(mf.end_offset)
+            start = mf.wrote_position
+            count = min(mf.file_size - start, total - pos)
+            mf.buf[start : start + count] = view[pos : pos + count]
+            mf.wrote_position = start + count
+            pos += count
+
+    def is_empty(self) -> bool:
+        """No data written yet (no segment, or one untouched segment)."""
+        files = self.queue.files
+        return not files or (len(files) == 1 and files[0].wrote_position == 0)
+
+    def _restart_at(self, phy_offset: int) -> None:
+        """Drop the empty segment (if any) and start the log at ``phy_offset`` (zeros before it in its segment)."""
+        while self.queue.files:
+            self.queue.files.pop().destroy()
+        mf = self._roll(phy_offset - phy_offset % self.file_size)
+        mf.wrote_position = phy_offset - mf.file_from_offset
+
+    def read_from(self, phy_offset: int, max_size: int) -> memoryview | None:
+        """Master side of replication: up to ``max_size`` written bytes from ``phy_offset``, never past the end of
+        the segment holding it (RocketMQ's ``getData``); ``None`` when nothing is written there yet or the segment
+        was deleted."""
+        mf = self.queue.find(phy_offset)
+        if mf is None:
+            return None
+        pos = phy_offset - mf.file_from_offset
+        end = min(mf.wrote_position, pos + max_size)
+        if end <= pos:
+            return None
+        return mf.view[pos:end]
 
     def read(self, phy_offset: int, size: int) -> memoryview | None:
         """Zero-copy slice of ``size`` bytes at ``phy_offset``; ``None`` if deleted, unwritten or crossing a segment."""

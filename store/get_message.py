@@ -55,14 +55,14 @@ def record_properties(record: memoryview) -> memoryview:
     return record[topic_at + 3 + record[topic_at] :]
 
 
-def in_memory_limit() -> int:
-    """How far behind the CommitLog head data still counts as "in memory": 40 % of physical RAM (Java's
-    ``accessMessageInMemoryMaxRatio``)."""
+def in_memory_limit(ratio: int = 40) -> int:
+    """How far behind the CommitLog head data still counts as "in memory": ``ratio`` % of physical RAM (Java's
+    ``accessMessageInMemoryMaxRatio``, 40 by default); farther behind, pulls suggest a slave."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         total = 8 << 30
-    return total * 40 // 100
+    return total * ratio // 100
 
 
 def get_message(

@@ -53,13 +53,16 @@ from store.errors import (
     StoreCorruptError,
 )
 from store.get_message import in_memory_limit
+from store.ha.replica import ReplicaLog
+from store.ha.service import HAService
 from store.index import IndexService
 from store.mapped_file import MappedFile
+from store.put_waits import PutWaits
 from store.reads import IndexLike, StoreReads
 from store.recovery import recover
 from store.results import AppendResult, PutResult, PutStatus, phy_offsets_of_packed
 from store.services import AllocateService, FlushService, GroupCommitService, RetentionService
-from store.store_config import FlushDiskType, StoreConfig, parse_delay_levels, wall_clock_ms
+from store.store_config import BrokerRole, FlushDiskType, StoreConfig, parse_delay_levels, wall_clock_ms
 from store.topic_cleanup import delete_topic_queues
 
 if TYPE_CHECKING:
@@ -95,13 +98,17 @@ class MessageStore(StoreReads):
         self.disk_limiter = trio.CapacityLimiter(config.disk_io_threads)
         self.disk_lock = trio.Lock()
         self._delay_levels = parse_delay_levels(config.message_delay_level)
-        self._memory_limit = in_memory_limit()
+        self._memory_limit = in_memory_limit(config.access_message_in_memory_max_ratio)
         self._lock: StoreLock | None = None
         self._released = False
         self.flush_service = FlushService(self)
         self.group_commit = GroupCommitService(self)
         self.allocate_service = AllocateService(self)
         self.retention = RetentionService(self)
+        #: Replication (store/ha/): the HA service on every role; the raw append path on a slave, once loaded.
+        self.ha = HAService(self)
+        self.replica: ReplicaLog | None = None
+        self.put_waits = PutWaits(self)
 
     def _bind_appender(self) -> Appender | None:
         """The C append path bound as ``self.append`` and ``self.append_batch`` (None without the extension, or when a
@@ -127,6 +134,7 @@ class MessageStore(StoreReads):
     def config(self, config: StoreConfig) -> None:
         """A new config (tests swap in a virtual clock) also rebinds the C append path to its clock and limits."""
         self._config = config
+        self._memory_limit = in_memory_limit(config.access_message_in_memory_max_ratio)
         self._appender = self._bind_appender()
         self._mirror()
 
@@ -134,7 +142,7 @@ class MessageStore(StoreReads):
         """Copy what the C append path checks into it (see the module docstring)."""
         appender = self._appender
         if appender is not None:
-            appender.writable = not self._shut and self._disk_full_reason is None
+            appender.writable = self._write_refusal() is None
             appender.listener = self._arrival_listener
             appender.indexer = self._index_one if self._index is not None else None
             appender.batch_notifier = self._notify_packed if self._notified() else None
@@ -187,7 +195,10 @@ class MessageStore(StoreReads):
             self.index = _open_index(self.config)
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         recover(self)
-        if not self.commitlog.queue.files:
+        if self.config.is_slave:
+            # A slave's log starts wherever the master's first frame does: no segment is made ahead of it.
+            self.replica = ReplicaLog(self)
+        elif not self.commitlog.queue.files:
             # The first segment is made now rather than on the first append, warmed up when configured.
             first = self.commitlog.queue.roll(0)
             if self.config.warm_mapped_file_enable:
@@ -203,6 +214,7 @@ class MessageStore(StoreReads):
                     await nursery.start(self.group_commit.run)
                 await nursery.start(self.allocate_service.run)
                 await nursery.start(self.retention.run)
+                await nursery.start(self.ha.run)
                 task_status.started()
         finally:
             self._closed = True  # refuse appends from here on, on the Trio thread, before the final flush
@@ -239,7 +251,9 @@ class MessageStore(StoreReads):
         files = self.commitlog.queue.flush_snapshot()
         for cq in self.consume_queues.values():
             files.extend(cq.queue.flush_snapshot())
-        return self.commitlog.max_offset, self.commitlog.last_store_timestamp, files
+        # A slave's log may end inside a record: only the dispatched part is a checkpoint.
+        end = self.commitlog.max_offset if self.replica is None else self.replica.dispatched
+        return end, self.commitlog.last_store_timestamp, files
 
     def flush_planned(self, plan: FlushPlan) -> None:
         """Flush the planned segments and the index, then advance the checkpoint to the plan's end (blocking; run
@@ -265,11 +279,18 @@ class MessageStore(StoreReads):
 
     # ---- writes --------------------------------------------------------------------------------------------
 
+    def _write_refusal(self) -> str | None:
+        """Why appends are refused (SERVICE_NOT_AVAILABLE), or ``None``."""
+        if self._shut:
+            return "message store is shut down"
+        if self._config.broker_role is BrokerRole.SLAVE:
+            return "broker role is slave, so putMessage is forbidden"
+        return self._disk_full_reason
+
     def _check_writable(self) -> None:
-        if self._closed:
-            raise ServiceNotAvailableError("message store is shut down")
-        if self.disk_full_reason is not None:
-            raise ServiceNotAvailableError(self.disk_full_reason)
+        reason = self._write_refusal()
+        if reason is not None:
+            raise ServiceNotAvailableError(reason)
 
     def _prepare(self, msg: MessageRecord) -> PreparedMessage:
         if len(msg.body) > self.config.max_message_size:
@@ -303,7 +324,7 @@ class MessageStore(StoreReads):
 
     def append(self, msg: MessageRecord) -> AppendResult:
         """Append one message (no flush wait). Raises PutRefusedError subclasses; nothing is written then."""
-        if self._closed or self.disk_full_reason is not None:
+        if self._closed or self.disk_full_reason is not None or self._config.is_slave:
             self._check_writable()
         topic = msg.topic
         if topic == SCHEDULE_TOPIC:
@@ -367,7 +388,7 @@ class MessageStore(StoreReads):
 
         Dispatched as a whole: one ConsumeQueue write for the batch, then the index and arrival listener per message
         (each record is stored before any listener runs)."""
-        if self._closed or self.disk_full_reason is not None:
+        if self._closed or self.disk_full_reason is not None or self._config.is_slave:
             self._check_writable()
         if not msgs:
             raise MessageIllegalError("empty batch")
@@ -392,7 +413,7 @@ class MessageStore(StoreReads):
     def append_entries(self, template: MessageRecord, entries: Sequence[tuple[bytes, str, int]]) -> AppendResult:
         """:meth:`append_batch` of one message per ``(body, properties, flag)`` entry, every other field taken from
         ``template`` (the broker's batch send: no :class:`MessageRecord` per message). Same records, same errors."""
-        if self._closed or self.disk_full_reason is not None:
+        if self._closed or self.disk_full_reason is not None or self._config.is_slave:
             self._check_writable()
         if not entries:
             raise MessageIllegalError("empty batch")
@@ -477,8 +498,9 @@ class MessageStore(StoreReads):
             self.redispatch(meta)
         return self.commitlog.max_offset
 
-    def redispatch(self, meta: RecordMeta) -> None:
-        """Dispatch a record read back from the CommitLog (recovery, replica) into ConsumeQueue and index."""
+    def redispatch(self, meta: RecordMeta) -> int | None:
+        """Dispatch a record read back from the CommitLog (recovery, replica) into ConsumeQueue and index. Returns
+        its tags code when it got a ConsumeQueue entry, else ``None`` (a prepared or rolled-back transaction)."""
         if meta.topic == SCHEDULE_TOPIC:
             level = find_property(meta.properties, b"DELAY")
             number = int(level) if level and level.isdigit() else meta.queue_id + 1
@@ -493,15 +515,26 @@ class MessageStore(StoreReads):
             key = self.consume_queue(meta.topic, meta.queue_id).key
             if meta.queue_offset + 1 > self.queue_offsets.get(key, 0):
                 self.queue_offsets[key] = meta.queue_offset + 1
+            return tags
+        return None
 
     async def put(self, msg: MessageRecord, *, wait_flush: bool = True) -> PutResult:
-        """:meth:`append`, then under SYNC_FLUSH (and ``wait_flush``) wait for the group commit covering it."""
+        """:meth:`append`, then the waits of :mod:`store.put_waits` (SYNC_FLUSH, SYNC_MASTER) when ``wait_flush``
+        (the message's ``WAIT``)."""
         result = self.append(msg)
-        return PutResult(await self.flush_status(result.end_offset, wait_flush), result)
+        return PutResult(await self.put_waits.status(result.end_offset, wait_flush), result)
 
     async def put_batch(self, msgs: Sequence[MessageRecord], *, wait_flush: bool = True) -> PutResult:
         result = self.append_batch(msgs)
-        return PutResult(await self.flush_status(result.end_offset, wait_flush), result)
+        return PutResult(await self.put_waits.status(result.end_offset, wait_flush), result)
+
+    def waits_for_put(self, wait: bool) -> bool:
+        """Whether a put with this ``WAIT`` setting waits for anything (:mod:`store.put_waits`): SYNC_FLUSH or
+        SYNC_MASTER, and ``WAIT`` true."""
+        config = self._config
+        return wait and (
+            config.flush_disk_type is FlushDiskType.SYNC_FLUSH or config.broker_role is BrokerRole.SYNC_MASTER
+        )
 
     def waits_for_flush(self, wait_flush: bool) -> bool:
         """Whether a put with this ``WAIT`` setting waits for the group commit (SYNC_FLUSH and ``WAIT`` true)."""

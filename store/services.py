@@ -127,9 +127,9 @@ class _SyncThread:
         self._go.release()
 
 
-class _FlushWaiter:
+class OffsetWaiter:
     """One registered put: its offset, its deadline and the callback that gets the answer (``None`` once released
-    or given up)."""
+    or given up). The group commit's and SYNC_MASTER's waits (store/ha/waiters.py) both use it."""
 
     __slots__ = ("callback", "deadline", "offset")
 
@@ -139,19 +139,49 @@ class _FlushWaiter:
         self.callback: Callable[[bool], None] | None = callback
 
 
-def _release(waiter: _FlushWaiter, ok: bool) -> None:
+def release_waiter(waiter: OffsetWaiter, ok: bool) -> None:
     callback = waiter.callback
     if callback is not None:
         waiter.callback = None
         try:
             callback(ok)
         except Exception:  # a failing callback is its owner's bug; the other waiters still get their answer
-            log.exception("group commit callback for offset %d failed", waiter.offset)
+            log.exception("put wait callback for offset %d failed", waiter.offset)
 
 
-def _release_ready(ready: list[_FlushWaiter]) -> None:
+class WaiterQueue:
+    """Waiters in offset order, which with one timeout is also deadline order, and :meth:`expire`, the sweeper that
+    answers ``False`` to those whose deadline passed. The group commit's and SYNC_MASTER's waits both use one."""
+
+    __slots__ = ("_sweeper_wakeup", "waiters")
+
+    def __init__(self) -> None:
+        self.waiters: collections.deque[OffsetWaiter] = collections.deque()
+        self._sweeper_wakeup = trio.Event()
+
+    def add(self, offset: int, timeout: float, callback: Callable[[bool], None]) -> None:
+        waiters = self.waiters
+        waiters.append(OffsetWaiter(offset, trio.current_time() + timeout, callback))
+        if len(waiters) == 1:
+            self._sweeper_wakeup.set()
+
+    async def expire(self) -> None:
+        """Until cancelled: release each waiter with ``False`` at its deadline."""
+        waiters = self.waiters
+        while True:
+            if not waiters:
+                self._sweeper_wakeup = trio.Event()
+                await self._sweeper_wakeup.wait()
+                continue
+            await trio.sleep_until(waiters[0].deadline)
+            now = trio.current_time()
+            while waiters and waiters[0].deadline <= now:
+                release_waiter(waiters.popleft(), False)
+
+
+def _release_ready(ready: list[OffsetWaiter]) -> None:
     for waiter in ready:
-        _release(waiter, True)
+        release_waiter(waiter, True)
     ready.clear()
 
 
@@ -164,12 +194,17 @@ class GroupCommitService:
 
     def __init__(self, store: MessageStore) -> None:
         self._store = store
-        self._waiters: collections.deque[_FlushWaiter] = collections.deque()
+        self._queue = WaiterQueue()
+        self._waiters = self._queue.waiters
         self._wakeup = trio.Event()
-        self._sweeper_wakeup = trio.Event()
         self._running = False
         #: Number of group syncs performed (each may sync one or two segments).
         self.rounds = 0
+
+    @property
+    def running(self) -> bool:
+        """Whether :meth:`run` is serving waiters."""
+        return self._running
 
     def notify_flushed(self, offset: int, timeout: float, callback: Callable[[bool], None]) -> bool:
         """Call ``callback(True)`` once the CommitLog is durable up to ``offset`` (in the pass after the sync that
@@ -178,11 +213,8 @@ class GroupCommitService:
         with :meth:`wait_flushed` instead). The callback must not block; an exception it raises is logged."""
         if not self._running:
             return False
-        waiters = self._waiters
-        waiters.append(_FlushWaiter(offset, trio.current_time() + timeout, callback))
+        self._queue.add(offset, timeout, callback)
         self._wakeup.set()
-        if len(waiters) == 1:
-            self._sweeper_wakeup.set()
         return True
 
     async def wait_flushed(self, offset: int, timeout: float) -> bool:
@@ -214,29 +246,17 @@ class GroupCommitService:
         await trio.lowlevel.wait_task_rescheduled(abort)
         return answer[0]
 
-    async def _expire(self) -> None:
-        """Release waiters whose deadline passed (FLUSH_DISK_TIMEOUT), even while a sync is stuck in its thread."""
-        waiters = self._waiters
-        while True:
-            if not waiters:
-                self._sweeper_wakeup = trio.Event()
-                await self._sweeper_wakeup.wait()
-                continue
-            await trio.sleep_until(waiters[0].deadline)
-            now = trio.current_time()
-            while waiters and waiters[0].deadline <= now:
-                _release(waiters.popleft(), False)
-
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         store = self._store
         queue = store.commitlog.queue
         waiters = self._waiters
         self._running = True
         thread = _SyncThread()
-        ready: list[_FlushWaiter] = []  # covered by the last sync, popped from the deque, not yet released
+        ready: list[OffsetWaiter] = []  # covered by the last sync, popped from the deque, not yet released
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._expire)
+                # Waiters past their deadline get FLUSH_DISK_TIMEOUT, even while a sync is stuck in its thread.
+                nursery.start_soon(self._queue.expire)
                 task_status.started()
                 while True:
                     await self._wakeup.wait()
@@ -270,7 +290,7 @@ class GroupCommitService:
             _release_ready(ready)  # durable already
             # Shutting down: nobody will sync for them any more, so answer FLUSH_DISK_TIMEOUT rather than hang.
             while waiters:
-                _release(waiters.popleft(), False)
+                release_waiter(waiters.popleft(), False)
 
 
 class AllocateService:

@@ -21,6 +21,15 @@ class FlushDiskType(enum.Enum):
     SYNC_FLUSH = "SYNC_FLUSH"
 
 
+class BrokerRole(enum.Enum):
+    """RocketMQ's ``BrokerRole``: a master answers sends at once (ASYNC) or once a slave has them (SYNC); a slave
+    takes the master's CommitLog over the HA connection and refuses sends (docs/architecture.md#replication)."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -69,8 +78,32 @@ class StoreConfig:
     disk_io_threads: int = 2
     #: Most messages one pull returns while its data is in memory (Java's maxTransferCountOnMessageInMemory).
     max_transfer_count_on_message_in_memory: int = 32
+    #: Replication (RocketMQ's MessageStoreConfig names and defaults; store/ha/).
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    #: Port of the master's HA listener; 0 binds a free one (the broker derives listenPort + 1 before this).
+    ha_listen_port: int = 0
+    #: Host the HA listener binds.
+    ha_listen_host: str = "0.0.0.0"
+    #: Bind a free port when ``ha_listen_port`` is taken (the broker sets it when it derived the port from its own
+    #: rather than being given one: slaves learn the real one from the name server).
+    ha_listen_port_fallback: bool = False
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    #: A slave's static master HA address (``host:port``); shorter than 6 characters means "learn it from the name
+    #: server", as Java.
+    ha_master_address: str = ""
+    #: SYNC_MASTER: how long a send waits for a slave's acknowledgement (ms) before FLUSH_SLAVE_TIMEOUT.
+    slave_timeout: int = 3000
+    #: Percentage of physical RAM behind the CommitLog head that still counts as "in memory" for pulls.
+    access_message_in_memory_max_ratio: int = 40
     now_ms: Callable[[], int] = wall_clock_ms
     disk_usage_ratio: Callable[[Path], float] = disk_used_ratio
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role is BrokerRole.SLAVE
 
     @property
     def commit_log_dir(self) -> Path:

@@ -8,6 +8,11 @@ Two durability classes, each system in the one it belongs to:
 - ``periodic-fsync`` (acknowledged once written, flushed in the background): rocketrio ASYNC_FLUSH, Redis
   ``appendfsync everysec``, NATS JetStream file storage, Mosquitto QoS 1 with persistence.
 
+and a third, ``replicated`` (acknowledged once a second machine's process has it, each flushing in the
+background): rocketrio SYNC_MASTER with one slave, a Redis primary with one replica (each XADD followed by
+``WAIT 1``), NATS JetStream file storage with 3 replicas in a 3-server cluster and a RabbitMQ quorum queue on a
+3-node cluster (both acknowledged by a majority, 2 of 3). Every server of a row runs on this one machine.
+
 Every row: publish msgs/s with ``--inflight`` publishers awaiting acks, p50/p99 ack latency, then consume msgs/s
 draining what was published. ``ratio`` is rocketrio ÷ peer for publish and consume within the class. Output: JSON
 lines on stdout, a rich table on stderr, ``bench/results/compare.json`` and ``bench/results/compare.png``;
@@ -48,8 +53,36 @@ def run_rocketrio(flush: str, w: Workload) -> Measurement:
         return result
 
 
+def run_rocketrio_replicated(w: Workload) -> Measurement:
+    """A SYNC_MASTER and its slave (ASYNC_FLUSH, each its own process, as :mod:`bench.replication` runs them)."""
+    import trio
+
+    from bench.replication import Deployment, wait_for
+    from remoting.client import RemotingClient
+
+    async def prepare(master: str) -> None:
+        await create_topics(master, [drivers.TOPIC], 4)
+        async with RemotingClient() as client:
+            await wait_for(client, master, "haConnectionCount", "1", timeout=60)
+
+    with tempfile.TemporaryDirectory(prefix="bench-compare-ha-") as scratch:
+        deployment = Deployment(Path(scratch) / "ha", "sync", 256 << 20)
+        try:
+            deployment.start()
+            assert deployment.master is not None
+            trio.run(prepare, deployment.master.addr)
+            result: Measurement = anyio.run(drivers.rocketrio, deployment.namesrv.addr, w, backend="trio")
+            return result
+        finally:
+            deployment.stop()
+
+
 def run_peer(
-    binary: str, start: Callable[[], servers.PeerServer], driver: Any, w: Workload, install: bool
+    binary: str,
+    start: Callable[[], servers.PeerServer | servers.PeerGroup],
+    driver: Any,
+    w: Workload,
+    install: bool,
 ) -> Measurement | str:
     reason = servers.ensure_installed(binary) if install else servers.missing(binary)
     if reason:
@@ -79,6 +112,13 @@ def matrix(w: Workload, only: set[str] | None, install: bool = True) -> list[dic
             "nats-server", servers.start_nats, drivers.nats_jetstream, w, install)),
         ("periodic-fsync", "mosquitto qos1 persistent", lambda: run_peer(
             "mosquitto", servers.start_mosquitto, drivers.mosquitto, w, install)),
+        ("replicated", "rocketrio SYNC_MASTER + slave", lambda: run_rocketrio_replicated(w)),
+        ("replicated", "redis + replica, WAIT 1", lambda: run_peer(
+            "redis-server", servers.start_redis_replicated, drivers.redis_replicated, w, install)),
+        ("replicated", "nats jetstream file, R3", lambda: run_peer(
+            "nats-server", servers.start_nats_cluster, drivers.nats_jetstream_replicated, w, install)),
+        ("replicated", "rabbitmq quorum queue, 3 nodes", lambda: run_peer(
+            "rabbitmq-server", servers.start_rabbitmq_cluster, drivers.rabbitmq_quorum, w, install)),
     ]  # fmt: skip
     rows: list[dict[str, Any]] = []
     for durability, system, run in plan:

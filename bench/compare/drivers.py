@@ -129,17 +129,49 @@ async def redis_streams(port: int, w: Workload) -> Measurement:
     try:
         await client.xgroup_create("bench", "cg", id="0", mkstream=True)
         published = await publish_loop(lambda: client.xadd("bench", {"b": body}), w)
-        consumed = 0
-        start = anyio.current_time()
-        with anyio.move_on_after(w.drain_timeout):
-            while consumed < published[0]:
-                reply = await client.xreadgroup("cg", "c1", {"bench": ">"}, count=512)
-                if not reply:
-                    break
-                ids = [entry_id for entry_id, _ in reply[0][1]]
-                await client.xack("bench", "cg", *ids)
-                consumed += len(ids)
-        return _measure(published, consumed, anyio.current_time() - start)
+        return _measure(published, *await _redis_drain(client, published[0], w))
+    finally:
+        await client.aclose()
+
+
+async def _redis_drain(client: Any, count: int, w: Workload) -> tuple[int, float]:
+    """(entries read and acknowledged, seconds) reading ``count`` entries of the stream back as group ``cg``."""
+    consumed = 0
+    start = anyio.current_time()
+    with anyio.move_on_after(w.drain_timeout):
+        while consumed < count:
+            reply = await client.xreadgroup("cg", "c1", {"bench": ">"}, count=512)
+            if not reply:
+                break
+            ids = [entry_id for entry_id, _ in reply[0][1]]
+            await client.xack("bench", "cg", *ids)
+            consumed += len(ids)
+    return consumed, anyio.current_time() - start
+
+
+async def redis_replicated(port: int, w: Workload) -> Measurement:
+    """Redis Streams acknowledged once a replica has the entry: each XADD is followed by ``WAIT 1`` on the same
+    connection (a pipeline); a WAIT that times out (no replica acknowledged) fails the row."""
+    import redis.asyncio as aioredis
+
+    body = b"r" * w.size
+    client = aioredis.Redis(host="127.0.0.1", port=port, max_connections=w.inflight + 2)
+    try:
+        with anyio.fail_after(30):  # until the replica finished its initial sync and streams
+            while (await client.info("replication")).get("slave0", {}).get("state") != "online":
+                await anyio.sleep(0.1)
+        await client.xgroup_create("bench", "cg", id="0", mkstream=True)
+
+        async def send() -> None:
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.xadd("bench", {"b": body})
+                pipe.execute_command("WAIT", 1, 5000)
+                _entry, replicas = await pipe.execute()
+            if int(replicas) < 1:
+                raise RuntimeError("WAIT 1 timed out: no replica acknowledged the entry")
+
+        published = await publish_loop(send, w)
+        return _measure(published, *await _redis_drain(client, published[0], w))
     finally:
         await client.aclose()
 
@@ -147,14 +179,16 @@ async def redis_streams(port: int, w: Workload) -> Measurement:
 # -- RabbitMQ (asyncio) ---------------------------------------------------------------------------------------------
 
 
-async def rabbitmq(port: int, w: Workload) -> Measurement:
+async def rabbitmq(port: int, w: Workload, queue_type: str = "classic") -> Measurement:
+    """Persistent messages to a durable queue with publisher confirms; a ``quorum`` queue (on a cluster) confirms
+    once a majority of its members has the message."""
     import aio_pika
 
     body = b"r" * w.size
     connection = await aio_pika.connect(host="127.0.0.1", port=port)
     try:
         channel = await connection.channel(publisher_confirms=True)
-        queue = await channel.declare_queue("bench", durable=True)
+        queue = await channel.declare_queue("bench", durable=True, arguments={"x-queue-type": queue_type})
 
         async def send() -> None:
             message = aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
@@ -178,18 +212,24 @@ async def rabbitmq(port: int, w: Workload) -> Measurement:
         await connection.close()
 
 
+async def rabbitmq_quorum(port: int, w: Workload) -> Measurement:
+    return await rabbitmq(port, w, queue_type="quorum")
+
+
 # -- NATS JetStream (asyncio) ---------------------------------------------------------------------------------------
 
 
-async def nats_jetstream(port: int, w: Workload) -> Measurement:
+async def nats_jetstream(port: int, w: Workload, replicas: int = 1) -> Measurement:
+    """JetStream publishes acknowledged by a PubAck; with ``replicas`` > 1 (a cluster) the stream is replicated and
+    the PubAck comes once a majority of its replicas stored the message."""
     import nats
 
     body = b"r" * w.size
     nc = await nats.connect(f"nats://127.0.0.1:{port}")
     try:
         js = nc.jetstream()
-        await js.add_stream(name="BENCH", subjects=["bench"])
-        published = await publish_loop(lambda: js.publish("bench", body), w)
+        await _add_stream(js, replicas)
+        published = await publish_loop(lambda: js.publish("bench", body, timeout=10), w)
         sub = await js.pull_subscribe("bench", "cg")
         consumed = 0
         start = anyio.current_time()
@@ -202,6 +242,29 @@ async def nats_jetstream(port: int, w: Workload) -> Measurement:
         return _measure(published, consumed, anyio.current_time() - start)
     finally:
         await nc.close()
+
+
+async def nats_jetstream_replicated(port: int, w: Workload) -> Measurement:
+    return await nats_jetstream(port, w, replicas=3)
+
+
+async def _add_stream(js: Any, replicas: int) -> None:
+    """Create the stream; a new cluster answers "temporarily unavailable" (or not at all) until it elected its
+    JetStream leader, so that is retried, and a replicated stream is awaited until it has a leader (60 s in all)."""
+    from nats.errors import TimeoutError as NatsTimeout
+    from nats.js.errors import APIError
+
+    with anyio.fail_after(60):
+        while True:
+            try:
+                await js.add_stream(name="BENCH", subjects=["bench"], num_replicas=replicas)
+                break
+            except (APIError, NatsTimeout):
+                if replicas == 1:
+                    raise
+                await anyio.sleep(0.5)
+        while replicas > 1 and not getattr((await js.stream_info("BENCH")).cluster, "leader", None):
+            await anyio.sleep(0.2)  # until the stream's replicas elected their leader
 
 
 # -- Mosquitto, MQTT QoS 1 (paho's network thread) ------------------------------------------------------------------

@@ -178,17 +178,20 @@ def start_nats() -> PeerServer:
 
 def start_rabbitmq() -> PeerServer:
     """A private RabbitMQ node (own node name, ports, mnesia and log directories) on 127.0.0.1."""
-    port, dist, workdir = free_port(), free_port(), _workdir("rabbitmq")
+    port, dist = free_port(), free_port()
+    return _rabbitmq_node(f"bench{port}@localhost", port, dist, None)
+
+
+def _rabbitmq_node(name: str, port: int, dist: int, conf: str | None) -> PeerServer:
+    """One RabbitMQ node named ``name`` on AMQP ``port`` and distribution port ``dist``, with ``conf`` as its
+    ``rabbitmq.conf`` when given."""
+    workdir = _workdir("rabbitmq")
     for sub in ("mnesia", "log"):
         (workdir / sub).mkdir()
-    with contextlib.suppress(KeyError):
-        user = pwd.getpwnam("rabbitmq")  # the start script drops to this user, which must own its directories
-        for path in (workdir, workdir / "mnesia", workdir / "log"):
-            os.chown(path, user.pw_uid, user.pw_gid)
     env = {
         **os.environ,
         "HOME": str(workdir),
-        "RABBITMQ_NODENAME": f"bench{port}@localhost",
+        "RABBITMQ_NODENAME": name,
         "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
         "RABBITMQ_NODE_PORT": str(port),
         "RABBITMQ_DIST_PORT": str(dist),
@@ -197,4 +200,83 @@ def start_rabbitmq() -> PeerServer:
         "RABBITMQ_LOGS": "-",
         "RABBITMQ_ENABLED_PLUGINS_FILE": str(workdir / "plugins"),
     }
+    owned = [workdir, workdir / "mnesia", workdir / "log"]
+    if conf is not None:
+        (workdir / "rabbitmq.conf").write_text(conf)
+        owned.append(workdir / "rabbitmq.conf")
+        env["RABBITMQ_CONFIG_FILE"] = str(workdir / "rabbitmq.conf")
+        # the nodes of one cluster must share an Erlang cookie
+        env["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"] = "-setcookie rocketrio-bench"
+    with contextlib.suppress(KeyError):
+        user = pwd.getpwnam("rabbitmq")  # the start script drops to this user, which must own its directories
+        for path in owned:
+            os.chown(path, user.pw_uid, user.pw_gid)
     return PeerServer("rabbitmq", [find_binary("rabbitmq-server") or "rabbitmq-server"], port, workdir, env)
+
+
+def start_rabbitmq_cluster(nodes: int = 3) -> PeerGroup:
+    """``nodes`` RabbitMQ nodes forming one cluster as they boot (classic-config peer discovery: each node's
+    rabbitmq.conf lists them all); clients connect to the first."""
+    ports = [(free_port(), free_port()) for _ in range(nodes)]
+    names = [f"bench{port}@localhost" for port, _dist in ports]
+    conf = "cluster_formation.peer_discovery_backend = classic_config\n"
+    conf += "".join(f"cluster_formation.classic_config.nodes.{i} = {name}\n" for i, name in enumerate(names, 1))
+    members: list[PeerServer] = []
+    try:
+        for name, (port, dist) in zip(names, ports, strict=True):
+            members.append(_rabbitmq_node(name, port, dist, conf))
+    except PeerUnavailable:
+        for member in reversed(members):
+            member.stop()
+        raise
+    return PeerGroup(members)
+
+
+class PeerGroup:
+    """Several started servers serving as one peer (a primary and its replicas, a cluster): clients connect to
+    ``port`` (the first server's); :meth:`stop` stops them all, the first last."""
+
+    def __init__(self, members: list[PeerServer]) -> None:
+        self.members = members
+        self.port = members[0].port
+
+    def stop(self) -> None:
+        for member in reversed(self.members):
+            member.stop()
+
+
+def start_redis_replicated() -> PeerGroup:
+    """A Redis primary (``appendfsync everysec``) and one replica of it (the same settings, ``replicaof`` the
+    primary); the driver waits for the replica's link before it publishes."""
+    primary = start_redis("everysec")
+    try:
+        port, workdir = free_port(), _workdir("redis-replica")
+        binary = find_binary("redis-server") or "redis-server"
+        argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir), "--save", ""]
+        argv += ["--appendonly", "yes", "--appendfsync", "everysec", "--daemonize", "no", "--protected-mode", "no"]
+        argv += ["--replicaof", "127.0.0.1", str(primary.port)]
+        replica = PeerServer("redis-replica", argv, port, workdir)
+    except PeerUnavailable:
+        primary.stop()
+        raise
+    return PeerGroup([primary, replica])
+
+
+def start_nats_cluster(nodes: int = 3) -> PeerGroup:
+    """``nodes`` nats-servers with JetStream on file storage, routed to each other as one cluster (JetStream's
+    replicas need one); clients connect to the first."""
+    ports = [(free_port(), free_port()) for _ in range(nodes)]
+    routes = ",".join(f"nats://127.0.0.1:{cluster}" for _client, cluster in ports)
+    members: list[PeerServer] = []
+    try:
+        for i, (port, cluster) in enumerate(ports):
+            workdir = _workdir(f"nats{i}")
+            argv = [find_binary("nats-server") or "nats-server", "-a", "127.0.0.1", "-p", str(port), "-js"]
+            argv += ["-sd", str(workdir), "-n", f"bench{i}", "--cluster_name", "bench"]
+            argv += ["--cluster", f"nats://127.0.0.1:{cluster}", "--routes", routes]
+            members.append(PeerServer(f"nats{i}", argv, port, workdir))
+    except PeerUnavailable:
+        for member in reversed(members):
+            member.stop()
+        raise
+    return PeerGroup(members)

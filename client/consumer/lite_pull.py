@@ -33,6 +33,7 @@ from client.consumer.allocate import AllocateStrategy, allocate_average
 from client.consumer.lite_pull_worker import Batch, LitePullWorker, QueueState
 from client.consumer.offset_store import RemoteBrokerOffsetStore
 from client.consumer.process_queue import ProcessQueue
+from client.consumer.pull_target import PullTargets
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription
 from client.errors import ClientStateError, MQClientError
@@ -75,6 +76,7 @@ class LitePullConsumer(LitePullWorker):
         self.pull_batch_size = pull_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.consume_from_where = consume_from_where
+        self._targets = PullTargets(self.instance)
         self.offset_store = RemoteBrokerOffsetStore(self.instance, group)
         self.rebalance = Rebalance(
             self.instance,

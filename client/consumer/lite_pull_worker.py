@@ -23,9 +23,9 @@ from client.consumer.pull_service import (
     PULL_FLAG_SUBSCRIPTION,
     PULL_FLAG_SUSPEND,
 )
+from client.consumer.pull_target import PullTargets
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription, tag_filter
-from client.errors import MQClientError
 from client.instance import MQClientInstance
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.headers import PullMessageRequestHeader
@@ -71,6 +71,7 @@ class LitePullWorker:
     pull_threshold_for_queue: int
     _paused: set[MessageQueue]
     _send: MemoryObjectSendStream[Batch]
+    _targets: PullTargets
 
     async def _pull_loop(self, mq: MessageQueue, state: QueueState) -> None:
         with anyio.CancelScope() as scope:
@@ -83,16 +84,12 @@ class LitePullWorker:
                     await self._pull_once(mq, state)
                 except Exception as exc:
                     log.info("lite pull from %s at %d failed: %s", mq, state.next_offset, exc)
+                    await self._targets.refresh(mq)
                     await anyio.sleep(PULL_DELAY_ON_ERROR)
 
     async def _pull_once(self, mq: MessageQueue, state: QueueState) -> None:
         sub = self.rebalance.subscriptions.get(mq.topic) or build_subscription(mq.topic)
-        addr = self.instance.find_broker_address(mq.broker_name) or self.instance.find_broker_address(
-            mq.broker_name, master=False
-        )
-        if addr is None:
-            await self.instance.fetch_route(mq.topic)
-            raise MQClientError(f"no address for broker {mq.broker_name}")
+        addr, _is_slave = await self._targets.address(mq)
         header = PullMessageRequestHeader(
             consumer_group=self._group,
             topic=mq.topic,
@@ -107,6 +104,7 @@ class LitePullWorker:
             expression_type=sub.expression_type,
         )
         result = await api.pull_message(self.instance.remoting, addr, header, LITE_PULL_TIMEOUT, tag_filter(sub))
+        self._targets.suggest(mq, result.suggest_which_broker_id)
         if state.pq.dropped:
             return
         state.next_offset = result.next_begin_offset

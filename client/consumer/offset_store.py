@@ -2,7 +2,7 @@
 
 - :class:`RemoteBrokerOffsetStore` (CLUSTERING): a local table, read from the broker of the queue when a queue is
   first taken (QUERY_CONSUMER_OFFSET) and written back with UPDATE_CONSUMER_OFFSET by :meth:`persist_all` (every 5 s
-  and at shutdown).
+  and at shutdown); to the group's master, or to a slave while the master is gone.
 - :class:`LocalFileOffsetStore` (BROADCASTING): the same table in a JSON file
   ``<dir>/<client id>/<group>/offsets.json``, written atomically (temp file + rename).
 
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from client import api
 from client.errors import MQClientError
+from client.route import MASTER_ID
 from remoting.codec.bodies import MessageQueue
 
 if TYPE_CHECKING:
@@ -81,12 +82,19 @@ class RemoteBrokerOffsetStore(_Table):
         return None
 
     async def _address(self, mq: MessageQueue) -> str:
-        addr = self.instance.find_broker_address(mq.broker_name)
+        """The master of the queue's group; when the route (fetched again) has none, a slave, as Java's
+        RemoteBrokerOffsetStore does (a slave stores offsets it is sent; its master's overwrite them on its next
+        metadata sync)."""
+        instance = self.instance
+        addr = instance.find_broker_address(mq.broker_name)
         if addr is None:
-            await self.instance.fetch_route(mq.topic)
-            addr = self.instance.find_broker_address(mq.broker_name)
+            await instance.fetch_route(mq.topic)
+            found = instance.find_broker_address_in_subscribe(
+                mq.broker_name, MASTER_ID, only_this_broker=False, topic=mq.topic
+            )
+            addr = None if found is None else found[0]
         if addr is None:
-            raise MQClientError(f"broker {mq.broker_name} of {mq} has no master address")
+            raise MQClientError(f"broker {mq.broker_name} of {mq} has no address")
         return addr
 
     async def read(self, mq: MessageQueue) -> int | None:

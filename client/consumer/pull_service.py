@@ -5,7 +5,9 @@ Flow control: the loop waits (50 ms steps) while the queue's process queue holds
 ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue`` body bytes, or, for concurrent
 consumption, while the offsets in flight span more than 2000. After a failed pull it waits 3 s. An illegal offset
 (PULL_OFFSET_MOVED) moves to the broker's suggestion. Every pull posts the subscription and, when the consumer has an
-offset, commits it (the commit bit), as ali-ons does.
+offset, commits it (the commit bit), as ali-ons does, unless it goes to a slave. Which broker of the queue's group
+is pulled (the master, a slave it suggests, a slave while the master is gone) is :mod:`client.consumer.pull_target`'s
+choice.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import anyio
 
 from client import api
 from client.consumer.process_queue import ProcessQueue
+from client.consumer.pull_target import PullTargets
 from client.consumer.subscription import tag_filter
-from client.errors import ClientStateError
 from remoting.codec.bodies import MessageModel, MessageQueue
 
 if TYPE_CHECKING:
@@ -46,10 +48,12 @@ class PullService:
     def __init__(self, consumer: PushConsumer) -> None:
         self.consumer = consumer
         self._scopes: dict[MessageQueue, anyio.CancelScope] = {}
+        self.targets = PullTargets(consumer.instance)
 
     def stop(self, mq: MessageQueue) -> None:
         """Cancel the loop of ``mq`` (its process queue is already marked dropped)."""
         scope = self._scopes.pop(mq, None)
+        self.targets.forget(mq)
         if scope is not None:
             scope.cancel()
 
@@ -73,6 +77,7 @@ class PullService:
                     next_offset = await self._pull_once(mq, pq, next_offset)
                 except Exception as exc:
                     log.info("pull from %s at %d failed: %s", mq, next_offset, exc)
+                    await self.targets.refresh(mq)
                     await anyio.sleep(PULL_DELAY_ON_ERROR)
         if self._scopes.get(mq) is scope:
             del self._scopes[mq]
@@ -83,16 +88,9 @@ class PullService:
         if sub is None:
             await anyio.sleep(PULL_DELAY_ON_ERROR)
             return offset
-        addr = c.instance.find_broker_address(mq.broker_name) or c.instance.find_broker_address(
-            mq.broker_name, master=False
-        )
-        if addr is None:
-            await c.instance.fetch_route(mq.topic)
-            addr = c.instance.find_broker_address(mq.broker_name, master=False)
-            if addr is None:
-                raise ClientStateError(f"no broker address for {mq}")
+        addr, is_slave = await self.targets.address(mq)
         commit = 0
-        if c.message_model is MessageModel.CLUSTERING:
+        if c.message_model is MessageModel.CLUSTERING and not is_slave:  # a slave ignores commits: Java clears the bit
             commit = c.offset_store.read_memory(mq) or 0
         sys_flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
         # The PullMessageRequestHeader fields as a plain dict: this is the pull hot path.
@@ -111,6 +109,7 @@ class PullService:
         }
         pq.last_pull_time = anyio.current_time()
         result = await api.pull_message(c.instance.remoting, addr, fields, PULL_TIMEOUT, tag_filter(sub))
+        self.targets.suggest(mq, result.suggest_which_broker_id)
         if pq.dropped:
             return offset
         if result.status is api.PullStatus.OFFSET_ILLEGAL:

@@ -24,6 +24,8 @@ def test_a_short_comparison_reports_rocketrio_and_measures_or_skips_each_peer(tm
         "redis appendfsync always",
         "rocketrio ASYNC_FLUSH",
         "redis appendfsync everysec",
+        "rocketrio SYNC_MASTER + slave",
+        "redis + replica, WAIT 1",
     ]
     for row in rows:
         if row["system"].startswith("rocketrio"):

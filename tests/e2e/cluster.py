@@ -8,7 +8,6 @@ Every wait is bounded and raises :class:`~tests.e2e.harness.ScenarioError` namin
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -18,13 +17,11 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.errors import RemotingError
-from tests.e2e.harness import Process, ScenarioError
-
-_NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
-_BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?)\] boot success")
+from tests.e2e.harness import ScenarioError
+from tests.e2e.nodes import BROKER_BOOT, NAMESRV_BOOT, Node
 
 
-class EmbeddedBroker:
+class EmbeddedBroker(Node):
     """``python -m broker.embedded`` (name server + broker in one process) with SYNC_FLUSH under ``data_dir`` and a
     1 s transaction check interval and timeout.
 
@@ -32,16 +29,14 @@ class EmbeddedBroker:
     """
 
     def __init__(self, data_dir: Path, log_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
+        super().__init__("broker", log_dir)
         self.data_dir = data_dir
-        self.log_dir = log_dir
         self.extra_args = extra_args
         self.namesrv_addr = ""
         self.broker_addr = ""
         self.broker_name = ""
-        self._process: Process | None = None
-        self._starts = 0
 
-    def _argv(self) -> list[str]:
+    def argv(self) -> list[str]:
         argv = [sys.executable, "-m", "broker.embedded", "--data", str(self.data_dir), "--flushDiskType", "SYNC_FLUSH"]
         # Check-backs within seconds for the transaction scenario (RocketMQ's defaults: 60 s rounds, 6 s timeout).
         argv += ["--transactionCheckInterval", "1000", "--transactionTimeOut", "1000"]
@@ -52,29 +47,18 @@ class EmbeddedBroker:
             argv += ["--namesrv-port", "0", "--listenPort", "0"]
         return argv + list(self.extra_args)
 
-    async def start(self, nursery: trio.Nursery, timeout: float = 60) -> None:
-        self._starts += 1
-        proc = Process(f"broker#{self._starts}", self._argv(), self.log_dir / f"broker-{self._starts}.log")
-        await proc.start(nursery)
-        self._process = proc
-
-        def booted() -> bool:
-            text = "\n".join(proc.lines)
-            return bool(_NAMESRV_BOOT.search(text) and _BROKER_BOOT.search(text))
-
-        await proc.wait_until(booted, timeout, "boot lines")
-        text = "\n".join(proc.lines)
-        namesrv = _NAMESRV_BOOT.search(text)
-        broker = _BROKER_BOOT.search(text)
-        assert namesrv is not None and broker is not None
+    def booted(self, text: str) -> bool:
+        namesrv, broker = NAMESRV_BOOT.search(text), BROKER_BOOT.search(text)
+        if namesrv is None or broker is None:
+            return False
         self.namesrv_addr = namesrv.group(1)
         self.broker_name, self.broker_addr = broker.group(1), broker.group(2)
+        self.addr = self.broker_addr
+        return True
 
     async def kill_and_restart(self, nursery: trio.Nursery) -> None:
         """SIGKILL (no flush, no checkpoint: only what SYNC_FLUSH made durable survives), then start again."""
-        assert self._process is not None
-        self._process.kill()
-        await self._process.wait_exit(30)
+        await self.kill()
         await self.start(nursery)
 
 

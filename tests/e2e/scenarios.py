@@ -11,8 +11,9 @@ behaviour per test. Timeline (``T`` = 1,000 messages)::
     -> [once] stops; 8 tail messages are sent; a restarted [once] consumer must get exactly the tail.
 
 The message-semantics scenarios of ``semantics.py`` (delay levels, send-back retries, C++ transactions, queries) run in
-the same nursery. Each scenario records its own failure in ``errors`` instead of aborting the others, so a broker bug
-shows up as the tests it breaks. Waits for the clients' own timers (both rebalance every 10 s; the C++ core also
+the same nursery, and so does the master fail-over of ``failover.py`` (its own name server, master and slave). Each
+scenario records its own failure in ``errors`` instead of aborting the others, so a broker bug shows up as the tests
+it breaks. Waits for the clients' own timers (both rebalance every 10 s; the C++ core also
 rebalances on NOTIFY_CONSUMER_IDS_CHANGED, ali-ons ignores it) are bounded by :data:`STEP`; nothing here asserts a
 duration except the latency scenario's correctness bound.
 """
@@ -32,6 +33,7 @@ import trio
 from remoting.client import RemotingClient
 from remoting.errors import RemotingError
 from tests.e2e.cluster import EmbeddedBroker, create_topic, wait_for_consumers, wait_for_route
+from tests.e2e.failover import FailoverReport, failover_scenario
 from tests.e2e.harness import Agent, ClientKind, Event, ScenarioError, kill_all
 from tests.e2e.semantics import (
     SemanticsReport,
@@ -100,6 +102,7 @@ class SessionReport:
     errors: dict[str, str] = attrs.field(factory=dict)
     client_errors: dict[str, list[str]] = attrs.field(factory=dict)
     semantics: SemanticsReport = attrs.field(factory=lambda: SemanticsReport())
+    failover: FailoverReport = attrs.field(factory=lambda: FailoverReport())
 
     def failure(self, scenario: str) -> str | None:
         err = self.errors.get(scenario) or self.errors.get("setup")
@@ -132,10 +135,12 @@ class Session:
         instance: str = "",
         slow_after: int = 0,
         fail_times: int = 0,
+        namesrv: str = "",
         trace: int = 0,
     ) -> Agent:
+        """A started client driver; against the session's broker unless ``namesrv`` names another cluster."""
         name = f"{role}-{group}-{instance or len(self.agents)}"
-        options: dict[str, str | int] = {"namesrv": self.broker.namesrv_addr, "group": group}
+        options: dict[str, str | int] = {"namesrv": namesrv or self.broker.namesrv_addr, "group": group}
         if trace:
             options["trace"] = trace
         if role == "consumer":
@@ -328,6 +333,7 @@ class Session:
             scenarios.start_soon(self.guarded, "delay", functools.partial(delay_scenario, self))
             scenarios.start_soon(self.guarded, "retry", functools.partial(retry_scenario, self))
             scenarios.start_soon(self.guarded, "query", functools.partial(query_scenario, self))
+            scenarios.start_soon(self.guarded, "failover", functools.partial(failover_scenario, self))
             if self.kind.name == "cpp":  # ali-ons has no transactional producer nor message trace (see semantics.py)
                 scenarios.start_soon(self.guarded, "transaction", functools.partial(transaction_scenario, self))
                 scenarios.start_soon(self.guarded, "trace", functools.partial(trace_scenario, self))
@@ -350,7 +356,7 @@ async def run_session(kind: ClientKind, work: Path) -> SessionReport:
         if scope.cancelled_caught:
             session.report.errors.setdefault("session", f"the session exceeded {SESSION_LIMIT:.0f}s")
             names = ("setup", "once", "resume", "split", "crash", "latency", "once_restart")
-            for name in (*names, "delay", "retry", "query", "transaction", "trace"):
+            for name in (*names, "delay", "retry", "query", "transaction", "trace", "failover"):
                 session.report.errors.setdefault(name, "the session ran out of time")
         for agent in session.agents:
             agent.dump_events(session.logs / f"{agent.name}.events.jsonl")

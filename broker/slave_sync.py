@@ -1,0 +1,121 @@
+"""``SlaveSynchronize``: a slave copies its master's metadata, as RocketMQ's ``SlaveSynchronize`` does: first after
+3 s, then every 10 s, four requests with RocketMQ's codes, each skipped while the master's address is unknown
+(the registration hands it over: ``masterAddr`` of the REGISTER_BROKER answer) or is the slave's own.
+
+- topics: GET_ALL_TOPIC_CONFIG (21) to the master's fast port (``port - 2``; its main port when that is closed);
+  the table is replaced, with its data version, when the version differs;
+- consumer offsets: GET_ALL_CONSUMER_OFFSET (43); merged, each ``topic@group`` of the master replacing the slave's;
+- delay offsets: GET_ALL_DELAY_OFFSET (45); the delay schedule's progress replaced and saved to ``delayOffset.json``;
+- subscription groups: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); replaced when the data version differs.
+
+Bodies are the config files' JSON (docs/protocol.md#67-config-files). A step that fails (no answer, an error code, a
+body that does not decode) is logged and skipped until the next round; the others still run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+import trio
+
+from broker.context import BrokerState
+from broker.schedule import ScheduleMessageService
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.errors import RemotingConnectError, RemotingError
+from store.metadata_files import (
+    ConfigFileError,
+    decode_consumer_offsets,
+    decode_delay_offsets,
+    decode_subscription_groups,
+    decode_topics,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+FIRST_DELAY: Final = 3.0
+INTERVAL: Final = 10.0
+TIMEOUT: Final = 3.0
+
+
+def fast_channel(addr: str) -> str:
+    """RocketMQ's VIP channel of a broker address: the same host, port - 2."""
+    host, _, port = addr.rpartition(":")
+    return f"{host}:{int(port) - 2}" if port.isdigit() and int(port) > 2 else addr
+
+
+class SlaveSynchronize:
+    """See the module docstring. ``master_addr`` is set by the registration (``None``: skip every step)."""
+
+    def __init__(
+        self,
+        broker: BrokerState,
+        client: RemotingClient,
+        schedule: ScheduleMessageService,
+        *,
+        interval: float = INTERVAL,
+        first_delay: float = FIRST_DELAY,
+    ) -> None:
+        self.broker = broker
+        self.client = client
+        self.schedule = schedule
+        self.master_addr: str | None = None
+        self.interval = interval
+        self.first_delay = first_delay
+        self.rounds = 0
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await trio.sleep(self.first_delay)
+        while True:
+            await self.sync_all()
+            await trio.sleep(self.interval)
+
+    async def sync_all(self) -> None:
+        """One round of the four steps (each skipped without a master address)."""
+        addr = self.master_addr
+        if not addr or addr == self.broker.broker_addr:
+            return
+        topics = await self._fetch(fast_channel(addr), RequestCode.GET_ALL_TOPIC_CONFIG, decode_topics, addr)
+        if topics is not None and self.broker.topics.replace_all(topics):
+            log.info("slave synchronized topics from %s: version %s", addr, topics.data_version)
+        offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, decode_consumer_offsets)
+        if offsets is not None:
+            self.broker.offsets.merge(offsets)
+        delays = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET, decode_delay_offsets)
+        if delays is not None:
+            self.schedule.adopt_offsets(delays)
+            try:
+                await self.schedule.persist()
+            except OSError:
+                log.exception("slave sync: saving delayOffset.json failed")
+        groups = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, decode_subscription_groups)
+        if groups is not None and self.broker.groups.replace_all(groups):
+            log.info("slave synchronized subscription groups from %s: version %s", addr, groups.data_version)
+        self.rounds += 1
+
+    async def _fetch(self, addr: str, code: int, decode: Callable[[bytes], T], fallback: str | None = None) -> T | None:
+        """One request's decoded body, or ``None`` (logged) when it failed; ``fallback`` is tried when ``addr``
+        refuses the connection."""
+        try:
+            try:
+                response = await self.client.invoke(addr, request(code), TIMEOUT)
+            except RemotingConnectError:
+                if fallback is None:
+                    raise
+                response = await self.client.invoke(fallback, request(code), TIMEOUT)
+        except RemotingError as exc:
+            log.warning("slave sync: request %d to %s failed: %s", code, addr, exc)
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            log.warning("slave sync: request %d to %s answered %d %s", code, addr, response.code, response.remark)
+            return None
+        try:
+            return decode(bytes(response.body or b""))
+        except ConfigFileError as exc:
+            log.warning("slave sync: request %d to %s: %s", code, addr, exc)
+            return None

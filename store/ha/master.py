@@ -1,0 +1,131 @@
+"""The master's side of replication: one :class:`HAConnection` per slave that connected to the HA listener, with a
+reader task (the slave's reports) and a writer task (the CommitLog pushed in frames), as RocketMQ's ``HAConnection``
+runs a ``ReadSocketService`` and a ``WriteSocketService`` thread.
+
+- Reader: the newest complete 8-byte report is the slave's acknowledged offset. The first one also says where the
+  transfer starts (:func:`~store.ha.frames.first_transfer_offset`); a later one beyond the master's own end ends the
+  connection. Every report is handed to the service (:meth:`HAService.acknowledged`), which releases SYNC_MASTER
+  sends. Nothing received for ``haHousekeepingInterval`` ends the connection.
+- Writer: idle until the first report, then frames of at most ``haTransferBatchSize`` bytes read from the CommitLog
+  (never past a segment's end, so records and blanks are split wherever a frame ends), each written whole. With
+  nothing to send it waits for the service's wake-up (a SYNC_MASTER send) or polls every 100 ms, and sends a
+  heartbeat (a header with body size 0 at the next offset) after ``haSendHeartbeatInterval`` without a write.
+
+Either task ending (the slave closed, a socket error, housekeeping) cancels the other and closes the socket; the
+service forgets the connection. Errors never leave the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from store.ha.frames import ReportReader, encode_frame, encode_header, first_transfer_offset
+
+if TYPE_CHECKING:
+    from store.ha.service import HAService
+
+log = logging.getLogger(__name__)
+
+READ_SIZE: Final = 64 * 1024
+#: How long an idle writer waits before looking at the CommitLog again (RocketMQ's 100 ms).
+IDLE_POLL: Final = 0.1
+
+
+class HAConnection:
+    """One slave's connection; see the module docstring. The figures are read by the broker's status."""
+
+    def __init__(self, service: HAService, stream: trio.abc.Stream, address: str) -> None:
+        self.service = service
+        self.stream = stream
+        self.address = address
+        #: The slave's first report (-1 before it): where the transfer started.
+        self.request_offset = -1
+        #: The slave's newest report (-1 before the first).
+        self.ack_offset = -1
+        #: The next CommitLog offset this connection sends (-1 before the first report).
+        self.next_offset = -1
+        self.sent_bytes = 0
+        #: The slave needs data retention already deleted: it can never catch up (logged once).
+        self.behind_retention = False
+        self._first_report = trio.Event()
+
+    async def serve(self) -> None:
+        """Run both tasks until either ends, then close the socket."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read_loop, nursery.cancel_scope)
+                nursery.start_soon(self._write_loop, nursery.cancel_scope)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.stream.aclose()
+
+    async def _read_loop(self, scope: trio.CancelScope) -> None:
+        reader = ReportReader()
+        try:
+            while True:
+                housekeeping = self.service.config.ha_housekeeping_interval / 1000
+                with trio.move_on_after(housekeeping) as idle:
+                    data = await self.stream.receive_some(READ_SIZE)
+                if idle.cancelled_caught:
+                    log.warning("HA slave %s silent for %.0f s: closing", self.address, housekeeping)
+                    return
+                if not data:
+                    log.info("HA slave %s closed the connection", self.address)
+                    return
+                report = reader.feed(data)
+                if report is not None and not self._on_report(report):
+                    return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.info("HA slave %s: read failed: %s", self.address, exc)
+        finally:
+            scope.cancel()
+
+    def _on_report(self, report: int) -> bool:
+        """Take one report; ``False`` ends the connection."""
+        if self.request_offset < 0:
+            self.request_offset = report
+            self._first_report.set()
+        elif report > self.service.store.commitlog.max_offset:
+            log.warning("HA slave %s reports %d, beyond this master's end: closing", self.address, report)
+            return False
+        self.ack_offset = report
+        self.service.acknowledged(report)
+        return True
+
+    async def _write_loop(self, scope: trio.CancelScope) -> None:
+        service = self.service
+        commitlog = service.store.commitlog
+        try:
+            await self._first_report.wait()
+            self.next_offset = first_transfer_offset(self.request_offset, commitlog.max_offset, commitlog.file_size)
+            log.info("HA slave %s reported %d: transfer starts at %d", self.address, self.request_offset,
+                     self.next_offset)  # fmt: skip
+            last_write = trio.current_time()
+            while True:
+                config = service.config  # read each round: UPDATE_BROKER_CONFIG may change it
+                chunk = commitlog.read_from(self.next_offset, config.ha_transfer_batch_size)
+                if chunk is not None:
+                    frame = encode_frame(self.next_offset, chunk)
+                    await self.stream.send_all(frame)
+                    self.next_offset += len(chunk)
+                    self.sent_bytes += len(chunk)
+                    last_write = trio.current_time()
+                    continue
+                if self.next_offset < commitlog.min_offset and not self.behind_retention:
+                    self.behind_retention = True  # as RocketMQ: the slave only gets heartbeats from now on
+                    log.warning("HA slave %s needs offset %d, deleted by retention (log starts at %d)",
+                                self.address, self.next_offset, commitlog.min_offset)  # fmt: skip
+                idle = trio.current_time() - last_write
+                heartbeat = config.ha_send_heartbeat_interval / 1000
+                if idle >= heartbeat:
+                    await self.stream.send_all(encode_header(self.next_offset, 0))
+                    last_write = trio.current_time()
+                    continue
+                await service.wait_for_data(min(IDLE_POLL, heartbeat - idle))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.info("HA slave %s: write failed: %s", self.address, exc)
+        finally:
+            scope.cancel()

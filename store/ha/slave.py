@@ -1,0 +1,158 @@
+"""The slave's side of replication (RocketMQ's ``HAClient``): one connection to the master's HA listener at a time.
+
+The master's address is ``haMasterAddress`` when set (6 characters or more), otherwise whatever the broker learns
+from its name-server registration (:meth:`HAClient.update_master_address`; a new address is used at the next
+connect, an open connection is kept, as in RocketMQ). Without an address the client waits.
+
+A session: report the store's max offset at once (RocketMQ waits one heartbeat interval first; the master treats
+both alike), then read frames. A frame must start at the store's max offset (an empty store takes any start, the
+master's current segment); otherwise the session ends and the next one re-synchronises from the report. Each body
+is appended raw (:class:`~store.ha.replica.ReplicaLog`); a grown max offset is reported at once, before the new
+records are dispatched (so a SYNC_MASTER's wait does not include the slave's dispatch), and the current one every
+``haSendHeartbeatInterval`` in any case. Nothing from the master for
+``haHousekeepingInterval`` (it heartbeats every 5 s) ends the session.
+
+Reconnects back off from a tenth of ``haSendHeartbeatInterval`` doubling up to the interval itself (RocketMQ retries
+every 5 s). Socket errors and protocol errors end the session, never the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from store.errors import OffsetMismatchError
+from store.ha.frames import FrameReader, HAProtocolError, encode_report
+
+if TYPE_CHECKING:
+    from store.ha.replica import ReplicaLog
+    from store.store_config import StoreConfig
+
+log = logging.getLogger(__name__)
+
+READ_SIZE: Final = 256 * 1024
+CONNECT_TIMEOUT: Final = 5.0
+
+
+Connect = Callable[[str], Awaitable[trio.abc.Stream]]
+
+
+async def _open_tcp(address: str) -> trio.abc.Stream:
+    host, port = split_address(address)
+    return await trio.open_tcp_stream(host, port)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` (the port after the last colon). Raises ``ValueError``."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"bad HA address {address!r}")
+    return host, int(port)
+
+
+class HAClient:
+    """See the module docstring. ``connected`` and the figures are read by the broker's status."""
+
+    def __init__(self, config: StoreConfig, replica: ReplicaLog, connect: Connect | None = None) -> None:
+        """``connect(address)`` opens the stream to the master (a TCP connection unless given)."""
+        self.config = config
+        self.replica = replica
+        self._connect = connect or _open_tcp
+        static = config.ha_master_address
+        #: The address used at the next connect ("" = none known yet).
+        self.master_address = static if len(static) >= 6 else ""
+        self.learns_address = len(static) < 6
+        self.connected_to = ""
+        self.sessions = 0
+        self.last_contact = 0.0
+        self.received_bytes = 0
+        self._report_wanted = trio.Event()
+        self._address_known = trio.Event()
+        if self.master_address:
+            self._address_known.set()
+
+    def update_master_address(self, address: str) -> None:
+        """The master's HA address learned from the name server; ignored with a static ``haMasterAddress``."""
+        if not self.learns_address or not address or address == self.master_address:
+            return
+        log.info("HA master address %s -> %s", self.master_address or "(none)", address)
+        self.master_address = address
+        self._address_known.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        ceiling = self.config.ha_send_heartbeat_interval / 1000
+        backoff = ceiling / 10
+        while True:
+            await self._address_known.wait()
+            address = self.master_address
+            try:
+                with trio.fail_after(CONNECT_TIMEOUT):
+                    stream = await self._connect(address)
+            except (OSError, ValueError, trio.TooSlowError) as exc:
+                log.info("HA connect to %s failed: %s; retrying in %.1f s", address, exc, backoff)
+            else:
+                backoff = ceiling / 10
+                await self._session(stream, address)
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, ceiling)
+
+    async def _session(self, stream: trio.abc.Stream, address: str) -> None:
+        self.sessions += 1
+        self.connected_to = address
+        self.last_contact = trio.current_time()
+        log.info("HA connected to master %s, slave max offset %d", address, self.replica.max_offset)
+        try:
+            async with stream, trio.open_nursery() as nursery:
+                nursery.start_soon(self._report_loop, stream, nursery.cancel_scope)
+                await self._read_loop(stream)
+                nursery.cancel_scope.cancel()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.info("HA connection to %s lost: %s", address, exc)
+        finally:
+            self.connected_to = ""
+
+    async def _report_loop(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> None:
+        """Report at once, then whenever the max offset grew and at least every heartbeat interval."""
+        interval = self.config.ha_send_heartbeat_interval / 1000
+        try:
+            while True:
+                self._report_wanted = trio.Event()
+                await stream.send_all(encode_report(self.replica.max_offset))
+                with trio.move_on_after(interval):
+                    await self._report_wanted.wait()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.info("HA report to master failed: %s", exc)
+            scope.cancel()
+
+    async def _read_loop(self, stream: trio.abc.Stream) -> None:
+        reader = FrameReader()
+        housekeeping = self.config.ha_housekeeping_interval / 1000
+        replica = self.replica
+        while True:
+            with trio.move_on_after(housekeeping) as idle:
+                data = await stream.receive_some(READ_SIZE)
+            if idle.cancelled_caught:
+                log.warning("HA master silent for %.0f s: reconnecting", housekeeping)
+                return
+            if not data:
+                log.info("HA master closed the connection")
+                return
+            self.last_contact = trio.current_time()
+            before = replica.max_offset
+            try:
+                for frame in reader.feed(data):
+                    replica.append(frame.offset, frame.body, dispatch=False)
+                    self.received_bytes += len(frame.body)
+            except (HAProtocolError, OffsetMismatchError) as exc:
+                log.warning("HA stream from the master refused: %s; reconnecting", exc)
+                return
+            if replica.max_offset > before:
+                # Acknowledge what is in the log first (as RocketMQ's slave reports before its dispatcher runs):
+                # the reporter runs at this checkpoint, the dispatch after it.
+                self._report_wanted.set()
+                await trio.sleep(0)
+            replica.dispatch()

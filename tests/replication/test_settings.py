@@ -1,0 +1,68 @@
+"""Replication's settings under RocketMQ's names and defaults: read from ``mqbroker -c`` files and ``--name value``,
+carried into the store's settings, RocketMQ's start-up rules for roles and ids, and the live ones changed by
+UPDATE_BROKER_CONFIG."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker.broker_config import BrokerConfig, checked_roles
+from broker.cli import build_config
+from broker.context import build_context, store_config_of
+from store.store_config import BrokerRole
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_are_rocketmq_s() -> None:
+    store = store_config_of(BrokerConfig())
+    assert store.broker_role is BrokerRole.ASYNC_MASTER
+    assert (store.ha_send_heartbeat_interval, store.ha_housekeeping_interval) == (5000, 20_000)
+    assert (store.ha_transfer_batch_size, store.ha_slave_fallbehind_max) == (32 * 1024, 256 * 1024 * 1024)
+    assert (store.slave_timeout, store.access_message_in_memory_max_ratio, store.ha_master_address) == (3000, 40, "")
+    assert store.ha_listen_port == 10912  # listenPort + 1
+    assert BrokerConfig(listen_port=0).ha_bind_port == 0 and BrokerConfig(ha_listen_port=7000).ha_bind_port == 7000
+    assert BrokerConfig(broker_ip2="10.0.0.2", listen_port=9000).ha_server_addr == "10.0.0.2:9001"
+
+
+def test_a_conf_file_and_arguments_set_every_replication_key(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "brokerRole=SLAVE\nbrokerId=2\nhaListenPort=20912\nhaMasterAddress=10.0.0.1:10912\n"
+        "haSendHeartbeatInterval=1000\nhaHousekeepingInterval=4000\nslaveReadEnable=true\n"
+    )
+    args = ["--haTransferBatchSize", "65536", "--haSlaveFallbehindMax=1024", "--slaveTimeout", "500"]
+    config = build_config(str(conf), [*args, "--accessMessageInMemoryMaxRatio", "30"], None)
+    store = store_config_of(checked_roles(config))
+    assert (config.broker_id, config.slave_read_enable) == (2, True)
+    assert store.broker_role is BrokerRole.SLAVE and store.is_slave
+    assert (store.ha_listen_port, store.ha_master_address) == (20912, "10.0.0.1:10912")
+    assert (store.ha_send_heartbeat_interval, store.ha_housekeeping_interval) == (1000, 4000)
+    assert (store.ha_transfer_batch_size, store.ha_slave_fallbehind_max, store.slave_timeout) == (65536, 1024, 500)
+    assert store.access_message_in_memory_max_ratio == 30
+
+
+def test_roles_follow_rocketmq_s_start_up_rules() -> None:
+    assert checked_roles(BrokerConfig(broker_role="SYNC_MASTER", broker_id=3)).broker_id == 0
+    with pytest.raises(ValueError, match="Slave's brokerId must be > 0"):
+        checked_roles(BrokerConfig(broker_role="SLAVE", broker_id=0))
+    with pytest.raises(ValueError, match="brokerRole"):
+        checked_roles(BrokerConfig(broker_role="MASTER"))
+
+
+def test_mqbroker_refuses_to_start_a_slave_with_id_zero(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "broker.cli", "-n", "127.0.0.1:1", "--brokerRole", "SLAVE", "--brokerId", "0"]
+    argv += ["--listenPort", "0", "--storePathRootDir", str(tmp_path)]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Slave's brokerId must be > 0" in done.stderr
+
+
+async def test_update_broker_config_changes_the_live_replication_settings(tmp_path: Path) -> None:
+    broker = build_context(BrokerConfig(store_path_root_dir=str(tmp_path)))
+    assert await broker.update_config({"slaveTimeout": "250", "haTransferBatchSize": "4096", "haListenPort": "1"}) == []
+    assert (broker.store.config.slave_timeout, broker.store.config.ha_transfer_batch_size) == (250, 4096)
+    assert broker.store.config.ha_listen_port == 10912  # a port takes effect at the next start only
