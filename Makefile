@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml setup.py remoting/codec/*.c remoting/codec/*.h store/*.
 
 install: $(STAMP)
 
+# The embedded cluster and, beside it, mqdashboard on http://127.0.0.1:8080/ (scripts/run).
 run: $(STAMP)
-	$(BIN)/python -m broker.embedded --data ./data
+	BIN=$(BIN) scripts/run
 
 # `make test` sets up everything the suite drives (test-setup), runs it (test-suite), then runs PURE_PYTHON_TESTS once
 # more on the pure-Python path a user without a compiler gets (test-pure-python). CI runs the whole suite that way too,

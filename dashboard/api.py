@@ -1,0 +1,288 @@
+"""The JSON endpoints behind the pages, under ``/api/``. Each reads its arguments from the query string (GET,
+DELETE) or a JSON body (POST), calls one function of the page modules with the app's admin client, and answers JSON.
+
+Errors: a missing or malformed argument answers 400; a refusal by a broker or name server answers 502 with its
+response code and remark; a client-side failure (no route, no name server, a timeout) 502 with its message; a message
+not found 404. The body is always ``{"error": {...}}`` (:func:`error_response`), never a stack trace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from client.admin import Admin
+from client.errors import MQBrokerError, MQClientError
+from dashboard import cluster, groups, messages, topics
+from dashboard.auth import check_login
+from dashboard.sampler import Sampler
+from dashboard.settings import DashboardSettings
+from dashboard.trace import trace_of
+from remoting.errors import RemotingError
+
+#: The exceptions :func:`error_response` answers; anything else is a bug (a plain 500, no trace shown).
+HANDLED = (MQClientError, RemotingError, OSError, ValueError)
+
+
+class BadRequest(ValueError):
+    """A missing or malformed argument; the message names it."""
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    """The JSON error for ``exc`` (see the module docstring)."""
+    if isinstance(exc, MQBrokerError):
+        body = {"code": exc.code, "remark": exc.remark, "address": exc.address, "message": str(exc)}
+        return JSONResponse({"error": body}, status_code=502)
+    status = 404 if isinstance(exc, messages.NotFoundError) else 400 if isinstance(exc, ValueError) else 502
+    return JSONResponse({"error": {"message": str(exc) or type(exc).__name__}}, status_code=status)
+
+
+Endpoint = Callable[[Request], Awaitable[JSONResponse]]
+
+
+def _single(exc: BaseException) -> BaseException:
+    """The one error inside task-group wrappers (a concurrent lookup that failed), else ``exc`` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def answering_errors(endpoint: Endpoint) -> Endpoint:
+    """``endpoint`` with the errors of :data:`HANDLED` (also when raised in a task group) answered as JSON."""
+
+    async def wrapped(request: Request) -> JSONResponse:
+        try:
+            return await endpoint(request)
+        except (*HANDLED, BaseExceptionGroup) as exc:
+            inner = _single(exc)
+            if not isinstance(inner, HANDLED):
+                raise
+            return error_response(inner)
+
+    return wrapped
+
+
+def _admin(request: Request) -> Admin:
+    admin: Admin = request.app.state.admin
+    return admin
+
+
+def _arg(request: Request, name: str) -> str:
+    value = request.query_params.get(name, "").strip()
+    if not value:
+        raise BadRequest(f"missing argument {name!r}")
+    return value
+
+
+def _int(value: Any, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise BadRequest(f"{name} must be an integer, got {value!r}") from None
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise BadRequest("the request body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return body
+
+
+def _field(body: dict[str, Any], name: str) -> str:
+    value = str(body.get(name) or "").strip()
+    if not value:
+        raise BadRequest(f"missing field {name!r}")
+    return value
+
+
+# -- cluster -------------------------------------------------------------------------------------------------
+
+
+async def get_cluster(request: Request) -> JSONResponse:
+    return JSONResponse(await cluster.cluster_overview(_admin(request)))
+
+
+async def get_broker(request: Request) -> JSONResponse:
+    return JSONResponse(await cluster.broker_detail(_admin(request), _arg(request, "addr")))
+
+
+# -- topics --------------------------------------------------------------------------------------------------
+
+
+async def get_topics(request: Request) -> JSONResponse:
+    return JSONResponse({"topics": await topics.topic_list(_admin(request))})
+
+
+async def get_topic(request: Request) -> JSONResponse:
+    return JSONResponse(await topics.topic_detail(_admin(request), _arg(request, "topic")))
+
+
+async def post_topic(request: Request) -> JSONResponse:
+    body = await _body(request)
+    brokers = await topics.create_topic(
+        _admin(request),
+        _field(body, "topic"),
+        read_queue_nums=_int(body.get("readQueueNums", 4), "readQueueNums"),
+        write_queue_nums=_int(body.get("writeQueueNums", 4), "writeQueueNums"),
+        perm=_int(body.get("perm", 6), "perm"),
+        order=bool(body.get("order", False)),
+        cluster=str(body.get("cluster") or "") or None,
+        broker_addr=str(body.get("brokerAddr") or "") or None,
+    )
+    return JSONResponse({"brokers": brokers})
+
+
+async def delete_topic(request: Request) -> JSONResponse:
+    topic = _arg(request, "topic")
+    await _admin(request).delete_topic(topic)
+    return JSONResponse({"deleted": topic})
+
+
+async def post_topic_message(request: Request) -> JSONResponse:
+    body = await _body(request)
+    result = await topics.send_test_message(
+        _admin(request),
+        _field(body, "topic"),
+        str(body.get("body") or ""),
+        str(body.get("tags") or "") or None,
+        str(body.get("keys") or "") or None,
+    )
+    return JSONResponse(result)
+
+
+# -- consumer groups and producers ---------------------------------------------------------------------------
+
+
+async def get_groups(request: Request) -> JSONResponse:
+    return JSONResponse({"groups": await groups.group_list(_admin(request))})
+
+
+async def get_group(request: Request) -> JSONResponse:
+    return JSONResponse(await groups.group_detail(_admin(request), _arg(request, "group")))
+
+
+async def post_group_reset(request: Request) -> JSONResponse:
+    body = await _body(request)
+    timestamp = _int(body.get("timestamp"), "timestamp")
+    result = await groups.reset_offsets(_admin(request), _field(body, "group"), _field(body, "topic"), timestamp)
+    return JSONResponse(result)
+
+
+async def delete_group(request: Request) -> JSONResponse:
+    group = _arg(request, "group")
+    return JSONResponse({"deleted": group, "brokers": await groups.delete_group(_admin(request), group)})
+
+
+async def get_producers(request: Request) -> JSONResponse:
+    group, topic = _arg(request, "group"), _arg(request, "topic")
+    connections = await groups.producer_connections(_admin(request), group, topic)
+    return JSONResponse({"group": group, "topic": topic, "connections": connections})
+
+
+async def get_all_producers(request: Request) -> JSONResponse:
+    return JSONResponse({"producers": await groups.all_producers(_admin(request))})
+
+
+# -- messages ------------------------------------------------------------------------------------------------
+
+
+async def get_messages_by_time(request: Request) -> JSONResponse:
+    now = int(time.time() * 1000)
+    begin = _int(request.query_params.get("begin", now - 3_600_000), "begin")
+    end = _int(request.query_params.get("end", now), "end")
+    return JSONResponse(await messages.by_time(_admin(request), _arg(request, "topic"), begin, end))
+
+
+async def get_messages_by_key(request: Request) -> JSONResponse:
+    found = await messages.by_key(_admin(request), _arg(request, "topic"), _arg(request, "key"))
+    return JSONResponse({"messages": found})
+
+
+async def get_message(request: Request) -> JSONResponse:
+    admin = _admin(request)
+    msg = await messages.find(admin, _arg(request, "id"), request.query_params.get("topic", "").strip() or None)
+    return JSONResponse({**messages.detail(msg), "consumers": await messages.consume_states(admin, msg)})
+
+
+async def get_message_trace(request: Request) -> JSONResponse:
+    return JSONResponse(await trace_of(request.app.state.trace_finder, _admin(request), _arg(request, "id")))
+
+
+async def post_message_resend(request: Request) -> JSONResponse:
+    body = await _body(request)
+    client_id = str(body.get("clientId") or "") or None
+    result = await messages.resend(_admin(request), _field(body, "group"), _field(body, "offsetMsgId"), client_id)
+    return JSONResponse(result)
+
+
+# -- charts --------------------------------------------------------------------------------------------------
+
+
+async def get_chart_brokers(request: Request) -> JSONResponse:
+    sampler: Sampler = request.app.state.sampler
+    answer = {"interval": sampler.interval, "samples": sampler.samples, "collecting": request.app.state.collecting}
+    return JSONResponse({**answer, "series": sampler.broker_series()})
+
+
+async def get_chart_topics(request: Request) -> JSONResponse:
+    sampler: Sampler = request.app.state.sampler
+    topic = request.query_params.get("topic", "").strip()
+    answer: dict[str, Any] = {"interval": sampler.interval, "samples": sampler.samples}
+    answer["busiest"] = sampler.busiest_topics()
+    answer["topics"] = sorted(sampler.topics)
+    if topic:
+        answer["topic"] = topic
+        answer["series"] = sampler.topic_series(topic)
+    return JSONResponse(answer)
+
+
+# -- login ---------------------------------------------------------------------------------------------------
+
+
+async def post_login(request: Request) -> JSONResponse:
+    settings: DashboardSettings = request.app.state.settings
+    body = await _body(request)
+    user = check_login(settings.users_path, str(body.get("username") or ""), str(body.get("password") or ""))
+    if user is None:
+        return JSONResponse({"error": {"message": "wrong user name or password"}}, status_code=401)
+    request.session.update({"user": user.name, "admin": user.admin})
+    return JSONResponse({"user": user.name, "admin": user.admin})
+
+
+async def post_logout(request: Request) -> JSONResponse:
+    request.session.clear()
+    return JSONResponse({"user": None})
+
+
+ROUTES = [
+    Route("/api/cluster", answering_errors(get_cluster)),
+    Route("/api/broker", answering_errors(get_broker)),
+    Route("/api/topics", answering_errors(get_topics)),
+    Route("/api/topics", answering_errors(post_topic), methods=["POST"]),
+    Route("/api/topic", answering_errors(get_topic)),
+    Route("/api/topic", answering_errors(delete_topic), methods=["DELETE"]),
+    Route("/api/topic/message", answering_errors(post_topic_message), methods=["POST"]),
+    Route("/api/groups", answering_errors(get_groups)),
+    Route("/api/group", answering_errors(get_group)),
+    Route("/api/group", answering_errors(delete_group), methods=["DELETE"]),
+    Route("/api/group/reset", answering_errors(post_group_reset), methods=["POST"]),
+    Route("/api/producers", answering_errors(get_producers)),
+    Route("/api/producers/all", answering_errors(get_all_producers)),
+    Route("/api/messages/time", answering_errors(get_messages_by_time)),
+    Route("/api/messages/key", answering_errors(get_messages_by_key)),
+    Route("/api/message", answering_errors(get_message)),
+    Route("/api/message/trace", answering_errors(get_message_trace)),
+    Route("/api/message/resend", answering_errors(post_message_resend), methods=["POST"]),
+    Route("/api/charts/brokers", answering_errors(get_chart_brokers)),
+    Route("/api/charts/topics", answering_errors(get_chart_topics)),
+    Route("/api/login", answering_errors(post_login), methods=["POST"]),
+    Route("/api/logout", answering_errors(post_logout), methods=["POST"]),
+]

@@ -1,0 +1,134 @@
+"""The Cluster page's data: every broker of every cluster with its role, address, version, rates, disk use and
+replication state, from GET_BROKER_CLUSTER_INFO, GET_BROKER_RUNTIME_INFO and GET_BROKER_CONFIG (the calls behind
+``mqadmin clusterList``).
+
+A broker that does not answer is listed with its error instead of its figures, so one dead broker does not hide
+the others. Replication state (:func:`replication_state`) reads the HA keys a replicating broker adds to its runtime
+info (``haConnectionCount``, ``slaveFallBehindMuch`` on a master; ``haMasterAddress``, ``haConnected`` on a slave)
+and, on a broker without them, compares a slave's commit log with its master's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from client.admin import Admin
+from client.errors import MQClientError
+from remoting.errors import RemotingError
+
+#: The errors a call to one broker can end with; anything else is a bug and propagates.
+CALL_ERRORS = (MQClientError, RemotingError, OSError)
+
+
+def first_rate(value: str | None) -> float:
+    """The first of the three rates of a runtime ``putTps``-style value (``"10s 60s 600s"``), 0.0 when absent."""
+    try:
+        return float((value or "0").split()[0])
+    except (ValueError, IndexError):
+        return 0.0
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def role_of(broker_id: int, config_role: str | None) -> str:
+    """``brokerRole`` as the broker reports it, else what its id says (0: a master)."""
+    if config_role:
+        return config_role
+    return "MASTER" if broker_id == 0 else "SLAVE"
+
+
+def replication_state(role: str, info: dict[str, str], master_max_offset: int | None) -> str:
+    """A short text for the replication column (see the module docstring); ``""`` when there is nothing to say."""
+    if role == "SLAVE":
+        if "haMasterAddress" in info:
+            state = "connected" if info.get("haConnected") == "true" else "disconnected"
+            behind = "" if master_max_offset is None else f", {_behind(info, master_max_offset)} B behind"
+            return f"{state} to {info['haMasterAddress']}{behind}"
+        if master_max_offset is None:
+            return "no master online"
+        return f"{_behind(info, master_max_offset)} B behind master"
+    if "haConnectionCount" in info:
+        count = _int(info["haConnectionCount"])
+        pending = _int(info.get("slaveFallBehindMuch"))
+        return f"{count} slave(s), {pending} B not yet replicated" if count else "no slave connected"
+    return ""
+
+
+def _behind(info: dict[str, str], master_max_offset: int) -> int:
+    return max(0, master_max_offset - _int(info.get("commitLogMaxOffset")))
+
+
+async def _broker_facts(admin: Admin, addr: str) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """Runtime info and settings of one broker, or the error text when it does not answer."""
+    try:
+        info = await admin.broker_status(addr)
+        config = await admin.broker_config(addr)
+    except CALL_ERRORS as exc:
+        return {}, {}, str(exc)
+    return info, config, None
+
+
+async def cluster_overview(admin: Admin) -> dict[str, Any]:
+    """``{"brokers": [row...], "clusters": {cluster: [broker name...]}}``; a row per broker address, masters first.
+    The brokers are asked concurrently."""
+    info = await admin.cluster_info()
+    cluster_of = {name: cluster for cluster, names in info.cluster_addr_table.items() for name in names}
+    targets = [
+        (bd.broker_name, broker_id, addr)
+        for bd in info.broker_addr_table.values()
+        for broker_id, addr in sorted(bd.broker_addrs.items())
+    ]
+    facts: dict[str, tuple[dict[str, str], dict[str, str], str | None]] = {}
+
+    async def ask(addr: str) -> None:
+        facts[addr] = await _broker_facts(admin, addr)
+
+    async with anyio.create_task_group() as tg:
+        for _, _, addr in targets:
+            tg.start_soon(ask, addr)
+    masters = {name: addr for name, broker_id, addr in targets if broker_id == 0}
+    rows = []
+    for name, broker_id, addr in sorted(targets):
+        runtime, config, error = facts[addr]
+        master = facts.get(masters.get(name, ""), ({}, {}, None))[0]
+        master_max = _int(master["commitLogMaxOffset"]) if "commitLogMaxOffset" in master else None
+        role = role_of(broker_id, config.get("brokerRole"))
+        rows.append(
+            {
+                "cluster": cluster_of.get(name, ""),
+                "brokerName": name,
+                "brokerId": broker_id,
+                "address": addr,
+                "role": role,
+                "version": runtime.get("brokerVersionDesc", ""),
+                "putTps": round(first_rate(runtime.get("putTps")), 2),
+                "getTps": round(first_rate(runtime.get("getTransferedTps")), 2),
+                "diskRatio": _disk_ratio(runtime),
+                "msgPutToday": _int(runtime.get("msgPutTotalTodayNow")) - _int(runtime.get("msgPutTotalTodayMorning")),
+                "msgGetToday": _int(runtime.get("msgGetTotalTodayNow")) - _int(runtime.get("msgGetTotalTodayMorning")),
+                "replication": replication_state(role, runtime, master_max) if not error else "",
+                "error": error,
+            }
+        )
+    return {"brokers": rows, "clusters": {c: sorted(n) for c, n in sorted(info.cluster_addr_table.items())}}
+
+
+def _disk_ratio(runtime: dict[str, str]) -> float | None:
+    try:
+        return round(float(runtime["commitLogDiskRatio"]), 4)
+    except (KeyError, ValueError):
+        return None
+
+
+async def broker_detail(admin: Admin, addr: str) -> dict[str, Any]:
+    """Every runtime key and setting of one broker (the Cluster page's "status" and "config" views)."""
+    runtime = await admin.broker_status(addr)
+    config = await admin.broker_config(addr)
+    return {"address": addr, "runtime": dict(sorted(runtime.items())), "config": dict(sorted(config.items()))}

@@ -1,0 +1,241 @@
+"""The Consumer groups page's data and actions: every group with its lag (RocketMQ's "diff total") and consume
+TPS, one group's per-queue progress, connections (with client versions) and subscriptions, resetting its offsets to
+a time, and deleting it. The Producers page's producer connections are here too (a group's on a topic, and every
+producer online).
+
+The list costs one GET_BROKER_CONSUME_STATS per master (every group's offsets and rates at once) plus one
+GET_CONSUMER_CONNECTION_LIST per group, asked concurrently. A reset of an offline group falls back to committing
+the offsets of that time queue by queue, as rocketmq-dashboard does when the broker answers CONSUMER_NOT_ONLINE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import anyio
+
+from client import api
+from client.admin import Admin, ConsumerConnection
+from client.errors import MQBrokerError
+from client.mqadmin_support import version_desc
+from client.route import master_address
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.admin import ClientConnection, OffsetWrapper
+from remoting.codec.codes import ResponseCode
+
+#: Groups the broker and the tools use for themselves (RocketMQ's ``MixAll`` names), listed as SYSTEM.
+SYSTEM_GROUPS = frozenset(
+    {
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "SELF_TEST_P_GROUP",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_ONSAPI_PULL",
+        "CID_RMQ_SYS_TRANS",
+    }
+)
+_CONNECTION_LOOKUPS = 16
+
+
+def diff_total(offsets: Iterable[OffsetWrapper]) -> int:
+    """RocketMQ's "diff total": the messages stored but not yet consumed, over the given queues."""
+    return sum(max(0, w.broker_offset - w.consumer_offset) for w in offsets)
+
+
+async def topic_consumers(admin: Admin, topic: str) -> list[dict[str, Any]]:
+    """The groups consuming ``topic`` with their lag and TPS on it (GET_CONSUME_STATS per group, 16 at once); a
+    group the brokers refuse to describe is listed with the refusal."""
+    limiter = anyio.CapacityLimiter(_CONNECTION_LOOKUPS)
+    rows: list[dict[str, Any]] = []
+
+    async def one(group: str) -> None:
+        async with limiter:
+            try:
+                stats = await admin.consume_stats(group, topic)
+            except MQBrokerError as exc:
+                rows.append({"group": group, "diffTotal": None, "consumeTps": None, "error": exc.remark or str(exc)})
+                return
+        diff = diff_total(stats.offset_table.values())
+        rows.append({"group": group, "diffTotal": diff, "consumeTps": round(stats.consume_tps, 2), "error": None})
+
+    async with anyio.create_task_group() as tg:
+        for group in await admin.topic_consumed_by(topic):
+            tg.start_soon(one, group)
+    return sorted(rows, key=lambda r: r["group"])
+
+
+async def _connection(admin: Admin, group: str) -> ConsumerConnection | None:
+    """The group's online consumers, ``None`` when none is online."""
+    try:
+        return await admin.consumer_connection(group)
+    except MQBrokerError as exc:
+        if exc.code == ResponseCode.CONSUMER_NOT_ONLINE:
+            return None
+        raise
+
+
+async def group_list(admin: Admin) -> list[dict[str, Any]]:
+    """Every subscription group of every master: topics, lag, TPS and who is connected."""
+    merged: dict[str, dict[str, Any]] = {}
+    for addr in await admin.master_addresses():
+        stats = await admin.broker_consume_stats(addr)
+        for group, per_topic in stats.consume_stats_list:
+            row = merged.setdefault(group, {"group": group, "topics": set(), "diffTotal": 0, "consumeTps": 0.0})
+            for s in per_topic:
+                row["topics"].update(mq.topic for mq in s.offset_table)
+                row["diffTotal"] += diff_total(s.offset_table.values())
+                row["consumeTps"] += s.consume_tps
+    limiter = anyio.CapacityLimiter(_CONNECTION_LOOKUPS)
+
+    async def online(row: dict[str, Any]) -> None:
+        async with limiter:
+            conn = await _connection(admin, row["group"])
+        row.update(_connection_summary(conn))
+
+    async with anyio.create_task_group() as tg:
+        for row in merged.values():
+            tg.start_soon(online, row)
+    rows = sorted(merged.values(), key=lambda r: r["group"])
+    for row in rows:
+        row["topics"] = sorted(row["topics"])
+        row["consumeTps"] = round(row["consumeTps"], 2)
+        row["kind"] = "SYSTEM" if row["group"] in SYSTEM_GROUPS else "NORMAL"
+    return rows
+
+
+def _connection_summary(conn: ConsumerConnection | None) -> dict[str, Any]:
+    if conn is None:
+        return {"online": 0, "consumeType": "", "messageModel": "", "versions": []}
+    return {
+        "online": len(conn.connection_set),
+        "consumeType": conn.consume_type or "",
+        "messageModel": conn.message_model or "",
+        "versions": sorted({version_desc(c.version) for c in conn.connection_set}),
+    }
+
+
+async def group_detail(admin: Admin, group: str) -> dict[str, Any]:
+    """Per-queue progress, connections and subscriptions of ``group``."""
+    stats = await admin.consume_stats(group)
+    conn = await _connection(admin, group)
+    queues = [
+        {
+            "topic": mq.topic,
+            "brokerName": mq.broker_name,
+            "queueId": mq.queue_id,
+            "brokerOffset": w.broker_offset,
+            "consumerOffset": w.consumer_offset,
+            "diff": diff_total([w]),
+            "lastTimestamp": w.last_timestamp,
+        }
+        for mq, w in stats.offset_table.items()
+    ]
+    connections = [] if conn is None else client_rows(conn.connection_set)
+    subscriptions = [] if conn is None else [
+        {"topic": s.topic, "expression": s.sub_string, "expressionType": s.expression_type}
+        for s in sorted(conn.subscription_table.values(), key=lambda s: s.topic)
+    ]  # fmt: skip
+    return {
+        "group": group,
+        "diffTotal": sum(q["diff"] for q in queues),
+        "consumeTps": round(stats.consume_tps, 2),
+        "queues": queues,
+        "connections": connections,
+        "subscriptions": subscriptions,
+        **{k: v for k, v in _connection_summary(conn).items() if k in ("consumeType", "messageModel")},
+    }
+
+
+async def reset_offsets(admin: Admin, group: str, topic: str, timestamp_ms: int) -> dict[str, Any]:
+    """Move ``group`` on ``topic`` to ``timestamp_ms`` (-1: the end); online consumers are told by the broker,
+    an offline group gets the offsets committed directly. Returns the new offset per queue and the way used."""
+    try:
+        table = await admin.reset_offset_by_time(group, topic, timestamp_ms, force=True)
+        way = "online consumers reset"
+    except MQBrokerError as exc:
+        if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+            raise
+        table = await _commit_offsets_of_time(admin, group, topic, timestamp_ms)
+        way = "offsets committed (no consumer online)"
+    return {
+        "way": way,
+        "offsets": [{"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": o} for mq, o in table.items()],
+    }
+
+
+async def _commit_offsets_of_time(admin: Admin, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
+    route = await admin.topic_route(topic)
+    remoting, timeout = admin.instance.remoting, admin.instance.config.rpc_timeout
+    table: dict[MessageQueue, int] = {}
+    for qd in route.queue_datas:
+        addr = master_address(route, qd.broker_name)
+        if addr is None:
+            continue
+        for queue_id in range(qd.write_queue_nums):
+            mq = MessageQueue(topic, qd.broker_name, queue_id)
+            if timestamp_ms < 0:
+                offset = await api.get_max_offset(remoting, addr, mq, timeout)
+            else:
+                offset = await api.search_offset(remoting, addr, mq, timestamp_ms, timeout)
+            await api.update_consumer_offset(remoting, addr, group, mq, offset, timeout)
+            table[mq] = offset
+    return dict(sorted(table.items()))
+
+
+async def delete_group(admin: Admin, group: str) -> list[str]:
+    """Delete the subscription group (and its offsets) on every master; the brokers asked."""
+    return await admin.delete_subscription_group(group, clean_offset=True)
+
+
+async def producer_connections(admin: Admin, group: str, topic: str) -> list[dict[str, Any]]:
+    """The producers of ``group`` connected to the masters of ``topic``; empty when none is connected."""
+    try:
+        conn = await admin.producer_connection(group, topic)
+    except MQBrokerError as exc:
+        if exc.code in (ResponseCode.SYSTEM_ERROR, ResponseCode.CONSUMER_NOT_ONLINE):
+            return []
+        raise
+    return client_rows(conn.connection_set)
+
+
+async def all_producers(admin: Admin) -> list[dict[str, Any]]:
+    """Every producer connected to a master (GET_ALL_PRODUCER_INFO), one row per group and client with the masters
+    it is connected to, by group."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for addr in await admin.master_addresses():
+        for group, infos in (await admin.producer_table(addr)).data.items():
+            for p in infos:
+                row = rows.setdefault(
+                    (group, p.client_id),
+                    {
+                        "group": group,
+                        "clientId": p.client_id,
+                        "clientAddr": p.remote_ip.lstrip("/"),
+                        "language": p.language,
+                        "version": version_desc(p.version),
+                        "lastUpdateTimestamp": 0,
+                        "brokers": [],
+                    },
+                )
+                row["brokers"].append(addr)
+                row["lastUpdateTimestamp"] = max(row["lastUpdateTimestamp"], p.last_update_timestamp)
+    return [rows[key] for key in sorted(rows)]
+
+
+def client_rows(connections: Iterable[ClientConnection]) -> list[dict[str, Any]]:
+    """Connected clients by id, with RocketMQ's version names (``V4_9_8``)."""
+    return [
+        {
+            "clientId": c.client_id,
+            "clientAddr": c.client_addr,
+            "language": c.language,
+            "version": version_desc(c.version),
+        }
+        for c in sorted(connections, key=lambda c: c.client_id)
+    ]

@@ -1,0 +1,171 @@
+"""The Messages page's data and actions: search a topic by store-time range, by key, or by message id; one
+message's body, properties and per-group consume state; resending it to a consumer of a group.
+
+A time-range search finds each queue's offsets for the range (SEARCH_OFFSET_BY_TIMESTAMP) and pulls between them
+with the tools group (no offset committed), keeping the newest :data:`MAX_RESULTS`. A message id is the producer's
+``UNIQ_KEY`` (found through the topic's index) or an offset msgId; an offset msgId is only followed to a broker of
+this cluster, never to whatever host its bytes name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from client import api
+from client.admin import Admin
+from client.errors import MQClientError
+from client.route import master_address
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.message import MessageExt
+from remoting.codec.message_properties import PROPERTY_UNIQ_KEY
+from remoting.codec.msgid import decode_offset_msg_id
+
+#: Messages a time-range search returns at most (rocketmq-dashboard stops at 2000; a page stays readable at 1000).
+MAX_RESULTS = 1000
+_PULL_BATCH = 32
+#: Bytes of a body shown; the length says how much there is.
+MAX_BODY_SHOWN = 256 << 10
+
+
+class NotFoundError(MQClientError):
+    """No message answers the id or key asked for."""
+
+
+def summary(msg: MessageExt) -> dict[str, Any]:
+    """A search result row."""
+    return {
+        "msgId": msg.properties.get(PROPERTY_UNIQ_KEY) or msg.msg_id,
+        "offsetMsgId": msg.msg_id,
+        "topic": msg.topic,
+        "tags": msg.tags or "",
+        "keys": " ".join(msg.keys),
+        "queueId": msg.queue_id,
+        "queueOffset": msg.queue_offset,
+        "storeTimestamp": msg.store_timestamp,
+        "bodyLength": len(msg.body),
+    }
+
+
+def body_view(body: bytes) -> dict[str, Any]:
+    """The body as text when it is UTF-8 without control characters (tabs and newlines allowed), else as hex."""
+    shown = body[:MAX_BODY_SHOWN]
+    try:
+        text = shown.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and all(c.isprintable() or c in "\t\r\n" for c in text):
+        return {"encoding": "text", "body": text, "hex": shown.hex(" "), "length": len(body)}
+    return {"encoding": "hex", "body": shown.hex(" "), "hex": shown.hex(" "), "length": len(body)}
+
+
+def detail(msg: MessageExt) -> dict[str, Any]:
+    """Everything the message page shows of one message."""
+    return {
+        **summary(msg),
+        "bornHost": f"{msg.born_host[0]}:{msg.born_host[1]}",
+        "storeHost": f"{msg.store_host[0]}:{msg.store_host[1]}",
+        "bornTimestamp": msg.born_timestamp,
+        "reconsumeTimes": msg.reconsume_times,
+        "sysFlag": msg.sys_flag,
+        "properties": dict(sorted(msg.properties.items())),
+        "body": body_view(msg.body),
+    }
+
+
+async def by_key(admin: Admin, topic: str, key: str) -> list[dict[str, Any]]:
+    return [summary(m) for m in await admin.query_msg_by_key(topic, key, max_num=64)]
+
+
+async def by_time(admin: Admin, topic: str, begin_ms: int, end_ms: int) -> dict[str, Any]:
+    """Messages of ``topic`` stored in ``[begin_ms, end_ms]``, oldest first: the newest MAX_RESULTS of them, with
+    ``truncated`` when the range holds more. A queue is read from at most MAX_RESULTS offsets before its end of the
+    range (a queue's messages are in store order), so the cost is bounded by the number of queues."""
+    if end_ms < begin_ms:
+        raise ValueError("the end of the range is before its beginning")
+    route = await admin.topic_route(topic)
+    remoting, timeout = admin.instance.remoting, admin.instance.config.rpc_timeout
+    found: list[MessageExt] = []
+    truncated = False
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        addr = master_address(route, qd.broker_name)
+        if addr is None:
+            continue
+        for queue_id in range(qd.read_queue_nums):
+            mq = MessageQueue(topic, qd.broker_name, queue_id)
+            first = await api.search_offset(remoting, addr, mq, begin_ms, timeout)
+            last = await api.search_offset(remoting, addr, mq, end_ms, timeout)
+            start = max(first, last - MAX_RESULTS + 1)
+            truncated |= start > first
+            found.extend(await _pull_range(admin, mq, start, last, begin_ms, end_ms))
+    found.sort(key=lambda m: m.store_timestamp)
+    truncated |= len(found) > MAX_RESULTS
+    return {"messages": [summary(m) for m in found[-MAX_RESULTS:]], "truncated": truncated}
+
+
+async def _pull_range(
+    admin: Admin, mq: MessageQueue, first: int, last: int, begin_ms: int, end_ms: int
+) -> list[MessageExt]:
+    """The messages of ``mq`` from ``first`` through ``last`` (the offset found for the end may hold a message in
+    the range) stored in the range."""
+    found: list[MessageExt] = []
+    offset = first
+    while offset <= last:
+        batch = await admin.query_msg_by_offset(mq, offset, _PULL_BATCH)
+        if not batch:
+            break
+        found.extend(m for m in batch if begin_ms <= m.store_timestamp <= end_ms and m.queue_offset <= last)
+        offset = batch[-1].queue_offset + 1
+    return found
+
+
+async def find(admin: Admin, msg_id: str, topic: str | None) -> MessageExt:
+    """The message with ``msg_id``: as a UNIQ_KEY in ``topic``'s index first, then as an offset msgId of a broker
+    of this cluster. NotFoundError when neither finds it."""
+    msg_id = msg_id.strip()
+    if topic:
+        for msg in await admin.query_msg_by_key(topic, msg_id, max_num=32):
+            if msg.properties.get(PROPERTY_UNIQ_KEY) == msg_id or msg.msg_id == msg_id:
+                return msg
+    try:
+        decoded = decode_offset_msg_id(msg_id)
+    except MessageDecodeError:
+        raise NotFoundError(f"no message {msg_id!r}" + (f" in {topic}" if topic else "")) from None
+    known = {
+        addr for bd in (await admin.cluster_info()).broker_addr_table.values() for addr in bd.broker_addrs.values()
+    }
+    if f"{decoded.host}:{decoded.port}" not in known:
+        where = f" in topic {topic}" if topic else " (give its topic to look a producer's message id up)"
+        raise NotFoundError(f"no message {msg_id!r}{where}")
+    return await admin.query_msg_by_id(msg_id)
+
+
+async def consume_states(admin: Admin, msg: MessageExt) -> list[dict[str, Any]]:
+    """For each group consuming the message's topic: CONSUMED when its offset in the message's queue is past the
+    message, else NOT_CONSUME_YET (rocketmq-dashboard's message track, without the trace)."""
+    store = f"{msg.store_host[0]}:{msg.store_host[1]}"
+    info = await admin.cluster_info()
+    broker = next((n for n, bd in info.broker_addr_table.items() if store in bd.broker_addrs.values()), None)
+    states = []
+    for group in await admin.topic_consumed_by(msg.topic):
+        progress = await admin.consumer_progress(group, msg.topic)
+        offsets = [w.consumer_offset for mq, w in progress.items() if _is_queue_of(mq, msg, broker)]
+        offset = offsets[0] if offsets else None
+        state = "CONSUMED" if offset is not None and offset > msg.queue_offset else "NOT_CONSUME_YET"
+        states.append({"group": group, "state": state, "consumerOffset": offset})
+    return states
+
+
+def _is_queue_of(mq: MessageQueue, msg: MessageExt, broker_name: str | None) -> bool:
+    return mq.queue_id == msg.queue_id and broker_name in (None, mq.broker_name)
+
+
+async def resend(admin: Admin, group: str, offset_msg_id: str, client_id: str | None) -> dict[str, Any]:
+    """CONSUME_MESSAGE_DIRECTLY to ``client_id`` (default: the group's first online consumer); the client's
+    answer (``consumeResult``, ``remark``...)."""
+    if not client_id:
+        connection = await admin.consumer_connection(group)
+        ids = sorted(c.client_id for c in connection.connection_set)
+        client_id = ids[0]
+    result = await admin.consume_message_directly(group, client_id, offset_msg_id)
+    return {"clientId": client_id, **result}

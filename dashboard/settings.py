@@ -1,0 +1,122 @@
+"""The dashboard's settings, with rocketmq-dashboard's property names (its ``application.properties``:
+``rocketmq.config.namesrvAddr``, ``server.port``, ``rocketmq.config.loginRequired``...), read from ``-c file``, the
+``NAMESRV_ADDR`` environment variable and the command line (in that order, the later winning).
+
+:func:`client_config` turns them into the admin client's :class:`~client.config.ClientConfig`. The ACL credentials
+(``rocketmq.config.accessKey`` / ``secretKey``) need a client that signs requests, ``rocketmq.config.useTLS`` one that
+connects with TLS: on a client without those fields it raises :class:`SettingsError` rather than run unsigned or in
+plain text against a cluster that would refuse every call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from client.config import ClientConfig
+from remoting.codec.java_properties import parse_properties
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used: the message names it."""
+
+
+def _bool(value: object) -> bool:
+    """``true`` (any case) or True; anything else is false, as Spring reads a boolean property."""
+    return str(value).lower() == "true"
+
+
+def _prop(name: str) -> dict[str, str]:
+    return {"property": name}
+
+
+@attrs.frozen
+class DashboardSettings:
+    """Every setting of ``mqdashboard``; the metadata ``property`` is its name in a ``-c`` properties file."""
+
+    namesrv_addr: str = attrs.field(default="127.0.0.1:9876", metadata=_prop("rocketmq.config.namesrvAddr"))
+    host: str = attrs.field(default="127.0.0.1", metadata=_prop("server.address"))
+    port: int = attrs.field(default=8080, converter=int, metadata=_prop("server.port"))
+    #: Seconds between two samples of the charts (rocketmq-dashboard collects every minute).
+    sample_interval: float = attrs.field(default=60.0, converter=float, metadata=_prop("rocketmq.config.sampleSeconds"))
+    #: Whether the dashboard samples the charts at all (each sample asks every broker and every topic's queues).
+    enable_collect: bool = attrs.field(
+        default=True, converter=_bool, metadata=_prop("rocketmq.config.enableDashBoardCollect")
+    )
+    #: Seconds of samples kept and drawn.
+    history: float = attrs.field(default=3600.0, converter=float, metadata=_prop("rocketmq.config.historySeconds"))
+    #: Topics whose put rate one sample asks the brokers for at once.
+    sample_concurrency: int = attrs.field(
+        default=16, converter=int, metadata=_prop("rocketmq.config.sampleConcurrency")
+    )
+    rpc_timeout: float = attrs.field(default=3.0, converter=float, metadata=_prop("rocketmq.config.rpcTimeoutSeconds"))
+    login_required: bool = attrs.field(default=False, converter=_bool, metadata=_prop("rocketmq.config.loginRequired"))
+    #: The users file (``name=password[,1]`` lines, ``,1`` for an administrator); default
+    #: ``<dataPath>/users.properties``.
+    users_file: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.usersFile"))
+    data_path: str = attrs.field(default="/tmp/rocketmq-console/data", metadata=_prop("rocketmq.config.dataPath"))
+    #: Signs the session cookie; a random one per start when unset (sessions then end with the process).
+    session_secret: str | None = attrs.field(default=None, repr=False, metadata=_prop("rocketmq.config.sessionSecret"))
+    access_key: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.accessKey"))
+    secret_key: str | None = attrs.field(default=None, repr=False, metadata=_prop("rocketmq.config.secretKey"))
+    #: The trace topic a message's trace is read from; unset: RMQ_SYS_TRACE_TOPIC and the C++ client's trace topics.
+    msg_track_topic_name: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.msgTrackTopicName"))
+    #: Connect to the name servers and brokers over TLS (RocketMQ's ``useTLS``), without checking their certificate.
+    use_tls: bool = attrs.field(default=False, converter=_bool, metadata=_prop("rocketmq.config.useTLS"))
+
+    @property
+    def users_path(self) -> Path:
+        return Path(self.users_file) if self.users_file else Path(self.data_path) / "users.properties"
+
+
+_BY_PROPERTY = {f.metadata["property"]: f.name for f in attrs.fields(DashboardSettings)}
+
+
+def load_settings(
+    file: str | Path | None = None, env: dict[str, str] | None = None, **overrides: Any
+) -> DashboardSettings:
+    """Settings from the ``-c`` ``file`` (unknown properties raise SettingsError), then ``NAMESRV_ADDR`` in
+    ``env``, then the ``overrides`` that are not ``None`` (field names)."""
+    values: dict[str, Any] = {}
+    if file is not None:
+        for key, value in parse_properties(Path(file).read_text("utf-8")).items():
+            if key not in _BY_PROPERTY:
+                raise SettingsError(f"unknown property {key!r} in {file}")
+            values[_BY_PROPERTY[key]] = value
+    if env and env.get("NAMESRV_ADDR"):
+        values["namesrv_addr"] = env["NAMESRV_ADDR"]
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return DashboardSettings(**values)
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def client_config(settings: DashboardSettings) -> ClientConfig:
+    """The admin client's config: the name servers, the timeout and, when set, the ACL credentials and TLS (see the
+    module docstring for a client that cannot sign or connect with TLS)."""
+    return ClientConfig(
+        namesrv_addr=settings.namesrv_addr,
+        instance_name="mqdashboard",
+        rpc_timeout=settings.rpc_timeout,
+        **_security(settings),
+    )
+
+
+def _security(settings: DashboardSettings) -> dict[str, Any]:
+    """The ClientConfig fields of the ACL and TLS settings that are on; SettingsError for one the client lacks."""
+    fields = attrs.fields_dict(ClientConfig)
+    extra: dict[str, Any] = {}
+    if settings.access_key or settings.secret_key:
+        if "access_key" not in fields:
+            raise SettingsError(
+                "rocketmq.config.accessKey is set but this rocketrio client cannot sign requests (no ACL support)"
+            )
+        extra.update(access_key=settings.access_key, secret_key=settings.secret_key)
+    if settings.use_tls:
+        if "tls" not in fields:
+            raise SettingsError("rocketmq.config.useTLS is set but this rocketrio client cannot connect with TLS")
+        extra["tls"] = True
+    return extra

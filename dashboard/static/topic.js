@@ -1,0 +1,53 @@
+// Topic page: route, queue offsets, consumer groups, a test message, deletion.
+"use strict";
+(async function () {
+  const { api, guarded, table, el, link, kv, fmtTime, param, showNotice } = mq;
+  const topic = param("topic");
+  document.getElementById("topic-name").textContent = topic;
+  const enc = encodeURIComponent(topic);
+
+  async function load() {
+    const d = await guarded(() => api("GET", "/api/topic?topic=" + enc));
+    if (!d) return;
+    kv(document.getElementById("summary"), [
+      ["Messages stored", String(d.totalMessages)], ["Queues", String(d.queues.length)],
+      ["Consumer groups", String(d.consumerGroups.length)],
+      ["Links", el("span", {}, link("/messages?mode=time&topic=" + enc, "search messages"), " · ", link("/charts?topic=" + enc, "chart"))],
+    ]);
+    table(document.getElementById("route"), [
+      { key: "brokerName", title: "Broker" },
+      { key: "addresses", title: "Addresses", render: (r) => Object.entries(r.addresses).map(([id, a]) => `${id}: ${a}`).join(", ") },
+      { key: "readQueueNums", title: "Read queues", num: true },
+      { key: "writeQueueNums", title: "Write queues", num: true },
+      { key: "permText", title: "Perm" },
+    ], d.route, { name: "route" });
+    table(document.getElementById("queues"), [
+      { key: "brokerName", title: "Broker" }, { key: "queueId", title: "Queue", num: true },
+      { key: "minOffset", title: "Min offset", num: true }, { key: "maxOffset", title: "Max offset", num: true },
+      { key: "lastUpdateTimestamp", title: "Last stored", render: (r) => fmtTime(r.lastUpdateTimestamp) },
+    ], d.queues, { name: "queues", sortKey: "queueId" });
+    table(document.getElementById("consumers"), [
+      { key: "group", title: "Group", render: (r) => link("/group?group=" + encodeURIComponent(r.group), r.group) },
+      { key: "diffTotal", title: "Diff total", num: true },
+      { key: "consumeTps", title: "TPS", num: true },
+      { key: "error", title: "", render: (r) => (r.error ? el("span", { class: "err" }, r.error) : "") },
+    ], d.consumers, { name: "consumers" });
+  }
+
+  document.getElementById("send").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const f = new FormData(ev.target);
+    const r = await guarded(() => api("POST", "/api/topic/message", { topic, body: f.get("body"), tags: f.get("tags"), keys: f.get("keys") }));
+    if (!r) return;
+    kv(document.getElementById("sent"), [["Status", r.sendStatus], ["Message id", link(`/message?topic=${enc}&id=${r.msgId}`, r.msgId)],
+      ["Offset message id", r.offsetMsgId], ["Queue", `${r.brokerName} / ${r.queueId} @ ${r.queueOffset}`]]);
+    await load();
+  });
+
+  document.getElementById("delete").addEventListener("click", async () => {
+    if (!window.confirm(`Delete topic ${topic} from every broker and the name servers?`)) return;
+    const r = await guarded(() => api("DELETE", "/api/topic?topic=" + enc));
+    if (r) { showNotice(`Topic ${topic} deleted.`); setTimeout(() => { location = "/topics"; }, 800); }
+  });
+  await load();
+})();

@@ -1,0 +1,246 @@
+"""The JSON endpoints behind the pages, over a real socket against the embedded cluster (no browser)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import trio
+
+from broker.embedded import EmbeddedCluster
+from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
+from client.config import ClientConfig
+from dashboard import messages
+from dashboard.app import create_app
+from dashboard.settings import DashboardSettings
+from tests.client.helpers import HANG_GUARD, create_topic, wait_until
+from tests.dashboard.conftest import Dash
+from tests.dashboard.live import serve_dashboard
+
+
+async def test_cluster_lists_the_embedded_broker_with_its_figures(dash: Dash) -> None:
+    data = await dash.get("/api/cluster")
+    [broker] = data["brokers"]
+    assert broker["address"] == dash.cluster.broker_addr
+    assert (broker["cluster"], broker["brokerName"], broker["brokerId"]) == ("DefaultCluster", "broker-a", 0)
+    assert broker["role"] == "ASYNC_MASTER" and broker["version"] == "V4_9_8" and broker["error"] is None
+    assert 0 < broker["diskRatio"] <= 1
+    assert data["clusters"] == {"DefaultCluster": ["broker-a"]}
+    detail = await dash.get(f"/api/broker?addr={dash.cluster.broker_addr}")
+    assert detail["config"]["brokerName"] == "broker-a" and "putTps" in detail["runtime"]
+    assert (await dash.http.get("/favicon.ico")).status_code == 204  # no 404 in every page's console
+
+
+async def test_topic_created_listed_detailed_and_deleted(dash: Dash) -> None:
+    created = await dash.post("/api/topics", {"topic": "DashTopic", "readQueueNums": 3, "writeQueueNums": 3})
+    assert created == {"brokers": [dash.cluster.broker_addr]}
+    await wait_until_routed(dash, "DashTopic")
+    topics = {t["topic"]: t["kind"] for t in (await dash.get("/api/topics"))["topics"]}
+    assert topics["DashTopic"] == "NORMAL" and topics["TBW102"] == "SYSTEM" and topics["DefaultCluster"] == "SYSTEM"
+    assert topics["DefaultCluster_REPLY_TOPIC"] == "SYSTEM"
+    assert "DashTopic" in await dash.admin.topic_list()
+    detail = await dash.get("/api/topic?topic=DashTopic")
+    assert [(r["brokerName"], r["readQueueNums"], r["permText"]) for r in detail["route"]] == [("broker-a", 3, "RW")]
+    assert [q["queueId"] for q in detail["queues"]] == [0, 1, 2] and detail["totalMessages"] == 0
+    assert await dash.delete("/api/topic?topic=DashTopic") == {"deleted": "DashTopic"}
+    assert "DashTopic" not in await dash.admin.topic_list()
+
+
+async def wait_until_routed(dash: Dash, topic: str) -> None:
+    with anyio.fail_after(60):
+        while topic not in await dash.admin.topic_list():
+            await anyio.sleep(0.02)
+
+
+async def test_a_refusal_shows_the_brokers_code_and_remark_not_a_stack_trace(dash: Dash) -> None:
+    error = (await dash.post("/api/topics", {"topic": "bad topic!"}, status=502))["error"]
+    assert error["code"] == 1 and "illegal characters" in error["remark"]
+    assert error["address"] == dash.cluster.broker_addr
+    missing = (await dash.get("/api/topic?topic=NoSuchTopic", status=502))["error"]
+    assert "NoSuchTopic" in missing["message"] and "Traceback" not in missing["message"]
+    assert "missing argument 'topic'" in (await dash.get("/api/topic", status=400))["error"]["message"]
+    assert "JSON" in (await dash.http.post("/api/topics", content=b"[1")).json()["error"]["message"]
+    assert (await dash.post("/api/topics", {"topic": "T", "readQueueNums": "x"}, status=400))["error"]
+
+
+async def test_a_message_is_found_by_key_time_and_both_ids_with_its_body(dash: Dash) -> None:
+    await create_topic(dash.cluster.namesrv_addr, "MsgTopic", queues=2)
+    begin = int(time.time() * 1000) - 1000
+    async with Producer("dash-pg", dash.cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("MsgTopic", b"hello dashboard", tags="TagA", keys="order-17"))
+        binary = await producer.send(Message("MsgTopic", b"\x00\x01\xfe", keys="bin"))
+    [found] = (await dash.get("/api/messages/key?topic=MsgTopic&key=order-17"))["messages"]
+    assert (found["msgId"], found["offsetMsgId"], found["tags"]) == (sent.msg_id, sent.offset_msg_id, "TagA")
+    by_time = await dash.get(f"/api/messages/time?topic=MsgTopic&begin={begin}&end={int(time.time() * 1000) + 1000}")
+    assert {m["msgId"] for m in by_time["messages"]} == {sent.msg_id, binary.msg_id} and not by_time["truncated"]
+    assert (await dash.get("/api/messages/time?topic=MsgTopic&begin=0&end=1"))["messages"] == []
+
+    by_uniq = await dash.get(f"/api/message?topic=MsgTopic&id={sent.msg_id}")
+    assert by_uniq["body"] == {"encoding": "text", "body": "hello dashboard", "hex": b"hello dashboard".hex(" "),
+                               "length": 15}  # fmt: skip
+    assert by_uniq["properties"]["KEYS"] == "order-17" and by_uniq["queueOffset"] == sent.queue_offset
+    by_offset = await dash.get(f"/api/message?id={sent.offset_msg_id}")
+    assert by_offset["msgId"] == sent.msg_id
+    hexed = await dash.get(f"/api/message?topic=MsgTopic&id={binary.msg_id}")
+    assert hexed["body"]["encoding"] == "hex" and hexed["body"]["body"] == "00 01 fe"
+
+
+async def test_a_time_search_past_its_limit_keeps_the_newest(dash: Dash, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(messages, "MAX_RESULTS", 3)
+    await create_topic(dash.cluster.namesrv_addr, "ManyTopic", queues=2)
+    async with Producer("many-pg", dash.cluster.namesrv_addr) as producer:
+        sent = []
+        for i in range(7):
+            sent.append(await producer.send(Message("ManyTopic", f"m{i}".encode())))
+            await anyio.sleep(0.003)  # distinct store times, so "newest" has one answer
+    found = await dash.get("/api/messages/time?topic=ManyTopic&begin=0&end=99999999999999")
+    assert found["truncated"] and [m["msgId"] for m in found["messages"]] == [r.msg_id for r in sent[-3:]]
+
+
+async def test_an_unknown_id_is_not_found_and_no_foreign_host_is_contacted(dash: Dash) -> None:
+    assert "no message" in (await dash.get("/api/message?topic=TBW102&id=nothex", status=404))["error"]["message"]
+    # An offset msgId naming 10.1.2.3:4: not a broker of this cluster, so the dashboard does not go there.
+    foreign = "0A010203" + "00000004" + "0000000000000000"
+    error = (await dash.get(f"/api/message?id={foreign}", status=404))["error"]["message"]
+    assert "give its topic" in error
+
+
+async def test_a_groups_lag_and_connections_then_reset_and_delete(dash: Dash) -> None:
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "LagTopic", queues=2)
+    async with Producer("lag-pg", namesrv) as producer:
+        for i in range(6):
+            await producer.send(Message("LagTopic", f"m{i}".encode()))
+    received: list[MessageExt] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        received.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    config = ClientConfig(namesrv_addr=namesrv, persist_consumer_offset_interval=0.1)
+    consumer = PushConsumer("lag-cg", config=config, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe("LagTopic", "*")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await wait_until(lambda: len(received) >= 6)
+        with anyio.fail_after(60):
+            while (row := await group_row(dash, "lag-cg"))["diffTotal"] != 0 or not row["topics"]:
+                await anyio.sleep(0.05)
+        assert row["online"] == 1 and row["versions"] == ["V4_9_8"] and "LagTopic" in row["topics"]
+        assert (row["consumeType"], row["messageModel"]) == ("CONSUME_PASSIVELY", "CLUSTERING")
+        detail = await dash.get("/api/group?group=lag-cg")
+        assert sum(q["consumerOffset"] for q in detail["queues"] if q["topic"] == "LagTopic") == 6
+        assert [s["topic"] for s in detail["subscriptions"]] == ["%RETRY%lag-cg", "LagTopic"]
+        assert detail["connections"][0]["version"] == "V4_9_8"
+        assert "lag-cg" in (await dash.get("/api/topic?topic=LagTopic"))["consumerGroups"]
+    reset = await dash.post("/api/group/reset", {"group": "lag-cg", "topic": "LagTopic", "timestamp": 0})
+    assert reset["way"].startswith("offsets committed") and {o["offset"] for o in reset["offsets"]} == {0}
+    assert (await group_row(dash, "lag-cg"))["diffTotal"] == 6
+    [on_topic] = [c for c in (await dash.get("/api/topic?topic=LagTopic"))["consumers"] if c["group"] == "lag-cg"]
+    assert (on_topic["diffTotal"], on_topic["error"]) == (6, None)  # the topic page's lag of the group
+    assert (await dash.delete("/api/group?group=lag-cg"))["brokers"] == [dash.cluster.broker_addr]
+    assert "lag-cg" not in {g["group"] for g in (await dash.get("/api/groups"))["groups"]}
+
+
+async def group_row(dash: Dash, group: str) -> dict[str, object]:
+    groups = {g["group"]: g for g in (await dash.get("/api/groups"))["groups"]}
+    return groups[group]
+
+
+async def test_producers_of_a_group_on_a_topic(dash: Dash) -> None:
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "ProdTopic", queues=1)
+    assert (await dash.get("/api/producers?group=dash-prod&topic=ProdTopic"))["connections"] == []
+    async with Producer("dash-prod", namesrv) as producer:
+        await producer.send(Message("ProdTopic", b"x"))
+        data = await dash.get("/api/producers?group=dash-prod&topic=ProdTopic")
+        [conn] = data["connections"]
+        assert conn["clientId"] == producer.instance.client_id and conn["language"] == "PYTHON"
+        [online] = [p for p in (await dash.get("/api/producers/all"))["producers"] if p["group"] == "dash-prod"]
+        assert (online["clientId"], online["language"], online["version"]) == (
+            producer.instance.client_id,
+            "PYTHON",
+            "V4_9_8",
+        )
+        assert online["brokers"] == [dash.cluster.broker_addr] and online["lastUpdateTimestamp"] > 0
+        assert online["clientAddr"].startswith("127.0.0.1:")
+
+
+async def test_test_message_from_the_topic_page_is_stored(dash: Dash) -> None:
+    await create_topic(dash.cluster.namesrv_addr, "SendTopic", queues=1)
+    sent = await dash.post("/api/topic/message", {"topic": "SendTopic", "body": "ping", "keys": "k9", "tags": "T"})
+    assert sent["sendStatus"] == "SEND_OK"
+    [found] = (await dash.get("/api/messages/key?topic=SendTopic&key=k9"))["messages"]
+    assert found["msgId"] == sent["msgId"]
+
+
+async def test_charts_have_points_per_broker_and_topic_after_two_samples(dash: Dash) -> None:
+    await create_topic(dash.cluster.namesrv_addr, "ChartTopic", queues=2)
+    sampler = dash.app.state.sampler
+    await sampler.sample_once()
+    async with Producer("chart-pg", dash.cluster.namesrv_addr) as producer:
+        for _ in range(20):
+            await producer.send(Message("ChartTopic", b"x"))
+    await sampler.sample_once()
+    brokers = await dash.get("/api/charts/brokers")
+    assert brokers["samples"] == 2 and len(brokers["series"]["broker-a/0"]["t"]) == 2
+    topics = await dash.get("/api/charts/topics?topic=ChartTopic")
+    assert len(topics["series"]["t"]) == 1 and topics["series"]["put"][0] > 0
+    assert topics["busiest"][0]["topic"] == "ChartTopic" and "TBW102" not in topics["topics"]
+    assert (await dash.get("/api/charts/topics?topic=Nothing"))["series"] is None
+
+
+async def test_trace_answers_unavailable_or_the_clients_records(dash: Dash) -> None:
+    trace = await dash.get("/api/message/trace?id=ABC")
+    if dash.app.state.trace_finder is None:
+        assert trace == {"available": False, "reason": trace["reason"], "records": []}
+        assert "trace" in trace["reason"]
+    else:
+        assert trace == {"available": True, "reason": None, "records": []}
+
+
+async def test_resend_hands_a_message_to_an_online_consumer_of_the_group(dash: Dash) -> None:
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "ResendTopic", queues=1)
+    received: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        received.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("resend-cg", namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe("ResendTopic", "*")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("resend-pg", namesrv) as producer:
+        sent = await producer.send(Message("ResendTopic", b"again"))
+        await wait_until(lambda: received == [b"again"])
+        answer = await dash.post("/api/message/resend", {"group": "resend-cg", "offsetMsgId": sent.offset_msg_id})
+        assert answer["consumeResult"] == "CR_SUCCESS" and answer["clientId"] == consumer.instance.client_id
+        assert received == [b"again", b"again"]
+    offline = await dash.post("/api/message/resend", {"group": "resend-cg", "offsetMsgId": sent.offset_msg_id}, 502)
+    assert offline["error"]["code"] == 206  # CONSUMER_NOT_ONLINE, the broker's answer
+
+
+async def test_chart_collection_runs_unless_switched_off(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery
+) -> None:
+    async def brokers_chart(
+        collect: bool, until: Callable[[dict[str, Any]], bool], settle: float = 0
+    ) -> dict[str, Any]:
+        namesrv = embedded_cluster.namesrv_addr
+        app = create_app(DashboardSettings(namesrv_addr=namesrv, sample_interval=0.05, enable_collect=collect))
+        async with serve_dashboard(app, nursery) as url, httpx.AsyncClient(base_url=url) as http:
+            await anyio.sleep(settle)
+            with anyio.fail_after(HANG_GUARD):
+                while not until(answer := (await http.get("/api/charts/brokers")).json()):
+                    await anyio.sleep(0.05)
+        return answer
+
+    on = await brokers_chart(True, lambda a: a["samples"] >= 2)
+    assert on["collecting"] and on["series"]
+    off = await brokers_chart(False, lambda a: True, settle=0.5)  # ten sample intervals
+    assert not off["collecting"] and off["samples"] == 0 and off["series"] == {}

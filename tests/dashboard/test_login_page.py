@@ -1,0 +1,57 @@
+"""The login in headless Chromium (``rocketmq.config.loginRequired``): a page asked for without a session leads to the
+login page and, once logged in, back to that page with its query; a wrong password stays on the login page with the
+reason; a ``next`` naming another site is not followed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from tests.dashboard.browser import banner, table_rows, wait_for
+from tests.dashboard.live import ThreadedDashboard
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedDashboard]:
+    root = tmp_path_factory.mktemp("login")
+    users = root / "users.properties"
+    users.write_text("admin=s3cret,1\n")
+    settings = {"login_required": True, "users_file": str(users), "enable_collect": False}
+    with ThreadedDashboard(root / "cluster", **settings) as dashboard:
+        yield dashboard
+
+
+def log_in(browser: WebDriver, password: str) -> None:
+    form = browser.find_element(By.ID, "login")
+    for name, value in (("username", "admin"), ("password", password)):
+        field = form.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(value)
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+
+
+def test_a_page_asks_for_a_login_then_shows_itself(browser: WebDriver, guarded: ThreadedDashboard) -> None:
+    browser.delete_all_cookies()
+    browser.get(guarded.url + "/topic?topic=TBW102")
+    wait_for(browser, lambda d: urlsplit(d.current_url).path == "/login")
+    log_in(browser, "wrong")
+    wait_for(browser, lambda d: "wrong user name or password" in banner(d).text)
+    log_in(browser, "s3cret")
+    wait_for(browser, lambda d: d.current_url == guarded.url + "/topic?topic=TBW102")
+    assert table_rows(browser, "queues", lambda r: len(r) > 0)
+    assert "admin" in browser.find_element(By.CSS_SELECTOR, "header .meta").text
+
+
+@pytest.mark.parametrize("next_", ["//example.com/", "/%5Cexample.com/", "https://example.com/"])
+def test_a_next_page_of_another_site_is_not_followed(
+    browser: WebDriver, guarded: ThreadedDashboard, next_: str
+) -> None:
+    browser.delete_all_cookies()
+    browser.get(f"{guarded.url}/login?next={next_}")
+    log_in(browser, "s3cret")
+    wait_for(browser, lambda d: urlsplit(d.current_url).path == "/cluster")
+    assert urlsplit(browser.current_url).netloc == urlsplit(guarded.url).netloc

@@ -1,0 +1,182 @@
+"""Settings (properties file, environment, ACL credentials), the login and its users file, the replication column
+and the trace seam, each through the code a user's request goes through."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from broker.embedded import EmbeddedCluster
+from client.admin import Admin
+from client.config import ClientConfig
+from dashboard.cluster import replication_state
+from dashboard.settings import SettingsError, client_config, load_settings
+from dashboard.trace import default_finder
+from tests.dashboard.conftest import open_dash
+
+
+def test_settings_from_a_properties_file_then_the_environment_then_options(tmp_path: Path) -> None:
+    file = tmp_path / "dashboard.properties"
+    file.write_text("rocketmq.config.namesrvAddr=10.0.0.1:9876\nserver.port=9090\nrocketmq.config.loginRequired=true\n")
+    settings = load_settings(file, {})
+    assert (settings.namesrv_addr, settings.port, settings.login_required) == ("10.0.0.1:9876", 9090, True)
+    assert load_settings(file, {"NAMESRV_ADDR": "a:1;b:2"}).namesrv_addr == "a:1;b:2"
+    assert load_settings(file, {"NAMESRV_ADDR": "a:1"}, namesrv_addr="c:3", port=None).namesrv_addr == "c:3"
+    assert client_config(load_settings(None, {"NAMESRV_ADDR": "a:1;b:2"})).namesrv_addr == ("a:1", "b:2")
+    file.write_text("rocketmq.config.nameSrv=x\n")
+    with pytest.raises(SettingsError, match=r"unknown property .rocketmq\.config\.nameSrv."):
+        load_settings(file, {})
+    file.write_text("server.port=eighty\n")
+    with pytest.raises(SettingsError):
+        load_settings(file, {})
+
+
+def test_acl_credentials_reach_a_signing_client_or_are_refused() -> None:
+    settings = load_settings(None, {}, access_key="rocketmq2", secret_key="12345678")
+    if "access_key" in attrs.fields_dict(ClientConfig):  # a client that signs requests
+        config: Any = client_config(settings)
+        assert (config.access_key, config.secret_key) == ("rocketmq2", "12345678")
+    else:
+        with pytest.raises(SettingsError, match="cannot sign"):
+            client_config(settings)
+    assert getattr(client_config(load_settings(None, {})), "access_key", None) is None
+
+
+def test_use_tls_reaches_a_tls_client_or_is_refused(tmp_path: Path) -> None:
+    file = tmp_path / "dashboard.properties"
+    file.write_text("rocketmq.config.useTLS=true\n")
+    settings = load_settings(file, {})
+    assert settings.use_tls
+    if "tls" in attrs.fields_dict(ClientConfig):  # a client that connects with TLS
+        config: Any = client_config(settings)
+        assert config.tls is True
+    else:
+        with pytest.raises(SettingsError, match="cannot connect with TLS"):
+            client_config(settings)
+    assert getattr(client_config(load_settings(None, {})), "tls", False) is False
+
+
+def _users(tmp_path: Path) -> Path:
+    users = tmp_path / "users.properties"
+    users.write_text("# name=password[,1 for an administrator]\nadmin=s3cret,1\nviewer=look\n")
+    return users
+
+
+async def test_login_protects_pages_and_only_administrators_change_things(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    users = _users(tmp_path)
+    async for dash in open_dash(embedded_cluster, nursery, login_required=True, users_file=str(users)):
+        assert (await dash.http.get("/api/cluster")).status_code == 401
+        page = await dash.http.get("/topics")
+        assert page.status_code == 303 and page.headers["location"] == "/login?next=/topics"
+        assert (await dash.http.get("/login")).status_code == 200
+        assert (await dash.http.get("/static/dashboard.js")).status_code == 200
+        wrong = await dash.http.post("/api/login", json={"username": "admin", "password": "nope"})
+        assert wrong.status_code == 401 and "wrong" in wrong.json()["error"]["message"]
+        assert await dash.post("/api/login", {"username": "viewer", "password": "look"}) == {
+            "user": "viewer",
+            "admin": False,
+        }
+        assert (await dash.get("/api/cluster"))["brokers"]
+        refused = await dash.http.post("/api/topics", json={"topic": "ViewerTopic"})
+        assert refused.status_code == 403 and "viewer" in refused.json()["error"]["message"]
+        await dash.post("/api/logout", {})
+        assert (await dash.http.get("/api/cluster")).status_code == 401
+        await dash.post("/api/login", {"username": "admin", "password": "s3cret"})
+        assert (await dash.post("/api/topics", {"topic": "AdminTopic"}))["brokers"]
+        users.write_text("admin=changed,1\n")  # read at every login: no restart needed
+        await dash.post("/api/logout", {})
+        assert (await dash.http.post("/api/login", json={"username": "admin", "password": "s3cret"})).status_code == 401
+
+
+async def test_without_login_required_every_page_is_open(dash: Any) -> None:
+    for path in ("/cluster", "/topics", "/groups", "/producers", "/messages", "/charts", "/topic?topic=X"):
+        response = await dash.http.get(path)
+        assert response.status_code == 200 and 'href="/charts"' in response.text
+    assert (await dash.http.get("/")).headers["location"] == "/cluster"
+
+
+def test_replication_column_from_the_ha_keys_and_from_the_commit_logs() -> None:
+    master = {"haConnectionCount": "1", "slaveFallBehindMuch": "512", "commitLogMaxOffset": "4096"}
+    assert replication_state("SYNC_MASTER", master, None) == "1 slave(s), 512 B not yet replicated"
+    assert replication_state("ASYNC_MASTER", {"haConnectionCount": "0"}, None) == "no slave connected"
+    slave = {"haMasterAddress": "127.0.0.1:10912", "haConnected": "true", "commitLogMaxOffset": "4000"}
+    assert replication_state("SLAVE", slave, 4096) == "connected to 127.0.0.1:10912, 96 B behind"
+    assert replication_state("SLAVE", {**slave, "haConnected": "false"}, None) == "disconnected to 127.0.0.1:10912"
+    # A broker without HA keys: the slave's commit log against its master's.
+    assert replication_state("SLAVE", {"commitLogMaxOffset": "100"}, 300) == "200 B behind master"
+    assert replication_state("SLAVE", {}, None) == "no master online"
+    assert replication_state("ASYNC_MASTER", {"commitLogMaxOffset": "1"}, None) == ""
+
+
+async def test_a_slave_of_the_same_broker_name_is_listed_with_its_role_and_lag(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    from broker.controller import BrokerController
+    from client import Message, Producer
+    from tests.client.helpers import create_topic
+
+    await create_topic(embedded_cluster.namesrv_addr, "ReplTopic", queues=1)
+    async with Producer("repl-pg", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("ReplTopic", b"x" * 100))
+    config = attrs.evolve(
+        embedded_cluster.broker_config(),
+        broker_id=1,
+        broker_role="SLAVE",
+        listen_port=0,
+        store_path_root_dir=str(tmp_path / "slave"),
+    )
+    slave = BrokerController(config)
+    await nursery.start(slave.serve)
+    async for dash in open_dash(embedded_cluster, nursery):
+        with trio.fail_after(60):
+            while len((data := await dash.get("/api/cluster"))["brokers"]) < 2:
+                await trio.sleep(0.05)
+        rows = {b["brokerId"]: b for b in data["brokers"]}
+        assert rows[0]["role"] == "ASYNC_MASTER" and rows[1]["role"] == "SLAVE"
+        assert rows[1]["address"] == slave.broker_addr and rows[1]["brokerName"] == "broker-a"
+        if "haMasterAddress" not in await dash.admin.broker_status(slave.broker_addr):
+            # A broker without HA: the column compares the slave's commit log with its master's.
+            assert rows[1]["replication"].endswith("B behind master")
+        else:  # a replicating broker reports its HA state: wait for the slave to connect
+            with trio.fail_after(60):
+                while not rows[1]["replication"].startswith(f"connected to {embedded_cluster.host}"):
+                    await trio.sleep(0.1)
+                    rows = {b["brokerId"]: b for b in (await dash.get("/api/cluster"))["brokers"]}
+            assert rows[0]["replication"].startswith("1 slave(s)")
+
+
+def test_the_trace_finder_is_the_clients_when_it_has_one() -> None:
+    try:
+        import client.mqadmin_trace  # noqa: F401
+    except ImportError:
+        assert default_finder() is None
+    else:
+        assert default_finder() is not None
+
+
+async def test_a_trace_finder_feeds_the_trace_endpoint(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery
+) -> None:
+    from dashboard.app import create_app
+    from dashboard.settings import DashboardSettings
+    from tests.dashboard.live import serve_dashboard
+
+    async def finder(admin: Admin, msg_id: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "SubAfter", "group": "cg", "timestamp": 20, "status": "success"},
+            {"type": "Pub", "group": "pg", "timestamp": 10, "status": "success", "msgId": msg_id},
+        ]
+
+    import httpx
+
+    app = create_app(DashboardSettings(namesrv_addr=embedded_cluster.namesrv_addr), trace_finder=finder, sample=False)
+    async with serve_dashboard(app, nursery) as url, httpx.AsyncClient(base_url=url) as http:
+        trace = (await http.get("/api/message/trace?id=M1")).json()
+    assert trace["available"] and [r["type"] for r in trace["records"]] == ["Pub", "SubAfter"]
+    assert trace["records"][0]["msgId"] == "M1"
