@@ -143,6 +143,26 @@ class BrokerConfig(ListenerSettings):
     rocketmq_home: str = attrs.field(factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
     #: The default ACL file, relative to rocketmqHome (Java's system property of that name).
     acl_plain_file: str = attrs.field(default="conf/plain_acl.yml", metadata={"key": "rocketmq.acl.plain.file"})
+    #: DLedger mode (docs/architecture.md#dledger): the CommitLog is a Raft log replicated across ``dLegerPeers``
+    #: (``n0-127.0.0.1:40911;n1-...``, DLedger's own port per member); this member is ``dLegerSelfId``. The leader
+    #: registers as brokerId 0, a follower as its id's number + 1 (DLedgerRoleChangeHandler).
+    enable_dleger_commit_log: bool = attrs.field(default=False, metadata={"key": "enableDLegerCommitLog"})
+    dleger_group: str = attrs.field(default="", metadata={"key": "dLegerGroup"})
+    dleger_peers: str = attrs.field(default="", metadata={"key": "dLegerPeers"})
+    dleger_self_id: str = attrs.field(default="", metadata={"key": "dLegerSelfId"})
+    #: The entry data directory; empty: ``<storePathRootDir>/dledger-<dLegerSelfId>/data``.
+    store_path_dledger_commit_log: str = attrs.field(default="", metadata={"key": "storePathDLedgerCommitLog"})
+    #: ``;``-separated member ids the leader hands leadership to when they are live and caught up.
+    preferred_leader_id: str = ""
+    #: DLedger's timings (DLedgerConfig's names and defaults): heartbeats, votes, the quorum wait.
+    heart_beat_time_interval_ms: int = 2000
+    max_heart_beat_leak: int = 3
+    min_vote_interval_ms: int = 300
+    max_vote_interval_ms: int = 1000
+    max_wait_ack_time_ms: int = 2500
+    #: Push several entries per DLedger PUSH (RocketMQ's MessageStoreConfig setting; off by default as there): sends
+    #: that arrive together are replicated in one request, up to DLedger's 4 KiB ``maxBatchPushSize``.
+    enable_batch_push: bool = False
 
     @property
     def broker_addr(self) -> str:

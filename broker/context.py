@@ -163,6 +163,11 @@ def build_context(config: BrokerConfig, store: MessageStore | None = None) -> Br
     """
     config_dir = config_dir_of(config)
     store_host = pack_socket_address(config.broker_ip1, config.listen_port)
+    if store is None and config.enable_dleger_commit_log:
+        from broker.dledger_mode import as_follower, dledger_store  # only in DLedger mode
+
+        store = dledger_store(config, store_config_of(config), store_host)
+        config = as_follower(config)
     if store is None:
         store = MessageStore(store_config_of(config), store_host=store_host)
     ctx = BrokerState(

@@ -39,6 +39,7 @@ from broker.acl.processor import AclAdminProcessor
 from broker.acl.watcher import watch_acl_files
 from broker.broker_config import BrokerConfig, checked_roles
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
+from broker.dledger_mode import follow_roles, reassert_master
 from broker.metrics import broker_exporter
 from broker.registration import BrokerRegistration
 from broker.replication import ReplicationRole
@@ -48,6 +49,7 @@ from broker.slave_sync import SlaveSynchronize
 from broker.timer.runtime_info import RuntimeInfoProcessor
 from broker.timer.service import TimerMessageService
 from broker.transaction import TransactionalMessageBridge, TransactionCheckService
+from dledger.commitlog_store import DLedgerMessageStore
 from processors.admin import REQUEST_CODES as ADMIN_CODES
 from processors.admin import AdminBrokerProcessor
 from processors.client_manage import ClientManageProcessor
@@ -279,6 +281,9 @@ class BrokerController:
             ctx.set_bound_port(port)
             await self._start_fast_channel(nursery, port)
             self.registration = BrokerRegistration(ctx, client)
+            if isinstance(ctx.store, DLedgerMessageStore):
+                follow_roles(ctx, ctx.store, self.registration.trigger)
+                nursery.start_soon(reassert_master, ctx, ctx.store, self.registration.trigger)
             ctx.topic_changed_hook = self.registration.trigger
             self.registration.on_master = self.replication.on_master
             if self.replication.is_slave:

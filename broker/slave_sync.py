@@ -76,9 +76,10 @@ class SlaveSynchronize:
             await trio.sleep(self.interval)
 
     async def sync_all(self) -> None:
-        """One round of the four steps (each skipped without a master address)."""
+        """One round of the four steps (each skipped without a master address, or while this broker is not a slave:
+        a DLedger member that became the master stops syncing, as RocketMQ's changeToMaster does)."""
         addr = self.master_addr
-        if not addr or addr == self.broker.broker_addr:
+        if not addr or addr == self.broker.broker_addr or self.broker.config.broker_role != "SLAVE":
             return
         topics = await self._fetch(fast_channel(addr), RequestCode.GET_ALL_TOPIC_CONFIG, decode_topics, addr)
         if topics is not None and self.broker.topics.replace_all(topics):

@@ -22,6 +22,7 @@ from remoting.codec.bodies import ClusterInfo
 __all__ = ["COMMANDS", "send_result_text"]
 
 _BASE = "%-16s  %-22s  %-4s  %-22s %-16s %19s %19s %10s %5s %6s%n"
+_DLEDGER = "  %-9s %5s %-6s%n"
 _MORE = "%-16s  %-32s %14s %14s %14s %14s%n"
 _MORE_ROW = "%-16s  %-32s %14d %14d %14d %14d%n"
 
@@ -47,19 +48,23 @@ def _first(text: str | None) -> float:
 
 async def _base_rows(admin: Admin, out: Output) -> None:
     info = await admin.cluster_info()
-    out.header(_BASE, "#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
-               "#PCWait(ms)", "#Hour", "#SPACE")  # fmt: skip
-    for cluster, name, bid, addr in _brokers(info):
-        kv = await admin.runtime_info(addr)
+    brokers = [(c, name, bid, addr, await admin.runtime_info(addr)) for c, name, bid, addr in _brokers(info)]
+    # Ours: brokers in DLedger mode add their Raft role, term and leader (the dLedger* runtime-info keys).
+    raft = any("dLedgerTerm" in kv for *_, kv in brokers)
+    fmt = _BASE[:-2] + _DLEDGER if raft else _BASE
+    out.header(fmt, "#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
+               "#PCWait(ms)", "#Hour", "#SPACE", *(("#DLedgerRole", "#Term", "#Leader") if raft else ()))  # fmt: skip
+    for cluster, name, bid, addr, kv in brokers:
+        extra = (kv.get("dLedgerRole", "-"), kv.get("dLedgerTerm", "-"), kv.get("dLedgerLeaderId", "-")) if raft else ()
         in_tps, out_tps = _first(kv.get("putTps")), _first(kv.get("getTransferedTps"))
         earliest = kv.get("earliestMessageTimeStamp")
         hours = (time.time() * 1000 - int(earliest)) / 3_600_000 if earliest else 0.0
         space = float(kv.get("commitLogDiskRatio") or 0.0)
         out.row(
-            _BASE, cluster, name, bid, addr, kv.get("brokerVersionDesc"),
+            fmt, cluster, name, bid, addr, kv.get("brokerVersionDesc"),
             f"{in_tps:9.2f}({kv.get('sendThreadPoolQueueSize')},{kv.get('sendThreadPoolQueueHeadWaitTimeMills')}ms)",
             f"{out_tps:9.2f}({kv.get('pullThreadPoolQueueSize')},{kv.get('pullThreadPoolQueueHeadWaitTimeMills')}ms)",
-            kv.get("pageCacheLockTimeMills"), f"{hours:2.2f}", f"{space:.4f}",
+            kv.get("pageCacheLockTimeMills"), f"{hours:2.2f}", f"{space:.4f}", *extra,
         )  # fmt: skip
 
 

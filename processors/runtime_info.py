@@ -131,4 +131,5 @@ def runtime_table(broker: BrokerContext, pools: Mapping[str, ProcessorPool], now
     table.update(broker.store.ha.runtime_info())
     table.update(broker.stats.runtime_entries())
     table.update(_pool_entries(pools))
+    table.update(broker.store.runtime_entries())
     return table

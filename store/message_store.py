@@ -189,11 +189,7 @@ class MessageStore(StoreReads):
 
     def load(self) -> None:
         """Lock the store, then recover (see :mod:`store.recovery`). Blocking."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._lock = StoreLock(self.root / "lock")
-        if self.index is None and self.config.message_index_enable:
-            self.index = _open_index(self.config)
-        self.checkpoint = Checkpoint(self.root / "checkpoint")
+        self.open_files()
         recover(self)
         if self.config.is_slave:
             # A slave's log starts wherever the master's first frame does: no segment is made ahead of it.
@@ -203,6 +199,14 @@ class MessageStore(StoreReads):
             first = self.commitlog.queue.roll(0)
             if self.config.warm_mapped_file_enable:
                 first.warm_up(self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
+
+    def open_files(self) -> None:
+        """Lock the store and open the index and the checkpoint (the first half of :meth:`load`). Blocking."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = StoreLock(self.root / "lock")
+        if self.index is None and self.config.message_index_enable:
+            self.index = _open_index(self.config)
+        self.checkpoint = Checkpoint(self.root / "checkpoint")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The store's services; cancel to shut down (flush, checkpoint, delete ``abort``, unmap). Stop the
@@ -561,6 +565,10 @@ class MessageStore(StoreReads):
     async def delete_topic(self, topic: str) -> int:
         """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""
         return await delete_topic_queues(self, topic)
+
+    def runtime_entries(self) -> dict[str, str]:
+        """Extra GET_BROKER_RUNTIME_INFO keys of a store kind (none here; the DLedger store's Raft state)."""
+        return {}
 
 
 def _native_appender() -> type[Appender] | None:

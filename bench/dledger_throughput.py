@@ -1,0 +1,109 @@
+"""Send throughput of a three-member DLedger group against one broker alone, same flush mode, same run.
+
+Each round starts, in turn, a name server with one plain ``mqbroker`` (A), a name server with three ``mqbroker``
+processes in DLedger mode (B, the load sent to the leader) and the same with ``enableBatchPush=true`` (C), runs
+``python -m bench.load.producer`` against each for ``--duration`` seconds with ``--inflight`` synchronous senders, and
+stops them. A, B and C alternate within a round, so the ratios B/A and C/A compare runs made under the same machine
+load (the machine is shared: only ratios within one run mean anything). Prints one JSON line per measurement and a
+summary per ratio with every round's value and their range::
+
+    python -m bench.dledger_throughput --rounds 3 --duration 10 --inflight 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from bench.dledger_failover import _BIN, SEGMENT, Group, free_ports
+from remoting.client import RemotingClient
+
+
+async def _load(namesrv: str, broker: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "bench.load.producer", "--namesrv", namesrv, "--broker", broker, "--quiet",
+            "--inflight", str(args.inflight), "--duration", str(args.duration), "--size", str(args.size),
+            "--flush-disk-type", args.flush, "--out", str(out)]  # fmt: skip
+    done = await trio.run_process(argv, capture_stdout=True, stderr=subprocess.DEVNULL, check=False)
+    lines = [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
+    summary = next((line for line in reversed(lines) if line.get("type") == "summary"), None)
+    if summary is None:
+        raise RuntimeError(f"the producer tool printed no summary (exit {done.returncode})")
+    result: dict[str, Any] = summary["result"]
+    return result
+
+
+async def single(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One plain broker (no DLedger) with the same segment size and flush mode."""
+    group = Group(work, 0, {})
+    port = free_ports(1)[0]
+    member = next(iter(group.members.values()))
+    member.argv = [str(_BIN / "mqbroker"), "--brokerName", "broker-a", "--listenHost", "127.0.0.1",
+                   "--listenPort", str(port), "--storePathRootDir", str(work / "single"),
+                   "--fastChannelEnable", "false", "--mappedFileSizeCommitLog", str(SEGMENT),
+                   "--flushDiskType", args.flush]  # fmt: skip
+    member.port = port
+    group.members = {member.member_id: member}
+    try:
+        await group.start_namesrv()
+        await group.start(member)
+        async with RemotingClient() as client:
+            await group.create_topic(client)
+        return await _load(group.namesrv_addr, member.addr, args, work / "out-single")
+    finally:
+        await group.kill_all()
+
+
+async def dledger(work: Path, args: argparse.Namespace, batch: bool) -> dict[str, Any]:
+    group = Group(work, 0, {"flushDiskType": args.flush, "enableBatchPush": str(batch).lower()})
+    try:
+        await group.start_namesrv()
+        for member in group.members.values():
+            await group.start(member)
+        async with RemotingClient() as client, trio.open_nursery() as nursery:
+            await group.create_topic(client)
+            nursery.start_soon(group.follow_route, client)
+            with trio.fail_after(120):
+                while group.master is None:
+                    await trio.sleep(0.1)
+            nursery.cancel_scope.cancel()
+        assert group.master is not None
+        return await _load(group.namesrv_addr, group.master, args, work / "out-dledger")
+    finally:
+        await group.kill_all()
+
+
+async def run(args: argparse.Namespace) -> None:
+    work = Path(tempfile.mkdtemp(prefix="dledger-tput-"))
+    ratios: dict[str, list[float]] = {"dledger3": [], "dledger3_batch": []}
+    for number in range(args.rounds):
+        alone = await single(work / f"r{number}-a", args)
+        print(json.dumps({"round": number, "setup": "single", **alone}), flush=True)
+        for setup, batch in (("dledger3", False), ("dledger3_batch", True)):
+            group = await dledger(work / f"r{number}-{setup}", args, batch)
+            print(json.dumps({"round": number, "setup": setup, **group}), flush=True)
+            if alone["tps"]:
+                ratios[setup].append(round(group["tps"] / alone["tps"], 3))
+    for setup, values in ratios.items():
+        line = {"summary": f"{setup}/single tps", "inflight": args.inflight, "flush": args.flush, "ratios": values}
+        print(json.dumps(line | {"min": min(values, default=None), "max": max(values, default=None)}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.dledger_throughput", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--inflight", type=int, default=32)
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--flush", default="ASYNC_FLUSH", choices=("ASYNC_FLUSH", "SYNC_FLUSH"))
+    trio.run(run, parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,314 @@
+"""``DLedgerMessageStore``: the broker's message store with its CommitLog kept in a DLedger log
+(docs/architecture.md#dledger), as RocketMQ 4.9.8's
+``store/src/main/java/org/apache/rocketmq/store/dledger/DLedgerCommitLog.java`` does.
+
+Who owns what:
+
+- the :class:`~dledger.server.DLedgerServer` (run by :meth:`DLedgerMessageStore.run`) owns the entry and index files
+  under ``<storePathRootDir>/dledger-<dLegerSelfId>/``; each entry's body is one RocketMQ record, and the record's
+  physical offset is the entry's ``pos`` plus the 48-byte entry header (DLedgerCommitLog's append hook), so the
+  entry data files *are* the CommitLog: :class:`LedgerCommitLog` reads records straight from their mapping;
+- this store owns the ConsumeQueues and the index file, dispatched from committed entries only
+  (:meth:`DLedgerMessageStore._dispatch_committed`, on every commit, in index order), and the queue offsets a leader
+  hands out.
+
+Writes: only a leader whose log is fully committed and dispatched takes them (:attr:`DLedgerMessageStore.writable`;
+DLedgerRoleChangeHandler waits for the same before it turns the broker into a master). :meth:`append` encodes the
+record into a new entry and returns at once; the send's answer waits for the quorum through ``put_waits``
+(:mod:`dledger.commit_waits`: PUT_OK once committed, a failure status, answered SYSTEM_ERROR, when the leader lost its
+term or ``maxWaitAckTimeMs`` passed), never SEND_OK for an entry that is not committed. A refused append raises
+:class:`~store.errors.ServiceNotAvailableError` (a follower's answer: SERVICE_NOT_AVAILABLE, as DefaultMessageStore
+answers on a slave).
+
+Recovery: the DLedger files recover themselves (:meth:`~dledger.file_store.FileLedger.load`); ConsumeQueue entries
+past the committed position are dropped, and committed entries are dispatched again from the first one the
+ConsumeQueues do not cover (re-dispatching is idempotent). The CommitLog is never deleted by retention here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import attrs
+import trio
+
+from dledger.codes import ResponseCode, Role
+from dledger.commit_waits import CommitWaits
+from dledger.config import DLedgerConfig
+from dledger.effects import RoleChanged
+from dledger.entry import HEADER_SIZE
+from dledger.file_store import FileLedger
+from dledger.server import DLedgerServer
+from remoting.codec.errors import MessageDecodeError
+from remoting.codec.message import MessageRecord, PreparedMessage, read_record_meta, write_record
+from store.checkpoint import create_abort_file
+from store.commitlog import CommitLog
+from store.errors import MessageIllegalError, ServiceNotAvailableError
+from store.message_store import FlushPlan, MessageStore
+from store.recovery import _load_consume_queues
+from store.results import AppendResult, PutResult
+from store.store_config import StoreConfig
+
+log = logging.getLogger(__name__)
+
+#: ``(broker role, term)`` -> None: "SYNC_MASTER" once the leader may take writes, "SLAVE" otherwise.
+RoleListener = Callable[[str, int], None]
+
+
+class LedgerCommitLog(CommitLog):
+    """The CommitLog's read side over the DLedger data files (the same mapping the ledger writes through)."""
+
+    __slots__ = ()
+
+    def __init__(self, ledger: FileLedger) -> None:  # no super(): the ledger owns the files
+        self.queue = ledger.data
+        self.file_size = ledger.data.file_size
+        self.on_roll = None
+        self.last_store_timestamp = 0
+
+    def truncate_to(self, offset: int, erase: bool = True) -> None:
+        raise RuntimeError("the DLedger log is truncated by the ledger only")
+
+    def close(self) -> None:
+        """The ledger unmaps its files when its server stops."""
+
+
+class DLedgerMessageStore(MessageStore):
+    def __init__(self, config: StoreConfig, dledger: DLedgerConfig, store_host: bytes | None = None) -> None:
+        super().__init__(config, store_host=store_host)
+        self.server = DLedgerServer(dledger)
+        self.commitlog = LedgerCommitLog(self.server.ledger)
+        self.dispatched_index = -1
+        self.writable = False
+        self.role_listeners: list[RoleListener] = []
+        #: the sends waiting for their entry to commit (the send processor waits through ``put_waits``)
+        self.commit_waits = CommitWaits()
+        self.put_waits = self.commit_waits
+        self.server.commit_listeners.append(self._on_commit)
+        self.server.role_listeners.append(self._on_role)
+
+    @property
+    def ledger(self) -> FileLedger:
+        return self.server.ledger
+
+    # ---- life cycle ----------------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Lock, recover the DLedger files, then the ConsumeQueues up to the committed position. Blocking."""
+        self.open_files()
+        self.abnormal_recovery = create_abort_file(self.root)
+        self.server.load()
+        _load_consume_queues(self)
+        committed_end = max(self.ledger.committed_pos, 0)
+        covered = 0
+        for (topic, queue_id), cq in list(self.consume_queues.items()):
+            cq.recover(self.commitlog.min_offset, committed_end, erase=True)
+            last = cq.entry(cq.max_offset - 1) if cq.max_offset else None
+            if last is not None:
+                covered = max(covered, last[0] + last[1])
+            if cq.max_offset:
+                self.queue_offsets[cq.key] = cq.max_offset
+            else:
+                self.queue_offsets.pop((topic, queue_id), None)
+        self.dispatched_index = self._first_uncovered(covered) - 1
+        self._dispatch_committed()
+
+    def _first_uncovered(self, covered: int) -> int:
+        """The first entry whose record ends past ``covered`` (binary search over the index records)."""
+        ledger = self.ledger
+        lo, hi = max(ledger.begin_index, 0), ledger.committed_index + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            record = ledger.index_record(mid)
+            if record is not None and record.pos + record.size <= covered:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The DLedger server and the ConsumeQueue flush; cancel to stop (the ledger and the queues flush)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.server.run)
+                await nursery.start(self.flush_service.run)
+                task_status.started()
+        finally:
+            self._closed = True
+            self.writable = False
+            self.commit_waits.fail_all()
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.close, limiter=self.disk_limiter)
+
+    def flush_plan(self) -> FlushPlan:
+        """ConsumeQueue segments only (the ledger flushes its own files); the checkpoint's end is what is
+        dispatched."""
+        files = []
+        for cq in self.consume_queues.values():
+            files.extend(cq.queue.flush_snapshot())
+        return max(self.ledger.committed_pos, 0), self.commitlog.last_store_timestamp, files
+
+    # ---- dispatch ------------------------------------------------------------------------------------------------
+
+    def _on_commit(self, _index: int) -> None:
+        self._dispatch_committed()
+        self._check_writable_leader()
+
+    def _dispatch_committed(self) -> None:
+        ledger = self.ledger
+        while self.dispatched_index < ledger.committed_index:
+            index = self.dispatched_index + 1
+            entry = ledger.get(index)
+            if entry is None:
+                log.error("dledger entry %d is committed but unreadable; dispatch stops", index)
+                return
+            self.dispatched_index = index
+            if entry.body:
+                self._dispatch_record(entry.body)
+
+    def _dispatch_record(self, body: bytes) -> None:
+        try:
+            meta = read_record_meta(body)
+        except MessageDecodeError as exc:
+            log.error("dledger entry holds no valid record: %s", exc)
+            return
+        self.redispatch(meta)
+        self.commitlog.last_store_timestamp = meta.store_timestamp
+        listener = self.arrival_listener
+        if listener is not None:
+            cq = self.consume_queues.get((meta.topic, meta.queue_id))
+            entry = cq.entry(meta.queue_offset) if cq is not None else None
+            tags = entry[2] if entry else 0
+            listener(meta.topic, meta.queue_id, meta.queue_offset, tags, meta.properties.decode("utf-8", "replace"))
+
+    # ---- roles ---------------------------------------------------------------------------------------------------
+
+    def _on_role(self, change: RoleChanged) -> None:
+        self.writable = False
+        self.commit_waits.fail_all()
+        if change.role is not Role.LEADER:
+            self._tell("SLAVE", change.term)
+        else:
+            self._check_writable_leader()
+
+    def _check_writable_leader(self) -> None:
+        """A leader takes writes once everything in its log is committed and dispatched; the queue offsets are then
+        rebuilt from the ConsumeQueues (DLedgerRoleChangeHandler's wait, then recoverTopicQueueTable)."""
+        if self.writable or not self.server.running:
+            return
+        node, ledger = self.server.node, self.ledger
+        if node.member.role is not Role.LEADER or ledger.committed_index != ledger.end_index:
+            return
+        if self.dispatched_index != ledger.committed_index:
+            return
+        self.queue_offsets.clear()
+        for cq in self.consume_queues.values():
+            if cq.max_offset:
+                self.queue_offsets[cq.key] = cq.max_offset
+        self.writable = True
+        self._tell("SYNC_MASTER", node.member.curr_term)
+
+    def _tell(self, role: str, term: int) -> None:
+        for listener in self.role_listeners:
+            listener(role, term)
+
+    # ---- writes --------------------------------------------------------------------------------------------------
+
+    def _check_leader(self) -> None:
+        if self._closed or self.disk_full_reason is not None:
+            self._check_writable()
+        if not self.writable:
+            raise ServiceNotAvailableError("this broker is not the DLedger leader")
+
+    def append(self, msg: MessageRecord) -> AppendResult:
+        self._check_leader()
+        return self._append_prepared_entries(msg.store_host, [self._prepare(msg)])
+
+    def append_batch(self, msgs: Sequence[MessageRecord]) -> AppendResult:
+        self._check_leader()
+        if not msgs:
+            raise MessageIllegalError("empty batch")
+        head = msgs[0]
+        if any(m.topic != head.topic or m.queue_id != head.queue_id for m in msgs):
+            raise MessageIllegalError("a batch must target one topic and queue")
+        return self._append_prepared_entries(head.store_host, [self._prepare(m) for m in msgs])
+
+    def append_entries(self, template: MessageRecord, entries: Sequence[tuple[bytes, str, int]]) -> AppendResult:
+        msgs = [attrs.evolve(template, body=body, properties=props, flag=flag) for body, props, flag in entries]
+        return self.append_batch(msgs)
+
+    def _append_prepared_entries(self, store_host: bytes, prepared: list[PreparedMessage]) -> AppendResult:
+        """One entry per record, queue offsets handed out now (the CQ gets them on commit)."""
+        head = prepared[0].message
+        key = self.consume_queue(head.topic, head.queue_id).key
+        tx = prepared[0].sys_flag & 0xC  # prepared or rollback records take no queue offset
+        counted = tx not in (4, 0xC)
+        first = self.queue_offsets.get(key, 0) if counted else 0
+        store_ts = self.config.now_ms()
+        bodies = [(p.size, _filler(p, first + i if counted else 0, store_ts)) for i, p in enumerate(prepared)]
+        code, entries = self.server.append(bodies, self.commit_waits.done)
+        if code != ResponseCode.SUCCESS:
+            raise ServiceNotAvailableError(f"DLedger refused the append: code {code}")
+        if counted:
+            self.queue_offsets[key] = first + len(prepared)
+        phys = tuple(e.pos + HEADER_SIZE for e in entries)
+        end = entries[-1].end_pos
+        self.commit_waits.register(entries[-1].index, end)
+        size = end - phys[0]
+        return AppendResult(phys[0], size, first, store_ts, phys if len(phys) > 1 else None, store_host)
+
+    def waits_for_put(self, wait: bool) -> bool:
+        """Every send waits for the quorum, whatever its ``WAIT`` (DLedgerCommitLog waits for the append future)."""
+        return True
+
+    async def put(self, msg: MessageRecord, *, wait_flush: bool = True) -> PutResult:
+        result = self.append(msg)
+        return PutResult(await self.put_waits.status(result.end_offset, wait_flush), result)
+
+    async def put_batch(self, msgs: Sequence[MessageRecord], *, wait_flush: bool = True) -> PutResult:
+        result = self.append_batch(msgs)
+        return PutResult(await self.put_waits.status(result.end_offset, wait_flush), result)
+
+    def earliest_store_time(self) -> int:
+        """Store time of the first committed record (the data files start with an entry header, not a record)."""
+        ledger = self.ledger
+        for index in range(max(ledger.begin_index, 0), min(ledger.committed_index, ledger.begin_index + 16) + 1):
+            entry = ledger.get(index)
+            if entry is not None and entry.body:
+                try:
+                    return read_record_meta(entry.body).store_timestamp
+                except MessageDecodeError:
+                    return -1
+        return -1
+
+    def status(self) -> dict[str, object]:
+        """The Raft state: term, role, leader, the ledger's indexes, on a leader each peer's match index."""
+        return {**self.server.status(), "dispatchedIndex": self.dispatched_index, "writable": self.writable}
+
+    def runtime_entries(self) -> dict[str, str]:
+        """The Raft state as GET_BROKER_RUNTIME_INFO keys (``mqadmin brokerStatus``, ``clusterList``; ours)."""
+        status = self.status()
+        marks = status.get("peerWatermarks") or {}
+        assert isinstance(marks, dict)
+        return {
+            "dLedgerGroup": self.server.config.group,
+            "dLedgerSelfId": self.server.config.self_id,
+            "dLedgerRole": str(status["role"]),
+            "dLedgerTerm": str(status.get("term", -1)),
+            "dLedgerLeaderId": str(status.get("leaderId") or ""),
+            "dLedgerBeginIndex": str(status.get("ledgerBeginIndex", -1)),
+            "dLedgerEndIndex": str(status.get("ledgerEndIndex", -1)),
+            "dLedgerCommittedIndex": str(status.get("committedIndex", -1)),
+            "dLedgerDispatchedIndex": str(self.dispatched_index),
+            "dLedgerPeerWatermarks": ",".join(f"{peer}:{index}" for peer, index in sorted(marks.items())),
+        }
+
+
+def _filler(prepared: PreparedMessage, queue_offset: int, store_ts: int) -> Callable[[int], bytes]:
+    def fill(pos: int) -> bytes:
+        buf = bytearray(prepared.size)
+        write_record(buf, 0, prepared, queue_offset, pos + HEADER_SIZE, store_ts)
+        return bytes(buf)
+
+    return fill

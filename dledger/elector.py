@@ -1,0 +1,423 @@
+"""Elections and heartbeats, as DLedger's ``DLedgerLeaderElector.java`` (0.3.1.2) runs them, without threads.
+
+DLedger's state maintainer is one thread that, every 10 ms, maintains the member in its role; while it waits for a
+vote round (up to 2 s + a random part of ``maxVoteIntervalMs``) or a heartbeat round (up to
+``heartBeatTimeIntervalMs``) it does nothing else. Here a round is an object the core finishes when its latch would
+open (every answer in, a quorum, or a known leader) or its deadline passes; until then :meth:`Elector.maintain`
+returns at once, as the blocked thread would.
+
+- Follower: becomes candidate (same term) when no heartbeat came for ``maxHeartBeatLeak`` x interval (6 s).
+- Candidate: votes at ``nextTimeToRequestVote`` (randomised 300-1000 ms, 30-100 ms while taking leadership); the
+  table of outcomes is ``_conclude``. There is no pre-vote: a higher term in a vote or heartbeat makes the receiver a
+  candidate that bumps its term at once and answers TERM_NOT_READY.
+- Leader: heartbeats every interval; a round without a quorum of answers for 6 s since the last good one (the
+  leader's lease), a higher term or a second leader in the same term makes it a candidate.
+
+Answers: :meth:`Elector.handle_vote` and :meth:`Elector.handle_heartbeat` answer at once.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+import attrs
+
+from dledger.codes import ParseResult, ResponseCode, Role, VoteResult
+from dledger.messages import (
+    HeartBeatRequest,
+    HeartBeatResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
+    VoteRequest,
+    VoteResponse,
+)
+
+if TYPE_CHECKING:
+    from dledger.node import RaftNode
+
+
+@attrs.define
+class _VoteRound:
+    term: int
+    deadline: int
+    all: int = 0
+    valid: int = 0
+    accepted: int = 0
+    not_ready: int = 0
+    bigger_ledger: int = 0
+    already_has_leader: bool = False
+    known_max_term: int = 0
+    opened: bool = False
+
+
+@attrs.define
+class _BeatRound:
+    term: int
+    deadline: int
+    all: int = 1
+    succ: int = 1
+    not_ready: int = 0
+    max_term: int = -1
+    inconsistent_leader: bool = False
+    opened: bool = False
+
+
+class Elector:
+    def __init__(self, node: RaftNode) -> None:
+        self.node = node
+        self.member = node.member
+        self.config = node.config
+        self.next_time_to_request_vote = -1
+        self.need_increase_term_immediately = False
+        self.last_parse_result = ParseResult.WAIT_TO_REVOTE
+        if self.member.vote_for == self.member.self_id and not node.faithful:
+            # It may have led this term before a restart that lost unflushed entries: leading the same term again
+            # could put a second entry at an index and term (the simulator's power-loss seed 102). Raft's candidates
+            # always move to a new term; DLedger votes in the stored one first.
+            self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
+        self.last_leader_heartbeat_time = -1
+        self.last_send_heartbeat_time = -1
+        self.last_succ_heartbeat_time = -1
+        self._vote: _VoteRound | None = None
+        self._beat: _BeatRound | None = None
+        #: the pending take-leadership request (this member is the transferee) and its reply
+        self._take: tuple[LeadershipTransferRequest, object] | None = None
+
+    # ---- the state maintainer --------------------------------------------------------------------------------
+
+    def maintain(self) -> None:
+        now = self.node.now
+        if self._vote is not None:
+            if self._vote.opened or now >= self._vote.deadline:
+                self._conclude(self._vote)
+            return
+        if self._beat is not None:
+            if self._beat.opened or now >= self._beat.deadline:
+                self._finish_beat(self._beat)
+            return
+        if not self.config.enable_leader_elector:
+            return
+        if self.member.is_leader:
+            if now - self.last_send_heartbeat_time > self.config.heart_beat_time_interval_ms:
+                self._send_heartbeats()
+        elif self.member.is_follower:
+            interval = self.config.heart_beat_time_interval_ms
+            elapsed = now - self.last_leader_heartbeat_time
+            if elapsed > 2 * interval and elapsed > self.config.max_heart_beat_leak * interval:
+                self.change_to_candidate(self.member.curr_term)
+        else:
+            self._maintain_as_candidate()
+
+    def next_deadline(self) -> int:
+        """When :meth:`maintain` next has something to do without any input."""
+        if self._vote is not None:
+            return self.node.now if self._vote.opened else self._vote.deadline
+        if self._beat is not None:
+            return self.node.now if self._beat.opened else self._beat.deadline
+        interval = self.config.heart_beat_time_interval_ms
+        if self.member.is_leader:
+            return self.last_send_heartbeat_time + interval + 1
+        if self.member.is_follower:
+            return self.last_leader_heartbeat_time + max(2, self.config.max_heart_beat_leak) * interval + 1
+        if self.need_increase_term_immediately:
+            return self.node.now
+        return max(self.next_time_to_request_vote, self.node.now)
+
+    # ---- role changes ------------------------------------------------------------------------------------------
+
+    def change_to_leader(self, term: int) -> None:
+        if self.member.curr_term != term:
+            return
+        self.member.change_to_leader(term)
+        self.last_send_heartbeat_time = -1
+        self._role_changed(term, Role.LEADER)
+
+    def change_to_candidate(self, term: int) -> None:
+        if term < self.member.curr_term:
+            return
+        self.member.change_to_candidate(term)
+        self._role_changed(term, Role.CANDIDATE)
+
+    def change_to_follower(self, term: int, leader_id: str) -> None:
+        self.last_parse_result = ParseResult.WAIT_TO_REVOTE
+        self.member.change_to_follower(term, leader_id)
+        self.last_leader_heartbeat_time = self.node.now
+        self._role_changed(term, Role.FOLLOWER)
+
+    def _role_changed(self, term: int, role: Role) -> None:
+        self._check_take_leadership(term, role)
+        self.node.role_changed(term, role)
+
+    # ---- candidate ---------------------------------------------------------------------------------------------
+
+    def _taking_leadership(self) -> bool:
+        member = self.member
+        return member.term_to_take_leadership == member.curr_term and member.self_id in self.config.preferred_leaders
+
+    def _next_vote_time(self) -> int:
+        rng, c = self.node.rng, self.config
+        if self._taking_leadership():
+            lo, hi = c.min_take_leadership_vote_interval_ms, c.max_take_leadership_vote_interval_ms
+        else:
+            lo, hi = c.min_vote_interval_ms, c.max_vote_interval_ms
+        return self.node.now + lo + rng.randrange(max(1, hi - lo))
+
+    def _maintain_as_candidate(self) -> None:
+        member, node = self.member, self.node
+        if node.now < self.next_time_to_request_vote and not self.need_increase_term_immediately:
+            return
+        if not member.is_candidate:
+            return
+        if self.last_parse_result is ParseResult.WAIT_TO_VOTE_NEXT or self.need_increase_term_immediately:
+            term = member.next_term()
+            self.last_parse_result = ParseResult.WAIT_TO_REVOTE
+        else:
+            term = member.curr_term
+        if self.need_increase_term_immediately:
+            self.next_time_to_request_vote = self._next_vote_time()
+            self.need_increase_term_immediately = False
+            return
+        ledger = node.ledger
+        wait = 2000 + node.rng.randrange(max(1, self.config.max_vote_interval_ms))
+        round_ = self._vote = _VoteRound(term, node.now + wait, known_max_term=term)
+        for peer in member.peers:
+            request = VoteRequest(group=member.group, ledger_end_index=ledger.end_index,
+                                  ledger_end_term=ledger.end_term, leader_id=member.self_id, term=term,
+                                  remote_id=peer, local_id=member.self_id)  # fmt: skip
+            if peer == member.self_id:
+                self._tally(round_, self.handle_vote(request, own=True))
+            else:
+                node.call(peer, request, functools.partial(self._tally, round_))
+
+    def _tally(self, round_: _VoteRound, response: object) -> None:
+        if round_ is not self._vote:
+            return
+        result = response.vote_result if isinstance(response, VoteResponse) else VoteResult.UNKNOWN
+        if result is not VoteResult.UNKNOWN:
+            round_.valid += 1
+        term = response.term if isinstance(response, VoteResponse) else -1
+        if result is VoteResult.ACCEPT:
+            round_.accepted += 1
+        elif result is VoteResult.REJECT_ALREADY_HAS_LEADER:
+            round_.already_has_leader = True
+        elif result in (VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, VoteResult.REJECT_EXPIRED_VOTE_TERM):
+            round_.known_max_term = max(round_.known_max_term, term)
+        elif result in (VoteResult.REJECT_EXPIRED_LEDGER_TERM, VoteResult.REJECT_SMALL_LEDGER_END_INDEX):
+            round_.bigger_ledger += 1
+        elif result is VoteResult.REJECT_TERM_NOT_READY:
+            round_.not_ready += 1
+        quorum = self.member.is_quorum
+        if round_.already_has_leader or quorum(round_.accepted) or quorum(round_.accepted + round_.not_ready):
+            round_.opened = True
+        round_.all += 1
+        if round_.all == self.member.peer_size:
+            round_.opened = True
+
+    def _conclude(self, round_: _VoteRound) -> None:
+        """DLedger's reading of a vote round, first match wins."""
+        self._vote = None
+        quorum, term, c = self.member.is_quorum, round_.term, self.config
+        if round_.known_max_term > term:
+            result = ParseResult.WAIT_TO_VOTE_NEXT
+            self.next_time_to_request_vote = self._next_vote_time()
+            self.change_to_candidate(round_.known_max_term)
+        elif round_.already_has_leader:
+            result = ParseResult.WAIT_TO_REVOTE
+            leak = c.heart_beat_time_interval_ms * c.max_heart_beat_leak
+            self.next_time_to_request_vote = self._next_vote_time() + leak
+        elif not quorum(round_.valid):
+            result = ParseResult.WAIT_TO_REVOTE
+            self.next_time_to_request_vote = self._next_vote_time()
+        elif not quorum(round_.valid - round_.bigger_ledger):
+            result = ParseResult.WAIT_TO_REVOTE
+            self.next_time_to_request_vote = self._next_vote_time() + c.max_vote_interval_ms
+        elif quorum(round_.accepted):
+            result = ParseResult.PASSED
+        elif quorum(round_.accepted + round_.not_ready):
+            result = ParseResult.REVOTE_IMMEDIATELY
+        else:
+            result = ParseResult.WAIT_TO_VOTE_NEXT
+            self.next_time_to_request_vote = self._next_vote_time()
+        self.last_parse_result = result
+        if result is ParseResult.PASSED:
+            self.change_to_leader(term)
+
+    # ---- vote and heartbeat requests ---------------------------------------------------------------------------
+
+    def handle_vote(self, request: VoteRequest, own: bool = False) -> VoteResponse:
+        member, ledger = self.member, self.node.ledger
+
+        def answer(result: VoteResult, term: int | None = None) -> VoteResponse:
+            return VoteResponse(group=request.group, remote_id=request.remote_id, local_id=request.local_id,
+                                leader_id=request.leader_id, term=member.curr_term if term is None else term,
+                                vote_result=result)  # fmt: skip
+
+        candidate = request.leader_id
+        if not member.is_peer(candidate):
+            return answer(VoteResult.REJECT_UNKNOWN_LEADER)
+        if not own and candidate == member.self_id:
+            return answer(VoteResult.REJECT_UNEXPECTED_LEADER)
+        if request.ledger_end_term < ledger.end_term:
+            return answer(VoteResult.REJECT_EXPIRED_LEDGER_TERM)
+        if request.ledger_end_term == ledger.end_term and request.ledger_end_index < ledger.end_index:
+            return answer(VoteResult.REJECT_SMALL_LEDGER_END_INDEX)
+        if request.term < member.curr_term:
+            return answer(VoteResult.REJECT_EXPIRED_VOTE_TERM)
+        if request.term == member.curr_term:
+            if member.vote_for is not None and member.vote_for != candidate:
+                if member.leader_id is not None:
+                    return answer(VoteResult.REJECT_ALREADY_HAS_LEADER)
+                return answer(VoteResult.REJECT_ALREADY_VOTED)
+        else:
+            self.change_to_candidate(request.term)
+            self.need_increase_term_immediately = True
+            return answer(VoteResult.REJECT_TERM_NOT_READY)
+        if request.term < ledger.end_term:
+            return answer(VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, ledger.end_term)
+        if (not own and self._taking_leadership() and request.ledger_end_term == ledger.end_term
+                and ledger.end_index >= request.ledger_end_index):  # fmt: skip
+            return answer(VoteResult.REJECT_TAKING_LEADERSHIP)
+        member.set_vote(candidate)
+        return answer(VoteResult.ACCEPT)
+
+    def handle_heartbeat(self, request: HeartBeatRequest) -> HeartBeatResponse:
+        member = self.member
+        leader = request.leader_id
+        if not member.is_peer(leader):
+            return HeartBeatResponse(term=member.curr_term, code=ResponseCode.UNKNOWN_MEMBER)
+        if leader == member.self_id:
+            return HeartBeatResponse(term=member.curr_term, code=ResponseCode.UNEXPECTED_MEMBER)
+        assert leader is not None
+        if request.term < member.curr_term:
+            return HeartBeatResponse(term=member.curr_term, code=ResponseCode.EXPIRED_TERM)
+        if request.term == member.curr_term:
+            if member.leader_id is None:
+                self.change_to_follower(request.term, leader)
+                return HeartBeatResponse()
+            if leader == member.leader_id:
+                self.last_leader_heartbeat_time = self.node.now
+                return HeartBeatResponse()
+            return HeartBeatResponse(code=ResponseCode.INCONSISTENT_LEADER)
+        self.change_to_candidate(request.term)
+        self.need_increase_term_immediately = True
+        return HeartBeatResponse(code=ResponseCode.TERM_NOT_READY)
+
+    # ---- leader ------------------------------------------------------------------------------------------------
+
+    def _send_heartbeats(self) -> None:
+        member, node = self.member, self.node
+        self.last_send_heartbeat_time = node.now
+        term, leader = member.curr_term, member.leader_id
+        round_ = self._beat = _BeatRound(term, node.now + self.config.heart_beat_time_interval_ms)
+        for peer in member.others():
+            request = HeartBeatRequest(group=member.group, local_id=member.self_id, remote_id=peer, leader_id=leader,
+                                       term=term)  # fmt: skip
+            node.call(peer, request, functools.partial(self._beat_answer, round_, peer))
+        if member.peer_size == 1:
+            round_.opened = True
+
+    def _beat_answer(self, round_: _BeatRound, peer: str, response: object) -> None:
+        live = self.member.peers_live
+        if not isinstance(response, HeartBeatResponse) or response.code == ResponseCode.NETWORK_ERROR:
+            live[peer] = False
+        else:
+            code = response.code
+            if code == ResponseCode.SUCCESS:
+                round_.succ += 1
+            elif code == ResponseCode.EXPIRED_TERM:
+                round_.max_term = response.term
+            elif code == ResponseCode.INCONSISTENT_LEADER:
+                round_.inconsistent_leader = True
+            elif code == ResponseCode.TERM_NOT_READY:
+                round_.not_ready += 1
+            live[peer] = True
+            quorum = self.member.is_quorum
+            if quorum(round_.succ) or quorum(round_.succ + round_.not_ready):
+                round_.opened = True
+        round_.all += 1
+        if round_.all == self.member.peer_size:
+            round_.opened = True
+
+    def _finish_beat(self, round_: _BeatRound) -> None:
+        self._beat = None
+        quorum, term = self.member.is_quorum, round_.term
+        if quorum(round_.succ):
+            self.last_succ_heartbeat_time = self.node.now
+            if round_.max_term > term and not self.node.faithful:
+                # Raft's rule; DLedger keeps leading, and a member left behind at a higher term (a candidate whose
+                # log is too short to win) then stays out of the group until the leader fails.
+                self.change_to_candidate(round_.max_term)
+            return
+        lease = self.config.max_heart_beat_leak * self.config.heart_beat_time_interval_ms
+        if quorum(round_.succ + round_.not_ready):
+            self.last_send_heartbeat_time = -1
+        elif round_.max_term > term:
+            self.change_to_candidate(round_.max_term)
+        elif round_.inconsistent_leader or self.node.now - self.last_succ_heartbeat_time > lease:
+            self.change_to_candidate(term)
+
+    # ---- leadership transfer -------------------------------------------------------------------------------------
+
+    def transfer(self, request: LeadershipTransferRequest, reply: object) -> None:
+        """The leader's half: mark the transferee (appends now fail), ask it to take over, pass its answer on."""
+        member, node = self.member, self.node
+        if member.curr_term != request.term:
+            node.reply(reply, LeadershipTransferResponse(term=member.curr_term, code=ResponseCode.INCONSISTENT_TERM))
+            return
+        if not member.is_leader:
+            node.reply(reply, LeadershipTransferResponse(term=member.curr_term, code=ResponseCode.NOT_LEADER))
+            return
+        if member.transferee is not None:
+            node.reply(reply, LeadershipTransferResponse(term=member.curr_term, code=ResponseCode.LEADER_TRANSFERRING))
+            return
+        transferee = request.transferee_id
+        assert transferee is not None
+        member.transferee = transferee
+        take = LeadershipTransferRequest(group=member.group, leader_id=member.leader_id, local_id=member.self_id,
+                                         remote_id=transferee, term=request.term,
+                                         take_leadership_ledger_index=node.ledger.end_index,
+                                         transfer_id=member.self_id, transferee_id=transferee)  # fmt: skip
+
+        def done(response: object) -> None:
+            if not isinstance(response, LeadershipTransferResponse):
+                response = LeadershipTransferResponse(code=ResponseCode.NETWORK_ERROR)
+            failed = response.code != ResponseCode.SUCCESS
+            if (failed or (member.curr_term == request.term and member.transferee is not None)) and member.is_leader:
+                member.transferee = None
+            node.reply(reply, response)
+
+        node.call(transferee, take, done)
+
+    def take_leadership(self, request: LeadershipTransferRequest, reply: object) -> None:
+        """The transferee's half, once caught up: campaign at once in the next term; answer when that settles."""
+        member = self.member
+        if member.curr_term != request.term:
+            response = LeadershipTransferResponse(term=member.curr_term, code=ResponseCode.INCONSISTENT_TERM)
+            self.node.reply(reply, response)
+            return
+        target = request.term + 1
+        member.term_to_take_leadership = target
+        self._take = (request, reply)
+        self.change_to_candidate(target)
+        self.need_increase_term_immediately = True
+
+    def _check_take_leadership(self, term: int, role: Role) -> None:
+        target = self.member.term_to_take_leadership
+        if target == -1 or self._take is None:
+            return
+        if term > target:
+            code = ResponseCode.EXPIRED_TERM
+        elif term == target:
+            if role is Role.LEADER:
+                code = ResponseCode.SUCCESS
+            elif role is Role.FOLLOWER:
+                code = ResponseCode.TAKE_LEADERSHIP_FAILED
+            else:
+                return
+        else:
+            code = ResponseCode.TAKE_LEADERSHIP_FAILED if role is Role.FOLLOWER else ResponseCode.INTERNAL_ERROR
+        _, reply = self._take
+        self._take = None
+        self.member.term_to_take_leadership = -1
+        self.node.reply(reply, LeadershipTransferResponse(term=term, code=code))

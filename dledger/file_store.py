@@ -1,0 +1,405 @@
+"""DLedger's file store: entries in ``data/``, 32-byte index records in ``index/``, the ``checkpoint`` and the
+``currterm`` file, under ``<storeBaseDir>/dledger-<selfId>/`` (docs/protocol.md#15-dledger-files), as
+``DLedgerMmapFileStore.java`` of DLedger 0.3.1.2 lays them out.
+
+:class:`FileLedger` is the :class:`~dledger.ledger.Ledger` the broker runs: segments are the store's
+:class:`~store.mapped_file.MappedFileQueue` (files named by their 20-digit start offset), entries are written through
+the mapping on the Trio thread and never cross a data segment (a blank ``[-1][remaining]`` ends a full one). Flushing
+is split: :meth:`FileLedger.flush_plan` on the Trio thread, :meth:`FileLedger.flush_planned` (``fdatasync``) in a
+worker thread. A truncation erases the cut tail and syncs it at once, so a power loss never brings stale entries back;
+segments it removes are unlinked at once and unmapped by the next flush (a flush thread may still hold them).
+
+Recovery (:meth:`FileLedger.load`, blocking) follows DLedger's: it starts from the third segment from the end (walking
+back while a segment's first entry disagrees with its index record), checks each entry (magic, size, ``pos`` equal to
+where it lies, contiguous indexes, terms never going down), rewrites index records that disagree, and ends the log at
+the first bad entry: data and index are cut there and erased. The committed index comes back from ``checkpoint``
+(clamped to the end). Entries this store writes as leader carry ``bodyCrc`` (the field DLedger 0.3.1.2 leaves 0) and
+the header is written after the body, so a torn tail fails the scan; entries with ``bodyCrc`` 0 are taken on their
+structure alone, as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file,
+fsync, rename).
+
+Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must;
+``OSError`` from the file system propagates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from dledger.codes import ResponseCode
+from dledger.config import DLedgerConfig
+from dledger.entry import (
+    CURRENT_MAGIC,
+    HEADER_SIZE,
+    INDEX_UNIT_SIZE,
+    MIN_BLANK_LEN,
+    Entry,
+    EntryDecodeError,
+    IndexRecord,
+    blank,
+    decode_entry,
+    decode_header,
+    decode_index,
+    index_record_of,
+    is_blank,
+    pack_header_into,
+    place,
+)
+from dledger.ledger import BodyFill, LedgerError
+from remoting.codec.crc import body_crc
+from store.mapped_file import MappedFile, MappedFileQueue
+from store.metadata_files import replace_atomically
+
+CHECKPOINT_FILE = "checkpoint"
+TERM_FILE = "currterm"
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """``key=value`` lines (DLedger writes them with ``IOUtils.properties2String``); missing file: empty."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.startswith("#"):
+            out[key.strip()] = value.strip()
+    return out
+
+
+def write_properties(path: Path, values: dict[str, object]) -> None:
+    """Durably replace ``path`` with ``key=value`` lines, keeping the previous content as ``.bak`` as DLedger does."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    bak = path.with_name(path.name + ".bak")
+    with contextlib.suppress(FileNotFoundError):
+        replace_atomically(bak, path.read_bytes(), bak.with_name(bak.name + ".tmp"))
+    data = "".join(f"{k}={v}\n" for k, v in values.items()).encode()
+    replace_atomically(path, data, path.with_name(path.name + ".tmp"))
+
+
+class FileTermStore:
+    """``currterm``: ``currTerm=N`` and ``voteLeader=ID`` (empty for none). Saves are synchronous and durable."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / TERM_FILE
+
+    def load(self) -> tuple[int, str | None]:
+        props = read_properties(self.path)
+        try:
+            term = int(props.get("currTerm", "0"))
+        except ValueError:
+            term = 0
+        return term, props.get("voteLeader") or None
+
+    def save(self, term: int, vote_for: str | None) -> None:
+        write_properties(self.path, {"currTerm": term, "voteLeader": vote_for or ""})
+
+
+class FileLedger:
+    """See the module docstring. Owned by one DLedger server on the Trio thread."""
+
+    def __init__(self, config: DLedgerConfig) -> None:
+        self.config = config
+        self.directory = config.default_path
+        self.data = MappedFileQueue(config.data_path, config.mapped_file_size_for_entry_data)
+        self.index = MappedFileQueue(config.index_path, config.mapped_file_size_for_entry_index)
+        self._begin = -1
+        self._end = -1
+        self._end_term = -1
+        self._committed = -1
+        #: end of the last committed entry (RocketMQ reads and dispatches below it); -1 when nothing is committed
+        self.committed_pos = -1
+        self._flushed = -1
+        self._retired: list[MappedFile] = []
+
+    # ---- the Ledger protocol -------------------------------------------------------------------------------------
+
+    @property
+    def begin_index(self) -> int:
+        return self._begin
+
+    @property
+    def end_index(self) -> int:
+        return self._end
+
+    @property
+    def end_term(self) -> int:
+        return self._end_term
+
+    @property
+    def committed_index(self) -> int:
+        return self._committed
+
+    @property
+    def flushed_index(self) -> int:
+        return self._flushed
+
+    @property
+    def write_pos(self) -> int:
+        return self.data.max_offset
+
+    def get(self, index: int) -> Entry | None:
+        if not self._begin <= index <= self._end or index < 0:
+            return None
+        record = self.index_record(index)
+        if record is None:
+            return None
+        mf = self.data.find(record.pos)
+        if mf is None:
+            return None
+        try:
+            entry = decode_entry(mf.view, record.pos - mf.file_from_offset)
+        except EntryDecodeError:
+            return None
+        return entry if entry.pos == record.pos else None
+
+    def index_record(self, index: int) -> IndexRecord | None:
+        at = index * INDEX_UNIT_SIZE
+        mf = self.index.find(at)
+        if mf is None or at - mf.file_from_offset + INDEX_UNIT_SIZE > mf.wrote_position:
+            return None
+        return decode_index(mf.view, at - mf.file_from_offset)
+
+    def append_as_leader(self, term: int, bodies: Sequence[tuple[int, BodyFill]]) -> list[Entry]:
+        out = []
+        for size, fill in bodies:
+            pos = self._reserve(HEADER_SIZE + size)
+            data = fill(pos)
+            entry = Entry(self._end + 1, term, pos, data, CURRENT_MAGIC, body_crc=body_crc(data) if data else 0)
+            if len(entry.body) != size:
+                raise LedgerError(ResponseCode.DISK_ERROR, f"body of {len(entry.body)} bytes, {size} announced")
+            self._write(entry)
+            out.append(entry)
+        return out
+
+    def append_as_follower(self, entry: Entry) -> None:
+        if entry.index != self._end + 1:
+            raise LedgerError(ResponseCode.INCONSISTENT_INDEX, f"{entry.index} != {self._end + 1}")
+        pos = self._reserve(entry.size, entry.pos)
+        if pos != entry.pos:
+            raise LedgerError(ResponseCode.DISK_ERROR, f"pos {entry.pos} != {pos}")
+        self._write(entry)
+
+    def truncate(self, entry: Entry) -> int:
+        keep = self.get(entry.index) == entry
+        cut = entry.end_pos if keep else entry.pos
+        if cut > self.write_pos:
+            raise LedgerError(ResponseCode.DISK_ERROR, f"truncate to {cut}, data ends at {self.write_pos}")
+        self._cut_data(cut)
+        self._cut_index(entry.index * INDEX_UNIT_SIZE)
+        self._end, self._end_term = entry.index - 1, -1
+        self._write(entry, data=not keep)
+        self._flushed = min(self._flushed, entry.index - (0 if keep else 1))
+        self._sync_tails()
+        return entry.index
+
+    def set_committed(self, index: int) -> None:
+        record = self.index_record(index) if index >= 0 else None
+        self._committed = index
+        self.committed_pos = -1 if record is None else record.pos + record.size
+
+    # ---- writing -------------------------------------------------------------------------------------------------
+
+    def _reserve(self, size: int, expected: int | None = None) -> int:
+        """The position of the next entry of ``size`` bytes, writing the blank that ends a full segment."""
+        file_size = self.config.mapped_file_size_for_entry_data
+        if size + MIN_BLANK_LEN > file_size:
+            raise LedgerError(ResponseCode.DISK_ERROR, f"an entry of {size} bytes does not fit a {file_size}-byte file")
+        end = self.write_pos
+        pos, filler = place(end, size, file_size)
+        if expected is not None and pos != expected:
+            return pos
+        if filler:
+            mf = self.data.last()
+            assert mf is not None
+            mf.buf[mf.wrote_position : mf.file_size] = blank(filler)
+            mf.wrote_position = mf.file_size
+        return pos
+
+    def _write(self, entry: Entry, *, data: bool = True) -> None:
+        if data:
+            mf = self.data.last()
+            if mf is None or mf.wrote_position == mf.file_size:
+                mf = self.data.roll(self.data.next_start())
+            at = entry.pos - mf.file_from_offset
+            if at != mf.wrote_position:
+                raise LedgerError(ResponseCode.DISK_ERROR, f"entry at {entry.pos}, data ends at {self.write_pos}")
+            # The body before the header: a process killed mid-copy leaves no header, so recovery ends the log there.
+            mf.buf[at + HEADER_SIZE : at + entry.size] = entry.body
+            pack_header_into(mf.buf, at, entry)
+            mf.wrote_position = at + entry.size
+        self._write_index(index_record_of(entry))
+        self._end, self._end_term = entry.index, entry.term
+        if self._begin == -1:
+            self._begin = entry.index
+
+    def _write_index(self, record: IndexRecord) -> None:
+        at = record.index * INDEX_UNIT_SIZE
+        mf = self.index.last()
+        if mf is None or mf.end_offset <= at:
+            mf = self.index.roll(self.index.next_start() if mf is not None else at - at % self.index.file_size)
+        pos = at - mf.file_from_offset
+        mf.buf[pos : pos + INDEX_UNIT_SIZE] = record.encode()
+        mf.wrote_position = max(mf.wrote_position, pos + INDEX_UNIT_SIZE)
+
+    def _cut_data(self, offset: int) -> None:
+        self._retire(self.data, offset)
+        last = self.data.last()
+        if last is not None:
+            last.zero_from(offset - last.file_from_offset)
+            last.wrote_position = offset - last.file_from_offset
+            last.flushed_position = min(last.flushed_position, last.wrote_position)
+
+    def _cut_index(self, offset: int) -> None:
+        self._retire(self.index, offset)
+        last = self.index.last()
+        if last is not None:
+            last.zero_from(max(0, offset - last.file_from_offset))
+            last.wrote_position = max(0, offset - last.file_from_offset)
+            last.flushed_position = min(last.flushed_position, last.wrote_position)
+
+    def _retire(self, queue: MappedFileQueue, offset: int) -> None:
+        """Unlink the segments that start at or after ``offset``; they are unmapped by the next flush."""
+        while queue.files and queue.files[-1].file_from_offset >= offset and len(queue.files) > 1:
+            mf = queue.files.pop()
+            with contextlib.suppress(FileNotFoundError):
+                mf.path.unlink()
+            self._retired.append(mf)
+
+    def _sync_tails(self) -> None:
+        """Make a truncation durable now (rare: only a follower that disagreed with a new leader)."""
+        for queue in (self.data, self.index):
+            last = queue.last()
+            if last is not None and last.fd >= 0:
+                os.fdatasync(last.fd)
+
+    # ---- flushing and the checkpoint -------------------------------------------------------------------------------
+
+    def flush_plan(self) -> tuple[int, list[MappedFile], list[MappedFile]]:
+        """On the Trio thread: the index that will be durable, the segments to sync and those to unmap after."""
+        files = self.data.flush_snapshot() + self.index.flush_snapshot()
+        retired, self._retired = self._retired, []
+        return self._end, files, retired
+
+    @staticmethod
+    def flush_planned(plan: tuple[int, list[MappedFile], list[MappedFile]]) -> None:
+        """In a worker thread: ``fdatasync`` the planned segments, then unmap the retired ones."""
+        _, files, retired = plan
+        for mf in files:
+            mf.flush()
+        for mf in retired:
+            mf.close()
+
+    def flushed(self, plan: tuple[int, list[MappedFile], list[MappedFile]]) -> None:
+        """Back on the Trio thread: entries up to the plan's end are durable (unless truncated meanwhile)."""
+        self._flushed = max(self._flushed, min(plan[0], self._end))
+
+    def flush_all(self) -> None:
+        """Plan, flush and record in one go (blocking; shutdown and tests)."""
+        plan = self.flush_plan()
+        self.flush_planned(plan)
+        self.flushed(plan)
+
+    def persist_checkpoint(self) -> None:
+        """``checkpoint``: ``endIndex`` and ``committedIndex`` (blocking)."""
+        write_properties(self.directory / CHECKPOINT_FILE, {"endIndex": self._end, "committedIndex": self._committed})
+
+    # ---- recovery ---------------------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Map the files and recover (see the module docstring). Blocking."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.data.load()
+        self.index.load()
+        if not self.data.files:
+            self.index.truncate_to(0)
+            self._flushed = -1
+            return
+        first = self.data.files[0]
+        try:
+            self._begin = decode_header(first.view, 0).index
+        except EntryDecodeError:
+            self._begin = -1
+        start = self._recovery_start()
+        self._scan(start)
+        self._flushed = self._end
+        props = read_properties(self.directory / CHECKPOINT_FILE)
+        try:
+            committed = int(props.get("committedIndex", "-1"))
+        except ValueError:
+            committed = -1
+        if committed > self._end:
+            committed = self._end
+        if committed >= self._begin and self._end >= 0:
+            self.set_committed(committed)
+
+    def _recovery_start(self) -> int:
+        """The data segment to scan from: the third from the end, or earlier while its first entry disagrees with
+        its index record."""
+        files = self.data.files
+        at = max(0, len(files) - 3)
+        while at > 0:
+            mf = files[at]
+            try:
+                header = decode_header(mf.view, 0)
+            except EntryDecodeError:
+                at -= 1
+                continue
+            record = self.index_record(header.index) if header.index >= 0 else None
+            if record is not None and record.pos == mf.file_from_offset and record.term == header.term:
+                break
+            at -= 1
+        return at
+
+    def _scan(self, start: int) -> None:
+        files = self.data.files
+        end_pos = files[start].file_from_offset
+        expected_index = -1
+        last_term = -1
+        if start > 0:
+            header = decode_header(files[start].view, 0)
+            expected_index = header.index
+            previous = self.index_record(header.index - 1) if header.index > 0 else None
+            last_term = previous.term if previous is not None else -1
+        for mf in files[start:]:
+            pos = 0
+            while pos < mf.file_size:
+                if is_blank(mf.view, pos):
+                    end_pos = mf.end_offset
+                    break
+                try:
+                    entry = decode_entry(mf.view, pos)
+                except EntryDecodeError:
+                    return self._end_at(end_pos, expected_index)
+                absolute = mf.file_from_offset + pos
+                good = entry.pos == absolute and entry.term >= last_term and pos + entry.size <= mf.file_size
+                good = good and (entry.body_crc == 0 or entry.body_crc == body_crc(entry.body))
+                good = good and (expected_index == -1 or entry.index == expected_index) and entry.index >= 0
+                if not good:
+                    return self._end_at(end_pos, expected_index)
+                record = index_record_of(entry)
+                if self.index_record(entry.index) != record:
+                    self._write_index(record)
+                expected_index, last_term = entry.index + 1, entry.term
+                end_pos = absolute + entry.size
+                self._end, self._end_term = entry.index, entry.term
+                pos += entry.size
+        self._end_at(end_pos, expected_index)
+
+    def _end_at(self, end_pos: int, next_index: int) -> None:
+        """End the recovered log at ``end_pos`` (data) and ``next_index`` (index), erasing what follows."""
+        self.data.truncate_to(end_pos)
+        self.index.truncate_to(max(0, next_index) * INDEX_UNIT_SIZE)
+        if self._end < self._begin:
+            self._begin = self._end = self._end_term = -1
+
+    def close(self) -> None:
+        self.data.close()
+        self.index.close()
+        for mf in self._retired:
+            mf.close()
+        self._retired.clear()

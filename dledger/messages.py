@@ -1,0 +1,308 @@
+"""DLedger's RPC objects as plain values, and their JSON bodies (docs/protocol.md#14-dledger-rpc).
+
+Each request travels as a remoting command whose ``code`` is a :class:`~dledger.codes.RequestCode` and whose body is
+the object's JSON; the response is a remoting command with code 200 whose body is the response object's JSON, the
+DLedger result in its own ``code`` field (``DLedgerRpcNettyService.java`` of DLedger 0.3.1.2). The JSON follows
+fastjson's conventions that Java peers produce: camelCase keys, sorted; null fields left out; enums by name; ``byte[]``
+as Base64. Java also writes the derived getters of ``PushEntryRequest`` (``batch``, ``count``, ``firstEntryIndex``,
+``lastEntryIndex``, ``totalSize``): :func:`encode` writes them too and :func:`decode` ignores them.
+
+Base fields of every object (``RequestOrResponse.java``): ``group``, ``remoteId`` (the receiver), ``localId`` (the
+sender), ``leaderId``, ``term`` (-1) and ``code`` (200).
+
+:func:`decode` raises :class:`MessageError` for a body that is not JSON, not an object, or holds a field of the wrong
+type; unknown keys are ignored, as fastjson does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+from typing import Any, Final, TypeVar
+
+import attrs
+import orjson
+
+from dledger.codes import PushType, RequestCode, VoteResult
+from dledger.entry import CURRENT_MAGIC, Entry
+
+_M = TypeVar("_M")
+
+
+class MessageError(ValueError):
+    """A JSON body that is not the object it should be."""
+
+
+@attrs.frozen(kw_only=True)
+class Base:
+    group: str | None = None
+    remote_id: str | None = None
+    local_id: str | None = None
+    leader_id: str | None = None
+    term: int = -1
+    code: int = 200
+
+
+@attrs.frozen(kw_only=True)
+class VoteRequest(Base):
+    ledger_end_index: int = -1
+    ledger_end_term: int = -1
+
+
+@attrs.frozen(kw_only=True)
+class VoteResponse(Base):
+    vote_result: VoteResult = VoteResult.UNKNOWN
+
+
+@attrs.frozen(kw_only=True)
+class HeartBeatRequest(Base):
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class HeartBeatResponse(Base):
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class PushEntryRequest(Base):
+    type: PushType = PushType.APPEND
+    commit_index: int = -1
+    entry: Entry | None = None
+    batch_entry: tuple[Entry, ...] = ()
+
+    @property
+    def entries(self) -> tuple[Entry, ...]:
+        """The pushed entries, batch or single."""
+        if self.batch_entry:
+            return self.batch_entry
+        return () if self.entry is None else (self.entry,)
+
+    @property
+    def first_entry_index(self) -> int:
+        entries = self.entries
+        return entries[0].index if entries else -1
+
+    @property
+    def last_entry_index(self) -> int:
+        entries = self.entries
+        return entries[-1].index if entries else -1
+
+    @property
+    def count(self) -> int:
+        return len(self.entries)
+
+
+@attrs.frozen(kw_only=True)
+class PushEntryResponse(Base):
+    index: int | None = None
+    begin_index: int = -1
+    end_index: int = -1
+    count: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class LeadershipTransferRequest(Base):
+    transfer_id: str | None = None
+    transferee_id: str | None = None
+    take_leadership_ledger_index: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class LeadershipTransferResponse(Base):
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class AppendEntryRequest(Base):
+    body: bytes | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AppendEntryResponse(Base):
+    index: int = -1
+    pos: int = -1
+
+
+@attrs.frozen(kw_only=True)
+class MetadataRequest(Base):
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class MetadataResponse(Base):
+    peers: dict[str, str] | None = None
+
+
+Request = (
+    VoteRequest | HeartBeatRequest | PushEntryRequest | LeadershipTransferRequest | AppendEntryRequest | MetadataRequest
+)
+Response = (
+    VoteResponse
+    | HeartBeatResponse
+    | PushEntryResponse
+    | LeadershipTransferResponse
+    | AppendEntryResponse
+    | MetadataResponse
+)
+
+#: request code -> (request type, response type)
+BY_CODE: Final[dict[int, tuple[type[Any], type[Any]]]] = {
+    RequestCode.VOTE: (VoteRequest, VoteResponse),
+    RequestCode.HEART_BEAT: (HeartBeatRequest, HeartBeatResponse),
+    RequestCode.PUSH: (PushEntryRequest, PushEntryResponse),
+    RequestCode.LEADERSHIP_TRANSFER: (LeadershipTransferRequest, LeadershipTransferResponse),
+    RequestCode.APPEND: (AppendEntryRequest, AppendEntryResponse),
+    RequestCode.METADATA: (MetadataRequest, MetadataResponse),
+}
+CODE_OF: Final[dict[type[Any], RequestCode]] = {req: RequestCode(code) for code, (req, _) in BY_CODE.items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+_KEYS: Final[dict[str, str]] = {}
+
+
+def _key(name: str) -> str:
+    key = _KEYS.get(name)
+    if key is None:
+        key = _KEYS[name] = _camel(name)
+    return key
+
+
+def _entry_json(entry: Entry) -> dict[str, Any]:
+    return {
+        "body": base64.b64encode(entry.body).decode("ascii"),
+        "bodyCrc": entry.body_crc,
+        "chainCrc": entry.chain_crc,
+        "channel": entry.channel,
+        "index": entry.index,
+        "magic": entry.magic,
+        "pos": entry.pos,
+        "size": entry.size,
+        "term": entry.term,
+    }
+
+
+def _value_json(value: Any) -> Any:
+    if isinstance(value, enum.IntEnum):
+        return int(value)
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, Entry):
+        return _entry_json(value)
+    if isinstance(value, tuple):
+        return [_value_json(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def to_json_dict(message: Base) -> dict[str, Any]:
+    """The fastjson-shaped dict of ``message`` (nulls dropped; derived push getters added)."""
+    out: dict[str, Any] = {}
+    for field in attrs.fields(type(message)):
+        value = getattr(message, field.name)
+        if value is not None:
+            out[_key(field.name)] = _value_json(value)
+    if isinstance(message, PushEntryRequest):
+        out["batch"] = bool(message.batch_entry)
+        out["count"] = message.count
+        out["firstEntryIndex"] = message.first_entry_index
+        out["lastEntryIndex"] = message.last_entry_index
+        out["totalSize"] = sum(e.size for e in message.batch_entry)
+    return out
+
+
+def encode(message: Base) -> bytes:
+    """The JSON body of ``message``, keys sorted as fastjson writes them."""
+    return orjson.dumps(to_json_dict(message), option=orjson.OPT_SORT_KEYS)
+
+
+def _int(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MessageError(f"{key}: expected an integer, got {value!r}")
+    return value
+
+
+def _str(value: Any, key: str) -> str:
+    if not isinstance(value, str):
+        raise MessageError(f"{key}: expected a string, got {value!r}")
+    return value
+
+
+def _bytes(value: Any, key: str) -> bytes:
+    try:
+        return base64.b64decode(_str(value, key), validate=True)
+    except binascii.Error as exc:
+        raise MessageError(f"{key}: not Base64") from exc
+
+
+def _entry(value: Any, key: str) -> Entry:
+    if not isinstance(value, dict):
+        raise MessageError(f"{key}: expected an entry object")
+    body = _bytes(value.get("body", ""), f"{key}.body")
+    entry = Entry(
+        _int(value.get("index", -1), f"{key}.index"),
+        _int(value.get("term", -1), f"{key}.term"),
+        _int(value.get("pos", -1), f"{key}.pos"),
+        body,
+        _int(value.get("magic", CURRENT_MAGIC), f"{key}.magic"),
+        _int(value.get("channel", 0), f"{key}.channel"),
+        _int(value.get("chainCrc", 0), f"{key}.chainCrc"),
+        _int(value.get("bodyCrc", 0), f"{key}.bodyCrc"),
+    )
+    size = value.get("size")
+    if size is not None and _int(size, f"{key}.size") != entry.size:
+        raise MessageError(f"{key}: size {size} but the body makes {entry.size}")
+    return entry
+
+
+def _field_value(name: str, value: Any, key: str) -> Any:
+    """Decode one JSON value for the attrs field ``name`` (its kind is known from the name)."""
+    if name == "vote_result":
+        try:
+            return VoteResult[_str(value, key)]
+        except KeyError as exc:
+            raise MessageError(f"{key}: unknown vote result {value!r}") from exc
+    if name == "type":
+        try:
+            return PushType[_str(value, key)]
+        except KeyError as exc:
+            raise MessageError(f"{key}: unknown push type {value!r}") from exc
+    if name == "entry":
+        return _entry(value, key)
+    if name == "batch_entry":
+        if not isinstance(value, list):
+            raise MessageError(f"{key}: expected a list")
+        return tuple(_entry(v, f"{key}[{i}]") for i, v in enumerate(value))
+    if name == "body":
+        return _bytes(value, key)
+    if name == "peers":
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise MessageError(f"{key}: expected an object of strings")
+        return dict(value)
+    if name in ("group", "remote_id", "local_id", "leader_id", "transfer_id", "transferee_id"):
+        return _str(value, key)
+    return _int(value, key)
+
+
+def decode(cls: type[_M], body: bytes | memoryview) -> _M:
+    """Parse a JSON body into ``cls`` (one of this module's classes). Raises MessageError."""
+    try:
+        data = orjson.loads(bytes(body) if isinstance(body, memoryview) else body)
+    except orjson.JSONDecodeError as exc:
+        raise MessageError(f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise MessageError("expected a JSON object")
+    values: dict[str, Any] = {}
+    for field in attrs.fields(cls):  # type: ignore[arg-type]
+        key = _key(field.name)
+        value = data.get(key)
+        if value is not None:
+            values[field.name] = _field_value(field.name, value, key)
+    return cls(**values)

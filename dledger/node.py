@@ -1,0 +1,399 @@
+"""``RaftNode``: one DLedger member as a sans-IO state machine (docs/architecture.md#dledger).
+
+The node owns the member state (:mod:`dledger.member`), the elector (:mod:`dledger.elector`), the leader's
+dispatchers and ack checker (:mod:`dledger.dispatcher`, :mod:`dledger.quorum`) and the follower's handler
+(:mod:`dledger.handler`), over a :class:`~dledger.ledger.Ledger`. It never reads a clock, opens a socket or starts a
+thread: every input carries ``now`` (ms), randomness comes from the ``rng`` it is given, and what it wants done comes
+out of :meth:`RaftNode.drain` as :mod:`dledger.effects`. A shell calls :meth:`RaftNode.tick` at
+:meth:`RaftNode.next_deadline` (and may call it more often); the Trio shell is :mod:`dledger.server`, the simulator
+:mod:`dledger.sim`.
+
+Inputs: :meth:`handle_request` (a request from a peer or a DLedger client, with an opaque reply handle),
+:meth:`handle_response` (what came back for a :class:`~dledger.effects.Send`, or ``None``), :meth:`append` (a local
+write, the broker's path), :meth:`on_flushed` (the ledger's flushed index moved).
+
+Where it departs from DLedger 0.3.1.2, each found or confirmed by the simulator (``faithful=True`` restores DLedger's
+behaviour for the tests that show the difference): the Raft commit rule with an empty entry at the start of each term
+(:mod:`dledger.quorum`); a COMPARE that finds the follower longer compares again instead of truncating
+(:mod:`dledger.dispatcher`); a truncation clamps the committed index; waiting appends fail with TERM_CHANGED as soon as
+leadership is lost; and ``sync_before_ack`` (answers and the leader's own count wait for the flush).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Sequence
+
+from dledger.codes import ResponseCode, Role
+from dledger.config import DLedgerConfig
+from dledger.dispatcher import Dispatcher
+from dledger.effects import AppendDone, Committed, Effect, Reply, RoleChanged, Send
+from dledger.elector import Elector
+from dledger.entry import Entry
+from dledger.handler import EntryHandler
+from dledger.ledger import BodyFill, Ledger, LedgerError
+from dledger.member import MemberState, TermStore
+from dledger.messages import (
+    AppendEntryRequest,
+    AppendEntryResponse,
+    HeartBeatRequest,
+    HeartBeatResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
+    MetadataRequest,
+    MetadataResponse,
+    PushEntryRequest,
+    PushEntryResponse,
+    Request,
+    Response,
+    VoteRequest,
+    VoteResponse,
+)
+from dledger.quorum import Quorum
+
+NEVER = 1 << 62
+_RESPONSE_OF: dict[type[Request], type[Response]] = {
+    VoteRequest: VoteResponse,
+    HeartBeatRequest: HeartBeatResponse,
+    PushEntryRequest: PushEntryResponse,
+    LeadershipTransferRequest: LeadershipTransferResponse,
+    AppendEntryRequest: AppendEntryResponse,
+    MetadataRequest: MetadataResponse,
+}
+#: Ticket of the empty entry a new leader appends (its completion is not reported).
+NOOP_TICKET = 0
+_Callback = Callable[[Response | None], None]
+
+
+class RaftNode:
+    def __init__(self, config: DLedgerConfig, ledger: Ledger, terms: TermStore, *, rng: random.Random, now: int,
+                 faithful: bool = False) -> None:  # fmt: skip
+        self.config = config
+        self.ledger = ledger
+        self.rng = rng
+        self.now = now
+        self.member = MemberState(config.group, config.self_id, config.peer_map, terms)
+        #: DLedger 0.3.1.2's behaviour where this core departs from it (tests show what each departure prevents).
+        self.faithful = faithful
+        self.quorum = Quorum(self)
+        self.elector = Elector(self)
+        self.handler = EntryHandler(self)
+        self.dispatchers = {peer: Dispatcher(self, peer) for peer in self.member.others()}
+        self._outbox: list[Effect] = []
+        self._calls: dict[int, tuple[int, _Callback]] = {}
+        self._tokens = itertools.count(1)
+        self._tickets = itertools.count(1)
+        self._client_appends: dict[int, object] = {}
+        self._take_waits: list[tuple[LeadershipTransferRequest, object, int]] = []
+        self._woken = False
+        self._working = False
+        self.flush_wanted = False
+        self.last_preferred_check = now
+        #: Set by a shell that coalesces pushes: :meth:`append` then leaves the push (and the ack check) to the next
+        #: :meth:`tick`, asked for by ``push_wanted``, so appends made meanwhile travel in one batch push.
+        self.defer_push = False
+        self.push_wanted = False
+
+    # ---- inputs ------------------------------------------------------------------------------------------------
+
+    def _advance(self, now: int) -> None:
+        if now > self.now:
+            self.now = now
+
+    def tick(self, now: int) -> None:
+        self._advance(now)
+        self.push_wanted = False
+        expired = [token for token, (deadline, _) in self._calls.items() if deadline <= self.now]
+        for token in expired:
+            _, callback = self._calls.pop(token)
+            callback(None)
+        self._work()
+
+    def handle_response(self, now: int, token: int, response: Response | None) -> None:
+        self._advance(now)
+        call = self._calls.pop(token, None)
+        if call is not None:
+            call[1](response)
+        self._work()
+
+    def handle_request(self, now: int, request: Request, handle: object) -> None:
+        self._advance(now)
+        member = self.member
+        if request.remote_id != member.self_id:
+            self.reply(handle, self._refusal(request, ResponseCode.UNKNOWN_MEMBER))
+        elif request.group != member.group:
+            self.reply(handle, self._refusal(request, ResponseCode.UNKNOWN_GROUP))
+        elif isinstance(request, VoteRequest):
+            self.reply(handle, self.elector.handle_vote(request))
+        elif isinstance(request, HeartBeatRequest):
+            self.reply(handle, self.elector.handle_heartbeat(request))
+        elif isinstance(request, PushEntryRequest):
+            self.handler.handle_push(request, handle)
+        elif isinstance(request, LeadershipTransferRequest):
+            self._leadership_transfer(request, handle)
+        elif isinstance(request, AppendEntryRequest):
+            self._client_append(request, handle)
+        elif isinstance(request, MetadataRequest):
+            self.reply(handle, MetadataResponse(group=member.group, peers=dict(member.peers),
+                                                leader_id=member.leader_id))  # fmt: skip
+        self._work()
+
+    def append(self, now: int, bodies: Sequence[tuple[int, BodyFill]], reply_to: object = None
+               ) -> tuple[int, int, list[Entry]]:  # fmt: skip
+        """A local write of one entry per ``(body size, fill)``: ``(code, ticket, entries)``. Code 200 means
+        appended and waiting for the quorum (an :class:`~dledger.effects.AppendDone` with ``ticket`` follows, or,
+        with ``reply_to``, an APPEND answer to that request handle);
+        anything else (404 NOT_LEADER, 506 LEADER_TRANSFERRING, 503 LEADER_PENDING_FULL, 414/415) means nothing
+        was written."""
+        self._advance(now)
+        member = self.member
+        if not member.is_leader:
+            return ResponseCode.NOT_LEADER, -1, []
+        if member.transferee is not None:
+            return ResponseCode.LEADER_TRANSFERRING, -1, []
+        if self.quorum.pending_full(member.curr_term):
+            return ResponseCode.LEADER_PENDING_FULL, -1, []
+        if not bodies:
+            return ResponseCode.REQUEST_WITH_EMPTY_BODYS, -1, []
+        ticket = next(self._tickets)
+        try:
+            entries = self._append_entries(bodies, ticket)
+        except LedgerError as exc:
+            return exc.code, -1, []
+        if reply_to is not None:  # before the work loop: a group of one commits at once
+            self._client_appends[ticket] = reply_to
+        if self.defer_push:
+            self.push_wanted = True
+        else:
+            self._work()
+        return ResponseCode.SUCCESS, ticket, entries
+
+    def _append_entries(self, bodies: Sequence[tuple[int, BodyFill]], ticket: int) -> list[Entry]:
+        term = self.member.curr_term
+        entries = self.ledger.append_as_leader(term, bodies)
+        self.quorum.wait_ack(term, entries[-1].index, ticket, tuple(e.pos for e in entries))
+        if self.config.sync_before_ack:
+            self.request_flush()
+        if not self.defer_push:
+            for dispatcher in self.dispatchers.values():
+                dispatcher.work()
+        return entries
+
+    def on_flushed(self, now: int) -> None:
+        """The ledger's ``flushed_index`` moved: release the answers and the leader's count waiting for it."""
+        self._advance(now)
+        self.flush_wanted = False
+        self.handler.on_flushed()
+        self.quorum.on_flushed()
+        self._work()
+
+    # ---- outputs -----------------------------------------------------------------------------------------------
+
+    def drain(self) -> list[Effect]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    def next_deadline(self) -> int:
+        deadlines = [self.elector.next_deadline(), self.quorum.next_deadline(), self.handler.next_deadline()]
+        deadlines.extend(d.next_deadline() for d in self.dispatchers.values())
+        if self._calls:
+            deadlines.append(min(deadline for deadline, _ in self._calls.values()))
+        if self._take_waits:
+            deadlines.append(self.now + 10)
+        if self.push_wanted:
+            deadlines.append(self.now)
+        if self.member.is_leader and self.config.preferred_leaders:
+            deadlines.append(self.last_preferred_check + 1000)
+        return max(self.now, min(deadlines))
+
+    # ---- services for the components -----------------------------------------------------------------------------
+
+    def call(self, peer: str, request: Request, callback: _Callback) -> None:
+        token = next(self._tokens)
+        self._calls[token] = (self.now + self.config.rpc_timeout_ms, callback)
+        self._outbox.append(Send(peer, token, request))
+
+    def reply(self, handle: object, response: Response) -> None:
+        """Answer the request that came with ``handle`` (``None``: a request the node made itself; dropped)."""
+        if handle is not None:
+            self._outbox.append(Reply(handle, response))
+
+    def wake(self) -> None:
+        self._woken = True
+
+    def request_flush(self) -> None:
+        self.flush_wanted = True
+
+    def append_done(self, ticket: int, code: int, index: int, positions: tuple[int, ...]) -> None:
+        if ticket == NOOP_TICKET:
+            return
+        handle = self._client_appends.pop(ticket, None)
+        if handle is not None:
+            pos = positions[-1] if positions and code == ResponseCode.SUCCESS else -1
+            self.reply(
+                handle,
+                AppendEntryResponse(
+                    group=self.member.group,
+                    code=code,
+                    index=index,
+                    pos=pos,
+                    term=self.member.curr_term,
+                    leader_id=self.member.leader_id,
+                ),
+            )
+            return
+        self._outbox.append(AppendDone(ticket, code, index, positions))
+
+    def role_changed(self, term: int, role: Role) -> None:
+        if role is not Role.LEADER:
+            self.quorum.fail_all(ResponseCode.TERM_CHANGED)
+        self._outbox.append(RoleChanged(term, role, self.member.leader_id))
+        if role is Role.LEADER and not self.faithful:
+            try:
+                self._append_entries([(0, lambda _pos: b"")], NOOP_TICKET)
+            except LedgerError:
+                self.elector.change_to_candidate(term)
+
+    def update_committed_index(self, term: int, index: int) -> None:
+        """DLedger's ``updateCommittedIndex``: ignores -1, an empty ledger, an old term or no change; never goes
+        back or below the first index; clamps to the last one."""
+        ledger = self.ledger
+        if index == -1 or ledger.end_index == -1 or term < self.member.curr_term:
+            return
+        if index <= ledger.committed_index or index < ledger.begin_index:
+            return
+        index = min(index, ledger.end_index)
+        if index <= ledger.committed_index:
+            return
+        ledger.set_committed(index)
+        self._outbox.append(Committed(index))
+
+    def truncate(self, entry: Entry) -> None:
+        """A follower's TRUNCATE. DLedger leaves the committed index alone even when the cut goes below it (a race
+        of a late APPEND with a COMPARE can cut a committed entry the leader then pushes again); here it is clamped
+        to the new end, so a member never claims a committed entry it does not hold."""
+        ledger = self.ledger
+        ledger.truncate(entry)
+        if ledger.committed_index > ledger.end_index and not self.faithful:
+            ledger.set_committed(ledger.end_index)
+
+    # ---- the work loop -------------------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        if self._working:
+            self._woken = True
+            return
+        self._working = True
+        try:
+            for _ in range(100):
+                self._woken = False
+                self.elector.maintain()
+                for dispatcher in self.dispatchers.values():
+                    dispatcher.work()
+                self.handler.work()
+                self.quorum.check()
+                self._check_preferred_leader()
+                self._check_take_waits()
+                if not self._woken:
+                    break
+        finally:
+            self._working = False
+
+    # ---- requests beyond the elector and the handler -------------------------------------------------------------
+
+    def _refusal(self, request: Request, code: ResponseCode) -> Response:
+        """DLedgerServer's answer to a request for another member (401) or group (400)."""
+        kind = _RESPONSE_OF[type(request)]
+        return kind(group=request.group, remote_id=request.remote_id, local_id=request.local_id, term=request.term,
+                    code=code, leader_id=self.member.leader_id)  # fmt: skip
+
+    def _client_append(self, request: AppendEntryRequest, handle: object) -> None:
+        body = request.body or b""
+        code, _, _ = self.append(self.now, [(len(body), lambda _pos: body)], reply_to=handle)
+        if code != ResponseCode.SUCCESS:
+            self.reply(
+                handle,
+                AppendEntryResponse(
+                    group=self.member.group, code=code, leader_id=self.member.leader_id, term=self.member.curr_term
+                ),
+            )
+
+    def _leadership_transfer(self, request: LeadershipTransferRequest, handle: object) -> None:
+        member = self.member
+
+        def refuse(code: ResponseCode) -> None:
+            response = LeadershipTransferResponse(term=member.curr_term, code=code, leader_id=member.leader_id)
+            self.reply(handle, response)
+
+        if request.transfer_id == member.self_id:
+            transferee = request.transferee_id
+            if not member.is_peer(transferee):
+                refuse(ResponseCode.UNKNOWN_MEMBER)
+            elif member.curr_term != request.term:
+                refuse(ResponseCode.INCONSISTENT_TERM)
+            elif not member.is_leader:
+                refuse(ResponseCode.NOT_LEADER)
+            elif self.ledger.end_index - self.quorum.watermark(request.term, transferee or "") >= (
+                self.config.max_leadership_transfer_wait_index
+            ):
+                refuse(ResponseCode.FALL_BEHIND_TOO_MUCH)
+            else:
+                self.elector.transfer(request, handle)
+        elif request.transferee_id == member.self_id:
+            if request.transfer_id != member.leader_id:
+                refuse(ResponseCode.INCONSISTENT_LEADER)
+            else:
+                self._take_waits.append((request, handle, self.now))
+        else:
+            refuse(ResponseCode.UNEXPECTED_ARGUMENT)
+
+    def _check_take_waits(self) -> None:
+        waits, self._take_waits = self._take_waits, []
+        for request, handle, since in waits:
+            if self.ledger.end_index >= request.take_leadership_ledger_index:
+                self.elector.take_leadership(request, handle)
+            elif self.now - since > self.config.leadership_transfer_wait_timeout:
+                self.reply(
+                    handle,
+                    LeadershipTransferResponse(term=self.member.curr_term, code=ResponseCode.TAKE_LEADERSHIP_FAILED),
+                )
+            else:
+                self._take_waits.append((request, handle, since))
+
+    def _check_preferred_leader(self) -> None:
+        member, config = self.member, self.config
+        if not member.is_leader or not config.preferred_leaders or self.now - self.last_preferred_check < 1000:
+            return
+        self.last_preferred_check = self.now
+        if member.transferee is not None or member.self_id in config.preferred_leaders:
+            return
+        term, end = member.curr_term, self.ledger.end_index
+        limit = config.max_leadership_transfer_wait_index
+        candidates = [p for p in config.preferred_leaders if member.is_peer(p) and member.peers_live.get(p)]
+        if not candidates:
+            return
+        best = min(candidates, key=lambda p: end - self.quorum.watermark(term, p))
+        if end - self.quorum.watermark(term, best) >= limit:
+            return
+        request = LeadershipTransferRequest(term=term, transferee_id=best)
+        self.elector.transfer(request, None)
+
+    # ---- views ---------------------------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, object]:
+        """Term, role, leader, the ledger's indexes and, on a leader, each peer's watermark (match index)."""
+        member, ledger = self.member, self.ledger
+        marks = dict(self.quorum.watermarks.get(member.curr_term, {})) if member.is_leader else {}
+        return {
+            "selfId": member.self_id,
+            "group": member.group,
+            "role": member.role.name,
+            "term": member.curr_term,
+            "leaderId": member.leader_id,
+            "ledgerBeginIndex": ledger.begin_index,
+            "ledgerEndIndex": ledger.end_index,
+            "ledgerEndTerm": ledger.end_term,
+            "committedIndex": ledger.committed_index,
+            "peerWatermarks": marks,
+        }

@@ -1,0 +1,337 @@
+"""``DLedgerServer``: the Trio shell around the sans-IO :class:`~dledger.node.RaftNode` (docs/architecture.md#dledger).
+
+It owns the member's :class:`~dledger.file_store.FileLedger` and ``currterm`` file, a listener on its own entry of
+``peers`` (DLedger's RPC port, separate from the broker's), a remoting client to the other members, and these tasks in
+one nursery (``await nursery.start(server.run)``):
+
+- one timer task per component of the current role, restarted on every role change in the role's own nursery: the
+  elector always, the dispatchers and the ack checker on a leader, the entry handler on a follower. Each sleeps until
+  its component's next deadline or until an input changed something, then ticks the node. Time is
+  ``trio.current_time()`` in ms, so every timer runs under a virtual clock in tests;
+- a timer for the node's outstanding calls (it times them out);
+- the flush task: every ``flushFileInterval`` (or at once when an answer waits for it), ``fdatasync`` in a worker
+  thread, then the node hears the new flushed index; and the ``checkpoint`` every ``checkPointInterval``;
+- with ``enableBatchPush``, the push task: an append only queues its entry and this task ticks the node one
+  scheduler pass later, so entries appended meanwhile leave in one batch push.
+
+Requests arrive through :class:`DLedgerProcessor` on a one-worker pool (so in order) and answers leave when the node
+produces them (DLedger's request codes, JSON bodies, remoting code 200, the result in the body's ``code``). A body
+that does not parse is answered 411 UNEXPECTED_ARGUMENT. Calls to peers go out with ``invoke_callback``; a failed
+connection hands ``None`` to the node at once.
+
+The broker's side: :meth:`DLedgerServer.append` (synchronous; the callback gets the
+:class:`~dledger.effects.AppendDone`), ``role_listeners`` and ``commit_listeners`` (called on the Trio thread, must
+not block), :meth:`DLedgerServer.status`. Cancelling ``run`` flushes, writes the checkpoint and closes the files.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import trio
+
+from dledger.codes import ResponseCode, Role
+from dledger.config import DLedgerConfig
+from dledger.effects import AppendDone, Committed, Effect, Reply, RoleChanged, Send
+from dledger.entry import Entry
+from dledger.file_store import FileLedger, FileTermStore
+from dledger.ledger import BodyFill
+from dledger.messages import BY_CODE, CODE_OF, MessageError, Response, decode, encode
+from dledger.node import NEVER, RaftNode
+from remoting.client import RemotingClient, parse_address
+from remoting.codec.command import RemotingCommand, request
+from remoting.connection import Address, Connection
+from remoting.dispatch import Dispatcher, ProcessorPool
+from remoting.errors import RemotingConnectError, RemotingError
+from remoting.processor import RequestContext
+from remoting.server import RemotingServer, ServerConfig
+
+log = logging.getLogger(__name__)
+
+AppendCallback = Callable[[AppendDone], None]
+#: the node's deadline functions per role (its timer tasks)
+_ROLE_TIMERS: dict[Role, tuple[str, ...]] = {
+    Role.LEADER: ("elector", "dispatchers", "quorum"),
+    Role.FOLLOWER: ("elector", "handler"),
+    Role.CANDIDATE: ("elector",),
+}
+
+
+def now_ms() -> int:
+    return int(trio.current_time() * 1000)
+
+
+class DLedgerServer:
+    def __init__(self, config: DLedgerConfig, *, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.ledger = FileLedger(config)
+        self.terms = FileTermStore(config.default_path)
+        self.rng = rng or random.Random()
+        self._node: RaftNode | None = None
+        self.role_listeners: list[Callable[[RoleChanged], None]] = []
+        self.commit_listeners: list[Callable[[int], None]] = []
+        self._appends: dict[int, AppendCallback] = {}
+        self._changed = trio.Event()
+        self._flush_now = trio.Event()
+        self._push_soon = trio.Event()
+        self._role_scope: trio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None
+        self._client: RemotingClient | None = None
+        self.address: Address | None = None
+        self.loaded = False
+        self._role: Role | None = None
+
+    @property
+    def node(self) -> RaftNode:
+        if self._node is None:
+            raise RuntimeError("the DLedger server is not running")
+        return self._node
+
+    def load(self) -> None:
+        """Recover the ledger's files (blocking; :meth:`run` does it unless done before)."""
+        self.ledger.load()
+        self.loaded = True
+
+    @property
+    def running(self) -> bool:
+        return self._node is not None
+
+    # ---- the broker's API --------------------------------------------------------------------------------------
+
+    def append(self, bodies: Sequence[tuple[int, BodyFill]], callback: AppendCallback) -> tuple[int, list[Entry]]:
+        """Append one entry per ``(size, fill)`` as leader: ``(200, entries)`` and ``callback`` later with the
+        outcome, or ``(code, [])`` at once when refused (404 not leader, 506 transferring, 503 pending full...)."""
+        node = self.node
+        code, ticket, entries = node.append(now_ms(), bodies)
+        if code == ResponseCode.SUCCESS:
+            self._appends[ticket] = callback
+        if node.push_wanted:
+            self._push_soon.set()
+        self._carry_out()
+        return code, entries
+
+    def status(self) -> dict[str, Any]:
+        return self.node.status() if self._node is not None else {"selfId": self.config.self_id, "role": "STOPPED"}
+
+    # ---- running -----------------------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED) -> None:
+        """Load the files, listen on this member's peer address, run until cancelled; reports the bound address."""
+        if not self.loaded:
+            await trio.to_thread.run_sync(self.load)
+        host, port = parse_address(self.config.peer_map[self.config.self_id])
+        try:
+            self._node = RaftNode(self.config, self.ledger, self.terms, rng=self.rng, now=now_ms())
+            self._node.defer_push = self.config.enable_batch_push
+            pool = ProcessorPool("dledger", 1, 100_000)
+            dispatcher = Dispatcher()
+            dispatcher.register(list(BY_CODE), DLedgerProcessor(self), pool)
+            server = RemotingServer(dispatcher, ServerConfig(idle_timeout=120.0))
+            async with RemotingClient() as client, trio.open_nursery() as nursery:
+                self._client, self._nursery = client, nursery
+                self.address = await nursery.start(server.serve, host, port)
+                nursery.start_soon(self._timer, self._calls_deadline)
+                nursery.start_soon(self._flusher)
+                nursery.start_soon(self._checkpointer)
+                nursery.start_soon(self._pusher)
+                self._restart_role_timers()
+                self._carry_out()
+                task_status.started(self.address)
+        finally:
+            self._node = None
+            self._fail_appends()
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        self.ledger.flush_all()
+        self.ledger.persist_checkpoint()
+        self.ledger.close()
+
+    def _fail_appends(self) -> None:
+        appends, self._appends = self._appends, {}
+        for ticket, callback in appends.items():
+            callback(AppendDone(ticket, ResponseCode.TERM_CHANGED))
+
+    # ---- timers ------------------------------------------------------------------------------------------------
+
+    def _restart_role_timers(self) -> None:
+        if self._role_scope is not None:
+            self._role_scope.cancel()
+        nursery, node = self._nursery, self._node
+        if nursery is None or node is None:
+            return
+        scope = self._role_scope = trio.CancelScope()
+        nursery.start_soon(self._role_tasks, scope, _ROLE_TIMERS.get(node.member.role, ("elector",)))
+
+    async def _role_tasks(self, scope: trio.CancelScope, parts: tuple[str, ...]) -> None:
+        with scope:
+            async with trio.open_nursery() as role:
+                for part in parts:
+                    role.start_soon(self._timer, self._deadline_of(part))
+
+    def _deadline_of(self, part: str) -> Callable[[], int]:
+        node = self.node
+        if part == "elector":
+            return node.elector.next_deadline
+        if part == "quorum":
+            return node.quorum.next_deadline
+        if part == "handler":
+            return node.handler.next_deadline
+        return lambda: min((d.next_deadline() for d in node.dispatchers.values()), default=NEVER)
+
+    def _calls_deadline(self) -> int:
+        node = self.node
+        return min((deadline for deadline, _ in node._calls.values()), default=NEVER)
+
+    async def _timer(self, deadline: Callable[[], int]) -> None:
+        while True:
+            changed = self._changed
+            when = deadline()
+            if when >= NEVER:
+                await changed.wait()
+                continue
+            if when > now_ms():
+                with trio.move_on_at((when + 0.5) / 1000):  # half a ms past, so now_ms() is not one short
+                    await changed.wait()
+                if when > now_ms():
+                    continue
+            self.node.tick(now_ms())
+            self._carry_out()
+            await trio.sleep(0)
+
+    async def _flusher(self) -> None:
+        interval = self.config.flush_file_interval / 1000
+        while True:
+            with trio.move_on_after(interval):
+                await self._flush_now.wait()
+            self._flush_now = trio.Event()
+            plan = self.ledger.flush_plan()
+            if plan[1] or plan[2]:
+                await trio.to_thread.run_sync(self.ledger.flush_planned, plan)
+            self.ledger.flushed(plan)
+            if self._node is not None:
+                self._node.on_flushed(now_ms())
+                self._carry_out()
+
+    async def _pusher(self) -> None:
+        """With ``enableBatchPush``, appends only queue entries; this pushes what queued up meanwhile (one tick after
+        the first append, once the tasks already runnable, e.g. other sends, have appended theirs)."""
+        while True:
+            await self._push_soon.wait()
+            self._push_soon = trio.Event()
+            await trio.sleep(0)
+            if self._node is not None:
+                self._node.tick(now_ms())
+                self._carry_out()
+
+    async def _checkpointer(self) -> None:
+        while True:
+            await trio.sleep(self.config.check_point_interval / 1000)
+            await trio.to_thread.run_sync(self.ledger.persist_checkpoint)
+
+    # ---- effects -----------------------------------------------------------------------------------------------
+
+    def _carry_out(self) -> None:
+        """Do what the node asked for, then wake the timers (their deadlines may have moved)."""
+        node = self._node
+        if node is None:
+            return
+        role_changed = False
+        for effect in node.drain():
+            role_changed |= self._effect(effect)
+        if node.flush_wanted:
+            self._flush_now.set()
+        if role_changed:
+            self._restart_role_timers()
+        changed, self._changed = self._changed, trio.Event()
+        changed.set()
+
+    def _effect(self, effect: Effect) -> bool:
+        if isinstance(effect, Send):
+            self._send(effect)
+        elif isinstance(effect, Reply):
+            _reply(effect)
+        elif isinstance(effect, AppendDone):
+            callback = self._appends.pop(effect.ticket, None)
+            if callback is not None:
+                callback(effect)
+        elif isinstance(effect, Committed):
+            for listener in self.commit_listeners:
+                listener(effect.index)
+        elif isinstance(effect, RoleChanged):
+            # DLedger reports a candidate that hears of a higher term again and again; restarting the role's tasks
+            # each time starved the elector under a vote storm (1.4 s of them in a real-process run).
+            changed, self._role = effect.role is not self._role, effect.role
+            log.log(logging.INFO if changed else logging.DEBUG, "dledger %s is %s of term %d (leader %s)",
+                    self.config.self_id, effect.role.name, effect.term, effect.leader_id)  # fmt: skip
+            for role_listener in self.role_listeners:
+                role_listener(effect)
+            return changed
+        return False
+
+    def _send(self, send: Send) -> None:
+        client = self._client
+        if client is None:
+            return
+        code = CODE_OF[type(send.request)]
+        response_type = BY_CODE[code][1]
+        token = send.token
+
+        def done(outcome: RemotingCommand | RemotingError) -> None:
+            node = self._node
+            if node is None:
+                return
+            response: Response | None = None
+            if isinstance(outcome, RemotingCommand):
+                try:
+                    response = decode(response_type, outcome.body)
+                except MessageError as exc:
+                    log.warning("dledger %s: bad %s answer from %s: %s", self.config.self_id, code.name, send.peer,
+                                exc)  # fmt: skip
+            node.handle_response(now_ms(), token, response)
+            self._carry_out()
+
+        cmd = request(code, body=encode(send.request))
+        timeout = self.config.rpc_timeout_ms / 1000
+        client.invoke_callback(self.config.peer_map[send.peer], cmd, timeout, done, plain=True)
+
+    def handle(self, connection: Connection, cmd: RemotingCommand) -> None:
+        """A request from a peer or a DLedger client (the processor's half)."""
+        node = self._node
+        if node is None:
+            return
+        request_type, response_type = BY_CODE[cmd.code]
+        try:
+            message = decode(request_type, cmd.body)
+        except MessageError as exc:
+            _reply(Reply((connection, cmd), response_type(code=ResponseCode.UNEXPECTED_ARGUMENT)))
+            log.warning("dledger %s: bad request %d: %s", self.config.self_id, cmd.code, exc)
+            return
+        node.handle_request(now_ms(), message, (connection, cmd))
+        self._carry_out()
+
+
+def _reply(reply: Reply) -> None:
+    handle: tuple[Connection, RemotingCommand] = reply.handle  # type: ignore[assignment]
+    connection, cmd = handle
+    answer = cmd.response(ResponseCode.SUCCESS, body=encode(reply.response))
+    try:
+        connection.send_nowait(answer)
+    except RemotingConnectError:
+        log.debug("dledger answer to opaque %d dropped: connection closed", cmd.opaque)
+
+
+class DLedgerProcessor:
+    """Hands DLedger requests to the server; the answer leaves when the node produces it."""
+
+    def __init__(self, server: DLedgerServer) -> None:
+        self.server = server
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if not request.is_oneway:
+            self.server.handle(ctx.connection, request)
+        return None

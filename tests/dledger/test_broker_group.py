@@ -1,0 +1,152 @@
+"""Three brokers in DLedger mode and a name server in one process (broker/embedded_dledger.py), on real sockets under
+virtual time: the leader
+registers as brokerId 0, sends are acknowledged once a majority has them and land in every member's ConsumeQueue,
+a follower refuses sends with SERVICE_NOT_AVAILABLE, and when the leader stops another member takes over with
+every acknowledged message in place and queue offsets that go on from where they were."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded_dledger import EmbeddedDLedgerGroup
+from client.errors import MQClientError
+from client.message import Message, SendStatus
+from client.producer import Producer
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.codec.message import MessageRecord, decode_record
+from remoting.errors import RemotingError
+from store.results import PutStatus
+from tests.broker.helpers import create_topic_request
+from tests.conftest import SMALL_STORE
+from tests.processors.conftest import send_request
+
+TOPIC = "DLedgerTopic"
+
+
+async def send(client: RemotingClient, addr: str, body: bytes, queue_id: int = 0) -> tuple[int, dict[str, str]]:
+    answer = await client.invoke(addr, send_request(TOPIC, body, queue_id=queue_id), 10)
+    return answer.code, answer.ext_fields
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["push", "batch_push"])
+async def test_a_dledger_group_acknowledges_on_a_majority_and_fails_over(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, batch: bool
+) -> None:
+    overrides = {**SMALL_STORE, "enable_batch_push": batch}
+    async with EmbeddedDLedgerGroup(tmp_path, **overrides) as group, RemotingClient() as client:
+        leader = await group.leader()
+        answer = await client.invoke(group.addr(leader), create_topic_request(TOPIC, queues=2), 5)
+        assert answer.code == ResponseCode.SUCCESS  # on the master; a follower refuses topic changes
+        assert group.controllers[leader].context.config.broker_id == 0
+        follower = next(m for m in group.controllers if m != leader)
+        assert group.controllers[follower].context.config.broker_role == "SLAVE"
+        assert group.controllers[follower].context.config.broker_id == int(follower[1:]) + 1
+
+        acked: list[tuple[int, bytes]] = []
+
+        async def one(body: bytes) -> None:
+            code, fields = await send(client, group.addr(leader), body)
+            assert code == ResponseCode.SUCCESS, fields
+            acked.append((int(fields["queueOffset"]), body))
+
+        async with trio.open_nursery() as senders:  # together, so a batch push carries several
+            for i in range(5):
+                senders.start_soon(one, b"m%d" % i)
+        acked.sort()
+        assert [o for o, _ in acked] == list(range(5))
+        earliest = group.store(leader).earliest_store_time()  # the first record's, not the entry header's
+        assert abs(earliest - group.store(leader).config.now_ms()) < 60_000
+        code, _ = await send(client, group.addr(follower), b"refused")
+        assert code == ResponseCode.SERVICE_NOT_AVAILABLE
+        # The name server routes the topic to the leader as brokerId 0.
+        await trio.sleep(2)
+        route = await client.invoke(
+            group.namesrv_addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}), 5
+        )
+        brokers = orjson.loads(route.body)["brokerDatas"]
+        assert brokers[0]["brokerAddrs"]["0"] == group.addr(leader)
+
+        await group.stop(leader)
+        new_leader = await group.leader()
+        assert new_leader != leader
+        code, fields = await send(client, group.addr(new_leader), b"after")
+        assert code == ResponseCode.SUCCESS, fields
+        acked.append((int(fields["queueOffset"]), b"after"))
+        assert acked[-1][0] == 5  # offsets go on from the old leader's
+        await trio.sleep(3)
+        for member in group.controllers:
+            store = group.store(member)
+            for offset, body in acked:
+                got = store.get(TOPIC, 0, offset, 1)
+                assert got.messages, (member, offset)
+                assert decode_record(got.messages[0]).body == body
+        await group.start(leader)  # the old leader comes back as a follower and catches up
+        await trio.sleep(5)
+        assert not group.store(leader).writable
+        assert group.store(leader).ledger.committed_index == group.store(new_leader).ledger.committed_index
+        got = group.store(leader).get(TOPIC, 0, 5, 1)
+        assert got.messages and decode_record(got.messages[0]).body == b"after"
+
+
+async def test_a_leader_without_a_quorum_answers_its_sends_instead_of_hanging(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group, RemotingClient() as client:
+        leader = await group.leader()
+        answer = await client.invoke(group.addr(leader), create_topic_request(TOPIC, queues=2), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        assert (await send(client, group.addr(leader), b"before"))[0] == ResponseCode.SUCCESS
+        for member in [m for m in group.ids if m != leader]:
+            await group.stop(member)
+        store = group.store(leader)
+        statuses: list[PutStatus] = []
+        record = MessageRecord(
+            TOPIC, b"direct", 0, 0, "", 0, 0, b"\x7f\x00\x00\x01\x00\x00\x00\x01", store.store_host, 0
+        )
+        appended = store.append(record)
+        assert store.put_waits.notify(appended.end_offset, True, statuses.append) is None
+        with trio.fail_after(15):  # maxWaitAckTimeMs (2.5 s), or the lease (6 s) at the latest
+            code, _ = await send(client, group.addr(leader), b"no quorum")
+        # Never SEND_OK: SYSTEM_ERROR, as DLedgerCommitLog's UNKNOWN_ERROR / OS_PAGECACHE_BUSY are answered.
+        assert code == ResponseCode.SYSTEM_ERROR
+        assert statuses == [PutStatus.UNKNOWN_ERROR]
+
+
+async def test_our_producer_goes_on_with_the_new_leader_after_a_failover(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The Python client keeps sending through a leader stop: its sends fail or time out until its route (re-read
+    every ``pollNameServerInterval``, 30 s) names the new master, then succeed there; nothing it was told was sent
+    is lost."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group:
+        leader = await group.leader()
+        async with RemotingClient() as client:
+            await client.invoke(group.addr(leader), create_topic_request(TOPIC, queues=2), 5)
+        async with Producer("pg-dledger", group.namesrv_addr) as producer:
+            sent = [await producer.send(Message(TOPIC, b"first"))]
+            await group.stop(leader)
+            started = trio.current_time()
+            with trio.fail_after(120):
+                while True:
+                    try:
+                        result = await producer.send(Message(TOPIC, b"after"))
+                    except (MQClientError, RemotingError):
+                        await trio.sleep(1)
+                        continue
+                    if result.send_status is SendStatus.SEND_OK:
+                        sent.append(result)
+                        break
+            took = trio.current_time() - started
+        new_leader = await group.leader()
+        assert new_leader != leader and 5 <= took <= 40, took  # the election (6 s), at most one route poll (30 s)
+        store = group.store(new_leader)
+        for result in sent:
+            got = store.get(TOPIC, result.queue_id, result.queue_offset, 1)
+            assert got.messages and decode_record(got.messages[0]).body in (b"first", b"after")

@@ -1,0 +1,165 @@
+"""DLedger's files (dledger/file_store.py): the entry and index layout byte for byte, blanks at segment ends, recovery
+after a clean stop and after a crash, truncation, the checkpoint and the currterm file; as DLedger's
+DLedgerMappedFileStoreTest and DLedgerEntryCoderTest check them."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from dledger.codes import ResponseCode
+from dledger.config import DLedgerConfig
+from dledger.entry import Entry, decode_entry, place
+from dledger.file_store import FileLedger, FileTermStore
+from dledger.ledger import LedgerError
+
+DATA_SIZE = 1024
+INDEX_SIZE = 32 * 64
+
+
+def ledger_at(tmp_path: Path, **settings: object) -> FileLedger:
+    config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1", store_base_dir=str(tmp_path),
+                           mapped_file_size_for_entry_data=DATA_SIZE, mapped_file_size_for_entry_index=INDEX_SIZE,
+                           **settings)  # type: ignore[arg-type]  # fmt: skip
+    ledger = FileLedger(config)
+    ledger.load()
+    return ledger
+
+
+def body(i: int, size: int = 100) -> bytes:
+    return bytes([i % 256]) * size
+
+
+def append(ledger: FileLedger, term: int, *bodies: bytes) -> list[Entry]:
+    return ledger.append_as_leader(term, [(len(b), lambda _p, b=b: b) for b in bodies])
+
+
+def test_entries_and_index_records_are_dledgers_bytes(tmp_path: Path) -> None:
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 3, b"hello", b"rocketmq")
+    ledger.flush_all()
+    data = (tmp_path / "dledger-n0" / "data" / ("0" * 20)).read_bytes()
+    assert len(data) == DATA_SIZE
+    # magic, size, index, term, pos, channel, chainCrc, bodyCrc, body length, body
+    crc = [zlib.crc32(b) & 0x7FFFFFFF for b in (b"hello", b"rocketmq")]
+    assert data[:53] == struct.pack(">iiqqqiiii", 1, 53, 0, 3, 0, 0, 0, crc[0], 5) + b"hello"
+    assert data[53:109] == struct.pack(">iiqqqiiii", 1, 56, 1, 3, 53, 0, 0, crc[1], 8) + b"rocketmq"
+    index = (tmp_path / "dledger-n0" / "index" / ("0" * 20)).read_bytes()
+    assert index[:64] == struct.pack(">iqiqq", 1, 0, 53, 0, 3) + struct.pack(">iqiqq", 1, 53, 56, 1, 3)
+    assert [ledger.get(i) for i in (0, 1)] == entries
+    assert ledger.get(2) is None and ledger.get(-1) is None
+
+
+def test_a_full_segment_ends_with_a_blank_and_entries_never_cross_it(tmp_path: Path) -> None:
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, *[body(i) for i in range(20)])  # 148 bytes each: 6 per 1024-byte segment
+    end = 0
+    for entry in entries:
+        pos, _ = place(end, entry.size, DATA_SIZE)
+        assert entry.pos == pos
+        assert entry.pos // DATA_SIZE == (entry.end_pos - 1) // DATA_SIZE
+        end = entry.end_pos
+    ledger.flush_all()
+    first = (tmp_path / "dledger-n0" / "data" / ("0" * 20)).read_bytes()
+    assert struct.unpack_from(">ii", first, 6 * 148) == (-1, DATA_SIZE - 6 * 148)
+    second = tmp_path / "dledger-n0" / "data" / f"{DATA_SIZE:020d}"
+    assert decode_entry(second.read_bytes()) == entries[6]
+    with pytest.raises(LedgerError):
+        append(ledger, 1, b"x" * DATA_SIZE)
+
+
+def test_a_clean_restart_recovers_the_log_the_term_and_the_committed_index(tmp_path: Path) -> None:
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 2, *[body(i) for i in range(15)])
+    ledger.set_committed(11)
+    ledger.flush_all()
+    ledger.persist_checkpoint()
+    ledger.close()
+    again = ledger_at(tmp_path)
+    assert (again.begin_index, again.end_index, again.end_term, again.committed_index) == (0, 14, 2, 11)
+    assert again.committed_pos == entries[11].end_pos
+    assert [again.get(i) for i in range(15)] == entries
+    assert (tmp_path / "dledger-n0" / "checkpoint").read_text() == "endIndex=14\ncommittedIndex=11\n"
+
+
+def test_a_crash_mid_write_ends_the_log_at_the_last_whole_entry(tmp_path: Path) -> None:
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, *[body(i) for i in range(8)])
+    # What a power loss in the middle of the ninth append can leave: the header and a torn body (bodyCrc catches it).
+    tail = Entry(8, 1, entries[-1].end_pos, body(8), body_crc=zlib.crc32(body(8)) & 0x7FFFFFFF)
+    assert place(entries[-1].end_pos, tail.size, DATA_SIZE)[0] == tail.pos
+    last = ledger.data.last()
+    assert last is not None
+    at = ledger.write_pos - last.file_from_offset
+    last.buf[at : at + 100] = tail.encode()[:100]
+    ledger.flush_all()
+    ledger.close()
+    again = ledger_at(tmp_path)
+    assert again.end_index == 7 and [again.get(i) for i in range(8)] == entries
+    assert again.write_pos == entries[-1].end_pos
+    # The torn bytes are erased: the next entry lands where the torn one began.
+    assert append(again, 2, b"next")[0].pos == entries[-1].end_pos
+
+
+def test_an_index_that_disagrees_with_the_data_is_rebuilt_from_it(tmp_path: Path) -> None:
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, *[body(i) for i in range(5)])
+    index = ledger.index.last()
+    assert index is not None
+    index.buf[3 * 32 : 4 * 32] = bytes(32)
+    ledger.flush_all()
+    ledger.close()
+    again = ledger_at(tmp_path)
+    assert [again.get(i) for i in range(5)] == entries
+
+
+def test_deleted_data_files_give_a_shorter_log(tmp_path: Path) -> None:
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, *[body(i) for i in range(20)])
+    ledger.flush_all()
+    ledger.close()
+    for name in (f"{2 * DATA_SIZE:020d}", f"{3 * DATA_SIZE:020d}"):
+        (tmp_path / "dledger-n0" / "data" / name).unlink()
+    again = ledger_at(tmp_path)
+    assert again.end_index == 11 and again.get(11) == entries[11] and again.get(12) is None
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_truncation_keeps_or_replaces_the_entry_and_nothing_after_it_comes_back(tmp_path: Path, keep: bool) -> None:
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, *[body(i) for i in range(12)])
+    ledger.flush_all()
+    target = entries[5] if keep else Entry(5, 2, entries[5].pos, b"leader's")
+    assert ledger.truncate(target) == 5
+    assert ledger.end_index == 5 and ledger.get(5) == target and ledger.get(6) is None
+    assert ledger.end_term == target.term
+    ledger.close()  # no flush: the truncation itself was made durable
+    again = ledger_at(tmp_path)
+    assert again.end_index == 5 and again.get(5) == target
+    assert [again.get(i) for i in range(5)] == entries[:5]
+
+
+def test_a_follower_entry_must_land_at_its_position_and_index(tmp_path: Path) -> None:
+    ledger = ledger_at(tmp_path)
+    append(ledger, 1, b"a")
+    with pytest.raises(LedgerError) as wrong_pos:
+        ledger.append_as_follower(Entry(1, 1, 999, b"b"))
+    assert wrong_pos.value.code == ResponseCode.DISK_ERROR
+    with pytest.raises(LedgerError) as wrong_index:
+        ledger.append_as_follower(Entry(5, 1, 49, b"b"))
+    assert wrong_index.value.code == ResponseCode.INCONSISTENT_INDEX
+    ledger.append_as_follower(Entry(1, 1, 49, b"b"))
+    assert ledger.end_index == 1
+
+
+def test_the_currterm_file_holds_dledgers_two_keys_and_a_backup(tmp_path: Path) -> None:
+    store = FileTermStore(tmp_path)
+    assert store.load() == (0, None)
+    store.save(3, "n1")
+    store.save(4, None)
+    assert (tmp_path / "currterm").read_text() == "currTerm=4\nvoteLeader=\n"
+    assert (tmp_path / "currterm.bak").read_text() == "currTerm=3\nvoteLeader=n1\n"
+    assert FileTermStore(tmp_path).load() == (4, None)

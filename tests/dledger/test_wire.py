@@ -1,0 +1,79 @@
+"""DLedger's JSON bodies (dledger/messages.py) as fastjson writes them: camelCase keys sorted, nulls left out, enums
+by name, byte[] as Base64, PushEntryRequest's derived getters; and what a malformed body does."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from dledger.codes import PushType, RequestCode, ResponseCode, VoteResult
+from dledger.entry import Entry
+from dledger.messages import (
+    BY_CODE,
+    HeartBeatResponse,
+    MessageError,
+    PushEntryRequest,
+    PushEntryResponse,
+    VoteRequest,
+    VoteResponse,
+    decode,
+    encode,
+)
+
+
+def test_request_and_response_codes_are_dledgers() -> None:
+    assert {c.name: c.value for c in RequestCode} == {
+        "METADATA": 50000, "APPEND": 50001, "GET": 50002, "VOTE": 51001, "HEART_BEAT": 51002, "PULL": 51003,
+        "PUSH": 51004, "LEADERSHIP_TRANSFER": 51005,
+    }  # fmt: skip
+    assert (ResponseCode.INCONSISTENT_STATE, ResponseCode.WAIT_QUORUM_ACK_TIMEOUT) == (406, 502)
+    assert set(BY_CODE) == {50000, 50001, 51001, 51002, 51004, 51005}
+
+
+def test_an_append_push_is_the_json_a_java_leader_sends() -> None:
+    entry = Entry(42, 3, 1048576, b"\x00\x00\x01", body_crc=7)
+    request = PushEntryRequest(group="RaftNode00", remote_id="n1", local_id="n0", leader_id="n0", term=3,
+                               type=PushType.APPEND, commit_index=41, entry=entry)  # fmt: skip
+    body = encode(request)
+    assert body == (
+        b'{"batch":false,"batchEntry":[],"code":200,"commitIndex":41,"count":1,"entry":{"body":"AAAB","bodyCrc":7,'
+        b'"chainCrc":0,"channel":0,"index":42,"magic":1,"pos":1048576,"size":51,"term":3},"firstEntryIndex":42,'
+        b'"group":"RaftNode00","lastEntryIndex":42,"leaderId":"n0","localId":"n0","remoteId":"n1","term":3,'
+        b'"totalSize":0,"type":"APPEND"}'
+    )
+    assert decode(PushEntryRequest, body) == request
+
+
+def test_nulls_are_left_out_and_enums_travel_by_name() -> None:
+    assert encode(HeartBeatResponse()) == b'{"code":200,"term":-1}'
+    vote = VoteResponse(group="g", remote_id="n1", local_id="n0", leader_id="n0", term=5,
+                        vote_result=VoteResult.REJECT_TERM_NOT_READY)  # fmt: skip
+    assert orjson.loads(encode(vote))["voteResult"] == "REJECT_TERM_NOT_READY"
+    assert decode(VoteResponse, encode(vote)) == vote
+    commit = PushEntryResponse(group="g", term=2, begin_index=0, end_index=9, code=ResponseCode.NOT_FOLLOWER)
+    assert "index" not in orjson.loads(encode(commit))
+    assert orjson.loads(encode(commit))["code"] == 405  # a result code is a number, not a name
+
+
+def test_unknown_keys_are_ignored_and_missing_ones_take_dledgers_defaults() -> None:
+    request = decode(VoteRequest, b'{"group":"g","remoteId":"n1","someFutureField":[1,2],"term":4}')
+    assert (request.term, request.ledger_end_index, request.ledger_end_term, request.code) == (4, -1, -1, 200)
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        (VoteRequest, b"not json"),
+        (VoteRequest, b"[1, 2]"),
+        (VoteRequest, b'{"term": "four"}'),
+        (VoteRequest, b'{"term": true}'),
+        (VoteResponse, b'{"voteResult": "MAYBE"}'),
+        (PushEntryRequest, b'{"type": "DELETE"}'),
+        (PushEntryRequest, b'{"entry": {"body": "***"}}'),
+        (PushEntryRequest, b'{"entry": {"body": "AAAB", "size": 99}}'),
+        (PushEntryRequest, b'{"batchEntry": {"index": 1}}'),
+    ],
+)
+def test_a_malformed_body_raises_message_error(kind: type, body: bytes) -> None:
+    with pytest.raises(MessageError):
+        decode(kind, body)
