@@ -106,7 +106,8 @@ class FileLedger:
         self.config = config
         self.directory = config.default_path
         self.data = MappedFileQueue(config.data_path, config.mapped_file_size_for_entry_data)
-        self.index = MappedFileQueue(config.index_path, config.mapped_file_size_for_entry_index)
+        # Sparse, as DLedger's own MappedFile leaves it: 160 MB of 32-byte slots per member by default, mostly empty.
+        self.index = MappedFileQueue(config.index_path, config.mapped_file_size_for_entry_index, preallocate=False)
         self._begin = -1
         self._end = -1
         self._end_term = -1

@@ -1,5 +1,5 @@
-"""Mapped segments: :class:`MappedFile` (one preallocated, memory-mapped file) and :class:`MappedFileQueue` (the
-ordered segments of one log, named by their 20-digit start offset).
+"""Mapped segments: :class:`MappedFile` (one memory-mapped file, preallocated or sparse) and
+:class:`MappedFileQueue` (the ordered segments of one log, named by their 20-digit start offset).
 
 Ownership and threads: a queue and its files belong to one owner (the CommitLog or one ConsumeQueue) on the Trio
 thread. Appends write through the mmap on that thread. ``flush`` (``fdatasync``), preallocation and warm-up are
@@ -35,14 +35,16 @@ class MappedFile:
 
     __slots__ = ("buf", "fd", "file_from_offset", "file_size", "flushed_position", "path", "view", "wrote_position")
 
-    def __init__(self, path: Path, file_from_offset: int, file_size: int) -> None:
+    def __init__(self, path: Path, file_from_offset: int, file_size: int, preallocate: bool = True) -> None:
         self.path = path
         self.file_from_offset = file_from_offset
         self.file_size = file_size
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             existing = os.fstat(self.fd).st_size
-            if existing == 0:
+            if existing == 0 and not preallocate:
+                os.ftruncate(self.fd, file_size)  # sparse: blocks are taken as pages are first written
+            elif existing == 0:
                 try:
                     os.posix_fallocate(self.fd, 0, file_size)
                 except OSError:
@@ -127,11 +129,14 @@ class MappedFileQueue:
     """The segments of one log in a directory, contiguous by offset. Not thread-safe (see module docstring).
     Slotted, as store/_appender.c reads ``files`` by slot; ``files`` is only ever changed in place."""
 
-    __slots__ = ("directory", "file_size", "files", "spare")
+    __slots__ = ("directory", "file_size", "files", "preallocate", "spare")
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, preallocate: bool = True) -> None:
         self.directory = directory
         self.file_size = file_size
+        #: New segments take all their blocks at creation (ENOSPC then, not a SIGBUS on a later write); False leaves
+        #: them sparse, for large segments that mostly stay empty.
+        self.preallocate = preallocate
         self.files: list[MappedFile] = []
         #: A segment made ahead of time by a background allocation, taken by the next roll.
         self.spare: MappedFile | None = None
@@ -147,7 +152,7 @@ class MappedFileQueue:
                 raise StoreCorruptError(f"gap before segment {path}")
             if start % self.file_size:
                 raise StoreCorruptError(f"segment {path} does not start at a multiple of {self.file_size}")
-            mf = MappedFile(path, start, self.file_size)
+            mf = MappedFile(path, start, self.file_size, self.preallocate)
             mf.wrote_position = mf.flushed_position = self.file_size
             self.files.append(mf)
 
@@ -190,7 +195,7 @@ class MappedFileQueue:
     def make_file(self, start: int) -> MappedFile:
         """Create and map the segment starting at ``start`` (blocking: allocation, optional warm-up by caller)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        return MappedFile(self.directory / segment_name(start), start, self.file_size)
+        return MappedFile(self.directory / segment_name(start), start, self.file_size, self.preallocate)
 
     def roll(self, start: int) -> MappedFile:
         """Append the segment starting at ``start``, using the preallocated spare when it matches."""

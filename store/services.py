@@ -306,7 +306,7 @@ class AllocateService:
         queue = self._store.commitlog.queue
         queue.directory.mkdir(parents=True, exist_ok=True)
         # Built under a temporary name so a half-made spare never looks like a segment after a crash.
-        mf = MappedFile(queue.directory / (segment_name(start) + ".alloc"), start, queue.file_size)
+        mf = MappedFile(queue.directory / (segment_name(start) + ".alloc"), start, queue.file_size, queue.preallocate)
         if self._store.config.warm_mapped_file_enable:
             mf.warm_up(self._store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
         return mf

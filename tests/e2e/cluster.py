@@ -17,7 +17,7 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.errors import RemotingError
-from tests.e2e.harness import ScenarioError
+from tests.e2e.harness import SMALL_COMMITLOG, ScenarioError
 from tests.e2e.nodes import BROKER_BOOT, NAMESRV_BOOT, Node
 
 
@@ -38,6 +38,7 @@ class EmbeddedBroker(Node):
 
     def argv(self) -> list[str]:
         argv = [sys.executable, "-m", "broker.embedded", "--data", str(self.data_dir), "--flushDiskType", "SYNC_FLUSH"]
+        argv += SMALL_COMMITLOG
         # Check-backs within seconds for the transaction scenario (RocketMQ's defaults: 60 s rounds, 6 s timeout).
         argv += ["--transactionCheckInterval", "1000", "--transactionTimeOut", "1000"]
         if self.namesrv_addr:

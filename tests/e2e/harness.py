@@ -28,6 +28,9 @@ NODE_AGENT = E2E_DIR / "node" / "agent.js"
 ALI_ONS_PACKAGE = E2E_DIR / "node" / "node_modules" / "ali-ons" / "package.json"
 CPP_AGENT = E2E_DIR / "cpp" / "agent.py"
 CVS_PYTHON = REPO_ROOT / ".venv-cvs" / "bin" / "python"
+#: ``mappedFileSizeCommitLog`` for the brokers the tests start as processes: the 1 GiB default is preallocated, and a
+#: few dozen such brokers per suite run would take tens of GB of disk for a few MB of messages.
+SMALL_COMMITLOG = ("--mappedFileSizeCommitLog", str(64 << 20))
 
 Event = dict[str, Any]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import trio
 
-from tests.e2e.harness import Process, ScenarioError
+from tests.e2e.harness import SMALL_COMMITLOG, Process, ScenarioError
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?)\] boot success")
@@ -91,7 +91,8 @@ class BrokerNode(Node):
 
     def argv(self) -> list[str]:
         argv = [sys.executable, "-m", "broker.cli", "-n", self.namesrv]
-        settings = {"storePathRootDir": str(self.data_dir), "listenPort": self.port, **self.properties}
+        settings = {"storePathRootDir": str(self.data_dir), "listenPort": self.port}
+        settings |= {SMALL_COMMITLOG[0].lstrip("-"): SMALL_COMMITLOG[1], **self.properties}
         for key, value in settings.items():
             argv += [f"--{key}", value]
         return argv

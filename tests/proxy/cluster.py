@@ -14,7 +14,7 @@ from pathlib import Path
 
 import trio
 
-from tests.e2e.harness import Process
+from tests.e2e.harness import SMALL_COMMITLOG, Process
 
 _NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
 _BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?)\] boot success")
@@ -62,7 +62,7 @@ class GrpcCluster:
         argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", self.namesrv_addr]
         argv += ["--listenPort", port, "--grpcServerPort", str(self.grpc_port)]
         argv += ["--storePathRootDir", str(self.data_dir / "store"), "--brokerIP1", "127.0.0.1"]
-        argv += FAST + self.extra
+        argv += [*FAST, *SMALL_COMMITLOG, *self.extra]
         proc = Process(f"broker#{self._starts}", argv, self.data_dir / f"broker-{self._starts}.log")
         await proc.start(nursery)
         self.broker = proc
