@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.dledger_failover import run
-
-FAST = {"heartBeatTimeIntervalMs": 500, "maxHeartBeatLeak": 3, "minVoteIntervalMs": 100, "maxVoteIntervalMs": 300}
+from tests.dledger.ports import FAST
 
 
 @pytest.mark.timeout(240)
