@@ -9,7 +9,10 @@
 - subscription groups: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); replaced when the data version differs.
 
 Bodies are the config files' JSON (docs/protocol.md#67-config-files). A step that fails (no answer, an error code, a
-body that does not decode) is logged and skipped until the next round; the others still run.
+body that does not decode) is logged and skipped until the next round; the others still run, and the slave keeps
+what it has. The requests are not signed, as RocketMQ's ``BrokerOuterAPI`` without a client RPC hook: a master with
+``aclEnable`` answers them only when its ``globalWhiteRemoteAddresses`` match this broker's address (an ACL
+refusal is logged with that hint).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ T = TypeVar("T")
 FIRST_DELAY: Final = 3.0
 INTERVAL: Final = 10.0
 TIMEOUT: Final = 3.0
+ACL_HINT: Final = " (the master's ACL refused it: list this broker's address in its globalWhiteRemoteAddresses)"
 
 
 def fast_channel(addr: str) -> str:
@@ -108,12 +112,15 @@ class SlaveSynchronize:
             except RemotingConnectError:
                 if fallback is None:
                     raise
-                response = await self.client.invoke(fallback, request(code), TIMEOUT)
+                addr = fallback
+                response = await self.client.invoke(addr, request(code), TIMEOUT)
         except RemotingError as exc:
             log.warning("slave sync: request %d to %s failed: %s", code, addr, exc)
             return None
         if response.code != ResponseCode.SUCCESS:
-            log.warning("slave sync: request %d to %s answered %d %s", code, addr, response.code, response.remark)
+            remark = response.remark or ""
+            hint = ACL_HINT if "AclException" in remark else ""
+            log.warning("slave sync: request %d to %s answered %d %s%s", code, addr, response.code, remark, hint)
             return None
         try:
             return decode(bytes(response.body or b""))
