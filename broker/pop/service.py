@@ -4,7 +4,7 @@ AckMessageProcessor and ChangeInvisibleTimeProcessor, broker/src/main/java/org/a
 Ownership: the broker builds one and runs :meth:`PopService.run` (the revive loop of :mod:`broker.pop.revive`); the
 gRPC front door calls :meth:`pop`, :meth:`ack`, :meth:`change_invisible` and :meth:`wait_arrival` on the Trio thread.
 
-Durability (docs/architecture.md#pop-consumption):
+Durability (docs/grpc.md#pop-consumption):
 
 * **Normal pops** move the group's consumer offset past what they hand out (the offset table 4.x pulls share) and
   write one checkpoint (CK) per message into the revive topic ``rmq_sys_REVIVE_LOG_<cluster>`` as a **timer message**

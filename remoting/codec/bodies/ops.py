@@ -1,4 +1,4 @@
-"""Bodies of the operations requests (docs/protocol.md#412-operations-bodies), in the JSON shapes of Java 4.9.8's
+"""Bodies of the operations requests (docs/protocol.md#414-operations-bodies), in the JSON shapes of Java 4.9.8's
 ``common/src/main/java/org/apache/rocketmq/common/protocol/body/`` classes: consume time spans (303), correction
 offsets (308), raw ConsumeQueue entries (321), the producer table (328), consumer status (221/223), and the topic
 config answer (351).
