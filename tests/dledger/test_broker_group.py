@@ -145,7 +145,9 @@ async def test_our_producer_goes_on_with_the_new_leader_after_a_failover(
                         break
             took = trio.current_time() - started
         new_leader = await group.leader()
-        assert new_leader != leader and 5 <= took <= 40, took  # the election (6 s), at most one route poll (30 s)
+        # The election (3 missed 2 s heartbeats, counted from the last one, and partly run while the stop itself
+        # returns), then at most one route poll (30 s).
+        assert new_leader != leader and took <= 40, took
         store = group.store(new_leader)
         for result in sent:
             got = store.get(TOPIC, result.queue_id, result.queue_offset, 1)
