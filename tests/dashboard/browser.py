@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -63,7 +64,9 @@ def browser() -> Iterator[WebDriver]:
 
 
 def wait_for(driver: WebDriver, condition: Callable[[WebDriver], Any], message: str = "") -> Any:
-    return WebDriverWait(driver, HANG_GUARD, poll_frequency=0.05).until(condition, message)
+    # A page that re-renders a table while a condition reads it leaves stale elements: read again at the next poll.
+    wait = WebDriverWait(driver, HANG_GUARD, poll_frequency=0.05, ignored_exceptions=(StaleElementReferenceException,))
+    return wait.until(condition, message)
 
 
 def rows(driver: WebDriver, table: str) -> list[list[str]]:

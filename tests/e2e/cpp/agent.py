@@ -162,6 +162,20 @@ def transaction_producer(group: str) -> tuple[Any, Any]:
     return producer, send
 
 
+def send_retrying_route(send: Any, msg: Message) -> Any:
+    """``send(msg)``, asked again (up to 3 times, 1 s apart) when it fails with "No route info": the core looks a
+    topic's route up on its first send and gives up, without retrying, when that name-server call times out, as it
+    can on a loaded machine while the route is there."""
+    for attempt in range(3):
+        try:
+            return send(msg)
+        except Exception as exc:
+            if "No route info" not in str(exc) or attempt == 2:
+                raise
+            time.sleep(1)
+    raise AssertionError("unreachable")
+
+
 def run_producer(args: argparse.Namespace) -> None:
     if args.role == "txproducer":
         producer, send = transaction_producer(args.group)
@@ -202,7 +216,7 @@ def run_producer(args: argparse.Namespace) -> None:
                 msg.set_body(spec["body"])
                 send_ts = now_ms()
                 try:
-                    res = send(msg)
+                    res = send_retrying_route(send, msg)
                 except Exception as exc:  # the client raises its own exception types for every failure
                     failed += 1
                     emit({"ev": "sent", "key": spec.get("keys"), "ok": False, "error": str(exc), "sendTs": send_ts})
