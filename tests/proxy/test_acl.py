@@ -1,15 +1,18 @@
 """``aclEnable`` on the gRPC port: ``mqbroker --enable-proxy --aclEnable true`` with a ``plain_acl.yml``, driven by the
 official 5.x Python client with ``Credentials(ak, sk)``. A good account sends and receives; a wrong secret, an unknown
 account and a missing permission are each answered UNAUTHORIZED (40100) and nothing is stored or acknowledged; an
-account white-listed for 127.0.0.1 needs no right signature, as on the remoting port. With ACL off the client's
-empty-credential header is accepted: every other test in this directory runs that way."""
+account white-listed for 127.0.0.1 needs no right signature, as on the remoting port. Over the wire, every served RPC
+with a wrong secret or an unknown account is answered 40100 (a Telemetry stream ends UNAUTHENTICATED when it opens).
+With ACL off the client's empty-credential header is accepted: every other test in this directory runs that way."""
 
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import trio
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, Producer, SimpleConsumer
@@ -17,6 +20,8 @@ from rocketmq.v5.exception import ClientException
 
 from client import Admin
 from client.config import ClientConfig
+from proxy.auth_header import authorization_header
+from proxy.pb import definition, service
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.e2e.harness import kill_all
 from tests.proxy.cluster import GrpcCluster
@@ -210,3 +215,73 @@ async def test_accounts_signatures_and_permissions_on_the_grpc_port(acl_grpc_clu
         ("QueryRouteRequest", "Check signature failed for accessKey=grpc-user"),
     ):
         assert re.search(f"ACL refused gRPC {rpc} from .*{reason}", log), (rpc, reason)
+
+
+PREFIX = "/apache.rocketmq.v2.MessagingService/"
+
+
+def _metadata(key: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+    date = time.strftime("%Y%m%dT%H%M%SZ")
+    auth = authorization_header(*key, date)
+    return (("x-mq-client-id", "raw@1@0@x"), ("x-mq-date-time", date), ("authorization", auth))
+
+
+def _every_rpc(endpoint: str, key: tuple[str, str]) -> dict[str, Any]:
+    """Each served RPC once, with ``key``'s header, naming TAcl and GAcl; the status code of each answer (or the gRPC
+    status name a stream ended with)."""
+    topic, group = definition.Resource(name="TAcl"), definition.Resource(name="GAcl")
+    queue = definition.MessageQueue(topic=topic)
+    message = definition.Message(topic=topic, body=b"raw")
+    message.system_properties.message_id = "01RAW"
+    unary = {
+        "QueryRoute": service.QueryRouteRequest(topic=topic),
+        "Heartbeat": service.HeartbeatRequest(client_type=definition.ClientType.SIMPLE_CONSUMER, group=group),
+        "SendMessage": service.SendMessageRequest(messages=[message]),
+        "QueryAssignment": service.QueryAssignmentRequest(topic=topic, group=group),
+        "AckMessage": service.AckMessageRequest(topic=topic, group=group),
+        "ForwardMessageToDeadLetterQueue": service.ForwardMessageToDeadLetterQueueRequest(topic=topic, group=group),
+        "EndTransaction": service.EndTransactionRequest(topic=topic, transaction_id="x", message_id="y"),
+        "NotifyClientTermination": service.NotifyClientTerminationRequest(group=group),
+        "ChangeInvisibleDuration": service.ChangeInvisibleDurationRequest(topic=topic, group=group),
+    }
+    out: dict[str, Any] = {}
+    with grpc.insecure_channel(endpoint) as channel:
+        for method, req in unary.items():
+            response_type = getattr(service, f"{method}Response")
+            call = channel.unary_unary(
+                PREFIX + method, request_serializer=type(req).SerializeToString,
+                response_deserializer=response_type.FromString,
+            )  # fmt: skip
+            out[method] = call(req, timeout=5, metadata=_metadata(key)).status.code
+        receive = service.ReceiveMessageRequest(group=group, message_queue=queue, batch_size=1)
+        receive.invisible_duration.FromSeconds(30)
+        stream = channel.unary_stream(
+            PREFIX + "ReceiveMessage", request_serializer=service.ReceiveMessageRequest.SerializeToString,
+            response_deserializer=service.ReceiveMessageResponse.FromString,
+        )  # fmt: skip
+        out["ReceiveMessage"] = [r.status.code for r in stream(receive, timeout=10, metadata=_metadata(key))]
+        command = service.TelemetryCommand
+        telemetry = channel.stream_stream(
+            PREFIX + "Telemetry", request_serializer=command.SerializeToString, response_deserializer=command.FromString
+        )
+        settings = command(settings=definition.Settings(publishing=definition.Publishing(topics=[topic])))
+        try:
+            out["Telemetry"] = [r.status.code for r in telemetry(iter([settings]), timeout=3, metadata=_metadata(key))]
+        except grpc.RpcError as err:
+            out["Telemetry"] = err.code().name
+    return out
+
+
+async def test_every_rpc_is_refused_on_the_wire_and_nothing_is_stored(acl_grpc_cluster: GrpcCluster) -> None:
+    cluster = acl_grpc_cluster
+    admin_config = ClientConfig(namesrv_addr=cluster.namesrv_addr, access_key=ADMIN[0], secret_key=ADMIN[1])
+    async with Admin(config=admin_config) as admin:
+        await admin.create_topic("TAcl", read_queue_nums=2, write_queue_nums=2)
+        unknown = await trio.to_thread.run_sync(_every_rpc, cluster.endpoint, ("nobody-here", "whatever-secret"))
+        wrong = await trio.to_thread.run_sync(_every_rpc, cluster.endpoint, (USER[0], "not-the-secret"))
+        stored = await _max_offsets(admin, "TAcl")
+    for out in (unknown, wrong):
+        assert out.pop("Telemetry") == "UNAUTHENTICATED", out  # refused when the stream opens
+        assert out.pop("ReceiveMessage") == [40100], out
+        assert out == dict.fromkeys(out, 40100) and len(out) == 9, out
+    assert stored == 0
