@@ -5,8 +5,8 @@ Every RPC takes the request message and the request headers and returns the resp
 it must wait (sends, long polls); an :class:`~proxy.common.RpcError` raised inside becomes the response's ``status``
 (business errors travel with gRPC status OK, as in RocketMQ). With ``aclEnable`` every request first passes
 :meth:`proxy.acl.GrpcAcl.check` (before the client-id check), and a Telemetry stream is authenticated when it opens.
-QueryRoute echoes the endpoints the client used (RocketMQ's cluster-mode rule) and offers every queue for all four
-message types, since 4.x topics carry no message type (docs/grpc.md#rpcs).
+QueryRoute echoes the endpoints the client used (RocketMQ's cluster-mode rule) and offers every queue for the
+topic's ``message.type``, or for all four types when it has none, as 4.x topics (docs/grpc.md#rpcs).
 Telemetry Settings are answered with the merged Settings (RocketMQ's GrpcClientSettingsManager defaults).
 """
 
@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from broker.context import BrokerState
 from broker.pop import PopService
+from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, topic_type
 from proxy.acl import GrpcAcl
 from proxy.common import BACKOFF_SECONDS, Code, RpcError, client_id_of, peer_of, status
 from proxy.config import ProxyConfig
@@ -33,6 +34,16 @@ log = logging.getLogger(__name__)
 
 _ALL_TYPES: Final = [definition.MessageType.NORMAL, definition.MessageType.FIFO, definition.MessageType.DELAY,
                      definition.MessageType.TRANSACTION]  # fmt: skip
+
+
+def accepted_types(declared: TopicMessageType | None) -> list[Any]:
+    """The queues' ``accept_message_types`` for a topic of type ``declared`` (RouteActivity's
+    ``parseTopicMessageType``); every type for a topic without one (4.x topics)."""
+    if declared is None or declared is TopicMessageType.MIXED:
+        return _ALL_TYPES
+    if declared is TopicMessageType.UNSPECIFIED:
+        return [definition.MessageType.MESSAGE_TYPE_UNSPECIFIED]
+    return [definition.MessageType.Value(declared.value)]
 
 
 class MessagingActivity:
@@ -98,6 +109,7 @@ class MessagingActivity:
         response = service.QueryRouteResponse(status=status())
         broker = self.broker_pb(req.endpoints)
         reads, writes = config.read_queue_nums, config.write_queue_nums
+        accepted = accepted_types(topic_type(config.attribute(MESSAGE_TYPE)))
         for qid in range(max(reads, writes)):
             readable, writable = qid < reads, qid < writes
             perm = (definition.Permission.READ_WRITE if readable and writable
@@ -105,7 +117,7 @@ class MessagingActivity:
             queue = response.message_queues.add(id=qid, permission=perm)
             queue.topic.CopyFrom(req.topic)
             queue.broker.CopyFrom(broker)
-            queue.accept_message_types.extend(_ALL_TYPES)
+            queue.accept_message_types.extend(accepted)
         return response
 
     def receive_now(self, req: Any, md: dict[str, str], deadline: float | None) -> list[Any] | None:
