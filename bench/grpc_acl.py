@@ -1,7 +1,7 @@
 """What ACL costs on the gRPC send path: the official 5.x Python client (``rocketmq-python-client``) sending to two
 ``mqbroker --enable-proxy`` processes in one run, one with ACL off (empty credentials) and one with ``aclEnable`` and
-a ``plain_acl.yml`` account that has PUB on the topic (every request signed by the client, checked by the broker:
-header parse, one HMAC-SHA1, the permission lookup). One JSON object per line::
+``bench.security``'s ``plain_acl.yml`` (an account with PUB|SUB on the topic): every request signed by the client,
+checked by the broker (header parse, one HMAC-SHA1, the permission lookup). One JSON object per line::
 
     {"bench": "grpc_acl", "round": 1, "mode": "plain", "inflight": 16, "msgs_per_s": ...}
     {"bench": "grpc_acl", "round": 1, "mode": "acl", ...}
@@ -21,34 +21,20 @@ with it (the throughput ratio a CPU-bound broker would show: steadier than wall-
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import trio
 
-from bench.grpc_clients import start
+from bench.grpc_clients import emit, start
 from bench.rpc import process_cpu_seconds
+from bench.security import ACCOUNT, ADMIN, PLAIN_ACL, TOPIC
 from client import Admin
 from client.config import ClientConfig
-
-TOPIC: Final = "BenchGrpcAcl"
-ACCOUNT: Final = ("bench-grpc-user", "bench-grpc-secret")
-ADMIN: Final = ("bench-grpc-admin", "bench-grpc-admin-secret")
-PLAIN_ACL: Final = f"""\
-accounts:
-  - {{accessKey: {ACCOUNT[0]}, secretKey: {ACCOUNT[1]}, defaultTopicPerm: DENY, defaultGroupPerm: SUB,
-     topicPerms: [{TOPIC}=PUB|SUB]}}
-  - {{accessKey: {ADMIN[0]}, secretKey: {ADMIN[1]}, admin: true}}
-"""
-
-
-def emit(record: dict[str, object]) -> None:
-    print(json.dumps(record), flush=True)
 
 
 def start_pair(data: Path, extra: list[str]) -> tuple[list[Any], str, str, int]:
