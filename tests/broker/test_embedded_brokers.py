@@ -19,7 +19,7 @@ import trio
 from broker.broker_config import BrokerConfig
 from broker.broker_process import properties_text
 from broker.embedded import EmbeddedCluster, broker_names, default_brokers
-from client import Admin, Message, Producer
+from client import Admin, Message, Producer, TopicRouteNotFoundError
 from remoting.codec.java_properties import apply_properties, parse_properties
 from tests.conftest import SMALL_STORE
 
@@ -58,6 +58,15 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+async def brokers_in_route(admin: Admin, topic: str) -> int:
+    """How many brokers the name server's route of ``topic`` names now (0 before any registered it)."""
+    admin.instance.forget_route(topic)
+    try:
+        return len((await admin.topic_route(topic)).queue_datas)
+    except TopicRouteNotFoundError:
+        return 0
+
+
 async def spread_over(namesrv: str, brokers: int) -> Counter[str]:
     """Create the topic on every master, wait for the route to name them all, send, count the sends by broker."""
     async with Admin(namesrv) as admin:
@@ -66,8 +75,7 @@ async def spread_over(namesrv: str, brokers: int) -> Counter[str]:
         with trio.fail_after(30):
             while len((await admin.cluster_info()).broker_addr_table) < brokers:
                 await trio.sleep(0.1)
-            while len((await admin.topic_route(TOPIC)).queue_datas) < brokers:
-                admin.instance.forget_route(TOPIC)
+            while await brokers_in_route(admin, TOPIC) < brokers:
                 await trio.sleep(0.1)
         async with Producer("spread_pg", namesrv) as producer:
             landed = Counter([(await producer.send(Message(TOPIC, b"m%d" % i))).broker_name for i in range(40)])
