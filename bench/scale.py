@@ -132,14 +132,17 @@ def one_run(args: argparse.Namespace, brokers: int, data: Path) -> dict[str, Any
         cpu = cpu_of(pids) - cpu0
         if any(codes):
             return {**row, "error": f"producer exit codes {codes}"}
-        results = [json.loads((data / f"load{i}" / "producer.json").read_text())["result"] for i in range(len(loads))]
+        summaries = [json.loads((data / f"load{i}" / "producer.json").read_text()) for i in range(len(loads))]
+        results = [s["result"] for s in summaries]
         ok = sum(r["ok"] for r in results)
+        client_cpu = sum(s["load_cpu_seconds"] for s in summaries)
         row.update(
             msg_s=round(sum(r["ok"] / r["seconds"] for r in results)),
             acked=ok,
             failed=sum(r["failed"] for r in results),
             p99_ms=max(r["p99_ms"] for r in results),
             broker_cpu_us_per_msg=round(cpu / ok * 1e6, 1) if ok else None,
+            client_cpu_us_per_msg=round(client_cpu / ok * 1e6, 1) if ok else None,
             broker_cores=round(cpu / args.seconds, 2),  # cores the brokers kept busy, roughly: the window's CPU
             broker_processes=len(pids),
             stored=trio.run(stored_by_broker, namesrv),

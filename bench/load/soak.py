@@ -42,6 +42,7 @@ from client import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageEx
 TOPIC = "SoakTopic"
 GROUP = "soak_cg"
 PRODUCER_GROUP = "soak_pg"
+SETTINGS = ("duration", "fraction", "interval", "warmup", "connections", "senders", "size", "queues", "peak_seconds")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,23 +165,22 @@ class Soak:
         consumer.subscribe(TOPIC)
         consumer.register_message_listener(self.listener)
         baseline = self.descriptors()  # no client of ours connected (create_topics waited after closing)
-        async with Admin(self.namesrv) as admin, consumer:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(self.pool.run)
-                self.origin = trio.current_time() + (0 if args.rate else args.peak_seconds)
-                nursery.start_soon(self.sampler, admin)
-                if args.rate:
-                    self.rate = args.rate
-                else:
-                    self.peak = await self.phase_run("peak", None, args.peak_seconds) / args.peak_seconds
-                    self.rate = args.fraction * self.peak
-                    self.origin = trio.current_time()
-                await self.phase_run("soak", self.rate, args.duration)
-                self.phase = "drain"
-                with trio.move_on_after(args.drain):
-                    while self.ledger.outstanding:
-                        await trio.sleep(0.1)
-                nursery.cancel_scope.cancel()  # the pool closes every producer
+        async with Admin(self.namesrv) as admin, consumer, trio.open_nursery() as nursery:
+            await nursery.start(self.pool.run)
+            self.origin = trio.current_time() + (0 if args.rate else args.peak_seconds)
+            nursery.start_soon(self.sampler, admin)
+            if args.rate:
+                self.rate = args.rate
+            else:
+                self.peak = await self.phase_run("peak", None, args.peak_seconds) / args.peak_seconds
+                self.rate = args.fraction * self.peak
+                self.origin = trio.current_time()
+            await self.phase_run("soak", self.rate, args.duration)
+            self.phase = "drain"
+            with trio.move_on_after(args.drain):
+                while self.ledger.outstanding:
+                    await trio.sleep(0.1)
+            nursery.cancel_scope.cancel()  # the pool closes every producer
         settled = await self.settle(baseline)  # every client of ours has closed: the broker must let go too
         checks = verdict(
             self.samples,
@@ -192,8 +192,7 @@ class Soak:
         )
         return {
             "tool": "soak",
-            "settings": {k: getattr(args, k) for k in ("duration", "fraction", "interval", "warmup", "connections",
-                                                       "senders", "size", "queues", "peak_seconds")},  # fmt: skip
+            "settings": {k: getattr(args, k) for k in SETTINGS},
             "peak_tps": None if self.peak is None else round(self.peak, 1),
             "rate_tps": round(self.rate or 0, 1),
             "acked": self.ledger.acked,
@@ -221,8 +220,7 @@ def plot(samples: list[dict[str, Any]], warmup: float, png: Path) -> None:
     panels = (
         (axes[0][0], "broker RSS (MB)", (("rss_mb", "VmRSS"), ("rss_anon_mb", "anonymous (heap)"))),
         (axes[0][1], "send latency (ms)", (("p99_ms", "p99"), ("p50_ms", "p50"))),
-        (axes[1][0], "broker descriptors", (("sockets", "sockets"), ("files", "other files"),
-                                            ("store_files", "store files"))),  # fmt: skip
+        (axes[1][0], "broker descriptors", (("sockets", "sockets"), ("files", "other"), ("store_files", "store"))),
         (axes[1][1], "msg/s and CommitLog", (("send_tps", "sent msg/s"), ("consume_tps", "consumed msg/s"))),
     )
     for ax, title, series in panels:

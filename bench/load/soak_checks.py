@@ -1,8 +1,8 @@
 """The soak's verdicts over its samples: is a series flat after warm-up, did the broker leak, was anything lost.
 
-Pure functions over the sample dictionaries :mod:`bench.load.soak` collects (keys ``t``, ``rss_mb``, ``p99_ms``,
-``rss_anon_mb``, ``files``, ``sockets``); nothing here does I/O or raises on odd input (too few samples give ``None`` drifts, which
-count as flat: there is nothing to judge).
+Pure functions over the sample dictionaries :mod:`bench.load.soak` collects (keys ``t``, ``rss_mb``,
+``rss_anon_mb``, ``p99_ms``, ``files``, ``sockets``); nothing here does I/O or raises on odd input (too few samples
+give ``None`` drifts, which count as flat: there is nothing to judge).
 """
 
 from __future__ import annotations

@@ -76,10 +76,13 @@ def seq_of(body: bytes) -> int:
 
 
 class Pacer:
-    """Hands out send slots ``1 / rate`` apart; a late caller gets the next slot at once (no burst to catch up)."""
+    """Hands out send slots ``1 / rate`` apart. Slots missed while every sender was busy (or the event loop late) are
+    still handed out, at once, for up to ``slack`` seconds' worth: without that, each late wake-up would lower the
+    rate for good; beyond it the schedule restarts from now (no unbounded burst after a stall)."""
 
-    def __init__(self, rate: float | None) -> None:
+    def __init__(self, rate: float | None, slack: float = 1.0) -> None:
         self.interval = 0.0 if not rate else 1.0 / rate
+        self.slack = slack
         self._next = 0.0
 
     async def wait(self) -> None:
@@ -87,7 +90,7 @@ class Pacer:
             await trio.lowlevel.checkpoint()
             return
         now = trio.current_time()
-        slot = max(self._next, now)
+        slot = max(self._next, now - self.slack)
         self._next = slot + self.interval
         if slot > now:
             await trio.sleep_until(slot)

@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import trio
+import trio.testing
+
 from bench.load.soak_checks import drift, flat, verdict
-from bench.load.soak_load import Ledger, body_of, seq_of
+from bench.load.soak_load import Ledger, Pacer, body_of, seq_of
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {"files": 4, "sockets": 10}
@@ -73,3 +76,21 @@ def test_a_short_soak_loses_nothing_and_leaks_no_descriptor(tmp_path: Path) -> N
     assert checks["files_no_leak"]["ok"], checks["files_no_leak"]
     assert checks["sockets_no_leak"]["ok"], checks["sockets_no_leak"]
     assert json.loads((tmp_path / "soak.json").read_text())["acked"] == summary["acked"]
+
+
+async def test_the_pacer_keeps_its_rate_through_late_callers_within_its_slack(autojump_clock: trio.testing.MockClock) -> None:
+    pacer = Pacer(100.0, slack=1.0)  # a slot every 10 ms
+    start = trio.current_time()
+    for _ in range(50):
+        await pacer.wait()
+    assert abs(trio.current_time() - start - 0.49) < 1e-6
+    await trio.sleep(0.5)  # every sender busy for 50 slots' time: those slots come at once, not lost
+    late = trio.current_time()
+    for _ in range(50):
+        await pacer.wait()
+    assert abs(trio.current_time() - late) < 1e-6
+    await trio.sleep(5)  # a stall longer than the slack: only a second's worth is made up
+    stalled = trio.current_time()
+    for _ in range(102):  # 101 slots from a second back up to now, then one more 10 ms on
+        await pacer.wait()
+    assert abs(trio.current_time() - stalled - 0.01) < 1e-6

@@ -94,8 +94,8 @@ async def test_the_embedded_cluster_runs_n_masters_and_sends_land_on_all(tmp_pat
         async with Admin(cluster.namesrv_addr) as admin:
             info = await admin.cluster_info()
         assert {k: sorted(v) for k, v in info.cluster_addr_table.items()} == {
-        "DefaultCluster": ["broker-a", "broker-b", "broker-c"]
-    }
+            "DefaultCluster": ["broker-a", "broker-b", "broker-c"]
+        }
         landed = await spread_over(cluster.namesrv_addr, 3)
     # round robin over the 12 queues: each queue takes 3 or 4 of the 40 sends, each broker 4 queues
     assert sum(landed.values()) == 40 and all(12 <= n <= 16 for n in landed.values()) and len(landed) == 3
