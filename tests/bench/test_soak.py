@@ -78,7 +78,7 @@ def test_a_short_soak_loses_nothing_and_leaks_no_descriptor(tmp_path: Path) -> N
     assert json.loads((tmp_path / "soak.json").read_text())["acked"] == summary["acked"]
 
 
-async def test_the_pacer_keeps_its_rate_through_late_callers_within_its_slack(autojump_clock: trio.testing.MockClock) -> None:
+async def test_the_pacer_makes_up_late_slots_within_its_slack(autojump_clock: trio.testing.MockClock) -> None:
     pacer = Pacer(100.0, slack=1.0)  # a slot every 10 ms
     start = trio.current_time()
     for _ in range(50):
