@@ -12,7 +12,8 @@ anonymous part, the heap; the rest is the CommitLog's mapped pages), open descri
 the rest), p50/p99 send latency over the interval, msg/s sent and consumed, CommitLog end and growth, broker CPU.
 When the load stops the consumer drains (``--drain`` seconds at most) and the clients close; then the checks of
 :mod:`bench.load.soak_checks` run: RSS (anonymous) and p99 flat within 10 % after ``--warmup``, nothing lost
-(every acknowledged message consumed), open files and sockets back to their pre-load counts. Output: the JSON lines,
+(every acknowledged message consumed), open files and sockets back to their pre-load counts. The default warm-up,
+3 minutes, is what the broker's heap took to level off in the first 10-minute run (docs/PERFORMANCE.md#soak). Output: the JSON lines,
 a ``summary`` line, ``<out>/soak.json`` (summary and samples) and ``<out>/soak.png`` (needs matplotlib, the
 ``bench`` extra). The exit status is 1 when a check failed. Example::
 
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rate", type=float, help="msg/s to send at (skips the peak phase)")
     parser.add_argument("--peak-seconds", type=float, default=20.0, help="length of the unpaced peak phase")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
-    parser.add_argument("--warmup", type=float, default=60.0, help="seconds of soak before the flatness checks")
+    parser.add_argument("--warmup", type=float, default=180.0, help="seconds of soak before the flatness checks")
     parser.add_argument("--connections", type=int, default=100, help="producers, each with its own connections")
     parser.add_argument("--lifetime", type=float, nargs=2, default=(10.0, 60.0), metavar=("MIN", "MAX"),
                         help="seconds a producer lives before it is replaced")  # fmt: skip
