@@ -13,9 +13,9 @@ the rest), p50/p99 send latency over the interval, msg/s sent and consumed, Comm
 When the load stops the consumer drains (``--drain`` seconds at most) and the clients close; then the checks of
 :mod:`bench.load.soak_checks` run: RSS (anonymous) and p99 flat within 10 % after ``--warmup``, nothing lost
 (every acknowledged message consumed), open files and sockets back to their pre-load counts. The default warm-up,
-3 minutes, is what the broker's heap took to level off in the first 10-minute run (docs/PERFORMANCE.md#soak). Output: the JSON lines,
-a ``summary`` line, ``<out>/soak.json`` (summary and samples) and ``<out>/soak.png`` (needs matplotlib, the
-``bench`` extra). The exit status is 1 when a check failed. Example::
+3 minutes, is what the broker's heap took to level off in the first 10-minute run (docs/PERFORMANCE.md#soak).
+Output: the JSON lines, a ``summary`` line, ``<out>/soak.json`` (summary and samples), ``<out>/soak.samples.json``
+and ``<out>/soak.png`` (needs matplotlib, the ``bench`` extra). The exit status is 1 when a check failed. Example::
 
     python -m bench.load.soak --duration 600            # the full soak
     python -m bench.load.soak --duration 24 --interval 2 --warmup 6 --rate 200 --lifetime 1 4   # a short one
