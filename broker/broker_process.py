@@ -2,8 +2,8 @@
 broker.cli -c <conf>``), so that it gets a core of its own: brokers in one process share one interpreter lock.
 
 The broker's settings are written as a RocketMQ ``broker.conf`` (``<data>/<brokerName>.properties``, only what
-differs from the defaults, as RocketMQ's ``conf/2m-noslave/broker-b.properties`` are), its stderr goes to
-``<data>/logs/<brokerName>.log``, and :meth:`BrokerProcess.run` is started in a nursery: it returns (through
+differs from the defaults, as RocketMQ's ``distribution/conf/2m-noslave/broker-b.properties`` is), its stderr goes
+to ``<data>/logs/<brokerName>.log``, and :meth:`BrokerProcess.run` is started in a nursery: it returns (through
 ``task_status``) the address of the child's boot line. :meth:`BrokerProcess.stop` sends SIGTERM (the broker
 unregisters, flushes and saves its files) and waits; a child still running after ``STOP_TIMEOUT`` seconds is killed.
 

@@ -14,8 +14,8 @@ master's HA address from the name server. ``cluster.slave_addrs``, ``cluster.sla
 fail-over; a restarted master keeps its ports (main and HA), so its slaves reconnect.
 
 With ``brokers=N`` the cluster has N masters in one cluster (``broker-a``, ``broker-b``, ...; brokerClusterName
-``DefaultCluster``, one name server), as RocketMQ's ``conf/2m-noslave`` deploys two. ``broker-a`` is the one
-described above; the others have data under ``<data>/broker-b`` ... and, with a fixed ``broker_port``, listen on
+``DefaultCluster``, one name server), as RocketMQ's ``distribution/conf/2m-noslave/`` deploys two. ``broker-a`` is
+the one described above; the others have data under ``<data>/broker-b`` ... and, with a fixed ``broker_port``, listen on
 ``broker_port + 10 * i`` (room for the fast channel at port - 2 and HA at port + 1). By default they run in this
 process (``cluster.controllers``); ``broker_processes=True`` runs each in a child process
 (:mod:`broker.broker_process`), which is what gives each a core: brokers in one process share the interpreter lock.
