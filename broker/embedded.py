@@ -66,11 +66,14 @@ MAX_BROKERS = 26
 
 
 def broker_names(count: int, first: str = "broker-a") -> list[str]:
-    """``broker-a``, ``broker-b``, ...: ``first`` then its last letter advanced (``first`` ``"b"`` gives ``c``...)."""
+    """``broker-a``, ``broker-b``, ...: ``first`` then its last letter advanced; a name not ending in a letter that
+    can advance that far gets ``-1``, ``-2``, ... instead (``shard`` gives ``shard-1``)."""
     if not 1 <= count <= MAX_BROKERS:
         raise ValueError(f"brokers must be 1..{MAX_BROKERS}, not {count}")
-    stem, last = first[:-1], first[-1:] or "a"
-    return [first] + [f"{stem}{chr(ord(last) + i)}" for i in range(1, count)]
+    stem, last = first[:-1], first[-1:]
+    if "a" <= last <= "z" and ord(last) + count - 1 <= ord("z"):
+        return [first] + [f"{stem}{chr(ord(last) + i)}" for i in range(1, count)]
+    return [first] + [f"{first}-{i}" for i in range(1, count)]
 
 
 def default_brokers(cores: int | None = None) -> int:

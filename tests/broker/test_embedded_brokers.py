@@ -32,6 +32,8 @@ NAMESRV_BOOT = re.compile(rb"The Name Server boot success\. serializeType=JSON, 
 def test_names_follow_the_first_letter_and_the_default_is_one_per_core_above_two() -> None:
     assert broker_names(3) == ["broker-a", "broker-b", "broker-c"]
     assert broker_names(2, "shard-x") == ["shard-x", "shard-y"]
+    assert broker_names(3, "shard-y") == ["shard-y", "shard-y-1", "shard-y-2"]  # no letter after z
+    assert broker_names(2, "node7") == ["node7", "node7-1"]
     with pytest.raises(ValueError):
         broker_names(0)
     assert [default_brokers(cores) for cores in (1, 2, 3, 8)] == [1, 1, 3, 8]
