@@ -67,6 +67,11 @@ class BrokerConfig(ListenerSettings):
     #: when the master's backlog is not in memory). Off, every pull suggests the master; a slave still serves the
     #: pull itself, as RocketMQ 4.9.8 does (its status switch overwrites the PULL_RETRY_IMMEDIATELY it set first).
     slave_read_enable: bool = False
+    #: A slave corrects a pull's offset errors as a master does (RocketMQ's MessageStoreConfig setting). Off, it
+    #: answers them with the requested offset as the next one, and PULL_OFFSET_MOVED becomes PULL_RETRY_IMMEDIATELY
+    #: suggesting the group's ``brokerId``, with no offset-moved event: a slave lagging behind its master must not
+    #: move a consumer's offset.
+    offset_check_in_slave: bool = False
     #: Refuse transactional sends and END_TRANSACTION with NO_PERMISSION.
     reject_transaction_message: bool = False
     #: Most messages one pull returns while its data is in memory (Java's MessageStoreConfig setting of that name).
