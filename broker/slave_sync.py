@@ -133,9 +133,7 @@ class SlaveSynchronize:
             return
         try:
             body = TimerCheckpointBody.decode(bytes(response.body or b""))
-            await trio.to_thread.run_sync(
-                timer.adopt_checkpoint, body.master_timer_queue_offset, body.last_read_time_ms
-            )
+            await timer.adopt_checkpoint(body.master_timer_queue_offset, body.last_read_time_ms)
         except (CodecError, OSError) as exc:
             log.warning("slave sync: timer checkpoint of %s not adopted: %s", addr, exc)
 

@@ -81,6 +81,7 @@ class TimerMessageService:
         self._idle_poll = idle_poll
         self._wakeup = trio.Event()
         self._loaded = False
+        self._file_lock = trio.Lock()
 
     def _new_timer_store(self) -> TimerStore:
         precision_ms, slots, log_file_size = self._wheel
@@ -165,11 +166,14 @@ class TimerMessageService:
         """The confirmed ``(enqueueOffset, readMs)`` while the timer runs, else ``None`` (nothing to copy)."""
         return self.timers.confirmed() if self._loaded else None
 
-    def adopt_checkpoint(self, enqueue_offset: int, read_ms: int) -> None:
-        """A follower takes its leader's progress, saved unclean so the next start rebuilds from it. Blocking; does
-        nothing while the timer runs (it owns the file then). Raises ``OSError``."""
-        if self._loaded:
-            return
+    async def adopt_checkpoint(self, enqueue_offset: int, read_ms: int) -> None:
+        """A follower takes its leader's progress, saved unclean (in a worker thread) so the next start rebuilds from
+        it; does nothing while the timer runs (it owns the file then). Raises ``OSError``."""
+        async with self._file_lock:  # never while a start reads the file
+            if not self._loaded:
+                await trio.to_thread.run_sync(self._adopt, enqueue_offset, read_ms)
+
+    def _adopt(self, enqueue_offset: int, read_ms: int) -> None:
         current = self.timers.checkpoint_file.load()
         if current is not None and (current.enqueue_offset, current.read_ms, current.clean) == (
             enqueue_offset,
@@ -183,8 +187,9 @@ class TimerMessageService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         timers = self.timers = self._new_timer_store()
-        await trio.to_thread.run_sync(timers.load, self.store.config.now_ms())
-        self._loaded = True
+        async with self._file_lock:
+            await trio.to_thread.run_sync(timers.load, self.store.config.now_ms())
+            self._loaded = True
         try:
             # Until the clean save at shutdown, a crash must be detectable: mark the checkpoint unclean first.
             await trio.to_thread.run_sync(timers.save_checkpoint, timers.checkpoint(False))
@@ -193,9 +198,11 @@ class TimerMessageService:
                 nursery.start_soon(self._timer_loop)
                 task_status.started()
         finally:
-            self._loaded = False
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self._close, timers, timers.all_confirmed, timers.confirmed())
+                all_confirmed, confirmed = timers.all_confirmed, timers.confirmed()
+                async with self._file_lock:
+                    self._loaded = False
+                    await trio.to_thread.run_sync(self._close, timers, all_confirmed, confirmed)
 
     @staticmethod
     def _close(timers: TimerStore, all_confirmed: bool, confirmed: tuple[int, int]) -> None:
