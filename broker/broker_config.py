@@ -53,6 +53,8 @@ class BrokerConfig(ListenerSettings):
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
     auto_create_topic_enable: bool = True
+    #: RocketMQ 5: whether a topic may be given ``message.type=MIXED`` (UPDATE_AND_CREATE_TOPIC's attributes).
+    enable_mixed_message_type: bool = False
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
     cluster_topic_enable: bool = True

@@ -78,6 +78,9 @@ class BrokerSettings(attrs.AttrsInstance, Protocol):
     @property
     def store_reply_message_enable(self) -> bool: ...
 
+    @property
+    def enable_mixed_message_type(self) -> bool: ...
+
 
 class TopicTable(Protocol):
     """``topics.json``: topic configs, their auto-creation rules and data version (RocketMQ's TopicConfigManager)."""
