@@ -8,7 +8,8 @@ One algorithm for both cases, differing in how much is re-validated:
    valid record into its ConsumeQueue and the index (entries are rewritten in place, so re-dispatching a record
    that was already indexed in the ConsumeQueue is harmless; the index is truncated after ``safe_offset`` first).
 3. The first invalid record ends the log: later segments are deleted and, after a crash, the torn tail is zeroed
-   so no stale record can reappear behind newer writes.
+   so no stale record can reappear behind newer writes. On a slave, a last record whose final bytes are zeros is
+   a torn tail too (:func:`_torn`).
 4. Every ConsumeQueue drops entries that point at or past the recovered end, and the next-queue-offset table is
    rebuilt from the queues.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
+from remoting.codec.record_decode import RecordMeta
 from store.checkpoint import create_abort_file
 from store.consume_queue import ConsumeQueue
 from store.topic_cleanup import is_deleted_record, load_tombstones
@@ -59,13 +61,34 @@ def _remove_spares(cq: ConsumeQueue) -> None:
 def _scan_and_dispatch(store: MessageStore, start: int, check_crc: bool) -> int:
     end = start
     deleted = load_tombstones(store.root)
+    last: tuple[int, RecordMeta] | None = None  # dispatched once the scan shows it is not a torn last record
+
+    def dispatch(meta: RecordMeta) -> None:
+        if not (deleted and is_deleted_record(deleted, meta)):
+            store.redispatch(meta)
+        store.commitlog.last_store_timestamp = meta.store_timestamp
+
     for offset, meta in store.commitlog.scan(start, check_crc):
-        end = offset
+        if last is not None:
+            dispatch(last[1])
+            last = None
         if meta is not None:
-            if not (deleted and is_deleted_record(deleted, meta)):
-                store.redispatch(meta)
-            store.commitlog.last_store_timestamp = meta.store_timestamp
+            last = (end, meta)
+        end = offset
+    if last is not None:
+        if store.config.is_slave and _torn(last[1]):
+            return last[0]
+        dispatch(last[1])
     return end
+
+
+def _torn(meta: RecordMeta) -> bool:
+    """A slave's last record whose final bytes never arrived: a slave appends the master's frames as they come, so
+    a kill can leave a record's head on disk with zeros where its tail should be. The body CRC does not cover the
+    topic and properties, so zeros there pass the scan; a record never ends with a NUL (properties end with their
+    last value, a topic holds no NUL), so a zero last byte means a torn tail. The master resends the record."""
+    tail = meta.properties or meta.topic.encode()
+    return not tail or tail[-1] == 0
 
 
 def _blank_at(store: MessageStore, offset: int) -> bool:

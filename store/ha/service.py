@@ -118,12 +118,13 @@ class HAService:
             self._data = None
             data.set()
 
-    async def wait_for_data(self, timeout: float) -> bool:
-        """A writer with nothing to send: until :meth:`wake_writers` (``True``) or ``timeout`` seconds."""
+    async def wait_for_data(self, deadline: float) -> bool:
+        """A writer with nothing to send: until :meth:`wake_writers` (``True``) or the Trio clock reaches
+        ``deadline``."""
         data = self._data
         if data is None:
             data = self._data = trio.Event()
-        with trio.move_on_after(timeout):
+        with trio.move_on_at(deadline):
             await data.wait()
         return data.is_set()
 

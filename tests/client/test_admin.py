@@ -20,8 +20,8 @@ from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic, wait_until
+from tests.threaded_cluster import ThreadedCluster
 
 
 def _cli(*args: str) -> Any:

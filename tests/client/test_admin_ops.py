@@ -18,8 +18,8 @@ from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.topics import TRANS_HALF_TOPIC
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic, wait_until
+from tests.threaded_cluster import ThreadedCluster
 
 LONG_MAX = (1 << 63) - 1
 

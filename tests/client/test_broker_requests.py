@@ -11,8 +11,8 @@ from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic, wait_until
+from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
 

@@ -23,9 +23,9 @@ from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import HANG_GUARD, create_topic
 from tests.e2e.harness import ALI_ONS, NODE_AGENT, require
+from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = [
     pytest.mark.anyio,

@@ -8,8 +8,8 @@ from client.consumer.lite_pull import LitePullConsumer
 from client.errors import ClientStateError, MQClientError
 from client.message import Message, MessageExt
 from client.producer import Producer
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic
+from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
 

@@ -19,8 +19,8 @@ from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic, wait_until
+from tests.threaded_cluster import ThreadedCluster
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> Result:

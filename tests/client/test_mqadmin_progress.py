@@ -21,8 +21,8 @@ from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import HANG_GUARD, create_topic, wait_until
+from tests.threaded_cluster import ThreadedCluster
 
 COLUMNS = ["#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"]
 #: mqadmin --json keys rows by the column names without their ``#``.

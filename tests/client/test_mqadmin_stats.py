@@ -17,8 +17,8 @@ from client.message import Message
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic
+from tests.threaded_cluster import ThreadedCluster
 
 
 def _cli(*args: str) -> Any:

@@ -20,8 +20,8 @@ from remoting.codec.codes import RequestCode
 from remoting.codec.command import request
 from remoting.codec.headers import PullMessageRequestHeader
 from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt, iter_records
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import HANG_GUARD, create_topic, wait_until
+from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
 

@@ -19,8 +19,8 @@ from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageModel, MessageQueue
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import create_topic, wait_until
+from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.client.conftest import ThreadedCluster
+from tests.threaded_cluster import ThreadedCluster
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

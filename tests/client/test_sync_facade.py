@@ -12,8 +12,8 @@ import anyio
 from client import ConsumeConcurrentlyStatus, Message, MessageExt
 from client.request_reply import create_reply_message
 from client.sync import Admin, LitePullConsumer, Producer, PushConsumer
-from tests.client.conftest import ThreadedCluster
 from tests.client.helpers import HANG_GUARD, create_topic
+from tests.threaded_cluster import ThreadedCluster
 
 
 def test_blocking_producer_and_push_consumer_work_from_plain_code(cluster: ThreadedCluster) -> None:

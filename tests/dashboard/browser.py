@@ -87,5 +87,11 @@ def table_rows(driver: WebDriver, table: str, predicate: Callable[[list[list[str
     return found[0]
 
 
+def click(driver: WebDriver, css: str) -> None:
+    """Click the first element matching ``css`` once the page's script has drawn it."""
+    [element, *_] = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, css), css)
+    element.click()
+
+
 def banner(driver: WebDriver) -> WebElement:
     return driver.find_element(By.ID, "banner")

@@ -18,7 +18,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt
 from client.config import ClientConfig
 from client.sync import Admin, Producer, PushConsumer
-from tests.dashboard.browser import HANG_GUARD, banner, rows, table_rows, wait_for
+from tests.dashboard.browser import HANG_GUARD, banner, click, rows, table_rows, wait_for
 from tests.dashboard.live import ThreadedDashboard
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -80,7 +80,7 @@ def test_a_broker_refusal_shows_its_remark_in_the_page(browser: WebDriver, live:
 
 def test_every_list_sorts_on_a_header_click(browser: WebDriver, live: ThreadedDashboard) -> None:
     open_page(browser, live, "/topics")
-    browser.find_element(By.CSS_SELECTOR, 'button[data-kind="ALL"]').click()
+    click(browser, 'button[data-kind="ALL"]')
     first = [r[0] for r in table_rows(browser, "topics", lambda r: len(r) > 3)]
     assert first == sorted(first, key=str.lower) or first == sorted(first)
     browser.find_element(By.CSS_SELECTOR, 'table[data-table="topics"] th[data-key="topic"]').click()
@@ -88,7 +88,7 @@ def test_every_list_sorts_on_a_header_click(browser: WebDriver, live: ThreadedDa
     open_page(browser, live, "/groups")  # the groups are tabbed by kind too, the broker's own groups apart
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#kinds button.active"))
     assert all(r[1] == "NORMAL" for r in rows(browser, "groups"))
-    browser.find_element(By.CSS_SELECTOR, 'button[data-kind="SYSTEM"]').click()
+    click(browser, 'button[data-kind="SYSTEM"]')
     system = table_rows(browser, "groups", lambda r: len(r) > 1)
     assert {r[1] for r in system} == {"SYSTEM"} and "TOOLS_CONSUMER" in [r[0] for r in system]
     browser.find_element(By.CSS_SELECTOR, 'table[data-table="groups"] th[data-key="group"]').click()
@@ -184,7 +184,7 @@ def test_a_consumer_groups_lag_drops_to_zero_after_consuming(browser: WebDriver,
     # Resetting to the form's default time (an hour ago) asks first; once accepted, all six are to consume again.
     open_page(browser, live, "/group?group=page-cg")
     table_rows(browser, "progress", lambda r: len(r) >= 2)
-    browser.find_element(By.CSS_SELECTOR, "#reset select[name=topic] option[value=LagPageTopic]").click()
+    click(browser, "#reset select[name=topic] option[value=LagPageTopic]")
     browser.find_element(By.CSS_SELECTOR, "#reset button[type=submit]").click()
     browser.switch_to.alert.dismiss()
     assert diff_total(browser) == "0" and not banner(browser).text

@@ -21,6 +21,12 @@ async def _acked(acks: list[Ack], count: int) -> None:
             await trio.sleep(0.005)
 
 
+async def _replicated_some(admin: Admin, slave: str) -> None:
+    with trio.fail_after(60):
+        while int((await admin.broker_status(slave)).get("haSlaveDispatchedOffset", "0")) == 0:
+            await trio.sleep(0.01)
+
+
 async def test_a_sigkilled_slave_resumes_from_its_own_offset_without_gap_or_duplicate(tmp_path: Path) -> None:
     acks: list[Ack] = []
     async with replicated_processes(tmp_path, "ASYNC_MASTER") as nodes:
@@ -28,6 +34,7 @@ async def test_a_sigkilled_slave_resumes_from_its_own_offset_without_gap_or_dupl
         async with trio.open_nursery() as nursery, Admin(nodes.namesrv.addr) as admin:
             nursery.start_soon(produce, nodes.master.addr, 4, acks, stop)
             await _acked(acks, 800)
+            await _replicated_some(admin, nodes.slave.addr)  # a kill before the first frame would test nothing
             await nodes.slave.kill()
             killed_at = len(acks)
             await _acked(acks, killed_at + 800)  # the master goes on while the slave is down

@@ -33,8 +33,8 @@ from remoting.codec.message import MessageExt as StoredExt
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.connection import Connection
-from tests.client.conftest import ThreadedCluster
 from tests.semantics.helpers import use_virtual_store_clock
+from tests.threaded_cluster import ThreadedCluster
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE

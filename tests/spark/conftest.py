@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.client.conftest import ThreadedCluster
+from tests.threaded_cluster import ThreadedCluster
 
 
 def _java_major() -> int | None:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from client import Message
-from tests.client.conftest import ThreadedCluster
 from tests.spark.helpers import make_topic, produce, read_topic
+from tests.threaded_cluster import ThreadedCluster
 
 SCHEMA = (
     "struct<topic:string,queue_id:int,queue_offset:bigint,msg_id:string,keys:string,tags:string,body:binary,"

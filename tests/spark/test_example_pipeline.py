@@ -10,8 +10,8 @@ from typing import Any
 
 from client import Message
 from examples.minute_counts import start
-from tests.client.conftest import ThreadedCluster
 from tests.spark.helpers import make_topic, produce, read_topic
+from tests.threaded_cluster import ThreadedCluster
 
 MINUTE = 60_000
 BASE = 1_700_000_040_000  # a whole minute

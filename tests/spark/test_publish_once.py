@@ -9,8 +9,8 @@ import pytest
 
 from spark.options import SourceOptions
 from spark.session import BrokerSession
-from tests.client.conftest import ThreadedCluster
 from tests.spark.helpers import make_topic, read_topic
+from tests.threaded_cluster import ThreadedCluster
 
 SEND_CHUNK = 512  # spark.writer.SEND_CHUNK (checked below)
 ROWS = [{"body": f"p{i}".encode(), "tags": "P"} for i in range(SEND_CHUNK * 2 + 100)]

@@ -15,7 +15,7 @@ from client.config import ClientConfig
 from client.errors import TopicRouteNotFoundError
 from spark.options import OptionError, SourceOptions
 from tests.acl.conftest import PLAIN_ACL
-from tests.client.conftest import ThreadedCluster
+from tests.threaded_cluster import ThreadedCluster
 
 KEYS = {"accessKey": "spark-job", "secretKey": "spark-secret"}
 ACCOUNT = "  - {accessKey: spark-job, secretKey: spark-secret, defaultTopicPerm: PUB|SUB, defaultGroupPerm: SUB}\n"

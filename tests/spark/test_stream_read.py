@@ -9,8 +9,8 @@ from typing import Any
 
 from client import Message
 from client.sync import Admin
-from tests.client.conftest import ThreadedCluster
 from tests.spark.helpers import make_topic, produce
+from tests.threaded_cluster import ThreadedCluster
 
 
 def _run(spark: Any, ns: str, topic: str, batches: dict[int, list[tuple[int, int, bytes]]], checkpoint: Path,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from client import Message
-from tests.client.conftest import ThreadedCluster
 from tests.spark.helpers import make_topic, produce, read_topic
+from tests.threaded_cluster import ThreadedCluster
 
 
 def _copy(spark: Any, ns: str, source: str, sink_format: str, target: str, checkpoint: Path, **sink: str) -> None:

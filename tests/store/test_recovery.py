@@ -12,6 +12,7 @@ from remoting.codec.message import decode_record
 from store.checkpoint import StoreLockedError
 from store.message_store import MessageStore
 from store.results import GetStatus
+from store.store_config import BrokerRole
 from tests.store.store_helpers import message, open_store
 
 
@@ -165,3 +166,24 @@ def test_delayed_message_tags_code_is_rebuilt_as_its_delivery_time(tmp_path: Pat
     entry = store.consume_queue("SCHEDULE_TOPIC_XXXX", 1).entry(0)
     assert entry is not None and entry[2] == appended.store_timestamp + 5000
     store.close()
+
+
+def test_a_killed_slave_drops_a_last_record_whose_properties_never_arrived(tmp_path: Path) -> None:
+    master = open_store(tmp_path / "master")
+    phys = [master.append(message(body=b"b" * 50, queue_id=0, keys=f"key-{i}")).phy_offset for i in range(4)]
+    log = bytes(master.commitlog.queue.files[0].view[: master.max_phy_offset])
+    master.close()
+    slave = open_store(tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    assert slave.replica is not None
+    slave.replica.append(0, log[:-6])  # the last frame ended 6 bytes before the record did
+    assert slave.replica.dispatched == phys[3]  # the partial record is not dispatched
+    slave.abandon()  # as kill -9: the bytes stay, zeros where the record's tail should be
+    slave = open_store(tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    # The body CRC passes (the tail is in the properties); the zeros there give the torn record away.
+    assert slave.max_phy_offset == phys[3]
+    assert slave.max_offset_in_queue("TopicTest", 0) == 3
+    assert slave.replica is not None
+    slave.replica.append(phys[3], log[phys[3] :])  # the master resends from the slave's end
+    assert slave.max_offset_in_queue("TopicTest", 0) == 4
+    assert bytes(slave.commitlog.queue.files[0].view[: len(log)]) == log
+    slave.close()
