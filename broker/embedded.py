@@ -38,10 +38,8 @@ import logging
 import os
 import signal
 import sys
-from contextlib import AsyncExitStack
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import attrs
 import click
@@ -51,6 +49,7 @@ from broker.broker_config import BrokerConfig
 from broker.broker_process import BrokerProcess
 from broker.cli import boot_line
 from broker.controller import BrokerController
+from broker.embedded_base import NurseryOwner
 from namesrv.cli import boot_line as namesrv_boot_line
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
@@ -83,7 +82,7 @@ def default_brokers(cores: int | None = None) -> int:
     return min(cores, MAX_BROKERS) if cores > 2 else 1
 
 
-class EmbeddedCluster:
+class EmbeddedCluster(NurseryOwner):
     """A name server and a broker on ``host``; ``broker_overrides`` are BrokerConfig fields (snake_case), and the
     ``tls_*`` ones apply to the name server too."""
 
@@ -117,8 +116,6 @@ class EmbeddedCluster:
         self.namesrv: NamesrvServer | None = None
         self.namesrv_address: Address | None = None
         self._master = _BrokerSlot(0)
-        self._stack: AsyncExitStack | None = None
-        self._nursery: trio.Nursery | None = None
         self._ha_port = 0
         self._slaves: list[_BrokerSlot] = [_BrokerSlot(i) for i in range(1, slaves + 1)]
         self._names = broker_names(brokers, broker_overrides.get("broker_name", "broker-a"))
@@ -207,37 +204,20 @@ class EmbeddedCluster:
 
     # ---- life cycle --------------------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        stack = AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            self._nursery = await stack.enter_async_context(trio.open_nursery())
-            self.namesrv = NamesrvServer(self.namesrv_config)
-            self.namesrv_address = await self._nursery.start(self.namesrv.serve)
-            await self.start_broker()
-            for index in range(1, len(self._names)):
-                await self._start_other(index)
-        except BaseException as exc:
-            if self._nursery is not None:
-                self._nursery.cancel_scope.cancel()
-            await stack.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._stack = stack
-        return self
+    async def _start_all(self, nursery: trio.Nursery) -> None:
+        self.namesrv = NamesrvServer(self.namesrv_config)
+        self.namesrv_address = await nursery.start(self.namesrv.serve)
+        await self.start_broker()
+        for index in range(1, len(self._names)):
+            await self._start_other(index)
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        stack, self._stack = self._stack, None
-        assert stack is not None and self._nursery is not None
+    async def _stop_all(self) -> None:
         # The brokers go first so they can still unregister from the name server; slaves before their master.
         for slot in self._others:
             await slot.stop()
         for slot in self._slaves:
             await slot.stop()
         await self.stop_broker()
-        self._nursery.cancel_scope.cancel()
-        return await stack.__aexit__(exc_type, exc, tb)
 
     async def start_broker(self) -> Address:
         """Start the broker (after :meth:`stop_broker`: on the same port and data). Returns its address."""
