@@ -95,8 +95,10 @@ class Soak:
         interval = self.args.interval
         last_t, last_cpu = trio.current_time(), process_cpu_seconds(self.pid)
         last_consumed, last_end = self.ledger.consumed, await self.commitlog_end(admin)
+        next_at = last_t
         while True:
-            await trio.sleep(interval)
+            next_at += interval  # fixed deadlines: a slow sample does not push the later ones back
+            await trio.sleep_until(next_at)
             now, cpu = trio.current_time(), process_cpu_seconds(self.pid)
             seconds = now - last_t
             window = self.stats.take_window(seconds)

@@ -68,7 +68,7 @@ def test_a_short_soak_loses_nothing_and_leaks_no_descriptor(tmp_path: Path) -> N
     assert checks["nothing_lost"]["ok"], checks["nothing_lost"]
     assert summary["consumed"] >= summary["acked"] > 0
     assert summary["producers_closed"] > 100  # every one of the 100 connections came and went, more than once
-    assert len(samples) >= 10
+    assert len(samples) >= 8  # about one every 2 s of the 20; the last may fall after the load stops
     steady = [s for s in samples if s["t"] >= 6]
     for key in ("files", "sockets"):
         # A socket or file kept per closed client would grow without end: hundreds of clients closed in the window.
