@@ -418,9 +418,9 @@ class Connection:
         self._write_frame(encode_command(cmd))
 
     def send_frame_nowait(self, frame: bytes) -> None:
-        """:meth:`send_nowait` of a frame already encoded, answering a request that never became a command (a
-        :data:`FastRequest`'s): no budget or latency bookkeeping, since such a request never entered either. Same
-        errors."""
+        """:meth:`send_nowait` of a frame already encoded: a request, or the answer to a request that never became a
+        command (a :data:`FastRequest`'s), so no budget or latency bookkeeping, which only answers to commands read
+        here need. Same errors."""
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
         self._write_frame(frame)
@@ -521,20 +521,35 @@ class Connection:
         it must return quickly; what it raises is logged. It may run before this method returns (a failed write).
         Never raises; ignores :attr:`congested` (the caller decides). ``cmd`` must not be oneway.
         """
+        self._invoke_callback(cmd.opaque, cmd.code, cmd, timeout, callback)
+
+    def invoke_frame_callback(
+        self, opaque: int, code: int, frame: bytes, timeout: float, callback: OutcomeCallback
+    ) -> None:
+        """:meth:`invoke_callback` of a request already encoded (``frame``, whose opaque and code are given), for a
+        caller that never built the command. Same contract."""
+        self._invoke_callback(opaque, code, frame, timeout, callback)
+
+    def _invoke_callback(
+        self, opaque: int, code: int, request: RemotingCommand | bytes, timeout: float, callback: OutcomeCallback
+    ) -> None:
         deadline = self._loop.now() + timeout
-        future = CallbackFuture(deadline, callback, cmd.code, self.remote_address, timeout)
+        future = CallbackFuture(deadline, callback, code, self.remote_address, timeout)
         if self._closed:
             future.complete(error=RemotingClosedError(f"{self!r}: cannot invoke, connection closed"))
             return
-        self._pending[cmd.opaque] = future
+        self._pending[opaque] = future
         if deadline < self._expiry_at and self._expiry_wakeup is not None:
             self._expiry_at = deadline
             self._expiry_wakeup.set()
         try:
-            self.send_nowait(cmd)
+            if type(request) is bytes:
+                self.send_frame_nowait(request)
+            else:
+                self.send_nowait(request)  # type: ignore[arg-type]
         except RemotingError as exc:  # the connection closed: close() normally failed the future already
-            if self._pending.get(cmd.opaque) is future:
-                del self._pending[cmd.opaque]
+            if self._pending.get(opaque) is future:
+                del self._pending[opaque]
             future.complete(error=exc)
 
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
