@@ -53,6 +53,8 @@ class BrokerConfig(ListenerSettings):
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
     auto_create_topic_enable: bool = True
+    #: RocketMQ 5: whether a topic may be given ``message.type=MIXED`` (UPDATE_AND_CREATE_TOPIC's attributes).
+    enable_mixed_message_type: bool = False
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
     cluster_topic_enable: bool = True
@@ -67,6 +69,11 @@ class BrokerConfig(ListenerSettings):
     #: when the master's backlog is not in memory). Off, every pull suggests the master; a slave still serves the
     #: pull itself, as RocketMQ 4.9.8 does (its status switch overwrites the PULL_RETRY_IMMEDIATELY it set first).
     slave_read_enable: bool = False
+    #: A slave corrects a pull's offset errors as a master does (RocketMQ's MessageStoreConfig setting). Off, it
+    #: answers them with the requested offset as the next one, and PULL_OFFSET_MOVED becomes PULL_RETRY_IMMEDIATELY
+    #: suggesting the group's ``brokerId``, with no offset-moved event: a slave lagging behind its master must not
+    #: move a consumer's offset.
+    offset_check_in_slave: bool = False
     #: Refuse transactional sends and END_TRANSACTION with NO_PERMISSION.
     reject_transaction_message: bool = False
     #: Most messages one pull returns while its data is in memory (Java's MessageStoreConfig setting of that name).

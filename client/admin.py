@@ -158,9 +158,11 @@ class Admin(AdminOps):
         broker_addr: str | None = None,
         cluster: str | None = None,
         topic_sys_flag: int = 0,
+        attributes: str | None = None,
     ) -> list[str]:
-        """UPDATE_AND_CREATE_TOPIC on ``broker_addr``, or on every master of ``cluster`` (default: all masters).
-        Returns the brokers it was created on."""
+        """UPDATE_AND_CREATE_TOPIC on ``broker_addr``, or on every master of ``cluster`` (default: all masters);
+        ``attributes`` is RocketMQ 5's modification text (``+message.type=FIFO``). Returns the brokers it was created
+        on."""
         header = CreateTopicRequestHeader(
             topic=topic,
             default_topic="TBW102",
@@ -170,6 +172,7 @@ class Admin(AdminOps):
             topic_filter_type="SINGLE_TAG",
             order=order,
             topic_sys_flag=topic_sys_flag,
+            attributes=attributes,
         )
         targets = await self.target_brokers(broker_addr, cluster)
         for addr in targets:

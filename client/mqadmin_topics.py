@@ -42,6 +42,7 @@ async def _broker_name_of(admin: Admin, addr: str) -> str:
 @click.option("-o", "--order", help="set topic's order(true|false)")
 @click.option("-u", "--unit", help="is unit topic (true|false)")
 @click.option("-s", "--hasUnitSub", "unit_sub", help="has unit sub (true|false)")
+@click.option("-a", "--attributes", help="attribute(+a=b,+c=d,-e)")
 def update_topic(ctx: click.Context, **o: Any) -> None:
     if bool(o["broker_addr"]) == bool(o["cluster"]):
         raise click.UsageError("exactly one of -b/--brokerAddr and -c/--clusterName is required")
@@ -51,10 +52,11 @@ def update_topic(ctx: click.Context, **o: Any) -> None:
 
     async def job(admin: Admin, out: Output) -> None:
         kwargs = dict(read_queue_nums=config.read_queue_nums, write_queue_nums=config.write_queue_nums,
-                      perm=config.perm, order=order, topic_sys_flag=sys_flag)  # fmt: skip
+                      perm=config.perm, order=order, topic_sys_flag=sys_flag,
+                      attributes=o["attributes"])  # fmt: skip
         if o["broker_addr"]:
             addr = o["broker_addr"].strip()
-            await admin.create_topic(config.topic_name, broker_addr=addr, **kwargs)  # type: ignore[arg-type]
+            await admin.create_topic(config.topic_name, broker_addr=addr, **kwargs)
             if order:
                 conf = f"{await _broker_name_of(admin, addr)}:{config.write_queue_nums}"
                 await admin.create_or_update_order_conf(config.topic_name, conf, is_cluster=False)
@@ -63,7 +65,7 @@ def update_topic(ctx: click.Context, **o: Any) -> None:
         else:
             cluster = o["cluster"].strip()
             for addr in await admin.master_addresses(cluster):
-                await admin.create_topic(config.topic_name, broker_addr=addr, **kwargs)  # type: ignore[arg-type]
+                await admin.create_topic(config.topic_name, broker_addr=addr, **kwargs)
                 out.line("create topic to %s success.%n", addr)
             if order:
                 names = sorted((await admin.cluster_info()).cluster_addr_table.get(cluster, []))

@@ -16,6 +16,9 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
   for every topic in the store that is neither configured nor a system topic.
 - GET_BROKER_RUNTIME_INFO (28) and GET_CONSUME_STATS (208) carry the rates of :mod:`broker.stats`.
 
+UPDATE_AND_CREATE_TOPIC (17) also applies RocketMQ 5's ``attributes`` modification (``+message.type=FIFO``;
+:mod:`processors.topic_attributes`); a topic updated without one keeps its attributes.
+
 Errors: an invalid topic name, a system topic or a reserved word answers SYSTEM_ERROR with Java's remark; an unknown
 topic TOPIC_NOT_EXIST; an offline consumer group CONSUMER_NOT_ONLINE; a missing header field, a body that does not
 decode or a bad property value SYSTEM_ERROR with the decoder's message.
@@ -32,6 +35,7 @@ from processors import broker2client
 from processors.client_channels import ClientChannelInfo
 from processors.context import BrokerContext
 from processors.runtime_info import runtime_table
+from processors.topic_attributes import TopicAttributeError, alter_attributes
 from remoting.codec.bodies import KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import dumps, load_object
 from remoting.codec.bodies.admin import (
@@ -127,6 +131,16 @@ class AdminBrokerProcessor:
             filter_type = TopicFilterType[header.topic_filter_type]
         except KeyError:
             return request.response(ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {header.topic_filter_type}")
+        current = self.broker.topics.get(topic)
+        try:
+            attributes = alter_attributes(
+                current is None,
+                dict(current.attributes) if current is not None else {},
+                header.attributes,
+                mixed_allowed=self.broker.config.enable_mixed_message_type,
+            )
+        except TopicAttributeError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         self.broker.topics.update_topic(
             TopicConfig(
                 topic_name=topic,
@@ -136,6 +150,7 @@ class AdminBrokerProcessor:
                 topic_filter_type=filter_type,
                 topic_sys_flag=header.topic_sys_flag or 0,
                 order=header.order,
+                attributes=attributes,
             )
         )
         return request.response(ResponseCode.SUCCESS)

@@ -114,6 +114,18 @@ _STATUS_CODES: Final = {
     GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
 
+#: The statuses whose next offset a master corrects and a slave (without ``offsetCheckInSlave``) does not.
+_CORRECTED_STATUSES: Final = frozenset(
+    {
+        GetStatus.NO_MESSAGE_IN_QUEUE,
+        GetStatus.NO_MATCHED_LOGIC_QUEUE,
+        GetStatus.OFFSET_TOO_SMALL,
+        GetStatus.OFFSET_OVERFLOW_ONE,
+        GetStatus.OFFSET_OVERFLOW_BADLY,
+        GetStatus.OFFSET_FOUND_NULL,
+    }
+)
+
 
 class PullMessageProcessor:
     """Serves PULL_MESSAGE (11). ``hold`` parks suspended pulls; without one they are answered PULL_NOT_FOUND at once.
@@ -167,6 +179,7 @@ class PullMessageProcessor:
             return rejected.to_response(request, fields)
         config = self.broker.config
         is_slave = config.broker_role == "SLAVE"
+        corrects = not is_slave or config.offset_check_in_slave
         offset = header.queue_offset
         property_filter = None if sql_filter is None else sql_filter.matches_raw
         result = store.get(
@@ -177,7 +190,14 @@ class PullMessageProcessor:
             tag_filter=tag_filter,
             property_filter=property_filter,
         )
-        code, next_offset = self._code_of(result, offset, is_slave)
+        code, next_offset = self._code_of(result, offset)
+        # A slave without offsetCheckInSlave keeps the requested offset (RocketMQ's nextOffsetCorrection) and turns
+        # PULL_OFFSET_MOVED into a retry at the same place, suggesting the group's broker, with no moved event.
+        moved_on_slave = not corrects and code == ResponseCode.PULL_OFFSET_MOVED
+        if not corrects and result.status in _CORRECTED_STATUSES:
+            next_offset = offset
+        if moved_on_slave:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
         # RocketMQ 4.9.8 sets PULL_RETRY_IMMEDIATELY on a slave without slaveReadEnable, then its status switch
         # overwrites the code: a slave always serves the pull, and only the suggestion (the master) remains.
         suggest = _MASTER_ID
@@ -189,6 +209,9 @@ class PullMessageProcessor:
                     if result.suggest_pulling_from_slave
                     else group_config.broker_id
                 )
+        if moved_on_slave:
+            group_config = self.broker.groups.get(header.consumer_group)
+            suggest = _MASTER_ID if group_config is None else group_config.broker_id
         fields = _fields(suggest, next_offset, result.min_offset, result.max_offset)
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS:
@@ -299,17 +322,13 @@ class PullMessageProcessor:
     # ---- store result -> response ---------------------------------------------------------------------------
 
     @staticmethod
-    def _code_of(result: GetResult, offset: int, is_slave: bool) -> tuple[ResponseCode, int]:
+    def _code_of(result: GetResult, offset: int) -> tuple[ResponseCode, int]:
         status = result.status
         if status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
         else:
             code = _STATUS_CODES[status]
-        next_offset = result.next_begin_offset
-        if is_slave and code == ResponseCode.PULL_OFFSET_MOVED:
-            # A slave never moves a consumer's offset: it asks for a retry at the same place.
-            return ResponseCode.PULL_RETRY_IMMEDIATELY, offset
-        return code, next_offset
+        return code, result.next_begin_offset
 
     def _suspend(
         self,

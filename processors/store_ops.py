@@ -179,7 +179,8 @@ class StoreOpsProcessor:
         config = self.broker.topics.get(topic)
         if config is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
-        return request.response(ResponseCode.SUCCESS, body=dumps({**config.to_json(), "attributes": {}}))
+        body = {**config.to_json(), "attributes": dict(config.attributes)}
+        return request.response(ResponseCode.SUCCESS, body=dumps(body))
 
 
 def _filter_data(group: str, topic: str, expression_type: str, expression: str, version: int) -> str:

@@ -36,6 +36,8 @@ class ProxyConfig:
     #: Largest accepted delivery time ahead of now (ms).
     max_delay_time_mills: int = 24 * 3600 * 1000
     max_message_size: int = 4 * 1024 * 1024
+    #: Refuse a send whose message type differs from its topic's ``message.type`` attribute (RocketMQ's default).
+    enable_topic_message_type_check: bool = True
     #: Settings answered to consumers: receive batch size.
     grpc_client_consumer_receive_batch_size: int = 32
     #: Auto-renew of push consumers' handles (proxy/renew.py): scan period, how far ahead of expiry a handle is

@@ -3,9 +3,10 @@ GrpcMessagingApplication, proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/
 
 Every RPC takes the request message and the request headers and returns the response message, synchronously unless
 it must wait (sends, long polls); an :class:`~proxy.common.RpcError` raised inside becomes the response's ``status``
-(business errors travel with gRPC status OK, as in RocketMQ). QueryRoute echoes the endpoints the client used
-(RocketMQ's cluster-mode rule) and offers every queue for all four message types, since 4.x topics carry no message
-type (docs/grpc.md#rpcs).
+(business errors travel with gRPC status OK, as in RocketMQ). With ``aclEnable`` every request first passes
+:meth:`proxy.acl.GrpcAcl.check` (before the client-id check), and a Telemetry stream is authenticated when it opens.
+QueryRoute echoes the endpoints the client used (RocketMQ's cluster-mode rule) and offers every queue for the
+topic's ``message.type``, or for all four types when it has none, as 4.x topics (docs/grpc.md#rpcs).
 Telemetry Settings are answered with the merged Settings (RocketMQ's GrpcClientSettingsManager defaults).
 """
 
@@ -17,6 +18,8 @@ from typing import Any, Final
 
 from broker.context import BrokerState
 from broker.pop import PopService
+from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, topic_type
+from proxy.acl import GrpcAcl
 from proxy.common import BACKOFF_SECONDS, Code, RpcError, client_id_of, peer_of, status
 from proxy.config import ProxyConfig
 from proxy.consumer import Consuming
@@ -33,12 +36,30 @@ _ALL_TYPES: Final = [definition.MessageType.NORMAL, definition.MessageType.FIFO,
                      definition.MessageType.TRANSACTION]  # fmt: skip
 
 
+def accepted_types(declared: TopicMessageType | None) -> list[Any]:
+    """The queues' ``accept_message_types`` for a topic of type ``declared`` (RouteActivity's
+    ``parseTopicMessageType``); every type for a topic without one (4.x topics)."""
+    if declared is None or declared is TopicMessageType.MIXED:
+        return _ALL_TYPES
+    if declared is TopicMessageType.UNSPECIFIED:
+        return [definition.MessageType.MESSAGE_TYPE_UNSPECIFIED]
+    return [definition.MessageType.Value(declared.value)]
+
+
 class MessagingActivity:
     """One proxy's RPCs over one broker. See the module docstring."""
 
-    def __init__(self, broker: BrokerState, config: ProxyConfig, pop: PopService, invoker: LocalInvoker) -> None:
+    def __init__(
+        self,
+        broker: BrokerState,
+        config: ProxyConfig,
+        pop: PopService,
+        invoker: LocalInvoker,
+        acl: GrpcAcl | None = None,
+    ) -> None:
         self.broker = broker
         self.config = config
+        self.acl = acl
         self.producing = Producing(broker, config, invoker)
         self.sessions = SessionTable(broker, self.producing.transactions)
         self.consuming = Consuming(broker, config, pop, self.sessions)
@@ -50,9 +71,9 @@ class MessagingActivity:
         req: Any,
         md: dict[str, str],
     ) -> Any:
-        """Run ``fn`` after the client-id check; an RpcError becomes ``make(status=...)``."""
+        """Run ``fn`` after the ACL and client-id checks; an RpcError becomes ``make(status=...)``."""
         try:
-            client_id_of(md)
+            self.admit(req, md)
             return await fn(req, md)
         except Exception as exc:
             return _failed(make, exc)
@@ -62,10 +83,16 @@ class MessagingActivity:
     ) -> Any:
         """:meth:`guarded` for the RPCs that never wait (served without a Trio task, see proxy/bridge.py)."""
         try:
-            client_id_of(md)
+            self.admit(req, md)
             return fn(req, md)
         except Exception as exc:
             return _failed(make, exc)
+
+    def admit(self, req: Any, md: dict[str, str]) -> None:
+        """The ACL check (when on), then the client id; raises RpcError."""
+        if self.acl is not None:
+            self.acl.check(req, md)
+        client_id_of(md)
 
     # ---- routes -------------------------------------------------------------------------------------------------
 
@@ -82,6 +109,7 @@ class MessagingActivity:
         response = service.QueryRouteResponse(status=status())
         broker = self.broker_pb(req.endpoints)
         reads, writes = config.read_queue_nums, config.write_queue_nums
+        accepted = accepted_types(topic_type(config.attribute(MESSAGE_TYPE)))
         for qid in range(max(reads, writes)):
             readable, writable = qid < reads, qid < writes
             perm = (definition.Permission.READ_WRITE if readable and writable
@@ -89,13 +117,13 @@ class MessagingActivity:
             queue = response.message_queues.add(id=qid, permission=perm)
             queue.topic.CopyFrom(req.topic)
             queue.broker.CopyFrom(broker)
-            queue.accept_message_types.extend(_ALL_TYPES)
+            queue.accept_message_types.extend(accepted)
         return response
 
     def receive_now(self, req: Any, md: dict[str, str], deadline: float | None) -> list[Any] | None:
         """ReceiveMessage without waiting; ``None``: nothing yet, long-poll with :meth:`receive`."""
         try:
-            client_id_of(md)
+            self.admit(req, md)
         except RpcError as err:
             return [service.ReceiveMessageResponse(status=status(err.code, err.message))]
         return self.consuming.receive_now(req, md, deadline)
@@ -118,7 +146,9 @@ class MessagingActivity:
         return service.NotifyClientTerminationResponse(status=status())
 
     def telemetry_opened(self, md: dict[str, str], push: Push) -> None:
-        """A Telemetry stream opened: commands for this client go to ``push`` from now on."""
+        """A Telemetry stream opened: commands for this client go to ``push`` from now on. Raises RpcError when the
+        caller's credentials are refused (no resource is checked yet: its Settings come later on the stream)."""
+        self.admit(None, md)
         self.sessions.session(client_id_of(md), md).push = push
 
     def telemetry_closed(self, md: dict[str, str], push: Push) -> None:
@@ -128,7 +158,13 @@ class MessagingActivity:
 
     def telemetry(self, command: Any, md: dict[str, str]) -> Any | None:
         """One command from the client; returns the reply to write, if any. Raises RpcError for a Settings
-        without publishing or subscription (the stream then ends with INVALID_ARGUMENT)."""
+        without publishing or subscription (the stream then ends with INVALID_ARGUMENT). A command the ACL refuses
+        is answered with its status and changes nothing (RocketMQ 5.3 writes that status on the stream)."""
+        if self.acl is not None:
+            try:
+                self.acl.check(command, md)
+            except RpcError as err:
+                return service.TelemetryCommand(status=status(err.code, err.message))
         if not command.HasField("settings"):
             return None  # thread stack traces, verify results, status: nothing to answer
         settings = command.settings

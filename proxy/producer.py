@@ -2,10 +2,12 @@
 proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/ and .../transaction/).
 
 A send is checked as RocketMQ's proxy checks it (:meth:`Producing.check`), mapped to 4.x properties
-(:func:`proxy.convert.send_properties`) and handed to the broker's own send processor as SEND_MESSAGE_V2 through the
-:class:`~proxy.local.LocalInvoker`, so timers, transactions, permissions and flushing behave as for a 4.x send. The
-proxy picks the queue: a message group always goes to the same queue (Guava's ``Hashing.consistentHash`` of the
-group's Java ``String.hashCode`` over the write queues, as RocketMQ's proxy picks it), other messages round-robin.
+(:func:`proxy.convert.send_properties`), its type checked against the topic's ``message.type`` attribute
+(:meth:`Producing.check_type`: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, nothing stored) and handed to the broker's own send
+processor as SEND_MESSAGE_V2 through the :class:`~proxy.local.LocalInvoker`, so timers, transactions, permissions and
+flushing behave as for a 4.x send. The proxy picks the queue: a message group always goes to the same queue (Guava's
+``Hashing.consistentHash`` of the group's Java ``String.hashCode`` over the write queues, as RocketMQ's proxy picks
+it), other messages round-robin.
 Transactions are remembered by transaction id (= the message id) with the half message's offsets, which EndTransaction
 needs; a restart forgets them, and the broker's check then asks the producer over Telemetry.
 """
@@ -17,6 +19,7 @@ import time
 from typing import Any, Final
 
 from broker.context import BrokerState
+from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, message_type_of, topic_type
 from proxy.common import Code, RpcError, peer_of, status, status_of_response_code
 from proxy.config import ProxyConfig
 from proxy.convert import RESERVED, SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED, send_properties
@@ -41,6 +44,7 @@ _MAX_PROPERTIES_SIZE: Final = 16 * 1024
 #: Open transactions remembered for EndTransaction; beyond it the oldest is forgotten (the broker's check then asks
 #: its producer, whose answer names the offsets again).
 _MAX_OPEN_TRANSACTIONS: Final = 100_000
+_UNCHECKED_PREFIXES: Final = ("%RETRY%", "%DLQ%")
 
 
 class Producing:
@@ -89,8 +93,11 @@ class Producing:
             raise RpcError(Code.MESSAGE_CORRUPTED, "messages of one request must share a topic")
         for msg in req.messages:
             self.check(msg)
+        props = [send_properties(msg, topic) for msg in req.messages]
+        for each in props:
+            self.check_type(topic, each)
         response = service.SendMessageResponse()
-        entries = [await self._send_one(msg, topic, metadata) for msg in req.messages]
+        entries = [await self._send_one(msg, topic, p, metadata) for msg, p in zip(req.messages, props, strict=True)]
         response.entries.extend(entries)
         codes = {e.status.code for e in entries}
         response.status.CopyFrom(entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS, "mixed"))
@@ -103,9 +110,25 @@ class Producing:
             return consistent_hash(java_string_hash(group), count)
         return next(self._round_robin) % count
 
-    async def _send_one(self, msg: Any, topic: str, metadata: dict[str, str]) -> Any:
+    def check_type(self, topic: str, props: dict[str, str]) -> None:
+        """The message's type against its topic's ``message.type`` (``DefaultTopicMessageTypeValidator``): a topic
+        without one (every 4.x topic) takes every type; retry and DLQ topics are not checked. Raises RpcError."""
+        if not self.config.enable_topic_message_type_check or topic.startswith(_UNCHECKED_PREFIXES):
+            return
+        config = self.broker.topics.get(topic)
+        expected = None if config is None else topic_type(config.attribute(MESSAGE_TYPE))
+        if expected is None:
+            return
+        actual = message_type_of(props)
+        if actual != expected and expected is not TopicMessageType.MIXED:
+            raise RpcError(
+                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                f"TopicMessageType validate failed, the expected type is {expected.value}, "
+                f"but actual type is {actual.value}",
+            )
+
+    async def _send_one(self, msg: Any, topic: str, props: dict[str, str], metadata: dict[str, str]) -> Any:
         sp = msg.system_properties
-        props = send_properties(msg, topic)
         sys_flag = SYSFLAG_TRANSACTION_PREPARED if sp.message_type == definition.MessageType.TRANSACTION else 0
         if sp.body_encoding == definition.Encoding.GZIP:
             sys_flag |= SYSFLAG_COMPRESSED

@@ -5,7 +5,7 @@ Trio thread through the :class:`~proxy.bridge.TrioBridge`, and writes what comes
 call: a reader task forwards the client's commands; the writer sends the replies and whatever the broker pushes
 (transaction recovery) through the stream's outbox. The RPCs not served here (PullMessage and the offset RPCs, which
 RocketMQ 5.3's proxy does not serve either, RecallMessage, SyncLiteSubscription) answer gRPC UNIMPLEMENTED. A stopping
-broker answers UNAVAILABLE.
+broker answers UNAVAILABLE. A Telemetry stream whose credentials the ACL refuses ends with UNAUTHENTICATED.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Final, TypeAlias
 import grpc
 
 from proxy.bridge import BridgeClosed, TrioBridge
-from proxy.common import PEER_KEY, RpcError
+from proxy.common import PEER_KEY, Code, RpcError
 from proxy.messaging import MessagingActivity
 from proxy.pb import service, service_grpc
 
@@ -121,7 +121,9 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         try:
             await self.bridge.call_sync(self.activity.telemetry_opened, md, push)
         except (RpcError, BridgeClosed) as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            refused = isinstance(exc, RpcError) and exc.code == Code.UNAUTHORIZED
+            code = grpc.StatusCode.UNAUTHENTICATED if refused else grpc.StatusCode.INVALID_ARGUMENT
+            await context.abort(code, str(exc))
         reader = asyncio.create_task(self._read_commands(request_iterator, md, outbox))
         self._outboxes.add(outbox)
         try:

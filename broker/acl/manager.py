@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -190,9 +191,20 @@ class AclManager:
             needed = needed_resources(cmd)
         except ResourceError as exc:
             raise AclDenied(str(exc), PARSE_FRAME, access_key) from None
-        for matches in self._global_white:
-            if matches(ip):
-                return
+        if self.globally_white(ip):
+            return
+        self.check(ip, access_key, lambda secret: signature_matches(cmd, secret), cmd.code, needed)
+
+    def globally_white(self, ip: str) -> bool:
+        """Whether ``ip`` matches a ``globalWhiteRemoteAddresses`` pattern (then nothing else is checked)."""
+        return any(matches(ip) for matches in self._global_white)
+
+    def check(
+        self, ip: str, access_key: str | None, signed_by: Callable[[str], bool], code: int, needed: Needed
+    ) -> None:
+        """The checks after the global white list, shared by the remoting and the gRPC front ends: the account of
+        ``access_key``, its white address, ``signed_by(secret key)``, the trace-topic shortcut, then
+        :func:`check_perm` of ``needed`` for request ``code``. Raises :class:`AclDenied`."""
         if access_key is None:
             raise AclDenied("No accessKey is configured", _frame("validate", 664))
         account = self._accounts.get(access_key)
@@ -200,11 +212,11 @@ class AclManager:
             raise AclDenied(f"No acl config for {access_key}", _frame("validate", 668), access_key)
         if account.white(ip):
             return
-        if not signature_matches(cmd, account.secret_key):
+        if not signed_by(account.secret_key):
             raise AclDenied(f"Check signature failed for accessKey={access_key}", _frame("validate", 684), access_key)
         if needed.get(TRACE_TOPIC) == PUB:
             return
-        check_perm(cmd.code, needed, account)
+        check_perm(code, needed, account)
 
     # -- reads for the admin codes -----------------------------------------------------------------------------
 

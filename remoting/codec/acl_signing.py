@@ -56,6 +56,13 @@ def _keyed(secret_key: str) -> hmac.HMAC:
     return hmac.new(secret_key.encode("utf-8"), digestmod=hashlib.sha1)
 
 
+def hmac_sha1(secret_key: str, data: bytes) -> bytes:
+    """The raw HMAC-SHA1 of ``data`` keyed by ``secret_key`` (the 5.x gRPC signature, :mod:`proxy.auth_header`)."""
+    mac = _keyed(secret_key).copy()
+    mac.update(data)
+    return mac.digest()
+
+
 def calculate_signature(content: bytes, body: Body, secret_key: str) -> str:
     """``base64(HMAC-SHA1(secret_key, content + body))``, standard alphabet with padding."""
     mac = _keyed(secret_key).copy()

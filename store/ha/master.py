@@ -118,13 +118,15 @@ class HAConnection:
                     self.behind_retention = True  # as RocketMQ: the slave only gets heartbeats from now on
                     log.warning("HA slave %s needs offset %d, deleted by retention (log starts at %d)",
                                 self.address, self.next_offset, commitlog.min_offset)  # fmt: skip
-                idle = trio.current_time() - last_write
-                heartbeat = config.ha_send_heartbeat_interval / 1000
-                if idle >= heartbeat:
+                # Deadlines, not "interval minus idle": under a virtual clock a tiny remainder added to a large
+                # time rounds back to now, and the writer would spin without the clock ever moving.
+                now = trio.current_time()
+                heartbeat_at = last_write + config.ha_send_heartbeat_interval / 1000
+                if now >= heartbeat_at:
                     await self.stream.send_all(encode_header(self.next_offset, 0))
                     last_write = trio.current_time()
                     continue
-                await service.wait_for_data(min(IDLE_POLL, heartbeat - idle))
+                await service.wait_for_data(min(now + IDLE_POLL, heartbeat_at))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.info("HA slave %s: write failed: %s", self.address, exc)
         finally:

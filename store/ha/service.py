@@ -116,11 +116,11 @@ class HAService:
             self._data.set()
             self._data = trio.Event()
 
-    async def wait_for_data(self, timeout: float) -> None:
-        """A writer with nothing to send: until :meth:`wake_writers` or ``timeout`` seconds."""
+    async def wait_for_data(self, deadline: float) -> None:
+        """A writer with nothing to send: until :meth:`wake_writers` or the Trio clock reaches ``deadline``."""
         self._parked += 1
         try:
-            with trio.move_on_after(timeout):
+            with trio.move_on_at(deadline):
                 await self._data.wait()
         finally:
             self._parked -= 1

@@ -360,3 +360,17 @@ async def test_a_slave_never_moves_offsets_and_never_commits(make_broker: MakeBr
     )
     assert moved is not None and (moved.code, fields(moved)[1]) == (ResponseCode.PULL_RETRY_IMMEDIATELY, 5)
     assert broker.offsets.query(GROUP, TOPIC, 0) == -1
+
+
+@pytest.mark.parametrize(
+    ("check", "answer"),
+    [(False, (ResponseCode.PULL_RETRY_IMMEDIATELY, 1, 5)), (True, (ResponseCode.PULL_OFFSET_MOVED, 0, 0))],
+)
+async def test_offset_check_in_slave_lets_a_slave_correct_offsets_as_a_master(
+    make_broker: MakeBroker, peer_ctx: RequestContext, check: bool, answer: tuple[ResponseCode, int, int]
+) -> None:
+    broker = make_broker(broker_role="SLAVE", broker_id=1, offset_check_in_slave=check)
+    broker.groups.update(SubscriptionGroupConfig(GROUP, broker_id=1))
+    moved = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND, offset=5))
+    suggested, next_offset = fields(moved)[:2]
+    assert (moved.code, suggested, next_offset) == answer

@@ -134,10 +134,13 @@ def test_subscription_group_defaults_fill_missing_fields_and_the_key_names_the_g
 
 def test_unknown_fields_are_ignored_and_numbers_as_strings_accepted() -> None:
     data = (
-        b'{"topicConfigTable":{"t":{"perm":"4","order":"true","attributes":{"x":"y"},"topicFilterType":"MULTI_TAG"}}}'
+        b'{"topicConfigTable":{"t":{"perm":"4","order":"true","attributes":{"x":"y"},"topicFilterType":"MULTI_TAG",'
+        b'"readOnly":true}}}'
     )
     cfg = decode_topics(data).topic_config_table["t"]
-    assert cfg == TopicConfig("t", perm=4, order=True, topic_filter_type=TopicFilterType.MULTI_TAG)
+    # RocketMQ 5's attributes are kept (message.type is served; others are carried as they are).
+    expected = TopicConfig("t", perm=4, order=True, topic_filter_type=TopicFilterType.MULTI_TAG, attributes={"x": "y"})
+    assert cfg == expected
 
 
 @pytest.mark.parametrize(

@@ -15,11 +15,20 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeVar, cast
 
 import attrs
 
-from remoting.codec.bodies._json import BodyDecodeError, expect_object, get_bool, get_enum, get_int, get_str
+from remoting.codec.bodies._json import (
+    BodyDecodeError,
+    expect_object,
+    get_bool,
+    get_enum,
+    get_int,
+    get_str,
+    get_str_map,
+)
 
 PERM_PRIORITY: Final = 0x8
 PERM_READ: Final = 0x4
@@ -99,9 +108,17 @@ class TopicFilterType(enum.Enum):
     MULTI_TAG = "MULTI_TAG"
 
 
+def _sorted_pairs(value: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(dict(value).items()))
+
+
 @attrs.frozen
 class TopicConfig(JsonShape):
-    """One topic's queue counts and permissions; defaults are Java's for a config built without values."""
+    """One topic's queue counts and permissions; defaults are Java's for a config built without values.
+
+    ``attributes`` are RocketMQ 5's topic attributes (``message.type``), as sorted pairs; the JSON carries an
+    ``attributes`` map only when there are some, so a 4.x topic keeps 4.9.8's shape.
+    """
 
     topic_name: str
     read_queue_nums: int = 16
@@ -110,6 +127,24 @@ class TopicConfig(JsonShape):
     topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_sorted_pairs)
+
+    def attribute(self, key: str) -> str | None:
+        return dict(self.attributes).get(key)
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        del out["attributes"]
+        if self.attributes:
+            out["attributes"] = dict(self.attributes)
+        return {k: out[k] for k in sorted(out)}
+
+    @classmethod
+    def from_json(cls, obj: object, name: str | None = None) -> TopicConfig:
+        m = {} if obj is None else dict(expect_object(obj, cls.__name__))
+        attributes = get_str_map(m, "attributes") if m.get("attributes") is not None else {}
+        m.pop("attributes", None)
+        return attrs.evolve(super().from_json(m, name), attributes=attributes)
 
 
 @attrs.frozen

@@ -31,6 +31,8 @@ class CreateTopicRequestHeader(Header):
     topic_filter_type: str = attrs.field(metadata=wire("topicFilterType"))
     order: bool = attrs.field(metadata=wire("order"))
     topic_sys_flag: int | None = attrs.field(default=None, metadata=wire("topicSysFlag", int32=True))
+    #: RocketMQ 5: the attribute modification, ``+message.type=FIFO,-key`` (:mod:`processors.topic_attributes`).
+    attributes: str | None = attrs.field(default=None, metadata=wire("attributes"))
 
 
 @attrs.frozen(slots=True)

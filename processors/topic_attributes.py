@@ -1,0 +1,113 @@
+"""RocketMQ 5's topic attributes, sans-IO: the modification text of UPDATE_AND_CREATE_TOPIC and the topic message
+type (``common/src/main/java/org/apache/rocketmq/common/attribute/AttributeParser.java``, ``AttributeUtil.java``,
+``TopicMessageType.java``).
+
+A modification reads ``+key=value,+key2=value2,-key3``: ``+`` adds or alters, ``-`` deletes; creating a topic allows
+``+`` only. The one key served is ``message.type`` (``NORMAL``, ``FIFO``, ``DELAY``, ``TRANSACTION``, ``MIXED``;
+``MIXED`` only with the broker's ``enableMixedMessageType``); RocketMQ's ``queue.type`` and ``cleanup.policy`` are
+refused as unsupported here. :func:`alter_attributes` raises :class:`TopicAttributeError` with RocketMQ's message,
+which the admin processor answers as SYSTEM_ERROR (RocketMQ catches the same RuntimeException; 5.3 answers MIXED with
+INVALID_PARAMETER).
+
+:func:`message_type_of` classifies a message by its stored properties as RocketMQ 5's proxy does before checking it
+against the topic's type.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Final
+
+__all__ = ["MESSAGE_TYPE", "TopicAttributeError", "TopicMessageType", "alter_attributes", "message_type_of",
+           "topic_type"]  # fmt: skip
+
+MESSAGE_TYPE: Final = "message.type"
+
+
+class TopicMessageType(enum.Enum):
+    UNSPECIFIED = "UNSPECIFIED"
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+    MIXED = "MIXED"
+
+
+#: The properties that make a message a delay message (RocketMQ's ``MessageConst`` names).
+_DELAY_KEYS: Final = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+_SETTABLE: Final = frozenset(t.value for t in TopicMessageType if t is not TopicMessageType.UNSPECIFIED)
+
+
+class TopicAttributeError(ValueError):
+    """A modification RocketMQ refuses; the message is RocketMQ's."""
+
+
+def parse_modification(text: str | None) -> dict[str, str]:
+    """``{"+key": value, "-key": ""}`` (``AttributeParser.parseToMap``); raises :class:`TopicAttributeError`."""
+    if not text:
+        return {}
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        if "=" in item:
+            key, _, value = item.partition("=")
+            value = value.split("=", 1)[0]
+            if "+" not in key:
+                raise TopicAttributeError(f"add/alter attribute format is wrong: {key}")
+        else:
+            key, value = item, ""
+            if "-" not in key:
+                raise TopicAttributeError(f"delete attribute format is wrong: {key}")
+        if key in out:
+            raise TopicAttributeError(f"key duplication: {key}")
+        out[key] = value
+    return out
+
+
+def alter_attributes(
+    create: bool, current: Mapping[str, str], text: str | None, *, mixed_allowed: bool = False
+) -> dict[str, str]:
+    """The topic's attributes after ``text`` (``AttributeUtil.alterCurrentAttributes``); raises
+    :class:`TopicAttributeError`."""
+    final = dict(current)
+    for key, value in parse_modification(text).items():
+        real = key[1:]
+        if real != MESSAGE_TYPE:
+            raise TopicAttributeError(f"unsupported key: {real}")
+        if key.startswith("+"):
+            if value not in _SETTABLE:
+                raise TopicAttributeError(f"value is not in set: {sorted(_SETTABLE)}")
+            if value == TopicMessageType.MIXED.value and not mixed_allowed:
+                raise TopicAttributeError("MIXED message type is not supported.")
+            final[real] = value
+        elif create:
+            raise TopicAttributeError(f"only add attribute is supported while creating topic. key: {real}")
+        elif key.startswith("-"):
+            if real not in final:
+                raise TopicAttributeError(f"attempt to delete a nonexistent key: {real}")
+            del final[real]
+        else:
+            raise TopicAttributeError(f"wrong format key: {real}")
+    return final
+
+
+def topic_type(declared: str | None) -> TopicMessageType | None:
+    """The type a topic's ``message.type`` attribute declares; None without one; UNSPECIFIED for unknown text."""
+    if declared is None:
+        return None
+    try:
+        return TopicMessageType(declared)
+    except ValueError:
+        return TopicMessageType.UNSPECIFIED
+
+
+def message_type_of(properties: Mapping[str, str]) -> TopicMessageType:
+    """TRANSACTION for a half message, DELAY with a delay level or timer property, FIFO with a sharding key (a 5.x
+    message group), else NORMAL (``TopicMessageType.parseFromMessageProperty``)."""
+    if properties.get("TRAN_MSG") == "true":
+        return TopicMessageType.TRANSACTION
+    if any(properties.get(key) is not None for key in _DELAY_KEYS):
+        return TopicMessageType.DELAY
+    if properties.get("__SHARDINGKEY") is not None:
+        return TopicMessageType.FIFO
+    return TopicMessageType.NORMAL
