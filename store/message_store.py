@@ -56,7 +56,7 @@ from store.errors import (
 from store.get_message import in_memory_limit
 from store.ha.replica import ReplicaLog
 from store.ha.service import HAService
-from store.index import IndexService
+from store.index import IndexRuns, IndexService
 from store.mapped_file import MappedFile
 from store.put_waits import PutWaits
 from store.reads import IndexLike, StoreReads
@@ -332,15 +332,16 @@ class MessageStore(StoreReads):
         return tags_code_of_raw(props)
 
     def _dispatch(self, topic: str, queue_id: int, sys_flag: int, queue_offset: int, phy: int, size: int,
-                  properties: bytes, tags_code: int, store_ts: int) -> None:  # fmt: skip
+                  properties: bytes, tags_code: int, store_ts: int,
+                  index: IndexRuns | None = None) -> None:  # fmt: skip
         tx = sys_flag & SYSFLAG_TRANSACTION_MASK
         if tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             cq = self.consume_queues.get((topic, queue_id)) or self.consume_queue(topic, queue_id)
             cq.put(queue_offset, phy, size, tags_code)
-        if self.index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
+        if self._index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             keys = index_keys_of_raw(properties)
             if keys:
-                self.index.put(topic, keys, phy, store_ts)
+                (index or self._index).put(topic, keys, phy, store_ts)
 
     def append(self, msg: MessageRecord) -> AppendResult:
         """Append one message (no flush wait). Raises PutRefusedError subclasses; nothing is written then."""
@@ -551,9 +552,10 @@ class MessageStore(StoreReads):
             self.redispatch(meta)
         return self.commitlog.max_offset
 
-    def redispatch(self, meta: RecordMeta) -> int | None:
-        """Dispatch a record read back from the CommitLog (recovery, replica) into ConsumeQueue and index. Returns
-        its tags code when it got a ConsumeQueue entry, else ``None`` (a prepared or rolled-back transaction)."""
+    def redispatch(self, meta: RecordMeta, index: IndexRuns | None = None) -> int | None:
+        """Dispatch a record read back from the CommitLog (recovery, replica) into ConsumeQueue and index (through
+        ``index``'s runs when given: the caller flushes them). Returns its tags code when it got a ConsumeQueue
+        entry, else ``None`` (a prepared or rolled-back transaction)."""
         if meta.topic == SCHEDULE_TOPIC:
             level = find_property(meta.properties, b"DELAY")
             number = int(level) if level and level.isdigit() else meta.queue_id + 1
@@ -562,7 +564,7 @@ class MessageStore(StoreReads):
             raw = find_property(meta.properties, b"TAGS")
             tags = tags_code(raw.decode("utf-8", "replace") if raw else None)
         self._dispatch(meta.topic, meta.queue_id, meta.sys_flag, meta.queue_offset, meta.phy_offset, meta.size,
-                       meta.properties, tags, meta.store_timestamp)  # fmt: skip
+                       meta.properties, tags, meta.store_timestamp, index)  # fmt: skip
         tx = meta.sys_flag & SYSFLAG_TRANSACTION_MASK
         if tx not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
             key = self.consume_queue(meta.topic, meta.queue_id).key
