@@ -341,6 +341,8 @@ class MessageStore(StoreReads):
         if self._index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             keys = index_keys_of_raw(properties)
             if keys:
+                if self._index_pending:
+                    self._drain_index()  # offsets in order: the index skips a put below its newest offset
                 (index or self._index).put(topic, keys, phy, store_ts)
 
     def append(self, msg: MessageRecord) -> AppendResult:

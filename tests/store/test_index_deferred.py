@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from remoting.codec.message_properties import index_keys_of_raw
 from store.index import IndexService
-from store.message_store import INDEX_BATCH, MessageStore
+from store.message_store import INDEX_BATCH, SCHEDULE_TOPIC, MessageStore
 from tests.store.store_helpers import message, open_store
 
 _MESSAGES = st.lists(
@@ -63,4 +63,13 @@ def test_a_key_is_found_at_once_and_a_crash_before_the_flush_loses_no_key(tmp_pa
     store = open_store(tmp_path)
     for key in ("k0", f"k{INDEX_BATCH + 2}", "early", "late"):
         assert len(store.query_by_key("TopicTest", key, 8, 0, 2**62)) == 1, key
+    store.close()
+
+
+def test_keys_pending_before_a_scheduled_append_are_not_skipped(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.append(message(keys="single"))  # pending
+    store.append(message(topic=SCHEDULE_TOPIC, keys="scheduled"))  # indexed at once, at a higher offset
+    for topic, key in (("TopicTest", "single"), (SCHEDULE_TOPIC, "scheduled")):
+        assert len(store.query_by_key(topic, key, 8, 0, 2**62)) == 1, key
     store.close()
