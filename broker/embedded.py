@@ -27,10 +27,8 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from contextlib import AsyncExitStack
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import attrs
 import click
@@ -39,6 +37,7 @@ import trio
 from broker.broker_config import BrokerConfig
 from broker.cli import boot_line
 from broker.controller import BrokerController
+from broker.embedded_base import NurseryOwner
 from namesrv.cli import boot_line as namesrv_boot_line
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
@@ -48,7 +47,7 @@ from remoting.connection import Address
 log = logging.getLogger(__name__)
 
 
-class EmbeddedCluster:
+class EmbeddedCluster(NurseryOwner):
     """A name server and a broker on ``host``; ``broker_overrides`` are BrokerConfig fields (snake_case), and the
     ``tls_*`` ones apply to the name server too."""
 
@@ -77,8 +76,6 @@ class EmbeddedCluster:
         self.namesrv: NamesrvServer | None = None
         self.namesrv_address: Address | None = None
         self._master = _BrokerSlot(0)
-        self._stack: AsyncExitStack | None = None
-        self._nursery: trio.Nursery | None = None
         self._ha_port = 0
         self._slaves: list[_BrokerSlot] = [_BrokerSlot(i) for i in range(1, slaves + 1)]
 
@@ -136,33 +133,16 @@ class EmbeddedCluster:
 
     # ---- life cycle --------------------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        stack = AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            self._nursery = await stack.enter_async_context(trio.open_nursery())
-            self.namesrv = NamesrvServer(self.namesrv_config)
-            self.namesrv_address = await self._nursery.start(self.namesrv.serve)
-            await self.start_broker()
-        except BaseException as exc:
-            if self._nursery is not None:
-                self._nursery.cancel_scope.cancel()
-            await stack.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._stack = stack
-        return self
+    async def _start_all(self, nursery: trio.Nursery) -> None:
+        self.namesrv = NamesrvServer(self.namesrv_config)
+        self.namesrv_address = await nursery.start(self.namesrv.serve)
+        await self.start_broker()
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        stack, self._stack = self._stack, None
-        assert stack is not None and self._nursery is not None
+    async def _stop_all(self) -> None:
         # The brokers go first so they can still unregister from the name server; slaves before their master.
         for slot in self._slaves:
             await slot.stop()
         await self.stop_broker()
-        self._nursery.cancel_scope.cancel()
-        return await stack.__aexit__(exc_type, exc, tb)
 
     async def start_broker(self) -> Address:
         """Start the broker (after :meth:`stop_broker`: on the same port and data). Returns its address."""

@@ -262,6 +262,13 @@ class MessageStore(StoreReads):
         if self._lock is not None:
             self._lock.release()
 
+    @property
+    def confirmed_offset(self) -> int:
+        """The CommitLog end up to which appends are final (here: everything appended; in DLedger mode what a
+        majority holds). Services that advance a progress offset past their own appends publish only progress whose
+        appends end at or below it."""
+        return self.commitlog.max_offset
+
     def flush_plan(self) -> FlushPlan:
         """On the Trio thread, between appends: the CommitLog end whose records are all dispatched, and the dirty
         segments. Taking it here (not in the flush thread) keeps the checkpoint from covering a half-dispatched
