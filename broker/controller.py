@@ -29,6 +29,7 @@ import contextlib
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -93,6 +94,13 @@ class FastChannelDispatcher(Dispatcher):
     @property
     def running(self) -> bool:
         return True
+
+    @property
+    def has_fast_paths(self) -> bool:
+        return self._main.has_fast_paths
+
+    def fast_request(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
+        return fields.get("code") != RequestCode.PULL_MESSAGE and self._main.fast_request(ctx, fields, body)
 
     async def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> None:
         if request.code != RequestCode.PULL_MESSAGE:
@@ -162,13 +170,13 @@ class BrokerController:
 
     def _register_processors(self) -> None:
         ctx, pools, register = self.context, self.pools, self.dispatcher.register
-        register(
-            (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE),
-            SendMessageProcessor(
-                ctx, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite, put_futures=self.put_futures
-            ),
-            pools["send"],
+        send = SendMessageProcessor(
+            ctx, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite, put_futures=self.put_futures
         )
+        register(
+            (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE), send, pools["send"]
+        )
+        self.dispatcher.register_fast(RequestCode.SEND_MESSAGE_V2, send.fast)
         register(
             ConsumerSendMsgBackProcessor.REQUEST_CODES,
             ConsumerSendMsgBackProcessor(ctx, self.schedule.rewrite),
