@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml setup.py remoting/codec/*.c remoting/codec/*.h store/*.
 
 install: $(STAMP)
 
-# The embedded cluster and, beside it, mqdashboard on http://127.0.0.1:8080/ (scripts/run).
+# The embedded cluster and, beside it, mqdashboard on http://127.0.0.1:8080/ (scripts/run; ROCKETRIO_BROKERS=N for N
+# master brokers).
 run: $(STAMP)
 	BIN=$(BIN) scripts/run
 

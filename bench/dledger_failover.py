@@ -207,6 +207,19 @@ class Group:
                 self.failed_sends += 1
                 await trio.sleep(0.05)
 
+    async def boot(self, client: RemotingClient, nursery: trio.Nursery) -> Member:
+        """Start the name server and every member, create the topic, follow its route in ``nursery`` and return the
+        member routed as brokerId 0 (``TooSlowError`` after 120 s without one)."""
+        await self.start_namesrv()
+        for member in self.members.values():
+            await self.start(member)
+        await self.create_topic(client)
+        nursery.start_soon(self.follow_route, client)
+        with trio.fail_after(120):
+            while (leader := self.member_at(self.master)) is None:
+                await trio.sleep(0.1)
+        return leader
+
     # ---- rounds ----------------------------------------------------------------------------------------------
 
     def member_at(self, addr: str | None) -> Member | None:
@@ -327,15 +340,8 @@ async def run(work: Path, rounds: int, producers: int, warm: float, pause: float
     group = Group(work, producers, timings)
     results = []
     try:
-        await group.start_namesrv()
-        for member in group.members.values():
-            await group.start(member)
         async with RemotingClient() as client, trio.open_nursery() as nursery:
-            await group.create_topic(client)
-            nursery.start_soon(group.follow_route, client)
-            with trio.fail_after(120):
-                while group.master is None:
-                    await trio.sleep(0.1)
+            await group.boot(client, nursery)
             for k in range(producers):
                 nursery.start_soon(group.produce, client, k)
             for number in range(rounds):

@@ -63,18 +63,10 @@ async def single(work: Path, args: argparse.Namespace) -> dict[str, Any]:
 async def dledger(work: Path, args: argparse.Namespace, batch: bool) -> dict[str, Any]:
     group = Group(work, 0, {"flushDiskType": args.flush, "enableBatchPush": str(batch).lower()})
     try:
-        await group.start_namesrv()
-        for member in group.members.values():
-            await group.start(member)
         async with RemotingClient() as client, trio.open_nursery() as nursery:
-            await group.create_topic(client)
-            nursery.start_soon(group.follow_route, client)
-            with trio.fail_after(120):
-                while group.master is None:
-                    await trio.sleep(0.1)
+            leader = await group.boot(client, nursery)
             nursery.cancel_scope.cancel()
-        assert group.master is not None
-        return await _load(group.namesrv_addr, group.master, args, work / "out-dledger")
+        return await _load(group.namesrv_addr, leader.addr, args, work / "out-dledger")
     finally:
         await group.kill_all()
 

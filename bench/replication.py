@@ -11,8 +11,9 @@ own (``python -m namesrv.cli`` / ``broker.cli``), all ASYNC_FLUSH:
 ``send``: SEND_MESSAGE_V2 of a 128-byte body (bench.broker's request) from 32 tasks on one connection for
 ``--seconds`` per round, the deployments taken in turn, ``--rounds`` rounds; each line has the throughput and p99 of
 one round with the CPU microseconds per acknowledged send of the master's and the slave's processes, the summary the
-range of ratios to ``none`` measured in the same round, against the targets (SYNC_MASTER at least 0.6x, ASYNC_MASTER
-0.9x), and the master's CPU per send as a ratio to ``none``'s (on a shared machine the steadier figure)::
+range and median of the ratios to ``none`` measured in the same round, against the targets (SYNC_MASTER at least
+0.6x, ASYNC_MASTER 0.9x), and the master's CPU per send as a ratio to ``none``'s (on a shared machine the steadier
+figure)::
 
     {"bench": "replication", "op": "send", "mode": "sync", "round": 0, "rps": ..., "p50_ms": ..., "p99_ms": ...}
     {"bench": "replication", "op": "send_ratio", "mode": "sync", "ratios": [..], "target": 0.6, "met": true}
@@ -20,6 +21,11 @@ range of ratios to ``none`` measured in the same round, against the targets (SYN
 ``lag``: one more ``async`` send round, apart from the measured ones, while the master's runtime info is sampled
 every 20 ms: the bytes between its CommitLog end and its slave's acknowledged offset, and how long each sampled end
 took to be acknowledged (ms, to the 20 ms sampling step).
+
+``--baseline DIR`` (A/B in one run): ``async`` and ``sync`` run a second time as ``async@base`` and ``sync@base``,
+their master and slave processes started in the checkout ``DIR`` (its code, with its built extensions), so a change
+is measured against the code before it in interleaved rounds on the same machine; each gets its ratio line to the
+same ``none``.
 
 ``catchup``: the ``async`` slave is stopped, ``--catchup-mib`` (1024) MiB are sent to the master in
 ``--catchup-body``-byte messages, and the slave is started again; the line gives the MB/s from its restart until it
@@ -39,6 +45,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,14 +73,14 @@ LAG_STEP: Final = 0.02
 class Server:
     """One ``namesrv.cli`` or ``broker.cli`` process; its address comes from its boot line."""
 
-    def __init__(self, argv: list[str], log: Path) -> None:
-        self.argv, self.log = argv, log
+    def __init__(self, argv: list[str], log: Path, cwd: Path | None = None) -> None:
+        self.argv, self.log, self.cwd = argv, log, cwd
         self.proc: subprocess.Popen[str] | None = None
         self.addr = ""
 
     def start(self) -> str:
         with self.log.open("ab") as err:
-            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=err, text=True)
+            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=err, text=True, cwd=self.cwd)
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             found = re.search(r"address (\S+)$|The broker\[[^,]+, (\S+?)\] boot success", line.strip())
@@ -93,11 +100,13 @@ class Server:
 
 
 class Deployment:
-    """A name server, a master and optionally a slave, under ``root``."""
+    """A name server, a master and optionally a slave, under ``root``; ``mode`` is one of :data:`MODES`, with
+    ``@base`` when the brokers run the code in ``code`` (``--baseline``)."""
 
-    def __init__(self, root: Path, mode: str, segment: int) -> None:
+    def __init__(self, root: Path, mode: str, segment: int, code: Path | None = None) -> None:
         root.mkdir(parents=True)
-        self.mode = mode
+        self.mode, self.role = mode, mode.partition("@")[0]
+        self._code = code
         self.namesrv = Server([sys.executable, "-m", "namesrv.cli", "-p", "0"], root / "namesrv.log")
         self._root, self._segment = root, segment
         self.master: Server | None = None
@@ -109,13 +118,13 @@ class Deployment:
         argv = [sys.executable, "-m", "broker.cli", "-n", self.namesrv.addr]
         for key, value in props.items():
             argv += [f"--{key}", value]
-        return Server(argv, self._root / f"{name}.log")
+        return Server(argv, self._root / f"{name}.log", self._code)
 
     def start(self) -> None:
         self.namesrv.start()
-        self.master = self._broker("master", "SYNC_MASTER" if self.mode == "sync" else "ASYNC_MASTER", 0)
+        self.master = self._broker("master", "SYNC_MASTER" if self.role == "sync" else "ASYNC_MASTER", 0)
         self.master.start()
-        if self.mode != "none":
+        if self.role != "none":
             self.slave = self._broker("slave", "SLAVE", 1)
             self.slave.start()
 
@@ -231,12 +240,14 @@ async def send_rounds(client: RemotingClient, deployments: dict[str, Deployment]
             emit({"op": "send", "mode": mode, "round": round_no, "inflight": INFLIGHT, "rps": round(rps[mode][-1]),
                   "p50_ms": p50, "p99_ms": p99, "master_cpu_us_per_msg": master_us,
                   "slave_cpu_us_per_msg": slave_us})  # fmt: skip
-    for mode, target in TARGETS.items():
-        if mode in rps and "none" in rps:
+    for mode in rps:
+        target = TARGETS.get(mode.partition("@")[0])
+        if target is not None and "none" in rps:
             ratios = [round(r / base, 3) for r, base in zip(rps[mode], rps["none"], strict=True) if base]
             cpu = [round(c / base, 3) for c, base in zip(master_cpu[mode], master_cpu["none"], strict=True) if base]
             emit({"op": "send_ratio", "mode": mode, "ratios": ratios, "range": [min(ratios), max(ratios)],
-                  "target": target, "met": min(ratios) >= target, "master_cpu_ratios": cpu})  # fmt: skip
+                  "median": statistics.median(ratios), "target": target, "met": min(ratios) >= target,
+                  "master_cpu_ratios": cpu})  # fmt: skip
     if "async" in deployments:
         emit({"op": "lag", "mode": "async", **await lag_round(client, deployments["async"], args.seconds)})
 
@@ -291,11 +302,17 @@ async def catch_up(client: RemotingClient, deployment: Deployment, root: Path, a
 
 
 @contextlib.contextmanager
-def deployments(root: Path, modes: list[str], segment: int) -> Iterator[dict[str, Deployment]]:
+def deployments(
+    root: Path, modes: list[str], segment: int, baseline: Path | None = None
+) -> Iterator[dict[str, Deployment]]:
+    """The deployments of ``modes``, plus ``<mode>@base`` for the replicated ones with a ``baseline`` checkout."""
     started: dict[str, Deployment] = {}
+    runs = [(mode, None) for mode in modes]
+    if baseline is not None:
+        runs += [(f"{mode}@base", baseline) for mode in modes if mode != "none"]
     try:
-        for mode in modes:
-            started[mode] = Deployment(root / mode, mode, segment)
+        for mode, code in runs:
+            started[mode] = Deployment(root / mode.replace("@", "-"), mode, segment, code)
             started[mode].start()
         yield started
     finally:
@@ -304,7 +321,7 @@ def deployments(root: Path, modes: list[str], segment: int) -> Iterator[dict[str
 
 
 async def main_async(args: argparse.Namespace, root: Path) -> None:
-    with deployments(root, args.modes, args.segment_mib << 20) as running:
+    with deployments(root, args.modes, args.segment_mib << 20, args.baseline) as running:
         async with RemotingClient() as client:
             for deployment in running.values():
                 await prepare(client, deployment)
@@ -321,6 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--catchup-mib", type=int, default=1024, help="how far behind the slave restarts (0: skip)")
     parser.add_argument("--catchup-body", type=int, default=16 * 1024, help="message size of the catch-up fill")
     parser.add_argument("--segment-mib", type=int, default=1024, help="mappedFileSizeCommitLog of every broker")
+    parser.add_argument("--baseline", type=Path, default=None, help="a checkout whose brokers run as <mode>@base")
     parser.add_argument("--dir", default=None, help="data directory (default: a temporary one, removed after)")
     args = parser.parse_args(argv)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-replication-"))

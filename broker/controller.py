@@ -29,6 +29,7 @@ import contextlib
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -43,9 +44,11 @@ from broker.dledger_mode import follow_roles, reassert_master
 from broker.metrics import broker_exporter
 from broker.registration import BrokerRegistration
 from broker.replication import ReplicationRole
+from broker.role_services import RoleServices
 from broker.schedule import ScheduleMessageService
 from broker.security import acl_manager_of, namesrv_client_context, server_config_of
 from broker.slave_sync import SlaveSynchronize
+from broker.timer.checkpoint_sync import TimerCheckpointProcessor
 from broker.timer.runtime_info import RuntimeInfoProcessor
 from broker.timer.service import TimerMessageService
 from broker.transaction import TransactionalMessageBridge, TransactionCheckService
@@ -92,6 +95,13 @@ class FastChannelDispatcher(Dispatcher):
     def running(self) -> bool:
         return True
 
+    @property
+    def has_fast_paths(self) -> bool:
+        return self._main.has_fast_paths
+
+    def fast_request(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
+        return fields.get("code") != RequestCode.PULL_MESSAGE and self._main.fast_request(ctx, fields, body)
+
     async def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> None:
         if request.code != RequestCode.PULL_MESSAGE:
             await self._main.dispatch(ctx, request)
@@ -123,7 +133,6 @@ class BrokerController:
             self.context.store,
             config_dir_of(config),
             flush_interval=config.flush_delay_offset_interval / 1000,
-            is_master=config.broker_role != "SLAVE",
         )
         self.timer = TimerMessageService(
             self.context.store,
@@ -133,10 +142,10 @@ class BrokerController:
             log_file_size=config.timer_log_file_size,
             max_delay_sec=config.timer_max_delay_sec,
             flush_interval=config.timer_flush_interval_ms / 1000,
-            is_master=config.broker_role != "SLAVE",
         )
         self.transaction_bridge = TransactionalMessageBridge(self.context, delay_rewrite=self.schedule.rewrite)
         self.transaction_check = TransactionCheckService(self.context, self.transaction_bridge)
+        self.role_services = RoleServices(self.context, self.schedule, self.timer, self.transaction_check)
         self.replication = ReplicationRole(self.context, None)
         self.acl = acl_manager_of(config)
         self.dispatcher = Dispatcher(admission=AclAdmission(self.acl) if self.acl is not None else None)
@@ -161,13 +170,13 @@ class BrokerController:
 
     def _register_processors(self) -> None:
         ctx, pools, register = self.context, self.pools, self.dispatcher.register
-        register(
-            (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE),
-            SendMessageProcessor(
-                ctx, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite, put_futures=self.put_futures
-            ),
-            pools["send"],
+        send = SendMessageProcessor(
+            ctx, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite, put_futures=self.put_futures
         )
+        register(
+            (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE), send, pools["send"]
+        )
+        self.dispatcher.register_fast(RequestCode.SEND_MESSAGE_V2, send.fast)
         register(
             ConsumerSendMsgBackProcessor.REQUEST_CODES,
             ConsumerSendMsgBackProcessor(ctx, self.schedule.rewrite),
@@ -211,9 +220,12 @@ class BrokerController:
             pools["end_transaction"],
         )
         register(ConsumeOpsProcessor.REQUEST_CODES, ConsumeOpsProcessor(ctx), pools["admin"])
-        store_ops = StoreOpsProcessor(ctx, delay_offsets=lambda: self.schedule.offsets, bridge=self.transaction_bridge)
+        store_ops = StoreOpsProcessor(
+            ctx, delay_offsets=self.schedule.confirmed_offsets, bridge=self.transaction_bridge
+        )
         register(StoreOpsProcessor.REQUEST_CODES, store_ops, pools["admin"])
         register(RequestCode.GET_ALL_DELAY_OFFSET, store_ops, pools["admin"])
+        register(TimerCheckpointProcessor.REQUEST_CODES, TimerCheckpointProcessor(self.timer), pools["admin"])
         register(ReplyMessageProcessor.REQUEST_CODES, ReplyMessageProcessor(ctx), pools["reply"])
         register(ACL_CODES, AclAdminProcessor(self.acl, ctx), pools["admin"])
 
@@ -271,8 +283,7 @@ class BrokerController:
             await nursery.start(self.hold.run)
             await nursery.start(ctx.stats.run)
             await nursery.start(self.put_futures.run)
-            await nursery.start(self.schedule.run)
-            await nursery.start(self.timer.run)
+            await nursery.start(self.role_services.run)
             if self.acl is not None:
                 await nursery.start(watch_acl_files, self.acl)
             host, port = await nursery.start(
@@ -282,21 +293,26 @@ class BrokerController:
             await self._start_fast_channel(nursery, port)
             self.registration = BrokerRegistration(ctx, client)
             if isinstance(ctx.store, DLedgerMessageStore):
-                follow_roles(ctx, ctx.store, self.registration.trigger)
+                follow_roles(ctx, ctx.store, self._role_changed)
                 nursery.start_soon(reassert_master, ctx, ctx.store, self.registration.trigger)
             ctx.topic_changed_hook = self.registration.trigger
             self.registration.on_master = self.replication.on_master
             if self.replication.is_slave:
-                self.replication.slave_sync = SlaveSynchronize(ctx, client, self.schedule)
+                self.replication.slave_sync = SlaveSynchronize(ctx, client, self.schedule, timer=self.timer)
                 await nursery.start(self.replication.slave_sync.run)
             await nursery.start(self.registration.run)
-            if not self.replication.is_slave:  # as RocketMQ: a slave never checks transactions back
-                await nursery.start(self.transaction_check.run)
             if self.metrics is not None:
                 await nursery.start(self.metrics.run)
             self.address = (ctx.config.broker_ip1, port)
             log.info("broker %s serving on %s:%d as %s", ctx.config.broker_name, host, port, ctx.broker_addr)
             task_status.started(self.address)
+
+    def _role_changed(self) -> None:
+        """A DLedger role change, after the live config was rewritten: the master's services follow, then an
+        immediate registration (changeToMaster / changeToSlave)."""
+        self.role_services.role_changed()
+        assert self.registration is not None
+        self.registration.trigger()
 
     async def _start_fast_channel(self, nursery: trio.Nursery, port: int) -> None:
         if not self.config.fast_channel_enable or self.config.listen_port == 0 or port <= 2:

@@ -1,4 +1,4 @@
-"""An embedded cluster: one name server and one broker in one process and one nursery.
+"""An embedded cluster: one name server and one or more master brokers, started and stopped together.
 
 For tests and notebooks (port 0, a temporary data directory)::
 
@@ -13,8 +13,18 @@ master's HA address from the name server. ``cluster.slave_addrs``, ``cluster.sla
 ``stop_slave(i)`` / ``start_slave(i)`` and ``await cluster.wait_replicated()`` serve tests of replication and
 fail-over; a restarted master keeps its ports (main and HA), so its slaves reconnect.
 
+With ``brokers=N`` the cluster has N masters in one cluster (``broker-a``, ``broker-b``, ...; brokerClusterName
+``DefaultCluster``, one name server), as RocketMQ's ``distribution/conf/2m-noslave/`` deploys two. ``broker-a`` is
+the one described above; the others have data under ``<data>/broker-b`` ... and, with a fixed ``broker_port``, listen on
+``broker_port + 10 * i`` (room for the fast channel at port - 2 and HA at port + 1). By default they run in this
+process (``cluster.controllers``); ``broker_processes=True`` runs each in a child process
+(:mod:`broker.broker_process`), which is what gives each a core: brokers in one process share the interpreter lock.
+``cluster.broker_addrs`` lists every master's address either way. ``slaves`` needs ``brokers=1``.
+
 and for the README's ``make run`` (``python -m broker.embedded --data ./data``: ports 9876 and 10911, both boot lines
-printed, Ctrl-C or SIGTERM shut down cleanly). Data layout: ``<data>/namesrv/kvConfig.json`` and ``<data>/broker``
+printed, Ctrl-C or SIGTERM shut down cleanly; ``--brokers N`` or ``ROCKETRIO_BROKERS=N``: N masters, the extra ones in
+processes of their own, ports 10911, 10921, ...; by default one per core on machines with more than two cores, else
+one). Data layout: ``<data>/namesrv/kvConfig.json`` and ``<data>/broker``
 as the broker's ``storePathRootDir``.
 
 Ownership: the cluster owns its nursery; leaving the ``async with`` block cancels it, which shuts the broker down
@@ -25,20 +35,21 @@ store) propagate out of ``__aenter__``.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
-from contextlib import AsyncExitStack
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import attrs
 import click
 import trio
 
 from broker.broker_config import BrokerConfig
+from broker.broker_process import BrokerProcess
 from broker.cli import boot_line
 from broker.controller import BrokerController
+from broker.embedded_base import NurseryOwner
 from namesrv.cli import boot_line as namesrv_boot_line
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
@@ -47,8 +58,31 @@ from remoting.connection import Address
 
 log = logging.getLogger(__name__)
 
+#: Port distance between the masters of a cluster with a fixed ``broker_port`` (each also binds port - 2 and + 1).
+PORT_STEP = 10
+#: At most this many masters (``broker-a`` .. ``broker-z``).
+MAX_BROKERS = 26
 
-class EmbeddedCluster:
+
+def broker_names(count: int, first: str = "broker-a") -> list[str]:
+    """``broker-a``, ``broker-b``, ...: ``first`` then its last letter advanced; a name not ending in a letter that
+    can advance that far gets ``-1``, ``-2``, ... instead (``shard`` gives ``shard-1``)."""
+    if not 1 <= count <= MAX_BROKERS:
+        raise ValueError(f"brokers must be 1..{MAX_BROKERS}, not {count}")
+    stem, last = first[:-1], first[-1:]
+    if "a" <= last <= "z" and ord(last) + count - 1 <= ord("z"):
+        return [first] + [f"{stem}{chr(ord(last) + i)}" for i in range(1, count)]
+    return [first] + [f"{first}-{i}" for i in range(1, count)]
+
+
+def default_brokers(cores: int | None = None) -> int:
+    """One broker per core on machines with more than two cores, else one (a broker process is one core's worth:
+    on two cores, the clients and the OS need the other)."""
+    cores = cores if cores is not None else (os.cpu_count() or 1)
+    return min(cores, MAX_BROKERS) if cores > 2 else 1
+
+
+class EmbeddedCluster(NurseryOwner):
     """A name server and a broker on ``host``; ``broker_overrides`` are BrokerConfig fields (snake_case), and the
     ``tls_*`` ones apply to the name server too."""
 
@@ -60,8 +94,12 @@ class EmbeddedCluster:
         namesrv_port: int = 0,
         broker_port: int = 0,
         slaves: int = 0,
+        brokers: int = 1,
+        broker_processes: bool = False,
         **broker_overrides: Any,
     ) -> None:
+        if slaves and brokers > 1:
+            raise ValueError("slaves are supported with one broker only")
         self.data_dir = Path(data_dir)
         self.host = host
         self.namesrv_config = NamesrvConfig(
@@ -73,14 +111,16 @@ class EmbeddedCluster:
             **{name: value for name, value in broker_overrides.items() if name.startswith("tls_")},
         )
         self._broker_port = broker_port
+        self._first_port = broker_port  # as asked: 0 stays 0 for every master
         self._broker_overrides = broker_overrides
         self.namesrv: NamesrvServer | None = None
         self.namesrv_address: Address | None = None
         self._master = _BrokerSlot(0)
-        self._stack: AsyncExitStack | None = None
-        self._nursery: trio.Nursery | None = None
         self._ha_port = 0
         self._slaves: list[_BrokerSlot] = [_BrokerSlot(i) for i in range(1, slaves + 1)]
+        self._names = broker_names(brokers, broker_overrides.get("broker_name", "broker-a"))
+        self._broker_processes = broker_processes
+        self._others: list[_BrokerSlot] = [_BrokerSlot(0) for _ in self._names[1:]]
 
     # ---- addresses ---------------------------------------------------------------------------------------------
 
@@ -112,6 +152,34 @@ class EmbeddedCluster:
         settings.update(self._broker_overrides)
         return attrs.evolve(BrokerConfig(), **settings)
 
+    def other_config(self, index: int) -> BrokerConfig:
+        """Master ``index`` (1: ``broker-b``, ...): broker-a's settings with its own name, port and data."""
+        port = self._others[index - 1].port or (self._first_port + PORT_STEP * index if self._first_port else 0)
+        return attrs.evolve(
+            self.broker_config(),
+            broker_name=self._names[index],
+            listen_port=port,
+            ha_listen_port=0,
+            store_path_root_dir=str(self.data_dir / self._names[index]),
+        )
+
+    @property
+    def broker_addrs(self) -> list[str]:
+        """Every running master's address, ``broker-a`` first."""
+        others = [slot.broker_addr for slot in self._others if slot.scope is not None]
+        return [self.broker_addr, *others]
+
+    @property
+    def controllers(self) -> list[BrokerController]:
+        """The masters running in this process (all of them unless ``broker_processes``), ``broker-a`` first."""
+        others = [s.controller for s in self._others if s.controller is not None and s.scope is not None]
+        return [self.controller, *others]
+
+    @property
+    def broker_processes(self) -> list[BrokerProcess]:
+        """The masters running in processes of their own (``broker_processes=True``)."""
+        return [slot.process for slot in self._others if slot.process is not None and slot.scope is not None]
+
     def slave_config(self, index: int) -> BrokerConfig:
         """Slave ``index`` (1-based, its ``brokerId``): the master's settings as a SLAVE with its own port and data."""
         slot = self._slaves[index - 1]
@@ -136,33 +204,20 @@ class EmbeddedCluster:
 
     # ---- life cycle --------------------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        stack = AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            self._nursery = await stack.enter_async_context(trio.open_nursery())
-            self.namesrv = NamesrvServer(self.namesrv_config)
-            self.namesrv_address = await self._nursery.start(self.namesrv.serve)
-            await self.start_broker()
-        except BaseException as exc:
-            if self._nursery is not None:
-                self._nursery.cancel_scope.cancel()
-            await stack.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._stack = stack
-        return self
+    async def _start_all(self, nursery: trio.Nursery) -> None:
+        self.namesrv = NamesrvServer(self.namesrv_config)
+        self.namesrv_address = await nursery.start(self.namesrv.serve)
+        await self.start_broker()
+        for index in range(1, len(self._names)):
+            await self._start_other(index)
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        stack, self._stack = self._stack, None
-        assert stack is not None and self._nursery is not None
+    async def _stop_all(self) -> None:
         # The brokers go first so they can still unregister from the name server; slaves before their master.
+        for slot in self._others:
+            await slot.stop()
         for slot in self._slaves:
             await slot.stop()
         await self.stop_broker()
-        self._nursery.cancel_scope.cancel()
-        return await stack.__aexit__(exc_type, exc, tb)
 
     async def start_broker(self) -> Address:
         """Start the broker (after :meth:`stop_broker`: on the same port and data). Returns its address."""
@@ -181,6 +236,16 @@ class EmbeddedCluster:
             if slot.scope is None and not slot.stopped:
                 await self.start_slave(slot.index)
         return address
+
+    async def _start_other(self, index: int) -> None:
+        assert self._nursery is not None
+        slot = self._others[index - 1]
+        config = self.other_config(index)
+        if self._broker_processes:
+            address: Address = await self._nursery.start(slot.run_process, BrokerProcess(config, self.data_dir))
+        else:
+            address = await self._nursery.start(slot.run, BrokerController(config))
+        slot.port = address[1]
 
     async def start_slave(self, index: int) -> Address:
         """Start slave ``index`` (again after :meth:`stop_slave`: same port and data). Returns its address."""
@@ -232,6 +297,7 @@ class _BrokerSlot:
         self.index = index
         self.port = 0
         self.controller: BrokerController | None = None
+        self.process: BrokerProcess | None = None
         self.scope: trio.CancelScope | None = None
         self.done: trio.Event | None = None
         self.stopped = False
@@ -249,6 +315,26 @@ class _BrokerSlot:
             self.scope = None
             done.set()
 
+    async def run_process(
+        self, process: BrokerProcess, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        self.process = process
+        done = self.done = trio.Event()
+        try:
+            with trio.CancelScope() as scope:
+                self.scope = scope
+                await process.run(task_status=task_status)
+        finally:
+            self.scope = None
+            done.set()
+
+    @property
+    def broker_addr(self) -> str:
+        if self.process is not None:
+            return self.process.broker_addr
+        assert self.controller is not None
+        return self.controller.broker_addr
+
     async def stop(self) -> None:
         scope, done = self.scope, self.done
         if scope is None or done is None:
@@ -264,18 +350,30 @@ async def run_embedded(
     broker_port: int,
     broker_overrides: dict[str, Any] | None = None,
     slaves: int = 0,
+    brokers: int = 1,
 ) -> None:
-    """Serve until SIGINT or SIGTERM, printing the boot lines (name server, broker, each slave) once ready."""
+    """Serve until SIGINT or SIGTERM, printing the boot lines (name server, each broker, each slave) once ready; the
+    masters after the first run in processes of their own, which print their own boot lines."""
     overrides = broker_overrides or {}
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with EmbeddedCluster(
-            data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, slaves=slaves, **overrides
+            data_dir,
+            host=host,
+            namesrv_port=namesrv_port,
+            broker_port=broker_port,
+            slaves=slaves,
+            brokers=brokers,
+            broker_processes=True,
+            **overrides,
         ) as cluster:
             assert cluster.namesrv_address is not None and cluster.controller.address is not None
             print(namesrv_boot_line(cluster.namesrv_address), flush=True)
             for controller in [cluster.controller, *cluster.slave_controllers]:
                 assert controller.address is not None
                 print(boot_line(controller.context.config, controller.address), flush=True)
+            for process in cluster.broker_processes:
+                assert process.address is not None
+                print(boot_line(process.config, process.address), flush=True)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 break
@@ -309,9 +407,26 @@ def broker_overrides_of(args: list[str]) -> dict[str, Any]:
 @click.option("--namesrv-port", type=click.IntRange(0, 65535), default=9876, show_default=True)
 @click.option("--broker-port", type=click.IntRange(0, 65535), default=None, help="Broker port [default: 10911].")
 @click.option("--slaves", type=click.IntRange(0, 8), default=0, show_default=True, help="Slave brokers to add.")
+@click.option(
+    "--brokers",
+    type=click.IntRange(1, MAX_BROKERS),
+    default=None,
+    envvar="ROCKETRIO_BROKERS",
+    help="Master brokers (broker-a, broker-b, ...), the extra ones each in its own process "
+    "[env ROCKETRIO_BROKERS; default: one per core above two cores, else 1].",
+)
 @click.pass_context
-def main(ctx: click.Context, data_dir: str, host: str, namesrv_port: int, broker_port: int | None, slaves: int) -> None:
-    """Run a name server and a broker in one process (the README's ``make run``).
+def main(
+    ctx: click.Context,
+    data_dir: str,
+    host: str,
+    namesrv_port: int,
+    broker_port: int | None,
+    slaves: int,
+    brokers: int | None,
+) -> None:
+    """Run a name server and N master brokers (the README's ``make run``): the name server and ``broker-a`` in this
+    process, ``broker-b`` ... each in a process of its own.
 
     Extra ``--name value`` pairs are broker properties (``--listenPort 0``, ``--flushDiskType SYNC_FLUSH``).
     """
@@ -319,7 +434,10 @@ def main(ctx: click.Context, data_dir: str, host: str, namesrv_port: int, broker
     overrides = broker_overrides_of(list(ctx.args))
     port = overrides.pop("listen_port", 10911) if broker_port is None else broker_port
     overrides.pop("listen_port", None)
-    trio.run(run_embedded, Path(data_dir), host, namesrv_port, port, overrides, slaves)
+    count = brokers if brokers is not None else (1 if slaves else default_brokers())
+    if slaves and count > 1:
+        raise click.UsageError("--slaves needs --brokers 1")
+    trio.run(run_embedded, Path(data_dir), host, namesrv_port, port, overrides, slaves, count)
 
 
 if __name__ == "__main__":

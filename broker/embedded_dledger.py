@@ -21,10 +21,8 @@ import logging
 import signal
 import socket
 import sys
-from contextlib import AsyncExitStack
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import attrs
 import click
@@ -32,6 +30,7 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.controller import BrokerController
+from broker.embedded_base import NurseryOwner
 from dledger.commitlog_store import DLedgerMessageStore
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
@@ -52,7 +51,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-class EmbeddedDLedgerGroup:
+class EmbeddedDLedgerGroup(NurseryOwner):
     """A name server and ``members`` DLedger brokers (ids ``n0``..) of one broker name; overrides are BrokerConfig
     fields (snake_case) applied to every member."""
 
@@ -67,8 +66,6 @@ class EmbeddedDLedgerGroup:
         self.controllers: dict[str, BrokerController] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
         self._done: dict[str, trio.Event] = {}
-        self._nursery: trio.Nursery | None = None
-        self._stack: AsyncExitStack | None = None
         self.namesrv_addr = ""
 
     def config(self, member: str) -> BrokerConfig:
@@ -97,34 +94,17 @@ class EmbeddedDLedgerGroup:
 
     # ---- life cycle --------------------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        stack = AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            self._nursery = await stack.enter_async_context(trio.open_nursery())
-            kv_path = str(self.data_dir / "namesrv" / "kvConfig.json")
-            namesrv = NamesrvServer(NamesrvConfig(listen_port=0, listen_host=self.host, kv_config_path=kv_path))
-            host, port = await self._nursery.start(namesrv.serve)
-            self.namesrv_addr = f"{host}:{port}"
-            for member in self.ids:
-                await self.start(member)
-        except BaseException as exc:
-            if self._nursery is not None:
-                self._nursery.cancel_scope.cancel()
-            await stack.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._stack = stack
-        return self
+    async def _start_all(self, nursery: trio.Nursery) -> None:
+        kv_path = str(self.data_dir / "namesrv" / "kvConfig.json")
+        namesrv = NamesrvServer(NamesrvConfig(listen_port=0, listen_host=self.host, kv_config_path=kv_path))
+        host, port = await nursery.start(namesrv.serve)
+        self.namesrv_addr = f"{host}:{port}"
+        for member in self.ids:
+            await self.start(member)
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        stack, self._stack = self._stack, None
-        assert stack is not None and self._nursery is not None
+    async def _stop_all(self) -> None:
         for member in list(self._scopes):
             self.stop_soon(member)
-        self._nursery.cancel_scope.cancel()
-        return await stack.__aexit__(exc_type, exc, tb)
 
     async def start(self, member: str) -> BrokerController:
         """Start ``member`` (again: same ports and data); returns once it serves."""

@@ -15,16 +15,22 @@ is retried after 100 ms, as 4.9.8 does; other errors are logged and the level wa
 
 Durability: offsets are saved every ``flush_interval`` seconds (``flushDelayOffsetInterval``, 10 s) and once more at
 shutdown, after the loops stopped. A clean restart therefore neither loses nor repeats a delivery; after a crash the
-deliveries of the last interval may be repeated (at least once, as in RocketMQ).
+deliveries of the last interval may be repeated (at least once, as in RocketMQ). What is saved, and what
+GET_ALL_DELAY_OFFSET hands a slave (:meth:`confirmed_offsets`), is the progress whose deliveries end at or below the
+store's ``confirmed_offset``: in DLedger mode a delivery the leader appended but a majority does not hold yet is not
+counted, so a leader change may repeat it but never skips it (4.9.8 gets the same by waiting for each put).
 
 Ownership: the service reads the store on the Trio thread and is the only writer of ``delayOffset.json``. It delivers
-only on a master; on a slave :meth:`run` just idles until cancelled. Time is ``store.config.now_ms`` (the store's
-clock), so store times and due times always come from one clock.
+while :meth:`run` runs, which :mod:`broker.role_services` does on a master only (RocketMQ's
+``handleScheduleMessageService``); every start reloads ``delayOffset.json``, as 4.9.8's ``start`` does, so a
+DLedger member that becomes the leader resumes from what the slave sync last copied. Time is
+``store.config.now_ms`` (the store's clock), so store times and due times always come from one clock.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from pathlib import Path
 from typing import Final
 
@@ -76,7 +82,6 @@ class ScheduleMessageService:
         flush_interval: float = 10.0,
         first_delay: float = 1.0,
         idle_poll: float = 60.0,
-        is_master: bool = True,
     ) -> None:
         self.store = store
         #: level (1-based) -> delay in ms; parsed once (raises ValueError for a bad unit).
@@ -84,11 +89,14 @@ class ScheduleMessageService:
         self.max_level = max(self.levels, default=0)
         self.offsets: DelayOffsetTable = {}
         self.delivered = 0
+        #: ``(end of the last delivery, level, offset)`` per move of a level not yet known to be confirmed.
+        self._unconfirmed: deque[tuple[int, int, int]] = deque()
+        self._confirmed: DelayOffsetTable = {}
+        self._last_end = 0
         self._persister = ConfigPersister(delay_offset_file(config_dir), self._snapshot)
         self._flush_interval = flush_interval
         self._first_delay = first_delay
         self._idle_poll = idle_poll
-        self._is_master = is_master
         self._wakeups = {level: trio.Event() for level in self.levels}
 
     # ---- the send path's seam ------------------------------------------------------------------------------
@@ -144,16 +152,28 @@ class ScheduleMessageService:
     def load(self) -> None:
         """Read ``delayOffset.json`` (or its backup). Blocking; raises ConfigFileError."""
         table = self._persister.load()
-        self.offsets = {level: offset for level, offset in (table or {}).items() if level in self.levels}
+        self._reset({level: offset for level, offset in (table or {}).items() if level in self.levels})
 
     def adopt_offsets(self, table: DelayOffsetTable) -> None:
         """A slave takes its master's delivery progress (SlaveSynchronize), saved with :meth:`persist`; a slave
         never delivers, so the table only matters once it becomes a master."""
-        self.offsets = {level: offset for level, offset in table.items() if level in self.levels}
+        self._reset({level: offset for level, offset in table.items() if level in self.levels})
         self._persister.mark_dirty()
 
+    def _reset(self, offsets: DelayOffsetTable) -> None:
+        self.offsets, self._confirmed = offsets, dict(offsets)
+        self._unconfirmed.clear()
+
+    def confirmed_offsets(self) -> DelayOffsetTable:
+        """The progress whose deliveries are all confirmed by the store (see the module docstring)."""
+        confirmed, marks = self.store.confirmed_offset, self._unconfirmed
+        while marks and marks[0][0] <= confirmed:
+            _, level, offset = marks.popleft()
+            self._confirmed[level] = offset
+        return dict(self._confirmed)
+
     def _snapshot(self) -> DelayOffsetTable:
-        return dict(self.offsets)
+        return self.confirmed_offsets()
 
     async def persist(self) -> None:
         """Save the offsets now (worker thread). Raises ``OSError``."""
@@ -167,10 +187,9 @@ class ScheduleMessageService:
         await trio.to_thread.run_sync(self.load)
         try:
             async with trio.open_nursery() as nursery:
-                if self._is_master:
-                    for level in self.levels:
-                        nursery.start_soon(self._run_level, level)
-                    nursery.start_soon(self._flush_loop)
+                for level in self.levels:
+                    nursery.start_soon(self._run_level, level)
+                nursery.start_soon(self._flush_loop)
                 task_status.started()
                 await trio.sleep_forever()
         finally:
@@ -183,7 +202,7 @@ class ScheduleMessageService:
     async def _flush_loop(self) -> None:
         while True:
             await trio.sleep(self._flush_interval)
-            if self._persister.dirty:
+            if self._persister.dirty or self._unconfirmed:
                 try:
                     await self.persist()
                 except OSError:
@@ -238,6 +257,7 @@ class ScheduleMessageService:
     def _advance(self, level: int, offset: int) -> None:
         if self.offsets.get(level) != offset:
             self.offsets[level] = offset
+            self._unconfirmed.append((self._last_end, level, offset))
             self._persister.mark_dirty()
 
     def _deliver_one(self, level: int, phy: int, size: int) -> None:
@@ -265,5 +285,5 @@ class ScheduleMessageService:
         except ValueError as exc:
             log.warning("delay level %d: message at %d cannot be rebuilt (%s); skipped", level, phy, exc)
             return
-        store.append(record)
+        self._last_end = store.append(record).end_offset
         self.delivered += 1

@@ -6,7 +6,10 @@
   the table is replaced, with its data version, when the version differs;
 - consumer offsets: GET_ALL_CONSUMER_OFFSET (43); merged, each ``topic@group`` of the master replacing the slave's;
 - delay offsets: GET_ALL_DELAY_OFFSET (45); the delay schedule's progress replaced and saved to ``delayOffset.json``;
-- subscription groups: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); replaced when the data version differs.
+- subscription groups: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); replaced when the data version differs;
+- with a timer service, its progress: GET_TIMER_CHECK_POINT (60, RocketMQ 5's ``syncTimerCheckPoint``), written to
+  ``timerCheck.json`` for the next start (:meth:`~broker.timer.service.TimerMessageService.adopt_checkpoint`); a
+  master that does not know the code (a 4.x broker) answers REQUEST_CODE_NOT_SUPPORTED, logged once.
 
 Bodies are the config files' JSON (docs/protocol.md#67-config-files). A step that fails (no answer, an error code, a
 body that does not decode) is logged and skipped until the next round; the others still run, and the slave keeps
@@ -25,9 +28,12 @@ import trio
 
 from broker.context import BrokerState
 from broker.schedule import ScheduleMessageService
+from broker.timer.service import TimerMessageService
 from remoting.client import RemotingClient
+from remoting.codec.bodies.timer_checkpoint import TimerCheckpointBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.codec.errors import CodecError
 from remoting.errors import RemotingConnectError, RemotingError
 from store.metadata_files import (
     ConfigFileError,
@@ -61,16 +67,21 @@ class SlaveSynchronize:
         client: RemotingClient,
         schedule: ScheduleMessageService,
         *,
+        timer: TimerMessageService | None = None,
         interval: float = INTERVAL,
         first_delay: float = FIRST_DELAY,
     ) -> None:
         self.broker = broker
         self.client = client
         self.schedule = schedule
+        self.timer = timer
+        self._timer_unsupported = False
         self.master_addr: str | None = None
         self.interval = interval
         self.first_delay = first_delay
         self.rounds = 0
+        #: Trio time at which the last complete round began: what this slave knows is at least that recent.
+        self.last_round_started: float | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -85,6 +96,7 @@ class SlaveSynchronize:
         addr = self.master_addr
         if not addr or addr == self.broker.broker_addr or self.broker.config.broker_role != "SLAVE":
             return
+        started = trio.current_time()
         topics = await self._fetch(fast_channel(addr), RequestCode.GET_ALL_TOPIC_CONFIG, decode_topics, addr)
         if topics is not None and self.broker.topics.replace_all(topics):
             log.info("slave synchronized topics from %s: version %s", addr, topics.data_version)
@@ -101,7 +113,29 @@ class SlaveSynchronize:
         groups = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, decode_subscription_groups)
         if groups is not None and self.broker.groups.replace_all(groups):
             log.info("slave synchronized subscription groups from %s: version %s", addr, groups.data_version)
+        if self.timer is not None and not self._timer_unsupported:
+            await self._sync_timer(addr, self.timer)
         self.rounds += 1
+        self.last_round_started = started
+
+    async def _sync_timer(self, addr: str, timer: TimerMessageService) -> None:
+        try:
+            response = await self.client.invoke(addr, request(RequestCode.GET_TIMER_CHECK_POINT), TIMEOUT)
+        except RemotingError as exc:
+            log.warning("slave sync: request %d to %s failed: %s", RequestCode.GET_TIMER_CHECK_POINT, addr, exc)
+            return
+        if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            log.info("slave sync: %s has no timer checkpoint (not a RocketMQ 5 broker); not asked again", addr)
+            self._timer_unsupported = True
+            return
+        if response.code != ResponseCode.SUCCESS:
+            log.debug("slave sync: timer checkpoint of %s: %d %s", addr, response.code, response.remark)
+            return
+        try:
+            body = TimerCheckpointBody.decode(bytes(response.body or b""))
+            await timer.adopt_checkpoint(body.master_timer_queue_offset, body.last_read_time_ms)
+        except (CodecError, OSError) as exc:
+            log.warning("slave sync: timer checkpoint of %s not adopted: %s", addr, exc)
 
     async def _fetch(self, addr: str, code: int, decode: Callable[[bytes], T], fallback: str | None = None) -> T | None:
         """One request's decoded body, or ``None`` (logged) when it failed; ``fallback`` is tried when ``addr``

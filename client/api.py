@@ -90,13 +90,16 @@ async def send_message(
 def send_command(fields: dict[str, str], body: bytes, *, oneway: bool = False) -> RemotingCommand:
     """The request for a send with the V2 ``fields``: SEND_BATCH_MESSAGE when ``m`` is ``true``,
     SEND_REPLY_MESSAGE_V2 for a reply (``MSG_TYPE=reply``), else SEND_MESSAGE_V2."""
+    return request(send_code(fields), fields, body, oneway=oneway)
+
+
+def send_code(fields: dict[str, str]) -> int:
+    """The request code of a send with the V2 ``fields`` (see :func:`send_command`)."""
     if fields.get("m") == "true":
-        code = RequestCode.SEND_BATCH_MESSAGE
-    elif _REPLY_TYPE in fields.get("i", ""):
-        code = RequestCode.SEND_REPLY_MESSAGE_V2  # a request-reply answer (MSG_TYPE=reply), as Java's client
-    else:
-        code = RequestCode.SEND_MESSAGE_V2
-    return request(code, fields, body, oneway=oneway)
+        return RequestCode.SEND_BATCH_MESSAGE
+    if _REPLY_TYPE in fields.get("i", ""):
+        return RequestCode.SEND_REPLY_MESSAGE_V2  # a request-reply answer (MSG_TYPE=reply), as Java's client
+    return RequestCode.SEND_MESSAGE_V2
 
 
 #: The property segment that makes a send a reply (``MSG_TYPE`` = ``reply``).

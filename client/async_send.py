@@ -96,9 +96,12 @@ class AsyncSend:
             self._sent_ms = time.time_ns() // 1_000_000
         prepared = self._prepared
         fields = prepared.for_queue(mq.queue_id, mq.broker_name)
-        cmd = api.send_command(fields, prepared.body)
+        remoting, body, timeout = producer.instance.remoting, prepared.body, self._timeout
         try:
-            producer.instance.remoting.invoke_callback(address, cmd, self._timeout, self._on_outcome, plain=True)
+            if not remoting.invoke_fields_callback(
+                address, api.send_code(fields), fields, body, timeout, self._on_outcome
+            ):
+                remoting.invoke_callback(address, api.send_command(fields, body), timeout, self._on_outcome, plain=True)
         except (RuntimeError, ClientStateError) as exc:  # the client is shutting down
             self._give_up(exc)
 

@@ -141,6 +141,11 @@ class DLedgerMessageStore(MessageStore):
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.close, limiter=self.disk_limiter)
 
+    @property
+    def confirmed_offset(self) -> int:
+        """The end of the last committed entry: appends past it may still be truncated."""
+        return self.ledger.committed_pos
+
     def flush_plan(self) -> FlushPlan:
         """ConsumeQueue segments only (the ledger flushes its own files); the checkpoint's end is what is
         dispatched."""

@@ -51,8 +51,8 @@ class ReplyMessageProcessor(SendMessageProcessor):
     REQUEST_CODES: Final = (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        self._adopt_config()
-        base = dict(self._base_fields)
+        self.adopt_config()
+        base = dict(self.base_fields)
         if request.code not in self.REQUEST_CODES:
             return request.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"

@@ -96,7 +96,7 @@ class SendAnswers:
 
         def answered(status: PutStatus) -> None:
             latency.record(time.perf_counter_ns() - started)
-            self._write(connection, answer(request, status, appended, queue_id, base_fields), opaque)
+            self.write(connection, answer(request, status, appended, queue_id, base_fields), opaque)
 
         now = waits.notify(appended.end_offset, wait, answered)
         if now is None:
@@ -104,7 +104,7 @@ class SendAnswers:
         latency.record(time.perf_counter_ns() - started)
         return answer(request, now, appended, queue_id, base_fields)
 
-    def _write(self, connection: Connection, response: RemotingCommand, opaque: int) -> None:
+    def write(self, connection: Connection, response: RemotingCommand, opaque: int) -> None:
         futures = self.put_futures
         if connection.congested and futures is not None and futures.submit(_send, connection, response, opaque):
             return

@@ -47,8 +47,8 @@ from anyio.streams.tls import TLSStream
 
 from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.codes import ResponseCode, SerializeType
-from remoting.codec.command import RemotingCommand
-from remoting.codec.frame import MAX_FRAME
+from remoting.codec.command import RemotingCommand, next_opaque
+from remoting.codec.frame import MAX_FRAME, encode_json_request
 from remoting.connection import Address, Connection
 from remoting.dispatch import not_supported_remark
 from remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
@@ -247,6 +247,30 @@ class RemotingClient:
             conn.invoke_callback(self._stamp(cmd), timeout, callback)
         else:
             conn.invoke_callback(self._stamp(cmd), timeout, lambda outcome: self._call_back(callback, outcome))
+
+    def invoke_fields_callback(
+        self,
+        address: str,
+        code: int,
+        ext_fields: dict[str, str],
+        body: bytes,
+        timeout: float,
+        callback: Callable[[RemotingCommand | RemotingError], None],
+    ) -> bool:
+        """``invoke_callback(address, request(code, ext_fields, body), timeout, callback, plain=True)`` without the
+        command: the JSON frame is written straight from the fields. Returns False, having done nothing, unless the
+        request would go out as it is on a live connection (no ACL signature, JSON headers, ``ext_fields`` not empty,
+        connection open and not congested): the caller then takes :meth:`invoke_callback`."""
+        if self._tasks is None:
+            raise RuntimeError("RemotingClient used outside its `async with` block")
+        if self.credentials is not None or self.serialize_type != SerializeType.JSON or not ext_fields:
+            return False
+        conn = self._connections.get(address)
+        if conn is None or conn.closed or conn.congested:
+            return False
+        opaque = next_opaque()
+        conn.invoke_frame_callback(opaque, code, encode_json_request(code, opaque, ext_fields, body), timeout, callback)
+        return True
 
     def _call_back(self, callback: InvokeCallback, outcome: RemotingCommand | RemotingError) -> None:
         try:

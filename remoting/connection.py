@@ -48,11 +48,14 @@ from typing import Any, Final
 
 import anyio
 import attrs
+import orjson
 
 from remoting import primitives
+from remoting.codec.codes import SerializeType
 from remoting.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from remoting.codec.errors import CodecError
 from remoting.codec.frame import MAX_FRAME, FrameDecoder, encode_command
+from remoting.codec.serializers import command_from_json, decode_header
 from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
 from remoting.future import CallbackFuture, OutcomeCallback, ResponseFuture
 from remoting.processor import RequestContext
@@ -81,8 +84,13 @@ REQUEST_OVERHEAD: Final = 128
 #: or oneway requests dropped before a processor, must not grow the table without bound).
 MAX_TIMED_REQUESTS: Final = 65_536
 
+JSON_SERIALIZE: Final = int(SerializeType.JSON)
+
 Address = tuple[str, int]
 RequestCallback = Callable[[RequestContext, RemotingCommand], Awaitable[None]]
+#: ``(ctx, header fields, body) -> handled``: a request's JSON header, parsed but not made a command, offered before
+#: the general path. True means the callee answered it (or will) and owns it entirely; False leaves it untouched.
+FastRequest = Callable[[RequestContext, dict[str, Any], bytes], bool]
 
 
 class Connection:
@@ -143,6 +151,9 @@ class Connection:
         self.rpc_latency: RpcLatency | None = None
         #: opaque -> [request code, read time ns, suspended]
         self._timed: dict[int, list[Any]] = {}
+        #: Set by the server (:meth:`remoting.dispatch.Dispatcher.fast_request`): JSON requests are offered to it
+        #: before becoming commands (see :data:`FastRequest`). Not used while :attr:`rpc_latency` times requests.
+        self.fast_request: FastRequest | None = None
 
     def __repr__(self) -> str:
         host, port = self.remote_address[:2]
@@ -234,6 +245,7 @@ class Connection:
         decoder = FrameDecoder(self._max_frame)
         ctx, pending, now, inbound = self.context, self._pending, self._loop.now, self._inbound
         receive_some = self._raw_io().receive_some
+        fast = self.fast_request if self.rpc_latency is None else None
         try:
             while True:
                 data = await receive_some(RECEIVE_SIZE)
@@ -244,7 +256,18 @@ class Connection:
                 self._direct_recent = False  # frames answering this read may start with a direct write
                 self._flush_frames = FLUSH_FRAMES
                 decoder.receive_data(data)
-                while (cmd := decoder.next_command()) is not None:
+                while True:
+                    if fast is None:
+                        cmd = decoder.next_command()
+                        if cmd is None:
+                            break
+                    else:
+                        frame = decoder.next_frame()
+                        if frame is None:
+                            break
+                        cmd = self._command_unless_fast(decoder, frame, fast)
+                        if cmd is None:
+                            continue
                     if cmd.flag & FLAG_RESPONSE:
                         future = pending.pop(cmd.opaque, None)
                         if future is None:
@@ -270,6 +293,26 @@ class Connection:
             log.debug("%r: read failed: %r", self, exc)
         except RemotingConnectError:
             pass
+
+    def _command_unless_fast(
+        self, decoder: FrameDecoder, frame: tuple[int, bytes, bytes], fast: FastRequest
+    ) -> RemotingCommand | None:
+        """``None`` when ``fast`` took the request; else the command :meth:`FrameDecoder.next_command` would have
+        given (raising, and poisoning the decoder, as it would)."""
+        serialize_type, header, body = frame
+        try:
+            if serialize_type == JSON_SERIALIZE:
+                try:
+                    fields = orjson.loads(header)
+                except orjson.JSONDecodeError:
+                    return decode_header(serialize_type, header, body)  # raises the general path's error
+                if type(fields) is dict and fields.get("flag") == 0 and fast(self.context, fields, body):
+                    return None
+                return command_from_json(fields, body)
+            return decode_header(serialize_type, header, body)
+        except CodecError as exc:
+            decoder.poison(exc)
+            raise
 
     async def _write_frames(self) -> None:
         outbox, now = self._outbox, self._loop.now
@@ -372,7 +415,17 @@ class Connection:
                     self._wake_reader()
         if self._timed and cmd.flag & FLAG_RESPONSE:
             self._time_response(cmd.opaque, cmd.code, RESULT_SUCCESS)
-        frame = encode_command(cmd)
+        self._write_frame(encode_command(cmd))
+
+    def send_frame_nowait(self, frame: bytes) -> None:
+        """:meth:`send_nowait` of a frame already encoded: a request, or the answer to a request that never became a
+        command (a :data:`FastRequest`'s), so no budget or latency bookkeeping, which only answers to commands read
+        here need. Same errors."""
+        if self._closed:
+            raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
+        self._write_frame(frame)
+
+    def _write_frame(self, frame: bytes) -> None:
         wakeup = self._writer_wakeup
         if wakeup is not None:
             # The writer is idle, so nothing is queued. The first frame since the last read (or the writer's last
@@ -468,20 +521,35 @@ class Connection:
         it must return quickly; what it raises is logged. It may run before this method returns (a failed write).
         Never raises; ignores :attr:`congested` (the caller decides). ``cmd`` must not be oneway.
         """
+        self._invoke_callback(cmd.opaque, cmd.code, cmd, timeout, callback)
+
+    def invoke_frame_callback(
+        self, opaque: int, code: int, frame: bytes, timeout: float, callback: OutcomeCallback
+    ) -> None:
+        """:meth:`invoke_callback` of a request already encoded (``frame``, whose opaque and code are given), for a
+        caller that never built the command. Same contract."""
+        self._invoke_callback(opaque, code, frame, timeout, callback)
+
+    def _invoke_callback(
+        self, opaque: int, code: int, request: RemotingCommand | bytes, timeout: float, callback: OutcomeCallback
+    ) -> None:
         deadline = self._loop.now() + timeout
-        future = CallbackFuture(deadline, callback, cmd.code, self.remote_address, timeout)
+        future = CallbackFuture(deadline, callback, code, self.remote_address, timeout)
         if self._closed:
             future.complete(error=RemotingClosedError(f"{self!r}: cannot invoke, connection closed"))
             return
-        self._pending[cmd.opaque] = future
+        self._pending[opaque] = future
         if deadline < self._expiry_at and self._expiry_wakeup is not None:
             self._expiry_at = deadline
             self._expiry_wakeup.set()
         try:
-            self.send_nowait(cmd)
+            if type(request) is bytes:
+                self.send_frame_nowait(request)
+            else:
+                self.send_nowait(request)  # type: ignore[arg-type]
         except RemotingError as exc:  # the connection closed: close() normally failed the future already
-            if self._pending.get(cmd.opaque) is future:
-                del self._pending[cmd.opaque]
+            if self._pending.get(opaque) is future:
+                del self._pending[opaque]
             future.complete(error=exc)
 
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:

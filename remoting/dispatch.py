@@ -16,6 +16,12 @@ accounting showed up at ~5 % of the server's profile, hence per-worker). A pool 
 - queue full -> ``SYSTEM_BUSY`` (2), remark ``"[OVERLOAD]system busy, start flow control for a while"``;
 - oneway requests never get either answer (nor any other).
 
+:meth:`Dispatcher.fast_request` is the reader's shortcut (:data:`~remoting.connection.FastRequest`): a handler
+registered with :meth:`Dispatcher.register_fast` may take a request straight from its parsed JSON header, in the
+reader, without a command, a pool hop or a coroutine. It is offered only what the pool path would treat the same way:
+no admission (ACL) is configured, and the code's pool is idle (nothing queued or running), so a connection's requests
+keep their order. A handler that returns False has touched nothing; the request then takes the general path.
+
 What a processor's outcome becomes on the wire is :func:`remoting.processor.run_processor`'s contract.
 """
 
@@ -27,7 +33,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import trio
@@ -56,6 +62,9 @@ OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
 #: Called in the reader for every request before it is queued: ``None`` admits it; a command is the answer instead.
 #: It must not block (it runs on the connection's reader task) and should not raise.
 Admission = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
+
+#: ``(ctx, header fields, body) -> handled``, see :meth:`Dispatcher.register_fast`.
+FastHandler = Callable[[RequestContext, dict[str, Any], bytes], bool]
 
 #: (processor, context, request, time queued): the time only matters to pools with ``max_wait``.
 _Job = tuple[Processor, RequestContext, RemotingCommand, float]
@@ -112,6 +121,11 @@ class ProcessorPool:
     def queued(self) -> int:
         """Requests waiting for a worker."""
         return self._send.statistics().current_buffer_used
+
+    @property
+    def idle(self) -> bool:
+        """No request queued and none inside a processor."""
+        return not self.busy and not self._queued_since
 
     @property
     def head_wait_ms(self) -> int:
@@ -185,6 +199,7 @@ class Dispatcher:
         self.admission = admission
         self._table: dict[int, tuple[Processor, ProcessorPool]] = {}
         self._default: tuple[Processor, ProcessorPool] | None = None
+        self._fast: dict[int, tuple[FastHandler, ProcessorPool]] = {}
         self._pools: dict[int, ProcessorPool] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -201,6 +216,24 @@ class Dispatcher:
         for code in [codes] if isinstance(codes, int) else codes:
             self._table[int(code)] = (processor, pool)
         self._add_pool(pool)
+
+    def register_fast(self, code: int, handler: FastHandler) -> None:
+        """Offer requests of ``code`` (already registered) to ``handler`` first (see the module docstring)."""
+        self._fast[int(code)] = (handler, self._table[int(code)][1])
+
+    @property
+    def has_fast_paths(self) -> bool:
+        return bool(self._fast)
+
+    def fast_request(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
+        """Whether a fast handler took this request (see the module docstring); called by readers."""
+        code = fields.get("code")
+        if type(code) is not int or self.admission is not None:
+            return False
+        entry = self._fast.get(code)
+        if entry is None or not entry[1].idle:
+            return False
+        return entry[0](ctx, fields, body)
 
     def set_default(self, processor: Processor, pool: ProcessorPool) -> None:
         """Route every unregistered code here (RocketMQ's default/admin processor) instead of answering 3."""

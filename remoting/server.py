@@ -248,6 +248,8 @@ class RemotingServer:
             max_buffered_bytes=self.config.max_buffered_bytes,
         )
         conn.rpc_latency = self.rpc_latency
+        if self.dispatcher.has_fast_paths:
+            conn.fast_request = self.dispatcher.fast_request
         self.connections.add(conn)
         log.debug("accepted %r", conn)
         try:

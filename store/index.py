@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from store.index_file import (
     HASH_SLOT_SIZE,
@@ -37,6 +38,9 @@ from store.index_file import (
     topic_key_hashes,
 )
 
+if TYPE_CHECKING:
+    from store.reads import IndexLike
+
 __all__ = [
     "HASH_SLOT_SIZE",
     "HEADER_SIZE",
@@ -44,6 +48,7 @@ __all__ = [
     "INVALID_INDEX",
     "IndexFile",
     "IndexFileCorruptError",
+    "IndexRuns",
     "IndexService",
     "index_file_name",
     "index_file_size",
@@ -248,3 +253,30 @@ class IndexService:
         with self._lock:
             self._files.remove(file)
         file.destroy()
+
+
+class IndexRuns:
+    """Puts deferred and written in runs: consecutive puts of one topic and one store time go through
+    :meth:`IndexService.put_batch`, the same entries and header as one :meth:`~IndexService.put` each, with the keys
+    hashed together and one header rewrite per run. A slave's dispatch (store/ha/replica.py) uses one per pass, where
+    a master's burst arrives as a run of records; :meth:`flush` after the last put."""
+
+    __slots__ = ("_index", "_run", "_topic", "_ts")
+
+    def __init__(self, index: IndexLike) -> None:
+        self._index = index
+        self._run: list[tuple[Iterable[str], int]] = []
+        self._topic = ""
+        self._ts = -1
+
+    def put(self, topic: str, keys: Iterable[str], phy_offset: int, store_timestamp: int) -> None:
+        if topic != self._topic or store_timestamp != self._ts:
+            self.flush()
+            self._topic, self._ts = topic, store_timestamp
+        self._run.append((keys, phy_offset))
+
+    def flush(self) -> None:
+        """Write the pending run."""
+        if self._run:
+            run, self._run = self._run, []
+            self._index.put_batch(self._topic, run, self._ts)

@@ -22,6 +22,7 @@ Reads (pulls, lookups by offset or key, queue offsets and times) are inherited f
 
 from __future__ import annotations
 
+import logging
 import types
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
@@ -55,7 +56,7 @@ from store.errors import (
 from store.get_message import in_memory_limit
 from store.ha.replica import ReplicaLog
 from store.ha.service import HAService
-from store.index import IndexService
+from store.index import IndexRuns, IndexService
 from store.mapped_file import MappedFile
 from store.put_waits import PutWaits
 from store.reads import IndexLike, StoreReads
@@ -68,7 +69,11 @@ from store.topic_cleanup import delete_topic_queues
 if TYPE_CHECKING:
     from store._appender import Appender
 
+log = logging.getLogger(__name__)
+
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+#: Stored messages whose index keys wait at most before they are written in one go (:meth:`MessageStore._index_one`).
+INDEX_BATCH: Final = 256
 
 #: callback(topic, queue_id, logical_offset, tags_code, properties): the new message's consume-queue offset (the
 #: queue's max offset is now ``logical_offset + 1``) and its raw properties string. Called synchronously inside the
@@ -88,6 +93,8 @@ class MessageStore(StoreReads):
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self._appender = self._bind_appender()
         self._index = index
+        #: (topic, properties, phy offset, store time) of stored messages not indexed yet (see :meth:`_index_one`).
+        self._index_pending: list[tuple[str, str, int, int]] = []
         self._arrival_listener: ArrivalListener | None = None
         self._disk_full_reason: str | None = None
         self._shut = False
@@ -149,10 +156,16 @@ class MessageStore(StoreReads):
 
     @property
     def index(self) -> IndexLike | None:
+        """The index, with every stored message's keys in it (pending ones are written first): on the Trio
+        thread only, or with no appends running."""
+        if self._index_pending:
+            self._drain_index()
         return self._index
 
     @index.setter
     def index(self, index: IndexLike | None) -> None:
+        if self._index_pending:
+            self._drain_index()
         self._index = index
         self._mirror()
 
@@ -241,17 +254,27 @@ class MessageStore(StoreReads):
         self.commitlog.close()
         for cq in self.consume_queues.values():
             cq.close()
-        if self.index is not None:
-            self.index.close()
+        self._index_pending.clear()  # keys not yet indexed die with the process; recovery re-dispatches them
+        if self._index is not None:
+            self._index.close()
         if self.checkpoint is not None:
             self.checkpoint.close()
         if self._lock is not None:
             self._lock.release()
 
+    @property
+    def confirmed_offset(self) -> int:
+        """The CommitLog end up to which appends are final (here: everything appended; in DLedger mode what a
+        majority holds). Services that advance a progress offset past their own appends publish only progress whose
+        appends end at or below it."""
+        return self.commitlog.max_offset
+
     def flush_plan(self) -> FlushPlan:
         """On the Trio thread, between appends: the CommitLog end whose records are all dispatched, and the dirty
         segments. Taking it here (not in the flush thread) keeps the checkpoint from covering a half-dispatched
         append."""
+        if self._index_pending:
+            self._drain_index()  # the checkpoint must not cover a message whose keys are not in the index
         files = self.commitlog.queue.flush_snapshot()
         for cq in self.consume_queues.values():
             files.extend(cq.queue.flush_snapshot())
@@ -266,8 +289,8 @@ class MessageStore(StoreReads):
         end, ts, files = plan
         for mf in files:
             mf.flush()
-        if self.index is not None:
-            self.index.flush()
+        if self._index is not None:  # not self.index: this thread must not write pending entries
+            self._index.flush()
         cp = self.checkpoint
         if ts:
             cp.physic_msg_timestamp = cp.logics_msg_timestamp = cp.index_msg_timestamp = ts
@@ -316,15 +339,18 @@ class MessageStore(StoreReads):
         return tags_code_of_raw(props)
 
     def _dispatch(self, topic: str, queue_id: int, sys_flag: int, queue_offset: int, phy: int, size: int,
-                  properties: bytes, tags_code: int, store_ts: int) -> None:  # fmt: skip
+                  properties: bytes, tags_code: int, store_ts: int,
+                  index: IndexRuns | None = None) -> None:  # fmt: skip
         tx = sys_flag & SYSFLAG_TRANSACTION_MASK
         if tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             cq = self.consume_queues.get((topic, queue_id)) or self.consume_queue(topic, queue_id)
             cq.put(queue_offset, phy, size, tags_code)
-        if self.index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
+        if self._index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             keys = index_keys_of_raw(properties)
             if keys:
-                self.index.put(topic, keys, phy, store_ts)
+                if self._index_pending:
+                    self._drain_index()  # offsets in order: the index skips a put below its newest offset
+                (index or self._index).put(topic, keys, phy, store_ts)
 
     def append(self, msg: MessageRecord) -> AppendResult:
         """Append one message (no flush wait). Raises PutRefusedError subclasses; nothing is written then."""
@@ -360,10 +386,42 @@ class MessageStore(StoreReads):
         return self._index is not None or self._arrival_listener is not None
 
     def _index_one(self, topic: str, properties: str, phy: int, store_ts: int) -> None:
-        """Index one stored message by its ``KEYS`` and ``UNIQ_KEY`` (the index is set)."""
-        keys = index_keys_of_raw(properties.encode())
-        if keys:
-            self._index.put(topic, keys, phy, store_ts)  # type: ignore[union-attr]
+        """Note one stored message for the index (by its ``KEYS`` and ``UNIQ_KEY``; the index is set). The keys are
+        written ``INDEX_BATCH`` messages at a time, a run of one topic and store time per ``put_batch`` (one hash
+        call and one header rewrite per run), and before anything reads the index (:attr:`index`) or a flush is
+        planned: off the single send's path, as Java's index is built by its dispatcher, with the same bytes."""
+        pending = self._index_pending
+        pending.append((topic, properties, phy, store_ts))
+        if len(pending) >= INDEX_BATCH:
+            self._drain_index()
+
+    def _drain_index(self) -> None:
+        """Write the pending keys. An index that fails (an index file that cannot be created) is logged and the
+        keys are dropped, as Java's ``IndexService.buildIndex`` logs and goes on: the messages stay stored."""
+        pending, self._index_pending = self._index_pending, []
+        index = self._index
+        if index is None:
+            return
+        try:
+            self._write_index(index, pending)
+        except Exception:
+            log.exception("indexing %d stored messages failed; their keys are not indexed", len(pending))
+
+    @staticmethod
+    def _write_index(index: IndexLike, pending: list[tuple[str, str, int, int]]) -> None:
+        run_topic, run_ts = "", 0
+        run: list[tuple[list[str], int]] = []
+        for topic, properties, phy, store_ts in pending:
+            keys = index_keys_of_raw(properties.encode())
+            if not keys:
+                continue
+            if topic != run_topic or store_ts != run_ts:
+                if run:
+                    index.put_batch(run_topic, run, run_ts)
+                run_topic, run_ts, run = topic, store_ts, []
+            run.append((keys, phy))
+        if run:
+            index.put_batch(run_topic, run, run_ts)
 
     def _append_scheduled(self, msg: MessageRecord) -> AppendResult:
         """:meth:`append` for ``SCHEDULE_TOPIC_XXXX``, whose tags code is the delivery time (the Python encoder)."""
@@ -456,10 +514,11 @@ class MessageStore(StoreReads):
                        store_ts: int) -> None:  # fmt: skip
         """Index a stored batch's keys and call the arrival listener per message (both need each message's
         properties ``texts``); the C batch path calls it too when the store has an index or a listener."""
-        if self._index is not None:
+        index = self.index
+        if index is not None:
             phys: tuple[int, ...] = phy_offsets_of_packed(packed)
             keyed = [(index_keys_of_raw(text.encode()), at) for text, at in zip(texts, phys, strict=True)]
-            self._index.put_batch(topic, keyed, store_ts)
+            index.put_batch(topic, keyed, store_ts)
         listener = self._arrival_listener
         if listener is not None:
             entries = ENTRY.iter_unpack(packed)
@@ -502,9 +561,10 @@ class MessageStore(StoreReads):
             self.redispatch(meta)
         return self.commitlog.max_offset
 
-    def redispatch(self, meta: RecordMeta) -> int | None:
-        """Dispatch a record read back from the CommitLog (recovery, replica) into ConsumeQueue and index. Returns
-        its tags code when it got a ConsumeQueue entry, else ``None`` (a prepared or rolled-back transaction)."""
+    def redispatch(self, meta: RecordMeta, index: IndexRuns | None = None) -> int | None:
+        """Dispatch a record read back from the CommitLog (recovery, replica) into ConsumeQueue and index (through
+        ``index``'s runs when given: the caller flushes them). Returns its tags code when it got a ConsumeQueue
+        entry, else ``None`` (a prepared or rolled-back transaction)."""
         if meta.topic == SCHEDULE_TOPIC:
             level = find_property(meta.properties, b"DELAY")
             number = int(level) if level and level.isdigit() else meta.queue_id + 1
@@ -513,7 +573,7 @@ class MessageStore(StoreReads):
             raw = find_property(meta.properties, b"TAGS")
             tags = tags_code(raw.decode("utf-8", "replace") if raw else None)
         self._dispatch(meta.topic, meta.queue_id, meta.sys_flag, meta.queue_offset, meta.phy_offset, meta.size,
-                       meta.properties, tags, meta.store_timestamp)  # fmt: skip
+                       meta.properties, tags, meta.store_timestamp, index)  # fmt: skip
         tx = meta.sys_flag & SYSFLAG_TRANSACTION_MASK
         if tx not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
             key = self.consume_queue(meta.topic, meta.queue_id).key

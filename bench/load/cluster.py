@@ -87,6 +87,11 @@ class ClusterProcess:
             raise RuntimeError("the cluster is not running")
         return self._pid
 
+    @property
+    def data_dir(self) -> str:
+        """The broker's data directory (the child's ``--data``), removed at close."""
+        return self._data
+
     def __enter__(self) -> Self:
         self._data = tempfile.mkdtemp(prefix="bench-load-")
         argv = [sys.executable, "-m", "bench.load.cluster", "--data", self._data]

@@ -10,8 +10,17 @@ lies in the future is stored in ``rmq_sys_wheel_timer`` queue 0 with ``REAL_TOPI
 Service: one loop files new timer messages into the wheel and delivers due slots, sleeping until the next filled slot
 is due or a new timer message arrives (:meth:`notify`). The checkpoint is saved every ``flush_interval`` seconds and,
 after wheel and log are flushed, once more at shutdown marked clean; see ``timer_store`` for what a crash costs.
-Runs on a master only. A refused store append is retried after 100 ms; other errors are logged and retried after
+Runs on a master only (:mod:`broker.role_services` starts and stops it with the role, as RocketMQ 5's
+``changeScheduleServiceStatus`` switches the timer's dequeue); every start opens the wheel afresh from
+``timerCheck.json``. A refused store append is retried after 100 ms; other errors are logged and retried after
 10 s. :meth:`stats` is the admin view (pending count and progress).
+
+Failover (DLedger mode): a follower does not run the timer; its slave sync copies the leader's confirmed
+``(enqueueOffset, readMs)`` (GET_TIMER_CHECK_POINT, as RocketMQ 5's ``SlaveSynchronize.syncTimerCheckPoint``) into
+an unclean ``timerCheck.json`` (:meth:`adopt_checkpoint`). When it becomes the leader the timer rebuilds its wheel
+from the replicated timer queue, skipping what the copied progress says was delivered: deliveries made after the
+last copy are repeated, none is skipped. A leader stepping down with deliveries a majority does not hold yet saves
+the confirmed progress unclean, for the same reason.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from broker.timer.timer_store import (
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TIMER_OUT_MS,
     TIMER_TOPIC,
+    TimerCheckpoint,
     TimerStore,
 )
 from processors.common import RequestRejected
@@ -61,18 +71,23 @@ class TimerMessageService:
         max_delay_sec: int = 3 * 24 * 3600,
         flush_interval: float = 10.0,
         idle_poll: float = 60.0,
-        is_master: bool = True,
     ) -> None:
         self.store = store
-        self.timers = TimerStore(
-            store, config_dir, precision_ms=precision_ms, slots=wheel_slots, log_file_size=log_file_size
-        )
+        self._config_dir = config_dir
+        self._wheel = (precision_ms, wheel_slots, log_file_size)
+        self.timers = self._new_timer_store()
         self.max_delay_ms = max_delay_sec * 1000
         self._flush_interval = flush_interval
         self._idle_poll = idle_poll
-        self._is_master = is_master
         self._wakeup = trio.Event()
         self._loaded = False
+        self._file_lock = trio.Lock()
+
+    def _new_timer_store(self) -> TimerStore:
+        precision_ms, slots, log_file_size = self._wheel
+        return TimerStore(
+            self.store, self._config_dir, precision_ms=precision_ms, slots=slots, log_file_size=log_file_size
+        )
 
     # ---- the send path's seam ------------------------------------------------------------------------------
 
@@ -145,13 +160,36 @@ class TimerMessageService:
 
     # ---- life cycle ----------------------------------------------------------------------------------------
 
+    # ---- failover (see the module docstring) ----------------------------------------------------------------
+
+    def export_checkpoint(self) -> tuple[int, int] | None:
+        """The confirmed ``(enqueueOffset, readMs)`` while the timer runs, else ``None`` (nothing to copy)."""
+        return self.timers.confirmed() if self._loaded else None
+
+    async def adopt_checkpoint(self, enqueue_offset: int, read_ms: int) -> None:
+        """A follower takes its leader's progress, saved unclean (in a worker thread) so the next start rebuilds from
+        it; does nothing while the timer runs (it owns the file then). Raises ``OSError``."""
+        async with self._file_lock:  # never while a start reads the file
+            if not self._loaded:
+                await trio.to_thread.run_sync(self._adopt, enqueue_offset, read_ms)
+
+    def _adopt(self, enqueue_offset: int, read_ms: int) -> None:
+        current = self.timers.checkpoint_file.load()
+        if current is not None and (current.enqueue_offset, current.read_ms, current.clean) == (
+            enqueue_offset,
+            read_ms,
+            False,
+        ):
+            return
+        self.timers.save_checkpoint(TimerCheckpoint(enqueue_offset=enqueue_offset, read_ms=read_ms))
+
+    # ---- life cycle ----------------------------------------------------------------------------------------
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        if not self._is_master:
-            task_status.started()
-            await trio.sleep_forever()
-        timers = self.timers
-        await trio.to_thread.run_sync(timers.load)
-        self._loaded = True
+        timers = self.timers = self._new_timer_store()
+        async with self._file_lock:
+            await trio.to_thread.run_sync(timers.load, self.store.config.now_ms())
+            self._loaded = True
         try:
             # Until the clean save at shutdown, a crash must be detectable: mark the checkpoint unclean first.
             await trio.to_thread.run_sync(timers.save_checkpoint, timers.checkpoint(False))
@@ -161,11 +199,17 @@ class TimerMessageService:
                 task_status.started()
         finally:
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self._close)
+                all_confirmed, confirmed = timers.all_confirmed, timers.confirmed()
+                async with self._file_lock:
+                    self._loaded = False
+                    await trio.to_thread.run_sync(self._close, timers, all_confirmed, confirmed)
 
-    def _close(self) -> None:
-        timers = self.timers
-        cp = timers.checkpoint(True)
+    @staticmethod
+    def _close(timers: TimerStore, all_confirmed: bool, confirmed: tuple[int, int]) -> None:
+        if all_confirmed:
+            cp = timers.checkpoint(True)
+        else:  # some deliveries may still be truncated: the next start rebuilds from the confirmed progress
+            cp = TimerCheckpoint(enqueue_offset=confirmed[0], read_ms=confirmed[1])
         try:
             timers.flush()
             timers.save_checkpoint(cp)

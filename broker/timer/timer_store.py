@@ -16,6 +16,10 @@ and repeats nothing. After a crash the checkpoint is not clean: wheel and log ar
 skipping the messages that were due before the checkpoint's ``readMs``; deliveries made after that checkpoint are
 repeated (at least once, like RocketMQ).
 
+Confirmed progress (:meth:`TimerStore.confirmed`): the ``(enqueueOffset, readMs)`` pair whose deliveries all end at
+or below the store's ``confirmed_offset`` (in DLedger mode: held by a majority). It is what a slave copies
+(GET_TIMER_CHECK_POINT) and what a rebuild may skip by, so a leader change repeats deliveries but never skips one.
+
 Nothing per message is held in RAM; the checkpoint (``config/timerCheck.json``) holds offsets, counters and one
 number per log segment (the last slot time it feeds, so a segment is deleted once the wheel has passed it).
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections import deque
 from pathlib import Path
 from typing import Any, Final
 
@@ -136,18 +141,25 @@ class TimerStore:
         # Crash rebuild: queue entries below this offset that were due before this time were delivered already.
         self._skip_below_offset = 0
         self._skip_due_before = 0
+        self._last_end = 0
+        #: ``(end of the last delivery, enqueueOffset, readMs)`` after each filing or delivery pass, until confirmed.
+        self._marks: deque[tuple[int, int, int]] = deque()
+        self._confirmed = (0, 0)
 
     # ---- life cycle (blocking) -----------------------------------------------------------------------------
 
-    def load(self) -> None:
+    def load(self, now_ms: int | None = None) -> None:
         """Open wheel and log. A clean checkpoint resumes exactly; otherwise both are rebuilt from the timer queue
-        (see the module docstring). Raises ConfigFileError / StoreCorruptError / OSError."""
+        (see the module docstring); without any checkpoint the wheel starts at ``now_ms`` (read from the store's
+        clock when not given: pass it when calling from a worker thread). Raises ConfigFileError /
+        StoreCorruptError / OSError."""
         cp = self.checkpoint_file.load()
         if cp is not None and cp.clean:
             self.log.load(cp.log_end)
             self.wheel.load()
             self.enqueue_offset, self.read_ms, self.walk_pos = cp.enqueue_offset, cp.read_ms, cp.walk_pos
             self.pending, self._segments = cp.pending, dict(cp.segments)
+            self._confirmed = (self.enqueue_offset, self.read_ms)
             return
         shutil.rmtree(self.root, ignore_errors=True)
         self.log.load(0)
@@ -157,10 +169,33 @@ class TimerStore:
             self._skip_below_offset, self._skip_due_before = cp.enqueue_offset, cp.read_ms
             self.read_ms = cp.read_ms
         else:
-            self.read_ms = self.wheel.slot_time(self.store.config.now_ms())
+            self.read_ms = self.wheel.slot_time(self.store.config.now_ms() if now_ms is None else now_ms)
+        self._confirmed = (self._skip_below_offset, self.read_ms)
+
+    def confirmed(self) -> tuple[int, int]:
+        """``(enqueueOffset, readMs)`` as of the last pass whose deliveries the store confirms (module docstring)."""
+        confirmed, marks = self.store.confirmed_offset, self._marks
+        while marks and marks[0][0] <= confirmed:
+            _, offset, read_ms = marks.popleft()
+            self._confirmed = (offset, read_ms)
+        return self._confirmed
+
+    @property
+    def all_confirmed(self) -> bool:
+        self.confirmed()
+        return not self._marks
+
+    def _mark(self) -> None:
+        mark = (self._last_end, self.enqueue_offset, self.read_ms)
+        if not self._marks or self._marks[-1] != mark:
+            self._marks.append(mark)
 
     def checkpoint(self, clean: bool) -> TimerCheckpoint:
-        """The current state (taken on the Trio thread; save it with :meth:`save_checkpoint`)."""
+        """The current state (taken on the Trio thread; save it with :meth:`save_checkpoint`). An unclean one carries
+        the confirmed progress: only the rebuild after a crash reads it."""
+        if not clean:
+            offset, read_ms = self.confirmed()
+            return TimerCheckpoint(offset, read_ms, NO_ENTRY, self.log.end, self.pending, False, dict(self._segments))
         return TimerCheckpoint(
             self.enqueue_offset, self.read_ms, self.walk_pos, self.log.end, self.pending, clean, dict(self._segments)
         )
@@ -203,6 +238,7 @@ class TimerStore:
             self.enqueue_offset = offset
             done += 1
         self.enqueue_offset = offset
+        self._mark()
         return done
 
     def _deliver_ms_of(self, phy: int, size: int) -> int | None:
@@ -234,6 +270,12 @@ class TimerStore:
     def dequeue(self, now_ms: int, budget: int, lookahead_slots: int = 600) -> float | None:
         """Deliver the slots that have fully passed by ``now_ms`` (up to ``budget`` messages). Returns seconds until
         the next check: 0 when the budget ran out, ``None`` when nothing is pending."""
+        try:
+            return self._dequeue(now_ms, budget, lookahead_slots)
+        finally:
+            self._mark()
+
+    def _dequeue(self, now_ms: int, budget: int, lookahead_slots: int) -> float | None:
         prec = self.precision_ms
         done = 0
         while self.read_ms + prec <= now_ms:
@@ -312,7 +354,7 @@ class TimerStore:
             log.warning("timer: message at %d cannot be rebuilt (%s); dropped", phy, exc)
             return
         try:
-            store.append(record)
+            self._last_end = store.append(record).end_offset
         except BaseException:
             self.pending += 1  # not delivered: the caller retries this message
             raise

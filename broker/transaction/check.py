@@ -11,7 +11,10 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
    custom immunity longer than the timeout is re-appended instead, so it does not hold the others back). Every other
    one is re-appended with ``TRANSACTION_CHECK_TIMES`` + 1 and queued for a check. Then both progress offsets are
    committed: the half offset past the scanned messages, the op offset past every op message whose transaction has no
-   copy left to scan.
+   copy left to scan. The progress is committed only once the store confirms the renewed copies
+   (``confirmed_offset``: at once on a plain store, when a majority holds them in DLedger mode, as 4.9.8's check
+   waits for each put), so a leader change never skips a half message; when they are not confirmed within
+   ``_CONFIRM_WAIT`` the progress stays and the next round scans the same messages again.
 2. **Ask**: CHECK_TRANSACTION_STATE (39, oneway) for each renewed copy to **one** live channel of its ``PGROUP``
    (round robin), header as docs/protocol.md#310-transaction-headers, body the copy re-encoded with its real topic and
    queue. No live channel: logged and skipped (the copy was renewed, so the count still grows). Send errors are
@@ -30,6 +33,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from typing import Final
 
 import attrs
 import trio
@@ -57,6 +61,10 @@ from store.results import AppendResult
 __all__ = ["CheckRound", "TransactionCheckService"]
 
 log = logging.getLogger(__name__)
+
+#: How long a round waits for the store to confirm its renewed copies, and how often it looks.
+_CONFIRM_WAIT: Final = 10.0
+_CONFIRM_POLL: Final = 0.01
 
 
 @attrs.frozen
@@ -116,7 +124,11 @@ class TransactionCheckService:
 
     async def check_once(self) -> CheckRound:
         """One round now (both phases). Raises store errors from the scan; send errors are only logged."""
-        to_check, outcome = self._scan(self.now_ms())
+        to_check, outcome, progress, end = self._scan(self.now_ms())
+        if await self._confirmed(end):
+            self.bridge.commit_progress(*progress)
+        else:
+            log.warning("transaction check: renewed half messages not confirmed; the next round scans them again")
         self.rounds += 1
         for copy in to_check:
             await self._send_check(copy)
@@ -126,7 +138,15 @@ class TransactionCheckService:
 
     # ---- phase 1: scan ---------------------------------------------------------------------------------------
 
-    def _scan(self, now: int) -> tuple[list[MessageExt], CheckRound]:
+    async def _confirmed(self, end: int) -> bool:
+        store = self.broker.store
+        with trio.move_on_after(_CONFIRM_WAIT):
+            while store.confirmed_offset < end:
+                await trio.sleep(_CONFIRM_POLL)
+            return True
+        return False
+
+    def _scan(self, now: int) -> tuple[list[MessageExt], CheckRound, tuple[int, int], int]:
         bridge, config = self.bridge, self.broker.config
         timeout = config.transaction_time_out
         check_max = config.transaction_check_max
@@ -166,9 +186,9 @@ class TransactionCheckService:
         live = {origin_of(h) for h in bridge.iter_queue(TRANS_HALF_TOPIC, position, bridge.half_max_offset())}
         op_position = next((op.op_offset for op in ops if op.origin in live), op_end)
         bridge.resolved = {op.origin: op.op_offset for op in ops if op.op_offset >= op_position}
-        bridge.commit_progress(position, op_position)
         copies = [c for c in (bridge.look_half(r.phy_offset) for r in renewed) if c is not None]
-        return copies, CheckRound(checked, discarded, done)
+        end = self.broker.store.commitlog.max_offset  # past every append of the scan (renewed, discarded copies)
+        return copies, CheckRound(checked, discarded, done), (position, op_position), end
 
     # ---- phase 2: ask a producer ----------------------------------------------------------------------------
 

@@ -168,6 +168,11 @@ def decode_json(data: bytes | memoryview, body: Body) -> RemotingCommand:
     return _from_mapping(fields, SerializeType.JSON, body)
 
 
+def command_from_json(fields: object, body: Body) -> RemotingCommand:
+    """:func:`decode_json` of a header already parsed by ``orjson.loads``: the same command, the same errors."""
+    return _from_mapping(fields, SerializeType.JSON, body)
+
+
 # ---- ROCKETMQ binary --------------------------------------------------------------------------------------------
 
 _FIXED = struct.Struct(">hBhii")  # code, language, version, opaque, flag

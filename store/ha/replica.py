@@ -6,7 +6,9 @@ Frames end anywhere, so the CommitLog may end inside a record: :meth:`ReplicaLog
 the dispatched offset and stops before a partial one, which is dispatched when its last bytes arrive. A segment's
 end-of-file blank moves the walk to the next segment once the whole segment has arrived. Each record goes through
 :meth:`MessageStore.redispatch` (the ConsumeQueue entry at the record's queue id and queue offset, the index keys,
-the next queue offset), exactly as recovery re-dispatches, so queues and index match the master's.
+the next queue offset), exactly as recovery re-dispatches, so queues and index match the master's; the index
+entries of a pass go in runs (:class:`~store.index.IndexRuns`: one topic and store time each, as a master's burst
+arrives), the same bytes for less work.
 
 Ours, not RocketMQ's: dispatched messages also call the store's arrival listener, so held pulls on a slave wake at
 once (RocketMQ's slave leaves them to the hold service's 5 s check).
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import BLANK_MAGIC, read_record_meta
 from store.errors import OffsetMismatchError
+from store.index import IndexRuns
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
@@ -75,10 +78,19 @@ class ReplicaLog:
 
     def dispatch(self) -> int:
         """Dispatch every whole record from :attr:`dispatched` on; returns how many."""
+        index = self.store.index
+        runs = IndexRuns(index) if index is not None else None
+        try:
+            count, self.dispatched = self._dispatch_from(self.dispatched, runs)
+        finally:
+            if runs is not None:
+                runs.flush()
+        return count
+
+    def _dispatch_from(self, pos: int, runs: IndexRuns | None) -> tuple[int, int]:
         store = self.store
         queue = store.commitlog.queue
         listener = store.arrival_listener
-        pos = self.dispatched
         count = 0
         while self.stalled is None:
             mf = queue.find(pos)
@@ -105,14 +117,13 @@ class ReplicaLog:
             if meta.phy_offset != pos:
                 self._stall(pos, f"record claims offset {meta.phy_offset}")
                 break
-            tags = store.redispatch(meta)
+            tags = store.redispatch(meta, runs)
             store.commitlog.last_store_timestamp = meta.store_timestamp
             if listener is not None and tags is not None:
                 listener(meta.topic, meta.queue_id, meta.queue_offset, tags, meta.properties.decode("utf-8", "replace"))
             pos += size
             count += 1
-        self.dispatched = pos
-        return count
+        return count, pos
 
     def _stall(self, pos: int, why: str) -> None:
         self.stalled = f"invalid record at {pos}: {why}"

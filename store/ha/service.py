@@ -42,8 +42,8 @@ class HAService:
         #: The listener's bound port (0 until :meth:`run` started it).
         self.port = 0
         self.client: HAClient | None = None
-        self._data = trio.Event()
-        self._parked = 0
+        #: What parked writers wait on; ``None`` when none waits (a send then wakes nobody).
+        self._data: trio.Event | None = None
 
     @property
     def config(self) -> StoreConfig:
@@ -111,19 +111,22 @@ class HAService:
         return None
 
     def wake_writers(self) -> None:
-        """New data to send: wake the writers that are waiting for some. Cheap when none waits."""
-        if self._parked:
-            self._data.set()
-            self._data = trio.Event()
+        """New data to send: wake the writers that are waiting for some, once; the sends after it until a writer
+        parks again cost an attribute test."""
+        data = self._data
+        if data is not None:
+            self._data = None
+            data.set()
 
-    async def wait_for_data(self, deadline: float) -> None:
-        """A writer with nothing to send: until :meth:`wake_writers` or the Trio clock reaches ``deadline``."""
-        self._parked += 1
-        try:
-            with trio.move_on_at(deadline):
-                await self._data.wait()
-        finally:
-            self._parked -= 1
+    async def wait_for_data(self, deadline: float) -> bool:
+        """A writer with nothing to send: until :meth:`wake_writers` (``True``) or the Trio clock reaches
+        ``deadline``."""
+        data = self._data
+        if data is None:
+            data = self._data = trio.Event()
+        with trio.move_on_at(deadline):
+            await data.wait()
+        return data.is_set()
 
     # ---- slave --------------------------------------------------------------------------------------------
 

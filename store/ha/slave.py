@@ -7,9 +7,10 @@ connect, an open connection is kept, as in RocketMQ). Without an address the cli
 A session: report the store's max offset at once (RocketMQ waits one heartbeat interval first; the master treats
 both alike), then read frames. A frame must start at the store's max offset (an empty store takes any start, the
 master's current segment); otherwise the session ends and the next one re-synchronises from the report. Each body
-is appended raw (:class:`~store.ha.replica.ReplicaLog`); a grown max offset is reported at once, before the new
-records are dispatched (so a SYNC_MASTER's wait does not include the slave's dispatch), and the current one every
-``haSendHeartbeatInterval`` in any case. Nothing from the master for
+is appended raw (:class:`~store.ha.replica.ReplicaLog`); a grown max offset is reported once per read from the
+socket, by the reading task itself, before the new records are dispatched (so a SYNC_MASTER's wait does not include
+the slave's dispatch), and the current one after ``haSendHeartbeatInterval`` without a report in any case. Nothing
+from the master for
 ``haHousekeepingInterval`` (it heartbeats every 5 s) ends the session.
 
 Reconnects back off from a tenth of ``haSendHeartbeatInterval`` doubling up to the interval itself (RocketMQ retries
@@ -69,7 +70,9 @@ class HAClient:
         self.sessions = 0
         self.last_contact = 0.0
         self.received_bytes = 0
-        self._report_wanted = trio.Event()
+        self._reporting = False
+        self._report_owed = False
+        self._last_report = 0.0
         self._address_known = trio.Event()
         if self.master_address:
             self._address_known.set()
@@ -115,15 +118,32 @@ class HAClient:
         finally:
             self.connected_to = ""
 
-    async def _report_loop(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> None:
-        """Report at once, then whenever the max offset grew and at least every heartbeat interval."""
-        interval = self.config.ha_send_heartbeat_interval / 1000
+    async def _report(self, stream: trio.abc.Stream) -> None:
+        """Send the max offset, or leave it to the report being sent now (one writer at a time), which sends again
+        when the offset grew meanwhile."""
+        if self._reporting:
+            self._report_owed = True
+            return
+        self._reporting = True
         try:
             while True:
-                self._report_wanted = trio.Event()
+                self._report_owed = False
                 await stream.send_all(encode_report(self.replica.max_offset))
-                with trio.move_on_after(interval):
-                    await self._report_wanted.wait()
+                self._last_report = trio.current_time()
+                if not self._report_owed:
+                    return
+        finally:
+            self._reporting = False
+
+    async def _report_loop(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> None:
+        """Report at once, then after every heartbeat interval without a report (the read loop reports growth)."""
+        interval = self.config.ha_send_heartbeat_interval / 1000
+        try:
+            await self._report(stream)
+            while True:
+                await trio.sleep_until(max(self._last_report + interval, trio.current_time() + interval / 100))
+                if trio.current_time() >= self._last_report + interval:
+                    await self._report(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.info("HA report to master failed: %s", exc)
             scope.cancel()
@@ -151,8 +171,6 @@ class HAClient:
                 log.warning("HA stream from the master refused: %s; reconnecting", exc)
                 return
             if replica.max_offset > before:
-                # Acknowledge what is in the log first (as RocketMQ's slave reports before its dispatcher runs):
-                # the reporter runs at this checkpoint, the dispatch after it.
-                self._report_wanted.set()
-                await trio.sleep(0)
+                # Acknowledge what is in the log first (as RocketMQ's slave reports before its dispatcher runs).
+                await self._report(stream)
             replica.dispatch()

@@ -195,7 +195,7 @@ async def test_topic_config_and_delay_offsets(cluster: EmbeddedCluster) -> None:
     missing = await ask(cluster.broker_addr, golden(351, b'{"topic":"Nope"}'))
     assert (missing.code, missing.remark) == (ResponseCode.TOPIC_NOT_EXIST, "No topic in this broker. topic: Nope")
     schedule = cluster.controller.schedule
-    schedule.offsets[3] = 12
+    schedule.adopt_offsets({**schedule.offsets, 3: 12})
     delays = await ask(cluster.broker_addr, golden(45))
     assert delays.code == ResponseCode.SUCCESS
     assert bytes(delays.body) == encode_delay_offsets(dict(schedule.offsets))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from remoting.codec.codes import RequestCode, SerializeType
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError, HeaderDecodeError, HeaderFieldError
-from remoting.codec.frame import FrameDecoder, decode_payload, encode_command
+from remoting.codec.frame import FrameDecoder, decode_payload, encode_command, encode_json_request
 from remoting.codec.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2, parse_send_request_header
 from remoting.codec.serializers import decode_json
 
@@ -132,3 +132,16 @@ def _with_header_garbage(frame: bytes, garbage: bytes) -> bytes:
     end = 8 + header_len
     payload = (word + len(garbage)).to_bytes(4, "big") + frame[8:end] + garbage + frame[end:]
     return len(payload).to_bytes(4, "big") + payload
+
+
+@given(
+    st.integers(0, 32767),
+    st.integers(0, 2**31 - 1),
+    st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=16), min_size=1, max_size=6),
+    st.binary(max_size=64),
+)
+def test_a_json_request_written_from_its_fields_is_the_frame_of_its_command(
+    code: int, opaque: int, fields: dict[str, str], body: bytes
+) -> None:
+    expected = encode_command(RemotingCommand(code, opaque, ext_fields=fields, body=body))
+    assert encode_json_request(code, opaque, fields, body) == expected

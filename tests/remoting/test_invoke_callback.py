@@ -10,11 +10,16 @@ import pytest
 import trio
 import trio.testing
 
-from remoting.codec.codes import ResponseCode
+from remoting.client import RemotingClient
+from remoting.codec.acl_signing import SessionCredentials
+from remoting.codec.codes import ResponseCode, SerializeType
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.frame import encode_json_request
 from remoting.connection import Connection
-from remoting.dispatch import RequestContext
+from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
+from remoting.server import RemotingServer
+from tests.remoting.helpers import EchoProcessor
 
 ECHO, SILENT = 1, 2
 
@@ -35,6 +40,13 @@ def _pair() -> tuple[Connection, Connection]:
     )
 
 
+async def _outcomes(outcomes: list[RemotingCommand | RemotingError], count: int) -> None:
+    """Wait (at most 5 s, a hang guard) until ``count`` outcomes arrived."""
+    with trio.fail_after(5):
+        while len(outcomes) < count:
+            await trio.sleep(0.001)
+
+
 async def test_callback_gets_the_same_response_invoke_returns():
     conn, other = _pair()
     outcomes: list[RemotingCommand | RemotingError] = []
@@ -43,11 +55,16 @@ async def test_callback_gets_the_same_response_invoke_returns():
         nursery.start_soon(conn.run, _answer)
         for i in range(20):
             conn.invoke_callback(request(ECHO, body=b"cb%d" % i), 5.0, outcomes.append)
+        frame = encode_json_request(ECHO, 4242, {"k": "v"}, b"cb19")  # a request written from its fields
+        conn.invoke_frame_callback(4242, ECHO, frame, 5.0, outcomes.append)
         awaited = await conn.invoke(request(ECHO, body=b"cb19"), 5.0)
-        with trio.fail_after(5):
-            while len(outcomes) < 20:
-                await trio.sleep(0.001)
+        await _outcomes(outcomes, 21)
         nursery.cancel_scope.cancel()
+    by_frame = outcomes.pop()
+    assert isinstance(by_frame, RemotingCommand) and by_frame.opaque == 4242
+    assert (by_frame.code, by_frame.ext_fields, by_frame.body) == (awaited.code, awaited.ext_fields, awaited.body)
+    conn.invoke_frame_callback(1, ECHO, frame, 5.0, outcomes.append)  # closed now: the callback hears it at once
+    assert isinstance(outcomes.pop(), RemotingClosedError)
     assert [o.body for o in outcomes if isinstance(o, RemotingCommand)] == [b"cb%d" % i for i in range(20)]
     last = outcomes[-1]
     assert isinstance(last, RemotingCommand)
@@ -108,3 +125,26 @@ async def test_a_raising_callback_is_logged_and_the_reader_goes_on(caplog: pytes
             nursery.cancel_scope.cancel()
     assert isinstance(outcomes[0], RemotingCommand) and outcomes[0].body == b"after"
     assert "callback bug" in caplog.text
+
+
+async def test_the_client_writes_from_fields_only_what_would_go_out_unsigned_as_json():
+    dispatcher = Dispatcher()
+    dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("send", 1, 100))
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve)
+        address = f"{host}:{port}"
+        for client, expected in (
+            (RemotingClient(credentials=SessionCredentials("ak", "sk")), False),
+            (RemotingClient(serialize_type=SerializeType.CBOR), False),
+            (RemotingClient(), True),
+        ):
+            async with client:
+                await client.invoke(address, request(ECHO), 5.0)  # the connection is live now
+                outcomes: list[RemotingCommand | RemotingError] = []
+                taken = client.invoke_fields_callback(address, ECHO, {"k": "v"}, b"f", 5.0, outcomes.append)
+                assert taken is expected
+                if taken:
+                    await _outcomes(outcomes, 1)
+                    (got,) = outcomes
+                    assert isinstance(got, RemotingCommand) and got.body == b"f"
+        nursery.cancel_scope.cancel()

@@ -148,6 +148,42 @@ async def test_master_frames_split_a_record_across_two_chunks_then_heartbeat(
         await ours.aclose()
 
 
+async def test_master_writes_every_frame_that_accumulated_in_one_write(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Frames of at most ``haTransferBatchSize`` each, RocketMQ's bytes, but all the readable ones in one write."""
+    master, _size1, _size2 = _master_with_two_records(tmp_path, batch=100)
+    for _ in range(3):
+        master.append(message(body=b"c" * 150))
+    end = master.commitlog.max_offset
+    service = HAService(master)
+    ours, theirs = trio.testing.memory_stream_pair()
+    send, receive = theirs.send_stream, ours.receive_stream
+    writes: list[bytes] = []
+
+    async def pump() -> None:  # what memory_stream_pair's hook does, recording each write's bytes
+        data = send.get_data_nowait()
+        writes.append(data)
+        receive.put_data(data)
+
+    send.send_all_hook = pump
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(service.serve_connection, theirs, "slave")
+        await ours.send_all(encode_report(0))
+        await trio.sleep(1)
+        assert len(writes) == 1
+        frames = FrameReader().feed(writes[0])
+        assert len(frames) == -(-end // 100) and all(len(f.body) <= 100 for f in frames)
+        assert [f.offset for f in frames] == list(range(0, end, 100))
+        assert b"".join(f.body for f in frames) == bytes(master.commitlog.read(0, end) or b"")
+        # Nothing more until the next append, which goes out in a write of its own.
+        master.append(message(body=b"d" * 10))
+        await trio.sleep(1)
+        assert len(writes) == 2 and FrameReader().feed(writes[1])[0].offset == end
+        nursery.cancel_scope.cancel()
+    master.close()
+
+
 async def test_master_closes_a_silent_slave_after_housekeeping(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -546,6 +546,9 @@ class RaisingIndex:
     def put(self, *args: object) -> None:
         raise Boom("index put")
 
+    def put_batch(self, *args: object) -> None:
+        raise Boom("index put")
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.index, name)
 
@@ -554,7 +557,28 @@ def _raising_listener(*args: object) -> None:
     raise Boom("listener")
 
 
-@pytest.mark.parametrize("where", ["listener", "index"])
+def test_a_raising_index_is_logged_when_the_pending_keys_are_written_and_the_message_stays_stored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    native, python = _open(tmp_path / "native"), python_append(_open(tmp_path / "python"))
+    indexes = [native.index, python.index]
+    for store in (native, python):
+        store.append(_record())
+        store.index = RaisingIndex(store.index)  # the first message's keys are written before the swap
+    with _routed(native, "fast"):
+        stored = _outcome(lambda: native.append(_record()))
+    assert stored == _outcome(lambda: python.append(_record())) and stored[0] == "ok"
+    for store, index in zip((native, python), indexes, strict=True):
+        with caplog.at_level("ERROR", logger="store.message_store"):
+            caplog.clear()
+            store.index = index  # writes the pending keys into the raising index first
+        assert "indexing 1 stored messages failed" in caplog.text
+    assert _state(native) == _state(python)
+    assert native.queue_offsets[("TopicA", 0)] == 2
+    _close_and_compare_files(native, tmp_path / "native", python, tmp_path / "python")
+
+
+@pytest.mark.parametrize("where", ["listener"])
 def test_a_raising_listener_or_index_propagates_after_the_message_is_stored(tmp_path: Path, where: str) -> None:
     native, python = _open(tmp_path / "native"), python_append(_open(tmp_path / "python"))
     indexes = [native.index, python.index]
@@ -680,10 +704,12 @@ def test_reference_counts_are_stable_over_10000_fast_appends(tmp_path: Path) -> 
     gc.collect()
     gc.disable()
     try:
+        assert store.index is not None  # reading it writes the pending keys, which hold references until then
         before, nones = [sys.getrefcount(o) for o in watched], sys.getrefcount(None)
         with _counted(store, fast=10_000):
             for _ in range(10_000):
                 store.append(msg)
+        assert store.index is not None
         after, nones_after = [sys.getrefcount(o) for o in watched], sys.getrefcount(None)
     finally:
         gc.enable()

@@ -16,6 +16,7 @@ from store.errors import StoreError
 from store.index import (
     HEADER_SIZE,
     IndexFileCorruptError,
+    IndexRuns,
     IndexService,
     index_file_size,
     index_key_hash,
@@ -152,6 +153,29 @@ def test_reopen_after_close_answers_the_same_and_keeps_appending(tmp_path: Path)
     reopened.put("T", ["k"], 50, T0 + 5000)
     assert reopened.query("T", "k", 2, 0, T0 * 2) == [50, 40]
     reopened.close()
+
+
+def test_puts_written_in_runs_leave_the_bytes_of_one_put_each(tmp_path: Path) -> None:
+    """A slave's dispatch: runs of one topic and store time, UNIQ_KEY-like keys sharing their head, short and
+    non-ASCII keys, messages without keys, files rolling inside a run, a redispatched tail skipped."""
+    uniq = "7F0000010B5B18B4AAC2"
+    puts = [
+        ("T", [f"{uniq}{i:012X}", "k" if i % 3 else "", "\u00e9t\u00e9"], 100 + i * 64, T0 + i // 4) for i in range(40)
+    ]
+    puts += [("U", [f"{uniq}{i:012X}"], 100 + i * 64, T0 + 9) for i in range(40, 45)]
+    puts += [("T", ["ab"], 100 + 45 * 64, T0 + 9), ("T", ["k"], 100 + 10 * 64, T0 + 9)]
+    roots = {"one": tmp_path / "one", "runs": tmp_path / "runs"}
+    one, batched = (IndexService(root, max_hash_slots=7, max_index_num=20) for root in roots.values())
+    runs = IndexRuns(batched)
+    for topic, keys, phy, ts in puts:
+        one.put(topic, keys, phy, ts)
+        runs.put(topic, keys, phy, ts)
+    runs.flush()
+    assert len(one.files) > 3
+    one.close()
+    batched.close()
+    contents = {name: sorted(f.read_bytes() for f in root.rglob("*") if f.is_file()) for name, root in roots.items()}
+    assert contents["runs"] == contents["one"]
 
 
 def test_redispatching_an_indexed_message_does_not_index_it_twice(tmp_path: Path) -> None:

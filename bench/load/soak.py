@@ -1,0 +1,267 @@
+"""``python -m bench.load.soak``: does the broker stay flat under long steady load?
+
+An embedded cluster (name server and broker in one child process, :class:`bench.load.cluster.ClusterProcess`) is
+loaded in two phases. **Peak** (``--peak-seconds``, skipped when ``--rate`` is given): senders unpaced, to measure
+the acknowledged msg/s this machine gives. **Soak** (``--duration``, default 10 minutes): the senders paced at
+``--fraction`` (default 0.8) of that peak. Throughout, a push consumer pulls the topic from its first offset and
+``--connections`` (default 100) producers, each its own client instance with its own connections, live a random
+``--lifetime`` and are replaced: connections come and go all the time.
+
+Every ``--interval`` seconds (default 10) one JSON line samples the broker process: RSS (``VmRSS`` and its
+anonymous part, the heap; the rest is the CommitLog's mapped pages), open descriptors (sockets, the store's files,
+the rest), p50/p99 send latency over the interval, msg/s sent and consumed, CommitLog end and growth, broker CPU.
+When the load stops the consumer drains (``--drain`` seconds at most) and the clients close; then the checks of
+:mod:`bench.load.soak_checks` run: RSS (anonymous) and p99 flat within 10 % after ``--warmup``, nothing lost
+(every acknowledged message consumed), open files and sockets back to their pre-load counts. The default warm-up,
+3 minutes, is what the broker's heap took to level off in the first 10-minute run (docs/PERFORMANCE.md#soak).
+Output: the JSON lines, a ``summary`` line, ``<out>/soak.json`` (summary and samples), ``<out>/soak.samples.json``
+and ``<out>/soak.png`` (needs matplotlib, the ``bench`` extra). The exit status is 1 when a check failed. Example::
+
+    python -m bench.load.soak --duration 600            # the full soak
+    python -m bench.load.soak --duration 24 --interval 2 --warmup 6 --rate 200 --lifetime 1 4   # a short one
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from bench.load import procstat
+from bench.load.cluster import ClusterProcess, create_topics
+from bench.load.report import STDERR, environment, write_summary
+from bench.load.run import process_cpu_seconds
+from bench.load.soak_checks import verdict
+from bench.load.soak_load import ChurningPool, Ledger, Pacer, sender, seq_of
+from bench.load.stats import LoadStats
+from client import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageExt, PushConsumer
+
+TOPIC = "SoakTopic"
+GROUP = "soak_cg"
+PRODUCER_GROUP = "soak_pg"
+SETTINGS = ("duration", "fraction", "interval", "warmup", "connections", "senders", "size", "queues", "peak_seconds")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bench.load.soak", description="A soak of the broker at a share of its peak")
+    parser.add_argument("--duration", type=float, default=600.0, help="seconds of paced load")
+    parser.add_argument("--fraction", type=float, default=0.8, help="share of the measured peak to send at")
+    parser.add_argument("--rate", type=float, help="msg/s to send at (skips the peak phase)")
+    parser.add_argument("--peak-seconds", type=float, default=20.0, help="length of the unpaced peak phase")
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
+    parser.add_argument("--warmup", type=float, default=180.0, help="seconds of soak before the flatness checks")
+    parser.add_argument("--connections", type=int, default=100, help="producers, each with its own connections")
+    parser.add_argument("--lifetime", type=float, nargs=2, default=(10.0, 60.0), metavar=("MIN", "MAX"),
+                        help="seconds a producer lives before it is replaced")  # fmt: skip
+    parser.add_argument("--senders", type=int, default=64, help="sender tasks (most sends in flight)")
+    parser.add_argument("--size", type=int, default=128, help="message body bytes")
+    parser.add_argument("--queues", type=int, default=8, help="queues of the soak topic")
+    parser.add_argument("--drain", type=float, default=120.0, help="most seconds the consumer may take to catch up")
+    parser.add_argument("--settle", type=float, default=15.0, help="most seconds for closed connections to go")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"), help="where soak.json and soak.png go")
+    parser.add_argument("--no-plot", action="store_true", help="no soak.png")
+    return parser
+
+
+class Soak:
+    """One run: the cluster's addresses and pid, the load's state and the samples so far."""
+
+    def __init__(self, args: argparse.Namespace, namesrv: str, broker: str, pid: int, store_dir: str) -> None:
+        self.args = args
+        self.namesrv, self.broker, self.pid, self.store_dir = namesrv, broker, pid, store_dir
+        self.ledger = Ledger()
+        self.stats = LoadStats()
+        self.pool = ChurningPool(namesrv, PRODUCER_GROUP, args.connections, tuple(args.lifetime))
+        self.samples: list[dict[str, Any]] = []
+        self.phase = "setup"
+        self.origin = 0.0  # trio time the soak phase starts (sample times are relative to it)
+        self.peak: float | None = None
+        self.rate: float | None = None
+
+    def descriptors(self) -> procstat.Descriptors:
+        return procstat.descriptors(self.pid, self.store_dir)
+
+    async def listener(self, msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        for msg in msgs:
+            self.ledger.consume(seq_of(msg.body))
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async def sampler(self, admin: Admin) -> None:
+        """A JSON line every interval until cancelled."""
+        interval = self.args.interval
+        last_t, last_cpu = trio.current_time(), process_cpu_seconds(self.pid)
+        last_consumed, last_end = self.ledger.consumed, await self.commitlog_end(admin)
+        next_at = last_t
+        while True:
+            next_at += interval  # fixed deadlines: a slow sample does not push the later ones back
+            await trio.sleep_until(next_at)
+            now, cpu = trio.current_time(), process_cpu_seconds(self.pid)
+            seconds = now - last_t
+            window = self.stats.take_window(seconds)
+            end = await self.commitlog_end(admin)
+            fds = self.descriptors()
+            sample = {
+                "type": "sample",
+                "phase": self.phase,
+                "t": round(now - self.origin, 1),
+                "send_tps": round(window.tps, 1),
+                "failed": window.failed,
+                "p50_ms": round(window.p50_ms, 2),
+                "p99_ms": round(window.p99_ms, 2),
+                "consume_tps": round((self.ledger.consumed - last_consumed) / seconds, 1),
+                "rss_mb": round(procstat.rss_mb(self.pid), 1),
+                "rss_anon_mb": round(procstat.rss_mb(self.pid, "RssAnon:"), 1),
+                "files": fds.files,
+                "store_files": fds.store,
+                "sockets": fds.sockets,
+                "commitlog_mb": round(end / 1e6, 2),
+                "commitlog_growth_mb_s": round((end - last_end) / 1e6 / seconds, 3),
+                "broker_cpu": None if cpu is None or last_cpu is None else round((cpu - last_cpu) / seconds, 3),
+                "live_producers": len(self.pool.live),
+                "producers_opened": self.pool.opened,
+                "producers_closed": self.pool.closed,
+                "outstanding": self.ledger.outstanding,
+            }
+            self.samples.append(sample)
+            print(json.dumps({"bench": "soak", **sample}), flush=True)
+            last_t, last_cpu, last_consumed, last_end = now, cpu, self.ledger.consumed, end
+
+    async def commitlog_end(self, admin: Admin) -> int:
+        try:
+            return int((await admin.broker_status(self.broker)).get("commitLogMaxOffset", "0"))
+        except Exception:  # a busy broker missed the poll: the sample shows no growth, the soak goes on
+            return self.samples[-1]["commitlog_mb"] * 1_000_000 if self.samples else 0
+
+    async def phase_run(self, name: str, rate: float | None, seconds: float) -> int:
+        """Senders for ``seconds`` at ``rate`` msg/s (``None``: unpaced); returns the messages acknowledged."""
+        self.phase = name
+        acked = self.ledger.acked
+        pacer = Pacer(rate)
+        until = trio.current_time() + seconds
+        async with trio.open_nursery() as nursery:
+            for _ in range(self.args.senders):
+                nursery.start_soon(sender, TOPIC, self.args.size, self.pool, self.ledger, pacer, self.stats, until)
+        return self.ledger.acked - acked
+
+    async def settle(self, baseline: procstat.Descriptors) -> procstat.Descriptors:
+        """Wait (at most ``--settle`` seconds) for the broker's sockets and files to come back to ``baseline``."""
+        fds = self.descriptors()
+        with trio.move_on_after(self.args.settle):
+            while fds.sockets > baseline.sockets or fds.files > baseline.files:
+                await trio.sleep(0.2)
+                fds = self.descriptors()
+        return fds
+
+    async def run(self) -> dict[str, Any]:
+        args = self.args
+        await create_topics(self.broker, [TOPIC], args.queues)
+        consumer = PushConsumer(
+            GROUP,
+            self.namesrv,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            consume_message_batch_max_size=32,
+        )
+        consumer.subscribe(TOPIC)
+        consumer.register_message_listener(self.listener)
+        baseline = self.descriptors()  # no client of ours connected (create_topics waited after closing)
+        async with Admin(self.namesrv) as admin, consumer, trio.open_nursery() as nursery:
+            await nursery.start(self.pool.run)
+            self.origin = trio.current_time() + (0 if args.rate else args.peak_seconds)
+            nursery.start_soon(self.sampler, admin)
+            if args.rate:
+                self.rate = args.rate
+            else:
+                self.peak = await self.phase_run("peak", None, args.peak_seconds) / args.peak_seconds
+                self.rate = args.fraction * self.peak
+                self.origin = trio.current_time()
+            await self.phase_run("soak", self.rate, args.duration)
+            self.phase = "drain"
+            with trio.move_on_after(args.drain):
+                while self.ledger.outstanding:
+                    await trio.sleep(0.1)
+            nursery.cancel_scope.cancel()  # the pool closes every producer
+        settled = await self.settle(baseline)  # every client of ours has closed: the broker must let go too
+        checks = verdict(
+            self.samples,
+            args.warmup,
+            acked=self.ledger.acked,
+            lost=self.ledger.outstanding,
+            baseline={"files": baseline.files, "sockets": baseline.sockets},
+            settled={"files": settled.files, "sockets": settled.sockets},
+        )
+        return {
+            "tool": "soak",
+            "settings": {k: getattr(args, k) for k in SETTINGS},
+            "peak_tps": None if self.peak is None else round(self.peak, 1),
+            "rate_tps": round(self.rate or 0, 1),
+            "acked": self.ledger.acked,
+            "consumed": self.ledger.consumed,
+            "duplicates": self.ledger.duplicates,
+            "failed_sends": self.stats.failed,
+            "last_error": self.stats.last_error,
+            "producers_opened": self.pool.opened,
+            "producers_closed": self.pool.closed,
+            "producer_start_failures": self.pool.start_failures,
+            "checks": checks,
+            "environment": environment("ASYNC_FLUSH"),
+        }
+
+
+def plot(samples: list[dict[str, Any]], warmup: float, png: Path) -> None:
+    """Four panels over time: RSS, p99 send latency, descriptors, CommitLog end and send rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [s["t"] for s in samples]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True)
+    panels = (
+        (axes[0][0], "broker RSS (MB)", (("rss_mb", "VmRSS"), ("rss_anon_mb", "anonymous (heap)"))),
+        (axes[0][1], "send latency (ms)", (("p99_ms", "p99"), ("p50_ms", "p50"))),
+        (axes[1][0], "broker descriptors", (("sockets", "sockets"), ("files", "other"), ("store_files", "store"))),
+        (axes[1][1], "msg/s and CommitLog", (("send_tps", "sent msg/s"), ("consume_tps", "consumed msg/s"))),
+    )
+    for ax, title, series in panels:
+        for key, label in series:
+            ax.plot(t, [s[key] for s in samples], marker=".", label=label)
+        ax.axvline(warmup, color="grey", linestyle=":", linewidth=1)
+        ax.axvline(0, color="grey", linestyle="--", linewidth=1)
+        ax.set_title(title)
+        ax.legend(fontsize=7, loc="upper left")
+        ax.grid(alpha=0.3)
+    log = axes[1][1].twinx()
+    log.plot(t, [s["commitlog_mb"] for s in samples], color="tab:red", label="CommitLog end (MB)")
+    log.legend(fontsize=7, loc="lower right")
+    for ax in axes[1]:
+        ax.set_xlabel("seconds from the soak's start (dashed; dotted: end of warm-up)")
+    fig.suptitle("rocketrio broker under a soak: peak phase before 0 s, paced load after")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = build_parser().parse_args(argv)
+    with ClusterProcess() as cluster:
+        soak = Soak(args, cluster.namesrv, cluster.broker, cluster.pid, str(Path(cluster.data_dir).resolve()))
+        summary = trio.run(soak.run)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "soak.samples.json").write_text(json.dumps(soak.samples, indent=1) + "\n")
+    if not args.no_plot:
+        try:
+            plot(soak.samples, args.warmup, args.out / "soak.png")
+            summary["plot"] = str(args.out / "soak.png")
+        except ImportError:
+            STDERR.print("matplotlib is not installed (pip install -e '.[bench]'): no plot")
+    write_summary(args.out, "soak", summary)
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main()["checks"]["ok"] else 1)

@@ -1,0 +1,186 @@
+"""The send fast path: a SEND_MESSAGE_V2 (310) request answered from its parsed JSON header, in the connection's
+reader, for :class:`~processors.send.SendMessageProcessor` (registered with
+:meth:`remoting.dispatch.Dispatcher.register_fast`).
+
+It takes only the common case and leaves everything else untouched for the general path (it returns False before
+writing anything): a header whose fields are all strings shaped the way Java and our producers send them (no unknown
+``extFields`` key, non-negative digit strings, lower-case booleans), a single message (not ``batch``) to a topic that
+exists, is writable and is no retry topic, a queue id inside the topic, properties without a transaction, a delay
+level or a timer, a connection not congested, and, under SYNC_FLUSH / SYNC_MASTER, a store whose put waits can call
+back. What it stores is the record the general path would store; the response is the general path's frame, written
+from a template (``tests/processors/test_send_fast.py`` proves both byte for byte). A store refusal also goes back to
+the general path, which appends again (nothing was written) and answers the refusal.
+
+Per send this skips the command objects of the request and the response, the header object, the pool queue and
+four coroutines; docs/PERFORMANCE.md has the figures.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from processors.common import born_host
+from processors.send_answer import answer
+from processors.send_properties import rewrite_properties
+from remoting.codec.codes import CURRENT_VERSION, RequestCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.message import SYSFLAG_MULTI_TAGS, MessageRecord
+from remoting.codec.msgid import offset_msg_id
+from remoting.codec.topics import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX
+from remoting.connection import Connection
+from remoting.errors import RemotingConnectError
+from remoting.processor import RequestContext
+from store.errors import PutRefusedError
+from store.metadata_files import PERM_WRITE, TopicFilterType
+from store.results import AppendResult, PutStatus
+
+if TYPE_CHECKING:
+    from processors.send import SendMessageProcessor
+
+__all__ = ["SendFastPath"]
+
+log = logging.getLogger(__name__)
+
+_INT32: Final = range(-(1 << 31), 1 << 31)
+_V2_KEYS: Final = frozenset("abcdefghijklmn")
+_HEAD: Final = struct.Struct(">ii")
+_SEND_V2: Final = int(RequestCode.SEND_MESSAGE_V2)
+#: The response header after the msgId: what ``encode_json`` writes for a PUT_OK answer's remaining fields.
+_TAIL: Final = (
+    b'","queueId":"%d","queueOffset":"%d"},"flag":1,"language":"JAVA","opaque":%d,'
+    b'"serializeTypeCurrentRPC":"JSON","version":' + str(CURRENT_VERSION).encode() + b"}"
+)
+
+
+def _digits(raw: object) -> int | None:
+    """``raw`` as an int when it is a string of 1-9 ASCII digits, else None."""
+    if type(raw) is str and raw and len(raw) < 10 and raw.isdigit() and raw.isascii():
+        return int(raw)
+    return None
+
+
+def _optional(raw: object) -> bool:
+    """An optional number the general parser would accept: absent, empty, or digits."""
+    return raw is None or raw == "" or _digits(raw) is not None
+
+
+def _flag(raw: object) -> bool | None:
+    """An optional boolean as clients write it (absent, empty, ``true``, ``false``); None for anything else."""
+    if raw is None or raw == "" or raw == "false":
+        return False
+    return True if raw == "true" else None
+
+
+class SendFastPath:
+    """Owned by one :class:`~processors.send.SendMessageProcessor`, whose config and seams it reads."""
+
+    def __init__(self, processor: SendMessageProcessor) -> None:
+        self._processor = processor
+        self._base: dict[str, str] | None = None
+        self._prefix = b""
+
+    def __call__(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
+        """Store and answer the request when it is the common case (see the module docstring); else False."""
+        opaque, version, flag = fields.get("opaque"), fields.get("version"), fields.get("flag")
+        if fields.get("code") != _SEND_V2 or type(opaque) is not int or opaque not in _INT32:
+            return False
+        if type(version) is not int or version not in _INT32 or type(flag) is not int or flag:
+            return False
+        ext = fields.get("extFields")
+        if type(ext) is not dict or not ext.keys() <= _V2_KEYS:
+            return False
+        get = ext.get
+        topic, born, properties, bname = get("b"), get("g"), get("i"), get("n")
+        if type(get("a")) is not str or type(topic) is not str or type(get("c")) is not str:
+            return False
+        if type(born) is not str or not born or len(born) > 18 or not (born.isdigit() and born.isascii()):
+            return False
+        queue_id, sys_flag, message_flag = _digits(get("e")), _digits(get("f")), _digits(get("h"))
+        if queue_id is None or sys_flag is None or message_flag is None or _digits(get("d")) is None:
+            return False
+        reconsume = get("j")
+        if (
+            not _optional(reconsume)
+            or not _optional(get("l"))
+            or _flag(get("k")) is None
+            or _flag(get("m")) is not False
+        ):
+            return False
+        if (properties is not None and type(properties) is not str) or (bname is not None and type(bname) is not str):
+            return False
+        processor = self._processor
+        processor.adopt_config()
+        broker = processor.broker
+        config = broker.topics.get(topic)
+        if config is None or topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return False
+        if queue_id >= max(config.write_queue_nums, config.read_queue_nums) or not config.perm & PERM_WRITE:
+            return False
+        if config.order and not broker.config.broker_permission & PERM_WRITE:
+            return False
+        props = rewrite_properties(properties, processor.cluster)
+        stored = props.stored
+        if (
+            props.transactional
+            or (props.delay_level > 0 and processor.delay_rewrite is not None)
+            or (processor.timer_rewrite is not None and "TIMER_" in stored)
+        ):
+            return False
+        store, wait, connection = broker.store, props.wait, ctx.connection
+        waits = store.waits_for_put(wait)
+        if (waits and not store.put_waits.can_notify(wait)) or connection.congested:
+            return False
+        if config.topic_filter_type is TopicFilterType.MULTI_TAG:
+            sys_flag |= SYSFLAG_MULTI_TAGS
+        record = MessageRecord(
+            topic, body, queue_id, message_flag, stored, sys_flag, int(born), born_host(ctx), broker.store_host,
+            int(reconsume) if reconsume else 0,
+        )  # fmt: skip
+        started = time.perf_counter_ns()
+        try:
+            appended = store.append(record)
+        except PutRefusedError:
+            return False  # nothing was written: the general path appends again and answers the refusal
+        latency = broker.stats.put_latency
+        if not waits:
+            latency.record(time.perf_counter_ns() - started)
+            self._answer(connection, opaque, PutStatus.PUT_OK, appended, queue_id)
+            return True
+
+        def answered(status: PutStatus) -> None:
+            latency.record(time.perf_counter_ns() - started)
+            self._answer(connection, opaque, status, appended, queue_id)
+
+        now = store.put_waits.notify(appended.end_offset, wait, answered)
+        if now is not None:
+            answered(now)
+        return True
+
+    def _answer(
+        self, connection: Connection, opaque: int, status: PutStatus, appended: AppendResult, queue_id: int
+    ) -> None:
+        """Write the general path's response: PUT_OK from the template, any other status as a command."""
+        base = self._processor.base_fields
+        if status is not PutStatus.PUT_OK or connection.congested:
+            request = RemotingCommand(_SEND_V2, opaque)
+            self._processor.answers.write(connection, answer(request, status, appended, queue_id, base), opaque)
+            return
+        if base is not self._base:
+            # {"code":0,"extFields":{<base fields>,"msgId":"  -- the base fields are never empty (MSG_REGION, TRACE_ON)
+            self._prefix = b'{"code":0,"extFields":' + orjson.dumps(base)[:-1] + b',"msgId":"'
+            self._base = base
+        header = (
+            self._prefix
+            + offset_msg_id(appended.store_host, appended.phy_offset).encode()
+            + _TAIL % (queue_id, appended.queue_offset, opaque)
+        )
+        size = len(header)
+        try:
+            connection.send_frame_nowait(_HEAD.pack(size + 4, size) + header)
+        except RemotingConnectError:
+            log.debug("send response to opaque %d dropped: connection closed", opaque)

@@ -1,0 +1,84 @@
+"""A send's properties string as the broker stores it (:func:`rewrite_properties`), for the send processor and its
+fast path (docs/protocol.md#75-send-checks): ``WAIT`` read and removed, ``CLUSTER`` set, ``TRAN_MSG`` and ``DELAY``
+read. Pure functions of their arguments; they never raise."""
+
+from __future__ import annotations
+
+__all__ = ["StoredProperties", "rewrite_properties", "without_property"]
+
+
+class StoredProperties:
+    """A send's properties string as it will be stored, plus what the broker read from it."""
+
+    __slots__ = ("delay_level", "stored", "transactional", "wait")
+
+    def __init__(self, stored: str, wait: bool, transactional: bool, delay_level: int) -> None:
+        self.stored = stored
+        self.wait = wait
+        self.transactional = transactional
+        self.delay_level = delay_level
+
+
+def rewrite_properties(raw: str | None, cluster: str) -> StoredProperties:
+    """The stored form of a properties string: ``WAIT`` and any client ``CLUSTER`` removed, ``CLUSTER=<cluster>``
+    appended. Other segments are kept verbatim (an ali-ons trailing ``0x02`` survives), so a record pulled back
+    carries exactly what the producer sent plus the broker's additions. A ``WAIT`` with an empty value counts as
+    absent (true), as Java's decoder drops it. Never raises."""
+    raw = raw or ""
+    tail = "CLUSTER\x01" + cluster
+    if "TRAN_MSG\x01" in raw or "DELAY\x01" in raw or "CLUSTER\x01" in raw:
+        return _rewrite_segments(raw, tail)
+    wait = True
+    if "WAIT\x01" in raw:  # every Java producer sends WAIT: cut it out without splitting the whole string
+        raw, value = _cut_property(raw, "WAIT\x01")
+        if value:
+            wait = value.lower() == "true"
+    if not raw:
+        return StoredProperties(tail, wait, False, 0)
+    return StoredProperties(raw + tail if raw[-1] == "\x02" else f"{raw}\x02{tail}", wait, False, 0)
+
+
+def _cut_property(raw: str, prefix: str) -> tuple[str, str | None]:
+    """``raw`` without the segments starting with ``prefix`` (``NAME\x01``), and the last such segment's value."""
+    value = None
+    start = 0
+    while (pos := raw.find(prefix, start)) >= 0:
+        if pos and raw[pos - 1] != "\x02":  # the name merely ends with ours, or sits inside a value
+            start = pos + 1
+            continue
+        end = raw.find("\x02", pos)
+        if end < 0:
+            return raw[:pos], raw[pos + len(prefix) :]
+        value = raw[pos + len(prefix) : end]
+        raw = raw[:pos] + raw[end + 1 :]
+        start = pos
+    return raw, value
+
+
+def _rewrite_segments(raw: str, tail: str) -> StoredProperties:
+    wait, transactional, delay = True, False, 0
+    kept = []
+    for segment in raw.split("\x02"):
+        name, _, value = segment.partition("\x01")
+        if name == "WAIT":
+            if value:
+                wait = value.lower() == "true"
+            continue
+        if name == "CLUSTER":
+            continue
+        if name == "TRAN_MSG":
+            transactional = value.lower() == "true"
+        elif name == "DELAY":
+            try:
+                delay = int(value)
+            except ValueError:
+                delay = 0
+        if segment:
+            kept.append(segment)
+    kept.append(tail)
+    return StoredProperties("\x02".join(kept), wait, transactional, delay)
+
+
+def without_property(stored: str, name: str) -> str:
+    prefix = name + "\x01"
+    return "\x02".join(s for s in stored.split("\x02") if not s.startswith(prefix))

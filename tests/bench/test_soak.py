@@ -1,0 +1,96 @@
+"""bench.load.soak: its verdicts over synthetic samples (a leak must fail them), its ledger, and a short real soak
+against a broker process: nothing lost, connections came and went, no trend of open files or sockets (no timing
+assertions: the rates and latencies are whatever this machine gives)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from bench.load.soak_checks import drift, flat, verdict
+from bench.load.soak_load import Ledger, Pacer, body_of, seq_of
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = {"files": 4, "sockets": 10}
+
+
+def series(values: list[float], key: str = "rss_anon_mb") -> list[dict[str, float]]:
+    return [{"t": 10.0 * i, key: v, "rss_mb": v, "p99_ms": 5.0} for i, v in enumerate(values)]
+
+
+def test_a_steady_series_is_flat_and_a_growing_one_is_not() -> None:
+    assert drift([(0, 100), (10, 104), (20, 98), (30, 101)]) is not None
+    assert flat(series([100, 104, 98, 101, 99, 103]), "rss_anon_mb")["ok"]
+    leaking = flat(series([100, 103, 106, 109, 112, 115]), "rss_anon_mb")
+    assert not leaking["ok"] and leaking["drift"] == 0.15
+    assert flat(series([100, 101]), "rss_anon_mb")["ok"]  # too few samples to judge
+
+
+def test_the_verdict_fails_on_loss_on_a_leaked_socket_and_on_growth_after_warmup() -> None:
+    samples = series([50, 80, 100, 100, 101, 100])  # the climb is the warm-up
+    assert verdict(samples, 20, acked=10, lost=0, baseline=BASE, settled=BASE)["ok"]
+    assert not verdict(samples, 0, acked=10, lost=0, baseline=BASE, settled=BASE)["ok"]
+    assert not verdict(samples, 20, acked=10, lost=1, baseline=BASE, settled=BASE)["ok"]
+    assert not verdict(samples, 20, acked=0, lost=0, baseline=BASE, settled=BASE)["ok"]
+    leaked = {"files": 4, "sockets": 11}
+    assert not verdict(samples, 20, acked=10, lost=0, baseline=BASE, settled=leaked)["sockets_no_leak"]["ok"]
+
+
+def test_the_ledger_counts_what_was_acknowledged_and_not_consumed_in_either_order() -> None:
+    ledger = Ledger()
+    first, second, third = ledger.new(), ledger.new(), ledger.new()
+    ledger.ack(first)
+    ledger.consume(second)  # delivered before its acknowledgement arrived
+    ledger.ack(second)
+    ledger.ack(third)
+    assert ledger.outstanding == 2
+    ledger.consume(first)
+    ledger.consume(first)
+    assert (ledger.outstanding, ledger.duplicates, ledger.consumed) == (1, 1, 2)
+    assert seq_of(body_of(70_000, 128)) == 70_000 and len(body_of(1, 128)) == 128
+
+
+def test_a_short_soak_loses_nothing_and_leaks_no_descriptor(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "bench.load.soak", "--duration", "20", "--interval", "2", "--warmup", "6",
+            "--rate", "150", "--senders", "16", "--connections", "100", "--lifetime", "2", "6", "--no-plot",
+            "--out", str(tmp_path)]  # fmt: skip
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines and lines[-1]["type"] == "summary", done.stderr[-3000:]
+    summary = lines[-1]
+    samples = [line for line in lines if line["type"] == "sample"]
+    checks = summary["checks"]
+    assert checks["nothing_lost"]["ok"], checks["nothing_lost"]
+    assert summary["consumed"] >= summary["acked"] > 0
+    assert summary["producers_closed"] > 100  # every one of the 100 connections came and went, more than once
+    assert len(samples) >= 8  # about one every 2 s of the 20; the last may fall after the load stops
+    steady = [s for s in samples if s["t"] >= 6]
+    for key in ("files", "sockets"):
+        # A socket or file kept per closed client would grow without end: hundreds of clients closed in the window.
+        assert abs(flat(steady, key)["drift"] or 0) < 0.5, [s[key] for s in steady]
+    assert checks["files_no_leak"]["ok"], checks["files_no_leak"]
+    assert checks["sockets_no_leak"]["ok"], checks["sockets_no_leak"]
+    assert json.loads((tmp_path / "soak.json").read_text())["acked"] == summary["acked"]
+
+
+async def test_the_pacer_makes_up_late_slots_within_its_slack(autojump_clock: trio.testing.MockClock) -> None:
+    pacer = Pacer(100.0, slack=1.0)  # a slot every 10 ms
+    start = trio.current_time()
+    for _ in range(50):
+        await pacer.wait()
+    assert abs(trio.current_time() - start - 0.49) < 1e-6
+    await trio.sleep(0.5)  # every sender busy for 50 slots' time: those slots come at once, not lost
+    late = trio.current_time()
+    for _ in range(50):
+        await pacer.wait()
+    assert abs(trio.current_time() - late) < 1e-6
+    await trio.sleep(5)  # a stall longer than the slack: only a second's worth is made up
+    stalled = trio.current_time()
+    for _ in range(102):  # 101 slots from a second back up to now, then one more 10 ms on
+        await pacer.wait()
+    assert abs(trio.current_time() - stalled - 0.01) < 1e-6

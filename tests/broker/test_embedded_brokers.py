@@ -1,0 +1,144 @@
+"""N master brokers in one embedded cluster: they register with the one name server under ``broker-a``, ``broker-b``
+..., and a producer's sends land on every one of them (the client spreads by queue over every broker in the route),
+in this process and, as ``make run`` starts them, each in a process of its own."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from broker.broker_config import BrokerConfig
+from broker.broker_process import properties_text
+from broker.embedded import EmbeddedCluster, broker_names, default_brokers
+from client import Admin, Message, Producer, TopicRouteNotFoundError
+from remoting.codec.java_properties import apply_properties, parse_properties
+from tests.conftest import SMALL_STORE
+
+TOPIC = "SpreadTopic"
+QUEUES = 4
+BROKER_BOOT = re.compile(rb"The broker\[([^,\]]+), (\S+?):(\d+)\] boot success")
+NAMESRV_BOOT = re.compile(rb"The Name Server boot success\. serializeType=JSON, address (\S+):(\d+)\n")
+
+
+def test_names_follow_the_first_letter_and_the_default_is_one_per_core_above_two() -> None:
+    assert broker_names(3) == ["broker-a", "broker-b", "broker-c"]
+    assert broker_names(2, "shard-x") == ["shard-x", "shard-y"]
+    assert broker_names(3, "shard-y") == ["shard-y", "shard-y-1", "shard-y-2"]  # no letter after z
+    assert broker_names(2, "node7") == ["node7", "node7-1"]
+    with pytest.raises(ValueError):
+        broker_names(0)
+    assert [default_brokers(cores) for cores in (1, 2, 3, 8)] == [1, 1, 3, 8]
+
+
+def test_a_broker_process_gets_its_settings_through_a_properties_file() -> None:
+    config = attrs.evolve(BrokerConfig(), broker_name="broker-b", listen_port=0, **SMALL_STORE)
+    text = properties_text(config)
+    assert "brokerName=broker-b" in text and "listenPort=0" in text
+    assert apply_properties(BrokerConfig(), parse_properties(text))[0] == config
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from ``/proc/*/stat``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+async def brokers_in_route(admin: Admin, topic: str) -> int:
+    """How many brokers the name server's route of ``topic`` names now (0 before any registered it)."""
+    admin.instance.forget_route(topic)
+    try:
+        return len((await admin.topic_route(topic)).queue_datas)
+    except TopicRouteNotFoundError:
+        return 0
+
+
+async def spread_over(namesrv: str, brokers: int) -> Counter[str]:
+    """Create the topic on every master, wait for the route to name them all, send, count the sends by broker."""
+    async with Admin(namesrv) as admin:
+        created = await admin.create_topic(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+        assert len(created) == brokers
+        with trio.fail_after(30):
+            while len((await admin.cluster_info()).broker_addr_table) < brokers:
+                await trio.sleep(0.1)
+            while await brokers_in_route(admin, TOPIC) < brokers:
+                await trio.sleep(0.1)
+        async with Producer("spread_pg", namesrv) as producer:
+            landed = Counter([(await producer.send(Message(TOPIC, b"m%d" % i))).broker_name for i in range(40)])
+        status = await admin.topic_status(TOPIC)
+    stored = Counter[str]()
+    for mq, offsets in status.items():
+        stored[mq.broker_name] += offsets.max_offset
+    assert stored == landed  # what the broker acknowledged, each broker holds
+    return landed
+
+
+async def test_the_embedded_cluster_runs_n_masters_and_sends_land_on_all(tmp_path: Path) -> None:
+    async with EmbeddedCluster(tmp_path, brokers=3, **SMALL_STORE) as cluster:
+        assert [c.context.config.broker_name for c in cluster.controllers] == ["broker-a", "broker-b", "broker-c"]
+        assert len(set(cluster.broker_addrs)) == 3
+        async with Admin(cluster.namesrv_addr) as admin:
+            info = await admin.cluster_info()
+        assert {k: sorted(v) for k, v in info.cluster_addr_table.items()} == {
+            "DefaultCluster": ["broker-a", "broker-b", "broker-c"]
+        }
+        landed = await spread_over(cluster.namesrv_addr, 3)
+    # round robin over the 12 queues: each queue takes 3 or 4 of the 40 sends, each broker 4 queues
+    assert sum(landed.values()) == 40 and all(12 <= n <= 16 for n in landed.values()) and len(landed) == 3
+    assert (tmp_path / "broker-b" / "config" / "topics.json").exists()  # shut down cleanly, each in its directory
+
+
+async def test_make_run_starts_broker_processes_that_take_the_sends(tmp_path: Path) -> None:
+    """``python -m broker.embedded`` as ``make run`` runs it, with ``ROCKETRIO_BROKERS=2``: broker-b is a process of
+    its own, both register, sends land on both, SIGTERM stops both cleanly."""
+    env = {**os.environ, "ROCKETRIO_BROKERS": "2"}
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "broker.embedded", "--data", str(tmp_path / "data"), "--namesrv-port", "0",
+         "--listenPort", "0", "--mappedFileSizeCommitLog", str(1 << 20), "--maxHashSlotNum", "1024",
+         "--maxIndexNum", "4096"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        out = b""
+        with trio.fail_after(60):
+            while len(BROKER_BOOT.findall(out)) < 2 or not NAMESRV_BOOT.search(out):
+                chunk = await proc.stdout.receive_some()
+                assert chunk, f"exited before booting: {out!r}"
+                out += chunk
+        ns = NAMESRV_BOOT.search(out)
+        assert ns is not None
+        boots = BROKER_BOOT.findall(out)
+        assert [name for name, _, _ in boots] == [b"broker-a", b"broker-b"]
+        assert len({port for _, _, port in boots}) == 2
+        children = children_of(proc.pid)
+        assert len(children) == 1  # broker-b runs in a process of its own
+        landed = await spread_over(f"{ns.group(1).decode()}:{int(ns.group(2))}", 2)
+        assert landed == {"broker-a": 20, "broker-b": 20}  # round robin over 8 queues, 4 on each
+        proc.send_signal(signal.SIGTERM)
+        with trio.fail_after(60):
+            assert await proc.wait() == 0
+        assert not (tmp_path / "data" / "broker-b" / "abort").exists()  # broker-b shut down cleanly too
+        assert (tmp_path / "data" / "broker-b" / "config" / "topics.json").exists()
+        with pytest.raises(ProcessLookupError):
+            os.kill(children[0], 0)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
