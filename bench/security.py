@@ -194,9 +194,10 @@ def micro(number: int) -> None:
     from remoting.codec.command import request
     from remoting.codec.frame import FrameDecoder, encode_command
 
-    fields = {"a": "bench-group", "b": TOPIC, "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": str(time.time_ns() // 10**6),
-              "h": "0", "i": "UNIQ_KEY\x017F0000011A2B3C4D5E6F000000001234\x02WAIT\x01true\x02", "j": "0", "k": "false",
-              "n": "broker-a"}  # fmt: skip
+    born = str(time.time_ns() // 10**6)
+    properties = "UNIQ_KEY\x017F0000011A2B3C4D5E6F000000001234\x02WAIT\x01true\x02"
+    fields = {"a": "bench-group", "b": TOPIC, "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": born, "h": "0",
+              "i": properties, "j": "0", "k": "false", "n": "broker-a"}  # fmt: skip
     cmd = request(RequestCode.SEND_MESSAGE_V2, fields, b"x" * 128)
     credentials = SessionCredentials(*ACCOUNT)
     decoder = FrameDecoder()

@@ -151,16 +151,23 @@ class SessionCredentials:
     security_token: str | None = attrs.field(default=None, repr=False)
 
 
+def signed_fields(ext_fields: Mapping[str, str], body: Body, credentials: SessionCredentials) -> dict[str, str]:
+    """A new dict: ``ext_fields`` with ``AccessKey`` (and ``SecurityToken`` when set) added and ``Signature`` over
+    them and ``body``, as Java's ``AclClientRPCHook`` (for a frame written straight from its fields)."""
+    fields = {**ext_fields, ACCESS_KEY: credentials.access_key}
+    fields.pop(SIGNATURE, None)
+    if credentials.security_token is not None:
+        fields[SECURITY_TOKEN] = credentials.security_token
+    fields[SIGNATURE] = calculate_signature(signing_content(fields), body, credentials.secret_key)
+    return fields
+
+
 def sign(cmd: RemotingCommand, credentials: SessionCredentials) -> RemotingCommand:
     """``cmd`` with ``AccessKey`` (and ``SecurityToken`` when set) added and signed, as Java's ``AclClientRPCHook``.
 
     Returns a new command; ``cmd`` and its extFields dict are not modified.
     """
-    fields = {**cmd.ext_fields, ACCESS_KEY: credentials.access_key}
-    fields.pop(SIGNATURE, None)
-    if credentials.security_token is not None:
-        fields[SECURITY_TOKEN] = credentials.security_token
-    fields[SIGNATURE] = calculate_signature(signing_content(fields), cmd.body, credentials.secret_key)
+    fields = signed_fields(cmd.ext_fields, cmd.body, credentials)
     # Positional, in field order: cheaper than attrs.evolve on every signed request.
     return RemotingCommand(
         cmd.code, cmd.opaque, cmd.flag, cmd.language, cmd.version, cmd.remark, fields, cmd.body, cmd.serialize_type

@@ -162,6 +162,12 @@ def test_without_a_home_nothing_loads_nothing_is_created_and_edits_are_refused(t
     assert manager.versions() == {} and manager.default_version() == {"counter": 0, "timestamp": 0}
 
 
+def _edit(manager: AclManager, fields: str, given: frozenset[str]) -> None:
+    """``update_account`` of producer1 (secret secret12) with these YAML ``fields``."""
+    entry = parse_acl_file(f"accounts: [{{accessKey: producer1, secretKey: secret12, {fields}}}]").entries[0]
+    manager.update_account(entry, given)
+
+
 def test_remembered_grants_are_dropped_when_the_rules_change(tmp_path: Path) -> None:
     """A grant is remembered per (access key, code, resources): a reload or an edit that revokes it refuses the next
     request, and a client naming ever-new topics cannot grow the memory past its bound."""
@@ -179,11 +185,9 @@ def test_remembered_grants_are_dropped_when_the_rules_change(tmp_path: Path) -> 
     with pytest.raises(AclDenied, match="No default permission for topic:T"):
         manager.validate("10.1.0.7", send)
 
-    manager.update_account(parse_acl_file("accounts: [{accessKey: producer1, secretKey: secret12, topicPerms: [T=PUB]}]").entries[0],
-                           frozenset({"topic_perms"}))  # fmt: skip
+    _edit(manager, "topicPerms: [T=PUB]", frozenset({"topic_perms"}))
     manager.validate("10.1.0.7", send)
-    manager.update_account(parse_acl_file("accounts: [{accessKey: producer1, secretKey: secret12, topicPerms: [T=SUB]}]").entries[0],
-                           frozenset({"topic_perms"}))  # fmt: skip
+    _edit(manager, "topicPerms: [T=SUB]", frozenset({"topic_perms"}))
     with pytest.raises(AclDenied, match="No default permission for topic:T"):
         manager.validate("10.1.0.7", send)
 
@@ -192,8 +196,7 @@ def test_remembered_grants_are_dropped_when_the_rules_change(tmp_path: Path) -> 
         with pytest.raises(AclDenied):
             manager.validate("10.1.0.7", topic_send)  # refusals are never remembered
     assert not manager._granted
-    manager.update_account(parse_acl_file("accounts: [{accessKey: producer1, secretKey: secret12, defaultTopicPerm: PUB}]").entries[0],
-                           frozenset({"default_topic_perm", "topic_perms"}))  # fmt: skip
+    _edit(manager, "defaultTopicPerm: PUB", frozenset({"default_topic_perm", "topic_perms"}))
     for i in range(_MAX_GRANTED + 10):
         manager.validate("10.1.0.7", sign(request(RequestCode.SEND_MESSAGE, {"topic": f"T{i}"}), creds))
     assert 0 < len(manager._granted) <= _MAX_GRANTED
