@@ -19,6 +19,13 @@ request). A first round warms both clusters up and is not counted; each later ro
 order. Compare the ratios, not the absolute rates (the machine is shared); docs/PERFORMANCE.md has the figures.
 
     python -m bench.security [--duration 4] [--rounds 4] [--inflight 32]
+
+``micro`` times, in this process, what ACL adds per request: the client's signing of a producer's send command and the
+broker's whole check of it as decoded from the wire (best of 7 timings), one line each::
+
+    python -m bench.security micro [--number 20000]
+    {"bench": "security", "micro": "sign", "us_per_request": ...}
+    {"bench": "security", "micro": "check", "us_per_request": ...}
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import timeit
 from pathlib import Path
 from typing import Any, Final
 
@@ -177,17 +185,53 @@ def measure(duration: float, rounds: int, inflight: int) -> None:
                 proc.wait(30)
 
 
+def micro(number: int) -> None:
+    """Per-request cost of signing and checking (see the module docstring): a 12-field SEND_MESSAGE_V2 header as our
+    producer builds it, 128-byte body, the bench's account and ``plain_acl.yml``."""
+    from broker.acl.manager import AclFiles, AclManager
+    from remoting.codec.acl_signing import SessionCredentials, sign
+    from remoting.codec.codes import RequestCode
+    from remoting.codec.command import request
+    from remoting.codec.frame import FrameDecoder, encode_command
+
+    born = str(time.time_ns() // 10**6)
+    properties = "UNIQ_KEY\x017F0000011A2B3C4D5E6F000000001234\x02WAIT\x01true\x02"
+    fields = {"a": "bench-group", "b": TOPIC, "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": born, "h": "0",
+              "i": properties, "j": "0", "k": "false", "n": "broker-a"}  # fmt: skip
+    cmd = request(RequestCode.SEND_MESSAGE_V2, fields, b"x" * 128)
+    credentials = SessionCredentials(*ACCOUNT)
+    decoder = FrameDecoder()
+    decoder.receive_data(encode_command(sign(cmd, credentials)))
+    received = decoder.next_command()
+    assert received is not None
+    with tempfile.TemporaryDirectory(prefix="bench-security-") as home:
+        (Path(home) / "conf").mkdir()
+        (Path(home) / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+        manager = AclManager(AclFiles(Path(home)))
+        manager.load()
+        manager.validate("127.0.0.1", received)  # raises if the bench's account could not send
+        timings = {
+            "sign": timeit.repeat(lambda: sign(cmd, credentials), number=number, repeat=7),
+            "check": timeit.repeat(lambda: manager.validate("127.0.0.1", received), number=number, repeat=7),
+        }
+    for name, times in timings.items():
+        emit({"bench": "security", "micro": name, "us_per_request": round(min(times) / number * 1e6, 2)})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("role", nargs="?", default="measure", choices=["measure", "serve"])
+    parser.add_argument("role", nargs="?", default="measure", choices=["measure", "serve", "micro"])
     parser.add_argument("--data")
     parser.add_argument("--acl-home")
     parser.add_argument("--duration", type=float, default=4.0)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--inflight", type=int, default=32)
+    parser.add_argument("--number", type=int, default=20000, help="calls per timing (micro)")
     args = parser.parse_args()
     if args.role == "serve":
         trio.run(serve, args.data, args.acl_home)
+    elif args.role == "micro":
+        micro(args.number)
     else:
         measure(args.duration, args.rounds, args.inflight)
 

@@ -148,7 +148,8 @@ class BrokerController:
         self.role_services = RoleServices(self.context, self.schedule, self.timer, self.transaction_check)
         self.replication = ReplicationRole(self.context, None)
         self.acl = acl_manager_of(config)
-        self.dispatcher = Dispatcher(admission=AclAdmission(self.acl) if self.acl is not None else None)
+        admission = AclAdmission(self.acl) if self.acl is not None else None
+        self.dispatcher = Dispatcher(admission, admission.admits_fields if admission is not None else None)
         self._register_processors()
         # Requests are timed for /metrics only when it is served (docs/metrics.md).
         self.rpc_latency = RpcLatency() if prometheus_wanted(config.metrics_exporter_type) else None

@@ -2,14 +2,15 @@
 reader, for :class:`~processors.send.SendMessageProcessor` (registered with
 :meth:`remoting.dispatch.Dispatcher.register_fast`).
 
-It takes only the common case and leaves everything else untouched for the general path (it returns False before
-writing anything): a header whose fields are all strings shaped the way Java and our producers send them (no unknown
-``extFields`` key, non-negative digit strings, lower-case booleans), a single message (not ``batch``) to a topic that
-exists, is writable and is no retry topic, a queue id inside the topic, properties without a transaction, a delay
-level or a timer, a connection not congested, and, under SYNC_FLUSH / SYNC_MASTER, a store whose put waits can call
-back. What it stores is the record the general path would store; the response is the general path's frame, written
-from a template (``tests/processors/test_send_fast.py`` proves both byte for byte). A store refusal also goes back to
-the general path, which appends again (nothing was written) and answers the refusal.
+It takes only the common case and leaves everything else untouched for the general path (it returns False before writing
+anything): a header whose fields are all strings shaped the way Java and our producers send them (no unknown
+``extFields`` key, ACL 1.0's ``AccessKey``, ``Signature`` and ``SecurityToken`` being known; non-negative digit strings,
+lower-case booleans), a single message (not ``batch``) to a topic that exists, is writable and is no retry topic, a
+queue id inside the topic, properties without a transaction, a delay level or a timer, a connection not congested, and,
+under SYNC_FLUSH / SYNC_MASTER, a store whose put waits can call back. What it stores is the record the general path
+would store; the response is the general path's frame, written from a template (``tests/processors/test_send_fast.py``
+proves both byte for byte). A store refusal also goes back to the general path, which appends again (nothing was
+written) and answers the refusal.
 
 Per send this skips the command objects of the request and the response, the header object, the pool queue and
 four coroutines; docs/PERFORMANCE.md has the figures.
@@ -27,6 +28,7 @@ import orjson
 from processors.common import born_host
 from processors.send_answer import answer
 from processors.send_properties import rewrite_properties
+from remoting.codec.acl_signing import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE
 from remoting.codec.codes import CURRENT_VERSION, RequestCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.message import SYSFLAG_MULTI_TAGS, MessageRecord
@@ -47,7 +49,9 @@ __all__ = ["SendFastPath"]
 log = logging.getLogger(__name__)
 
 _INT32: Final = range(-(1 << 31), 1 << 31)
-_V2_KEYS: Final = frozenset("abcdefghijklmn")
+#: The V2 letters and ACL 1.0's fields (checked by the dispatcher's fast admission before this runs; the general
+#: path ignores them too).
+_V2_KEYS: Final = frozenset("abcdefghijklmn") | {ACCESS_KEY, SIGNATURE, SECURITY_TOKEN}
 _HEAD: Final = struct.Struct(">ii")
 _SEND_V2: Final = int(RequestCode.SEND_MESSAGE_V2)
 #: The response header after the msgId: what ``encode_json`` writes for a PUT_OK answer's remaining fields.

@@ -45,7 +45,7 @@ import attrs
 import sniffio
 from anyio.streams.tls import TLSStream
 
-from remoting.codec.acl_signing import SessionCredentials, sign
+from remoting.codec.acl_signing import SessionCredentials, sign, signed_fields
 from remoting.codec.codes import ResponseCode, SerializeType
 from remoting.codec.command import RemotingCommand, next_opaque
 from remoting.codec.frame import MAX_FRAME, encode_json_request
@@ -259,15 +259,18 @@ class RemotingClient:
     ) -> bool:
         """``invoke_callback(address, request(code, ext_fields, body), timeout, callback, plain=True)`` without the
         command: the JSON frame is written straight from the fields. Returns False, having done nothing, unless the
-        request would go out as it is on a live connection (no ACL signature, JSON headers, ``ext_fields`` not empty,
-        connection open and not congested): the caller then takes :meth:`invoke_callback`."""
+        request would go out as it is on a live connection (JSON headers, ``ext_fields`` not empty, connection open
+        and not congested): the caller then takes :meth:`invoke_callback`. With credentials the fields are signed
+        first, as :meth:`invoke_callback` would sign the command."""
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
-        if self.credentials is not None or self.serialize_type != SerializeType.JSON or not ext_fields:
+        if self.serialize_type != SerializeType.JSON or not ext_fields:
             return False
         conn = self._connections.get(address)
         if conn is None or conn.closed or conn.congested:
             return False
+        if self.credentials is not None:
+            ext_fields = signed_fields(ext_fields, body, self.credentials)
         opaque = next_opaque()
         conn.invoke_frame_callback(opaque, code, encode_json_request(code, opaque, ext_fields, body), timeout, callback)
         return True

@@ -19,8 +19,10 @@ accounting showed up at ~5 % of the server's profile, hence per-worker). A pool 
 :meth:`Dispatcher.fast_request` is the reader's shortcut (:data:`~remoting.connection.FastRequest`): a handler
 registered with :meth:`Dispatcher.register_fast` may take a request straight from its parsed JSON header, in the
 reader, without a command, a pool hop or a coroutine. It is offered only what the pool path would treat the same way:
-no admission (ACL) is configured, and the code's pool is idle (nothing queued or running), so a connection's requests
-keep their order. A handler that returns False has touched nothing; the request then takes the general path.
+the code's pool is idle (nothing queued or running), so a connection's requests keep their order, and, when an
+admission (ACL) is configured, its ``fast_admission`` admits the header's fields as they are (anything it does not
+admit, refusals included, takes the general path, which answers it). A handler that returns False has touched
+nothing; the request then takes the general path.
 
 What a processor's outcome becomes on the wire is :func:`remoting.processor.run_processor`'s contract.
 """
@@ -65,6 +67,10 @@ Admission = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
 
 #: ``(ctx, header fields, body) -> handled``, see :meth:`Dispatcher.register_fast`.
 FastHandler = Callable[[RequestContext, dict[str, Any], bytes], bool]
+
+#: ``(ctx, header fields, body) -> admitted`` for the fast path; False sends the request the general way (see the
+#: module docstring). It must not block or raise.
+FastAdmission = Callable[[RequestContext, dict[str, Any], bytes], bool]
 
 #: (processor, context, request, time queued): the time only matters to pools with ``max_wait``.
 _Job = tuple[Processor, RequestContext, RemotingCommand, float]
@@ -195,8 +201,9 @@ class Dispatcher:
     dispatcher shared by several listeners should be started once by its owner).
     """
 
-    def __init__(self, admission: Admission | None = None) -> None:
+    def __init__(self, admission: Admission | None = None, fast_admission: FastAdmission | None = None) -> None:
         self.admission = admission
+        self.fast_admission = fast_admission
         self._table: dict[int, tuple[Processor, ProcessorPool]] = {}
         self._default: tuple[Processor, ProcessorPool] | None = None
         self._fast: dict[int, tuple[FastHandler, ProcessorPool]] = {}
@@ -228,10 +235,12 @@ class Dispatcher:
     def fast_request(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
         """Whether a fast handler took this request (see the module docstring); called by readers."""
         code = fields.get("code")
-        if type(code) is not int or self.admission is not None:
+        if type(code) is not int:
             return False
         entry = self._fast.get(code)
         if entry is None or not entry[1].idle:
+            return False
+        if self.admission is not None and (self.fast_admission is None or not self.fast_admission(ctx, fields, body)):
             return False
         return entry[0](ctx, fields, body)
 

@@ -20,6 +20,7 @@ write the owning file atomically with the next ``dataVersion`` and apply it at o
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
@@ -69,6 +70,9 @@ def _frame(method: str, line: int) -> str:
     return f"{_MANAGER}.{method}(PlainPermissionManager.java:{line})"
 
 
+#: Remembered permission grants before the set starts again (a bound against clients naming ever-new topics).
+_MAX_GRANTED: Final = 4096
+
 PARSE_FRAME: Final = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)"
 
 
@@ -113,6 +117,7 @@ class AclManager:
         self._accounts: dict[str, Account] = {}
         self._owner: dict[str, Path] = {}
         self._global_white: tuple[AddressMatcher, ...] = ()
+        self._granted: set[tuple[object, ...]] = set()
 
     # -- loading -----------------------------------------------------------------------------------------------
 
@@ -181,6 +186,7 @@ class AclManager:
                 accounts[account.access_key] = account
                 owner[account.access_key] = path
         self._accounts, self._owner, self._global_white = accounts, owner, tuple(white)
+        self._granted = set()  # the rules changed: every cached permission decision is stale
 
     # -- the check ---------------------------------------------------------------------------------------------
 
@@ -191,9 +197,9 @@ class AclManager:
             needed = needed_resources(cmd)
         except ResourceError as exc:
             raise AclDenied(str(exc), PARSE_FRAME, access_key) from None
-        if self.globally_white(ip):
+        if self._global_white and self.globally_white(ip):
             return
-        self.check(ip, access_key, lambda secret: signature_matches(cmd, secret), cmd.code, needed)
+        self.check(ip, access_key, functools.partial(signature_matches, cmd), cmd.code, needed)
 
     def globally_white(self, ip: str) -> bool:
         """Whether ``ip`` matches a ``globalWhiteRemoteAddresses`` pattern (then nothing else is checked)."""
@@ -204,7 +210,9 @@ class AclManager:
     ) -> None:
         """The checks after the global white list, shared by the remoting and the gRPC front ends: the account of
         ``access_key``, its white address, ``signed_by(secret key)``, the trace-topic shortcut, then
-        :func:`check_perm` of ``needed`` for request ``code``. Raises :class:`AclDenied`."""
+        :func:`check_perm` of ``needed`` for request ``code``, whose grants are remembered per (access key, code,
+        resources) until the rules next change (a steady producer is checked by one set lookup). Raises
+        :class:`AclDenied`."""
         if access_key is None:
             raise AclDenied("No accessKey is configured", _frame("validate", 664))
         account = self._accounts.get(access_key)
@@ -216,7 +224,13 @@ class AclManager:
             raise AclDenied(f"Check signature failed for accessKey={access_key}", _frame("validate", 684), access_key)
         if needed.get(TRACE_TOPIC) == PUB:
             return
-        check_perm(code, needed, account)
+        decision = (access_key, code, *needed.items())
+        if decision in self._granted:
+            return
+        check_perm(code, needed, account)  # raises when refused: only grants are remembered
+        if len(self._granted) >= _MAX_GRANTED:
+            self._granted.clear()
+        self._granted.add(decision)
 
     # -- reads for the admin codes -----------------------------------------------------------------------------
 

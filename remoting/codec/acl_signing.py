@@ -14,12 +14,13 @@ Both sides use this module: the broker's ACL check (:mod:`broker.acl`) and our c
 
 from __future__ import annotations
 
-import base64
+import binascii
 import functools
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
-from typing import Final
+import operator
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final, Protocol
 
 import attrs
 
@@ -35,6 +36,12 @@ UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"
 _CLIENT_SKIP: Final = frozenset((SIGNATURE,))
 _BROKER_SKIP: Final = frozenset((SIGNATURE, UNIQUE_KEY_QUERY))
 
+#: How many field sets (keys in arrival order) keep a precomputed content order per exclusion set; past it the table
+#: starts again, so a client sending ever-new field sets costs a sort per request (as without the table), not memory.
+_MAX_ORDERS: Final = 512
+
+_Values = Callable[[Mapping[str, str]], Iterable[str]]
+
 
 def _java_sorted(keys: Iterable[str]) -> list[str]:
     """Keys in Java's ``String.compareTo`` order: UTF-16 code units, which is code-point order for ASCII keys."""
@@ -44,16 +51,59 @@ def _java_sorted(keys: Iterable[str]) -> list[str]:
     return ordered
 
 
+def _values_getter(keys: Iterable[str], exclude: frozenset[str]) -> _Values:
+    """A function returning the signed values of a mapping with these keys, in signing order (one C call)."""
+    order = [key for key in _java_sorted(keys) if key not in exclude]
+    if len(order) > 1:
+        return operator.itemgetter(*order)
+    if order:
+        (only,) = order
+        return lambda fields: (fields[only],)
+    return lambda fields: ()
+
+
+#: Per exclusion set: the keys of a field set in arrival order -> its values getter. The send header's field set is
+#: fixed and a dict keeps insertion order, so a steady client hits one entry: no sort per request.
+_ORDERS: Final[dict[frozenset[str], dict[tuple[str, ...], _Values]]] = {_CLIENT_SKIP: {}, _BROKER_SKIP: {}}
+
+
 def signing_content(ext_fields: Mapping[str, str], exclude: frozenset[str] = _CLIENT_SKIP) -> bytes:
     """The UTF-8 text the signature covers, without the body: the values sorted by key, ``exclude`` left out."""
-    return "".join([ext_fields[key] for key in _java_sorted(ext_fields) if key not in exclude]).encode("utf-8")
+    table = _ORDERS.get(exclude)
+    if table is None:
+        return "".join(_values_getter(ext_fields, exclude)(ext_fields)).encode("utf-8")
+    keys = tuple(ext_fields)
+    values = table.get(keys)
+    if values is None:
+        if len(table) >= _MAX_ORDERS:
+            table.clear()
+        values = table[keys] = _values_getter(keys, exclude)
+    return "".join(values(ext_fields)).encode("utf-8")
+
+
+class _Mac(Protocol):
+    def copy(self) -> _Mac: ...
+    def update(self, data: Body, /) -> None: ...
+    def digest(self) -> bytes: ...
+
+
+def _new_mac(key: bytes) -> _Mac:
+    """OpenSSL's HMAC object (copy, update and digest all in C) or, on a Python without it or an OpenSSL refusing
+    SHA-1 there, the stdlib's wrapper: the same bytes either way."""
+    try:
+        from _hashlib import hmac_new
+
+        return hmac_new(key, digestmod="sha1")
+    except (ImportError, ValueError):
+        return hmac.new(key, digestmod=hashlib.sha1)
 
 
 @functools.lru_cache(maxsize=1024)
-def _keyed(secret_key: str) -> hmac.HMAC:
-    """An HMAC-SHA1 with the key already scheduled, copied per message: measured ~1.5x faster than ``hmac.new`` or
-    the one-shot ``hmac.digest`` per request. A few hundred accounts at most, so the cache stays small."""
-    return hmac.new(secret_key.encode("utf-8"), digestmod=hashlib.sha1)
+def _keyed(secret_key: str) -> _Mac:
+    """An HMAC-SHA1 with the key already scheduled, copied per message: the C object's ``copy`` is ~2.5x cheaper
+    than copying ``hmac.HMAC`` (a Python wrapper) and ~2.5x cheaper than a one-shot ``hmac.digest``. A few hundred
+    accounts at most, so the cache stays small."""
+    return _new_mac(secret_key.encode("utf-8"))
 
 
 def hmac_sha1(secret_key: str, data: bytes) -> bytes:
@@ -69,7 +119,7 @@ def calculate_signature(content: bytes, body: Body, secret_key: str) -> str:
     mac.update(content)
     if body:
         mac.update(body)
-    return base64.b64encode(mac.digest()).decode("ascii")
+    return binascii.b2a_base64(mac.digest(), newline=False).decode("ascii")
 
 
 def request_signature(ext_fields: Mapping[str, str], body: Body, secret_key: str) -> str:
@@ -101,16 +151,23 @@ class SessionCredentials:
     security_token: str | None = attrs.field(default=None, repr=False)
 
 
+def signed_fields(ext_fields: Mapping[str, str], body: Body, credentials: SessionCredentials) -> dict[str, str]:
+    """A new dict: ``ext_fields`` with ``AccessKey`` (and ``SecurityToken`` when set) added and ``Signature`` over
+    them and ``body``, as Java's ``AclClientRPCHook`` (for a frame written straight from its fields)."""
+    fields = {**ext_fields, ACCESS_KEY: credentials.access_key}
+    fields.pop(SIGNATURE, None)
+    if credentials.security_token is not None:
+        fields[SECURITY_TOKEN] = credentials.security_token
+    fields[SIGNATURE] = calculate_signature(signing_content(fields), body, credentials.secret_key)
+    return fields
+
+
 def sign(cmd: RemotingCommand, credentials: SessionCredentials) -> RemotingCommand:
     """``cmd`` with ``AccessKey`` (and ``SecurityToken`` when set) added and signed, as Java's ``AclClientRPCHook``.
 
     Returns a new command; ``cmd`` and its extFields dict are not modified.
     """
-    fields = {**cmd.ext_fields, ACCESS_KEY: credentials.access_key}
-    fields.pop(SIGNATURE, None)
-    if credentials.security_token is not None:
-        fields[SECURITY_TOKEN] = credentials.security_token
-    fields[SIGNATURE] = request_signature(fields, cmd.body, credentials.secret_key)
+    fields = signed_fields(cmd.ext_fields, cmd.body, credentials)
     # Positional, in field order: cheaper than attrs.evolve on every signed request.
     return RemotingCommand(
         cmd.code, cmd.opaque, cmd.flag, cmd.language, cmd.version, cmd.remark, fields, cmd.body, cmd.serialize_type

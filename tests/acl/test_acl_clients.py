@@ -13,12 +13,13 @@ import yaml
 from click.testing import CliRunner
 
 from broker.embedded import EmbeddedCluster
-from client import Message, Producer
+from client import Message, Producer, SendResult
 from client.admin import Admin
 from client.config import ClientConfig
 from client.errors import MQClientError
 from client.mqadmin import main as mqadmin
 from tests.acl.conftest import consume
+from tests.client.helpers import wait_until
 
 
 def _config(cluster: EmbeddedCluster, access_key: str | None, secret_key: str | None = "12345678") -> ClientConfig:
@@ -46,6 +47,30 @@ async def test_a_signed_producer_and_consumer_work_and_a_refused_send_stores_not
 
     received = await consume(_config(acl_cluster, "RocketMQ"), "groupB", "topicB", 5)
     assert sorted(received) == [f"m{i}".encode() for i in range(5)]
+
+
+async def test_task_free_async_sends_are_signed_and_checked_on_the_fast_paths(acl_cluster: EmbeddedCluster) -> None:
+    """Async sends go out as frames written from their fields (signed there) and the broker admits them from the
+    parsed header: the allowed ones are stored, a refused one and a wrongly signed one get the ACL error and store
+    nothing."""
+    await _create_topic(acl_cluster, "topicB")
+    await _create_topic(acl_cluster, "topicC")
+    outcomes: list[SendResult | Exception] = []
+    async with Producer("PG-acl-async", config=_config(acl_cluster, "RocketMQ")) as producer:
+        await producer.send(Message("topicB", b"route"))  # route and connection ready: the frame path from now on
+        for i in range(6):
+            producer.send_async(Message("topicB", f"a{i}".encode()), outcomes.append)
+        producer.send_async(Message("topicC", b"refused"), outcomes.append)
+        await wait_until(lambda: len(outcomes) == 7)
+    async with Producer("PG-acl-async", config=_config(acl_cluster, "RocketMQ", "wrong-secret")) as producer:
+        with pytest.raises(MQClientError, match="Check signature failed for accessKey=RocketMQ"):
+            await producer.send(Message("topicB", b"wrongly signed"))
+    assert sum(isinstance(outcome, SendResult) for outcome in outcomes) == 6
+    (refused,) = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+    assert "No default permission for topic:topicC" in str(refused)
+    store = acl_cluster.controller.context.store
+    assert sum(store.max_offset_in_queue("topicC", q) for q in range(2)) == 0
+    assert sum(store.max_offset_in_queue("topicB", q) for q in range(2)) == 7
 
 
 async def test_an_unsigned_or_wrongly_signed_admin_is_refused(acl_cluster: EmbeddedCluster) -> None:

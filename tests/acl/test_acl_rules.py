@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from broker.acl.manager import AclDenied, AclFiles, AclManager
+from broker.acl.manager import _MAX_GRANTED, AclDenied, AclFiles, AclManager
 from broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_perm
 from broker.acl.plain_config import AclConfigError, parse_acl_file
 from broker.acl.remote_address import AddressPatternError, address_matcher
@@ -159,3 +160,43 @@ def test_without_a_home_nothing_loads_nothing_is_created_and_edits_are_refused(t
         manager.update_account(parse_acl_file("accounts: [{accessKey: newcomer, secretKey: 12345678}]").entries[0],
                                frozenset())  # fmt: skip
     assert manager.versions() == {} and manager.default_version() == {"counter": 0, "timestamp": 0}
+
+
+def _edit(manager: AclManager, fields: str, given: frozenset[str]) -> None:
+    """``update_account`` of producer1 (secret secret12) with these YAML ``fields``."""
+    entry = parse_acl_file(f"accounts: [{{accessKey: producer1, secretKey: secret12, {fields}}}]").entries[0]
+    manager.update_account(entry, given)
+
+
+def test_remembered_grants_are_dropped_when_the_rules_change(tmp_path: Path) -> None:
+    """A grant is remembered per (access key, code, resources): a reload or an edit that revokes it refuses the next
+    request, and a client naming ever-new topics cannot grow the memory past its bound."""
+    acl_file = tmp_path / "conf" / "plain_acl.yml"
+    _write(acl_file, "accounts:\n  - {accessKey: producer1, secretKey: secret12, topicPerms: [T=PUB]}\n")
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    creds = SessionCredentials("producer1", "secret12")
+    send = sign(request(RequestCode.SEND_MESSAGE, {"topic": "T"}), creds)
+    manager.validate("10.1.0.7", send)
+    manager.validate("10.1.0.7", send)  # now from the remembered grant
+    _write(acl_file, "accounts:\n  - {accessKey: producer1, secretKey: secret12, topicPerms: [T=DENY]}\n")
+    os.utime(acl_file, ns=(1, 1))  # a modification time the manager has not seen, however coarse the clock
+    assert manager.reload_changed() == [acl_file]
+    with pytest.raises(AclDenied, match="No default permission for topic:T"):
+        manager.validate("10.1.0.7", send)
+
+    _edit(manager, "topicPerms: [T=PUB]", frozenset({"topic_perms"}))
+    manager.validate("10.1.0.7", send)
+    _edit(manager, "topicPerms: [T=SUB]", frozenset({"topic_perms"}))
+    with pytest.raises(AclDenied, match="No default permission for topic:T"):
+        manager.validate("10.1.0.7", send)
+
+    for i in range(_MAX_GRANTED + 10):
+        topic_send = sign(request(RequestCode.SEND_MESSAGE, {"topic": f"T{i}"}), creds)
+        with pytest.raises(AclDenied):
+            manager.validate("10.1.0.7", topic_send)  # refusals are never remembered
+    assert not manager._granted
+    _edit(manager, "defaultTopicPerm: PUB", frozenset({"default_topic_perm", "topic_perms"}))
+    for i in range(_MAX_GRANTED + 10):
+        manager.validate("10.1.0.7", sign(request(RequestCode.SEND_MESSAGE, {"topic": f"T{i}"}), creds))
+    assert 0 < len(manager._granted) <= _MAX_GRANTED

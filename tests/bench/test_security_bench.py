@@ -22,3 +22,12 @@ def test_security_bench_reports_every_mode_and_both_ratios() -> None:
     assert set(summaries) == {"acl_vs_plain", "tls_vs_plain"}
     for row in summaries.values():
         assert math.isfinite(row["cpu_ratio"]) and row["cpu_ratio"] > 0 and row["median"] > 0
+
+
+def test_security_micro_bench_times_signing_and_the_check() -> None:
+    argv = [sys.executable, "-m", "bench.security", "micro", "--number", "50"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = {row["micro"]: row for row in map(json.loads, done.stdout.splitlines())}
+    assert set(rows) == {"sign", "check"}
+    assert all(math.isfinite(row["us_per_request"]) and row["us_per_request"] > 0 for row in rows.values())

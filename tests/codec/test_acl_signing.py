@@ -10,6 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from remoting.codec.acl_signing import (
+    _MAX_ORDERS,
+    _ORDERS,
     SessionCredentials,
     request_signature,
     sign,
@@ -97,3 +99,27 @@ def test_a_non_ascii_or_missing_signature_is_simply_wrong() -> None:
         fields = {**base.ext_fields, "Signature": bad}
         assert not signature_matches(request(RequestCode.SEND_MESSAGE, fields), "sk12345")
     assert not signature_matches(request(RequestCode.SEND_MESSAGE, {"topic": "T"}), "sk12345")
+
+
+def _reference_content(fields: dict[str, str], exclude: frozenset[str]) -> bytes:
+    """The rule written out plainly: Java's UTF-16 key order, values only, ``exclude`` left out."""
+    keys = sorted(fields, key=lambda key: key.encode("utf-16-be"))
+    return "".join(fields[key] for key in keys if key not in exclude).encode("utf-8")
+
+
+@given(st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=8), st.binary(max_size=64))
+def test_the_remembered_key_order_gives_the_plain_rule_s_content_and_mac(fields: dict[str, str], body: bytes) -> None:
+    for exclude in (frozenset(("Signature",)), frozenset(("Signature", "_UNIQUE_KEY_QUERY")), frozenset(("x",))):
+        expected = _reference_content(fields, exclude)
+        assert signing_content(fields, exclude) == expected
+        assert signing_content(dict(reversed(fields.items())), exclude) == expected  # another arrival order
+        assert signing_content(fields, exclude) == expected  # now from the remembered order
+    mac = hmac.new(b"secret1", _reference_content(fields, frozenset(("Signature",))) + body, hashlib.sha1)
+    assert request_signature(fields, body, "secret1") == base64.b64encode(mac.digest()).decode()
+
+
+def test_more_field_sets_than_the_order_table_holds_still_sign_right() -> None:
+    for i in range(_MAX_ORDERS * 2 + 3):
+        fields = {f"k{i}": "v", "AccessKey": "ak", f"z{i % 7}": str(i)}
+        assert signing_content(fields) == _reference_content(fields, frozenset(("Signature",)))
+    assert 0 < len(_ORDERS[frozenset(("Signature",))]) <= _MAX_ORDERS

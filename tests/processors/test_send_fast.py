@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from broker.context import BrokerState
 from processors.send import SendMessageProcessor
+from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.frame import encode_command
@@ -192,3 +193,10 @@ def _requests(draw: st.DrawFn) -> RemotingCommand:
 @given(st.lists(_requests(), min_size=1, max_size=6))
 def test_any_send_gets_the_same_answer_and_record_on_both_paths(requests: list[RemotingCommand]) -> None:
     trio.run(_compare, requests)
+
+
+def test_a_signed_send_takes_the_fast_path_too() -> None:
+    """ACL 1.0's fields (AccessKey, Signature, SecurityToken) are known to the fast path and change nothing stored."""
+    credentials = SessionCredentials("producer1", "secret12", "a-token")
+    requests = [sign(send_request(body=b"x" * (n + 1), queue_id=n % 4), credentials) for n in range(4)]
+    assert all(trio.run(_compare, requests))

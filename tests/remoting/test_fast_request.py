@@ -90,6 +90,36 @@ async def test_admission_or_a_busy_pool_keeps_requests_on_the_general_path() -> 
         nursery.cancel_scope.cancel()
 
 
+async def test_with_admission_a_fast_admission_decides_and_what_it_declines_gets_the_general_answer() -> None:
+    """The ACL shape: ``fast_admission`` admits from the header's fields; what it does not admit goes through the
+    admission (which refuses it here) and never reaches the fast handler."""
+    admitted: list[str] = []
+
+    def fast_admission(ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
+        admitted.append(fields["extFields"]["key"])
+        return bool(fields["extFields"]["key"] == "good")
+
+    def admission(ctx: RequestContext, req: RemotingCommand) -> RemotingCommand | None:
+        return None if req.ext_fields.get("key") == "good" else req.response(ResponseCode.NO_PERMISSION, "no")
+
+    dispatcher, fast = Dispatcher(admission, fast_admission), FastEcho()
+    dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("send", 1, 100))
+    dispatcher.register_fast(ECHO, fast)
+    async with trio.open_nursery() as nursery:
+        peer = await _serve(dispatcher, nursery)
+        good, bad = request(ECHO, {"take": "yes", "key": "good"}), request(ECHO, {"take": "yes", "key": "bad"})
+        await peer.send(good, bad)
+        answers = {}
+        for _ in range(2):
+            resp = await peer.receive()
+            assert resp is not None
+            answers[resp.opaque] = resp
+        assert answers[good.opaque].remark == FAST_REMARK
+        assert answers[bad.opaque].code == ResponseCode.NO_PERMISSION
+        assert admitted == ["good", "bad"] and fast.offered == 1
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_frame_whose_json_header_does_not_parse_closes_the_connection() -> None:
     dispatcher, fast = Dispatcher(), FastEcho()
     dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("send", 1, 100))

@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from remoting.client import RemotingClient
-from remoting.codec.acl_signing import SessionCredentials
+from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.codes import ResponseCode, SerializeType
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.frame import encode_json_request
@@ -127,24 +127,34 @@ async def test_a_raising_callback_is_logged_and_the_reader_goes_on(caplog: pytes
     assert "callback bug" in caplog.text
 
 
-async def test_the_client_writes_from_fields_only_what_would_go_out_unsigned_as_json():
+async def test_the_client_writes_from_fields_only_what_would_go_out_as_json_and_signs_them_with_credentials():
     dispatcher = Dispatcher()
     dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("send", 1, 100))
     async with trio.open_nursery() as nursery:
         host, port = await nursery.start(RemotingServer(dispatcher).serve)
         address = f"{host}:{port}"
         for client, expected in (
-            (RemotingClient(credentials=SessionCredentials("ak", "sk")), False),
+            (RemotingClient(credentials=SessionCredentials("ak", "sk")), True),
             (RemotingClient(serialize_type=SerializeType.CBOR), False),
             (RemotingClient(), True),
         ):
             async with client:
                 await client.invoke(address, request(ECHO), 5.0)  # the connection is live now
                 outcomes: list[RemotingCommand | RemotingError] = []
-                taken = client.invoke_fields_callback(address, ECHO, {"k": "v"}, b"f", 5.0, outcomes.append)
+                fields = {"k": "v"}
+                taken = client.invoke_fields_callback(address, ECHO, fields, b"f", 5.0, outcomes.append)
                 assert taken is expected
+                assert fields == {"k": "v"}  # the caller's dict is left alone
                 if taken:
                     await _outcomes(outcomes, 1)
                     (got,) = outcomes
                     assert isinstance(got, RemotingCommand) and got.body == b"f"
+                    # The echo carries the fields as they went out: signed exactly as sign() signs the command.
+                    unsigned = request(ECHO, {"k": "v"}, b"f")
+                    wanted = (
+                        unsigned.ext_fields
+                        if client.credentials is None
+                        else sign(unsigned, client.credentials).ext_fields
+                    )
+                    assert got.ext_fields == wanted
         nursery.cancel_scope.cancel()
