@@ -30,6 +30,7 @@ from typing import Any
 
 import trio
 
+from bench.load.procstat import children_of
 from bench.load.report import environment
 from bench.load.run import process_cpu_seconds
 from client import Admin, TopicRouteNotFoundError
@@ -51,20 +52,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--queues", type=int, default=8, help="queues of the topic on each broker")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     return parser
-
-
-def children_of(pid: int) -> list[int]:
-    """Processes whose parent is ``pid`` (``/proc/*/stat``)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def cpu_of(pids: list[int]) -> float:

@@ -56,3 +56,17 @@ def descriptors(pid: int, store_dir: str | None = None) -> Descriptors:
         else:
             other += 1
     return Descriptors(sockets, store, other)
+
+
+def children_of(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (``/proc/*/stat``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found

@@ -16,10 +16,12 @@ import attrs
 import pytest
 import trio
 
+from bench.load.procstat import children_of
+from bench.scale import brokers_in_route
 from broker.broker_config import BrokerConfig
 from broker.broker_process import properties_text
 from broker.embedded import EmbeddedCluster, broker_names, default_brokers
-from client import Admin, Message, Producer, TopicRouteNotFoundError
+from client import Admin, Message, Producer
 from remoting.codec.java_properties import apply_properties, parse_properties
 from tests.conftest import SMALL_STORE
 
@@ -44,29 +46,6 @@ def test_a_broker_process_gets_its_settings_through_a_properties_file() -> None:
     text = properties_text(config)
     assert "brokerName=broker-b" in text and "listenPort=0" in text
     assert apply_properties(BrokerConfig(), parse_properties(text))[0] == config
-
-
-def children_of(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (from ``/proc/*/stat``)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-async def brokers_in_route(admin: Admin, topic: str) -> int:
-    """How many brokers the name server's route of ``topic`` names now (0 before any registered it)."""
-    admin.instance.forget_route(topic)
-    try:
-        return len((await admin.topic_route(topic)).queue_datas)
-    except TopicRouteNotFoundError:
-        return 0
 
 
 async def spread_over(namesrv: str, brokers: int) -> Counter[str]:
