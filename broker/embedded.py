@@ -38,6 +38,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -306,24 +307,21 @@ class _BrokerSlot:
         self, controller: BrokerController, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED
     ) -> None:
         self.controller = controller
-        done = self.done = trio.Event()
-        try:
-            with trio.CancelScope() as scope:
-                self.scope = scope
-                await controller.serve(task_status=task_status)
-        finally:
-            self.scope = None
-            done.set()
+        await self._serve(controller.serve, task_status)
 
     async def run_process(
         self, process: BrokerProcess, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED
     ) -> None:
         self.process = process
+        await self._serve(process.run, task_status)
+
+    async def _serve(self, serve: Callable[..., Awaitable[None]], task_status: trio.TaskStatus[Address]) -> None:
+        """Run ``serve`` in a scope :meth:`stop` cancels; ``done`` is set however it ends."""
         done = self.done = trio.Event()
         try:
             with trio.CancelScope() as scope:
                 self.scope = scope
-                await process.run(task_status=task_status)
+                await serve(task_status=task_status)
         finally:
             self.scope = None
             done.set()
