@@ -409,19 +409,12 @@ class MessageStore(StoreReads):
 
     @staticmethod
     def _write_index(index: IndexLike, pending: list[tuple[str, str, int, int]]) -> None:
-        run_topic, run_ts = "", 0
-        run: list[tuple[list[str], int]] = []
+        runs = IndexRuns(index)
         for topic, properties, phy, store_ts in pending:
             keys = index_keys_of_raw(properties.encode())
-            if not keys:
-                continue
-            if topic != run_topic or store_ts != run_ts:
-                if run:
-                    index.put_batch(run_topic, run, run_ts)
-                run_topic, run_ts, run = topic, store_ts, []
-            run.append((keys, phy))
-        if run:
-            index.put_batch(run_topic, run, run_ts)
+            if keys:
+                runs.put(topic, keys, phy, store_ts)
+        runs.flush()
 
     def _append_scheduled(self, msg: MessageRecord) -> AppendResult:
         """:meth:`append` for ``SCHEDULE_TOPIC_XXXX``, whose tags code is the delivery time (the Python encoder)."""
