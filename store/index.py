@@ -19,11 +19,12 @@ file only ends a lookup early, it never raises or loops.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from store.index_file import (
     HASH_SLOT_SIZE,
@@ -40,6 +41,8 @@ from store.index_file import (
 
 if TYPE_CHECKING:
     from store.reads import IndexLike
+
+_HASHED: Final = struct.Struct(">iq")
 
 __all__ = [
     "HASH_SLOT_SIZE",
@@ -145,6 +148,16 @@ class IndexService:
         keyed = [(k, phy) for keys, phy in messages if phy > floor for k in keys if k]
         hashes = topic_key_hashes(topic, [k for k, _ in keyed])
         self._write(list(zip(hashes, [phy for _, phy in keyed], strict=True)), store_timestamp)
+
+    def put_hashed(self, packed: bytes, store_timestamp: int) -> None:
+        """Entries already hashed (a replica's scan: 12 bytes each, ``keyHash int32 | phyOffset int64`` big-endian,
+        offsets non-decreasing, one store time): what :meth:`put_batch` writes for the keys they were hashed from,
+        with the same skip of offsets already indexed."""
+        entries: list[tuple[int, int]] = list(_HASHED.iter_unpack(packed))
+        floor = self._indexed_up_to()
+        if entries and entries[0][1] <= floor:
+            entries = [e for e in entries if e[1] > floor]
+        self._write(entries, store_timestamp)
 
     def _indexed_up_to(self) -> int:
         """The newest indexed CommitLog offset (-1 when nothing is indexed)."""

@@ -45,6 +45,9 @@ def encode_record_into(
     record: MessageRecord,
     /,
 ) -> tuple[int, int, int]: ...
+def scan_records(
+    buf: object, pos: int, limit: int, base: int, with_index: bool, /
+) -> tuple[int, int, int, list[tuple[str, int, int, bytes]], list[tuple[int, bytes]]]: ...
 def crc32(data: bytes | bytearray | memoryview, /) -> int: ...
 
 #: Whether the CRC runs on PCLMULQDQ (else zlib's table loop).
