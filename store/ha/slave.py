@@ -70,6 +70,9 @@ class HAClient:
         self.sessions = 0
         self.last_contact = 0.0
         self.received_bytes = 0
+        #: The master's CommitLog end as last learned (-1: not yet) and when (Trio clock): :meth:`note_master_offset`.
+        self.master_offset = -1
+        self.master_offset_at = 0.0
         self._reporting = False
         self._report_owed = False
         self._last_report = 0.0
@@ -83,7 +86,16 @@ class HAClient:
             return
         log.info("HA master address %s -> %s", self.master_address or "(none)", address)
         self.master_address = address
+        self.master_offset = -1
         self._address_known.set()
+
+    def note_master_offset(self, offset: int) -> None:
+        """The master's CommitLog reaches at least ``offset``: the end of a frame it sent (a heartbeat's offset is its
+        whole log, everything having been sent), or its ``commitLogMaxOffset`` read by the broker's 10 s metadata
+        sync. The figure only grows while the master's address stays the same."""
+        if offset >= self.master_offset:
+            self.master_offset = offset
+            self.master_offset_at = trio.current_time()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -164,12 +176,15 @@ class HAClient:
             self.last_contact = trio.current_time()
             before = replica.max_offset
             try:
-                for frame in reader.feed(data):
+                frames = reader.feed(data)
+                for frame in frames:
                     replica.append(frame.offset, frame.body, dispatch=False)
                     self.received_bytes += len(frame.body)
             except (HAProtocolError, OffsetMismatchError) as exc:
                 log.warning("HA stream from the master refused: %s; reconnecting", exc)
                 return
+            if frames:
+                self.note_master_offset(frames[-1].offset + len(frames[-1].body))
             if replica.max_offset > before:
                 # Acknowledge what is in the log first (as RocketMQ's slave reports before its dispatcher runs).
                 await self._report(stream)
