@@ -153,11 +153,11 @@ class IndexService:
         """Entries already hashed (a replica's scan: 12 bytes each, ``keyHash int32 | phyOffset int64`` big-endian,
         offsets non-decreasing, one store time): what :meth:`put_batch` writes for the keys they were hashed from,
         with the same skip of offsets already indexed."""
-        entries: list[tuple[int, int]] = list(_HASHED.iter_unpack(packed))
         floor = self._indexed_up_to()
-        if entries and entries[0][1] <= floor:
-            entries = [e for e in entries if e[1] > floor]
-        self._write(entries, store_timestamp)
+        if packed and _HASHED.unpack_from(packed)[1] <= floor:
+            packed = b"".join(_HASHED.pack(h, phy) for h, phy in _HASHED.iter_unpack(packed) if phy > floor)
+        while packed:
+            packed = packed[self._writable_file().put_packed(packed, store_timestamp) * _HASHED.size :]
 
     def _indexed_up_to(self) -> int:
         """The newest indexed CommitLog offset (-1 when nothing is indexed)."""

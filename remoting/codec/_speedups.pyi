@@ -48,6 +48,9 @@ def encode_record_into(
 def scan_records(
     buf: object, pos: int, limit: int, base: int, with_index: bool, /
 ) -> tuple[int, int, int, list[tuple[str, int, int, bytes]], list[tuple[int, bytes]]]: ...
+def index_put_hashed(
+    buf: object, packed: bytes, number: int, limit: int, slots: int, entries_at: int, time_diff: int, /
+) -> tuple[int, int]: ...
 def crc32(data: bytes | bytearray | memoryview, /) -> int: ...
 
 #: Whether the CRC runs on PCLMULQDQ (else zlib's table loop).

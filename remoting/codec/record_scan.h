@@ -6,6 +6,10 @@
  * Walks the plain records of buf[pos:limit] and stops before the first other one (the caller's general path takes
  * it). Reads only: the buffer is held for the call, nothing in it is written. Raises only for bad arguments or
  * memory.
+ *
+ * index_put_hashed(buf, packed, number, limit, slots, entries_at, time_diff) -> (number, new_slots)
+ *
+ * Writes the scan's hashed index entries into an IndexFile's mapping (store/index_file.py owns the header).
  */
 #ifndef ROCKETRIO_RECORD_SCAN_H
 #define ROCKETRIO_RECORD_SCAN_H
@@ -295,6 +299,51 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
     PyMem_Free(idx_runs.runs);
     PyBuffer_Release(&view);
     return result;
+}
+
+/* index_put_hashed(buf, packed, number, limit, slots, entries_at, time_diff) -> (number, new_slots): the IndexFile
+ * writes of remoting/codec/record_scan.py's put_hashed_entries (its docstring has the contract). */
+static PyObject *index_put_hashed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "index_put_hashed takes 7 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    long long v[5];
+    for (int i = 0; i < 5; i++)
+        if ((v[i] = PyLong_AsLongLong(args[2 + i])) == -1 && PyErr_Occurred()) return NULL;
+    long long number = v[0], limit = v[1], slots = v[2], entries_at = v[3], time_diff = v[4];
+    Py_buffer out, in;
+    if (PyObject_GetBuffer(args[0], &out, PyBUF_WRITABLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &in, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&out);
+        return NULL;
+    }
+    unsigned char *b = out.buf;
+    const unsigned char *e = in.buf;
+    long long added = 0;
+    if (slots <= 0 || number < 1 || entries_at < 40 + slots * 4 || entries_at > out.len || limit > (out.len - entries_at) / SCAN_CQ_UNIT ||
+        in.len % SCAN_INDEX_UNIT || time_diff < INT32_MIN || time_diff > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "index_put_hashed: arguments outside the file's geometry");
+        number = -1;
+    }
+    for (Py_ssize_t at = 0; number >= 1 && at < in.len && number < limit; at += SCAN_INDEX_UNIT) {
+        int32_t hash = (int32_t)scan_get32(e + at);
+        unsigned char *slot = b + 40 + ((hash % slots + slots) % slots) * 4;
+        int32_t prev = (int32_t)scan_get32(slot);
+        if (prev <= 0 || prev >= number) {
+            prev = 0;
+            added++;
+        }
+        unsigned char *entry = b + entries_at + number * SCAN_CQ_UNIT;
+        memcpy(entry, e + at, SCAN_INDEX_UNIT); /* keyHash int32 | phyOffset int64, as packed */
+        scan_put32(scan_put32(entry + SCAN_INDEX_UNIT, (uint32_t)time_diff), (uint32_t)prev);
+        scan_put32(slot, (uint32_t)number);
+        number++;
+    }
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&out);
+    return number < 0 ? NULL : Py_BuildValue("(LL)", number, added);
 }
 
 #endif

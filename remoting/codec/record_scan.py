@@ -12,6 +12,13 @@ segment's mapping; ``base`` is the CommitLog offset of ``buf[0]``) and returns
   index entries (12 bytes each, ``keyHash int32 | phyOffset int64`` big-endian: :func:`~store.index.topic_key_hash`
   of the record's UNIQ_KEY, then of each KEYS token); empty unless ``with_index``.
 
+The scan's index entries go into an IndexFile's mapping with :func:`index_put_hashed` ``(buf, packed, number, limit,
+slots, entries_at, time_diff)``: from entry number ``number`` on, until ``limit`` (the file's entry count), each entry
+at the head of its hash slot's chain (``keyHash % slots``; a slot pointing at 0 or at ``number`` or beyond counts as
+empty and as one more used slot), with ``time_diff`` (seconds from the file's begin time); it returns the next entry
+number and how many slots became used. The header is the caller's (store/index_file.py). ``ValueError`` for a
+geometry the buffer cannot hold, before anything is written.
+
 It stops at ``end`` before the first record that is not *plain*: one not wholly below ``limit``, a blank, a record
 that does not validate as :func:`~remoting.codec.record_decode.read_record_meta` validates it, whose physical offset
 field is not where it lies, a prepared or rolled-back transaction, ``SCHEDULE_TOPIC_XXXX``, or a non-ASCII topic,
@@ -40,7 +47,7 @@ from remoting.codec.record_layout import (
     SYSFLAG_TRANSACTION_ROLLBACK,
 )
 
-__all__ = ["CQ_RUN", "INDEX_ENTRY", "NATIVE", "CqRun", "IndexRun", "Scan", "scan_records"]
+__all__ = ["CQ_RUN", "INDEX_ENTRY", "NATIVE", "CqRun", "IndexRun", "Scan", "index_put_hashed", "scan_records"]
 
 #: ``(topic, queue_id, first_queue_offset, packed ConsumeQueue entries)``
 CqRun = tuple[str, int, int, bytes]
@@ -114,10 +121,41 @@ def _py_scan_records(buf: object, pos: int, limit: int, base: int, with_index: b
     return pos, count, last_ts, cq_runs, index_runs
 
 
+_SLOT: Final = struct.Struct(">i")
+_TAIL: Final = struct.Struct(">ii")
+
+
+def _py_index_put_hashed(buf: object, packed: bytes, number: int, limit: int, slots: int, entries_at: int,
+                         time_diff: int) -> tuple[int, int]:  # fmt: skip
+    mm: memoryview = memoryview(buf)  # type: ignore[arg-type]
+    if slots <= 0 or number < 1 or not 40 + slots * 4 <= entries_at <= len(mm) or limit > (len(mm) - entries_at) // 20:
+        raise ValueError("index_put_hashed: arguments outside the file's geometry")
+    if len(packed) % INDEX_ENTRY.size or not -(2**31) <= time_diff < 2**31:
+        raise ValueError("index_put_hashed: arguments outside the file's geometry")
+    added = 0
+    for at in range(0, len(packed), INDEX_ENTRY.size):
+        if number >= limit:
+            break
+        slot_pos = 40 + _SLOT.unpack_from(packed, at)[0] % slots * 4
+        prev = _SLOT.unpack_from(mm, slot_pos)[0]
+        if prev <= 0 or prev >= number:
+            prev = 0
+            added += 1
+        entry = entries_at + number * 20
+        mm[entry : entry + INDEX_ENTRY.size] = packed[at : at + INDEX_ENTRY.size]
+        _TAIL.pack_into(mm, entry + INDEX_ENTRY.size, time_diff, prev)
+        _SLOT.pack_into(mm, slot_pos, number)
+        number += 1
+    return number, added
+
+
 Scanner = Callable[[object, int, int, int, bool], Scan]
+IndexWriter = Callable[[object, bytes, int, int, int, int, int], tuple[int, int]]
 
 _speedups: Final = native_module()
 #: Whether the C scan is in use.
 NATIVE: Final = _speedups is not None
 #: See the module docstring.
 scan_records: Final[Scanner] = _py_scan_records if _speedups is None else _speedups.scan_records
+#: ``(buf, packed, number, limit, slots, entries_at, time_diff) -> (number, new_slots)``: see the module docstring.
+index_put_hashed: Final[IndexWriter] = _py_index_put_hashed if _speedups is None else _speedups.index_put_hashed

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,3 +136,44 @@ def test_the_runs_are_what_the_general_path_gives_record_by_record(
             )
         )
         assert record.sys_flag & 0xC in (0x4, 0xC) or record.topic == "SCHEDULE_TOPIC_XXXX" or non_ascii
+
+
+HASHES = st.one_of(st.integers(0, 2**31 - 1), st.integers(-(2**31), -1), st.sampled_from([0, 1, 2, 3]))
+HASHED = st.lists(st.tuples(HASHES, st.integers(0, 2**40)), max_size=10).map(
+    lambda es: b"".join(record_scan.INDEX_ENTRY.pack(h, phy) for h, phy in es)
+)
+
+
+@requires_speedups
+@settings(max_examples=800)
+@given(slots=st.integers(1, 7), limit=st.integers(2, 12), before=HASHED, packed=HASHED, start=st.integers(1, 13),
+       time_diff=st.integers(-(2**31), 2**31 - 1), garbage=st.binary(min_size=4, max_size=4))  # fmt: skip
+def test_the_c_index_writes_equal_the_python_twin(slots: int, limit: int, before: bytes, packed: bytes, start: int,
+                                                  time_diff: int, garbage: bytes) -> None:  # fmt: skip
+    """From any slot contents (even garbage: a slot pointing beyond the entries counts as empty) and any start."""
+    assert SPEEDUPS is not None
+    entries_at = 40 + slots * 4
+    size = entries_at + limit * 20
+    outcomes = []
+    for put in (SPEEDUPS.index_put_hashed, record_scan._py_index_put_hashed):
+        buf = bytearray(size)
+        buf[40:44] = garbage
+        number, _ = put(buf, before, 1, limit, slots, entries_at, 0) if before else (1, 0)
+        try:
+            result: object = put(buf, packed, min(start, number), limit, slots, entries_at, time_diff)
+        except ValueError as exc:
+            result = str(exc)
+        outcomes.append((result, bytes(buf)))
+    assert outcomes[0] == outcomes[1]
+
+
+@requires_speedups
+def test_the_c_index_writes_refuse_a_geometry_the_buffer_cannot_hold() -> None:
+    assert SPEEDUPS is not None
+    for args in [(2, 0, 52, 0), (2, 3, 40, 0), (3, 3, 52, 0), (0, 3, 100, 0), (2, 3, 52, 2**31)]:
+        limit, slots, entries_at, time_diff = args
+        for put in (SPEEDUPS.index_put_hashed, record_scan._py_index_put_hashed):
+            buf = bytearray(92)
+            with pytest.raises(ValueError):
+                put(buf, bytes(12), 1, limit, slots, entries_at, time_diff)
+            assert buf == bytearray(92)
