@@ -255,25 +255,25 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
         next_qoff = qoff + 1;
 
         if (with_index && (uniq.n > 0 || keys.n > 0)) {
-            if (idx_run == NULL || idx_run->first != store_ts) {
-                if ((idx_run = runs_add(&idx_runs)) == NULL) goto nomem;
-                *idx_run = (Run){idx.len, idx.len, NULL, 0, 0, store_ts};
-            }
             uint32_t prefix = scan_hash(scan_hash(0, topic.p, topic_len), (const unsigned char *)"#", 1);
-            if (uniq.n > 0) {
-                if ((e = grow_take(&idx, SCAN_INDEX_UNIT)) == NULL) goto nomem;
-                scan_put64(scan_put32(e, (uint32_t)scan_key_hash(prefix, uniq.p, uniq.n)), (uint64_t)phy);
-            }
-            for (Py_ssize_t i = 0; i < keys.n;) {
-                const unsigned char *space = memchr(keys.p + i, ' ', (size_t)(keys.n - i));
-                Py_ssize_t token = space != NULL ? space - (keys.p + i) : keys.n - i;
-                if (token > 0) {
-                    if ((e = grow_take(&idx, SCAN_INDEX_UNIT)) == NULL) goto nomem;
-                    scan_put64(scan_put32(e, (uint32_t)scan_key_hash(prefix, keys.p + i, token)), (uint64_t)phy);
+            /* the UNIQ_KEY (i == -1), then each non-empty KEYS token; the run opens at the first entry */
+            for (Py_ssize_t i = uniq.n > 0 ? -1 : 0; i < keys.n;) {
+                const unsigned char *key = i < 0 ? uniq.p : keys.p + i;
+                Py_ssize_t len = uniq.n;
+                if (i >= 0) {
+                    const unsigned char *space = memchr(key, ' ', (size_t)(keys.n - i));
+                    len = space != NULL ? space - key : keys.n - i;
                 }
-                i += token + 1;
+                i = i < 0 ? 0 : i + len + 1;
+                if (len == 0) continue;
+                if (idx_run == NULL || idx_run->first != store_ts) {
+                    if ((idx_run = runs_add(&idx_runs)) == NULL) goto nomem;
+                    *idx_run = (Run){idx.len, idx.len, NULL, 0, 0, store_ts};
+                }
+                if ((e = grow_take(&idx, SCAN_INDEX_UNIT)) == NULL) goto nomem;
+                scan_put64(scan_put32(e, (uint32_t)scan_key_hash(prefix, key, len)), (uint64_t)phy);
+                idx_run->to = idx.len;
             }
-            idx_run->to = idx.len;
         }
         last_ts = store_ts;
         count++;

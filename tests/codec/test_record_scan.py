@@ -28,7 +28,7 @@ BASE = 1 << 30
 
 NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "XTAGS", "KEYSX", "a", "WAIT"])
 VALUES = st.one_of(
-    st.sampled_from(["", "TagA", "a b", "  k1  k2 ", "标签", "\U0001f600", "7F000001" + "A" * 24]),
+    st.sampled_from(["", " ", "   ", "TagA", "a b", "  k1  k2 ", "标签", "\U0001f600", "7F000001" + "A" * 24]),
     st.text(alphabet="abcXYZ0189 -_", max_size=12),
 )
 PROPERTIES = st.lists(st.tuples(NAMES, VALUES).map(lambda nv: f"{nv[0]}\x01{nv[1]}"), max_size=5).map("\x02".join)
@@ -177,3 +177,23 @@ def test_the_c_index_writes_refuse_a_geometry_the_buffer_cannot_hold() -> None:
             with pytest.raises(ValueError):
                 put(buf, bytes(12), 1, limit, slots, entries_at, time_diff)
             assert buf == bytearray(92)
+
+
+@requires_speedups
+@pytest.mark.parametrize(
+    "properties",
+    [
+        "KEYS\x01   ",
+        "KEYS\x01 a  b ",
+        "UNIQ_KEY\x01u\x02KEYS\x01 ",
+        "KEYS\x01x\x02KEYS\x01",
+        "TAGS\x01\x02KEYS\x01k",
+        "",
+    ],
+)
+def test_keys_of_spaces_only_give_no_index_entry_and_no_empty_run(properties: str) -> None:
+    assert SPEEDUPS is not None
+    buf = encode_record(MessageRecord("T", b"x", properties=properties), 0, BASE, 5)
+    native = SPEEDUPS.scan_records(buf, 0, len(buf), BASE, True)
+    assert native == record_scan._py_scan_records(buf, 0, len(buf), BASE, True)
+    assert all(packed for _ts, packed in native[4])
