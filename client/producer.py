@@ -207,7 +207,7 @@ class Producer:
             info = self.cached_publish_info(msg.topic)
             if info is not None and msg.topic not in self._fallback_topics:
                 timeout = self.send_msg_timeout if timeout is None else timeout
-                AsyncSend(self, info, prepared, callback, timeout, self.retry_times_when_send_async_failed).start()
+                AsyncSend(self, prepared, callback, timeout, self.retry_times_when_send_async_failed).start(info)
                 return
         self.instance.task_group.start_soon(
             self._send_then_call, prepared, msg, callback, queue, selector, arg, timeout
@@ -361,12 +361,9 @@ class Producer:
 
     async def _send_to(self, mq: MessageQueue, prepared: PreparedSend, timeout: float) -> SendResult:
         addr = self.instance.find_broker_address(mq.broker_name) or await self._broker_address(mq)
-        fields = prepared.for_queue(mq.queue_id, mq.broker_name)
         trace = self.trace
         start_ms = time.time_ns() // 1_000_000 if trace is not None else 0
-        result = await api.send_message(
-            self.instance.remoting, addr, mq.broker_name, fields, prepared.body, timeout, uniq_id=prepared.msg_id
-        )
+        result = await api.send_prepared(self.instance.remoting, addr, mq.broker_name, prepared, mq.queue_id, timeout)
         if trace is not None:
             trace.on_sent(start_ms, addr, prepared, result)
         return result
