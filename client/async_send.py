@@ -41,21 +41,21 @@ log = logging.getLogger(__name__)
 RETRY_RESPONSE_CODES: Final = frozenset({17, 14, 1, 16, 204, 205})
 
 
-class AsyncSend:
-    """One ``send_async`` in flight. Owned by nobody once started: the pending-invocation table of a connection (or
-    a retry task) holds it until its outcome has been delivered, exactly once.
+class AsyncSend(PreparedSend):
+    """One ``send_async`` in flight: the prepared send (whose fields it takes over, so that it alone stays alive
+    while the send is in flight) and its attempts. Owned by nobody once started: the pending-invocation table of a
+    connection (or a retry task) holds it until its outcome has been delivered, exactly once.
 
     It is its own :class:`~remoting.future.Invocation` when the request goes out as plain JSON (the usual case):
     the reader hands it the response's parsed header (:meth:`complete_json`, the result read straight from it), the
-    sweeper a timeout, close an error; so an in-flight send holds two objects of its own (this and its
-    :class:`PreparedSend`), and none is made per response but the result."""
+    sweeper a timeout, close an error. So an in-flight send is one object of its own, and none is made per response
+    but the result (fewer objects alive per send: the collector's cost grows with them)."""
 
     __slots__ = (
         "_address",
         "_attempts",
         "_broker_name",
         "_callback",
-        "_prepared",
         "_producer",
         "_retries",
         "_sent_ms",
@@ -63,6 +63,9 @@ class AsyncSend:
         "_timeout",
         "deadline",
     )
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -72,8 +75,9 @@ class AsyncSend:
         timeout: float,
         retries: int,
     ) -> None:
+        self.head, self.tail, self.body = prepared.head, prepared.tail, prepared.body
+        self.msg_id, self.topic, self.code = prepared.msg_id, prepared.topic, prepared.code
         self._producer = producer
-        self._prepared = prepared
         self._callback = callback
         self._timeout = timeout
         self._retries = retries if retries > 0 else 0
@@ -102,15 +106,15 @@ class AsyncSend:
             self._started = anyio.current_time()
         if producer.trace is not None:
             self._sent_ms = time.time_ns() // 1_000_000
-        prepared, remoting, timeout = self._prepared, instance.remoting, self._timeout
+        remoting, timeout = instance.remoting, self._timeout
         try:
             if remoting.writes_plain_json:
                 opaque = next_opaque()
-                frame = prepared.frame(opaque, mq.queue_id, broker_name)
+                frame = self.frame(opaque, mq.queue_id, broker_name)
                 if remoting.invoke_frame_future(address, opaque, frame, self, timeout):
                     return
-            fields, body = prepared.for_queue(mq.queue_id, broker_name), prepared.body
-            if not remoting.invoke_fields_callback(address, prepared.code, fields, body, timeout, self._on_outcome):
+            fields, body = self.for_queue(mq.queue_id, broker_name), self.body
+            if not remoting.invoke_fields_callback(address, self.code, fields, body, timeout, self._on_outcome):
                 remoting.invoke_callback(address, api.send_command(fields, body), timeout, self._on_outcome, plain=True)
         except (RuntimeError, ClientStateError) as exc:  # the client is shutting down
             self._give_up(exc)
@@ -118,22 +122,21 @@ class AsyncSend:
     # -- remoting.future.Invocation ----------------------------------------------------------------------------------
 
     def complete_json(self, fields: dict[str, Any], body: bytes) -> bool:
-        prepared = self._prepared
-        result = api.send_result_json(fields, self._address, self._broker_name, prepared.topic, prepared.msg_id)
+        result = api.send_result_json(fields, self._address, self._broker_name, self.topic, self.msg_id)
         if result is None:
             return False
         try:
             self._succeeded(result)
         except Exception:
-            log.exception("async send %s failed in its completion", prepared.msg_id)
+            log.exception("async send %s failed in its completion", self.msg_id)
         return True
 
     def complete(self, response: RemotingCommand | None = None, error: RemotingError | None = None) -> None:
-        outcome = outcome_of(response, error, self._prepared.code, self._address, self._timeout)
+        outcome = outcome_of(response, error, self.code, self._address, self._timeout)
         try:
             self._on_outcome(outcome)
         except Exception:
-            log.exception("async send %s failed in its completion", self._prepared.msg_id)
+            log.exception("async send %s failed in its completion", self.msg_id)
 
     # -- outcomes ----------------------------------------------------------------------------------------------------
 
@@ -143,15 +146,14 @@ class AsyncSend:
             self._report_latency(failed=False)
         trace = producer.trace
         if trace is not None:
-            trace.on_sent(self._sent_ms, self._address, self._prepared, result)
+            trace.on_sent(self._sent_ms, self._address, self, result)
         self._deliver(result)
 
     def _on_outcome(self, outcome: RemotingCommand | RemotingError) -> None:
-        prepared = self._prepared
         error: RemotingError | MQBrokerError
         if isinstance(outcome, RemotingCommand):
             try:
-                result = api.send_result(outcome, self._address, self._broker_name, prepared.topic, prepared.msg_id)
+                result = api.send_result(outcome, self._address, self._broker_name, self.topic, self.msg_id)
             except MQBrokerError as exc:
                 if exc.code not in RETRY_RESPONSE_CODES:
                     self._deliver(exc)
@@ -169,9 +171,9 @@ class AsyncSend:
         attempts.append((self._broker_name, error))
         log.info("send to %s failed (%s), %d attempt(s) so far", self._broker_name, error, len(attempts))
         if len(attempts) > self._retries:
-            self._deliver(SendFailedError(prepared.topic, attempts))
+            self._deliver(SendFailedError(self.topic, attempts))
             return
-        info = self._producer.cached_publish_info(prepared.topic)
+        info = self._producer.cached_publish_info(self.topic)
         if info is None:
             self._continue_in_task(self._broker_name)
             return
@@ -193,19 +195,19 @@ class AsyncSend:
     def _give_up(self, exc: Exception) -> None:
         """No further attempt is possible: the attempts so far as a SendFailedError, or ``exc`` if none."""
         attempts = self._attempts
-        self._deliver(SendFailedError(self._prepared.topic, attempts) if attempts else exc)
+        self._deliver(SendFailedError(self.topic, attempts) if attempts else exc)
 
     async def _send_in_task(self, last_broker: str | None) -> None:
-        producer, prepared = self._producer, self._prepared
+        producer = self._producer
         outcome: SendResult | Exception
         try:
-            info = await producer.publish_info(prepared.topic)
+            info = await producer.publish_info(self.topic)
             attempts = self._attempts
             if attempts is None:
                 attempts = self._attempts = []
             retries = self._retries - len(attempts)
             outcome = await producer.send_with_retries(
-                info, prepared, self._timeout, retries, attempts=attempts, last_broker=last_broker
+                info, self, self._timeout, retries, attempts=attempts, last_broker=last_broker
             )
         except Exception as exc:
             outcome = exc

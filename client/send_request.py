@@ -223,7 +223,8 @@ class SendBuilder:
 
         The fields are encoded here (:class:`PreparedSend`): the same bytes ``_fields`` and ``orjson`` would give."""
         self.validate(msg)
-        uniq = self.uniq.next_id()
+        now_ms = time.time_ns() // 1_000_000  # the UNIQ_KEY's time and the born timestamp: one clock read
+        uniq = self.uniq.next_id(now_ms)
         body = msg.body if type(msg.body) is bytes else bytes(msg.body)
         sys_flag = 0
         if len(body) >= self.compress_over:
@@ -240,7 +241,7 @@ class SendBuilder:
             reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
             max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
             properties = encode_properties(props)
-        tail = _TAIL % (sys_flag, time.time_ns() // 1_000_000, msg.flag, orjson.dumps(properties), int(reconsume or 0))
+        tail = _TAIL % (sys_flag, now_ms, msg.flag, orjson.dumps(properties), int(reconsume or 0))
         if max_reconsume:
             tail += b',"l":"%d"' % int(max_reconsume)
         code = _SEND_REPLY if _REPLY_TYPE in properties else _SEND_V2

@@ -285,7 +285,7 @@ class RemotingClient:
     @property
     def writes_plain_json(self) -> bool:
         """Requests go out as their callers encode them: JSON headers, unsigned (see :meth:`invoke_frame_future`)."""
-        return self.serialize_type == SerializeType.JSON and self.credentials is None
+        return self.credentials is None and self.serialize_type is SerializeType.JSON
 
     def invoke_frame_future(self, address: str, opaque: int, frame: bytes, future: Invocation, timeout: float) -> bool:
         """Send a JSON request the caller encoded (``frame``, with ``opaque``) for its own ``future``
@@ -300,15 +300,21 @@ class RemotingClient:
         conn.invoke_frame_future(opaque, frame, future, timeout)
         return True
 
-    async def invoke_frame(
+    def invoke_frame(
         self, address: str, opaque: int, code: int, frame: bytes, timeout: float, decode: JsonDecoder
-    ) -> object:
+    ) -> Awaitable[object]:
         """:meth:`invoke` of a JSON request the caller encoded (``frame``, with ``opaque`` and ``code``; only when
-        :attr:`writes_plain_json`): returns what ``decode`` made of the response's JSON header, or the response
-        command when it declined. Same errors as :meth:`invoke`."""
+        :attr:`writes_plain_json`): awaits what ``decode`` made of the response's JSON header, or the response
+        command when it declined. Same errors as :meth:`invoke`. On a live connection this is the connection's
+        own coroutine (one frame less per switch of the waiting task)."""
         conn = self._connections.get(address)
         if conn is not None and not conn.closed:
-            return await conn.invoke_frame(opaque, code, frame, timeout, decode)
+            return conn.invoke_frame(opaque, code, frame, timeout, decode)
+        return self._connect_then_invoke_frame(address, opaque, code, frame, timeout, decode)
+
+    async def _connect_then_invoke_frame(
+        self, address: str, opaque: int, code: int, frame: bytes, timeout: float, decode: JsonDecoder
+    ) -> object:
         conn, left = await self._connect_within(address, timeout)
         return await conn.invoke_frame(opaque, code, frame, left, decode)
 

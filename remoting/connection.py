@@ -237,7 +237,7 @@ class Connection:
     def _raw_io(self) -> ByteStream:
         """What the reader and the writer use: the raw socket directly under Trio when there is one, which skips
         the stream layers (:class:`~remoting.streams.RawSocketIO`), else the stream."""
-        if self._raw is not None and self._loop is primitives.TRIO:
+        if self._raw is not None and self._loop.is_trio:
             return RawSocketIO(self._raw)
         return self._stream
 

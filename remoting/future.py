@@ -15,7 +15,7 @@ of an event measured no faster.)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from remoting.codec.command import RemotingCommand
@@ -81,9 +81,10 @@ class ResponseFuture:
         self.error = error
         self._event.set()
 
-    async def wait(self) -> None:
-        """Until :meth:`complete` is called (returns at once if it was)."""
-        await self._event.wait()
+    def wait(self) -> Awaitable[None]:
+        """Until :meth:`complete` is called (returns at once if it was). The event's own wait, not a coroutine
+        around it: one frame less on every switch of the waiting task."""
+        return self._event.wait()
 
 
 class CallbackFuture:
