@@ -401,16 +401,16 @@ class Connection:
         for a response or oneway request, as with any socket.
         """
         self.send_nowait(cmd)
-        await self._drain()
+        if self._outbox_bytes > SEND_HIGH_WATER:
+            await self._drain()
 
     async def _drain(self) -> None:
-        """Wait until the writer drained the queue if more than ``SEND_HIGH_WATER`` bytes wait in it."""
-        if self._outbox_bytes > SEND_HIGH_WATER:
-            if self._drained is None:
-                self._drained = self._loop.new_event()
-            await self._drained.wait()
-            if self._closed:
-                raise RemotingClosedError(f"{self!r}: connection closed before the frame was written")
+        """Wait until the writer drained the queue (the caller saw more than ``SEND_HIGH_WATER`` bytes in it)."""
+        if self._drained is None:
+            self._drained = self._loop.new_event()
+        await self._drained.wait()
+        if self._closed:
+            raise RemotingClosedError(f"{self!r}: connection closed before the frame was written")
 
     def send_nowait(self, cmd: RemotingCommand) -> None:
         """:meth:`send` without the wait: the frame is written or queued whatever the backlog (see
@@ -587,7 +587,8 @@ class Connection:
             self._expiry_wakeup.set()
         try:
             self.send_frame_nowait(frame)
-            await self._drain()
+            if self._outbox_bytes > SEND_HIGH_WATER:
+                await self._drain()
             await future.wait()
         finally:
             if self._pending.get(opaque) is future:
