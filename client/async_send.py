@@ -42,9 +42,9 @@ RETRY_RESPONSE_CODES: Final = frozenset({17, 14, 1, 16, 204, 205})
 
 
 class AsyncSend(PreparedSend):
-    """One ``send_async`` in flight: the prepared send (whose fields it takes over, so that it alone stays alive
-    while the send is in flight) and its attempts. Owned by nobody once started: the pending-invocation table of a
-    connection (or a retry task) holds it until its outcome has been delivered, exactly once.
+    """One ``send_async`` in flight: the prepared send itself (the builder makes it as this kind, so that it alone
+    stays alive while the send is in flight) and its attempts. Owned by nobody once launched: the pending-invocation
+    table of a connection (or a retry task) holds it until its outcome has been delivered, exactly once.
 
     It is its own :class:`~remoting.future.Invocation` when the request goes out as plain JSON (the usual case):
     the reader hands it the response's parsed header (:meth:`complete_json`, the result read straight from it), the
@@ -67,16 +67,11 @@ class AsyncSend(PreparedSend):
     __eq__ = object.__eq__
     __hash__ = object.__hash__  # type: ignore[assignment]
 
-    def __init__(
-        self,
-        producer: Producer,
-        prepared: PreparedSend,
-        callback: SendCallback,
-        timeout: float,
-        retries: int,
+    def launch(
+        self, producer: Producer, callback: SendCallback, timeout: float, retries: int, info: TopicPublishInfo
     ) -> None:
-        self.head, self.tail, self.body = prepared.head, prepared.tail, prepared.body
-        self.msg_id, self.topic, self.code = prepared.msg_id, prepared.topic, prepared.code
+        """Make it a send in flight (made by ``SendBuilder.single_as(msg, AsyncSend)``) and start its first attempt on
+        one of ``info``'s queues. Never raises."""
         self._producer = producer
         self._callback = callback
         self._timeout = timeout
@@ -87,6 +82,7 @@ class AsyncSend(PreparedSend):
         self._started = 0.0
         self._sent_ms = 0
         self.deadline = 0.0
+        self.start(info)
 
     def start(self, info: TopicPublishInfo) -> None:
         """Make the next attempt on one of ``info``'s queues: write the request, return. Never raises."""

@@ -207,12 +207,12 @@ class Producer:
         written now and the response completes it (:mod:`client.async_send`: 88-110 -> 45-50 us of client CPU per
         send, 2.2x the async rate). Otherwise a task takes the awaitable path."""
         self._check_started()
-        prepared = self._builder.single(msg)
+        prepared = self._builder.single_as(msg, AsyncSend)
         if queue is None and selector is None:
             info = self.cached_publish_info(msg.topic)
             if info is not None and msg.topic not in self._fallback_topics:
                 timeout = self.send_msg_timeout if timeout is None else timeout
-                AsyncSend(self, prepared, callback, timeout, self.retry_times_when_send_async_failed).start(info)
+                prepared.launch(self, callback, timeout, self.retry_times_when_send_async_failed, info)
                 return
         self.instance.task_group.start_soon(
             self._send_then_call, prepared, msg, callback, queue, selector, arg, timeout

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Self, TypeVar
 
 import attrs
 import orjson
@@ -98,8 +98,8 @@ class PreparedSend:
         self.code = send_code(fields)
 
     @classmethod
-    def encoded(cls, head: bytes, tail: bytes, body: bytes, msg_id: str, topic: str, code: int) -> PreparedSend:
-        """From fields already encoded (:meth:`SendBuilder.single`'s hot path)."""
+    def encoded(cls, head: bytes, tail: bytes, body: bytes, msg_id: str, topic: str, code: int) -> Self:
+        """From fields already encoded (:meth:`SendBuilder.single`'s hot path); a subclass gets its own kind."""
         self = cls.__new__(cls)
         self.head, self.tail, self.body, self.msg_id, self.topic, self.code = head, tail, body, msg_id, topic, code
         return self
@@ -138,6 +138,9 @@ class PreparedSend:
     def __repr__(self) -> str:
         return f"PreparedSend(fields={self.fields!r}, body={self.body!r}, msg_id={self.msg_id!r})"
 
+
+#: What :meth:`SendBuilder.single_as` makes: a :class:`PreparedSend` or a subclass of it.
+P = TypeVar("P", bound=PreparedSend)
 
 _EXT: Final = b'{%b%d%b,"n":%b}'
 _brokers_json: dict[str, bytes] = {}
@@ -178,6 +181,7 @@ class SendBuilder:
     create_topic_key: str = "TBW102"
     default_topic_queue_nums: int = 4
     _heads: dict[str, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    _prefixes: dict[str, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def validate(self, msg: Message) -> None:
         if not msg.topic:
@@ -218,10 +222,15 @@ class SendBuilder:
         return head
 
     def single(self, msg: Message) -> PreparedSend:
+        """:meth:`single_as` a :class:`PreparedSend`."""
+        return self.single_as(msg, PreparedSend)
+
+    def single_as(self, msg: Message, kind: type[P]) -> P:
         """One message: UNIQ_KEY added, body zlib-compressed (level 5) when at least ``compress_over`` bytes and
         smaller that way, RECONSUME_TIME / MAX_RECONSUME_TIMES moved into the header as Java does.
 
-        The fields are encoded here (:class:`PreparedSend`): the same bytes ``_fields`` and ``orjson`` would give."""
+        The fields are encoded here (:class:`PreparedSend`, or the subclass ``kind``: the producer's async send is
+        one): the same bytes ``_fields`` and ``orjson`` would give."""
         self.validate(msg)
         now_ms = time.time_ns() // 1_000_000  # the UNIQ_KEY's time and the born timestamp: one clock read
         uniq = self.uniq.next_id(now_ms)
@@ -232,20 +241,31 @@ class SendBuilder:
             if len(compressed) < len(body):
                 body = compressed
                 sys_flag = SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
-        properties = _plain_properties(msg, uniq)
-        reconsume: str | None = None
-        max_reconsume: str | None = None
-        if properties is None:
-            props = msg.all_properties()
-            props[PROPERTY_UNIQ_KEY] = uniq
-            reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
-            max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
-            properties = encode_properties(props)
+        prefix = _plain_prefix(msg)
+        if prefix is not None:  # no user properties: neither a reply nor a reconsume count
+            # keys are mostly unique per message: a prefix with them is not worth keeping
+            prefix_json = orjson.dumps(prefix)[:-1] if msg.keys else self._prefix_json(prefix)
+            tail = _TAIL_PLAIN % (sys_flag, now_ms, msg.flag, prefix_json, uniq.encode())
+            return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, _SEND_V2)
+        props = msg.all_properties()
+        props[PROPERTY_UNIQ_KEY] = uniq
+        reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
+        max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
+        properties = encode_properties(props)
         tail = _TAIL % (sys_flag, now_ms, msg.flag, orjson.dumps(properties), int(reconsume or 0))
         if max_reconsume:
             tail += b',"l":"%d"' % int(max_reconsume)
         code = _SEND_REPLY if _REPLY_TYPE in properties else _SEND_V2
-        return PreparedSend.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, code)
+        return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, code)
+
+    def _prefix_json(self, prefix: str) -> bytes:
+        """``orjson.dumps(prefix)`` without its closing quote, kept per prefix (the tags of a producer's messages)."""
+        encoded = self._prefixes.get(prefix)
+        if encoded is None:
+            if len(self._prefixes) >= 1024:
+                self._prefixes.clear()
+            encoded = self._prefixes[prefix] = orjson.dumps(prefix)[:-1]
+        return encoded
 
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
         """SEND_BATCH_MESSAGE requests for ``msgs`` (one topic, no delay, no retry topic), each body within
@@ -280,12 +300,14 @@ class SendBuilder:
 
 #: The encoded fields after ``e`` (``f`` to ``k``) of a single send.
 _TAIL: Final = b'","f":"%d","g":"%d","h":"%d","i":%b,"j":"%d","k":"false"'
+#: The same for a message without user properties: the properties' JSON up to the UNIQ_KEY, then the key.
+_TAIL_PLAIN: Final = b'","f":"%d","g":"%d","h":"%d","i":%bUNIQ_KEY\\u0001%b","j":"0","k":"false"'
 
 
-def _plain_properties(msg: Message, uniq: str) -> str | None:
-    """The properties string of a message without user properties (TAGS, KEYS, DELAY, WAIT, then the UNIQ_KEY, the
-    order of :meth:`Message.all_properties`), or ``None`` when it has any or a value needs the general encoder's
-    checks."""
+def _plain_prefix(msg: Message) -> str | None:
+    """The properties string of a message without user properties up to its UNIQ_KEY (TAGS, KEYS, DELAY, WAIT: the
+    order of :meth:`Message.all_properties`), or ``None`` when it has user properties or a value needs the general
+    encoder's checks."""
     if msg.properties:
         return None
     tags, keys = msg.tags, msg.keys
@@ -302,5 +324,4 @@ def _plain_properties(msg: Message, uniq: str) -> str | None:
         parts.append(f"DELAY\x01{msg.delay_level}\x02")
     if not msg.wait_store_msg_ok:
         parts.append("WAIT\x01false\x02")
-    parts.append(f"UNIQ_KEY\x01{uniq}")
     return "".join(parts)

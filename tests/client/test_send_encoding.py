@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from client import api
+from client.async_send import AsyncSend
 from client.message import PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
 from client.send_request import PreparedSend, SendBuilder, send_code
 from remoting.codec.command import RemotingCommand
@@ -116,6 +117,11 @@ def test_a_single_sends_fields_are_those_of_the_general_builder(
     fields = prepared.fields
     assert fields == _reference_fields(builder, msg, prepared.msg_id, fields["g"])
     assert prepared.code == send_code(fields)
+    # byte for byte what the fields' dict gives, and the same from the cached prefixes of a second message
+    assert PreparedSend(fields, prepared.body, prepared.msg_id) == prepared
+    again = builder.single_as(msg, AsyncSend)
+    assert isinstance(again, AsyncSend)
+    assert PreparedSend(again.fields, again.body, again.msg_id) == again
 
 
 def _reference_uniq(prefix: str, now_ms: int, counter: int) -> str:
