@@ -71,8 +71,16 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         return await self._unary(self.activity.heartbeat, service.HeartbeatResponse, request, context)
 
     async def SendMessage(self, request: Any, context: Context) -> Any:
-        fn, make = self.activity.producing.send, service.SendMessageResponse
-        return await self._unary(fn, make, request, context, waits=True)
+        md = _metadata(context)
+        try:
+            # ASYNC_FLUSH: the whole send in one synchronous hand-off; else a Trio task that may wait for the flush.
+            now = await self.bridge.call_sync(self.activity.send_now, request, md)
+            if now is not None:
+                return now
+            fn, make = self.activity.producing.send, service.SendMessageResponse
+            return await self.bridge.call(self.activity.guarded, fn, make, request, md)
+        except BridgeClosed:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
 
     async def QueryAssignment(self, request: Any, context: Context) -> Any:
         return await self._unary(self.activity.query_assignment, service.QueryAssignmentResponse, request, context)
