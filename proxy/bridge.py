@@ -6,9 +6,10 @@ Trio thread, where the broker's state lives. Work goes to the Trio thread throug
 ``loop.call_soon_threadsafe`` callback: a wake-up (a socket write, the costly part of a hand-off) is only sent when
 the other side has no drain pending, so calls that overlap share their wake-ups instead of paying two each.
 :meth:`TrioBridge.call` starts the function as a task in the bridge's Trio nursery; :meth:`TrioBridge.call_sync`
-runs a synchronous function inside the drain (no task). Cancelling the awaiting coroutine (a gRPC deadline, a client
-cancel) cancels the Trio task. Errors raised on the Trio side are raised to the caller; ``BridgeClosed`` when the
-Trio side has stopped.
+runs a synchronous function inside the drain (no task); :meth:`TrioBridge.call_now_or_later` tries a synchronous
+function first and starts the task only when it answers ``None``. Cancelling the awaiting coroutine (a gRPC deadline,
+a client cancel) cancels the Trio task. Errors raised on the Trio side are raised to the caller; ``BridgeClosed``
+when the Trio side has stopped.
 """
 
 from __future__ import annotations
@@ -56,8 +57,37 @@ class TrioBridge:
 
     async def call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run ``await fn(*args)`` on the Trio thread and return its result (asyncio side)."""
+        return await self.call_now_or_later(_not_now, fn, *args)
+
+    async def call_now_or_later(
+        self, now: Callable[..., T | None], later: Callable[..., Awaitable[T]], *args: Any
+    ) -> T:
+        """Run the synchronous ``now(*args)`` on the Trio thread; when it answers ``None`` (it would have to wait),
+        run ``await later(*args)`` there as :meth:`call` does, in the same hand-off (asyncio side)."""
         future = self._future()
         scope = trio.CancelScope()
+        task = self._task(future, scope, later, args)
+
+        def run() -> None:
+            if self.closed:
+                self._answer(future, outcome.Error(BridgeClosed("the broker is shutting down")))
+                return
+            result = outcome.capture(now, *args)
+            if isinstance(result, outcome.Value) and result.value is None:
+                self._nursery.start_soon(task)
+            else:
+                self._answer(future, result)
+
+        return await self._wait(future, scope, run)  # type: ignore[no-any-return]
+
+    def _task(
+        self,
+        future: asyncio.Future[outcome.Outcome[Any]],
+        scope: trio.CancelScope,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+    ) -> Callable[[], Awaitable[None]]:
+        """The Trio task of a :meth:`call`: runs ``fn`` inside ``scope`` and answers ``future``."""
 
         async def task() -> None:
             with scope:
@@ -68,15 +98,15 @@ class TrioBridge:
                 if cancelled:
                     result.unwrap()  # the cancellation goes on to the scope that asked for it
 
-        def start() -> None:
-            if self.closed:
-                self._answer(future, outcome.Error(BridgeClosed("the broker is shutting down")))
-            else:
-                self._nursery.start_soon(task)
+        return task
 
-        self._submit(start)
+    async def _wait(
+        self, future: asyncio.Future[outcome.Outcome[Any]], scope: trio.CancelScope, job: Callable[[], object]
+    ) -> Any:
+        """Submit ``job`` and await its answer; a cancelled caller cancels ``scope`` on the Trio side."""
+        self._submit(job)
         try:
-            return (await future).unwrap()  # type: ignore[no-any-return]
+            return (await future).unwrap()
         except asyncio.CancelledError:
             with contextlib.suppress(BridgeClosed):  # the Trio side is gone: nothing left to cancel
                 self._submit(scope.cancel)
@@ -152,3 +182,8 @@ class TrioBridge:
         self.answer_wakeups += 1
         with contextlib.suppress(RuntimeError):  # the asyncio loop is closed: nobody waits any more
             self._loop.call_soon_threadsafe(self._resolve_answers)
+
+
+def _not_now(*args: Any) -> None:
+    """The synchronous attempt of :meth:`TrioBridge.call`: none, go to the task."""
+    return None

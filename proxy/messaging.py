@@ -95,6 +95,10 @@ class MessagingActivity:
             return None
         return self.guarded_sync(self.producing.send_now, service.SendMessageResponse, req, md)
 
+    async def send(self, req: Any, md: dict[str, str]) -> Any:
+        """SendMessage through a Trio task (it may wait for the group commit), as :meth:`guarded`."""
+        return await self.guarded(self.producing.send, service.SendMessageResponse, req, md)
+
     def admit(self, req: Any, md: dict[str, str]) -> None:
         """The ACL check (when on), then the client id; raises RpcError."""
         if self.acl is not None:

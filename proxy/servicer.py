@@ -73,12 +73,8 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
     async def SendMessage(self, request: Any, context: Context) -> Any:
         md = _metadata(context)
         try:
-            # ASYNC_FLUSH: the whole send in one synchronous hand-off; else a Trio task that may wait for the flush.
-            now = await self.bridge.call_sync(self.activity.send_now, request, md)
-            if now is not None:
-                return now
-            fn, make = self.activity.producing.send, service.SendMessageResponse
-            return await self.bridge.call(self.activity.guarded, fn, make, request, md)
+            # ASYNC_FLUSH: the whole send runs synchronously; else, in the same hand-off, a Trio task that may wait.
+            return await self.bridge.call_now_or_later(self.activity.send_now, self.activity.send, request, md)
         except BridgeClosed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
 
@@ -109,9 +105,9 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         deadline = None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN)
         md = _metadata(context)
         try:
-            now = await self.bridge.call_sync(self.activity.receive_now, request, md, deadline)
-            # Nothing visible yet: long-poll in a Trio task.
-            responses = now if now is not None else await self.bridge.call(self.activity.receive, request, md, deadline)
+            # Nothing visible yet: long-poll in a Trio task, started in the same hand-off.
+            now, later = self.activity.receive_now, self.activity.receive
+            responses = await self.bridge.call_now_or_later(now, later, request, md, deadline)
         except BridgeClosed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
         for response in responses:

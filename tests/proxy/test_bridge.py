@@ -71,6 +71,30 @@ async def test_errors_cross_and_a_cancelled_caller_cancels_the_trio_task(nursery
     assert started.is_set()
 
 
+async def test_call_now_or_later_starts_the_task_only_when_now_answers_none(nursery: trio.Nursery) -> None:
+    bridge = TrioBridge(nursery)
+    tasks: list[int] = []
+
+    def now(i: int) -> str | None:
+        if i == 2:
+            raise KeyError("two")
+        return f"now {i}" if i % 2 else None
+
+    async def later(i: int) -> str:
+        tasks.append(i)
+        await trio.sleep(0)
+        return f"later {i}"
+
+    async def callers() -> list[str]:
+        answers = await asyncio.gather(*[bridge.call_now_or_later(now, later, i) for i in (0, 1, 3, 4)])
+        with pytest.raises(KeyError):
+            await bridge.call_now_or_later(now, later, 2)
+        return list(answers)
+
+    assert await _on_loop(callers) == ["later 0", "now 1", "now 3", "later 4"]
+    assert sorted(tasks) == [0, 4]
+
+
 async def test_a_closed_bridge_refuses_calls(nursery: trio.Nursery) -> None:
     bridge = TrioBridge(nursery)
     bridge.closed = True
