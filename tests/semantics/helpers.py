@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
@@ -32,15 +31,5 @@ def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] |
 
 
 async def create_topic(cluster: EmbeddedCluster, topic: str, queues: int = 1) -> None:
-    """Create ``topic`` through the admin client. The broker answers once ``topics.json`` is saved by a worker
-    thread, which takes real time: a virtual clock does not jump meanwhile (it would jump to the call's timeout)."""
-    clock = trio.lowlevel.current_clock()
-    threshold = getattr(clock, "autojump_threshold", None)
-    if threshold is not None:
-        clock.autojump_threshold = math.inf  # type: ignore[attr-defined]
-    try:
-        async with Admin(cluster.namesrv_addr) as admin:
-            await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-    finally:
-        if threshold is not None:
-            clock.autojump_threshold = threshold  # type: ignore[attr-defined]
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
