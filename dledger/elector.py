@@ -6,12 +6,15 @@ vote round (up to 2 s + a random part of ``maxVoteIntervalMs``) or a heartbeat r
 open (every answer in, a quorum, or a known leader) or its deadline passes; until then :meth:`Elector.maintain`
 returns at once, as the blocked thread would.
 
-- Follower: becomes candidate (same term) when no heartbeat came for ``maxHeartBeatLeak`` x interval (6 s).
+- Follower: becomes candidate when no heartbeat came for ``maxHeartBeatLeak`` x interval (6 s), or at once when
+  the shell finds the leader's process gone (:meth:`Elector.leader_unreachable`; ours). DLedger's candidate then
+  votes in the same term first; ours, as Raft's, in the next (:meth:`Elector._leader_lost`).
 - Candidate: votes at ``nextTimeToRequestVote`` (randomised 300-1000 ms, 30-100 ms while taking leadership); the
   table of outcomes is ``_conclude``. There is no pre-vote: a higher term in a vote or heartbeat makes the receiver a
   candidate that bumps its term at once and answers TERM_NOT_READY.
-- Leader: heartbeats every interval; a round without a quorum of answers for 6 s since the last good one (the
-  leader's lease), a higher term or a second leader in the same term makes it a candidate.
+- Leader: heartbeats every interval, the first at once on election, before its first push (ours); a round
+  without a quorum of answers for 6 s since the last good one (the leader's lease), a higher term or a second leader
+  in the same term makes it a candidate.
 
 Answers: :meth:`Elector.handle_vote` and :meth:`Elector.handle_heartbeat` answer at once.
 """
@@ -105,7 +108,7 @@ class Elector:
             interval = self.config.heart_beat_time_interval_ms
             elapsed = now - self.last_leader_heartbeat_time
             if elapsed > 2 * interval and elapsed > self.config.max_heart_beat_leak * interval:
-                self.change_to_candidate(self.member.curr_term)
+                self._leader_lost()
         else:
             self._maintain_as_candidate()
 
@@ -126,11 +129,33 @@ class Elector:
 
     # ---- role changes ------------------------------------------------------------------------------------------
 
+    def leader_unreachable(self, leader_id: str) -> None:
+        """The shell saw this member's leader go away for good (its connection closed and a new one was refused):
+        campaign now instead of after the heartbeat leak. Ignored unless ``leader_id`` is still the leader followed."""
+        member = self.member
+        if member.is_follower and member.leader_id == leader_id and self.config.enable_leader_elector:
+            self._leader_lost()
+
+    def _leader_lost(self) -> None:
+        """A follower gives up on its leader. DLedger first votes again in the leader's own term, a round that cannot
+        pass (the leader holds a majority of that term's votes) and that waits 2-3 s for a paused leader, or a heartbeat
+        leak more when a member still following it answers REJECT_ALREADY_HAS_LEADER; here, as in Raft, the member
+        votes in the next term after DLedger's random vote interval (which keeps the followers from splitting it)."""
+        term = self.member.curr_term
+        self.change_to_candidate(term)
+        if not self.node.faithful:
+            self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
+            self.next_time_to_request_vote = self._next_vote_time()
+
     def change_to_leader(self, term: int) -> None:
         if self.member.curr_term != term:
             return
         self.member.change_to_leader(term)
         self.last_send_heartbeat_time = -1
+        if not self.node.faithful:
+            # Heartbeats before the first push: a voter that has not heard of this leader yet is still a candidate
+            # and answers a push NOT_FOLLOWER, which costs the dispatcher its 500 ms error pause (DLedger races them).
+            self._send_heartbeats()
         self._role_changed(term, Role.LEADER)
 
     def change_to_candidate(self, term: int) -> None:
