@@ -57,6 +57,9 @@ TOPIC = "FailoverTopic"
 QUEUES = 4
 SEGMENT = 8 << 20
 _BIN = Path(sys.executable).parent
+#: The processes run this checkout's code: the venv's entry scripts would import the tree it was installed from.
+_ROOT = str(Path(__file__).resolve().parents[1])
+_ENV = os.environ | {"PYTHONPATH": os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p)}
 _NAMESRV_BOOT = re.compile(r"address (\S+)")
 
 
@@ -119,7 +122,7 @@ class Group:
     async def start_namesrv(self) -> None:
         log = (self.work / "namesrv.log").open("ab")
         proc = await trio.lowlevel.open_process([str(_BIN / "mqnamesrv"), "-p", "0"], stdout=subprocess.PIPE,
-                                                stderr=log, start_new_session=True)  # fmt: skip
+                                                stderr=log, start_new_session=True, env=_ENV)  # fmt: skip
         log.close()
         self.namesrv = proc
         assert proc.stdout is not None
@@ -132,7 +135,7 @@ class Group:
     async def start(self, member: Member) -> None:
         log = (self.work / f"{member.member_id}.log").open("ab")
         member.process = await trio.lowlevel.open_process(
-            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True
+            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True, env=_ENV
         )
         log.close()
 
@@ -310,7 +313,7 @@ class Group:
 async def cluster_list(namesrv_addr: str) -> list[dict[str, Any]]:
     """``mqadmin clusterList --json`` rows (with the DLedger role, term and leader of each broker)."""
     done = await trio.run_process([str(_BIN / "mqadmin"), "clusterList", "-n", namesrv_addr, "--json"],
-                                  capture_stdout=True, check=False)  # fmt: skip
+                                  capture_stdout=True, check=False, env=_ENV)  # fmt: skip
     try:
         rows: list[dict[str, Any]] = json.loads(done.stdout)["rows"]
     except (ValueError, KeyError):

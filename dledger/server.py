@@ -75,8 +75,9 @@ _ROLE_TIMERS: dict[Role, tuple[str, ...]] = {
 
 #: the connection attribute naming the member that sent heartbeats or pushes on it
 _PEER = "dledger.peer"
-#: how long the probe of a leader whose connection closed may take to connect
+#: how long each probe of a leader whose connection closed may take to connect, and the pause before each
 PROBE_TIMEOUT_S = 1.0
+PROBE_DELAYS_S = (0.0, 0.1, 0.4)
 
 
 def now_ms() -> int:
@@ -348,21 +349,26 @@ class DLedgerServer:
             nursery.start_soon(self._probe_leader, peer)
 
     async def _probe_leader(self, peer: str) -> None:
-        """Connect to the leader's DLedger port once: refused means nothing listens there any more (the process died;
-        a paused or partitioned one does not refuse), so the node campaigns without waiting for the heartbeat leak.
-        Anything else (connected, timed out) leaves it to the heartbeats."""
+        """Connect to the leader's DLedger port a few times: refused means nothing listens there any more (the process
+        died; a paused or partitioned one does not refuse), so the node campaigns without waiting for the heartbeat
+        leak. A dying process closes its connections before its listener (one descriptor at a time), so a connect
+        that succeeds right after the close proves nothing: it is tried again. Connected every time, or timed out:
+        the heartbeats decide."""
         host, port = parse_address(self.config.peer_map[peer])
-        with trio.move_on_after(PROBE_TIMEOUT_S):
-            try:
-                stream = await trio.open_tcp_stream(host, port)
-            except OSError:
-                node = self._node
-                if node is not None:
+        for delay in PROBE_DELAYS_S:
+            await trio.sleep(delay)
+            node = self._node
+            if node is None or not node.member.is_follower or node.member.leader_id != peer:
+                return
+            with trio.move_on_after(PROBE_TIMEOUT_S):
+                try:
+                    stream = await trio.open_tcp_stream(host, port)
+                except OSError:
                     log.info("dledger %s: leader %s refuses connections, electing now", self.config.self_id, peer)
                     node.leader_unreachable(now_ms(), peer)
                     self._carry_out()
-                return
-            await stream.aclose()
+                    return
+                await stream.aclose()
 
 
 def _reply(reply: Reply) -> None:
