@@ -128,8 +128,10 @@ class RaftNode:
         elif request.group != member.group:
             self.reply(handle, self._refusal(request, ResponseCode.UNKNOWN_GROUP))
         elif isinstance(request, VoteRequest):
+            self.elector.heard_from(request.local_id)
             self.reply(handle, self.elector.handle_vote(request))
         elif isinstance(request, HeartBeatRequest):
+            self.elector.heard_from(request.local_id)
             self.reply(handle, self.elector.handle_heartbeat(request))
         elif isinstance(request, PushEntryRequest):
             self.handler.handle_push(request, handle)

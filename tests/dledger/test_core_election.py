@@ -9,6 +9,7 @@ import pytest
 
 from dledger.codes import ResponseCode, Role, VoteResult
 from dledger.config import DLedgerConfig
+from dledger.effects import Send
 from dledger.ledger import MemoryLedger
 from dledger.member import MemoryTermStore
 from dledger.messages import HeartBeatRequest, PushEntryRequest, PushEntryResponse, VoteRequest, VoteResponse
@@ -183,3 +184,36 @@ def test_requests_for_another_member_or_group_get_401_and_400() -> None:
     node.handle_request(0, HeartBeatRequest(group="other", remote_id="n0", leader_id="n1"), "h2")
     codes = {e.handle: e.response.code for e in node.drain() if hasattr(e, "handle")}  # type: ignore[union-attr]
     assert codes == {"h1": ResponseCode.UNKNOWN_MEMBER, "h2": ResponseCode.UNKNOWN_GROUP}
+
+
+def test_a_vote_round_does_not_wait_for_the_leader_given_up_on() -> None:
+    # n0 follows n1, which goes silent (paused). n0 campaigns; n2 has just voted for itself in that term (a split
+    # vote) and rejects. DLedger's round would wait 2-3 s for n1's answer; ours ends with n2's, and the next term's
+    # vote follows one random interval later.
+    node = _member()
+    beat = HeartBeatRequest(group="g", remote_id="n0", local_id="n1", leader_id="n1", term=0)
+    node.handle_request(0, beat, None)
+    assert node.member.role is Role.FOLLOWER
+    node.tick(6001)
+    assert node.member.role is Role.CANDIDATE and "n1" in node.elector.silent
+    node.drain()
+    node.tick(node.next_deadline())
+    asked = {e.peer: e for e in node.drain() if isinstance(e, Send) and isinstance(e.request, VoteRequest)}
+    assert set(asked) == {"n1", "n2"}
+    term = asked["n2"].request.term
+    refusal = VoteResponse(group="g", remote_id="n2", local_id="n0", leader_id="n0", term=term,
+                           vote_result=VoteResult.REJECT_ALREADY_VOTED)  # fmt: skip
+    node.handle_response(node.now + 2, asked["n2"].token, refusal)
+    assert node.elector._vote is None  # concluded without n1's answer
+    assert node.elector.next_time_to_request_vote - node.now <= 1000
+    before = node.now
+    while True:  # the next round, in the next term, within a vote interval
+        node.tick(node.next_deadline())
+        again = [e for e in node.drain() if isinstance(e, Send) and isinstance(e.request, VoteRequest)]
+        if again:
+            break
+    assert again[0].request.term == term + 1 and node.now - before <= 1000
+    # n1 speaks again (a heartbeat in an old term): rounds wait for it again.
+    node.handle_request(node.now, HeartBeatRequest(group="g", remote_id="n0", local_id="n1", leader_id="n1", term=0),
+                        None)  # fmt: skip
+    assert "n1" not in node.elector.silent
