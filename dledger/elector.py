@@ -10,8 +10,10 @@ returns at once, as the blocked thread would.
   the shell finds the leader's process gone (:meth:`Elector.leader_unreachable`; ours). DLedger's candidate then
   votes in the same term first; ours, as Raft's, in the next (:meth:`Elector._leader_lost`).
 - Candidate: votes at ``nextTimeToRequestVote`` (randomised 300-1000 ms, 30-100 ms while taking leadership); the
-  table of outcomes is ``_conclude``. There is no pre-vote: a higher term in a vote or heartbeat makes the receiver a
-  candidate that bumps its term at once and answers TERM_NOT_READY.
+  table of outcomes is ``_conclude``. Ours: a round also ends once only silent peers are left to answer
+  (:attr:`Elector.silent`), and a leader stepping down on a higher term votes in that term next. There is no
+  pre-vote: a higher term in a vote or heartbeat makes the receiver a candidate that bumps its term at once and
+  answers TERM_NOT_READY.
 - Leader: heartbeats every interval, the first at once on election, before its first push (ours); a round
   without a quorum of answers for 6 s since the last good one (the leader's lease), a higher term or a second leader
   in the same term makes it a candidate.
