@@ -67,6 +67,11 @@ class PutWaits:
         """Whether a put with this ``WAIT`` setting waits for anything."""
         return self._flushes(wait) or self._replicates(wait)
 
+    def flush_only(self, wait: bool) -> bool:
+        """A put with this ``WAIT`` setting waits for the group commit alone (SYNC_FLUSH on a master that is not
+        SYNC_MASTER): :meth:`MessageStore.notify_flushed` can take its callback directly."""
+        return self._flushes(wait) and not self._replicates(wait)
+
     def can_notify(self, wait: bool) -> bool:
         """The services a put needs are running (a store used without ``run`` syncs inline: :meth:`status`)."""
         return not self._flushes(wait) or self.store.group_commit.running
