@@ -39,6 +39,7 @@ from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
 from store.errors import PutRefusedError
 from store.metadata_files import PERM_WRITE, TopicFilterType
+from store.put_waits import FLUSH, INLINE, NO_WAIT
 from store.results import AppendResult, PutStatus
 
 if TYPE_CHECKING:
@@ -138,9 +139,9 @@ class SendFastPath:
             or (processor.timer_rewrite is not None and "TIMER_" in stored)
         ):
             return False
-        store, wait, connection = broker.store, props.wait, ctx.connection
-        waits = store.waits_for_put(wait)
-        if (waits and not store.put_waits.can_notify(wait)) or connection.congested:
+        store, connection = broker.store, ctx.connection
+        plan = store.put_waits.plan(props.wait)
+        if plan == INLINE or connection.congested:
             return False
         if config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= SYSFLAG_MULTI_TAGS
@@ -154,7 +155,7 @@ class SendFastPath:
         except PutRefusedError:
             return False  # nothing was written: the general path appends again and answers the refusal
         latency = broker.stats.put_latency
-        if not waits:
+        if plan == NO_WAIT:
             latency.record(time.perf_counter_ns() - started)
             self._answer(connection, opaque, PutStatus.PUT_OK, appended, queue_id)
             return True
@@ -162,7 +163,7 @@ class SendFastPath:
         if group_commit is not self._group_commit:
             group_commit.add_pass_listener(self._release_held)
             self._group_commit = group_commit
-        if store.put_waits.flush_only(wait):
+        if plan == FLUSH:
             # The common SYNC_FLUSH case: the group commit calls back with a bool, with no status adapter between.
 
             def flushed(ok: bool) -> None:
@@ -181,7 +182,7 @@ class SendFastPath:
             latency.record(time.perf_counter_ns() - started)
             self._answer(connection, opaque, status, appended, queue_id)
 
-        now = store.put_waits.notify(appended.end_offset, wait, answered)
+        now = store.put_waits.notify(appended.end_offset, props.wait, answered)
         if now is not None:
             answered(now)
         return True
