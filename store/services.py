@@ -285,25 +285,20 @@ class GroupCommitService:
                         files = queue.flush_snapshot()
                         if files:
                             thread.begin(files)
-                            # The previous sync's callbacks (each builds and writes a response) run while this sync
-                            # is in the thread instead of delaying its start (see the report figures in the commit).
-                            self._release(ready)
                             await thread.finish()
                             self.rounds += 1
-                    self._release(ready)
                     flushed = queue.flushed_offset
                     # One pass in offset order: everything the sync covered, including waiters that arrived while
-                    # it ran and whose records it reached (a true group commit).
+                    # it ran and whose records it reached (a true group commit). Their answers go out before the
+                    # next sync starts: the producers get them one pass sooner, and the next sync covers what
+                    # arrived meanwhile.
                     while waiters and waiters[0].offset <= flushed:
                         ready.append(waiters.popleft())
-                    if waiters and files and not store.disk_lock.locked():
-                        self._wakeup.set()  # another sync at once; the covered waiters are released during it
-                    else:
-                        if waiters and files:
-                            self._wakeup.set()
-                        # With nothing left to sync, a waiter past the appended end waits for the append (and its
-                        # notify) that reaches it, or for its timeout: no busy loop.
-                        self._release(ready)
+                    self._release(ready)
+                    if waiters and files:
+                        self._wakeup.set()  # another sync at once
+                    # With nothing left to sync, a waiter past the appended end waits for the append (and its
+                    # notify) that reaches it, or for its timeout: no busy loop.
         finally:
             thread.close()
             self._running = False
