@@ -4,8 +4,9 @@
   ConsumeQueues and the index, then the checkpoint. It also runs under SYNC_FLUSH to keep the queues and checkpoint
   moving.
 * :class:`GroupCommitService`: SYNC_FLUSH. Producers register the offset they need durable; one ``fdatasync`` (on the
-  service's own :class:`_SyncThread`) covers every waiter whose offset it reaches. Waiters that arrive during a sync
-  are covered by the next one.
+  service's own :class:`_SyncThread`) covers every waiter whose offset it reaches, and one release pass answers them
+  before the next sync starts (pass listeners then flush what the callbacks held back). Waiters that arrive during a
+  sync are covered by the next one.
 * :class:`AllocateService`: prepares (and optionally warms up) the next CommitLog segment after each roll, so appends
   rarely create files themselves.
 * :class:`RetentionService`: deletes expired segments at ``delete_when`` or at once when the disk is fuller than
