@@ -133,6 +133,7 @@ class Connection:
         self._writing = False
         self._direct_recent = False
         self._flush_frames = FLUSH_FRAMES
+        self._holding = False
         self._writer_wakeup: primitives.Event | None = None
         self._drained: primitives.Event | None = None
         self._expiry_at = math.inf
@@ -435,7 +436,44 @@ class Connection:
             raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
         self._write_frame(frame)
 
+    def hold_frame(self, frame: bytes) -> bool:
+        """Queue ``frame`` (encoded, as for :meth:`send_frame_nowait`) without writing anything yet: for a caller
+        answering many requests in one pass, who must call :meth:`release_held` when the pass ends, so the answers
+        leave in one write (one wake-up of the peer) instead of a few. Frames written meanwhile queue behind it.
+        Returns True when nothing was held before (the caller then remembers the connection). Raises
+        :class:`RemotingClosedError` on a closed connection."""
+        if self._closed:
+            raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
+        self._outbox.append(frame)
+        self._outbox_bytes += len(frame)
+        first, self._holding = not self._holding, True
+        return first
+
+    def release_held(self) -> None:
+        """Write what :meth:`hold_frame` queued: straight to the socket when the writer is idle (the writer gets
+        what the socket does not take), else the running writer takes it. Raises :class:`RemotingConnectError`
+        (closing the connection) if the direct write fails."""
+        self._holding = False
+        wakeup = self._writer_wakeup
+        if wakeup is None or not self._outbox or self._closed:
+            return  # the writer is running (it takes the outbox next) or there is nothing left to write
+        outbox = self._outbox
+        if self._raw is not None:
+            self._direct_recent = True
+            data = self._send_direct(outbox[0] if len(outbox) == 1 else b"".join(outbox))
+            outbox.clear()
+            self._outbox_bytes = len(data)
+            if not data:
+                return
+            outbox.append(data)
+        self._writer_wakeup = None
+        wakeup.set()
+
     def _write_frame(self, frame: bytes) -> None:
+        if self._holding:  # behind the held frames, written with them
+            self._outbox.append(frame)
+            self._outbox_bytes += len(frame)
+            return
         wakeup = self._writer_wakeup
         if wakeup is not None:
             # The writer is idle, so nothing is queued. The first frame since the last read (or the writer's last
