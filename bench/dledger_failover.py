@@ -1,8 +1,10 @@
 """Failover of a DLedger group of three real ``mqbroker`` processes under 8 producers (docs/architecture.md#dledger).
 
 One ``mqnamesrv`` and three ``mqbroker`` processes in DLedger mode (``enableDLegerCommitLog``, DLedger's default
-timings unless given). Eight producers send with acknowledgements to whatever the name server routes as brokerId 0,
-re-reading the route after any failure. Each round alternates:
+timings unless given). Eight producers of our client (``client.Producer``, synchronous sends, 3 s send timeout, 2
+retries) send to whatever the name server routes as brokerId 0; after a failed send a producer re-reads the route and
+gives up a send waiting on a failed master once the route names another (client/master_watch.py). Each round
+alternates:
 
 - ``kill``: ``kill -9`` the leader, wait for the first acknowledgement from a new one, restart the killed process;
 - ``stop``: ``SIGSTOP`` the leader for longer than the election timeout, ``SIGCONT`` it (a paused old leader must not
@@ -37,6 +39,9 @@ import attrs
 import trio
 
 from broker.embedded_dledger import free_ports
+from client.errors import MQClientError
+from client.message import Message, SendStatus
+from client.producer import Producer
 from dledger.commitlog_store import DLedgerMessageStore
 from dledger.config import DLedgerConfig
 from remoting.client import RemotingClient
@@ -44,6 +49,7 @@ from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import decode_record
+from remoting.codec.msgid import decode_offset_msg_id
 from remoting.errors import RemotingError
 from store.store_config import StoreConfig
 
@@ -51,6 +57,9 @@ TOPIC = "FailoverTopic"
 QUEUES = 4
 SEGMENT = 8 << 20
 _BIN = Path(sys.executable).parent
+#: The processes run this checkout's code: the venv's entry scripts would import the tree it was installed from.
+_ROOT = str(Path(__file__).resolve().parents[1])
+_ENV = os.environ | {"PYTHONPATH": os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p)}
 _NAMESRV_BOOT = re.compile(r"address (\S+)")
 
 
@@ -113,7 +122,7 @@ class Group:
     async def start_namesrv(self) -> None:
         log = (self.work / "namesrv.log").open("ab")
         proc = await trio.lowlevel.open_process([str(_BIN / "mqnamesrv"), "-p", "0"], stdout=subprocess.PIPE,
-                                                stderr=log, start_new_session=True)  # fmt: skip
+                                                stderr=log, start_new_session=True, env=_ENV)  # fmt: skip
         log.close()
         self.namesrv = proc
         assert proc.stdout is not None
@@ -126,7 +135,7 @@ class Group:
     async def start(self, member: Member) -> None:
         log = (self.work / f"{member.member_id}.log").open("ab")
         member.process = await trio.lowlevel.open_process(
-            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True
+            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True, env=_ENV
         )
         log.close()
 
@@ -182,30 +191,25 @@ class Group:
                 pass
             await trio.sleep(0.1)
 
-    async def produce(self, client: RemotingClient, k: int) -> None:
+    async def produce(self, k: int) -> None:
+        """One producer of our client sending until the run ends; each SEND_OK is recorded with the queue offset and
+        the broker (from the offset msgId's store host) that acknowledged it."""
         seq = 0
-        queue_id = k % QUEUES
-        while self.running:
-            addr = self.master
-            if addr is None:
-                await trio.sleep(0.05)
-                continue
-            body = f"p{k}-{seq}".encode()
-            fields = {"producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-                      "queueId": str(queue_id), "sysFlag": "0", "bornTimestamp": str(int(time.time() * 1000)),
-                      "flag": "0", "properties": "", "reconsumeTimes": "0", "unitMode": "false",
-                      "batch": "false"}  # fmt: skip
-            seq += 1
-            try:
-                answer = await client.invoke(addr, request(RequestCode.SEND_MESSAGE, fields, body), 3)  # sendMsgTimeout
-            except RemotingError:
-                answer = None
-            if answer is not None and answer.code == ResponseCode.SUCCESS:
-                offset = int(answer.ext_fields["queueOffset"])
-                self.acks.append(Ack(k, queue_id, offset, body, addr, time.monotonic()))
-            else:
-                self.failed_sends += 1
-                await trio.sleep(0.05)
+        async with Producer(f"PG{k}", self.namesrv_addr, send_msg_timeout=3.0) as producer:
+            while self.running:
+                body = f"p{k}-{seq}".encode()
+                seq += 1
+                try:
+                    result = await producer.send(Message(TOPIC, body))
+                except (MQClientError, RemotingError):
+                    result = None
+                if result is not None and result.send_status is SendStatus.SEND_OK:
+                    host = decode_offset_msg_id(result.offset_msg_id)
+                    addr = f"{host.host}:{host.port}"
+                    self.acks.append(Ack(k, result.queue_id, result.queue_offset, body, addr, time.monotonic()))
+                else:
+                    self.failed_sends += 1
+                    await trio.sleep(0.05)
 
     async def boot(self, client: RemotingClient, nursery: trio.Nursery) -> Member:
         """Start the name server and every member, create the topic, follow its route in ``nursery`` and return the
@@ -309,7 +313,7 @@ class Group:
 async def cluster_list(namesrv_addr: str) -> list[dict[str, Any]]:
     """``mqadmin clusterList --json`` rows (with the DLedger role, term and leader of each broker)."""
     done = await trio.run_process([str(_BIN / "mqadmin"), "clusterList", "-n", namesrv_addr, "--json"],
-                                  capture_stdout=True, check=False)  # fmt: skip
+                                  capture_stdout=True, check=False, env=_ENV)  # fmt: skip
     try:
         rows: list[dict[str, Any]] = json.loads(done.stdout)["rows"]
     except (ValueError, KeyError):
@@ -343,7 +347,7 @@ async def run(work: Path, rounds: int, producers: int, warm: float, pause: float
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             await group.boot(client, nursery)
             for k in range(producers):
-                nursery.start_soon(group.produce, client, k)
+                nursery.start_soon(group.produce, k)
             for number in range(rounds):
                 result = await group.round(number, "kill" if number % 2 == 0 else "stop", warm, pause)
                 print(json.dumps(result), flush=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -43,6 +43,7 @@ from client.errors import (
 )
 from client.fault import LatencyFaultTolerance
 from client.instance import MQClientInstance, new_instance
+from client.master_watch import MasterWatch
 from client.message import Message, SendResult
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, select_one_message_queue
@@ -53,7 +54,7 @@ from remoting.codec.bodies import MessageQueue, TopicRouteData
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.message import MessageExt
-from remoting.errors import RemotingConnectError, RemotingError
+from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self.create_topic_key = create_topic_key
         self.fault = LatencyFaultTolerance(anyio.current_time)
+        #: failed master addresses: the route is re-read at once and their sends give up when it moves on
+        self.master_watch = MasterWatch(self.instance)
         self._builder = SendBuilder(
             group,
             uniq_key_generator(self.instance.config.client_ip),
@@ -165,6 +168,11 @@ class Producer:
         one attempt (ordered messages must not move); otherwise up to ``1 + retry_times_when_send_failed`` attempts."""
         self._check_started()
         prepared = self._builder.single(msg)
+        if queue is None and selector is None:
+            info = self.cached_publish_info(msg.topic)
+            if info is not None:  # what _dispatch does then, without its coroutine
+                timeout = self.send_msg_timeout if timeout is None else timeout
+                return await self.send_with_retries(info, prepared, timeout, self.retry_times_when_send_failed)
         return await self._dispatch(prepared, msg, queue, selector, arg, timeout, self.retry_times_when_send_failed)
 
     async def _dispatch(
@@ -202,12 +210,12 @@ class Producer:
         written now and the response completes it (:mod:`client.async_send`: 88-110 -> 45-50 us of client CPU per
         send, 2.2x the async rate). Otherwise a task takes the awaitable path."""
         self._check_started()
-        prepared = self._builder.single(msg)
+        prepared = self._builder.single_as(msg, AsyncSend)
         if queue is None and selector is None:
             info = self.cached_publish_info(msg.topic)
             if info is not None and msg.topic not in self._fallback_topics:
                 timeout = self.send_msg_timeout if timeout is None else timeout
-                AsyncSend(self, info, prepared, callback, timeout, self.retry_times_when_send_async_failed).start()
+                prepared.launch(self, callback, timeout, self.retry_times_when_send_async_failed, info)
                 return
         self.instance.task_group.start_soon(
             self._send_then_call, prepared, msg, callback, queue, selector, arg, timeout
@@ -359,14 +367,29 @@ class Producer:
             raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"broker {mq.broker_name} has no master address")
         return addr
 
-    async def _send_to(self, mq: MessageQueue, prepared: PreparedSend, timeout: float) -> SendResult:
+    def _send_to(self, mq: MessageQueue, prepared: PreparedSend, timeout: float) -> Awaitable[SendResult]:
+        """One attempt on ``mq``. Without a trace and with the broker's address cached, the awaitable is
+        :func:`api.send_prepared`'s own coroutine (one frame less per switch of the sending task)."""
+        addr = self.instance.find_broker_address(mq.broker_name)
+        if addr is not None and self.trace is None and not self.master_watch.marked(addr):
+            return api.send_prepared(self.instance.remoting, addr, mq.broker_name, prepared, mq.queue_id, timeout)
+        return self._send_to_slow(mq, prepared, timeout)
+
+    async def _send_to_slow(self, mq: MessageQueue, prepared: PreparedSend, timeout: float) -> SendResult:
         addr = self.instance.find_broker_address(mq.broker_name) or await self._broker_address(mq)
-        fields = prepared.for_queue(mq.queue_id, mq.broker_name)
         trace = self.trace
         start_ms = time.time_ns() // 1_000_000 if trace is not None else 0
-        result = await api.send_message(
-            self.instance.remoting, addr, mq.broker_name, fields, prepared.body, timeout, uniq_id=prepared.msg_id
-        )
+        remoting, watch = self.instance.remoting, self.master_watch
+        if watch.marked(addr):
+            result = await watch.send(
+                mq.topic,
+                mq.broker_name,
+                addr,
+                lambda: api.send_prepared(remoting, addr, mq.broker_name, prepared, mq.queue_id, timeout),
+            )
+            watch.succeeded(addr)
+        else:
+            result = await api.send_prepared(remoting, addr, mq.broker_name, prepared, mq.queue_id, timeout)
         if trace is not None:
             trace.on_sent(start_ms, addr, prepared, result)
         return result
@@ -388,6 +411,7 @@ class Producer:
         fault = self.fault if self.send_latency_fault_enable else None
         for _ in range(1 + max(0, retries)):
             mq = select_one_message_queue(info, last_broker, fault)
+            addr = self.instance.find_broker_address(mq.broker_name)
             started = anyio.current_time() if fault is not None else 0.0
             try:
                 result = await self._send_to(mq, prepared, timeout)
@@ -404,11 +428,12 @@ class Producer:
                     self.instance.forget_route(topic)
                     with contextlib.suppress(TopicRouteNotFoundError):
                         info = await self.publish_info(topic)
-                elif isinstance(exc, RemotingConnectError):
-                    # The broker is gone: a fresh route drops its queues once the name server has (a broker group
-                    # without its master is not writable), rather than at the next 30 s route poll.
+                else:
+                    # A master that failed (gone, paused, deposed, refusing): re-read the route now, not at the next
+                    # 30 s poll, so the retry finds a new master (a DLedger group's new leader) or drops a broker group
+                    # without one; later sends to it give up once the route names another (client/master_watch.py).
+                    await self.master_watch.failed(topic, addr)
                     with contextlib.suppress(TopicRouteNotFoundError):
-                        await self.instance.fetch_route(topic)
                         info = await self.publish_info(topic)
                 log.info("send to %s failed (%s), %d attempt(s) so far", mq, exc, len(attempts))
                 continue

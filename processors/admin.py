@@ -114,7 +114,7 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REFUSAL)
         return None
 
-    async def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
         refused = self._refused_on_slave(request)
         if refused is not None:
             return refused
@@ -141,8 +141,7 @@ class AdminBrokerProcessor:
             )
         except TopicAttributeError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        topics = self.broker.topics
-        topics.update_topic(
+        self.broker.topics.update_topic(
             TopicConfig(
                 topic_name=topic,
                 read_queue_nums=header.read_queue_nums,
@@ -154,7 +153,7 @@ class AdminBrokerProcessor:
                 attributes=attributes,
             )
         )
-        await topics.persist()  # answered once topics.json holds it, as TopicConfigManager.updateTopicConfig
+        self.broker.topics.write_through()  # on disk before the answer, as TopicConfigManager.updateTopicConfig
         return request.response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
@@ -167,7 +166,7 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
         broker = self.broker
         broker.topics.delete_topic(topic)
-        await broker.topics.persist()
+        broker.topics.write_through()
         broker.offsets.remove_topic(topic)
         await broker.store.delete_topic(topic)
         broker.stats.on_topic_deleted(topic)
@@ -186,22 +185,22 @@ class AdminBrokerProcessor:
 
     # ---- subscription groups -----------------------------------------------------------------------------------
 
-    async def update_and_create_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
         refused = self._refused_on_slave(request)
         if refused is not None:
             return refused
         config = SubscriptionGroupConfig.from_json(load_object(request.body, "SubscriptionGroupConfig"))
         self.broker.groups.update(config)
-        await self.broker.groups.persist()  # on disk before the answer, as Java's updateSubscriptionGroupConfig
+        self.broker.groups.write_through()  # as SubscriptionGroupManager.updateSubscriptionGroupConfig
         return request.response(ResponseCode.SUCCESS)
 
-    async def delete_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
+    def delete_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
         refused = self._refused_on_slave(request)
         if refused is not None:
             return refused
         header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
         self.broker.groups.delete(header.group_name)
-        await self.broker.groups.persist()
+        self.broker.groups.write_through()
         if header.clean_offset:
             self.broker.offsets.remove_group(header.group_name)
         self.broker.stats.on_group_deleted(header.group_name)
@@ -328,7 +327,10 @@ def _connection(info: ClientChannelInfo) -> ClientConnection:
 
 
 _HANDLERS: Final[dict[int, _Handler]] = {
+    RequestCode.UPDATE_AND_CREATE_TOPIC: AdminBrokerProcessor.update_and_create_topic,
     RequestCode.GET_ALL_TOPIC_CONFIG: AdminBrokerProcessor.get_all_topic_config,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.update_and_create_subscription_group,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.delete_subscription_group,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: AdminBrokerProcessor.get_all_subscription_group_config,
     RequestCode.GET_BROKER_RUNTIME_INFO: AdminBrokerProcessor.get_broker_runtime_info,
     RequestCode.GET_TOPIC_STATS_INFO: AdminBrokerProcessor.get_topic_stats_info,
@@ -341,9 +343,6 @@ _HANDLERS: Final[dict[int, _Handler]] = {
 }
 
 _ASYNC_HANDLERS: Final[dict[int, _AsyncHandler]] = {
-    RequestCode.DELETE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.delete_subscription_group,
-    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.update_and_create_subscription_group,
-    RequestCode.UPDATE_AND_CREATE_TOPIC: AdminBrokerProcessor.update_and_create_topic,
     RequestCode.DELETE_TOPIC_IN_BROKER: AdminBrokerProcessor.delete_topic,
     RequestCode.UPDATE_BROKER_CONFIG: AdminBrokerProcessor.update_broker_config,
     RequestCode.CLEAN_UNUSED_TOPIC: AdminBrokerProcessor.clean_unused_topic,
