@@ -50,7 +50,12 @@ from store.store_config import StoreConfig
 TOPIC = "FailoverTopic"
 QUEUES = 4
 SEGMENT = 8 << 20
-_BIN = Path(sys.executable).parent
+#: The commands run from this checkout (``-m`` with this tree as the working directory), not the installed console
+#: scripts, which an editable install points at whichever tree it was installed from.
+_ROOT = Path(__file__).resolve().parents[1]
+MQBROKER = [sys.executable, "-m", "broker.cli"]
+_MQNAMESRV = [sys.executable, "-m", "namesrv.cli"]
+_MQADMIN = [sys.executable, "-m", "client.mqadmin"]
 _NAMESRV_BOOT = re.compile(r"address (\S+)")
 
 
@@ -95,7 +100,7 @@ class Group:
         self.members: dict[str, Member] = {}
         for i in range(3):
             member, root = f"n{i}", work / f"n{i}"
-            argv = [str(_BIN / "mqbroker"), "--brokerName", "broker-a", "--listenHost", "127.0.0.1",
+            argv = [*MQBROKER, "--brokerName", "broker-a", "--listenHost", "127.0.0.1",
                     "--listenPort", str(ports[3 + i]), "--storePathRootDir", str(root),
                     "--fastChannelEnable", "false", "--mappedFileSizeCommitLog", str(SEGMENT),
                     "--enableDLegerCommitLog", "true", "--dLegerGroup", "broker-a", "--dLegerPeers", peers,
@@ -112,7 +117,7 @@ class Group:
 
     async def start_namesrv(self) -> None:
         log = (self.work / "namesrv.log").open("ab")
-        proc = await trio.lowlevel.open_process([str(_BIN / "mqnamesrv"), "-p", "0"], stdout=subprocess.PIPE,
+        proc = await trio.lowlevel.open_process([*_MQNAMESRV, "-p", "0"], stdout=subprocess.PIPE, cwd=_ROOT,
                                                 stderr=log, start_new_session=True)  # fmt: skip
         log.close()
         self.namesrv = proc
@@ -126,7 +131,7 @@ class Group:
     async def start(self, member: Member) -> None:
         log = (self.work / f"{member.member_id}.log").open("ab")
         member.process = await trio.lowlevel.open_process(
-            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True
+            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True, cwd=_ROOT
         )
         log.close()
 
@@ -308,8 +313,8 @@ class Group:
 
 async def cluster_list(namesrv_addr: str) -> list[dict[str, Any]]:
     """``mqadmin clusterList --json`` rows (with the DLedger role, term and leader of each broker)."""
-    done = await trio.run_process([str(_BIN / "mqadmin"), "clusterList", "-n", namesrv_addr, "--json"],
-                                  capture_stdout=True, check=False)  # fmt: skip
+    done = await trio.run_process([*_MQADMIN, "clusterList", "-n", namesrv_addr, "--json"],
+                                  capture_stdout=True, check=False, cwd=_ROOT)  # fmt: skip
     try:
         rows: list[dict[str, Any]] = json.loads(done.stdout)["rows"]
     except (ValueError, KeyError):

@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from bench.dledger_failover import _BIN, SEGMENT, Group, free_ports
+from bench.dledger_failover import MQBROKER, SEGMENT, Group, free_ports
 from remoting.client import RemotingClient
 
 
@@ -44,7 +44,7 @@ async def single(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     group = Group(work, 0, {})
     port = free_ports(1)[0]
     member = next(iter(group.members.values()))
-    member.argv = [str(_BIN / "mqbroker"), "--brokerName", "broker-a", "--listenHost", "127.0.0.1",
+    member.argv = [*MQBROKER, "--brokerName", "broker-a", "--listenHost", "127.0.0.1",
                    "--listenPort", str(port), "--storePathRootDir", str(work / "single"),
                    "--fastChannelEnable", "false", "--mappedFileSizeCommitLog", str(SEGMENT),
                    "--flushDiskType", args.flush]  # fmt: skip
