@@ -33,7 +33,9 @@ from dledger.codes import ResponseCode
 from dledger.config import DLedgerConfig
 from dledger.entry import (
     CURRENT_MAGIC,
+    HEAD_LAYOUT,
     HEADER_SIZE,
+    INDEX_LAYOUT,
     INDEX_UNIT_SIZE,
     MIN_BLANK_LEN,
     Entry,
@@ -157,6 +159,24 @@ class FileLedger:
         except EntryDecodeError:
             return None
         return entry if entry.pos == record.pos else None
+
+    def body_at(self, index: int) -> tuple[memoryview, int, int] | None:
+        """Where the body of the entry at ``index`` lies in its data segment's mapping: ``(view, offset, length)``,
+        without copying it; None when the index or the entry there is not readable."""
+        if not self._begin <= index <= self._end or index < 0:
+            return None
+        at = index * INDEX_UNIT_SIZE
+        mf = self.index.find(at)
+        if mf is None or at - mf.file_from_offset + INDEX_UNIT_SIZE > mf.wrote_position:
+            return None
+        _, pos, size, _, _ = INDEX_LAYOUT.unpack_from(mf.view, at - mf.file_from_offset)
+        data = self.data.find(pos)
+        rel = pos - data.file_from_offset if data is not None else 0
+        if data is None or size < HEADER_SIZE or rel + size > data.wrote_position:
+            return None
+        if HEAD_LAYOUT.unpack_from(data.view, rel) != (CURRENT_MAGIC, size):
+            return None
+        return data.view, rel + HEADER_SIZE, size - HEADER_SIZE
 
     def index_record(self, index: int) -> IndexRecord | None:
         at = index * INDEX_UNIT_SIZE

@@ -104,9 +104,13 @@ class RaftNode:
     def tick(self, now: int) -> None:
         self._advance(now)
         self.push_wanted = False
-        expired = [token for token, (deadline, _) in self._calls.items() if deadline <= self.now]
-        for token in expired:
-            _, callback = self._calls.pop(token)
+        calls = self._calls
+        while calls:  # registered in deadline order (one timeout per node, time never goes back)
+            token = next(iter(calls))
+            deadline, callback = calls[token]
+            if deadline > self.now:
+                break
+            del calls[token]
             callback(None)
         self._work()
 
@@ -198,7 +202,7 @@ class RaftNode:
         deadlines = [self.elector.next_deadline(), self.quorum.next_deadline(), self.handler.next_deadline()]
         deadlines.extend(d.next_deadline() for d in self.dispatchers.values())
         if self._calls:
-            deadlines.append(min(deadline for deadline, _ in self._calls.values()))
+            deadlines.append(self.calls_deadline())
         if self._take_waits:
             deadlines.append(self.now + 10)
         if self.push_wanted:
@@ -206,6 +210,11 @@ class RaftNode:
         if self.member.is_leader and self.config.preferred_leaders:
             deadlines.append(self.last_preferred_check + 1000)
         return max(self.now, min(deadlines))
+
+    def calls_deadline(self) -> int:
+        """When the oldest outstanding call times out (calls are kept in the order of their deadlines)."""
+        calls = self._calls
+        return calls[next(iter(calls))][0] if calls else NEVER
 
     # ---- services for the components -----------------------------------------------------------------------------
 
