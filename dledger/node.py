@@ -53,6 +53,9 @@ from dledger.messages import (
 from dledger.quorum import Quorum
 
 NEVER = 1 << 62
+#: how many of its latest entries a leader keeps at hand for the pushes, and the largest body it keeps
+RECENT_ENTRIES = 2048
+RECENT_BODY_MAX = 8192
 _RESPONSE_OF: dict[type[Request], type[Response]] = {
     VoteRequest: VoteResponse,
     HeartBeatRequest: HeartBeatResponse,
@@ -81,6 +84,8 @@ class RaftNode:
         self.handler = EntryHandler(self)
         self.dispatchers = {peer: Dispatcher(self, peer) for peer in self.member.others()}
         self._outbox: list[Effect] = []
+        #: index -> entry appended as leader in this term (see :meth:`entry`)
+        self._recent: dict[int, Entry] = {}
         self._calls: dict[int, tuple[int, _Callback]] = {}
         self._tokens = itertools.count(1)
         self._tickets = itertools.count(1)
@@ -173,9 +178,22 @@ class RaftNode:
             self._work()
         return ResponseCode.SUCCESS, ticket, entries
 
+    def entry(self, index: int) -> Entry | None:
+        """The entry at ``index``: from the entries this leader appended lately (the pushes read them right after
+        the append, once per follower), else from the ledger."""
+        found = self._recent.get(index)
+        return found if found is not None else self.ledger.get(index)
+
     def _append_entries(self, bodies: Sequence[tuple[int, BodyFill]], ticket: int) -> list[Entry]:
         term = self.member.curr_term
         entries = self.ledger.append_as_leader(term, bodies)
+        recent = self._recent
+        for e in entries:
+            if len(e.body) <= RECENT_BODY_MAX:
+                recent[e.index] = e
+        if len(recent) > RECENT_ENTRIES:
+            for index in list(itertools.islice(recent, len(recent) - RECENT_ENTRIES // 2)):
+                del recent[index]
         self.quorum.wait_ack(term, entries[-1].index, ticket, tuple(e.pos for e in entries))
         if self.config.sync_before_ack:
             self.request_flush()
@@ -255,6 +273,7 @@ class RaftNode:
         self._outbox.append(AppendDone(ticket, code, index, positions))
 
     def role_changed(self, term: int, role: Role) -> None:
+        self._recent.clear()  # a leader's entries stay as written while it leads; after that the log may change
         if role is not Role.LEADER:
             self.quorum.fail_all(ResponseCode.TERM_CHANGED)
         self._outbox.append(RoleChanged(term, role, self.member.leader_id))

@@ -312,9 +312,9 @@ class DLedgerServer:
             node.handle_response(now_ms(), token, response)
             self._carry_out()
 
-        cmd = request(code, body=encode(send.request))
-        timeout = self.config.rpc_timeout_ms / 1000
-        client.invoke_callback(self.config.peer_map[send.peer], cmd, timeout, done, plain=True)
+        body, timeout, address = encode(send.request), self.config.rpc_timeout_ms / 1000, self.config.peer_map[send.peer]
+        if not client.invoke_fields_callback(address, code, {}, body, timeout, done):
+            client.invoke_callback(address, request(code, body=body), timeout, done, plain=True)
 
     def fast_push(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
         """A PUSH taken in the connection's reader (no command object, no pool hop; the dispatcher offers it only
