@@ -170,7 +170,7 @@ class DLedgerMessageStore(MessageStore):
         if self.dispatched_index >= target:
             return
         index = self.index
-        runs = IndexRuns(index) if index is not None else None
+        runs = IndexRuns(index, timed=True) if index is not None else None
         try:
             while self.dispatched_index < target:
                 at = ledger.body_at(self.dispatched_index + 1)

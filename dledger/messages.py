@@ -210,9 +210,7 @@ _PLAIN_TYPES: Final = frozenset({"int", "str | None", "int | None"})
 def _fields(cls: type[Any]) -> list[tuple[str, str, bool]]:
     table = _FIELDS.get(cls)
     if table is None:
-        table = _FIELDS[cls] = [
-            (f.name, _key(f.name), str(f.type) not in _PLAIN_TYPES) for f in attrs.fields(cls)
-        ]
+        table = _FIELDS[cls] = [(f.name, _key(f.name), str(f.type) not in _PLAIN_TYPES) for f in attrs.fields(cls)]
     return table
 
 

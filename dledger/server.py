@@ -312,7 +312,8 @@ class DLedgerServer:
             node.handle_response(now_ms(), token, response)
             self._carry_out()
 
-        body, timeout, address = encode(send.request), self.config.rpc_timeout_ms / 1000, self.config.peer_map[send.peer]
+        body, timeout = encode(send.request), self.config.rpc_timeout_ms / 1000
+        address = self.config.peer_map[send.peer]
         if not client.invoke_fields_callback(address, code, {}, body, timeout, done):
             client.invoke_callback(address, request(code, body=body), timeout, done, plain=True)
 
@@ -360,7 +361,9 @@ class _Sleeper:
 
 #: The header of an answer (remoting code 200, flagged response), as ``encode_command`` writes it, with the opaque
 #: left as ``%d``: answers to requests taken by :meth:`DLedgerServer.fast_push` are framed from it.
-_ANSWER_HEAD: Final = encode_json(request(0, opaque=0).response(ResponseCode.SUCCESS)).replace(b'"opaque":0,', b'"opaque":%d,')
+_ANSWER_HEAD: Final = encode_json(request(0, opaque=0).response(ResponseCode.SUCCESS)).replace(
+    b'"opaque":0,', b'"opaque":%d,'
+)
 _LENGTHS: Final = struct.Struct(">ii")
 
 
