@@ -8,7 +8,9 @@ States ``COMPARE -> (TRUNCATE) -> APPEND``, reset to COMPARE on every new term o
 - APPEND pushes every entry from ``writeIndex`` to the leader's end (at most 1000 unanswered), or with
   ``enableBatchPush`` as batches of about ``maxBatchPushSize`` bytes; an answer 200 moves the follower's watermark, 406
   sends the dispatcher back to COMPARE. Once caught up it pushes a bare COMMIT every second and re-pushes the entry
-  after the watermark when its answer is over ``maxPushTimeOutMs`` late.
+  after the watermark when its answer is over ``maxPushTimeOutMs`` late. Batches are paced (DLedger sends each at
+  once): while a push is unanswered the next one leaves only when it is full, so under load a push carries what
+  arrived during one round trip instead of one scheduler pass's appends.
 
 Any failure (a COMPARE or TRUNCATE that times out or answers anything but 200/406) resets to COMPARE and pauses the
 dispatcher 500 ms, as DLedger's exception handler does. Every push carries the leader's committed index.

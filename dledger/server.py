@@ -6,8 +6,9 @@ one nursery (``await nursery.start(server.run)``):
 
 - one timer task per component of the current role, restarted on every role change in the role's own nursery: the
   elector always, the dispatchers and the ack checker on a leader, the entry handler on a follower. Each sleeps until
-  its component's next deadline or until an input changed something, then ticks the node. Time is
-  ``trio.current_time()`` in ms, so every timer runs under a virtual clock in tests;
+  its component's next deadline or until an input moves that deadline earlier (most appends and answers move none,
+  so they wake no timer), then ticks the node. Time is ``trio.current_time()`` in ms, so every timer runs under a
+  virtual clock in tests;
 - a timer for the node's outstanding calls (it times them out);
 - the flush task: every ``flushFileInterval`` (or at once when an answer waits for it), ``fdatasync`` in a worker
   thread, then the node hears the new flushed index; and the ``checkpoint`` every ``checkPointInterval``;
@@ -15,8 +16,10 @@ one nursery (``await nursery.start(server.run)``):
   scheduler pass later, so entries appended meanwhile leave in one batch push.
 
 Requests arrive through :class:`DLedgerProcessor` on a one-worker pool (so in order) and answers leave when the node
-produces them (DLedger's request codes, JSON bodies, remoting code 200, the result in the body's ``code``). A body
-that does not parse is answered 411 UNEXPECTED_ARGUMENT. Calls to peers go out with ``invoke_callback``; a failed
+produces them (DLedger's request codes, JSON bodies, remoting code 200, the result in the body's ``code``). A PUSH is
+taken in the connection's reader instead (:meth:`DLedgerServer.fast_push`) whenever the pool is idle, so the order
+holds, and answered with a frame written from a template. A body that does not parse is answered 411
+UNEXPECTED_ARGUMENT. Calls to peers go out as frames written from their fields (``invoke_fields_callback``); a failed
 connection hands ``None`` to the node at once.
 
 The broker's side: :meth:`DLedgerServer.append` (synchronous; the callback gets the
