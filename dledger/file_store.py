@@ -253,19 +253,23 @@ class FileLedger:
             mf.buf[at + HEADER_SIZE : at + entry.size] = entry.body
             pack_header_into(mf.buf, at, entry)
             mf.wrote_position = at + entry.size
-        self._write_index(index_record_of(entry))
+        self._write_index_fields(entry.magic, entry.pos, entry.size, entry.index, entry.term)
         self._end, self._end_term = entry.index, entry.term
         if self._begin == -1:
             self._begin = entry.index
 
     def _write_index(self, record: IndexRecord) -> None:
-        at = record.index * INDEX_UNIT_SIZE
+        self._write_index_fields(record.magic, record.pos, record.size, record.index, record.term)
+
+    def _write_index_fields(self, magic: int, pos: int, size: int, index: int, term: int) -> None:
+        at = index * INDEX_UNIT_SIZE
         mf = self.index.last()
         if mf is None or mf.end_offset <= at:
             mf = self.index.roll(self.index.next_start() if mf is not None else at - at % self.index.file_size)
-        pos = at - mf.file_from_offset
-        mf.buf[pos : pos + INDEX_UNIT_SIZE] = record.encode()
-        mf.wrote_position = max(mf.wrote_position, pos + INDEX_UNIT_SIZE)
+        rel = at - mf.file_from_offset
+        INDEX_LAYOUT.pack_into(mf.buf, rel, magic, pos, size, index, term)
+        if mf.wrote_position < rel + INDEX_UNIT_SIZE:
+            mf.wrote_position = rel + INDEX_UNIT_SIZE
 
     def _cut_data(self, offset: int) -> None:
         self._retire(self.data, offset)

@@ -254,24 +254,34 @@ def _bytes(value: Any, key: str) -> bytes:
         raise MessageError(f"{key}: not Base64") from exc
 
 
+#: an entry's integer fields in the order Entry takes them after the body, with their defaults
+_ENTRY_INTS: Final = (("index", -1), ("term", -1), ("pos", -1), ("magic", CURRENT_MAGIC), ("channel", 0),
+                      ("chainCrc", 0), ("bodyCrc", 0))  # fmt: skip
+
+
 def _entry(value: Any, key: str) -> Entry:
     if not isinstance(value, dict):
         raise MessageError(f"{key}: expected an entry object")
-    body = _bytes(value.get("body", ""), f"{key}.body")
-    entry = Entry(
-        _int(value.get("index", -1), f"{key}.index"),
-        _int(value.get("term", -1), f"{key}.term"),
-        _int(value.get("pos", -1), f"{key}.pos"),
-        body,
-        _int(value.get("magic", CURRENT_MAGIC), f"{key}.magic"),
-        _int(value.get("channel", 0), f"{key}.channel"),
-        _int(value.get("chainCrc", 0), f"{key}.chainCrc"),
-        _int(value.get("bodyCrc", 0), f"{key}.bodyCrc"),
-    )
-    size = value.get("size")
+    body = value.get("body", "")
+    body = _bytes(body, f"{key}.body") if type(body) is not str else _base64(body, key)
+    get = value.get
+    ints = [get(name, default) for name, default in _ENTRY_INTS]
+    for (name, _), number in zip(_ENTRY_INTS, ints, strict=True):
+        if type(number) is not int:
+            _int(number, f"{key}.{name}")
+    index, term, pos, magic, channel, chain_crc, crc = ints
+    entry = Entry(index, term, pos, body, magic, channel, chain_crc, crc)
+    size = get("size")
     if size is not None and _int(size, f"{key}.size") != entry.size:
         raise MessageError(f"{key}: size {size} but the body makes {entry.size}")
     return entry
+
+
+def _base64(text: str, key: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise MessageError(f"{key}.body: not Base64") from exc
 
 
 def _vote_result(value: Any, key: str) -> VoteResult:
