@@ -212,6 +212,11 @@ class RaftNode:
 
     # ---- outputs -----------------------------------------------------------------------------------------------
 
+    @property
+    def has_effects(self) -> bool:
+        """Whether :meth:`drain` would return anything."""
+        return bool(self._outbox)
+
     def drain(self) -> list[Effect]:
         out, self._outbox = self._outbox, []
         return out

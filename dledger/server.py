@@ -115,7 +115,10 @@ class DLedgerServer:
             self._appends[ticket] = callback
         if node.push_wanted:
             self._push_soon.set()
-        self._carry_out()
+        if node.has_effects or node.flush_wanted or not node.defer_push:
+            # A deferred append leaves the work to the push task: it makes no effect and moves no timer's
+            # deadline earlier (the new wait for acknowledgements times out after those already waiting).
+            self._carry_out()
         return code, entries
 
     def status(self) -> dict[str, Any]:
