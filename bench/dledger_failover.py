@@ -89,8 +89,10 @@ class Member:
 class Group:
     """The name server, three brokers, the producers and the checks. Owns its processes (killed on exit)."""
 
-    def __init__(self, work: Path, producers: int, timings: dict[str, int]) -> None:
+    def __init__(self, work: Path, producers: int, timings: dict[str, int], code: Path = _ROOT) -> None:
         self.work = work
+        #: the checkout whose code the processes run (its working directory)
+        self.code = code
         work.mkdir(parents=True, exist_ok=True)
         self.producers = producers
         ports = free_ports(6)
@@ -117,7 +119,7 @@ class Group:
 
     async def start_namesrv(self) -> None:
         log = (self.work / "namesrv.log").open("ab")
-        proc = await trio.lowlevel.open_process([*_MQNAMESRV, "-p", "0"], stdout=subprocess.PIPE, cwd=_ROOT,
+        proc = await trio.lowlevel.open_process([*_MQNAMESRV, "-p", "0"], stdout=subprocess.PIPE, cwd=self.code,
                                                 stderr=log, start_new_session=True)  # fmt: skip
         log.close()
         self.namesrv = proc
@@ -131,7 +133,7 @@ class Group:
     async def start(self, member: Member) -> None:
         log = (self.work / f"{member.member_id}.log").open("ab")
         member.process = await trio.lowlevel.open_process(
-            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True, cwd=_ROOT
+            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True, cwd=self.code
         )
         log.close()
 

@@ -9,6 +9,10 @@ each broker's CPU ms per acknowledged send) and a summary per ratio with every r
 and the load average::
 
     python -m bench.dledger_throughput --rounds 3 --duration 10 --inflight 32
+
+``--baseline DIR`` (A/B in one run): both groups run a second time in each round as ``dledger3@base`` and
+``dledger3_batch@base``, their processes started in the checkout ``DIR`` (its code), each with its ratio to the same
+single broker.
 """
 
 from __future__ import annotations
@@ -90,8 +94,10 @@ async def single(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         await group.kill_all()
 
 
-async def dledger(work: Path, args: argparse.Namespace, batch: bool) -> dict[str, Any]:
-    group = Group(work, 0, {"flushDiskType": args.flush, "enableBatchPush": str(batch).lower()})
+async def dledger(work: Path, args: argparse.Namespace, batch: bool, code: Path | None = None) -> dict[str, Any]:
+    """A three-member group, its members running this checkout or ``code`` (``--baseline``)."""
+    settings = {"flushDiskType": args.flush, "enableBatchPush": str(batch).lower()}
+    group = Group(work, 0, settings) if code is None else Group(work, 0, settings, code)
     try:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             leader = await group.boot(client, nursery)
@@ -103,12 +109,15 @@ async def dledger(work: Path, args: argparse.Namespace, batch: bool) -> dict[str
 
 async def run(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="dledger-tput-"))
-    ratios: dict[str, list[float]] = {"dledger3": [], "dledger3_batch": []}
+    setups: list[tuple[str, bool, Path | None]] = [("dledger3", False, None), ("dledger3_batch", True, None)]
+    if args.baseline is not None:
+        setups += [(f"{setup}@base", batch, args.baseline.resolve()) for setup, batch, _ in setups]
+    ratios: dict[str, list[float]] = {setup: [] for setup, _, _ in setups}
     for number in range(args.rounds):
         alone = await single(work / f"r{number}-a", args)
         print(json.dumps({"round": number, "setup": "single", **alone}), flush=True)
-        for setup, batch in (("dledger3", False), ("dledger3_batch", True)):
-            group = await dledger(work / f"r{number}-{setup}", args, batch)
+        for setup, batch, code in setups:
+            group = await dledger(work / f"r{number}-{setup.replace('@', '-')}", args, batch, code)
             print(json.dumps({"round": number, "setup": setup, **group}), flush=True)
             if alone["tps"]:
                 ratios[setup].append(round(group["tps"] / alone["tps"], 3))
@@ -126,6 +135,9 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=32)
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--flush", default="ASYNC_FLUSH", choices=("ASYNC_FLUSH", "SYNC_FLUSH"))
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="a checkout whose brokers run the groups again as <setup>@base"
+    )
     trio.run(run, parser.parse_args())
 
 
