@@ -1,8 +1,10 @@
 """Failover of a DLedger group of three real ``mqbroker`` processes under 8 producers (docs/architecture.md#dledger).
 
 One ``mqnamesrv`` and three ``mqbroker`` processes in DLedger mode (``enableDLegerCommitLog``, DLedger's default
-timings unless given). Eight producers send with acknowledgements to whatever the name server routes as brokerId 0,
-re-reading the route after any failure. Each round alternates:
+timings unless given). Eight producers of our client (``client.Producer``, synchronous sends, 3 s send timeout, 2
+retries) send to whatever the name server routes as brokerId 0; after a failed send a producer re-reads the route and
+gives up a send waiting on a failed master once the route names another (client/master_watch.py). Each round
+alternates:
 
 - ``kill``: ``kill -9`` the leader, wait for the first acknowledgement from a new one, restart the killed process;
 - ``stop``: ``SIGSTOP`` the leader for longer than the election timeout, ``SIGCONT`` it (a paused old leader must not
@@ -37,6 +39,9 @@ import attrs
 import trio
 
 from broker.embedded_dledger import free_ports
+from client.errors import MQClientError
+from client.message import Message, SendStatus
+from client.producer import Producer
 from dledger.commitlog_store import DLedgerMessageStore
 from dledger.config import DLedgerConfig
 from remoting.client import RemotingClient
@@ -44,18 +49,24 @@ from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import decode_record
+from remoting.codec.msgid import decode_offset_msg_id
 from remoting.errors import RemotingError
 from store.store_config import StoreConfig
 
 TOPIC = "FailoverTopic"
 QUEUES = 4
 SEGMENT = 8 << 20
-#: The commands run from this checkout (``-m`` with this tree as the working directory), not the installed console
-#: scripts, which an editable install points at whichever tree it was installed from.
-_ROOT = Path(__file__).resolve().parents[1]
-MQBROKER = [sys.executable, "-m", "broker.cli"]
-_MQNAMESRV = [sys.executable, "-m", "namesrv.cli"]
-_MQADMIN = [sys.executable, "-m", "client.mqadmin"]
+_BIN = Path(sys.executable).parent
+#: The processes run this checkout's code: the venv's entry scripts would import the tree it was installed from.
+_ROOT = str(Path(__file__).resolve().parents[1])
+
+
+def run_env(code: str) -> dict[str, str]:
+    """The environment whose processes import the checkout ``code`` (its tree first on ``PYTHONPATH``)."""
+    return os.environ | {"PYTHONPATH": os.pathsep.join(p for p in (code, os.environ.get("PYTHONPATH")) if p)}
+
+
+_ENV = run_env(_ROOT)
 _NAMESRV_BOOT = re.compile(r"address (\S+)")
 
 
@@ -89,10 +100,10 @@ class Member:
 class Group:
     """The name server, three brokers, the producers and the checks. Owns its processes (killed on exit)."""
 
-    def __init__(self, work: Path, producers: int, timings: dict[str, int], code: Path = _ROOT) -> None:
+    def __init__(self, work: Path, producers: int, timings: dict[str, int], code: str = _ROOT) -> None:
         self.work = work
-        #: the checkout whose code the processes run (its working directory)
-        self.code = code
+        #: the environment of the processes: they run the checkout ``code``
+        self.env = run_env(code)
         work.mkdir(parents=True, exist_ok=True)
         self.producers = producers
         ports = free_ports(6)
@@ -102,7 +113,7 @@ class Group:
         self.members: dict[str, Member] = {}
         for i in range(3):
             member, root = f"n{i}", work / f"n{i}"
-            argv = [*MQBROKER, "--brokerName", "broker-a", "--listenHost", "127.0.0.1",
+            argv = [str(_BIN / "mqbroker"), "--brokerName", "broker-a", "--listenHost", "127.0.0.1",
                     "--listenPort", str(ports[3 + i]), "--storePathRootDir", str(root),
                     "--fastChannelEnable", "false", "--mappedFileSizeCommitLog", str(SEGMENT),
                     "--enableDLegerCommitLog", "true", "--dLegerGroup", "broker-a", "--dLegerPeers", peers,
@@ -119,8 +130,8 @@ class Group:
 
     async def start_namesrv(self) -> None:
         log = (self.work / "namesrv.log").open("ab")
-        proc = await trio.lowlevel.open_process([*_MQNAMESRV, "-p", "0"], stdout=subprocess.PIPE, cwd=self.code,
-                                                stderr=log, start_new_session=True)  # fmt: skip
+        proc = await trio.lowlevel.open_process([str(_BIN / "mqnamesrv"), "-p", "0"], stdout=subprocess.PIPE,
+                                                stderr=log, start_new_session=True, env=self.env)  # fmt: skip
         log.close()
         self.namesrv = proc
         assert proc.stdout is not None
@@ -133,7 +144,7 @@ class Group:
     async def start(self, member: Member) -> None:
         log = (self.work / f"{member.member_id}.log").open("ab")
         member.process = await trio.lowlevel.open_process(
-            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True, cwd=self.code
+            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True, env=self.env
         )
         log.close()
 
@@ -189,30 +200,25 @@ class Group:
                 pass
             await trio.sleep(0.1)
 
-    async def produce(self, client: RemotingClient, k: int) -> None:
+    async def produce(self, k: int) -> None:
+        """One producer of our client sending until the run ends; each SEND_OK is recorded with the queue offset and
+        the broker (from the offset msgId's store host) that acknowledged it."""
         seq = 0
-        queue_id = k % QUEUES
-        while self.running:
-            addr = self.master
-            if addr is None:
-                await trio.sleep(0.05)
-                continue
-            body = f"p{k}-{seq}".encode()
-            fields = {"producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-                      "queueId": str(queue_id), "sysFlag": "0", "bornTimestamp": str(int(time.time() * 1000)),
-                      "flag": "0", "properties": "", "reconsumeTimes": "0", "unitMode": "false",
-                      "batch": "false"}  # fmt: skip
-            seq += 1
-            try:
-                answer = await client.invoke(addr, request(RequestCode.SEND_MESSAGE, fields, body), 3)  # sendMsgTimeout
-            except RemotingError:
-                answer = None
-            if answer is not None and answer.code == ResponseCode.SUCCESS:
-                offset = int(answer.ext_fields["queueOffset"])
-                self.acks.append(Ack(k, queue_id, offset, body, addr, time.monotonic()))
-            else:
-                self.failed_sends += 1
-                await trio.sleep(0.05)
+        async with Producer(f"PG{k}", self.namesrv_addr, send_msg_timeout=3.0) as producer:
+            while self.running:
+                body = f"p{k}-{seq}".encode()
+                seq += 1
+                try:
+                    result = await producer.send(Message(TOPIC, body))
+                except (MQClientError, RemotingError):
+                    result = None
+                if result is not None and result.send_status is SendStatus.SEND_OK:
+                    host = decode_offset_msg_id(result.offset_msg_id)
+                    addr = f"{host.host}:{host.port}"
+                    self.acks.append(Ack(k, result.queue_id, result.queue_offset, body, addr, time.monotonic()))
+                else:
+                    self.failed_sends += 1
+                    await trio.sleep(0.05)
 
     async def boot(self, client: RemotingClient, nursery: trio.Nursery) -> Member:
         """Start the name server and every member, create the topic, follow its route in ``nursery`` and return the
@@ -315,8 +321,8 @@ class Group:
 
 async def cluster_list(namesrv_addr: str) -> list[dict[str, Any]]:
     """``mqadmin clusterList --json`` rows (with the DLedger role, term and leader of each broker)."""
-    done = await trio.run_process([*_MQADMIN, "clusterList", "-n", namesrv_addr, "--json"],
-                                  capture_stdout=True, check=False, cwd=_ROOT)  # fmt: skip
+    done = await trio.run_process([str(_BIN / "mqadmin"), "clusterList", "-n", namesrv_addr, "--json"],
+                                  capture_stdout=True, check=False, env=_ENV)  # fmt: skip
     try:
         rows: list[dict[str, Any]] = json.loads(done.stdout)["rows"]
     except (ValueError, KeyError):
@@ -350,7 +356,7 @@ async def run(work: Path, rounds: int, producers: int, warm: float, pause: float
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             await group.boot(client, nursery)
             for k in range(producers):
-                nursery.start_soon(group.produce, client, k)
+                nursery.start_soon(group.produce, k)
             for number in range(rounds):
                 result = await group.round(number, "kill" if number % 2 == 0 else "stop", warm, pause)
                 print(json.dumps(result), flush=True)

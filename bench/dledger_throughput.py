@@ -29,7 +29,7 @@ from typing import Any
 
 import trio
 
-from bench.dledger_failover import MQBROKER, SEGMENT, Group, Member, free_ports
+from bench.dledger_failover import _BIN, SEGMENT, Group, Member, free_ports
 from remoting.client import RemotingClient
 
 
@@ -77,7 +77,7 @@ async def single(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     group = Group(work, 0, {})
     port = free_ports(1)[0]
     member = next(iter(group.members.values()))
-    member.argv = [*MQBROKER, "--brokerName", "broker-a", "--listenHost", "127.0.0.1",
+    member.argv = [str(_BIN / "mqbroker"), "--brokerName", "broker-a", "--listenHost", "127.0.0.1",
                    "--listenPort", str(port), "--storePathRootDir", str(work / "single"),
                    "--fastChannelEnable", "false", "--mappedFileSizeCommitLog", str(SEGMENT),
                    "--flushDiskType", args.flush]  # fmt: skip
@@ -97,7 +97,7 @@ async def single(work: Path, args: argparse.Namespace) -> dict[str, Any]:
 async def dledger(work: Path, args: argparse.Namespace, batch: bool, code: Path | None = None) -> dict[str, Any]:
     """A three-member group, its members running this checkout or ``code`` (``--baseline``)."""
     settings = {"flushDiskType": args.flush, "enableBatchPush": str(batch).lower()}
-    group = Group(work, 0, settings) if code is None else Group(work, 0, settings, code)
+    group = Group(work, 0, settings) if code is None else Group(work, 0, settings, str(code))
     try:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             leader = await group.boot(client, nursery)

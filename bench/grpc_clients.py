@@ -10,14 +10,18 @@ one at a time, in interleaved rounds, each round on fresh topics and groups:
   (``receive(32)`` then ``ack`` each, as its API is used) against a 4.x ``PushConsumer`` (pull, listener, offset
   commit).
 
-One JSON line per measurement, then a summary with each figure's range and the 5.x / 4.x ratio of the medians
-(the issue's target: ≥ 0.5). Usage: ``python -m bench.grpc_clients [--rounds 3] [--messages 2000] [--size 1024]``.
+One JSON line per measurement (rates, and the CPU each message cost the broker process, its Trio thread and this
+client process, in µs, from ``/proc``), then a summary with each figure's range and the 5.x / 4.x ratio of the medians
+(the target: ≥ 0.5). ``--baseline DIR`` runs a second name server and broker from the checkout ``DIR`` (named
+``base``; this tree's is ``head``), measured in the same rounds, alternating which goes first (A/B in one run).
+Usage: ``python -m bench.grpc_clients [--rounds 3] [--messages 2000] [--size 1024] [--baseline DIR]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -28,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from client import Admin, ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer
@@ -39,8 +44,9 @@ def emit(record: dict[str, object]) -> None:
     print(json.dumps(record), flush=True)
 
 
-def start(argv: list[str], want: int) -> tuple[subprocess.Popen[str], list[str]]:
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def start(argv: list[str], want: int, code: Path | None = None) -> tuple[subprocess.Popen[str], list[str]]:
+    """Start ``argv`` (in the checkout ``code``, else here) and read the addresses it prints."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=code)
     assert proc.stdout is not None
     found: list[str] = []
     while len(found) < want:
@@ -50,6 +56,29 @@ def start(argv: list[str], want: int) -> tuple[subprocess.Popen[str], list[str]]
         for match in _ADDRESS.finditer(line):
             found.append(next(g for g in match.groups() if g))
     return proc, found
+
+
+_TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_us(pid: int, tid: int | None = None) -> float:
+    """User + system CPU of process ``pid`` (or of its thread ``tid``) so far, in µs."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * _TICK_US
+
+
+async def measured(broker: int, messages: int, run: Any) -> tuple[float, dict[str, float]]:
+    """``await run()`` (a rate); with the CPU per message of the broker, its Trio (main) thread and this process."""
+    before = cpu_us(broker), cpu_us(broker, broker), time.process_time()
+    rate = await run()
+    after = cpu_us(broker), cpu_us(broker, broker), time.process_time()
+    return rate, {
+        "broker_us": round((after[0] - before[0]) / messages),
+        "trio_us": round((after[1] - before[1]) / messages),
+        "client_us": round((after[2] - before[2]) * 1e6 / messages),
+    }
 
 
 def send_5x(endpoint: str, topic: str, messages: int, body: bytes, inflight: int) -> float:
@@ -144,39 +173,67 @@ async def receive_4x(namesrv: str, topic: str, group: str, messages: int) -> flo
 MODES = [("serial", 1), ("concurrent", 16)]
 
 
-async def one_round(args: argparse.Namespace, namesrv: str, endpoint: str, tag: str, width: int) -> dict[str, float]:
+async def one_round(
+    args: argparse.Namespace, namesrv: str, endpoint: str, broker: int, tag: str, width: int
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     body = b"x" * args.size
+    n = args.messages
     topics = {k: f"Bench{k}{tag}" for k in ("5", "4")}
     async with Admin(namesrv) as admin:
         for topic in topics.values():
             await admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
-    out = {
-        "send_5x": await trio.to_thread.run_sync(send_5x, endpoint, topics["5"], args.messages, body, width),
-        "send_4x": await send_4x(namesrv, topics["4"], args.messages, body, width),
+    runs = {
+        "send_5x": lambda: trio.to_thread.run_sync(send_5x, endpoint, topics["5"], n, body, width),
+        "send_4x": lambda: send_4x(namesrv, topics["4"], n, body, width),
+        "receive_5x": lambda: trio.to_thread.run_sync(receive_5x, endpoint, topics["5"], f"BenchG5{tag}", n, width),
+        "receive_4x": lambda: receive_4x(namesrv, topics["4"], f"BenchG4{tag}", n - 1),
     }
-    out["receive_5x"] = await trio.to_thread.run_sync(
-        receive_5x, endpoint, topics["5"], f"BenchG5{tag}", args.messages, width
-    )
-    out["receive_4x"] = await receive_4x(namesrv, topics["4"], f"BenchG4{tag}", args.messages - 1)
-    return out
+    rates: dict[str, float] = {}
+    cpu: dict[str, dict[str, float]] = {}
+    for key, run in runs.items():
+        rates[key], cpu[key] = await measured(broker, n, run)
+    return rates, cpu
 
 
-async def bench(args: argparse.Namespace, namesrv: str, endpoint: str) -> None:
-    figures: dict[str, dict[str, list[float]]] = {mode: {} for mode, _ in MODES}
+@attrs.frozen
+class Stack:
+    """A name server and ``mqbroker --enable-proxy`` running the code of one checkout."""
+
+    name: str
+    namesrv: str
+    endpoint: str
+    broker: int
+
+
+async def bench(args: argparse.Namespace, stacks: list[Stack]) -> None:
+    figures: dict[tuple[str, str], dict[str, list[float]]] = {(s.name, m): {} for s in stacks for m, _ in MODES}
     for round_no in range(args.rounds):
+        order = stacks if round_no % 2 == 0 else stacks[::-1]
+        for stack in order:
+            for mode, width in MODES:
+                tag = f"{mode}{round_no}"
+                rates, cpu = await one_round(args, stack.namesrv, stack.endpoint, stack.broker, tag, width)
+                for key, rate in rates.items():
+                    figures[stack.name, mode].setdefault(key, []).append(rate)
+                emit({"bench": "grpc_clients", "code": stack.name, "round": round_no, "mode": mode, "width": width,
+                      **{k: round(v) for k, v in rates.items()}, "cpu_per_msg": cpu})  # fmt: skip
+    for stack in stacks:
         for mode, width in MODES:
-            rates = await one_round(args, namesrv, endpoint, f"{mode}{round_no}", width)
-            for key, rate in rates.items():
-                figures[mode].setdefault(key, []).append(rate)
-            emit({"bench": "grpc_clients", "round": round_no, "mode": mode, "width": width,
-                  **{k: round(v) for k, v in rates.items()}})  # fmt: skip
-    for mode, width in MODES:
-        for op in ("send", "receive"):
-            five, four = figures[mode][f"{op}_5x"], figures[mode][f"{op}_4x"]
-            emit({"bench": "grpc_clients", "summary": op, "mode": mode, "width": width,
-                  "msgs_per_s_5x": [round(min(five)), round(max(five))],
-                  "msgs_per_s_4x": [round(min(four)), round(max(four))],
-                  "ratio_5x_to_4x": round(statistics.median(five) / statistics.median(four), 2)})  # fmt: skip
+            for op in ("send", "receive"):
+                five, four = figures[stack.name, mode][f"{op}_5x"], figures[stack.name, mode][f"{op}_4x"]
+                emit({"bench": "grpc_clients", "code": stack.name, "summary": op, "mode": mode, "width": width,
+                      "msgs_per_s_5x": [round(min(five)), round(statistics.median(five)), round(max(five))],
+                      "msgs_per_s_4x": [round(min(four)), round(statistics.median(four)), round(max(four))],
+                      "ratio_5x_to_4x": round(statistics.median(five) / statistics.median(four), 2)})  # fmt: skip
+    emit({"bench": "grpc_clients", "load_average": os.getloadavg()})
+
+
+def start_stack(name: str, root: Path, code: Path | None) -> tuple[Stack, list[subprocess.Popen[str]]]:
+    namesrv_proc, (namesrv,) = start([sys.executable, "-m", "namesrv.cli", "--listenPort", "0"], 1, code)
+    argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", namesrv, "--listenPort", "0"]
+    argv += ["--grpcServerPort", "0", "--storePathRootDir", str(root / "store"), "--brokerIP1", "127.0.0.1"]
+    broker_proc, found = start(argv, 2, code)
+    return Stack(name, namesrv, f"127.0.0.1:{found[0]}", broker_proc.pid), [broker_proc, namesrv_proc]
 
 
 def main() -> None:
@@ -184,16 +241,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--baseline", type=Path, default=None, help="a checkout whose broker runs as 'base' (A/B)")
     args = parser.parse_args()
+    procs: list[subprocess.Popen[str]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        namesrv_proc, (namesrv,) = start([sys.executable, "-m", "namesrv.cli", "--listenPort", "0"], 1)
-        argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", namesrv, "--listenPort", "0"]
-        argv += ["--grpcServerPort", "0", "--storePathRootDir", str(Path(tmp) / "store"), "--brokerIP1", "127.0.0.1"]
-        broker_proc, found = start(argv, 2)
         try:
-            trio.run(bench, args, namesrv, f"127.0.0.1:{found[0]}")
+            stacks = []
+            for name, code in [("head", None)] + ([("base", args.baseline)] if args.baseline else []):
+                stack, started = start_stack(name, Path(tmp) / name, code)
+                stacks.append(stack)
+                procs += started
+            trio.run(bench, args, stacks)
         finally:
-            for proc in (broker_proc, namesrv_proc):
+            for proc in procs:
                 proc.terminate()
                 proc.wait(30)
 

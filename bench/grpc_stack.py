@@ -9,6 +9,8 @@ each in a child process (``python -m bench.grpc_stack serve VARIANT``); the clie
   :class:`proxy.bridge.TrioBridge` (what ``proxy/`` ships);
 - ``grpcio-direct``: the same server computing on its own asyncio thread (the bridge's cost is the difference);
 - ``grpcio-threads``: grpcio's classic server (a thread pool, blocking handlers), computing in its worker threads;
+- ``grpcio-threads-trio``: the same server, each call computed on a Trio thread (worker threads block on a lock the
+  Trio side releases: what serving the broker from it would cost);
 - ``h2-trio``: pure-Python HTTP/2 (``h2``) on Trio streams with hand-written gRPC framing, no thread.
 
 Figures, one JSON line each: ``unary`` = QueryRoute round trips one after another (p50/p99 in µs, calls/s, the
@@ -36,7 +38,7 @@ import trio
 
 from proxy.pb import definition, service, service_grpc
 
-VARIANTS = ("grpcio-bridge", "grpcio-direct", "grpcio-threads", "h2-trio")
+VARIANTS = ("grpcio-bridge", "grpcio-direct", "grpcio-threads", "grpcio-threads-trio", "h2-trio")
 BODY = b"x" * 1024
 
 
@@ -110,6 +112,64 @@ def serve_grpcio_threads() -> None:
     server.start()
     print(port, flush=True)
     server.wait_for_termination()
+
+
+class ThreadsToTrio:
+    """What a thread-pool server would need to compute on the Trio thread: each worker thread queues its call for
+    the Trio thread (one ``run_sync_soon`` wake-up per batch, as :class:`proxy.bridge.TrioBridge`) and blocks on a
+    lock the Trio side releases with the answer."""
+
+    def __init__(self) -> None:
+        import collections
+        import threading
+
+        self._token = trio.lowlevel.current_trio_token()
+        self._jobs: collections.deque[Any] = collections.deque()
+        self._scheduled = False
+        self._lock = threading.Lock  # a fresh lock per call
+
+    def run(self, fn: Any, req: Any) -> Any:
+        done = self._lock()
+        done.acquire()
+        box: list[Any] = []
+
+        def job() -> None:
+            box.append(fn(req))
+            done.release()
+
+        self._jobs.append(job)
+        if not self._scheduled:
+            self._scheduled = True
+            self._token.run_sync_soon(self._drain)
+        done.acquire()
+        return box[0]
+
+    def _drain(self) -> None:
+        self._scheduled = False
+        while self._jobs:
+            self._jobs.popleft()()
+
+
+class ThreadedTrioServicer(service_grpc.MessagingServiceServicer):  # type: ignore[misc]
+    def __init__(self, bridge: ThreadsToTrio) -> None:
+        self.bridge = bridge
+
+    def QueryRoute(self, request: Any, context: Any) -> Any:
+        return self.bridge.run(route_answer, request)
+
+    def ReceiveMessage(self, request: Any, context: Any) -> Any:
+        yield from self.bridge.run(receive_answer, request)
+
+
+async def serve_grpcio_threads_trio() -> None:
+    from concurrent import futures
+
+    server = grpc.server(futures.ThreadPoolExecutor(16))
+    service_grpc.add_MessagingServiceServicer_to_server(ThreadedTrioServicer(ThreadsToTrio()), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(port, flush=True)
+    await trio.sleep_forever()
 
 
 # ---- h2 on Trio ------------------------------------------------------------------------------------------------
@@ -249,6 +309,8 @@ def main() -> None:
             trio.run(serve_h2)
         elif args.variant == "grpcio-threads":
             serve_grpcio_threads()
+        elif args.variant == "grpcio-threads-trio":
+            trio.run(serve_grpcio_threads_trio)
         else:
             trio.run(serve_grpcio, args.variant == "grpcio-bridge")
         return

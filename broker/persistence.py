@@ -3,10 +3,14 @@
 A :class:`ConfigPersister` pairs a :class:`~store.metadata_files.ConfigFile` with a ``snapshot`` callable that
 returns the manager's current table. Managers change their tables synchronously on the Trio thread (so processors
 never await them) and call :meth:`ConfigPersister.mark_dirty`; the persister's :meth:`run` task then saves the latest
-snapshot in a worker thread. :meth:`persist` saves at once (admin requests, shutdown, tests).
+snapshot in a worker thread. :meth:`persist` saves at once (shutdown, tests); :meth:`write_through` writes the file on
+the Trio thread without ``fsync`` before an admin request is answered (RocketMQ's managers persist before returning),
+so the change survives a ``kill -9`` right after the answer, and schedules the synced save that makes it survive a
+power loss.
 
-Ownership and errors: the persister is the only writer of its file; saves are serialized by a lock and the snapshot is
-taken on the Trio thread just before the save, so the file always holds a consistent table. A save that fails with
+Ownership and errors: the persister is the only writer of its file; writes are serialized by a thread lock and each
+snapshot, taken on the Trio thread, carries a sequence number: a write of an older snapshot than the file holds is
+skipped, so a worker thread finishing late never puts back an older table. A save that fails with
 ``OSError`` is logged and retried on the next change or at shutdown (the in-memory table stays authoritative), so a
 full disk does not take the broker down; :meth:`persist` raises it to its caller.
 """
@@ -14,6 +18,7 @@ full disk does not take the broker down; :meth:`persist` raises it to its caller
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -33,6 +38,9 @@ class ConfigPersister(Generic[T]):
         self.file = file
         self._snapshot = snapshot
         self._lock = trio.Lock()
+        self._file_lock = threading.Lock()
+        self._taken = 0  # snapshots taken so far
+        self._written = 0  # the newest snapshot the file holds
         self._dirty = False
         self._wakeup = trio.Event()
         self._saved = trio.Event()
@@ -51,13 +59,30 @@ class ConfigPersister(Generic[T]):
         self._dirty = True
         self._wakeup.set()
 
+    def _take(self) -> tuple[int, T]:
+        self._taken += 1
+        return self._taken, self._snapshot()
+
+    def _write(self, taken: int, value: T, sync: bool) -> None:
+        with self._file_lock:
+            if taken > self._written:
+                self.file.save(value, sync=sync)
+                self._written = taken
+
+    def write_through(self) -> None:
+        """Write the current table now on the calling (Trio) thread, without ``fsync``, and schedule a synced save.
+        Blocks the loop for one small file write (and for a worker thread's save in progress). Raises ``OSError``."""
+        taken, value = self._take()
+        self._write(taken, value, sync=False)
+        self.mark_dirty()
+
     async def persist(self) -> None:
         """Save the current table now, in a worker thread. Raises ``OSError`` from the file system."""
         async with self._lock:
             self._dirty = False
-            value = self._snapshot()
+            taken, value = self._take()
             try:
-                await trio.to_thread.run_sync(self.file.save, value)
+                await trio.to_thread.run_sync(self._write, taken, value, True)
             except BaseException:
                 self._dirty = True
                 raise

@@ -65,6 +65,10 @@ class SubscriptionGroupManager:
     async def persist(self) -> None:
         await self.persister.persist()
 
+    def write_through(self) -> None:
+        """Write the file now, before an admin request is answered (:meth:`ConfigPersister.write_through`)."""
+        self.persister.write_through()
+
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config without auto-creating it."""
         return self._table.get(group)

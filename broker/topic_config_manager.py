@@ -102,6 +102,10 @@ class TopicConfigManager:
     async def persist(self) -> None:
         await self.persister.persist()
 
+    def write_through(self) -> None:
+        """Write the file now, before an admin request is answered (:meth:`ConfigPersister.write_through`)."""
+        self.persister.write_through()
+
     # ---- reads -------------------------------------------------------------------------------------------------
 
     def get(self, topic: str) -> TopicConfig | None:

@@ -4,10 +4,12 @@
 callback gets.
 
 Same outcomes as the awaitable path (``Producer._send_with_retries``): up to ``1 + retries`` attempts, each on the
-next queue avoiding the broker that just failed, retrying on transport errors and on the response codes Java retries
-(:data:`RETRY_RESPONSE_CODES`), :class:`~client.errors.SendFailedError` once every attempt failed, other refusals as
-:class:`~client.errors.MQBrokerError` at once; the latency fault table is fed when enabled. A retry that cannot be
-sent at once (the route or the broker address is not cached any more) continues in a task on the slow path.
+next queue avoiding the broker that just failed (a retry goes through the slow path after the failed master is
+marked and the route re-read, :mod:`client.master_watch`), retrying on transport errors and on the response codes
+Java retries (:data:`RETRY_RESPONSE_CODES`), :class:`~client.errors.SendFailedError` once every attempt failed,
+other refusals as :class:`~client.errors.MQBrokerError` at once; the latency fault table is fed when enabled. A
+send whose route or broker address is not cached, or whose master is marked as failed, continues in a task on the
+slow path.
 
 The user's callback runs in the connection's reader (or wherever the outcome was decided): it must not block. An
 awaitable it returns is awaited in the client instance's task group; what it raises is logged.
@@ -18,7 +20,8 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from typing import TYPE_CHECKING, Final
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -86,8 +89,8 @@ class AsyncSend:
         last_broker = self._attempts[-1][0] if self._attempts else None
         mq = select_one_message_queue(self._info, last_broker, fault)
         address = producer.instance.find_broker_address(mq.broker_name)
-        if address is None:
-            self._continue_in_task(last_broker)
+        if address is None or producer.master_watch.marked(address):
+            self._continue_in_task(last_broker)  # the slow path looks it up, or watches a master that failed
             return
         self._address, self._broker_name = address, mq.broker_name
         if fault is not None:
@@ -117,6 +120,7 @@ class AsyncSend:
                     return
                 error = exc
             else:
+                self._producer.master_watch.succeeded(self._address)
                 self._report_latency(failed=False)
                 trace = self._producer.trace
                 if trace is not None:
@@ -130,13 +134,10 @@ class AsyncSend:
         log.info("send to %s failed (%s), %d attempt(s) so far", self._broker_name, error, len(self._attempts))
         if len(self._attempts) > self._retries:
             self._deliver(SendFailedError(prepared.topic, self._attempts))
+            self._spawn(self._producer.master_watch.failed(prepared.topic, self._address))
             return
-        info = self._producer.cached_publish_info(prepared.topic)
-        if info is None:
-            self._continue_in_task(self._broker_name)
-            return
-        self._info = info
-        self.start()
+        # The route is re-read before the retry (client/master_watch.py), so it goes on the slow path.
+        self._continue_in_task(self._broker_name, failed=self._address)
 
     def _report_latency(self, *, failed: bool) -> None:
         producer = self._producer
@@ -144,21 +145,30 @@ class AsyncSend:
             elapsed_ms = int((anyio.current_time() - self._started) * 1000)
             producer.fault.report(self._broker_name, elapsed_ms, failed=failed)
 
-    def _continue_in_task(self, last_broker: str | None) -> None:
-        """The remaining attempts on the slow path (route lookups may need to wait)."""
+    def _continue_in_task(self, last_broker: str | None, failed: str | None = None) -> None:
+        """The remaining attempts on the slow path (route lookups may need to wait), after marking the master
+        address that just ``failed``, if any."""
         try:
-            self._producer.instance.task_group.start_soon(self._send_in_task, last_broker)
+            self._producer.instance.task_group.start_soon(self._send_in_task, last_broker, failed)
         except (RuntimeError, ClientStateError) as exc:  # the client is shutting down
             self._give_up(exc)
+
+    def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
+        try:
+            self._producer.instance.task_group.start_soon(_run, job)
+        except (RuntimeError, ClientStateError):  # shutting down: nothing left to refresh for
+            job.close()
 
     def _give_up(self, exc: Exception) -> None:
         """No further attempt is possible: the attempts so far as a SendFailedError, or ``exc`` if none."""
         self._deliver(SendFailedError(self._prepared.topic, self._attempts) if self._attempts else exc)
 
-    async def _send_in_task(self, last_broker: str | None) -> None:
+    async def _send_in_task(self, last_broker: str | None, failed: str | None) -> None:
         producer, prepared = self._producer, self._prepared
         outcome: SendResult | Exception
         try:
+            if failed is not None:
+                await producer.master_watch.failed(prepared.topic, failed)
             info = await producer.publish_info(prepared.topic)
             retries = self._retries - len(self._attempts)
             outcome = await producer.send_with_retries(
@@ -181,6 +191,13 @@ class AsyncSend:
             except (RuntimeError, ClientStateError):  # shutting down: nobody left to await it
                 if inspect.iscoroutine(result):
                     result.close()
+
+
+async def _run(job: Coroutine[Any, Any, None]) -> None:
+    try:
+        await job
+    except Exception:
+        log.exception("route refresh after a failed send failed")
 
 
 async def _await_callback(callback: SendCallback, result: object) -> None:

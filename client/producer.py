@@ -43,6 +43,7 @@ from client.errors import (
 )
 from client.fault import LatencyFaultTolerance
 from client.instance import MQClientInstance, new_instance
+from client.master_watch import MasterWatch
 from client.message import Message, SendResult
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, select_one_message_queue
@@ -53,7 +54,7 @@ from remoting.codec.bodies import MessageQueue, TopicRouteData
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.message import MessageExt
-from remoting.errors import RemotingConnectError, RemotingError
+from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self.create_topic_key = create_topic_key
         self.fault = LatencyFaultTolerance(anyio.current_time)
+        #: failed master addresses: the route is re-read at once and their sends give up when it moves on
+        self.master_watch = MasterWatch(self.instance)
         self._builder = SendBuilder(
             group,
             uniq_key_generator(self.instance.config.client_ip),
@@ -364,9 +367,18 @@ class Producer:
         fields = prepared.for_queue(mq.queue_id, mq.broker_name)
         trace = self.trace
         start_ms = time.time_ns() // 1_000_000 if trace is not None else 0
-        result = await api.send_message(
-            self.instance.remoting, addr, mq.broker_name, fields, prepared.body, timeout, uniq_id=prepared.msg_id
-        )
+        remoting, body, watch = self.instance.remoting, prepared.body, self.master_watch
+        uniq = prepared.msg_id
+        if watch.marked(addr):
+            result = await watch.send(
+                mq.topic,
+                mq.broker_name,
+                addr,
+                lambda: api.send_message(remoting, addr, mq.broker_name, fields, body, timeout, uniq_id=uniq),
+            )
+            watch.succeeded(addr)
+        else:
+            result = await api.send_message(remoting, addr, mq.broker_name, fields, body, timeout, uniq_id=uniq)
         if trace is not None:
             trace.on_sent(start_ms, addr, prepared, result)
         return result
@@ -388,6 +400,7 @@ class Producer:
         fault = self.fault if self.send_latency_fault_enable else None
         for _ in range(1 + max(0, retries)):
             mq = select_one_message_queue(info, last_broker, fault)
+            addr = self.instance.find_broker_address(mq.broker_name)
             started = anyio.current_time() if fault is not None else 0.0
             try:
                 result = await self._send_to(mq, prepared, timeout)
@@ -404,11 +417,12 @@ class Producer:
                     self.instance.forget_route(topic)
                     with contextlib.suppress(TopicRouteNotFoundError):
                         info = await self.publish_info(topic)
-                elif isinstance(exc, RemotingConnectError):
-                    # The broker is gone: a fresh route drops its queues once the name server has (a broker group
-                    # without its master is not writable), rather than at the next 30 s route poll.
+                else:
+                    # A master that failed (gone, paused, deposed, refusing): re-read the route now, not at the next
+                    # 30 s poll, so the retry finds a new master (a DLedger group's new leader) or drops a broker group
+                    # without one; later sends to it give up once the route names another (client/master_watch.py).
+                    await self.master_watch.failed(topic, addr)
                     with contextlib.suppress(TopicRouteNotFoundError):
-                        await self.instance.fetch_route(topic)
                         info = await self.publish_info(topic)
                 log.info("send to %s failed (%s), %d attempt(s) so far", mq, exc, len(attempts))
                 continue

@@ -6,12 +6,17 @@ vote round (up to 2 s + a random part of ``maxVoteIntervalMs``) or a heartbeat r
 open (every answer in, a quorum, or a known leader) or its deadline passes; until then :meth:`Elector.maintain`
 returns at once, as the blocked thread would.
 
-- Follower: becomes candidate (same term) when no heartbeat came for ``maxHeartBeatLeak`` x interval (6 s).
+- Follower: becomes candidate when no heartbeat came for ``maxHeartBeatLeak`` x interval (6 s), or at once when
+  the shell finds the leader's process gone (:meth:`Elector.leader_unreachable`; ours). DLedger's candidate then
+  votes in the same term first; ours, as Raft's, in the next (:meth:`Elector._leader_lost`).
 - Candidate: votes at ``nextTimeToRequestVote`` (randomised 300-1000 ms, 30-100 ms while taking leadership); the
-  table of outcomes is ``_conclude``. There is no pre-vote: a higher term in a vote or heartbeat makes the receiver a
-  candidate that bumps its term at once and answers TERM_NOT_READY.
-- Leader: heartbeats every interval; a round without a quorum of answers for 6 s since the last good one (the
-  leader's lease), a higher term or a second leader in the same term makes it a candidate.
+  table of outcomes is ``_conclude``. Ours: a round also ends once only silent peers are left to answer
+  (:attr:`Elector.silent`), and a leader stepping down on a higher term votes in that term next. There is no
+  pre-vote: a higher term in a vote or heartbeat makes the receiver a candidate that bumps its term at once and
+  answers TERM_NOT_READY.
+- Leader: heartbeats every interval, the first at once on election, before its first push (ours); a round
+  without a quorum of answers for 6 s since the last good one (the leader's lease), a higher term or a second leader
+  in the same term makes it a candidate.
 
 Answers: :meth:`Elector.handle_vote` and :meth:`Elector.handle_heartbeat` answer at once.
 """
@@ -49,6 +54,8 @@ class _VoteRound:
     already_has_leader: bool = False
     known_max_term: int = 0
     opened: bool = False
+    #: the peers asked that have not answered yet
+    waiting: set[str] = attrs.Factory(set)
 
 
 @attrs.define
@@ -80,6 +87,9 @@ class Elector:
         self.last_send_heartbeat_time = -1
         self.last_succ_heartbeat_time = -1
         self._vote: _VoteRound | None = None
+        #: peers not heard from since they went quiet (the leader given up on, a call that got no answer); a vote
+        #: round does not wait for them (ours: DLedger waits 2-3 s for every peer)
+        self.silent: set[str] = set()
         self._beat: _BeatRound | None = None
         #: the pending take-leadership request (this member is the transferee) and its reply
         self._take: tuple[LeadershipTransferRequest, object] | None = None
@@ -105,7 +115,7 @@ class Elector:
             interval = self.config.heart_beat_time_interval_ms
             elapsed = now - self.last_leader_heartbeat_time
             if elapsed > 2 * interval and elapsed > self.config.max_heart_beat_leak * interval:
-                self.change_to_candidate(self.member.curr_term)
+                self._leader_lost()
         else:
             self._maintain_as_candidate()
 
@@ -126,11 +136,35 @@ class Elector:
 
     # ---- role changes ------------------------------------------------------------------------------------------
 
+    def leader_unreachable(self, leader_id: str) -> None:
+        """The shell saw this member's leader go away for good (its connection closed and a new one was refused):
+        campaign now instead of after the heartbeat leak. Ignored unless ``leader_id`` is still the leader followed."""
+        member = self.member
+        if member.is_follower and member.leader_id == leader_id and self.config.enable_leader_elector:
+            self._leader_lost()
+
+    def _leader_lost(self) -> None:
+        """A follower gives up on its leader. DLedger first votes again in the leader's own term, a round that cannot
+        pass (the leader holds a majority of that term's votes) and that waits 2-3 s for a paused leader, or a heartbeat
+        leak more when a member still following it answers REJECT_ALREADY_HAS_LEADER; here, as in Raft, the member
+        votes in the next term after DLedger's random vote interval (which keeps the followers from splitting it)."""
+        term, leader = self.member.curr_term, self.member.leader_id
+        self.change_to_candidate(term)
+        if not self.node.faithful:
+            if leader is not None:
+                self.silent.add(leader)
+            self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
+            self.next_time_to_request_vote = self._next_vote_time()
+
     def change_to_leader(self, term: int) -> None:
         if self.member.curr_term != term:
             return
         self.member.change_to_leader(term)
         self.last_send_heartbeat_time = -1
+        if not self.node.faithful:
+            # Heartbeats before the first push: a voter that has not heard of this leader yet is still a candidate
+            # and answers a push NOT_FOLLOWER, which costs the dispatcher its 500 ms error pause (DLedger races them).
+            self._send_heartbeats()
         self._role_changed(term, Role.LEADER)
 
     def change_to_candidate(self, term: int) -> None:
@@ -180,19 +214,37 @@ class Elector:
             return
         ledger = node.ledger
         wait = 2000 + node.rng.randrange(max(1, self.config.max_vote_interval_ms))
-        round_ = self._vote = _VoteRound(term, node.now + wait, known_max_term=term)
+        round_ = self._vote = _VoteRound(term, node.now + wait, known_max_term=term, waiting=set(member.others()))
         for peer in member.peers:
             request = VoteRequest(group=member.group, ledger_end_index=ledger.end_index,
                                   ledger_end_term=ledger.end_term, leader_id=member.self_id, term=term,
                                   remote_id=peer, local_id=member.self_id)  # fmt: skip
             if peer == member.self_id:
-                self._tally(round_, self.handle_vote(request, own=True))
+                self._tally(round_, peer, self.handle_vote(request, own=True))
             else:
-                node.call(peer, request, functools.partial(self._tally, round_))
+                node.call(peer, request, functools.partial(self._tally, round_, peer))
+        self._open_unless_waiting_for_speakers(round_)
 
-    def _tally(self, round_: _VoteRound, response: object) -> None:
+    def heard_from(self, peer: str | None) -> None:
+        """A request or an answer came from ``peer``: vote rounds wait for it again."""
+        if self.silent and peer is not None:
+            self.silent.discard(peer)
+
+    def _open_unless_waiting_for_speakers(self, round_: _VoteRound) -> None:
+        """Ours: a round whose remaining answers can only come from silent peers ends now, as DLedger's would once
+        every peer answered; a silent peer's answer would come after the 2-3 s wait, if at all."""
+        if not self.node.faithful and round_.waiting <= self.silent:
+            round_.opened = True
+
+    def _tally(self, round_: _VoteRound, peer: str, response: object) -> None:
+        if peer != self.member.self_id and not self.node.faithful:
+            if response is None:
+                self.silent.add(peer)
+            else:
+                self.heard_from(peer)
         if round_ is not self._vote:
             return
+        round_.waiting.discard(peer)
         result = response.vote_result if isinstance(response, VoteResponse) else VoteResult.UNKNOWN
         if result is not VoteResult.UNKNOWN:
             round_.valid += 1
@@ -213,6 +265,7 @@ class Elector:
         round_.all += 1
         if round_.all == self.member.peer_size:
             round_.opened = True
+        self._open_unless_waiting_for_speakers(round_)
 
     def _conclude(self, round_: _VoteRound) -> None:
         """DLedger's reading of a vote round, first match wins."""
@@ -347,15 +400,24 @@ class Elector:
             if round_.max_term > term and not self.node.faithful:
                 # Raft's rule; DLedger keeps leading, and a member left behind at a higher term (a candidate whose
                 # log is too short to win) then stays out of the group until the leader fails.
-                self.change_to_candidate(round_.max_term)
+                self._step_down(round_.max_term)
             return
         lease = self.config.max_heart_beat_leak * self.config.heart_beat_time_interval_ms
         if quorum(round_.succ + round_.not_ready):
             self.last_send_heartbeat_time = -1
         elif round_.max_term > term:
-            self.change_to_candidate(round_.max_term)
+            self._step_down(round_.max_term)
         elif round_.inconsistent_leader or self.node.now - self.last_succ_heartbeat_time > lease:
             self.change_to_candidate(term)
+
+    def _step_down(self, higher_term: int) -> None:
+        """A heartbeat answer showed ``higher_term``. DLedger's candidate then votes in its own term first (its last
+        round PASSED), where its old voters accept it again, so it leads that term again and the member at the higher
+        term stays out (the simulator's seed 592 once elections got faster); here its next vote is in the higher
+        term, as Raft's."""
+        self.change_to_candidate(higher_term)
+        if not self.node.faithful:
+            self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
 
     # ---- leadership transfer -------------------------------------------------------------------------------------
 

@@ -10,13 +10,17 @@ out of :meth:`RaftNode.drain` as :mod:`dledger.effects`. A shell calls :meth:`Ra
 
 Inputs: :meth:`handle_request` (a request from a peer or a DLedger client, with an opaque reply handle),
 :meth:`handle_response` (what came back for a :class:`~dledger.effects.Send`, or ``None``), :meth:`append` (a local
-write, the broker's path), :meth:`on_flushed` (the ledger's flushed index moved).
+write, the broker's path), :meth:`on_flushed` (the ledger's flushed index moved), :meth:`leader_unreachable` (the
+leader's process is gone).
 
 Where it departs from DLedger 0.3.1.2, each found or confirmed by the simulator (``faithful=True`` restores DLedger's
 behaviour for the tests that show the difference): the Raft commit rule with an empty entry at the start of each term
 (:mod:`dledger.quorum`); a COMPARE that finds the follower longer compares again instead of truncating
 (:mod:`dledger.dispatcher`); a truncation clamps the committed index; waiting appends fail with TERM_CHANGED as soon as
-leadership is lost; and ``sync_before_ack`` (answers and the leader's own count wait for the flush).
+leadership is lost; and ``sync_before_ack`` (answers and the leader's own count wait for the flush). Elections are
+faster too (:mod:`dledger.elector`): a follower that loses its leader votes in the next term, vote rounds do not wait
+for silent peers, a leader stepping down on a higher term votes in it, a new leader's heartbeats go out before its
+first push, and a leader whose process is gone is noticed without the heartbeat leak.
 """
 
 from __future__ import annotations
@@ -134,8 +138,10 @@ class RaftNode:
         elif request.group != member.group:
             self.reply(handle, self._refusal(request, ResponseCode.UNKNOWN_GROUP))
         elif isinstance(request, VoteRequest):
+            self.elector.heard_from(request.local_id)
             self.reply(handle, self.elector.handle_vote(request))
         elif isinstance(request, HeartBeatRequest):
+            self.elector.heard_from(request.local_id)
             self.reply(handle, self.elector.handle_heartbeat(request))
         elif isinstance(request, PushEntryRequest):
             self.handler.handle_push(request, handle)
@@ -201,6 +207,13 @@ class RaftNode:
             for dispatcher in self.dispatchers.values():
                 dispatcher.work()
         return entries
+
+    def leader_unreachable(self, now: int, leader_id: str) -> None:
+        """The shell found ``leader_id`` gone (its connection closed, a new one refused): a follower of it campaigns
+        at once rather than after the heartbeat leak (ours; DLedger waits for the leak)."""
+        self._advance(now)
+        self.elector.leader_unreachable(leader_id)
+        self._work()
 
     def on_flushed(self, now: int) -> None:
         """The ledger's ``flushed_index`` moved: release the answers and the leader's count waiting for it."""

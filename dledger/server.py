@@ -15,6 +15,10 @@ one nursery (``await nursery.start(server.run)``):
 - with ``enableBatchPush``, the push task: an append only queues its entry and this task ticks the node one
   scheduler pass later, so entries appended meanwhile leave in one batch push.
 
+When the connection the followed leader calls on closes and a new connection to its DLedger port is refused (its
+process is gone), the node campaigns at once (:meth:`~dledger.node.RaftNode.leader_unreachable`) instead of after
+the heartbeat leak; a paused or partitioned leader refuses nothing, so that case still waits for the leak.
+
 Requests arrive through :class:`DLedgerProcessor` on a one-worker pool (so in order) and answers leave when the node
 produces them (DLedger's request codes, JSON bodies, remoting code 200, the result in the body's ``code``). A PUSH is
 taken in the connection's reader instead (:meth:`DLedgerServer.fast_push`) whenever the pool is idle, so the order
@@ -43,7 +47,16 @@ from dledger.effects import AppendDone, Committed, Effect, Reply, RoleChanged, S
 from dledger.entry import Entry
 from dledger.file_store import FileLedger, FileTermStore
 from dledger.ledger import BodyFill
-from dledger.messages import BY_CODE, CODE_OF, MessageError, PushEntryRequest, Response, decode, encode
+from dledger.messages import (
+    BY_CODE,
+    CODE_OF,
+    HeartBeatRequest,
+    MessageError,
+    PushEntryRequest,
+    Response,
+    decode,
+    encode,
+)
 from dledger.node import NEVER, RaftNode
 from remoting.client import RemotingClient, parse_address
 from remoting.codec.command import RemotingCommand, request
@@ -63,6 +76,13 @@ _ROLE_TIMERS: dict[Role, tuple[str, ...]] = {
     Role.FOLLOWER: ("elector", "handler"),
     Role.CANDIDATE: ("elector",),
 }
+
+
+#: the connection attribute naming the member that sent heartbeats or pushes on it
+_PEER = "dledger.peer"
+#: how long each probe of a leader whose connection closed may take to connect, and the pause before each
+PROBE_TIMEOUT_S = 1.0
+PROBE_DELAYS_S = (0.0, 0.1, 0.4)
 
 
 def now_ms() -> int:
@@ -139,6 +159,7 @@ class DLedgerServer:
             dispatcher.register(list(BY_CODE), DLedgerProcessor(self), pool)
             dispatcher.register_fast(RequestCode.PUSH, self.fast_push)
             server = RemotingServer(dispatcher, ServerConfig(idle_timeout=120.0))
+            server.add_close_listener(self._on_closed)
             async with RemotingClient() as client, trio.open_nursery() as nursery:
                 self._client, self._nursery = client, nursery
                 self.address = await nursery.start(server.serve, host, port)
@@ -334,7 +355,10 @@ class DLedgerServer:
             message = decode(PushEntryRequest, body)
         except MessageError:
             return False
-        node.handle_request(now_ms(), message, (ctx.connection, opaque))
+        connection = ctx.connection
+        if message.local_id:
+            connection.attributes[_PEER] = message.local_id  # the leader calling on this connection (as handle())
+        node.handle_request(now_ms(), message, (connection, opaque))
         self._carry_out()
         return True
 
@@ -350,8 +374,43 @@ class DLedgerServer:
             _reply(Reply((connection, cmd), response_type(code=ResponseCode.UNEXPECTED_ARGUMENT)))
             log.warning("dledger %s: bad request %d: %s", self.config.self_id, cmd.code, exc)
             return
+        if isinstance(message, HeartBeatRequest | PushEntryRequest) and message.local_id:
+            connection.attributes[_PEER] = message.local_id  # the leader calling on this connection
         node.handle_request(now_ms(), message, (connection, cmd))
         self._carry_out()
+
+    # ---- a leader that is gone ---------------------------------------------------------------------------------
+
+    def _on_closed(self, connection: Connection) -> None:
+        """A connection closed: when it was the followed leader's, check whether its process is gone."""
+        peer = connection.attributes.get(_PEER)
+        node, nursery = self._node, self._nursery
+        if peer is None or node is None or nursery is None:
+            return
+        if node.member.is_follower and node.member.leader_id == peer:
+            nursery.start_soon(self._probe_leader, peer)
+
+    async def _probe_leader(self, peer: str) -> None:
+        """Connect to the leader's DLedger port a few times: refused means nothing listens there any more (the process
+        died; a paused or partitioned one does not refuse), so the node campaigns without waiting for the heartbeat
+        leak. A dying process closes its connections before its listener (one descriptor at a time), so a connect
+        that succeeds right after the close proves nothing: it is tried again. Connected every time, or timed out:
+        the heartbeats decide."""
+        host, port = parse_address(self.config.peer_map[peer])
+        for delay in PROBE_DELAYS_S:
+            await trio.sleep(delay)
+            node = self._node
+            if node is None or not node.member.is_follower or node.member.leader_id != peer:
+                return
+            with trio.move_on_after(PROBE_TIMEOUT_S):
+                try:
+                    stream = await trio.open_tcp_stream(host, port)
+                except OSError:
+                    log.info("dledger %s: leader %s refuses connections, electing now", self.config.self_id, peer)
+                    node.leader_unreachable(now_ms(), peer)
+                    self._carry_out()
+                    return
+                await stream.aclose()
 
 
 class _Sleeper:

@@ -153,6 +153,7 @@ class AdminBrokerProcessor:
                 attributes=attributes,
             )
         )
+        self.broker.topics.write_through()  # on disk before the answer, as TopicConfigManager.updateTopicConfig
         return request.response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
@@ -165,6 +166,7 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
         broker = self.broker
         broker.topics.delete_topic(topic)
+        broker.topics.write_through()
         broker.offsets.remove_topic(topic)
         await broker.store.delete_topic(topic)
         broker.stats.on_topic_deleted(topic)
@@ -189,6 +191,7 @@ class AdminBrokerProcessor:
             return refused
         config = SubscriptionGroupConfig.from_json(load_object(request.body, "SubscriptionGroupConfig"))
         self.broker.groups.update(config)
+        self.broker.groups.write_through()  # as SubscriptionGroupManager.updateSubscriptionGroupConfig
         return request.response(ResponseCode.SUCCESS)
 
     def delete_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
@@ -197,6 +200,7 @@ class AdminBrokerProcessor:
             return refused
         header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
         self.broker.groups.delete(header.group_name)
+        self.broker.groups.write_through()
         if header.clean_offset:
             self.broker.offsets.remove_group(header.group_name)
         self.broker.stats.on_group_deleted(header.group_name)

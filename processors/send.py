@@ -120,6 +120,14 @@ class SendMessageProcessor:
             header = parse_send_request_header(request.code, request.ext_fields)
         except HeaderFieldError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc), dict(self.base_fields))
+        return await self.process_parsed(ctx, request, header)
+
+    async def process_parsed(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand | None:
+        """:meth:`process` of a request whose header is already parsed (the gRPC front door builds the header
+        itself, proxy/local.py): the request's ``ext_fields`` are not read."""
+        self.adopt_config()
         try:
             if header.batch:
                 return await self._send_batch(ctx, request, header)

@@ -3,12 +3,24 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Coroutine
+from typing import Any, Final, TypeVar
 
 from proxy.pb import definition
 from remoting.codec.codes import ResponseCode
 
-__all__ = ["BACKOFF_SECONDS", "Code", "RpcError", "client_id_of", "peer_of", "status", "status_of_response_code"]
+__all__ = [
+    "BACKOFF_SECONDS",
+    "Code",
+    "RpcError",
+    "client_id_of",
+    "finish_now",
+    "peer_of",
+    "status",
+    "status_of_response_code",
+]
+
+T = TypeVar("T")
 
 Code = definition.Code
 #: The header the proxy puts the gRPC peer in for the Trio side (``ipv4:127.0.0.1:51234``).
@@ -62,3 +74,14 @@ def peer_of(metadata: dict[str, str]) -> tuple[str, int]:
     host, _, port = rest.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     return host, int(port) if port.isdigit() else 0
+
+
+def finish_now(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro``, which must not suspend, to its end synchronously and return its result. A coroutine that tries
+    to wait is closed and ``RuntimeError`` raised: the caller's precondition (nothing can wait) was wrong."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("a coroutine expected to finish at once tried to wait")

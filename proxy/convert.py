@@ -88,6 +88,14 @@ RESERVED: Final = frozenset(
 SYSFLAG_COMPRESSED: Final = 0x1
 SYSFLAG_TRANSACTION_PREPARED: Final = 0x4
 _MT = definition.MessageType
+#: Enum values read per message, looked up once (each attribute access of a protobuf enum wrapper costs a call).
+_TRANSACTION: Final = int(_MT.TRANSACTION)
+_DELAY: Final = int(_MT.DELAY)
+_FIFO: Final = int(_MT.FIFO)
+_NORMAL: Final = int(_MT.NORMAL)
+_MD5: Final = int(definition.DigestType.MD5)
+_GZIP: Final = int(definition.Encoding.GZIP)
+_IDENTITY: Final = int(definition.Encoding.IDENTITY)
 
 
 def send_properties(msg: Any, topic: str) -> dict[str, str]:
@@ -103,7 +111,7 @@ def send_properties(msg: Any, topic: str) -> dict[str, str]:
         props["__SHARDINGKEY"] = sp.message_group
     if sp.HasField("delivery_timestamp"):
         props["TIMER_DELIVER_MS"] = str(sp.delivery_timestamp.ToMilliseconds())
-    if sp.message_type == _MT.TRANSACTION:
+    if sp.message_type == _TRANSACTION:
         props["TRAN_MSG"] = "true"
     if sp.HasField("orphaned_transaction_recovery_duration"):
         props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(sp.orphaned_transaction_recovery_duration.seconds)
@@ -118,12 +126,12 @@ def send_properties(msg: Any, topic: str) -> dict[str, str]:
 
 def _message_type(props: dict[str, str]) -> int:
     if props.get("TRAN_MSG") == "true":
-        return int(_MT.TRANSACTION)
+        return _TRANSACTION
     if "TIMER_DELIVER_MS" in props or "TIMER_OUT_MS" in props or "DELAY" in props or "TIMER_DELAY_SEC" in props:
-        return int(_MT.DELAY)
+        return _DELAY
     if "__SHARDINGKEY" in props:
-        return int(_MT.FIFO)
-    return int(_MT.NORMAL)
+        return _FIFO
+    return _NORMAL
 
 
 def grpc_message(
@@ -144,10 +152,10 @@ def grpc_message(
     if "TAGS" in props:
         sp.tag = props["TAGS"]
     sp.keys.extend(k for k in props.get("KEYS", "").split(" ") if k)
-    sp.body_digest.type = definition.DigestType.MD5
+    sp.body_digest.type = _MD5
     sp.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
     compressed = msg.sys_flag & SYSFLAG_COMPRESSED
-    sp.body_encoding = definition.Encoding.GZIP if compressed else definition.Encoding.IDENTITY
+    sp.body_encoding = _GZIP if compressed else _IDENTITY
     sp.message_type = _message_type(props)
     sp.born_timestamp.FromMilliseconds(msg.born_timestamp)
     sp.born_host = props.get("__BORNHOST") or msg.born_host[0]

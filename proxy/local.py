@@ -16,8 +16,10 @@ import trio
 
 from processors.end_transaction import EndTransactionProcessor
 from processors.send import SendMessageProcessor
+from remoting.codec import command as commands
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
+from remoting.codec.headers.send import SendMessageRequestHeader
 from remoting.connection import Connection
 from remoting.processor import Processor
 
@@ -49,6 +51,7 @@ class LocalInvoker:
     """Routes SEND_MESSAGE_V2 and END_TRANSACTION to the broker's processors (built by :mod:`proxy.startup`)."""
 
     def __init__(self, send: SendMessageProcessor, end_transaction: EndTransactionProcessor) -> None:
+        self._send = send
         self._table: dict[int, Processor] = {
             RequestCode.SEND_MESSAGE_V2: send,
             RequestCode.END_TRANSACTION: end_transaction,
@@ -71,6 +74,27 @@ class LocalInvoker:
         except Exception as exc:
             log.warning("local %d failed", request.code, exc_info=True)
             return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        return await self._answer(channel, request, response, timeout)
+
+    async def send(
+        self, header: SendMessageRequestHeader, body: bytes, peer: tuple[str, int], timeout: float = 10.0
+    ) -> RemotingCommand:
+        """A SEND_MESSAGE_V2 of ``header`` and ``body``, handed to the send processor already parsed (no header
+        fields written and read back); answered as :meth:`invoke` answers."""
+        channel = self.channel(peer)
+        cmd = commands.request(RequestCode.SEND_MESSAGE_V2, {}, body)
+        try:
+            response = await self._send.process_parsed(channel.context, cmd, header)
+        except Exception as exc:
+            log.warning("local send failed", exc_info=True)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        return await self._answer(channel, cmd, response, timeout)
+
+    @staticmethod
+    async def _answer(
+        channel: LocalChannel, request: RemotingCommand, response: RemotingCommand | None, timeout: float
+    ) -> RemotingCommand:
+        """The processor's response, or the one it writes to ``channel`` later (within ``timeout``)."""
         if response is not None:
             return response
         answered = channel.answers.pop(request.opaque, None)

@@ -88,6 +88,17 @@ class MessagingActivity:
         except Exception as exc:
             return _failed(make, exc)
 
+    def send_now(self, req: Any, md: dict[str, str]) -> Any | None:
+        """SendMessage served synchronously when the store answers puts at once (:meth:`Producing.send_now`), as
+        :meth:`guarded_sync`; ``None``: serve it with :meth:`guarded` and :meth:`Producing.send` instead."""
+        if self.broker.store.waits_for_put(True):
+            return None
+        return self.guarded_sync(self.producing.send_now, service.SendMessageResponse, req, md)
+
+    async def send(self, req: Any, md: dict[str, str]) -> Any:
+        """SendMessage through a Trio task (it may wait for the group commit), as :meth:`guarded`."""
+        return await self.guarded(self.producing.send, service.SendMessageResponse, req, md)
+
     def admit(self, req: Any, md: dict[str, str]) -> None:
         """The ACL check (when on), then the client id; raises RpcError."""
         if self.acl is not None:

@@ -20,14 +20,14 @@ from typing import Any, Final
 
 from broker.context import BrokerState
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, message_type_of, topic_type
-from proxy.common import Code, RpcError, peer_of, status, status_of_response_code
+from proxy.common import Code, RpcError, finish_now, peer_of, status, status_of_response_code
 from proxy.config import ProxyConfig
 from proxy.convert import RESERVED, SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED, send_properties
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from remoting.codec.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from remoting.codec.headers.send import SendMessageRequestHeader
 from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.msgid import decode_offset_msg_id
@@ -45,6 +45,9 @@ _MAX_PROPERTIES_SIZE: Final = 16 * 1024
 #: its producer, whose answer names the offsets again).
 _MAX_OPEN_TRANSACTIONS: Final = 100_000
 _UNCHECKED_PREFIXES: Final = ("%RETRY%", "%DLQ%")
+#: Protobuf enum values read per message, looked up once (each attribute access of an enum wrapper costs a call).
+_TRANSACTION: Final = int(definition.MessageType.TRANSACTION)
+_GZIP: Final = int(definition.Encoding.GZIP)
 
 
 class Producing:
@@ -84,6 +87,13 @@ class Producing:
             ahead = sp.delivery_timestamp.ToMilliseconds() - int(time.time() * 1000)
             if ahead > self.config.max_delay_time_mills:
                 raise RpcError(Code.ILLEGAL_DELIVERY_TIME, "delivery time is too far ahead")
+
+    def send_now(self, req: Any, metadata: dict[str, str]) -> Any | None:
+        """:meth:`send` run to its end synchronously, without a Trio task, when no part of it can wait: the store
+        answers puts at once (ASYNC_FLUSH and no SYNC_MASTER). ``None``: the caller must await :meth:`send`."""
+        if self.broker.store.waits_for_put(True):
+            return None
+        return finish_now(self.send(req, metadata))
 
     async def send(self, req: Any, metadata: dict[str, str]) -> Any:
         if not req.messages:
@@ -129,8 +139,8 @@ class Producing:
 
     async def _send_one(self, msg: Any, topic: str, props: dict[str, str], metadata: dict[str, str]) -> Any:
         sp = msg.system_properties
-        sys_flag = SYSFLAG_TRANSACTION_PREPARED if sp.message_type == definition.MessageType.TRANSACTION else 0
-        if sp.body_encoding == definition.Encoding.GZIP:
+        sys_flag = SYSFLAG_TRANSACTION_PREPARED if sp.message_type == _TRANSACTION else 0
+        if sp.body_encoding == _GZIP:
             sys_flag |= SYSFLAG_COMPRESSED
         group = sp.message_group if sp.HasField("message_group") else None
         header = SendMessageRequestHeader(
@@ -145,10 +155,7 @@ class Producing:
             properties=encode_properties(props),
             reconsume_times=max(0, sp.delivery_attempt - 1) if sp.HasField("delivery_attempt") else 0,
         )
-        fields = SendMessageRequestHeaderV2.from_v1(header).to_ext_fields()
-        answer = await self.invoker.invoke(
-            request(RequestCode.SEND_MESSAGE_V2, fields, bytes(msg.body)), peer_of(metadata)
-        )
+        answer = await self.invoker.send(header, bytes(msg.body), peer_of(metadata))
         entry = service.SendResultEntry(message_id=sp.message_id)
         if answer.code != ResponseCode.SUCCESS:
             entry.status.CopyFrom(status(status_of_response_code(answer.code), answer.remark or "send failed"))

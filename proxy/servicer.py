@@ -71,8 +71,12 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         return await self._unary(self.activity.heartbeat, service.HeartbeatResponse, request, context)
 
     async def SendMessage(self, request: Any, context: Context) -> Any:
-        fn, make = self.activity.producing.send, service.SendMessageResponse
-        return await self._unary(fn, make, request, context, waits=True)
+        md = _metadata(context)
+        try:
+            # ASYNC_FLUSH: the whole send runs synchronously; else, in the same hand-off, a Trio task that may wait.
+            return await self.bridge.call_now_or_later(self.activity.send_now, self.activity.send, request, md)
+        except BridgeClosed:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
 
     async def QueryAssignment(self, request: Any, context: Context) -> Any:
         return await self._unary(self.activity.query_assignment, service.QueryAssignmentResponse, request, context)
@@ -101,9 +105,9 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         deadline = None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN)
         md = _metadata(context)
         try:
-            now = await self.bridge.call_sync(self.activity.receive_now, request, md, deadline)
-            # Nothing visible yet: long-poll in a Trio task.
-            responses = now if now is not None else await self.bridge.call(self.activity.receive, request, md, deadline)
+            # Nothing visible yet: long-poll in a Trio task, started in the same hand-off.
+            now, later = self.activity.receive_now, self.activity.receive
+            responses = await self.bridge.call_now_or_later(now, later, request, md, deadline)
         except BridgeClosed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
         for response in responses:

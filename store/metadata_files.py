@@ -233,14 +233,18 @@ class ConfigFile(Generic[T]):
             raise ConfigFileError(f"cannot load {self.path}: " + "; ".join(failures))
         return None
 
-    def save(self, value: T) -> None:
-        """Persist ``value`` atomically: after a crash at any point, ``load`` returns either it or the previous one."""
+    def save(self, value: T, *, sync: bool = True) -> None:
+        """Persist ``value`` atomically: after a crash at any point, ``load`` returns either it or the previous one.
+
+        ``sync=False`` skips the ``fsync`` calls: the file then survives the process being killed (the page cache
+        keeps it), as Java's ``MixAll.string2File`` does, but not a power loss until a synced save follows."""
         data = self.encode(value)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.tmp_path, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         # Only a loadable main file becomes the backup: a torn or corrupt one must not replace a good .bak.
         try:
             keep_backup = self._decode_file(self.path) is not None
@@ -250,7 +254,8 @@ class ConfigFile(Generic[T]):
             # A crash while copying leaves a torn .bak, but the main file is still intact at that point.
             shutil.copyfile(self.path, self.bak_path)
         os.replace(self.tmp_path, self.path)
-        fsync_directory(self.path.parent)
+        if sync:
+            fsync_directory(self.path.parent)
 
     def _decode_file(self, path: Path) -> T | None:
         try:

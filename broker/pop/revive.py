@@ -4,7 +4,8 @@ broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java)
 It reads the revive queue (``rmq_sys_REVIVE_LOG_<cluster>`` queue 0) in order every ``reviveInterval`` ms. ACK
 records arrive as soon as a consumer acknowledges; CK records arrive only when the timer wheel delivers them, after
 the handle's invisible time (see :mod:`broker.pop.service`). So by the time a CK is read, every ack of its handle is
-already behind it: an ACK seen earlier cancels it, otherwise the message is copied to the retry topic (or the DLQ).
+already behind it. A CK names every message of one pop of one queue: an ACK seen earlier cancels its message, every
+other message of the CK is copied to the retry topic (or the DLQ).
 
 Progress is the consumer offset of group ``CID_RMQ_SYS_REVIVE_GROUP`` on that queue, committed at the oldest ACK still
 waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel (a restart may redeliver a message
@@ -89,12 +90,21 @@ class ReviveService:
 
     def _handle(self, record: MessageExt) -> None:
         body = orjson.loads(record.body)
-        key = (body["c"], body["t"], int(body["q"]), int(body["ao"]), int(body["pt"]))
+        group, topic, qid, pop_time = body["c"], body["t"], int(body["q"]), int(body["pt"])
         tag = record.tags
         if tag == ACK_TAG:
-            self._acked[key] = (record.queue_offset, int(body["pt"]) + int(body["it"]) + CK_GRACE_MS)
-        elif tag == CK_TAG and self._acked.pop(key, None) is None:
-            self._redeliver(body["c"], int(body["po"]))
+            key = (group, topic, qid, int(body["ao"]), pop_time)
+            self._acked[key] = (record.queue_offset, pop_time + int(body["it"]) + CK_GRACE_MS)
+        elif tag == CK_TAG:
+            # A CK names every message of one pop of one queue (a single offset in records written before that).
+            offsets, phys = body["ao"], body["po"]
+            if not isinstance(offsets, list):
+                offsets, phys = [offsets], [phys]
+            if len(offsets) != len(phys):
+                raise ValueError("a CK whose offset lists differ in length")
+            for offset, phy in zip(offsets, phys, strict=True):
+                if self._acked.pop((group, topic, qid, int(offset), pop_time), None) is None:
+                    self._redeliver(group, int(phy))
 
     def _redeliver(self, group: str, phy_offset: int) -> None:
         store = self.pop.broker.store

@@ -204,14 +204,14 @@ class PopService:
         messages, next_offset = self._read(topic, qid, start, want, filters)
         if next_offset != start:
             self.broker.offsets.commit(group, topic, qid, next_offset)
-        popped = []
-        for msg in messages:
-            handle = ReceiptHandle(
-                start, now, invisible_ms, 0, topic_type, self.broker.config.broker_name, qid, msg.queue_offset,
-                msg.commit_log_offset,
-            )  # fmt: skip
-            self._write_ck(group, topic, handle)
-            popped.append(Popped(msg, handle, msg.reconsume_times + 1))
+        broker_name = self.broker.config.broker_name
+        popped = [
+            Popped(msg, ReceiptHandle(start, now, invisible_ms, 0, topic_type, broker_name, qid, msg.queue_offset,
+                                      msg.commit_log_offset), msg.reconsume_times + 1)
+            for msg in messages
+        ]  # fmt: skip
+        if popped:
+            self._write_ck(group, topic, [p.handle for p in popped])
         return popped
 
     def _pop_fifo(
@@ -306,7 +306,7 @@ class PopService:
             state.invisible_until[handle.offset] = now + invisible_ms
             self.fifo_persister.mark_dirty()
             return AckOutcome.OK, renewed
-        self._write_ck(group, real, renewed)
+        self._write_ck(group, real, [renewed])
         self._write_ack(group, real, handle)
         return AckOutcome.OK, renewed
 
@@ -322,10 +322,15 @@ class PopService:
         )
         return MessageRecord(name, orjson.dumps(body), 0, 0, props, 0, self.now_ms(), store_host=self.broker.store_host)
 
-    def _write_ck(self, group: str, topic: str, handle: ReceiptHandle) -> None:
-        body = {"c": group, "t": topic, "q": handle.queue_id, "so": handle.start_offset, "ao": handle.offset,
-                "pt": handle.pop_time, "it": handle.invisible_time, "po": handle.commit_log_offset}  # fmt: skip
-        record = self._revive_record(CK_TAG, body, handle.visible_at + CK_GRACE_MS)
+    def _write_ck(self, group: str, topic: str, handles: list[ReceiptHandle]) -> None:
+        """One CK for the handles of one pop of one queue (they share the queue, pop time and invisible time):
+        ``ao`` and ``po`` list each message's queue and CommitLog offsets (RocketMQ's PopCheckPoint keeps one per pop
+        and queue too, with a bit map)."""
+        first = handles[0]
+        body = {"c": group, "t": topic, "q": first.queue_id, "so": first.start_offset,
+                "ao": [h.offset for h in handles], "pt": first.pop_time, "it": first.invisible_time,
+                "po": [h.commit_log_offset for h in handles]}  # fmt: skip
+        record = self._revive_record(CK_TAG, body, first.visible_at + CK_GRACE_MS)
         self.broker.store.append(self._timer_rewrite(record))
 
     def _write_ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:

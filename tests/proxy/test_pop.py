@@ -73,6 +73,48 @@ async def test_unacked_message_comes_back_after_its_invisible_time_with_attempt_
     assert revive.revived == 1
 
 
+async def test_one_checkpoint_per_pop_and_queue_redelivers_exactly_its_unacked_messages(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    await create_topic(embedded_cluster, "PopB", queues=1)
+    pop, revive = popper
+    await send(embedded_cluster, "PopB", b"a", b"b", b"c", b"d")
+    first = await pop_all(pop, "G", "PopB")
+    assert [p.message.body for p in first] == [b"a", b"b", b"c", b"d"]
+    for p in first:
+        if p.message.body in (b"b", b"d"):
+            assert pop.ack("G", "PopB", p.handle) is AckOutcome.OK
+    await trio.sleep(INVISIBLE / 1000 + 3)
+    again = await pop_all(pop, "G", "PopB")
+    assert sorted((p.message.body, p.attempt) for p in again) == [(b"a", 2), (b"c", 2)]
+    assert revive.revived == 2
+    # The revive queue holds the two ACKs and a single CK for the four messages of the pop.
+    store = embedded_cluster.controller.context.store
+    records = store.get(pop.revive_topic, 0, 0, 32).messages
+    assert sorted(decode_record(r).tags for r in records) == ["ack", "ack", "ck"]
+
+
+async def test_a_single_message_checkpoint_of_earlier_versions_still_redelivers(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """A CK written before CKs named a whole pop (``ao`` and ``po`` plain numbers) found in the revive queue after an
+    upgrade: its message is redelivered unless acked."""
+    await create_topic(embedded_cluster, "PopL", queues=1)
+    pop, revive = popper
+    await send(embedded_cluster, "PopL", b"old", b"acked")
+    old, acked = await pop_all(pop, "G", "PopL", invisible=10_000)
+    store = embedded_cluster.controller.context.store
+    assert pop.ack("G", "PopL", acked.handle) is AckOutcome.OK
+    for p in (old, acked):
+        h = p.handle
+        body = {"c": "G", "t": "PopL", "q": 0, "so": h.start_offset, "ao": h.offset, "pt": h.pop_time, "it": 10_000,
+                "po": h.commit_log_offset}  # fmt: skip
+        store.append(pop._revive_record("ck", body, None))
+    await trio.sleep(2)
+    assert [p.message.body for p in await pop_all(pop, "G", "PopL")] == [b"old"]
+    assert revive.revived == 1
+
+
 async def test_change_of_invisibility_moves_the_redelivery_and_renews_the_handle(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
