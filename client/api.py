@@ -9,10 +9,11 @@ the ones the function documents raises :class:`~client.errors.MQBrokerError`; tr
 from __future__ import annotations
 
 import enum
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import attrs
 
+from client import send_request
 from client.errors import MQBrokerError
 from client.message import (
     PROPERTY_MAX_OFFSET,
@@ -31,7 +32,7 @@ from remoting.codec.bodies import (
     TopicRouteData,
 )
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import RemotingCommand, request
+from remoting.codec.command import RemotingCommand, next_opaque, request
 from remoting.codec.headers import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -87,6 +88,33 @@ async def send_message(
     return send_result(response, address, broker_name, fields["b"], uniq_id)
 
 
+async def send_prepared(
+    remoting: RemotingClient,
+    address: str,
+    broker_name: str,
+    prepared: send_request.PreparedSend,
+    queue_id: int,
+    timeout: float,
+) -> SendResult:
+    """:func:`send_message` of ``prepared`` on ``queue_id``: when the client writes plain JSON, the frame comes from
+    the encoded fields and the result from the response's JSON header (:func:`send_result_json`); same outcomes."""
+    topic, uniq_id = prepared.topic, prepared.msg_id
+    if not remoting.writes_plain_json:
+        fields = prepared.for_queue(queue_id, broker_name)
+        return await send_message(remoting, address, broker_name, fields, prepared.body, timeout, uniq_id=uniq_id)
+
+    def decode(fields: dict[str, Any], body: bytes) -> SendResult | None:
+        return send_result_json(fields, address, broker_name, topic, uniq_id)
+
+    opaque = next_opaque()
+    frame = prepared.frame(opaque, queue_id, broker_name)
+    outcome = await remoting.invoke_frame(address, opaque, prepared.code, frame, timeout, decode)
+    if isinstance(outcome, SendResult):
+        return outcome
+    assert isinstance(outcome, RemotingCommand)
+    return send_result(outcome, address, broker_name, topic, uniq_id)
+
+
 def send_command(fields: dict[str, str], body: bytes, *, oneway: bool = False) -> RemotingCommand:
     """The request for a send with the V2 ``fields``: SEND_BATCH_MESSAGE when ``m`` is ``true``,
     SEND_REPLY_MESSAGE_V2 for a reply (``MSG_TYPE=reply``), else SEND_MESSAGE_V2."""
@@ -95,15 +123,7 @@ def send_command(fields: dict[str, str], body: bytes, *, oneway: bool = False) -
 
 def send_code(fields: dict[str, str]) -> int:
     """The request code of a send with the V2 ``fields`` (see :func:`send_command`)."""
-    if fields.get("m") == "true":
-        return RequestCode.SEND_BATCH_MESSAGE
-    if _REPLY_TYPE in fields.get("i", ""):
-        return RequestCode.SEND_REPLY_MESSAGE_V2  # a request-reply answer (MSG_TYPE=reply), as Java's client
-    return RequestCode.SEND_MESSAGE_V2
-
-
-#: The property segment that makes a send a reply (``MSG_TYPE`` = ``reply``).
-_REPLY_TYPE: Final = "MSG_TYPE\x01reply"
+    return send_request.send_code(fields)
 
 
 def send_result(response: RemotingCommand, address: str, broker_name: str, topic: str, uniq_id: str) -> SendResult:
@@ -128,6 +148,48 @@ def send_result(response: RemotingCommand, address: str, broker_name: str, topic
         region_id=ext.get("MSG_REGION"),
         trace_on=ext.get("TRACE_ON") != "false",
     )
+
+
+_STATUS_BY_CODE: Final = {int(code): status for code, status in _SEND_STATUS.items()}
+_INT32: Final = range(-(1 << 31), 1 << 31)
+
+
+def send_result_json(
+    fields: dict[str, Any], address: str, broker_name: str, topic: str, uniq_id: str
+) -> SendResult | None:
+    """:func:`send_result` of a response still as its parsed JSON header (the producer's hot path: no command), or
+    ``None`` unless it is a stored send's answer the general path would read the same way (every field it reads a
+    string, the header's ints ints); then the caller takes the command's path, which raises what it raises.
+    Never raises."""
+    code = fields.get("code")
+    status = _STATUS_BY_CODE.get(code) if type(code) is int else None
+    ext = fields.get("extFields")
+    if status is None or type(ext) is not dict:
+        return None
+    version = fields.get("version", 0)
+    if type(version) is not int or version not in _INT32 or type(fields.get("language")) is not str:
+        return None
+    get = ext.get
+    msg_id, queue_id, queue_offset, region, trace_on = (
+        get("msgId"),
+        get("queueId"),
+        get("queueOffset"),
+        get("MSG_REGION"),
+        get("TRACE_ON"),
+    )
+    if (
+        type(msg_id) is not str
+        or type(queue_id) is not str
+        or type(queue_offset) is not str
+        or (region is not None and type(region) is not str)
+        or (trace_on is not None and type(trace_on) is not str)
+    ):
+        return None
+    try:
+        queue, offset = int(queue_id), int(queue_offset)
+    except ValueError:
+        return None
+    return SendResult(status, uniq_id, msg_id, topic, broker_name, queue, offset, region, trace_on != "false")
 
 
 async def send_message_oneway(remoting: RemotingClient, address: str, fields: dict[str, str], body: bytes) -> None:

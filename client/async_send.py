@@ -31,8 +31,9 @@ from client.message import SendResult
 from client.route import TopicPublishInfo
 from client.selector import select_one_message_queue
 from client.send_request import PreparedSend
-from remoting.codec.command import RemotingCommand
+from remoting.codec.command import RemotingCommand, next_opaque
 from remoting.errors import RemotingError
+from remoting.future import outcome_of
 
 if TYPE_CHECKING:
     from client.producer import Producer, SendCallback
@@ -43,98 +44,135 @@ log = logging.getLogger(__name__)
 RETRY_RESPONSE_CODES: Final = frozenset({17, 14, 1, 16, 204, 205})
 
 
-class AsyncSend:
-    """One ``send_async`` in flight. Owned by nobody once started: the pending-invocation table of a connection (or
-    a retry task) holds it until its outcome has been delivered, exactly once."""
+class AsyncSend(PreparedSend):
+    """One ``send_async`` in flight: the prepared send itself (the builder makes it as this kind, so that it alone
+    stays alive while the send is in flight) and its attempts. Owned by nobody once launched: the pending-invocation
+    table of a connection (or a retry task) holds it until its outcome has been delivered, exactly once.
+
+    It is its own :class:`~remoting.future.Invocation` when the request goes out as plain JSON (the usual case):
+    the reader hands it the response's parsed header (:meth:`complete_json`, the result read straight from it), the
+    sweeper a timeout, close an error. So an in-flight send is one object of its own, and none is made per response
+    but the result (fewer objects alive per send: the collector's cost grows with them)."""
 
     __slots__ = (
         "_address",
         "_attempts",
         "_broker_name",
         "_callback",
-        "_info",
-        "_prepared",
         "_producer",
         "_retries",
         "_sent_ms",
         "_started",
         "_timeout",
+        "deadline",
     )
 
-    def __init__(
-        self,
-        producer: Producer,
-        info: TopicPublishInfo,
-        prepared: PreparedSend,
-        callback: SendCallback,
-        timeout: float,
-        retries: int,
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+    def launch(
+        self, producer: Producer, callback: SendCallback, timeout: float, retries: int, info: TopicPublishInfo
     ) -> None:
+        """Make it a send in flight (made by ``SendBuilder.single_as(msg, AsyncSend)``) and start its first attempt on
+        one of ``info``'s queues. Never raises."""
         self._producer = producer
-        self._info = info
-        self._prepared = prepared
         self._callback = callback
         self._timeout = timeout
-        self._retries = max(0, retries)
-        self._attempts: list[tuple[str, BaseException]] = []
+        self._retries = retries if retries > 0 else 0
+        self._attempts: list[tuple[str, BaseException]] | None = None
         self._address = ""
         self._broker_name = ""
         self._started = 0.0
         self._sent_ms = 0
+        self.deadline = 0.0
+        self.start(info)
 
-    def start(self) -> None:
-        """Make the next attempt: pick a queue, write the request, return. Never raises."""
+    def start(self, info: TopicPublishInfo) -> None:
+        """Make the next attempt on one of ``info``'s queues: write the request, return. Never raises."""
         producer = self._producer
         fault = producer.fault if producer.send_latency_fault_enable else None
-        last_broker = self._attempts[-1][0] if self._attempts else None
-        mq = select_one_message_queue(self._info, last_broker, fault)
-        address = producer.instance.find_broker_address(mq.broker_name)
+        attempts = self._attempts
+        last_broker = attempts[-1][0] if attempts else None
+        mq = select_one_message_queue(info, last_broker, fault)
+        broker_name = mq.broker_name
+        instance = producer.instance
+        address = instance.find_broker_address(broker_name)
         if address is None or producer.master_watch.marked(address):
             self._continue_in_task(last_broker)  # the slow path looks it up, or watches a master that failed
             return
-        self._address, self._broker_name = address, mq.broker_name
+        self._address, self._broker_name = address, broker_name
         if fault is not None:
             self._started = anyio.current_time()
         if producer.trace is not None:
             self._sent_ms = time.time_ns() // 1_000_000
-        prepared = self._prepared
-        fields = prepared.for_queue(mq.queue_id, mq.broker_name)
-        remoting, body, timeout = producer.instance.remoting, prepared.body, self._timeout
+        remoting, timeout = instance.remoting, self._timeout
         try:
-            if not remoting.invoke_fields_callback(
-                address, api.send_code(fields), fields, body, timeout, self._on_outcome
-            ):
+            if remoting.writes_plain_json:
+                opaque = next_opaque()
+                frame = self.frame(opaque, mq.queue_id, broker_name)
+                if remoting.invoke_frame_future(address, opaque, frame, self, timeout):
+                    return
+            fields, body = self.for_queue(mq.queue_id, broker_name), self.body
+            if not remoting.invoke_fields_callback(address, self.code, fields, body, timeout, self._on_outcome):
                 remoting.invoke_callback(address, api.send_command(fields, body), timeout, self._on_outcome, plain=True)
         except (RuntimeError, ClientStateError) as exc:  # the client is shutting down
             self._give_up(exc)
 
+    # -- remoting.future.Invocation ----------------------------------------------------------------------------------
+
+    def complete_json(self, fields: dict[str, Any], body: bytes) -> bool:
+        result = api.send_result_json(fields, self._address, self._broker_name, self.topic, self.msg_id)
+        if result is None:
+            return False
+        try:
+            self._succeeded(result)
+        except Exception:
+            log.exception("async send %s failed in its completion", self.msg_id)
+        return True
+
+    def complete(self, response: RemotingCommand | None = None, error: RemotingError | None = None) -> None:
+        outcome = outcome_of(response, error, self.code, self._address, self._timeout)
+        try:
+            self._on_outcome(outcome)
+        except Exception:
+            log.exception("async send %s failed in its completion", self.msg_id)
+
+    # -- outcomes ----------------------------------------------------------------------------------------------------
+
+    def _succeeded(self, result: SendResult) -> None:
+        producer = self._producer
+        producer.master_watch.succeeded(self._address)
+        if producer.send_latency_fault_enable:
+            self._report_latency(failed=False)
+        trace = producer.trace
+        if trace is not None:
+            trace.on_sent(self._sent_ms, self._address, self, result)
+        self._deliver(result)
+
     def _on_outcome(self, outcome: RemotingCommand | RemotingError) -> None:
-        prepared = self._prepared
         error: RemotingError | MQBrokerError
         if isinstance(outcome, RemotingCommand):
             try:
-                result = api.send_result(outcome, self._address, self._broker_name, prepared.topic, prepared.msg_id)
+                result = api.send_result(outcome, self._address, self._broker_name, self.topic, self.msg_id)
             except MQBrokerError as exc:
                 if exc.code not in RETRY_RESPONSE_CODES:
                     self._deliver(exc)
                     return
                 error = exc
             else:
-                self._producer.master_watch.succeeded(self._address)
-                self._report_latency(failed=False)
-                trace = self._producer.trace
-                if trace is not None:
-                    trace.on_sent(self._sent_ms, self._address, prepared, result)
-                self._deliver(result)
+                self._succeeded(result)
                 return
         else:
             error = outcome
         self._report_latency(failed=True)
-        self._attempts.append((self._broker_name, error))
-        log.info("send to %s failed (%s), %d attempt(s) so far", self._broker_name, error, len(self._attempts))
-        if len(self._attempts) > self._retries:
-            self._deliver(SendFailedError(prepared.topic, self._attempts))
-            self._spawn(self._producer.master_watch.failed(prepared.topic, self._address))
+        attempts = self._attempts
+        if attempts is None:
+            attempts = self._attempts = []
+        attempts.append((self._broker_name, error))
+        log.info("send to %s failed (%s), %d attempt(s) so far", self._broker_name, error, len(attempts))
+        if len(attempts) > self._retries:
+            self._deliver(SendFailedError(self.topic, attempts))
+            self._spawn(self._producer.master_watch.failed(self.topic, self._address))
             return
         # The route is re-read before the retry (client/master_watch.py), so it goes on the slow path.
         self._continue_in_task(self._broker_name, failed=self._address)
@@ -161,18 +199,22 @@ class AsyncSend:
 
     def _give_up(self, exc: Exception) -> None:
         """No further attempt is possible: the attempts so far as a SendFailedError, or ``exc`` if none."""
-        self._deliver(SendFailedError(self._prepared.topic, self._attempts) if self._attempts else exc)
+        attempts = self._attempts
+        self._deliver(SendFailedError(self.topic, attempts) if attempts else exc)
 
     async def _send_in_task(self, last_broker: str | None, failed: str | None) -> None:
-        producer, prepared = self._producer, self._prepared
+        producer = self._producer
         outcome: SendResult | Exception
         try:
             if failed is not None:
-                await producer.master_watch.failed(prepared.topic, failed)
-            info = await producer.publish_info(prepared.topic)
-            retries = self._retries - len(self._attempts)
+                await producer.master_watch.failed(self.topic, failed)
+            info = await producer.publish_info(self.topic)
+            attempts = self._attempts
+            if attempts is None:
+                attempts = self._attempts = []
+            retries = self._retries - len(attempts)
             outcome = await producer.send_with_retries(
-                info, prepared, self._timeout, retries, attempts=self._attempts, last_broker=last_broker
+                info, self, self._timeout, retries, attempts=attempts, last_broker=last_broker
             )
         except Exception as exc:
             outcome = exc
@@ -185,7 +227,7 @@ class AsyncSend:
         except Exception:
             log.exception("send callback %r failed", callback)
             return
-        if inspect.isawaitable(result):
+        if result is not None and inspect.isawaitable(result):
             try:
                 self._producer.instance.task_group.start_soon(_await_callback, callback, result)
             except (RuntimeError, ClientStateError):  # shutting down: nobody left to await it

@@ -10,14 +10,22 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Self, TypeVar
 
 import attrs
+import orjson
 
 from client.errors import MessageValidationError
 from client.message import COMPRESSION_ZLIB, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
+from remoting.codec.codes import RequestCode
+from remoting.codec.frame import encode_json_request_ext
 from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_body
-from remoting.codec.message_properties import PROPERTY_UNIQ_KEY, PROPERTY_WAIT, encode_properties
+from remoting.codec.message_properties import (
+    PROPERTY_SEPARATOR,
+    PROPERTY_UNIQ_KEY,
+    PROPERTY_WAIT,
+    encode_properties,
+)
 from remoting.codec.msgid import UniqKeyGenerator
 
 #: Java's ``maxMessageSize`` and ``compressMsgBodyOverHowmuch`` defaults.
@@ -63,24 +71,105 @@ def split_batch(entries: Sequence[BatchEntry], limit: int = MAX_MESSAGE_SIZE) ->
     return batches
 
 
-@attrs.frozen(slots=True)
 class PreparedSend:
-    """A send ready to go but for the queue: the SEND_MESSAGE_V2 extFields (``e`` and ``n`` are set per attempt by
-    :meth:`for_queue`), the (maybe compressed) body and the message id(s)."""
+    """A send ready to go but for the queue: the SEND_MESSAGE_V2 extFields (``e`` and ``n`` are set per attempt), the
+    (maybe compressed) body and the message id(s), plus the request ``code`` (:func:`send_code` of the fields).
 
-    fields: dict[str, str]
-    body: bytes
-    msg_id: str
+    The fields are kept JSON-encoded, split around the queue id: ``head`` up to ``"e":"`` and ``tail`` from the quote
+    after it, so an attempt's frame costs two formats (:meth:`frame`) and an in-flight send holds no dict.
+    :attr:`fields` decodes them again for the paths that want a dict (signing, tracing, transactions)."""
+
+    __slots__ = ("body", "code", "head", "msg_id", "tail", "topic")
+
+    def __init__(self, fields: dict[str, str], body: bytes, msg_id: str) -> None:
+        """From the V2 ``fields`` (``n`` ignored; without ``e`` the queue id goes last, as :meth:`for_queue` puts
+        it)."""
+        members = {k: v for k, v in fields.items() if k != "n"}
+        members.setdefault("e", "")
+        keys = list(members)
+        at = keys.index("e")
+        before = {k: members[k] for k in keys[:at]}
+        after = {k: members[k] for k in keys[at + 1 :]}
+        self.head = (orjson.dumps(before)[1:-1] + b"," if before else b"") + b'"e":"'
+        self.tail = b'"' + (b"," + orjson.dumps(after)[1:-1] if after else b"")
+        self.body = body
+        self.msg_id = msg_id
+        self.topic = fields["b"]
+        self.code = send_code(fields)
+
+    @classmethod
+    def encoded(cls, head: bytes, tail: bytes, body: bytes, msg_id: str, topic: str, code: int) -> Self:
+        """From fields already encoded (:meth:`SendBuilder.single`'s hot path); a subclass gets its own kind."""
+        self = cls.__new__(cls)
+        self.head, self.tail, self.body, self.msg_id, self.topic, self.code = head, tail, body, msg_id, topic, code
+        return self
 
     @property
-    def topic(self) -> str:
-        return self.fields["b"]
+    def fields(self) -> dict[str, str]:
+        """The V2 fields as a dict (``e`` is ``"0"``, no ``n``)."""
+        fields: dict[str, str] = orjson.loads(b"{" + self.head + b"0" + self.tail + b"}")
+        return fields
 
     def for_queue(self, queue_id: int, broker_name: str) -> dict[str, str]:
-        fields = dict(self.fields)
+        fields = self.fields
         fields["e"] = str(queue_id)
         fields["n"] = broker_name
         return fields
+
+    def frame(self, opaque: int, queue_id: int, broker_name: str) -> bytes:
+        """The request frame for one attempt: ``encode_json_request(code, opaque, for_queue(queue_id, broker_name),
+        body)``, byte for byte."""
+        ext = _EXT % (self.head, queue_id, self.tail, _broker_json(broker_name))
+        return encode_json_request_ext(self.code, opaque, ext, self.body)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PreparedSend):
+            return NotImplemented
+        return (self.head, self.tail, self.body, self.msg_id, self.code) == (
+            other.head,
+            other.tail,
+            other.body,
+            other.msg_id,
+            other.code,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PreparedSend(fields={self.fields!r}, body={self.body!r}, msg_id={self.msg_id!r})"
+
+
+#: What :meth:`SendBuilder.single_as` makes: a :class:`PreparedSend` or a subclass of it.
+P = TypeVar("P", bound=PreparedSend)
+
+_EXT: Final = b'{%b%d%b,"n":%b}'
+_brokers_json: dict[str, bytes] = {}
+
+
+def _broker_json(name: str) -> bytes:
+    """``orjson.dumps(name)``, kept: a producer sends to a handful of brokers."""
+    encoded = _brokers_json.get(name)
+    if encoded is None:
+        if len(_brokers_json) >= 4096:
+            _brokers_json.clear()
+        encoded = _brokers_json[name] = orjson.dumps(name)
+    return encoded
+
+
+def send_code(fields: dict[str, str]) -> int:
+    """The request code of a send with the V2 ``fields``: SEND_BATCH_MESSAGE when ``m`` is ``true``,
+    SEND_REPLY_MESSAGE_V2 for a reply (``MSG_TYPE=reply``, as Java's client), else SEND_MESSAGE_V2."""
+    if fields.get("m") == "true":
+        return RequestCode.SEND_BATCH_MESSAGE
+    if _REPLY_TYPE in fields.get("i", ""):
+        return RequestCode.SEND_REPLY_MESSAGE_V2
+    return RequestCode.SEND_MESSAGE_V2
+
+
+#: The property segment that makes a send a reply (``MSG_TYPE`` = ``reply``).
+_REPLY_TYPE: Final = "MSG_TYPE\x01reply"
+_SEND_V2: Final = int(RequestCode.SEND_MESSAGE_V2)
+_SEND_REPLY: Final = int(RequestCode.SEND_REPLY_MESSAGE_V2)
 
 
 @attrs.define(slots=True)
@@ -91,6 +180,8 @@ class SendBuilder:
     compress_over: int = COMPRESS_OVER
     create_topic_key: str = "TBW102"
     default_topic_queue_nums: int = 4
+    _heads: dict[str, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    _prefixes: dict[str, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def validate(self, msg: Message) -> None:
         if not msg.topic:
@@ -105,8 +196,7 @@ class SendBuilder:
             raise MessageValidationError(f"delay level {msg.delay_level} is negative")
 
     def _fields(self, topic: str, sys_flag: int, flag: int, properties: str, reconsume: int) -> dict[str, str]:
-        """The V2 fields (the layout :class:`~remoting.codec.headers.SendMessageRequestHeaderV2` declares), built as
-        a plain dict because this is the send hot path."""
+        """The V2 fields (the layout :class:`~remoting.codec.headers.SendMessageRequestHeaderV2` declares)."""
         return {
             "a": self.group,
             "b": topic,
@@ -121,26 +211,61 @@ class SendBuilder:
             "k": "false",
         }
 
+    def _head(self, topic: str) -> bytes:
+        """The encoded fields ``a`` to ``d`` of ``topic``'s sends, up to ``"e":"`` (kept per topic)."""
+        head = self._heads.get(topic)
+        if head is None:
+            if len(self._heads) >= 1024:
+                self._heads.clear()
+            fields = {"a": self.group, "b": topic, "c": self.create_topic_key, "d": str(self.default_topic_queue_nums)}
+            head = self._heads[topic] = orjson.dumps(fields)[1:-1] + b',"e":"'
+        return head
+
     def single(self, msg: Message) -> PreparedSend:
+        """:meth:`single_as` a :class:`PreparedSend`."""
+        return self.single_as(msg, PreparedSend)
+
+    def single_as(self, msg: Message, kind: type[P]) -> P:
         """One message: UNIQ_KEY added, body zlib-compressed (level 5) when at least ``compress_over`` bytes and
-        smaller that way, RECONSUME_TIME / MAX_RECONSUME_TIMES moved into the header as Java does."""
+        smaller that way, RECONSUME_TIME / MAX_RECONSUME_TIMES moved into the header as Java does.
+
+        The fields are encoded here (:class:`PreparedSend`, or the subclass ``kind``: the producer's async send is
+        one): the same bytes ``_fields`` and ``orjson`` would give."""
         self.validate(msg)
-        uniq = self.uniq.next_id()
-        props = msg.all_properties()
-        props[PROPERTY_UNIQ_KEY] = uniq
-        body = bytes(msg.body)
+        now_ms = time.time_ns() // 1_000_000  # the UNIQ_KEY's time and the born timestamp: one clock read
+        uniq = self.uniq.next_id(now_ms)
+        body = msg.body if type(msg.body) is bytes else bytes(msg.body)
         sys_flag = 0
         if len(body) >= self.compress_over:
             compressed = zlib.compress(body, 5)
             if len(compressed) < len(body):
                 body = compressed
                 sys_flag = SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
+        prefix = _plain_prefix(msg)
+        if prefix is not None:  # no user properties: neither a reply nor a reconsume count
+            # keys are mostly unique per message: a prefix with them is not worth keeping
+            prefix_json = orjson.dumps(prefix)[:-1] if msg.keys else self._prefix_json(prefix)
+            tail = _TAIL_PLAIN % (sys_flag, now_ms, msg.flag, prefix_json, uniq.encode())
+            return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, _SEND_V2)
+        props = msg.all_properties()
+        props[PROPERTY_UNIQ_KEY] = uniq
         reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
         max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
-        fields = self._fields(msg.topic, sys_flag, msg.flag, encode_properties(props), int(reconsume or 0))
+        properties = encode_properties(props)
+        tail = _TAIL % (sys_flag, now_ms, msg.flag, orjson.dumps(properties), int(reconsume or 0))
         if max_reconsume:
-            fields["l"] = str(int(max_reconsume))
-        return PreparedSend(fields, body, uniq)
+            tail += b',"l":"%d"' % int(max_reconsume)
+        code = _SEND_REPLY if _REPLY_TYPE in properties else _SEND_V2
+        return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, code)
+
+    def _prefix_json(self, prefix: str) -> bytes:
+        """``orjson.dumps(prefix)`` without its closing quote, kept per prefix (the tags of a producer's messages)."""
+        encoded = self._prefixes.get(prefix)
+        if encoded is None:
+            if len(self._prefixes) >= 1024:
+                self._prefixes.clear()
+            encoded = self._prefixes[prefix] = orjson.dumps(prefix)[:-1]
+        return encoded
 
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
         """SEND_BATCH_MESSAGE requests for ``msgs`` (one topic, no delay, no retry topic), each body within
@@ -171,3 +296,32 @@ class SendBuilder:
             prepared.append(PreparedSend(fields, encode_batch_body(chunk), ",".join(ids[start : start + len(chunk)])))
             start += len(chunk)
         return prepared
+
+
+#: The encoded fields after ``e`` (``f`` to ``k``) of a single send.
+_TAIL: Final = b'","f":"%d","g":"%d","h":"%d","i":%b,"j":"%d","k":"false"'
+#: The same for a message without user properties: the properties' JSON up to the UNIQ_KEY, then the key.
+_TAIL_PLAIN: Final = b'","f":"%d","g":"%d","h":"%d","i":%bUNIQ_KEY\\u0001%b","j":"0","k":"false"'
+
+
+def _plain_prefix(msg: Message) -> str | None:
+    """The properties string of a message without user properties up to its UNIQ_KEY (TAGS, KEYS, DELAY, WAIT: the
+    order of :meth:`Message.all_properties`), or ``None`` when it has user properties or a value needs the general
+    encoder's checks."""
+    if msg.properties:
+        return None
+    tags, keys = msg.tags, msg.keys
+    parts = []
+    if tags:
+        if type(tags) is not str or PROPERTY_SEPARATOR in tags:
+            return None
+        parts.append(f"TAGS\x01{tags}\x02")
+    if keys:
+        if type(keys) is not str or PROPERTY_SEPARATOR in keys:
+            return None
+        parts.append(f"KEYS\x01{keys}\x02")
+    if msg.delay_level > 0:
+        parts.append(f"DELAY\x01{msg.delay_level}\x02")
+    if not msg.wait_store_msg_ok:
+        parts.append("WAIT\x01false\x02")
+    return "".join(parts)

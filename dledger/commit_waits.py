@@ -22,7 +22,7 @@ import trio
 
 from dledger.codes import ResponseCode
 from dledger.effects import AppendDone
-from store.put_waits import PutWaits
+from store.put_waits import NOTIFY, PutWaits
 from store.results import PutStatus
 
 PutCallback = Callable[[PutStatus], None]
@@ -78,6 +78,10 @@ class CommitWaits(PutWaits):
 
     def can_notify(self, wait: bool) -> bool:
         return True
+
+    def plan(self, wait: bool) -> int:
+        """Always :data:`~store.put_waits.NOTIFY`: the quorum, never the group commit."""
+        return NOTIFY
 
     def notify(self, end_offset: int, wait: bool, callback: PutCallback) -> PutStatus | None:
         """``None`` and later ``callback(status)``, or the status at once when the outcome is already known."""

@@ -39,10 +39,12 @@ from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
 from store.errors import PutRefusedError
 from store.metadata_files import PERM_WRITE, TopicFilterType
+from store.put_waits import FLUSH, INLINE, NO_WAIT
 from store.results import AppendResult, PutStatus
 
 if TYPE_CHECKING:
     from processors.send import SendMessageProcessor
+    from store.services import GroupCommitService
 
 __all__ = ["SendFastPath"]
 
@@ -87,6 +89,8 @@ class SendFastPath:
         self._processor = processor
         self._base: dict[str, str] | None = None
         self._prefix = b""
+        self._group_commit: GroupCommitService | None = None
+        self._held: list[Connection] = []
 
     def __call__(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
         """Store and answer the request when it is the common case (see the module docstring); else False."""
@@ -135,9 +139,9 @@ class SendFastPath:
             or (processor.timer_rewrite is not None and "TIMER_" in stored)
         ):
             return False
-        store, wait, connection = broker.store, props.wait, ctx.connection
-        waits = store.waits_for_put(wait)
-        if (waits and not store.put_waits.can_notify(wait)) or connection.congested:
+        store, connection = broker.store, ctx.connection
+        plan = store.put_waits.plan(props.wait)
+        if plan == INLINE or connection.congested:
             return False
         if config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= SYSFLAG_MULTI_TAGS
@@ -151,16 +155,34 @@ class SendFastPath:
         except PutRefusedError:
             return False  # nothing was written: the general path appends again and answers the refusal
         latency = broker.stats.put_latency
-        if not waits:
+        if plan == NO_WAIT:
             latency.record(time.perf_counter_ns() - started)
             self._answer(connection, opaque, PutStatus.PUT_OK, appended, queue_id)
+            return True
+        group_commit = store.group_commit
+        if group_commit is not self._group_commit:
+            group_commit.add_pass_listener(self._release_held)
+            self._group_commit = group_commit
+        if plan == FLUSH:
+            # The common SYNC_FLUSH case: the group commit calls back with a bool, with no status adapter between.
+
+            def flushed(ok: bool) -> None:
+                latency.record(time.perf_counter_ns() - started)
+                if ok and not connection.congested:
+                    self._write_ok(connection, opaque, appended, queue_id)
+                else:
+                    self._answer(
+                        connection, opaque, PutStatus.PUT_OK if ok else PutStatus.FLUSH_DISK_TIMEOUT, appended, queue_id
+                    )
+
+            store.notify_flushed(appended.end_offset, flushed)
             return True
 
         def answered(status: PutStatus) -> None:
             latency.record(time.perf_counter_ns() - started)
             self._answer(connection, opaque, status, appended, queue_id)
 
-        now = store.put_waits.notify(appended.end_offset, wait, answered)
+        now = store.put_waits.notify(appended.end_offset, props.wait, answered)
         if now is not None:
             answered(now)
         return True
@@ -169,11 +191,17 @@ class SendFastPath:
         self, connection: Connection, opaque: int, status: PutStatus, appended: AppendResult, queue_id: int
     ) -> None:
         """Write the general path's response: PUT_OK from the template, any other status as a command."""
-        base = self._processor.base_fields
         if status is not PutStatus.PUT_OK or connection.congested:
             request = RemotingCommand(_SEND_V2, opaque)
+            base = self._processor.base_fields
             self._processor.answers.write(connection, answer(request, status, appended, queue_id, base), opaque)
             return
+        self._write_ok(connection, opaque, appended, queue_id)
+
+    def _write_ok(self, connection: Connection, opaque: int, appended: AppendResult, queue_id: int) -> None:
+        """PUT_OK from the template; inside a group commit's release pass the frame is held and leaves with the
+        pass's other answers to that connection (:meth:`_release_held`)."""
+        base = self._processor.base_fields
         if base is not self._base:
             # {"code":0,"extFields":{<base fields>,"msgId":"  -- the base fields are never empty (MSG_REGION, TRACE_ON)
             self._prefix = b'{"code":0,"extFields":' + orjson.dumps(base)[:-1] + b',"msgId":"'
@@ -184,7 +212,21 @@ class SendFastPath:
             + _TAIL % (queue_id, appended.queue_offset, opaque)
         )
         size = len(header)
+        group_commit = self._group_commit
         try:
-            connection.send_frame_nowait(_HEAD.pack(size + 4, size) + header)
+            if group_commit is not None and group_commit.releasing:
+                if connection.hold_frame(_HEAD.pack(size + 4, size) + header):
+                    self._held.append(connection)
+            else:
+                connection.send_frame_nowait(_HEAD.pack(size + 4, size) + header)
         except RemotingConnectError:
             log.debug("send response to opaque %d dropped: connection closed", opaque)
+
+    def _release_held(self) -> None:
+        """The group commit's pass ended: write each connection's held answers (one write each)."""
+        held, self._held = self._held, []
+        for connection in held:
+            try:
+                connection.release_held()
+            except RemotingConnectError:
+                log.debug("send responses dropped: connection closed")

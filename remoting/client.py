@@ -52,6 +52,7 @@ from remoting.codec.frame import MAX_FRAME, encode_json_request
 from remoting.connection import Address, Connection
 from remoting.dispatch import not_supported_remark
 from remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
+from remoting.future import Invocation, JsonDecoder
 from remoting.processor import Processor, RequestContext, run_processor
 from remoting.streams import AnyioByteStream
 
@@ -213,13 +214,19 @@ class RemotingClient:
         conn = self._connections.get(address)
         if conn is not None and not conn.closed:
             return await conn.invoke(self._stamp(cmd), timeout)
+        conn, left = await self._connect_within(address, timeout)
+        return await conn.invoke(self._stamp(cmd), left)
+
+    async def _connect_within(self, address: str, timeout: float) -> tuple[Connection, float]:
+        """The connection to ``address`` (connecting if needed) and what is left of ``timeout`` after connecting.
+        Raises ``RemotingTimeoutError`` when connecting took all of it."""
         deadline = anyio.current_time() + timeout
         try:
             with anyio.fail_after(timeout):
                 conn = await self.connection(address)
         except TimeoutError as exc:
             raise RemotingTimeoutError(f"connecting to {address} took longer than the {timeout}s timeout") from exc
-        return await conn.invoke(self._stamp(cmd), max(0.0, deadline - anyio.current_time()))
+        return conn, max(0.0, deadline - anyio.current_time())
 
     async def invoke_oneway(self, address: str, cmd: RemotingCommand) -> None:
         """Send ``cmd`` flagged oneway; returns once written or queued. Raises ``RemotingConnectError``."""
@@ -274,6 +281,42 @@ class RemotingClient:
         opaque = next_opaque()
         conn.invoke_frame_callback(opaque, code, encode_json_request(code, opaque, ext_fields, body), timeout, callback)
         return True
+
+    @property
+    def writes_plain_json(self) -> bool:
+        """Requests go out as their callers encode them: JSON headers, unsigned (see :meth:`invoke_frame_future`)."""
+        return self.credentials is None and self.serialize_type is SerializeType.JSON
+
+    def invoke_frame_future(self, address: str, opaque: int, frame: bytes, future: Invocation, timeout: float) -> bool:
+        """Send a JSON request the caller encoded (``frame``, with ``opaque``) for its own ``future``
+        (:meth:`Connection.invoke_frame_future`: completed once, its deadline ``timeout`` from now). Only when
+        :attr:`writes_plain_json`. Returns False, having done nothing, unless the connection is live and not
+        congested: the caller then takes :meth:`invoke_callback`."""
+        if self._tasks is None:
+            raise RuntimeError("RemotingClient used outside its `async with` block")
+        conn = self._connections.get(address)
+        if conn is None or conn.closed or conn.congested:
+            return False
+        conn.invoke_frame_future(opaque, frame, future, timeout)
+        return True
+
+    def invoke_frame(
+        self, address: str, opaque: int, code: int, frame: bytes, timeout: float, decode: JsonDecoder
+    ) -> Awaitable[object]:
+        """:meth:`invoke` of a JSON request the caller encoded (``frame``, with ``opaque`` and ``code``; only when
+        :attr:`writes_plain_json`): awaits what ``decode`` made of the response's JSON header, or the response
+        command when it declined. Same errors as :meth:`invoke`. On a live connection this is the connection's
+        own coroutine (one frame less per switch of the waiting task)."""
+        conn = self._connections.get(address)
+        if conn is not None and not conn.closed:
+            return conn.invoke_frame(opaque, code, frame, timeout, decode)
+        return self._connect_then_invoke_frame(address, opaque, code, frame, timeout, decode)
+
+    async def _connect_then_invoke_frame(
+        self, address: str, opaque: int, code: int, frame: bytes, timeout: float, decode: JsonDecoder
+    ) -> object:
+        conn, left = await self._connect_within(address, timeout)
+        return await conn.invoke_frame(opaque, code, frame, left, decode)
 
     def _call_back(self, callback: InvokeCallback, outcome: RemotingCommand | RemotingError) -> None:
         try:

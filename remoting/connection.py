@@ -57,7 +57,7 @@ from remoting.codec.errors import CodecError
 from remoting.codec.frame import MAX_FRAME, FrameDecoder, encode_command
 from remoting.codec.serializers import command_from_json, decode_header
 from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
-from remoting.future import CallbackFuture, OutcomeCallback, ResponseFuture
+from remoting.future import CallbackFuture, Invocation, JsonDecoder, OutcomeCallback, ResponseFuture
 from remoting.processor import RequestContext
 from remoting.rpc_metrics import RESULT_ONEWAY, RESULT_SUCCESS, RpcLatency
 from remoting.streams import RECEIVE_SIZE, STREAM_ERRORS, ByteStream, RawSocketIO
@@ -127,12 +127,13 @@ class Connection:
         self._stream = stream
         self._raw = raw_socket
         self._max_frame = max_frame
-        self._pending: dict[int, ResponseFuture | CallbackFuture] = {}
+        self._pending: dict[int, Invocation] = {}
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
         self._writing = False
         self._direct_recent = False
         self._flush_frames = FLUSH_FRAMES
+        self._holding = False
         self._writer_wakeup: primitives.Event | None = None
         self._drained: primitives.Event | None = None
         self._expiry_at = math.inf
@@ -237,7 +238,7 @@ class Connection:
     def _raw_io(self) -> ByteStream:
         """What the reader and the writer use: the raw socket directly under Trio when there is one, which skips
         the stream layers (:class:`~remoting.streams.RawSocketIO`), else the stream."""
-        if self._raw is not None and self._loop is primitives.TRIO:
+        if self._raw is not None and self._loop.is_trio:
             return RawSocketIO(self._raw)
         return self._stream
 
@@ -257,17 +258,12 @@ class Connection:
                 self._flush_frames = FLUSH_FRAMES
                 decoder.receive_data(data)
                 while True:
-                    if fast is None:
-                        cmd = decoder.next_command()
-                        if cmd is None:
-                            break
-                    else:
-                        frame = decoder.next_frame()
-                        if frame is None:
-                            break
-                        cmd = self._command_unless_fast(decoder, frame, fast)
-                        if cmd is None:
-                            continue
+                    frame = decoder.next_frame()
+                    if frame is None:
+                        break
+                    cmd = self._command_unless_fast(decoder, frame, fast)
+                    if cmd is None:
+                        continue
                     if cmd.flag & FLAG_RESPONSE:
                         future = pending.pop(cmd.opaque, None)
                         if future is None:
@@ -295,10 +291,11 @@ class Connection:
             pass
 
     def _command_unless_fast(
-        self, decoder: FrameDecoder, frame: tuple[int, bytes, bytes], fast: FastRequest
+        self, decoder: FrameDecoder, frame: tuple[int, bytes, bytes], fast: FastRequest | None
     ) -> RemotingCommand | None:
-        """``None`` when ``fast`` took the request; else the command :meth:`FrameDecoder.next_command` would have
-        given (raising, and poisoning the decoder, as it would)."""
+        """``None`` when ``fast`` took the request, or the pending invocation took its response from the JSON header
+        (:meth:`~remoting.future.Invocation.complete_json`); else the command :meth:`FrameDecoder.next_command` would
+        have given (raising, and poisoning the decoder, as it would)."""
         serialize_type, header, body = frame
         try:
             if serialize_type == JSON_SERIALIZE:
@@ -306,8 +303,18 @@ class Connection:
                     fields = orjson.loads(header)
                 except orjson.JSONDecodeError:
                     return decode_header(serialize_type, header, body)  # raises the general path's error
-                if type(fields) is dict and fields.get("flag") == 0 and fast(self.context, fields, body):
-                    return None
+                if type(fields) is dict:
+                    flag = fields.get("flag")
+                    if flag == 0:
+                        if fast is not None and fast(self.context, fields, body):
+                            return None
+                    elif flag == 1 and type(flag) is int:
+                        opaque = fields.get("opaque")
+                        future = self._pending.pop(opaque, None) if type(opaque) is int else None
+                        if future is not None:
+                            if future.complete_json(fields, body):
+                                return None
+                            self._pending[fields["opaque"]] = future  # declined: completed with the command below
                 return command_from_json(fields, body)
             return decode_header(serialize_type, header, body)
         except CodecError as exc:
@@ -396,11 +403,15 @@ class Connection:
         """
         self.send_nowait(cmd)
         if self._outbox_bytes > SEND_HIGH_WATER:
-            if self._drained is None:
-                self._drained = self._loop.new_event()
-            await self._drained.wait()
-            if self._closed:
-                raise RemotingClosedError(f"{self!r}: connection closed before the frame was written")
+            await self._drain()
+
+    async def _drain(self) -> None:
+        """Wait until the writer drained the queue (the caller saw more than ``SEND_HIGH_WATER`` bytes in it)."""
+        if self._drained is None:
+            self._drained = self._loop.new_event()
+        await self._drained.wait()
+        if self._closed:
+            raise RemotingClosedError(f"{self!r}: connection closed before the frame was written")
 
     def send_nowait(self, cmd: RemotingCommand) -> None:
         """:meth:`send` without the wait: the frame is written or queued whatever the backlog (see
@@ -425,7 +436,44 @@ class Connection:
             raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
         self._write_frame(frame)
 
+    def hold_frame(self, frame: bytes) -> bool:
+        """Queue ``frame`` (encoded, as for :meth:`send_frame_nowait`) without writing anything yet: for a caller
+        answering many requests in one pass, who must call :meth:`release_held` when the pass ends, so the answers
+        leave in one write (one wake-up of the peer) instead of a few. Frames written meanwhile queue behind it.
+        Returns True when nothing was held before (the caller then remembers the connection). Raises
+        :class:`RemotingClosedError` on a closed connection."""
+        if self._closed:
+            raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
+        self._outbox.append(frame)
+        self._outbox_bytes += len(frame)
+        first, self._holding = not self._holding, True
+        return first
+
+    def release_held(self) -> None:
+        """Write what :meth:`hold_frame` queued: straight to the socket when the writer is idle (the writer gets
+        what the socket does not take), else the running writer takes it. Raises :class:`RemotingConnectError`
+        (closing the connection) if the direct write fails."""
+        self._holding = False
+        wakeup = self._writer_wakeup
+        if wakeup is None or not self._outbox or self._closed:
+            return  # the writer is running (it takes the outbox next) or there is nothing left to write
+        outbox = self._outbox
+        if self._raw is not None:
+            self._direct_recent = True
+            data = self._send_direct(outbox[0] if len(outbox) == 1 else b"".join(outbox))
+            outbox.clear()
+            self._outbox_bytes = len(data)
+            if not data:
+                return
+            outbox.append(data)
+        self._writer_wakeup = None
+        wakeup.set()
+
     def _write_frame(self, frame: bytes) -> None:
+        if self._holding:  # behind the held frames, written with them
+            self._outbox.append(frame)
+            self._outbox_bytes += len(frame)
+            return
         wakeup = self._writer_wakeup
         if wakeup is not None:
             # The writer is idle, so nothing is queued. The first frame since the last read (or the writer's last
@@ -533,12 +581,23 @@ class Connection:
     def _invoke_callback(
         self, opaque: int, code: int, request: RemotingCommand | bytes, timeout: float, callback: OutcomeCallback
     ) -> None:
-        deadline = self._loop.now() + timeout
-        future = CallbackFuture(deadline, callback, code, self.remote_address, timeout)
+        future = CallbackFuture(self._loop.now() + timeout, callback, code, self.remote_address, timeout)
+        self._register(opaque, request, future)
+
+    def invoke_frame_future(self, opaque: int, frame: bytes, future: Invocation, timeout: float) -> None:
+        """Send a request already encoded (``frame``, whose opaque is given) for an :class:`Invocation` the caller
+        made: its ``deadline`` is set to ``timeout`` seconds from now, and it is completed once, with the response
+        (offered to its ``complete_json`` first), the error, or a timeout at its deadline, by the reader, close or
+        the sweeper; maybe before this returns (a failed write). Never raises; ignores :attr:`congested`."""
+        future.deadline = self._loop.now() + timeout
+        self._register(opaque, frame, future)
+
+    def _register(self, opaque: int, request: RemotingCommand | bytes, future: Invocation) -> None:
         if self._closed:
             future.complete(error=RemotingClosedError(f"{self!r}: cannot invoke, connection closed"))
             return
         self._pending[opaque] = future
+        deadline = future.deadline
         if deadline < self._expiry_at and self._expiry_wakeup is not None:
             self._expiry_at = deadline
             self._expiry_wakeup.set()
@@ -547,10 +606,38 @@ class Connection:
                 self.send_frame_nowait(request)
             else:
                 self.send_nowait(request)  # type: ignore[arg-type]
-        except RemotingError as exc:  # the connection closed: close() normally failed the future already
+        except RemotingError as exc:  # the connection closed: close() failed the future already, unless still here
             if self._pending.get(opaque) is future:
                 del self._pending[opaque]
-            future.complete(error=exc)
+                future.complete(error=exc)
+
+    async def invoke_frame(self, opaque: int, code: int, frame: bytes, timeout: float, decode: JsonDecoder) -> object:
+        """:meth:`invoke` of a request already encoded (``frame``, whose opaque and code are given): the response's
+        JSON header goes to ``decode`` first, and its value is returned; when it declines, the response command.
+        Same errors as :meth:`invoke`."""
+        if self._closed:
+            raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
+        deadline = self._loop.now() + timeout
+        future = ResponseFuture(deadline, self._loop.new_event(), decode)
+        self._pending[opaque] = future
+        if deadline < self._expiry_at and self._expiry_wakeup is not None:
+            self._expiry_at = deadline
+            self._expiry_wakeup.set()
+        try:
+            self.send_frame_nowait(frame)
+            if self._outbox_bytes > SEND_HIGH_WATER:
+                await self._drain()
+            await future.wait()
+        finally:
+            if self._pending.get(opaque) is future:
+                del self._pending[opaque]
+        if future.value is not None:
+            return future.value
+        if future.response is not None:
+            return future.response
+        if future.error is not None:
+            raise future.error
+        raise RemotingTimeoutError(f"no response to request code {code} from {self.remote_address} in {timeout}s")
 
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Send a request flagged oneway (the flag is set if missing): the peer must not answer."""

@@ -32,12 +32,18 @@ class Primitives:
     new_event: Callable[[], Event]
     move_on_at: Callable[[float], AbstractContextManager[Any]]
     sleep_until: Callable[[float], Any]
+    #: Trio's own functions (the connection may then read and write its raw socket itself).
+    is_trio: bool = False
 
 
-TRIO = Primitives(trio.current_time, trio.Event, trio.move_on_at, trio.sleep_until)
+TRIO = Primitives(trio.current_time, trio.Event, trio.move_on_at, trio.sleep_until, is_trio=True)
 ANYIO = Primitives(anyio.current_time, anyio.Event, anyio.move_on_at, anyio.sleep_until)
 
 
 def current() -> Primitives:
-    """The primitives for the event loop running in this thread (call from async context)."""
-    return TRIO if sniffio.current_async_library() == "trio" else ANYIO
+    """The primitives for the event loop running in this thread (call from async context). Under Trio, ``now`` is
+    the run's clock's own ``current_time`` (what ``trio.current_time`` returns, without its lookup of the run:
+    read for every invocation's deadline)."""
+    if sniffio.current_async_library() == "trio":
+        return attrs.evolve(TRIO, now=trio.lowlevel.current_clock().current_time)
+    return ANYIO

@@ -13,7 +13,7 @@ parks the calling task on them instead. Owned by the :class:`~store.message_stor
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from store.message_store import MessageStore
 
 PutCallback = Callable[[PutStatus], None]
+
+#: :meth:`PutWaits.plan`'s answers.
+NO_WAIT: Final = 0
+FLUSH: Final = 1
+NOTIFY: Final = 2
+INLINE: Final = 3
 
 
 class _Join:
@@ -66,6 +72,21 @@ class PutWaits:
     def needed(self, wait: bool) -> bool:
         """Whether a put with this ``WAIT`` setting waits for anything."""
         return self._flushes(wait) or self._replicates(wait)
+
+    def plan(self, wait: bool) -> int:
+        """How a put with this ``WAIT`` setting is answered, in one call for the send fast path: :data:`NO_WAIT`,
+        :data:`FLUSH` (the group commit alone: :meth:`MessageStore.notify_flushed` takes a bool callback directly),
+        :data:`NOTIFY` (:meth:`notify`) or :data:`INLINE` (no services running: await :meth:`status`)."""
+        if not wait:
+            return NO_WAIT
+        store = self.store
+        config = store.config
+        replicates = config.broker_role is BrokerRole.SYNC_MASTER
+        if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            if not store.group_commit.running:
+                return INLINE
+            return NOTIFY if replicates else FLUSH
+        return NOTIFY if replicates else NO_WAIT
 
     def can_notify(self, wait: bool) -> bool:
         """The services a put needs are running (a store used without ``run`` syncs inline: :meth:`status`)."""

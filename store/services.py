@@ -4,8 +4,9 @@
   ConsumeQueues and the index, then the checkpoint. It also runs under SYNC_FLUSH to keep the queues and checkpoint
   moving.
 * :class:`GroupCommitService`: SYNC_FLUSH. Producers register the offset they need durable; one ``fdatasync`` (on the
-  service's own :class:`_SyncThread`) covers every waiter whose offset it reaches. Waiters that arrive during a sync
-  are covered by the next one.
+  service's own :class:`_SyncThread`) covers every waiter whose offset it reaches, and one release pass answers them
+  before the next sync starts (pass listeners then flush what the callbacks held back). Waiters that arrive during a
+  sync are covered by the next one.
 * :class:`AllocateService`: prepares (and optionally warms up) the next CommitLog segment after each roll, so appends
   rarely create files themselves.
 * :class:`RetentionService`: deletes expired segments at ``delete_when`` or at once when the disk is fuller than
@@ -179,12 +180,6 @@ class WaiterQueue:
                 release_waiter(waiters.popleft(), False)
 
 
-def _release_ready(ready: list[OffsetWaiter]) -> None:
-    for waiter in ready:
-        release_waiter(waiter, True)
-    ready.clear()
-
-
 class GroupCommitService:
     """Waiters queue in append order, which is also offset order and (with the store's one timeout) deadline order,
     so both a sync and the timeout sweeper release them from the head of one deque: no per-put cancel scope.
@@ -200,6 +195,32 @@ class GroupCommitService:
         self._running = False
         #: Number of group syncs performed (each may sync one or two segments).
         self.rounds = 0
+        #: True while a release pass calls the callbacks of the waiters a sync covered.
+        self.releasing = False
+        self._pass_listeners: list[Callable[[], None]] = []
+
+    def add_pass_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every release pass (while :attr:`releasing` it was True), so that a callback
+        can defer work to the pass's end: answers written to a connection in one write instead of one each. An
+        exception it raises is logged."""
+        self._pass_listeners.append(listener)
+
+    def _release(self, ready: list[OffsetWaiter]) -> None:
+        """Answer ``True`` to the waiters a sync covered, in offset order, then tell the pass listeners."""
+        if not ready:
+            return
+        self.releasing = True
+        try:
+            for waiter in ready:
+                release_waiter(waiter, True)
+        finally:
+            self.releasing = False
+            ready.clear()
+            for listener in self._pass_listeners:
+                try:
+                    listener()
+                except Exception:  # its owner's bug; the next pass calls it again
+                    log.exception("group commit pass listener failed")
 
     @property
     def running(self) -> bool:
@@ -265,29 +286,24 @@ class GroupCommitService:
                         files = queue.flush_snapshot()
                         if files:
                             thread.begin(files)
-                            # The previous sync's callbacks (each builds and writes a response) run while this sync
-                            # is in the thread instead of delaying its start (see the report figures in the commit).
-                            _release_ready(ready)
                             await thread.finish()
                             self.rounds += 1
-                    _release_ready(ready)
                     flushed = queue.flushed_offset
                     # One pass in offset order: everything the sync covered, including waiters that arrived while
-                    # it ran and whose records it reached (a true group commit).
+                    # it ran and whose records it reached (a true group commit). Their answers go out before the
+                    # next sync starts: the producers get them one pass sooner, and the next sync covers what
+                    # arrived meanwhile.
                     while waiters and waiters[0].offset <= flushed:
                         ready.append(waiters.popleft())
-                    if waiters and files and not store.disk_lock.locked():
-                        self._wakeup.set()  # another sync at once; the covered waiters are released during it
-                    else:
-                        if waiters and files:
-                            self._wakeup.set()
-                        # With nothing left to sync, a waiter past the appended end waits for the append (and its
-                        # notify) that reaches it, or for its timeout: no busy loop.
-                        _release_ready(ready)
+                    self._release(ready)
+                    if waiters and files:
+                        self._wakeup.set()  # another sync at once
+                    # With nothing left to sync, a waiter past the appended end waits for the append (and its
+                    # notify) that reaches it, or for its timeout: no busy loop.
         finally:
             thread.close()
             self._running = False
-            _release_ready(ready)  # durable already
+            self._release(ready)  # durable already
             # Shutting down: nobody will sync for them any more, so answer FLUSH_DISK_TIMEOUT rather than hang.
             while waiters:
                 release_waiter(waiters.popleft(), False)

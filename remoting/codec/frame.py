@@ -67,6 +67,22 @@ def encode_json_request(code: int, opaque: int, ext_fields: dict[str, str], body
     return b"".join((_HEAD.pack(4 + size + len(body), size), header, body))
 
 
+#: :func:`encode_json_request`'s header around its code, extFields object and opaque.
+_JSON_REQUEST: Final = (
+    b'{"code":%d,"extFields":%b,"flag":0,"language":"PYTHON","opaque":%d,"serializeTypeCurrentRPC":"JSON","version":'
+    + str(CURRENT_VERSION).encode()
+    + b"}"
+)
+
+
+def encode_json_request_ext(code: int, opaque: int, ext: bytes, body: bytes) -> bytes:
+    """:func:`encode_json_request` with the extFields object already encoded (``orjson.dumps(ext_fields)``): the
+    producer keeps its send's fields encoded (:class:`client.send_request.PreparedSend`)."""
+    header = _JSON_REQUEST % (code, ext, opaque)
+    size = len(header)
+    return b"".join((_HEAD.pack(4 + size + len(body), size), header, body))
+
+
 def decode_payload(payload: bytes | memoryview) -> RemotingCommand:
     """Decode one frame without its 4-byte length prefix (``headerWord | header | body``)."""
     if len(payload) < 4:

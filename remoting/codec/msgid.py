@@ -74,8 +74,12 @@ def _month_start_ms(now_ms: int) -> int:
 
 
 class UniqKeyGenerator:
-    """Makes Java-compatible ``UNIQ_KEY`` values: a fixed per-process prefix (ip, pid, class-loader hash) then
-    milliseconds since the start of the local month (int32) and a 16-bit wrapping counter. Not thread-safe."""
+    """Makes Java-compatible ``UNIQ_KEY`` values (``MessageClientIDSetter``'s layout): a fixed per-process prefix (ip,
+    pid, class-loader hash) then milliseconds since the start of the local month (int32) and a 16-bit wrapping
+    counter. The hex of prefix and time is kept while the millisecond lasts, so an id costs a counter step and one
+    four-digit format. Not thread-safe."""
+
+    __slots__ = ("_counter", "_last_ms", "_month_start", "_next_month_start", "_prefix", "_stem")
 
     def __init__(self, ip: str = "127.0.0.1", pid: int | None = None, loader_hash: int | None = None) -> None:
         packed = ipaddress.ip_address(ip).packed
@@ -85,16 +89,23 @@ class UniqKeyGenerator:
         self._counter = itertools.count()
         self._month_start = 0
         self._next_month_start = 0
+        self._last_ms = -1
+        self._stem = ""
 
     def next_id(self, now_ms: int | None = None) -> str:
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        if now != self._last_ms:
+            self._stem = self._prefix + f"{self._elapsed(now):08X}"
+            self._last_ms = now
+        return f"{self._stem}{next(self._counter) & 0xFFFF:04X}"
+
+    def _elapsed(self, now: int) -> int:
+        """``now`` as milliseconds since the start of its local month, wrapped to 32 bits."""
         if not self._month_start <= now < self._next_month_start:
             self._month_start = _month_start_ms(now)
             # 32 days past the start always lands in the next month.
             self._next_month_start = _month_start_ms(self._month_start + 32 * 86_400_000)
-        elapsed = (now - self._month_start) & 0xFFFFFFFF
-        tail = struct.pack(">IH", elapsed, next(self._counter) & 0xFFFF)
-        return self._prefix + tail.hex().upper()
+        return (now - self._month_start) & 0xFFFFFFFF
 
 
 @attrs.frozen(slots=True)

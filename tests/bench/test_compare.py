@@ -46,3 +46,11 @@ def test_a_missing_peer_binary_is_a_reason_not_a_number() -> None:
     assert servers.missing("no-such-broker-server") == (
         "no-such-broker-server is not installed (package no-such-broker-server)"
     )
+
+
+def test_the_publishers_cpu_is_measured_over_what_was_acknowledged() -> None:
+    argv = [sys.executable, "-m", "bench.compare.publish_cpu", "--seconds", "0.5", "--inflight", "4"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    (row,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert row["published"] > 0 and row["publish_rps"] > 0
+    assert row["client_us"] > 0 and row["broker_us"] > 0

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
 import trio
 
 from remoting.codec.codes import ResponseCode
@@ -64,3 +67,27 @@ class RawPeer:
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+class CountingSocket(socket.socket):
+    """A real socket that counts the ``send`` calls a connection makes on it (its ``raw_socket``)."""
+
+    sends = 0
+
+    @classmethod
+    def twin_of(cls, sock: socket.socket) -> CountingSocket:
+        """A second descriptor for ``sock``'s connection, as the server's raw socket is."""
+        return cls(sock.family, sock.type, fileno=os.dup(sock.fileno()))
+
+    def send(self, data: object, flags: int = 0) -> int:  # type: ignore[override]
+        self.sends += 1
+        return super().send(data, flags)  # type: ignore[arg-type]
+
+
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    """Two connected TCP sockets on 127.0.0.1 (port 0); the first non-blocking."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        a = socket.create_connection(listener.getsockname())
+        b, _ = listener.accept()
+    a.setblocking(False)
+    return a, b

@@ -9,11 +9,12 @@ import trio
 import trio.testing
 
 from remoting.codec.command import request
-from remoting.codec.frame import FrameDecoder
+from remoting.codec.frame import FrameDecoder, encode_command
 from remoting.connection import Connection
 from remoting.dispatch import RequestContext
 from remoting.errors import RemotingClosedError, RemotingTimeoutError
 from tests.remoting.conformance import check_connection_pair
+from tests.remoting.helpers import CountingSocket, tcp_pair
 
 
 async def test_connection_conforms_over_memory_streams():
@@ -172,3 +173,34 @@ async def test_frames_queued_in_one_pass_arrive_in_order_through_direct_and_writ
                 got.append(cmd.ext_fields["i"])
         assert got == [str(i) for i in range(300)]
         conn.close()
+
+
+async def test_held_frames_leave_in_one_write_on_release_and_later_frames_queue_behind_them():
+    a, b = tcp_pair()
+    raw = CountingSocket.twin_of(a)
+    conn = Connection(trio.SocketStream(trio.socket.from_stdlib_socket(a)), ("peer", 1), ("me", 2), raw_socket=raw)
+    peer = trio.SocketStream(trio.socket.from_stdlib_socket(b))
+    frames = [encode_command(request(1, {"i": str(i)}, oneway=True)) for i in range(21)]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run, _Silent().on_request)
+        await trio.testing.wait_all_tasks_blocked()
+        assert [conn.hold_frame(frame) for frame in frames[:20]] == [True] + [False] * 19
+        conn.send_frame_nowait(frames[20])  # not before the held ones
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(BlockingIOError):
+            b.recv(1, socket.MSG_DONTWAIT)  # nothing written while held
+        assert raw.sends == 0
+        conn.release_held()
+        assert raw.sends == 1
+        decoder = FrameDecoder()
+        got: list[str] = []
+        while len(got) < 21:
+            decoder.receive_data(await peer.receive_some())
+            while (cmd := decoder.next_command()) is not None:
+                got.append(cmd.ext_fields["i"])
+        assert got == [str(i) for i in range(21)]
+        assert conn.hold_frame(frames[0])  # a new pass starts holding afresh
+        conn.release_held()
+        conn.close()
+    with pytest.raises(RemotingClosedError):
+        conn.hold_frame(frames[0])

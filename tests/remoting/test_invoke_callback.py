@@ -158,3 +158,78 @@ async def test_the_client_writes_from_fields_only_what_would_go_out_as_json_and_
                     )
                     assert got.ext_fields == wanted
         nursery.cancel_scope.cancel()
+
+
+class _Recording:
+    """An :class:`~remoting.future.Invocation` of the test's own: takes a JSON answer whose ``x`` is ``take``."""
+
+    def __init__(self, take: str | None) -> None:
+        self.deadline = 0.0
+        self.take = take
+        self.outcomes: list[object] = []
+
+    def complete_json(self, fields: dict[str, object], body: bytes) -> bool:
+        ext = fields.get("extFields")
+        if self.take is None or not isinstance(ext, dict) or ext.get("x") != self.take:
+            return False
+        self.outcomes.append(("json", fields["opaque"], body))
+        return True
+
+    def complete(self, response: RemotingCommand | None = None, error: RemotingError | None = None) -> None:
+        self.outcomes.append(response if response is not None else error if error is not None else "timeout")
+
+
+async def test_an_invocation_of_the_callers_own_takes_its_answer_from_the_header_or_as_a_command(autojump_clock):
+    conn, other = _pair()
+    taking, declining, silent = _Recording("1"), _Recording("2"), _Recording("1")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other.run, _answer)
+        nursery.start_soon(conn.run, _answer)
+        conn.invoke_frame_future(7, encode_json_request(ECHO, 7, {"k": "v"}, b"a"), taking, 5.0)
+        conn.invoke_frame_future(8, encode_json_request(ECHO, 8, {"k": "v"}, b"b"), declining, 5.0)
+        conn.invoke_frame_future(9, encode_json_request(SILENT, 9, {"k": "v"}, b""), silent, 2.0)
+        assert silent.deadline == trio.current_time() + 2.0
+        awaited = await conn.invoke_frame(10, ECHO, encode_json_request(ECHO, 10, {"k": "v"}, b"c"), 5.0, _x_is_1)
+        declined = await conn.invoke_frame(11, ECHO, encode_json_request(ECHO, 11, {"k": "v"}, b"d"), 5.0, _never)
+        await trio.sleep(3)
+        nursery.cancel_scope.cancel()
+    assert taking.outcomes == [("json", 7, b"a")]
+    (command,) = declining.outcomes
+    assert isinstance(command, RemotingCommand) and (command.opaque, command.body) == (8, b"b")
+    assert silent.outcomes == ["timeout"]
+    assert awaited == ("1", b"c")
+    assert isinstance(declined, RemotingCommand) and declined.body == b"d"
+    assert conn.pending_invocations == 0
+    closed = _Recording("1")
+    conn.invoke_frame_future(12, encode_json_request(ECHO, 12, {"k": "v"}, b""), closed, 5.0)
+    assert len(closed.outcomes) == 1 and isinstance(closed.outcomes[0], RemotingClosedError)
+
+
+def _x_is_1(fields: dict[str, object], body: bytes) -> object | None:
+    ext = fields.get("extFields")
+    return (ext["x"], body) if isinstance(ext, dict) and ext.get("x") == "1" else None
+
+
+def _never(fields: dict[str, object], body: bytes) -> object | None:
+    return None
+
+
+async def test_a_malformed_answer_to_a_declining_invocation_closes_the_connection_and_fails_it_once():
+    conn, other = _pair()
+    declining = _Recording(None)
+
+    async def bad_answer(ctx: RequestContext, cmd: RemotingCommand) -> None:
+        header = b'{"code":"zero","flag":1,"opaque":%d}' % cmd.opaque  # 'code' is no int: a codec error
+        ctx.connection.send_frame_nowait((len(header) + 4).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other.run, bad_answer)
+        nursery.start_soon(conn.run, _answer)
+        conn.invoke_frame_future(5, encode_json_request(ECHO, 5, {"k": "v"}, b""), declining, 5.0)
+        with trio.fail_after(5):
+            while not declining.outcomes:
+                await trio.sleep(0.001)
+        nursery.cancel_scope.cancel()
+    assert conn.closed
+    (outcome,) = declining.outcomes
+    assert isinstance(outcome, RemotingConnectError)

@@ -1,0 +1,198 @@
+"""The producer's send hot path against the general code it stands in for: the request frame written from the
+encoded fields (:class:`client.send_request.PreparedSend`), the properties string of plain messages, the UNIQ_KEY
+kept per millisecond, and the send result read straight from the response's JSON header."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from client import api
+from client.async_send import AsyncSend
+from client.message import PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
+from client.send_request import PreparedSend, SendBuilder, send_code
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import CodecError
+from remoting.codec.frame import encode_command, encode_json_request, encode_json_request_ext
+from remoting.codec.message_properties import PROPERTY_UNIQ_KEY, encode_properties
+from remoting.codec.msgid import UniqKeyGenerator, _month_start_ms
+from remoting.codec.serializers import command_from_json
+
+_text = st.text(max_size=12)
+_V2 = st.fixed_dictionaries(
+    {k: _text for k in "abcdefghijk"},
+    optional={"l": st.integers(0, 99).map(str), "m": st.sampled_from(["true", "false"])},
+)
+
+
+@given(st.integers(0, 32767), st.integers(0, 2**31 - 1), st.dictionaries(_text, _text, min_size=1), st.binary())
+def test_a_request_from_its_encoded_ext_fields_is_the_frame_of_its_command(
+    code: int, opaque: int, fields: dict[str, str], body: bytes
+) -> None:
+    expected = encode_command(RemotingCommand(code, opaque, ext_fields=fields, body=body))
+    assert encode_json_request_ext(code, opaque, orjson.dumps(fields), body) == expected
+
+
+def _for_queue(fields: dict[str, str], queue_id: int, broker: str) -> dict[str, str]:
+    """What the producer sent before the fields were kept encoded: a copy with ``e`` and ``n`` set."""
+    out = dict(fields)
+    out["e"] = str(queue_id)
+    out["n"] = broker
+    return out
+
+
+@given(_V2, st.binary(max_size=32), st.integers(0, 2**31 - 1), st.integers(0, 1023), _text)
+def test_an_attempts_frame_is_what_the_fields_gave(
+    fields: dict[str, str], body: bytes, opaque: int, queue_id: int, broker: str
+) -> None:
+    prepared = PreparedSend(fields, body, "id")
+    wanted = _for_queue(fields, queue_id, broker)
+    assert prepared.frame(opaque, queue_id, broker) == encode_json_request(send_code(wanted), opaque, wanted, body)
+    assert prepared.for_queue(queue_id, broker) == wanted
+    assert prepared.topic == fields["b"] and prepared.code == send_code(fields)
+    assert PreparedSend(prepared.fields, body, "id") == prepared
+
+
+def _reference_fields(builder: SendBuilder, msg: Message, uniq: str, born: str) -> dict[str, str]:
+    """The V2 fields as the producer built them before (a dict of every property, then encode_properties)."""
+    props = msg.all_properties()
+    props[PROPERTY_UNIQ_KEY] = uniq
+    reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
+    max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
+    fields = {
+        "a": builder.group,
+        "b": msg.topic,
+        "c": builder.create_topic_key,
+        "d": str(builder.default_topic_queue_nums),
+        "e": "0",
+        "f": "0",
+        "g": born,
+        "h": str(msg.flag),
+        "i": encode_properties(props),
+        "j": str(int(reconsume or 0)),
+        "k": "false",
+    }
+    if max_reconsume:
+        fields["l"] = str(int(max_reconsume))
+    return fields
+
+
+_value = st.text(st.characters(blacklist_characters="\x02", blacklist_categories=["Cs"]), min_size=1, max_size=8)
+
+
+@given(
+    st.text(min_size=1, max_size=8),
+    st.none() | _value,
+    st.none() | _value | st.lists(_value, max_size=3),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "p": _value,
+            "MSG_TYPE": st.just("reply") | _value,
+            PROPERTY_RECONSUME_TIME: st.integers(0, 20).map(str),
+            PROPERTY_MAX_RECONSUME_TIMES: st.integers(0, 20).map(str),
+        },
+    ),
+    st.integers(0, 18),
+    st.booleans(),
+    st.integers(0, 1000),
+)
+def test_a_single_sends_fields_are_those_of_the_general_builder(
+    topic: str,
+    tags: str | None,
+    keys: str | list[str] | None,
+    properties: dict[str, str],
+    delay: int,
+    wait: bool,
+    flag: int,
+) -> None:
+    builder = SendBuilder("group", UniqKeyGenerator())
+    msg = Message(topic, b"body", tags=tags, keys=keys, properties=properties, delay_level=delay, flag=flag)
+    msg.wait_store_msg_ok = wait
+    prepared = builder.single(msg)
+    fields = prepared.fields
+    assert fields == _reference_fields(builder, msg, prepared.msg_id, fields["g"])
+    assert prepared.code == send_code(fields)
+    # byte for byte what the fields' dict gives, and the same from the cached prefixes of a second message
+    assert PreparedSend(fields, prepared.body, prepared.msg_id) == prepared
+    again = builder.single_as(msg, AsyncSend)
+    assert isinstance(again, AsyncSend)
+    assert PreparedSend(again.fields, again.body, again.msg_id) == again
+
+
+def _reference_uniq(prefix: str, now_ms: int, counter: int) -> str:
+    """The UNIQ_KEY as it was computed before (struct-packed per call)."""
+    elapsed = (now_ms - _month_start_ms(now_ms)) & 0xFFFFFFFF
+    return prefix + struct.pack(">IH", elapsed, counter & 0xFFFF).hex().upper()
+
+
+@given(st.lists(st.integers(1_600_000_000_000, 1_900_000_000_000), min_size=1, max_size=20), st.integers(0, 70000))
+def test_uniq_keys_kept_per_millisecond_are_the_packed_layout(times: list[int], skip: int) -> None:
+    gen = UniqKeyGenerator("10.1.2.3", pid=7, loader_hash=9)
+    for _ in range(skip % 3):
+        gen.next_id(times[0])
+    counter = skip % 3
+    for now in [*sorted(times), times[0]]:  # the last one goes back in time: recomputed, not kept
+        assert gen.next_id(now) == _reference_uniq("0A0102030007" + "00000009", now, counter)
+        counter += 1
+
+
+def _general(fields: dict[str, Any]) -> object:
+    """What the general path makes of a send response header: a SendResult or the error it raises."""
+    try:
+        return api.send_result(command_from_json(fields, b""), "addr", "broker", "topic", "uniq")
+    except Exception as exc:  # the comparison is about which error
+        return type(exc)
+
+
+_scalar = st.none() | st.booleans() | st.integers(-5, 2**40) | st.floats(allow_nan=False) | st.text(max_size=6)
+_digits = st.integers(-5, 2**40).map(str)
+
+
+@given(
+    st.sampled_from([0, 10, 11, 12, 1, 14, 17, 205]) | _scalar,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "msgId": st.text(max_size=32) | _scalar,
+            "queueId": _digits | _scalar,
+            "queueOffset": _digits | _scalar,
+            "MSG_REGION": st.text(max_size=8) | _scalar,
+            "TRACE_ON": st.sampled_from(["true", "false"]) | _scalar,
+            "other": _scalar,
+        },
+    )
+    | _scalar,
+    st.sampled_from([401, "401", 2**40, None]),
+    st.sampled_from(["JAVA", None, 3]),
+)
+def test_a_send_result_read_from_the_header_is_the_general_paths_or_none(
+    code: object, ext: object, version: object, language: object
+) -> None:
+    fields: dict[str, Any] = {"code": code, "extFields": ext, "flag": 1, "opaque": 5}
+    if version is not None:
+        fields["version"] = version
+    if language is not None:
+        fields["language"] = language
+    fast = api.send_result_json(fields, "addr", "broker", "topic", "uniq")
+    if fast is not None:
+        assert _general(fields) == fast
+
+
+def test_the_brokers_put_ok_answer_is_read_from_the_header() -> None:
+    header = (
+        b'{"code":0,"extFields":{"MSG_REGION":"DefaultRegion","TRACE_ON":"true","msgId":"7F00000100002A9F0000000000001'
+        b'234","queueId":"3","queueOffset":"42"},"flag":1,"language":"JAVA","opaque":9,"serializeTypeCurrentRPC":"JSON'
+        b'","version":401}'
+    )
+    fields = orjson.loads(header)
+    fast = api.send_result_json(fields, "addr", "broker", "topic", "uniq")
+    assert fast is not None and fast == _general(fields)
+    assert (fast.queue_id, fast.queue_offset, fast.region_id, fast.trace_on) == (3, 42, "DefaultRegion", True)
+    for broken in ({**fields, "code": 1}, {**fields, "extFields": {"msgId": "x"}}):
+        assert api.send_result_json(broken, "addr", "broker", "topic", "uniq") is None
+        assert _general(broken) is not None and not isinstance(_general(broken), CodecError)
