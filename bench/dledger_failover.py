@@ -59,7 +59,14 @@ SEGMENT = 8 << 20
 _BIN = Path(sys.executable).parent
 #: The processes run this checkout's code: the venv's entry scripts would import the tree it was installed from.
 _ROOT = str(Path(__file__).resolve().parents[1])
-_ENV = os.environ | {"PYTHONPATH": os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p)}
+
+
+def run_env(code: str) -> dict[str, str]:
+    """The environment whose processes import the checkout ``code`` (its tree first on ``PYTHONPATH``)."""
+    return os.environ | {"PYTHONPATH": os.pathsep.join(p for p in (code, os.environ.get("PYTHONPATH")) if p)}
+
+
+_ENV = run_env(_ROOT)
 _NAMESRV_BOOT = re.compile(r"address (\S+)")
 
 
@@ -93,8 +100,10 @@ class Member:
 class Group:
     """The name server, three brokers, the producers and the checks. Owns its processes (killed on exit)."""
 
-    def __init__(self, work: Path, producers: int, timings: dict[str, int]) -> None:
+    def __init__(self, work: Path, producers: int, timings: dict[str, int], code: str = _ROOT) -> None:
         self.work = work
+        #: the environment of the processes: they run the checkout ``code``
+        self.env = run_env(code)
         work.mkdir(parents=True, exist_ok=True)
         self.producers = producers
         ports = free_ports(6)
@@ -122,7 +131,7 @@ class Group:
     async def start_namesrv(self) -> None:
         log = (self.work / "namesrv.log").open("ab")
         proc = await trio.lowlevel.open_process([str(_BIN / "mqnamesrv"), "-p", "0"], stdout=subprocess.PIPE,
-                                                stderr=log, start_new_session=True, env=_ENV)  # fmt: skip
+                                                stderr=log, start_new_session=True, env=self.env)  # fmt: skip
         log.close()
         self.namesrv = proc
         assert proc.stdout is not None
@@ -135,7 +144,7 @@ class Group:
     async def start(self, member: Member) -> None:
         log = (self.work / f"{member.member_id}.log").open("ab")
         member.process = await trio.lowlevel.open_process(
-            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True, env=_ENV
+            [*member.argv, "-n", self.namesrv_addr], stdout=log, stderr=log, start_new_session=True, env=self.env
         )
         log.close()
 

@@ -4,16 +4,23 @@ Each round starts, in turn, a name server with one plain ``mqbroker`` (A), a nam
 processes in DLedger mode (B, the load sent to the leader) and the same with ``enableBatchPush=true`` (C), runs
 ``python -m bench.load.producer`` against each for ``--duration`` seconds with ``--inflight`` synchronous senders, and
 stops them. A, B and C alternate within a round, so the ratios B/A and C/A compare runs made under the same machine
-load (the machine is shared: only ratios within one run mean anything). Prints one JSON line per measurement and a
-summary per ratio with every round's value and their range::
+load (the machine is shared: only ratios within one run mean anything). Prints one JSON line per measurement (with
+each broker's CPU ms per acknowledged send) and a summary per ratio with every round's value, their range and median
+and the load average::
 
     python -m bench.dledger_throughput --rounds 3 --duration 10 --inflight 32
+
+``--baseline DIR`` (A/B in one run): both groups run a second time in each round as ``dledger3@base`` and
+``dledger3_batch@base``, their processes started in the checkout ``DIR`` (its code), each with its ratio to the same
+single broker.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,21 +29,47 @@ from typing import Any
 
 import trio
 
-from bench.dledger_failover import _BIN, SEGMENT, Group, free_ports
+from bench.dledger_failover import _BIN, SEGMENT, Group, Member, free_ports
 from remoting.client import RemotingClient
 
 
-async def _load(namesrv: str, broker: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of ``pid`` so far (``/proc/<pid>/stat``); 0.0 when unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _load(namesrv: str, broker: str, args: argparse.Namespace, out: Path,
+                members: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Run the producer tool; its summary, with each member's CPU ms per acknowledged send (``members``: name -> pid;
+    the CPU the machine's other load leaves a member shows less in it than in the sends per second)."""
     argv = [sys.executable, "-m", "bench.load.producer", "--namesrv", namesrv, "--broker", broker, "--quiet",
             "--inflight", str(args.inflight), "--duration", str(args.duration), "--size", str(args.size),
             "--flush-disk-type", args.flush, "--out", str(out)]  # fmt: skip
+    before = {name: cpu_seconds(pid) for name, pid in (members or {}).items()}
     done = await trio.run_process(argv, capture_stdout=True, stderr=subprocess.DEVNULL, check=False)
+    after = {name: cpu_seconds(pid) for name, pid in (members or {}).items()}
     lines = [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
     summary = next((line for line in reversed(lines) if line.get("type") == "summary"), None)
     if summary is None:
         raise RuntimeError(f"the producer tool printed no summary (exit {done.returncode})")
     result: dict[str, Any] = summary["result"]
+    ok = result.get("ok") or 0
+    if members and ok:
+        result["cpu_ms_per_send"] = {name: round((after[name] - before[name]) * 1000 / ok, 4) for name in members}
     return result
+
+
+def _pids(group: Group, leader: Member) -> dict[str, int]:
+    """``leader`` and ``follower-<id>`` -> pid of each running member."""
+    return {
+        ("leader" if member is leader else f"follower-{member.member_id}"): member.process.pid
+        for member in group.members.values()
+        if member.process is not None
+    }
 
 
 async def single(work: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -55,36 +88,44 @@ async def single(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         await group.start(member)
         async with RemotingClient() as client:
             await group.create_topic(client)
-        return await _load(group.namesrv_addr, member.addr, args, work / "out-single")
+        assert member.process is not None
+        return await _load(group.namesrv_addr, member.addr, args, work / "out-single", {"broker": member.process.pid})
     finally:
         await group.kill_all()
 
 
-async def dledger(work: Path, args: argparse.Namespace, batch: bool) -> dict[str, Any]:
-    group = Group(work, 0, {"flushDiskType": args.flush, "enableBatchPush": str(batch).lower()})
+async def dledger(work: Path, args: argparse.Namespace, batch: bool, code: Path | None = None) -> dict[str, Any]:
+    """A three-member group, its members running this checkout or ``code`` (``--baseline``)."""
+    settings = {"flushDiskType": args.flush, "enableBatchPush": str(batch).lower()}
+    group = Group(work, 0, settings) if code is None else Group(work, 0, settings, str(code))
     try:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             leader = await group.boot(client, nursery)
             nursery.cancel_scope.cancel()
-        return await _load(group.namesrv_addr, leader.addr, args, work / "out-dledger")
+        return await _load(group.namesrv_addr, leader.addr, args, work / "out-dledger", _pids(group, leader))
     finally:
         await group.kill_all()
 
 
 async def run(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="dledger-tput-"))
-    ratios: dict[str, list[float]] = {"dledger3": [], "dledger3_batch": []}
+    setups: list[tuple[str, bool, Path | None]] = [("dledger3", False, None), ("dledger3_batch", True, None)]
+    if args.baseline is not None:
+        setups += [(f"{setup}@base", batch, args.baseline.resolve()) for setup, batch, _ in setups]
+    ratios: dict[str, list[float]] = {setup: [] for setup, _, _ in setups}
     for number in range(args.rounds):
         alone = await single(work / f"r{number}-a", args)
         print(json.dumps({"round": number, "setup": "single", **alone}), flush=True)
-        for setup, batch in (("dledger3", False), ("dledger3_batch", True)):
-            group = await dledger(work / f"r{number}-{setup}", args, batch)
+        for setup, batch, code in setups:
+            group = await dledger(work / f"r{number}-{setup.replace('@', '-')}", args, batch, code)
             print(json.dumps({"round": number, "setup": setup, **group}), flush=True)
             if alone["tps"]:
                 ratios[setup].append(round(group["tps"] / alone["tps"], 3))
     for setup, values in ratios.items():
         line = {"summary": f"{setup}/single tps", "inflight": args.inflight, "flush": args.flush, "ratios": values}
-        print(json.dumps(line | {"min": min(values, default=None), "max": max(values, default=None)}))
+        spread = {"min": min(values, default=None), "max": max(values, default=None)}
+        print(json.dumps(line | spread | {"median": statistics.median(values) if values else None,
+                                          "load_average": round(os.getloadavg()[0], 2)}))  # fmt: skip
 
 
 def main() -> None:
@@ -94,6 +135,9 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=32)
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--flush", default="ASYNC_FLUSH", choices=("ASYNC_FLUSH", "SYNC_FLUSH"))
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="a checkout whose brokers run the groups again as <setup>@base"
+    )
     trio.run(run, parser.parse_args())
 
 

@@ -168,7 +168,8 @@ class BrokerConfig(ListenerSettings):
     max_vote_interval_ms: int = 1000
     max_wait_ack_time_ms: int = 2500
     #: Push several entries per DLedger PUSH (RocketMQ's MessageStoreConfig setting; off by default as there): sends
-    #: that arrive together are replicated in one request, up to DLedger's 4 KiB ``maxBatchPushSize``.
+    #: that arrive while a push is unanswered are replicated in the next request, up to DLedger's 4 KiB
+    #: ``maxBatchPushSize`` (docs/architecture.md#dledger).
     enable_batch_push: bool = False
 
     @property

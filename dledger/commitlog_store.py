@@ -45,6 +45,7 @@ from remoting.codec.message import MessageRecord, PreparedMessage, read_record_m
 from store.checkpoint import create_abort_file
 from store.commitlog import CommitLog
 from store.errors import MessageIllegalError, ServiceNotAvailableError
+from store.index import IndexRuns
 from store.message_store import FlushPlan, MessageStore
 from store.recovery import _load_consume_queues
 from store.results import AppendResult, PutResult
@@ -161,30 +162,38 @@ class DLedgerMessageStore(MessageStore):
         self._check_writable_leader()
 
     def _dispatch_committed(self) -> None:
+        """Dispatch the committed entries not yet dispatched, in index order, as one run: each record is read in
+        place from the data mapping (no entry copy) and the index keys go through :class:`~store.index.IndexRuns`,
+        as a classic slave's dispatch does (store/ha/replica.py). An unreadable entry stops the run (logged)."""
         ledger = self.ledger
-        while self.dispatched_index < ledger.committed_index:
-            index = self.dispatched_index + 1
-            entry = ledger.get(index)
-            if entry is None:
-                log.error("dledger entry %d is committed but unreadable; dispatch stops", index)
-                return
-            self.dispatched_index = index
-            if entry.body:
-                self._dispatch_record(entry.body)
-
-    def _dispatch_record(self, body: bytes) -> None:
+        target = ledger.committed_index
+        if self.dispatched_index >= target:
+            return
+        index = self.index
+        runs = IndexRuns(index, timed=True) if index is not None else None
         try:
-            meta = read_record_meta(body)
+            while self.dispatched_index < target:
+                at = ledger.body_at(self.dispatched_index + 1)
+                if at is None:
+                    log.error("dledger entry %d is committed but unreadable; dispatch stops", self.dispatched_index + 1)
+                    return
+                self.dispatched_index += 1
+                if at[2]:
+                    self._dispatch_record(at[0], at[1], runs)
+        finally:
+            if runs is not None:
+                runs.flush()
+
+    def _dispatch_record(self, view: memoryview, at: int, runs: IndexRuns | None) -> None:
+        try:
+            meta = read_record_meta(view, at)
         except MessageDecodeError as exc:
             log.error("dledger entry holds no valid record: %s", exc)
             return
-        self.redispatch(meta)
+        tags = self.redispatch(meta, runs)
         self.commitlog.last_store_timestamp = meta.store_timestamp
         listener = self.arrival_listener
-        if listener is not None:
-            cq = self.consume_queues.get((meta.topic, meta.queue_id))
-            entry = cq.entry(meta.queue_offset) if cq is not None else None
-            tags = entry[2] if entry else 0
+        if listener is not None and tags is not None:
             listener(meta.topic, meta.queue_id, meta.queue_offset, tags, meta.properties.decode("utf-8", "replace"))
 
     # ---- roles ---------------------------------------------------------------------------------------------------

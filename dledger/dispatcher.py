@@ -8,7 +8,9 @@ States ``COMPARE -> (TRUNCATE) -> APPEND``, reset to COMPARE on every new term o
 - APPEND pushes every entry from ``writeIndex`` to the leader's end (at most 1000 unanswered), or with
   ``enableBatchPush`` as batches of about ``maxBatchPushSize`` bytes; an answer 200 moves the follower's watermark, 406
   sends the dispatcher back to COMPARE. Once caught up it pushes a bare COMMIT every second and re-pushes the entry
-  after the watermark when its answer is over ``maxPushTimeOutMs`` late.
+  after the watermark when its answer is over ``maxPushTimeOutMs`` late. Batches are paced (DLedger sends each at
+  once): while a push is unanswered the next one leaves only when it is full, so under load a push carries what
+  arrived during one round trip instead of one scheduler pass's appends.
 
 Any failure (a COMPARE or TRUNCATE that times out or answers anything but 200/406) resets to COMPARE and pauses the
 dispatcher 500 ms, as DLedger's exception handler does. Every push carries the leader's committed index.
@@ -132,7 +134,11 @@ class Dispatcher:
                 self._check_append_response()
                 return
             if config.enable_batch_push:
-                self._push(self._batch_from(self.write_index))
+                batch = self._batch_from(self.write_index)
+                if batch and not self._worth_pushing(batch):
+                    self._check_append_response()
+                    return
+                self._push(batch)
             else:
                 self._push_one(self.write_index)
 
@@ -141,7 +147,7 @@ class Dispatcher:
         entries: list[Entry] = []
         total = 0
         while index <= ledger.end_index and total < limit:
-            entry = ledger.get(index)
+            entry = self.node.entry(index)
             if entry is None:
                 break
             entries.append(entry)
@@ -149,8 +155,17 @@ class Dispatcher:
             index += 1
         return tuple(entries)
 
+    def _worth_pushing(self, batch: tuple[Entry, ...]) -> bool:
+        """A batch leaves at once when nothing pushed is unanswered or when it is full; otherwise it waits for the
+        answer, collecting the entries appended meanwhile. Batches then grow with the load instead of staying at
+        what one scheduler pass appends, and each one costs a request, an answer and a commit step for all its
+        entries (DLedger pushes every batch at once; this only paces them)."""
+        if self.write_index <= self.node.quorum.watermark(self.term, self.peer) + 1:
+            return True
+        return sum(e.size for e in batch) >= self.node.config.max_batch_push_size
+
     def _push_one(self, index: int) -> None:
-        entry = self.node.ledger.get(index)
+        entry = self.node.entry(index)
         self._push(() if entry is None else (entry,))
 
     def _push(self, entries: tuple[Entry, ...]) -> None:
@@ -189,7 +204,7 @@ class Dispatcher:
         sent = self.pending.get(mark + 1)
         if sent is not None and node.now - sent[0] > node.config.max_push_time_out_ms:
             first = mark + 1
-            entries = tuple(e for i in range(first, first + sent[1]) if (e := node.ledger.get(i)) is not None)
+            entries = tuple(e for i in range(first, first + sent[1]) if (e := node.entry(i)) is not None)
             self._push(entries)
 
     # ---- COMPARE / TRUNCATE ------------------------------------------------------------------------------------

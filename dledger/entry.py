@@ -29,7 +29,11 @@ INDEX_UNIT_SIZE: Final = 32
 MIN_BLANK_LEN: Final = 8
 
 _HEADER: Final = struct.Struct(">iiqqqiiii")
-_INDEX: Final = struct.Struct(">iqiqq")
+#: The index record's layout (``magic pos size index term``).
+INDEX_LAYOUT: Final = struct.Struct(">iqiqq")
+_INDEX: Final = INDEX_LAYOUT
+#: The header's first two fields (``magic size``).
+HEAD_LAYOUT: Final = struct.Struct(">ii")
 _BLANK: Final = struct.Struct(">ii")
 
 

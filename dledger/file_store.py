@@ -33,7 +33,9 @@ from dledger.codes import ResponseCode
 from dledger.config import DLedgerConfig
 from dledger.entry import (
     CURRENT_MAGIC,
+    HEAD_LAYOUT,
     HEADER_SIZE,
+    INDEX_LAYOUT,
     INDEX_UNIT_SIZE,
     MIN_BLANK_LEN,
     Entry,
@@ -158,6 +160,24 @@ class FileLedger:
             return None
         return entry if entry.pos == record.pos else None
 
+    def body_at(self, index: int) -> tuple[memoryview, int, int] | None:
+        """Where the body of the entry at ``index`` lies in its data segment's mapping: ``(view, offset, length)``,
+        without copying it; None when the index or the entry there is not readable."""
+        if not self._begin <= index <= self._end or index < 0:
+            return None
+        at = index * INDEX_UNIT_SIZE
+        mf = self.index.find(at)
+        if mf is None or at - mf.file_from_offset + INDEX_UNIT_SIZE > mf.wrote_position:
+            return None
+        _, pos, size, _, _ = INDEX_LAYOUT.unpack_from(mf.view, at - mf.file_from_offset)
+        data = self.data.find(pos)
+        rel = pos - data.file_from_offset if data is not None else 0
+        if data is None or size < HEADER_SIZE or rel + size > data.wrote_position:
+            return None
+        if HEAD_LAYOUT.unpack_from(data.view, rel) != (CURRENT_MAGIC, size):
+            return None
+        return data.view, rel + HEADER_SIZE, size - HEADER_SIZE
+
     def index_record(self, index: int) -> IndexRecord | None:
         at = index * INDEX_UNIT_SIZE
         mf = self.index.find(at)
@@ -233,19 +253,23 @@ class FileLedger:
             mf.buf[at + HEADER_SIZE : at + entry.size] = entry.body
             pack_header_into(mf.buf, at, entry)
             mf.wrote_position = at + entry.size
-        self._write_index(index_record_of(entry))
+        self._write_index_fields(entry.magic, entry.pos, entry.size, entry.index, entry.term)
         self._end, self._end_term = entry.index, entry.term
         if self._begin == -1:
             self._begin = entry.index
 
     def _write_index(self, record: IndexRecord) -> None:
-        at = record.index * INDEX_UNIT_SIZE
+        self._write_index_fields(record.magic, record.pos, record.size, record.index, record.term)
+
+    def _write_index_fields(self, magic: int, pos: int, size: int, index: int, term: int) -> None:
+        at = index * INDEX_UNIT_SIZE
         mf = self.index.last()
         if mf is None or mf.end_offset <= at:
             mf = self.index.roll(self.index.next_start() if mf is not None else at - at % self.index.file_size)
-        pos = at - mf.file_from_offset
-        mf.buf[pos : pos + INDEX_UNIT_SIZE] = record.encode()
-        mf.wrote_position = max(mf.wrote_position, pos + INDEX_UNIT_SIZE)
+        rel = at - mf.file_from_offset
+        INDEX_LAYOUT.pack_into(mf.buf, rel, magic, pos, size, index, term)
+        if mf.wrote_position < rel + INDEX_UNIT_SIZE:
+            mf.wrote_position = rel + INDEX_UNIT_SIZE
 
     def _cut_data(self, offset: int) -> None:
         self._retire(self.data, offset)

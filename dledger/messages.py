@@ -202,13 +202,25 @@ def _value_json(value: Any) -> Any:
     return value
 
 
+#: per message class: ``(attribute, JSON key, whether the value needs _value_json)``, in field order
+_FIELDS: dict[type[Any], list[tuple[str, str, bool]]] = {}
+_PLAIN_TYPES: Final = frozenset({"int", "str | None", "int | None"})
+
+
+def _fields(cls: type[Any]) -> list[tuple[str, str, bool]]:
+    table = _FIELDS.get(cls)
+    if table is None:
+        table = _FIELDS[cls] = [(f.name, _key(f.name), str(f.type) not in _PLAIN_TYPES) for f in attrs.fields(cls)]
+    return table
+
+
 def to_json_dict(message: Base) -> dict[str, Any]:
     """The fastjson-shaped dict of ``message`` (nulls dropped; derived push getters added)."""
     out: dict[str, Any] = {}
-    for field in attrs.fields(type(message)):
-        value = getattr(message, field.name)
+    for name, key, convert in _fields(type(message)):
+        value = getattr(message, name)
         if value is not None:
-            out[_key(field.name)] = _value_json(value)
+            out[key] = _value_json(value) if convert else value
     if isinstance(message, PushEntryRequest):
         out["batch"] = bool(message.batch_entry)
         out["count"] = message.count
@@ -242,53 +254,74 @@ def _bytes(value: Any, key: str) -> bytes:
         raise MessageError(f"{key}: not Base64") from exc
 
 
+#: an entry's integer fields in the order Entry takes them after the body, with their defaults
+_ENTRY_INTS: Final = (("index", -1), ("term", -1), ("pos", -1), ("magic", CURRENT_MAGIC), ("channel", 0),
+                      ("chainCrc", 0), ("bodyCrc", 0))  # fmt: skip
+
+
 def _entry(value: Any, key: str) -> Entry:
     if not isinstance(value, dict):
         raise MessageError(f"{key}: expected an entry object")
-    body = _bytes(value.get("body", ""), f"{key}.body")
-    entry = Entry(
-        _int(value.get("index", -1), f"{key}.index"),
-        _int(value.get("term", -1), f"{key}.term"),
-        _int(value.get("pos", -1), f"{key}.pos"),
-        body,
-        _int(value.get("magic", CURRENT_MAGIC), f"{key}.magic"),
-        _int(value.get("channel", 0), f"{key}.channel"),
-        _int(value.get("chainCrc", 0), f"{key}.chainCrc"),
-        _int(value.get("bodyCrc", 0), f"{key}.bodyCrc"),
-    )
-    size = value.get("size")
+    body = value.get("body", "")
+    body = _bytes(body, f"{key}.body") if type(body) is not str else _base64(body, key)
+    get = value.get
+    ints = [get(name, default) for name, default in _ENTRY_INTS]
+    for (name, _), number in zip(_ENTRY_INTS, ints, strict=True):
+        if type(number) is not int:
+            _int(number, f"{key}.{name}")
+    index, term, pos, magic, channel, chain_crc, crc = ints
+    entry = Entry(index, term, pos, body, magic, channel, chain_crc, crc)
+    size = get("size")
     if size is not None and _int(size, f"{key}.size") != entry.size:
         raise MessageError(f"{key}: size {size} but the body makes {entry.size}")
     return entry
 
 
+def _base64(text: str, key: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise MessageError(f"{key}.body: not Base64") from exc
+
+
+def _vote_result(value: Any, key: str) -> VoteResult:
+    try:
+        return VoteResult[_str(value, key)]
+    except KeyError as exc:
+        raise MessageError(f"{key}: unknown vote result {value!r}") from exc
+
+
+def _push_type(value: Any, key: str) -> PushType:
+    try:
+        return PushType[_str(value, key)]
+    except KeyError as exc:
+        raise MessageError(f"{key}: unknown push type {value!r}") from exc
+
+
+def _entries(value: Any, key: str) -> tuple[Entry, ...]:
+    if not isinstance(value, list):
+        raise MessageError(f"{key}: expected a list")
+    return tuple(_entry(v, f"{key}[{i}]") for i, v in enumerate(value))
+
+
+def _peers(value: Any, key: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise MessageError(f"{key}: expected an object of strings")
+    return dict(value)
+
+
+_CONVERTERS: Final[dict[str, Any]] = {
+    "vote_result": _vote_result, "type": _push_type, "entry": _entry, "batch_entry": _entries, "body": _bytes,
+    "peers": _peers, "group": _str, "remote_id": _str, "local_id": _str, "leader_id": _str, "transfer_id": _str,
+    "transferee_id": _str,
+}  # fmt: skip
+#: per message class: ``(attribute, JSON key, converter)`` (the kind of each field is known from its name)
+_DECODERS: dict[type[Any], list[tuple[str, str, Any]]] = {}
+
+
 def _field_value(name: str, value: Any, key: str) -> Any:
-    """Decode one JSON value for the attrs field ``name`` (its kind is known from the name)."""
-    if name == "vote_result":
-        try:
-            return VoteResult[_str(value, key)]
-        except KeyError as exc:
-            raise MessageError(f"{key}: unknown vote result {value!r}") from exc
-    if name == "type":
-        try:
-            return PushType[_str(value, key)]
-        except KeyError as exc:
-            raise MessageError(f"{key}: unknown push type {value!r}") from exc
-    if name == "entry":
-        return _entry(value, key)
-    if name == "batch_entry":
-        if not isinstance(value, list):
-            raise MessageError(f"{key}: expected a list")
-        return tuple(_entry(v, f"{key}[{i}]") for i, v in enumerate(value))
-    if name == "body":
-        return _bytes(value, key)
-    if name == "peers":
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise MessageError(f"{key}: expected an object of strings")
-        return dict(value)
-    if name in ("group", "remote_id", "local_id", "leader_id", "transfer_id", "transferee_id"):
-        return _str(value, key)
-    return _int(value, key)
+    """Decode one JSON value for the attrs field ``name``."""
+    return _CONVERTERS.get(name, _int)(value, key)
 
 
 def decode(cls: type[_M], body: bytes | memoryview) -> _M:
@@ -299,10 +332,14 @@ def decode(cls: type[_M], body: bytes | memoryview) -> _M:
         raise MessageError(f"not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise MessageError("expected a JSON object")
+    table = _DECODERS.get(cls)
+    if table is None:
+        fields = attrs.fields(cls)  # type: ignore[arg-type]
+        table = _DECODERS[cls] = [(f.name, _key(f.name), _CONVERTERS.get(f.name, _int)) for f in fields]
     values: dict[str, Any] = {}
-    for field in attrs.fields(cls):  # type: ignore[arg-type]
-        key = _key(field.name)
-        value = data.get(key)
+    get = data.get
+    for name, key, convert in table:
+        value = get(key)
         if value is not None:
-            values[field.name] = _field_value(field.name, value, key)
+            values[name] = convert(value, key)
     return cls(**values)

@@ -57,6 +57,9 @@ from dledger.messages import (
 from dledger.quorum import Quorum
 
 NEVER = 1 << 62
+#: how many of its latest entries a leader keeps at hand for the pushes, and the largest body it keeps
+RECENT_ENTRIES = 2048
+RECENT_BODY_MAX = 8192
 _RESPONSE_OF: dict[type[Request], type[Response]] = {
     VoteRequest: VoteResponse,
     HeartBeatRequest: HeartBeatResponse,
@@ -85,6 +88,8 @@ class RaftNode:
         self.handler = EntryHandler(self)
         self.dispatchers = {peer: Dispatcher(self, peer) for peer in self.member.others()}
         self._outbox: list[Effect] = []
+        #: index -> entry appended as leader in this term (see :meth:`entry`)
+        self._recent: dict[int, Entry] = {}
         self._calls: dict[int, tuple[int, _Callback]] = {}
         self._tokens = itertools.count(1)
         self._tickets = itertools.count(1)
@@ -108,9 +113,13 @@ class RaftNode:
     def tick(self, now: int) -> None:
         self._advance(now)
         self.push_wanted = False
-        expired = [token for token, (deadline, _) in self._calls.items() if deadline <= self.now]
-        for token in expired:
-            _, callback = self._calls.pop(token)
+        calls = self._calls
+        while calls:  # registered in deadline order (one timeout per node, time never goes back)
+            token = next(iter(calls))
+            deadline, callback = calls[token]
+            if deadline > self.now:
+                break
+            del calls[token]
             callback(None)
         self._work()
 
@@ -175,9 +184,22 @@ class RaftNode:
             self._work()
         return ResponseCode.SUCCESS, ticket, entries
 
+    def entry(self, index: int) -> Entry | None:
+        """The entry at ``index``: from the entries this leader appended lately (the pushes read them right after
+        the append, once per follower), else from the ledger."""
+        found = self._recent.get(index)
+        return found if found is not None else self.ledger.get(index)
+
     def _append_entries(self, bodies: Sequence[tuple[int, BodyFill]], ticket: int) -> list[Entry]:
         term = self.member.curr_term
         entries = self.ledger.append_as_leader(term, bodies)
+        recent = self._recent
+        for e in entries:
+            if len(e.body) <= RECENT_BODY_MAX:
+                recent[e.index] = e
+        if len(recent) > RECENT_ENTRIES:
+            for index in list(itertools.islice(recent, len(recent) - RECENT_ENTRIES // 2)):
+                del recent[index]
         self.quorum.wait_ack(term, entries[-1].index, ticket, tuple(e.pos for e in entries))
         if self.config.sync_before_ack:
             self.request_flush()
@@ -203,6 +225,11 @@ class RaftNode:
 
     # ---- outputs -----------------------------------------------------------------------------------------------
 
+    @property
+    def has_effects(self) -> bool:
+        """Whether :meth:`drain` would return anything."""
+        return bool(self._outbox)
+
     def drain(self) -> list[Effect]:
         out, self._outbox = self._outbox, []
         return out
@@ -211,7 +238,7 @@ class RaftNode:
         deadlines = [self.elector.next_deadline(), self.quorum.next_deadline(), self.handler.next_deadline()]
         deadlines.extend(d.next_deadline() for d in self.dispatchers.values())
         if self._calls:
-            deadlines.append(min(deadline for deadline, _ in self._calls.values()))
+            deadlines.append(self.calls_deadline())
         if self._take_waits:
             deadlines.append(self.now + 10)
         if self.push_wanted:
@@ -219,6 +246,11 @@ class RaftNode:
         if self.member.is_leader and self.config.preferred_leaders:
             deadlines.append(self.last_preferred_check + 1000)
         return max(self.now, min(deadlines))
+
+    def calls_deadline(self) -> int:
+        """When the oldest outstanding call times out (calls are kept in the order of their deadlines)."""
+        calls = self._calls
+        return calls[next(iter(calls))][0] if calls else NEVER
 
     # ---- services for the components -----------------------------------------------------------------------------
 
@@ -259,6 +291,7 @@ class RaftNode:
         self._outbox.append(AppendDone(ticket, code, index, positions))
 
     def role_changed(self, term: int, role: Role) -> None:
+        self._recent.clear()  # a leader's entries stay as written while it leads; after that the log may change
         if role is not Role.LEADER:
             self.quorum.fail_all(ResponseCode.TERM_CHANGED)
         self._outbox.append(RoleChanged(term, role, self.member.leader_id))

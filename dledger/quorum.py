@@ -155,7 +155,7 @@ class Quorum:
         deadline = self.last_check_leak_time + 1001
         waits = self.waiting.get(node.member.curr_term)
         if waits:
-            open_ = [w.created for w in waits.values() if not w.done]
-            if open_:
-                deadline = min(deadline, min(open_) + node.config.max_wait_ack_time_ms)
+            for w in waits.values():  # in index order, so in creation order: the first open one is the oldest
+                if not w.done:
+                    return min(deadline, w.created + node.config.max_wait_ack_time_ms)
         return deadline

@@ -6,8 +6,9 @@ one nursery (``await nursery.start(server.run)``):
 
 - one timer task per component of the current role, restarted on every role change in the role's own nursery: the
   elector always, the dispatchers and the ack checker on a leader, the entry handler on a follower. Each sleeps until
-  its component's next deadline or until an input changed something, then ticks the node. Time is
-  ``trio.current_time()`` in ms, so every timer runs under a virtual clock in tests;
+  its component's next deadline or until an input moves that deadline earlier (most appends and answers move none,
+  so they wake no timer), then ticks the node. Time is ``trio.current_time()`` in ms, so every timer runs under a
+  virtual clock in tests;
 - a timer for the node's outstanding calls (it times them out);
 - the flush task: every ``flushFileInterval`` (or at once when an answer waits for it), ``fdatasync`` in a worker
   thread, then the node hears the new flushed index; and the ``checkpoint`` every ``checkPointInterval``;
@@ -19,8 +20,10 @@ process is gone), the node campaigns at once (:meth:`~dledger.node.RaftNode.lead
 the heartbeat leak; a paused or partitioned leader refuses nothing, so that case still waits for the leak.
 
 Requests arrive through :class:`DLedgerProcessor` on a one-worker pool (so in order) and answers leave when the node
-produces them (DLedger's request codes, JSON bodies, remoting code 200, the result in the body's ``code``). A body
-that does not parse is answered 411 UNEXPECTED_ARGUMENT. Calls to peers go out with ``invoke_callback``; a failed
+produces them (DLedger's request codes, JSON bodies, remoting code 200, the result in the body's ``code``). A PUSH is
+taken in the connection's reader instead (:meth:`DLedgerServer.fast_push`) whenever the pool is idle, so the order
+holds, and answered with a frame written from a template. A body that does not parse is answered 411
+UNEXPECTED_ARGUMENT. Calls to peers go out as frames written from their fields (``invoke_fields_callback``); a failed
 connection hands ``None`` to the node at once.
 
 The broker's side: :meth:`DLedgerServer.append` (synchronous; the callback gets the
@@ -32,12 +35,13 @@ from __future__ import annotations
 
 import logging
 import random
+import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import trio
 
-from dledger.codes import ResponseCode, Role
+from dledger.codes import RequestCode, ResponseCode, Role
 from dledger.config import DLedgerConfig
 from dledger.effects import AppendDone, Committed, Effect, Reply, RoleChanged, Send
 from dledger.entry import Entry
@@ -56,6 +60,7 @@ from dledger.messages import (
 from dledger.node import NEVER, RaftNode
 from remoting.client import RemotingClient, parse_address
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.serializers import encode_json
 from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.errors import RemotingConnectError, RemotingError
@@ -94,7 +99,7 @@ class DLedgerServer:
         self.role_listeners: list[Callable[[RoleChanged], None]] = []
         self.commit_listeners: list[Callable[[int], None]] = []
         self._appends: dict[int, AppendCallback] = {}
-        self._changed = trio.Event()
+        self._sleepers: set[_Sleeper] = set()
         self._flush_now = trio.Event()
         self._push_soon = trio.Event()
         self._role_scope: trio.CancelScope | None = None
@@ -130,7 +135,10 @@ class DLedgerServer:
             self._appends[ticket] = callback
         if node.push_wanted:
             self._push_soon.set()
-        self._carry_out()
+        if node.has_effects or node.flush_wanted or not node.defer_push:
+            # A deferred append leaves the work to the push task: it makes no effect and moves no timer's
+            # deadline earlier (the new wait for acknowledgements times out after those already waiting).
+            self._carry_out()
         return code, entries
 
     def status(self) -> dict[str, Any]:
@@ -149,6 +157,7 @@ class DLedgerServer:
             pool = ProcessorPool("dledger", 1, 100_000)
             dispatcher = Dispatcher()
             dispatcher.register(list(BY_CODE), DLedgerProcessor(self), pool)
+            dispatcher.register_fast(RequestCode.PUSH, self.fast_push)
             server = RemotingServer(dispatcher, ServerConfig(idle_timeout=120.0))
             server.add_close_listener(self._on_closed)
             async with RemotingClient() as client, trio.open_nursery() as nursery:
@@ -205,24 +214,32 @@ class DLedgerServer:
         return lambda: min((d.next_deadline() for d in node.dispatchers.values()), default=NEVER)
 
     def _calls_deadline(self) -> int:
-        node = self.node
-        return min((deadline for deadline, _ in node._calls.values()), default=NEVER)
+        return self.node.calls_deadline()
 
     async def _timer(self, deadline: Callable[[], int]) -> None:
-        while True:
-            changed = self._changed
-            when = deadline()
-            if when >= NEVER:
-                await changed.wait()
-                continue
-            if when > now_ms():
-                with trio.move_on_at((when + 0.5) / 1000):  # half a ms past, so now_ms() is not one short
-                    await changed.wait()
+        sleeper = _Sleeper(deadline)
+        try:
+            while True:
+                when = deadline()
                 if when > now_ms():
-                    continue
-            self.node.tick(now_ms())
-            self._carry_out()
-            await trio.sleep(0)
+                    # Sleep until the deadline or until an input moves it earlier (_carry_out wakes only then).
+                    sleeper.until, sleeper.event = when, trio.Event()
+                    self._sleepers.add(sleeper)
+                    try:
+                        if when >= NEVER:
+                            await sleeper.event.wait()
+                        else:
+                            with trio.move_on_at((when + 0.5) / 1000):  # half a ms past, so now_ms() is not one short
+                                await sleeper.event.wait()
+                    finally:
+                        self._sleepers.discard(sleeper)
+                    if deadline() > now_ms():
+                        continue
+                self.node.tick(now_ms())
+                self._carry_out()
+                await trio.sleep(0)
+        finally:
+            self._sleepers.discard(sleeper)
 
     async def _flusher(self) -> None:
         interval = self.config.flush_file_interval / 1000
@@ -268,8 +285,14 @@ class DLedgerServer:
             self._flush_now.set()
         if role_changed:
             self._restart_role_timers()
-        changed, self._changed = self._changed, trio.Event()
-        changed.set()
+        self._wake_timers()
+
+    def _wake_timers(self) -> None:
+        """Wake the sleeping timers whose deadline moved before the time they sleep until (most inputs move none:
+        waking every timer on every append and answer cost a scheduler pass each)."""
+        for sleeper in self._sleepers:
+            if sleeper.deadline() < sleeper.until:
+                sleeper.event.set()
 
     def _effect(self, effect: Effect) -> bool:
         if isinstance(effect, Send):
@@ -316,9 +339,28 @@ class DLedgerServer:
             node.handle_response(now_ms(), token, response)
             self._carry_out()
 
-        cmd = request(code, body=encode(send.request))
-        timeout = self.config.rpc_timeout_ms / 1000
-        client.invoke_callback(self.config.peer_map[send.peer], cmd, timeout, done, plain=True)
+        body, timeout = encode(send.request), self.config.rpc_timeout_ms / 1000
+        address = self.config.peer_map[send.peer]
+        if not client.invoke_fields_callback(address, code, {}, body, timeout, done):
+            client.invoke_callback(address, request(code, body=body), timeout, done, plain=True)
+
+    def fast_push(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
+        """A PUSH taken in the connection's reader (no command object, no pool hop; the dispatcher offers it only
+        when the in-order pool is idle, so the order of requests holds); the answer leaves as a frame built from
+        :data:`_ANSWER_HEAD`. Anything unusual (no opaque, a body that does not parse) goes the general way."""
+        node, opaque = self._node, fields.get("opaque")
+        if node is None or type(opaque) is not int or not -(1 << 31) <= opaque < 1 << 31:
+            return False
+        try:
+            message = decode(PushEntryRequest, body)
+        except MessageError:
+            return False
+        connection = ctx.connection
+        if message.local_id:
+            connection.attributes[_PEER] = message.local_id  # the leader calling on this connection (as handle())
+        node.handle_request(now_ms(), message, (connection, opaque))
+        self._carry_out()
+        return True
 
     def handle(self, connection: Connection, cmd: RemotingCommand) -> None:
         """A request from a peer or a DLedger client (the processor's half)."""
@@ -371,14 +413,42 @@ class DLedgerServer:
                 await stream.aclose()
 
 
+class _Sleeper:
+    """A timer task waiting: its deadline function, the deadline it sleeps until and the event that wakes it."""
+
+    __slots__ = ("deadline", "event", "until")
+
+    def __init__(self, deadline: Callable[[], int]) -> None:
+        self.deadline = deadline
+        self.until = NEVER
+        self.event = trio.Event()
+
+
+#: The header of an answer (remoting code 200, flagged response), as ``encode_command`` writes it, with the opaque
+#: left as ``%d``: answers to requests taken by :meth:`DLedgerServer.fast_push` are framed from it.
+_ANSWER_HEAD: Final = encode_json(request(0, opaque=0).response(ResponseCode.SUCCESS)).replace(
+    b'"opaque":0,', b'"opaque":%d,'
+)
+_LENGTHS: Final = struct.Struct(">ii")
+
+
+def answer_frame(opaque: int, body: bytes) -> bytes:
+    """The frame of an answer with ``body`` to the request ``opaque`` (the bytes ``encode_command`` makes)."""
+    head = _ANSWER_HEAD % opaque
+    return _LENGTHS.pack(4 + len(head) + len(body), len(head)) + head + body
+
+
 def _reply(reply: Reply) -> None:
-    handle: tuple[Connection, RemotingCommand] = reply.handle  # type: ignore[assignment]
+    handle: tuple[Connection, RemotingCommand | int] = reply.handle  # type: ignore[assignment]
     connection, cmd = handle
-    answer = cmd.response(ResponseCode.SUCCESS, body=encode(reply.response))
     try:
-        connection.send_nowait(answer)
+        if type(cmd) is int:
+            connection.send_frame_nowait(answer_frame(cmd, encode(reply.response)))
+        else:
+            assert isinstance(cmd, RemotingCommand)
+            connection.send_nowait(cmd.response(ResponseCode.SUCCESS, body=encode(reply.response)))
     except RemotingConnectError:
-        log.debug("dledger answer to opaque %d dropped: connection closed", cmd.opaque)
+        log.debug("dledger answer to %r dropped: connection closed", cmd)
 
 
 class DLedgerProcessor:

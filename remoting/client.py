@@ -266,12 +266,12 @@ class RemotingClient:
     ) -> bool:
         """``invoke_callback(address, request(code, ext_fields, body), timeout, callback, plain=True)`` without the
         command: the JSON frame is written straight from the fields. Returns False, having done nothing, unless the
-        request would go out as it is on a live connection (JSON headers, ``ext_fields`` not empty, connection open
-        and not congested): the caller then takes :meth:`invoke_callback`. With credentials the fields are signed
-        first, as :meth:`invoke_callback` would sign the command."""
+        request would go out as it is on a live connection (JSON headers, connection open and not congested): the
+        caller then takes :meth:`invoke_callback`. With credentials the fields are signed first, as
+        :meth:`invoke_callback` would sign the command."""
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
-        if self.serialize_type != SerializeType.JSON or not ext_fields:
+        if self.serialize_type != SerializeType.JSON:
             return False
         conn = self._connections.get(address)
         if conn is None or conn.closed or conn.congested:

@@ -159,6 +159,18 @@ class IndexService:
         while packed:
             packed = packed[self._writable_file().put_packed(packed, store_timestamp) * _HASHED.size :]
 
+    def put_timed(self, topic: str, messages: Iterable[tuple[Iterable[str], int, int]]) -> None:
+        """:meth:`put` for each ``(keys, phy_offset, store_timestamp)`` of a run of one topic whose store times
+        differ, offsets increasing: the same entries, with one header rewrite per file written."""
+        floor = self._indexed_up_to()
+        keyed = [(k, phy, ts) for keys, phy, ts in messages if phy > floor for k in keys if k]
+        hashes = topic_key_hashes(topic, [k for k, _, _ in keyed])
+        entries = [(h, phy) for h, (_, phy, _) in zip(hashes, keyed, strict=True)]
+        stamps = [ts for _, _, ts in keyed]
+        while entries:
+            written = self._writable_file().put_entries(entries, stamps[-1], stamps)
+            entries, stamps = entries[written:], stamps[written:]
+
     def _indexed_up_to(self) -> int:
         """The newest indexed CommitLog offset (-1 when nothing is indexed)."""
         # Only the owner thread mutates the file list, so it reads it without the lock on this hot path.
@@ -271,25 +283,34 @@ class IndexService:
 class IndexRuns:
     """Puts deferred and written in runs: consecutive puts of one topic and one store time go through
     :meth:`IndexService.put_batch`, the same entries and header as one :meth:`~IndexService.put` each, with the keys
-    hashed together and one header rewrite per run. A slave's dispatch (store/ha/replica.py) uses one per pass, where
-    a master's burst arrives as a run of records; :meth:`flush` after the last put."""
+    hashed together and one header rewrite per run. The store's deferred index keys go through one per drain
+    (a slave's dispatch writes the scan's hashed entries with :meth:`IndexService.put_hashed` instead); :meth:`flush`
+    after the last put. With ``timed`` a run is one
+    topic whatever the store times (:meth:`IndexService.put_timed`): a DLedger member's commit-time dispatch, whose
+    records each carry their own store time."""
 
-    __slots__ = ("_index", "_run", "_topic", "_ts")
+    __slots__ = ("_index", "_run", "_timed", "_topic", "_ts")
 
-    def __init__(self, index: IndexLike) -> None:
+    def __init__(self, index: IndexLike, *, timed: bool = False) -> None:
         self._index = index
-        self._run: list[tuple[Iterable[str], int]] = []
+        self._run: list[tuple[Iterable[str], int, int]] = []
         self._topic = ""
         self._ts = -1
+        self._timed = timed
 
     def put(self, topic: str, keys: Iterable[str], phy_offset: int, store_timestamp: int) -> None:
-        if topic != self._topic or store_timestamp != self._ts:
+        if topic != self._topic or (store_timestamp != self._ts and not self._timed):
             self.flush()
-            self._topic, self._ts = topic, store_timestamp
-        self._run.append((keys, phy_offset))
+            self._topic = topic
+        self._ts = store_timestamp
+        self._run.append((keys, phy_offset, store_timestamp))
 
     def flush(self) -> None:
         """Write the pending run."""
         if self._run:
             run, self._run = self._run, []
-            self._index.put_batch(self._topic, run, self._ts)
+            first = run[0][2]
+            if self._timed and any(ts != first for _, _, ts in run):
+                self._index.put_timed(self._topic, run)
+            else:
+                self._index.put_batch(self._topic, [(keys, phy) for keys, phy, _ in run], first)

@@ -122,9 +122,14 @@ class IndexFile:
     def is_empty(self) -> bool:
         return self.index_count <= 1
 
-    def put_entries(self, entries: Sequence[tuple[int, int]], store_timestamp: int) -> int:
+    def put_entries(
+        self, entries: Sequence[tuple[int, int]], store_timestamp: int, timestamps: Sequence[int] | None = None
+    ) -> int:
         """Add ``(key hash, phy offset)`` entries (offsets non-decreasing, one store time: a message or a batch):
-        :meth:`put_packed` of them packed."""
+        :meth:`put_packed` of them packed. ``timestamps`` gives each entry its own store time instead (a DLedger
+        member's dispatch run, :meth:`_put_timed`): the bytes of one put per entry, still with one header rewrite."""
+        if timestamps is not None:
+            return self._put_timed(entries, timestamps)
         return self.put_packed(b"".join(_HASHED.pack(h, phy) for h, phy in entries), store_timestamp)
 
     def put_packed(self, packed: bytes, store_timestamp: int) -> int:
@@ -159,6 +164,38 @@ class IndexFile:
         self.hash_slot_count += added
         self.end_phy_offset = _HASHED.unpack_from(packed, (number - start - 1) * _HASHED.size)[1]
         self.end_timestamp = store_timestamp
+        self._write_header()
+        return number - start
+
+    def _put_timed(self, entries: Sequence[tuple[int, int]], timestamps: Sequence[int]) -> int:
+        """:meth:`put_entries` with a store time per entry, each entry's time diff from the file's begin time."""
+        mm = self._mm
+        slots = self.max_hash_slots
+        entries_at = self._entries_at
+        start = number = self.index_count
+        slot_count = self.hash_slot_count
+        begin = self.begin_timestamp
+        stamp = begin
+        for key_hash, phy_offset in entries[: self.max_index_num - number]:
+            stamp = timestamps[number - start]
+            time_diff = min(max((stamp - begin) // 1000, 0), _INT_MAX) if begin > 0 else 0
+            slot_pos = HEADER_SIZE + key_hash % slots * HASH_SLOT_SIZE
+            prev = _SLOT.unpack_from(mm, slot_pos)[0]
+            if prev <= INVALID_INDEX or prev >= number:
+                prev = INVALID_INDEX
+                slot_count += 1
+            _ENTRY.pack_into(mm, entries_at + number * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff, prev)
+            _SLOT.pack_into(mm, slot_pos, number)
+            if number == 1:
+                self.begin_phy_offset = phy_offset
+                begin = self.begin_timestamp = stamp
+            number += 1
+        if number == start:
+            return 0
+        self.index_count = number
+        self.hash_slot_count = slot_count
+        self.end_phy_offset = entries[number - start - 1][1]
+        self.end_timestamp = stamp
         self._write_header()
         return number - start
 

@@ -38,20 +38,31 @@ def encode_command(cmd: RemotingCommand) -> bytes:
     return prefix + header
 
 
+#: a request header without ``extFields`` (code and opaque left as ``%d``)
+_BARE_REQUEST: Final = (
+    b'{"code":%d,"flag":0,"language":"PYTHON","opaque":%d,"serializeTypeCurrentRPC":"JSON","version":'
+    + str(CURRENT_VERSION).encode()
+    + b"}"
+)
+
+
 def encode_json_request(code: int, opaque: int, ext_fields: dict[str, str], body: bytes) -> bytes:
-    """``encode_command(request(code, ext_fields, body, opaque=opaque))`` for a JSON request with a non-empty
-    ``ext_fields``, written straight from its parts (no command object): the client's send path."""
-    header = orjson.dumps(
-        {
-            "code": code,
-            "extFields": ext_fields,
-            "flag": 0,
-            "language": "PYTHON",
-            "opaque": opaque,
-            "serializeTypeCurrentRPC": "JSON",
-            "version": CURRENT_VERSION,
-        }
-    )
+    """``encode_command(request(code, ext_fields, body, opaque=opaque))`` for a JSON request, written straight from
+    its parts (no command object): the client's send path. Empty ``ext_fields`` are left out, as encode_json does."""
+    if ext_fields:
+        header = orjson.dumps(
+            {
+                "code": code,
+                "extFields": ext_fields,
+                "flag": 0,
+                "language": "PYTHON",
+                "opaque": opaque,
+                "serializeTypeCurrentRPC": "JSON",
+                "version": CURRENT_VERSION,
+            }
+        )
+    else:
+        header = _BARE_REQUEST % (code, opaque)
     size = len(header)
     return b"".join((_HEAD.pack(4 + size + len(body), size), header, body))
 

@@ -148,3 +148,33 @@ def test_a_deposed_leaders_waiting_appends_fail_at_once() -> None:
     assert cluster.done[(leader, ticket)].code in (ResponseCode.WAIT_QUORUM_ACK_TIMEOUT, ResponseCode.TERM_CHANGED)
     assert took <= 2600
     cluster.run_until(lambda: cluster.node(leader).member.role is not Role.LEADER)
+
+
+def _appends_pushed_to(cluster: MemCluster, follower: str) -> list[int]:
+    """The number of entries in each APPEND push the follower received, in order."""
+    return [
+        message.count
+        for _src, dst, message in cluster.delivered
+        if dst == follower and isinstance(message, PushEntryRequest) and message.type is PushType.APPEND
+    ]
+
+
+@pytest.mark.parametrize("limit", [4096, 60])
+def test_a_batch_push_waits_for_the_unanswered_one_unless_a_full_batch_is_ready(limit: int) -> None:
+    """Paced batch pushes: while a push is unanswered the entries appended meanwhile wait for its answer and leave
+    together, unless they make a full ``maxBatchPushSize`` batch (60 bytes: one 13-byte entry, 61 bytes with its
+    header, fills one), which leaves at once."""
+    cluster = MemCluster(3, delay=5, enable_batch_push=True, max_batch_push_size=limit)
+    leader = cluster.leader()
+    follower = next(i for i in cluster.ids if i != leader)
+    before = len(_appends_pushed_to(cluster, follower))
+    cluster.append(leader, b"first-entry-1")
+    cluster.run(1)  # the first push is on its way (5 ms each way)
+    for i in range(2, 6):
+        cluster.append(leader, f"next-entry-{i}".encode())
+        cluster.run(1)
+    cluster.run_until(cluster.settled)
+    pushed = _appends_pushed_to(cluster, follower)[before:]
+    assert pushed == ([1, 4] if limit == 4096 else [1, 1, 1, 1, 1])
+    assert cluster.bodies(follower)[-5:] == [b"first-entry-1"] + [f"next-entry-{i}".encode() for i in range(2, 6)]
+    check(cluster)

@@ -71,6 +71,23 @@ def test_a_full_segment_ends_with_a_blank_and_entries_never_cross_it(tmp_path: P
         append(ledger, 1, b"x" * DATA_SIZE)
 
 
+def test_body_at_points_at_each_entry_body_in_the_mapping_across_segments(tmp_path: Path) -> None:
+    """The commit-time dispatch reads bodies in place: ``body_at`` is the body ``get`` copies, for every entry
+    (six per segment here), and None outside the log or over a damaged header."""
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 2, *[body(i, 60 + i) for i in range(20)])
+    for entry in entries:
+        found = ledger.body_at(entry.index)
+        assert found is not None
+        view, at, length = found
+        assert bytes(view[at : at + length]) == entry.body == ledger.get(entry.index).body  # type: ignore[union-attr]
+    assert ledger.body_at(20) is None and ledger.body_at(-1) is None
+    mf = ledger.data.find(entries[3].pos)
+    assert mf is not None
+    mf.buf[entries[3].pos - mf.file_from_offset] = 9  # the header's magic
+    assert ledger.body_at(3) is None and ledger.get(3) is None
+
+
 def test_a_clean_restart_recovers_the_log_the_term_and_the_committed_index(tmp_path: Path) -> None:
     ledger = ledger_at(tmp_path)
     entries = append(ledger, 2, *[body(i) for i in range(15)])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dledger.codes import PushType, RequestCode, ResponseCode, VoteResult
 from dledger.entry import Entry
@@ -19,6 +21,9 @@ from dledger.messages import (
     decode,
     encode,
 )
+from dledger.server import answer_frame
+from remoting.codec.command import RemotingCommand
+from remoting.codec.frame import encode_command
 
 
 def test_request_and_response_codes_are_dledgers() -> None:
@@ -77,3 +82,39 @@ def test_unknown_keys_are_ignored_and_missing_ones_take_dledgers_defaults() -> N
 def test_a_malformed_body_raises_message_error(kind: type, body: bytes) -> None:
     with pytest.raises(MessageError):
         decode(kind, body)
+
+
+@given(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=200))
+def test_an_answer_framed_from_the_template_is_the_frame_of_its_command(opaque: int, body: bytes) -> None:
+    """Answers to pushes taken in the reader (``DLedgerServer.fast_push``) are the bytes the general path sends."""
+    request = RemotingCommand(RequestCode.PUSH, opaque, body=b"{}")
+    assert answer_frame(opaque, body) == encode_command(request.response(200, body=body))
+
+
+_ENTRIES = st.builds(
+    Entry,
+    st.integers(0, 2**62),
+    st.integers(0, 2**40),
+    st.integers(0, 2**62),
+    st.binary(max_size=300),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+)
+
+
+@given(st.lists(_ENTRIES, max_size=5), st.booleans(), st.integers(-1, 2**40))
+def test_a_push_decodes_to_the_request_that_was_encoded_every_field_included(
+    entries: list[Entry], batch: bool, commit: int
+) -> None:
+    request = PushEntryRequest(group="g", remote_id="n1", local_id="n0", leader_id="n0", term=4,
+                               type=PushType.APPEND, commit_index=commit,
+                               entry=None if batch or not entries else entries[0],
+                               batch_entry=tuple(entries) if batch else ())  # fmt: skip
+    decoded = decode(PushEntryRequest, encode(request))
+    assert decoded == request
+    fields = ("index", "term", "pos", "body", "magic", "channel", "chain_crc", "body_crc")
+    assert [[getattr(e, f) for f in fields] for e in decoded.entries] == [
+        [getattr(e, f) for f in fields] for e in request.entries
+    ]

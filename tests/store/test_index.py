@@ -3,6 +3,7 @@ recovery."""
 
 from __future__ import annotations
 
+import random
 import struct
 import tempfile
 import threading
@@ -164,18 +165,44 @@ def test_puts_written_in_runs_leave_the_bytes_of_one_put_each(tmp_path: Path) ->
     ]
     puts += [("U", [f"{uniq}{i:012X}"], 100 + i * 64, T0 + 9) for i in range(40, 45)]
     puts += [("T", ["ab"], 100 + 45 * 64, T0 + 9), ("T", ["k"], 100 + 10 * 64, T0 + 9)]
+    assert _one_put_each_and_runs_write_the_same_files(tmp_path, puts, timed=False) > 3
+
+
+def _one_put_each_and_runs_write_the_same_files(
+    tmp_path: Path, puts: list[tuple[str, list[str], int, int]], *, timed: bool
+) -> int:
+    """Write ``puts`` one ``put`` each and through :class:`IndexRuns` (flushed every 17 puts too); assert both leave
+    the same index files and return how many files that took."""
     roots = {"one": tmp_path / "one", "runs": tmp_path / "runs"}
     one, batched = (IndexService(root, max_hash_slots=7, max_index_num=20) for root in roots.values())
-    runs = IndexRuns(batched)
-    for topic, keys, phy, ts in puts:
+    runs = IndexRuns(batched, timed=timed)
+    for i, (topic, keys, phy, ts) in enumerate(puts):
         one.put(topic, keys, phy, ts)
         runs.put(topic, keys, phy, ts)
+        if i % 17 == 16:
+            runs.flush()
     runs.flush()
-    assert len(one.files) > 3
+    files = len(one.files)
     one.close()
     batched.close()
     contents = {name: sorted(f.read_bytes() for f in root.rglob("*") if f.is_file()) for name, root in roots.items()}
     assert contents["runs"] == contents["one"]
+    return files
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_timed_runs_leave_the_bytes_of_one_put_each(tmp_path: Path, seed: int) -> None:
+    """A DLedger member's dispatch: runs of one topic whose store times differ (going back too, as a wall clock
+    may), files rolling inside a run, messages without keys, a redispatched tail skipped."""
+    rng = random.Random(seed)
+    puts: list[tuple[str, list[str], int, int]] = []
+    ts = T0
+    for i in range(60):
+        ts += rng.choice((0, 0, 1, 999, 1000, 2500, -3))
+        keys = [f"u{i}", rng.choice(("k", "", "q"))][: rng.randint(0, 2)]
+        puts.append((rng.choice("TTTU"), keys, 100 + i * 64, ts))
+    puts.append(("T", ["k"], 100 + 5 * 64, ts))
+    assert _one_put_each_and_runs_write_the_same_files(tmp_path, puts, timed=True) > 2
 
 
 def test_redispatching_an_indexed_message_does_not_index_it_twice(tmp_path: Path) -> None:
