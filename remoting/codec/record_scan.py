@@ -152,10 +152,13 @@ def _py_index_put_hashed(buf: object, packed: bytes, number: int, limit: int, sl
 Scanner = Callable[[object, int, int, int, bool], Scan]
 IndexWriter = Callable[[object, bytes, int, int, int, int, int], tuple[int, int]]
 
+# An extension built before these functions existed (not rebuilt since) has neither: the twins run then.
 _speedups: Final = native_module()
+_native_scan: Final[Scanner | None] = getattr(_speedups, "scan_records", None)
+_native_index: Final[IndexWriter | None] = getattr(_speedups, "index_put_hashed", None)
 #: Whether the C scan is in use.
-NATIVE: Final = _speedups is not None
+NATIVE: Final = _native_scan is not None and _native_index is not None
 #: See the module docstring.
-scan_records: Final[Scanner] = _py_scan_records if _speedups is None else _speedups.scan_records
+scan_records: Final[Scanner] = _native_scan if _native_scan is not None and NATIVE else _py_scan_records
 #: ``(buf, packed, number, limit, slots, entries_at, time_diff) -> (number, new_slots)``: see the module docstring.
-index_put_hashed: Final[IndexWriter] = _py_index_put_hashed if _speedups is None else _speedups.index_put_hashed
+index_put_hashed: Final[IndexWriter] = _native_index if _native_index is not None and NATIVE else _py_index_put_hashed
