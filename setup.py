@@ -1,6 +1,7 @@
 """The optional C extensions; everything else is in pyproject.toml.
 
-- ``remoting.codec._speedups``: the record encoders of :mod:`remoting.codec.record_batch`.
+- ``remoting.codec._speedups``: the record encoders of :mod:`remoting.codec.record_batch` and the replica's scan
+  of :mod:`remoting.codec.record_scan`.
 - ``store._appender``: ``MessageStore.append``'s and ``append_batch``'s usual case (store/_appender.c) and the
   ``AppendResult`` type (store/_append_result.c).
 
@@ -18,7 +19,7 @@ setup(
         Extension(
             "remoting.codec._speedups",
             ["remoting/codec/_speedups.c"],
-            depends=[HEADER],
+            depends=[HEADER, "remoting/codec/record_scan.h"],
             libraries=["z"],
             extra_compile_args=FLAGS,
             optional=True,

@@ -247,6 +247,7 @@ class BrokerController:
             raise
         ctx.boot_timestamp = int(time.time() * 1000)
         store.arrival_listener = self.hold.notify_message_arriving
+        store.arrival_interest = self.hold.waiting
         # Shutdown is ordered: the front (server, pools, hold, registration) stops first, so no request touches the
         # store while it flushes and unmaps; only then are the store and the manager persisters cancelled. The
         # shield keeps the outer cancellation away from them until the front is down.

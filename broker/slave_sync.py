@@ -1,6 +1,7 @@
 """``SlaveSynchronize``: a slave copies its master's metadata, as RocketMQ's ``SlaveSynchronize`` does: first after
-3 s, then every 10 s, four requests with RocketMQ's codes, each skipped while the master's address is unknown
-(the registration hands it over: ``masterAddr`` of the REGISTER_BROKER answer) or is the slave's own.
+3 s, then every 10 s, four requests with RocketMQ's codes (and two more, the last below), each skipped while the
+master's address is unknown (the registration hands it over: ``masterAddr`` of the REGISTER_BROKER answer) or is the
+slave's own.
 
 - topics: GET_ALL_TOPIC_CONFIG (21) to the master's fast port (``port - 2``; its main port when that is closed);
   the table is replaced, with its data version, when the version differs;
@@ -9,7 +10,10 @@
 - subscription groups: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); replaced when the data version differs;
 - with a timer service, its progress: GET_TIMER_CHECK_POINT (60, RocketMQ 5's ``syncTimerCheckPoint``), written to
   ``timerCheck.json`` for the next start (:meth:`~broker.timer.service.TimerMessageService.adopt_checkpoint`); a
-  master that does not know the code (a 4.x broker) answers REQUEST_CODE_NOT_SUPPORTED, logged once.
+  master that does not know the code (a 4.x broker) answers REQUEST_CODE_NOT_SUPPORTED, logged once;
+- ours, not RocketMQ's: the master's ``commitLogMaxOffset`` from GET_BROKER_RUNTIME_INFO (28), for the slave's own
+  lag in its runtime info (:meth:`~store.ha.service.HAService.note_master_offset`; the HA stream alone shows the
+  master's end only as far as it has sent it).
 
 Bodies are the config files' JSON (docs/protocol.md#67-config-files). A step that fails (no answer, an error code, a
 body that does not decode) is logged and skipped until the next round; the others still run, and the slave keeps
@@ -30,6 +34,7 @@ from broker.context import BrokerState
 from broker.schedule import ScheduleMessageService
 from broker.timer.service import TimerMessageService
 from remoting.client import RemotingClient
+from remoting.codec.bodies import KVTable
 from remoting.codec.bodies.timer_checkpoint import TimerCheckpointBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -50,6 +55,14 @@ FIRST_DELAY: Final = 3.0
 INTERVAL: Final = 10.0
 TIMEOUT: Final = 3.0
 ACL_HINT: Final = " (the master's ACL refused it: list this broker's address in its globalWhiteRemoteAddresses)"
+
+
+def _commit_log_max_offset(body: bytes) -> int:
+    """``commitLogMaxOffset`` of a runtime-info body; raises ConfigFileError when it has none."""
+    try:
+        return int(KVTable.decode(body).table["commitLogMaxOffset"])
+    except (CodecError, KeyError, ValueError) as exc:
+        raise ConfigFileError(f"runtime info without a commitLogMaxOffset: {exc!r}") from exc
 
 
 def fast_channel(addr: str) -> str:
@@ -91,7 +104,7 @@ class SlaveSynchronize:
             await trio.sleep(self.interval)
 
     async def sync_all(self) -> None:
-        """One round of the four steps (each skipped without a master address, or while this broker is not a slave:
+        """One round of the steps (each skipped without a master address, or while this broker is not a slave:
         a DLedger member that became the master stops syncing, as RocketMQ's changeToMaster does)."""
         addr = self.master_addr
         if not addr or addr == self.broker.broker_addr or self.broker.config.broker_role != "SLAVE":
@@ -115,6 +128,9 @@ class SlaveSynchronize:
             log.info("slave synchronized subscription groups from %s: version %s", addr, groups.data_version)
         if self.timer is not None and not self._timer_unsupported:
             await self._sync_timer(addr, self.timer)
+        master_max = await self._fetch(addr, RequestCode.GET_BROKER_RUNTIME_INFO, _commit_log_max_offset)
+        if master_max is not None:
+            self.broker.store.ha.note_master_offset(master_max)
         self.rounds += 1
         self.last_round_started = started
 

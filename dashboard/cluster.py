@@ -5,7 +5,9 @@ replication state, from GET_BROKER_CLUSTER_INFO, GET_BROKER_RUNTIME_INFO and GET
 A broker that does not answer is listed with its error instead of its figures, so one dead broker does not hide
 the others. Replication state (:func:`replication_state`) reads the HA keys a replicating broker adds to its runtime
 info (``haConnectionCount``, ``slaveFallBehindMuch`` on a master; ``haMasterAddress``, ``haConnected`` on a slave)
-and, on a broker without them, compares a slave's commit log with its master's.
+and, on a broker without them, compares a slave's commit log with its master's. A slave's lag is its commit log
+against its master's row when the master answered, else the slave's own ``haSlaveLagBytes`` (behind the master's end
+as the slave last learned it: the HA stream, or the master's runtime info every 10 s).
 """
 
 from __future__ import annotations
@@ -49,7 +51,11 @@ def replication_state(role: str, info: dict[str, str], master_max_offset: int | 
     if role == "SLAVE":
         if "haMasterAddress" in info:
             state = "connected" if info.get("haConnected") == "true" else "disconnected"
-            behind = "" if master_max_offset is None else f", {_behind(info, master_max_offset)} B behind"
+            own = _int(info.get("haSlaveLagBytes", "-1"))
+            if master_max_offset is not None:
+                behind = f", {_behind(info, master_max_offset)} B behind"
+            else:
+                behind = f", {own} B behind as last known" if own >= 0 else ""
             return f"{state} to {info['haMasterAddress']}{behind}"
         if master_max_offset is None:
             return "no master online"

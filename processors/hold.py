@@ -117,6 +117,10 @@ class HoldService:
 
     # ---- waking ---------------------------------------------------------------------------------------------
 
+    def waiting(self, topic: str, queue_id: int) -> bool:
+        """Whether a pull is held on the queue (the store's arrival interest: a slave notifies only such queues)."""
+        return (topic, queue_id) in self._held
+
     def notify_message_arriving(
         self, topic: str, queue_id: int, logical_offset: int, tags_code: int, properties: str = ""
     ) -> None:

@@ -19,11 +19,12 @@ file only ends a lookup early, it never raises or loops.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from store.index_file import (
     HASH_SLOT_SIZE,
@@ -40,6 +41,8 @@ from store.index_file import (
 
 if TYPE_CHECKING:
     from store.reads import IndexLike
+
+_HASHED: Final = struct.Struct(">iq")
 
 __all__ = [
     "HASH_SLOT_SIZE",
@@ -145,6 +148,16 @@ class IndexService:
         keyed = [(k, phy) for keys, phy in messages if phy > floor for k in keys if k]
         hashes = topic_key_hashes(topic, [k for k, _ in keyed])
         self._write(list(zip(hashes, [phy for _, phy in keyed], strict=True)), store_timestamp)
+
+    def put_hashed(self, packed: bytes, store_timestamp: int) -> None:
+        """Entries already hashed (a replica's scan: 12 bytes each, ``keyHash int32 | phyOffset int64`` big-endian,
+        offsets non-decreasing, one store time): what :meth:`put_batch` writes for the keys they were hashed from,
+        with the same skip of offsets already indexed."""
+        floor = self._indexed_up_to()
+        if packed and _HASHED.unpack_from(packed)[1] <= floor:
+            packed = b"".join(_HASHED.pack(h, phy) for h, phy in _HASHED.iter_unpack(packed) if phy > floor)
+        while packed:
+            packed = packed[self._writable_file().put_packed(packed, store_timestamp) * _HASHED.size :]
 
     def put_timed(self, topic: str, messages: Iterable[tuple[Iterable[str], int, int]]) -> None:
         """:meth:`put` for each ``(keys, phy_offset, store_timestamp)`` of a run of one topic whose store times
@@ -270,8 +283,9 @@ class IndexService:
 class IndexRuns:
     """Puts deferred and written in runs: consecutive puts of one topic and one store time go through
     :meth:`IndexService.put_batch`, the same entries and header as one :meth:`~IndexService.put` each, with the keys
-    hashed together and one header rewrite per run. A slave's dispatch (store/ha/replica.py) uses one per pass, where
-    a master's burst arrives as a run of records; :meth:`flush` after the last put. With ``timed`` a run is one
+    hashed together and one header rewrite per run. The store's deferred index keys go through one per drain
+    (a slave's dispatch writes the scan's hashed entries with :meth:`IndexService.put_hashed` instead); :meth:`flush`
+    after the last put. With ``timed`` a run is one
     topic whatever the store times (:meth:`IndexService.put_timed`): a DLedger member's commit-time dispatch, whose
     records each carry their own store time."""
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from remoting.codec.message_properties import java_hash, java_hash_joined, java_hashes_joined
+from remoting.codec.record_scan import index_put_hashed
 from store.errors import StoreCorruptError
 
 HEADER_SIZE: Final = 40
@@ -36,6 +37,7 @@ _INT_MAX: Final = 0x7FFFFFFF
 _HEADER: Final = struct.Struct(">qqqqii")
 _ENTRY: Final = struct.Struct(">iqii")
 _SLOT: Final = struct.Struct(">i")
+_HASHED: Final = struct.Struct(">iq")
 
 
 class IndexFileCorruptError(StoreCorruptError):
@@ -123,23 +125,60 @@ class IndexFile:
     def put_entries(
         self, entries: Sequence[tuple[int, int]], store_timestamp: int, timestamps: Sequence[int] | None = None
     ) -> int:
-        """Add ``(key hash, phy offset)`` entries (offsets non-decreasing, one store time: a message or a batch), each
-        at the head of its slot's chain, then rewrite the header once. Returns how many were written: fewer than
-        given when the file fills up. ``timestamps`` gives each entry its own store time instead (a DLedger member's
-        dispatch run): the bytes of one put per entry, still with one header rewrite."""
+        """Add ``(key hash, phy offset)`` entries (offsets non-decreasing, one store time: a message or a batch):
+        :meth:`put_packed` of them packed. ``timestamps`` gives each entry its own store time instead (a DLedger
+        member's dispatch run, :meth:`_put_timed`): the bytes of one put per entry, still with one header rewrite."""
+        if timestamps is not None:
+            return self._put_timed(entries, timestamps)
+        return self.put_packed(b"".join(_HASHED.pack(h, phy) for h, phy in entries), store_timestamp)
+
+    def put_packed(self, packed: bytes, store_timestamp: int) -> int:
+        """Add entries packed as ``keyHash int32 | phyOffset int64`` (big-endian; offsets non-decreasing, one store
+        time), each at the head of its slot's chain (:func:`~remoting.codec.record_scan.index_put_hashed`, in C),
+        then rewrite the header once. Returns how many were written: fewer than given when the file fills up."""
+        if not packed or self.is_full:
+            return 0
+        if not self.is_empty:
+            return self._put_run(packed, store_timestamp, self._time_diff(store_timestamp))
+        # The file's first entry sets its begin offset and time, which the entries after it count from.
+        time_diff = self._time_diff(store_timestamp)
+        self.begin_phy_offset = _HASHED.unpack_from(packed)[1]
+        self.begin_timestamp = store_timestamp
+        first = self._put_run(packed[: _HASHED.size], store_timestamp, time_diff)
+        return first + self._put_run(packed[_HASHED.size :], store_timestamp, 0)
+
+    def _time_diff(self, store_timestamp: int) -> int:
+        """Seconds from the file's begin time (0 before it has one), as the entries hold them."""
+        diff_s = (store_timestamp - self.begin_timestamp) // 1000
+        return min(max(diff_s, 0), _INT_MAX) if self.begin_timestamp > 0 else 0
+
+    def _put_run(self, packed: bytes, store_timestamp: int, time_diff: int) -> int:
+        if not packed:
+            return 0
+        start = self.index_count
+        number, added = index_put_hashed(self._mm, packed, start, self.max_index_num, self.max_hash_slots,
+                                         self._entries_at, time_diff)  # fmt: skip
+        if number == start:
+            return 0
+        self.index_count = number
+        self.hash_slot_count += added
+        self.end_phy_offset = _HASHED.unpack_from(packed, (number - start - 1) * _HASHED.size)[1]
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return number - start
+
+    def _put_timed(self, entries: Sequence[tuple[int, int]], timestamps: Sequence[int]) -> int:
+        """:meth:`put_entries` with a store time per entry, each entry's time diff from the file's begin time."""
         mm = self._mm
         slots = self.max_hash_slots
         entries_at = self._entries_at
-        limit = self.max_index_num
         start = number = self.index_count
         slot_count = self.hash_slot_count
         begin = self.begin_timestamp
-        stamp = store_timestamp
-        time_diff = min(max((stamp - begin) // 1000, 0), _INT_MAX) if begin > 0 else 0
-        for key_hash, phy_offset in entries[: limit - number]:
-            if timestamps is not None:
-                stamp = timestamps[number - start]
-                time_diff = min(max((stamp - begin) // 1000, 0), _INT_MAX) if begin > 0 else 0
+        stamp = begin
+        for key_hash, phy_offset in entries[: self.max_index_num - number]:
+            stamp = timestamps[number - start]
+            time_diff = min(max((stamp - begin) // 1000, 0), _INT_MAX) if begin > 0 else 0
             slot_pos = HEADER_SIZE + key_hash % slots * HASH_SLOT_SIZE
             prev = _SLOT.unpack_from(mm, slot_pos)[0]
             if prev <= INVALID_INDEX or prev >= number:
@@ -150,18 +189,14 @@ class IndexFile:
             if number == 1:
                 self.begin_phy_offset = phy_offset
                 begin = self.begin_timestamp = stamp
-                time_diff = 0
             number += 1
         if number == start:
             return 0
-        end_phy = entries[number - start - 1][1]
         self.index_count = number
         self.hash_slot_count = slot_count
-        self.end_phy_offset = end_phy
+        self.end_phy_offset = entries[number - start - 1][1]
         self.end_timestamp = stamp
-        _HEADER.pack_into(mm, 0, self.begin_timestamp, stamp, self.begin_phy_offset, end_phy, slot_count,
-                          number)  # fmt: skip
-        self.dirty = True
+        self._write_header()
         return number - start
 
     def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:

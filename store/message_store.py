@@ -79,6 +79,9 @@ INDEX_BATCH: Final = 256
 #: queue's max offset is now ``logical_offset + 1``) and its raw properties string. Called synchronously inside the
 #: append, after the record is stored: it must be cheap and must not raise (wake tasks, do not await).
 ArrivalListener = Callable[[str, int, int, int, str], None]
+#: Whether a pull waits on ``(topic, queue_id)``: a slave's dispatch calls the listener for the records of a queue
+#: only then (``None``: always).
+ArrivalInterest = Callable[[str, int], bool]
 #: (CommitLog end, store time of its last record, segments to flush)
 FlushPlan = tuple[int, int, list[MappedFile]]
 
@@ -96,6 +99,7 @@ class MessageStore(StoreReads):
         #: (topic, properties, phy offset, store time) of stored messages not indexed yet (see :meth:`_index_one`).
         self._index_pending: list[tuple[str, str, int, int]] = []
         self._arrival_listener: ArrivalListener | None = None
+        self.arrival_interest: ArrivalInterest | None = None
         self._disk_full_reason: str | None = None
         self._shut = False
         self._mirror()
@@ -574,6 +578,16 @@ class MessageStore(StoreReads):
                 self.queue_offsets[key] = meta.queue_offset + 1
             return tags
         return None
+
+    def redispatch_run(self, topic: str, queue_id: int, first: int, packed: bytes) -> None:
+        """A replica's run of records of one queue (:mod:`remoting.codec.record_scan`): their ConsumeQueue entries
+        ``first``, ``first + 1``, ... already packed, then the queue's next offset; what :meth:`redispatch` does for
+        each of them (the caller writes their index entries)."""
+        cq = self.consume_queues.get((topic, queue_id)) or self.consume_queue(topic, queue_id)
+        cq.put_packed(first, packed)
+        end = first + len(packed) // CQ_STORE_UNIT_SIZE
+        if end > self.queue_offsets.get(cq.key, 0):
+            self.queue_offsets[cq.key] = end
 
     async def put(self, msg: MessageRecord, *, wait_flush: bool = True) -> PutResult:
         """:meth:`append`, then the waits of :mod:`store.put_waits` (SYNC_FLUSH, SYNC_MASTER) when ``wait_flush``

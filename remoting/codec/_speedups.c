@@ -18,8 +18,13 @@
  * When the batch does not fit in `room` bytes, nothing is written, the clock is not read and (-total, b"", 0) is
  * returned.
  * See remoting/codec/record_batch.py for the contract and the pure-Python twin.
+ *
+ * scan_records(buf, pos, limit, base, with_index): a slave's received records into ConsumeQueue and index runs
+ * (remoting/codec/record_scan.h; the contract and the twin are remoting/codec/record_scan.py), and
+ * index_put_hashed, which writes hashed index entries into an IndexFile's mapping.
  */
 #include "record_encoder.h"
+#include "record_scan.h"
 
 static PyObject *py_crc32(PyObject *module, PyObject *arg) {
     Py_buffer view;
@@ -263,6 +268,10 @@ static PyMethodDef methods[] = {
      "Write one record per MessageRecord; see remoting.codec.record_batch."},
     {"encode_record_into", (PyCFunction)(void (*)(void))encode_record_into, METH_FASTCALL,
      "Write one MessageRecord, returning (size, tags code, store time); see remoting.codec.record_batch."},
+    {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL,
+     "Walk a replica's plain records into ConsumeQueue and index runs; see remoting.codec.record_scan."},
+    {"index_put_hashed", (PyCFunction)(void (*)(void))index_put_hashed, METH_FASTCALL,
+     "Write hashed index entries into an IndexFile mapping; see remoting.codec.record_scan."},
     {NULL, NULL, 0, NULL},
 };
 

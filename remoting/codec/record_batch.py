@@ -102,8 +102,8 @@ def _py_record_into(buf: object, pos: int, room: int, phy_offset: int, queue_off
     return prepared.size, tags_code_of_raw(prepared.properties), store_ts
 
 
-def _native() -> ModuleType | None:
-    """The C extension, unless it is not built or ``ROCKETRIO_PURE_PYTHON=1``."""
+def native_module() -> ModuleType | None:
+    """The C extension, unless it is not built or ``ROCKETRIO_PURE_PYTHON=1`` (record_scan.py loads it here too)."""
     if os.environ.get("ROCKETRIO_PURE_PYTHON") == "1":
         return None
     try:
@@ -113,7 +113,7 @@ def _native() -> ModuleType | None:
     return _speedups
 
 
-_speedups: Final = _native()
+_speedups: Final = native_module()
 #: Whether the C encoder is in use.
 NATIVE: Final = _speedups is not None
 

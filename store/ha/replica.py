@@ -4,14 +4,17 @@ into ConsumeQueues and the index from what the records themselves hold (RocketMQ
 
 Frames end anywhere, so the CommitLog may end inside a record: :meth:`ReplicaLog.dispatch` walks whole records from
 the dispatched offset and stops before a partial one, which is dispatched when its last bytes arrive. A segment's
-end-of-file blank moves the walk to the next segment once the whole segment has arrived. Each record goes through
-:meth:`MessageStore.redispatch` (the ConsumeQueue entry at the record's queue id and queue offset, the index keys,
-the next queue offset), exactly as recovery re-dispatches, so queues and index match the master's; the index
-entries of a pass go in runs (:class:`~store.index.IndexRuns`: one topic and store time each, as a master's burst
-arrives), the same bytes for less work.
+end-of-file blank moves the walk to the next segment once the whole segment has arrived. The walk is one call of
+:func:`~remoting.codec.record_scan.scan_records` (C) over what arrived: each run of records of one queue becomes one
+ConsumeQueue write (:meth:`MessageStore.redispatch_run`) and the index entries come hashed, a run per store time
+(:meth:`IndexService.put_hashed`); a record the scan does not take (a transaction's prepare or rollback, a delay
+level, non-ASCII keys or tags, a blank, anything that does not validate) goes through
+:meth:`MessageStore.redispatch`, exactly as recovery re-dispatches. Either way queues and index match the master's
+byte for byte.
 
-Ours, not RocketMQ's: dispatched messages also call the store's arrival listener, so held pulls on a slave wake at
-once (RocketMQ's slave leaves them to the hold service's 5 s check).
+Ours, not RocketMQ's: dispatched messages also call the store's arrival listener when a pull waits on their queue
+(the store's ``arrival_interest``), so held pulls on a slave wake at once (RocketMQ's slave leaves them to the hold
+service's 5 s check).
 
 The flush service checkpoints only the dispatched offset (:attr:`ReplicaLog.dispatched`), so recovery after a kill
 starts at a record boundary and truncates a torn tail; the slave then reports its recovered end and the master
@@ -29,8 +32,8 @@ from typing import TYPE_CHECKING, Final
 
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import BLANK_MAGIC, read_record_meta
+from remoting.codec.record_scan import CQ_RUN, CqRun, scan_records
 from store.errors import OffsetMismatchError
-from store.index import IndexRuns
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
@@ -78,52 +81,88 @@ class ReplicaLog:
 
     def dispatch(self) -> int:
         """Dispatch every whole record from :attr:`dispatched` on; returns how many."""
-        index = self.store.index
-        runs = IndexRuns(index) if index is not None else None
-        try:
-            count, self.dispatched = self._dispatch_from(self.dispatched, runs)
-        finally:
-            if runs is not None:
-                runs.flush()
+        count, self.dispatched = self._dispatch_from(self.dispatched)
         return count
 
-    def _dispatch_from(self, pos: int, runs: IndexRuns | None) -> tuple[int, int]:
+    def _dispatch_from(self, pos: int) -> tuple[int, int]:
+        """Plain records in runs (:func:`~remoting.codec.record_scan.scan_records`), each other record on its own
+        (:meth:`_dispatch_one`), until a partial record, a segment still arriving or a stall."""
         store = self.store
         queue = store.commitlog.queue
-        listener = store.arrival_listener
+        index = store.index
         count = 0
         while self.stalled is None:
             mf = queue.find(pos)
             if mf is None:
                 break
-            rel = pos - mf.file_from_offset
-            if mf.wrote_position - rel < _HEAD.size:
+            base = mf.file_from_offset
+            end, scanned, last_ts, cq_runs, index_runs = scan_records(
+                mf.view, pos - base, mf.wrote_position, base, index is not None
+            )
+            if scanned:
+                for topic, queue_id, first, packed in cq_runs:
+                    store.redispatch_run(topic, queue_id, first, packed)
+                if index is not None:
+                    for store_ts, hashed in index_runs:
+                        index.put_hashed(hashed, store_ts)
+                store.commitlog.last_store_timestamp = last_ts
+                self._notify_runs(mf.view, base, cq_runs)
+                pos = base + end
+                count += scanned
+            step = self._dispatch_one(pos)
+            if step is None:
                 break
-            size, magic = _HEAD.unpack_from(mf.view, rel)
-            if magic == BLANK_MAGIC:
-                if mf.wrote_position < mf.file_size:
-                    break  # the rest of the segment is still on its way
-                pos = mf.end_offset
-                continue
-            if size <= 0 or rel + size > mf.wrote_position:
-                if size <= 0 or rel + size > mf.file_size:
-                    self._stall(pos, f"record size {size}")
-                break
-            try:
-                meta = read_record_meta(mf.view, rel)
-            except MessageDecodeError as exc:
-                self._stall(pos, str(exc))
-                break
-            if meta.phy_offset != pos:
-                self._stall(pos, f"record claims offset {meta.phy_offset}")
-                break
-            tags = store.redispatch(meta, runs)
-            store.commitlog.last_store_timestamp = meta.store_timestamp
-            if listener is not None and tags is not None:
-                listener(meta.topic, meta.queue_id, meta.queue_offset, tags, meta.properties.decode("utf-8", "replace"))
-            pos += size
-            count += 1
+            pos, dispatched = step
+            count += dispatched
         return count, pos
+
+    def _notify_runs(self, view: memoryview, base: int, cq_runs: list[CqRun]) -> None:
+        """The arrival listener for each record of the runs whose queue a pull waits on."""
+        store = self.store
+        listener = store.arrival_listener
+        if listener is None:
+            return
+        interest = store.arrival_interest
+        for topic, queue_id, first, packed in cq_runs:
+            if interest is not None and not interest(topic, queue_id):
+                continue
+            for qoff, (phy, _size, tags) in enumerate(CQ_RUN.iter_unpack(packed), first):
+                properties = read_record_meta(view, phy - base).properties
+                listener(topic, queue_id, qoff, tags, properties.decode("utf-8", "replace"))
+
+    def _dispatch_one(self, pos: int) -> tuple[int, int] | None:
+        """Dispatch the record at ``pos`` on the general path (:meth:`MessageStore.redispatch`); returns where the
+        next one starts and 1, or past a complete segment's blank the next segment and 0; ``None`` when the record
+        has not wholly arrived or does not validate (then :attr:`stalled` says why)."""
+        store = self.store
+        mf = store.commitlog.queue.find(pos)
+        if mf is None:
+            return None
+        rel = pos - mf.file_from_offset
+        if mf.wrote_position - rel < _HEAD.size:
+            return None
+        size, magic = _HEAD.unpack_from(mf.view, rel)
+        if magic == BLANK_MAGIC:
+            # the rest of the segment may still be on its way
+            return (mf.end_offset, 0) if mf.wrote_position >= mf.file_size else None
+        if size <= 0 or rel + size > mf.wrote_position:
+            if size <= 0 or rel + size > mf.file_size:
+                self._stall(pos, f"record size {size}")
+            return None
+        try:
+            meta = read_record_meta(mf.view, rel)
+        except MessageDecodeError as exc:
+            self._stall(pos, str(exc))
+            return None
+        if meta.phy_offset != pos:
+            self._stall(pos, f"record claims offset {meta.phy_offset}")
+            return None
+        tags = store.redispatch(meta)
+        store.commitlog.last_store_timestamp = meta.store_timestamp
+        listener = store.arrival_listener
+        if listener is not None and tags is not None:
+            listener(meta.topic, meta.queue_id, meta.queue_offset, tags, meta.properties.decode("utf-8", "replace"))
+        return pos + size, 1
 
     def _stall(self, pos: int, why: str) -> None:
         self.stalled = f"invalid record at {pos}: {why}"

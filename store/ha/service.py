@@ -135,10 +135,18 @@ class HAService:
         if self.client is not None:
             self.client.update_master_address(address)
 
+    def note_master_offset(self, offset: int) -> None:
+        """The master's ``commitLogMaxOffset`` read by the metadata sync (a slave only; see
+        :meth:`HAClient.note_master_offset`)."""
+        if self.client is not None:
+            self.client.note_master_offset(offset)
+
     # ---- figures ------------------------------------------------------------------------------------------
 
     def runtime_info(self) -> dict[str, str]:
-        """Replication figures for GET_BROKER_RUNTIME_INFO (ours; RocketMQ 4.x shows none)."""
+        """Replication figures for GET_BROKER_RUNTIME_INFO (ours; RocketMQ 4.x shows none). A slave's own lag,
+        ``haSlaveLagBytes``, is the master's CommitLog end as it last learned it (``haMasterMaxOffset``, learned
+        ``haMasterMaxOffsetAgeMs`` ago; -1 before anything was learned) less its own end, never negative."""
         store_max = self.store.commitlog.max_offset
         info = {"haListenPort": str(self.port)}
         if self.client is not None:
@@ -149,6 +157,11 @@ class HAService:
                 haSlaveMaxOffset=str(store_max),
                 haSlaveDispatchedOffset=str(self.store.replica.dispatched if self.store.replica else store_max),
                 haReceivedBytes=str(client.received_bytes),
+                haMasterMaxOffset=str(client.master_offset),
+                haSlaveLagBytes=str(max(0, client.master_offset - store_max) if client.master_offset >= 0 else -1),
+                haMasterMaxOffsetAgeMs=str(
+                    int((trio.current_time() - client.master_offset_at) * 1000) if client.master_offset >= 0 else -1
+                ),
             )
             return info
         info.update(

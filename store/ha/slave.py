@@ -10,8 +10,8 @@ master's current segment); otherwise the session ends and the next one re-synchr
 is appended raw (:class:`~store.ha.replica.ReplicaLog`); a grown max offset is reported once per read from the
 socket, by the reading task itself, before the new records are dispatched (so a SYNC_MASTER's wait does not include
 the slave's dispatch), and the current one after ``haSendHeartbeatInterval`` without a report in any case. Nothing
-from the master for
-``haHousekeepingInterval`` (it heartbeats every 5 s) ends the session.
+from the master for ``haHousekeepingInterval`` (it heartbeats every 5 s) ends the session. Over TCP the session
+reads and reports on a duplicate of the socket's descriptor, straight through the system calls (:class:`_SocketIO`).
 
 Reconnects back off from a tenth of ``haSendHeartbeatInterval`` doubling up to the interval itself (RocketMQ retries
 every 5 s). Socket errors and protocol errors end the session, never the client.
@@ -20,8 +20,9 @@ every 5 s). Socket errors and protocol errors end the session, never the client.
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 
@@ -39,6 +40,56 @@ CONNECT_TIMEOUT: Final = 5.0
 
 
 Connect = Callable[[str], Awaitable[trio.abc.Stream]]
+
+
+class _Stream(Protocol):
+    """What a session reads and reports through: the connection's stream, or :class:`_SocketIO` on its socket."""
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray: ...
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None: ...
+
+
+def _duplicate_socket(stream: trio.abc.Stream) -> socket.socket | None:
+    """A second descriptor of a TCP stream's socket for :class:`_SocketIO` (``None`` for another stream, or when
+    the process is out of descriptors: the session then uses the stream)."""
+    if not isinstance(stream, trio.SocketStream):
+        return None
+    sock = stream.socket
+    try:
+        return socket.fromfd(sock.fileno(), sock.family, sock.type)
+    except OSError:
+        return None
+
+
+class _SocketIO:
+    """A session's reads and reports straight on its non-blocking socket: Trio's ``SocketStream`` calls without
+    their layers, which cost a SYNC_MASTER's slave about as much as the system calls (a read and a report per
+    acknowledged batch). Each call still yields once. Errors propagate as ``OSError``."""
+
+    __slots__ = ("_sock",)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        while True:
+            try:
+                data = self._sock.recv(max_bytes or READ_SIZE)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self._sock)
+                continue
+            await trio.lowlevel.checkpoint()
+            return data
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        view, sent = memoryview(data), 0
+        while sent < len(view):
+            try:
+                sent += self._sock.send(view[sent:])
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self._sock)
+        await trio.lowlevel.checkpoint()
 
 
 async def _open_tcp(address: str) -> trio.abc.Stream:
@@ -70,6 +121,9 @@ class HAClient:
         self.sessions = 0
         self.last_contact = 0.0
         self.received_bytes = 0
+        #: The master's CommitLog end as last learned (-1: not yet) and when (Trio clock): :meth:`note_master_offset`.
+        self.master_offset = -1
+        self.master_offset_at = 0.0
         self._reporting = False
         self._report_owed = False
         self._last_report = 0.0
@@ -83,7 +137,16 @@ class HAClient:
             return
         log.info("HA master address %s -> %s", self.master_address or "(none)", address)
         self.master_address = address
+        self.master_offset = -1
         self._address_known.set()
+
+    def note_master_offset(self, offset: int) -> None:
+        """The master's CommitLog reaches at least ``offset``: the end of a frame it sent (a heartbeat's offset is its
+        whole log, everything having been sent), or its ``commitLogMaxOffset`` read by the broker's 10 s metadata
+        sync. The figure only grows while the master's address stays the same."""
+        if offset >= self.master_offset:
+            self.master_offset = offset
+            self.master_offset_at = trio.current_time()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -108,17 +171,21 @@ class HAClient:
         self.connected_to = address
         self.last_contact = trio.current_time()
         log.info("HA connected to master %s, slave max offset %d", address, self.replica.max_offset)
+        raw = _duplicate_socket(stream)
+        io: _Stream = stream if raw is None else _SocketIO(raw)
         try:
             async with stream, trio.open_nursery() as nursery:
-                nursery.start_soon(self._report_loop, stream, nursery.cancel_scope)
-                await self._read_loop(stream)
+                nursery.start_soon(self._report_loop, io, nursery.cancel_scope)
+                await self._read_loop(io)
                 nursery.cancel_scope.cancel()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.info("HA connection to %s lost: %s", address, exc)
         finally:
             self.connected_to = ""
+            if raw is not None:
+                raw.close()
 
-    async def _report(self, stream: trio.abc.Stream) -> None:
+    async def _report(self, stream: _Stream) -> None:
         """Send the max offset, or leave it to the report being sent now (one writer at a time), which sends again
         when the offset grew meanwhile."""
         if self._reporting:
@@ -135,41 +202,48 @@ class HAClient:
         finally:
             self._reporting = False
 
-    async def _report_loop(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> None:
-        """Report at once, then after every heartbeat interval without a report (the read loop reports growth)."""
+    async def _report_loop(self, stream: _Stream, scope: trio.CancelScope) -> None:
+        """Report at once, then after every heartbeat interval without a report (the read loop reports growth); and
+        end the session after ``haHousekeepingInterval`` without anything from the master (the read loop notes each
+        read in :attr:`last_contact`, so a read costs no timeout of its own)."""
         interval = self.config.ha_send_heartbeat_interval / 1000
+        housekeeping = self.config.ha_housekeeping_interval / 1000
         try:
             await self._report(stream)
             while True:
-                await trio.sleep_until(max(self._last_report + interval, trio.current_time() + interval / 100))
-                if trio.current_time() >= self._last_report + interval:
+                wake = min(self._last_report + interval, self.last_contact + housekeeping)
+                await trio.sleep_until(max(wake, trio.current_time() + interval / 100))
+                now = trio.current_time()
+                if now >= self.last_contact + housekeeping:
+                    log.warning("HA master silent for %.0f s: reconnecting", housekeeping)
+                    scope.cancel()
+                    return
+                if now >= self._last_report + interval:
                     await self._report(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.info("HA report to master failed: %s", exc)
             scope.cancel()
 
-    async def _read_loop(self, stream: trio.abc.Stream) -> None:
+    async def _read_loop(self, stream: _Stream) -> None:
         reader = FrameReader()
-        housekeeping = self.config.ha_housekeeping_interval / 1000
         replica = self.replica
         while True:
-            with trio.move_on_after(housekeeping) as idle:
-                data = await stream.receive_some(READ_SIZE)
-            if idle.cancelled_caught:
-                log.warning("HA master silent for %.0f s: reconnecting", housekeeping)
-                return
+            data = await stream.receive_some(READ_SIZE)
             if not data:
                 log.info("HA master closed the connection")
                 return
             self.last_contact = trio.current_time()
             before = replica.max_offset
             try:
-                for frame in reader.feed(data):
+                frames = reader.feed(data)
+                for frame in frames:
                     replica.append(frame.offset, frame.body, dispatch=False)
                     self.received_bytes += len(frame.body)
             except (HAProtocolError, OffsetMismatchError) as exc:
                 log.warning("HA stream from the master refused: %s; reconnecting", exc)
                 return
+            if frames:
+                self.note_master_offset(frames[-1].offset + len(frames[-1].body))
             if replica.max_offset > before:
                 # Acknowledge what is in the log first (as RocketMQ's slave reports before its dispatcher runs).
                 await self._report(stream)

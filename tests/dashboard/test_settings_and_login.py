@@ -108,6 +108,11 @@ def test_replication_column_from_the_ha_keys_and_from_the_commit_logs() -> None:
     slave = {"haMasterAddress": "127.0.0.1:10912", "haConnected": "true", "commitLogMaxOffset": "4000"}
     assert replication_state("SLAVE", slave, 4096) == "connected to 127.0.0.1:10912, 96 B behind"
     assert replication_state("SLAVE", {**slave, "haConnected": "false"}, None) == "disconnected to 127.0.0.1:10912"
+    # The master did not answer: the slave's own figure, when it has learned the master's end.
+    own = {**slave, "haConnected": "false", "haSlaveLagBytes": "700"}
+    assert replication_state("SLAVE", own, None) == "disconnected to 127.0.0.1:10912, 700 B behind as last known"
+    assert replication_state("SLAVE", {**own, "haSlaveLagBytes": "-1"}, None) == "disconnected to 127.0.0.1:10912"
+    assert replication_state("SLAVE", own, 4096) == "disconnected to 127.0.0.1:10912, 96 B behind"
     # A broker without HA keys: the slave's commit log against its master's.
     assert replication_state("SLAVE", {"commitLogMaxOffset": "100"}, 300) == "200 B behind master"
     assert replication_state("SLAVE", {}, None) == "no master online"

@@ -51,6 +51,7 @@ SYNC_CODES = {
     RequestCode.GET_ALL_CONSUMER_OFFSET,
     RequestCode.GET_ALL_DELAY_OFFSET,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    RequestCode.GET_BROKER_RUNTIME_INFO,  # ours: the master's CommitLog end, for the slave's own lag
 }
 
 

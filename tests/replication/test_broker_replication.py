@@ -88,6 +88,8 @@ async def test_mqadmin_lists_the_slave_and_shows_replication_figures(replicated:
     slave_rows = (await trio.to_thread.run_sync(_mqadmin, "brokerStatus", "-n", ns, "-b", slave))["rows"]
     slave_figures = {r["Key"]: r["Value"] for r in slave_rows}
     assert slave_figures["haSlaveMaxOffset"] == slave_figures["haSlaveDispatchedOffset"] == end
+    # The slave's own view: the master's end as it learned it (from the frames it received), and no lag.
+    assert slave_figures["haMasterMaxOffset"] == end and slave_figures["haSlaveLagBytes"] == "0"
 
 
 async def test_the_slave_refuses_writes_with_rocketmq_codes(replicated: EmbeddedCluster) -> None:
@@ -178,3 +180,42 @@ async def test_the_slave_copies_topics_groups_and_offsets_every_ten_seconds(
         assert slave.schedule.offsets == {3: 7}
         delay_file = Path(slave.context.config.store_path_root_dir) / "config" / "delayOffset.json"
         assert decode_delay_offsets(delay_file.read_bytes()) == {3: 7}
+
+
+async def test_a_slave_shows_its_own_lag_from_the_master_s_runtime_info_every_ten_seconds(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The slave's HA connection goes to a master that never sends (``haMasterAddress``), so its log stays empty
+    while the real master grows: the 10 s metadata sync brings the master's ``commitLogMaxOffset``, and the slave's
+    runtime info shows it with the lag behind it."""
+    silent = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    held: list[trio.SocketStream] = []
+
+    async def hold(stream: trio.SocketStream) -> None:
+        held.append(stream)
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, hold, [silent])
+        ha_address = f"127.0.0.1:{silent.socket.getsockname()[1]}"
+        async with EmbeddedCluster(tmp_path / "c", slaves=1, ha_master_address=ha_address, **SMALL_STORE) as cluster:
+            slave = cluster.slave_controllers[0]
+            async with Admin(cluster.namesrv_addr) as admin:
+                await admin.create_topic(TOPIC, broker_addr=cluster.broker_addr)
+                before = await admin.broker_status(slave.broker_addr)
+                assert (before["haMasterMaxOffset"], before["haSlaveLagBytes"]) == ("-1", "-1")
+                async with Producer("pg", cluster.namesrv_addr) as producer:
+                    for _ in range(5):
+                        assert (await producer.send(Message(TOPIC, b"y" * 500))).send_status is SendStatus.SEND_OK
+                end = cluster.controller.context.store.commitlog.max_offset
+                sync = slave.replication.slave_sync
+                assert sync is not None
+                rounds = sync.rounds
+                while sync.rounds < rounds + 1:
+                    await trio.sleep(0.5)
+                status = await admin.broker_status(slave.broker_addr)
+        nursery.cancel_scope.cancel()
+    assert held, "the slave connected to its haMasterAddress"
+    assert status["haSlaveMaxOffset"] == "0" and status["commitLogMaxOffset"] == "0"
+    assert status["haMasterMaxOffset"] == str(end) and status["haSlaveLagBytes"] == str(end) and end > 2500
+    assert 0 <= int(status["haMasterMaxOffsetAgeMs"]) <= 10_000

@@ -26,8 +26,9 @@ STRIDE = 53
 
 
 def _fill_master(master: MessageStore, rng: random.Random) -> None:
-    """About three 4 KiB segments of records: plain messages on three queues and two topics, tags and keys, a batch,
-    a delay-level message, a prepared transaction message (no ConsumeQueue entry)."""
+    """About three 4 KiB segments of records: plain messages on three queues and two topics, tags and keys (some with
+    a UNIQ_KEY, some not ASCII: the slave's general path beside its runs), a batch, a delay-level message, a prepared
+    transaction message (no ConsumeQueue entry)."""
     n = 0
     while master.commitlog.max_offset < 11_000:
         kind = n % 9
@@ -39,6 +40,12 @@ def _fill_master(master: MessageStore, rng: random.Random) -> None:
             master.append(attrs.evolve(message(topic="SCHEDULE_TOPIC_XXXX", body=body, queue_id=2), properties=props))
         elif kind == 7:
             master.append(message(body=body, queue_id=0, sys_flag=SYSFLAG_TRANSACTION_PREPARED))
+        elif kind == 8:
+            props = encode_properties({"TAGS": "标签", "KEYS": f"ключ{n} k{n}", "UNIQ_KEY": f"7F00000100{n:030X}"})
+            master.append(attrs.evolve(message(topic="Other", body=body, queue_id=n % 3), properties=props))
+        elif kind == 2:
+            props = encode_properties({"TAGS": "t2", "KEYS": f"a{n}  b{n}", "UNIQ_KEY": f"7F00000100{n:030X}"})
+            master.append(attrs.evolve(message(topic="Other", body=body, queue_id=n % 3), properties=props))
         else:
             topic = "TopicTest" if kind % 2 else "Other"
             master.append(message(topic=topic, body=body, queue_id=n % 3, tags=f"t{n % 4}", keys=f"k{n}"))
@@ -98,4 +105,39 @@ async def test_frames_cut_at_every_byte_position_give_the_master_s_files(tmp_pat
         assert files_of(slave.root / "consumequeue") == files_of(master.root / "consumequeue"), replay
         assert sorted(files_of(slave.root / "index").values()) == sorted(files_of(master.root / "index").values())
         slave.close()
+    master.close()
+
+
+async def test_the_slave_calls_the_arrival_listener_for_the_queues_a_pull_waits_on(tmp_path: Path) -> None:
+    """Whichever path dispatched a record (a run or the general path), the listener hears of it, with its queue
+    offset, tags code and properties, exactly when the store's arrival interest names its queue."""
+    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER)
+    _fill_master(master, random.Random(SEED))
+    master.flush_all_blocking()
+    wanted = {("TopicTest", 1), ("Other", 2), ("SCHEDULE_TOPIC_XXXX", 2)}
+    expected = []
+    for _end, meta in master.commitlog.scan(master.commitlog.min_offset, check_crc=True):
+        if meta is None:  # a segment's blank
+            continue
+        cq = master.consume_queues.get((meta.topic, meta.queue_id))
+        entry = cq.entry(meta.queue_offset) if cq is not None else None
+        if (meta.topic, meta.queue_id) in wanted and entry is not None and entry[0] == meta.phy_offset:
+            expected.append((meta.topic, meta.queue_id, meta.queue_offset, entry[2], meta.properties.decode()))
+    heard: list[tuple[str, int, int, int, str]] = []
+    asked: set[tuple[str, int]] = set()
+
+    def interest(topic: str, queue_id: int) -> bool:
+        asked.add((topic, queue_id))
+        return (topic, queue_id) in wanted
+
+    slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE)
+    assert slave.replica is not None
+    slave.arrival_listener = lambda *args: heard.append(args) if args[:2] in wanted else None
+    slave.arrival_interest = interest
+    for offset, body in _frames(master, 300):
+        slave.replica.append(offset, body)
+    assert slave.replica.dispatched == master.commitlog.max_offset
+    assert heard == expected and len({h[:2] for h in heard}) == 3
+    assert asked - wanted  # runs of other queues were asked about and left alone
+    slave.close()
     master.close()

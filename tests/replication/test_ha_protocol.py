@@ -235,6 +235,7 @@ async def _slave_client(root: Path) -> AsyncIterator[tuple[MessageStore, _FakeMa
     assert slave.replica is not None
     fake = _FakeMaster()
     client = HAClient(slave.config, slave.replica, connect=fake.connect)
+    slave.ha.client = client  # the store's runtime info reads it
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
         yield slave, fake, data, size1, size2
@@ -250,13 +251,21 @@ async def test_slave_reports_at_once_appends_frames_and_reports_its_new_end(
         assert await _read_exactly(stream, 8) == encode_report(0)
         # The first record and 100 bytes of the second: the slave stores them and reports (before dispatching),
         # then dispatches the one whole record.
+        assert slave.ha.runtime_info()["haMasterMaxOffset"] == "-1"
         await stream.send_all(encode_frame(0, data[: size1 + 100]))
         assert await _read_exactly(stream, 8) == encode_report(size1 + 100)
         await wait_until(lambda: slave.max_offset_in_queue("TopicTest", 0) == 1, 1, "the first record's dispatch")
         await trio.sleep(0.5)
         assert slave.max_offset_in_queue("TopicTest", 0) == 1  # the partial second record waits
+        # The master's end as the frames show it: no lag; the metadata sync may know better.
+        info = slave.ha.runtime_info()
+        assert (info["haMasterMaxOffset"], info["haSlaveLagBytes"]) == (str(size1 + 100), "0")
+        assert 500 <= int(info["haMasterMaxOffsetAgeMs"]) < 600  # learned before the 0.5 s sleep
+        slave.ha.note_master_offset(size1 + size2 + 4000)
+        assert slave.ha.runtime_info()["haSlaveLagBytes"] == str(size2 - 100 + 4000)
         await stream.send_all(encode_header(size1 + 100, 0) + encode_frame(size1 + 100, data[size1 + 100 :]))
         assert await _read_exactly(stream, 8) == encode_report(size1 + size2)
+        assert slave.ha.runtime_info()["haSlaveLagBytes"] == "4000"  # a frame's end never lowers what is known
         await wait_until(lambda: slave.max_offset_in_queue("TopicTest", 0) == 2, 1, "the second record's dispatch")
         assert bytes(slave.commitlog.read(0, size1 + size2) or b"") == data
         # Idle: the slave repeats its report every 5 s.
