@@ -546,10 +546,7 @@ class Connection:
         deadline = self._loop.now() + timeout
         future = ResponseFuture(deadline, self._loop.new_event())
         opaque = cmd.opaque
-        self._pending[opaque] = future
-        if deadline < self._expiry_at and self._expiry_wakeup is not None:
-            self._expiry_at = deadline
-            self._expiry_wakeup.set()
+        self._add_pending(opaque, future, deadline)
         try:
             await self.send(cmd)
             await future.wait()
@@ -592,15 +589,18 @@ class Connection:
         future.deadline = self._loop.now() + timeout
         self._register(opaque, frame, future)
 
+    def _add_pending(self, opaque: int, future: Invocation, deadline: float) -> None:
+        """Await the answer to ``opaque`` with ``future``; wake the sweeper if ``deadline`` comes before its next."""
+        self._pending[opaque] = future
+        if deadline < self._expiry_at and self._expiry_wakeup is not None:
+            self._expiry_at = deadline
+            self._expiry_wakeup.set()
+
     def _register(self, opaque: int, request: RemotingCommand | bytes, future: Invocation) -> None:
         if self._closed:
             future.complete(error=RemotingClosedError(f"{self!r}: cannot invoke, connection closed"))
             return
-        self._pending[opaque] = future
-        deadline = future.deadline
-        if deadline < self._expiry_at and self._expiry_wakeup is not None:
-            self._expiry_at = deadline
-            self._expiry_wakeup.set()
+        self._add_pending(opaque, future, future.deadline)
         try:
             if type(request) is bytes:
                 self.send_frame_nowait(request)
@@ -619,10 +619,7 @@ class Connection:
             raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
         deadline = self._loop.now() + timeout
         future = ResponseFuture(deadline, self._loop.new_event(), decode)
-        self._pending[opaque] = future
-        if deadline < self._expiry_at and self._expiry_wakeup is not None:
-            self._expiry_at = deadline
-            self._expiry_wakeup.set()
+        self._add_pending(opaque, future, deadline)
         try:
             self.send_frame_nowait(frame)
             if self._outbox_bytes > SEND_HIGH_WATER:
