@@ -13,8 +13,9 @@ Contract:
   first use; concurrent invocations pipeline on it and are matched by opaque;
 - ``timeout`` covers connecting and waiting; expiry raises :class:`~remoting.errors.RemotingTimeoutError` and leaves
   the connection open (a late response is dropped);
-- a refused or timed-out connect raises :class:`~remoting.errors.RemotingConnectError`; a connection that fails is
-  dropped, its outstanding invocations fail at once with ``RemotingConnectError`` and the next call reconnects;
+- a refused, reset or timed-out connect raises :class:`~remoting.errors.RemotingConnectError`; a connection that
+  fails is dropped, its outstanding invocations fail at once with ``RemotingConnectError`` and the next call
+  reconnects;
 - requests the server pushes (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) run ``request_handler`` in a task
   of their own and its response is written back (unless oneway); without a handler they get
   REQUEST_CODE_NOT_SUPPORTED;
@@ -31,6 +32,7 @@ Leaving the ``async with`` block closes every connection and cancels callbacks s
 
 from __future__ import annotations
 
+import errno
 import inspect
 import logging
 import socket
@@ -169,7 +171,9 @@ class RemotingClient:
     def _wrap(self, tcp: anyio.abc.SocketStream, stream: anyio.abc.ByteStream) -> Connection:
         sock = tcp.extra(anyio.abc.SocketAttribute.raw_socket)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        remote = tcp.extra(anyio.abc.SocketAttribute.remote_address)
+        remote = tcp.extra(anyio.abc.SocketAttribute.remote_address, None)
+        if remote is None:  # anyio found no peer address: the reset came right after the handshake
+            raise ConnectionResetError(errno.ENOTCONN, "the peer reset the connection")
         local = tcp.extra(anyio.abc.SocketAttribute.local_address)
         assert isinstance(remote, tuple) and isinstance(local, tuple)
         # Under Trio, anyio writes straight to the socket, so the connection may too; asyncio transports buffer, and

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import queue
+import socket
+import struct
 import threading
 from collections.abc import AsyncIterator
 
@@ -110,6 +112,40 @@ async def test_connect_refused_raises_remoting_connect_error():
     async with RemotingClient() as client:
         with pytest.raises(RemotingConnectError):
             await client.invoke(f"127.0.0.1:{port}", request(ECHO), timeout=3.0)
+
+
+async def test_a_peer_resetting_right_after_the_handshake_raises_remoting_connect_error(monkeypatch):
+    """The reset lands between the handshake and the client reading the peer's address (seen under load)."""
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    real_connect = anyio.connect_tcp
+
+    async def connect_then_reset(*args, **kwargs):
+        tcp = await real_connect(*args, **kwargs)
+        accepted, _ = await listener.accept()
+        accepted.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        accepted.close()  # linger 0: an RST
+        raw = tcp.extra(anyio.abc.SocketAttribute.raw_socket)
+        with trio.fail_after(5):
+            while _connected(raw):
+                await trio.sleep(0.01)
+        return tcp
+
+    monkeypatch.setattr(anyio, "connect_tcp", connect_then_reset)
+    with listener:
+        async with RemotingClient() as client:
+            with pytest.raises(RemotingConnectError):
+                await client.invoke(f"127.0.0.1:{port}", request(ECHO), timeout=3.0)
+
+
+def _connected(sock: socket.socket) -> bool:
+    try:
+        sock.getpeername()
+    except OSError:
+        return False
+    return True
 
 
 async def test_oneway_is_written_and_gets_no_response(server):
