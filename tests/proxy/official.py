@@ -1,6 +1,7 @@
 """Blocking helpers around the official 5.x Python client (``rocketmq-python-client``, pinned in pyproject.toml).
 
 The client is synchronous (it runs its own asyncio thread); Trio tests call these through ``trio.to_thread.run_sync``.
+Importing this module mends one race of the client's (:func:`route_callbacks_on_the_client_loop`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,55 @@ from rocketmq import (
     TransactionResolution,
 )
 from rocketmq.grpc_protocol import FilterType
+from rocketmq.v5.client.connection.rpc_client import RpcClient
 
-__all__ = ["CommitAll", "drain", "make_message", "start_consumer", "start_producer"]
+__all__ = [
+    "CommitAll",
+    "drain",
+    "make_message",
+    "route_callbacks_on_the_client_loop",
+    "start_consumer",
+    "start_producer",
+]
+
+
+class _CallbacksOnLoop:
+    """A ``concurrent.futures.Future`` whose done-callbacks run on the client's asyncio loop, even when it is done
+    before they are added."""
+
+    def __init__(self, future: Any) -> None:
+        self._future = future
+
+    def add_done_callback(self, fn: Any) -> None:
+        loop = RpcClient.get_channel_io_loop()
+        self._future.add_done_callback(lambda done: loop.call_soon_threadsafe(fn, done))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._future, name)
+
+
+def route_callbacks_on_the_client_loop() -> None:
+    """Mend a race in rocketmq-python-client 5.1.2 (applied on import; idempotent).
+
+    ``ClientRouteManager.update_topic_route`` adds its callback after the QueryRoute has started. When the answer is
+    already there, the callback runs on the calling thread. A topic's first route then opens the Telemetry stream
+    outside the client's asyncio loop ("There is no current event loop in thread ..."). The route is dropped, and the
+    start-up or the send fails with "failed to fetch topic:X route.". A fast broker on a loaded machine triggers it
+    (seen in CI). With this, the callback always runs on the client's loop, as it does when the answer comes later.
+    ``RpcClient.query_topic_route_async.original`` is the client's own method."""
+    query = RpcClient.query_topic_route_async
+    if getattr(query, "mended", False):
+        return
+
+    def mended(self: RpcClient, *args: Any, **kwargs: Any) -> _CallbacksOnLoop:
+        return _CallbacksOnLoop(query(self, *args, **kwargs))
+
+    mended.mended = True  # type: ignore[attr-defined]
+    mended.original = query  # type: ignore[attr-defined]
+    RpcClient.query_topic_route_async = mended  # type: ignore[method-assign]
+
+
+route_callbacks_on_the_client_loop()
 
 
 def configuration(endpoint: str) -> ClientConfiguration:
