@@ -80,16 +80,20 @@ class _Pipe(asyncio.Protocol):
 
     transport: asyncio.Transport | None = None
     other: _Pipe | None = None
+    #: This side's peer has ended its writes (a half-close, or before a close).
+    ended = False
 
     def data_received(self, data: bytes) -> None:
         if self.other is not None and self.other.transport is not None:
             self.other.transport.write(data)
 
     def eof_received(self) -> bool:
-        if self.other is not None and self.other.transport is not None and self.other.transport.can_write_eof():
-            self.other.transport.write_eof()
-            return True  # keep the other direction open until its own end
-        return False
+        self.ended = True
+        other = self.other
+        if other is None or other.transport is None or other.ended or not other.transport.can_write_eof():
+            return False  # both directions ended (asyncio would keep the half-closed pair open forever): close
+        other.transport.write_eof()
+        return True  # keep the other direction open until its own end
 
     def pause_writing(self) -> None:
         if self.other is not None and self.other.transport is not None:

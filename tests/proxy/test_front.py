@@ -9,10 +9,10 @@ import socket
 
 import pytest
 
-from proxy.front import SniffingFront, real_peer
+from proxy.front import _PEERS, SniffingFront, real_peer
 from remoting.tls import DISABLED, ENFORCING, PERMISSIVE
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(30)
 
 
 class Backend:
@@ -82,13 +82,36 @@ def test_real_peer_while_connected() -> None:
         writer.write(b"x")
         mapped = await seen.get()
         host, local = writer.get_extra_info("sockname")[:2]
+        client = f"ipv4:{host}:{local}"
+        assert client in _PEERS.values()
         writer.close()
+        while client in _PEERS.values():  # the mapping goes with the connection (bounded by the test's timeout)
+            await asyncio.sleep(0.001)
         server.close()
         backend.close()
-        return mapped, f"ipv4:{host}:{local}"
+        return mapped, client
 
     mapped, client = asyncio.run(main())
     assert mapped == client
+
+
+def test_a_silent_connection_is_closed_after_the_sniff_timeout() -> None:
+    async def main() -> tuple[bytes, int, bytes]:
+        plain = Backend(b"plain")
+        backend = await asyncio.start_server(plain.handle, "127.0.0.1", 0)
+        bport = backend.sockets[0].getsockname()[1]
+        front = SniffingFront(PERMISSIVE, bport, bport, sniff_timeout=0.05)
+        server = await front.start("127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        silent = await reader.read()  # the front closes it: end of stream
+        writer.close()
+        answer, _ = await _exchange(port, b"still served")
+        server.close()
+        backend.close()
+        return silent, front.refused, answer
+
+    assert asyncio.run(main()) == (b"", 1, b"plain:still served")
 
 
 @pytest.mark.parametrize(("mode", "served"), [(ENFORCING, b"\x16"), (DISABLED, b"P")])
