@@ -3,7 +3,8 @@
 a recalled message reaches neither a 5.x nor a 4.x consumer, while a later one of the same topic does; a handle that
 does not decode, names another broker, has passed or is used on a topic of another type is answered as RocketMQ
 5.3's proxy answers it; a recall holds across a kill -9 of the broker. Real processes, wall-clock delays of seconds;
-the recalled message's absence is judged when a later message sent beside it has arrived, never by a timeout."""
+the recalled message's absence is judged when a later message of the same one-queue topic has arrived (the timer
+delivers in time order, so the recalled one would have come first), never by a timeout."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def _send_recall_receive(endpoint: str) -> dict[str, Any]:
 async def test_a_recalled_delay_message_reaches_no_consumer(recall_cluster: GrpcCluster) -> None:
     namesrv = recall_cluster.namesrv_addr
     async with Admin(namesrv) as admin:
-        await admin.create_topic("TDelay", read_queue_nums=2, write_queue_nums=2, attributes="+message.type=DELAY")
+        await admin.create_topic("TDelay", read_queue_nums=1, write_queue_nums=1, attributes="+message.type=DELAY")
         await admin.create_topic("TNormal", read_queue_nums=2, write_queue_nums=2, attributes="+message.type=NORMAL")
     legacy: list[bytes] = []
     last_arrived = trio.Event()
@@ -137,7 +138,7 @@ def _after_restart(endpoint: str) -> list[bytes]:
 
 async def test_a_recall_holds_across_kill_9(recall_cluster: GrpcCluster, nursery: trio.Nursery) -> None:
     async with Admin(recall_cluster.namesrv_addr) as admin:
-        await admin.create_topic("TCrash", read_queue_nums=2, write_queue_nums=2)
+        await admin.create_topic("TCrash", read_queue_nums=1, write_queue_nums=1)
     out = await trio.to_thread.run_sync(_send_and_recall, recall_cluster.endpoint, 30)
     assert out["recalled"] == ("ok", out["gone"])
     await trio.sleep(1.0)
