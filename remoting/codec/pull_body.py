@@ -152,7 +152,12 @@ def py_decode_records(
 
 
 _speedups: Final = native_module()
-_native_decode: Final = None if _speedups is None or not _speedups.PULL_DECODE else _speedups.decode_pull_records
+# hasattr: an extension built before the decoder existed (not rebuilt since) has neither name; the twin runs then.
+_native_decode: Final = (
+    _speedups.decode_pull_records
+    if _speedups is not None and hasattr(_speedups, "PULL_DECODE") and _speedups.PULL_DECODE
+    else None
+)
 #: Whether the C decoder is in use.
 NATIVE: Final = _native_decode is not None
 
