@@ -225,7 +225,9 @@ _PULL_STATUS = {
 }
 
 
-class _PullHead(NamedTuple):
+class PullHead(NamedTuple):
+    """The four offset fields every pull response carries."""
+
     suggest_which_broker_id: int
     next_begin_offset: int
     min_offset: int
@@ -244,6 +246,38 @@ class PullResult:
     messages: list[MessageExt] = attrs.field(factory=list)
 
 
+def pull_request(fields: dict[str, str]) -> RemotingCommand:
+    """PULL_MESSAGE with the PullMessageRequestHeader's extFields."""
+    return request(RequestCode.PULL_MESSAGE, fields)
+
+
+def read_pull_response(response: RemotingCommand, address: str) -> tuple[PullStatus, PullHead]:
+    """A pull response's status and offsets, its body left undecoded (:func:`pulled_messages` decodes it). Codes
+    other than 0/19/20/21 raise MQBrokerError, and so does a response lacking its offset fields."""
+    status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
+    if status is None:
+        raise MQBrokerError(response.code, response.remark, address)
+    ext = response.ext_fields
+    try:  # the pull hot path: the four fields read directly rather than through the header class
+        head = PullHead(
+            int(ext["suggestWhichBrokerId"]), int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"])
+        )
+    except (KeyError, ValueError) as exc:
+        raise MQBrokerError(response.code, f"pull response without a valid {exc}", address) from None
+    return status, head
+
+
+def pulled_messages(body: bytes | memoryview, head: PullHead, tags: frozenset[str] | None) -> list[MessageExt]:
+    """The messages of a FOUND pull's body: decoded, inflated, filtered by ``tags`` (a subscription's tag set,
+    ``None`` for ``*``; Java filters on the client after the broker's hash-code filter) and carrying MIN/MAX_OFFSET.
+    A malformed body raises MessageDecodeError."""
+    extra = {PROPERTY_MIN_OFFSET: str(head.min_offset), PROPERTY_MAX_OFFSET: str(head.max_offset)}
+    messages = decode_records(body, extra, tags)
+    if any(msg.sys_flag & SYSFLAG_COMPRESSED for msg in messages):  # rare: no per-message call otherwise
+        messages = [uncompressed(msg) for msg in messages]
+    return messages
+
+
 async def pull_message(
     remoting: RemotingClient,
     address: str,
@@ -251,27 +285,12 @@ async def pull_message(
     timeout: float,
     tags: frozenset[str] | None = None,
 ) -> PullResult:
-    """PULL_MESSAGE with ``header`` (or its extFields, as the pull loop builds them). ``tags`` (a subscription's tag
-    set, ``None`` for ``*``) filters the messages on the client side, as Java does after the broker's hash-code
-    filter. Codes other than 0/19/20/21 raise MQBrokerError, and so does a response lacking its offset fields."""
+    """PULL_MESSAGE with ``header`` (or its extFields, as the pull loop builds them), read by
+    :func:`read_pull_response` and :func:`pulled_messages` (which see for ``tags`` and the errors)."""
     fields = header if isinstance(header, dict) else header.to_ext_fields()
-    response = await remoting.invoke(address, request(RequestCode.PULL_MESSAGE, fields), timeout)
-    status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
-    if status is None:
-        raise MQBrokerError(response.code, response.remark, address)
-    ext = response.ext_fields
-    try:  # the pull hot path: the four fields read directly rather than through the header class
-        head = _PullHead(
-            int(ext["suggestWhichBrokerId"]), int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"])
-        )
-    except (KeyError, ValueError) as exc:
-        raise MQBrokerError(response.code, f"pull response without a valid {exc}", address) from None
-    messages: list[MessageExt] = []
-    if status is PullStatus.FOUND:
-        extra = {PROPERTY_MIN_OFFSET: str(head.min_offset), PROPERTY_MAX_OFFSET: str(head.max_offset)}
-        messages = decode_records(response.body, extra, tags)
-        if any(msg.sys_flag & SYSFLAG_COMPRESSED for msg in messages):  # rare: no per-message call otherwise
-            messages = [uncompressed(msg) for msg in messages]
+    response = await remoting.invoke(address, pull_request(fields), timeout)
+    status, head = read_pull_response(response, address)
+    messages = pulled_messages(response.body, head, tags) if status is PullStatus.FOUND else []
     return PullResult(
         status=status,
         next_begin_offset=head.next_begin_offset,
