@@ -41,6 +41,7 @@ from remoting.codec.headers import (
     GetRouteInfoRequestHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
+    RecallMessageRequestHeader,
     SearchOffsetRequestHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -147,6 +148,7 @@ def send_result(response: RemotingCommand, address: str, broker_name: str, topic
         queue_offset=queue_offset,
         region_id=ext.get("MSG_REGION"),
         trace_on=ext.get("TRACE_ON") != "false",
+        recall_handle=ext.get("recallHandle"),
     )
 
 
@@ -170,12 +172,13 @@ def send_result_json(
     if type(version) is not int or version not in _INT32 or type(fields.get("language")) is not str:
         return None
     get = ext.get
-    msg_id, queue_id, queue_offset, region, trace_on = (
+    msg_id, queue_id, queue_offset, region, trace_on, recall = (
         get("msgId"),
         get("queueId"),
         get("queueOffset"),
         get("MSG_REGION"),
         get("TRACE_ON"),
+        get("recallHandle"),
     )
     if (
         type(msg_id) is not str
@@ -183,13 +186,24 @@ def send_result_json(
         or type(queue_offset) is not str
         or (region is not None and type(region) is not str)
         or (trace_on is not None and type(trace_on) is not str)
+        or (recall is not None and type(recall) is not str)
     ):
         return None
     try:
         queue, offset = int(queue_id), int(queue_offset)
     except ValueError:
         return None
-    return SendResult(status, uniq_id, msg_id, topic, broker_name, queue, offset, region, trace_on != "false")
+    return SendResult(status, uniq_id, msg_id, topic, broker_name, queue, offset, region, trace_on != "false", recall)
+
+
+async def recall_message(
+    remoting: RemotingClient, address: str, header: RecallMessageRequestHeader, timeout: float
+) -> str:
+    """RECALL_MESSAGE (RocketMQ 5.3's ``MQClientAPIImpl.recallMessage``): the recalled message's id. Raises
+    MQBrokerError with the broker's code and remark when it refuses."""
+    cmd = request(RequestCode.RECALL_MESSAGE, header.to_ext_fields())
+    response = _check(await remoting.invoke(address, cmd, timeout), address)
+    return response.ext_fields.get("msgId", "")
 
 
 async def send_message_oneway(remoting: RemotingClient, address: str, fields: dict[str, str], body: bytes) -> None:
