@@ -274,14 +274,22 @@ class DLedgerServer:
             await self._push_soon.wait()
             self._push_soon = trio.Event()
             await trio.sleep(0)
-            node = self._node
-            if node is not None:
+            node, client = self._node, self._client
+            if node is not None and client is not None:
                 responses, self._responses = self._responses, []
                 if responses:
                     node.handle_responses(now_ms(), responses)
                 else:
                     node.tick(now_ms())
-                self._carry_out()
+                # The pass's pushes to each follower leave in one write per connection.
+                held = [c for c in client.connections.values() if not c.closed]
+                for connection in held:
+                    connection.hold()
+                try:
+                    self._carry_out()
+                finally:
+                    for connection in held:
+                        _release(connection)
 
     async def _checkpointer(self) -> None:
         while True:
@@ -458,6 +466,13 @@ def answer_frame(opaque: int, body: bytes) -> bytes:
     """The frame of an answer with ``body`` to the request ``opaque`` (the bytes ``encode_command`` makes)."""
     head = _ANSWER_HEAD % opaque
     return _LENGTHS.pack(4 + len(head) + len(body), len(head)) + head + body
+
+
+def _release(connection: Connection) -> None:
+    try:
+        connection.release_held()
+    except RemotingConnectError:
+        log.debug("dledger pushes to %r dropped: connection closed", connection)
 
 
 def _reply(reply: Reply) -> None:
