@@ -15,7 +15,8 @@ one nursery (``await nursery.start(server.run)``):
 - the push task: an append only queues its entry and an answer to a call only queues up; this task hands the node
   everything queued one scheduler pass later (:meth:`~dledger.node.RaftNode.handle_responses`, then one work loop),
   so the appends and answers of a pass cost one work loop and one round of effects: the entries appended meanwhile
-  leave as one push per entry and follower (DLedger's default), or in one batch push with ``enableBatchPush``.
+  leave as one push per entry and follower (DLedger's default), or in one batch push with ``enableBatchPush``; the
+  pass's frames to each follower leave in one write (``Connection.hold``).
 
 When the connection the followed leader calls on closes and a new connection to its DLedger port is refused (its
 process is gone), the node campaigns at once (:meth:`~dledger.node.RaftNode.leader_unreachable`) instead of after
