@@ -47,7 +47,7 @@ def encode_record_into(
     /,
 ) -> tuple[int, int, int]: ...
 def scan_records(
-    buf: object, pos: int, limit: int, base: int, with_index: bool, /
+    buf: object, pos: int, limit: int, base: int, with_index: bool, entries: bool = False, /
 ) -> tuple[int, int, int, list[tuple[str, int, int, bytes]], list[tuple[int, bytes]]]: ...
 def index_put_hashed(
     buf: object, packed: bytes, number: int, limit: int, slots: int, entries_at: int, time_diff: int, /
