@@ -14,7 +14,10 @@ One JSON line per measurement (rates, and the CPU each message cost the broker p
 client process, in µs, from ``/proc``), then a summary with each figure's range and the 5.x / 4.x ratio of the medians
 (the target: ≥ 0.5). ``--baseline DIR`` runs a second name server and broker from the checkout ``DIR`` (named
 ``base``; this tree's is ``head``), measured in the same rounds, alternating which goes first (A/B in one run).
-Usage: ``python -m bench.grpc_clients [--rounds 3] [--messages 2000] [--size 1024] [--baseline DIR]``.
+``--front`` adds a broker of this tree with a test-mode certificate in permissive mode (named ``front``): the same
+plaintext clients, through the sniffing front of ``proxy/front.py``; ``--ops send_5x,...`` measures only those.
+Usage: ``python -m bench.grpc_clients [--rounds 3] [--messages 2000] [--size 1024] [--baseline DIR] [--front]
+[--ops LIST]``.
 """
 
 from __future__ import annotations
@@ -191,6 +194,8 @@ async def one_round(
     rates: dict[str, float] = {}
     cpu: dict[str, dict[str, float]] = {}
     for key, run in runs.items():
+        if args.ops and key not in args.ops.split(","):
+            continue
         rates[key], cpu[key] = await measured(broker, n, run)
     return rates, cpu
 
@@ -220,6 +225,8 @@ async def bench(args: argparse.Namespace, stacks: list[Stack]) -> None:
     for stack in stacks:
         for mode, width in MODES:
             for op in ("send", "receive"):
+                if f"{op}_5x" not in figures[stack.name, mode] or f"{op}_4x" not in figures[stack.name, mode]:
+                    continue
                 five, four = figures[stack.name, mode][f"{op}_5x"], figures[stack.name, mode][f"{op}_4x"]
                 emit({"bench": "grpc_clients", "code": stack.name, "summary": op, "mode": mode, "width": width,
                       "msgs_per_s_5x": [round(min(five)), round(statistics.median(five)), round(max(five))],
@@ -228,10 +235,12 @@ async def bench(args: argparse.Namespace, stacks: list[Stack]) -> None:
     emit({"bench": "grpc_clients", "load_average": os.getloadavg()})
 
 
-def start_stack(name: str, root: Path, code: Path | None) -> tuple[Stack, list[subprocess.Popen[str]]]:
+def start_stack(
+    name: str, root: Path, code: Path | None, extra: tuple[str, ...] = ()
+) -> tuple[Stack, list[subprocess.Popen[str]]]:
     namesrv_proc, (namesrv,) = start([sys.executable, "-m", "namesrv.cli", "--listenPort", "0"], 1, code)
     argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", namesrv, "--listenPort", "0"]
-    argv += ["--grpcServerPort", "0", "--storePathRootDir", str(root / "store"), "--brokerIP1", "127.0.0.1"]
+    argv += ["--grpcServerPort", "0", "--storePathRootDir", str(root / "store"), "--brokerIP1", "127.0.0.1", *extra]
     broker_proc, found = start(argv, 2, code)
     return Stack(name, namesrv, f"127.0.0.1:{found[0]}", broker_proc.pid), [broker_proc, namesrv_proc]
 
@@ -242,13 +251,20 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--baseline", type=Path, default=None, help="a checkout whose broker runs as 'base' (A/B)")
+    parser.add_argument("--front", action="store_true", help="also this tree with TLS permissive on grpcServerPort")
+    parser.add_argument("--ops", default="", help="only these of send_5x,send_4x,receive_5x,receive_4x")
     args = parser.parse_args()
+    variants: list[tuple[str, Path | None, tuple[str, ...]]] = [("head", None, ())]
+    if args.baseline:
+        variants.append(("base", args.baseline, ()))
+    if args.front:  # plaintext clients through proxy/front.py's sniffing hop
+        variants.append(("front", None, ("--tlsTestModeEnable", "true", "--tls.server.mode", "permissive")))
     procs: list[subprocess.Popen[str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
             stacks = []
-            for name, code in [("head", None)] + ([("base", args.baseline)] if args.baseline else []):
-                stack, started = start_stack(name, Path(tmp) / name, code)
+            for name, code, extra in variants:
+                stack, started = start_stack(name, Path(tmp) / name, code, extra)
                 stacks.append(stack)
                 procs += started
             trio.run(bench, args, stacks)

@@ -20,11 +20,20 @@ __all__ = ["ProxyConfig", "proxy_config_from"]
 class ProxyConfig:
     #: Serve gRPC at all (``mqbroker --enable-proxy`` sets it; RocketMQ's local proxy mode).
     enable_proxy: bool = False
-    #: The plaintext (h2c) gRPC port; 0 binds a free port.
+    #: The gRPC port; 0 binds a free port. Plaintext (h2c) without a certificate; with one, ``tls.server.mode``
+    #: says what it serves: TLS and plaintext (permissive), TLS only (enforcing), plaintext only (disabled).
     grpc_server_port: int = 8081
-    #: Ours: a second port serving the same service over TLS (grpcio binds a port either plaintext or TLS; RocketMQ's
-    #: permissive mode sniffs both on one port). 0 = off unless a certificate is set, then ``grpcServerPort + 1``.
+    #: Ours: a second port serving the same service over TLS only. -1 = ``grpcServerPort + 1`` when a certificate is
+    #: set, else none; 0 = a free port.
     grpc_tls_server_port: int = -1
+    #: ``TlsSystemConfig``'s mode (RocketMQ's proxy reads the same JVM-wide property as the broker).
+    tls_server_mode: str = attrs.field(default="permissive", metadata={"key": "tls.server.mode"})
+    #: A self-signed certificate generated at start (RocketMQ's ``tlsTestModeEnable``; its default is true, ours
+    #: false so that a broker without a certificate keeps a plaintext-only port). It wins over the paths, as there.
+    tls_test_mode_enable: bool = False
+    #: The PEM certificate chain and key: RocketMQ's proxy names (``tlsCertPath``) or ``TlsSystemConfig``'s.
+    tls_cert_path: str = ""
+    tls_key_path: str = ""
     tls_server_cert_path: str = attrs.field(default="", metadata={"key": "tls.server.certPath"})
     tls_server_key_path: str = attrs.field(default="", metadata={"key": "tls.server.keyPath"})
     #: Receive limits: invisible time bounds (ms) and the long-polling window (ms).
@@ -48,10 +57,21 @@ class ProxyConfig:
     invisible_time_millis_when_clear: int = 1_000
 
     @property
+    def cert_paths(self) -> tuple[str, str] | None:
+        """The certificate and key files configured, or None (test mode generates one; see :attr:`has_certificate`)."""
+        cert = self.tls_cert_path or self.tls_server_cert_path
+        key = self.tls_key_path or self.tls_server_key_path
+        return (cert, key) if cert else None
+
+    @property
+    def has_certificate(self) -> bool:
+        return self.tls_test_mode_enable or self.cert_paths is not None
+
+    @property
     def tls_port(self) -> int:
         if self.grpc_tls_server_port >= 0:
             return self.grpc_tls_server_port
-        return self.grpc_server_port + 1 if self.tls_server_cert_path and self.grpc_server_port else 0
+        return self.grpc_server_port + 1 if self.has_certificate and self.grpc_server_port else 0
 
 
 def proxy_config_from(props: Mapping[str, str], enable: bool = False) -> tuple[ProxyConfig, list[str]]:

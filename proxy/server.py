@@ -25,7 +25,9 @@ import grpc
 import trio
 
 from proxy.bridge import TrioBridge
+from proxy.front import SniffingFront
 from proxy.pb import service_grpc
+from remoting.tls import PERMISSIVE
 
 __all__ = ["GrpcServer"]
 
@@ -42,7 +44,8 @@ _OPTIONS: Final = [
 
 class GrpcServer:
     """One listening port. ``activity_factory(bridge)`` builds the Trio-side object whose coroutines serve the RPCs
-    (see :class:`proxy.servicer.MessagingServicer`); ``tls`` is ``(certificate chain PEM, private key PEM)``."""
+    (see :class:`proxy.servicer.MessagingServicer`); ``tls`` is ``(certificate chain PEM, private key PEM)``: the port
+    serves TLS only, or, with ``permissive``, TLS and plaintext alike through a :class:`proxy.front.SniffingFront`."""
 
     def __init__(
         self,
@@ -50,11 +53,16 @@ class GrpcServer:
         host: str,
         port: int,
         tls: tuple[bytes, bytes] | None = None,
+        *,
+        permissive: bool = False,
     ) -> None:
         self._factory = servicer_factory
         self._host = host
         self._port = port
         self._tls = tls
+        self._permissive = permissive and tls is not None
+        #: The sniffing front of a permissive port (None otherwise); set once serving.
+        self.front: SniffingFront | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -107,15 +115,26 @@ class GrpcServer:
         server = grpc.aio.server(options=_OPTIONS)
         service_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         address = f"{self._host}:{self._port}"
+        front_server: asyncio.Server | None = None
         if self._tls is None:
             port = server.add_insecure_port(address)
         else:
             cert, key = self._tls
-            port = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+            credentials = grpc.ssl_server_credentials([(key, cert)])
+            if self._permissive:
+                plain = server.add_insecure_port("127.0.0.1:0")
+                secure = server.add_secure_port("127.0.0.1:0", credentials)
+                self.front = SniffingFront(PERMISSIVE, plain, secure)
+                front_server = await self.front.start(self._host, self._port)
+                port = front_server.sockets[0].getsockname()[1]
+            else:
+                port = server.add_secure_port(address, credentials)
         self._stop = asyncio.Event()
         await server.start()
         ready.put(port)
         await self._stop.wait()
+        if front_server is not None:
+            front_server.close()  # no new connection; the piped ones end with grpcio's side
         close_streams = getattr(servicer, "close_streams", None)
         if close_streams is not None:
             close_streams()

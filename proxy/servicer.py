@@ -20,6 +20,7 @@ import grpc
 
 from proxy.bridge import BridgeClosed, TrioBridge
 from proxy.common import PEER_KEY, Code, RpcError
+from proxy.front import real_peer
 from proxy.messaging import MessagingActivity
 from proxy.pb import service, service_grpc
 
@@ -36,7 +37,7 @@ Context: TypeAlias = Any
 
 def _metadata(context: Context) -> dict[str, str]:
     md = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-    md[PEER_KEY] = context.peer() or ""
+    md[PEER_KEY] = real_peer(context.peer() or "")
     return md
 
 

@@ -3,9 +3,12 @@
 :func:`serve_proxy` builds the broker's :class:`~broker.pop.PopService` and its revive loop, chains the pop's arrival
 listener behind the store's (long-polling receives wake on new messages), wires the local invoker to the broker's own
 send, end-transaction and recall processors, checks every RPC against the broker's ACL rules when ``aclEnable`` is on
-(:mod:`proxy.acl`), and serves gRPC on ``grpcServerPort`` (plaintext) and, with a certificate, on
-the TLS port. ``task_status.started`` gets ``(plaintext port, TLS port or 0)``. A port that cannot be bound raises
-``OSError``; a certificate that cannot be read raises ``OSError`` too.
+(:mod:`proxy.acl`), and serves gRPC on ``grpcServerPort`` and, with a certificate, on the TLS-only port too. With a
+certificate (``tlsTestModeEnable``, ``tlsCertPath`` or ``tls.server.certPath``) ``tls.server.mode`` decides what
+``grpcServerPort`` serves, as RocketMQ's proxy does: both (permissive, through :mod:`proxy.front`), TLS only
+(enforcing), plaintext only (disabled); without one it is plaintext, whatever the mode. ``task_status.started``
+gets ``(grpcServerPort, TLS-only port or 0)``. A port that cannot be bound raises ``OSError``; a certificate that
+cannot be read raises ``OSError`` too.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from proxy.local import LocalInvoker
 from proxy.messaging import MessagingActivity
 from proxy.server import GrpcServer
 from proxy.servicer import MessagingServicer
+from remoting.tls import DISABLED, PERMISSIVE, self_signed_pem, tls_mode
 
-__all__ = ["build_activity", "serve_proxy"]
+__all__ = ["build_activity", "certificate", "serve_proxy"]
 
 
 def build_activity(controller: BrokerController, config: ProxyConfig) -> tuple[MessagingActivity, ReviveService]:
@@ -74,10 +78,25 @@ async def serve_proxy(
     async with trio.open_nursery() as nursery:
         await nursery.start(revive.run)
         await nursery.start(activity.consuming.renew.run)
-        port = await nursery.start(GrpcServer(servicer, host, config.grpc_server_port).serve)
+        pem = certificate(config)
+        mode = tls_mode(config.tls_server_mode)
+        main = GrpcServer(
+            servicer, host, config.grpc_server_port, None if mode == DISABLED else pem, permissive=mode == PERMISSIVE
+        )
+        port = await nursery.start(main.serve)
         tls_port = 0
-        if config.tls_server_cert_path:
-            cert = Path(config.tls_server_cert_path).read_bytes()
-            key = Path(config.tls_server_key_path).read_bytes()
-            tls_port = await nursery.start(GrpcServer(servicer, host, config.tls_port, (cert, key)).serve)
+        if pem is not None:
+            tls_port = await nursery.start(GrpcServer(servicer, host, config.tls_port, pem).serve)
         task_status.started((port, tls_port))
+
+
+def certificate(config: ProxyConfig) -> tuple[bytes, bytes] | None:
+    """``(certificate chain PEM, key PEM)``: generated in test mode, else read from the configured files, else None.
+    Raises ``OSError`` for a file that cannot be read."""
+    if config.tls_test_mode_enable:
+        return self_signed_pem()
+    paths = config.cert_paths
+    if paths is None:
+        return None
+    cert, key = paths
+    return Path(cert).read_bytes(), Path(key or cert).read_bytes()

@@ -42,7 +42,7 @@ from remoting.dispatch import Dispatcher
 from remoting.ratelog import RateLimitedLog
 from remoting.rpc_metrics import RpcLatency
 from remoting.streams import STREAM_ERRORS
-from remoting.tls import DISABLED, ENFORCING, TLS_HANDSHAKE, TlsSettings, server_context, tls_mode
+from remoting.tls import DISABLED, TlsSettings, server_context, sniff, tls_mode
 
 log = logging.getLogger(__name__)
 
@@ -168,9 +168,6 @@ class RemotingServer:
         self, stream: trio.SocketStream, remote: tuple[str, int]
     ) -> trio.SSLStream[trio.SocketStream] | None:
         """The TLS stream after a completed handshake, or None (refused and logged)."""
-        if self.config.tls_mode == DISABLED:
-            self._refuse(remote, "a TLS handshake while tls.server.mode is disabled")
-            return None
         ctx = self._ssl_context
         if ctx is None:
             self._refuse(remote, "a TLS handshake and no TLS context")
@@ -212,16 +209,17 @@ class RemotingServer:
         if first is None:
             await stream.aclose()
             return
-        if first == TLS_HANDSHAKE:
+        over_tls, refusal = sniff(first, self.config.tls_mode)
+        if refusal is not None:
+            self._refuse(remote, refusal)
+            await stream.aclose()
+            return
+        if over_tls:
             secure = await self._secure(stream, remote)
             if secure is None:
                 await stream.aclose()
                 return
             await self._run_connection(secure, remote, local, None)
-            return
-        if self.config.tls_mode == ENFORCING:
-            self._refuse(remote, "plaintext while tls.server.mode is enforcing")
-            await stream.aclose()
             return
         try:
             # A duplicate descriptor for the connection's direct writes (see Connection); closed with it.

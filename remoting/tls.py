@@ -37,6 +37,15 @@ ENFORCING: Final = "enforcing"
 TLS_HANDSHAKE: Final = 0x16
 
 
+def sniff(first: int, mode: str) -> tuple[bool, str | None]:
+    """How a connection whose first byte is ``first`` is served under ``mode`` (one of the three names): ``(over
+    TLS, None)``, or ``(over TLS, why it is refused)`` when the mode closes it. Used by every sniffing listener
+    (:mod:`remoting.server`, the gRPC front in ``proxy/front.py``)."""
+    if first == TLS_HANDSHAKE:
+        return True, ("a TLS handshake while tls.server.mode is disabled" if mode == DISABLED else None)
+    return False, ("plaintext while tls.server.mode is enforcing" if mode == ENFORCING else None)
+
+
 def tls_mode(text: str) -> str:
     """RocketMQ's ``TlsMode.parse``: one of the three names (any case), else ``permissive``."""
     lowered = text.strip().lower()
@@ -83,7 +92,7 @@ def tls_settings_of(config: TlsSettings) -> TlsSettings:
     return settings
 
 
-def _self_signed_pem() -> tuple[bytes, bytes]:
+def self_signed_pem() -> tuple[bytes, bytes]:
     """A fresh EC P-256 key and a self-signed certificate for ``localhost`` / 127.0.0.1 / ::1, in PEM."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -112,7 +121,7 @@ def _self_signed_pem() -> tuple[bytes, bytes]:
 
 
 def _load_generated(ctx: ssl.SSLContext) -> None:
-    cert_pem, key_pem = _self_signed_pem()
+    cert_pem, key_pem = self_signed_pem()
     with tempfile.TemporaryDirectory(prefix="rocketrio-tls-") as tmp:
         cert, key = Path(tmp) / "cert.pem", Path(tmp) / "key.pem"
         cert.write_bytes(cert_pem)

@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from broker.cli import build_config, build_proxy_config
+from proxy.startup import certificate
 from tests.e2e.harness import Process, kill_all
 
 
@@ -24,6 +25,29 @@ def test_file_then_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     build_config(str(conf), ["--grpcServerPort", "9002", "--noSuchKey", "1"], None)
     warnings = capsys.readouterr().err
     assert "noSuchKey" in warnings and "grpcServerPort" not in warnings and "tls.server" not in warnings
+
+
+def test_tls_settings_of_the_grpc_port(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plain = build_proxy_config(None, [], enable=True)
+    assert (plain.tls_server_mode, plain.has_certificate, plain.tls_port, certificate(plain)) == (
+        "permissive",
+        False,
+        0,
+        None,
+    )
+    args = ["--tls.server.mode", "enforcing", "--tlsTestModeEnable", "true", "--grpcTlsServerPort", "0"]
+    test_mode = build_proxy_config(None, args, enable=True)
+    assert (test_mode.tls_server_mode, test_mode.has_certificate, test_mode.tls_port) == ("enforcing", True, 0)
+    cert, key = certificate(test_mode) or (b"", b"")
+    assert cert.startswith(b"-----BEGIN CERTIFICATE") and b"PRIVATE KEY" in key
+    (tmp_path / "c.pem").write_bytes(cert)
+    (tmp_path / "k.pem").write_bytes(key)
+    named = build_proxy_config(
+        None, ["--tlsCertPath", str(tmp_path / "c.pem"), "--tlsKeyPath", str(tmp_path / "k.pem")], True
+    )
+    assert (named.tls_port, certificate(named)) == (8082, (cert, key))
+    build_config(None, ["--tlsTestModeEnable", "true", "--tlsCertPath", "/c", "--tlsKeyPath", "/k"], None)
+    assert "tls" not in capsys.readouterr().err
 
 
 def free_port() -> int:

@@ -1,21 +1,27 @@
-"""The gRPC endpoint over TLS: a certificate from ``tls.server.certPath`` / ``tls.server.keyPath`` opens the TLS port
-beside the plaintext one, and the official 5.x client with ``tls_enable=True`` (verifying the certificate) sends and
-receives through it."""
+"""The gRPC endpoint over TLS: a certificate from ``tls.server.certPath`` / ``tls.server.keyPath`` opens the TLS-only
+port, and the official 5.x client with ``tls_enable=True`` (verifying the certificate) sends and receives through it;
+``grpcServerPort`` serves TLS and plaintext clients alike in ``permissive`` mode (the default), TLS only in
+``enforcing``, plaintext only in ``disabled``, and junk on it closes that connection only."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
 import trio
 
-from client import Admin
+from client import Admin, ClientConfig
+from proxy.pb import definition, service, service_grpc
 from tests.e2e.harness import REPO_ROOT, kill_all
 from tests.proxy.cluster import GrpcCluster
+from tests.proxy.official import drain, make_message, start_consumer, start_producer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -48,5 +54,100 @@ async def test_official_client_over_tls(tmp_path: Path, nursery: trio.Nursery) -
         [result] = [line for line in done.stdout.decode().splitlines() if line.startswith("RESULT")]
         _, message_id, body = result.split(" ", 2)
         assert message_id.startswith("01") and body == "over tls"
+    finally:
+        await kill_all()
+
+
+async def _tls_client(cert: Path, port: int) -> str:
+    """The official client over TLS in a child process (tls_client.py); returns its received body."""
+    env = dict(os.environ, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=str(cert))
+    argv = [sys.executable, "-m", "tests.proxy.tls_client", f"127.0.0.1:{port}"]
+    done = await trio.run_process(argv, env=env, cwd=REPO_ROOT, capture_stdout=True, capture_stderr=True, check=False)
+    results = [line for line in done.stdout.decode().splitlines() if line.startswith("RESULT")]
+    assert results, done.stderr.decode()[-2000:]
+    _, message_id, body = results[0].split(" ", 2)
+    assert message_id.startswith("01")
+    return body
+
+
+def _plaintext_round_trip(endpoint: str) -> list[bytes]:
+    producer = start_producer(endpoint, ["Plain"])
+    producer.send(make_message("Plain", b"in the clear"))
+    consumer = start_consumer(endpoint, "G-plain", "Plain")
+    got = [m.body for m in drain(consumer, 1)]
+    consumer.shutdown()
+    producer.shutdown()
+    return got
+
+
+def _query_route(port: int, cert: bytes | None) -> grpc.StatusCode:
+    """One raw QueryRoute over plaintext (``cert`` None) or TLS trusting ``cert``: OK or the failure's status."""
+    target = f"127.0.0.1:{port}"
+    channel = (
+        grpc.insecure_channel(target)
+        if cert is None
+        else grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=cert))
+    )
+    request = service.QueryRouteRequest(topic=definition.Resource(name="Plain"))
+    try:
+        service_grpc.MessagingServiceStub(channel).QueryRoute(request, timeout=10, metadata=[("x-mq-client-id", "t")])
+    except grpc.RpcError as exc:
+        return exc.code()  # type: ignore[no-any-return]
+    finally:
+        channel.close()
+    return grpc.StatusCode.OK
+
+
+def _garbage(port: int) -> None:
+    """Connections that end before a byte, after the sniffed byte, or send junk either way; each must close alone."""
+    for payload in (b"", b"\x16", b"\x16\x03\x01\x00\x05junk!", b"GET / HTTP/1.1\r\n\r\n", bytes(range(256)) * 8):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
+            with contextlib.suppress(OSError):
+                while sock.recv(65536):
+                    pass
+
+
+async def _cluster(tmp_path: Path, nursery: trio.Nursery, cert: Path, key: Path, *extra: str) -> GrpcCluster:
+    argv = ["--tls.server.certPath", str(cert), "--tls.server.keyPath", str(key), *extra]
+    cluster = GrpcCluster(tmp_path / "cluster", argv)
+    await cluster.start(nursery)
+    tls = ClientConfig(namesrv_addr=cluster.namesrv_addr, tls="enforcing" in extra)  # the broker's port sniffs too
+    async with Admin(config=tls) as admin:
+        for topic in ("Tls", "Plain"):
+            await admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
+    return cluster
+
+
+async def test_permissive_serves_tls_and_plaintext_on_grpc_server_port(tmp_path: Path, nursery: trio.Nursery) -> None:
+    cert, key = self_signed(tmp_path)
+    try:
+        cluster = await _cluster(tmp_path, nursery, cert, key)  # tls.server.mode defaults to permissive
+        await trio.to_thread.run_sync(_garbage, cluster.grpc_port)
+        assert await _tls_client(cert, cluster.grpc_port) == "over tls"
+        assert await trio.to_thread.run_sync(_plaintext_round_trip, cluster.endpoint) == [b"in the clear"]
+        await trio.to_thread.run_sync(_garbage, cluster.grpc_port)
+        assert await trio.to_thread.run_sync(_query_route, cluster.grpc_port, None) == grpc.StatusCode.OK
+        assert await trio.to_thread.run_sync(_query_route, cluster.grpc_port, cert.read_bytes()) == grpc.StatusCode.OK
+        assert await trio.to_thread.run_sync(_query_route, cluster.tls_port, cert.read_bytes()) == grpc.StatusCode.OK
+        assert cluster.broker is not None and cluster.broker.running
+    finally:
+        await kill_all()
+
+
+@pytest.mark.parametrize(("mode", "tls_ok", "plain_ok"), [("enforcing", True, False), ("disabled", False, True)])
+async def test_enforcing_and_disabled(
+    tmp_path: Path, nursery: trio.Nursery, mode: str, tls_ok: bool, plain_ok: bool
+) -> None:
+    cert, key = self_signed(tmp_path)
+    try:
+        cluster = await _cluster(tmp_path, nursery, cert, key, "--tls.server.mode", mode)
+        over_tls = await trio.to_thread.run_sync(_query_route, cluster.grpc_port, cert.read_bytes())
+        plain = await trio.to_thread.run_sync(_query_route, cluster.grpc_port, None)
+        assert (over_tls == grpc.StatusCode.OK, plain == grpc.StatusCode.OK) == (tls_ok, plain_ok)
+        assert grpc.StatusCode.UNAVAILABLE in (over_tls, plain)
+        # The TLS-only port is there whatever the mode.
+        assert await trio.to_thread.run_sync(_query_route, cluster.tls_port, cert.read_bytes()) == grpc.StatusCode.OK
     finally:
         await kill_all()
