@@ -1,7 +1,7 @@
 """The optional C extensions; everything else is in pyproject.toml.
 
 - ``remoting.codec._speedups``: the record encoders of :mod:`remoting.codec.record_batch` and the replica's scan
-  of :mod:`remoting.codec.record_scan`.
+  of :mod:`remoting.codec.record_scan` and the consumer's pull-body decoder of :mod:`remoting.codec.pull_body`.
 - ``store._appender``: ``MessageStore.append``'s and ``append_batch``'s usual case (store/_appender.c) and the
   ``AppendResult`` type (store/_append_result.c).
 
@@ -19,7 +19,7 @@ setup(
         Extension(
             "remoting.codec._speedups",
             ["remoting/codec/_speedups.c"],
-            depends=[HEADER, "remoting/codec/record_scan.h"],
+            depends=[HEADER, "remoting/codec/record_scan.h", "remoting/codec/pull_decode.h"],
             libraries=["z"],
             extra_compile_args=FLAGS,
             optional=True,

@@ -99,6 +99,11 @@ class BrokerConfig(ListenerSettings):
     timer_precision_ms: int = 100
     timer_max_delay_sec: int = 3 * 24 * 3600
     timer_flush_interval_ms: int = 10_000
+    #: RocketMQ 5.3: serve RECALL_MESSAGE (and the gRPC RecallMessage); off by default, as in RocketMQ, when a recall
+    #: answers NO_PERMISSION "recall failed, operation is forbidden"...
+    recall_message_enable: bool = False
+    #: ...and whether a recall is still served while ``brokerPermission`` has no write bit.
+    allow_recall_when_broker_not_writeable: bool = True
     #: Ours: slots in the on-disk timer wheel (its span is slots x precision; later timers are rolled on) and the
     #: timer log's segment size.
     timer_wheel_slots: int = 36_000

@@ -64,6 +64,7 @@ from processors.offsets import ConsumerOffsetProcessor
 from processors.pull import PullMessageProcessor
 from processors.put_future import PutFutureService
 from processors.query import QueryMessageProcessor
+from processors.recall import RecallMessageProcessor
 from processors.reply import ReplyMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.send_back import ConsumerSendMsgBackProcessor
@@ -228,6 +229,7 @@ class BrokerController:
         register(RequestCode.GET_ALL_DELAY_OFFSET, store_ops, pools["admin"])
         register(TimerCheckpointProcessor.REQUEST_CODES, TimerCheckpointProcessor(self.timer), pools["admin"])
         register(ReplyMessageProcessor.REQUEST_CODES, ReplyMessageProcessor(ctx), pools["reply"])
+        register(RecallMessageProcessor.REQUEST_CODES, RecallMessageProcessor(ctx, self.timer.rewrite), pools["send"])
         register(ACL_CODES, AclAdminProcessor(self.acl, ctx), pools["admin"])
 
     def _on_connection_closed(self, connection: Connection) -> None:

@@ -41,6 +41,7 @@ from remoting.codec.headers import (
     GetRouteInfoRequestHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
+    RecallMessageRequestHeader,
     SearchOffsetRequestHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -147,6 +148,7 @@ def send_result(response: RemotingCommand, address: str, broker_name: str, topic
         queue_offset=queue_offset,
         region_id=ext.get("MSG_REGION"),
         trace_on=ext.get("TRACE_ON") != "false",
+        recall_handle=ext.get("recallHandle"),
     )
 
 
@@ -170,12 +172,13 @@ def send_result_json(
     if type(version) is not int or version not in _INT32 or type(fields.get("language")) is not str:
         return None
     get = ext.get
-    msg_id, queue_id, queue_offset, region, trace_on = (
+    msg_id, queue_id, queue_offset, region, trace_on, recall = (
         get("msgId"),
         get("queueId"),
         get("queueOffset"),
         get("MSG_REGION"),
         get("TRACE_ON"),
+        get("recallHandle"),
     )
     if (
         type(msg_id) is not str
@@ -183,13 +186,24 @@ def send_result_json(
         or type(queue_offset) is not str
         or (region is not None and type(region) is not str)
         or (trace_on is not None and type(trace_on) is not str)
+        or (recall is not None and type(recall) is not str)
     ):
         return None
     try:
         queue, offset = int(queue_id), int(queue_offset)
     except ValueError:
         return None
-    return SendResult(status, uniq_id, msg_id, topic, broker_name, queue, offset, region, trace_on != "false")
+    return SendResult(status, uniq_id, msg_id, topic, broker_name, queue, offset, region, trace_on != "false", recall)
+
+
+async def recall_message(
+    remoting: RemotingClient, address: str, header: RecallMessageRequestHeader, timeout: float
+) -> str:
+    """RECALL_MESSAGE (RocketMQ 5.3's ``MQClientAPIImpl.recallMessage``): the recalled message's id. Raises
+    MQBrokerError with the broker's code and remark when it refuses."""
+    cmd = request(RequestCode.RECALL_MESSAGE, header.to_ext_fields())
+    response = _check(await remoting.invoke(address, cmd, timeout), address)
+    return response.ext_fields.get("msgId", "")
 
 
 async def send_message_oneway(remoting: RemotingClient, address: str, fields: dict[str, str], body: bytes) -> None:
@@ -211,7 +225,9 @@ _PULL_STATUS = {
 }
 
 
-class _PullHead(NamedTuple):
+class PullHead(NamedTuple):
+    """The four offset fields every pull response carries."""
+
     suggest_which_broker_id: int
     next_begin_offset: int
     min_offset: int
@@ -230,6 +246,38 @@ class PullResult:
     messages: list[MessageExt] = attrs.field(factory=list)
 
 
+def pull_request(fields: dict[str, str]) -> RemotingCommand:
+    """PULL_MESSAGE with the PullMessageRequestHeader's extFields."""
+    return request(RequestCode.PULL_MESSAGE, fields)
+
+
+def read_pull_response(response: RemotingCommand, address: str) -> tuple[PullStatus, PullHead]:
+    """A pull response's status and offsets, its body left undecoded (:func:`pulled_messages` decodes it). Codes
+    other than 0/19/20/21 raise MQBrokerError, and so does a response lacking its offset fields."""
+    status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
+    if status is None:
+        raise MQBrokerError(response.code, response.remark, address)
+    ext = response.ext_fields
+    try:  # the pull hot path: the four fields read directly rather than through the header class
+        head = PullHead(
+            int(ext["suggestWhichBrokerId"]), int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"])
+        )
+    except (KeyError, ValueError) as exc:
+        raise MQBrokerError(response.code, f"pull response without a valid {exc}", address) from None
+    return status, head
+
+
+def pulled_messages(body: bytes | memoryview, head: PullHead, tags: frozenset[str] | None) -> list[MessageExt]:
+    """The messages of a FOUND pull's body: decoded, inflated, filtered by ``tags`` (a subscription's tag set,
+    ``None`` for ``*``; Java filters on the client after the broker's hash-code filter) and carrying MIN/MAX_OFFSET.
+    A malformed body raises MessageDecodeError."""
+    extra = {PROPERTY_MIN_OFFSET: str(head.min_offset), PROPERTY_MAX_OFFSET: str(head.max_offset)}
+    messages = decode_records(body, extra, tags)
+    if any(msg.sys_flag & SYSFLAG_COMPRESSED for msg in messages):  # rare: no per-message call otherwise
+        messages = [uncompressed(msg) for msg in messages]
+    return messages
+
+
 async def pull_message(
     remoting: RemotingClient,
     address: str,
@@ -237,27 +285,12 @@ async def pull_message(
     timeout: float,
     tags: frozenset[str] | None = None,
 ) -> PullResult:
-    """PULL_MESSAGE with ``header`` (or its extFields, as the pull loop builds them). ``tags`` (a subscription's tag
-    set, ``None`` for ``*``) filters the messages on the client side, as Java does after the broker's hash-code
-    filter. Codes other than 0/19/20/21 raise MQBrokerError, and so does a response lacking its offset fields."""
+    """PULL_MESSAGE with ``header`` (or its extFields, as the pull loop builds them), read by
+    :func:`read_pull_response` and :func:`pulled_messages` (which see for ``tags`` and the errors)."""
     fields = header if isinstance(header, dict) else header.to_ext_fields()
-    response = await remoting.invoke(address, request(RequestCode.PULL_MESSAGE, fields), timeout)
-    status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
-    if status is None:
-        raise MQBrokerError(response.code, response.remark, address)
-    ext = response.ext_fields
-    try:  # the pull hot path: the four fields read directly rather than through the header class
-        head = _PullHead(
-            int(ext["suggestWhichBrokerId"]), int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"])
-        )
-    except (KeyError, ValueError) as exc:
-        raise MQBrokerError(response.code, f"pull response without a valid {exc}", address) from None
-    messages: list[MessageExt] = []
-    if status is PullStatus.FOUND:
-        extra = {PROPERTY_MIN_OFFSET: str(head.min_offset), PROPERTY_MAX_OFFSET: str(head.max_offset)}
-        messages = decode_records(response.body, extra, tags)
-        if any(msg.sys_flag & SYSFLAG_COMPRESSED for msg in messages):  # rare: no per-message call otherwise
-            messages = [uncompressed(msg) for msg in messages]
+    response = await remoting.invoke(address, pull_request(fields), timeout)
+    status, head = read_pull_response(response, address)
+    messages = pulled_messages(response.body, head, tags) if status is PullStatus.FOUND else []
     return PullResult(
         status=status,
         next_begin_offset=head.next_begin_offset,

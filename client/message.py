@@ -99,6 +99,8 @@ class SendResult:
     region_id: str | None = None
     #: The broker's ``TRACE_ON``: false only when it answered the exact text ``false`` (Java's rule).
     trace_on: bool = True
+    #: RocketMQ 5.3's handle of a timer (delay) message, for :meth:`client.producer.Producer.recall_message`.
+    recall_handle: str | None = None
 
 
 def uniq_msg_id(msg: MessageExt) -> str:

@@ -38,6 +38,7 @@ from client.config import ClientConfig
 from client.errors import (
     ClientStateError,
     MQBrokerError,
+    MQClientError,
     SendFailedError,
     TopicRouteNotFoundError,
 )
@@ -53,7 +54,10 @@ from remoting.client import run_callback
 from remoting.codec.bodies import MessageQueue, TopicRouteData
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
+from remoting.codec.headers import RecallMessageRequestHeader
 from remoting.codec.message import MessageExt
+from remoting.codec.recall_handle import RecallHandleError, decode_recall_handle
+from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
@@ -299,6 +303,28 @@ class Producer:
         ``RequestCallback``); it may be a coroutine function."""
         self._check_started()
         request_reply.request_async(self, msg, callback, timeout, queue=queue, selector=selector, arg=arg)
+
+    async def recall_message(self, topic: str, recall_handle: str, *, timeout: float | None = None) -> str:
+        """Take back a timer (delay) message before its time, by the ``recall_handle`` of its SendResult (RocketMQ
+        5.3's ``DefaultMQProducer.recallMessage``); returns its message id. Raises MQClientError for a retry or DLQ
+        topic or a handle that does not decode, MQBrokerError when the broker refuses (recall disabled, the handle's
+        time passed, ...)."""
+        self._check_started()
+        if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+            raise MQClientError("topic is not supported")
+        try:
+            handle = decode_recall_handle(recall_handle)
+        except RecallHandleError as exc:
+            raise MQClientError(str(exc)) from None
+        await self.publish_info(topic)
+        address = self.instance.find_broker_address(handle.broker_name)
+        if address is None:
+            raise MQClientError(f"the broker service address of {handle.broker_name} not found")
+        header = RecallMessageRequestHeader(
+            topic=topic, recall_handle=recall_handle, producer_group=self._group, bname=handle.broker_name
+        )
+        timeout = self.send_msg_timeout if timeout is None else timeout
+        return await api.recall_message(self.instance.remoting, address, header, timeout)
 
     # -- internals -------------------------------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from dledger.file_store import FileLedger
 from dledger.server import DLedgerServer
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageRecord, PreparedMessage, read_record_meta, write_record
+from remoting.codec.record_scan import scan_records
 from store.checkpoint import create_abort_file
 from store.commitlog import CommitLog
 from store.errors import MessageIllegalError, ServiceNotAvailableError
@@ -85,6 +86,8 @@ class DLedgerMessageStore(MessageStore):
         self.role_listeners: list[RoleListener] = []
         #: the sends waiting for their entry to commit (the send processor waits through ``put_waits``)
         self.commit_waits = CommitWaits()
+        #: set to have a follower's committed entries dispatched (None until :meth:`run` starts the task)
+        self._dispatch_wanted: trio.Event | None = None
         self.put_waits = self.commit_waits
         self.server.commit_listeners.append(self._on_commit)
         self.server.role_listeners.append(self._on_role)
@@ -134,10 +137,12 @@ class DLedgerMessageStore(MessageStore):
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.server.run)
                 await nursery.start(self.flush_service.run)
+                nursery.start_soon(self._dispatch_soon)
                 task_status.started()
         finally:
             self._closed = True
             self.writable = False
+            self._dispatch_wanted = None
             self.commit_waits.fail_all()
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.close, limiter=self.disk_limiter)
@@ -158,31 +163,65 @@ class DLedgerMessageStore(MessageStore):
     # ---- dispatch ------------------------------------------------------------------------------------------------
 
     def _on_commit(self, _index: int) -> None:
+        """A leader dispatches at once (a client that saw SEND_OK may read the message next); a follower leaves it
+        to :meth:`_dispatch_soon`, so the commits of every push its reader takes in one pass dispatch as one run."""
+        if self._dispatch_wanted is not None and self.server.running and self.server.node.member.is_follower:
+            self._dispatch_wanted.set()
+            return
         self._dispatch_committed()
         self._check_writable_leader()
 
+    async def _dispatch_soon(self) -> None:
+        """A follower's commit-time dispatch, one scheduler pass after the commits that asked for it."""
+        while True:
+            wanted = self._dispatch_wanted = trio.Event()
+            await wanted.wait()
+            self._dispatch_committed()
+            self._check_writable_leader()
+
     def _dispatch_committed(self) -> None:
-        """Dispatch the committed entries not yet dispatched, in index order, as one run: each record is read in
-        place from the data mapping (no entry copy) and the index keys go through :class:`~store.index.IndexRuns`,
-        as a classic slave's dispatch does (store/ha/replica.py). An unreadable entry stops the run (logged)."""
+        """Dispatch the committed entries not yet dispatched, in index order: runs of plain records walked in place
+        by the record scan (:func:`~remoting.codec.record_scan.scan_records` over the entries, C when built: one
+        ConsumeQueue write per run of a queue, the index entries hashed in it), as a classic slave's dispatch does
+        (store/ha/replica.py); any other record (a transaction's half or rollback, a delayed one, non-ASCII keys)
+        on the general path, one at a time. An unreadable entry stops the dispatch (logged)."""
         ledger = self.ledger
         target = ledger.committed_index
         if self.dispatched_index >= target:
             return
         index = self.index
-        runs = IndexRuns(index, timed=True) if index is not None else None
-        try:
-            while self.dispatched_index < target:
-                at = ledger.body_at(self.dispatched_index + 1)
-                if at is None:
-                    log.error("dledger entry %d is committed but unreadable; dispatch stops", self.dispatched_index + 1)
-                    return
-                self.dispatched_index += 1
-                if at[2]:
-                    self._dispatch_record(at[0], at[1], runs)
-        finally:
-            if runs is not None:
-                runs.flush()
+        while self.dispatched_index < target:
+            at = ledger.segment_at(self.dispatched_index + 1)
+            if at is None:
+                log.error("dledger entry %d is committed but unreadable; dispatch stops", self.dispatched_index + 1)
+                return
+            view, rel, base, written = at
+            limit = min(written, ledger.committed_pos - base)
+            scan = scan_records(view, rel, limit, base, index is not None, True)
+            if scan[1]:  # entries walked
+                self.dispatch_scanned(view, base, scan)
+                self.dispatched_index += scan[1]
+                continue
+            if not self._dispatch_general(self.dispatched_index + 1):
+                return
+            self.dispatched_index += 1
+
+    def _dispatch_general(self, number: int) -> bool:
+        """The entry ``number`` on the general path (a record the scan does not take). False when it is unreadable
+        (logged)."""
+        at = self.ledger.body_at(number)
+        if at is None:
+            log.error("dledger entry %d is committed but unreadable; dispatch stops", number)
+            return False
+        if at[2]:
+            index = self.index
+            runs = IndexRuns(index, timed=True) if index is not None else None
+            try:
+                self._dispatch_record(at[0], at[1], runs)
+            finally:
+                if runs is not None:
+                    runs.flush()
+        return True
 
     def _dispatch_record(self, view: memoryview, at: int, runs: IndexRuns | None) -> None:
         try:

@@ -163,13 +163,10 @@ class FileLedger:
     def body_at(self, index: int) -> tuple[memoryview, int, int] | None:
         """Where the body of the entry at ``index`` lies in its data segment's mapping: ``(view, offset, length)``,
         without copying it; None when the index or the entry there is not readable."""
-        if not self._begin <= index <= self._end or index < 0:
+        found = self._pos_size(index)
+        if found is None:
             return None
-        at = index * INDEX_UNIT_SIZE
-        mf = self.index.find(at)
-        if mf is None or at - mf.file_from_offset + INDEX_UNIT_SIZE > mf.wrote_position:
-            return None
-        _, pos, size, _, _ = INDEX_LAYOUT.unpack_from(mf.view, at - mf.file_from_offset)
+        pos, size = found
         data = self.data.find(pos)
         rel = pos - data.file_from_offset if data is not None else 0
         if data is None or size < HEADER_SIZE or rel + size > data.wrote_position:
@@ -177,6 +174,27 @@ class FileLedger:
         if HEAD_LAYOUT.unpack_from(data.view, rel) != (CURRENT_MAGIC, size):
             return None
         return data.view, rel + HEADER_SIZE, size - HEADER_SIZE
+
+    def segment_at(self, index: int) -> tuple[memoryview, int, int, int] | None:
+        """Where the entry at ``index`` starts: ``(its data segment's mapping, the entry's offset in it, the
+        segment's start offset, the segment's written end in it)``, for a scan of the entries from there on; None
+        when the index is not readable."""
+        found = self._pos_size(index)
+        data = self.data.find(found[0]) if found is not None else None
+        if found is None or data is None:
+            return None
+        return data.view, found[0] - data.file_from_offset, data.file_from_offset, data.wrote_position
+
+    def _pos_size(self, index: int) -> tuple[int, int] | None:
+        """``(pos, size)`` of the entry at ``index`` from its index record; None outside the log or unwritten."""
+        if not self._begin <= index <= self._end or index < 0:
+            return None
+        at = index * INDEX_UNIT_SIZE
+        mf = self.index.find(at)
+        if mf is None or at - mf.file_from_offset + INDEX_UNIT_SIZE > mf.wrote_position:
+            return None
+        _, pos, size, _, _ = INDEX_LAYOUT.unpack_from(mf.view, at - mf.file_from_offset)
+        return pos, size
 
     def index_record(self, index: int) -> IndexRecord | None:
         at = index * INDEX_UNIT_SIZE

@@ -232,7 +232,40 @@ def to_json_dict(message: Base) -> dict[str, Any]:
 
 def encode(message: Base) -> bytes:
     """The JSON body of ``message``, keys sorted as fastjson writes them."""
+    if type(message) is PushEntryRequest:
+        return encode_push(message)
     return orjson.dumps(to_json_dict(message), option=orjson.OPT_SORT_KEYS)
+
+
+#: the last entry :func:`encode_push` wrote and its JSON object (a leader pushes each entry to every follower)
+_last_entry: list[Any] = [None, None]
+
+
+def _entry_json_once(entry: Entry) -> dict[str, Any]:
+    if _last_entry[0] is not entry:
+        _last_entry[:] = entry, _entry_json(entry)
+    json: dict[str, Any] = _last_entry[1]
+    return json
+
+
+def encode_push(message: PushEntryRequest) -> bytes:
+    """``orjson.dumps(to_json_dict(message), sorted)`` for a push, written field by field (the leader's per-entry
+    request), each entry's JSON made once for all the followers it goes to."""
+    named = (("group", message.group), ("remoteId", message.remote_id), ("localId", message.local_id),
+             ("leaderId", message.leader_id))  # fmt: skip
+    out: dict[str, Any] = {key: value for key, value in named if value is not None}
+    out["term"], out["code"], out["type"] = message.term, message.code, message.type.name
+    out["commitIndex"] = message.commit_index
+    entry, batch = message.entry, message.batch_entry
+    if entry is not None:
+        out["entry"] = _entry_json_once(entry)
+    out["batchEntry"] = [_entry_json(e) for e in batch]
+    entries = batch or (() if entry is None else (entry,))
+    out["batch"], out["count"] = bool(batch), len(entries)
+    out["firstEntryIndex"] = entries[0].index if entries else -1
+    out["lastEntryIndex"] = entries[-1].index if entries else -1
+    out["totalSize"] = sum(e.size for e in batch)
+    return orjson.dumps(out, option=orjson.OPT_SORT_KEYS)
 
 
 def _int(value: Any, key: str) -> int:
@@ -324,14 +357,54 @@ def _field_value(name: str, value: Any, key: str) -> Any:
     return _CONVERTERS.get(name, _int)(value, key)
 
 
-def decode(cls: type[_M], body: bytes | memoryview) -> _M:
-    """Parse a JSON body into ``cls`` (one of this module's classes). Raises MessageError."""
+def _object(body: bytes | memoryview) -> dict[str, Any]:
     try:
         data = orjson.loads(bytes(body) if isinstance(body, memoryview) else body)
     except orjson.JSONDecodeError as exc:
         raise MessageError(f"not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise MessageError("expected a JSON object")
+    return data
+
+
+def decode(cls: type[_M], body: bytes | memoryview) -> _M:
+    """Parse a JSON body into ``cls`` (one of this module's classes). Raises MessageError."""
+    return _from_dict(cls, _object(body))
+
+
+_PUSH_TYPES: Final = {t.name: t for t in PushType}
+
+
+def decode_push(body: bytes | memoryview) -> PushEntryRequest:
+    """``decode(PushEntryRequest, body)`` (the same request, or MessageError for the same bodies), with the fields
+    of the usual push read straight; any field of another shape goes the general way, which raises for it."""
+    data = _object(body)
+    get = data.get
+    group, remote_id, local_id, leader_id = get("group"), get("remoteId"), get("localId"), get("leaderId")
+    term, code, commit_index, kind = get("term"), get("code"), get("commitIndex"), get("type")
+    if not (
+        (group is None or type(group) is str)
+        and (remote_id is None or type(remote_id) is str)
+        and (local_id is None or type(local_id) is str)
+        and (leader_id is None or type(leader_id) is str)
+        and (term is None or type(term) is int)
+        and (code is None or type(code) is int)
+        and (commit_index is None or type(commit_index) is int)
+        and (kind is None or (type(kind) is str and kind in _PUSH_TYPES))
+    ):
+        return _from_dict(PushEntryRequest, data)
+    entry, batch = get("entry"), get("batchEntry")
+    return PushEntryRequest(
+        group=group, remote_id=remote_id, local_id=local_id, leader_id=leader_id,
+        term=-1 if term is None else term, code=200 if code is None else code,
+        type=PushType.APPEND if kind is None else _PUSH_TYPES[kind],
+        commit_index=-1 if commit_index is None else commit_index,
+        entry=None if entry is None else _entry(entry, "entry"),
+        batch_entry=() if batch is None else _entries(batch, "batchEntry"),
+    )  # fmt: skip
+
+
+def _from_dict(cls: type[_M], data: dict[str, Any]) -> _M:
     table = _DECODERS.get(cls)
     if table is None:
         fields = attrs.fields(cls)  # type: ignore[arg-type]

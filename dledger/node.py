@@ -99,8 +99,11 @@ class RaftNode:
         self._working = False
         self.flush_wanted = False
         self.last_preferred_check = now
+        #: ``config.preferred_leaders``, split once (the work loop asks on every pass)
+        self._preferred = config.preferred_leaders
         #: Set by a shell that coalesces pushes: :meth:`append` then leaves the push (and the ack check) to the next
         #: :meth:`tick`, asked for by ``push_wanted``, so appends made meanwhile travel in one batch push.
+        #: ``push_wanted`` also asks for the tick that applies requests taken with ``handle_request(defer=True)``.
         self.defer_push = False
         self.push_wanted = False
 
@@ -130,7 +133,23 @@ class RaftNode:
             call[1](response)
         self._work()
 
-    def handle_request(self, now: int, request: Request, handle: object) -> None:
+    def handle_responses(self, now: int, responses: Sequence[tuple[int, Response | None]]) -> None:
+        """:meth:`handle_response` for each ``(token, response)`` in order, with one work loop after the last (a
+        shell that collects the answers of a scheduler pass); the loop also makes the pushes that deferred appends
+        asked for (``push_wanted``), as :meth:`tick` would."""
+        self._advance(now)
+        calls = self._calls
+        for token, response in responses:
+            call = calls.pop(token, None)
+            if call is not None:
+                call[1](response)
+        self.push_wanted = False
+        self._work()
+
+    def handle_request(self, now: int, request: Request, handle: object, *, defer: bool = False) -> None:
+        """A request from a peer or a DLedger client. With ``defer`` a push is only queued (its checks and answer
+        come with the next :meth:`tick`, which ``push_wanted`` asks for), so a shell can apply a pass's pushes in
+        one work loop; the leader sees that as a slower network."""
         self._advance(now)
         member = self.member
         if request.remote_id != member.self_id:
@@ -152,7 +171,10 @@ class RaftNode:
         elif isinstance(request, MetadataRequest):
             self.reply(handle, MetadataResponse(group=member.group, peers=dict(member.peers),
                                                 leader_id=member.leader_id))  # fmt: skip
-        self._work()
+        if defer:
+            self.push_wanted = True
+        else:
+            self._work()
 
     def append(self, now: int, bodies: Sequence[tuple[int, BodyFill]], reply_to: object = None
                ) -> tuple[int, int, list[Entry]]:  # fmt: skip
@@ -243,7 +265,7 @@ class RaftNode:
             deadlines.append(self.now + 10)
         if self.push_wanted:
             deadlines.append(self.now)
-        if self.member.is_leader and self.config.preferred_leaders:
+        if self.member.is_leader and self._preferred:
             deadlines.append(self.last_preferred_check + 1000)
         return max(self.now, min(deadlines))
 
@@ -409,7 +431,7 @@ class RaftNode:
 
     def _check_preferred_leader(self) -> None:
         member, config = self.member, self.config
-        if not member.is_leader or not config.preferred_leaders or self.now - self.last_preferred_check < 1000:
+        if not member.is_leader or not self._preferred or self.now - self.last_preferred_check < 1000:
             return
         self.last_preferred_check = self.now
         if member.transferee is not None or member.self_id in config.preferred_leaders:

@@ -12,8 +12,11 @@ one nursery (``await nursery.start(server.run)``):
 - a timer for the node's outstanding calls (it times them out);
 - the flush task: every ``flushFileInterval`` (or at once when an answer waits for it), ``fdatasync`` in a worker
   thread, then the node hears the new flushed index; and the ``checkpoint`` every ``checkPointInterval``;
-- with ``enableBatchPush``, the push task: an append only queues its entry and this task ticks the node one
-  scheduler pass later, so entries appended meanwhile leave in one batch push.
+- the push task: an append only queues its entry and an answer to a call only queues up; this task hands the node
+  everything queued one scheduler pass later (:meth:`~dledger.node.RaftNode.handle_responses`, then one work loop),
+  so the appends and answers of a pass cost one work loop and one round of effects: the entries appended meanwhile
+  leave as one push per entry and follower (DLedger's default), or in one batch push with ``enableBatchPush``; the
+  pass's frames to each follower leave in one write (``Connection.hold``).
 
 When the connection the followed leader calls on closes and a new connection to its DLedger port is refused (its
 process is gone), the node campaigns at once (:meth:`~dledger.node.RaftNode.leader_unreachable`) instead of after
@@ -22,9 +25,10 @@ the heartbeat leak; a paused or partitioned leader refuses nothing, so that case
 Requests arrive through :class:`DLedgerProcessor` on a one-worker pool (so in order) and answers leave when the node
 produces them (DLedger's request codes, JSON bodies, remoting code 200, the result in the body's ``code``). A PUSH is
 taken in the connection's reader instead (:meth:`DLedgerServer.fast_push`) whenever the pool is idle, so the order
-holds, and answered with a frame written from a template. A body that does not parse is answered 411
+holds, queued in the node and applied by the push task's next pass with the others read meanwhile, and answered
+with a frame written from a template. A body that does not parse is answered 411
 UNEXPECTED_ARGUMENT. Calls to peers go out as frames written from their fields (``invoke_fields_callback``); a failed
-connection hands ``None`` to the node at once.
+connection hands ``None`` to the node with the push task's next pass, as an answer would be.
 
 The broker's side: :meth:`DLedgerServer.append` (synchronous; the callback gets the
 :class:`~dledger.effects.AppendDone`), ``role_listeners`` and ``commit_listeners`` (called on the Trio thread, must
@@ -55,6 +59,7 @@ from dledger.messages import (
     PushEntryRequest,
     Response,
     decode,
+    decode_push,
     encode,
 )
 from dledger.node import NEVER, RaftNode
@@ -92,6 +97,8 @@ def now_ms() -> int:
 class DLedgerServer:
     def __init__(self, config: DLedgerConfig, *, rng: random.Random | None = None) -> None:
         self.config = config
+        #: peer id -> DLedger address (``config.peer_map`` parses the peers string on every call)
+        self._addresses = config.peer_map
         self.ledger = FileLedger(config)
         self.terms = FileTermStore(config.default_path)
         self.rng = rng or random.Random()
@@ -102,6 +109,8 @@ class DLedgerServer:
         self._sleepers: set[_Sleeper] = set()
         self._flush_now = trio.Event()
         self._push_soon = trio.Event()
+        #: answers to this member's calls, handled together by the push task (``(token, response)``)
+        self._responses: list[tuple[int, Response | None]] = []
         self._role_scope: trio.CancelScope | None = None
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
@@ -153,7 +162,9 @@ class DLedgerServer:
         host, port = parse_address(self.config.peer_map[self.config.self_id])
         try:
             self._node = RaftNode(self.config, self.ledger, self.terms, rng=self.rng, now=now_ms())
-            self._node.defer_push = self.config.enable_batch_push
+            # Appends and answers are taken in by the push task, once a scheduler pass: one work loop and one round
+            # of effects for all of them. With or without enableBatchPush; without, each entry is still its own push.
+            self._node.defer_push = True
             pool = ProcessorPool("dledger", 1, 100_000)
             dispatcher = Dispatcher()
             dispatcher.register(list(BY_CODE), DLedgerProcessor(self), pool)
@@ -256,15 +267,30 @@ class DLedgerServer:
                 self._carry_out()
 
     async def _pusher(self) -> None:
-        """With ``enableBatchPush``, appends only queue entries; this pushes what queued up meanwhile (one tick after
-        the first append, once the tasks already runnable, e.g. other sends, have appended theirs)."""
+        """Appends only queue entries and answers only queue up; this hands the node what queued up meanwhile (one
+        pass after the first, once the tasks already runnable, e.g. other sends and the readers of the other
+        followers' answers, have added theirs): the answers, then one work loop that pushes every queued entry (in
+        batches with ``enableBatchPush``)."""
         while True:
             await self._push_soon.wait()
             self._push_soon = trio.Event()
             await trio.sleep(0)
-            if self._node is not None:
-                self._node.tick(now_ms())
-                self._carry_out()
+            node, client = self._node, self._client
+            if node is not None and client is not None:
+                responses, self._responses = self._responses, []
+                if responses:
+                    node.handle_responses(now_ms(), responses)
+                else:
+                    node.tick(now_ms())
+                # The pass's pushes to each follower leave in one write per connection.
+                held = [c for c in client.connections.values() if not c.closed]
+                for connection in held:
+                    connection.hold()
+                try:
+                    self._carry_out()
+                finally:
+                    for connection in held:
+                        _release(connection)
 
     async def _checkpointer(self) -> None:
         while True:
@@ -283,6 +309,8 @@ class DLedgerServer:
             role_changed |= self._effect(effect)
         if node.flush_wanted:
             self._flush_now.set()
+        if node.push_wanted:
+            self._push_soon.set()
         if role_changed:
             self._restart_role_timers()
         self._wake_timers()
@@ -326,8 +354,7 @@ class DLedgerServer:
         token = send.token
 
         def done(outcome: RemotingCommand | RemotingError) -> None:
-            node = self._node
-            if node is None:
+            if self._node is None:
                 return
             response: Response | None = None
             if isinstance(outcome, RemotingCommand):
@@ -336,11 +363,11 @@ class DLedgerServer:
                 except MessageError as exc:
                     log.warning("dledger %s: bad %s answer from %s: %s", self.config.self_id, code.name, send.peer,
                                 exc)  # fmt: skip
-            node.handle_response(now_ms(), token, response)
-            self._carry_out()
+            self._responses.append((token, response))
+            self._push_soon.set()
 
         body, timeout = encode(send.request), self.config.rpc_timeout_ms / 1000
-        address = self.config.peer_map[send.peer]
+        address = self._addresses[send.peer]
         if not client.invoke_fields_callback(address, code, {}, body, timeout, done):
             client.invoke_callback(address, request(code, body=body), timeout, done, plain=True)
 
@@ -352,14 +379,18 @@ class DLedgerServer:
         if node is None or type(opaque) is not int or not -(1 << 31) <= opaque < 1 << 31:
             return False
         try:
-            message = decode(PushEntryRequest, body)
+            message = decode_push(body)
         except MessageError:
             return False
         connection = ctx.connection
         if message.local_id:
             connection.attributes[_PEER] = message.local_id  # the leader calling on this connection (as handle())
-        node.handle_request(now_ms(), message, (connection, opaque))
-        self._carry_out()
+        # Applied and answered by the push task's next pass, with the other pushes read meanwhile (one work loop).
+        node.handle_request(now_ms(), message, (connection, opaque), defer=True)
+        if node.has_effects:
+            self._carry_out()
+        else:
+            self._push_soon.set()
         return True
 
     def handle(self, connection: Connection, cmd: RemotingCommand) -> None:
@@ -436,6 +467,13 @@ def answer_frame(opaque: int, body: bytes) -> bytes:
     """The frame of an answer with ``body`` to the request ``opaque`` (the bytes ``encode_command`` makes)."""
     head = _ANSWER_HEAD % opaque
     return _LENGTHS.pack(4 + len(head) + len(body), len(head)) + head + body
+
+
+def _release(connection: Connection) -> None:
+    try:
+        connection.release_held()
+    except RemotingConnectError:
+        log.debug("dledger pushes to %r dropped: connection closed", connection)
 
 
 def _reply(reply: Reply) -> None:

@@ -32,6 +32,7 @@ from dledger.entry import Entry
 from dledger.invariants import Checker, InvariantViolation, MemberView
 from dledger.ledger import MemoryLedger
 from dledger.member import MemoryTermStore
+from dledger.messages import PushEntryRequest
 from dledger.node import RaftNode
 
 
@@ -58,6 +59,11 @@ class SimConfig:
     #: DLedger 0.3.1.2's behaviour where the core departs from it (:class:`~dledger.node.RaftNode`)
     faithful: bool = False
     enable_batch_push: bool = False
+    #: Appends push at the next tick, pushes received are applied at the next tick and answers are handed over with
+    #: :meth:`RaftNode.handle_responses`, as the broker's shell runs every member now; off by default (each input
+    #: worked through at once, as DLedger does) so the kept seeds replay the runs they were found in. With
+    #: ``enable_batch_push`` appends always defer.
+    shell_passes: bool = False
     flush_delay_ms: int = 5
 
 
@@ -129,7 +135,7 @@ class Simulation:
         node_rng = random.Random(self.rng.getrandbits(64))
         member.node = RaftNode(config, member.ledger, member.terms, rng=node_rng, now=self.now,
                                faithful=c.faithful)  # fmt: skip
-        member.node.defer_push = c.enable_batch_push  # as the broker's shell runs it
+        member.node.defer_push = c.enable_batch_push or c.shell_passes  # as the broker's shell runs it
         member.tick_at = -1
         self.checker.forget(member.member_id)
         self._after(member)
@@ -207,11 +213,16 @@ class Simulation:
         elif kind == "request":
             token, request, incarnation, to = args[2]
             if to == member.incarnation:
-                node.handle_request(self.now, request, (args[0], token, incarnation))
+                # The shell takes pushes in its connections' readers and applies them with its push task's pass.
+                defer = self.config.shell_passes and isinstance(request, PushEntryRequest)
+                node.handle_request(self.now, request, (args[0], token, incarnation), defer=defer)
         else:
             token, response, incarnation = args[2]
             if incarnation == member.incarnation:
-                node.handle_response(self.now, token, response)
+                if self.config.shell_passes:  # as the shell's push task hands them over
+                    node.handle_responses(self.now, [(token, response)])
+                else:
+                    node.handle_response(self.now, token, response)
         return member
 
     def _append(self) -> None:
@@ -382,6 +393,7 @@ class Simulation:
                 (f" --members {c.members}", c.members != 3),
                 (" --power-loss", c.power_loss),
                 (" --batch", c.enable_batch_push),
+                (" --shell-passes", c.shell_passes),
                 (" --faithful", c.faithful),
             )
             if on
@@ -429,9 +441,11 @@ def _main() -> None:
     parser.add_argument("--power-loss", action="store_true", help="crashes lose unflushed data (implies sync acks)")
     parser.add_argument("--batch", action="store_true", help="enableBatchPush")
     parser.add_argument("--faithful", action="store_true", help="DLedger 0.3.1.2's behaviour where ours departs")
+    parser.add_argument("--shell-passes", action="store_true", help="appends and answers taken in as the shell does")
     args = parser.parse_args()
     config = SimConfig(members=args.members, power_loss=args.power_loss, sync_before_ack=args.power_loss,
-                       enable_batch_push=args.batch, faithful=args.faithful)  # fmt: skip
+                       enable_batch_push=args.batch, faithful=args.faithful,
+                       shell_passes=args.shell_passes)  # fmt: skip
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     started, cpu = time.perf_counter(), time.process_time()
     totals = {"seeds": 0, "checks": 0, "acknowledged": 0, "committed": 0}

@@ -215,8 +215,8 @@ class PullMessageProcessor:
         fields = _fields(suggest, next_offset, result.min_offset, result.max_offset)
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS:
-            messages = result.messages
-            body = bytes(messages[0]) if len(messages) == 1 else b"".join(messages)
+            runs = result.runs  # the records back to back: usually one slice of the CommitLog
+            body = bytes(runs[0]) if len(runs) == 1 else b"".join(runs)
             response = request.response(code, result.status.value, fields, body)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PULL_FLAG_SUSPEND:
             response = self._suspend(ctx, request, header, (tag_filter, sql_filter), fields, result.status.value)
@@ -227,7 +227,7 @@ class PullMessageProcessor:
         elapsed = time.perf_counter_ns() - started
         if code == ResponseCode.SUCCESS and response is not None:
             self.broker.stats.record_get(
-                header.consumer_group, header.topic, header.queue_id, len(result.messages), len(response.body),
+                header.consumer_group, header.topic, header.queue_id, len(result.sizes), len(response.body),
                 next_offset, elapsed,
             )  # fmt: skip
         else:

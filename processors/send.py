@@ -9,8 +9,10 @@ transactional half message (stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with 
 ``rejectTransactionMessage`` is set. Delay levels are a seam: ``delay_rewrite`` (see :data:`DelayRewrite`).
 
 Every response, error or not, carries ``MSG_REGION`` and ``TRACE_ON``; a stored message adds ``msgId`` (comma-joined
-for a batch), ``queueId`` and ``queueOffset``. Store refusals map to MESSAGE_ILLEGAL / SERVICE_NOT_AVAILABLE /
-SYSTEM_ERROR with a remark naming the reason; flush timeouts to FLUSH_DISK_TIMEOUT (the message is stored).
+for a batch), ``queueId`` and ``queueOffset``, and a single message parked in the timer (not one sent to a retry topic)
+its ``recallHandle`` (RocketMQ 5.3's ``SendMessageProcessor.attachRecallHandle``; :mod:`remoting.codec.recall_handle`).
+Store refusals map to MESSAGE_ILLEGAL / SERVICE_NOT_AVAILABLE / SYSTEM_ERROR with a remark naming the reason; flush
+timeouts to FLUSH_DISK_TIMEOUT (the message is stored).
 
 This is the broker's hottest path: the common case (valid header, known topic) is one header parse, two dict lookups,
 one pass over the properties string (a plain concatenation when it has no WAIT/TRAN_MSG/DELAY/CLUSTER) and one
@@ -38,10 +40,12 @@ from remoting.codec.message import (
     MessageRecord,
     split_batch_body,
 )
-from remoting.codec.message_properties import with_properties
+from remoting.codec.message_properties import decode_properties, with_properties
+from remoting.codec.recall_handle import encode_recall_handle
 from remoting.codec.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
+    TIMER_TOPIC,
     TRANS_HALF_TOPIC,
     validate_topic,
 )
@@ -230,9 +234,23 @@ class SendMessageProcessor:
             record = self.delay_rewrite(record, props.delay_level)
         elif self.timer_rewrite is not None and not to_dlq and "TIMER_" in stored:
             record = self.timer_rewrite(record)
+            if record.topic == TIMER_TOPIC and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                fields = {**self.base_fields, "recallHandle": self._recall_handle(record)}
+                return await self.answers.store(
+                    ctx, request, queue_id, props.wait, self.broker.store.append, record, fields
+                )
         # Java answers the queue a delayed, timer or half message was sent to, not the queue it waits in.
         return await self.answers.store(
             ctx, request, queue_id, props.wait, self.broker.store.append, record, self.base_fields
+        )
+
+    def _recall_handle(self, parked: MessageRecord) -> str:
+        """The handle of a message parked in the timer: its real topic, this broker, ``TIMER_OUT_MS`` + 1 (RocketMQ
+        adds one against its floored time) and its ``UNIQ_KEY`` (``null`` without one, as Java joins it)."""
+        props = decode_properties(parked.properties)
+        timestamp = str(int(props["TIMER_OUT_MS"]) + 1)
+        return encode_recall_handle(
+            props["REAL_TOPIC"], self.broker.config.broker_name, timestamp, props.get("UNIQ_KEY", "null")
         )
 
     def _retry_target(

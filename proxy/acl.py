@@ -11,11 +11,11 @@ global white list on the gRPC peer's IP, the ``authorization`` header (:mod:`pro
 ``x-mq-date-time``, permissions) — one check, two front ends.
 
 Resources per request (a group is checked as ``%RETRY%<group>``; names are checked as the proxy uses them, without
-the resource namespace, which this proxy does not apply either): SendMessage and EndTransaction topic PUB (a send's
-messages must share one topic); ReceiveMessage, AckMessage, ForwardMessageToDeadLetterQueue, ChangeInvisibleDuration
-and QueryAssignment topic SUB and group SUB; QueryRoute topic PUB or SUB; Heartbeat of a consumer its group SUB;
-NotifyClientTermination its group SUB when it names one; a Telemetry Settings its publishing topics PUB, or its
-subscription's group and topics SUB; other Telemetry commands only authentication.
+the resource namespace, which this proxy does not apply either): SendMessage, EndTransaction and RecallMessage topic
+PUB (a send's messages must share one topic); ReceiveMessage, AckMessage, ForwardMessageToDeadLetterQueue,
+ChangeInvisibleDuration and QueryAssignment topic SUB and group SUB; QueryRoute topic PUB or SUB; Heartbeat of a
+consumer its group SUB; NotifyClientTermination its group SUB when it names one; a Telemetry Settings its publishing
+topics PUB, or its subscription's group and topics SUB; other Telemetry commands only authentication.
 
 Every refusal raises :class:`~proxy.common.RpcError` with ``UNAUTHORIZED`` (40100) and the reason: RocketMQ 5.3's
 ``proxy/.../grpc/v2/common/ResponseBuilder.java`` answers both an authentication and an authorization failure with
@@ -64,7 +64,7 @@ def _send(req: Any, needed: Needed) -> None:
     needed[topic] = PUB
 
 
-def _end_transaction(req: Any, needed: Needed) -> None:
+def _topic_pub(req: Any, needed: Needed) -> None:
     needed[req.topic.name] = PUB
 
 
@@ -111,7 +111,8 @@ def _telemetry(req: Any, needed: Needed) -> None:
 
 _RULES: Final[dict[str, Callable[[Any, Needed], None]]] = {
     "SendMessageRequest": _send,
-    "EndTransactionRequest": _end_transaction,
+    "EndTransactionRequest": _topic_pub,
+    "RecallMessageRequest": _topic_pub,
     "ReceiveMessageRequest": _receive,
     "AckMessageRequest": _subscribe,
     "ForwardMessageToDeadLetterQueueRequest": _subscribe,

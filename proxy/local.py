@@ -15,6 +15,7 @@ from typing import Any, cast
 import trio
 
 from processors.end_transaction import EndTransactionProcessor
+from processors.recall import RecallMessageProcessor
 from processors.send import SendMessageProcessor
 from remoting.codec import command as commands
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -48,14 +49,22 @@ class LocalChannel(Connection):
 
 
 class LocalInvoker:
-    """Routes SEND_MESSAGE_V2 and END_TRANSACTION to the broker's processors (built by :mod:`proxy.startup`)."""
+    """Routes SEND_MESSAGE_V2, END_TRANSACTION and RECALL_MESSAGE to the broker's processors (built by
+    :mod:`proxy.startup`)."""
 
-    def __init__(self, send: SendMessageProcessor, end_transaction: EndTransactionProcessor) -> None:
+    def __init__(
+        self,
+        send: SendMessageProcessor,
+        end_transaction: EndTransactionProcessor,
+        recall: RecallMessageProcessor | None = None,
+    ) -> None:
         self._send = send
         self._table: dict[int, Processor] = {
             RequestCode.SEND_MESSAGE_V2: send,
             RequestCode.END_TRANSACTION: end_transaction,
         }
+        if recall is not None:
+            self._table[RequestCode.RECALL_MESSAGE] = recall
         self._channels: dict[tuple[str, int], LocalChannel] = {}
 
     def channel(self, peer: tuple[str, int]) -> LocalChannel:

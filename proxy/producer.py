@@ -10,6 +10,13 @@ flushing behave as for a 4.x send. The proxy picks the queue: a message group al
 it), other messages round-robin.
 Transactions are remembered by transaction id (= the message id) with the half message's offsets, which EndTransaction
 needs; a restart forgets them, and the broker's check then asks the producer over Telemetry.
+
+A timer (delay) message's entry carries the ``recall_handle`` the broker's send answer holds (empty for other
+messages, as RocketMQ 5.3's SendMessageActivity answers). RecallMessage (:meth:`Producing.recall`, RocketMQ 5.3's
+``RecallMessageActivity`` and ``ProducerProcessor.recallMessage``): the topic's name (ILLEGAL_TOPIC, system topics
+too), its ``message.type`` DELAY or MIXED (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE; a topic without the attribute
+takes it, an unknown topic does not), the handle decodes (else INTERNAL_SERVER_ERROR "recall handle is invalid"), then
+RECALL_MESSAGE through the broker's recall processor; any refusal there is INTERNAL_SERVER_ERROR with its remark.
 """
 
 from __future__ import annotations
@@ -27,10 +34,13 @@ from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.codec.headers.recall import RecallMessageRequestHeader
 from remoting.codec.headers.send import SendMessageRequestHeader
 from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.msgid import decode_offset_msg_id
+from remoting.codec.recall_handle import RecallHandleError, decode_recall_handle
+from remoting.codec.topics import is_system_topic, validate_topic
 
 __all__ = ["Producing", "consistent_hash"]
 
@@ -164,12 +174,43 @@ class Producing:
         entry.status.CopyFrom(status())
         entry.transaction_id = sp.message_id
         entry.offset = int(ext.get("queueOffset", "0"))
+        entry.recall_handle = ext.get("recallHandle", "")
         if sys_flag & SYSFLAG_TRANSACTION_PREPARED:
             phy = decode_offset_msg_id(ext["msgId"]).phy_offset
             if len(self.transactions) >= _MAX_OPEN_TRANSACTIONS:  # never ended nor checked: forget the oldest
                 del self.transactions[next(iter(self.transactions))]
             self.transactions[sp.message_id] = (phy, entry.offset)
         return entry
+
+    async def recall(self, req: Any, metadata: dict[str, str]) -> Any:
+        """RecallMessage (see the module docstring); raises RpcError."""
+        topic = req.topic.name
+        remark = validate_topic(topic)
+        if remark is not None:
+            raise RpcError(Code.ILLEGAL_TOPIC, remark)
+        if is_system_topic(topic):
+            raise RpcError(Code.ILLEGAL_TOPIC, "cannot access system topic")
+        if self.config.enable_topic_message_type_check:
+            config = self.broker.topics.get(topic)
+            declared = TopicMessageType.UNSPECIFIED if config is None else topic_type(config.attribute(MESSAGE_TYPE))
+            if declared is not None and declared not in (TopicMessageType.DELAY, TopicMessageType.MIXED):
+                raise RpcError(
+                    Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                    f"TopicMessageType validate failed, the expected type is {declared.value}, "
+                    "but actual type is DELAY",
+                )
+        try:
+            handle = decode_recall_handle(req.recall_handle)
+        except RecallHandleError as exc:
+            raise RpcError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
+        header = RecallMessageRequestHeader(topic=topic, recall_handle=req.recall_handle, bname=handle.broker_name)
+        answer = await self.invoker.invoke(
+            request(RequestCode.RECALL_MESSAGE, header.to_ext_fields()), peer_of(metadata)
+        )
+        if answer.code != ResponseCode.SUCCESS:
+            raise RpcError(Code.INTERNAL_SERVER_ERROR, answer.remark or "recall failed")
+        message_id = (answer.ext_fields or {}).get("msgId", "")
+        return service.RecallMessageResponse(status=status(Code.OK, "OK"), message_id=message_id)
 
     async def end_transaction(self, req: Any, metadata: dict[str, str]) -> Any:
         tx_id = req.transaction_id or req.message_id

@@ -4,7 +4,7 @@ Each method only reads the request headers, hands the request to :class:`proxy.m
 Trio thread through the :class:`~proxy.bridge.TrioBridge`, and writes what comes back. Telemetry is the one duplex
 call: a reader task forwards the client's commands; the writer sends the replies and whatever the broker pushes
 (transaction recovery) through the stream's outbox. The RPCs not served here (PullMessage and the offset RPCs, which
-RocketMQ 5.3's proxy does not serve either, RecallMessage, SyncLiteSubscription) answer gRPC UNIMPLEMENTED. A stopping
+RocketMQ 5.3's proxy does not serve either, SyncLiteSubscription) answer gRPC UNIMPLEMENTED. A stopping
 broker answers UNAVAILABLE. A Telemetry stream whose credentials the ACL refuses ends with UNAUTHENTICATED.
 """
 
@@ -92,6 +92,10 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         fn, make = self.activity.producing.end_transaction, service.EndTransactionResponse
         return await self._unary(fn, make, request, context, waits=True)
 
+    async def RecallMessage(self, request: Any, context: Context) -> Any:
+        fn, make = self.activity.producing.recall, service.RecallMessageResponse
+        return await self._unary(fn, make, request, context, waits=True)
+
     async def NotifyClientTermination(self, request: Any, context: Context) -> Any:
         fn, make = self.activity.notify_termination, service.NotifyClientTerminationResponse
         return await self._unary(fn, make, request, context)
@@ -161,4 +165,4 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
     async def _unimplemented(self, request: Any, context: Context) -> Any:
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not served by this broker")
 
-    PullMessage = UpdateOffset = GetOffset = QueryOffset = RecallMessage = SyncLiteSubscription = _unimplemented
+    PullMessage = UpdateOffset = GetOffset = QueryOffset = SyncLiteSubscription = _unimplemented

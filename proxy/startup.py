@@ -2,7 +2,7 @@
 
 :func:`serve_proxy` builds the broker's :class:`~broker.pop.PopService` and its revive loop, chains the pop's arrival
 listener behind the store's (long-polling receives wake on new messages), wires the local invoker to the broker's own
-send and end-transaction processors, checks every RPC against the broker's ACL rules when ``aclEnable`` is on
+send, end-transaction and recall processors, checks every RPC against the broker's ACL rules when ``aclEnable`` is on
 (:mod:`proxy.acl`), and serves gRPC on ``grpcServerPort`` (plaintext) and, with a certificate, on
 the TLS port. ``task_status.started`` gets ``(plaintext port, TLS port or 0)``. A port that cannot be bound raises
 ``OSError``; a certificate that cannot be read raises ``OSError`` too.
@@ -18,6 +18,7 @@ from broker.controller import BrokerController
 from broker.pop import PopService
 from broker.pop.revive import ReviveService
 from processors.end_transaction import EndTransactionProcessor
+from processors.recall import RecallMessageProcessor
 from processors.send import SendMessageProcessor
 from proxy.acl import GrpcAcl
 from proxy.bridge import TrioBridge
@@ -48,7 +49,11 @@ def build_activity(controller: BrokerController, config: ProxyConfig) -> tuple[M
         timer_rewrite=controller.timer.rewrite,
         put_futures=controller.put_futures,
     )
-    invoker = LocalInvoker(send, EndTransactionProcessor(ctx, controller.transaction_bridge))
+    invoker = LocalInvoker(
+        send,
+        EndTransactionProcessor(ctx, controller.transaction_bridge),
+        RecallMessageProcessor(ctx, controller.timer.rewrite),
+    )
     acl = None if controller.acl is None else GrpcAcl(controller.acl)
     return MessagingActivity(ctx, config, pop, invoker, acl), ReviveService(pop)
 

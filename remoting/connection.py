@@ -449,6 +449,13 @@ class Connection:
         first, self._holding = not self._holding, True
         return first
 
+    def hold(self) -> None:
+        """Hold every frame written from now on until :meth:`release_held`, as :meth:`hold_frame` holds its own: for
+        a caller that writes many frames to this connection in one pass (they leave in one write). Nothing on a
+        closed connection."""
+        if not self._closed:
+            self._holding = True
+
     def release_held(self) -> None:
         """Write what :meth:`hold_frame` queued: straight to the socket when the writer is idle (the writer gets
         what the socket does not take), else the running writer takes it. Raises :class:`RemotingConnectError`

@@ -243,6 +243,15 @@ class CommitLog:
             return None
         return mf.view[pos : pos + size]
 
+    def segment_at(self, phy_offset: int) -> tuple[memoryview, int, int] | None:
+        """The segment holding ``phy_offset`` as ``(view, its first CommitLog offset, bytes written in it)``, or
+        ``None`` when deleted or not yet created: a reader of many records (a pull) slices them from the view itself,
+        as :meth:`read` would, within the written bytes."""
+        mf = self.queue.find(phy_offset)
+        if mf is None:
+            return None
+        return mf.view, mf.file_from_offset, mf.wrote_position
+
     def read_record(self, phy_offset: int) -> memoryview | None:
         """The whole record starting at ``phy_offset`` (size read from the record itself)."""
         mf = self.queue.find(phy_offset)

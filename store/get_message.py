@@ -91,36 +91,54 @@ def get_message(
     if entries is None:
         return GetResult(GetStatus.OFFSET_FOUND_NULL, cq.next_file_start(offset), lo, hi)
     status = GetStatus.NO_MATCHED_MESSAGE
-    messages: list[memoryview] = []
+    runs: list[list[object]] = []  # [segment view, start, end] per run of adjacent records
+    sizes: list[int] = []
     queue_offsets: list[int] = []
     total = 0
     max_phy = commitlog.max_offset
     last_phy = max_phy
     scanned = 0
+    # The segment of the last record read: a record inside its written part is read from it directly (what
+    # commitlog.read would give), and one that starts where the open run ends extends that run.
+    seg: memoryview | None = None
+    seg_base = seg_written = 0
+    run_end = -1
     for phy, size, tags in entries:
         if size == FILLER_SIZE:  # padding before a queue's first real entry
             scanned += 1
             continue
         last_phy = phy
-        if messages:
+        if sizes:
             on_disk = max_phy - phy > memory_limit
             byte_limit = min(max_bytes, MAX_TRANSFER_BYTES_ON_DISK) if on_disk else max_bytes
             count_limit = MAX_TRANSFER_COUNT_ON_DISK if on_disk else max_count_in_memory
-            if len(messages) >= max_msgs or len(messages) >= count_limit or total + size > byte_limit:
+            if len(sizes) >= max_msgs or len(sizes) >= count_limit or total + size > byte_limit:
                 break
         scanned += 1
         if tag_filter is not None and not tag_filter(tags):
             continue
-        record = commitlog.read(phy, size)
-        if record is None:  # its segment was deleted by retention
-            if not messages:
-                status = GetStatus.MESSAGE_WAS_REMOVING
+        pos = phy - seg_base
+        if seg is None or pos < 0 or pos + size > seg_written or size <= 0:
+            located = commitlog.segment_at(phy)
+            if located is None or size <= 0 or phy - located[1] + size > located[2]:
+                # its segment was deleted by retention (or the entry points past the written end)
+                if not sizes:
+                    status = GetStatus.MESSAGE_WAS_REMOVING
+                continue
+            seg, seg_base, seg_written = located
+            pos = phy - seg_base
+            run_end = -1
+        if property_filter is not None and not property_filter(record_properties(seg[pos : pos + size])):
             continue
-        if property_filter is not None and not property_filter(record_properties(record)):
-            continue
-        messages.append(record)
+        if pos == run_end:
+            runs[-1][2] = run_end = pos + size
+        else:
+            run_end = pos + size
+            runs.append([seg, pos, run_end])
+        sizes.append(size)
         queue_offsets.append(offset + scanned - 1)
         total += size
         status = GetStatus.FOUND
     suggest = max_phy - last_phy > memory_limit
-    return GetResult(status, offset + scanned, lo, hi, messages, queue_offsets, suggest)
+    views = [view[start:end] for view, start, end in runs]  # type: ignore[index]
+    return GetResult(status, offset + scanned, lo, hi, views, sizes, queue_offsets, suggest)

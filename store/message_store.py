@@ -40,9 +40,11 @@ from remoting.codec.message import (
     RecordMeta,
     prepare_batch,
     prepare_message,
+    read_record_meta,
 )
 from remoting.codec.message_properties import find_property, index_keys_of_raw, tags_code, tags_code_of_raw
 from remoting.codec.record_batch import NATIVE, encode_entries_into, encode_record_into, encode_records_into
+from remoting.codec.record_scan import CQ_RUN, CqRun, Scan
 from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
 from store.commitlog import CommitLog
 from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueue
@@ -588,6 +590,34 @@ class MessageStore(StoreReads):
         end = first + len(packed) // CQ_STORE_UNIT_SIZE
         if end > self.queue_offsets.get(cq.key, 0):
             self.queue_offsets[cq.key] = end
+
+    def dispatch_scanned(self, view: memoryview, base: int, scan: Scan) -> None:
+        """Dispatch what :func:`~remoting.codec.record_scan.scan_records` found in ``view`` (the mapping the records
+        lie in, ``base`` its CommitLog offset): each run's ConsumeQueue entries (:meth:`redispatch_run`), the index
+        entries, the last store time, and the arrival listener for the records whose queue a pull waits on (a
+        replica's dispatch, a DLedger member's)."""
+        _end, _count, last_ts, cq_runs, index_runs = scan
+        for topic, queue_id, first, packed in cq_runs:
+            self.redispatch_run(topic, queue_id, first, packed)
+        index = self.index
+        if index is not None:
+            for store_ts, hashed in index_runs:
+                index.put_hashed(hashed, store_ts)
+        if cq_runs:
+            self.commitlog.last_store_timestamp = last_ts
+            self._notify_runs(view, base, cq_runs)
+
+    def _notify_runs(self, view: memoryview, base: int, cq_runs: list[CqRun]) -> None:
+        listener = self._arrival_listener
+        if listener is None:
+            return
+        interest = self.arrival_interest
+        for topic, queue_id, first, packed in cq_runs:
+            if interest is not None and not interest(topic, queue_id):
+                continue
+            for qoff, (phy, _size, tags) in enumerate(CQ_RUN.iter_unpack(packed), first):
+                properties = read_record_meta(view, phy - base).properties
+                listener(topic, queue_id, qoff, tags, properties.decode("utf-8", "replace"))
 
     async def put(self, msg: MessageRecord, *, wait_flush: bool = True) -> PutResult:
         """:meth:`append`, then the waits of :mod:`store.put_waits` (SYNC_FLUSH, SYNC_MASTER) when ``wait_flush``

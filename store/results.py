@@ -156,20 +156,37 @@ class GetStatus(enum.Enum):
 
 @attrs.frozen(slots=True)
 class GetResult:
-    """``messages`` are zero-copy slices of the CommitLog, each one whole record; join them for a pull body."""
+    """The found records as ``runs``: zero-copy slices of the CommitLog, each holding whole records back to back
+    (records that lie next to each other in a segment share one run), so a pull body is the runs joined. ``sizes``
+    gives each record's length in order and ``queue_offsets`` its queue offset; :attr:`messages` slices the runs
+    into one view per record for the readers that want them one by one."""
 
     status: GetStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    messages: list[memoryview] = attrs.field(factory=list)
+    runs: list[memoryview] = attrs.field(factory=list)
+    sizes: list[int] = attrs.field(factory=list)
     queue_offsets: list[int] = attrs.field(factory=list)
     suggest_pulling_from_slave: bool = False
 
     @property
+    def messages(self) -> list[memoryview]:
+        """One zero-copy view per record, in order (built on each access)."""
+        out: list[memoryview] = []
+        sizes = iter(self.sizes)
+        for run in self.runs:
+            pos, end = 0, len(run)
+            while pos < end:
+                size = next(sizes)
+                out.append(run[pos : pos + size])
+                pos += size
+        return out
+
+    @property
     def buffer_total_size(self) -> int:
-        return sum(len(m) for m in self.messages)
+        return sum(self.sizes)
 
     @property
     def message_count(self) -> int:
-        return len(self.messages)
+        return len(self.sizes)

@@ -67,6 +67,10 @@ def _pull(cmd: RemotingCommand, needed: Needed) -> None:
     _add(needed, _group(cmd.ext_fields.get("consumerGroup")), SUB)
 
 
+def _recall(cmd: RemotingCommand, needed: Needed) -> None:
+    _add(needed, cmd.ext_fields.get("topic"), PUB)
+
+
 def _query(cmd: RemotingCommand, needed: Needed) -> None:
     _add(needed, cmd.ext_fields.get("topic"), SUB)
 
@@ -103,6 +107,7 @@ def _update_offset(cmd: RemotingCommand, needed: Needed) -> None:
 _RULES: dict[int, Callable[[RemotingCommand, Needed], None]] = {
     RequestCode.SEND_MESSAGE: _send("topic", "group"),
     RequestCode.SEND_MESSAGE_V2: _send("b", "a"),
+    RequestCode.RECALL_MESSAGE: _recall,
     RequestCode.CONSUMER_SEND_MSG_BACK: _send_back,
     RequestCode.PULL_MESSAGE: _pull,
     RequestCode.QUERY_MESSAGE: _query,

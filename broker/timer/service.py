@@ -5,10 +5,13 @@ Send path (:meth:`TimerMessageService.rewrite`, the send processor's ``TimerRewr
 ``TIMER_DELIVER_MS`` (absolute, ms), ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` (relative to its arrival) whose time
 lies in the future is stored in ``rmq_sys_wheel_timer`` queue 0 with ``REAL_TOPIC``, ``REAL_QID`` and ``TIMER_OUT_MS``
 (the delivery time); a time already past is stored as a normal message. A malformed value or a delay beyond
-``timerMaxDelaySec`` (3 days) is refused with MESSAGE_ILLEGAL.
+``timerMaxDelaySec`` (3 days) is refused with MESSAGE_ILLEGAL, and so is a recall's delete marker
+(``TIMER_DEL_UNIQKEY``) whose time has passed (RocketMQ 5.3's ``HookUtils.transformTimerMessage``).
 
 Service: one loop files new timer messages into the wheel and delivers due slots, sleeping until the next filled slot
-is due or a new timer message arrives (:meth:`notify`). The checkpoint is saved every ``flush_interval`` seconds and,
+is due or a new timer message arrives (:meth:`notify`). It delivers only once every stored timer message is filed, so
+a delete marker stored before its slot is due is in the wheel before that slot is walked (a recall answered
+successfully always holds). The checkpoint is saved every ``flush_interval`` seconds and,
 after wheel and log are flushed, once more at shutdown marked clean; see ``timer_store`` for what a crash costs.
 Runs on a master only (:mod:`broker.role_services` starts and stops it with the role, as RocketMQ 5's
 ``changeScheduleServiceStatus`` switches the timer's dequeue); every start opens the wheel afresh from
@@ -32,6 +35,7 @@ from typing import Final
 import trio
 
 from broker.timer.timer_store import (
+    PROPERTY_TIMER_DEL_UNIQKEY,
     PROPERTY_TIMER_DELAY_MS,
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
@@ -109,6 +113,8 @@ class TimerMessageService:
             raise RequestRejected(
                 ResponseCode.MESSAGE_ILLEGAL, "timer message has a malformed TIMER_* property"
             ) from None
+        if deliver_ms <= now and PROPERTY_TIMER_DEL_UNIQKEY in props:
+            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, self._illegal())
         if deliver_ms <= now:
             return record
         if deliver_ms - now > self.max_delay_ms:
@@ -132,6 +138,12 @@ class TimerMessageService:
             born_host=record.born_host,
             store_host=record.store_host,
             reconsume_times=record.reconsume_times,
+        )
+
+    def _illegal(self) -> str:
+        return (
+            f"timer message illegal, the delay time should not be bigger than the max delay {self.max_delay_ms}ms; "
+            "or if set del msg, the delay time should be bigger than the current time"
         )
 
     def notify(self) -> None:
@@ -232,10 +244,9 @@ class TimerMessageService:
             self._wakeup = trio.Event()
             wait: float | None
             try:
+                # Deliver only once everything stored is filed: a delete marker must be in its slot before the walk.
                 filed = timers.enqueue(_BUDGET)
-                wait = timers.dequeue(self.store.config.now_ms(), _BUDGET)
-                if filed >= _BUDGET:
-                    wait = 0.0
+                wait = 0.0 if filed >= _BUDGET else timers.dequeue(self.store.config.now_ms(), _BUDGET)
             except PutRefusedError as exc:
                 log.warning("timer: delivery refused (%s); retrying", exc)
                 wait = _RETRY_AFTER_REFUSAL

@@ -16,6 +16,14 @@ and repeats nothing. After a crash the checkpoint is not clean: wheel and log ar
 skipping the messages that were due before the checkpoint's ``readMs``; deliveries made after that checkpoint are
 repeated (at least once, like RocketMQ).
 
+Recall (RocketMQ 5.3's delete markers, ``store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java``):
+a timer message carrying ``TIMER_DEL_UNIQKEY`` (``<real topic>+<UNIQ_KEY>``, written by the recall processor) is a
+delete marker. It is filed flagged (:data:`~broker.timer.wheel.FLAG_DELETE`, on its log entry and its slot) at its
+``TIMER_OUT_MS`` - 1, the time of the message it deletes (a recall handle carries that time + 1), and never counted
+as pending nor delivered. Before a flagged slot is walked, its due markers' keys are collected; a message of that
+slot whose key is among them is dropped instead of delivered (``recalled``). Markers roll on like messages, live in
+the timer log (a clean restart keeps them) and in the timer queue (a crash rebuild files them again).
+
 Confirmed progress (:meth:`TimerStore.confirmed`): the ``(enqueueOffset, readMs)`` pair whose deliveries all end at
 or below the store's ``confirmed_offset`` (in DLedger mode: held by a majority). It is what a slave copies
 (GET_TIMER_CHECK_POINT) and what a rebuild may skip by, so a leader change repeats deliveries but never skips one.
@@ -39,7 +47,7 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from broker.timer.wheel import NO_ENTRY, Slot, TimerLog, TimerWheel
+from broker.timer.wheel import FLAG_DELETE, NO_ENTRY, Slot, TimerLog, TimerWheel
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import decode_record, read_record_meta
 from remoting.codec.message_properties import find_property
@@ -51,6 +59,7 @@ from store.metadata_files import ConfigFile, ConfigFileError
 __all__ = [
     "PROPERTY_TIMER_DELAY_MS",
     "PROPERTY_TIMER_DELAY_SEC",
+    "PROPERTY_TIMER_DEL_UNIQKEY",
     "PROPERTY_TIMER_DELIVER_MS",
     "PROPERTY_TIMER_OUT_MS",
     "TIMER_TOPIC",
@@ -64,6 +73,7 @@ PROPERTY_TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
 PROPERTY_TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
 PROPERTY_TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
 PROPERTY_TIMER_OUT_MS: Final = "TIMER_OUT_MS"
+PROPERTY_TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
 _REQUEST_PROPERTIES: Final = frozenset({PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS})
 
 
@@ -137,6 +147,11 @@ class TimerStore:
         self.pending = 0
         self.delivered = 0
         self.rolled = 0
+        #: Messages dropped by a delete marker (recalled), since this instance started.
+        self.recalled = 0
+        #: The delete keys of the slot at ``_deletes_ms`` (collected before it is walked).
+        self._deletes: frozenset[str] = frozenset()
+        self._deletes_ms = -1
         self._segments: dict[int, int] = {}
         # Crash rebuild: queue entries below this offset that were due before this time were delivered already.
         self._skip_below_offset = 0
@@ -225,14 +240,15 @@ class TimerStore:
             if entry is None:
                 break
             phy, size, _tags = entry
-            deliver_ms = self._deliver_ms_of(phy, size)
+            deliver_ms, flags = self._timer_of(phy, size)
             skip = offset < self._skip_below_offset and deliver_ms is not None and deliver_ms < self._skip_due_before
             if deliver_ms is not None and not skip:
-                self.pending += 1
+                counted = not flags & FLAG_DELETE
+                self.pending += counted
                 try:
-                    self.file(deliver_ms, phy, size)
+                    self.file(deliver_ms, phy, size, flags)
                 except BaseException:
-                    self.pending -= 1
+                    self.pending -= counted
                     raise
             offset += 1
             self.enqueue_offset = offset
@@ -241,26 +257,36 @@ class TimerStore:
         self._mark()
         return done
 
-    def _deliver_ms_of(self, phy: int, size: int) -> int | None:
+    def _timer_of(self, phy: int, size: int) -> tuple[int | None, int]:
+        """``(time to file at, flags)`` of a timer-queue record: a delete marker is filed at ``TIMER_OUT_MS`` - 1
+        (module docstring); ``None`` for a record without a readable time."""
         view = self.store.look_message_by_offset(phy, size)
         try:
-            raw = None if view is None else find_property(read_record_meta(view).properties, b"TIMER_OUT_MS")
-            return None if raw is None else int(raw)
+            props = None if view is None else read_record_meta(view).properties
+            raw = None if props is None else find_property(props, b"TIMER_OUT_MS")
+            if props is None or raw is None:
+                return None, 0
+            if find_property(props, b"TIMER_DEL_UNIQKEY") is not None:
+                return int(raw) - 1, FLAG_DELETE
+            return int(raw), 0
         except (MessageDecodeError, ValueError):
             log.warning("timer: message at %d has no readable %s; dropped", phy, PROPERTY_TIMER_OUT_MS)
-            return None
+            return None, 0
 
-    def file(self, deliver_ms: int, phy: int, size: int) -> None:
-        """Put one pending message (already counted in ``pending``) in the wheel, or deliver it when its slot has
-        been (or is being) walked."""
+    def file(self, deliver_ms: int, phy: int, size: int, flags: int = 0) -> None:
+        """Put one pending message (already counted in ``pending``) or delete marker (``flags``, never counted) in
+        the wheel, or deliver (a marker: apply or drop) it at once when its slot has been (or is being) walked."""
         slot_ms = self.wheel.slot_time(deliver_ms)
         if slot_ms < self.read_ms or (slot_ms == self.read_ms and self.walk_pos != NO_ENTRY):
-            self._deliver(phy, size)
+            if flags & FLAG_DELETE:
+                self._late_marker(slot_ms, phy, size)
+            else:
+                self._deliver(phy, size, self._deletes if slot_ms == self._deletes_ms else frozenset())
             return
         last_slot = self.read_ms + self.wheel.span_ms - self.precision_ms
         slot = self.wheel.get(min(slot_ms, last_slot))
-        pos = self.log.append(slot.last, phy, size, deliver_ms)
-        self.wheel.put(Slot(slot.slot_ms, pos, slot.entries + 1))
+        pos = self.log.append(slot.last, phy, size, deliver_ms, flags)
+        self.wheel.put(Slot(slot.slot_ms, pos, slot.entries + 1, slot.flags | flags))
         segment = pos - pos % self.log.queue.file_size
         if self._segments.get(segment, -1) < slot.slot_ms:
             self._segments[segment] = slot.slot_ms
@@ -285,6 +311,7 @@ class TimerStore:
                     self._skip_empty(now_ms)
                     continue
                 self.walk_pos = slot.last
+            self._deletes_of_slot()
             while self.walk_pos != NO_ENTRY:
                 if done >= budget:
                     return 0.0
@@ -294,10 +321,11 @@ class TimerStore:
                     self.walk_pos = NO_ENTRY
                     break
                 if self.wheel.slot_time(entry.deliver_ms) > self.read_ms:
-                    self.file(entry.deliver_ms, entry.phy_offset, entry.size)  # parked beyond the window: roll on
+                    # parked beyond the window: roll on
+                    self.file(entry.deliver_ms, entry.phy_offset, entry.size, entry.flags)
                     self.rolled += 1
-                else:
-                    self._deliver(entry.phy_offset, entry.size)
+                elif not entry.flags & FLAG_DELETE:  # a due marker did its work in _deletes_of_slot
+                    self._deliver(entry.phy_offset, entry.size, self._deletes)
                 done += 1
                 self.walk_pos = entry.prev
             self.read_ms += prec
@@ -307,6 +335,41 @@ class TimerStore:
         nxt = self.wheel.next_non_empty(self.read_ms, lookahead_slots)
         due = (nxt if nxt is not None else self.read_ms + lookahead_slots * prec) + prec
         return max(due - now_ms, 1) / 1000
+
+    def _deletes_of_slot(self) -> None:
+        """Collect the delete keys of the due markers in the slot at ``readMs`` into ``_deletes`` (once per slot,
+        again when a walk resumes after a restart); empty unless the slot is flagged."""
+        if self._deletes_ms == self.read_ms:
+            return
+        slot = self.wheel.get(self.read_ms)
+        keys: set[str] = set()
+        if slot.flags & FLAG_DELETE:
+            for entry in self.log.walk(slot.last):
+                if entry.flags & FLAG_DELETE and self.wheel.slot_time(entry.deliver_ms) == self.read_ms:
+                    key = self._delete_key_of(entry.phy_offset, entry.size)
+                    if key is not None:
+                        keys.add(key)
+        self._deletes, self._deletes_ms = frozenset(keys), self.read_ms
+
+    def _delete_key_of(self, phy: int, size: int) -> str | None:
+        view = self.store.look_message_by_offset(phy, size)
+        try:
+            raw = None if view is None else find_property(read_record_meta(view).properties, b"TIMER_DEL_UNIQKEY")
+        except MessageDecodeError:
+            raw = None
+        if raw is None:
+            log.warning("timer: delete marker at %d is gone or unreadable; ignored", phy)
+            return None
+        return bytes(raw).decode("utf-8", errors="replace")
+
+    def _late_marker(self, slot_ms: int, phy: int, size: int) -> None:
+        """A marker filed after its slot's walk began: it still deletes what that walk has not reached yet."""
+        if slot_ms == self.read_ms and self._deletes_ms == slot_ms:
+            key = self._delete_key_of(phy, size)
+            if key is not None:
+                self._deletes = self._deletes | {key}
+                return
+        log.warning("timer: delete marker at %d came after its slot %d was walked; ignored", phy, slot_ms)
 
     def _skip_empty(self, now_ms: int) -> None:
         """Move ``readMs`` over empty slots: to the next filled slot that has passed, else to ``now``'s slot."""
@@ -328,7 +391,9 @@ class TimerStore:
             self.log.delete_segments_before(start + self.log.queue.file_size)
             del segments[start]
 
-    def _deliver(self, phy: int, size: int) -> None:
+    def _deliver(self, phy: int, size: int, deletes: frozenset[str]) -> None:
+        """Append one due message to its real topic and queue, unless its ``<real topic>+<UNIQ_KEY>`` is in
+        ``deletes`` (recalled: dropped)."""
         store = self.store
         self.pending -= 1
         view = store.look_message_by_offset(phy, size)
@@ -346,6 +411,10 @@ class TimerStore:
             real_qid = -1
         if not real_topic or real_qid < 0:
             log.warning("timer: message at %d has no real topic/queue; dropped", phy)
+            return
+        uniq_key = msg.properties.get("UNIQ_KEY")
+        if deletes and uniq_key is not None and f"{real_topic}+{uniq_key}" in deletes:
+            self.recalled += 1
             return
         props = raw_properties(msg, _REQUEST_PROPERTIES)
         try:

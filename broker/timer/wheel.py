@@ -3,8 +3,10 @@
 
 A timer log entry (32 bytes, big-endian) is ``prev int64 | phy_offset int64 | size int32 | flags int32 |
 deliver_ms int64``: the CommitLog record of a parked timer message, its delivery time, and the log position of the
-previous entry of the same slot (-1 for none). A wheel slot (24 bytes) is ``slot_ms int64 | last int64 | count int32
-| pad int32``: the slot's start time, the log position of its newest entry and how many entries it holds. A slot whose
+previous entry of the same slot (-1 for none). ``flags`` bit 2 (:data:`FLAG_DELETE`, RocketMQ's ``MAGIC_DELETE``)
+marks a recall's delete marker. A wheel slot (24 bytes) is ``slot_ms int64 | last int64 | count int32
+| flags int32``: the slot's start time, the log position of its newest entry, how many entries it holds and whether
+one of them is a delete marker (:data:`FLAG_DELETE`). A slot whose
 ``slot_ms`` differs from the time asked for is empty (stale slots from an earlier turn of the wheel read as empty, so
 a fresh zero-filled wheel needs no initialisation). Each slot is a linked list walked from its newest entry back.
 
@@ -29,6 +31,8 @@ LOG_UNIT: Final = LOG_ENTRY.size
 SLOT: Final = struct.Struct(">qqii")
 SLOT_UNIT: Final = SLOT.size
 NO_ENTRY: Final = -1
+#: A log entry's flag: the record is a delete marker (``TIMER_DEL_UNIQKEY``), not a message to deliver.
+FLAG_DELETE: Final = 1 << 2
 
 
 class LogEntry(NamedTuple):
@@ -37,12 +41,14 @@ class LogEntry(NamedTuple):
     phy_offset: int
     size: int
     deliver_ms: int
+    flags: int = 0
 
 
 class Slot(NamedTuple):
     slot_ms: int
     last: int
     entries: int
+    flags: int = 0
 
 
 class TimerLog:
@@ -66,7 +72,7 @@ class TimerLog:
     def min_offset(self) -> int:
         return self.queue.min_offset
 
-    def append(self, prev: int, phy_offset: int, size: int, deliver_ms: int) -> int:
+    def append(self, prev: int, phy_offset: int, size: int, deliver_ms: int, flags: int = 0) -> int:
         """Write one entry; returns its position."""
         queue = self.queue
         mf = queue.last()
@@ -75,7 +81,7 @@ class TimerLog:
                 mf.wrote_position = mf.file_size
             mf = queue.roll(queue.next_start())
         pos = mf.file_from_offset + mf.wrote_position
-        LOG_ENTRY.pack_into(mf.buf, mf.wrote_position, prev, phy_offset, size, 0, deliver_ms)
+        LOG_ENTRY.pack_into(mf.buf, mf.wrote_position, prev, phy_offset, size, flags, deliver_ms)
         mf.wrote_position += LOG_UNIT
         return pos
 
@@ -86,8 +92,8 @@ class TimerLog:
         mf = self.queue.find(pos)
         if mf is None:
             return None
-        prev, phy, size, _flags, deliver_ms = LOG_ENTRY.unpack_from(mf.buf, pos - mf.file_from_offset)
-        return LogEntry(pos, prev, phy, size, deliver_ms)
+        prev, phy, size, flags, deliver_ms = LOG_ENTRY.unpack_from(mf.buf, pos - mf.file_from_offset)
+        return LogEntry(pos, prev, phy, size, deliver_ms, flags)
 
     def walk(self, pos: int) -> Iterator[LogEntry]:
         """Entries from ``pos`` back along the ``prev`` links."""
@@ -149,13 +155,14 @@ class TimerWheel:
     def get(self, slot_ms: int) -> Slot:
         """The slot starting at ``slot_ms``; an empty slot (count 0, last -1) when it holds another turn's data."""
         mf = self._buf()
-        stored_ms, last, entries, _ = SLOT.unpack_from(mf.buf, self._index(slot_ms) * SLOT_UNIT)
+        stored_ms, last, entries, flags = SLOT.unpack_from(mf.buf, self._index(slot_ms) * SLOT_UNIT)
         if stored_ms != slot_ms:
             return Slot(slot_ms, NO_ENTRY, 0)
-        return Slot(slot_ms, last, entries)
+        return Slot(slot_ms, last, entries, flags)
 
     def put(self, slot: Slot) -> None:
-        SLOT.pack_into(self._buf().buf, self._index(slot.slot_ms) * SLOT_UNIT, slot.slot_ms, slot.last, slot.entries, 0)
+        buf, at = self._buf().buf, self._index(slot.slot_ms) * SLOT_UNIT
+        SLOT.pack_into(buf, at, slot.slot_ms, slot.last, slot.entries, slot.flags)
 
     def next_non_empty(self, from_ms: int, limit_slots: int) -> int | None:
         """The first slot time in ``[from_ms, from_ms + limit_slots * precision)`` holding entries, else ``None``."""

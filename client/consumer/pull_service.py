@@ -8,6 +8,11 @@ consumption, while the offsets in flight span more than 2000. After a failed pul
 offset, commits it (the commit bit), as ali-ons does, unless it goes to a slave. Which broker of the queue's group
 is pulled (the master, a slave it suggests, a slave while the master is gone) is :mod:`client.consumer.pull_target`'s
 choice.
+
+A FOUND response's body is decoded and handed to the consume service right after the next pull is sent (from the
+response's ``nextBeginOffset``), so the broker serves that pull while this process decodes: the two processes work
+side by side instead of in turn. A body that fails to decode sends the loop back to the offset of the pull that
+found it (after the error wait), as if that pull had failed; the response to the pull sent meanwhile is dropped.
 """
 
 from __future__ import annotations
@@ -16,12 +21,15 @@ import logging
 from typing import TYPE_CHECKING
 
 import anyio
+import attrs
 
 from client import api
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_target import PullTargets
 from client.consumer.subscription import tag_filter
 from remoting.codec.bodies import MessageModel, MessageQueue
+from remoting.codec.command import RemotingCommand
+from remoting.errors import RemotingError
 
 if TYPE_CHECKING:
     from client.consumer.push import PushConsumer
@@ -69,25 +77,36 @@ class PullService:
         with anyio.CancelScope() as scope:
             self._scopes[mq] = scope
             next_offset = offset
+            found: _Found | None = None
             while not pq.dropped and not c.stopping:
-                if self._flow_controlled(pq):
-                    await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
-                    continue
                 try:
-                    next_offset = await self._pull_once(mq, pq, next_offset)
+                    if self._flow_controlled(pq):
+                        self._deliver(mq, pq, found)
+                        found = None
+                        await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
+                        continue
+                    next_offset, found = await self._pull_once(mq, pq, next_offset, found)
                 except Exception as exc:
+                    if isinstance(exc, _UndecodableBody):
+                        next_offset = exc.offset
+                    found = None
                     log.info("pull from %s at %d failed: %s", mq, next_offset, exc)
                     await self.targets.refresh(mq)
                     await anyio.sleep(PULL_DELAY_ON_ERROR)
         if self._scopes.get(mq) is scope:
             del self._scopes[mq]
 
-    async def _pull_once(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> int:
+    async def _pull_once(
+        self, mq: MessageQueue, pq: ProcessQueue, offset: int, found: _Found | None
+    ) -> tuple[int, _Found | None]:
+        """Send the pull at ``offset``, hand ``found`` (the previous pull's messages) over while it is served, and
+        return the next offset with this pull's messages, if it found any."""
         c = self.consumer
         sub = c.rebalance.subscriptions.get(mq.topic)
         if sub is None:
+            self._deliver(mq, pq, found)
             await anyio.sleep(PULL_DELAY_ON_ERROR)
-            return offset
+            return offset, None
         addr, is_slave = await self.targets.address(mq)
         commit = 0
         if c.message_model is MessageModel.CLUSTERING and not is_slave:  # a slave ignores commits: Java clears the bit
@@ -108,19 +127,82 @@ class PullService:
             "expressionType": sub.expression_type,
         }
         pq.last_pull_time = anyio.current_time()
-        result = await api.pull_message(c.instance.remoting, addr, fields, PULL_TIMEOUT, tag_filter(sub))
-        self.targets.suggest(mq, result.suggest_which_broker_id)
+        reply = _Reply()
+        c.instance.remoting.invoke_callback(addr, api.pull_request(fields), PULL_TIMEOUT, reply.set, plain=True)
+        self._deliver(mq, pq, found)  # while the broker serves the pull just sent
+        status, head = api.read_pull_response(await reply.wait(), addr)
+        self.targets.suggest(mq, head.suggest_which_broker_id)
         if pq.dropped:
-            return offset
-        if result.status is api.PullStatus.OFFSET_ILLEGAL:
-            log.warning("offset %d of %s is illegal, moving to %d", offset, mq, result.next_begin_offset)
-            c.offset_store.update(mq, result.next_begin_offset)
-            return result.next_begin_offset
-        if result.messages:
-            pq.put_messages(result.messages)
-            assert c.consume_service is not None
-            c.consume_service.submit(mq, pq, result.messages)
-        elif not pq.has_messages() and pq.msg_count == 0:
+            return offset, None
+        if status is api.PullStatus.OFFSET_ILLEGAL:
+            log.warning("offset %d of %s is illegal, moving to %d", offset, mq, head.next_begin_offset)
+            c.offset_store.update(mq, head.next_begin_offset)
+            return head.next_begin_offset, None
+        if status is api.PullStatus.FOUND:
+            return head.next_begin_offset, _Found(offset, reply.body, head, tag_filter(sub))
+        if not pq.has_messages() and pq.msg_count == 0:
             # Nothing in flight: everything up to the next offset is consumed (Java's correctTagsOffset).
-            c.offset_store.update(mq, result.next_begin_offset, increase_only=True)
-        return result.next_begin_offset
+            c.offset_store.update(mq, head.next_begin_offset, increase_only=True)
+        return head.next_begin_offset, None
+
+    def _deliver(self, mq: MessageQueue, pq: ProcessQueue, found: _Found | None) -> None:
+        """Decode ``found`` and hand its messages to the process queue and the consume service (nothing when the
+        queue was dropped). Raises :class:`_UndecodableBody` for a body that does not decode."""
+        if found is None or pq.dropped:
+            return
+        c = self.consumer
+        try:
+            messages = api.pulled_messages(found.body, found.head, found.tags)
+        except Exception as exc:
+            raise _UndecodableBody(found.offset, exc) from exc
+        if messages:
+            pq.put_messages(messages)
+            assert c.consume_service is not None
+            c.consume_service.submit(mq, pq, messages)
+        elif not pq.has_messages() and pq.msg_count == 0:
+            c.offset_store.update(mq, found.head.next_begin_offset, increase_only=True)
+
+
+@attrs.frozen(slots=True)
+class _Found:
+    """A FOUND pull's undecoded messages: ``offset`` is where that pull started."""
+
+    offset: int
+    body: bytes | memoryview
+    head: api.PullHead
+    tags: frozenset[str] | None
+
+
+class _UndecodableBody(Exception):
+    """The body of the pull at ``offset`` did not decode (``cause``): pull from there again."""
+
+    def __init__(self, offset: int, cause: Exception) -> None:
+        super().__init__(f"undecodable pull body: {cause}")
+        self.offset = offset
+
+
+class _Reply:
+    """The outcome of one pull sent with ``invoke_callback``: :meth:`set` is the callback, :meth:`wait` returns
+    the response or raises the remoting error."""
+
+    __slots__ = ("_event", "_outcome")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._outcome: RemotingCommand | RemotingError | None = None
+
+    @property
+    def body(self) -> bytes | memoryview:
+        return self._outcome.body if isinstance(self._outcome, RemotingCommand) else b""
+
+    def set(self, outcome: RemotingCommand | RemotingError) -> None:
+        self._outcome = outcome
+        self._event.set()
+
+    async def wait(self) -> RemotingCommand:
+        await self._event.wait()
+        outcome = self._outcome
+        if isinstance(outcome, RemotingCommand):
+            return outcome
+        assert outcome is not None
+        raise outcome

@@ -22,9 +22,13 @@
  * scan_records(buf, pos, limit, base, with_index): a slave's received records into ConsumeQueue and index runs
  * (remoting/codec/record_scan.h; the contract and the twin are remoting/codec/record_scan.py), and
  * index_put_hashed, which writes hashed index entries into an IndexFile's mapping.
+ *
+ * decode_pull_records(data, pos, out, extra, tags): the consumer's pull body into MessageExt values
+ * (remoting/codec/pull_decode.h; the contract and the twin are remoting/codec/pull_body.py).
  */
 #include "record_encoder.h"
 #include "record_scan.h"
+#include "pull_decode.h"
 
 static PyObject *py_crc32(PyObject *module, PyObject *arg) {
     Py_buffer view;
@@ -272,6 +276,8 @@ static PyMethodDef methods[] = {
      "Walk a replica's plain records into ConsumeQueue and index runs; see remoting.codec.record_scan."},
     {"index_put_hashed", (PyCFunction)(void (*)(void))index_put_hashed, METH_FASTCALL,
      "Write hashed index entries into an IndexFile mapping; see remoting.codec.record_scan."},
+    {"decode_pull_records", (PyCFunction)(void (*)(void))decode_pull_records, METH_FASTCALL,
+     "Decode a pull body's plain IPv4 records into MessageExt values; see remoting.codec.pull_body."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -280,9 +286,10 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "remoting.codec._
                                         methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__speedups(void) {
-    if (record_encoder_init() < 0) return NULL;
+    if (record_encoder_init() < 0 || pull_decode_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
-    if (m != NULL && PyModule_AddIntConstant(m, "CLMUL_CRC", have_clmul) < 0) {
+    if (m != NULL && (PyModule_AddIntConstant(m, "CLMUL_CRC", have_clmul) < 0 ||
+                      PyModule_AddIntConstant(m, "PULL_DECODE", PD.ok) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,8 +1,9 @@
 """Types of the C extension; the contract is in :mod:`remoting.codec.record_batch`."""
 
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 
-from remoting.codec.message import MessageRecord
+from remoting.codec.message import MessageExt, MessageRecord
 
 def encode_entries_into(
     buf: object,
@@ -46,7 +47,7 @@ def encode_record_into(
     /,
 ) -> tuple[int, int, int]: ...
 def scan_records(
-    buf: object, pos: int, limit: int, base: int, with_index: bool, /
+    buf: object, pos: int, limit: int, base: int, with_index: bool, entries: bool = False, /
 ) -> tuple[int, int, int, list[tuple[str, int, int, bytes]], list[tuple[int, bytes]]]: ...
 def index_put_hashed(
     buf: object, packed: bytes, number: int, limit: int, slots: int, entries_at: int, time_diff: int, /
@@ -55,3 +56,10 @@ def crc32(data: bytes | bytearray | memoryview, /) -> int: ...
 
 #: Whether the CRC runs on PCLMULQDQ (else zlib's table loop).
 CLMUL_CRC: int
+
+def decode_pull_records(
+    data: bytes, pos: int, out: list[MessageExt], extra: dict[str, str] | None, tags: AbstractSet[str] | None, /
+) -> int: ...
+
+#: Whether decode_pull_records can run (MessageExt is the slotted class it fills).
+PULL_DECODE: int

@@ -137,6 +137,7 @@ class RequestCode(enum.IntEnum):
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
     GET_TOPIC_CONFIG = 351
+    RECALL_MESSAGE = 370  # RocketMQ 5.3: take back a timer message before its time
 
 
 class ResponseCode(enum.IntEnum):
@@ -177,6 +178,7 @@ class ResponseCode(enum.IntEnum):
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
+    ILLEGAL_OPERATION = 604  # RocketMQ 5: e.g. a recall handle that does not decode or match
 
 
 #: The response ``version`` rocketrio stamps on what it sends: V4_9_8, so SQL92-capable clients pull

@@ -1,11 +1,12 @@
 /* The replica's record scan in C (remoting/codec/record_scan.py has the contract and the pure-Python twin;
  * docs/protocol.md#51-record-layout for the layout). Included by _speedups.c.
  *
- * scan_records(buf, pos, limit, base, with_index) -> (end, count, last_store_ts, cq_runs, index_runs)
+ * scan_records(buf, pos, limit, base, with_index[, entries]) -> (end, count, last_store_ts, cq_runs, index_runs)
  *
  * Walks the plain records of buf[pos:limit] and stops before the first other one (the caller's general path takes
- * it). Reads only: the buffer is held for the call, nothing in it is written. Raises only for bad arguments or
- * memory.
+ * it). With `entries` true the buffer holds DLedger entries instead (a 48-byte header, then one record or nothing:
+ * dledger/entry.py), walked the same way; `count` and `end` are then in entries. Reads only: the buffer is held for
+ * the call, nothing in it is written. Raises only for bad arguments or memory.
  *
  * index_put_hashed(buf, packed, number, limit, slots, entries_at, time_diff) -> (number, new_slots)
  *
@@ -28,6 +29,8 @@
 #define SCAN_CQ_UNIT 20
 #define SCAN_INDEX_UNIT 12
 #define SCAN_SCHEDULE "SCHEDULE_TOPIC_XXXX"
+#define SCAN_ENTRY_HEAD 48 /* a DLedger entry's header: magic:i32 size:i32 ... bodyLength:i32 at 44 */
+#define SCAN_ENTRY_MAGIC 1
 
 static inline uint32_t scan_get32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
@@ -186,8 +189,8 @@ static PyObject *index_run_list(const Runs *r, const Grow *g) {
 
 static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "scan_records takes 5 arguments (%zd given)", nargs);
+    if (nargs != 5 && nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "scan_records takes 5 or 6 arguments (%zd given)", nargs);
         return NULL;
     }
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
@@ -198,6 +201,9 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
     if (base == -1 && PyErr_Occurred()) return NULL;
     int with_index = PyObject_IsTrue(args[4]);
     if (with_index < 0) return NULL;
+    int entries = nargs == 6 ? PyObject_IsTrue(args[5]) : 0;
+    if (entries < 0) return NULL;
+    Py_ssize_t head = entries ? SCAN_ENTRY_HEAD : 0;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *b = view.buf;
@@ -209,18 +215,31 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
     int64_t next_qoff = 0, last_ts = 0;
     Py_ssize_t count = 0;
     int failed = 0;
-    while (pos >= 0 && limit - pos >= 8) {
-        const unsigned char *r = b + pos;
+    while (pos >= 0 && limit - pos >= (head ? head : 8)) {
+        Py_ssize_t at = pos; /* where the record starts: past the entry's header */
+        if (head) {
+            int32_t entry_size = (int32_t)scan_get32(b + pos + 4);
+            if (scan_get32(b + pos) != SCAN_ENTRY_MAGIC || entry_size < head || entry_size > limit - pos) break;
+            if ((int32_t)scan_get32(b + pos + 44) != entry_size - head) break;
+            if (entry_size == head) { /* an empty entry (a new leader's first): nothing to dispatch */
+                count++;
+                pos += head;
+                continue;
+            }
+            at = pos + head;
+            if (entry_size - head < 8 || (int32_t)scan_get32(b + at) != entry_size - head) break;
+        }
+        const unsigned char *r = b + at;
         int32_t size = (int32_t)scan_get32(r);
-        if (scan_get32(r + 4) != SCAN_MAGIC_V1 || size < SCAN_OVERHEAD_V4 || size > limit - pos) break;
-        Py_ssize_t end = pos + size;
+        if (scan_get32(r + 4) != SCAN_MAGIC_V1 || size < SCAN_OVERHEAD_V4 || size > limit - at) break;
+        Py_ssize_t end = at + size;
         int32_t sys_flag = (int32_t)scan_get32(r + 36);
         Py_ssize_t bl = sys_flag & 0x10 ? 20 : 8, sl = sys_flag & 0x20 ? 20 : 8;
         Py_ssize_t fixed = 72 + bl + sl;
         if (fixed + 3 > size) break;
         int32_t body_len = (int32_t)scan_get32(r + fixed - 4);
         if (body_len < 0 || body_len > size) break;
-        Py_ssize_t topic_at = pos + fixed + body_len;
+        Py_ssize_t topic_at = at + fixed + body_len;
         if (topic_at + 3 > end) break;
         Py_ssize_t topic_len = b[topic_at];
         Py_ssize_t props_at = topic_at + 1 + topic_len;
@@ -229,7 +248,7 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
         if (props_at + 2 + props_len != end) break;
         int64_t phy = (int64_t)scan_get64(r + 28);
         int tx = sys_flag & SCAN_TX_MASK;
-        if (phy != base + pos || tx == SCAN_TX_PREPARED || tx == SCAN_TX_ROLLBACK) break;
+        if (phy != base + at || tx == SCAN_TX_PREPARED || tx == SCAN_TX_ROLLBACK) break;
         Span topic = {b + topic_at + 1, topic_len};
         if (!span_ascii(topic)) break;
         if (topic_len == (Py_ssize_t)strlen(SCAN_SCHEDULE) && memcmp(topic.p, SCAN_SCHEDULE, (size_t)topic_len) == 0)

@@ -25,6 +25,13 @@ field is not where it lies, a prepared or rolled-back transaction, ``SCHEDULE_TO
 TAGS, KEYS or UNIQ_KEY. The caller (store/ha/replica.py) dispatches that one record on its general path and scans on.
 Never raises for bad bytes; nothing is written.
 
+With the optional sixth argument ``entries`` true, ``buf`` holds DLedger entries instead of bare records (a DLedger
+member's CommitLog, dledger/entry.py): each a 48-byte header (``magic`` 1, ``size``, ..., ``bodyLength`` at 44, equal
+to ``size - 48``) and then one record of ``bodyLength`` bytes, or nothing (an empty entry, walked over). ``end`` is
+then the start of the entry where the walk stopped and ``count`` counts entries, the empty ones too; the record's
+physical offset must be where the record lies (past the header). The caller (dledger/commitlog_store.py) takes the
+entry it stopped at on its general path.
+
 The work runs in C (``remoting.codec._speedups``) when the extension is built; otherwise, or with
 ``ROCKETRIO_PURE_PYTHON=1``, in the Python below, which reuses the general path's functions. Both return equal values
 (tests/codec/test_record_scan.py).
@@ -60,6 +67,11 @@ CQ_RUN: Final = struct.Struct(">qiq")
 INDEX_ENTRY: Final = struct.Struct(">iq")
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 _HEAD: Final = struct.Struct(">iI")
+#: a DLedger entry's header: ``magic size`` at its start, ``bodyLength`` at 44
+ENTRY_HEAD: Final = 48
+_ENTRY_MAGIC: Final = 1
+_ENTRY_SIZES: Final = struct.Struct(">ii")
+_BODY_LENGTH: Final = struct.Struct(">i")
 _INT_MAX: Final = 0x7FFFFFFF
 
 
@@ -67,7 +79,25 @@ def _ascii(raw: bytes | None) -> bool:
     return raw is None or raw.isascii()
 
 
-def _py_scan_records(buf: object, pos: int, limit: int, base: int, with_index: bool) -> Scan:
+def _entry_record(view: memoryview, pos: int, limit: int) -> tuple[int, int] | None:
+    """The DLedger entry at ``pos``: ``(record start, entry end)``, ``(-1, entry end)`` for an empty one, ``None``
+    when no well-formed entry lies wholly below ``limit``."""
+    if limit - pos < ENTRY_HEAD:
+        return None
+    magic, size = _ENTRY_SIZES.unpack_from(view, pos)
+    if magic != _ENTRY_MAGIC or not ENTRY_HEAD <= size <= limit - pos:
+        return None
+    if _BODY_LENGTH.unpack_from(view, pos + 44)[0] != size - ENTRY_HEAD:
+        return None
+    if size == ENTRY_HEAD:
+        return -1, pos + size
+    at = pos + ENTRY_HEAD
+    if size - ENTRY_HEAD < _HEAD.size or _BODY_LENGTH.unpack_from(view, at)[0] != size - ENTRY_HEAD:
+        return None
+    return at, pos + size
+
+
+def _py_scan_records(buf: object, pos: int, limit: int, base: int, with_index: bool, entries: bool = False) -> Scan:
     view = buf if isinstance(buf, memoryview) else memoryview(buf)  # type: ignore[arg-type]
     limit = min(limit, len(view))
     count = last_ts = 0
@@ -79,15 +109,25 @@ def _py_scan_records(buf: object, pos: int, limit: int, base: int, with_index: b
     idx: list[bytes] = []
     idx_ts = -1
     while pos >= 0 and limit - pos >= _HEAD.size:
-        size, magic = _HEAD.unpack_from(view, pos)
-        if magic != MAGIC_V1 or size <= 0 or pos + size > limit:
+        at = pos
+        if entries:
+            entry = _entry_record(view, pos, limit)
+            if entry is None:
+                break
+            if entry[0] < 0:  # an empty entry (a new leader's first): nothing to dispatch
+                count += 1
+                pos = entry[1]
+                continue
+            at = entry[0]
+        size, magic = _HEAD.unpack_from(view, at)
+        if magic != MAGIC_V1 or size <= 0 or at + size > limit:
             break
         try:
-            meta = read_record_meta(view[:limit], pos)
+            meta = read_record_meta(view[:limit], at)
         except MessageDecodeError:
             break
         tx = meta.sys_flag & SYSFLAG_TRANSACTION_MASK
-        if meta.phy_offset != base + pos or tx in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
+        if meta.phy_offset != base + at or tx in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
             break
         topic, props = meta.topic, meta.properties
         tags = find_property(props, b"TAGS")
@@ -113,7 +153,7 @@ def _py_scan_records(buf: object, pos: int, limit: int, base: int, with_index: b
                 idx.append(INDEX_ENTRY.pack(0 if h > _INT_MAX else h, meta.phy_offset))
         last_ts = meta.store_timestamp
         count += 1
-        pos += size
+        pos = at + size
     if run_key is not None:
         cq_runs.append((run_key[0], run_key[1], run_first, b"".join(run)))
     if idx:
@@ -149,15 +189,25 @@ def _py_index_put_hashed(buf: object, packed: bytes, number: int, limit: int, sl
     return number, added
 
 
-Scanner = Callable[[object, int, int, int, bool], Scan]
+Scanner = Callable[..., Scan]
 IndexWriter = Callable[[object, bytes, int, int, int, int, int], tuple[int, int]]
 
 # An extension built before these functions existed (not rebuilt since) has neither: the twins run then.
 _speedups: Final = native_module()
 _native_scan: Final[Scanner | None] = getattr(_speedups, "scan_records", None)
 _native_index: Final[IndexWriter | None] = getattr(_speedups, "index_put_hashed", None)
+
+
+def _takes_entries(scan: Scanner | None) -> bool:
+    """Whether ``scan`` walks DLedger entries (an extension built before that argument existed takes five)."""
+    try:
+        return scan is not None and scan(b"", 0, 0, 0, False, True)[1] == 0
+    except TypeError:
+        return False
+
+
 #: Whether the C scan is in use.
-NATIVE: Final = _native_scan is not None and _native_index is not None
+NATIVE: Final = _native_scan is not None and _native_index is not None and _takes_entries(_native_scan)
 #: See the module docstring.
 scan_records: Final[Scanner] = _native_scan if _native_scan is not None and NATIVE else _py_scan_records
 #: ``(buf, packed, number, limit, slots, entries_at, time_diff) -> (number, new_slots)``: see the module docstring.

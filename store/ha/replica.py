@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import BLANK_MAGIC, read_record_meta
-from remoting.codec.record_scan import CQ_RUN, CqRun, scan_records
+from remoting.codec.record_scan import scan_records
 from store.errors import OffsetMismatchError
 
 if TYPE_CHECKING:
@@ -96,17 +96,10 @@ class ReplicaLog:
             if mf is None:
                 break
             base = mf.file_from_offset
-            end, scanned, last_ts, cq_runs, index_runs = scan_records(
-                mf.view, pos - base, mf.wrote_position, base, index is not None
-            )
+            scan = scan_records(mf.view, pos - base, mf.wrote_position, base, index is not None)
+            end, scanned = scan[0], scan[1]
             if scanned:
-                for topic, queue_id, first, packed in cq_runs:
-                    store.redispatch_run(topic, queue_id, first, packed)
-                if index is not None:
-                    for store_ts, hashed in index_runs:
-                        index.put_hashed(hashed, store_ts)
-                store.commitlog.last_store_timestamp = last_ts
-                self._notify_runs(mf.view, base, cq_runs)
+                store.dispatch_scanned(mf.view, base, scan)
                 pos = base + end
                 count += scanned
             step = self._dispatch_one(pos)
@@ -115,20 +108,6 @@ class ReplicaLog:
             pos, dispatched = step
             count += dispatched
         return count, pos
-
-    def _notify_runs(self, view: memoryview, base: int, cq_runs: list[CqRun]) -> None:
-        """The arrival listener for each record of the runs whose queue a pull waits on."""
-        store = self.store
-        listener = store.arrival_listener
-        if listener is None:
-            return
-        interest = store.arrival_interest
-        for topic, queue_id, first, packed in cq_runs:
-            if interest is not None and not interest(topic, queue_id):
-                continue
-            for qoff, (phy, _size, tags) in enumerate(CQ_RUN.iter_unpack(packed), first):
-                properties = read_record_meta(view, phy - base).properties
-                listener(topic, queue_id, qoff, tags, properties.decode("utf-8", "replace"))
 
     def _dispatch_one(self, pos: int) -> tuple[int, int] | None:
         """Dispatch the record at ``pos`` on the general path (:meth:`MessageStore.redispatch`); returns where the

@@ -183,6 +183,15 @@ ROWS = [
     Row(
         "query a DENY topic", RequestCode.QUERY_MESSAGE, {"topic": "topicA", "key": "k"}, USER, no_perm("topic:topicA")
     ),
+    # RECALL_MESSAGE 370 (RocketMQ 5.3): PUB on the topic (an allowed one gets the broker's own answer: recall is off).
+    Row("recall on a PUB topic", RequestCode.RECALL_MESSAGE, {"topic": "topicP", "recallHandle": "x"}, USER, OK),
+    Row(
+        "recall on a SUB-only topic",
+        RequestCode.RECALL_MESSAGE,
+        {"topic": "topicC", "recallHandle": "x"},
+        USER,
+        no_perm("topic:topicC"),
+    ),
     # HEART_BEAT 34: each consumer group and each subscribed topic, SUB.
     Row("heartbeat of an allowed consumer", RequestCode.HEART_BEAT, {}, USER, OK, heartbeat("groupB", "topicB")),
     Row(

@@ -11,6 +11,7 @@ import pytest
 
 from client.admin import Admin
 from client.config import ClientConfig
+from client.consumer import pull_service
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.offset_store import LocalFileOffsetStore
 from client.consumer.push import PushConsumer
@@ -19,6 +20,7 @@ from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageModel, MessageQueue
+from remoting.codec.msgid import decode_offset_msg_id
 from tests.client.helpers import create_topic, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
@@ -243,3 +245,37 @@ async def test_a_stopped_consumer_can_start_again_and_resume(cluster: ThreadedCl
         async with consumer:
             await wait_until(lambda: len(got) == 2)
     assert [m.body for m in got] == [b"one", b"two"]
+
+
+async def test_a_body_that_does_not_decode_is_pulled_again_not_skipped(
+    cluster: ThreadedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pull loop decodes a body only after sending the next pull: when that body fails, the loop goes back to
+    the offset of the pull that found it, drops what the next pull brings, and consumes everything once the record
+    is readable again, each message once."""
+    monkeypatch.setattr(pull_service, "PULL_DELAY_ON_ERROR", 0.05)
+    await create_topic(cluster.namesrv_addr, "PushBadBody", queues=1)
+    async with Producer("pg-bad", cluster.namesrv_addr) as producer:
+        sent = [await producer.send(Message("PushBadBody", f"m{i}".encode())) for i in range(6)]
+    store = cluster.cluster.controller.context.store
+    record = store.commitlog.read(decode_offset_msg_id(sent[2].offset_msg_id).phy_offset, 8)
+    assert record is not None
+    magic = record[4]
+    record[4] = magic ^ 0xFF  # m2's record no longer decodes
+    got: list[MessageExt] = []
+    consumer = _consumer(
+        cluster,
+        "cg-bad",
+        "PushBadBody",
+        got,
+        pull_batch_size=2,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    async with consumer:
+        await wait_until(lambda: len(got) >= 2)
+        await anyio.sleep(0.5)  # several failed rounds
+        assert sorted(m.body for m in got) == [b"m0", b"m1"]
+        record[4] = magic
+        await wait_until(lambda: len(got) >= 6)
+        await anyio.sleep(0.2)
+    assert sorted(m.body for m in got) == [f"m{i}".encode() for i in range(6)]

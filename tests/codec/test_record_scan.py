@@ -63,13 +63,17 @@ def logs(draw: st.DrawFn) -> tuple[bytearray, int, int]:
     """A log, maybe damaged, with a scan's start and limit."""
     start = draw(st.integers(0, 3))
     buf = _log(draw(st.lists(messages(), max_size=12)), start, draw(st.integers(-1, 12)))
+    return _ending(draw, buf, struct.pack(">iI", 8, BLANK_MAGIC)), start, draw(st.integers(0, len(buf) + 12))
+
+
+def _ending(draw: st.DrawFn, buf: bytearray, blank: bytes) -> bytearray:
+    """``buf`` maybe ended by a segment's end-of-file ``blank``, then maybe damaged at a byte or two."""
     if draw(st.booleans()):
-        buf += struct.pack(">iI", 8, BLANK_MAGIC)  # a segment's end-of-file marker
+        buf += blank
     for _ in range(draw(st.integers(0, 2))):
         if buf:
             buf[draw(st.integers(0, len(buf) - 1))] = draw(st.integers(0, 255))
-    limit = draw(st.integers(0, len(buf) + 4))
-    return buf, start, limit
+    return buf
 
 
 @requires_speedups
@@ -197,3 +201,67 @@ def test_keys_of_spaces_only_give_no_index_entry_and_no_empty_run(properties: st
     native = SPEEDUPS.scan_records(buf, 0, len(buf), BASE, True)
     assert native == record_scan._py_scan_records(buf, 0, len(buf), BASE, True)
     assert all(packed for _ts, packed in native[4])
+
+
+_ENTRY_HEADER = struct.Struct(">iiqqqiiii")
+
+
+def _entry_log(msgs: list[tuple[MessageRecord, int, int] | None], start: int, misplace: int) -> bytearray:
+    """DLedger entries one after another from ``start``, each holding one record (``None``: an empty entry); the
+    record of entry ``misplace`` claims a wrong physical offset."""
+    buf = bytearray(start)
+    for i, msg in enumerate(msgs):
+        body = b""
+        if msg is not None:
+            record, qoff, ts = msg
+            body = encode_record(record, qoff, BASE + len(buf) + 48 + (8 if i == misplace else 0), ts)
+        buf += _ENTRY_HEADER.pack(1, 48 + len(body), i, 1, BASE + len(buf), 0, 0, 0, len(body)) + body
+    return buf
+
+
+@st.composite
+def entry_logs(draw: st.DrawFn) -> tuple[bytearray, int, int]:
+    """A DLedger entry log, maybe damaged, with a scan's start and limit."""
+    start = draw(st.integers(0, 3))
+    msgs = draw(st.lists(st.one_of(messages(), st.none()), max_size=12))
+    buf = _entry_log(msgs, start, draw(st.integers(-1, 12)))
+    return _ending(draw, buf, struct.pack(">ii", -1, 8)), start, draw(st.integers(0, len(buf) + 12))
+
+
+@requires_speedups
+@settings(max_examples=1500)
+@given(log=entry_logs(), with_index=st.booleans())
+def test_the_c_entry_scan_equals_the_python_twin(log: tuple[bytearray, int, int], with_index: bool) -> None:
+    buf, start, limit = log
+    assert SPEEDUPS is not None
+    native = SPEEDUPS.scan_records(buf, start, limit, BASE, with_index, True)
+    assert native == record_scan._py_scan_records(buf, start, limit, BASE, with_index, True)
+
+
+@settings(max_examples=300)
+@given(msgs=st.lists(st.one_of(messages(), st.none()), max_size=12), with_index=st.booleans())
+def test_an_entry_scan_gives_what_a_record_scan_gives_for_each_entrys_record(
+    msgs: list[tuple[MessageRecord, int, int] | None], with_index: bool
+) -> None:
+    """Walking entries gives the runs of walking their records one by one, and stops at the entry whose record a
+    record scan would stop at; ``count`` counts the entries, empty ones too."""
+    buf = _entry_log(msgs, 0, -1)
+    end, count, last_ts, cq_runs, index_runs = record_scan.scan_records(buf, 0, len(buf), BASE, with_index, True)
+    pos, walked, ts = 0, 0, 0
+    cq: list[tuple[str, int, int, int, int, int]] = []
+    keyed: list[tuple[int, int, int]] = []
+    for msg in msgs:
+        size = struct.unpack_from(">i", buf, pos + 4)[0]
+        if msg is not None:
+            one = record_scan._py_scan_records(buf, pos + 48, pos + size, BASE, with_index)
+            if one[1] != 1:
+                break
+            ts = one[2]
+            cq += [(t, q, f, *e) for t, q, f, packed in one[3] for e in record_scan.CQ_RUN.iter_unpack(packed)]
+            keyed += [(s, *e) for s, packed in one[4] for e in record_scan.INDEX_ENTRY.iter_unpack(packed)]
+        pos += size
+        walked += 1
+    assert (end, count, last_ts) == (pos, walked, ts)
+    assert [(t, q, f + i, *e) for t, q, f, packed in cq_runs
+            for i, e in enumerate(record_scan.CQ_RUN.iter_unpack(packed))] == cq  # fmt: skip
+    assert [(s, *e) for s, packed in index_runs for e in record_scan.INDEX_ENTRY.iter_unpack(packed)] == keyed

@@ -36,6 +36,9 @@ class MemCluster:
         self.filter: Callable[[str, str, object], bool] = lambda _s, _d, _m: True
         self._events: list[tuple[int, int, str, tuple[Any, ...]]] = []
         self._seq = itertools.count()
+        #: members whose answers are kept in ``held`` (``(token, response)``) instead of handed over
+        self.holding: set[str] = set()
+        self.held: list[tuple[int, Any]] = []
         for i in self.ids:
             self.start(i)
 
@@ -119,6 +122,8 @@ class MemCluster:
                 self.delivered.append((message[1] if message[0] == "req" else "", member, message[-1]))
                 if message[0] == "req":
                     node.handle_request(self.now, message[3], (message[1], message[2]))
+                elif member in self.holding:
+                    self.held.append((message[1], message[2]))
                 else:
                     node.handle_response(self.now, message[1], message[2])
             self._flush(member)

@@ -8,8 +8,9 @@ import itertools
 import pytest
 
 from dledger.codes import PushType, ResponseCode, Role
+from dledger.effects import AppendDone, Committed
 from dledger.invariants import Checker, InvariantViolation, MemberView
-from dledger.messages import PushEntryRequest
+from dledger.messages import PushEntryRequest, PushEntryResponse
 from tests.dledger.cluster import MemCluster
 
 
@@ -178,3 +179,28 @@ def test_a_batch_push_waits_for_the_unanswered_one_unless_a_full_batch_is_ready(
     assert pushed == ([1, 4] if limit == 4096 else [1, 1, 1, 1, 1])
     assert cluster.bodies(follower)[-5:] == [b"first-entry-1"] + [f"next-entry-{i}".encode() for i in range(2, 6)]
     check(cluster)
+
+
+def test_answers_handed_over_together_commit_in_one_step_and_never_before_a_majority() -> None:
+    """The shell's push task hands the leader a scheduler pass's answers at once (RaftNode.handle_responses): one
+    commit step and one round of effects for all of them; an entry no follower has answered for stays unacknowledged."""
+    cluster = MemCluster(3)
+    leader = cluster.leader()
+    node = cluster.node(leader)
+    node.defer_push = True
+    cluster.holding.add(leader)
+    tickets = [cluster.append(leader, b"e%d" % i)[1] for i in range(8)]
+    cluster.run(50)
+    assert not any((leader, t) in cluster.done for t in tickets)  # pushed and answered, nothing handed over yet
+    answers = [(token, r) for token, r in cluster.held if isinstance(r, PushEntryResponse) and r.index is not None]
+    assert len(answers) == 16  # one APPEND per entry and follower (and the bare COMMIT pushes)
+    first_four = sorted(answers, key=lambda a: a[1].index)[:8]  # both followers' answers for the first four entries
+    node.handle_responses(cluster.now, first_four)
+    effects = node.drain()
+    assert [e.index for e in effects if isinstance(e, Committed)] == [node.ledger.end_index - 4]
+    done = sorted(e.ticket for e in effects if isinstance(e, AppendDone))
+    assert done == tickets[:4] and all(e.code == ResponseCode.SUCCESS for e in effects if isinstance(e, AppendDone))
+    node.handle_responses(cluster.now, [a for a in answers if a not in first_four])
+    effects = node.drain()
+    assert [e.index for e in effects if isinstance(e, Committed)] == [node.ledger.end_index]
+    assert sorted(e.ticket for e in effects if isinstance(e, AppendDone)) == tickets[4:]

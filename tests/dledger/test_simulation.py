@@ -1,7 +1,7 @@
 """The deterministic simulation of the Raft core (dledger/simulation.py): 1,000 seeds of the default fault mix (70 s
 of virtual time each, so CI stays within minutes; ``python -m dledger.simulation --seeds N`` runs the full 100 s),
-more seeds with power loss (crashes lose unflushed data, acknowledgements wait for the flush), with five members and
-batch pushes; and a seed replays exactly."""
+more seeds with power loss (crashes lose unflushed data, acknowledgements wait for the flush), with five members,
+batch pushes and appends and answers taken in as the broker's shell does; and a seed replays exactly."""
 
 from __future__ import annotations
 
@@ -34,6 +34,18 @@ def test_power_loss_with_acknowledgements_after_the_flush(first: int) -> None:
 @pytest.mark.parametrize("first", range(0, 50, CHUNK))
 def test_five_members_with_batch_pushes(first: int) -> None:
     config = SimConfig(members=5, enable_batch_push=True, **SHORT)
+    for seed in range(first, first + CHUNK):
+        run_seed(seed, config)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("first", range(0, 200, CHUNK))
+def test_appends_and_answers_taken_in_as_the_broker_runs_them(first: int) -> None:
+    """The broker's shell hands a member its appends, the pushes it read and the answers it got once a scheduler pass
+    (RaftNode.defer_push, handle_request(defer=True), RaftNode.handle_responses), without batch pushes; half the seeds
+    with power loss and acknowledgements after the flush."""
+    power_loss = first >= 100
+    config = SimConfig(shell_passes=True, power_loss=power_loss, sync_before_ack=power_loss, **SHORT)
     for seed in range(first, first + CHUNK):
         run_seed(seed, config)
 

@@ -3,6 +3,7 @@ by name, byte[] as Base64, PushEntryRequest's derived getters; and what a malfor
 
 from __future__ import annotations
 
+import attrs
 import orjson
 import pytest
 from hypothesis import given
@@ -19,7 +20,10 @@ from dledger.messages import (
     VoteRequest,
     VoteResponse,
     decode,
+    decode_push,
     encode,
+    encode_push,
+    to_json_dict,
 )
 from dledger.server import answer_frame
 from remoting.codec.command import RemotingCommand
@@ -118,3 +122,63 @@ def test_a_push_decodes_to_the_request_that_was_encoded_every_field_included(
     assert [[getattr(e, f) for f in fields] for e in decoded.entries] == [
         [getattr(e, f) for f in fields] for e in request.entries
     ]
+
+
+_JSON_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), st.text(max_size=6),
+    st.sampled_from(["APPEND", "COMMIT", "COMPARE", "TRUNCATE", "append", "AQ==", "!"]), st.just([]), st.just({}),
+)  # fmt: skip
+_ENTRY_JSON = st.one_of(
+    _ENTRIES.map(lambda e: orjson.loads(encode(PushEntryRequest(entry=e)))["entry"]),
+    st.dictionaries(st.sampled_from(["body", "index", "size", "term", "pos", "magic"]), _JSON_VALUES, max_size=4),
+    _JSON_VALUES,
+)
+_PUSH_KEYS = ["group", "remoteId", "localId", "leaderId", "term", "code", "type", "commitIndex", "count", "batch"]
+
+
+@given(
+    st.dictionaries(st.sampled_from(_PUSH_KEYS), _JSON_VALUES),
+    st.one_of(st.none(), _ENTRY_JSON),
+    st.one_of(st.none(), st.lists(_ENTRY_JSON, max_size=3), _JSON_VALUES),
+)
+def test_the_push_decoder_gives_what_the_general_decoder_gives(fields: dict[str, object], entry: object,
+                                                               batch: object) -> None:  # fmt: skip
+    """The fast path of a follower's pushes: the same request for every body, the same error for a bad one."""
+    body = orjson.dumps(fields | ({"entry": entry} if entry is not None else {}) | (
+        {"batchEntry": batch} if batch is not None else {}))  # fmt: skip
+    outcomes = []
+    for parse in (decode_push, lambda b: decode(PushEntryRequest, b)):
+        try:
+            outcomes.append(parse(body))
+        except MessageError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
+    first, second = outcomes
+    if isinstance(first, PushEntryRequest) and isinstance(second, PushEntryRequest):
+        assert [(e.chain_crc, e.body_crc) for e in first.entries] == [(e.chain_crc, e.body_crc) for e in second.entries]
+    for bad in (b"[1]", b"{", memoryview(b"nope")):
+        with pytest.raises(MessageError):
+            decode_push(bad)
+
+
+@given(
+    st.lists(_ENTRIES, max_size=4),
+    st.booleans(),
+    st.sampled_from(list(PushType)),
+    st.one_of(st.none(), st.text(max_size=5)),
+    st.integers(-(2**40), 2**40),
+    st.integers(-1, 2**40),
+)
+def test_the_push_encoder_writes_the_general_encoders_bytes(
+    entries: list[Entry], batch: bool, kind: PushType, name: str | None, term: int, commit: int
+) -> None:
+    """The leader's per-entry requests, written field by field, are the bytes of the general encoder; an entry
+    pushed to a second follower is written the same from the first one's JSON."""
+    request = PushEntryRequest(group=name, remote_id="n1", local_id=name, leader_id="n0", term=term, type=kind,
+                               commit_index=commit, entry=None if batch or not entries else entries[0],
+                               batch_entry=tuple(entries) if batch else ())  # fmt: skip
+    general = orjson.dumps(to_json_dict(request), option=orjson.OPT_SORT_KEYS)
+    assert encode_push(request) == general == encode(request)
+    assert encode_push(attrs.evolve(request, remote_id="n2")) == orjson.dumps(
+        to_json_dict(attrs.evolve(request, remote_id="n2")), option=orjson.OPT_SORT_KEYS
+    )

@@ -21,6 +21,7 @@ from rocketmq.v5.exception import ClientException
 from client import Admin
 from client.config import ClientConfig
 from proxy.auth_header import authorization_header
+from proxy.common import Code
 from proxy.pb import definition, service
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.e2e.harness import kill_all
@@ -119,6 +120,9 @@ def _before_rotation(endpoint: str, clients: dict[str, Any]) -> dict[str, Any]:
     out["leaving"] = _attempt(lambda: leaving.send(make_message("TAcl", b"m3")).message_id)
     out["receive"] = sorted(m.body for m in drain(consumer, 4, within=20))
     out["no_pub"] = _attempt(lambda: producer.send(make_message("TSubOnly", b"no-pub")))
+    # RecallMessage needs the topic's PUB: refused on TSubOnly; on TAcl it passes and fails on its made-up handle.
+    out["recall_no_pub"] = _attempt(lambda: producer.recall_message("TSubOnly", "bm9uZQ"))
+    out["recall_pub"] = _attempt(lambda: producer.recall_message("TAcl", "bm9uZQ"))
     out["held"] = [producer.send(make_message("TAcl", b"held")).message_id]
     clients["held"] = drain(consumer, 1, within=20, ack=False)
     out["startup_wrong_secret"] = _send(endpoint, (USER[0], "not-the-secret"), "TAcl", b"refused")
@@ -193,6 +197,10 @@ async def test_accounts_signatures_and_permissions_on_the_grpc_port(acl_grpc_clu
     assert before["leaving"][0] == "ok", before["leaving"]
     assert before["receive"] == [b"m0", b"m1", b"m2", b"m3"]
     _refused(before["no_pub"], "No default permission for topic:TSubOnly")
+    _refused(before["recall_no_pub"], "No default permission for topic:TSubOnly")
+    recall_pub = before["recall_pub"]
+    assert recall_pub[0] == "refused" and recall_pub[1][0] == Code.INTERNAL_SERVER_ERROR, recall_pub
+    assert "recall handle is invalid" in recall_pub[1][1], recall_pub
     _refused(before["receive_no_group"], "No default permission for group:GOther")
     # A client that cannot even fetch a route fails its start-up (the client keeps no code for that).
     for case in ("startup_wrong_secret", "startup_unknown", "no_route"):
@@ -243,6 +251,7 @@ def _every_rpc(endpoint: str, key: tuple[str, str]) -> dict[str, Any]:
         "EndTransaction": service.EndTransactionRequest(topic=topic, transaction_id="x", message_id="y"),
         "NotifyClientTermination": service.NotifyClientTerminationRequest(group=group),
         "ChangeInvisibleDuration": service.ChangeInvisibleDurationRequest(topic=topic, group=group),
+        "RecallMessage": service.RecallMessageRequest(topic=topic, recall_handle="bm9uZQ"),
     }
     out: dict[str, Any] = {}
     with grpc.insecure_channel(endpoint) as channel:
@@ -283,5 +292,5 @@ async def test_every_rpc_is_refused_on_the_wire_and_nothing_is_stored(acl_grpc_c
     for out in (unknown, wrong):
         assert out.pop("Telemetry") == "UNAUTHENTICATED", out  # refused when the stream opens
         assert out.pop("ReceiveMessage") == [40100], out
-        assert out == dict.fromkeys(out, 40100) and len(out) == 9, out
+        assert out == dict.fromkeys(out, 40100) and len(out) == 10, out
     assert stored == 0

@@ -98,6 +98,7 @@ def _topic(name: str) -> Any:
     [
         (service.SendMessageRequest(messages=[definition.Message(topic=_topic("T"))] * 2), {"T": PUB}),
         (service.EndTransactionRequest(topic=_topic("T")), {"T": PUB}),
+        (service.RecallMessageRequest(topic=_topic("T"), recall_handle="h"), {"T": PUB}),
         (
             service.ReceiveMessageRequest(group=_topic("G"), message_queue=definition.MessageQueue(topic=_topic("T"))),
             {"%RETRY%G": SUB, "T": SUB},

@@ -29,16 +29,20 @@ async def test_overlapping_calls_get_their_own_answers_and_share_wake_ups(nurser
         await trio.sleep(0)
         return -i
 
-    async def callers() -> list[int]:
-        calls = [bridge.call_sync(work, i) for i in range(100)] + [bridge.call(slow, i) for i in range(100)]
-        return list(await asyncio.gather(*calls))
+    async def callers() -> tuple[list[int], int, list[int]]:
+        synchronous = list(await asyncio.gather(*(bridge.call_sync(work, i) for i in range(100))))
+        wakeups = bridge.answer_wakeups
+        tasks = list(await asyncio.gather(*(bridge.call(slow, i) for i in range(100))))
+        return synchronous, wakeups, tasks
 
-    answers = await _on_loop(callers)
-    assert answers == [i * i for i in range(100)] + [-i for i in range(100)]
+    synchronous, sync_wakeups, tasks = await _on_loop(callers)
+    assert synchronous == [i * i for i in range(100)] and tasks == [-i for i in range(100)]
     assert sorted(on_trio) == list(range(100))
-    # 200 calls issued in one loop step: far fewer wake-ups than one per call each way.
-    assert bridge.handoffs < 20
-    assert bridge.answer_wakeups < 100
+    # Each batch of 100 calls is issued in one loop step: far fewer hand-offs than calls. The 100 synchronous answers
+    # are queued in one drain on the Trio thread, so they share wake-ups too (the tasks' answers come one by one, and
+    # how many of those share depends on how the OS schedules the two threads: not asserted).
+    assert bridge.handoffs < 40
+    assert sync_wakeups < 20
 
 
 async def test_errors_cross_and_a_cancelled_caller_cancels_the_trio_task(nursery: trio.Nursery) -> None:

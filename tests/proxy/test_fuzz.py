@@ -69,6 +69,8 @@ def _bad_requests(endpoint: str) -> dict[str, Any]:
         change = service.ChangeInvisibleDurationRequest(receipt_handle="1 2 3")
         change.invisible_duration.FromSeconds(30)
         bad_change = unary("ChangeInvisibleDuration", change, service.ChangeInvisibleDurationResponse)
+        recall = service.RecallMessageRequest(recall_handle="not a handle")  # and no topic
+        bad_recall = unary("RecallMessage", recall, service.RecallMessageResponse)
         settings_less = service.TelemetryCommand(settings=definition.Settings())
         command = service.TelemetryCommand
         stream = channel.stream_stream(
@@ -80,7 +82,8 @@ def _bad_requests(endpoint: str) -> dict[str, Any]:
         except grpc.RpcError as err:
             telemetry = err.code().name
     return {"empty_send": empty_send.status.code, "no_client": no_client.status.code,
-            "bad_ack": bad_ack.status.code, "bad_change": bad_change.status.code, "telemetry": telemetry}  # fmt: skip
+            "bad_ack": bad_ack.status.code, "bad_change": bad_change.status.code, "bad_recall": bad_recall.status.code,
+            "telemetry": telemetry}  # fmt: skip
 
 
 def _garbage(port: int, seed: int) -> int:
@@ -124,8 +127,7 @@ async def test_malformed_protobufs_and_http2_garbage_get_errors_not_a_crash(grpc
     # Bytes that do not parse are refused by grpcio before any handler (UNKNOWN); RPCs we do not serve are
     # UNIMPLEMENTED; everything else is answered with a 5.x status in the response.
     for method, outcomes in seen.items():
-        unserved = method in ("PullMessage", "SyncLiteSubscription", "UpdateOffset", "GetOffset", "QueryOffset",
-                              "RecallMessage")  # fmt: skip
+        unserved = method in ("PullMessage", "SyncLiteSubscription", "UpdateOffset", "GetOffset", "QueryOffset")
         allowed = {"UNIMPLEMENTED", "UNKNOWN"} if unserved else {"answered", "UNKNOWN", "INVALID_ARGUMENT"}
         assert outcomes <= allowed, (method, outcomes)
     bad = await trio.to_thread.run_sync(_bad_requests, endpoint)
@@ -134,6 +136,7 @@ async def test_malformed_protobufs_and_http2_garbage_get_errors_not_a_crash(grpc
         "no_client": definition.Code.CLIENT_ID_REQUIRED,
         "bad_ack": definition.Code.INVALID_RECEIPT_HANDLE,
         "bad_change": definition.Code.INVALID_RECEIPT_HANDLE,
+        "bad_recall": definition.Code.ILLEGAL_TOPIC,
         "telemetry": "INVALID_ARGUMENT",
     }
     assert grpc_cluster.broker is not None and grpc_cluster.broker.running

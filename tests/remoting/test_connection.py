@@ -201,6 +201,20 @@ async def test_held_frames_leave_in_one_write_on_release_and_later_frames_queue_
         assert got == [str(i) for i in range(21)]
         assert conn.hold_frame(frames[0])  # a new pass starts holding afresh
         conn.release_held()
+        sends = raw.sends
+        conn.hold()  # every frame written until the release leaves in one write
+        for frame in frames[:5]:
+            conn.send_frame_nowait(frame)
+        await trio.testing.wait_all_tasks_blocked()
+        assert raw.sends == sends
+        conn.release_held()
+        assert raw.sends == sends + 1
+        got = []
+        while len(got) < 6:
+            decoder.receive_data(await peer.receive_some())
+            while (cmd := decoder.next_command()) is not None:
+                got.append(cmd.ext_fields["i"])
+        assert got == ["0", "0", "1", "2", "3", "4"]
         conn.close()
     with pytest.raises(RemotingClosedError):
         conn.hold_frame(frames[0])

@@ -158,14 +158,20 @@ def _timer_record(deliver_ms: int, body: bytes) -> MessageRecord:
     return MessageRecord(topic=TIMER_TOPIC, body=body, properties=props)
 
 
-def test_after_a_crash_the_wheel_is_rebuilt_from_the_timer_queue_and_nothing_pending_is_lost(tmp_path: Path) -> None:
-    now = [1_000_000]
+def open_timer_store(tmp_path: Path, now: list[int]) -> tuple[MessageStore, Path, TimerStore]:
+    """A loaded store whose clock reads ``now[0]``, its config directory and a loaded 64-slot timer over it."""
     config = StoreConfig(tmp_path / "store", mapped_file_size_commit_log=1 << 20, now_ms=lambda: now[0])
     config_dir = tmp_path / "store" / "config"
     store = MessageStore(config)
     store.load()
     timers = TimerStore(store, config_dir, slots=64)
     timers.load()
+    return store, config_dir, timers
+
+
+def test_after_a_crash_the_wheel_is_rebuilt_from_the_timer_queue_and_nothing_pending_is_lost(tmp_path: Path) -> None:
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
     for i in range(10):
         store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
     assert timers.enqueue(100) == 10

@@ -3,9 +3,13 @@ docs/protocol.md#710-pull-batch-limits), lookups by offset, key and time."""
 
 from __future__ import annotations
 
+import itertools
+import tempfile
 from pathlib import Path
 
 import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from remoting.codec.message import decode_record
 from remoting.codec.message_properties import java_string_hash
@@ -148,3 +152,38 @@ def test_arrival_listener_sees_every_dispatched_message(tmp_path: Path) -> None:
     ]
     assert "TAGS\x01TagA" in seen[0][4]
     store.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 1), st.sampled_from(["A", "B"]), st.integers(1, 300)), min_size=1, max_size=40),
+    st.integers(0, 40),
+    st.integers(1, 40),
+    st.sampled_from([None, "A"]),
+    st.booleans(),
+)
+def test_a_get_returns_its_records_as_runs_of_adjacent_records(
+    appends: list[tuple[int, str, int]], start: int, max_msgs: int, tag: str | None, by_property: bool
+) -> None:
+    """Records of one queue that lie back to back in a segment share a run; every other one starts a run (another
+    queue's record between them, a filtered one, a segment roll); the runs hold exactly the records, in order."""
+    with tempfile.TemporaryDirectory() as root:
+        store = open_store(Path(root), mapped_file_size_consume_queue=64 * 20)
+        for queue_id, tags, size in appends:
+            store.append(message(body=b"b" * size, queue_id=queue_id, tags=tags))
+        tag_filter = property_filter = None
+        if tag is not None and by_property:
+            property_filter = lambda raw: b"TAGS\x01A" in bytes(raw)  # noqa: E731
+        elif tag is not None:
+            tag_filter = java_string_hash(tag).__eq__
+        r = store.get("TopicTest", 0, start, max_msgs, tag_filter=tag_filter, property_filter=property_filter)
+        cq = store.consume_queues.get(("TopicTest", 0))
+        entries = [cq.entry(q) for q in r.queue_offsets] if cq is not None else []
+        expected = [store.commitlog.read(phy, size) for phy, size, _tags in entries]
+        assert [bytes(m) for m in r.messages] == [bytes(m) for m in expected]
+        assert r.sizes == [size for _phy, size, _tags in entries]
+        assert b"".join(r.runs) == b"".join(expected)
+        breaks = sum(1 for a, b in itertools.pairwise(entries) if a[0] + a[1] != b[0] or b[0] % 4096 == 0)
+        assert len(r.runs) == (breaks + 1 if entries else 0)
+        assert (r.message_count, r.buffer_total_size) == (len(entries), sum(r.sizes))
+        store.close()

@@ -73,6 +73,7 @@ from remoting.codec.headers.query import (
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
+from remoting.codec.headers.recall import RecallMessageRequestHeader, RecallMessageResponseHeader
 from remoting.codec.headers.registry import HEADER_BY_REQUEST_CODE, request_header_class
 from remoting.codec.headers.send import (
     V2_TO_V1_KEYS,
@@ -142,6 +143,8 @@ __all__ = [
     "SearchOffsetResponseHeader",
     "SendMessageRequestHeader",
     "SendMessageRequestHeaderV2",
+    "RecallMessageRequestHeader",
+    "RecallMessageResponseHeader",
     "SendMessageResponseHeader",
     "TRANSACTION_COMMIT_TYPE",
     "TRANSACTION_NOT_TYPE",

@@ -243,6 +243,8 @@ class SendMessageResponseHeader(Header):
     transaction_id: str | None = attrs.field(default=None, metadata=wire("transactionId"))
     msg_region: str | None = attrs.field(default=None, metadata=wire("MSG_REGION"))
     trace_on: bool | None = attrs.field(default=None, metadata=wire("TRACE_ON"))
+    #: RocketMQ 5.3: the recall handle of a timer message (remoting/codec/recall_handle.py), absent otherwise.
+    recall_handle: str | None = attrs.field(default=None, metadata=wire("recallHandle"))
 
 
 @attrs.frozen(slots=True)

@@ -1,0 +1,231 @@
+"""RECALL_MESSAGE (RocketMQ 5.3) over real sockets, in virtual time: a timer message's send answer carries a recall
+handle (a normal message's does not); recalling it stores a delete marker in the timer and the message never reaches
+its topic, while its neighbours in the same slot do; the recall holds across a clean restart, a crash rebuild of the
+wheel and a wheel too short for the delay (the marker rolls on with the message); bad, foreign, mismatched and stale
+handles, an unknown topic and a broker with recall off are answered with RocketMQ's codes and remarks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from broker.embedded import EmbeddedCluster
+from broker.timer import TIMER_TOPIC, TimerStore
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.headers import RecallMessageRequestHeader, SendMessageRequestHeader
+from remoting.codec.message import MessageRecord
+from remoting.codec.message_properties import encode_properties
+from remoting.codec.recall_handle import decode_recall_handle, encode_recall_handle
+from tests.conftest import SMALL_STORE
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+from tests.semantics.test_timer import _read_all, open_timer_store
+
+
+@pytest.fixture
+async def recall_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, recall_message_enable=True) as cluster:
+        yield cluster
+
+
+async def _send(
+    client: RemotingClient, cluster: EmbeddedCluster, topic: str, body: bytes, uniq: str, **props: str
+) -> RemotingCommand:
+    header = SendMessageRequestHeader(
+        producer_group="pg-recall",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=0,
+        sys_flag=0,
+        born_timestamp=0,
+        flag=0,
+        properties=encode_properties({"UNIQ_KEY": uniq, **props}),
+    )
+    command = request(RequestCode.SEND_MESSAGE, header.to_ext_fields(), body)
+    answer = await client.invoke(cluster.broker_addr, command, 5)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    return answer
+
+
+async def _recall(client: RemotingClient, cluster: EmbeddedCluster, topic: str, handle: str) -> RemotingCommand:
+    header = RecallMessageRequestHeader(topic=topic, recall_handle=handle)
+    return await client.invoke(cluster.broker_addr, request(RequestCode.RECALL_MESSAGE, header.to_ext_fields()), 5)
+
+
+async def _prepared(cluster: EmbeddedCluster, topic: str) -> Callable[[], int]:
+    """The cluster on virtual store time with ``topic`` created; returns the store's clock."""
+    clock = use_virtual_store_clock(cluster)
+    await create_topic(cluster, topic)
+    return clock
+
+
+def _bodies(cluster: EmbeddedCluster, topic: str) -> list[bytes]:
+    return sorted(m.body for m in _read_all(cluster.controller.context.store, topic, 0))
+
+
+async def test_a_recalled_timer_message_is_never_delivered_and_its_neighbours_are(
+    recall_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = await _prepared(recall_cluster, "Recall")
+    async with RemotingClient() as client:
+        at = clock() + 10_000
+        answers = {
+            name: await _send(client, recall_cluster, "Recall", name.encode(), f"ID-{name}", TIMER_DELIVER_MS=str(at))
+            for name in ("gone", "kept", "kept-too")
+        }
+        normal = await _send(client, recall_cluster, "Recall", b"now", "ID-now")
+        assert "recallHandle" not in normal.ext_fields
+        handle = answers["gone"].ext_fields["recallHandle"]
+        assert decode_recall_handle(handle) == ("Recall", "broker-a", str(at + 1), "ID-gone")
+        answer = await _recall(client, recall_cluster, "Recall", handle)
+        assert (answer.code, answer.ext_fields["msgId"]) == (ResponseCode.SUCCESS, "ID-gone")
+        assert answer.ext_fields["MSG_REGION"] == "DefaultRegion"
+        # A second recall of the same handle is answered as RocketMQ answers it: one more marker, SUCCESS.
+        assert (await _recall(client, recall_cluster, "Recall", handle)).code == ResponseCode.SUCCESS
+        await trio.sleep(15)
+        assert _bodies(recall_cluster, "Recall") == [b"kept", b"kept-too", b"now"]
+        timers = recall_cluster.controller.timer.timers
+        assert (timers.recalled, recall_cluster.controller.timer.pending) == (1, 0)
+        # Its time has passed: the handle is stale now.
+        stale = await _recall(client, recall_cluster, "Recall", answers["kept"].ext_fields["recallHandle"])
+        assert (stale.code, stale.remark) == (ResponseCode.ILLEGAL_OPERATION, "recall failed, timestamp invalid")
+    assert _bodies(recall_cluster, "Recall") == [b"kept", b"kept-too", b"now"]
+
+
+async def test_bad_handles_and_requests_get_rocketmqs_answers(
+    recall_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = await _prepared(recall_cluster, "RecallBad")
+    await create_topic(recall_cluster, "RecallOther")
+    in_a_minute = str(clock() + 60_000)
+    cases = [
+        ("RecallBad", "not a handle", ResponseCode.ILLEGAL_OPERATION, "recall handle is invalid"),
+        ("RecallBad", encode_recall_handle("RecallOther", "broker-a", in_a_minute, "X"),
+         ResponseCode.ILLEGAL_OPERATION, "recall failed, topic not match"),
+        ("RecallBad", encode_recall_handle("RecallBad", "broker-z", in_a_minute, "X"),
+         ResponseCode.ILLEGAL_OPERATION, "recall failed, broker service not available"),
+        ("RecallBad", encode_recall_handle("RecallBad", "broker-a", str(clock() - 1), "X"),
+         ResponseCode.ILLEGAL_OPERATION, "recall failed, timestamp invalid"),
+        ("RecallBad", encode_recall_handle("RecallBad", "broker-a", str(clock() + 3 * 86_400_000 + 60_000), "X"),
+         ResponseCode.ILLEGAL_OPERATION, "recall failed, timestamp invalid"),
+        ("RecallBad", encode_recall_handle("RecallBad", "broker-a", "soon", "X"),
+         ResponseCode.ILLEGAL_OPERATION, "recall failed, timestamp invalid"),
+        ("NoSuchTopic", encode_recall_handle("NoSuchTopic", "broker-a", in_a_minute, "X"),
+         ResponseCode.TOPIC_NOT_EXIST, "recall failed, the topic[NoSuchTopic] not exist"),
+    ]  # fmt: skip
+    store = recall_cluster.controller.context.store
+    async with RemotingClient() as client:
+        for topic, handle, code, remark in cases:
+            answer = await _recall(client, recall_cluster, topic, handle)
+            assert (answer.code, answer.remark) == (code, remark), handle
+        missing = request(RequestCode.RECALL_MESSAGE, {"topic": "RecallBad"})
+        answer = await client.invoke(recall_cluster.broker_addr, missing, 5)
+        assert answer.code == ResponseCode.SYSTEM_ERROR and "recallHandle" in (answer.remark or "")
+    assert store.max_offset_in_queue(TIMER_TOPIC, 0) == 0  # no marker stored for any of them
+
+
+async def test_recall_is_off_unless_enabled_as_in_rocketmq(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = await _prepared(embedded_cluster, "RecallOff")
+    async with RemotingClient() as client:
+        sent = await _send(client, embedded_cluster, "RecallOff", b"x", "ID-off", TIMER_DELAY_MS="5000")
+        at = int(decode_recall_handle(sent.ext_fields["recallHandle"]).timestamp)
+        assert clock() < at <= clock() + 5_001
+        answer = await _recall(client, embedded_cluster, "RecallOff", sent.ext_fields["recallHandle"])
+        assert (answer.code, answer.remark) == (ResponseCode.NO_PERMISSION, "recall failed, operation is forbidden")
+        await trio.sleep(10)
+    assert _bodies(embedded_cluster, "RecallOff") == [b"x"]
+
+
+async def test_a_delete_marker_whose_time_passed_is_refused_on_the_send_path(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = await _prepared(embedded_cluster, "RecallLate")
+    async with RemotingClient() as client:
+        props = {"UNIQ_KEY": "M", "TIMER_DELIVER_MS": str(clock() - 1), "TIMER_DEL_UNIQKEY": "RecallLate+X"}
+        header = SendMessageRequestHeader("pg", "RecallLate", "TBW102", 4, 0, 0, 0, 0, encode_properties(props))
+        answer = await client.invoke(
+            embedded_cluster.broker_addr, request(RequestCode.SEND_MESSAGE, header.to_ext_fields(), b"0"), 5
+        )
+    assert answer.code == ResponseCode.MESSAGE_ILLEGAL
+    assert "if set del msg, the delay time should be bigger than the current time" in (answer.remark or "")
+    assert _bodies(embedded_cluster, "RecallLate") == []
+
+
+async def test_a_recall_holds_across_a_clean_restart(
+    recall_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = await _prepared(recall_cluster, "RecallRestart")
+    async with RemotingClient() as client:
+        handles = []
+        for i in range(6):
+            sent = await _send(
+                client, recall_cluster, "RecallRestart", f"r{i}".encode(), f"ID-{i}", TIMER_DELAY_SEC=str(20 + i)
+            )
+            handles.append(sent.ext_fields["recallHandle"])
+        for i in (1, 4):
+            assert (await _recall(client, recall_cluster, "RecallRestart", handles[i])).code == ResponseCode.SUCCESS
+    autojump_clock.autojump_threshold = math.inf
+    await recall_cluster.restart_broker()
+    autojump_clock.autojump_threshold = 0
+    use_virtual_store_clock(recall_cluster, clock)
+    await trio.sleep(40)
+    assert _bodies(recall_cluster, "RecallRestart") == [b"r0", b"r2", b"r3", b"r5"]
+    assert recall_cluster.controller.timer.timers.recalled == 2
+
+
+async def test_a_recall_holds_when_the_marker_rolls_on_with_its_message(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A 2 s wheel (20 slots of 100 ms): a 25 s timer and its marker go round about a dozen times, filed apart.
+    overrides = {**SMALL_STORE, "timer_wheel_slots": 20, "timer_log_file_size": 32 * 64, "recall_message_enable": True}
+    async with EmbeddedCluster(tmp_path, **overrides) as cluster:
+        clock = await _prepared(cluster, "RecallFar")
+        async with RemotingClient() as client:
+            at = clock() + 25_000
+            far = await _send(client, cluster, "RecallFar", b"far", "ID-far", TIMER_DELIVER_MS=str(at))
+            await _send(client, cluster, "RecallFar", b"beside", "ID-beside", TIMER_DELIVER_MS=str(at))
+            await trio.sleep(3.3)
+            answer = await _recall(client, cluster, "RecallFar", far.ext_fields["recallHandle"])
+            assert answer.code == ResponseCode.SUCCESS
+        await trio.sleep(30)
+        assert _bodies(cluster, "RecallFar") == [b"beside"]
+        assert cluster.controller.timer.timers.rolled >= 12
+        assert cluster.controller.timer.timers.recalled == 1
+
+
+def _timer_record(topic: str, deliver_ms: int, uniq: str, marker: bool = False) -> MessageRecord:
+    props = {"REAL_TOPIC": topic, "REAL_QID": "0", "TIMER_OUT_MS": str(deliver_ms), "UNIQ_KEY": uniq}
+    if marker:
+        props |= {"TIMER_OUT_MS": str(deliver_ms + 1), "TIMER_DEL_UNIQKEY": f"{topic}+{uniq}"}
+    return MessageRecord(topic=TIMER_TOPIC, body=uniq.encode(), properties=encode_properties(props))
+
+
+def test_after_a_crash_the_rebuilt_wheel_files_the_markers_again(tmp_path: Path) -> None:
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(6):
+        store.append(_timer_record("Crashed", now[0] + 1_000 * (i + 1), f"c{i}"))
+    store.append(_timer_record("Crashed", now[0] + 2_000, "c1", marker=True))
+    assert timers.enqueue(100) == 7
+    assert timers.pending == 6  # a marker is not a message to deliver
+    timers.save_checkpoint(timers.checkpoint(clean=False))
+    store.append(_timer_record("Crashed", now[0] + 5_000, "c4", marker=True))  # stored, never filed before the crash
+    timers.close()
+
+    again = TimerStore(store, config_dir, slots=64)
+    again.load()
+    assert again.enqueue(100) == 8
+    now[0] += 10_000
+    again.dequeue(now[0], 100)
+    assert sorted(m.body for m in _read_all(store, "Crashed", 0)) == [b"c0", b"c2", b"c3", b"c5"]
+    assert (again.recalled, again.pending) == (2, 0)
+    again.close()
+    store.close()
