@@ -94,6 +94,9 @@ class SendFastPath:
 
     def __call__(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
         """Store and answer the request when it is the common case (see the module docstring); else False."""
+        group_commit = self._group_commit
+        if group_commit is not None:
+            group_commit.poll()  # answers of a sync that ended while this reader was busy go out first
         opaque, version, flag = fields.get("opaque"), fields.get("version"), fields.get("flag")
         if fields.get("code") != _SEND_V2 or type(opaque) is not int or opaque not in _INT32:
             return False

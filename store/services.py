@@ -5,8 +5,8 @@
   moving.
 * :class:`GroupCommitService`: SYNC_FLUSH. Producers register the offset they need durable; one ``fdatasync`` (on the
   service's own :class:`_SyncThread`) covers every waiter whose offset it reaches, and one release pass answers them
-  before the next sync starts (pass listeners then flush what the callbacks held back). Waiters that arrive during a
-  sync are covered by the next one.
+  (pass listeners then flush what the callbacks held back). Waiters that arrive during a sync are covered by the
+  next one, which the thread starts as soon as that sync ends, while the Trio task answers.
 * :class:`AllocateService`: prepares (and optionally warms up) the next CommitLog segment after each roll, so appends
   rarely create files themselves.
 * :class:`RetentionService`: deletes expired segments at ``delete_when`` or at once when the disk is fuller than
@@ -22,6 +22,7 @@ import collections
 import datetime
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -67,64 +68,151 @@ class FlushService:
                 await self.flush_once()
 
 
+def _signal_pair() -> tuple[int, int]:
+    """A non-blocking (read end, write end) the flusher thread signals the Trio task through: one eventfd (Linux), or
+    a pipe elsewhere. Both take the 8-byte writes of :data:`_ONE` and are drained by one read."""
+    if hasattr(os, "eventfd"):
+        fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        return fd, fd
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    os.set_blocking(write_end, False)
+    return read_end, write_end
+
+
+_ONE = (1).to_bytes(8, sys.byteorder)
+
+
+def _no_more() -> bool:
+    return False
+
+
 class _SyncThread:
-    """The group commit's own flusher: one OS thread for the service's lifetime, so a group commit costs a lock
-    release and one ``run_sync_soon`` instead of ``trio.to_thread``'s limiter, context copy and thread-cache hand-off
-    (which starts a fresh thread whenever the last worker is still on its way back: ~14 % of the broker's samples
-    under SYNC_FLUSH 64x1). Created and driven by one Trio task; :meth:`sync` raises what the flush raised."""
+    """The group commit's own flusher: one OS thread for the service's lifetime. :meth:`begin` starts a run of
+    syncs: each takes a snapshot of the segments with unflushed bytes and ``fdatasync``-s them; while the run may go
+    on (:meth:`stop` not called) and ``more()`` says a waiter is past what is durable, the thread starts the next
+    sync the moment the previous one ends, without waiting for the Trio loop (as RocketMQ's
+    ``CommitLog.GroupCommitService`` commits again at once when requests arrived during a commit:
+    ``ServiceThread.waitForRunning`` returns at once when notified meanwhile). After every sync it signals one file
+    descriptor that the Trio task awaits (:meth:`wait`): the loop wakes once per finished sync, straight into that
+    task, with no ``run_sync_soon`` hand-off. A flush error ends the run and is raised by :meth:`wait`.
+
+    Created and driven by one Trio task, which must not let the files go (unmap, delete) while :attr:`busy`."""
 
     def __init__(self) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        # A plain lock held while idle and released to start a sync (C-level, unlike Semaphore's Python Condition,
-        # whose notify showed as ~7 % of the broker's samples); only one sync is ever outstanding.
+        # Plain locks (C-level, unlike Semaphore's Python Condition, whose notify showed as ~7 % of the broker's
+        # samples): ``_go`` is held while idle and released to start a run; ``_state`` orders the thread's "go on or
+        # stop" decision against :meth:`stop`.
         self._go = threading.Lock()
         self._go.acquire()
-        self._files: list[MappedFile] | None = None
-        self._task: trio.lowlevel.Task | None = None
-        self._result: object = None
+        self._state = threading.Lock()
+        self._read_fd, self._write_fd = _signal_pair()
+        self._snapshot: Callable[[], list[MappedFile]] = list
+        self._more: Callable[[], bool] = _no_more
+        self._chain = False
+        self._closed = False
+        self._error: BaseException | None = None
+        #: True from :meth:`begin` until the run's last sync has ended (set False before its last signal).
+        self.busy = False
+        #: Syncs performed (each may cover one or two segments).
+        self.syncs = 0
+        #: Set before every signal: a sync ended since the Trio side last looked (it clears it).
+        self.fresh = False
         threading.Thread(target=self._loop, name="rocketrio-group-commit", daemon=True).start()
 
     def _loop(self) -> None:
         while True:
             self._go.acquire()
-            files = self._files
-            if files is None:
+            if self._closed:
                 return
-            try:
-                result: object = _flush_files(files)
-            except BaseException as exc:  # handed to the Trio task, which re-raises it
-                result = exc
-            self._token.run_sync_soon(self._deliver, result)
+            files = self._take_snapshot()
+            while True:
+                if files:
+                    try:
+                        _flush_files(files)
+                    except BaseException as exc:  # handed to the Trio task, which re-raises it
+                        self._error = exc
+                        files = []
+                    else:
+                        self.syncs += 1
+                with self._state:  # close() waits for the last signal of a run: the descriptor stays open for it
+                    if not (files and self._chain and self._more()):
+                        self.busy = False
+                        self.fresh = True
+                        self._signal()
+                        break
+                # The next snapshot before the signal: its write may hand the GIL to the Trio thread, and the
+                # thread should then go straight into the next fdatasync when it gets it back.
+                files = self._take_snapshot()
+                self.fresh = True
+                self._signal()
 
-    def _deliver(self, result: object) -> None:
-        task, self._task = self._task, None
-        assert task is not None
-        self._result = result
-        trio.lowlevel.reschedule(task)
+    def _take_snapshot(self) -> list[MappedFile]:
+        try:
+            return self._snapshot()
+        except BaseException as exc:  # as a flush error: the run ends
+            self._error = exc
+            return []
 
-    async def sync(self, files: list[MappedFile]) -> None:
-        """Flush ``files`` on the thread. Not cancellable while the thread works (the files must stay mapped until
-        it is done): a cancellation lands at the next checkpoint, as with ``trio.to_thread.run_sync``."""
-        self.begin(files)
-        await self.finish()
+    def _signal(self) -> None:
+        try:  # noqa: SIM105 (a try is cheaper than suppress() on this path)
+            os.write(self._write_fd, _ONE)
+        except BlockingIOError:  # a pipe full of signals: the task is woken anyway
+            pass
 
-    def begin(self, files: list[MappedFile]) -> None:
-        """Start flushing ``files``; the calling task must :meth:`finish` before its next checkpoint (the thread's
-        answer is delivered through the Trio loop, so synchronous work in between is safe)."""
-        self._files = files
-        self._task = trio.lowlevel.current_task()
+    def begin(self, snapshot: Callable[[], list[MappedFile]], more: Callable[[], bool] = _no_more) -> None:
+        """Start a run (the thread is idle): sync what ``snapshot()`` returns, then again while ``more()``. Both are
+        called on the flusher thread."""
+        self._snapshot, self._more = snapshot, more
+        self._chain = True
+        self.busy = True
         self._go.release()
 
-    async def finish(self) -> None:
-        """Wait for the flush :meth:`begin` started; raises what it raised."""
-        await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
-        result, self._result = self._result, None
-        if isinstance(result, BaseException):
-            raise result
+    def stop(self) -> None:
+        """End the run after the sync under way (no effect when idle)."""
+        with self._state:
+            self._chain = False
+
+    async def wait(self) -> bool:
+        """Wait until the thread signals (one or more syncs ended); return :attr:`busy`. Raises what a flush raised
+        (the run has ended then). Cancelled, it ends the run and returns (raising) only once the thread is idle:
+        the files must stay mapped until it is done."""
+        fd = self._read_fd
+        try:
+            await trio.lowlevel.wait_readable(fd)
+        except trio.Cancelled:
+            self.stop()
+            with trio.CancelScope(shield=True):
+                while self.busy:
+                    await trio.lowlevel.wait_readable(fd)
+                    self._drain()
+            raise
+        self._drain()
+        busy = self.busy
+        if not busy and self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return busy
+
+    def _drain(self) -> None:
+        try:  # noqa: SIM105 (a try is cheaper than suppress() on this path)
+            os.read(self._read_fd, 4096)
+        except BlockingIOError:  # a signal already drained with an earlier one
+            pass
+
+    async def sync(self, files: list[MappedFile]) -> None:
+        """Flush ``files`` on the thread (one sync, no run). Raises what the flush raised."""
+        self.begin(lambda: files)
+        while await self.wait():
+            pass
 
     def close(self) -> None:
-        """Let the thread exit (it is idle: :meth:`sync` does not return before the thread is done)."""
-        self._files = None
+        """Let the thread exit (it is idle: the driving task waits until a run ends) and close the descriptors."""
+        with self._state:
+            self._closed = True
+            os.close(self._read_fd)
+            if self._write_fd != self._read_fd:
+                os.close(self._write_fd)
         self._go.release()
 
 
@@ -198,6 +286,8 @@ class GroupCommitService:
         #: True while a release pass calls the callbacks of the waiters a sync covered.
         self.releasing = False
         self._pass_listeners: list[Callable[[], None]] = []
+        self._thread: _SyncThread | None = None
+        self._ready: list[OffsetWaiter] = []  # covered by a sync, popped from the deque, not yet released
 
     def add_pass_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every release pass (while :attr:`releasing` it was True), so that a callback
@@ -221,6 +311,25 @@ class GroupCommitService:
                     listener()
                 except Exception:  # its owner's bug; the next pass calls it again
                     log.exception("group commit pass listener failed")
+
+    def _release_flushed(self) -> None:
+        """One release pass over the waiters whose offset is durable now, in offset order: everything the syncs so
+        far covered, including waiters that arrived during one and whose records it reached (a true group
+        commit)."""
+        flushed = self._store.commitlog.queue.flushed_offset
+        waiters, ready = self._waiters, self._ready
+        while waiters and waiters[0].offset <= flushed:
+            ready.append(waiters.popleft())
+        self._release(ready)
+
+    def poll(self) -> None:
+        """Answer now what the syncs ended since the last pass covered, instead of when this service's task next
+        runs: the send path calls it before each request, so a reader busy with a burst of requests does not hold
+        back the answers of a sync that ended meanwhile. Cheap when nothing ended (one attribute)."""
+        thread = self._thread
+        if thread is not None and thread.fresh and not self.releasing:
+            thread.fresh = False
+            self._release_flushed()
 
     @property
     def running(self) -> bool:
@@ -271,39 +380,55 @@ class GroupCommitService:
         store = self._store
         queue = store.commitlog.queue
         waiters = self._waiters
+        lock = store.disk_lock
         self._running = True
-        thread = _SyncThread()
-        ready: list[OffsetWaiter] = []  # covered by the last sync, popped from the deque, not yet released
+        thread = self._thread = _SyncThread()
+
+        def more() -> bool:
+            """On the flusher thread: a waiter is past what is durable, so the run goes on."""
+            try:
+                return waiters[-1].offset > queue.flushed_offset
+            except IndexError:
+                return False
+
         try:
             async with trio.open_nursery() as nursery:
                 # Waiters past their deadline get FLUSH_DISK_TIMEOUT, even while a sync is stuck in its thread.
                 nursery.start_soon(self._queue.expire)
                 task_status.started()
                 while True:
-                    await self._wakeup.wait()
+                    if not self._wakeup.is_set():  # set: a run at once, with no scheduler pass (the run yields)
+                        await self._wakeup.wait()
                     self._wakeup = trio.Event()
-                    async with store.disk_lock:
-                        files = queue.flush_snapshot()
-                        if files:
-                            thread.begin(files)
-                            await thread.finish()
-                            self.rounds += 1
-                    flushed = queue.flushed_offset
-                    # One pass in offset order: everything the sync covered, including waiters that arrived while
-                    # it ran and whose records it reached (a true group commit). Their answers go out before the
-                    # next sync starts: the producers get them one pass sooner, and the next sync covers what
-                    # arrived meanwhile.
-                    while waiters and waiters[0].offset <= flushed:
-                        ready.append(waiters.popleft())
-                    self._release(ready)
-                    if waiters and files:
-                        self._wakeup.set()  # another sync at once
-                    # With nothing left to sync, a waiter past the appended end waits for the append (and its
-                    # notify) that reaches it, or for its timeout: no busy loop.
+                    try:
+                        lock.acquire_nowait()  # no scheduler pass when nobody else holds it
+                    except trio.WouldBlock:
+                        await lock.acquire()
+                    try:
+                        # A run of syncs, each starting as the previous one ends while waiters are left; every
+                        # signal of the thread wakes this task, which answers what the syncs so far covered (unless
+                        # the send path's poll() did already) while the next sync runs. Another user of the lock
+                        # (the periodic flush, retention) ends the run after the sync under way.
+                        thread.begin(queue.flush_snapshot, more)
+                        busy = True
+                        while busy:
+                            busy = await thread.wait()
+                            if busy and lock.statistics().tasks_waiting:
+                                thread.stop()
+                            self.rounds = thread.syncs
+                            thread.fresh = False
+                            self._release_flushed()
+                    finally:
+                        lock.release()
+                    if not waiters:
+                        self._wakeup = trio.Event()  # set by the run's own waiters, all answered: no empty run
+                    # A waiter past the appended end waits for the append (and its notify) that reaches it, or
+                    # for its timeout: no busy loop.
         finally:
+            self._thread = None
             thread.close()
             self._running = False
-            self._release(ready)  # durable already
+            self._release(self._ready)  # durable already
             # Shutting down: nobody will sync for them any more, so answer FLUSH_DISK_TIMEOUT rather than hang.
             while waiters:
                 release_waiter(waiters.popleft(), False)

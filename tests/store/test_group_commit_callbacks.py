@@ -5,6 +5,7 @@ awaitable ``flush_status`` built on the same list gives the same answers."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -117,3 +118,33 @@ async def test_a_waiter_past_the_appended_end_times_out_without_the_service_spin
         nursery.cancel_scope.cancel()
     [(ok, at)] = released
     assert not ok and at - start >= 3.0
+
+
+async def test_poll_answers_a_finished_syncs_waiters_before_the_service_task_runs(tmp_path: Path) -> None:
+    """The send path's ``poll()``: once the flusher has signalled a finished sync, the waiters it covered are
+    answered inside the caller's own step (a reader busy with a burst), before the group commit's task is scheduled;
+    with nothing finished it answers nobody."""
+    store = open_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, flush_interval_commit_log=600_000)
+    released: list[bool] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        group_commit = store.group_commit
+        thread = group_commit._thread
+        assert thread is not None
+        end = store.append(message()).end_offset
+        async with store.disk_lock:  # the run cannot start yet
+            assert store.notify_flushed(end, released.append)
+            await trio.testing.wait_all_tasks_blocked()
+            group_commit.poll()
+            assert released == []  # no sync ended: nothing to answer
+        await trio.testing.wait_all_tasks_blocked()  # the run has begun: the task awaits the flusher's signal
+        # From here on this task never yields, so no other task runs: only poll() can answer.
+        for _ in range(10_000):  # a hang guard, not a timing
+            if thread.fresh:
+                break
+            time.sleep(0.001)  # blocks the Trio thread; the flusher thread syncs meanwhile
+        assert thread.fresh and store.flush_watermark >= end
+        assert released == []
+        group_commit.poll()
+        assert released == [True]
+        nursery.cancel_scope.cancel()

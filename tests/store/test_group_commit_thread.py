@@ -113,3 +113,69 @@ async def test_group_commit_acks_only_synced_records(tmp_path: Path) -> None:
                 writers.start_soon(writer)
         nursery.cancel_scope.cancel()
     assert len(ends) == 160 and max(ends) == store.max_phy_offset
+
+
+async def test_a_run_starts_each_next_sync_on_the_thread_without_the_trio_loop() -> None:
+    """While ``more()`` holds, the thread syncs again as soon as a sync ends: three syncs happen while the Trio
+    thread is blocked outside the loop, and the run then reports idle."""
+    thread = _SyncThread()
+    flushed: list[int] = []
+    third = threading.Event()
+
+    class _Counted:
+        def flush(self) -> int:
+            flushed.append(1)
+            if len(flushed) == 3:
+                third.set()
+            return 0
+
+    try:
+        thread.begin(lambda: _files(_Counted()), lambda: len(flushed) < 3)
+        assert third.wait(10)  # the Trio thread blocks here: no task of the loop runs meanwhile
+        while await thread.wait():
+            pass
+        assert len(flushed) == 3 and thread.syncs == 3 and not thread.busy
+    finally:
+        thread.close()
+
+
+async def test_the_trio_task_learns_of_a_sync_while_the_next_one_runs() -> None:
+    """Each finished sync signals the task at once: it can answer the first sync's waiters while the second sync is
+    still under way (the run goes on, :meth:`wait` says busy)."""
+    thread = _SyncThread()
+    first, second = _SlowDisk(), _SlowDisk()
+    first.release.set()
+    snapshots = iter([[first], [second]])
+    try:
+        thread.begin(lambda: _files(*next(snapshots, [])), lambda: not second.started.is_set())
+        with trio.fail_after(10):
+            assert await thread.wait()  # busy: the second sync runs
+        assert first.done
+        await trio.to_thread.run_sync(second.started.wait)
+        assert not second.done
+        second.release.set()
+        with trio.fail_after(10):
+            while await thread.wait():
+                pass
+        assert second.done and thread.syncs == 2
+    finally:
+        first.release.set()
+        second.release.set()
+        thread.close()
+
+
+async def test_stop_ends_a_run_after_the_sync_under_way() -> None:
+    thread = _SyncThread()
+    slow = _SlowDisk()
+    try:
+        thread.begin(lambda: _files(slow), lambda: True)  # would sync forever
+        await trio.to_thread.run_sync(slow.started.wait)
+        thread.stop()
+        slow.release.set()
+        with trio.fail_after(10):
+            while await thread.wait():
+                pass
+        assert not thread.busy and thread.syncs >= 1
+    finally:
+        slow.release.set()
+        thread.close()
