@@ -14,8 +14,10 @@ One JSON line per measurement (rates, and the CPU each message cost the broker p
 client process, in µs, from ``/proc``), then a summary with each figure's range and the 5.x / 4.x ratio of the medians
 (the target: ≥ 0.5). ``--baseline DIR`` runs a second name server and broker from the checkout ``DIR`` (named
 ``base``; this tree's is ``head``), measured in the same rounds, alternating which goes first (A/B in one run).
-``--front`` adds a broker of this tree with a test-mode certificate in permissive mode (named ``front``): the same
-plaintext clients, through the sniffing front of ``proxy/front.py``; ``--ops send_5x,...`` measures only those.
+This tree's broker runs with ``--tlsTestModeEnable false`` (grpcio serves grpcServerPort directly). ``--front`` adds
+a broker of this tree as it starts by default, with the test-mode certificate in permissive mode (named ``front``):
+the same plaintext clients, through the sniffing front of ``proxy/front.py``; ``--ops send_5x,...`` measures only
+those.
 Usage: ``python -m bench.grpc_clients [--rounds 3] [--messages 2000] [--size 1024] [--baseline DIR] [--front]
 [--ops LIST]``.
 """
@@ -254,7 +256,7 @@ def main() -> None:
     parser.add_argument("--front", action="store_true", help="also this tree with TLS permissive on grpcServerPort")
     parser.add_argument("--ops", default="", help="only these of send_5x,send_4x,receive_5x,receive_4x")
     args = parser.parse_args()
-    variants: list[tuple[str, Path | None, tuple[str, ...]]] = [("head", None, ())]
+    variants: list[tuple[str, Path | None, tuple[str, ...]]] = [("head", None, ("--tlsTestModeEnable", "false"))]
     if args.baseline:
         variants.append(("base", args.baseline, ()))
     if args.front:  # plaintext clients through proxy/front.py's sniffing hop

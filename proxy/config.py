@@ -23,14 +23,15 @@ class ProxyConfig:
     #: The gRPC port; 0 binds a free port. Plaintext (h2c) without a certificate; with one, ``tls.server.mode``
     #: says what it serves: TLS and plaintext (permissive), TLS only (enforcing), plaintext only (disabled).
     grpc_server_port: int = 8081
-    #: Ours: a second port serving the same service over TLS only. -1 = ``grpcServerPort + 1`` when a certificate is
-    #: set, else none; 0 = a free port.
+    #: Ours: a second port serving the same service over TLS only. -1 = ``grpcServerPort + 1`` when certificate files
+    #: are configured, else none; 0 = a free port.
     grpc_tls_server_port: int = -1
     #: ``TlsSystemConfig``'s mode (RocketMQ's proxy reads the same JVM-wide property as the broker).
     tls_server_mode: str = attrs.field(default="permissive", metadata={"key": "tls.server.mode"})
-    #: A self-signed certificate generated at start (RocketMQ's ``tlsTestModeEnable``; its default is true, ours
-    #: false so that a broker without a certificate keeps a plaintext-only port). It wins over the paths, as there.
-    tls_test_mode_enable: bool = False
+    #: A self-signed certificate generated at start (RocketMQ's ``tlsTestModeEnable``, true by default as there, so a
+    #: 5.x client with TLS on, the Java client's default, connects to grpcServerPort unchanged). It wins over the
+    #: paths, as there.
+    tls_test_mode_enable: bool = True
     #: The PEM certificate chain and key: RocketMQ's proxy names (``tlsCertPath``) or ``TlsSystemConfig``'s.
     tls_cert_path: str = ""
     tls_key_path: str = ""
@@ -68,10 +69,13 @@ class ProxyConfig:
         return self.tls_test_mode_enable or self.cert_paths is not None
 
     @property
-    def tls_port(self) -> int:
+    def tls_port(self) -> int | None:
+        """The TLS-only port to open (0: a free one), or None: see :attr:`grpc_tls_server_port`."""
         if self.grpc_tls_server_port >= 0:
             return self.grpc_tls_server_port
-        return self.grpc_server_port + 1 if self.has_certificate and self.grpc_server_port else 0
+        if self.cert_paths is None:
+            return None
+        return self.grpc_server_port + 1 if self.grpc_server_port else 0
 
 
 def proxy_config_from(props: Mapping[str, str], enable: bool = False) -> tuple[ProxyConfig, list[str]]:

@@ -3,10 +3,11 @@
 :func:`serve_proxy` builds the broker's :class:`~broker.pop.PopService` and its revive loop, chains the pop's arrival
 listener behind the store's (long-polling receives wake on new messages), wires the local invoker to the broker's own
 send, end-transaction and recall processors, checks every RPC against the broker's ACL rules when ``aclEnable`` is on
-(:mod:`proxy.acl`), and serves gRPC on ``grpcServerPort`` and, with a certificate, on the TLS-only port too. With a
-certificate (``tlsTestModeEnable``, ``tlsCertPath`` or ``tls.server.certPath``) ``tls.server.mode`` decides what
-``grpcServerPort`` serves, as RocketMQ's proxy does: both (permissive, through :mod:`proxy.front`), TLS only
-(enforcing), plaintext only (disabled); without one it is plaintext, whatever the mode. ``task_status.started``
+(:mod:`proxy.acl`), and serves gRPC on ``grpcServerPort`` and, with certificate files or ``grpcTlsServerPort``, on
+a TLS-only port too. With a certificate (``tlsTestModeEnable``, on by default as in RocketMQ, ``tlsCertPath`` or
+``tls.server.certPath``) ``tls.server.mode`` decides what ``grpcServerPort`` serves, as RocketMQ's proxy does: both
+(permissive, the default, through :mod:`proxy.front`), TLS only (enforcing), plaintext only (disabled); without
+one (``tlsTestModeEnable false`` and no files) it is plaintext, whatever the mode. ``task_status.started``
 gets ``(grpcServerPort, TLS-only port or 0)``. A port that cannot be bound raises ``OSError``; a certificate that
 cannot be read raises ``OSError`` too.
 """
@@ -85,7 +86,7 @@ async def serve_proxy(
         )
         port = await nursery.start(main.serve)
         tls_port = 0
-        if pem is not None:
+        if pem is not None and config.tls_port is not None:
             tls_port = await nursery.start(GrpcServer(servicer, host, config.tls_port, pem).serve)
         task_status.started((port, tls_port))
 

@@ -28,14 +28,11 @@ def test_file_then_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_tls_settings_of_the_grpc_port(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    plain = build_proxy_config(None, [], enable=True)
-    assert (plain.tls_server_mode, plain.has_certificate, plain.tls_port, certificate(plain)) == (
-        "permissive",
-        False,
-        0,
-        None,
-    )
-    args = ["--tls.server.mode", "enforcing", "--tlsTestModeEnable", "true", "--grpcTlsServerPort", "0"]
+    default = build_proxy_config(None, [], enable=True)
+    assert (default.tls_server_mode, default.has_certificate, default.tls_port) == ("permissive", True, None)
+    plain = build_proxy_config(None, ["--tlsTestModeEnable", "false"], enable=True)
+    assert (plain.has_certificate, plain.tls_port, certificate(plain)) == (False, None, None)
+    args = ["--tls.server.mode", "enforcing", "--grpcTlsServerPort", "0"]
     test_mode = build_proxy_config(None, args, enable=True)
     assert (test_mode.tls_server_mode, test_mode.has_certificate, test_mode.tls_port) == ("enforcing", True, 0)
     cert, key = certificate(test_mode) or (b"", b"")
@@ -43,7 +40,16 @@ def test_tls_settings_of_the_grpc_port(tmp_path: Path, capsys: pytest.CaptureFix
     (tmp_path / "c.pem").write_bytes(cert)
     (tmp_path / "k.pem").write_bytes(key)
     named = build_proxy_config(
-        None, ["--tlsCertPath", str(tmp_path / "c.pem"), "--tlsKeyPath", str(tmp_path / "k.pem")], True
+        None,
+        [
+            "--tlsCertPath",
+            str(tmp_path / "c.pem"),
+            "--tlsKeyPath",
+            str(tmp_path / "k.pem"),
+            "--tlsTestModeEnable",
+            "false",
+        ],
+        True,
     )
     assert (named.tls_port, certificate(named)) == (8082, (cert, key))
     build_config(None, ["--tlsTestModeEnable", "true", "--tlsCertPath", "/c", "--tlsKeyPath", "/k"], None)

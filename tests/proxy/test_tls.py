@@ -42,7 +42,8 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
 
 async def test_official_client_over_tls(tmp_path: Path, nursery: trio.Nursery) -> None:
     cert, key = self_signed(tmp_path)
-    cluster = GrpcCluster(tmp_path / "cluster", ["--tls.server.certPath", str(cert), "--tls.server.keyPath", str(key)])
+    files = ["--tls.server.certPath", str(cert), "--tls.server.keyPath", str(key), "--tlsTestModeEnable", "false"]
+    cluster = GrpcCluster(tmp_path / "cluster", files)
     try:
         await cluster.start(nursery)
         assert cluster.tls_port and cluster.tls_port != cluster.grpc_port
@@ -110,7 +111,16 @@ def _garbage(port: int) -> None:
 
 
 async def _cluster(tmp_path: Path, nursery: trio.Nursery, cert: Path, key: Path, *extra: str) -> GrpcCluster:
-    argv = ["--tls.server.certPath", str(cert), "--tls.server.keyPath", str(key), *extra]
+    # Test mode (on by default) wins over the files, as in RocketMQ: off, so the test's certificate is served.
+    argv = [
+        "--tls.server.certPath",
+        str(cert),
+        "--tls.server.keyPath",
+        str(key),
+        "--tlsTestModeEnable",
+        "false",
+        *extra,
+    ]
     cluster = GrpcCluster(tmp_path / "cluster", argv)
     await cluster.start(nursery)
     tls = ClientConfig(namesrv_addr=cluster.namesrv_addr, tls="enforcing" in extra)  # the broker's port sniffs too
