@@ -11,7 +11,9 @@ choice.
 
 A FOUND response's body is decoded and handed to the consume service right after the next pull is sent (from the
 response's ``nextBeginOffset``), so the broker serves that pull while this process decodes: the two processes work
-side by side instead of in turn. A body that fails to decode sends the loop back to the offset of the pull that
+side by side instead of in turn. When those messages could take the process queue over a threshold, they are handed
+over first and the thresholds decide with them counted, so the queue never holds more than Java's would
+(threshold plus one pull). A body that fails to decode sends the loop back to the offset of the pull that
 found it (after the error wait), as if that pull had failed; the response to the pull sent meanwhile is dropped.
 """
 
@@ -71,6 +73,22 @@ class PullService:
             return True
         return not c.orderly and pq.max_span > CONSUME_CONCURRENTLY_MAX_SPAN
 
+    def _could_overflow(self, pq: ProcessQueue, found: _Found | None) -> bool:
+        """Whether ``found``'s messages, not yet in ``pq``, could take it over a flow-control threshold (at most
+        ``pull_batch_size`` messages, its body's bytes, offsets up to its ``nextBeginOffset``)."""
+        if found is None:
+            return False
+        c = self.consumer
+        if pq.msg_count + c.pull_batch_size > c.pull_threshold_for_queue:
+            return True
+        if pq.msg_size + len(found.body) > c.pull_threshold_size_for_queue:
+            return True
+        if c.orderly:
+            return False
+        last = found.head.next_begin_offset - 1
+        span = pq.max_span + last - pq.queue_offset_max if pq.has_messages() else last - found.offset
+        return span > CONSUME_CONCURRENTLY_MAX_SPAN
+
     async def pull_loop(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """Long-poll ``mq`` from ``offset`` until the queue is dropped or the consumer stops."""
         c = self.consumer
@@ -80,6 +98,9 @@ class PullService:
             found: _Found | None = None
             while not pq.dropped and not c.stopping:
                 try:
+                    if self._could_overflow(pq, found):
+                        self._deliver(mq, pq, found)  # counted before deciding, as Java puts each pull's messages
+                        found = None
                     if self._flow_controlled(pq):
                         self._deliver(mq, pq, found)
                         found = None
