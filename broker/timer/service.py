@@ -11,7 +11,9 @@ lies in the future is stored in ``rmq_sys_wheel_timer`` queue 0 with ``REAL_TOPI
 Service: one loop files new timer messages into the wheel and delivers due slots, sleeping until the next filled slot
 is due or a new timer message arrives (:meth:`notify`). It delivers only once every stored timer message is filed, so
 a delete marker stored before its slot is due is in the wheel before that slot is walked (a recall answered
-successfully always holds). The checkpoint is saved every ``flush_interval`` seconds and,
+successfully holds on a classic broker; in DLedger mode the marker reaches the timer only at commit, so one committed
+after its slot was walked is late and ignored, though its recall was answered SUCCESS, as in RocketMQ on a flush or
+replica timeout). The checkpoint is saved every ``flush_interval`` seconds and,
 after wheel and log are flushed, once more at shutdown marked clean; see ``timer_store`` for what a crash costs.
 Runs on a master only (:mod:`broker.role_services` starts and stops it with the role, as RocketMQ 5's
 ``changeScheduleServiceStatus`` switches the timer's dequeue); every start opens the wheel afresh from

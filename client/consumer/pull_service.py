@@ -12,9 +12,10 @@ choice.
 A FOUND response's body is decoded and handed to the consume service right after the next pull is sent (from the
 response's ``nextBeginOffset``), so the broker serves that pull while this process decodes: the two processes work
 side by side instead of in turn. When those messages could take the process queue over a threshold, they are handed
-over first and the thresholds decide with them counted, so the queue never holds more than Java's would
-(threshold plus one pull). A body that fails to decode sends the loop back to the offset of the pull that
-found it (after the error wait), as if that pull had failed; the response to the pull sent meanwhile is dropped.
+over first and the thresholds decide with them counted, so the queue never holds more than Java's would (threshold
+plus one pull). A body that fails to decode, or an error before the next pull is sent (no broker address), sends
+the loop back to the offset of the pull whose messages were not handed over (after the error wait), as if that pull
+had failed; the response to a pull sent meanwhile is dropped.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class PullService:
                         continue
                     next_offset, found = await self._pull_once(mq, pq, next_offset, found)
                 except Exception as exc:
-                    if isinstance(exc, _UndecodableBody):
+                    if isinstance(exc, _PullAgain):
                         next_offset = exc.offset
                     found = None
                     log.info("pull from %s at %d failed: %s", mq, next_offset, exc)
@@ -128,7 +129,12 @@ class PullService:
             self._deliver(mq, pq, found)
             await anyio.sleep(PULL_DELAY_ON_ERROR)
             return offset, None
-        addr, is_slave = await self.targets.address(mq)
+        try:
+            addr, is_slave = await self.targets.address(mq)
+        except Exception as exc:
+            if found is None:
+                raise
+            raise _PullAgain(found.offset, exc) from exc  # found's messages were not handed over: pull them again
         commit = 0
         if c.message_model is MessageModel.CLUSTERING and not is_slave:  # a slave ignores commits: Java clears the bit
             commit = c.offset_store.read_memory(mq) or 0
@@ -194,12 +200,16 @@ class _Found:
     tags: frozenset[str] | None
 
 
-class _UndecodableBody(Exception):
-    """The body of the pull at ``offset`` did not decode (``cause``): pull from there again."""
+class _PullAgain(Exception):
+    """The messages of the pull at ``offset`` were not handed over (``cause``): pull from there again."""
 
     def __init__(self, offset: int, cause: Exception) -> None:
-        super().__init__(f"undecodable pull body: {cause}")
+        super().__init__(f"pull at {offset} to be made again: {cause}")
         self.offset = offset
+
+
+class _UndecodableBody(_PullAgain):
+    """The body of the pull at ``offset`` did not decode (``cause``)."""
 
 
 class _Reply:

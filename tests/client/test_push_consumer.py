@@ -16,6 +16,7 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.offset_store import LocalFileOffsetStore
 from client.consumer.push import PushConsumer
 from client.consumer.rebalance import Rebalance
+from client.errors import ClientStateError
 from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
@@ -278,4 +279,42 @@ async def test_a_body_that_does_not_decode_is_pulled_again_not_skipped(
         record[4] = magic
         await wait_until(lambda: len(got) >= 6)
         await anyio.sleep(0.2)
+    assert sorted(m.body for m in got) == [f"m{i}".encode() for i in range(6)]
+
+
+async def test_messages_found_before_a_failed_address_lookup_are_pulled_again_not_lost(
+    cluster: ThreadedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next pull's broker address is looked up before the last pull's messages are handed over: when the lookup
+    fails once (a route without the group's address), the loop goes back to those messages' offset, so each message
+    is consumed once and none is skipped."""
+    monkeypatch.setattr(pull_service, "PULL_DELAY_ON_ERROR", 0.05)
+    await create_topic(cluster.namesrv_addr, "PushNoAddress", queues=1)
+    async with Producer("pg-noaddr", cluster.namesrv_addr) as producer:
+        for i in range(6):
+            await producer.send(Message("PushNoAddress", f"m{i}".encode()))
+    got: list[MessageExt] = []
+    consumer = _consumer(
+        cluster,
+        "cg-noaddr",
+        "PushNoAddress",
+        got,
+        pull_batch_size=2,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    targets = consumer.pull_service.targets
+    real_address, lookups = targets.address, 0
+
+    async def failing_once(mq: MessageQueue) -> tuple[str, bool]:
+        nonlocal lookups
+        lookups += 1
+        if lookups == 2:  # the lookup made while the first pull's messages wait to be handed over
+            raise ClientStateError("no address for the broker group")
+        return await real_address(mq)
+
+    monkeypatch.setattr(targets, "address", failing_once)
+    async with consumer:
+        await wait_until(lambda: len(got) >= 6)
+        await anyio.sleep(0.2)
+    assert lookups > 2
     assert sorted(m.body for m in got) == [f"m{i}".encode() for i in range(6)]
