@@ -22,7 +22,7 @@ from client.errors import MQBrokerError
 from client.mqadmin_support import Output, common, run_job, version_desc
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.codec.codes import CURRENT_VERSION
-from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, is_retry_or_dlq_topic
 
 __all__ = ["COMMANDS"]
 
@@ -53,9 +53,7 @@ async def user_topics(admin: Admin, addr: str, special: bool) -> dict[str, Topic
     system = set(await admin.system_topics(addr))
     table = (await admin.all_topic_config(addr)).topic_config_table
     return {
-        name: tc
-        for name, tc in table.items()
-        if name not in system and (special or not name.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)))
+        name: tc for name, tc in table.items() if name not in system and (special or not is_retry_or_dlq_topic(name))
     }
 
 

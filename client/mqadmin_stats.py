@@ -13,7 +13,7 @@ from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
 from client.mqadmin_support import Output, common, format_date, java_bool, printf, run_job
 from remoting.codec.bodies.stats import BrokerStatsData
-from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from remoting.codec.topics import is_retry_or_dlq_topic
 from remoting.errors import RemotingError
 
 __all__ = ["COMMANDS"]
@@ -68,7 +68,7 @@ def stats_all(ctx: click.Context, **o: Any) -> None:
         out.header(_STATS, "#Topic", "#Consumer Group", "#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour",
                    "#OutMsg24Hour")  # fmt: skip
         for topic in await admin.topic_list():
-            if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+            if is_retry_or_dlq_topic(topic):
                 continue
             if o["topic"] and topic != o["topic"].strip():
                 continue

@@ -17,7 +17,7 @@ from client.consumer.allocate import allocate_average
 from client.mqadmin_support import Output, common, format_ts, java_bool, java_map_text, run_job, topic_config_text
 from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue
 from remoting.codec.bodies.broker_metadata import TopicConfig
-from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from remoting.codec.topics import is_retry_or_dlq_topic
 
 __all__ = ["COMMANDS"]
 
@@ -208,7 +208,7 @@ def topic_list(ctx: click.Context, **o: Any) -> None:
         info = await admin.cluster_info()
         out.header("%-20s  %-48s  %-48s%n", "#Cluster Name", "#Topic", "#Consumer Group")
         for topic in topics:
-            if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+            if is_retry_or_dlq_topic(topic):
                 continue
             cluster, groups = "", [""]
             try:

@@ -57,7 +57,7 @@ from remoting.codec.command import RemotingCommand
 from remoting.codec.headers import RecallMessageRequestHeader
 from remoting.codec.message import MessageExt
 from remoting.codec.recall_handle import RecallHandleError, decode_recall_handle
-from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from remoting.codec.topics import is_retry_or_dlq_topic
 from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
@@ -310,7 +310,7 @@ class Producer:
         topic or a handle that does not decode, MQBrokerError when the broker refuses (recall disabled, the handle's
         time passed, ...)."""
         self._check_started()
-        if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+        if is_retry_or_dlq_topic(topic):
             raise MQClientError("topic is not supported")
         try:
             handle = decode_recall_handle(recall_handle)

@@ -24,12 +24,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from broker.metrics.snapshot import BrokerSnapshot
 from remoting.codec.topics import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
     SYSTEM_GROUP_PREFIX,
     TIMER_TOPIC,
     TRANS_HALF_TOPIC,
+    is_retry_or_dlq_topic,
     is_system_topic,
 )
 from remoting.prometheus import histogram_buckets
@@ -40,10 +39,6 @@ _MESSAGE_TYPES = {SCHEDULE_TOPIC: "delay", TIMER_TOPIC: "delay", TRANS_HALF_TOPI
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"
-
-
-def _retry_or_dlq(topic: str) -> bool:
-    return topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
 
 
 def _system_group(group: str) -> bool:
@@ -72,7 +67,7 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     messages_in = f.counter("rocketmq_messages_in_total", "Total number of incoming messages", labels_in)
     bytes_in = f.counter("rocketmq_throughput_in_total", "Total traffic of incoming messages", labels_in)
     for topic, (count, size) in sorted(snap.puts.items()):
-        if _retry_or_dlq(topic):
+        if is_retry_or_dlq_topic(topic):
             continue
         kind = _MESSAGE_TYPES.get(topic) or ("fifo" if topic in snap.order_topics else "normal")
         row = f.row(topic, kind, _bool(is_system_topic(topic)))
@@ -82,7 +77,7 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     messages_out = f.counter("rocketmq_messages_out_total", "Total number of outgoing messages", labels_out)
     bytes_out = f.counter("rocketmq_throughput_out_total", "Total traffic of outgoing messages", labels_out)
     for (topic, group), (count, size) in sorted(snap.gets.items()):
-        if _retry_or_dlq(topic):
+        if is_retry_or_dlq_topic(topic):
             continue
         row = f.row(topic, group, _bool(is_system_topic(topic) or _system_group(group)))
         messages_out.add_metric(row, count)

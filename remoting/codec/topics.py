@@ -79,6 +79,11 @@ def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
+def is_retry_or_dlq_topic(topic: str) -> bool:
+    """A group's retry (``%RETRY%``) or dead-letter (``%DLQ%``) topic."""
+    return topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+
+
 def is_system_group(group: str) -> bool:
     return group.startswith(SYSTEM_GROUP_PREFIX)
 
