@@ -38,7 +38,7 @@ from typing import Any
 import attrs
 import trio
 
-from broker.embedded_dledger import free_ports
+from broker.ports import free_ports
 from client.errors import MQClientError
 from client.message import Message, SendStatus
 from client.producer import Producer

@@ -10,8 +10,8 @@ and one nursery, for tests and notebooks (docs/architecture.md#dledger)::
 and ``python -m broker.embedded_dledger --data ./data`` (Ctrl-C or SIGTERM stop it cleanly).
 
 Each member's DLedger port must be known to the others before it binds (``dLegerPeers``), so the ports are picked
-free by binding port 0 and releasing it (:func:`free_ports`); another process taking one meanwhile makes that member
-fail to start, loudly. Data: ``<data>/namesrv/kvConfig.json`` and ``<data>/<member>/`` as each broker's
+free up front (:func:`broker.ports.free_ports`); another process taking one meanwhile makes that member fail to start,
+loudly. Data: ``<data>/namesrv/kvConfig.json`` and ``<data>/<member>/`` as each broker's
 ``storePathRootDir``. Leaving the ``async with`` block stops every broker, then the name server.
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,24 +30,13 @@ import trio
 from broker.broker_config import BrokerConfig
 from broker.controller import BrokerController
 from broker.embedded_base import NurseryOwner
+from broker.ports import free_ports
 from dledger.commitlog_store import DLedgerMessageStore
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.connection import Address
 
 log = logging.getLogger(__name__)
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports free on ``host`` right now (bound to port 0, then released)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind((host, 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 class EmbeddedDLedgerGroup(NurseryOwner):

@@ -183,6 +183,7 @@ class DLedgerServer:
                 task_status.started(self.address)
         finally:
             self._node = None
+            self._responses.clear()  # a later run's node numbers its calls afresh: no stale answer may reach it
             self._fail_appends()
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self._close)

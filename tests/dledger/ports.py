@@ -1,9 +1,9 @@
-"""Peer strings for DLedger groups in tests (the ports come from :func:`broker.embedded_dledger.free_ports`), and the
+"""Peer strings for DLedger groups in tests (the ports come from :func:`broker.ports.free_ports`), and the
 short DLedger timings real-process tests run with."""
 
 from __future__ import annotations
 
-from broker.embedded_dledger import free_ports
+from broker.ports import free_ports
 
 __all__ = ["FAST", "free_ports", "peers_string"]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import trio
 
+from broker.ports import free_ports
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -25,7 +26,7 @@ class EmbeddedBroker(Node):
     """``python -m broker.embedded`` (name server + broker in one process) with SYNC_FLUSH under ``data_dir`` and a
     1 s transaction check interval and timeout.
 
-    The first start binds free ports; :meth:`restart` binds the same ones again, so clients keep their addresses.
+    Every start binds the same ports, so clients keep their addresses.
     """
 
     def __init__(self, data_dir: Path, log_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
@@ -35,17 +36,16 @@ class EmbeddedBroker(Node):
         self.namesrv_addr = ""
         self.broker_addr = ""
         self.broker_name = ""
+        # Below the ephemeral range, so no client connection takes one during a restart (broker.ports); the
+        # broker's HA listener takes its listen port + 1.
+        self.ports = [free_ports(1)[0], free_ports(1, span=2)[0]]
 
     def argv(self) -> list[str]:
         argv = [sys.executable, "-m", "broker.embedded", "--data", str(self.data_dir), "--flushDiskType", "SYNC_FLUSH"]
         argv += SMALL_COMMITLOG
         # Check-backs within seconds for the transaction scenario (RocketMQ's defaults: 60 s rounds, 6 s timeout).
         argv += ["--transactionCheckInterval", "1000", "--transactionTimeOut", "1000"]
-        if self.namesrv_addr:
-            argv += ["--namesrv-port", self.namesrv_addr.rsplit(":", 1)[1]]
-            argv += ["--listenPort", self.broker_addr.rsplit(":", 1)[1]]
-        else:
-            argv += ["--namesrv-port", "0", "--listenPort", "0"]
+        argv += ["--namesrv-port", str(self.ports[0]), "--listenPort", str(self.ports[1])]
         return argv + list(self.extra_args)
 
     def booted(self, text: str) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import trio
 
+from broker.ports import free_ports
 from tests.e2e.harness import SMALL_COMMITLOG, Process, ScenarioError
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
@@ -22,15 +23,17 @@ BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?)\] boot success")
 
 
 class Node:
-    """One server process; :meth:`start` again after a kill or stop reuses the port it bound first. Subclasses
+    """One server process; :meth:`start` again after a kill or stop binds the same port. Subclasses
     give the command line and read their address from the boot lines (:meth:`booted`)."""
 
     boot: re.Pattern[str]
+    span = 1  # ports the server binds from its first one on
 
     def __init__(self, name: str, log_dir: Path) -> None:
         self.name = name
         self.log_dir = log_dir
         self.addr = ""
+        self._port = 0
         self.process: Process | None = None
         self.starts = 0
 
@@ -54,7 +57,11 @@ class Node:
 
     @property
     def port(self) -> str:
-        return self.addr.rsplit(":", 1)[1] if self.addr else "0"
+        """Picked before the first start, below the ephemeral range, so no client connection takes it during a
+        restart (:mod:`broker.ports`)."""
+        if not self._port:
+            self._port = free_ports(1, span=self.span)[0]
+        return str(self._port)
 
     async def kill(self) -> None:
         """SIGKILL: no flush, no checkpoint, no unregistration."""
@@ -82,6 +89,7 @@ class BrokerNode(Node):
     """``mqbroker`` with ``storePathRootDir`` = ``data_dir`` and the given RocketMQ properties."""
 
     boot = BROKER_BOOT
+    span = 2  # the listen port and the HA port (listen port + 1)
 
     def __init__(self, name: str, log_dir: Path, data_dir: Path, namesrv: str, **properties: str | int) -> None:
         super().__init__(name, log_dir)

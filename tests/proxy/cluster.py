@@ -3,7 +3,7 @@
 
 Times are shortened so that scenarios take seconds: invisible times down to 1 s, transaction checks every second,
 consumer offsets saved every 200 ms. :meth:`GrpcCluster.kill_broker` sends SIGKILL; :meth:`start_broker` binds the
-same ports again, so clients keep their endpoints.
+same ports every time, so clients keep their endpoints.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import trio
 
+from broker.ports import free_ports
 from tests.e2e.harness import SMALL_COMMITLOG, Process
 
 _NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
@@ -36,7 +37,9 @@ class GrpcCluster:
         self.extra = extra or []
         self.namesrv_addr = ""
         self.broker_addr = ""
-        self.grpc_port = 0
+        # Below the ephemeral range, so no client connection takes one during a restart (broker.ports): the listen
+        # port (and its + 1, the HA listener's) and the gRPC port.
+        self.listen_port, self.grpc_port = free_ports(1, span=2)[0], free_ports(1)[0]
         self.tls_port = 0
         self.broker: Process | None = None
         self._starts = 0
@@ -58,9 +61,8 @@ class GrpcCluster:
 
     async def start_broker(self, nursery: trio.Nursery) -> None:
         self._starts += 1
-        port = self.broker_addr.rsplit(":", 1)[1] if self.broker_addr else "0"
         argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", self.namesrv_addr]
-        argv += ["--listenPort", port, "--grpcServerPort", str(self.grpc_port)]
+        argv += ["--listenPort", str(self.listen_port), "--grpcServerPort", str(self.grpc_port)]
         argv += ["--storePathRootDir", str(self.data_dir / "store"), "--brokerIP1", "127.0.0.1"]
         argv += [*FAST, *SMALL_COMMITLOG, *self.extra]
         proc = Process(f"broker#{self._starts}", argv, self.data_dir / f"broker-{self._starts}.log")

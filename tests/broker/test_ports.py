@@ -1,0 +1,31 @@
+"""broker.ports: free ports that a restart can bind again, outside the range client connections take theirs from."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from broker import ports
+from broker.ports import ephemeral_range, free_ports
+
+
+def test_the_ports_are_free_distinct_and_below_the_ephemeral_range() -> None:
+    low, _ = ephemeral_range()
+    chosen = free_ports(5, span=2)
+    assert len(set(chosen)) == 5
+    for port in chosen:
+        assert port + 1 < low
+        for taken in (port, port + 1):
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", taken))
+
+
+def test_a_taken_port_is_never_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        monkeypatch.setattr(ports, "_candidates", lambda span: [port - 1, port, port + 5])
+        assert free_ports(1, span=2) == [port + 5]
+        with pytest.raises(OSError, match="fewer than 2 free ports"):
+            free_ports(2, span=2)
