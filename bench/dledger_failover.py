@@ -106,7 +106,7 @@ class Group:
         self.env = run_env(code)
         work.mkdir(parents=True, exist_ok=True)
         self.producers = producers
-        ports = free_ports(6)
+        ports = free_ports(6, span=2)  # span 2: a broker's HA listener takes its port + 1
         peers = ";".join(f"n{i}-127.0.0.1:{ports[i]}" for i in range(3))
         self.namesrv_addr = ""
         self.namesrv: trio.Process | None = None

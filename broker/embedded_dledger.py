@@ -47,7 +47,7 @@ class EmbeddedDLedgerGroup(NurseryOwner):
         self.data_dir = Path(data_dir)
         self.host = host
         self.ids = [f"n{i}" for i in range(members)]
-        ports = free_ports(2 * members, host)
+        ports = free_ports(2 * members, host, span=2)  # span 2: a broker's HA listener takes its port + 1
         self.peers = ";".join(f"{m}-{host}:{ports[i]}" for i, m in enumerate(self.ids))
         self.broker_ports = {m: ports[members + i] for i, m in enumerate(self.ids)}
         self._overrides = broker_overrides

@@ -36,9 +36,9 @@ class EmbeddedBroker(Node):
         self.namesrv_addr = ""
         self.broker_addr = ""
         self.broker_name = ""
-        # Below the ephemeral range, so no client connection takes one during a restart (broker.ports); the
-        # broker's HA listener takes its listen port + 1.
-        self.ports = [free_ports(1)[0], free_ports(1, span=2)[0]]
+        # The name server's and the broker's ports, below the ephemeral range, so no client connection takes one
+        # during a restart (broker.ports); spans of 2, as the broker's HA listener takes its listen port + 1.
+        self.ports = free_ports(2, span=2)
 
     def argv(self) -> list[str]:
         argv = [sys.executable, "-m", "broker.embedded", "--data", str(self.data_dir), "--flushDiskType", "SYNC_FLUSH"]

@@ -84,12 +84,13 @@ class DLedgerRun:
     async def start_group(self) -> None:
         logs, nursery = self.session.logs, self.session.nursery
         await self.namesrv.start(nursery)
-        peers = peers_string(free_ports(3))
+        ports = free_ports(6, span=2)  # in one call, so that no two overlap: the DLedger ports, then the brokers'
+        peers = peers_string(ports[:3])
         for i in range(3):
             member = BrokerNode(f"dl-n{i}", logs, logs.parent / "dledger" / f"n{i}", self.namesrv.addr,
-                                brokerName=BROKER_NAME, enableDLegerCommitLog="true", dLegerGroup=BROKER_NAME,
-                                dLegerPeers=peers, dLegerSelfId=f"n{i}", mappedFileSizeCommitLog=8 << 20,
-                                **FAST)  # fmt: skip
+                                port=ports[3 + i], brokerName=BROKER_NAME, enableDLegerCommitLog="true",
+                                dLegerGroup=BROKER_NAME, dLegerPeers=peers, dLegerSelfId=f"n{i}",
+                                mappedFileSizeCommitLog=8 << 20, **FAST)  # fmt: skip
             self.members.append(member)
             await member.start(nursery)
 

@@ -91,8 +91,12 @@ class BrokerNode(Node):
     boot = BROKER_BOOT
     span = 2  # the listen port and the HA port (listen port + 1)
 
-    def __init__(self, name: str, log_dir: Path, data_dir: Path, namesrv: str, **properties: str | int) -> None:
+    def __init__(
+        self, name: str, log_dir: Path, data_dir: Path, namesrv: str, *, port: int = 0, **properties: str | int
+    ) -> None:
+        """``port``: the listen port, when the caller picked it with others (0: :attr:`port` picks one)."""
         super().__init__(name, log_dir)
+        self._port = port
         self.data_dir = data_dir
         self.namesrv = namesrv
         self.properties = {key: str(value) for key, value in properties.items()}

@@ -37,9 +37,10 @@ class GrpcCluster:
         self.extra = extra or []
         self.namesrv_addr = ""
         self.broker_addr = ""
-        # Below the ephemeral range, so no client connection takes one during a restart (broker.ports): the listen
-        # port (and its + 1, the HA listener's) and the gRPC port.
-        self.listen_port, self.grpc_port = free_ports(1, span=2)[0], free_ports(1)[0]
+        # Below the ephemeral range, so no client connection takes one during a restart (broker.ports), picked in one
+        # call so that no two overlap: the listen port (+ 1: the HA listener) and the gRPC port (+ 1: the TLS-only
+        # one, with certificate files).
+        self.listen_port, self.grpc_port = free_ports(2, span=2)
         self.tls_port = 0
         self.broker: Process | None = None
         self._starts = 0
