@@ -76,7 +76,10 @@ class ConsumerOffsetProcessor:
             return _offset(request, store.min_offset_in_queue(get_min.topic, get_min.queue_id))
         if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
             search = parse_header(SearchOffsetRequestHeader, request)
-            return _offset(request, store.offset_in_queue_by_time(search.topic, search.queue_id, search.timestamp))
+            offset = store.offset_in_queue_by_time(
+                search.topic, search.queue_id, search.timestamp, search.boundary_type
+            )
+            return _offset(request, offset)
         if code == RequestCode.GET_EARLIEST_MSG_STORETIME:
             earliest = parse_header(GetEarliestMsgStoretimeRequestHeader, request)
             timestamp = store.earliest_message_time(earliest.topic, earliest.queue_id)

@@ -142,10 +142,12 @@ class BrokerSession:
 
     async def _search(self, mqs: Sequence[MessageQueue], timestamp_ms: int) -> list[int]:
         remoting = self.admin.instance.remoting
-        return [await api.search_offset(remoting, await self._address(mq), mq, timestamp_ms, 10.0) for mq in mqs]
+        search = api.search_offset
+        return [await search(remoting, await self._address(mq), mq, timestamp_ms, 10.0, "LOWER") for mq in mqs]
 
     def offsets_for_timestamp(self, mqs: Sequence[MessageQueue], timestamp_ms: int) -> dict[MessageQueue, int]:
-        """SEARCH_OFFSET_BY_TIMESTAMP per queue: the first offset stored at or after ``timestamp_ms``."""
+        """SEARCH_OFFSET_BY_TIMESTAMP per queue with RocketMQ 5's ``LOWER`` boundary: the first offset stored at or
+        after ``timestamp_ms`` (4.9's answer may be an earlier neighbour, or any of several equal times)."""
         return dict(zip(mqs, self._run(self._search, list(mqs), timestamp_ms), strict=True))
 
     async def _commit(self, group: str, offsets: dict[MessageQueue, int]) -> None:

@@ -178,9 +178,12 @@ class ConsumeQueue:
         """The first logical offset of the segment after the one holding ``logical``."""
         return logical + self.entries_per_file - logical % self.entries_per_file
 
-    def offset_by_time(self, timestamp: int, store_time: Callable[[int, int], int | None]) -> int:
-        """The entry whose message store time equals ``timestamp``, else the closer neighbour; before all -> first
-        entry, after all -> last entry, empty -> 0 (docs/protocol.md#713-search-by-timestamp). ``store_time(phy, size)``
+    def offset_by_time(
+        self, timestamp: int, store_time: Callable[[int, int], int | None], boundary: str | None = None
+    ) -> int:
+        """4.9's answer without ``boundary``: the entry whose message store time equals ``timestamp``, else the closer
+        neighbour; before all -> first entry, after all -> last entry, empty -> 0. With RocketMQ 5's ``LOWER`` or
+        ``UPPER`` see :meth:`_bound_by_time` (docs/protocol.md#713-search-by-timestamp). ``store_time(phy, size)``
         reads the log."""
         low, high = self.min_offset, self.max_offset - 1
         first_valid = None
@@ -193,6 +196,8 @@ class ConsumeQueue:
             low += 1
         if first_valid is None:
             return 0
+        if boundary is not None:
+            return self._bound_by_time(timestamp, store_time, first_valid, boundary.upper() == "UPPER")
         lo, hi = first_valid, high
         left: tuple[int, int] | None = None
         right: tuple[int, int] | None = None
@@ -216,6 +221,25 @@ class ConsumeQueue:
         if right is None:
             return left[0]
         return right[0] if abs(timestamp - left[1]) > abs(timestamp - right[1]) else left[0]
+
+    def _bound_by_time(
+        self, timestamp: int, store_time: Callable[[int, int], int | None], first_valid: int, upper: bool
+    ) -> int:
+        """RocketMQ 5's boundaries (``ConsumeQueue.getOffsetInQueueByTime(timestamp, boundaryType)``): ``LOWER`` is
+        the first entry stored at or after ``timestamp`` (the max offset when all are before it), ``UPPER`` the last
+        one stored at or before it (0 when all are after it). Store times grow along a queue."""
+        lo, hi = first_valid, self.max_offset
+        while lo < hi:  # the first entry past the boundary: time > timestamp (UPPER) or >= (LOWER)
+            mid = (lo + hi) // 2
+            e = self.entry(mid)
+            ts = store_time(e[0], e[1]) if e is not None and e[1] != FILLER_SIZE else None
+            if ts is None or ts < timestamp or (upper and ts == timestamp):
+                lo = mid + 1
+            else:
+                hi = mid
+        if not upper:
+            return lo
+        return lo - 1 if lo > first_valid else 0
 
     # ---- recovery and retention ----------------------------------------------------------------------------
 

@@ -94,9 +94,10 @@ class StoreReads:
         cq = self.consume_queues.get((topic, queue_id))
         return 0 if cq is None else cq.min_offset
 
-    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int, boundary: str | None = None) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP; ``boundary``: None (4.9's answer), ``LOWER`` or ``UPPER`` (RocketMQ 5's)."""
         cq = self.consume_queues.get((topic, queue_id))
-        return 0 if cq is None else cq.offset_by_time(timestamp, self.commitlog.store_timestamp_at)
+        return 0 if cq is None else cq.offset_by_time(timestamp, self.commitlog.store_timestamp_at, boundary)
 
     def message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int | None:
         cq = self.consume_queues.get((topic, queue_id))

@@ -301,7 +301,7 @@ def test_ali_ons_pull_request_parses() -> None:
         (headers.UnregisterClientRequestHeader, ("clientID", "producerGroup", "consumerGroup")),
         (headers.QueryConsumerOffsetRequestHeader, ("consumerGroup", "topic", "queueId", "bname")),
         (headers.UpdateConsumerOffsetRequestHeader, ("consumerGroup", "topic", "queueId", "commitOffset", "bname")),
-        (headers.SearchOffsetRequestHeader, ("topic", "queueId", "timestamp", "bname")),
+        (headers.SearchOffsetRequestHeader, ("topic", "queueId", "timestamp", "bname", "boundaryType")),
         (headers.GetEarliestMsgStoretimeResponseHeader, ("timestamp",)),
         (
             headers.QueryMessageRequestHeader,

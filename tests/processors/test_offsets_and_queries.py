@@ -88,6 +88,17 @@ async def test_queue_offset_and_time_queries(broker: BrokerState, peer_ctx: Requ
     second_time = decode_record(bytes(view)).store_timestamp
     search = await offsets(broker, peer_ctx, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, **q, timestamp=str(second_time))
     assert search.code == ResponseCode.SUCCESS and int(search.ext_fields["offset"]) in (0, 1, 2)
+    # RocketMQ 5's clients send boundaryType: the first (LOWER) or last (UPPER) of the messages stored in that ms.
+    times = []
+    for answer in sent:
+        record = broker.store.look_message_by_offset(decode_offset_msg_id(answer.ext_fields["msgId"]).phy_offset)
+        assert record is not None
+        times.append(decode_record(bytes(record)).store_timestamp)
+    lower, upper = times.index(second_time), len(times) - 1 - times[::-1].index(second_time)
+    for boundary, expected in (("LOWER", lower), ("UPPER", upper)):
+        fields = {**q, "timestamp": str(second_time), "boundaryType": boundary}
+        bound = await offsets(broker, peer_ctx, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, **fields)
+        assert (bound.code, int(bound.ext_fields["offset"])) == (ResponseCode.SUCCESS, expected)
     earliest = await offsets(broker, peer_ctx, RequestCode.GET_EARLIEST_MSG_STORETIME, **q)
     assert 0 < int(earliest.ext_fields["timestamp"]) <= second_time
     unknown = await offsets(broker, peer_ctx, RequestCode.GET_MAX_OFFSET, topic="Nope", queueId="9")

@@ -119,6 +119,30 @@ def test_offset_by_time_picks_exact_then_closer_neighbour(tmp_path: Path) -> Non
     store.close()
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=1, max_size=30), st.integers(995, 1025), st.sampled_from(["LOWER", "upper"])
+)
+def test_rocketmq5_boundaries_give_the_first_at_or_after_and_the_last_at_or_before(
+    steps: list[int], timestamp: int, boundary: str
+) -> None:
+    """Store times with runs of equal milliseconds across consume-queue segments of 4 entries; RocketMQ 5's
+    boundaryType answers against a scan of every entry."""
+    now = [1000]
+    with tempfile.TemporaryDirectory() as root:
+        store = open_store(Path(root), now_ms=lambda: now[0], mapped_file_size_consume_queue=4 * 20)
+        times = []
+        for step in steps:
+            now[0] += step
+            times.append(store.append(message()).store_timestamp)
+        found = store.offset_in_queue_by_time("TopicTest", 0, timestamp, boundary)
+        if boundary == "LOWER":
+            assert found == next((i for i, t in enumerate(times) if t >= timestamp), len(times))
+        else:
+            assert found == max((i for i, t in enumerate(times) if t <= timestamp), default=0)
+        store.close()
+
+
 def test_transaction_half_and_rollback_records_get_no_queue_entry(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     half = store.append(message(sys_flag=0x4))

@@ -87,7 +87,8 @@ class GetMinOffsetResponseHeader(Header):
 
 @attrs.frozen(slots=True)
 class SearchOffsetRequestHeader(Header):
-    """SEARCH_OFFSET_BY_TIMESTAMP (29): ``timestamp`` in ms since the epoch."""
+    """SEARCH_OFFSET_BY_TIMESTAMP (29): ``timestamp`` in ms since the epoch; ``boundaryType`` (RocketMQ 5's clients
+    send ``LOWER`` or ``UPPER``; 4.x ones nothing)."""
 
     REQUEST_CODES = (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,)
 
@@ -95,6 +96,7 @@ class SearchOffsetRequestHeader(Header):
     queue_id: int = attrs.field(metadata=wire("queueId", int32=True))
     timestamp: int = attrs.field(metadata=wire("timestamp"))
     bname: str | None = attrs.field(default=None, metadata=wire("bname"))
+    boundary_type: str | None = attrs.field(default=None, metadata=wire("boundaryType"))
 
 
 @attrs.frozen(slots=True)
