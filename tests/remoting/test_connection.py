@@ -17,6 +17,20 @@ from tests.remoting.conformance import check_connection_pair
 from tests.remoting.helpers import CountingSocket, tcp_pair
 
 
+def _socketpair_connection(
+    sndbuf: int | None = None,
+) -> tuple[Connection, socket.socket, trio.SocketStream, socket.socket]:
+    """A connection over one end of a socket pair (its raw twin for direct writes, ``sndbuf`` bytes of send buffer
+    when given), the peer's stream and the peer's socket."""
+    a, b = socket.socketpair()
+    if sndbuf is not None:
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+    a.setblocking(False)
+    raw = socket.fromfd(a.fileno(), a.family, a.type)
+    conn = Connection(trio.SocketStream(trio.socket.from_stdlib_socket(a)), ("peer", 1), ("me", 2), raw_socket=raw)
+    return conn, raw, trio.SocketStream(trio.socket.from_stdlib_socket(b)), b
+
+
 async def test_connection_conforms_over_memory_streams():
     await check_connection_pair(*trio.testing.memory_stream_pair())
 
@@ -118,12 +132,7 @@ async def test_send_waits_above_the_high_water_mark_until_the_peer_reads():
 
 
 async def test_direct_write_that_fills_the_socket_leaves_the_rest_to_the_writer():
-    a, b = socket.socketpair()
-    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    a.setblocking(False)
-    raw = socket.fromfd(a.fileno(), a.family, a.type)
-    conn = Connection(trio.SocketStream(trio.socket.from_stdlib_socket(a)), ("peer", 1), ("me", 2), raw_socket=raw)
-    peer = trio.SocketStream(trio.socket.from_stdlib_socket(b))
+    conn, raw, peer, _ = _socketpair_connection(sndbuf=4096)
     body = bytes(range(256)) * 4096  # 1 MiB: far more than the socket takes at once
     async with trio.open_nursery() as nursery:
         nursery.start_soon(conn.run, _Silent().on_request)
@@ -154,11 +163,7 @@ async def test_send_on_a_closed_connection_raises_closed_error():
 
 
 async def test_frames_queued_in_one_pass_arrive_in_order_through_direct_and_writer_flushes():
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    raw = socket.fromfd(a.fileno(), a.family, a.type)
-    conn = Connection(trio.SocketStream(trio.socket.from_stdlib_socket(a)), ("peer", 1), ("me", 2), raw_socket=raw)
-    peer = trio.SocketStream(trio.socket.from_stdlib_socket(b))
+    conn, _, peer, _ = _socketpair_connection()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(conn.run, _Silent().on_request)
         await trio.testing.wait_all_tasks_blocked()
@@ -218,3 +223,37 @@ async def test_held_frames_leave_in_one_write_on_release_and_later_frames_queue_
         conn.close()
     with pytest.raises(RemotingClosedError):
         conn.hold_frame(frames[0])
+
+
+async def test_held_answers_released_while_the_writer_is_stuck_mid_frame_arrive_whole_and_in_order():
+    # The two writers of one connection: the Trio-side writer task, stuck in a partial write of a large frame (the
+    # peer does not read yet, the send buffer is small), and a group commit's release pass that holds and releases
+    # answers meanwhile. No byte of the answers may land inside the large frame, and none may be lost or reordered.
+    conn, _, peer, b = _socketpair_connection(sndbuf=4096)
+    body = bytes(range(256)) * 2048  # 512 KiB: the first write takes a part of it, the writer task the rest
+    answers = [encode_command(request(2, {"i": str(i)}, oneway=True)) for i in range(40)]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run, _Silent().on_request)
+        await trio.testing.wait_all_tasks_blocked()
+        await conn.send(request(1, body=body, oneway=True))
+        await trio.testing.wait_all_tasks_blocked()  # the writer task now waits for the socket, mid frame
+        decoder = FrameDecoder()
+        for round_ in range(4):  # four release passes, each with a frame written between hold and release
+            # The peer reads a part: the socket takes bytes again before the writer task has run.
+            decoder.receive_data(b.recv(16384, socket.MSG_DONTWAIT))
+            chunk = answers[round_ * 10 : round_ * 10 + 10]
+            for frame in chunk[:5]:
+                conn.hold_frame(frame)
+            conn.send_frame_nowait(chunk[5])
+            for frame in chunk[6:]:
+                conn.hold_frame(frame)
+            conn.release_held()
+            await trio.testing.wait_all_tasks_blocked()
+        got = []
+        while len(got) < 41:
+            decoder.receive_data(await peer.receive_some())
+            while (cmd := decoder.next_command()) is not None:
+                got.append(cmd)
+        assert got[0].code == 1 and bytes(got[0].body) == body
+        assert [c.ext_fields["i"] for c in got[1:]] == [str(i) for i in range(40)]
+        conn.close()
