@@ -22,10 +22,11 @@ def test_the_ports_are_free_distinct_and_below_the_ephemeral_range() -> None:
 
 
 def test_a_taken_port_is_never_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both below the ephemeral range, where no client connection of the machine takes a port meanwhile.
+    free, held = free_ports(2, span=2)
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        port = taken.getsockname()[1]
-        monkeypatch.setattr(ports, "_candidates", lambda span: [port - 1, port, port + 5])
-        assert free_ports(1, span=2) == [port + 5]
+        taken.bind(("127.0.0.1", held + 1))
+        monkeypatch.setattr(ports, "_candidates", lambda span: [held, held + 1, free])
+        assert free_ports(1, span=2) == [free]
         with pytest.raises(OSError, match="fewer than 2 free ports"):
             free_ports(2, span=2)
