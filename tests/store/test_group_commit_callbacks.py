@@ -5,6 +5,7 @@ awaitable ``flush_status`` built on the same list gives the same answers."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 import trio
 import trio.testing
 
+from store import services
+from store.mapped_file import MappedFile
 from store.results import PutStatus
 from store.store_config import FlushDiskType
 from tests.store.store_helpers import message, open_store
@@ -120,12 +123,24 @@ async def test_a_waiter_past_the_appended_end_times_out_without_the_service_spin
     assert not ok and at - start >= 3.0
 
 
-async def test_poll_answers_a_finished_syncs_waiters_before_the_service_task_runs(tmp_path: Path) -> None:
+async def test_poll_answers_a_finished_syncs_waiters_before_the_service_task_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The send path's ``poll()``: once the flusher has signalled a finished sync, the waiters it covered are
     answered inside the caller's own step (a reader busy with a burst), before the group commit's task is scheduled;
     with nothing finished it answers nobody."""
     store = open_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, flush_interval_commit_log=600_000)
     released: list[bool] = []
+    # The flusher thread's syncs wait for the test's go: a sync ending before the group commit's task is blocked on
+    # its signal would be answered by that task, not by poll().
+    go = threading.Event()
+    real_flush = services._flush_files
+
+    def gated_flush(files: list[MappedFile]) -> int:
+        go.wait(30)
+        return real_flush(files)
+
+    monkeypatch.setattr(services, "_flush_files", gated_flush)
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
         group_commit = store.group_commit
@@ -139,6 +154,7 @@ async def test_poll_answers_a_finished_syncs_waiters_before_the_service_task_run
             assert released == []  # no sync ended: nothing to answer
         await trio.testing.wait_all_tasks_blocked()  # the run has begun: the task awaits the flusher's signal
         # From here on this task never yields, so no other task runs: only poll() can answer.
+        go.set()
         for _ in range(10_000):  # a hang guard, not a timing
             if thread.fresh:
                 break
