@@ -38,7 +38,7 @@ from typing import Any
 import attrs
 import trio
 
-from broker.ports import free_ports
+from broker.ports import BROKER, free_ports
 from client.errors import MQClientError
 from client.message import Message, SendStatus
 from client.producer import Producer
@@ -106,7 +106,7 @@ class Group:
         self.env = run_env(code)
         work.mkdir(parents=True, exist_ok=True)
         self.producers = producers
-        ports = free_ports(6, span=2)  # span 2: a broker's HA listener takes its port + 1
+        ports = free_ports(6, **BROKER)  # a broker binds its port - 2 and + 1 too
         peers = ";".join(f"n{i}-127.0.0.1:{ports[i]}" for i in range(3))
         self.namesrv_addr = ""
         self.namesrv: trio.Process | None = None

@@ -30,7 +30,7 @@ import trio
 from broker.broker_config import BrokerConfig
 from broker.controller import BrokerController
 from broker.embedded_base import NurseryOwner
-from broker.ports import free_ports
+from broker.ports import BROKER, free_ports
 from dledger.commitlog_store import DLedgerMessageStore
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
@@ -47,7 +47,7 @@ class EmbeddedDLedgerGroup(NurseryOwner):
         self.data_dir = Path(data_dir)
         self.host = host
         self.ids = [f"n{i}" for i in range(members)]
-        ports = free_ports(2 * members, host, span=2)  # span 2: a broker's HA listener takes its port + 1
+        ports = free_ports(2 * members, host, **BROKER)  # a broker binds its port - 2 and + 1 too
         self.peers = ";".join(f"{m}-{host}:{ports[i]}" for i, m in enumerate(self.ids))
         self.broker_ports = {m: ports[members + i] for i, m in enumerate(self.ids)}
         self._overrides = broker_overrides

@@ -15,6 +15,8 @@ from pathlib import Path
 
 _RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST = 10000  # below: the well-known service ports of the machine's other servers
+#: ``free_ports`` arguments for a broker's listen port: p - 2 (the fast channel) to p + 1 (the HA listener) free
+BROKER = {"span": 2, "before": 2}
 
 
 def ephemeral_range() -> tuple[int, int]:
@@ -26,14 +28,16 @@ def ephemeral_range() -> tuple[int, int]:
     return low, high
 
 
-def free_ports(count: int, host: str = "127.0.0.1", *, span: int = 1) -> list[int]:
-    """``count`` distinct ports free on ``host`` right now, each followed by ``span - 1`` more free ones (a broker's
-    HA port is its listen port + 1), none of them in :func:`ephemeral_range`. Raises OSError when none are left."""
+def free_ports(count: int, host: str = "127.0.0.1", *, span: int = 1, before: int = 0) -> list[int]:
+    """``count`` distinct ports free on ``host`` right now, each with the ``before`` ports below it and the
+    ``span - 1`` above it free too, no two such groups overlapping, none in :func:`ephemeral_range`. A broker binds
+    its listen port p, its fast channel p - 2 and its HA listener p + 1: :data:`BROKER`. Raises OSError when none
+    are left."""
     held: list[socket.socket] = []
     chosen: list[int] = []
     try:
-        for port in _candidates(span):
-            group = _bind_all(host, range(port, port + span))
+        for port in _candidates(span, before):
+            group = _bind_all(host, range(port - before, port + span))
             if group is not None:
                 held += group
                 chosen.append(port)
@@ -45,11 +49,10 @@ def free_ports(count: int, host: str = "127.0.0.1", *, span: int = 1) -> list[in
     raise OSError(f"fewer than {count} free ports of span {span} on {host} below the ephemeral range")
 
 
-def _candidates(span: int) -> list[int]:
-    """Up to 2,000 first ports in random order: below the ephemeral range, or above it on a machine with no room
-    below."""
+def _candidates(span: int, before: int) -> list[int]:
+    """Up to 2,000 ports in random order: below the ephemeral range, or above it on a machine with no room below."""
     low, high = ephemeral_range()
-    below, above = range(_LOWEST, low - span + 1), range(high + 1, 65536 - span + 1)
+    below, above = range(_LOWEST + before, low - span + 1), range(high + 1 + before, 65536 - span + 1)
     pool = below if len(below) > 0 else above
     return random.sample(pool, k=min(2000, len(pool)))
 

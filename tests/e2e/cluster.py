@@ -13,7 +13,7 @@ from pathlib import Path
 
 import trio
 
-from broker.ports import free_ports
+from broker.ports import BROKER, free_ports
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -37,15 +37,16 @@ class EmbeddedBroker(Node):
         self.broker_addr = ""
         self.broker_name = ""
         # The name server's and the broker's ports, below the ephemeral range, so no client connection takes one
-        # during a restart (broker.ports); spans of 2, as the broker's HA listener takes its listen port + 1.
-        self.ports = free_ports(2, span=2)
+        # during a restart (broker.ports), with room for the broker's fast channel and HA listener.
+        self.ports = free_ports(2, **BROKER)
 
     def argv(self) -> list[str]:
         argv = [sys.executable, "-m", "broker.embedded", "--data", str(self.data_dir), "--flushDiskType", "SYNC_FLUSH"]
         argv += SMALL_COMMITLOG
         # Check-backs within seconds for the transaction scenario (RocketMQ's defaults: 60 s rounds, 6 s timeout).
         argv += ["--transactionCheckInterval", "1000", "--transactionTimeOut", "1000"]
-        argv += ["--namesrv-port", str(self.ports[0]), "--listenPort", str(self.ports[1])]
+        # One broker whatever the cores (with a fixed port, extra masters would take unreserved ports above it).
+        argv += ["--namesrv-port", str(self.ports[0]), "--listenPort", str(self.ports[1]), "--brokers", "1"]
         return argv + list(self.extra_args)
 
     def booted(self, text: str) -> bool:

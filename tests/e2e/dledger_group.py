@@ -20,6 +20,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from broker.ports import BROKER
 from client import Admin
 from client.errors import MQBrokerError
 from remoting.client import RemotingClient
@@ -84,7 +85,7 @@ class DLedgerRun:
     async def start_group(self) -> None:
         logs, nursery = self.session.logs, self.session.nursery
         await self.namesrv.start(nursery)
-        ports = free_ports(6, span=2)  # in one call, so that no two overlap: the DLedger ports, then the brokers'
+        ports = free_ports(6, **BROKER)  # in one call, so that no two overlap: the DLedger ports, then the brokers'
         peers = peers_string(ports[:3])
         for i in range(3):
             member = BrokerNode(f"dl-n{i}", logs, logs.parent / "dledger" / f"n{i}", self.namesrv.addr,

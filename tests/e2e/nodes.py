@@ -15,7 +15,7 @@ from pathlib import Path
 
 import trio
 
-from broker.ports import free_ports
+from broker.ports import BROKER, free_ports
 from tests.e2e.harness import SMALL_COMMITLOG, Process, ScenarioError
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
@@ -27,7 +27,7 @@ class Node:
     give the command line and read their address from the boot lines (:meth:`booted`)."""
 
     boot: re.Pattern[str]
-    span = 1  # ports the server binds from its first one on
+    span, before = 1, 0  # ports the server binds from its port on, and below it
 
     def __init__(self, name: str, log_dir: Path) -> None:
         self.name = name
@@ -60,7 +60,7 @@ class Node:
         """Picked before the first start, below the ephemeral range, so no client connection takes it during a
         restart (:mod:`broker.ports`)."""
         if not self._port:
-            self._port = free_ports(1, span=self.span)[0]
+            self._port = free_ports(1, span=self.span, before=self.before)[0]
         return str(self._port)
 
     async def kill(self) -> None:
@@ -89,7 +89,7 @@ class BrokerNode(Node):
     """``mqbroker`` with ``storePathRootDir`` = ``data_dir`` and the given RocketMQ properties."""
 
     boot = BROKER_BOOT
-    span = 2  # the listen port and the HA port (listen port + 1)
+    span, before = BROKER["span"], BROKER["before"]  # the fast channel p - 2 to the HA listener p + 1
 
     def __init__(
         self, name: str, log_dir: Path, data_dir: Path, namesrv: str, *, port: int = 0, **properties: str | int

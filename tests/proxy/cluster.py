@@ -14,7 +14,7 @@ from pathlib import Path
 
 import trio
 
-from broker.ports import free_ports
+from broker.ports import BROKER, free_ports
 from tests.e2e.harness import SMALL_COMMITLOG, Process
 
 _NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address (\S+)")
@@ -38,9 +38,9 @@ class GrpcCluster:
         self.namesrv_addr = ""
         self.broker_addr = ""
         # Below the ephemeral range, so no client connection takes one during a restart (broker.ports), picked in one
-        # call so that no two overlap: the listen port (+ 1: the HA listener) and the gRPC port (+ 1: the TLS-only
-        # one, with certificate files).
-        self.listen_port, self.grpc_port = free_ports(2, span=2)
+        # call so that no two overlap: the listen port (- 2: the fast channel, + 1: the HA listener) and the gRPC
+        # port (+ 1: the TLS-only one, with certificate files).
+        self.listen_port, self.grpc_port = free_ports(2, **BROKER)
         self.tls_port = 0
         self.broker: Process | None = None
         self._starts = 0
