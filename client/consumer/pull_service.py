@@ -174,14 +174,14 @@ class PullService:
 
     def _deliver(self, mq: MessageQueue, pq: ProcessQueue, found: _Found | None) -> None:
         """Decode ``found`` and hand its messages to the process queue and the consume service (nothing when the
-        queue was dropped). Raises :class:`_UndecodableBody` for a body that does not decode."""
+        queue was dropped). Raises :class:`_PullAgain` for a body that does not decode."""
         if found is None or pq.dropped:
             return
         c = self.consumer
         try:
             messages = api.pulled_messages(found.body, found.head, found.tags)
         except Exception as exc:
-            raise _UndecodableBody(found.offset, exc) from exc
+            raise _PullAgain(found.offset, exc) from exc
         if messages:
             pq.put_messages(messages)
             assert c.consume_service is not None
@@ -206,10 +206,6 @@ class _PullAgain(Exception):
     def __init__(self, offset: int, cause: Exception) -> None:
         super().__init__(f"pull at {offset} to be made again: {cause}")
         self.offset = offset
-
-
-class _UndecodableBody(_PullAgain):
-    """The body of the pull at ``offset`` did not decode (``cause``)."""
 
 
 class _Reply:
