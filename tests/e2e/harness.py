@@ -33,6 +33,8 @@ CVS_PYTHON = REPO_ROOT / ".venv-cvs" / "bin" / "python"
 SMALL_COMMITLOG = ("--mappedFileSizeCommitLog", str(64 << 20))
 
 Event = dict[str, Any]
+#: What the C++ core prints when its ``shutdown()`` aborts (see :meth:`Agent.stop`).
+NATIVE_SHUTDOWN_ABORT = "terminate called after throwing an instance of 'boost::thread_interrupted'"
 
 
 class ScenarioError(Exception):
@@ -218,6 +220,7 @@ class Agent(Process):
         super().__init__(name, argv, log_path)
         self.events: list[Event] = []
         self.native_log_dir: Path | None = None
+        self.shutdown_aborted = False
         self._next_id = 0
 
     def on_line(self, line: str) -> None:
@@ -245,6 +248,10 @@ class Agent(Process):
 
     def received_keys(self) -> set[str]:
         return {e["keys"] for e in self.received}
+
+    def _aborted_in_native_shutdown(self) -> bool:
+        assert self._proc is not None
+        return self._proc.returncode == -signal.SIGABRT and NATIVE_SHUTDOWN_ABORT in log_tail(self.log_path)
 
     def native_log_lines(self, needle: str) -> list[str]:
         """Lines containing ``needle`` in the client's own log files (the C++ core logs to files, not stderr)."""
@@ -286,7 +293,18 @@ class Agent(Process):
         return self.of("sent")[before:]
 
     async def stop(self, timeout: float = 60) -> None:
-        """Close the client cleanly (consumers persist offsets and unregister) and wait for the process to exit."""
-        await self.command("stop", timeout)
+        """Close the client cleanly (consumers persist offsets and unregister) and wait for the process to exit.
+
+        The C++ 2.1.0 core's ``shutdown()`` now and then aborts on an uncaught ``boost::thread_interrupted`` from
+        one of the threads it interrupts (upstream rocketmq-client-cpp issues 202 and 335). That abort is recorded
+        in ``shutdown_aborted`` and not raised: the broker saw the connection close, and whatever the lost final
+        offset commit or unregistration matters to, the scenario's own checks still see."""
+        try:
+            await self.command("stop", timeout)
+        except ScenarioError:
+            if not self._aborted_in_native_shutdown():
+                raise
+            self.shutdown_aborted = True
+            return
         if await self.wait_exit(timeout) is None:
             raise ScenarioError(f"{self.name} did not exit after stop{self.context()}")
