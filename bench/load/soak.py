@@ -3,13 +3,16 @@
 An embedded cluster (name server and broker in one child process, :class:`bench.load.cluster.ClusterProcess`) is
 loaded in two phases. **Peak** (``--peak-seconds``, skipped when ``--rate`` is given): senders unpaced, to measure
 the acknowledged msg/s this machine gives. **Soak** (``--duration``, default 10 minutes): the senders paced at
-``--fraction`` (default 0.8) of that peak. Throughout, a push consumer pulls the topic from its first offset and
-``--connections`` (default 100) producers, each its own client instance with its own connections, live a random
-``--lifetime`` and are replaced: connections come and go all the time.
+``--fraction`` (default 0.8) of that peak. Throughout, push consumers pull from the first offset and ``--connections``
+(default 100) producers, each its own client instance with its own connections, live a random ``--lifetime`` and are
+replaced: connections come and go all the time. The load runs in ``--processes`` (default 2) shard processes
+(:mod:`bench.load.soak_shard`), each with its own topic, consumer and share of the senders and producers, so that no
+load process is saturated (a saturated generator's own queueing would be the latency the samples measure).
 
 Every ``--interval`` seconds (default 10) one JSON line samples the broker process: RSS (``VmRSS`` and its
 anonymous part, the heap; the rest is the CommitLog's mapped pages), open descriptors (sockets, the store's files,
-the rest), p50/p99 send latency over the interval, msg/s sent and consumed, CommitLog end and growth, broker CPU.
+the rest), p50/p99 send latency over the interval (all shards' sends), msg/s sent and consumed, CommitLog end and
+growth, broker CPU and each shard's.
 When the load stops the consumer drains (``--drain`` seconds at most) and the clients close; then the checks of
 :mod:`bench.load.soak_checks` run: RSS (anonymous) and p99 flat within 10 % after ``--warmup``, nothing lost
 (every acknowledged message consumed), open files and sockets back to their pre-load counts. The default warm-up,
@@ -24,8 +27,11 @@ and ``<out>/soak.png`` (needs matplotlib, the ``bench`` extra). The exit status 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+from array import array
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +42,22 @@ from bench.load.cluster import ClusterProcess, create_topics
 from bench.load.report import STDERR, environment, write_summary
 from bench.load.run import process_cpu_seconds
 from bench.load.soak_checks import verdict
-from bench.load.soak_load import ChurningPool, Ledger, Pacer, sender, seq_of
-from bench.load.stats import LoadStats
-from client import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageExt, PushConsumer
+from bench.load.soak_shard import ShardProcess, gather
+from bench.load.stats import summarise
+from client import Admin
 
 TOPIC = "SoakTopic"
 GROUP = "soak_cg"
 PRODUCER_GROUP = "soak_pg"
-SETTINGS = ("duration", "fraction", "interval", "warmup", "connections", "senders", "size", "queues", "peak_seconds")
+SETTINGS = (
+    "duration", "fraction", "interval", "warmup", "connections", "senders", "size", "queues", "peak_seconds",
+    "processes",
+)  # fmt: skip
+#: The shards' final counts the summary carries, summed over the shards.
+FINAL_KEYS = (
+    "acked", "consumed", "duplicates", "failed_sends", "last_error", "producers_opened", "producers_closed",
+    "producer_start_failures",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds a producer lives before it is replaced")  # fmt: skip
     parser.add_argument("--senders", type=int, default=64, help="sender tasks (most sends in flight)")
     parser.add_argument("--size", type=int, default=128, help="message body bytes")
-    parser.add_argument("--queues", type=int, default=8, help="queues of the soak topic")
+    parser.add_argument("--queues", type=int, default=8, help="queues of each shard's topic")
+    parser.add_argument("--processes", type=int, default=2,
+                        help="load processes (shards), each with its own topic and share of the load")  # fmt: skip
     parser.add_argument("--drain", type=float, default=120.0, help="most seconds the consumer may take to catch up")
     parser.add_argument("--settle", type=float, default=15.0, help="most seconds for closed connections to go")
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="where soak.json and soak.png go")
@@ -68,40 +84,54 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Soak:
-    """One run: the cluster's addresses and pid, the load's state and the samples so far."""
+    """One run: the cluster's addresses and pid, the load shards and the samples so far."""
 
     def __init__(self, args: argparse.Namespace, namesrv: str, broker: str, pid: int, store_dir: str) -> None:
         self.args = args
         self.namesrv, self.broker, self.pid, self.store_dir = namesrv, broker, pid, store_dir
-        self.ledger = Ledger()
-        self.stats = LoadStats()
-        self.pool = ChurningPool(namesrv, PRODUCER_GROUP, args.connections, tuple(args.lifetime))
+        self.shards = [ShardProcess(f"shard-{i}", self.shard_argv(i)) for i in range(args.processes)]
         self.samples: list[dict[str, Any]] = []
         self.phase = "setup"
         self.origin = 0.0  # trio time the soak phase starts (sample times are relative to it)
         self.peak: float | None = None
         self.rate: float | None = None
+        self._load_cpu: dict[str, float | None] = {}
+
+    def shard_argv(self, i: int) -> list[str]:
+        """Shard ``i``'s command line: its share of the senders and connections (the first shards take the rest)."""
+        args, n = self.args, self.args.processes
+        senders, connections = (total // n + (i < total % n) for total in (args.senders, args.connections))
+        return [
+            sys.executable, "-m", "bench.load.soak_shard", "--namesrv", self.namesrv, "--topic", f"{TOPIC}{i}",
+            "--group", f"{GROUP}{i}", "--senders", str(senders), "--connections", str(connections),
+            "--lifetime", *map(str, args.lifetime), "--size", str(args.size), "--seed", str(i),
+        ]  # fmt: skip
 
     def descriptors(self) -> procstat.Descriptors:
         return procstat.descriptors(self.pid, self.store_dir)
 
-    async def listener(self, msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        for msg in msgs:
-            self.ledger.consume(seq_of(msg.body))
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    async def window(self) -> tuple[array[float], Counter[str]]:
+        """Every shard's window, merged: one latency summary and the summed counts."""
+        latencies: array[float] = array("d")
+        counts: Counter[str] = Counter()
+        for shard_latencies, event in await gather(shard.window for shard in self.shards):
+            latencies.extend(shard_latencies)
+            counts.update({k: v for k, v in event.items() if isinstance(v, int)})
+        return latencies, counts
 
     async def sampler(self, admin: Admin) -> None:
         """A JSON line every interval until cancelled."""
         interval = self.args.interval
         last_t, last_cpu = trio.current_time(), process_cpu_seconds(self.pid)
-        last_consumed, last_end = self.ledger.consumed, await self.commitlog_end(admin)
+        last_end = await self.commitlog_end(admin)
         next_at = last_t
         while True:
             next_at += interval  # fixed deadlines: a slow sample does not push the later ones back
             await trio.sleep_until(next_at)
+            latencies, counts = await self.window()
             now, cpu = trio.current_time(), process_cpu_seconds(self.pid)
             seconds = now - last_t
-            window = self.stats.take_window(seconds)
+            window = summarise(latencies, counts["failed"], seconds)
             end = await self.commitlog_end(admin)
             fds = self.descriptors()
             sample = {
@@ -112,7 +142,7 @@ class Soak:
                 "failed": window.failed,
                 "p50_ms": round(window.p50_ms, 2),
                 "p99_ms": round(window.p99_ms, 2),
-                "consume_tps": round((self.ledger.consumed - last_consumed) / seconds, 1),
+                "consume_tps": round(counts["consumed"] / seconds, 1),
                 "rss_mb": round(procstat.rss_mb(self.pid), 1),
                 "rss_anon_mb": round(procstat.rss_mb(self.pid, "RssAnon:"), 1),
                 "files": fds.files,
@@ -121,14 +151,25 @@ class Soak:
                 "commitlog_mb": round(end / 1e6, 2),
                 "commitlog_growth_mb_s": round((end - last_end) / 1e6 / seconds, 3),
                 "broker_cpu": None if cpu is None or last_cpu is None else round((cpu - last_cpu) / seconds, 3),
-                "live_producers": len(self.pool.live),
-                "producers_opened": self.pool.opened,
-                "producers_closed": self.pool.closed,
-                "outstanding": self.ledger.outstanding,
+                "load_cpu": self.load_cpu(seconds),
+                "live_producers": counts["live"],
+                "producers_opened": counts["opened"],
+                "producers_closed": counts["closed"],
+                "outstanding": counts["outstanding"],
             }
             self.samples.append(sample)
             print(json.dumps({"bench": "soak", **sample}), flush=True)
-            last_t, last_cpu, last_consumed, last_end = now, cpu, self.ledger.consumed, end
+            last_t, last_cpu, last_end = now, cpu, end
+
+    def load_cpu(self, seconds: float) -> list[float | None]:
+        """Each shard's share of a core since the previous sample (``None`` when it could not be read)."""
+        shares = []
+        for shard in self.shards:
+            cpu = process_cpu_seconds(shard.pid) if shard.pid else None
+            before = self._load_cpu.get(shard.name)
+            self._load_cpu[shard.name] = cpu
+            shares.append(None if cpu is None or before is None else round((cpu - before) / seconds, 3))
+        return shares
 
     async def commitlog_end(self, admin: Admin) -> int:
         try:
@@ -137,15 +178,25 @@ class Soak:
             return self.samples[-1]["commitlog_mb"] * 1_000_000 if self.samples else 0
 
     async def phase_run(self, name: str, rate: float | None, seconds: float) -> int:
-        """Senders for ``seconds`` at ``rate`` msg/s (``None``: unpaced); returns the messages acknowledged."""
+        """Every shard's senders for ``seconds`` at ``rate`` msg/s in all (``None``: unpaced); returns the messages
+        acknowledged."""
         self.phase = name
-        acked = self.ledger.acked
-        pacer = Pacer(rate)
-        until = trio.current_time() + seconds
-        async with trio.open_nursery() as nursery:
-            for _ in range(self.args.senders):
-                nursery.start_soon(sender, TOPIC, self.args.size, self.pool, self.ledger, pacer, self.stats, until)
-        return self.ledger.acked - acked
+        share = None if rate is None else rate / len(self.shards)
+        for shard in self.shards:
+            await shard.command("phase", rate=share, seconds=seconds)
+        return sum(event["acked"] for event in await gather(functools.partial(s.answer, "phase") for s in self.shards))
+
+    async def finish(self) -> dict[str, Any]:
+        """Drain and close every shard; their final counts, summed (``last_error``: any shard's)."""
+        for shard in self.shards:
+            await shard.command("finish", drain=self.args.drain)
+        totals: dict[str, Any] = {"last_error": None}
+        for event in await gather(functools.partial(s.answer, "final") for s in self.shards):
+            for key, value in event.items():
+                if isinstance(value, int):
+                    totals[key] = totals.get(key, 0) + value
+            totals["last_error"] = event["last_error"] or totals["last_error"]
+        return totals
 
     async def settle(self, baseline: procstat.Descriptors) -> procstat.Descriptors:
         """Wait (at most ``--settle`` seconds) for the broker's sockets and files to come back to ``baseline``."""
@@ -156,40 +207,41 @@ class Soak:
                 fds = self.descriptors()
         return fds
 
+    async def load(self, admin: Admin) -> dict[str, Any]:
+        """Start the shards, run the phases with the sampler beside them, and finish the shards."""
+        args = self.args
+        try:
+            async with trio.open_nursery() as nursery:
+                await gather(functools.partial(shard.start, nursery) for shard in self.shards)
+                self.origin = trio.current_time() + (0 if args.rate else args.peak_seconds)
+                nursery.start_soon(self.sampler, admin)
+                if args.rate:
+                    self.rate = args.rate
+                else:
+                    self.peak = await self.phase_run("peak", None, args.peak_seconds) / args.peak_seconds
+                    self.rate = args.fraction * self.peak
+                    self.origin = trio.current_time()
+                await self.phase_run("soak", self.rate, args.duration)
+                self.phase = "drain"
+                totals = await self.finish()
+                nursery.cancel_scope.cancel()
+            return totals
+        finally:
+            for shard in self.shards:
+                await shard.close()
+
     async def run(self) -> dict[str, Any]:
         args = self.args
-        await create_topics(self.broker, [TOPIC], args.queues)
-        consumer = PushConsumer(
-            GROUP,
-            self.namesrv,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-            consume_message_batch_max_size=32,
-        )
-        consumer.subscribe(TOPIC)
-        consumer.register_message_listener(self.listener)
+        await create_topics(self.broker, [f"{TOPIC}{i}" for i in range(args.processes)], args.queues)
         baseline = self.descriptors()  # no client of ours connected (create_topics waited after closing)
-        async with Admin(self.namesrv) as admin, consumer, trio.open_nursery() as nursery:
-            await nursery.start(self.pool.run)
-            self.origin = trio.current_time() + (0 if args.rate else args.peak_seconds)
-            nursery.start_soon(self.sampler, admin)
-            if args.rate:
-                self.rate = args.rate
-            else:
-                self.peak = await self.phase_run("peak", None, args.peak_seconds) / args.peak_seconds
-                self.rate = args.fraction * self.peak
-                self.origin = trio.current_time()
-            await self.phase_run("soak", self.rate, args.duration)
-            self.phase = "drain"
-            with trio.move_on_after(args.drain):
-                while self.ledger.outstanding:
-                    await trio.sleep(0.1)
-            nursery.cancel_scope.cancel()  # the pool closes every producer
+        async with Admin(self.namesrv) as admin:
+            totals = await self.load(admin)
         settled = await self.settle(baseline)  # every client of ours has closed: the broker must let go too
         checks = verdict(
             self.samples,
             args.warmup,
-            acked=self.ledger.acked,
-            lost=self.ledger.outstanding,
+            acked=totals["acked"],
+            lost=totals["outstanding"],
             baseline={"files": baseline.files, "sockets": baseline.sockets},
             settled={"files": settled.files, "sockets": settled.sockets},
         )
@@ -198,14 +250,7 @@ class Soak:
             "settings": {k: getattr(args, k) for k in SETTINGS},
             "peak_tps": None if self.peak is None else round(self.peak, 1),
             "rate_tps": round(self.rate or 0, 1),
-            "acked": self.ledger.acked,
-            "consumed": self.ledger.consumed,
-            "duplicates": self.ledger.duplicates,
-            "failed_sends": self.stats.failed,
-            "last_error": self.stats.last_error,
-            "producers_opened": self.pool.opened,
-            "producers_closed": self.pool.closed,
-            "producer_start_failures": self.pool.start_failures,
+            **{key: totals[key] for key in FINAL_KEYS},
             "checks": checks,
             "environment": environment("ASYNC_FLUSH"),
         }

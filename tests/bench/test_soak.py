@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
 from bench.load.soak_checks import drift, flat, verdict
 from bench.load.soak_load import Ledger, Pacer, body_of, seq_of
+from bench.load.soak_shard import ShardError, ShardProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {"files": 4, "sockets": 10}
@@ -69,6 +71,7 @@ def test_a_short_soak_loses_nothing_and_leaks_no_descriptor(tmp_path: Path) -> N
     assert summary["consumed"] >= summary["acked"] > 0
     assert summary["producers_closed"] > 100  # every one of the 100 connections came and went, more than once
     assert len(samples) >= 8  # about one every 2 s of the 20; the last may fall after the load stops
+    assert all(len(s["load_cpu"]) == 2 for s in samples)  # the load ran in two shard processes
     steady = [s for s in samples if s["t"] >= 6]
     for key in ("files", "sockets"):
         # A socket or file kept per closed client would grow without end: hundreds of clients closed in the window.
@@ -94,3 +97,13 @@ async def test_the_pacer_makes_up_late_slots_within_its_slack(autojump_clock: tr
     for _ in range(102):  # 101 slots from a second back up to now, then one more 10 ms on
         await pacer.wait()
     assert abs(trio.current_time() - stalled - 0.01) < 1e-6
+
+
+async def test_a_shard_that_dies_fails_the_wait_for_its_answer_instead_of_hanging() -> None:
+    says_ready_and_exits = "import json; print(json.dumps({'ev': 'ready'}), flush=True)"
+    dies = ShardProcess("shard-x", [sys.executable, "-c", says_ready_and_exits])
+    async with trio.open_nursery() as nursery:
+        await dies.start(nursery)
+        with pytest.raises(ShardError, match="shard-x: the shard ended before its 'phase' answer"):
+            await dies.answer("phase")
+    await dies.close()
