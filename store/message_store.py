@@ -44,7 +44,7 @@ from remoting.codec.message import (
 )
 from remoting.codec.message_properties import find_property, index_keys_of_raw, tags_code, tags_code_of_raw
 from remoting.codec.record_batch import NATIVE, encode_entries_into, encode_record_into, encode_records_into
-from remoting.codec.record_scan import CQ_RUN, CqRun, Scan
+from remoting.codec.record_scan import CQ_RUN, CqRun, Scan, scan_records
 from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
 from store.commitlog import CommitLog
 from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueue
@@ -511,18 +511,37 @@ class MessageStore(StoreReads):
 
     def _notify_packed(self, topic: str, queue_id: int, first: int, packed: bytes, texts: list[str],
                        store_ts: int) -> None:  # fmt: skip
-        """Index a stored batch's keys and call the arrival listener per message (both need each message's
-        properties ``texts``); the C batch path calls it too when the store has an index or a listener."""
+        """Index a stored batch (from its written records: :meth:`_index_written`) and call the arrival listener per
+        message with its properties ``texts``; the C batch path calls it too when the store has an index or a
+        listener."""
         index = self.index
         if index is not None:
-            phys: tuple[int, ...] = phy_offsets_of_packed(packed)
-            keyed = [(index_keys_of_raw(text.encode()), at) for text, at in zip(texts, phys, strict=True)]
-            index.put_batch(topic, keyed, store_ts)
+            self._index_written(index, topic, packed, texts, store_ts)
         listener = self._arrival_listener
         if listener is not None:
             entries = ENTRY.iter_unpack(packed)
             for qoff, (text, (_phy, _size, tags)) in enumerate(zip(texts, entries, strict=True), first):
                 listener(topic, queue_id, qoff, tags, text)
+
+    def _index_written(self, index: IndexLike, topic: str, packed: bytes, texts: list[str], store_ts: int) -> None:
+        """Index a batch from the records just written (``packed`` their ConsumeQueue entries, all in one segment):
+        :func:`~remoting.codec.record_scan.scan_records` hashes the keys of its plain records in one call (in C)
+        and :meth:`IndexService.put_hashed` writes them; from the first record the scan does not take (a
+        transaction flag, a non-ASCII key or tag) on, the keys of ``texts`` go through ``put_batch``. The entries
+        are those of ``put_batch`` over every message, in the same order (tests/store/test_batch_index.py)."""
+        phys: tuple[int, ...] = phy_offsets_of_packed(packed)
+        done = 0
+        segment = self.commitlog.queue.find(phys[0])
+        if segment is not None:
+            base = segment.file_from_offset
+            last_phy, last_size, _tags = ENTRY.unpack_from(packed, len(packed) - CQ_STORE_UNIT_SIZE)
+            _end, done, _ts, _cq, runs = scan_records(segment.view, phys[0] - base, last_phy + last_size - base,
+                                                      base, True)  # fmt: skip
+            for run_ts, hashed in runs:
+                index.put_hashed(hashed, run_ts)
+        if done < len(phys):
+            keyed = [(index_keys_of_raw(texts[i].encode()), phys[i]) for i in range(done, len(phys))]
+            index.put_batch(topic, keyed, store_ts)
 
     def _append_prepared(
         self, topic: str, queue_id: int, prepared: list[PreparedMessage], store_host: bytes

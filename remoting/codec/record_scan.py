@@ -22,7 +22,9 @@ geometry the buffer cannot hold, before anything is written.
 It stops at ``end`` before the first record that is not *plain*: one not wholly below ``limit``, a blank, a record
 that does not validate as :func:`~remoting.codec.record_decode.read_record_meta` validates it, whose physical offset
 field is not where it lies, a prepared or rolled-back transaction, ``SCHEDULE_TOPIC_XXXX``, or a non-ASCII topic,
-TAGS, KEYS or UNIQ_KEY. The caller (store/ha/replica.py) dispatches that one record on its general path and scans on.
+TAGS, KEYS or UNIQ_KEY. The caller (store/ha/replica.py) dispatches that one record on its general path and scans on;
+the master's batch send (store/message_store.py ``_index_written``) takes only the index runs of the batch it just
+wrote and indexes the records from that one on from their properties texts.
 Never raises for bad bytes; nothing is written.
 
 With the optional sixth argument ``entries`` true, ``buf`` holds DLedger entries instead of bare records (a DLedger

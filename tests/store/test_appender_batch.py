@@ -513,12 +513,15 @@ def test_buffer_bodies_in_a_batch_store_what_the_python_path_stores(
 
 
 class RaisingPutBatchIndex:
-    """The store's index, except that ``put_batch`` raises."""
+    """The store's index, except that its batch writes (``put_batch``, ``put_hashed``) raise."""
 
     def __init__(self, index: Any) -> None:
         self.index = index
 
     def put_batch(self, *args: object) -> None:
+        raise RuntimeError("index put_batch")
+
+    def put_hashed(self, *args: object) -> None:
         raise RuntimeError("index put_batch")
 
     def __getattr__(self, name: str) -> Any:
