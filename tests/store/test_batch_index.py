@@ -39,7 +39,7 @@ def _record(topic: str, props: dict[str, str], sys_flag: int, n: int) -> Message
 
 
 def _index_files_both_ways(root: Path, batches: list[tuple[str, list[tuple[dict[str, str], int]]]],
-                           python: bool) -> tuple[list[bytes], list[bytes]]:  # fmt: skip
+                           python: bool, entries: bool = False) -> tuple[list[bytes], list[bytes]]:  # fmt: skip
     store = open_store(root / "store", **GEOMETRY)
     if python:
         python_append(store)
@@ -49,7 +49,10 @@ def _index_files_both_ways(root: Path, batches: list[tuple[str, list[tuple[dict[
     for topic, messages in batches:
         records = [_record(topic, props, flag, n + i) for i, (props, flag) in enumerate(messages)]
         n += len(records)
-        result = store.append_batch(records)
+        if entries:  # the broker's batch send: a template and (body, properties, flag) per message
+            result = store.append_entries(records[0], [(r.body, r.properties, r.flag) for r in records])
+        else:
+            result = store.append_batch(records)
         # today's way: each message's keys from its properties text, one put_batch for the batch
         keyed = [(index_keys_of_raw(r.properties.encode()), phy) for r, phy in zip(records, result.phy_offsets,
                                                                                    strict=True)]  # fmt: skip
@@ -60,12 +63,12 @@ def _index_files_both_ways(root: Path, batches: list[tuple[str, list[tuple[dict[
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(BATCHES, st.booleans())
+@given(BATCHES, st.sampled_from(["c", "python", "entries"]))
 def test_a_batch_is_indexed_from_its_records_as_from_its_keys(
-    batches: list[tuple[str, list[tuple[dict[str, str], int]]]], python: bool
+    batches: list[tuple[str, list[tuple[dict[str, str], int]]]], path: str
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        written, expected = _index_files_both_ways(Path(tmp), batches, python)
+        written, expected = _index_files_both_ways(Path(tmp), batches, path == "python", path == "entries")
     assert written == expected
 
 
