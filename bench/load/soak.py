@@ -48,7 +48,6 @@ from client import Admin
 
 TOPIC = "SoakTopic"
 GROUP = "soak_cg"
-PRODUCER_GROUP = "soak_pg"
 SETTINGS = (
     "duration", "fraction", "interval", "warmup", "connections", "senders", "size", "queues", "peak_seconds",
     "processes",
