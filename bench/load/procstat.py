@@ -1,4 +1,5 @@
-"""What a soak reads about another process from Linux ``/proc``: resident memory and its open descriptors.
+"""What a soak reads from Linux ``/proc``: another process's resident memory and open descriptors, and the machine's
+CPU time (busy and stolen by the hypervisor).
 
 :func:`descriptors` sorts the process's descriptors into sockets, files under a data directory (the store's
 segments, which grow with the data as RocketMQ's open ``MappedFile`` channels do) and the rest. A process that is
@@ -70,3 +71,24 @@ def children_of(pid: int) -> list[int]:
             if int(fields[1]) == pid:
                 found.append(int(entry.name))
     return found
+
+
+def machine_cpu() -> tuple[int, int, int]:
+    """The whole machine's CPU time from ``/proc/stat``, in clock ticks: ``(busy, steal, total)``; busy counts user,
+    nice, system, irq and softirq, steal is what the hypervisor gave to others. Zeros when it cannot be read."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0, 0, 0
+    user, nice, system, idle, iowait, irq, softirq, steal = fields + [0] * (8 - len(fields))
+    busy = user + nice + system + irq + softirq
+    return busy, steal, busy + idle + iowait + steal
+
+
+def machine_shares(before: tuple[int, int, int], after: tuple[int, int, int]) -> dict[str, float | None]:
+    """Busy and stolen shares of the machine's CPU time between two :func:`machine_cpu` readings."""
+    total = after[2] - before[2]
+    if total <= 0:
+        return {"machine_busy": None, "steal": None}
+    return {"machine_busy": round((after[0] - before[0]) / total, 3), "steal": round((after[1] - before[1]) / total, 4)}

@@ -12,7 +12,7 @@ load process is saturated (a saturated generator's own queueing would be the lat
 Every ``--interval`` seconds (default 10) one JSON line samples the broker process: RSS (``VmRSS`` and its
 anonymous part, the heap; the rest is the CommitLog's mapped pages), open descriptors (sockets, the store's files,
 the rest), p50/p99 send latency over the interval (all shards' sends), msg/s sent and consumed, CommitLog end and
-growth, broker CPU and each shard's.
+growth, broker CPU and each shard's, the machine's busy and stolen CPU shares.
 When the load stops the consumer drains (``--drain`` seconds at most) and the clients close; then the checks of
 :mod:`bench.load.soak_checks` run: RSS (anonymous) and p99 flat within 10 % after ``--warmup``, nothing lost
 (every acknowledged message consumed), open files and sockets back to their pre-load counts. The default warm-up,
@@ -48,7 +48,6 @@ from client import Admin
 
 TOPIC = "SoakTopic"
 GROUP = "soak_cg"
-PRODUCER_GROUP = "soak_pg"
 SETTINGS = (
     "duration", "fraction", "interval", "warmup", "connections", "senders", "size", "queues", "peak_seconds",
     "processes",
@@ -123,7 +122,7 @@ class Soak:
         """A JSON line every interval until cancelled."""
         interval = self.args.interval
         last_t, last_cpu = trio.current_time(), process_cpu_seconds(self.pid)
-        last_end = await self.commitlog_end(admin)
+        last_end, last_machine = await self.commitlog_end(admin), procstat.machine_cpu()
         next_at = last_t
         while True:
             next_at += interval  # fixed deadlines: a slow sample does not push the later ones back
@@ -132,7 +131,7 @@ class Soak:
             now, cpu = trio.current_time(), process_cpu_seconds(self.pid)
             seconds = now - last_t
             window = summarise(latencies, counts["failed"], seconds)
-            end = await self.commitlog_end(admin)
+            end, machine = await self.commitlog_end(admin), procstat.machine_cpu()
             fds = self.descriptors()
             sample = {
                 "type": "sample",
@@ -152,6 +151,7 @@ class Soak:
                 "commitlog_growth_mb_s": round((end - last_end) / 1e6 / seconds, 3),
                 "broker_cpu": None if cpu is None or last_cpu is None else round((cpu - last_cpu) / seconds, 3),
                 "load_cpu": self.load_cpu(seconds),
+                **procstat.machine_shares(last_machine, machine),
                 "live_producers": counts["live"],
                 "producers_opened": counts["opened"],
                 "producers_closed": counts["closed"],
@@ -159,7 +159,7 @@ class Soak:
             }
             self.samples.append(sample)
             print(json.dumps({"bench": "soak", **sample}), flush=True)
-            last_t, last_cpu, last_end = now, cpu, end
+            last_t, last_cpu, last_end, last_machine = now, cpu, end, machine
 
     def load_cpu(self, seconds: float) -> list[float | None]:
         """Each shard's share of a core since the previous sample (``None`` when it could not be read)."""

@@ -161,7 +161,7 @@ async def gather(calls: Iterable[Callable[[], Awaitable[T]]]) -> list[T]:
 
 
 class ShardError(RuntimeError):
-    """A shard process ended (or answered an error) before the answer the parent waited for."""
+    """A shard process ended before the answer the parent waited for."""
 
 
 class ShardProcess:

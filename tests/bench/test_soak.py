@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+from bench.load import procstat
 from bench.load.soak_checks import drift, flat, verdict
 from bench.load.soak_load import Ledger, Pacer, body_of, seq_of
 from bench.load.soak_shard import ShardError, ShardProcess
@@ -107,3 +108,10 @@ async def test_a_shard_that_dies_fails_the_wait_for_its_answer_instead_of_hangin
         with pytest.raises(ShardError, match="shard-x: the shard ended before its 'phase' answer"):
             await dies.answer("phase")
     await dies.close()
+
+
+def test_the_machines_cpu_shares_come_from_two_proc_stat_readings() -> None:
+    busy, steal, total = procstat.machine_cpu()
+    assert 0 <= busy <= total and 0 <= steal <= total and total > 0
+    assert procstat.machine_shares((100, 10, 1000), (150, 12, 1100)) == {"machine_busy": 0.5, "steal": 0.02}
+    assert procstat.machine_shares((1, 0, 5), (1, 0, 5)) == {"machine_busy": None, "steal": None}
