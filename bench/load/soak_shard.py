@@ -77,8 +77,7 @@ class Shard:
         return {"ev": "phase", "acked": self.ledger.acked - acked}
 
     def window(self) -> dict[str, Any]:
-        taken, failed = self.stats.window, self.stats.window_failed
-        self.stats.window, self.stats.window_failed = type(taken)("d"), 0
+        taken, failed = self.stats.take_raw()
         consumed, self.last_consumed = self.ledger.consumed - self.last_consumed, self.ledger.consumed
         pool = self.pool
         return {

@@ -91,10 +91,15 @@ class LoadStats:
     def messages(self) -> int:
         return len(self.all) * self.messages_per_sample
 
-    def take_window(self, seconds: float) -> Snapshot:
-        """The interval since the previous call, then a fresh window."""
+    def take_raw(self) -> tuple[array[float], int]:
+        """The window's latencies and failures since the previous take, then a fresh window."""
         window, failed = self.window, self.window_failed
         self.window, self.window_failed = array("d"), 0
+        return window, failed
+
+    def take_window(self, seconds: float) -> Snapshot:
+        """The interval since the previous take, summarised, then a fresh window."""
+        window, failed = self.take_raw()
         return summarise(window, failed, seconds, len(window) * self.messages_per_sample)
 
     def total(self, seconds: float) -> Snapshot:
