@@ -265,7 +265,9 @@ class Agent(Process):
         ]
 
     def client_errors(self) -> list[str]:
-        return [str(e.get("message")) for e in self.events if e.get("ev") in {"client_error", "fatal", "noise"}]
+        """What the client reported as errors, and its abort in its own shutdown (:meth:`stop`) if it had one."""
+        errors = [str(e.get("message")) for e in self.events if e.get("ev") in {"client_error", "fatal", "noise"}]
+        return errors + (["aborted in its own shutdown()"] if self.shutdown_aborted else [])
 
     async def started(self, nursery: trio.Nursery, timeout: float = 60) -> Agent:
         await self.start(nursery)

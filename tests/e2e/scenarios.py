@@ -360,9 +360,8 @@ async def run_session(kind: ClientKind, work: Path) -> SessionReport:
                 session.report.errors.setdefault(name, "the session ran out of time")
         for agent in session.agents:
             agent.dump_events(session.logs / f"{agent.name}.events.jsonl")
-            errors = agent.client_errors() + (["aborted in its own shutdown()"] if agent.shutdown_aborted else [])
-            if errors:
-                session.report.client_errors[agent.name] = errors
+            if agent.client_errors():
+                session.report.client_errors[agent.name] = agent.client_errors()
         return session.report
     finally:
         await kill_all()

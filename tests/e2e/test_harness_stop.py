@@ -37,12 +37,13 @@ async def _stop(tmp_path: Path, *how: str) -> Agent:
 
 async def test_a_clean_stop_is_not_an_abort(tmp_path: Path) -> None:
     agent = await _stop(tmp_path, "clean")
-    assert not agent.shutdown_aborted
+    assert not agent.shutdown_aborted and not agent.client_errors()
 
 
 async def test_the_cpp_cores_abort_in_shutdown_is_recorded_not_raised(tmp_path: Path) -> None:
     agent = await _stop(tmp_path, "abort", NATIVE_SHUTDOWN_ABORT)
     assert agent.shutdown_aborted
+    assert agent.client_errors() == ["aborted in its own shutdown()"]  # the session's report lists it
 
 
 async def test_any_other_death_before_the_answer_fails_the_stop(tmp_path: Path) -> None:
