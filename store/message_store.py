@@ -529,18 +529,19 @@ class MessageStore(StoreReads):
         and :meth:`IndexService.put_hashed` writes them; from the first record the scan does not take (a
         transaction flag, a non-ASCII key or tag) on, the keys of ``texts`` go through ``put_batch``. The entries
         are those of ``put_batch`` over every message, in the same order (tests/store/test_batch_index.py)."""
-        phys: tuple[int, ...] = phy_offsets_of_packed(packed)
+        first_phy = ENTRY.unpack_from(packed)[0]
         done = 0
-        segment = self.commitlog.queue.find(phys[0])
+        segment = self.commitlog.queue.find(first_phy)
         if segment is not None:
             base = segment.file_from_offset
             last_phy, last_size, _tags = ENTRY.unpack_from(packed, len(packed) - CQ_STORE_UNIT_SIZE)
-            _end, done, _ts, _cq, runs = scan_records(segment.view, phys[0] - base, last_phy + last_size - base,
+            _end, done, _ts, _cq, runs = scan_records(segment.view, first_phy - base, last_phy + last_size - base,
                                                       base, True)  # fmt: skip
             for run_ts, hashed in runs:
                 index.put_hashed(hashed, run_ts)
-        if done < len(phys):
-            keyed = [(index_keys_of_raw(texts[i].encode()), phys[i]) for i in range(done, len(phys))]
+        if done < len(texts):  # the rest from the first record the scan left: its physical offsets only now
+            phys = phy_offsets_of_packed(packed)
+            keyed = [(index_keys_of_raw(texts[i].encode()), phys[i]) for i in range(done, len(texts))]
             index.put_batch(topic, keyed, store_ts)
 
     def _append_prepared(
