@@ -23,6 +23,7 @@ Reads (pulls, lookups by offset or key, queue offsets and times) are inherited f
 from __future__ import annotations
 
 import logging
+import struct
 import types
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
@@ -45,6 +46,7 @@ from remoting.codec.message import (
 from remoting.codec.message_properties import find_property, index_keys_of_raw, tags_code, tags_code_of_raw
 from remoting.codec.record_batch import NATIVE, encode_entries_into, encode_record_into, encode_records_into
 from remoting.codec.record_scan import CQ_RUN, CqRun, Scan, scan_records
+from remoting.codec.record_scan import NATIVE as SCAN_NATIVE
 from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
 from store.commitlog import CommitLog
 from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueue
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+_SIZE: Final = struct.Struct(">i")
 #: Stored messages whose index keys wait at most before they are written in one go (:meth:`MessageStore._index_one`).
 INDEX_BATCH: Final = 256
 
@@ -409,9 +412,41 @@ class MessageStore(StoreReads):
         if index is None:
             return
         try:
-            self._write_index(index, pending)
+            done = self._index_scanned(index, pending) if SCAN_NATIVE else 0
+            if done < len(pending):
+                self._write_index(index, pending[done:] if done else pending)
         except Exception:
             log.exception("indexing %d stored messages failed; their keys are not indexed", len(pending))
+
+    def _index_scanned(self, index: IndexLike, pending: list[tuple[str, str, int, int]]) -> int:
+        """Index the records of ``pending`` (offsets increasing) through the record scan, segment by segment (keys
+        hashed in C, :meth:`IndexService.put_hashed`); how many, from the first, it took. A segment's scan counts
+        only when the records it walked are exactly pending ones (no record of another path lies between them);
+        it stops at the first record the scan does not take, and the caller writes the rest from their texts. The
+        entries are those of :meth:`_write_index` over the same records (tests/store/test_index_deferred.py)."""
+        done, queue = 0, self.commitlog.queue
+        while done < len(pending):
+            first = pending[done][2]
+            segment = queue.find(first)
+            if segment is None:
+                break
+            base = segment.file_from_offset
+            stop = base + segment.wrote_position
+            last = done
+            while last + 1 < len(pending) and pending[last + 1][2] < stop:
+                last += 1
+            at = pending[last][2] - base
+            limit = at + _SIZE.unpack_from(segment.view, at)[0]
+            end, count, _ts, _cq, runs = scan_records(segment.view, first - base, limit, base, True)
+            taken, end = done + count, base + end
+            if not count or pending[taken - 1][2] >= end or (taken < len(pending) and pending[taken][2] < end):
+                break  # the first is not plain, or another path's record lies among them: their texts
+            for run_ts, hashed in runs:
+                index.put_hashed(hashed, run_ts)
+            done = taken
+            if taken <= last:
+                break
+        return done
 
     @staticmethod
     def _write_index(index: IndexLike, pending: list[tuple[str, str, int, int]]) -> None:

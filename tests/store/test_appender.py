@@ -549,6 +549,9 @@ class RaisingIndex:
     def put_batch(self, *args: object) -> None:
         raise Boom("index put")
 
+    def put_hashed(self, *args: object) -> None:
+        raise Boom("index put")
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.index, name)
 

@@ -73,3 +73,86 @@ def test_keys_pending_before_a_scheduled_append_are_not_skipped(tmp_path: Path) 
     for topic, key in (("TopicTest", "single"), (SCHEDULE_TOPIC, "scheduled")):
         assert len(store.query_by_key(topic, key, 8, 0, 2**62)) == 1, key
     store.close()
+
+
+TX_PREPARED, TX_ROLLBACK = 0x4, 0xC
+#: ASCII, non-ASCII (the record scan leaves those records to the texts' path) and the KEYS separator
+_TEXT = st.text(alphabet="ab7_ é", max_size=6)
+_PROPS = st.fixed_dictionaries({}, optional={"KEYS": _TEXT, "UNIQ_KEY": _TEXT, "TAGS": _TEXT})
+#: (how: single / batch / scheduled, topic, properties, transaction flag)
+_APPENDS = st.lists(
+    st.tuples(
+        st.sampled_from(["single"] * 6 + ["batch", "scheduled"]),
+        st.sampled_from(["TopicA", "TopicB"]),
+        _PROPS,
+        st.sampled_from([0, 0, 0, 0, TX_PREPARED, TX_ROLLBACK]),
+    ),
+    max_size=90,
+)
+
+
+class _SlowClock:
+    """A store clock that gives each millisecond three times: runs of one store time, as under load."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> int:
+        self.calls += 1
+        return 1_700_000_000_000 + self.calls // 3
+
+
+def _stored(tmp: Path, appends: list[tuple[str, str, dict[str, str], int]], python: bool) -> tuple[list[bytes], ...]:
+    from remoting.codec.message import MessageRecord
+    from remoting.codec.message_properties import encode_properties
+    from tests.store.store_helpers import BORN_HOST, STORE_HOST, files_of, python_append
+
+    geometry = {"mapped_file_size_commit_log": 8 * 1024, "max_hash_slot_num": 8, "max_index_num": 40}
+    store = open_store(tmp / "store", now_ms=_SlowClock(), **geometry)
+    if python:
+        python_append(store)
+    reference = IndexService(tmp / "reference", 8, 40)
+    reference.load()
+    for n, (how, topic, props, flag) in enumerate(appends):
+        flag = 0 if how == "batch" else flag  # a batch takes no transaction (RocketMQ refuses one)
+        record = MessageRecord(
+            topic=SCHEDULE_TOPIC if how == "scheduled" else topic, body=b"m%d" % n, queue_id=0, sys_flag=flag,
+            properties=encode_properties(dict(props)), born_timestamp=1_700_000_000_000, born_host=BORN_HOST,
+            store_host=STORE_HOST,
+        )  # fmt: skip
+        result = store.append_batch([record]) if how == "batch" else store.append(record)
+        keys = index_keys_of_raw(record.properties.encode())
+        if keys and flag != TX_ROLLBACK:  # as Java's buildIndex: a rolled-back half is not indexed
+            reference.put(record.topic, keys, result.phy_offset, result.store_timestamp)
+    store.close()
+    reference.close()
+    return list(files_of(tmp / "store" / "index").values()), list(files_of(tmp / "reference" / "index").values())
+
+
+@settings(max_examples=60, deadline=None)
+@given(_APPENDS, st.booleans())
+def test_single_sends_indexed_through_the_record_scan_write_the_bytes_of_one_put_each(
+    appends: list[tuple[str, str, dict[str, str], int]], python: bool
+) -> None:
+    """Pending keys drained through the record scan (C build) or from their texts give one ``put`` per message's
+    index files: mixed with batches and scheduled appends (indexed at once), transactions, non-ASCII keys, segment
+    rolls of the CommitLog and of the index."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        written, expected = _stored(Path(tmp), appends, python)
+    assert written == expected
+
+
+def test_the_scan_takes_the_pending_records_up_to_the_first_it_cannot(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    for key in ("a", "b", "é", "c"):
+        store.append(message(keys=key))
+    pending, store._index_pending = store._index_pending, []
+    assert store._index is not None
+    taken = store._index_scanned(store._index, pending)
+    assert taken == 2  # the scan (C, or its twin) stops at the non-ASCII key
+    store._write_index(store._index, pending[taken:])
+    for key in ("a", "b", "é", "c"):
+        assert len(store.query_by_key("TopicTest", key, 8, 0, 2**62)) == 1, key
+    store.close()
