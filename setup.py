@@ -19,7 +19,12 @@ setup(
         Extension(
             "remoting.codec._speedups",
             ["remoting/codec/_speedups.c"],
-            depends=[HEADER, "remoting/codec/record_scan.h", "remoting/codec/pull_decode.h"],
+            depends=[
+                HEADER,
+                "remoting/codec/record_scan.h",
+                "remoting/codec/pull_decode.h",
+                "remoting/codec/send_header.h",
+            ],
             libraries=["z"],
             extra_compile_args=FLAGS,
             optional=True,

@@ -33,6 +33,7 @@ from remoting.codec.codes import CURRENT_VERSION, RequestCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.message import SYSFLAG_MULTI_TAGS, MessageRecord
 from remoting.codec.msgid import offset_msg_id
+from remoting.codec.send_header import send_v2_fields
 from remoting.codec.topics import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX
 from remoting.connection import Connection
 from remoting.errors import RemotingConnectError
@@ -50,7 +51,6 @@ __all__ = ["SendFastPath"]
 
 log = logging.getLogger(__name__)
 
-_INT32: Final = range(-(1 << 31), 1 << 31)
 #: The V2 letters and ACL 1.0's fields (checked by the dispatcher's fast admission before this runs; the general
 #: path ignores them too).
 _V2_KEYS: Final = frozenset("abcdefghijklmn") | {ACCESS_KEY, SIGNATURE, SECURITY_TOKEN}
@@ -61,25 +61,6 @@ _TAIL: Final = (
     b'","queueId":"%d","queueOffset":"%d"},"flag":1,"language":"JAVA","opaque":%d,'
     b'"serializeTypeCurrentRPC":"JSON","version":' + str(CURRENT_VERSION).encode() + b"}"
 )
-
-
-def _digits(raw: object) -> int | None:
-    """``raw`` as an int when it is a string of 1-9 ASCII digits, else None."""
-    if type(raw) is str and raw and len(raw) < 10 and raw.isdigit() and raw.isascii():
-        return int(raw)
-    return None
-
-
-def _optional(raw: object) -> bool:
-    """An optional number the general parser would accept: absent, empty, or digits."""
-    return raw is None or raw == "" or _digits(raw) is not None
-
-
-def _flag(raw: object) -> bool | None:
-    """An optional boolean as clients write it (absent, empty, ``true``, ``false``); None for anything else."""
-    if raw is None or raw == "" or raw == "false":
-        return False
-    return True if raw == "true" else None
 
 
 class SendFastPath:
@@ -97,33 +78,10 @@ class SendFastPath:
         group_commit = self._group_commit
         if group_commit is not None:
             group_commit.poll()  # answers of a sync that ended while this reader was busy go out first
-        opaque, version, flag = fields.get("opaque"), fields.get("version"), fields.get("flag")
-        if fields.get("code") != _SEND_V2 or type(opaque) is not int or opaque not in _INT32:
+        parsed = send_v2_fields(fields, _V2_KEYS)
+        if parsed is None:
             return False
-        if type(version) is not int or version not in _INT32 or type(flag) is not int or flag:
-            return False
-        ext = fields.get("extFields")
-        if type(ext) is not dict or not ext.keys() <= _V2_KEYS:
-            return False
-        get = ext.get
-        topic, born, properties, bname = get("b"), get("g"), get("i"), get("n")
-        if type(get("a")) is not str or type(topic) is not str or type(get("c")) is not str:
-            return False
-        if type(born) is not str or not born or len(born) > 18 or not (born.isdigit() and born.isascii()):
-            return False
-        queue_id, sys_flag, message_flag = _digits(get("e")), _digits(get("f")), _digits(get("h"))
-        if queue_id is None or sys_flag is None or message_flag is None or _digits(get("d")) is None:
-            return False
-        reconsume = get("j")
-        if (
-            not _optional(reconsume)
-            or not _optional(get("l"))
-            or _flag(get("k")) is None
-            or _flag(get("m")) is not False
-        ):
-            return False
-        if (properties is not None and type(properties) is not str) or (bname is not None and type(bname) is not str):
-            return False
+        opaque, topic, properties, queue_id, sys_flag, message_flag, born, reconsume = parsed
         processor = self._processor
         processor.adopt_config()
         broker = processor.broker
@@ -149,8 +107,7 @@ class SendFastPath:
         if config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= SYSFLAG_MULTI_TAGS
         record = MessageRecord(
-            topic, body, queue_id, message_flag, stored, sys_flag, int(born), born_host(ctx), broker.store_host,
-            int(reconsume) if reconsume else 0,
+            topic, body, queue_id, message_flag, stored, sys_flag, born, born_host(ctx), broker.store_host, reconsume,
         )  # fmt: skip
         started = time.perf_counter_ns()
         try:

@@ -25,10 +25,14 @@
  *
  * decode_pull_records(data, pos, out, extra, tags): the consumer's pull body into MessageExt values
  * (remoting/codec/pull_decode.h; the contract and the twin are remoting/codec/pull_body.py).
+ *
+ * send_v2_fields(fields, allowed): the broker's send fast path's header check (remoting/codec/send_header.h; the
+ * contract and the twin are remoting/codec/send_header.py).
  */
 #include "record_encoder.h"
 #include "record_scan.h"
 #include "pull_decode.h"
+#include "send_header.h"
 
 static PyObject *py_crc32(PyObject *module, PyObject *arg) {
     Py_buffer view;
@@ -278,6 +282,8 @@ static PyMethodDef methods[] = {
      "Write hashed index entries into an IndexFile mapping; see remoting.codec.record_scan."},
     {"decode_pull_records", (PyCFunction)(void (*)(void))decode_pull_records, METH_FASTCALL,
      "Decode a pull body's plain IPv4 records into MessageExt values; see remoting.codec.pull_body."},
+    {"send_v2_fields", (PyCFunction)(void (*)(void))send_v2_fields, METH_FASTCALL,
+     "Check and read a SEND_MESSAGE_V2 request's parsed header; see remoting.codec.send_header."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -286,7 +292,7 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "remoting.codec._
                                         methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__speedups(void) {
-    if (record_encoder_init() < 0 || pull_decode_init() < 0) return NULL;
+    if (record_encoder_init() < 0 || pull_decode_init() < 0 || send_header_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m != NULL && (PyModule_AddIntConstant(m, "CLMUL_CRC", have_clmul) < 0 ||
                       PyModule_AddIntConstant(m, "PULL_DECODE", PD.ok) < 0)) {

@@ -63,3 +63,7 @@ def decode_pull_records(
 
 #: Whether decode_pull_records can run (MessageExt is the slotted class it fills).
 PULL_DECODE: int
+
+def send_v2_fields(
+    fields: dict[str, object], allowed: AbstractSet[str], /
+) -> tuple[int, str, str | None, int, int, int, int, int] | None: ...
