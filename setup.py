@@ -24,6 +24,7 @@ setup(
                 "remoting/codec/record_scan.h",
                 "remoting/codec/pull_decode.h",
                 "remoting/codec/send_header.h",
+                "remoting/codec/batch_split.h",
             ],
             libraries=["z"],
             extra_compile_args=FLAGS,

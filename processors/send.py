@@ -30,6 +30,7 @@ from processors.put_future import PutFutureService
 from processors.send_answer import SendAnswers, illegal_remark
 from processors.send_fast import SendFastPath
 from processors.send_properties import StoredProperties, rewrite_properties, without_property
+from remoting.codec.batch_body import split_stored_entries
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import HeaderFieldError, MessageDecodeError
@@ -38,7 +39,6 @@ from remoting.codec.message import (
     SYSFLAG_MULTI_TAGS,
     SYSFLAG_TRANSACTION_MASK,
     MessageRecord,
-    split_batch_body,
 )
 from remoting.codec.message_properties import decode_properties, with_properties
 from remoting.codec.recall_handle import encode_recall_handle
@@ -306,12 +306,11 @@ class SendMessageProcessor:
             raise RequestRejected(
                 ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size, f"batch body {len(request.body)} bytes")
             )
+        batch_props = rewrite_properties(header.properties, self.cluster)
         try:
-            entries = split_batch_body(request.body)
+            stored = split_stored_entries(request.body, batch_props.stored)
         except MessageDecodeError as exc:
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size, str(exc))) from None
-        batch_props = rewrite_properties(header.properties, self.cluster)
-        suffix = batch_props.stored
         sys_flag = header.sys_flag
         if config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= SYSFLAG_MULTI_TAGS
@@ -325,10 +324,6 @@ class SendMessageProcessor:
             born_host=born_host(ctx),
             store_host=self.broker.store_host,
         )
-        stored = [
-            (body, props + suffix if not props or props[-1] == "\x02" else f"{props}\x02{suffix}", flag)
-            for body, props, flag in entries
-        ]
         store = self.broker.store
         return await self.answers.store(
             ctx,

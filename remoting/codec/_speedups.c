@@ -28,11 +28,15 @@
  *
  * send_v2_fields(fields, allowed): the broker's send fast path's header check (remoting/codec/send_header.h; the
  * contract and the twin are remoting/codec/send_header.py).
+ *
+ * split_stored_entries(body, suffix): the broker's batch send body split (remoting/codec/batch_split.h; the contract
+ * and the twin are remoting/codec/batch_body.py).
  */
 #include "record_encoder.h"
 #include "record_scan.h"
 #include "pull_decode.h"
 #include "send_header.h"
+#include "batch_split.h"
 
 static PyObject *py_crc32(PyObject *module, PyObject *arg) {
     Py_buffer view;
@@ -284,6 +288,8 @@ static PyMethodDef methods[] = {
      "Decode a pull body's plain IPv4 records into MessageExt values; see remoting.codec.pull_body."},
     {"send_v2_fields", (PyCFunction)(void (*)(void))send_v2_fields, METH_FASTCALL,
      "Check and read a SEND_MESSAGE_V2 request's parsed header; see remoting.codec.send_header."},
+    {"split_stored_entries", (PyCFunction)(void (*)(void))split_stored_entries, METH_FASTCALL,
+     "Split a batch send body into (body, stored properties, flag); see remoting.codec.batch_body."},
     {NULL, NULL, 0, NULL},
 };
 

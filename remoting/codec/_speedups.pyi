@@ -67,3 +67,6 @@ PULL_DECODE: int
 def send_v2_fields(
     fields: dict[str, object], allowed: AbstractSet[str], /
 ) -> tuple[int, str, str | None, int, int, int, int, int] | None: ...
+def split_stored_entries(
+    body: bytes | bytearray | memoryview, suffix: str, /
+) -> list[tuple[bytes, str, int]] | None: ...

@@ -8,12 +8,15 @@ Re-exported by :mod:`remoting.codec.message`, the import path callers use. A tru
 
 from __future__ import annotations
 
+import functools
 import struct
+from collections.abc import Callable
 from typing import Final
 
 import attrs
 
 from remoting.codec.errors import MessageDecodeError, MessageEncodeError
+from remoting.codec.native import native_module
 from remoting.codec.record_layout import MAX_PROPERTIES_BYTES, SHORT
 
 
@@ -75,3 +78,30 @@ def split_batch_body(body: bytes | bytearray | memoryview) -> list[tuple[bytes, 
     except struct.error as exc:
         raise MessageDecodeError(f"truncated batch entry at {pos}") from exc
     return entries
+
+
+def _py_split_stored_entries(body: bytes | bytearray | memoryview, suffix: str) -> list[tuple[bytes, str, int]]:
+    return [
+        (data, props + suffix if not props or props[-1] == "\x02" else f"{props}\x02{suffix}", flag)
+        for data, props, flag in split_batch_body(body)
+    ]
+
+
+@functools.cache
+def _native() -> Callable[[bytes | bytearray | memoryview, str], list[tuple[bytes, str, int]] | None] | None:
+    """The C split, looked up on first use: the extension imports :mod:`remoting.codec.message`, which imports this
+    module."""
+    return getattr(native_module(), "split_stored_entries", None)
+
+
+def split_stored_entries(body: bytes | bytearray | memoryview, suffix: str) -> list[tuple[bytes, str, int]]:
+    """:func:`split_batch_body` with each message's properties as the broker stores them: ``suffix`` (the batch's
+    own stored properties) joined with 0x02, unless the message's are empty or already end with it. In C when the
+    extension is built (``remoting/codec/batch_split.h``; tests/codec/test_batch_split.py proves it equal); a body
+    the C split refuses goes through the Python one, which raises its MessageDecodeError."""
+    native = _native()
+    if native is not None:
+        entries = native(body, suffix)
+        if entries is not None:
+            return entries
+    return _py_split_stored_entries(body, suffix)

@@ -30,7 +30,7 @@ from remoting.codec.message import (
     decode_record,
 )
 from remoting.codec.message_properties import PROPERTY_TAGS
-from remoting.codec.record_batch import native_module
+from remoting.codec.native import native_module
 from remoting.codec.record_decode import decoded_host
 
 __all__ = ["NATIVE", "decode_records", "py_decode_records"]

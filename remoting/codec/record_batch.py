@@ -23,10 +23,8 @@ identical bytes (tests/codec/test_record_batch.py). :data:`NATIVE` says which on
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Final
 
 from remoting.codec.errors import BodyTooLongError, MessageEncodeError, MixedBatchError
@@ -40,6 +38,7 @@ from remoting.codec.message import (
     write_record,
 )
 from remoting.codec.message_properties import tags_code_of_raw
+from remoting.codec.native import native_module
 
 __all__ = ["NATIVE", "Encoded", "encode_entries_into", "encode_record_into", "encode_records_into"]
 
@@ -100,17 +99,6 @@ def _py_record_into(buf: object, pos: int, room: int, phy_offset: int, queue_off
     store_ts = clock()
     write_record(buf, pos, prepared, queue_offset, phy_offset, store_ts)
     return prepared.size, tags_code_of_raw(prepared.properties), store_ts
-
-
-def native_module() -> ModuleType | None:
-    """The C extension, unless it is not built or ``ROCKETRIO_PURE_PYTHON=1`` (record_scan.py loads it here too)."""
-    if os.environ.get("ROCKETRIO_PURE_PYTHON") == "1":
-        return None
-    try:
-        from remoting.codec import _speedups
-    except ImportError:
-        return None
-    return _speedups
 
 
 _speedups: Final = native_module()

@@ -47,7 +47,7 @@ from typing import Final
 
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message_properties import find_property, index_keys_of_raw, java_hash, tags_code
-from remoting.codec.record_batch import native_module
+from remoting.codec.native import native_module
 from remoting.codec.record_decode import read_record_meta
 from remoting.codec.record_layout import (
     MAGIC_V1,

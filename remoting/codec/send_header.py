@@ -28,7 +28,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any, Final
 
 from remoting.codec.codes import RequestCode
-from remoting.codec.record_batch import native_module
+from remoting.codec.native import native_module
 
 __all__ = ["NATIVE", "SendV2Fields", "send_v2_fields"]
 
