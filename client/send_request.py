@@ -17,8 +17,7 @@ import orjson
 
 from client.errors import MessageValidationError
 from client.message import COMPRESSION_ZLIB, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
-from remoting.codec.codes import RequestCode
-from remoting.codec.frame import encode_json_request_ext
+from remoting.codec.codes import CURRENT_VERSION, RequestCode
 from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_body
 from remoting.codec.message_properties import (
     PROPERTY_SEPARATOR,
@@ -27,6 +26,7 @@ from remoting.codec.message_properties import (
     encode_properties,
 )
 from remoting.codec.msgid import UniqKeyGenerator
+from remoting.codec.send_frame import send_frame
 
 #: Java's ``maxMessageSize`` and ``compressMsgBodyOverHowmuch`` defaults.
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
@@ -118,9 +118,10 @@ class PreparedSend:
 
     def frame(self, opaque: int, queue_id: int, broker_name: str) -> bytes:
         """The request frame for one attempt: ``encode_json_request(code, opaque, for_queue(queue_id, broker_name),
-        body)``, byte for byte."""
-        ext = _EXT % (self.head, queue_id, self.tail, _broker_json(broker_name))
-        return encode_json_request_ext(self.code, opaque, ext, self.body)
+        body)``, byte for byte (:func:`remoting.codec.send_frame.send_frame`, one C call when the extension is
+        built)."""
+        broker = _broker_json(broker_name)
+        return send_frame(self.code, opaque, self.head, queue_id, self.tail, broker, self.body, _VERSION)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PreparedSend):
@@ -142,7 +143,7 @@ class PreparedSend:
 #: What :meth:`SendBuilder.single_as` makes: a :class:`PreparedSend` or a subclass of it.
 P = TypeVar("P", bound=PreparedSend)
 
-_EXT: Final = b'{%b%d%b,"n":%b}'
+_VERSION: Final = int(CURRENT_VERSION)
 _brokers_json: dict[str, bytes] = {}
 
 
