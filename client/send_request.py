@@ -182,7 +182,7 @@ class SendBuilder:
     create_topic_key: str = "TBW102"
     default_topic_queue_nums: int = 4
     _heads: dict[str, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
-    _prefixes: dict[str, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    _tag_prefixes: dict[str | None, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def validate(self, msg: Message) -> None:
         if not msg.topic:
@@ -242,10 +242,18 @@ class SendBuilder:
             if len(compressed) < len(body):
                 body = compressed
                 sys_flag = SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
-        prefix = _plain_prefix(msg)
-        if prefix is not None:  # no user properties: neither a reply nor a reconsume count
-            # keys are mostly unique per message: a prefix with them is not worth keeping
-            prefix_json = orjson.dumps(prefix)[:-1] if msg.keys else self._prefix_json(prefix)
+        tags = msg.tags
+        prefix_json = (
+            self._tag_prefixes.get(tags)
+            if (tags is None or type(tags) is str)
+            and not (msg.properties or msg.keys)
+            and msg.delay_level <= 0
+            and msg.wait_store_msg_ok
+            else None
+        )
+        if prefix_json is None:
+            prefix_json = self._plain_json(msg)
+        if prefix_json is not None:  # no user properties: neither a reply nor a reconsume count
             tail = _TAIL_PLAIN % (sys_flag, now_ms, msg.flag, prefix_json, uniq.encode())
             return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, _SEND_V2)
         props = msg.all_properties()
@@ -259,13 +267,18 @@ class SendBuilder:
         code = _SEND_REPLY if _REPLY_TYPE in properties else _SEND_V2
         return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, code)
 
-    def _prefix_json(self, prefix: str) -> bytes:
-        """``orjson.dumps(prefix)`` without its closing quote, kept per prefix (the tags of a producer's messages)."""
-        encoded = self._prefixes.get(prefix)
-        if encoded is None:
-            if len(self._prefixes) >= 1024:
-                self._prefixes.clear()
-            encoded = self._prefixes[prefix] = orjson.dumps(prefix)[:-1]
+    def _plain_json(self, msg: Message) -> bytes | None:
+        """``orjson.dumps`` of :func:`_plain_prefix` without its closing quote, or None when that is None. A message
+        with a tag at most (a str or None) and nothing else has it kept per tag, for :meth:`single_as`'s lookup."""
+        prefix = _plain_prefix(msg)
+        if prefix is None:
+            return None
+        encoded = orjson.dumps(prefix)[:-1]
+        tags = msg.tags
+        if (tags is None or type(tags) is str) and not msg.keys and msg.delay_level <= 0 and msg.wait_store_msg_ok:
+            if len(self._tag_prefixes) >= 1024:
+                self._tag_prefixes.clear()
+            self._tag_prefixes[tags] = encoded
         return encoded
 
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
