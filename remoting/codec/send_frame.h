@@ -191,7 +191,7 @@ static PyObject *send_result_json(PyObject *module, PyObject *const *args, Py_ss
     }
     if (!PyLong_CheckExact(code)) Py_RETURN_NONE;
     PyObject *status = PyDict_GetItemWithError(statuses, code);
-    if (status == NULL) {
+    if (status == NULL || status == Py_None) { /* the twin's statuses.get(code) is None */
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }

@@ -102,7 +102,7 @@ TOP_KEYS = st.sampled_from(["code", "version", "language", "extFields", "flag"])
 @st.composite
 def responses(draw: st.DrawFn) -> dict[str, Any]:
     """The PUT_OK header with some values replaced by odd ones (or codes of other statuses) or removed."""
-    top = ODD | st.sampled_from([10, 11, 12, 1, 2**31 - 1, -(2**31), 2**31])
+    top = ODD | st.sampled_from([10, 11, 12, 13, 1, 2**31 - 1, -(2**31), 2**31])
     return json_header_variant(draw, PUT_OK, EXT_KEYS, TOP_KEYS, ODD, top)
 
 
@@ -120,7 +120,7 @@ def test_the_put_ok_answer_is_read() -> None:
 @given(responses())
 def test_the_c_reader_gives_what_the_python_twin_gives(fields: dict[str, Any]) -> None:
     assert SPEEDUPS is not None
-    args = (fields, STATUS_BY_CODE, SendResult, "uniq", "topic", "broker")
+    args = (fields, {**STATUS_BY_CODE, 13: None}, SendResult, "uniq", "topic", "broker")  # a None status is none
     native = SPEEDUPS.send_result_json(*args)
     twin = send_frame._py_send_result_json(*args)
     assert native == twin
@@ -166,3 +166,12 @@ def test_the_c_reader_holds_no_stray_references() -> None:
     for _ in range(50):
         assert SPEEDUPS.send_result_json({**fields, "code": 1}, STATUS_BY_CODE, SendResult, "u", "t", "b") is None
     assert sys.getrefcount(msg_id) == before
+
+
+@pytest.mark.parametrize("code", [13, 14, True, "0", None])
+def test_a_code_without_a_status_is_left_to_the_general_path(code: object) -> None:
+    fields = {**PUT_OK, "code": code}
+    statuses = {**STATUS_BY_CODE, 13: None}
+    assert send_frame._py_send_result_json(fields, statuses, SendResult, "u", "t", "b") is None
+    if SPEEDUPS is not None:
+        assert SPEEDUPS.send_result_json(fields, statuses, SendResult, "u", "t", "b") is None
