@@ -439,7 +439,12 @@ class MessageStore(StoreReads):
             limit = at + _SIZE.unpack_from(segment.view, at)[0]
             end, count, _ts, _cq, runs = scan_records(segment.view, first - base, limit, base, True)
             taken, end = done + count, base + end
-            if not count or pending[taken - 1][2] >= end or (taken < len(pending) and pending[taken][2] < end):
+            if (
+                not count
+                or taken > len(pending)
+                or pending[taken - 1][2] >= end
+                or (taken < len(pending) and pending[taken][2] < end)
+            ):
                 break  # the first is not plain, or another path's record lies among them: their texts
             for run_ts, hashed in runs:
                 index.put_hashed(hashed, run_ts)

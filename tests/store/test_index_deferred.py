@@ -156,3 +156,19 @@ def test_the_scan_takes_the_pending_records_up_to_the_first_it_cannot(tmp_path: 
     for key in ("a", "b", "é", "c"):
         assert len(store.query_by_key("TopicTest", key, 8, 0, 2**62)) == 1, key
     store.close()
+
+
+def test_a_scan_over_a_record_that_is_not_pending_takes_none_of_them(tmp_path: Path) -> None:
+    """Were a record of another path ever to lie between pending ones, the scan (which would walk it too) must
+    index none of them: the texts' path then writes exactly the pending ones."""
+    store = open_store(tmp_path)
+    for key in ("a", "b", "c"):
+        store.append(message(keys=key))
+    pending, store._index_pending = store._index_pending, []
+    del pending[1]  # "b" stands for a record indexed elsewhere
+    assert store._index is not None
+    assert store._index_scanned(store._index, pending) == 0
+    store._write_index(store._index, pending)
+    found = {key: len(store.query_by_key("TopicTest", key, 8, 0, 2**62)) for key in ("a", "b", "c")}
+    assert found == {"a": 1, "b": 0, "c": 1}
+    store.close()
