@@ -25,6 +25,7 @@ setup(
                 "remoting/codec/pull_decode.h",
                 "remoting/codec/send_header.h",
                 "remoting/codec/batch_split.h",
+                "remoting/codec/send_frame.h",
             ],
             libraries=["z"],
             extra_compile_args=FLAGS,

@@ -48,6 +48,7 @@ from remoting.codec.headers import (
 )
 from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt
 from remoting.codec.pull_body import decode_records
+from remoting.codec.send_frame import send_result_json as _send_result_json
 
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -152,8 +153,8 @@ def send_result(response: RemotingCommand, address: str, broker_name: str, topic
     )
 
 
-_STATUS_BY_CODE: Final = {int(code): status for code, status in _SEND_STATUS.items()}
-_INT32: Final = range(-(1 << 31), 1 << 31)
+#: The response codes of a stored send and their SendStatus (the producer's result readers).
+STATUS_BY_CODE: Final = {int(code): status for code, status in _SEND_STATUS.items()}
 
 
 def send_result_json(
@@ -162,38 +163,9 @@ def send_result_json(
     """:func:`send_result` of a response still as its parsed JSON header (the producer's hot path: no command), or
     ``None`` unless it is a stored send's answer the general path would read the same way (every field it reads a
     string, the header's ints ints); then the caller takes the command's path, which raises what it raises.
-    Never raises."""
-    code = fields.get("code")
-    status = _STATUS_BY_CODE.get(code) if type(code) is int else None
-    ext = fields.get("extFields")
-    if status is None or type(ext) is not dict:
-        return None
-    version = fields.get("version", 0)
-    if type(version) is not int or version not in _INT32 or type(fields.get("language")) is not str:
-        return None
-    get = ext.get
-    msg_id, queue_id, queue_offset, region, trace_on, recall = (
-        get("msgId"),
-        get("queueId"),
-        get("queueOffset"),
-        get("MSG_REGION"),
-        get("TRACE_ON"),
-        get("recallHandle"),
-    )
-    if (
-        type(msg_id) is not str
-        or type(queue_id) is not str
-        or type(queue_offset) is not str
-        or (region is not None and type(region) is not str)
-        or (trace_on is not None and type(trace_on) is not str)
-        or (recall is not None and type(recall) is not str)
-    ):
-        return None
-    try:
-        queue, offset = int(queue_id), int(queue_offset)
-    except ValueError:
-        return None
-    return SendResult(status, uniq_id, msg_id, topic, broker_name, queue, offset, region, trace_on != "false", recall)
+    Never raises. In C when the extension is built (:func:`remoting.codec.send_frame.send_result_json`)."""
+    result: SendResult | None = _send_result_json(fields, STATUS_BY_CODE, SendResult, uniq_id, topic, broker_name)
+    return result
 
 
 async def recall_message(

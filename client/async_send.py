@@ -32,6 +32,7 @@ from client.route import TopicPublishInfo
 from client.selector import select_one_message_queue
 from client.send_request import PreparedSend
 from remoting.codec.command import RemotingCommand, next_opaque
+from remoting.codec.send_frame import send_result_json as _send_result_json
 from remoting.errors import RemotingError
 from remoting.future import outcome_of
 
@@ -121,7 +122,7 @@ class AsyncSend(PreparedSend):
     # -- remoting.future.Invocation ----------------------------------------------------------------------------------
 
     def complete_json(self, fields: dict[str, Any], body: bytes) -> bool:
-        result = api.send_result_json(fields, self._address, self._broker_name, self.topic, self.msg_id)
+        result = _send_result_json(fields, api.STATUS_BY_CODE, SendResult, self.msg_id, self.topic, self._broker_name)
         if result is None:
             return False
         try:

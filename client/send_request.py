@@ -17,8 +17,7 @@ import orjson
 
 from client.errors import MessageValidationError
 from client.message import COMPRESSION_ZLIB, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
-from remoting.codec.codes import RequestCode
-from remoting.codec.frame import encode_json_request_ext
+from remoting.codec.codes import CURRENT_VERSION, RequestCode
 from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_body
 from remoting.codec.message_properties import (
     PROPERTY_SEPARATOR,
@@ -27,6 +26,7 @@ from remoting.codec.message_properties import (
     encode_properties,
 )
 from remoting.codec.msgid import UniqKeyGenerator
+from remoting.codec.send_frame import send_frame
 
 #: Java's ``maxMessageSize`` and ``compressMsgBodyOverHowmuch`` defaults.
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
@@ -118,9 +118,10 @@ class PreparedSend:
 
     def frame(self, opaque: int, queue_id: int, broker_name: str) -> bytes:
         """The request frame for one attempt: ``encode_json_request(code, opaque, for_queue(queue_id, broker_name),
-        body)``, byte for byte."""
-        ext = _EXT % (self.head, queue_id, self.tail, _broker_json(broker_name))
-        return encode_json_request_ext(self.code, opaque, ext, self.body)
+        body)``, byte for byte (:func:`remoting.codec.send_frame.send_frame`, one C call when the extension is
+        built)."""
+        broker = _broker_json(broker_name)
+        return send_frame(self.code, opaque, self.head, queue_id, self.tail, broker, self.body, _VERSION)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PreparedSend):
@@ -142,7 +143,7 @@ class PreparedSend:
 #: What :meth:`SendBuilder.single_as` makes: a :class:`PreparedSend` or a subclass of it.
 P = TypeVar("P", bound=PreparedSend)
 
-_EXT: Final = b'{%b%d%b,"n":%b}'
+_VERSION: Final = int(CURRENT_VERSION)
 _brokers_json: dict[str, bytes] = {}
 
 
@@ -181,7 +182,7 @@ class SendBuilder:
     create_topic_key: str = "TBW102"
     default_topic_queue_nums: int = 4
     _heads: dict[str, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
-    _prefixes: dict[str, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    _tag_prefixes: dict[str | None, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def validate(self, msg: Message) -> None:
         if not msg.topic:
@@ -241,10 +242,18 @@ class SendBuilder:
             if len(compressed) < len(body):
                 body = compressed
                 sys_flag = SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
-        prefix = _plain_prefix(msg)
-        if prefix is not None:  # no user properties: neither a reply nor a reconsume count
-            # keys are mostly unique per message: a prefix with them is not worth keeping
-            prefix_json = orjson.dumps(prefix)[:-1] if msg.keys else self._prefix_json(prefix)
+        tags = msg.tags
+        prefix_json = (
+            self._tag_prefixes.get(tags)
+            if (tags is None or type(tags) is str)
+            and not (msg.properties or msg.keys)
+            and msg.delay_level <= 0
+            and msg.wait_store_msg_ok
+            else None
+        )
+        if prefix_json is None:
+            prefix_json = self._plain_json(msg)
+        if prefix_json is not None:  # no user properties: neither a reply nor a reconsume count
             tail = _TAIL_PLAIN % (sys_flag, now_ms, msg.flag, prefix_json, uniq.encode())
             return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, _SEND_V2)
         props = msg.all_properties()
@@ -258,13 +267,18 @@ class SendBuilder:
         code = _SEND_REPLY if _REPLY_TYPE in properties else _SEND_V2
         return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, code)
 
-    def _prefix_json(self, prefix: str) -> bytes:
-        """``orjson.dumps(prefix)`` without its closing quote, kept per prefix (the tags of a producer's messages)."""
-        encoded = self._prefixes.get(prefix)
-        if encoded is None:
-            if len(self._prefixes) >= 1024:
-                self._prefixes.clear()
-            encoded = self._prefixes[prefix] = orjson.dumps(prefix)[:-1]
+    def _plain_json(self, msg: Message) -> bytes | None:
+        """``orjson.dumps`` of :func:`_plain_prefix` without its closing quote, or None when that is None. A message
+        with a tag at most (a str or None) and nothing else has it kept per tag, for :meth:`single_as`'s lookup."""
+        prefix = _plain_prefix(msg)
+        if prefix is None:
+            return None
+        encoded = orjson.dumps(prefix)[:-1]
+        tags = msg.tags
+        if (tags is None or type(tags) is str) and not msg.keys and msg.delay_level <= 0 and msg.wait_store_msg_ok:
+            if len(self._tag_prefixes) >= 1024:
+                self._tag_prefixes.clear()
+            self._tag_prefixes[tags] = encoded
         return encoded
 
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:

@@ -31,12 +31,16 @@
  *
  * split_stored_entries(body, suffix): the broker's batch send body split (remoting/codec/batch_split.h; the contract
  * and the twin are remoting/codec/batch_body.py).
+ *
+ * send_frame(...) and send_result_json(...): the producer's send request frame and its response's result
+ * (remoting/codec/send_frame.h; the contract and the twins are remoting/codec/send_frame.py).
  */
 #include "record_encoder.h"
 #include "record_scan.h"
 #include "pull_decode.h"
 #include "send_header.h"
 #include "batch_split.h"
+#include "send_frame.h"
 
 static PyObject *py_crc32(PyObject *module, PyObject *arg) {
     Py_buffer view;
@@ -290,6 +294,10 @@ static PyMethodDef methods[] = {
      "Check and read a SEND_MESSAGE_V2 request's parsed header; see remoting.codec.send_header."},
     {"split_stored_entries", (PyCFunction)(void (*)(void))split_stored_entries, METH_FASTCALL,
      "Split a batch send body into (body, stored properties, flag); see remoting.codec.batch_body."},
+    {"send_frame", (PyCFunction)(void (*)(void))send_frame, METH_FASTCALL,
+     "Write a producer's SEND_MESSAGE_V2 request frame; see remoting.codec.send_frame."},
+    {"send_result_json", (PyCFunction)(void (*)(void))send_result_json, METH_FASTCALL,
+     "Read a send response's parsed JSON header into a SendResult; see remoting.codec.send_frame."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -298,7 +306,9 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "remoting.codec._
                                         methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__speedups(void) {
-    if (record_encoder_init() < 0 || pull_decode_init() < 0 || send_header_init() < 0) return NULL;
+    if (record_encoder_init() < 0 || pull_decode_init() < 0 || send_header_init() < 0 ||
+        send_frame_init() < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m != NULL && (PyModule_AddIntConstant(m, "CLMUL_CRC", have_clmul) < 0 ||
                       PyModule_AddIntConstant(m, "PULL_DECODE", PD.ok) < 0)) {

@@ -8,7 +8,7 @@ import struct
 from typing import Any
 
 import orjson
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from client import api
@@ -122,6 +122,40 @@ def test_a_single_sends_fields_are_those_of_the_general_builder(
     again = builder.single_as(msg, AsyncSend)
     assert isinstance(again, AsyncSend)
     assert PreparedSend(again.fields, again.body, again.msg_id) == again
+
+
+_tag = st.none() | st.sampled_from(["", "TagA", "TagB", "a\x01b"])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            _tag,
+            st.none() | st.sampled_from(["k1", "k2"]),
+            st.sampled_from([{}, {"p": "v"}]),
+            st.sampled_from([0, 3]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+@example([("TagA", None, {}, 0, True), ("TagA", "k1", {}, 0, True), ("TagA", None, {"p": "v"}, 0, True),
+          ("TagA", None, {}, 3, True), ("TagA", None, {}, 0, False), (None, None, {}, 0, True),
+          (None, "k2", {}, 0, True)])  # fmt: skip
+def test_one_builders_kept_prefixes_never_leak_between_messages(
+    shapes: list[tuple[str | None, str | None, dict[str, str], int, bool]],
+) -> None:
+    """One builder, messages sharing tags but differing in keys, properties, delay or WAIT, in any order: each send's
+    fields are still the general builder's (the tag-only prefixes it keeps serve only tag-only messages)."""
+    builder = SendBuilder("group", UniqKeyGenerator())
+    for tags, keys, properties, delay, wait in shapes:
+        msg = Message("T", b"body", tags=tags, keys=keys, properties=dict(properties), delay_level=delay)
+        msg.wait_store_msg_ok = wait
+        prepared = builder.single(msg)
+        fields = prepared.fields
+        assert fields == _reference_fields(builder, msg, prepared.msg_id, fields["g"])
+        assert PreparedSend(fields, prepared.body, prepared.msg_id) == prepared
 
 
 def _reference_uniq(prefix: str, now_ms: int, counter: int) -> str:

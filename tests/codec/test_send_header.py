@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remoting.codec import send_header
-from tests.codec.speedups import SPEEDUPS, requires_speedups
+from tests.codec.speedups import SPEEDUPS, json_header_variant, requires_speedups
 
 ALLOWED = frozenset("abcdefghijklmn") | {"AccessKey", "Signature", "SecurityToken"}
 BASE: dict[str, Any] = {
@@ -45,18 +45,7 @@ TOP_KEYS = st.sampled_from(["code", "opaque", "version", "flag", "extFields"])
 @st.composite
 def headers(draw: st.DrawFn) -> dict[str, Any]:
     """The base header with some top-level and ``extFields`` values replaced by odd ones or removed."""
-    fields = orjson.loads(orjson.dumps(BASE))
-    for key in draw(st.lists(EXT_KEYS, max_size=4)):
-        if draw(st.booleans()):
-            fields["extFields"][key] = draw(ODD)
-        else:
-            fields["extFields"].pop(key, None)
-    for key in draw(st.lists(TOP_KEYS, max_size=2)):
-        if draw(st.booleans()):
-            fields[key] = draw(ODD)
-        else:
-            fields.pop(key, None)
-    return orjson.loads(orjson.dumps(fields))  # only what a JSON header can hold
+    return json_header_variant(draw, BASE, EXT_KEYS, TOP_KEYS, ODD, ODD)
 
 
 def test_the_common_header_is_read() -> None:
