@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
 from pathlib import Path
-from remoting.codec import pull_body, record_batch, send_frame
+from remoting.codec import batch_body, pull_body, record_batch, send_frame, send_header
 from store import message_store, results
 from tests.store.store_helpers import message, open_store
 
@@ -36,6 +36,8 @@ print(json.dumps({
     "an append's result": type(store.append(message())) is not results.PyAppendResult,
     "pull-body decoder": pull_body.NATIVE,
     "producer's send frame and result": send_frame.NATIVE,
+    "send fast path's header check": send_header.NATIVE,
+    "batch body split": batch_body._native() is not None,
 }))
 store.close()
 """
@@ -57,4 +59,4 @@ def test_the_switch_decides_every_c_binding(tmp_path: Path, pure: str | None) ->
     bound = json.loads(done.stdout)
     native = pure is None and _built()
     assert bound == dict.fromkeys(bound, native)
-    assert len(bound) == 11
+    assert len(bound) == 13
