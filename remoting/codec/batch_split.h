@@ -1,7 +1,8 @@
 /* split_stored_entries(body, suffix): a SEND_BATCH_MESSAGE body split into (body, stored properties, flag) tuples,
  * each message's properties with the broker's suffix joined as the store keeps them. The contract and the
  * pure-Python twin are remoting/codec/batch_body.py; both give equal lists (tests/codec/test_batch_split.py).
- * Returns None for a body the twin would refuse (the caller then runs the twin, which raises the error).
+ * Returns None for a body the twin would refuse (the caller then runs the twin, which raises the error) and for an
+ * object without a contiguous buffer (the twin copies it).
  */
 #ifndef ROCKETRIO_BATCH_SPLIT_H
 #define ROCKETRIO_BATCH_SPLIT_H
@@ -62,7 +63,10 @@ static PyObject *split_stored_entries(PyObject *module, PyObject *const *args, P
     const char *suffix_ascii = PyUnicode_IS_ASCII(suffix) ? (const char *)PyUnicode_1BYTE_DATA(suffix) : NULL;
     Py_ssize_t suffix_len = PyUnicode_GET_LENGTH(suffix);
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {  /* a non-contiguous view: the twin copies it */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
     const unsigned char *raw = view.buf;
     Py_ssize_t end = view.len, pos = 0;
     PyObject *entries = PyList_New(0);

@@ -92,3 +92,9 @@ def test_reference_counts_stay_put_over_many_calls() -> None:
         SPEEDUPS.split_stored_entries(body, suffix)
         SPEEDUPS.split_stored_entries(bad, suffix)
     assert (sys.getrefcount(body), sys.getrefcount(suffix), sys.getrefcount(bad)) == before
+
+
+def test_a_non_contiguous_view_is_split_as_its_bytes() -> None:
+    body = encode_batch_body([BatchEntry(b"x", "a")])
+    strided = memoryview(bytes(b for c in body for b in (c, c)))[::2]
+    assert split_stored_entries(strided, "S") == [(b"x", "a\x02S", 0)]
