@@ -18,7 +18,7 @@ import orjson
 from client.errors import MessageValidationError
 from client.message import COMPRESSION_ZLIB, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
 from remoting.codec.codes import CURRENT_VERSION, RequestCode
-from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_body
+from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_parts
 from remoting.codec.message_properties import (
     PROPERTY_SEPARATOR,
     PROPERTY_UNIQ_KEY,
@@ -287,29 +287,57 @@ class SendBuilder:
         if not msgs:
             raise MessageValidationError("an empty batch cannot be sent")
         topic = msgs[0].topic
-        entries: list[BatchEntry] = []
+        retry = topic.startswith("%RETRY%")
+        entries: list[tuple[bytes, bytes, int]] = []
         ids: list[str] = []
+        next_id, limit = self.uniq.next_id, self.max_message_size
         for m in msgs:
             if m.topic != topic:
                 raise MessageValidationError("every message of a batch must have the same topic")
             if m.delay_level > 0:
                 raise MessageValidationError("batch messages cannot have a delay level")
-            if topic.startswith("%RETRY%"):
+            if retry:
                 raise MessageValidationError("batch messages cannot be sent to a retry topic")
             self.validate(m)
-            uniq = self.uniq.next_id()
-            props = m.all_properties()
-            props[PROPERTY_UNIQ_KEY] = uniq
-            entries.append(BatchEntry(bytes(m.body), encode_properties(props), m.flag))
+            uniq = next_id()
+            prefix = _plain_prefix(m)
+            if prefix is None:
+                props = m.all_properties()
+                props[PROPERTY_UNIQ_KEY] = uniq
+                text = encode_properties(props)
+            else:  # the same text: all_properties' order, then the UNIQ_KEY
+                text = f"{prefix}UNIQ_KEY\x01{uniq}"
+            encoded = text.encode()
+            if BATCH_ENTRY_OVERHEAD + len(m.body) + len(encoded) > limit:
+                size = BATCH_ENTRY_OVERHEAD + len(m.body) + len(encoded)
+                raise MessageValidationError(f"a batch message of {size} bytes exceeds the {limit}-byte limit")
+            entries.append((bytes(m.body), encoded, m.flag))
             ids.append(uniq)
         prepared: list[PreparedSend] = []
         start = 0
-        for chunk in split_batch(entries, self.max_message_size):
+        for chunk in _split_encoded(entries, limit):
             fields = self._fields(topic, 0, 0, encode_properties({PROPERTY_WAIT: "true"}), 0)
             fields["m"] = "true"
-            prepared.append(PreparedSend(fields, encode_batch_body(chunk), ",".join(ids[start : start + len(chunk)])))
+            prepared.append(PreparedSend(fields, encode_batch_parts(chunk), ",".join(ids[start : start + len(chunk)])))
             start += len(chunk)
         return prepared
+
+
+def _split_encoded(entries: list[tuple[bytes, bytes, int]], limit: int) -> list[list[tuple[bytes, bytes, int]]]:
+    """:func:`split_batch` of entries whose properties are encoded already (each is within ``limit``)."""
+    batches: list[list[tuple[bytes, bytes, int]]] = []
+    current: list[tuple[bytes, bytes, int]] = []
+    size = 0
+    for entry in entries:
+        entry_size = BATCH_ENTRY_OVERHEAD + len(entry[0]) + len(entry[1])
+        if current and size + entry_size > limit:
+            batches.append(current)
+            current, size = [], 0
+        current.append(entry)
+        size += entry_size
+    if current:
+        batches.append(current)
+    return batches
 
 
 #: The encoded fields after ``e`` (``f`` to ``k``) of a single send.

@@ -45,6 +45,18 @@ def encode_batch_body(entries: list[BatchEntry]) -> bytes:
     return bytes(out)
 
 
+def encode_batch_parts(entries: list[tuple[bytes, bytes, int]]) -> bytes:
+    """:func:`encode_batch_body` of ``(body, encoded properties, flag)`` entries whose properties are UTF-8 already
+    (the producer's batch path). Raises MessageEncodeError as it does."""
+    head, short = _BATCH_HEAD.pack, SHORT.pack
+    parts: list[bytes] = []
+    for body, props, flag in entries:
+        if len(props) > MAX_PROPERTIES_BYTES:
+            raise MessageEncodeError(f"batch entry properties exceed {MAX_PROPERTIES_BYTES} bytes")
+        parts += (head(22 + len(body) + len(props), 0, 0, flag, len(body)), body, short(len(props)), props)
+    return b"".join(parts)
+
+
 def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchEntry]:
     """Split a batch send body; the magic and CRC words are ignored (clients write 0). Raises MessageDecodeError."""
     return [BatchEntry(data, props, flag) for data, props, flag in split_batch_body(body)]

@@ -28,7 +28,13 @@ from typing import Final
 
 import attrs
 
-from remoting.codec.batch_body import BatchEntry, decode_batch_body, encode_batch_body, split_batch_body
+from remoting.codec.batch_body import (
+    BatchEntry,
+    decode_batch_body,
+    encode_batch_body,
+    encode_batch_parts,
+    split_batch_body,
+)
 from remoting.codec.crc import body_crc
 from remoting.codec.errors import BodyTooLongError, MessageDecodeError, MessageEncodeError, PropertiesTooLongError
 from remoting.codec.record_decode import MessageExt, RecordMeta, decode_record, iter_records, read_record_meta
@@ -80,6 +86,7 @@ __all__ = [
     "RecordMeta",
     "body_crc",
     "decode_batch_body",
+    "encode_batch_parts",
     "decode_record",
     "encode_batch_body",
     "encode_record",

@@ -230,3 +230,44 @@ def test_the_brokers_put_ok_answer_is_read_from_the_header() -> None:
     for broken in ({**fields, "code": 1}, {**fields, "extFields": {"msgId": "x"}}):
         assert api.send_result_json(broken, "addr", "broker", "topic", "uniq") is None
         assert _general(broken) is not None and not isinstance(_general(broken), CodecError)
+
+
+_BATCH_MESSAGE = st.tuples(
+    st.none() | _value,
+    st.none() | _value | st.lists(_value, max_size=3),
+    st.fixed_dictionaries({}, optional={"p": _value, "q": _value}),
+    st.booleans(),
+    st.integers(-5, 1000),
+    st.binary(min_size=1, max_size=300),
+)
+
+
+@given(st.lists(_BATCH_MESSAGE, min_size=1, max_size=12), st.integers(300, 2000))
+def test_a_batchs_body_is_the_general_encoders_with_its_ids(messages: list[Any], limit: int) -> None:
+    """Each message's properties as ``all_properties`` plus its UNIQ_KEY encode them, in the general batch body,
+    split at the same places, whether the message takes the tag/keys prefix or the general path."""
+    from client.errors import MessageValidationError
+    from client.send_request import split_batch
+    from remoting.codec.message import BatchEntry, encode_batch_body
+
+    builder = SendBuilder("group", UniqKeyGenerator())
+    builder.max_message_size = limit
+    msgs = []
+    for tags, keys, properties, wait, flag, body in messages:
+        msg = Message("T", body, tags=tags, keys=keys, properties=dict(properties), flag=flag)
+        msg.wait_store_msg_ok = wait
+        msgs.append(msg)
+    try:
+        prepared = builder.batch(msgs)
+    except MessageValidationError:
+        uniq = {PROPERTY_UNIQ_KEY: "7F00" * 8}  # any key of the same length
+        sizes = [22 + len(m.body) + len(encode_properties(m.all_properties() | uniq).encode()) for m in msgs]
+        assert max(sizes) > limit
+        return
+    ids = [uniq for p in prepared for uniq in p.msg_id.split(",")]
+    entries = []
+    for msg, uniq in zip(msgs, ids, strict=True):
+        props = msg.all_properties()
+        props[PROPERTY_UNIQ_KEY] = uniq
+        entries.append(BatchEntry(bytes(msg.body), encode_properties(props), msg.flag))
+    assert [p.body for p in prepared] == [encode_batch_body(chunk) for chunk in split_batch(entries, limit)]
