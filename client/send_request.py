@@ -49,23 +49,36 @@ def uniq_key_generator(ip: str) -> UniqKeyGenerator:
     return gen
 
 
+E = TypeVar("E")
+
+
 def split_batch(entries: Sequence[BatchEntry], limit: int = MAX_MESSAGE_SIZE) -> list[list[BatchEntry]]:
     """Split ``entries`` in order into runs whose encoded batch body stays within ``limit`` bytes.
 
     Raises :class:`MessageValidationError` when a single entry alone exceeds ``limit``.
     """
-    batches: list[list[BatchEntry]] = []
-    current: list[BatchEntry] = []
-    size = 0
-    for entry in entries:
-        entry_size = BATCH_ENTRY_OVERHEAD + len(entry.body) + len(entry.properties.encode())
-        if entry_size > limit:
-            raise MessageValidationError(f"a batch message of {entry_size} bytes exceeds the {limit}-byte limit")
-        if current and size + entry_size > limit:
+    sizes = [BATCH_ENTRY_OVERHEAD + len(entry.body) + len(entry.properties.encode()) for entry in entries]
+    for size in sizes:
+        _check_entry_size(size, limit)
+    return _runs(entries, sizes, limit)
+
+
+def _check_entry_size(size: int, limit: int) -> None:
+    if size > limit:
+        raise MessageValidationError(f"a batch message of {size} bytes exceeds the {limit}-byte limit")
+
+
+def _runs(items: Sequence[E], sizes: Sequence[int], limit: int) -> list[list[E]]:
+    """``items`` in order, in runs whose ``sizes`` add up to at most ``limit`` (an item alone may exceed it)."""
+    batches: list[list[E]] = []
+    current: list[E] = []
+    total = 0
+    for item, size in zip(items, sizes, strict=True):
+        if current and total + size > limit:
             batches.append(current)
-            current, size = [], 0
-        current.append(entry)
-        size += entry_size
+            current, total = [], 0
+        current.append(item)
+        total += size
     if current:
         batches.append(current)
     return batches
@@ -183,6 +196,7 @@ class SendBuilder:
     default_topic_queue_nums: int = 4
     _heads: dict[str, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
     _tag_prefixes: dict[str | None, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    _batch_prefixes: dict[str | None, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def validate(self, msg: Message) -> None:
         if not msg.topic:
@@ -281,6 +295,20 @@ class SendBuilder:
             self._tag_prefixes[tags] = encoded
         return encoded
 
+    def _batch_prefix(self, msg: Message) -> bytes | None:
+        """:func:`_plain_prefix` and ``UNIQ_KEY\x01`` as UTF-8, or None; kept per tag for a message with a tag at most,
+        for :meth:`batch`'s lookup."""
+        prefix = _plain_prefix(msg)
+        if prefix is None:
+            return None
+        encoded = f"{prefix}UNIQ_KEY\x01".encode()
+        tags = msg.tags
+        if (tags is None or type(tags) is str) and not msg.keys and msg.wait_store_msg_ok:
+            if len(self._batch_prefixes) >= 1024:
+                self._batch_prefixes.clear()
+            self._batch_prefixes[tags] = encoded
+        return encoded
+
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
         """SEND_BATCH_MESSAGE requests for ``msgs`` (one topic, no delay, no retry topic), each body within
         ``max_message_size``; ``msg_id`` joins the messages' UNIQ_KEYs by commas."""
@@ -290,7 +318,8 @@ class SendBuilder:
         retry = topic.startswith("%RETRY%")
         entries: list[tuple[bytes, bytes, int]] = []
         ids: list[str] = []
-        next_id, limit = self.uniq.next_id, self.max_message_size
+        sizes: list[int] = []
+        next_id, limit, prefixes = self.uniq.next_id, self.max_message_size, self._batch_prefixes
         for m in msgs:
             if m.topic != topic:
                 raise MessageValidationError("every message of a batch must have the same topic")
@@ -300,44 +329,34 @@ class SendBuilder:
                 raise MessageValidationError("batch messages cannot be sent to a retry topic")
             self.validate(m)
             uniq = next_id()
-            prefix = _plain_prefix(m)
+            tags = m.tags
+            prefix = (
+                prefixes.get(tags)
+                if (tags is None or type(tags) is str) and not (m.properties or m.keys) and m.wait_store_msg_ok
+                else None
+            )
+            if prefix is None:
+                prefix = self._batch_prefix(m)
             if prefix is None:
                 props = m.all_properties()
                 props[PROPERTY_UNIQ_KEY] = uniq
-                text = encode_properties(props)
+                encoded = encode_properties(props).encode()
             else:  # the same text: all_properties' order, then the UNIQ_KEY
-                text = f"{prefix}UNIQ_KEY\x01{uniq}"
-            encoded = text.encode()
-            if BATCH_ENTRY_OVERHEAD + len(m.body) + len(encoded) > limit:
-                size = BATCH_ENTRY_OVERHEAD + len(m.body) + len(encoded)
-                raise MessageValidationError(f"a batch message of {size} bytes exceeds the {limit}-byte limit")
-            entries.append((bytes(m.body), encoded, m.flag))
+                encoded = prefix + uniq.encode()
+            body = m.body if type(m.body) is bytes else bytes(m.body)
+            size = BATCH_ENTRY_OVERHEAD + len(body) + len(encoded)
+            _check_entry_size(size, limit)
+            entries.append((body, encoded, m.flag))
+            sizes.append(size)
             ids.append(uniq)
         prepared: list[PreparedSend] = []
         start = 0
-        for chunk in _split_encoded(entries, limit):
+        for chunk in _runs(entries, sizes, limit):
             fields = self._fields(topic, 0, 0, encode_properties({PROPERTY_WAIT: "true"}), 0)
             fields["m"] = "true"
             prepared.append(PreparedSend(fields, encode_batch_parts(chunk), ",".join(ids[start : start + len(chunk)])))
             start += len(chunk)
         return prepared
-
-
-def _split_encoded(entries: list[tuple[bytes, bytes, int]], limit: int) -> list[list[tuple[bytes, bytes, int]]]:
-    """:func:`split_batch` of entries whose properties are encoded already (each is within ``limit``)."""
-    batches: list[list[tuple[bytes, bytes, int]]] = []
-    current: list[tuple[bytes, bytes, int]] = []
-    size = 0
-    for entry in entries:
-        entry_size = BATCH_ENTRY_OVERHEAD + len(entry[0]) + len(entry[1])
-        if current and size + entry_size > limit:
-            batches.append(current)
-            current, size = [], 0
-        current.append(entry)
-        size += entry_size
-    if current:
-        batches.append(current)
-    return batches
 
 
 #: The encoded fields after ``e`` (``f`` to ``k``) of a single send.
