@@ -29,8 +29,8 @@
  * send_v2_fields(fields, allowed): the broker's send fast path's header check (remoting/codec/send_header.h; the
  * contract and the twin are remoting/codec/send_header.py).
  *
- * split_stored_entries(body, suffix): the broker's batch send body split (remoting/codec/batch_split.h; the contract
- * and the twin are remoting/codec/batch_body.py).
+ * split_stored_entries(body, suffix) and encode_batch_parts(entries): the broker's batch send body split and the
+ * client's batch body (remoting/codec/batch_split.h; the contract and the twins are remoting/codec/batch_body.py).
  *
  * send_frame(...) and send_result_json(...): the producer's send request frame and its response's result
  * (remoting/codec/send_frame.h; the contract and the twins are remoting/codec/send_frame.py).
@@ -292,6 +292,8 @@ static PyMethodDef methods[] = {
      "Decode a pull body's plain IPv4 records into MessageExt values; see remoting.codec.pull_body."},
     {"send_v2_fields", (PyCFunction)(void (*)(void))send_v2_fields, METH_FASTCALL,
      "Check and read a SEND_MESSAGE_V2 request's parsed header; see remoting.codec.send_header."},
+    {"encode_batch_parts", (PyCFunction)(void (*)(void))encode_batch_parts, METH_FASTCALL,
+     "The client's batch body from (body, encoded properties, flag) tuples; see remoting.codec.batch_body."},
     {"split_stored_entries", (PyCFunction)(void (*)(void))split_stored_entries, METH_FASTCALL,
      "Split a batch send body into (body, stored properties, flag); see remoting.codec.batch_body."},
     {"send_frame", (PyCFunction)(void (*)(void))send_frame, METH_FASTCALL,

@@ -47,7 +47,18 @@ def encode_batch_body(entries: list[BatchEntry]) -> bytes:
 
 def encode_batch_parts(entries: list[tuple[bytes, bytes, int]]) -> bytes:
     """:func:`encode_batch_body` of ``(body, encoded properties, flag)`` entries whose properties are UTF-8 already
-    (the producer's batch path). Raises MessageEncodeError as it does."""
+    (the producer's batch path). In C when the extension is built (``remoting/codec/batch_split.h``); what the C
+    encoder declines (an entry of other types, properties over 32,767 bytes, a flag outside int32) goes through the
+    Python one, which raises MessageEncodeError or struct.error."""
+    native = _native_encode()
+    if native is not None:
+        body = native(entries)
+        if body is not None:
+            return body
+    return _py_encode_batch_parts(entries)
+
+
+def _py_encode_batch_parts(entries: list[tuple[bytes, bytes, int]]) -> bytes:
     head, short = _BATCH_HEAD.pack, SHORT.pack
     parts: list[bytes] = []
     for body, props, flag in entries:
@@ -104,6 +115,12 @@ def _native() -> Callable[[bytes | bytearray | memoryview, str], list[tuple[byte
     """The C split, looked up on first use: the extension imports :mod:`remoting.codec.message`, which imports this
     module."""
     return getattr(native_module(), "split_stored_entries", None)
+
+
+@functools.cache
+def _native_encode() -> Callable[[list[tuple[bytes, bytes, int]]], bytes | None] | None:
+    """The C encoder, looked up on first use (as :func:`_native`)."""
+    return getattr(native_module(), "encode_batch_parts", None)
 
 
 def split_stored_entries(body: bytes | bytearray | memoryview, suffix: str) -> list[tuple[bytes, str, int]]:

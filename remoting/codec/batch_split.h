@@ -1,4 +1,6 @@
-/* split_stored_entries(body, suffix): a SEND_BATCH_MESSAGE body split into (body, stored properties, flag) tuples,
+/* The batch send body (remoting/codec/batch_body.py, the contract and the twins; tests/codec/test_batch_split.py).
+ *
+ * split_stored_entries(body, suffix): a SEND_BATCH_MESSAGE body split into (body, stored properties, flag) tuples,
  * each message's properties with the broker's suffix joined as the store keeps them. The contract and the
  * pure-Python twin are remoting/codec/batch_body.py; both give equal lists (tests/codec/test_batch_split.py).
  * Returns None for a body the twin would refuse (the caller then runs the twin, which raises the error) and for an
@@ -105,6 +107,53 @@ fail:
     PyBuffer_Release(&view);
     Py_XDECREF(entries);
     return NULL;
+}
+
+/* encode_batch_parts(entries): the client's batch body from (body, encoded properties, flag) tuples, per entry
+ * size | magic 0 | crc 0 | flag | bodyLen body | propsLen props. None when an entry is not such a tuple, its flag
+ * not an int32 or its properties longer than 32767 bytes (the twin then raises or encodes as it does). */
+static PyObject *encode_batch_parts(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 || !PyList_CheckExact(args[0])) Py_RETURN_NONE;
+    PyObject *entries = args[0];
+    Py_ssize_t n = PyList_GET_SIZE(entries), total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 3 || !PyBytes_CheckExact(PyTuple_GET_ITEM(e, 0)) ||
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(e, 1)) || !PyLong_CheckExact(PyTuple_GET_ITEM(e, 2)))
+            Py_RETURN_NONE;
+        Py_ssize_t props = PyBytes_GET_SIZE(PyTuple_GET_ITEM(e, 1));
+        if (props > 32767) Py_RETURN_NONE;
+        int overflow = 0;
+        long long flag = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(e, 2), &overflow);
+        if (overflow || flag < INT32_MIN || flag > INT32_MAX) Py_RETURN_NONE;
+        Py_ssize_t size = 22 + PyBytes_GET_SIZE(PyTuple_GET_ITEM(e, 0)) + props;
+        if (size > INT32_MAX || total > PY_SSIZE_T_MAX - size) Py_RETURN_NONE;
+        total += size;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) return NULL;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        PyObject *body = PyTuple_GET_ITEM(e, 0), *props = PyTuple_GET_ITEM(e, 1);
+        Py_ssize_t blen = PyBytes_GET_SIZE(body), plen = PyBytes_GET_SIZE(props);
+        uint32_t words[5] = {(uint32_t)(22 + blen + plen), 0, 0, (uint32_t)PyLong_AsLong(PyTuple_GET_ITEM(e, 2)),
+                             (uint32_t)blen};
+        for (int k = 0; k < 5; k++, w += 4) {
+            w[0] = (unsigned char)(words[k] >> 24);
+            w[1] = (unsigned char)(words[k] >> 16);
+            w[2] = (unsigned char)(words[k] >> 8);
+            w[3] = (unsigned char)words[k];
+        }
+        memcpy(w, PyBytes_AS_STRING(body), (size_t)blen);
+        w += blen;
+        w[0] = (unsigned char)(plen >> 8);
+        w[1] = (unsigned char)plen;
+        w += 2;
+        memcpy(w, PyBytes_AS_STRING(props), (size_t)plen);
+        w += plen;
+    }
+    return out;
 }
 
 #endif

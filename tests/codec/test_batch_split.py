@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from remoting.codec import batch_body
 from remoting.codec.batch_body import BatchEntry, encode_batch_body, split_stored_entries
-from remoting.codec.errors import MessageDecodeError
+from remoting.codec.errors import MessageDecodeError, MessageEncodeError
 from tests.codec.speedups import SPEEDUPS, requires_speedups
 
 #: properties texts: empty, ASCII, non-ASCII, already ending with the separator
@@ -98,3 +98,32 @@ def test_a_non_contiguous_view_is_split_as_its_bytes() -> None:
     body = encode_batch_body([BatchEntry(b"x", "a")])
     strided = memoryview(bytes(b for c in body for b in (c, c)))[::2]
     assert split_stored_entries(strided, "S") == [(b"x", "a\x02S", 0)]
+
+
+PARTS = st.lists(
+    st.tuples(st.binary(max_size=40), st.binary(max_size=40), st.integers(-(2**31) - 2, 2**31 + 1)), max_size=8
+)
+
+
+def _py_parts(entries: list[tuple[bytes, bytes, int]]) -> bytes | None:
+    try:
+        return batch_body._py_encode_batch_parts(entries)
+    except (struct.error, MessageEncodeError):
+        return None
+
+
+@requires_speedups
+@settings(max_examples=500, deadline=None)
+@given(PARTS)
+def test_the_c_batch_encoder_writes_the_twins_bytes(entries: list[tuple[bytes, bytes, int]]) -> None:
+    assert SPEEDUPS is not None
+    assert SPEEDUPS.encode_batch_parts(entries) == _py_parts(entries)
+
+
+def test_the_batch_parts_are_the_general_bodys_bytes_and_oversized_properties_raise() -> None:
+    entries = [BatchEntry(b"abc", "K\x01v\x02é", 7), BatchEntry(b"", "", -1)]
+    parts = [(e.body, e.properties.encode(), e.flag) for e in entries]
+    assert batch_body.encode_batch_parts(parts) == encode_batch_body(entries)
+    assert len(batch_body.encode_batch_parts([(b"x", b"p" * 32767, 0)])) == 22 + 1 + 32767
+    with pytest.raises(MessageEncodeError):
+        batch_body.encode_batch_parts([(b"x", b"p" * 32768, 0)])

@@ -38,6 +38,7 @@ print(json.dumps({
     "producer's send frame and result": send_frame.NATIVE,
     "send fast path's header check": send_header.NATIVE,
     "batch body split": batch_body._native() is not None,
+    "batch body encoder": batch_body._native_encode() is not None,
 }))
 store.close()
 """
@@ -59,4 +60,4 @@ def test_the_switch_decides_every_c_binding(tmp_path: Path, pure: str | None) ->
     bound = json.loads(done.stdout)
     native = pure is None and _built()
     assert bound == dict.fromkeys(bound, native)
-    assert len(bound) == 13
+    assert len(bound) == 14
