@@ -48,6 +48,13 @@ def build_activity(controller: BrokerController, config: ProxyConfig) -> tuple[M
         pop.notify_arrival(topic, queue_id, offset, tags_code, properties)
 
     ctx.store.arrival_listener = on_arrival
+    interest = ctx.store.arrival_interest
+    if interest is not None:  # None: every arrival is notified already
+
+        def on_interest(topic: str, queue_id: int) -> bool:
+            return interest(topic, queue_id) or pop.waiting(topic, queue_id)
+
+        ctx.store.arrival_interest = on_interest
     send = SendMessageProcessor(
         ctx,
         delay_rewrite=controller.schedule.rewrite,

@@ -552,13 +552,14 @@ class MessageStore(StoreReads):
     def _notify_packed(self, topic: str, queue_id: int, first: int, packed: bytes, texts: list[str],
                        store_ts: int) -> None:  # fmt: skip
         """Index a stored batch (from its written records: :meth:`_index_written`) and call the arrival listener per
-        message with its properties ``texts``; the C batch path calls it too when the store has an index or a
-        listener."""
+        message with its properties ``texts``, unless :attr:`arrival_interest` says nothing waits on the queue; the C
+        batch path calls it too when the store has an index or a listener."""
         index = self.index
         if index is not None:
             self._index_written(index, topic, packed, texts, store_ts)
         listener = self._arrival_listener
-        if listener is not None:
+        interest = self.arrival_interest
+        if listener is not None and (interest is None or interest(topic, queue_id)):
             entries = ENTRY.iter_unpack(packed)
             for qoff, (text, (_phy, _size, tags)) in enumerate(zip(texts, entries, strict=True), first):
                 listener(topic, queue_id, qoff, tags, text)

@@ -112,6 +112,10 @@ class PopService:
 
     # ---- long polling ---------------------------------------------------------------------------------------
 
+    def waiting(self, topic: str, queue_id: int) -> bool:
+        """Whether a pop waits for messages of ``topic`` (the store's arrival interest, with the hold service's)."""
+        return topic in self._arrivals
+
     def notify_arrival(self, topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
         """The store's arrival listener (chained by the broker): wake pops waiting on ``topic``. Never raises."""
         event = self._arrivals.pop(topic, None)

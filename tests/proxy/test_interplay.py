@@ -119,3 +119,29 @@ async def test_5x_producer_to_4x_push_consumer_and_5x_group_side_by_side(grpc_cl
     [listed] = consumers.connection_set
     assert listed.client_id in shown.stdout.decode() and "PYTHON" in shown.stdout.decode()
     assert any(c.language == "PYTHON" for c in producers.connection_set)
+
+
+async def test_a_4x_batch_wakes_a_5x_receive_parked_in_its_long_poll(grpc_cluster: GrpcCluster) -> None:
+    """The store tells a batch's arrivals only for queues something waits on: a pop parked in its long poll counts,
+    so the batch ends the poll instead of its 20 s await duration."""
+    namesrv = grpc_cluster.namesrv_addr
+    async with Admin(namesrv) as admin:
+        await admin.create_topic("Parked", read_queue_nums=1, write_queue_nums=1)
+    consumer = await trio.to_thread.run_sync(
+        lambda: start_consumer(grpc_cluster.endpoint, "G5-parked", "Parked", await_duration=20)
+    )
+    outcome: dict[str, Any] = {}
+
+    def receive() -> None:
+        started = time.monotonic()
+        outcome["got"] = consumer.receive(16, 30)
+        outcome["waited"] = time.monotonic() - started
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.to_thread.run_sync, receive)
+        await trio.sleep(3)  # the receive is parked in its long poll
+        async with Producer("P4-parked", namesrv) as producer:
+            await producer.send_batch([Message("Parked", b"b%d" % i) for i in range(3)])
+    await trio.to_thread.run_sync(consumer.shutdown)
+    assert sorted(m.body for m in outcome["got"]) == [b"b0", b"b1", b"b2"]
+    assert outcome["waited"] < 15  # woken by the batch, not by the end of the 20 s poll

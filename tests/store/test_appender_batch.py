@@ -726,3 +726,28 @@ def test_reference_counts_are_stable_over_2000_notified_fast_batches(tmp_path: P
     assert _batch_counts(store)[0] == fast + 2000 and seen[0] == 1 + 32 * 2001
     assert after == before
     store.close()
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_a_batch_calls_the_arrival_listener_only_for_a_queue_of_interest(tmp_path: Path, path: str) -> None:
+    """The broker's interest (a pull held, a pop waiting) decides whether a batch's arrivals are told at all."""
+    store = _open(tmp_path, message_index_enable=False)
+    store.append(_record())
+    seen: list[tuple[str, int, int]] = []
+    store.arrival_listener = lambda topic, queue_id, offset, tags, props: seen.append((topic, queue_id, offset))
+    asked: list[tuple[str, int]] = []
+    waiting = {"now": False}
+
+    def interest(topic: str, queue_id: int) -> bool:
+        asked.append((topic, queue_id))
+        return waiting["now"]
+
+    store.arrival_interest = interest
+    with _batch_path(store, path):
+        store.append_batch(_batch(2))
+    waiting["now"] = True
+    with _batch_path(store, path):
+        store.append_batch(_batch(2))
+    assert asked == [("TopicA", 0), ("TopicA", 0)]
+    assert seen == [("TopicA", 0, 3), ("TopicA", 0, 4)]
+    store.close()
