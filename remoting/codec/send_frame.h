@@ -143,10 +143,13 @@ static int sr_learn(PyTypeObject *cls) {
     SR.direct = cls->tp_alloc != NULL && cls->tp_new == PyBaseObject_Type.tp_new;
     for (int k = 0; k < SR_F_COUNT && SR.direct; k++) {
         PyObject *name = PyUnicode_FromString(SR_FIELD_NAMES[k]);
-        if (name == NULL) return -1;
-        PyObject *descr = PyDict_GetItemWithError(cls->tp_dict, name);
-        Py_DECREF(name);
-        if (descr == NULL && PyErr_Occurred()) return -1;
+        PyObject *descr = name == NULL ? NULL : PyDict_GetItemWithError(cls->tp_dict, name);
+        Py_XDECREF(name);
+        if (descr == NULL && PyErr_Occurred()) { /* forget cls: a half-learnt layout must never be used */
+            Py_CLEAR(SR.cls);
+            SR.direct = 0;
+            return -1;
+        }
         SR.direct = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
                     ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
         if (SR.direct) SR.slot[k] = ((PyMemberDescrObject *)descr)->d_member->offset;
