@@ -296,8 +296,8 @@ class SendBuilder:
         return encoded
 
     def _batch_prefix(self, msg: Message) -> bytes | None:
-        """:func:`_plain_prefix` and ``UNIQ_KEY\x01`` as UTF-8, or None; kept per tag for a message with a tag at most,
-        for :meth:`batch`'s lookup."""
+        """:func:`_plain_prefix` and the UNIQ_KEY's name and separator, as UTF-8, or None; kept per tag for a message
+        with a tag at most, for :meth:`batch`'s lookup."""
         prefix = _plain_prefix(msg)
         if prefix is None:
             return None
