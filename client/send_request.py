@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Self, TypeVar
 
 import attrs
@@ -282,32 +282,14 @@ class SendBuilder:
         return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, code)
 
     def _plain_json(self, msg: Message) -> bytes | None:
-        """``orjson.dumps`` of :func:`_plain_prefix` without its closing quote, or None when that is None. A message
-        with a tag at most (a str or None) and nothing else has it kept per tag, for :meth:`single_as`'s lookup."""
-        prefix = _plain_prefix(msg)
-        if prefix is None:
-            return None
-        encoded = orjson.dumps(prefix)[:-1]
-        tags = msg.tags
-        if (tags is None or type(tags) is str) and not msg.keys and msg.delay_level <= 0 and msg.wait_store_msg_ok:
-            if len(self._tag_prefixes) >= 1024:
-                self._tag_prefixes.clear()
-            self._tag_prefixes[tags] = encoded
-        return encoded
+        """``orjson.dumps`` of :func:`_plain_prefix` without its closing quote, or None (see :func:`_kept_prefix`),
+        for :meth:`single_as`."""
+        return _kept_prefix(self._tag_prefixes, msg, _prefix_json)
 
     def _batch_prefix(self, msg: Message) -> bytes | None:
-        """:func:`_plain_prefix` and the UNIQ_KEY's name and separator, as UTF-8, or None; kept per tag for a message
-        with a tag at most, for :meth:`batch`'s lookup."""
-        prefix = _plain_prefix(msg)
-        if prefix is None:
-            return None
-        encoded = f"{prefix}UNIQ_KEY\x01".encode()
-        tags = msg.tags
-        if (tags is None or type(tags) is str) and not msg.keys and msg.wait_store_msg_ok:
-            if len(self._batch_prefixes) >= 1024:
-                self._batch_prefixes.clear()
-            self._batch_prefixes[tags] = encoded
-        return encoded
+        """:func:`_plain_prefix` and the UNIQ_KEY's name and separator, as UTF-8, or None (see :func:`_kept_prefix`),
+        for :meth:`batch`."""
+        return _kept_prefix(self._batch_prefixes, msg, _prefix_with_uniq_name)
 
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
         """SEND_BATCH_MESSAGE requests for ``msgs`` (one topic, no delay, no retry topic), each body within
@@ -363,6 +345,29 @@ class SendBuilder:
 _TAIL: Final = b'","f":"%d","g":"%d","h":"%d","i":%b,"j":"%d","k":"false"'
 #: The same for a message without user properties: the properties' JSON up to the UNIQ_KEY, then the key.
 _TAIL_PLAIN: Final = b'","f":"%d","g":"%d","h":"%d","i":%bUNIQ_KEY\\u0001%b","j":"0","k":"false"'
+
+
+def _kept_prefix(kept: dict[str | None, bytes], msg: Message, encode: Callable[[str], bytes]) -> bytes | None:
+    """``encode`` of :func:`_plain_prefix`, or None when that is None. A message with a tag at most (a str or None)
+    and nothing else has it kept per tag in ``kept`` (at most 1,024 tags), for its builder's lookup by tag."""
+    prefix = _plain_prefix(msg)
+    if prefix is None:
+        return None
+    encoded = encode(prefix)
+    tags = msg.tags
+    if (tags is None or type(tags) is str) and not msg.keys and msg.delay_level <= 0 and msg.wait_store_msg_ok:
+        if len(kept) >= 1024:
+            kept.clear()
+        kept[tags] = encoded
+    return encoded
+
+
+def _prefix_json(prefix: str) -> bytes:
+    return orjson.dumps(prefix)[:-1]
+
+
+def _prefix_with_uniq_name(prefix: str) -> bytes:
+    return f"{prefix}UNIQ_KEY\x01".encode()
 
 
 def _plain_prefix(msg: Message) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -33,16 +33,9 @@ _BATCH_HEAD: Final = struct.Struct(">iiiii")
 
 
 def encode_batch_body(entries: list[BatchEntry]) -> bytes:
-    """The client's batch body: per entry ``size | magic 0 | crc 0 | flag | bodyLen body | propsLen props``."""
-    out = bytearray()
-    for e in entries:
-        props = e.properties.encode()
-        if len(props) > MAX_PROPERTIES_BYTES:
-            raise MessageEncodeError(f"batch entry properties exceed {MAX_PROPERTIES_BYTES} bytes")
-        out += _BATCH_HEAD.pack(22 + len(e.body) + len(props), 0, 0, e.flag, len(e.body))
-        out += e.body
-        out += SHORT.pack(len(props)) + props
-    return bytes(out)
+    """The client's batch body: per entry ``size | magic 0 | crc 0 | flag | bodyLen body | propsLen props``
+    (:func:`encode_batch_parts` of the entries with their properties encoded)."""
+    return encode_batch_parts([(e.body, e.properties.encode(), e.flag) for e in entries])
 
 
 def encode_batch_parts(entries: list[tuple[bytes, bytes, int]]) -> bytes:
@@ -50,9 +43,9 @@ def encode_batch_parts(entries: list[tuple[bytes, bytes, int]]) -> bytes:
     (the producer's batch path). In C when the extension is built (``remoting/codec/batch_split.h``); what the C
     encoder declines (an entry of other types, properties over 32,767 bytes, a flag outside int32) goes through the
     Python one, which raises MessageEncodeError or struct.error."""
-    native = _native_encode()
+    native = _native("encode_batch_parts")
     if native is not None:
-        body = native(entries)
+        body: bytes | None = native(entries)
         if body is not None:
             return body
     return _py_encode_batch_parts(entries)
@@ -111,16 +104,10 @@ def _py_split_stored_entries(body: bytes | bytearray | memoryview, suffix: str) 
 
 
 @functools.cache
-def _native() -> Callable[[bytes | bytearray | memoryview, str], list[tuple[bytes, str, int]] | None] | None:
-    """The C split, looked up on first use: the extension imports :mod:`remoting.codec.message`, which imports this
-    module."""
-    return getattr(native_module(), "split_stored_entries", None)
-
-
-@functools.cache
-def _native_encode() -> Callable[[list[tuple[bytes, bytes, int]]], bytes | None] | None:
-    """The C encoder, looked up on first use (as :func:`_native`)."""
-    return getattr(native_module(), "encode_batch_parts", None)
+def _native(name: str) -> Callable[..., Any] | None:
+    """The C function ``name``, looked up on first use: the extension imports :mod:`remoting.codec.message`, which
+    imports this module."""
+    return getattr(native_module(), name, None)
 
 
 def split_stored_entries(body: bytes | bytearray | memoryview, suffix: str) -> list[tuple[bytes, str, int]]:
@@ -128,9 +115,9 @@ def split_stored_entries(body: bytes | bytearray | memoryview, suffix: str) -> l
     own stored properties) joined with 0x02, unless the message's are empty or already end with it. In C when the
     extension is built (``remoting/codec/batch_split.h``; tests/codec/test_batch_split.py proves it equal); a body
     the C split refuses goes through the Python one, which raises its MessageDecodeError."""
-    native = _native()
+    native = _native("split_stored_entries")
     if native is not None:
-        entries = native(body, suffix)
+        entries: list[tuple[bytes, str, int]] | None = native(body, suffix)
         if entries is not None:
             return entries
     return _py_split_stored_entries(body, suffix)

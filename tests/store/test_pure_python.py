@@ -37,8 +37,8 @@ print(json.dumps({
     "pull-body decoder": pull_body.NATIVE,
     "producer's send frame and result": send_frame.NATIVE,
     "send fast path's header check": send_header.NATIVE,
-    "batch body split": batch_body._native() is not None,
-    "batch body encoder": batch_body._native_encode() is not None,
+    "batch body split": batch_body._native("split_stored_entries") is not None,
+    "batch body encoder": batch_body._native("encode_batch_parts") is not None,
 }))
 store.close()
 """
