@@ -184,6 +184,13 @@ def send_code(fields: dict[str, str]) -> int:
 _REPLY_TYPE: Final = "MSG_TYPE\x01reply"
 _SEND_V2: Final = int(RequestCode.SEND_MESSAGE_V2)
 _SEND_REPLY: Final = int(RequestCode.SEND_REPLY_MESSAGE_V2)
+_SEND_BATCH: Final = int(RequestCode.SEND_BATCH_MESSAGE)
+#: The encoded fields after ``e`` of a batch (``%d``: the born timestamp): no flag, WAIT=true, ``m`` (batch).
+_BATCH_TAIL: Final = b"".join((
+    b'","f":"0","g":"%d","h":"0","i":',
+    orjson.dumps(encode_properties({PROPERTY_WAIT: "true"})),
+    b',"j":"0","k":"false","m":"true"',
+))  # fmt: skip
 
 
 @attrs.define(slots=True)
@@ -209,22 +216,6 @@ class SendBuilder:
             )
         if msg.delay_level < 0:
             raise MessageValidationError(f"delay level {msg.delay_level} is negative")
-
-    def _fields(self, topic: str, sys_flag: int, flag: int, properties: str, reconsume: int) -> dict[str, str]:
-        """The V2 fields (the layout :class:`~remoting.codec.headers.SendMessageRequestHeaderV2` declares)."""
-        return {
-            "a": self.group,
-            "b": topic,
-            "c": self.create_topic_key,
-            "d": str(self.default_topic_queue_nums),
-            "e": "0",
-            "f": str(sys_flag),
-            "g": str(time.time_ns() // 1_000_000),
-            "h": str(flag),
-            "i": properties,
-            "j": str(reconsume),
-            "k": "false",
-        }
 
     def _head(self, topic: str) -> bytes:
         """The encoded fields ``a`` to ``d`` of ``topic``'s sends, up to ``"e":"`` (kept per topic)."""
@@ -297,20 +288,17 @@ class SendBuilder:
         if not msgs:
             raise MessageValidationError("an empty batch cannot be sent")
         topic = msgs[0].topic
-        retry = topic.startswith("%RETRY%")
+        # A message that may break a rule goes through every check in order (_check_batched); the usual one is
+        # judged by the few comparisons of the loop's first test.
+        suspect = not topic or topic.startswith("%RETRY%")
         entries: list[tuple[bytes, bytes, int]] = []
-        ids: list[str] = []
         sizes: list[int] = []
-        next_id, limit, prefixes = self.uniq.next_id, self.max_message_size, self._batch_prefixes
-        for m in msgs:
-            if m.topic != topic:
-                raise MessageValidationError("every message of a batch must have the same topic")
-            if m.delay_level > 0:
-                raise MessageValidationError("batch messages cannot have a delay level")
-            if retry:
-                raise MessageValidationError("batch messages cannot be sent to a retry topic")
-            self.validate(m)
-            uniq = next_id()
+        ids = self.uniq.next_ids(len(msgs))
+        limit, prefixes = self.max_message_size, self._batch_prefixes
+        for m, uniq in zip(msgs, ids, strict=True):
+            body = m.body
+            if suspect or m.topic != topic or m.delay_level or not body or len(body) > limit:
+                self._check_batched(m, topic)
             tags = m.tags
             prefix = (
                 prefixes.get(tags)
@@ -325,20 +313,33 @@ class SendBuilder:
                 encoded = encode_properties(props).encode()
             else:  # the same text: all_properties' order, then the UNIQ_KEY
                 encoded = prefix + uniq.encode()
-            body = m.body if type(m.body) is bytes else bytes(m.body)
+            if type(body) is not bytes:
+                body = bytes(body)
             size = BATCH_ENTRY_OVERHEAD + len(body) + len(encoded)
-            _check_entry_size(size, limit)
+            if size > limit:
+                _check_entry_size(size, limit)
             entries.append((body, encoded, m.flag))
             sizes.append(size)
-            ids.append(uniq)
+        head, tail = self._head(topic), _BATCH_TAIL % (time.time_ns() // 1_000_000)
+        if sum(sizes) <= limit:  # the usual batch: one request
+            return [PreparedSend.encoded(head, tail, encode_batch_parts(entries), ",".join(ids), topic, _SEND_BATCH)]
         prepared: list[PreparedSend] = []
         start = 0
         for chunk in _runs(entries, sizes, limit):
-            fields = self._fields(topic, 0, 0, encode_properties({PROPERTY_WAIT: "true"}), 0)
-            fields["m"] = "true"
-            prepared.append(PreparedSend(fields, encode_batch_parts(chunk), ",".join(ids[start : start + len(chunk)])))
+            msg_id = ",".join(ids[start : start + len(chunk)])
+            prepared.append(PreparedSend.encoded(head, tail, encode_batch_parts(chunk), msg_id, topic, _SEND_BATCH))
             start += len(chunk)
         return prepared
+
+    def _check_batched(self, msg: Message, topic: str) -> None:
+        """Raise :class:`MessageValidationError` if ``msg`` may not go in a batch to ``topic``."""
+        if msg.topic != topic:
+            raise MessageValidationError("every message of a batch must have the same topic")
+        if msg.delay_level > 0:
+            raise MessageValidationError("batch messages cannot have a delay level")
+        if topic.startswith("%RETRY%"):
+            raise MessageValidationError("batch messages cannot be sent to a retry topic")
+        self.validate(msg)
 
 
 #: The encoded fields after ``e`` (``f`` to ``k``) of a single send.

@@ -5,6 +5,7 @@ kept per millisecond, and the send result read straight from the response's JSON
 from __future__ import annotations
 
 import struct
+import time
 from typing import Any
 
 import orjson
@@ -15,10 +16,11 @@ from client import api
 from client.async_send import AsyncSend
 from client.message import PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
 from client.send_request import PreparedSend, SendBuilder, send_code
+from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError
 from remoting.codec.frame import encode_command, encode_json_request, encode_json_request_ext
-from remoting.codec.message_properties import PROPERTY_UNIQ_KEY, encode_properties
+from remoting.codec.message_properties import PROPERTY_UNIQ_KEY, PROPERTY_WAIT, encode_properties
 from remoting.codec.msgid import UniqKeyGenerator, _month_start_ms
 from remoting.codec.serializers import command_from_json
 
@@ -175,6 +177,21 @@ def test_uniq_keys_kept_per_millisecond_are_the_packed_layout(times: list[int], 
         counter += 1
 
 
+@given(st.integers(0, 70000), st.integers(1, 300))
+def test_a_run_of_uniq_keys_is_what_one_key_at_a_time_gives_in_its_millisecond(skip: int, count: int) -> None:
+    gen = UniqKeyGenerator("10.1.2.3", pid=7, loader_hash=9)
+    for _ in range(skip % 5):
+        gen.next_id()
+    before = time.time_ns() // 1_000_000
+    ids = gen.next_ids(count)
+    after = time.time_ns() // 1_000_000
+    times = {now for now in range(before, after + 1) if ids[0] == _reference_uniq(gen._prefix, now, skip % 5)}
+    assert len(times) == 1, "the first key is not of a millisecond of the call"
+    (now,) = times
+    assert ids == [_reference_uniq(gen._prefix, now, skip % 5 + n) for n in range(count)]
+    assert gen.next_id(now) == _reference_uniq(gen._prefix, now, skip % 5 + count)
+
+
 def _general(fields: dict[str, Any]) -> object:
     """What the general path makes of a send response header: a SendResult or the error it raises."""
     try:
@@ -271,3 +288,57 @@ def test_a_batchs_body_is_the_general_encoders_with_its_ids(messages: list[Any],
         props[PROPERTY_UNIQ_KEY] = uniq
         entries.append(BatchEntry(bytes(msg.body), encode_properties(props), msg.flag))
     assert [p.body for p in prepared] == [encode_batch_body(chunk) for chunk in split_batch(entries, limit)]
+    for p in prepared:  # the request's fields: the general builder's with ``m``, at the builder's born time
+        fields = p.fields
+        general = {"a": "group", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "h": "0"}
+        general |= {"i": encode_properties({PROPERTY_WAIT: "true"}), "j": "0", "k": "false", "m": "true"}
+        assert fields == general | {"g": fields["g"]}
+        assert abs(int(fields["g"]) - time.time() * 1000) < 600_000  # born now (a correctness bound, not a timing)
+        assert p.code == send_code(fields) == RequestCode.SEND_BATCH_MESSAGE
+        again = PreparedSend(fields, p.body, p.msg_id)
+        assert (again.head, again.tail, again.topic) == (p.head, p.tail, p.topic)
+
+
+def _first_broken_rule(msgs: list[Message], limit: int) -> str | None:
+    """The batch rules, message by message, in the order the producer has always checked them."""
+    topic = msgs[0].topic
+    for m in msgs:
+        size = 22 + len(m.body) + len(encode_properties(m.all_properties() | {PROPERTY_UNIQ_KEY: "7F00" * 8}))
+        broken = [
+            (m.topic != topic, "every message of a batch must have the same topic"),
+            (m.delay_level > 0, "batch messages cannot have a delay level"),
+            (topic.startswith("%RETRY%"), "batch messages cannot be sent to a retry topic"),
+            (not m.topic, "the message topic is empty"),
+            (not m.body, "the message body is empty"),
+            (len(m.body) > limit, f"the message body is {len(m.body)} bytes"),
+            (m.delay_level < 0, f"delay level {m.delay_level} is negative"),
+            (size > limit, f"a batch message of {size} bytes"),
+        ]
+        for hit, text in broken:
+            if hit:
+                return text
+    return None
+
+
+_RULED_MESSAGE = st.builds(
+    Message,
+    st.sampled_from(["T", "U", "", "%RETRY%g"]),
+    st.sampled_from([b"", b"x", b"y" * 40, bytearray(b"z" * 90)]),
+    delay_level=st.sampled_from([-1, 0, 0, 0, 2]),
+)
+
+
+@given(st.lists(_RULED_MESSAGE, min_size=1, max_size=6), st.sampled_from([60, 100, 140, 4096]))
+def test_a_batch_is_refused_for_the_first_rule_a_message_breaks(msgs: list[Message], limit: int) -> None:
+    from client.errors import MessageValidationError
+
+    builder = SendBuilder("group", UniqKeyGenerator())
+    builder.max_message_size = limit
+    expected = _first_broken_rule(msgs, limit)
+    try:
+        prepared = builder.batch(msgs)
+    except MessageValidationError as exc:
+        assert expected is not None and str(exc).startswith(expected), (str(exc), expected)
+        return
+    assert expected is None
+    assert sum(len(p.msg_id.split(",")) for p in prepared) == len(msgs)
