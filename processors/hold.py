@@ -90,6 +90,8 @@ class HoldService:
         self._max_offset_of = max_offset_of
         self._held: dict[tuple[str, int], list[HeldPull]] = {}
         self._deadlines: list[tuple[float, int, HeldPull]] = []
+        #: Entries of ``_deadlines`` whose pull was woken before its deadline (see :meth:`_drop_stale`).
+        self._stale = 0
         self._sequence = itertools.count()
         self._wake_send, self._wake_receive = trio.open_memory_channel[HeldPull](math.inf)
         self._timer_wakeup: trio.Event | None = None
@@ -138,7 +140,7 @@ class HoldService:
                 and (held.property_filter is None or held.property_filter(properties))
             ):
                 self.woken_by_arrival += 1
-                self._wake(held)
+                self._wake_early(held)
             else:
                 still.append(held)
         if still:
@@ -149,6 +151,22 @@ class HoldService:
     def _wake(self, held: HeldPull) -> None:
         held.done = True
         self._wake_send.send_nowait(held)
+
+    def _wake_early(self, held: HeldPull) -> None:
+        """Wake ``held`` before its deadline: its timer entry stays behind in the heap."""
+        self._wake(held)
+        self._stale += 1
+        self._drop_stale()
+
+    def _drop_stale(self) -> None:
+        """Rebuild the timer heap without the woken pulls once they are most of it. Left there until their own
+        deadline, they would keep every woken pull (its request, header and connection) for its whole hold time: the
+        memory held would follow the pull rate (pulls a second x 15 s) rather than the pulls parked."""
+        deadlines = self._deadlines
+        if self._stale > 64 and 2 * self._stale > len(deadlines):
+            deadlines[:] = [entry for entry in deadlines if not entry[2].done]
+            heapq.heapify(deadlines)
+            self._stale = 0
 
     def _unpark(self, held: HeldPull) -> None:
         key = (held.topic, held.queue_id)
@@ -180,12 +198,15 @@ class HoldService:
             now = trio.current_time()
             while deadlines and deadlines[0][0] <= now:
                 held = heapq.heappop(deadlines)[2]
-                if not held.done:
+                if held.done:
+                    self._stale -= 1
+                else:
                     self._unpark(held)
                     self.woken_by_timeout += 1
                     self._wake(held)
             while deadlines and deadlines[0][2].done:  # woken by arrival: drop the stale timer entry
                 heapq.heappop(deadlines)
+                self._stale -= 1
             self._timer_at = deadlines[0][0] if deadlines else math.inf
             wakeup = self._timer_wakeup = trio.Event()
             with trio.move_on_at(self._timer_at):
@@ -200,7 +221,7 @@ class HoldService:
                     if newest > held.offset and not held.done:
                         self._unpark(held)
                         self.woken_by_arrival += 1
-                        self._wake(held)
+                        self._wake_early(held)
 
     async def _answer_woken(self) -> None:
         async for held in self._wake_receive:

@@ -3,6 +3,8 @@ after the client's suspend time in virtual time, never block their connection, a
 
 from __future__ import annotations
 
+import gc
+
 import trio
 import trio.testing
 
@@ -209,3 +211,38 @@ async def test_a_failing_rerun_is_answered_system_error_with_the_offset_fields(
     assert response is not None and (response.opaque, response.code) == (req.opaque, ResponseCode.SYSTEM_ERROR)
     assert response.remark == "LookupError: gone"
     assert response.ext_fields["nextBeginOffset"] == "4" and "maxOffset" in response.ext_fields
+
+
+async def test_pulls_woken_by_arrivals_are_not_kept_until_their_deadlines(
+    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
+) -> None:
+    """Rounds of pulls parked and woken by an arrival long before their 15 s: what the service keeps is bounded by
+    the pulls parked, not by the pulls a second times their hold time."""
+    hold = HoldService()
+    await nursery.start(hold.run)
+    _client_end, server_end = trio.testing.memory_stream_pair()
+    connection = Connection(server_end, PEER, ("127.0.0.1", 10911))
+
+    async def ignore(ctx: RequestContext, command: RemotingCommand) -> None:
+        return None
+
+    nursery.start_soon(connection.run, ignore)
+    reruns = 0
+
+    def rerun(ctx: RequestContext, command: RemotingCommand) -> RemotingCommand | None:
+        nonlocal reruns
+        reruns += 1
+        return None
+
+    # A pull on a queue nothing arrives in: its timer entry, the earliest, stays on top of the heap.
+    hold.hold(HeldPull(connection.context, pull_request(), TOPIC, 1, 0, SUSPEND_SECONDS, rerun))
+    for offset in range(300):  # 300 rounds of 10 pulls, each round woken at once
+        for _ in range(10):
+            deadline = trio.current_time() + SUSPEND_SECONDS + 1
+            hold.hold(HeldPull(connection.context, pull_request(offset=offset), TOPIC, 0, offset, deadline, rerun))
+        hold.notify_message_arriving(TOPIC, 0, offset, 0)
+        await trio.testing.wait_all_tasks_blocked()  # the clock stands still: no deadline passes
+    assert trio.current_time() == 0 and reruns == 3000 and hold.held_count == 1 and hold.woken_by_timeout == 0
+    gc.collect()
+    kept = sum(isinstance(o, HeldPull) for o in gc.get_objects())
+    assert kept <= 2 * 64 + 11, kept  # without the heap's clean-up: 3,001 until their deadlines pass
