@@ -99,8 +99,7 @@ class UniqKeyGenerator:
     def next_id(self, now_ms: int | None = None) -> str:
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         if now != self._last_ms:
-            self._stem = self._prefix + f"{self._elapsed(now):08X}"
-            self._last_ms = now
+            self._new_millisecond(now)
         counter = next(self._counter)
         return self._stem + _HEX2[counter >> 8 & 0xFF] + _HEX2[counter & 0xFF]
 
@@ -108,10 +107,14 @@ class UniqKeyGenerator:
         """``count`` ids from one clock read: what ``count`` calls of :meth:`next_id` give within one millisecond."""
         now = time.time_ns() // 1_000_000
         if now != self._last_ms:
-            self._stem = self._prefix + f"{self._elapsed(now):08X}"
-            self._last_ms = now
+            self._new_millisecond(now)
         stem, hex2 = self._stem, _HEX2
         return [stem + hex2[c >> 8 & 0xFF] + hex2[c & 0xFF] for c in itertools.islice(self._counter, count)]
+
+    def _new_millisecond(self, now: int) -> None:
+        """Keep the hex of the prefix and of ``now`` for the ids of that millisecond."""
+        self._stem = self._prefix + f"{self._elapsed(now):08X}"
+        self._last_ms = now
 
     def _elapsed(self, now: int) -> int:
         """``now`` as milliseconds since the start of its local month, wrapped to 32 bits."""
