@@ -70,6 +70,8 @@ def _check_entry_size(size: int, limit: int) -> None:
 
 def _runs(items: Sequence[E], sizes: Sequence[int], limit: int) -> list[list[E]]:
     """``items`` in order, in runs whose ``sizes`` add up to at most ``limit`` (an item alone may exceed it)."""
+    if len(items) == len(sizes) and sum(sizes) <= limit:  # the usual batch: one run, no walk
+        return [list(items)] if items else []
     batches: list[list[E]] = []
     current: list[E] = []
     total = 0
@@ -321,8 +323,6 @@ class SendBuilder:
             entries.append((body, encoded, m.flag))
             sizes.append(size)
         head, tail = self._head(topic), _BATCH_TAIL % (time.time_ns() // 1_000_000)
-        if sum(sizes) <= limit:  # the usual batch: one request
-            return [PreparedSend.encoded(head, tail, encode_batch_parts(entries), ",".join(ids), topic, _SEND_BATCH)]
         prepared: list[PreparedSend] = []
         start = 0
         for chunk in _runs(entries, sizes, limit):

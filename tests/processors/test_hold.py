@@ -189,9 +189,8 @@ async def test_periodic_check_moves_a_pull_past_messages_that_did_not_match_its_
     assert trio.current_time() - held_at <= CHECK_INTERVAL + 0.01
 
 
-async def test_a_failing_rerun_is_answered_system_error_with_the_offset_fields(
-    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
-) -> None:
+async def _hold_and_connection(nursery: trio.Nursery) -> tuple[HoldService, Connection, trio.abc.Stream]:
+    """A running hold service and a server connection whose requests are ignored, with its client end."""
     hold = HoldService()
     await nursery.start(hold.run)
     client_end, server_end = trio.testing.memory_stream_pair()
@@ -201,6 +200,13 @@ async def test_a_failing_rerun_is_answered_system_error_with_the_offset_fields(
         return None
 
     nursery.start_soon(connection.run, ignore)
+    return hold, connection, client_end
+
+
+async def test_a_failing_rerun_is_answered_system_error_with_the_offset_fields(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    hold, connection, client_end = await _hold_and_connection(nursery)
 
     def failing(ctx: RequestContext, command: RemotingCommand) -> RemotingCommand | None:
         raise LookupError("gone")
@@ -218,15 +224,7 @@ async def test_pulls_woken_by_arrivals_are_not_kept_until_their_deadlines(
 ) -> None:
     """Rounds of pulls parked and woken by an arrival long before their 15 s: what the service keeps is bounded by
     the pulls parked, not by the pulls a second times their hold time."""
-    hold = HoldService()
-    await nursery.start(hold.run)
-    _client_end, server_end = trio.testing.memory_stream_pair()
-    connection = Connection(server_end, PEER, ("127.0.0.1", 10911))
-
-    async def ignore(ctx: RequestContext, command: RemotingCommand) -> None:
-        return None
-
-    nursery.start_soon(connection.run, ignore)
+    hold, connection, _client_end = await _hold_and_connection(nursery)
     reruns = 0
 
     def rerun(ctx: RequestContext, command: RemotingCommand) -> RemotingCommand | None:
