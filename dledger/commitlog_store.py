@@ -16,7 +16,9 @@ Writes: only a leader whose log is fully committed and dispatched takes them (:a
 DLedgerRoleChangeHandler waits for the same before it turns the broker into a master). :meth:`append` encodes the
 record into a new entry and returns at once; the send's answer waits for the quorum through ``put_waits``
 (:mod:`dledger.commit_waits`: PUT_OK once committed, a failure status, answered SYSTEM_ERROR, when the leader lost its
-term or ``maxWaitAckTimeMs`` passed), never SEND_OK for an entry that is not committed. A refused append raises
+term or ``maxWaitAckTimeMs`` passed), never SEND_OK for an entry that is not committed. Each round of the node's
+effects runs as the group commit's release pass, so the answers one commit releases leave in one write per
+connection, as a SYNC_FLUSH group commit's do. A refused append raises
 :class:`~store.errors.ServiceNotAvailableError` (a follower's answer: SERVICE_NOT_AVAILABLE, as DefaultMessageStore
 answers on a slave).
 
@@ -91,6 +93,7 @@ class DLedgerMessageStore(MessageStore):
         self.put_waits = self.commit_waits
         self.server.commit_listeners.append(self._on_commit)
         self.server.role_listeners.append(self._on_role)
+        self.server.effects_scope = self.group_commit.release_pass
 
     @property
     def ledger(self) -> FileLedger:

@@ -32,7 +32,8 @@ connection hands ``None`` to the node with the push task's next pass, as an answ
 
 The broker's side: :meth:`DLedgerServer.append` (synchronous; the callback gets the
 :class:`~dledger.effects.AppendDone`), ``role_listeners`` and ``commit_listeners`` (called on the Trio thread, must
-not block), :meth:`DLedgerServer.status`. Cancelling ``run`` flushes, writes the checkpoint and closes the files.
+not block), ``effects_scope`` (wraps each round of effects), :meth:`DLedgerServer.status`. Cancelling ``run``
+flushes, writes the checkpoint and closes the files.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import logging
 import random
 import struct
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Final
 
 import trio
@@ -105,6 +107,8 @@ class DLedgerServer:
         self._node: RaftNode | None = None
         self.role_listeners: list[Callable[[RoleChanged], None]] = []
         self.commit_listeners: list[Callable[[int], None]] = []
+        #: wraps each round of effects (the store: its group commit's release pass, so answers leave together)
+        self.effects_scope: Callable[[], AbstractContextManager[object]] = nullcontext
         self._appends: dict[int, AppendCallback] = {}
         self._sleepers: set[_Sleeper] = set()
         self._flush_now = trio.Event()
@@ -306,8 +310,9 @@ class DLedgerServer:
         if node is None:
             return
         role_changed = False
-        for effect in node.drain():
-            role_changed |= self._effect(effect)
+        with self.effects_scope():
+            for effect in node.drain():
+                role_changed |= self._effect(effect)
         if node.flush_wanted:
             self._flush_now.set()
         if node.push_wanted:

@@ -24,7 +24,8 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import trio
@@ -283,7 +284,7 @@ class GroupCommitService:
         self._running = False
         #: Number of group syncs performed (each may sync one or two segments).
         self.rounds = 0
-        #: True while a release pass calls the callbacks of the waiters a sync covered.
+        #: True while a release pass runs: the callbacks of the waiters a sync covered, or a DLedger round of effects.
         self.releasing = False
         self._pass_listeners: list[Callable[[], None]] = []
         self._thread: _SyncThread | None = None
@@ -299,13 +300,21 @@ class GroupCommitService:
         """Answer ``True`` to the waiters a sync covered, in offset order, then tell the pass listeners."""
         if not ready:
             return
+        with self.release_pass():
+            try:
+                for waiter in ready:
+                    release_waiter(waiter, True)
+            finally:
+                ready.clear()
+
+    @contextmanager
+    def release_pass(self) -> Iterator[None]:
+        """A release pass: :attr:`releasing` inside, the pass listeners called at its end."""
         self.releasing = True
         try:
-            for waiter in ready:
-                release_waiter(waiter, True)
+            yield
         finally:
             self.releasing = False
-            ready.clear()
             for listener in self._pass_listeners:
                 try:
                     listener()

@@ -7,6 +7,7 @@ every acknowledged message in place and queue offsets that go on from where they
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -17,15 +18,20 @@ from broker.embedded_dledger import EmbeddedDLedgerGroup
 from client.errors import MQClientError
 from client.message import Message, SendStatus
 from client.producer import Producer
+from processors.send import SendMessageProcessor
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.codec.frame import FrameDecoder
 from remoting.codec.message import MessageRecord, decode_record
+from remoting.codec.serializers import encode_json
+from remoting.connection import Connection
 from remoting.errors import RemotingError
 from store.results import PutStatus
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
-from tests.processors.conftest import send_request
+from tests.processors.conftest import PEER, send_request
+from tests.remoting.helpers import CountingSocket, tcp_pair
 
 TOPIC = "DLedgerTopic"
 
@@ -156,3 +162,43 @@ async def test_our_producer_goes_on_with_the_new_leader_after_a_failover(
         for result in sent:
             got = store.get(TOPIC, result.queue_id, result.queue_offset, 1)
             assert got.messages and decode_record(got.messages[0]).body in (b"first", b"after")
+
+
+async def test_sends_committed_in_one_round_are_answered_in_one_write(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The SEND_OK answers of the sends one commit releases leave in one write to their connection (the commit's
+    effects run as a release pass, as a SYNC_FLUSH group commit's callbacks do), not one for the first and the rest
+    after a scheduler pass."""
+    sends = 6
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE, enable_batch_push=True) as group:
+        leader = await group.leader()
+        async with RemotingClient() as client:
+            answer = await client.invoke(group.addr(leader), create_topic_request(TOPIC, queues=2), 5)
+            assert answer.code == ResponseCode.SUCCESS
+        processor = SendMessageProcessor(group.controllers[leader].context)
+        a, b = tcp_pair()
+        raw = CountingSocket.twin_of(a)
+        conn = Connection(trio.SocketStream(trio.socket.from_stdlib_socket(a)), PEER, ("127.0.0.1", 1), raw_socket=raw)
+        peer = trio.SocketStream(trio.socket.from_stdlib_socket(b))
+        requests = [send_request(TOPIC, b"m%d" % i, queue_id=i % 2) for i in range(sends)]
+        answers: list[dict[str, Any]] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.run, _ignore)
+            await trio.testing.wait_all_tasks_blocked()
+            for req in requests:  # no checkpoint in between: one batch push per follower, one commit
+                assert processor.fast(conn.context, orjson.loads(encode_json(req)), bytes(req.body))
+            decoder = FrameDecoder()
+            with trio.fail_after(10):
+                while len(answers) < sends:
+                    decoder.receive_data(await peer.receive_some())
+                    while (frame := decoder.next_frame()) is not None:
+                        answers.append(orjson.loads(frame[1]))
+            nursery.cancel_scope.cancel()
+        assert sorted(a["opaque"] for a in answers) == [r.opaque for r in requests]
+        assert all(a["code"] == ResponseCode.SUCCESS for a in answers)
+        assert raw.sends == 1
+
+
+async def _ignore(ctx: object, cmd: object) -> None:
+    return None
