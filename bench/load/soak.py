@@ -7,12 +7,15 @@ the acknowledged msg/s this machine gives. **Soak** (``--duration``, default 10 
 (default 100) producers, each its own client instance with its own connections, live a random ``--lifetime`` and are
 replaced: connections come and go all the time. The load runs in ``--processes`` (default 2) shard processes
 (:mod:`bench.load.soak_shard`), each with its own topic, consumer and share of the senders and producers, so that no
-load process is saturated (a saturated generator's own queueing would be the latency the samples measure).
+load process is saturated (a saturated generator's own queueing would be the latency the samples measure). They share
+every core unless ``--pin`` puts the broker on the first CPU and the shards on the others (for a machine with cores
+to spare; on two cores the shards then fill theirs: docs/PERFORMANCE.md#soak).
 
 Every ``--interval`` seconds (default 10) one JSON line samples the broker process: RSS (``VmRSS`` and its
 anonymous part, the heap; the rest is the CommitLog's mapped pages), open descriptors (sockets, the store's files,
 the rest), p50/p99 send latency over the interval (all shards' sends), msg/s sent and consumed, CommitLog end and
-growth, broker CPU and each shard's, the machine's busy and stolen CPU shares.
+growth, broker CPU and each shard's, the machine's busy and stolen CPU shares. The summary's ``cpus`` is where the
+broker and each shard were allowed to run, read from the running processes.
 When the load stops the consumer drains (``--drain`` seconds at most) and the clients close; then the checks of
 :mod:`bench.load.soak_checks` run: RSS (anonymous) and p99 flat within 10 % after ``--warmup``, nothing lost
 (every acknowledged message consumed), open files and sockets back to their pre-load counts. The default warm-up,
@@ -29,6 +32,8 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
+import shutil
 import sys
 from array import array
 from collections import Counter
@@ -50,7 +55,7 @@ TOPIC = "SoakTopic"
 GROUP = "soak_cg"
 SETTINGS = (
     "duration", "fraction", "interval", "warmup", "connections", "senders", "size", "queues", "peak_seconds",
-    "processes",
+    "processes", "pin",
 )  # fmt: skip
 #: The shards' final counts the summary carries, summed over the shards.
 FINAL_KEYS = (
@@ -79,14 +84,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--settle", type=float, default=15.0, help="most seconds for closed connections to go")
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="where soak.json and soak.png go")
     parser.add_argument("--no-plot", action="store_true", help="no soak.png")
+    parser.add_argument("--pin", action="store_true",
+                        help="the broker on the first CPU, the load processes on the others (taskset)")  # fmt: skip
     return parser
+
+
+def core_split(pin: bool) -> tuple[list[int], list[int]] | None:
+    """The CPUs for the broker (the first one this process may use) and for the load processes (the others), or None
+    when not pinning: ``--no-pin``, fewer than two CPUs, or no ``taskset`` (util-linux)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if not pin or len(cpus) < 2 or shutil.which("taskset") is None:
+        return None
+    return cpus[:1], cpus[1:]
+
+
+def taskset(cpus: list[int] | None) -> list[str]:
+    """The command prefix that runs a child on ``cpus`` only; empty for None."""
+    return [] if cpus is None else ["taskset", "-c", ",".join(map(str, cpus))]
 
 
 class Soak:
     """One run: the cluster's addresses and pid, the load shards and the samples so far."""
 
-    def __init__(self, args: argparse.Namespace, namesrv: str, broker: str, pid: int, store_dir: str) -> None:
+    def __init__(self, args: argparse.Namespace, namesrv: str, broker: str, pid: int, store_dir: str,
+                 load_cpus: list[int] | None = None) -> None:  # fmt: skip
         self.args = args
+        self.load_cpus = load_cpus
+        self.cpus: dict[str, list[int] | list[list[int]]] = {}  # where the processes ran (read once they started)
         self.namesrv, self.broker, self.pid, self.store_dir = namesrv, broker, pid, store_dir
         self.shards = [ShardProcess(f"shard-{i}", self.shard_argv(i)) for i in range(args.processes)]
         self.samples: list[dict[str, Any]] = []
@@ -101,9 +125,10 @@ class Soak:
         args, n = self.args, self.args.processes
         senders, connections = (total // n + (i < total % n) for total in (args.senders, args.connections))
         return [
-            sys.executable, "-m", "bench.load.soak_shard", "--namesrv", self.namesrv, "--topic", f"{TOPIC}{i}",
-            "--group", f"{GROUP}{i}", "--senders", str(senders), "--connections", str(connections),
-            "--lifetime", *map(str, args.lifetime), "--size", str(args.size), "--seed", str(i),
+            *taskset(self.load_cpus), sys.executable, "-m", "bench.load.soak_shard", "--namesrv", self.namesrv,
+            "--topic", f"{TOPIC}{i}", "--group", f"{GROUP}{i}", "--senders", str(senders),
+            "--connections", str(connections), "--lifetime", *map(str, args.lifetime), "--size", str(args.size),
+            "--seed", str(i),
         ]  # fmt: skip
 
     def descriptors(self) -> procstat.Descriptors:
@@ -213,6 +238,7 @@ class Soak:
         try:
             async with trio.open_nursery() as nursery:
                 await gather(functools.partial(shard.start, nursery) for shard in self.shards)
+                self.cpus = self.affinity()
                 self.origin = trio.current_time() + (0 if args.rate else args.peak_seconds)
                 nursery.start_soon(self.sampler, admin)
                 if args.rate:
@@ -229,6 +255,11 @@ class Soak:
         finally:
             for shard in self.shards:
                 await shard.close()
+
+    def affinity(self) -> dict[str, list[int] | list[list[int]]]:
+        """The CPUs the broker and each shard may run on, read from the running processes."""
+        shards = [sorted(os.sched_getaffinity(shard.pid)) for shard in self.shards if shard.pid is not None]
+        return {"broker": sorted(os.sched_getaffinity(self.pid)), "load": shards}
 
     async def run(self) -> dict[str, Any]:
         args = self.args
@@ -248,6 +279,7 @@ class Soak:
         return {
             "tool": "soak",
             "settings": {k: getattr(args, k) for k in SETTINGS},
+            "cpus": self.cpus,
             "peak_tps": None if self.peak is None else round(self.peak, 1),
             "rate_tps": round(self.rate or 0, 1),
             **{key: totals[key] for key in FINAL_KEYS},
@@ -293,8 +325,10 @@ def plot(samples: list[dict[str, Any]], warmup: float, png: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
-    with ClusterProcess() as cluster:
-        soak = Soak(args, cluster.namesrv, cluster.broker, cluster.pid, str(Path(cluster.data_dir).resolve()))
+    broker_cpus, load_cpus = core_split(args.pin) or (None, None)
+    with ClusterProcess(wrap=taskset(broker_cpus)) as cluster:
+        data_dir = str(Path(cluster.data_dir).resolve())
+        soak = Soak(args, cluster.namesrv, cluster.broker, cluster.pid, data_dir, load_cpus)
         summary = trio.run(soak.run)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "soak.samples.json").write_text(json.dumps(soak.samples, indent=1) + "\n")

@@ -5,6 +5,7 @@ assertions: the rates and latencies are whatever this machine gives)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,13 +14,14 @@ import pytest
 import trio
 import trio.testing
 
-from bench.load import procstat
+from bench.load import procstat, soak
 from bench.load.soak_checks import drift, flat, verdict
 from bench.load.soak_load import Ledger, Pacer, body_of, seq_of
 from bench.load.soak_shard import ShardError, ShardProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {"files": 4, "sockets": 10}
+ANY_CPUS = sorted(os.sched_getaffinity(0))  # what an unpinned child inherits
 
 
 def series(values: list[float], key: str = "rss_anon_mb") -> list[dict[str, float]]:
@@ -61,7 +63,7 @@ def test_the_ledger_counts_what_was_acknowledged_and_not_consumed_in_either_orde
 def test_a_short_soak_loses_nothing_and_leaks_no_descriptor(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "bench.load.soak", "--duration", "20", "--interval", "2", "--warmup", "6",
             "--rate", "150", "--senders", "16", "--connections", "100", "--lifetime", "2", "6", "--no-plot",
-            "--out", str(tmp_path)]  # fmt: skip
+            "--pin", "--out", str(tmp_path)]  # fmt: skip
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines and lines[-1]["type"] == "summary", done.stderr[-3000:]
@@ -80,6 +82,22 @@ def test_a_short_soak_loses_nothing_and_leaks_no_descriptor(tmp_path: Path) -> N
     assert checks["files_no_leak"]["ok"], checks["files_no_leak"]
     assert checks["sockets_no_leak"]["ok"], checks["sockets_no_leak"]
     assert json.loads((tmp_path / "soak.json").read_text())["acked"] == summary["acked"]
+    split = soak.core_split(True)  # pinned wherever it can be (two CPUs or more, taskset)
+    expected = {"broker": split[0], "load": [split[1]] * 2} if split else {"broker": ANY_CPUS, "load": [ANY_CPUS] * 2}
+    assert summary["cpus"] == expected, summary["cpus"]
+
+
+def test_pinning_puts_the_broker_on_the_first_cpu_and_the_load_on_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(soak.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(soak.os, "sched_getaffinity", lambda pid: {3, 1, 2})
+    assert soak.core_split(True) == ([1], [2, 3])
+    assert soak.core_split(False) is None
+    assert soak.taskset([2, 3]) == ["taskset", "-c", "2,3"] and soak.taskset(None) == []
+    monkeypatch.setattr(soak.os, "sched_getaffinity", lambda pid: {0})
+    assert soak.core_split(True) is None  # one CPU: nothing to split
+    monkeypatch.setattr(soak.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(soak.shutil, "which", lambda name: None)
+    assert soak.core_split(True) is None  # no taskset: the processes share the cores
 
 
 async def test_the_pacer_makes_up_late_slots_within_its_slack(autojump_clock: trio.testing.MockClock) -> None:
