@@ -17,8 +17,8 @@ DLedgerRoleChangeHandler waits for the same before it turns the broker into a ma
 record into a new entry and returns at once; the send's answer waits for the quorum through ``put_waits``
 (:mod:`dledger.commit_waits`: PUT_OK once committed, a failure status, answered SYSTEM_ERROR, when the leader lost its
 term or ``maxWaitAckTimeMs`` passed), never SEND_OK for an entry that is not committed. Each round of the node's
-effects runs as the group commit's release pass, so the answers one commit releases leave in one write per
-connection, as a SYNC_FLUSH group commit's do. A refused append raises
+effects runs as the group commit's release pass, so the send fast path's SEND_OK answers one commit releases leave
+in one write per connection, as a SYNC_FLUSH group commit's do. A refused append raises
 :class:`~store.errors.ServiceNotAvailableError` (a follower's answer: SERVICE_NOT_AVAILABLE, as DefaultMessageStore
 answers on a slave).
 

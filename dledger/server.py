@@ -310,9 +310,11 @@ class DLedgerServer:
         if node is None:
             return
         role_changed = False
-        with self.effects_scope():
-            for effect in node.drain():
-                role_changed |= self._effect(effect)
+        effects = node.drain()
+        if effects:
+            with self.effects_scope():
+                for effect in effects:
+                    role_changed |= self._effect(effect)
         if node.flush_wanted:
             self._flush_now.set()
         if node.push_wanted:

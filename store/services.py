@@ -309,7 +309,11 @@ class GroupCommitService:
 
     @contextmanager
     def release_pass(self) -> Iterator[None]:
-        """A release pass: :attr:`releasing` inside, the pass listeners called at its end."""
+        """A release pass: :attr:`releasing` inside, the pass listeners called at its end. A pass entered inside
+        another is part of it (the outer one ends it)."""
+        if self.releasing:
+            yield
+            return
         self.releasing = True
         try:
             yield

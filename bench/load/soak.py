@@ -91,9 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def core_split(pin: bool) -> tuple[list[int], list[int]] | None:
     """The CPUs for the broker (the first one this process may use) and for the load processes (the others), or None
-    when not pinning: ``--no-pin``, fewer than two CPUs, or no ``taskset`` (util-linux)."""
+    when not pinning: without ``--pin``, or (said on stderr) with fewer than two CPUs or no ``taskset`` (util-linux)."""
+    if not pin:
+        return None
     cpus = sorted(os.sched_getaffinity(0))
-    if not pin or len(cpus) < 2 or shutil.which("taskset") is None:
+    if len(cpus) < 2 or shutil.which("taskset") is None:
+        STDERR.print(f"--pin: not pinning (CPUs {cpus}, taskset {shutil.which('taskset')})")
         return None
     return cpus[:1], cpus[1:]
 
@@ -101,6 +104,14 @@ def core_split(pin: bool) -> tuple[list[int], list[int]] | None:
 def taskset(cpus: list[int] | None) -> list[str]:
     """The command prefix that runs a child on ``cpus`` only; empty for None."""
     return [] if cpus is None else ["taskset", "-c", ",".join(map(str, cpus))]
+
+
+def cpus_of(pid: int) -> list[int]:
+    """The CPUs process ``pid`` may run on; [] when it is gone."""
+    try:
+        return sorted(os.sched_getaffinity(pid))
+    except ProcessLookupError:
+        return []
 
 
 class Soak:
@@ -257,9 +268,9 @@ class Soak:
                 await shard.close()
 
     def affinity(self) -> dict[str, list[int] | list[list[int]]]:
-        """The CPUs the broker and each shard may run on, read from the running processes."""
-        shards = [sorted(os.sched_getaffinity(shard.pid)) for shard in self.shards if shard.pid is not None]
-        return {"broker": sorted(os.sched_getaffinity(self.pid)), "load": shards}
+        """The CPUs the broker and each shard may run on, read from the running processes ([] for one gone)."""
+        shards = [cpus_of(shard.pid) for shard in self.shards if shard.pid is not None]
+        return {"broker": cpus_of(self.pid), "load": shards}
 
     async def run(self) -> dict[str, Any]:
         args = self.args

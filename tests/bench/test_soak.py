@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,8 @@ def test_the_ledger_counts_what_was_acknowledged_and_not_consumed_in_either_orde
 
 
 def test_a_short_soak_loses_nothing_and_leaks_no_descriptor(tmp_path: Path) -> None:
+    """Run pinned (``--pin``, not the default) so that the placement is checked too: on two CPUs or more the broker
+    runs on the first and the shards on the others."""
     argv = [sys.executable, "-m", "bench.load.soak", "--duration", "20", "--interval", "2", "--warmup", "6",
             "--rate", "150", "--senders", "16", "--connections", "100", "--lifetime", "2", "6", "--no-plot",
             "--pin", "--out", str(tmp_path)]  # fmt: skip
@@ -82,21 +85,22 @@ def test_a_short_soak_loses_nothing_and_leaks_no_descriptor(tmp_path: Path) -> N
     assert checks["files_no_leak"]["ok"], checks["files_no_leak"]
     assert checks["sockets_no_leak"]["ok"], checks["sockets_no_leak"]
     assert json.loads((tmp_path / "soak.json").read_text())["acked"] == summary["acked"]
+    shards = summary["settings"]["processes"]
     split = soak.core_split(True)  # pinned wherever it can be (two CPUs or more, taskset)
-    expected = {"broker": split[0], "load": [split[1]] * 2} if split else {"broker": ANY_CPUS, "load": [ANY_CPUS] * 2}
-    assert summary["cpus"] == expected, summary["cpus"]
+    broker, load = split or (ANY_CPUS, ANY_CPUS)
+    assert summary["cpus"] == {"broker": broker, "load": [load] * shards}, summary["cpus"]
 
 
 def test_pinning_puts_the_broker_on_the_first_cpu_and_the_load_on_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(soak.shutil, "which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setattr(soak.os, "sched_getaffinity", lambda pid: {3, 1, 2})
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 1, 2})
     assert soak.core_split(True) == ([1], [2, 3])
     assert soak.core_split(False) is None
     assert soak.taskset([2, 3]) == ["taskset", "-c", "2,3"] and soak.taskset(None) == []
-    monkeypatch.setattr(soak.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     assert soak.core_split(True) is None  # one CPU: nothing to split
-    monkeypatch.setattr(soak.os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(soak.shutil, "which", lambda name: None)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     assert soak.core_split(True) is None  # no taskset: the processes share the cores
 
 

@@ -31,7 +31,7 @@ from store.results import PutStatus
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import PEER, send_request
-from tests.remoting.helpers import CountingSocket, tcp_pair
+from tests.remoting.helpers import CountingSocket, ignore_requests, tcp_pair
 
 TOPIC = "DLedgerTopic"
 
@@ -184,7 +184,7 @@ async def test_sends_committed_in_one_round_are_answered_in_one_write(
         requests = [send_request(TOPIC, b"m%d" % i, queue_id=i % 2) for i in range(sends)]
         answers: list[dict[str, Any]] = []
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(conn.run, _ignore)
+            nursery.start_soon(conn.run, ignore_requests)
             await trio.testing.wait_all_tasks_blocked()
             for req in requests:  # no checkpoint in between: one batch push per follower, one commit
                 assert processor.fast(conn.context, orjson.loads(encode_json(req)), bytes(req.body))
@@ -195,10 +195,7 @@ async def test_sends_committed_in_one_round_are_answered_in_one_write(
                     while (frame := decoder.next_frame()) is not None:
                         answers.append(orjson.loads(frame[1]))
             nursery.cancel_scope.cancel()
-        assert sorted(a["opaque"] for a in answers) == [r.opaque for r in requests]
-        assert all(a["code"] == ResponseCode.SUCCESS for a in answers)
+        await peer.aclose()  # the connection closed its own socket and ``raw``
+        assert sorted(answer["opaque"] for answer in answers) == [r.opaque for r in requests]
+        assert all(answer["code"] == ResponseCode.SUCCESS for answer in answers)
         assert raw.sends == 1
-
-
-async def _ignore(ctx: object, cmd: object) -> None:
-    return None

@@ -26,7 +26,7 @@ from remoting.connection import Connection
 from store.metadata_files import TopicConfig, TopicFilterType
 from store.store_config import FlushDiskType
 from tests.processors.conftest import PEER, TOPIC, open_broker, send_request
-from tests.remoting.helpers import CountingSocket, tcp_pair
+from tests.remoting.helpers import CountingSocket, ignore_requests, tcp_pair
 
 CLOCK_MS = 1_700_000_000_123
 
@@ -221,7 +221,7 @@ def test_sync_flush_answers_released_by_one_group_commit_pass_leave_in_one_write
             try:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(broker.store.run)
-                    nursery.start_soon(conn.run, _silent)
+                    nursery.start_soon(conn.run, ignore_requests)
                     await trio.testing.wait_all_tasks_blocked()
                     rounds = broker.store.group_commit.rounds
                     for req in requests:  # no checkpoint in between: one sync covers them all
@@ -243,7 +243,3 @@ def test_sync_flush_answers_released_by_one_group_commit_pass_leave_in_one_write
             assert all(a["code"] == 0 for a in answers)
 
     trio.run(scenario)
-
-
-async def _silent(ctx: object, cmd: object) -> None:
-    return None

@@ -91,3 +91,8 @@ def tcp_pair() -> tuple[socket.socket, socket.socket]:
         b, _ = listener.accept()
     a.setblocking(False)
     return a, b
+
+
+async def ignore_requests(ctx: object, cmd: object) -> None:
+    """A connection's request handler that does nothing (the test reads what the connection writes)."""
+    return None
