@@ -7,7 +7,6 @@ every acknowledged message in place and queue offsets that go on from where they
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -22,16 +21,12 @@ from processors.send import SendMessageProcessor
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from remoting.codec.frame import FrameDecoder
 from remoting.codec.message import MessageRecord, decode_record
-from remoting.codec.serializers import encode_json
-from remoting.connection import Connection
 from remoting.errors import RemotingError
 from store.results import PutStatus
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
-from tests.processors.conftest import PEER, send_request
-from tests.remoting.helpers import CountingSocket, ignore_requests, tcp_pair
+from tests.processors.conftest import answers_to_fast_sends, send_request
 
 TOPIC = "DLedgerTopic"
 
@@ -177,25 +172,9 @@ async def test_sends_committed_in_one_round_are_answered_in_one_write(
             answer = await client.invoke(group.addr(leader), create_topic_request(TOPIC, queues=2), 5)
             assert answer.code == ResponseCode.SUCCESS
         processor = SendMessageProcessor(group.controllers[leader].context)
-        a, b = tcp_pair()
-        raw = CountingSocket.twin_of(a)
-        conn = Connection(trio.SocketStream(trio.socket.from_stdlib_socket(a)), PEER, ("127.0.0.1", 1), raw_socket=raw)
-        peer = trio.SocketStream(trio.socket.from_stdlib_socket(b))
         requests = [send_request(TOPIC, b"m%d" % i, queue_id=i % 2) for i in range(sends)]
-        answers: list[dict[str, Any]] = []
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(conn.run, ignore_requests)
-            await trio.testing.wait_all_tasks_blocked()
-            for req in requests:  # no checkpoint in between: one batch push per follower, one commit
-                assert processor.fast(conn.context, orjson.loads(encode_json(req)), bytes(req.body))
-            decoder = FrameDecoder()
-            with trio.fail_after(10):
-                while len(answers) < sends:
-                    decoder.receive_data(await peer.receive_some())
-                    while (frame := decoder.next_frame()) is not None:
-                        answers.append(orjson.loads(frame[1]))
-            nursery.cancel_scope.cancel()
-        await peer.aclose()  # the connection closed its own socket and ``raw``
+        # no checkpoint between the sends: one batch push per follower, one commit
+        answers, writes = await answers_to_fast_sends(processor, requests, timeout=10)
         assert sorted(answer["opaque"] for answer in answers) == [r.opaque for r in requests]
         assert all(answer["code"] == ResponseCode.SUCCESS for answer in answers)
-        assert raw.sends == 1
+        assert writes == 1

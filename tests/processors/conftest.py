@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import trio
 import trio.testing
@@ -24,6 +25,7 @@ from remoting.codec.command import RemotingCommand, request
 from remoting.codec.frame import FrameDecoder, encode_command
 from remoting.codec.headers.send import V2_TO_V1_KEYS
 from remoting.codec.msgid import pack_socket_address
+from remoting.codec.serializers import encode_json
 from remoting.connection import Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.processor import RequestContext
@@ -31,6 +33,7 @@ from remoting.server import RemotingServer
 from store.message_store import MessageStore
 from store.metadata_files import TopicConfig
 from store.store_config import StoreConfig
+from tests.remoting.helpers import CountingSocket, ignore_requests, tcp_pair
 
 TOPIC = "TopicTest"
 GROUP = "please_rename_unique_group_name"
@@ -222,3 +225,30 @@ async def served_address(served: ServedBroker, nursery: trio.Nursery) -> tuple[s
     """``served`` listening on 127.0.0.1, port 0."""
     address: tuple[str, int] = await nursery.start(RemotingServer(served.dispatcher).serve, "127.0.0.1", 0)
     return address
+
+
+async def answers_to_fast_sends(
+    processor: SendMessageProcessor, requests: list[RemotingCommand], timeout: float = 5
+) -> tuple[list[dict[str, Any]], int]:
+    """Hand ``requests`` to ``processor``'s fast path on one real connection with no checkpoint between them, then read
+    an answer for each back: the answers (decoded headers, in arrival order) and how many ``send`` calls the
+    connection made on its socket."""
+    a, b = tcp_pair()
+    raw = CountingSocket.twin_of(a)
+    conn = Connection(trio.SocketStream(trio.socket.from_stdlib_socket(a)), PEER, ("127.0.0.1", 1), raw_socket=raw)
+    peer = trio.SocketStream(trio.socket.from_stdlib_socket(b))
+    answers: list[dict[str, Any]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run, ignore_requests)
+        await trio.testing.wait_all_tasks_blocked()
+        for req in requests:
+            assert processor.fast(conn.context, orjson.loads(encode_json(req)), bytes(req.body))
+        decoder = FrameDecoder()
+        with trio.fail_after(timeout):
+            while len(answers) < len(requests):
+                decoder.receive_data(await peer.receive_some())
+                while (frame := decoder.next_frame()) is not None:
+                    answers.append(orjson.loads(frame[1]))
+        nursery.cancel_scope.cancel()
+    await peer.aclose()  # the connection closed its own socket and ``raw``
+    return answers, raw.sends

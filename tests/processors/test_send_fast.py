@@ -20,13 +20,12 @@ from processors.send import SendMessageProcessor
 from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand
-from remoting.codec.frame import FrameDecoder, encode_command
+from remoting.codec.frame import encode_command
 from remoting.codec.serializers import command_from_json, encode_json
 from remoting.connection import Connection
 from store.metadata_files import TopicConfig, TopicFilterType
 from store.store_config import FlushDiskType
-from tests.processors.conftest import PEER, TOPIC, open_broker, send_request
-from tests.remoting.helpers import CountingSocket, ignore_requests, tcp_pair
+from tests.processors.conftest import PEER, TOPIC, answers_to_fast_sends, open_broker, send_request
 
 CLOCK_MS = 1_700_000_000_123
 
@@ -211,30 +210,16 @@ def test_sync_flush_answers_released_by_one_group_commit_pass_leave_in_one_write
         with tempfile.TemporaryDirectory() as tmp:
             broker = _broker(Path(tmp), store_overrides={"flush_disk_type": FlushDiskType.SYNC_FLUSH})
             processor = SendMessageProcessor(broker)
-            a, b = tcp_pair()
-            raw = CountingSocket.twin_of(a)
-            conn = Connection(
-                trio.SocketStream(trio.socket.from_stdlib_socket(a)), PEER, ("127.0.0.1", 1), raw_socket=raw
-            )
-            peer = trio.SocketStream(trio.socket.from_stdlib_socket(b))
             requests = [send_request(body=b"m%d" % i, queue_id=i % 4, properties="WAIT\x01true") for i in range(sends)]
             try:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(broker.store.run)
-                    nursery.start_soon(conn.run, ignore_requests)
                     await trio.testing.wait_all_tasks_blocked()
                     rounds = broker.store.group_commit.rounds
-                    for req in requests:  # no checkpoint in between: one sync covers them all
-                        assert processor.fast(conn.context, orjson.loads(encode_json(req)), bytes(req.body))
-                    decoder = FrameDecoder()
-                    answers: list[dict[str, Any]] = []
-                    with trio.fail_after(5):
-                        while len(answers) < sends:
-                            decoder.receive_data(await peer.receive_some())
-                            while (frame := decoder.next_frame()) is not None:
-                                answers.append(orjson.loads(frame[1]))
+                    # no checkpoint between the sends: one sync covers them all
+                    answers, writes = await answers_to_fast_sends(processor, requests)
                     assert broker.store.group_commit.rounds == rounds + 1
-                    assert raw.sends == 1  # the pass's answers in one write, not one for the first and more after
+                    assert writes == 1  # the pass's answers in one write, not one for the first and more after
                     assert broker.store.commitlog.queue.flushed_offset >= broker.store.max_phy_offset
                     nursery.cancel_scope.cancel()
             finally:
