@@ -39,17 +39,26 @@ from dledger.codes import ResponseCode, Role
 from dledger.commit_waits import CommitWaits
 from dledger.config import DLedgerConfig
 from dledger.effects import RoleChanged
-from dledger.entry import HEADER_SIZE
+from dledger.entry import HEADER_SIZE, Entry
 from dledger.file_store import FileLedger
 from dledger.server import DLedgerServer
-from remoting.codec.errors import MessageDecodeError
-from remoting.codec.message import MessageRecord, PreparedMessage, read_record_meta, write_record
+from remoting.codec.errors import MessageDecodeError, MessageEncodeError
+from remoting.codec.message import (
+    SYSFLAG_TRANSACTION_MASK,
+    SYSFLAG_TRANSACTION_PREPARED,
+    SYSFLAG_TRANSACTION_ROLLBACK,
+    MessageRecord,
+    PreparedMessage,
+    read_record_meta,
+    write_record,
+)
+from remoting.codec.record_batch import encode_record_into
 from remoting.codec.record_scan import scan_records
 from store.checkpoint import create_abort_file
 from store.commitlog import CommitLog
 from store.errors import MessageIllegalError, ServiceNotAvailableError
 from store.index import IndexRuns
-from store.message_store import FlushPlan, MessageStore
+from store.message_store import FlushPlan, MessageStore, _put_refusal
 from store.recovery import _load_consume_queues
 from store.results import AppendResult, PutResult
 from store.store_config import StoreConfig
@@ -278,8 +287,31 @@ class DLedgerMessageStore(MessageStore):
             raise ServiceNotAvailableError("this broker is not the DLedger leader")
 
     def append(self, msg: MessageRecord) -> AppendResult:
+        """One entry holding ``msg``'s record, encoded straight into the entry's place in the data file
+        (:meth:`~dledger.file_store.FileLedger.append_record_as_leader`: in C when built, no record built first)."""
         self._check_leader()
-        return self._append_prepared_entries(msg.store_host, [self._prepare(msg)])
+        topic, queue_id, store_host = msg.topic, msg.queue_id, msg.store_host
+        tx = msg.sys_flag & SYSFLAG_TRANSACTION_MASK
+        counted = tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK
+        queue_offset = self.queue_offsets.get((topic, queue_id), 0) if counted else 0
+        store_ts = self.config.now_ms()
+        ledger, max_body = self.ledger, self.config.max_message_size
+
+        def write(term: int) -> list[Entry]:
+            return [ledger.append_record_as_leader(term, encode_record_into, queue_offset, lambda: store_ts, max_body,
+                                                   msg)]  # fmt: skip
+
+        try:
+            code, entries = self.server.append(write, self.commit_waits.done)
+        except MessageEncodeError as exc:
+            raise _put_refusal(exc) from exc
+        if code != ResponseCode.SUCCESS:
+            raise ServiceNotAvailableError(f"DLedger refused the append: code {code}")
+        if counted:
+            self.queue_offsets[self.consume_queue(topic, queue_id).key] = queue_offset + 1
+        entry = entries[0]
+        self.commit_waits.register(entry.index, entry.end_pos)
+        return AppendResult(entry.pos + HEADER_SIZE, len(entry.body), queue_offset, store_ts, None, store_host)
 
     def append_batch(self, msgs: Sequence[MessageRecord]) -> AppendResult:
         self._check_leader()

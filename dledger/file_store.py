@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dledger.codes import ResponseCode
@@ -52,6 +52,8 @@ from dledger.entry import (
 )
 from dledger.ledger import BodyFill, LedgerError
 from remoting.codec.crc import body_crc
+from remoting.codec.message import MessageRecord
+from remoting.codec.record_batch import RecordEncoder
 from store.mapped_file import MappedFile, MappedFileQueue
 from store.metadata_files import replace_atomically
 
@@ -214,6 +216,39 @@ class FileLedger:
             self._write(entry)
             out.append(entry)
         return out
+
+    def append_record_as_leader(self, term: int, encode: RecordEncoder, queue_offset: int, clock: Callable[[], int],
+                                max_body: int, record: MessageRecord) -> Entry:  # fmt: skip
+        """Append one entry whose body is ``record``, encoded by ``encode`` (:func:`~remoting.codec.record_batch.
+        encode_record_into`) straight into the entry's place in the mapping, its physical offset the entry's ``pos``
+        plus the header: the bytes :meth:`append_as_leader` writes for a ``fill`` that writes the same record
+        (tests/dledger/test_file_store.py), without the record's bytes built first and copied. ``encode``'s errors
+        propagate with nothing written; a record no segment holds raises LedgerError (DISK_ERROR)."""
+        file_size = self.config.mapped_file_size_for_entry_data
+        mf = self.data.last()
+        if mf is None or mf.wrote_position == mf.file_size:
+            mf = self.data.roll(self.data.next_start())
+        at = mf.wrote_position
+        room = file_size - at - HEADER_SIZE - MIN_BLANK_LEN  # place(): an entry leaves room for a blank after it
+        written = encode(mf.buf, at + HEADER_SIZE, max(room, 0), mf.file_from_offset + at + HEADER_SIZE, queue_offset,
+                         clock, max_body, record)[0]  # fmt: skip
+        if written < 0:
+            if HEADER_SIZE - written + MIN_BLANK_LEN > file_size or at == 0:
+                raise LedgerError(ResponseCode.DISK_ERROR, f"an entry of {HEADER_SIZE - written} bytes does not fit "
+                                                           f"a {file_size}-byte file")  # fmt: skip
+            mf.buf[at:file_size] = blank(file_size - at)
+            mf.wrote_position = file_size
+            mf = self.data.roll(self.data.next_start())
+            at = 0
+            written = encode(mf.buf, HEADER_SIZE, file_size - HEADER_SIZE - MIN_BLANK_LEN,
+                             mf.file_from_offset + HEADER_SIZE, queue_offset, clock, max_body, record)[0]  # fmt: skip
+        end = at + HEADER_SIZE + written
+        body = mf.buf[at + HEADER_SIZE : end]
+        entry = Entry(self._end + 1, term, mf.file_from_offset + at, body, CURRENT_MAGIC, body_crc=body_crc(body))
+        pack_header_into(mf.buf, at, entry)  # after the body, as _write does
+        mf.wrote_position = end
+        self._write(entry, data=False)
+        return entry
 
     def append_as_follower(self, entry: Entry) -> None:
         if entry.index != self._end + 1:

@@ -21,6 +21,12 @@ from dledger.entry import CURRENT_MAGIC, Entry, place
 #: ``fill(pos) -> body``: the body of an entry that will start at ``pos`` (RocketMQ stamps the message's physical
 #: offset, ``pos + 48``, into it).
 BodyFill = Callable[[int], bytes]
+#: ``write(term) -> entries``: a caller that appends the leader's entries to the ledger itself (the broker's store
+#: writes a record straight into the entry's place: :meth:`dledger.file_store.FileLedger.append_record_as_leader`);
+#: raises LedgerError, or its own error with nothing written.
+LeaderWrite = Callable[[int], list[Entry]]
+#: What a leader's append takes: one ``(body size, fill)`` per entry, or a :data:`LeaderWrite`.
+Bodies = Sequence[tuple[int, BodyFill]] | LeaderWrite
 
 
 class LedgerError(Exception):

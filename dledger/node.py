@@ -36,7 +36,7 @@ from dledger.effects import AppendDone, Committed, Effect, Reply, RoleChanged, S
 from dledger.elector import Elector
 from dledger.entry import Entry
 from dledger.handler import EntryHandler
-from dledger.ledger import BodyFill, Ledger, LedgerError
+from dledger.ledger import Bodies, Ledger, LedgerError
 from dledger.member import MemberState, TermStore
 from dledger.messages import (
     AppendEntryRequest,
@@ -176,9 +176,9 @@ class RaftNode:
         else:
             self._work()
 
-    def append(self, now: int, bodies: Sequence[tuple[int, BodyFill]], reply_to: object = None
-               ) -> tuple[int, int, list[Entry]]:  # fmt: skip
-        """A local write of one entry per ``(body size, fill)``: ``(code, ticket, entries)``. Code 200 means
+    def append(self, now: int, bodies: Bodies, reply_to: object = None) -> tuple[int, int, list[Entry]]:
+        """A local write of one entry per ``(body size, fill)``, or of what a :data:`~dledger.ledger.LeaderWrite`
+        appends: ``(code, ticket, entries)``. Code 200 means
         appended and waiting for the quorum (an :class:`~dledger.effects.AppendDone` with ``ticket`` follows, or,
         with ``reply_to``, an APPEND answer to that request handle);
         anything else (404 NOT_LEADER, 506 LEADER_TRANSFERRING, 503 LEADER_PENDING_FULL, 414/415) means nothing
@@ -212,9 +212,9 @@ class RaftNode:
         found = self._recent.get(index)
         return found if found is not None else self.ledger.get(index)
 
-    def _append_entries(self, bodies: Sequence[tuple[int, BodyFill]], ticket: int) -> list[Entry]:
+    def _append_entries(self, bodies: Bodies, ticket: int) -> list[Entry]:
         term = self.member.curr_term
-        entries = self.ledger.append_as_leader(term, bodies)
+        entries = bodies(term) if callable(bodies) else self.ledger.append_as_leader(term, bodies)
         recent = self._recent
         for e in entries:
             if len(e.body) <= RECENT_BODY_MAX:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import random
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Final
 
@@ -52,7 +52,7 @@ from dledger.config import DLedgerConfig
 from dledger.effects import AppendDone, Committed, Effect, Reply, RoleChanged, Send
 from dledger.entry import Entry
 from dledger.file_store import FileLedger, FileTermStore
-from dledger.ledger import BodyFill
+from dledger.ledger import Bodies
 from dledger.messages import (
     BY_CODE,
     CODE_OF,
@@ -139,9 +139,10 @@ class DLedgerServer:
 
     # ---- the broker's API --------------------------------------------------------------------------------------
 
-    def append(self, bodies: Sequence[tuple[int, BodyFill]], callback: AppendCallback) -> tuple[int, list[Entry]]:
-        """Append one entry per ``(size, fill)`` as leader: ``(200, entries)`` and ``callback`` later with the
-        outcome, or ``(code, [])`` at once when refused (404 not leader, 506 transferring, 503 pending full...)."""
+    def append(self, bodies: Bodies, callback: AppendCallback) -> tuple[int, list[Entry]]:
+        """Append one entry per ``(size, fill)``, or what a :data:`~dledger.ledger.LeaderWrite` appends, as leader:
+        ``(200, entries)`` and ``callback`` later with the outcome, or ``(code, [])`` at once when refused (404 not
+        leader, 506 transferring, 503 pending full...)."""
         node = self.node
         code, ticket, entries = node.append(now_ms(), bodies)
         if code == ResponseCode.SUCCESS:

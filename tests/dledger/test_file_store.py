@@ -9,12 +9,17 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dledger.codes import ResponseCode
 from dledger.config import DLedgerConfig
 from dledger.entry import Entry, decode_entry, place
 from dledger.file_store import FileLedger, FileTermStore
 from dledger.ledger import LedgerError
+from remoting.codec import record_batch
+from remoting.codec.errors import MessageEncodeError
+from remoting.codec.message import MessageRecord, PreparedMessage, prepare_message, write_record
 
 DATA_SIZE = 1024
 INDEX_SIZE = 32 * 64
@@ -180,3 +185,84 @@ def test_the_currterm_file_holds_dledgers_two_keys_and_a_backup(tmp_path: Path) 
     assert (tmp_path / "currterm").read_text() == "currTerm=4\nvoteLeader=\n"
     assert (tmp_path / "currterm.bak").read_text() == "currTerm=3\nvoteLeader=n1\n"
     assert FileTermStore(tmp_path).load() == (4, None)
+
+
+RECORD_ENCODERS = [pytest.param(record_batch._py_record_into, id="python")]
+if record_batch.NATIVE:
+    RECORD_ENCODERS.append(pytest.param(record_batch.encode_record_into, id="c"))
+
+
+def _record(body: bytes, properties: str, sys_flag: int) -> MessageRecord:
+    return MessageRecord(topic="TopicTest", body=body, queue_id=3, flag=1, properties=properties, sys_flag=sys_flag,
+                         born_timestamp=1_700_000_000_000, born_host=b"\x7f\x00\x00\x01\x00\x00\x27\x10",
+                         store_host=b"\x7f\x00\x00\x01\x00\x00\x27\x11")  # fmt: skip
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("encode", RECORD_ENCODERS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=st.lists(st.tuples(st.binary(max_size=300), st.sampled_from(["", "TAGS\x01a\x02KEYS\x01k1 k2\x02"]),
+                                   st.sampled_from([0, 4, 8, 0xC])), min_size=1, max_size=12))  # fmt: skip
+def test_a_record_encoded_in_place_is_the_entry_a_filled_body_makes(
+    tmp_path: Path, encode: object, messages: list[tuple[bytes, str, int]]
+) -> None:
+    """append_record_as_leader (the broker's single send) writes the data and index bytes, blanks and segment rolls
+    that append_as_leader writes for a fill encoding the same record at the entry's pos + 48."""
+    run = tmp_path / str(len(list(tmp_path.iterdir())))
+    in_place, filled = ledger_at(run / "a"), ledger_at(run / "b")
+    for offset, (data, props, flag) in enumerate(messages):
+        record = _record(data, props, flag)
+        got = in_place.append_record_as_leader(2, encode, offset, lambda: 1_700_000_000_123, 4096, record)
+        prepared = prepare_message(record)
+
+        def fill(pos: int, prepared: PreparedMessage = prepared, offset: int = offset) -> bytes:
+            buf = bytearray(prepared.size)
+            write_record(buf, 0, prepared, offset, pos + 48, 1_700_000_000_123)
+            return bytes(buf)
+
+        assert [got] == filled.append_as_leader(2, [(prepared.size, fill)])
+        assert got.body_crc == filled.get(got.index).body_crc  # type: ignore[union-attr]
+    for ledger in (in_place, filled):
+        ledger.flush_all()
+    assert _files(run / "a") == _files(run / "b")
+    assert in_place.write_pos == filled.write_pos and in_place.end_index == len(messages) - 1
+
+
+@pytest.mark.parametrize("encode", RECORD_ENCODERS)
+def test_a_record_no_segment_holds_is_refused_with_nothing_written(tmp_path: Path, encode: object) -> None:
+    ledger = ledger_at(tmp_path)
+    with pytest.raises(LedgerError) as refused:
+        ledger.append_record_as_leader(1, encode, 0, lambda: 1, 4096, _record(bytes(DATA_SIZE), "", 0))
+    assert refused.value.code == ResponseCode.DISK_ERROR
+    assert ledger.end_index == -1 and ledger.write_pos == 0
+    with pytest.raises(MessageEncodeError):
+        ledger.append_record_as_leader(1, encode, 0, lambda: 1, 10, _record(bytes(11), "", 0))
+    assert ledger.end_index == -1 and ledger.write_pos == 0
+
+
+@pytest.mark.parametrize("encode", RECORD_ENCODERS)
+@pytest.mark.parametrize("slack", [-1, 0, 1, 7, 8, 9])
+def test_an_entry_that_would_leave_less_than_a_blank_starts_the_next_segment(
+    tmp_path: Path, encode: object, slack: int
+) -> None:
+    """The second entry leaves ``slack`` bytes of the first segment: under 8 (a blank's size) it must move on, as
+    place() moves a filled entry on."""
+    fixed = 48 + prepare_message(_record(b"", "", 0)).size
+    second = _record(bytes(100), "", 0)
+    first = _record(bytes(DATA_SIZE - (fixed + 100) - slack - fixed), "", 0)
+    in_place, filled = ledger_at(tmp_path / "a"), ledger_at(tmp_path / "b")
+    for offset, record in enumerate((first, second)):
+        got = in_place.append_record_as_leader(1, encode, offset, lambda: 5, 4096, record)
+        prepared = prepare_message(record)
+        data = bytearray(prepared.size)
+        write_record(data, 0, prepared, offset, got.pos + 48, 5)
+        assert got.body == bytes(data)
+        assert got.pos == place(filled.write_pos, got.size, DATA_SIZE)[0]
+        filled.append_as_leader(1, [(prepared.size, lambda _pos, data=bytes(data): data)])
+    assert (in_place.get(1).pos >= DATA_SIZE) == (slack < 8)  # type: ignore[union-attr]
+    in_place.flush_all()
+    filled.flush_all()
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
