@@ -237,20 +237,27 @@ def encode(message: Base) -> bytes:
     return orjson.dumps(to_json_dict(message), option=orjson.OPT_SORT_KEYS)
 
 
-#: the last entry :func:`encode_push` wrote and its JSON object (a leader pushes each entry to every follower)
-_last_entry: list[Any] = [None, None]
+#: the JSON of the entries :func:`encode_push` wrote lately, by index: ``(entry, its sorted JSON)`` (a leader pushes
+#: each entry to every follower; the entry itself is checked, so another member's entry at that index is not taken)
+_pushed_json: dict[int, tuple[Entry, orjson.Fragment]] = {}
+_PUSHED_JSON_MAX = 4096
 
 
-def _entry_json_once(entry: Entry) -> dict[str, Any]:
-    if _last_entry[0] is not entry:
-        _last_entry[:] = entry, _entry_json(entry)
-    json: dict[str, Any] = _last_entry[1]
-    return json
+def _entry_fragment(entry: Entry) -> orjson.Fragment:
+    """``entry``'s JSON object, made once for all the pushes it goes in."""
+    cached = _pushed_json.get(entry.index)
+    if cached is not None and cached[0] is entry:
+        return cached[1]
+    if len(_pushed_json) >= _PUSHED_JSON_MAX:
+        _pushed_json.clear()
+    fragment = orjson.Fragment(orjson.dumps(_entry_json(entry), option=orjson.OPT_SORT_KEYS))
+    _pushed_json[entry.index] = entry, fragment
+    return fragment
 
 
 def encode_push(message: PushEntryRequest) -> bytes:
     """``orjson.dumps(to_json_dict(message), sorted)`` for a push, written field by field (the leader's per-entry
-    request), each entry's JSON made once for all the followers it goes to."""
+    request), each entry's JSON made once for all the followers it goes to (:func:`_entry_fragment`)."""
     named = (("group", message.group), ("remoteId", message.remote_id), ("localId", message.local_id),
              ("leaderId", message.leader_id))  # fmt: skip
     out: dict[str, Any] = {key: value for key, value in named if value is not None}
@@ -258,8 +265,8 @@ def encode_push(message: PushEntryRequest) -> bytes:
     out["commitIndex"] = message.commit_index
     entry, batch = message.entry, message.batch_entry
     if entry is not None:
-        out["entry"] = _entry_json_once(entry)
-    out["batchEntry"] = [_entry_json(e) for e in batch]
+        out["entry"] = _entry_fragment(entry)
+    out["batchEntry"] = [_entry_fragment(e) for e in batch]
     entries = batch or (() if entry is None else (entry,))
     out["batch"], out["count"] = bool(batch), len(entries)
     out["firstEntryIndex"] = entries[0].index if entries else -1

@@ -182,3 +182,13 @@ def test_the_push_encoder_writes_the_general_encoders_bytes(
     assert encode_push(attrs.evolve(request, remote_id="n2")) == orjson.dumps(
         to_json_dict(attrs.evolve(request, remote_id="n2")), option=orjson.OPT_SORT_KEYS
     )
+
+
+def test_a_second_entry_at_a_pushed_index_is_written_from_its_own_fields() -> None:
+    """The encoder keeps each pushed entry's JSON by index for the next follower; a member that truncated and wrote
+    another entry at that index (or another member in the same process) must not get the first one's."""
+    first, other = Entry(7, 1, 0, b"first"), Entry(7, 2, 0, b"other")
+    for entry in (first, other, first):
+        request = PushEntryRequest(group="g", remote_id="n1", local_id="n0", leader_id="n0", term=2,
+                                   type=PushType.APPEND, commit_index=6, batch_entry=(entry,))  # fmt: skip
+        assert encode_push(request) == orjson.dumps(to_json_dict(request), option=orjson.OPT_SORT_KEYS)
