@@ -132,7 +132,7 @@ class Quorum:
         if quorum_index < 0 or quorum_index <= ledger.committed_index:
             return
         if not self.node.faithful:
-            entry = ledger.get(quorum_index)
+            entry = self.node.entry(quorum_index)  # its term only: the recent entry, not one decoded from the files
             if entry is None or entry.term != term:
                 return
         self.node.update_committed_index(term, quorum_index)
