@@ -168,14 +168,15 @@ def test_the_push_decoder_gives_what_the_general_decoder_gives(fields: dict[str,
     st.one_of(st.none(), st.text(max_size=5)),
     st.integers(-(2**40), 2**40),
     st.integers(-1, 2**40),
+    st.integers(-(2**31), 2**31 - 1),
 )
 def test_the_push_encoder_writes_the_general_encoders_bytes(
-    entries: list[Entry], batch: bool, kind: PushType, name: str | None, term: int, commit: int
+    entries: list[Entry], batch: bool, kind: PushType, name: str | None, term: int, commit: int, code: int
 ) -> None:
     """The leader's per-entry requests, written field by field, are the bytes of the general encoder; an entry
     pushed to a second follower is written the same from the first one's JSON."""
     request = PushEntryRequest(group=name, remote_id="n1", local_id=name, leader_id="n0", term=term, type=kind,
-                               commit_index=commit, entry=None if batch or not entries else entries[0],
+                               code=code, commit_index=commit, entry=None if batch or not entries else entries[0],
                                batch_entry=tuple(entries) if batch else ())  # fmt: skip
     general = orjson.dumps(to_json_dict(request), option=orjson.OPT_SORT_KEYS)
     assert encode_push(request) == general == encode(request)
