@@ -66,7 +66,8 @@ from dledger.messages import (
 )
 from dledger.node import NEVER, RaftNode
 from remoting.client import RemotingClient, parse_address
-from remoting.codec.command import RemotingCommand, request
+from remoting.codec.command import RemotingCommand, next_opaque, request
+from remoting.codec.frame import encode_json_request
 from remoting.codec.serializers import encode_json
 from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
@@ -94,6 +95,35 @@ PROBE_DELAYS_S = (0.0, 0.1, 0.4)
 
 def now_ms() -> int:
     return int(trio.current_time() * 1000)
+
+
+class _Answer:
+    """The invocation of one request to a peer (:meth:`DLedgerServer._send`): the answer's body is taken straight from
+    its frame (:meth:`complete_json`: no command object), or from the command, and handed to the server once; an error
+    or a timeout hands None."""
+
+    __slots__ = ("_response_type", "_send", "_server", "deadline", "done")
+
+    def __init__(self, server: DLedgerServer, send: Send, response_type: type[Response]) -> None:
+        self.deadline = 0.0
+        self.done = False
+        self._server, self._send, self._response_type = server, send, response_type
+
+    def complete_json(self, fields: dict[str, Any], body: bytes) -> bool:
+        self._finish(body)
+        return True
+
+    def complete(self, response: RemotingCommand | None = None, error: RemotingError | None = None) -> None:
+        self._finish(None if response is None else response.body)
+
+    def outcome(self, outcome: RemotingCommand | RemotingError) -> None:
+        """The callback of the general path (signed requests, a connection not yet open)."""
+        self._finish(outcome.body if isinstance(outcome, RemotingCommand) else None)
+
+    def _finish(self, body: bytes | memoryview | None) -> None:
+        if not self.done:
+            self.done = True
+            self._server._answered(self._send, self._response_type, body)
 
 
 class DLedgerServer:
@@ -359,26 +389,29 @@ class DLedgerServer:
         if client is None:
             return
         code = CODE_OF[type(send.request)]
-        response_type = BY_CODE[code][1]
-        token = send.token
-
-        def done(outcome: RemotingCommand | RemotingError) -> None:
-            if self._node is None:
-                return
-            response: Response | None = None
-            if isinstance(outcome, RemotingCommand):
-                try:
-                    response = decode(response_type, outcome.body)
-                except MessageError as exc:
-                    log.warning("dledger %s: bad %s answer from %s: %s", self.config.self_id, code.name, send.peer,
-                                exc)  # fmt: skip
-            self._responses.append((token, response))
-            self._push_soon.set()
-
+        answer = _Answer(self, send, BY_CODE[code][1])
         body, timeout = encode(send.request), self.config.rpc_timeout_ms / 1000
         address = self._addresses[send.peer]
-        if not client.invoke_fields_callback(address, code, {}, body, timeout, done):
-            client.invoke_callback(address, request(code, body=body), timeout, done, plain=True)
+        if client.writes_plain_json:
+            opaque = next_opaque()
+            frame = encode_json_request(code, opaque, {}, body)
+            if client.invoke_frame_future(address, opaque, frame, answer, timeout):
+                return
+        client.invoke_callback(address, request(code, body=body), timeout, answer.outcome, plain=True)
+
+    def _answered(self, send: Send, response_type: type[Response], body: bytes | memoryview | None) -> None:
+        """The answer to ``send`` (its JSON body; None for an error or a timeout), for the push task's next pass."""
+        if self._node is None:
+            return
+        response: Response | None = None
+        if body is not None:
+            try:
+                response = decode(response_type, body)
+            except MessageError as exc:
+                log.warning("dledger %s: bad %s answer from %s: %s", self.config.self_id,
+                            CODE_OF[type(send.request)].name, send.peer, exc)  # fmt: skip
+        self._responses.append((send.token, response))
+        self._push_soon.set()
 
     def fast_push(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
         """A PUSH taken in the connection's reader (no command object, no pool hop; the dispatcher offers it only
