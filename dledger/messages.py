@@ -301,10 +301,7 @@ def _str(value: Any, key: str) -> str:
 
 
 def _bytes(value: Any, key: str) -> bytes:
-    try:
-        return base64.b64decode(_str(value, key), validate=True)
-    except binascii.Error as exc:
-        raise MessageError(f"{key}: not Base64") from exc
+    return _base64(_str(value, key), key)
 
 
 #: an entry's integer fields in the order Entry takes them after the body, with their defaults
@@ -316,7 +313,7 @@ def _entry(value: Any, key: str) -> Entry:
     if not isinstance(value, dict):
         raise MessageError(f"{key}: expected an entry object")
     body = value.get("body", "")
-    body = _bytes(body, f"{key}.body") if type(body) is not str else _base64(body, key)
+    body = _bytes(body, f"{key}.body") if type(body) is not str else _base64(body, f"{key}.body")
     get = value.get
     ints = [get(name, default) for name, default in _ENTRY_INTS]
     for (name, _), number in zip(_ENTRY_INTS, ints, strict=True):
@@ -331,10 +328,11 @@ def _entry(value: Any, key: str) -> Entry:
 
 
 def _base64(text: str, key: str) -> bytes:
+    """Strict Base64 (``binascii.Error``), ASCII only (a ``ValueError`` of its own): either is a MessageError."""
     try:
-        return base64.b64decode(text, validate=True)
-    except binascii.Error as exc:
-        raise MessageError(f"{key}.body: not Base64") from exc
+        return binascii.a2b_base64(text, strict_mode=True)
+    except ValueError as exc:
+        raise MessageError(f"{key}: not Base64") from exc
 
 
 def _vote_result(value: Any, key: str) -> VoteResult:

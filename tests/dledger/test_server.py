@@ -170,4 +170,11 @@ async def test_metadata_and_bad_bodies_over_the_wire(tmp_path: Path, autojump_cl
             assert server.ledger.get(result["index"]).body == b"hello"  # type: ignore[union-attr]
             unknown = await client.invoke(addr, request(12345), 3)
             assert unknown.code == RemotingCode.REQUEST_CODE_NOT_SUPPORTED
+            # Base64 with a character outside ASCII, in a push's entry and in an APPEND: refused, the server lives on.
+            push = b'{"group":"g","remoteId":"n0","type":"APPEND","batchEntry":[{"index":0,"body":"\xc3\xa9"}]}'
+            for code, body in ((RequestCode.PUSH, push), (RequestCode.APPEND, b'{"group":"g","body":"\xc3\xa9"}')):
+                refused = await client.invoke(addr, request(code, body=body), 3)
+                assert orjson.loads(refused.body)["code"] == ResponseCode.UNEXPECTED_ARGUMENT
+            again = await client.invoke(addr, request(RequestCode.METADATA, body=metadata), 3)
+            assert orjson.loads(again.body)["leaderId"] == "n0"
         nursery.cancel_scope.cancel()
