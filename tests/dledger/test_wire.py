@@ -23,6 +23,7 @@ from dledger.messages import (
     decode_push,
     encode,
     encode_push,
+    encode_push_response,
     to_json_dict,
 )
 from dledger.server import answer_frame
@@ -196,3 +197,20 @@ def test_a_second_entry_at_a_pushed_index_is_written_from_its_own_fields() -> No
                                    type=PushType.APPEND, commit_index=6, batch_entry=(entry,))  # fmt: skip
         assert encode_push(request) == orjson.dumps(to_json_dict(request), option=orjson.OPT_SORT_KEYS)
 
+
+_NAMES = st.one_of(st.none(), st.text(max_size=5))
+_INTS = st.integers(-(2**40), 2**40)
+
+
+@given(_NAMES, _NAMES, _NAMES, _NAMES, _INTS, st.integers(-(2**31), 2**31 - 1), st.one_of(st.none(), _INTS), _INTS,
+       _INTS, _INTS)  # fmt: skip
+def test_the_push_answer_encoder_writes_the_general_encoders_bytes(
+    group: str | None, remote: str | None, local: str | None, leader: str | None, term: int, code: int,
+    index: int | None, begin: int, end: int, count: int,
+) -> None:  # fmt: skip
+    """A follower's answer to a push, from its byte template, is the general encoder's JSON, and decodes back."""
+    response = PushEntryResponse(group=group, remote_id=remote, local_id=local, leader_id=leader, term=term,
+                                 code=code, index=index, begin_index=begin, end_index=end, count=count)  # fmt: skip
+    general = orjson.dumps(to_json_dict(response), option=orjson.OPT_SORT_KEYS)
+    assert encode_push_response(response) == general == encode(response)
+    assert decode(PushEntryResponse, general) == response
