@@ -26,7 +26,7 @@ import attrs
 import orjson
 
 from dledger.codes import PushType, RequestCode, VoteResult
-from dledger.entry import CURRENT_MAGIC, Entry
+from dledger.entry import CURRENT_MAGIC, HEADER_SIZE, Entry
 
 _M = TypeVar("_M")
 
@@ -327,6 +327,29 @@ _ENTRY_INTS: Final = (("index", -1), ("term", -1), ("pos", -1), ("magic", CURREN
 
 
 def _entry(value: Any, key: str) -> Entry:
+    """An entry object: the usual one (a Base64 string and ints) read straight, anything else by
+    :func:`_checked_entry`, which gives the error."""
+    if type(value) is not dict:
+        return _checked_entry(value, key)
+    get = value.get
+    body, index, term, pos = get("body", ""), get("index", -1), get("term", -1), get("pos", -1)
+    magic, channel = get("magic", CURRENT_MAGIC), get("channel", 0)
+    chain_crc, crc = get("chainCrc", 0), get("bodyCrc", 0)
+    size = get("size")
+    if not (type(body) is str and type(index) is int and type(term) is int and type(pos) is int
+            and type(magic) is int and type(channel) is int and type(chain_crc) is int and type(crc) is int
+            and (size is None or type(size) is int)):  # fmt: skip
+        return _checked_entry(value, key)
+    try:
+        data = binascii.a2b_base64(body, strict_mode=True)
+    except ValueError:
+        return _checked_entry(value, key)
+    if size is not None and size != HEADER_SIZE + len(data):
+        return _checked_entry(value, key)
+    return Entry(index, term, pos, data, magic, channel, chain_crc, crc)
+
+
+def _checked_entry(value: Any, key: str) -> Entry:
     if not isinstance(value, dict):
         raise MessageError(f"{key}: expected an entry object")
     body = value.get("body", "")
