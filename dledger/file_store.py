@@ -223,7 +223,9 @@ class FileLedger:
         encode_record_into`) straight into the entry's place in the mapping, its physical offset the entry's ``pos``
         plus the header: the bytes :meth:`append_as_leader` writes for a ``fill`` that writes the same record
         (tests/dledger/test_file_store.py), without the record's bytes built first and copied. ``encode``'s errors
-        propagate with nothing written; a record no segment holds raises LedgerError (DISK_ERROR)."""
+        propagate with no entry written (the last segment may have been closed with a blank and a new one started,
+        as a filled append of a record of that size would); a record no segment holds raises LedgerError
+        (DISK_ERROR) with nothing written."""
         file_size = self.config.mapped_file_size_for_entry_data
         mf = self.data.last()
         if mf is None or mf.wrote_position == mf.file_size:
@@ -242,6 +244,8 @@ class FileLedger:
             at = 0
             written = encode(mf.buf, HEADER_SIZE, file_size - HEADER_SIZE - MIN_BLANK_LEN,
                              mf.file_from_offset + HEADER_SIZE, queue_offset, clock, max_body, record)[0]  # fmt: skip
+            if written < 0:
+                raise LedgerError(ResponseCode.DISK_ERROR, f"{-written} bytes asked for once more on a fresh file")
         end = at + HEADER_SIZE + written
         body = mf.buf[at + HEADER_SIZE : end]
         entry = Entry(self._end + 1, term, mf.file_from_offset + at, body, CURRENT_MAGIC, body_crc=body_crc(body))

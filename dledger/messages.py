@@ -241,20 +241,25 @@ def encode(message: Base) -> bytes:
 
 
 #: the JSON of the entries :func:`encode_push` wrote lately, by index: ``(entry, its sorted JSON)`` (a leader pushes
-#: each entry to every follower; the entry itself is checked, so another member's entry at that index is not taken)
+#: each entry to every follower; the entry itself is checked, so another member's entry at that index is not taken).
+#: Only bodies up to :data:`PUSHED_JSON_BODY_MAX` are kept: at most 4,096 of them, about 45 MB at that size.
 _pushed_json: dict[int, tuple[Entry, bytes]] = {}
 _PUSHED_JSON_MAX = 4096
+#: the largest body whose JSON :func:`encode_push` keeps (the leader keeps such entries at hand for the pushes too:
+#: ``RECENT_BODY_MAX`` in dledger/node.py; a larger one is read from the file for each follower, a new object each time)
+PUSHED_JSON_BODY_MAX: Final = 8192
 
 
 def _entry_bytes(entry: Entry) -> bytes:
-    """``entry``'s JSON object, made once for all the pushes it goes in."""
+    """``entry``'s JSON object, made once for all the pushes it goes in (a small one; a large one each time)."""
     cached = _pushed_json.get(entry.index)
     if cached is not None and cached[0] is entry:
         return cached[1]
-    if len(_pushed_json) >= _PUSHED_JSON_MAX:
-        _pushed_json.clear()
     data = orjson.dumps(_entry_json(entry), option=orjson.OPT_SORT_KEYS)
-    _pushed_json[entry.index] = entry, data
+    if len(entry.body) <= PUSHED_JSON_BODY_MAX:
+        if len(_pushed_json) >= _PUSHED_JSON_MAX:
+            _pushed_json.clear()
+        _pushed_json[entry.index] = entry, data
     return data
 
 

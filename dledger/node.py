@@ -39,6 +39,7 @@ from dledger.handler import EntryHandler
 from dledger.ledger import Bodies, Ledger, LedgerError
 from dledger.member import MemberState, TermStore
 from dledger.messages import (
+    PUSHED_JSON_BODY_MAX,
     AppendEntryRequest,
     AppendEntryResponse,
     HeartBeatRequest,
@@ -59,7 +60,7 @@ from dledger.quorum import Quorum
 NEVER = 1 << 62
 #: how many of its latest entries a leader keeps at hand for the pushes, and the largest body it keeps
 RECENT_ENTRIES = 2048
-RECENT_BODY_MAX = 8192
+RECENT_BODY_MAX = PUSHED_JSON_BODY_MAX
 _RESPONSE_OF: dict[type[Request], type[Response]] = {
     VoteRequest: VoteResponse,
     HeartBeatRequest: HeartBeatResponse,

@@ -27,8 +27,10 @@ produces them (DLedger's request codes, JSON bodies, remoting code 200, the resu
 taken in the connection's reader instead (:meth:`DLedgerServer.fast_push`) whenever the pool is idle, so the order
 holds, queued in the node and applied by the push task's next pass with the others read meanwhile, and answered
 with a frame written from a template. A body that does not parse is answered 411
-UNEXPECTED_ARGUMENT. Calls to peers go out as frames written from their fields (``invoke_fields_callback``); a failed
-connection hands ``None`` to the node with the push task's next pass, as an answer would be.
+UNEXPECTED_ARGUMENT. Calls to peers go out as frames encoded here, each its own invocation (:class:`_Answer`) whose
+answer is decoded straight from the frame (the general ``invoke_callback`` when requests are signed or the connection
+is not open yet); a failed connection or a timeout hands ``None`` to the node with the push task's next pass, as an
+answer would be.
 
 The broker's side: :meth:`DLedgerServer.append` (synchronous; the callback gets the
 :class:`~dledger.effects.AppendDone`), ``role_listeners`` and ``commit_listeners`` (called on the Trio thread, must
@@ -121,9 +123,13 @@ class _Answer:
         self._finish(outcome.body if isinstance(outcome, RemotingCommand) else None)
 
     def _finish(self, body: bytes | memoryview | None) -> None:
+        """Once; called by the connection's reader, sweeper or close, so nothing may escape (as CallbackFuture)."""
         if not self.done:
             self.done = True
-            self._server._answered(self._send, self._response_type, body)
+            try:
+                self._server._answered(self._send, self._response_type, body)
+            except Exception:
+                log.exception("dledger answer to %r not taken", self._send)
 
 
 class DLedgerServer:

@@ -56,6 +56,7 @@ def _py_write(buf: object, pos: int, room: int, phy_offset: int, first_queue_off
     """Write prepared records (the pure-Python path)."""
     total = sum(p.size for p in prepared)
     if total > room:
+        encode_records(prepared, first_queue_offset, phy_offset, 0)  # a field out of range raises first, as in C
         return -total, b"", 0
     store_ts = clock()
     data = encode_records(prepared, first_queue_offset, phy_offset, store_ts)
@@ -95,6 +96,9 @@ def _py_record_into(buf: object, pos: int, room: int, phy_offset: int, queue_off
         raise BodyTooLongError(f"message body {len(record.body)} bytes exceeds {max_body}")
     prepared = prepare_message(record)
     if prepared.size > room:
+        # As the C encoder, a field out of range raises (struct.error) before the room is looked at: a caller that
+        # rolls its segment on -size would otherwise leave a blank for a record that is never written.
+        write_record(bytearray(prepared.size), 0, prepared, queue_offset, phy_offset, 0)
         return -prepared.size, 0, 0
     store_ts = clock()
     write_record(buf, pos, prepared, queue_offset, phy_offset, store_ts)

@@ -202,16 +202,34 @@ def test_oversize_body_or_properties_raise_the_same_error_and_write_nothing(
         (MessageRecord("T", b"", queue_id=2**31), [(b"", "", 0)], struct.error),
     ],
 )
+@pytest.mark.parametrize("room", [300_000, 0])
 def test_bad_template_or_field_raise_what_the_python_path_raises(template: MessageRecord,
-        entries: list[tuple[bytes, str, int]], error: type[Exception]) -> None:  # fmt: skip
+        entries: list[tuple[bytes, str, int]], error: type[Exception], room: int) -> None:  # fmt: skip
+    """With room or without (a caller rolls its segment on -size): the same error, nothing written."""
     native, nbuf, python, pbuf = _both(
-        lambda enc, buf: enc(buf, 0, 300_000, 0, 0, _clock(), 10, template, entries),
+        lambda enc, buf: enc(buf, 0, room, 0, 0, _clock(), 10, template, entries),
         _native_entries, record_batch._py_entries_into)  # fmt: skip
     assert isinstance(native, tuple) and native[0] is error
     assert isinstance(python, tuple) and python[0] is error
     if error is not struct.error:  # struct's own messages name no field; ours do
         assert native == python
     assert nbuf == pbuf == bytearray(b"\xee" * 400_000)
+
+
+@pytest.mark.parametrize("fields", [{"queue_id": 2**40}, {"flag": 2**31}, {"born_timestamp": 2**64},
+                                    {"reconsume_times": 2**31}])  # fmt: skip
+@pytest.mark.parametrize("room", [300_000, 0])
+def test_a_field_out_of_range_raises_before_the_room_is_looked_at(fields: dict[str, int], room: int) -> None:
+    """One record and a list of records, both encoders: struct.error whether the record fits or not, never -size
+    (a caller would roll its segment for a record that is then refused)."""
+    assert SPEEDUPS is not None
+    record = MessageRecord("T", b"x", born_host=HOST4, store_host=HOST4, **fields)  # type: ignore[arg-type]
+    for single in (SPEEDUPS.encode_record_into, record_batch._py_record_into):
+        with pytest.raises(struct.error):
+            single(bytearray(400), 0, room, 0, 0, _clock(), 10, record)
+    for batch in (SPEEDUPS.encode_records_into, record_batch._py_records_into):
+        with pytest.raises(struct.error):
+            batch(bytearray(400), 0, room, 0, 0, _clock(), 10, [record])
 
 
 def test_records_of_two_queues_are_refused_before_anything_is_checked() -> None:

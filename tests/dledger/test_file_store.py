@@ -241,6 +241,11 @@ def test_a_record_no_segment_holds_is_refused_with_nothing_written(tmp_path: Pat
     with pytest.raises(MessageEncodeError):
         ledger.append_record_as_leader(1, encode, 0, lambda: 1, 10, _record(bytes(11), "", 0))
     assert ledger.end_index == -1 and ledger.write_pos == 0
+    first = ledger.append_record_as_leader(1, encode, 0, lambda: 1, 4096, _record(b"x", "", 0))
+    with pytest.raises(LedgerError):  # after an entry: refused before the segment is closed with a blank
+        ledger.append_record_as_leader(1, encode, 1, lambda: 1, 4096, _record(bytes(DATA_SIZE), "", 0))
+    assert ledger.end_index == 0 and ledger.write_pos == first.end_pos
+    assert ledger.append_record_as_leader(1, encode, 1, lambda: 1, 4096, _record(b"y", "", 0)).pos == first.end_pos
 
 
 @pytest.mark.parametrize("encode", RECORD_ENCODERS)

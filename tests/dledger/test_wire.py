@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dledger import messages
 from dledger.codes import PushType, RequestCode, ResponseCode, VoteResult
 from dledger.entry import Entry
 from dledger.messages import (
@@ -176,8 +177,8 @@ def test_the_push_decoder_gives_what_the_general_decoder_gives(fields: dict[str,
 def test_the_push_encoder_writes_the_general_encoders_bytes(
     entries: list[Entry], batch: bool, kind: PushType, name: str | None, term: int, commit: int, code: int
 ) -> None:
-    """The leader's per-entry requests, written field by field, are the bytes of the general encoder; an entry
-    pushed to a second follower is written the same from the first one's JSON."""
+    """The leader's per-entry requests, written from the push template, are the bytes of the general encoder; an
+    entry pushed to a second follower is written the same from the first one's JSON."""
     request = PushEntryRequest(group=name, remote_id="n1", local_id=name, leader_id="n0", term=term, type=kind,
                                code=code, commit_index=commit, entry=None if batch or not entries else entries[0],
                                batch_entry=tuple(entries) if batch else ())  # fmt: skip
@@ -214,3 +215,14 @@ def test_the_push_answer_encoder_writes_the_general_encoders_bytes(
     general = orjson.dumps(to_json_dict(response), option=orjson.OPT_SORT_KEYS)
     assert encode_push_response(response) == general == encode(response)
     assert decode(PushEntryResponse, general) == response
+
+
+def test_only_small_entries_have_their_json_kept_for_the_next_follower() -> None:
+    """A large entry is read from the file for each follower (a new object each time): keeping its JSON would hold
+    up to 4,096 of them for nothing."""
+    messages._pushed_json.clear()
+    for index, size in ((1, messages.PUSHED_JSON_BODY_MAX), (2, messages.PUSHED_JSON_BODY_MAX + 1)):
+        entry = Entry(index, 1, 0, bytes(size))
+        request = PushEntryRequest(group="g", remote_id="n1", term=1, type=PushType.APPEND, entry=entry)
+        assert encode_push(request) == orjson.dumps(to_json_dict(request), option=orjson.OPT_SORT_KEYS)
+    assert set(messages._pushed_json) == {1}
