@@ -326,9 +326,11 @@ def _bytes(value: Any, key: str) -> bytes:
     return _base64(_str(value, key), key)
 
 
-#: an entry's integer fields in the order Entry takes them after the body, with their defaults
-_ENTRY_INTS: Final = (("index", -1), ("term", -1), ("pos", -1), ("magic", CURRENT_MAGIC), ("channel", 0),
-                      ("chainCrc", 0), ("bodyCrc", 0))  # fmt: skip
+#: an entry's integer fields in the order Entry takes them after the body, with their defaults and their bits on
+#: disk (dledger/entry.py: a value that does not fit its field is refused here, not by the ledger's struct.pack)
+_ENTRY_INTS: Final = (("index", -1, 64), ("term", -1, 64), ("pos", -1, 64), ("magic", CURRENT_MAGIC, 32),
+                      ("channel", 0, 32), ("chainCrc", 0, 32), ("bodyCrc", 0, 32))  # fmt: skip
+_I32, _I64 = 1 << 31, 1 << 63
 
 
 def _entry(value: Any, key: str) -> Entry:
@@ -343,7 +345,9 @@ def _entry(value: Any, key: str) -> Entry:
     size = get("size")
     if not (type(body) is str and type(index) is int and type(term) is int and type(pos) is int
             and type(magic) is int and type(channel) is int and type(chain_crc) is int and type(crc) is int
-            and (size is None or type(size) is int)):  # fmt: skip
+            and (size is None or type(size) is int) and -_I64 <= index < _I64 and -_I64 <= term < _I64
+            and -_I64 <= pos < _I64 and -_I32 <= magic < _I32 and -_I32 <= channel < _I32
+            and -_I32 <= chain_crc < _I32 and -_I32 <= crc < _I32):  # fmt: skip
         return _checked_entry(value, key)
     try:
         data = binascii.a2b_base64(body, strict_mode=True)
@@ -360,10 +364,12 @@ def _checked_entry(value: Any, key: str) -> Entry:
     body = value.get("body", "")
     body = _bytes(body, f"{key}.body") if type(body) is not str else _base64(body, f"{key}.body")
     get = value.get
-    ints = [get(name, default) for name, default in _ENTRY_INTS]
-    for (name, _), number in zip(_ENTRY_INTS, ints, strict=True):
+    ints = [get(name, default) for name, default, _ in _ENTRY_INTS]
+    for (name, _, bits), number in zip(_ENTRY_INTS, ints, strict=True):
         if type(number) is not int:
             _int(number, f"{key}.{name}")
+        if not -(1 << bits - 1) <= number < 1 << bits - 1:
+            raise MessageError(f"{key}.{name}: {number} does not fit {bits} bits")
     index, term, pos, magic, channel, chain_crc, crc = ints
     entry = Entry(index, term, pos, body, magic, channel, chain_crc, crc)
     size = get("size")

@@ -160,7 +160,8 @@ def test_the_push_decoder_gives_what_the_general_decoder_gives(fields: dict[str,
     if isinstance(first, PushEntryRequest) and isinstance(second, PushEntryRequest):
         assert [(e.chain_crc, e.body_crc) for e in first.entries] == [(e.chain_crc, e.body_crc) for e in second.entries]
     non_ascii = b'{"batchEntry":[{"body":"\xc3\xa9Q=="}]}'  # Base64's check wants ASCII: a ValueError of its own
-    for bad in (b"[1]", b"{", memoryview(b"nope"), non_ascii):
+    wide = [b'{"entry":{"magic":2147483648}}', b'{"batchEntry":[{"pos":9223372036854775808}]}']  # the header's fields
+    for bad in (b"[1]", b"{", memoryview(b"nope"), non_ascii, *wide):
         with pytest.raises(MessageError):
             decode_push(bad)
 
