@@ -178,3 +178,114 @@ async def test_metadata_and_bad_bodies_over_the_wire(tmp_path: Path, autojump_cl
             again = await client.invoke(addr, request(RequestCode.METADATA, body=metadata), 3)
             assert orjson.loads(again.body)["leaderId"] == "n0"
         nursery.cancel_scope.cancel()
+
+
+_FUZZ_KEYS = ["group", "remoteId", "localId", "leaderId", "term", "code", "ledgerEndIndex", "ledgerEndTerm", "type",
+              "commitIndex", "entry", "batchEntry", "transferId", "transfereeId", "takeLeadershipLedgerIndex", "body",
+              "peers", "count", "index", "beginIndex", "endIndex", "voteResult", "batch"]  # fmt: skip
+_ENTRY_KEYS = ["index", "term", "pos", "body", "magic", "size", "channel", "bodyCrc"]
+#: Base64 bodies: mostly "hello", now and then not Base64 or not ASCII
+_BODIES = ["aGVsbG8="] * 4 + ["!!", "\u00e9Q=="]
+
+
+def _fuzz_value(rng: random.Random, live: dict[str, object], depth: int = 0) -> object:
+    """A JSON value: the group's own names and numbers (so requests get past the first checks), edge numbers and
+    strings, Base64, entry-like objects, nesting."""
+    kind = rng.randrange(12 if depth < 2 else 9)
+    if kind == 0:
+        return rng.choice(list(live.values()))
+    if kind == 1:
+        return rng.choice([0, -1, 1, 2**31, -(2**31) - 1, 2**63 - 1, 2**63, -(2**63), 2**64 - 1])
+    if kind == 2:
+        return rng.randrange(-3, 40)
+    if kind == 3:
+        return rng.choice(["", "n0", "n1", "n2", "g", "é", "\u0000", "APPEND", "COMMIT", "COMPARE", "TRUNCATE",
+                           "ACCEPT", "REJECT_ALREADY_VOTED", "aGVsbG8=", "!!", "é=="])  # fmt: skip
+    if kind == 4:
+        return rng.choice([True, False, None, 1.5])
+    if kind == 5:
+        return []
+    if kind in (6, 7, 8):
+        return rng.choice([live["term"], live["end"], live["next"], live["pos"]])
+    if kind in (9, 10):  # an entry object, often shaped like the next one
+        entry = {"index": live["next"], "term": live["term"], "pos": live["pos"], "body": "aGVsbG8="}
+        for _ in range(rng.randrange(3)):
+            entry[rng.choice(_ENTRY_KEYS)] = _fuzz_value(rng, live, depth + 1)
+        return entry if kind == 9 else [entry, _fuzz_value(rng, live, depth + 1)]
+    return {rng.choice(_FUZZ_KEYS): _fuzz_value(rng, live, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def _fuzz_body(rng: random.Random, live: dict[str, object]) -> bytes:
+    """A request that usually gets past the group, member and term checks (the right names and term, each field
+    replaced now and then), with random other fields; now and then not a JSON object at all."""
+    if rng.random() < 0.05:
+        return rng.choice([b"", b"{", b"[]", b"null", b"\xff\xfe", b'{"term":1}x'])
+    body: dict[str, object] = {"group": "g", "remoteId": live["self"], "localId": live["leader"],
+                               "leaderId": live["leader"], "term": live["term"]}  # fmt: skip
+    for key in list(body):
+        if rng.random() < 0.04:
+            body[key] = _fuzz_value(rng, live)
+    for key in rng.sample(_FUZZ_KEYS, rng.randrange(1, 7)):
+        if key not in body or rng.random() < 0.3:
+            body[key] = _fuzz_value(rng, live) if rng.random() < 0.1 else _plausible(rng, key, live)
+    return orjson.dumps(body)
+
+
+def _fuzz_entry(rng: random.Random, live: dict[str, object], at: int) -> dict[str, object]:
+    """The entry a leader would push ``at`` entries after the end, a field replaced by a random value now and then."""
+    assert isinstance(live["next"], int) and isinstance(live["pos"], int)
+    entry: dict[str, object] = {"index": live["next"] + at, "term": live["term"], "pos": live["pos"] + 53 * at,
+                                "body": rng.choice(_BODIES), "size": 53}  # fmt: skip
+    if rng.random() < 0.4:
+        entry[rng.choice(_ENTRY_KEYS)] = _fuzz_value(rng, live, 2)
+    return entry
+
+
+def _plausible(rng: random.Random, key: str, live: dict[str, object]) -> object:
+    """A value of the right type for ``key``, often the right one for the group's state."""
+    term, end = live["term"], live["end"]
+    assert isinstance(term, int) and isinstance(end, int)
+    values: dict[str, object] = {
+        "term": rng.choice([term, term + 1, term - 1]), "code": 200, "ledgerEndTerm": term,
+        "ledgerEndIndex": rng.choice([end, end + 5, -1]), "commitIndex": rng.choice([end, end + 3, -1]),
+        "type": rng.choice(["APPEND", "COMMIT", "COMPARE", "TRUNCATE"]), "entry": _fuzz_entry(rng, live, 0),
+        "batchEntry": [_fuzz_entry(rng, live, i) for i in range(rng.randrange(4))], "transferId": live["leader"],
+        "transfereeId": rng.choice(["n0", "n1", "n2", "n9"]), "takeLeadershipLedgerIndex": end,
+        "body": rng.choice(_BODIES), "peers": {}, "voteResult": "ACCEPT", "batch": rng.random() < 0.5,
+    }  # fmt: skip
+    return values.get(key, rng.randrange(-1, 9))
+
+
+async def test_random_requests_to_every_member_get_answers_and_break_nothing(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Seeded fuzzing over the wire: 600 requests of every DLedger code (and two the server does not serve) with
+    bodies built from the group's own names and numbers, edge values and malformed JSON, to the leader and the
+    followers, each answered (a push from a member that is not the leader is refused). Every member stays up, and
+    afterwards the group has a leader and commits an append."""
+    rng = random.Random(20261128)
+    codes = [*RequestCode]
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery)
+        for member in group.ids:
+            await group.start(member)
+        leader = await group.leader()
+        assert (await append(leader, b"before")).code == ResponseCode.SUCCESS
+        async with RemotingClient() as client:
+            for _ in range(600):
+                member = rng.choice(group.ids)
+                server = group.servers[member]
+                ledger = server.ledger
+                # Requests claim another member as leader: Raft trusts its leader, so pushes forged in the leader's
+                # own name and term could plant entries that contradict its log (outside what DLedger defends).
+                impostor = rng.choice([m for m in [*group.ids, "n9"] if m != leader.config.self_id])
+                live = {"group": "g", "self": member, "leader": impostor,
+                        "term": server.node.member.curr_term, "end": ledger.end_index, "next": ledger.end_index + 1,
+                        "pos": ledger.write_pos}  # fmt: skip
+                cmd = request(rng.choice(codes), body=_fuzz_body(rng, live))
+                with trio.move_on_after(3):
+                    await client.invoke(group.config(member).peer_map[member], cmd, 3)
+                assert all(s.running for s in group.servers.values())
+        leader = await group.leader()
+        assert (await append(leader, b"after")).code == ResponseCode.SUCCESS
+        nursery.cancel_scope.cancel()
