@@ -5,8 +5,10 @@ processes in DLedger mode (B, the load sent to the leader) and the same with ``e
 ``python -m bench.load.producer`` against each for ``--duration`` seconds with ``--inflight`` synchronous senders, and
 stops them. A, B and C alternate within a round, so the ratios B/A and C/A compare runs made under the same machine
 load (the machine is shared: only ratios within one run mean anything). Prints one JSON line per measurement (with
-each broker's CPU ms per acknowledged send) and a summary per ratio with every round's value, their range and median
-and the load average::
+each broker's and the producer tool's CPU ms per acknowledged send, and their sum, the machine's) and a summary per
+ratio with every round's value, their range and median, the load average, and the ratio the machine's CPU allows
+(``cpu_bounds``: one broker's and its producer's CPU per send over the group's and its producer's; every process
+shares the same cores, so each setup's rate is about the cores over that sum)::
 
     python -m bench.dledger_throughput --rounds 3 --duration 10 --inflight 32
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -51,7 +54,9 @@ async def _load(namesrv: str, broker: str, args: argparse.Namespace, out: Path,
             "--inflight", str(args.inflight), "--duration", str(args.duration), "--size", str(args.size),
             "--flush-disk-type", args.flush, "--out", str(out)]  # fmt: skip
     before = {name: cpu_seconds(pid) for name, pid in (members or {}).items()}
+    children = children_cpu_seconds()
     done = await trio.run_process(argv, capture_stdout=True, stderr=subprocess.DEVNULL, check=False)
+    producer = children_cpu_seconds() - children
     after = {name: cpu_seconds(pid) for name, pid in (members or {}).items()}
     lines = [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
     summary = next((line for line in reversed(lines) if line.get("type") == "summary"), None)
@@ -60,8 +65,23 @@ async def _load(namesrv: str, broker: str, args: argparse.Namespace, out: Path,
     result: dict[str, Any] = summary["result"]
     ok = result.get("ok") or 0
     if members and ok:
-        result["cpu_ms_per_send"] = {name: round((after[name] - before[name]) * 1000 / ok, 4) for name in members}
+        spent = {name: after[name] - before[name] for name in members} | {"producer": producer}
+        result["cpu_ms_per_send"] = {name: round(seconds * 1000 / ok, 4) for name, seconds in spent.items()}
+        result["machine_cpu_ms_per_send"] = round(sum(spent.values()) * 1000 / ok, 4)
     return result
+
+
+def children_cpu_seconds() -> float:
+    """User plus system CPU of this process's children that have ended and been waited for (the producer tool)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_bound(alone: dict[str, Any], group: dict[str, Any]) -> float | None:
+    """The ratio the machine's CPU allows: one broker's and its producer's CPU per send over the group's and its
+    producer's (every process shares the same cores, so each setup's rate is about the cores over that sum)."""
+    single, together = alone.get("machine_cpu_ms_per_send"), group.get("machine_cpu_ms_per_send")
+    return round(single / together, 3) if single and together else None
 
 
 def _pids(group: Group, leader: Member) -> dict[str, int]:
@@ -121,6 +141,7 @@ async def _rounds(args: argparse.Namespace, work: Path) -> None:
     if args.baseline is not None:
         setups += [(f"{setup}@base", batch, args.baseline.resolve()) for setup, batch, _ in setups]
     ratios: dict[str, list[float]] = {setup: [] for setup, _, _ in setups}
+    bounds: dict[str, list[float]] = {setup: [] for setup, _, _ in setups}
     for number in range(args.rounds):
         alone = await single(work / f"r{number}-a", args)
         print(json.dumps({"round": number, "setup": "single", **alone}), flush=True)
@@ -129,11 +150,19 @@ async def _rounds(args: argparse.Namespace, work: Path) -> None:
             print(json.dumps({"round": number, "setup": setup, **group}), flush=True)
             if alone["tps"]:
                 ratios[setup].append(round(group["tps"] / alone["tps"], 3))
+            bound = cpu_bound(alone, group)
+            if bound is not None:
+                bounds[setup].append(bound)
     for setup, values in ratios.items():
         line = {"summary": f"{setup}/single tps", "inflight": args.inflight, "flush": args.flush, "ratios": values}
         spread = {"min": min(values, default=None), "max": max(values, default=None)}
-        print(json.dumps(line | spread | {"median": statistics.median(values) if values else None,
-                                          "load_average": round(os.getloadavg()[0], 2)}))  # fmt: skip
+        cpu = {"cpu_bounds": bounds[setup], "cpu_bound_median": _median(bounds[setup])}
+        print(json.dumps(line | spread | {"median": _median(values)} | cpu
+                         | {"load_average": round(os.getloadavg()[0], 2)}))  # fmt: skip
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def main() -> None:

@@ -9,8 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+import trio
+
 from bench.dledger_failover import _ROOT, run_env
-from bench.dledger_throughput import cpu_seconds
+from bench.dledger_throughput import children_cpu_seconds, cpu_bound, cpu_seconds
 
 
 def _imported_from(env: dict[str, str], cwd: Path) -> str:
@@ -36,3 +38,16 @@ def test_cpu_seconds_counts_what_the_process_spent() -> None:
         pass
     assert cpu_seconds(os.getpid()) >= before + 0.03
     assert cpu_seconds(1 << 30) == 0.0  # no such process
+
+
+async def test_the_producer_tools_cpu_is_read_once_it_has_ended() -> None:
+    before = children_cpu_seconds()
+    burn = "import time\nend = time.process_time() + 0.05\nwhile time.process_time() < end: pass"
+    await trio.run_process([sys.executable, "-c", burn])
+    assert children_cpu_seconds() >= before + 0.03
+
+
+def test_the_cpu_bound_is_one_brokers_machine_cpu_per_send_over_the_groups() -> None:
+    alone = {"machine_cpu_ms_per_send": 0.028}
+    assert cpu_bound(alone, {"machine_cpu_ms_per_send": 0.135}) == 0.207
+    assert cpu_bound(alone, {}) is None and cpu_bound({}, {"machine_cpu_ms_per_send": 0.1}) is None
