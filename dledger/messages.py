@@ -242,7 +242,7 @@ def encode(message: Base) -> bytes:
 
 #: the JSON of the entries :func:`encode_push` wrote lately, by index: ``(entry, its sorted JSON)`` (a leader pushes
 #: each entry to every follower; the entry itself is checked, so another member's entry at that index is not taken).
-#: Only bodies up to :data:`PUSHED_JSON_BODY_MAX` are kept: at most 4,096 of them, about 45 MB at that size.
+#: Only bodies up to :data:`PUSHED_JSON_BODY_MAX` are kept, at most 4,096 of them (their JSON about 45 MB at that size).
 _pushed_json: dict[int, tuple[Entry, bytes]] = {}
 _PUSHED_JSON_MAX = 4096
 #: the largest body whose JSON :func:`encode_push` keeps (the leader keeps such entries at hand for the pushes too:
