@@ -58,6 +58,8 @@ from store.mapped_file import MappedFile, MappedFileQueue
 from store.metadata_files import replace_atomically
 
 CHECKPOINT_FILE = "checkpoint"
+#: ``(last index, segments to sync, segments to unmap after, truncations so far)``: :meth:`FileLedger.flush_plan`
+FlushPlan = tuple[int, list[MappedFile], list[MappedFile], int]
 TERM_FILE = "currterm"
 
 
@@ -120,6 +122,9 @@ class FileLedger:
         self.committed_pos = -1
         self._flushed = -1
         self._retired: list[MappedFile] = []
+        #: truncations so far: a flush planned before one claims nothing (its plan's end may name entries written
+        #: again since, unsynced)
+        self._truncations = 0
 
     # ---- the Ledger protocol -------------------------------------------------------------------------------------
 
@@ -270,6 +275,7 @@ class FileLedger:
         self._cut_data(cut)
         self._cut_index(entry.index * INDEX_UNIT_SIZE)
         self._end, self._end_term = entry.index - 1, -1
+        self._truncations += 1
         self._write(entry, data=not keep)
         self._flushed = min(self._flushed, entry.index - (0 if keep else 1))
         self._sync_tails()
@@ -333,16 +339,14 @@ class FileLedger:
         last = self.data.last()
         if last is not None:
             last.zero_from(offset - last.file_from_offset)
-            last.wrote_position = offset - last.file_from_offset
-            last.flushed_position = min(last.flushed_position, last.wrote_position)
+            last.cut(offset - last.file_from_offset)
 
     def _cut_index(self, offset: int) -> None:
         self._retire(self.index, offset)
         last = self.index.last()
         if last is not None:
             last.zero_from(max(0, offset - last.file_from_offset))
-            last.wrote_position = max(0, offset - last.file_from_offset)
-            last.flushed_position = min(last.flushed_position, last.wrote_position)
+            last.cut(max(0, offset - last.file_from_offset))
 
     def _retire(self, queue: MappedFileQueue, offset: int) -> None:
         """Unlink the segments that start at or after ``offset``; they are unmapped by the next flush."""
@@ -361,24 +365,27 @@ class FileLedger:
 
     # ---- flushing and the checkpoint -------------------------------------------------------------------------------
 
-    def flush_plan(self) -> tuple[int, list[MappedFile], list[MappedFile]]:
-        """On the Trio thread: the index that will be durable, the segments to sync and those to unmap after."""
+    def flush_plan(self) -> FlushPlan:
+        """On the Trio thread: the index that will be durable, the segments to sync, those to unmap after, and the
+        truncations so far."""
         files = self.data.flush_snapshot() + self.index.flush_snapshot()
         retired, self._retired = self._retired, []
-        return self._end, files, retired
+        return self._end, files, retired, self._truncations
 
     @staticmethod
-    def flush_planned(plan: tuple[int, list[MappedFile], list[MappedFile]]) -> None:
+    def flush_planned(plan: FlushPlan) -> None:
         """In a worker thread: ``fdatasync`` the planned segments, then unmap the retired ones."""
-        _, files, retired = plan
+        _, files, retired, _ = plan
         for mf in files:
             mf.flush()
         for mf in retired:
             mf.close()
 
-    def flushed(self, plan: tuple[int, list[MappedFile], list[MappedFile]]) -> None:
-        """Back on the Trio thread: entries up to the plan's end are durable (unless truncated meanwhile)."""
-        self._flushed = max(self._flushed, min(plan[0], self._end))
+    def flushed(self, plan: FlushPlan) -> None:
+        """Back on the Trio thread: entries up to the plan's end are durable, unless a truncation came meanwhile (the
+        entries at those indexes may have been written again since; the next flush covers them)."""
+        if plan[3] == self._truncations:
+            self._flushed = max(self._flushed, min(plan[0], self._end))
 
     def flush_all(self) -> None:
         """Plan, flush and record in one go (blocking; shutdown and tests)."""

@@ -33,7 +33,8 @@ def segment_name(offset: int) -> str:
 class MappedFile:
     """One segment. ``wrote_position`` is the bytes appended, ``flushed_position`` the bytes known durable."""
 
-    __slots__ = ("buf", "fd", "file_from_offset", "file_size", "flushed_position", "path", "view", "wrote_position")
+    __slots__ = ("buf", "cuts", "fd", "file_from_offset", "file_size", "flushed_position", "path", "view",
+                 "wrote_position")  # fmt: skip
 
     def __init__(self, path: Path, file_from_offset: int, file_size: int, preallocate: bool = True) -> None:
         self.path = path
@@ -59,6 +60,8 @@ class MappedFile:
         self.view = memoryview(self.buf)
         self.wrote_position = 0
         self.flushed_position = 0
+        #: how many times :meth:`cut` moved the end back (a flush that was in flight across one records nothing)
+        self.cuts = 0
 
     @property
     def end_offset(self) -> int:
@@ -84,9 +87,18 @@ class MappedFile:
         if write_back:
             os.fdatasync(self.fd)
 
+    def cut(self, pos: int) -> None:
+        """End the written data at ``pos`` (on the owner's thread; the caller erases what lay after it). A flush in
+        flight meanwhile does not record its position: it may have synced the bytes before the cut, not those written
+        after it at the same place."""
+        self.wrote_position = pos
+        self.flushed_position = min(self.flushed_position, pos)
+        self.cuts += 1
+
     def flush(self) -> int:
-        """Make everything written so far durable (blocking). Returns the new flushed position."""
-        target = self.wrote_position
+        """Make everything written so far durable (blocking). Returns the new flushed position (unchanged when
+        :meth:`cut` ran meanwhile)."""
+        target, cuts = self.wrote_position, self.cuts
         if target > self.flushed_position and self.fd >= 0:  # a closed (deleted) segment has nothing to sync
             # fdatasync, not mmap.flush: CPython's msync holds the GIL for the whole disk sync, stalling the Trio
             # thread (SYNC_FLUSH 64x1: ~35 % of the broker's samples). On Linux msync(MS_SYNC) of a MAP_SHARED file is
@@ -94,7 +106,8 @@ class MappedFile:
             # fdatasync makes the same bytes durable. It also writes back any other dirty page of the file, which is
             # why a warmed-up spare is synced once before it goes live (AllocateService).
             os.fdatasync(self.fd)
-            self.flushed_position = target
+            if self.cuts == cuts:
+                self.flushed_position = target
         return self.flushed_position
 
     def zero_from(self, pos: int) -> None:

@@ -20,6 +20,7 @@ from dledger.ledger import LedgerError
 from remoting.codec import record_batch
 from remoting.codec.errors import MessageEncodeError
 from remoting.codec.message import MessageRecord, PreparedMessage, prepare_message, write_record
+from store import mapped_file
 
 DATA_SIZE = 1024
 INDEX_SIZE = 32 * 64
@@ -271,3 +272,31 @@ def test_an_entry_that_would_leave_less_than_a_blank_starts_the_next_segment(
     in_place.flush_all()
     filled.flush_all()
     assert _files(tmp_path / "a") == _files(tmp_path / "b")
+
+
+def test_a_flush_in_flight_across_a_truncation_claims_nothing_written_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flush task plans on the Trio thread and syncs in a worker: a new leader's TRUNCATE can land in between and
+    the entries after the cut be written again before the sync returns. Neither the ledger's flushed index nor the
+    segment's flushed position may then claim those new bytes; the next flush syncs them."""
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, body(0), body(1), body(2))
+    plan = ledger.flush_plan()
+    real_sync = mapped_file.os.fdatasync
+
+    def sync_while_a_new_leader_rewrites(fd: int) -> None:
+        real_sync(fd)
+        if ledger.end_index == 2:  # once, during the data segment's sync
+            ledger.truncate(Entry(1, 2, entries[1].pos, body(7)))
+            append(ledger, 2, body(8))
+
+    monkeypatch.setattr(mapped_file.os, "fdatasync", sync_while_a_new_leader_rewrites)
+    FileLedger.flush_planned(plan)
+    monkeypatch.setattr(mapped_file.os, "fdatasync", real_sync)
+    ledger.flushed(plan)
+    assert ledger.flushed_index == -1  # the in-flight flush's claim is dropped whole; the next one makes it
+    data = ledger.data.last()
+    assert data is not None and data.flushed_position < data.wrote_position  # so the next plan takes it
+    ledger.flush_all()
+    assert ledger.flushed_index == 2 and data.flushed_position == data.wrote_position
