@@ -238,6 +238,7 @@ class MappedFileQueue:
         if not self.files:
             return
         last = self.files[-1]
+        last.cuts += 1  # a flush in flight records no position (MappedFile.cut)
         pos = offset - last.file_from_offset
         if pos >= last.file_size:
             last.wrote_position = last.flushed_position = last.file_size
