@@ -7,7 +7,8 @@
 the mapping on the Trio thread and never cross a data segment (a blank ``[-1][remaining]`` ends a full one). Flushing
 is split: :meth:`FileLedger.flush_plan` on the Trio thread, :meth:`FileLedger.flush_planned` (``fdatasync``) in a
 worker thread. A truncation erases the cut tail and syncs it at once, so a power loss never brings stale entries back;
-segments it removes are unlinked at once and unmapped by the next flush (a flush thread may still hold them).
+segments it removes are unlinked at once and unmapped by the next flush (a flush thread may still hold them), and a
+flush in flight across it records nothing durable (:meth:`FileLedger.flushed`, ``MappedFile.cut``).
 
 Recovery (:meth:`FileLedger.load`, blocking) follows DLedger's: it starts from the third segment from the end (walking
 back while a segment's first entry disagrees with its index record), checks each entry (magic, size, ``pos`` equal to
