@@ -16,12 +16,16 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import threading
 from pathlib import Path
 from typing import Final
 
 from store.errors import StoreCorruptError
 
 PAGE_SIZE: Final = 4096
+#: Held while a segment's end moves back (:meth:`MappedFile.cut`, :meth:`MappedFileQueue.truncate_to`) and while a
+#: flush records its position, so a flush that saw no cut cannot record after one lands.
+_CUT_LOCK: Final = threading.Lock()
 _ZERO_CHUNK: Final = bytes(1 << 20)
 
 
@@ -91,9 +95,10 @@ class MappedFile:
         """End the written data at ``pos`` (on the owner's thread; the caller erases what lay after it). A flush in
         flight meanwhile does not record its position: it may have synced the bytes before the cut, not those written
         after it at the same place."""
-        self.wrote_position = pos
-        self.flushed_position = min(self.flushed_position, pos)
-        self.cuts += 1
+        with _CUT_LOCK:
+            self.cuts += 1
+            self.wrote_position = pos
+            self.flushed_position = min(self.flushed_position, pos)
 
     def flush(self) -> int:
         """Make everything written so far durable (blocking). Returns the new flushed position (unchanged when
@@ -106,8 +111,9 @@ class MappedFile:
             # fdatasync makes the same bytes durable. It also writes back any other dirty page of the file, which is
             # why a warmed-up spare is synced once before it goes live (AllocateService).
             os.fdatasync(self.fd)
-            if self.cuts == cuts:
-                self.flushed_position = target
+            with _CUT_LOCK:
+                if self.cuts == cuts:
+                    self.flushed_position = target
         return self.flushed_position
 
     def zero_from(self, pos: int) -> None:
@@ -238,14 +244,14 @@ class MappedFileQueue:
         if not self.files:
             return
         last = self.files[-1]
-        last.cuts += 1  # a flush in flight records no position (MappedFile.cut)
         pos = offset - last.file_from_offset
         if pos >= last.file_size:
-            last.wrote_position = last.flushed_position = last.file_size
-            return
-        if erase:
+            pos = last.file_size
+        elif erase:
             last.zero_from(pos)
-        last.wrote_position = last.flushed_position = pos
+        with _CUT_LOCK:  # a flush in flight records no position (MappedFile.cut)
+            last.cuts += 1
+            last.wrote_position = last.flushed_position = pos
 
     def delete_first(self, count: int) -> int:
         """Delete up to ``count`` oldest segments, never the last one. Returns how many were deleted."""
