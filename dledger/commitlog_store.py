@@ -291,8 +291,7 @@ class DLedgerMessageStore(MessageStore):
         (:meth:`~dledger.file_store.FileLedger.append_record_as_leader`: in C when built, no record built first)."""
         self._check_leader()
         topic, queue_id, store_host = msg.topic, msg.queue_id, msg.store_host
-        tx = msg.sys_flag & SYSFLAG_TRANSACTION_MASK
-        counted = tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK
+        counted = _takes_queue_offset(msg.sys_flag)
         queue_offset = self.queue_offsets.get((topic, queue_id), 0) if counted else 0
         store_ts = self.config.now_ms()
         ledger, max_body = self.ledger, self.config.max_message_size
@@ -330,8 +329,7 @@ class DLedgerMessageStore(MessageStore):
         """One entry per record, queue offsets handed out now (the CQ gets them on commit)."""
         head = prepared[0].message
         key = self.consume_queue(head.topic, head.queue_id).key
-        tx = prepared[0].sys_flag & 0xC  # prepared or rollback records take no queue offset
-        counted = tx not in (4, 0xC)
+        counted = _takes_queue_offset(prepared[0].sys_flag)
         first = self.queue_offsets.get(key, 0) if counted else 0
         store_ts = self.config.now_ms()
         bodies = [(p.size, _filler(p, first + i if counted else 0, store_ts)) for i, p in enumerate(prepared)]
@@ -391,6 +389,12 @@ class DLedgerMessageStore(MessageStore):
             "dLedgerDispatchedIndex": str(self.dispatched_index),
             "dLedgerPeerWatermarks": ",".join(f"{peer}:{index}" for peer, index in sorted(marks.items())),
         }
+
+
+def _takes_queue_offset(sys_flag: int) -> bool:
+    """Whether a record with ``sys_flag`` gets a queue offset: not a transaction's prepared half or rollback."""
+    tx = sys_flag & SYSFLAG_TRANSACTION_MASK
+    return tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK
 
 
 def _filler(prepared: PreparedMessage, queue_offset: int, store_ts: int) -> Callable[[int], bytes]:

@@ -88,6 +88,12 @@ def write_properties(path: Path, values: dict[str, object]) -> None:
     replace_atomically(path, data, path.with_name(path.name + ".tmp"))
 
 
+def _end_with_blank(mf: MappedFile) -> None:
+    """Close a full data segment: the blank that fills the rest of it."""
+    mf.buf[mf.wrote_position : mf.file_size] = blank(mf.file_size - mf.wrote_position)
+    mf.wrote_position = mf.file_size
+
+
 class FileTermStore:
     """``currterm``: ``currTerm=N`` and ``voteLeader=ID`` (empty for none). Saves are synchronous and durable."""
 
@@ -233,20 +239,15 @@ class FileLedger:
         as a filled append of a record of that size would); a record no segment holds raises LedgerError
         (DISK_ERROR) with nothing written."""
         file_size = self.config.mapped_file_size_for_entry_data
-        mf = self.data.last()
-        if mf is None or mf.wrote_position == mf.file_size:
-            mf = self.data.roll(self.data.next_start())
+        mf = self._data_segment()
         at = mf.wrote_position
         room = file_size - at - HEADER_SIZE - MIN_BLANK_LEN  # place(): an entry leaves room for a blank after it
         written = encode(mf.buf, at + HEADER_SIZE, max(room, 0), mf.file_from_offset + at + HEADER_SIZE, queue_offset,
                          clock, max_body, record)[0]  # fmt: skip
         if written < 0:
-            if HEADER_SIZE - written + MIN_BLANK_LEN > file_size or at == 0:
-                raise LedgerError(ResponseCode.DISK_ERROR, f"an entry of {HEADER_SIZE - written} bytes does not fit "
-                                                           f"a {file_size}-byte file")  # fmt: skip
-            mf.buf[at:file_size] = blank(file_size - at)
-            mf.wrote_position = file_size
-            mf = self.data.roll(self.data.next_start())
+            self._check_fits(HEADER_SIZE - written)  # it fits an empty segment, so this one (at > 0) is not empty
+            _end_with_blank(mf)
+            mf = self._data_segment()
             at = 0
             written = encode(mf.buf, HEADER_SIZE, file_size - HEADER_SIZE - MIN_BLANK_LEN,
                              mf.file_from_offset + HEADER_SIZE, queue_offset, clock, max_body, record)[0]  # fmt: skip
@@ -291,25 +292,32 @@ class FileLedger:
 
     def _reserve(self, size: int, expected: int | None = None) -> int:
         """The position of the next entry of ``size`` bytes, writing the blank that ends a full segment."""
-        file_size = self.config.mapped_file_size_for_entry_data
-        if size + MIN_BLANK_LEN > file_size:
-            raise LedgerError(ResponseCode.DISK_ERROR, f"an entry of {size} bytes does not fit a {file_size}-byte file")
-        end = self.write_pos
-        pos, filler = place(end, size, file_size)
+        self._check_fits(size)
+        pos, filler = place(self.write_pos, size, self.config.mapped_file_size_for_entry_data)
         if expected is not None and pos != expected:
             return pos
         if filler:
             mf = self.data.last()
             assert mf is not None
-            mf.buf[mf.wrote_position : mf.file_size] = blank(filler)
-            mf.wrote_position = mf.file_size
+            _end_with_blank(mf)
         return pos
+
+    def _check_fits(self, size: int) -> None:
+        """Raise LedgerError (DISK_ERROR) for an entry of ``size`` bytes that no data segment holds with a blank."""
+        file_size = self.config.mapped_file_size_for_entry_data
+        if size + MIN_BLANK_LEN > file_size:
+            raise LedgerError(ResponseCode.DISK_ERROR, f"an entry of {size} bytes does not fit a {file_size}-byte file")
+
+    def _data_segment(self) -> MappedFile:
+        """The data segment the next entry goes in: the last one, or a new one when it is full (or none exists)."""
+        mf = self.data.last()
+        if mf is None or mf.wrote_position == mf.file_size:
+            mf = self.data.roll(self.data.next_start())
+        return mf
 
     def _write(self, entry: Entry, *, data: bool = True) -> None:
         if data:
-            mf = self.data.last()
-            if mf is None or mf.wrote_position == mf.file_size:
-                mf = self.data.roll(self.data.next_start())
+            mf = self._data_segment()
             at = entry.pos - mf.file_from_offset
             if at != mf.wrote_position:
                 raise LedgerError(ResponseCode.DISK_ERROR, f"entry at {entry.pos}, data ends at {self.write_pos}")
