@@ -24,7 +24,11 @@ answers on a slave).
 
 Recovery: the DLedger files recover themselves (:meth:`~dledger.file_store.FileLedger.load`); ConsumeQueue entries
 past the committed position are dropped, and committed entries are dispatched again from the first one the
-ConsumeQueues do not cover (re-dispatching is idempotent). The CommitLog is never deleted by retention here.
+ConsumeQueues do not cover (re-dispatching is idempotent).
+
+Retention: :class:`~dledger.retention.LedgerRetention` deletes expired entry segments (:meth:`delete_expired_entries`)
+and what the ConsumeQueues and the index file hold below them. A follower whose log was rebuilt from the leader's
+first entry (the older ones deleted on the leader) dispatches on from there (:meth:`_skip_to_begin`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from dledger.config import DLedgerConfig
 from dledger.effects import RoleChanged
 from dledger.entry import HEADER_SIZE, Entry
 from dledger.file_store import FileLedger
+from dledger.retention import DELETE_FILES_BATCH_MAX, LedgerRetention
 from dledger.server import DLedgerServer
 from remoting.codec.errors import MessageDecodeError, MessageEncodeError
 from remoting.codec.message import (
@@ -103,6 +108,7 @@ class DLedgerMessageStore(MessageStore):
         self.server.commit_listeners.append(self._on_commit)
         self.server.role_listeners.append(self._on_role)
         self.server.effects_scope = self.group_commit.release_pass
+        self.retention = LedgerRetention(self)
 
     @property
     def ledger(self) -> FileLedger:
@@ -120,6 +126,7 @@ class DLedgerMessageStore(MessageStore):
         covered = 0
         for (topic, queue_id), cq in list(self.consume_queues.items()):
             cq.recover(self.commitlog.min_offset, committed_end, erase=True)
+            cq.fill_gaps = True
             last = cq.entry(cq.max_offset - 1) if cq.max_offset else None
             if last is not None:
                 covered = max(covered, last[0] + last[1])
@@ -149,6 +156,7 @@ class DLedgerMessageStore(MessageStore):
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.server.run)
                 await nursery.start(self.flush_service.run)
+                await nursery.start(self.retention.run)
                 nursery.start_soon(self._dispatch_soon)
                 task_status.started()
         finally:
@@ -201,6 +209,8 @@ class DLedgerMessageStore(MessageStore):
         target = ledger.committed_index
         if self.dispatched_index >= target:
             return
+        if self.dispatched_index + 1 < ledger.begin_index and not self._skip_to_begin():
+            return
         index = self.index
         while self.dispatched_index < target:
             at = ledger.segment_at(self.dispatched_index + 1)
@@ -217,6 +227,46 @@ class DLedgerMessageStore(MessageStore):
             if not self._dispatch_general(self.dispatched_index + 1):
                 return
             self.dispatched_index += 1
+
+    def _skip_to_begin(self) -> bool:
+        """The log now starts after entries never dispatched here (it was rebuilt from the leader's first entry):
+        those are gone from the group, so dispatch goes on from the first entry (the ConsumeQueues fill the offsets
+        in between), after the queues and the index file drop what points below the new first segment. False,
+        dispatching nothing, while a flush holds the disk lock (the next commit tries again)."""
+        try:
+            self.disk_lock.acquire_nowait()
+        except trio.WouldBlock:
+            return False
+        try:
+            self._drop_below(self.commitlog.min_offset)
+        finally:
+            self.disk_lock.release()
+        for cq in self.consume_queues.values():
+            cq.fill_gaps = True
+        log.warning("dledger log starts at entry %d: entries %d.. were deleted before this member had them",
+                    self.ledger.begin_index, self.dispatched_index + 1)  # fmt: skip
+        self.dispatched_index = self.ledger.begin_index - 1
+        return True
+
+    def _drop_below(self, min_phy: int) -> None:
+        """What the ConsumeQueues and the index file hold below ``min_phy`` (the first data segment) goes."""
+        for cq in list(self.consume_queues.values()):
+            cq.delete_expired(min_phy)
+        if self.index is not None:
+            self.index.delete_expired(min_phy)
+
+    def delete_expired_entries(self, expire_before_ms: int, *, force: bool) -> int:
+        """Retention's deletion (dledger/retention.py; the caller holds the disk lock): data segments wholly below
+        what is committed, flushed and dispatched, then what the ConsumeQueues and the index file hold below the
+        first segment left. Returns the number of data segments deleted."""
+        ledger = self.ledger
+        settled = min(ledger.committed_index, ledger.flushed_index, self.dispatched_index)
+        record = ledger.index_record(settled) if settled >= max(ledger.begin_index, 0) else None
+        below = -1 if record is None else record.pos + record.size
+        deleted = ledger.delete_expired(expire_before_ms, below, force=force, limit=DELETE_FILES_BATCH_MAX)
+        if deleted:
+            self._drop_below(self.commitlog.min_offset)
+        return deleted
 
     def _dispatch_general(self, number: int) -> bool:
         """The entry ``number`` on the general path (a record the scan does not take). False when it is unreadable

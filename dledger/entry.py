@@ -115,6 +115,11 @@ def is_blank(buf: bytes | bytearray | memoryview, at: int) -> bool:
     return len(buf) - at >= _BLANK.size and _BLANK.unpack_from(buf, at)[0] == BLANK_MAGIC
 
 
+def blank_length(buf: bytes | bytearray | memoryview, at: int) -> int:
+    """The length a blank at ``at`` covers; 0 when ``at`` starts no blank."""
+    return _BLANK.unpack_from(buf, at)[1] if is_blank(buf, at) else 0
+
+
 def blank(remaining: int) -> bytes:
     """The blank that fills the last ``remaining`` bytes of a segment (header then zeros)."""
     return _BLANK.pack(BLANK_MAGIC, remaining) + bytes(remaining - _BLANK.size)

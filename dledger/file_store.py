@@ -10,6 +10,10 @@ worker thread. A truncation erases the cut tail and syncs it at once, so a power
 segments it removes are unlinked at once and unmapped by the next flush (a flush thread may still hold them), and a
 flush in flight across it records nothing durable (:meth:`FileLedger.flushed`, ``MappedFile.cut``).
 
+Retention (:meth:`FileLedger.delete_expired`) removes the oldest segments and moves the begin index; a TRUNCATE to an
+entry this log cannot continue to (it ends before the leader's first entry) starts the log afresh there, its first
+segment opening with a blank up to the entry's position (DLedger's ``rebuildWithPos``).
+
 Recovery (:meth:`FileLedger.load`, blocking) follows DLedger's: it starts from the third segment from the end (walking
 back while a segment's first entry disagrees with its index record), checks each entry (magic, size, ``pos`` equal to
 where it lies, contiguous indexes, terms never going down), rewrites index records that disagree, and ends the log at
@@ -43,6 +47,7 @@ from dledger.entry import (
     EntryDecodeError,
     IndexRecord,
     blank,
+    blank_length,
     decode_entry,
     decode_header,
     decode_index,
@@ -86,6 +91,12 @@ def write_properties(path: Path, values: dict[str, object]) -> None:
         replace_atomically(bak, path.read_bytes(), bak.with_name(bak.name + ".tmp"))
     data = "".join(f"{k}={v}\n" for k, v in values.items()).encode()
     replace_atomically(path, data, path.with_name(path.name + ".tmp"))
+
+
+def _leading_blank(mf: MappedFile) -> int:
+    """Where the first entry of a log's first segment lies: after the blank a rebuilt log starts with, else 0."""
+    length = blank_length(mf.view, 0)
+    return length if 0 < length < mf.file_size else 0
 
 
 def _end_with_blank(mf: MappedFile) -> None:
@@ -271,6 +282,8 @@ class FileLedger:
 
     def truncate(self, entry: Entry) -> int:
         keep = self.get(entry.index) == entry
+        if not keep and not self._continues(entry):
+            return self._rebuild_at(entry)
         cut = entry.end_pos if keep else entry.pos
         if cut > self.write_pos:
             raise LedgerError(ResponseCode.DISK_ERROR, f"truncate to {cut}, data ends at {self.write_pos}")
@@ -282,6 +295,55 @@ class FileLedger:
         self._flushed = min(self._flushed, entry.index - (0 if keep else 1))
         self._sync_tails()
         return entry.index
+
+    def _continues(self, entry: Entry) -> bool:
+        """Whether ``entry`` can replace this log's tail at its index: the index is in the log or just after it, and
+        its position in the data this log holds."""
+        begin = max(self._begin, 0)
+        return begin <= entry.index <= self._end + 1 and self.data.min_offset <= entry.pos <= self.write_pos
+
+    def _rebuild_at(self, entry: Entry) -> int:
+        """Start the log afresh with ``entry`` (DLedger's ``rebuildWithPos``): the leader's log no longer holds what
+        this one would continue from (a member new or away while the leader's oldest segments were deleted). Every
+        segment goes; the data segment holding ``entry.pos`` starts with a blank up to it, so positions stay the
+        leader's. Synced at once, as a truncation is."""
+        for queue in (self.data, self.index):
+            while queue.files:
+                self._drop(queue.files.pop())
+        lead = entry.pos % self.config.mapped_file_size_for_entry_data
+        if 0 < lead < MIN_BLANK_LEN:
+            raise LedgerError(ResponseCode.DISK_ERROR, f"entry at {entry.pos}: no room for a blank before it")
+        mf = self.data.roll(entry.pos - lead)
+        if lead:
+            mf.buf[0:lead] = blank(lead)
+            mf.wrote_position = lead
+        self._begin = self._end = self._end_term = -1
+        self._truncations += 1
+        self._write(entry)
+        self._flushed = entry.index - 1
+        self._sync_tails()
+        return entry.index
+
+    def delete_expired(self, expire_before_ms: int, below: int, *, force: bool = False, limit: int = 10) -> int:
+        """Delete the oldest data segments, never the last, as DLedger's ``deleteExpiredFileByTime``: each one wholly
+        before position ``below`` (ours: the caller's committed, flushed and dispatched end) and last modified before
+        ``expire_before_ms`` (any age with ``force``), at most ``limit``, stopping at the first that is not. The first
+        entry left becomes the begin index and the index segments wholly before it go too. Files are unlinked now
+        and unmapped by the next flush. Returns how many data segments went."""
+        files = self.data.files
+        deleted = 0
+        while deleted < limit and len(files) > 1:
+            first = files[0]
+            if first.end_offset > below or (not force and first.mtime_ms() > expire_before_ms):
+                break
+            self._drop(files.pop(0))
+            deleted += 1
+        if deleted:
+            self._begin = decode_header(files[0].view, 0).index
+            floor = self._begin * INDEX_UNIT_SIZE
+            while len(self.index.files) > 1 and self.index.files[0].end_offset <= floor:
+                self._drop(self.index.files.pop(0))
+        return deleted
 
     def set_committed(self, index: int) -> None:
         record = self.index_record(index) if index >= 0 else None
@@ -360,10 +422,13 @@ class FileLedger:
     def _retire(self, queue: MappedFileQueue, offset: int) -> None:
         """Unlink the segments that start at or after ``offset``; they are unmapped by the next flush."""
         while queue.files and queue.files[-1].file_from_offset >= offset and len(queue.files) > 1:
-            mf = queue.files.pop()
-            with contextlib.suppress(FileNotFoundError):
-                mf.path.unlink()
-            self._retired.append(mf)
+            self._drop(queue.files.pop())
+
+    def _drop(self, mf: MappedFile) -> None:
+        """Unlink a segment taken out of its queue; the next flush unmaps it (a flush thread may still hold it)."""
+        with contextlib.suppress(FileNotFoundError):
+            mf.path.unlink()
+        self._retired.append(mf)
 
     def _sync_tails(self) -> None:
         """Make a truncation durable now (rare: only a follower that disagreed with a new leader)."""
@@ -418,12 +483,13 @@ class FileLedger:
             self._flushed = -1
             return
         first = self.data.files[0]
+        lead = _leading_blank(first)
         try:
-            self._begin = decode_header(first.view, 0).index
+            self._begin = decode_header(first.view, lead).index
         except EntryDecodeError:
             self._begin = -1
         start = self._recovery_start()
-        self._scan(start)
+        self._scan(start, lead)
         self._flushed = self._end
         props = read_properties(self.directory / CHECKPOINT_FILE)
         try:
@@ -453,9 +519,10 @@ class FileLedger:
             at -= 1
         return at
 
-    def _scan(self, start: int) -> None:
+    def _scan(self, start: int, lead: int) -> None:
+        """Check the entries from segment ``start`` on; ``lead``: where the first segment's first entry lies."""
         files = self.data.files
-        end_pos = files[start].file_from_offset
+        end_pos = files[start].file_from_offset + (lead if start == 0 else 0)
         expected_index = -1
         last_term = -1
         if start > 0:
@@ -464,7 +531,7 @@ class FileLedger:
             previous = self.index_record(header.index - 1) if header.index > 0 else None
             last_term = previous.term if previous is not None else -1
         for mf in files[start:]:
-            pos = 0
+            pos = lead if mf is files[0] else 0
             while pos < mf.file_size:
                 if is_blank(mf.view, pos):
                     end_pos = mf.end_offset

@@ -25,6 +25,7 @@ from store.mapped_file import MappedFile, MappedFileQueue
 CQ_STORE_UNIT_SIZE: Final = 20
 FILLER_SIZE: Final = 0x7FFFFFFF
 ENTRY: Final = struct.Struct(">qiq")
+_FILLER: Final = ENTRY.pack(0, FILLER_SIZE, 0)
 
 Entry = tuple[int, int, int]
 
@@ -35,7 +36,17 @@ class ConsumeQueue:
     ``key`` is the ``(topic, queue_id)`` tuple the store files this queue and its next offset under, one object for
     both dicts, so the C append's lookups match it by identity rather than comparing tuples."""
 
-    __slots__ = ("entries_per_file", "file_size", "key", "max_offset", "min_offset", "queue", "queue_id", "topic")
+    __slots__ = (
+        "entries_per_file",
+        "file_size",
+        "fill_gaps",
+        "key",
+        "max_offset",
+        "min_offset",
+        "queue",
+        "queue_id",
+        "topic",
+    )
 
     def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int) -> None:
         if file_size % CQ_STORE_UNIT_SIZE:
@@ -48,6 +59,10 @@ class ConsumeQueue:
         self.entries_per_file = file_size // CQ_STORE_UNIT_SIZE
         self.min_offset = 0
         self.max_offset = 0
+        #: Set once recovered, by a store whose entries may skip offsets (a DLedger follower rebuilt from the
+        #: leader's first entry never had the ones in between): a write past the end fills the gap with fillers.
+        #: Off elsewhere: a classic store's recovery re-dispatches into queues whose end it has not read yet.
+        self.fill_gaps = False
 
     # ---- writing -------------------------------------------------------------------------------------------
 
@@ -56,9 +71,7 @@ class ConsumeQueue:
         if not self.queue.files:
             start = pos - pos % self.file_size
             mf = self.queue.roll(start)
-            filler = ENTRY.pack(0, FILLER_SIZE, 0)
-            for p in range(0, pos - start, CQ_STORE_UNIT_SIZE):
-                mf.buf[p : p + CQ_STORE_UNIT_SIZE] = filler
+            mf.buf[0 : pos - start] = _FILLER * ((pos - start) // CQ_STORE_UNIT_SIZE)
             self.min_offset = self.max_offset = logical
             return mf
         while pos >= self.queue.next_start():
@@ -69,7 +82,10 @@ class ConsumeQueue:
         return self.queue.find(pos)
 
     def put(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
-        """Write entry ``logical``. Re-writing an existing entry (recovery) overwrites it in place."""
+        """Write entry ``logical``. Re-writing an existing entry (recovery) overwrites it in place; with
+        :attr:`fill_gaps`, one past the end comes after fillers (:meth:`_fill_to`)."""
+        if logical > self.max_offset and self.fill_gaps and self.queue.files:
+            self._fill_to(logical)
         files = self.queue.files
         mf = files[-1] if files else None
         pos = logical * CQ_STORE_UNIT_SIZE
@@ -86,6 +102,18 @@ class ConsumeQueue:
         if logical >= self.max_offset:
             self.max_offset = logical + 1
 
+    def _fill_to(self, logical: int) -> None:
+        """Fillers from the end up to ``logical``, so the queue holds no hole (recovery would end it there). A queue
+        with no entry left from its min offset on then starts at ``logical``."""
+        if self.min_offset >= self.max_offset:
+            self.min_offset = logical
+        while self.max_offset < logical:
+            start = self.max_offset
+            self.put(start, 0, FILLER_SIZE, 0)
+            count = min(logical - start - 1, -(start + 1) % self.entries_per_file)  # the rest of its segment
+            if count:
+                self.put_packed(start + 1, _FILLER * count)
+
     def put_batch(self, first: int, entries: list[Entry]) -> None:
         """Write entries ``first``, ``first + 1``, ... (one batch): a single ``pack_into`` when they all land in the
         newest segment (the common case), else entry by entry through :meth:`put`."""
@@ -93,7 +121,8 @@ class ConsumeQueue:
         mf = files[-1] if files else None
         pos = first * CQ_STORE_UNIT_SIZE
         end = pos + len(entries) * CQ_STORE_UNIT_SIZE
-        if mf is None or not mf.file_from_offset <= pos < end <= mf.file_from_offset + mf.file_size:
+        gap = first > self.max_offset and self.fill_gaps
+        if mf is None or gap or not mf.file_from_offset <= pos < end <= mf.end_offset:
             for logical, (phy, size, tags) in enumerate(entries, first):
                 self.put(logical, phy, size, tags)
             return
@@ -112,7 +141,8 @@ class ConsumeQueue:
         mf = files[-1] if files else None
         pos = first * CQ_STORE_UNIT_SIZE
         end = pos + len(data)
-        if mf is None or not mf.file_from_offset <= pos < end <= mf.file_from_offset + mf.file_size:
+        gap = first > self.max_offset and self.fill_gaps
+        if mf is None or gap or not mf.file_from_offset <= pos < end <= mf.end_offset:
             for logical, (phy, size, tags) in enumerate(ENTRY.iter_unpack(data), first):
                 self.put(logical, phy, size, tags)
             return
@@ -269,18 +299,17 @@ class ConsumeQueue:
             mf.wrote_position = mf.flushed_position = mf.file_size
 
     def _recompute_min(self, commit_log_min: int) -> None:
-        files = self.queue.files
-        if not files:
-            self.min_offset = self.max_offset
-            return
-        first = files[0]
-        base = first.file_from_offset // CQ_STORE_UNIT_SIZE
-        limit = min(self.max_offset - base, self.entries_per_file)
-        for i, (phy, size, _tags) in enumerate(ENTRY.iter_unpack(first.view[: max(limit, 0) * CQ_STORE_UNIT_SIZE])):
-            if size != FILLER_SIZE and size > 0 and phy >= commit_log_min:
-                self.min_offset = base + i
-                return
-        self.min_offset = min(base + max(limit, 0), self.max_offset)
+        """The min offset: the first entry that is no filler and points at or above ``commit_log_min``, looked for
+        segment by segment (the first holds it but after a DLedger follower's rebuild, whose fillers may fill it);
+        the end when there is none."""
+        for mf in self.queue.files:
+            base = mf.file_from_offset // CQ_STORE_UNIT_SIZE
+            limit = min(self.max_offset - base, self.entries_per_file)
+            for i, (phy, size, _tags) in enumerate(ENTRY.iter_unpack(mf.view[: max(limit, 0) * CQ_STORE_UNIT_SIZE])):
+                if size != FILLER_SIZE and size > 0 and phy >= commit_log_min:
+                    self.min_offset = base + i
+                    return
+        self.min_offset = self.max_offset
 
     def delete_expired(self, commit_log_min: int) -> int:
         """Delete segments whose every entry points below ``commit_log_min`` (never the newest) and move the min

@@ -489,6 +489,13 @@ class AllocateService:
             await self.prepare_next()
 
 
+def is_delete_hour(delete_when: str, now_ms: int) -> bool:
+    """Whether ``now_ms`` falls in one of ``deleteWhen``'s hours (``"04"``, or several as ``"03;04"``)."""
+    now = datetime.datetime.fromtimestamp(now_ms / 1000)
+    hours = {h.strip() for h in delete_when.split(";") if h.strip()}
+    return f"{now.hour:02d}" in hours or str(now.hour) in hours
+
+
 class RetentionService:
     def __init__(self, store: MessageStore) -> None:
         self._store = store
@@ -500,11 +507,6 @@ class RetentionService:
     def wake(self) -> None:
         """Run the next pass now instead of after ``cleanResourceInterval``."""
         self._wakeup.set()
-
-    def _time_to_delete(self) -> bool:
-        now = datetime.datetime.fromtimestamp(self._store.config.now_ms() / 1000)
-        hours = {h.strip() for h in self._store.config.delete_when.split(";") if h.strip()}
-        return f"{now.hour:02d}" in hours or str(now.hour) in hours
 
     async def check_once(self) -> int:
         """One pass: update the disk-full flag, delete what is due. Returns the number of CommitLog files deleted."""
@@ -521,7 +523,7 @@ class RetentionService:
         space_to_delete = ratio > config.disk_max_used_space_ratio / 100
         clean_at_once = ratio > config.disk_space_clean_forcibly_ratio
         manual = self.manual_delete_times > 0
-        if not (space_to_delete or self._time_to_delete() or manual):
+        if not (space_to_delete or is_delete_hour(config.delete_when, config.now_ms()) or manual):
             return 0
         if manual:
             self.manual_delete_times -= 1
@@ -551,6 +553,10 @@ class RetentionService:
         task_status.started()
         while True:
             await self.check_once()
-            with trio.move_on_after(self._store.config.clean_resource_interval / 1000):
-                await self._wakeup.wait()
-            self._wakeup = trio.Event()
+            await self._pause()
+
+    async def _pause(self) -> None:
+        """Until the next pass: ``cleanResourceInterval``, or sooner when woken."""
+        with trio.move_on_after(self._store.config.clean_resource_interval / 1000):
+            await self._wakeup.wait()
+        self._wakeup = trio.Event()

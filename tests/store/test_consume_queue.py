@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE, ConsumeQueue
+import pytest
+
+from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, FILLER_SIZE, ConsumeQueue
 
 
 def test_entries_are_twenty_bytes_at_their_logical_position(tmp_path: Path) -> None:
@@ -69,4 +71,42 @@ def test_recovery_drops_entries_past_the_log_end_and_finds_the_end_in_a_full_seg
     assert cq.max_offset == 11
     cq.put(11, 1, 2, 3)
     assert cq.entry(11) == (1, 2, 3) and cq.entry(12) is None
+    cq.close()
+
+
+@pytest.mark.parametrize("method", ["put", "put_packed"])
+def test_a_write_past_the_end_fills_the_gap_with_fillers_when_asked(tmp_path: Path, method: str) -> None:
+    """A DLedger follower rebuilt from the leader's first entry misses the offsets in between: with ``fill_gaps`` the
+    queue holds fillers there, across segments, and recovery finds its end after the new entry, not at a hole."""
+    cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    for i in range(3):
+        cq.put(i, 100 * i, 100, 0)
+    cq.delete_expired(10_000)  # everything it indexed is gone: the min offset is its end
+    assert (cq.min_offset, cq.max_offset) == (3, 3)
+    cq.fill_gaps = True
+    if method == "put":
+        cq.put(21, 20_000, 50, 9)
+    else:
+        cq.put_packed(21, ENTRY.pack(20_000, 50, 9) + ENTRY.pack(20_050, 50, 9))
+    assert cq.min_offset == 21 and cq.entry(21) == (20_000, 50, 9)
+    assert all(cq.entry(i) is None for i in range(3, 21))
+    raw = b"".join((tmp_path / f"{start:020d}").read_bytes() for start in (0, 160, 320))
+    filler = ENTRY.pack(0, FILLER_SIZE, 0)
+    assert [raw[i * 20 : i * 20 + 20] for i in range(3, 21)] == [filler] * 18
+    end = cq.max_offset
+    cq.close()
+    reloaded = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    reloaded.load()
+    reloaded.recover(10_000, 30_000)
+    assert (reloaded.min_offset, reloaded.max_offset) == (21, end)
+    reloaded.close()
+
+
+def test_without_fill_gaps_a_write_past_the_end_leaves_the_space_between_untouched(tmp_path: Path) -> None:
+    """A classic store's recovery re-dispatches into queues whose end it has not read yet: nothing is filled."""
+    cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    cq.put(0, 0, 100, 0)
+    cq.put(5, 500, 100, 0)
+    raw = (tmp_path / f"{0:020d}").read_bytes()
+    assert raw[20:100] == bytes(80)
     cq.close()

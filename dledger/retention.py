@@ -1,0 +1,84 @@
+"""Retention of a DLedger member's entry files: DLedger 0.3.1.2's ``CleanSpaceService``
+(``store/file/DLedgerMmapFileStore.java``) with the settings RocketMQ 4.9.8's ``DLedgerCommitLog`` gives it, run
+for one :class:`~dledger.commitlog_store.DLedgerMessageStore` on the Trio thread.
+
+Every 100 ms a pass reads how full the disk is, as the larger of the store root's and the data directory's used
+ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
+
+- above 0.90 (DLedger's ``diskSpaceRatioToForceClean`` 0.85 + 0.05) writes are refused (``DISK_FULL`` in DLedger,
+  SERVICE_NOT_AVAILABLE to a producer, as the store's other refusals) until a pass finds it below again;
+- in one of ``deleteWhen``'s hours, or above ``diskMaxUsedSpaceRatio``, it deletes data segments last modified more
+  than ``fileReservedTime`` + 1 hours ago (DLedgerCommitLog's ``+ 1``; never under an hour), oldest first, up to 10,
+  stopping at the first younger one, and above 0.85 whatever their age (``cleanFileForciblyEnable``, true in
+  RocketMQ by default and not settable here). The newest segment always stays.
+
+Ours: a segment goes only once every entry in it is committed, flushed and dispatched to the ConsumeQueues, so
+retention never takes an entry the group may still need or a message the queues do not index yet (DLedger deletes by
+age alone). Deleting moves the ledger's begin index (a follower whose log ends before it is rebuilt from the leader's
+first entry: :meth:`~dledger.file_store.FileLedger.truncate`), then the ConsumeQueues and the index file drop what
+points below the new first segment, as the classic store's retention does (:class:`store.services.RetentionService`).
+A manual ``DELETE_EXPIRED_COMMITLOG`` does not reach these files, as in RocketMQ (DLedgerCommitLog's
+``deleteExpiredFile`` only refreshes DLedger's settings).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from store.services import RetentionService, is_delete_hour
+
+if TYPE_CHECKING:
+    from dledger.commitlog_store import DLedgerMessageStore
+
+HOUR_MS: Final = 3_600_000
+#: DLedger's ``diskSpaceRatioToForceClean`` and its disk-full ratio (force clean + 0.05, at most 0.95).
+FORCE_CLEAN_RATIO: Final = 0.85
+DISK_FULL_RATIO: Final = min(FORCE_CLEAN_RATIO + 0.05, 0.95)
+#: ``MmapFileList.DELETE_FILES_BATCH_MAX``
+DELETE_FILES_BATCH_MAX: Final = 10
+#: CleanSpaceService's ``waitForRunning(100)``
+PASS_INTERVAL_S: Final = 0.1
+
+
+class LedgerRetention(RetentionService):
+    """Owned by one DLedger store in place of the classic :class:`~store.services.RetentionService`, whose
+    interface it keeps (a manual delete's count and wake-up have no effect here); ``run`` is its task,
+    :meth:`check_once` one pass."""
+
+    def __init__(self, store: DLedgerMessageStore) -> None:
+        super().__init__(store)
+        self._ledger_store = store
+
+    def disk_ratio(self) -> float:
+        config, ledger = self._ledger_store.config, self._ledger_store.ledger
+        ratios = [config.disk_usage_ratio(Path(config.store_path_root_dir))]
+        if ledger.config.data_path.is_dir():
+            ratios.append(config.disk_usage_ratio(ledger.config.data_path))
+        return max(ratios)
+
+    async def check_once(self) -> int:
+        """One pass (see the module docstring). Returns the number of data segments deleted."""
+        store = self._ledger_store
+        config = store.config
+        ratio = self.disk_ratio()
+        if ratio > DISK_FULL_RATIO:
+            store.disk_full_reason = (
+                f"disk full: used ratio {ratio:.2f} is above DLedger's {DISK_FULL_RATIO:.2f}, writes are refused until "
+                "space is freed"
+            )
+        else:
+            store.disk_full_reason = None
+        if not (ratio > config.disk_max_used_space_ratio / 100 or is_delete_hour(config.delete_when, config.now_ms())):
+            return 0
+        reserved = max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
+        async with store.disk_lock:
+            deleted = store.delete_expired_entries(config.now_ms() - reserved, force=ratio > FORCE_CLEAN_RATIO)
+        self.deleted_files += deleted
+        return deleted
+
+    async def _pause(self) -> None:
+        """DLedger's pace, not ``cleanResourceInterval``."""
+        await trio.sleep(PASS_INTERVAL_S)

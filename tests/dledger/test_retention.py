@@ -1,0 +1,191 @@
+"""Retention of DLedger's entry files (dledger/retention.py, FileLedger.delete_expired) and what it asks of a follower:
+a log rebuilt at the leader's first entry when the entries it would continue from are gone (FileLedger.truncate), on
+real files, and in a group of three brokers on real sockets under virtual time."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded_dledger import EmbeddedDLedgerGroup
+from dledger.commitlog_store import DLedgerMessageStore
+from dledger.config import DLedgerConfig
+from dledger.entry import Entry
+from dledger.file_store import FileLedger
+from dledger.node import RECENT_BODY_MAX
+from dledger.retention import HOUR_MS
+from remoting.client import RemotingClient
+from remoting.codec.codes import ResponseCode
+from remoting.codec.message import decode_record
+from tests.broker.helpers import create_topic_request
+from tests.conftest import SMALL_STORE
+from tests.dledger.test_file_store import DATA_SIZE, append, body
+from tests.processors.conftest import send_request
+
+INDEX_SIZE = 32 * 8  # 8 index records a segment
+TOPIC = "RetainedTopic"
+
+
+def ledger_at(path: Path) -> FileLedger:
+    config = DLedgerConfig(
+        group="g", self_id="n0", peers="n0-a:1", store_base_dir=str(path),
+        mapped_file_size_for_entry_data=DATA_SIZE, mapped_file_size_for_entry_index=INDEX_SIZE,
+    )  # fmt: skip
+    ledger = FileLedger(config)
+    ledger.load()
+    return ledger
+
+
+def age(path: Path, hours: float) -> None:
+    then = time.time() - hours * 3600
+    os.utime(path, (then, then))
+
+
+def full_ledger(tmp_path: Path) -> tuple[FileLedger, list[Entry]]:
+    """40 entries of 148 bytes: six a 1 KiB segment, seven segments, all committed and flushed."""
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, *[body(i) for i in range(40)])
+    ledger.set_committed(39)
+    ledger.flush_all()
+    assert len(ledger.data.files) == 7
+    return ledger, entries
+
+
+def names(directory: Path) -> list[int]:
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def test_expired_segments_go_oldest_first_and_the_log_then_begins_after_them(tmp_path: Path) -> None:
+    ledger, entries = full_ledger(tmp_path)
+    files = ledger.data.files
+    for mf in files[:3] + files[4:6]:  # the fourth is young: deletion stops there, as DLedger's does
+        age(mf.path, 80)
+    expire_before = int(time.time() * 1000) - 73 * HOUR_MS
+    assert ledger.delete_expired(expire_before, entries[-1].end_pos) == 3
+    assert ledger.begin_index == 18 and ledger.get(17) is None and ledger.get(18) == entries[18]
+    store = tmp_path / "dledger-n0"
+    assert names(store / "data")[0] == 3 * DATA_SIZE
+    assert names(store / "index")[0] == 2 * INDEX_SIZE  # records 16..23: the segment holding the new first one
+    # Any age once forced, but never past what the caller has settled, and never the newest segment.
+    assert ledger.delete_expired(0, entries[29].end_pos, force=True) == 1
+    assert ledger.begin_index == 24
+    assert ledger.delete_expired(0, entries[-1].end_pos, force=True) == 2
+    assert ledger.begin_index == 36 and len(ledger.data.files) == 1
+    ledger.flush_all()
+    ledger.persist_checkpoint()
+    ledger.close()
+    again = ledger_at(tmp_path)
+    assert (again.begin_index, again.end_index, again.committed_index) == (36, 39, 39)
+    assert [again.get(i) for i in range(36, 40)] == entries[36:]
+    assert append(again, 1, b"next")[0].index == 40
+
+
+@pytest.mark.parametrize("at", [36, 38], ids=["segment_start", "mid_segment"])
+@pytest.mark.parametrize("old", [0, 5], ids=["empty", "behind"])
+def test_a_truncate_to_an_entry_past_the_log_starts_it_afresh_there(tmp_path: Path, at: int, old: int) -> None:
+    leader, entries = full_ledger(tmp_path / "leader")
+    follower = ledger_at(tmp_path / "follower")
+    for entry in entries[:old]:
+        follower.append_as_follower(entry)
+    assert follower.truncate(entries[at]) == at
+    assert (follower.begin_index, follower.end_index) == (at, at)
+    assert follower.get(at) == entries[at] and follower.get(at - 1) is None
+    for entry in entries[at + 1 :]:
+        follower.append_as_follower(entry)
+    assert follower.write_pos == leader.write_pos  # the leader's positions: the CommitLog offsets agree
+    follower.flush_all()
+    follower.close()
+    again = ledger_at(tmp_path / "follower")
+    assert (again.begin_index, again.end_index) == (at, 39)
+    assert [again.get(i) for i in range(at, 40)] == entries[at:]
+    again.append_as_follower(Entry(40, 1, leader.write_pos, b"more"))
+
+
+# ---- a group of three -----------------------------------------------------------------------------------------------
+
+
+async def send_all(client: RemotingClient, addr: str, count: int, start: int = 0) -> None:
+    for i in range(start, start + count):
+        # Bodies above what a leader keeps in memory to push (dledger/node.py's RECENT_BODY_MAX): a deleted entry is
+        # then gone from the leader, as it is from DLedger's, and a member behind must be rebuilt.
+        answer = await client.invoke(addr, send_request(TOPIC, b"%06d" % i + bytes(RECENT_BODY_MAX)), 10)
+        assert answer.code == ResponseCode.SUCCESS, answer.ext_fields
+
+
+async def caught_up(store: DLedgerMessageStore, leader: DLedgerMessageStore) -> None:
+    while (store.ledger.end_index, store.dispatched_index) != (leader.ledger.end_index, leader.dispatched_index):
+        await trio.sleep(0.1)
+
+
+def bodies_from(store: DLedgerMessageStore, queue_id: int = 0) -> list[bytes]:
+    cq = store.consume_queue(TOPIC, queue_id)
+    out = []
+    for offset in range(cq.min_offset, cq.max_offset):
+        entry = cq.entry(offset)
+        assert entry is not None, offset
+        record = store.commitlog.read(entry[0], entry[1])
+        assert record is not None, offset
+        msg = decode_record(record)
+        assert msg.queue_offset == offset
+        out.append(msg.body[:6])
+    return out
+
+
+@pytest.mark.parametrize("wiped", [True, False], ids=["new_disk", "old_disk"])
+async def test_a_member_away_while_the_group_deleted_old_segments_rejoins_from_the_leaders_first_entry(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, wiped: bool
+) -> None:
+    every_hour = ";".join(f"{h:02d}" for h in range(24))
+    overrides = {**SMALL_STORE, "mapped_file_size_commit_log": 256 * 1024, "delete_when": every_hour}
+    async with EmbeddedDLedgerGroup(tmp_path, **overrides) as group, RemotingClient() as client:
+        leader = await group.leader()
+        answer = await client.invoke(group.addr(leader), create_topic_request(TOPIC, queues=1), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        await send_all(client, group.addr(leader), 50)
+        away = next(m for m in group.ids if m != leader)
+        await caught_up(group.store(away), group.store(leader))
+        await group.stop(away)
+        await send_all(client, group.addr(leader), 400, start=50)
+        stores = {m: group.store(m) for m in group.controllers}
+        for store in stores.values():
+            await caught_up(store, stores[leader])
+            while store.ledger.flushed_index < store.ledger.end_index:  # only flushed segments go
+                await trio.sleep(0.01)
+            for mf in store.ledger.data.files[:-2]:
+                age(mf.path, 100)
+        await trio.sleep(1)  # the retention pass runs every 100 ms; deleteWhen is every hour here
+        for store in stores.values():
+            assert store.retention.deleted_files > 0
+            assert store.ledger.begin_index > 0
+            cq = store.consume_queue(TOPIC, 0)
+            assert cq.min_offset > 50 and cq.entry(0) is None  # the queue no longer points at deleted data
+        begin = stores[leader].ledger.begin_index
+        kept = bodies_from(stores[leader])
+        assert kept == [b"%06d" % i for i in range(450 - len(kept), 450)]
+        # The member comes back (on an empty disk, or with its log ending before the leader's first entry): the
+        # leader's first entry is all it can start from.
+        if wiped:
+            shutil.rmtree(tmp_path / away)
+        await group.start(away)
+        await send_all(client, group.addr(leader), 20, start=450)
+        back = group.store(away)
+        with trio.fail_after(60):
+            await caught_up(back, stores[leader])
+        assert back.ledger.begin_index == begin
+        assert [back.ledger.get(i) for i in range(begin, back.ledger.end_index + 1)] == [
+            stores[leader].ledger.get(i) for i in range(begin, back.ledger.end_index + 1)
+        ]
+        assert back.consume_queue(TOPIC, 0).max_offset == 470
+        assert bodies_from(back) == bodies_from(stores[leader])
+        await group.stop(away)  # and it recovers what it rebuilt
+        await group.start(away)
+        with trio.fail_after(60):
+            await caught_up(group.store(away), stores[leader])
+        assert group.store(away).ledger.begin_index == begin
+        assert bodies_from(group.store(away)) == bodies_from(stores[leader])
