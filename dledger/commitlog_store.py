@@ -63,8 +63,8 @@ from store.checkpoint import create_abort_file
 from store.commitlog import CommitLog
 from store.errors import MessageIllegalError, ServiceNotAvailableError
 from store.index import IndexRuns
-from store.message_store import FlushPlan, MessageStore, _put_refusal
-from store.recovery import _load_consume_queues
+from store.message_store import FlushPlan, MessageStore, put_refusal
+from store.recovery import load_consume_queues
 from store.results import AppendResult, PutResult
 from store.store_config import StoreConfig
 
@@ -121,7 +121,7 @@ class DLedgerMessageStore(MessageStore):
         self.open_files()
         self.abnormal_recovery = create_abort_file(self.root)
         self.server.load()
-        _load_consume_queues(self)
+        load_consume_queues(self)
         committed_end = max(self.ledger.committed_pos, 0)
         covered = 0
         for (topic, queue_id), cq in list(self.consume_queues.items()):
@@ -353,7 +353,7 @@ class DLedgerMessageStore(MessageStore):
         try:
             code, entries = self.server.append(write, self.commit_waits.done)
         except MessageEncodeError as exc:
-            raise _put_refusal(exc) from exc
+            raise put_refusal(exc) from exc
         if code != ResponseCode.SUCCESS:
             raise ServiceNotAvailableError(f"DLedger refused the append: code {code}")
         if counted:

@@ -334,7 +334,7 @@ class MessageStore(StoreReads):
         try:
             return prepare_message(msg)
         except MessageEncodeError as exc:
-            raise _put_refusal(exc) from exc
+            raise put_refusal(exc) from exc
 
     def _tags_code(self, prepared: PreparedMessage, queue_id: int, store_ts: int) -> int:
         props = prepared.properties
@@ -379,7 +379,7 @@ class MessageStore(StoreReads):
             phy, size, tags, store_ts = self.commitlog.append_with(
                 encode_record_into, queue_offset, self.config.now_ms, self.config.max_message_size, msg)  # fmt: skip
         except MessageEncodeError as exc:
-            raise _put_refusal(exc) from exc
+            raise put_refusal(exc) from exc
         if has_entry:
             cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
             self.queue_offsets[cq.key] = queue_offset + 1
@@ -505,7 +505,7 @@ class MessageStore(StoreReads):
                 written = self.commitlog.append_with(encode_records_into, first, config.now_ms,
                                                      config.max_message_size, msgs)  # fmt: skip
             except MessageEncodeError as exc:
-                raise _put_refusal(exc) from exc
+                raise put_refusal(exc) from exc
             return self._dispatch_packed(topic, queue_id, first, written, texts, store_host)
         if any(m.topic != topic or m.queue_id != queue_id for m in msgs):
             raise MessageIllegalError("a batch must target one topic and queue")
@@ -527,12 +527,12 @@ class MessageStore(StoreReads):
                 written = self.commitlog.append_with(encode_entries_into, first, config.now_ms,
                                                      config.max_message_size, template, entries)  # fmt: skip
             except MessageEncodeError as exc:
-                raise _put_refusal(exc) from exc
+                raise put_refusal(exc) from exc
             return self._dispatch_packed(topic, queue_id, first, written, texts, template.store_host)
         try:
             prepared = prepare_batch(template, entries, self.config.max_message_size)
         except MessageEncodeError as exc:
-            raise _put_refusal(exc) from exc
+            raise put_refusal(exc) from exc
         return self._append_prepared(topic, queue_id, prepared, template.store_host)
 
     def _dispatch_packed(self, topic: str, queue_id: int, first: int, written: tuple[int, int, bytes, int],
@@ -744,7 +744,7 @@ def _native_appender() -> type[Appender] | None:
 _APPENDER: Final = _native_appender()
 
 
-def _put_refusal(exc: MessageEncodeError) -> PutRefusedError:
+def put_refusal(exc: MessageEncodeError) -> PutRefusedError:
     """The store's refusal for an encoder error: PROPERTIES_SIZE_EXCEEDED for oversized properties, MESSAGE_ILLEGAL
     for the rest (an oversized body, a bad topic or host, a mixed batch)."""
     if isinstance(exc, PropertiesTooLongError):

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from store.message_store import MessageStore
 
 
-def _load_consume_queues(store: MessageStore) -> None:
+def load_consume_queues(store: MessageStore) -> None:
+    """Map every ConsumeQueue found under the store's queue directory (spares left by a crash removed); their ends are
+    set by recovery. Blocking."""
     root = store.config.consume_queue_dir
     if not root.is_dir():
         return
@@ -111,7 +113,7 @@ def recover(store: MessageStore) -> None:
         for leftover in directory.glob("*.alloc"):
             leftover.unlink()
     commitlog.queue.load()
-    _load_consume_queues(store)
+    load_consume_queues(store)
 
     start = min(max(store.checkpoint.safe_offset, commitlog.min_offset), commitlog.max_offset)
     if store.index is not None:

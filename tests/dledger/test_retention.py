@@ -107,6 +107,21 @@ def test_a_truncate_to_an_entry_past_the_log_starts_it_afresh_there(tmp_path: Pa
     again.append_as_follower(Entry(40, 1, leader.write_pos, b"more"))
 
 
+def test_a_log_rebuilt_just_before_a_crash_comes_back_as_rebuilt(tmp_path: Path) -> None:
+    """A process killed right after the rebuild (no flush, no close): a restart finds the leading blank, the entry
+    after it and nothing of the log before."""
+    _, entries = full_ledger(tmp_path / "leader")
+    follower = ledger_at(tmp_path / "follower")
+    for entry in entries[:5]:
+        follower.append_as_follower(entry)
+    follower.flush_all()
+    follower.truncate(entries[38])
+    after_crash = ledger_at(tmp_path / "follower")  # the files as the dead process left them
+    assert (after_crash.begin_index, after_crash.end_index) == (38, 38)
+    assert after_crash.get(38) == entries[38] and after_crash.get(4) is None
+    assert after_crash.write_pos == entries[38].end_pos
+
+
 # ---- a group of three -----------------------------------------------------------------------------------------------
 
 
