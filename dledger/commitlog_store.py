@@ -61,7 +61,7 @@ from remoting.codec.record_batch import encode_record_into
 from remoting.codec.record_scan import scan_records
 from store.checkpoint import create_abort_file
 from store.commitlog import CommitLog
-from store.errors import MessageIllegalError, ServiceNotAvailableError
+from store.errors import MessageIllegalError, ServiceNotAvailableError, StoreError
 from store.index import IndexRuns
 from store.message_store import FlushPlan, MessageStore, put_refusal
 from store.recovery import load_consume_queues
@@ -117,7 +117,9 @@ class DLedgerMessageStore(MessageStore):
     # ---- life cycle ----------------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Lock, recover the DLedger files, then the ConsumeQueues up to the committed position. Blocking."""
+        """Lock, recover the DLedger files, then the ConsumeQueues up to the committed position. Blocking. Raises
+        :class:`ClassicCommitLogError` on a store that already holds a classic CommitLog."""
+        _refuse_classic_commitlog(self.config)
         self.open_files()
         self.abnormal_recovery = create_abort_file(self.root)
         self.server.load()
@@ -439,6 +441,22 @@ class DLedgerMessageStore(MessageStore):
             "dLedgerDispatchedIndex": str(self.dispatched_index),
             "dLedgerPeerWatermarks": ",".join(f"{peer}:{index}" for peer, index in sorted(marks.items())),
         }
+
+
+class ClassicCommitLogError(StoreError):
+    """DLedger mode asked of a store whose ``commitlog/`` holds segments."""
+
+
+def _refuse_classic_commitlog(config: StoreConfig) -> None:
+    """RocketMQ 4.9.8 turns such a store into a mixed one: the old CommitLog stays readable below
+    ``dividedCommitlogOffset`` and the DLedger log starts after it (DLedgerCommitLog.recover). That is not built here,
+    and starting anyway would leave the ConsumeQueues pointing at offsets the DLedger log reuses: refuse instead."""
+    directory = config.commit_log_dir
+    if directory.is_dir() and any(p.name.isdigit() and len(p.name) == 20 for p in directory.iterdir()):
+        raise ClassicCommitLogError(
+            f"{directory} holds a classic CommitLog: DLedger mode (enableDLegerCommitLog) cannot take over an existing "
+            "store here (RocketMQ's mixed CommitLog is not supported); start it on an empty storePathRootDir"
+        )
 
 
 def _takes_queue_offset(sys_flag: int) -> bool:
