@@ -28,7 +28,8 @@ ConsumeQueues do not cover (re-dispatching is idempotent).
 
 Retention: :class:`~dledger.retention.LedgerRetention` deletes expired entry segments (:meth:`delete_expired_entries`)
 and what the ConsumeQueues and the index file hold below them. A follower whose log was rebuilt from the leader's
-first entry (the older ones deleted on the leader) dispatches on from there (:meth:`_skip_to_begin`).
+first entry (the older ones deleted on the leader) dispatches on from there (:meth:`_skip_to_begin`), its queues
+with no live entry left restarting at their next offset.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from remoting.codec.record_batch import encode_record_into
 from remoting.codec.record_scan import scan_records
 from store.checkpoint import create_abort_file
 from store.commitlog import CommitLog
+from store.consume_queue import FILLER_SIZE
 from store.errors import MessageIllegalError, ServiceNotAvailableError, StoreError
 from store.index import IndexRuns
 from store.message_store import FlushPlan, MessageStore, put_refusal
@@ -127,10 +129,10 @@ class DLedgerMessageStore(MessageStore):
         committed_end = max(self.ledger.committed_pos, 0)
         covered = 0
         for (topic, queue_id), cq in list(self.consume_queues.items()):
-            cq.recover(self.commitlog.min_offset, committed_end, erase=True)
-            cq.fill_gaps = True
+            cq.recover(self._log_start(), committed_end, erase=True)
+            cq.restart_gapped = True
             last = cq.entry(cq.max_offset - 1) if cq.max_offset else None
-            if last is not None:
+            if last is not None and last[1] != FILLER_SIZE:
                 covered = max(covered, last[0] + last[1])
             if cq.max_offset:
                 self.queue_offsets[cq.key] = cq.max_offset
@@ -194,10 +196,14 @@ class DLedgerMessageStore(MessageStore):
         self._check_writable_leader()
 
     async def _dispatch_soon(self) -> None:
-        """A follower's commit-time dispatch, one scheduler pass after the commits that asked for it."""
+        """A follower's commit-time dispatch, one scheduler pass after the commits that asked for it (first, under
+        the disk lock, the skip past a rebuilt log's missing entries: :meth:`_skip_to_begin`)."""
         while True:
             wanted = self._dispatch_wanted = trio.Event()
             await wanted.wait()
+            if self._log_skipped():
+                async with self.disk_lock:
+                    self._skip_to_begin()
             self._dispatch_committed()
             self._check_writable_leader()
 
@@ -211,7 +217,9 @@ class DLedgerMessageStore(MessageStore):
         target = ledger.committed_index
         if self.dispatched_index >= target:
             return
-        if self.dispatched_index + 1 < ledger.begin_index and not self._skip_to_begin():
+        if self._log_skipped():  # a follower's, rebuilt: _dispatch_soon skips under the disk lock first
+            if self._dispatch_wanted is not None:
+                self._dispatch_wanted.set()
             return
         index = self.index
         while self.dispatched_index < target:
@@ -230,28 +238,32 @@ class DLedgerMessageStore(MessageStore):
                 return
             self.dispatched_index += 1
 
-    def _skip_to_begin(self) -> bool:
-        """The log now starts after entries never dispatched here (it was rebuilt from the leader's first entry):
-        those are gone from the group, so dispatch goes on from the first entry (the ConsumeQueues fill the offsets
-        in between), after the queues and the index file drop what points below the new first segment. False,
-        dispatching nothing, while a flush holds the disk lock (the next commit tries again)."""
-        try:
-            self.disk_lock.acquire_nowait()
-        except trio.WouldBlock:
-            return False
-        try:
-            self._drop_below(self.commitlog.min_offset)
-        finally:
-            self.disk_lock.release()
+    def _log_skipped(self) -> bool:
+        """Whether the log now starts after entries never dispatched here (it was rebuilt from the leader's first
+        entry; the ones before are gone from the group)."""
+        return self.dispatched_index + 1 < self.ledger.begin_index
+
+    def _skip_to_begin(self) -> None:
+        """Dispatch goes on from the log's first entry, after the queues and the index file drop what points below
+        it; a queue left with no live entry restarts at its next offset (``ConsumeQueue.restart_gapped``). Under
+        the disk lock."""
+        if not self._log_skipped():
+            return
+        self._drop_below(self._log_start())
         for cq in self.consume_queues.values():
-            cq.fill_gaps = True
+            cq.restart_gapped = True
         log.warning("dledger log starts at entry %d: entries %d.. were deleted before this member had them",
                     self.ledger.begin_index, self.dispatched_index + 1)  # fmt: skip
         self.dispatched_index = self.ledger.begin_index - 1
-        return True
+
+    def _log_start(self) -> int:
+        """Where the log's first entry lies (after a rebuilt log's leading blank), or the data's start when empty."""
+        ledger = self.ledger
+        record = ledger.index_record(ledger.begin_index) if ledger.begin_index >= 0 else None
+        return self.commitlog.min_offset if record is None else record.pos
 
     def _drop_below(self, min_phy: int) -> None:
-        """What the ConsumeQueues and the index file hold below ``min_phy`` (the first data segment) goes."""
+        """What the ConsumeQueues and the index file hold below ``min_phy`` goes. Under the disk lock."""
         for cq in list(self.consume_queues.values()):
             cq.delete_expired(min_phy)
         if self.index is not None:
@@ -267,7 +279,7 @@ class DLedgerMessageStore(MessageStore):
         below = -1 if record is None else record.pos + record.size
         deleted = ledger.delete_expired(expire_before_ms, below, force=force, limit=DELETE_FILES_BATCH_MAX)
         if deleted:
-            self._drop_below(self.commitlog.min_offset)
+            self._drop_below(self._log_start())
         return deleted
 
     def _dispatch_general(self, number: int) -> bool:

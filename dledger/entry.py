@@ -35,6 +35,7 @@ _INDEX: Final = INDEX_LAYOUT
 #: The header's first two fields (``magic size``).
 HEAD_LAYOUT: Final = struct.Struct(">ii")
 _BLANK: Final = struct.Struct(">ii")
+BLANK_HEADER_SIZE: Final = _BLANK.size
 
 
 class EntryDecodeError(ValueError):
@@ -120,9 +121,14 @@ def blank_length(buf: bytes | bytearray | memoryview, at: int) -> int:
     return _BLANK.unpack_from(buf, at)[1] if is_blank(buf, at) else 0
 
 
+def blank_header(length: int) -> bytes:
+    """The first :data:`BLANK_HEADER_SIZE` bytes of a blank covering ``length`` bytes (the rest are zeros)."""
+    return _BLANK.pack(BLANK_MAGIC, length)
+
+
 def blank(remaining: int) -> bytes:
     """The blank that fills the last ``remaining`` bytes of a segment (header then zeros)."""
-    return _BLANK.pack(BLANK_MAGIC, remaining) + bytes(remaining - _BLANK.size)
+    return blank_header(remaining) + bytes(remaining - _BLANK.size)
 
 
 @attrs.frozen(slots=True)

@@ -37,6 +37,7 @@ from pathlib import Path
 from dledger.codes import ResponseCode
 from dledger.config import DLedgerConfig
 from dledger.entry import (
+    BLANK_HEADER_SIZE,
     CURRENT_MAGIC,
     HEAD_LAYOUT,
     HEADER_SIZE,
@@ -47,6 +48,7 @@ from dledger.entry import (
     EntryDecodeError,
     IndexRecord,
     blank,
+    blank_header,
     blank_length,
     decode_entry,
     decode_header,
@@ -314,8 +316,8 @@ class FileLedger:
         if 0 < lead < MIN_BLANK_LEN:
             raise LedgerError(ResponseCode.DISK_ERROR, f"entry at {entry.pos}: no room for a blank before it")
         mf = self.data.roll(entry.pos - lead)
-        if lead:
-            mf.buf[0:lead] = blank(lead)
+        if lead:  # the fresh segment is zeros: the blank's header is all it needs
+            mf.buf[0:BLANK_HEADER_SIZE] = blank_header(lead)
             mf.wrote_position = lead
         self._begin = self._end = self._end_term = -1
         self._truncations += 1
@@ -498,6 +500,12 @@ class FileLedger:
             committed = -1
         if committed > self._end:
             committed = self._end
+        if self._begin > 0 and self._begin <= self._end:
+            # Entries before the first went by retention, which takes only committed ones (a segment always ends
+            # with a blank, so the entry after it was committed too), or by a rebuild at the leader's first entry,
+            # committed for the same reason: the first entry is committed even when the checkpoint (every 3 s)
+            # predates the deletion or the rebuild.
+            committed = max(committed, self._begin)
         if committed >= self._begin and self._end >= 0:
             self.set_committed(committed)
 

@@ -15,7 +15,7 @@ Once a second, with nothing applicable, a waiting APPEND already covered by the 
 (the ack was lost) or 406, else the oldest one waiting over a second answers 406 so the leader compares again.
 
 Under ``sync_before_ack`` a 200 that vouches for entries (APPEND, COMPARE, TRUNCATE) leaves only once those entries
-are flushed (:meth:`EntryHandler.on_flushed`).
+are flushed (:meth:`EntryHandler.on_flushed`); a truncation drops those it cut away unsent.
 """
 
 from __future__ import annotations
@@ -163,6 +163,7 @@ class EntryHandler:
                     assert keep_entry is not None
                     entry = keep_entry
             node.truncate(entry)
+            self._drop_held(entry.index)
             self._written_from = min(self._written_from, entry.index + 1)
         except LedgerError:
             node.reply(handle, self.response(request, ResponseCode.INCONSISTENT_STATE))
@@ -182,6 +183,13 @@ class EntryHandler:
             node.request_flush()
             return
         node.reply(handle, response)
+
+    def _drop_held(self, cut: int) -> None:
+        """A truncation at ``cut`` (or a rebuild, which moves the begin index) drops the answers held for a flush
+        (``sync_before_ack``) at or after the cut and before the log's first entry, never sends them: they vouch for
+        entries this member may no longer hold, and a flush of what replaced them would release them."""
+        begin = self.node.ledger.begin_index
+        self.unflushed = [held for held in self.unflushed if begin <= held[0] < cut]
 
     def on_flushed(self) -> None:
         flushed = self.node.ledger.flushed_index

@@ -12,6 +12,7 @@ Ownership: one instance per queue, owned by the MessageStore on the Trio thread;
 from __future__ import annotations
 
 import array
+import contextlib
 import functools
 import itertools
 import struct
@@ -39,12 +40,13 @@ class ConsumeQueue:
     __slots__ = (
         "entries_per_file",
         "file_size",
-        "fill_gaps",
         "key",
         "max_offset",
         "min_offset",
         "queue",
         "queue_id",
+        "restart_gapped",
+        "retired",
         "topic",
     )
 
@@ -60,9 +62,13 @@ class ConsumeQueue:
         self.min_offset = 0
         self.max_offset = 0
         #: Set once recovered, by a store whose entries may skip offsets (a DLedger follower rebuilt from the
-        #: leader's first entry never had the ones in between): a write past the end fills the gap with fillers.
-        #: Off elsewhere: a classic store's recovery re-dispatches into queues whose end it has not read yet.
-        self.fill_gaps = False
+        #: leader's first entry never had the ones in between): a write past the end of a queue with no live entry
+        #: left starts it afresh there (:meth:`_restart`). Off elsewhere: a classic store's recovery writes into
+        #: queues whose end it has not read yet.
+        self.restart_gapped = False
+        #: segments a restart unlinked; a flush thread may still hold them, so they are unmapped by the next
+        #: :meth:`delete_expired` (whose callers hold the store's disk lock) or :meth:`close`
+        self.retired: list[MappedFile] = []
 
     # ---- writing -------------------------------------------------------------------------------------------
 
@@ -83,9 +89,9 @@ class ConsumeQueue:
 
     def put(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
         """Write entry ``logical``. Re-writing an existing entry (recovery) overwrites it in place; with
-        :attr:`fill_gaps`, one past the end comes after fillers (:meth:`_fill_to`)."""
-        if logical > self.max_offset and self.fill_gaps and self.queue.files:
-            self._fill_to(logical)
+        :attr:`restart_gapped`, a write past the end of a queue with no live entry restarts it (:meth:`_restart`)."""
+        if logical > self.max_offset and self.restart_gapped and self.min_offset >= self.max_offset:
+            self._restart()
         files = self.queue.files
         mf = files[-1] if files else None
         pos = logical * CQ_STORE_UNIT_SIZE
@@ -102,17 +108,15 @@ class ConsumeQueue:
         if logical >= self.max_offset:
             self.max_offset = logical + 1
 
-    def _fill_to(self, logical: int) -> None:
-        """Fillers from the end up to ``logical``, so the queue holds no hole (recovery would end it there). A queue
-        with no entry left from its min offset on then starts at ``logical``."""
-        if self.min_offset >= self.max_offset:
-            self.min_offset = logical
-        while self.max_offset < logical:
-            start = self.max_offset
-            self.put(start, 0, FILLER_SIZE, 0)
-            count = min(logical - start - 1, -(start + 1) % self.entries_per_file)  # the rest of its segment
-            if count:
-                self.put_packed(start + 1, _FILLER * count)
+    def _restart(self) -> None:
+        """Drop every segment (unlinked now, unmapped later: see :attr:`retired`): the write that follows starts a
+        fresh segment at its offset, fillers before it in that segment only (:meth:`_file_for`), instead of the
+        offsets in between written one by one."""
+        for mf in self.queue.files:
+            with contextlib.suppress(FileNotFoundError):
+                mf.path.unlink()
+            self.retired.append(mf)
+        self.queue.files.clear()
 
     def put_batch(self, first: int, entries: list[Entry]) -> None:
         """Write entries ``first``, ``first + 1``, ... (one batch): a single ``pack_into`` when they all land in the
@@ -121,7 +125,7 @@ class ConsumeQueue:
         mf = files[-1] if files else None
         pos = first * CQ_STORE_UNIT_SIZE
         end = pos + len(entries) * CQ_STORE_UNIT_SIZE
-        gap = first > self.max_offset and self.fill_gaps
+        gap = first > self.max_offset and self.restart_gapped
         if mf is None or gap or not mf.file_from_offset <= pos < end <= mf.end_offset:
             for logical, (phy, size, tags) in enumerate(entries, first):
                 self.put(logical, phy, size, tags)
@@ -141,7 +145,7 @@ class ConsumeQueue:
         mf = files[-1] if files else None
         pos = first * CQ_STORE_UNIT_SIZE
         end = pos + len(data)
-        gap = first > self.max_offset and self.fill_gaps
+        gap = first > self.max_offset and self.restart_gapped
         if mf is None or gap or not mf.file_from_offset <= pos < end <= mf.end_offset:
             for logical, (phy, size, tags) in enumerate(ENTRY.iter_unpack(data), first):
                 self.put(logical, phy, size, tags)
@@ -314,6 +318,7 @@ class ConsumeQueue:
     def delete_expired(self, commit_log_min: int) -> int:
         """Delete segments whose every entry points below ``commit_log_min`` (never the newest) and move the min
         offset up to the first entry that still has data. Returns the number of deleted segments."""
+        self._close_retired()
         deleted = 0
         while len(self.queue.files) > 1:
             first = self.queue.files[0]
@@ -326,7 +331,13 @@ class ConsumeQueue:
         self._recompute_min(commit_log_min)
         return deleted
 
+    def _close_retired(self) -> None:
+        retired, self.retired = self.retired, []
+        for mf in retired:
+            mf.close()
+
     def close(self) -> None:
+        self._close_retired()
         self.queue.close()
 
 

@@ -8,7 +8,8 @@ import itertools
 import pytest
 
 from dledger.codes import PushType, ResponseCode, Role
-from dledger.effects import AppendDone, Committed
+from dledger.effects import AppendDone, Committed, Reply
+from dledger.entry import Entry
 from dledger.invariants import Checker, InvariantViolation, MemberView
 from dledger.messages import PushEntryRequest, PushEntryResponse
 from tests.dledger.cluster import MemCluster
@@ -204,3 +205,30 @@ def test_answers_handed_over_together_commit_in_one_step_and_never_before_a_majo
     effects = node.drain()
     assert [e.index for e in effects if isinstance(e, Committed)] == [node.ledger.end_index]
     assert sorted(e.ticket for e in effects if isinstance(e, AppendDone)) == tickets[4:]
+
+
+def test_answers_held_for_a_flush_are_dropped_when_a_truncation_cuts_their_entries() -> None:
+    """Under sync_before_ack a follower holds each 200 until its entries are on disk. A TRUNCATE that replaces
+    those entries drops the held answers: sent after the flush of what replaced them, they would vouch for entries
+    this member no longer holds."""
+    cluster = MemCluster(3, sync_before_ack=True)
+    leader = cluster.leader()
+    cluster.append_and_wait(leader, b"a")
+    follower = next(i for i in cluster.ids if i != leader)
+    node, ledger = cluster.node(follower), cluster.ledgers[follower]
+    base = ledger.entries[-1]
+    term = node.member.curr_term
+
+    def push(kind: PushType, body: bytes) -> PushEntryRequest:
+        entry = Entry(base.index + 1, term, base.end_pos, body)
+        return PushEntryRequest(group="g", remote_id=follower, local_id=leader, leader_id=leader, term=term,
+                                type=kind, entry=entry, commit_index=ledger.committed_index)  # fmt: skip
+
+    node.handle_request(cluster.now, push(PushType.APPEND, b"old"), ("held", 1))
+    assert not [e for e in node.drain() if isinstance(e, Reply)]  # held until flushed
+    node.handle_request(cluster.now, push(PushType.TRUNCATE, b"new"), ("truncate", 2))
+    ledger.flush()
+    node.on_flushed(cluster.now)
+    answered = [e.handle for e in node.drain() if isinstance(e, Reply)]
+    assert ("truncate", 2) in answered and ("held", 1) not in answered
+    assert ledger.entries[-1].body == b"new"

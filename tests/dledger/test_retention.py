@@ -9,6 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -204,3 +205,68 @@ async def test_a_member_away_while_the_group_deleted_old_segments_rejoins_from_t
             await caught_up(group.store(away), stores[leader])
         assert group.store(away).ledger.begin_index == begin
         assert bodies_from(group.store(away)) == bodies_from(stores[leader])
+
+
+def test_a_checkpoint_older_than_the_deletion_still_gives_a_committed_first_entry(tmp_path: Path) -> None:
+    """The checkpoint is written every 3 s: a restart after a deletion may read a committed index below the new
+    first entry, which is committed all the same (only committed entries are deleted)."""
+    ledger, entries = full_ledger(tmp_path)
+    ledger.set_committed(10)
+    ledger.persist_checkpoint()
+    ledger.set_committed(39)
+    assert ledger.delete_expired(0, entries[-1].end_pos, force=True) == 6
+    ledger.flush_all()
+    after_crash = ledger_at(tmp_path)
+    assert (after_crash.begin_index, after_crash.committed_index) == (36, 36)
+    assert after_crash.committed_pos == entries[36].end_pos
+
+
+class Disk:
+    """How full the store's disk reads (StoreConfig.disk_usage_ratio)."""
+
+    def __init__(self, ratio: float) -> None:
+        self.ratio = ratio
+
+    def __call__(self, _path: Path) -> float:
+        return self.ratio
+
+
+async def test_disk_usage_forces_deletion_above_85_percent_and_refuses_sends_above_90(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    overrides = {**SMALL_STORE, "mapped_file_size_commit_log": 256 * 1024}  # deleteWhen stays 04
+    async with EmbeddedDLedgerGroup(tmp_path, **overrides) as group, RemotingClient() as client:
+        leader = await group.leader()
+        addr = group.addr(leader)
+        answer = await client.invoke(addr, create_topic_request(TOPIC, queues=1), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        await send_all(client, addr, 150)
+        stores = [group.store(m) for m in group.ids]
+        disk = Disk(0.80)  # above diskMaxUsedSpaceRatio (75): expired segments may go, and none is expired
+        for store in stores:
+            await caught_up(store, group.store(leader))
+            while store.ledger.flushed_index < store.ledger.end_index:
+                await trio.sleep(0.01)
+            store.config = attrs.evolve(store.config, disk_usage_ratio=disk)
+        await trio.sleep(1)
+        assert all(s.retention.deleted_files == 0 and s.ledger.begin_index == 0 for s in stores)
+        # Deletion only behind what is committed, flushed and dispatched: a follower that has dispatched only up to
+        # entry 40 keeps the segment holding entry 41, whatever the disk says.
+        follower = next(s for s in stores if s is not group.store(leader))
+        async with follower.disk_lock:
+            dispatched, follower.dispatched_index = follower.dispatched_index, 40
+            follower.delete_expired_entries(0, force=True)
+            assert 0 < follower.ledger.begin_index <= 41
+            follower.dispatched_index = dispatched
+        disk.ratio = 0.87  # any age
+        await trio.sleep(1)
+        for store in stores:
+            assert len(store.ledger.data.files) == 1 and store.ledger.begin_index > 41
+        await send_all(client, addr, 1, start=150)
+        disk.ratio = 0.95
+        await trio.sleep(1)
+        refused = await client.invoke(addr, send_request(TOPIC, b"full"), 10)
+        assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "disk full" in (refused.remark or "")
+        disk.ratio = 0.50
+        await trio.sleep(1)
+        await send_all(client, addr, 1, start=151)

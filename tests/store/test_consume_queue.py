@@ -75,25 +75,27 @@ def test_recovery_drops_entries_past_the_log_end_and_finds_the_end_in_a_full_seg
 
 
 @pytest.mark.parametrize("method", ["put", "put_packed"])
-def test_a_write_past_the_end_fills_the_gap_with_fillers_when_asked(tmp_path: Path, method: str) -> None:
-    """A DLedger follower rebuilt from the leader's first entry misses the offsets in between: with ``fill_gaps`` the
-    queue holds fillers there, across segments, and recovery finds its end after the new entry, not at a hole."""
+def test_a_write_past_the_end_of_a_queue_with_no_live_entry_restarts_it_when_asked(tmp_path: Path, method: str) -> None:
+    """A DLedger follower rebuilt from the leader's first entry never had the offsets in between: with
+    ``restart_gapped`` a queue left with no live entry starts afresh at the next one (fillers only before it in its
+    own segment), and recovery finds it there."""
     cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
-    for i in range(3):
+    for i in range(10):
         cq.put(i, 100 * i, 100, 0)
-    cq.delete_expired(10_000)  # everything it indexed is gone: the min offset is its end
-    assert (cq.min_offset, cq.max_offset) == (3, 3)
-    cq.fill_gaps = True
+    cq.delete_expired(10_000)  # everything it indexed is gone
+    assert (cq.min_offset, cq.max_offset) == (10, 10)
+    cq.restart_gapped = True
     if method == "put":
         cq.put(21, 20_000, 50, 9)
     else:
         cq.put_packed(21, ENTRY.pack(20_000, 50, 9) + ENTRY.pack(20_050, 50, 9))
-    assert cq.min_offset == 21 and cq.entry(21) == (20_000, 50, 9)
-    assert all(cq.entry(i) is None for i in range(3, 21))
-    raw = b"".join((tmp_path / f"{start:020d}").read_bytes() for start in (0, 160, 320))
-    filler = ENTRY.pack(0, FILLER_SIZE, 0)
-    assert [raw[i * 20 : i * 20 + 20] for i in range(3, 21)] == [filler] * 18
+    assert (cq.min_offset, cq.entry(21)) == (21, (20_000, 50, 9))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{320:020d}"]  # the old segments are gone
+    raw = (tmp_path / f"{320:020d}").read_bytes()
+    assert raw[:100] == ENTRY.pack(0, FILLER_SIZE, 0) * 5  # offsets 16..20
     end = cq.max_offset
+    cq.delete_expired(10_000)  # under the disk lock: the unlinked segments are unmapped now
+    assert cq.retired == []
     cq.close()
     reloaded = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
     reloaded.load()
@@ -102,11 +104,26 @@ def test_a_write_past_the_end_fills_the_gap_with_fillers_when_asked(tmp_path: Pa
     reloaded.close()
 
 
-def test_without_fill_gaps_a_write_past_the_end_leaves_the_space_between_untouched(tmp_path: Path) -> None:
-    """A classic store's recovery re-dispatches into queues whose end it has not read yet: nothing is filled."""
+@pytest.mark.parametrize("restart_gapped", [False, True])
+def test_a_write_past_the_end_of_a_queue_with_live_entries_restarts_nothing(
+    tmp_path: Path, restart_gapped: bool
+) -> None:
+    """Live entries stay whatever the flag (a classic store's recovery writes into queues whose end it has not read
+    yet, and a DLedger queue that still indexes live data is never dropped)."""
     cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    cq.restart_gapped = restart_gapped
     cq.put(0, 0, 100, 0)
     cq.put(5, 500, 100, 0)
-    raw = (tmp_path / f"{0:020d}").read_bytes()
-    assert raw[20:100] == bytes(80)
+    assert cq.entry(0) == (0, 100, 0) and cq.entry(5) == (500, 100, 0)
+    assert cq.min_offset == 0 and not cq.retired
+    cq.close()
+
+
+def test_without_the_flag_a_queue_with_no_live_entry_is_not_restarted(tmp_path: Path) -> None:
+    cq = ConsumeQueue(tmp_path, "T", 0, 8 * CQ_STORE_UNIT_SIZE)
+    for i in range(3):
+        cq.put(i, 100 * i, 100, 0)
+    cq.delete_expired(10_000)
+    cq.put(5, 20_000, 100, 0)
+    assert (tmp_path / f"{0:020d}").exists() and not cq.retired
     cq.close()
