@@ -28,6 +28,7 @@ from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.dledger.test_file_store import DATA_SIZE, append, body
 from tests.processors.conftest import send_request
+from tests.store.test_retention import Disk
 
 INDEX_SIZE = 32 * 8  # 8 index records a segment
 TOPIC = "RetainedTopic"
@@ -219,16 +220,6 @@ def test_a_checkpoint_older_than_the_deletion_still_gives_a_committed_first_entr
     after_crash = ledger_at(tmp_path)
     assert (after_crash.begin_index, after_crash.committed_index) == (36, 36)
     assert after_crash.committed_pos == entries[36].end_pos
-
-
-class Disk:
-    """How full the store's disk reads (StoreConfig.disk_usage_ratio)."""
-
-    def __init__(self, ratio: float) -> None:
-        self.ratio = ratio
-
-    def __call__(self, _path: Path) -> float:
-        return self.ratio
 
 
 async def test_disk_usage_forces_deletion_above_85_percent_and_refuses_sends_above_90(
