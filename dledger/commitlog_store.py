@@ -158,6 +158,7 @@ class DLedgerMessageStore(MessageStore):
         """The DLedger server and the ConsumeQueue flush; cancel to stop (the ledger and the queues flush)."""
         try:
             async with trio.open_nursery() as nursery:
+                self._dispatch_wanted = trio.Event()  # before the server: its first commits are heard
                 await nursery.start(self.server.run)
                 await nursery.start(self.flush_service.run)
                 await nursery.start(self.retention.run)
@@ -181,6 +182,8 @@ class DLedgerMessageStore(MessageStore):
         dispatched."""
         files = []
         for cq in self.consume_queues.values():
+            if cq.retired:  # under the disk lock, no flush thread running: unlinked segments can go
+                cq.close_retired()
             files.extend(cq.queue.flush_snapshot())
         return max(self.ledger.committed_pos, 0), self.commitlog.last_store_timestamp, files
 
@@ -198,9 +201,9 @@ class DLedgerMessageStore(MessageStore):
     async def _dispatch_soon(self) -> None:
         """A follower's commit-time dispatch, one scheduler pass after the commits that asked for it (first, under
         the disk lock, the skip past a rebuilt log's missing entries: :meth:`_skip_to_begin`)."""
-        while True:
-            wanted = self._dispatch_wanted = trio.Event()
-            await wanted.wait()
+        while self._dispatch_wanted is not None:
+            await self._dispatch_wanted.wait()
+            self._dispatch_wanted = trio.Event()
             if self._log_skipped():
                 async with self.disk_lock:
                     self._skip_to_begin()

@@ -24,6 +24,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from dledger.codes import PushType, ResponseCode
+from dledger.entry import Entry
 from dledger.ledger import LedgerError
 from dledger.messages import PushEntryRequest, PushEntryResponse
 
@@ -150,7 +151,7 @@ class EntryHandler:
         assert entry is not None
         node = self.node
         try:
-            if not self._check_leader(request):
+            if not self._check_leader(request) or not self._may_start_at(entry, request):
                 raise LedgerError(ResponseCode.INCONSISTENT_STATE)
             if not node.faithful and node.ledger.get(entry.index) == entry:
                 # Everything after the entry that this leader wrote itself in this term, or that is committed,
@@ -162,8 +163,9 @@ class EntryHandler:
                     keep_entry = node.ledger.get(keep)
                     assert keep_entry is not None
                     entry = keep_entry
+            kept = node.ledger.get(entry.index) == entry
             node.truncate(entry)
-            self._drop_held(entry.index)
+            self._drop_held(entry.index + 1 if kept else entry.index)
             self._written_from = min(self._written_from, entry.index + 1)
         except LedgerError:
             node.reply(handle, self.response(request, ResponseCode.INCONSISTENT_STATE))
@@ -183,6 +185,15 @@ class EntryHandler:
             node.request_flush()
             return
         node.reply(handle, response)
+
+    def _may_start_at(self, entry: Entry, request: PushEntryRequest) -> bool:
+        """A TRUNCATE past this log's end (the log then starts afresh at it: the leader's first entry, the ones
+        before deleted) only to an entry the leader says is committed, and never below this log's first entry (a
+        late or duplicated TRUNCATE after this member's own retention moved it)."""
+        ledger = self.node.ledger
+        if entry.index > ledger.end_index + 1 and entry.index > request.commit_index:
+            return False
+        return entry.index >= ledger.begin_index
 
     def _drop_held(self, cut: int) -> None:
         """A truncation at ``cut`` (or a rebuild, which moves the begin index) drops the answers held for a flush

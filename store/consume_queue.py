@@ -66,8 +66,8 @@ class ConsumeQueue:
         #: left starts it afresh there (:meth:`_restart`). Off elsewhere: a classic store's recovery writes into
         #: queues whose end it has not read yet.
         self.restart_gapped = False
-        #: segments a restart unlinked; a flush thread may still hold them, so they are unmapped by the next
-        #: :meth:`delete_expired` (whose callers hold the store's disk lock) or :meth:`close`
+        #: segments a restart unlinked; a flush thread may still hold them, so they are unmapped under the store's
+        #: disk lock (:meth:`close_retired`: the next flush plan, :meth:`delete_expired`) or by :meth:`close`
         self.retired: list[MappedFile] = []
 
     # ---- writing -------------------------------------------------------------------------------------------
@@ -318,7 +318,7 @@ class ConsumeQueue:
     def delete_expired(self, commit_log_min: int) -> int:
         """Delete segments whose every entry points below ``commit_log_min`` (never the newest) and move the min
         offset up to the first entry that still has data. Returns the number of deleted segments."""
-        self._close_retired()
+        self.close_retired()
         deleted = 0
         while len(self.queue.files) > 1:
             first = self.queue.files[0]
@@ -331,13 +331,14 @@ class ConsumeQueue:
         self._recompute_min(commit_log_min)
         return deleted
 
-    def _close_retired(self) -> None:
+    def close_retired(self) -> None:
+        """Unmap the segments a restart unlinked. The caller holds the store's disk lock (no flush thread runs)."""
         retired, self.retired = self.retired, []
         for mf in retired:
             mf.close()
 
     def close(self) -> None:
-        self._close_retired()
+        self.close_retired()
         self.queue.close()
 
 

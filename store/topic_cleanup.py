@@ -94,6 +94,7 @@ async def delete_topic_queues(store: MessageStore, topic: str) -> int:
 
 def destroy_files(cq: ConsumeQueue) -> None:
     """Unmap and delete a ConsumeQueue's segments (and its preallocated spare). The caller forgets the queue."""
+    cq.close_retired()
     for mf in cq.queue.files:
         mf.destroy()
     cq.queue.files.clear()

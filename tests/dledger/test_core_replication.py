@@ -232,3 +232,24 @@ def test_answers_held_for_a_flush_are_dropped_when_a_truncation_cuts_their_entri
     answered = [e.handle for e in node.drain() if isinstance(e, Reply)]
     assert ("truncate", 2) in answered and ("held", 1) not in answered
     assert ledger.entries[-1].body == b"new"
+
+
+def test_a_truncation_that_keeps_the_entry_keeps_the_answer_held_for_it() -> None:
+    cluster = MemCluster(3, sync_before_ack=True)
+    leader = cluster.leader()
+    cluster.append_and_wait(leader, b"a")
+    follower = next(i for i in cluster.ids if i != leader)
+    node, ledger = cluster.node(follower), cluster.ledgers[follower]
+    base, term = ledger.entries[-1], node.member.curr_term
+    entry = Entry(base.index + 1, term, base.end_pos, b"b")
+
+    def push(kind: PushType) -> PushEntryRequest:
+        return PushEntryRequest(group="g", remote_id=follower, local_id=leader, leader_id=leader, term=term,
+                                type=kind, entry=entry, commit_index=ledger.committed_index)  # fmt: skip
+
+    node.handle_request(cluster.now, push(PushType.APPEND), ("held", 1))
+    node.handle_request(cluster.now, push(PushType.TRUNCATE), ("truncate", 2))  # a duplicate: the entry stays
+    ledger.flush()
+    node.on_flushed(cluster.now)
+    answered = [e.handle for e in node.drain() if isinstance(e, Reply)]
+    assert ("held", 1) in answered and ("truncate", 2) in answered

@@ -15,10 +15,15 @@ import trio
 import trio.testing
 
 from broker.embedded_dledger import EmbeddedDLedgerGroup
+from dledger.codes import PushType
+from dledger.codes import ResponseCode as DLedgerCode
 from dledger.commitlog_store import DLedgerMessageStore
 from dledger.config import DLedgerConfig
+from dledger.effects import Reply
 from dledger.entry import Entry
 from dledger.file_store import FileLedger
+from dledger.ledger import MemoryLedger
+from dledger.messages import PushEntryRequest
 from dledger.node import RECENT_BODY_MAX
 from dledger.retention import HOUR_MS
 from remoting.client import RemotingClient
@@ -26,6 +31,7 @@ from remoting.codec.codes import ResponseCode
 from remoting.codec.message import decode_record
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
+from tests.dledger.cluster import MemCluster
 from tests.dledger.test_file_store import DATA_SIZE, append, body
 from tests.processors.conftest import send_request
 from tests.store.test_retention import Disk
@@ -34,10 +40,10 @@ INDEX_SIZE = 32 * 8  # 8 index records a segment
 TOPIC = "RetainedTopic"
 
 
-def ledger_at(path: Path) -> FileLedger:
+def ledger_at(path: Path, data_size: int = DATA_SIZE) -> FileLedger:
     config = DLedgerConfig(
         group="g", self_id="n0", peers="n0-a:1", store_base_dir=str(path),
-        mapped_file_size_for_entry_data=DATA_SIZE, mapped_file_size_for_entry_index=INDEX_SIZE,
+        mapped_file_size_for_entry_data=data_size, mapped_file_size_for_entry_index=INDEX_SIZE,
     )  # fmt: skip
     ledger = FileLedger(config)
     ledger.load()
@@ -261,3 +267,34 @@ async def test_disk_usage_forces_deletion_above_85_percent_and_refuses_sends_abo
         disk.ratio = 0.50
         await trio.sleep(1)
         await send_all(client, addr, 1, start=151)
+
+
+def test_a_truncate_starts_a_log_afresh_only_at_a_committed_entry_and_never_below_its_first(tmp_path: Path) -> None:
+    """A follower rebuilds only to the leader's word that the entry is committed, and a TRUNCATE below its own
+    first entry (late, after its retention moved it) is refused: the log stays as it was."""
+    cluster = MemCluster(3)
+    leader = cluster.leader()
+    follower = next(i for i in cluster.ids if i != leader)
+    cluster.crash(follower)
+    cluster.ledgers[follower] = ledger_at(tmp_path, MemoryLedger().segment_size)  # type: ignore[assignment]
+    cluster.start(follower)
+    cluster.append_and_wait(leader, *[body(i) for i in range(12)])
+    cluster.run_until(lambda: cluster.ledgers[follower].committed_index == cluster.ledgers[leader].end_index)
+    node, ledger = cluster.node(follower), cluster.ledgers[follower]
+    term, end = node.member.curr_term, ledger.end_index
+    far = Entry(end + 10, term, 100 * MemoryLedger().segment_size, b"far")
+
+    def truncate(entry: Entry, commit_index: int) -> int:
+        request = PushEntryRequest(group="g", remote_id=follower, local_id=leader, leader_id=leader, term=term,
+                                   type=PushType.TRUNCATE, entry=entry, commit_index=commit_index)  # fmt: skip
+        node.handle_request(cluster.now, request, ("test", 0))
+        answers = [e.response for e in node.drain() if isinstance(e, Reply)]
+        assert len(answers) == 1
+        return answers[0].code
+
+    assert truncate(far, commit_index=end) == DLedgerCode.INCONSISTENT_STATE
+    assert (ledger.begin_index, ledger.end_index) == (0, end)
+    assert truncate(far, commit_index=far.index) == DLedgerCode.SUCCESS
+    assert (ledger.begin_index, ledger.end_index) == (far.index, far.index)
+    assert truncate(cluster.ledgers[leader].entries[3], commit_index=far.index) == DLedgerCode.INCONSISTENT_STATE
+    assert (ledger.begin_index, ledger.end_index) == (far.index, far.index)
