@@ -28,12 +28,14 @@ from dledger.node import RECENT_BODY_MAX
 from dledger.retention import HOUR_MS
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
-from remoting.codec.message import decode_record
+from remoting.codec.message import decode_record, prepare_message, write_record
+from store.consume_queue import ENTRY, FILLER_SIZE
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.dledger.cluster import MemCluster
 from tests.dledger.test_file_store import DATA_SIZE, append, body
 from tests.processors.conftest import send_request
+from tests.store.store_helpers import message, small_config
 from tests.store.test_retention import Disk
 
 INDEX_SIZE = 32 * 8  # 8 index records a segment
@@ -298,3 +300,60 @@ def test_a_truncate_starts_a_log_afresh_only_at_a_committed_entry_and_never_belo
     assert (ledger.begin_index, ledger.end_index) == (far.index, far.index)
     assert truncate(cluster.ledgers[leader].entries[3], commit_index=far.index) == DLedgerCode.INCONSISTENT_STATE
     assert (ledger.begin_index, ledger.end_index) == (far.index, far.index)
+
+
+# ---- a rebuilt member's store on restart ----------------------------------------------------------------------------
+
+
+def member_store(root: Path) -> DLedgerMessageStore:
+    dledger = DLedgerConfig(group="g", self_id="n1", peers="n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3",
+                            store_base_dir=str(root), mapped_file_size_for_entry_data=4096)  # fmt: skip
+    store = DLedgerMessageStore(small_config(root, mapped_file_size_consume_queue=64 * 20), dledger)
+    store.load()
+    return store
+
+
+def record_entry(index: int, pos: int, queue_offset: int) -> Entry:
+    """Entry ``index`` at ``pos`` holding a record of TopicTest queue 0 at ``queue_offset``."""
+    prepared = prepare_message(message(body=b"kept"))
+    data = bytearray(prepared.size)
+    write_record(data, 0, prepared, queue_offset, pos + 48, 1_700_000_000_000)
+    return Entry(index, 1, pos, bytes(data))
+
+
+@pytest.mark.parametrize("lead", [0, 1000], ids=["segment_start", "mid_segment"])
+def test_a_member_rebuilt_before_a_restart_restarts_its_queues_at_the_first_entry(tmp_path: Path, lead: int) -> None:
+    """The member was rebuilt at the leader's first entry and stopped before it dispatched anything: on restart its
+    queue, whose entries all point below that entry (some into the segment's leading blank), restarts at the entry's
+    queue offset, with nothing before it counted as live."""
+    store = member_store(tmp_path)
+    cq = store.consume_queue("TopicTest", 0)
+    first = record_entry(40, 5 * 4096 + lead, queue_offset=70)
+    for offset in range(3):  # the member's old entries: below the segment, or into its leading blank
+        cq.put(offset, first.pos - 300 + 100 * offset, 90, 0)
+    store.ledger.truncate(first)
+    store.close()
+    again = member_store(tmp_path)
+    assert (again.ledger.begin_index, again.ledger.committed_index, again.dispatched_index) == (40, 40, 40)
+    cq = again.consume_queue("TopicTest", 0)
+    assert (cq.min_offset, cq.max_offset) == (70, 71)
+    assert cq.entry(70) == (first.pos + 48, len(first.body), cq.entry(70)[2])
+    assert all(cq.entry(offset) is None for offset in range(70))
+    again.close()
+
+
+def test_a_queue_left_ending_in_fillers_by_a_crash_mid_restart_is_dispatched_again(tmp_path: Path) -> None:
+    """Killed between a queue restart's fillers and its entry: on restart the queue has no live entry and covers
+    nothing of the log, so the entry is dispatched again."""
+    store = member_store(tmp_path)
+    first = record_entry(40, 5 * 4096, queue_offset=70)
+    store.ledger.truncate(first)
+    store.close()
+    segment = tmp_path / "consumequeue" / "TopicTest" / "0" / f"{64 * 20:020d}"
+    segment.parent.mkdir(parents=True)
+    segment.write_bytes(ENTRY.pack(0, FILLER_SIZE, 0) * 6 + bytes(58 * 20))  # offsets 64..69, then nothing
+    again = member_store(tmp_path)
+    cq = again.consume_queue("TopicTest", 0)
+    assert again.dispatched_index == 40 and cq.max_offset == 71
+    assert cq.entry(70) is not None and cq.entry(70)[0] == first.pos + 48
+    again.close()
