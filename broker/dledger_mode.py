@@ -7,7 +7,8 @@ segment size = ``mappedFileSizeCommitLog``). :func:`as_follower` is the role a m
 makes every role change rewrite ``brokerId`` / ``brokerRole`` in the broker's live config and register at once: the
 leader as brokerId 0 (SYNC_MASTER) once its log is committed and dispatched, a follower or candidate as its id's
 number + 1 (SLAVE); :func:`reassert_master` repeats the leader's registration. A ``dLegerSelfId`` without a
-number after its first character raises ``ValueError`` at start.
+number after its first character, or a ``storePathDLedgerCommitLog`` listing several paths (DLedger's multi-path
+data directories, not built here), raises ``ValueError`` at start.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def dledger_config_of(config: BrokerConfig) -> DLedgerConfig:
 
 def dledger_store(config: BrokerConfig, store_config: StoreConfig, store_host: bytes) -> DLedgerMessageStore:
     dledger = dledger_config_of(config)
+    if "," in dledger.data_store_path:  # DLedger's MultiPathMmapFileList
+        raise ValueError(f"storePathDLedgerCommitLog {dledger.data_store_path!r}: several data paths are not supported")
     if dledger.self_id not in dledger.peer_map:
         raise ValueError(f"dLegerSelfId {dledger.self_id!r} is not one of dLegerPeers {dledger.peers!r}")
     return DLedgerMessageStore(store_config, dledger, store_host=store_host)
