@@ -275,7 +275,7 @@ class DLedgerMessageStore(MessageStore):
     def delete_expired_entries(self, expire_before_ms: int, *, force: bool) -> int:
         """Retention's deletion (dledger/retention.py; the caller holds the disk lock): data segments wholly below
         what is committed, flushed and dispatched, then what the ConsumeQueues and the index file hold below the
-        first segment left. Returns the number of data segments deleted."""
+        log's new first entry. Returns the number of data segments deleted."""
         ledger = self.ledger
         settled = min(ledger.committed_index, ledger.flushed_index, self.dispatched_index)
         record = ledger.index_record(settled) if settled >= max(ledger.begin_index, 0) else None

@@ -16,7 +16,7 @@ Ours: a segment goes only once every entry in it is committed, flushed and dispa
 retention never takes an entry the group may still need or a message the queues do not index yet (DLedger deletes by
 age alone). Deleting moves the ledger's begin index (a follower whose log ends before it is rebuilt from the leader's
 first entry: :meth:`~dledger.file_store.FileLedger.truncate`), then the ConsumeQueues and the index file drop what
-points below the new first segment, as the classic store's retention does (:class:`store.services.RetentionService`).
+points below the new first entry, as the classic store's retention does (:class:`store.services.RetentionService`).
 A manual ``DELETE_EXPIRED_COMMITLOG`` does not reach these files, as in RocketMQ (DLedgerCommitLog's
 ``deleteExpiredFile`` only refreshes DLedger's settings).
 """
