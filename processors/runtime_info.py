@@ -80,7 +80,7 @@ def _capacity(root: Path) -> str | None:
 
 def _store_entries(broker: BrokerContext) -> dict[str, str]:
     store = broker.store
-    commit_log_dir = store.config.commit_log_dir
+    commit_log_dir = store.commitlog.queue.directory  # in DLedger mode its data directory (getStorePathPhysic)
     commit_log_ratio = disk_used_percent(commit_log_dir)
     entries = {
         "commitLogMinOffset": str(store.min_phy_offset),

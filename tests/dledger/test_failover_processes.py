@@ -29,3 +29,5 @@ async def test_kill_and_pause_the_leader_under_eight_producers(tmp_path: Path) -
     leaders = [r for r in rows if r["DLedgerRole"] == "LEADER"]
     assert len(leaders) == 1 and str(leaders[0]["BID"]) == "0" and int(leaders[0]["Term"]) >= 2, rows
     assert {r["DLedgerRole"] for r in rows} == {"LEADER", "FOLLOWER"}, rows
+    # SPACE: the used ratio of the disk under the DLedger data directory, as RocketMQ's getStorePathPhysic gives it.
+    assert all(0 < float(r["SPACE"]) <= 1 for r in rows), rows
