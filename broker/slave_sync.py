@@ -3,7 +3,8 @@
 master's address is unknown (the registration hands it over: ``masterAddr`` of the REGISTER_BROKER answer) or is the
 slave's own.
 
-- topics: GET_ALL_TOPIC_CONFIG (21) to the master's fast port (``port - 2``; its main port when that is closed);
+- topics: GET_ALL_TOPIC_CONFIG (21) to the master's fast port (``port - 2``; its main port when that is closed or
+  answers anything but SUCCESS: a master whose fast channel could not bind leaves it to another process);
   the table is replaced, with its data version, when the version differs;
 - consumer offsets: GET_ALL_CONSUMER_OFFSET (43); merged, each ``topic@group`` of the master replacing the slave's;
 - delay offsets: GET_ALL_DELAY_OFFSET (45); the delay schedule's progress replaced and saved to ``delayOffset.json``;
@@ -155,13 +156,17 @@ class SlaveSynchronize:
 
     async def _fetch(self, addr: str, code: int, decode: Callable[[bytes], T], fallback: str | None = None) -> T | None:
         """One request's decoded body, or ``None`` (logged) when it failed; ``fallback`` is tried when ``addr``
-        refuses the connection."""
+        refuses the connection or answers anything but SUCCESS (a master without its fast channel leaves ``port -
+        2`` to whatever else listens there)."""
         try:
             try:
                 response = await self.client.invoke(addr, request(code), TIMEOUT)
+                retry = fallback is not None and response.code != ResponseCode.SUCCESS
             except RemotingConnectError:
                 if fallback is None:
                     raise
+                retry = True
+            if retry and fallback is not None:
                 addr = fallback
                 response = await self.client.invoke(addr, request(code), TIMEOUT)
         except RemotingError as exc:
