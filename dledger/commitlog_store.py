@@ -79,13 +79,22 @@ RoleListener = Callable[[str, int], None]
 class LedgerCommitLog(CommitLog):
     """The CommitLog's read side over the DLedger data files (the same mapping the ledger writes through)."""
 
-    __slots__ = ()
+    __slots__ = ("ledger",)
 
     def __init__(self, ledger: FileLedger) -> None:  # no super(): the ledger owns the files
+        self.ledger = ledger
         self.queue = ledger.data
         self.file_size = ledger.data.file_size
         self.on_roll = None
         self.last_store_timestamp = 0
+
+    @property
+    def min_offset(self) -> int:
+        """Where the log's first entry lies, past a rebuilt log's leading blank (DLedger's ``MmapFileList
+        .getMinOffset``: the first segment's start plus its start position); the data's start when empty."""
+        ledger = self.ledger
+        record = ledger.index_record(ledger.begin_index) if ledger.begin_index >= 0 else None
+        return self.queue.min_offset if record is None else record.pos
 
     def truncate_to(self, offset: int, erase: bool = True) -> None:
         raise RuntimeError("the DLedger log is truncated by the ledger only")
@@ -129,7 +138,7 @@ class DLedgerMessageStore(MessageStore):
         committed_end = max(self.ledger.committed_pos, 0)
         covered = 0
         for (topic, queue_id), cq in list(self.consume_queues.items()):
-            cq.recover(self._log_start(), committed_end, erase=True)
+            cq.recover(self.commitlog.min_offset, committed_end, erase=True)
             cq.restart_gapped = True
             last = cq.entry(cq.max_offset - 1) if cq.max_offset else None
             if last is not None and last[1] != FILLER_SIZE:
@@ -252,18 +261,12 @@ class DLedgerMessageStore(MessageStore):
         the disk lock."""
         if not self._log_skipped():
             return
-        self._drop_below(self._log_start())
+        self._drop_below(self.commitlog.min_offset)
         for cq in self.consume_queues.values():
             cq.restart_gapped = True
         log.warning("dledger log starts at entry %d: entries %d.. were deleted before this member had them",
                     self.ledger.begin_index, self.dispatched_index + 1)  # fmt: skip
         self.dispatched_index = self.ledger.begin_index - 1
-
-    def _log_start(self) -> int:
-        """Where the log's first entry lies (after a rebuilt log's leading blank), or the data's start when empty."""
-        ledger = self.ledger
-        record = ledger.index_record(ledger.begin_index) if ledger.begin_index >= 0 else None
-        return self.commitlog.min_offset if record is None else record.pos
 
     def _drop_below(self, min_phy: int) -> None:
         """What the ConsumeQueues and the index file hold below ``min_phy`` goes. Under the disk lock."""
@@ -282,7 +285,7 @@ class DLedgerMessageStore(MessageStore):
         below = -1 if record is None else record.pos + record.size
         deleted = ledger.delete_expired(expire_before_ms, below, force=force, limit=DELETE_FILES_BATCH_MAX)
         if deleted:
-            self._drop_below(self._log_start())
+            self._drop_below(self.commitlog.min_offset)
         return deleted
 
     def _dispatch_general(self, number: int) -> bool:

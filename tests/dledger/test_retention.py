@@ -335,6 +335,7 @@ def test_a_member_rebuilt_before_a_restart_restarts_its_queues_at_the_first_entr
     store.close()
     again = member_store(tmp_path)
     assert (again.ledger.begin_index, again.ledger.committed_index, again.dispatched_index) == (40, 40, 40)
+    assert again.min_phy_offset == first.pos  # commitLogMinOffset: the first entry, past the leading blank
     cq = again.consume_queue("TopicTest", 0)
     assert (cq.min_offset, cq.max_offset) == (70, 71)
     assert cq.entry(70) == (first.pos + 48, len(first.body), cq.entry(70)[2])
