@@ -65,6 +65,7 @@ from store.commitlog import CommitLog
 from store.consume_queue import FILLER_SIZE
 from store.errors import MessageIllegalError, ServiceNotAvailableError, StoreError
 from store.index import IndexRuns
+from store.mapped_file import segment_paths
 from store.message_store import FlushPlan, MessageStore, put_refusal
 from store.recovery import load_consume_queues
 from store.results import AppendResult, PutResult
@@ -470,7 +471,7 @@ def _refuse_classic_commitlog(config: StoreConfig) -> None:
     ``dividedCommitlogOffset`` and the DLedger log starts after it (DLedgerCommitLog.recover). That is not built here,
     and starting anyway would leave the ConsumeQueues pointing at offsets the DLedger log reuses: refuse instead."""
     directory = config.commit_log_dir
-    if directory.is_dir() and any(p.name.isdigit() and len(p.name) == 20 for p in directory.iterdir()):
+    if segment_paths(directory):
         raise ClassicCommitLogError(
             f"{directory} holds a classic CommitLog: DLedger mode (enableDLegerCommitLog) cannot take over an existing "
             "store here (RocketMQ's mixed CommitLog is not supported); start it on an empty storePathRootDir"

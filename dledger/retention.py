@@ -48,12 +48,10 @@ class LedgerRetention(RetentionService):
     interface it keeps (a manual delete's count and wake-up have no effect here); ``run`` is its task,
     :meth:`check_once` one pass."""
 
-    def __init__(self, store: DLedgerMessageStore) -> None:
-        super().__init__(store)
-        self._ledger_store = store
+    _store: DLedgerMessageStore
 
     def disk_ratio(self) -> float:
-        config, ledger = self._ledger_store.config, self._ledger_store.ledger
+        config, ledger = self._store.config, self._store.ledger
         ratios = [config.disk_usage_ratio(Path(config.store_path_root_dir))]
         if ledger.config.data_path.is_dir():
             ratios.append(config.disk_usage_ratio(ledger.config.data_path))
@@ -61,7 +59,7 @@ class LedgerRetention(RetentionService):
 
     async def check_once(self) -> int:
         """One pass (see the module docstring). Returns the number of data segments deleted."""
-        store = self._ledger_store
+        store = self._store
         config = store.config
         ratio = self.disk_ratio()
         if ratio > DISK_FULL_RATIO:

@@ -34,6 +34,13 @@ def segment_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def segment_paths(directory: Path) -> list[Path]:
+    """The segment files in ``directory`` (named by :func:`segment_name`), by offset; none when it is missing."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.name.isdigit() and len(p.name) == 20)
+
+
 class MappedFile:
     """One segment. ``wrote_position`` is the bytes appended, ``flushed_position`` the bytes known durable."""
 
@@ -162,10 +169,7 @@ class MappedFileQueue:
 
     def load(self) -> None:
         """Map every existing segment, marked full; recovery then sets the real end with :meth:`truncate_to`."""
-        if not self.directory.is_dir():
-            return
-        names = sorted(p for p in self.directory.iterdir() if p.name.isdigit() and len(p.name) == 20)
-        for path in names:
+        for path in segment_paths(self.directory):
             start = int(path.name)
             if self.files and self.files[-1].end_offset != start:
                 raise StoreCorruptError(f"gap before segment {path}")
