@@ -30,6 +30,10 @@ Retention: :class:`~dledger.retention.LedgerRetention` deletes expired entry seg
 and what the ConsumeQueues and the index file hold below them. A follower whose log was rebuilt from the leader's
 first entry (the older ones deleted on the leader) dispatches on from there (:meth:`_skip_to_begin`), its queues
 with no live entry left restarting at their next offset.
+
+A store holding a classic CommitLog becomes a mixed one (:class:`MixedCommitLog`, :meth:`DLedgerMessageStore
+._load_classic`): the classic log stays readable below its end, where the DLedger log starts, and retention deletes
+its segments first.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from remoting.codec.message import (
     MessageRecord,
     PreparedMessage,
     read_record_meta,
+    write_blank,
     write_record,
 )
 from remoting.codec.record_batch import encode_record_into
@@ -67,7 +72,7 @@ from store.errors import MessageIllegalError, ServiceNotAvailableError, StoreErr
 from store.index import IndexRuns
 from store.mapped_file import segment_paths
 from store.message_store import FlushPlan, MessageStore, put_refusal
-from store.recovery import load_consume_queues
+from store.recovery import load_consume_queues, recover
 from store.results import AppendResult, PutResult
 from store.store_config import StoreConfig
 
@@ -104,12 +109,53 @@ class LedgerCommitLog(CommitLog):
         """The ledger unmaps its files when its server stops."""
 
 
+class MixedCommitLog(LedgerCommitLog):
+    """RocketMQ's mixed CommitLog (DLedgerCommitLog's ``dividedCommitlogOffset``): the classic CommitLog of the store
+    DLedger mode took over, sealed and read-only, below ``divided``, and the DLedger log from ``divided`` on. Reads
+    go to the one holding the offset; retention deletes the classic segments first
+    (:meth:`DLedgerMessageStore.delete_expired_classic`)."""
+
+    __slots__ = ("classic", "divided")
+
+    def __init__(self, ledger: FileLedger, classic: CommitLog, divided: int) -> None:
+        super().__init__(ledger)
+        self.classic = classic
+        self.divided = divided
+
+    @property
+    def min_offset(self) -> int:
+        """The classic log's first offset while it has segments (DLedgerCommitLog.getMinOffset)."""
+        files = self.classic.queue.files
+        return files[0].file_from_offset if files else super().min_offset
+
+    def read(self, phy_offset: int, size: int) -> memoryview | None:
+        if phy_offset < self.divided:
+            return self.classic.read(phy_offset, size)
+        return super().read(phy_offset, size)
+
+    def read_record(self, phy_offset: int) -> memoryview | None:
+        if phy_offset < self.divided:
+            return self.classic.read_record(phy_offset)
+        return super().read_record(phy_offset)
+
+    def segment_at(self, phy_offset: int) -> tuple[memoryview, int, int] | None:
+        if phy_offset < self.divided:
+            return self.classic.segment_at(phy_offset)
+        return super().segment_at(phy_offset)
+
+    def close(self) -> None:
+        """The classic segments (the ledger unmaps its own)."""
+        self.classic.close()
+
+
 class DLedgerMessageStore(MessageStore):
     def __init__(self, config: StoreConfig, dledger: DLedgerConfig, store_host: bytes | None = None) -> None:
         super().__init__(config, store_host=store_host)
         self.server = DLedgerServer(dledger)
         self.commitlog = LedgerCommitLog(self.server.ledger)
         self.dispatched_index = -1
+        #: where the DLedger log starts in a mixed store (:class:`MixedCommitLog`), 0 otherwise
+        self.divided_offset = 0
         self.writable = False
         self.role_listeners: list[RoleListener] = []
         #: the sends waiting for their entry to commit (the send processor waits through ``put_waits``)
@@ -129,14 +175,15 @@ class DLedgerMessageStore(MessageStore):
     # ---- life cycle ----------------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Lock, recover the DLedger files, then the ConsumeQueues up to the committed position. Blocking. Raises
-        :class:`ClassicCommitLogError` on a store that already holds a classic CommitLog."""
-        _refuse_classic_commitlog(self.config)
+        """Lock, recover the DLedger files (and a classic CommitLog the store holds: :meth:`_load_classic`), then the
+        ConsumeQueues up to the committed position. Blocking. Raises :class:`ClassicCommitLogError` when the DLedger
+        log does not start where the classic one ends."""
         self.open_files()
-        self.abnormal_recovery = create_abort_file(self.root)
         self.server.load()
-        load_consume_queues(self)
-        committed_end = max(self.ledger.committed_pos, 0)
+        if not self._load_classic():
+            self.abnormal_recovery = create_abort_file(self.root)
+            load_consume_queues(self)
+        committed_end = max(self.ledger.committed_pos, self.divided_offset, 0)
         covered = 0
         for (topic, queue_id), cq in list(self.consume_queues.items()):
             cq.recover(self.commitlog.min_offset, committed_end, erase=True)
@@ -150,6 +197,49 @@ class DLedgerMessageStore(MessageStore):
                 self.queue_offsets.pop((topic, queue_id), None)
         self.dispatched_index = self._first_uncovered(covered) - 1
         self._dispatch_committed()
+
+    def _load_classic(self) -> bool:
+        """A store that holds a classic CommitLog (``commitlog/``: a classic broker's store, taken over in place, as
+        RocketMQ's guide to upgrading a cluster to DLedger has it) becomes a mixed one, as DLedgerCommitLog.recover
+        makes it. The first time (no DLedger data file yet) the classic log is recovered as a classic broker would
+        (:func:`~store.recovery.recover`: its tail dispatched into the ConsumeQueues and the index, which it loads),
+        sealed with the end-of-file blank and the DLedger log started at its last segment's end; later loads only map
+        it. Returns whether the classic recovery ran."""
+        config = self.config
+        if not segment_paths(config.commit_log_dir):
+            return False
+        classic = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
+        first_time = not self.ledger.data.files
+        divided = self._take_over(classic) if first_time else self._map_classic(classic)
+        self.divided_offset = divided
+        self.commitlog = MixedCommitLog(self.ledger, classic, divided)
+        return first_time
+
+    def _take_over(self, classic: CommitLog) -> int:
+        """The first load of a mixed store: the classic recovery, the seal, the DLedger log started at the end.
+        Returns that end."""
+        own, self.commitlog = self.commitlog, classic
+        try:
+            recover(self)
+        finally:
+            self.commitlog = own
+        divided = _seal(classic)
+        self.ledger.start_at(divided)
+        log.warning("classic CommitLog taken over: the DLedger log starts at its end, %d", divided)
+        return divided
+
+    def _map_classic(self, classic: CommitLog) -> int:
+        """A later load: the sealed classic segments mapped; returns their end, which must be the DLedger log's
+        start."""
+        classic.queue.load()
+        divided, start = classic.max_offset, self.ledger.data_start
+        if start != divided:
+            classic.close()
+            raise ClassicCommitLogError(
+                f"{classic.queue.directory} ends at {divided} but the DLedger log in {self.ledger.config.data_path} "
+                f"starts at {start}: they are not one mixed CommitLog"
+            )
+        return divided
 
     def _first_uncovered(self, covered: int) -> int:
         """The first entry whose record ends past ``covered`` (binary search over the index records)."""
@@ -184,8 +274,9 @@ class DLedgerMessageStore(MessageStore):
 
     @property
     def confirmed_offset(self) -> int:
-        """The end of the last committed entry: appends past it may still be truncated."""
-        return self.ledger.committed_pos
+        """The end of the last committed entry (of a mixed store's classic part before the first): appends past it
+        may still be truncated."""
+        return max(self.ledger.committed_pos, self.divided_offset)
 
     def flush_plan(self) -> FlushPlan:
         """ConsumeQueue segments only (the ledger flushes its own files); the checkpoint's end is what is
@@ -195,7 +286,8 @@ class DLedgerMessageStore(MessageStore):
             if cq.retired:  # under the disk lock, no flush thread running: unlinked segments can go
                 cq.close_retired()
             files.extend(cq.queue.flush_snapshot())
-        return max(self.ledger.committed_pos, 0), self.commitlog.last_store_timestamp, files
+        end = max(self.ledger.committed_pos, self.divided_offset, 0)
+        return end, self.commitlog.last_store_timestamp, files
 
     # ---- dispatch ------------------------------------------------------------------------------------------------
 
@@ -287,6 +379,28 @@ class DLedgerMessageStore(MessageStore):
         deleted = ledger.delete_expired(expire_before_ms, below, force=force, limit=DELETE_FILES_BATCH_MAX)
         if deleted:
             self._drop_below(self.commitlog.min_offset)
+        return deleted
+
+    def classic_segments(self) -> int:
+        """How many segments a mixed store's classic CommitLog still has (0: none, or not a mixed store)."""
+        commitlog = self.commitlog
+        return len(commitlog.classic.queue.files) if isinstance(commitlog, MixedCommitLog) else 0
+
+    def delete_expired_classic(self, expire_before_ms: int, *, force: bool) -> int:
+        """Retention of a mixed store's classic segments (dledger/retention.py; the caller holds the disk lock):
+        oldest first, last modified before ``expire_before_ms`` (any age with ``force``), at most 10, the last one
+        included (DLedgerCommitLog.deleteExpiredFile), then what the ConsumeQueues and the index file hold below
+        the first offset left. Returns how many went."""
+        commitlog = self.commitlog
+        if not isinstance(commitlog, MixedCommitLog):
+            return 0
+        files = commitlog.classic.queue.files
+        deleted = 0
+        while files and deleted < DELETE_FILES_BATCH_MAX and (force or files[0].mtime_ms() <= expire_before_ms):
+            files.pop(0).destroy()
+            deleted += 1
+        if deleted:
+            self._drop_below(commitlog.min_offset)
         return deleted
 
     def _dispatch_general(self, number: int) -> bool:
@@ -428,7 +542,10 @@ class DLedgerMessageStore(MessageStore):
         return PutResult(await self.put_waits.status(result.end_offset, wait_flush), result)
 
     def earliest_store_time(self) -> int:
-        """Store time of the first committed record (the data files start with an entry header, not a record)."""
+        """Store time of the first committed record (the data files start with an entry header, not a record), or
+        of a mixed store's first classic record."""
+        if self.classic_segments():
+            return super().earliest_store_time()
         ledger = self.ledger
         for index in range(max(ledger.begin_index, 0), min(ledger.committed_index, ledger.begin_index + 16) + 1):
             entry = ledger.get(index)
@@ -463,19 +580,21 @@ class DLedgerMessageStore(MessageStore):
 
 
 class ClassicCommitLogError(StoreError):
-    """DLedger mode asked of a store whose ``commitlog/`` holds segments."""
+    """A store whose classic CommitLog and DLedger log do not make one mixed CommitLog."""
 
 
-def _refuse_classic_commitlog(config: StoreConfig) -> None:
-    """RocketMQ 4.9.8 turns such a store into a mixed one: the old CommitLog stays readable below
-    ``dividedCommitlogOffset`` and the DLedger log starts after it (DLedgerCommitLog.recover). That is not built here,
-    and starting anyway would leave the ConsumeQueues pointing at offsets the DLedger log reuses: refuse instead."""
-    directory = config.commit_log_dir
-    if segment_paths(directory):
-        raise ClassicCommitLogError(
-            f"{directory} holds a classic CommitLog: DLedger mode (enableDLegerCommitLog) cannot take over an existing "
-            "store here (RocketMQ's mixed CommitLog is not supported); start it on an empty storePathRootDir"
-        )
+def _seal(classic: CommitLog) -> int:
+    """End a recovered classic log for good: the end-of-file blank after its last record unless one is there
+    (DLedgerCommitLog.recover's ``needWriteMagicCode``), the segment full and synced. Returns its end, where the
+    DLedger log starts (``dividedCommitlogOffset``)."""
+    last = classic.queue.last()
+    if last is None:  # recovery keeps the segment holding the log's end
+        raise ClassicCommitLogError(f"{classic.queue.directory} has no segment left after recovery")
+    if last.wrote_position < last.file_size:
+        write_blank(last.buf, last.wrote_position, last.file_size - last.wrote_position)
+        last.wrote_position = last.file_size
+        last.flush()
+    return last.end_offset
 
 
 def _takes_queue_offset(sys_flag: int) -> bool:

@@ -312,19 +312,41 @@ class FileLedger:
         for queue in (self.data, self.index):
             while queue.files:
                 self._drop(queue.files.pop())
-        lead = entry.pos % self.config.mapped_file_size_for_entry_data
-        if 0 < lead < MIN_BLANK_LEN:
-            raise LedgerError(ResponseCode.DISK_ERROR, f"entry at {entry.pos}: no room for a blank before it")
-        mf = self.data.roll(entry.pos - lead)
-        if lead:  # the fresh segment is zeros: the blank's header is all it needs
-            mf.buf[0:BLANK_HEADER_SIZE] = blank_header(lead)
-            mf.wrote_position = lead
+        self._open_at(entry.pos)
         self._begin = self._end = self._end_term = -1
         self._truncations += 1
         self._write(entry)
         self._flushed = entry.index - 1
         self._sync_tails()
         return entry.index
+
+    def start_at(self, pos: int) -> None:
+        """Have an empty log's first entry written at ``pos`` (a mixed CommitLog's DLedger part starts where the
+        classic one ends: DLedgerCommitLog's ``dLedgerFileList.getLastMappedFile(dividedCommitlogOffset)``). Durable
+        at once: the first data segment is created, opening with a blank up to ``pos`` when ``pos`` is not a segment
+        start. Raises LedgerError (DISK_ERROR) on a log that holds data already."""
+        if self.data.files or self._end >= 0:
+            raise LedgerError(ResponseCode.DISK_ERROR, f"the log holds data: it cannot start at {pos}")
+        mf = self._open_at(pos)
+        mf.flush()
+
+    @property
+    def data_start(self) -> int:
+        """Where the first data segment's first entry lies (or would): after a leading blank; -1 with no segment."""
+        files = self.data.files
+        return files[0].file_from_offset + _leading_blank(files[0]) if files else -1
+
+    def _open_at(self, pos: int) -> MappedFile:
+        """The first data segment of an empty log, made so that its next entry goes at ``pos``: the segment holding
+        it, with a blank before it (a fresh segment is zeros: the blank's header is all it needs)."""
+        lead = pos % self.config.mapped_file_size_for_entry_data
+        if 0 < lead < MIN_BLANK_LEN:
+            raise LedgerError(ResponseCode.DISK_ERROR, f"entry at {pos}: no room for a blank before it")
+        mf = self.data.roll(pos - lead)
+        if lead:
+            mf.buf[0:BLANK_HEADER_SIZE] = blank_header(lead)
+            mf.wrote_position = lead
+        return mf
 
     def delete_expired(self, expire_before_ms: int, below: int, *, force: bool = False, limit: int = 10) -> int:
         """Delete the oldest data segments, never the last, as DLedger's ``deleteExpiredFileByTime``: each one wholly

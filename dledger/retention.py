@@ -19,6 +19,11 @@ first entry: :meth:`~dledger.file_store.FileLedger.truncate`), then the ConsumeQ
 points below the new first entry, as the classic store's retention does (:class:`store.services.RetentionService`).
 A manual ``DELETE_EXPIRED_COMMITLOG`` does not reach these files, as in RocketMQ (DLedgerCommitLog's
 ``deleteExpiredFile`` only refreshes DLedger's settings).
+
+A mixed store (a classic CommitLog taken over: :class:`~dledger.commitlog_store.MixedCommitLog`) deletes its classic
+segments first, and no entry file while one is left (DLedgerCommitLog's ``disableDeleteDledger``): by the classic
+rules (``fileReservedTime`` hours, any age above ``diskSpaceCleanForciblyRatio``, a manual
+``DELETE_EXPIRED_COMMITLOG`` too), the last classic segment included once it is old enough.
 """
 
 from __future__ import annotations
@@ -69,11 +74,21 @@ class LedgerRetention(RetentionService):
             )
         else:
             store.disk_full_reason = None
-        if not (ratio > config.disk_max_used_space_ratio / 100 or is_delete_hour(config.delete_when, config.now_ms())):
+        classic = store.classic_segments() > 0
+        manual = classic and self.manual_delete_times > 0
+        if manual:
+            self.manual_delete_times -= 1
+        due = ratio > config.disk_max_used_space_ratio / 100 or is_delete_hour(config.delete_when, config.now_ms())
+        if not (due or manual):
             return 0
-        reserved = max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
         async with store.disk_lock:
-            deleted = store.delete_expired_entries(config.now_ms() - reserved, force=ratio > FORCE_CLEAN_RATIO)
+            if classic:
+                expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
+                force = ratio > config.disk_space_clean_forcibly_ratio
+                deleted = store.delete_expired_classic(expire_before, force=force)
+            else:
+                reserved = max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
+                deleted = store.delete_expired_entries(config.now_ms() - reserved, force=ratio > FORCE_CLEAN_RATIO)
         self.deleted_files += deleted
         return deleted
 

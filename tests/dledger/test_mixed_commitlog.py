@@ -1,0 +1,194 @@
+"""A classic store taken over by DLedger mode: RocketMQ's mixed CommitLog (dledger/commitlog_store.py's
+``MixedCommitLog``, DLedgerCommitLog's ``dividedCommitlogOffset``). The classic log is recovered once, sealed with its
+end-of-file blank and stays readable below its end; the DLedger log starts there, queue offsets go on, and retention
+deletes the classic segments before any entry file. On real files here, and in a group of three brokers on real
+sockets under virtual time in tests/dledger/test_mixed_group.py."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+import trio
+
+from dledger.commitlog_store import ClassicCommitLogError, DLedgerMessageStore, MixedCommitLog, _filler
+from dledger.config import DLedgerConfig
+from dledger.entry import HEADER_SIZE
+from remoting.codec.message import BLANK_MAGIC, decode_record, prepare_message
+from store.message_store import MessageStore
+from tests.dledger.test_retention import age
+from tests.store.store_helpers import message, open_store, small_config
+
+SEGMENT = 4096
+EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
+
+
+def dledger_store(root: Path, **overrides: object) -> DLedgerMessageStore:
+    dledger = DLedgerConfig(group="g", self_id="n0", peers="n0-127.0.0.1:1", store_base_dir=str(root),
+                            mapped_file_size_for_entry_data=SEGMENT)  # fmt: skip
+    store = DLedgerMessageStore(small_config(root, mapped_file_size_commit_log=SEGMENT, **overrides), dledger)
+    store.load()
+    return store
+
+
+def classic_store(root: Path, count: int) -> tuple[MessageStore, list[tuple[int, int, int]]]:
+    """A classic store holding ``count`` messages over queues 0 and 1 of TopicTest (several segments, the last
+    partly written); returns it open and each message's ``(queue id, queue offset, physical offset)``."""
+    store = open_store(root, mapped_file_size_commit_log=SEGMENT)
+    placed = []
+    for i in range(count):
+        result = store.append(message(body=b"classic-%03d" % i, queue_id=i % 2, keys=f"key{i}"))
+        placed.append((i % 2, result.queue_offset, result.phy_offset))
+    return store, placed
+
+
+def bodies(store: MessageStore, queue_id: int) -> list[bytes]:
+    """Every message of the queue, pulled as a consumer would (a pull stops at a ConsumeQueue segment's end)."""
+    out: list[bytes] = []
+    offset = store.min_offset_in_queue("TopicTest", queue_id)
+    while offset < store.max_offset_in_queue("TopicTest", queue_id):
+        found = store.get("TopicTest", queue_id, offset, 32)
+        out.extend(decode_record(record).body for record in found.messages)
+        assert found.next_begin_offset > offset, found.status
+        offset = found.next_begin_offset
+    return out
+
+
+def follower_append(store: DLedgerMessageStore, bodies_: list[bytes], queue_id: int = 0) -> None:
+    """Entries as a leader's pushes would bring them, each a record of TopicTest ``queue_id`` at the queue's next
+    offset, each committed, flushed and dispatched."""
+    ledger = store.ledger
+    for body in bodies_:
+        prepared = prepare_message(message(body=body, queue_id=queue_id))
+        queue_offset = store.max_offset_in_queue("TopicTest", queue_id)
+        ledger.append_as_leader(1, [(prepared.size, _filler(prepared, queue_offset, 1_700_000_000_000))])
+        ledger.set_committed(ledger.end_index)
+        ledger.flush_all()
+        ledger.persist_checkpoint()  # the DLedger server's checkpoint task, in a running broker
+        store._dispatch_committed()
+
+
+def test_a_classic_store_becomes_a_mixed_one_read_below_its_end_and_written_after(tmp_path: Path) -> None:
+    classic, placed = classic_store(tmp_path, 60)
+    old_end = classic.max_phy_offset
+    first_time = classic.earliest_store_time()
+    before = {q: bodies(classic, q) for q in (0, 1)}
+    classic.close()
+    assert old_end % SEGMENT  # the last segment is partly written: sealing writes its blank
+
+    store = dledger_store(tmp_path)
+    assert isinstance(store.commitlog, MixedCommitLog)
+    divided = old_end - old_end % SEGMENT + SEGMENT
+    assert store.divided_offset == store.commitlog.divided == divided
+    last = store.commitlog.classic.queue.files[-1]
+    assert struct.unpack_from(">iI", last.view, old_end % SEGMENT) == (SEGMENT - old_end % SEGMENT, BLANK_MAGIC)
+    assert store.ledger.data_start == divided and store.ledger.end_index == -1
+    assert (store.min_phy_offset, store.confirmed_offset) == (0, divided)
+    assert store.earliest_store_time() == first_time
+    assert {q: bodies(store, q) for q in (0, 1)} == before  # the pull path reads the classic segments
+    phy = placed[17][2]
+    assert decode_record(store.look_message_by_offset(phy)).body == b"classic-017"  # an offset msgId
+    assert [decode_record(r).body for r in store.query_by_key("TopicTest", "key42", 8, 0, 2**62)] == [b"classic-042"]
+
+    follower_append(store, [b"dledger-0", b"dledger-1"])
+    entry = store.ledger.get(0)
+    assert entry is not None and entry.pos == divided
+    assert bodies(store, 0) == before[0] + [b"dledger-0", b"dledger-1"]
+    assert store.max_offset_in_queue("TopicTest", 0) == 32
+    store.close()
+
+    again = dledger_store(tmp_path)  # a later load maps the classic log, no recovery of it
+    assert isinstance(again.commitlog, MixedCommitLog) and again.divided_offset == divided
+    assert bodies(again, 0) == before[0] + [b"dledger-0", b"dledger-1"] and bodies(again, 1) == before[1]
+    again.close()
+
+
+def test_the_first_load_recovers_the_classic_log_as_a_classic_broker_would(tmp_path: Path) -> None:
+    """Killed as a classic broker (no checkpoint since), with a ConsumeQueue lost: the first mixed load scans the
+    classic log and dispatches it again, as a classic broker's recovery does; the DLedger dispatch never would."""
+    classic, _ = classic_store(tmp_path, 40)
+    expected = bodies(classic, 1)
+    classic.abandon()  # as kill -9: the checkpoint predates every message, the abort file stays
+    shutil.rmtree(tmp_path / "consumequeue" / "TopicTest" / "1")
+    store = dledger_store(tmp_path)
+    assert bodies(store, 1) == expected
+    store.close()
+
+
+def test_a_dledger_log_that_does_not_start_at_the_classic_end_is_refused(tmp_path: Path) -> None:
+    dledger_only = dledger_store(tmp_path / "dledger")  # a DLedger log of its own, from position 0
+    follower_append(dledger_only, [b"own"])
+    dledger_only.close()
+    classic, _ = classic_store(tmp_path / "classic", 10)
+    classic.close()
+    shutil.copytree(tmp_path / "classic" / "commitlog", tmp_path / "dledger" / "commitlog")
+    with pytest.raises(ClassicCommitLogError, match="not one mixed CommitLog"):
+        dledger_store(tmp_path / "dledger")
+
+
+async def test_retention_deletes_the_classic_segments_first_the_last_one_included(tmp_path: Path) -> None:
+    classic, _ = classic_store(tmp_path, 120)
+    classic.close()
+    store = dledger_store(tmp_path, delete_when=EVERY_HOUR, file_reserved_time=72)
+    try:
+        follower_append(store, [b"d%03d" % i + bytes(600) for i in range(16)])  # a few entry segments
+        entry_files = [mf.path for mf in store.ledger.data.files]
+        assert len(entry_files) > 2
+        for path in entry_files:  # old enough for DLedger's retention, which waits for the classic log to go
+            age(path, 100)
+        classic_files = list(store.commitlog.classic.queue.files)
+        assert len(classic_files) > 3
+        for mf in classic_files[:-1]:
+            age(mf.path, 80)
+        assert await store.retention.check_once() == len(classic_files) - 1
+        assert store.classic_segments() == 1  # the young last one stays
+        assert [mf.path for mf in store.ledger.data.files] == entry_files
+        assert store.min_phy_offset == store.commitlog.classic.queue.files[0].file_from_offset
+        assert store.min_offset_in_queue("TopicTest", 0) > 0
+
+        age(store.commitlog.classic.queue.files[0].path, 80)
+        assert await store.retention.check_once() == 1
+        assert store.classic_segments() == 0 and not list((tmp_path / "commitlog").iterdir())
+        # Every classic message is gone from the queues; the first left is the DLedger log's first.
+        assert bodies(store, 0)[0] == b"d000" + bytes(600)
+        assert store.min_phy_offset == store.divided_offset
+        assert await store.retention.check_once() > 0  # now DLedger's own retention runs
+        assert store.ledger.begin_index > 0
+    finally:
+        store.close()
+    again = dledger_store(tmp_path)  # no classic segment left: a plain DLedger store
+    assert not isinstance(again.commitlog, MixedCommitLog) and again.divided_offset == 0
+    assert bodies(again, 0)[-1] == b"d015" + bytes(600)
+    again.close()
+
+
+async def test_a_manual_delete_reaches_the_classic_segments(tmp_path: Path) -> None:
+    """DELETE_EXPIRED_COMMITLOG deletes expired classic segments outside ``deleteWhen`` (the classic rule); the
+    entry files it never touches."""
+    classic, _ = classic_store(tmp_path, 60)
+    classic.close()
+    store = dledger_store(tmp_path, delete_when="", file_reserved_time=72)
+    try:
+        for mf in store.commitlog.classic.queue.files:
+            age(mf.path, 80)
+        assert await store.retention.check_once() == 0
+        store.retention.manual_delete_times = 2
+        with trio.fail_after(1):
+            deleted = await store.retention.check_once()
+        assert deleted > 0 and store.classic_segments() == 0
+    finally:
+        store.close()
+
+
+def test_the_first_entry_of_the_dledger_part_lies_past_the_header_at_the_divided_offset(tmp_path: Path) -> None:
+    """The record's own physical-offset field names where it lies: the entry at the divided offset plus its header,
+    so an offset msgId of a message sent after the upgrade reads it back."""
+    classic, _ = classic_store(tmp_path, 5)
+    classic.close()
+    store = dledger_store(tmp_path)
+    follower_append(store, [b"after"])
+    record = store.look_message_by_offset(store.divided_offset + HEADER_SIZE)
+    assert record is not None and decode_record(record).body == b"after"
+    store.close()

@@ -1,0 +1,128 @@
+"""A classic broker's store taken over by a DLedger group, as RocketMQ's guide to upgrading a cluster to DLedger has it
+(each new member starts from a copy of the old store): on real sockets under virtual time, with our producer and
+push consumers. The old messages stay readable on every member at their queue offsets, a consumer group goes on from
+the offset it had committed, sends continue the queue offsets, and a failover keeps all of it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from broker.embedded_dledger import EmbeddedDLedgerGroup
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message, MessageExt
+from client.producer import Producer
+from dledger.commitlog_store import DLedgerMessageStore, MixedCommitLog
+from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumeFromWhere
+from remoting.codec.codes import ResponseCode
+from remoting.codec.message import decode_record
+from tests.broker.helpers import create_topic_request
+from tests.conftest import SMALL_STORE
+
+TOPIC = "UpgradedTopic"
+STORE = {**SMALL_STORE, "mapped_file_size_commit_log": 64 * 1024}  # a few classic segments; entry files as large
+
+
+class Consumed:
+    """What one push consumer group received."""
+
+    def __init__(self, group: str, namesrv: str, first: bool) -> None:
+        where = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET if first else ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+        self.consumer = PushConsumer(group, namesrv, consume_from_where=where)
+        self.consumer.subscribe(TOPIC)
+        self.consumer.register_message_listener(self._listener)
+        self.bodies: list[bytes] = []
+
+    async def _listener(self, msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        self.bodies.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async def until(self, expected: set[bytes]) -> None:
+        with trio.fail_after(300):
+            while set(self.bodies) != expected:
+                await trio.sleep(1)
+        await trio.sleep(10)  # nothing more comes
+
+
+async def send_all(namesrv: str, bodies: list[bytes]) -> list[int]:
+    """Send ``bodies`` through our producer; returns the queue offsets they got."""
+    async with Producer("pg-upgrade", namesrv) as producer:
+        return [(await producer.send(Message(TOPIC, body, keys=body[:8].decode()))).queue_offset for body in bodies]
+
+
+def queue_bodies(store: DLedgerMessageStore) -> dict[int, list[tuple[int, bytes]]]:
+    """Every queue of the topic as ``(queue offset, body)``, read through the member's CommitLog."""
+    out: dict[int, list[tuple[int, bytes]]] = {}
+    for queue_id in range(2):
+        cq = store.consume_queue(TOPIC, queue_id)
+        rows = []
+        for offset in range(cq.min_offset, cq.max_offset):
+            entry = cq.entry(offset)
+            assert entry is not None
+            record = store.commitlog.read(entry[0], entry[1])
+            assert record is not None, (queue_id, offset)
+            msg = decode_record(record)
+            rows.append((msg.queue_offset, msg.body))
+        out[queue_id] = rows
+    return out
+
+
+async def test_a_classic_store_copied_to_a_dledger_group_keeps_messages_offsets_and_consumer_progress(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    old = [b"old-%04d" % i + bytes(1000) for i in range(200)]
+    async with EmbeddedCluster(tmp_path / "classic", **STORE) as classic, RemotingClient() as client:
+        answer = await client.invoke(classic.broker_addr, create_topic_request(TOPIC, queues=2), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        await send_all(classic.namesrv_addr, old)
+        before = Consumed("cg-before", classic.namesrv_addr, first=True)
+        async with before.consumer:  # its offsets are committed to the broker when it stops
+            await before.until(set(old))
+    for member in ("n0", "n1", "n2"):
+        shutil.copytree(tmp_path / "classic" / "broker", tmp_path / "group" / member)
+
+    async with EmbeddedDLedgerGroup(tmp_path / "group", **STORE) as group:
+        leader = await group.leader()
+        stores = {m: group.store(m) for m in group.ids}
+        for store in stores.values():
+            assert isinstance(store.commitlog, MixedCommitLog) and store.commitlog.classic.queue.files
+        divided = stores[leader].divided_offset
+        assert len({s.divided_offset for s in stores.values()}) == 1 and divided >= 3 * 64 * 1024
+        new = [b"new-%04d" % i for i in range(50)]
+        offsets = await send_all(group.namesrv_addr, new)
+        assert min(offsets) == 100  # each queue goes on after its 100 classic messages
+        with trio.fail_after(60):
+            while {s.dispatched_index for s in stores.values()} != {stores[leader].ledger.end_index}:
+                await trio.sleep(0.1)
+        expected = queue_bodies(stores[leader])
+        assert sorted(body for rows in expected.values() for _, body in rows[:100]) == sorted(old)
+        assert all([offset for offset, _ in rows] == list(range(len(rows))) for rows in expected.values())
+        assert all(queue_bodies(s) == expected for s in stores.values())
+
+        after = Consumed("cg-before", group.namesrv_addr, first=True)  # the group of before: from its offsets
+        async with after.consumer:
+            await after.until(set(new))
+        assert sorted(after.bodies) == sorted(new)  # nothing of before again
+
+        await group.stop(leader)  # a failover: the new leader serves the classic part as well
+        second = await group.leader()
+        more = [b"more-%04d" % i for i in range(20)]
+        await send_all(group.namesrv_addr, more)
+        everything = Consumed("cg-everything", group.namesrv_addr, first=True)
+        async with everything.consumer:
+            await everything.until(set(old) | set(new) | set(more))
+        assert len(everything.bodies) == len(old) + len(new) + len(more)
+
+        await group.start(leader)  # back from its own files: a mixed store's later load
+        back = group.store(leader)
+        with trio.fail_after(60):
+            while back.dispatched_index != group.store(second).dispatched_index:
+                await trio.sleep(0.1)
+        assert back.divided_offset == divided
+        assert queue_bodies(back) == queue_bodies(group.store(second))
