@@ -183,7 +183,8 @@ class DLedgerMessageStore(MessageStore):
         if not self._load_classic():
             self.abnormal_recovery = create_abort_file(self.root)
             load_consume_queues(self)
-        committed_end = max(self.ledger.committed_pos, self.divided_offset, 0)
+        # Nothing below the log's first position can be uncommitted (a mixed store's classic part, or entries gone).
+        committed_end = max(self.ledger.committed_pos, self.divided_offset, self.commitlog.min_offset, 0)
         covered = 0
         for (topic, queue_id), cq in list(self.consume_queues.items()):
             cq.recover(self.commitlog.min_offset, committed_end, erase=True)
@@ -210,36 +211,60 @@ class DLedgerMessageStore(MessageStore):
             return False
         classic = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
         first_time = not self.ledger.data.files
-        divided = self._take_over(classic) if first_time else self._map_classic(classic)
-        self.divided_offset = divided
-        self.commitlog = MixedCommitLog(self.ledger, classic, divided)
+        if first_time:
+            self._take_over(classic)
+        else:
+            self._map_classic(classic)
         return first_time
 
-    def _take_over(self, classic: CommitLog) -> int:
-        """The first load of a mixed store: the classic recovery, the seal, the DLedger log started at the end.
-        Returns that end."""
+    def _mix(self, classic: CommitLog, divided: int) -> None:
+        self.divided_offset = self.ledger.rebuild_floor = divided
+        self.commitlog = MixedCommitLog(self.ledger, classic, divided)
+
+    def _take_over(self, classic: CommitLog) -> None:
+        """The first load of a mixed store: the classic recovery, the seal, what recovery dispatched made durable
+        with a checkpoint at the classic end (the DLedger data file that follows marks the take-over done: no later
+        load recovers the classic log again), then the DLedger log started at that end."""
         own, self.commitlog = self.commitlog, classic
         try:
             recover(self)
         finally:
             self.commitlog = own
         divided = _seal(classic)
+        self._mix(classic, divided)
+        self.flush_all_blocking()
         self.ledger.start_at(divided)
         log.warning("classic CommitLog taken over: the DLedger log starts at its end, %d", divided)
-        return divided
 
-    def _map_classic(self, classic: CommitLog) -> int:
-        """A later load: the sealed classic segments mapped; returns their end, which must be the DLedger log's
-        start."""
+    def _map_classic(self, classic: CommitLog) -> None:
+        """A later load: the sealed classic segments mapped, the DLedger log starting at their end. A log that starts
+        after it was rebuilt from a leader's first entry (the classic part is gone from the group): the classic
+        segments are deleted and the store is a plain DLedger one. Raises :class:`ClassicCommitLogError` for a log
+        that starts before it (the two overlap)."""
         classic.queue.load()
         divided, start = classic.max_offset, self.ledger.data_start
-        if start != divided:
+        if start < divided:
             classic.close()
             raise ClassicCommitLogError(
                 f"{classic.queue.directory} ends at {divided} but the DLedger log in {self.ledger.config.data_path} "
                 f"starts at {start}: they are not one mixed CommitLog"
             )
-        return divided
+        self._mix(classic, divided)
+        if start > divided:
+            self._unmix("the DLedger log was rebuilt past it")
+
+    def _unmix(self, why: str) -> None:
+        """The store stops being mixed: its classic segments go (deleted by retention, or past use because the log was
+        rebuilt from a leader's first entry after them)."""
+        commitlog = self.commitlog
+        assert isinstance(commitlog, MixedCommitLog)
+        files = commitlog.classic.queue.files
+        while files:
+            files.pop().destroy()
+        self.commitlog = LedgerCommitLog(self.ledger)
+        self.commitlog.last_store_timestamp = commitlog.last_store_timestamp
+        self.divided_offset = self.ledger.rebuild_floor = 0
+        log.warning("classic CommitLog %s: %s", commitlog.classic.queue.directory, why)
 
     def _first_uncovered(self, covered: int) -> int:
         """The first entry whose record ends past ``covered`` (binary search over the index records)."""
@@ -345,8 +370,11 @@ class DLedgerMessageStore(MessageStore):
 
     def _log_skipped(self) -> bool:
         """Whether the log now starts after entries never dispatched here (it was rebuilt from the leader's first
-        entry; the ones before are gone from the group)."""
-        return self.dispatched_index + 1 < self.ledger.begin_index
+        entry; the ones before are gone from the group), or a mixed store's log no longer starts at the classic end
+        (rebuilt past it)."""
+        if self.dispatched_index + 1 < self.ledger.begin_index:
+            return True
+        return self.divided_offset > 0 and self.ledger.data_start != self.divided_offset
 
     def _skip_to_begin(self) -> None:
         """Dispatch goes on from the log's first entry, after the queues and the index file drop what points below
@@ -354,6 +382,8 @@ class DLedgerMessageStore(MessageStore):
         the disk lock."""
         if not self._log_skipped():
             return
+        if self.divided_offset and self.ledger.data_start != self.divided_offset:
+            self._unmix("the DLedger log was rebuilt past it")
         self._drop_below(self.commitlog.min_offset)
         for cq in self.consume_queues.values():
             cq.restart_gapped = True
@@ -401,6 +431,8 @@ class DLedgerMessageStore(MessageStore):
             deleted += 1
         if deleted:
             self._drop_below(commitlog.min_offset)
+        if not files:
+            self._unmix("every segment deleted by retention")
         return deleted
 
     def _dispatch_general(self, number: int) -> bool:

@@ -30,6 +30,7 @@ Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that doe
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -64,6 +65,8 @@ from remoting.codec.message import MessageRecord
 from remoting.codec.record_batch import RecordEncoder
 from store.mapped_file import MappedFile, MappedFileQueue
 from store.metadata_files import replace_atomically
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoint"
 #: ``(last index, segments to sync, segments to unmap after, truncations so far)``: :meth:`FileLedger.flush_plan`
@@ -145,6 +148,8 @@ class FileLedger:
         #: truncations so far: a flush planned before one claims nothing (its plan's end may name entries written
         #: again since, unsynced)
         self._truncations = 0
+        #: no rebuild below this position (a mixed store's classic end: below it, offsets are classic records)
+        self.rebuild_floor = 0
 
     # ---- the Ledger protocol -------------------------------------------------------------------------------------
 
@@ -308,7 +313,13 @@ class FileLedger:
         """Start the log afresh with ``entry`` (DLedger's ``rebuildWithPos``): the leader's log no longer holds what
         this one would continue from (a member new or away while the leader's oldest segments were deleted). Every
         segment goes; the data segment holding ``entry.pos`` starts with a blank up to it, so positions stay the
-        leader's. Synced at once, as a truncation is."""
+        leader's. Synced at once, as a truncation is. Refused (LedgerError, DISK_ERROR) below :attr:`rebuild_floor`,
+        with nothing changed."""
+        if entry.pos < self.rebuild_floor:
+            log.error("dledger entry %d at %d lies below this store's classic CommitLog end %d: not rebuilt there (a "
+                      "member of a mixed group must start from the leader's copy of the classic store)", entry.index,
+                      entry.pos, self.rebuild_floor)  # fmt: skip
+            raise LedgerError(ResponseCode.DISK_ERROR, f"entry at {entry.pos} below {self.rebuild_floor}")
         for queue in (self.data, self.index):
             while queue.files:
                 self._drop(queue.files.pop())

@@ -50,8 +50,8 @@ PASS_INTERVAL_S: Final = 0.1
 
 class LedgerRetention(RetentionService):
     """Owned by one DLedger store in place of the classic :class:`~store.services.RetentionService`, whose
-    interface it keeps (a manual delete's count and wake-up have no effect here); ``run`` is its task,
-    :meth:`check_once` one pass."""
+    interface it keeps (a manual delete's count reaches a mixed store's classic segments only; a wake-up has no
+    effect: a pass runs every 100 ms); ``run`` is its task, :meth:`check_once` one pass."""
 
     _store: DLedgerMessageStore
 

@@ -15,8 +15,10 @@ import trio
 
 from dledger.commitlog_store import ClassicCommitLogError, DLedgerMessageStore, MixedCommitLog, _filler
 from dledger.config import DLedgerConfig
-from dledger.entry import HEADER_SIZE
+from dledger.entry import HEADER_SIZE, Entry
+from dledger.ledger import LedgerError
 from remoting.codec.message import BLANK_MAGIC, decode_record, prepare_message
+from store.checkpoint import Checkpoint
 from store.message_store import MessageStore
 from tests.dledger.test_retention import age
 from tests.store.store_helpers import message, open_store, small_config
@@ -132,6 +134,7 @@ async def test_retention_deletes_the_classic_segments_first_the_last_one_include
     classic, _ = classic_store(tmp_path, 120)
     classic.close()
     store = dledger_store(tmp_path, delete_when=EVERY_HOUR, file_reserved_time=72)
+    divided = store.divided_offset
     try:
         follower_append(store, [b"d%03d" % i + bytes(600) for i in range(16)])  # a few entry segments
         entry_files = [mf.path for mf in store.ledger.data.files]
@@ -151,9 +154,10 @@ async def test_retention_deletes_the_classic_segments_first_the_last_one_include
         age(store.commitlog.classic.queue.files[0].path, 80)
         assert await store.retention.check_once() == 1
         assert store.classic_segments() == 0 and not list((tmp_path / "commitlog").iterdir())
+        assert not isinstance(store.commitlog, MixedCommitLog) and store.divided_offset == 0  # a plain store now
         # Every classic message is gone from the queues; the first left is the DLedger log's first.
         assert bodies(store, 0)[0] == b"d000" + bytes(600)
-        assert store.min_phy_offset == store.divided_offset
+        assert store.min_phy_offset == divided
         assert await store.retention.check_once() > 0  # now DLedger's own retention runs
         assert store.ledger.begin_index > 0
     finally:
@@ -191,4 +195,95 @@ def test_the_first_entry_of_the_dledger_part_lies_past_the_header_at_the_divided
     follower_append(store, [b"after"])
     record = store.look_message_by_offset(store.divided_offset + HEADER_SIZE)
     assert record is not None and decode_record(record).body == b"after"
+    store.close()
+
+
+def pushed_entry(index: int, pos: int, queue_offset: int, body: bytes = b"far") -> Entry:
+    """Entry ``index`` at ``pos`` as a leader would push it: a record of TopicTest queue 0 at ``queue_offset``."""
+    prepared = prepare_message(message(body=body))
+    return Entry(index, 1, pos, _filler(prepared, queue_offset, 1_700_000_000_000)(pos))
+
+
+async def test_a_member_rebuilt_past_the_classic_end_drops_the_classic_part_and_restarts(tmp_path: Path) -> None:
+    """The leader deleted entries (it had no classic segment left, or it would not have) and this member, behind,
+    is rebuilt at the leader's first entry: the classic part is gone from the group, so the member drops its own
+    and its queues restart at the entry's offset, at once and after a restart."""
+    classic, _ = classic_store(tmp_path, 30)
+    classic.close()
+    store = dledger_store(tmp_path)
+    follower_append(store, [b"d0", b"d1"])
+    far = pushed_entry(10, store.divided_offset + 3 * SEGMENT + 100, queue_offset=40)
+    store.ledger.truncate(far)
+    store.ledger.set_committed(10)
+    store.ledger.persist_checkpoint()
+    assert store._log_skipped()
+    store._skip_to_begin()
+    store._dispatch_committed()
+    assert not isinstance(store.commitlog, MixedCommitLog) and store.ledger.rebuild_floor == 0
+    assert not list((tmp_path / "commitlog").iterdir())
+    assert (store.min_offset_in_queue("TopicTest", 0), store.max_offset_in_queue("TopicTest", 0)) == (40, 41)
+    assert bodies(store, 0) == [b"far"]
+    store.close()
+    again = dledger_store(tmp_path)
+    assert bodies(again, 0) == [b"far"] and again.min_phy_offset == far.pos
+    again.close()
+
+
+def test_a_member_rebuilt_and_stopped_before_it_dispatched_drops_the_classic_part_at_load(tmp_path: Path) -> None:
+    classic, _ = classic_store(tmp_path, 30)
+    classic.close()
+    store = dledger_store(tmp_path)
+    far = pushed_entry(10, store.divided_offset + 2 * SEGMENT, queue_offset=40)
+    store.ledger.truncate(far)
+    store.ledger.persist_checkpoint()
+    store.close()
+    again = dledger_store(tmp_path)  # no longer mixed: the log starts past the classic end
+    assert not isinstance(again.commitlog, MixedCommitLog) and not list((tmp_path / "commitlog").iterdir())
+    assert bodies(again, 0) == [b"far"] and again.max_offset_in_queue("TopicTest", 0) == 41
+    again.close()
+
+
+def test_a_rebuild_below_the_classic_end_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    """A leader whose classic part ends earlier (a member started from another copy): offsets below this member's
+    classic end are its classic records, so its log is not rebuilt there."""
+    classic, _ = classic_store(tmp_path, 30)
+    classic.close()
+    store = dledger_store(tmp_path)
+    follower_append(store, [b"d0"])
+    with pytest.raises(LedgerError):
+        store.ledger.truncate(pushed_entry(0, store.divided_offset - SEGMENT, queue_offset=15))
+    assert isinstance(store.commitlog, MixedCommitLog) and store.ledger.data_start == store.divided_offset
+    assert bodies(store, 0)[-1] == b"d0" and store.ledger.end_index == 0
+    store.close()
+
+
+async def test_queue_offsets_survive_a_restart_after_the_classic_part_went_with_nothing_committed(
+    tmp_path: Path,
+) -> None:
+    """Every classic segment deleted before the DLedger log has a committed entry: the queues keep their offsets
+    across a restart (their entries point below the log's start, which nothing can have left uncommitted)."""
+    classic, _ = classic_store(tmp_path, 60)
+    classic.close()
+    store = dledger_store(tmp_path, file_reserved_time=72)
+    for mf in store.commitlog.classic.queue.files:
+        age(mf.path, 80)
+    store.retention.manual_delete_times = 3
+    while store.classic_segments():
+        await store.retention.check_once()
+    assert store.ledger.committed_index == -1 and store.max_offset_in_queue("TopicTest", 0) == 30
+    store.close()
+    again = dledger_store(tmp_path)
+    assert again.max_offset_in_queue("TopicTest", 0) == again.max_offset_in_queue("TopicTest", 1) == 30
+    again.close()
+
+
+def test_what_the_take_over_dispatched_is_durable_before_the_dledger_log_exists(tmp_path: Path) -> None:
+    """The DLedger data file marks the take-over done (no later load recovers the classic log again), so the queue
+    entries the classic recovery wrote are synced and the checkpoint moved to the classic end first."""
+    classic, _ = classic_store(tmp_path, 40)
+    classic.abandon()  # killed: the checkpoint predates every message
+    store = dledger_store(tmp_path)
+    assert Checkpoint(tmp_path / "checkpoint").safe_offset == store.divided_offset
+    for cq in store.consume_queues.values():
+        assert all(mf.flushed_position >= mf.wrote_position for mf in cq.queue.files)
     store.close()
