@@ -16,8 +16,12 @@ cleanly and each member's store is opened offline: every acknowledged message mu
 majority of members (``missing`` counts the members that lag behind), no member may hold another message there, and
 no queue offset may hold different messages on different members.
 
+With ``--classic N`` the members start from copies of one classic store holding N messages of the topic (a classic
+broker's store taken over, RocketMQ's mixed CommitLog): those must then be at their queue offsets on every member too,
+and the sends go on after them.
+
 ``python -m bench.dledger_failover --rounds 10`` prints one JSON line per round and a summary line; exits 1 when a
-check fails. tests/dledger/test_failover_processes.py runs two rounds in CI.
+check fails. tests/dledger/test_failover_processes.py runs two rounds in CI, from a classic store and from none.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -48,9 +53,10 @@ from remoting.client import RemotingClient
 from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from remoting.codec.message import decode_record
+from remoting.codec.message import MessageRecord, decode_record
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.errors import RemotingError
+from store.message_store import MessageStore
 from store.store_config import StoreConfig
 
 TOPIC = "FailoverTopic"
@@ -122,9 +128,29 @@ class Group:
                 argv += [f"--{key}", str(value)]
             self.members[member] = Member(member, ports[3 + i], root, argv)
         self.master: str | None = None
+        #: ``(queue id, queue offset)`` -> body of each message of the classic store the members start from
+        self.classic: dict[tuple[int, int], bytes] = {}
         self.acks: list[Ack] = []
         self.failed_sends = 0
         self.running = True
+
+    def seed_classic(self, count: int) -> None:
+        """Give every member a copy of one classic store holding ``count`` messages of the topic (written offline as
+        a classic broker writes them)."""
+        first = self.members["n0"].root
+        store = MessageStore(StoreConfig(first, mapped_file_size_commit_log=SEGMENT))
+        store.load()
+        try:
+            for i in range(count):
+                body = f"classic-{i}".encode()
+                msg = MessageRecord(topic=TOPIC, body=body, queue_id=i % QUEUES, born_host=store.store_host,
+                                    store_host=store.store_host)  # fmt: skip
+                result = store.append(msg)
+                self.classic[(i % QUEUES, result.queue_offset)] = body
+        finally:
+            store.close()
+        for member in list(self.members.values())[1:]:
+            shutil.copytree(first, member.root)
 
     # ---- processes -------------------------------------------------------------------------------------------
 
@@ -309,8 +335,14 @@ class Group:
                     raise CheckFailed(f"{member_id}: queue {key} holds {got!r}, acknowledged {ack.body!r}")
             if 2 * len(holders) <= len(queues):
                 raise CheckFailed(f"queue {key} ({ack.body!r}) is held by {holders} only, not a majority")
-        if len({(a.queue_id, a.queue_offset) for a in self.acks}) != len(self.acks):
+        acked = {(a.queue_id, a.queue_offset) for a in self.acks}
+        if len(acked) != len(self.acks):
             raise CheckFailed("two acknowledgements name the same queue offset")
+        for key, body in self.classic.items():
+            if key in acked:
+                raise CheckFailed(f"a send was acknowledged at {key}, the offset of classic message {body!r}")
+            if any(held.get(key) != body for held in queues.values()):
+                raise CheckFailed(f"classic message {body!r} is not at {key} on every member")
         reference = queues["n0"]
         for member_id, held in queues.items():
             for key in reference.keys() & held.keys():
@@ -348,9 +380,11 @@ def _read_member(member: Member) -> dict[tuple[int, int], bytes]:
         store.ledger.close()
 
 
-async def run(work: Path, rounds: int, producers: int, warm: float, pause: float, timings: dict[str, int]
-              ) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+async def run(work: Path, rounds: int, producers: int, warm: float, pause: float, timings: dict[str, int],
+              classic: int = 0) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     group = Group(work, producers, timings)
+    if classic:
+        group.seed_classic(classic)
     results = []
     try:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
@@ -373,7 +407,8 @@ async def run(work: Path, rounds: int, producers: int, warm: float, pause: float
         await group.kill_all()
     times = [r["failover_s"] for r in results]
     summary |= {"rounds": len(results), "failover_p50_s": statistics.median(times) if times else None,
-                "failover_max_s": max(times, default=None), "failed_sends": group.failed_sends}  # fmt: skip
+                "failover_max_s": max(times, default=None), "failed_sends": group.failed_sends,
+                "classic": len(group.classic)}  # fmt: skip
     return results, summary
 
 
@@ -384,10 +419,11 @@ def main() -> None:
     parser.add_argument("--warm", type=float, default=3.0, help="seconds of sending before each fault")
     parser.add_argument("--pause", type=float, default=10.0, help="seconds a SIGSTOPped leader stays stopped")
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--classic", type=int, default=0, help="messages of a classic store the members start from")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="dledger-failover-"))
     try:
-        _, summary = trio.run(run, work, args.rounds, args.producers, args.warm, args.pause, {})
+        _, summary = trio.run(run, work, args.rounds, args.producers, args.warm, args.pause, {}, args.classic)
     except CheckFailed as exc:
         print(json.dumps({"failed": str(exc), "work": str(work)}), flush=True)
         sys.exit(1)

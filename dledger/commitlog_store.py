@@ -39,6 +39,7 @@ its segments first.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -70,7 +71,7 @@ from store.commitlog import CommitLog
 from store.consume_queue import FILLER_SIZE
 from store.errors import MessageIllegalError, ServiceNotAvailableError, StoreError
 from store.index import IndexRuns
-from store.mapped_file import segment_paths
+from store.mapped_file import MappedFile, segment_paths
 from store.message_store import FlushPlan, MessageStore, put_refusal
 from store.recovery import load_consume_queues, recover
 from store.results import AppendResult, PutResult
@@ -156,6 +157,8 @@ class DLedgerMessageStore(MessageStore):
         self.dispatched_index = -1
         #: where the DLedger log starts in a mixed store (:class:`MixedCommitLog`), 0 otherwise
         self.divided_offset = 0
+        #: below it nothing can be uncommitted (:meth:`_committed_end`)
+        self._floor = 0
         self.writable = False
         self.role_listeners: list[RoleListener] = []
         #: the sends waiting for their entry to commit (the send processor waits through ``put_waits``)
@@ -183,8 +186,9 @@ class DLedgerMessageStore(MessageStore):
         if not self._load_classic():
             self.abnormal_recovery = create_abort_file(self.root)
             load_consume_queues(self)
-        # Nothing below the log's first position can be uncommitted (a mixed store's classic part, or entries gone).
-        committed_end = max(self.ledger.committed_pos, self.divided_offset, self.commitlog.min_offset, 0)
+        # Nothing below the log's start can be uncommitted: a mixed store's classic part, entries deleted or skipped.
+        self._floor = max(self.divided_offset, self.commitlog.min_offset, 0)
+        committed_end = self._committed_end()
         covered = 0
         for (topic, queue_id), cq in list(self.consume_queues.items()):
             cq.recover(self.commitlog.min_offset, committed_end, erase=True)
@@ -218,7 +222,7 @@ class DLedgerMessageStore(MessageStore):
         return first_time
 
     def _mix(self, classic: CommitLog, divided: int) -> None:
-        self.divided_offset = self.ledger.rebuild_floor = divided
+        self.divided_offset = self.ledger.rebuild_floor = self._floor = divided
         self.commitlog = MixedCommitLog(self.ledger, classic, divided)
 
     def _take_over(self, classic: CommitLog) -> None:
@@ -237,34 +241,40 @@ class DLedgerMessageStore(MessageStore):
         log.warning("classic CommitLog taken over: the DLedger log starts at its end, %d", divided)
 
     def _map_classic(self, classic: CommitLog) -> None:
-        """A later load: the sealed classic segments mapped, the DLedger log starting at their end. A log that starts
-        after it was rebuilt from a leader's first entry (the classic part is gone from the group): the classic
-        segments are deleted and the store is a plain DLedger one. Raises :class:`ClassicCommitLogError` for a log
-        that starts before it (the two overlap)."""
+        """A later load: the sealed classic segments mapped, the DLedger log starting at their end. A log rebuilt
+        from a leader's first entry past that end (the leader had deleted entries, so its classic part was gone):
+        the classic segments are deleted and the store is a plain DLedger one. Raises :class:`ClassicCommitLogError`
+        for a log starting anywhere else (the two overlap, or a data file was lost)."""
         classic.queue.load()
         divided, start = classic.max_offset, self.ledger.data_start
-        if start < divided:
+        if start != divided and not (start > divided and self.ledger.begin_index > 0):
             classic.close()
             raise ClassicCommitLogError(
                 f"{classic.queue.directory} ends at {divided} but the DLedger log in {self.ledger.config.data_path} "
                 f"starts at {start}: they are not one mixed CommitLog"
             )
         self._mix(classic, divided)
-        if start > divided:
-            self._unmix("the DLedger log was rebuilt past it")
+        if start != divided:
+            _destroy(self._unmix("the DLedger log was rebuilt past it"))
 
-    def _unmix(self, why: str) -> None:
+    def _unmix(self, why: str) -> list[MappedFile]:
         """The store stops being mixed: its classic segments go (deleted by retention, or past use because the log was
-        rebuilt from a leader's first entry after them)."""
+        rebuilt from a leader's first entry after them). Returns them, for the caller to destroy (unmap and unlink:
+        milliseconds a segment, in a worker thread)."""
         commitlog = self.commitlog
         assert isinstance(commitlog, MixedCommitLog)
-        files = commitlog.classic.queue.files
-        while files:
-            files.pop().destroy()
+        files = commitlog.classic.queue.files[:]
+        commitlog.classic.queue.files.clear()
         self.commitlog = LedgerCommitLog(self.ledger)
         self.commitlog.last_store_timestamp = commitlog.last_store_timestamp
         self.divided_offset = self.ledger.rebuild_floor = 0
         log.warning("classic CommitLog %s: %s", commitlog.classic.queue.directory, why)
+        return files
+
+    def _committed_end(self) -> int:
+        """The end of what is committed: the last committed entry's, at least where the log started at load (or a
+        mixed store's classic end), which stays when the classic part goes."""
+        return max(self.ledger.committed_pos, self._floor)
 
     def _first_uncovered(self, covered: int) -> int:
         """The first entry whose record ends past ``covered`` (binary search over the index records)."""
@@ -299,9 +309,8 @@ class DLedgerMessageStore(MessageStore):
 
     @property
     def confirmed_offset(self) -> int:
-        """The end of the last committed entry (of a mixed store's classic part before the first): appends past it
-        may still be truncated."""
-        return max(self.ledger.committed_pos, self.divided_offset)
+        """The end of what is committed (:meth:`_committed_end`): appends past it may still be truncated."""
+        return self._committed_end()
 
     def flush_plan(self) -> FlushPlan:
         """ConsumeQueue segments only (the ledger flushes its own files); the checkpoint's end is what is
@@ -311,8 +320,7 @@ class DLedgerMessageStore(MessageStore):
             if cq.retired:  # under the disk lock, no flush thread running: unlinked segments can go
                 cq.close_retired()
             files.extend(cq.queue.flush_snapshot())
-        end = max(self.ledger.committed_pos, self.divided_offset, 0)
-        return end, self.commitlog.last_store_timestamp, files
+        return self._committed_end(), self.commitlog.last_store_timestamp, files
 
     # ---- dispatch ------------------------------------------------------------------------------------------------
 
@@ -333,7 +341,9 @@ class DLedgerMessageStore(MessageStore):
             self._dispatch_wanted = trio.Event()
             if self._log_skipped():
                 async with self.disk_lock:
-                    self._skip_to_begin()
+                    gone = self._skip_to_begin()
+                    if gone:
+                        await trio.to_thread.run_sync(_destroy, gone, limiter=self.disk_limiter)
             self._dispatch_committed()
             self._check_writable_leader()
 
@@ -370,26 +380,24 @@ class DLedgerMessageStore(MessageStore):
 
     def _log_skipped(self) -> bool:
         """Whether the log now starts after entries never dispatched here (it was rebuilt from the leader's first
-        entry; the ones before are gone from the group), or a mixed store's log no longer starts at the classic end
-        (rebuilt past it)."""
-        if self.dispatched_index + 1 < self.ledger.begin_index:
-            return True
-        return self.divided_offset > 0 and self.ledger.data_start != self.divided_offset
+        entry; the ones before are gone from the group)."""
+        return self.dispatched_index + 1 < self.ledger.begin_index
 
-    def _skip_to_begin(self) -> None:
+    def _skip_to_begin(self) -> list[MappedFile]:
         """Dispatch goes on from the log's first entry, after the queues and the index file drop what points below
-        it; a queue left with no live entry restarts at its next offset (``ConsumeQueue.restart_gapped``). Under
-        the disk lock."""
+        it; a queue left with no live entry restarts at its next offset (``ConsumeQueue.restart_gapped``). A mixed
+        store's classic part goes too (the leader deleted entries, so it had none left): its segments are returned
+        for the caller to destroy. Under the disk lock."""
         if not self._log_skipped():
-            return
-        if self.divided_offset and self.ledger.data_start != self.divided_offset:
-            self._unmix("the DLedger log was rebuilt past it")
+            return []
+        gone = self._unmix("the DLedger log was rebuilt past it") if self.divided_offset else []
         self._drop_below(self.commitlog.min_offset)
         for cq in self.consume_queues.values():
             cq.restart_gapped = True
         log.warning("dledger log starts at entry %d: entries %d.. were deleted before this member had them",
                     self.ledger.begin_index, self.dispatched_index + 1)  # fmt: skip
         self.dispatched_index = self.ledger.begin_index - 1
+        return gone
 
     def _drop_below(self, min_phy: int) -> None:
         """What the ConsumeQueues and the index file hold below ``min_phy`` goes. Under the disk lock."""
@@ -432,7 +440,7 @@ class DLedgerMessageStore(MessageStore):
         if deleted:
             self._drop_below(commitlog.min_offset)
         if not files:
-            self._unmix("every segment deleted by retention")
+            self._unmix("every segment deleted by retention")  # none left to destroy
         return deleted
 
     def _dispatch_general(self, number: int) -> bool:
@@ -617,16 +625,25 @@ class ClassicCommitLogError(StoreError):
 
 def _seal(classic: CommitLog) -> int:
     """End a recovered classic log for good: the end-of-file blank after its last record unless one is there
-    (DLedgerCommitLog.recover's ``needWriteMagicCode``), the segment full and synced. Returns its end, where the
-    DLedger log starts (``dividedCommitlogOffset``)."""
+    (DLedgerCommitLog.recover's ``needWriteMagicCode``), every segment synced (a killed classic broker may have left
+    records in the page cache only, and no later load scans them again). Returns its end, where the DLedger log
+    starts (``dividedCommitlogOffset``)."""
     last = classic.queue.last()
     if last is None:  # recovery keeps the segment holding the log's end
         raise ClassicCommitLogError(f"{classic.queue.directory} has no segment left after recovery")
     if last.wrote_position < last.file_size:
         write_blank(last.buf, last.wrote_position, last.file_size - last.wrote_position)
         last.wrote_position = last.file_size
-        last.flush()
+    for mf in classic.queue.files:
+        if mf.fd >= 0:
+            os.fdatasync(mf.fd)
     return last.end_offset
+
+
+def _destroy(files: list[MappedFile]) -> None:
+    """Unmap and unlink segments taken out of their queue (blocking)."""
+    for mf in files:
+        mf.destroy()
 
 
 def _takes_queue_offset(sys_flag: int) -> bool:

@@ -148,7 +148,7 @@ class FileLedger:
         #: truncations so far: a flush planned before one claims nothing (its plan's end may name entries written
         #: again since, unsynced)
         self._truncations = 0
-        #: no rebuild below this position (a mixed store's classic end: below it, offsets are classic records)
+        #: a mixed store's classic end (below it, offsets are classic records): see :meth:`_rebuild_at`; 0 otherwise
         self.rebuild_floor = 0
 
     # ---- the Ledger protocol -------------------------------------------------------------------------------------
@@ -313,13 +313,16 @@ class FileLedger:
         """Start the log afresh with ``entry`` (DLedger's ``rebuildWithPos``): the leader's log no longer holds what
         this one would continue from (a member new or away while the leader's oldest segments were deleted). Every
         segment goes; the data segment holding ``entry.pos`` starts with a blank up to it, so positions stay the
-        leader's. Synced at once, as a truncation is. Refused (LedgerError, DISK_ERROR) below :attr:`rebuild_floor`,
-        with nothing changed."""
-        if entry.pos < self.rebuild_floor:
-            log.error("dledger entry %d at %d lies below this store's classic CommitLog end %d: not rebuilt there (a "
-                      "member of a mixed group must start from the leader's copy of the classic store)", entry.index,
-                      entry.pos, self.rebuild_floor)  # fmt: skip
-            raise LedgerError(ResponseCode.DISK_ERROR, f"entry at {entry.pos} below {self.rebuild_floor}")
+        leader's. Synced at once, as a truncation is. In a mixed store (:attr:`rebuild_floor` set) only past the
+        classic end and at an entry after the first (the leader deleted entries, so its classic part is gone too);
+        otherwise the leader's log and this one started from different classic copies: refused (LedgerError,
+        DISK_ERROR, logged) with nothing changed."""
+        floor = self.rebuild_floor
+        if floor and (entry.pos < floor or entry.index == 0):
+            log.error("dledger entry %d at %d: not rebuilt there, this store's classic CommitLog ends at %d (a member "
+                      "of a mixed group must start from the same copy of the classic store)", entry.index, entry.pos,
+                      floor)  # fmt: skip
+            raise LedgerError(ResponseCode.DISK_ERROR, f"entry {entry.index} at {entry.pos}, classic end {floor}")
         for queue in (self.data, self.index):
             while queue.files:
                 self._drop(queue.files.pop())

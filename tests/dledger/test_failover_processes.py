@@ -1,7 +1,7 @@
 """Real processes (bench/dledger_failover.py): a name server and three ``mqbroker`` processes in DLedger mode under 8
 producers; the leader is killed with SIGKILL in one round and SIGSTOPped past the election timeout in the next, and
 every acknowledged message must then be at its queue offset on every member once they have caught up, with no
-offset holding two messages.
+offset holding two messages; once more with the members started from copies of a classic broker's store.
 The CI version uses shorter DLedger timings (heartbeats every 500 ms) so it takes seconds, not minutes; the
 10-round run with DLedger's default timings is ``python -m bench.dledger_failover``."""
 
@@ -16,8 +16,12 @@ from tests.dledger.ports import FAST
 
 
 @pytest.mark.timeout(240)
-async def test_kill_and_pause_the_leader_under_eight_producers(tmp_path: Path) -> None:
-    results, summary = await run(tmp_path, rounds=2, producers=8, warm=1.5, pause=4.0, timings=FAST)
+@pytest.mark.parametrize("classic", [0, 400], ids=["new_stores", "from_a_classic_store"])
+async def test_kill_and_pause_the_leader_under_eight_producers(tmp_path: Path, classic: int) -> None:
+    """``from_a_classic_store``: the members start from copies of a classic broker's store (RocketMQ's mixed
+    CommitLog); its messages must stay at their offsets on every member through both faults."""
+    results, summary = await run(tmp_path, rounds=2, producers=8, warm=1.5, pause=4.0, timings=FAST, classic=classic)
+    assert summary["classic"] == classic
     assert [r["kind"] for r in results] == ["kill", "stop"]
     assert all(r["new_leader"] != r["old_leader"] for r in results), results
     assert summary["acked"] > 100, summary

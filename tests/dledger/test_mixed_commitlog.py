@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from dledger.commitlog_store import ClassicCommitLogError, DLedgerMessageStore, MixedCommitLog, _filler
+from dledger.commitlog_store import ClassicCommitLogError, DLedgerMessageStore, MixedCommitLog, _destroy, _filler
 from dledger.config import DLedgerConfig
 from dledger.entry import HEADER_SIZE, Entry
+from dledger.file_store import FileLedger
 from dledger.ledger import LedgerError
 from remoting.codec.message import BLANK_MAGIC, decode_record, prepare_message
 from store.checkpoint import Checkpoint
@@ -217,7 +218,9 @@ async def test_a_member_rebuilt_past_the_classic_end_drops_the_classic_part_and_
     store.ledger.set_committed(10)
     store.ledger.persist_checkpoint()
     assert store._log_skipped()
-    store._skip_to_begin()
+    gone = store._skip_to_begin()  # _dispatch_soon's step, which destroys them in a worker thread
+    assert len(gone) == 1 and not isinstance(store.commitlog, MixedCommitLog)
+    _destroy(gone)
     store._dispatch_committed()
     assert not isinstance(store.commitlog, MixedCommitLog) and store.ledger.rebuild_floor == 0
     assert not list((tmp_path / "commitlog").iterdir())
@@ -243,18 +246,38 @@ def test_a_member_rebuilt_and_stopped_before_it_dispatched_drops_the_classic_par
     again.close()
 
 
-def test_a_rebuild_below_the_classic_end_is_refused_and_changes_nothing(tmp_path: Path) -> None:
-    """A leader whose classic part ends earlier (a member started from another copy): offsets below this member's
-    classic end are its classic records, so its log is not rebuilt there."""
+@pytest.mark.parametrize("shift", [-SEGMENT, SEGMENT], ids=["below", "above"])
+def test_a_rebuild_at_the_first_entry_elsewhere_than_the_classic_end_is_refused(tmp_path: Path, shift: int) -> None:
+    """A leader whose first entry lies elsewhere started from another classic copy (nothing was deleted: it is entry
+    0): below this member's classic end offsets are its classic records, above it its classic part would be thrown
+    away for nothing. Refused, nothing changed."""
     classic, _ = classic_store(tmp_path, 30)
     classic.close()
     store = dledger_store(tmp_path)
-    follower_append(store, [b"d0"])
+    before = bodies(store, 0)
     with pytest.raises(LedgerError):
-        store.ledger.truncate(pushed_entry(0, store.divided_offset - SEGMENT, queue_offset=15))
+        store.ledger.truncate(pushed_entry(0, store.divided_offset + shift, queue_offset=15))
     assert isinstance(store.commitlog, MixedCommitLog) and store.ledger.data_start == store.divided_offset
-    assert bodies(store, 0)[-1] == b"d0" and store.ledger.end_index == 0
+    assert bodies(store, 0) == before and store.ledger.end_index == -1 and store.classic_segments() > 0
     store.close()
+
+
+def test_a_dledger_log_starting_past_the_classic_end_at_its_first_entry_is_refused_at_load(tmp_path: Path) -> None:
+    """No rebuild made it (a rebuild past the end is at a later entry): the data file at the classic end was lost.
+    The classic segments stay; the broker does not start."""
+    classic, _ = classic_store(tmp_path, 30)
+    classic.close()
+    store = dledger_store(tmp_path)
+    divided = store.divided_offset
+    store.close()
+    shutil.rmtree(store.ledger.config.data_path)
+    ledger = FileLedger(store.ledger.config)
+    ledger.load()
+    ledger.start_at(divided + SEGMENT)
+    ledger.close()
+    with pytest.raises(ClassicCommitLogError, match="not one mixed CommitLog"):
+        dledger_store(tmp_path)
+    assert (tmp_path / "commitlog").is_dir() and list((tmp_path / "commitlog").iterdir())
 
 
 async def test_queue_offsets_survive_a_restart_after_the_classic_part_went_with_nothing_committed(
@@ -277,13 +300,27 @@ async def test_queue_offsets_survive_a_restart_after_the_classic_part_went_with_
     again.close()
 
 
-def test_what_the_take_over_dispatched_is_durable_before_the_dledger_log_exists(tmp_path: Path) -> None:
-    """The DLedger data file marks the take-over done (no later load recovers the classic log again), so the queue
-    entries the classic recovery wrote are synced and the checkpoint moved to the classic end first."""
+def test_what_the_take_over_dispatched_is_durable_before_the_dledger_log_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The DLedger data file marks the take-over done (no later load recovers the classic log again), so by the time
+    it is made the queue entries the classic recovery wrote are synced and the checkpoint is at the classic end."""
     classic, _ = classic_store(tmp_path, 40)
     classic.abandon()  # killed: the checkpoint predates every message
+    seen: list[tuple[int, bool]] = []
+    start_at = FileLedger.start_at
+
+    def watched(ledger: FileLedger, pos: int) -> None:
+        store = stores[0]
+        synced = all(mf.flushed_position >= mf.wrote_position for cq in store.consume_queues.values()
+                     for mf in cq.queue.files)  # fmt: skip
+        seen.append((Checkpoint(tmp_path / "checkpoint").safe_offset, synced))
+        start_at(ledger, pos)
+
+    monkeypatch.setattr(FileLedger, "start_at", watched)
+    stores: list[DLedgerMessageStore] = []
+    monkeypatch.setattr(DLedgerMessageStore, "open_files", lambda s: (stores.append(s), MessageStore.open_files(s))[1])
     store = dledger_store(tmp_path)
-    assert Checkpoint(tmp_path / "checkpoint").safe_offset == store.divided_offset
-    for cq in store.consume_queues.values():
-        assert all(mf.flushed_position >= mf.wrote_position for mf in cq.queue.files)
+    assert seen == [(store.divided_offset, True)]
+    assert store.consume_queues and all(cq.max_offset == 20 for cq in store.consume_queues.values())
     store.close()

@@ -24,6 +24,8 @@ from remoting.codec.codes import ResponseCode
 from remoting.codec.message import decode_record
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
+from tests.dledger.test_retention import TOPIC as RETAINED
+from tests.dledger.test_retention import age, bodies_from, caught_up, send_all, until
 
 TOPIC = "UpgradedTopic"
 STORE = {**SMALL_STORE, "mapped_file_size_commit_log": 64 * 1024}  # a few classic segments; entry files as large
@@ -50,7 +52,7 @@ class Consumed:
         await trio.sleep(10)  # nothing more comes
 
 
-async def send_all(namesrv: str, bodies: list[bytes]) -> list[int]:
+async def produce(namesrv: str, bodies: list[bytes]) -> list[int]:
     """Send ``bodies`` through our producer; returns the queue offsets they got."""
     async with Producer("pg-upgrade", namesrv) as producer:
         return [(await producer.send(Message(TOPIC, body, keys=body[:8].decode()))).queue_offset for body in bodies]
@@ -80,7 +82,7 @@ async def test_a_classic_store_copied_to_a_dledger_group_keeps_messages_offsets_
     async with EmbeddedCluster(tmp_path / "classic", **STORE) as classic, RemotingClient() as client:
         answer = await client.invoke(classic.broker_addr, create_topic_request(TOPIC, queues=2), 5)
         assert answer.code == ResponseCode.SUCCESS
-        await send_all(classic.namesrv_addr, old)
+        await produce(classic.namesrv_addr, old)
         before = Consumed("cg-before", classic.namesrv_addr, first=True)
         async with before.consumer:  # its offsets are committed to the broker when it stops
             await before.until(set(old))
@@ -95,7 +97,7 @@ async def test_a_classic_store_copied_to_a_dledger_group_keeps_messages_offsets_
         divided = stores[leader].divided_offset
         assert len({s.divided_offset for s in stores.values()}) == 1 and divided >= 3 * 64 * 1024
         new = [b"new-%04d" % i for i in range(50)]
-        offsets = await send_all(group.namesrv_addr, new)
+        offsets = await produce(group.namesrv_addr, new)
         assert min(offsets) == 100  # each queue goes on after its 100 classic messages
         with trio.fail_after(60):
             while {s.dispatched_index for s in stores.values()} != {stores[leader].ledger.end_index}:
@@ -113,7 +115,7 @@ async def test_a_classic_store_copied_to_a_dledger_group_keeps_messages_offsets_
         await group.stop(leader)  # a failover: the new leader serves the classic part as well
         second = await group.leader()
         more = [b"more-%04d" % i for i in range(20)]
-        await send_all(group.namesrv_addr, more)
+        await produce(group.namesrv_addr, more)
         everything = Consumed("cg-everything", group.namesrv_addr, first=True)
         async with everything.consumer:
             await everything.until(set(old) | set(new) | set(more))
@@ -126,3 +128,46 @@ async def test_a_classic_store_copied_to_a_dledger_group_keeps_messages_offsets_
                 await trio.sleep(0.1)
         assert back.divided_offset == divided
         assert queue_bodies(back) == queue_bodies(group.store(second))
+
+
+async def test_a_member_away_while_the_group_deleted_the_classic_part_and_old_entries_rejoins_without_them(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Retention deletes the classic segments first, then old entry files; a member stopped meanwhile comes back with
+    its classic part, is rebuilt at the leader's first entry, and drops that part as the others did (its segments
+    destroyed in a worker thread), its queue equal to the leader's."""
+    every_hour = ";".join(f"{h:02d}" for h in range(24))
+    overrides = {**SMALL_STORE, "mapped_file_size_commit_log": 256 * 1024, "delete_when": every_hour}
+    async with EmbeddedCluster(tmp_path / "classic", **overrides) as classic, RemotingClient() as client:
+        answer = await client.invoke(classic.broker_addr, create_topic_request(RETAINED, queues=1), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        await send_all(client, classic.broker_addr, 100)
+    for member in ("n0", "n1", "n2"):
+        shutil.copytree(tmp_path / "classic" / "broker", tmp_path / "group" / member)
+    async with EmbeddedDLedgerGroup(tmp_path / "group", **overrides) as group, RemotingClient() as client:
+        leader = await group.leader()
+        await send_all(client, group.addr(leader), 10, start=100)
+        away = next(m for m in group.ids if m != leader)
+        await caught_up(group.store(away), group.store(leader))
+        assert group.store(away).classic_segments() > 1
+        await group.stop(away)
+        await send_all(client, group.addr(leader), 300, start=110)
+        stores = {m: group.store(m) for m in group.controllers}
+        for store in stores.values():
+            await caught_up(store, stores[leader])
+            while store.ledger.flushed_index < store.ledger.end_index:
+                await trio.sleep(0.01)
+            for mf in store.commitlog.classic.queue.files + store.ledger.data.files[:-2]:  # type: ignore[attr-defined]
+                age(mf.path, 100)
+        await until(lambda: all(s.classic_segments() == 0 and len(s.ledger.data.files) == 2 for s in stores.values()))
+        begin = stores[leader].ledger.begin_index
+        assert begin > 0 and bodies_from(stores[leader])[0] > b"%06d" % 110
+        await group.start(away)
+        await send_all(client, group.addr(leader), 20, start=410)
+        back = group.store(away)
+        with trio.fail_after(60):
+            await caught_up(back, stores[leader])
+        assert not isinstance(back.commitlog, MixedCommitLog) and back.ledger.begin_index == begin
+        assert not list((tmp_path / "group" / away / "commitlog").iterdir())
+        assert back.consume_queue(RETAINED, 0).max_offset == 430
+        assert bodies_from(back) == bodies_from(stores[leader])
