@@ -32,8 +32,8 @@ first entry (the older ones deleted on the leader) dispatches on from there (:me
 with no live entry left restarting at their next offset.
 
 A store holding a classic CommitLog becomes a mixed one (:class:`MixedCommitLog`, :meth:`DLedgerMessageStore
-._load_classic`): the classic log stays readable below its end, where the DLedger log starts, and retention deletes
-its segments first.
+._load_classic`): the classic log stays readable below its end, where the DLedger log starts (with a marker entry:
+:meth:`DLedgerMessageStore._open_with_marker`), and retention deletes its segments first.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ from store.commitlog import CommitLog
 from store.consume_queue import FILLER_SIZE
 from store.errors import MessageIllegalError, ServiceNotAvailableError, StoreError
 from store.index import IndexRuns
-from store.mapped_file import MappedFile, segment_paths
+from store.mapped_file import MappedFile, destroy_segments, segment_paths
 from store.message_store import FlushPlan, MessageStore, put_refusal
 from store.recovery import load_consume_queues, recover
 from store.results import AppendResult, PutResult
@@ -219,7 +219,20 @@ class DLedgerMessageStore(MessageStore):
             self._take_over(classic)
         else:
             self._map_classic(classic)
+        if self.divided_offset:
+            self._open_with_marker()
         return first_time
+
+    def _open_with_marker(self) -> None:
+        """A mixed store's DLedger log opens with an entry of its own (ours; RocketMQ's starts empty): index 0, term
+        0, no body, at the classic end, synced. Members started from the same copy write the same one, so their logs
+        agree on it; and it puts them ahead of a member started empty, which then cannot win the first election and
+        lead a log starting at 0 that they could not follow (no leader would ever commit). A body-less entry
+        dispatches nothing, as a new leader's first entry of a term."""
+        ledger = self.ledger
+        if ledger.end_index < 0:
+            ledger.append_as_leader(0, [(0, _no_body)])
+            ledger.flush_all()
 
     def _mix(self, classic: CommitLog, divided: int) -> None:
         self.divided_offset = self.ledger.rebuild_floor = self._floor = divided
@@ -255,7 +268,7 @@ class DLedgerMessageStore(MessageStore):
             )
         self._mix(classic, divided)
         if start != divided:
-            _destroy(self._unmix("the DLedger log was rebuilt past it"))
+            destroy_segments(self._unmix("the DLedger log was rebuilt past it"))
 
     def _unmix(self, why: str) -> list[MappedFile]:
         """The store stops being mixed: its classic segments go (deleted by retention, or past use because the log was
@@ -343,7 +356,8 @@ class DLedgerMessageStore(MessageStore):
                 async with self.disk_lock:
                     gone = self._skip_to_begin()
                     if gone:
-                        await trio.to_thread.run_sync(_destroy, gone, limiter=self.disk_limiter)
+                        with trio.CancelScope(shield=True):  # out of the queue already: nothing else closes them
+                            await trio.to_thread.run_sync(destroy_segments, gone, limiter=self.disk_limiter)
             self._dispatch_committed()
             self._check_writable_leader()
 
@@ -424,24 +438,24 @@ class DLedgerMessageStore(MessageStore):
         commitlog = self.commitlog
         return len(commitlog.classic.queue.files) if isinstance(commitlog, MixedCommitLog) else 0
 
-    def delete_expired_classic(self, expire_before_ms: int, *, force: bool) -> int:
+    def delete_expired_classic(self, expire_before_ms: int, *, force: bool) -> list[MappedFile]:
         """Retention of a mixed store's classic segments (dledger/retention.py; the caller holds the disk lock):
         oldest first, last modified before ``expire_before_ms`` (any age with ``force``), at most 10, the last one
         included (DLedgerCommitLog.deleteExpiredFile), then what the ConsumeQueues and the index file hold below
-        the first offset left. Returns how many went."""
+        the first offset left. Returns the segments taken out, for the caller to destroy in a worker thread
+        (:func:`~store.mapped_file.destroy_segments`)."""
         commitlog = self.commitlog
         if not isinstance(commitlog, MixedCommitLog):
-            return 0
+            return []
         files = commitlog.classic.queue.files
-        deleted = 0
-        while files and deleted < DELETE_FILES_BATCH_MAX and (force or files[0].mtime_ms() <= expire_before_ms):
-            files.pop(0).destroy()
-            deleted += 1
-        if deleted:
+        gone: list[MappedFile] = []
+        while files and len(gone) < DELETE_FILES_BATCH_MAX and (force or files[0].mtime_ms() <= expire_before_ms):
+            gone.append(files.pop(0))
+        if gone:
             self._drop_below(commitlog.min_offset)
         if not files:
-            self._unmix("every segment deleted by retention")  # none left to destroy
-        return deleted
+            self._unmix("every segment deleted by retention")  # none left in it
+        return gone
 
     def _dispatch_general(self, number: int) -> bool:
         """The entry ``number`` on the general path (a record the scan does not take). False when it is unreadable
@@ -640,10 +654,8 @@ def _seal(classic: CommitLog) -> int:
     return last.end_offset
 
 
-def _destroy(files: list[MappedFile]) -> None:
-    """Unmap and unlink segments taken out of their queue (blocking)."""
-    for mf in files:
-        mf.destroy()
+def _no_body(_pos: int) -> bytes:
+    return b""
 
 
 def _takes_queue_offset(sys_flag: int) -> bool:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from store.mapped_file import destroy_segments
 from store.services import RetentionService, is_delete_hour
 
 if TYPE_CHECKING:
@@ -85,7 +86,10 @@ class LedgerRetention(RetentionService):
             if classic:
                 expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
                 force = ratio > config.disk_space_clean_forcibly_ratio
-                deleted = store.delete_expired_classic(expire_before, force=force)
+                gone = store.delete_expired_classic(expire_before, force=force)
+                with trio.CancelScope(shield=True):  # out of the queue already: nothing else closes them
+                    await trio.to_thread.run_sync(destroy_segments, gone, limiter=store.disk_limiter)
+                deleted = len(gone)
             else:
                 reserved = max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
                 deleted = store.delete_expired_entries(config.now_ms() - reserved, force=ratio > FORCE_CLEAN_RATIO)

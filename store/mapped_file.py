@@ -41,6 +41,13 @@ def segment_paths(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.name.isdigit() and len(p.name) == 20)
 
 
+def destroy_segments(files: list[MappedFile]) -> None:
+    """Unmap and unlink segments already taken out of their queue (blocking: milliseconds a large segment, so callers
+    on the Trio thread run it in a worker thread)."""
+    for mf in files:
+        mf.destroy()
+
+
 class MappedFile:
     """One segment. ``wrote_position`` is the bytes appended, ``flushed_position`` the bytes known durable."""
 

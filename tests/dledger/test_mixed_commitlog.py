@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from dledger.commitlog_store import ClassicCommitLogError, DLedgerMessageStore, MixedCommitLog, _destroy, _filler
+from dledger.commitlog_store import ClassicCommitLogError, DLedgerMessageStore, MixedCommitLog, _filler
 from dledger.config import DLedgerConfig
 from dledger.entry import HEADER_SIZE, Entry
 from dledger.file_store import FileLedger
 from dledger.ledger import LedgerError
 from remoting.codec.message import BLANK_MAGIC, decode_record, prepare_message
 from store.checkpoint import Checkpoint
+from store.mapped_file import destroy_segments
 from store.message_store import MessageStore
 from tests.dledger.test_retention import age
 from tests.store.store_helpers import message, open_store, small_config
@@ -87,7 +88,10 @@ def test_a_classic_store_becomes_a_mixed_one_read_below_its_end_and_written_afte
     assert store.divided_offset == store.commitlog.divided == divided
     last = store.commitlog.classic.queue.files[-1]
     assert struct.unpack_from(">iI", last.view, old_end % SEGMENT) == (SEGMENT - old_end % SEGMENT, BLANK_MAGIC)
-    assert store.ledger.data_start == divided and store.ledger.end_index == -1
+    # The DLedger log opens with its marker: entry 0, term 0, no body, at the classic end.
+    marker = store.ledger.get(0)
+    assert store.ledger.data_start == divided and store.ledger.end_index == 0 and marker is not None
+    assert (marker.term, marker.pos, marker.body) == (0, divided, b"")
     assert (store.min_phy_offset, store.confirmed_offset) == (0, divided)
     assert store.earliest_store_time() == first_time
     assert {q: bodies(store, q) for q in (0, 1)} == before  # the pull path reads the classic segments
@@ -96,8 +100,8 @@ def test_a_classic_store_becomes_a_mixed_one_read_below_its_end_and_written_afte
     assert [decode_record(r).body for r in store.query_by_key("TopicTest", "key42", 8, 0, 2**62)] == [b"classic-042"]
 
     follower_append(store, [b"dledger-0", b"dledger-1"])
-    entry = store.ledger.get(0)
-    assert entry is not None and entry.pos == divided
+    entry = store.ledger.get(1)
+    assert entry is not None and entry.pos == divided + HEADER_SIZE
     assert bodies(store, 0) == before[0] + [b"dledger-0", b"dledger-1"]
     assert store.max_offset_in_queue("TopicTest", 0) == 32
     store.close()
@@ -187,14 +191,14 @@ async def test_a_manual_delete_reaches_the_classic_segments(tmp_path: Path) -> N
         store.close()
 
 
-def test_the_first_entry_of_the_dledger_part_lies_past_the_header_at_the_divided_offset(tmp_path: Path) -> None:
-    """The record's own physical-offset field names where it lies: the entry at the divided offset plus its header,
-    so an offset msgId of a message sent after the upgrade reads it back."""
+def test_the_first_message_of_the_dledger_part_lies_past_the_marker_and_its_own_header(tmp_path: Path) -> None:
+    """The record's own physical-offset field names where it lies: its entry (after the marker's bare header at the
+    divided offset) plus the entry's header, so an offset msgId of a message sent after the upgrade reads it back."""
     classic, _ = classic_store(tmp_path, 5)
     classic.close()
     store = dledger_store(tmp_path)
     follower_append(store, [b"after"])
-    record = store.look_message_by_offset(store.divided_offset + HEADER_SIZE)
+    record = store.look_message_by_offset(store.divided_offset + 2 * HEADER_SIZE)
     assert record is not None and decode_record(record).body == b"after"
     store.close()
 
@@ -220,7 +224,7 @@ async def test_a_member_rebuilt_past_the_classic_end_drops_the_classic_part_and_
     assert store._log_skipped()
     gone = store._skip_to_begin()  # _dispatch_soon's step, which destroys them in a worker thread
     assert len(gone) == 1 and not isinstance(store.commitlog, MixedCommitLog)
-    _destroy(gone)
+    destroy_segments(gone)
     store._dispatch_committed()
     assert not isinstance(store.commitlog, MixedCommitLog) and store.ledger.rebuild_floor == 0
     assert not list((tmp_path / "commitlog").iterdir())
@@ -258,7 +262,7 @@ def test_a_rebuild_at_the_first_entry_elsewhere_than_the_classic_end_is_refused(
     with pytest.raises(LedgerError):
         store.ledger.truncate(pushed_entry(0, store.divided_offset + shift, queue_offset=15))
     assert isinstance(store.commitlog, MixedCommitLog) and store.ledger.data_start == store.divided_offset
-    assert bodies(store, 0) == before and store.ledger.end_index == -1 and store.classic_segments() > 0
+    assert bodies(store, 0) == before and store.ledger.end_index == 0 and store.classic_segments() > 0
     store.close()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -18,6 +19,7 @@ from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from dledger.commitlog_store import DLedgerMessageStore, MixedCommitLog
+from dledger.elector import Elector
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere
 from remoting.codec.codes import ResponseCode
@@ -171,3 +173,38 @@ async def test_a_member_away_while_the_group_deleted_the_classic_part_and_old_en
         assert not list((tmp_path / "group" / away / "commitlog").iterdir())
         assert back.consume_queue(RETAINED, 0).max_offset == 430
         assert bodies_from(back) == bodies_from(stores[leader])
+
+
+async def test_a_member_started_empty_beside_two_copies_cannot_lead_and_joins_with_the_dledger_part(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """n2 starts with no store and campaigns first: the copies' logs open with the mixed store's marker entry, so
+    they are ahead of its empty log and refuse it their votes (a log of its own starting at 0 is one they could not
+    follow, and no leader would ever commit). A copy leads; n2 is rebuilt at the marker and gets the DLedger part."""
+    async with EmbeddedCluster(tmp_path / "classic", **STORE) as classic, RemotingClient() as client:
+        answer = await client.invoke(classic.broker_addr, create_topic_request(TOPIC, queues=2), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        await produce(classic.namesrv_addr, [b"old-%04d" % i for i in range(40)])
+    for member in ("n0", "n1"):
+        shutil.copytree(tmp_path / "classic" / "broker", tmp_path / "group" / member)
+    first_vote = Elector._next_vote_time
+
+    def n2_first(elector: Elector) -> int:  # n2 asks for votes at once, the others only 20 s later
+        later = 10 if elector.member.self_id == "n2" else 20_000
+        return first_vote(elector) - elector.config.min_vote_interval_ms + later
+
+    monkeypatch.setattr(Elector, "_next_vote_time", n2_first)
+    async with EmbeddedDLedgerGroup(tmp_path / "group", **STORE) as group:
+        with trio.fail_after(120):
+            leader = await group.leader()
+        assert leader in ("n0", "n1")
+        offsets = await produce(group.namesrv_addr, [b"new-%04d" % i for i in range(10)])
+        assert min(offsets) == 20
+        stores = {m: group.store(m) for m in group.ids}
+        with trio.fail_after(60):
+            while {s.dispatched_index for s in stores.values()} != {stores[leader].ledger.end_index}:
+                await trio.sleep(0.1)
+        empty = stores["n2"]
+        assert empty.divided_offset == 0 and empty.ledger.data_start == stores[leader].divided_offset
+        assert [empty.consume_queue(TOPIC, q).min_offset for q in (0, 1)] == [20, 20]
+        assert queue_bodies(empty) == {q: rows[20:] for q, rows in queue_bodies(stores[leader]).items()}
