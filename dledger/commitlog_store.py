@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Callable, Sequence
+from typing import Final
 
 import attrs
 import trio
@@ -81,6 +83,9 @@ log = logging.getLogger(__name__)
 
 #: ``(broker role, term)`` -> None: "SYNC_MASTER" once the leader may take writes, "SLAVE" otherwise.
 RoleListener = Callable[[str, int], None]
+#: The body of a mixed store's first entry: where its classic records end (:meth:`DLedgerMessageStore
+#: ._open_with_marker`; :meth:`~dledger.file_store.FileLedger.truncate` reads it).
+MARKER: Final = struct.Struct(">q")
 
 
 class LedgerCommitLog(CommitLog):
@@ -215,43 +220,51 @@ class DLedgerMessageStore(MessageStore):
             return False
         classic = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
         first_time = not self.ledger.data.files
+        records_end = None
         if first_time:
-            self._take_over(classic)
+            records_end = self._take_over(classic)
         else:
             self._map_classic(classic)
-        if self.divided_offset:
-            self._open_with_marker()
+        self._open_with_marker(records_end)
         return first_time
 
-    def _open_with_marker(self) -> None:
+    def _open_with_marker(self, records_end: int | None = None) -> None:
         """A mixed store's DLedger log opens with an entry of its own (ours; RocketMQ's starts empty): index 0, term
-        0, no body, at the classic end, synced. Members started from the same copy write the same one, so their logs
-        agree on it; and it puts them ahead of a member started empty, which then cannot win the first election and
-        lead a log starting at 0 that they could not follow (no leader would ever commit). A body-less entry
-        dispatches nothing, as a new leader's first entry of a term."""
-        ledger = self.ledger
-        if ledger.end_index < 0:
-            ledger.append_as_leader(0, [(0, _no_body)])
-            ledger.flush_all()
+        0, at the classic end, synced, its body the classic records' end (:data:`MARKER`: where the last classic
+        record ends, before the seal's blank; read back from the last segment when not given). Members started from
+        the same copy write the same one, so their logs agree on it, and a copy that ends elsewhere shows when the
+        leader's marker replaces its own (:meth:`~dledger.file_store.FileLedger.truncate` logs it). It also puts them
+        ahead of a member started empty, which then cannot win the first election and lead a log starting at 0
+        that they could not follow (no leader would ever commit). Dispatch skips it (:meth:`_dispatch_general`)."""
+        ledger, commitlog = self.ledger, self.commitlog
+        if ledger.end_index >= 0 or not isinstance(commitlog, MixedCommitLog):
+            return
+        end = _records_end(commitlog.classic) if records_end is None else records_end
+        ledger.append_as_leader(0, [(MARKER.size, lambda _pos: MARKER.pack(end))])
+        ledger.flush_all()
 
     def _mix(self, classic: CommitLog, divided: int) -> None:
         self.divided_offset = self.ledger.rebuild_floor = self._floor = divided
         self.commitlog = MixedCommitLog(self.ledger, classic, divided)
 
-    def _take_over(self, classic: CommitLog) -> None:
+    def _take_over(self, classic: CommitLog) -> int:
         """The first load of a mixed store: the classic recovery, the seal, what recovery dispatched made durable
         with a checkpoint at the classic end (the DLedger data file that follows marks the take-over done: no later
-        load recovers the classic log again), then the DLedger log started at that end."""
+        load recovers the classic log again), then the DLedger log started at that end. Returns where the classic
+        records end (before the seal's blank)."""
         own, self.commitlog = self.commitlog, classic
         try:
             recover(self)
         finally:
             self.commitlog = own
+        records_end = classic.max_offset
         divided = _seal(classic)
         self._mix(classic, divided)
         self.flush_all_blocking()
         self.ledger.start_at(divided)
-        log.warning("classic CommitLog taken over: the DLedger log starts at its end, %d", divided)
+        log.warning("classic CommitLog taken over: its records end at %d, the DLedger log starts at %d", records_end,
+                    divided)  # fmt: skip
+        return records_end
 
     def _map_classic(self, classic: CommitLog) -> None:
         """A later load: the sealed classic segments mapped, the DLedger log starting at their end. A log rebuilt
@@ -464,7 +477,7 @@ class DLedgerMessageStore(MessageStore):
         if at is None:
             log.error("dledger entry %d is committed but unreadable; dispatch stops", number)
             return False
-        if at[2]:
+        if at[2] and at[2] != MARKER.size:  # a record is never as short as the mixed store's marker
             index = self.index
             runs = IndexRuns(index, timed=True) if index is not None else None
             try:
@@ -603,7 +616,7 @@ class DLedgerMessageStore(MessageStore):
         ledger = self.ledger
         for index in range(max(ledger.begin_index, 0), min(ledger.committed_index, ledger.begin_index + 16) + 1):
             entry = ledger.get(index)
-            if entry is not None and entry.body:
+            if entry is not None and len(entry.body) > MARKER.size:  # no new leader's empty entry, no marker
                 try:
                     return read_record_meta(entry.body).store_timestamp
                 except MessageDecodeError:
@@ -654,8 +667,15 @@ def _seal(classic: CommitLog) -> int:
     return last.end_offset
 
 
-def _no_body(_pos: int) -> bytes:
-    return b""
+def _records_end(classic: CommitLog) -> int:
+    """Where the last record of a sealed classic log ends: the seal's blank, found by walking its last segment."""
+    last = classic.queue.last()
+    end = 0 if last is None else last.file_from_offset
+    for offset, meta in classic.scan(end, False):
+        if meta is None:
+            break
+        end = offset
+    return end
 
 
 def _takes_queue_offset(sys_flag: int) -> bool:

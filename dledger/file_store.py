@@ -110,6 +110,18 @@ def _end_with_blank(mf: MappedFile) -> None:
     mf.wrote_position = mf.file_size
 
 
+def _log_other_copy(own: Entry | None, leader: Entry) -> None:
+    """A mixed store's first entry (its marker: where its classic records end, 8 bytes) replaced by the leader's: the
+    members started from different classic copies, which nothing else shows."""
+
+    def records_end(marker: Entry | None) -> int | None:
+        return int.from_bytes(marker.body, "big") if marker is not None and len(marker.body) == 8 else None
+
+    log.error("this member's classic CommitLog is not the leader's copy: its records end at %s, the leader's at %s "
+              "(below the DLedger log, the members' classic messages differ)", records_end(own),
+              records_end(leader))  # fmt: skip
+
+
 class FileTermStore:
     """``currterm``: ``currTerm=N`` and ``voteLeader=ID`` (empty for none). Saves are synchronous and durable."""
 
@@ -289,6 +301,8 @@ class FileLedger:
 
     def truncate(self, entry: Entry) -> int:
         keep = self.get(entry.index) == entry
+        if not keep and entry.index == 0 and self.rebuild_floor:
+            _log_other_copy(self.get(0), entry)
         if not keep and not self._continues(entry):
             return self._rebuild_at(entry)
         cut = entry.end_pos if keep else entry.pos

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from dledger.commitlog_store import ClassicCommitLogError, DLedgerMessageStore, MixedCommitLog, _filler
+from dledger.commitlog_store import MARKER, ClassicCommitLogError, DLedgerMessageStore, MixedCommitLog, _filler
 from dledger.config import DLedgerConfig
 from dledger.entry import HEADER_SIZE, Entry
 from dledger.file_store import FileLedger
@@ -88,10 +88,10 @@ def test_a_classic_store_becomes_a_mixed_one_read_below_its_end_and_written_afte
     assert store.divided_offset == store.commitlog.divided == divided
     last = store.commitlog.classic.queue.files[-1]
     assert struct.unpack_from(">iI", last.view, old_end % SEGMENT) == (SEGMENT - old_end % SEGMENT, BLANK_MAGIC)
-    # The DLedger log opens with its marker: entry 0, term 0, no body, at the classic end.
+    # The DLedger log opens with its marker: entry 0, term 0, at the classic end, holding where the records end.
     marker = store.ledger.get(0)
     assert store.ledger.data_start == divided and store.ledger.end_index == 0 and marker is not None
-    assert (marker.term, marker.pos, marker.body) == (0, divided, b"")
+    assert (marker.term, marker.pos, marker.body) == (0, divided, MARKER.pack(old_end))
     assert (store.min_phy_offset, store.confirmed_offset) == (0, divided)
     assert store.earliest_store_time() == first_time
     assert {q: bodies(store, q) for q in (0, 1)} == before  # the pull path reads the classic segments
@@ -101,7 +101,7 @@ def test_a_classic_store_becomes_a_mixed_one_read_below_its_end_and_written_afte
 
     follower_append(store, [b"dledger-0", b"dledger-1"])
     entry = store.ledger.get(1)
-    assert entry is not None and entry.pos == divided + HEADER_SIZE
+    assert entry is not None and entry.pos == divided + HEADER_SIZE + MARKER.size
     assert bodies(store, 0) == before[0] + [b"dledger-0", b"dledger-1"]
     assert store.max_offset_in_queue("TopicTest", 0) == 32
     store.close()
@@ -163,6 +163,7 @@ async def test_retention_deletes_the_classic_segments_first_the_last_one_include
         # Every classic message is gone from the queues; the first left is the DLedger log's first.
         assert bodies(store, 0)[0] == b"d000" + bytes(600)
         assert store.min_phy_offset == divided
+        assert store.earliest_store_time() == 1_700_000_000_000  # the first record's, past the marker
         assert await store.retention.check_once() > 0  # now DLedger's own retention runs
         assert store.ledger.begin_index > 0
     finally:
@@ -192,13 +193,13 @@ async def test_a_manual_delete_reaches_the_classic_segments(tmp_path: Path) -> N
 
 
 def test_the_first_message_of_the_dledger_part_lies_past_the_marker_and_its_own_header(tmp_path: Path) -> None:
-    """The record's own physical-offset field names where it lies: its entry (after the marker's bare header at the
-    divided offset) plus the entry's header, so an offset msgId of a message sent after the upgrade reads it back."""
+    """The record's own physical-offset field names where it lies: its entry (after the marker at the divided offset)
+    plus the entry's header, so an offset msgId of a message sent after the upgrade reads it back."""
     classic, _ = classic_store(tmp_path, 5)
     classic.close()
     store = dledger_store(tmp_path)
     follower_append(store, [b"after"])
-    record = store.look_message_by_offset(store.divided_offset + 2 * HEADER_SIZE)
+    record = store.look_message_by_offset(store.divided_offset + 2 * HEADER_SIZE + MARKER.size)
     assert record is not None and decode_record(record).body == b"after"
     store.close()
 
@@ -328,3 +329,44 @@ def test_what_the_take_over_dispatched_is_durable_before_the_dledger_log_exists(
     assert seen == [(store.divided_offset, True)]
     assert store.consume_queues and all(cq.max_offset == 20 for cq in store.consume_queues.values())
     store.close()
+
+
+def test_a_copy_whose_records_end_elsewhere_in_the_last_segment_is_named_when_the_leaders_marker_replaces_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A slave's store a few messages behind its master's: same last segment, so the same divide; the markers differ
+    (where the records end), and the leader's replacing this member's is logged as an error."""
+    leaders, _ = classic_store(tmp_path / "master", 40)
+    leaders.close()
+    lagging, _ = classic_store(tmp_path / "slave", 37)
+    lagging.close()
+    leader, member = dledger_store(tmp_path / "master"), dledger_store(tmp_path / "slave")
+    assert leader.divided_offset == member.divided_offset
+    theirs, own = leader.ledger.get(0), member.ledger.get(0)
+    assert theirs is not None and own is not None and theirs != own
+    member.ledger.truncate(theirs)
+    assert member.ledger.get(0) == theirs
+    assert "not the leader's copy" in caplog.text
+    ends = MARKER.unpack(own.body)[0], MARKER.unpack(theirs.body)[0]
+    assert ends[0] < ends[1] and f"records end at {ends[0]}, the leader's at {ends[1]}" in caplog.text
+    leader.close()
+    member.close()
+
+
+def test_a_marker_lost_to_a_crash_is_written_again_from_the_sealed_classic_log(tmp_path: Path) -> None:
+    """Killed between the first data file and the marker: the next load writes the same marker, the records' end
+    read back from the last classic segment."""
+    classic, _ = classic_store(tmp_path, 25)
+    classic.close()
+    store = dledger_store(tmp_path)
+    marker = store.ledger.get(0)
+    store.close()
+    data = store.ledger.config.data_path
+    shutil.rmtree(data)
+    ledger = FileLedger(store.ledger.config)
+    ledger.load()
+    ledger.start_at(store.divided_offset)  # the data file, no marker yet
+    ledger.close()
+    again = dledger_store(tmp_path)
+    assert again.ledger.get(0) == marker and again.ledger.end_index == 0
+    again.close()
