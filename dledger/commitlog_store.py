@@ -257,7 +257,10 @@ class DLedgerMessageStore(MessageStore):
             recover(self)
         finally:
             self.commitlog = own
+        last = classic.queue.last()
         records_end = classic.max_offset
+        if last is not None and last.wrote_position >= last.file_size:  # ended by the classic broker's own blank
+            records_end = _records_end(classic)  # where it lies, as a lost marker is rewritten
         divided = _seal(classic)
         self._mix(classic, divided)
         self.flush_all_blocking()

@@ -353,13 +353,19 @@ def test_a_copy_whose_records_end_elsewhere_in_the_last_segment_is_named_when_th
     member.close()
 
 
-def test_a_marker_lost_to_a_crash_is_written_again_from_the_sealed_classic_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize("full", [False, True], ids=["mid_segment", "full_last_segment"])
+def test_a_marker_lost_to_a_crash_is_written_again_from_the_sealed_classic_log(tmp_path: Path, full: bool) -> None:
     """Killed between the first data file and the marker: the next load writes the same marker, the records' end
-    read back from the last classic segment."""
-    classic, _ = classic_store(tmp_path, 25)
+    read back from the last classic segment; also when that segment was already full, ended by the classic broker's
+    own blank (its next segment never made: here deleted)."""
+    classic, _ = classic_store(tmp_path, 60)  # three segments
     classic.close()
+    if full:
+        newest = sorted((tmp_path / "commitlog").iterdir())[-1]
+        newest.unlink()
     store = dledger_store(tmp_path)
     marker = store.ledger.get(0)
+    assert marker is not None and MARKER.unpack(marker.body)[0] % SEGMENT != 0
     store.close()
     data = store.ledger.config.data_path
     shutil.rmtree(data)
