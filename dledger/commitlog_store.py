@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections.abc import Callable, Sequence
-from typing import Final
 
 import attrs
 import trio
@@ -52,7 +50,7 @@ from dledger.commit_waits import CommitWaits
 from dledger.config import DLedgerConfig
 from dledger.effects import RoleChanged
 from dledger.entry import HEADER_SIZE, Entry
-from dledger.file_store import FileLedger
+from dledger.file_store import MARKER, FileLedger
 from dledger.retention import DELETE_FILES_BATCH_MAX, LedgerRetention
 from dledger.server import DLedgerServer
 from remoting.codec.errors import MessageDecodeError, MessageEncodeError
@@ -83,9 +81,6 @@ log = logging.getLogger(__name__)
 
 #: ``(broker role, term)`` -> None: "SYNC_MASTER" once the leader may take writes, "SLAVE" otherwise.
 RoleListener = Callable[[str, int], None]
-#: The body of a mixed store's first entry: where its classic records end (:meth:`DLedgerMessageStore
-#: ._open_with_marker`; :meth:`~dledger.file_store.FileLedger.truncate` reads it).
-MARKER: Final = struct.Struct(">q")
 
 
 class LedgerCommitLog(CommitLog):
@@ -230,12 +225,13 @@ class DLedgerMessageStore(MessageStore):
 
     def _open_with_marker(self, records_end: int | None = None) -> None:
         """A mixed store's DLedger log opens with an entry of its own (ours; RocketMQ's starts empty): index 0, term
-        0, at the classic end, synced, its body the classic records' end (:data:`MARKER`: where the last classic
-        record ends, before the seal's blank; read back from the last segment when not given). Members started from
-        the same copy write the same one, so their logs agree on it, and a copy that ends elsewhere shows when the
-        leader's marker replaces its own (:meth:`~dledger.file_store.FileLedger.truncate` logs it). It also puts them
-        ahead of a member started empty, which then cannot win the first election and lead a log starting at 0
-        that they could not follow (no leader would ever commit). Dispatch skips it (:meth:`_dispatch_general`)."""
+        0, at the classic end, synced, its body the classic records' end (:data:`~dledger.file_store.MARKER`: where
+        the last classic record ends, before the seal's blank; read back from the last segment when not given).
+        Members started from the same copy write the same one, so their logs agree on it, and a copy that ends
+        elsewhere shows when the leader's marker replaces its own (:meth:`~dledger.file_store.FileLedger.truncate`
+        logs it). It also puts them ahead of a member started empty, which then cannot win the first election and
+        lead a log starting at 0 that they could not follow (no leader would ever commit). Dispatch skips it
+        (:meth:`_dispatch_general`)."""
         ledger, commitlog = self.ledger, self.commitlog
         if ledger.end_index >= 0 or not isinstance(commitlog, MixedCommitLog):
             return
@@ -370,10 +366,7 @@ class DLedgerMessageStore(MessageStore):
             self._dispatch_wanted = trio.Event()
             if self._log_skipped():
                 async with self.disk_lock:
-                    gone = self._skip_to_begin()
-                    if gone:
-                        with trio.CancelScope(shield=True):  # out of the queue already: nothing else closes them
-                            await trio.to_thread.run_sync(destroy_segments, gone, limiter=self.disk_limiter)
+                    await self.destroy_taken(self._skip_to_begin())
             self._dispatch_committed()
             self._check_writable_leader()
 
@@ -449,6 +442,13 @@ class DLedgerMessageStore(MessageStore):
             self._drop_below(self.commitlog.min_offset)
         return deleted
 
+    async def destroy_taken(self, files: list[MappedFile]) -> None:
+        """Destroy segments taken out of their queue (:func:`~store.mapped_file.destroy_segments`) in a worker
+        thread, shielded: nothing else would ever close them."""
+        if files:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(destroy_segments, files, limiter=self.disk_limiter)
+
     def classic_segments(self) -> int:
         """How many segments a mixed store's classic CommitLog still has (0: none, or not a mixed store)."""
         commitlog = self.commitlog
@@ -458,8 +458,7 @@ class DLedgerMessageStore(MessageStore):
         """Retention of a mixed store's classic segments (dledger/retention.py; the caller holds the disk lock):
         oldest first, last modified before ``expire_before_ms`` (any age with ``force``), at most 10, the last one
         included (DLedgerCommitLog.deleteExpiredFile), then what the ConsumeQueues and the index file hold below
-        the first offset left. Returns the segments taken out, for the caller to destroy in a worker thread
-        (:func:`~store.mapped_file.destroy_segments`)."""
+        the first offset left. Returns the segments taken out, for the caller to destroy (:meth:`destroy_taken`)."""
         commitlog = self.commitlog
         if not isinstance(commitlog, MixedCommitLog):
             return []

@@ -32,8 +32,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Final
 
 from dledger.codes import ResponseCode
 from dledger.config import DLedgerConfig
@@ -69,6 +71,9 @@ from store.metadata_files import replace_atomically
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoint"
+#: The body of a mixed store's first entry: where its classic records end (written by dledger/commitlog_store.py's
+#: ``DLedgerMessageStore._open_with_marker``; :meth:`FileLedger.truncate` reads it).
+MARKER: Final = struct.Struct(">q")
 #: ``(last index, segments to sync, segments to unmap after, truncations so far)``: :meth:`FileLedger.flush_plan`
 FlushPlan = tuple[int, list[MappedFile], list[MappedFile], int]
 TERM_FILE = "currterm"
@@ -111,11 +116,11 @@ def _end_with_blank(mf: MappedFile) -> None:
 
 
 def _log_other_copy(own: Entry | None, leader: Entry) -> None:
-    """A mixed store's first entry (its marker: where its classic records end, 8 bytes) replaced by the leader's: the
+    """A mixed store's first entry (its :data:`MARKER`: where its classic records end) replaced by the leader's: the
     members started from different classic copies, which nothing else shows."""
 
     def records_end(marker: Entry | None) -> int | None:
-        return int.from_bytes(marker.body, "big") if marker is not None and len(marker.body) == 8 else None
+        return MARKER.unpack(marker.body)[0] if marker is not None and len(marker.body) == MARKER.size else None
 
     log.error("this member's classic CommitLog is not the leader's copy: its records end at %s, the leader's at %s "
               "(below the DLedger log, the members' classic messages differ)", records_end(own),

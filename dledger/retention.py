@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from store.mapped_file import destroy_segments
 from store.services import RetentionService, is_delete_hour
 
 if TYPE_CHECKING:
@@ -87,8 +86,7 @@ class LedgerRetention(RetentionService):
                 expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
                 force = ratio > config.disk_space_clean_forcibly_ratio
                 gone = store.delete_expired_classic(expire_before, force=force)
-                with trio.CancelScope(shield=True):  # out of the queue already: nothing else closes them
-                    await trio.to_thread.run_sync(destroy_segments, gone, limiter=store.disk_limiter)
+                await store.destroy_taken(gone)
                 deleted = len(gone)
             else:
                 reserved = max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from dledger.commitlog_store import MARKER, ClassicCommitLogError, DLedgerMessageStore, MixedCommitLog, _filler
+from dledger.commitlog_store import ClassicCommitLogError, DLedgerMessageStore, MixedCommitLog, _filler
 from dledger.config import DLedgerConfig
 from dledger.entry import HEADER_SIZE, Entry
-from dledger.file_store import FileLedger
+from dledger.file_store import MARKER, FileLedger
 from dledger.ledger import LedgerError
 from remoting.codec.message import BLANK_MAGIC, decode_record, prepare_message
 from store.checkpoint import Checkpoint
