@@ -38,6 +38,11 @@ class BrokerConfig(ListenerSettings):
     ha_listen_port: int = 0
     namesrv_addr: str = ""
     store_path_root_dir: str = str(Path.home() / "store")
+    #: The CommitLog's directory, or several ``,``-separated (RocketMQ's multi-path CommitLog); empty:
+    #: ``<storePathRootDir>/commitlog``.
+    store_path_commit_log: str = ""
+    #: With several CommitLog directories: ``,``-separated ones whose segments are read but never written.
+    read_only_commit_log_store_paths: str = ""
     flush_disk_type: str = "ASYNC_FLUSH"
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
     mapped_file_size_consume_queue: int = 300_000 * 20

@@ -100,6 +100,8 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
     """The store settings a broker config implies (same property names, RocketMQ's MessageStoreConfig)."""
     return StoreConfig(
         store_path_root_dir=Path(config.store_path_root_dir).expanduser(),
+        store_path_commit_log=config.store_path_commit_log,
+        read_only_commit_log_store_paths=config.read_only_commit_log_store_paths,
         flush_disk_type=FlushDiskType(config.flush_disk_type),
         mapped_file_size_commit_log=config.mapped_file_size_commit_log,
         mapped_file_size_consume_queue=config.mapped_file_size_consume_queue,

@@ -2,13 +2,13 @@
 role, as RocketMQ 4.9.8's ``broker/src/main/java/org/apache/rocketmq/broker/dledger/DLedgerRoleChangeHandler.java``.
 
 :func:`dledger_store` builds the :class:`~dledger.commitlog_store.DLedgerMessageStore` from the broker's settings
-(DLedgerCommitLog's mapping: store base dir = ``storePathRootDir``, data dir = ``storePathDLedgerCommitLog``, entry
+(DLedgerCommitLog's mapping: store base dir = ``storePathRootDir``, data dir = ``storePathDLedgerCommitLog``, one or
+several (DLedger's multi-path data directories, with ``readOnlyCommitLogStorePaths`` as its read-only ones), entry
 segment size = ``mappedFileSizeCommitLog``). :func:`as_follower` is the role a member starts in. :func:`follow_roles`
 makes every role change rewrite ``brokerId`` / ``brokerRole`` in the broker's live config and register at once: the
 leader as brokerId 0 (SYNC_MASTER) once its log is committed and dispatched, a follower or candidate as its id's
 number + 1 (SLAVE); :func:`reassert_master` repeats the leader's registration. A ``dLegerSelfId`` without a
-number after its first character, or a ``storePathDLedgerCommitLog`` listing several paths (DLedger's multi-path
-data directories, not built here), raises ``ValueError`` at start.
+number after its first character, or data paths that are all read-only, raise ``ValueError`` at start.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def dledger_config_of(config: BrokerConfig) -> DLedgerConfig:
         peers=config.dleger_peers,
         store_base_dir=str(Path(config.store_path_root_dir).expanduser()),
         data_store_path=config.store_path_dledger_commit_log,
+        read_only_data_store_dirs=config.read_only_commit_log_store_paths,
         mapped_file_size_for_entry_data=config.mapped_file_size_commit_log,
         preferred_leader_ids=config.preferred_leader_id,
         heart_beat_time_interval_ms=config.heart_beat_time_interval_ms,
@@ -50,8 +51,6 @@ def dledger_config_of(config: BrokerConfig) -> DLedgerConfig:
 
 def dledger_store(config: BrokerConfig, store_config: StoreConfig, store_host: bytes) -> DLedgerMessageStore:
     dledger = dledger_config_of(config)
-    if "," in dledger.data_store_path:  # DLedger's MultiPathMmapFileList
-        raise ValueError(f"storePathDLedgerCommitLog {dledger.data_store_path!r}: several data paths are not supported")
     if dledger.self_id not in dledger.peer_map:
         raise ValueError(f"dLegerSelfId {dledger.self_id!r} is not one of dLegerPeers {dledger.peers!r}")
     return DLedgerMessageStore(store_config, dledger, store_host=store_host)

@@ -211,9 +211,9 @@ class DLedgerMessageStore(MessageStore):
         sealed with the end-of-file blank and the DLedger log started at its last segment's end; later loads only map
         it. Returns whether the classic recovery ran."""
         config = self.config
-        if not segment_paths(config.commit_log_dir):
+        if not any(segment_paths(directory) for directory in config.commit_log_dirs.every()):
             return False
-        classic = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
+        classic = CommitLog(config.commit_log_dirs, config.mapped_file_size_commit_log)
         first_time = not self.ledger.data.files
         records_end = None
         if first_time:

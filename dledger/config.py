@@ -15,6 +15,8 @@ from pathlib import Path
 
 import attrs
 
+from store.store_paths import SegmentDirs
+
 
 def parse_peers(peers: str) -> dict[str, str]:
     """``"n0-127.0.0.1:40911;n1-..."`` -> ``{"n0": "127.0.0.1:40911", ...}`` in the written order."""
@@ -39,8 +41,11 @@ class DLedgerConfig:
     peers: str = "n0-localhost:20911"
     #: ``<storeBaseDir>/dledger-<selfId>/`` holds ``data/``, ``index/``, ``checkpoint`` and ``currterm``.
     store_base_dir: str = str(Path.home() / "dledgerstore")
-    #: Empty: ``<storeBaseDir>/dledger-<selfId>/data``.
+    #: Empty: ``<storeBaseDir>/dledger-<selfId>/data``. Several ``,``-separated: DLedger's multi-path data
+    #: directories (store/store_paths.py).
     data_store_path: str = ""
+    #: Data directories read but never written (multi-path only; RocketMQ sets ``readOnlyCommitLogStorePaths``).
+    read_only_data_store_dirs: str = ""
     mapped_file_size_for_entry_data: int = 1024 * 1024 * 1024
     mapped_file_size_for_entry_index: int = 32 * 5 * 1024 * 1024
     #: ``;``-separated ids; the leader hands leadership to a live one of these that is caught up.
@@ -80,8 +85,15 @@ class DLedgerConfig:
         return Path(self.store_base_dir).expanduser() / f"dledger-{self.self_id}"
 
     @property
+    def data_dirs(self) -> SegmentDirs:
+        """The entry data's directories. Raises ValueError when every one named is read-only."""
+        default = self.default_path / "data"
+        return SegmentDirs.from_settings(self.data_store_path, self.read_only_data_store_dirs, default)
+
+    @property
     def data_path(self) -> Path:
-        return Path(self.data_store_path).expanduser() if self.data_store_path else self.default_path / "data"
+        """The first data directory (the only one unless multi-path)."""
+        return self.data_dirs.primary
 
     @property
     def index_path(self) -> Path:

@@ -151,7 +151,7 @@ class FileLedger:
     def __init__(self, config: DLedgerConfig) -> None:
         self.config = config
         self.directory = config.default_path
-        self.data = MappedFileQueue(config.data_path, config.mapped_file_size_for_entry_data)
+        self.data = MappedFileQueue(config.data_dirs, config.mapped_file_size_for_entry_data)
         # Sparse, as DLedger's own MappedFile leaves it: 160 MB of 32-byte slots per member by default, mostly empty.
         self.index = MappedFileQueue(config.index_path, config.mapped_file_size_for_entry_index, preallocate=False)
         self._begin = -1

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from store.services import RetentionService, is_delete_hour
+from store.services import RetentionService, is_delete_hour, log_disk_ratio
 
 if TYPE_CHECKING:
     from dledger.commitlog_store import DLedgerMessageStore
@@ -57,10 +57,8 @@ class LedgerRetention(RetentionService):
 
     def disk_ratio(self) -> float:
         config, ledger = self._store.config, self._store.ledger
-        ratios = [config.disk_usage_ratio(Path(config.store_path_root_dir))]
-        if ledger.config.data_path.is_dir():
-            ratios.append(config.disk_usage_ratio(ledger.config.data_path))
-        return max(ratios)
+        data = log_disk_ratio(config.disk_usage_ratio, ledger.data, FORCE_CLEAN_RATIO)
+        return max(config.disk_usage_ratio(Path(config.store_path_root_dir)), data or 0.0)
 
     async def check_once(self) -> int:
         """One pass (see the module docstring). Returns the number of data segments deleted."""

@@ -80,13 +80,14 @@ def _capacity(root: Path) -> str | None:
 
 def _store_entries(broker: BrokerContext) -> dict[str, str]:
     store = broker.store
-    commit_log_dir = store.commitlog.queue.directory  # in DLedger mode its data directory (getStorePathPhysic)
-    commit_log_ratio = disk_used_percent(commit_log_dir)
+    # In DLedger mode the data directories (getStorePathPhysic); the least used one is the ratio, as in
+    # DefaultMessageStore.getRuntimeInfo.
+    ratios = {directory: disk_used_percent(directory) for directory in store.commitlog.queue.dirs.writable}
     entries = {
         "commitLogMinOffset": str(store.min_phy_offset),
         "commitLogMaxOffset": str(store.max_phy_offset),
-        f"commitLogDiskRatio_{commit_log_dir}": java_double(commit_log_ratio),
-        "commitLogDiskRatio": java_double(commit_log_ratio),
+        **{f"commitLogDiskRatio_{directory}": java_double(ratio) for directory, ratio in ratios.items()},
+        "commitLogDiskRatio": java_double(min(ratios.values())),
         "consumeQueueDiskRatio": java_double(disk_used_percent(store.config.consume_queue_dir)),
         "remainHowManyDataToFlush": human_readable_bytes(max(0, store.max_phy_offset - store.flush_watermark)),
         "remainTransientStoreBufferNumbs": str(_INT_MAX),

@@ -36,6 +36,7 @@ from remoting.codec.message import (
 )
 from store.errors import MessageIllegalError, OffsetMismatchError
 from store.mapped_file import MappedFile, MappedFileQueue
+from store.store_paths import SegmentDirs
 
 #: ``encode(buf, pos, room, phy_offset, first_queue_offset, clock, max_body, batch[, entries])`` -> ``(total or
 #: -needed, packed ConsumeQueue entries, store timestamp)`` (:meth:`CommitLog.append_with`)
@@ -56,7 +57,9 @@ class CommitLog:
 
     __slots__ = ("file_size", "last_store_timestamp", "on_roll", "queue")
 
-    def __init__(self, directory: Path, file_size: int, on_roll: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, directory: Path | SegmentDirs, file_size: int, on_roll: Callable[[], None] | None = None
+    ) -> None:
         self.queue = MappedFileQueue(directory, file_size)
         self.file_size = file_size
         self.on_roll = on_roll

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from store.errors import StoreCorruptError
+from store.store_paths import SegmentDirs
 
 PAGE_SIZE: Final = 4096
 #: Held while a segment's end moves back (:meth:`MappedFile.cut`, :meth:`MappedFileQueue.truncate_to`) and while a
@@ -159,13 +160,18 @@ class MappedFile:
 
 
 class MappedFileQueue:
-    """The segments of one log in a directory, contiguous by offset. Not thread-safe (see module docstring).
+    """The segments of one log, contiguous by offset, in one directory or spread over several
+    (:class:`~store.store_paths.SegmentDirs`). Not thread-safe (see module docstring).
     Slotted, as store/_appender.c reads ``files`` by slot; ``files`` is only ever changed in place."""
 
-    __slots__ = ("directory", "file_size", "files", "preallocate", "spare")
+    __slots__ = ("directory", "dirs", "file_size", "files", "full", "preallocate", "spare")
 
-    def __init__(self, directory: Path, file_size: int, preallocate: bool = True) -> None:
-        self.directory = directory
+    def __init__(self, directory: Path | SegmentDirs, file_size: int, preallocate: bool = True) -> None:
+        self.dirs = directory if isinstance(directory, SegmentDirs) else SegmentDirs.of(directory)
+        #: the first directory (a single-path log's only one)
+        self.directory = self.dirs.primary
+        #: the directories whose disk retention found fuller than the force-clean ratio: new segments avoid them
+        self.full: frozenset[Path] = frozenset()
         self.file_size = file_size
         #: New segments take all their blocks at creation (ENOSPC then, not a SIGBUS on a later write); False leaves
         #: them sparse, for large segments that mostly stay empty.
@@ -174,9 +180,24 @@ class MappedFileQueue:
         #: A segment made ahead of time by a background allocation, taken by the next roll.
         self.spare: MappedFile | None = None
 
+    def segment_paths(self) -> list[Path]:
+        """The segment files in every directory, by offset. Raises StoreCorruptError when two directories hold a
+        segment of the same name."""
+        found: dict[str, Path] = {}
+        for directory in self.dirs.every():
+            for path in segment_paths(directory):
+                if path.name in found:
+                    raise StoreCorruptError(f"segment {path.name} is both in {found[path.name].parent} and {directory}")
+                found[path.name] = path
+        return [found[name] for name in sorted(found)]
+
+    def dir_for(self, start: int) -> Path:
+        """The directory a new segment starting at ``start`` goes to."""
+        return self.dirs.for_segment(start, self.file_size, self.full)
+
     def load(self) -> None:
         """Map every existing segment, marked full; recovery then sets the real end with :meth:`truncate_to`."""
-        for path in segment_paths(self.directory):
+        for path in self.segment_paths():
             start = int(path.name)
             if self.files and self.files[-1].end_offset != start:
                 raise StoreCorruptError(f"gap before segment {path}")
@@ -224,8 +245,9 @@ class MappedFileQueue:
 
     def make_file(self, start: int) -> MappedFile:
         """Create and map the segment starting at ``start`` (blocking: allocation, optional warm-up by caller)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return MappedFile(self.directory / segment_name(start), start, self.file_size, self.preallocate)
+        directory = self.dir_for(start)
+        directory.mkdir(parents=True, exist_ok=True)
+        return MappedFile(directory / segment_name(start), start, self.file_size, self.preallocate)
 
     def roll(self, start: int) -> MappedFile:
         """Append the segment starting at ``start``, using the preallocated spare when it matches."""

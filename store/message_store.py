@@ -96,7 +96,7 @@ class MessageStore(StoreReads):
         self._config = config
         self.root = config.store_path_root_dir
         self.store_host = store_host or bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F])
-        self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, self._on_roll)
+        self.commitlog = CommitLog(config.commit_log_dirs, config.mapped_file_size_commit_log, self._on_roll)
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self._appender = self._bind_appender()

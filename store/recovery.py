@@ -108,10 +108,10 @@ def recover(store: MessageStore) -> None:
     assert store.checkpoint is not None
     store.abnormal_recovery = create_abort_file(store.root)
     commitlog = store.commitlog
-    directory = commitlog.queue.directory
-    if directory.is_dir():
-        for leftover in directory.glob("*.alloc"):
-            leftover.unlink()
+    for directory in commitlog.queue.dirs.writable:
+        if directory.is_dir():
+            for leftover in directory.glob("*.alloc"):
+                leftover.unlink()
     commitlog.queue.load()
     load_consume_queues(store)
 

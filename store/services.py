@@ -26,11 +26,12 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
 
-from store.mapped_file import MappedFile, segment_name
+from store.mapped_file import MappedFile, MappedFileQueue, segment_name
 from store.store_config import FlushDiskType
 
 if TYPE_CHECKING:
@@ -456,11 +457,11 @@ class AllocateService:
     def wake(self) -> None:
         self._wakeup.set()
 
-    def _make(self, start: int) -> MappedFile:
+    def _make(self, start: int, directory: Path) -> MappedFile:
         queue = self._store.commitlog.queue
-        queue.directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
         # Built under a temporary name so a half-made spare never looks like a segment after a crash.
-        mf = MappedFile(queue.directory / (segment_name(start) + ".alloc"), start, queue.file_size, queue.preallocate)
+        mf = MappedFile(directory / (segment_name(start) + ".alloc"), start, queue.file_size, queue.preallocate)
         if self._store.config.warm_mapped_file_enable:
             mf.warm_up(self._store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
         return mf
@@ -471,8 +472,9 @@ class AllocateService:
         start = queue.next_start()
         if queue.spare is not None and queue.spare.file_from_offset == start:
             return
-        mf = await trio.to_thread.run_sync(self._make, start, limiter=store.disk_limiter)
-        final = queue.directory / segment_name(start)
+        directory = queue.dir_for(start)
+        mf = await trio.to_thread.run_sync(self._make, start, directory, limiter=store.disk_limiter)
+        final = directory / segment_name(start)
         if queue.next_start() == start and queue.spare is None and not final.exists():
             os.rename(mf.path, final)
             mf.path = final
@@ -496,6 +498,15 @@ def is_delete_hour(delete_when: str, now_ms: int) -> bool:
     return f"{now.hour:02d}" in hours or str(now.hour) in hours
 
 
+def log_disk_ratio(ratio_of: Callable[[Path], float], queue: MappedFileQueue, force_clean: float) -> float | None:
+    """A log's used disk ratio as RocketMQ reads it over several directories (``calcStorePathPhysicRatio``): the
+    least used of its writable directories that exist, None when none does yet. Marks on ``queue`` those above
+    ``force_clean`` as full, so its new segments go elsewhere."""
+    ratios = {directory: ratio_of(directory) for directory in queue.dirs.writable if directory.is_dir()}
+    queue.full = frozenset(directory for directory, ratio in ratios.items() if ratio > force_clean)
+    return min(ratios.values(), default=None)
+
+
 class RetentionService:
     def __init__(self, store: MessageStore) -> None:
         self._store = store
@@ -513,6 +524,8 @@ class RetentionService:
         store = self._store
         config = store.config
         ratio = config.disk_usage_ratio(config.store_path_root_dir)
+        forcibly = config.disk_space_clean_forcibly_ratio
+        ratio = max(ratio, log_disk_ratio(config.disk_usage_ratio, store.commitlog.queue, forcibly) or 0.0)
         if ratio > config.disk_space_warning_level_ratio:
             store.disk_full_reason = (
                 f"disk full: used ratio {ratio:.2f} is above diskSpaceWarningLevelRatio "
@@ -521,7 +534,7 @@ class RetentionService:
         else:
             store.disk_full_reason = None
         space_to_delete = ratio > config.disk_max_used_space_ratio / 100
-        clean_at_once = ratio > config.disk_space_clean_forcibly_ratio
+        clean_at_once = ratio > forcibly
         manual = self.manual_delete_times > 0
         if not (space_to_delete or is_delete_hour(config.delete_when, config.now_ms()) or manual):
             return 0

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import attrs
 
+from store.store_paths import SegmentDirs
+
 
 class FlushDiskType(enum.Enum):
     ASYNC_FLUSH = "ASYNC_FLUSH"
@@ -54,6 +56,11 @@ def parse_delay_levels(spec: str) -> dict[int, int]:
 @attrs.frozen
 class StoreConfig:
     store_path_root_dir: Path
+    #: ``storePathCommitLog``: the CommitLog's directory, or several ``,``-separated (store/store_paths.py); empty:
+    #: ``<storePathRootDir>/commitlog``.
+    store_path_commit_log: str = ""
+    #: ``readOnlyCommitLogStorePaths``: directories whose segments are read but never written (multi-path only).
+    read_only_commit_log_store_paths: str = ""
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
     #: Entries per ConsumeQueue file; each entry is 20 bytes (Java sets the byte size, 300 000 x 20).
@@ -106,8 +113,11 @@ class StoreConfig:
         return self.broker_role is BrokerRole.SLAVE
 
     @property
-    def commit_log_dir(self) -> Path:
-        return Path(self.store_path_root_dir) / "commitlog"
+    def commit_log_dirs(self) -> SegmentDirs:
+        """The CommitLog's directories (RocketMQ's ``getStorePathCommitLog``). Raises ValueError when every one named
+        is read-only."""
+        default = Path(self.store_path_root_dir) / "commitlog"
+        return SegmentDirs.from_settings(self.store_path_commit_log, self.read_only_commit_log_store_paths, default)
 
     @property
     def consume_queue_dir(self) -> Path:

@@ -1,7 +1,7 @@
 """Child process of the crash test: appends under SYNC_FLUSH with several concurrent writers and writes one line
 per acknowledged put to stdout (``phy size writer run seq queue_offset``) until it is SIGKILLed.
 
-Run as ``python -m tests.store.crash_child <root> <run>`` from the repository root.
+Run as ``python -m tests.store.crash_child <root> <run> [<storePathCommitLog>]`` from the repository root.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ def body_for(run: int, writer: int, seq: int) -> bytes:
     return f"{run}:{writer}:{seq}|".encode() * ((seq * 7 + writer) % 40 + 1)
 
 
-async def main(root: Path, run: int) -> None:
-    store = MessageStore(small_config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH,
-                                      mapped_file_size_commit_log=16 * 1024), store_host=STORE_HOST)  # fmt: skip
+async def main(root: Path, run: int, commit_log_paths: str = "") -> None:
+    config = small_config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH, store_path_commit_log=commit_log_paths,
+                          mapped_file_size_commit_log=16 * 1024)  # fmt: skip
+    store = MessageStore(config, store_host=STORE_HOST)
     store.load()
     os.write(1, b"ready\n")
 
@@ -46,4 +47,4 @@ async def main(root: Path, run: int) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, Path(sys.argv[1]), int(sys.argv[2]))
+    trio.run(main, Path(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:4])

@@ -19,9 +19,11 @@ REPO = Path(__file__).resolve().parents[2]
 RUNS = 5
 
 
-def _run_child_until_killed(root: Path, run: int, acks_before_kill: int) -> list[tuple[int, ...]]:
+def run_child_until_killed(root: Path, run: int, acks_before_kill: int, *extra: str) -> list[tuple[int, ...]]:
+    """Start the crash child on ``root`` (``extra``: its further arguments), SIGKILL it after ``acks_before_kill``
+    acknowledged puts; every put it acknowledged, as ``(phy, size, writer, run, seq, queue offset)``."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.store.crash_child", str(root), str(run)],
+        [sys.executable, "-m", "tests.store.crash_child", str(root), str(run), *extra],
         cwd=REPO,
         stdout=subprocess.PIPE,
     )
@@ -40,7 +42,7 @@ def _run_child_until_killed(root: Path, run: int, acks_before_kill: int) -> list
     return [tuple(int(x) for x in line.split()) for line in lines[1:] if line.endswith(b"\n")]
 
 
-def _verify(store: MessageStore, acked: list[tuple[int, ...]]) -> None:
+def verify_acked(store: MessageStore, acked: list[tuple[int, ...]]) -> None:
     for phy, size, writer, run, seq, queue_offset in acked:
         record = store.look_message_by_offset(phy)
         assert record is not None, (phy, run, writer, seq)
@@ -67,9 +69,9 @@ def test_sigkilled_sync_flush_writer_loses_no_acknowledged_record(tmp_path: Path
     print(f"crash test seed {seed}")  # shown with a failure, to replay the same kill points
     acked: list[tuple[int, ...]] = []
     for run in range(RUNS):
-        acked += _run_child_until_killed(tmp_path, run, rng.randint(0, 600))
+        acked += run_child_until_killed(tmp_path, run, rng.randint(0, 600))
         store = open_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=16 * 1024)
         assert store.abnormal_recovery, f"seed {seed}"
-        _verify(store, acked)
+        verify_acked(store, acked)
         store.close()
     assert len(acked) > RUNS
