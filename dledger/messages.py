@@ -11,7 +11,8 @@ Base fields of every object (``RequestOrResponse.java``): ``group``, ``remoteId`
 sender), ``leaderId``, ``term`` (-1) and ``code`` (200).
 
 :func:`decode` raises :class:`MessageError` for a body that is not JSON, not an object, or holds a field of the wrong
-type; unknown keys are ignored, as fastjson does.
+type, an integer a Java long cannot hold, or a term above :data:`TERM_MAX` (ours); unknown keys are ignored, as
+fastjson does.
 """
 
 from __future__ import annotations
@@ -310,10 +311,26 @@ def encode_push_response(message: PushEntryResponse) -> bytes:
     )  # fmt: skip
 
 
+#: Java's long; every integer field of a message is one (or narrower)
+_I32, _I64 = 1 << 31, 1 << 63
+#: Ours: the highest term a message may carry. Java would take up to its long's top and overflow on the next
+#: election; a term this high leaves room for 2^62 more elections, so only a hostile peer sends one.
+TERM_MAX: Final = (1 << 62) - 1
+
+
 def _int(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise MessageError(f"{key}: expected an integer, got {value!r}")
+    if not -_I64 <= value < _I64:
+        raise MessageError(f"{key}: {value} does not fit a Java long")
     return value
+
+
+def _term(value: Any, key: str) -> int:
+    term = _int(value, key)
+    if term > TERM_MAX:
+        raise MessageError(f"{key}: term {term} is above {TERM_MAX}")
+    return term
 
 
 def _str(value: Any, key: str) -> str:
@@ -330,7 +347,6 @@ def _bytes(value: Any, key: str) -> bytes:
 #: disk (dledger/entry.py: a value that does not fit its field is refused here, not by the ledger's struct.pack)
 _ENTRY_INTS: Final = (("index", -1, 64), ("term", -1, 64), ("pos", -1, 64), ("magic", CURRENT_MAGIC, 32),
                       ("channel", 0, 32), ("chainCrc", 0, 32), ("bodyCrc", 0, 32))  # fmt: skip
-_I32, _I64 = 1 << 31, 1 << 63
 
 
 def _entry(value: Any, key: str) -> Entry:
@@ -414,6 +430,7 @@ def _peers(value: Any, key: str) -> dict[str, str]:
 
 _CONVERTERS: Final[dict[str, Any]] = {
     "vote_result": _vote_result, "type": _push_type, "entry": _entry, "batch_entry": _entries, "body": _bytes,
+    "term": _term, "ledger_end_term": _term,
     "peers": _peers, "group": _str, "remote_id": _str, "local_id": _str, "leader_id": _str, "transfer_id": _str,
     "transferee_id": _str,
 }  # fmt: skip
@@ -456,9 +473,9 @@ def decode_push(body: bytes | memoryview) -> PushEntryRequest:
         and (remote_id is None or type(remote_id) is str)
         and (local_id is None or type(local_id) is str)
         and (leader_id is None or type(leader_id) is str)
-        and (term is None or type(term) is int)
-        and (code is None or type(code) is int)
-        and (commit_index is None or type(commit_index) is int)
+        and (term is None or (type(term) is int and -_I64 <= term <= TERM_MAX))
+        and (code is None or (type(code) is int and -_I64 <= code < _I64))
+        and (commit_index is None or (type(commit_index) is int and -_I64 <= commit_index < _I64))
         and (kind is None or (type(kind) is str and kind in _PUSH_TYPES))
     ):
         return _from_dict(PushEntryRequest, data)
@@ -485,7 +502,9 @@ def _from_dict(cls: type[_M], data: dict[str, Any]) -> _M:
         if value is None:
             continue
         # An int or a string where one is wanted is taken as it is (most fields of every answer; no call).
-        if (convert is _int and type(value) is int) or (convert is _str and type(value) is str):
+        if (convert is _int and type(value) is int and -_I64 <= value < _I64) or (
+            convert is _str and type(value) is str
+        ):
             values[name] = value
         else:
             values[name] = convert(value, key)

@@ -13,7 +13,7 @@ import trio.testing
 from dledger.codes import RequestCode, ResponseCode, Role
 from dledger.config import DLedgerConfig
 from dledger.effects import AppendDone
-from dledger.messages import MetadataRequest, encode
+from dledger.messages import TERM_MAX, MetadataRequest, encode
 from dledger.server import DLedgerServer
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode as RemotingCode
@@ -177,6 +177,34 @@ async def test_metadata_and_bad_bodies_over_the_wire(tmp_path: Path, autojump_cl
                 assert orjson.loads(refused.body)["code"] == ResponseCode.UNEXPECTED_ARGUMENT
             again = await client.invoke(addr, request(RequestCode.METADATA, body=metadata), 3)
             assert orjson.loads(again.body)["leaderId"] == "n0"
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_term_a_java_long_cannot_hold_is_refused_and_the_group_lives_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A heartbeat claiming a term past Java's long (or past TERM_MAX, which leaves room for the next elections) is
+    answered UNEXPECTED_ARGUMENT. Taken as the member's term, it was saved, and the member that next led failed to
+    write its first entry's header: every member's DLedger server died, again after each restart."""
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery)
+        for member in group.ids:
+            await group.start(member)
+        leader = await group.leader()
+        target = next(m for m in group.ids if m != leader.config.self_id)
+        other = next(m for m in group.ids if m != target)
+        async with RemotingClient() as client:
+            for term in (2**63, TERM_MAX + 1):
+                body = orjson.dumps({"group": "g", "remoteId": target, "localId": other, "leaderId": other,
+                                     "term": term, "code": 200})  # fmt: skip
+                cmd = request(RequestCode.HEART_BEAT, body=body)
+                answer = await client.invoke(group.config(target).peer_map[target], cmd, 3)
+                assert orjson.loads(answer.body)["code"] == ResponseCode.UNEXPECTED_ARGUMENT
+        await trio.sleep(10)
+        assert all(s.running for s in group.servers.values())
+        assert all(s.node.member.curr_term < 2**32 for s in group.servers.values())
+        leader = await group.leader()
+        assert (await append(leader, b"after")).code == ResponseCode.SUCCESS
         nursery.cancel_scope.cancel()
 
 

@@ -14,6 +14,7 @@ from dledger.codes import PushType, RequestCode, ResponseCode, VoteResult
 from dledger.entry import Entry
 from dledger.messages import (
     BY_CODE,
+    HeartBeatRequest,
     HeartBeatResponse,
     MessageError,
     PushEntryRequest,
@@ -78,6 +79,10 @@ def test_unknown_keys_are_ignored_and_missing_ones_take_dledgers_defaults() -> N
         (VoteRequest, b"[1, 2]"),
         (VoteRequest, b'{"term": "four"}'),
         (VoteRequest, b'{"term": true}'),
+        (VoteRequest, b'{"ledgerEndIndex": 9223372036854775808}'),  # past a Java long
+        (VoteRequest, b'{"ledgerEndTerm": 4611686018427387904}'),  # past TERM_MAX
+        (HeartBeatRequest, b'{"term": 4611686018427387904}'),
+        (VoteResponse, b'{"term": 9223372036854775807}'),
         (VoteResponse, b'{"voteResult": "MAYBE"}'),
         (PushEntryRequest, b'{"type": "DELETE"}'),
         (PushEntryRequest, b'{"entry": {"body": "***"}}'),
@@ -160,7 +165,13 @@ def test_the_push_decoder_gives_what_the_general_decoder_gives(fields: dict[str,
     if isinstance(first, PushEntryRequest) and isinstance(second, PushEntryRequest):
         assert [(e.chain_crc, e.body_crc) for e in first.entries] == [(e.chain_crc, e.body_crc) for e in second.entries]
     non_ascii = b'{"batchEntry":[{"body":"\xc3\xa9Q=="}]}'  # Base64's check wants ASCII: a ValueError of its own
-    wide = [b'{"entry":{"magic":2147483648}}', b'{"batchEntry":[{"pos":9223372036854775808}]}']  # the header's fields
+    wide = [
+        b'{"entry":{"magic":2147483648}}',
+        b'{"batchEntry":[{"pos":9223372036854775808}]}',  # the header's fields
+        b'{"term":4611686018427387904}',
+        b'{"commitIndex":-9223372036854775809}',
+        b'{"code":18446744073709551615}',
+    ]
     for bad in (b"[1]", b"{", memoryview(b"nope"), non_ascii, *wide):
         with pytest.raises(MessageError):
             decode_push(bad)
