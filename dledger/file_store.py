@@ -463,18 +463,21 @@ class FileLedger:
             mf.wrote_position = rel + INDEX_UNIT_SIZE
 
     def _cut_data(self, offset: int) -> None:
-        self._retire(self.data, offset)
-        last = self.data.last()
-        if last is not None:
-            last.zero_from(offset - last.file_from_offset)
-            last.cut(offset - last.file_from_offset)
+        self._cut(self.data, offset)
 
     def _cut_index(self, offset: int) -> None:
-        self._retire(self.index, offset)
-        last = self.index.last()
+        self._cut(self.index, offset)
+
+    def _cut(self, queue: MappedFileQueue, offset: int) -> None:
+        """End ``queue`` at ``offset``: later segments go, the last one's written bytes past it are erased. Only up to
+        what was written: nothing lies beyond (preallocated zeros, erased by the recovery and by every cut), and
+        reading a whole 1 GiB segment would block the loop for seconds."""
+        self._retire(queue, offset)
+        last = queue.last()
         if last is not None:
-            last.zero_from(max(0, offset - last.file_from_offset))
-            last.cut(max(0, offset - last.file_from_offset))
+            rel = max(0, offset - last.file_from_offset)
+            last.zero_from(rel, last.wrote_position)
+            last.cut(rel)
 
     def _retire(self, queue: MappedFileQueue, offset: int) -> None:
         """Unlink the segments that start at or after ``offset``; they are unmapped by the next flush."""

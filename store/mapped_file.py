@@ -131,9 +131,10 @@ class MappedFile:
                     self.flushed_position = target
         return self.flushed_position
 
-    def zero_from(self, pos: int) -> None:
-        """Erase stale bytes after ``pos`` (recovery), skipping chunks that are already zero to avoid dirtying pages."""
-        end = self.file_size
+    def zero_from(self, pos: int, end: int | None = None) -> None:
+        """Erase stale bytes from ``pos`` to ``end`` (default: the segment's end; recovery), skipping chunks that are
+        already zero to avoid dirtying pages."""
+        end = self.file_size if end is None else min(end, self.file_size)
         while pos < end:
             stop = min(end, pos + len(_ZERO_CHUNK))
             if self.view[pos:stop] != _ZERO_CHUNK[: stop - pos]:

@@ -165,6 +165,29 @@ def test_truncation_keeps_or_replaces_the_entry_and_nothing_after_it_comes_back(
     assert [again.get(i) for i in range(5)] == entries[:5]
 
 
+def test_a_truncation_erases_only_what_was_written(tmp_path: Path) -> None:
+    """The stale entries and index records go; the rest of the segments is not read. RocketMQ's data segments are
+    1 GiB, preallocated: erasing to a segment's end, as before, blocked the Trio thread for seconds on every
+    truncation. Bytes planted past the written end (a valid store has none) show how far the erase reached."""
+    sizes = {"mapped_file_size_for_entry_data": 1 << 16, "mapped_file_size_for_entry_index": 1 << 15}
+    config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1", store_base_dir=str(tmp_path), **sizes)
+    ledger = FileLedger(config)
+    ledger.load()
+    entries = append(ledger, 1, *[body(i) for i in range(3)])
+    data, index = ledger.data.last(), ledger.index.last()
+    assert data is not None and index is not None
+    data_end, index_end = data.wrote_position, index.wrote_position
+    data.buf[data_end + 4096 : data_end + 4100] = b"past"
+    index.buf[index_end + 4096 : index_end + 4100] = b"past"
+    theirs = Entry(1, 2, entries[1].pos, b"n" * 100, entries[1].magic)
+    assert ledger.truncate(theirs) == 1
+    assert ledger.get(1) == theirs and ledger.get(2) is None
+    assert not any(data.view[theirs.end_pos : data_end]) and not any(index.view[2 * 32 : index_end])
+    assert data.view[data_end + 4096 : data_end + 4100] == b"past"
+    assert index.view[index_end + 4096 : index_end + 4100] == b"past"
+    ledger.close()
+
+
 def test_a_follower_entry_must_land_at_its_position_and_index(tmp_path: Path) -> None:
     ledger = ledger_at(tmp_path)
     append(ledger, 1, b"a")
