@@ -301,7 +301,8 @@ class BrokerController:
                 nursery.start_soon(reassert_master, ctx, ctx.store, self.registration.trigger)
             ctx.topic_changed_hook = self.registration.trigger
             self.registration.on_master = self.replication.on_master
-            if self.replication.is_slave:
+            # A DLedger member may lead already (its log won while the broker started): it follows later.
+            if self.replication.is_slave or isinstance(ctx.store, DLedgerMessageStore):
                 self.replication.slave_sync = SlaveSynchronize(ctx, client, self.schedule, timer=self.timer)
                 await nursery.start(self.replication.slave_sync.run)
             await nursery.start(self.registration.run)

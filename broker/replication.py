@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 class ReplicationRole:
-    """Role-dependent wiring of one broker; ``slave_sync`` exists on a slave only."""
+    """Role-dependent wiring of one broker; ``slave_sync`` exists on a slave and on every DLedger member (it runs
+    only while the member follows)."""
 
     def __init__(self, broker: BrokerState, slave_sync: SlaveSynchronize | None) -> None:
         self.broker = broker

@@ -11,15 +11,20 @@ from collections import Counter
 from pathlib import Path
 
 import attrs
+import orjson
 import trio
 import trio.testing
 
+from broker.dledger_mode import dledger_config_of
 from broker.embedded_dledger import EmbeddedDLedgerGroup
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from client.transaction import LocalTransactionState, TransactionProducer
+from dledger.codes import RequestCode as DLedgerCode
+from dledger.codes import ResponseCode as DLedgerResult
+from dledger.messages import LeadershipTransferRequest, encode
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere
 from remoting.codec.bodies.timer_checkpoint import TimerCheckpointBody
@@ -29,6 +34,7 @@ from remoting.codec.java_properties import parse_properties
 from remoting.codec.message import decode_record
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
+from tests.processors.conftest import send_request
 
 TOPIC = "DLedgerServices"
 
@@ -285,3 +291,36 @@ async def test_get_broker_config_shows_the_dledger_settings_and_the_live_role(
                 assert (props["brokerId"], props["brokerRole"]) == expected, member
     finally:
         await group.__aexit__(None, None, None)
+
+
+async def test_a_member_that_leads_from_its_start_copies_the_leaders_offsets_once_it_follows(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A member whose log wins the election while its broker is still starting is master before the broker decides
+    on its metadata sync; it still needs one, for when it follows. Without it, that member, handed leadership away
+    (DLedger's LEADERSHIP_TRANSFER), never copied the new leader's consumer offsets (nor topics, groups, delay
+    offsets), and would have served stale ones when leading again."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group, RemotingClient() as client:
+        x = await group.leader()
+        assert (await client.invoke(group.addr(x), create_topic_request(TOPIC, queues=1), 5)).code == 0
+        y, z = [m for m in group.ids if m != x]
+        await group.stop(y)
+        # x and z commit a message y does not have: z's log is then longer than y's, and z wins as soon as it is up.
+        assert (await client.invoke(group.addr(x), send_request(TOPIC, b"m", queue_id=0), 10)).code == 0
+        await group.stop(z)
+        await group.stop(x)
+        await group.start(y)
+        await group.start(z)
+        assert await group.leader() == z
+        await group.start(x)
+        peers = dledger_config_of(group.config(z)).peer_map
+        while group.store(x).ledger.end_index != group.store(z).ledger.end_index:
+            await trio.sleep(0.1)
+        term = group.store(z).server.node.member.curr_term
+        transfer = LeadershipTransferRequest(group="broker-a", remote_id=z, term=term, transfer_id=z, transferee_id=x)
+        answer = await client.invoke(peers[z], request(DLedgerCode.LEADERSHIP_TRANSFER, body=encode(transfer)), 10)
+        assert orjson.loads(answer.body)["code"] == DLedgerResult.SUCCESS
+        assert await group.leader() == x
+        group.controllers[x].context.offsets.commit("cg-after-transfer", TOPIC, 0, 1)
+        await trio.sleep(70)  # a few metadata sync rounds
+        assert group.controllers[z].context.offsets.query("cg-after-transfer", TOPIC, 0) == 1
