@@ -3,11 +3,15 @@ reader task (the slave's reports) and a writer task (the CommitLog pushed in fra
 runs a ``ReadSocketService`` and a ``WriteSocketService`` thread.
 
 - Reader: the newest complete 8-byte report is the slave's acknowledged offset. The first one also says where the
-  transfer starts (:func:`~store.ha.frames.first_transfer_offset`); a later one beyond the master's own end ends the
-  connection. Every report is handed to the service (:meth:`HAService.acknowledged`), which releases SYNC_MASTER
-  sends. Nothing received for ``haHousekeepingInterval`` ends the connection.
-- Writer: idle until the first report, then frames of at most ``haTransferBatchSize`` bytes read from the CommitLog
-  (never past a segment's end, so records and blanks are split wherever a frame ends). Each write carries every
+  transfer starts (:func:`~store.ha.frames.first_transfer_offset`). A report that is negative or beyond the master's
+  own end ends the connection, the first one included (ours: RocketMQ takes any first report, so a slave that kept
+  more than a recovered master has, or any peer of the HA port, would acknowledge sends no slave holds). Every report
+  is handed to the service (:meth:`HAService.acknowledged`), which releases SYNC_MASTER sends; an empty slave's
+  reports only those past where its copy began. Nothing received for ``haHousekeepingInterval`` ends the
+  connection.
+- Writer: idle until the first report, then frames of at most ``haTransferBatchSize`` bytes (and at most 4 MiB, what
+  a slave takes) read from the CommitLog (never past a segment's end, so records and blanks are split wherever a
+  frame ends). Each write carries every
   frame readable since the last one, up to :data:`MAX_WRITE` bytes, in one buffer (the frames are RocketMQ's, only
   the system calls are fewer). With nothing to send it waits for the service's wake-up (a SYNC_MASTER send) or polls
   every 100 ms; after a wake-up it lets the appends of the same scheduler pass settle first, so a burst of sends
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from store.ha.frames import ReportReader, encode_header, first_transfer_offset
+from store.ha.frames import MAX_BODY, ReportReader, encode_header, first_transfer_offset
 
 if TYPE_CHECKING:
     from store.ha.service import HAService
@@ -46,8 +50,10 @@ class HAConnection:
         self.service = service
         self.stream = stream
         self.address = address
-        #: The slave's first report (-1 before it): where the transfer started.
+        #: The slave's first report (-1 before it).
         self.request_offset = -1
+        #: Where the transfer started: the first report, or for an empty slave the current segment's start.
+        self.transfer_start = -1
         #: The slave's newest report (-1 before the first).
         self.ack_offset = -1
         #: The next CommitLog offset this connection sends (-1 before the first report).
@@ -90,14 +96,18 @@ class HAConnection:
 
     def _on_report(self, report: int) -> bool:
         """Take one report; ``False`` ends the connection."""
+        commitlog = self.service.store.commitlog
+        end = commitlog.max_offset
+        if not 0 <= report <= end:
+            log.warning("HA slave %s reports %d, outside this master's log (it ends at %d): closing",
+                        self.address, report, end)  # fmt: skip
+            return False
         if self.request_offset < 0:
             self.request_offset = report
+            self.transfer_start = first_transfer_offset(report, end, commitlog.file_size)
             self._first_report.set()
-        elif report > self.service.store.commitlog.max_offset:
-            log.warning("HA slave %s reports %d, beyond this master's end: closing", self.address, report)
-            return False
         self.ack_offset = report
-        self.service.acknowledged(report)
+        self.service.acknowledged(report, self.transfer_start if self.transfer_start > self.request_offset else 0)
         return True
 
     def _frames(self, batch: int) -> tuple[bytes, int]:
@@ -119,13 +129,14 @@ class HAConnection:
         commitlog = service.store.commitlog
         try:
             await self._first_report.wait()
-            self.next_offset = first_transfer_offset(self.request_offset, commitlog.max_offset, commitlog.file_size)
+            self.next_offset = self.transfer_start
             log.info("HA slave %s reported %d: transfer starts at %d", self.address, self.request_offset,
                      self.next_offset)  # fmt: skip
             last_write = trio.current_time()
             while True:
                 config = service.config  # read each round: UPDATE_BROKER_CONFIG may change it
-                frames, size = self._frames(config.ha_transfer_batch_size)
+                # A frame the slave would refuse (above MAX_BODY) would be sent again and again: bounded here.
+                frames, size = self._frames(max(1, min(config.ha_transfer_batch_size, MAX_BODY)))
                 if size:
                     await self.stream.send_all(frames)
                     self.next_offset += size

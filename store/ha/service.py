@@ -73,7 +73,11 @@ class HAService:
             task_status.started()
 
     async def _accept(self, stream: trio.SocketStream) -> None:
-        host, port = stream.socket.getpeername()[:2]
+        try:
+            host, port = stream.socket.getpeername()[:2]
+        except OSError:  # reset before this task ran (ENOTCONN): nothing to serve; raising would end the listener
+            await stream.aclose()
+            return
         await self.serve_connection(stream, f"{host}:{port}")
 
     async def serve_connection(self, stream: trio.abc.Stream, address: str) -> None:
@@ -88,11 +92,13 @@ class HAService:
 
     # ---- master: acknowledgements and waiting sends ---------------------------------------------------------
 
-    def acknowledged(self, offset: int) -> None:
-        """A slave reported ``offset``: raise ``push2slave_max_offset`` and release the sends it covers."""
+    def acknowledged(self, offset: int, floor: int = 0) -> None:
+        """A slave reported ``offset``: raise ``push2slave_max_offset`` and release the sends it covers, except those
+        ending at or below ``floor``, where the slave's copy began (an empty slave is sent the current segment only):
+        another slave may still acknowledge them, or they time out."""
         if offset > self.push2slave_max_offset:
             self.push2slave_max_offset = offset
-            self.waits.acknowledged(offset)
+            self.waits.acknowledged(offset, floor)
 
     def is_slave_ok(self, end_offset: int) -> bool:
         """A slave is connected and less than ``haSlaveFallbehindMax`` behind ``end_offset`` (RocketMQ's

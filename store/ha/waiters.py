@@ -32,11 +32,22 @@ class TransferWaits:
         """Wait for an acknowledgement of ``offset`` (the caller checked :attr:`running`)."""
         self._queue.add(offset, timeout, callback)
 
-    def acknowledged(self, offset: int) -> None:
-        """A slave has everything below ``offset``: release the waiters it covers."""
+    def acknowledged(self, offset: int, floor: int = 0) -> None:
+        """A slave has everything from ``floor`` to ``offset``: release the waiters it covers; those ending at or
+        below ``floor`` stay queued, in order (they need another slave or time out)."""
         waiters = self._queue.waiters
+        if not floor:
+            while waiters and waiters[0].offset <= offset:
+                release_waiter(waiters.popleft(), True)
+            return
+        kept = []
         while waiters and waiters[0].offset <= offset:
-            release_waiter(waiters.popleft(), True)
+            waiter = waiters.popleft()
+            if waiter.offset > floor:
+                release_waiter(waiter, True)
+            else:
+                kept.append(waiter)
+        waiters.extendleft(reversed(kept))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self.running = True

@@ -1,0 +1,135 @@
+"""What a master takes from the peers of its HA port: a report outside its log ends the connection (the first one
+too), an empty slave acknowledges only what it was sent, a connection reset before it is served stops nothing, and
+a transfer batch above what a slave takes still replicates. Real stores; the slave is a real one on 127.0.0.1 or
+played by the test over a memory stream."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from store.ha.frames import encode_report
+from store.results import PutStatus
+from store.store_config import BrokerRole
+from tests.replication.ha_helpers import caught_up, ha_store, reported, wait_until
+from tests.replication.test_ha_stores import _fake_slave
+from tests.store.store_helpers import message
+
+
+@pytest.mark.parametrize("report", [1 << 40, -5])
+async def test_a_first_report_outside_the_masters_log_acknowledges_nothing(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, report: int
+) -> None:
+    """Any peer of the HA port (it has no ACL) sending one report: before, the first report went unchecked into
+    ``push2slave_max_offset``, and every later SYNC_MASTER send was PUT_OK while any slave was connected."""
+    master = ha_store(tmp_path, BrokerRole.SYNC_MASTER)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        ours, theirs = trio.testing.memory_stream_pair()
+        nursery.start_soon(master.ha.serve_connection, theirs, "outside")
+        await ours.send_all(encode_report(report))
+        await wait_until(lambda: not master.ha.connections, what="the connection's end")
+        assert master.ha.push2slave_max_offset <= 0
+        await _fake_slave(master, nursery, ack=False)  # a slave that acknowledges nothing
+        await trio.sleep(0.01)
+        result = await master.put(message())
+        assert result.status is PutStatus.FLUSH_SLAVE_TIMEOUT
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_slave_ahead_of_a_recovered_master_is_refused_not_acknowledged(tmp_path: Path) -> None:
+    """The slave holds 12 records, the master (which lost its unflushed tail) 5 of them: the slave's report is
+    beyond the master's end, so the connection ends and a SYNC_MASTER send is never answered PUT_OK for bytes the
+    slave holds differently."""
+    old_master = ha_store(tmp_path / "old", BrokerRole.ASYNC_MASTER)
+    for i in range(12):
+        old_master.append(message(body=bytes(100 + i)))
+    data = bytes(old_master.commitlog.read(0, old_master.commitlog.max_offset) or b"")
+    old_master.close()
+    master = ha_store(tmp_path / "master", BrokerRole.SYNC_MASTER)
+    for i in range(5):
+        master.append(message(body=bytes(100 + i)))
+    seed = ha_store(tmp_path / "slave", BrokerRole.SLAVE)
+    assert seed.replica is not None
+    seed.replica.append(0, data)
+    seed.close()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master)
+        assert slave.commitlog.max_offset > master.commitlog.max_offset
+        await nursery.start(slave.run)
+        with trio.fail_after(10):
+            result = await master.put(message(body=b"acknowledged?"))
+        assert result.status is not PutStatus.PUT_OK
+        assert master.ha.push2slave_max_offset <= 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_new_empty_slave_does_not_acknowledge_records_it_never_received(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An empty slave is sent the master's current segment only: its acknowledgements release the sends of that
+    segment, not a send still waiting for a record of an older one."""
+    master = ha_store(tmp_path, BrokerRole.SYNC_MASTER)
+    waiting: list[tuple[PutStatus, int]] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        silent = await _fake_slave(master, nursery, ack=False)  # goes away before acknowledging
+
+        async def send() -> None:
+            result = await master.put(message(body=b"waiting"))
+            waiting.append((result.status, result.append.end_offset))
+
+        await trio.sleep(0.01)
+        nursery.start_soon(send)
+        await trio.sleep(0.1)
+        for _ in range(40):  # appends that wait for nothing roll the CommitLog to a new segment
+            master.append(message(body=bytes(200)))
+        current = master.commitlog.queue.files[-1].file_from_offset
+        await silent.aclose()
+        await wait_until(lambda: not master.ha.connections, what="the first slave's end")
+        await _fake_slave(master, nursery, ack=True)
+        await wait_until(lambda: master.ha.push2slave_max_offset > current, what="the new slave's acknowledgement")
+        later = await master.put(message(body=b"after"))
+        assert later.status is PutStatus.PUT_OK
+        await wait_until(lambda: bool(waiting), what="the waiting send's answer")
+        assert waiting[0][1] <= current and waiting[0][0] is PutStatus.FLUSH_SLAVE_TIMEOUT
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_peer_resetting_its_connection_does_not_stop_the_ha_listener(tmp_path: Path) -> None:
+    """Connected and reset before the accept task ran: ``getpeername`` fails there, which used to end the HA
+    service and the store with it."""
+    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        for _ in range(3):  # no yield to Trio in between: the accept task sees sockets already reset
+            sock = socket.create_connection(("127.0.0.1", master.ha.port))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+        await trio.sleep(0.5)
+        slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master)
+        await nursery.start(slave.run)
+        await wait_until(lambda: reported(master), timeout=10, what="the slave's first report")
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_transfer_batch_above_what_a_slave_takes_still_replicates(tmp_path: Path) -> None:
+    """``haTransferBatchSize`` (changeable at run time) above the slave's 4 MiB frame limit: the frames are bounded
+    by that limit, rather than refused by the slave, sent again and refused for ever."""
+    segment = 8 << 20
+    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER, mapped_file_size_commit_log=segment,
+                      ha_transfer_batch_size=6 << 20)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master, mapped_file_size_commit_log=segment)
+        for i in range(1300):  # ~5 MiB in the first segment, all readable at the slave's first report
+            master.append(message(body=bytes(4000), queue_id=i % 4))
+        await nursery.start(slave.run)
+        await wait_until(lambda: caught_up(master, slave), timeout=30, what="the slave's catch-up")
+        nursery.cancel_scope.cancel()
