@@ -46,7 +46,10 @@ class AnyioByteStream:
         self._stream = stream
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self._stream.send(bytes(data) if not isinstance(data, bytes) else data)
+        try:
+            await self._stream.send(bytes(data) if not isinstance(data, bytes) else data)
+        except anyio.EndOfStream:  # a TLS peer that closed (e.g. refused our certificate after the handshake)
+            raise anyio.BrokenResourceError("the peer closed the connection") from None
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         try:

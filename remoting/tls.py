@@ -12,8 +12,12 @@ closes it.
 
 Contexts: :func:`server_context` uses the PEM certificate and key files, or, with ``tls.test.mode.enable`` (RocketMQ's
 default), a self-signed certificate generated in memory with ``cryptography`` (written to a private temporary
-directory only for the moment ``ssl`` loads it). :func:`client_context` encrypts without checking the server when no
-CA file is given (RocketMQ's test-mode client), and checks the chain and the host name against a CA file otherwise.
+directory only for the moment ``ssl`` loads it). With ``tls.server.authClient`` it asks for client certificates as
+``tls.server.need.client.auth`` says, checked against ``tls.server.trustCertPath`` or, without one, the platform's
+default CAs, as TlsHelper does (without ``authClient`` RocketMQ asks too and accepts any certificate; Python's ``ssl``
+cannot, so none is asked for). :func:`client_context` encrypts without checking the server when no CA file is given
+(RocketMQ's test-mode client), and checks the chain and the host name against a CA file otherwise, or against the
+default CAs (``tls.client.authServer`` without ``tls.client.trustCertPath``).
 Errors: ``OSError`` / ``ssl.SSLError`` for unreadable or mismatched certificate files.
 """
 
@@ -145,8 +149,12 @@ def server_context(config: TlsSettings) -> ssl.SSLContext:
         settings.tls_server_key_path or None,
         settings.tls_server_key_password or None,
     )
-    if settings.tls_server_auth_client and settings.tls_server_trust_cert_path:
-        ctx.load_verify_locations(settings.tls_server_trust_cert_path)
+    if settings.tls_server_auth_client:
+        # RocketMQ's TlsHelper: the trust file, else the platform's default CAs; need.client.auth applies either way.
+        if settings.tls_server_trust_cert_path:
+            ctx.load_verify_locations(settings.tls_server_trust_cert_path)
+        else:
+            ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
         ctx.verify_mode = _CLIENT_AUTH.get(settings.tls_server_need_client_auth.strip().lower(), ssl.CERT_NONE)
     return ctx
 
@@ -156,12 +164,17 @@ def client_context(
     cert_file: str | None = None,
     key_file: str | None = None,
     key_password: str | None = None,
+    *,
+    default_trust: bool = False,
 ) -> ssl.SSLContext:
     """A client context: no server check without ``ca_file`` (RocketMQ's default client), the chain and the host name
-    checked against it otherwise; ``cert_file`` / ``key_file`` present a client certificate."""
+    checked against it otherwise, or against the platform's default CAs with ``default_trust``; ``cert_file`` /
+    ``key_file`` present a client certificate."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     if ca_file:
         ctx.load_verify_locations(ca_file)
+    elif default_trust:
+        ctx.load_default_certs()
     else:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
@@ -180,5 +193,9 @@ def settings_client_context(config: TlsSettings) -> ssl.SSLContext | None:
     if settings.tls_test_mode_enable:
         return client_context()
     return client_context(
-        trust, settings.tls_client_cert_path, settings.tls_client_key_path, settings.tls_client_key_password
+        trust,
+        settings.tls_client_cert_path,
+        settings.tls_client_key_path,
+        settings.tls_client_key_password,
+        default_trust=settings.tls_client_auth_server,  # RocketMQ's TlsHelper: the JDK's CAs without a trust file
     )

@@ -72,6 +72,8 @@ def _frame(method: str, line: int) -> str:
 
 #: Remembered permission grants before the set starts again (a bound against clients naming ever-new topics).
 _MAX_GRANTED: Final = 4096
+#: Grants naming more resources than this are not remembered (their size, not their count, would bound the memory).
+_MAX_REMEMBERED_RESOURCES: Final = 16
 
 PARSE_FRAME: Final = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)"
 
@@ -113,7 +115,7 @@ class AclManager:
     def __init__(self, files: AclFiles) -> None:
         self.files = files
         self._loaded: dict[Path, AclFile] = {}
-        self._mtimes: dict[Path, float] = {}
+        self._mtimes: dict[Path, tuple[int, int, int]] = {}
         self._accounts: dict[str, Account] = {}
         self._owner: dict[str, Path] = {}
         self._global_white: tuple[AddressMatcher, ...] = ()
@@ -136,7 +138,8 @@ class AclManager:
         self.reload_changed(force=True)
 
     def reload_changed(self, *, force: bool = False) -> list[Path]:
-        """Re-read the files whose modification time changed (all when the file list changed or ``force``);
+        """Re-read the files whose modification time, size or inode changed (all when the file list changed or
+        ``force``);
         drop the rules of files that vanished. Returns the files read. Blocking (small files, a few stats)."""
         paths = self.files.paths()
         mtimes = {path: _mtime(path) for path in paths}
@@ -223,6 +226,9 @@ class AclManager:
         if not signed_by(account.secret_key):
             raise AclDenied(f"Check signature failed for accessKey={access_key}", _frame("validate", 684), access_key)
         if needed.get(TRACE_TOPIC) == PUB:
+            return
+        if len(needed) > _MAX_REMEMBERED_RESOURCES:  # a heartbeat naming thousands of topics: not worth keeping
+            check_perm(code, needed, account)
             return
         decision = (access_key, code, *needed.items())
         if decision in self._granted:
@@ -325,8 +331,11 @@ def check_perm(code: int, needed: Needed, account: Account) -> None:
             )
 
 
-def _mtime(path: Path) -> float:
+def _mtime(path: Path) -> tuple[int, int, int]:
+    """What tells a rewrite: modification time, size and inode (a rewrite within one timestamp tick, or one that
+    keeps the old time, ``cp -p``, still changes the size or the inode); all -1 when the file cannot be read."""
     try:
-        return path.stat().st_mtime_ns / 1e9
+        st = path.stat()
     except OSError:
-        return -1.0
+        return -1, -1, -1
+    return st.st_mtime_ns, st.st_size, st.st_ino

@@ -2,9 +2,14 @@
 (RocketMQ's ``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainAccessValidator.java``, ``parse``).
 
 A group is checked as its retry topic ``%RETRY%<group>``. Codes not listed need no resource (only the account, its
-signature and, for the admin codes, the admin flag). A request whose fields cannot be read the way RocketMQ reads
-them (a missing required header field, a heartbeat body that does not decode) raises :class:`ResourceError` with
-the message RocketMQ's decoder gives, which the check answers as an ACL failure.
+signature and, for the admin codes, the admin flag). Ours, beyond 4.9.8's ``parse``: a batch send (320) and a reply
+(324, 325) are checked as the sends they are (RocketMQ 5 checks 320 too; 4.9.8 let any account publish to any topic
+through them), and a send to a retry topic needs SUB on that topic itself as well as on the header's group (4.9.8
+checked only the header's group, and the message goes to the group the topic names).
+
+A request whose fields cannot be read the way RocketMQ reads them (a missing required header field, a heartbeat body
+that does not decode) raises :class:`ResourceError` with the message RocketMQ's decoder gives, which the check
+answers as an ACL failure.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ def _send(topic_key: str, group_key: str) -> Callable[[RemotingCommand, Needed],
         topic = cmd.ext_fields.get(topic_key)
         if topic is not None and topic.startswith(RETRY_PREFIX):
             _add(needed, _group(cmd.ext_fields.get(group_key)), SUB)
+            _add(needed, topic, SUB)
         else:
             _add(needed, topic, PUB)
 
@@ -107,6 +113,9 @@ def _update_offset(cmd: RemotingCommand, needed: Needed) -> None:
 _RULES: dict[int, Callable[[RemotingCommand, Needed], None]] = {
     RequestCode.SEND_MESSAGE: _send("topic", "group"),
     RequestCode.SEND_MESSAGE_V2: _send("b", "a"),
+    RequestCode.SEND_BATCH_MESSAGE: _send("b", "a"),
+    RequestCode.SEND_REPLY_MESSAGE: _send("topic", "group"),
+    RequestCode.SEND_REPLY_MESSAGE_V2: _send("b", "a"),
     RequestCode.RECALL_MESSAGE: _recall,
     RequestCode.CONSUMER_SEND_MSG_BACK: _send_back,
     RequestCode.PULL_MESSAGE: _pull,

@@ -4,17 +4,19 @@ a malformed file keeps the old rules and says why, files added and removed under
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 
+from broker.acl.manager import AclDenied, AclFiles, AclManager
 from broker.acl.watcher import WATCH_INTERVAL
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
 from remoting.codec.acl_signing import SessionCredentials, sign
-from remoting.codec.codes import ResponseCode
+from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from tests.acl.conftest import PLAIN_ACL
 
@@ -85,3 +87,24 @@ async def test_files_added_and_removed_under_conf_acl_are_picked_up(
         extra.unlink()
         await trio.sleep(WATCH_INTERVAL + 0.5)
         assert await _refused(client, acl_cluster, team, "topicB")
+
+
+def test_a_rewrite_keeping_the_modification_time_is_applied(tmp_path: Path) -> None:
+    """A file replaced with its old timestamp kept (``cp -p``, ``rsync -t``, ``tar x``, or two writes within one
+    tick of a coarse clock) has another size or inode: the revoked grant goes."""
+    grant = "accounts:\n  - accessKey: producer1\n    secretKey: '12345678'\n    topicPerms:\n      - orders=PUB\n"
+    acl = tmp_path / "conf" / "plain_acl.yml"
+    acl.parent.mkdir()
+    acl.write_text(grant)
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    creds = SessionCredentials("producer1", "12345678")
+    manager.validate("10.0.0.9", sign(request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "orders"}), creds))
+    before = acl.stat()
+    replacement = acl.with_name("plain_acl.yml.new")
+    replacement.write_text(grant.replace("orders=PUB", "orders=DENY") + "# revoked\n")
+    os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(replacement, acl)
+    assert manager.reload_changed() == [acl]
+    with pytest.raises(AclDenied):
+        manager.validate("10.0.0.9", sign(request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "orders"}), creds))

@@ -12,8 +12,9 @@ from broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_p
 from broker.acl.plain_config import AclConfigError, parse_acl_file
 from broker.acl.remote_address import AddressPatternError, address_matcher
 from remoting.codec.acl_signing import SessionCredentials, sign
+from remoting.codec.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from remoting.codec.codes import RequestCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
 
 
 @pytest.mark.parametrize(
@@ -200,3 +201,29 @@ def test_remembered_grants_are_dropped_when_the_rules_change(tmp_path: Path) -> 
     for i in range(_MAX_GRANTED + 10):
         manager.validate("10.1.0.7", sign(request(RequestCode.SEND_MESSAGE, {"topic": f"T{i}"}), creds))
     assert 0 < len(manager._granted) <= _MAX_GRANTED
+
+
+def test_grants_naming_many_resources_are_checked_each_time_not_remembered(tmp_path: Path) -> None:
+    """A heartbeat listing thousands of topics: remembering its grant kept the whole list (4,096 such grants, tens
+    of GB with 16 MB frames). Its check still refuses what it must."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "plain_acl.yml").write_text(
+        "accounts:\n  - accessKey: consumer1\n    secretKey: '12345678'\n    defaultTopicPerm: SUB\n"
+        "    defaultGroupPerm: SUB\n    topicPerms:\n      - closed=DENY\n"
+    )
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    creds = SessionCredentials("consumer1", "12345678")
+
+    def heartbeat(n: int, topics: list[str]) -> RemotingCommand:
+        subs = tuple(SubscriptionData(topic) for topic in topics)
+        data = HeartbeatData(f"c{n}", consumer_data_set=(ConsumerData(f"g{n}", subscription_data_set=subs),))
+        return sign(request(RequestCode.HEART_BEAT, body=data.encode()), creds)
+
+    for n in range(20):
+        manager.validate("10.0.0.9", heartbeat(n, [f"t{n}-{i}" for i in range(2000)]))
+    assert not manager._granted
+    with pytest.raises(AclDenied):
+        manager.validate("10.0.0.9", heartbeat(99, [*(f"t{i}" for i in range(100)), "closed"]))
+    manager.validate("10.0.0.9", heartbeat(100, ["t1", "t2"]))
+    assert len(manager._granted) == 1

@@ -7,6 +7,7 @@ import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 import trustme
@@ -17,7 +18,16 @@ from remoting.codec.command import request
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.errors import RemotingConnectError
 from remoting.server import RemotingServer, ServerConfig
-from remoting.tls import DISABLED, ENFORCING, PERMISSIVE, TlsSettings, client_context, server_context, tls_mode
+from remoting.tls import (
+    DISABLED,
+    ENFORCING,
+    PERMISSIVE,
+    TlsSettings,
+    client_context,
+    server_context,
+    settings_client_context,
+    tls_mode,
+)
 from tests.remoting.helpers import EchoProcessor, RawPeer
 
 
@@ -182,3 +192,35 @@ async def test_an_unbuildable_context_closes_tls_connections_only(nursery: trio.
             await _echo(secure, addr)
         assert await _echo(plain, addr) == b"over the wire"
     assert server.refused_connections == 1
+
+
+async def test_required_client_auth_without_a_trust_file_refuses_a_client_without_a_certificate(
+    nursery: trio.Nursery, cert_files: TlsSettings, ca: trustme.CA, ca_file: str
+) -> None:
+    """``tls.server.authClient`` with ``need.client.auth=require`` and no ``trustCertPath``: RocketMQ's TlsHelper
+    checks client certificates against the default CAs; we used to ask for none, and served a client without one."""
+    settings = attrs.evolve(cert_files, tls_server_auth_client=True, tls_server_need_client_auth="require")
+    assert server_context(settings).verify_mode == ssl.CERT_REQUIRED
+    _, addr = await _serve(nursery, ENFORCING, settings)
+    async with RemotingClient(ssl_context=client_context(ca_file)) as client:
+        with pytest.raises(RemotingConnectError):
+            await _echo(client, addr)
+    # A client certificate from a CA the platform does not trust is refused too.
+    cert = ca.issue_cert("client")
+    chain, key = Path(ca_file).with_name("client.pem"), Path(ca_file).with_name("client.key")
+    cert.cert_chain_pems[0].write_to_path(str(chain))
+    cert.private_key_pem.write_to_path(str(key))
+    async with RemotingClient(ssl_context=client_context(ca_file, str(chain), str(key))) as client:
+        with pytest.raises(RemotingConnectError):
+            await _echo(client, addr)
+
+
+def test_a_client_told_to_check_the_server_without_a_trust_file_uses_the_default_cas(tmp_path: Path) -> None:
+    """``tls.client.authServer`` without ``tls.client.trustCertPath`` (the broker towards its name servers): the
+    server is checked against the platform's CAs, as TlsHelper does, not left unchecked."""
+    settings = TlsSettings(tls_enable=True, tls_test_mode_enable=False, tls_client_auth_server=True,
+                           tls_config_file=str(tmp_path / "absent.properties"))  # fmt: skip
+    ctx = settings_client_context(settings)
+    assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    unchecked = settings_client_context(attrs.evolve(settings, tls_client_auth_server=False))
+    assert unchecked is not None and unchecked.verify_mode == ssl.CERT_NONE
