@@ -34,7 +34,7 @@ from remoting.codec.message import (
     write_blank,
     write_record,
 )
-from store.errors import MessageIllegalError, OffsetMismatchError
+from store.errors import CreateMappedFileError, MessageIllegalError, OffsetMismatchError
 from store.mapped_file import MappedFile, MappedFileQueue
 from store.store_paths import SegmentDirs
 
@@ -91,7 +91,10 @@ class CommitLog:
         return mf
 
     def _roll(self, start: int) -> MappedFile:
-        mf = self.queue.roll(start)
+        try:
+            mf = self.queue.roll(start)
+        except OSError as exc:
+            raise CreateMappedFileError(f"create mapped file failed, server is busy or broken: {exc}") from exc
         if self.on_roll is not None:
             self.on_roll()
         return mf

@@ -37,6 +37,13 @@ class ServiceNotAvailableError(PutRefusedError):
     put_status = "SERVICE_NOT_AVAILABLE"
 
 
+class CreateMappedFileError(PutRefusedError):
+    """A new segment could not be made (ENOSPC, permissions): RocketMQ's CREATE_MAPEDFILE_FAILED. The message was not
+    written; the log ends where it did."""
+
+    put_status = "CREATE_MAPPED_FILE_FAILED"
+
+
 class StoreCorruptError(StoreError):
     """On-disk state the store cannot use: a segment of the wrong size or name, an offset gap between segments."""
 

@@ -7,13 +7,15 @@ blocking and meant for a worker thread; they only read positions that the Trio t
 single attribute stores. Deleting or truncating files is done on the Trio thread while the owner's disk lock is held,
 so it never races a flush of the same file.
 
-Errors: ``OSError`` from the file system propagates; a segment with the wrong size or a gap between segment names
-raises :class:`~store.errors.StoreCorruptError`.
+Errors: ``OSError`` from the file system propagates (a new segment's blocks are taken at creation: a full disk is
+ENOSPC there, the half-made file removed, never a sparse segment and a SIGBUS at a later write); a segment with the
+wrong size or a gap between segment names raises :class:`~store.errors.StoreCorruptError`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import threading
@@ -28,6 +30,15 @@ PAGE_SIZE: Final = 4096
 #: flush records its position, so a flush that saw no cut cannot record after one lands.
 _CUT_LOCK: Final = threading.Lock()
 _ZERO_CHUNK: Final = bytes(1 << 20)
+
+
+#: posix_fallocate's answers for "this file system cannot": only then is a sparse segment made instead.
+_NO_FALLOCATE: Final = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS})
+
+
+def _unlink_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 def segment_name(offset: int) -> str:
@@ -67,7 +78,12 @@ class MappedFile:
             elif existing == 0:
                 try:
                     os.posix_fallocate(self.fd, 0, file_size)
-                except OSError:
+                except OSError as exc:
+                    if exc.errno not in _NO_FALLOCATE:
+                        # ENOSPC (a full disk, maybe one directory of several): a sparse file would take its
+                        # blocks at the first write to each page, and one that finds none is a SIGBUS.
+                        _unlink_quietly(path)
+                        raise
                     # Some file systems (tmpfs on old kernels, overlay) lack fallocate: a sparse file still works.
                     os.ftruncate(self.fd, file_size)
             elif existing != file_size:

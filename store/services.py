@@ -473,7 +473,11 @@ class AllocateService:
         if queue.spare is not None and queue.spare.file_from_offset == start:
             return
         directory = queue.dir_for(start)
-        mf = await trio.to_thread.run_sync(self._make, start, directory, limiter=store.disk_limiter)
+        try:
+            mf = await trio.to_thread.run_sync(self._make, start, directory, limiter=store.disk_limiter)
+        except OSError as exc:  # a full disk: no spare; the roll makes the segment itself, or refuses the put
+            log.warning("preallocating CommitLog segment %d in %s failed: %s", start, directory, exc)
+            return
         final = directory / segment_name(start)
         if queue.next_start() == start and queue.spare is None and not final.exists():
             os.rename(mf.path, final)

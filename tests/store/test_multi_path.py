@@ -1,20 +1,31 @@
 """RocketMQ's multi-path CommitLog (``storePathCommitLog`` naming several directories, ``readOnlyCommitLogStorePaths``):
 segments spread over the directories by number, every directory read back at load, read-only and nearly full
-directories never given a new segment, and nothing acknowledged lost when the writer is SIGKILLed."""
+directories never given a new segment, nothing acknowledged lost when the writer is SIGKILLed, and a directory with
+no room left refusing sends instead of killing the broker."""
 
 from __future__ import annotations
 
+import errno
+import os
 import random
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.codes import ResponseCode
 from remoting.codec.message import decode_record
 from store.errors import StoreCorruptError
-from store.mapped_file import segment_paths
+from store.mapped_file import MappedFile, segment_name, segment_paths
 from store.message_store import MessageStore
+from store.results import GetStatus
 from store.store_config import FlushDiskType
 from store.store_paths import SegmentDirs, split_paths
+from tests.broker.helpers import create_topic_request
+from tests.processors.conftest import send_request
 from tests.store.store_helpers import message, open_store
 from tests.store.test_crash import run_child_until_killed, verify_acked
 
@@ -150,3 +161,63 @@ def test_sigkilled_writer_over_two_directories_loses_no_acknowledged_record(tmp_
         verify_acked(store, acked)
         store.close()
     assert _names(tmp_path / "disk-a") and _names(tmp_path / "disk-b"), f"seed {seed}"
+
+
+@pytest.mark.parametrize(
+    ("code", "made"), [(errno.ENOSPC, False), (errno.EDQUOT, False), (errno.EOPNOTSUPP, True), (errno.EINVAL, True)]
+)
+def test_a_segment_whose_blocks_cannot_be_taken_is_not_made_sparse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, made: bool
+) -> None:
+    """A full disk (the OS call made to answer ENOSPC here) fails the segment's creation and leaves no file: a sparse
+    segment would take its blocks at the first write to each page, and one finding none kills the broker with
+    SIGBUS. A file system without fallocate still gets a sparse segment."""
+
+    def refuse(_fd: int, _offset: int, _length: int) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "posix_fallocate", refuse)
+    path = tmp_path / segment_name(0)
+    if made:
+        MappedFile(path, 0, SEGMENT).close()
+        assert path.stat().st_size == SEGMENT
+    else:
+        with pytest.raises(OSError):
+            MappedFile(path, 0, SEGMENT)
+        assert not path.exists()
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs, named to sort after the other directories; skipped where mounting is not allowed."""
+    mount = tmp_path / "zz-tiny"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+async def test_a_directory_with_no_room_refuses_sends_and_the_broker_lives_on(tmp_path: Path, tiny_disk: Path) -> None:
+    """Multi-path with one directory on a full disk: the segment that falls there cannot be made, the send is answered
+    SYSTEM_ERROR with RocketMQ's remark (CREATE_MAPEDFILE_FAILED), and everything stored before stays readable."""
+    paths = f"{tmp_path / 'big'},{tiny_disk / 'cl'}"
+    async with EmbeddedCluster(tmp_path / "cluster", mapped_file_size_commit_log=256 * 1024,
+                               store_path_commit_log=paths) as cluster, RemotingClient() as client:  # fmt: skip
+        addr = cluster.broker_addr
+        assert (await client.invoke(addr, create_topic_request("Full", queues=1), 5)).code == ResponseCode.SUCCESS
+        codes = []
+        for _ in range(300):  # 300 KB: past the first segment
+            answer = await client.invoke(addr, send_request("Full", b"x" * 1000, queue_id=0), 5)
+            codes.append(answer.code)
+            if answer.code != ResponseCode.SUCCESS:
+                assert answer.code == ResponseCode.SYSTEM_ERROR
+                assert answer.remark == "create mapped file failed, server is busy or broken."
+                break
+        assert codes[-1] == ResponseCode.SYSTEM_ERROR and codes.count(ResponseCode.SUCCESS) == len(codes) - 1
+        store = cluster.controller.context.store
+        assert store.get("Full", 0, 0, 32).status is GetStatus.FOUND
+        assert not any(tiny_disk.rglob("0*"))
