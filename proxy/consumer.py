@@ -20,15 +20,17 @@ import trio
 from broker.context import BrokerState
 from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
 from broker.pop.receipt import pop_retry_topic
+from processors.common import RequestRejected
 from processors.filter import Sql92ParseError, compile_sql92
 from processors.pull import build_subscription, tag_filter_of
-from proxy.common import Code, RpcError, status
+from proxy.common import Code, RpcError, status, status_of_response_code
 from proxy.config import ProxyConfig
 from proxy.convert import grpc_message
 from proxy.pb import definition, service
 from proxy.renew import RenewTable
 from proxy.sessions import SessionTable
 from remoting.codec.message import decode_record
+from store.errors import PutRefusedError
 from store.get_message import PropertyFilter, TagFilter
 
 __all__ = ["Consuming"]
@@ -150,9 +152,18 @@ class Consuming:
         )
 
     def _pop(self, r: _Receive) -> list[Popped]:
-        return self.pop.pop(
-            r.group, r.topic, r.batch, r.invisible, r.tag_filter, fifo=r.fifo, property_filter=r.property_filter
-        )
+        """The pop, its refusals as statuses: an unreadable topic FORBIDDEN, a checkpoint the store or the timer
+        refused (nothing handed out, the offset unmoved) with the store's code."""
+        try:
+            return self.pop.pop(
+                r.group, r.topic, r.batch, r.invisible, r.tag_filter, fifo=r.fifo, property_filter=r.property_filter
+            )
+        except LookupError as exc:
+            raise RpcError(Code.FORBIDDEN, str(exc)) from None
+        except RequestRejected as exc:
+            raise RpcError(status_of_response_code(exc.code), exc.remark) from None
+        except PutRefusedError as exc:
+            raise RpcError(Code.INTERNAL_SERVER_ERROR, f"{exc.put_status}: {exc}") from None
 
     def _stream(self, r: _Receive, popped: list[Popped]) -> list[Any]:
         if not popped:
@@ -162,7 +173,8 @@ class Consuming:
             ]
         out = [service.ReceiveMessageResponse(status=status())]
         for p in popped:
-            message = grpc_message(p.message, self.pop.original_topic(p.message), p.handle, p.attempt, r.namespace)
+            topic = self.pop.original_topic(r.group, p.message)
+            message = grpc_message(p.message, topic, p.handle, p.attempt, r.namespace)
             if r.auto_renew and r.client_id:
                 message_id = message.system_properties.message_id
                 self.renew.add(r.client_id, r.group, r.topic, message_id, p.handle, p.attempt)

@@ -134,6 +134,15 @@ def _message_type(props: dict[str, str]) -> int:
     return _NORMAL
 
 
+#: google.protobuf.Timestamp's range (0001-01-01 to 9999-12-31T23:59:59.999): a stored time outside it (a 4.x
+#: producer's TIMER_OUT_MS or born time is not checked) is clamped rather than failing the whole receive.
+_TIMESTAMP_MS: Final = (-62_135_596_800_000, 253_402_300_799_999)
+
+
+def _timestamp(field: Any, ms: int) -> None:
+    field.FromMilliseconds(min(max(ms, _TIMESTAMP_MS[0]), _TIMESTAMP_MS[1]))
+
+
 def grpc_message(
     msg: MessageExt, topic: str, handle: ReceiptHandle | None = None, attempt: int = 1, namespace: str = ""
 ) -> Any:
@@ -157,13 +166,13 @@ def grpc_message(
     compressed = msg.sys_flag & SYSFLAG_COMPRESSED
     sp.body_encoding = _GZIP if compressed else _IDENTITY
     sp.message_type = _message_type(props)
-    sp.born_timestamp.FromMilliseconds(msg.born_timestamp)
+    _timestamp(sp.born_timestamp, msg.born_timestamp)
     sp.born_host = props.get("__BORNHOST") or msg.born_host[0]
-    sp.store_timestamp.FromMilliseconds(msg.store_timestamp)
+    _timestamp(sp.store_timestamp, msg.store_timestamp)
     sp.store_host = f"{msg.store_host[0]}:{msg.store_host[1]}"
     deliver = props.get("TIMER_OUT_MS") or props.get("TIMER_DELIVER_MS")
     if deliver and deliver.isdigit():
-        sp.delivery_timestamp.FromMilliseconds(int(deliver))
+        _timestamp(sp.delivery_timestamp, int(deliver))
     if "__SHARDINGKEY" in props:
         sp.message_group = props["__SHARDINGKEY"]
     sp.queue_id = msg.queue_id

@@ -10,20 +10,25 @@ after ``invisibleTimeMillisWhenClear``. Ack, ChangeInvisibleDuration and Forward
 :meth:`~RenewTable.take` the entry and act on the latest handle, since the client still holds the first one.
 
 The table lives on the Trio thread. A renewal refused by the pop service (the handle expired, the topic is gone) drops
-the entry; nothing here raises.
+the entry; one the store refuses (a full disk, the timer's limit) keeps it for the next scan, and a release it refuses
+is logged (the message becomes visible when its handle says); nothing here raises.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Final
 
 import attrs
 import trio
 
 from broker.pop import AckOutcome, PopService, ReceiptHandle
+from processors.common import RequestRejected
 from proxy.common import BACKOFF_SECONDS
 from proxy.config import ProxyConfig
 from proxy.sessions import SessionTable
+from remoting.ratelog import RateLimitedLog
+from store.errors import PutRefusedError
 
 __all__ = ["RENEW_STEPS_MS", "RenewTable"]
 
@@ -31,6 +36,9 @@ __all__ = ["RENEW_STEPS_MS", "RenewTable"]
 RENEW_STEPS_MS: Final = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)
 #: Ours: handles kept at most; beyond it a receive is not renewed (it keeps its first invisible time).
 MAX_HELD: Final = 100_000
+
+log = logging.getLogger(__name__)
+_refusals = RateLimitedLog(log)
 
 
 @attrs.define
@@ -85,7 +93,11 @@ class RenewTable:
                 self._release(key, held, delay)
             else:
                 step = RENEW_STEPS_MS[min(held.renewals, len(RENEW_STEPS_MS) - 1)]
-                outcome, renewed = self.pop.change_invisible(group, held.topic, held.handle, step)
+                try:
+                    outcome, renewed = self.pop.change_invisible(group, held.topic, held.handle, step)
+                except (PutRefusedError, RequestRejected) as exc:
+                    _refusals.warning("renewing %s of %s refused, trying again: %s", held.topic, group, exc)
+                    continue
                 if outcome is AckOutcome.OK and renewed is not None:
                     held.handle, held.renewals = renewed, held.renewals + 1
                 else:
@@ -93,7 +105,10 @@ class RenewTable:
 
     def _release(self, key: tuple[str, str, str], held: _Held, invisible_ms: int) -> None:
         del self.held[key]
-        self.pop.change_invisible(key[1], held.topic, held.handle, invisible_ms)
+        try:
+            self.pop.change_invisible(key[1], held.topic, held.handle, invisible_ms)
+        except (PutRefusedError, RequestRejected) as exc:
+            _refusals.warning("releasing %s of %s refused (visible when its handle says): %s", held.topic, key[1], exc)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Scan every ``renewSchedulePeriodMillis`` until cancelled."""

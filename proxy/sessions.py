@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Final, cast
 
 import attrs
+import trio
 
 from broker.context import BrokerState
 from processors.client_channels import ClientChannelInfo
@@ -57,6 +58,8 @@ class ClientSession:
     push: Push | None = None
     channel: GrpcClientChannel | None = None
     transactions: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    #: Trio time of the client's last request through :meth:`SessionTable.session`
+    last_seen: float = 0.0
 
     @property
     def client_type(self) -> int:
@@ -113,18 +116,24 @@ class SessionTable:
 
     def session(self, client_id: str, metadata: dict[str, str] | None = None) -> ClientSession:
         session = self.sessions.get(client_id)
+        now = trio.current_time()
         if session is None:
-            self._forget_gone()
+            self._forget_gone(now)
             language = _LANGUAGES.get((metadata or {}).get("x-mq-language", ""), LanguageCode.OTHER)
             session = ClientSession(client_id, language, transactions=self._transactions)
             self.sessions[client_id] = session
+        session.last_seen = now
         return session
 
-    def _forget_gone(self) -> None:
-        """Drop sessions the client registry expired (no heartbeat for ``channelExpiredTimeout``) and whose stream is
-        closed: clients that went away without NotifyClientTermination."""
+    def _forget_gone(self, now: float) -> None:
+        """Drop the sessions of clients that went away without NotifyClientTermination, their stream closed: those
+        the client registry expired (no heartbeat for ``channelExpiredTimeout``), and those never registered (no
+        Settings came) and not seen for as long."""
+        expired = now - self.broker.clients.channel_expired_timeout
         gone = [
-            cid for cid, s in self.sessions.items() if s.push is None and s.channel is not None and s.channel.closed
+            cid
+            for cid, s in self.sessions.items()
+            if s.push is None and (s.channel.closed if s.channel is not None else s.last_seen < expired)
         ]
         for client_id in gone:
             del self.sessions[client_id]

@@ -9,8 +9,13 @@ other message of the CK is copied to the retry topic (or the DLQ).
 
 Progress is the consumer offset of group ``CID_RMQ_SYS_REVIVE_GROUP`` on that queue, committed at the oldest ACK still
 waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel (a restart may redeliver a message
-twice, never lose one). ACKs whose CK cannot come any more (a minute past its due time) are forgotten. A record that
-does not decode is logged and skipped; a refused append is retried at the next interval.
+twice, never lose one). An ACK is forgotten once its CK cannot come any more: a CK due more than a minute after it
+has been read (the timer delivers CKs in the order they are due). Measured on the CKs read, not on the clock: after a
+restart the timer delivers the overdue CKs only after the ACKs were read again, and a clock-based rule forgot those
+ACKs first and redelivered acknowledged messages. A record that does not decode is logged and skipped. A retry copy
+the store refuses for good (MESSAGE_ILLEGAL: a group and topic whose retry topic name is too long) goes to the DLQ
+instead, or is logged and dropped when that is refused too; any other refusal is retried at the next interval from
+the record it stopped at.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import trio
 from broker.pop.service import ACK_TAG, CK_GRACE_MS, CK_TAG, PopService
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageExt, decode_record
-from store.errors import PutRefusedError
+from store.errors import MessageIllegalError, PutRefusedError
 
 __all__ = ["REVIVE_GROUP", "ReviveService"]
 
@@ -46,6 +51,8 @@ class ReviveService:
         self._acked: dict[_Key, tuple[int, int]] = {}  # key -> (revive offset, due ms)
         self.revived = 0
         self._position = 0
+        #: the latest due time of the CKs read: an ACK due a minute before it has lost its CK
+        self._ck_horizon = 0
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Revive every ``interval`` seconds, and save the pop service's FIFO state after its changes, until
@@ -78,9 +85,13 @@ class ReviveService:
         result = broker.store.get(topic, 0, position, _BATCH)
         for raw in result.messages:
             try:
-                self._handle(decode_record(raw))
+                record = decode_record(raw)
+                self._handle(record)
             except (MessageDecodeError, ValueError, KeyError, TypeError):
                 log.exception("revive: skipping a malformed record")
+            else:
+                # Per record: a refusal (raised) resumes at the record it stopped at, not at the batch's first.
+                self._position = max(self._position, record.queue_offset + 1)
         self._position = max(result.next_begin_offset, position)
         self._forget_stale()
         # ACKs are kept in the order they were read, which is revive-queue order: the first is the oldest.
@@ -96,6 +107,7 @@ class ReviveService:
             key = (group, topic, qid, int(body["ao"]), pop_time)
             self._acked[key] = (record.queue_offset, pop_time + int(body["it"]) + CK_GRACE_MS)
         elif tag == CK_TAG:
+            self._ck_horizon = max(self._ck_horizon, pop_time + int(body["it"]) + CK_GRACE_MS)
             # A CK names every message of one pop of one queue (a single offset in records written before that).
             offsets, phys = body["ao"], body["po"]
             if not isinstance(offsets, list):
@@ -112,15 +124,26 @@ class ReviveService:
         if raw is None:
             log.warning("revive: message at %d of group %s is gone", phy_offset, group)
             return
-        store.append(self.pop.retry_copy(group, decode_record(raw)))
+        msg = decode_record(raw)
+        try:
+            store.append(self.pop.retry_copy(group, msg))
+        except MessageIllegalError as exc:
+            try:
+                store.append(self.pop.dead_letter(group, msg))
+            except MessageIllegalError:
+                log.error("revive: message at %d of group %s refused by the store (%s) and by its DLQ: dropped",
+                          phy_offset, group, exc)  # fmt: skip
+                return
+            log.warning("revive: message at %d of group %s refused (%s): sent to the DLQ", phy_offset, group, exc)
         self.revived += 1
 
     def _forget_stale(self) -> None:
-        """Drop the oldest ACKs while they are a minute past due (from the front only: one pass per batch)."""
-        now = self.pop.now_ms()
+        """Drop the oldest ACKs while a CK due a minute after them was read (from the front only: one pass per
+        batch)."""
+        horizon = self._ck_horizon
         acked = self._acked
         while acked:
             key, (_, due) = next(iter(acked.items()))
-            if due + _FORGET_ACK_AFTER_MS >= now:
+            if due + _FORGET_ACK_AFTER_MS >= horizon:
                 return
             del acked[key]

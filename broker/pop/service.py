@@ -123,18 +123,27 @@ class PopService:
             event.set()
 
     async def wait_arrival(self, topics: list[str], timeout: float) -> None:
-        """Return when a message arrives on one of ``topics`` or after ``timeout`` seconds."""
+        """Return when a message arrives on one of ``topics`` or after ``timeout`` seconds. Waiters on a topic share
+        one event; an arrival wakes it and drops it under every topic it was filed under (a stale, set event left
+        under a second topic returned every later wait at once: an idle receive spun)."""
+        arrivals = self._arrivals
         with trio.move_on_after(timeout):
             event = trio.Event()
             for topic in topics:
-                self._arrivals.setdefault(topic, event)
-            waits = {self._arrivals[t] for t in topics}
+                current = arrivals.get(topic)
+                if current is None or current.is_set():
+                    arrivals[topic] = event
+            waits = {arrivals[t] for t in topics}
             if len(waits) == 1:
                 await waits.pop().wait()
                 return
             async with trio.open_nursery() as nursery:
                 for wait in waits:
                     nursery.start_soon(_set_then_cancel, wait, nursery.cancel_scope)
+        for topic in topics:
+            current = arrivals.get(topic)
+            if current is not None and current.is_set():
+                del arrivals[topic]
 
     # ---- pop ------------------------------------------------------------------------------------------------
 
@@ -206,16 +215,16 @@ class PopService:
     ) -> list[Popped]:
         start = self._start_offset(group, topic, qid)
         messages, next_offset = self._read(topic, qid, start, want, filters)
-        if next_offset != start:
-            self.broker.offsets.commit(group, topic, qid, next_offset)
         broker_name = self.broker.config.broker_name
         popped = [
             Popped(msg, ReceiptHandle(start, now, invisible_ms, 0, topic_type, broker_name, qid, msg.queue_offset,
                                       msg.commit_log_offset), msg.reconsume_times + 1)
             for msg in messages
         ]  # fmt: skip
-        if popped:
+        if popped:  # the CK first: a refused one (a full disk, the timer's limit) leaves the offset where it was
             self._write_ck(group, topic, [p.handle for p in popped])
+        if next_offset != start:
+            self.broker.offsets.commit(group, topic, qid, next_offset)
         return popped
 
     def _pop_fifo(
@@ -283,8 +292,9 @@ class PopService:
             return AckOutcome.NOT_FOUND
         if handle.fifo:
             state = self._fifo.get((group, real, handle.queue_id))
-            if state is None or handle.offset not in state.invisible_until:
+            if not _current_fifo_delivery(state, handle):
                 return AckOutcome.NOT_FOUND
+            assert state is not None
             self._fifo_done(state, handle.offset)
             self._fifo_advance(group, real, handle.queue_id, state)
             self.fifo_persister.mark_dirty()
@@ -305,8 +315,9 @@ class PopService:
         renewed = attrs.evolve(handle, pop_time=now, invisible_time=invisible_ms)
         if handle.fifo:
             state = self._fifo.get((group, real, handle.queue_id))
-            if state is None or handle.offset not in state.invisible_until:
+            if not _current_fifo_delivery(state, handle):
                 return AckOutcome.NOT_FOUND, None
+            assert state is not None
             state.invisible_until[handle.offset] = now + invisible_ms
             self.fifo_persister.mark_dirty()
             return AckOutcome.OK, renewed
@@ -344,21 +355,26 @@ class PopService:
 
     # ---- redelivery and dead letters ------------------------------------------------------------------------
 
-    def original_topic(self, msg: MessageExt) -> str:
-        return msg.properties.get(PROPERTY_RETRY_TOPIC) or msg.topic
+    def original_topic(self, group: str, msg: MessageExt) -> str:
+        """The topic ``group``'s consumers know a stored message by: its original topic when it lies in the group's pop
+        retry topic, else the topic it lies in (a DLQ read as a topic stays the DLQ: its copies name their original
+        topic too, and an ack naming that one would never meet the DLQ pop's CK)."""
+        origin = msg.properties.get(PROPERTY_RETRY_TOPIC)
+        return origin if origin and msg.topic == pop_retry_topic(group, origin) else msg.topic
 
     def retry_copy(self, group: str, msg: MessageExt) -> MessageRecord:
         """``msg`` again, one attempt later: into the pop retry topic, or the DLQ once attempts are used up."""
         if msg.reconsume_times + 1 >= self.max_attempts(group):
             return self.dead_letter(group, msg)
-        origin = self.original_topic(msg)
+        origin = self.original_topic(group, msg)
         retry = pop_retry_topic(group, origin)
         self.broker.topics.create_topic_in_send_back_process(retry, 1)
         return self._copy(msg, retry, {PROPERTY_RETRY_TOPIC: origin}, msg.reconsume_times + 1)
 
     def dead_letter(self, group: str, msg: MessageExt) -> MessageRecord:
         self.broker.topics.create_dlq_topic(group)
-        return self._copy(msg, dlq_topic(group), {PROPERTY_RETRY_TOPIC: self.original_topic(msg)}, msg.reconsume_times)
+        origin = self.original_topic(group, msg)
+        return self._copy(msg, dlq_topic(group), {PROPERTY_RETRY_TOPIC: origin}, msg.reconsume_times)
 
     def _copy(self, msg: MessageExt, topic: str, extra: dict[str, str], reconsume: int) -> MessageRecord:
         props = {k: v for k, v in msg.properties.items() if k not in ("REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS")}
@@ -369,3 +385,10 @@ class PopService:
 async def _set_then_cancel(event: trio.Event, scope: trio.CancelScope) -> None:
     await event.wait()
     scope.cancel()
+
+
+def _current_fifo_delivery(state: FifoQueue | None, handle: ReceiptHandle) -> bool:
+    """Whether ``handle`` is the latest delivery of its FIFO message: in flight, and hidden until the time this
+    handle names (a handle of an earlier delivery, or of one changed since, would act on another consumer's; RocketMQ
+    compares the pop time with the queue's order info)."""
+    return state is not None and state.invisible_until.get(handle.offset) == handle.visible_at

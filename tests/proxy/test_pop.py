@@ -66,7 +66,7 @@ async def test_unacked_message_comes_back_after_its_invisible_time_with_attempt_
     await trio.sleep(3)
     [again] = await pop_all(pop, "G", "PopT")
     assert (again.message.body, again.attempt, again.handle.topic_type) == (b"kept", 2, 1)
-    assert pop.original_topic(again.message) == "PopT"
+    assert pop.original_topic("G", again.message) == "PopT"
     [old] = [p for p in first if p.message.body == b"kept"]
     assert again.message.properties["UNIQ_KEY"] == old.message.properties["UNIQ_KEY"]
     assert pop.ack("G", "PopT", old.handle) is AckOutcome.EXPIRED

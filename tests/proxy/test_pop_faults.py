@@ -1,0 +1,276 @@
+"""Pop consumption under faults and hostile input (found by a review, each test failing on the code before): an
+idle long poll that waits again after an arrival, a refused retry copy or checkpoint that neither stalls redelivery
+nor loses messages, acknowledgements surviving a restart after a minute down, FIFO handles of an earlier delivery
+refused, a message the gRPC form cannot carry, a refused renewal, a DLQ read over gRPC, and sessions of clients that
+never sent Settings. Real embedded broker, virtual time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from broker.pop import AckOutcome, PopService
+from broker.pop.revive import ReviveService
+from client.message import Message
+from client.producer import Producer
+from processors.common import RequestRejected
+from proxy.common import Code
+from proxy.config import ProxyConfig
+from proxy.pb import service
+from proxy.startup import build_activity
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from tests.conftest import SMALL_STORE
+from tests.proxy.test_pop import pop_all, send, start_pop
+from tests.proxy.test_renew import TOPIC, keep_alive, md, received
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+
+
+@pytest.fixture
+async def popper(embedded_cluster: EmbeddedCluster, nursery: trio.Nursery) -> tuple[PopService, ReviveService]:
+    """A pop service and its revive loop over the embedded broker, store time following Trio's clock."""
+    use_virtual_store_clock(embedded_cluster)
+    return await start_pop(embedded_cluster, nursery)
+
+
+async def test_a_long_poll_waits_again_after_an_arrival_on_its_topic(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """A receive long-polls on the topic and its retry topic; a message arrives on the topic. The next receive with
+    nothing to pop must wait its window again, not return at once (and spin the receive loop) for ever after."""
+    await create_topic(embedded_cluster, "PopW")
+    pop, _ = popper
+    topics = ["PopW", "%RETRY%GW_PopW"]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pop.wait_arrival, topics, 10.0)
+        await trio.sleep(1)
+        await send(embedded_cluster, "PopW", b"wake")  # the store's arrival listener is not chained here: notify
+        pop.notify_arrival("PopW", 0, 0, 0)
+    assert [p.message.body for p in await pop_all(pop, "GW", "PopW")] == [b"wake"]
+    for _ in range(3):
+        start = trio.current_time()
+        await pop.wait_arrival(topics, 5.0)  # nothing arrives: this should take the whole 5 s
+        assert trio.current_time() - start >= 5.0, "wait_arrival returned at once: the receive loop spins"
+
+
+async def test_a_revive_record_whose_retry_copy_is_refused_does_not_stall_redelivery_for_everyone(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """Group + topic names too long for the V1 pop retry topic (> 127 bytes): its retry copy is refused as
+    MESSAGE_ILLEGAL, so it goes to the DLQ. That used to stop the revive loop for every group, for good."""
+    long_topic = "T" * 60
+    long_group = "G" * 70  # %RETRY%<70>_<60> is 139 bytes
+    await create_topic(embedded_cluster, long_topic)
+    await create_topic(embedded_cluster, "PopOK")
+    pop, _ = popper
+    await send(embedded_cluster, "PopOK", b"first")
+    await send(embedded_cluster, long_topic, b"poison")
+    await send(embedded_cluster, "PopOK", b"later")
+    [first] = pop.pop("G1", "PopOK", 1, 10_000, None)
+    assert first.message.body == b"first"
+    assert len(pop.pop(long_group, long_topic, 1, 10_000, None)) == 1
+    await trio.sleep(1)
+    [later] = pop.pop("G1", "PopOK", 1, 10_000, None)
+    assert later.message.body == b"later"
+    await trio.sleep(20)
+    again = sorted(p.message.body for p in pop.pop("G1", "PopOK", 32, 10_000, None))
+    assert again == [b"first", b"later"]
+    assert embedded_cluster.controller.context.store.max_offset_in_queue("%DLQ%" + long_group, 0) == 1
+
+
+async def test_a_pop_whose_checkpoint_is_refused_does_not_lose_its_messages(tmp_path: Path) -> None:
+    """timerMaxDelaySec below the receive's invisible time (both settings in range): the CK cannot be parked, the pop
+    fails, and the messages it read must still be there for the next pop."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, timer_max_delay_sec=3600) as cluster:
+        await create_topic(cluster, "PopK")
+        await send(cluster, "PopK", b"precious")
+        async with trio.open_nursery() as nursery:
+            pop, _ = await start_pop(cluster, nursery)
+            with pytest.raises(RequestRejected, match="timerMaxDelaySec"):
+                pop.pop("GK", "PopK", 32, 2 * 3600 * 1000, None)  # 2 h: within maxInvisibleTimeMills (12 h)
+            popped = pop.pop("GK", "PopK", 32, 30_000, None)
+            assert [p.message.body for p in popped] == [b"precious"], "the message is gone: offset moved, no CK"
+            nursery.cancel_scope.cancel()
+
+
+async def test_acks_survive_a_restart_after_a_minute_down(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """40 messages popped and all acknowledged; the broker is stopped cleanly and comes back 2 minutes later. None of
+    the acknowledged messages may be handed out again."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopA")
+    await send(embedded_cluster, "PopA", *(f"m{i}".encode() for i in range(40)))
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        popped = await pop_all(pop, "GA", "PopA", invisible=10_000)
+        popped += await pop_all(pop, "GA", "PopA", invisible=10_000)
+        assert len(popped) == 40
+        for p in popped:
+            assert pop.ack("GA", "PopA", p.handle) is AckOutcome.OK
+        await trio.sleep(2)
+        nursery.cancel_scope.cancel()
+    await embedded_cluster.stop_broker()
+    await trio.sleep(120)
+    await embedded_cluster.start_broker()
+    use_virtual_store_clock(embedded_cluster, clock)
+    async with trio.open_nursery() as nursery:
+        pop, revive = await start_pop(embedded_cluster, nursery)
+        await trio.sleep(10)
+        again = await pop_all(pop, "GA", "PopA")
+        assert (len(again), revive.revived) == (0, 0), f"{len(again)} acknowledged messages redelivered"
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_stale_fifo_handle_does_not_ack_the_current_delivery(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """Consumer A pops a FIFO message for 60 s, then shortens it to 10 s (ChangeInvisibleDuration); it is handed to B
+    (attempt 2). A's first handle still claims 60 s: acking it must not acknowledge B's delivery, and B's ack must
+    work (RocketMQ checks the handle's pop time against the queue's order info)."""
+    await create_topic(embedded_cluster, "PopFS")
+    pop, _ = popper
+    await send(embedded_cluster, "PopFS", b"f0", b"f1")
+    [a] = pop.pop("GFS", "PopFS", 1, 60_000, None, fifo=True)
+    await trio.sleep(1)
+    outcome, _ = pop.change_invisible("GFS", "PopFS", a.handle, 10_000)
+    assert outcome is AckOutcome.OK
+    await trio.sleep(12)
+    [b] = pop.pop("GFS", "PopFS", 1, 60_000, None, fifo=True)
+    assert (b.message.body, b.attempt) == (b"f0", 2)
+    await trio.sleep(1)
+    stale = pop.ack("GFS", "PopFS", a.handle)
+    assert pop.pop("GFS", "PopFS", 1, 60_000, None, fifo=True) == [], "f1 handed out while f0 is still in flight"
+    assert stale is not AckOutcome.OK
+    assert pop.ack("GFS", "PopFS", b.handle) is AckOutcome.OK
+
+
+async def test_a_message_the_grpc_form_cannot_carry_does_not_fail_the_whole_receive(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A 4.x producer's message with a ``TIMER_OUT_MS`` property past year 9999 (nothing refuses it at send) lands
+    in a batch with a good one. The receive must answer a status (and the good message), not raise out of the
+    activity (grpcio then ends the call with UNKNOWN, and both messages were popped for nothing)."""
+
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopX")
+    activity, _ = build_activity(embedded_cluster.controller, ProxyConfig())
+    async with Producer("pg-x", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("PopX", b"good"))
+        await producer.send(Message("PopX", b"odd", properties={"TIMER_OUT_MS": "99999999999999999"}))
+    req = service.ReceiveMessageRequest(batch_size=32)
+    req.group.name = "GX"
+    req.message_queue.topic.name = "PopX"
+    req.filter_expression.expression = "*"
+    req.invisible_duration.FromSeconds(30)
+    stream = activity.receive_now(req, md("cx"), None)
+    assert stream is not None and stream[0].HasField("status")
+    assert b"good" in [r.message.body for r in stream if r.HasField("message")]
+
+
+async def test_a_refused_renewal_does_not_end_the_renew_loop(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A push consumer holds an auto-renewed message; the disk passes the critical ratio (the store refuses appends).
+    The renew scan's change of invisibility is refused; the scan must not raise (its module says nothing there
+    raises): RenewTable.run has no handler, so the exception ends serve_proxy's nursery, the broker's main one.
+    (The scan is called directly, right after setting the store's refusal, because the store's own disk check would
+    reset it in virtual time.)"""
+
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, TOPIC)
+    activity, revive = build_activity(embedded_cluster.controller, ProxyConfig())
+    await nursery.start(revive.run)
+    async with Producer("pg-renew", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message(TOPIC, b"slow"))
+    await nursery.start(keep_alive, activity, "push@1")
+    [_] = received(activity, "push@1")
+    await trio.sleep(55)  # due for renewal (within renewAheadTimeMillis of its 60 s)
+    embedded_cluster.controller.context.store.disk_full_reason = "disk full (test)"
+    try:
+        activity.consuming.renew.scan()
+    finally:
+        embedded_cluster.controller.context.store.disk_full_reason = None
+
+
+async def test_sessions_of_clients_that_never_sent_settings_are_forgotten(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Heartbeats (or Telemetry streams opened and closed) from client ids that never send Settings each leave a
+    ClientSession: it has no channel, so the registry never expires it and _forget_gone never drops it."""
+
+    use_virtual_store_clock(embedded_cluster)
+    activity, _ = build_activity(embedded_cluster.controller, ProxyConfig())
+    for i in range(1000):
+        activity.heartbeat(service.HeartbeatRequest(), md(f"ghost-{i}"))
+        activity.telemetry_opened(md(f"ghost-t{i}"), print)
+        activity.telemetry_closed(md(f"ghost-t{i}"), print)
+    await trio.sleep(600)  # long past channelExpiredTimeout
+    embedded_cluster.controller.context.clients.scan_not_active_channels()
+    activity.heartbeat(service.HeartbeatRequest(), md("newcomer"))
+    assert len(activity.sessions.sessions) < 100, f"{len(activity.sessions.sessions)} sessions kept"
+
+
+async def test_a_refused_retry_copy_does_not_redeliver_the_rest_of_its_batch_every_second(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """As above, with the good CK read in the same revive batch before the refused one: the batch is re-read every
+    second and the good message is copied into its retry topic again each time."""
+    long_topic, long_group = "T" * 60, "G" * 70
+    await create_topic(embedded_cluster, long_topic)
+    await create_topic(embedded_cluster, "PopOK")
+    pop, revive = popper
+    await send(embedded_cluster, "PopOK", b"first")
+    await send(embedded_cluster, long_topic, b"poison")
+    await trio.sleep(0.5)
+    assert len(pop.pop("G1", "PopOK", 1, 10_000, None)) == 1
+    await trio.sleep(0.3)
+    assert len(pop.pop(long_group, long_topic, 1, 10_000, None)) == 1
+    await trio.sleep(20)
+    store = embedded_cluster.controller.context.store
+    copies = store.max_offset_in_queue("%RETRY%G1_PopOK", 0)
+    dead = store.max_offset_in_queue("%DLQ%" + long_group, 0)
+    assert (copies, dead, revive.revived) == (1, 1, 2)
+
+
+async def test_a_message_consumed_from_a_dlq_over_grpc_stays_acknowledged(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """docs/grpc.md: the DLQ is "readable by a 5.x consumer of that topic". Its messages carry RETRY_TOPIC (the
+    original topic), which the receive used to report as the message's topic; the official client acks with that
+    topic, so the ACK named the original topic while the CK named %DLQ%<group>: the acknowledged message came back."""
+
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopDQ")
+    ctx = embedded_cluster.controller.context
+    ctx.groups.update(SubscriptionGroupConfig("GDQ", retry_max_times=0))
+    activity, revive = build_activity(embedded_cluster.controller, ProxyConfig())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(revive.run)
+        async with Producer("pg-dq", embedded_cluster.namesrv_addr) as producer:
+            await producer.send(Message("PopDQ", b"dead"))
+
+        def receive(group: str, topic: str) -> list[object]:
+            req = service.ReceiveMessageRequest(batch_size=32)
+            req.group.name, req.message_queue.topic.name = group, topic
+            req.filter_expression.expression = "*"
+            req.invisible_duration.FromSeconds(10)
+            stream = activity.receive_now(req, md("c1"), None) or []
+            return [r.message for r in stream if r.HasField("message")]
+
+        assert len(receive("GDQ", "PopDQ")) == 1
+        await trio.sleep(13)  # not acked, one attempt allowed: into %DLQ%GDQ
+        [dead] = receive("GDLQReader", "%DLQ%GDQ")
+        req = service.AckMessageRequest()
+        req.group.name, req.topic.name = "GDLQReader", dead.topic.name  # what the official client sends
+        req.entries.add(
+            message_id=dead.system_properties.message_id, receipt_handle=dead.system_properties.receipt_handle
+        )
+        assert dead.topic.name == "%DLQ%GDQ"  # the topic it was read from, which its CK names
+        assert activity.consuming.ack(req, md("c1")).status.code == Code.OK
+        await trio.sleep(15)
+        assert revive.revived == 1, f"{revive.revived - 1} acknowledged DLQ message(s) redelivered"
+        nursery.cancel_scope.cancel()
