@@ -9,6 +9,8 @@ request time, never cache them.
 :meth:`BrokerState.update_config` (UPDATE_BROKER_CONFIG) replaces ``config`` and hands the new settings to every
 manager that keeps a copy, then writes the changed keys into the ``-c`` file the broker was started with
 (:mod:`broker.broker_conf_file`); a failed write is logged, as Java does: the running broker already uses the values.
+The role, id and store paths (:data:`RESTART_SETTINGS`) only go to the file: the running broker keeps its own until
+its next start (ours: Java switches ``brokerRole`` live in its store's config while its HA service goes on as before).
 
 ``on_topic_changed()`` asks for an immediate name-server registration (the topic manager calls it after every topic
 change, as Java re-registers right after creating a topic); without a registration service it does nothing.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Final
 
 import attrs
 import trio
@@ -32,7 +35,7 @@ from broker.stats import BrokerStatsManager
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
 from processors.hold import HoldService
-from remoting.codec.java_properties import apply_properties, property_texts
+from remoting.codec.java_properties import PropertiesError, apply_properties, property_texts
 from remoting.codec.msgid import pack_socket_address
 from store.message_store import MessageStore
 from store.store_config import BrokerRole, FlushDiskType, StoreConfig
@@ -81,11 +84,15 @@ class BrokerState:
         """Apply ``props`` (property names) to the running broker and its ``-c`` file; returns the unknown keys.
         Raises :class:`~remoting.codec.java_properties.PropertiesError` for a bad value (nothing is changed then)."""
         config, unknown = apply_properties(self.config, dict(props))
-        self.config = config
-        self.store.config = store_config_updated(self.store.config, config)
-        self.topics.config = config
-        self.groups.config = config
-        self.clients.notify_enabled = config.notify_consumer_ids_changed_enable
+        if config.broker_role not in _ROLES:
+            raise PropertiesError(f"brokerRole {config.broker_role!r} is not one of {', '.join(_ROLES)}")
+        # Written to the file, used from the next start: the running store and its roles keep what they started with
+        # (a slave switched live kept replicating as a slave and stopped its metadata sync).
+        live = self.config = attrs.evolve(config, **{name: getattr(self.config, name) for name in RESTART_SETTINGS})
+        self.store.config = store_config_updated(self.store.config, live)
+        self.topics.config = live
+        self.groups.config = live
+        self.clients.notify_enabled = live.notify_consumer_ids_changed_enable
         texts = property_texts(config)
         changed = {key: texts[key] for key in props if key in texts}
         if self.config_path is not None and changed:
@@ -131,6 +138,12 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         access_message_in_memory_max_ratio=config.access_message_in_memory_max_ratio,
     )
 
+
+#: Broker settings UPDATE_BROKER_CONFIG writes to the ``-c`` file but the running broker keeps until its next start
+#: (DLedger mode rewrites the role itself on every role change).
+RESTART_SETTINGS: Final = ("broker_role", "broker_id", "store_path_root_dir", "store_path_commit_log",
+                           "read_only_commit_log_store_paths", "enable_dleger_commit_log")  # fmt: skip
+_ROLES: Final = tuple(role.value for role in BrokerRole)
 
 #: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, read where they
 #: are used); the others (paths, sizes, roles, ports) take effect at the next start.

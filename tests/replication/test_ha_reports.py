@@ -13,9 +13,13 @@ import pytest
 import trio
 import trio.testing
 
+from broker.embedded import EmbeddedCluster
+from client.admin import Admin
+from client.errors import MQClientError
 from store.ha.frames import encode_report
 from store.results import PutStatus
 from store.store_config import BrokerRole
+from tests.conftest import SMALL_STORE
 from tests.replication.ha_helpers import caught_up, ha_store, reported, wait_until
 from tests.replication.test_ha_stores import _fake_slave
 from tests.store.store_helpers import message
@@ -133,3 +137,21 @@ async def test_a_transfer_batch_above_what_a_slave_takes_still_replicates(tmp_pa
         await nursery.start(slave.run)
         await wait_until(lambda: caught_up(master, slave), timeout=30, what="the slave's catch-up")
         nursery.cancel_scope.cancel()
+
+
+async def test_a_role_written_to_a_running_slave_waits_for_its_restart(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """UPDATE_BROKER_CONFIG ``brokerRole`` on a classic slave: the store goes on replicating as a slave, so the
+    broker keeps its role too, and its metadata sync goes on (it used to stop for good, the broker half a master);
+    a role that is none of RocketMQ's is refused."""
+    async with EmbeddedCluster(tmp_path, slaves=1, **SMALL_STORE) as cluster:
+        slave = cluster.slave_controllers[0]
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.update_broker_config(cluster.slave_addrs[0], {"brokerRole": "ASYNC_MASTER"})
+            with pytest.raises(MQClientError):
+                await admin.update_broker_config(cluster.slave_addrs[0], {"brokerRole": "FOO"})
+            await admin.create_topic("AfterUpdate", broker_addr=cluster.broker_addr)
+        await trio.sleep(30)  # three metadata sync rounds
+        assert slave.context.config.broker_role == "SLAVE" and slave.context.store.config.is_slave
+        assert slave.context.topics.get("AfterUpdate") is not None
