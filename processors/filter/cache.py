@@ -32,8 +32,14 @@ def compile_sql92(expression: str) -> Sql92Filter:
     """The compiled filter of ``expression``. Raises :class:`Sql92ParseError` when it does not parse."""
     result = _compile_memoised(expression)
     if isinstance(result, Sql92ParseError):
-        raise result
+        raise _fresh(result)
     return result
+
+
+def _fresh(error: Sql92ParseError) -> Sql92ParseError:
+    """A new error like the cached one: raising the cached object again would chain every raise's frames onto its
+    traceback, kept alive by the cache (a client retrying a bad expression grew the broker's memory without end)."""
+    return Sql92ParseError(error.expression, error.position, error.reason)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -74,5 +80,5 @@ class ConsumerFilterCache:
             if len(entries) > self._capacity:
                 entries.popitem(last=False)
         if isinstance(entry, Sql92ParseError):
-            raise entry
+            raise _fresh(entry)
         return entry

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -159,3 +161,19 @@ def test_long_chains_within_the_depth_limit_evaluate() -> None:
     chain = compile_sql92(" OR ".join(f"a = '{i}'" for i in range(150)))
     assert chain.matches({"a": "149"}) and not chain.matches({"a": "150"})
     assert compile_sql92("NOT " * 150 + "TRUE").evaluate({}) is True
+
+
+def test_a_cached_parse_error_is_raised_afresh_so_tracebacks_do_not_pile_up() -> None:
+    """The parse error of a bad expression is cached; raising that one object again on every pull chained each
+    raise's frames onto its traceback, which the cache kept alive: a consumer retrying a bad SQL92 subscription grew
+    the broker's memory without end."""
+    cache = ConsumerFilterCache()
+    raised: list[Sql92ParseError] = []
+    for _ in range(50):
+        for lookup in (lambda: compile_sql92("a > AND"), lambda: cache.get("g", "t", 1, "a > AND")):
+            with pytest.raises(Sql92ParseError) as info:
+                lookup()
+            raised.append(info.value)
+    assert len({id(error) for error in raised}) == len(raised)
+    assert all(len(traceback.extract_tb(error.__traceback__)) <= 3 for error in raised)
+    assert raised[-1].reason == raised[0].reason and raised[-1].position == raised[0].position
