@@ -152,12 +152,16 @@ class ConcurrentConsumeService:
 
     async def _consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         c = self.consumer
+        if pq.dropped:  # rebalanced away or reset: the new owner, or the new offset, has these (Java's ConsumeRequest)
+            return
         retry = retry_topic(c.group)
         # Only messages of the retry topic can change: no per-message call for the others.
         shown = [reset_retry_topic(m, c.group) if m.topic == retry else m for m in msgs]
         _stamp_start(shown)
         trace = c.trace.consume_before(c.group, shown) if c.trace is not None else None
-        status = await call_listener(c.listener, shown, c.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER)
+        status = await call_listener(
+            c.listener, shown, c.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER, skip=lambda: pq.dropped
+        )
         if trace is not None and c.trace is not None:
             c.trace.consume_after(trace, *_return_type(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS))
         pq.last_consume_time = anyio.current_time()
@@ -175,7 +179,7 @@ class ConcurrentConsumeService:
         offset = pq.remove_messages(done)
         if offset >= 0 and not pq.dropped:
             c.offset_store.update(mq, offset, increase_only=True)
-        if retry_locally:
+        if retry_locally and not c.stopping:  # stopping: left in the queue, the committed offset stays before them
             c.background_tasks.start_soon(self._retry_later, mq, pq, retry_locally)
 
     async def _retry_later(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
@@ -189,13 +193,29 @@ class OrderlyConsumeService:
 
     def __init__(self, consumer: PushConsumer) -> None:
         self.consumer = consumer
-        self._running: set[MessageQueue] = set()
+        #: the process queues with a consume task (by identity: a queue taken again gets a new one, which must get its
+        #: own task even while the old one's listener call ends)
+        self._running: set[ProcessQueue] = set()
+        #: per queue, held around each listener call and its commit (Java's ProcessQueue consumeLock): one call at a
+        #: time on a queue, whichever process queue it is for, and what rebalance waits for before it unlocks it
+        self._consuming: dict[MessageQueue, anyio.Lock] = {}
         self._suspensions: dict[tuple[MessageQueue, int], int] = {}
 
     def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        if mq not in self._running:
-            self._running.add(mq)
+        if pq not in self._running:
+            self._running.add(pq)
             self.consumer.consume_tasks.start_soon(self._consume_queue, mq, pq)
+
+    async def idle(self, mq: MessageQueue, timeout: float) -> bool:
+        """Whether no listener call runs on ``mq``, waiting up to ``timeout`` for the one that does (Java's
+        ``consumeLock.tryLock(1 s)`` before a queue's broker lock is given up)."""
+        lock = self._consuming.get(mq)
+        if lock is None:
+            return True
+        with anyio.move_on_after(timeout):
+            async with lock:
+                return True
+        return False
 
     async def _consume_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         c = self.consumer
@@ -208,33 +228,40 @@ class OrderlyConsumeService:
                         await anyio.sleep(ORDERLY_LOCK_RETRY_DELAY)
                         continue
                     pq.locked, pq.last_lock_time = True, anyio.current_time()
-                msgs = pq.take_messages(max(1, c.consume_message_batch_max_size))
-                if not msgs:
-                    return
-                shown = [reset_retry_topic(m, c.group) for m in msgs]
-                _stamp_start(shown)
-                trace = c.trace.consume_before(c.group, shown) if c.trace is not None else None
-                status = await call_listener(
-                    c.listener, shown, c.limiter, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                )
-                if trace is not None and c.trace is not None:
-                    c.trace.consume_after(
-                        trace, *_return_type(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
-                    )
-                if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT and not await self._give_up(mq, msgs):
-                    pq.make_messages_to_consume_again(msgs)
+                async with self._consuming.setdefault(mq, anyio.Lock()):
+                    if pq.dropped:
+                        return
+                    msgs = pq.take_messages(max(1, c.consume_message_batch_max_size))
+                    if not msgs:
+                        return
+                    suspend = await self._consume_batch(mq, pq, msgs)
+                if suspend:
                     await anyio.sleep(c.suspend_current_queue_time)
-                    continue
-                for m in msgs:
-                    self._suspensions.pop((mq, m.queue_offset), None)
-                offset = pq.commit()
-                if offset >= 0 and not pq.dropped:
-                    c.offset_store.update(mq, offset, increase_only=False)
         finally:
-            self._running.discard(mq)
+            self._running.discard(pq)
             # Messages may have arrived after the last take: make sure they are not left waiting.
             if pq.has_messages() and not pq.dropped and not c.stopping:
                 self.submit(mq, pq, [])
+
+    async def _consume_batch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> bool:
+        """One listener call and its commit; True when the queue is to be suspended a moment."""
+        c = self.consumer
+        shown = [reset_retry_topic(m, c.group) for m in msgs]
+        _stamp_start(shown)
+        trace = c.trace.consume_before(c.group, shown) if c.trace is not None else None
+        status = await call_listener(c.listener, shown, c.limiter, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
+        if trace is not None and c.trace is not None:
+            consumed = status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+            c.trace.consume_after(trace, *_return_type(consumed))
+        if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT and not await self._give_up(mq, msgs):
+            pq.make_messages_to_consume_again(msgs)
+            return True
+        for m in msgs:
+            self._suspensions.pop((mq, m.queue_offset), None)
+        offset = pq.commit()
+        if offset >= 0 and not pq.dropped:
+            c.offset_store.update(mq, offset, increase_only=False)
+        return False
 
     async def _give_up(self, mq: MessageQueue, msgs: list[MessageExt]) -> bool:
         """Count a suspension; once a message reached ``max_reconsume_times`` send it back (to the DLQ) and give up

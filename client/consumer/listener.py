@@ -12,12 +12,16 @@ import enum
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import anyio
 
 from remoting.codec.message import MessageExt
 
 log = logging.getLogger(__name__)
+
+#: what a worker thread returns for a listener call ``skip`` cancelled
+_SKIPPED: Final = object()
 
 
 class ConsumeConcurrentlyStatus(enum.Enum):
@@ -35,15 +39,29 @@ MessageListener = Callable[[list[MessageExt]], "ConsumeStatus | Awaitable[Consum
 
 
 async def call_listener(
-    listener: MessageListener, msgs: list[MessageExt], limiter: anyio.CapacityLimiter, failed: ConsumeStatus
+    listener: MessageListener,
+    msgs: list[MessageExt],
+    limiter: anyio.CapacityLimiter,
+    failed: ConsumeStatus,
+    skip: Callable[[], bool] | None = None,
 ) -> ConsumeStatus:
-    """Run ``listener`` under ``limiter``; exceptions are logged and become ``failed``."""
+    """Run ``listener`` under ``limiter``; exceptions are logged and become ``failed``. With ``skip``, asked once the
+    limiter is taken (a call may wait there long): when it says so the listener is not called and ``failed`` is
+    returned (the caller knows why)."""
     try:
         if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__):
             async with limiter:
+                if skip is not None and skip():
+                    return failed
                 result = await listener(msgs)  # type: ignore[misc]
         else:
-            result = await anyio.to_thread.run_sync(listener, msgs, limiter=limiter)
+
+            def run(batch: list[MessageExt]) -> object:
+                return _SKIPPED if skip is not None and skip() else listener(batch)
+
+            result = await anyio.to_thread.run_sync(run, msgs, limiter=limiter)
+            if result is _SKIPPED:
+                return failed
             if inspect.isawaitable(result):
                 async with limiter:
                     result = await result

@@ -231,13 +231,17 @@ class LitePullConsumer(LitePullWorker):
         state = self._queues[mq] = QueueState(pq, offset)
         self._check_started().start_soon(self._pull_loop, mq, state)
 
+    async def consume_idle(self, mq: MessageQueue, timeout: float) -> bool:
+        return True  # the application polls; nothing of ours runs on a queue
+
     async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         state = self._queues.pop(mq, None)
         if state is None:
             return
         if state.scope is not None:
             state.scope.cancel()
-        if state.consumed_offset is not None:
+        # Without auto-commit, only what the application committed counts: the polled offset would skip the rest.
+        if state.consumed_offset is not None and self.auto_commit:
             self.offset_store.update(mq, state.consumed_offset)
 
     # -- polling ---------------------------------------------------------------------------------------------------

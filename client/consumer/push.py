@@ -275,21 +275,23 @@ class PushConsumer:
         background, self._background = self._background, None
         consume, self._consume_tasks = self._consume_tasks, None
         try:
-            if background is not None:
-                background.cancel_scope.cancel()
-                await background.__aexit__(None, None, None)
-            if consume is not None:
-                # In-flight listener calls finish; only a listener that overruns await_termination is cancelled.
-                consume.cancel_scope.deadline = anyio.current_time() + self.await_termination
-                await consume.__aexit__(None, None, None)
-            if self._started:
-                with anyio.CancelScope(shield=True):
-                    if self.trace is not None:
-                        await self.trace.stop()
-                    await self.persist_offsets()
-                    if self.orderly:
-                        await self.rebalance.unlock(list(self.rebalance.process_queues))
-                    await self.instance.unregister(consumer_group=self._group)
+            try:
+                if background is not None:
+                    background.cancel_scope.cancel()
+                    await background.__aexit__(None, None, None)
+                if consume is not None:
+                    # In-flight listener calls finish; only a listener that overruns await_termination is cancelled.
+                    consume.cancel_scope.deadline = anyio.current_time() + self.await_termination
+                    await consume.__aexit__(None, None, None)
+            finally:  # even when a task failed: the last offsets and the goodbye still go out
+                if self._started:
+                    with anyio.CancelScope(shield=True):
+                        if self.trace is not None:
+                            await self.trace.stop()
+                        await self.persist_offsets()
+                        if self.orderly:
+                            await self.rebalance.unlock(list(self.rebalance.process_queues))
+                        await self.instance.unregister(consumer_group=self._group)
         finally:
             self._started = False
             for pq in self.rebalance.process_queues.values():
@@ -394,6 +396,10 @@ class PushConsumer:
 
     async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         self.pull_service.stop(mq)
+
+    async def consume_idle(self, mq: MessageQueue, timeout: float) -> bool:
+        service = self.consume_service
+        return await service.idle(mq, timeout) if isinstance(service, OrderlyConsumeService) else True
 
     # -- pulling -------------------------------------------------------------------------------------------------------
 

@@ -42,10 +42,19 @@ log = logging.getLogger(__name__)
 DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
 
 
+#: How long a removal waits for an orderly queue's listener call before keeping the queue for the next pass (Java's
+#: ``consumeLock.tryLock(1000, ms)`` in RebalancePushImpl.removeUnnecessaryMessageQueue).
+ORDERLY_REMOVE_WAIT = 1.0
+
+
 class RebalanceOwner(Protocol):
     def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None: ...
 
     async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None: ...
+
+    async def consume_idle(self, mq: MessageQueue, timeout: float) -> bool:
+        """Whether no listener call runs on ``mq`` (orderly owners wait up to ``timeout`` for one that does)."""
+        ...
 
 
 class Rebalance:
@@ -112,7 +121,10 @@ class Rebalance:
         await self.update_process_queues(topic, allocated)
 
     async def update_process_queues(self, topic: str, allocated: set[MessageQueue]) -> None:
-        for mq in [mq for mq in self.process_queues if mq.topic == topic and mq not in allocated]:
+        # A queue still held from an earlier removal (its listener call was running) and allocated again: finish
+        # that removal first, then take it afresh.
+        for mq in [mq for mq, pq in self.process_queues.items() if mq.topic == topic and (mq not in allocated
+                                                                                          or pq.dropped)]:  # fmt: skip
             await self._remove(mq)
         for mq in sorted(allocated - set(self.process_queues)):
             if self.orderly and not await self.lock(mq):
@@ -134,8 +146,16 @@ class Rebalance:
             self.owner.on_queue_added(mq, pq, offset)
 
     async def _remove(self, mq: MessageQueue) -> None:
-        pq = self.process_queues.pop(mq)
+        """Drop ``mq``; an orderly one whose listener call does not end within :data:`ORDERLY_REMOVE_WAIT` is kept,
+        broker lock and all (renewed as any held queue's), and removed by a later pass: giving up the lock while the
+        call runs let another member consume the queue at the same time."""
+        pq = self.process_queues[mq]
         pq.dropped = True
+        if self.orderly and not await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT):
+            log.info("queue %s is still being consumed: kept, and its lock, until a later rebalance", mq)
+            self.incomplete = True
+            return
+        del self.process_queues[mq]
         await self.owner.on_queue_removed(mq, pq)
         try:
             await self.offset_store.persist(mq)
