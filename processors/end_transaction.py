@@ -101,4 +101,8 @@ class EndTransactionProcessor:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong")
         if half.commit_log_offset != header.commit_log_offset:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, "The commit log offset wrong")
+        if not self.bridge.is_half_entry(header.tran_state_table_offset, header.commit_log_offset):
+            # Ours: every field above comes from the record's own bytes, which a message body can forge (RocketMQ
+            # 4.9.8 checks no more): its commit would publish anything to any topic.
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
         return half

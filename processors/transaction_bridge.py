@@ -117,6 +117,14 @@ class TransactionalMessageBridge:
 
     # ---- lookups ---------------------------------------------------------------------------------------------
 
+    def is_half_entry(self, queue_offset: int, commit_log_offset: int) -> bool:
+        """Whether the half queue's entry at ``queue_offset`` is the record at ``commit_log_offset``: a record is a
+        half message only when that queue names it (the bytes of one found by offset alone could be a forged record
+        inside another message's body)."""
+        cq = self.broker.store.consume_queues.get((TRANS_HALF_TOPIC, _HALF_QUEUE))
+        entry = cq.entry(queue_offset) if cq is not None else None
+        return entry is not None and entry[0] == commit_log_offset
+
     def look_half(self, commit_log_offset: int) -> MessageExt | None:
         """The record at ``commit_log_offset`` when it is a half message, else ``None`` (gone, or not a record)."""
         view = self.broker.store.look_message_by_offset(commit_log_offset)

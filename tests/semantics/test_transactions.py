@@ -28,11 +28,19 @@ from remoting.codec.bodies import ConsumeFromWhere
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.headers.transaction import EndTransactionRequestHeader
-from remoting.codec.message import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK, decode_record
+from remoting.codec.message import (
+    SYSFLAG_TRANSACTION_COMMIT,
+    SYSFLAG_TRANSACTION_MASK,
+    MessageRecord,
+    decode_record,
+    encode_record,
+)
 from remoting.codec.message import MessageExt as StoredExt
-from remoting.codec.msgid import decode_offset_msg_id
+from remoting.codec.message_properties import encode_properties
+from remoting.codec.msgid import decode_offset_msg_id, pack_socket_address
 from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.connection import Connection
+from store.metadata_files import PERM_READ
 from tests.semantics.helpers import use_virtual_store_clock
 from tests.threaded_cluster import ThreadedCluster
 
@@ -445,3 +453,38 @@ async def test_without_a_live_producer_checks_are_skipped_and_the_message_is_dis
     (view,) = store.get(TRANS_CHECK_MAX_TIME_TOPIC, 0, 0, 32).messages
     assert decode_record(view).properties["UNIQ_KEY"] == result.transaction_id
     assert _visible(embedded_cluster) == []
+
+
+#: a record's body starts 88 bytes after its start (IPv4 hosts)
+_BODY_AT = 88
+
+
+async def test_a_forged_half_inside_a_message_body_cannot_be_committed(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A normal message whose body is an encoded half message (to a read-only topic, with the producer's group),
+    then END_TRANSACTION COMMIT naming the offset where that body landed: every field RocketMQ checks comes from the
+    record's own bytes, so the forged half was committed, publishing to a topic the sender could not write. The half
+    queue's own entry must name the offset."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("Plain", read_queue_nums=1, write_queue_nums=1)
+        await admin.create_topic("Locked", read_queue_nums=1, write_queue_nums=1, perm=PERM_READ)
+    store = embedded_cluster.controller.context.store
+    async with Producer("evil-pg", embedded_cluster.namesrv_addr) as producer:
+        with pytest.raises(Exception):  # noqa: B017 - the client refuses: the route has no writable queue
+            await producer.send(Message("Locked", b"direct"))
+        inner_phy = store.commitlog.max_offset + _BODY_AT
+        forged = MessageRecord(
+            topic=TRANS_HALF_TOPIC,
+            body=b"forged",
+            queue_id=0,
+            properties=encode_properties({"REAL_TOPIC": "Locked", "REAL_QID": "0", "PGROUP": "evil-pg"}),
+            born_host=pack_socket_address("127.0.0.1", 1),
+            store_host=pack_socket_address("127.0.0.1", 2),
+        )
+        sent = await producer.send(Message("Plain", encode_record(forged, queue_offset=7, phy_offset=inner_phy)))
+    assert decode_offset_msg_id(sent.offset_msg_id).phy_offset + _BODY_AT == inner_phy
+    answer = await _end_transaction(embedded_cluster, "evil-pg", 7, inner_phy)
+    published = [decode_record(v).body for v in store.get("Locked", 0, 0, 32).messages]
+    assert published == [], answer
+    assert answer[0] == ResponseCode.SYSTEM_ERROR
