@@ -42,7 +42,7 @@ from remoting.codec.message import MessageRecord, decode_record
 from remoting.codec.message_properties import with_properties
 from remoting.codec.record_copy import raw_properties, record_from_stored
 from remoting.codec.topics import SCHEDULE_TOPIC
-from store.errors import PutRefusedError
+from store.errors import MessageIllegalError, PutRefusedError
 from store.message_store import MessageStore
 from store.metadata_files import DelayOffsetTable, delay_offset_file
 from store.store_config import parse_delay_levels
@@ -231,7 +231,8 @@ class ScheduleMessageService:
     def deliver_due(self, level: int) -> float | None:
         """Deliver up to a batch of ``level``'s due messages (synchronously). Returns seconds until the head is due,
         0 when more may be due now, ``None`` when the queue is drained. Raises PutRefusedError from the store (the
-        offset stays on the refused message)."""
+        offset stays on the refused message), except MESSAGE_ILLEGAL, a refusal for good: that message is logged
+        and skipped."""
         store = self.store
         cq = store.consume_queues.get((SCHEDULE_TOPIC, level - 1))
         if cq is None:
@@ -285,5 +286,9 @@ class ScheduleMessageService:
         except ValueError as exc:
             log.warning("delay level %d: message at %d cannot be rebuilt (%s); skipped", level, phy, exc)
             return
-        self._last_end = store.append(record).end_offset
+        try:
+            self._last_end = store.append(record).end_offset
+        except MessageIllegalError as exc:  # for good (a retry topic name too long): retrying would block the level
+            log.error("delay level %d: message at %d refused by the store (%s); skipped", level, phy, exc)
+            return
         self.delivered += 1

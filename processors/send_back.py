@@ -31,7 +31,7 @@ from remoting.codec.headers.send import ConsumerSendMsgBackRequestHeader
 from remoting.codec.message import MessageExt, decode_record
 from remoting.codec.message_properties import with_properties
 from remoting.codec.record_copy import raw_properties, record_from_stored
-from remoting.codec.topics import retry_topic
+from remoting.codec.topics import TOPIC_MAX_LENGTH, retry_topic
 from remoting.processor import RequestContext
 from store.errors import PutRefusedError
 from store.metadata_files import PERM_READ, PERM_WRITE, TopicConfig
@@ -86,6 +86,11 @@ class ConsumerSendMsgBackProcessor:
         if group.retry_queue_nums <= 0:
             return request.response(ResponseCode.SUCCESS)
         sys_flag = _UNIT_SUB_FLAG if header.unit_mode else 0
+        if len(retry_topic(header.group).encode()) > TOPIC_MAX_LENGTH:
+            # Ours: stored later (delayed), its refusal used to block that delay level for every group.
+            raise RequestRejected(
+                ResponseCode.SYSTEM_ERROR, f"MESSAGE_ILLEGAL: the retry topic of group {header.group} is too long"
+            )
         retry = broker.topics.create_topic_in_send_back_process(
             retry_topic(header.group), group.retry_queue_nums, PERM_READ | PERM_WRITE, sys_flag
         )

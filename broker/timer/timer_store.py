@@ -33,7 +33,8 @@ number per log segment (the last slot time it feeds, so a segment is deleted onc
 
 Ownership: one instance per broker, used on the Trio thread only; :meth:`load`, :meth:`flush` and checkpoint I/O are
 blocking. Store refusals (:class:`~store.errors.PutRefusedError`) propagate out of :meth:`dequeue`/:meth:`enqueue`
-with the position left on the refused message, so the caller just retries later.
+with the position left on the refused message, so the caller just retries later; a delivery refused for good
+(MESSAGE_ILLEGAL) is logged and dropped instead, as it would hold back every later timer.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from remoting.codec.message import decode_record, read_record_meta
 from remoting.codec.message_properties import find_property
 from remoting.codec.record_copy import raw_properties, record_from_stored
 from remoting.codec.topics import TIMER_TOPIC
+from store.errors import MessageIllegalError
 from store.message_store import MessageStore
 from store.metadata_files import ConfigFile, ConfigFileError
 
@@ -424,6 +426,9 @@ class TimerStore:
             return
         try:
             self._last_end = store.append(record).end_offset
+        except MessageIllegalError as exc:  # for good: retrying it would hold back every later timer
+            log.error("timer: message at %d refused by the store (%s); dropped", phy, exc)
+            return
         except BaseException:
             self.pending += 1  # not delivered: the caller retries this message
             raise

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 import trio
+import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
@@ -25,6 +26,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import decode_record
 from remoting.codec.msgid import decode_offset_msg_id
+from remoting.codec.record_copy import raw_properties, record_from_stored
 from remoting.codec.topics import SCHEDULE_TOPIC
 from store.metadata_files import SubscriptionGroupConfig
 from tests.conftest import SMALL_STORE
@@ -255,3 +257,29 @@ async def test_a_broker_made_read_only_at_run_time_refuses_send_backs(embedded_c
         "the broker[127.0.0.1] sending message is forbidden",
     )
     assert embedded_cluster.controller.context.store.max_offset_in_queue("%RETRY%cg-read-only", 0) == 0
+
+
+async def test_a_group_whose_retry_topic_is_too_long_blocks_no_delay_level(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A group name may be 255 characters, a topic 127 bytes: a send-back of a group whose ``%RETRY%`` topic is longer
+    is refused at once (it used to be accepted, parked in the delay level, then refused at delivery, and retried every
+    100 ms for good: no later message of that level, any group's, was delivered). A delayed record the store refuses
+    for good is skipped, and the level goes on."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "LongGroup")
+    controller = embedded_cluster.controller
+    store = controller.context.store
+    async with Producer("pg-long", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("LongGroup", b"m"))
+    offset = str(decode_offset_msg_id(sent.offset_msg_id).phy_offset)
+    long_group = "g" * 125  # "%RETRY%" + it is 132 bytes
+    refused = await _send_back(embedded_cluster, offset=offset, group=long_group, delayLevel="1")
+    assert refused.code == ResponseCode.SYSTEM_ERROR and "MESSAGE_ILLEGAL" in (refused.remark or "")
+    stored = decode_record(store.look_message_by_offset(int(offset)) or b"")
+    poison = record_from_stored(stored, "%RETRY%" + long_group, 0, raw_properties(stored), store.store_host)
+    store.append(controller.schedule.rewrite(poison, 1))  # as a broker before this check would have parked it
+    other = await _send_back(embedded_cluster, offset=offset, group="cg-short", delayLevel="1")
+    assert other.code == ResponseCode.SUCCESS
+    await trio.sleep(30)  # level 1 is 1 s
+    assert store.max_offset_in_queue("%RETRY%cg-short", 0) == 1
