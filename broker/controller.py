@@ -73,6 +73,7 @@ from processors.store_ops import StoreOpsProcessor
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
+from remoting.codec.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool, broker_pools, not_supported_remark
 from remoting.errors import RemotingConnectError
@@ -250,6 +251,8 @@ class BrokerController:
         ctx.boot_timestamp = int(time.time() * 1000)
         store.arrival_listener = self.hold.notify_message_arriving
         store.arrival_interest = self.hold.waiting
+        if isinstance(store, DLedgerMessageStore):
+            self._wake_services_on_commit(store)
         # Shutdown is ordered: the front (server, pools, hold, registration) stops first, so no request touches the
         # store while it flushes and unmaps; only then are the store and the manager persisters cancelled. The
         # shield keeps the outer cancellation away from them until the front is down.
@@ -311,6 +314,24 @@ class BrokerController:
             self.address = (ctx.config.broker_ip1, port)
             log.info("broker %s serving on %s:%d as %s", ctx.config.broker_name, host, port, ctx.broker_addr)
             task_status.started(self.address)
+
+    def _wake_services_on_commit(self, store: DLedgerMessageStore) -> None:
+        """In DLedger mode a delayed or timer message reaches its queue when its entry commits, after the rewrite's
+        wake-up found nothing: wake the delay level and the timer then (they slept up to a minute otherwise)."""
+        hold, schedule, timer = self.hold, self.schedule, self.timer
+
+        def on_arrival(topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
+            hold.notify_message_arriving(topic, queue_id, offset, tags_code, properties)
+            if topic == SCHEDULE_TOPIC:
+                schedule.notify(queue_id + 1)
+            elif topic == TIMER_TOPIC:
+                timer.notify()
+
+        def on_interest(topic: str, queue_id: int) -> bool:
+            return topic in (SCHEDULE_TOPIC, TIMER_TOPIC) or hold.waiting(topic, queue_id)
+
+        store.arrival_listener = on_arrival
+        store.arrival_interest = on_interest
 
     def _role_changed(self) -> None:
         """A DLedger role change, after the live config was rewritten: the master's services follow, then an

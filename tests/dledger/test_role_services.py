@@ -324,3 +324,25 @@ async def test_a_member_that_leads_from_its_start_copies_the_leaders_offsets_onc
         group.controllers[x].context.offsets.commit("cg-after-transfer", TOPIC, 0, 1)
         await trio.sleep(70)  # a few metadata sync rounds
         assert group.controllers[z].context.offsets.query("cg-after-transfer", TOPIC, 0) == 1
+
+
+async def test_a_lone_delayed_and_timer_message_on_an_idle_leader_are_delivered_on_time(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A delayed or timer message reaches its queue only when its entry commits, after the wake-up its rewrite gave
+    the delay level or the timer: an idle one found nothing then and slept a minute (both came 60 s late)."""
+    group, leader = await start_group(tmp_path)
+    try:
+        virtual_store_clock(group)
+        await wait_services_on(group, leader)
+        await trio.sleep(120)  # nothing pending: the services sleep
+        async with Producer("pg-dledger-idle", group.namesrv_addr) as producer:
+            await producer.send(Message(TOPIC, b"level-1", delay_level=1))  # 1 s
+            await producer.send(Message(TOPIC, b"timer-2s", properties={"TIMER_DELAY_SEC": "2"}))
+            sent_ms = group.store(leader).config.now_ms()
+        await trio.sleep(5)
+        late = {m.body: m.store_timestamp - sent_ms for m in stored(group, leader)}
+        assert late.keys() == {b"level-1", b"timer-2s"}
+        assert late[b"level-1"] < 2000 and late[b"timer-2s"] < 3000, late
+    finally:
+        await group.__aexit__(None, None, None)
