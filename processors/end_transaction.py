@@ -76,7 +76,7 @@ class EndTransactionProcessor:
             # Unknown outcome: the check service will ask the producer later.
             return request.response(ResponseCode.SUCCESS)
         half = self._verified_half(header)
-        if origin_of(half) in self.bridge.resolved:
+        if origin_of(half) in self.bridge.resolved or self.bridge.ended_before(half):
             log.info("transaction %s of %s already ended: acknowledged again", header.msg_id, header.producer_group)
             return request.response(ResponseCode.SUCCESS)
         try:

@@ -168,6 +168,17 @@ class TransactionalMessageBridge:
                 continue
         return ops
 
+    def ended_before(self, half: MessageExt) -> bool:
+        """Whether the check service scanned past this copy and no copy of its transaction is left to scan: it was
+        resolved (its op message since left :attr:`resolved`'s window) or discarded. A copy it renewed is not: the
+        renewal lies past the progress. Reads the half queue past the progress (rare: only a late answer's copy lies
+        below it)."""
+        progress = self.half_progress()
+        if half.queue_offset >= progress:
+            return False
+        origin = origin_of(half)
+        return all(origin_of(h) != origin for h in self.iter_queue(TRANS_HALF_TOPIC, progress, self.half_max_offset()))
+
     def half_max_offset(self) -> int:
         return self.broker.store.max_offset_in_queue(TRANS_HALF_TOPIC, _HALF_QUEUE)
 

@@ -488,3 +488,34 @@ async def test_a_forged_half_inside_a_message_body_cannot_be_committed(
     published = [decode_record(v).body for v in store.get("Locked", 0, 0, 32).messages]
     assert published == [], answer
     assert answer[0] == ResponseCode.SYSTEM_ERROR
+
+
+async def test_a_repeated_commit_after_a_check_round_is_not_stored_twice(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A check round drops from its window the op messages of transactions it scanned past: a second COMMIT after it
+    used to be stored again. The transaction ended: acknowledged, nothing stored."""
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: COMMIT, lambda m: UNKNOWN) as producer:
+        result = await producer.send_message_in_transaction(Message("TxTopic", b"once"))
+        await _wait_visible(embedded_cluster, 1)
+    await _wait_ops(embedded_cluster, 1)
+    await trio.sleep(61)  # one check round
+    phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
+    answer = await _end_transaction(embedded_cluster, "tx-pg", result.send_result.queue_offset, phy)
+    assert answer == (ResponseCode.SUCCESS, None)
+    assert [m.body for m in _visible(embedded_cluster)] == [b"once"]
+
+
+async def test_a_commit_after_a_rollback_and_a_check_round_does_not_publish(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A rolled-back transaction committed after a check round (a late or forged answer) stays rolled back."""
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: ROLLBACK, lambda m: ROLLBACK) as producer:
+        result = await producer.send_message_in_transaction(Message("TxTopic", b"cancelled"))
+    await _wait_ops(embedded_cluster, 1)
+    await trio.sleep(61)  # one check round
+    phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
+    await _end_transaction(embedded_cluster, "tx-pg", result.send_result.queue_offset, phy, 8)
+    assert _visible(embedded_cluster) == []
