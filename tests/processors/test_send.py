@@ -264,6 +264,19 @@ async def test_batch_send_to_a_retry_topic_is_illegal(broker: BrokerState, peer_
     )
 
 
+@pytest.mark.parametrize(("properties", "sys_flag"), [("DELAY\x013", 0), ("WAIT\x01true", 4), ("WAIT\x01true", 8)])
+async def test_a_delayed_or_transactional_batch_is_message_illegal(
+    broker: BrokerState, peer_ctx: RequestContext, properties: str, sys_flag: int
+) -> None:
+    """CommitLog.asyncPutMessages refuses both; a delayed batch used to be stored for delivery at once."""
+    req = send_request(properties=properties, code=RequestCode.SEND_BATCH_MESSAGE, batch="true", sysFlag=str(sys_flag))
+    req = RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields,
+                          body=encode_batch_body([BatchEntry(b"x")]))  # fmt: skip
+    response = await send(broker, peer_ctx, req)
+    assert response.code == ResponseCode.MESSAGE_ILLEGAL
+    assert broker.store.max_offset_in_queue(TOPIC, 0) == 0
+
+
 async def test_garbled_batch_body_is_message_illegal(broker: BrokerState, peer_ctx: RequestContext) -> None:
     req = send_request(code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
     req = RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields, body=b"\x00\x00\x00\x30garbage")
