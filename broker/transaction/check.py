@@ -58,6 +58,10 @@ from remoting.codec.topics import TRANS_HALF_TOPIC
 from remoting.errors import RemotingError
 from store.results import AppendResult
 
+#: How long one CHECK_TRANSACTION_STATE may wait to be written to a producer (RocketMQ's oneway sends give up after
+#: their 3 s timeout too).
+_CHECK_SEND_TIMEOUT: Final = 3.0
+
 __all__ = ["CheckRound", "TransactionCheckService"]
 
 log = logging.getLogger(__name__)
@@ -209,7 +213,13 @@ class TransactionCheckService:
         )
         command = request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(), check_body(copy), oneway=True)
         try:
-            await channel.connection.invoke_oneway(command)
+            # A producer that stopped reading (its connection's outbox over the high-water mark) would otherwise
+            # hold up this round's other checks, and every later round, until its connection closed.
+            with trio.move_on_after(_CHECK_SEND_TIMEOUT) as waited:
+                await channel.connection.invoke_oneway(command)
+            if waited.cancelled_caught:
+                log.warning("transaction check of %s to %s not written within %.0f s: skipped this round", uniq,
+                            channel.client_id, _CHECK_SEND_TIMEOUT)  # fmt: skip
         except RemotingError as exc:
             log.warning("transaction check of %s to %s failed: %s", uniq, channel.client_id, exc)
 
