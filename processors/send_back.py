@@ -86,15 +86,15 @@ class ConsumerSendMsgBackProcessor:
         if group.retry_queue_nums <= 0:
             return request.response(ResponseCode.SUCCESS)
         sys_flag = _UNIT_SUB_FLAG if header.unit_mode else 0
-        if len(retry_topic(header.group).encode()) > TOPIC_MAX_LENGTH:
-            # Ours: stored later (delayed), its refusal used to block that delay level for every group.
-            raise RequestRejected(
-                ResponseCode.SYSTEM_ERROR, f"MESSAGE_ILLEGAL: the retry topic of group {header.group} is too long"
-            )
-        retry = broker.topics.create_topic_in_send_back_process(
-            retry_topic(header.group), group.retry_queue_nums, PERM_READ | PERM_WRITE, sys_flag
-        )
-        _check_writable(retry)
+        retry_name = retry_topic(header.group)
+        fits = len(retry_name.encode()) <= TOPIC_MAX_LENGTH
+        retry = (
+            broker.topics.create_topic_in_send_back_process(retry_name, group.retry_queue_nums, PERM_READ | PERM_WRITE,
+                                                            sys_flag)
+            if fits else None
+        )  # fmt: skip
+        if retry is not None:
+            _check_writable(retry)
         msg = self._look_message(header.offset)
         max_times = group.retry_max_times
         if request.version >= _VERSION_WITH_MAX_RECONSUME_TIMES and header.max_reconsume_times is not None:
@@ -109,6 +109,12 @@ class ConsumerSendMsgBackProcessor:
             target = broker.topics.create_dlq_topic(header.group)
             _check_writable(target)
             topic, queue_id, level = target.topic_name, 0, 0
+        elif retry is None:
+            # Ours: stored later (delayed), the store's refusal of the name used to block that delay level for every
+            # group; the DLQ (shorter) may still fit, as in RocketMQ, whose store checks the topic it writes.
+            raise RequestRejected(
+                ResponseCode.SYSTEM_ERROR, f"MESSAGE_ILLEGAL: the retry topic of group {header.group} is too long"
+            )
         else:
             topic = retry.topic_name
             queue_id = self._rng.randrange(max(retry.write_queue_nums, 1))

@@ -114,9 +114,17 @@ class ReviveService:
                 offsets, phys = [offsets], [phys]
             if len(offsets) != len(phys):
                 raise ValueError("a CK whose offset lists differ in length")
+            # The ACKs this CK meets go only once the whole CK is through: a refusal part-way resumes at this CK
+            # (progress is per record) and must find them still there.
+            met = []
             for offset, phy in zip(offsets, phys, strict=True):
-                if self._acked.pop((group, topic, qid, int(offset), pop_time), None) is None:
+                key = (group, topic, qid, int(offset), pop_time)
+                if key in self._acked:
+                    met.append(key)
+                else:
                     self._redeliver(group, int(phy))
+            for key in met:
+                del self._acked[key]
 
     def _redeliver(self, group: str, phy_offset: int) -> None:
         store = self.pop.broker.store

@@ -249,7 +249,11 @@ class OrderlyConsumeService:
         shown = [reset_retry_topic(m, c.group) for m in msgs]
         _stamp_start(shown)
         trace = c.trace.consume_before(c.group, shown) if c.trace is not None else None
-        status = await call_listener(c.listener, shown, c.limiter, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
+        status = await call_listener(
+            c.listener, shown, c.limiter, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, skip=lambda: pq.dropped
+        )
+        if pq.dropped:  # rebalanced away or reset meanwhile: its new owner has these; nothing to commit or count
+            return False
         if trace is not None and c.trace is not None:
             consumed = status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
             c.trace.consume_after(trace, *_return_type(consumed))

@@ -84,6 +84,8 @@ class Rebalance:
         self.orderly = orderly
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        #: orderly queues a removal kept (their listener call ran on): removed by a later pass, allocated or not
+        self._kept: set[MessageQueue] = set()
         #: Set when the last pass failed for a topic or left an allocated queue out (its lock was refused or its
         #: offset unknown): the owner then rebalances again soon instead of waiting for the 20 s timer.
         self.incomplete = False
@@ -123,8 +125,7 @@ class Rebalance:
     async def update_process_queues(self, topic: str, allocated: set[MessageQueue]) -> None:
         # A queue still held from an earlier removal (its listener call was running) and allocated again: finish
         # that removal first, then take it afresh.
-        for mq in [mq for mq, pq in self.process_queues.items() if mq.topic == topic and (mq not in allocated
-                                                                                          or pq.dropped)]:  # fmt: skip
+        for mq in [mq for mq in self.process_queues if mq.topic == topic and (mq not in allocated or mq in self._kept)]:
             await self._remove(mq)
         for mq in sorted(allocated - set(self.process_queues)):
             if self.orderly and not await self.lock(mq):
@@ -149,11 +150,17 @@ class Rebalance:
         """Drop ``mq``; an orderly one whose listener call does not end within :data:`ORDERLY_REMOVE_WAIT` is kept,
         broker lock and all (renewed as any held queue's), and removed by a later pass: giving up the lock while the
         call runs let another member consume the queue at the same time."""
-        pq = self.process_queues[mq]
+        pq = self.process_queues.get(mq)
+        if pq is None:
+            return
         pq.dropped = True
         if self.orderly and not await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT):
             log.info("queue %s is still being consumed: kept, and its lock, until a later rebalance", mq)
+            self._kept.add(mq)
             self.incomplete = True
+            return
+        self._kept.discard(mq)
+        if self.process_queues.get(mq) is not pq:  # replaced or cleared while it waited (a reset, a stop)
             return
         del self.process_queues[mq]
         await self.owner.on_queue_removed(mq, pq)

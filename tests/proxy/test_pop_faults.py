@@ -23,6 +23,7 @@ from proxy.config import ProxyConfig
 from proxy.pb import service
 from proxy.startup import build_activity
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from store.errors import PutRefusedError
 from tests.conftest import SMALL_STORE
 from tests.proxy.test_pop import pop_all, send, start_pop
 from tests.proxy.test_renew import TOPIC, keep_alive, md, received
@@ -274,3 +275,32 @@ async def test_a_message_consumed_from_a_dlq_over_grpc_stays_acknowledged(
         await trio.sleep(15)
         assert revive.revived == 1, f"{revive.revived - 1} acknowledged DLQ message(s) redelivered"
         nursery.cancel_scope.cancel()
+
+
+async def test_an_acked_message_of_a_half_revived_ck_is_not_redelivered(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A CK whose revival the store refuses part-way (a full disk) is read again from itself, progress being per
+    record: the ACKs it met must still be there then, or its acknowledged message is handed out again."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopHalf")
+    await send(embedded_cluster, "PopHalf", b"acked", b"not-acked")
+    controller = embedded_cluster.controller
+    store = controller.context.store
+    pop = PopService(controller.context, controller.timer.rewrite)
+    revive = ReviveService(pop, interval_ms=10**9)  # driven by hand below
+    popped = pop.pop("GH", "PopHalf", 32, 5_000, None)
+    assert [p.message.body for p in popped] == [b"acked", b"not-acked"]  # one CK naming both
+    assert pop.ack("GH", "PopHalf", popped[0].handle) is AckOutcome.OK
+    await trio.sleep(10)  # the CK is due (5.5 s) and the timer has put it into the revive queue
+    store.disk_full_reason = "disk full (test)"
+    try:
+        with pytest.raises(PutRefusedError):
+            while revive.revive_once():
+                pass
+    finally:
+        store.disk_full_reason = None
+    while revive.revive_once():
+        pass
+    again = [p.message.body for p in pop.pop("GH", "PopHalf", 32, 5_000, None)]
+    assert again == [b"not-acked"], f"redelivered: {again}"

@@ -283,3 +283,19 @@ async def test_a_group_whose_retry_topic_is_too_long_blocks_no_delay_level(
     assert other.code == ResponseCode.SUCCESS
     await trio.sleep(30)  # level 1 is 1 s
     assert store.max_offset_in_queue("%RETRY%cg-short", 0) == 1
+
+
+async def test_a_send_back_to_the_dlq_of_a_group_whose_dlq_topic_fits_is_stored(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """Its retry topic would be too long, its DLQ topic is not: straight to the DLQ, it is stored, as in RocketMQ
+    (whose store checks the topic it writes)."""
+    await create_topic(embedded_cluster, "LongDlq")
+    store = embedded_cluster.controller.context.store
+    async with Producer("pg-longdlq", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("LongDlq", b"m"))
+    offset = str(decode_offset_msg_id(sent.offset_msg_id).phy_offset)
+    group = "g" * 121  # %RETRY%+group = 128 bytes (too long), %DLQ%+group = 126 bytes (fits)
+    reply = await _send_back(embedded_cluster, offset=offset, group=group, delayLevel="-1")
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    assert store.max_offset_in_queue("%DLQ%" + group, 0) == 1
