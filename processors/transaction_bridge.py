@@ -114,6 +114,9 @@ class TransactionalMessageBridge:
         #: consults it so a second answer for the same transaction (e.g. a check-back answer racing the producer's
         #: own commit) is acknowledged without committing twice. Rebuilt from the op topic by every check round.
         self.resolved: dict[int, int] = {}
+        #: Origins with a copy past the half progress, as the last check round found them (None before a round ran
+        #: in this process): what :meth:`ended_before` reads instead of the half queue.
+        self.live_origins: set[int] | None = None
 
     # ---- lookups ---------------------------------------------------------------------------------------------
 
@@ -172,11 +175,13 @@ class TransactionalMessageBridge:
         """Whether the check service scanned past this copy and no copy of its transaction is left to scan: it was
         resolved (its op message since left :attr:`resolved`'s window) or discarded. A copy it renewed is not: the
         renewal lies past the progress. Reads the half queue past the progress (rare: only a late answer's copy lies
-        below it)."""
+        below it, and only until a check round ran)."""
         progress = self.half_progress()
         if half.queue_offset >= progress:
             return False
         origin = origin_of(half)
+        if self.live_origins is not None:
+            return origin not in self.live_origins
         return all(origin_of(h) != origin for h in self.iter_queue(TRANS_HALF_TOPIC, progress, self.half_max_offset()))
 
     def half_max_offset(self) -> int:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 
-from store.errors import OffsetMismatchError
+from store.errors import OffsetMismatchError, PutRefusedError
 from store.ha.frames import FrameReader, HAProtocolError, encode_report
 
 if TYPE_CHECKING:
@@ -242,9 +242,16 @@ class HAClient:
             except (HAProtocolError, OffsetMismatchError) as exc:
                 log.warning("HA stream from the master refused: %s; reconnecting", exc)
                 return
+            except (PutRefusedError, OSError) as exc:  # a segment that cannot be made (a full disk): try again later
+                log.error("HA: storing the master's data failed: %s; reconnecting", exc)
+                return
             if frames:
                 self.note_master_offset(frames[-1].offset + len(frames[-1].body))
             if replica.max_offset > before:
                 # Acknowledge what is in the log first (as RocketMQ's slave reports before its dispatcher runs).
                 await self._report(stream)
-            replica.dispatch()
+            try:
+                replica.dispatch()
+            except OSError as exc:  # a ConsumeQueue segment that cannot be made: the next session dispatches on
+                log.error("HA: dispatching the master's data failed: %s; reconnecting", exc)
+                return

@@ -17,6 +17,7 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.errors import MQClientError
 from store.ha.frames import encode_report
+from store.mapped_file import segment_name
 from store.results import PutStatus
 from store.store_config import BrokerRole
 from tests.conftest import SMALL_STORE
@@ -155,3 +156,25 @@ async def test_a_role_written_to_a_running_slave_waits_for_its_restart(
         await trio.sleep(30)  # three metadata sync rounds
         assert slave.context.config.broker_role == "SLAVE" and slave.context.store.config.is_slave
         assert slave.context.topics.get("AfterUpdate") is not None
+
+
+async def test_a_slave_that_cannot_make_its_next_segment_keeps_running(tmp_path: Path) -> None:
+    """A slave whose next CommitLog segment cannot be made (a full disk; here a directory squats its name) logs it and
+    reconnects later: the refusal escaped its HA client and ended the slave's store, and its broker."""
+    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER)
+    for i in range(60):  # > 4 KiB: the slave needs its second segment
+        master.append(message(body=bytes(100), queue_id=i % 4))
+    assert master.commitlog.max_offset > 4096
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master)
+        squatted = master.commitlog.queue.next_start()
+        (tmp_path / "slave" / "commitlog" / segment_name(squatted)).mkdir(parents=True)
+        await nursery.start(slave.run)
+        end = master.commitlog.max_offset
+        await wait_until(lambda: slave.commitlog.max_offset == end, timeout=10, what="the current segment's copy")
+        for i in range(40):  # the master rolls past ``squatted``: the slave cannot
+            master.append(message(body=bytes(100), queue_id=i % 4))
+        await trio.sleep(3)  # the slave retries; its store (reads, the broker) must go on
+        assert slave.commitlog.max_offset == squatted
+        nursery.cancel_scope.cancel()
