@@ -68,6 +68,10 @@ class ClientManageProcessor:
 
     def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         data = HeartbeatData.decode(request.body)
+        if ctx.connection.closed:
+            # Queued before its connection closed (the registry already dropped the channel): registering it again
+            # would list a dead client, and rebalance with it, until the 120 s scan.
+            return request.response(ResponseCode.SUCCESS)
         broker = self.broker
         clients = broker.clients
         info = clients.channel_info(ctx.connection, data.client_id, request.language, request.version)

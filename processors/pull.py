@@ -342,6 +342,8 @@ class PullMessageProcessor:
         hold = self.hold
         if hold is None:
             return request.response(ResponseCode.PULL_NOT_FOUND, remark, fields)
+        if ctx.connection.closed:  # queued before its connection closed: nobody to answer, nothing to park
+            return None
         config = self.broker.config
         millis = header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_mills
         ctx.connection.mark_suspended(request.opaque)

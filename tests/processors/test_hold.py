@@ -9,7 +9,10 @@ import trio
 import trio.testing
 
 from broker.context import BrokerState
+from processors.client_manage import ClientManageProcessor
 from processors.hold import CHECK_INTERVAL, HeldPull, HoldService
+from processors.pull import PullMessageProcessor
+from remoting.codec.bodies import ConsumerData, HeartbeatData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import iter_records
@@ -244,3 +247,18 @@ async def test_pulls_woken_by_arrivals_are_not_kept_until_their_deadlines(
     gc.collect()
     kept = sum(isinstance(o, HeldPull) for o in gc.get_objects())
     assert kept <= 2 * 64 + 11, kept  # without the heap's clean-up: 3,001 until their deadlines pass
+
+
+async def test_requests_run_after_their_connection_closed_leave_nothing_behind(broker: BrokerState) -> None:
+    """A pull or a heartbeat queued in a pool when its connection closed still runs: the pull was parked until its
+    deadline (the client's suspend time) and the heartbeat registered the dead channel again, listed and rebalanced
+    with until the 120 s scan. Neither does now."""
+    hold = HoldService(max_offset_of=broker.store.max_offset_in_queue)
+    left, _right = trio.testing.memory_stream_pair()
+    connection = Connection(left, PEER, ("127.0.0.1", 10911))
+    connection.close()
+    assert PullMessageProcessor(broker, hold).pull(connection.context, pull_request(), allow_suspend=True) is None
+    assert hold.held_count == 0
+    data = HeartbeatData("gone@1", consumer_data_set=(ConsumerData(GROUP, subscription_data_set=()),))
+    ClientManageProcessor(broker).heart_beat(connection.context, request(RequestCode.HEART_BEAT, body=data.encode()))
+    assert broker.clients.consumer_group(GROUP) is None
