@@ -13,6 +13,7 @@ Failures for one topic (no route, broker down) are logged and leave that topic's
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
@@ -32,6 +33,7 @@ from remoting.codec.bodies import (
     MessageQueue,
     SubscriptionData,
 )
+from remoting.errors import RemotingError
 
 if TYPE_CHECKING:
     from client.instance import MQClientInstance
@@ -116,11 +118,23 @@ class Rebalance:
             )
             if not masters:
                 raise MQClientError(f"topic {topic} has no master broker")
-            cids = await api.get_consumer_id_list(
-                self.instance.remoting, masters[0][1], self.group, self.instance.config.rpc_timeout
-            )
+            cids = await self._consumer_ids([addr for _, addr in masters])
             allocated = set(self.strategy(self.group, self.instance.client_id, mq_all, cids))
         await self.update_process_queues(topic, allocated)
+
+    async def _consumer_ids(self, addresses: list[str]) -> list[str]:
+        """The group's consumer ids from one of the topic's masters, in random order (Java picks one at random, so a
+        broker that hangs does not stall every pass) and the next one when it fails. Raises the last failure."""
+        failure: Exception | None = None
+        for address in random.sample(addresses, len(addresses)):
+            try:
+                return await api.get_consumer_id_list(
+                    self.instance.remoting, address, self.group, self.instance.config.rpc_timeout
+                )
+            except (MQClientError, RemotingError) as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
 
     async def update_process_queues(self, topic: str, allocated: set[MessageQueue]) -> None:
         # A queue still held from an earlier removal (its listener call was running) and allocated again: finish
