@@ -98,7 +98,10 @@ class HAService:
         another slave may still acknowledge them, or they time out."""
         if offset > self.push2slave_max_offset:
             self.push2slave_max_offset = offset
-            self.waits.acknowledged(offset, floor)
+        # Every report, not only one past the maximum: a send kept below an empty slave's floor is released by
+        # another slave's report that reaches it, however far the empty one got (a look at the queue's head when
+        # nothing is due).
+        self.waits.acknowledged(offset, floor)
 
     def is_slave_ok(self, end_offset: int) -> bool:
         """A slave is connected and less than ``haSlaveFallbehindMax`` behind ``end_offset`` (RocketMQ's

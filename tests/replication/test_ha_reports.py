@@ -178,3 +178,43 @@ async def test_a_slave_that_cannot_make_its_next_segment_keeps_running(tmp_path:
         await trio.sleep(3)  # the slave retries; its store (reads, the broker) must go on
         assert slave.commitlog.max_offset == squatted
         nursery.cancel_scope.cancel()
+
+
+async def test_a_send_kept_below_an_empty_slaves_floor_is_released_by_another_slave(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Slave A has the master's log from its start but is slow to acknowledge; an empty slave B, sent only the current
+    segment, races ahead. A send waiting for a record of an older segment is B's to ignore, and A's acknowledgement
+    releases it (only reports past the maximum used to be looked at: it timed out)."""
+    master = ha_store(tmp_path, BrokerRole.SYNC_MASTER, slave_timeout=20_000)
+    results: list[PutStatus] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        slow_a, theirs = trio.testing.memory_stream_pair()
+        nursery.start_soon(master.ha.serve_connection, theirs, "slow-a")
+        await slow_a.send_all(encode_report(0))  # the master is empty: A starts at 0
+
+        async def drain() -> None:
+            while await slow_a.receive_some(65536):
+                pass
+
+        nursery.start_soon(drain)
+
+        async def send() -> None:
+            results.append((await master.put(message(body=b"waiting"))).status)
+
+        await trio.sleep(0.01)
+        nursery.start_soon(send)
+        await trio.sleep(0.1)
+        end = master.commitlog.max_offset
+        for _ in range(40):  # appends that wait for nothing roll the CommitLog to a new segment
+            master.append(message(body=bytes(200)))
+        floor = master.commitlog.queue.files[-1].file_from_offset
+        assert end <= floor
+        await _fake_slave(master, nursery, ack=True)  # empty B: its copy begins at ``floor``
+        await wait_until(lambda: master.ha.push2slave_max_offset > floor, what="B's acknowledgement")
+        assert results == []  # B's acks do not cover it
+        await slow_a.send_all(encode_report(end))  # A has the record
+        await wait_until(lambda: bool(results), what="the waiting send's answer")
+        assert results == [PutStatus.PUT_OK]
+        nursery.cancel_scope.cancel()
