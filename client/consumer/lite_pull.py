@@ -10,11 +10,13 @@ Usage::
         await consumer.seek(mq, 0)                       # replay; also seek_to_begin / seek_to_end
         await consumer.commit()                          # with auto_commit=False
 
-A background task per queue pulls (long polling) into a buffer bounded per queue (``pull_threshold_for_queue``);
-``poll`` hands out one buffered batch. With ``auto_commit`` (the default) the messages of a batch count as consumed
-when ``poll`` returns them and their offsets are committed every ``persist_consumer_offset_interval`` (5 s) and at
-shutdown; otherwise :meth:`commit` does it. ``seek`` discards what is buffered for the queue and restarts its pull at
-the new offset. The per-queue pull task is :class:`~client.consumer.lite_pull_worker.LitePullWorker`'s.
+A background task per queue pulls (long polling) into a buffer bounded per queue (``pull_threshold_for_queue``
+messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies) and in all (``pull_threshold_for_all`` messages), as
+DefaultLitePullConsumer's flow control; ``poll`` hands out one buffered batch. With ``auto_commit`` (the default) the
+messages of a batch count as consumed when ``poll`` returns them and their offsets are committed every
+``persist_consumer_offset_interval`` (5 s) and at shutdown; otherwise :meth:`commit` does it. ``seek`` discards what
+is buffered for the queue and restarts its pull at the new offset. The per-queue pull task is
+:class:`~client.consumer.lite_pull_worker.LitePullWorker`'s.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class LitePullConsumer(LitePullWorker):
         auto_commit: bool = True,
         pull_batch_size: int = 10,
         pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue_mib: int = 100,
+        pull_threshold_for_all: int = 10_000,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
         allocate_strategy: AllocateStrategy = allocate_average,
@@ -75,6 +79,8 @@ class LitePullConsumer(LitePullWorker):
         self.auto_commit = auto_commit
         self.pull_batch_size = pull_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
+        self.pull_threshold_for_all = pull_threshold_for_all
         self.consume_from_where = consume_from_where
         self._targets = PullTargets(self.instance)
         self.offset_store = RemoteBrokerOffsetStore(self.instance, group)

@@ -69,6 +69,9 @@ class LitePullWorker:
     rebalance: Rebalance
     pull_batch_size: int
     pull_threshold_for_queue: int
+    pull_threshold_size_for_queue: int
+    pull_threshold_for_all: int
+    _queues: dict[MessageQueue, QueueState]
     _paused: set[MessageQueue]
     _send: MemoryObjectSendStream[Batch]
     _targets: PullTargets
@@ -77,7 +80,7 @@ class LitePullWorker:
         with anyio.CancelScope() as scope:
             state.scope = scope
             while not state.pq.dropped:
-                if state.pq.msg_count > self.pull_threshold_for_queue or mq in self._paused:
+                if self._full(state) or mq in self._paused:
                     await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
                     continue
                 try:
@@ -86,6 +89,13 @@ class LitePullWorker:
                     log.info("lite pull from %s at %d failed: %s", mq, state.next_offset, exc)
                     await self._targets.refresh(mq)
                     await anyio.sleep(PULL_DELAY_ON_ERROR)
+
+    def _full(self, state: QueueState) -> bool:
+        """DefaultLitePullConsumer's flow control: the queue's buffer by count and body size, all queues' by count."""
+        pq = state.pq
+        if pq.msg_count > self.pull_threshold_for_queue or pq.msg_size > self.pull_threshold_size_for_queue:
+            return True
+        return sum(s.pq.msg_count for s in self._queues.values()) > self.pull_threshold_for_all
 
     async def _pull_once(self, mq: MessageQueue, state: QueueState) -> None:
         sub = self.rebalance.subscriptions.get(mq.topic) or build_subscription(mq.topic)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from client.consumer.lite_pull import LitePullConsumer
 from client.errors import ClientStateError, MQClientError
 from client.message import Message, MessageExt
 from client.producer import Producer
-from tests.client.helpers import create_topic
+from tests.client.helpers import create_topic, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
@@ -102,3 +103,29 @@ async def test_paused_queues_are_not_pulled_until_resumed(cluster: ThreadedClust
         first = got[0]
         assert await consumer.offset_for_timestamp(mq, first.store_timestamp) in (0, 1)
     assert [m.body for m in got] == [b"p0", b"p1"]
+
+
+async def test_the_buffer_is_bounded_by_body_size_and_in_all(cluster: ThreadedCluster) -> None:
+    """DefaultLitePullConsumer's flow control: a queue stops pulling past ``pull_threshold_size_for_queue_mib`` of
+    bodies (large messages used to fill it up to 1,000 of them) and every queue past ``pull_threshold_for_all``
+    buffered messages; polling takes it on again."""
+    await create_topic(cluster.namesrv_addr, "LiteBig", queues=1)
+    await _send(cluster, "LiteBig", [bytes([i]) * 64 * 1024 for i in range(40)])  # 2.5 MiB
+    async with LitePullConsumer("lite-big", cluster.namesrv_addr, pull_batch_size=4,
+                                pull_threshold_size_for_queue_mib=1) as consumer:  # fmt: skip
+        await consumer.subscribe("LiteBig")
+        await wait_until(lambda: any(s.pq.msg_count for s in consumer._queues.values()))
+        await anyio.sleep(2)  # would have pulled everything by now
+        [state] = consumer._queues.values()
+        assert state.pq.msg_size <= 1024 * 1024 + 4 * 64 * 1024
+        got = await _poll_until(consumer, 40)
+    assert sorted(m.body[0] for m in got) == list(range(40))
+    await create_topic(cluster.namesrv_addr, "LiteAll", queues=4)
+    await _send(cluster, "LiteAll", [f"a{i}".encode() for i in range(100)])
+    async with LitePullConsumer("lite-all", cluster.namesrv_addr, pull_batch_size=4,
+                                pull_threshold_for_all=10) as consumer:  # fmt: skip
+        await consumer.subscribe("LiteAll")
+        await wait_until(lambda: any(s.pq.msg_count for s in consumer._queues.values()))
+        await anyio.sleep(2)
+        assert sum(s.pq.msg_count for s in consumer._queues.values()) <= 10 + 4 * 4
+        assert len(await _poll_until(consumer, 100)) == 100
