@@ -24,6 +24,7 @@ Records of a topic deleted after they were stored are not re-dispatched (:mod:`s
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import TYPE_CHECKING
 
 from remoting.codec.record_decode import RecordMeta
@@ -139,3 +140,20 @@ def recover(store: MessageStore) -> None:
             store.queue_offsets.pop((topic, queue_id), None)
     if commitlog.last_store_timestamp == 0:
         commitlog.last_store_timestamp = store.checkpoint.physic_msg_timestamp
+    if store.abnormal_recovery:
+        _sync_recovered(store, start)
+
+
+def _sync_recovered(store: MessageStore, start: int) -> None:
+    """After a crash, sync what the recovery wrote or kept through the mappings (the log from ``start``, the queue
+    and index entries it dispatched again): the segments count as flushed from here on, and the next checkpoint
+    moves past them. Left to the page cache, a power loss soon after lost acknowledged messages from their queues
+    for good (the next recovery starts past them)."""
+    for mf in store.commitlog.queue.files:
+        if mf.end_offset > start:
+            os.fdatasync(mf.fd)
+    for cq in store.consume_queues.values():
+        for mf in cq.queue.files:
+            os.fdatasync(mf.fd)
+    if store.index is not None:
+        store.index.flush()
