@@ -186,7 +186,11 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
             for body in found:
                 for mq, offset in from_json(body).items():
                     begin[mq] = min(offset, begin.get(mq, offset))
-            for mq, (low, _) in session.min_max_offsets(session.queues(topic)).items():
+            try:
+                mqs = session.queues(topic)
+            except TopicRouteNotFoundError:
+                return set()  # the attempts that marked it died before their first send created the topic
+            for mq, (low, _) in session.min_max_offsets(mqs).items():
                 begin.setdefault(mq, low)
             return published_seqs(session, begin, txn, self.options.pull_group)
         try:

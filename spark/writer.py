@@ -58,14 +58,17 @@ def row_to_message(row: Any, default_topic: str | None, extra: dict[str, str] | 
     if body is None:
         raise OptionError(f"a row for topic {topic!r} has a null body")
     keys = fields.get("keys")
-    props = {str(k): str(v) for k, v in (fields.get("properties") or {}).items()}
+    if isinstance(keys, list | tuple):
+        keys = [k for k in keys if k is not None]
+    # A null map value is no property (it used to be stored as the text "None").
+    props = {str(k): str(v) for k, v in (fields.get("properties") or {}).items() if v is not None}
     if extra:
         props.update(extra)
     return Message(
         topic=topic,
         body=body.encode() if isinstance(body, str) else bytes(body),
         tags=fields.get("tags") or None,
-        keys=list(keys) if isinstance(keys, list | tuple) else keys or None,
+        keys=keys if isinstance(keys, list) else keys or None,
         properties=props,
     )
 

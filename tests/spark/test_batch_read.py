@@ -114,3 +114,26 @@ def test_batch_read_of_a_topic_list_reads_every_topic(spark: Any, rocketmq: Thre
     assert sorted((r.topic, bytes(r.body)) for r in rows) == sorted(
         (t, f"{t}-{i}".encode()) for t in ("SparkListA", "SparkListB") for i in range(3)
     )
+
+
+def test_batch_read_of_an_empty_topic_returns_no_rows(spark: Any, rocketmq: ThreadedCluster) -> None:
+    """Nothing to read plans no range, and PySpark then hands the reader one empty partition of its own: it used to
+    fail the read (an assertion) instead of returning no rows; the same from ``latest``."""
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkReviewEmpty", 2)
+    df = spark.read.format("rocketmq").option("nameServer", ns).option("topic", "SparkReviewEmpty").load()
+    assert df.count() == 0
+
+
+def test_batch_read_from_latest_returns_no_rows(spark: Any, rocketmq: ThreadedCluster) -> None:
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkReviewLatest", 2)
+    produce(ns, [Message("SparkReviewLatest", b"x")])
+    df = (
+        spark.read.format("rocketmq")
+        .option("nameServer", ns)
+        .option("topic", "SparkReviewLatest")
+        .option("startingOffsets", "latest")
+        .load()
+    )
+    assert df.collect() == []

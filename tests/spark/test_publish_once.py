@@ -51,3 +51,20 @@ def test_a_task_retried_after_a_partial_send_publishes_only_the_missing_rows(
     assert sorted(m.body for m in stored) == sorted([r["body"] for r in ROWS] + [r["body"] for r in ROWS[:3]])
     seqs = {(m.properties[TXN_PROPERTY], int(m.properties[SEQ_PROPERTY])) for m in stored}
     assert len(seqs) == len(stored)
+
+
+def test_a_task_retried_after_dying_before_its_first_send_to_a_new_topic_publishes(
+    pyspark_ready: None, rocketmq: ThreadedCluster
+) -> None:
+    """The first attempt marked its start on a topic that did not exist yet (the first send creates it) and died before
+    that send: every retry used to look the topic up to resume, fail, and so the query could never go on."""
+    from spark.stream_writer import RocketMQStreamWriter
+
+    ns, topic = rocketmq.namesrv_addr, "SparkAutoCreatedLater"  # never created: the first send auto-creates it
+    writer = RocketMQStreamWriter(SourceOptions.parse({"nameServer": ns, "topic": topic}))
+    rows = ROWS[:20]
+    with BrokerSession(ns, producer_group="spark-auto-pg") as session:
+        with pytest.raises(TaskDied):
+            writer.publish_once(session, "query-r", 3, 0, _dies_after(5))
+        assert writer.publish_once(session, "query-r", 3, 0, iter(rows)) == (len(rows), 0)
+    assert sorted(m.body for m in read_topic(ns, topic)) == sorted(r["body"] for r in rows)

@@ -81,3 +81,16 @@ def test_batch_write_sends_every_row_with_its_topic_tags_keys_and_properties(
     for m in a + b:
         i = int(m.body[1:])
         assert (m.tags, m.keys, m.properties["i"]) == (f"tag{i % 2}", [f"k{i}", "all"], f"r{i}")
+
+
+def test_a_null_property_value_is_not_written_as_the_string_none(spark: Any, rocketmq: ThreadedCluster) -> None:
+    """A null value in the properties map is no property (it was stored as the text "None")."""
+    ns, topic = rocketmq.namesrv_addr, "SparkReviewNullProp"
+    make_topic(ns, topic, 1)
+    df = spark.createDataFrame([("x",)], "body string").selectExpr(
+        "body", "map('set', 'v', 'unset', CAST(NULL AS STRING)) AS properties"
+    )
+    df.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("append").save()
+    (msg,) = read_topic(ns, topic)
+    assert msg.properties["set"] == "v"
+    assert "unset" not in msg.properties
