@@ -129,6 +129,15 @@ def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     return value
 
 
+def _flag(options: Mapping[str, str], name: str, *, default: bool) -> bool:
+    text = options.get(name.lower())
+    if text is None:
+        return default
+    if text.strip().lower() not in ("true", "false"):
+        raise OptionError(f"option {name}={text!r}: expected true or false")
+    return text.strip().lower() == "true"
+
+
 @attrs.frozen(slots=True)
 class SourceOptions:
     """Every option of the data source, typed. Build with :meth:`parse`; picklable (it travels to the executors)."""
@@ -147,6 +156,10 @@ class SourceOptions:
     secret_key: str | None = attrs.field(default=None, repr=False)
     tls: bool = False
     tls_ca_file: str | None = None
+    #: A stream whose next offset a queue no longer holds (retention deleted it, or the topic or the broker's data was
+    #: reset below it) fails (Kafka's ``failOnDataLoss``, true by default); false starts that queue over at its first
+    #: offset, with a warning.
+    fail_on_data_loss: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -174,6 +187,7 @@ class SourceOptions:
             commit_topic=opts.get("committopic", DEFAULT_COMMIT_TOPIC),
             producer_group=opts.get("producergroup", "SPARK_ROCKETMQ_SINK"),
             endings_given="endingoffsets" in opts,
+            fail_on_data_loss=_flag(opts, "failOnDataLoss", default=True),
             **_security(opts),
         )
 

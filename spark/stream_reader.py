@@ -19,16 +19,25 @@ The reader keeps one :class:`~spark.session.BrokerSession` for the driver-side c
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from remoting.codec.bodies import MessageQueue
 from spark import offsets
 from spark.options import EARLIEST, OffsetKind, OffsetSpec, OptionError, SourceOptions
 from spark.reader import QueueRange, plan_ranges, read_range
 from spark.session import BrokerSession
+
+log = logging.getLogger(__name__)
+
+
+class DataLossError(RuntimeError):
+    """The stream's next offset is gone from a queue (see ``failOnDataLoss``)."""
+
 
 __all__ = ["RocketMQStreamReader"]
 
@@ -70,6 +79,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
         begin = offsets.from_json(start)
         for mq, (low, _) in bounds.items():
             begin.setdefault(mq, low)
+        self._check_data_loss(begin, bounds)
         if isinstance(limit, ReadMaxRows):
             end = offsets.admit(begin, latest, limit.max_rows)
         else:
@@ -77,6 +87,23 @@ class RocketMQStreamReader(DataSourceStreamReader):
         for mq, offset in begin.items():
             end.setdefault(mq, offset)  # a queue that vanished from the route keeps its position
         return offsets.to_json(end)
+
+    def _check_data_loss(self, begin: dict[MessageQueue, int], bounds: Mapping[MessageQueue, tuple[int, int]]) -> None:
+        """A queue that no longer holds the stream's next offset lost data: retention deleted messages never read
+        (next offset below its first), or the topic or the broker's data was reset below it (next offset past its
+        end, new messages at offsets already read). Raises DataLossError, or with ``failOnDataLoss=false`` logs and
+        starts that queue over at its first offset (``begin`` is changed in place)."""
+        for mq, (low, high) in bounds.items():
+            offset = begin[mq]
+            if low <= offset <= high:
+                continue
+            cause = "deleted by retention" if offset < low else "the queue was reset"
+            what = (f"{mq.topic} queue {mq.queue_id} on {mq.broker_name} holds offsets {low}..{high}, the stream's "
+                    f"next one is {offset}: {cause}")  # fmt: skip
+            if self.options.fail_on_data_loss:
+                raise DataLossError(f"{what}; set failOnDataLoss=false to go on from offset {low}")
+            log.warning("data lost: %s; going on from offset %d (failOnDataLoss=false)", what, low)
+            begin[mq] = low
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_records_per_trigger is not None:
@@ -89,6 +116,10 @@ class RocketMQStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin = offsets.from_json(start)
         until = offsets.from_json(end)
+        reset = [mq for mq, offset in begin.items() if mq in until and offset > until[mq]]
+        if reset:  # queues reset below the stream's offset, gone on from their first one (failOnDataLoss=false)
+            for mq, (low, _) in self._broker().min_max_offsets(reset).items():
+                begin[mq] = min(low, until[mq])
         if any(mq not in begin for mq in until):
             bounds = self._broker().min_max_offsets([mq for mq in until if mq not in begin])
             for mq, (low, _) in bounds.items():

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from client import Message
 from client.sync import Admin
 from tests.spark.helpers import make_topic, produce
@@ -74,3 +76,41 @@ def test_stream_restarted_from_its_checkpoint_reads_every_message_exactly_once(
     # Spark commits a batch to its source when it plans the next one: the group trails by the final batch.
     assert {w.broker_offset for w in lag.values()} == {21}
     assert sum(w.consumer_offset for w in lag.values()) == 42 - len(batches[max(batches)])
+
+
+def _stream_once(spark: Any, ns: str, topic: str, checkpoint: Path, **options: str) -> list[bytes]:
+    got: list[bytes] = []
+
+    def record(df: Any, batch_id: int) -> None:
+        got.extend(bytes(r.body) for r in df.collect())
+
+    reader = spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", topic)
+    query = (
+        reader.options(**options).load().writeStream.foreachBatch(record)
+        .option("checkpointLocation", str(checkpoint)).start()
+    )  # fmt: skip
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    return got
+
+
+def test_a_stream_whose_queue_lost_its_next_offset_fails_or_starts_it_over(
+    spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
+) -> None:
+    """The topic was deleted and made again (as a wiped broker would): the checkpoint's offset 8 is past the queue's
+    end. The query fails by default (Kafka's failOnDataLoss); with failOnDataLoss=false it reads the new messages.
+    It used to wait silently past them (no batch until the queue passed 8, the new ones never read)."""
+    ns, topic = rocketmq.namesrv_addr, "SparkLostOffsets"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"old{i}".encode()) for i in range(8)])
+    checkpoint = tmp_path / "checkpoint"
+    assert len(_stream_once(spark, ns, topic, checkpoint, startingOffsets="earliest")) == 8
+    with Admin(ns) as admin:
+        admin.delete_topic(topic)
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"new{i}".encode()) for i in range(3)])
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        _stream_once(spark, ns, topic, checkpoint)
+    assert sorted(_stream_once(spark, ns, topic, checkpoint, failOnDataLoss="false")) == [b"new0", b"new1", b"new2"]
