@@ -305,12 +305,22 @@ class ConsumeQueue:
     def _recompute_min(self, commit_log_min: int) -> None:
         """The min offset: the first entry that is no filler and points at or above ``commit_log_min``, looked for
         segment by segment (the first holds it but after a DLedger follower's rebuild, whose fillers may fill it);
-        the end when there is none."""
+        the end when there is none. On the Trio thread at every retention pass that deleted CommitLog segments, for
+        every queue: a queue whose min entry still holds data, or with nothing left, is not scanned, nor a segment
+        whose last entry points below (physical offsets grow along a queue)."""
+        if self.min_offset >= self.max_offset and self.queue.files:
+            return
+        if _live_at_or_above(self.entry(self.min_offset), commit_log_min):
+            return
         for mf in self.queue.files:
             base = mf.file_from_offset // CQ_STORE_UNIT_SIZE
             limit = min(self.max_offset - base, self.entries_per_file)
-            for i, (phy, size, _tags) in enumerate(ENTRY.iter_unpack(mf.view[: max(limit, 0) * CQ_STORE_UNIT_SIZE])):
-                if size != FILLER_SIZE and size > 0 and phy >= commit_log_min:
+            if limit <= 0 or not _live_at_or_above(
+                ENTRY.unpack_from(mf.view, (limit - 1) * CQ_STORE_UNIT_SIZE), commit_log_min
+            ):
+                continue
+            for i, entry in enumerate(ENTRY.iter_unpack(mf.view[: limit * CQ_STORE_UNIT_SIZE])):
+                if _live_at_or_above(entry, commit_log_min):
                     self.min_offset = base + i
                     return
         self.min_offset = self.max_offset
@@ -363,3 +373,8 @@ def _written_entries(mf: MappedFile) -> int:
             return found // CQ_STORE_UNIT_SIZE
         # A zero run straddling two entries: the next candidate is the following entry boundary.
         pos = found + CQ_STORE_UNIT_SIZE - misalignment
+
+
+def _live_at_or_above(entry: Entry | None, commit_log_min: int) -> bool:
+    """Whether ``entry`` is no filler and its message lies at or above ``commit_log_min``."""
+    return entry is not None and entry[1] > 0 and entry[1] != FILLER_SIZE and entry[0] >= commit_log_min
