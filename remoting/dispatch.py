@@ -189,7 +189,7 @@ class ProcessorPool:
             ctx.connection.oneway_done(request, request.response(ResponseCode.SYSTEM_BUSY, remark))
             return
         try:
-            await ctx.connection.send(request.response(ResponseCode.SYSTEM_BUSY, remark))
+            ctx.connection.send_nowait(request.response(ResponseCode.SYSTEM_BUSY, remark))  # a pool worker: no wait
         except RemotingConnectError:
             log.debug("answer to opaque %d dropped: connection closed", request.opaque)
 

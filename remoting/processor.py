@@ -67,6 +67,9 @@ async def run_processor(processor: Processor, ctx: RequestContext, request: Remo
     if response is None:
         return
     try:
-        await ctx.connection.send(response)
+        # Never waits for a peer that does not read: a pool worker waiting for one such peer's backlog to drain
+        # served nobody else, and all of them soon waited so. The answer counts in the connection's budget, which
+        # stops its reader instead.
+        ctx.connection.send_nowait(response)
     except RemotingConnectError:
         log.debug("response to opaque %d dropped: connection %s closed", request.opaque, ctx.connection)

@@ -78,6 +78,8 @@ def _ext_fields(raw: object) -> dict[str, str]:
     return out
 
 
+#: the longest text an int32 field may come as ("-2147483648" with room for spaces)
+_INT_TEXT_MAX = 32
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 
@@ -89,6 +91,10 @@ def _int_field(fields: dict[str, Any], key: str, default: int) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
+        # Only what a JSON peer can send: a boolean, a float or a numeric string. Anything else, a CBOR decimal first
+        # (tag 4: int() of ``1E+1000000`` takes seconds, then minutes, on the Trio thread), is refused.
+        if not isinstance(value, bool | float | str) or (isinstance(value, str) and len(value) > _INT_TEXT_MAX):
+            raise HeaderDecodeError(f"header field {key!r} is not an integer ({type(value).__name__})")
         try:
             value = int(value)
         except (TypeError, ValueError, OverflowError):

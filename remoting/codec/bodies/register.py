@@ -33,6 +33,9 @@ from remoting.codec.bodies.topic_config import (
 )
 
 _INT = struct.Struct(">i")
+#: Most bytes a compressed REGISTER_BROKER body may inflate to (the most a frame may carry, 16 MiB: a broker's topic
+#: table of a few hundred thousand topics).
+REGISTER_BODY_MAX = 16 * 1024 * 1024
 
 
 def body_crc32(body: bytes | memoryview) -> int:
@@ -83,10 +86,14 @@ class RegisterBrokerBody:
     def decode(cls, data: bytes | memoryview, compressed: bool = False) -> RegisterBrokerBody:
         if not compressed:
             return cls.from_json(load_object(data, "RegisterBrokerBody"))
+        inflater = zlib.decompressobj()
         try:
-            raw = zlib.decompress(data)
+            # Bounded: zlib expands zeros 1000:1, so a 16 MiB frame could ask for 16 GiB (Java inflates as a stream).
+            raw = inflater.decompress(data, REGISTER_BODY_MAX)
         except zlib.error as exc:
             raise BodyDecodeError(f"register body is not a zlib stream: {exc}") from None
+        if inflater.unconsumed_tail or not inflater.eof:
+            raise BodyDecodeError(f"register body inflates past {REGISTER_BODY_MAX} bytes or is cut short")
         reader = _Reader(raw)
         version = decode_data_version(reader.chunk())
         table: dict[str, TopicConfig] = {}
