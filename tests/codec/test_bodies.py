@@ -205,6 +205,18 @@ def test_compressed_register_body_truncated_raises() -> None:
         RegisterBrokerBody.decode(b"not zlib", compressed=True)
 
 
+@pytest.mark.parametrize("numbers", ["2147483648 8 6", "8 8 " + "9" * 101, "-2147483649 8 6", "8 x 6"])
+def test_a_compressed_topic_line_with_a_number_a_java_int_cannot_hold_is_refused(numbers: str) -> None:
+    """A queue count or perm past a Java int was stored, and every later route query of that topic failed to encode
+    it (the route poisoned until the broker's next registration)."""
+    raw = zlib.decompress(RegisterBrokerBody(_wrapper()).encode(compress=True))
+    bad = raw.replace(b"T 8 8 6 SINGLE_TAG", f"T {numbers} SINGLE_TAG".encode())
+    line = f"T {numbers} SINGLE_TAG".encode()
+    bad = bad.replace(struct.pack(">i", 18) + line, struct.pack(">i", len(line)) + line)
+    with pytest.raises(BodyDecodeError, match="bad topic line"):
+        RegisterBrokerBody.decode(zlib.compress(bad), compressed=True)
+
+
 def test_body_crc32_is_masked_to_a_non_negative_java_int() -> None:
     data = b"\xff" * 7
     assert zlib.crc32(data) > 0x7FFFFFFF

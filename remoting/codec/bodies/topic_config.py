@@ -81,15 +81,19 @@ def parse_topic_line(line: str) -> TopicConfig:
     if len(parts) < 5:
         raise BodyDecodeError(f"topic line needs 5 fields: {line!r}")
     try:
+        # Java ints: a larger number, stored, made every later route query of that topic fail to encode.
+        read, write, perm = (int(p) for p in parts[1:4] if len(p) <= 11)
+        if not all(-(1 << 31) <= n < 1 << 31 for n in (read, write, perm)):
+            raise ValueError("outside int32")
         return TopicConfig(
             topic_name=parts[0],
-            read_queue_nums=int(parts[1]),
-            write_queue_nums=int(parts[2]),
-            perm=int(parts[3]),
+            read_queue_nums=read,
+            write_queue_nums=write,
+            perm=perm,
             topic_filter_type=TopicFilterType[parts[4]],
         )
     except (ValueError, KeyError):
-        raise BodyDecodeError(f"bad topic line: {line!r}") from None
+        raise BodyDecodeError(f"bad topic line: {line[:200]!r}") from None
 
 
 @attrs.frozen(slots=True)
