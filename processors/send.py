@@ -302,7 +302,8 @@ class SendMessageProcessor:
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
         max_size = self.broker.store.config.max_message_size
-        if header.sys_flag & SYSFLAG_TRANSACTION_MASK or _delayed(header.properties):
+        batch_props = rewrite_properties(header.properties, self.cluster)
+        if header.sys_flag & SYSFLAG_TRANSACTION_MASK or batch_props.delay_level > 0:
             # CommitLog.asyncPutMessages: a batch is neither transactional nor delayed (it used to be stored at once)
             remark = illegal_remark(max_size, "a delayed or transactional batch")
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, remark)
@@ -310,7 +311,6 @@ class SendMessageProcessor:
             raise RequestRejected(
                 ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size, f"batch body {len(request.body)} bytes")
             )
-        batch_props = rewrite_properties(header.properties, self.cluster)
         try:
             stored = split_stored_entries(request.body, batch_props.stored)
         except MessageDecodeError as exc:
@@ -338,12 +338,3 @@ class SendMessageProcessor:
             stored,
             self.base_fields,
         )
-
-
-def _delayed(properties: str | None) -> bool:
-    """Whether a send's properties ask for a delay level (``DELAY`` above 0); the text is decoded only when it names
-    one."""
-    if not properties or "DELAY\x01" not in properties:
-        return False
-    level = decode_properties(properties).get("DELAY", "")
-    return level.isdigit() and int(level) > 0

@@ -109,11 +109,9 @@ def _security(opts: Mapping[str, str]) -> dict[str, Any]:
     access_key, secret_key = opts.get("accesskey") or None, opts.get("secretkey") or None
     if (access_key is None) != (secret_key is None):
         raise OptionError("options accessKey and secretKey go together: give both or neither")
-    tls = opts.get("tls", "false").strip().lower()
-    if tls not in ("true", "false"):
-        raise OptionError(f"option tls={opts['tls']!r}: expected true or false")
+    tls = _flag(opts, "tls", default=False)
     ca_file = opts.get("tlscafile") or None
-    return {"access_key": access_key, "secret_key": secret_key, "tls": tls == "true", "tls_ca_file": ca_file}
+    return {"access_key": access_key, "secret_key": secret_key, "tls": tls, "tls_ca_file": ca_file}
 
 
 def _positive_int(options: Mapping[str, str], name: str) -> int | None:
