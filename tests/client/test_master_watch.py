@@ -25,7 +25,7 @@ from remoting.codec.command import request
 TOPIC = "Moving"
 
 
-async def _silent_master(nursery: trio.Nursery) -> str:
+async def silent_master(nursery: trio.Nursery) -> str:
     """A TCP listener that reads every request and answers none."""
 
     async def swallow(stream: trio.SocketStream) -> None:
@@ -36,13 +36,16 @@ async def _silent_master(nursery: trio.Nursery) -> str:
     return f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
 
 
-async def _register_as_master(client: RemotingClient, namesrv: str, addr: str) -> None:
-    """Register ``addr`` as broker-a's master on ``client``'s connection (its close would unregister it)."""
-    config = {"order": False, "perm": 6, "readQueueNums": 2, "topicFilterType": "SINGLE_TAG", "topicName": TOPIC,
+async def register_as_master(
+    client: RemotingClient, namesrv: str, addr: str, topic: str = TOPIC, broker_name: str = "broker-a"
+) -> None:
+    """Register ``addr`` as ``broker_name``'s master with ``topic`` (2 queues) on ``client``'s connection (its close
+    would unregister it)."""
+    config = {"order": False, "perm": 6, "readQueueNums": 2, "topicFilterType": "SINGLE_TAG", "topicName": topic,
               "topicSysFlag": 0, "writeQueueNums": 2}  # fmt: skip
     body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
-        "dataVersion": {"counter": 99, "timestamp": 1}, "topicConfigTable": {TOPIC: config}}}).encode()  # fmt: skip
-    fields = {"brokerAddr": addr, "brokerId": "0", "brokerName": "broker-a", "clusterName": "DefaultCluster",
+        "dataVersion": {"counter": 99, "timestamp": 1}, "topicConfigTable": {topic: config}}}).encode()  # fmt: skip
+    fields = {"brokerAddr": addr, "brokerId": "0", "brokerName": broker_name, "clusterName": "DefaultCluster",
               "compressed": "false", "haServerAddr": addr, "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}  # fmt: skip
     answer = await client.invoke(namesrv, request(RequestCode.REGISTER_BROKER, fields, body), 3)
     assert answer.code == ResponseCode.SUCCESS
@@ -87,8 +90,8 @@ async def test_a_send_finds_the_new_master_within_one_retry(
     async with Admin(cluster.namesrv_addr) as admin:
         await admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
     async with RemotingClient() as client, trio.open_nursery() as nursery:
-        silent = await _silent_master(nursery)
-        await _register_as_master(client, cluster.namesrv_addr, silent)
+        silent = await silent_master(nursery)
+        await register_as_master(client, cluster.namesrv_addr, silent)
         async with Producer("pg-moving", cluster.namesrv_addr, send_msg_timeout=3.0) as producer:
             assert (await producer.publish_info(TOPIC)).route.broker_datas[0].master_addr == silent
             started = trio.current_time()

@@ -17,8 +17,6 @@ from broker.broker_config import BrokerConfig
 from broker.context import store_config_of
 from broker.dledger_mode import dledger_config_of, dledger_store
 from broker.embedded_dledger import EmbeddedDLedgerGroup
-from dledger.config import DLedgerConfig
-from dledger.file_store import FileLedger
 from remoting.client import RemotingClient
 from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -26,18 +24,8 @@ from remoting.codec.command import request
 from store.mapped_file import segment_paths
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
-from tests.dledger.test_file_store import DATA_SIZE, INDEX_SIZE, append, body
+from tests.dledger.test_file_store import append, body, ledger_at
 from tests.dledger.test_retention import TOPIC, bodies_from, caught_up, send_all
-
-
-def _ledger(tmp_path: Path, data: str, read_only: str = "") -> FileLedger:
-    config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1", store_base_dir=str(tmp_path / "base"),
-                           data_store_path=data, read_only_data_store_dirs=read_only,
-                           mapped_file_size_for_entry_data=DATA_SIZE,
-                           mapped_file_size_for_entry_index=INDEX_SIZE)  # fmt: skip
-    ledger = FileLedger(config)
-    ledger.load()
-    return ledger
 
 
 def _starts(directory: Path) -> list[int]:
@@ -46,24 +34,24 @@ def _starts(directory: Path) -> list[int]:
 
 def test_entry_segments_spread_over_the_data_directories_and_load_back(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
-    ledger = _ledger(tmp_path, f"{a},{b}")
+    ledger = ledger_at(tmp_path, data_store_path=f"{a},{b}")
     entries = append(ledger, 1, *[body(i) for i in range(30)])
     starts = [mf.file_from_offset for mf in ledger.data.files]
     assert len(starts) >= 4
     assert _starts(a) == starts[0::2] and _starts(b) == starts[1::2]
-    assert not (tmp_path / "base" / "dledger-n0" / "data").exists()
+    assert not (tmp_path / "dledger-n0" / "data").exists()
     ledger.flush_all()
     ledger.close()
     # The first data directory kept for reading only: every entry is still there, new segments go to the others.
     c = tmp_path / "c"
-    again = _ledger(tmp_path, f"{a},{b},{c}", read_only=str(a))
+    again = ledger_at(tmp_path, data_store_path=f"{a},{b},{c}", read_only_data_store_dirs=str(a))
     assert [again.get(i) for i in range(30)] == entries
     kept = _starts(a)
     more = append(again, 2, *[body(i) for i in range(30, 60)])
     assert _starts(a) == kept and _starts(c)
     again.flush_all()
     again.close()
-    last = _ledger(tmp_path, f"{a},{b},{c}", read_only=str(a))
+    last = ledger_at(tmp_path, data_store_path=f"{a},{b},{c}", read_only_data_store_dirs=str(a))
     assert [last.get(i) for i in range(60)] == entries + more
     last.close()
 

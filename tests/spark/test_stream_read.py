@@ -78,22 +78,11 @@ def test_stream_restarted_from_its_checkpoint_reads_every_message_exactly_once(
     assert sum(w.consumer_offset for w in lag.values()) == 42 - len(batches[max(batches)])
 
 
-def _stream_once(spark: Any, ns: str, topic: str, checkpoint: Path, **options: str) -> list[bytes]:
-    got: list[bytes] = []
-
-    def record(df: Any, batch_id: int) -> None:
-        got.extend(bytes(r.body) for r in df.collect())
-
-    reader = spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", topic)
-    query = (
-        reader.options(**options).load().writeStream.foreachBatch(record)
-        .option("checkpointLocation", str(checkpoint)).start()
-    )  # fmt: skip
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
-    return got
+def _bodies(spark: Any, ns: str, topic: str, checkpoint: Path, **options: str) -> list[bytes]:
+    """Every body one run of the stream read (:func:`_run`)."""
+    batches: dict[int, list[tuple[int, int, bytes]]] = {}
+    _run(spark, ns, topic, batches, checkpoint, **options)
+    return [body for rows in batches.values() for _, _, body in rows]
 
 
 def test_a_stream_whose_queue_lost_its_next_offset_fails_or_starts_it_over(
@@ -106,11 +95,11 @@ def test_a_stream_whose_queue_lost_its_next_offset_fails_or_starts_it_over(
     make_topic(ns, topic, 1)
     produce(ns, [Message(topic, f"old{i}".encode()) for i in range(8)])
     checkpoint = tmp_path / "checkpoint"
-    assert len(_stream_once(spark, ns, topic, checkpoint, startingOffsets="earliest")) == 8
+    assert len(_bodies(spark, ns, topic, checkpoint, startingOffsets="earliest")) == 8
     with Admin(ns) as admin:
         admin.delete_topic(topic)
     make_topic(ns, topic, 1)
     produce(ns, [Message(topic, f"new{i}".encode()) for i in range(3)])
     with pytest.raises(Exception, match="failOnDataLoss"):
-        _stream_once(spark, ns, topic, checkpoint)
-    assert sorted(_stream_once(spark, ns, topic, checkpoint, failOnDataLoss="false")) == [b"new0", b"new1", b"new2"]
+        _bodies(spark, ns, topic, checkpoint)
+    assert sorted(_bodies(spark, ns, topic, checkpoint, failOnDataLoss="false")) == [b"new0", b"new1", b"new2"]
