@@ -11,6 +11,7 @@ when the client's Settings or the group's ``consumeMessageOrderly`` say so.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Final
 
@@ -55,6 +56,11 @@ class _Receive:
 
 _MAX_BATCH: Final = 32
 _CLIENT_ID: Final = "x-mq-client-id"
+#: RocketMQ's ReceiveMessageResponseStreamWriter.NACK_INVISIBLE_TIME: a message a broken stream did not write is
+#: visible again this soon.
+NACK_INVISIBLE_MS: Final = 1000
+
+log = logging.getLogger(__name__)
 
 
 class Consuming:
@@ -181,6 +187,22 @@ class Consuming:
             out.append(service.ReceiveMessageResponse(message=message))
         out.append(_now_marker())
         return out
+
+    def nack_unwritten(self, responses: list[Any], req: Any, metadata: dict[str, str]) -> None:
+        """The messages of a ReceiveMessage stream that broke before they were written (the client went away):
+        each becomes visible again after :data:`NACK_INVISIBLE_MS`, as RocketMQ's proxy does
+        (ReceiveMessageResponseStreamWriter.processThrowableWhenWriteMessage), instead of after its whole invisible
+        time. A refusal is logged; the message then comes back when its handle says."""
+        group, topic, client = req.group.name, req.message_queue.topic.name, metadata.get(_CLIENT_ID, "")
+        for response in responses:
+            if not response.HasField("message"):
+                continue
+            props = response.message.system_properties
+            try:
+                handle = self._handle(self.renew.take(client, group, props.message_id, props.receipt_handle))
+                self.pop.change_invisible(group, topic, handle, NACK_INVISIBLE_MS)
+            except (RpcError, PutRefusedError, RequestRejected) as exc:
+                log.warning("nacking %s of %s after a broken receive stream failed: %s", props.message_id, group, exc)
 
     def _handle(self, text: str) -> ReceiptHandle:
         try:

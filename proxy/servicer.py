@@ -5,7 +5,8 @@ Trio thread through the :class:`~proxy.bridge.TrioBridge`, and writes what comes
 call: a reader task forwards the client's commands; the writer sends the replies and whatever the broker pushes
 (transaction recovery) through the stream's outbox. The RPCs not served here (PullMessage and the offset RPCs, which
 RocketMQ 5.3's proxy does not serve either, SyncLiteSubscription) answer gRPC UNIMPLEMENTED. A stopping
-broker answers UNAVAILABLE. A Telemetry stream whose credentials the ACL refuses ends with UNAUTHENTICATED.
+broker answers UNAVAILABLE. A Telemetry stream whose credentials the ACL refuses ends with UNAUTHENTICATED. A
+ReceiveMessage stream that breaks before it wrote its messages nacks them (visible again in 1 s).
 """
 
 from __future__ import annotations
@@ -115,8 +116,12 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
             responses = await self.bridge.call_now_or_later(now, later, request, md, deadline)
         except BridgeClosed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
-        for response in responses:
-            yield response
+        for i, response in enumerate(responses):
+            try:
+                yield response
+            except BaseException:  # the stream broke: what it did not write is nacked, as RocketMQ's proxy does
+                self.bridge.call_soon(self.activity.consuming.nack_unwritten, responses[i:], request, md)
+                raise
 
     async def Telemetry(self, request_iterator: AsyncIterator[Any], context: Context) -> AsyncIterator[Any]:
         md = _metadata(context)

@@ -39,7 +39,9 @@ REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
 _BATCH: Final = 32
 _FORGET_ACK_AFTER_MS: Final = 60_000
 
-_Key = tuple[str, str, int, int, int]
+#: group, topic, queue, queue offset, pop time, invisible time. The invisible time keeps apart the CK a change of
+#: invisibility writes in the millisecond of the pop (a broken receive stream's nack) from the pop's own CK.
+_Key = tuple[str, str, int, int, int, int]
 
 
 class ReviveService:
@@ -102,12 +104,12 @@ class ReviveService:
     def _handle(self, record: MessageExt) -> None:
         body = orjson.loads(record.body)
         group, topic, qid, pop_time = body["c"], body["t"], int(body["q"]), int(body["pt"])
-        tag = record.tags
+        invisible, tag = int(body["it"]), record.tags
         if tag == ACK_TAG:
-            key = (group, topic, qid, int(body["ao"]), pop_time)
-            self._acked[key] = (record.queue_offset, pop_time + int(body["it"]) + CK_GRACE_MS)
+            key = (group, topic, qid, int(body["ao"]), pop_time, invisible)
+            self._acked[key] = (record.queue_offset, pop_time + invisible + CK_GRACE_MS)
         elif tag == CK_TAG:
-            self._ck_horizon = max(self._ck_horizon, pop_time + int(body["it"]) + CK_GRACE_MS)
+            self._ck_horizon = max(self._ck_horizon, pop_time + invisible + CK_GRACE_MS)
             # A CK names every message of one pop of one queue (a single offset in records written before that).
             offsets, phys = body["ao"], body["po"]
             if not isinstance(offsets, list):
@@ -118,7 +120,7 @@ class ReviveService:
             # (progress is per record) and must find them still there.
             met = []
             for offset, phy in zip(offsets, phys, strict=True):
-                key = (group, topic, qid, int(offset), pop_time)
+                key = (group, topic, qid, int(offset), pop_time, invisible)
                 if key in self._acked:
                     met.append(key)
                 else:

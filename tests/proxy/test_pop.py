@@ -133,6 +133,22 @@ async def test_change_of_invisibility_moves_the_redelivery_and_renews_the_handle
     assert await pop_all(pop, "G", "PopC") == []
 
 
+async def test_a_change_of_invisibility_in_the_millisecond_of_the_pop_redelivers_at_its_new_time(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """The pop's CK and the change's CK share queue, offset and pop time; the ACK of the old handle must cancel the
+    pop's CK (due in 30 s), not the change's (due in 2 s)."""
+    await create_topic(embedded_cluster, "PopSameMs")
+    pop, _ = popper
+    await send(embedded_cluster, "PopSameMs", b"soon")
+    [popped] = await pop_all(pop, "G", "PopSameMs")
+    outcome, renewed = pop.change_invisible("G", "PopSameMs", popped.handle, 2_000)
+    assert outcome is AckOutcome.OK and renewed is not None and renewed.pop_time == popped.handle.pop_time
+    await trio.sleep(5)
+    [again] = await pop_all(pop, "G", "PopSameMs")
+    assert (again.message.body, again.attempt) == (b"soon", 2)
+
+
 async def test_after_the_groups_attempts_the_message_goes_to_the_dlq(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:

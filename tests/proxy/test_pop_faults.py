@@ -1,12 +1,16 @@
 """Pop consumption under faults and hostile input (found by a review, each test failing on the code before): an
 idle long poll that waits again after an arrival, a refused retry copy or checkpoint that neither stalls redelivery
 nor loses messages, acknowledgements surviving a restart after a minute down, FIFO handles of an earlier delivery
-refused, a message the gRPC form cannot carry, a refused renewal, a DLQ read over gRPC, and sessions of clients that
-never sent Settings. Real embedded broker, virtual time."""
+refused, a message the gRPC form cannot carry, a refused renewal, a DLQ read over gRPC, sessions of clients that
+never sent Settings, and the messages of a receive stream that broke before it wrote them. Real embedded broker,
+virtual time."""
 
 from __future__ import annotations
 
+import asyncio
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -18,9 +22,11 @@ from broker.pop.revive import ReviveService
 from client.message import Message
 from client.producer import Producer
 from processors.common import RequestRejected
+from proxy.bridge import TrioBridge
 from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.pb import service
+from proxy.servicer import MessagingServicer
 from proxy.startup import build_activity
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from store.errors import PutRefusedError
@@ -304,3 +310,56 @@ async def test_an_acked_message_of_a_half_revived_ck_is_not_redelivered(
         pass
     again = [p.message.body for p in pop.pop("GH", "PopHalf", 32, 5_000, None)]
     assert again == [b"not-acked"], f"redelivered: {again}"
+
+
+class _GoneClientContext:
+    """The three things ``MessagingServicer.ReceiveMessage`` reads of grpcio's context."""
+
+    def time_remaining(self) -> float:
+        return 20.0
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return tuple(md("gone@1").items())
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:40000"
+
+
+async def test_messages_a_broken_receive_stream_did_not_write_come_back_in_a_second(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A client reads a ReceiveMessage stream's status and goes away before the messages are written (grpcio then
+    closes the handler's generator). RocketMQ's proxy nacks each message it could not write (1 s,
+    ReceiveMessageResponseStreamWriter.processThrowableWhenWriteMessage); they must not stay hidden for the
+    receive's whole invisible time (30 s here). The servicer runs on a real asyncio loop in a worker thread, as on
+    grpcio's; virtual time stands still meanwhile."""
+
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopGone")
+    activity, revive = build_activity(embedded_cluster.controller, ProxyConfig())
+    await nursery.start(revive.run)
+    await send(embedded_cluster, "PopGone", b"one", b"two", b"three")
+    req = service.ReceiveMessageRequest(batch_size=32)
+    req.group.name = "GGone"
+    req.message_queue.topic.name = "PopGone"
+    req.filter_expression.expression = "*"
+    req.invisible_duration.FromSeconds(30)
+    servicer = MessagingServicer(TrioBridge(nursery), activity)
+
+    async def read_status_and_go() -> Any:
+        stream = servicer.ReceiveMessage(req, _GoneClientContext())
+        first = await anext(stream)
+        await stream.aclose()
+        return first
+
+    autojump_clock.autojump_threshold = math.inf
+    try:
+        first = await trio.to_thread.run_sync(asyncio.run, read_status_and_go())
+        await trio.testing.wait_all_tasks_blocked()
+    finally:
+        autojump_clock.autojump_threshold = 0
+    assert first.status.code == Code.OK
+    await trio.sleep(5)
+    again = activity.consuming.receive_now(req, md("back@1"), None) or []
+    back = [(r.message.body, r.message.system_properties.delivery_attempt) for r in again if r.HasField("message")]
+    assert sorted(back) == [(b"one", 2), (b"three", 2), (b"two", 2)]
