@@ -212,7 +212,8 @@ class Admin(AdminOps):
         self, group: str, *, broker_addr: str | None = None, cluster: str | None = None, clean_offset: bool = False
     ) -> list[str]:
         targets = await self.target_brokers(broker_addr, cluster)
-        fields = DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset).to_ext_fields()
+        header = DeleteSubscriptionGroupRequestHeader(group, remove_offset=clean_offset, clean_offset=clean_offset)
+        fields = header.to_ext_fields()
         for addr in targets:
             await self._call(addr, request(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields))
         return targets

@@ -76,8 +76,9 @@ log = logging.getLogger(__name__)
 _Handler = Callable[["AdminBrokerProcessor", RemotingCommand], RemotingCommand]
 _AsyncHandler = Callable[["AdminBrokerProcessor", RemotingCommand], Awaitable[RemotingCommand]]
 
-#: Java's ``configBlackList`` default: properties UPDATE_BROKER_CONFIG refuses to change.
-CONFIG_BLACK_LIST: Final = frozenset({"configBlackList", "brokerConfigPath"})
+#: Java's ``configBlackList`` default with what ``initConfigBlackList`` always adds (``rocketmqHome``: the ACL files are
+#: read below it): properties UPDATE_BROKER_CONFIG refuses to change.
+CONFIG_BLACK_LIST: Final = frozenset({"configBlackList", "brokerConfigPath", "rocketmqHome"})
 #: A slave's answer to topic and group changes (RocketMQ's ``validateSlave``): metadata follows the master.
 SLAVE_REFUSAL: Final = (
     "Can't modify topic or subscription group from slave broker, please execute it from master broker."
@@ -162,6 +163,9 @@ class AdminBrokerProcessor:
         if refused is not None:
             return refused
         topic = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields).topic
+        remark = validate_topic(topic)  # first, as Java: the name becomes a directory of the store
+        if remark is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark)
         if is_system_topic(topic):
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
         broker = self.broker
@@ -201,7 +205,7 @@ class AdminBrokerProcessor:
         header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
         self.broker.groups.delete(header.group_name)
         self.broker.groups.write_through()
-        if header.clean_offset:
+        if header.remove_offset or header.clean_offset:
             self.broker.offsets.remove_group(header.group_name)
         self.broker.stats.on_group_deleted(header.group_name)
         return request.response(ResponseCode.SUCCESS)
@@ -242,7 +246,8 @@ class AdminBrokerProcessor:
     def get_consume_stats(self, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
         broker, group = self.broker, header.consumer_group
-        topics = {header.topic} if header.topic else broker.offsets.topics_of_group(group)
+        topic = (header.topic or "").strip() and header.topic  # Java's UtilAll.isBlank: a blank topic is none
+        topics = {topic} if topic else broker.offsets.topics_of_group(group)
         group_info = broker.clients.consumer_group(group)
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0

@@ -4,7 +4,8 @@ consumers, and admin requests forwarded to one consumer (GET_CONSUMER_RUNNING_IN
 They run over the connection the client opened (a server-side :class:`~remoting.connection.Connection` invokes the
 client like any peer). Each function takes the admin request and returns the response for the admin tool; client
 failures become error responses, never exceptions: an offline client is SYSTEM_ERROR with Java's remark, a client
-that does not answer in time SYSTEM_ERROR (307) or CONSUME_MSG_TIMEOUT (309).
+that does not answer in time CONSUME_MSG_TIMEOUT (AdminBrokerProcessor.callConsumer). CONSUME_MESSAGE_DIRECTLY is
+forwarded with the broker's ``brokerName`` added, as Java adds it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def reset_offset_table(broker: BrokerContext, header: ResetOffsetRequestHeader) 
     topic, group = header.topic, header.group
     config = broker.topics.get(topic)
     if config is None:
-        return f"[reset-offset] topic not exist, {topic}"
+        return f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
     table: dict[MessageQueue, int] = {}
     for queue_id in range(config.write_queue_nums):
         committed = broker.offsets.query(group, topic, queue_id)
@@ -59,8 +60,7 @@ async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> Remotin
     header = ResetOffsetRequestHeader.from_ext_fields(admin.ext_fields)
     table = reset_offset_table(broker, header)
     if isinstance(table, str):
-        code = ResponseCode.TOPIC_NOT_EXIST if broker.topics.get(header.topic) is None else ResponseCode.SYSTEM_ERROR
-        return admin.response(code, table)
+        return admin.response(ResponseCode.SYSTEM_ERROR, table)
     group_info = broker.clients.consumer_group(header.group)
     if group_info is None or not group_info.channels:
         remark = (
@@ -85,15 +85,16 @@ async def forward_to_consumer(
     channel = broker.clients.find_consumer_channel(group, client_id)
     if channel is None or channel.connection.closed:
         return admin.response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
-    forwarded = request(admin.code, dict(admin.ext_fields), body)
+    fields = dict(admin.ext_fields)
+    if admin.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:  # the client builds its listener's queue from it
+        fields["brokerName"] = broker.config.broker_name
+    forwarded = request(admin.code, fields, body)
     try:
         answer = await channel.connection.invoke(forwarded, FORWARD_TIMEOUT)
-    except RemotingTimeoutError:
-        if admin.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-            return admin.response(ResponseCode.CONSUME_MSG_TIMEOUT, "consume message directly over timeout")
-        return admin.response(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> timed out")
+    except RemotingTimeoutError as exc:
+        return admin.response(ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{group}> <{client_id}> Timeout: {exc}")
     except RemotingError as exc:
-        return admin.response(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> failed: {exc}")
+        return admin.response(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> Exception: {exc}")
     return admin.response(answer.code, answer.remark, dict(answer.ext_fields), answer.body)
 
 

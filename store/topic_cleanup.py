@@ -80,7 +80,8 @@ async def delete_topic_queues(store: MessageStore, topic: str) -> int:
         for key in [key for key in store.queue_offsets if key[0] == topic]:
             del store.queue_offsets[key]
         topic_dir = store.config.consume_queue_dir / topic
-        if topic_dir.is_dir():
+        # The callers validate names; a path of several parts ("../commitlog") must never reach the unlinks anyway.
+        if topic not in (".", "..") and topic_dir.parent == store.config.consume_queue_dir and topic_dir.is_dir():
             for queue_dir in topic_dir.iterdir():
                 _remove_queue_dir(queue_dir)
             with contextlib.suppress(FileNotFoundError):

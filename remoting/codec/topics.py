@@ -89,11 +89,12 @@ def is_system_group(group: str) -> bool:
 
 
 def validate_topic(topic: str) -> str | None:
-    """``None`` if ``topic`` is a legal name, else Java's remark for it."""
+    """``None`` if ``topic`` is a legal name, else the broker's remark for it (4.9.8's TopicValidator.validateTopic,
+    common/src/main/java/org/apache/rocketmq/common/topic/TopicValidator.java)."""
     if not topic or not topic.strip():
         return "The specified topic is blank."
-    if not _VALID_NAME.match(topic):
-        return f"The specified topic[{topic}] contains illegal characters, allowing only {VALID_NAME_PATTERN}"
+    if not _VALID_NAME.fullmatch(topic):  # fullmatch: ``$`` would let a final newline through
+        return f"The specified topic contains illegal characters, allowing only {VALID_NAME_PATTERN}"
     if len(topic) > TOPIC_MAX_LENGTH:
         return "The specified topic is longer than topic max length."
     return None
@@ -103,7 +104,7 @@ def validate_group(group: str) -> str | None:
     """``None`` if ``group`` is a legal consumer/producer group name, else the remark."""
     if not group or not group.strip():
         return "the specified group is blank"
-    if not _VALID_NAME.match(group):
+    if not _VALID_NAME.fullmatch(group):
         return f"the specified group[{group}] contains illegal characters, allowing only {VALID_NAME_PATTERN}"
     if len(group) > 255:
         return "the specified group is longer than group max length 255."

@@ -8,6 +8,7 @@ from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import MessageRecord
 
 
 async def route_of(client: RemotingClient, cluster: EmbeddedCluster, topic: str) -> RemotingCommand:
@@ -40,3 +41,9 @@ def create_topic_request(topic: str, queues: int = 4, perm: int = 6, order: bool
         "order": "true" if order else "false",
     }
     return request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+
+
+def put_record(cluster: EmbeddedCluster, topic: str, queue_id: int, body: bytes) -> int:
+    """Append one message straight to the embedded broker's store; its queue offset."""
+    ctx = cluster.controller.context
+    return ctx.store.append(MessageRecord(topic, body, queue_id, store_host=ctx.store_host)).queue_offset

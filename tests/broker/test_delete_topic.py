@@ -12,8 +12,8 @@ from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from remoting.codec.message import MessageRecord, decode_record
-from tests.broker.helpers import create_topic_request
+from remoting.codec.message import decode_record
+from tests.broker.helpers import create_topic_request, put_record
 
 
 @pytest.fixture
@@ -22,18 +22,13 @@ async def client() -> AsyncIterator[RemotingClient]:
         yield c
 
 
-def _put(cluster: EmbeddedCluster, topic: str, queue_id: int, body: bytes) -> int:
-    ctx = cluster.controller.context
-    return ctx.store.append(MessageRecord(topic, body, queue_id, store_host=ctx.store_host)).queue_offset
-
-
 async def test_a_deleted_topic_created_again_starts_empty_also_after_a_restart(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
     addr = embedded_cluster.broker_addr
     assert (await client.invoke(addr, create_topic_request("Gone", queues=2), 5)).code == ResponseCode.SUCCESS
     for i in range(5):
-        _put(embedded_cluster, "Gone", i % 2, f"old{i}".encode())
+        put_record(embedded_cluster, "Gone", i % 2, f"old{i}".encode())
     broker = embedded_cluster.controller.context
     broker.offsets.commit("g1", "Gone", 0, 2)
     broker.offsets.commit("g1", "Kept", 0, 1)
@@ -48,7 +43,7 @@ async def test_a_deleted_topic_created_again_starts_empty_also_after_a_restart(
     assert broker.store.get("Gone", 0, 0, 32).messages == []
 
     assert (await client.invoke(addr, create_topic_request("Gone", queues=2), 5)).code == ResponseCode.SUCCESS
-    assert _put(embedded_cluster, "Gone", 0, b"new") == 0
+    assert put_record(embedded_cluster, "Gone", 0, b"new") == 0
     await embedded_cluster.restart_broker()
     store = embedded_cluster.controller.context.store
     assert (store.min_offset_in_queue("Gone", 0), store.max_offset_in_queue("Gone", 0)) == (0, 1)
@@ -59,7 +54,7 @@ async def test_a_deleted_topic_created_again_starts_empty_also_after_a_restart(
 async def test_deleting_an_unknown_topic_succeeds_and_touches_nothing_else(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
-    _put(embedded_cluster, "Other", 0, b"x")
+    put_record(embedded_cluster, "Other", 0, b"x")
     answer = await client.invoke(
         embedded_cluster.broker_addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Never"}), 5
     )
@@ -73,7 +68,7 @@ async def test_clean_unused_topic_drops_only_unconfigured_non_system_topics(
     addr = embedded_cluster.broker_addr
     assert (await client.invoke(addr, create_topic_request("Configured", queues=1), 5)).code == ResponseCode.SUCCESS
     for topic in ("Configured", "Orphan", "OFFSET_MOVED_EVENT"):
-        _put(embedded_cluster, topic, 0, b"x")
+        put_record(embedded_cluster, topic, 0, b"x")
     store = embedded_cluster.controller.context.store
     answer = await client.invoke(addr, request(RequestCode.CLEAN_UNUSED_TOPIC), 5)
     assert answer.code == ResponseCode.SUCCESS

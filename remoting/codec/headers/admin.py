@@ -95,11 +95,13 @@ class ConsumeMessageDirectlyResultRequestHeader(Header):
 
 @attrs.frozen(slots=True)
 class DeleteSubscriptionGroupRequestHeader(Header):
-    """DELETE_SUBSCRIPTIONGROUP (207). ``clean_offset`` also drops the group's consumer offsets."""
+    """DELETE_SUBSCRIPTIONGROUP (207). ``remove_offset`` (4.9's ``removeOffset``) or ``clean_offset`` (RocketMQ 5's
+    ``cleanOffset``) also drops the group's consumer offsets; our client sends both."""
 
     REQUEST_CODES = (RequestCode.DELETE_SUBSCRIPTIONGROUP,)
 
     group_name: str = attrs.field(metadata=wire("groupName"))
+    remove_offset: bool = attrs.field(default=False, metadata=wire("removeOffset"))
     clean_offset: bool = attrs.field(default=False, metadata=wire("cleanOffset"))
 
 

@@ -1,0 +1,186 @@
+"""Admin requests where we differed from RocketMQ 4.9.8 (found by a review, each test failing on the code before),
+over a real socket (127.0.0.1, port 0) against an embedded broker: topic names checked before a deletion and to their
+last character, Java's remarks and codes, ``removeOffset``, the forwarded ``brokerName``, ``rocketmqHome`` refused,
+and a blank topic in consume stats."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from broker.embedded import EmbeddedCluster
+from processors import broker2client
+from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumerData, HeartbeatData
+from remoting.codec.bodies.admin import ConsumeStats
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import MessageRecord
+from remoting.processor import RequestContext
+from tests.broker.helpers import create_topic_request, put_record
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RemotingClient]:
+    async with RemotingClient() as c:
+        yield c
+
+
+async def test_delete_topic_with_a_path_traversing_name_is_refused_and_keeps_the_commitlog(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """AdminBrokerProcessor.deleteTopic runs TopicValidator.validateTopic first: '../commitlog' has illegal
+    characters, so Java answers SYSTEM_ERROR and touches nothing. Here the name is joined to the consumequeue
+    directory and every CommitLog segment is unlinked."""
+    addr = embedded_cluster.broker_addr
+    assert (await client.invoke(addr, create_topic_request("Kept", queues=1), 5)).code == ResponseCode.SUCCESS
+    put_record(embedded_cluster, "Kept", 0, b"precious")
+    store = embedded_cluster.controller.context.store
+    commitlog = store.config.consume_queue_dir.parent / "commitlog"
+    before = sorted(p.name for p in commitlog.iterdir())
+    assert before
+
+    answer = await client.invoke(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "../commitlog"}), 5)
+
+    assert commitlog.is_dir(), "the CommitLog directory and its segments were deleted"
+    assert sorted(p.name for p in commitlog.iterdir()) == before
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_the_store_never_deletes_outside_its_consume_queue_directory(embedded_cluster: EmbeddedCluster) -> None:
+    store = embedded_cluster.controller.context.store
+    put_record(embedded_cluster, "Kept2", 0, b"precious")
+    commitlog = store.config.consume_queue_dir.parent / "commitlog"
+    before = sorted(p.name for p in commitlog.iterdir())
+    for name in ("../commitlog", "..", "."):
+        await store.delete_topic(name)
+    assert sorted(p.name for p in commitlog.iterdir()) == before
+    assert store.config.consume_queue_dir.is_dir()
+
+
+async def test_create_topic_with_a_trailing_newline_is_refused(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """TopicValidator.isTopicOrGroupIllegal checks every char against ^[%|a-zA-Z0-9_-]+$; '\\n' is illegal, so
+    Java answers SYSTEM_ERROR. Python's re '$' also matches before a trailing newline, so the name passes."""
+    answer = await client.invoke(embedded_cluster.broker_addr, create_topic_request("Evil\n", queues=1), 5)
+    assert embedded_cluster.controller.context.topics.get("Evil\n") is None, "topic 'Evil\\n' was created"
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_illegal_topic_remark_is_javas(embedded_cluster: EmbeddedCluster, client: RemotingClient) -> None:
+    """TopicValidator.validateTopic (4.9.8) remarks without the topic name."""
+    answer = await client.invoke(embedded_cluster.broker_addr, create_topic_request("bad/topic", queues=1), 5)
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert answer.remark == "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+
+
+async def test_delete_subscription_group_honours_javas_remove_offset_field(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """4.9.8's DeleteSubscriptionGroupRequestHeader carries ``removeOffset`` (mqadmin deleteSubGroup -r true sends
+    it); ``cleanOffset`` is RocketMQ 5's name. AdminBrokerProcessor.deleteSubscriptionGroup then calls
+    ConsumerOffsetManager.removeOffset(group)."""
+    broker = embedded_cluster.controller.context
+    broker.offsets.commit("doomed_group", "T", 0, 7)
+    fields = {"groupName": "doomed_group", "removeOffset": "true"}
+    answer = await client.invoke(embedded_cluster.broker_addr, request(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields), 5)
+    assert answer.code == ResponseCode.SUCCESS
+    assert broker.offsets.query("doomed_group", "T", 0) == -1, "the group's offsets were kept"
+
+
+async def test_reset_offset_of_an_unknown_topic_is_system_error(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """Broker2Client.resetOffset: no topic config -> SYSTEM_ERROR
+    '[reset-offset] reset offset failed, no topic in this broker. topic=<t>'."""
+    fields = {"topic": "NoSuchTopic", "group": "g", "timestamp": "-1", "isForce": "true"}
+    answer = await client.invoke(
+        embedded_cluster.broker_addr, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields), 5
+    )
+    assert (answer.code, answer.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        "[reset-offset] reset offset failed, no topic in this broker. topic=NoSuchTopic",
+    )
+
+
+class _SilentConsumer:
+    """A consumer connection that records broker-initiated requests and answers CONSUME_MESSAGE_DIRECTLY only."""
+
+    def __init__(self) -> None:
+        self.seen: list[RemotingCommand] = []
+
+    async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+        self.seen.append(cmd)
+        if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            return cmd.response(ResponseCode.SUCCESS, body=b"consumed")
+        return None  # GET_CONSUMER_RUNNING_INFO: never answered
+
+
+async def _register(consumer: RemotingClient, cluster: EmbeddedCluster, group: str, client_id: str) -> None:
+    data = HeartbeatData(client_id, consumer_data_set=(ConsumerData(group),))
+    answer = await consumer.invoke(cluster.broker_addr, request(RequestCode.HEART_BEAT, body=data.encode()), 5)
+    assert answer.code == ResponseCode.SUCCESS
+
+
+async def test_running_info_from_a_consumer_that_times_out_is_consume_msg_timeout(
+    embedded_cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AdminBrokerProcessor.callConsumer catches RemotingTimeoutException for every forwarded code (307 and 309)
+    and answers CONSUME_MSG_TIMEOUT (207) 'consumer <g> <id> Timeout: ...'."""
+    monkeypatch.setattr(broker2client, "FORWARD_TIMEOUT", 0.3)
+    silent = _SilentConsumer()
+    async with RemotingClient(request_handler=silent) as consumer, RemotingClient() as tool:
+        await _register(consumer, embedded_cluster, "slow_group", "slow-1")
+        fields = {"consumerGroup": "slow_group", "clientId": "slow-1"}
+        answer = await tool.invoke(
+            embedded_cluster.broker_addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields), 10
+        )
+        assert any(c.code == RequestCode.GET_CONSUMER_RUNNING_INFO for c in silent.seen)
+        assert answer.code == ResponseCode.CONSUME_MSG_TIMEOUT, (answer.code, answer.remark)
+
+
+async def test_consume_message_directly_tells_the_consumer_the_broker_name(embedded_cluster: EmbeddedCluster) -> None:
+    """AdminBrokerProcessor.consumeMessageDirectly puts ``brokerName`` into the forwarded extFields; the 4.9.8
+    client builds the MessageQueue its listener sees from it (ClientRemotingProcessor.consumeMessageDirectly)."""
+    broker = embedded_cluster.controller.context
+    silent = _SilentConsumer()
+    async with RemotingClient(request_handler=silent) as consumer, RemotingClient() as tool:
+        await _register(consumer, embedded_cluster, "direct_group", "direct-1")
+        appended = broker.store.append(MessageRecord("T", b"BODY", 0, store_host=broker.store_host))
+        fields = {"consumerGroup": "direct_group", "clientId": "direct-1", "msgId": appended.msg_id}
+        answer = await tool.invoke(
+            embedded_cluster.broker_addr, request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields), 10
+        )
+        assert answer.code == ResponseCode.SUCCESS
+        forwarded = next(c for c in silent.seen if c.code == RequestCode.CONSUME_MESSAGE_DIRECTLY)
+        assert forwarded.ext_fields.get("brokerName") == broker.config.broker_name, dict(forwarded.ext_fields)
+
+
+async def test_update_broker_config_refuses_rocketmq_home(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """AdminBrokerProcessor.initConfigBlackList always black-lists ``rocketmqHome`` (besides brokerConfigPath and
+    configBlackList): UPDATE_BROKER_CONFIG naming it answers NO_PERMISSION 'Can not update config in black list.'
+    Here it is applied, and rocketmqHome is where the ACL files are read from."""
+    broker = embedded_cluster.controller.context
+    before = broker.config.rocketmq_home
+    update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"rocketmqHome=/tmp/elsewhere\n")
+    answer = await client.invoke(embedded_cluster.broker_addr, update, 5)
+    assert broker.config.rocketmq_home == before, f"rocketmqHome changed to {broker.config.rocketmq_home!r}"
+    assert (answer.code, answer.remark) == (ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+
+
+async def test_consume_stats_with_a_blank_topic_covers_every_topic_of_the_group(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """getConsumeStats: UtilAll.isBlank(topic) -> whichTopicByConsumer(group), so a blank topic lists all of the
+    group's topics."""
+    addr = embedded_cluster.broker_addr
+    assert (await client.invoke(addr, create_topic_request("StatsT", queues=1), 5)).code == ResponseCode.SUCCESS
+    embedded_cluster.controller.context.offsets.commit("stats_group", "StatsT", 0, 0)
+    fields = {"consumerGroup": "stats_group", "topic": " "}
+    answer = await client.invoke(addr, request(RequestCode.GET_CONSUME_STATS, fields), 5)
+    assert answer.code == ResponseCode.SUCCESS
+    assert [mq.topic for mq in ConsumeStats.decode(answer.body).offset_table] == ["StatsT"]
