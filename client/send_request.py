@@ -24,9 +24,11 @@ from remoting.codec.message_properties import (
     PROPERTY_UNIQ_KEY,
     PROPERTY_WAIT,
     encode_properties,
+    find_text_property,
 )
 from remoting.codec.msgid import UniqKeyGenerator
 from remoting.codec.send_frame import send_frame
+from remoting.codec.topics import NOT_ALLOWED_SEND_TOPICS, TOPIC_MAX_LENGTH, VALID_NAME_PATTERN, is_legal_name
 
 #: Java's ``maxMessageSize`` and ``compressMsgBodyOverHowmuch`` defaults.
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
@@ -172,18 +174,33 @@ def _broker_json(name: str) -> bytes:
     return encoded
 
 
+def check_topic(topic: str) -> None:
+    """Java's Validators.checkTopic and isNotAllowedSendTopic: a topic the broker would refuse is refused here, with
+    the Java client's remark, before anything is sent (MessageValidationError)."""
+    if not topic or not topic.strip():
+        raise MessageValidationError("The specified topic is blank")
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise MessageValidationError(f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}.")
+    if not is_legal_name(topic):
+        raise MessageValidationError(
+            f"The specified topic[{topic}] contains illegal characters, allowing only {VALID_NAME_PATTERN}"
+        )
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        raise MessageValidationError(f"Sending message to topic[{topic}] is forbidden.")
+
+
 def send_code(fields: dict[str, str]) -> int:
     """The request code of a send with the V2 ``fields``: SEND_BATCH_MESSAGE when ``m`` is ``true``,
     SEND_REPLY_MESSAGE_V2 for a reply (``MSG_TYPE=reply``, as Java's client), else SEND_MESSAGE_V2."""
     if fields.get("m") == "true":
         return RequestCode.SEND_BATCH_MESSAGE
-    if _REPLY_TYPE in fields.get("i", ""):
+    if find_text_property(fields.get("i", ""), _MSG_TYPE) == _REPLY_FLAG:
         return RequestCode.SEND_REPLY_MESSAGE_V2
     return RequestCode.SEND_MESSAGE_V2
 
 
-#: The property segment that makes a send a reply (``MSG_TYPE`` = ``reply``).
-_REPLY_TYPE: Final = "MSG_TYPE\x01reply"
+#: The property that makes a send a reply, when it is exactly ``reply`` (Java's MixAll.REPLY_MESSAGE_FLAG).
+_MSG_TYPE, _REPLY_FLAG = "MSG_TYPE", "reply"
 _SEND_V2: Final = int(RequestCode.SEND_MESSAGE_V2)
 _SEND_REPLY: Final = int(RequestCode.SEND_REPLY_MESSAGE_V2)
 _SEND_BATCH: Final = int(RequestCode.SEND_BATCH_MESSAGE)
@@ -208,8 +225,8 @@ class SendBuilder:
     _batch_prefixes: dict[str | None, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def validate(self, msg: Message) -> None:
-        if not msg.topic:
-            raise MessageValidationError("the message topic is empty")
+        if msg.topic not in self._heads:  # a topic already sent to passed
+            check_topic(msg.topic)
         if not msg.body:
             raise MessageValidationError("the message body is empty")
         if len(msg.body) > self.max_message_size:
@@ -271,7 +288,7 @@ class SendBuilder:
         tail = _TAIL % (sys_flag, now_ms, msg.flag, orjson.dumps(properties), int(reconsume or 0))
         if max_reconsume:
             tail += b',"l":"%d"' % int(max_reconsume)
-        code = _SEND_REPLY if _REPLY_TYPE in properties else _SEND_V2
+        code = _SEND_REPLY if props.get(_MSG_TYPE) == _REPLY_FLAG else _SEND_V2
         return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, code)
 
     def _plain_json(self, msg: Message) -> bytes | None:
@@ -290,6 +307,8 @@ class SendBuilder:
         if not msgs:
             raise MessageValidationError("an empty batch cannot be sent")
         topic = msgs[0].topic
+        if topic not in self._heads:
+            check_topic(topic)
         # A message that may break a rule goes through every check in order (_check_batched); the usual one is
         # judged by the few comparisons of the loop's first test.
         suspect = not topic or topic.startswith("%RETRY%")

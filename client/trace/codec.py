@@ -22,6 +22,8 @@ from typing import Final
 
 import attrs
 
+from remoting.codec.message_properties import find_text_property
+
 __all__ = [
     "CONTENT_SPLITOR",
     "FIELD_SPLITOR",
@@ -98,20 +100,6 @@ def _text(value: object) -> str:
 def encode_fields(fields: Sequence[object]) -> str:
     """One record's text from its fields in encoding order (the type name first), 0x02 included."""
     return CONTENT_SPLITOR.join(map(_text, fields)) + FIELD_SPLITOR
-
-
-def find_text_property(raw: str, name: str) -> str | None:
-    """The value of ``name`` in an encoded properties string (``name\\x01value\\x02...``), without decoding the rest."""
-    key = name + "\x01"
-    if raw.startswith(key):
-        start = len(key)
-    else:
-        pos = raw.find("\x02" + key)
-        if pos < 0:
-            return None
-        start = pos + 1 + len(key)
-    end = raw.find("\x02", start)
-    return raw[start:] if end < 0 else raw[start:end]
 
 
 def encode_record(r: TraceRecord) -> str:

@@ -245,7 +245,7 @@ def _pub_text(event: tuple[Any, ...]) -> tuple[str, str, str | None]:
     props = prepared.fields.get("i") or ""
     tags, keys = find_text_property(props, "TAGS"), find_text_property(props, "KEYS")
     msg_type = MessageType.Normal_Msg.value
-    if "TRAN_MSG\x01true" in props:
+    if find_text_property(props, "TRAN_MSG") == "true":
         msg_type = MessageType.Trans_Msg_Half.value
     elif "DELAY\x01" in props and find_text_property(props, "DELAY") not in (None, "", "0"):
         msg_type = MessageType.Delay_Msg.value

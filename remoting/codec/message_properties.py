@@ -92,6 +92,20 @@ _POWERS_31: list[int] = [pow(31, k, 1 << 32) for k in range(256)]
 _UTF16_NATIVE: Final = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 
 
+def find_text_property(raw: str, name: str) -> str | None:
+    """The value of ``name`` in an encoded properties string (``name\\x01value\\x02...``), without decoding the rest."""
+    key = name + "\x01"
+    if raw.startswith(key):
+        start = len(key)
+    else:
+        pos = raw.find("\x02" + key)
+        if pos < 0:
+            return None
+        start = pos + 1 + len(key)
+    end = raw.find("\x02", start)
+    return raw[start:] if end < 0 else raw[start:end]
+
+
 def java_hash(text: str) -> int:
     """Java's ``String.hashCode()``: ``h = 31*h + c`` over UTF-16 code units, wrapped to a signed 32-bit int.
 

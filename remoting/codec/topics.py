@@ -59,7 +59,7 @@ NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
     }
 )
 
-_VALID_NAME: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_VALID_NAME: Final = re.compile(r"[%|a-zA-Z0-9_-]+")  # fullmatch only: ``$`` would let a final newline through
 VALID_NAME_PATTERN: Final = "^[%|a-zA-Z0-9_-]+$"
 
 
@@ -88,12 +88,18 @@ def is_system_group(group: str) -> bool:
     return group.startswith(SYSTEM_GROUP_PREFIX)
 
 
+def is_legal_name(name: str) -> bool:
+    """Whether every character of a topic or group name is one of :data:`VALID_NAME_PATTERN`'s (Java's
+    TopicValidator.isTopicOrGroupIllegal, negated; an empty name passes, as there)."""
+    return not name or _VALID_NAME.fullmatch(name) is not None
+
+
 def validate_topic(topic: str) -> str | None:
     """``None`` if ``topic`` is a legal name, else the broker's remark for it (4.9.8's TopicValidator.validateTopic,
     common/src/main/java/org/apache/rocketmq/common/topic/TopicValidator.java)."""
     if not topic or not topic.strip():
         return "The specified topic is blank."
-    if not _VALID_NAME.fullmatch(topic):  # fullmatch: ``$`` would let a final newline through
+    if not is_legal_name(topic):
         return f"The specified topic contains illegal characters, allowing only {VALID_NAME_PATTERN}"
     if len(topic) > TOPIC_MAX_LENGTH:
         return "The specified topic is longer than topic max length."
@@ -104,7 +110,7 @@ def validate_group(group: str) -> str | None:
     """``None`` if ``group`` is a legal consumer/producer group name, else the remark."""
     if not group or not group.strip():
         return "the specified group is blank"
-    if not _VALID_NAME.fullmatch(group):
+    if not is_legal_name(group):
         return f"the specified group[{group}] contains illegal characters, allowing only {VALID_NAME_PATTERN}"
     if len(group) > 255:
         return "the specified group is longer than group max length 255."
