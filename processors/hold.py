@@ -243,6 +243,9 @@ class HoldService:
             if response is None or held.request.is_oneway:
                 continue
             try:
-                await connection.send(response)
+                # Never waits for a peer that does not read (as the pool workers, remoting/processor.py): four
+                # workers waiting on one such peer's backlog answered nobody else. The answer counts in that
+                # connection's budget, which stops its reader instead.
+                connection.send_nowait(response)
             except RemotingConnectError:
                 log.debug("held pull answer dropped: %r closed", connection)

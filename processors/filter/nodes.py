@@ -90,6 +90,8 @@ class Literal(Node):
 
     value: str | int | float | bool | None
     kind: LiteralKind
+    #: folded from ``-<number>``: for Java a negation, not a constant (BETWEEN checks only constants' order)
+    negated: bool = attrs.field(default=False, eq=False)
 
     def sql(self) -> str:
         if self.kind is LiteralKind.NULL:

@@ -278,7 +278,7 @@ class _Parser:
             operand = self._unary()
             if isinstance(operand, Literal) and operand.kind.is_number:
                 assert isinstance(operand.value, int | float)
-                return Literal(-operand.value, operand.kind)
+                return Literal(-operand.value, operand.kind, negated=True)
             return Negate(operand)
         if token.kind == "keyword" and token.text == "NOT":
             self._advance()
@@ -380,6 +380,7 @@ class _Parser:
             if (
                 low.kind.is_number
                 and high.kind.is_number
+                and not (low.negated or high.negated)  # Java: createBetween checks ConstantExpressions only
                 and isinstance(low.value, int | float)
                 and isinstance(high.value, int | float)
                 and high.value < low.value

@@ -210,3 +210,13 @@ def test_double_comparison_reads_java_double_text() -> None:
         False,
         False,
     ]
+
+
+@pytest.mark.parametrize("expression", ["a BETWEEN -1 AND -5", "a BETWEEN 5 AND -1", "a BETWEEN -1.5 AND -2.5"])
+def test_between_with_a_negated_bound_compiles_as_on_a_java_broker(expression: str) -> None:
+    """RocketMQ's ComparisonExpression.createBetween checks the bounds' order only when both are
+    ConstantExpressions; ``-1`` is UnaryExpression.createNegate (SelectorParser.jj ``unaryExpr``), so these compile
+    and match nothing (found by a review; refused before)."""
+    selector = compile_sql92(expression)
+    assert selector.matches({"a": "-3"}) is False
+    assert selector.matches({"a": "3"}) is False
