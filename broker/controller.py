@@ -145,7 +145,9 @@ class BrokerController:
             max_delay_sec=config.timer_max_delay_sec,
             flush_interval=config.timer_flush_interval_ms / 1000,
         )
-        self.transaction_bridge = TransactionalMessageBridge(self.context, delay_rewrite=self.schedule.rewrite)
+        self.transaction_bridge = TransactionalMessageBridge(
+            self.context, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite
+        )
         self.transaction_check = TransactionCheckService(self.context, self.transaction_bridge)
         self.role_services = RoleServices(self.context, self.schedule, self.timer, self.transaction_check)
         self.replication = ReplicationRole(self.context, None)
@@ -243,6 +245,7 @@ class BrokerController:
         await trio.to_thread.run_sync(store.load)
         try:
             await trio.to_thread.run_sync(load_managers, ctx)
+            self.transaction_bridge.correct_progress()
             if self.acl is not None:
                 await trio.to_thread.run_sync(self.acl.load)
         except BaseException:

@@ -152,7 +152,19 @@ class ScheduleMessageService:
     def load(self) -> None:
         """Read ``delayOffset.json`` (or its backup). Blocking; raises ConfigFileError."""
         table = self._persister.load()
-        self._reset({level: offset for level, offset in (table or {}).items() if level in self.levels})
+        self._reset(
+            self._within_queues({level: offset for level, offset in (table or {}).items() if level in self.levels})
+        )
+
+    def _within_queues(self, offsets: DelayOffsetTable) -> DelayOffsetTable:
+        """Each level's saved progress kept within its recovered queue (Java's correctDelayOffset): progress saved
+        past a tail a crash lost would skip the messages written at those offsets after the restart."""
+        corrected = dict(offsets)
+        for level, offset in offsets.items():
+            cq = self.store.consume_queues.get((SCHEDULE_TOPIC, level - 1))
+            if cq is not None:
+                corrected[level] = min(max(offset, cq.min_offset), cq.max_offset)
+        return corrected
 
     def adopt_offsets(self, table: DelayOffsetTable) -> None:
         """A slave takes its master's delivery progress (SlaveSynchronize), saved with :meth:`persist`; a slave
@@ -246,7 +258,8 @@ class ScheduleMessageService:
                 return None
             phy, size, due = entry
             now = store.config.now_ms()
-            due = min(due, now + delay)
+            if due > now + delay:  # Java's correctDeliverTimestamp: a time past the level's delay is delivered now
+                due = now
             if due > now:
                 self._advance(level, offset)
                 return (due - now) / 1000

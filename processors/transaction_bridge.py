@@ -14,8 +14,9 @@ Progress of the check service is the internal group ``CID_RMQ_SYS_TRANS``'s offs
 A committed message that carries ``DELAY`` goes through the delay-level schedule (step 10 of
 docs/protocol.md#75-send-checks, as Java's ``CommitLog.putMessage`` rewrites COMMIT-type messages):
 :meth:`TransactionalMessageBridge.put_commit_message` applies the ``delay_rewrite`` seam (the controller's
-``ScheduleMessageService.rewrite``) before appending. Without the seam the message is appended to its real topic at
-once.
+``ScheduleMessageService.rewrite``) before appending; one with a ``TIMER_*`` time the ``timer_rewrite`` seam (RocketMQ
+5's HookUtils.handleScheduleMessage parks COMMIT-type messages in the timer). Without the seams the message is
+appended to its real topic at once.
 
 Everything here is synchronous (store appends and reads never await), so a caller can read ops, scan halves and
 append renewals without an END_TRANSACTION interleaving. Store refusals propagate as
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from processors.context import BrokerContext
-from processors.send import DelayRewrite
+from processors.send import DelayRewrite, TimerRewrite
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import (
     SYSFLAG_TRANSACTION_MASK,
@@ -104,12 +105,18 @@ class OpMessage:
 class TransactionalMessageBridge:
     """Reads and writes the half and op topics of one broker. Owns no state beyond the context it is given.
 
-    ``delay_rewrite`` is the delay-level seam applied to committed messages that carry ``DELAY`` (see the module
-    docstring); the controller passes its schedule service's ``rewrite``."""
+    ``delay_rewrite`` and ``timer_rewrite`` are the seams applied to committed messages that carry ``DELAY`` or a
+    ``TIMER_*`` time (see the module docstring); the controller passes its schedule's and timer's ``rewrite``."""
 
-    def __init__(self, broker: BrokerContext, delay_rewrite: DelayRewrite | None = None) -> None:
+    def __init__(
+        self,
+        broker: BrokerContext,
+        delay_rewrite: DelayRewrite | None = None,
+        timer_rewrite: TimerRewrite | None = None,
+    ) -> None:
         self.broker = broker
         self.delay_rewrite = delay_rewrite
+        self.timer_rewrite = timer_rewrite
         #: Origins with an op message in the check service's window (origin -> op queue offset): END_TRANSACTION
         #: consults it so a second answer for the same transaction (e.g. a check-back answer racing the producer's
         #: own commit) is acknowledged without committing twice. Rebuilt from the op topic by every check round.
@@ -202,6 +209,17 @@ class TransactionalMessageBridge:
         committed = self.broker.offsets.query(TRANS_SYS_GROUP, topic, _HALF_QUEUE)
         return max(committed, self.broker.store.min_offset_in_queue(topic, _HALF_QUEUE))
 
+    def correct_progress(self) -> None:
+        """At start, after the store's recovery: progress saved past a queue's recovered end (a crash lost the
+        CommitLog tail, ``consumerOffset.json`` kept the offsets) goes back to that end. Else a new transaction's
+        half, written at an offset below it, would count as scanned and ended, and its COMMIT store nothing.
+        (RocketMQ's check moves such an offset back lazily, from the pull's nextBeginOffset.)"""
+        store, offsets = self.broker.store, self.broker.offsets
+        for topic in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC):
+            end = store.max_offset_in_queue(topic, _HALF_QUEUE)
+            if offsets.query(TRANS_SYS_GROUP, topic, _HALF_QUEUE) > end:
+                offsets.commit(TRANS_SYS_GROUP, topic, _HALF_QUEUE, end)
+
     def commit_progress(self, half_offset: int, op_offset: int) -> None:
         offsets = self.broker.offsets
         offsets.commit(TRANS_SYS_GROUP, TRANS_HALF_TOPIC, _HALF_QUEUE, half_offset)
@@ -213,7 +231,8 @@ class TransactionalMessageBridge:
         """Append the real message of a committed half message: real topic and queue restored, ``REAL_*`` and
         ``TRAN_MSG`` removed, the transaction bits set to ``commit_type`` and the prepared-transaction offset set to
         the half message's physical offset. The store dispatches it to the real queue (a consume-queue entry); one
-        with ``DELAY`` > 0 is rewritten by ``delay_rewrite`` first, so the schedule delivers it when due."""
+        with ``DELAY`` > 0 is rewritten by ``delay_rewrite`` first, one with a ``TIMER_*`` time by ``timer_rewrite``,
+        so the schedule or the timer delivers it when due. Raises RequestRejected for a malformed timer time."""
         props = dict(half.properties)
         topic = props.pop(PROPERTY_REAL_TOPIC, "") or half.topic
         try:
@@ -225,6 +244,8 @@ class TransactionalMessageBridge:
         level = delay_level_of(props)
         if level > 0 and self.delay_rewrite is not None:
             record = self.delay_rewrite(record, level)
+        elif self.timer_rewrite is not None and any(key.startswith("TIMER_") for key in props):
+            record = self.timer_rewrite(record)
         return self.broker.store.append(record)
 
     def put_op_message(self, half: MessageExt) -> AppendResult:

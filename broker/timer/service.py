@@ -103,12 +103,13 @@ class TimerMessageService:
         props = decode_properties(record.properties)
         now = self.store.config.now_ms()
         try:
-            if PROPERTY_TIMER_DELIVER_MS in props:
-                deliver_ms = int(props[PROPERTY_TIMER_DELIVER_MS])
-            elif PROPERTY_TIMER_DELAY_SEC in props:
+            # RocketMQ 5's HookUtils.transformTimerMessage order: a delay before an absolute time.
+            if PROPERTY_TIMER_DELAY_SEC in props:
                 deliver_ms = now + int(props[PROPERTY_TIMER_DELAY_SEC]) * 1000
             elif PROPERTY_TIMER_DELAY_MS in props:
                 deliver_ms = now + int(props[PROPERTY_TIMER_DELAY_MS])
+            elif PROPERTY_TIMER_DELIVER_MS in props:
+                deliver_ms = int(props[PROPERTY_TIMER_DELIVER_MS])
             else:
                 return record
         except ValueError:
