@@ -1,7 +1,8 @@
 """The JSON endpoints behind the pages, under ``/api/``. Each reads its arguments from the query string (GET,
 DELETE) or a JSON body (POST), calls one function of the page modules with the app's admin client, and answers JSON.
 
-Errors: a missing or malformed argument answers 400; a refusal by a broker or name server answers 502 with its
+Errors: a missing or malformed argument answers 400; a body that is not ``application/json`` 415 (so that a
+cross-site form or no-preflight fetch cannot change anything); a refusal by a broker or name server answers 502 with its
 response code and remark; a client-side failure (no route, no name server, a timeout) 502 with its message; a message
 not found 404. The body is always ``{"error": {...}}`` (:func:`error_response`), never a stack trace.
 """
@@ -33,12 +34,17 @@ class BadRequest(ValueError):
     """A missing or malformed argument; the message names it."""
 
 
+class UnsupportedMediaType(BadRequest):
+    """A request body sent as anything but ``application/json`` (answered 415)."""
+
+
 def error_response(exc: Exception) -> JSONResponse:
     """The JSON error for ``exc`` (see the module docstring)."""
     if isinstance(exc, MQBrokerError):
         body = {"code": exc.code, "remark": exc.remark, "address": exc.address, "message": str(exc)}
         return JSONResponse({"error": body}, status_code=502)
     status = 404 if isinstance(exc, messages.NotFoundError) else 400 if isinstance(exc, ValueError) else 502
+    status = 415 if isinstance(exc, UnsupportedMediaType) else status
     return JSONResponse({"error": {"message": str(exc) or type(exc).__name__}}, status_code=status)
 
 
@@ -87,6 +93,10 @@ def _int(value: Any, name: str) -> int:
 
 
 async def _body(request: Request) -> dict[str, Any]:
+    """The JSON object the request carries; only an ``application/json`` one, which a cross-site form cannot send."""
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise UnsupportedMediaType(f"the request body must be application/json, not {media_type or 'untyped'}")
     try:
         body = await request.json()
     except ValueError:

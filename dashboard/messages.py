@@ -127,17 +127,21 @@ async def find(admin: Admin, msg_id: str, topic: str | None) -> MessageExt:
         for msg in await admin.query_msg_by_key(topic, msg_id, max_num=32):
             if msg.properties.get(PROPERTY_UNIQ_KEY) == msg_id or msg.msg_id == msg_id:
                 return msg
-    try:
-        decoded = decode_offset_msg_id(msg_id)
-    except MessageDecodeError:
-        raise NotFoundError(f"no message {msg_id!r}" + (f" in {topic}" if topic else "")) from None
-    known = {
-        addr for bd in (await admin.cluster_info()).broker_addr_table.values() for addr in bd.broker_addrs.values()
-    }
-    if f"{decoded.host}:{decoded.port}" not in known:
+    if not await _names_a_broker_of_this_cluster(admin, msg_id):
         where = f" in topic {topic}" if topic else " (give its topic to look a producer's message id up)"
         raise NotFoundError(f"no message {msg_id!r}{where}")
     return await admin.query_msg_by_id(msg_id)
+
+
+async def _names_a_broker_of_this_cluster(admin: Admin, msg_id: str) -> bool:
+    """Whether ``msg_id`` is an offset msgId whose host:port is a broker of the cluster (the only hosts dialled)."""
+    try:
+        decoded = decode_offset_msg_id(msg_id)
+    except MessageDecodeError:
+        return False
+    info = await admin.cluster_info()
+    known = {addr for bd in info.broker_addr_table.values() for addr in bd.broker_addrs.values()}
+    return f"{decoded.host}:{decoded.port}" in known
 
 
 async def consume_states(admin: Admin, msg: MessageExt) -> list[dict[str, Any]]:
@@ -162,7 +166,10 @@ def _is_queue_of(mq: MessageQueue, msg: MessageExt, broker_name: str | None) -> 
 
 async def resend(admin: Admin, group: str, offset_msg_id: str, client_id: str | None) -> dict[str, Any]:
     """CONSUME_MESSAGE_DIRECTLY to ``client_id`` (default: the group's first online consumer); the client's
-    answer (``consumeResult``, ``remark``...)."""
+    answer (``consumeResult``, ``remark``...). NotFoundError unless ``offset_msg_id`` names a broker of this cluster
+    (as for :func:`find`)."""
+    if not await _names_a_broker_of_this_cluster(admin, offset_msg_id):
+        raise NotFoundError(f"no message {offset_msg_id!r} on a broker of this cluster")
     if not client_id:
         connection = await admin.consumer_connection(group)
         ids = sorted(c.client_id for c in connection.connection_set)

@@ -3,8 +3,10 @@ collector runs every minute) and kept for ``history`` seconds, in memory.
 
 Per broker: the put and get rates of its runtime info (``putTps``, ``getTransferedTps``: the 10-second rates).
 Per topic (NORMAL topics only): the put rate is the growth of the sum of its queues' max offsets (GET_TOPIC_STATS_INFO)
-and the get rate the growth of every group's committed offsets on it (one GET_BROKER_CONSUME_STATS per master),
-each divided by the time between two samples, so a topic's first sample has no point. Rates are per second.
+divided by the time between two samples, so a topic's first sample has no point; the get rate is the messages its
+groups actually pulled per second over the broker's last minute: the ``consumeTps`` of each group's consume stats
+(one GET_BROKER_CONSUME_STATS per master), which is the broker's GROUP_GET_NUMS statistic of ``topic@group``, the one
+rocketmq-dashboard charts. Committed offsets are not used: moving them (a reset, skipping a backlog) pulls nothing.
 
 Ownership: :meth:`Sampler.run` runs in the app's task group until cancelled. A sample that fails for one broker or
 topic skips it; a sample that fails as a whole (no name server) is logged and retried at the next tick. Elapsed time
@@ -63,7 +65,7 @@ class Sampler:
     topics: dict[str, Series] = attrs.field(factory=dict)
     samples: int = 0
     last_duration: float = 0.0
-    _totals: dict[str, tuple[float, int, int]] = attrs.field(factory=dict)
+    _totals: dict[str, tuple[float, int]] = attrs.field(factory=dict)
 
     async def run(self) -> None:
         while True:
@@ -99,8 +101,9 @@ class Sampler:
                 point = (now_ms, first_rate(runtime.get("putTps")), first_rate(runtime.get("getTransferedTps")))
                 self.brokers.setdefault(f"{name}/{broker_id}", Series()).add(point)
 
-    async def _consumed_totals(self) -> dict[str, int]:
-        consumed: dict[str, int] = {}
+    async def _pull_rates(self) -> dict[str, float]:
+        """Messages pulled per second by topic, summed over its groups and masters (GROUP_GET_NUMS, last minute)."""
+        rates: dict[str, float] = {}
         for addr in await self.admin.master_addresses():
             try:
                 stats = await self.admin.broker_consume_stats(addr)
@@ -108,15 +111,16 @@ class Sampler:
                 continue
             for _, per_topic in stats.consume_stats_list:
                 for s in per_topic:
-                    for mq, w in s.offset_table.items():
-                        consumed[mq.topic] = consumed.get(mq.topic, 0) + w.consumer_offset
-        return consumed
+                    topic = next((mq.topic for mq in s.offset_table), None)
+                    if topic is not None:
+                        rates[topic] = rates.get(topic, 0.0) + s.consume_tps
+        return rates
 
     async def _sample_topics(self, now_ms: int) -> None:
         info = await self.admin.cluster_info()
         own = frozenset(info.cluster_addr_table) | frozenset(info.broker_addr_table)
         topics = [t for t in await self.admin.topic_list() if topic_kind(t, own) == "NORMAL"]
-        consumed = await self._consumed_totals()
+        pulled = await self._pull_rates()
         limiter = anyio.CapacityLimiter(self.concurrency)
         stored: dict[str, int] = {}
 
@@ -133,15 +137,12 @@ class Sampler:
                 tg.start_soon(total, topic)
         now = anyio.current_time()
         for topic, put_total in stored.items():
-            get_total = consumed.get(topic, 0)
             previous = self._totals.get(topic)
-            self._totals[topic] = (now, put_total, get_total)
+            self._totals[topic] = (now, put_total)
             if previous is None or now <= previous[0]:
                 continue
-            elapsed = now - previous[0]
-            put = max(0, put_total - previous[1]) / elapsed
-            get = max(0, get_total - previous[2]) / elapsed
-            self.topics.setdefault(topic, Series()).add((now_ms, put, get))
+            put = max(0, put_total - previous[1]) / (now - previous[0])
+            self.topics.setdefault(topic, Series()).add((now_ms, put, pulled.get(topic, 0.0)))
         for gone in set(self._totals) - set(stored):
             del self._totals[gone]
 

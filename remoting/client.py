@@ -64,10 +64,11 @@ InvokeCallback = Callable[[RemotingCommand | RemotingError], object]
 
 
 def parse_address(address: str) -> Address:
-    """``"host:port"`` or ``"[v6]:port"`` to ``(host, port)``. Raises ``RemotingConnectError`` when malformed."""
+    """``"host:port"`` or ``"[v6]:port"`` to ``(host, port)``. Raises ``RemotingConnectError`` when malformed or
+    when the port is past 65535."""
     host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise RemotingConnectError(f"bad remoting address {address!r}, expected host:port")
+    if not sep or not host or not (port.isascii() and port.isdigit()) or int(port) > 65535:
+        raise RemotingConnectError(f"bad remoting address {address!r}, expected host:port (port 0-65535)")
     return host.strip("[]"), int(port)
 
 

@@ -63,7 +63,8 @@ async def test_a_refusal_shows_the_brokers_code_and_remark_not_a_stack_trace(das
     missing = (await dash.get("/api/topic?topic=NoSuchTopic", status=502))["error"]
     assert "NoSuchTopic" in missing["message"] and "Traceback" not in missing["message"]
     assert "missing argument 'topic'" in (await dash.get("/api/topic", status=400))["error"]["message"]
-    assert "JSON" in (await dash.http.post("/api/topics", content=b"[1")).json()["error"]["message"]
+    malformed = await dash.http.post("/api/topics", content=b"[1", headers={"Content-Type": "application/json"})
+    assert malformed.status_code == 400 and "JSON" in malformed.json()["error"]["message"]
     assert (await dash.post("/api/topics", {"topic": "T", "readQueueNums": "x"}, status=400))["error"]
 
 

@@ -71,6 +71,14 @@ def test_addresses_parse_with_ipv4_ipv6_and_reject_garbage():
         parse_address("nohost")
 
 
+def test_an_address_with_a_port_past_65535_is_malformed():
+    """Found by a review: such a port used to reach the socket call and fail there with an OverflowError."""
+    assert parse_address("127.0.0.1:65535") == ("127.0.0.1", 65535)
+    for bad in ("127.0.0.1:65536", "127.0.0.1:99999", "127.0.0.1:²"):
+        with pytest.raises(RemotingConnectError):
+            parse_address(bad)
+
+
 async def test_concurrent_invocations_share_one_connection_and_match_by_opaque(server):
     addr, _, _ = server
     async with RemotingClient() as client:

@@ -1,0 +1,114 @@
+"""Faults of the JSON endpoints and the chart sampler found by a review, over real sockets on the embedded cluster:
+out-of-range ports, cross-site ``text/plain`` posts, resends to foreign hosts and skipped backlogs charted as
+consumption. Each fault's test failed before its fix; the pulled-messages test keeps the get rate's meaning."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+import trio
+
+from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer, api
+from remoting.codec.bodies import MessageQueue
+from store.metadata_files import SubscriptionGroupConfig
+from tests.client.helpers import create_topic, wait_until
+from tests.dashboard.conftest import Dash
+
+CROSS_SITE = {"Content-Type": "text/plain", "Origin": "http://evil.example"}
+
+
+async def test_a_broker_address_with_an_out_of_range_port_is_a_json_error_not_a_500(dash: Dash) -> None:
+    """A port past 65535 is a malformed address (as ``notanaddr`` is), answered as JSON, not an OverflowError."""
+    response = await dash.http.get("/api/broker?addr=127.0.0.1:99999")
+    assert response.status_code == 502 and "port 0-65535" in response.json()["error"]["message"], response.text
+    created = await dash.http.post("/api/topics", json={"topic": "PortTopic", "brokerAddr": "127.0.0.1:70000"})
+    assert created.status_code == 502 and "port 0-65535" in created.json()["error"]["message"], created.text
+
+
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/api/topics", b'{"topic": "CsrfTopic"}'),
+        ("/api/topic/message", b'{"topic": "CsrfSendTopic", "body": "forged"}'),
+        ("/api/group/reset", b'{"group": "g", "topic": "CsrfSendTopic", "timestamp": -1}'),
+        ("/api/message/resend", b'{"group": "g", "offsetMsgId": "x"}'),
+        ("/api/login", b'{"username": "admin", "password": "x"}'),
+    ],
+)
+async def test_a_body_that_is_not_application_json_is_refused_with_415(dash: Dash, url: str, body: bytes) -> None:
+    """What an HTML form or a no-preflight fetch on any site can send (a "simple" cross-origin request) changes
+    nothing: every endpoint reading a body wants ``application/json``, as rocketmq-dashboard's ``@RequestBody``."""
+    await create_topic(dash.cluster.namesrv_addr, "CsrfSendTopic", queues=1)
+    response = await dash.http.post(url, content=body, headers=CROSS_SITE)
+    assert response.status_code == 415 and "application/json" in response.json()["error"]["message"], response.text
+    assert "CsrfTopic" not in await dash.admin.topic_list()
+    typed = await dash.http.post(url, content=body, headers={"Content-Type": "application/json; charset=utf-8"})
+    assert typed.status_code != 415
+
+
+async def test_skipping_a_backlog_is_not_charted_as_consumption(dash: Dash) -> None:
+    """Moving a group's offsets to the end pulls nothing, so the chart's get rate stays 0: it is the broker's
+    GROUP_GET_NUMS (messages pulled), not the growth of committed offsets."""
+    await create_topic(dash.cluster.namesrv_addr, "SkipTopic", queues=2)
+    await dash.admin.create_subscription_group(SubscriptionGroupConfig("skip-cg"))  # a group that never pulls
+    remoting, addr = dash.admin.instance.remoting, dash.cluster.broker_addr
+    for queue_id in range(2):  # offline, at the start: what the reset finds
+        await api.update_consumer_offset(
+            remoting, addr, "skip-cg", MessageQueue("SkipTopic", "broker-a", queue_id), 0, 3
+        )
+    async with Producer("skip-pg", dash.cluster.namesrv_addr) as producer:
+        for i in range(40):  # the backlog, never consumed
+            await producer.send(Message("SkipTopic", f"m{i}".encode()))
+    sampler = dash.app.state.sampler
+    await sampler.sample_once()  # the baseline
+    reset = await dash.post("/api/group/reset", {"group": "skip-cg", "topic": "SkipTopic", "timestamp": -1})
+    assert reset["way"].startswith("offsets committed")
+    await sampler.sample_once()
+    series = (await dash.get("/api/charts/topics?topic=SkipTopic"))["series"]
+    assert series["get"] == [0.0] and series["put"][0] == 0.0, series
+
+
+async def test_messages_pulled_are_charted_as_the_get_rate(dash: Dash) -> None:
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "PulledTopic", queues=1)
+    received: list[MessageExt] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        received.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    sampler = dash.app.state.sampler
+    await sampler.sample_once()
+    consumer = PushConsumer("pulled-cg", namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe("PulledTopic", "*")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("pulled-pg", namesrv) as producer:
+        for i in range(5):
+            await producer.send(Message("PulledTopic", f"m{i}".encode()))
+        await wait_until(lambda: len(received) == 5)
+        for item in dash.cluster.controller.context.stats.sets["GROUP_GET_NUMS"]:
+            item.sample_seconds(int(trio.current_time() * 1000))  # the broker's 10-second sampling, now
+        await sampler.sample_once()
+    series = (await dash.get("/api/charts/topics?topic=PulledTopic"))["series"]
+    assert series["get"][-1] > 0, series
+
+
+async def test_resend_does_not_contact_the_host_a_foreign_offset_msg_id_names(dash: Dash) -> None:
+    """As the message lookup, a resend follows an offset msgId only to a broker of this cluster: another host is a
+    404 and is never dialled."""
+    contacted: list[object] = []
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+
+    async def handler(stream: trio.SocketStream) -> None:
+        contacted.append(stream.socket.getpeername())
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trio.serve_listeners, handler, listeners)
+        foreign = "7F000001" + f"{port:08X}" + "0000000000000000"  # 127.0.0.1:<port>: not a broker of this cluster
+        body = {"group": "any-cg", "offsetMsgId": foreign, "clientId": "any-client"}
+        response = await dash.http.post("/api/message/resend", json=body)
+        await anyio.sleep(0.1)
+        nursery.cancel_scope.cancel()
+    assert contacted == [] and response.status_code == 404, (contacted, response.status_code, response.text)
