@@ -11,6 +11,7 @@ manager that keeps a copy, then writes the changed keys into the ``-c`` file the
 (:mod:`broker.broker_conf_file`); a failed write is logged, as Java does: the running broker already uses the values.
 The role, id and store paths (:data:`RESTART_SETTINGS`) only go to the file: the running broker keeps its own until
 its next start (ours: Java switches ``brokerRole`` live in its store's config while its HA service goes on as before).
+A ``brokerPermission`` update moves the topic DataVersion on and re-registers at once, so the routes carry it.
 
 ``on_topic_changed()`` asks for an immediate name-server registration (the topic manager calls it after every topic
 change, as Java re-registers right after creating a topic); without a registration service it does nothing.
@@ -93,6 +94,10 @@ class BrokerState:
         self.topics.config = live
         self.groups.config = live
         self.clients.notify_enabled = live.notify_consumer_ids_changed_enable
+        if "brokerPermission" in props:
+            # AdminBrokerProcessor.java updateBrokerConfig: a new version, registered at once with the new perm.
+            self.topics.next_version()
+            self.on_topic_changed()
         texts = property_texts(config)
         changed = {key: texts[key] for key in props if key in texts}
         if self.config_path is not None and changed:

@@ -8,7 +8,13 @@ milliseconds). Triggers that arrive while a round is running coalesce into one m
 (shutdown) it sends UNREGISTER_BROKER to every name server, shielded and bounded by the request timeout.
 
 The body is a RegisterBrokerBody carrying the topic manager's wrapper and DataVersion; ``brokerAddr`` is read from the
-context at send time, so a broker bound to port 0 registers its real port.
+context at send time, so a broker bound to port 0 registers its real port. A broker whose ``brokerPermission`` is not
+read+write registers every topic with that permission (broker/.../BrokerController.java ``registerBrokerAll``), so
+producers stop routing to a read-only broker; its own topic table is left as it is.
+
+The first answering name server's ORDER_TOPIC_CONFIG table (the answer's body, when there is one) goes to the topic
+manager's ``update_order_topic_config`` (``doRegisterBrokerAll``; Java does so on its start-up and periodic rounds,
+here every round does, which only applies the name server's table sooner).
 
 A slave learns its master from the answers (RocketMQ's ``updateMasterHAServerAddrPeriodically``): after each round
 the first name server's response header (``haServerAddr``, ``masterAddr``, both set only while the master is
@@ -27,15 +33,17 @@ import trio
 
 from broker.context import BrokerState
 from remoting.client import RemotingClient
-from remoting.codec.bodies import RegisterBrokerBody, body_crc32
+from remoting.codec.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper, body_crc32
 from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.errors import CodecError
 from remoting.codec.headers import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
 )
 from remoting.errors import RemotingError
+from store.metadata_files import PERM_READ, PERM_WRITE, TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +86,7 @@ class BrokerRegistration:
 
     def register_request(self) -> RemotingCommand:
         config = self.broker.config
-        body = RegisterBrokerBody(self.broker.topics.wrapper()).encode()
+        body = RegisterBrokerBody(self.registered_wrapper()).encode()
         header = RegisterBrokerRequestHeader(
             broker_name=config.broker_name,
             broker_addr=self.broker.broker_addr,
@@ -89,6 +97,19 @@ class BrokerRegistration:
             body_crc32=body_crc32(body),
         )
         return request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body, language=LanguageCode.JAVA)
+
+    def registered_wrapper(self) -> TopicConfigSerializeWrapper:
+        """The topic table as registered: every topic gets ``brokerPermission`` as its perm (and Java's other
+        defaults) unless the broker is both readable and writable (BrokerController.java ``registerBrokerAll``)."""
+        wrapper = self.broker.topics.wrapper()
+        perm = self.broker.config.broker_permission
+        if perm & PERM_READ and perm & PERM_WRITE:
+            return wrapper
+        table = {
+            name: TopicConfig(name, tc.read_queue_nums, tc.write_queue_nums, perm)
+            for name, tc in wrapper.topic_config_table.items()
+        }
+        return TopicConfigSerializeWrapper(table, wrapper.data_version)
 
     def unregister_request(self) -> RemotingCommand:
         config = self.broker.config
@@ -104,6 +125,7 @@ class BrokerRegistration:
         """One round: register with every name server concurrently. Returns address -> response code or error."""
         results: dict[str, int | str] = {}
         answers: dict[str, RegisterBrokerResponseHeader] = {}
+        order_tables: dict[str, KVTable | None] = {}
         cmd = self.register_request()
 
         async def one(addr: str) -> None:
@@ -117,6 +139,7 @@ class BrokerRegistration:
                 log.warning("name server %s refused registration: %s %s", addr, response.code, response.remark)
             else:
                 answers[addr] = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields or {})
+                order_tables[addr] = _order_table(addr, response)
             results[addr] = response.code
 
         async with trio.open_nursery() as nursery:
@@ -124,12 +147,20 @@ class BrokerRegistration:
                 nursery.start_soon(one, addr)
         self.rounds += 1
         self.last_results = results
-        first = next((answers[a] for a in self._namesrv_addrs() if a in answers), None)
-        if first is not None and self.on_master is not None:
-            self.on_master(first.ha_server_addr, first.master_addr)
+        first = next((a for a in self._namesrv_addrs() if a in answers), None)
+        if first is not None:
+            self._adopt_answer(answers[first], order_tables[first])
         done, self._round_done = self._round_done, trio.Event()
         done.set()
         return results
+
+    def _adopt_answer(self, header: RegisterBrokerResponseHeader, order_table: KVTable | None) -> None:
+        """The first answer's master (slaves) and ORDER_TOPIC_CONFIG table (BrokerController.java
+        ``doRegisterBrokerAll``)."""
+        if self.on_master is not None:
+            self.on_master(header.ha_server_addr, header.master_addr)
+        if order_table is not None:
+            self.broker.topics.update_order_topic_config(order_table.table.keys())
 
     async def wait_next_round(self) -> None:
         """Return when the next registration round (one in progress, or the next one) has completed."""
@@ -170,3 +201,15 @@ class BrokerRegistration:
             with trio.CancelScope(shield=True), trio.move_on_after(self.timeout + 1):
                 async with RemotingClient() as client:
                     await self.unregister_all(client)
+
+
+def _order_table(addr: str, response: RemotingCommand) -> KVTable | None:
+    """The answer's ORDER_TOPIC_CONFIG table; ``None`` without a body (the name server has no such namespace) or
+    with one that does not decode (logged)."""
+    if not response.body:
+        return None
+    try:
+        return KVTable.decode(response.body)
+    except CodecError as exc:
+        log.warning("name server %s answered a register body that is not a KVTable: %s", addr, exc)
+        return None

@@ -15,7 +15,7 @@ unreadable (the broker must not start with an empty table then).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import attrs
@@ -210,6 +210,28 @@ class TopicConfigManager:
     def create_dlq_topic(self, group: str) -> TopicConfig:
         """``%DLQ%group`` with one queue, perm RW."""
         return self.create_topic_in_send_back_process(dlq_topic(group), DLQ_NUMS_PER_GROUP)
+
+    def next_version(self) -> None:
+        """Move the DataVersion on without a table change (a new ``brokerPermission``; AdminBrokerProcessor.java
+        ``updateBrokerConfig``), so name servers take the next registration as a change."""
+        self.data_version = self.data_version.next_version()
+        self.persister.mark_dirty()
+
+    def update_order_topic_config(self, order_topics: Collection[str]) -> bool:
+        """Apply a name server's ORDER_TOPIC_CONFIG keys: the listed topics become ``order``, every other order
+        topic stops being one (broker/.../topic/TopicConfigManager.java ``updateOrderTopicConfig``). A change moves
+        the DataVersion on and saves, without re-registering. Returns whether anything changed."""
+        changed = {
+            topic: attrs.evolve(tc, order=not tc.order)
+            for topic, tc in self._table.items()
+            if tc.order != (topic in order_topics)
+        }
+        if not changed:
+            return False
+        log.info("order topic config updated: %s", {t: tc.order for t, tc in changed.items()})
+        self._table.update(changed)
+        self.next_version()
+        return True
 
     def update_order(self, topic: str, order: bool) -> None:
         """Set a topic's ``order`` flag (ORDER_TOPIC_CONFIG); unknown topics are ignored."""

@@ -3,12 +3,13 @@
 (``namesrv/src/main/java/org/apache/rocketmq/namesrv/processor/DefaultRequestProcessor.java``).
 
 :class:`NamesrvConfigAdmin` owns the current :class:`~namesrv.config.NamesrvConfig`. An update applies a properties
-text: keys of ``configBlackList`` (``configBlackList;configStorePath;kvConfigPath``) refuse the whole update with
-NO_PERMISSION, unknown keys are ignored (as Java's reflection ignores them), the rest replace the config, the
-``on_change`` callback hands the new config to whoever uses it live (``orderMessageEnable`` takes effect at once;
-ports and timers at the next start), and every setting is written to ``configStorePath`` as ``key=value`` lines
-(Java's ``Configuration.persist``). A bad value answers SYSTEM_ERROR with the parser's message and changes nothing;
-a failed write is logged (the running server already uses the new values).
+text: a key of :data:`ALWAYS_BLACK_LISTED` or of ``configBlackList`` refuses the whole update with NO_PERMISSION
+(``DefaultRequestProcessor.initConfigBlackList``: the configured list only adds keys), unknown keys are ignored (as
+Java's reflection ignores them), the rest replace the config, the ``on_change`` callback hands the new config to
+whoever uses it live (``orderMessageEnable`` takes effect at once; ports and timers at the next start), and every
+setting is written to ``configStorePath`` as ``key=value`` lines (Java's ``Configuration.persist``). A bad value
+answers SYSTEM_ERROR with the parser's message and changes nothing; a failed write is logged (the running server
+already uses the new values).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 import trio
 
@@ -23,7 +25,10 @@ from namesrv.config import NamesrvConfig
 from remoting.codec.java_properties import apply_properties, format_properties, parse_properties, property_texts
 from store.metadata_files import replace_atomically
 
-__all__ = ["NamesrvConfigAdmin"]
+__all__ = ["ALWAYS_BLACK_LISTED", "NamesrvConfigAdmin"]
+
+#: Keys Java black-lists whatever ``configBlackList`` says.
+ALWAYS_BLACK_LISTED: Final = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +52,7 @@ class NamesrvConfigAdmin:
         """Apply a properties text; returns the keys no setting has. Raises :class:`ConfigRefused` for a black-listed
         key and :class:`~remoting.codec.java_properties.PropertiesError` for a bad value."""
         props = parse_properties(text)
-        black = {k.strip() for k in self.config.config_black_list.split(";") if k.strip()}
+        black = ALWAYS_BLACK_LISTED | {k.strip() for k in self.config.config_black_list.split(";") if k.strip()}
         if black & props.keys():
             raise ConfigRefused("Can not update config in black list.")
         self.config, unknown = apply_properties(self.config, props)

@@ -8,11 +8,13 @@ Ownership: one manager per name server owns its file. Reads and writes of the ta
 Trio thread; :meth:`KVConfigManager.persist` writes a snapshot atomically in a worker thread (through
 :mod:`store.metadata_files`), one save at a time. :meth:`KVConfigManager.load` raises
 :class:`~store.metadata_files.ConfigFileError` when the file and its backup both exist but are corrupt (Java refuses to
-start then too); ``OSError`` propagates from either.
+start then too), and ``OSError``; :meth:`KVConfigManager.persist` logs an ``OSError`` and returns, as Java's
+``KVConfigManager.persist`` logs its ``IOException`` (the change stays in the table and is served).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Final
 
@@ -22,6 +24,8 @@ from remoting.codec.bodies import KVTable
 from store.metadata_files import KvConfigTable, kv_config_file
 
 ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
+
+log = logging.getLogger(__name__)
 
 
 class KVConfigManager:
@@ -40,22 +44,25 @@ class KVConfigManager:
         self._table = {} if loaded is None else {ns: dict(kv) for ns, kv in loaded.items()}
 
     async def persist(self) -> None:
-        """Write the current table atomically; concurrent callers are serialized, the last snapshot wins."""
+        """Write the current table atomically; concurrent callers are serialized, the last snapshot wins. A write
+        error is logged, not raised (namesrv/.../kvconfig/KVConfigManager.java ``persist``)."""
         async with self._save_lock:
             snapshot = {ns: dict(kv) for ns, kv in self._table.items()}
-            await trio.to_thread.run_sync(self._file.save, snapshot)
+            try:
+                await trio.to_thread.run_sync(self._file.save, snapshot)
+            except OSError as exc:
+                log.error("persist kvconfig failed, %s: %s", self.path, exc)
 
     def put(self, namespace: str, key: str, value: str) -> None:
         self._table.setdefault(namespace, {})[key] = value
 
     def delete(self, namespace: str, key: str) -> bool:
-        """Remove a key; an emptied namespace disappears. Returns whether the key existed."""
+        """Remove a key; an emptied namespace stays as an empty table (KVConfigManager.java ``deleteKVConfig``).
+        Returns whether the key existed."""
         kv = self._table.get(namespace)
         if kv is None or key not in kv:
             return False
         del kv[key]
-        if not kv:
-            del self._table[namespace]
         return True
 
     def get(self, namespace: str, key: str) -> str | None:

@@ -117,20 +117,15 @@ class NamesrvProcessor:
         body = request.body
         if header.body_crc32 != 0 and body_crc32(body) != header.body_crc32:
             return request.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        if not body:
-            register_body = RegisterBrokerBody()
-        elif request.version >= V3_0_11:
-            register_body = RegisterBrokerBody.decode(body, header.compressed)
-        else:
-            register_body = RegisterBrokerBody(TopicConfigSerializeWrapper.decode(body))
+        wrapper, filter_servers = _decode_register_body(request, header.compressed)
         result = self.route_table.register_broker(
             cluster_name=header.cluster_name,
             broker_addr=header.broker_addr,
             broker_name=header.broker_name,
             broker_id=header.broker_id,
             ha_server_addr=header.ha_server_addr,
-            topic_config_wrapper=register_body.topic_config_serialize_wrapper,
-            filter_server_list=register_body.filter_server_list,
+            topic_config_wrapper=wrapper,
+            filter_server_list=filter_servers,
             connection=connection,
             now=self._clock(),
         )
@@ -269,6 +264,19 @@ class NamesrvProcessor:
     async def _get_config(self, request: RemotingCommand, connection: Any) -> RemotingCommand:
         body = b"" if self.config_admin is None else self.config_admin.formatted().encode()
         return request.response(ResponseCode.SUCCESS, body=body)
+
+
+def _decode_register_body(
+    request: RemotingCommand, compressed: bool
+) -> tuple[TopicConfigSerializeWrapper, list[str] | None]:
+    """The topic configs and filter servers of a REGISTER_BROKER. A broker before V3_0_11 sends the bare wrapper and
+    no filter servers: ``None`` leaves the stored ones alone (DefaultRequestProcessor.java ``registerBroker``)."""
+    if request.version < V3_0_11:
+        return (
+            TopicConfigSerializeWrapper.decode(request.body) if request.body else TopicConfigSerializeWrapper()
+        ), None
+    body = RegisterBrokerBody.decode(request.body, compressed) if request.body else RegisterBrokerBody()
+    return body.topic_config_serialize_wrapper, body.filter_server_list
 
 
 _UNIT: Final = 0x1

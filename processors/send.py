@@ -164,8 +164,9 @@ class SendMessageProcessor:
         if not config.perm & PERM_WRITE:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if config.order and not self.broker.config.broker_permission & PERM_WRITE:
-            # A broker that is not writable leaves the route's write queues; only order topics, whose producers pick
-            # queues themselves, can still reach it (RocketMQ's AbstractSendMessageProcessor.msgCheck).
+            # A broker that is not writable registers its topics with its own perm, so producers leave it; only an
+            # order topic's producer, which picks its queue itself, can still reach it (RocketMQ's
+            # AbstractSendMessageProcessor.msgCheck; BrokerController.registerBrokerAll for the registered perm).
             broker_ip = self.broker.config.broker_ip1
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"the broker[{broker_ip}] sending message is forbidden")
         if queue_id < 0:

@@ -217,6 +217,25 @@ def test_a_compressed_topic_line_with_a_number_a_java_int_cannot_hold_is_refused
         RegisterBrokerBody.decode(zlib.compress(bad), compressed=True)
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("readQueueNums", 2**31), ("writeQueueNums", "-2147483649"), ("perm", "9" * 30), ("topicSysFlag", 2**31)],
+)
+def test_a_json_topic_config_with_a_number_a_java_int_cannot_hold_is_refused(key: str, value: object) -> None:
+    """As the compressed topic line: fastjson cannot put such a number into TopicConfig's int fields (found by a
+    review; failed before: the JSON form stored it and poisoned the topic's route)."""
+    obj = {"topicName": "T", "readQueueNums": 8, "writeQueueNums": 8, "perm": 6, key: value}
+    body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": {"T": obj}}}).encode()
+    with pytest.raises(BodyDecodeError, match=key):
+        RegisterBrokerBody.decode(body)
+    assert TopicConfig.from_json({**obj, key: 2**31 - 1}).topic_name == "T"
+
+
+def test_a_json_long_past_64_bits_is_refused() -> None:
+    with pytest.raises(BodyDecodeError, match="64-bit"):
+        decode_data_version(b'{"counter":' + b"9" * 25 + b',"timestamp":1}')
+
+
 def test_body_crc32_is_masked_to_a_non_negative_java_int() -> None:
     data = b"\xff" * 7
     assert zlib.crc32(data) > 0x7FFFFFFF

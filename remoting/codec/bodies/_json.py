@@ -122,12 +122,20 @@ def req_str(obj: Mapping[str, Any], key: str) -> str:
     return value
 
 
-def to_int(value: object, key: str) -> int:
-    """An int from a JSON number or a numeric string (fastjson accepts both; clients send both)."""
-    if isinstance(value, bool):
+def to_int(value: object, key: str, bits: int = 64) -> int:
+    """An int from a JSON number or a numeric string (fastjson accepts both; clients send both). It must fit a Java
+    ``long`` (``bits=64``) or ``int`` (``bits=32``), as fastjson refuses a number its field cannot hold."""
+    number = _as_int(value)
+    if number is None:
+        raise BodyDecodeError(f"field {key!r} must be an integer, got {str(value)[:100]!r}")
+    if not -(1 << (bits - 1)) <= number < 1 << (bits - 1):
+        raise BodyDecodeError(f"field {key!r} does not fit a {bits}-bit integer: {str(value)[:100]!r}")
+    return number
+
+
+def _as_int(value: object) -> int | None:
+    if isinstance(value, bool | int):
         return int(value)
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
@@ -135,12 +143,12 @@ def to_int(value: object, key: str) -> int:
             return int(value.strip())
         except ValueError:
             pass
-    raise BodyDecodeError(f"field {key!r} must be an integer, got {value!r}")
+    return None
 
 
-def get_int(obj: Mapping[str, Any], key: str, default: int = 0) -> int:
+def get_int(obj: Mapping[str, Any], key: str, default: int = 0, bits: int = 64) -> int:
     value = obj.get(key)
-    return default if value is None else to_int(value, key)
+    return default if value is None else to_int(value, key, bits)
 
 
 def get_bool(obj: Mapping[str, Any], key: str, default: bool = False) -> bool:

@@ -28,6 +28,7 @@ from remoting.codec.bodies._json import (
     get_int,
     get_str,
     get_str_map,
+    to_int,
 )
 
 PERM_PRIORITY: Final = 0x8
@@ -112,6 +113,9 @@ def _sorted_pairs(value: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple
     return tuple(sorted(dict(value).items()))
 
 
+_TOPIC_INT32_FIELDS: Final = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
+
+
 @attrs.frozen
 class TopicConfig(JsonShape):
     """One topic's queue counts and permissions; defaults are Java's for a config built without values.
@@ -141,7 +145,11 @@ class TopicConfig(JsonShape):
 
     @classmethod
     def from_json(cls, obj: object, name: str | None = None) -> TopicConfig:
+        """Java's ``TopicConfig`` int fields refuse a number past a Java int (as the compressed topic line does)."""
         m = {} if obj is None else dict(expect_object(obj, cls.__name__))
+        for key in _TOPIC_INT32_FIELDS:
+            if m.get(key) is not None:
+                m[key] = to_int(m[key], key, bits=32)
         attributes = get_str_map(m, "attributes") if m.get("attributes") is not None else {}
         m.pop("attributes", None)
         return attrs.evolve(super().from_json(m, name), attributes=attributes)

@@ -52,10 +52,10 @@ class QueueData:
         flag_key = "topicSysFlag" if o.get("topicSysFlag") is not None else "topicSynFlag"
         return cls(
             broker_name=req_str(o, "brokerName"),
-            read_queue_nums=get_int(o, "readQueueNums"),
-            write_queue_nums=get_int(o, "writeQueueNums"),
-            perm=get_int(o, "perm"),
-            topic_sys_flag=get_int(o, flag_key),
+            read_queue_nums=get_int(o, "readQueueNums", bits=32),
+            write_queue_nums=get_int(o, "writeQueueNums", bits=32),
+            perm=get_int(o, "perm", bits=32),
+            topic_sys_flag=get_int(o, flag_key, bits=32),
         )
 
 
