@@ -180,12 +180,18 @@ class Admin(AdminOps):
         return targets
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
-        """Delete ``topic`` on every master of ``cluster`` and then on the name servers."""
+        """Delete ``topic`` on every master of ``cluster``, then on every name server (only ``cluster``'s queues of
+        it there, as DefaultMQAdminExtImpl.deleteTopicInNameServer)."""
         for addr in await self.master_addresses(cluster):
             fields = DeleteTopicRequestHeader(topic=topic).to_ext_fields()
             await self._call(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, fields))
-        fields = DeleteTopicFromNamesrvRequestHeader(topic=topic).to_ext_fields()
-        await self._namesrv_call(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields)
+        fields = DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster).to_ext_fields()
+        for addr in self.instance.config.namesrv_addr:
+            response = await self.instance.remoting.invoke(
+                addr, request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields), self._timeout
+            )
+            if response.code != ResponseCode.SUCCESS:
+                raise MQBrokerError(response.code, response.remark, addr)
         self.instance.forget_route(topic)
 
     async def topic_status(self, topic: str) -> dict[MessageQueue, TopicOffset]:

@@ -14,10 +14,12 @@ import anyio
 import click
 
 from client.admin import Admin
+from client.errors import MQClientError
 from client.message import Message, SendResult
 from client.mqadmin_support import Output, common, run_job
 from client.producer import Producer
 from remoting.codec.bodies import ClusterInfo
+from remoting.errors import RemotingError
 
 __all__ = ["COMMANDS", "send_result_text"]
 
@@ -46,9 +48,19 @@ def _first(text: str | None) -> float:
         return 0.0
 
 
+async def _runtime_or_none(admin: Admin, addr: str) -> dict[str, str]:
+    """A broker's runtime info, or nothing when it does not answer: its row shows zeros and the others are listed
+    (ClusterListSubCommand catches each broker's failure)."""
+    try:
+        return await admin.runtime_info(addr)
+    except (MQClientError, RemotingError, OSError) as exc:
+        click.echo(f"mqadmin: {addr}: {exc}", err=True)
+        return {}
+
+
 async def _base_rows(admin: Admin, out: Output) -> None:
     info = await admin.cluster_info()
-    brokers = [(c, name, bid, addr, await admin.runtime_info(addr)) for c, name, bid, addr in _brokers(info)]
+    brokers = [(c, name, bid, addr, await _runtime_or_none(admin, addr)) for c, name, bid, addr in _brokers(info)]
     # Ours: brokers in DLedger mode add their Raft role, term and leader (the dLedger* runtime-info keys).
     raft = any("dLedgerTerm" in kv for *_, kv in brokers)
     fmt = _BASE[:-2] + _DLEDGER if raft else _BASE

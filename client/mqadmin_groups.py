@@ -18,9 +18,10 @@ import anyio
 import click
 
 from client.admin import Admin
-from client.errors import MQBrokerError
+from client.errors import MQBrokerError, MQClientError
 from client.mqadmin_support import (
     Output,
+    cluster_masters,
     common,
     format_date,
     group_config_text,
@@ -41,6 +42,26 @@ __all__ = ["COMMANDS", "running_info_text"]
 MONITOR_ROUND = 20.0
 
 
+def _sub_group_config(o: dict[str, Any]) -> SubscriptionGroupConfig:
+    """updateSubGroup's config: Java's defaults, broadcast and from-min off unless asked; a broker id past a Java
+    long or a count past a Java int is a ValueError (Java's parse fails the command)."""
+    for key, bits in (("retry_queues", 32), ("retry_max", 32), ("broker_id", 64), ("slowly", 64)):
+        if o[key] is not None and not -(1 << (bits - 1)) <= o[key] < 1 << (bits - 1):
+            raise ValueError(f"{o[key]} is out of range for a Java {'int' if bits == 32 else 'long'}")
+    base = SubscriptionGroupConfig(o["group"].strip())
+    return SubscriptionGroupConfig(
+        group_name=base.group_name,
+        consume_enable=java_bool(o["consume_enable"], base.consume_enable),
+        consume_from_min_enable=java_bool(o["from_min"]),
+        consume_broadcast_enable=java_bool(o["broadcast"]),
+        retry_queue_nums=base.retry_queue_nums if o["retry_queues"] is None else o["retry_queues"],
+        retry_max_times=base.retry_max_times if o["retry_max"] is None else o["retry_max"],
+        broker_id=base.broker_id if o["broker_id"] is None else o["broker_id"],
+        which_broker_when_consume_slowly=base.which_broker_when_consume_slowly if o["slowly"] is None else o["slowly"],
+        notify_consumer_ids_changed_enable=java_bool(o["notify"], base.notify_consumer_ids_changed_enable),
+    )
+
+
 @click.command("updateSubGroup", help="Update or create subscription group")
 @common
 @click.option("-b", "--brokerAddr", "broker_addr", help="create subscription group to which broker")
@@ -55,25 +76,12 @@ MONITOR_ROUND = 20.0
 @click.option("-w", "--whichBrokerWhenConsumeSlowly", "slowly", type=int, help="which broker id when consume slowly")
 @click.option("-a", "--notifyConsumerIdsChanged", "notify", help="notify consumerId changed")
 def update_sub_group(ctx: click.Context, **o: Any) -> None:
-    # Java starts from its defaults but turns broadcast and from-min off unless asked.
-    base = SubscriptionGroupConfig(o["group"].strip())
-    config = SubscriptionGroupConfig(
-        group_name=base.group_name,
-        consume_enable=java_bool(o["consume_enable"], base.consume_enable),
-        consume_from_min_enable=java_bool(o["from_min"]),
-        consume_broadcast_enable=java_bool(o["broadcast"]),
-        retry_queue_nums=base.retry_queue_nums if o["retry_queues"] is None else o["retry_queues"],
-        retry_max_times=base.retry_max_times if o["retry_max"] is None else o["retry_max"],
-        broker_id=base.broker_id if o["broker_id"] is None else o["broker_id"],
-        which_broker_when_consume_slowly=base.which_broker_when_consume_slowly if o["slowly"] is None else o["slowly"],
-        notify_consumer_ids_changed_enable=java_bool(o["notify"], base.notify_consumer_ids_changed_enable),
-    )
-
     async def job(admin: Admin, out: Output) -> None:
+        config = _sub_group_config(o)  # inside the job: a bad number fails the command, as Java's parse does
         if o["broker_addr"]:
             targets = [o["broker_addr"].strip()]
         elif o["cluster"]:
-            targets = await admin.master_addresses(o["cluster"].strip())
+            targets = await cluster_masters(admin, o["cluster"].strip())
         else:
             click.echo(ctx.get_help())
             return
@@ -100,7 +108,7 @@ def delete_sub_group(ctx: click.Context, **o: Any) -> None:
             out.line("delete subscription group [%s] from broker [%s] success.%n", group, addr)
         elif o["cluster"]:
             cluster = o["cluster"].strip()
-            for addr in await admin.master_addresses(cluster):
+            for addr in await cluster_masters(admin, cluster):
                 await admin.delete_subscription_group(group, broker_addr=addr, clean_offset=clean)
                 out.line("delete subscription group [%s] from broker [%s] in cluster [%s] success.%n", group, addr,
                          cluster)  # fmt: skip
@@ -137,6 +145,11 @@ async def _allocation(admin: Admin, group: str) -> dict[MessageQueue, str]:
 async def _group_progress(admin: Admin, out: Output, group: str, show_ip: bool) -> None:
     stats = await admin.consume_stats(group)
     progress = stats.offset_table
+    if not progress:  # DefaultMQAdminExtImpl.examineConsumeStats fails the command
+        raise MQClientError(
+            "Not found the consumer group consume stats, because return offset table is empty, maybe the consumer "
+            "not consume any message"
+        )
     where = await _allocation(admin, group) if show_ip else {}
     columns = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset")
     if show_ip:

@@ -94,10 +94,10 @@ def _print_reset(out: Output, table: dict[MessageQueue, int]) -> None:
 @click.option("-c", "--cplus", is_flag=True, help="reset c++ client offset")
 def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
     text = o["timestamp"].strip()
-    timestamp = -1 if text == "now" else parse_time_arg(text)
     force = java_bool(o["force"], True)
 
     async def job(admin: Admin, out: Output) -> None:
+        timestamp = -1 if text == "now" else parse_time_arg(text)  # in the job: a bad time fails the command
         group, topic = o["group"].strip(), o["topic"].strip()
         try:
             table = await admin.reset_offset_by_time(group, topic, timestamp, force=force)

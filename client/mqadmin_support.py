@@ -63,7 +63,7 @@ class Output:
     def header(self, fmt: str, *columns: str) -> None:
         """A ``#``-headed column line; the rows that follow are keyed by these names in JSON."""
         self._columns = [c.lstrip("#") for c in columns]
-        if not self.as_json:
+        if not self.as_json and fmt:  # an empty format names the JSON keys only (Java prints no header line)
             click.echo(printf(fmt, *columns), nl=False)
 
     def row(self, fmt: str, *values: Any) -> None:
@@ -244,13 +244,30 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.pass_context(fn)
 
 
+#: Java's CommandUtil.ERROR_MESSAGE, printed for a ``-c`` cluster the name server does not know.
+UNKNOWN_CLUSTER: Final = "Make sure the specified clusterName exists or the name server connected to is correct."
+
+
+async def cluster_masters(admin: Admin, cluster: str) -> list[str]:
+    """The masters of ``cluster`` (Java's CommandUtil.fetchMasterAddrByClusterName): none, with Java's error line,
+    when the name server does not know it."""
+    if cluster not in (await admin.cluster_info()).cluster_addr_table:
+        click.echo(f"[error] {UNKNOWN_CLUSTER}")
+        return []
+    return await admin.master_addresses(cluster)
+
+
 def parse_timestamp(text: str) -> int:
     """``now``, milliseconds, or RocketMQ's ``yyyy-MM-dd#HH:mm:ss:SSS``."""
     if text == "now":
         return int(time.time() * 1000)
     if text.lstrip("-").isdigit():
         return int(text)
-    return int(datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
+    # SimpleDateFormat's SSS is a count of milliseconds (":5" is 5 ms), not a decimal fraction as strptime's %f.
+    seconds, _, millis = text.rpartition(":")
+    if not millis.isdigit():
+        raise ValueError(f"time data {text!r} does not match yyyy-MM-dd#HH:mm:ss:SSS")
+    return int(datetime.strptime(seconds, "%Y-%m-%d#%H:%M:%S").timestamp() * 1000) + int(millis)
 
 
 def parse_time_arg(text: str) -> int:

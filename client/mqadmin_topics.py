@@ -14,7 +14,16 @@ import click
 from client.admin import Admin
 from client.admin_ops import ORDER_TOPIC_CONFIG
 from client.consumer.allocate import allocate_average
-from client.mqadmin_support import Output, common, format_ts, java_bool, java_map_text, run_job, topic_config_text
+from client.mqadmin_support import (
+    Output,
+    cluster_masters,
+    common,
+    format_ts,
+    java_bool,
+    java_map_text,
+    run_job,
+    topic_config_text,
+)
 from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue
 from remoting.codec.bodies.broker_metadata import TopicConfig
 from remoting.codec.topics import is_retry_or_dlq_topic
@@ -64,7 +73,7 @@ def update_topic(ctx: click.Context, **o: Any) -> None:
             out.line("create topic to %s success.%n", addr)
         else:
             cluster = o["cluster"].strip()
-            for addr in await admin.master_addresses(cluster):
+            for addr in await cluster_masters(admin, cluster):
                 await admin.create_topic(config.topic_name, broker_addr=addr, **kwargs)
                 out.line("create topic to %s success.%n", addr)
             if order:
@@ -125,7 +134,7 @@ def update_topic_perm(ctx: click.Context, **o: Any) -> None:
             out.line("update topic perm from %s to %s in %s success.%n", old, perm, addr)
             out.line("%s.%n", topic_config_text(config))
         elif o["cluster"]:
-            for addr in await admin.master_addresses(o["cluster"].strip()):
+            for addr in await cluster_masters(admin, o["cluster"].strip()):
                 await admin.create_topic(topic, broker_addr=addr, **kwargs)
                 out.line("update topic perm from %s to %s in %s success.%n", first.perm, perm, addr)
         else:
