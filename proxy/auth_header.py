@@ -3,7 +3,8 @@
 AuthenticationHeader)`` half of ``acl/.../plain/PlainAccessResource.java``).
 
 The header reads ``MQv2-HMAC-SHA1 Credential=<ak>[/...], SignedHeaders=x-mq-date-time, Signature=<hex>``: split at
-the first space, then on commas into ``key=value`` items; ``Credential`` is cut at ``/`` and its first part is the
+the first space, then on commas into ``key=value`` items (as Java's ``String.split``: trailing empty items are
+dropped, so a trailing comma is accepted); ``Credential`` is cut at ``/`` and its first part is the
 access key; ``Signature`` is the lowercase (any case is accepted) hex of HMAC-SHA1 keyed by the secret key over the
 ``x-mq-date-time`` header's value. Unknown items are ignored, as in RocketMQ.
 
@@ -60,6 +61,17 @@ def _hex(text: str) -> bytes:
     return bytes.fromhex(text)
 
 
+def _java_split(text: str, sep: str) -> list[str]:
+    """Java's ``String.split`` by a one-character literal: trailing empty strings are dropped, so ``"a,"`` gives
+    ``["a"]`` and ``","`` gives ``[]``; a text without ``sep`` (even empty) is the only item."""
+    if sep not in text:
+        return [text]
+    parts = text.split(sep)
+    while parts and not parts[-1]:
+        parts.pop()
+    return parts
+
+
 def parse_authorization(header: str | None) -> Authorization:
     """The parsed header; raises :class:`AuthHeaderError` (see the module docstring)."""
     if header is None:
@@ -69,12 +81,15 @@ def parse_authorization(header: str | None) -> Authorization:
         raise AuthHeaderError("authorization header is incorrect")
     access_key: str | None = None
     signature: bytes | None = None
-    for item in rest.split(","):
+    for item in _java_split(rest, ","):
         key, sep, value = item.strip().partition("=")
         if not sep:
             raise AuthHeaderError("authorization keyValues length is incorrect, actual length=1")
         if key == "Credential":
-            access_key = value.split("/", 1)[0] or None
+            credential = _java_split(value, "/")
+            if not credential:
+                raise AuthHeaderError("authorization credential length is incorrect, actual length=0")
+            access_key = credential[0] or None
         elif key == "Signature":
             signature = _hex(value)
     return Authorization(method, access_key, signature)

@@ -8,11 +8,13 @@ from typing import Any, Final, TypeVar
 
 from proxy.pb import definition
 from remoting.codec.codes import ResponseCode
+from remoting.codec.topics import is_system_topic, validate_topic
 
 __all__ = [
     "BACKOFF_SECONDS",
     "Code",
     "RpcError",
+    "check_topic",
     "client_id_of",
     "finish_now",
     "peer_of",
@@ -49,6 +51,16 @@ class RpcError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def check_topic(topic: str) -> None:
+    """GrpcValidator.validateTopic (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcValidator.java):
+    a legal name that is no system topic; raises RpcError(ILLEGAL_TOPIC)."""
+    remark = validate_topic(topic)
+    if remark is not None:
+        raise RpcError(Code.ILLEGAL_TOPIC, remark)
+    if is_system_topic(topic):
+        raise RpcError(Code.ILLEGAL_TOPIC, "cannot access system topic")
 
 
 def status(code: int = Code.OK, message: str = "OK") -> Any:

@@ -46,6 +46,14 @@ class ProxyConfig:
     #: Largest accepted delivery time ahead of now (ms).
     max_delay_time_mills: int = 24 * 3600 * 1000
     max_message_size: int = 4 * 1024 * 1024
+    #: Send limits: a message group's UTF-8 bytes (must stay below), the user properties' count and their UTF-8
+    #: bytes with the tag and keys, and a transaction's recovery duration (s). 0 or less: unchecked.
+    max_message_group_size: int = 64
+    user_property_max_num: int = 128
+    max_user_property_size: int = 16 * 1024
+    max_transaction_recovery_second: int = 3600
+    #: The largest request the gRPC server takes (bytes); a batch of several maximum-size bodies fits.
+    grpc_max_inbound_message_size: int = 130 * 1024 * 1024
     #: Refuse a send whose message type differs from its topic's ``message.type`` attribute (RocketMQ's default).
     enable_topic_message_type_check: bool = True
     #: Settings answered to consumers: receive batch size.

@@ -24,12 +24,13 @@ from broker.pop.receipt import pop_retry_topic
 from processors.common import RequestRejected
 from processors.filter import Sql92ParseError, compile_sql92
 from processors.pull import build_subscription, tag_filter_of
-from proxy.common import Code, RpcError, status, status_of_response_code
+from proxy.common import Code, RpcError, check_topic, status, status_of_response_code
 from proxy.config import ProxyConfig
 from proxy.convert import grpc_message
 from proxy.pb import definition, service
 from proxy.renew import RenewTable
 from proxy.sessions import SessionTable
+from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE
 from remoting.codec.message import decode_record
 from store.errors import PutRefusedError
 from store.get_message import PropertyFilter, TagFilter
@@ -251,17 +252,36 @@ class Consuming:
         return service.ForwardMessageToDeadLetterQueueResponse(status=_ack_status(outcome))
 
     def query_assignment(self, req: Any, metadata: dict[str, str], broker_pb: Any) -> Any:
+        """RouteActivity.queryAssignment (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/
+        RouteActivity.java): FORBIDDEN without a readable queue; an orderly group gets one assignment per read
+        queue, others one with id -1."""
         topic = req.topic.name
-        if topic not in self.broker.topics:
+        check_topic(topic)
+        config = self.broker.topics.get(topic)
+        if config is None:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
+        if not config.perm & PERM_READ or config.read_queue_nums <= 0:
+            return service.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "no readable queue"))
+        group = self.broker.groups.find(req.group.name)
+        orderly = group is not None and group.consume_message_orderly
         response = service.QueryAssignmentResponse(status=status())
-        assignment = response.assignments.add()
-        queue = assignment.message_queue
-        queue.topic.CopyFrom(req.topic)
-        queue.id = -1
-        queue.permission = definition.Permission.READ_WRITE
-        queue.broker.CopyFrom(broker_pb)
+        for qid in range(config.read_queue_nums) if orderly else [-1]:
+            queue = response.assignments.add().message_queue
+            queue.topic.CopyFrom(req.topic)
+            queue.id = qid
+            queue.permission = _permission(config.perm)
+            queue.broker.CopyFrom(broker_pb)
         return response
+
+
+def _permission(perm: int) -> Any:
+    """RouteActivity.convertToPermission."""
+    readable, writable = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+    if readable and writable:
+        return definition.Permission.READ_WRITE
+    if readable:
+        return definition.Permission.READ
+    return definition.Permission.WRITE if writable else definition.Permission.NONE
 
 
 def _ack_status(outcome: AckOutcome) -> Any:

@@ -83,6 +83,8 @@ RESERVED: Final = frozenset(
         "DLQ_ORIGIN_TOPIC",
         "DLQ_ORIGIN_MESSAGE_ID",
         "bname",
+        "DUP_INFO",
+        "__CRC32#",
     ]
 )
 SYSFLAG_COMPRESSED: Final = 0x1
@@ -107,14 +109,14 @@ def send_properties(msg: Any, topic: str) -> dict[str, str]:
         props["TAGS"] = sp.tag
     if sp.keys:
         props["KEYS"] = " ".join(sp.keys)
-    if sp.HasField("message_group"):
+    if sp.message_group:
         props["__SHARDINGKEY"] = sp.message_group
     if sp.HasField("delivery_timestamp"):
         props["TIMER_DELIVER_MS"] = str(sp.delivery_timestamp.ToMilliseconds())
     if sp.message_type == _TRANSACTION:
         props["TRAN_MSG"] = "true"
-    if sp.HasField("orphaned_transaction_recovery_duration"):
-        props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(sp.orphaned_transaction_recovery_duration.seconds)
+        if sp.HasField("orphaned_transaction_recovery_duration"):
+            props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(sp.orphaned_transaction_recovery_duration.seconds)
     if sp.HasField("trace_context"):
         props["TRACE_CONTEXT"] = sp.trace_context
     if sp.born_host:

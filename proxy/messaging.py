@@ -20,18 +20,20 @@ from broker.context import BrokerState
 from broker.pop import PopService
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, topic_type
 from proxy.acl import GrpcAcl
-from proxy.common import BACKOFF_SECONDS, Code, RpcError, client_id_of, peer_of, status
+from proxy.common import BACKOFF_SECONDS, Code, RpcError, check_topic, client_id_of, peer_of, status
 from proxy.config import ProxyConfig
 from proxy.consumer import Consuming
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from proxy.producer import Producing
 from proxy.sessions import Push, SessionTable
+from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE
 
 __all__ = ["MessagingActivity"]
 
 log = logging.getLogger(__name__)
 
+_NO_SETTINGS: Final = "cannot find client settings for this client"
 _ALL_TYPES: Final = [definition.MessageType.NORMAL, definition.MessageType.FIFO, definition.MessageType.DELAY,
                      definition.MessageType.TRANSACTION]  # fmt: skip
 
@@ -44,6 +46,21 @@ def accepted_types(declared: TopicMessageType | None) -> list[Any]:
     if declared is TopicMessageType.UNSPECIFIED:
         return [definition.MessageType.MESSAGE_TYPE_UNSPECIFIED]
     return [definition.MessageType.Value(declared.value)]
+
+
+def queue_permissions(perm: int, reads: int, writes: int) -> list[Any]:
+    """RouteActivity.genMessageQueueFromQueueData: the permission of each queue id, read-only ones first, then
+    write-only, then read-write; a topic neither readable nor writable has at least one NONE queue."""
+    readable, writable = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+    kind = definition.Permission
+    if readable and writable:
+        both = min(reads, writes)
+        return [kind.READ] * (reads - both) + [kind.WRITE] * (writes - both) + [kind.READ_WRITE] * both
+    if writable:
+        return [kind.WRITE] * writes
+    if readable:
+        return [kind.READ] * reads
+    return [kind.NONE] * max(1, reads, writes)
 
 
 class MessagingActivity:
@@ -111,7 +128,10 @@ class MessagingActivity:
         return definition.Broker(name=self.broker.config.broker_name, id=0, endpoints=endpoints)
 
     def query_route(self, req: Any, md: dict[str, str]) -> Any:
+        """QueryRoute (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java): the topic
+        checked, then its queues as genMessageQueueFromQueueData lays them out from the topic's perm."""
         topic = req.topic.name
+        check_topic(topic)
         config = self.broker.topics.get(topic)
         if config is None and self.broker.config.auto_create_topic_enable:
             config = self.broker.topics.create_topic_in_send_process(topic, "TBW102", 4)
@@ -119,12 +139,8 @@ class MessagingActivity:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
         response = service.QueryRouteResponse(status=status())
         broker = self.broker_pb(req.endpoints)
-        reads, writes = config.read_queue_nums, config.write_queue_nums
         accepted = accepted_types(topic_type(config.attribute(MESSAGE_TYPE)))
-        for qid in range(max(reads, writes)):
-            readable, writable = qid < reads, qid < writes
-            perm = (definition.Permission.READ_WRITE if readable and writable
-                    else definition.Permission.READ if readable else definition.Permission.WRITE)  # fmt: skip
+        for qid, perm in enumerate(queue_permissions(config.perm, config.read_queue_nums, config.write_queue_nums)):
             queue = response.message_queues.add(id=qid, permission=perm)
             queue.topic.CopyFrom(req.topic)
             queue.broker.CopyFrom(broker)
@@ -148,12 +164,22 @@ class MessagingActivity:
     # ---- client life cycle ----------------------------------------------------------------------------------------
 
     def heartbeat(self, req: Any, md: dict[str, str]) -> Any:
-        session = self.sessions.session(client_id_of(md), md)
-        self.sessions.heartbeat(session, peer_of(md))
+        """ClientActivity.heartbeat (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/client/
+        ClientActivity.java): a client whose Settings never came is UNRECOGNIZED_CLIENT_TYPE."""
+        client_id = client_id_of(md)
+        known = self.sessions.sessions.get(client_id)
+        if known is None or known.settings is None:
+            return service.HeartbeatResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, _NO_SETTINGS))
+        self.sessions.heartbeat(self.sessions.session(client_id, md), peer_of(md))
         return service.HeartbeatResponse(status=status())
 
     def notify_termination(self, req: Any, md: dict[str, str]) -> Any:
-        self.sessions.terminate(client_id_of(md))
+        """ClientActivity.notifyClientTermination: as :meth:`heartbeat`, a client without Settings is refused."""
+        client_id = client_id_of(md)
+        known = self.sessions.sessions.get(client_id)
+        if known is None or known.settings is None:
+            return service.NotifyClientTerminationResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, _NO_SETTINGS))
+        self.sessions.terminate(client_id)
         return service.NotifyClientTerminationResponse(status=status())
 
     def telemetry_opened(self, md: dict[str, str], push: Push) -> None:
@@ -169,7 +195,8 @@ class MessagingActivity:
 
     def telemetry(self, command: Any, md: dict[str, str]) -> Any | None:
         """One command from the client; returns the reply to write, if any. Raises RpcError for a Settings
-        without publishing or subscription (the stream then ends with INVALID_ARGUMENT). A command the ACL refuses
+        without publishing or subscription or publishing an illegal or system topic (the stream then ends with
+        INVALID_ARGUMENT; nothing is registered). A command the ACL refuses
         is answered with its status and changes nothing (RocketMQ 5.3 writes that status on the stream)."""
         if self.acl is not None:
             try:
@@ -181,6 +208,8 @@ class MessagingActivity:
         settings = command.settings
         if not settings.HasField("publishing") and not settings.HasField("subscription"):
             raise RpcError(Code.BAD_REQUEST, "settings carry neither publishing nor subscription")
+        for topic in settings.publishing.topics:  # ClientActivity.processAndWriteClientSettings
+            check_topic(topic.name)
         session = self.sessions.session(client_id_of(md), md)
         session.settings = settings
         self.sessions.heartbeat(session, peer_of(md))

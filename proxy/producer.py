@@ -3,7 +3,8 @@ proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/ and .../transact
 
 A send is checked as RocketMQ's proxy checks it (:meth:`Producing.check`), mapped to 4.x properties
 (:func:`proxy.convert.send_properties`), its type checked against the topic's ``message.type`` attribute
-(:meth:`Producing.check_type`: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, nothing stored) and handed to the broker's own send
+(:meth:`Producing.check_type`: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE), every message of a batch checked and encoded
+before any is stored (a refusal stores nothing of it), and handed to the broker's own send
 processor as SEND_MESSAGE_V2 through the :class:`~proxy.local.LocalInvoker`, so timers, transactions, permissions and
 flushing behave as for a 4.x send. The proxy picks the queue: a message group always goes to the same queue (Guava's
 ``Hashing.consistentHash`` of the group's Java ``String.hashCode`` over the write queues, as RocketMQ's proxy picks
@@ -22,12 +23,13 @@ RECALL_MESSAGE through the broker's recall processor; any refusal there is INTER
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from typing import Any, Final
 
 from broker.context import BrokerState
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, message_type_of, topic_type
-from proxy.common import Code, RpcError, finish_now, peer_of, status, status_of_response_code
+from proxy.common import Code, RpcError, check_topic, finish_now, peer_of, status, status_of_response_code
 from proxy.config import ProxyConfig
 from proxy.convert import RESERVED, SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED, send_properties
 from proxy.local import LocalInvoker
@@ -37,10 +39,9 @@ from remoting.codec.command import request
 from remoting.codec.headers.recall import RecallMessageRequestHeader
 from remoting.codec.headers.send import SendMessageRequestHeader
 from remoting.codec.headers.transaction import EndTransactionRequestHeader
-from remoting.codec.message_properties import encode_properties, java_string_hash
+from remoting.codec.message_properties import PropertiesEncodeError, encode_properties, java_string_hash
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.codec.recall_handle import RecallHandleError, decode_recall_handle
-from remoting.codec.topics import is_system_topic, validate_topic
 
 __all__ = ["Producing", "consistent_hash"]
 
@@ -49,8 +50,9 @@ _LCG_MULTIPLIER: Final = 2862933555777941757
 _INT_MAX: Final = (1 << 31) - 1
 _COMMIT: Final = 8
 _ROLLBACK: Final = 12
-_MAX_USER_PROPERTIES: Final = 128
-_MAX_PROPERTIES_SIZE: Final = 16 * 1024
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: google.protobuf.Timestamp's valid seconds (protobuf-java's Timestamps.isValid): 0001-01-01 to 9999-12-31.
+_TIMESTAMP_SECONDS: Final = (-62_135_596_800, 253_402_300_799)
 #: Open transactions remembered for EndTransaction; beyond it the oldest is forgotten (the broker's check then asks
 #: its producer, whose answer names the offsets again).
 _MAX_OPEN_TRANSACTIONS: Final = 100_000
@@ -71,32 +73,58 @@ class Producing:
         self._round_robin = itertools.count()
 
     def check(self, msg: Any) -> None:
-        """RocketMQ's proxy checks of one message; raises RpcError."""
+        """One message's checks, in the order of SendMessageActivity.buildMessage and buildMessageProperty
+        (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java); raises RpcError."""
         sp = msg.system_properties
-        if not msg.body:
-            raise RpcError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
-        if len(msg.body) > self.config.max_message_size:
-            raise RpcError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed {self.config.max_message_size}")
-        if not sp.message_id:
+        self._check_body(msg.body)
+        self._check_properties(msg)
+        if not sp.message_id.strip():
             raise RpcError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
-        if sp.HasField("tag") and (not sp.tag.strip() or "|" in sp.tag):
-            raise RpcError(Code.ILLEGAL_MESSAGE_TAG, f"tag {sp.tag!r} is illegal")
-        if any(not k.strip() for k in sp.keys):
-            raise RpcError(Code.ILLEGAL_MESSAGE_KEY, "message keys cannot be blank")
-        if sp.HasField("message_group") and (not sp.message_group.strip() or len(sp.message_group) >= 64):
-            raise RpcError(Code.ILLEGAL_MESSAGE_GROUP, "message group is illegal")
-        if len(msg.user_properties) > _MAX_USER_PROPERTIES:
-            raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "too many user properties")
-        for key in msg.user_properties:
-            if key in RESERVED or not key.strip():
-                raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property key {key!r} is reserved or blank")
-        size = sum(len(k) + len(v) for k, v in msg.user_properties.items()) + len(sp.tag) + sum(map(len, sp.keys))
-        if size > _MAX_PROPERTIES_SIZE:
-            raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "properties exceed 16 KiB")
+        limit = self.config.max_transaction_recovery_second
+        recovery = sp.orphaned_transaction_recovery_duration.seconds
+        if sp.message_type == _TRANSACTION and 0 < limit < recovery:
+            raise RpcError(Code.BAD_REQUEST, f"transaction recovery time is too large, max is {limit}")
         if sp.HasField("delivery_timestamp"):
             ahead = sp.delivery_timestamp.ToMilliseconds() - int(time.time() * 1000)
             if ahead > self.config.max_delay_time_mills:
                 raise RpcError(Code.ILLEGAL_DELIVERY_TIME, "delivery time is too far ahead")
+        self._check_group(sp.message_group)
+
+    def _check_body(self, body: bytes) -> None:
+        """SendMessageActivity.validateMessageBodySize."""
+        if not body:
+            raise RpcError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
+        if len(body) > self.config.max_message_size:
+            raise RpcError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed {self.config.max_message_size}")
+
+    def _check_properties(self, msg: Any) -> None:
+        """buildMessageProperty's checks of the user properties, tag and keys; sizes count UTF-8 bytes."""
+        props, sp = msg.user_properties, msg.system_properties
+        if len(props) > self.config.user_property_max_num:
+            raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "too many user properties")
+        for key, value in props.items():
+            if key in RESERVED or not key.strip():
+                raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property key {key!r} is reserved or blank")
+            if _has_control(key) or _has_control(value):
+                raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "property cannot contain control character")
+        _check_tag(sp.tag)
+        for key in sp.keys:
+            _check_key(key)
+        size = sum(_utf8(k) + _utf8(v) for k, v in props.items()) + _utf8(sp.tag) + sum(map(_utf8, sp.keys))
+        if 0 < self.config.max_user_property_size < size:
+            raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "the total size of user property is too large")
+
+    def _check_group(self, group: str) -> None:
+        """SendMessageActivity.validateMessageGroup (an empty group is no group)."""
+        if not group:
+            return
+        if not group.strip():
+            raise RpcError(Code.ILLEGAL_MESSAGE_GROUP, "message group cannot be the char sequence of whitespace")
+        limit = self.config.max_message_group_size
+        if 0 < limit <= _utf8(group):
+            raise RpcError(Code.ILLEGAL_MESSAGE_GROUP, f"message group exceed the max size {limit}")
+        if _has_control(group):
+            raise RpcError(Code.ILLEGAL_MESSAGE_GROUP, "message group cannot contain control character")
 
     def send_now(self, req: Any, metadata: dict[str, str]) -> Any | None:
         """:meth:`send` run to its end synchronously, without a Trio task, when no part of it can wait: the store
@@ -106,22 +134,31 @@ class Producing:
         return finish_now(self.send(req, metadata))
 
     async def send(self, req: Any, metadata: dict[str, str]) -> Any:
+        """SendMessage: every message is checked and encoded before any is stored (SendMessageActivity builds the
+        whole list first), so a refused message leaves nothing of its batch behind."""
         if not req.messages:
             raise RpcError(Code.MESSAGE_CORRUPTED, "no message to send")
         topic = req.messages[0].topic.name
+        check_topic(topic)
         if any(m.topic.name != topic for m in req.messages):
             raise RpcError(Code.MESSAGE_CORRUPTED, "messages of one request must share a topic")
-        for msg in req.messages:
-            self.check(msg)
-        props = [send_properties(msg, topic) for msg in req.messages]
-        for each in props:
-            self.check_type(topic, each)
+        encoded = [self._prepare(msg, topic) for msg in req.messages]
         response = service.SendMessageResponse()
-        entries = [await self._send_one(msg, topic, p, metadata) for msg, p in zip(req.messages, props, strict=True)]
+        entries = [await self._send_one(m, topic, e, metadata) for m, e in zip(req.messages, encoded, strict=True)]
         response.entries.extend(entries)
         codes = {e.status.code for e in entries}
         response.status.CopyFrom(entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS, "mixed"))
         return response
+
+    def _prepare(self, msg: Any, topic: str) -> str:
+        """The message's checks, then its stored properties, type-checked and encoded; raises RpcError."""
+        self.check(msg)
+        props = send_properties(msg, topic)
+        self.check_type(topic, props)
+        try:
+            return encode_properties(props)
+        except PropertiesEncodeError as exc:
+            raise RpcError(Code.MESSAGE_CORRUPTED, str(exc)) from None
 
     def _queue_id(self, topic: str, group: str | None) -> int:
         config = self.broker.topics.get(topic)
@@ -147,12 +184,12 @@ class Producing:
                 f"but actual type is {actual.value}",
             )
 
-    async def _send_one(self, msg: Any, topic: str, props: dict[str, str], metadata: dict[str, str]) -> Any:
+    async def _send_one(self, msg: Any, topic: str, props: str, metadata: dict[str, str]) -> Any:
         sp = msg.system_properties
         sys_flag = SYSFLAG_TRANSACTION_PREPARED if sp.message_type == _TRANSACTION else 0
         if sp.body_encoding == _GZIP:
             sys_flag |= SYSFLAG_COMPRESSED
-        group = sp.message_group if sp.HasField("message_group") else None
+        group = sp.message_group or None
         header = SendMessageRequestHeader(
             producer_group=topic,
             topic=topic,
@@ -160,9 +197,9 @@ class Producing:
             default_topic_queue_nums=4,
             queue_id=self._queue_id(topic, group),
             sys_flag=sys_flag,
-            born_timestamp=sp.born_timestamp.ToMilliseconds() or int(time.time() * 1000),
+            born_timestamp=_born_ms(sp.born_timestamp),
             flag=0,
-            properties=encode_properties(props),
+            properties=props,
             reconsume_times=max(0, sp.delivery_attempt - 1) if sp.HasField("delivery_attempt") else 0,
         )
         answer = await self.invoker.send(header, bytes(msg.body), peer_of(metadata))
@@ -185,11 +222,7 @@ class Producing:
     async def recall(self, req: Any, metadata: dict[str, str]) -> Any:
         """RecallMessage (see the module docstring); raises RpcError."""
         topic = req.topic.name
-        remark = validate_topic(topic)
-        if remark is not None:
-            raise RpcError(Code.ILLEGAL_TOPIC, remark)
-        if is_system_topic(topic):
-            raise RpcError(Code.ILLEGAL_TOPIC, "cannot access system topic")
+        check_topic(topic)
         if self.config.enable_topic_message_type_check:
             config = self.broker.topics.get(topic)
             declared = TopicMessageType.UNSPECIFIED if config is None else topic_type(config.attribute(MESSAGE_TYPE))
@@ -213,7 +246,10 @@ class Producing:
         return service.RecallMessageResponse(status=status(Code.OK, "OK"), message_id=message_id)
 
     async def end_transaction(self, req: Any, metadata: dict[str, str]) -> Any:
-        tx_id = req.transaction_id or req.message_id
+        """EndTransaction (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/transaction/
+        EndTransactionActivity.java): the topic, then a non-blank transaction id; raises RpcError."""
+        check_topic(req.topic.name)
+        tx_id = req.transaction_id
         if not tx_id.strip():
             raise RpcError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
         found = self.transactions.get(tx_id)
@@ -237,6 +273,43 @@ class Producing:
         if resolution:
             self.transactions.pop(tx_id, None)
         return service.EndTransactionResponse(status=status())
+
+
+def _has_control(text: str) -> bool:
+    """GrpcValidator.containControlCharacter: Guava's ``CharMatcher.javaIsoControl`` (U+0000-U+001F, U+007F-U+009F)."""
+    return _CONTROL.search(text) is not None
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _check_tag(tag: str) -> None:
+    """GrpcValidator.validateTag (an empty tag is no tag)."""
+    if not tag:
+        return
+    if not tag.strip():
+        raise RpcError(Code.ILLEGAL_MESSAGE_TAG, "tag cannot be the char sequence of whitespace")
+    if "|" in tag:
+        raise RpcError(Code.ILLEGAL_MESSAGE_TAG, "tag cannot contain '|'")
+    if _has_control(tag):
+        raise RpcError(Code.ILLEGAL_MESSAGE_TAG, "tag cannot contain control character")
+
+
+def _check_key(key: str) -> None:
+    """SendMessageActivity.validateMessageKey."""
+    if key and not key.strip():
+        raise RpcError(Code.ILLEGAL_MESSAGE_KEY, "key cannot be the char sequence of whitespace")
+    if _has_control(key):
+        raise RpcError(Code.ILLEGAL_MESSAGE_KEY, "key cannot contain control character")
+
+
+def _born_ms(stamp: Any) -> int:
+    """The born time for the send header: the client's when ``Timestamps.isValid`` (as buildMessageProperty takes
+    it), else now."""
+    if _TIMESTAMP_SECONDS[0] <= stamp.seconds <= _TIMESTAMP_SECONDS[1] and 0 <= stamp.nanos < 1_000_000_000:
+        return int(stamp.ToMilliseconds()) or int(time.time() * 1000)
+    return int(time.time() * 1000)
 
 
 def consistent_hash(value: int, buckets: int) -> int:

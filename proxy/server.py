@@ -34,8 +34,10 @@ __all__ = ["GrpcServer"]
 log = logging.getLogger(__name__)
 
 _STOP_GRACE: Final = 1.0
+#: RocketMQ's ProxyConfig.grpcMaxInboundMessageSize default (used by
+#: proxy/src/main/java/org/apache/rocketmq/proxy/grpc/GrpcServerBuilder.java).
+MAX_INBOUND_MESSAGE_SIZE: Final = 130 * 1024 * 1024
 _OPTIONS: Final = [
-    ("grpc.max_receive_message_length", 16 << 20),
     ("grpc.max_send_message_length", -1),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
@@ -45,7 +47,8 @@ _OPTIONS: Final = [
 class GrpcServer:
     """One listening port. ``activity_factory(bridge)`` builds the Trio-side object whose coroutines serve the RPCs
     (see :class:`proxy.servicer.MessagingServicer`); ``tls`` is ``(certificate chain PEM, private key PEM)``: the port
-    serves TLS only, or, with ``permissive``, TLS and plaintext alike through a :class:`proxy.front.SniffingFront`."""
+    serves TLS only, or, with ``permissive``, TLS and plaintext alike through a :class:`proxy.front.SniffingFront`;
+    ``max_inbound`` is the largest request taken (bytes)."""
 
     def __init__(
         self,
@@ -55,12 +58,14 @@ class GrpcServer:
         tls: tuple[bytes, bytes] | None = None,
         *,
         permissive: bool = False,
+        max_inbound: int = MAX_INBOUND_MESSAGE_SIZE,
     ) -> None:
         self._factory = servicer_factory
         self._host = host
         self._port = port
         self._tls = tls
         self._permissive = permissive and tls is not None
+        self._options = [("grpc.max_receive_message_length", max_inbound), *_OPTIONS]
         #: The sniffing front of a permissive port (None otherwise); set once serving.
         self.front: SniffingFront | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -112,7 +117,7 @@ class GrpcServer:
                 ready.put(exc)
 
     async def _main(self, servicer: object, ready: queue.Queue[int | BaseException]) -> None:
-        server = grpc.aio.server(options=_OPTIONS)
+        server = grpc.aio.server(options=self._options)
         service_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         address = f"{self._host}:{self._port}"
         front_server: asyncio.Server | None = None

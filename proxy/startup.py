@@ -88,13 +88,14 @@ async def serve_proxy(
         await nursery.start(activity.consuming.renew.run)
         pem = certificate(config)
         mode = tls_mode(config.tls_server_mode)
-        main = GrpcServer(
-            servicer, host, config.grpc_server_port, None if mode == DISABLED else pem, permissive=mode == PERMISSIVE
-        )
+        inbound = config.grpc_max_inbound_message_size
+        main = GrpcServer(servicer, host, config.grpc_server_port, None if mode == DISABLED else pem,
+                          permissive=mode == PERMISSIVE, max_inbound=inbound)  # fmt: skip
         port = await nursery.start(main.serve)
         tls_port = 0
         if pem is not None and config.tls_port is not None:
-            tls_port = await nursery.start(GrpcServer(servicer, host, config.tls_port, pem).serve)
+            secure = GrpcServer(servicer, host, config.tls_port, pem, max_inbound=inbound)
+            tls_port = await nursery.start(secure.serve)
         task_status.started((port, tls_port))
 
 

@@ -217,7 +217,7 @@ async def test_sessions_of_clients_that_never_sent_settings_are_forgotten(
         activity.telemetry_closed(md(f"ghost-t{i}"), print)
     await trio.sleep(600)  # long past channelExpiredTimeout
     embedded_cluster.controller.context.clients.scan_not_active_channels()
-    activity.heartbeat(service.HeartbeatRequest(), md("newcomer"))
+    activity.telemetry_opened(md("newcomer"), print)  # a new session (a heartbeat without Settings makes none)
     assert len(activity.sessions.sessions) < 100, f"{len(activity.sessions.sessions)} sessions kept"
 
 

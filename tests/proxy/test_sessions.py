@@ -62,7 +62,8 @@ async def test_settings_register_clients_and_termination_removes_them(embedded_c
     assert clients.consumer_ids("G1") == ["c@1"]
     group = clients.consumer_group("G1")
     assert group is not None and group.subscriptions["T1"].sub_string == "TagA"
-    assert activity.heartbeat(service.HeartbeatRequest(), md("stranger@9")).status.code == definition.Code.OK
+    stranger = activity.heartbeat(service.HeartbeatRequest(), md("stranger@9"))  # no Settings: ClientActivity refuses
+    assert stranger.status.code == definition.Code.UNRECOGNIZED_CLIENT_TYPE
     activity.notify_termination(service.NotifyClientTerminationRequest(), md("c@1"))
     assert clients.consumer_ids("G1") == []
     assert "c@1" not in activity.sessions.sessions

@@ -1,0 +1,115 @@
+"""QueryRoute, QueryAssignment, Heartbeat, NotifyClientTermination and Telemetry Settings as RocketMQ 5.3.3's proxy
+answers them (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java and
+client/ClientActivity.java): queue permissions follow the topic's perm, system topics are ILLEGAL_TOPIC (a Settings
+publishing one ends the stream), QueryAssignment is FORBIDDEN without a readable queue and names every read queue for
+an orderly group, and a client without Settings is UNRECOGNIZED_CLIENT_TYPE. Found by a review; each failed before.
+Over a real gRPC socket to the in-process front door."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+import trio
+
+from proxy.common import Code
+from proxy.pb import definition, service
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
+from tests.proxy.grpc_front import META, PREFIX, front
+
+pytestmark = pytest.mark.timeout(120)
+
+PERM_READ = 4
+PERM_WRITE = 2
+
+
+def _route(topic: str) -> object:
+    return service.QueryRouteRequest(topic=definition.Resource(name=topic))
+
+
+def _assignment(topic: str, group: str) -> object:
+    return service.QueryAssignmentRequest(topic=definition.Resource(name=topic), group=definition.Resource(name=group))
+
+
+async def test_query_route_of_a_read_only_topic_offers_no_writable_queue(tmp_path: Path) -> None:
+    # genMessageQueueFromQueueData: perm readable only -> every queue Permission.READ.
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("RO", read_queue_nums=2, write_queue_nums=2, perm=PERM_READ))
+        answer = await f.call("QueryRoute", _route("RO"), service.QueryRouteResponse)
+        perms = [definition.Permission.Name(q.permission) for q in answer.message_queues]
+        assert perms == ["READ", "READ"]
+
+
+async def test_query_route_of_a_system_topic_is_illegal_topic(tmp_path: Path) -> None:
+    # RouteActivity.queryRoute: validateTopic -> ILLEGAL_TOPIC "cannot access system topic".
+    async with front(tmp_path) as f:
+        answer = await f.call("QueryRoute", _route("TBW102"), service.QueryRouteResponse)
+        assert Code.Name(answer.status.code) == "ILLEGAL_TOPIC", answer.status.message
+
+
+async def test_query_assignment_of_an_unreadable_topic_is_forbidden(tmp_path: Path) -> None:
+    # queryAssignment: no queue data readable with readQueueNums > 0 -> FORBIDDEN "no readable queue".
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("WO", read_queue_nums=2, write_queue_nums=2, perm=PERM_WRITE))
+        answer = await f.call("QueryAssignment", _assignment("WO", "G1"), service.QueryAssignmentResponse)
+        got = (
+            Code.Name(answer.status.code),
+            [definition.Permission.Name(a.message_queue.permission) for a in answer.assignments],
+        )
+        assert got == ("FORBIDDEN", []), got
+
+
+async def test_query_assignment_of_an_orderly_group_names_every_readable_queue(tmp_path: Path) -> None:
+    # queryAssignment: group consumeMessageOrderly -> one assignment per read queue, ids 0..readQueueNums-1.
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("FT", read_queue_nums=3, write_queue_nums=3))
+        f.ctx.groups.update(SubscriptionGroupConfig("FG", consume_message_orderly=True))
+        answer = await f.call("QueryAssignment", _assignment("FT", "FG"), service.QueryAssignmentResponse)
+        assert [a.message_queue.id for a in answer.assignments] == [0, 1, 2]
+
+
+async def test_heartbeat_without_settings_is_unrecognized_client_type(tmp_path: Path) -> None:
+    # ClientActivity.heartbeat: no client settings -> UNRECOGNIZED_CLIENT_TYPE "cannot find client settings".
+    async with front(tmp_path) as f:
+        answer = await f.call(
+            "Heartbeat", service.HeartbeatRequest(client_type=definition.ClientType.PRODUCER), service.HeartbeatResponse
+        )
+        assert Code.Name(answer.status.code) == "UNRECOGNIZED_CLIENT_TYPE", answer.status.message
+
+
+async def test_notify_termination_without_settings_is_unrecognized_client_type(tmp_path: Path) -> None:
+    # ClientActivity.notifyClientTermination: no client settings -> UNRECOGNIZED_CLIENT_TYPE.
+    async with front(tmp_path) as f:
+        answer = await f.call(
+            "NotifyClientTermination", service.NotifyClientTerminationRequest(), service.NotifyClientTerminationResponse
+        )
+        assert Code.Name(answer.status.code) == "UNRECOGNIZED_CLIENT_TYPE", answer.status.message
+
+
+async def test_settings_publishing_a_system_topic_ends_the_stream_with_invalid_argument(tmp_path: Path) -> None:
+    # processAndWriteClientSettings: validateTopic on every publishing topic -> GrpcProxyException(ILLEGAL_TOPIC),
+    # processTelemetryException: a 4xxxx code -> the stream ends with INVALID_ARGUMENT; nothing is registered.
+    async with front(tmp_path) as f:
+        command = service.TelemetryCommand()
+        command.settings.client_type = definition.ClientType.PRODUCER
+        command.settings.publishing.topics.add(name="TBW102")
+
+        def run() -> object:
+            with grpc.insecure_channel(f.endpoint) as channel:
+                stream = channel.stream_stream(
+                    PREFIX + "Telemetry",
+                    request_serializer=service.TelemetryCommand.SerializeToString,
+                    response_deserializer=service.TelemetryCommand.FromString,
+                )
+                call = stream(iter([command]), timeout=5, metadata=META)
+                try:
+                    first = next(call)
+                    call.cancel()
+                    return ("reply", Code.Name(first.status.code))
+                except grpc.RpcError as err:
+                    return ("ended", err.code().name)
+
+        got = await trio.to_thread.run_sync(run)
+        registered = [c.client_id for c in f.ctx.clients.producer_connections("TBW102")]
+        assert (got, registered) == (("ended", "INVALID_ARGUMENT"), [])

@@ -1,0 +1,158 @@
+"""SendMessage and EndTransaction checks as RocketMQ 5.3.3's proxy makes them
+(proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java,
+grpc/v2/common/GrpcValidator.java, grpc/v2/transaction/EndTransactionActivity.java): system topics are ILLEGAL_TOPIC;
+control characters in tags, keys and properties are refused; group and property limits count UTF-8 bytes; a blank
+message id, DUP_INFO / __CRC32# user properties, a recovery duration over an hour and a blank transaction id are
+refused; an out-of-range born timestamp falls back to now; a batch refused by any message stores none of it. Found by
+a review; each failed before. Requests go over a real gRPC socket to the in-process front door."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proxy.common import Code
+from proxy.pb import definition, service
+from tests.proxy.grpc_front import front, message
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_send_to_a_system_topic_is_illegal_topic_and_stores_nothing(tmp_path: Path) -> None:
+    # GrpcValidator.validateTopic: TopicValidator.isSystemTopic -> ILLEGAL_TOPIC "cannot access system topic".
+    async with front(tmp_path) as f:
+        assert f.ctx.topics.get("TBW102") is not None
+        before = f.stored("TBW102")
+        answer = await f.send(message("TBW102"))
+        got = (Code.Name(answer.status.code), f.stored("TBW102") - before, answer.status.message)
+        assert got[:2] == ("ILLEGAL_TOPIC", 0), got
+
+
+async def test_a_tag_with_a_control_character_is_illegal_message_tag(tmp_path: Path) -> None:
+    # GrpcValidator.validateTag: containControlCharacter -> ILLEGAL_MESSAGE_TAG.
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        answer = await f.send(message("RT", tag="Tag\tA"))
+        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        assert got[:2] == ("ILLEGAL_MESSAGE_TAG", 0), got
+
+
+async def test_a_tag_with_the_property_separator_is_illegal_message_tag_not_internal_error(tmp_path: Path) -> None:
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        answer = await f.send(message("RT", tag="A\x02B"))
+        got = (Code.Name(answer.status.code), answer.status.message)
+        assert got[0] == "ILLEGAL_MESSAGE_TAG", got
+
+
+async def test_a_batch_refused_by_a_later_message_stores_none_of_it(tmp_path: Path) -> None:
+    # RocketMQ builds (and validates) every message of the request before sending any.
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        answer = await f.send(message("RT", b"first"), message("RT", b"second", tag="A\x02B"))
+        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        assert got[:2] == ("ILLEGAL_MESSAGE_TAG", 0), got
+
+
+async def test_a_key_with_a_control_character_is_illegal_message_key(tmp_path: Path) -> None:
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        answer = await f.send(message("RT", keys=["k\x07ey"]))
+        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        assert got[:2] == ("ILLEGAL_MESSAGE_KEY", 0), got
+
+
+async def test_a_property_value_with_a_control_character_is_illegal_message_property_key(tmp_path: Path) -> None:
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        answer = await f.send(message("RT", user={"k": "v\nw"}))
+        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        assert got[:2] == ("ILLEGAL_MESSAGE_PROPERTY_KEY", 0), got
+
+
+async def test_the_message_group_limit_counts_utf8_bytes(tmp_path: Path) -> None:
+    # validateMessageGroup: messageGroup.getBytes(UTF_8).length >= maxMessageGroupSize (64) -> ILLEGAL_MESSAGE_GROUP.
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        group = "é" * 32  # 32 characters, 64 UTF-8 bytes
+        answer = await f.send(message("RT", message_group=group, message_type=definition.MessageType.FIFO))
+        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        assert got[:2] == ("ILLEGAL_MESSAGE_GROUP", 0), got
+
+
+async def test_the_property_size_limit_counts_utf8_bytes(tmp_path: Path) -> None:
+    # buildMessageProperty: key/value/tag/keys getBytes(UTF_8) summed > maxUserPropertySize (16 KiB).
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        answer = await f.send(message("RT", user={"k": "€" * 6000}))  # 6001 characters, 18001 bytes
+        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        assert got[:2] == ("MESSAGE_PROPERTIES_TOO_LARGE", 0), got
+
+
+async def test_a_blank_message_id_is_illegal_message_id(tmp_path: Path) -> None:
+    # StringUtils.isBlank(messageId) -> ILLEGAL_MESSAGE_ID.
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        answer = await f.send(message("RT", message_id="   "))
+        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        assert got[:2] == ("ILLEGAL_MESSAGE_ID", 0), got
+
+
+async def test_a_transaction_recovery_duration_over_an_hour_is_bad_request(tmp_path: Path) -> None:
+    # validateTransactionRecoverySecond: > maxTransactionRecoverySecond (3600) -> BAD_REQUEST.
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        msg = message("RT", message_type=definition.MessageType.TRANSACTION)
+        msg.system_properties.orphaned_transaction_recovery_duration.FromSeconds(7200)
+        answer = await f.send(msg)
+        got = (Code.Name(answer.status.code), answer.status.message)
+        assert got[0] == "BAD_REQUEST", got
+
+
+async def test_a_born_timestamp_out_of_range_does_not_fail_the_send(tmp_path: Path) -> None:
+    # buildMessageProperty only uses a valid born timestamp (Timestamps.isValid); the header's is the proxy's now.
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        msg = message("RT")
+        msg.system_properties.born_timestamp.seconds = 1 << 61
+        answer = await f.send(msg)
+        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        assert got[:2] == ("OK", 1), got
+
+
+@pytest.mark.parametrize("key", ["DUP_INFO", "__CRC32#"])
+async def test_a_user_property_named_as_a_rocketmq_5_system_property_is_refused(tmp_path: Path, key: str) -> None:
+    # buildMessageProperty: MessageConst.STRING_HASH_SET (5.3.3 has DUP_INFO and __CRC32#)
+    # -> ILLEGAL_MESSAGE_PROPERTY_KEY.
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        answer = await f.send(message("RT", user={key: "1"}))
+        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        assert got[:2] == ("ILLEGAL_MESSAGE_PROPERTY_KEY", 0), got
+
+
+def _end(tx_id: str, msg_id: str, resolution: int) -> object:
+    return service.EndTransactionRequest(
+        topic=definition.Resource(name="RT"),
+        transaction_id=tx_id,
+        message_id=msg_id,
+        resolution=resolution,
+        source=definition.TransactionSource.SOURCE_CLIENT,
+    )
+
+
+async def test_end_transaction_without_a_transaction_id_is_invalid_transaction_id(tmp_path: Path) -> None:
+    # EndTransactionActivity: StringUtils.isBlank(request.getTransactionId()) -> INVALID_TRANSACTION_ID.
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+        half = message("RT", message_type=definition.MessageType.TRANSACTION)
+        sent = await f.send(half)
+        assert sent.status.code == Code.OK
+        answer = await f.call(
+            "EndTransaction",
+            _end("", sent.entries[0].message_id, definition.TransactionResolution.COMMIT),
+            service.EndTransactionResponse,
+        )
+        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        assert got[:2] == ("INVALID_TRANSACTION_ID", 0), got

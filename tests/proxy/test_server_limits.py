@@ -1,0 +1,36 @@
+"""The gRPC server's limits (RocketMQ 5.3.3 ProxyConfig.grpcMaxInboundMessageSize = 130 MiB, used by
+proxy/src/main/java/org/apache/rocketmq/proxy/grpc/GrpcServerBuilder.java) and the authorization header's parser
+(acl/src/main/java/org/apache/rocketmq/acl/common/AuthorizationHeader.java): a batch of four 4 MiB bodies is taken,
+and a trailing comma in the header parses. Found by a review; each failed before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+
+from proxy.auth_header import parse_authorization
+from proxy.common import Code
+from tests.proxy.grpc_front import front, message
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_a_batch_of_four_maximum_size_bodies_is_accepted(tmp_path: Path) -> None:
+    # Each body is within maxMessageSize (4 MiB); RocketMQ's proxy takes requests up to 130 MiB.
+    async with front(tmp_path) as f:
+        f.ctx.topics.create_topic_in_send_back_process("Big", 1)
+        body = b"x" * (4 * 1024 * 1024)
+        try:
+            answer = await f.send(*(message("Big", body) for _ in range(4)))
+            got = ("answered", Code.Name(answer.status.code), f.stored("Big"))
+        except grpc.RpcError as err:
+            got = ("rpc error", err.code().name, f.stored("Big"))
+        assert got == ("answered", "OK", 4)
+
+
+def test_a_trailing_comma_in_the_authorization_header_is_accepted() -> None:
+    # Java's String.split(",") drops trailing empty strings, so "..., Signature=ab," parses.
+    header = "MQv2-HMAC-SHA1 Credential=ak, SignedHeaders=x-mq-date-time, Signature=abcd,"
+    assert parse_authorization(header).access_key == "ak"
