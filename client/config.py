@@ -14,6 +14,7 @@ import itertools
 import os
 import socket
 import ssl
+from typing import Final
 
 import attrs
 
@@ -47,11 +48,15 @@ def _split_addrs(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(value)
 
 
+#: The name server a client looks for when told none.
+DEFAULT_NAMESRV: Final = ("127.0.0.1:9876",)
+
+
 @attrs.frozen(slots=True)
 class ClientConfig:
     """``namesrv_addr`` accepts ``"h1:9876;h2:9876"`` or a list. ``client_id`` is ``ip@instanceName[@unitName]``."""
 
-    namesrv_addr: tuple[str, ...] = attrs.field(converter=_split_addrs, default=("127.0.0.1:9876",))
+    namesrv_addr: tuple[str, ...] = attrs.field(converter=_split_addrs, default=DEFAULT_NAMESRV)
     client_ip: str = attrs.field(factory=local_ip)
     instance_name: str = attrs.field(factory=default_instance_name)
     unit_name: str | None = None

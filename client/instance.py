@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Protocol, Self
 
 import anyio
 import anyio.abc
+import attrs
 
 from client import api
-from client.config import ClientConfig
+from client.config import DEFAULT_NAMESRV, ClientConfig
 from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.request_reply import ReplyTable
 from client.route import MASTER_ID, any_address
@@ -379,5 +380,11 @@ class MQClientInstance:
 
 
 def new_instance(config: ClientConfig | None, namesrv_addr: str | Sequence[str]) -> MQClientInstance:
-    """A client instance for ``config``, or for a default config pointed at ``namesrv_addr`` when there is none."""
-    return MQClientInstance(config or ClientConfig(namesrv_addr=namesrv_addr))  # type: ignore[arg-type]
+    """A client instance for ``config`` pointed at ``namesrv_addr``, unless ``config`` names name servers of its own
+    (anything but the default address); without a config, a default one."""
+    addrs = namesrv_addr if isinstance(namesrv_addr, str) else tuple(namesrv_addr)
+    if config is None:
+        return MQClientInstance(ClientConfig(namesrv_addr=addrs))
+    if config.namesrv_addr == DEFAULT_NAMESRV:
+        config = attrs.evolve(config, namesrv_addr=addrs)
+    return MQClientInstance(config)

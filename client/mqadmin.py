@@ -93,7 +93,7 @@ def help_command(ctx: click.Context, command_name: str) -> None:
     if command is None:
         click.echo(f"The sub command {command_name} not exist.")
         sys.exit(1)
-    with click.Context(command, info_name=f"mqadmin {command.name}", parent=ctx.parent) as sub:
+    with click.Context(command, info_name=command.name, parent=ctx.parent) as sub:
         click.echo(command.get_help(sub))
 
 

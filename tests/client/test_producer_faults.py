@@ -10,7 +10,9 @@ import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
+from client.config import ClientConfig
 from client.errors import MessageValidationError
+from client.instance import new_instance
 from client.message import Message
 from client.producer import Producer
 from client.trace import MessageType, TraceType
@@ -60,3 +62,15 @@ async def test_a_user_property_ending_in_tran_msg_does_not_make_a_pub_record_tra
         views = await _traces(embedded_cluster, sent.msg_id, None, {TraceType.Pub})
     [pub] = [v.record for v in views if v.record.type is TraceType.Pub]
     assert pub.msg_type is MessageType.Normal_Msg
+
+
+async def test_the_name_server_given_beside_a_config_is_used(embedded_cluster: EmbeddedCluster) -> None:
+    """``Producer(group, addr, config=ClientConfig(access_key=...))`` (the README's ACL form) used the config's default
+    127.0.0.1:9876 and dropped ``addr``; a config naming name servers of its own keeps them."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("WithConfig", read_queue_nums=1, write_queue_nums=1)
+    config = ClientConfig(instance_name="with-config")
+    async with Producer("pg-config", embedded_cluster.namesrv_addr, config=config) as producer:
+        assert (await producer.send(Message("WithConfig", b"x"))).queue_offset == 0
+    own = ClientConfig(namesrv_addr="10.0.0.1:9876;10.0.0.2:9876")
+    assert new_instance(own, embedded_cluster.namesrv_addr).config.namesrv_addr == ("10.0.0.1:9876", "10.0.0.2:9876")
