@@ -5,7 +5,8 @@ docs/protocol.md#314-name-server-headers and docs/protocol.md#46-registerbrokerb
 ``registerNameServerPeriod`` (30 s, clamped to [10 s, 60 s]), and at once whenever :meth:`trigger` is called (the
 topic manager calls it after a topic change, so a new ``%RETRY%group`` or auto-created topic is routable within
 milliseconds). Triggers that arrive while a round is running coalesce into one more round. On cancellation
-(shutdown) it sends UNREGISTER_BROKER to every name server, shielded and bounded by the request timeout.
+(shutdown) it sends UNREGISTER_BROKER to every name server, shielded and bounded by the request timeout, through a
+client with the periodic client's TLS context (RocketMQ's BrokerOuterAPI uses one remoting client for both).
 
 The body is a RegisterBrokerBody carrying the topic manager's wrapper and DataVersion; ``brokerAddr`` is read from the
 context at send time, so a broker bound to port 0 registers its real port. A broker whose ``brokerPermission`` is not
@@ -197,10 +198,18 @@ class BrokerRegistration:
                 await self.register_all()
         finally:
             # The periodic client's connections die with the cancelled scope, so shutdown uses a fresh client
-            # whose tasks live inside the shield.
+            # whose tasks live inside the shield, with the same TLS context (BrokerOuterAPI: one client for both).
             with trio.CancelScope(shield=True), trio.move_on_after(self.timeout + 1):
-                async with RemotingClient() as client:
+                async with self._shutdown_client() as client:
                     await self.unregister_all(client)
+
+    def _shutdown_client(self) -> RemotingClient:
+        """A client configured like the periodic one (TLS, serialization, connect timeout)."""
+        return RemotingClient(
+            connect_timeout=self.client.connect_timeout,
+            serialize_type=self.client.serialize_type,
+            ssl_context=self.client.ssl_context,
+        )
 
 
 def _order_table(addr: str, response: RemotingCommand) -> KVTable | None:

@@ -21,8 +21,9 @@ Before a connection is served the server peeks at its first byte, as RocketMQ's 
 (``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java``): ``0x16`` starts a TLS
 handshake (:class:`trio.SSLStream`) unless ``tls_mode`` is ``disabled``, which closes it, as it does when no context
 can be built; any other byte is plaintext unless the mode is ``enforcing``, which closes the connection without a
-frame. A handshake that fails or stalls past ``idle_timeout`` closes that connection only. Beyond
-``max_connections`` live connections a new one is closed at once. Each of these refusals is logged, rate-limited.
+frame. A handshake that fails or stalls past :data:`TLS_HANDSHAKE_TIMEOUT` (10 s, or ``idle_timeout`` when
+shorter) closes that connection only. Beyond ``max_connections`` live connections a new one is closed at once.
+Each of these refusals is logged, rate-limited.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ log = logging.getLogger(__name__)
 CloseListener = Callable[[Connection], None]
 #: Builds the server's SSL context on the first TLS connection; it may raise (then TLS connections are closed).
 SSLContextFactory = Callable[[], ssl.SSLContext]
+#: Seconds a TLS handshake may take before its connection is closed (Netty's ``SslHandler`` default
+#: ``handshakeTimeoutMillis``, 10 000, which RocketMQ's ``TlsModeHandler`` keeps); the idle timeout bounds it too.
+TLS_HANDSHAKE_TIMEOUT = 10.0
 
 
 @attrs.frozen
@@ -173,8 +177,8 @@ class RemotingServer:
             self._refuse(remote, "a TLS handshake and no TLS context")
             return None
         secure = trio.SSLStream(stream, ctx, server_side=True)
-        timeout = self.config.idle_timeout if self.config.idle_timeout is not None else float("inf")
-        with trio.move_on_after(timeout):
+        idle = self.config.idle_timeout if self.config.idle_timeout is not None else float("inf")
+        with trio.move_on_after(min(TLS_HANDSHAKE_TIMEOUT, idle)):
             try:
                 await secure.do_handshake()
             except STREAM_ERRORS as exc:

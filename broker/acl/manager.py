@@ -12,10 +12,14 @@ account's white address, signature, ``RMQ_SYS_TRACE_TOPIC`` publish shortcut, ad
 against the account's entries or its defaults. A refusal raises :class:`AclDenied` with RocketMQ's message and the
 Java frame its remark names.
 
-Loading never half-applies: a file that does not parse or compile is logged and the rules from its last good load
-(or none, the first time) stay. Edits (:meth:`update_account`, :meth:`delete_account`, :meth:`update_global_white`)
-write the owning file atomically with the next ``dataVersion`` and apply it at once; they raise
-:class:`~broker.acl.plain_config.AclConfigError` or ``OSError`` and then change nothing.
+Loading never half-applies: a file that does not parse or compile (whatever the parser raises) is logged, the rules
+from its last good load (or none, the first time) stay and the other files still load; it is read again only once it
+changes. A file that becomes empty (or only comments) keeps its previous rules, as RocketMQ's per-file
+``load(String)`` skips a file with no data; empty at the first load, it simply has no accounts.
+
+Edits (:meth:`update_account`, :meth:`delete_account`, :meth:`update_global_white`) write the owning file atomically
+with the next ``dataVersion`` and apply it at once; they raise :class:`~broker.acl.plain_config.AclConfigError` or
+``OSError`` and then change nothing.
 """
 
 from __future__ import annotations
@@ -147,23 +151,28 @@ class AclManager:
         read = [p for p in paths if changed or mtimes[p] != self._mtimes.get(p)]
         for path in set(self._loaded) - set(paths):
             del self._loaded[path]
+        self._mtimes = mtimes  # before reading, as AclFileWatchService: a bad file is not retried every round
         for path in read:
             self._read(path)
-        self._mtimes = mtimes
         if read or changed:
             self._reindex(paths)
         return read
 
     def _read(self, path: Path) -> None:
+        """Load one file; any failure is that file's alone (its previous rules stay, the others still load)."""
         try:
             text = path.read_text(encoding="utf-8")
             parsed = parse_acl_file(text)
         except FileNotFoundError:
             self._loaded.pop(path, None)
             return
-        except (OSError, UnicodeDecodeError, AclConfigError) as exc:
+        except Exception as exc:  # PyYAML and the int() of a counter raise more than AclConfigError
             kept = "keeping its previous rules" if path in self._loaded else "no rules from it"
-            log.error("ACL file %s not loaded (%s): %s", path, kept, exc)
+            log.error("ACL file %s not loaded (%s): %s: %s", path, kept, type(exc).__name__, exc)
+            return
+        if parsed.empty and path in self._loaded:
+            # PlainPermissionManager.load(String): "No data in {}, skip it"
+            log.warning("No data in %s, skip it (keeping its previous rules)", path)
             return
         self._loaded[path] = parsed
         log.info("ACL file %s loaded: %d accounts, version %d", path, len(parsed.accounts), parsed.data_version.counter)

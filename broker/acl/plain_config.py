@@ -172,6 +172,11 @@ class AclFile:
     data_version: DataVersion
     document: Mapping[str, Any] = attrs.field(repr=False)
 
+    @property
+    def empty(self) -> bool:
+        """No data: an empty document, or one of comments only."""
+        return not self.document
+
     def dump(self) -> str:
         doc = dict(self.document)
         doc["globalWhiteRemoteAddresses"] = list(self.global_white_addresses)
@@ -186,7 +191,7 @@ def _data_version(raw: object) -> DataVersion:
         return DataVersion()
     try:
         return DataVersion(int(item.get("counter", 0)), int(item.get("timestamp", 0)))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(.inf)
         return DataVersion()
 
 
@@ -207,7 +212,7 @@ def parse_acl_file(text: str) -> AclFile:
     """Parse and compile one file's text (empty text is an empty file). Raises :class:`AclConfigError`."""
     try:
         document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError, OverflowError, RecursionError) as exc:  # ValueError: a date like 2024-13-45
         raise AclConfigError(f"not valid YAML: {exc}") from None
     if document is None:
         document = {}

@@ -7,8 +7,9 @@ as RocketMQ's ``acl/src/main/java/org/apache/rocketmq/acl/plain/RemoteAddressStr
 - blank: never matches; ``*``, ``*.*.*.*``, ``*:*:*:*:*:*:*:*``: always;
 - ends with ``}``: a prefix and a ``{a,b,c}`` list (``192.168.1.{1,2}``), exact matches;
 - contains ``,``: a list of full addresses;
-- contains ``*`` or ``-``: a range in the first varying octet (IPv4: index 1 to 3, ``*`` or ``a-b``; the octets after
-  it are ignored, as in RocketMQ) or group (IPv6, written without ``::`` before it);
+- contains ``*`` or ``-``: a range in the first varying octet (IPv4: exactly four parts, so ``192.168.*`` is refused;
+  index 1 to 3, ``*`` or ``a-b``; the octets after it are ignored, as in RocketMQ) or group (IPv6, written without
+  ``::`` before it);
 - otherwise one exact address.
 
 IPv6 addresses compare in their expanded, upper-case form. A malformed pattern raises :class:`AddressPatternError`
@@ -113,10 +114,21 @@ def _range_matcher(v6: bool, head: list[str], index: int, start: int, end: int) 
     return match
 
 
+def _range_parts(pattern: str, v6: bool) -> list[str]:
+    """The pattern's groups, or its four octets (``AclUtils.isScope``: IPv4 needs ``strArray.length == 4``, empty
+    parts dropped as ``StringUtils.split`` does)."""
+    if v6:
+        return [part.strip() for part in pattern.split(":")]
+    parts = [part.strip() for part in pattern.split(".") if part]
+    if len(parts) != 4:
+        raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
+    return parts
+
+
 def _range(pattern: str) -> AddressMatcher:
     v6 = ":" in pattern
-    parts = [part.strip() for part in pattern.split(":" if v6 else ".")]
-    for index in range(1, len(parts) if v6 else min(len(parts), 4)):
+    parts = _range_parts(pattern, v6)
+    for index in range(1, len(parts) if v6 else 4):
         bounds = _bounds(parts[index], pattern, 16 if v6 else 10, 0xFFFF if v6 else 255)
         if bounds is None:
             continue

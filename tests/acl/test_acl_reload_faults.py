@@ -1,0 +1,111 @@
+"""ACL reload faults, as RocketMQ 4.9.8's per-file reload (``PlainPermissionManager.load(String)`` called by
+``srvutil/.../AclFileWatchService.java``) handles them: a file that becomes empty (or only comments) keeps its
+previous rules ("No data in {}, skip it"); a file that fails to parse for any reason (PyYAML's ValueError for an
+impossible date, anything else) keeps its old rules, is not retried until it changes (its modification time is
+recorded before the load) and never stops the other files from reloading. Found by a review; failed before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+import broker.acl.manager
+from broker.acl.manager import AclFiles, AclManager
+from broker.acl.plain_config import AclConfigError, parse_acl_file
+from broker.acl.watcher import WATCH_INTERVAL
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.acl_signing import SessionCredentials
+from tests.acl.conftest import PLAIN_ACL
+from tests.acl.test_acl_reload import USER, _refused
+from tests.conftest import SMALL_STORE
+
+TEAM = SessionCredentials("team-account", "team-secret")
+TEAM_YML = (
+    "accounts:\n  - {accessKey: team-account, secretKey: team-secret, defaultTopicPerm: SUB, defaultGroupPerm: SUB}\n"
+)
+DATED = PLAIN_ACL + "  - accessKey: dated-account\n    secretKey: 2024-13-45\n"
+
+
+async def test_an_emptied_file_keeps_its_previous_rules(
+    acl_cluster: EmbeddedCluster, acl_home: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    acl_file = acl_home / "conf" / "plain_acl.yml"
+    async with RemotingClient() as client:
+        assert not await _refused(client, acl_cluster, USER, "topicB")  # RocketMQ: topicB=PUB|SUB, groupB=PUB|SUB
+        acl_file.write_text("# being rewritten\n")
+        await trio.sleep(WATCH_INTERVAL + 0.5)
+        assert not await _refused(client, acl_cluster, USER, "topicB"), "an empty file dropped every account"
+
+
+async def test_a_revocation_in_one_file_applies_while_another_file_is_broken(
+    tmp_path: Path, acl_home: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    team = acl_home / "conf" / "acl" / "team.yml"
+    team.parent.mkdir(parents=True)
+    team.write_text(TEAM_YML)
+    async with (
+        EmbeddedCluster(tmp_path / "c", acl_enable=True, rocketmq_home=str(acl_home), **SMALL_STORE) as cluster,
+        RemotingClient() as client,
+    ):
+        assert not await _refused(client, cluster, TEAM, "topicB")
+        (acl_home / "conf" / "plain_acl.yml").write_text(DATED)  # an unquoted secret PyYAML reads as a bad date
+        await trio.sleep(WATCH_INTERVAL + 0.5)
+        team.write_text("accounts: []\n")  # team-account revoked
+        await trio.sleep(3 * WATCH_INTERVAL)
+        assert await _refused(client, cluster, TEAM, "topicB"), "the revoked account is still admitted"
+
+
+def _manager(home: Path, default: str, team: str) -> AclManager:
+    (home / "conf" / "acl").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(default)
+    (home / "conf" / "acl" / "team.yml").write_text(team)
+    manager = AclManager(AclFiles(home))
+    manager.load()
+    return manager
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "{}\n"])
+def test_a_file_with_no_data_has_no_accounts_at_first_and_keeps_its_rules_later(tmp_path: Path, text: str) -> None:
+    manager = _manager(tmp_path, PLAIN_ACL, text)
+    assert manager.account("team-account") is None
+    (tmp_path / "conf" / "acl" / "team.yml").write_text(TEAM_YML)
+    manager.reload_changed()
+    assert manager.account("team-account") is not None
+    (tmp_path / "conf" / "acl" / "team.yml").write_text(text + "\n")
+    manager.reload_changed()
+    assert manager.account("team-account") is not None
+
+
+def test_a_broken_file_is_not_retried_until_it_changes(tmp_path: Path) -> None:
+    manager = _manager(tmp_path, PLAIN_ACL, TEAM_YML)
+    default = tmp_path / "conf" / "plain_acl.yml"
+    default.write_text(DATED)
+    assert manager.reload_changed() == [default]
+    assert manager.account("RocketMQ") is not None  # its previous rules stay
+    assert manager.reload_changed() == []
+
+
+def test_any_parse_failure_is_that_files_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = _manager(tmp_path, PLAIN_ACL, TEAM_YML)
+
+    def explode(text: str) -> object:
+        if "RocketMQ" in text:
+            raise RuntimeError("an unexpected parser failure")
+        return parse_acl_file(text)
+
+    monkeypatch.setattr(broker.acl.manager, "parse_acl_file", explode)
+    (tmp_path / "conf" / "plain_acl.yml").write_text(PLAIN_ACL + "# touched\n")
+    (tmp_path / "conf" / "acl" / "team.yml").write_text("accounts: []\n")
+    manager.reload_changed()
+    assert manager.account("team-account") is None
+    assert manager.account("RocketMQ") is not None
+
+
+def test_values_pyyaml_cannot_build_are_file_errors_and_an_infinite_counter_is_no_version() -> None:
+    with pytest.raises(AclConfigError, match="not valid YAML"):
+        parse_acl_file(DATED)
+    assert parse_acl_file("dataVersion: [{counter: .inf, timestamp: 1}]\n").data_version.counter == 0

@@ -1,0 +1,63 @@
+"""TLS faults: the broker's shutdown UNREGISTER_BROKER goes over TLS like its registrations (RocketMQ's
+``BrokerOuterAPI`` uses one remoting client for both), and a stalled TLS handshake is closed after Netty's 10 s
+(``SslHandler`` handshake timeout, kept by RocketMQ's ``TlsModeHandler``), not the 120 s idle timeout. Found by a
+review; both failed before."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from remoting.dispatch import Dispatcher, ProcessorPool
+from remoting.server import TLS_HANDSHAKE_TIMEOUT, RemotingServer, ServerConfig
+from remoting.tls import PERMISSIVE, TlsSettings, server_context
+from tests.conftest import SMALL_STORE
+from tests.remoting.helpers import EchoProcessor
+
+
+async def test_clean_shutdown_unregisters_over_tls_in_an_enforcing_cluster(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    overrides = {"tls_server_mode": "enforcing", "tls_config_file": str(tmp_path / "none"), **SMALL_STORE}
+    async with EmbeddedCluster(tmp_path / "c", **overrides) as cluster:
+        assert cluster.namesrv is not None
+        server = cluster.namesrv.remoting_server
+        refused_before = server.refused_connections
+        caplog.set_level(logging.WARNING)
+        await cluster.stop_broker()
+        refused = server.refused_connections - refused_before
+        plaintext = [r.getMessage() for r in caplog.records if "plaintext while tls.server.mode" in r.getMessage()]
+        assert refused == 0, (
+            f"the name server refused {refused} plaintext connection(s) at broker shutdown: {plaintext}"
+        )
+
+
+async def test_a_stalled_tls_handshake_is_closed_after_nettys_ten_seconds(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    assert TLS_HANDSHAKE_TIMEOUT == 10.0
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
+    settings = TlsSettings(tls_config_file="/nonexistent/tls.properties")
+    server = RemotingServer(
+        dispatcher,
+        ServerConfig(idle_timeout=120.0, tls_mode=PERMISSIVE, ssl_context=lambda: server_context(settings)),
+    )
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(server.serve, "127.0.0.1", 0)
+        stream = await trio.open_tcp_stream(host, port)
+        await stream.send_all(b"\x16\x03\x01\x00")  # the start of a ClientHello record, then silence
+        started = trio.current_time()
+        with trio.move_on_after(200):
+            while await stream.receive_some(1024):
+                pass
+        held = trio.current_time() - started
+        await stream.aclose()
+        nursery.cancel_scope.cancel()
+    assert 9.5 <= held <= 10.5, f"the stalled handshake held its connection for {held:.0f} s (Netty: 10 s)"
+    assert server.refused_connections == 1
