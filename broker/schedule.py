@@ -158,12 +158,12 @@ class ScheduleMessageService:
 
     def _within_queues(self, offsets: DelayOffsetTable) -> DelayOffsetTable:
         """Each level's saved progress kept within its recovered queue (Java's correctDelayOffset): progress saved
-        past a tail a crash lost would skip the messages written at those offsets after the restart."""
-        corrected = dict(offsets)
+        past a tail a crash lost would skip the messages written at those offsets after the restart. A queue with no
+        files left starts at 0 (Java's findConsumeQueue makes an empty one)."""
+        corrected = {}
         for level, offset in offsets.items():
             cq = self.store.consume_queues.get((SCHEDULE_TOPIC, level - 1))
-            if cq is not None:
-                corrected[level] = min(max(offset, cq.min_offset), cq.max_offset)
+            corrected[level] = 0 if cq is None else min(max(offset, cq.min_offset), cq.max_offset)
         return corrected
 
     def adopt_offsets(self, table: DelayOffsetTable) -> None:

@@ -221,3 +221,60 @@ async def test_timer_delay_sec_takes_precedence_over_deliver_ms(
         await producer.send(Message("Both", b"b", properties=props))
     await trio.sleep(10)
     assert [m.body for m in stored_timer(embedded_cluster, "Both")] == [b"b"], "not delivered after TIMER_DELAY_SEC=5"
+
+
+def test_a_delay_offset_of_a_level_whose_queue_was_lost_is_corrected_to_zero(tmp_path) -> None:
+    """As above with the schedule queue's files lost too: Java's correctDelayOffset finds (makes) an empty queue and
+    corrects the progress to 0 (found by a second review)."""
+    import shutil
+
+    from broker.schedule import ScheduleMessageService
+    from remoting.codec.message import MessageRecord
+    from store.message_store import MessageStore
+    from store.store_config import StoreConfig
+    from tests.semantics.test_timer import _read_all
+
+    now = [1_000_000]
+    root = tmp_path / "store"
+    config_dir = root / "config"
+
+    def open_store() -> MessageStore:
+        store = MessageStore(StoreConfig(root, mapped_file_size_commit_log=1 << 20, now_ms=lambda: now[0]))
+        store.load()
+        return store
+
+    store = open_store()
+    store.append(MessageRecord(topic="Target", body=b"durable", queue_id=0))
+    store.flush_all_blocking()
+    durable_end = store.max_phy_offset
+    service = ScheduleMessageService(store, config_dir, delay_levels="1s 5s")
+    service.load()
+    for i in range(4):
+        store.append(service.rewrite(MessageRecord(topic="Target", body=f"old{i}".encode(), queue_id=0), 1))
+    now[0] += 2_000
+    service.deliver_due(1)
+    assert service.offsets[1] == 4
+    service._persister.write_through()  # the periodic save of delayOffset.json
+    store.abandon()
+    # A power cut: the CommitLog pages after the flushed prefix, and the schedule queue's files (created after the
+    # last flush), never reached the disk.
+    segment = root / "commitlog" / f"{0:020d}"
+    data = bytearray(segment.read_bytes())
+    data[durable_end:] = bytes(len(data) - durable_end)
+    segment.write_bytes(bytes(data))
+    shutil.rmtree(root / "consumequeue" / SCHEDULE_TOPIC)
+
+    store = open_store()
+    assert (SCHEDULE_TOPIC, 0) not in store.consume_queues
+    service = ScheduleMessageService(store, config_dir, delay_levels="1s 5s")
+    service.load()
+    for i in range(2):
+        store.append(service.rewrite(MessageRecord(topic="Target", body=f"new{i}".encode(), queue_id=0), 1))
+    now[0] += 2_000
+    for _ in range(3):
+        service.deliver_due(1)
+    bodies = [m.body for m in _read_all(store, "Target", 0)]
+    store.close()
+    assert bodies == [b"durable", b"new0", b"new1"], (
+        f"delayed messages sent after the restart were never delivered (offset kept at {service.offsets[1]})"
+    )
