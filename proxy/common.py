@@ -7,8 +7,9 @@ from collections.abc import Coroutine
 from typing import Any, Final, TypeVar
 
 from proxy.pb import definition
+from remoting.codec.bodies import PERM_READ, PERM_WRITE
 from remoting.codec.codes import ResponseCode
-from remoting.codec.topics import is_system_topic, validate_topic
+from remoting.codec.topics import is_system_group, is_system_topic, validate_group, validate_topic
 
 __all__ = [
     "BACKOFF_SECONDS",
@@ -61,6 +62,36 @@ def check_topic(topic: str) -> None:
         raise RpcError(Code.ILLEGAL_TOPIC, remark)
     if is_system_topic(topic):
         raise RpcError(Code.ILLEGAL_TOPIC, "cannot access system topic")
+
+
+def routed_perm(topic_perm: int, broker_perm: int) -> int:
+    """A topic's permission as its route carries it: a broker that is not read+write registers every topic with its
+    own ``brokerPermission`` (BrokerController.registerBrokerAll), which the proxy's routes then show."""
+    readable_writable = PERM_READ | PERM_WRITE
+    return topic_perm if broker_perm & readable_writable == readable_writable else broker_perm
+
+
+def check_group(group: str) -> None:
+    """GrpcValidator.validateConsumerGroup: a legal name that is no system group; raises
+    RpcError(ILLEGAL_CONSUMER_GROUP)."""
+    remark = validate_group(group)
+    if remark is not None:
+        raise RpcError(Code.ILLEGAL_CONSUMER_GROUP, remark)
+    if is_system_group(group):
+        raise RpcError(Code.ILLEGAL_CONSUMER_GROUP, "cannot use system consumer group")
+
+
+#: What Java's Character.isWhitespace calls whitespace (StringUtils.isBlank): the ASCII controls below and the Unicode
+#: space, line and paragraph separators except the no-break ones (U+00A0, U+2007, U+202F).
+_JAVA_WHITESPACE: Final = frozenset(
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2008\u2009\u200a"
+    "\u2028\u2029\u205f\u3000"
+)
+
+
+def is_blank(text: str) -> bool:
+    """Java's StringUtils.isBlank: empty, or only characters Character.isWhitespace accepts."""
+    return all(ch in _JAVA_WHITESPACE for ch in text)
 
 
 def status(code: int = Code.OK, message: str = "OK") -> Any:

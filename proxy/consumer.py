@@ -24,7 +24,7 @@ from broker.pop.receipt import pop_retry_topic
 from processors.common import RequestRejected
 from processors.filter import Sql92ParseError, compile_sql92
 from processors.pull import build_subscription, tag_filter_of
-from proxy.common import Code, RpcError, check_topic, status, status_of_response_code
+from proxy.common import Code, RpcError, check_group, check_topic, routed_perm, status, status_of_response_code
 from proxy.config import ProxyConfig
 from proxy.convert import grpc_message
 from proxy.pb import definition, service
@@ -253,23 +253,25 @@ class Consuming:
 
     def query_assignment(self, req: Any, metadata: dict[str, str], broker_pb: Any) -> Any:
         """RouteActivity.queryAssignment (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/
-        RouteActivity.java): FORBIDDEN without a readable queue; an orderly group gets one assignment per read
-        queue, others one with id -1."""
+        RouteActivity.java): the topic and group names checked; FORBIDDEN without a readable queue; an orderly group
+        gets one assignment per read queue, others one with id -1."""
         topic = req.topic.name
         check_topic(topic)
         config = self.broker.topics.get(topic)
         if config is None:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
-        if not config.perm & PERM_READ or config.read_queue_nums <= 0:
+        perm = routed_perm(config.perm, self.broker.config.broker_permission)
+        if not perm & PERM_READ or config.read_queue_nums <= 0:
             return service.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "no readable queue"))
-        group = self.broker.groups.find(req.group.name)
+        check_group(req.group.name)
+        group = self.broker.groups.get(req.group.name)  # read only: Java's LocalMetadataService creates nothing
         orderly = group is not None and group.consume_message_orderly
         response = service.QueryAssignmentResponse(status=status())
         for qid in range(config.read_queue_nums) if orderly else [-1]:
             queue = response.assignments.add().message_queue
             queue.topic.CopyFrom(req.topic)
             queue.id = qid
-            queue.permission = _permission(config.perm)
+            queue.permission = _permission(perm)
             queue.broker.CopyFrom(broker_pb)
         return response
 

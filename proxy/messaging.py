@@ -20,7 +20,7 @@ from broker.context import BrokerState
 from broker.pop import PopService
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, topic_type
 from proxy.acl import GrpcAcl
-from proxy.common import BACKOFF_SECONDS, Code, RpcError, check_topic, client_id_of, peer_of, status
+from proxy.common import BACKOFF_SECONDS, Code, RpcError, check_topic, client_id_of, peer_of, routed_perm, status
 from proxy.config import ProxyConfig
 from proxy.consumer import Consuming
 from proxy.local import LocalInvoker
@@ -140,7 +140,8 @@ class MessagingActivity:
         response = service.QueryRouteResponse(status=status())
         broker = self.broker_pb(req.endpoints)
         accepted = accepted_types(topic_type(config.attribute(MESSAGE_TYPE)))
-        for qid, perm in enumerate(queue_permissions(config.perm, config.read_queue_nums, config.write_queue_nums)):
+        routed = routed_perm(config.perm, self.broker.config.broker_permission)
+        for qid, perm in enumerate(queue_permissions(routed, config.read_queue_nums, config.write_queue_nums)):
             queue = response.message_queues.add(id=qid, permission=perm)
             queue.topic.CopyFrom(req.topic)
             queue.broker.CopyFrom(broker)

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from broker.context import BrokerState
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, message_type_of, topic_type
-from proxy.common import Code, RpcError, check_topic, finish_now, peer_of, status, status_of_response_code
+from proxy.common import Code, RpcError, check_topic, finish_now, is_blank, peer_of, status, status_of_response_code
 from proxy.config import ProxyConfig
 from proxy.convert import RESERVED, SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED, send_properties
 from proxy.local import LocalInvoker
@@ -78,7 +78,7 @@ class Producing:
         sp = msg.system_properties
         self._check_body(msg.body)
         self._check_properties(msg)
-        if not sp.message_id.strip():
+        if is_blank(sp.message_id):
             raise RpcError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
         limit = self.config.max_transaction_recovery_second
         recovery = sp.orphaned_transaction_recovery_duration.seconds
@@ -103,7 +103,7 @@ class Producing:
         if len(props) > self.config.user_property_max_num:
             raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "too many user properties")
         for key, value in props.items():
-            if key in RESERVED or not key.strip():
+            if key in RESERVED or is_blank(key):
                 raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property key {key!r} is reserved or blank")
             if _has_control(key) or _has_control(value):
                 raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "property cannot contain control character")
@@ -118,7 +118,7 @@ class Producing:
         """SendMessageActivity.validateMessageGroup (an empty group is no group)."""
         if not group:
             return
-        if not group.strip():
+        if is_blank(group):
             raise RpcError(Code.ILLEGAL_MESSAGE_GROUP, "message group cannot be the char sequence of whitespace")
         limit = self.config.max_message_group_size
         if 0 < limit <= _utf8(group):
@@ -250,7 +250,7 @@ class Producing:
         EndTransactionActivity.java): the topic, then a non-blank transaction id; raises RpcError."""
         check_topic(req.topic.name)
         tx_id = req.transaction_id
-        if not tx_id.strip():
+        if is_blank(tx_id):
             raise RpcError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
         found = self.transactions.get(tx_id)
         if found is None:
@@ -288,7 +288,7 @@ def _check_tag(tag: str) -> None:
     """GrpcValidator.validateTag (an empty tag is no tag)."""
     if not tag:
         return
-    if not tag.strip():
+    if is_blank(tag):
         raise RpcError(Code.ILLEGAL_MESSAGE_TAG, "tag cannot be the char sequence of whitespace")
     if "|" in tag:
         raise RpcError(Code.ILLEGAL_MESSAGE_TAG, "tag cannot contain '|'")
@@ -298,7 +298,7 @@ def _check_tag(tag: str) -> None:
 
 def _check_key(key: str) -> None:
     """SendMessageActivity.validateMessageKey."""
-    if key and not key.strip():
+    if key and is_blank(key):
         raise RpcError(Code.ILLEGAL_MESSAGE_KEY, "key cannot be the char sequence of whitespace")
     if _has_control(key):
         raise RpcError(Code.ILLEGAL_MESSAGE_KEY, "key cannot contain control character")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import grpc
 import pytest
 import trio
@@ -39,6 +40,18 @@ async def test_query_route_of_a_read_only_topic_offers_no_writable_queue(tmp_pat
         answer = await f.call("QueryRoute", _route("RO"), service.QueryRouteResponse)
         perms = [definition.Permission.Name(q.permission) for q in answer.message_queues]
         assert perms == ["READ", "READ"]
+
+
+async def test_a_read_only_broker_routes_its_topics_read_only(tmp_path: Path) -> None:
+    """With ``brokerPermission=4`` the name server's routes carry READ for every topic (registerBrokerAll); the
+    proxy's own routes and assignments must too (found by a second review)."""
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("RW", read_queue_nums=2, write_queue_nums=2))
+        f.ctx.config = attrs.evolve(f.ctx.config, broker_permission=PERM_READ)
+        answer = await f.call("QueryRoute", _route("RW"), service.QueryRouteResponse)
+        assert [definition.Permission.Name(q.permission) for q in answer.message_queues] == ["READ", "READ"]
+        assigned = await f.call("QueryAssignment", _assignment("RW", "G1"), service.QueryAssignmentResponse)
+        assert [definition.Permission.Name(a.message_queue.permission) for a in assigned.assignments] == ["READ"]
 
 
 async def test_query_route_of_a_system_topic_is_illegal_topic(tmp_path: Path) -> None:
@@ -113,3 +126,18 @@ async def test_settings_publishing_a_system_topic_ends_the_stream_with_invalid_a
         got = await trio.to_thread.run_sync(run)
         registered = [c.client_id for c in f.ctx.clients.producer_connections("TBW102")]
         assert (got, registered) == (("ended", "INVALID_ARGUMENT"), [])
+
+
+async def test_query_assignment_neither_creates_a_group_nor_takes_an_illegal_name(tmp_path: Path) -> None:
+    """RouteActivity.queryAssignment validates the group (ILLEGAL_CONSUMER_GROUP) and reads the group table only
+    (LocalMetadataService.getSubscriptionGroupConfig); a lookup that auto-created it left any name in
+    subscriptionGroup.json (found by a second review)."""
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("RevTopic", read_queue_nums=2, write_queue_nums=2))
+        for group, code in (("rev2 never subscribed!", "ILLEGAL_CONSUMER_GROUP"), ("NeverSubscribed", "OK")):
+            req = service.QueryAssignmentRequest(
+                topic=definition.Resource(name="RevTopic"), group=definition.Resource(name=group)
+            )
+            answer = await f.call("QueryAssignment", req, service.QueryAssignmentResponse)
+            assert Code.Name(answer.status.code) == code
+            assert f.ctx.groups.get(group) is None

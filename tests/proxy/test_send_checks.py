@@ -14,6 +14,7 @@ import pytest
 
 from proxy.common import Code
 from proxy.pb import definition, service
+from remoting.codec.bodies.broker_metadata import TopicConfig
 from tests.proxy.grpc_front import front, message
 
 pytestmark = pytest.mark.timeout(120)
@@ -156,3 +157,12 @@ async def test_end_transaction_without_a_transaction_id_is_invalid_transaction_i
         )
         got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
         assert got[:2] == ("INVALID_TRANSACTION_ID", 0), got
+
+
+async def test_a_no_break_space_is_not_blank_as_for_java(tmp_path: Path) -> None:
+    """StringUtils.isBlank uses Character.isWhitespace, for which U+00A0 is no whitespace: a message id of one is
+    stored by Java's proxy (found by a second review: ``str.strip`` refused it)."""
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("RevBlank", read_queue_nums=1, write_queue_nums=1))
+        answer = await f.send(message("RevBlank", message_id="\u00a0"))
+        assert Code.Name(answer.status.code) == "OK", answer.status.message
