@@ -213,6 +213,7 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
     Runs cq_runs = {0}, idx_runs = {0};
     Run *cq_run = NULL, *idx_run = NULL;
     int64_t next_qoff = 0, last_ts = 0;
+    int run_open = 0; /* the run can take the next queue offset (not past INT64_MAX) */
     Py_ssize_t count = 0;
     int failed = 0;
     while (pos >= 0 && limit - pos >= (head ? head : 8)) {
@@ -248,7 +249,10 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
         if (props_at + 2 + props_len != end) break;
         int64_t phy = (int64_t)scan_get64(r + 28);
         int tx = sys_flag & SCAN_TX_MASK;
-        if (phy != base + at || tx == SCAN_TX_PREPARED || tx == SCAN_TX_ROLLBACK) break;
+        /* base + at must not wrap (base comes from the caller, near INT64_MAX at worst) */
+        if (base > INT64_MAX - at || phy != base + at || tx == SCAN_TX_PREPARED ||
+            tx == SCAN_TX_ROLLBACK)
+            break;
         Span topic = {b + topic_at + 1, topic_len};
         if (!span_ascii(topic)) break;
         if (topic_len == (Py_ssize_t)strlen(SCAN_SCHEDULE) && memcmp(topic.p, SCAN_SCHEDULE, (size_t)topic_len) == 0)
@@ -260,7 +264,8 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
         int64_t qoff = (int64_t)scan_get64(r + 20);
         int64_t store_ts = (int64_t)scan_get64(r + 48 + bl);
 
-        if (cq_run == NULL || cq_run->queue_id != queue_id || next_qoff != qoff || cq_run->topic_len != topic_len ||
+        if (cq_run == NULL || !run_open || cq_run->queue_id != queue_id || next_qoff != qoff ||
+            cq_run->topic_len != topic_len ||
             memcmp(cq_run->topic, topic.p, (size_t)topic_len) != 0) {
             if ((cq_run = runs_add(&cq_runs)) == NULL) goto nomem;
             *cq_run = (Run){cq.len, cq.len, topic.p, topic_len, queue_id, qoff};
@@ -271,7 +276,8 @@ static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_
         e = scan_put32(e, (uint32_t)size);
         scan_put64(e, (uint64_t)(int64_t)(int32_t)scan_hash(0, tags.p, tags.n));
         cq_run->to = cq.len;
-        next_qoff = qoff + 1;
+        run_open = qoff != INT64_MAX; /* as the Python twin: no run across the wrap */
+        next_qoff = run_open ? qoff + 1 : 0;
 
         if (with_index && (uniq.n > 0 || keys.n > 0)) {
             uint32_t prefix = scan_hash(scan_hash(0, topic.p, topic_len), (const unsigned char *)"#", 1);
