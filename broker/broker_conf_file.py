@@ -2,77 +2,81 @@
 UPDATE_BROKER_CONFIG), so a restart with the same ``-c`` file keeps them.
 
 Unlike Java, which rewrites the file as a dump of every setting, only the changed keys are touched: each line that
-defines one gets the new value (keeping its indentation and separator; a value continued over several lines with
-``\\`` becomes one line), keys the file lacks are appended at the end, and every other line (comments, blank lines,
-keys we do not know) is kept byte for byte.
+defines one gets the new value (keeping its indentation and ``=``/``:`` separator; a value continued over several
+lines with ``\\`` becomes one line), keys the file lacks are appended at the end, and every other line (comments,
+blank lines, keys we do not know) is kept byte for byte. Lines are found as ``java.util.Properties.load`` reads them
+(:mod:`remoting.codec.java_properties`), the file is ISO-8859-1 as Java reads it, and new values are escaped so that
+Java reads them back unchanged.
 
-The write is atomic: a temp file next to it, fsynced, renamed over the original, then the directory fsynced; a
-crash leaves either the old or the new file. Blocking; errors are ``OSError`` (the caller logs them: the running
-broker already uses the new values).
+The write is atomic: a temp file of its own next to it, fsynced, renamed over the original, then the directory
+fsynced; a crash leaves either the old or the new file. Concurrent writers are serialised, so none loses another's
+keys. Blocking; errors are ``OSError`` (the caller logs them: the running broker already uses the new values).
 """
 
 from __future__ import annotations
 
-import re
+import threading
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from remoting.codec.java_properties import (
+    decode_properties_file,
+    escape_key,
+    escape_value,
+    logical_lines,
+    physical_lines,
+    split_line,
+    unescape,
+)
 from store.metadata_files import replace_atomically
 
 __all__ = ["persist_properties", "rewrite_properties"]
 
-
-def _logical_lines(lines: list[str]) -> list[tuple[int, int, str]]:
-    """``(first, end, text)`` per logical line: physical lines ``[first, end)`` joined where one ends with ``\\``."""
-    out = []
-    i = 0
-    while i < len(lines):
-        first = i
-        text = lines[i].strip()
-        i += 1
-        while text.endswith("\\") and not text.startswith(("#", "!")) and i < len(lines):
-            text = text[:-1] + lines[i].strip()
-            i += 1
-        out.append((first, i, text))
-    return out
+#: Serialises every read-modify-write of a conf file (Java's ``Configuration`` does it under its write lock).
+_WRITE_LOCK = threading.Lock()
 
 
-def _key_of(text: str) -> str | None:
-    if not text or text[0] in "#!":
-        return None
-    seps = [i for i in (text.find("="), text.find(":")) if i >= 0]
-    return text[: min(seps)].strip() if seps else text.rstrip("\\")
+def _new_line(original: str, logical: str, value: str) -> str:
+    """``original``'s first physical line re-written with ``value``: its indentation, key and separator kept."""
+    raw_key, raw_value = split_line(logical)
+    separator = logical[len(raw_key) : len(logical) - len(raw_value)]
+    if "=" not in separator and ":" not in separator:
+        separator = "="
+    indent = original[: len(original) - len(original.lstrip(" \t\f"))]
+    ending = original[len(original.rstrip("\r\n")) :] or "\n"
+    return f"{indent}{raw_key}{separator}{escape_value(value)}{ending}"
 
 
 def rewrite_properties(text: str, changes: Mapping[str, str]) -> str:
     """``text`` (a properties file) with each key of ``changes`` set to its value; see the module docstring."""
-    lines = text.splitlines(keepends=True)
+    lines = physical_lines(text)
     out: list[str] = []
     written: set[str] = set()
-    for first, end, logical in _logical_lines(lines):
-        key = _key_of(logical)
-        if key is None or key not in changes:
-            out.extend(lines[first:end])
+    done = 0
+    for first, end, logical in logical_lines(lines):
+        key = unescape(split_line(logical)[0])
+        if key not in changes:
             continue
-        original = lines[first]
-        ending = original[len(original.rstrip("\r\n")) :] or "\n"
-        # Horizontal whitespace only: "\s" would swallow the line ending of an empty value ("key=\n").
-        head = re.match(r"[ \t\f]*" + re.escape(key) + r"[ \t\f]*[=:][ \t\f]*", original)
-        prefix = head.group(0) if head else f"{key}="
-        out.append(f"{prefix}{changes[key]}{ending}")
+        out.extend(lines[done:first])
+        out.append(_new_line(lines[first], logical, changes[key]))
         written.add(key)
+        done = end
+    out.extend(lines[done:])
     missing = [key for key in changes if key not in written]
     if missing and out and not out[-1].endswith(("\n", "\r")):
         out.append("\n")
-    out.extend(f"{key}={changes[key]}\n" for key in missing)
+    out.extend(f"{escape_key(key)}={escape_value(changes[key])}\n" for key in missing)
     return "".join(out)
 
 
 def persist_properties(path: Path, changes: Mapping[str, str]) -> None:
     """Apply :func:`rewrite_properties` to the file at ``path`` atomically (a missing file is created)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    data = rewrite_properties(text, changes).encode("utf-8")
-    replace_atomically(path, data, path.with_name(f".{path.name}.tmp"), keep_mode=True)
+    with _WRITE_LOCK:
+        try:
+            text = decode_properties_file(path.read_bytes())
+        except FileNotFoundError:
+            text = ""
+        data = rewrite_properties(text, changes).encode("latin-1")
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        replace_atomically(path, data, tmp, keep_mode=True)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Final
 
 import attrs
 
-from remoting.codec.java_properties import load_config
+from remoting.codec.java_properties import JAVA_LONG, PORT, decode_properties_file, load_config
 from remoting.server import ListenerSettings
 
 
@@ -23,19 +24,19 @@ class BrokerConfig(ListenerSettings):
 
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
-    broker_id: int = 0
+    broker_id: int = attrs.field(default=0, metadata=JAVA_LONG)
     broker_role: str = "ASYNC_MASTER"
     broker_ip1: str = attrs.field(default="127.0.0.1", metadata={"key": "brokerIP1"})
     #: The HA address's host; empty means ``brokerIP1`` (Java defaults both to the local address).
     broker_ip2: str = attrs.field(default="", metadata={"key": "brokerIP2"})
-    listen_port: int = 10911
+    listen_port: int = attrs.field(default=10911, metadata=PORT)
     #: Interface the main port binds (ours: Java binds every interface).
     listen_host: str = "0.0.0.0"
     #: Also serve the "VIP" channel on ``listenPort - 2`` (everything but PULL_MESSAGE), which Java clients up to 4.4
     #: use by default. Ours: Java always opens it; skipped when listenPort is 0 (no port to derive it from).
     fast_channel_enable: bool = True
     #: Master HA port; 0 means ``listenPort + 1`` as Java derives it.
-    ha_listen_port: int = 0
+    ha_listen_port: int = attrs.field(default=0, metadata=PORT)
     namesrv_addr: str = ""
     store_path_root_dir: str = str(Path.home() / "store")
     #: The CommitLog's directory, or several ``,``-separated (RocketMQ's multi-path CommitLog); empty:
@@ -85,12 +86,12 @@ class BrokerConfig(ListenerSettings):
     max_transfer_count_on_message_in_memory: int = 32
     #: Serve SQL92 subscriptions (broker-side property filters); off by default, as in RocketMQ.
     enable_property_filter: bool = False
-    short_polling_time_mills: int = 1000
+    short_polling_time_mills: int = attrs.field(default=1000, metadata=JAVA_LONG)
     register_name_server_period: int = 30_000
     register_broker_timeout_mills: int = 6000
-    rebalance_lock_max_live_time: int = 60_000
+    rebalance_lock_max_live_time: int = attrs.field(default=60_000, metadata=JAVA_LONG)
     #: A client channel silent for this long (ms) is dropped by the registry's 10 s scan (Java's 120 s constant).
-    channel_expired_timeout: int = 120_000
+    channel_expired_timeout: int = attrs.field(default=120_000, metadata=JAVA_LONG)
     server_channel_max_idle_time_seconds: int = 120
     flush_consumer_offset_interval: int = 5000
     notify_consumer_ids_changed_enable: bool = True
@@ -98,7 +99,7 @@ class BrokerConfig(ListenerSettings):
     trace_on: bool = True
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     #: delayOffset.json save interval (ms), as Java's flushDelayOffsetInterval.
-    flush_delay_offset_interval: int = 10_000
+    flush_delay_offset_interval: int = attrs.field(default=10_000, metadata=JAVA_LONG)
     #: Timer messages (RocketMQ 5 names): slot width in ms (ours defaults to 100 for sub-second precision; Java 1000),
     #: the longest accepted delay, and the checkpoint save interval.
     timer_precision_ms: int = 100
@@ -121,11 +122,11 @@ class BrokerConfig(ListenerSettings):
     admin_thread_pool_queue_capacity: int = 100_000
     #: Transactions (docs/protocol.md#78-transactions): a half message is checked once older than this (ms, since its
     #: born time)...
-    transaction_time_out: int = 6000
+    transaction_time_out: int = attrs.field(default=6000, metadata=JAVA_LONG)
     #: ...at most this many times, then discarded to TRANS_CHECK_MAX_TIME_TOPIC...
     transaction_check_max: int = 15
     #: ...in check rounds this far apart (ms).
-    transaction_check_interval: int = 60_000
+    transaction_check_interval: int = attrs.field(default=60_000, metadata=JAVA_LONG)
     #: Replication (RocketMQ's MessageStoreConfig names and defaults; docs/architecture.md#replication). A slave
     #: reports its offset and a master heartbeats after this long idle (ms)...
     ha_send_heartbeat_interval: int = 5000
@@ -149,7 +150,7 @@ class BrokerConfig(ListenerSettings):
     #: serves nothing and times no request; ``OTLP_GRPC`` and ``LOG`` are not supported (logged, nothing exported).
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
-    metrics_prom_exporter_port: int = 5557
+    metrics_prom_exporter_port: int = attrs.field(default=5557, metadata=PORT)
     #: Extra labels on every metric: ``key1:value1,key2:value2``.
     metrics_label: str = ""
     #: ACL 1.0 (docs/architecture.md#acl-and-tls-at-the-edge): every request is checked against the plain_acl.yml
@@ -218,7 +219,21 @@ def checked_roles(config: BrokerConfig) -> BrokerConfig:
     return config if config.broker_id == 0 else attrs.evolve(config, broker_id=0)
 
 
+#: What ``mqbroker -m`` prints: the settings RocketMQ 4.9.8 marks ``@ImportantField`` (common/.../BrokerConfig.java,
+#: store/.../config/MessageStoreConfig.java) that this broker has.
+IMPORTANT_PROPERTIES: Final = frozenset({
+    "namesrvAddr", "brokerIP1", "brokerName", "brokerClusterName", "brokerId", "autoCreateTopicEnable",
+    "autoCreateSubscriptionGroup", "msgTraceTopicName", "traceTopicEnable", "rejectTransactionMessage",
+    "fetchNamesrvAddrByAddressServer", "transactionTimeOut", "transactionCheckMax", "transactionCheckInterval",
+    "aclEnable", "storePathRootDir", "storePathCommitLog", "storePathDLedgerCommitLog", "flushIntervalCommitLog",
+    "commitIntervalCommitLog", "flushCommitLogTimed", "deleteWhen", "fileReservedTime",
+    "maxTransferBytesOnMessageInMemory", "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInDisk",
+    "maxTransferCountOnMessageInDisk", "accessMessageInMemoryMaxRatio", "messageIndexEnable", "messageIndexSafe",
+    "haMasterAddress", "brokerRole", "flushDiskType", "cleanFileForciblyEnable", "transientStorePoolEnable",
+})  # fmt: skip
+
+
 def load_broker_config(path: str | Path | None = None, **overrides: object) -> tuple[BrokerConfig, list[str]]:
     """:func:`remoting.codec.java_properties.load_config` over the broker's defaults."""
-    text = None if path is None else Path(path).read_text(encoding="utf-8")
+    text = None if path is None else decode_properties_file(Path(path).read_bytes())
     return load_config(BrokerConfig(), text, **overrides)

@@ -1,8 +1,11 @@
 """``mqbroker``: run a broker from the command line, like RocketMQ's ``bin/mqbroker``.
 
-Options: ``-c FILE`` (a RocketMQ ``broker.conf`` properties file), ``-n "addr[;addr]"`` (name servers, same as
-``namesrvAddr``), and any property as ``--name value`` or ``--name=value`` (``--listenPort 0``,
-``--storePathRootDir DIR``, ``--flushDiskType SYNC_FLUSH``, ``--brokerName b``, ``--autoCreateTopicEnable true``).
+Options: ``-c FILE`` (a RocketMQ ``broker.conf`` properties file, read as ``java.util.Properties`` reads it:
+ISO-8859-1 with ``\\uXXXX`` escapes), ``-n "addr[;addr]"`` (name servers, same as ``namesrvAddr``; each must be
+``host:port``, as BrokerStartup checks), ``-p``/``-m`` (print every setting / the important ones as ``name=value``
+lines and exit 0, BrokerStartup's ``printConfigItem``/``printImportantConfig``), and any property as ``--name value``
+or ``--name=value`` (``--listenPort 0``, ``--storePathRootDir DIR``, ``--flushDiskType SYNC_FLUSH``, ``--brokerName
+b``, ``--autoCreateTopicEnable true``).
 Later sources win: defaults, then the file, then ``--name value`` properties, then ``-n``; without any of them the
 ``NAMESRV_ADDR`` environment variable names the name servers, as in Java.
 
@@ -14,8 +17,9 @@ UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``) writes the properties it c
 (:mod:`broker.broker_conf_file`), so a restart keeps them.
 
 SIGINT (Ctrl-C) and SIGTERM shut down cleanly (unregister from name servers, flush, checkpoint, save config files;
-exit status 0). A bad option or property value exits with status 2; a port that cannot be bound, a locked or corrupt
-store exits with status 1.
+exit status 0). A bad option or property value (a number outside its Java type's range, ``listenPort`` outside
+0..65535, an illegal name server address) exits with status 2 and a message naming it; a port that cannot be bound,
+a locked or corrupt store exits with status 1.
 """
 
 from __future__ import annotations
@@ -30,19 +34,44 @@ import attrs
 import click
 import trio
 
-from broker.broker_config import BrokerConfig
+from broker.broker_config import IMPORTANT_PROPERTIES, BrokerConfig
+from broker.context import check_enums
 from broker.controller import BrokerController
 from proxy.config import ProxyConfig, proxy_config_from
-from remoting.codec.java_properties import PropertiesError, apply_properties, parse_properties, parse_property_args
+from remoting.codec.java_properties import (
+    PropertiesError,
+    apply_properties,
+    decode_properties_file,
+    parse_properties,
+    parse_property_args,
+    property_texts,
+)
 from remoting.connection import Address
 from store.errors import StoreError
 
 log = logging.getLogger("broker")
 
 
+def read_conf_file(config_file: str | None) -> dict[str, str]:
+    """The ``-c`` file's properties, read as ``Properties.load(InputStream)`` reads it (ISO-8859-1)."""
+    return parse_properties(decode_properties_file(Path(config_file).read_bytes())) if config_file else {}
+
+
+def check_namesrv_addr(namesrv_addr: str) -> None:
+    """BrokerStartup's check: each ``;``-separated entry is ``host:port`` (``RemotingUtil.string2SocketAddress``)."""
+    entries = namesrv_addr.rstrip(";")  # Java's String.split drops trailing empty entries
+    for addr in entries.split(";") if entries else []:
+        _, colon, port = addr.rpartition(":")
+        if not colon or not port.isascii() or not port.isdigit() or int(port) > 65535:
+            raise PropertiesError(
+                f"The Name Server Address[{namesrv_addr}] illegal, please set it as follows,"
+                ' "127.0.0.1:9876;192.168.0.1:9876"'
+            )
+
+
 def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | None) -> BrokerConfig:
     """The effective config; unknown property names are reported on stderr, not fatal (as Java does)."""
-    props = parse_properties(Path(config_file).read_text(encoding="utf-8")) if config_file else {}
+    props = read_conf_file(config_file)
     props.update(parse_property_args(extra))
     config, unknown = apply_properties(BrokerConfig(), props)
     _, not_proxy = apply_properties(ProxyConfig(), {k: props[k] for k in unknown})
@@ -53,9 +82,15 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
         namesrv_addr = os.environ.get("NAMESRV_ADDR")
     if namesrv_addr is not None:
         config = attrs.evolve(config, namesrv_addr=namesrv_addr)
-    if config.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
-        raise PropertiesError(f"flushDiskType: expected ASYNC_FLUSH or SYNC_FLUSH, got {config.flush_disk_type!r}")
+    check_enums(config)
+    check_namesrv_addr(config.namesrv_addr)
     return config
+
+
+def config_lines(config: BrokerConfig, important_only: bool) -> list[str]:
+    """``name=value`` per setting, as ``mqbroker -p`` (``-m``: only Java's ``@ImportantField`` ones) prints them."""
+    texts = property_texts(config)
+    return [f"{key}={text}" for key, text in texts.items() if not important_only or key in IMPORTANT_PROPERTIES]
 
 
 def boot_line(config: BrokerConfig, address: Address) -> str:
@@ -68,7 +103,7 @@ def boot_line(config: BrokerConfig, address: Address) -> str:
 
 def build_proxy_config(config_file: str | None, extra: list[str], enable: bool) -> ProxyConfig:
     """The 5.x front door's settings from the same sources as the broker's (docs/grpc.md#settings)."""
-    props = parse_properties(Path(config_file).read_text(encoding="utf-8")) if config_file else {}
+    props = read_conf_file(config_file)
     props.update(parse_property_args(extra))
     proxy_config, _ = proxy_config_from(props, enable)
     return proxy_config
@@ -100,8 +135,17 @@ async def run(config: BrokerConfig, config_path: Path | None = None, proxy: Prox
 @click.option("-c", "config_file", type=click.Path(exists=True, dir_okay=False), help="RocketMQ broker.conf file.")
 @click.option("-n", "--namesrv-addr", "namesrv_addr", default=None, help="Name servers, 'host:port[;host:port]'.")
 @click.option("--enable-proxy", "enable_proxy", is_flag=True, help="Also serve RocketMQ 5 gRPC clients (local proxy).")
+@click.option("-p", "--printConfigItem", "print_all", is_flag=True, help="Print every setting and exit.")
+@click.option("-m", "--printImportantConfig", "print_important", is_flag=True, help="Print the important settings.")
 @click.pass_context
-def main(ctx: click.Context, config_file: str | None, namesrv_addr: str | None, enable_proxy: bool = False) -> None:
+def main(
+    ctx: click.Context,
+    config_file: str | None,
+    namesrv_addr: str | None,
+    enable_proxy: bool = False,
+    print_all: bool = False,
+    print_important: bool = False,
+) -> None:
     """Start a RocketMQ 4.x-compatible broker. Extra ``--name value`` pairs set properties."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
@@ -109,6 +153,9 @@ def main(ctx: click.Context, config_file: str | None, namesrv_addr: str | None, 
         proxy = build_proxy_config(config_file, list(ctx.args), enable_proxy)
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
+    if print_all or print_important:
+        click.echo("\n".join(config_lines(config, important_only=not print_all)))
+        return
     try:
         trio.run(run, config, Path(config_file) if config_file else None, proxy)
     except (OSError, StoreError, ValueError, BaseExceptionGroup) as exc:

@@ -83,14 +83,15 @@ class BrokerState:
 
     async def update_config(self, props: Mapping[str, str]) -> list[str]:
         """Apply ``props`` (property names) to the running broker and its ``-c`` file; returns the unknown keys.
-        Raises :class:`~remoting.codec.java_properties.PropertiesError` for a bad value (nothing is changed then)."""
+        Raises :class:`~remoting.codec.java_properties.PropertiesError` for a bad value: the whole update is refused
+        and nothing is changed (Java's ``MixAll.properties2Object`` skips such a key instead)."""
         config, unknown = apply_properties(self.config, dict(props))
-        if config.broker_role not in _ROLES:
-            raise PropertiesError(f"brokerRole {config.broker_role!r} is not one of {', '.join(_ROLES)}")
+        check_enums(config)
         # Written to the file, used from the next start: the running store and its roles keep what they started with
         # (a slave switched live kept replicating as a slave and stopped its metadata sync).
-        live = self.config = attrs.evolve(config, **{name: getattr(self.config, name) for name in RESTART_SETTINGS})
+        live = attrs.evolve(config, **{name: getattr(self.config, name) for name in RESTART_SETTINGS})
         self.store.config = store_config_updated(self.store.config, live)
+        self.config = live
         self.topics.config = live
         self.groups.config = live
         self.clients.notify_enabled = live.notify_consumer_ids_changed_enable
@@ -106,6 +107,16 @@ class BrokerState:
             except OSError:
                 log.exception("writing the updated broker config to %s failed", self.config_path)
         return unknown
+
+
+def check_enums(config: BrokerConfig) -> None:
+    """Raise :class:`~remoting.codec.java_properties.PropertiesError` for a ``brokerRole`` or ``flushDiskType`` that
+    is not one of the enum's names (Java's ``BrokerRole``/``FlushDiskType.valueOf`` throw)."""
+    if config.broker_role not in _ROLES:
+        raise PropertiesError(f"brokerRole {config.broker_role!r} is not one of {', '.join(_ROLES)}")
+    flush_types = tuple(kind.value for kind in FlushDiskType)
+    if config.flush_disk_type not in flush_types:
+        raise PropertiesError(f"flushDiskType {config.flush_disk_type!r} is not one of {', '.join(flush_types)}")
 
 
 def store_config_of(config: BrokerConfig) -> StoreConfig:

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from client.config import ClientConfig
-from remoting.codec.java_properties import parse_properties
+from remoting.codec.java_properties import decode_properties_file, parse_properties
 
 
 class SettingsError(ValueError):
@@ -25,7 +25,7 @@ class SettingsError(ValueError):
 
 def _bool(value: object) -> bool:
     """``true`` (any case) or True; anything else is false, as Spring reads a boolean property."""
-    return str(value).lower() == "true"
+    return str(value).strip().lower() == "true"
 
 
 def _prop(name: str) -> dict[str, str]:
@@ -81,7 +81,7 @@ def load_settings(
     ``env``, then the ``overrides`` that are not ``None`` (field names)."""
     values: dict[str, Any] = {}
     if file is not None:
-        for key, value in parse_properties(Path(file).read_text("utf-8")).items():
+        for key, value in parse_properties(decode_properties_file(Path(file).read_bytes())).items():
             if key not in _BY_PROPERTY:
                 raise SettingsError(f"unknown property {key!r} in {file}")
             values[_BY_PROPERTY[key]] = value

@@ -1,7 +1,9 @@
 """``mqnamesrv``: run a name server from the command line, like RocketMQ's ``bin/mqnamesrv``.
 
 Options: ``-c FILE`` (a RocketMQ properties file: ``listenPort``, ``kvConfigPath``, ``rocketmqHome``,
-``orderMessageEnable``, ``serverWorkerThreads`` ...), ``-p/--listen-port`` (default 9876), and any property as
+``orderMessageEnable``, ``serverWorkerThreads`` ...; read as ``java.util.Properties`` reads it, ISO-8859-1 with
+``\\uXXXX`` escapes, and where UPDATE_NAMESRV_CONFIG writes every setting back, as NamesrvStartup sets
+``configStorePath`` to it), ``-p/--listen-port`` (default 9876), and any property as
 ``--name value`` or ``--name=value`` (``--listenPort 0``, ``--kvConfigPath /tmp/kv.json``). Later sources win:
 defaults, then the file, then ``--name value`` properties, then ``-p``.
 
@@ -26,7 +28,13 @@ import trio
 
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
-from remoting.codec.java_properties import PropertiesError, apply_properties, parse_properties, parse_property_args
+from remoting.codec.java_properties import (
+    PropertiesError,
+    apply_properties,
+    decode_properties_file,
+    parse_properties,
+    parse_property_args,
+)
 from remoting.connection import Address
 from store.metadata_files import ConfigFileError
 
@@ -37,11 +45,14 @@ _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
 def build_config(config_file: str | None, extra: list[str], listen_port: int | None) -> NamesrvConfig:
     """The effective config; unknown property names are reported on stderr, not fatal (as Java does)."""
-    props = parse_properties(Path(config_file).read_text(encoding="utf-8")) if config_file else {}
+    props = parse_properties(decode_properties_file(Path(config_file).read_bytes())) if config_file else {}
     props.update(parse_property_args(extra))
     config, unknown = apply_properties(NamesrvConfig(), props)
     for key in unknown:
         click.echo(f"mqnamesrv: ignoring unknown property {key!r}", err=True)
+    if config_file:
+        # NamesrvStartup.java: namesrvConfig.setConfigStorePath(file), so UPDATE_NAMESRV_CONFIG persists there.
+        config = attrs.evolve(config, config_store_path=config_file)
     if listen_port is not None:
         config = attrs.evolve(config, listen_port=listen_port)
     return config

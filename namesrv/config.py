@@ -13,7 +13,7 @@ from pathlib import Path
 
 import attrs
 
-from remoting.codec.java_properties import load_config
+from remoting.codec.java_properties import PORT, decode_properties_file, load_config
 from remoting.server import ListenerSettings
 
 
@@ -22,7 +22,7 @@ class NamesrvConfig(ListenerSettings):
     """The name server's settings; the ``tls.*`` ones (RocketMQ's name server sniffs TLS like the broker) and the
     listener's limits, as the broker's, come from :class:`remoting.server.ListenerSettings`."""
 
-    listen_port: int = 9876
+    listen_port: int = attrs.field(default=9876, metadata=PORT)
     #: The address the server binds; Java binds every interface, so does ``0.0.0.0`` here.
     listen_host: str = "0.0.0.0"
     rocketmq_home: str = attrs.field(factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
@@ -44,7 +44,7 @@ class NamesrvConfig(ListenerSettings):
     #: ``rocketmq_rpc_latency`` at ``http://<metricsPromExporterHost, default listenHost>:<port>/metrics``.
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
-    metrics_prom_exporter_port: int = 5557
+    metrics_prom_exporter_port: int = attrs.field(default=5557, metadata=PORT)
     metrics_label: str = ""
 
     @property
@@ -54,5 +54,5 @@ class NamesrvConfig(ListenerSettings):
 
 def load_namesrv_config(path: str | Path | None = None, **overrides: object) -> tuple[NamesrvConfig, list[str]]:
     """:func:`remoting.codec.java_properties.load_config` over the name server's defaults."""
-    text = None if path is None else Path(path).read_text(encoding="utf-8")
+    text = None if path is None else decode_properties_file(Path(path).read_bytes())
     return load_config(NamesrvConfig(), text, **overrides)

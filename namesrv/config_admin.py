@@ -15,6 +15,7 @@ already uses the new values).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -43,6 +44,7 @@ class NamesrvConfigAdmin:
     def __init__(self, config: NamesrvConfig, on_change: Callable[[NamesrvConfig], None] | None = None) -> None:
         self.config = config
         self._on_change = on_change
+        self._write_lock = trio.Lock()  # one write at a time, in arrival order (Java's Configuration write lock)
 
     def formatted(self) -> str:
         """Every setting as ``key=value`` lines (GET_NAMESRV_CONFIG's body)."""
@@ -60,7 +62,8 @@ class NamesrvConfigAdmin:
             self._on_change(self.config)
         path = Path(self.config.config_store_path).expanduser()
         try:
-            await trio.to_thread.run_sync(_write, path, self.formatted())
+            async with self._write_lock:
+                await trio.to_thread.run_sync(_write, path, self.formatted())
         except OSError as exc:
             log.warning("cannot persist the name server config to %s: %s", path, exc)
         return unknown
@@ -68,4 +71,4 @@ class NamesrvConfigAdmin:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    replace_atomically(path, text.encode(), path.with_name(path.name + ".tmp"))
+    replace_atomically(path, text.encode("latin-1"), path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))

@@ -32,7 +32,7 @@ from typing import Final
 
 import attrs
 
-from remoting.codec.java_properties import apply_properties, parse_properties
+from remoting.codec.java_properties import apply_properties, decode_properties_file, parse_properties
 
 DISABLED: Final = "disabled"
 PERMISSIVE: Final = "permissive"
@@ -89,7 +89,7 @@ def tls_settings_of(config: TlsSettings) -> TlsSettings:
     path = Path(base.tls_config_file)
     if not base.tls_config_file or not path.is_file():
         return base
-    props = parse_properties(path.read_text(encoding="utf-8"))
+    props = parse_properties(decode_properties_file(path.read_bytes()))
     props.pop("tls.server.mode", None)
     props.pop("tls.enable", None)
     settings, _unknown = apply_properties(base, props)

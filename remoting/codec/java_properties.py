@@ -1,47 +1,164 @@
 """Java ``.properties`` text, and typed settings classes read from and written to it. Sans-IO: callers read files.
 
 The text is what RocketMQ's ``mqbroker -c`` and ``mqnamesrv -c`` read and what the config requests carry in their
-bodies (GET_BROKER_CONFIG, UPDATE_BROKER_CONFIG). Only the subset RocketMQ configs use: ``key=value`` or ``key: value``
-lines, ``#``/``!`` comments, blank lines, surrounding whitespace trimmed, and a trailing backslash continuing a line.
+bodies (GET_BROKER_CONFIG, UPDATE_BROKER_CONFIG). :func:`parse_properties` reads it as OpenJDK's
+``java.util.Properties.load`` does (``java.base/share/classes/java/util/Properties.java``, ``LineReader`` and
+``loadConvert``): a logical line continues onto the next physical one when it ends with an odd number of
+backslashes (the next line's leading blanks are dropped); ``#`` or ``!`` as the first non-blank character starts a
+comment; the key ends at the first unescaped ``=``, ``:`` or blank, then blanks, one optional ``=`` or ``:`` and
+blanks separate it from the value, whose trailing blanks are kept; ``\\uXXXX``, ``\\t``, ``\\n``, ``\\r``, ``\\f``
+are escapes and any other escaped character is itself. A file is ISO-8859-1 bytes, as ``Properties.load(InputStream)``
+reads it (:func:`decode_properties_file`). :func:`format_properties` escapes what that reader would misread and
+writes everything outside printable ASCII as ``\\uXXXX``, as ``Properties.store`` does, so Java reads it back alike.
 The command-line form ``--name value`` (``mqbroker --listenPort 0``) is :func:`parse_property_args`.
 
 A settings class is an attrs class; each field's property name is its camelCase form, or ``metadata["key"]`` where
-RocketMQ spells it otherwise (``brokerIP1``). Errors: :class:`PropertiesError` for a value of the wrong type or a
-malformed argument.
+RocketMQ spells it otherwise (``brokerIP1``). An ``int`` field holds a Java ``int`` unless ``metadata["java"]`` is
+``"long"``, and ``metadata["range"]`` narrows it further (``listenPort``). Errors: :class:`PropertiesError` for a
+value of the wrong type or out of range, a malformed ``\\uXXXX`` or a malformed argument.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+import re
+from collections.abc import Iterator
+from typing import Any, Final, TypeVar
 
 import attrs
 
 T = TypeVar("T")
+
+_BLANKS = " \t\f"
+_PHYSICAL = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+_ESCAPE = re.compile(r"\\(u(.{0,4})|.)", re.DOTALL)
+_SIMPLE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+#: Java's int and long ranges (``Integer.parseInt``, ``Long.parseLong``).
+_JAVA_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+
+
+#: Field metadata: a Java ``long`` setting, and a port (``metadata["range"]``).
+JAVA_LONG: Final = {"java": "long"}
+PORT: Final = {"range": (0, 65535)}
 
 
 class PropertiesError(ValueError):
     """A config value does not convert to its field's type; the message names the key and the file."""
 
 
+def physical_lines(text: str) -> list[str]:
+    """``text`` split after each ``\\n``, ``\\r`` or ``\\r\\n`` (the only line ends Java knows), endings kept."""
+    return _PHYSICAL.findall(text)
+
+
+def _odd_backslashes(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def logical_lines(lines: list[str]) -> Iterator[tuple[int, int, str]]:
+    """``(first, end, text)`` per key line as Java's ``Properties.LineReader`` joins them: physical lines
+    ``[first, end)`` without comments and blank lines, a continuation's backslash and leading blanks dropped."""
+    text, first = "", -1
+    for i, raw in enumerate(lines):
+        line = raw.rstrip("\r\n").lstrip(_BLANKS)
+        if first < 0 and (not line or line[0] in "#!"):
+            continue  # a blank or comment line outside a continuation
+        if first >= 0 and not line and not text:
+            first = -1  # a continuation that joined nothing: Java drops the empty logical line
+            continue
+        if first >= 0 and not line:
+            yield first, i, text  # a blank line ends a continued line
+            text, first = "", -1
+            continue
+        if first < 0:
+            first = i
+        elif not text and line[0] in "#!":
+            first = -1  # "\\" alone, then a comment: Java's reader is back at a line start
+            continue
+        if _odd_backslashes(line):
+            text += line[:-1]
+            continue
+        yield first, i + 1, text + line
+        text, first = "", -1
+    if first >= 0:
+        yield first, len(lines), text  # a backslash at the very end is dropped
+
+
+def split_line(line: str) -> tuple[str, str]:
+    """A logical line's raw (still escaped) key and value, split as ``Properties.load0`` does."""
+    key_end, value_start, has_sep, escaped = len(line), len(line), False, False
+    for i, c in enumerate(line):
+        if not escaped and c in "=:" + _BLANKS:
+            key_end, value_start, has_sep = i, i + 1, c in "=:"
+            break
+        escaped = c == "\\" and not escaped
+    while value_start < len(line) and line[value_start] in _BLANKS + ("" if has_sep else "=:"):
+        has_sep = has_sep or line[value_start] in "=:"
+        value_start += 1
+    return line[:key_end], line[value_start:]
+
+
+def _unescape_one(match: re.Match[str]) -> str:
+    if match.group(2) is None:
+        return _SIMPLE.get(match.group(1), match.group(1))
+    digits = match.group(2)
+    if len(digits) < 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+        raise PropertiesError(f"Malformed \\uxxxx encoding: \\u{digits}")
+    return chr(int(digits, 16))
+
+
+def unescape(raw: str) -> str:
+    """``loadConvert``: the escapes resolved; UTF-16 surrogate pairs from ``\\uD83D\\uDE00`` become one character."""
+    text = _ESCAPE.sub(_unescape_one, raw)
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace") if "\\u" in raw else text
+
+
 def parse_properties(text: str) -> dict[str, str]:
+    """The key/value pairs ``java.util.Properties.load`` reads from ``text`` (a later key wins).
+
+    Raises :class:`PropertiesError` for a malformed ``\\uXXXX`` (Java's ``IllegalArgumentException``)."""
     out: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = (pending + raw.strip()) if pending else raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\"):
-            pending = line[:-1]
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            out[line] = ""
-        else:
-            out[line[:sep].strip()] = line[sep + 1 :].strip()
-    if pending:
-        out[pending] = ""
+    for _, _, line in logical_lines(physical_lines(text)):
+        key, value = split_line(line)
+        out[unescape(key)] = unescape(value)
     return out
+
+
+def decode_properties_file(data: bytes) -> str:
+    """A properties file's text: ISO-8859-1, as ``Properties.load(InputStream)`` reads bytes."""
+    return data.decode("latin-1")
+
+
+def _escape(text: str, specials: str) -> str:
+    out = []
+    for c in text:
+        if c == "\\" or c in specials:
+            out.append("\\" + c)
+        elif c in "\t\n\r\f":
+            out.append("\\" + "tnrf"["\t\n\r\f".index(c)])
+        elif " " <= c <= "~":
+            out.append(c)
+        else:
+            units = c.encode("utf-16-be", "surrogatepass")
+            out.extend(f"\\u{int.from_bytes(units[i : i + 2], 'big'):04X}" for i in range(0, len(units), 2))
+    return "".join(out)
+
+
+def escape_key(key: str) -> str:
+    """A key as ``Properties.store`` writes it: blanks, separators and comment marks escaped too."""
+    return _escape(key, " =:#!")
+
+
+def escape_value(value: str) -> str:
+    """A value as ``Properties.store`` writes it: a leading blank escaped, the rest kept readable."""
+    escaped = _escape(value, "")
+    return "\\" + escaped if escaped.startswith(" ") else escaped
+
+
+def format_properties(texts: dict[str, str]) -> str:
+    """``texts`` as a properties text, one ``key=value`` line each, sorted by key, escaped so that
+    :func:`parse_properties` (and Java) read back ``texts``."""
+    return "".join(f"{escape_key(key)}={escape_value(text)}\n" for key, text in sorted(texts.items()))
 
 
 def parse_property_args(args: list[str]) -> dict[str, str]:
@@ -68,23 +185,34 @@ def parse_property_args(args: list[str]) -> dict[str, str]:
     return props
 
 
-def _convert(value: str, kind: Any, key: str) -> Any:
+def _convert(value: str, field: attrs.Attribute[Any], key: str) -> Any:
+    """``value`` as ``field``'s type; blanks around a number or boolean are ignored (Java's parsers refuse them)."""
+    kind = field.type
     if kind is bool or kind == "bool":
-        lowered = value.lower()
+        lowered = value.strip(_BLANKS).lower()
         if lowered not in ("true", "false"):
             raise PropertiesError(f"{key}: expected true or false, got {value!r}")
         return lowered == "true"
     if kind is int or kind == "int":
-        try:
-            return int(value)
-        except ValueError:
-            raise PropertiesError(f"{key}: expected an integer, got {value!r}") from None
+        return _integer(value.strip(_BLANKS), field, key)
     if kind is float or kind == "float":
         try:
-            return float(value)
+            return float(value.strip(_BLANKS))
         except ValueError:
             raise PropertiesError(f"{key}: expected a number, got {value!r}") from None
     return value
+
+
+def _integer(value: str, field: attrs.Attribute[Any], key: str) -> int:
+    """``Integer.parseInt`` or ``Long.parseLong`` (``metadata["java"]``), then ``metadata["range"]`` if any."""
+    java = field.metadata.get("java", "int")
+    if not _INTEGER.fullmatch(value):
+        raise PropertiesError(f"{key}: expected an integer, got {value!r}")
+    low, high = field.metadata.get("range", _JAVA_RANGES[java])
+    number = int(value)
+    if not low <= number <= high:
+        raise PropertiesError(f"{key}: {value} is out of range ({low}..{high})")
+    return number
 
 
 def camel_case(name: str) -> str:
@@ -110,11 +238,6 @@ def property_texts(config: attrs.AttrsInstance) -> dict[str, str]:
     return texts
 
 
-def format_properties(texts: dict[str, str]) -> str:
-    """``texts`` as a properties text, one ``key=value`` line each, sorted by key."""
-    return "".join(f"{key}={text}\n" for key, text in sorted(texts.items()))
-
-
 def apply_properties(config: T, props: dict[str, str]) -> tuple[T, list[str]]:
     """A copy of the attrs ``config`` with each field named in ``props`` replaced by the converted value.
 
@@ -130,7 +253,7 @@ def apply_properties(config: T, props: dict[str, str]) -> tuple[T, list[str]]:
         if field is None:
             unknown.append(key)
             continue
-        changes[field.name] = _convert(value, field.type, key)
+        changes[field.name] = _convert(value, field, key)
     return attrs.evolve(config, **changes), unknown  # type: ignore[misc]
 
 

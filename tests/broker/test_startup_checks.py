@@ -1,0 +1,155 @@
+"""``mqbroker`` start-up checks from a ``-c`` file and options, as real processes, as RocketMQ 4.9.8's BrokerStartup
+(broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java) does them: the file is ISO-8859-1, numbers stay in
+their Java type's range and ports in 0..65535 (status 2, the key named), a name server address needs a port, and
+``-p``/``-m`` print the settings and exit 0. Found by a review; these failed before."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from broker.cli import build_config
+from remoting.codec.java_properties import PropertiesError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BOOT = re.compile(rb"The broker\[[^\]]*\] boot success")
+SMALL = ["--mappedFileSizeCommitLog", str(1 << 20), "--maxHashSlotNum", "1024", "--maxIndexNum", "4096"]
+
+
+async def _run_broker(args: list[str], tmp_path: Path) -> tuple[int | None, bytes, bytes]:
+    """Start ``python -m broker.cli`` from this checkout; read its output until it boots or exits. Returns
+    (exit status or None if it booted and was killed, stdout, stderr)."""
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "broker.cli", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(REPO_ROOT),
+    )  # fmt: skip
+    out, err = b"", b""
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        with trio.fail_after(90):
+            async with trio.open_nursery() as nursery:
+
+                async def drain_err() -> None:
+                    nonlocal err
+                    assert proc.stderr is not None
+                    while chunk := await proc.stderr.receive_some():
+                        err += chunk
+
+                nursery.start_soon(drain_err)
+                while not BOOT.search(out):
+                    chunk = await proc.stdout.receive_some()
+                    if not chunk:
+                        break
+                    out += chunk
+                if BOOT.search(out):
+                    proc.kill()
+                    await proc.wait()
+                    return None, out, err
+                await proc.wait()
+        return proc.returncode, out, err
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_a_conf_file_with_a_latin1_comment_starts_the_broker(tmp_path: Path) -> None:
+    """Java's Properties.load(InputStream) reads ISO-8859-1: any byte is fine in a comment (it was decoded as UTF-8
+    and the broker died with a UnicodeDecodeError)."""
+    conf = tmp_path / "broker.conf"
+    conf.write_bytes(b"# broker du caf\xe9\nbrokerName=latin-b\nlistenPort=0\nlistenHost=127.0.0.1\n")
+    status, _, err = await _run_broker(
+        ["-c", str(conf), "-n", "127.0.0.1:1", "--storePathRootDir", str(tmp_path / "store"), *SMALL], tmp_path
+    )
+    assert status is None, f"exit {status}: {err.decode(errors='replace')[-600:]}"
+
+
+async def test_a_listen_port_past_65535_is_refused_not_wrapped(tmp_path: Path) -> None:
+    """Java binds new InetSocketAddress(70000): 'port out of range', the broker does not start (getaddrinfo used to
+    wrap it: the broker served on port 4464). Status 2 and the key named."""
+    status, out, err = await _run_broker(
+        ["-n", "127.0.0.1:1", "--listenPort", "70000", "--listenHost", "127.0.0.1",
+         "--storePathRootDir", str(tmp_path / "store"), *SMALL],
+        tmp_path,
+    )  # fmt: skip
+    assert status == 2, f"booted: {out.decode(errors='replace')}"
+    assert b"listenPort" in err
+
+
+@pytest.mark.parametrize(
+    "key, value", [("listenPort", "99999999999"), ("mappedFileSizeCommitLog", "99999999999999999999999")]
+)
+async def test_a_number_past_javas_range_is_a_clear_error(tmp_path: Path, key: str, value: str) -> None:
+    """Java's Integer.parseInt refuses these (they used to die with struct.error / OverflowError tracebacks): status
+    2 and a message naming the key, broker/cli.py's contract for a bad property value."""
+    status, _, err = await _run_broker(
+        ["-n", "127.0.0.1:1", "--listenHost", "127.0.0.1", "--storePathRootDir", str(tmp_path / "store"),
+         *SMALL, f"--{key}", value],
+        tmp_path,
+    )  # fmt: skip
+    text = err.decode(errors="replace")
+    assert "Traceback" not in text, text[-800:]
+    assert status == 2 and key in text
+
+
+async def test_a_name_server_address_without_a_port_stops_the_start(tmp_path: Path) -> None:
+    """BrokerStartup checks every namesrvAddr entry with RemotingUtil.string2SocketAddress and stops with 'The Name
+    Server Address[127.0.0.1] illegal' (the broker used to boot and never register)."""
+    status, out, err = await _run_broker(
+        ["-n", "127.0.0.1", "--listenPort", "0", "--listenHost", "127.0.0.1",
+         "--storePathRootDir", str(tmp_path / "store"), *SMALL],
+        tmp_path,
+    )  # fmt: skip
+    assert status == 2, f"booted: {out.decode(errors='replace')}"
+    assert b'The Name Server Address[127.0.0.1] illegal, please set it as follows, "127.0.0.1:9876;' in err
+
+
+@pytest.mark.parametrize("flag", ["-p", "-m"])
+async def test_print_config_flags_print_and_exit(tmp_path: Path, flag: str) -> None:
+    """mqbroker -p (printConfigItem) and -m (printImportantConfig) print 'name=value' lines and exit 0 without
+    starting (both were refused as 'unexpected argument'); -m prints only Java's @ImportantField settings."""
+    status, out, err = await _run_broker(
+        [flag, "--brokerName", "printed-b", "--storePathRootDir", str(tmp_path / "store")], tmp_path
+    )
+    assert status == 0, err.decode(errors="replace")[-400:]
+    assert b"brokerName=printed-b\n" in out
+    assert (b"\nlistenPort=10911\n" in out) == (flag == "-p")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-n", "a:1;;b:2"], ["-n", "a:port"], ["--namesrvAddr", "a:70000"]],
+)
+def test_illegal_name_server_addresses_are_refused(args: list[str]) -> None:
+    with pytest.raises(PropertiesError, match=r"The Name Server Address\[.*\] illegal"):
+        build_config(None, args[2:] if args[0] == "-n" else args, args[1] if args[0] == "-n" else None)
+
+
+def test_legal_name_server_addresses_pass() -> None:
+    assert build_config(None, [], "a:1;[::1]:9876;").namesrv_addr == "a:1;[::1]:9876;"
+
+
+def test_numbers_are_bound_by_their_java_type(tmp_path: Path) -> None:
+    """A Java ``long`` setting takes what an ``int`` one refuses; blanks around a number are ignored."""
+    conf = tmp_path / "broker.conf"
+    conf.write_bytes(b"transactionTimeOut=3000000000\nmaxMessageSize = 1024 \n")
+    config = build_config(str(conf), [], "")
+    assert (config.transaction_time_out, config.max_message_size) == (3_000_000_000, 1024)
+    with pytest.raises(PropertiesError, match="maxMessageSize"):
+        build_config(None, ["--maxMessageSize", "3000000000"], "")
+    with pytest.raises(PropertiesError, match="brokerId"):
+        build_config(None, ["--brokerId", str(2**63)], "")
+
+
+def test_a_conf_file_with_whitespace_separators_and_escapes_sets_the_keys(tmp_path: Path) -> None:
+    """A broker.conf Java starts with as broker 'edge-b' in cluster 'MyCluster', deleteWhen 03."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName edge-b\nbrokerClusterName=My\\u0043luster\nbrokerIP2=10.0.0.1\\\\\ndeleteWhen=03\n")
+    config = build_config(str(conf), [], "127.0.0.1:9876")
+    assert (config.broker_name, config.broker_cluster_name, config.delete_when) == ("edge-b", "MyCluster", "03")
+    assert config.broker_ip2 == "10.0.0.1\\"
