@@ -61,7 +61,7 @@ def check_namesrv_addr(namesrv_addr: str) -> None:
     """BrokerStartup's check: each ``;``-separated entry is ``host:port`` (``RemotingUtil.string2SocketAddress``)."""
     entries = namesrv_addr.rstrip(";")  # Java's String.split drops trailing empty entries
     for addr in entries.split(";") if entries else []:
-        _, colon, port = addr.rpartition(":")
+        _, colon, port = addr.strip(" \t").rpartition(":")  # ours: blanks around an entry are ignored
         if not colon or not port.isascii() or not port.isdigit() or int(port) > 65535:
             raise PropertiesError(
                 f"The Name Server Address[{namesrv_addr}] illegal, please set it as follows,"

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from remoting.codec.java_properties import apply_properties
+from remoting.codec.java_properties import JAVA_LONG, apply_properties
 
 __all__ = ["ProxyConfig", "proxy_config_from"]
 
@@ -37,21 +37,22 @@ class ProxyConfig:
     tls_key_path: str = ""
     tls_server_cert_path: str = attrs.field(default="", metadata={"key": "tls.server.certPath"})
     tls_server_key_path: str = attrs.field(default="", metadata={"key": "tls.server.keyPath"})
-    #: Receive limits: invisible time bounds (ms) and the long-polling window (ms).
-    min_invisible_time_mills_for_recv: int = 10_000
-    max_invisible_time_mills: int = 12 * 3600 * 1000
-    default_invisible_time_mills: int = 60_000
-    grpc_client_consumer_min_long_polling_timeout_millis: int = 5_000
-    grpc_client_consumer_max_long_polling_timeout_millis: int = 20_000
+    #: Receive limits: invisible time bounds (ms) and the long-polling window (ms). JAVA_LONG: ``long`` in RocketMQ 5's
+    #: ProxyConfig (proxy/src/main/java/org/apache/rocketmq/proxy/config/ProxyConfig.java).
+    min_invisible_time_mills_for_recv: int = attrs.field(default=10_000, metadata=JAVA_LONG)
+    max_invisible_time_mills: int = attrs.field(default=12 * 3600 * 1000, metadata=JAVA_LONG)
+    default_invisible_time_mills: int = attrs.field(default=60_000, metadata=JAVA_LONG)
+    grpc_client_consumer_min_long_polling_timeout_millis: int = attrs.field(default=5_000, metadata=JAVA_LONG)
+    grpc_client_consumer_max_long_polling_timeout_millis: int = attrs.field(default=20_000, metadata=JAVA_LONG)
     #: Largest accepted delivery time ahead of now (ms).
-    max_delay_time_mills: int = 24 * 3600 * 1000
+    max_delay_time_mills: int = attrs.field(default=24 * 3600 * 1000, metadata=JAVA_LONG)
     max_message_size: int = 4 * 1024 * 1024
     #: Send limits: a message group's UTF-8 bytes (must stay below), the user properties' count and their UTF-8
     #: bytes with the tag and keys, and a transaction's recovery duration (s). 0 or less: unchecked.
     max_message_group_size: int = 64
     user_property_max_num: int = 128
     max_user_property_size: int = 16 * 1024
-    max_transaction_recovery_second: int = 3600
+    max_transaction_recovery_second: int = attrs.field(default=3600, metadata=JAVA_LONG)
     #: The largest request the gRPC server takes (bytes); a batch of several maximum-size bodies fits.
     grpc_max_inbound_message_size: int = 130 * 1024 * 1024
     #: Refuse a send whose message type differs from its topic's ``message.type`` attribute (RocketMQ's default).
@@ -60,10 +61,10 @@ class ProxyConfig:
     grpc_client_consumer_receive_batch_size: int = 32
     #: Auto-renew of push consumers' handles (proxy/renew.py): scan period, how far ahead of expiry a handle is
     #: renewed, how long renewing goes on, and the invisible time of a gone client's handles (ms).
-    renew_schedule_period_millis: int = 5_000
-    renew_ahead_time_millis: int = 10_000
-    renew_max_time_millis: int = 3 * 3600 * 1000
-    invisible_time_millis_when_clear: int = 1_000
+    renew_schedule_period_millis: int = attrs.field(default=5_000, metadata=JAVA_LONG)
+    renew_ahead_time_millis: int = attrs.field(default=10_000, metadata=JAVA_LONG)
+    renew_max_time_millis: int = attrs.field(default=3 * 3600 * 1000, metadata=JAVA_LONG)
+    invisible_time_millis_when_clear: int = attrs.field(default=1_000, metadata=JAVA_LONG)
 
     @property
     def cert_paths(self) -> tuple[str, str] | None:

@@ -98,8 +98,8 @@ static PyObject *write_all(const Target *tg, Item *items, Py_ssize_t n, int sing
     for (Py_ssize_t i = 0; i < n; i++) total += items[i].size;
     if (total > tg->room)
         return single ? Py_BuildValue("(nii)", -total, 0, 0) : Py_BuildValue("(ny#i)", -total, "", (Py_ssize_t)0, 0);
-    /* the last record's offsets must fit an int64, as the Python twin's struct.pack insists */
-    if (n > 0 && (tg->first_queue_offset > INT64_MAX - (n - 1) || tg->phy > INT64_MAX - total)) {
+    /* the last record's queue offset and position must fit an int64, as the Python twin's struct.pack insists */
+    if (n > 0 && (tg->first_queue_offset > INT64_MAX - (n - 1) || tg->phy > INT64_MAX - (total - items[n - 1].size))) {
         PyErr_SetString(S.struct_error, "int too large to convert");
         return NULL;
     }

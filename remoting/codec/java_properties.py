@@ -7,9 +7,11 @@ bodies (GET_BROKER_CONFIG, UPDATE_BROKER_CONFIG). :func:`parse_properties` reads
 backslashes (the next line's leading blanks are dropped); ``#`` or ``!`` as the first non-blank character starts a
 comment; the key ends at the first unescaped ``=``, ``:`` or blank, then blanks, one optional ``=`` or ``:`` and
 blanks separate it from the value, whose trailing blanks are kept; ``\\uXXXX``, ``\\t``, ``\\n``, ``\\r``, ``\\f``
-are escapes and any other escaped character is itself. A file is ISO-8859-1 bytes, as ``Properties.load(InputStream)``
-reads it (:func:`decode_properties_file`). :func:`format_properties` escapes what that reader would misread and
-writes everything outside printable ASCII as ``\\uXXXX``, as ``Properties.store`` does, so Java reads it back alike.
+are escapes and any other escaped character is itself. A file is read as UTF-8, or ISO-8859-1 bytes when it is not
+UTF-8, as ``Properties.load(InputStream)`` reads any (:func:`decode_properties_file`). Settings ignore the blanks
+around a value (:func:`apply_properties`; ours, as before). :func:`format_properties` escapes what that reader would
+misread and writes everything outside printable ASCII as ``\\uXXXX``, as ``Properties.store`` does, so Java reads it
+back alike.
 The command-line form ``--name value`` (``mqbroker --listenPort 0``) is :func:`parse_property_args`.
 
 A settings class is an attrs class; each field's property name is its camelCase form, or ``metadata["key"]`` where
@@ -125,8 +127,12 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def decode_properties_file(data: bytes) -> str:
-    """A properties file's text: ISO-8859-1, as ``Properties.load(InputStream)`` reads bytes."""
-    return data.decode("latin-1")
+    """A properties file's text: UTF-8 when it decodes so (ours: the usual encoding of a file with non-ASCII paths or
+    names, which Java would garble), else ISO-8859-1, as ``Properties.load(InputStream)`` reads any bytes."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
 
 
 def _escape(text: str, specials: str) -> str:
@@ -186,7 +192,8 @@ def parse_property_args(args: list[str]) -> dict[str, str]:
 
 
 def _convert(value: str, field: attrs.Attribute[Any], key: str) -> Any:
-    """``value`` as ``field``'s type; blanks around a number or boolean are ignored (Java's parsers refuse them)."""
+    """``value`` as ``field``'s type, blanks around it ignored (ours: Java's number parsers refuse them, an enum
+    setter refuses them and keeps the default, and a name or address keeps a trailing one, silently different)."""
     kind = field.type
     if kind is bool or kind == "bool":
         lowered = value.strip(_BLANKS).lower()
@@ -200,7 +207,7 @@ def _convert(value: str, field: attrs.Attribute[Any], key: str) -> Any:
             return float(value.strip(_BLANKS))
         except ValueError:
             raise PropertiesError(f"{key}: expected a number, got {value!r}") from None
-    return value
+    return value.strip(_BLANKS)
 
 
 def _integer(value: str, field: attrs.Attribute[Any], key: str) -> int:

@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from remoting.codec import record_batch, record_scan
-from remoting.codec.message import MessageRecord, encode_record
+from remoting.codec.message import MessageRecord, encode_record, prepare_message
 from tests.codec.speedups import SPEEDUPS, requires_speedups
 
 HOST4 = bytes([10, 0, 0, 9, 0, 0, 0x2A, 0x9F])
@@ -67,3 +67,20 @@ def test_batch_encoder_refuses_offsets_past_int64_as_the_twin(queue_offset: int,
                   [RECORD, RECORD])  # fmt: skip
     assert py == ("raised", struct.error)
     assert c == py
+
+
+@requires_speedups
+def test_c_batch_encoder_writes_what_its_python_twin_writes_at_the_last_representable_position() -> None:
+    """The twin packs each record's own position: a batch whose last record starts at or below INT64_MAX is written
+    (a first version of the C check refused it, found by a second review)."""
+    assert SPEEDUPS is not None
+    records = [MessageRecord("T", b"x", born_host=HOST4, store_host=HOST4) for _ in range(2)]
+    total = sum(prepare_message(m).size for m in records)
+    phy = INT64_MAX - total + 1  # the last record starts at INT64_MAX - size + 1: representable
+    results = []
+    for encoder in (record_batch._py_records_into, SPEEDUPS.encode_records_into):
+        try:
+            results.append(encoder(bytearray(1000), 0, 1000, phy, 0, lambda: 1_700_000_000_123, 10, records)[0])
+        except Exception as exc:
+            results.append(repr(exc))
+    assert results[1] == results[0] == total
