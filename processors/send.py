@@ -184,8 +184,8 @@ class SendMessageProcessor:
         config = topics.create_topic_in_send_process(
             topic, header.default_topic, header.default_topic_queue_nums, sys_flag
         )
-        if config is None and is_retry:
-            config = topics.create_retry_topic(topic[len(RETRY_GROUP_TOPIC_PREFIX) :], 1)
+        if config is None and is_retry:  # createTopicInSendMessageBackMethod(topic, 1, RW, topicSysFlag)
+            config = topics.create_topic_in_send_back_process(topic, 1, topic_sys_flag=sys_flag)
         if config is None:
             raise RequestRejected(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}"
@@ -201,9 +201,12 @@ class SendMessageProcessor:
         topic = header.topic
         reconsume_times = header.reconsume_times or 0
         to_dlq = False
+        answer_queue = queue_id  # Java answers the queue it was sent to, also when the message goes to the DLQ
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             topic, queue_id, to_dlq = self._retry_target(request, header, queue_id, reconsume_times)
         props = rewrite_properties(header.properties, self.cluster)
+        if props.bad_delay is not None:  # Java's Integer.parseInt of DELAY throws: nothing is stored
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(props.bad_delay))
         sys_flag = header.sys_flag
         if config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= SYSFLAG_MULTI_TAGS
@@ -238,11 +241,11 @@ class SendMessageProcessor:
             if record.topic == TIMER_TOPIC and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 fields = {**self.base_fields, "recallHandle": self._recall_handle(record)}
                 return await self.answers.store(
-                    ctx, request, queue_id, props.wait, self.broker.store.append, record, fields
+                    ctx, request, answer_queue, props.wait, self.broker.store.append, record, fields
                 )
         # Java answers the queue a delayed, timer or half message was sent to, not the queue it waits in.
         return await self.answers.store(
-            ctx, request, queue_id, props.wait, self.broker.store.append, record, self.base_fields
+            ctx, request, answer_queue, props.wait, self.broker.store.append, record, self.base_fields
         )
 
     def _recall_handle(self, parked: MessageRecord) -> str:
@@ -304,6 +307,8 @@ class SendMessageProcessor:
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
         max_size = self.broker.store.config.max_message_size
         batch_props = rewrite_properties(header.properties, self.cluster)
+        if batch_props.bad_delay is not None:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(batch_props.bad_delay))
         if header.sys_flag & SYSFLAG_TRANSACTION_MASK or batch_props.delay_level > 0:
             # CommitLog.asyncPutMessages: a batch is neither transactional nor delayed (it used to be stored at once)
             remark = illegal_remark(max_size, "a delayed or transactional batch")
@@ -312,8 +317,11 @@ class SendMessageProcessor:
             raise RequestRejected(
                 ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size, f"batch body {len(request.body)} bytes")
             )
+        # Each message gets the header's properties with CLUSTER set, WAIT kept (asyncSendBatchMessage; a single
+        # message's WAIT is dropped).
+        suffix = with_properties(header.properties or "", {"CLUSTER": self.cluster})
         try:
-            stored = split_stored_entries(request.body, batch_props.stored)
+            stored = split_stored_entries(request.body, suffix)
         except MessageDecodeError as exc:
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size, str(exc))) from None
         sys_flag = header.sys_flag
@@ -328,6 +336,7 @@ class SendMessageProcessor:
             born_timestamp=header.born_timestamp,
             born_host=born_host(ctx),
             store_host=self.broker.store_host,
+            reconsume_times=header.reconsume_times or 0,
         )
         store = self.broker.store
         return await self.answers.store(
@@ -339,3 +348,8 @@ class SendMessageProcessor:
             stored,
             self.base_fields,
         )
+
+
+def _number_format(value: str) -> str:
+    """The remark of Java's NumberFormatException escaping a processor (NettyRemotingAbstract answers SYSTEM_ERROR)."""
+    return f'java.lang.NumberFormatException: For input string: "{value}"'

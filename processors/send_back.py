@@ -106,8 +106,7 @@ class ConsumerSendMsgBackProcessor:
             updates[PROPERTY_ORIGIN_MESSAGE_ID] = msg.msg_id
         to_dlq = msg.reconsume_times >= max_times or header.delay_level < 0
         if to_dlq:
-            target = broker.topics.create_dlq_topic(header.group)
-            _check_writable(target)
+            target = broker.topics.create_dlq_topic(header.group)  # Java checks no permission of the DLQ
             topic, queue_id, level = target.topic_name, 0, 0
         elif retry is None:
             # Ours: stored later (delayed), the store's refusal of the name used to block that delay level for every

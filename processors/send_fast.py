@@ -96,6 +96,7 @@ class SendFastPath:
         stored = props.stored
         if (
             props.transactional
+            or props.bad_delay is not None
             or (props.delay_level > 0 and processor.delay_rewrite is not None)
             or (processor.timer_rewrite is not None and "TIMER_" in stored)
         ):

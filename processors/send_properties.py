@@ -8,15 +8,19 @@ __all__ = ["StoredProperties", "rewrite_properties", "without_property"]
 
 
 class StoredProperties:
-    """A send's properties string as it will be stored, plus what the broker read from it."""
+    """A send's properties string as it will be stored, plus what the broker read from it. ``bad_delay`` is a
+    ``DELAY`` value Java's Integer.parseInt refuses (the send then fails, as there), else ``None``."""
 
-    __slots__ = ("delay_level", "stored", "transactional", "wait")
+    __slots__ = ("bad_delay", "delay_level", "stored", "transactional", "wait")
 
-    def __init__(self, stored: str, wait: bool, transactional: bool, delay_level: int) -> None:
+    def __init__(
+        self, stored: str, wait: bool, transactional: bool, delay_level: int, bad_delay: str | None = None
+    ) -> None:
         self.stored = stored
         self.wait = wait
         self.transactional = transactional
         self.delay_level = delay_level
+        self.bad_delay = bad_delay
 
 
 def rewrite_properties(raw: str | None, cluster: str) -> StoredProperties:
@@ -55,8 +59,17 @@ def _cut_property(raw: str, prefix: str) -> tuple[str, str | None]:
     return raw, value
 
 
+def java_int(text: str) -> int | None:
+    """Java's Integer.parseInt: an optional sign and ASCII digits within an int, else ``None``."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not (digits.isascii() and digits.isdigit()):
+        return None
+    value = int(text)
+    return value if -(1 << 31) <= value < 1 << 31 else None
+
+
 def _rewrite_segments(raw: str, tail: str) -> StoredProperties:
-    wait, transactional, delay = True, False, 0
+    wait, transactional, delay, bad_delay = True, False, 0, None
     kept = []
     for segment in raw.split("\x02"):
         name, _, value = segment.partition("\x01")
@@ -69,14 +82,12 @@ def _rewrite_segments(raw: str, tail: str) -> StoredProperties:
         if name == "TRAN_MSG":
             transactional = value.lower() == "true"
         elif name == "DELAY":
-            try:
-                delay = int(value)
-            except ValueError:
-                delay = 0
+            parsed = java_int(value)
+            delay, bad_delay = (0, value) if parsed is None else (parsed, None)
         if segment:
             kept.append(segment)
     kept.append(tail)
-    return StoredProperties("\x02".join(kept), wait, transactional, delay)
+    return StoredProperties("\x02".join(kept), wait, transactional, delay, bad_delay)
 
 
 def without_property(stored: str, name: str) -> str:

@@ -249,7 +249,8 @@ async def test_batch_send_stores_consecutive_records_and_joins_their_msg_ids(
     records = stored(broker, response)
     assert [r.body for r in records] == [b"m0", b"m1", b"m2"]
     assert [r.queue_offset for r in records] == [0, 1, 2]
-    assert records[2].properties == {"UNIQ_KEY": "U2", "TAGS": "T2", "CLUSTER": "DefaultCluster"}
+    # asyncSendBatchMessage keeps the header's WAIT (only a single message loses it)
+    assert records[2].properties == {"UNIQ_KEY": "U2", "TAGS": "T2", "WAIT": "true", "CLUSTER": "DefaultCluster"}
     assert [r.flag for r in records] == [0, 1, 2]
 
 

@@ -1,0 +1,128 @@
+"""Review findings: the send path against RocketMQ 4.9.8 (broker/.../processor/SendMessageProcessor.java,
+store/.../CommitLog.java). Each test states what the Java broker does and fails on the current code."""
+
+from __future__ import annotations
+
+import random
+
+from broker.context import BrokerState
+from processors.send_back import ConsumerSendMsgBackProcessor
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import BatchEntry, MessageExt, decode_record, encode_batch_body
+from remoting.codec.msgid import decode_offset_msg_id
+from remoting.processor import RequestContext
+from store.metadata_files import PERM_READ, TopicConfig
+from tests.processors.conftest import RawPeer, ServedBroker, send_request
+
+
+def stored(broker: BrokerState, response: RemotingCommand) -> list[MessageExt]:
+    records = []
+    for msg_id in response.ext_fields["msgId"].split(","):
+        view = broker.store.look_message_by_offset(decode_offset_msg_id(msg_id).phy_offset)
+        assert view is not None
+        records.append(decode_record(bytes(view)))
+    return records
+
+
+async def round_trip(address: tuple[str, int], req: RemotingCommand) -> RemotingCommand:
+    peer = await RawPeer.connect(address)
+    try:
+        await peer.send(req)
+        response = await peer.receive()
+    finally:
+        await peer.aclose()
+    assert response is not None and response.opaque == req.opaque
+    return response
+
+
+def batch_request(body: bytes, **extra: str) -> RemotingCommand:
+    req = send_request(code=RequestCode.SEND_BATCH_MESSAGE, batch="true", **extra)
+    return RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields, body=body)
+
+
+async def test_a_retry_send_redirected_to_the_dlq_answers_the_queue_it_was_sent_to(
+    served: ServedBroker, served_address: tuple[str, int]
+) -> None:
+    """SendMessageProcessor.asyncSendMessage: handleRetryAndDLQ moves msgInner to %DLQ% queue 0, but the answer's
+    queueId is ``queueIdInt``, the queue of the request (handlePutMessageResult:
+    responseHeader.setQueueId(queueIdInt))."""
+    served.broker.topics.update_topic(TopicConfig("%RETRY%G1", 4, 4))
+    req = send_request("%RETRY%G1", queue_id=3, reconsumeTimes="16")
+    response = await round_trip(served_address, req)
+    assert response.code == ResponseCode.SUCCESS
+    (record,) = stored(served.broker, response)
+    assert (record.topic, record.queue_id) == ("%DLQ%G1", 0)
+    assert response.ext_fields["queueId"] == "3"
+
+
+async def test_a_batch_stores_the_headers_reconsume_times(
+    served: ServedBroker, served_address: tuple[str, int]
+) -> None:
+    """asyncSendBatchMessage: messageExtBatch.setReconsumeTimes(requestHeader.getReconsumeTimes()), and
+    CommitLog.MessageExtEncoder.encode(MessageExtBatch) writes it as every record's RECONSUMETIMES (field 13)."""
+    body = encode_batch_body([BatchEntry(b"a", "TAGS\x01x"), BatchEntry(b"b", "TAGS\x01y")])
+    response = await round_trip(served_address, batch_request(body, reconsumeTimes="5"))
+    assert response.code == ResponseCode.SUCCESS
+    assert [m.reconsume_times for m in stored(served.broker, response)] == [5, 5]
+
+
+async def test_a_batch_keeps_wait_in_its_stored_properties(
+    served: ServedBroker, served_address: tuple[str, int]
+) -> None:
+    """4.9.8 removes WAIT only on the single-message path (asyncSendMessage); asyncSendBatchMessage copies the header's
+    properties (WAIT included) plus CLUSTER into messageExtBatch, and the batch encoder appends
+    messageProperties2String(messageExtBatch.getProperties()) to every record."""
+    body = encode_batch_body([BatchEntry(b"a", "TAGS\x01x")])
+    response = await round_trip(served_address, batch_request(body, properties="WAIT\x01true"))
+    assert response.code == ResponseCode.SUCCESS
+    (record,) = stored(served.broker, response)
+    assert record.properties.get("CLUSTER") == "DefaultCluster"
+    assert record.properties.get("WAIT") == "true"
+
+
+async def test_a_unit_mode_retry_topic_created_by_a_send_gets_the_unit_sub_flag(
+    served: ServedBroker, served_address: tuple[str, int]
+) -> None:
+    """AbstractSendMessageProcessor.msgCheck: when the default topic cannot create it, a %RETRY% topic is created by
+    createTopicInSendMessageBackMethod(topic, 1, PERM_WRITE | PERM_READ, topicSysFlag), topicSysFlag being
+    TopicSysFlag.buildSysFlag(false, true) == 2 for a unitMode request."""
+    req = send_request("%RETRY%UnitGroup", defaultTopic="NoSuchDefault", unitMode="true")
+    response = await round_trip(served_address, req)
+    assert response.code == ResponseCode.SUCCESS
+    created = served.broker.topics.get("%RETRY%UnitGroup")
+    assert created is not None
+    assert (created.perm, created.write_queue_nums) == (6, 1)
+    assert created.topic_sys_flag == 2
+
+
+async def test_a_send_back_to_a_dlq_without_write_permission_is_stored(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """4.9.8 asyncConsumerSendMsgBack checks the write permission of %RETRY%group only; for the DLQ it creates (or
+    finds) the topic, checks it is not null and stores (SendMessageProcessor.java, `msgExt.getReconsumeTimes() >=
+    maxReconsumeTimes || delayLevel < 0` branch): no NO_PERMISSION for a read-only DLQ."""
+    from processors.send import SendMessageProcessor
+
+    sent = await SendMessageProcessor(broker, rng=random.Random(1)).process(peer_ctx, send_request())
+    assert sent is not None and sent.code == ResponseCode.SUCCESS
+    offset = decode_offset_msg_id(sent.ext_fields["msgId"]).phy_offset
+    group = "cg-ro-dlq"
+    assert broker.groups.find(group) is not None  # auto-created
+    broker.topics.update_topic(TopicConfig(f"%DLQ%{group}", 1, 1, PERM_READ))
+    back = request(RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": str(offset), "group": group, "delayLevel": "-1"})
+    response = await ConsumerSendMsgBackProcessor(broker, rng=random.Random(1)).process(peer_ctx, back)
+    assert response is not None
+    assert (response.code, response.remark) == (ResponseCode.SUCCESS, None)
+    assert broker.store.max_offset_in_queue(f"%DLQ%{group}", 0) == 1
+
+
+async def test_a_delay_property_that_is_not_a_number_is_refused_and_not_stored(
+    served: ServedBroker, served_address: tuple[str, int]
+) -> None:
+    """CommitLog.asyncPutMessage calls msg.getDelayTimeLevel(), which is Integer.parseInt(DELAY) (Message.java): a
+    non-numeric DELAY throws NumberFormatException out of the processor, and NettyRemotingAbstract.processRequestCommand
+    answers SYSTEM_ERROR; nothing is appended."""
+    response = await round_trip(served_address, send_request(properties="DELAY\x01abc"))
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert served.broker.store.max_offset_in_queue("TopicTest", 0) == 0
