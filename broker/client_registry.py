@@ -217,13 +217,16 @@ class ClientRegistry:
         async for group, connections in self._notify_receive:
             header = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext_fields()
             for conn in connections:
-                if conn.closed:
+                # Never waits for a member that does not read (Java's invokeOneway gives up on a peer after 10 ms):
+                # a congested one is skipped; it learns the change at its next rebalance (every 20 s).
+                if conn.closed or conn.congested:
                     continue
                 try:
-                    await conn.invoke_oneway(request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(header)))
+                    conn.send_nowait(request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(header), oneway=True))
                     self.notifications_sent += 1
                 except RemotingError as exc:
                     log.debug("notify %s of group %s failed: %r", conn, group, exc)
+            await trio.lowlevel.checkpoint()
 
     async def _scan(self) -> None:
         while True:

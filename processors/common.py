@@ -7,7 +7,6 @@ failed with, so a processor raises it from deep inside its checks and turns it i
 
 from __future__ import annotations
 
-import os
 from typing import Final, TypeVar
 
 from remoting.codec.codes import ResponseCode
@@ -23,8 +22,6 @@ H = TypeVar("H", bound=Header)
 FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 #: Connection attribute caching the packed born-host address of a peer (computed once per connection).
 BORN_HOST_ATTRIBUTE: Final = "rocketrio.born_host"
-#: Java's accessMessageInMemoryMaxRatio: data further than this share of RAM behind the CommitLog head is "on disk".
-ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO: Final = 40
 
 
 class RequestRejected(Exception):
@@ -63,15 +60,3 @@ def born_host(ctx: RequestContext) -> bytes:
         attributes[BORN_HOST_ATTRIBUTE] = packed
     assert isinstance(packed, bytes)
     return packed
-
-
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 8 << 30
-
-
-#: Bytes behind the CommitLog head beyond which a message is "on disk" (docs/protocol.md#710-pull-batch-limits,
-#: docs/protocol.md#712-consumer-offset-queries).
-IN_MEMORY_DISTANCE: Final = _physical_memory() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO // 100

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from processors.common import IN_MEMORY_DISTANCE, RequestRejected, parse_header
+from processors.common import RequestRejected, parse_header
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers.offsets import (
@@ -48,9 +48,10 @@ class ConsumerOffsetProcessor:
         RequestCode.GET_EARLIEST_MSG_STORETIME,
     )
 
-    def __init__(self, broker: BrokerContext, *, in_memory_distance: int = IN_MEMORY_DISTANCE) -> None:
+    def __init__(self, broker: BrokerContext, *, in_memory_distance: int | None = None) -> None:
         self.broker = broker
-        #: CommitLog bytes behind the head beyond which a queue's first message counts as "on disk" (40 % of RAM).
+        #: CommitLog bytes behind the head beyond which a queue's first message counts as "on disk"; ``None``: the
+        #: store's (``accessMessageInMemoryMaxRatio`` % of RAM, as DefaultMessageStore.checkInDiskByCommitOffset).
         self.in_memory_distance = in_memory_distance
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -106,7 +107,8 @@ class ConsumerOffsetProcessor:
         entry = None if cq is None else cq.entry(0)
         if entry is None:
             return False
-        return store.max_phy_offset - entry[0] > self.in_memory_distance
+        limit = store.in_memory_distance if self.in_memory_distance is None else self.in_memory_distance
+        return store.max_phy_offset - entry[0] > limit
 
 
 def _offset(request: RemotingCommand, offset: int) -> RemotingCommand:

@@ -49,6 +49,12 @@ class StoreReads:
     index: IndexLike | None
     _memory_limit: int
 
+    @property
+    def in_memory_distance(self) -> int:
+        """CommitLog bytes behind the head beyond which data counts as on disk (``accessMessageInMemoryMaxRatio`` %
+        of physical memory, following the live config)."""
+        return self._memory_limit
+
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         """The queue's ConsumeQueue, created on first use."""
         cq = self.consume_queues.get((topic, queue_id))

@@ -247,7 +247,7 @@ class BrokerStatsManager:
             sizes.get_or_create(topic).add(size, count)
             added += count
             added_bytes += size
-        self._broker_put.add(added, added)
+        self._broker_put.add(added, 0)  # incBrokerPutNums adds to the value only: its avgpt stays 0
         self.put_size_total += added_bytes
         self.store_stats.put_total = self._broker_put.value
 
