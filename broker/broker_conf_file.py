@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from remoting.codec.java_properties import (
-    decode_properties_file,
     escape_key,
     escape_value,
     logical_lines,
     physical_lines,
+    properties_file_encoding,
     split_line,
     unescape,
 )
@@ -74,9 +74,12 @@ def persist_properties(path: Path, changes: Mapping[str, str]) -> None:
     """Apply :func:`rewrite_properties` to the file at ``path`` atomically (a missing file is created)."""
     with _WRITE_LOCK:
         try:
-            text = decode_properties_file(path.read_bytes())
+            raw = path.read_bytes()
         except FileNotFoundError:
-            text = ""
-        data = rewrite_properties(text, changes).encode("latin-1")
+            raw = b""
+        # Written back in the encoding it was read in, so untouched lines keep their bytes (new values are escaped
+        # to ASCII by escape_value).
+        encoding = properties_file_encoding(raw)
+        data = rewrite_properties(raw.decode(encoding), changes).encode(encoding)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
         replace_atomically(path, data, tmp, keep_mode=True)

@@ -205,8 +205,6 @@ class SendMessageProcessor:
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             topic, queue_id, to_dlq = self._retry_target(request, header, queue_id, reconsume_times)
         props = rewrite_properties(header.properties, self.cluster)
-        if props.bad_delay is not None:  # Java's Integer.parseInt of DELAY throws: nothing is stored
-            raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(props.bad_delay))
         sys_flag = header.sys_flag
         if config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= SYSFLAG_MULTI_TAGS
@@ -234,6 +232,8 @@ class SendMessageProcessor:
                     f"the broker[{self.broker.config.broker_ip1}] sending transaction message is forbidden",
                 )
             record = self._half_message(record)
+        elif props.bad_delay is not None:  # CommitLog.asyncPutMessage's parseInt of DELAY throws: nothing is stored
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(props.bad_delay))
         elif props.delay_level > 0 and not to_dlq and self.delay_rewrite is not None:
             record = self.delay_rewrite(record, props.delay_level)
         elif self.timer_rewrite is not None and not to_dlq and "TIMER_" in stored:
@@ -307,9 +307,10 @@ class SendMessageProcessor:
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
         max_size = self.broker.store.config.max_message_size
         batch_props = rewrite_properties(header.properties, self.cluster)
-        if batch_props.bad_delay is not None:
+        transactional = header.sys_flag & SYSFLAG_TRANSACTION_MASK
+        if not transactional and batch_props.bad_delay is not None:  # asyncPutMessages: the type first, then DELAY
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(batch_props.bad_delay))
-        if header.sys_flag & SYSFLAG_TRANSACTION_MASK or batch_props.delay_level > 0:
+        if transactional or batch_props.delay_level > 0:
             # CommitLog.asyncPutMessages: a batch is neither transactional nor delayed (it used to be stored at once)
             remark = illegal_remark(max_size, "a delayed or transactional batch")
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, remark)

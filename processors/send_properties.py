@@ -81,7 +81,7 @@ def _rewrite_segments(raw: str, tail: str) -> StoredProperties:
             continue
         if name == "TRAN_MSG":
             transactional = value.lower() == "true"
-        elif name == "DELAY":
+        elif name == "DELAY" and value:  # an empty value is no property (MessageDecoder.string2messageProperties)
             parsed = java_int(value)
             delay, bad_delay = (0, value) if parsed is None else (parsed, None)
         if segment:

@@ -126,13 +126,20 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
-def decode_properties_file(data: bytes) -> str:
-    """A properties file's text: UTF-8 when it decodes so (ours: the usual encoding of a file with non-ASCII paths or
-    names, which Java would garble), else ISO-8859-1, as ``Properties.load(InputStream)`` reads any bytes."""
+def properties_file_encoding(data: bytes) -> str:
+    """The encoding a properties file is read (and written back) in: UTF-8 when it decodes so (ours: the usual
+    encoding of a file with non-ASCII paths, names or comments, which Java would garble), else ISO-8859-1, as
+    ``Properties.load(InputStream)`` reads any bytes."""
     try:
-        return data.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError:
-        return data.decode("latin-1")
+        return "latin-1"
+    return "utf-8"
+
+
+def decode_properties_file(data: bytes) -> str:
+    """A properties file's text, in :func:`properties_file_encoding`."""
+    return data.decode(properties_file_encoding(data))
 
 
 def _escape(text: str, specials: str) -> str:
@@ -207,7 +214,8 @@ def _convert(value: str, field: attrs.Attribute[Any], key: str) -> Any:
             return float(value.strip(_BLANKS))
         except ValueError:
             raise PropertiesError(f"{key}: expected a number, got {value!r}") from None
-    return value.strip(_BLANKS)
+    # A password keeps its blanks, as Properties.getProperty returns them (TlsHelper's tls.*.keyPassword).
+    return value if field.metadata.get("secret") else value.strip(_BLANKS)
 
 
 def _integer(value: str, field: attrs.Attribute[Any], key: str) -> int:
