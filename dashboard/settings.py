@@ -40,16 +40,23 @@ class DashboardSettings:
     host: str = attrs.field(default="127.0.0.1", metadata=_prop("server.address"))
     port: int = attrs.field(default=8080, converter=int, metadata=_prop("server.port"))
     #: Seconds between two samples of the charts (rocketmq-dashboard collects every minute).
-    sample_interval: float = attrs.field(default=60.0, converter=float, metadata=_prop("rocketmq.config.sampleSeconds"))
+    sample_interval: float = attrs.field(
+        default=60.0, converter=float, validator=attrs.validators.gt(0), metadata=_prop("rocketmq.config.sampleSeconds")
+    )
     #: Whether the dashboard samples the charts at all (each sample asks every broker and every topic's queues).
     enable_collect: bool = attrs.field(
         default=True, converter=_bool, metadata=_prop("rocketmq.config.enableDashBoardCollect")
     )
     #: Seconds of samples kept and drawn.
-    history: float = attrs.field(default=3600.0, converter=float, metadata=_prop("rocketmq.config.historySeconds"))
+    history: float = attrs.field(
+        default=3600.0,
+        converter=float,
+        validator=attrs.validators.gt(0),
+        metadata=_prop("rocketmq.config.historySeconds"),
+    )
     #: Topics whose put rate one sample asks the brokers for at once.
     sample_concurrency: int = attrs.field(
-        default=16, converter=int, metadata=_prop("rocketmq.config.sampleConcurrency")
+        default=16, converter=int, validator=attrs.validators.gt(0), metadata=_prop("rocketmq.config.sampleConcurrency")
     )
     rpc_timeout: float = attrs.field(default=3.0, converter=float, metadata=_prop("rocketmq.config.rpcTimeoutSeconds"))
     login_required: bool = attrs.field(default=False, converter=_bool, metadata=_prop("rocketmq.config.loginRequired"))

@@ -257,13 +257,13 @@ class Consuming:
         gets one assignment per read queue, others one with id -1."""
         topic = req.topic.name
         check_topic(topic)
+        check_group(req.group.name)  # validateTopicAndConsumerGroup: both names first
         config = self.broker.topics.get(topic)
         if config is None:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
         perm = routed_perm(config.perm, self.broker.config.broker_permission)
         if not perm & PERM_READ or config.read_queue_nums <= 0:
             return service.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "no readable queue"))
-        check_group(req.group.name)
         group = self.broker.groups.get(req.group.name)  # read only: Java's LocalMetadataService creates nothing
         orderly = group is not None and group.consume_message_orderly
         response = service.QueryAssignmentResponse(status=status())

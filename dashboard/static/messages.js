@@ -26,7 +26,7 @@
 
   function show(rows) {
     table(document.getElementById("results"), [
-      { key: "msgId", title: "Message id", render: (r) => link(`/message?topic=${encodeURIComponent(r.topic)}&id=${r.msgId}`, r.msgId) },
+      { key: "msgId", title: "Message id", render: (r) => link(`/message?topic=${encodeURIComponent(r.topic)}&id=${encodeURIComponent(r.msgId)}`, r.msgId) },
       { key: "tags", title: "Tags" }, { key: "keys", title: "Keys" },
       { key: "queueId", title: "Queue", num: true }, { key: "queueOffset", title: "Offset", num: true },
       { key: "storeTimestamp", title: "Stored", render: (r) => fmtTime(r.storeTimestamp) },

@@ -39,7 +39,7 @@
     const f = new FormData(ev.target);
     const r = await guarded(() => api("POST", "/api/topic/message", { topic, body: f.get("body"), tags: f.get("tags"), keys: f.get("keys") }));
     if (!r) return;
-    kv(document.getElementById("sent"), [["Status", r.sendStatus], ["Message id", link(`/message?topic=${enc}&id=${r.msgId}`, r.msgId)],
+    kv(document.getElementById("sent"), [["Status", r.sendStatus], ["Message id", link(`/message?topic=${enc}&id=${encodeURIComponent(r.msgId)}`, r.msgId)],
       ["Offset message id", r.offsetMsgId], ["Queue", `${r.brokerName} / ${r.queueId} @ ${r.queueOffset}`]]);
     await load();
   });

@@ -33,6 +33,10 @@ def test_settings_from_a_properties_file_then_the_environment_then_options(tmp_p
     file.write_text("server.port=eighty\n")
     with pytest.raises(SettingsError):
         load_settings(file, {})
+    for bad in ("sampleSeconds=0", "historySeconds=-1", "sampleConcurrency=0"):  # a 0 interval busy-looped
+        file.write_text(f"rocketmq.config.{bad}\n")
+        with pytest.raises(SettingsError):
+            load_settings(file, {})
 
 
 def test_acl_credentials_reach_a_signing_client_or_are_refused() -> None:
