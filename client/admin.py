@@ -69,6 +69,7 @@ from remoting.codec.headers import (
 from remoting.codec.java_properties import parse_properties
 from remoting.codec.message import MessageExt, decode_record, iter_records
 from remoting.codec.msgid import decode_offset_msg_id
+from remoting.errors import RemotingError
 
 __all__ = ["Admin", "ConsumeStats", "ConsumerConnection", "OffsetWrapper", "ProducerConnection", "TopicOffset"]
 
@@ -242,15 +243,17 @@ class Admin(AdminOps):
         return (await self.consume_stats(group, topic)).offset_table
 
     async def consumer_connection(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
-        """The online consumers of ``group`` (from ``broker_addr``, or the first master that knows them). Raises
-        MQBrokerError CONSUMER_NOT_ONLINE (206) when none is online."""
+        """The online consumers of ``group`` (from ``broker_addr``, or the first master that knows them; one that does
+        not answer is passed over). Raises MQBrokerError CONSUMER_NOT_ONLINE (206) when none is online."""
         fields = GetConsumerConnectionListRequestHeader(consumer_group=group).to_ext_fields()
-        last: MQBrokerError | None = None
+        last: Exception | None = None
         for addr in [broker_addr] if broker_addr else await self.master_addresses():
             try:
                 response = await self._call(addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, fields))
-            except MQBrokerError as exc:
-                last = exc
+            except (MQClientError, RemotingError, OSError) as exc:
+                # the CONSUMER_NOT_ONLINE answer of a live broker wins over a dead one's error
+                if last is None or not isinstance(last, MQBrokerError):
+                    last = exc
                 continue
             return ConsumerConnection.decode(response.body)
         raise last or MQClientError("no broker in the cluster")

@@ -10,6 +10,7 @@ the offsets of that time queue by queue, as rocketmq-dashboard does when the bro
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,9 +21,12 @@ from client.admin import Admin, ConsumerConnection
 from client.errors import MQBrokerError
 from client.mqadmin_support import version_desc
 from client.route import master_address
+from dashboard.cluster import CALL_ERRORS
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import ClientConnection, OffsetWrapper
 from remoting.codec.codes import ResponseCode
+
+log = logging.getLogger(__name__)
 
 #: Groups the broker and the tools use for themselves (RocketMQ's ``MixAll`` names), listed as SYSTEM.
 SYSTEM_GROUPS = frozenset(
@@ -84,7 +88,11 @@ async def group_list(admin: Admin) -> list[dict[str, Any]]:
     """Every subscription group of every master: topics, lag, TPS and who is connected."""
     merged: dict[str, dict[str, Any]] = {}
     for addr in await admin.master_addresses():
-        stats = await admin.broker_consume_stats(addr)
+        try:
+            stats = await admin.broker_consume_stats(addr)
+        except CALL_ERRORS as exc:  # a master that does not answer: the others' groups are still listed
+            log.warning("consume stats of %s failed: %s", addr, exc)
+            continue
         for group, per_topic in stats.consume_stats_list:
             row = merged.setdefault(group, {"group": group, "topics": set(), "diffTotal": 0, "consumeTps": 0.0})
             for s in per_topic:

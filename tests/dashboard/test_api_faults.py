@@ -9,9 +9,11 @@ import pytest
 import trio
 
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer, api
+from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
 from store.metadata_files import SubscriptionGroupConfig
 from tests.client.helpers import create_topic, wait_until
+from tests.client.test_master_watch import register_as_master
 from tests.dashboard.conftest import Dash
 
 CROSS_SITE = {"Content-Type": "text/plain", "Origin": "http://evil.example"}
@@ -112,3 +114,15 @@ async def test_resend_does_not_contact_the_host_a_foreign_offset_msg_id_names(da
         await anyio.sleep(0.1)
         nursery.cancel_scope.cancel()
     assert contacted == [] and response.status_code == 404, (contacted, response.status_code, response.text)
+
+
+async def test_the_groups_page_lists_the_live_masters_groups_when_one_master_does_not_answer(dash: Dash) -> None:
+    """A registered master that refuses connections failed the whole /api/groups with a 502 (found by a review),
+    where the cluster page already lists the other brokers."""
+    embedded = dash.cluster.controller.context
+    embedded.groups.update(SubscriptionGroupConfig("live-group"))
+    embedded.offsets.commit("live-group", "TBW102", 0, 0)
+    async with RemotingClient() as client:
+        await register_as_master(client, dash.cluster.namesrv_addr, "127.0.0.1:1", "DeadTopic", "broker-dead")
+        groups = (await dash.get("/api/groups"))["groups"]
+    assert "live-group" in {g["group"] for g in groups}
