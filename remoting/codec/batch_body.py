@@ -79,7 +79,8 @@ def split_batch_body(body: bytes | bytearray | memoryview) -> list[tuple[bytes, 
     end = len(raw)
     try:
         while pos < end:
-            size, _magic, _crc, flag, body_len = unpack_head(raw, pos)
+            # The size word is not read: Java's MessageExtBatchEncoder walks the entry by its lengths.
+            _size, _magic, _crc, flag, body_len = unpack_head(raw, pos)
             p = pos + 20
             if body_len < 0 or p + body_len + 2 > end:
                 raise MessageDecodeError(f"batch entry body length {body_len} overruns the body at {pos}")
@@ -87,10 +88,10 @@ def split_batch_body(body: bytes | bytearray | memoryview) -> list[tuple[bytes, 
             p += body_len
             props_len = SHORT.unpack_from(raw, p)[0]
             p += 2
-            if props_len < 0 or p + props_len > end or size != p + props_len - pos:
-                raise MessageDecodeError(f"batch entry at {pos}: size {size} disagrees with its fields")
+            if props_len < 0 or p + props_len > end:
+                raise MessageDecodeError(f"batch entry at {pos}: properties length {props_len} overruns the body")
             entries.append((data, raw[p : p + props_len].decode("utf-8", "replace"), flag))
-            pos += size
+            pos = p + props_len
     except struct.error as exc:
         raise MessageDecodeError(f"truncated batch entry at {pos}") from exc
     return entries

@@ -75,14 +75,15 @@ static PyObject *split_stored_entries(PyObject *module, PyObject *const *args, P
     if (entries == NULL) goto fail;
     while (pos < end) {
         if (end - pos < 20) goto refuse;
-        int32_t size = bs_get32(raw + pos), flag = bs_get32(raw + pos + 12), body_len = bs_get32(raw + pos + 16);
+        /* the size word is not read: Java's MessageExtBatchEncoder walks the entry by its lengths */
+        int32_t flag = bs_get32(raw + pos + 12), body_len = bs_get32(raw + pos + 16);
         Py_ssize_t p = pos + 20;
         if (body_len < 0 || p + body_len + 2 > end) goto refuse;
         const unsigned char *body = raw + p;
         p += body_len;
         int16_t props_len = (int16_t)((uint16_t)raw[p] << 8 | raw[p + 1]);
         p += 2;
-        if (props_len < 0 || p + props_len > end || (Py_ssize_t)size != p + props_len - pos) goto refuse;
+        if (props_len < 0 || p + props_len > end) goto refuse;
         PyObject *data = PyBytes_FromStringAndSize((const char *)body, body_len);
         PyObject *stored = data == NULL ? NULL : bs_stored(raw + p, props_len, suffix, suffix_ascii, suffix_len);
         PyObject *flag_obj = stored == NULL ? NULL : PyLong_FromLong(flag);
@@ -95,7 +96,7 @@ static PyObject *split_stored_entries(PyObject *module, PyObject *const *args, P
             goto fail;
         }
         Py_DECREF(entry);
-        pos += size;
+        pos = p + props_len;
     }
     PyBuffer_Release(&view);
     return entries;

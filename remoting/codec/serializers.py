@@ -167,11 +167,22 @@ def encode_json(cmd: RemotingCommand) -> bytes:
 
 
 def decode_json(data: bytes | memoryview, body: Body) -> RemotingCommand:
+    return _from_mapping(loads_json_header(data), SerializeType.JSON, body)
+
+
+def loads_json_header(data: bytes | memoryview) -> object:
+    """A JSON header parsed; bytes that are not UTF-8 become U+FFFD first, as Java's ``new String(data, UTF_8)``
+    (RemotingSerializable.decode) makes them (a C++ client's GBK topic or key). Raises HeaderDecodeError."""
     try:
-        fields = orjson.loads(data)
+        return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise HeaderDecodeError(f"bad JSON header: {exc}") from None
-    return _from_mapping(fields, SerializeType.JSON, body)
+        text = bytes(data).decode("utf-8", "replace")
+        if text.encode() == bytes(data):  # valid UTF-8: the JSON itself is bad
+            raise HeaderDecodeError(f"bad JSON header: {exc}") from None
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError as again:
+            raise HeaderDecodeError(f"bad JSON header: {again}") from None
 
 
 def command_from_json(fields: object, body: Body) -> RemotingCommand:
@@ -238,10 +249,7 @@ def decode_rocketmq(data: bytes | memoryview, body: Body) -> RemotingCommand:
 def _utf8(view: memoryview, pos: int, length: int) -> str:
     if pos + length > len(view):
         raise HeaderDecodeError("string overruns the header")
-    try:
-        return str(view[pos : pos + length], "utf-8")
-    except UnicodeDecodeError:
-        raise HeaderDecodeError("header string is not UTF-8") from None
+    return str(view[pos : pos + length], "utf-8", "replace")  # as Netty's readCharSequence(UTF_8)
 
 
 def _decode_rocketmq_ext(block: memoryview) -> dict[str, str]:
@@ -260,18 +268,16 @@ def _decode_rocketmq_ext(block: memoryview) -> dict[str, str]:
             key_end = pos + key_len
             if key_len < 0 or key_end + 4 > end:
                 raise HeaderDecodeError("extFields key overruns the header")
-            key = data[pos:key_end].decode()
+            key = data[pos:key_end].decode("utf-8", "replace")  # as RocketMQSerializable.readStr
             (value_len,) = i32(data, key_end)
             pos = key_end + 4
             value_end = pos + value_len
             if value_len < 0 or value_end > end:
                 raise HeaderDecodeError("extFields value overruns the header")
-            value = data[pos:value_end].decode()
+            value = data[pos:value_end].decode("utf-8", "replace")
             pos = value_end
-            if key:  # Java reads an empty string as null and drops the entry
+            if key and value:  # readStr reads a length of 0 as null: no key, or a null value (absent to us)
                 out[key] = value
-    except UnicodeDecodeError:
-        raise HeaderDecodeError("header string is not UTF-8") from None
     except struct.error:
         raise HeaderDecodeError("truncated extFields entry") from None
     return out

@@ -58,10 +58,13 @@ def test_any_chunking_yields_the_same_commands(cmds: list[RemotingCommand], cuts
     assert feed_in_chunks(stream, cuts) == everything_at_once
     assert len(everything_at_once) == len(cmds)
     for got, sent in zip(everything_at_once, cmds, strict=True):
+        ext = sent.ext_fields
+        if sent.serialize_type is SerializeType.ROCKETMQ:  # an empty string travels as length 0: null (readStr)
+            ext = {k: v for k, v in ext.items() if v}
         assert (got.code, got.opaque, got.ext_fields, got.body, got.serialize_type) == (
             sent.code,
             sent.opaque,
-            sent.ext_fields,
+            ext,
             sent.body,
             sent.serialize_type,
         )

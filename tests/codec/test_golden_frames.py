@@ -254,7 +254,7 @@ def test_rocketmq_binary_empty_key_entry_is_dropped_as_java_does() -> None:
         b"v"  # value
         b"\x00\x01"  # key length 1
         b"k"  # key
-        b"\x00\x00\x00\x00"  # empty value: kept
+        b"\x00\x00\x00\x00"  # empty value: null (readStr), so absent
     )
     header = (
         b"\x00\x22"  # code 34 HEART_BEAT
@@ -268,4 +268,4 @@ def test_rocketmq_binary_empty_key_entry_is_dropped_as_java_does() -> None:
     frame = (4 + len(header)).to_bytes(4, "big") + b"\x01" + len(header).to_bytes(3, "big") + header
     cmd = decode_one(frame)
     assert cmd.code == 34 and cmd.version == 121
-    assert cmd.ext_fields == {"k": ""}
+    assert cmd.ext_fields == {}

@@ -81,10 +81,10 @@ def test_booleans_parse_in_any_case_and_as_digits(raw: str, expected: bool) -> N
     assert header.accept_standard_json_only is expected
 
 
-def test_unparsable_boolean_names_the_field() -> None:
-    with pytest.raises(HeaderFieldError) as info:
-        headers.GetRouteInfoRequestHeader.from_ext_fields({"topic": "T", "acceptStandardJsonOnly": "yes"})
-    assert info.value.field == "acceptStandardJsonOnly"
+def test_a_boolean_other_than_true_is_false_as_javas_parse_boolean() -> None:
+    for text, value in (("yes", False), ("TRUE", True), ("1", True), ("0", False)):
+        header = headers.GetRouteInfoRequestHeader.from_ext_fields({"topic": "T", "acceptStandardJsonOnly": text})
+        assert header.accept_standard_json_only is value
 
 
 def test_integers_parse_from_strings_as_clients_send_them() -> None:

@@ -13,7 +13,8 @@ are Java ``long`` and must fit in 64 bits. The range check keeps absurd numbers 
 
 Parsing (:meth:`Header.from_ext_fields`) is tolerant the way real 4.x clients need
 (docs/protocol.md#92-what-a-server-must-tolerate): integers from ``"12"`` (surrounding whitespace allowed), booleans
-from ``true``/``false``/``1``/``0`` in any case, unknown keys ignored, an empty string for a number or boolean treated
+true for ``true`` in any case or ``1``, false for anything else (Java's Boolean.parseBoolean), unknown keys ignored,
+an empty string for a number or boolean treated
 as absent (Java reads an empty binary-header string as null). A missing required field or an unparsable value raises
 :class:`~remoting.codec.errors.HeaderFieldError` whose ``field`` is the wire key. Encoding
 (:meth:`Header.to_ext_fields`) writes every value as a string, booleans as ``"true"``/``"false"``, and omits ``None``.
@@ -42,7 +43,6 @@ _INT32_MIN: Final = -(1 << 31)
 _INT32_MAX: Final = (1 << 31) - 1
 
 _TRUE: Final = frozenset({"true", "1"})
-_FALSE: Final = frozenset({"false", "0"})
 
 
 def wire(key: str, *, int32: bool = False) -> dict[str, Any]:
@@ -80,12 +80,9 @@ def _parse_int32(key: str, raw: str) -> int:
 
 
 def _parse_bool(key: str, raw: str) -> bool:
-    text = raw.strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise HeaderFieldError(key, f"header field {key!r} is not a boolean: {_shown(raw)}")
+    """Java's Boolean.parseBoolean (RemotingCommand.decodeCommandCustomHeader): anything but ``true`` is false;
+    ours: ``1`` is true as well."""
+    return raw.strip().lower() in _TRUE
 
 
 class _InField(NamedTuple):
