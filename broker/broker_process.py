@@ -6,6 +6,8 @@ differs from the defaults, as RocketMQ's ``distribution/conf/2m-noslave/broker-b
 to ``<data>/logs/<brokerName>.log``, and :meth:`BrokerProcess.run` is started in a nursery: it returns (through
 ``task_status``) the address of the child's boot line. :meth:`BrokerProcess.stop` sends SIGTERM (the broker
 unregisters, flushes and saves its files) and waits; a child still running after ``STOP_TIMEOUT`` seconds is killed.
+The child's stdin is a pipe from this process (``mqbroker --exit-with-stdin``): when this process dies, even by
+SIGKILL, the child reads end of file and shuts down as on SIGTERM, freeing its port and store lock.
 
 Errors: settings that do not survive the trip through a properties file raise ``ValueError``; a child that exits
 before its boot line raises :class:`BrokerProcessError` with the tail of its log.
@@ -34,7 +36,11 @@ BOOT_LINE = re.compile(r"The broker\[[^,\]]+, (\S+):(\d+)\] boot success")
 
 
 class BrokerProcessError(RuntimeError):
-    """The broker process exited before it printed its boot line."""
+    """The broker process exited before it printed its boot line; ``summary`` says so in one line."""
+
+    def __init__(self, message: str, summary: str) -> None:
+        super().__init__(message)
+        self.summary = summary
 
 
 def properties_text(config: BrokerConfig) -> str:
@@ -86,7 +92,10 @@ class BrokerProcess:
         with self.log_path.open("ab") as log:
             # Same process group: Ctrl-C in a terminal reaches every broker, and each shuts down cleanly.
             proc = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "broker.cli", "-c", str(conf)], stdout=subprocess.PIPE, stderr=log
+                [sys.executable, "-m", "broker.cli", "-c", str(conf), "--exit-with-stdin"],
+                stdin=subprocess.PIPE,  # never written: its end of file tells the child this process has gone
+                stdout=subprocess.PIPE,
+                stderr=log,
             )
         self._proc = proc
         assert proc.stdout is not None
@@ -102,10 +111,12 @@ class BrokerProcess:
                         task_status.started(self.address)
             await proc.wait()
             if self.address is None:
-                raise BrokerProcessError(f"{self.name} exited with {proc.returncode} before booting: {self._tail()}")
+                raise self._error(proc.returncode)
         finally:
             with trio.CancelScope(shield=True):
                 await self._terminate(proc)
+                if proc.stdin is not None:
+                    await proc.stdin.aclose()
             self.address = None
 
     async def _terminate(self, proc: trio.Process) -> None:
@@ -117,6 +128,14 @@ class BrokerProcess:
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
+
+    def _error(self, status: int | None) -> BrokerProcessError:
+        tail = self._tail()
+        last = next((line for line in reversed(tail.splitlines()) if line.strip()), "(empty log)")
+        return BrokerProcessError(
+            f"{self.name} exited with {status} before booting: {tail}",
+            f"{self.name} exited with {status} before booting ({self.log_path}): {last}",
+        )
 
     def _tail(self) -> str:
         try:

@@ -16,10 +16,11 @@ When serving it prints Java's boot line with the real bound address, so scripts 
 UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``) writes the properties it changes back into the ``-c`` file
 (:mod:`broker.broker_conf_file`), so a restart keeps them.
 
-SIGINT (Ctrl-C) and SIGTERM shut down cleanly (unregister from name servers, flush, checkpoint, save config files;
-exit status 0). A bad option or property value (a number outside its Java type's range, ``listenPort`` outside
-0..65535, an illegal name server address) exits with status 2 and a message naming it; a port that cannot be bound,
-a locked or corrupt store exits with status 1.
+SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) shut down cleanly (unregister from name servers, flush,
+checkpoint, save config files; exit status 0), as BrokerStartup's JVM shutdown hook does. ``--exit-with-stdin`` (used by
+:mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone. A bad option or
+property value (a number outside its Java type's range, ``listenPort`` outside 0..65535, an illegal name server address)
+exits with status 2 and a message naming it; a port that cannot be bound, a locked or corrupt store exits with status 1.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ from remoting.connection import Address
 from store.errors import StoreError
 
 log = logging.getLogger("broker")
+
+#: The signals that shut a server down cleanly: the JVM runs its shutdown hooks on each.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def read_conf_file(config_file: str | None) -> dict[str, str]:
@@ -109,12 +113,30 @@ def build_proxy_config(config_file: str | None, extra: list[str], enable: bool) 
     return proxy_config
 
 
-async def run(config: BrokerConfig, config_path: Path | None = None, proxy: ProxyConfig | None = None) -> None:
-    """Serve until SIGINT or SIGTERM, then shut down by cancelling the nursery. ``config_path`` is the ``-c`` file,
-    where UPDATE_BROKER_CONFIG persists changed properties; ``proxy`` (when enabled) starts the gRPC endpoint too."""
+async def stop_at_stdin_eof() -> None:
+    """SIGTERM this process once stdin reaches end of file (its writer, the parent process, has gone)."""
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    async with stdin:
+        while await stdin.receive_some():
+            pass
+    log.info("stdin closed: the parent process has gone")
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+async def run(
+    config: BrokerConfig,
+    config_path: Path | None = None,
+    proxy: ProxyConfig | None = None,
+    exit_with_stdin: bool = False,
+) -> None:
+    """Serve until SIGINT, SIGTERM or SIGHUP (or stdin's end, with ``exit_with_stdin``), then shut down by
+    cancelling the nursery. ``config_path`` is the ``-c`` file, where UPDATE_BROKER_CONFIG persists changed
+    properties; ``proxy`` (when enabled) starts the gRPC endpoint too."""
     controller = BrokerController(config, config_path=config_path)
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
+            if exit_with_stdin:
+                nursery.start_soon(stop_at_stdin_eof)
             address = await nursery.start(controller.serve)
             if proxy is not None and proxy.enable_proxy:
                 from proxy.startup import serve_proxy  # loads grpcio and the generated code only when asked to
@@ -137,6 +159,7 @@ async def run(config: BrokerConfig, config_path: Path | None = None, proxy: Prox
 @click.option("--enable-proxy", "enable_proxy", is_flag=True, help="Also serve RocketMQ 5 gRPC clients (local proxy).")
 @click.option("-p", "--printConfigItem", "print_all", is_flag=True, help="Print every setting and exit.")
 @click.option("-m", "--printImportantConfig", "print_important", is_flag=True, help="Print the important settings.")
+@click.option("--exit-with-stdin", is_flag=True, hidden=True, help="Shut down cleanly at stdin's end of file.")
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -145,6 +168,7 @@ def main(
     enable_proxy: bool = False,
     print_all: bool = False,
     print_important: bool = False,
+    exit_with_stdin: bool = False,
 ) -> None:
     """Start a RocketMQ 4.x-compatible broker. Extra ``--name value`` pairs set properties."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -157,7 +181,7 @@ def main(
         click.echo("\n".join(config_lines(config, important_only=not print_all)))
         return
     try:
-        trio.run(run, config, Path(config_file) if config_file else None, proxy)
+        trio.run(run, config, Path(config_file) if config_file else None, proxy, exit_with_stdin)
     except (OSError, StoreError, ValueError, BaseExceptionGroup) as exc:
         startup = startup_error(exc)
         if startup is None:

@@ -22,10 +22,10 @@ process (``cluster.controllers``); ``broker_processes=True`` runs each in a chil
 ``cluster.broker_addrs`` lists every master's address either way. ``slaves`` needs ``brokers=1``.
 
 and for the README's ``make run`` (``python -m broker.embedded --data ./data``: ports 9876 and 10911, both boot lines
-printed, Ctrl-C or SIGTERM shut down cleanly; ``--brokers N`` or ``ROCKETRIO_BROKERS=N``: N masters, the extra ones in
-processes of their own, ports 10911, 10921, ...; by default one per core on machines with more than two cores, else
-one). Data layout: ``<data>/namesrv/kvConfig.json`` and ``<data>/broker``
-as the broker's ``storePathRootDir``.
+printed, Ctrl-C, SIGTERM or SIGHUP shut down cleanly, a start-up error is one line on stderr and status 1; ``--brokers
+N`` or ``ROCKETRIO_BROKERS=N``: N masters, the extra ones in processes of their own, ports 10911, 10921, ...; by default
+one per core on machines with more than two cores, else one). Data layout: ``<data>/namesrv/kvConfig.json`` and
+``<data>/broker`` as the broker's ``storePathRootDir``.
 
 Ownership: the cluster owns its nursery; leaving the ``async with`` block cancels it, which shuts the broker down
 (unregister, flush, checkpoint, save config files) and then the name server. Start-up errors (a port in use, a locked
@@ -47,8 +47,8 @@ import click
 import trio
 
 from broker.broker_config import BrokerConfig
-from broker.broker_process import BrokerProcess
-from broker.cli import boot_line
+from broker.broker_process import BrokerProcess, BrokerProcessError
+from broker.cli import STOP_SIGNALS, boot_line, startup_error
 from broker.controller import BrokerController
 from broker.embedded_base import NurseryOwner
 from namesrv.cli import boot_line as namesrv_boot_line
@@ -56,6 +56,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.codec.java_properties import PropertiesError, apply_properties, parse_property_args
 from remoting.connection import Address
+from store.errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -350,10 +351,10 @@ async def run_embedded(
     slaves: int = 0,
     brokers: int = 1,
 ) -> None:
-    """Serve until SIGINT or SIGTERM, printing the boot lines (name server, each broker, each slave) once ready; the
-    masters after the first run in processes of their own, which print their own boot lines."""
+    """Serve until SIGINT, SIGTERM or SIGHUP, printing the boot lines (name server, each broker, each slave) once ready;
+    the masters after the first run in processes of their own, which print their own boot lines."""
     overrides = broker_overrides or {}
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with EmbeddedCluster(
             data_dir,
             host=host,
@@ -435,7 +436,25 @@ def main(
     count = brokers if brokers is not None else (1 if slaves else default_brokers())
     if slaves and count > 1:
         raise click.UsageError("--slaves needs --brokers 1")
-    trio.run(run_embedded, Path(data_dir), host, namesrv_port, port, overrides, slaves, count)
+    try:
+        trio.run(run_embedded, Path(data_dir), host, namesrv_port, port, overrides, slaves, count)
+    except (OSError, StoreError, ValueError, BrokerProcessError, BaseExceptionGroup) as exc:
+        message = embedded_startup_error(exc)
+        if message is None:
+            raise
+        click.echo(f"embedded: cannot start: {message}", err=True)
+        sys.exit(1)
+
+
+def embedded_startup_error(exc: BaseException) -> str | None:
+    """One line for a start-up failure inside ``exc`` (a taken port, a locked store, a broker process that did not
+    boot), else ``None``."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BrokerProcessError):
+        return exc.summary
+    found = startup_error(exc)
+    return None if found is None else str(found)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
     mqdashboard -n 127.0.0.1:9876               # http://127.0.0.1:8080/
     mqdashboard -c dashboard.properties --port 0  # a free port; the line printed says which
 
-Settings come from ``-c`` (rocketmq-dashboard's property names, :mod:`dashboard.settings`), ``NAMESRV_ADDR`` and
-the options below. Once listening it prints ``mqdashboard listening on http://HOST:PORT/``; SIGINT or SIGTERM shut it
-down cleanly. A bad setting prints the error and exits with status 2.
+Settings come from ``-c`` (rocketmq-dashboard's property names, :mod:`dashboard.settings`), ``NAMESRV_ADDR`` and the
+options below. Once listening it prints ``mqdashboard listening on http://HOST:PORT/``; SIGINT, SIGTERM or SIGHUP shut
+it down cleanly. A bad setting prints the error and exits with status 2; a port that cannot be bound, one line and
+status 1.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dashboard.settings import DashboardSettings, SettingsError, load_settings
 
 
 async def run(settings: DashboardSettings) -> None:
-    """Serve until SIGINT or SIGTERM."""
+    """Serve until SIGINT, SIGTERM or SIGHUP."""
     app = create_app(settings)
     config = Config()
     config.bind = [f"{settings.host}:{settings.port}"]
@@ -34,7 +35,7 @@ async def run(settings: DashboardSettings) -> None:
     stop = trio.Event()
 
     async def on_signals() -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async for _ in signals:
                 stop.set()
                 return
@@ -83,7 +84,21 @@ def main(
     except (SettingsError, OSError) as exc:
         click.echo(f"mqdashboard: {exc}", err=True)
         sys.exit(2)
-    trio.run(run, settings)
+    try:
+        trio.run(run, settings)
+    except (OSError, BaseExceptionGroup) as exc:
+        error = bind_error(exc)
+        if error is None:
+            raise
+        click.echo(f"mqdashboard: cannot listen on {settings.host}:{settings.port}: {error}", err=True)
+        sys.exit(1)
+
+
+def bind_error(exc: BaseException) -> OSError | None:
+    """Hypercorn's bind failure inside ``exc`` (Trio nurseries wrap it in exception groups), else ``None``."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, OSError) else None
 
 
 if __name__ == "__main__":

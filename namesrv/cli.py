@@ -11,8 +11,9 @@ When listening it prints Java's boot line with the bound address, so scripts can
 
     The Name Server boot success. serializeType=JSON, address 127.0.0.1:9876
 
-SIGINT (Ctrl-C) and SIGTERM stop it cleanly (connections closed, exit status 0). A bad option or property value exits
-with status 2 and a message; a port that cannot be bound or a corrupt ``kvConfig.json`` exits with status 1.
+SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) stop it cleanly (connections closed, exit status 0). A bad
+option or property value exits with status 2 and a message; a port that cannot be bound or a corrupt ``kvConfig.json``
+exits with status 1.
 """
 
 from __future__ import annotations
@@ -65,9 +66,9 @@ def boot_line(address: Address) -> str:
 
 
 async def run(config: NamesrvConfig) -> None:
-    """Serve until SIGINT or SIGTERM, then shut down by cancelling the nursery."""
+    """Serve until SIGINT, SIGTERM or SIGHUP, then shut down by cancelling the nursery."""
     server = NamesrvServer(config)
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(server.serve)
             print(boot_line(address), flush=True)

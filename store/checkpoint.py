@@ -79,21 +79,51 @@ class Checkpoint:
                 os.close(fd)
 
 
+#: (st_dev, st_ino) of the ``lock`` files this process holds: a POSIX lock is per process, and closing any fd of
+#: the file drops it, so a second open in this process is refused before it opens the file.
+_HELD: set[tuple[int, int]] = set()
+
+
 class StoreLock:
-    """An exclusive ``flock`` on ``<root>/lock`` for the life of the store; the kernel drops it if we crash."""
+    """An exclusive lock on ``<root>/lock`` for the life of the store; the kernel drops it if we crash.
+
+    Both a BSD ``flock`` and RocketMQ's POSIX record lock on byte 0: DefaultMessageStore.start takes
+    ``lockFile.getChannel().tryLock(0, 1, false)`` (store/src/main/java/org/apache/rocketmq/store/
+    DefaultMessageStore.java), so a Java broker and ours refuse each other's store.
+    """
 
     def __init__(self, path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            if _key(os.stat(path)) in _HELD:
+                raise _locked(path)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError as exc:
             os.close(self._fd)
-            raise StoreLockedError(f"store {path.parent} is in use by another process") from exc
+            if isinstance(exc, BlockingIOError | PermissionError):  # EAGAIN, or EACCES from some fcntl systems
+                raise _locked(path) from exc
+            raise
+        self._key = _key(os.fstat(self._fd))
+        _HELD.add(self._key)
 
     def release(self) -> None:
+        """Drop both locks and close the file; idempotent."""
+        fd, self._fd = self._fd, -1
+        if fd < 0:
+            return
+        _HELD.discard(self._key)
         with contextlib.suppress(OSError):
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
+            os.close(fd)  # drops the flock (the only fd of its open file) and the POSIX lock
+
+
+def _key(stat: os.stat_result) -> tuple[int, int]:
+    return stat.st_dev, stat.st_ino
+
+
+def _locked(path: Path) -> StoreLockedError:
+    return StoreLockedError(f"store {path.parent} is in use by another process")
 
 
 def create_abort_file(root: Path) -> bool:

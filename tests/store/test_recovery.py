@@ -4,6 +4,8 @@ torn or corrupted records are cut off, queues are rebuilt and new writes continu
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import attrs
@@ -156,6 +158,20 @@ def test_a_store_cannot_be_opened_twice(tmp_path: Path) -> None:
         open_store(tmp_path)
     store.close()
     open_store(tmp_path).close()
+
+
+def test_the_store_lock_is_rocketmqs_posix_lock_too_and_a_refused_open_keeps_it(tmp_path: Path) -> None:
+    """Besides flock, the store holds DefaultMessageStore's `tryLock(0, 1, false)` (an fcntl lock on byte 0 of
+    `lock`), so a Java broker is refused; a refused second open in this process does not drop it (closing any fd of
+    a file drops this process's POSIX locks on it). Found by a review; the fcntl lock was missing before."""
+    probe = "import fcntl, os, sys; fcntl.lockf(os.open(sys.argv[1], os.O_RDWR), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)"
+    store = open_store(tmp_path)
+    with pytest.raises(StoreLockedError):
+        open_store(tmp_path)
+    held = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "lock")], capture_output=True)
+    assert held.returncode != 0 and (b"BlockingIOError" in held.stderr or b"PermissionError" in held.stderr)
+    store.close()
+    assert subprocess.run([sys.executable, "-c", probe, str(tmp_path / "lock")]).returncode == 0
 
 
 def test_delayed_message_tags_code_is_rebuilt_as_its_delivery_time(tmp_path: Path) -> None:

@@ -1,0 +1,264 @@
+"""How `python -m broker.embedded` (`make run`), `scripts/run`, `mqbroker` and `mqdashboard` start and stop, as real
+processes (tests/e2e/harness.py's Process): start-up errors as one line, exit statuses, SIGHUP, a parent's SIGKILL,
+and the store lock RocketMQ takes. Found by a review; each failed before."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from bench.load.procstat import children_of
+from tests.e2e.harness import Process, kill_all, log_tail
+
+PY = sys.executable
+BIN = str(Path(sys.executable).parent)
+SMALL = ["--mappedFileSizeCommitLog", str(1 << 20), "--maxHashSlotNum", "1024", "--maxIndexNum", "4096"]
+
+
+@contextlib.contextmanager
+def taken_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that another process (here: this one) listens on."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def boots(proc: Process) -> list[str]:
+    return [line for line in proc.lines if "boot success" in line and line.startswith("The broker[")]
+
+
+def kill_group(proc: Process) -> None:
+    """SIGKILL the process group Process started (start_new_session), so no child outlives the test."""
+    if proc._proc is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc._proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("which", ["namesrv", "broker"])
+async def test_embedded_with_a_taken_port_exits_with_a_message_not_a_traceback(tmp_path: Path, which: str) -> None:
+    """`python -m broker.embedded` (what `make run` starts) answers a taken port with one line and status 1, as
+    `mqbroker` and `mqnamesrv` do, not an exception-group traceback."""
+    with taken_port() as port:
+        ports = (
+            ["--namesrv-port", str(port), "--listenPort", "0"]
+            if which == "namesrv"
+            else ["--namesrv-port", "0", "--listenPort", str(port)]
+        )
+        proc = Process(
+            "embedded",
+            [PY, "-m", "broker.embedded", "--data", str(tmp_path / "data"), "--brokers", "1", *ports, *SMALL],
+            tmp_path / "embedded.log",
+        )
+        try:
+            async with trio.open_nursery() as nursery:
+                await proc.start(nursery)
+                status = await proc.wait_exit(90)
+                assert status is not None, "python -m broker.embedded hung on a taken port"
+        finally:
+            kill_group(proc)
+            await kill_all()
+    err = log_tail(tmp_path / "embedded.log", 100_000)
+    assert status == 1
+    assert "Traceback" not in err, f"a taken {which} port gives a traceback, not a message:\n{err[-1500:]}"
+    assert "embedded: cannot start: " in err and "Address already in use" in err
+
+
+async def test_embedded_with_a_broker_process_that_cannot_start_exits_with_one_line(tmp_path: Path) -> None:
+    """With `--brokers 2`, broker-b runs in a child process; when it cannot start (here: its store's `lock` held as
+    RocketMQ holds it), `python -m broker.embedded` prints one line naming it and its log, and exits with 1."""
+    import fcntl
+
+    data = tmp_path / "data"
+    (data / "broker-b").mkdir(parents=True)
+    fd = os.open(data / "broker-b" / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+    proc = Process(
+        "embedded",
+        [PY, "-m", "broker.embedded", "--data", str(data), "--brokers", "2", "--namesrv-port", "0",
+         "--listenPort", "0", *SMALL],
+        tmp_path / "embedded.log",
+    )  # fmt: skip
+    try:
+        async with trio.open_nursery() as nursery:
+            await proc.start(nursery)
+            status = await proc.wait_exit(90)
+    finally:
+        os.close(fd)
+        kill_group(proc)
+        await kill_all()
+    err = log_tail(tmp_path / "embedded.log", 100_000)
+    assert status == 1
+    assert "Traceback" not in err, f"a broker process that cannot start gives a traceback:\n{err[-1500:]}"
+    line = next(line for line in err.splitlines() if line.startswith("embedded: cannot start: "))
+    assert "broker-b exited with 1 before booting" in line and "is in use by another process" in line
+
+
+async def test_mqdashboard_on_a_taken_port_exits_with_a_message_not_a_traceback(tmp_path: Path) -> None:
+    """`mqdashboard` on a taken port (also what `make run` meets when 8080 is taken) prints one line and exits with 1:
+    Hypercorn's bind error comes out of trio.run inside an exception group, and was printed as a traceback."""
+    with taken_port() as port:
+        proc = Process(
+            "mqdashboard", [PY, "-m", "dashboard.cli", "-n", "127.0.0.1:1", "--port", str(port)], tmp_path / "d.log"
+        )
+        try:
+            async with trio.open_nursery() as nursery:
+                await proc.start(nursery)
+                status = await proc.wait_exit(60)
+                assert status is not None, "mqdashboard hung on a taken port"
+        finally:
+            kill_group(proc)
+            await kill_all()
+    err = log_tail(tmp_path / "d.log", 100_000)
+    assert status == 1
+    assert "Traceback" not in err, f"a taken port gives a traceback, not a message:\n{err[-1500:]}"
+    assert "mqdashboard: cannot listen on " in err
+
+
+async def test_scripts_run_exits_0_after_a_clean_sigterm_shutdown(tmp_path: Path) -> None:
+    """scripts/run (`make run`) exits with the cluster's own status, 0 after a clean shutdown on SIGTERM: the `wait`
+    the trapped signal interrupts (143, 130 for Ctrl-C) is not the script's status."""
+    proc = Process(
+        "scripts/run",
+        ["env", f"BIN={BIN}", "DASHBOARD_PORT=0", "bash", "scripts/run", "--data", str(tmp_path / "data"),
+         "--namesrv-port", "0", "--listenPort", "0", "--brokers", "1", *SMALL],
+        tmp_path / "run.log",
+    )  # fmt: skip
+    try:
+        async with trio.open_nursery() as nursery:
+            await proc.start(nursery)
+            await proc.wait_until(
+                lambda: bool(boots(proc)) and any("mqdashboard listening" in line for line in proc.lines),
+                90,
+                "broker boot line and dashboard line",
+            )
+            proc.terminate()
+            status = await proc.wait_exit(90)
+            assert status is not None, "scripts/run did not stop after SIGTERM"
+            await proc.wait_until(lambda: "The embedded cluster shutdown." in proc.lines, 30, "cluster shutdown line")
+            assert not (tmp_path / "data" / "broker" / "abort").exists()  # the cluster did shut down cleanly
+            assert status == 0, f"scripts/run exited {status} after a clean shutdown (cluster printed its shutdown)"
+    finally:
+        kill_group(proc)
+        await kill_all()
+
+
+async def test_embedded_restarts_on_its_data_after_kill_9(tmp_path: Path) -> None:
+    """`python -m broker.embedded --brokers 2` SIGKILLed: broker-b's child process sees its stdin (a pipe from the
+    parent) close and shuts down cleanly, freeing its port and store lock, so a restart on the same data directory
+    boots both brokers, as a kill -9'd RocketMQ broker frees its lock with its process. (The child used to keep
+    running: 'store .../broker-b is in use by another process'.)"""
+    data = tmp_path / "data"
+    argv = [PY, "-m", "broker.embedded", "--data", str(data), "--namesrv-port", "0", "--listenPort", "0",
+            "--brokers", "2", *SMALL]  # fmt: skip
+    first = Process("embedded-1", argv, tmp_path / "first.log")
+    second = Process("embedded-2", argv, tmp_path / "second.log")
+    orphans: list[int] = []
+    try:
+        async with trio.open_nursery() as nursery:
+            await first.start(nursery)
+            await first.wait_until(lambda: len(boots(first)) == 2, 90, "two broker boot lines")
+            assert first._proc is not None
+            orphans = children_of(first._proc.pid)
+            first.kill()
+            assert await first.wait_exit(30) is not None
+            with trio.fail_after(60):
+                while any(os.path.exists(f"/proc/{pid}") and not _zombie(pid) for pid in orphans):
+                    await trio.sleep(0.1)
+            assert not (data / "broker-b" / "abort").exists()  # broker-b shut down cleanly
+            assert "The broker[broker-b] shutdown." not in first.lines  # its stdout had no reader left
+            await second.start(nursery)
+            await second.wait_until(lambda: len(boots(second)) == 2, 90, "two broker boot lines after kill -9")
+            second.terminate()
+            assert await second.wait_exit(90) == 0
+    finally:
+        for pid in orphans:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        kill_group(first)
+        kill_group(second)
+        await kill_all()
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and waits for its (new) parent to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+async def test_mqbroker_shuts_down_cleanly_on_sighup(tmp_path: Path) -> None:
+    """Closing the terminal of a foreground `mqbroker` sends SIGHUP, and it shuts down cleanly (exit 0, no abort
+    file): RocketMQ's BrokerStartup registers controller.shutdown() as a JVM shutdown hook
+    (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java, addShutdownHook), which the JVM runs on
+    SIGHUP as on SIGINT/SIGTERM. SIGHUP used to kill it outright."""
+    store = tmp_path / "store"
+    proc = Process(
+        "mqbroker",
+        [PY, "-m", "broker.cli", "-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1",
+         "--storePathRootDir", str(store), *SMALL],
+        tmp_path / "broker.log",
+    )  # fmt: skip
+    try:
+        async with trio.open_nursery() as nursery:
+            await proc.start(nursery)
+            await proc.wait_until(lambda: bool(boots(proc)), 90, "boot line")
+            assert proc._proc is not None
+            proc._proc.send_signal(signal.SIGHUP)
+            status = await proc.wait_exit(60)
+            assert status is not None, "mqbroker did not stop on SIGHUP"
+            assert status == 0 and not (store / "abort").exists(), (
+                f"SIGHUP: exit status {status}, abort file left: {(store / 'abort').exists()},"
+                f" shutdown line printed: {any('shutdown' in line for line in proc.lines)}"
+            )
+    finally:
+        kill_group(proc)
+        await kill_all()
+
+
+async def test_mqbroker_refuses_a_store_whose_lock_a_java_broker_holds(tmp_path: Path) -> None:
+    """`mqbroker` refuses (status 1) a store whose `lock` a Java broker holds: RocketMQ 4.9.8's DefaultMessageStore
+    locks `<storePathRootDir>/lock` with `lockFile.getChannel().tryLock(0, 1, false)`
+    (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java), a POSIX fcntl record lock on Linux,
+    which Linux keeps apart from the BSD `flock` store/checkpoint.py took alone before. Here this test process holds
+    the lock exactly as the JVM would."""
+    import fcntl
+
+    from tests.e2e.harness import ScenarioError
+
+    store = tmp_path / "store"
+    store.mkdir()
+    fd = os.open(store / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)  # Java's tryLock(0, 1, false)
+    proc = Process(
+        "mqbroker",
+        [PY, "-m", "broker.cli", "-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1",
+         "--storePathRootDir", str(store), *SMALL],
+        tmp_path / "broker.log",
+    )  # fmt: skip
+    try:
+        async with trio.open_nursery() as nursery:
+            await proc.start(nursery)
+            booted = True
+            try:
+                await proc.wait_until(lambda: bool(boots(proc)), 90, "boot line")
+            except ScenarioError:
+                booted = False
+            assert not booted, "mqbroker booted on a store whose `lock` another process holds as RocketMQ does"
+            assert await proc.wait_exit(30) == 1
+    finally:
+        os.close(fd)
+        kill_group(proc)
+        await kill_all()
