@@ -58,6 +58,7 @@ class BrokerConfig(ListenerSettings):
     file_reserved_time: int = 72
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
+    clean_file_forcibly_enable: bool = True
     auto_create_topic_enable: bool = True
     #: RocketMQ 5: whether a topic may be given ``message.type=MIXED`` (UPDATE_AND_CREATE_TOPIC's attributes).
     enable_mixed_message_type: bool = False

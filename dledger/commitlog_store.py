@@ -384,7 +384,7 @@ class DLedgerMessageStore(MessageStore):
             if self._dispatch_wanted is not None:
                 self._dispatch_wanted.set()
             return
-        index = self.index
+        index = self.indexer
         while self.dispatched_index < target:
             at = ledger.segment_at(self.dispatched_index + 1)
             if at is None:
@@ -480,7 +480,7 @@ class DLedgerMessageStore(MessageStore):
             log.error("dledger entry %d is committed but unreadable; dispatch stops", number)
             return False
         if at[2] and at[2] != MARKER.size:  # a record is never as short as the mixed store's marker
-            index = self.index
+            index = self.indexer
             runs = IndexRuns(index, timed=True) if index is not None else None
             try:
                 self._dispatch_record(at[0], at[1], runs)

@@ -9,8 +9,9 @@ ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
   SERVICE_NOT_AVAILABLE to a producer, as the store's other refusals) until a pass finds it below again;
 - in one of ``deleteWhen``'s hours, or above ``diskMaxUsedSpaceRatio``, it deletes data segments last modified more
   than ``fileReservedTime`` + 1 hours ago (DLedgerCommitLog's ``+ 1``; never under an hour), oldest first, up to 10,
-  stopping at the first younger one, and above 0.85 whatever their age (``cleanFileForciblyEnable``, true in
-  RocketMQ by default and not settable here). The newest segment always stays.
+  stopping at the first younger one, and above 0.85 whatever their age unless ``cleanFileForciblyEnable`` is false
+  (DLedger's ``enableDiskForceClean``). ``diskMaxUsedSpaceRatio`` is clamped to 10..95. The newest segment always
+  stays.
 
 Ours: a segment goes only once every entry in it is committed, flushed and dispatched to the ConsumeQueues, so
 retention never takes an entry the group may still need or a message the queues do not index yet (DLedger deletes by
@@ -22,8 +23,8 @@ A manual ``DELETE_EXPIRED_COMMITLOG`` does not reach these files, as in RocketMQ
 
 A mixed store (a classic CommitLog taken over: :class:`~dledger.commitlog_store.MixedCommitLog`) deletes its classic
 segments first, and no entry file while one is left (DLedgerCommitLog's ``disableDeleteDledger``): by the classic
-rules (``fileReservedTime`` hours, any age above ``diskSpaceCleanForciblyRatio``, a manual
-``DELETE_EXPIRED_COMMITLOG`` too), the last classic segment included once it is old enough.
+rules (``fileReservedTime`` hours, any age above ``diskSpaceCleanForciblyRatio`` unless ``cleanFileForciblyEnable``
+is false, a manual ``DELETE_EXPIRED_COMMITLOG`` too), the last classic segment included once it is old enough.
 """
 
 from __future__ import annotations
@@ -76,19 +77,21 @@ class LedgerRetention(RetentionService):
         manual = classic and self.manual_delete_times > 0
         if manual:
             self.manual_delete_times -= 1
-        due = ratio > config.disk_max_used_space_ratio / 100 or is_delete_hour(config.delete_when, config.now_ms())
+        due = ratio > config.disk_max_used_fraction or is_delete_hour(config.delete_when, config.now_ms())
         if not (due or manual):
             return 0
         async with store.disk_lock:
             if classic:
                 expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
-                force = ratio > config.disk_space_clean_forcibly_ratio
+                force = config.clean_file_forcibly_enable and ratio > config.disk_space_clean_forcibly_ratio
                 gone = store.delete_expired_classic(expire_before, force=force)
                 await store.destroy_taken(gone)
                 deleted = len(gone)
             else:
                 reserved = max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
-                deleted = store.delete_expired_entries(config.now_ms() - reserved, force=ratio > FORCE_CLEAN_RATIO)
+                # DLedgerCommitLog.java: enableDiskForceClean = isCleanFileForciblyEnable()
+                force = config.clean_file_forcibly_enable and ratio > FORCE_CLEAN_RATIO
+                deleted = store.delete_expired_entries(config.now_ms() - reserved, force=force)
         self.deleted_files += deleted
         return deleted
 

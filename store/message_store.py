@@ -101,6 +101,7 @@ class MessageStore(StoreReads):
         self.queue_offsets: dict[tuple[str, int], int] = {}
         self._appender = self._bind_appender()
         self._index = index
+        self._indexer: IndexLike | None = None  # set by _mirror
         #: (topic, properties, phy offset, store time) of stored messages not indexed yet (see :meth:`_index_one`).
         self._index_pending: list[tuple[str, str, int, int]] = []
         self._arrival_listener: ArrivalListener | None = None
@@ -155,18 +156,21 @@ class MessageStore(StoreReads):
         self._mirror()
 
     def _mirror(self) -> None:
-        """Copy what the C append path checks into it (see the module docstring)."""
+        """Copy what the C append path checks into it (see the module docstring), and note whether new keys are
+        indexed: ``messageIndexEnable`` gates only that (DefaultMessageStore.java CommitLogDispatcherBuildIndex)."""
+        self._indexer = self._index if self._config.message_index_enable else None
         appender = self._appender
         if appender is not None:
             appender.writable = self._write_refusal() is None
             appender.listener = self._arrival_listener
-            appender.indexer = self._index_one if self._index is not None else None
+            appender.indexer = self._index_one if self._indexer is not None else None
             appender.batch_notifier = self._notify_packed if self._notified() else None
 
     @property
     def index(self) -> IndexLike | None:
         """The index, with every stored message's keys in it (pending ones are written first): on the Trio
-        thread only, or with no appends running."""
+        thread only, or with no appends running. Loaded even with ``messageIndexEnable=false``
+        (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java load): still queried and expired."""
         if self._index_pending:
             self._drain_index()
         return self._index
@@ -177,6 +181,11 @@ class MessageStore(StoreReads):
             self._drain_index()
         self._index = index
         self._mirror()
+
+    @property
+    def indexer(self) -> IndexLike | None:
+        """:attr:`index` when new keys go into it, ``None`` with ``messageIndexEnable=false``."""
+        return self.index if self._indexer is not None else None
 
     @property
     def arrival_listener(self) -> ArrivalListener | None:
@@ -226,7 +235,7 @@ class MessageStore(StoreReads):
         """Lock the store and open the index and the checkpoint (the first half of :meth:`load`). Blocking."""
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = StoreLock(self.root / "lock")
-        if self.index is None and self.config.message_index_enable:
+        if self.index is None:
             self.index = _open_index(self.config)
         self.checkpoint = Checkpoint(self.root / "checkpoint")
 
@@ -354,12 +363,12 @@ class MessageStore(StoreReads):
         if tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             cq = self.consume_queues.get((topic, queue_id)) or self.consume_queue(topic, queue_id)
             cq.put(queue_offset, phy, size, tags_code)
-        if self._index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
+        if self._indexer is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             keys = index_keys_of_raw(properties)
             if keys:
                 if self._index_pending:
                     self._drain_index()  # offsets in order: the index skips a put below its newest offset
-                (index or self._index).put(topic, keys, phy, store_ts)
+                (index or self._indexer).put(topic, keys, phy, store_ts)
 
     def append(self, msg: MessageRecord) -> AppendResult:
         """Append one message (no flush wait). Raises PutRefusedError subclasses; nothing is written then."""
@@ -384,7 +393,7 @@ class MessageStore(StoreReads):
             cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
             self.queue_offsets[cq.key] = queue_offset + 1
             cq.put(queue_offset, phy, size, tags)
-        if self._index is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
+        if self._indexer is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             self._index_one(topic, properties, phy, store_ts)
         if has_entry and self._arrival_listener is not None:
             self._arrival_listener(topic, queue_id, queue_offset, tags, properties)
@@ -392,7 +401,7 @@ class MessageStore(StoreReads):
 
     def _notified(self) -> bool:
         """Whether an append must tell the index or the arrival listener about each message."""
-        return self._index is not None or self._arrival_listener is not None
+        return self._indexer is not None or self._arrival_listener is not None
 
     def _index_one(self, topic: str, properties: str, phy: int, store_ts: int) -> None:
         """Note one stored message for the index (by its ``KEYS`` and ``UNIQ_KEY``; the index is set). The keys are
@@ -408,7 +417,7 @@ class MessageStore(StoreReads):
         """Write the pending keys. An index that fails (an index file that cannot be created) is logged and the
         keys are dropped, as Java's ``IndexService.buildIndex`` logs and goes on: the messages stay stored."""
         pending, self._index_pending = self._index_pending, []
-        index = self._index
+        index = self._indexer
         if index is None:
             return
         try:
@@ -554,7 +563,7 @@ class MessageStore(StoreReads):
         """Index a stored batch (from its written records: :meth:`_index_written`) and call the arrival listener per
         message with its properties ``texts``, unless :attr:`arrival_interest` says nothing waits on the queue; the C
         batch path calls it too when the store has an index or a listener."""
-        index = self.index
+        index = self.indexer
         if index is not None:
             self._index_written(index, topic, packed, texts, store_ts)
         listener = self._arrival_listener
@@ -604,7 +613,7 @@ class MessageStore(StoreReads):
             pos += p.size
         cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
         cq.put_batch(first, entries)
-        index = self.index
+        index = self.indexer
         if index is not None:
             keyed = [(index_keys_of_raw(p.properties), e[0]) for p, e in zip(prepared, entries, strict=True)]
             index.put_batch(topic, keyed, store_ts)
@@ -660,7 +669,7 @@ class MessageStore(StoreReads):
         _end, _count, last_ts, cq_runs, index_runs = scan
         for topic, queue_id, first, packed in cq_runs:
             self.redispatch_run(topic, queue_id, first, packed)
-        index = self.index
+        index = self.indexer
         if index is not None:
             for store_ts, hashed in index_runs:
                 index.put_hashed(hashed, store_ts)

@@ -82,11 +82,12 @@ class StoreReads:
 
     def query_by_key(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[memoryview]:
         """Records indexed under ``key`` (KEYS token or UNIQ_KEY) stored in ``[begin_ms, end_ms]``; hash collisions
-        are returned too (clients re-check keys). Empty without an index."""
+        are returned too (clients re-check keys), in CommitLog order (DefaultMessageStore.java queryMessage sorts the
+        offsets). Empty without an index."""
         if self.index is None:
             return []
         found = []
-        for phy in dict.fromkeys(self.index.query(topic, key, max_num, begin_ms, end_ms)):
+        for phy in sorted(set(self.index.query(topic, key, max_num, begin_ms, end_ms))):
             record = self.commitlog.read_record(phy)
             if record is not None:
                 found.append(record)

@@ -9,8 +9,9 @@
   next one, which the thread starts as soon as that sync ends, while the Trio task answers.
 * :class:`AllocateService`: prepares (and optionally warms up) the next CommitLog segment after each roll, so appends
   rarely create files themselves.
-* :class:`RetentionService`: deletes expired segments at ``delete_when`` or at once when the disk is fuller than
-  ``disk_max_used_space_ratio``, and refuses writes above ``disk_space_warning_level_ratio``.
+* :class:`RetentionService`: deletes expired segments at ``delete_when`` or when the disk is fuller than
+  ``disk_max_used_space_ratio`` (clamped to 10..95), young ones too above ``disk_space_clean_forcibly_ratio`` when
+  ``clean_file_forcibly_enable``, and refuses writes above ``disk_space_warning_level_ratio``.
 
 Blocking disk work runs in ``trio.to_thread.run_sync`` with the store's own limiter (the group commit's syncs on its
 own thread instead), under the store's ``disk_lock`` so that a flush never races the deletion of the same segment.
@@ -517,6 +518,8 @@ class RetentionService:
         self.deleted_files = 0
         #: Passes left that delete as if at ``deleteWhen`` time (DELETE_EXPIRED_COMMITLOG: store/maintenance.py).
         self.manual_delete_times = 0
+        #: CommitLog minimum the ConsumeQueues and index were last cleaned below (Java's lastPhysicalMinOffset).
+        self._cleaned_below = 0
         self._wakeup = trio.Event()
 
     def wake(self) -> None:
@@ -537,8 +540,9 @@ class RetentionService:
             )
         else:
             store.disk_full_reason = None
-        space_to_delete = ratio > config.disk_max_used_space_ratio / 100
-        clean_at_once = ratio > forcibly
+        space_to_delete = ratio > config.disk_max_used_fraction
+        # DefaultMessageStore.java CleanCommitLogService: cleanAtOnce = isCleanFileForciblyEnable() && cleanImmediately
+        clean_at_once = config.clean_file_forcibly_enable and ratio > forcibly
         manual = self.manual_delete_times > 0
         if not (space_to_delete or is_delete_hour(config.delete_when, config.now_ms()) or manual):
             return 0
@@ -557,14 +561,21 @@ class RetentionService:
                     break
                 queue.delete_first(1)
                 deleted += 1
-            if deleted:
-                min_phy = queue.min_offset
-                for cq in list(store.consume_queues.values()):
-                    cq.delete_expired(min_phy)
-                if store.index is not None:
-                    store.index.delete_expired(min_phy)
+            self._clean_below(queue.min_offset)
         self.deleted_files += deleted
         return deleted
+
+    def _clean_below(self, min_phy: int) -> None:
+        """Drop ConsumeQueue and index files below a raised CommitLog minimum, whether or not new keys are indexed
+        (DefaultMessageStore.java CleanConsumeQueueService.deleteExpiredFiles)."""
+        if min_phy <= self._cleaned_below:
+            return
+        self._cleaned_below = min_phy
+        store = self._store
+        for cq in list(store.consume_queues.values()):
+            cq.delete_expired(min_phy)
+        if store.index is not None:
+            store.index.delete_expired(min_phy)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()

@@ -74,7 +74,10 @@ class StoreConfig:
     file_reserved_time: int = 72
     delete_when: str = "04"
     clean_resource_interval: int = 10_000
+    #: Percent; used clamped to 10..95 (:attr:`disk_max_used_fraction`).
     disk_max_used_space_ratio: int = 75
+    #: ``cleanFileForciblyEnable``: above ``disk_space_clean_forcibly_ratio`` segments go whatever their age.
+    clean_file_forcibly_enable: bool = True
     disk_space_clean_forcibly_ratio: float = 0.85
     disk_space_warning_level_ratio: float = 0.90
     delete_commit_log_files_interval: int = 100
@@ -107,6 +110,12 @@ class StoreConfig:
     access_message_in_memory_max_ratio: int = 40
     now_ms: Callable[[], int] = wall_clock_ms
     disk_usage_ratio: Callable[[Path], float] = disk_used_ratio
+
+    @property
+    def disk_max_used_fraction(self) -> float:
+        """``diskMaxUsedSpaceRatio`` clamped to 10..95 %, as a fraction (RocketMQ's
+        store/src/main/java/org/apache/rocketmq/store/config/MessageStoreConfig.java getDiskMaxUsedSpaceRatio)."""
+        return min(max(self.disk_max_used_space_ratio, 10), 95) / 100
 
     @property
     def is_slave(self) -> bool:

@@ -89,7 +89,7 @@ class ReplicaLog:
         (:meth:`_dispatch_one`), until a partial record, a segment still arriving or a stall."""
         store = self.store
         queue = store.commitlog.queue
-        index = store.index
+        index = store.indexer
         count = 0
         while self.stalled is None:
             mf = queue.find(pos)

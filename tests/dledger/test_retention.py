@@ -369,3 +369,29 @@ def test_a_queue_left_ending_in_fillers_by_a_crash_mid_restart_is_dispatched_aga
     assert again.dispatched_index == 40 and cq.max_offset == 71
     assert cq.entry(70) is not None and cq.entry(70)[0] == first.pos + 48
     again.close()
+
+
+# ---- settings DLedgerCommitLog passes on ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("forcibly", "ratio_setting", "expected"), [(True, 75, [True]), (False, 75, [False]),
+                                                                     (True, 99, [True])])  # fmt: skip
+async def test_force_clean_follows_clean_file_forcibly_enable_and_the_clamped_ratio(
+    tmp_path: Path, forcibly: bool, ratio_setting: int, expected: list[bool]
+) -> None:
+    """DLedgerCommitLog.java feeds DLedger's enableDiskForceClean from cleanFileForciblyEnable, and its
+    diskSpaceRatioToCheckExpired from getDiskMaxUsedSpaceRatio (clamped to 10..95): a disk 97 % used is past it even
+    with diskMaxUsedSpaceRatio=99. Found by a review; failed before."""
+    store = member_store(tmp_path)
+    store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.97), clean_file_forcibly_enable=forcibly,
+                                disk_max_used_space_ratio=ratio_setting, delete_when="99")  # fmt: skip
+    forced: list[bool] = []
+
+    def delete_expired_entries(_expire_before: int, *, force: bool) -> int:
+        forced.append(force)
+        return 0
+
+    store.delete_expired_entries = delete_expired_entries  # type: ignore[method-assign]
+    await store.retention.check_once()
+    assert forced == expected
+    store.close()

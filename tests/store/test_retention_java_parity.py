@@ -1,0 +1,86 @@
+"""Retention settings as RocketMQ 4.9.8's CleanCommitLogService reads them: ``diskMaxUsedSpaceRatio`` clamped to
+10..95 and ``cleanFileForciblyEnable=false`` keeping young segments on a nearly full disk
+(store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java, config/MessageStoreConfig.java). Found by a
+review; these failed before."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import attrs
+
+from broker.broker_config import load_broker_config
+from broker.context import store_config_of
+from store.message_store import MessageStore
+from tests.store.store_helpers import STORE_HOST, FakeClock, message, open_store
+
+
+class Disk:
+    def __init__(self, ratio: float) -> None:
+        self.ratio = ratio
+
+    def __call__(self, _path: Path) -> float:
+        return self.ratio
+
+
+def _local_ms(hour: int) -> int:
+    now = datetime.datetime.now().replace(hour=hour, minute=30, second=0, microsecond=0)
+    return int(now.timestamp() * 1000)
+
+
+def _fill(store: MessageStore) -> int:
+    for i in range(40):
+        store.append(message(body=bytes(300), queue_id=i % 2))
+    store.flush_all_blocking()
+    files = len(store.commitlog.queue.files)
+    assert files >= 4
+    return files
+
+
+async def test_disk_max_used_space_ratio_above_95_is_clamped_to_95_so_a_full_disk_is_cleaned(tmp_path: Path) -> None:
+    # MessageStoreConfig.getDiskMaxUsedSpaceRatio clamps to [10, 95]: with 99 configured and the disk 97 % used,
+    # Java's isSpaceToDelete is true (0.97 > 0.95) and cleanImmediately (> 0.85) deletes every segment but the newest,
+    # whatever their age. Here 0.97 > 0.99 is false: nothing goes outside deleteWhen while writes are refused.
+    clock = FakeClock(_local_ms(hour=13))
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.97), disk_max_used_space_ratio=99)
+    files_before = _fill(store)
+    deleted = await store.retention.check_once()
+    assert store.disk_full_reason is not None
+    assert deleted == files_before - 1, f"disk 97 % full with diskMaxUsedSpaceRatio=99: {deleted} segments deleted"
+    store.close()
+
+
+async def test_disk_max_used_space_ratio_below_10_is_clamped_to_10(tmp_path: Path) -> None:
+    # Clamped to 10 %: at 7 % used and outside deleteWhen Java deletes nothing, even expired segments.
+    clock = FakeClock(_local_ms(hour=13))
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.07), disk_max_used_space_ratio=5,
+                       file_reserved_time=0)  # fmt: skip
+    _fill(store)
+    deleted = await store.retention.check_once()
+    assert deleted == 0, f"disk 7 % used with diskMaxUsedSpaceRatio=5 (Java: 10): {deleted} segments deleted"
+    store.close()
+
+
+async def test_clean_file_forcibly_enable_false_keeps_young_segments_on_a_nearly_full_disk(tmp_path: Path) -> None:
+    # cleanAtOnce = isCleanFileForciblyEnable() && cleanImmediately: with cleanFileForciblyEnable=false, a disk 87 %
+    # used (spacefull, above 0.85) deletes only segments older than fileReservedTime; these are all young.
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={tmp_path / 'store'}\ncleanFileForciblyEnable=false\n")
+    broker_config, _unknown = load_broker_config(conf)
+    clock = FakeClock(_local_ms(hour=13))
+    config = attrs.evolve(
+        store_config_of(broker_config),
+        mapped_file_size_commit_log=4096,
+        mapped_file_size_consume_queue=8 * 20,
+        max_hash_slot_num=64,
+        max_index_num=256,
+        now_ms=clock,
+        disk_usage_ratio=Disk(0.87),
+    )
+    store = MessageStore(config, store_host=STORE_HOST)
+    store.load()
+    files_before = _fill(store)
+    deleted = await store.retention.check_once()
+    assert deleted == 0, f"cleanFileForciblyEnable=false, young segments: {deleted} of {files_before} deleted"
+    store.close()
