@@ -48,6 +48,7 @@ from remoting.codec.java_properties import (
     property_texts,
 )
 from remoting.connection import Address
+from remoting.errors import sole_exception
 from store.errors import StoreError
 
 log = logging.getLogger("broker")
@@ -192,11 +193,8 @@ def main(
 
 def startup_error(exc: BaseException) -> OSError | StoreError | ValueError | None:
     """The start-up failure inside ``exc`` (Trio nurseries wrap it in exception groups), else ``None``."""
-    if isinstance(exc, OSError | StoreError | ValueError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        return startup_error(exc.exceptions[0])
-    return None
+    found = sole_exception(exc)
+    return found if isinstance(found, OSError | StoreError | ValueError) else None
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.codec.java_properties import PropertiesError, apply_properties, parse_property_args
 from remoting.connection import Address
+from remoting.errors import sole_exception
 from store.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -449,8 +450,7 @@ def main(
 def embedded_startup_error(exc: BaseException) -> str | None:
     """One line for a start-up failure inside ``exc`` (a taken port, a locked store, a broker process that did not
     boot), else ``None``."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
+    exc = sole_exception(exc)
     if isinstance(exc, BrokerProcessError):
         return exc.summary
     found = startup_error(exc)

@@ -24,7 +24,7 @@ from dashboard.auth import check_login
 from dashboard.sampler import Sampler
 from dashboard.settings import DashboardSettings
 from dashboard.trace import trace_of
-from remoting.errors import RemotingError
+from remoting.errors import RemotingError, sole_exception
 
 #: The exceptions :func:`error_response` answers; anything else is a bug (a plain 500, no trace shown).
 HANDLED = (MQClientError, RemotingError, OSError, ValueError)
@@ -51,13 +51,6 @@ def error_response(exc: Exception) -> JSONResponse:
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 
 
-def _single(exc: BaseException) -> BaseException:
-    """The one error inside task-group wrappers (a concurrent lookup that failed), else ``exc`` itself."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
 def answering_errors(endpoint: Endpoint) -> Endpoint:
     """``endpoint`` with the errors of :data:`HANDLED` (also when raised in a task group) answered as JSON."""
 
@@ -65,7 +58,7 @@ def answering_errors(endpoint: Endpoint) -> Endpoint:
         try:
             return await endpoint(request)
         except (*HANDLED, BaseExceptionGroup) as exc:
-            inner = _single(exc)
+            inner = sole_exception(exc)
             if not isinstance(inner, HANDLED):
                 raise
             return error_response(inner)

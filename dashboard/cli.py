@@ -23,6 +23,7 @@ from hypercorn.trio import serve
 
 from dashboard.app import create_app
 from dashboard.settings import DashboardSettings, SettingsError, load_settings
+from remoting.errors import sole_exception
 
 
 async def run(settings: DashboardSettings) -> None:
@@ -96,9 +97,8 @@ def main(
 
 def bind_error(exc: BaseException) -> OSError | None:
     """Hypercorn's bind failure inside ``exc`` (Trio nurseries wrap it in exception groups), else ``None``."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc if isinstance(exc, OSError) else None
+    found = sole_exception(exc)
+    return found if isinstance(found, OSError) else None
 
 
 if __name__ == "__main__":

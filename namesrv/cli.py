@@ -37,6 +37,7 @@ from remoting.codec.java_properties import (
     parse_property_args,
 )
 from remoting.connection import Address
+from remoting.errors import sole_exception
 from store.metadata_files import ConfigFileError
 
 log = logging.getLogger("namesrv")
@@ -107,11 +108,8 @@ def main(ctx: click.Context, config_file: str | None, listen_port: int | None) -
 
 def _startup_error(exc: BaseException) -> OSError | ConfigFileError | None:
     """The start-up failure inside ``exc`` (Trio nurseries wrap it in exception groups), else ``None``."""
-    if isinstance(exc, OSError | ConfigFileError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        return _startup_error(exc.exceptions[0])
-    return None
+    found = sole_exception(exc)
+    return found if isinstance(found, OSError | ConfigFileError) else None
 
 
 if __name__ == "__main__":

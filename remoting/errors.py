@@ -7,6 +7,14 @@ sees is a :class:`RemotingError`, so "the RPC did not complete" is one ``except`
 from __future__ import annotations
 
 
+def sole_exception(exc: BaseException) -> BaseException:
+    """``exc`` with the exception groups of one member each taken off (Trio nurseries wrap a task's failure in them),
+    so a caller can see what failed; a group of several stays as it is."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
 class RemotingError(Exception):
     """Base of every transport failure."""
 
