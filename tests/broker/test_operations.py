@@ -46,6 +46,27 @@ def kill_group(proc: Process) -> None:
             os.killpg(proc._proc.pid, signal.SIGKILL)
 
 
+def mqbroker(store: Path, log: Path) -> Process:
+    """A `mqbroker` on ``store``, listening on a free port of 127.0.0.1, told of a name server that is not there."""
+    argv = [PY, "-m", "broker.cli", "-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1",
+            "--storePathRootDir", str(store), *SMALL]  # fmt: skip
+    return Process("mqbroker", argv, log)
+
+
+async def exit_status(proc: Process, within: float, what: str) -> int:
+    """Start ``proc`` and wait up to ``within`` seconds for its exit status (failing the test if it is still running,
+    ``what`` hung); no process of its group is left afterwards."""
+    try:
+        async with trio.open_nursery() as nursery:
+            await proc.start(nursery)
+            status = await proc.wait_exit(within)
+            assert status is not None, f"{what} hung"
+            return status
+    finally:
+        kill_group(proc)
+        await kill_all()
+
+
 @pytest.mark.parametrize("which", ["namesrv", "broker"])
 async def test_embedded_with_a_taken_port_exits_with_a_message_not_a_traceback(tmp_path: Path, which: str) -> None:
     """`python -m broker.embedded` (what `make run` starts) answers a taken port with one line and status 1, as
@@ -61,14 +82,7 @@ async def test_embedded_with_a_taken_port_exits_with_a_message_not_a_traceback(t
             [PY, "-m", "broker.embedded", "--data", str(tmp_path / "data"), "--brokers", "1", *ports, *SMALL],
             tmp_path / "embedded.log",
         )
-        try:
-            async with trio.open_nursery() as nursery:
-                await proc.start(nursery)
-                status = await proc.wait_exit(90)
-                assert status is not None, "python -m broker.embedded hung on a taken port"
-        finally:
-            kill_group(proc)
-            await kill_all()
+        status = await exit_status(proc, 90, "python -m broker.embedded on a taken port")
     err = log_tail(tmp_path / "embedded.log", 100_000)
     assert status == 1
     assert "Traceback" not in err, f"a taken {which} port gives a traceback, not a message:\n{err[-1500:]}"
@@ -91,13 +105,9 @@ async def test_embedded_with_a_broker_process_that_cannot_start_exits_with_one_l
         tmp_path / "embedded.log",
     )  # fmt: skip
     try:
-        async with trio.open_nursery() as nursery:
-            await proc.start(nursery)
-            status = await proc.wait_exit(90)
+        status = await exit_status(proc, 90, "python -m broker.embedded with a locked broker-b")
     finally:
         os.close(fd)
-        kill_group(proc)
-        await kill_all()
     err = log_tail(tmp_path / "embedded.log", 100_000)
     assert status == 1
     assert "Traceback" not in err, f"a broker process that cannot start gives a traceback:\n{err[-1500:]}"
@@ -112,14 +122,7 @@ async def test_mqdashboard_on_a_taken_port_exits_with_a_message_not_a_traceback(
         proc = Process(
             "mqdashboard", [PY, "-m", "dashboard.cli", "-n", "127.0.0.1:1", "--port", str(port)], tmp_path / "d.log"
         )
-        try:
-            async with trio.open_nursery() as nursery:
-                await proc.start(nursery)
-                status = await proc.wait_exit(60)
-                assert status is not None, "mqdashboard hung on a taken port"
-        finally:
-            kill_group(proc)
-            await kill_all()
+        status = await exit_status(proc, 60, "mqdashboard on a taken port")
     err = log_tail(tmp_path / "d.log", 100_000)
     assert status == 1
     assert "Traceback" not in err, f"a taken port gives a traceback, not a message:\n{err[-1500:]}"
@@ -205,12 +208,7 @@ async def test_mqbroker_shuts_down_cleanly_on_sighup(tmp_path: Path) -> None:
     (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java, addShutdownHook), which the JVM runs on
     SIGHUP as on SIGINT/SIGTERM. SIGHUP used to kill it outright."""
     store = tmp_path / "store"
-    proc = Process(
-        "mqbroker",
-        [PY, "-m", "broker.cli", "-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1",
-         "--storePathRootDir", str(store), *SMALL],
-        tmp_path / "broker.log",
-    )  # fmt: skip
+    proc = mqbroker(store, tmp_path / "broker.log")
     try:
         async with trio.open_nursery() as nursery:
             await proc.start(nursery)
@@ -242,12 +240,7 @@ async def test_mqbroker_refuses_a_store_whose_lock_a_java_broker_holds(tmp_path:
     store.mkdir()
     fd = os.open(store / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)  # Java's tryLock(0, 1, false)
-    proc = Process(
-        "mqbroker",
-        [PY, "-m", "broker.cli", "-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1",
-         "--storePathRootDir", str(store), *SMALL],
-        tmp_path / "broker.log",
-    )  # fmt: skip
+    proc = mqbroker(store, tmp_path / "broker.log")
     try:
         async with trio.open_nursery() as nursery:
             await proc.start(nursery)

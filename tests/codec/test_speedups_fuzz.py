@@ -19,6 +19,8 @@ from remoting.codec import batch_body, pull_body, record_scan, send_frame, send_
 from remoting.codec.batch_body import BatchEntry, encode_batch_body
 from remoting.codec.message import MessageRecord, encode_record
 from tests.codec.speedups import SPEEDUPS, requires_speedups
+from tests.codec.test_send_header import ALLOWED
+from tests.codec.test_send_header import BASE as SEND_BASE
 
 EXAMPLES = int(os.environ.get("SPEEDUPS_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -206,15 +208,6 @@ def test_batch_split_of_mutated_bodies(data: st.DataObject, suffix: str) -> None
 
 # ---- the send header (a client's extFields) and the send result (a broker's response header) -------------------------
 
-ALLOWED = frozenset("abcdefghijklmn") | {"AccessKey", "Signature", "SecurityToken"}
-SEND_BASE: dict[str, Any] = {
-    "code": 310,
-    "extFields": {
-        "a": "PG", "b": "TopicTest", "c": "TBW102", "d": "4", "e": "3", "f": "0", "g": "1700000000000", "h": "0",
-        "i": "UNIQ_KEY\x01AB\x02WAIT\x01true", "j": "0", "k": "false", "m": "false", "n": "broker-a",
-    },
-    "flag": 0, "language": "JAVA", "opaque": 77, "serializeTypeCurrentRPC": "JSON", "version": 401,
-}  # fmt: skip
 ODD = st.one_of(
     st.none(),
     st.booleans(),

@@ -9,15 +9,23 @@ a review; each failed before. Requests go over a real gRPC socket to the in-proc
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from proxy.common import Code
 from proxy.pb import definition, service
 from remoting.codec.bodies.broker_metadata import TopicConfig
-from tests.proxy.grpc_front import front, message
+from tests.proxy.grpc_front import Front, front, message
 
 pytestmark = pytest.mark.timeout(120)
+
+
+async def sent_to_rt(f: Front, *msgs: Any) -> tuple[str, int, str]:
+    """``msgs`` sent to topic RT (made if missing): the answer's code name, the messages RT holds, its message."""
+    f.ctx.topics.create_topic_in_send_back_process("RT", 1)
+    answer = await f.send(*msgs)
+    return Code.Name(answer.status.code), f.stored("RT"), answer.status.message
 
 
 async def test_send_to_a_system_topic_is_illegal_topic_and_stores_nothing(tmp_path: Path) -> None:
@@ -33,9 +41,7 @@ async def test_send_to_a_system_topic_is_illegal_topic_and_stores_nothing(tmp_pa
 async def test_a_tag_with_a_control_character_is_illegal_message_tag(tmp_path: Path) -> None:
     # GrpcValidator.validateTag: containControlCharacter -> ILLEGAL_MESSAGE_TAG.
     async with front(tmp_path) as f:
-        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
-        answer = await f.send(message("RT", tag="Tag\tA"))
-        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        got = await sent_to_rt(f, message("RT", tag="Tag\tA"))
         assert got[:2] == ("ILLEGAL_MESSAGE_TAG", 0), got
 
 
@@ -50,53 +56,41 @@ async def test_a_tag_with_the_property_separator_is_illegal_message_tag_not_inte
 async def test_a_batch_refused_by_a_later_message_stores_none_of_it(tmp_path: Path) -> None:
     # RocketMQ builds (and validates) every message of the request before sending any.
     async with front(tmp_path) as f:
-        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
-        answer = await f.send(message("RT", b"first"), message("RT", b"second", tag="A\x02B"))
-        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        got = await sent_to_rt(f, message("RT", b"first"), message("RT", b"second", tag="A\x02B"))
         assert got[:2] == ("ILLEGAL_MESSAGE_TAG", 0), got
 
 
 async def test_a_key_with_a_control_character_is_illegal_message_key(tmp_path: Path) -> None:
     async with front(tmp_path) as f:
-        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
-        answer = await f.send(message("RT", keys=["k\x07ey"]))
-        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        got = await sent_to_rt(f, message("RT", keys=["k\x07ey"]))
         assert got[:2] == ("ILLEGAL_MESSAGE_KEY", 0), got
 
 
 async def test_a_property_value_with_a_control_character_is_illegal_message_property_key(tmp_path: Path) -> None:
     async with front(tmp_path) as f:
-        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
-        answer = await f.send(message("RT", user={"k": "v\nw"}))
-        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        got = await sent_to_rt(f, message("RT", user={"k": "v\nw"}))
         assert got[:2] == ("ILLEGAL_MESSAGE_PROPERTY_KEY", 0), got
 
 
 async def test_the_message_group_limit_counts_utf8_bytes(tmp_path: Path) -> None:
     # validateMessageGroup: messageGroup.getBytes(UTF_8).length >= maxMessageGroupSize (64) -> ILLEGAL_MESSAGE_GROUP.
     async with front(tmp_path) as f:
-        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
         group = "é" * 32  # 32 characters, 64 UTF-8 bytes
-        answer = await f.send(message("RT", message_group=group, message_type=definition.MessageType.FIFO))
-        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        got = await sent_to_rt(f, message("RT", message_group=group, message_type=definition.MessageType.FIFO))
         assert got[:2] == ("ILLEGAL_MESSAGE_GROUP", 0), got
 
 
 async def test_the_property_size_limit_counts_utf8_bytes(tmp_path: Path) -> None:
     # buildMessageProperty: key/value/tag/keys getBytes(UTF_8) summed > maxUserPropertySize (16 KiB).
     async with front(tmp_path) as f:
-        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
-        answer = await f.send(message("RT", user={"k": "€" * 6000}))  # 6001 characters, 18001 bytes
-        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        got = await sent_to_rt(f, message("RT", user={"k": "€" * 6000}))  # 6001 characters, 18001 bytes
         assert got[:2] == ("MESSAGE_PROPERTIES_TOO_LARGE", 0), got
 
 
 async def test_a_blank_message_id_is_illegal_message_id(tmp_path: Path) -> None:
     # StringUtils.isBlank(messageId) -> ILLEGAL_MESSAGE_ID.
     async with front(tmp_path) as f:
-        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
-        answer = await f.send(message("RT", message_id="   "))
-        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        got = await sent_to_rt(f, message("RT", message_id="   "))
         assert got[:2] == ("ILLEGAL_MESSAGE_ID", 0), got
 
 
@@ -114,11 +108,9 @@ async def test_a_transaction_recovery_duration_over_an_hour_is_bad_request(tmp_p
 async def test_a_born_timestamp_out_of_range_does_not_fail_the_send(tmp_path: Path) -> None:
     # buildMessageProperty only uses a valid born timestamp (Timestamps.isValid); the header's is the proxy's now.
     async with front(tmp_path) as f:
-        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
         msg = message("RT")
         msg.system_properties.born_timestamp.seconds = 1 << 61
-        answer = await f.send(msg)
-        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        got = await sent_to_rt(f, msg)
         assert got[:2] == ("OK", 1), got
 
 
@@ -127,9 +119,7 @@ async def test_a_user_property_named_as_a_rocketmq_5_system_property_is_refused(
     # buildMessageProperty: MessageConst.STRING_HASH_SET (5.3.3 has DUP_INFO and __CRC32#)
     # -> ILLEGAL_MESSAGE_PROPERTY_KEY.
     async with front(tmp_path) as f:
-        f.ctx.topics.create_topic_in_send_back_process("RT", 1)
-        answer = await f.send(message("RT", user={key: "1"}))
-        got = (Code.Name(answer.status.code), f.stored("RT"), answer.status.message)
+        got = await sent_to_rt(f, message("RT", user={key: "1"}))
         assert got[:2] == ("ILLEGAL_MESSAGE_PROPERTY_KEY", 0), got
 
 

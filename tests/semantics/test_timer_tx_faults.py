@@ -6,7 +6,10 @@ ENQUEUE/DEQUEUE stamps, and TIMER_DELAY_SEC before TIMER_DELIVER_MS."""
 from __future__ import annotations
 
 import math
+import shutil
+from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -67,11 +70,24 @@ async def test_a_delay_due_further_than_its_levels_delay_is_delivered_at_once(
         assert _stored(cluster, SCHEDULE_TOPIC, 2)
 
 
-def test_a_delay_offset_beyond_the_recovered_schedule_queue_skips_new_delayed_messages(tmp_path) -> None:
+def _lose_commitlog_tail(root: Path, durable_end: int) -> None:
+    """A power cut: the CommitLog pages after the flushed prefix (``durable_end``) never reached the disk."""
+    segment = root / "commitlog" / f"{0:020d}"
+    data = bytearray(segment.read_bytes())
+    data[durable_end:] = bytes(len(data) - durable_end)
+    segment.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("queue_files_lost", [False, True])
+def test_a_delay_offset_beyond_the_recovered_schedule_queue_skips_new_delayed_messages(
+    tmp_path: Path, queue_files_lost: bool
+) -> None:
     """RocketMQ 4.9.8 ScheduleMessageService.load -> correctDelayOffset: an offset in delayOffset.json beyond the
     schedule queue's max offset (the CommitLog tail lost by a power cut after delayOffset.json was written) is
     corrected to cqMaxOffset, so delayed messages sent after the restart are delivered. Before, the old offset
-    was kept and the new messages that land below it never delivered."""
+    was kept and the new messages that land below it never delivered. With the schedule queue's files lost too,
+    Java's correctDelayOffset finds (makes) an empty queue and corrects the progress to 0 (found by a second
+    review)."""
     from broker.schedule import ScheduleMessageService
     from remoting.codec.message import MessageRecord
     from store.message_store import MessageStore
@@ -100,13 +116,13 @@ def test_a_delay_offset_beyond_the_recovered_schedule_queue_skips_new_delayed_me
     assert service.offsets[1] == 4
     service._persister.write_through()  # the periodic save of delayOffset.json
     store.abandon()
-    # A power cut: the CommitLog pages after the flushed prefix never reached the disk.
-    segment = root / "commitlog" / f"{0:020d}"
-    data = bytearray(segment.read_bytes())
-    data[durable_end:] = bytes(len(data) - durable_end)
-    segment.write_bytes(bytes(data))
+    _lose_commitlog_tail(root, durable_end)
+    if queue_files_lost:  # the schedule queue's files were created after the last flush
+        shutil.rmtree(root / "consumequeue" / SCHEDULE_TOPIC)
 
     store = open_store()
+    if queue_files_lost:
+        assert (SCHEDULE_TOPIC, 0) not in store.consume_queues
     service = ScheduleMessageService(store, config_dir, delay_levels="1s 5s")
     service.load()
     for i in range(2):
@@ -116,7 +132,9 @@ def test_a_delay_offset_beyond_the_recovered_schedule_queue_skips_new_delayed_me
         service.deliver_due(1)
     bodies = [m.body for m in _read_all(store, "Target", 0)]
     store.close()
-    assert bodies == [b"durable", b"new0", b"new1"], "delayed messages sent after the restart were never delivered"
+    assert bodies == [b"durable", b"new0", b"new1"], (
+        f"delayed messages sent after the restart were never delivered (offset kept at {service.offsets[1]})"
+    )
 
 
 async def test_a_commit_after_the_half_queue_lost_its_tail_is_stored(tmp_path) -> None:
@@ -163,10 +181,7 @@ async def test_a_commit_after_the_half_queue_lost_its_tail_is_stored(tmp_path) -
     bridge.commit_progress(3, 3)
     await broker.offsets.persist()
     broker.store.abandon()
-    segment = tmp_path / "b" / "commitlog" / f"{0:020d}"  # a power cut: the unflushed CommitLog tail is lost
-    data = bytearray(segment.read_bytes())
-    data[durable_end:] = bytes(len(data) - durable_end)
-    segment.write_bytes(bytes(data))
+    _lose_commitlog_tail(tmp_path / "b", durable_end)
 
     broker = open_broker()
     assert broker.offsets.query(TRANS_SYS_GROUP, TRANS_HALF_TOPIC, 0) == 0  # saved 3, past the recovered end
@@ -221,60 +236,3 @@ async def test_timer_delay_sec_takes_precedence_over_deliver_ms(
         await producer.send(Message("Both", b"b", properties=props))
     await trio.sleep(10)
     assert [m.body for m in stored_timer(embedded_cluster, "Both")] == [b"b"], "not delivered after TIMER_DELAY_SEC=5"
-
-
-def test_a_delay_offset_of_a_level_whose_queue_was_lost_is_corrected_to_zero(tmp_path) -> None:
-    """As above with the schedule queue's files lost too: Java's correctDelayOffset finds (makes) an empty queue and
-    corrects the progress to 0 (found by a second review)."""
-    import shutil
-
-    from broker.schedule import ScheduleMessageService
-    from remoting.codec.message import MessageRecord
-    from store.message_store import MessageStore
-    from store.store_config import StoreConfig
-    from tests.semantics.test_timer import _read_all
-
-    now = [1_000_000]
-    root = tmp_path / "store"
-    config_dir = root / "config"
-
-    def open_store() -> MessageStore:
-        store = MessageStore(StoreConfig(root, mapped_file_size_commit_log=1 << 20, now_ms=lambda: now[0]))
-        store.load()
-        return store
-
-    store = open_store()
-    store.append(MessageRecord(topic="Target", body=b"durable", queue_id=0))
-    store.flush_all_blocking()
-    durable_end = store.max_phy_offset
-    service = ScheduleMessageService(store, config_dir, delay_levels="1s 5s")
-    service.load()
-    for i in range(4):
-        store.append(service.rewrite(MessageRecord(topic="Target", body=f"old{i}".encode(), queue_id=0), 1))
-    now[0] += 2_000
-    service.deliver_due(1)
-    assert service.offsets[1] == 4
-    service._persister.write_through()  # the periodic save of delayOffset.json
-    store.abandon()
-    # A power cut: the CommitLog pages after the flushed prefix, and the schedule queue's files (created after the
-    # last flush), never reached the disk.
-    segment = root / "commitlog" / f"{0:020d}"
-    data = bytearray(segment.read_bytes())
-    data[durable_end:] = bytes(len(data) - durable_end)
-    segment.write_bytes(bytes(data))
-    shutil.rmtree(root / "consumequeue" / SCHEDULE_TOPIC)
-
-    store = open_store()
-    assert (SCHEDULE_TOPIC, 0) not in store.consume_queues
-    service = ScheduleMessageService(store, config_dir, delay_levels="1s 5s")
-    service.load()
-    for i in range(2):
-        store.append(service.rewrite(MessageRecord(topic="Target", body=f"new{i}".encode(), queue_id=0), 1))
-    now[0] += 2_000
-    for _ in range(3):
-        service.deliver_due(1)
-    bodies = [m.body for m in _read_all(store, "Target", 0)]
-    store.close()
-    assert bodies == [b"durable", b"new0", b"new1"], (
-        f"delayed messages sent after the restart were never delivered (offset kept at {service.offsets[1]})"
-    )
