@@ -246,7 +246,7 @@ class AdminBrokerProcessor:
     def get_consume_stats(self, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
         broker, group = self.broker, header.consumer_group
-        topic = (header.topic or "").strip() and header.topic  # Java's UtilAll.isBlank: a blank topic is none
+        topic = header.topic if header.topic and header.topic.strip() else None  # UtilAll.isBlank: blank is none
         topics = {topic} if topic else broker.offsets.topics_of_group(group)
         group_info = broker.clients.consumer_group(group)
         table: dict[MessageQueue, OffsetWrapper] = {}
