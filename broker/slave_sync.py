@@ -3,9 +3,10 @@
 master's address is unknown (the registration hands it over: ``masterAddr`` of the REGISTER_BROKER answer) or is the
 slave's own.
 
-- topics: GET_ALL_TOPIC_CONFIG (21) to the master's fast port (``port - 2``; its main port when that is closed or
-  answers anything but SUCCESS: a master whose fast channel could not bind leaves it to another process);
-  the table is replaced, with its data version, when the version differs;
+- topics: GET_ALL_TOPIC_CONFIG (21); the table is replaced, with its data version, when the version differs.
+  RocketMQ asks the master's VIP channel (``port - 2``) for this one; we ask its main port, as for the others: a
+  master may have no fast channel (a listen port of 0, or ``port - 2`` taken), and then whatever else holds
+  ``port - 2`` would answer, another broker with its own table even (the admin pool serves both ports alike);
 - consumer offsets: GET_ALL_CONSUMER_OFFSET (43); merged, each ``topic@group`` of the master replacing the slave's;
 - delay offsets: GET_ALL_DELAY_OFFSET (45); the delay schedule's progress replaced and saved to ``delayOffset.json``;
 - subscription groups: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); replaced when the data version differs;
@@ -40,7 +41,7 @@ from remoting.codec.bodies.timer_checkpoint import TimerCheckpointBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.errors import CodecError
-from remoting.errors import RemotingConnectError, RemotingError
+from remoting.errors import RemotingError
 from store.metadata_files import (
     ConfigFileError,
     decode_consumer_offsets,
@@ -64,12 +65,6 @@ def _commit_log_max_offset(body: bytes) -> int:
         return int(KVTable.decode(body).table["commitLogMaxOffset"])
     except (CodecError, KeyError, ValueError) as exc:
         raise ConfigFileError(f"runtime info without a commitLogMaxOffset: {exc!r}") from exc
-
-
-def fast_channel(addr: str) -> str:
-    """RocketMQ's VIP channel of a broker address: the same host, port - 2."""
-    host, _, port = addr.rpartition(":")
-    return f"{host}:{int(port) - 2}" if port.isdigit() and int(port) > 2 else addr
 
 
 class SlaveSynchronize:
@@ -111,7 +106,7 @@ class SlaveSynchronize:
         if not addr or addr == self.broker.broker_addr or self.broker.config.broker_role != "SLAVE":
             return
         started = trio.current_time()
-        topics = await self._fetch(fast_channel(addr), RequestCode.GET_ALL_TOPIC_CONFIG, decode_topics, addr)
+        topics = await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG, decode_topics)
         if topics is not None and self.broker.topics.replace_all(topics):
             log.info("slave synchronized topics from %s: version %s", addr, topics.data_version)
         offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, decode_consumer_offsets)
@@ -154,21 +149,10 @@ class SlaveSynchronize:
         except (CodecError, OSError) as exc:
             log.warning("slave sync: timer checkpoint of %s not adopted: %s", addr, exc)
 
-    async def _fetch(self, addr: str, code: int, decode: Callable[[bytes], T], fallback: str | None = None) -> T | None:
-        """One request's decoded body, or ``None`` (logged) when it failed; ``fallback`` is tried when ``addr``
-        refuses the connection or answers anything but SUCCESS (a master without its fast channel leaves ``port -
-        2`` to whatever else listens there)."""
+    async def _fetch(self, addr: str, code: int, decode: Callable[[bytes], T]) -> T | None:
+        """One request's decoded body, or ``None`` (logged) when it failed."""
         try:
-            try:
-                response = await self.client.invoke(addr, request(code), TIMEOUT)
-                retry = fallback is not None and response.code != ResponseCode.SUCCESS
-            except RemotingConnectError:
-                if fallback is None:
-                    raise
-                retry = True
-            if retry and fallback is not None:
-                addr = fallback
-                response = await self.client.invoke(addr, request(code), TIMEOUT)
+            response = await self.client.invoke(addr, request(code), TIMEOUT)
         except RemotingError as exc:
             log.warning("slave sync: request %d to %s failed: %s", code, addr, exc)
             return None

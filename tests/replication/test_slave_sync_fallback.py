@@ -1,7 +1,6 @@
-"""A slave copies its master's topics from the master's fast port (``port - 2``) or, when something else answers
-there, from its main port: a master whose fast channel could not bind (the port taken by another process) leaves its
-slave learning nothing otherwise. Here the name server itself holds ``port - 2`` and answers REQUEST_CODE_NOT_SUPPORTED,
-as another process's server did in a CI run."""
+"""A slave copies its master's topics from the master's main port, whatever holds ``port - 2`` (RocketMQ's VIP
+channel): a master whose fast channel could not bind leaves that port to another process, which may answer nothing
+useful (here the name server: REQUEST_CODE_NOT_SUPPORTED) or, worse, SUCCESS with another broker's table."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from broker.ports import free_ports
 from client.admin import Admin
 from tests.conftest import SMALL_STORE
 
@@ -44,3 +44,23 @@ async def test_a_slave_learns_topics_from_the_main_port_when_another_server_hold
         with trio.fail_after(30):  # the slave's metadata sync runs after 3 s, then every 10 s
             while slave.context.topics.get(TOPIC) is None:
                 await trio.sleep(0.5)
+
+
+async def test_a_slave_never_adopts_the_topics_of_a_broker_holding_its_master_s_fast_port(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Another broker listens on the master's port - 2, so the master has no fast channel and that broker answers
+    # GET_ALL_TOPIC_CONFIG with SUCCESS and its own table.
+    (port,) = free_ports(1, span=4, before=2)
+    async with EmbeddedCluster(tmp_path / "other", broker_port=port, **SMALL_STORE) as other:
+        async with Admin(other.namesrv_addr) as admin:
+            await admin.create_topic("OtherTopic", broker_addr=other.broker_addr)
+        async with EmbeddedCluster(tmp_path / "a", broker_port=port + 2, slaves=1, **SMALL_STORE) as cluster:
+            assert cluster.controller.fast_address is None
+            async with Admin(cluster.namesrv_addr) as admin:
+                await admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2, broker_addr=cluster.broker_addr)
+            slave = cluster.slave_controllers[0]
+            with trio.fail_after(30):
+                while slave.context.topics.get(TOPIC) is None:
+                    await trio.sleep(0.5)
+            assert slave.context.topics.get("OtherTopic") is None
