@@ -6,9 +6,10 @@ runs a ``ReadSocketService`` and a ``WriteSocketService`` thread.
   transfer starts (:func:`~store.ha.frames.first_transfer_offset`). A report that is negative or beyond the master's
   own end ends the connection, the first one included (ours: RocketMQ takes any first report, so a slave that kept
   more than a recovered master has, or any peer of the HA port, would acknowledge sends no slave holds). Every report
-  is handed to the service (:meth:`HAService.acknowledged`), which releases SYNC_MASTER sends; an empty slave's
-  reports only those past where its copy began. Nothing received for ``haHousekeepingInterval`` ends the
-  connection.
+  is handed to the service (:meth:`HAService.acknowledged`), which releases the SYNC_MASTER sends ending past the
+  connection's floor, fixed at the first report (:meth:`HAService.acknowledgement_floor`: where an empty slave's copy
+  begins, or for any other slave, which may be an empty one reconnecting, where such a copy may have begun). Nothing
+  received for ``haHousekeepingInterval`` ends the connection.
 - Writer: idle until the first report, then frames of at most ``haTransferBatchSize`` bytes (and at most 4 MiB, what
   a slave takes) read from the CommitLog (never past a segment's end, so records and blanks are split wherever a
   frame ends). Each write carries every
@@ -54,6 +55,8 @@ class HAConnection:
         self.request_offset = -1
         #: Where the transfer started: the first report, or for an empty slave the current segment's start.
         self.transfer_start = -1
+        #: This connection's reports release only the sends ending past it (set at the first report).
+        self.ack_floor = 0
         #: The slave's newest report (-1 before the first).
         self.ack_offset = -1
         #: The next CommitLog offset this connection sends (-1 before the first report).
@@ -105,9 +108,10 @@ class HAConnection:
         if self.request_offset < 0:
             self.request_offset = report
             self.transfer_start = first_transfer_offset(report, end, commitlog.file_size)
+            self.ack_floor = self.service.acknowledgement_floor(report, self.transfer_start)
             self._first_report.set()
         self.ack_offset = report
-        self.service.acknowledged(report, self.transfer_start if self.transfer_start > self.request_offset else 0)
+        self.service.acknowledged(report, self.ack_floor)
         return True
 
     def _frames(self, batch: int) -> tuple[bytes, int]:

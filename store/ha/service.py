@@ -9,7 +9,9 @@
 - On a slave, the :class:`~store.ha.slave.HAClient` feeding the store's :class:`~store.ha.replica.ReplicaLog`.
 
 ``push2slave_max_offset`` is the highest offset any slave acknowledged; it only grows (RocketMQ's
-``push2SlaveMaxOffset``). Owned by the :class:`~store.message_store.MessageStore`; :meth:`run` is started by the
+``push2SlaveMaxOffset``) and gates SLAVE_NOT_AVAILABLE. Which waiting sends a report releases is stricter (ours):
+only those past the connection's floor (:meth:`acknowledgement_floor`), so a slave never acknowledges a record older
+than its copy. Owned by the :class:`~store.message_store.MessageStore`; :meth:`run` is started by the
 store's own ``run``. Connection errors stay inside their connection.
 """
 
@@ -38,6 +40,8 @@ class HAService:
         self.store = store
         self.connections: list[HAConnection] = []
         self.push2slave_max_offset = 0
+        #: The highest floor given to an empty slave since this master started (see :meth:`acknowledgement_floor`).
+        self.empty_slave_floor = 0
         self.waits = TransferWaits()
         #: The listener's bound port (0 until :meth:`run` started it).
         self.port = 0
@@ -92,14 +96,27 @@ class HAService:
 
     # ---- master: acknowledgements and waiting sends ---------------------------------------------------------
 
+    def acknowledgement_floor(self, reported: int, transfer_start: int) -> int:
+        """The floor of a connection whose first report is ``reported``: its reports release only the sends ending
+        past it. An empty slave (0) is sent from ``transfer_start``, the current segment's start, and holds nothing
+        below it. A slave with a copy may be an empty one reconnecting (the report cannot say where its copy began):
+        its floor is the highest an empty slave was given since this master started (a send ends below an empty
+        slave's copy only if it waited before that slave's first connection, which this master then served), at most
+        its report. Sends registered after the connection end past any floor; a send waiting below one times out
+        unless another connection reaches it (RocketMQ has no floor: ``HAService.notifyTransferSome``)."""
+        if not reported:
+            self.empty_slave_floor = max(self.empty_slave_floor, transfer_start)
+            return transfer_start
+        return min(reported, self.empty_slave_floor)
+
     def acknowledged(self, offset: int, floor: int = 0) -> None:
         """A slave reported ``offset``: raise ``push2slave_max_offset`` and release the sends it covers, except those
-        ending at or below ``floor``, where the slave's copy began (an empty slave is sent the current segment only):
-        another slave may still acknowledge them, or they time out."""
+        ending at or below its connection's ``floor`` (:meth:`acknowledgement_floor`): another slave may still
+        acknowledge them, or they time out."""
         if offset > self.push2slave_max_offset:
             self.push2slave_max_offset = offset
-        # Every report, not only one past the maximum: a send kept below an empty slave's floor is released by
-        # another slave's report that reaches it, however far the empty one got (a look at the queue's head when
+        # Every report, not only one past the maximum: a send kept below one connection's floor is released by
+        # another connection's report that reaches it, however far the first got (a look at the queue's head when
         # nothing is due).
         self.waits.acknowledged(offset, floor)
 

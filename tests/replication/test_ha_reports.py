@@ -1,7 +1,7 @@
-"""What a master takes from the peers of its HA port: a report outside its log ends the connection (the first one
-too), an empty slave acknowledges only what it was sent, a connection reset before it is served stops nothing, and
-a transfer batch above what a slave takes still replicates. Real stores; the slave is a real one on 127.0.0.1 or
-played by the test over a memory stream."""
+"""What a master takes from the peers of its HA port: a report outside its log ends the connection (the first one too),
+an empty slave acknowledges only what it was sent, on its first connection and its next ones, a connection reset
+before it is served stops nothing, and a transfer batch above what a slave takes still replicates. Real stores; the
+slave is a real one on 127.0.0.1 or played by the test over a memory stream."""
 
 from __future__ import annotations
 
@@ -16,14 +16,55 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.errors import MQClientError
-from store.ha.frames import encode_report
+from store.ha.frames import FrameReader, encode_report
 from store.mapped_file import segment_name
+from store.message_store import MessageStore
 from store.results import PutStatus
 from store.store_config import BrokerRole
 from tests.conftest import SMALL_STORE
 from tests.replication.ha_helpers import caught_up, ha_store, reported, wait_until
 from tests.replication.test_ha_stores import _fake_slave
 from tests.store.store_helpers import message
+
+
+async def _frames_end(stream: trio.abc.ReceiveStream, at_least: int) -> int:
+    """Read the master's frames until one ends at or beyond ``at_least``; that end."""
+    reader = FrameReader()
+    while True:
+        data = await stream.receive_some(65536)
+        assert data, "the master closed the connection"
+        for frame in reader.feed(data):
+            if frame.body and frame.offset + len(frame.body) >= at_least:
+                return frame.offset + len(frame.body)
+
+
+async def _connect(master: MessageStore, nursery: trio.Nursery, name: str, report: int) -> trio.abc.Stream:
+    """A slave played by the test, connected to ``master``'s HA service, its first report sent."""
+    ours, theirs = trio.testing.memory_stream_pair()
+    nursery.start_soon(master.ha.serve_connection, theirs, name)
+    await ours.send_all(encode_report(report))
+    return ours
+
+
+async def _send(master: MessageStore, results: list[PutStatus]) -> None:
+    """A SYNC_MASTER send; its answer goes to ``results``."""
+    results.append((await master.put(message(body=b"waiting"))).status)
+
+
+async def _roll_past_a_waiting_send(
+    master: MessageStore, nursery: trio.Nursery, results: list[PutStatus]
+) -> tuple[int, int]:
+    """Start a send that waits (:func:`_send`), then roll the CommitLog to a new segment with appends that wait for
+    nothing: the send's end and the new segment's start."""
+    await trio.sleep(0.01)
+    nursery.start_soon(_send, master, results)
+    await trio.sleep(0.1)
+    end = master.commitlog.max_offset
+    for _ in range(40):
+        master.append(message(body=bytes(200)))
+    floor = master.commitlog.queue.files[-1].file_from_offset
+    assert end <= floor
+    return end, floor
 
 
 @pytest.mark.parametrize("report", [1 << 40, -5])
@@ -35,9 +76,7 @@ async def test_a_first_report_outside_the_masters_log_acknowledges_nothing(
     master = ha_store(tmp_path, BrokerRole.SYNC_MASTER)
     async with trio.open_nursery() as nursery:
         await nursery.start(master.run)
-        ours, theirs = trio.testing.memory_stream_pair()
-        nursery.start_soon(master.ha.serve_connection, theirs, "outside")
-        await ours.send_all(encode_report(report))
+        await _connect(master, nursery, "outside", report)
         await wait_until(lambda: not master.ha.connections, what="the connection's end")
         assert master.ha.push2slave_max_offset <= 0
         await _fake_slave(master, nursery, ack=False)  # a slave that acknowledges nothing
@@ -104,6 +143,64 @@ async def test_a_new_empty_slave_does_not_acknowledge_records_it_never_received(
         assert later.status is PutStatus.PUT_OK
         await wait_until(lambda: bool(waiting), what="the waiting send's answer")
         assert waiting[0][1] <= current and waiting[0][0] is PutStatus.FLUSH_SLAVE_TIMEOUT
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_empty_slave_that_reconnects_still_does_not_acknowledge_records_it_never_received(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Empty slave B, sent the current segment only, reconnects (a network blip, housekeeping, a restart) and reports
+    the end of its copy: the master cannot tell where that copy began, so B's reports still do not release a send
+    waiting for a record of an older segment (the floor was its first connection's only: PUT_OK, no slave held it)."""
+    master = ha_store(tmp_path, BrokerRole.SYNC_MASTER, slave_timeout=20_000)
+    results: list[PutStatus] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        await _fake_slave(master, nursery, ack=False)  # slave A: connected, acknowledges nothing
+        _, floor = await _roll_past_a_waiting_send(master, nursery, results)
+        first = await _connect(master, nursery, "slave-b", 0)
+        got = await _frames_end(first, master.commitlog.max_offset)
+        assert got > floor
+        await first.send_all(encode_report(got))
+        await wait_until(lambda: master.ha.push2slave_max_offset == got, what="B's acknowledgement")
+        await first.aclose()
+        await wait_until(lambda: len(master.ha.connections) == 1, what="B's first connection's end")
+        master.append(message(body=b"more"))
+        second = await _connect(master, nursery, "slave-b", got)
+        more = await _frames_end(second, master.commitlog.max_offset)
+        await second.send_all(encode_report(more))
+        await wait_until(lambda: master.ha.push2slave_max_offset == more, what="B's second acknowledgement")
+        assert results == []
+        nursery.start_soon(_send, master, results)  # a send after B's reconnect: B acknowledges it
+        await wait_until(lambda: len(master.ha.waits) == 2, what="the second waiting send")
+        await second.send_all(encode_report(await _frames_end(second, master.commitlog.max_offset)))
+        await wait_until(lambda: bool(results), what="the second send's answer")
+        assert results == [PutStatus.PUT_OK]
+        await wait_until(lambda: len(results) == 2, what="the first send's answer")
+        assert results == [PutStatus.PUT_OK, PutStatus.FLUSH_SLAVE_TIMEOUT]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_slave_that_reconnects_acknowledges_what_it_received_before(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """No empty slave joined since the master started: a slave whose connection dropped after it received a waiting
+    send's record, before it acknowledged it, releases the send with its next connection's first report (as
+    RocketMQ), rather than the send timing out."""
+    master = ha_store(tmp_path, BrokerRole.SYNC_MASTER, slave_timeout=20_000)
+    results: list[PutStatus] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        first = await _connect(master, nursery, "slave", 0)  # the master is empty: the slave's copy begins at 0
+        await trio.sleep(0.01)
+        nursery.start_soon(_send, master, results)
+        await wait_until(lambda: len(master.ha.waits) == 1, what="the waiting send")
+        got = await _frames_end(first, master.commitlog.max_offset)
+        await first.aclose()
+        await wait_until(lambda: not master.ha.connections, what="the first connection's end")
+        await _connect(master, nursery, "slave", got)  # its first report: the end of what it received
+        await wait_until(lambda: bool(results), what="the waiting send's answer")
+        assert results == [PutStatus.PUT_OK]
         nursery.cancel_scope.cancel()
 
 
@@ -190,27 +287,14 @@ async def test_a_send_kept_below_an_empty_slaves_floor_is_released_by_another_sl
     results: list[PutStatus] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(master.run)
-        slow_a, theirs = trio.testing.memory_stream_pair()
-        nursery.start_soon(master.ha.serve_connection, theirs, "slow-a")
-        await slow_a.send_all(encode_report(0))  # the master is empty: A starts at 0
+        slow_a = await _connect(master, nursery, "slow-a", 0)  # the master is empty: A starts at 0
 
         async def drain() -> None:
             while await slow_a.receive_some(65536):
                 pass
 
         nursery.start_soon(drain)
-
-        async def send() -> None:
-            results.append((await master.put(message(body=b"waiting"))).status)
-
-        await trio.sleep(0.01)
-        nursery.start_soon(send)
-        await trio.sleep(0.1)
-        end = master.commitlog.max_offset
-        for _ in range(40):  # appends that wait for nothing roll the CommitLog to a new segment
-            master.append(message(body=bytes(200)))
-        floor = master.commitlog.queue.files[-1].file_from_offset
-        assert end <= floor
+        end, floor = await _roll_past_a_waiting_send(master, nursery, results)
         await _fake_slave(master, nursery, ack=True)  # empty B: its copy begins at ``floor``
         await wait_until(lambda: master.ha.push2slave_max_offset > floor, what="B's acknowledgement")
         assert results == []  # B's acks do not cover it
