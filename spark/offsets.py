@@ -8,7 +8,7 @@ Offsets are queue offsets: the next message to read, so a range ``[start, end)``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from remoting.codec.bodies import MessageQueue
 from spark.options import EARLIEST, LATEST, OffsetKind, OffsetSpec, OptionError
@@ -47,13 +47,24 @@ def list_queues(session: BrokerSession, topics: Iterable[str]) -> list[MessageQu
     return [mq for topic in topics for mq in session.queues(topic)]
 
 
+#: Told of an explicit offset outside its queue's offsets: (queue, offset, min offset, max offset).
+OutOfRange = Callable[[MessageQueue, int, int, int], None]
+
+
 def resolve(
-    session: BrokerSession, spec: OffsetSpec, mqs: list[MessageQueue], *, default: int, option: str
+    session: BrokerSession,
+    spec: OffsetSpec,
+    mqs: list[MessageQueue],
+    *,
+    default: int,
+    option: str,
+    out_of_range: OutOfRange | None = None,
 ) -> OffsetTable:
     """Concrete offsets of ``mqs`` for ``spec``: earliest is each queue's min offset, latest its max offset,
     a timestamp is searched per queue, and JSON gives explicit offsets (``default`` -- EARLIEST or LATEST -- for the
-    queues it leaves out). Offsets are clamped into ``[min, max]``. Raises OptionError when the JSON names a topic
-    that is not read or a queue the topic does not have."""
+    queues it leaves out). Offsets are clamped into ``[min, max]``; an explicit one that needs it is first passed to
+    ``out_of_range``, which may raise. Raises OptionError when the JSON names a topic that is not read or a queue the
+    topic does not have."""
     bounds = session.min_max_offsets(mqs)
     if spec.kind is OffsetKind.EARLIEST:
         return {mq: low for mq, (low, _) in bounds.items()}
@@ -76,6 +87,8 @@ def resolve(
     table: OffsetTable = {}
     for mq, (low, high) in bounds.items():
         offset = wanted.get(mq, default)
+        if offset >= 0 and not low <= offset <= high and out_of_range is not None:
+            out_of_range(mq, offset, low, high)
         table[mq] = low if offset == EARLIEST else high if offset == LATEST else min(max(offset, low), high)
     return table
 

@@ -155,8 +155,8 @@ class SourceOptions:
     tls: bool = False
     tls_ca_file: str | None = None
     #: A stream whose next offset a queue no longer holds (retention deleted it, or the topic or the broker's data was
-    #: reset below it) fails (Kafka's ``failOnDataLoss``, true by default); false starts that queue over at its first
-    #: offset, with a warning.
+    #: reset below it), or whose JSON ``startingOffsets`` a queue does not hold, fails (Kafka's ``failOnDataLoss``, true
+    #: by default); false starts that queue over at its first offset (at the nearest held one), with a warning.
     fail_on_data_loss: bool = True
 
     @classmethod

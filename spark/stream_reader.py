@@ -6,12 +6,19 @@ restarted query re-reads exactly the uncommitted batch and continues after it: n
 was committed to the broker. ``commit(end)`` only mirrors ``end`` into ``consumerGroup``'s offsets on the broker when
 that option is set, for monitoring with ``mqadmin consumerProgress``; it is never read back.
 
-- ``initialOffset`` resolves ``startingOffsets`` (default ``latest``, like Kafka's streaming source).
+- ``initialOffset`` is ``{}``, the stream's start: the first ``latestOffset`` resolves ``startingOffsets`` (default
+  ``latest``, like Kafka's streaming source) and records the result in batch 0's end offset under
+  :data:`STARTED_AT`. Spark logs that offset in the checkpoint, so a replay of batch 0 after a restart starts where
+  the stream first did, not where ``startingOffsets`` points now (Kafka's source keeps its initial offsets in its
+  checkpoint too, ``KafkaMicroBatchStream.getOrCreateInitialPartitionOffsets``; PySpark gives a Python reader no
+  path of its own there). A JSON starting offset outside its queue's offsets is data loss (``failOnDataLoss``).
 - ``latestOffset(start, limit)`` asks every queue's max offset; under ``ReadMaxRows`` (``maxRecordsPerTrigger``)
   it admits at most that many queue entries, shared across the queues by :func:`spark.offsets.admit`. A queue that
-  appears later (more queues, a new broker) starts at its min offset.
+  appears later (more queues, a new broker) starts at its min offset. With nothing new it returns ``start`` itself.
 - ``reportLatestOffset`` returns the max offsets seen by the last ``latestOffset`` (the query progress's
   ``latestOffset``), so a rate-limited query shows its backlog.
+- ``partitions(start, end)`` never moves a range silently: a queue whose batch ends below its start (reset under the
+  stream) is data loss, raised or logged per ``failOnDataLoss``.
 
 The reader keeps one :class:`~spark.session.BrokerSession` for the driver-side calls (opened lazily, closed by
 ``stop``); it is not pickled to the executors, whose ``read`` opens its own.
@@ -28,6 +35,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from remoting.codec.bodies import MessageQueue
 from spark import offsets
+from spark.offsets import OffsetTable
 from spark.options import EARLIEST, OffsetKind, OffsetSpec, OptionError, SourceOptions
 from spark.reader import QueueRange, plan_ranges, read_range
 from spark.session import BrokerSession
@@ -39,7 +47,19 @@ class DataLossError(RuntimeError):
     """The stream's next offset is gone from a queue (see ``failOnDataLoss``)."""
 
 
-__all__ = ["RocketMQStreamReader"]
+__all__ = ["STARTED_AT", "DataLossError", "RocketMQStreamReader"]
+
+#: Key of batch 0's end offset holding the stream's resolved starting offsets (no topic name has an "@").
+STARTED_AT = "@startedAt"
+
+
+def _queue_offsets(offset: Mapping[str, Any]) -> dict[str, Any]:
+    """A stream offset without batch 0's record of the start: the JSON of an offset table."""
+    return {topic: queues for topic, queues in offset.items() if topic != STARTED_AT}
+
+
+def _where(mq: MessageQueue) -> str:
+    return f"{mq.topic} queue {mq.queue_id} on {mq.broker_name}"
 
 
 class RocketMQStreamReader(DataSourceStreamReader):
@@ -65,10 +85,16 @@ class RocketMQStreamReader(DataSourceStreamReader):
         return self._session
 
     def initialOffset(self) -> dict[str, Any]:
-        session = self._broker()
-        mqs = offsets.list_queues(session, self.options.topics)
-        table = offsets.resolve(session, self.starting, mqs, default=EARLIEST, option="startingOffsets")
-        return offsets.to_json(table)
+        return {}  # the stream's start: resolved by the first latestOffset, recorded in batch 0's end offset
+
+    def _starting_offsets(self, session: BrokerSession, mqs: list[MessageQueue]) -> OffsetTable:
+        return offsets.resolve(
+            session, self.starting, mqs, default=EARLIEST, option="startingOffsets", out_of_range=self._start_missing
+        )
+
+    def _start_missing(self, mq: MessageQueue, offset: int, low: int, high: int) -> None:
+        what = f"startingOffsets gives {_where(mq)} offset {offset}, but it holds offsets {low}..{high}"
+        self._data_lost(what, min(max(offset, low), high))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         session = self._broker()
@@ -76,7 +102,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
         bounds = session.min_max_offsets(mqs)
         latest = {mq: high for mq, (_, high) in bounds.items()}
         self._latest = offsets.to_json(latest)
-        begin = offsets.from_json(start)
+        begin = offsets.from_json(_queue_offsets(start)) if start else self._starting_offsets(session, mqs)
         for mq, (low, _) in bounds.items():
             begin.setdefault(mq, low)
         self._check_data_loss(begin, bounds)
@@ -86,7 +112,10 @@ class RocketMQStreamReader(DataSourceStreamReader):
             end = {mq: max(latest[mq], begin[mq]) for mq in latest}
         for mq, offset in begin.items():
             end.setdefault(mq, offset)  # a queue that vanished from the route keeps its position
-        return offsets.to_json(end)
+        table = offsets.to_json(end)
+        if not start:
+            return {**table, STARTED_AT: offsets.to_json(begin)}
+        return start if table == _queue_offsets(start) else table  # unchanged: no new batch
 
     def _check_data_loss(self, begin: dict[MessageQueue, int], bounds: Mapping[MessageQueue, tuple[int, int]]) -> None:
         """A queue that no longer holds the stream's next offset lost data: retention deleted messages never read
@@ -98,12 +127,15 @@ class RocketMQStreamReader(DataSourceStreamReader):
             if low <= offset <= high:
                 continue
             cause = "deleted by retention" if offset < low else "the queue was reset"
-            what = (f"{mq.topic} queue {mq.queue_id} on {mq.broker_name} holds offsets {low}..{high}, the stream's "
-                    f"next one is {offset}: {cause}")  # fmt: skip
-            if self.options.fail_on_data_loss:
-                raise DataLossError(f"{what}; set failOnDataLoss=false to go on from offset {low}")
-            log.warning("data lost: %s; going on from offset %d (failOnDataLoss=false)", what, low)
+            what = f"{_where(mq)} holds offsets {low}..{high}, the stream's next one is {offset}: {cause}"
+            self._data_lost(what, low)
             begin[mq] = low
+
+    def _data_lost(self, what: str, resume: int) -> None:
+        """Raise DataLossError about ``what``, or with ``failOnDataLoss=false`` log it (the caller resumes there)."""
+        if self.options.fail_on_data_loss:
+            raise DataLossError(f"{what}; set failOnDataLoss=false to go on from offset {resume}")
+        log.warning("data lost: %s; going on from offset %d (failOnDataLoss=false)", what, resume)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_records_per_trigger is not None:
@@ -114,17 +146,28 @@ class RocketMQStreamReader(DataSourceStreamReader):
         return self._latest
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        begin = offsets.from_json(start)
-        until = offsets.from_json(end)
-        reset = [mq for mq, offset in begin.items() if mq in until and offset > until[mq]]
-        if reset:  # queues reset below the stream's offset, gone on from their first one (failOnDataLoss=false)
-            for mq, (low, _) in self._broker().min_max_offsets(reset).items():
-                begin[mq] = min(low, until[mq])
-        if any(mq not in begin for mq in until):
-            bounds = self._broker().min_max_offsets([mq for mq in until if mq not in begin])
-            for mq, (low, _) in bounds.items():
+        until = offsets.from_json(_queue_offsets(end))
+        # Batch 0 starts at the stream's start, {}: where its end offset (in the checkpoint) recorded it.
+        begin = offsets.from_json(_queue_offsets(start) if start else end.get(STARTED_AT, {}))
+        self._check_reset(begin, until)
+        missing = [mq for mq in until if mq not in begin]
+        if missing:  # a queue new since the batch's start begins at its first offset
+            for mq, (low, _) in self._broker().min_max_offsets(missing).items():
                 begin[mq] = low
         return plan_ranges(begin, until)
+
+    def _check_reset(self, begin: dict[MessageQueue, int], until: Mapping[MessageQueue, int]) -> None:
+        """A queue whose batch ends below its start was reset below the stream's offset (``latestOffset`` went on
+        from its first offset under ``failOnDataLoss=false``). Raises DataLossError, or logs and reads that queue
+        from its first offset (``begin`` is changed in place)."""
+        reset = [mq for mq, offset in begin.items() if mq in until and offset > until[mq]]
+        if not reset:
+            return
+        for mq, (low, _) in self._broker().min_max_offsets(reset).items():
+            resume = min(low, until[mq])
+            what = f"{_where(mq)} was reset: the batch ends at {until[mq]}, before its start {begin[mq]}"
+            self._data_lost(what, resume)
+            begin[mq] = resume
 
     def read(self, partition: InputPartition) -> Iterator[object]:
         assert isinstance(partition, QueueRange)
@@ -132,7 +175,8 @@ class RocketMQStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, Any]) -> None:
         if self.options.consumer_group is not None:
-            self._broker().update_consumer_offsets(self.options.consumer_group, offsets.from_json(end))
+            table = offsets.from_json(_queue_offsets(end))
+            self._broker().update_consumer_offsets(self.options.consumer_group, table)
 
     def stop(self) -> None:
         session, self._session = self._session, None

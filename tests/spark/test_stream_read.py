@@ -90,7 +90,8 @@ def test_a_stream_whose_queue_lost_its_next_offset_fails_or_starts_it_over(
 ) -> None:
     """The topic was deleted and made again (as a wiped broker would): the checkpoint's offset 8 is past the queue's
     end. The query fails by default (Kafka's failOnDataLoss); with failOnDataLoss=false it reads the new messages.
-    It used to wait silently past them (no batch until the queue passed 8, the new ones never read)."""
+    It used to wait silently past them (no batch until the queue passed 8, the new ones never read). That batch,
+    [8 -> 0, 3), replayed with failOnDataLoss back at true fails too: its range is not moved silently."""
     ns, topic = rocketmq.namesrv_addr, "SparkLostOffsets"
     make_topic(ns, topic, 1)
     produce(ns, [Message(topic, f"old{i}".encode()) for i in range(8)])
@@ -103,3 +104,48 @@ def test_a_stream_whose_queue_lost_its_next_offset_fails_or_starts_it_over(
     with pytest.raises(Exception, match="failOnDataLoss"):
         _bodies(spark, ns, topic, checkpoint)
     assert sorted(_bodies(spark, ns, topic, checkpoint, failOnDataLoss="false")) == [b"new0", b"new1", b"new2"]
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):  # the query "died" in the batch that went on from offset 0
+        (checkpoint / "commits" / name).unlink()
+    with pytest.raises(Exception, match="was reset: the batch ends at 3, before its start 8"):
+        _bodies(spark, ns, topic, checkpoint)
+
+
+def test_a_replayed_first_batch_keeps_the_offsets_the_stream_started_at(
+    spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
+) -> None:
+    """A stream from ``latest`` plans batch 0 as [5, 5) and dies before committing it. On restart Spark replays batch
+    0 from ``initialOffset()``: it used to resolve ``latest`` anew (8, past the batch's end) and ``partitions`` then
+    "reset" the queue to its first offset, replaying the 5 messages stored before the stream started. Batch 0's end
+    offset in the checkpoint now records where the stream started (as Kafka's source keeps its initial offsets)."""
+    ns, topic = rocketmq.namesrv_addr, "SparkInitialReplay"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"before{i}".encode()) for i in range(5)])
+    checkpoint = tmp_path / "checkpoint"
+    batches: dict[int, list[tuple[int, int, bytes]]] = {}
+    _run(spark, ns, topic, batches, checkpoint)
+    assert batches == {0: []}  # started at latest: nothing read
+    for name in ("0", ".0.crc"):  # the query "died" in batch 0: offsets logged, batch never committed
+        (checkpoint / "commits" / name).unlink()
+    produce(ns, [Message(topic, f"after{i}".encode()) for i in range(3)])
+
+    batches.clear()
+    _run(spark, ns, topic, batches, checkpoint)
+    assert batches.get(0, []) == []  # the replay of batch 0 re-reads exactly [5, 5)
+    assert sorted(body for rows in batches.values() for _, _, body in rows) == [b"after0", b"after1", b"after2"]
+
+
+def test_a_json_starting_offset_the_queue_does_not_hold_is_data_loss(
+    spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
+) -> None:
+    """``startingOffsets`` names offset 50 of a queue holding 0..5: it used to be clamped to 5 silently. Like Kafka's
+    source (``reportDataLoss("startingOffsets for tp was X but consumer reset to Y")``) the stream fails; with
+    ``failOnDataLoss=false`` it logs it and starts at the nearest offset the queue holds. (An offset below the queue's
+    first one takes the same path.)"""
+    ns, topic = rocketmq.namesrv_addr, "SparkStartOutside"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"m{i}".encode()) for i in range(5)])
+    starting = json.dumps({topic: {"0": 50}})
+    with pytest.raises(Exception, match=r"offset 50, but it holds offsets 0\.\.5"):
+        _bodies(spark, ns, topic, tmp_path / "failing", startingOffsets=starting)
+    assert _bodies(spark, ns, topic, tmp_path / "going-on", startingOffsets=starting, failOnDataLoss="false") == []
