@@ -63,11 +63,11 @@ class RocketMQDataSource(DataSource):
         return RocketMQStreamReader(self.parsed, self.starting_given)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
-        check_columns(schema.fieldNames(), self.parsed)
+        check_columns(schema, self.parsed)
         return RocketMQBatchWriter(self.parsed)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        check_columns(schema.fieldNames(), self.parsed)
+        check_columns(schema, self.parsed)
         return RocketMQStreamWriter(self.parsed)
 
 

@@ -148,7 +148,7 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
         """Publish the rows of task (query, batch, partition) that no earlier attempt stored; returns (sent,
         skipped). Raises what sending raised, leaving the markers so that the next attempt resumes."""
         txn = f"{query_id}:{batch_id}:{partition}"
-        default_topic = self.options.topics[0] if self.options.topics else None
+        topic_option = self.options.topics[0] if self.options.topics else None
         markers = MarkerLog(session, self.options.commit_topic)
         markers.ensure_topic()
         if markers.find(f"{query_id}:{batch_id}:commit") or markers.find(f"{txn}:done"):
@@ -161,7 +161,7 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
         def pending() -> Iterator[Message]:
             nonlocal skipped
             for seq, row in enumerate(rows):
-                msg = row_to_message(row, default_topic, {TXN_PROPERTY: txn, SEQ_PROPERTY: str(seq)})
+                msg = row_to_message(row, topic_option, {TXN_PROPERTY: txn, SEQ_PROPERTY: str(seq)})
                 seen = done.get(msg.topic)
                 if seen is None:
                     seen = done[msg.topic] = self._begin_topic(session, markers, txn, msg.topic)

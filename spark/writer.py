@@ -1,9 +1,11 @@
 """Batch write: each task sends its rows as messages, in SEND_BATCH_MESSAGE requests per topic.
 
-Input columns: ``body`` (binary, or string sent as UTF-8) is required; ``topic`` per row, or the ``topic`` option for
-every row (a row's own non-null topic wins); optional ``keys`` (a string of space-separated keys, or an array of
-strings), ``tags`` (string) and ``properties`` (map<string,string>). Other columns are ignored. A row without a
-topic or a body raises :class:`~spark.options.OptionError` in its task, which fails the write.
+Input columns: ``body`` (binary, or string sent as UTF-8) is required; the ``topic`` option for every row, or else a
+``topic`` column (string) per row: the option overrides the column, as in Kafka's sink, so rows read from one topic
+are written to the option's; optional ``keys`` (a string of space-separated keys, or an array of strings), ``tags``
+(string) and ``properties`` (map<string,string>). Other columns are ignored. A column of another type fails the write
+at planning (:func:`check_columns`); a row without a topic or a body raises :class:`~spark.options.OptionError` in
+its task, which fails the write.
 
 A batch write is at least once: a task that fails after some sends is retried by Spark and sends those rows again.
 Streaming writes are exactly once (:mod:`spark.stream_writer`).
@@ -11,17 +13,26 @@ Streaming writes are exactly once (:mod:`spark.stream_writer`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
 
 from client.message import Message
 from spark.options import OptionError, SourceOptions
 from spark.session import BrokerSession
 
-__all__ = ["SEND_CHUNK", "RocketMQBatchWriter", "WriteCommit", "row_to_message", "send_rows"]
+__all__ = [
+    "COLUMN_TYPES",
+    "SEND_CHUNK",
+    "RocketMQBatchWriter",
+    "WriteCommit",
+    "check_columns",
+    "row_to_message",
+    "send_rows",
+]
 
 #: Messages handed to one ``send_batch`` call (the producer splits them further at its 4 MiB body limit).
 SEND_CHUNK = 512
@@ -38,20 +49,39 @@ class WriteCommit(WriterCommitMessage):
     batch_id: int | None = None
 
 
-def check_columns(names: Sequence[str], options: SourceOptions) -> None:
-    """Planning-time check of the input columns; raises OptionError naming what is missing."""
+#: The Spark types (``simpleString``) each input column may have.
+COLUMN_TYPES: dict[str, tuple[str, ...]] = {
+    "body": ("binary", "string"),
+    "topic": ("string",),
+    "tags": ("string",),
+    "keys": ("string", "array<string>"),
+    "properties": ("map<string,string>",),
+}
+
+
+def check_columns(schema: StructType, options: SourceOptions) -> None:
+    """Planning-time check of the input columns; raises OptionError naming a missing column or one of a wrong type.
+    The ``topic`` column is not read, so not checked, when the ``topic`` option is set."""
+    names = schema.fieldNames()
     if "body" not in names:
         raise OptionError("a rocketmq write needs a body column (binary or string)")
     if "topic" not in names and not options.topics:
         raise OptionError("a rocketmq write needs a topic column or the topic option")
     if len(options.topics) > 1:
         raise OptionError("option topic names one topic for writes, not a list")
+    for name, allowed in COLUMN_TYPES.items():
+        if name not in names or (name == "topic" and options.topics):
+            continue
+        kind = schema[name].dataType.simpleString()
+        if kind not in allowed:
+            raise OptionError(f"column {name} of a rocketmq write is {kind}; expected {' or '.join(allowed)}")
 
 
-def row_to_message(row: Any, default_topic: str | None, extra: dict[str, str] | None = None) -> Message:
-    """The message for one input row (a Spark Row or a mapping). Raises OptionError without topic or body."""
+def row_to_message(row: Any, topic_option: str | None, extra: dict[str, str] | None = None) -> Message:
+    """The message for one input row (a Spark Row or a mapping), sent to ``topic_option`` when set, else to the row's
+    ``topic``. Raises OptionError without topic or body."""
     fields = row.asDict() if hasattr(row, "asDict") else dict(row)
-    topic = fields.get("topic") or default_topic
+    topic = topic_option or fields.get("topic")
     body = fields.get("body")
     if not topic:
         raise OptionError("a row has no topic (set the topic column or the topic option)")
@@ -105,9 +135,9 @@ class RocketMQBatchWriter(DataSourceWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriteCommit:
-        default_topic = self.options.topics[0] if self.options.topics else None
+        topic_option = self.options.topics[0] if self.options.topics else None
         with BrokerSession(
             self.options.name_server, producer_group=self.options.producer_group, config=self.options.client_config()
         ) as session:
-            sent = send_rows(session, (row_to_message(row, default_topic) for row in iterator))
+            sent = send_rows(session, (row_to_message(row, topic_option) for row in iterator))
         return WriteCommit(task_partition_id(), sent)

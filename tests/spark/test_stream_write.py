@@ -94,3 +94,38 @@ def test_a_null_property_value_is_not_written_as_the_string_none(spark: Any, roc
     (msg,) = read_topic(ns, topic)
     assert msg.properties["set"] == "v"
     assert "unset" not in msg.properties
+
+
+def test_the_topic_option_overrides_the_topic_column_of_the_rows(spark: Any, rocketmq: ThreadedCluster) -> None:
+    """Rows read from ``rocketmq`` carry a ``topic`` column (their source); written with the ``topic`` option they go to
+    the option's topic, as in Kafka's sink and rocketmq-spark (``RocketMQWriteTask``: ``topic.map(Literal(_))
+    .orElse(column)``). The row's topic used to win: a read -> write copy doubled its source."""
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkCopySrc", 1)
+    make_topic(ns, "SparkCopyDst", 1)
+    produce(ns, [Message("SparkCopySrc", f"c{i}".encode()) for i in range(3)])
+    rows = spark.read.format("rocketmq").option("nameServer", ns).option("topic", "SparkCopySrc").load()
+    rows.write.format("rocketmq").option("nameServer", ns).option("topic", "SparkCopyDst").mode("append").save()
+    assert sorted(m.body for m in read_topic(ns, "SparkCopyDst")) == [b"c0", b"c1", b"c2"]
+    assert len(read_topic(ns, "SparkCopySrc")) == 3
+
+
+@pytest.mark.parametrize(
+    ("topic", "columns", "row", "named"),
+    [
+        ("SparkIntBody", "body int", (3,), "column body"),
+        ("SparkIntKeys", "body string, keys int", ("x", 3), "column keys"),
+    ],
+)
+def test_a_column_of_a_type_the_sink_cannot_send_fails_the_write_at_planning(
+    spark: Any, rocketmq: ThreadedCluster, topic: str, columns: str, row: tuple[Any, ...], named: str
+) -> None:
+    """An ``int`` body was sent as ``bytes(3)``, three zero bytes. Like rocketmq-spark and Kafka's sink
+    (``createProjection`` checks each column's type), a column of a type other than :data:`spark.writer.COLUMN_TYPES`
+    allows fails the write before any row is sent, naming the column."""
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, topic, 1)
+    df = spark.createDataFrame([row], columns)
+    with pytest.raises(Exception, match=named):
+        df.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("append").save()
+    assert read_topic(ns, topic) == []
