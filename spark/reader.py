@@ -60,7 +60,7 @@ def read_range(options: SourceOptions, part: QueueRange) -> Iterator[object]:
         for page in range(part.start, part.end, PAGE):
             msgs = session.pull_range(part.queue, page, min(page + PAGE, part.end), options.pull_group, options.tags)
             if msgs:
-                yield messages_to_batch(msgs)
+                yield messages_to_batch(msgs, part.broker_name)
 
 
 class RocketMQBatchReader(DataSourceReader):

@@ -2,9 +2,11 @@
 
 ``SCHEMA`` is declared once here; the Arrow schema is derived from the same field list, so a read's batches match
 Spark's schema exactly (names, order, types, nullability). Timestamps are RocketMQ's milliseconds since the epoch,
-surfaced as Spark ``timestamp`` (UTC). ``msg_id`` is the producer's unique id (UNIQ_KEY) when the message has one,
-else the broker's offset msgId, as Java's ``MessageClientExt.getMsgId``. ``keys`` is RocketMQ's KEYS property
-(space-separated keys). ``properties`` holds every property stored with the message.
+surfaced as Spark ``timestamp`` (UTC). ``broker_name`` is the master the row was read from: a topic's queue ids repeat
+on every master, so (``topic``, ``broker_name``, ``queue_id``, ``queue_offset``) names one message, and
+``brokerName:queueId`` is its queue's key in the offsets JSON. ``msg_id`` is the producer's unique id (UNIQ_KEY) when
+the message has one, else the broker's offset msgId, as Java's ``MessageClientExt.getMsgId``. ``keys`` is RocketMQ's
+KEYS property (space-separated keys). ``properties`` holds every property stored with the message.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ __all__ = ["FIELDS", "SCHEMA_DDL", "arrow_schema", "messages_to_batch", "spark_s
 #: (name, Spark DDL type, nullable) of every column, in order.
 FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("topic", "string", False),
+    ("broker_name", "string", False),
     ("queue_id", "int", False),
     ("queue_offset", "bigint", False),
     ("msg_id", "string", False),
@@ -80,13 +83,14 @@ def _host(host: tuple[str, int]) -> str:
     return f"{host[0]}:{host[1]}"
 
 
-def messages_to_batch(msgs: Sequence[MessageExt]) -> pa.RecordBatch:
-    """One record batch of ``msgs`` in :data:`FIELDS` order."""
+def messages_to_batch(msgs: Sequence[MessageExt], broker_name: str) -> pa.RecordBatch:
+    """One record batch of ``msgs``, read from the master ``broker_name``, in :data:`FIELDS` order."""
     import pyarrow as pa
 
     props = [m.properties for m in msgs]
     columns = [
         [m.topic for m in msgs],
+        [broker_name] * len(msgs),
         [m.queue_id for m in msgs],
         [m.queue_offset for m in msgs],
         [uniq_msg_id(m) for m in msgs],

@@ -12,7 +12,7 @@ from tests.spark.helpers import make_topic, produce, read_topic
 from tests.threaded_cluster import ThreadedCluster
 
 SCHEMA = (
-    "struct<topic:string,queue_id:int,queue_offset:bigint,msg_id:string,keys:string,tags:string,body:binary,"
+    "struct<topic:string,broker_name:string,queue_id:int,queue_offset:bigint,msg_id:string,keys:string,tags:string,body:binary,"
     "properties:map<string,string>,born_timestamp:timestamp,store_timestamp:timestamp,born_host:string,"
     "store_host:string,reconsume_times:int>"
 )
@@ -61,10 +61,20 @@ def test_batch_read_of_an_offset_range_returns_exactly_those_messages(spark: Any
     assert first.keys == f"k{n}"
     assert first.tags == ("even" if n % 2 == 0 else "odd")
     assert first.topic == "SparkBatchRange"
+    assert {r.broker_name for r in rows} == {rocketmq.cluster.broker_config().broker_name}  # "broker-a"
     assert first.msg_id and first.born_host and first.store_host.endswith(rocketmq.broker_addr.rpartition(":")[2])
     assert first.store_timestamp >= first.born_timestamp
     assert first.reconsume_times == 0
     assert len({r.msg_id for r in rows}) == len(rows)
+
+
+def test_the_read_schema_names_the_broker_of_each_row(pyspark_ready: None) -> None:
+    """A topic's queue ids repeat on every master and the offsets JSON keys queues as ``brokerName:queueId``: without
+    ``broker_name`` a row's (topic, queue_id, queue_offset) named a message on each master, and a row could not be
+    mapped to its queue in ``startingOffsets``. rocketmq-spark's schema has ``brokerName`` beside ``queueId`` too."""
+    from spark.schema import spark_schema
+
+    assert spark_schema().fieldNames()[:4] == ["topic", "broker_name", "queue_id", "queue_offset"]
 
 
 def test_batch_read_with_a_tag_expression_keeps_only_matching_messages(spark: Any, rocketmq: ThreadedCluster) -> None:
