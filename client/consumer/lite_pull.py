@@ -15,12 +15,14 @@ messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies) and in all (``pul
 DefaultLitePullConsumer's flow control; ``poll`` hands out one buffered batch. With ``auto_commit`` (the default) the
 messages of a batch count as consumed when ``poll`` returns them and their offsets are committed every
 ``persist_consumer_offset_interval`` (5 s) and at shutdown; otherwise :meth:`commit` does it. ``seek`` discards what
-is buffered for the queue and restarts its pull at the new offset. The per-queue pull task is
-:class:`~client.consumer.lite_pull_worker.LitePullWorker`'s.
+is buffered for the queue and restarts its pull at the new offset. Each ownership of a queue (taken, seeked, taken
+again) has its own ``QueueState``: a buffered batch is handed out only while its state is still the queue's. The
+per-queue pull task is :class:`~client.consumer.lite_pull_worker.LitePullWorker`'s.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Sequence
 from types import TracebackType
@@ -28,6 +30,7 @@ from typing import Self
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from client import api
 from client.config import ClientConfig
@@ -51,6 +54,8 @@ from remoting.codec.bodies import (
     SubscriptionData,
 )
 from remoting.codec.message import MessageExt
+
+log = logging.getLogger(__name__)
 
 
 class LitePullConsumer(LitePullWorker):
@@ -253,21 +258,33 @@ class LitePullConsumer(LitePullWorker):
     # -- polling ---------------------------------------------------------------------------------------------------
 
     async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
-        """The next buffered batch (messages of one queue, in offset order), or ``[]`` after ``timeout`` seconds."""
+        """The next buffered batch (messages of one queue, in offset order), or ``[]`` after ``timeout`` seconds;
+        ``timeout=0`` returns what is buffered without waiting."""
         self._check_started()
-        with anyio.move_on_after(timeout):
-            while True:
-                batch = await self._receive.receive()
-                state = self._queues.get(batch.mq)
-                if state is None or state.generation != batch.generation:
-                    continue  # the queue was dropped or seeked since this batch was pulled
-                offset = state.pq.remove_messages(batch.messages)
-                if offset >= 0:
-                    state.consumed_offset = offset
-                    if self.auto_commit:
-                        self.offset_store.update(batch.mq, offset)
-                return batch.messages
+        deadline = anyio.current_time() + timeout
+        while (batch := await self._next_batch(deadline)) is not None:
+            state = batch.state
+            if self._queues.get(batch.mq) is not state or state.pq.dropped:
+                continue  # pulled before the queue was seeked, or taken away (and maybe given back)
+            offset = state.pq.remove_messages(batch.messages)
+            if offset >= 0:
+                state.consumed_offset = offset
+                if self.auto_commit:
+                    self.offset_store.update(batch.mq, offset)
+            return batch.messages
         return []
+
+    async def _next_batch(self, deadline: float) -> Batch | None:
+        """The buffer's head, taken before any wait (a wait's first checkpoint would cancel a past deadline before
+        looking); ``None`` once ``deadline`` passed with nothing buffered."""
+        try:
+            batch = self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            with anyio.move_on_at(deadline):
+                return await self._receive.receive()
+            return None
+        await anyio.lowlevel.cancel_shielded_checkpoint()  # yield (a poll(0) loop must not starve the pulls)
+        return batch
 
     async def commit(self, mqs: Iterable[MessageQueue] | None = None) -> None:
         """Commit the consumed offsets of ``mqs`` (default: every assigned queue) to the brokers, and wait for it."""
@@ -285,16 +302,27 @@ class LitePullConsumer(LitePullWorker):
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         """Restart consumption of the assigned ``mq`` at ``offset``; what was buffered for it is discarded.
         Raises :class:`~client.errors.MQClientError` for an unassigned queue or an offset outside
-        ``[min, max]``."""
+        ``[min, max]``. The queue's state is checked again after asking the broker for the bounds: a seek that
+        overlapped another is redone on top of it (the last one wins, one pull task survives, as Java's
+        synchronized seek); one whose queue was taken away meanwhile does nothing (Java's new pull task finds no
+        process queue)."""
         state = self._queues.get(mq)
         if state is None:
             raise MQClientError(f"{mq} is not assigned to this consumer")
-        low, high = await self._bounds(mq)
+        while True:
+            low, high = await self._bounds(mq)
+            current = self._queues.get(mq)
+            if current is state:
+                break
+            if current is None:
+                log.info("seek of %s to %d dropped: the queue was taken away meanwhile", mq, offset)
+                return
+            state = current
         if not low <= offset <= high:
             raise MQClientError(f"seek offset {offset} of {mq} is outside [{low}, {high}]")
         if state.scope is not None:
             state.scope.cancel()
-        fresh = QueueState(ProcessQueue(), offset, generation=state.generation + 1, consumed_offset=offset)
+        fresh = QueueState(ProcessQueue(), offset, consumed_offset=offset)
         state.pq.dropped = True
         self._queues[mq] = fresh
         if self.auto_commit:

@@ -42,21 +42,22 @@ LITE_PULL_TIMEOUT = 15.0
 
 @attrs.define(slots=True, eq=False)
 class QueueState:
-    """One assigned queue: its process queue, next pull offset, seek generation and pull task's scope."""
+    """One ownership of an assigned queue: its process queue, next pull offset and pull task's scope. A seek or a
+    queue taken again gets a new one, so a batch pulled under another is recognised by identity."""
 
     pq: ProcessQueue
     next_offset: int
-    generation: int = 0
     consumed_offset: int | None = None
     scope: anyio.CancelScope | None = None
 
 
 @attrs.frozen(slots=True)
 class Batch:
-    """One pull result waiting for ``poll``; stale when the queue's generation moved on (a seek)."""
+    """One pull result waiting for ``poll``; stale unless ``state`` is still the queue's current one (Java skips
+    a ConsumeRequest whose ProcessQueue is dropped)."""
 
     mq: MessageQueue
-    generation: int
+    state: QueueState
     messages: list[MessageExt]
 
 
@@ -120,6 +121,6 @@ class LitePullWorker:
         state.next_offset = result.next_begin_offset
         if result.messages:
             state.pq.put_messages(result.messages)
-            self._send.send_nowait(Batch(mq, state.generation, result.messages))
+            self._send.send_nowait(Batch(mq, state, result.messages))
         elif result.status is api.PullStatus.OFFSET_ILLEGAL:
             log.warning("offset of %s is illegal, moving to %d", mq, result.next_begin_offset)

@@ -1,4 +1,5 @@
-"""Helpers for client tests: topic creation and waiting on conditions without wall-clock thresholds."""
+"""Helpers for client tests: topic creation, filling queues, and waiting on conditions without wall-clock
+thresholds."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import anyio
 
 from client.admin import Admin
 from client.errors import TopicRouteNotFoundError
+from client.message import Message
+from client.producer import Producer
+from remoting.codec.bodies import MessageQueue
 
 #: Upper bound for a condition to become true. A hang guard, not a performance threshold: every wait here ends as
 #: soon as the condition holds.
@@ -28,6 +32,17 @@ async def create_topic(namesrv_addr: str, topic: str, queues: int = 4) -> None:
                 if route is not None and sum(q.write_queue_nums for q in route.queue_datas) == queues:
                     return
                 await anyio.sleep(0.02)
+
+
+async def fill_queues(namesrv_addr: str, topic: str, per_queue: int) -> list[MessageQueue]:
+    """Send ``per_queue`` messages, bodies ``<broker>-<queue id>-<i>``, to every queue of ``topic``; returns the
+    queues, sorted."""
+    async with Producer("pg", namesrv_addr) as producer:
+        info = await producer.publish_info(topic)
+        for mq in info.message_queues:
+            for i in range(per_queue):
+                await producer.send(Message(topic, f"{mq.broker_name}-{mq.queue_id}-{i}".encode()), queue=mq)
+        return sorted(info.message_queues)
 
 
 async def wait_until(condition: Callable[[], bool], poll: float = 0.02) -> None:

@@ -1,4 +1,5 @@
-"""Lite pull consumer: subscribe and assign, poll, auto and manual commit, seek replay, seek to begin and end."""
+"""Lite pull consumer: subscribe and assign, poll (also without waiting), auto and manual commit, seek replay, seek to
+begin and end."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from client.consumer.lite_pull import LitePullConsumer
 from client.errors import ClientStateError, MQClientError
 from client.message import Message, MessageExt
 from client.producer import Producer
+from remoting.codec.bodies import ConsumeFromWhere
 from tests.client.helpers import create_topic, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
+
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 
 async def _poll_until(consumer: LitePullConsumer, count: int) -> list[MessageExt]:
@@ -129,3 +133,14 @@ async def test_the_buffer_is_bounded_by_body_size_and_in_all(cluster: ThreadedCl
         await anyio.sleep(2)
         assert sum(s.pq.msg_count for s in consumer._queues.values()) <= 10 + 4 * 4
         assert len(await _poll_until(consumer, 100)) == 100
+
+
+async def test_poll_with_a_zero_timeout_returns_what_is_buffered(cluster: ThreadedCluster) -> None:
+    """Java's poll(0) takes the head of consumeRequestCache without waiting (``BlockingQueue.poll(0, ms)``)."""
+    await create_topic(cluster.namesrv_addr, "LitePollZero", queues=1)
+    await _send(cluster, "LitePollZero", [f"z{i}".encode() for i in range(4)])
+    async with LitePullConsumer("lite-poll-zero", cluster.namesrv_addr, consume_from_where=FIRST) as consumer:
+        await consumer.assign(await consumer.fetch_message_queues("LitePollZero"))
+        await wait_until(lambda: any(s.pq.msg_count == 4 for s in consumer._queues.values()))  # buffered
+        got = await consumer.poll(timeout=0)
+    assert [m.queue_offset for m in got] == [0, 1, 2, 3]
