@@ -14,10 +14,11 @@ A background task per queue pulls (long polling) into a buffer bounded per queue
 messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies) and in all (``pull_threshold_for_all`` messages), as
 DefaultLitePullConsumer's flow control; ``poll`` hands out one buffered batch. With ``auto_commit`` (the default) the
 messages of a batch count as consumed when ``poll`` returns them and their offsets are committed every
-``persist_consumer_offset_interval`` (5 s) and at shutdown; otherwise :meth:`commit` does it. ``seek`` discards what
-is buffered for the queue and restarts its pull at the new offset. Each ownership of a queue (taken, seeked, taken
-again) has its own ``QueueState``: a buffered batch is handed out only while its state is still the queue's. The
-per-queue pull task is :class:`~client.consumer.lite_pull_worker.LitePullWorker`'s.
+``persist_consumer_offset_interval`` (5 s) and at shutdown; otherwise :meth:`commit` does it (a broker that fails
+is logged, the others' offsets still go out). ``seek`` discards what is buffered for the queue and restarts its pull
+at the new offset. Each ownership of a queue (taken, seeked, taken again) has its own ``QueueState``: a buffered
+batch is handed out only while its state is still the queue's. The per-queue pull task is
+:class:`~client.consumer.lite_pull_worker.LitePullWorker`'s.
 """
 
 from __future__ import annotations
@@ -171,7 +172,9 @@ class LitePullConsumer(LitePullWorker):
         return subscribe_queues(topic, await self.instance.fetch_route(topic))
 
     async def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
-        """Consume exactly ``mqs`` (no rebalance). Start offsets come from the broker or consume-from-where."""
+        """Consume exactly ``mqs`` (no rebalance). Each queue's pull task computes its start offset (from the
+        broker, else consume-from-where), and again after a failure, so a queue whose broker is down now is
+        consumed once the broker is back (Java's ``PullTaskImpl.nextPullOffset``)."""
         self._check_started()
         if self.rebalance.subscriptions and not self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
@@ -184,7 +187,9 @@ class LitePullConsumer(LitePullWorker):
             self.rebalance.subscriptions.setdefault(topic, build_subscription(topic, expression))
             await self.instance.route(topic)
         for topic in {mq.topic for mq in self.rebalance.process_queues} | set(by_topic):
-            await self.rebalance.update_process_queues(topic, by_topic.get(topic, set()))
+            await self.rebalance.remove_unallocated(topic, by_topic.get(topic, set()))
+        for mq in sorted(wanted - set(self.rebalance.process_queues)):
+            self._start(mq, self.rebalance.own(mq), None)
 
     def assignment(self) -> set[MessageQueue]:
         return set(self._queues)
@@ -239,6 +244,10 @@ class LitePullConsumer(LitePullWorker):
     # -- RebalanceOwner --------------------------------------------------------------------------------------------
 
     def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        self._start(mq, pq, offset)
+
+    def _start(self, mq: MessageQueue, pq: ProcessQueue, offset: int | None) -> None:
+        """A new :class:`QueueState` for ``mq`` and its pull task (``offset`` ``None``: the task computes it)."""
         state = self._queues[mq] = QueueState(pq, offset)
         self._check_started().start_soon(self._pull_loop, mq, state)
 
@@ -287,13 +296,19 @@ class LitePullConsumer(LitePullWorker):
         return batch
 
     async def commit(self, mqs: Iterable[MessageQueue] | None = None) -> None:
-        """Commit the consumed offsets of ``mqs`` (default: every assigned queue) to the brokers, and wait for it."""
+        """Commit the consumed offsets of ``mqs`` (default: every assigned queue) to the brokers, and wait for it.
+        A queue whose broker fails is logged and the others are still committed (Java's commitAll and
+        ``RemoteBrokerOffsetStore.persistAll``); its offset goes out with the next commit."""
         targets = list(self._queues) if mqs is None else list(mqs)
         for mq in targets:
             state = self._queues.get(mq)
-            if state is not None and state.consumed_offset is not None:
-                self.offset_store.update(mq, state.consumed_offset)
+            if state is None or state.consumed_offset is None:
+                continue
+            self.offset_store.update(mq, state.consumed_offset)
+            try:
                 await self.offset_store.persist(mq)
+            except Exception as exc:
+                log.warning("committing offset %d of %s failed: %s", state.consumed_offset, mq, exc)
 
     async def committed(self, mq: MessageQueue) -> int | None:
         """The offset the broker has for ``mq`` (``None`` when it has none)."""

@@ -1,5 +1,7 @@
 """The pull side of :class:`~client.consumer.lite_pull.LitePullConsumer`: one task per assigned queue long-polls
 the broker and hands each non-empty result to the consumer's buffer as a :class:`Batch`.
+A queue assigned without a start offset (assign mode) has it computed by its pull task first, as Java's
+``PullTaskImpl.nextPullOffset``: a broker that does not answer is asked again after ``PULL_DELAY_ON_ERROR``.
 
 :class:`LitePullWorker` is the consumer's base class; the consumer owns the queue states, the buffer stream and the
 task group, and starts :meth:`LitePullWorker._pull_loop` per queue. A failed pull is logged and retried after
@@ -42,11 +44,12 @@ LITE_PULL_TIMEOUT = 15.0
 
 @attrs.define(slots=True, eq=False)
 class QueueState:
-    """One ownership of an assigned queue: its process queue, next pull offset and pull task's scope. A seek or a
-    queue taken again gets a new one, so a batch pulled under another is recognised by identity."""
+    """One ownership of an assigned queue: its process queue, next pull offset (``None`` until the pull task
+    computed it) and pull task's scope. A seek or a queue taken again gets a new one, so a batch pulled under
+    another is recognised by identity."""
 
     pq: ProcessQueue
-    next_offset: int
+    next_offset: int | None
     consumed_offset: int | None = None
     scope: anyio.CancelScope | None = None
 
@@ -87,7 +90,7 @@ class LitePullWorker:
                 try:
                     await self._pull_once(mq, state)
                 except Exception as exc:
-                    log.info("lite pull from %s at %d failed: %s", mq, state.next_offset, exc)
+                    log.info("lite pull from %s at %s failed: %s", mq, state.next_offset, exc)
                     await self._targets.refresh(mq)
                     await anyio.sleep(PULL_DELAY_ON_ERROR)
 
@@ -99,13 +102,16 @@ class LitePullWorker:
         return sum(s.pq.msg_count for s in self._queues.values()) > self.pull_threshold_for_all
 
     async def _pull_once(self, mq: MessageQueue, state: QueueState) -> None:
+        offset = state.next_offset
+        if offset is None:
+            offset = state.next_offset = await self.rebalance.compute_pull_from_where(mq)
         sub = self.rebalance.subscriptions.get(mq.topic) or build_subscription(mq.topic)
         addr, _is_slave = await self._targets.address(mq)
         header = PullMessageRequestHeader(
             consumer_group=self._group,
             topic=mq.topic,
             queue_id=mq.queue_id,
-            queue_offset=state.next_offset,
+            queue_offset=offset,
             max_msg_nums=self.pull_batch_size,
             sys_flag=PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | PULL_FLAG_LITE_PULL,
             commit_offset=0,

@@ -7,7 +7,8 @@
   ``<dir>/<client id>/<group>/offsets.json``, written atomically (temp file + rename).
 
 ``read`` returns ``None`` when there is no offset yet (the rebalance then applies consume-from-where) and raises
-:class:`~client.errors.MQClientError` / ``RemotingError`` when the broker cannot be asked.
+:class:`~client.errors.MQClientError` / ``RemotingError`` when the broker cannot be asked. ``persist_all`` never
+raises (a failure is logged per queue, or for the file); ``persist`` of the remote store raises.
 """
 
 from __future__ import annotations
@@ -159,16 +160,24 @@ class LocalFileOffsetStore(_Table):
         await self.persist_all([mq])
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
-        """Rewrite the file with every offset in the table (``mqs`` is accepted for interface symmetry)."""
+        """Rewrite the file with every offset in the table (``mqs`` is accepted for interface symmetry). A file that
+        cannot be written is logged, as Java's LocalFileOffsetStore.persistAll: the offsets stay in memory for the
+        next try, and a consumer's shutdown still unregisters."""
         entries = [
             {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
             for mq, off in sorted(self.table.items())
         ]
+        try:
+            self._write({"offsetTable": entries})
+        except OSError as exc:
+            log.error("persisting consumer offsets to %s failed: %s", self.path, exc)
+
+    def _write(self, content: object) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".offsets.")
         try:
             with os.fdopen(fd, "w") as fh:
-                json.dump({"offsetTable": entries}, fh)
+                json.dump(content, fh)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)

@@ -5,7 +5,9 @@ Per subscribed topic: read the topic's readable queues from the route; in CLUSTE
 the group's consumer ids (GET_CONSUMER_LIST_BY_GROUP) and apply the allocation strategy, in BROADCASTING take them
 all. Queues no longer owned are dropped (their offsets persisted first); new ones get their start offset from the
 offset store or, when it has none, from consume-from-where, and for orderly consumers only once the broker granted
-the queue lock. The owner (push or lite pull consumer) hears about both through :class:`RebalanceOwner`.
+the queue lock. The owner (push or lite pull consumer) hears about both through :class:`RebalanceOwner`. The lite
+pull consumer's assign mode does not allocate: it drops queues with :meth:`Rebalance.remove_unallocated` and owns
+new ones with :meth:`Rebalance.own`, its pull task computing their start offsets.
 
 Failures for one topic (no route, broker down) are logged and leave that topic's queues as they are.
 """
@@ -137,10 +139,7 @@ class Rebalance:
         raise failure
 
     async def update_process_queues(self, topic: str, allocated: set[MessageQueue]) -> None:
-        # A queue still held from an earlier removal (its listener call was running) and allocated again: finish
-        # that removal first, then take it afresh.
-        for mq in [mq for mq in self.process_queues if mq.topic == topic and (mq not in allocated or mq in self._kept)]:
-            await self._remove(mq)
+        await self.remove_unallocated(topic, allocated)
         for mq in sorted(allocated - set(self.process_queues)):
             if self.orderly and not await self.lock(mq):
                 log.info("queue %s not added: the broker refused its lock", mq)
@@ -153,12 +152,24 @@ class Rebalance:
                 log.warning("queue %s not added this round, its offset is unknown: %s", mq, exc)
                 self.incomplete = True
                 continue
-            pq = ProcessQueue()
+            pq = self.process_queues[mq] = ProcessQueue()
             if self.orderly:
                 pq.locked = True
                 pq.last_lock_time = anyio.current_time()
-            self.process_queues[mq] = pq
             self.owner.on_queue_added(mq, pq, offset)
+
+    async def remove_unallocated(self, topic: str, allocated: set[MessageQueue]) -> None:
+        """Drop the owned queues of ``topic`` not in ``allocated``. A queue still held from an earlier removal (its
+        listener call was running) and allocated again: finish that removal first, so it is taken afresh."""
+        for mq in [mq for mq in self.process_queues if mq.topic == topic and (mq not in allocated or mq in self._kept)]:
+            await self._remove(mq)
+
+    def own(self, mq: MessageQueue) -> ProcessQueue:
+        """Own ``mq`` without computing its start offset (the lite pull consumer's assign mode: its pull task
+        computes it, retrying while the broker does not answer). Not for orderly consumers (no lock is taken)."""
+        self.offset_store.remove(mq)
+        pq = self.process_queues[mq] = ProcessQueue()
+        return pq
 
     async def _remove(self, mq: MessageQueue) -> None:
         """Drop ``mq``; an orderly one whose listener call does not end within :data:`ORDERLY_REMOVE_WAIT` is kept,

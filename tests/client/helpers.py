@@ -1,5 +1,5 @@
-"""Helpers for client tests: topic creation, filling queues, and waiting on conditions without wall-clock
-thresholds."""
+"""Helpers for client tests: topic creation (on one master or two), filling queues, and waiting on conditions
+without wall-clock thresholds."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from client.errors import TopicRouteNotFoundError
 from client.message import Message
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
+from tests.threaded_cluster import ThreadedCluster
 
 #: Upper bound for a condition to become true. A hang guard, not a performance threshold: every wait here ends as
 #: soon as the condition holds.
@@ -31,6 +32,23 @@ async def create_topic(namesrv_addr: str, topic: str, queues: int = 4) -> None:
                     route = None
                 if route is not None and sum(q.write_queue_nums for q in route.queue_datas) == queues:
                     return
+                await anyio.sleep(0.02)
+
+
+async def topic_on_two_brokers(cluster: ThreadedCluster, topic: str, queues: int = 1) -> tuple[str, Callable[[], None]]:
+    """``topic`` with ``queues`` queues on broker-a (the cluster's own) and as many on an extra master broker-b,
+    once the name server routes both. Returns broker-b's address and its stopper."""
+    addr_b, stop_b = await anyio.to_thread.run_sync(cluster.start_extra_broker, "broker-b")
+    async with Admin(cluster.namesrv_addr) as admin:
+        for addr in (cluster.broker_addr, addr_b):
+            await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues, broker_addr=addr)
+        with anyio.fail_after(HANG_GUARD):
+            while True:
+                try:
+                    if len((await admin.topic_route(topic)).queue_datas) == 2:
+                        return addr_b, stop_b
+                except TopicRouteNotFoundError:
+                    pass
                 await anyio.sleep(0.02)
 
 

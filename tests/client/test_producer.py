@@ -8,7 +8,6 @@ import logging
 import anyio
 import pytest
 
-from client.admin import Admin
 from client.api import pull_message
 from client.errors import SendFailedError, TopicRouteNotFoundError
 from client.message import Message, SendResult, SendStatus
@@ -20,7 +19,7 @@ from remoting.codec.codes import RequestCode
 from remoting.codec.command import request
 from remoting.codec.headers import PullMessageRequestHeader
 from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt, iter_records
-from tests.client.helpers import HANG_GUARD, create_topic, wait_until
+from tests.client.helpers import create_topic, topic_on_two_brokers, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
@@ -151,20 +150,7 @@ async def test_unreachable_name_servers_are_named_in_the_route_error(cluster: Th
 
 
 async def test_a_send_retries_on_the_other_broker_when_one_is_down(cluster: ThreadedCluster) -> None:
-    addr_b, stop_b = await anyio.to_thread.run_sync(cluster.start_extra_broker, "broker-b")
-    async with Admin(cluster.namesrv_addr) as admin:
-        await admin.create_topic("TwoBrokers", read_queue_nums=2, write_queue_nums=2, broker_addr=cluster.broker_addr)
-        await admin.create_topic("TwoBrokers", read_queue_nums=2, write_queue_nums=2, broker_addr=addr_b)
-
-        async def both_routed() -> bool:
-            try:
-                return len((await admin.topic_route("TwoBrokers")).queue_datas) == 2
-            except TopicRouteNotFoundError:
-                return False
-
-        with anyio.fail_after(HANG_GUARD):
-            while not await both_routed():
-                await anyio.sleep(0.02)
+    _, stop_b = await topic_on_two_brokers(cluster, "TwoBrokers", queues=2)
     async with Producer("pg", cluster.namesrv_addr, send_latency_fault_enable=True) as producer:
         info = await producer.publish_info("TwoBrokers")
         assert {mq.broker_name for mq in info.message_queues} == {"broker-a", "broker-b"}

@@ -3,6 +3,7 @@ offsets resuming after a restart, send-back on failure."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.offset_store import LocalFileOffsetStore
 from client.consumer.push import PushConsumer
 from client.consumer.rebalance import Rebalance
-from client.errors import ClientStateError
+from client.errors import ClientStateError, MQBrokerError
 from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
@@ -114,6 +115,38 @@ async def test_broadcasting_delivers_every_message_to_every_consumer(cluster: Th
     assert {m.body for m in got_a} == expected == {m.body for m in got_b}
     assert len(got_a) == len(got_b) == 20
     assert list((tmp_path / "offsets").rglob("offsets.json"))
+
+
+async def test_a_broadcasting_consumer_whose_offset_file_cannot_be_written_stops_cleanly(
+    cluster: ThreadedCluster, tmp_path: Path
+) -> None:
+    """Java's LocalFileOffsetStore.persistAll logs an IOException: the shutdown's offset write failing (a file where
+    the offset directory should be) must not raise out of ``async with`` nor skip UNREGISTER_CLIENT."""
+    await create_topic(cluster.namesrv_addr, "BcastNoDisk", queues=1)
+    got: list[MessageExt] = []
+    blocked = tmp_path / "offsets"
+    consumer = _consumer(
+        cluster,
+        "cg-bcast-nodisk",
+        "BcastNoDisk",
+        got,
+        message_model=MessageModel.BROADCASTING,
+        offset_store_dir=blocked,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    raised: BaseException | None = None
+    try:
+        async with Producer("pg", cluster.namesrv_addr) as producer, consumer:
+            await producer.send(Message("BcastNoDisk", b"x"))
+            await wait_until(lambda: len(got) == 1)
+            shutil.rmtree(blocked, ignore_errors=True)  # the 5 s timer may have written it already
+            blocked.write_text("not a directory")
+    except Exception as exc:
+        raised = exc
+    assert raised is None, f"the consumer's shutdown raised {raised!r}"
+    async with Admin(cluster.namesrv_addr) as admin:
+        with pytest.raises(MQBrokerError):  # no connection left: it unregistered
+            await admin.consumer_connection("cg-bcast-nodisk")
 
 
 async def test_offsets_resume_after_consumer_and_broker_restart(cluster: ThreadedCluster) -> None:
