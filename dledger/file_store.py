@@ -16,8 +16,9 @@ segment opening with a blank up to the entry's position (DLedger's ``rebuildWith
 
 Recovery (:meth:`FileLedger.load`, blocking) follows DLedger's: it starts from the third segment from the end (walking
 back while a segment's first entry disagrees with its index record), checks each entry (magic, size, ``pos`` equal to
-where it lies, contiguous indexes, terms never going down), rewrites index records that disagree, and ends the log at
-the first bad entry: data and index are cut there and erased. The committed index comes back from ``checkpoint``
+where it lies, contiguous indexes, terms never going down), rewrites index records that disagree (each at
+``index * 32``, in whichever index segment holds it, synced before the log serves), and ends the log at the first bad
+entry: data and index are cut there and erased. The committed index comes back from ``checkpoint``
 (clamped to the end). Entries this store writes as leader carry ``bodyCrc`` (the field DLedger 0.3.1.2 leaves 0) and
 the header is written after the body, so a torn tail fails the scan; entries with ``bodyCrc`` 0 are taken on their
 structure alone, as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file,
@@ -207,7 +208,7 @@ class FileLedger:
             entry = decode_entry(mf.view, record.pos - mf.file_from_offset)
         except EntryDecodeError:
             return None
-        return entry if entry.pos == record.pos else None
+        return entry if entry.pos == record.pos and entry.index == index else None
 
     def body_at(self, index: int) -> tuple[memoryview, int, int] | None:
         """Where the body of the entry at ``index`` lies in its data segment's mapping: ``(view, offset, length)``,
@@ -449,18 +450,32 @@ class FileLedger:
         if self._begin == -1:
             self._begin = entry.index
 
-    def _write_index(self, record: IndexRecord) -> None:
-        self._write_index_fields(record.magic, record.pos, record.size, record.index, record.term)
+    def _write_index(self, record: IndexRecord) -> MappedFile:
+        return self._write_index_fields(record.magic, record.pos, record.size, record.index, record.term)
 
-    def _write_index_fields(self, magic: int, pos: int, size: int, index: int, term: int) -> None:
+    def _write_index_fields(self, magic: int, pos: int, size: int, index: int, term: int) -> MappedFile:
+        """Write the index record of entry ``index`` at ``index * 32``, in the segment that holds it (recovery
+        rewrites records of earlier segments too); returns that segment."""
         at = index * INDEX_UNIT_SIZE
-        mf = self.index.last()
-        if mf is None or mf.end_offset <= at:
-            mf = self.index.roll(self.index.next_start() if mf is not None else at - at % self.index.file_size)
+        mf = self._index_segment(at)
         rel = at - mf.file_from_offset
         INDEX_LAYOUT.pack_into(mf.buf, rel, magic, pos, size, index, term)
         if mf.wrote_position < rel + INDEX_UNIT_SIZE:
             mf.wrote_position = rel + INDEX_UNIT_SIZE
+        return mf
+
+    def _index_segment(self, at: int) -> MappedFile:
+        """The index segment holding byte ``at``: an existing one, or a new one when ``at`` lies in the segment just
+        after the last (or there is none). Raises LedgerError (DISK_ERROR) for ``at`` before the first segment or
+        past the next one: a record is never written anywhere else."""
+        mf = self.index.find(at)
+        if mf is not None:
+            return mf
+        start = at - at % self.index.file_size
+        if at >= 0 and (not self.index.files or start == self.index.next_start()):
+            return self.index.roll(start)
+        raise LedgerError(ResponseCode.DISK_ERROR, f"index record at {at}, index segments span "
+                          f"{self.index.min_offset}..{self.index.next_start()}")  # fmt: skip
 
     def _cut_data(self, offset: int) -> None:
         self._cut(self.data, offset)
@@ -588,6 +603,7 @@ class FileLedger:
     def _scan(self, start: int, lead: int) -> None:
         """Check the entries from segment ``start`` on; ``lead``: where the first segment's first entry lies."""
         files = self.data.files
+        rewritten: dict[int, MappedFile] = {}  # index segments by start
         end_pos = files[start].file_from_offset + (lead if start == 0 else 0)
         expected_index = -1
         last_term = -1
@@ -605,26 +621,31 @@ class FileLedger:
                 try:
                     entry = decode_entry(mf.view, pos)
                 except EntryDecodeError:
-                    return self._end_at(end_pos, expected_index)
+                    return self._end_at(end_pos, expected_index, rewritten)
                 absolute = mf.file_from_offset + pos
                 good = entry.pos == absolute and entry.term >= last_term and pos + entry.size <= mf.file_size
                 good = good and (entry.body_crc == 0 or entry.body_crc == body_crc(entry.body))
                 good = good and (expected_index == -1 or entry.index == expected_index) and entry.index >= 0
                 if not good:
-                    return self._end_at(end_pos, expected_index)
+                    return self._end_at(end_pos, expected_index, rewritten)
                 record = index_record_of(entry)
                 if self.index_record(entry.index) != record:
-                    self._write_index(record)
+                    segment = self._write_index(record)
+                    rewritten[segment.file_from_offset] = segment
                 expected_index, last_term = entry.index + 1, entry.term
                 end_pos = absolute + entry.size
                 self._end, self._end_term = entry.index, entry.term
                 pos += entry.size
-        self._end_at(end_pos, expected_index)
+        self._end_at(end_pos, expected_index, rewritten)
 
-    def _end_at(self, end_pos: int, next_index: int) -> None:
-        """End the recovered log at ``end_pos`` (data) and ``next_index`` (index), erasing what follows."""
+    def _end_at(self, end_pos: int, next_index: int, rewritten: dict[int, MappedFile]) -> None:
+        """End the recovered log at ``end_pos`` (data) and ``next_index`` (index), erasing what follows, and sync
+        the index segments whose records the scan rewrote (load marks every segment flushed: no flush would)."""
         self.data.truncate_to(end_pos)
         self.index.truncate_to(max(0, next_index) * INDEX_UNIT_SIZE)
+        for segment in rewritten.values():
+            if segment.fd >= 0:  # not removed by the truncation
+                os.fdatasync(segment.fd)
         if self._end < self._begin:
             self._begin = self._end = self._end_term = -1
 

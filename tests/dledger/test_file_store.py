@@ -139,6 +139,25 @@ def test_an_index_that_disagrees_with_the_data_is_rebuilt_from_it(tmp_path: Path
     assert [again.get(i) for i in range(5)] == entries
 
 
+def test_lost_index_records_of_an_earlier_index_segment_are_rewritten_where_they_belong(tmp_path: Path) -> None:
+    """A power loss after the data segments were synced but before the index segments were: the last records read
+    back as zeros, across an index segment boundary (60..63 in the first, 64..69 in the second). Recovery rewrites
+    each at ``index * 32`` (DLedger's recover: ``indexFileList.truncateOffset`` then ``append``), in the first
+    segment too, not at a negative offset of the last; ``get(60)`` is entry 60, never the entry a zero record
+    points at (entry 0)."""
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, *[body(i) for i in range(70)])
+    assert len(ledger.index.files) == 2
+    ledger.flush_all()
+    ledger.index.files[0].buf[60 * 32 : 64 * 32] = bytes(4 * 32)
+    ledger.index.files[1].buf[0 : 6 * 32] = bytes(6 * 32)
+    ledger.flush_all()
+    ledger.close()
+    again = ledger_at(tmp_path)
+    assert again.end_index == 69
+    assert [again.get(i) for i in range(54, 70)] == entries[54:70]
+
+
 def test_deleted_data_files_give_a_shorter_log(tmp_path: Path) -> None:
     ledger = ledger_at(tmp_path)
     entries = append(ledger, 1, *[body(i) for i in range(20)])
