@@ -7,7 +7,8 @@ Who owns what:
 - the :class:`~dledger.server.DLedgerServer` (run by :meth:`DLedgerMessageStore.run`) owns the entry and index files
   under ``<storePathRootDir>/dledger-<dLegerSelfId>/``; each entry's body is one RocketMQ record, and the record's
   physical offset is the entry's ``pos`` plus the 48-byte entry header (DLedgerCommitLog's append hook), so the
-  entry data files *are* the CommitLog: :class:`LedgerCommitLog` reads records straight from their mapping;
+  entry data files *are* the CommitLog: :class:`LedgerCommitLog` reads records straight from their mapping, and its
+  ``max_offset`` is the committed end (what ``commitLogMaxOffset`` shows), its ``write_end`` the ledger's;
 - this store owns the ConsumeQueues and the index file, dispatched from committed entries only
   (:meth:`DLedgerMessageStore._dispatch_committed`, on every commit, in index order), and the queue offsets a leader
   hands out.
@@ -86,10 +87,13 @@ RoleListener = Callable[[str, int], None]
 class LedgerCommitLog(CommitLog):
     """The CommitLog's read side over the DLedger data files (the same mapping the ledger writes through)."""
 
-    __slots__ = ("ledger",)
+    __slots__ = ("floor", "ledger")
 
-    def __init__(self, ledger: FileLedger) -> None:  # no super(): the ledger owns the files
+    def __init__(self, ledger: FileLedger, floor: int = 0) -> None:  # no super(): the ledger owns the files
         self.ledger = ledger
+        #: below it nothing can be uncommitted: where the log started at load (entries deleted or skipped before),
+        #: a mixed store's classic end, which stays when the classic part goes (set by the store)
+        self.floor = floor
         self.queue = ledger.data
         self.file_size = ledger.data.file_size
         self.on_roll = None
@@ -102,6 +106,14 @@ class LedgerCommitLog(CommitLog):
         ledger = self.ledger
         record = ledger.index_record(ledger.begin_index) if ledger.begin_index >= 0 else None
         return self.queue.min_offset if record is None else record.pos
+
+    @property
+    def max_offset(self) -> int:
+        """The end of the committed entries (DLedgerCommitLog.getMaxOffset: ``getCommittedPos``; with none the log's
+        start), at least :attr:`floor`: what reads, pulls and ``commitLogMaxOffset`` see. Entries past it may still be
+        truncated; appends go on at :attr:`write_end`. Read from state, not the files (the store's last flush plan
+        asks after the ledger closed them)."""
+        return max(self.ledger.committed_pos, self.floor)
 
     def truncate_to(self, offset: int, erase: bool = True) -> None:
         raise RuntimeError("the DLedger log is truncated by the ledger only")
@@ -119,7 +131,7 @@ class MixedCommitLog(LedgerCommitLog):
     __slots__ = ("classic", "divided")
 
     def __init__(self, ledger: FileLedger, classic: CommitLog, divided: int) -> None:
-        super().__init__(ledger)
+        super().__init__(ledger, divided)
         self.classic = classic
         self.divided = divided
 
@@ -157,8 +169,6 @@ class DLedgerMessageStore(MessageStore):
         self.dispatched_index = -1
         #: where the DLedger log starts in a mixed store (:class:`MixedCommitLog`), 0 otherwise
         self.divided_offset = 0
-        #: below it nothing can be uncommitted (:meth:`_committed_end`)
-        self._floor = 0
         self.writable = False
         self.role_listeners: list[RoleListener] = []
         #: the sends waiting for their entry to commit (the send processor waits through ``put_waits``)
@@ -186,9 +196,10 @@ class DLedgerMessageStore(MessageStore):
         if not self._load_classic():
             self.abnormal_recovery = create_abort_file(self.root)
             load_consume_queues(self)
-        # Nothing below the log's start can be uncommitted: a mixed store's classic part, entries deleted or skipped.
-        self._floor = max(self.divided_offset, self.commitlog.min_offset, 0)
-        committed_end = self._committed_end()
+        commitlog = self.commitlog
+        assert isinstance(commitlog, LedgerCommitLog)  # the classic one only while _take_over recovers it
+        commitlog.floor = max(self.divided_offset, commitlog.min_offset, 0)
+        committed_end = commitlog.max_offset
         covered = 0
         for (topic, queue_id), cq in list(self.consume_queues.items()):
             cq.recover(self.commitlog.min_offset, committed_end, erase=True)
@@ -240,7 +251,7 @@ class DLedgerMessageStore(MessageStore):
         ledger.flush_all()
 
     def _mix(self, classic: CommitLog, divided: int) -> None:
-        self.divided_offset = self.ledger.rebuild_floor = self._floor = divided
+        self.divided_offset = self.ledger.rebuild_floor = divided
         self.commitlog = MixedCommitLog(self.ledger, classic, divided)
 
     def _take_over(self, classic: CommitLog) -> int:
@@ -290,16 +301,11 @@ class DLedgerMessageStore(MessageStore):
         assert isinstance(commitlog, MixedCommitLog)
         files = commitlog.classic.queue.files[:]
         commitlog.classic.queue.files.clear()
-        self.commitlog = LedgerCommitLog(self.ledger)
+        self.commitlog = LedgerCommitLog(self.ledger, commitlog.floor)
         self.commitlog.last_store_timestamp = commitlog.last_store_timestamp
         self.divided_offset = self.ledger.rebuild_floor = 0
         log.warning("classic CommitLog %s: %s", commitlog.classic.queue.directory, why)
         return files
-
-    def _committed_end(self) -> int:
-        """The end of what is committed: the last committed entry's, at least where the log started at load (or a
-        mixed store's classic end), which stays when the classic part goes."""
-        return max(self.ledger.committed_pos, self._floor)
 
     def _first_uncovered(self, covered: int) -> int:
         """The first entry whose record ends past ``covered`` (binary search over the index records)."""
@@ -332,11 +338,6 @@ class DLedgerMessageStore(MessageStore):
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.close, limiter=self.disk_limiter)
 
-    @property
-    def confirmed_offset(self) -> int:
-        """The end of what is committed (:meth:`_committed_end`): appends past it may still be truncated."""
-        return self._committed_end()
-
     def flush_plan(self) -> FlushPlan:
         """ConsumeQueue segments only (the ledger flushes its own files); the checkpoint's end is what is
         dispatched."""
@@ -345,7 +346,7 @@ class DLedgerMessageStore(MessageStore):
             if cq.retired:  # under the disk lock, no flush thread running: unlinked segments can go
                 cq.close_retired()
             files.extend(cq.queue.flush_snapshot())
-        return self._committed_end(), self.commitlog.last_store_timestamp, files
+        return self.commitlog.max_offset, self.commitlog.last_store_timestamp, files
 
     # ---- dispatch ------------------------------------------------------------------------------------------------
 
@@ -400,6 +401,15 @@ class DLedgerMessageStore(MessageStore):
             if not self._dispatch_general(self.dispatched_index + 1):
                 return
             self.dispatched_index += 1
+
+    def dispatch_behind_bytes(self) -> int:
+        """Committed bytes not dispatched yet (DLedgerCommitLog: the committed position less the dispatcher's): a
+        follower's until its next dispatch pass, any member's behind an entry it cannot read."""
+        ledger = self.ledger
+        at = self.dispatched_index
+        record = ledger.index_record(at) if at >= max(ledger.begin_index, 0) else None
+        dispatched = record.pos + record.size if record is not None else max(ledger.data_start, 0)
+        return max(0, self.commitlog.max_offset - dispatched)
 
     def _log_skipped(self) -> bool:
         """Whether the log now starts after entries never dispatched here (it was rebuilt from the leader's first

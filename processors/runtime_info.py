@@ -15,9 +15,11 @@ Where each value comes from (docs/protocol.md#412-runtime-info-keys lists them a
 - replication (:meth:`store.ha.service.HAService.runtime_info`, ours: RocketMQ 4.x shows none): the HA port, a
   slave's master, offsets and received bytes, a master's connected slaves with their acknowledged offsets and lag.
 
-Constant by construction rather than by omission: ``dispatchBehindBytes`` on a master (its appends write the
-ConsumeQueue and index entries in the same call, so nothing is ever waiting for dispatch; a slave reports the
-replicated bytes its dispatcher has not reached), ``pageCacheLockTimeMills`` (appends are
+``commitLogMaxOffset`` is the CommitLog's max offset, in DLedger mode the committed end; ``dispatchBehindBytes`` the
+bytes below it not yet dispatched (:meth:`~store.message_store.MessageStore.dispatch_behind_bytes`: 0 on a master,
+whose appends write the ConsumeQueue and index entries in the same call).
+
+Constant by construction rather than by omission: ``pageCacheLockTimeMills`` (appends are
 synchronous on the one Trio thread, so no append holds the CommitLog while this runs),
 ``remainTransientStoreBufferNumbs`` (``Integer.MAX_VALUE``: there is no transient store pool, as in Java with the
 pool off) and ``startAcceptSendRequestTimeStamp`` (0: sends are accepted from the start). Pools other than Java's
@@ -89,12 +91,10 @@ def _store_entries(broker: BrokerContext) -> dict[str, str]:
         **{f"commitLogDiskRatio_{directory}": java_double(ratio) for directory, ratio in ratios.items()},
         "commitLogDiskRatio": java_double(min(ratios.values())),
         "consumeQueueDiskRatio": java_double(disk_used_percent(store.config.consume_queue_dir)),
-        "remainHowManyDataToFlush": human_readable_bytes(max(0, store.max_phy_offset - store.flush_watermark)),
+        "remainHowManyDataToFlush": human_readable_bytes(store.unflushed_bytes),
         "remainTransientStoreBufferNumbs": str(_INT_MAX),
         "earliestMessageTimeStamp": str(store.earliest_store_time()),
-        "dispatchBehindBytes": str(
-            0 if store.replica is None else store.commitlog.max_offset - store.replica.dispatched
-        ),
+        "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
         "pageCacheLockTimeMills": "0",
     }
     capacity = _capacity(store.root)

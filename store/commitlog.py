@@ -68,6 +68,13 @@ class CommitLog:
 
     @property
     def max_offset(self) -> int:
+        """The CommitLog's end as readers and ``commitLogMaxOffset`` see it (RocketMQ's ``getMaxOffset``): every
+        append here; in DLedger mode only what a majority holds (``dledger.commitlog_store.LedgerCommitLog``)."""
+        return self.queue.max_offset
+
+    @property
+    def write_end(self) -> int:
+        """Where the next append goes: past every append, in DLedger mode those not committed yet too."""
         return self.queue.max_offset
 
     @property
@@ -166,8 +173,8 @@ class CommitLog:
         Each record is validated (magic, lengths, CRC, and its own physical offset field) before it is copied.
         Returns the metadata of the records (not blanks) for dispatch. Nothing after an invalid record is written.
         """
-        if phy_offset != self.max_offset:
-            raise OffsetMismatchError(f"replica append at {phy_offset}, CommitLog ends at {self.max_offset}")
+        if phy_offset != self.write_end:
+            raise OffsetMismatchError(f"replica append at {phy_offset}, CommitLog ends at {self.write_end}")
         view = memoryview(data)
         metas: list[RecordMeta] = []
         pos = 0
@@ -185,7 +192,7 @@ class CommitLog:
             meta = read_record_meta(view, pos, check_crc=True)
             mf = self._writable(meta.size)
             if meta.phy_offset != mf.file_from_offset + mf.wrote_position:
-                raise MessageDecodeError(f"record claims offset {meta.phy_offset}, expected {self.max_offset}")
+                raise MessageDecodeError(f"record claims offset {meta.phy_offset}, expected {self.write_end}")
             mf.buf[mf.wrote_position : mf.wrote_position + meta.size] = view[pos : pos + meta.size]
             mf.wrote_position += meta.size
             self.last_store_timestamp = meta.store_timestamp
@@ -198,9 +205,9 @@ class CommitLog:
         it holds (records, a record's first or last bytes, a segment's end-of-file blank), rolling to the next
         segment where the current one is full. A log with no data yet starts wherever the master's first frame
         does, in the segment holding that offset. Raises :class:`OffsetMismatchError` anywhere else."""
-        if phy_offset != self.max_offset:
+        if phy_offset != self.write_end:
             if not self.is_empty():
-                raise OffsetMismatchError(f"replica append at {phy_offset}, CommitLog ends at {self.max_offset}")
+                raise OffsetMismatchError(f"replica append at {phy_offset}, CommitLog ends at {self.write_end}")
             self._restart_at(phy_offset)
         view = memoryview(data)
         pos, total = 0, len(view)

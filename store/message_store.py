@@ -287,6 +287,12 @@ class MessageStore(StoreReads):
         appends end at or below it."""
         return self.commitlog.max_offset
 
+    def dispatch_behind_bytes(self) -> int:
+        """RocketMQ's ``dispatchBehindBytes``: CommitLog bytes below its end not yet dispatched into the ConsumeQueues
+        and the index. 0 on a master (its appends dispatch in the same call); a slave's replicated bytes its
+        dispatcher has not reached."""
+        return 0 if self.replica is None else self.commitlog.max_offset - self.replica.dispatched
+
     def flush_plan(self) -> FlushPlan:
         """On the Trio thread, between appends: the CommitLog end whose records are all dispatched, and the dirty
         segments. Taking it here (not in the flush thread) keeps the checkpoint from covering a half-dispatched

@@ -136,3 +136,9 @@ class StoreReads:
     def flush_watermark(self) -> int:
         """CommitLog offset below which every byte is durable."""
         return self.commitlog.queue.flushed_offset
+
+    @property
+    def unflushed_bytes(self) -> int:
+        """RocketMQ's ``remainHowManyDataToFlush``: bytes appended and not yet durable (in DLedger mode uncommitted
+        entries count too, as DLedger's ``MmapFileList.remainHowManyDataToFlush``)."""
+        return max(0, self.commitlog.write_end - self.flush_watermark)

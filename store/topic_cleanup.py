@@ -88,7 +88,7 @@ async def delete_topic_queues(store: MessageStore, topic: str) -> int:
                 topic_dir.rmdir()
         low = store.commitlog.min_offset
         tombstones = {t: end for t, end in load_tombstones(store.root).items() if end > low}
-        tombstones[topic] = store.commitlog.max_offset
+        tombstones[topic] = store.commitlog.write_end
         await trio.to_thread.run_sync(_save_tombstones, store.root, tombstones, limiter=store.disk_limiter)
         return len(keys)
 

@@ -131,7 +131,7 @@ def _broker(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     gauges = [
         ("rocketmq_storage_size", "Broker storage size", snap.storage_used),
         ("rocketmq_storage_flush_behind_bytes", "Broker flush behind bytes", snap.flush_behind),
-        ("rocketmq_storage_dispatch_behind_bytes", "Broker dispatch behind bytes", 0),
+        ("rocketmq_storage_dispatch_behind_bytes", "Broker dispatch behind bytes", snap.dispatch_behind),
         ("rocketmq_storage_message_reserve_time", "Broker message reserve time", snap.reserve_time_ms),
     ]
     for name, doc, value in gauges:

@@ -62,6 +62,7 @@ class BrokerSnapshot:
     put_latency: tuple[tuple[int, ...], list[int], float]
     storage_used: int
     flush_behind: int
+    dispatch_behind: int
     reserve_time_ms: int
     now_ms: int
 
@@ -118,7 +119,8 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
         permission=state.config.broker_permission,
         put_latency=stats.put_latency.histogram(),
         storage_used=_storage_used(store.root),
-        flush_behind=max(0, store.max_phy_offset - store.flush_watermark),
+        flush_behind=store.unflushed_bytes,
+        dispatch_behind=store.dispatch_behind_bytes(),
         reserve_time_ms=now_ms - earliest if earliest > 0 else -1,
         now_ms=now_ms,
     )

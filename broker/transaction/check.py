@@ -191,7 +191,7 @@ class TransactionCheckService:
         op_position = next((op.op_offset for op in ops if op.origin in live), op_end)
         bridge.resolved = {op.origin: op.op_offset for op in ops if op.op_offset >= op_position}
         copies = [c for c in (bridge.look_half(r.phy_offset) for r in renewed) if c is not None]
-        end = self.broker.store.commitlog.max_offset  # past every append of the scan (renewed, discarded copies)
+        end = self.broker.store.commitlog.write_end  # past every append of the scan (renewed, discarded copies)
         return copies, CheckRound(checked, discarded, done), (position, op_position), end
 
     # ---- phase 2: ask a producer ----------------------------------------------------------------------------

@@ -29,11 +29,25 @@ from tests.conftest import SMALL_STORE
 from tests.processors.conftest import answers_to_fast_sends, send_request
 
 TOPIC = "DLedgerTopic"
+# A lease of 100 s instead of 6: stopping the followers waits on worker threads, during which the virtual clock runs
+# ahead, and a 6 s lease could end the leadership before the waits after it are set up.
+LONG_LEASE = {"max_heart_beat_leak": 50}
 
 
 async def send(client: RemotingClient, addr: str, body: bytes, queue_id: int = 0) -> tuple[int, dict[str, str]]:
     answer = await client.invoke(addr, send_request(TOPIC, body, queue_id=queue_id), 10)
     return answer.code, answer.ext_fields
+
+
+async def leader_alone(group: EmbeddedDLedgerGroup, client: RemotingClient) -> str:
+    """The group's leader, holding the topic and one committed message, once its followers stopped: no quorum."""
+    leader = await group.leader()
+    answer = await client.invoke(group.addr(leader), create_topic_request(TOPIC, queues=2), 5)
+    assert answer.code == ResponseCode.SUCCESS
+    assert (await send(client, group.addr(leader), b"before"))[0] == ResponseCode.SUCCESS
+    for member in [m for m in group.ids if m != leader]:
+        await group.stop(member)
+    return leader
 
 
 @pytest.mark.parametrize("batch", [False, True], ids=["push", "batch_push"])
@@ -99,16 +113,8 @@ async def test_a_dledger_group_acknowledges_on_a_majority_and_fails_over(
 async def test_a_leader_without_a_quorum_answers_its_sends_instead_of_hanging(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    # A lease of 100 s instead of 6: stopping the followers waits on worker threads, during which the virtual clock
-    # runs ahead, and a 6 s lease could end the leadership before the waits below are set up.
-    lease = {"max_heart_beat_leak": 50}
-    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE, **lease) as group, RemotingClient() as client:
-        leader = await group.leader()
-        answer = await client.invoke(group.addr(leader), create_topic_request(TOPIC, queues=2), 5)
-        assert answer.code == ResponseCode.SUCCESS
-        assert (await send(client, group.addr(leader), b"before"))[0] == ResponseCode.SUCCESS
-        for member in [m for m in group.ids if m != leader]:
-            await group.stop(member)
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE, **LONG_LEASE) as group, RemotingClient() as client:
+        leader = await leader_alone(group, client)
         store = group.store(leader)
         statuses: list[PutStatus] = []
         record = MessageRecord(
@@ -121,6 +127,26 @@ async def test_a_leader_without_a_quorum_answers_its_sends_instead_of_hanging(
         # Never SEND_OK: SYSTEM_ERROR, as DLedgerCommitLog's UNKNOWN_ERROR / OS_PAGECACHE_BUSY are answered.
         assert code == ResponseCode.SYSTEM_ERROR
         assert statuses == [PutStatus.UNKNOWN_ERROR]
+
+
+async def test_the_commit_log_end_a_leader_reports_is_what_a_majority_holds(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``commitLogMaxOffset`` (GET_BROKER_RUNTIME_INFO, ``mqadmin brokerStatus``) is the committed end, as RocketMQ
+    4.9.8's ``DLedgerCommitLog.getMaxOffset()`` returns ``getCommittedPos()``: an entry the leader wrote but no
+    follower holds (its send answered SYSTEM_ERROR) is not part of the CommitLog. Everything committed is
+    dispatched on a leader: ``dispatchBehindBytes`` 0."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE, **LONG_LEASE) as group, RemotingClient() as client:
+        leader = await leader_alone(group, client)
+        with trio.fail_after(15):
+            code, _ = await send(client, group.addr(leader), b"no quorum")
+        assert code == ResponseCode.SYSTEM_ERROR  # never committed
+        ledger = group.store(leader).ledger
+        assert ledger.end_index > ledger.committed_index and ledger.write_pos > ledger.committed_pos > 0
+        info = await client.invoke(group.addr(leader), request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+        table = orjson.loads(info.body)["table"]
+        assert int(table["commitLogMaxOffset"]) == ledger.committed_pos
+        assert table["dispatchBehindBytes"] == "0"
 
 
 async def test_our_producer_goes_on_with_the_new_leader_after_a_failover(

@@ -115,3 +115,27 @@ def test_the_scanned_dispatch_equals_the_entry_by_entry_one(tmp_path: Path, seed
     assert scanned[2] == committed
     assert len(scanned[4]) > 10  # type: ignore[arg-type]
     assert _index_bytes(tmp_path / "a") == _index_bytes(tmp_path / "b")
+
+
+def test_committed_bytes_not_yet_dispatched_are_the_dispatch_behind_bytes(tmp_path: Path) -> None:
+    """``dispatchBehindBytes`` is the committed end less where the dispatch stands (DLedgerCommitLog's committed
+    position less ``reputFromOffset``): entries committed since the last dispatch pass (a follower's, until its next
+    one) count, the uncommitted tail does not; the CommitLog's end (``max_offset``) is the committed one, its
+    ``write_end`` past the tail."""
+    msgs = _messages(random.Random(7), 30)
+    _write_log(tmp_path, msgs, 19)
+    store = DLedgerMessageStore(small_config(tmp_path), _config(tmp_path), HOST)
+    store.load()
+    try:
+        ledger = store.ledger
+        dispatched_end = ledger.committed_pos
+        assert store.dispatched_index == 19 and store.dispatch_behind_bytes() == 0
+        assert store.commitlog.max_offset == dispatched_end < store.commitlog.write_end == ledger.write_pos
+        ledger.set_committed(25)  # committed, not dispatched yet
+        assert store.commitlog.max_offset == ledger.committed_pos
+        assert store.dispatch_behind_bytes() == ledger.committed_pos - dispatched_end > 0
+        store._dispatch_committed()
+        assert store.dispatched_index == 25 and store.dispatch_behind_bytes() == 0
+    finally:
+        store.close()
+        store.ledger.close()
