@@ -63,6 +63,15 @@ class ConsumerOffsetManager:
         if table:
             self.persister.mark_dirty()
 
+    def clone(self, src_group: str, dest_group: str, topic: str) -> None:
+        """``dest_group``'s offsets on ``topic`` become a copy of ``src_group``'s, replacing its whole table for the
+        topic (queues only the destination had are dropped), as Java's ``cloneOffset``; nothing when the source has
+        no table for the topic."""
+        queues = self._table.get(offset_key(src_group, topic))
+        if queues is not None:
+            self._table[offset_key(dest_group, topic)] = dict(queues)
+            self.persister.mark_dirty()
+
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed one for this queue."""
         queues = self._table.get(offset_key(group, topic))

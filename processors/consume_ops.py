@@ -5,7 +5,8 @@
   time of the last message a group consumed, and how long the next unconsumed message has waited;
 - QUERY_CORRECTION_OFFSET (308): per queue, the smallest committed offset of every group on a topic (groups in
   ``filterGroups`` left out), or ``Long.MAX_VALUE`` where that minimum lies beyond ``compareGroup``'s offset;
-- CLONE_GROUP_OFFSET (314): copy one group's committed offsets to another (``mqadmin cloneGroupOffset``);
+- CLONE_GROUP_OFFSET (314): replace another group's committed offsets of each topic with a copy of one group's
+  (``mqadmin cloneGroupOffset``; ``ConsumerOffsetManager.cloneOffset``: queues only the destination had are dropped);
 - INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223): ask every online consumer of a group (or the one named) for its
   offsets of a topic (GET_CONSUMER_STATUS_FROM_CLIENT, 221) and answer them per client id.
 
@@ -136,8 +137,7 @@ class ConsumeOpsProcessor:
             if not header.offline and live is not None and live.subscriptions and topic not in live.subscriptions:
                 log.warning("[cloneGroupOffset] the consumer group[%s], topic[%s] not exist", src, topic)
                 continue
-            for queue_id, offset in broker.offsets.offsets_of(src, topic).items():
-                broker.offsets.commit(header.dest_group, topic, queue_id, offset)
+            broker.offsets.clone(src, header.dest_group, topic)
         return request.response(ResponseCode.SUCCESS)
 
     async def consumer_status(self, admin: RemotingCommand) -> RemotingCommand:

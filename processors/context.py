@@ -130,6 +130,10 @@ class OffsetTable(Protocol):
     """``consumerOffset.json``: committed offsets per group, topic and queue (RocketMQ's ConsumerOffsetManager)."""
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None: ...
+    def clone(self, src_group: str, dest_group: str, topic: str) -> None:
+        """Replace ``dest_group``'s table for ``topic`` with a copy of ``src_group``'s (if it has one)."""
+        ...
+
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, -1 when there is none."""
         ...

@@ -1,4 +1,5 @@
-"""Consumer offsets (14, 15), queue offsets and times (29-32), QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33)."""
+"""Consumer offsets (14, 15; CLONE_GROUP_OFFSET 314), queue offsets and times (29-32), QUERY_MESSAGE (12) and
+VIEW_MESSAGE_BY_ID (33)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import trio
 import trio.testing
 
 from broker.context import BrokerState
+from processors.consume_ops import ConsumeOpsProcessor
 from processors.offsets import QUERY_NOT_FOUND_REMARK, ConsumerOffsetProcessor
 from processors.query import QueryMessageProcessor
 from processors.send import SendMessageProcessor
@@ -125,6 +127,22 @@ async def test_update_consumer_offset_answers_with_flag_zero_and_stays_silent_wh
     await trio.testing.wait_all_tasks_blocked()
     assert served.broker.offsets.query(GROUP, TOPIC, 0) == 4
     assert served.broker.offsets.query(GROUP, TOPIC, 1) == 5
+
+
+async def test_clone_group_offset_replaces_the_destination_groups_offsets_of_the_topic(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """ConsumerOffsetManager.cloneOffset puts a copy of the source's table for the topic in place of the
+    destination's: queues only the destination had are dropped (it resumes them per consumeFromWhere), not kept at
+    stale positions."""
+    broker.offsets.commit("src", TOPIC, 0, 10)
+    broker.offsets.commit("src", TOPIC, 1, 11)
+    for queue_id in range(4):
+        broker.offsets.commit("dest", TOPIC, queue_id, 500)
+    clone = request(RequestCode.CLONE_GROUP_OFFSET, {"srcGroup": "src", "destGroup": "dest", "topic": TOPIC})
+    answer = await ConsumeOpsProcessor(broker).process(peer_ctx, clone)
+    assert answer is not None and answer.code == ResponseCode.SUCCESS
+    assert broker.offsets.offsets_of("dest", TOPIC) == {0: 10, 1: 11}
 
 
 async def test_query_message_by_key_returns_the_indexed_records(broker: BrokerState, peer_ctx: RequestContext) -> None:
