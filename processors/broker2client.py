@@ -4,8 +4,8 @@ consumers, and admin requests forwarded to one consumer (GET_CONSUMER_RUNNING_IN
 They run over the connection the client opened (a server-side :class:`~remoting.connection.Connection` invokes the
 client like any peer). Each function takes the admin request and returns the response for the admin tool; client
 failures become error responses, never exceptions: an offline client is SYSTEM_ERROR with Java's remark, a client
-that does not answer in time CONSUME_MSG_TIMEOUT (AdminBrokerProcessor.callConsumer). CONSUME_MESSAGE_DIRECTLY is
-forwarded with the broker's ``brokerName`` added, as Java adds it.
+that does not answer in time (or stopped reading its socket) CONSUME_MSG_TIMEOUT (AdminBrokerProcessor.callConsumer).
+CONSUME_MESSAGE_DIRECTLY is forwarded with the broker's ``brokerName`` added, as Java adds it.
 """
 
 from __future__ import annotations
@@ -56,7 +56,11 @@ def reset_offset_table(broker: BrokerContext, header: ResetOffsetRequestHeader) 
 
 async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> RemotingCommand:
     """INVOKE_BROKER_TO_RESET_OFFSET: compute the table and push RESET_CONSUMER_CLIENT_OFFSET (220, oneway, body
-    ``{"offsetTable": {MessageQueue: offset}}``) to every online consumer of the group, which apply and commit it."""
+    ``{"offsetTable": {MessageQueue: offset}}``) to every online consumer of the group, which apply and commit it.
+
+    The push is queued without waiting, behind whatever a member has not read yet, as Java's ``invokeOneway`` writes
+    without blocking (its 5 s bounds only the oneway permit): a consumer that stopped reading gets it if it resumes
+    and never holds up the answer."""
     header = ResetOffsetRequestHeader.from_ext_fields(admin.ext_fields)
     table = reset_offset_table(broker, header)
     if isinstance(table, str):
@@ -72,7 +76,7 @@ async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> Remotin
     push = request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header.to_ext_fields(), body, oneway=True)
     for conn in list(group_info.channels):
         try:
-            await conn.invoke_oneway(push)
+            conn.send_nowait(push)
         except RemotingError as exc:
             log.warning("reset offset push to %s failed: %s", conn, exc)
     return admin.response(ResponseCode.SUCCESS, body=body)

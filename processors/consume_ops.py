@@ -15,8 +15,8 @@ broker's table (Java's loop removes them from the live key set); CLONE_GROUP_OFF
 of the source group (Java passes the absent topic on and clones nothing).
 
 Errors: a missing header field answers SYSTEM_ERROR naming it; an unknown topic TOPIC_NOT_EXIST (303); a group
-without online consumers SYSTEM_ERROR with Java's remark (223). A consumer that fails to answer 221 is left out of
-the table, as in Java.
+without online consumers SYSTEM_ERROR with Java's remark (223). A consumer that fails to answer 221 within 5 s (one
+that stopped reading its socket too) is left out of the table, as in Java.
 """
 
 from __future__ import annotations

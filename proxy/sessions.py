@@ -92,7 +92,7 @@ class GrpcClientChannel(Connection):
     async def send(self, cmd: RemotingCommand) -> None:
         self.send_nowait(cmd)
 
-    async def invoke_oneway(self, cmd: RemotingCommand) -> None:
+    async def invoke_oneway(self, cmd: RemotingCommand, timeout: float | None = None) -> None:
         if cmd.code != RequestCode.CHECK_TRANSACTION_STATE or self.session.push is None:
             return
         header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)

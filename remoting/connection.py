@@ -5,7 +5,8 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
 
 - a reader (:meth:`Connection.run`) feeding the sans-IO :class:`~remoting.codec.frame.FrameDecoder`; responses are
   matched by opaque to outstanding :meth:`Connection.invoke` calls, requests go to the ``on_request`` callback;
-- writes never interleave and never make the caller wait (unless ``SEND_HIGH_WATER`` bytes are queued): :meth:`send`
+- writes never interleave and never make the caller wait (unless ``SEND_HIGH_WATER`` bytes are queued: then
+  :meth:`send` waits for the writer, while an invocation's wait is bounded by its timeout): :meth:`send`
   encodes the frame and either writes it straight to the socket (the first frame after a read, when nothing is
   queued: the serial request/response path then costs what a bare echo costs), or queues it for the connection's
   one writer task, which sends everything queued meanwhile in one ``send_all``; the first ``FLUSH_FRAMES`` frames queued
@@ -545,8 +546,11 @@ class Connection:
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait up to ``timeout`` seconds for the response with the same opaque.
 
-        Raises :class:`RemotingTimeoutError` (the connection stays open; a late response is dropped) or
-        :class:`RemotingConnectError` if the connection closes first. ``cmd`` must not be oneway.
+        The timeout covers the whole call: a request queued behind a backlog the peer does not read (see
+        :attr:`congested`) times out like one the peer does not answer, since no answer comes before it is written;
+        it stays queued, as :meth:`send_nowait` leaves it. Raises :class:`RemotingTimeoutError` (the connection stays
+        open; a late response is dropped) or :class:`RemotingConnectError` if the connection closes first. ``cmd``
+        must not be oneway.
         """
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
@@ -555,7 +559,7 @@ class Connection:
         opaque = cmd.opaque
         self._add_pending(opaque, future, deadline)
         try:
-            await self.send(cmd)
+            self.send_nowait(cmd)
             await future.wait()
         finally:
             if self._pending.get(opaque) is future:
@@ -621,7 +625,7 @@ class Connection:
     async def invoke_frame(self, opaque: int, code: int, frame: bytes, timeout: float, decode: JsonDecoder) -> object:
         """:meth:`invoke` of a request already encoded (``frame``, whose opaque and code are given): the response's
         JSON header goes to ``decode`` first, and its value is returned; when it declines, the response command.
-        Same errors as :meth:`invoke`."""
+        Same timeout and errors as :meth:`invoke`."""
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
         deadline = self._loop.now() + timeout
@@ -629,8 +633,6 @@ class Connection:
         self._add_pending(opaque, future, deadline)
         try:
             self.send_frame_nowait(frame)
-            if self._outbox_bytes > SEND_HIGH_WATER:
-                await self._drain()
             await future.wait()
         finally:
             if self._pending.get(opaque) is future:
@@ -643,8 +645,19 @@ class Connection:
             raise future.error
         raise RemotingTimeoutError(f"no response to request code {code} from {self.remote_address} in {timeout}s")
 
-    async def invoke_oneway(self, cmd: RemotingCommand) -> None:
-        """Send a request flagged oneway (the flag is set if missing): the peer must not answer."""
+    async def invoke_oneway(self, cmd: RemotingCommand, timeout: float | None = None) -> None:
+        """Send a request flagged oneway (the flag is set if missing): the peer must not answer.
+
+        Waits as :meth:`send` does while the backlog is above ``SEND_HIGH_WATER``, but, given a ``timeout``, at most
+        that many seconds: the frame then stays queued (it goes out when the peer reads, or is dropped with the
+        connection) and nothing is raised, a oneway having no outcome to report. Same errors as :meth:`send`.
+        """
         if not cmd.flag & FLAG_ONEWAY:
             cmd = attrs.evolve(cmd, flag=cmd.flag | FLAG_ONEWAY)
-        await self.send(cmd)
+        if timeout is None:
+            await self.send(cmd)
+            return
+        self.send_nowait(cmd)
+        if self._outbox_bytes > SEND_HIGH_WATER:
+            with self._loop.move_on_at(self._loop.now() + timeout):
+                await self._drain()

@@ -6,10 +6,12 @@ import os
 import socket
 
 import trio
+import trio.testing
 
-from remoting.codec.codes import ResponseCode
-from remoting.codec.command import RemotingCommand
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.frame import FrameDecoder, encode_command
+from remoting.connection import SEND_HIGH_WATER, Connection
 from remoting.dispatch import RequestContext
 
 
@@ -96,3 +98,28 @@ def tcp_pair() -> tuple[socket.socket, socket.socket]:
 async def ignore_requests(ctx: object, cmd: object) -> None:
     """A connection's request handler that does nothing (the test reads what the connection writes)."""
     return None
+
+
+def served_connection(
+    nursery: trio.Nursery, port: int, *, small_buffers: bool = False
+) -> tuple[Connection, trio.SocketStream]:
+    """A broker-side connection from 127.0.0.1:``port`` over a real socket pair, run in ``nursery`` (requests
+    ignored), and the client's end of it, which the caller keeps open."""
+    a, b = tcp_pair()
+    if small_buffers:
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    conn = Connection(trio.SocketStream(trio.socket.from_stdlib_socket(a)), ("127.0.0.1", port), ("127.0.0.1", 10911))
+    nursery.start_soon(conn.run, ignore_requests)
+    return conn, trio.SocketStream(trio.socket.from_stdlib_socket(b))
+
+
+async def congest(conn: Connection) -> None:
+    """Leave ``conn`` congested for good, as a peer that stopped reading does (its process hangs, or its host
+    vanished): its writer blocked on a first backlog the peer never reads (``small_buffers``), and more than
+    SEND_HIGH_WATER bytes queued behind it."""
+    filler = request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {}, b"x" * (SEND_HIGH_WATER + 1), oneway=True)
+    conn.send_nowait(filler)
+    await trio.testing.wait_all_tasks_blocked()  # the writer took it and is stuck in send_all
+    conn.send_nowait(filler)
+    assert conn.congested

@@ -10,7 +10,7 @@ import trio.testing
 
 from remoting.codec.command import request
 from remoting.codec.frame import FrameDecoder, encode_command
-from remoting.connection import Connection
+from remoting.connection import SEND_HIGH_WATER, Connection
 from remoting.dispatch import RequestContext
 from remoting.errors import RemotingClosedError, RemotingTimeoutError
 from tests.remoting.conformance import check_connection_pair
@@ -128,6 +128,33 @@ async def test_send_waits_above_the_high_water_mark_until_the_peer_reads():
                 received += 1
         await trio.testing.wait_all_tasks_blocked()
         assert sent == 8
+        nursery.cancel_scope.cancel()
+
+
+async def test_invoke_and_a_timed_oneway_give_up_on_their_timeout_behind_a_backlog_the_peer_does_not_read(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The invocation's timeout covers the wait behind the backlog (a call to a peer that stopped reading used to
+    wait for the backlog to drain before its timeout started, so it never returned); a oneway given a timeout waits
+    for the backlog at most that long and leaves its frame queued."""
+    left_stream, _right_stream = trio.testing.lockstep_stream_pair()  # the peer never reads
+    conn = Connection(left_stream, ("peer", 1), ("me", 2))
+    backlog = request(1, body=b"x" * SEND_HIGH_WATER, oneway=True)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run, _Silent().on_request)
+        await trio.testing.wait_all_tasks_blocked()
+        conn.send_nowait(backlog)  # the writer takes it and blocks in send_all
+        await trio.testing.wait_all_tasks_blocked()
+        conn.send_nowait(backlog)  # queued behind it
+        assert conn.congested
+        start = trio.current_time()
+        with trio.fail_after(60), pytest.raises(RemotingTimeoutError):  # virtual seconds
+            await conn.invoke(request(2), timeout=3.0)
+        assert trio.current_time() == start + 3.0
+        with trio.fail_after(60):
+            await conn.invoke_oneway(request(3), timeout=2.0)
+        assert trio.current_time() == start + 5.0
+        assert conn.congested and not conn.closed and conn.pending_invocations == 0
         nursery.cancel_scope.cancel()
 
 
