@@ -15,10 +15,11 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
    (``confirmed_offset``: at once on a plain store, when a majority holds them in DLedger mode, as 4.9.8's check
    waits for each put), so a leader change never skips a half message; when they are not confirmed within
    ``_CONFIRM_WAIT`` the progress stays and the next round scans the same messages again.
-2. **Ask**: CHECK_TRANSACTION_STATE (39, oneway) for each renewed copy to **one** live channel of its ``PGROUP``
-   (round robin), header as docs/protocol.md#310-transaction-headers, body the copy re-encoded with its real topic and
-   queue. No live channel: logged and skipped (the copy was renewed, so the count still grows). Send errors are
-   logged.
+2. **Ask**: CHECK_TRANSACTION_STATE (39, oneway) for each renewed copy to **one** live channel of its ``PGROUP``:
+   from the round-robin pick on, the first whose connection is not congested (``ProducerManager.getAvailableChannel``
+   prefers a writable channel), header as docs/protocol.md#310-transaction-headers, body the copy re-encoded with its
+   real topic and queue. No live channel, or every one congested (a producer that stopped reading; Java would queue
+   to it regardless): logged and skipped (the copy was renewed, so the count still grows). Send errors are logged.
 
 The producer answers with END_TRANSACTION naming the renewed copy (see :mod:`processors.end_transaction`).
 
@@ -39,6 +40,7 @@ import attrs
 import trio
 
 from broker.context import BrokerState
+from processors.client_channels import ClientChannelInfo
 from processors.transaction_bridge import (
     PROPERTY_CHECK_IMMUNITY_TIME,
     PROPERTY_PRODUCER_GROUP,
@@ -203,7 +205,12 @@ class TransactionCheckService:
         if not channels:
             log.warning("no live producer of group %r to check transaction %s: skipped this round", group, uniq)
             return
-        channel = channels[next(self._round_robin) % len(channels)]
+        channel = _first_writable(channels, next(self._round_robin))
+        if channel is None:
+            # Every producer stopped reading (its outbox over the high-water mark): waiting for one would hold up this
+            # round's other checks, and every later round, until its connection closed; queuing more would grow it.
+            log.warning("transaction check of %s skipped this round: every producer of %r is congested", uniq, group)
+            return
         header = CheckTransactionStateRequestHeader(
             tran_state_table_offset=copy.queue_offset,
             commit_log_offset=copy.commit_log_offset,
@@ -212,18 +219,20 @@ class TransactionCheckService:
             offset_msg_id=offset_msg_id(self.broker.store_host, copy.commit_log_offset),
         )
         command = request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(), check_body(copy), oneway=True)
-        connection = channel.connection
-        if connection.congested:
-            # A producer that stopped reading (its outbox over the high-water mark): waiting for it would hold up this
-            # round's other checks, and every later round, until its connection closed; queuing more would grow it.
-            log.warning("transaction check of %s to %s skipped this round: its connection is congested", uniq,
-                        channel.client_id)  # fmt: skip
-            return
-        try:
-            with trio.move_on_after(_CHECK_SEND_WAIT):  # this frame is queued; only the backlog's drain is waited for
-                await connection.invoke_oneway(command)  # a 5.x client's channel turns it into a Telemetry command
+        try:  # a 5.x client's channel turns it into a Telemetry command
+            await channel.connection.invoke_oneway(command, _CHECK_SEND_WAIT)
         except RemotingError as exc:
             log.warning("transaction check of %s to %s failed: %s", uniq, channel.client_id, exc)
+
+
+def _first_writable(channels: list[ClientChannelInfo], start: int) -> ClientChannelInfo | None:
+    """The first of ``channels`` from index ``start`` (mod their number) on whose connection is not congested, or
+    ``None`` when every one is."""
+    for step in range(len(channels)):
+        channel = channels[(start + step) % len(channels)]
+        if not channel.connection.congested:
+            return channel
+    return None
 
 
 def check_body(copy: MessageExt) -> bytes:

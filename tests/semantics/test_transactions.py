@@ -25,7 +25,7 @@ from client.transaction import LocalTransactionState, TransactionProducer
 from processors.end_transaction import EndTransactionProcessor
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere
-from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.message import (
@@ -41,6 +41,7 @@ from remoting.codec.msgid import decode_offset_msg_id, pack_socket_address
 from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.connection import Connection
 from store.metadata_files import PERM_READ
+from tests.remoting.helpers import congest, served_connection
 from tests.semantics.helpers import use_virtual_store_clock
 from tests.threaded_cluster import ThreadedCluster
 
@@ -267,6 +268,32 @@ async def test_check_immunity_property_delays_the_first_check(
         await producer.send_message_in_transaction(msg)
         await _wait_visible(embedded_cluster, 1, within=300)
     assert len(checks) == 1 and 180 <= checks[0] - start < 181
+
+
+async def test_a_check_goes_to_a_producer_of_the_group_that_reads_not_to_one_that_stopped(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """ProducerManager.getAvailableChannel: from the round-robin pick on, the first writable channel of the group. A
+    member that stopped reading (its connection congested) must not cost a half message its check for the round,
+    since the round already counted the check."""
+    await _create_topic(embedded_cluster)
+    checks: list[str] = []
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checks.append(msg.properties["TRANSACTION_CHECK_TIMES"])
+        return COMMIT
+
+    clients = embedded_cluster.controller.context.clients
+    async with trio.open_nursery() as nursery, _producer(embedded_cluster, lambda m, a: UNKNOWN, check) as producer:
+        stuck, _stuck_end = served_connection(nursery, 1, small_buffers=True)
+        await congest(stuck)
+        clients.register_producer("tx-pg", clients.channel_info(stuck, "stuck", LanguageCode.JAVA, 409))
+        for body in (b"one", b"two"):  # round robin: one of the two picks lands on the stuck member
+            await producer.send_message_in_transaction(Message(TOPIC, body))
+        await trio.sleep(61)  # the first round
+        assert checks == ["1", "1"]
+        await _wait_visible(embedded_cluster, 2)
+        nursery.cancel_scope.cancel()
 
 
 async def _end_transaction(
