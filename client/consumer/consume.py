@@ -4,13 +4,19 @@
 Concurrent: every pulled batch is split into listener calls of ``consume_message_batch_max_size`` messages, each a
 task under the consumer's capacity limiter. A RECONSUME_LATER (or an exception) in CLUSTERING sends each message back
 to the broker (CONSUMER_SEND_MSG_BACK, the broker picks the delay); when that fails the message is sent to
-``%RETRY%<group>`` as a new message, and when that fails too it is consumed again locally 5 s later. In BROADCASTING
-failed messages are dropped with a warning, as in Java. The offset to commit is always the smallest offset still in
-flight, so a slow message holds the committed offset back instead of being skipped.
+``%RETRY%<group>`` as a new message, and when that fails too it is consumed again locally 5 s later with its
+``reconsume_times`` raised by one. In BROADCASTING failed messages are dropped with a warning, as in Java. The offset to
+commit is always the smallest offset still in flight, so a slow message holds the committed offset back instead of being
+skipped.
 
 Orderly: one task per queue at a time takes messages in offset order, only while the broker lock on the queue is held
-(CLUSTERING). SUSPEND_CURRENT_QUEUE_A_MOMENT puts the batch back and waits ``suspend_current_queue_time``; after
-``max_reconsume_times`` suspensions a message is sent back (the broker moves it to the DLQ) and skipped.
+(CLUSTERING). SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's ``reconsume_times`` (the listener sees 0, 1, 2, ...),
+puts the batch back and waits ``suspend_current_queue_time``. With the default ``max_reconsume_times`` (-1) that goes
+on for ever; with a limit, a message that reached it is sent back (the broker moves it to the DLQ) and skipped, as
+Java's ``ConsumeMessageOrderlyService.checkReconsumeTimes``.
+
+``max_reconsume_times`` -1 means 16 for concurrent consumption (also what a send-back tells the broker) and no limit
+for orderly consumption, as Java's two ``getMaxReconsumeTimes``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from client import api
 from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, call_listener
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import retry_topic
+from client.errors import TopicRouteNotFoundError
 from client.message import (
     PROPERTY_CONSUME_START_TIME,
     PROPERTY_MAX_OFFSET,
@@ -51,6 +58,8 @@ log = logging.getLogger(__name__)
 LOCAL_RETRY_DELAY = 5.0
 #: Wait before retrying to take an orderly queue whose lock is not held (Java: 3 s, shortened for responsiveness).
 ORDERLY_LOCK_RETRY_DELAY = 1.0
+#: What ``max_reconsume_times=-1`` means for concurrent consumption and send-backs (Java: 16).
+DEFAULT_MAX_RECONSUME_TIMES = 16
 
 
 def reset_retry_topic(msg: MessageExt, group: str) -> MessageExt:
@@ -67,6 +76,17 @@ def _return_type(success: bool) -> tuple[bool, int]:
     return (True, 0) if success else (False, 4)
 
 
+def send_back_max_reconsume_times(consumer: PushConsumer) -> int:
+    """The maximum a send-back tells the broker (Java's ``DefaultMQPushConsumerImpl.getMaxReconsumeTimes``)."""
+    configured = consumer.max_reconsume_times
+    return DEFAULT_MAX_RECONSUME_TIMES if configured == -1 else configured
+
+
+def _counted_again(msg: MessageExt) -> MessageExt:
+    """``msg`` with ``reconsume_times`` one higher (Java's ``msg.setReconsumeTimes(+1)``; ours is frozen: a copy)."""
+    return attrs.evolve(msg, reconsume_times=msg.reconsume_times + 1)
+
+
 def _stamp_start(msgs: list[MessageExt]) -> None:
     now = str(time.time_ns() // 1_000_000)
     for msg in msgs:
@@ -79,6 +99,7 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
     instance = consumer.instance
     addr = instance.find_broker_address(broker_name) or f"{msg.store_host[0]}:{msg.store_host[1]}"
     origin = msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or uniq_msg_id(msg)
+    max_times = send_back_max_reconsume_times(consumer)
     try:
         await api.consumer_send_msg_back(
             instance.remoting,
@@ -86,7 +107,7 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
             msg,
             consumer.group,
             delay_level,
-            consumer.max_reconsume_times,
+            max_times,
             instance.config.rpc_timeout,
             origin,
         )
@@ -96,6 +117,8 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
     try:
         topic = retry_topic(consumer.group)
         info = publish_info(topic, await instance.route(topic))
+        if not info.ok:
+            raise TopicRouteNotFoundError(topic, instance.config.namesrv_addr, "the route has no writable queue")
         mq = select_one_message_queue(info, None)
         target = instance.find_broker_address(mq.broker_name)
         if target is None:
@@ -122,7 +145,7 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
             h=msg.flag,
             i=encode_properties(props),
             j=msg.reconsume_times + 1,
-            l=consumer.max_reconsume_times,
+            l=max_times,
         )
         await api.send_message(
             instance.remoting,
@@ -180,7 +203,7 @@ class ConcurrentConsumeService:
         if offset >= 0 and not pq.dropped:
             c.offset_store.update(mq, offset, increase_only=True)
         if retry_locally and not c.stopping:  # stopping: left in the queue, the committed offset stays before them
-            c.background_tasks.start_soon(self._retry_later, mq, pq, retry_locally)
+            c.background_tasks.start_soon(self._retry_later, mq, pq, [_counted_again(m) for m in retry_locally])
 
     async def _retry_later(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         await anyio.sleep(LOCAL_RETRY_DELAY)
@@ -199,7 +222,6 @@ class OrderlyConsumeService:
         #: per queue, held around each listener call and its commit (Java's ProcessQueue consumeLock): one call at a
         #: time on a queue, whichever process queue it is for, and what rebalance waits for before it unlocks it
         self._consuming: dict[MessageQueue, anyio.Lock] = {}
-        self._suspensions: dict[tuple[MessageQueue, int], int] = {}
 
     def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         if pq not in self._running:
@@ -257,29 +279,34 @@ class OrderlyConsumeService:
         if trace is not None and c.trace is not None:
             consumed = status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
             c.trace.consume_after(trace, *_return_type(consumed))
-        if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT and not await self._give_up(mq, msgs):
-            pq.make_messages_to_consume_again(msgs)
-            return True
-        for m in msgs:
-            self._suspensions.pop((mq, m.queue_offset), None)
+        if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+            again = await self._check_reconsume_times(mq, msgs)
+            if again is not None:
+                pq.make_messages_to_consume_again(again)
+                return True
         offset = pq.commit()
         if offset >= 0 and not pq.dropped:
             c.offset_store.update(mq, offset, increase_only=False)
         return False
 
-    async def _give_up(self, mq: MessageQueue, msgs: list[MessageExt]) -> bool:
-        """Count a suspension; once a message reached ``max_reconsume_times`` send it back (to the DLQ) and give up
-        on the batch. Returns whether the batch is to be treated as consumed."""
+    async def _check_reconsume_times(self, mq: MessageQueue, msgs: list[MessageExt]) -> list[MessageExt] | None:
+        """After a suspension (Java's ``checkReconsumeTimes``): a message below ``max_reconsume_times`` (-1: no
+        limit) is counted once more; one that reached it is given up (:meth:`_give_up`), and counted too when that
+        fails. Returns the batch to consume again, counts raised, or None when every message was given up."""
+        limit = self.consumer.max_reconsume_times
+        again: list[MessageExt] = []
+        suspend = False
+        for m in msgs:
+            if limit == -1 or m.reconsume_times < limit or not await self._give_up(mq, m):
+                suspend = True
+                m = _counted_again(m)
+            again.append(m)
+        return again if suspend else None
+
+    async def _give_up(self, mq: MessageQueue, msg: MessageExt) -> bool:
+        """Send ``msg`` to the DLQ (BROADCASTING: drop it with a warning); returns whether that worked."""
         c = self.consumer
-        exhausted = False
-        for m in msgs:
-            key = (mq, m.queue_offset)
-            self._suspensions[key] = self._suspensions.get(key, 0) + 1
-            if self._suspensions[key] > c.max_reconsume_times:
-                exhausted = True
-        if not exhausted or c.message_model is MessageModel.BROADCASTING:
-            return exhausted
-        for m in msgs:
-            if not await send_back(c, m, mq.broker_name, delay_level=-1):
-                return False
-        return True
+        if c.message_model is MessageModel.BROADCASTING:
+            log.warning("BROADCASTING: message %s of %s dropped after %d tries", msg.msg_id, mq, msg.reconsume_times)
+            return True
+        return await send_back(c, msg, mq.broker_name, delay_level=-1)

@@ -77,7 +77,8 @@ def default_offset_store_dir() -> Path:
 
 
 class PushConsumer:
-    """See the module docstring. Thresholds as in Java; times in seconds."""
+    """See the module docstring. Thresholds as in Java; times in seconds. ``max_reconsume_times`` -1 (Java's
+    default) means 16 for concurrent consumption and no limit for orderly consumption."""
 
     def __init__(
         self,
@@ -95,7 +96,7 @@ class PushConsumer:
         pull_batch_size: int = 32,
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue_mib: int = 100,
-        max_reconsume_times: int = 16,
+        max_reconsume_times: int = -1,
         suspend_current_queue_time: float = 1.0,
         offset_store_dir: str | os.PathLike[str] | None = None,
         await_termination: float = 30.0,

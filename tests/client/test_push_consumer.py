@@ -192,6 +192,49 @@ async def test_failed_messages_come_back_through_the_retry_topic(cluster: Thread
     assert reconsumed[0].body == b"again"
 
 
+async def test_a_message_retried_locally_after_a_failed_send_back_comes_back_with_reconsume_times_plus_one(
+    cluster: ThreadedCluster,
+) -> None:
+    """Java's processConsumeResult raises reconsumeTimes of a message whose send-back failed before it is consumed
+    again locally 5 s later. Here the broker turns read-only while the first call runs: CONSUMER_SEND_MSG_BACK answers
+    NO_PERMISSION and the retry topic's route offers no writable queue, so both ways back fail."""
+    await create_topic(cluster.namesrv_addr, "LocalRetry", queues=1)
+    entered = anyio.Event()
+    go = anyio.Event()
+    seen: list[int] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.append(msgs[0].reconsume_times)
+        if len(seen) == 1:
+            entered.set()
+            await go.wait()
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "cg-local-retry", cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+    consumer.subscribe("LocalRetry")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("pg-local-retry", cluster.namesrv_addr) as producer:
+        await producer.send(Message("LocalRetry", b"x"))
+        with anyio.fail_after(30):
+            await entered.wait()
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.update_broker_config(cluster.broker_addr, {"brokerPermission": "4"})
+        await wait_until(lambda: _read_only(consumer, "%RETRY%cg-local-retry"))
+        go.set()
+        await wait_until(lambda: len(seen) >= 2)
+    assert seen[:2] == [0, 1]
+
+
+def _read_only(consumer: PushConsumer, topic: str) -> bool:
+    """Whether the consumer's cached route of ``topic`` has no writable queue (fetching it again meanwhile)."""
+    consumer.background_tasks.start_soon(consumer.instance.fetch_route, topic)
+    route = consumer.instance.routes.get(topic)
+    return route is not None and all(qd.perm & 2 == 0 for qd in route.queue_datas)
+
+
 async def test_consume_from_where_picks_first_last_or_timestamp_when_no_offset_is_stored(
     cluster: ThreadedCluster, tmp_path: Path
 ) -> None:

@@ -1,0 +1,75 @@
+"""The push consumer's retries in virtual time (autojump clock, the embedded cluster in the same loop), as RocketMQ
+4.9.8's ConsumeMessageOrderlyService: an orderly suspension counts in ``reconsume_times`` and, by default, never gives
+a message up."""
+
+from __future__ import annotations
+
+import trio
+
+from broker.embedded import EmbeddedCluster
+from client.admin import Admin
+from client.consumer.listener import ConsumeOrderlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message, MessageExt
+from client.producer import Producer
+from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+
+
+async def _create_and_send(cluster: EmbeddedCluster, topic: str, bodies: list[bytes]) -> None:
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+    async with Producer("pg-retries", cluster.namesrv_addr) as producer:
+        for body in bodies:
+            await producer.send(Message(topic, body))
+
+
+def _consumer(cluster: EmbeddedCluster, group: str, topic: str, **options: float) -> PushConsumer:
+    consumer = PushConsumer(
+        group, cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **options
+    )
+    consumer.subscribe(topic)
+    return consumer
+
+
+async def test_orderly_default_max_reconsume_times_is_unlimited_so_a_suspended_message_is_never_skipped(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java: maxReconsumeTimes defaults to -1, which ConsumeMessageOrderlyService reads as Integer.MAX_VALUE: an
+    orderly queue keeps retrying its head message (every suspendCurrentQueueTimeMillis), never sends it to the DLQ
+    and never commits past it."""
+    await _create_and_send(embedded_cluster, "OrdPoison", [b"poison"])
+    calls = 0
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        nonlocal calls
+        calls += 1
+        return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+
+    consumer = _consumer(embedded_cluster, "cg-ord-poison", "OrdPoison")
+    consumer.register_message_listener_orderly(listener)
+    async with consumer:
+        await trio.sleep(60)  # 1 s suspensions: about 60 attempts
+        committed = consumer.offset_store.read_memory(MessageQueue("OrdPoison", "broker-a", 0))
+    assert calls > 30, f"the orderly listener was called only {calls} times: the message was given up"
+    assert committed == 0, f"the committed offset moved past the failing head message to {committed}"
+
+
+async def test_orderly_suspension_increments_the_reconsume_times_the_listener_sees(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's checkReconsumeTimes raises reconsumeTimes on every SUSPEND_CURRENT_QUEUE_A_MOMENT, so the listener sees
+    0, 1, 2, ... (what an orderly listener's own 'give up after N tries' check relies on)."""
+    await _create_and_send(embedded_cluster, "OrdTimes", [b"m"])
+    seen: list[int] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        seen.append(msgs[0].reconsume_times)
+        if len(seen) <= 3:
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = _consumer(embedded_cluster, "cg-ord-times", "OrdTimes")
+    consumer.register_message_listener_orderly(listener)
+    async with consumer:
+        await trio.sleep(20)
+    assert seen == [0, 1, 2, 3]
