@@ -9,6 +9,12 @@ to the broker (CONSUMER_SEND_MSG_BACK, the broker picks the delay); when that fa
 commit is always the smallest offset still in flight, so a slow message holds the committed offset back instead of being
 skipped.
 
+Consume timeout (concurrent only): every ``consume_timeout`` minutes (Java's ``cleanExpireMsg``) a message at the head
+of its queue whose listener call started more than ``consume_timeout`` ago is sent back at delay level 3 (BROADCASTING:
+dropped) and removed, so the committed offset moves past it. A call counts from when its consume task starts (Java: from
+when a consume thread takes it). The call is not cancelled: when it ends its outcome changes nothing, except that a
+failure sends the message back once more, as in Java.
+
 Orderly: one task per queue at a time takes messages in offset order, only while the broker lock on the queue is held
 (CLUSTERING). SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's ``reconsume_times`` (the listener sees 0, 1, 2, ...),
 puts the batch back and waits ``suspend_current_queue_time``. With the default ``max_reconsume_times`` (-1) that goes
@@ -58,6 +64,10 @@ log = logging.getLogger(__name__)
 LOCAL_RETRY_DELAY = 5.0
 #: Wait before retrying to take an orderly queue whose lock is not held (Java: 3 s, shortened for responsiveness).
 ORDERLY_LOCK_RETRY_DELAY = 1.0
+#: At most this many timed-out head messages are sent back per queue and clean-up (Java's ``cleanExpiredMsg``: 16).
+CLEAN_EXPIRED_MAX = 16
+#: Delay level of a message sent back because its listener call overran ``consume_timeout`` (Java: 3).
+EXPIRED_DELAY_LEVEL = 3
 #: What ``max_reconsume_times=-1`` means for concurrent consumption and send-backs (Java: 16).
 DEFAULT_MAX_RECONSUME_TIMES = 16
 
@@ -181,6 +191,7 @@ class ConcurrentConsumeService:
         # Only messages of the retry topic can change: no per-message call for the others.
         shown = [reset_retry_topic(m, c.group) if m.topic == retry else m for m in msgs]
         _stamp_start(shown)
+        pq.mark_consume_started(msgs, anyio.current_time())
         trace = c.trace.consume_before(c.group, shown) if c.trace is not None else None
         status = await call_listener(
             c.listener, shown, c.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER, skip=lambda: pq.dropped
@@ -209,6 +220,30 @@ class ConcurrentConsumeService:
         await anyio.sleep(LOCAL_RETRY_DELAY)
         if not pq.dropped and not self.consumer.stopping:
             self.submit(mq, pq, msgs)
+
+    async def clean_expired_loop(self) -> None:
+        """Every ``consume_timeout`` minutes, :meth:`_clean_expired` on every owned queue; runs until cancelled."""
+        c = self.consumer
+        while True:
+            await anyio.sleep(c.consume_timeout * 60)
+            for mq, pq in list(c.rebalance.process_queues.items()):
+                await self._clean_expired(mq, pq)
+
+    async def _clean_expired(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """Send back and remove, one after the other, the head messages whose listener call overran
+        ``consume_timeout``; a failed send-back is tried again (the head stays), up to :data:`CLEAN_EXPIRED_MAX`."""
+        c = self.consumer
+        for _ in range(CLEAN_EXPIRED_MAX):
+            msg = pq.expired_head(anyio.current_time(), c.consume_timeout * 60)
+            if msg is None or pq.dropped:
+                return
+            if c.message_model is MessageModel.BROADCASTING:
+                log.warning("BROADCASTING: message %s of %s overran the consume timeout, dropped", msg.msg_id, mq)
+            elif not await send_back(c, msg, mq.broker_name, EXPIRED_DELAY_LEVEL):
+                continue
+            offset = pq.remove_messages([msg])
+            if offset >= 0 and not pq.dropped:
+                c.offset_store.update(mq, offset, increase_only=True)
 
 
 class OrderlyConsumeService:

@@ -3,7 +3,9 @@
 It keeps messages by queue offset, counts them and their body bytes (the pull loop stops pulling above the
 consumer's thresholds) and tells which offset may be committed: the smallest offset still in flight, or one past the
 highest offset seen when nothing is. For orderly consumption it hands out messages in offset order
-(:meth:`take_messages`) and holds them until :meth:`commit` or :meth:`make_messages_to_consume_again`.
+(:meth:`take_messages`) and holds them until :meth:`commit` or :meth:`make_messages_to_consume_again`. For concurrent
+consumption it keeps when each held message's listener call started, so the consumer can send back the head message
+once its call overran ``consume_timeout`` (:meth:`expired_head`, Java's ``cleanExpiredMsg``).
 
 Not thread-safe; it lives on one event loop. ``dropped`` is set when rebalance takes the queue away: the pull loop
 and consumers check it and stop.
@@ -28,6 +30,7 @@ class ProcessQueue:
     _offsets: list[int] = attrs.field(factory=list)  # sorted offsets of ``_messages``
     _messages: dict[int, MessageExt] = attrs.field(factory=dict)
     _consuming: dict[int, MessageExt] = attrs.field(factory=dict)  # orderly: taken, not committed
+    _started: dict[int, float] = attrs.field(factory=dict)  # concurrent: offset -> when its listener call started
     msg_count: int = 0
     msg_size: int = 0
     queue_offset_max: int = -1
@@ -69,17 +72,33 @@ class ProcessQueue:
         """Concurrent mode: drop consumed messages; returns the offset to commit, or -1 if nothing was held."""
         if not self._messages and not self._consuming:
             return -1
-        held_messages, offsets = self._messages, self._offsets
+        held_messages, offsets, started = self._messages, self._offsets, self._started
         count = size = 0
         for msg in msgs:
             held = held_messages.pop(msg.queue_offset, None)
             if held is not None:
+                started.pop(msg.queue_offset, None)
                 del offsets[bisect.bisect_left(offsets, msg.queue_offset)]
                 count += 1
                 size += len(held.body)
         self.msg_count -= count
         self.msg_size -= size
         return self._offsets[0] if self._offsets else self.queue_offset_max + 1
+
+    def mark_consume_started(self, msgs: list[MessageExt], now: float) -> None:
+        """Concurrent mode: the listener call of ``msgs`` starts at ``now`` (Java's ``CONSUME_START_TIME``)."""
+        for msg in msgs:
+            if msg.queue_offset in self._messages:
+                self._started[msg.queue_offset] = now
+
+    def expired_head(self, now: float, timeout: float) -> MessageExt | None:
+        """Concurrent mode: the message of the smallest offset held when its listener call started more than
+        ``timeout`` before ``now``, else None."""
+        if not self._offsets:
+            return None
+        head = self._offsets[0]
+        started = self._started.get(head)
+        return self._messages[head] if started is not None and now - started > timeout else None
 
     @property
     def max_span(self) -> int:
@@ -120,6 +139,7 @@ class ProcessQueue:
         self._offsets.clear()
         self._messages.clear()
         self._consuming.clear()
+        self._started.clear()
         self.msg_count = 0
         self.msg_size = 0
 

@@ -19,7 +19,8 @@ each SQL92 subscription (CHECK_CLIENT_CONFIG, as Java's ``checkClientInBroker``:
 sends a heartbeat and runs a first rebalance; leaving it stops pulling, lets in-flight listener calls finish (up to
 ``await_termination`` seconds), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file),
 unlocks orderly queues and unregisters from the brokers. Timers (rebalance 20 s, offset persist 5 s, heartbeat, route
-refresh) run in the instance; the orderly lock renewal (20 s) runs here.
+refresh) run in the instance; the orderly lock renewal (20 s) and, for concurrent consumption, the clean-up of listener
+calls that overran ``consume_timeout`` (every ``consume_timeout`` minutes) run here.
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def default_offset_store_dir() -> Path:
 
 
 class PushConsumer:
-    """See the module docstring. Thresholds as in Java; times in seconds. ``max_reconsume_times`` -1 (Java's
-    default) means 16 for concurrent consumption and no limit for orderly consumption."""
+    """See the module docstring. Thresholds as in Java; times in seconds, but ``consume_timeout`` in minutes (Java's
+    ``consumeTimeout``, 15). ``max_reconsume_times`` -1 (Java's default) means 16 for concurrent consumption and no
+    limit for orderly consumption."""
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class PushConsumer:
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue_mib: int = 100,
         max_reconsume_times: int = -1,
+        consume_timeout: float = 15.0,
         suspend_current_queue_time: float = 1.0,
         offset_store_dir: str | os.PathLike[str] | None = None,
         await_termination: float = 30.0,
@@ -113,6 +116,7 @@ class PushConsumer:
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
         self.max_reconsume_times = max_reconsume_times
+        self.consume_timeout = consume_timeout
         self.suspend_current_queue_time = suspend_current_queue_time
         self.await_termination = await_termination
         self.consume_from_where = consume_from_where
@@ -239,6 +243,8 @@ class PushConsumer:
             await self.do_rebalance()
             if self.orderly and self._message_model is MessageModel.CLUSTERING:
                 self._background.start_soon(self._renew_locks)
+            if isinstance(self.consume_service, ConcurrentConsumeService):
+                self._background.start_soon(self.consume_service.clean_expired_loop)
         except BaseException:
             await self._stop()
             raise

@@ -1,6 +1,7 @@
 """The push consumer's retries in virtual time (autojump clock, the embedded cluster in the same loop), as RocketMQ
-4.9.8's ConsumeMessageOrderlyService: an orderly suspension counts in ``reconsume_times`` and, by default, never gives
-a message up."""
+4.9.8's ConsumeMessageOrderlyService and ConsumeMessageConcurrentlyService: an orderly suspension counts in
+``reconsume_times`` and, by default, never gives a message up; a concurrent listener call that overruns
+``consume_timeout`` has its message sent back and the committed offset moves on."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import trio
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
-from client.consumer.listener import ConsumeOrderlyStatus
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from tests.semantics.helpers import use_virtual_store_clock
 
 
 async def _create_and_send(cluster: EmbeddedCluster, topic: str, bodies: list[bytes]) -> None:
@@ -73,3 +75,31 @@ async def test_orderly_suspension_increments_the_reconsume_times_the_listener_se
     async with consumer:
         await trio.sleep(20)
     assert seen == [0, 1, 2, 3]
+
+
+async def test_a_message_whose_listener_call_overruns_consume_timeout_is_sent_back_and_the_offset_moves_on(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's ConsumeMessageConcurrentlyService runs ProcessQueue.cleanExpiredMsg every consumeTimeout (15 min): a
+    message whose consumption started more than 15 min ago is sent back (delay level 3) and removed from the process
+    queue, so the committed offset moves on and the message comes back through %RETRY%."""
+    use_virtual_store_clock(embedded_cluster)  # the retry's 10 s delay runs on the broker's store clock
+    await _create_and_send(embedded_cluster, "Hang", [b"stuck", b"a", b"b"])
+    deliveries: list[bytes] = []
+    never = trio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        body = msgs[0].body
+        deliveries.append(body)
+        if body == b"stuck" and deliveries.count(b"stuck") == 1:
+            await never.wait()  # a listener call that hangs
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = _consumer(embedded_cluster, "cg-hang", "Hang", await_termination=1.0)
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await trio.sleep(31 * 60)  # two consume_timeout periods: the first comes just short of 15 min
+        committed = consumer.offset_store.read_memory(MessageQueue("Hang", "broker-a", 0))
+    assert {b"a", b"b"} <= set(deliveries)
+    assert committed == 3, f"committed offset {committed}: the hung message holds it back"
+    assert deliveries.count(b"stuck") == 2, "the timed-out message did not come back through the retry topic"
