@@ -3,11 +3,14 @@ one task per owned queue long-polls the queue's broker and hands what it gets to
 
 Flow control: the loop waits (50 ms steps) while the queue's process queue holds more than
 ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue`` body bytes, or, for concurrent
-consumption, while the offsets in flight span more than 2000. After a failed pull it waits 3 s. An illegal offset
-(PULL_OFFSET_MOVED) moves to the broker's suggestion. Every pull posts the subscription and, when the consumer has an
-offset, commits it (the commit bit), as ali-ons does, unless it goes to a slave. Which broker of the queue's group
-is pulled (the master, a slave it suggests, a slave while the master is gone) is :mod:`client.consumer.pull_target`'s
-choice.
+consumption, while the offsets in flight span more than 2000. After a failed pull it waits 3 s. Every pull posts the
+subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons does, unless it goes to a
+slave. Which broker of the queue's group is pulled (the master, a slave it suggests, a slave while the master is
+gone) is :mod:`client.consumer.pull_target`'s choice.
+
+An illegal offset (PULL_OFFSET_MOVED) drops the process queue and ends the loop; 10 s later the broker's suggestion is
+stored and persisted and the process queue removed, so the next rebalance takes the queue afresh (Java's
+OFFSET_ILLEGAL case): a new process queue, whose commits follow what it consumes, not the old one's highest offset.
 
 A FOUND response's body is decoded and handed to the consume service right after the next pull is sent (from the
 response's ``nextBeginOffset``), so the broker serves that pull while this process decodes: the two processes work
@@ -51,6 +54,8 @@ PULL_DELAY_ON_ERROR = 3.0
 PULL_DELAY_FLOW_CONTROL = 0.05
 #: Concurrent mode: stop pulling when the offsets in flight span more than this (Java's ``consumeConcurrentlyMaxSpan``).
 CONSUME_CONCURRENTLY_MAX_SPAN = 2000
+#: Wait between an illegal offset and the fix of the queue's offset (Java: 10 s).
+OFFSET_ILLEGAL_FIX_DELAY = 10.0
 
 
 class PullService:
@@ -163,7 +168,8 @@ class PullService:
             return offset, None
         if status is api.PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal, moving to %d", offset, mq, head.next_begin_offset)
-            c.offset_store.update(mq, head.next_begin_offset)
+            pq.dropped = True
+            c.background_tasks.start_soon(self._fix_offset_later, mq, pq, head.next_begin_offset)
             return head.next_begin_offset, None
         if status is api.PullStatus.FOUND:
             return head.next_begin_offset, _Found(offset, reply.body, head, tag_filter(sub))
@@ -171,6 +177,21 @@ class PullService:
             # Nothing in flight: everything up to the next offset is consumed (Java's correctTagsOffset).
             c.offset_store.update(mq, head.next_begin_offset, increase_only=True)
         return head.next_begin_offset, None
+
+    async def _fix_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        """After an illegal offset: store and persist ``offset``, remove ``pq`` (unless a rebalance removed it
+        meanwhile) and rebalance, which takes the queue again from ``offset``. A failed persist is logged."""
+        c = self.consumer
+        await anyio.sleep(OFFSET_ILLEGAL_FIX_DELAY)
+        if c.rebalance.process_queues.get(mq) is not pq:
+            return
+        c.offset_store.update(mq, offset)
+        try:
+            await c.offset_store.persist(mq)
+        except Exception as exc:
+            log.warning("persisting the fixed offset %d of %s failed: %s", offset, mq, exc)
+        await c.rebalance.remove_process_queue(mq, pq)
+        c.instance.wake_rebalance()
 
     def _deliver(self, mq: MessageQueue, pq: ProcessQueue, found: _Found | None) -> None:
         """Decode ``found`` and hand its messages to the process queue and the consume service (nothing when the

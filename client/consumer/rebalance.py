@@ -171,6 +171,13 @@ class Rebalance:
         pq = self.process_queues[mq] = ProcessQueue()
         return pq
 
+    async def remove_process_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """Drop ``mq`` as a rebalance does, if ``pq`` still is its process queue (Java's ``removeProcessQueue``):
+        the next pass takes it again afresh."""
+        async with self._lock:
+            if self.process_queues.get(mq) is pq:
+                await self._remove(mq)
+
     async def _remove(self, mq: MessageQueue) -> None:
         """Drop ``mq``; an orderly one whose listener call does not end within :data:`ORDERLY_REMOVE_WAIT` is kept,
         broker lock and all (renewed as any held queue's), and removed by a later pass: giving up the lock while the

@@ -394,3 +394,42 @@ async def test_messages_found_before_a_failed_address_lookup_are_pulled_again_no
         await anyio.sleep(0.2)
     assert lookups > 2
     assert sorted(m.body for m in got) == [f"m{i}".encode() for i in range(6)]
+
+
+async def test_after_an_offset_moved_backwards_the_committed_offset_follows_consumption_not_the_old_maximum(
+    cluster: ThreadedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queue whose offsets restarted (topic deleted and created again) answers the old pull offset with
+    PULL_OFFSET_MOVED. As Java, the consumer drops the process queue, stores and persists the new offset and lets the
+    rebalance take the queue afresh, so later commits follow what was consumed (not the old process queue's highest
+    offset + 1, which a restart would start from, skipping what lies between)."""
+    monkeypatch.setattr(pull_service, "OFFSET_ILLEGAL_FIX_DELAY", 0.5)
+    await create_topic(cluster.namesrv_addr, "Moved", queues=1)
+    await _send(cluster, "Moved", [f"old{i}".encode() for i in range(10)])
+    seen: list[MessageExt] = []
+    mq = MessageQueue("Moved", "broker-a", 0)
+    first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    async with _consumer(cluster, "cg-moved", "Moved", seen, consume_from_where=first) as a:
+        await wait_until(lambda: a.offset_store.read_memory(mq) == 10)
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.delete_topic("Moved")
+        await create_topic(cluster.namesrv_addr, "Moved", queues=1)
+        await _send(cluster, "Moved", [f"new{i}".encode() for i in range(3)])  # offsets 0..2
+        # the pull at 10 is answered PULL_OFFSET_MOVED, the queue taken again from the broker's suggestion
+        await wait_until(lambda: (a.offset_store.read_memory(mq) or 0) < 10)
+        await _send(cluster, "Moved", [b"mid0", b"mid1"])  # offsets 3, 4
+        await wait_until(lambda: {b"mid0", b"mid1"} <= {m.body for m in seen})
+        await anyio.sleep(0.5)
+        committed = a.offset_store.read_memory(mq)
+    await _send(cluster, "Moved", [f"later{i}".encode() for i in range(10)])  # offsets 5..14
+    seen.clear()
+    async with _consumer(cluster, "cg-moved", "Moved", seen, consume_from_where=first) as b:
+        await wait_until(lambda: b.offset_store.read_memory(mq) == 15)
+    assert committed == 5, f"after consuming offsets up to 4 of the new queue the consumer committed {committed}"
+    assert sorted(m.body for m in seen) == sorted(f"later{i}".encode() for i in range(10))
+
+
+async def _send(cluster: ThreadedCluster, topic: str, bodies: list[bytes]) -> None:
+    async with Producer("pg-moved", cluster.namesrv_addr) as producer:
+        for body in bodies:
+            await producer.send(Message(topic, body))
