@@ -11,7 +11,9 @@ from __future__ import annotations
 import enum
 import inspect
 import logging
+import traceback
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Final
 
 import anyio
@@ -20,8 +22,8 @@ from remoting.codec.message import MessageExt
 
 log = logging.getLogger(__name__)
 
-#: what a worker thread returns for a listener call ``skip`` cancelled
-_SKIPPED: Final = object()
+#: what :func:`run_listener` returns for a listener call ``skip`` cancelled
+SKIPPED: Final = object()
 
 
 class ConsumeConcurrentlyStatus(enum.Enum):
@@ -38,36 +40,34 @@ ConsumeStatus = ConsumeConcurrentlyStatus | ConsumeOrderlyStatus
 MessageListener = Callable[[list[MessageExt]], "ConsumeStatus | Awaitable[ConsumeStatus | None] | None"]
 
 
-async def call_listener(
+async def run_listener(
     listener: MessageListener,
     msgs: list[MessageExt],
     limiter: anyio.CapacityLimiter,
-    failed: ConsumeStatus,
     skip: Callable[[], bool] | None = None,
-) -> ConsumeStatus:
-    """Run ``listener`` under ``limiter``; exceptions are logged and become ``failed``. With ``skip``, asked once the
-    limiter is taken (a call may wait there long): when it says so the listener is not called and ``failed`` is
-    returned (the caller knows why)."""
-    try:
-        if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__):
-            async with limiter:
-                if skip is not None and skip():
-                    return failed
-                result = await listener(msgs)  # type: ignore[misc]
-        else:
+) -> object:
+    """Run ``listener`` under ``limiter`` and return what it returned; its exception propagates. With ``skip``,
+    asked once the limiter is taken (a call may wait there long): when it says so the listener is not called and
+    :data:`SKIPPED` is returned."""
+    if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__):
+        async with limiter:
+            if skip is not None and skip():
+                return SKIPPED
+            return await listener(msgs)  # type: ignore[misc]
 
-            def run(batch: list[MessageExt]) -> object:
-                return _SKIPPED if skip is not None and skip() else listener(batch)
+    def run(batch: list[MessageExt]) -> object:
+        return SKIPPED if skip is not None and skip() else listener(batch)
 
-            result = await anyio.to_thread.run_sync(run, msgs, limiter=limiter)
-            if result is _SKIPPED:
-                return failed
-            if inspect.isawaitable(result):
-                async with limiter:
-                    result = await result
-    except Exception:
-        log.exception("message listener failed on %d message(s)", len(msgs))
-        return failed
+    result = await anyio.to_thread.run_sync(run, msgs, limiter=limiter)
+    if inspect.isawaitable(result):
+        async with limiter:
+            result = await result
+    return result
+
+
+def listener_status(result: object, failed: ConsumeStatus) -> ConsumeStatus:
+    """What a listener's ``result`` counts as: ``None`` success, a status itself, anything else (and
+    :data:`SKIPPED`) ``failed``."""
     if result is None:
         return (
             ConsumeConcurrentlyStatus.CONSUME_SUCCESS
@@ -75,6 +75,31 @@ async def call_listener(
             else (ConsumeOrderlyStatus.SUCCESS)
         )
     if not isinstance(result, (ConsumeConcurrentlyStatus, ConsumeOrderlyStatus)):
-        log.warning("message listener returned %r, treated as a failure", result)
+        if result is not SKIPPED:
+            log.warning("message listener returned %r, treated as a failure", result)
         return failed
     return result
+
+
+async def call_listener(
+    listener: MessageListener,
+    msgs: list[MessageExt],
+    limiter: anyio.CapacityLimiter,
+    failed: ConsumeStatus,
+    skip: Callable[[], bool] | None = None,
+) -> ConsumeStatus:
+    """:func:`run_listener` and :func:`listener_status`; an exception is logged and becomes ``failed``, as does a
+    call ``skip`` cancelled (the caller knows why)."""
+    try:
+        result = await run_listener(listener, msgs, limiter, skip)
+    except Exception:
+        log.exception("message listener failed on %d message(s)", len(msgs))
+        return failed
+    return listener_status(result, failed)
+
+
+def exception_simple_desc(exc: BaseException) -> str:
+    """``exc`` and where it was raised, in one line (Java's ``RemotingHelper.exceptionSimpleDesc``)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f", {frames[-1].name}({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"

@@ -37,8 +37,15 @@ import anyio.abc
 
 from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
-from client.consumer.consume import ConcurrentConsumeService, OrderlyConsumeService
-from client.consumer.listener import ConsumeConcurrentlyStatus, MessageListener, call_listener
+from client.consumer.consume import ConcurrentConsumeService, OrderlyConsumeService, reset_retry_topic
+from client.consumer.listener import (
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyStatus,
+    MessageListener,
+    exception_simple_desc,
+    listener_status,
+    run_listener,
+)
 from client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_service import PullService
@@ -364,16 +371,29 @@ class PushConsumer:
         }
 
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]:
+        """CONSUME_MESSAGE_DIRECTLY (Java's ``consumeMessageDirectly``): the listener gets ``msg`` as a delivery shows
+        it (a retry message under its original topic); CR_SUCCESS, CR_LATER, or CR_THROW_EXCEPTION with the
+        exception in the remark."""
         started = anyio.current_time()
-        status = await call_listener(
-            self.listener, [uncompressed(msg)], self.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER
-        )
-        ok = status.name in ("CONSUME_SUCCESS", "SUCCESS")
+        remark: str | None = None
+        try:
+            result = await run_listener(
+                self.listener, [reset_retry_topic(uncompressed(msg), self._group)], self.limiter
+            )
+        except Exception as exc:
+            log.warning(
+                "consumer %s: the listener failed on %s consumed directly", self._group, msg.msg_id, exc_info=True
+            )
+            outcome, remark = "CR_THROW_EXCEPTION", exception_simple_desc(exc)
+        else:
+            status = listener_status(result, ConsumeConcurrentlyStatus.RECONSUME_LATER)
+            consumed = status in (ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS)
+            outcome = "CR_SUCCESS" if consumed else "CR_LATER"
         return {
             "order": self.orderly,
             "autoCommit": True,
-            "consumeResult": "CR_SUCCESS" if ok else "CR_LATER",
-            "remark": None,
+            "consumeResult": outcome,
+            "remark": remark,
             "spentTimeMills": int((anyio.current_time() - started) * 1000),
         }
 

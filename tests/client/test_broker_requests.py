@@ -55,3 +55,52 @@ async def test_admins_get_running_info_and_consume_directly_through_the_broker(c
     assert {s["topic"]: s["subString"] for s in info["subscriptionSet"]}["Direct"] == "TagA"
     assert result["consumeResult"] == "CR_SUCCESS"
     assert [m.body for m in seen] == [b"direct", b"direct"]
+
+
+async def test_consume_message_directly_shows_a_retry_message_under_its_original_topic(
+    cluster: ThreadedCluster,
+) -> None:
+    """Java's consumeMessageDirectly calls resetRetryAndNamespace before the listener, as every delivery does: a
+    message of %RETRY%<group> carrying RETRY_TOPIC is shown under its original topic."""
+    await create_topic(cluster.namesrv_addr, "DirectRetry", queues=1)
+    seen: list[MessageExt] = []
+    consumer = _consumer(cluster, "cg-direct-retry", "DirectRetry", seen)
+    async with consumer, Producer("pg", cluster.namesrv_addr) as producer:
+        retry = "%RETRY%cg-direct-retry"
+        await wait_until(lambda: any(mq.topic == retry for mq in consumer.rebalance.process_queues))
+        sent = await producer.send(Message(retry, b"again", tags="TagA", properties={"RETRY_TOPIC": "DirectRetry"}))
+        await wait_until(lambda: len(seen) == 1)
+        async with Admin(cluster.namesrv_addr) as admin:
+            result = await admin.consume_message_directly(
+                "cg-direct-retry", consumer.instance.client_id, sent.offset_msg_id
+            )
+    assert result["consumeResult"] == "CR_SUCCESS"
+    assert [m.topic for m in seen] == ["DirectRetry", "DirectRetry"]
+
+
+async def test_consume_message_directly_answers_cr_throw_exception_with_the_error_when_the_listener_raises(
+    cluster: ThreadedCluster,
+) -> None:
+    """Java's consumeMessageDirectly: a listener that throws gives CR_THROW_EXCEPTION and the exception as remark
+    (RemotingHelper.exceptionSimpleDesc), not CR_LATER."""
+    await create_topic(cluster.namesrv_addr, "DirectRaise", queues=1)
+    calls: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        calls.extend(m.body for m in msgs)
+        if len(calls) > 1:
+            raise ValueError("cannot handle it")
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("cg-direct-raise", cluster.namesrv_addr)
+    consumer.subscribe("DirectRaise")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("pg", cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("DirectRaise", b"boom"))
+        await wait_until(lambda: len(calls) == 1)
+        async with Admin(cluster.namesrv_addr) as admin:
+            result = await admin.consume_message_directly(
+                "cg-direct-raise", consumer.instance.client_id, sent.offset_msg_id
+            )
+    assert result["consumeResult"] == "CR_THROW_EXCEPTION"
+    assert str(result["remark"]).startswith("ValueError: cannot handle it, listener(")
