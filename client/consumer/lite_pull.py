@@ -258,6 +258,7 @@ class LitePullConsumer(LitePullWorker):
         state = self._queues.pop(mq, None)
         if state is None:
             return
+        state.pq.dropped = True  # a pull task not started yet (a seek's, just now) ends at its first look
         if state.scope is not None:
             state.scope.cancel()
         # Without auto-commit, only what the application committed counts: the polled offset would skip the rest.
@@ -285,7 +286,9 @@ class LitePullConsumer(LitePullWorker):
 
     async def _next_batch(self, deadline: float) -> Batch | None:
         """The buffer's head, taken before any wait (a wait's first checkpoint would cancel a past deadline before
-        looking); ``None`` once ``deadline`` passed with nothing buffered."""
+        looking, though a cancellation still ends the poll); ``None`` once ``deadline`` passed with nothing
+        buffered."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
         try:
             batch = self._receive.receive_nowait()
         except anyio.WouldBlock:
