@@ -17,7 +17,8 @@ segment opening with a blank up to the entry's position (DLedger's ``rebuildWith
 Recovery (:meth:`FileLedger.load`, blocking) follows DLedger's: it starts from the third segment from the end (walking
 back while a segment's first entry disagrees with its index record), checks each entry (magic, size, ``pos`` equal to
 where it lies, contiguous indexes, terms never going down), rewrites index records that disagree (each at
-``index * 32``, in whichever index segment holds it, synced before the log serves), and ends the log at the first bad
+``index * 32``, in whichever index segment holds it, synced before the log serves; when no segment leads up to it, the
+first ones lost, the index starts afresh at it, as DLedger's ``rebuildWithPos``), and ends the log at the first bad
 entry: data and index are cut there and erased. The committed index comes back from ``checkpoint``
 (clamped to the end). Entries this store writes as leader carry ``bodyCrc`` (the field DLedger 0.3.1.2 leaves 0) and
 the header is written after the body, so a torn tail fails the scan; entries with ``bodyCrc`` 0 are taken on their
@@ -467,7 +468,8 @@ class FileLedger:
     def _index_segment(self, at: int) -> MappedFile:
         """The index segment holding byte ``at``: an existing one, or a new one when ``at`` lies in the segment just
         after the last (or there is none). Raises LedgerError (DISK_ERROR) for ``at`` before the first segment or
-        past the next one: a record is never written anywhere else."""
+        past the next one: a record is never written anywhere else (recovery starts the index afresh first:
+        :meth:`_rewrite_index`)."""
         mf = self.index.find(at)
         if mf is not None:
             return mf
@@ -630,13 +632,28 @@ class FileLedger:
                     return self._end_at(end_pos, expected_index, rewritten)
                 record = index_record_of(entry)
                 if self.index_record(entry.index) != record:
-                    segment = self._write_index(record)
+                    segment = self._rewrite_index(record)
                     rewritten[segment.file_from_offset] = segment
                 expected_index, last_term = entry.index + 1, entry.term
                 end_pos = absolute + entry.size
                 self._end, self._end_term = entry.index, entry.term
                 pos += entry.size
         self._end_at(end_pos, expected_index, rewritten)
+
+    def _rewrite_index(self, record: IndexRecord) -> MappedFile:
+        """Recovery: write ``record`` again at ``index * 32``; returns its segment. When neither an index segment
+        nor the one after the last holds that offset (the first segments lost, or stale ones left before the log's
+        first entry), every index segment goes and the index starts afresh at the segment holding it, as DLedger's
+        recover does (``truncateOffset`` at the record, then ``rebuildWithPos``); the records after it are written
+        again as the scan reaches them."""
+        at = record.index * INDEX_UNIT_SIZE
+        if self.index.find(at) is None and at - at % self.index.file_size != self.index.next_start():
+            log.warning("dledger index record %d at %d: no index segment leads up to it (they span %d..%d), the "
+                        "index is rebuilt from the data", record.index, at, self.index.min_offset,
+                        self.index.next_start())  # fmt: skip
+            while self.index.files:
+                self._drop(self.index.files.pop())
+        return self._write_index(record)
 
     def _end_at(self, end_pos: int, next_index: int, rewritten: dict[int, MappedFile]) -> None:
         """End the recovered log at ``end_pos`` (data) and ``next_index`` (index), erasing what follows, and sync

@@ -4,6 +4,7 @@ DLedgerMappedFileStoreTest and DLedgerEntryCoderTest check them."""
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from pathlib import Path
@@ -21,6 +22,7 @@ from remoting.codec import record_batch
 from remoting.codec.errors import MessageEncodeError
 from remoting.codec.message import MessageRecord, PreparedMessage, prepare_message, write_record
 from store import mapped_file
+from tests.store.store_helpers import dirty_kib
 
 DATA_SIZE = 1024
 INDEX_SIZE = 32 * 64
@@ -156,6 +158,60 @@ def test_lost_index_records_of_an_earlier_index_segment_are_rewritten_where_they
     again = ledger_at(tmp_path)
     assert again.end_index == 69
     assert [again.get(i) for i in range(54, 70)] == entries[54:70]
+
+
+def test_a_lost_first_index_segment_is_rebuilt_from_the_data_as_dledger_recovers_it(tmp_path: Path) -> None:
+    """Data segments intact, the first index segment gone, the second there. DLedger 0.3.1.2's ``recover``: the
+    first entry whose index record is missing or disagrees truncates the index list there
+    (``indexFileList.truncateOffset(index * 32)``, which deletes every segment after it) and appends every following
+    record again (``rebuildWithPos`` when the list does not end there), so the log comes back whole and the member
+    starts, rather than failing its load with DISK_ERROR."""
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, *[body(i) for i in range(70)])  # index records 0..63 in segment 0, 64..69 in 1
+    assert len(ledger.index.files) == 2
+    ledger.flush_all()
+    first_index_segment = ledger.index.files[0].path
+    ledger.close()
+    first_index_segment.unlink()
+    again = ledger_at(tmp_path)
+    assert (again.begin_index, again.end_index) == (0, 69)
+    assert [again.get(i) for i in range(70)] == entries
+    assert [mf.file_from_offset for mf in again.index.files] == [0, INDEX_SIZE]
+    assert append(again, 1, body(70))[0] == again.get(70)
+    again.close()
+
+
+def test_index_records_recovery_rewrites_are_synced_before_the_log_serves(tmp_path: Path) -> None:
+    """``load`` marks every index segment flushed, so no later flush would sync what recovery rewrote: a second
+    power loss would lose those records again while the checkpoint counts the entries durable. Records 60..69
+    (across both index segments) lost durably, as a power cut after the data was synced leaves them; after the
+    recovery rewrote them, neither index segment has a page only in the page cache."""
+    ledger = ledger_at(tmp_path)
+    append(ledger, 1, *[body(i) for i in range(70)])
+    ledger.flush_all()
+    paths = [mf.path for mf in ledger.index.files]
+    ledger.close()
+    for path, (start, end) in zip(paths, [(60 * 32, INDEX_SIZE), (0, 6 * 32)], strict=True):
+        with path.open("r+b") as f:
+            f.seek(start)
+            f.write(bytes(end - start))
+            os.fsync(f.fileno())
+    again = ledger_at(tmp_path)
+    assert again.index_record(60) is not None and again.index_record(69) is not None
+    assert {mf.path.name: dirty_kib(mf.path) for mf in again.index.files if dirty_kib(mf.path)} == {}
+    again.close()
+
+
+def test_get_refuses_an_entry_whose_index_is_not_the_one_asked_for(tmp_path: Path) -> None:
+    """A corrupted index record pointing at another whole entry (its ``pos`` and ``size``): ``get(3)`` answers
+    nothing rather than entry 1 as entry 3."""
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, *[body(i) for i in range(5)])
+    index = ledger.index.files[0]
+    index.buf[3 * 32 : 4 * 32] = index.buf[1 * 32 : 2 * 32]
+    assert ledger.get(3) is None
+    assert [ledger.get(i) for i in (0, 1, 2, 4)] == [entries[i] for i in (0, 1, 2, 4)]
+    ledger.close()
 
 
 def test_deleted_data_files_give_a_shorter_log(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,18 @@ class FakeClock:
     def __call__(self) -> int:
         self.now += 1
         return self.now
+
+
+def dirty_kib(path: Path) -> int:
+    """Unsynced KiB of ``path``'s mappings in this process (``/proc/self/smaps``)."""
+    total, current = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                current = line.split()[-1] == str(path)
+            elif current and line.startswith(("Private_Dirty:", "Shared_Dirty:")):
+                total += int(line.split()[1])
+    return total
 
 
 def small_config(root: Path, **overrides: Any) -> StoreConfig:

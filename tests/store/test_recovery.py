@@ -3,7 +3,6 @@ torn or corrupted records are cut off, queues are rebuilt and new writes continu
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from store.checkpoint import StoreLockedError
 from store.message_store import MessageStore
 from store.results import GetStatus
 from store.store_config import BrokerRole
-from tests.store.store_helpers import message, open_store
+from tests.store.store_helpers import dirty_kib, message, open_store
 
 
 def _fill(store: MessageStore, count: int, start: int = 0) -> list[int]:
@@ -206,18 +205,6 @@ def test_a_killed_slave_drops_a_last_record_whose_properties_never_arrived(tmp_p
     slave.close()
 
 
-def _dirty_kib(path: Path) -> int:
-    """Unsynced KiB of ``path``'s mappings in this process (``/proc/self/smaps``)."""
-    total, current = 0, False
-    with open("/proc/self/smaps") as smaps:
-        for line in smaps:
-            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
-                current = line.split()[-1] == str(path)
-            elif current and line.startswith(("Private_Dirty:", "Shared_Dirty:")):
-                total += int(line.split()[1])
-    return total
-
-
 def test_the_checkpoint_after_a_crash_recovery_covers_only_synced_pages(tmp_path: Path) -> None:
     """Recovery marks the segments it kept or wrote again as flushed, so the next flush synced nothing and moved the
     checkpoint past pages only in the page cache: a power loss then lost acknowledged messages from their queues,
@@ -238,5 +225,5 @@ def test_the_checkpoint_after_a_crash_recovery_covers_only_synced_pages(tmp_path
     for cq in store.consume_queues.values():
         segments.extend(cq.queue.files)
     # Everything below the (durable) checkpoint must be durable too: a power loss now must not lose it.
-    assert {mf.path.name: _dirty_kib(mf.path) for mf in segments if _dirty_kib(mf.path)} == {}
+    assert {mf.path.name: dirty_kib(mf.path) for mf in segments if dirty_kib(mf.path)} == {}
     store.close()
