@@ -2,8 +2,10 @@
 cluster, and admission control for ``maxRecordsPerTrigger``.
 
 An offset table is ``{topic: {"brokerName:queueId": offset}}`` (the JSON a streaming query writes into its checkpoint
-and reports in its progress). The broker name is part of the key because a topic's queue ids repeat on every master.
-Offsets are queue offsets: the next message to read, so a range ``[start, end)`` holds ``end - start`` entries.
+and reports in its progress; batch 0's end offset adds the stream's start under ``"@startedAt"``, which the offset
+options skip, so a reported offset is a valid ``startingOffsets``). The broker name is part of the key because a
+topic's queue ids repeat on every master. Offsets are queue offsets: the next message to read, so a range
+``[start, end)`` holds ``end - start`` entries.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ Offsets (``startingOffsets`` / ``endingOffsets``) are one of:
   UTC), resolved per queue with SEARCH_OFFSET_BY_TIMESTAMP;
 - JSON ``{"topic": {"queueId": offset}}`` with ``-2`` meaning earliest and ``-1`` latest (Kafka's convention). A key
   is a bare queue id (that queue on every broker holding the topic) or ``"brokerName:queueId"``; queues the JSON
-  leaves out start at earliest (ending: at latest).
+  leaves out start at earliest (ending: at latest). A ``"@startedAt"`` entry (:data:`STARTED_AT`, batch 0's record
+  of where a stream started) is skipped, so any offset a streaming query reports in its progress is a valid value.
 
 Security: ``accessKey`` and ``secretKey`` sign every request for brokers with ACL on (both or neither); ``tls``
 (``true``/``false``) connects with TLS, and ``tlsCaFile`` names the CA that checks the servers' certificates.
@@ -29,7 +30,7 @@ import orjson
 
 from client.config import ClientConfig
 
-__all__ = ["OffsetKind", "OffsetSpec", "OptionError", "SourceOptions"]
+__all__ = ["STARTED_AT", "OffsetKind", "OffsetSpec", "OptionError", "SourceOptions"]
 
 #: Where the exactly-once sink's markers go unless ``commitTopic`` says otherwise.
 DEFAULT_COMMIT_TOPIC = "RMQ_SPARK_SINK_COMMITS"
@@ -37,6 +38,9 @@ DEFAULT_COMMIT_TOPIC = "RMQ_SPARK_SINK_COMMITS"
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 EARLIEST = -2
 LATEST = -1
+#: Key of a stream's batch 0 end offset holding the stream's resolved starting offsets (no topic name has an "@"):
+#: written by :mod:`spark.stream_reader`, skipped by the offsets JSON of an option.
+STARTED_AT = "@startedAt"
 
 
 class OptionError(ValueError):
@@ -91,6 +95,8 @@ def _parse_offset_json(name: str, text: str) -> dict[str, dict[str, int]]:
         raise OptionError(f'option {name}: expected a JSON object {{"topic": {{"queueId": offset}}}}')
     out: dict[str, dict[str, int]] = {}
     for topic, queues in raw.items():
+        if topic == STARTED_AT:
+            continue  # a stream's progress: batch 0's record of its own start, not an offset to read from
         if not isinstance(queues, dict):
             raise OptionError(f"option {name}: topic {topic!r} must map queue ids to offsets")
         table: dict[str, int] = {}

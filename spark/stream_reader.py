@@ -8,10 +8,13 @@ that option is set, for monitoring with ``mqadmin consumerProgress``; it is neve
 
 - ``initialOffset`` is ``{}``, the stream's start: the first ``latestOffset`` resolves ``startingOffsets`` (default
   ``latest``, like Kafka's streaming source) and records the result in batch 0's end offset under
-  :data:`STARTED_AT`. Spark logs that offset in the checkpoint, so a replay of batch 0 after a restart starts where
-  the stream first did, not where ``startingOffsets`` points now (Kafka's source keeps its initial offsets in its
-  checkpoint too, ``KafkaMicroBatchStream.getOrCreateInitialPartitionOffsets``; PySpark gives a Python reader no
-  path of its own there). A JSON starting offset outside its queue's offsets is data loss (``failOnDataLoss``).
+  :data:`~spark.options.STARTED_AT`. Spark logs that offset in the checkpoint, so a replay of batch 0 after a restart
+  starts where the stream first did, not where ``startingOffsets`` points now (Kafka's source keeps its initial
+  offsets in its checkpoint too, ``KafkaMicroBatchStream.getOrCreateInitialPartitionOffsets``; PySpark gives a Python
+  reader no path of its own there). A batch 0 logged without that record (an older checkpoint) starts at
+  ``startingOffsets`` resolved again, at most at the batch's end. The progress reports the record too, and a
+  ``startingOffsets`` option skips it. A JSON starting offset outside its queue's offsets is data loss
+  (``failOnDataLoss``).
 - ``latestOffset(start, limit)`` asks every queue's max offset; under ``ReadMaxRows`` (``maxRecordsPerTrigger``)
   it admits at most that many queue entries, shared across the queues by :func:`spark.offsets.admit`. A queue that
   appears later (more queues, a new broker) starts at its min offset. With nothing new it returns ``start`` itself.
@@ -36,7 +39,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from remoting.codec.bodies import MessageQueue
 from spark import offsets
 from spark.offsets import OffsetTable
-from spark.options import EARLIEST, OffsetKind, OffsetSpec, OptionError, SourceOptions
+from spark.options import EARLIEST, STARTED_AT, OffsetKind, OffsetSpec, OptionError, SourceOptions
 from spark.reader import QueueRange, plan_ranges, read_range
 from spark.session import BrokerSession
 
@@ -47,10 +50,7 @@ class DataLossError(RuntimeError):
     """The stream's next offset is gone from a queue (see ``failOnDataLoss``)."""
 
 
-__all__ = ["STARTED_AT", "DataLossError", "RocketMQStreamReader"]
-
-#: Key of batch 0's end offset holding the stream's resolved starting offsets (no topic name has an "@").
-STARTED_AT = "@startedAt"
+__all__ = ["DataLossError", "RocketMQStreamReader"]
 
 
 def _queue_offsets(offset: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,14 +147,23 @@ class RocketMQStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         until = offsets.from_json(_queue_offsets(end))
-        # Batch 0 starts at the stream's start, {}: where its end offset (in the checkpoint) recorded it.
-        begin = offsets.from_json(_queue_offsets(start) if start else end.get(STARTED_AT, {}))
+        begin = offsets.from_json(_queue_offsets(start)) if start else self._first_batch_start(end, until)
         self._check_reset(begin, until)
         missing = [mq for mq in until if mq not in begin]
         if missing:  # a queue new since the batch's start begins at its first offset
             for mq, (low, _) in self._broker().min_max_offsets(missing).items():
                 begin[mq] = low
         return plan_ranges(begin, until)
+
+    def _first_batch_start(self, end: Mapping[str, Any], until: Mapping[MessageQueue, int]) -> OffsetTable:
+        """Where batch 0, which starts at the stream's start ``{}``, begins: what its end offset (in the checkpoint)
+        recorded. A checkpoint written before that record existed has none: ``startingOffsets`` resolved now, as the
+        stream then did, and at most the batch's end (``latest`` has moved on since)."""
+        if STARTED_AT in end:
+            return offsets.from_json(end[STARTED_AT])
+        session = self._broker()
+        resolved = self._starting_offsets(session, offsets.list_queues(session, self.options.topics))
+        return {mq: min(offset, until[mq]) for mq, offset in resolved.items() if mq in until}
 
     def _check_reset(self, begin: dict[MessageQueue, int], until: Mapping[MessageQueue, int]) -> None:
         """A queue whose batch ends below its start was reset below the stream's offset (``latestOffset`` went on

@@ -149,3 +149,55 @@ def test_a_json_starting_offset_the_queue_does_not_hold_is_data_loss(
     with pytest.raises(Exception, match=r"offset 50, but it holds offsets 0\.\.5"):
         _bodies(spark, ns, topic, tmp_path / "failing", startingOffsets=starting)
     assert _bodies(spark, ns, topic, tmp_path / "going-on", startingOffsets=starting, failOnDataLoss="false") == []
+
+
+def test_the_end_offset_a_stream_reports_for_its_first_batch_is_a_starting_offsets_value(
+    spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
+) -> None:
+    """As with Kafka, a progress's ``endOffset`` is what one gives ``startingOffsets`` to go on from there. Batch 0's
+    also carries the stream's start under ``"@startedAt"`` (Spark reports the offset it logs); ``startingOffsets``
+    refused it (``queue key 'Topic' of '@startedAt'``) and now skips it."""
+    ns, topic = rocketmq.namesrv_addr, "SparkProgressEndAsStart"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"a{i}".encode()) for i in range(4)])
+    batches: dict[int, list[tuple[int, int, bytes]]] = {}
+    query = _run(spark, ns, topic, batches, tmp_path / "checkpoint", startingOffsets="earliest")
+    assert batches == {0: [(0, i, f"a{i}".encode()) for i in range(4)]}
+    end = next(p for p in query.recentProgress if p["numInputRows"] > 0)["sources"][0]["endOffset"]
+    assert "@startedAt" in json.loads(end)
+    produce(ns, [Message(topic, f"b{i}".encode()) for i in range(2)])
+
+    rows = (
+        spark.read.format("rocketmq").option("nameServer", ns).option("topic", topic)
+        .option("startingOffsets", end).load().collect()
+    )  # fmt: skip
+    assert sorted(bytes(r.body) for r in rows) == [b"b0", b"b1"]
+
+
+def test_a_first_batch_logged_without_the_start_record_replays_from_the_json_start(
+    spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
+) -> None:
+    """A checkpoint from before batch 0's end offset recorded the stream's start: the plain table. The stream started
+    at the JSON offset 3 and died before committing batch 0 [3, 5). Its replay found no start record, took the queue
+    as new since the batch's start and replayed [0, 5); it now resolves ``startingOffsets`` again, as the stream did
+    (at most the batch's end, for a ``latest`` that has moved on)."""
+    ns, topic = rocketmq.namesrv_addr, "SparkStartlessCheckpoint"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"m{i}".encode()) for i in range(5)])
+    checkpoint = tmp_path / "checkpoint"
+    starting = json.dumps({topic: {"0": 3}})
+    batches: dict[int, list[tuple[int, int, bytes]]] = {}
+    _run(spark, ns, topic, batches, checkpoint, startingOffsets=starting)
+    assert batches == {0: [(0, 3, b"m3"), (0, 4, b"m4")]}
+
+    log = checkpoint / "offsets" / "0"  # rewritten as the earlier code logged it, the batch not committed
+    version, metadata, source = log.read_text().split("\n", 2)
+    table = json.loads(source)
+    table.pop("@startedAt")
+    log.write_text("\n".join([version, metadata, json.dumps(table)]))
+    for path in (checkpoint / "offsets" / ".0.crc", checkpoint / "commits" / "0", checkpoint / "commits" / ".0.crc"):
+        path.unlink(missing_ok=True)
+
+    batches.clear()
+    _run(spark, ns, topic, batches, checkpoint, startingOffsets=starting)
+    assert batches.get(0) == [(0, 3, b"m3"), (0, 4, b"m4")]
