@@ -18,6 +18,10 @@ that option is set, for monitoring with ``mqadmin consumerProgress``; it is neve
 - ``latestOffset(start, limit)`` asks every queue's max offset; under ``ReadMaxRows`` (``maxRecordsPerTrigger``)
   it admits at most that many queue entries, shared across the queues by :func:`spark.offsets.admit`. A queue that
   appears later (more queues, a new broker) starts at its min offset. With nothing new it returns ``start`` itself.
+- ``prepareForTriggerAvailableNow`` records every queue's max offset: a ``Trigger.AvailableNow`` query reads to
+  there, in batches of ``maxRecordsPerTrigger``, and stops (Kafka's source does the same). Spark calls it instead of
+  wrapping the source (``spark.sql.streaming.triggerAvailableNowWrapper.enabled``), whose ``latestOffset(
+  initialOffset())`` would resolve ``startingOffsets`` again on every restart.
 - ``reportLatestOffset`` returns the max offsets seen by the last ``latestOffset`` (the query progress's
   ``latestOffset``), so a rate-limited query shows its backlog.
 - ``partitions(start, end)`` never moves a range silently: a queue whose batch ends below its start (reset under the
@@ -34,7 +38,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from remoting.codec.bodies import MessageQueue
 from spark import offsets
@@ -62,7 +66,7 @@ def _where(mq: MessageQueue) -> str:
     return f"{mq.topic} queue {mq.queue_id} on {mq.broker_name}"
 
 
-class RocketMQStreamReader(DataSourceStreamReader):
+class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """See the module docstring."""
 
     def __init__(self, options: SourceOptions, starting_given: bool) -> None:
@@ -73,6 +77,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
         self.starting = options.starting if starting_given else OffsetSpec(OffsetKind.LATEST)
         self._session: BrokerSession | None = None
         self._latest: dict[str, dict[str, int]] | None = None
+        self._target: OffsetTable | None = None  # Trigger.AvailableNow's end: see prepareForTriggerAvailableNow
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -100,8 +105,8 @@ class RocketMQStreamReader(DataSourceStreamReader):
         session = self._broker()
         mqs = offsets.list_queues(session, self.options.topics)
         bounds = session.min_max_offsets(mqs)
-        latest = {mq: high for mq, (_, high) in bounds.items()}
-        self._latest = offsets.to_json(latest)
+        self._latest = offsets.to_json({mq: high for mq, (_, high) in bounds.items()})
+        latest = self._readable_ends(bounds)
         begin = offsets.from_json(_queue_offsets(start)) if start else self._starting_offsets(session, mqs)
         for mq, (low, _) in bounds.items():
             begin.setdefault(mq, low)
@@ -116,6 +121,18 @@ class RocketMQStreamReader(DataSourceStreamReader):
         if not start:
             return {**table, STARTED_AT: offsets.to_json(begin)}
         return start if table == _queue_offsets(start) else table  # unchanged: no new batch
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        session = self._broker()
+        bounds = session.min_max_offsets(offsets.list_queues(session, self.options.topics))
+        self._target = {mq: high for mq, (_, high) in bounds.items()}
+
+    def _readable_ends(self, bounds: Mapping[MessageQueue, tuple[int, int]]) -> OffsetTable:
+        """Each queue's max offset; under Trigger.AvailableNow at most the one it had when the query started (a queue
+        routed since then has nothing to read)."""
+        if self._target is None:
+            return {mq: high for mq, (_, high) in bounds.items()}
+        return {mq: min(high, self._target.get(mq, low)) for mq, (low, high) in bounds.items()}
 
     def _check_data_loss(self, begin: dict[MessageQueue, int], bounds: Mapping[MessageQueue, tuple[int, int]]) -> None:
         """A queue that no longer holds the stream's next offset lost data: retention deleted messages never read

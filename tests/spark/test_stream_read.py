@@ -4,6 +4,7 @@ and no gaps."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,26 +16,37 @@ from tests.spark.helpers import make_topic, produce
 from tests.threaded_cluster import ThreadedCluster
 
 
-def _run(spark: Any, ns: str, topic: str, batches: dict[int, list[tuple[int, int, bytes]]], checkpoint: Path,
-         **options: str) -> Any:  # fmt: skip
-    """Run the stream until it has read everything, recording each micro-batch's rows under its batch id (a replayed
-    batch overwrites its entry, as an idempotent sink would)."""
+def _run(
+    spark: Any,
+    ns: str,
+    topic: str,
+    batches: dict[int, list[tuple[int, int, bytes]]],
+    checkpoint: Path,
+    *,
+    available_now: bool = False,
+    after_batch: Callable[[int], None] = lambda _: None,
+    **options: str,
+) -> Any:
+    """Run the stream until it has read everything (with ``available_now``, under ``Trigger.AvailableNow`` until it
+    stops), recording each micro-batch's rows under its batch id (a replayed batch overwrites its entry, as an
+    idempotent sink would), then calling ``after_batch(batch id)``."""
     reader = spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", topic)
     for name, value in options.items():
         reader = reader.option(name, value)
 
     def record(df: Any, batch_id: int) -> None:
         batches[batch_id] = sorted((r.queue_id, r.queue_offset, bytes(r.body)) for r in df.collect())
+        after_batch(batch_id)
 
-    query = (
-        reader.load()
-        .selectExpr("queue_id", "queue_offset", "body")
-        .writeStream.foreachBatch(record)
-        .option("checkpointLocation", str(checkpoint))
-        .start()
-    )
+    writer = reader.load().selectExpr("queue_id", "queue_offset", "body").writeStream.foreachBatch(record)
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    query = writer.option("checkpointLocation", str(checkpoint)).start()
     try:
-        query.processAllAvailable()
+        if available_now:
+            query.awaitTermination()
+        else:
+            query.processAllAvailable()
     finally:
         query.stop()
     return query
@@ -149,6 +161,39 @@ def test_a_json_starting_offset_the_queue_does_not_hold_is_data_loss(
     with pytest.raises(Exception, match=r"offset 50, but it holds offsets 0\.\.5"):
         _bodies(spark, ns, topic, tmp_path / "failing", startingOffsets=starting)
     assert _bodies(spark, ns, topic, tmp_path / "going-on", startingOffsets=starting, failOnDataLoss="false") == []
+
+
+def test_trigger_available_now_reads_what_its_start_found_in_rate_limited_batches(
+    spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
+) -> None:
+    """``Trigger.AvailableNow``: the source records every queue's max offset as the query starts and reads to there in
+    batches of ``maxRecordsPerTrigger``; what is stored meanwhile waits for the next run, which goes on from the
+    checkpoint. Spark's wrapper for sources without AvailableNow support (enabled here) is not used: it ignores the
+    rate limit, and its ``latestOffset(initialOffset())`` resolved ``startingOffsets`` again on every restart, so a
+    JSON start the queue no longer holds (here 50) failed a stream far past it with DataLossError."""
+    ns, topic = rocketmq.namesrv_addr, "SparkAvailableNow"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"m{i}".encode()) for i in range(5)])
+    checkpoint = tmp_path / "checkpoint"
+    batches: dict[int, list[tuple[int, int, bytes]]] = {}
+
+    def produce_during_batch_0(batch_id: int) -> None:
+        if batch_id == 0:
+            produce(ns, [Message(topic, f"late{i}".encode()) for i in range(2)])
+
+    wrapper = "spark.sql.streaming.triggerAvailableNowWrapper.enabled"
+    spark.conf.set(wrapper, "true")
+    try:
+        _run(spark, ns, topic, batches, checkpoint, available_now=True, after_batch=produce_during_batch_0,
+             startingOffsets=json.dumps({topic: {"0": 1}}), maxRecordsPerTrigger="2")  # fmt: skip
+        assert batches == {0: [(0, 1, b"m1"), (0, 2, b"m2")], 1: [(0, 3, b"m3"), (0, 4, b"m4")]}
+
+        batches.clear()
+        _run(spark, ns, topic, batches, checkpoint, available_now=True,
+             startingOffsets=json.dumps({topic: {"0": 50}}), maxRecordsPerTrigger="2")  # fmt: skip
+        assert batches == {2: [(0, 5, b"late0"), (0, 6, b"late1")]}
+    finally:
+        spark.conf.unset(wrapper)
 
 
 def test_the_end_offset_a_stream_reports_for_its_first_batch_is_a_starting_offsets_value(
