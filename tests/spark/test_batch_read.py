@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
+import anyio
 import pytest
 
 from client import Message
-from tests.spark.helpers import make_topic, produce, read_topic
+from tests.client.helpers import fill_queues
+from tests.spark.helpers import make_topic, on_two_masters, produce, read_topic
 from tests.threaded_cluster import ThreadedCluster
 
 SCHEMA = (
@@ -68,13 +71,20 @@ def test_batch_read_of_an_offset_range_returns_exactly_those_messages(spark: Any
     assert len({r.msg_id for r in rows}) == len(rows)
 
 
-def test_the_read_schema_names_the_broker_of_each_row(pyspark_ready: None) -> None:
+def test_a_read_of_a_topic_on_two_masters_names_each_rows_broker(spark: Any, rocketmq: ThreadedCluster) -> None:
     """A topic's queue ids repeat on every master and the offsets JSON keys queues as ``brokerName:queueId``: without
     ``broker_name`` a row's (topic, queue_id, queue_offset) named a message on each master, and a row could not be
     mapped to its queue in ``startingOffsets``. rocketmq-spark's schema has ``brokerName`` beside ``queueId`` too."""
-    from spark.schema import spark_schema
-
-    assert spark_schema().fieldNames()[:4] == ["topic", "broker_name", "queue_id", "queue_offset"]
+    ns, topic = rocketmq.namesrv_addr, "SparkTwoMasters"
+    with on_two_masters(rocketmq, topic):
+        anyio.run(fill_queues, ns, topic, 2)  # bodies "<broker>-<queue id>-<i>"
+        starting = json.dumps({topic: {"broker-b:0": 1}})
+        rows = _load(spark, ns, topic, startingOffsets=starting).collect()
+    assert sorted((r.broker_name, r.queue_id, r.queue_offset, bytes(r.body)) for r in rows) == [
+        ("broker-a", 0, 0, b"broker-a-0-0"),
+        ("broker-a", 0, 1, b"broker-a-0-1"),
+        ("broker-b", 0, 1, b"broker-b-0-1"),
+    ]
 
 
 def test_batch_read_with_a_tag_expression_keeps_only_matching_messages(spark: Any, rocketmq: ThreadedCluster) -> None:
