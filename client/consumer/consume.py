@@ -11,9 +11,10 @@ skipped.
 
 Consume timeout (concurrent only): every ``consume_timeout`` minutes (Java's ``cleanExpireMsg``) a message at the head
 of its queue whose listener call started more than ``consume_timeout`` ago is sent back at delay level 3 (BROADCASTING:
-dropped) and removed, so the committed offset moves past it. A call counts from when its consume task starts (Java: from
-when a consume thread takes it). The call is not cancelled: when it ends its outcome changes nothing, except that a
-failure sends the message back once more, as in Java.
+dropped) and removed, so the committed offset moves past it. A call counts from when it holds a slot of
+``consume_thread_max`` (Java: from when a consume thread takes the request); a head message still waiting for a slot
+has not started, and the clean-up of its queue stops there. The call is not cancelled: when it ends its outcome changes
+nothing, except that a failure sends the message back once more, as in Java.
 
 Orderly: one task per queue at a time takes messages in offset order, only while the broker lock on the queue is held
 (CLUSTERING). SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's ``reconsume_times`` (the listener sees 0, 1, 2, ...),
@@ -190,11 +191,14 @@ class ConcurrentConsumeService:
         retry = retry_topic(c.group)
         # Only messages of the retry topic can change: no per-message call for the others.
         shown = [reset_retry_topic(m, c.group) if m.topic == retry else m for m in msgs]
-        _stamp_start(shown)
-        pq.mark_consume_started(msgs, anyio.current_time())
+
+        def started() -> None:  # a consume slot is held: the call starts now, not when it began waiting for one
+            _stamp_start(shown)
+            pq.mark_consume_started(msgs, anyio.current_time())
+
         trace = c.trace.consume_before(c.group, shown) if c.trace is not None else None
         status = await call_listener(
-            c.listener, shown, c.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER, skip=lambda: pq.dropped
+            c.listener, shown, c.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER, lambda: pq.dropped, started
         )
         if trace is not None and c.trace is not None:
             c.trace.consume_after(trace, *_return_type(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS))
@@ -214,7 +218,9 @@ class ConcurrentConsumeService:
         if offset >= 0 and not pq.dropped:
             c.offset_store.update(mq, offset, increase_only=True)
         if retry_locally and not c.stopping:  # stopping: left in the queue, the committed offset stays before them
-            c.background_tasks.start_soon(self._retry_later, mq, pq, [_counted_again(m) for m in retry_locally])
+            again = [_counted_again(m) for m in retry_locally]
+            pq.replace_messages(again)  # a timed-out one is sent back with its new count (Java counts in place)
+            c.background_tasks.start_soon(self._retry_later, mq, pq, again)
 
     async def _retry_later(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         await anyio.sleep(LOCAL_RETRY_DELAY)

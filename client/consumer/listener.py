@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import inspect
 import logging
+import math
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -45,24 +46,24 @@ async def run_listener(
     msgs: list[MessageExt],
     limiter: anyio.CapacityLimiter,
     skip: Callable[[], bool] | None = None,
+    started: Callable[[], None] | None = None,
 ) -> object:
-    """Run ``listener`` under ``limiter`` and return what it returned; its exception propagates. With ``skip``,
-    asked once the limiter is taken (a call may wait there long): when it says so the listener is not called and
-    :data:`SKIPPED` is returned."""
-    if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__):
-        async with limiter:
-            if skip is not None and skip():
-                return SKIPPED
+    """Run ``listener`` under ``limiter`` and return what it returned; its exception propagates. Once the limiter is
+    taken (a call may wait there long), on the event loop: ``skip`` is asked, and when it says so the listener is not
+    called and :data:`SKIPPED` is returned; else ``started`` is told the call starts now (Java: a consume thread took
+    the request). A plain function runs in a worker thread while the event loop holds its limiter token."""
+    async with limiter:
+        if skip is not None and skip():
+            return SKIPPED
+        if started is not None:
+            started()
+        if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__):
             return await listener(msgs)  # type: ignore[misc]
-
-    def run(batch: list[MessageExt]) -> object:
-        return SKIPPED if skip is not None and skip() else listener(batch)
-
-    result = await anyio.to_thread.run_sync(run, msgs, limiter=limiter)
-    if inspect.isawaitable(result):
-        async with limiter:
+        # ``limiter`` already bounds the threads: the call must not wait for the default thread limiter too.
+        result = await anyio.to_thread.run_sync(listener, msgs, limiter=anyio.CapacityLimiter(math.inf))
+        if inspect.isawaitable(result):
             result = await result
-    return result
+        return result
 
 
 def listener_status(result: object, failed: ConsumeStatus) -> ConsumeStatus:
@@ -87,11 +88,12 @@ async def call_listener(
     limiter: anyio.CapacityLimiter,
     failed: ConsumeStatus,
     skip: Callable[[], bool] | None = None,
+    started: Callable[[], None] | None = None,
 ) -> ConsumeStatus:
     """:func:`run_listener` and :func:`listener_status`; an exception is logged and becomes ``failed``, as does a
     call ``skip`` cancelled (the caller knows why)."""
     try:
-        result = await run_listener(listener, msgs, limiter, skip)
+        result = await run_listener(listener, msgs, limiter, skip, started)
     except Exception:
         log.exception("message listener failed on %d message(s)", len(msgs))
         return failed
@@ -99,7 +101,9 @@ async def call_listener(
 
 
 def exception_simple_desc(exc: BaseException) -> str:
-    """``exc`` and where it was raised, in one line (Java's ``RemotingHelper.exceptionSimpleDesc``)."""
+    """``exc`` and where it was raised, in one line (Java's ``RemotingHelper.exceptionSimpleDesc``; as Java's
+    ``Throwable.toString``, an empty message leaves just the class name)."""
     frames = traceback.extract_tb(exc.__traceback__)
     where = f", {frames[-1].name}({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}{where}" if message else f"{type(exc).__name__}{where}"

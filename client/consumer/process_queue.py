@@ -91,6 +91,14 @@ class ProcessQueue:
             if msg.queue_offset in self._messages:
                 self._started[msg.queue_offset] = now
 
+    def replace_messages(self, msgs: list[MessageExt]) -> None:
+        """Concurrent mode: hold ``msgs`` instead of the messages of the same offsets held (a copy with a new
+        ``reconsume_times``); offsets not held are ignored."""
+        held = self._messages
+        for msg in msgs:
+            if msg.queue_offset in held:
+                held[msg.queue_offset] = msg
+
     def expired_head(self, now: float, timeout: float) -> MessageExt | None:
         """Concurrent mode: the message of the smallest offset held when its listener call started more than
         ``timeout`` before ``now``, else None."""

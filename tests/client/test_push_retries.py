@@ -1,9 +1,12 @@
 """The push consumer's retries in virtual time (autojump clock, the embedded cluster in the same loop), as RocketMQ
 4.9.8's ConsumeMessageOrderlyService and ConsumeMessageConcurrentlyService: an orderly suspension counts in
 ``reconsume_times`` and, by default, never gives a message up; a concurrent listener call that overruns
-``consume_timeout`` has its message sent back and the committed offset moves on."""
+``consume_timeout`` has its message sent back and the committed offset moves on, one still waiting for a consume slot
+does not."""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -31,6 +34,21 @@ def _consumer(cluster: EmbeddedCluster, group: str, topic: str, **options: float
     )
     consumer.subscribe(topic)
     return consumer
+
+
+def _hanging_on_stuck(
+    deliveries: list[bytes], release: trio.Event
+) -> Callable[[list[MessageExt]], Awaitable[ConsumeConcurrentlyStatus]]:
+    """A listener recording each body; its first call with ``b"stuck"`` hangs until ``release``."""
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        body = msgs[0].body
+        deliveries.append(body)
+        if body == b"stuck" and deliveries.count(b"stuck") == 1:
+            await release.wait()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    return listener
 
 
 async def test_orderly_default_max_reconsume_times_is_unlimited_so_a_suspended_message_is_never_skipped(
@@ -86,20 +104,39 @@ async def test_a_message_whose_listener_call_overruns_consume_timeout_is_sent_ba
     use_virtual_store_clock(embedded_cluster)  # the retry's 10 s delay runs on the broker's store clock
     await _create_and_send(embedded_cluster, "Hang", [b"stuck", b"a", b"b"])
     deliveries: list[bytes] = []
-    never = trio.Event()
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        body = msgs[0].body
-        deliveries.append(body)
-        if body == b"stuck" and deliveries.count(b"stuck") == 1:
-            await never.wait()  # a listener call that hangs
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
     consumer = _consumer(embedded_cluster, "cg-hang", "Hang", await_termination=1.0)
-    consumer.register_message_listener(listener)
+    consumer.register_message_listener(_hanging_on_stuck(deliveries, trio.Event()))
     async with consumer:
         await trio.sleep(31 * 60)  # two consume_timeout periods: the first comes just short of 15 min
         committed = consumer.offset_store.read_memory(MessageQueue("Hang", "broker-a", 0))
     assert {b"a", b"b"} <= set(deliveries)
     assert committed == 3, f"committed offset {committed}: the hung message holds it back"
     assert deliveries.count(b"stuck") == 2, "the timed-out message did not come back through the retry topic"
+
+
+async def test_a_message_still_waiting_for_a_consume_slot_is_not_sent_back_as_timed_out(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java sets CONSUME_START_TIME when a consume thread runs the ConsumeRequest: a request still queued in the
+    consume executor has none, and cleanExpiredMsg stops at it. With the one slot of ``consume_thread_max`` held by a
+    hung call, the messages queued behind it are not sent back as timed out (then consumed a second time when the
+    slot frees): only the hung one is."""
+    use_virtual_store_clock(embedded_cluster)
+    await _create_and_send(embedded_cluster, "HangQueue", [b"stuck"])
+    deliveries: list[bytes] = []
+    release = trio.Event()
+    consumer = _consumer(embedded_cluster, "cg-hang-queue", "HangQueue", consume_thread_max=1, await_termination=1.0)
+    consumer.register_message_listener(_hanging_on_stuck(deliveries, release))
+    async with consumer:
+        await trio.sleep(5)
+        assert deliveries == [b"stuck"]  # its call holds the only slot
+        async with Producer("pg-retries", embedded_cluster.namesrv_addr) as producer:
+            for body in (b"a", b"b"):  # their consume tasks wait for the slot
+                await producer.send(Message("HangQueue", body))
+        await trio.sleep(31 * 60)  # the 30 min clean-up sent the hung head back
+        release.set()
+        await trio.sleep(5 * 60)  # its retry (delay level 3) and the rest are consumed
+    assert deliveries.count(b"stuck") == 2, deliveries
+    assert deliveries.count(b"a") == 1 and deliveries.count(b"b") == 1, (
+        f"deliveries {deliveries}: messages whose listener call never started were sent back as timed out"
+    )

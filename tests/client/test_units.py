@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from client.config import ClientConfig
 from client.consumer.allocate import allocate_average, allocate_average_by_circle
+from client.consumer.listener import exception_simple_desc
 from client.consumer.offset_store import LocalFileOffsetStore
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import build_subscription, tag_filter
@@ -166,6 +167,35 @@ def test_process_queue_orderly_take_rollback_and_commit() -> None:
     assert [m.queue_offset for m in pq.take_messages(3)] == [0, 1, 2]
     assert pq.commit() == 3
     assert pq.msg_count == 1 and pq.commit() == -1
+
+
+def test_process_queue_holds_a_local_retrys_copy_so_a_timeout_sends_back_its_count() -> None:
+    """Java raises reconsumeTimes of the very message its ProcessQueue holds; ours are frozen, so the copy counted for a
+    local retry replaces the held one, and cleanExpiredMsg's head is that copy."""
+    pq = ProcessQueue()
+    held = _msg(0)
+    pq.put_messages([held, _msg(1)])
+    pq.mark_consume_started([held], now=0.0)
+    pq.replace_messages([attrs.evolve(held, reconsume_times=1), attrs.evolve(_msg(7), reconsume_times=1)])
+    head = pq.expired_head(now=61.0, timeout=60.0)
+    assert head is not None and (head.queue_offset, head.reconsume_times) == (0, 1)
+    assert (pq.msg_count, pq.msg_size) == (2, 4)  # offset 7 was not held: ignored
+    assert pq.remove_messages([head]) == 1
+
+
+def test_exception_simple_desc_leaves_out_an_empty_message_as_java() -> None:
+    """Java's Throwable.toString is just the class name when the message is empty."""
+    try:
+        raise ValueError()
+    except ValueError as exc:
+        empty = exception_simple_desc(exc)
+    try:
+        raise ValueError("bad")
+    except ValueError as exc:
+        worded = exception_simple_desc(exc)
+    here = "test_exception_simple_desc_leaves_out_an_empty_message_as_java(test_units.py:"
+    assert empty.startswith(f"ValueError, {here}"), empty
+    assert worded.startswith(f"ValueError: bad, {here}"), worded
 
 
 async def test_local_offset_store_round_trips_through_its_file(tmp_path: Path) -> None:
