@@ -4,7 +4,8 @@
   first taken (QUERY_CONSUMER_OFFSET) and written back with UPDATE_CONSUMER_OFFSET by :meth:`persist_all` (every 5 s
   and at shutdown); to the group's master, or to a slave while the master is gone.
 - :class:`LocalFileOffsetStore` (BROADCASTING): the same table in a JSON file
-  ``<dir>/<client id>/<group>/offsets.json``, written atomically (temp file + rename).
+  ``<dir>/<client id>/<group>/offsets.json``, written atomically (temp file + rename); ``read`` looks in the file,
+  ``persist_all`` merges into it.
 
 ``read`` returns ``None`` when there is no offset yet (the rebalance then applies consume-from-where) and raises
 :class:`~client.errors.MQClientError` / ``RemotingError`` when the broker cannot be asked. ``persist_all`` never
@@ -141,36 +142,52 @@ class LocalFileOffsetStore(_Table):
     async def load(self) -> None:
         """Read the file if it exists; a corrupt file is logged and ignored (consumption restarts from
         consume-from-where), because refusing to start would be worse for a broadcasting consumer."""
-        try:
-            raw = self.path.read_text()
-        except FileNotFoundError:
-            return
-        try:
-            entries = json.loads(raw)["offsetTable"]
-            for entry in entries:
-                mq = MessageQueue(entry["topic"], entry["brokerName"], int(entry["queueId"]))
-                self.table[mq] = int(entry["offset"])
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring unreadable offset file %s: %s", self.path, exc)
+        self.table.update(self._read_file())
 
     async def read(self, mq: MessageQueue) -> int | None:
-        return self.table.get(mq)
+        """The offset of ``mq`` in the file (kept in memory too), ``None`` when it has none: Java's
+        ``readOffset(READ_FROM_STORE)``, so a queue taken again (after a restart, a reset, an illegal offset) goes on
+        from what was last persisted although its offset left memory when it was dropped."""
+        offset = self._read_file().get(mq)
+        if offset is not None:
+            self.table[mq] = offset
+        return offset
 
     async def persist(self, mq: MessageQueue) -> None:
         await self.persist_all([mq])
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
-        """Rewrite the file with every offset in the table (``mqs`` is accepted for interface symmetry). A file that
-        cannot be written is logged, as Java's LocalFileOffsetStore.persistAll: the offsets stay in memory for the
-        next try, and a consumer's shutdown still unregisters."""
+        """Write the offsets in memory of ``mqs`` into the file, keeping its other entries (queues dropped since, as
+        Java's LocalFileOffsetStore.persistAll). A file that cannot be written is logged, as Java's: the offsets stay in
+        memory for the next try, and a consumer's shutdown still unregisters."""
+        merged = self._read_file()
+        merged.update((mq, self.table[mq]) for mq in mqs if mq in self.table)
         entries = [
             {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
-            for mq, off in sorted(self.table.items())
+            for mq, off in sorted(merged.items())
         ]
         try:
             self._write({"offsetTable": entries})
         except OSError as exc:
             log.error("persisting consumer offsets to %s failed: %s", self.path, exc)
+
+    def _read_file(self) -> dict[MessageQueue, int]:
+        """The file's offsets; none when it does not exist, and none (logged) when it cannot be read or parsed."""
+        try:
+            raw = self.path.read_text()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            log.warning("cannot read offset file %s: %s", self.path, exc)
+            return {}
+        try:
+            return {
+                MessageQueue(entry["topic"], entry["brokerName"], int(entry["queueId"])): int(entry["offset"])
+                for entry in json.loads(raw)["offsetTable"]
+            }
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable offset file %s: %s", self.path, exc)
+            return {}
 
     def _write(self, content: object) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,9 @@ slave. Which broker of the queue's group is pulled (the master, a slave it sugge
 gone) is :mod:`client.consumer.pull_target`'s choice.
 
 An illegal offset (PULL_OFFSET_MOVED) drops the process queue and ends the loop; 10 s later the broker's suggestion is
-stored and persisted and the process queue removed, so the next rebalance takes the queue afresh (Java's
-OFFSET_ILLEGAL case): a new process queue, whose commits follow what it consumes, not the old one's highest offset.
+stored and persisted (also when a rebalance took the queue away meanwhile, for its next owner) and the process
+queue removed, so the next rebalance takes the queue afresh (Java's OFFSET_ILLEGAL case): a new process queue, whose
+commits follow what it consumes, not the old one's highest offset.
 
 A FOUND response's body is decoded and handed to the consume service right after the next pull is sent (from the
 response's ``nextBeginOffset``), so the broker serves that pull while this process decodes: the two processes work
@@ -179,11 +180,13 @@ class PullService:
         return head.next_begin_offset, None
 
     async def _fix_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        """After an illegal offset: store and persist ``offset``, remove ``pq`` (unless a rebalance removed it
-        meanwhile) and rebalance, which takes the queue again from ``offset``. A failed persist is logged."""
+        """After an illegal offset: store and persist ``offset``, remove ``pq`` and rebalance, which takes the queue
+        again from ``offset``. When a rebalance removed ``pq`` meanwhile the offset is still stored, for the queue's
+        next owner (as Java); when it took the queue again, that process queue's own pulls decide. A failed persist
+        is logged."""
         c = self.consumer
         await anyio.sleep(OFFSET_ILLEGAL_FIX_DELAY)
-        if c.rebalance.process_queues.get(mq) is not pq:
+        if c.rebalance.process_queues.get(mq) not in (pq, None):
             return
         c.offset_store.update(mq, offset)
         try:
