@@ -5,7 +5,8 @@ stands in for one in the broker's client registry (a :class:`~remoting.connectio
 registry lists it among producer and consumer connections (so ``mqadmin producerConnection`` / ``consumerConnection``
 show 5.x clients), expires it like any channel, and the transaction check service's CHECK_TRANSACTION_STATE written
 to it becomes a ``RecoverOrphanedTransactionCommand`` on the client's stream (RocketMQ's GrpcClientChannel,
-proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/channel/GrpcClientChannel.java). Other requests are dropped.
+proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/channel/GrpcClientChannel.java). Other requests are dropped:
+an invocation of one ends at its timeout (:meth:`Connection.invoke` needs no sweeper for that).
 
 Owned by :class:`proxy.messaging.MessagingActivity` on the Trio thread; ``push`` callables are thread-safe (they hand
 the command to the gRPC thread).

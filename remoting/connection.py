@@ -15,7 +15,9 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
   "nothing in flight" rule are the per-connection write lock;
 - requests in both directions: the server uses :meth:`invoke` / :meth:`invoke_oneway` to call a client over the
   client's own connection (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED), the client to call the server;
-- per-invocation timeouts kept by one sweeper task per connection (no cancel scope per call);
+- per-invocation timeouts kept by one sweeper task per connection (no cancel scope per call) while :meth:`run`
+  runs; a connection that never runs (a stand-in such as the proxy's channel for a 5.x client) has no sweeper, so
+  :meth:`invoke` and :meth:`invoke_frame` then bound their own wait (callback invocations need the sweeper);
 - idle tracking: no read and no write for ``idle_timeout`` seconds closes the connection (Java's 120 s default);
 - a budget per connection: while ``max_requests_in_flight`` requests read from the peer wait for their response, or
   while their bodies and the responses not yet written hold more than ``max_buffered_bytes``, the reader stops
@@ -139,6 +141,7 @@ class Connection:
         self._drained: primitives.Event | None = None
         self._expiry_at = math.inf
         self._expiry_wakeup: primitives.Event | None = None
+        self._sweeping = False  # the sweeper (:meth:`_expire_invocations`) runs: it enforces every deadline
         self._closed = False
         self._max_in_flight = max_requests_in_flight
         self._max_buffered = max_buffered_bytes
@@ -354,19 +357,23 @@ class Connection:
         invocation: it sleeps until the earliest deadline it knows of, and :meth:`invoke` wakes it only for a
         deadline earlier than that, so with uniform timeouts it wakes about once per timeout period."""
         loop = self._loop
-        while True:
-            now = loop.now()
-            earliest = math.inf
-            for opaque, future in list(self._pending.items()):
-                if future.deadline <= now:
-                    del self._pending[opaque]
-                    future.complete()  # neither response nor error: a timeout
-                elif future.deadline < earliest:
-                    earliest = future.deadline
-            self._expiry_at = earliest
-            wakeup = self._expiry_wakeup = loop.new_event()
-            with loop.move_on_at(earliest):
-                await wakeup.wait()
+        self._sweeping = True
+        try:
+            while True:
+                now = loop.now()
+                earliest = math.inf
+                for opaque, future in list(self._pending.items()):
+                    if future.deadline <= now:
+                        del self._pending[opaque]
+                        future.complete()  # neither response nor error: a timeout
+                    elif future.deadline < earliest:
+                        earliest = future.deadline
+                self._expiry_at = earliest
+                wakeup = self._expiry_wakeup = loop.new_event()
+                with loop.move_on_at(earliest):
+                    await wakeup.wait()
+        finally:
+            self._sweeping = False
 
     async def _watch_idle(self, idle_timeout: float) -> None:
         while True:
@@ -548,9 +555,10 @@ class Connection:
 
         The timeout covers the whole call: a request queued behind a backlog the peer does not read (see
         :attr:`congested`) times out like one the peer does not answer, since no answer comes before it is written;
-        it stays queued, as :meth:`send_nowait` leaves it. Raises :class:`RemotingTimeoutError` (the connection stays
-        open; a late response is dropped) or :class:`RemotingConnectError` if the connection closes first. ``cmd``
-        must not be oneway.
+        it stays queued, as :meth:`send_nowait` leaves it. The deadline holds whether or not :meth:`run` runs (a
+        connection whose :meth:`send_nowait` drops the request times out too). Raises :class:`RemotingTimeoutError`
+        (the connection stays open; a late response is dropped) or :class:`RemotingConnectError` if the connection
+        closes first. ``cmd`` must not be oneway.
         """
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
@@ -560,7 +568,7 @@ class Connection:
         self._add_pending(opaque, future, deadline)
         try:
             self.send_nowait(cmd)
-            await future.wait()
+            await self._answer(future, deadline)
         finally:
             if self._pending.get(opaque) is future:
                 del self._pending[opaque]
@@ -570,12 +578,24 @@ class Connection:
             raise future.error
         raise RemotingTimeoutError(f"no response to request code {cmd.code} from {self.remote_address} in {timeout}s")
 
+    def _answer(self, future: ResponseFuture, deadline: float) -> Awaitable[None]:
+        """Wait for ``future``'s outcome: its own wait when the sweeper times it out, else a wait bounded by
+        ``deadline`` (returning with the future incomplete, which the caller reads as a timeout)."""
+        if self._sweeping:
+            return future.wait()  # no coroutine around it: the hot path
+        return self._answer_by(future, deadline)
+
+    async def _answer_by(self, future: ResponseFuture, deadline: float) -> None:
+        with self._loop.move_on_at(deadline):
+            await future.wait()
+
     def invoke_callback(self, cmd: RemotingCommand, timeout: float, callback: OutcomeCallback) -> None:
         """Send a request and have ``callback`` called, once, with its response or a ``RemotingError``: a
-        ``RemotingTimeoutError`` after ``timeout`` seconds, ``RemotingConnectError`` / ``RemotingClosedError`` when
-        the connection is or becomes closed. No task and no wait: the reader (or the sweeper, or close) calls it, so
-        it must return quickly; what it raises is logged. It may run before this method returns (a failed write).
-        Never raises; ignores :attr:`congested` (the caller decides). ``cmd`` must not be oneway.
+        ``RemotingTimeoutError`` after ``timeout`` seconds (from the sweeper, so only once :meth:`run` runs),
+        ``RemotingConnectError`` / ``RemotingClosedError`` when the connection is or becomes closed. No task and no
+        wait: the reader (or the sweeper, or close) calls it, so it must return quickly; what it raises is logged. It
+        may run before this method returns (a failed write). Never raises; ignores :attr:`congested` (the caller
+        decides). ``cmd`` must not be oneway.
         """
         self._invoke_callback(cmd.opaque, cmd.code, cmd, timeout, callback)
 
@@ -633,7 +653,7 @@ class Connection:
         self._add_pending(opaque, future, deadline)
         try:
             self.send_frame_nowait(frame)
-            await future.wait()
+            await self._answer(future, deadline)
         finally:
             if self._pending.get(opaque) is future:
                 del self._pending[opaque]

@@ -14,13 +14,15 @@ import trio
 import trio.testing
 
 from broker.broker_config import BrokerConfig
+from broker.client_registry import ClientRegistry
 from broker.context import BrokerState, build_context, load_managers
 from processors.hold import HoldService
 from processors.offsets import ConsumerOffsetProcessor
 from processors.pull import PullMessageProcessor
 from processors.query import QueryMessageProcessor
 from processors.send import SendMessageProcessor
-from remoting.codec.codes import RequestCode
+from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from remoting.codec.codes import LanguageCode, RequestCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.frame import FrameDecoder, encode_command
 from remoting.codec.headers.send import V2_TO_V1_KEYS
@@ -86,6 +88,19 @@ async def peer_ctx() -> RequestContext:
     """The request context of a connection from ``PEER`` (never run: processors only read it)."""
     left, _right = trio.testing.memory_stream_pair()
     return Connection(left, PEER, ("127.0.0.1", 10911)).context
+
+
+def join_consumer(registry: ClientRegistry, group: str, conn: Connection, client_id: str, topic: str = "T") -> None:
+    """What a push consumer's heartbeat records (ClientManageProcessor.heart_beat -> register_consumer)."""
+    info = registry.channel_info(conn, client_id, LanguageCode.JAVA, 409)
+    registry.register_consumer(
+        group,
+        info,
+        ConsumeType.CONSUME_PASSIVELY,
+        MessageModel.CLUSTERING,
+        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        (SubscriptionData(topic),),
+    )
 
 
 def send_request(

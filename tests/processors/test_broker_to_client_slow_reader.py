@@ -21,26 +21,16 @@ from broker.client_registry import ClientRegistry
 from broker.context import BrokerState
 from processors import broker2client
 from processors.consume_ops import ConsumeOpsProcessor
-from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from remoting.codec.bodies.ops import ConsumerStatusBody
-from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
+from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
-from remoting.connection import SEND_HIGH_WATER, Connection
+from remoting.connection import SEND_HIGH_WATER
 from remoting.processor import RequestContext
-from tests.processors.conftest import GROUP, TOPIC
+from tests.processors.conftest import GROUP, TOPIC, join_consumer
 from tests.remoting.helpers import RawPeer, congest, served_connection
 
-PUSH = ConsumeType.CONSUME_PASSIVELY
-CLUSTERING = MessageModel.CLUSTERING
-LAST = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
 #: Java clients accept group names up to 255 characters (Validators.CHARACTER_MAX_LENGTH).
 BUSY_GROUP = "g" * 255
-
-
-def join(registry: ClientRegistry, group: str, conn: Connection, client_id: str, topic: str = "T") -> None:
-    """What a consumer's heartbeat records (ClientManageProcessor.heart_beat -> ClientRegistry.register_consumer)."""
-    info = registry.channel_info(conn, client_id, LanguageCode.JAVA, 409)
-    registry.register_consumer(group, info, PUSH, CLUSTERING, LAST, (SubscriptionData(topic),))
 
 
 async def test_a_consumer_that_does_not_read_does_not_stall_other_groups_notifications(
@@ -51,27 +41,27 @@ async def test_a_consumer_that_does_not_read_does_not_stall_other_groups_notific
         await nursery.start(registry.run)
         # The stuck consumer: a member of a busy group whose process stopped reading (never reads its socket).
         stuck, _stuck_end = served_connection(nursery, 1, small_buffers=True)
-        join(registry, BUSY_GROUP, stuck, "stuck")
+        join_consumer(registry, BUSY_GROUP, stuck, "stuck")
         # Members of the busy group come and go: each change notifies the stuck member too (~330 bytes a frame).
         churn, churn_end = served_connection(nursery, 2)
         churn_reader = RawPeer(churn_end)
         nursery.start_soon(_drain, churn_reader)
         frame = 330
         for i in range((SEND_HIGH_WATER // frame + 2000) // 2):
-            join(registry, BUSY_GROUP, churn, f"churn-{i}")
+            join_consumer(registry, BUSY_GROUP, churn, f"churn-{i}")
             registry.unregister_consumer(BUSY_GROUP, churn)
         await trio.testing.wait_all_tasks_blocked()
 
         # Meanwhile, in another group, a consumer is waiting to be told that a second member joined.
         victim, victim_end = served_connection(nursery, 3)
-        join(registry, "victim_group", victim, "victim")
+        join_consumer(registry, "victim_group", victim, "victim")
         newcomer, newcomer_end = served_connection(nursery, 4)
         nursery.start_soon(_drain, RawPeer(newcomer_end))
         victim_reader = RawPeer(victim_end)
         seen: list[str] = []
         with trio.move_on_after(5):  # virtual seconds; RocketMQ waits at most 10 ms per notification
             first = await victim_reader.receive()  # its own arrival
-            join(registry, "victim_group", newcomer, "newcomer")
+            join_consumer(registry, "victim_group", newcomer, "newcomer")
             second = await victim_reader.receive()  # the newcomer's
             seen = [c.ext_fields["consumerGroup"] for c in (first, second) if c is not None]
             assert all(c is not None and c.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED for c in (first, second))
@@ -94,10 +84,10 @@ async def answer_beside_a_stuck_member(
     answers GET_CONSUMER_STATUS_FROM_CLIENT and a member "stuck" that stopped reading (see ``congest``)."""
     async with trio.open_nursery() as nursery:
         stuck, _stuck_end = served_connection(nursery, 1, small_buffers=True)
-        join(broker.clients, GROUP, stuck, "stuck", TOPIC)
+        join_consumer(broker.clients, GROUP, stuck, "stuck", TOPIC)
         await congest(stuck)
         healthy, healthy_end = served_connection(nursery, 2)
-        join(broker.clients, GROUP, healthy, "healthy", TOPIC)
+        join_consumer(broker.clients, GROUP, healthy, "healthy", TOPIC)
         nursery.start_soon(_answer_status, RawPeer(healthy_end))
         with trio.fail_after(30):  # virtual seconds; Java needs at most 5 s a member
             answer = await process(admin)

@@ -158,6 +158,22 @@ async def test_invoke_and_a_timed_oneway_give_up_on_their_timeout_behind_a_backl
         nursery.cancel_scope.cancel()
 
 
+async def test_invoke_on_a_connection_that_never_runs_times_out(autojump_clock: trio.testing.MockClock) -> None:
+    """Without :meth:`Connection.run` there is no sweeper (a stand-in such as a 5.x client's channel, whose
+    writes go nowhere): invoke and invoke_frame still give up at their deadline and leave nothing pending."""
+    left_stream, _right_stream = trio.testing.lockstep_stream_pair()
+    conn = Connection(left_stream, ("peer", 1), ("me", 2))
+    start = trio.current_time()
+    with trio.fail_after(60), pytest.raises(RemotingTimeoutError):  # virtual seconds
+        await conn.invoke(request(2), timeout=3.0)
+    assert trio.current_time() == start + 3.0
+    encoded = request(3)
+    with trio.fail_after(60), pytest.raises(RemotingTimeoutError):
+        await conn.invoke_frame(encoded.opaque, 3, encode_command(encoded), 2.0, lambda fields, body: None)
+    assert trio.current_time() == start + 5.0
+    assert not conn.closed and conn.pending_invocations == 0
+
+
 async def test_direct_write_that_fills_the_socket_leaves_the_rest_to_the_writer():
     conn, raw, peer, _ = _socketpair_connection(sndbuf=4096)
     body = bytes(range(256)) * 4096  # 1 MiB: far more than the socket takes at once
