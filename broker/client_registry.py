@@ -218,8 +218,9 @@ class ClientRegistry:
             header = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext_fields()
             for conn in connections:
                 # Never waits for a member that does not read (Java's invokeOneway gives up on a peer after 10 ms):
-                # a congested one is skipped; it learns the change at its next rebalance (every 20 s).
-                if conn.closed or conn.congested:
+                # one that is not writable (congested, or a 5.x client without its stream) is skipped; it learns the
+                # change at its next rebalance (every 20 s).
+                if not conn.writable:
                     continue
                 try:
                     conn.send_nowait(request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(header), oneway=True))

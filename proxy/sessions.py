@@ -6,7 +6,8 @@ registry lists it among producer and consumer connections (so ``mqadmin producer
 show 5.x clients), expires it like any channel, and the transaction check service's CHECK_TRANSACTION_STATE written
 to it becomes a ``RecoverOrphanedTransactionCommand`` on the client's stream (RocketMQ's GrpcClientChannel,
 proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/channel/GrpcClientChannel.java). Other requests are dropped:
-an invocation of one ends at its timeout (:meth:`Connection.invoke` needs no sweeper for that).
+an invocation of one ends at its timeout (:meth:`Connection.invoke` needs no sweeper for that). It is
+:attr:`~GrpcClientChannel.writable` only while the client's Telemetry stream is open, as RocketMQ's ``isWritable``.
 
 Owned by :class:`proxy.messaging.MessagingActivity` on the Trio thread; ``push`` callables are thread-safe (they hand
 the command to the gRPC thread).
@@ -86,6 +87,12 @@ class GrpcClientChannel(Connection):
 
     def __repr__(self) -> str:
         return f"<GrpcClientChannel {self.session.client_id}{' closed' if self.closed else ''}>"
+
+    @property
+    def writable(self) -> bool:
+        """Its Telemetry stream is open (RocketMQ's GrpcClientChannel.isWritable): without it every command is
+        dropped, though the client's heartbeats keep the channel registered."""
+        return not self.closed and self.session.push is not None
 
     def send_nowait(self, cmd: RemotingCommand) -> None:
         log.debug("dropped remoting command %d to 5.x client %s", cmd.code, self.session.client_id)

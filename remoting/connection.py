@@ -395,6 +395,13 @@ class Connection:
             self._capacity.set()
 
     @property
+    def writable(self) -> bool:
+        """Open and not :attr:`congested`: what is written now reaches the peer without waiting (Netty's
+        ``isActive() && isWritable()``), so a caller choosing among a group's channels prefers this one. A channel
+        standing in for another transport says what it means there."""
+        return not self._closed and self._outbox_bytes <= SEND_HIGH_WATER
+
+    @property
     def congested(self) -> bool:
         """More than ``SEND_HIGH_WATER`` bytes wait for the writer: :meth:`send` would wait, so callers that cannot
         wait (:meth:`invoke_callback`'s users) should take a path that can."""

@@ -16,10 +16,11 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
    waits for each put), so a leader change never skips a half message; when they are not confirmed within
    ``_CONFIRM_WAIT`` the progress stays and the next round scans the same messages again.
 2. **Ask**: CHECK_TRANSACTION_STATE (39, oneway) for each renewed copy to **one** live channel of its ``PGROUP``:
-   from the round-robin pick on, the first whose connection is not congested (``ProducerManager.getAvailableChannel``
-   prefers a writable channel), header as docs/protocol.md#310-transaction-headers, body the copy re-encoded with its
-   real topic and queue. No live channel, or every one congested (a producer that stopped reading; Java would queue
-   to it regardless): logged and skipped (the copy was renewed, so the count still grows). Send errors are logged.
+   from the round-robin pick on, the first whose connection is writable (``ProducerManager.getAvailableChannel``
+   prefers an ``isActive() && isWritable()`` channel: a remoting producer not congested, a 5.x producer whose
+   Telemetry stream is open), header as docs/protocol.md#310-transaction-headers, body the copy re-encoded with its
+   real topic and queue. No live channel, or none writable (a producer that stopped reading; Java would queue to it
+   regardless): logged and skipped (the copy was renewed, so the count still grows). Send errors are logged.
 
 The producer answers with END_TRANSACTION naming the renewed copy (see :mod:`processors.end_transaction`).
 
@@ -207,9 +208,9 @@ class TransactionCheckService:
             return
         channel = _first_writable(channels, next(self._round_robin))
         if channel is None:
-            # Every producer stopped reading (its outbox over the high-water mark): waiting for one would hold up this
-            # round's other checks, and every later round, until its connection closed; queuing more would grow it.
-            log.warning("transaction check of %s skipped this round: every producer of %r is congested", uniq, group)
+            # Every producer stopped reading (its outbox over the high-water mark) or lost its stream: waiting for one
+            # would hold up this round's other checks, and every later round; queuing more would grow its backlog.
+            log.warning("transaction check of %s skipped this round: no producer of %r is writable", uniq, group)
             return
         header = CheckTransactionStateRequestHeader(
             tran_state_table_offset=copy.queue_offset,
@@ -226,11 +227,11 @@ class TransactionCheckService:
 
 
 def _first_writable(channels: list[ClientChannelInfo], start: int) -> ClientChannelInfo | None:
-    """The first of ``channels`` from index ``start`` (mod their number) on whose connection is not congested, or
-    ``None`` when every one is."""
+    """The first of ``channels`` from index ``start`` (mod their number) whose connection is
+    :attr:`~remoting.connection.Connection.writable`, or ``None`` when none is."""
     for step in range(len(channels)):
         channel = channels[(start + step) % len(channels)]
-        if not channel.connection.congested:
+        if channel.connection.writable:
             return channel
     return None
 

@@ -3,8 +3,10 @@
 and drops the requests it cannot turn into Telemetry commands.
 
 RocketMQ 5.x (proxy in local mode) gives the broker's invokeSync to a gRPC client its timeout whatever the client does
-with the request (remoting/netty/NettyRemotingAbstract.java invokeSyncImpl). Each test hung before the deadline held
-without a sweeper.
+with the request (remoting/netty/NettyRemotingAbstract.java invokeSyncImpl), and picks a transaction check's
+producer among channels that are ``isActive() && isWritable()`` (broker/client/ProducerManager.java
+getAvailableChannel; proxy/grpc/v2/channel/GrpcClientChannel.java: its Telemetry stream open). Each test hung or
+failed before the deadline held without a sweeper and before channels said whether they are writable.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import trio
 import trio.testing
 
 from broker.context import BrokerState
+from broker.transaction.check import TransactionCheckService
 from processors import broker2client
 from processors.consume_ops import ConsumeOpsProcessor
 from processors.reply import ReplyMessageProcessor
+from processors.send import SendMessageProcessor
+from processors.transaction_bridge import TransactionalMessageBridge
 from proxy.pb import definition
 from proxy.sessions import ClientSession, SessionTable
 from remoting.codec.bodies.ops import ConsumerStatusBody
@@ -95,6 +100,34 @@ def grpc_producer(table: SessionTable, client_id: str, port: int) -> ClientSessi
     table.heartbeat(session, ("10.9.8.7", port))
     assert session.channel is not None
     return session
+
+
+async def test_a_transaction_check_skips_a_5x_producer_whose_telemetry_stream_is_gone(
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A 5.x producer whose Telemetry stream ended (MessagingActivity.telemetry_closed: push None) but whose
+    heartbeats keep it registered is not writable, so the check goes past the round-robin pick to the producer of
+    the topic whose stream is open, instead of being dropped."""
+    processor = SendMessageProcessor(broker)
+    # A 5.x transactional send: PGROUP is the topic (proxy/convert.py).
+    props = tags_props(TRAN_MSG="true", PGROUP=TOPIC, UNIQ_KEY="AC1100010000000000000000000A0001")
+    half = send_request(body=b"half", properties=props, producerGroup=TOPIC, sysFlag="4")
+    response = await processor.process(peer_ctx, half)
+    assert response is not None and response.code == ResponseCode.SUCCESS
+
+    table = SessionTable(broker, {})
+    grpc_producer(table, "gone-stream", 50001)  # first in the group's table: the round robin's first pick
+    alive = grpc_producer(table, "open-stream", 50002)
+    recovered: list[object] = []
+    alive.push = recovered.append  # its Telemetry stream is open
+    bridge = TransactionalMessageBridge(broker)
+    later = 1_700_000_000_000 + 60_000  # send_request's bornTimestamp + 60 s: past the 6 s transaction timeout
+    service = TransactionCheckService(broker, bridge, now_ms=lambda: later)
+    outcome = await service.check_once()
+    assert outcome.checked == 1
+    assert len(recovered) == 1, (
+        "the round's only check went to the 5.x producer without a Telemetry stream and was dropped"
+    )
 
 
 async def test_a_reply_pushed_to_a_5x_requester_gives_up_after_its_timeout(
