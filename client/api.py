@@ -178,8 +178,10 @@ async def recall_message(
     return response.ext_fields.get("msgId", "")
 
 
-async def send_message_oneway(remoting: RemotingClient, address: str, fields: dict[str, str], body: bytes) -> None:
-    await remoting.invoke_oneway(address, send_command(fields, body, oneway=True))
+async def send_message_oneway(
+    remoting: RemotingClient, address: str, fields: dict[str, str], body: bytes, timeout: float
+) -> None:
+    await remoting.invoke_oneway(address, send_command(fields, body, oneway=True), timeout)
 
 
 class PullStatus(enum.Enum):
@@ -288,13 +290,13 @@ async def query_consumer_offset(
 
 
 async def update_consumer_offset_oneway(
-    remoting: RemotingClient, address: str, group: str, mq: MessageQueue, offset: int
+    remoting: RemotingClient, address: str, group: str, mq: MessageQueue, offset: int, timeout: float
 ) -> None:
     header = UpdateConsumerOffsetRequestHeader(
         consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
     )
     await remoting.invoke_oneway(
-        address, request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext_fields(), oneway=True)
+        address, request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext_fields(), oneway=True), timeout
     )
 
 

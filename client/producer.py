@@ -259,7 +259,7 @@ class Producer:
             queue = selector(list(info.message_queues), msg, arg) if selector else select_one_message_queue(info, None)
         addr = await self._broker_address(queue)
         fields = prepared.for_queue(queue.queue_id, queue.broker_name)
-        await api.send_message_oneway(self.instance.remoting, addr, fields, prepared.body)
+        await api.send_message_oneway(self.instance.remoting, addr, fields, prepared.body, self.send_msg_timeout)
 
     async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
         """Send messages of one topic as SEND_BATCH_MESSAGE requests, split so that each body stays within

@@ -19,7 +19,8 @@ PREPARED; a delay level is dropped as Java does), runs ``execute_local_transacti
 counts as UNKNOWN and its text travels in the remark), then sends END_TRANSACTION oneway to the broker that stored it:
 commit, rollback, or unknown (the broker will ask later). A send that was not SEND_OK is rolled back without running
 the local transaction. Send failures raise as :meth:`Producer.send` does; the END_TRANSACTION write is best effort
-(a lost one is resolved by the broker's check-back).
+(a lost one is resolved by the broker's check-back) and waits behind a backlog the broker does not read at most
+``send_msg_timeout``, as Java's invokeOneway never waits past its timeout.
 
 Check-backs (CHECK_TRANSACTION_STATE from a broker) run ``check_local_transaction`` in the instance's task group (not
 on the connection's reader) and answer with END_TRANSACTION ``fromTransactionCheck=true`` naming the copy the broker
@@ -71,6 +72,9 @@ log = logging.getLogger(__name__)
 PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+#: Seconds a check-back's END_TRANSACTION may wait to be written (Java's checkTransactionState passes 3000 ms; the
+#: producer's own END_TRANSACTION gets ``send_msg_timeout``).
+CHECK_ANSWER_TIMEOUT = 3.0
 
 
 class LocalTransactionState(enum.Enum):
@@ -173,7 +177,7 @@ class TransactionProducer(Producer):
             command = request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True)
             if remark:
                 command = attrs.evolve(command, remark=remark)
-            await self.instance.remoting.invoke_oneway(addr, command)
+            await self.instance.remoting.invoke_oneway(addr, command, self.send_msg_timeout)
             self._trace_end(result.topic, result.msg_id, addr, state, False, props)
         except (RemotingError, CodecError, MQClientError) as exc:
             log.warning("END_TRANSACTION for %s not sent (%s): the broker will check back", result.msg_id, exc)
@@ -210,7 +214,7 @@ class TransactionProducer(Producer):
         if remark:
             command = attrs.evolve(command, remark=remark)
         try:
-            await self.instance.remoting.invoke_oneway(broker_addr, command)
+            await self.instance.remoting.invoke_oneway(broker_addr, command, CHECK_ANSWER_TIMEOUT)
         except RemotingError as exc:
             log.warning("END_TRANSACTION answer for %s to %s failed: %s", uniq, broker_addr, exc)
             return

@@ -4,7 +4,7 @@ Usage::
 
     async with RemotingClient(request_handler=my_handler) as client:
         response = await client.invoke("127.0.0.1:9876", request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {...}), 3.0)
-        await client.invoke_oneway(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, {...}))
+        await client.invoke_oneway(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, {...}), 5.0)
         client.invoke_callback(addr, cmd, 3.0, on_done)   # on_done(response_or_error), may be async
 
 Contract:
@@ -233,10 +233,15 @@ class RemotingClient:
             raise RemotingTimeoutError(f"connecting to {address} took longer than the {timeout}s timeout") from exc
         return conn, max(0.0, deadline - anyio.current_time())
 
-    async def invoke_oneway(self, address: str, cmd: RemotingCommand) -> None:
-        """Send ``cmd`` flagged oneway; returns once written or queued. Raises ``RemotingConnectError``."""
-        conn = await self.connection(address)
-        await conn.invoke_oneway(self._stamp(cmd))
+    async def invoke_oneway(self, address: str, cmd: RemotingCommand, timeout: float) -> None:
+        """Send ``cmd`` flagged oneway; returns once written or queued. ``timeout`` bounds connecting and the wait
+        behind a backlog the broker does not read (:meth:`Connection.invoke_oneway`: the frame then stays queued), as
+        Java's invokeOneway never waits longer than its ``timeoutMillis``. Raises ``RemotingConnectError``, or
+        ``RemotingTimeoutError`` when connecting took all of ``timeout``."""
+        conn = self._connections.get(address)
+        if conn is None or conn.closed:
+            conn, timeout = await self._connect_within(address, timeout)
+        await conn.invoke_oneway(self._stamp(cmd), timeout)
 
     def invoke_callback(
         self, address: str, cmd: RemotingCommand, timeout: float, callback: InvokeCallback, *, plain: bool = False

@@ -126,7 +126,9 @@ class RemoteBrokerOffsetStore(_Table):
                 continue
             try:
                 addr = await self._address(mq)
-                await api.update_consumer_offset_oneway(self.instance.remoting, addr, self.group, mq, offset)
+                await api.update_consumer_offset_oneway(
+                    self.instance.remoting, addr, self.group, mq, offset, self.instance.config.rpc_timeout
+                )
             except Exception as exc:
                 log.info("persisting offset %d of %s failed: %s", offset, mq, exc)
 

@@ -338,7 +338,7 @@ async def test_a_refused_oneway_request_gets_no_answer_and_the_connection_keeps_
 ) -> None:
     async with RemotingClient() as client:
         refused = sign(request(RequestCode.UPDATE_CONSUMER_OFFSET, offset("topicA", "groupB"), oneway=True), USER)
-        await client.invoke_oneway(acl_cluster.broker_addr, refused)
+        await client.invoke_oneway(acl_cluster.broker_addr, refused, 5)
         answer = await client.invoke(
             acl_cluster.broker_addr,
             sign(request(RequestCode.GET_MAX_OFFSET, {"topic": "topicB", "queueId": "0"}), USER),

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 import trio
+import trio.testing
 
 from remoting.client import RemotingClient, parse_address
 from remoting.codec.codes import RequestCode, ResponseCode, SerializeType
@@ -159,12 +160,44 @@ def _connected(sock: socket.socket) -> bool:
 async def test_oneway_is_written_and_gets_no_response(server):
     addr, _, remember = server
     async with RemotingClient() as client:
-        await client.invoke_oneway(addr, request(REMEMBER))
+        await client.invoke_oneway(addr, request(REMEMBER), 10)
         # the next request on the same connection is answered after the oneway one was processed
         await client.invoke(addr, request(REMEMBER), timeout=10)
         assert len(remember.connections) == 2
         conn = client.connections[addr]
         assert conn.pending_invocations == 0
+
+
+async def test_a_oneway_waits_behind_a_backlog_the_peer_does_not_read_at_most_its_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A oneway to a broker that stopped reading (more than SEND_HIGH_WATER queued for it) returns after its
+    timeout, its frame left queued, as Java's invokeOneway never waits past its ``timeoutMillis``; it used to wait
+    for the backlog to drain (END_TRANSACTION, oneway offset commits and send_oneway hung with it)."""
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    listener.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the accepted socket inherits it
+    addr = f"127.0.0.1:{listener.socket.getsockname()[1]}"
+    async with trio.open_nursery() as nursery, listener:
+        nursery.start_soon(_accept_and_never_read, listener)
+        async with RemotingClient() as client:
+            filler = request(ECHO, body=b"x" * (1 << 20), oneway=True)
+            for _ in range(64):
+                await client.invoke_oneway(addr, filler, 2.0)
+                if client.connections[addr].congested:
+                    break
+            assert client.connections[addr].congested
+            start = trio.current_time()
+            with trio.fail_after(60):  # virtual seconds
+                await client.invoke_oneway(addr, request(ECHO, oneway=True), 2.0)
+            assert trio.current_time() == start + 2.0
+            assert not client.connections[addr].closed
+        nursery.cancel_scope.cancel()
+
+
+async def _accept_and_never_read(listener: trio.SocketListener) -> None:
+    stream = await listener.accept()
+    async with stream:
+        await trio.sleep_forever()
 
 
 async def test_invoke_callback_gets_response_or_error(server, autojump_clock):
