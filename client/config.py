@@ -91,5 +91,19 @@ class ClientConfig:
 
     @property
     def client_id(self) -> str:
-        cid = f"{self.client_ip}@{self.instance_name}"
+        return self._client_id(self.instance_name)
+
+    @property
+    def offset_file_client_id(self) -> str:
+        """The client id a BROADCASTING consumer's offset file is kept under, the same after a restart. Java's
+        broadcasting consumers keep the instance name ``DEFAULT`` (only clustering ones take the PID), so their file
+        outlives the process, one per group; our default names carry the PID (:func:`default_instance_name`), read
+        here as ``DEFAULT``. A name the application chose is kept. Two consumers of one group in one process (which
+        Java's shared client instance refuses) share the file."""
+        pid, name = str(os.getpid()), self.instance_name
+        default = name == pid or name.startswith(f"{pid}#")
+        return self._client_id("DEFAULT" if default else name)
+
+    def _client_id(self, instance_name: str) -> str:
+        cid = f"{self.client_ip}@{instance_name}"
         return f"{cid}@{self.unit_name}" if self.unit_name else cid

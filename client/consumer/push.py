@@ -131,7 +131,7 @@ class PushConsumer:
         self.offset_store: OffsetStore
         if message_model is MessageModel.BROADCASTING:
             directory = offset_store_dir if offset_store_dir is not None else default_offset_store_dir()
-            self.offset_store = LocalFileOffsetStore(directory, self.instance.client_id, group)
+            self.offset_store = LocalFileOffsetStore(directory, self.instance.config.offset_file_client_id, group)
         else:
             self.offset_store = RemoteBrokerOffsetStore(self.instance, group)
         self.rebalance = Rebalance(

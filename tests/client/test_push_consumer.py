@@ -117,6 +117,32 @@ async def test_broadcasting_delivers_every_message_to_every_consumer(cluster: Th
     assert list((tmp_path / "offsets").rglob("offsets.json"))
 
 
+async def test_a_restarted_broadcasting_consumer_resumes_from_its_offset_file(
+    cluster: ThreadedCluster, tmp_path: Path
+) -> None:
+    """Java's LocalFileOffsetStore reads the offset file when a queue is taken (READ_FROM_STORE): a broadcasting
+    consumer started again goes on where it stopped, neither from the first offset again nor from the last."""
+    await create_topic(cluster.namesrv_addr, "BcastRestart", queues=2)
+    options = {
+        "message_model": MessageModel.BROADCASTING,
+        "offset_store_dir": tmp_path / "offsets",
+        "consume_from_where": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    }
+    first: list[MessageExt] = []
+    second: list[MessageExt] = []
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        async with _consumer(cluster, "cg-bcast-restart", "BcastRestart", first, **options):
+            for i in range(10):
+                await producer.send(Message("BcastRestart", f"before{i}".encode()))
+            await wait_until(lambda: len(first) >= 10)
+        for i in range(10):
+            await producer.send(Message("BcastRestart", f"after{i}".encode()))
+        async with _consumer(cluster, "cg-bcast-restart", "BcastRestart", second, **options):
+            await wait_until(lambda: len(second) >= 10)
+            await anyio.sleep(0.5)  # room for a redelivery of the first run's messages
+    assert sorted(m.body for m in second) == sorted(f"after{i}".encode() for i in range(10)), [m.body for m in second]
+
+
 async def test_a_broadcasting_consumer_whose_offset_file_cannot_be_written_stops_cleanly(
     cluster: ThreadedCluster, tmp_path: Path
 ) -> None:

@@ -258,3 +258,10 @@ async def test_two_running_instances_may_not_share_a_client_id() -> None:
         assert first.client_id.endswith("@twin")
     async with MQClientInstance(config):
         pass
+
+
+def test_a_broadcasting_offset_file_is_kept_under_default_unless_the_instance_was_named() -> None:
+    """Java's broadcasting consumers keep the instance name DEFAULT: their offset file outlives the process."""
+    assert ClientConfig(client_ip="10.0.0.1").offset_file_client_id == "10.0.0.1@DEFAULT"
+    named = ClientConfig(client_ip="10.0.0.1", instance_name="edge-7", unit_name="u")
+    assert named.offset_file_client_id == named.client_id == "10.0.0.1@edge-7@u"
