@@ -2,9 +2,10 @@
 receipt/DefaultReceiptHandleManager.java).
 
 A push consumer receives with ``auto_renew`` and no invisible time; its listener may run longer than the 60 s the
-message is first hidden for. :class:`RenewTable` keeps each handle it handed out, by ``(client id, group, message id)``,
-and a loop every ``renewSchedulePeriodMillis`` extends the ones due within ``renewAheadTimeMillis`` by the next renew
-step (1 m, 3 m, 5 m, 10 m, 30 m, then 1 h each time). After ``renewMaxTimeMillis`` of renewing it stops and makes the
+message is first hidden for. :class:`RenewTable` keeps each handle it handed out, by ``(client id, group, message id,
+handle)`` (as RocketMQ's ReceiptHandleGroup: a send the client retried is stored twice under one message id), and a
+loop every ``renewSchedulePeriodMillis`` extends the ones due within ``renewAheadTimeMillis`` by the next renew step
+(1 m, 3 m, 5 m, 10 m, 30 m, then 1 h each time). After ``renewMaxTimeMillis`` of renewing it stops and makes the
 message visible after the group's retry delay for its attempt; when the client is gone its messages become visible
 after ``invisibleTimeMillisWhenClear``. Ack, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue
 :meth:`~RenewTable.take` the entry and act on the latest handle, since the client still holds the first one.
@@ -36,6 +37,8 @@ __all__ = ["RENEW_STEPS_MS", "RenewTable"]
 RENEW_STEPS_MS: Final = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)
 #: Ours: handles kept at most; beyond it a receive is not renewed (it keeps its first invisible time).
 MAX_HELD: Final = 100_000
+#: client id, group, message id, and the handle the client was given
+_Key = tuple[str, str, str, str]
 
 log = logging.getLogger(__name__)
 _refusals = RateLimitedLog(log)
@@ -44,11 +47,16 @@ _refusals = RateLimitedLog(log)
 @attrs.define
 class _Held:
     topic: str
-    original: str
     handle: ReceiptHandle
     received_ms: int
     attempt: int
     renewals: int = 0
+
+
+def _retry_delay_ms(attempt: int) -> int:
+    """The group's retry delay after delivery ``attempt``: RocketMQ's CustomizedRetryPolicy.nextDelayDuration of the
+    message's reconsumeTimes (``attempt - 1``), which reads its table at reconsumeTimes + 2 (10 s after the first)."""
+    return BACKOFF_SECONDS[min(attempt + 1, len(BACKOFF_SECONDS) - 1)] * 1000
 
 
 class RenewTable:
@@ -58,22 +66,18 @@ class RenewTable:
         self.pop = pop
         self.sessions = sessions
         self.config = config
-        self.held: dict[tuple[str, str, str], _Held] = {}
+        self.held: dict[_Key, _Held] = {}
 
     def add(self, client_id: str, group: str, topic: str, message_id: str, handle: ReceiptHandle, attempt: int) -> None:
         if len(self.held) < MAX_HELD:
-            held = _Held(topic, handle.encode(), handle, self.pop.now_ms(), attempt)
-            self.held[(client_id, group, message_id)] = held
+            held = _Held(topic, handle, self.pop.now_ms(), attempt)
+            self.held[(client_id, group, message_id, handle.encode())] = held
 
     def take(self, client_id: str, group: str, message_id: str, handle_text: str) -> str:
         """The handle to act on for what the client sent: the latest renewal of ``handle_text`` when this table holds
         it (and it forgets it), else ``handle_text`` itself."""
-        key = (client_id, group, message_id)
-        held = self.held.get(key)
-        if held is None or held.original != handle_text:
-            return handle_text
-        del self.held[key]
-        return held.handle.encode()
+        held = self.held.pop((client_id, group, message_id, handle_text), None)
+        return handle_text if held is None else held.handle.encode()
 
     def _offline(self, client_id: str) -> bool:
         session = self.sessions.sessions.get(client_id)
@@ -83,14 +87,13 @@ class RenewTable:
         """One pass: renew what is due, release what a gone client held, stop what was renewed long enough."""
         config, now = self.config, self.pop.now_ms()
         for key, held in list(self.held.items()):
-            client_id, group, _ = key
+            client_id, group, _, _ = key
             if self._offline(client_id):
                 self._release(key, held, config.invisible_time_millis_when_clear)
             elif held.handle.visible_at - now > config.renew_ahead_time_millis:
                 continue
             elif now - held.received_ms >= config.renew_max_time_millis:
-                delay = BACKOFF_SECONDS[min(held.attempt - 1, len(BACKOFF_SECONDS) - 1)] * 1000
-                self._release(key, held, delay)
+                self._release(key, held, _retry_delay_ms(held.attempt))
             else:
                 step = RENEW_STEPS_MS[min(held.renewals, len(RENEW_STEPS_MS) - 1)]
                 try:
@@ -103,7 +106,7 @@ class RenewTable:
                 else:
                     del self.held[key]
 
-    def _release(self, key: tuple[str, str, str], held: _Held, invisible_ms: int) -> None:
+    def _release(self, key: _Key, held: _Held, invisible_ms: int) -> None:
         del self.held[key]
         try:
             self.pop.change_invisible(key[1], held.topic, held.handle, invisible_ms)

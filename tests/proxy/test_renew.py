@@ -6,6 +6,7 @@ messages the official client sends."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import trio
 from broker.embedded import EmbeddedCluster
 from client.message import Message
 from client.producer import Producer
+from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
 from proxy.pb import definition, service
@@ -64,14 +66,25 @@ def received(activity: MessagingActivity, client_id: str, auto_renew: bool = Tru
     return [r.message for r in stream if r.HasField("message")]
 
 
-async def start(cluster: EmbeddedCluster, nursery: trio.Nursery, config: ProxyConfig) -> MessagingActivity:
+async def start(
+    cluster: EmbeddedCluster,
+    nursery: trio.Nursery,
+    config: ProxyConfig,
+    *,
+    first: bytes | None = b"slow",
+    loop: bool = True,
+) -> MessagingActivity:
+    """The activity and its revive loop over ``cluster`` with topic TRenew, its renew loop unless ``loop`` is false,
+    and the message ``first`` sent."""
     use_virtual_store_clock(cluster)
     await create_topic(cluster, TOPIC)
     activity, revive = build_activity(cluster.controller, config)
     await nursery.start(revive.run)
-    await nursery.start(activity.consuming.renew.run)
-    async with Producer("pg-renew", cluster.namesrv_addr) as producer:
-        await producer.send(Message(TOPIC, b"slow"))
+    if loop:
+        await nursery.start(activity.consuming.renew.run)
+    if first is not None:
+        async with Producer("pg-renew", cluster.namesrv_addr) as producer:
+            await producer.send(Message(TOPIC, first))
     return activity
 
 
@@ -113,7 +126,7 @@ async def test_renewing_stops_after_its_maximum_and_a_gone_client_releases_at_on
     await trio.sleep(4 * 60)
     assert received(activity, "other@1") == []
     # Renewals at about 50 s (+1 m) and 105 s (+3 m) are within the 5 min maximum, so is the one at about 280 s
-    # (+5 m); the next due one, at about 575 s, is past it: released with the retry delay of attempt 1 (1 s).
+    # (+5 m); the next due one, at about 575 s, is past it: released with the retry delay of attempt 1 (10 s).
     await trio.sleep(6 * 60)
     push2 = await nursery.start(keep_alive, activity, "push@2")
     [again] = received(activity, "push@2")
@@ -123,7 +136,53 @@ async def test_renewing_stops_after_its_maximum_and_a_gone_client_releases_at_on
     assert received(activity, "other@1", auto_renew=False) == []  # push@2 is there: renewed
     push2.cancel()
     activity.notify_termination(service.NotifyClientTerminationRequest(), md("push@2"))
-    await trio.sleep(30)  # the next scan (5 s) releases it, visible 1 s later
+    await trio.sleep(30)  # the next scan (5 s) releases it, visible 1 s later (invisibleTimeMillisWhenClear)
     [third] = received(activity, "other@1", auto_renew=False)
     assert third.system_properties.delivery_attempt == 3
     assert activity.consuming.renew.held == {}
+
+
+async def test_a_message_renewed_to_the_maximum_comes_back_after_the_groups_retry_delay(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ's DefaultReceiptHandleManager releases it after the group retry policy's
+    nextDelayDuration(reconsumeTimes), which reads its table (1 s, 5 s, 10 s, 30 s, ...) at reconsumeTimes + 2: 10 s
+    after a first delivery, not 1 s."""
+    activity = await start(embedded_cluster, nursery, ProxyConfig(renew_max_time_millis=0), loop=False)
+    await nursery.start(keep_alive, activity, "push@1")
+    [first] = received(activity, "push@1")
+    await trio.sleep(55)
+    activity.consuming.renew.scan()  # due within renewAheadTimeMillis and renewed long enough: released
+    await trio.sleep(8)
+    assert received(activity, "other@1", auto_renew=False) == []
+    await trio.sleep(5)
+    [again] = received(activity, "other@1", auto_renew=False)
+    assert (again.body, again.system_properties.delivery_attempt) == (first.body, 2)
+
+
+def _send_with_id(activity: MessagingActivity, message_id: str, body: bytes) -> None:
+    msg = definition.Message(body=body)
+    msg.topic.name = TOPIC
+    msg.system_properties.message_id = message_id
+    msg.system_properties.born_timestamp.FromMilliseconds(int(time.time() * 1000))
+    msg.system_properties.message_type = definition.MessageType.NORMAL
+    response = activity.send_now(service.SendMessageRequest(messages=[msg]), md("p@1"))
+    assert response is not None and response.status.code == Code.OK
+
+
+async def test_auto_renew_keeps_both_messages_of_one_message_id_invisible(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A send the official client retried after a timeout is stored twice under one message id. A push consumer
+    receiving both with auto-renew has both renewed: the table keeps every handle of a message id, keyed by the handle,
+    as RocketMQ's ReceiptHandleGroup does (keyed by message id alone, the second receive replaced the first, whose
+    message came back after 60 s while the listener still held it)."""
+    activity = await start(embedded_cluster, nursery, ProxyConfig(), first=None)
+    await nursery.start(keep_alive, activity, "push@1")
+    message_id = "01" + "AB" * 15
+    _send_with_id(activity, message_id, b"first try")
+    _send_with_id(activity, message_id, b"retried send")
+    held = received(activity, "push@1")
+    assert sorted(m.body for m in held) == [b"first try", b"retried send"]
+    await trio.sleep(5 * 60)  # the listener runs five minutes
+    assert received(activity, "other@1", auto_renew=False) == [], "a message the push consumer holds came again"
