@@ -287,7 +287,7 @@ def _permission(perm: int) -> Any:
 
 
 def _ack_status(outcome: AckOutcome) -> Any:
-    if outcome is AckOutcome.OK:
+    if outcome in (AckOutcome.OK, AckOutcome.STALE):
         return status()
     if outcome is AckOutcome.EXPIRED:
         return status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")

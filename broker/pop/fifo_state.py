@@ -1,11 +1,14 @@
 """The orderly (FIFO) pop state of every (group, topic, queue) and its file ``config/popFifoState.json``.
 
-RocketMQ keeps the same facts (which offsets of a queue are invisible until when, how often each was delivered) in
-``consumerOrderInfo.json`` (broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoManager.java) in a
-format of its own; ours is a list of queues, each ``{"group", "topic", "queueId", "invisibleUntil": {offset: epoch
-ms}, "attempts": {offset: deliveries}, "acked": [offsets]}``. :class:`~broker.pop.PopService` marks it dirty on every
-change and its revive loop runs the persister, which saves after each change in a worker thread, so a restart (even a
-kill -9, give or take the save in progress) keeps in-flight FIFO messages invisible and their attempt counts.
+RocketMQ keeps the same facts (when the batch in flight was popped, which offsets of a queue are invisible until
+when, how often each was delivered) in ``consumerOrderInfo.json``
+(broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoManager.java) in a format of its own; ours is
+a list of queues, each ``{"group", "topic", "queueId", "popTime": epoch ms, "invisibleUntil": {offset: epoch ms},
+"attempts": {offset: deliveries}, "acked": [offsets]}`` (a file without ``popTime`` reads as 0: the handles then in
+flight no longer ack, and their messages come again when their time is up). :class:`~broker.pop.PopService` marks
+it dirty on every change and its revive loop runs the persister, which saves after each change in a worker thread, so
+a restart (even a kill -9, give or take the save in progress) keeps in-flight FIFO messages invisible and their
+attempt counts.
 
 Errors: a file whose content does not decode raises :class:`~store.metadata_files.ConfigFileError` at load, as the
 broker's other config files do.
@@ -26,11 +29,14 @@ __all__ = ["FifoQueue", "FifoTable", "fifo_state_file"]
 
 @attrs.define
 class FifoQueue:
-    """Orderly pop state of one (group, topic, queue): invisible offsets and per-offset delivery counts."""
+    """Orderly pop state of one (group, topic, queue): invisible offsets, per-offset delivery counts, offsets
+    acknowledged past the first unacknowledged one, and the pop time of the latest delivery (the handles of that
+    delivery carry it)."""
 
     invisible_until: dict[int, int] = attrs.field(factory=dict)
     attempts: dict[int, int] = attrs.field(factory=dict)
     acked: set[int] = attrs.field(factory=set)
+    pop_time: int = 0
 
 
 FifoTable = dict[tuple[str, str, int], FifoQueue]
@@ -38,7 +44,7 @@ FifoTable = dict[tuple[str, str, int], FifoQueue]
 
 def _encode(table: FifoTable) -> bytes:
     queues = [
-        {"group": group, "topic": topic, "queueId": qid,
+        {"group": group, "topic": topic, "queueId": qid, "popTime": q.pop_time,
          "invisibleUntil": {str(o): t for o, t in q.invisible_until.items()},
          "attempts": {str(o): n for o, n in q.attempts.items()}, "acked": sorted(q.acked)}
         for (group, topic, qid), q in table.items()
@@ -53,7 +59,10 @@ def _decode(data: bytes) -> FifoTable:
         for entry in orjson.loads(data)["queues"]:
             key = (str(entry["group"]), str(entry["topic"]), int(entry["queueId"]))
             table[key] = FifoQueue(
-                _int_map(entry["invisibleUntil"]), _int_map(entry["attempts"]), {int(o) for o in entry["acked"]}
+                _int_map(entry["invisibleUntil"]),
+                _int_map(entry["attempts"]),
+                {int(o) for o in entry["acked"]},
+                int(entry.get("popTime", 0)),
             )
         return table
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -15,8 +15,9 @@ Durability (docs/grpc.md#pop-consumption):
   ``retryMaxTimes + 1`` attempts are used, stored in ``%DLQ%<group>``.
 * **Orderly (FIFO) pops** keep the consumer offset at the first unacknowledged message and hand out nothing more from
   that queue while a popped message is invisible; after the invisible time the same messages come again with the
-  attempt raised. Acks advance the offset. That state (invisible times, attempt counts) is saved after each change
-  to ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start.
+  attempt raised. Acks advance the offset and wake the receives waiting on the topic once the queue is free (RocketMQ's
+  AckMessageProcessor.ackOrderly). That state (the pop time, invisible times, attempt counts) is saved after each
+  change to ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start.
 
 Errors: the append path's ``PutRefusedError`` (disk full, store shutting down) propagates to the caller.
 """
@@ -73,6 +74,9 @@ def revive_topic(cluster: str) -> str:
 
 class AckOutcome(enum.Enum):
     OK = "OK"
+    #: nothing done: the FIFO message was acknowledged already, or the handle is of its earlier delivery (RocketMQ's
+    #: ackOrderly answers both SUCCESS)
+    STALE = "STALE"
     EXPIRED = "EXPIRED"  # the handle's invisible time has passed: the message is (or will be) redelivered
     NOT_FOUND = "NOT_FOUND"  # the handle names no queue or offset of this broker
 
@@ -118,6 +122,9 @@ class PopService:
 
     def notify_arrival(self, topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
         """The store's arrival listener (chained by the broker): wake pops waiting on ``topic``. Never raises."""
+        self._wake(topic)
+
+    def _wake(self, topic: str) -> None:
         event = self._arrivals.pop(topic, None)
         if event is not None:
             event.set()
@@ -231,8 +238,10 @@ class PopService:
         self, group: str, topic: str, qid: int, want: int, invisible_ms: int, filters: _Filters, now: int
     ) -> list[Popped]:
         state = self._fifo.setdefault((group, topic, qid), FifoQueue())
-        if any(until > now for until in state.invisible_until.values()):
+        if _fifo_blocked(state, now):
             return []  # one batch of a queue in flight at a time: order is kept per queue
+        # A delivery is known by its pop time: a later one never shares an earlier one's (an invisible time of 0).
+        pop_time = max(now, state.pop_time + 1)
         start = self._start_offset(group, topic, qid)
         messages, next_offset = self._read(topic, qid, start, want, filters)
         # Offsets the filter skipped count as consumed (RocketMQ acks a message that does not match silently).
@@ -251,12 +260,14 @@ class PopService:
                 self._fifo_done(state, offset)
                 continue
             state.attempts[offset] = attempt
-            state.invisible_until[offset] = now + invisible_ms
+            state.invisible_until[offset] = pop_time + invisible_ms
             handle = ReceiptHandle(
-                start, now, invisible_ms, FIFO_REVIVE_QID, TOPIC_TYPE_NORMAL, self.broker.config.broker_name, qid,
+                start, pop_time, invisible_ms, FIFO_REVIVE_QID, TOPIC_TYPE_NORMAL, self.broker.config.broker_name, qid,
                 offset, msg.commit_log_offset,
             )  # fmt: skip
             popped.append(Popped(msg, handle, attempt))
+        if popped:
+            state.pop_time = pop_time
         self._fifo_advance(group, topic, qid, state)
         if popped or returned or end != start:
             self.fifo_persister.mark_dirty()
@@ -285,21 +296,34 @@ class PopService:
 
     def ack(self, group: str, topic: str, handle: ReceiptHandle) -> AckOutcome:
         """Acknowledge one popped message. Expired handles are refused (RocketMQ's proxy check)."""
-        if handle.expired(self.now_ms()):
+        now = self.now_ms()
+        if handle.expired(now):
             return AckOutcome.EXPIRED
         real = handle.real_topic(group, topic)
         if real not in self.broker.topics:
             return AckOutcome.NOT_FOUND
         if handle.fifo:
-            state = self._fifo.get((group, real, handle.queue_id))
-            if not _current_fifo_delivery(state, handle):
-                return AckOutcome.NOT_FOUND
-            assert state is not None
-            self._fifo_done(state, handle.offset)
-            self._fifo_advance(group, real, handle.queue_id, state)
-            self.fifo_persister.mark_dirty()
-            return AckOutcome.OK
+            return self._ack_fifo(group, real, handle, now)
         self._write_ack(group, real, handle)
+        return AckOutcome.OK
+
+    def _ack_fifo(self, group: str, topic: str, handle: ReceiptHandle, now: int) -> AckOutcome:
+        """RocketMQ's AckMessageProcessor.ackOrderly: the latest delivery's handle acks its message, and a queue it
+        unblocks wakes the receives waiting on the topic; a message acknowledged already, or a handle of an earlier
+        delivery, is STALE; an offset never handed out is NOT_FOUND."""
+        state = self._fifo.get((group, topic, handle.queue_id))
+        offset = handle.offset
+        if offset < self.broker.offsets.query(group, topic, handle.queue_id) or (state and offset in state.acked):
+            return AckOutcome.STALE
+        if state is None or offset not in state.invisible_until:
+            return AckOutcome.NOT_FOUND
+        if not _current_fifo_delivery(state, handle):
+            return AckOutcome.STALE
+        self._fifo_done(state, offset)
+        self._fifo_advance(group, topic, handle.queue_id, state)
+        self.fifo_persister.mark_dirty()
+        if not _fifo_blocked(state, now):
+            self._wake(topic)
         return AckOutcome.OK
 
     def change_invisible(
@@ -312,15 +336,15 @@ class PopService:
         real = handle.real_topic(group, topic)
         if real not in self.broker.topics:
             return AckOutcome.NOT_FOUND, None
-        renewed = attrs.evolve(handle, pop_time=now, invisible_time=invisible_ms)
         if handle.fifo:
             state = self._fifo.get((group, real, handle.queue_id))
-            if not _current_fifo_delivery(state, handle):
+            if state is None or not _current_fifo_delivery(state, handle):
                 return AckOutcome.NOT_FOUND, None
-            assert state is not None
             state.invisible_until[handle.offset] = now + invisible_ms
             self.fifo_persister.mark_dirty()
-            return AckOutcome.OK, renewed
+            # The pop time stays, as in ChangeInvisibleTimeProcessor: every handle of this delivery still acks it.
+            return AckOutcome.OK, attrs.evolve(handle, invisible_time=now + invisible_ms - handle.pop_time)
+        renewed = attrs.evolve(handle, pop_time=now, invisible_time=invisible_ms)
         self._write_ck(group, real, [renewed])
         self._write_ack(group, real, handle)
         return AckOutcome.OK, renewed
@@ -387,8 +411,13 @@ async def _set_then_cancel(event: trio.Event, scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
-def _current_fifo_delivery(state: FifoQueue | None, handle: ReceiptHandle) -> bool:
-    """Whether ``handle`` is the latest delivery of its FIFO message: in flight, and hidden until the time this
-    handle names (a handle of an earlier delivery, or of one changed since, would act on another consumer's; RocketMQ
-    compares the pop time with the queue's order info)."""
-    return state is not None and state.invisible_until.get(handle.offset) == handle.visible_at
+def _fifo_blocked(state: FifoQueue, now: int) -> bool:
+    """Whether a message of the queue is in flight (RocketMQ's ConsumerOrderInfoManager.checkBlock)."""
+    return any(until > now for until in state.invisible_until.values())
+
+
+def _current_fifo_delivery(state: FifoQueue, handle: ReceiptHandle) -> bool:
+    """Whether ``handle`` is of the latest delivery of its FIFO message: in flight, popped at the time the queue
+    holds (a handle of an earlier delivery would act on another consumer's; RocketMQ compares the pop time with the
+    queue's order info too)."""
+    return handle.offset in state.invisible_until and handle.pop_time == state.pop_time

@@ -185,6 +185,25 @@ async def test_fifo_queue_hands_out_one_batch_at_a_time_in_order(
     assert [p.message.body for p in rest] == [b"m3", b"m4"]
 
 
+async def test_a_fifo_change_of_invisibility_keeps_the_pop_time_so_either_handle_acks(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """As RocketMQ's ChangeInvisibleTimeProcessor does for an orderly message, the new handle keeps the pop time and
+    names the new time; a delivery is known by its pop time, so the handle from before the change acks it too, and a
+    second ack is STALE (nothing done, answered OK)."""
+    await create_topic(embedded_cluster, "PopFC", queues=1)
+    pop, _ = popper
+    await send(embedded_cluster, "PopFC", b"f0", b"f1")
+    [first] = pop.pop("GFC", "PopFC", 1, 10_000, None, fifo=True)
+    await trio.sleep(5)
+    outcome, renewed = pop.change_invisible("GFC", "PopFC", first.handle, 60_000)
+    assert outcome is AckOutcome.OK and renewed is not None
+    assert (renewed.pop_time, renewed.visible_at) == (first.handle.pop_time, pop.now_ms() + 60_000)
+    assert pop.ack("GFC", "PopFC", first.handle) is AckOutcome.OK
+    assert pop.ack("GFC", "PopFC", renewed) is AckOutcome.STALE
+    assert [p.message.body for p in pop.pop("GFC", "PopFC", 1, 10_000, None, fifo=True)] == [b"f1"]
+
+
 async def test_in_flight_messages_survive_a_clean_restart(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:

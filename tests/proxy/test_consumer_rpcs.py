@@ -1,0 +1,106 @@
+"""The consumer RPCs as RocketMQ 5.3.3's proxy and broker answer them (proxy/src/main/java/org/apache/rocketmq/proxy/
+grpc/v2/consumer/ and broker/.../processor/AckMessageProcessor.java): a FIFO ack wakes the receive waiting on the
+queue it frees, and a second ack of it answers OK. Real embedded broker, the proxy's Trio-side activity, virtual time
+(``autojump_clock``); requests are the generated protobuf messages the official clients send."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from proxy.common import Code
+from proxy.config import ProxyConfig
+from proxy.messaging import MessagingActivity
+from proxy.pb import service
+from proxy.startup import build_activity
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from tests.proxy.test_pop import send
+from tests.proxy.test_renew import md
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+
+
+async def _activity(cluster: EmbeddedCluster, nursery: trio.Nursery) -> MessagingActivity:
+    use_virtual_store_clock(cluster)
+    activity, revive = build_activity(cluster.controller, ProxyConfig())
+    await nursery.start(revive.run)
+    return activity
+
+
+def _receive_request(group: str, topic: str, *, batch: int = 32, invisible_s: int = 30, tag: str = "*") -> Any:
+    req = service.ReceiveMessageRequest(batch_size=batch)
+    req.group.name = group
+    req.message_queue.topic.name = topic
+    req.message_queue.id = -1
+    req.filter_expression.expression = tag
+    req.invisible_duration.FromSeconds(invisible_s)
+    return req
+
+
+def _messages(stream: list[Any] | None) -> list[Any]:
+    return [r.message for r in stream or [] if r.HasField("message")]
+
+
+def _ack_request(group: str, topic: str, *messages: Any) -> Any:
+    req = service.AckMessageRequest()
+    req.group.name, req.topic.name = group, topic
+    for m in messages:
+        req.entries.add(message_id=m.system_properties.message_id, receipt_handle=m.system_properties.receipt_handle)
+    return req
+
+
+async def test_a_fifo_ack_wakes_the_receive_parked_on_the_queue_it_unblocks(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ's AckMessageProcessor.ackOrderly calls notifyMessageArriving once the queue is no longer blocked, so
+    a receive long-polling on a FIFO queue (the official push consumer keeps one in flight while it consumes the
+    batch it holds) gets the next message as soon as the batch is acked, not at the end of its polling window
+    (20 s)."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(
+        SubscriptionGroupConfig("GFifoWake", consume_message_orderly=True)
+    )
+    await create_topic(embedded_cluster, "FifoWake", queues=1)
+    await send(embedded_cluster, "FifoWake", b"m0", b"m1")
+    req = _receive_request("GFifoWake", "FifoWake", batch=1)
+    [first] = _messages(activity.consuming.receive_now(req, md("fifo@1"), None))
+    assert first.body == b"m0"
+
+    got: list[tuple[list[Any], float]] = []
+
+    async def parked() -> None:
+        stream = await activity.consuming.receive(req, md("fifo@1"), None)
+        got.append((_messages(stream), trio.current_time()))
+
+    nursery.start_soon(parked)
+    await trio.sleep(1)  # the receive is parked: m1 is behind m0, which is in flight
+    assert got == []
+    acked_at = trio.current_time()
+    response = activity.consuming.ack(_ack_request("GFifoWake", "FifoWake", first), md("fifo@1"))
+    assert response.status.code == Code.OK
+    with trio.fail_after(60):
+        while not got:
+            await trio.sleep(0.1)
+    [(messages, at)] = got
+    assert [m.body for m in messages] == [b"m1"]
+    assert at - acked_at < 2, f"the parked receive answered {at - acked_at:.1f} s after the ack unblocked the queue"
+
+
+async def test_acking_a_fifo_message_again_answers_ok(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A client whose ack timed out after the broker applied it acks again (the Java client re-acks a FIFO message on
+    any status but OK and INVALID_RECEIPT_HANDLE, for ever, and consumes nothing more of that queue meanwhile).
+    RocketMQ's ackOrderly answers SUCCESS for an offset below the committed one (and for a pop time that no longer
+    matches), as a second ack of a normal message is answered OK too."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GReAck", consume_message_orderly=True))
+    await create_topic(embedded_cluster, "ReAck", queues=1)
+    await send(embedded_cluster, "ReAck", b"once", b"next")
+    [message] = _messages(activity.consuming.receive_now(_receive_request("GReAck", "ReAck", batch=1), md("c@1"), None))
+    ack = _ack_request("GReAck", "ReAck", message)
+    assert activity.consuming.ack(ack, md("c@1")).status.code == Code.OK
+    again = activity.consuming.ack(ack, md("c@1")).status
+    assert again.code == Code.OK, f"re-ack answered {Code.Name(again.code)}: {again.message}"
