@@ -242,6 +242,9 @@ class Consuming:
         return response
 
     def forward_to_dlq(self, req: Any, metadata: dict[str, str]) -> Any:
+        """RocketMQ's ProducerProcessor.forwardMessageToDeadLetterQueue: the DLQ copy's result is the answer, the
+        ack after it is best effort (the official clients forward again on anything but OK: answering a failed ack,
+        an expired handle's, stored one more copy each time)."""
         group, topic = req.group.name, req.topic.name
         handle = self._handle(self.renew.take(metadata.get(_CLIENT_ID, ""), group, req.message_id, req.receipt_handle))
         raw = self.broker.store.look_message_by_offset(handle.commit_log_offset)
@@ -249,7 +252,9 @@ class Consuming:
             raise RpcError(Code.INVALID_RECEIPT_HANDLE, "the message of this receipt handle is gone")
         self.broker.store.append(self.pop.dead_letter(group, decode_record(raw)))
         outcome = self.pop.ack(group, topic, handle)
-        return service.ForwardMessageToDeadLetterQueueResponse(status=_ack_status(outcome))
+        if outcome not in (AckOutcome.OK, AckOutcome.STALE):
+            log.info("forwarded %s of %s to the DLQ; its ack answered %s", req.message_id, group, outcome.value)
+        return service.ForwardMessageToDeadLetterQueueResponse(status=status())
 
     def query_assignment(self, req: Any, metadata: dict[str, str], broker_pb: Any) -> Any:
         """RouteActivity.queryAssignment (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/

@@ -62,6 +62,7 @@ ACK_TAG: Final = "ack"
 #: queue ahead of its CK (the timer wheel delivers on slot boundaries).
 CK_GRACE_MS: Final = 500
 PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
 #: Every fifth pop reads the retry topic first (RocketMQ picks it with popFromRetryProbability 20 %).
 _RETRY_FIRST_EVERY: Final = 5
 #: The tag filter and the property (SQL92) filter of one pop.
@@ -256,7 +257,7 @@ class PopService:
                 continue
             attempt = state.attempts.get(offset, 0) + 1
             if attempt > limit:
-                self.broker.store.append(self.dead_letter(group, msg))
+                self.broker.store.append(self.dead_letter(group, msg, deliveries=limit))
                 self._fifo_done(state, offset)
                 continue
             state.attempts[offset] = attempt
@@ -395,10 +396,16 @@ class PopService:
         self.broker.topics.create_topic_in_send_back_process(retry, 1)
         return self._copy(msg, retry, {PROPERTY_RETRY_TOPIC: origin}, msg.reconsume_times + 1)
 
-    def dead_letter(self, group: str, msg: MessageExt) -> MessageRecord:
+    def dead_letter(self, group: str, msg: MessageExt, deliveries: int | None = None) -> MessageRecord:
+        """``msg`` for ``%DLQ%<group>``, built as RocketMQ's consumerSendMsgBack builds it (the proxy's
+        ForwardMessageToDeadLetterQueue is one, with delay level -1): ``reconsumeTimes`` counts its ``deliveries``
+        (by default this one, the ``reconsumeTimes + 1``-th) and ``ORIGIN_MESSAGE_ID``, unless ``msg`` has one, is
+        ``msg``'s offset message id."""
         self.broker.topics.create_dlq_topic(group)
-        origin = self.original_topic(group, msg)
-        return self._copy(msg, dlq_topic(group), {PROPERTY_RETRY_TOPIC: origin}, msg.reconsume_times)
+        extra = {PROPERTY_RETRY_TOPIC: self.original_topic(group, msg)}
+        extra[PROPERTY_ORIGIN_MESSAGE_ID] = msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or msg.msg_id
+        times = msg.reconsume_times + 1 if deliveries is None else deliveries
+        return self._copy(msg, dlq_topic(group), extra, times)
 
     def _copy(self, msg: MessageExt, topic: str, extra: dict[str, str], reconsume: int) -> MessageRecord:
         props = {k: v for k, v in msg.properties.items() if k not in ("REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS")}

@@ -1,7 +1,9 @@
 """The consumer RPCs as RocketMQ 5.3.3's proxy and broker answer them (proxy/src/main/java/org/apache/rocketmq/proxy/
-grpc/v2/consumer/ and broker/.../processor/AckMessageProcessor.java): a FIFO ack wakes the receive waiting on the
-queue it frees, and a second ack of it answers OK. Real embedded broker, the proxy's Trio-side activity, virtual time
-(``autojump_clock``); requests are the generated protobuf messages the official clients send."""
+grpc/v2/consumer/, processor/ConsumerProcessor.java and ProducerProcessor.java; broker/.../processor/
+AckMessageProcessor.java): a FIFO ack wakes the receive waiting on the queue it frees and a second ack of it answers
+OK, and ForwardMessageToDeadLetterQueue answers the DLQ copy's result and writes that copy as a send-back does. Real
+embedded broker, the proxy's Trio-side activity, virtual time (``autojump_clock``); requests are the generated
+protobuf messages the official clients send."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from proxy.messaging import MessagingActivity
 from proxy.pb import service
 from proxy.startup import build_activity
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.codec.message import decode_record
 from tests.proxy.test_pop import send
 from tests.proxy.test_renew import md
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
@@ -48,6 +51,17 @@ def _ack_request(group: str, topic: str, *messages: Any) -> Any:
     req.group.name, req.topic.name = group, topic
     for m in messages:
         req.entries.add(message_id=m.system_properties.message_id, receipt_handle=m.system_properties.receipt_handle)
+    return req
+
+
+def _forward_request(group: str, topic: str, message: Any) -> Any:
+    req = service.ForwardMessageToDeadLetterQueueRequest(
+        receipt_handle=message.system_properties.receipt_handle,
+        message_id=message.system_properties.message_id,
+        delivery_attempt=message.system_properties.delivery_attempt,
+        max_delivery_attempts=17,
+    )
+    req.group.name, req.topic.name = group, topic
     return req
 
 
@@ -104,3 +118,48 @@ async def test_acking_a_fifo_message_again_answers_ok(
     assert activity.consuming.ack(ack, md("c@1")).status.code == Code.OK
     again = activity.consuming.ack(ack, md("c@1")).status
     assert again.code == Code.OK, f"re-ack answered {Code.Name(again.code)}: {again.message}"
+
+
+async def test_a_forward_to_the_dlq_that_stored_its_copy_answers_ok(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ's ProducerProcessor.forwardMessageToDeadLetterQueue answers the send-back's result (the DLQ copy) and
+    acks afterwards, ignoring the ack's outcome: a handle that expired meanwhile still answers OK once the copy is in
+    the DLQ. The official Java client (ProcessQueueImpl.forwardToDeadLetterQueue) re-forwards at once on any status
+    but OK: answering the ack's INVALID_RECEIPT_HANDLE stored one more copy per retry, without end."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GDlq", consume_message_orderly=True))
+    await create_topic(embedded_cluster, "Dlq", queues=1)
+    await send(embedded_cluster, "Dlq", b"poison")
+    [message] = _messages(
+        activity.consuming.receive_now(_receive_request("GDlq", "Dlq", invisible_s=10), md("c@1"), None)
+    )
+    await trio.sleep(11)  # the consumer's local retries took longer than the handle's invisible time
+    store = embedded_cluster.controller.context.store
+    statuses = []
+    for _ in range(3):  # what the Java client does: forward again while the answer is not OK
+        status = activity.consuming.forward_to_dlq(_forward_request("GDlq", "Dlq", message), md("c@1")).status
+        statuses.append(status.code)
+        if status.code == Code.OK:
+            break
+    copies = store.max_offset_in_queue("%DLQ%GDlq", 0)
+    assert (statuses, copies) == ([Code.OK], 1), f"answers {statuses}, {copies} copies in the DLQ"
+
+
+async def test_a_forwarded_dlq_copy_counts_the_attempt_and_names_its_origin(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ForwardMessageToDeadLetterQueue is RocketMQ's consumerSendMsgBack with delay level -1
+    (AbstractSendMessageProcessor): the DLQ copy has reconsumeTimes + 1 and ORIGIN_MESSAGE_ID (the original's offset
+    message id), as our own 4.x send-back (processors/send_back.py) writes."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "DlqProps", queues=1)
+    await send(embedded_cluster, "DlqProps", b"dead")
+    [message] = _messages(activity.consuming.receive_now(_receive_request("GDlqProps", "DlqProps"), md("c@1"), None))
+    response = activity.consuming.forward_to_dlq(_forward_request("GDlqProps", "DlqProps", message), md("c@1"))
+    assert response.status.code == Code.OK
+    store = embedded_cluster.controller.context.store
+    [raw] = store.get("%DLQ%GDlqProps", 0, 0, 32).messages
+    dead = decode_record(raw)
+    original = decode_record(store.get("DlqProps", 0, 0, 1).messages[0])
+    assert (dead.reconsume_times, dead.properties.get("ORIGIN_MESSAGE_ID")) == (1, original.msg_id)
