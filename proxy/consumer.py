@@ -23,7 +23,7 @@ from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
 from broker.pop.receipt import pop_retry_topic
 from processors.common import RequestRejected
 from processors.filter import Sql92ParseError, compile_sql92
-from processors.pull import build_subscription, tag_filter_of
+from processors.pull import build_subscription
 from proxy.common import Code, RpcError, check_group, check_topic, routed_perm, status, status_of_response_code
 from proxy.config import ProxyConfig
 from proxy.convert import grpc_message
@@ -31,9 +31,10 @@ from proxy.pb import definition, service
 from proxy.renew import RenewTable
 from proxy.sessions import SessionTable
 from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE
+from remoting.codec.bodies.heartbeat import SUB_ALL
 from remoting.codec.message import decode_record
 from store.errors import PutRefusedError
-from store.get_message import PropertyFilter, TagFilter
+from store.get_message import PropertyFilter
 
 __all__ = ["Consuming"]
 
@@ -48,7 +49,7 @@ class _Receive:
     invisible: int
     poll: float
     batch: int
-    tag_filter: TagFilter | None
+    tags: frozenset[str] | None
     property_filter: PropertyFilter | None
     fifo: bool
     client_id: str
@@ -79,18 +80,19 @@ class Consuming:
             raise RpcError(Code.CONSUMER_GROUP_NOT_FOUND, f"group {name!r} not found")
         return name
 
-    def _filter(self, topic: str, expression: Any) -> tuple[TagFilter | None, PropertyFilter | None]:
-        """The tag filter or the SQL92 property filter of a receive; ILLEGAL_FILTER_EXPRESSION when it does not
-        parse. SQL92 is served whatever ``enablePropertyFilter`` says, as RocketMQ 5's PopMessageProcessor does."""
+    def _filter(self, topic: str, expression: Any) -> tuple[frozenset[str] | None, PropertyFilter | None]:
+        """The tags (``None``: any) or the SQL92 property filter of a receive; ILLEGAL_FILTER_EXPRESSION when it does
+        not parse. SQL92 is served whatever ``enablePropertyFilter`` says, as RocketMQ 5's PopMessageProcessor does."""
         if expression.type == definition.FilterType.SQL:
             try:
                 return None, compile_sql92(expression.expression).matches_raw
             except Sql92ParseError as exc:
                 raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
         try:
-            return tag_filter_of(build_subscription(topic, expression.expression or "*", "TAG")), None
+            subscription = build_subscription(topic, expression.expression or "*", "TAG")
         except ValueError as exc:
             raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
+        return (None if subscription.sub_string == SUB_ALL else frozenset(subscription.tags_set)), None
 
     def _invisible_ms(self, req: Any) -> int:
         config = self.config
@@ -143,7 +145,7 @@ class Consuming:
         session = self.sessions.sessions.get(metadata.get(_CLIENT_ID, ""))
         config = self.broker.groups.get(group)
         fifo = (session is not None and session.fifo) or (config is not None and config.consume_message_orderly)
-        tag_filter, property_filter = self._filter(topic, req.filter_expression)
+        tags, property_filter = self._filter(topic, req.filter_expression)
         return _Receive(
             group=group,
             topic=topic,
@@ -151,7 +153,7 @@ class Consuming:
             invisible=self._invisible_ms(req),
             poll=self._poll_seconds(req, deadline),
             batch=min(max(req.batch_size, 1), _MAX_BATCH),
-            tag_filter=tag_filter,
+            tags=tags,
             property_filter=property_filter,
             fifo=fifo,
             client_id=metadata.get(_CLIENT_ID, ""),
@@ -163,7 +165,7 @@ class Consuming:
         refused (nothing handed out, the offset unmoved) with the store's code."""
         try:
             return self.pop.pop(
-                r.group, r.topic, r.batch, r.invisible, r.tag_filter, fifo=r.fifo, property_filter=r.property_filter
+                r.group, r.topic, r.batch, r.invisible, r.tags, fifo=r.fifo, property_filter=r.property_filter
             )
         except LookupError as exc:
             raise RpcError(Code.FORBIDDEN, str(exc)) from None

@@ -18,6 +18,8 @@ Durability (docs/grpc.md#pop-consumption):
   attempt raised. Acks advance the offset and wake the receives waiting on the topic once the queue is free (RocketMQ's
   AckMessageProcessor.ackOrderly). That state (the pop time, invisible times, attempt counts) is saved after each
   change to ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start.
+* **Tags** are matched on the consume queue's tags codes, then on the tag itself, since codes collide (Java's "Aa"
+  and "BB"; RocketMQ's proxy re-checks it in PopMessageResultFilterImpl): what either skips counts as consumed.
 
 Errors: the append path's ``PutRefusedError`` (disk full, store shutting down) propagates to the caller.
 """
@@ -45,7 +47,7 @@ from broker.pop.receipt import (
 )
 from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
-from remoting.codec.message_properties import encode_properties
+from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.record_copy import record_from_stored
 from remoting.codec.topics import dlq_topic
 from store.get_message import PropertyFilter, TagFilter
@@ -65,8 +67,6 @@ PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
 #: Every fifth pop reads the retry topic first (RocketMQ picks it with popFromRetryProbability 20 %).
 _RETRY_FIRST_EVERY: Final = 5
-#: The tag filter and the property (SQL92) filter of one pop.
-_Filters = tuple[TagFilter | None, PropertyFilter | None]
 
 
 def revive_topic(cluster: str) -> str:
@@ -80,6 +80,23 @@ class AckOutcome(enum.Enum):
     STALE = "STALE"
     EXPIRED = "EXPIRED"  # the handle's invisible time has passed: the message is (or will be) redelivered
     NOT_FOUND = "NOT_FOUND"  # the handle names no queue or offset of this broker
+
+
+@attrs.frozen(slots=True)
+class _Filter:
+    """What one pop takes: a tag of ``tags`` (``None``: any) and what ``properties`` (SQL92) passes. The store skips
+    on tags codes (``codes``); :meth:`keeps` checks the tag itself on what it read."""
+
+    tags: frozenset[str] | None
+    properties: PropertyFilter | None
+    codes: TagFilter | None = attrs.field(init=False)
+
+    @codes.default
+    def _codes(self) -> TagFilter | None:
+        return None if self.tags is None else frozenset(map(java_string_hash, self.tags)).__contains__
+
+    def keeps(self, msg: MessageExt) -> bool:
+        return self.tags is None or msg.tags in self.tags
 
 
 @attrs.frozen(slots=True)
@@ -161,23 +178,23 @@ class PopService:
         topic: str,
         max_nums: int,
         invisible_ms: int,
-        tag_filter: TagFilter | None,
+        tags: frozenset[str] | None,
         *,
         fifo: bool = False,
         property_filter: PropertyFilter | None = None,
     ) -> list[Popped]:
         """Hand out up to ``max_nums`` (≤ 32) visible messages of ``topic`` to ``group`` for ``invisible_ms``.
         Normal pops read the topic's readable queues round-robin and the group's retry topic; orderly pops read
-        only the topic. ``tag_filter`` sees consume-queue tags codes, ``property_filter`` (a SQL92 expression) each
-        candidate's raw properties; what they skip counts as consumed. Raises ``LookupError`` for an unknown or
-        unreadable topic."""
+        only the topic. Only messages with a tag of ``tags`` (``None``: any) and that ``property_filter`` (a SQL92
+        expression over the raw properties) passes are taken; what they skip counts as consumed. Raises
+        ``LookupError`` for an unknown or unreadable topic."""
         config = self.broker.topics.get(topic)
         if config is None or not config.perm & PERM_READ:
             raise LookupError(f"topic {topic} is not readable on this broker")
         max_nums = max(1, min(max_nums, MAX_POP_NUMS))
         now = self.now_ms()
         turn = next(self._turn)
-        filters = (tag_filter, property_filter)
+        filters = _Filter(tags, property_filter)
         out: list[Popped] = []
         sources = [(topic, TOPIC_TYPE_NORMAL)]
         retry = pop_retry_topic(group, topic)
@@ -206,9 +223,13 @@ class PopService:
             committed = low if low == 0 else store.max_offset_in_queue(topic, qid)
         return max(committed, low)
 
-    def _read(self, topic: str, qid: int, offset: int, want: int, filters: _Filters) -> tuple[list[MessageExt], int]:
-        result = self.broker.store.get(topic, qid, offset, want, tag_filter=filters[0], property_filter=filters[1])
-        return [decode_record(m) for m in result.messages], max(result.next_begin_offset, offset)
+    def _read(self, topic: str, qid: int, offset: int, want: int, filters: _Filter) -> tuple[list[MessageExt], int]:
+        """The messages ``filters`` takes from ``offset`` on, and the offset after everything read."""
+        result = self.broker.store.get(
+            topic, qid, offset, want, tag_filter=filters.codes, property_filter=filters.properties
+        )
+        messages = [m for m in map(decode_record, result.messages) if filters.keeps(m)]
+        return messages, max(result.next_begin_offset, offset)
 
     def _pop_queue(
         self,
@@ -218,7 +239,7 @@ class PopService:
         qid: int,
         want: int,
         invisible_ms: int,
-        filters: _Filters,
+        filters: _Filter,
         now: int,
     ) -> list[Popped]:
         start = self._start_offset(group, topic, qid)
@@ -236,7 +257,7 @@ class PopService:
         return popped
 
     def _pop_fifo(
-        self, group: str, topic: str, qid: int, want: int, invisible_ms: int, filters: _Filters, now: int
+        self, group: str, topic: str, qid: int, want: int, invisible_ms: int, filters: _Filter, now: int
     ) -> list[Popped]:
         state = self._fifo.setdefault((group, topic, qid), FifoQueue())
         if _fifo_blocked(state, now):

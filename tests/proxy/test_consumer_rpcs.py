@@ -1,9 +1,9 @@
 """The consumer RPCs as RocketMQ 5.3.3's proxy and broker answer them (proxy/src/main/java/org/apache/rocketmq/proxy/
 grpc/v2/consumer/, processor/ConsumerProcessor.java and ProducerProcessor.java; broker/.../processor/
 AckMessageProcessor.java): a FIFO ack wakes the receive waiting on the queue it frees and a second ack of it answers
-OK, and ForwardMessageToDeadLetterQueue answers the DLQ copy's result and writes that copy as a send-back does. Real
-embedded broker, the proxy's Trio-side activity, virtual time (``autojump_clock``); requests are the generated
-protobuf messages the official clients send."""
+OK, a receive checks the tag itself (tags codes collide), and ForwardMessageToDeadLetterQueue answers the DLQ copy's
+result and writes that copy as a send-back does. Real embedded broker, the proxy's Trio-side activity, virtual time
+(``autojump_clock``); requests are the generated protobuf messages the official clients send."""
 
 from __future__ import annotations
 
@@ -118,6 +118,20 @@ async def test_acking_a_fifo_message_again_answers_ok(
     assert activity.consuming.ack(ack, md("c@1")).status.code == Code.OK
     again = activity.consuming.ack(ack, md("c@1")).status
     assert again.code == Code.OK, f"re-ack answered {Code.Name(again.code)}: {again.message}"
+
+
+async def test_a_receive_does_not_deliver_a_tag_that_only_shares_the_hash_code(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """The consume queue filters on tags hash codes; Java's "Aa" and "BB" share one (2112). RocketMQ's proxy checks
+    the tag itself after the pop (PopMessageResultFilterImpl: FilterUtils.isTagMatched, NO_MATCH acked) and the 4.x
+    clients re-check it too, so a consumer of "Aa" never sees "BB"."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "Tags", queues=1)
+    await send(embedded_cluster, "Tags", b"tagged BB", tags="BB")
+    await send(embedded_cluster, "Tags", b"tagged Aa", tags="Aa")
+    got = _messages(activity.consuming.receive_now(_receive_request("GTags", "Tags", tag="Aa"), md("c@1"), None))
+    assert [(m.body, m.system_properties.tag) for m in got] == [(b"tagged Aa", "Aa")]
 
 
 async def test_a_forward_to_the_dlq_that_stored_its_copy_answers_ok(
