@@ -27,7 +27,6 @@ Errors: the append path's ``PutRefusedError`` (disk full, store shutting down) p
 from __future__ import annotations
 
 import enum
-import itertools
 from collections.abc import Callable
 from typing import Final
 
@@ -65,7 +64,8 @@ ACK_TAG: Final = "ack"
 CK_GRACE_MS: Final = 500
 PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
-#: Every fifth pop reads the retry topic first (RocketMQ picks it with popFromRetryProbability 20 %).
+#: Every fifth pop of a group on a topic reads the retry topic first (RocketMQ picks it with popFromRetryProbability
+#: 20 %).
 _RETRY_FIRST_EVERY: Final = 5
 
 
@@ -117,7 +117,7 @@ class PopService:
         self._timer_rewrite = timer_rewrite
         self.fifo_persister = ConfigPersister(fifo_state_file(config_dir_of(broker.config)), self._fifo_snapshot)
         self._fifo: FifoTable = self.fifo_persister.load() or {}
-        self._turn = itertools.count()
+        self._turns: dict[tuple[str, str], int] = {}
         self._arrivals: dict[str, trio.Event] = {}
 
     @property
@@ -184,16 +184,17 @@ class PopService:
         property_filter: PropertyFilter | None = None,
     ) -> list[Popped]:
         """Hand out up to ``max_nums`` (≤ 32) visible messages of ``topic`` to ``group`` for ``invisible_ms``.
-        Normal pops read the topic's readable queues round-robin and the group's retry topic; orderly pops read
-        only the topic. Only messages with a tag of ``tags`` (``None``: any) and that ``property_filter`` (a SQL92
-        expression over the raw properties) passes are taken; what they skip counts as consumed. Raises
-        ``LookupError`` for an unknown or unreadable topic."""
+        Normal pops read the topic's readable queues and the group's retry topic, orderly pops only the topic; each
+        pop of a group on a topic starts one queue further (RocketMQ starts at a random one). Only messages with a tag
+        of ``tags`` (``None``: any) and that ``property_filter`` (a SQL92 expression over the raw properties) passes
+        are taken; what they skip counts as consumed. Raises ``LookupError`` for an unknown or unreadable topic."""
         config = self.broker.topics.get(topic)
         if config is None or not config.perm & PERM_READ:
             raise LookupError(f"topic {topic} is not readable on this broker")
         max_nums = max(1, min(max_nums, MAX_POP_NUMS))
         now = self.now_ms()
-        turn = next(self._turn)
+        turn = self._turns.get((group, topic), 0)
+        self._turns[(group, topic)] = turn + 1
         filters = _Filter(tags, property_filter)
         out: list[Popped] = []
         sources = [(topic, TOPIC_TYPE_NORMAL)]
@@ -215,12 +216,18 @@ class PopService:
         return out
 
     def _start_offset(self, group: str, topic: str, qid: int) -> int:
+        """Where the group's next pop of the queue reads: its committed offset, within the queue. One past the
+        queue's end (the queue lost its tail: recreated, or truncated by recovery) is committed back to the end, as
+        RocketMQ's popMsgFromQueue commits the next begin offset of OFFSET_OVERFLOW_BADLY."""
         store, offsets = self.broker.store, self.broker.offsets
         committed = offsets.query(group, topic, qid)
-        low = store.min_offset_in_queue(topic, qid)
+        low, high = store.min_offset_in_queue(topic, qid), store.max_offset_in_queue(topic, qid)
         if committed < 0:
             # RocketMQ's ConsumeInitMode.MAX: the end of the queue, unless it still starts at 0 (a fresh queue).
-            committed = low if low == 0 else store.max_offset_in_queue(topic, qid)
+            committed = low if low == 0 else high
+        elif committed > high:
+            offsets.commit(group, topic, qid, high)
+            committed = high
         return max(committed, low)
 
     def _read(self, topic: str, qid: int, offset: int, want: int, filters: _Filter) -> tuple[list[MessageExt], int]:

@@ -165,6 +165,40 @@ async def test_after_the_groups_attempts_the_message_goes_to_the_dlq(
     assert dead.body == b"poison" and dead.properties["RETRY_TOPIC"] == "PopD"
 
 
+async def test_each_pop_of_a_group_starts_one_queue_further(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """RocketMQ's PopMessageProcessor starts each pop at a random queue (randomQ = random.nextInt(100), queue
+    (randomQ + i) % readQueueNums) and reads the retry topic first on a random 20 %; ours turns per group and topic.
+    With one turn shared by every pop of the broker, two groups popping in turn got the even and the odd turns: one
+    always started on queue 0 and, while that queue had a backlog, never read queue 1."""
+    await create_topic(embedded_cluster, "PopFair", queues=2)
+    pop, _ = popper
+    await send(embedded_cluster, "PopFair", *(f"m{i}".encode() for i in range(120)))  # 60 on each queue
+    queues_of_a: set[int] = set()
+    for _ in range(12):
+        queues_of_a |= {p.message.queue_id for p in pop.pop("GFairA", "PopFair", 4, INVISIBLE, None)}
+        pop.pop("GFairB", "PopFair", 4, INVISIBLE, None)
+    assert queues_of_a == {0, 1}, f"group A read only queue(s) {sorted(queues_of_a)} in 12 pops"
+
+
+async def test_a_committed_offset_past_the_queues_end_is_moved_back_to_it(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """A queue that lost its tail under a group's committed offset (recreated, or truncated by recovery): as
+    RocketMQ's popMsgFromQueue commits the next begin offset of OFFSET_OVERFLOW_BADLY (the queue's end), the next
+    message stored is handed out, not only those past the old offset."""
+    await create_topic(embedded_cluster, "PopO", queues=1)
+    pop, _ = popper
+    await send(embedded_cluster, "PopO", b"a", b"b")
+    offsets = embedded_cluster.controller.context.offsets
+    offsets.commit("GO", "PopO", 0, 10)
+    assert await pop_all(pop, "GO", "PopO") == []
+    assert offsets.query("GO", "PopO", 0) == 2
+    await send(embedded_cluster, "PopO", b"c")
+    assert [p.message.body for p in await pop_all(pop, "GO", "PopO")] == [b"c"]
+
+
 async def test_fifo_queue_hands_out_one_batch_at_a_time_in_order(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
