@@ -98,8 +98,8 @@ class ClientConfig:
         """The client id a BROADCASTING consumer's offset file is kept under, the same after a restart. Java's
         broadcasting consumers keep the instance name ``DEFAULT`` (only clustering ones take the PID), so their file
         outlives the process, one per group; our default names carry the PID (:func:`default_instance_name`), read
-        here as ``DEFAULT``. A name the application chose is kept. Two consumers of one group in one process (which
-        Java's shared client instance refuses) share the file."""
+        here as ``DEFAULT``. A name the application chose is kept. A second consumer of the group running in the same
+        process takes another file (:class:`~client.consumer.offset_store.LocalFileOffsetStore`)."""
         pid, name = str(os.getpid()), self.instance_name
         default = name == pid or name.startswith(f"{pid}#")
         return self._client_id("DEFAULT" if default else name)

@@ -5,7 +5,9 @@
   and at shutdown); to the group's master, or to a slave while the master is gone.
 - :class:`LocalFileOffsetStore` (BROADCASTING): the same table in a JSON file
   ``<dir>/<client id>/<group>/offsets.json``, written atomically (temp file + rename); ``read`` looks in the file,
-  ``persist_all`` merges into it.
+  ``persist_all`` merges into it. A file is held by one running consumer of the process: a second consumer of the
+  group started meanwhile takes ``<client id>#2`` (then ``#3``...), so each keeps its own progress, and the same
+  consumers started in the same order after a restart find theirs (Java refuses that second consumer instead).
 
 ``read`` returns ``None`` when there is no offset yet (the rebalance then applies consume-from-where) and raises
 :class:`~client.errors.MQClientError` / ``RemotingError`` when the broker cannot be asked. ``persist_all`` never
@@ -18,9 +20,10 @@ import json
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from client import api
 from client.errors import MQClientError
@@ -48,6 +51,10 @@ class OffsetStore(Protocol):
 
     def remove(self, mq: MessageQueue) -> None: ...
 
+    def close(self) -> None:
+        """The consumer stopped (after its last :meth:`persist_all`)."""
+        ...
+
     def snapshot(self, topic: str) -> dict[MessageQueue, int]:
         """The offsets in memory of ``topic``'s queues (Java's ``cloneOffsetTable``)."""
         ...
@@ -56,6 +63,9 @@ class OffsetStore(Protocol):
 class _Table:
     def __init__(self) -> None:
         self.table: dict[MessageQueue, int] = {}
+
+    def close(self) -> None:
+        pass
 
     def update(self, mq: MessageQueue, offset: int, increase_only: bool = False) -> None:
         current = self.table.get(mq)
@@ -136,15 +146,37 @@ class RemoteBrokerOffsetStore(_Table):
 class LocalFileOffsetStore(_Table):
     """BROADCASTING offsets in a local JSON file. See the module docstring."""
 
+    #: The files held by running consumers of this process (consumers of the sync facade run in other threads).
+    _held: ClassVar[set[Path]] = set()
+    _held_lock: ClassVar = threading.Lock()
+
     def __init__(self, directory: str | os.PathLike[str], client_id: str, group: str) -> None:
         super().__init__()
-        safe_cid = client_id.replace(":", "_").replace("/", "_")
-        self.path = Path(directory) / safe_cid / group / "offsets.json"
+        self._directory, self._group = Path(directory), group
+        self._client_dir = client_id.replace(":", "_").replace("/", "_")
+        self.path = self._file("")
+        self._holding = False
+
+    def _file(self, suffix: str) -> Path:
+        return self._directory / f"{self._client_dir}{suffix}" / self._group / "offsets.json"
 
     async def load(self) -> None:
-        """Read the file if it exists; a corrupt file is logged and ignored (consumption restarts from
-        consume-from-where), because refusing to start would be worse for a broadcasting consumer."""
+        """Hold the first file no running consumer of the process holds (see the module docstring) and read it if it
+        exists; a corrupt file is logged and ignored (consumption restarts from consume-from-where), because refusing
+        to start would be worse for a broadcasting consumer."""
+        with self._held_lock:
+            n = 1
+            while (path := self._file(f"#{n}" if n > 1 else "")) in self._held:
+                n += 1
+            self._held.add(path)
+        self.path, self._holding = path, True
         self.table.update(self._read_file())
+
+    def close(self) -> None:
+        if self._holding:
+            with self._held_lock:
+                self._held.discard(self.path)
+            self._holding = False
 
     async def read(self, mq: MessageQueue) -> int | None:
         """The offset of ``mq`` in the file (kept in memory too), ``None`` when it has none: Java's

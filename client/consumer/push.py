@@ -308,6 +308,7 @@ class PushConsumer:
                         await self.instance.unregister(consumer_group=self._group)
         finally:
             self._started = False
+            self.offset_store.close()
             for pq in self.rebalance.process_queues.values():
                 pq.dropped = True
             # A restart rebalances from scratch and reads the offsets committed above.
