@@ -248,8 +248,8 @@ def measure(duration: float, per_queue: int, samples: int, only: frozenset[str] 
             ours, echo, rpc = [], [], []
             for _ in range(2):  # alternate halves so background load hits every stack alike
                 ours.append(trio.run(send_load, address, connections, inflight, duration / 2))
-                echo.append(trio.run(echo_client, echo_port, connections, inflight, frame, duration / 2))
-                rpc.append(trio.run(rpc_client, rpc_port, connections, inflight, duration / 2))
+                echo.append(trio.run(echo_client, echo_port, connections, inflight, frame, duration / 2).rate)
+                rpc.append(trio.run(rpc_client, rpc_port, connections, inflight, duration / 2).rate)
             rps, echo_rps, rpc_rps = statistics.mean(ours), statistics.mean(echo), statistics.mean(rpc)
             emit(
                 {

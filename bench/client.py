@@ -46,6 +46,7 @@ import trio
 
 from bench.broker import create_topic_request, pull_request, send_load, send_request
 from bench.profiling import py_spy
+from bench.rpc import Completed
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 from client.config import ClientConfig
 from remoting.client import RemotingClient
@@ -101,8 +102,9 @@ async def create_topics(broker: str, *topics: str) -> None:
 
 async def client_send_load(
     namesrv: str, topic: str, inflight: int, duration: float, config: ClientConfig | None = None
-) -> float:
-    """Sends per second of one producer with ``inflight`` concurrent senders (``config``: keys, TLS)."""
+) -> Completed:
+    """The sends one producer with ``inflight`` concurrent senders completed in about ``duration`` seconds
+    (``config``: keys, TLS)."""
     count = 0
     async with Producer("bench-pg", namesrv, config=config) as producer:
         await producer.send(Message(topic, BODY_PAD))
@@ -118,7 +120,7 @@ async def client_send_load(
         async with anyio.create_task_group() as tg:
             for _ in range(inflight):
                 tg.start_soon(sender)
-        return count / (anyio.current_time() - start)
+        return Completed(count, anyio.current_time() - start)
 
 
 # -- end to end -------------------------------------------------------------------------------------------------
@@ -230,7 +232,7 @@ def measure(duration: float, messages: int, inflight: int, rounds: int) -> None:
         client_runs: list[float] = []
         raw_runs: list[float] = []
         for _ in range(rounds):
-            client_runs.append(trio.run(client_send_load, namesrv, "BenchClientSend", inflight, duration / rounds))
+            client_runs.append(trio.run(client_send_load, namesrv, "BenchClientSend", inflight, duration / rounds).rate)
             raw_runs.append(trio.run(send_load, broker, 1, inflight, duration / rounds))
         client_rps, raw_rps = statistics.median(client_runs), statistics.median(raw_runs)
         emit(

@@ -118,7 +118,19 @@ async def serve_echo() -> None:
 # -- clients (this process) -----------------------------------------------------------------------------------
 
 
-async def echo_client(port: int, connections: int, inflight: int, frame: bytes, duration: float) -> float:
+@attrs.frozen
+class Completed:
+    """What a timed load completed: ``count`` requests in ``seconds`` (its last in-flight requests included)."""
+
+    count: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds
+
+
+async def echo_client(port: int, connections: int, inflight: int, frame: bytes, duration: float) -> Completed:
     counts = [0] * connections
     deadline = trio.current_time() + duration
 
@@ -147,10 +159,10 @@ async def echo_client(port: int, connections: int, inflight: int, frame: bytes, 
     async with trio.open_nursery() as nursery:
         for i in range(connections):
             nursery.start_soon(one, i)
-    return sum(counts) / (trio.current_time() - start)
+    return Completed(sum(counts), trio.current_time() - start)
 
 
-async def rpc_client(port: int, connections: int, inflight: int, duration: float) -> float:
+async def rpc_client(port: int, connections: int, inflight: int, duration: float) -> Completed:
     addresses = [f"127.0.0.1:{port}" for _ in range(connections)]
     count = 0
     deadline = trio.current_time() + duration
@@ -173,7 +185,7 @@ async def rpc_client(port: int, connections: int, inflight: int, duration: float
                 for _ in range(inflight):
                     nursery.start_soon(caller, client, address)
         elapsed = trio.current_time() - start
-    return count / elapsed
+    return Completed(count, elapsed)
 
 
 def start_server(kind: str) -> tuple[subprocess.Popen[str], int]:
@@ -199,17 +211,17 @@ class Tally:
     """Requests, wall seconds and CPU seconds of the client (this process) and the server, summed over rounds."""
 
     rates: list[float] = attrs.field(factory=list)
-    requests: float = 0.0
+    requests: int = 0
     client_cpu: float = 0.0
     server_cpu: float = 0.0
 
-    def run(self, server_pid: int, duration: float, client: Callable[[], float]) -> None:
+    def run(self, server_pid: int, client: Callable[[], Completed]) -> None:
         server0, client0 = process_cpu_seconds(server_pid), time.process_time()
-        rate = client()
+        done = client()
         self.server_cpu += process_cpu_seconds(server_pid) - server0
         self.client_cpu += time.process_time() - client0
-        self.rates.append(rate)
-        self.requests += rate * duration
+        self.rates.append(done.rate)
+        self.requests += done.count
 
     def us_per_request(self, cpu: float) -> float:
         return round(cpu / self.requests * 1e6, 1) if self.requests else 0.0
@@ -227,10 +239,8 @@ def measure(duration: float, rounds: int, scenarios: tuple[tuple[int, int], ...]
             # Alternate short rounds so load from anything else on the machine hits both stacks alike.
             echo, ours = Tally(), Tally()
             for _ in range(rounds):
-                echo.run(
-                    echo_proc.pid, span, partial(trio.run, echo_client, echo_port, connections, inflight, frame, span)
-                )
-                ours.run(rpc_proc.pid, span, partial(trio.run, rpc_client, rpc_port, connections, inflight, span))
+                echo.run(echo_proc.pid, partial(trio.run, echo_client, echo_port, connections, inflight, frame, span))
+                ours.run(rpc_proc.pid, partial(trio.run, rpc_client, rpc_port, connections, inflight, span))
             line = {
                 "bench": "rpc",
                 "connections": connections,

@@ -45,7 +45,7 @@ import anyio
 import trio
 
 from bench.client import client_send_load
-from bench.rpc import process_cpu_seconds
+from bench.rpc import Completed, process_cpu_seconds
 from client.admin import Admin
 from client.config import ClientConfig
 
@@ -60,8 +60,8 @@ accounts:
 """
 
 
-async def send_rate(cfg: ClientConfig, inflight: int, duration: float) -> float:
-    """Sends per second of our producer (128-byte bodies, ``inflight`` concurrent senders, one connection)."""
+async def send_load(cfg: ClientConfig, inflight: int, duration: float) -> Completed:
+    """Sends of our producer (128-byte bodies, ``inflight`` concurrent senders, one connection) and their seconds."""
     return await client_send_load(cfg.namesrv_addr[0], TOPIC, inflight, duration, cfg)
 
 
@@ -107,22 +107,23 @@ async def create_topic(cfg: ClientConfig) -> None:
 
 
 class Tally:
-    """Per mode: the round rates, messages, and CPU seconds of the broker process and of this (client) process."""
+    """Per mode: the round rates, the messages sent, and CPU seconds of the broker process and of this (client)
+    process."""
 
     def __init__(self) -> None:
         self.rates: list[float] = []
-        self.messages = 0.0
+        self.messages = 0
         self.broker_cpu = 0.0
         self.client_cpu = 0.0
 
     def run(self, broker_pid: int, cfg: ClientConfig, inflight: int, duration: float) -> float:
         broker0, client0 = process_cpu_seconds(broker_pid), time.process_time()
-        rate = anyio.run(send_rate, cfg, inflight, duration)
+        sent: Completed = anyio.run(send_load, cfg, inflight, duration)
         self.broker_cpu += process_cpu_seconds(broker_pid) - broker0
         self.client_cpu += time.process_time() - client0
-        self.rates.append(rate)
-        self.messages += rate * duration
-        return rate
+        self.rates.append(sent.rate)
+        self.messages += sent.count
+        return sent.rate
 
     def us_per_msg(self) -> dict[str, float]:
         return {
@@ -167,7 +168,7 @@ def measure(duration: float, rounds: int, inflight: int) -> None:
                 "tls": config(plain_ns, tls=True),
             }
             for cfg in modes.values():  # warm-up, not counted
-                anyio.run(send_rate, cfg, inflight, min(duration, 2.0))
+                anyio.run(send_load, cfg, inflight, min(duration, 2.0))
             pids = {"plain": plain_proc.pid, "acl": acl_proc.pid, "tls": plain_proc.pid}
             tallies = {mode: Tally() for mode in modes}
             names = list(modes)

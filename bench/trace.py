@@ -9,15 +9,17 @@ hits both), each with a fresh producer for ``--duration`` seconds:
 
 One JSON object per round and mode, then a summary per mode::
 
-    {"bench": "trace", "mode": "send", "round": 1, "off_rps": ..., "on_rps": ..., "ratio": ..., "dropped": 0,
-     "batches": ...}
+    {"bench": "trace", "mode": "send", "round": 1, "off_rps": ..., "on_rps": ..., "ratio": ..., "off_failed": 0,
+     "on_failed": 0, "dropped": 0, "batches": ...}
     {"bench": "trace", "mode": "send", "summary": true, "ratio_median": ..., "ratio_min": ..., "ratio_max": ...}
 
-``ratio`` is on / off throughput (the target: >= 0.9); ``cpu_ratio`` is on / off CPU time per message in this
-process (the producer's own cost, steadier than throughput on a shared machine: the broker runs elsewhere and does
-not count); ``broker_*_cpu_us`` is the broker process's CPU per message sent (it stores and indexes the trace
-messages, every record's msgId and keys). ``dropped`` counts trace records the dispatcher's full queue
-refused (0 means every send was traced) and ``batches`` the trace messages it sent.
+Rates and per-message figures count successful sends only (as RocketMQ's benchmark ``Producer``: a send that
+raises, or whose callback gets an exception, is a failure, ``*_failed``); a run in which none succeeded stops the
+tool with an error. ``ratio`` is on / off throughput (the target: >= 0.9); ``cpu_ratio`` is on / off CPU time per
+message in this process (the producer's own cost, steadier than throughput on a shared machine: the broker runs
+elsewhere and does not count); ``broker_*_cpu_us`` is the broker process's CPU per successful send of the run
+(it stores and indexes the trace messages, every record's msgId and keys). ``dropped`` counts trace records the
+dispatcher's full queue refused (0 means every send was traced) and ``batches`` the trace messages it sent.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import time
 from typing import Final
 
 import anyio
+import attrs
 import trio
 
 from bench.client import create_topics, start_cluster
@@ -45,15 +48,34 @@ def emit(record: dict[str, object]) -> None:
     print(json.dumps(record), flush=True)
 
 
-async def send_mode(producer: Producer, inflight: int, duration: float) -> int:
+class Failures:
+    """Sends that failed (an exception from the send or in the callback), counted apart from the successes."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last: str | None = None
+
+    def add(self, error: BaseException) -> None:
+        self.count += 1
+        self.last = f"{type(error).__name__}: {error}"
+
+
+async def send_mode(producer: Producer, inflight: int, duration: float, failures: Failures | None = None) -> int:
+    """Successful sends of ``inflight`` tasks each awaiting ``send`` until ``duration`` ends; failures go to
+    ``failures``."""
+    failures = failures or Failures()
     count = 0
     deadline = anyio.current_time() + duration
 
     async def sender() -> None:
         nonlocal count
         while anyio.current_time() < deadline:
-            await producer.send(Message(TOPIC, BODY, tags="TagA", keys="order-1"))
-            count += 1
+            try:
+                await producer.send(Message(TOPIC, BODY, tags="TagA", keys="order-1"))
+            except Exception as exc:  # counted apart, the load goes on
+                failures.add(exc)
+            else:
+                count += 1
 
     async with anyio.create_task_group() as tg:
         for _ in range(inflight):
@@ -61,13 +83,19 @@ async def send_mode(producer: Producer, inflight: int, duration: float) -> int:
     return count
 
 
-async def async_mode(producer: Producer, inflight: int, duration: float) -> int:
+async def async_mode(producer: Producer, inflight: int, duration: float, failures: Failures | None = None) -> int:
+    """Successful sends with ``inflight`` ``send_async`` calls outstanding until ``duration`` ends (RocketMQ's
+    benchmark Producer: ``onSuccess`` counts, ``onException`` is a failure); failures go to ``failures``."""
+    failures = failures or Failures()
     count = 0
     slots = trio.Semaphore(inflight)
 
     def done(outcome: object) -> None:
         nonlocal count
-        count += 1
+        if isinstance(outcome, BaseException):
+            failures.add(outcome)
+        else:
+            count += 1
         slots.release()
 
     deadline = anyio.current_time() + duration
@@ -79,22 +107,44 @@ async def async_mode(producer: Producer, inflight: int, duration: float) -> int:
     return count
 
 
-async def one_run(
-    namesrv: str, mode: str, trace: bool, inflight: int, duration: float
-) -> tuple[float, float, int, int]:
-    """Messages per second, this process's CPU microseconds per message (the producer's own cost, trace dispatcher
-    and its flush at close included), trace records dropped and trace batches sent (0, 0 without trace)."""
+@attrs.frozen
+class Run:
+    """One timed run: successful sends over ``seconds``, this process's CPU seconds, the failures, and the trace
+    records dropped and batches sent (0, 0 without trace)."""
+
+    count: int
+    seconds: float
+    cpu_seconds: float
+    failed: int
+    dropped: int
+    batches: int
+
+    @property
+    def rps(self) -> float:
+        return self.count / self.seconds
+
+    @property
+    def cpu_us(self) -> float:
+        """This process's CPU per successful send (the producer's own cost, trace dispatcher and its flush at close
+        included)."""
+        return self.cpu_seconds / self.count * 1e6
+
+
+async def one_run(namesrv: str, mode: str, trace: bool, inflight: int, duration: float) -> Run:
+    """One run of ``mode``; raises :class:`RuntimeError` when no send succeeded (there is no rate to compare)."""
     group = f"bench-trace-{mode}-{'on' if trace else 'off'}"
+    failures = Failures()
     async with Producer(group, namesrv, enable_msg_trace=trace) as producer:
         await producer.send(Message(TOPIC, BODY))  # route and connection first
         start, cpu = anyio.current_time(), time.process_time()
-        count = await (send_mode if mode == "send" else async_mode)(producer, inflight, duration)
-        rps = count / (anyio.current_time() - start)
+        count = await (send_mode if mode == "send" else async_mode)(producer, inflight, duration, failures)
+        seconds = anyio.current_time() - start
         dispatcher = producer.trace
-    cpu_us = (time.process_time() - cpu) / count * 1e6
+    if not count:
+        raise RuntimeError(f"{mode}, trace {'on' if trace else 'off'}: no send succeeded ({failures.last})")
     dropped = 0 if dispatcher is None else dispatcher.dropped
     batches = 0 if dispatcher is None else dispatcher.sent_batches
-    return rps, cpu_us, dropped, batches
+    return Run(count, seconds, time.process_time() - cpu, failures.count, dropped, batches)
 
 
 def process_cpu(pid: int) -> float:
@@ -117,15 +167,16 @@ def measure(rounds: int, duration: float, inflight: int) -> None:
                 for trace in order:
                     before = process_cpu(proc.pid)
                     runs[trace] = trio.run(one_run, namesrv, mode, trace, inflight, duration)
-                    broker_cpu[trace] = (process_cpu(proc.pid) - before) / (runs[trace][0] * duration) * 1e6
-                (off, off_cpu, _, _), (on, on_cpu, dropped, batches) = runs[False], runs[True]
-                ratios.append(on / off)
-                cpu_ratios.append(on_cpu / off_cpu)
-                emit({"bench": "trace", "mode": mode, "round": r, "off_rps": round(off), "on_rps": round(on),
-                      "ratio": round(on / off, 3), "off_cpu_us": round(off_cpu, 1), "on_cpu_us": round(on_cpu, 1),
-                      "cpu_ratio": round(on_cpu / off_cpu, 3), "broker_off_cpu_us": round(broker_cpu[False], 1),
-                      "broker_on_cpu_us": round(broker_cpu[True], 1), "dropped": dropped,
-                      "batches": batches})  # fmt: skip
+                    broker_cpu[trace] = (process_cpu(proc.pid) - before) / runs[trace].count * 1e6
+                off, on = runs[False], runs[True]
+                ratios.append(on.rps / off.rps)
+                cpu_ratios.append(on.cpu_us / off.cpu_us)
+                emit({"bench": "trace", "mode": mode, "round": r, "off_rps": round(off.rps), "on_rps": round(on.rps),
+                      "ratio": round(on.rps / off.rps, 3), "off_cpu_us": round(off.cpu_us, 1),
+                      "on_cpu_us": round(on.cpu_us, 1), "cpu_ratio": round(on.cpu_us / off.cpu_us, 3),
+                      "broker_off_cpu_us": round(broker_cpu[False], 1), "broker_on_cpu_us": round(broker_cpu[True], 1),
+                      "off_failed": off.failed, "on_failed": on.failed, "dropped": on.dropped,
+                      "batches": on.batches})  # fmt: skip
             emit({"bench": "trace", "mode": mode, "summary": True, "rounds": rounds, "inflight": inflight,
                   "ratio_median": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
                   "ratio_max": round(max(ratios), 3), "cpu_ratio_median": round(statistics.median(cpu_ratios), 3),
