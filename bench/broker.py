@@ -39,6 +39,7 @@ from typing import Final
 
 import trio
 
+from bench.load.stats import percentile as nearest_rank
 from bench.profiling import py_spy
 from bench.rpc import echo_client, rpc_client
 from bench.rpc import start_server as start_floor_server
@@ -225,8 +226,8 @@ async def wake_latency(address: str, samples: int) -> tuple[list[float], list[fl
 
 
 def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+    """The ``q`` quantile of unsorted ``values`` by nearest rank (:func:`bench.load.stats.percentile`), 3 places."""
+    return round(nearest_rank(sorted(values), q), 3)
 
 
 def emit(record: dict[str, object]) -> None:

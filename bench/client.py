@@ -44,7 +44,7 @@ from typing import Any, Final
 import anyio
 import trio
 
-from bench.broker import create_topic_request, pull_request, send_load, send_request
+from bench.broker import create_topic_request, percentile, pull_request, send_load, send_request
 from bench.profiling import py_spy
 from bench.rpc import Completed
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
@@ -60,11 +60,6 @@ BODY_PAD: Final = b"m" * 120  # 8-byte timestamp + 120 = the raw driver's 128-by
 
 def emit(record: dict[str, object]) -> None:
     print(json.dumps(record), flush=True)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
 # -- the cluster (child process) ------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from typing import Any
 import grpc
 import trio
 
+from bench.load.stats import percentile
 from proxy.pb import definition, service, service_grpc
 
 VARIANTS = ("grpcio-bridge", "grpcio-direct", "grpcio-threads", "grpcio-threads-trio", "h2-trio")
@@ -275,8 +276,8 @@ def measure(port: int, pid: int, calls: int, streams: int) -> dict[str, float]:
         stream_elapsed = time.perf_counter() - started
     samples.sort()
     return {
-        "p50_us": round(samples[len(samples) // 2] * 1e6, 1),
-        "p99_us": round(samples[int(len(samples) * 0.99)] * 1e6, 1),
+        "p50_us": round(percentile(samples, 0.5) * 1e6, 1),
+        "p99_us": round(percentile(samples, 0.99) * 1e6, 1),
         "calls_per_s": round(calls / unary_elapsed),
         "server_cpu_us_per_call": round(unary_cpu / calls * 1e6),
         "stream_msgs_per_s": round(received / stream_elapsed),

@@ -58,6 +58,7 @@ import trio
 
 from bench.broker import create_topic_request, send_request
 from bench.load.run import process_cpu_seconds
+from bench.load.stats import percentile
 from remoting.client import RemotingClient
 from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -210,9 +211,8 @@ def cpu_seconds(server: Server | None) -> float:
 
 
 def pct(values: list[float] | list[int], p: float) -> float:
-    if not values:
-        return 0.0
-    return float(values[min(len(values) - 1, int(len(values) * p / 100))])
+    """The ``p`` percentile (0..100) of sorted ``values`` by nearest rank (:func:`bench.load.stats.percentile`)."""
+    return percentile(values, p / 100)
 
 
 def emit(line: dict[str, Any]) -> None:

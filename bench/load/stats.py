@@ -6,19 +6,26 @@ locks) and read by the live view once a second. Latencies are milliseconds; noth
 
 from __future__ import annotations
 
+import math
 from array import array
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
 
 QUANTILES: Final = (0.5, 0.99)
+#: ``q * n`` in floating point may land a hair above a whole rank (0.07 * 100 = 7.000000000000001): not the next one.
+RANK_SLACK: Final = 1e-9
 
 
-def percentile(ordered: array[float] | list[float], q: float) -> float:
-    """The ``q`` quantile of already sorted values (nearest rank); 0.0 for no values."""
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of already sorted values by nearest rank: the ``ceil(q * n)``-th value, the smallest
+    with at least ``q`` of the values at or below it (p99 of 1..100 is 99, the median of 1..10 is 5); 0.0 for no
+    values. Every bench tool's percentiles come from here."""
     if not ordered:
         return 0.0
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    rank = math.ceil(q * len(ordered) - RANK_SLACK)
+    return float(ordered[min(max(rank, 1), len(ordered)) - 1])
 
 
 @attrs.frozen

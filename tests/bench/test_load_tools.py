@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from bench import client as bench_client
+from bench import replication
 from bench.load.profile import render_flamegraph, top_frames
 from bench.load.stats import LoadStats, percentile
 
@@ -100,6 +102,24 @@ def test_percentiles_and_windows_follow_the_recorded_latencies() -> None:
     assert stats.take_window(1.0).ok == 0
     assert stats.total(2.0).ok == 8
     assert percentile([], 0.5) == 0.0
+
+
+@pytest.mark.parametrize(
+    "pct",
+    [
+        pytest.param(lambda v, q: percentile(sorted(v), q), id="bench.load.stats.percentile"),
+        pytest.param(bench_client.percentile, id="bench.client.percentile"),
+        pytest.param(lambda v, q: replication.pct(sorted(v), q * 100), id="bench.replication.pct"),
+    ],
+)
+def test_nearest_rank_percentiles_are_not_one_rank_too_high(pct: Any) -> None:
+    """Nearest rank is the ceil(q * n)-th value, not the (floor(q * n) + 1)-th: they differ when q * n is whole."""
+    hundred = [float(i) for i in range(1, 101)]
+    assert pct(hundred, 0.99) == 99.0  # 99 % of the values are <= 99; the maximum would be one rank too high
+    assert pct([float(i) for i in range(1, 11)], 0.5) == 5.0
+    assert pct([1.0, 2.0], 0.5) == 1.0
+    assert pct(hundred, 0.07) == 7.0  # 0.07 * 100 is 7.000000000000001 in floating point: still the 7th
+    assert pct(hundred, 0.0) == 1.0 and pct(hundred, 1.0) == 100.0
 
 
 def test_top_frames_and_flamegraph_read_a_speedscope_file(tmp_path: Path) -> None:
