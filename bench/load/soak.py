@@ -13,13 +13,15 @@ to spare; on two cores the shards then fill theirs: docs/PERFORMANCE.md#soak).
 
 Every ``--interval`` seconds (default 10) one JSON line samples the broker process: RSS (``VmRSS`` and its
 anonymous part, the heap; the rest is the CommitLog's mapped pages), open descriptors (sockets, the store's files,
-the rest), p50/p99 send latency over the interval (all shards' sends), msg/s sent and consumed, CommitLog end and
-growth, broker CPU and each shard's, the machine's busy and stolen CPU shares. The summary's ``cpus`` is where the
-broker and each shard were allowed to run, read from the running processes.
+the rest), p50/p99 send latency over the interval (all shards' sends, each from its paced slot to its
+acknowledgement), msg/s sent and consumed, CommitLog end and growth, broker CPU and each shard's, the machine's busy
+and stolen CPU shares. The summary's ``cpus`` is where the broker and each shard were allowed to run, read from the
+running processes.
 When the load stops the consumer drains (``--drain`` seconds at most) and the clients close; then the checks of
-:mod:`bench.load.soak_checks` run: RSS (anonymous) and p99 flat within 10 % after ``--warmup``, nothing lost
-(every acknowledged message consumed), open files and sockets back to their pre-load counts. The default warm-up,
-3 minutes, is what the broker's heap took to level off in the first 10-minute run (docs/PERFORMANCE.md#soak).
+:mod:`bench.load.soak_checks` run: RSS (anonymous) and p99 flat within 10 % over the soak phase after ``--warmup``
+(the drain is not judged), nothing lost (every acknowledged message consumed), open files and sockets back to their
+pre-load counts. The default warm-up, 3 minutes, is what the broker's heap took to level off in the first 10-minute
+run (docs/PERFORMANCE.md#soak).
 Output: the JSON lines, a ``summary`` line, ``<out>/soak.json`` (summary and samples), ``<out>/soak.samples.json``
 and ``<out>/soak.png`` (needs matplotlib, the ``bench`` extra). The exit status is 1 when a check failed. Example::
 

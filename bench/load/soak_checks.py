@@ -1,8 +1,9 @@
 """The soak's verdicts over its samples: is a series flat after warm-up, did the broker leak, was anything lost.
 
-Pure functions over the sample dictionaries :mod:`bench.load.soak` collects (keys ``t``, ``rss_mb``,
-``rss_anon_mb``, ``p99_ms``, ``files``, ``sockets``); nothing here does I/O or raises on odd input (too few samples
-give ``None`` drifts, which count as flat: there is nothing to judge).
+Pure functions over the sample dictionaries :mod:`bench.load.soak` collects (keys ``phase``, ``t``, ``send_tps``,
+``rss_mb``, ``rss_anon_mb``, ``p99_ms``, ``files``, ``sockets``); only the ``soak`` phase's samples are judged (not
+the peak before it nor the drain after it). Nothing here does I/O or raises on odd input (too few samples give
+``None`` drifts, which count as flat: there is nothing to judge).
 """
 
 from __future__ import annotations
@@ -34,8 +35,14 @@ def drift(points: Sequence[tuple[float, float]]) -> float | None:
 
 
 def after_warmup(samples: Sequence[dict[str, Any]], warmup: float) -> list[dict[str, Any]]:
-    """The samples taken once ``warmup`` seconds of load had passed."""
-    return [s for s in samples if s["t"] >= warmup]
+    """The soak phase's samples taken once ``warmup`` seconds of it had passed."""
+    return [s for s in samples if s.get("phase") == "soak" and s["t"] >= warmup]
+
+
+def with_sends(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The samples whose interval acknowledged a send: one without has no latency (its ``p99_ms`` 0.0 is no
+    figure)."""
+    return [s for s in samples if s.get("send_tps", 0) > 0]
 
 
 def flat(samples: Sequence[dict[str, Any]], key: str, limit: float = FLAT) -> dict[str, Any]:
@@ -75,7 +82,7 @@ def verdict(
     total.pop("ok")
     checks: dict[str, Any] = {
         "rss_flat": flat(steady, "rss_anon_mb"),
-        "p99_flat": flat(steady, "p99_ms"),
+        "p99_flat": flat(with_sends(steady), "p99_ms"),
         "files_no_leak": no_leak(baseline["files"], settled["files"]),
         "sockets_no_leak": no_leak(baseline["sockets"], settled["sockets"]),
         "nothing_lost": {"acked": acked, "lost": lost, "ok": acked > 0 and lost == 0},

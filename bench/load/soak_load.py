@@ -85,17 +85,21 @@ class Pacer:
         self.slack = slack
         self._next = 0.0
 
-    async def wait(self) -> None:
+    async def wait(self) -> float:
+        """Wait for the next slot and return its time (trio clock): when the message was due, where its latency
+        starts, so that the time it waited behind a stalled broker counts too (no coordinated omission). Unpaced:
+        now."""
+        now = trio.current_time()
         if not self.interval:
             await trio.lowlevel.checkpoint()
-            return
-        now = trio.current_time()
+            return now
         slot = max(self._next, now - self.slack)
         self._next = slot + self.interval
         if slot > now:
             await trio.sleep_until(slot)
         else:
             await trio.lowlevel.checkpoint()
+        return slot
 
 
 class ChurningPool:
@@ -157,9 +161,11 @@ class ChurningPool:
 async def sender(
     topic: str, size: int, pool: ChurningPool, ledger: Ledger, pacer: Pacer, stats: LoadStats, until: float
 ) -> None:
-    """Send paced messages through the pool's producers until ``until`` (trio clock)."""
+    """Send paced messages through the pool's producers until ``until`` (trio clock). A latency runs from the
+    message's slot (:meth:`Pacer.wait`) to its acknowledgement: a sender held up by a slow send makes the next
+    messages late, and that lateness is part of what they saw."""
     while trio.current_time() < until:
-        await pacer.wait()
+        due = await pacer.wait()
         producer = pool.pick()
         if producer is None:
             await trio.sleep(0.01)
@@ -167,7 +173,6 @@ async def sender(
         seq = ledger.new()
         key = id(producer)
         pool.inflight[key] += 1
-        start = trio.current_time()
         try:
             result = await producer.send(Message(topic, body_of(seq, size), tags="soak"))
         except Exception as exc:  # counted; the soak goes on
@@ -175,7 +180,7 @@ async def sender(
         else:
             if result.send_status is SendStatus.SEND_OK:
                 ledger.ack(seq)
-                stats.record((trio.current_time() - start) * 1000)
+                stats.record((trio.current_time() - due) * 1000)
             else:
                 stats.fail(str(result.send_status))
         finally:

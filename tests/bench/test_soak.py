@@ -17,16 +17,21 @@ import trio.testing
 
 from bench.load import procstat, soak
 from bench.load.soak_checks import drift, flat, verdict
-from bench.load.soak_load import Ledger, Pacer, body_of, seq_of
+from bench.load.soak_load import ChurningPool, Ledger, Pacer, body_of, sender, seq_of
 from bench.load.soak_shard import ShardError, ShardProcess
+from bench.load.stats import LoadStats
+from client import SendStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {"files": 4, "sockets": 10}
 ANY_CPUS = sorted(os.sched_getaffinity(0))  # what an unpinned child inherits
 
 
-def series(values: list[float], key: str = "rss_anon_mb") -> list[dict[str, float]]:
-    return [{"t": 10.0 * i, key: v, "rss_mb": v, "p99_ms": 5.0} for i, v in enumerate(values)]
+def series(values: list[float], key: str = "rss_anon_mb") -> list[dict[str, object]]:
+    return [
+        {"phase": "soak", "t": 10.0 * i, key: v, "rss_mb": v, "p99_ms": 5.0, "send_tps": 100.0}
+        for i, v in enumerate(values)
+    ]
 
 
 def test_a_steady_series_is_flat_and_a_growing_one_is_not() -> None:
@@ -45,6 +50,18 @@ def test_the_verdict_fails_on_loss_on_a_leaked_socket_and_on_growth_after_warmup
     assert not verdict(samples, 20, acked=0, lost=0, baseline=BASE, settled=BASE)["ok"]
     leaked = {"files": 4, "sockets": 11}
     assert not verdict(samples, 20, acked=10, lost=0, baseline=BASE, settled=leaked)["sockets_no_leak"]["ok"]
+
+
+def test_the_verdict_judges_the_soak_phase_only_and_p99_where_sends_were_acknowledged() -> None:
+    steady = series([50.0] * 12)  # a perfectly flat soak, then the drain: the load stopped, the heap settles
+    drain = [{**steady[-1], "phase": "drain", "t": 120.0, "p99_ms": 0.0, "send_tps": 0.0, "rss_anon_mb": 80.0}]
+    checks = verdict(steady + drain, 20, acked=10, lost=0, baseline=BASE, settled=BASE)
+    assert checks["p99_flat"]["ok"] and checks["p99_flat"]["min"] == 5.0, checks["p99_flat"]
+    assert checks["rss_flat"]["max"] == 50.0 and checks["ok"]
+    # soak windows in which no send was acknowledged have no latency: their p99 of 0.0 is not a figure
+    silent = [{**s, "t": 60.0 + 10 * i, "send_tps": 0.0, "p99_ms": 0.0} for i, s in enumerate(series([50.0] * 3))]
+    p99 = verdict(steady[:6] + silent, 20, acked=10, lost=0, baseline=BASE, settled=BASE)["p99_flat"]
+    assert p99["ok"] and p99["min"] == 5.0, p99
 
 
 def test_the_ledger_counts_what_was_acknowledged_and_not_consumed_in_either_order() -> None:
@@ -120,6 +137,40 @@ async def test_the_pacer_makes_up_late_slots_within_its_slack(autojump_clock: tr
     for _ in range(102):  # 101 slots from a second back up to now, then one more 10 ms on
         await pacer.wait()
     assert abs(trio.current_time() - stalled - 0.01) < 1e-6
+
+
+class _SendOk:
+    send_status = SendStatus.SEND_OK
+
+
+class _SlowProducer:
+    """A broker answering each send after 300 ms: a stall the paced load must see in full."""
+
+    async def send(self, msg: object) -> _SendOk:
+        await trio.sleep(0.3)
+        return _SendOk()
+
+
+async def test_soak_latency_counts_from_the_paced_slot_not_from_the_late_send(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """10 msg/s asked of one sender whose sends take 300 ms: the schedule falls behind, and a message waits up to the
+    pacer's 1 s slack for its turn plus 300 ms of service. Timed from the send call, every one would be 300 ms."""
+    pool = ChurningPool("127.0.0.1:1", "g", 1, (1.0, 2.0))
+    pool.live.append(_SlowProducer())  # type: ignore[arg-type]
+    stats = LoadStats()
+    await sender("SoakTopic0", 16, pool, Ledger(), Pacer(10.0), stats, trio.current_time() + 3.0)
+    assert min(stats.all) == pytest.approx(300.0)  # the first message went out on time
+    assert max(stats.all) >= 1000.0, f"recorded latencies {sorted(set(stats.all))} ms: the queueing is omitted"
+
+
+async def test_the_pacer_returns_the_slot_a_message_was_due(autojump_clock: trio.testing.MockClock) -> None:
+    pacer = Pacer(100.0)
+    start = trio.current_time()
+    assert await pacer.wait() == pytest.approx(start)
+    await trio.sleep(0.5)  # every sender busy: the next slots were due in the past
+    assert await pacer.wait() == pytest.approx(start + 0.01)
+    assert await Pacer(None).wait() == pytest.approx(trio.current_time())  # unpaced: due now
 
 
 async def test_a_shard_that_dies_fails_the_wait_for_its_answer_instead_of_hanging() -> None:
