@@ -14,7 +14,9 @@ background): rocketrio SYNC_MASTER with one slave, a Redis primary with one repl
 3-node cluster (both acknowledged by a majority, 2 of 3). Every server of a row runs on this one machine.
 
 Every row: publish msgs/s with ``--inflight`` publishers awaiting acks, p50/p99 ack latency, then consume msgs/s
-draining what was published. ``ratio`` is rocketrio ÷ peer for publish and consume within the class. Output: JSON
+draining what was published. A drain that ran out of ``--drain-timeout`` before it read everything back says so
+(``drained`` false, ``drain_incomplete``: what it read of what it had to) and gets no consume ratio.
+``ratio`` is rocketrio ÷ peer for publish and consume within the class. Output: JSON
 lines on stdout, a rich table on stderr, ``bench/results/compare.json`` and ``bench/results/compare.png``;
 ``--profile`` then re-runs the rocketrio rows under py-spy into ``bench/results/compare.svg``. A peer
 whose package cannot be installed or whose server does not start is a ``skipped`` row with the reason.
@@ -142,7 +144,10 @@ def matrix(w: Workload, only: set[str] | None, install: bool = True) -> list[dic
                 p99_ms=round(outcome.p99_ms, 3),
                 consume_rps=round(outcome.consume_rps),
                 consumed=outcome.consumed,
+                drained=outcome.drained,
             )
+            if not outcome.drained:
+                row["drain_incomplete"] = f"{outcome.consumed} of {outcome.expected} in {w.drain_timeout} s"
         STDERR.print(f"  {row}")
         rows.append(row)
     for row in rows:
@@ -150,7 +155,8 @@ def matrix(w: Workload, only: set[str] | None, install: bool = True) -> list[dic
         if "skipped" in row or "skipped" in ours:
             continue
         for key in ("publish_rps", "consume_rps"):
-            if row[key]:
+            partial = key == "consume_rps" and not (row["drained"] and ours["drained"])  # a timed-out rate
+            if row[key] and not partial:
                 row[f"{key.split('_')[0]}_ratio"] = round(ours[key] / row[key], 2)
     for row in rows:
         print(json.dumps(row), flush=True)
@@ -171,7 +177,7 @@ def show(rows: list[dict[str, Any]]) -> None:
             f"{r['publish_rps']:,}",
             f"{r['p50_ms']:.2f}",
             f"{r['p99_ms']:.2f}",
-            f"{r['consume_rps']:,}",
+            f"{r['consume_rps']:,}" + ("" if r["drained"] else " (drain incomplete)"),
             str(r.get("publish_ratio", "")),
             str(r.get("consume_ratio", "")),
         )

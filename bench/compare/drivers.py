@@ -36,12 +36,20 @@ class Workload:
 
 @attrs.frozen
 class Measurement:
+    """A row's figures; ``expected`` is what the drain had to read back (the published messages, and rocketrio's
+    route warm-up send): a drain that read fewer ran out of ``drain_timeout`` (``drained`` False)."""
+
     published: int
     publish_seconds: float
     p50_ms: float
     p99_ms: float
     consumed: int
     consume_seconds: float
+    expected: int
+
+    @property
+    def drained(self) -> bool:
+        return self.consumed >= self.expected
 
     @property
     def publish_rps(self) -> float:
@@ -73,12 +81,14 @@ async def publish_loop(send: Callable[[], Awaitable[Any]], w: Workload) -> tuple
     return len(latencies), anyio.current_time() - start, latencies
 
 
-def _measure(published: tuple[int, float, list[float]], consumed: int, consume_seconds: float) -> Measurement:
+def _measure(
+    published: tuple[int, float, list[float]], consumed: int, consume_seconds: float, expected: int | None = None
+) -> Measurement:
+    """The row of a publish loop's result and its drain (``expected``: the published count unless said)."""
     count, seconds, latencies = published
     latencies.sort()
-    return Measurement(
-        count, seconds, percentile(latencies, 0.5), percentile(latencies, 0.99), consumed, consume_seconds
-    )
+    p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
+    return Measurement(count, seconds, p50, p99, consumed, consume_seconds, count if expected is None else expected)
 
 
 # -- rocketrio (trio) -----------------------------------------------------------------------------------------------
@@ -115,7 +125,7 @@ async def rocketrio(namesrv: str, w: Workload) -> Measurement:
         with anyio.move_on_after(w.drain_timeout):
             await done.wait()
         seconds = anyio.current_time() - start
-    return _measure(published, received, seconds)
+    return _measure(published, received, seconds, target)
 
 
 # -- Redis Streams (asyncio) ----------------------------------------------------------------------------------------

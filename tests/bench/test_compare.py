@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from bench.compare import servers
+from bench.compare.drivers import Measurement
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,6 +31,7 @@ def test_a_short_comparison_reports_rocketrio_and_measures_or_skips_each_peer(tm
     for row in rows:
         if row["system"].startswith("rocketrio"):
             assert row["published"] > 0 and row["consumed"] >= row["published"]
+            assert row["drained"] and "drain_incomplete" not in row
         elif "skipped" in row:
             assert row["skipped"]
         else:
@@ -40,6 +42,12 @@ def test_a_short_comparison_reports_rocketrio_and_measures_or_skips_each_peer(tm
     assert json.loads((tmp_path / "compare.json").read_text())["rows"] == rows
     if importlib.util.find_spec("matplotlib"):
         assert (tmp_path / "compare.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_drain_cut_short_by_its_timeout_is_flagged() -> None:
+    cut = Measurement(100, 1.0, 1.0, 2.0, consumed=60, consume_seconds=20.0, expected=100)
+    assert (cut.drained, cut.consume_rps) == (False, 3.0)
+    assert Measurement(100, 1.0, 1.0, 2.0, consumed=101, consume_seconds=2.0, expected=101).drained
 
 
 def test_a_missing_peer_binary_is_a_reason_not_a_number() -> None:
