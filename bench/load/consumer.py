@@ -18,12 +18,13 @@ larger batch needs both, e.g. ``--pull-batch-size 256 --max-transfer-count 256``
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
 import trio
 
-from bench.load.run import Budget, common_arguments, run_tool, topic_names
+from bench.load.run import Budget, common_arguments, exit_status, run_tool, topic_names
 from bench.load.stats import LoadStats
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 
@@ -121,13 +122,11 @@ def make_load(args: argparse.Namespace) -> Any:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
     keys = ["size", "topics", "queues", "duration", "messages", "produce_inflight", "prefill", "pull_batch_size"]
-    keys.append("max_transfer_count")
     settings = {k: getattr(args, k) for k in keys}
     settings["consume_batch"] = args.consume_batch
-    settings["flush_disk_type"] = args.flush_disk_type
     prepare = make_prefill(args) if args.prefill else None
     return run_tool("consumer", args, settings, make_load(args), prepare=prepare)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main()))

@@ -1,11 +1,12 @@
 """``python -m bench.load.producer``: RocketMQ benchmark-style producer load against rocketrio.
 
 Settings: ``--inflight`` (sync/oneway: producer tasks; async: sends outstanding), ``--size``, ``--batch`` (messages
-per send_batch), ``--tags``/``--keys``, ``--mode sync|async|oneway``, ``--flush-disk-type``, ``--topics``/``--queues``,
-``--duration``/``--messages``, ``--connections`` (producers with a client each; the in-flight budget is split
-between them). Response time is from the send call to its result (oneway: to the write). Output:
-one JSON line per second, a ``summary`` line and ``bench/results/producer.json``; ``--profile`` adds
-``producer.svg`` and ``producer.speedscope.json`` of the broker. Example::
+per send_batch, sync: refused with another ``--mode``), ``--tags``/``--keys``, ``--mode sync|async|oneway``,
+``--flush-disk-type``, ``--topics``/``--queues``, ``--duration``/``--messages``, ``--connections`` (producers with a
+client each; the in-flight budget is split between them). Response time is from the send call to its result
+(oneway: to the write); ``ok`` and ``failed`` count messages (a batch's each). Output: one JSON line per second, a
+``summary`` line and ``bench/results/producer.json``; ``--profile`` adds ``producer.svg`` and
+``producer.speedscope.json`` of the broker. The exit status is 1 when no message succeeded. Example::
 
     python -m bench.load.producer --mode async --inflight 256 --size 128 --duration 10 --profile
 """
@@ -16,11 +17,12 @@ import argparse
 import contextlib
 import itertools
 import os
+import sys
 from typing import Any
 
 import trio
 
-from bench.load.run import Budget, common_arguments, run_tool, topic_names
+from bench.load.run import Budget, common_arguments, exit_status, run_tool, topic_names
 from bench.load.stats import LoadStats
 from client import ClientConfig, Message, Producer, SendResult
 
@@ -30,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     common_arguments(parser)
     parser.add_argument("--mode", default="sync", choices=("sync", "async", "oneway"))
     parser.add_argument("--inflight", type=int, default=32, help="producer tasks (sync/oneway) or outstanding sends")
-    parser.add_argument("--batch", type=int, default=1, help="messages per send (>1: send_batch, sync only)")
+    parser.add_argument("--batch", type=int, default=1, help="messages per send (>1: send_batch, --mode sync only)")
     parser.add_argument("--tags", default="TagA", help="tag on every message ('' for none)")
     parser.add_argument("--keys", action="store_true", help="a unique key on every message")
     parser.add_argument("--group", default="bench_load_pg")
@@ -105,7 +107,7 @@ def make_load(args: argparse.Namespace) -> Any:
                     await idle.wait()
 
             async with trio.open_nursery() as nursery:
-                if args.mode == "async" and args.batch == 1:
+                if args.mode == "async":
                     for producer in producers:
                         nursery.start_soon(async_sender, producer)
                 else:
@@ -116,7 +118,10 @@ def make_load(args: argparse.Namespace) -> Any:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.batch > 1 and args.mode != "sync":
+        parser.error(f"--batch {args.batch} sends sync batches (send_batch): not with --mode {args.mode}")
     settings = {
         k: getattr(args, k)
         for k in (
@@ -133,9 +138,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "messages",
         )
     }
-    settings["flush_disk_type"] = args.flush_disk_type
     return run_tool("producer", args, settings, make_load(args), per_sample=args.batch)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main()))

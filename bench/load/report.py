@@ -24,8 +24,9 @@ from bench.load.stats import LoadStats, Snapshot
 STDERR = Console(stderr=True)
 
 
-def environment(flush_disk_type: str) -> dict[str, Any]:
-    """Facts that make a figure reproducible: CPU, Python, package versions, flush mode."""
+def environment(flush_disk_type: str | None) -> dict[str, Any]:
+    """Facts that make a figure reproducible: CPU, Python, package versions, flush mode (``None``: not known, a
+    broker this tool did not start)."""
     cpu_model = platform.processor() or "?"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

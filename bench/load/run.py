@@ -4,6 +4,11 @@
 when ``--profile`` is given, runs ``load(namesrv, stats, deadline)`` with the live view beside it, then writes
 ``<out>/<name>.json`` (and, profiled, ``<name>.speedscope.json`` and ``<name>.svg``) and prints the "where the time
 goes" table. A profile that cannot be taken is reported in the summary (``profile.error``), never fatal.
+
+The embedded broker's options (``--flush-disk-type``, ``--max-transfer-count``, ``--broker-property``) are refused
+with ``--namesrv``: that broker runs with its own settings, and the summary says ``null`` for them. A run in which
+no message succeeded is no measurement: its summary carries ``error`` and :func:`exit_status` is 1, so that
+``bench.targets`` and ``bench.scale`` report an error rather than 0 msg/s.
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ from rich.table import Table
 from bench.load.cluster import FLUSH_MODES, ClusterProcess, create_topics
 from bench.load.profile import BrokerProfiler, ProfileError, render_flamegraph, spawn_argv, top_frames
 from bench.load.report import STDERR, environment, final_table, live_view, write_summary
-from bench.load.stats import LoadStats
+from bench.load.stats import LoadStats, Snapshot
 
 Load = Callable[[str, LoadStats, "Budget"], Awaitable[None]]
 #: Runs against the cluster's name server after the topics exist and before the measured window (e.g. a prefill).
 Prepare = Callable[[str], Awaitable[None]]
+#: The embedded broker's maxTransferCountOnMessageInMemory unless --max-transfer-count says otherwise (RocketMQ's).
+MAX_TRANSFER_COUNT = 32
 
 
 class Budget:
@@ -50,9 +57,13 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namesrv", help="an existing name server (default: start an embedded cluster)")
     parser.add_argument("--broker", help="with --namesrv: the broker address topics are created on")
     parser.add_argument("--broker-pid", type=int, help="with --namesrv and --profile: the broker process to sample")
-    parser.add_argument("--flush-disk-type", default="ASYNC_FLUSH", choices=FLUSH_MODES)
     parser.add_argument(
-        "--max-transfer-count", type=int, default=32, help="the embedded broker's maxTransferCountOnMessageInMemory"
+        "--flush-disk-type", choices=FLUSH_MODES, help=f"the embedded broker's flushDiskType (default {FLUSH_MODES[0]})"
+    )
+    parser.add_argument(
+        "--max-transfer-count",
+        type=int,
+        help=f"the embedded broker's maxTransferCountOnMessageInMemory (default {MAX_TRANSFER_COUNT})",
     )
     parser.add_argument("--topics", type=int, default=1, help="topics, named <topic-prefix>0..N-1")
     parser.add_argument("--topic-prefix", default="BenchLoad")
@@ -70,6 +81,33 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
 
 def topic_names(args: argparse.Namespace) -> list[str]:
     return [f"{args.topic_prefix}{i}" for i in range(args.topics)]
+
+
+def check_target(args: argparse.Namespace) -> None:
+    """Refuse (:class:`SystemExit`) ``--namesrv`` without ``--broker`` or with an embedded broker's option."""
+    if not args.namesrv:
+        return
+    if args.broker is None:
+        raise SystemExit("--namesrv needs --broker (topics are created on it)")
+    options = {"--flush-disk-type": args.flush_disk_type, "--max-transfer-count": args.max_transfer_count}
+    given = [flag for flag, value in {**options, "--broker-property": args.broker_property}.items() if value]
+    if given:
+        raise SystemExit(f"{', '.join(given)}: the embedded broker's, not a --namesrv broker's (it has its own)")
+
+
+def broker_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The measured broker's settings this tool chose: the embedded one's, or ``None`` each with ``--namesrv``."""
+    if args.namesrv:
+        return {"flush_disk_type": None, "max_transfer_count": None}
+    return {
+        "flush_disk_type": args.flush_disk_type or FLUSH_MODES[0],
+        "max_transfer_count": args.max_transfer_count or MAX_TRANSFER_COUNT,
+    }
+
+
+def exit_status(summary: dict[str, Any]) -> int:
+    """The tool's exit status: 1 when its run measured nothing (``error`` in the summary), else 0."""
+    return 1 if summary.get("error") else 0
 
 
 def process_cpu_seconds(pid: int | None) -> float | None:
@@ -122,6 +160,14 @@ def _where_the_time_goes(speedscope: Path) -> list[dict[str, Any]]:
     ]
 
 
+def _embedded(stack: contextlib.ExitStack, args: argparse.Namespace, wrap: list[str] | None) -> tuple[str, str, int]:
+    """Start an embedded cluster in ``stack`` (``wrap``: under py-spy): its name server, broker and broker pid."""
+    broker = broker_settings(args)
+    cluster = ClusterProcess(broker["flush_disk_type"], wrap, broker["max_transfer_count"], tuple(args.broker_property))
+    stack.enter_context(cluster)
+    return cluster.namesrv, cluster.broker, cluster.pid
+
+
 def run_tool(
     name: str,
     args: argparse.Namespace,
@@ -131,6 +177,7 @@ def run_tool(
     prepare: Prepare | None = None,
 ) -> dict[str, Any]:
     """Measure, report and return the summary (see the module docstring); ``prepare`` runs before the window."""
+    check_target(args)
     stats = LoadStats(per_sample)
     speedscope = args.out / f"{name}.speedscope.json"
     args.out.mkdir(parents=True, exist_ok=True)
@@ -140,19 +187,13 @@ def run_tool(
         profiler: BrokerProfiler | None = None
         if args.namesrv:
             namesrv, broker, pid = args.namesrv, args.broker, args.broker_pid
-            if broker is None:
-                raise SystemExit("--namesrv needs --broker (topics are created on it)")
         else:
             if args.profile:
                 try:
                     spawn_argv(speedscope, [])  # py-spy present at all?
                 except ProfileError as exc:
                     profile = {"error": str(exc)}
-            properties = tuple(args.broker_property)
-            cluster = stack.enter_context(
-                ClusterProcess(args.flush_disk_type, None, args.max_transfer_count, properties)
-            )
-            namesrv, broker, pid = cluster.namesrv, cluster.broker, cluster.pid
+            namesrv, broker, pid = _embedded(stack, args, None)
         if args.profile and profile is None:
             if pid is None:
                 profile = {"error": "--profile with --namesrv needs --broker-pid"}
@@ -168,27 +209,14 @@ def run_tool(
                     else:
                         # no ptrace rights here: measure a fresh broker started under py-spy instead
                         stack.close()
-                        wrap = spawn_argv(speedscope, [])
-                        spawned = ClusterProcess(args.flush_disk_type, wrap, args.max_transfer_count, properties)
-                        cluster = stack.enter_context(spawned)
-                        namesrv, broker = cluster.namesrv, cluster.broker
+                        namesrv, broker, pid = _embedded(stack, args, spawn_argv(speedscope, []))
                         profile = {"mode": "spawn", "attach_error": str(exc)}
         elapsed, cpu, broker_cpu = trio.run(_measure, name, namesrv, broker, args, load, stats, prepare, pid)
         if profiler is not None:
             with contextlib.suppress(ProfileError):  # a missing file is reported below
                 profiler.stop()
-    total = stats.total(elapsed)
-    if not args.quiet:
-        final_table(name, total)
-    summary: dict[str, Any] = {
-        "tool": name,
-        "settings": settings,
-        "result": total.as_dict(),
-        "load_cpu_seconds": round(cpu, 3),
-        "broker_cpu_seconds": None if broker_cpu is None else round(broker_cpu, 3),
-        "last_error": stats.last_error,
-        "environment": environment(args.flush_disk_type),
-    }
+    summary = _summary(name, args, settings, stats.total(elapsed), stats.last_error)
+    summary |= {"load_cpu_seconds": round(cpu, 3), "broker_cpu_seconds": _rounded(broker_cpu)}
     if args.profile and profile is not None and "error" not in profile:
         if speedscope.exists():
             svg = args.out / f"{name}.svg"
@@ -198,4 +226,28 @@ def run_tool(
             profile["error"] = "py-spy wrote no profile"
     summary["profile"] = profile
     write_summary(args.out, name, summary)
+    return summary
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
+
+
+def _summary(
+    name: str, args: argparse.Namespace, settings: dict[str, Any], total: Snapshot, last_error: str | None
+) -> dict[str, Any]:
+    """The summary's figures; ``error`` when no message succeeded (the run measured nothing), said on stderr too."""
+    if not args.quiet:
+        final_table(name, total)
+    broker = broker_settings(args)
+    summary: dict[str, Any] = {
+        "tool": name,
+        "settings": {**settings, **broker},
+        "result": total.as_dict(),
+        "last_error": last_error,
+        "environment": environment(broker["flush_disk_type"]),
+    }
+    if not total.ok:
+        summary["error"] = f"no message succeeded ({total.failed} failed): nothing was measured"
+        STDERR.print(f"{name}: {summary['error']}; last error: {last_error}")
     return summary

@@ -75,7 +75,8 @@ def summarise(latencies: array[float], failed: int, seconds: float, count: int |
 
 
 class LoadStats:
-    """Response times and failures; ``messages_per_sample`` counts a batch's messages as successes."""
+    """Response times and failures; a sample is one send of ``messages_per_sample`` messages (a batch), and both its
+    success and its failure count that many messages."""
 
     def __init__(self, messages_per_sample: int = 1) -> None:
         self.messages_per_sample = messages_per_sample
@@ -90,8 +91,9 @@ class LoadStats:
         self.window.append(latency_ms)
 
     def fail(self, error: BaseException | str) -> None:
-        self.failed += 1
-        self.window_failed += 1
+        """A failed send: its ``messages_per_sample`` messages count as failed."""
+        self.failed += self.messages_per_sample
+        self.window_failed += self.messages_per_sample
         self.last_error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
 
     @property

@@ -11,10 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from bench import client as bench_client
 from bench import replication
-from bench.load.profile import render_flamegraph, top_frames
+from bench.load import run as load_run
+from bench.load.producer import build_parser as producer_parser
+from bench.load.producer import main as producer_main
+from bench.load.profile import ProfileError, render_flamegraph, top_frames
 from bench.load.stats import LoadStats, percentile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,9 +100,9 @@ def test_percentiles_and_windows_follow_the_recorded_latencies() -> None:
     stats = LoadStats(messages_per_sample=2)
     for ms in (1.0, 2.0, 3.0, 4.0):
         stats.record(ms)
-    stats.fail("boom")
+    stats.fail("boom")  # a failed batch of 2: two messages failed, as two succeed per recorded batch
     window = stats.take_window(2.0)
-    assert (window.ok, window.failed, window.max_ms, window.tps) == (8, 1, 4.0, 4.0)
+    assert (window.ok, window.failed, window.max_ms, window.tps) == (8, 2, 4.0, 4.0)
     assert stats.take_window(1.0).ok == 0
     assert stats.total(2.0).ok == 8
     assert percentile([], 0.5) == 0.0
@@ -120,6 +124,66 @@ def test_nearest_rank_percentiles_are_not_one_rank_too_high(pct: Any) -> None:
     assert pct([1.0, 2.0], 0.5) == 1.0
     assert pct(hundred, 0.07) == 7.0  # 0.07 * 100 is 7.000000000000001 in floating point: still the 7th
     assert pct(hundred, 0.0) == 1.0 and pct(hundred, 1.0) == 100.0
+
+
+def _producer(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "bench.load.producer", "--duration", "3", "--quiet", "--out", str(out), *extra]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=90)
+
+
+#: 8 x 128-byte bodies exceed a broker's maxMessageSize of 600: each batch is refused (MESSAGE_ILLEGAL).
+REFUSED_BATCHES = ("--batch", "8", "--messages", "80", "--broker-property", "maxMessageSize=600")
+
+
+def test_failed_batches_are_counted_in_messages_like_the_successes(tmp_path: Path) -> None:
+    _producer(tmp_path, *REFUSED_BATCHES)
+    result = json.loads((tmp_path / "producer.json").read_text())["result"]
+    assert (result["ok"], result["failed"]) == (0, 80), result
+
+
+def test_a_run_where_every_send_failed_is_not_reported_as_a_measurement(tmp_path: Path) -> None:
+    """bench.targets and bench.scale take a zero exit status as "measured": 0 msg/s must not be a figure."""
+    done = _producer(tmp_path, *REFUSED_BATCHES)
+    summary = json.loads((tmp_path / "producer.json").read_text())
+    assert summary["result"]["ok"] == 0 and summary["result"]["failed"] > 0
+    assert summary["error"] and done.returncode == 1
+    assert "no message succeeded" in done.stderr
+
+
+def test_a_spawned_profile_still_reports_the_measured_brokers_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """py-spy refused to attach (a kernel without ptrace rights): the window runs against a broker started under
+    py-spy, and the broker CPU is that process's, not the closed first broker's."""
+
+    class NoPtrace(load_run.BrokerProfiler):
+        def start(self) -> None:
+            raise ProfileError("py-spy could not attach: Operation not permitted")
+
+    monkeypatch.setattr(load_run, "BrokerProfiler", NoPtrace)
+    args = producer_parser().parse_args(["--quiet", "--profile", "--duration", "0.3", "--out", str(tmp_path)])
+
+    async def load(namesrv: str, stats: LoadStats, budget: load_run.Budget) -> None:
+        await trio.sleep(0.3)
+
+    summary = load_run.run_tool("spawned", args, {}, load)
+    assert summary["profile"] is not None and summary["profile"].get("mode") == "spawn", summary["profile"]
+    assert summary["broker_cpu_seconds"] is not None
+
+
+def test_options_that_would_be_ignored_are_refused() -> None:
+    with pytest.raises(SystemExit) as batch:  # --batch sends sync batches: it cannot honour --mode async
+        producer_main(["--batch", "8", "--mode", "async"])
+    assert batch.value.code == 2
+    namesrv = ["--namesrv", "127.0.0.1:1", "--broker", "127.0.0.1:2"]
+    foreign = producer_parser().parse_args([*namesrv, "--flush-disk-type", "SYNC_FLUSH"])
+    with pytest.raises(SystemExit, match="--flush-disk-type"):  # that broker flushes as it was configured
+        load_run.check_target(foreign)
+    own = producer_parser().parse_args(namesrv)
+    load_run.check_target(own)
+    assert load_run.broker_settings(own) == {"flush_disk_type": None, "max_transfer_count": None}
+    embedded = producer_parser().parse_args([])
+    assert load_run.broker_settings(embedded) == {"flush_disk_type": "ASYNC_FLUSH", "max_transfer_count": 32}
 
 
 def test_top_frames_and_flamegraph_read_a_speedscope_file(tmp_path: Path) -> None:
