@@ -5,8 +5,11 @@ It owns
 - one :class:`~remoting.client.RemotingClient` (a connection per name server and broker address),
 - the route cache, refreshed every ``poll_name_server_interval`` (30 s) from the first name server that answers
   (a name server that fails is skipped and the next one tried),
-- heartbeats every ``heartbeat_broker_interval`` (30 s) to every broker of the cached routes (masters only when no
-  consumer is registered),
+- the broker address table derived from it (Java's ``brokerAddrTable``): each broker name's addresses come from the
+  route stored last that lists it, so a master that moved is found as soon as any route naming it is refreshed, and
+  an address no cached route lists any more drops out (Java's ``cleanOfflineBroker``),
+- heartbeats every ``heartbeat_broker_interval`` (30 s) to every broker of that table (masters only when no
+  consumer is registered), and one at once to a broker a route lookup newly names (see :meth:`adopt_route`),
 - the rebalance timer (20 s, or at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED) and the offset persist timer
   (5 s) of its consumers,
 - the handler for requests brokers push (see :mod:`client.handlers`).
@@ -31,7 +34,7 @@ from client import api
 from client.config import DEFAULT_NAMESRV, ClientConfig
 from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.request_reply import ReplyTable
-from client.route import MASTER_ID, any_address
+from client.route import MASTER_ID
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageModel, MessageQueue, ProducerData, TopicRouteData
 from remoting.codec.command import RemotingCommand
@@ -104,9 +107,9 @@ class MQClientInstance:
         self._namesrv_index = 0
         self._route_locks: dict[str, anyio.Lock] = {}
         self._greeted: set[str] = set()  # broker addresses a heartbeat was attempted to
-        self._routes_version = 0  # bumped whenever a route is stored
-        self._masters: dict[str, str] = {}
-        self._masters_version = -1
+        self._routes_version = 0  # bumped whenever a route is stored or forgotten
+        self._brokers: dict[str, dict[int, str]] = {}  # broker name -> id -> address, see broker_table()
+        self._brokers_version = -1
         #: Requests of this client's producers waiting for their reply (client/request_reply.py).
         self.replies = ReplyTable()
 
@@ -202,10 +205,10 @@ class MQClientInstance:
         """The name server that answered last: route lookups start with it."""
         return self.config.namesrv_addr[self._namesrv_index]
 
-    async def fetch_route(self, topic: str) -> TopicRouteData:
+    async def query_route(self, topic: str) -> TopicRouteData:
         """Ask the name servers for ``topic``'s route, starting with the last one that answered and failing over on
-        transport errors. Caches and returns it. Raises :class:`TopicRouteNotFoundError` naming every name server
-        tried when none has a route (or none answers)."""
+        transport errors; nothing is cached. Raises :class:`TopicRouteNotFoundError` naming every name server tried
+        when none has a route (or none answers)."""
         addrs = self.config.namesrv_addr
         causes: list[str] = []
         for i in range(len(addrs)):
@@ -219,16 +222,29 @@ class MQClientInstance:
             if route is None:
                 causes.append(f"{addrs[index]}: TOPIC_NOT_EXIST")
                 break
-            if self.routes.get(topic) != route:
-                self.store_route(topic, route)
-            else:
-                route = self.routes[topic]  # keep the cached object: callers compare by identity
-            if set(self.broker_addresses(masters_only=not self.consumers)) - self._greeted:
-                # Rebalance asks brokers for the group's members and admins list a group's connections: a broker
-                # this client never heartbeated knows neither, so greet new brokers now, not at the next 30 s tick.
-                await self.send_heartbeat_to_all_brokers()
             return route
         raise TopicRouteNotFoundError(topic, addrs, "; ".join(causes) or None)
+
+    async def fetch_route(self, topic: str) -> TopicRouteData:
+        """:meth:`query_route`, then :meth:`adopt_route`: the route the name servers have now, cached."""
+        return await self.adopt_route(topic, await self.query_route(topic))
+
+    async def adopt_route(self, topic: str, route: TopicRouteData) -> TopicRouteData:
+        """Cache ``route`` for ``topic`` unless the cached one equals it (then the cached object is returned: callers
+        compare by identity), and greet the brokers it newly names (:meth:`_greet_new_brokers`).
+
+        A broker serves a consumer group's pulls and lists its members (rebalance) only once a heartbeat registered
+        the client, so with consumers registered this waits for the greeting, at most ``rpc_timeout`` (the heartbeats
+        run concurrently). Producers never wait: Java's ``tryToFindTopicPublishInfo`` only asks the name server."""
+        if self.routes.get(topic) != route:
+            self.store_route(topic, route)
+        else:
+            route = self.routes[topic]
+        greeting = self._greet_new_brokers()
+        if greeting is not None and self.consumers:
+            with anyio.move_on_after(self.config.rpc_timeout):
+                await greeting.wait()
+        return route
 
     async def route(self, topic: str) -> TopicRouteData:
         """The cached route of ``topic``, fetched (once, even under concurrent callers) when unknown."""
@@ -241,7 +257,9 @@ class MQClientInstance:
             return cached if cached is not None else await self.fetch_route(topic)
 
     def store_route(self, topic: str, route: TopicRouteData) -> None:
-        """Cache ``route`` for ``topic`` (the one way routes enter the cache, so address lookups stay current)."""
+        """Cache ``route`` for ``topic`` as the newest route: its broker addresses now win over those of routes
+        stored before (:meth:`broker_table`). The one way routes enter the cache."""
+        self.routes.pop(topic, None)
         self.routes[topic] = route
         self._routes_version += 1
 
@@ -265,18 +283,29 @@ class MQClientInstance:
             except TopicRouteNotFoundError as exc:
                 log.debug("route refresh: %s", exc)
 
+    def broker_table(self) -> dict[str, dict[int, str]]:
+        """Broker name -> broker id -> address, each broker name's from the route stored last that lists it (Java's
+        ``brokerAddrTable``, which every changed route overwrites). Addresses only an older route lists are not in it,
+        so a stale route (a deleted topic's, the TBW102 stand-in's) cannot hide a moved master. Rebuilt when the
+        routes change: every send and pull asks."""
+        if self._brokers_version != self._routes_version:
+            table: dict[str, dict[int, str]] = {}
+            for route in self.routes.values():  # in the order stored: newer routes overwrite
+                for bd in route.broker_datas:
+                    table[bd.broker_name] = bd.broker_addrs
+            self._brokers, self._brokers_version = table, self._routes_version
+        return self._brokers
+
     def find_broker_address(self, broker_name: str, *, master: bool = True) -> str | None:
-        """The master address of ``broker_name`` in the cached routes (``master=False``: else its lowest-id
-        slave), or ``None``. Masters are cached per route version because every send and pull asks."""
-        if master:
-            if self._masters_version != self._routes_version:
-                self._rebuild_masters()
-            return self._masters.get(broker_name)
-        for route in self.routes.values():
-            addr = any_address(route, broker_name)
-            if addr:
-                return addr
-        return None
+        """``broker_name``'s master address in :meth:`broker_table` (Java's ``findBrokerAddressInPublish``); with
+        ``master=False`` its lowest-id slave when it has no master (reads may go to a slave). ``None`` if unknown."""
+        addrs = self.broker_table().get(broker_name)
+        if not addrs:
+            return None
+        found = addrs.get(MASTER_ID)
+        if found is None and not master:
+            return addrs[min(addrs)]
+        return found
 
     def find_broker_address_in_subscribe(
         self, broker_name: str, broker_id: int, *, only_this_broker: bool, topic: str | None = None
@@ -284,16 +313,11 @@ class MQClientInstance:
         """Java's ``findBrokerAddressInSubscribe``: the address of ``broker_id`` in ``broker_name``'s group; for a
         missing slave id the next id (DLedger shifts them); then, unless ``only_this_broker``, the group's lowest id
         (a pull still reaches a slave when the master is gone). ``(address, is_slave)`` or ``None``. The group's
-        addresses come from ``topic``'s route when cached (the freshest for that topic's queues), else any route."""
-        addrs: dict[int, str] | None = None
+        addresses come from ``topic``'s route when cached (the freshest for that topic's queues), else from
+        :meth:`broker_table`."""
         own = self.routes.get(topic) if topic is not None else None
-        for route in ([own] if own is not None else []) + list(self.routes.values()):
-            for bd in route.broker_datas:
-                if bd.broker_name == broker_name and bd.broker_addrs:
-                    addrs = bd.broker_addrs
-                    break
-            if addrs is not None:
-                break
+        in_own = [bd.broker_addrs for bd in own.broker_datas if bd.broker_name == broker_name] if own else []
+        addrs = next((a for a in in_own if a), None) or self.broker_table().get(broker_name)
         if not addrs:
             return None
         found = addrs.get(broker_id)
@@ -306,23 +330,14 @@ class MQClientInstance:
         lowest = min(addrs)
         return addrs[lowest], lowest != MASTER_ID
 
-    def _rebuild_masters(self) -> None:
-        masters: dict[str, str] = {}
-        for route in self.routes.values():
-            for bd in route.broker_datas:
-                if bd.master_addr:
-                    masters.setdefault(bd.broker_name, bd.master_addr)
-        self._masters, self._masters_version = masters, self._routes_version
-
     def broker_addresses(self, *, masters_only: bool) -> list[str]:
+        """Every address of :meth:`broker_table` (``masters_only``: its masters), sorted."""
         addrs: set[str] = set()
-        for route in self.routes.values():
-            for bd in route.broker_datas:
-                if masters_only:
-                    if bd.master_addr:
-                        addrs.add(bd.master_addr)
-                else:
-                    addrs.update(bd.broker_addrs.values())
+        for by_id in self.broker_table().values():
+            if not masters_only:
+                addrs.update(by_id.values())
+            elif MASTER_ID in by_id:
+                addrs.add(by_id[MASTER_ID])
         return sorted(addrs)
 
     # -- heartbeats ------------------------------------------------------------------------------------------------
@@ -335,16 +350,43 @@ class MQClientInstance:
         )
 
     async def send_heartbeat_to_all_brokers(self) -> None:
-        """HEART_BEAT to every broker of the cached routes (masters only without consumers); failures are logged."""
+        """HEART_BEAT to every broker of the table (masters only without consumers); failures are logged."""
         if not self.producers and not self.consumers:
             return
         data = self.heartbeat_data()
         for addr in self.broker_addresses(masters_only=not self.consumers):
             self._greeted.add(addr)
-            try:
-                self.broker_version[addr] = await api.send_heartbeat(self.remoting, addr, data, self.config.rpc_timeout)
-            except Exception as exc:
-                log.info("heartbeat to %s failed: %s", addr, exc)
+            await self._heartbeat(addr, data)
+
+    def _greet_new_brokers(self) -> anyio.Event | None:
+        """Start HEART_BEAT to every address of the table no heartbeat went to yet, all at once, in the task group
+        (admins list a group's connections from heartbeats, too): the 30 s timer would greet them late. Returns an
+        event set once all answered or failed, or ``None`` when there is none to greet."""
+        tasks = self._tasks
+        if tasks is None or not (self.producers or self.consumers):
+            return None
+        new = [addr for addr in self.broker_addresses(masters_only=not self.consumers) if addr not in self._greeted]
+        if not new:
+            return None
+        self._greeted.update(new)
+        done = anyio.Event()
+        tasks.start_soon(self._greet, new, done)
+        return done
+
+    async def _greet(self, addrs: list[str], done: anyio.Event) -> None:
+        data = self.heartbeat_data()
+        try:
+            async with anyio.create_task_group() as tg:
+                for addr in addrs:
+                    tg.start_soon(self._heartbeat, addr, data)
+        finally:
+            done.set()
+
+    async def _heartbeat(self, addr: str, data: HeartbeatData) -> None:
+        try:
+            self.broker_version[addr] = await api.send_heartbeat(self.remoting, addr, data, self.config.rpc_timeout)
+        except Exception as exc:
+            log.info("heartbeat to %s failed: %s", addr, exc)
 
     # -- consumer timers -------------------------------------------------------------------------------------------
 

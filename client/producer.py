@@ -364,10 +364,11 @@ class Producer:
 
     async def _default_topic_route(self, topic: str) -> TopicRouteData:
         """Java's auto-create path: a topic unknown to the name servers is sent with the route of
-        ``create_topic_key`` (TBW102), at most ``default_topic_queue_nums`` queues per broker; the broker then creates
-        it. Raises the original TopicRouteNotFoundError for ``topic`` when TBW102 has no route either."""
+        ``create_topic_key`` (TBW102), at most ``default_topic_queue_nums`` queues per broker, cached under ``topic``
+        (never under TBW102, which no refresh would renew); the broker then creates it. Raises the original
+        TopicRouteNotFoundError for ``topic`` when TBW102 has no route either."""
         try:
-            default = await self.instance.route(self.create_topic_key)
+            default = await self.instance.query_route(self.create_topic_key)
         except TopicRouteNotFoundError:
             raise TopicRouteNotFoundError(topic, self.instance.config.namesrv_addr) from None
         queues = [
@@ -378,11 +379,9 @@ class Producer:
             )
             for qd in default.queue_datas
         ]
-        route = attrs.evolve(default, queue_datas=queues)
-        if topic not in self.instance.routes:
-            self.instance.store_route(topic, route)
         self._fallback_topics.add(topic)
-        return route
+        cached = self.instance.routes.get(topic)  # a concurrent send's: keep it
+        return cached or await self.instance.adopt_route(topic, attrs.evolve(default, queue_datas=queues))
 
     async def _broker_address(self, mq: MessageQueue) -> str:
         addr = self.instance.find_broker_address(mq.broker_name)

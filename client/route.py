@@ -74,11 +74,3 @@ def master_address(route: TopicRouteData, broker_name: str) -> str | None:
         if bd.broker_name == broker_name:
             return bd.master_addr
     return None
-
-
-def any_address(route: TopicRouteData, broker_name: str) -> str | None:
-    """The master if there is one, else the lowest-id slave (reads may go to a slave)."""
-    for bd in route.broker_datas:
-        if bd.broker_name == broker_name and bd.broker_addrs:
-            return bd.master_addr or bd.broker_addrs[min(bd.broker_addrs)]
-    return None

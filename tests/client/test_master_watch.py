@@ -107,6 +107,28 @@ async def test_a_send_finds_the_new_master_within_one_retry(
     assert got.messages
 
 
+async def test_a_failed_send_finds_the_new_master_although_another_topic_of_the_broker_was_cached_first(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The route re-read after the failure is the newest, so its master wins over that of another topic of the same
+    broker cached before (it used to be the first route cached, and every retry went to the old master again)."""
+    cluster = embedded_cluster
+    async with Admin(cluster.namesrv_addr) as admin:
+        for topic in ("Other", TOPIC):
+            await admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+        silent = await silent_master(nursery)
+        await register_as_master(client, cluster.namesrv_addr, silent)
+        async with Producer("pg-moving2", cluster.namesrv_addr, send_msg_timeout=3.0) as producer:
+            assert (await producer.publish_info("Other")).route.broker_datas[0].master_addr == silent
+            assert (await producer.publish_info(TOPIC)).route.broker_datas[0].master_addr == silent
+            nursery.start_soon(_after, 1.0, cluster.controller.registration.trigger)
+            result = await producer.send(Message(TOPIC, b"moved"))
+            assert result.send_status is SendStatus.SEND_OK
+            assert producer.instance.find_broker_address("broker-a") == cluster.broker_addr
+        nursery.cancel_scope.cancel()
+
+
 async def _after(delay: float, job: Callable[[], None]) -> None:
     await trio.sleep(delay)
     job()
