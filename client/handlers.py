@@ -86,10 +86,10 @@ class ClientRequestHandler:
             return await self._check_transaction(ctx, request)
         if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
             info_header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
-            consumer = self.instance.consumers.get(info_header.consumer_group)
-            if consumer is None:
+            info = self.instance.consumer_running_info(info_header.consumer_group)
+            if info is None:
                 return _no_group(request, info_header.consumer_group)
-            return request.response(ResponseCode.SUCCESS, body=encode_running_info(consumer.running_info()))
+            return request.response(ResponseCode.SUCCESS, body=encode_running_info(info))
         if code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
             direct = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)
             consumer = self.instance.consumers.get(direct.consumer_group)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import anyio
 import anyio.abc
@@ -36,7 +36,17 @@ from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.request_reply import ReplyTable
 from client.route import MASTER_ID
 from remoting.client import RemotingClient
-from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageModel, MessageQueue, ProducerData, TopicRouteData
+from remoting.codec.bodies import (
+    ConsumerData,
+    ConsumeType,
+    HeartbeatData,
+    MessageModel,
+    MessageQueue,
+    ProducerData,
+    TopicRouteData,
+)
+from remoting.codec.bodies.admin import PROP_CLIENT_VERSION, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR
+from remoting.codec.codes import CURRENT_VERSION, version_desc
 from remoting.codec.command import RemotingCommand
 
 if TYPE_CHECKING:
@@ -73,6 +83,9 @@ class ConsumerInner(Protocol):
     @property
     def message_model(self) -> MessageModel: ...
 
+    @property
+    def consume_type(self) -> ConsumeType: ...
+
     def consumer_data(self) -> ConsumerData: ...
 
     def subscribed_topics(self) -> set[str]: ...
@@ -81,7 +94,10 @@ class ConsumerInner(Protocol):
 
     async def persist_offsets(self) -> None: ...
 
-    def running_info(self) -> dict[str, object]: ...
+    def running_info(self) -> dict[str, Any]:
+        """Java's ``ConsumerRunningInfo`` as JSON-ready dict: ``properties`` (str -> str), ``subscriptionSet``,
+        ``mqTable``."""
+        ...
 
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]: ...
 
@@ -197,6 +213,21 @@ class MQClientInstance:
                 )
             except Exception as exc:
                 log.info("unregister %s from %s failed: %s", self.client_id, addr, exc)
+
+    def consumer_running_info(self, group: str) -> dict[str, Any] | None:
+        """Java's ``MQClientInstance.consumerRunningInfo``: ``group``'s running info with this instance's name servers,
+        the group's consume type and the client version added to its properties; ``None`` if not running here."""
+        consumer = self.consumers.get(group)
+        if consumer is None:
+            return None
+        info = consumer.running_info()
+        info["properties"] = {
+            **info.get("properties", {}),
+            PROP_NAMESERVER_ADDR: "".join(f"{addr};" for addr in self.config.namesrv_addr),
+            PROP_CONSUME_TYPE: consumer.consume_type.name,
+            PROP_CLIENT_VERSION: version_desc(CURRENT_VERSION),
+        }
+        return info
 
     # -- routes ----------------------------------------------------------------------------------------------------
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import anyio
 import anyio.abc
@@ -54,6 +55,7 @@ from remoting.codec.bodies import (
     MessageQueue,
     SubscriptionData,
 )
+from remoting.codec.bodies.admin import PROP_CONSUMER_START_TIMESTAMP
 from remoting.codec.message import MessageExt
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,8 @@ class LitePullConsumer(LitePullWorker):
         self._send, self._receive = anyio.create_memory_object_stream[Batch](math.inf)
         self._tasks: anyio.abc.TaskGroup | None = None
         self._started = False
+        #: Wall-clock ms of construction (Java's ``consumerStartTimestamp``), shown in the running info.
+        self.start_timestamp_ms = time.time_ns() // 1_000_000
 
     @property
     def group(self) -> str:
@@ -113,6 +117,10 @@ class LitePullConsumer(LitePullWorker):
     @property
     def message_model(self) -> MessageModel:
         return MessageModel.CLUSTERING
+
+    @property
+    def consume_type(self) -> ConsumeType:
+        return ConsumeType.CONSUME_ACTIVELY
 
     # -- lifecycle -----------------------------------------------------------------------------------------------------
 
@@ -200,7 +208,7 @@ class LitePullConsumer(LitePullWorker):
         subs: tuple[SubscriptionData, ...] = tuple(sub for _, sub in sorted(self.rebalance.subscriptions.items()))
         return ConsumerData(
             group_name=self._group,
-            consume_type=ConsumeType.CONSUME_ACTIVELY,
+            consume_type=self.consume_type,
             message_model=MessageModel.CLUSTERING,
             consume_from_where=self.consume_from_where,
             subscription_data_set=() if self._assigned_manually else subs,
@@ -217,9 +225,21 @@ class LitePullConsumer(LitePullWorker):
         if self.auto_commit:
             await self.commit()
 
-    def running_info(self) -> dict[str, object]:
+    def running_info(self) -> dict[str, Any]:
+        """Java's ``DefaultLitePullConsumerImpl.consumerRunningInfo`` (settings under Java's field names and the start
+        time), plus the owned queues."""
         return {
-            "properties": {"consumeType": ConsumeType.CONSUME_ACTIVELY.name, "autoCommit": str(self.auto_commit)},
+            "properties": {
+                "consumerGroup": self._group,
+                "messageModel": self.message_model.name,
+                "consumeFromWhere": self.consume_from_where.name,
+                "autoCommit": str(self.auto_commit).lower(),
+                "pullBatchSize": str(self.pull_batch_size),
+                "pullThresholdForAll": str(self.pull_threshold_for_all),
+                "pullThresholdForQueue": str(self.pull_threshold_for_queue),
+                "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
+                PROP_CONSUMER_START_TIMESTAMP: str(self.start_timestamp_ms),
+            },
             "subscriptionSet": [s.to_json() for s in self.rebalance.subscriptions.values()],
             "mqTable": {
                 mq: {"commitOffset": st.consumed_offset or 0, "cachedMsgCount": st.pq.msg_count}

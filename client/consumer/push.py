@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import anyio
 import anyio.abc
@@ -64,7 +65,12 @@ from remoting.codec.bodies import (
     MessageModel,
     MessageQueue,
 )
-from remoting.codec.bodies.admin import CheckClientRequestBody
+from remoting.codec.bodies.admin import (
+    PROP_CONSUME_ORDERLY,
+    PROP_CONSUMER_START_TIMESTAMP,
+    PROP_THREADPOOL_CORE_SIZE,
+    CheckClientRequestBody,
+)
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import MessageExt
@@ -128,6 +134,8 @@ class PushConsumer:
         self.await_termination = await_termination
         self.consume_from_where = consume_from_where
         self.limiter = anyio.CapacityLimiter(consume_thread_max)
+        #: Wall-clock ms of construction (Java's ``consumerStartTimestamp``), shown in the running info.
+        self.start_timestamp_ms = time.time_ns() // 1_000_000
         self.offset_store: OffsetStore
         if message_model is MessageModel.BROADCASTING:
             directory = offset_store_dir if offset_store_dir is not None else default_offset_store_dir()
@@ -318,10 +326,14 @@ class PushConsumer:
 
     # -- ConsumerInner -------------------------------------------------------------------------------------------------
 
+    @property
+    def consume_type(self) -> ConsumeType:
+        return ConsumeType.CONSUME_PASSIVELY
+
     def consumer_data(self) -> ConsumerData:
         return ConsumerData(
             group_name=self._group,
-            consume_type=ConsumeType.CONSUME_PASSIVELY,
+            consume_type=self.consume_type,
             message_model=self._message_model,
             consume_from_where=self.consume_from_where,
             subscription_data_set=tuple(sub for _, sub in sorted(self.rebalance.subscriptions.items())),
@@ -350,13 +362,25 @@ class PushConsumer:
     async def persist_offsets(self) -> None:
         await self.offset_store.persist_all(list(self.rebalance.process_queues))
 
-    def running_info(self) -> dict[str, object]:
+    def running_info(self) -> dict[str, Any]:
+        """Java's ``DefaultMQPushConsumerImpl.consumerRunningInfo``: the settings Java lists under their field names
+        (``MixAll.object2Properties``), the orderly flag, the consume concurrency and the start time."""
         return {
             "properties": {
-                "consumeType": ConsumeType.CONSUME_PASSIVELY.name,
+                "consumerGroup": self._group,
                 "messageModel": self._message_model.name,
-                "consumeOrderly": str(self.orderly).lower(),
+                "consumeFromWhere": self.consume_from_where.name,
                 "consumeThreadMax": str(int(self.limiter.total_tokens)),
+                "consumeMessageBatchMaxSize": str(self.consume_message_batch_max_size),
+                "pullBatchSize": str(self.pull_batch_size),
+                "pullThresholdForQueue": str(self.pull_threshold_for_queue),
+                "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
+                "maxReconsumeTimes": str(self.max_reconsume_times),
+                "consumeTimeout": f"{self.consume_timeout:g}",
+                "suspendCurrentQueueTimeMillis": str(round(self.suspend_current_queue_time * 1000)),
+                PROP_CONSUME_ORDERLY: str(self.orderly).lower(),
+                PROP_THREADPOOL_CORE_SIZE: str(int(self.limiter.total_tokens)),
+                PROP_CONSUMER_START_TIMESTAMP: str(self.start_timestamp_ms),
             },
             "subscriptionSet": [sub.to_json() for sub in self.rebalance.subscriptions.values()],
             "mqTable": {

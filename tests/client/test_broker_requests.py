@@ -57,6 +57,24 @@ async def test_admins_get_running_info_and_consume_directly_through_the_broker(c
     assert [m.body for m in seen] == [b"direct", b"direct"]
 
 
+async def test_running_info_carries_the_properties_java_admin_tools_read(cluster: ThreadedCluster) -> None:
+    """MQClientInstance.consumerRunningInfo adds PROP_NAMESERVER_ADDR, PROP_CONSUME_TYPE and PROP_CLIENT_VERSION, the
+    push consumer PROP_CONSUMEORDERLY, PROP_THREADPOOL_CORE_SIZE and PROP_CONSUMER_START_TIMESTAMP. Java's
+    ``mqadmin consumerStatus`` calls ConsumerRunningInfo.analyzeSubscription, which dereferences PROP_CONSUME_TYPE
+    (NullPointerException without it) and parses PROP_CONSUMER_START_TIMESTAMP as a long."""
+    await create_topic(cluster.namesrv_addr, "RunInfo", queues=1)
+    consumer = _consumer(cluster, "cg-runinfo", "RunInfo", [])
+    async with consumer, Admin(cluster.namesrv_addr) as admin:
+        info = await admin.consumer_running_info("cg-runinfo", consumer.instance.client_id)
+    props = info["properties"]
+    assert props["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+    assert props["PROP_NAMESERVER_ADDR"] == f"{cluster.namesrv_addr};"
+    assert props["PROP_CLIENT_VERSION"] == "V4_9_8"
+    assert (props["PROP_CONSUMEORDERLY"], props["PROP_THREADPOOL_CORE_SIZE"]) == ("false", "20")
+    assert int(props["PROP_CONSUMER_START_TIMESTAMP"]) > 0
+    assert (props["consumerGroup"], props["messageModel"]) == ("cg-runinfo", "CLUSTERING")  # Java's field names
+
+
 async def test_consume_message_directly_shows_a_retry_message_under_its_original_topic(
     cluster: ThreadedCluster,
 ) -> None:

@@ -307,6 +307,20 @@ class ProducerConnection:
         return cls(tuple(ClientConnection.from_json(c) for c in o.get("connectionSet") or []))
 
 
+# ---- consumer running info ---------------------------------------------------------------------------------------
+
+#: Property names of a consumer's running info (Java's ``ConsumerRunningInfo.PROP_*``): the client instance adds the
+#: first three, a push consumer the rest (a lite pull consumer only the start timestamp). Java's ``mqadmin
+#: consumerStatus`` reads PROP_CONSUME_TYPE and PROP_CONSUMER_START_TIMESTAMP (``analyzeSubscription``; without them
+#: it fails).
+PROP_NAMESERVER_ADDR = "PROP_NAMESERVER_ADDR"
+PROP_CONSUME_TYPE = "PROP_CONSUME_TYPE"
+PROP_CLIENT_VERSION = "PROP_CLIENT_VERSION"
+PROP_CONSUME_ORDERLY = "PROP_CONSUMEORDERLY"
+PROP_THREADPOOL_CORE_SIZE = "PROP_THREADPOOL_CORE_SIZE"
+PROP_CONSUMER_START_TIMESTAMP = "PROP_CONSUMER_START_TIMESTAMP"
+
+
 # ---- client config check -----------------------------------------------------------------------------------------
 
 
