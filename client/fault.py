@@ -1,9 +1,10 @@
 """Latency fault avoidance (Java's ``MQFaultStrategy`` + ``LatencyFaultToleranceImpl``).
 
-After every send the producer reports the broker and how long the attempt took (a failure counts as 30 s). A slow or
-failed broker becomes unavailable for a duration picked from :data:`LATENCY_MAX` / :data:`NOT_AVAILABLE_DURATION`:
-e.g. 550 ms or more keeps it out for 30 s, a failure for 10 minutes. Times come from the caller's clock (seconds), so
-tests can drive it in virtual time. Only used when ``send_latency_fault_enable`` is on, as in Java.
+After every send the producer reports the broker and how long the attempt took. A slow or failed broker becomes
+unavailable for a duration picked from :data:`LATENCY_MAX` / :data:`NOT_AVAILABLE_DURATION`: e.g. 550 ms or more keeps
+it out for 30 s, a failure (picked as if it took 30 s) for 10 minutes; the latency recorded is the real one either
+way. Times come from the caller's clock (seconds), so tests can drive it in virtual time. Only used when
+``send_latency_fault_enable`` is on, as in Java.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import attrs
 #: Latency thresholds (ms) and the matching unavailable durations (ms), Java's defaults.
 LATENCY_MAX: Final = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION: Final = (0, 0, 30000, 60000, 120000, 180000, 600000)
-#: What a failed attempt counts as (Java: ``isolation ? 30000 : latency``).
+#: The latency a failed attempt's unavailable duration is picked for (Java: ``isolation ? 30000 : latency``).
 FAILURE_LATENCY_MS: Final = 30000
 
 
@@ -62,9 +63,9 @@ class LatencyFaultTolerance:
         return random.choice(ranked[:half]).broker_name
 
     def report(self, broker_name: str, latency_ms: int, failed: bool) -> None:
-        """Record one attempt: the unavailable duration follows from the latency (30 s for a failure)."""
-        latency = FAILURE_LATENCY_MS if failed else latency_ms
-        self.update(broker_name, latency, not_available_for(latency))
+        """Record one attempt and its latency; the unavailable duration follows from the latency, or from
+        :data:`FAILURE_LATENCY_MS` for a failure (Java's ``MQFaultStrategy.updateFaultItem``)."""
+        self.update(broker_name, latency_ms, not_available_for(FAILURE_LATENCY_MS if failed else latency_ms))
 
 
 def not_available_for(latency_ms: int) -> int:

@@ -4,7 +4,8 @@ It owns
 
 - one :class:`~remoting.client.RemotingClient` (a connection per name server and broker address),
 - the route cache, refreshed every ``poll_name_server_interval`` (30 s) from the first name server that answers
-  (a name server that fails is skipped and the next one tried),
+  (each instance starts at a random one, as Java's ``NettyRemotingClient``; one that fails is skipped and the next
+  one tried),
 - the broker address table derived from it (Java's ``brokerAddrTable``): each broker name's addresses come from the
   route stored last that lists it, so a master that moved is found as soon as any route naming it is refreshed, and
   an address no cached route lists any more drops out (Java's ``cleanOfflineBroker``),
@@ -22,6 +23,7 @@ explicitly. Errors inside timers are logged and retried on the next tick; they n
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self
@@ -120,7 +122,7 @@ class MQClientInstance:
         self._remoting: RemotingClient | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._rebalance_wanted = anyio.Event()
-        self._namesrv_index = 0
+        self._namesrv_index = random.randrange(len(config.namesrv_addr))
         self._route_locks: dict[str, anyio.Lock] = {}
         self._greeted: set[str] = set()  # broker addresses a heartbeat was attempted to
         self._routes_version = 0  # bumped whenever a route is stored or forgotten
@@ -233,7 +235,7 @@ class MQClientInstance:
 
     @property
     def current_namesrv(self) -> str:
-        """The name server that answered last: route lookups start with it."""
+        """The name server that answered last (at first a random one): route lookups start with it."""
         return self.config.namesrv_addr[self._namesrv_index]
 
     async def query_route(self, topic: str) -> TopicRouteData:

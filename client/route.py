@@ -7,6 +7,8 @@ brokers that have a master (you cannot send to or lock on a broker without one),
 
 from __future__ import annotations
 
+import random
+
 import attrs
 
 from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue, TopicRouteData
@@ -24,13 +26,15 @@ class TopicPublishInfo:
     """A topic's writable queues and a rotating index, as Java's ``TopicPublishInfo``.
 
     ``order_topic`` is set when the name server returned an ``orderTopicConf`` (then queue ids come from it).
+    ``send_which_queue`` starts at a random value (Java's ``ThreadLocalIndex``), so the first sends of many
+    short-lived producers spread over the queues instead of all going to the same one.
     """
 
     topic: str
     route: TopicRouteData
     message_queues: list[MessageQueue] = attrs.field(factory=list)
     order_topic: bool = False
-    send_which_queue: int = 0
+    send_which_queue: int = attrs.field(factory=lambda: random.randrange(0x7FFFFFFF))
 
     @property
     def ok(self) -> bool:

@@ -9,7 +9,9 @@ import anyio
 import pytest
 
 from client.api import pull_message
+from client.config import ClientConfig
 from client.errors import SendFailedError, TopicRouteNotFoundError
+from client.instance import MQClientInstance
 from client.message import Message, SendResult, SendStatus
 from client.producer import Producer
 from client.selector import select_by_hash
@@ -171,7 +173,10 @@ async def test_when_every_attempt_fails_the_error_lists_them(cluster: ThreadedCl
 
 async def test_routes_fail_over_to_the_next_name_server(cluster: ThreadedCluster) -> None:
     await create_topic(cluster.namesrv_addr, "Failover", queues=1)
-    async with Producer("pg", ["127.0.0.1:1", cluster.namesrv_addr]) as producer:
+    config = ClientConfig(namesrv_addr=["127.0.0.1:1", cluster.namesrv_addr])
+    # Instances start at a random name server: take one that starts at the dead one.
+    instance = next(i for i in (MQClientInstance(config) for _ in range(1000)) if i.current_namesrv == "127.0.0.1:1")
+    async with instance, Producer("pg", instance=instance) as producer:
         first = await producer.send(Message("Failover", b"a"))
         assert producer.instance.current_namesrv == cluster.namesrv_addr
     assert first.send_status is SendStatus.SEND_OK

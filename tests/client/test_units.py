@@ -85,16 +85,42 @@ def test_round_robin_avoids_the_broker_that_just_failed() -> None:
     assert len(spread) == 4
 
 
+def test_the_first_send_of_each_new_producer_does_not_always_go_to_the_same_queue() -> None:
+    """Java's TopicPublishInfo.sendWhichQueue is a ThreadLocalIndex that starts at a random value, so producers that
+    send a few messages each (a script, a short-lived worker) spread them over the queues."""
+    info = _route(("broker-a", 8))
+    firsts = {select_one_message_queue(publish_info("Spread", info), None).queue_id for _ in range(64)}
+    assert len(firsts) > 1, firsts
+
+
+def test_clients_spread_over_the_name_servers_instead_of_all_asking_the_first() -> None:
+    """NettyRemotingClient shuffles the name server list and starts namesrvIndex at a random value, so a fleet of
+    clients spreads its route lookups. 64 clients all on the first of two: a 2**-63 chance."""
+    config = ClientConfig(namesrv_addr="10.0.0.1:9876;10.0.0.2:9876")
+    firsts = {MQClientInstance(attrs.evolve(config, instance_name=f"n{i}")).current_namesrv for i in range(64)}
+    assert firsts == {"10.0.0.1:9876", "10.0.0.2:9876"}
+
+
 def test_latency_fault_avoidance_skips_slow_brokers_until_their_time_is_up() -> None:
     now = [100.0]
     fault = LatencyFaultTolerance(lambda: now[0])
     info = publish_info("T", _route(("broker-a", 2), ("broker-b", 2)))
-    fault.report("broker-a", 0, failed=True)  # counts as 30 s latency: out for 10 minutes
+    fault.report("broker-a", 0, failed=True)  # out for 10 minutes, as a 30 s latency would be
     assert not fault.is_available("broker-a")
     assert {select_one_message_queue(info, None, fault).broker_name for _ in range(10)} == {"broker-b"}
     now[0] += 601
     assert fault.is_available("broker-a")
     assert not_available_for(40) == 0 and not_available_for(600) == 30000 and not_available_for(20000) == 600000
+
+
+def test_a_failed_attempt_keeps_its_real_latency_for_ranking_the_unavailable_brokers() -> None:
+    """Java's MQFaultStrategy.updateFaultItem picks the unavailable duration for 30 s but records the real latency,
+    which pickOneAtLeast ranks by: the broker that failed fast is the better one to try."""
+    fault = LatencyFaultTolerance(lambda: 100.0)
+    fault.report("broker-b", 5000, failed=True)
+    fault.report("broker-a", 100, failed=True)
+    assert not fault.is_available("broker-a") and not fault.is_available("broker-b")
+    assert fault.pick_one_at_least() == "broker-a"
 
 
 def test_hash_selector_matches_java_string_hash() -> None:
