@@ -19,7 +19,8 @@ Durability (docs/grpc.md#pop-consumption):
   AckMessageProcessor.ackOrderly). That state (the pop time, invisible times, attempt counts) is saved after each
   change to ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start.
 * **Tags** are matched on the consume queue's tags codes, then on the tag itself, since codes collide (Java's "Aa"
-  and "BB"; RocketMQ's proxy re-checks it in PopMessageResultFilterImpl): what either skips counts as consumed.
+  and "BB"; RocketMQ's proxy re-checks it in PopMessageResultFilterImpl): what either skips counts as consumed, and
+  the pop reads on past what the tag check dropped.
 
 Errors: the append path's ``PutRefusedError`` (disk full, store shutting down) propagates to the caller.
 """
@@ -67,6 +68,9 @@ PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
 #: Every fifth pop of a group on a topic reads the retry topic first (RocketMQ picks it with popFromRetryProbability
 #: 20 %).
 _RETRY_FIRST_EVERY: Final = 5
+#: Reads of one queue in one pop while the tag check drops messages (ours: a bound on the work of one pop over a run
+#: of colliding tags; past it the pop hands out what it found).
+_TAG_CHECK_READS: Final = 32
 
 
 def revive_topic(cluster: str) -> str:
@@ -231,12 +235,23 @@ class PopService:
         return max(committed, low)
 
     def _read(self, topic: str, qid: int, offset: int, want: int, filters: _Filter) -> tuple[list[MessageExt], int]:
-        """The messages ``filters`` takes from ``offset`` on, and the offset after everything read."""
-        result = self.broker.store.get(
-            topic, qid, offset, want, tag_filter=filters.codes, property_filter=filters.properties
-        )
-        messages = [m for m in map(decode_record, result.messages) if filters.keeps(m)]
-        return messages, max(result.next_begin_offset, offset)
+        """Up to ``want`` messages ``filters`` takes from ``offset`` on, and the offset after everything read. While
+        the tag check drops what the tags codes let through, it reads on (at most :data:`_TAG_CHECK_READS` times):
+        a pop that moved past colliding tags hands out the match behind them instead of nothing, which would make
+        its receive wait out its polling window (RocketMQ's proxy answers such a pop at once and its client pops
+        again)."""
+        messages: list[MessageExt] = []
+        for _ in range(_TAG_CHECK_READS):
+            result = self.broker.store.get(
+                topic, qid, offset, want - len(messages), tag_filter=filters.codes, property_filter=filters.properties
+            )
+            read = list(map(decode_record, result.messages))
+            kept = [m for m in read if filters.keeps(m)]
+            messages += kept
+            offset = max(result.next_begin_offset, offset)
+            if len(kept) == len(read) or len(messages) >= want:
+                break
+        return messages, offset
 
     def _pop_queue(
         self,

@@ -1,9 +1,10 @@
 """The consumer RPCs as RocketMQ 5.3.3's proxy and broker answer them (proxy/src/main/java/org/apache/rocketmq/proxy/
 grpc/v2/consumer/, processor/ConsumerProcessor.java and ProducerProcessor.java; broker/.../processor/
 AckMessageProcessor.java): a FIFO ack wakes the receive waiting on the queue it frees and a second ack of it answers
-OK, a receive checks the tag itself (tags codes collide), and ForwardMessageToDeadLetterQueue answers the DLQ copy's
-result and writes that copy as a send-back does. Real embedded broker, the proxy's Trio-side activity, virtual time
-(``autojump_clock``); requests are the generated protobuf messages the official clients send."""
+OK, a receive checks the tag itself (tags codes collide) and reads on past what that check drops, and
+ForwardMessageToDeadLetterQueue answers the DLQ copy's result and writes that copy as a send-back does. Real embedded
+broker, the proxy's Trio-side activity, virtual time (``autojump_clock``); requests are the generated protobuf
+messages the official clients send."""
 
 from __future__ import annotations
 
@@ -132,6 +133,30 @@ async def test_a_receive_does_not_deliver_a_tag_that_only_shares_the_hash_code(
     await send(embedded_cluster, "Tags", b"tagged Aa", tags="Aa")
     got = _messages(activity.consuming.receive_now(_receive_request("GTags", "Tags", tag="Aa"), md("c@1"), None))
     assert [(m.body, m.system_properties.tag) for m in got] == [(b"tagged Aa", "Aa")]
+
+
+async def test_a_receive_whose_pop_dropped_only_colliding_tags_does_not_wait_out_its_polling_window(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """Messages that pass the tags-code filter but fail the tag check ("BB" read for a subscription to "Aa") are
+    consumed; the pop reads on past them, so the matching message behind them is handed out at once. RocketMQ's
+    proxy answers a pop whose messages were all filtered out at once too (MESSAGE_NOT_FOUND "no match message",
+    ReceiveMessageResponseStreamWriter) and its client receives again; waiting out the polling window (20 s) with
+    the match visible would stall the consumer."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "TagStall", queues=1)
+    await send(embedded_cluster, "TagStall", b"bb-0", b"bb-1", tags="BB")
+    await send(embedded_cluster, "TagStall", b"aa-2", tags="Aa")
+    req = _receive_request("GTagStall", "TagStall", batch=1, tag="Aa")
+    req.long_polling_timeout.FromSeconds(20)
+    started = trio.current_time()
+    # What the servicer does (call_now_or_later): the pop without waiting, then the long poll.
+    stream = activity.consuming.receive_now(req, md("c@1"), None)
+    if stream is None:
+        stream = await activity.consuming.receive(req, md("c@1"), None)
+    took = trio.current_time() - started
+    got = [m.body for m in _messages(stream)]
+    assert (got, took < 2) == ([b"aa-2"], True), f"the receive answered {got} after {took:.1f} s"
 
 
 async def test_a_forward_to_the_dlq_that_stored_its_copy_answers_ok(
