@@ -5,6 +5,7 @@
 - :func:`clean_expired_consume_queues` destroys every ConsumeQueue (files, directory, next offset) whose last entry
   points below the CommitLog's first retained byte: all its messages are gone, so the queue only wastes space. The
   delay-level schedule's queues are kept (their progress is in ``delayOffset.json``). An empty queue is kept too.
+  Each destroyed queue is reported to the store's ``queue_drop_listeners``.
 - :func:`request_manual_delete` makes the retention service treat its next 20 passes as if it were ``deleteWhen``
   time, so CommitLog segments older than ``fileReservedTime`` go without waiting for 4 a.m., and wakes it.
 
@@ -72,6 +73,7 @@ def _destroy(store: MessageStore, cq: ConsumeQueue) -> None:
     del store.consume_queues[cq.key]
     store.queue_offsets.pop(cq.key, None)
     destroy_files(cq)
+    store.notify_queue_dropped(*cq.key)
     queue_dir = store.config.consume_queue_dir / cq.topic / str(cq.queue_id)
     for path in (queue_dir, queue_dir.parent):
         with contextlib.suppress(FileNotFoundError, OSError):

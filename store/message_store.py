@@ -87,6 +87,9 @@ ArrivalListener = Callable[[str, int, int, int, str], None]
 #: Whether a pull waits on ``(topic, queue_id)``: a slave's dispatch calls the listener for the records of a queue
 #: only then (``None``: always).
 ArrivalInterest = Callable[[str, int], bool]
+#: callback(topic, queue_id): the queue's ConsumeQueue was destroyed (its topic deleted, or every message of it
+#: expired); a queue of that name starts again at offset 0. Called on the Trio thread; must not raise.
+QueueDropListener = Callable[[str, int], None]
 #: (CommitLog end, store time of its last record, segments to flush)
 FlushPlan = tuple[int, int, list[MappedFile]]
 
@@ -106,6 +109,8 @@ class MessageStore(StoreReads):
         self._index_pending: list[tuple[str, str, int, int]] = []
         self._arrival_listener: ArrivalListener | None = None
         self.arrival_interest: ArrivalInterest | None = None
+        #: Told of each destroyed ConsumeQueue (:mod:`store.topic_cleanup`, :mod:`store.maintenance`).
+        self.queue_drop_listeners: list[QueueDropListener] = []
         self._disk_full_reason: str | None = None
         self._shut = False
         self._mirror()
@@ -738,6 +743,11 @@ class MessageStore(StoreReads):
     async def delete_topic(self, topic: str) -> int:
         """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""
         return await delete_topic_queues(self, topic)
+
+    def notify_queue_dropped(self, topic: str, queue_id: int) -> None:
+        """Tell the :attr:`queue_drop_listeners` that the queue's ConsumeQueue is gone."""
+        for listener in self.queue_drop_listeners:
+            listener(topic, queue_id)
 
     def runtime_entries(self) -> dict[str, str]:
         """Extra GET_BROKER_RUNTIME_INFO keys of a store kind (none here; the DLedger store's Raft state)."""

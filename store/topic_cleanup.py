@@ -4,7 +4,8 @@ same name starts empty (offsets from 0, no old messages).
 
 What goes: every ConsumeQueue of the topic (unmapped, its segment files unlinked, ``consumequeue/<topic>/<queue>``
 and ``consumequeue/<topic>`` removed) and the topic's next-offset entries. What stays, as in Java: the CommitLog
-records (retention deletes them with their segment) and their index entries.
+records (retention deletes them with their segment) and their index entries. Each destroyed queue is reported to
+the store's ``queue_drop_listeners`` (the pop service forgets its orderly state of the queue).
 
 Recovery re-dispatches CommitLog records into ConsumeQueues, which would bring the deleted topic's records back. So
 each deletion leaves a tombstone, ``{topic: CommitLog end at deletion}`` in ``<storePathRootDir>/deletedTopics.json``
@@ -77,6 +78,7 @@ async def delete_topic_queues(store: MessageStore, topic: str) -> int:
         keys = [key for key in store.consume_queues if key[0] == topic]
         for key in keys:
             destroy_files(store.consume_queues.pop(key))
+            store.notify_queue_dropped(*key)
         for key in [key for key in store.queue_offsets if key[0] == topic]:
             del store.queue_offsets[key]
         topic_dir = store.config.consume_queue_dir / topic

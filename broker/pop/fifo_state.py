@@ -38,6 +38,17 @@ class FifoQueue:
     acked: set[int] = attrs.field(factory=set)
     pop_time: int = 0
 
+    def keep_within(self, low: int, high: int) -> bool:
+        """Forget what speaks of offsets outside the queue's ``[low, high)`` (messages expired, or a tail the queue
+        lost); whether anything went."""
+        inside = range(low, high)
+        stale = [o for o in self.invisible_until.keys() | self.attempts.keys() | self.acked if o not in inside]
+        for offset in stale:
+            self.invisible_until.pop(offset, None)
+            self.attempts.pop(offset, None)
+            self.acked.discard(offset)
+        return bool(stale)
+
 
 FifoTable = dict[tuple[str, str, int], FifoQueue]
 

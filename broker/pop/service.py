@@ -3,6 +3,7 @@ AckMessageProcessor and ChangeInvisibleTimeProcessor, broker/src/main/java/org/a
 
 Ownership: the broker builds one and runs :meth:`PopService.run` (the revive loop of :mod:`broker.pop.revive`); the
 gRPC front door calls :meth:`pop`, :meth:`ack`, :meth:`change_invisible` and :meth:`wait_arrival` on the Trio thread.
+It registers :meth:`forget_queue` with the store's queue-drop listeners.
 
 Durability (docs/grpc.md#pop-consumption):
 
@@ -17,7 +18,9 @@ Durability (docs/grpc.md#pop-consumption):
   that queue while a popped message is invisible; after the invisible time the same messages come again with the
   attempt raised. Acks advance the offset and wake the receives waiting on the topic once the queue is free (RocketMQ's
   AckMessageProcessor.ackOrderly). That state (the pop time, invisible times, attempt counts) is saved after each
-  change to ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start.
+  change to ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start. It only speaks of
+  offsets the queue holds: a destroyed ConsumeQueue (topic deleted, messages expired) takes its state along, a topic
+  gone at start drops its state, and offsets outside the queue are forgotten at the next pop.
 * **Tags** are matched on the consume queue's tags codes, then on the tag itself, since codes collide (Java's "Aa"
   and "BB"; RocketMQ's proxy re-checks it in PopMessageResultFilterImpl): what either skips counts as consumed, and
   the pop reads on past what the tag check dropped.
@@ -120,7 +123,10 @@ class PopService:
         self.broker = broker
         self._timer_rewrite = timer_rewrite
         self.fifo_persister = ConfigPersister(fifo_state_file(config_dir_of(broker.config)), self._fifo_snapshot)
-        self._fifo: FifoTable = self.fifo_persister.load() or {}
+        # Order info of a topic deleted meanwhile is dropped, as RocketMQ's ConsumerOrderInfoManager.autoClean does.
+        loaded = self.fifo_persister.load() or {}
+        self._fifo: FifoTable = {key: state for key, state in loaded.items() if key[1] in broker.topics}
+        broker.store.queue_drop_listeners.append(self.forget_queue)
         self._turns: dict[tuple[str, str], int] = {}
         self._arrivals: dict[str, trio.Event] = {}
 
@@ -281,12 +287,12 @@ class PopService:
     def _pop_fifo(
         self, group: str, topic: str, qid: int, want: int, invisible_ms: int, filters: _Filter, now: int
     ) -> list[Popped]:
-        state = self._fifo.setdefault((group, topic, qid), FifoQueue())
+        start = self._start_offset(group, topic, qid)
+        state = self._fifo_queue(group, topic, qid)
         if _fifo_blocked(state, now):
             return []  # one batch of a queue in flight at a time: order is kept per queue
         # A delivery is known by its pop time: a later one never shares an earlier one's (an invisible time of 0).
         pop_time = max(now, state.pop_time + 1)
-        start = self._start_offset(group, topic, qid)
         messages, next_offset = self._read(topic, qid, start, want, filters)
         # Offsets the filter skipped count as consumed (RocketMQ acks a message that does not match silently).
         returned = {m.queue_offset for m in messages}
@@ -316,6 +322,25 @@ class PopService:
         if popped or returned or end != start:
             self.fifo_persister.mark_dirty()
         return popped
+
+    def _fifo_queue(self, group: str, topic: str, qid: int) -> FifoQueue:
+        """The queue's FIFO state, without what speaks of offsets the queue no longer has (its messages expired, or
+        it lost its tail: recovery truncated it), which would block it or hand its new messages an old attempt."""
+        state = self._fifo.setdefault((group, topic, qid), FifoQueue())
+        store = self.broker.store
+        if state.keep_within(store.min_offset_in_queue(topic, qid), store.max_offset_in_queue(topic, qid)):
+            self.fifo_persister.mark_dirty()
+        return state
+
+    def forget_queue(self, topic: str, queue_id: int) -> None:
+        """The store's queue-drop listener: the queue's FIFO state of every group goes with its ConsumeQueue (a
+        topic deleted, or every message of the queue expired), so a queue created again under its name starts
+        afresh (RocketMQ's ConsumerOrderInfoManager.autoClean drops the order info of a topic that is gone)."""
+        keys = [key for key in self._fifo if key[1:] == (topic, queue_id)]
+        for key in keys:
+            del self._fifo[key]
+        if keys:
+            self.fifo_persister.mark_dirty()
 
     def _fifo_snapshot(self) -> FifoTable:
         return {key: attrs.evolve(q, invisible_until=dict(q.invisible_until), attempts=dict(q.attempts),

@@ -13,6 +13,7 @@ import trio.testing
 
 from remoting.codec.message import decode_record
 from store.errors import ServiceNotAvailableError
+from store.maintenance import clean_expired_consume_queues
 from store.results import GetStatus
 from tests.store.store_helpers import FakeClock, message, open_store
 
@@ -109,3 +110,21 @@ async def test_disk_above_forcible_ratio_deletes_even_unexpired_segments(tmp_pat
 
 def _local_ms(hour: int) -> int:
     return int(datetime.datetime(2026, 1, 15, hour, 30).timestamp() * 1000)
+
+
+async def test_consume_queues_destroyed_as_expired_or_with_their_topic_are_reported(tmp_path: Path) -> None:
+    """The store's queue-drop listeners hear of every ConsumeQueue it destroys, by cleanExpiredCQ (all its messages
+    deleted) or with its topic: a queue of that name starts again at offset 0, so what was kept about its old
+    offsets (the pop service's orderly state) must go."""
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=12)), disk_usage_ratio=Disk(0.87))
+    dropped: list[tuple[str, int]] = []
+    store.queue_drop_listeners.append(lambda topic, queue_id: dropped.append((topic, queue_id)))
+    store.append(message(topic="Old", body=bytes(300)))
+    for _ in range(30):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    assert await store.retention.check_once() >= 1
+    assert await clean_expired_consume_queues(store) == [("Old", 0)]
+    assert await store.delete_topic("TopicTest") == 1
+    assert dropped == [("Old", 0), ("TopicTest", 0)]
+    store.close()

@@ -1,0 +1,114 @@
+"""The orderly (FIFO) pop state across the life of its queue and its file: a queue deleted and created again, and a
+state file from before the queue was recreated. Real embedded broker, the broker's PopService or the proxy's
+Trio-side activity, virtual time (``autojump_clock``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from broker.pop import AckOutcome, PopService
+from client.admin import Admin
+from tests.proxy.test_pop import send, start_pop
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+
+#: An invisible time the restart's file work (autojump) cannot outrun.
+_LONG_MS = 3600 * 1000
+
+
+async def _delete_topic(cluster: EmbeddedCluster, topic: str, autojump_clock: trio.testing.MockClock) -> None:
+    autojump_clock.autojump_threshold = math.inf  # the broker deletes the files in a worker thread
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.delete_topic(topic)
+    autojump_clock.autojump_threshold = 0
+
+
+async def _saved_and_stopped(pop: PopService, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> Path:
+    """Wait until ``pop``'s FIFO state is on disk, then stop its revive loop; returns the state file's path."""
+    await pop.fifo_persister.wait_saved()
+    autojump_clock.autojump_threshold = math.inf  # virtual time stands still while files close and open
+    nursery.cancel_scope.cancel()
+    return pop.fifo_persister.file.path
+
+
+async def _restart_broker(
+    cluster: EmbeddedCluster,
+    autojump_clock: trio.testing.MockClock,
+    clock: Callable[[], int],
+    while_down: Callable[[], None] = lambda: None,
+) -> None:
+    """A clean restart, virtual time standing still; ``while_down`` runs while the broker is stopped."""
+    autojump_clock.autojump_threshold = math.inf
+    await cluster.stop_broker()
+    while_down()
+    await cluster.start_broker()
+    autojump_clock.autojump_threshold = 0
+    use_virtual_store_clock(cluster, clock)
+
+
+def _pop_all(pop: PopService, group: str, topic: str) -> list[tuple[bytes, int]]:
+    """Pop and ack the queue until it hands out nothing: (body, attempt) of each message, in order."""
+    handed: list[tuple[bytes, int]] = []
+    while batch := pop.pop(group, topic, 32, 10_000, None, fifo=True):
+        handed += [(p.message.body, p.attempt) for p in batch]
+        for p in batch:
+            assert pop.ack(group, topic, p.handle) is AckOutcome.OK
+    return handed
+
+
+async def test_a_fifo_queue_deleted_and_recreated_hands_out_every_new_message(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """The FIFO state of a deleted queue (offsets acknowledged past the first unacknowledged one, attempt counts,
+    invisible times) goes with its ConsumeQueue: the new queue's messages at the same offsets are neither skipped as
+    acknowledged nor start at attempt 2 (RocketMQ's ConsumerOrderInfoManager.autoClean drops the order info of a
+    topic that no longer exists, and an order info only ever speaks of the offsets of its own pop)."""
+    use_virtual_store_clock(embedded_cluster)
+    pop, _ = await start_pop(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "FifoRe", queues=1)
+    await send(embedded_cluster, "FifoRe", b"old-0", b"old-1", b"old-2")
+    old = pop.pop("GRe", "FifoRe", 32, 10_000, None, fifo=True)
+    assert [p.message.body for p in old] == [b"old-0", b"old-1", b"old-2"]
+    assert pop.ack("GRe", "FifoRe", old[0].handle) is AckOutcome.OK
+    assert pop.ack("GRe", "FifoRe", old[2].handle) is AckOutcome.OK  # old-1 is still being consumed
+    await _delete_topic(embedded_cluster, "FifoRe", autojump_clock)
+    await create_topic(embedded_cluster, "FifoRe", queues=1)
+    await send(embedded_cluster, "FifoRe", b"new-0", b"new-1", b"new-2")
+    await trio.sleep(11)
+    assert _pop_all(pop, "GRe", "FifoRe") == [(b"new-0", 1), (b"new-1", 1), (b"new-2", 1)]
+
+
+@pytest.mark.parametrize("recreated", ["while the pop service is down", "after it started"])
+async def test_a_state_file_from_before_its_queue_was_recreated_does_not_apply_to_the_new_queue(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, recreated: str
+) -> None:
+    """The broker ran without the gRPC front door (no pop service to hear of it) while a topic was deleted: the
+    state file still speaks of the old queue. A topic gone at load is dropped (ConsumerOrderInfoManager.autoClean);
+    one created again meanwhile keeps only what lies within its queue, so neither blocks nor raises the attempt of
+    its new messages."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "FifoFile", queues=1)
+    await send(embedded_cluster, "FifoFile", b"old-0", b"old-1", b"old-2")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        old = pop.pop("GFile", "FifoFile", 32, _LONG_MS, None, fifo=True)
+        assert pop.ack("GFile", "FifoFile", old[0].handle) is AckOutcome.OK
+        await _saved_and_stopped(pop, nursery, autojump_clock)
+    await _restart_broker(embedded_cluster, autojump_clock, clock)
+    await _delete_topic(embedded_cluster, "FifoFile", autojump_clock)
+    if recreated == "while the pop service is down":
+        await create_topic(embedded_cluster, "FifoFile", queues=1)
+        await send(embedded_cluster, "FifoFile", b"new-0")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        if recreated != "while the pop service is down":
+            await create_topic(embedded_cluster, "FifoFile", queues=1)
+            await send(embedded_cluster, "FifoFile", b"new-0")
+        assert _pop_all(pop, "GFile", "FifoFile") == [(b"new-0", 1)]
+        nursery.cancel_scope.cancel()
