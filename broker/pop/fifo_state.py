@@ -4,11 +4,11 @@ RocketMQ keeps the same facts (when the batch in flight was popped, which offset
 when, how often each was delivered) in ``consumerOrderInfo.json``
 (broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoManager.java) in a format of its own; ours is
 a list of queues, each ``{"group", "topic", "queueId", "popTime": epoch ms, "invisibleUntil": {offset: epoch ms},
-"attempts": {offset: deliveries}, "acked": [offsets]}`` (a file without ``popTime`` reads as 0: the handles then in
-flight no longer ack, and their messages come again when their time is up). :class:`~broker.pop.PopService` marks
-it dirty on every change and its revive loop runs the persister, which saves after each change in a worker thread, so
-a restart (even a kill -9, give or take the save in progress) keeps in-flight FIFO messages invisible and their
-attempt counts.
+"attempts": {offset: deliveries}, "acked": [offsets]}``. A file written before ``popTime`` was kept reads as
+:data:`UNKNOWN_POP_TIME`: a handle then in flight is known by its visible time instead, which the file holds as the
+offset's ``invisibleUntil``. :class:`~broker.pop.PopService` marks it dirty on every change and its revive loop
+runs the persister, which saves after each change in a worker thread, so a restart (even a kill -9, give or take the
+save in progress) keeps in-flight FIFO messages invisible and their attempt counts.
 
 Errors: a file whose content does not decode raises :class:`~store.metadata_files.ConfigFileError` at load, as the
 broker's other config files do.
@@ -17,14 +17,17 @@ broker's other config files do.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import orjson
 
 from store.metadata_files import ConfigFile, ConfigFileError
 
-__all__ = ["FifoQueue", "FifoTable", "fifo_state_file"]
+__all__ = ["UNKNOWN_POP_TIME", "FifoQueue", "FifoTable", "fifo_state_file"]
+
+#: The pop time of a queue read from a file that did not keep it.
+UNKNOWN_POP_TIME: Final = -1
 
 
 @attrs.define
@@ -73,7 +76,7 @@ def _decode(data: bytes) -> FifoTable:
                 _int_map(entry["invisibleUntil"]),
                 _int_map(entry["attempts"]),
                 {int(o) for o in entry["acked"]},
-                int(entry.get("popTime", 0)),
+                int(entry.get("popTime", UNKNOWN_POP_TIME)),
             )
         return table
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:

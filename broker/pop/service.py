@@ -40,7 +40,7 @@ import trio
 
 from broker.context import BrokerState, config_dir_of
 from broker.persistence import ConfigPersister
-from broker.pop.fifo_state import FifoQueue, FifoTable, fifo_state_file
+from broker.pop.fifo_state import UNKNOWN_POP_TIME, FifoQueue, FifoTable, fifo_state_file
 from broker.pop.receipt import (
     FIFO_REVIVE_QID,
     TOPIC_TYPE_NORMAL,
@@ -494,5 +494,8 @@ def _fifo_blocked(state: FifoQueue, now: int) -> bool:
 def _current_fifo_delivery(state: FifoQueue, handle: ReceiptHandle) -> bool:
     """Whether ``handle`` is of the latest delivery of its FIFO message: in flight, popped at the time the queue
     holds (a handle of an earlier delivery would act on another consumer's; RocketMQ compares the pop time with the
-    queue's order info too)."""
-    return handle.offset in state.invisible_until and handle.pop_time == state.pop_time
+    queue's order info too). A queue whose pop time was not saved knows its delivery by the visible time."""
+    until = state.invisible_until.get(handle.offset)
+    if until is None:
+        return False
+    return until == handle.visible_at if state.pop_time == UNKNOWN_POP_TIME else handle.pop_time == state.pop_time

@@ -1,6 +1,6 @@
 """The orderly (FIFO) pop state across the life of its queue and its file: a queue deleted and created again, and a
-state file from before the queue was recreated. Real embedded broker, the broker's PopService or the proxy's
-Trio-side activity, virtual time (``autojump_clock``)."""
+state file from before the queue was recreated or written before the pop time was kept. Real embedded broker, the
+broker's PopService or the proxy's Trio-side activity, virtual time (``autojump_clock``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import pytest
 import trio
 import trio.testing
@@ -15,7 +16,13 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from broker.pop import AckOutcome, PopService
 from client.admin import Admin
+from proxy.common import Code
+from proxy.config import ProxyConfig
+from proxy.startup import build_activity
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from tests.proxy.test_consumer_rpcs import _ack_request, _messages, _receive_request
 from tests.proxy.test_pop import send, start_pop
+from tests.proxy.test_renew import md
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 #: An invisible time the restart's file work (autojump) cannot outrun.
@@ -50,6 +57,16 @@ async def _restart_broker(
     await cluster.start_broker()
     autojump_clock.autojump_threshold = 0
     use_virtual_store_clock(cluster, clock)
+
+
+def _drop_pop_times(path: Path) -> None:
+    """popFifoState.json (and its .bak) as written before the pop time was kept: the same fields without popTime."""
+    for file in (path, path.with_name(path.name + ".bak")):
+        if file.exists():
+            data = orjson.loads(file.read_bytes())
+            for queue in data["queues"]:
+                queue.pop("popTime", None)
+            file.write_bytes(orjson.dumps(data))
 
 
 def _pop_all(pop: PopService, group: str, topic: str) -> list[tuple[bytes, int]]:
@@ -111,4 +128,55 @@ async def test_a_state_file_from_before_its_queue_was_recreated_does_not_apply_t
             await create_topic(embedded_cluster, "FifoFile", queues=1)
             await send(embedded_cluster, "FifoFile", b"new-0")
         assert _pop_all(pop, "GFile", "FifoFile") == [(b"new-0", 1)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_fifo_delivery_in_flight_across_an_upgrade_from_the_old_state_file_still_acks(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A state file written before the pop time was kept knows a delivery by its visible time (the offset's
+    invisibleUntil equals the handle's): the handle of a delivery in flight at the upgrade still acks it, and the
+    message does not come again (a duplicate the client could not tell)."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "FifoUp", queues=1)
+    await send(embedded_cluster, "FifoUp", b"u0", b"u1")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        [first] = pop.pop("GUp", "FifoUp", 1, _LONG_MS, None, fifo=True)
+        path = await _saved_and_stopped(pop, nursery, autojump_clock)
+    await _restart_broker(embedded_cluster, autojump_clock, clock, lambda: _drop_pop_times(path))
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        assert not first.handle.expired(pop.now_ms())
+        outcome = pop.ack("GUp", "FifoUp", first.handle)
+        await trio.sleep(_LONG_MS / 1000 + 1)
+        after = [(p.message.body, p.attempt) for p in pop.pop("GUp", "FifoUp", 1, 60_000, None, fifo=True)]
+        assert (outcome, after) == (AckOutcome.OK, [(b"u1", 1)]), (outcome, after)
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_grpc_ack_of_a_fifo_handle_from_before_the_upgrade_is_not_silently_dropped(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Same upgrade, seen by the client: AckMessage answers OK and the acknowledged message is not handed out
+    again."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "FifoUpG", queues=1)
+    await send(embedded_cluster, "FifoUpG", b"g0")
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GUpG", consume_message_orderly=True))
+    async with trio.open_nursery() as nursery:
+        activity, revive = build_activity(embedded_cluster.controller, ProxyConfig())
+        await nursery.start(revive.run)
+        req = _receive_request("GUpG", "FifoUpG", batch=1, invisible_s=_LONG_MS // 1000)
+        [message] = _messages(activity.consuming.receive_now(req, md("c@1"), None))
+        path = await _saved_and_stopped(activity.consuming.pop, nursery, autojump_clock)
+    await _restart_broker(embedded_cluster, autojump_clock, clock, lambda: _drop_pop_times(path))
+    async with trio.open_nursery() as nursery:
+        activity, revive = build_activity(embedded_cluster.controller, ProxyConfig())
+        await nursery.start(revive.run)
+        response = activity.consuming.ack(_ack_request("GUpG", "FifoUpG", message), md("c@1"))
+        assert response.status.code == Code.OK
+        await trio.sleep(_LONG_MS / 1000 + 1)
+        again = _messages(activity.consuming.receive_now(req, md("c@1"), None))
+        assert [m.body for m in again] == [], "a message whose ack was answered OK came again"
         nursery.cancel_scope.cancel()
