@@ -111,6 +111,12 @@ class StoreReads:
         entry = None if cq is None else cq.entry(offset)
         return None if entry is None else self.commitlog.store_timestamp_at(entry[0], entry[1])
 
+    def commit_log_offset_at(self, topic: str, queue_id: int, offset: int) -> int | None:
+        """Where the queue's message at ``offset`` starts in the CommitLog (``None``: the queue has no such entry)."""
+        cq = self.consume_queues.get((topic, queue_id))
+        entry = None if cq is None else cq.entry(offset)
+        return None if entry is None else entry[0]
+
     def earliest_message_time(self, topic: str, queue_id: int) -> int | None:
         """Store time of the queue's oldest retained message (GET_EARLIEST_MSG_STORETIME)."""
         return self.message_store_timestamp(topic, queue_id, self.min_offset_in_queue(topic, queue_id))

@@ -379,17 +379,23 @@ class PopService:
     def _ack_fifo(self, group: str, topic: str, handle: ReceiptHandle, now: int) -> AckOutcome:
         """RocketMQ's AckMessageProcessor.ackOrderly: the latest delivery's handle acks its message, and a queue it
         unblocks wakes the receives waiting on the topic; a message acknowledged already, or a handle of an earlier
-        delivery, is STALE; an offset never handed out is NOT_FOUND."""
-        state = self._fifo.get((group, topic, handle.queue_id))
-        offset = handle.offset
-        if offset < self.broker.offsets.query(group, topic, handle.queue_id) or (state and offset in state.acked):
+        delivery, is STALE; an offset never handed out is NOT_FOUND. With no delivery of the queue known (the state
+        lost in a kill -9) the handle's message is acknowledged, as ConsumerOrderInfoManager.commitAndNext does
+        without order info, if the queue still holds it (else STALE); unlike Java's, which commits past it, the
+        unacknowledged messages before it stay (they come again)."""
+        qid, offset = handle.queue_id, handle.offset
+        state = self._fifo.setdefault((group, topic, qid), FifoQueue())
+        if offset < self.broker.offsets.query(group, topic, qid) or offset in state.acked:
             return AckOutcome.STALE
-        if state is None or offset not in state.invisible_until:
+        if not state.invisible_until:
+            if self.broker.store.commit_log_offset_at(topic, qid, offset) != handle.commit_log_offset:
+                return AckOutcome.STALE
+        elif offset not in state.invisible_until:
             return AckOutcome.NOT_FOUND
-        if not _current_fifo_delivery(state, handle):
+        elif not _current_fifo_delivery(state, handle):
             return AckOutcome.STALE
         self._fifo_done(state, offset)
-        self._fifo_advance(group, topic, handle.queue_id, state)
+        self._fifo_advance(group, topic, qid, state)
         self.fifo_persister.mark_dirty()
         if not _fifo_blocked(state, now):
             self._wake(topic)
@@ -406,16 +412,25 @@ class PopService:
         if real not in self.broker.topics:
             return AckOutcome.NOT_FOUND, None
         if handle.fifo:
-            state = self._fifo.get((group, real, handle.queue_id))
-            if state is None or not _current_fifo_delivery(state, handle):
-                return AckOutcome.NOT_FOUND, None
-            state.invisible_until[handle.offset] = now + invisible_ms
-            self.fifo_persister.mark_dirty()
-            # The pop time stays, as in ChangeInvisibleTimeProcessor: every handle of this delivery still acks it.
-            return AckOutcome.OK, attrs.evolve(handle, invisible_time=now + invisible_ms - handle.pop_time)
+            return self._change_fifo(group, real, handle, now + invisible_ms)
         renewed = attrs.evolve(handle, pop_time=now, invisible_time=invisible_ms)
         self._write_ck(group, real, [renewed])
         self._write_ack(group, real, handle)
+        return AckOutcome.OK, renewed
+
+    def _change_fifo(
+        self, group: str, topic: str, handle: ReceiptHandle, visible_at: int
+    ) -> tuple[AckOutcome, ReceiptHandle]:
+        """ChangeInvisibleTimeProcessor.processChangeInvisibleTimeForOrder: the latest delivery's message stays
+        invisible until ``visible_at``. The pop time stays, so every handle of this delivery still acks it. For a
+        message acknowledged already or a handle of no delivery in flight nothing changes (STALE); Java answers
+        SUCCESS and the new handle both ways."""
+        renewed = attrs.evolve(handle, invisible_time=visible_at - handle.pop_time)
+        state = self._fifo.get((group, topic, handle.queue_id))
+        if state is None or not _current_fifo_delivery(state, handle):
+            return AckOutcome.STALE, renewed
+        state.invisible_until[handle.offset] = visible_at
+        self.fifo_persister.mark_dirty()
         return AckOutcome.OK, renewed
 
     # ---- records of the revive topic ------------------------------------------------------------------------

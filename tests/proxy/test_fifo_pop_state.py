@@ -1,6 +1,7 @@
-"""The orderly (FIFO) pop state across the life of its queue and its file: a queue deleted and created again, and a
-state file from before the queue was recreated or written before the pop time was kept. Real embedded broker, the
-broker's PopService or the proxy's Trio-side activity, virtual time (``autojump_clock``)."""
+"""The orderly (FIFO) pop state across the life of its queue and its file: a queue deleted and created again, a
+state file from before the queue was recreated or written before the pop time was kept, a state lost in a kill -9,
+and changes of invisibility that no longer apply. Real embedded broker, the broker's PopService or the proxy's
+Trio-side activity, virtual time (``autojump_clock``)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from broker.pop import AckOutcome, PopService
 from client.admin import Admin
 from proxy.common import Code
 from proxy.config import ProxyConfig
+from proxy.pb import service
 from proxy.startup import build_activity
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
-from tests.proxy.test_consumer_rpcs import _ack_request, _messages, _receive_request
+from tests.proxy.test_consumer_rpcs import _ack_request, _activity, _messages, _receive_request
 from tests.proxy.test_pop import send, start_pop
 from tests.proxy.test_renew import md
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
@@ -69,6 +71,12 @@ def _drop_pop_times(path: Path) -> None:
             file.write_bytes(orjson.dumps(data))
 
 
+def _remove_state_file(path: Path) -> None:
+    """popFifoState.json (and its .bak) gone, as after a kill -9 before the first save."""
+    for file in (path, path.with_name(path.name + ".bak")):
+        file.unlink(missing_ok=True)
+
+
 def _pop_all(pop: PopService, group: str, topic: str) -> list[tuple[bytes, int]]:
     """Pop and ack the queue until it hands out nothing: (body, attempt) of each message, in order."""
     handed: list[tuple[bytes, int]] = []
@@ -99,6 +107,23 @@ async def test_a_fifo_queue_deleted_and_recreated_hands_out_every_new_message(
     await send(embedded_cluster, "FifoRe", b"new-0", b"new-1", b"new-2")
     await trio.sleep(11)
     assert _pop_all(pop, "GRe", "FifoRe") == [(b"new-0", 1), (b"new-1", 1), (b"new-2", 1)]
+
+
+async def test_the_ack_of_a_deleted_queues_fifo_message_does_not_acknowledge_the_new_one_at_its_offset(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A handle still in flight when its topic was deleted and created again names an offset the new queue reuses:
+    its ack finds the queue no longer holds its message (another CommitLog offset there) and does nothing."""
+    use_virtual_store_clock(embedded_cluster)
+    pop, _ = await start_pop(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "FifoOld", queues=1)
+    await send(embedded_cluster, "FifoOld", b"old-0")
+    [old] = pop.pop("GOld", "FifoOld", 32, _LONG_MS, None, fifo=True)
+    await _delete_topic(embedded_cluster, "FifoOld", autojump_clock)
+    await create_topic(embedded_cluster, "FifoOld", queues=1)
+    await send(embedded_cluster, "FifoOld", b"new-0", b"new-1")
+    assert pop.ack("GOld", "FifoOld", old.handle) is AckOutcome.STALE
+    assert _pop_all(pop, "GOld", "FifoOld") == [(b"new-0", 1), (b"new-1", 1)]
 
 
 @pytest.mark.parametrize("recreated", ["while the pop service is down", "after it started"])
@@ -180,3 +205,48 @@ async def test_the_grpc_ack_of_a_fifo_handle_from_before_the_upgrade_is_not_sile
         again = _messages(activity.consuming.receive_now(req, md("c@1"), None))
         assert [m.body for m in again] == [], "a message whose ack was answered OK came again"
         nursery.cancel_scope.cancel()
+
+
+async def test_fifo_acks_after_the_state_was_lost_acknowledge_their_messages(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A kill -9 before the state file was saved: the queue knows no delivery in flight, and the acks of the
+    handles the client holds acknowledge their messages (RocketMQ's ConsumerOrderInfoManager.commitAndNext commits
+    without order info) rather than failing, so what the client consumed does not come again."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "FifoLost", queues=1)
+    await send(embedded_cluster, "FifoLost", b"s0", b"s1")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        held = pop.pop("GLost", "FifoLost", 32, _LONG_MS, None, fifo=True)
+        path = await _saved_and_stopped(pop, nursery, autojump_clock)
+    await _restart_broker(embedded_cluster, autojump_clock, clock, lambda: _remove_state_file(path))
+    await send(embedded_cluster, "FifoLost", b"s2")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        assert [pop.ack("GLost", "FifoLost", p.handle) for p in held] == [AckOutcome.OK, AckOutcome.OK]
+        assert _pop_all(pop, "GLost", "FifoLost") == [(b"s2", 1)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_fifo_change_of_invisibility_of_an_acknowledged_message_answers_ok(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ's processChangeInvisibleTimeForOrder answers SUCCESS for an offset below the committed one (and for
+    a pop time the order info no longer holds), changing nothing: a client renewing a message it acked meanwhile
+    gets OK and a handle, not INTERNAL_SERVER_ERROR."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GChg", consume_message_orderly=True))
+    await create_topic(embedded_cluster, "FifoChg", queues=1)
+    await send(embedded_cluster, "FifoChg", b"c0", b"c1")
+    [message] = _messages(activity.consuming.receive_now(_receive_request("GChg", "FifoChg", batch=1), md("c@1"), None))
+    assert activity.consuming.ack(_ack_request("GChg", "FifoChg", message), md("c@1")).status.code == Code.OK
+    req = service.ChangeInvisibleDurationRequest(
+        receipt_handle=message.system_properties.receipt_handle, message_id=message.system_properties.message_id
+    )
+    req.group.name, req.topic.name = "GChg", "FifoChg"
+    req.invisible_duration.FromSeconds(30)
+    response = activity.consuming.change_invisible(req, md("c@1"))
+    assert (response.status.code, bool(response.receipt_handle)) == (Code.OK, True), response.status.message
+    [then] = _messages(activity.consuming.receive_now(_receive_request("GChg", "FifoChg", batch=1), md("c@1"), None))
+    assert then.body == b"c1"
