@@ -13,25 +13,37 @@ It owns a private :class:`~client.instance.MQClientInstance` (no producer or con
 heartbeats). A refusal raises :class:`~client.errors.MQBrokerError` with the server's code and remark; transport
 failures raise :class:`~remoting.errors.RemotingError`. The consume-stats, topic-stats and connection bodies are
 decoded with :mod:`remoting.codec.bodies.admin`, the same classes the broker encodes with.
+
+Which brokers a call asks, as DefaultMQAdminExtImpl / MQAdminImpl (``tools/.../DefaultMQAdminExtImpl.java``,
+``client/.../impl/MQAdminImpl.java``): reads go to each broker of the topic's route, its master or, while the master
+is down, a slave (``BrokerData.selectBrokerAddr``); a group's calls to the brokers of its ``%RETRY%`` topic (every
+broker for a group without one: offsets set by tools only); writes to masters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 import orjson
 
-from client import api
 from client.admin_ops import AdminOps
 from client.config import ClientConfig
-from client.errors import MQBrokerError, MQClientError
+from client.errors import MQBrokerError, MQClientError, TopicRouteNotFoundError
 from client.handlers import parse_reset_offset_body
 from client.instance import new_instance
 from client.message import uncompressed
-from client.route import master_address
-from remoting.codec.bodies import PERM_READ, PERM_WRITE, ClusterInfo, KVTable, MessageQueue, TopicList, TopicRouteData
+from remoting.codec.bodies import (
+    PERM_READ,
+    PERM_WRITE,
+    BrokerData,
+    ClusterInfo,
+    KVTable,
+    MessageQueue,
+    TopicList,
+    TopicRouteData,
+)
 from remoting.codec.bodies._json import dumps
 from remoting.codec.bodies.admin import (
     ClientConnection,
@@ -59,7 +71,6 @@ from remoting.codec.headers import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
-    PullMessageRequestHeader,
     QueryMessageRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
@@ -69,13 +80,14 @@ from remoting.codec.headers import (
 from remoting.codec.java_properties import parse_properties
 from remoting.codec.message import MessageExt, decode_record, iter_records
 from remoting.codec.msgid import decode_offset_msg_id
+from remoting.codec.topics import retry_topic
 from remoting.errors import RemotingError
 
 __all__ = ["Admin", "ConsumeStats", "ConsumerConnection", "OffsetWrapper", "ProducerConnection", "TopicOffset"]
 
-#: The group name tools pull with (Java's ``MixAll.TOOLS_CONSUMER_GROUP``).
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 JAVA_LONG_MAX = (1 << 63) - 1
+#: What a broker that does not answer raises: passed over where Java passes over a failing broker.
+BROKER_FAILURES = (MQClientError, RemotingError, OSError)
 
 
 class Admin(AdminOps):
@@ -118,6 +130,18 @@ class Admin(AdminOps):
             return bytes(response.body)
         raise MQClientError(f"no name server of {', '.join(self.instance.config.namesrv_addr)} answered: {last}")
 
+    async def _first_answer(self, addrs: list[str], cmd: Callable[[], RemotingCommand]) -> RemotingCommand:
+        """``cmd()`` to each of ``addrs`` in turn until one answers SUCCESS. When none does: a broker's refusal
+        (MQBrokerError) is raised rather than a dead broker's transport error."""
+        last: Exception | None = None
+        for addr in addrs:
+            try:
+                return await self._call(addr, cmd())
+            except BROKER_FAILURES as exc:
+                if last is None or not isinstance(last, MQBrokerError):
+                    last = exc
+        raise last or MQClientError("no broker in the cluster")
+
     # -- cluster and topics ------------------------------------------------------------------------------------
 
     async def cluster_info(self) -> ClusterInfo:
@@ -129,24 +153,41 @@ class Admin(AdminOps):
     async def topic_route(self, topic: str) -> TopicRouteData:
         return await self.instance.fetch_route(topic)
 
-    async def master_addresses(self, cluster: str | None = None) -> list[str]:
-        """Master addresses of ``cluster`` (default: every cluster)."""
+    async def _cluster_brokers(self, cluster: str | None = None) -> list[BrokerData]:
+        """The brokers of ``cluster`` (default: every cluster), one BrokerData per broker name."""
         info = await self.cluster_info()
         clusters = info.cluster_addr_table
         names = (
             {n for members in clusters.values() for n in members} if cluster is None else set(clusters.get(cluster, []))
         )
-        return sorted(bd.master_addr for n, bd in info.broker_addr_table.items() if n in names and bd.master_addr)
+        return [bd for n, bd in sorted(info.broker_addr_table.items()) if n in names]
+
+    async def master_addresses(self, cluster: str | None = None) -> list[str]:
+        """Master addresses of ``cluster`` (default: every cluster)."""
+        return sorted(bd.master_addr for bd in await self._cluster_brokers(cluster) if bd.master_addr)
 
     async def target_brokers(self, broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
         """What an mqadmin-style ``-b``/``-c`` pair names: ``broker_addr`` alone when given, else every master of
         ``cluster`` (default: every cluster)."""
         return [broker_addr] if broker_addr else await self.master_addresses(cluster)
 
-    async def _topic_masters(self, topic: str) -> list[tuple[str, str]]:
+    async def _topic_brokers(self, topic: str, *, reads: bool) -> list[tuple[str, str]]:
+        """``(broker name, address)`` of each broker of ``topic``'s route, by name: its master, or for ``reads`` a
+        slave while the master is down (``BrokerData.selectBrokerAddr``). A broker without one is left out."""
         route = await self.topic_route(topic)
-        out = [(qd.broker_name, master_address(route, qd.broker_name)) for qd in route.queue_datas]
-        return sorted((name, addr) for name, addr in out if addr)
+        picked = ((bd.broker_name, bd.select_broker_addr() if reads else bd.master_addr) for bd in route.broker_datas)
+        return sorted((name, addr) for name, addr in picked if addr)
+
+    async def _group_brokers(self, group: str, *, reads: bool) -> list[str]:
+        """The brokers ``group`` lives on: those of its ``%RETRY%`` topic's route (DefaultMQAdminExtImpl's
+        examineConsumeStats, getConsumerRunningInfo, cloneGroupOffset), so a dead broker elsewhere is never asked.
+        A group without that topic (never online; offsets set by tools): every broker of every cluster."""
+        try:
+            return [addr for _, addr in await self._topic_brokers(retry_topic(group), reads=reads)]
+        except TopicRouteNotFoundError:
+            brokers = await self._cluster_brokers()
+            picked = (bd.select_broker_addr() if reads else bd.master_addr for bd in brokers)
+            return sorted(addr for addr in picked if addr)
 
     async def create_topic(
         self,
@@ -196,9 +237,9 @@ class Admin(AdminOps):
         self.instance.forget_route(topic)
 
     async def topic_status(self, topic: str) -> dict[MessageQueue, TopicOffset]:
-        """Min/max offset and last update time of every queue of ``topic``, from each of its masters."""
+        """Min/max offset and last update time of every queue of ``topic``, from each of its brokers."""
         table: dict[MessageQueue, TopicOffset] = {}
-        for _, addr in await self._topic_masters(topic):
+        for _, addr in await self._topic_brokers(topic, reads=True):
             fields = GetTopicStatsInfoRequestHeader(topic=topic).to_ext_fields()
             response = await self._call(addr, request(RequestCode.GET_TOPIC_STATS_INFO, fields))
             table.update(_TopicStats.decode(response.body).offset_table)
@@ -226,12 +267,13 @@ class Admin(AdminOps):
         return targets
 
     async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
-        """GET_CONSUME_STATS of ``group`` (or of its ``topic``) from every master, merged: every queue's offsets and
-        the consume TPS summed over the brokers (Java's ``examineConsumeStats``). No offsets: an empty table."""
+        """GET_CONSUME_STATS of ``group`` (or of its ``topic``) from each of the group's brokers, merged: every
+        queue's offsets and the consume TPS summed over the brokers (Java's ``examineConsumeStats``). No offsets: an
+        empty table."""
         fields = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext_fields()
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
-        for addr in await self.master_addresses():
+        for addr in await self._group_brokers(group, reads=True):
             stats = ConsumeStats.decode((await self._call(addr, request(RequestCode.GET_CONSUME_STATS, fields))).body)
             table.update(stats.offset_table)
             tps += stats.consume_tps
@@ -239,31 +281,24 @@ class Admin(AdminOps):
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> dict[MessageQueue, OffsetWrapper]:
         """Broker offset, consumer offset and last consume time per queue of every topic ``group`` has offsets
-        for (or of ``topic``), from every master. Lag of a queue = broker_offset - consumer_offset."""
+        for (or of ``topic``), from the group's brokers. Lag of a queue = broker_offset - consumer_offset."""
         return (await self.consume_stats(group, topic)).offset_table
 
     async def consumer_connection(self, group: str, broker_addr: str | None = None) -> ConsumerConnection:
-        """The online consumers of ``group`` (from ``broker_addr``, or the first master that knows them; one that does
-        not answer is passed over). Raises MQBrokerError CONSUMER_NOT_ONLINE (206) when none is online."""
+        """The online consumers of ``group`` (from ``broker_addr``, or the first of the group's brokers that knows
+        them; one that does not answer is passed over). Raises MQBrokerError CONSUMER_NOT_ONLINE (206) when none is
+        online."""
         fields = GetConsumerConnectionListRequestHeader(consumer_group=group).to_ext_fields()
-        last: Exception | None = None
-        for addr in [broker_addr] if broker_addr else await self.master_addresses():
-            try:
-                response = await self._call(addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, fields))
-            except (MQClientError, RemotingError, OSError) as exc:
-                # the CONSUMER_NOT_ONLINE answer of a live broker wins over a dead one's error
-                if last is None or not isinstance(last, MQBrokerError):
-                    last = exc
-                continue
-            return ConsumerConnection.decode(response.body)
-        raise last or MQClientError("no broker in the cluster")
+        addrs = [broker_addr] if broker_addr else await self._group_brokers(group, reads=True)
+        response = await self._first_answer(addrs, lambda: request(RequestCode.GET_CONSUMER_CONNECTION_LIST, fields))
+        return ConsumerConnection.decode(response.body)
 
     async def producer_connection(self, group: str, topic: str) -> ProducerConnection:
-        """The producers of ``group`` connected to the masters of ``topic``."""
+        """The producers of ``group`` connected to the brokers of ``topic``."""
         fields = GetProducerConnectionListRequestHeader(producer_group=group).to_ext_fields()
         found: dict[str, ClientConnection] = {}
         last: MQBrokerError | None = None
-        for _, addr in await self._topic_masters(topic):
+        for _, addr in await self._topic_brokers(topic, reads=True):
             try:
                 response = await self._call(addr, request(RequestCode.GET_PRODUCER_CONNECTION_LIST, fields))
             except MQBrokerError as exc:
@@ -282,27 +317,24 @@ class Admin(AdminOps):
         ``timestamp_ms`` (-1: the end). Returns the new offsets."""
         fields = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=force)
         table: dict[MessageQueue, int] = {}
-        for _, addr in await self._topic_masters(topic):
+        for _, addr in await self._topic_brokers(topic, reads=False):
             cmd = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields.to_ext_fields())
             table.update(parse_reset_offset_body((await self._call(addr, cmd)).body))
         return dict(sorted(table.items()))
 
     async def consumer_running_info(self, group: str, client_id: str) -> dict[str, Any]:
-        """GET_CONSUMER_RUNNING_INFO, relayed by a master to the consumer ``client_id`` of ``group``: its
-        subscriptions and ``mqTable`` (``{MessageQueue: ProcessQueueInfo}``), as Java's ConsumerRunningInfo."""
+        """GET_CONSUMER_RUNNING_INFO, relayed by one of the group's brokers (the first that answers) to the consumer
+        ``client_id`` of ``group``: its subscriptions and ``mqTable`` (``{MessageQueue: ProcessQueueInfo}``), as
+        Java's ConsumerRunningInfo."""
         fields = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id).to_ext_fields()
-        last: MQBrokerError | None = None
-        for addr in await self.master_addresses():
-            try:
-                response = await self._call(addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields))
-            except MQBrokerError as exc:
-                last = exc
-                continue
-            info = loads_fastjson(response.body)
-            if not isinstance(info, dict):
-                raise MQClientError(f"consumer running info is not an object: {info!r:.80}")
-            return info
-        raise last or MQClientError("no broker in the cluster")
+        response = await self._first_answer(
+            await self._group_brokers(group, reads=True),
+            lambda: request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields),
+        )
+        info = loads_fastjson(response.body)
+        if not isinstance(info, dict):
+            raise MQClientError(f"consumer running info is not an object: {info!r:.80}")
+        return info
 
     async def consume_message_directly(self, group: str, client_id: str, offset_msg_id: str) -> dict[str, object]:
         """CONSUME_MESSAGE_DIRECTLY: the broker storing ``offset_msg_id`` hands the message to the consumer's
@@ -328,7 +360,7 @@ class Admin(AdminOps):
     async def query_msg_by_key(
         self, topic: str, key: str, *, max_num: int = 32, begin_ms: int = 0, end_ms: int | None = None
     ) -> list[MessageExt]:
-        """QUERY_MESSAGE by key on every master of ``topic``: the messages with that KEYS entry or UNIQ_KEY.
+        """QUERY_MESSAGE by key on each broker of ``topic``: the messages with that KEYS entry or UNIQ_KEY.
 
         The broker's index answers by key hash, so colliding keys come back too; they are dropped here. Without
         ``end_ms`` the range is open-ended (Java mqadmin's ``Long.MAX_VALUE``), so a broker clock ahead of ours hides
@@ -338,7 +370,7 @@ class Admin(AdminOps):
             topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms, end_timestamp=end
         )
         found: list[MessageExt] = []
-        for _, addr in await self._topic_masters(topic):
+        for _, addr in await self._topic_brokers(topic, reads=True):
             cmd = request(RequestCode.QUERY_MESSAGE, header.to_ext_fields())
             response = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
             if response.code == ResponseCode.SUCCESS:
@@ -347,25 +379,7 @@ class Admin(AdminOps):
 
     async def query_msg_by_offset(self, mq: MessageQueue, offset: int, count: int = 1) -> list[MessageExt]:
         """Up to ``count`` messages of ``mq`` from ``offset`` (a pull by the tools group, no offset committed)."""
-        route = await self.topic_route(mq.topic)
-        addr = master_address(route, mq.broker_name)
-        if addr is None:
-            raise MQClientError(f"broker {mq.broker_name} of {mq.topic} has no master")
-        header = PullMessageRequestHeader(
-            consumer_group=TOOLS_CONSUMER_GROUP,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
-            queue_offset=offset,
-            max_msg_nums=count,
-            sys_flag=0x4,
-            commit_offset=0,
-            suspend_timeout_millis=0,
-            sub_version=0,
-            subscription="*",
-            expression_type="TAG",
-        )
-        result = await api.pull_message(self.instance.remoting, addr, header, self._timeout)
-        return result.messages[:count]
+        return (await self.pull(mq, offset, count)).messages[:count]
 
     async def broker_status(self, broker_addr: str) -> dict[str, str]:
         response = await self._call(broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO))
@@ -387,10 +401,10 @@ class Admin(AdminOps):
         return ConsumeStatsList.decode(response.body)
 
     async def topic_consumed_by(self, topic: str) -> list[str]:
-        """Groups consuming ``topic`` on any of its masters (online subscribers and groups with offsets)."""
+        """Groups consuming ``topic`` on any of its brokers (online subscribers and groups with offsets)."""
         fields = QueryTopicConsumeByWhoRequestHeader(topic=topic).to_ext_fields()
         groups: set[str] = set()
-        for _, addr in await self._topic_masters(topic):
+        for _, addr in await self._topic_brokers(topic, reads=True):
             response = await self._call(addr, request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, fields))
             groups.update(GroupList.decode(response.body).group_list)
         return sorted(groups)

@@ -4,8 +4,9 @@ correction offsets, consumer status, raw ConsumeQueue entries, producer tables, 
 resume, topic configs and delay offsets on brokers; offsets read and written per queue.
 
 :class:`AdminOps` is a mixin of :class:`client.admin.Admin`, which supplies the transport (``_call``,
-``_namesrv_call``) and the lookups it uses. Errors as the admin client's: :class:`~client.errors.MQBrokerError` for a
-refusal, :class:`~remoting.errors.RemotingError` for the transport.
+``_namesrv_call``) and the lookups it uses (which brokers a call asks: the module docstring of :mod:`client.admin`).
+Errors as the admin client's: :class:`~client.errors.MQBrokerError` for a refusal,
+:class:`~remoting.errors.RemotingError` for the transport.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from client import api
 from client.consumer.subscription import build_subscription
 from client.errors import MQBrokerError, MQClientError
 from client.message import uncompressed
-from client.route import master_address
 from remoting.codec.bodies import EXPRESSION_TAG, KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import get_map, load_object
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
@@ -59,7 +59,6 @@ from remoting.codec.message import MessageExt, iter_records
 
 if TYPE_CHECKING:
     from client.instance import MQClientInstance
-    from remoting.codec.bodies import TopicRouteData
 
 __all__ = ["AdminOps"]
 
@@ -77,13 +76,10 @@ class AdminOps:
     async def _call(self, addr: str, cmd: RemotingCommand, *ok: int) -> RemotingCommand:
         raise NotImplementedError
 
-    async def topic_route(self, topic: str) -> TopicRouteData:
+    async def _topic_brokers(self, topic: str, *, reads: bool) -> list[tuple[str, str]]:
         raise NotImplementedError
 
-    async def _topic_masters(self, topic: str) -> list[tuple[str, str]]:
-        raise NotImplementedError
-
-    async def master_addresses(self, cluster: str | None = None) -> list[str]:
+    async def _group_brokers(self, group: str, *, reads: bool) -> list[str]:
         raise NotImplementedError
 
     # -- name servers ------------------------------------------------------------------------------------------
@@ -160,10 +156,10 @@ class AdminOps:
     # -- consume progress --------------------------------------------------------------------------------------
 
     async def consume_time_span(self, topic: str, group: str) -> list[QueueTimeSpan]:
-        """QUERY_CONSUME_TIME_SPAN on every master of ``topic``."""
+        """QUERY_CONSUME_TIME_SPAN on each broker of ``topic``."""
         fields = QueryConsumeTimeSpanRequestHeader(topic=topic, group=group).to_ext_fields()
         spans: list[QueueTimeSpan] = []
-        for _, addr in await self._topic_masters(topic):
+        for _, addr in await self._topic_brokers(topic, reads=True):
             answer = await self._call(addr, request(RequestCode.QUERY_CONSUME_TIME_SPAN, fields))
             spans.extend(QueryConsumeTimeSpanBody.decode(answer.body).consume_time_span_set)
         return spans
@@ -171,10 +167,10 @@ class AdminOps:
     async def consumer_status(
         self, topic: str, group: str, client_addr: str | None = None
     ) -> dict[str, dict[MessageQueue, int]]:
-        """INVOKE_BROKER_TO_GET_CONSUMER_STATUS on every master of ``topic``: each online client's offsets."""
+        """INVOKE_BROKER_TO_GET_CONSUMER_STATUS on each broker of ``topic``: each online client's offsets."""
         fields = GetConsumerStatusRequestHeader(topic=topic, group=group, client_addr=client_addr).to_ext_fields()
         table: dict[str, dict[MessageQueue, int]] = {}
-        for _, addr in await self._topic_masters(topic):
+        for _, addr in await self._topic_brokers(topic, reads=True):
             answer = await self._call(addr, request(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, fields))
             for client, offsets in ConsumerStatusBody.decode(answer.body).consumer_table.items():
                 table.setdefault(client, {}).update(offsets)
@@ -192,9 +188,9 @@ class AdminOps:
     async def clone_group_offset(
         self, src_group: str, dest_group: str, topic: str | None = None, *, offline: bool = False
     ) -> None:
-        """CLONE_GROUP_OFFSET (314) on every master: the brokers copy ``src_group``'s committed offsets."""
+        """CLONE_GROUP_OFFSET (314) on the masters of ``src_group``'s brokers: they copy its committed offsets."""
         header = CloneGroupOffsetRequestHeader(src_group=src_group, dest_group=dest_group, topic=topic, offline=offline)
-        for addr in await self.master_addresses():
+        for addr in await self._group_brokers(src_group, reads=False):
             await self._call(addr, request(RequestCode.CLONE_GROUP_OFFSET, header.to_ext_fields()))
 
     async def update_consumer_offset(self, addr: str, group: str, mq: MessageQueue, offset: int) -> None:
@@ -220,11 +216,11 @@ class AdminOps:
     # -- messages ----------------------------------------------------------------------------------------------
 
     async def pull(self, mq: MessageQueue, offset: int, count: int, expression: str = "*") -> api.PullResult:
-        """One pull of ``mq`` by the tools group (Java's ``DefaultMQPullConsumer.pull``): no offset committed, tag
-        ``expression`` applied by the broker and here."""
-        addr = master_address(await self.topic_route(mq.topic), mq.broker_name)
+        """One pull of ``mq`` by the tools group (Java's ``DefaultMQPullConsumer.pull``) from its broker's master, or a
+        slave while the master is down: no offset committed, tag ``expression`` applied by the broker and here."""
+        addr = dict(await self._topic_brokers(mq.topic, reads=True)).get(mq.broker_name)
         if addr is None:
-            raise MQClientError(f"broker {mq.broker_name} of {mq.topic} has no master")
+            raise MQClientError(f"broker {mq.broker_name} of {mq.topic} has no address")
         sub = build_subscription(mq.topic, expression, EXPRESSION_TAG)
         header = PullMessageRequestHeader(
             consumer_group=TOOLS_CONSUMER_GROUP, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
@@ -235,8 +231,8 @@ class AdminOps:
         return await api.pull_message(self.instance.remoting, addr, header, self.instance.config.rpc_timeout, tags)
 
     async def query_msg_by_unique_key(self, topic: str, msg_id: str, max_num: int = 32) -> list[MessageExt]:
-        """QUERY_MESSAGE with ``_UNIQUE_KEY_QUERY=true`` on every master of ``topic``: the messages whose UNIQ_KEY
-        is ``msg_id``, oldest first (a resent message is found once per copy)."""
+        """QUERY_MESSAGE with ``_UNIQUE_KEY_QUERY=true`` on each broker of ``topic``: the messages whose UNIQ_KEY is
+        ``msg_id``, oldest first (a resent message is found once per copy)."""
         header = QueryMessageRequestHeader(
             topic=topic,
             key=msg_id,
@@ -246,7 +242,7 @@ class AdminOps:
             unique_key_query=True,
         )
         found: list[MessageExt] = []
-        for _, addr in await self._topic_masters(topic):
+        for _, addr in await self._topic_brokers(topic, reads=True):
             cmd = request(RequestCode.QUERY_MESSAGE, header.to_ext_fields())
             answer = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
             if answer.code == ResponseCode.SUCCESS:

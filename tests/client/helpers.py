@@ -1,5 +1,5 @@
-"""Helpers for client tests: topic creation (on one master or two), filling queues, and waiting on conditions
-without wall-clock thresholds."""
+"""Helpers for client tests: topic creation (on one master or two), filling queues, a registered broker that does not
+answer, and waiting on conditions without wall-clock thresholds."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from client.errors import TopicRouteNotFoundError
 from client.message import Message
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.broker_metadata import TopicConfig
+from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper
 from tests.threaded_cluster import ThreadedCluster
 
 #: Upper bound for a condition to become true. A hang guard, not a performance threshold: every wait here ends as
@@ -68,3 +70,29 @@ async def wait_until(condition: Callable[[], bool], poll: float = 0.02) -> None:
     with anyio.fail_after(HANG_GUARD):
         while not condition():
             await anyio.sleep(poll)
+
+
+def register_dead_broker(
+    threaded: ThreadedCluster, *, name: str, addr: str, topics: tuple[str, ...] = (), cluster: str = "DefaultCluster"
+) -> None:
+    """Register a master ``name`` at ``addr`` with the cluster's name server (as its REGISTER_BROKER would) that does
+    not answer requests: a broker that went down before the name server noticed. Blocks; call it from a thread in an
+    async test."""
+
+    async def register() -> None:
+        assert threaded.cluster is not None and threaded.cluster.namesrv is not None
+        ns = threaded.cluster.namesrv
+        wrapper = TopicConfigSerializeWrapper({t: TopicConfig(t, 4, 4) for t in topics})
+        ns.route_table.register_broker(
+            cluster_name=cluster,
+            broker_addr=addr,
+            broker_name=name,
+            broker_id=0,
+            ha_server_addr="",
+            topic_config_wrapper=wrapper,
+            filter_server_list=None,
+            connection=None,
+            now=ns.processor._clock(),
+        )
+
+    threaded.call(register)

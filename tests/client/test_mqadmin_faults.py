@@ -19,7 +19,7 @@ from namesrv.server import NamesrvServer
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.broker_metadata import TopicConfig
 from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper
-from tests.client.helpers import create_topic
+from tests.client.helpers import create_topic, register_dead_broker
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -34,30 +34,6 @@ def _assert_clean_failure(result: Result) -> None:
     escaped = result.exception if not isinstance(result.exception, SystemExit) else None
     assert escaped is None, f"traceback escaped the command: {escaped!r}"
     assert result.exit_code == 1, result.output
-
-
-def _register_fake_broker(
-    threaded: ThreadedCluster, *, cluster: str, name: str, addr: str, topics: tuple[str, ...] = ()
-) -> None:
-    """A broker registered with the name server (as a REGISTER_BROKER would) that does not answer requests."""
-
-    async def register() -> None:
-        assert threaded.cluster is not None and threaded.cluster.namesrv is not None
-        ns = threaded.cluster.namesrv
-        wrapper = TopicConfigSerializeWrapper({t: TopicConfig(t, 4, 4) for t in topics})
-        ns.route_table.register_broker(
-            cluster_name=cluster,
-            broker_addr=addr,
-            broker_name=name,
-            broker_id=0,
-            ha_server_addr="",
-            topic_config_wrapper=wrapper,
-            filter_server_list=None,
-            connection=None,
-            now=ns.processor._clock(),
-        )
-
-    threaded.call(register)
 
 
 # -- brokerStatus -b ----------------------------------------------------------------------------------------------
@@ -77,7 +53,7 @@ def test_broker_status_by_addr_prints_java_key_value_lines(cluster: ThreadedClus
 def test_cluster_list_still_lists_the_live_brokers_when_one_does_not_answer(cluster: ThreadedCluster) -> None:
     """Java ClusterListSubCommand.printClusterBaseInfo catches each broker's fetchBrokerRuntimeStats failure
     (e.printStackTrace) and prints that broker's row with 0.00 figures; the others are listed as usual."""
-    _register_fake_broker(cluster, cluster="DefaultCluster", name="broker-dead", addr="127.0.0.1:1")
+    register_dead_broker(cluster, cluster="DefaultCluster", name="broker-dead", addr="127.0.0.1:1")
     result = _run("clusterList", "-n", cluster.namesrv_addr)
     assert result.exit_code == 0, result.output
     assert cluster.broker_addr in result.output
@@ -150,7 +126,7 @@ def test_delete_topic_leaves_other_clusters_routes_on_the_name_server(cluster: T
     .clusterName); a broker of another cluster keeps serving it."""
     ns = cluster.namesrv_addr
     anyio.run(create_topic, ns, "SharedTopic", 2)
-    _register_fake_broker(cluster, cluster="OtherCluster", name="broker-z", addr="127.0.0.1:1", topics=("SharedTopic",))
+    register_dead_broker(cluster, cluster="OtherCluster", name="broker-z", addr="127.0.0.1:1", topics=("SharedTopic",))
     deleted = _run("deleteTopic", "-n", ns, "-t", "SharedTopic", "-c", "DefaultCluster")
     assert deleted.exit_code == 0, deleted.output
     route = _run("topicRoute", "-n", ns, "-t", "SharedTopic", "--json")

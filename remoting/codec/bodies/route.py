@@ -71,6 +71,13 @@ class BrokerData:
     def master_addr(self) -> str | None:
         return self.broker_addrs.get(MASTER_ID)
 
+    def select_broker_addr(self) -> str | None:
+        """Where a read may go: the master, else the lowest-id slave (Java's ``BrokerData.selectBrokerAddr``, which
+        picks a random slave); ``None`` without addresses."""
+        if not self.broker_addrs:
+            return None
+        return self.master_addr or self.broker_addrs[min(self.broker_addrs)]
+
     def to_json(self) -> JsonObject:
         return {
             "brokerAddrs": {str(bid): addr for bid, addr in sorted(self.broker_addrs.items())},

@@ -1,0 +1,131 @@
+"""Which brokers the admin client asks (DefaultMQAdminExtImpl / MQAdminImpl of RocketMQ 4.9.8), and what it does when
+one does not answer: a group's calls ask only the brokers of its ``%RETRY%`` topic, and reads go to a slave while its
+master is down."""
+
+from __future__ import annotations
+
+import socket
+from functools import partial
+from pathlib import Path
+
+import anyio
+import pytest
+import trio
+
+from broker.controller import BrokerController
+from broker.embedded import EmbeddedCluster
+from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message
+from client.producer import Producer
+from remoting.codec.bodies import MessageQueue
+from tests.client.helpers import create_topic, register_dead_broker
+from tests.conftest import SMALL_STORE
+from tests.threaded_cluster import ThreadedCluster
+
+
+def _dead_addr() -> str:
+    """An address nothing listens on (connection refused at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+async def _register_dead_broker(cluster: ThreadedCluster, *, name: str, addr: str, topics: tuple[str, ...]) -> None:
+    await anyio.to_thread.run_sync(partial(register_dead_broker, cluster, name=name, addr=addr, topics=topics))
+
+
+async def _slave_sync_round(slave: BrokerController) -> None:
+    """One round of the slave's metadata sync (it runs every 10 s): topics, offsets, groups from the master."""
+    sync = slave.replication.slave_sync
+    assert sync is not None
+    await sync.sync_all()
+
+
+async def _wait_routed(admin: Admin, topic: str) -> None:
+    with trio.fail_after(60):
+        while True:
+            try:
+                if (await admin.topic_route(topic)).queue_datas:
+                    return
+            except Exception:
+                pass
+            await trio.sleep(0.05)
+
+
+# -- a group's calls ask the brokers of its %RETRY% topic ----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_consumer_progress_ignores_a_dead_master_that_does_not_host_the_group(cluster: ThreadedCluster) -> None:
+    """DefaultMQAdminExtImpl.examineConsumeStats asks the brokers of the group's %RETRY% topic route only, so a
+    master elsewhere in the cluster that does not answer does not matter."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    await create_topic(ns, "ProgDead", queues=1)
+    async with Admin(ns) as admin:
+        await admin.create_topic("%RETRY%prog-g", read_queue_nums=1, write_queue_nums=1, broker_addr=addr)
+        await admin.update_consumer_offset(addr, "prog-g", MessageQueue("ProgDead", "broker-a", 0), 0)
+        assert await admin.consumer_progress("prog-g", "ProgDead")
+        await _register_dead_broker(cluster, name="broker-dead", addr=_dead_addr(), topics=("Unrelated",))
+        progress = await admin.consumer_progress("prog-g", "ProgDead")
+    assert list(progress) == [MessageQueue("ProgDead", "broker-a", 0)]
+
+
+@pytest.mark.anyio
+async def test_consumer_running_info_passes_over_a_master_that_does_not_answer(cluster: ThreadedCluster) -> None:
+    """DefaultMQAdminExtImpl.getConsumerRunningInfo asks a broker of the group's %RETRY% route, so a dead master of
+    another broker name (here sorting first) is never asked."""
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "RunDead", queues=1)
+
+    async def listener(msgs: object) -> ConsumeConcurrentlyStatus:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("run-dead-cg", ns)
+    consumer.subscribe("RunDead")
+    consumer.register_message_listener(listener)
+    async with consumer, Admin(ns) as admin:
+        assert await admin.consumer_running_info("run-dead-cg", consumer.instance.client_id)
+        # port 1 refuses at once and sorts before the live broker's address
+        await _register_dead_broker(cluster, name="broker-dead", addr="127.0.0.1:1", topics=("Unrelated",))
+        info = await admin.consumer_running_info("run-dead-cg", consumer.instance.client_id)
+    assert "mqTable" in info
+
+
+# -- reads go to a slave while its master is down ------------------------------------------------------------------
+
+
+async def test_admin_reads_a_broker_from_its_slave_while_the_master_is_down(tmp_path: Path) -> None:
+    """Every read of DefaultMQAdminExtImpl / MQAdminImpl picks the broker with BrokerData.selectBrokerAddr(): the
+    master, else one of its slaves. So queryMessage, examineTopicStats, examineConsumeStats and queryConsumeTimeSpan
+    still answer from the slave while the master is gone (mqadmin queryMsgByKey / topicStatus / consumerProgress
+    during a master outage)."""
+    async with (
+        EmbeddedCluster(tmp_path / "c", slaves=1, **SMALL_STORE) as cluster,
+        Admin(cluster.namesrv_addr) as admin,
+    ):
+        await admin.create_topic("SlaveRead", read_queue_nums=1, write_queue_nums=1, broker_addr=cluster.broker_addr)
+        await _wait_routed(admin, "SlaveRead")
+        async with Producer("pg-slave-read", cluster.namesrv_addr) as producer:
+            sent = await producer.send(Message("SlaveRead", b"on the slave too", keys="slave-key"))
+        await admin.create_topic(
+            "%RETRY%slave-read-g", read_queue_nums=1, write_queue_nums=1, broker_addr=cluster.broker_addr
+        )
+        mq = MessageQueue("SlaveRead", "broker-a", 0)
+        await admin.update_consumer_offset(cluster.broker_addr, "slave-read-g", mq, 1)
+        await cluster.wait_replicated()
+        slave = cluster.slave_controllers[0]
+        await _slave_sync_round(slave)
+        assert slave.context.topics.get("SlaveRead") is not None
+        await cluster.stop_broker()
+        with trio.fail_after(60):
+            while 0 in (await admin.topic_route("SlaveRead")).broker_datas[0].broker_addrs:
+                await trio.sleep(0.05)
+        assert (await admin.topic_route("SlaveRead")).broker_datas[0].broker_addrs == {1: slave.broker_addr}
+        found = await admin.query_msg_by_key("SlaveRead", "slave-key")
+        status = await admin.topic_status("SlaveRead")
+        progress = await admin.consumer_progress("slave-read-g", "SlaveRead")
+    assert [m.body for m in found] == [b"on the slave too"]
+    assert status[mq].max_offset == sent.queue_offset + 1
+    assert (progress[mq].broker_offset, progress[mq].consumer_offset) == (1, 1)
