@@ -17,7 +17,8 @@ decoded with :mod:`remoting.codec.bodies.admin`, the same classes the broker enc
 Which brokers a call asks, as DefaultMQAdminExtImpl / MQAdminImpl (``tools/.../DefaultMQAdminExtImpl.java``,
 ``client/.../impl/MQAdminImpl.java``): reads go to each broker of the topic's route, its master or, while the master
 is down, a slave (``BrokerData.selectBrokerAddr``); a group's calls to the brokers of its ``%RETRY%`` topic (every
-broker for a group without one: offsets set by tools only); writes to masters.
+broker for a group without one: offsets set by tools only); writes to masters; cluster-wide store maintenance to
+every address, slaves included.
 """
 
 from __future__ import annotations
@@ -165,6 +166,11 @@ class Admin(AdminOps):
     async def master_addresses(self, cluster: str | None = None) -> list[str]:
         """Master addresses of ``cluster`` (default: every cluster)."""
         return sorted(bd.master_addr for bd in await self._cluster_brokers(cluster) if bd.master_addr)
+
+    async def broker_addresses(self, cluster: str | None = None) -> list[str]:
+        """Every address, masters and slaves, of ``cluster`` (default: every cluster); Java's
+        ``ClusterInfo.retrieveAllAddrByCluster``."""
+        return sorted(addr for bd in await self._cluster_brokers(cluster) for addr in bd.broker_addrs.values())
 
     async def target_brokers(self, broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
         """What an mqadmin-style ``-b``/``-c`` pair names: ``broker_addr`` alone when given, else every master of
@@ -410,9 +416,10 @@ class Admin(AdminOps):
         return sorted(groups)
 
     async def clean_unused_topic(self, *, broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
-        """CLEAN_UNUSED_TOPIC on ``broker_addr`` or every master of ``cluster``: the brokers drop the stored queues
-        of topics they no longer have. Returns the brokers asked."""
-        targets = await self.target_brokers(broker_addr, cluster)
+        """CLEAN_UNUSED_TOPIC on ``broker_addr`` or every broker of ``cluster`` (default: every cluster), slaves
+        included (DefaultMQAdminExtImpl.cleanUnusedTopicByCluster): the brokers drop the stored queues of topics they
+        no longer have. Returns the brokers asked."""
+        targets = [broker_addr] if broker_addr else await self.broker_addresses(cluster)
         for addr in targets:
             await self._call(addr, request(RequestCode.CLEAN_UNUSED_TOPIC))
         return targets

@@ -228,14 +228,15 @@ async def _probe(
         out.row("%-24s  %-24s  %-8s  %-16s  %-16s%n", cluster, name, f"{rt:.2f}", ok, failed)
 
 
-async def _masters(admin: Admin, addr: str | None, cluster: str | None) -> list[str]:
-    """``-b``, else the masters of ``-c``, else of every cluster (Java's clean/delete commands)."""
-    return [addr.strip()] if addr else await admin.master_addresses(cluster.strip() if cluster else None)
+async def _maintenance_targets(admin: Admin, addr: str | None, cluster: str | None) -> list[str]:
+    """``-b``, else every broker of ``-c``, else of every cluster, slaves included (Java's clean/delete commands:
+    ``ClusterInfo.retrieveAllAddrByCluster``)."""
+    return [addr.strip()] if addr else await admin.broker_addresses(cluster.strip() if cluster else None)
 
 
 def _maintenance(name: str, help_text: str, act: Callable[[Admin, str], Awaitable[None]]) -> click.Command:
-    """``cleanExpiredCQ`` / ``deleteExpiredCommitLog``: one request to ``-b``, else to every master of ``-c`` (or of
-    every cluster), then Java's ``success`` (no newline)."""
+    """``cleanExpiredCQ`` / ``deleteExpiredCommitLog``: one request to ``-b``, else to every broker of ``-c`` (or
+    of every cluster), then Java's ``success`` (no newline)."""
 
     @click.command(name, help=help_text)
     @common
@@ -243,7 +244,7 @@ def _maintenance(name: str, help_text: str, act: Callable[[Admin, str], Awaitabl
     @click.option("-c", "--cluster", help="clustername")
     def command(ctx: click.Context, **o: Any) -> None:
         async def job(admin: Admin, out: Output) -> None:
-            for addr in await _masters(admin, o["broker_addr"], o["cluster"]):
+            for addr in await _maintenance_targets(admin, o["broker_addr"], o["cluster"]):
                 await act(admin, addr)
             out.line("success")
             out.field("ok", True)

@@ -1,6 +1,6 @@
 """Which brokers the admin client asks (DefaultMQAdminExtImpl / MQAdminImpl of RocketMQ 4.9.8), and what it does when
-one does not answer: a group's calls ask only the brokers of its ``%RETRY%`` topic, and reads go to a slave while its
-master is down."""
+one does not answer: a group's calls ask only the brokers of its ``%RETRY%`` topic, reads go to a slave while its
+master is down, and CLEAN_UNUSED_TOPIC of a cluster reaches its slaves."""
 
 from __future__ import annotations
 
@@ -129,3 +129,28 @@ async def test_admin_reads_a_broker_from_its_slave_while_the_master_is_down(tmp_
     assert [m.body for m in found] == [b"on the slave too"]
     assert status[mq].max_offset == sent.queue_offset + 1
     assert (progress[mq].broker_offset, progress[mq].consumer_offset) == (1, 1)
+
+
+# -- store maintenance of a cluster reaches its slaves -------------------------------------------------------------
+
+
+async def test_clean_unused_topic_of_a_cluster_reaches_its_slaves(tmp_path: Path) -> None:
+    """DefaultMQAdminExtImpl.cleanUnusedTopic(cluster) sends CLEAN_UNUSED_TOPIC to
+    ClusterInfo.retrieveAllAddrByCluster(cluster): every address of every broker name, slaves included (the broker
+    serves it without validateSlave). A topic deleted on the master leaves its ConsumeQueues on the slave (the
+    slave's metadata sync drops only the config), and only this call removes them there."""
+    async with EmbeddedCluster(tmp_path / "c", slaves=1, **SMALL_STORE) as cluster:
+        slave = cluster.slave_controllers[0]
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic("Gone", read_queue_nums=1, write_queue_nums=1, broker_addr=cluster.broker_addr)
+            await _wait_routed(admin, "Gone")
+            async with Producer("pg-gone", cluster.namesrv_addr) as producer:
+                await producer.send(Message("Gone", b"x"))
+            await cluster.wait_replicated()
+            assert slave.context.store.max_offset_in_queue("Gone", 0) == 1
+            await admin.delete_topic("Gone", cluster="DefaultCluster")
+            await _slave_sync_round(slave)  # the slave's metadata sync forgets the topic's config
+            assert slave.context.topics.get("Gone") is None
+            asked = await admin.clean_unused_topic(cluster="DefaultCluster")
+            assert sorted(asked) == sorted([cluster.broker_addr, slave.broker_addr])
+            assert slave.context.store.max_offset_in_queue("Gone", 0) == 0

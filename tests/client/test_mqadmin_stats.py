@@ -76,6 +76,6 @@ def test_broker_config_commands_change_and_show_a_setting(cluster: ThreadedClust
     assert after["maxMessageSize"] == "65536"
 
 
-def test_clean_unused_topic_command_asks_every_master(cluster: ThreadedCluster) -> None:
+def test_clean_unused_topic_command_asks_every_broker(cluster: ThreadedCluster) -> None:
     done = _cli("cleanUnusedTopic", "-n", cluster.namesrv_addr, "-c", "DefaultCluster")
     assert done["ok"] and done["brokers"] == [cluster.broker_addr]
