@@ -23,6 +23,7 @@ every address, slaves included.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -85,6 +86,8 @@ from remoting.codec.topics import retry_topic
 from remoting.errors import RemotingError
 
 __all__ = ["Admin", "ConsumeStats", "ConsumerConnection", "OffsetWrapper", "ProducerConnection", "TopicOffset"]
+
+log = logging.getLogger(__name__)
 
 JAVA_LONG_MAX = (1 << 63) - 1
 #: What a broker that does not answer raises: passed over where Java passes over a failing broker.
@@ -366,21 +369,38 @@ class Admin(AdminOps):
     async def query_msg_by_key(
         self, topic: str, key: str, *, max_num: int = 32, begin_ms: int = 0, end_ms: int | None = None
     ) -> list[MessageExt]:
-        """QUERY_MESSAGE by key on each broker of ``topic``: the messages with that KEYS entry or UNIQ_KEY.
+        """QUERY_MESSAGE by key on each broker of ``topic``: its messages with that KEYS entry or UNIQ_KEY.
 
-        The broker's index answers by key hash, so colliding keys come back too; they are dropped here. Without
-        ``end_ms`` the range is open-ended (Java mqadmin's ``Long.MAX_VALUE``), so a broker clock ahead of ours hides
-        nothing."""
+        The broker's index answers by the hash of ``topic#key``, so colliding keys and other topics' messages come
+        back too; they are dropped here (MQAdminImpl.queryMessage). Without ``end_ms`` the range is open-ended (Java
+        mqadmin's ``Long.MAX_VALUE``), so a broker clock ahead of ours hides nothing."""
         end = JAVA_LONG_MAX if end_ms is None else end_ms
         header = QueryMessageRequestHeader(
             topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms, end_timestamp=end
         )
+        return await self._query_index(header, lambda m: m.topic == topic and _indexed_under(m, key))
+
+    async def _query_index(
+        self, header: QueryMessageRequestHeader, keep: Callable[[MessageExt], bool]
+    ) -> list[MessageExt]:
+        """QUERY_MESSAGE on each broker of ``header.topic`` (reads); the messages ``keep`` accepts, oldest first. A
+        broker that fails is logged and passed over, as MQAdminImpl.queryMessage; the last error is raised only
+        when every broker failed."""
+        brokers = await self._topic_brokers(header.topic, reads=True)
         found: list[MessageExt] = []
-        for _, addr in await self._topic_brokers(topic, reads=True):
+        failed: list[Exception] = []
+        for _, addr in brokers:
             cmd = request(RequestCode.QUERY_MESSAGE, header.to_ext_fields())
-            response = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+            try:
+                response = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+            except BROKER_FAILURES as exc:
+                log.warning("query message of %s at %s failed: %s", header.topic, addr, exc)
+                failed.append(exc)
+                continue
             if response.code == ResponseCode.SUCCESS:
-                found.extend(uncompressed(m) for m in iter_records(response.body) if _indexed_under(m, key))
+                found.extend(uncompressed(m) for m in iter_records(response.body) if keep(m))
+        if failed and len(failed) == len(brokers):
+            raise failed[-1]
         return sorted(found, key=lambda m: m.store_timestamp)
 
     async def query_msg_by_offset(self, mq: MessageQueue, offset: int, count: int = 1) -> list[MessageExt]:

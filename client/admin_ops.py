@@ -11,12 +11,12 @@ Errors as the admin client's: :class:`~client.errors.MQBrokerError` for a refusa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from client import api
 from client.consumer.subscription import build_subscription
 from client.errors import MQBrokerError, MQClientError
-from client.message import uncompressed
 from remoting.codec.bodies import EXPRESSION_TAG, KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import get_map, load_object
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
@@ -55,7 +55,7 @@ from remoting.codec.headers.ops import (
     ResumeCheckHalfMessageRequestHeader,
 )
 from remoting.codec.java_properties import format_properties, parse_properties
-from remoting.codec.message import MessageExt, iter_records
+from remoting.codec.message import MessageExt
 
 if TYPE_CHECKING:
     from client.instance import MQClientInstance
@@ -80,6 +80,11 @@ class AdminOps:
         raise NotImplementedError
 
     async def _group_brokers(self, group: str, *, reads: bool) -> list[str]:
+        raise NotImplementedError
+
+    async def _query_index(
+        self, header: QueryMessageRequestHeader, keep: Callable[[MessageExt], bool]
+    ) -> list[MessageExt]:
         raise NotImplementedError
 
     # -- name servers ------------------------------------------------------------------------------------------
@@ -232,7 +237,8 @@ class AdminOps:
 
     async def query_msg_by_unique_key(self, topic: str, msg_id: str, max_num: int = 32) -> list[MessageExt]:
         """QUERY_MESSAGE with ``_UNIQUE_KEY_QUERY=true`` on each broker of ``topic``: the messages whose UNIQ_KEY is
-        ``msg_id``, oldest first (a resent message is found once per copy)."""
+        ``msg_id``, oldest first (a resent message is found once per copy); a broker that fails is passed over unless
+        every one does."""
         header = QueryMessageRequestHeader(
             topic=topic,
             key=msg_id,
@@ -241,15 +247,7 @@ class AdminOps:
             end_timestamp=(1 << 63) - 1,
             unique_key_query=True,
         )
-        found: list[MessageExt] = []
-        for _, addr in await self._topic_brokers(topic, reads=True):
-            cmd = request(RequestCode.QUERY_MESSAGE, header.to_ext_fields())
-            answer = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
-            if answer.code == ResponseCode.SUCCESS:
-                found.extend(
-                    uncompressed(m) for m in iter_records(answer.body) if m.properties.get("UNIQ_KEY") == msg_id
-                )
-        return sorted(found, key=lambda m: m.store_timestamp)
+        return await self._query_index(header, lambda m: m.properties.get("UNIQ_KEY") == msg_id)
 
     # -- broker inspection and maintenance ---------------------------------------------------------------------
 

@@ -160,3 +160,20 @@ async def test_query_by_key_drops_messages_whose_key_only_shares_the_hash(cluste
         assert [m.body for m in await admin.query_msg_by_key("KeyHash", "BB")] == [b"second"]
         by_unique_key = await admin.query_msg_by_key("KeyHash", sent.msg_id)
     assert [m.body for m in by_unique_key] == [b"second"]
+
+
+@pytest.mark.anyio
+async def test_query_by_key_drops_messages_of_another_topic_whose_index_hash_collides(
+    cluster: ThreadedCluster,
+) -> None:
+    """``TopicAa#k`` and ``TopicBB#k`` have the same Java hashCode, so the broker's index answers a query of either
+    topic with both messages; as MQAdminImpl.queryMessage, only the queried topic's are kept."""
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "TopicAa", queues=1)
+    await create_topic(ns, "TopicBB", queues=1)
+    async with Producer("pg-collide", ns) as producer:
+        await producer.send(Message("TopicAa", b"mine", keys="k"))
+        await producer.send(Message("TopicBB", b"other topic", keys="k"))
+    async with Admin(ns) as admin:
+        found = await admin.query_msg_by_key("TopicAa", "k")
+    assert [(m.topic, m.body) for m in found] == [("TopicAa", b"mine")]

@@ -1,6 +1,7 @@
 """Which brokers the admin client asks (DefaultMQAdminExtImpl / MQAdminImpl of RocketMQ 4.9.8), and what it does when
 one does not answer: a group's calls ask only the brokers of its ``%RETRY%`` topic, reads go to a slave while its
-master is down, and CLEAN_UNUSED_TOPIC of a cluster reaches its slaves."""
+master is down, CLEAN_UNUSED_TOPIC of a cluster reaches its slaves, and a query by key passes over a dead broker of
+the topic."""
 
 from __future__ import annotations
 
@@ -154,3 +155,23 @@ async def test_clean_unused_topic_of_a_cluster_reaches_its_slaves(tmp_path: Path
             asked = await admin.clean_unused_topic(cluster="DefaultCluster")
             assert sorted(asked) == sorted([cluster.broker_addr, slave.broker_addr])
             assert slave.context.store.max_offset_in_queue("Gone", 0) == 0
+
+
+# -- a query by key: a broker of the topic that does not answer ----------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_query_by_key_still_finds_the_message_when_another_broker_of_the_topic_does_not_answer(
+    cluster: ThreadedCluster,
+) -> None:
+    """MQAdminImpl.queryMessage asks every broker of the route; a broker whose request fails is logged ("queryMessage
+    exception" / "maybe some broker failed") and the others' messages are returned."""
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "KeyDead", queues=1)
+    async with Producer("pg-keydead", ns) as producer:
+        await producer.send(Message("KeyDead", b"here", keys="needle"))
+    await _register_dead_broker(cluster, name="broker-dead", addr=_dead_addr(), topics=("KeyDead",))
+    async with Admin(ns) as admin:
+        assert len((await admin.topic_route("KeyDead")).queue_datas) == 2
+        found = await admin.query_msg_by_key("KeyDead", "needle")
+    assert [m.body for m in found] == [b"here"]
