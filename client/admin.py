@@ -18,7 +18,7 @@ Which brokers a call asks, as DefaultMQAdminExtImpl / MQAdminImpl (``tools/.../D
 ``client/.../impl/MQAdminImpl.java``): reads go to each broker of the topic's route, its master or, while the master
 is down, a slave (``BrokerData.selectBrokerAddr``); a group's calls to the brokers of its ``%RETRY%`` topic (every
 broker for a group without one: offsets set by tools only); writes to masters; cluster-wide store maintenance to
-every address, slaves included.
+every address, slaves included. Name-server reads go to the first name server that answers.
 """
 
 from __future__ import annotations
@@ -121,7 +121,9 @@ class Admin(AdminOps):
             raise MQBrokerError(response.code, response.remark, addr)
         return response
 
-    async def _namesrv_call(self, code: int, fields: dict[str, str] | None = None) -> bytes:
+    async def _namesrv_call(self, code: int, fields: dict[str, str] | None = None, *ok: int) -> RemotingCommand:
+        """``code`` to the first name server that answers (Java's ``invokeSync(null, ...)``): one that cannot be
+        reached is passed over; an answer outside ``ok`` (default SUCCESS) raises MQBrokerError."""
         last: Exception | None = None
         for addr in self.instance.config.namesrv_addr:
             try:
@@ -129,9 +131,9 @@ class Admin(AdminOps):
             except Exception as exc:
                 last = exc
                 continue
-            if response.code != ResponseCode.SUCCESS:
+            if response.code not in (ok or (ResponseCode.SUCCESS,)):
                 raise MQBrokerError(response.code, response.remark, addr)
-            return bytes(response.body)
+            return response
         raise MQClientError(f"no name server of {', '.join(self.instance.config.namesrv_addr)} answered: {last}")
 
     async def _first_answer(self, addrs: list[str], cmd: Callable[[], RemotingCommand]) -> RemotingCommand:
@@ -149,10 +151,11 @@ class Admin(AdminOps):
     # -- cluster and topics ------------------------------------------------------------------------------------
 
     async def cluster_info(self) -> ClusterInfo:
-        return ClusterInfo.decode(await self._namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO))
+        return ClusterInfo.decode(bytes((await self._namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO)).body))
 
     async def topic_list(self) -> list[str]:
-        return TopicList.decode(await self._namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)).topic_list
+        answer = await self._namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        return TopicList.decode(bytes(answer.body)).topic_list
 
     async def topic_route(self, topic: str) -> TopicRouteData:
         return await self.instance.fetch_route(topic)

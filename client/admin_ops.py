@@ -76,6 +76,9 @@ class AdminOps:
     async def _call(self, addr: str, cmd: RemotingCommand, *ok: int) -> RemotingCommand:
         raise NotImplementedError
 
+    async def _namesrv_call(self, code: int, fields: dict[str, str] | None = None, *ok: int) -> RemotingCommand:
+        raise NotImplementedError
+
     async def _topic_brokers(self, topic: str, *, reads: bool) -> list[tuple[str, str]]:
         raise NotImplementedError
 
@@ -93,11 +96,17 @@ class AdminOps:
     def namesrv_addrs(self) -> list[str]:
         return list(self.instance.config.namesrv_addr)
 
-    async def _each_namesrv(
-        self, code: int, fields: dict[str, str] | None = None, body: bytes = b""
-    ) -> dict[str, RemotingCommand]:
-        """``code`` to every name server (Java's admin writes KV and settings to each); answers by address."""
-        return {addr: await self._call(addr, request(code, fields, body)) for addr in self.namesrv_addrs}
+    async def _each_namesrv(self, code: int, fields: dict[str, str] | None = None) -> None:
+        """``code`` to every name server (Java's ``putKVConfigValue`` / ``deleteKVConfigValue``): a refusal does not
+        stop the others; the last one is raised at the end. A transport failure is raised at once."""
+        refused: MQBrokerError | None = None
+        for addr in self.namesrv_addrs:
+            try:
+                await self._call(addr, request(code, fields))
+            except MQBrokerError as exc:
+                refused = exc
+        if refused is not None:
+            raise refused
 
     async def put_kv_config(self, namespace: str, key: str, value: str) -> None:
         fields = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value).to_ext_fields()
@@ -108,10 +117,11 @@ class AdminOps:
         await self._each_namesrv(RequestCode.DELETE_KV_CONFIG, fields)
 
     async def get_kv_config(self, namespace: str, key: str) -> str | None:
-        """The value from the first name server; ``None`` when it has none (QUERY_NOT_FOUND)."""
+        """The value from the first name server that answers; ``None`` when it has none (QUERY_NOT_FOUND)."""
         fields = GetKVConfigRequestHeader(namespace=namespace, key=key).to_ext_fields()
-        cmd = request(RequestCode.GET_KV_CONFIG, fields)
-        answer = await self._call(self.namesrv_addrs[0], cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+        answer = await self._namesrv_call(
+            RequestCode.GET_KV_CONFIG, fields, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND
+        )
         if answer.code != ResponseCode.SUCCESS:
             return None
         return GetKVConfigResponseHeader.from_ext_fields(answer.ext_fields).value
@@ -154,9 +164,9 @@ class AdminOps:
             await self._call(addr, request(RequestCode.UPDATE_NAMESRV_CONFIG, body=body))
 
     async def unit_topics(self, code: int) -> list[str]:
-        """GET_UNIT_TOPIC_LIST (311), GET_HAS_UNIT_SUB_TOPIC_LIST (312) or GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313)."""
-        answer = await self._call(self.namesrv_addrs[0], request(code))
-        return TopicList.decode(answer.body).topic_list
+        """GET_UNIT_TOPIC_LIST (311), GET_HAS_UNIT_SUB_TOPIC_LIST (312) or GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313),
+        from the first name server that answers."""
+        return TopicList.decode((await self._namesrv_call(code)).body).topic_list
 
     # -- consume progress --------------------------------------------------------------------------------------
 

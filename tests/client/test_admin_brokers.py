@@ -1,7 +1,7 @@
-"""Which brokers the admin client asks (DefaultMQAdminExtImpl / MQAdminImpl of RocketMQ 4.9.8), and what it does when
-one does not answer: a group's calls ask only the brokers of its ``%RETRY%`` topic, reads go to a slave while its
-master is down, CLEAN_UNUSED_TOPIC of a cluster reaches its slaves, and a query by key passes over a dead broker of
-the topic."""
+"""Which brokers and name servers the admin client asks (DefaultMQAdminExtImpl / MQAdminImpl / MQClientAPIImpl of
+RocketMQ 4.9.8), and what it does when one does not answer: a group's calls ask only the brokers of its ``%RETRY%``
+topic, reads go to a slave while its master is down, CLEAN_UNUSED_TOPIC of a cluster reaches its slaves, a query by
+key passes over a dead broker of the topic, and name-server reads fail over and KV writes reach every name server."""
 
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
+from client.errors import MQBrokerError
 from client.message import Message
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.codes import RequestCode
 from tests.client.helpers import create_topic, register_dead_broker
 from tests.conftest import SMALL_STORE
 from tests.threaded_cluster import ThreadedCluster
@@ -175,3 +177,39 @@ async def test_query_by_key_still_finds_the_message_when_another_broker_of_the_t
         assert len((await admin.topic_route("KeyDead")).queue_datas) == 2
         found = await admin.query_msg_by_key("KeyDead", "needle")
     assert [m.body for m in found] == [b"here"]
+
+
+# -- name servers: reads fail over, writes reach every one ---------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_get_kv_config_fails_over_to_a_live_name_server(cluster: ThreadedCluster) -> None:
+    """MQClientAPIImpl.getKVConfigValue sends with ``invokeSync(null, ...)``: the remoting client picks a name server
+    it can connect to, so a dead first name server in the list does not fail the read."""
+    ns = cluster.namesrv_addr
+    async with Admin(ns) as admin:
+        await admin.put_kv_config("failover-ns", "k", "v")
+    async with Admin([_dead_addr(), ns]) as admin:
+        assert await admin.get_kv_config("failover-ns", "k") == "v"
+
+
+@pytest.mark.anyio
+async def test_unit_topic_list_fails_over_to_a_live_name_server(cluster: ThreadedCluster) -> None:
+    """MQClientAPIImpl.getUnitTopicList also uses ``invokeSync(null, ...)`` (any reachable name server)."""
+    ns = cluster.namesrv_addr
+    async with Admin([_dead_addr(), ns]) as admin:
+        assert isinstance(await admin.unit_topics(RequestCode.GET_UNIT_TOPIC_LIST), list)
+        assert await admin.get_kv_config("failover-ns", "absent") is None  # QUERY_NOT_FOUND from the live one
+
+
+@pytest.mark.anyio
+async def test_put_kv_config_reaches_every_name_server_then_raises_a_refusal(cluster: ThreadedCluster) -> None:
+    """MQClientAPIImpl.putKVConfigValue sends to every name server and throws the last refusal at the end: one that
+    refuses (here a broker, which does not serve PUT_KV_CONFIG) does not keep the write from the next."""
+    ns = cluster.namesrv_addr
+    async with Admin([cluster.broker_addr, ns]) as admin:
+        with pytest.raises(MQBrokerError) as refused:
+            await admin.put_kv_config("kv-ns", "k", "v")
+        assert refused.value.address == cluster.broker_addr
+    async with Admin(ns) as admin:
+        assert await admin.get_kv_config("kv-ns", "k") == "v"
