@@ -90,6 +90,10 @@ __all__ = ["Admin", "ConsumeStats", "ConsumerConnection", "OffsetWrapper", "Prod
 log = logging.getLogger(__name__)
 
 JAVA_LONG_MAX = (1 << 63) - 1
+#: Calls a broker relays to a client (running info, direct consumption) wait ``rpc_timeout`` times this, as
+#: DefaultMQAdminExtImpl's ``timeoutMillis * 3``: longer than the broker's own wait for the client (5 s), so its
+#: CONSUME_MSG_TIMEOUT answer arrives rather than our timeout.
+RELAYED_TIMEOUT_FACTOR = 3
 #: What a broker that does not answer raises: passed over where Java passes over a failing broker.
 BROKER_FAILURES = (MQClientError, RemotingError, OSError)
 
@@ -115,8 +119,14 @@ class Admin(AdminOps):
     def _timeout(self) -> float:
         return self.instance.config.rpc_timeout
 
-    async def _call(self, addr: str, cmd: RemotingCommand, *ok: int) -> RemotingCommand:
-        response = await self.instance.remoting.invoke(addr, cmd, self._timeout)
+    @property
+    def _relayed_timeout(self) -> float:
+        return self._timeout * RELAYED_TIMEOUT_FACTOR
+
+    async def _call(self, addr: str, cmd: RemotingCommand, *ok: int, timeout: float | None = None) -> RemotingCommand:
+        """``cmd`` to ``addr`` within ``timeout`` (default ``rpc_timeout``); an answer outside ``ok`` (default
+        SUCCESS) raises MQBrokerError."""
+        response = await self.instance.remoting.invoke(addr, cmd, timeout or self._timeout)
         if response.code not in (ok or (ResponseCode.SUCCESS,)):
             raise MQBrokerError(response.code, response.remark, addr)
         return response
@@ -136,13 +146,16 @@ class Admin(AdminOps):
             return response
         raise MQClientError(f"no name server of {', '.join(self.instance.config.namesrv_addr)} answered: {last}")
 
-    async def _first_answer(self, addrs: list[str], cmd: Callable[[], RemotingCommand]) -> RemotingCommand:
-        """``cmd()`` to each of ``addrs`` in turn until one answers SUCCESS. When none does: a broker's refusal
-        (MQBrokerError) is raised rather than a dead broker's transport error."""
+    async def _first_answer(
+        self, addrs: list[str], cmd: Callable[[], RemotingCommand], timeout: float | None = None
+    ) -> RemotingCommand:
+        """``cmd()`` to each of ``addrs`` in turn until one answers SUCCESS (within ``timeout``, default
+        ``rpc_timeout``). When none does: a broker's refusal (MQBrokerError) is raised rather than a dead broker's
+        transport error."""
         last: Exception | None = None
         for addr in addrs:
             try:
-                return await self._call(addr, cmd())
+                return await self._call(addr, cmd(), timeout=timeout)
             except BROKER_FAILURES as exc:
                 if last is None or not isinstance(last, MQBrokerError):
                     last = exc
@@ -342,6 +355,7 @@ class Admin(AdminOps):
         response = await self._first_answer(
             await self._group_brokers(group, reads=True),
             lambda: request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields),
+            self._relayed_timeout,
         )
         info = loads_fastjson(response.body)
         if not isinstance(info, dict):
@@ -356,7 +370,8 @@ class Admin(AdminOps):
             consumer_group=group, client_id=client_id, msg_id=offset_msg_id
         ).to_ext_fields()
         addr = f"{decoded.host}:{decoded.port}"
-        response = await self._call(addr, request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields))
+        cmd = request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields)
+        response = await self._call(addr, cmd, timeout=self._relayed_timeout)
         return dict(orjson.loads(bytes(response.body)))
 
     # -- messages ----------------------------------------------------------------------------------------------

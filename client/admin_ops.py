@@ -73,7 +73,7 @@ class AdminOps:
 
     instance: MQClientInstance
 
-    async def _call(self, addr: str, cmd: RemotingCommand, *ok: int) -> RemotingCommand:
+    async def _call(self, addr: str, cmd: RemotingCommand, *ok: int, timeout: float | None = None) -> RemotingCommand:
         raise NotImplementedError
 
     async def _namesrv_call(self, code: int, fields: dict[str, str] | None = None, *ok: int) -> RemotingCommand:

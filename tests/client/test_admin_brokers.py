@@ -1,7 +1,8 @@
 """Which brokers and name servers the admin client asks (DefaultMQAdminExtImpl / MQAdminImpl / MQClientAPIImpl of
 RocketMQ 4.9.8), and what it does when one does not answer: a group's calls ask only the brokers of its ``%RETRY%``
 topic, reads go to a slave while its master is down, CLEAN_UNUSED_TOPIC of a cluster reaches its slaves, a query by
-key passes over a dead broker of the topic, and name-server reads fail over and KV writes reach every name server."""
+key passes over a dead broker of the topic, name-server reads fail over and KV writes reach every name server, and
+calls a broker relays to a consumer wait longer than the broker does."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from client.message import Message
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode
-from tests.client.helpers import create_topic, register_dead_broker
+from tests.client.helpers import create_topic, register_dead_broker, wait_until
 from tests.conftest import SMALL_STORE
 from tests.threaded_cluster import ThreadedCluster
 
@@ -213,3 +214,35 @@ async def test_put_kv_config_reaches_every_name_server_then_raises_a_refusal(clu
         assert refused.value.address == cluster.broker_addr
     async with Admin(ns) as admin:
         assert await admin.get_kv_config("kv-ns", "k") == "v"
+
+
+# -- calls a broker relays to a consumer wait longer than the broker -----------------------------------------------
+
+
+async def test_consume_message_directly_waits_for_a_listener_that_takes_a_few_seconds(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DefaultMQAdminExtImpl.consumeMessageDirectly (and getConsumerRunningInfo) wait ``timeoutMillis * 3`` (15 s
+    with DefaultMQAdminExt's 5 s), longer than the broker's own wait for the client (Broker2Client.callClient:
+    10 s; ours FORWARD_TIMEOUT 5 s), so the caller gets the consumer's result or the broker's CONSUME_MSG_TIMEOUT:
+    a listener taking 4 s, longer than the 3 s rpc_timeout, still answers."""
+    ns = embedded_cluster.namesrv_addr
+    await create_topic(ns, "Direct", queues=1)
+    slow = False
+    seen: list[object] = []
+
+    async def listener(msgs: list[object]) -> ConsumeConcurrentlyStatus:
+        if slow:
+            await trio.sleep(4)
+        seen.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("direct-cg", ns)
+    consumer.subscribe("Direct")
+    consumer.register_message_listener(listener)
+    async with Producer("direct-pg", ns) as producer, consumer, Admin(ns) as admin:
+        sent = await producer.send(Message("Direct", b"again"))
+        await wait_until(lambda: len(seen) == 1)
+        slow = True
+        result = await admin.consume_message_directly("direct-cg", consumer.instance.client_id, sent.offset_msg_id)
+    assert result["consumeResult"] == "CR_SUCCESS"
