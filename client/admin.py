@@ -11,8 +11,9 @@ Usage::
 
 It owns a private :class:`~client.instance.MQClientInstance` (no producer or consumer registered, so it sends no
 heartbeats). A refusal raises :class:`~client.errors.MQBrokerError` with the server's code and remark; transport
-failures raise :class:`~remoting.errors.RemotingError`. The consume-stats, topic-stats and connection bodies are
-decoded with :mod:`remoting.codec.bodies.admin`, the same classes the broker encodes with.
+failures raise :class:`~remoting.errors.RemotingError`; a malformed msgId :class:`~client.errors.MQClientError`. The
+consume-stats, topic-stats and connection bodies are decoded with :mod:`remoting.codec.bodies.admin`, the same classes
+the broker encodes with.
 
 Which brokers a call asks, as DefaultMQAdminExtImpl / MQAdminImpl (``tools/.../DefaultMQAdminExtImpl.java``,
 ``client/.../impl/MQAdminImpl.java``): reads go to each broker of the topic's route, its master or, while the master
@@ -61,6 +62,7 @@ from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList, GroupList
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.errors import MessageDecodeError
 from remoting.codec.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
@@ -81,7 +83,7 @@ from remoting.codec.headers import (
 )
 from remoting.codec.java_properties import parse_properties
 from remoting.codec.message import MessageExt, decode_record, iter_records
-from remoting.codec.msgid import decode_offset_msg_id
+from remoting.codec.msgid import OffsetMsgId, decode_offset_msg_id
 from remoting.codec.topics import retry_topic
 from remoting.errors import RemotingError
 
@@ -365,7 +367,7 @@ class Admin(AdminOps):
     async def consume_message_directly(self, group: str, client_id: str, offset_msg_id: str) -> dict[str, object]:
         """CONSUME_MESSAGE_DIRECTLY: the broker storing ``offset_msg_id`` hands the message to the consumer's
         listener; returns the consumer's ConsumeMessageDirectlyResult (``consumeResult`` ``CR_SUCCESS``...)."""
-        decoded = decode_offset_msg_id(offset_msg_id)
+        decoded = _decode_msg_id(offset_msg_id)
         fields = ConsumeMessageDirectlyResultRequestHeader(
             consumer_group=group, client_id=client_id, msg_id=offset_msg_id
         ).to_ext_fields()
@@ -378,7 +380,7 @@ class Admin(AdminOps):
 
     async def query_msg_by_id(self, offset_msg_id: str) -> MessageExt:
         """VIEW_MESSAGE_BY_ID at the broker the offset msgId names."""
-        decoded = decode_offset_msg_id(offset_msg_id)
+        decoded = _decode_msg_id(offset_msg_id)
         addr = f"{decoded.host}:{decoded.port}"
         fields = ViewMessageRequestHeader(offset=decoded.phy_offset).to_ext_fields()
         response = await self._call(addr, request(RequestCode.VIEW_MESSAGE_BY_ID, fields))
@@ -475,3 +477,12 @@ class Admin(AdminOps):
 
 def _indexed_under(msg: MessageExt, key: str) -> bool:
     return key in msg.keys or msg.properties.get("UNIQ_KEY") == key
+
+
+def _decode_msg_id(offset_msg_id: str) -> OffsetMsgId:
+    """The store address and offset in an offset msgId; MQClientError when it is not one (MQAdminImpl.viewMessage's
+    NO_MESSAGE)."""
+    try:
+        return decode_offset_msg_id(offset_msg_id)
+    except MessageDecodeError as exc:
+        raise MQClientError(f"query message by id finished, but no message: {exc}") from exc

@@ -14,7 +14,7 @@ from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
-from client.errors import MQBrokerError
+from client.errors import MQBrokerError, MQClientError
 from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
@@ -177,3 +177,13 @@ async def test_query_by_key_drops_messages_of_another_topic_whose_index_hash_col
     async with Admin(ns) as admin:
         found = await admin.query_msg_by_key("TopicAa", "k")
     assert [(m.topic, m.body) for m in found] == [("TopicAa", b"mine")]
+
+
+@pytest.mark.anyio
+async def test_view_message_by_a_malformed_msg_id_raises_a_client_error(cluster: ThreadedCluster) -> None:
+    """A msgId that is not an offset msgId is MQClientError, as MQAdminImpl.viewMessage's NO_MESSAGE."""
+    async with Admin(cluster.namesrv_addr) as admin:
+        with pytest.raises(MQClientError, match="no message"):
+            await admin.query_msg_by_id("not-a-message-id")
+        with pytest.raises(MQClientError, match="no message"):
+            await admin.consume_message_directly("g", "client", "not-a-message-id")
