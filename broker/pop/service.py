@@ -19,8 +19,10 @@ Durability (docs/grpc.md#pop-consumption):
   attempt raised. Acks advance the offset and wake the receives waiting on the topic once the queue is free (RocketMQ's
   AckMessageProcessor.ackOrderly). That state (the pop time, invisible times, attempt counts) is saved after each
   change to ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start. It only speaks of
-  offsets the queue holds: a destroyed ConsumeQueue (topic deleted, messages expired) takes its state along, a topic
-  gone at start drops its state, and offsets outside the queue are forgotten at the next pop.
+  the queue's own messages: a destroyed ConsumeQueue (topic deleted, messages expired) takes its state along, a topic
+  gone at start drops its state, a state whose offsets the queue holds at other CommitLog offsets (the topic created
+  again meanwhile) is dropped at the next pop or ack, and so are offsets past the queue's end or below its start;
+  a message still in flight keeps its queue blocked though retention removed it.
 * **Tags** are matched on the consume queue's tags codes, then on the tag itself, since codes collide (Java's "Aa"
   and "BB"; RocketMQ's proxy re-checks it in PopMessageResultFilterImpl): what either skips counts as consumed, and
   the pop reads on past what the tag check dropped.
@@ -288,12 +290,13 @@ class PopService:
         self, group: str, topic: str, qid: int, want: int, invisible_ms: int, filters: _Filter, now: int
     ) -> list[Popped]:
         start = self._start_offset(group, topic, qid)
-        state = self._fifo_queue(group, topic, qid)
+        state = self._fifo_queue(group, topic, qid, now)
         if _fifo_blocked(state, now):
             return []  # one batch of a queue in flight at a time: order is kept per queue
         # A delivery is known by its pop time: a later one never shares an earlier one's (an invisible time of 0).
         pop_time = max(now, state.pop_time + 1)
         messages, next_offset = self._read(topic, qid, start, want, filters)
+        state.stored_at.update((m.queue_offset, m.commit_log_offset) for m in messages)
         # Offsets the filter skipped count as consumed (RocketMQ acks a message that does not match silently).
         returned = {m.queue_offset for m in messages}
         end = messages[-1].queue_offset + 1 if messages else next_offset
@@ -323,12 +326,19 @@ class PopService:
             self.fifo_persister.mark_dirty()
         return popped
 
-    def _fifo_queue(self, group: str, topic: str, qid: int) -> FifoQueue:
-        """The queue's FIFO state, without what speaks of offsets the queue no longer has (its messages expired, or
-        it lost its tail: recovery truncated it), which would block it or hand its new messages an old attempt."""
-        state = self._fifo.setdefault((group, topic, qid), FifoQueue())
+    def _fifo_queue(self, group: str, topic: str, qid: int, now: int) -> FifoQueue:
+        """The queue's FIFO state, none if it was written for another queue of that name (deleted and created again
+        while no pop service heard of it: its offsets hold other messages), and without what speaks of offsets the
+        queue no longer has (expired and no longer in flight, or a tail recovery truncated), which would block the
+        queue or hand its new messages an old attempt or skip them as acknowledged."""
         store = self.broker.store
-        if state.keep_within(store.min_offset_in_queue(topic, qid), store.max_offset_in_queue(topic, qid)):
+        state = self._fifo.get((group, topic, qid))
+        if state is None or not state.is_of(lambda offset: store.commit_log_offset_at(topic, qid, offset)):
+            if state is not None:
+                self.fifo_persister.mark_dirty()
+            state = self._fifo[(group, topic, qid)] = FifoQueue()
+        low, high = store.min_offset_in_queue(topic, qid), store.max_offset_in_queue(topic, qid)
+        if state.keep_within(low, high, now):
             self.fifo_persister.mark_dirty()
         return state
 
@@ -344,7 +354,8 @@ class PopService:
 
     def _fifo_snapshot(self) -> FifoTable:
         return {key: attrs.evolve(q, invisible_until=dict(q.invisible_until), attempts=dict(q.attempts),
-                                  acked=set(q.acked)) for key, q in self._fifo.items()}  # fmt: skip
+                                  acked=set(q.acked), stored_at=dict(q.stored_at))
+                for key, q in self._fifo.items()}  # fmt: skip
 
     @staticmethod
     def _fifo_done(state: FifoQueue, offset: int) -> None:
@@ -354,10 +365,8 @@ class PopService:
 
     def _fifo_advance(self, group: str, topic: str, qid: int, state: FifoQueue) -> None:
         """Commit the offset past every consumed offset at the queue's head."""
-        start = committed = self._start_offset(group, topic, qid)
-        while committed in state.acked:
-            state.acked.discard(committed)
-            committed += 1
+        start = self._start_offset(group, topic, qid)
+        committed = state.advance(start)
         if committed != start:
             self.broker.offsets.commit(group, topic, qid, committed)
 
@@ -384,7 +393,7 @@ class PopService:
         without order info, if the queue still holds it (else STALE); unlike Java's, which commits past it, the
         unacknowledged messages before it stay (they come again)."""
         qid, offset = handle.queue_id, handle.offset
-        state = self._fifo.setdefault((group, topic, qid), FifoQueue())
+        state = self._fifo_queue(group, topic, qid, now)
         if offset < self.broker.offsets.query(group, topic, qid) or offset in state.acked:
             return AckOutcome.STALE
         if not state.invisible_until:
@@ -412,22 +421,22 @@ class PopService:
         if real not in self.broker.topics:
             return AckOutcome.NOT_FOUND, None
         if handle.fifo:
-            return self._change_fifo(group, real, handle, now + invisible_ms)
+            return self._change_fifo(group, real, handle, now, now + invisible_ms)
         renewed = attrs.evolve(handle, pop_time=now, invisible_time=invisible_ms)
         self._write_ck(group, real, [renewed])
         self._write_ack(group, real, handle)
         return AckOutcome.OK, renewed
 
     def _change_fifo(
-        self, group: str, topic: str, handle: ReceiptHandle, visible_at: int
+        self, group: str, topic: str, handle: ReceiptHandle, now: int, visible_at: int
     ) -> tuple[AckOutcome, ReceiptHandle]:
         """ChangeInvisibleTimeProcessor.processChangeInvisibleTimeForOrder: the latest delivery's message stays
         invisible until ``visible_at``. The pop time stays, so every handle of this delivery still acks it. For a
         message acknowledged already or a handle of no delivery in flight nothing changes (STALE); Java answers
         SUCCESS and the new handle both ways."""
         renewed = attrs.evolve(handle, invisible_time=visible_at - handle.pop_time)
-        state = self._fifo.get((group, topic, handle.queue_id))
-        if state is None or not _current_fifo_delivery(state, handle):
+        state = self._fifo_queue(group, topic, handle.queue_id, now)
+        if not _current_fifo_delivery(state, handle):
             return AckOutcome.STALE, renewed
         state.invisible_until[handle.offset] = visible_at
         self.fifo_persister.mark_dirty()

@@ -1,7 +1,7 @@
-"""The orderly (FIFO) pop state across the life of its queue and its file: a queue deleted and created again, a
-state file from before the queue was recreated or written before the pop time was kept, a state lost in a kill -9,
-and changes of invisibility that no longer apply. Real embedded broker, the broker's PopService or the proxy's
-Trio-side activity, virtual time (``autojump_clock``)."""
+"""The orderly (FIFO) pop state across the life of its queue and its file: a queue deleted and created again, a state
+file from before the queue was recreated or written before the pop time was kept, retention under a message in flight, a
+state lost in a kill -9, and changes of invisibility that no longer apply. Real embedded broker, the broker's PopService
+or the proxy's Trio-side activity, virtual time (``autojump_clock``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from proxy.pb import service
 from proxy.startup import build_activity
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.proxy.test_consumer_rpcs import _ack_request, _activity, _messages, _receive_request
-from tests.proxy.test_pop import send, start_pop
+from tests.proxy.test_pop import SMALL_SEGMENTS, expire_old_segments, fill_a_segment, send, start_pop
 from tests.proxy.test_renew import md
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
@@ -126,24 +126,32 @@ async def test_the_ack_of_a_deleted_queues_fifo_message_does_not_acknowledge_the
     assert _pop_all(pop, "GOld", "FifoOld") == [(b"new-0", 1), (b"new-1", 1)]
 
 
+async def _state_saved_then_topic_deleted(
+    cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, group: str, topic: str, acked: tuple[int, ...]
+) -> None:
+    """``topic`` gets old-0, old-1, old-2, all popped FIFO by ``group`` for an hour, those at ``acked`` acked; the
+    state saved, the broker restarted without the gRPC front door (no pop service hears of it) deletes ``topic``."""
+    clock = use_virtual_store_clock(cluster)
+    await create_topic(cluster, topic, queues=1)
+    await send(cluster, topic, b"old-0", b"old-1", b"old-2")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(cluster, nursery)
+        old = pop.pop(group, topic, 32, _LONG_MS, None, fifo=True)
+        assert [pop.ack(group, topic, old[i].handle) for i in acked] == [AckOutcome.OK] * len(acked)
+        await _saved_and_stopped(pop, nursery, autojump_clock)
+    await _restart_broker(cluster, autojump_clock, clock)
+    await _delete_topic(cluster, topic, autojump_clock)
+
+
 @pytest.mark.parametrize("recreated", ["while the pop service is down", "after it started"])
 async def test_a_state_file_from_before_its_queue_was_recreated_does_not_apply_to_the_new_queue(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, recreated: str
 ) -> None:
-    """The broker ran without the gRPC front door (no pop service to hear of it) while a topic was deleted: the
-    state file still speaks of the old queue. A topic gone at load is dropped (ConsumerOrderInfoManager.autoClean);
-    one created again meanwhile keeps only what lies within its queue, so neither blocks nor raises the attempt of
-    its new messages."""
-    clock = use_virtual_store_clock(embedded_cluster)
-    await create_topic(embedded_cluster, "FifoFile", queues=1)
-    await send(embedded_cluster, "FifoFile", b"old-0", b"old-1", b"old-2")
-    async with trio.open_nursery() as nursery:
-        pop, _ = await start_pop(embedded_cluster, nursery)
-        old = pop.pop("GFile", "FifoFile", 32, _LONG_MS, None, fifo=True)
-        assert pop.ack("GFile", "FifoFile", old[0].handle) is AckOutcome.OK
-        await _saved_and_stopped(pop, nursery, autojump_clock)
-    await _restart_broker(embedded_cluster, autojump_clock, clock)
-    await _delete_topic(embedded_cluster, "FifoFile", autojump_clock)
+    """The broker ran without the gRPC front door (no pop service to hear of it) while a topic was deleted: the state
+    file still speaks of the old queue. A topic gone at load is dropped (ConsumerOrderInfoManager.autoClean); one
+    created again meanwhile keeps nothing of the old queue (see the next test), so neither blocks nor raises the attempt
+    of its new messages."""
+    await _state_saved_then_topic_deleted(embedded_cluster, autojump_clock, "GFile", "FifoFile", acked=(0,))
     if recreated == "while the pop service is down":
         await create_topic(embedded_cluster, "FifoFile", queues=1)
         await send(embedded_cluster, "FifoFile", b"new-0")
@@ -153,6 +161,51 @@ async def test_a_state_file_from_before_its_queue_was_recreated_does_not_apply_t
             await create_topic(embedded_cluster, "FifoFile", queues=1)
             await send(embedded_cluster, "FifoFile", b"new-0")
         assert _pop_all(pop, "GFile", "FifoFile") == [(b"new-0", 1)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_queue_recreated_while_the_pop_service_was_down_and_refilled_past_the_old_offsets_starts_afresh(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The state file speaks of the deleted queue (offset 1 in flight, offset 2 acknowledged ahead) and the queue
+    created again holds offsets 1 and 2 before the first FIFO pop: their messages lie at other CommitLog offsets, so
+    the state is the old queue's and goes; new-1 is not blocked for the old hour nor handed out at attempt 2, and
+    new-2 is not skipped as acknowledged."""
+    await _state_saved_then_topic_deleted(embedded_cluster, autojump_clock, "GRef", "FifoRef", acked=(0, 2))
+    await create_topic(embedded_cluster, "FifoRef", queues=1)
+    await send(embedded_cluster, "FifoRef", b"new-0", b"new-1", b"new-2")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        handed = _pop_all(pop, "GRef", "FifoRef")
+        await trio.sleep(_LONG_MS / 1000 + 1)
+        handed += _pop_all(pop, "GRef", "FifoRef")
+        assert handed == [(b"new-0", 1), (b"new-1", 1), (b"new-2", 1)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_retention_moving_the_min_offset_past_an_in_flight_fifo_message_keeps_the_queue_blocked(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Retention deletes the CommitLog segment of a FIFO message in flight and the queue's min offset moves past
+    it: the queue stays blocked until the message is acked (or visible again), as RocketMQ's popMsgFromQueue asks
+    ConsumerOrderInfoManager.checkBlock before it reads, whatever the min offset; the ack then frees the queue."""
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_SEGMENTS) as cluster, trio.open_nursery() as nursery:
+        use_virtual_store_clock(cluster)
+        pop, _ = await start_pop(cluster, nursery)
+        await create_topic(cluster, "FifoRet", queues=1)
+        await send(cluster, "FifoRet", b"a")
+        assert _pop_all(pop, "GRet", "FifoRet") == [(b"a", 1)]  # the group's offset is committed: 1
+        await send(cluster, "FifoRet", b"m0")
+        [first] = pop.pop("GRet", "FifoRet", 32, _LONG_MS, None, fifo=True)
+        assert first.message.body == b"m0"
+        await fill_a_segment(cluster)
+        await send(cluster, "FifoRet", b"m1")
+        await expire_old_segments(cluster, autojump_clock)
+        assert cluster.controller.context.store.min_offset_in_queue("FifoRet", 0) == 2  # m0 still in the client's hands
+        then = pop.pop("GRet", "FifoRet", 32, _LONG_MS, None, fifo=True)
+        assert [p.message.body for p in then] == [], "m1 handed out while m0 of the same FIFO queue is in flight"
+        assert pop.ack("GRet", "FifoRet", first.handle) is AckOutcome.OK
+        assert _pop_all(pop, "GRet", "FifoRet") == [(b"m1", 1)]
         nursery.cancel_scope.cancel()
 
 

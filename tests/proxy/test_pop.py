@@ -5,6 +5,9 @@ are sent by our 4.x client."""
 
 from __future__ import annotations
 
+import math
+import os
+
 import attrs
 import pytest
 import trio
@@ -17,6 +20,7 @@ from client.producer import Producer
 from processors.filter import compile_sql92
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.message import decode_record
+from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 INVISIBLE = 30_000
@@ -46,6 +50,29 @@ async def send(cluster: EmbeddedCluster, topic: str, *bodies: bytes, tags: str |
 
 async def pop_all(pop: PopService, group: str, topic: str, invisible: int = INVISIBLE, **kw: bool) -> list[Popped]:
     return pop.pop(group, topic, 32, invisible, None, **kw)
+
+
+#: Store settings with 64 KiB CommitLog segments, so a few large messages fill one and retention can delete it.
+SMALL_SEGMENTS = {**SMALL_STORE, "mapped_file_size_commit_log": 64 << 10}
+
+
+async def fill_a_segment(cluster: EmbeddedCluster) -> None:
+    """Six 30 KB messages into topic ``Filler`` (created here): the CommitLog segments before them are full."""
+    await create_topic(cluster, "Filler", queues=1)
+    await send(cluster, "Filler", *(os.urandom(30_000) for _ in range(6)))
+
+
+async def expire_old_segments(cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock) -> None:
+    """Retention as on a disk above diskSpaceCleanForciblyRatio: every flushed CommitLog segment but the newest goes
+    (virtual time stands still while the files go)."""
+    store = cluster.controller.context.store
+    autojump_clock.autojump_threshold = math.inf
+    store.flush_all_blocking()
+    config = store.config
+    store.config = attrs.evolve(config, disk_usage_ratio=lambda _path: 0.87)  # above the forcible ratio
+    assert await store.retention.check_once() >= 1
+    store.config = config
+    autojump_clock.autojump_threshold = 0
 
 
 async def test_unacked_message_comes_back_after_its_invisible_time_with_attempt_two(
