@@ -23,6 +23,7 @@ Durability (docs/grpc.md#pop-consumption):
   gone at start drops its state, a state whose offsets the queue holds at other CommitLog offsets (the topic created
   again meanwhile) is dropped at the next pop or ack, and so are offsets past the queue's end or below its start;
   a message still in flight keeps its queue blocked though retention removed it.
+* **A group without an offset** starts where PopMessageProcessor.getInitOffset does and commits that start.
 * **Tags** are matched on the consume queue's tags codes, then on the tag itself, since codes collide (Java's "Aa"
   and "BB"; RocketMQ's proxy re-checks it in PopMessageResultFilterImpl): what either skips counts as consumed, and
   the pop reads on past what the tag check dropped.
@@ -54,7 +55,7 @@ from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.record_copy import record_from_stored
-from remoting.codec.topics import dlq_topic
+from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from store.get_message import PropertyFilter, TagFilter
 from store.metadata_files import PERM_READ
 
@@ -228,15 +229,17 @@ class PopService:
         return out
 
     def _start_offset(self, group: str, topic: str, qid: int) -> int:
-        """Where the group's next pop of the queue reads: its committed offset, within the queue. One past the
-        queue's end (the queue lost its tail: recreated, or truncated by recovery) is committed back to the end, as
+        """Where the group's next pop of the queue reads: its committed offset, within the queue. Without one it
+        starts where :func:`_init_offset` says and commits that start (PopMessageProcessor.getInitOffset with
+        ``init``), so the next pop goes on from there rather than from the queue's end again. One past the queue's
+        end (the queue lost its tail: recreated, or truncated by recovery) is committed back to the end, as
         RocketMQ's popMsgFromQueue commits the next begin offset of OFFSET_OVERFLOW_BADLY."""
         store, offsets = self.broker.store, self.broker.offsets
         committed = offsets.query(group, topic, qid)
         low, high = store.min_offset_in_queue(topic, qid), store.max_offset_in_queue(topic, qid)
         if committed < 0:
-            # RocketMQ's ConsumeInitMode.MAX: the end of the queue, unless it still starts at 0 (a fresh queue).
-            committed = low if low == 0 else high
+            committed = _init_offset(topic, low, high)
+            offsets.commit(group, topic, qid, committed)
         elif committed > high:
             offsets.commit(group, topic, qid, high)
             committed = high
@@ -508,6 +511,16 @@ class PopService:
 async def _set_then_cancel(event: trio.Event, scope: trio.CancelScope) -> None:
     await event.wait()
     scope.cancel()
+
+
+def _init_offset(topic: str, low: int, high: int) -> int:
+    """Where a group without a committed offset starts a queue ``[low, high)``, as PopMessageProcessor.getInitOffset
+    with the proxy's ConsumeInitMode.MAX: a retry topic at its start; any other at 0 while the queue still begins
+    there (ours: Java asks whether offset 0 is still in memory), else at its last message ("pop last one, then commit
+    offset")."""
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or low == 0:
+        return low
+    return max(high - 1, 0)
 
 
 def _fifo_blocked(state: FifoQueue, now: int) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 import attrs
 import pytest
@@ -224,6 +225,34 @@ async def test_a_committed_offset_past_the_queues_end_is_moved_back_to_it(
     assert offsets.query("GO", "PopO", 0) == 2
     await send(embedded_cluster, "PopO", b"c")
     assert [p.message.body for p in await pop_all(pop, "GO", "PopO")] == [b"c"]
+
+
+async def test_a_new_pop_group_on_a_queue_whose_min_offset_moved_starts_at_its_last_message_and_goes_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A group without a committed offset on a queue that no longer starts at 0 starts at its last message and
+    commits that start, as PopMessageProcessor.getInitOffset (``init``: "pop last one, then commit offset"): the
+    next pop goes on from there. Without the commit each pop started at the queue's end again, and the group
+    (normal or FIFO) never received a message of that queue."""
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_SEGMENTS) as cluster, trio.open_nursery() as nursery:
+        use_virtual_store_clock(cluster)
+        pop, _ = await start_pop(cluster, nursery)
+        await create_topic(cluster, "Aged", queues=1)
+        await send(cluster, "Aged", b"old")
+        await fill_a_segment(cluster)
+        await send(cluster, "Aged", b"kept")
+        await expire_old_segments(cluster, autojump_clock)
+        assert cluster.controller.context.store.min_offset_in_queue("Aged", 0) == 1
+        handed = {group: [] for group in ("GNew", "GNewFifo")}
+        for body in (None, b"new"):
+            if body:
+                await send(cluster, "Aged", body)
+            handed["GNew"] += [p.message.body for p in await pop_all(pop, "GNew", "Aged")]
+            for p in await pop_all(pop, "GNewFifo", "Aged", fifo=True):
+                handed["GNewFifo"].append(p.message.body)
+                assert pop.ack("GNewFifo", "Aged", p.handle) is AckOutcome.OK
+        assert handed == {"GNew": [b"kept", b"new"], "GNewFifo": [b"kept", b"new"]}
+        nursery.cancel_scope.cancel()
 
 
 async def test_fifo_queue_hands_out_one_batch_at_a_time_in_order(
