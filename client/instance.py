@@ -122,7 +122,8 @@ class MQClientInstance:
         self._remoting: RemotingClient | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._rebalance_wanted = anyio.Event()
-        self._namesrv_index = random.randrange(len(config.namesrv_addr))
+        # A random start (Java's NettyRemotingClient); without name servers a lookup raises TopicRouteNotFoundError.
+        self._namesrv_index = random.randrange(len(config.namesrv_addr)) if config.namesrv_addr else 0
         self._route_locks: dict[str, anyio.Lock] = {}
         self._greeted: set[str] = set()  # broker addresses a heartbeat was attempted to
         self._routes_version = 0  # bumped whenever a route is stored or forgotten
@@ -258,28 +259,29 @@ class MQClientInstance:
             return route
         raise TopicRouteNotFoundError(topic, addrs, "; ".join(causes) or None)
 
-    async def fetch_route(self, topic: str) -> TopicRouteData:
+    async def fetch_route(self, topic: str, *, wait_greeting: bool = False) -> TopicRouteData:
         """:meth:`query_route`, then :meth:`adopt_route`: the route the name servers have now, cached."""
-        return await self.adopt_route(topic, await self.query_route(topic))
+        return await self.adopt_route(topic, await self.query_route(topic), wait_greeting=wait_greeting)
 
-    async def adopt_route(self, topic: str, route: TopicRouteData) -> TopicRouteData:
-        """Cache ``route`` for ``topic`` unless the cached one equals it (then the cached object is returned: callers
-        compare by identity), and greet the brokers it newly names (:meth:`_greet_new_brokers`).
+    async def adopt_route(self, topic: str, route: TopicRouteData, *, wait_greeting: bool = False) -> TopicRouteData:
+        """Store ``route`` for ``topic`` as the newest route (the cached object when equal to it: callers compare by
+        identity), and greet the brokers it newly names (:meth:`_greet_new_brokers`).
 
         A broker serves a consumer group's pulls and lists its members (rebalance) only once a heartbeat registered
-        the client, so with consumers registered this waits for the greeting, at most ``rpc_timeout`` (the heartbeats
-        run concurrently). Producers never wait: Java's ``tryToFindTopicPublishInfo`` only asks the name server."""
-        if self.routes.get(topic) != route:
-            self.store_route(topic, route)
-        else:
-            route = self.routes[topic]
+        the client, so consumers pass ``wait_greeting`` to wait for the greeting, at most ``rpc_timeout`` (the
+        heartbeats run concurrently). Producers do not: Java's ``tryToFindTopicPublishInfo`` only asks the name
+        server, and a producer sharing its instance with a consumer must not wait for the consumer's sake."""
+        cached = self.routes.get(topic)
+        if cached is not None and cached == route:
+            route = cached
+        self.store_route(topic, route)
         greeting = self._greet_new_brokers()
-        if greeting is not None and self.consumers:
+        if greeting is not None and wait_greeting:
             with anyio.move_on_after(self.config.rpc_timeout):
                 await greeting.wait()
         return route
 
-    async def route(self, topic: str) -> TopicRouteData:
+    async def route(self, topic: str, *, wait_greeting: bool = False) -> TopicRouteData:
         """The cached route of ``topic``, fetched (once, even under concurrent callers) when unknown."""
         cached = self.routes.get(topic)
         if cached is not None:
@@ -287,11 +289,13 @@ class MQClientInstance:
         lock = self._route_locks.setdefault(topic, anyio.Lock())
         async with lock:
             cached = self.routes.get(topic)
-            return cached if cached is not None else await self.fetch_route(topic)
+            return cached if cached is not None else await self.fetch_route(topic, wait_greeting=wait_greeting)
 
     def store_route(self, topic: str, route: TopicRouteData) -> None:
         """Cache ``route`` for ``topic`` as the newest route: its broker addresses now win over those of routes
-        stored before (:meth:`broker_table`). The one way routes enter the cache."""
+        stored before (:meth:`broker_table`). The one way routes enter the cache; every route re-read from a name
+        server is stored again (equal or not), so a route the name server no longer has (a deleted topic's) cannot
+        stay newer than the routes still being refreshed."""
         self.routes.pop(topic, None)
         self.routes[topic] = route
         self._routes_version += 1

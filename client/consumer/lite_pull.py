@@ -171,13 +171,13 @@ class LitePullConsumer(LitePullWorker):
         if self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         self.rebalance.subscriptions[topic] = build_subscription(topic, expression, expression_type)
-        await self.instance.fetch_route(topic)
+        await self.instance.fetch_route(topic, wait_greeting=True)
         await self.instance.send_heartbeat_to_all_brokers()
         await self.rebalance.do_rebalance()
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """Every readable queue of ``topic``."""
-        return subscribe_queues(topic, await self.instance.fetch_route(topic))
+        return subscribe_queues(topic, await self.instance.fetch_route(topic, wait_greeting=True))
 
     async def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
         """Consume exactly ``mqs`` (no rebalance). Each queue's pull task computes its start offset (from the
@@ -193,7 +193,7 @@ class LitePullConsumer(LitePullWorker):
             by_topic.setdefault(mq.topic, set()).add(mq)
         for topic in by_topic:
             self.rebalance.subscriptions.setdefault(topic, build_subscription(topic, expression))
-            await self.instance.route(topic)
+            await self.instance.route(topic, wait_greeting=True)
         for topic in {mq.topic for mq in self.rebalance.process_queues} | set(by_topic):
             await self.rebalance.remove_unallocated(topic, by_topic.get(topic, set()))
         for mq in sorted(wanted - set(self.rebalance.process_queues)):
@@ -242,7 +242,7 @@ class LitePullConsumer(LitePullWorker):
             },
             "subscriptionSet": [s.to_json() for s in self.rebalance.subscriptions.values()],
             "mqTable": {
-                mq: {"commitOffset": st.consumed_offset or 0, "cachedMsgCount": st.pq.msg_count}
+                mq: st.pq.info(st.consumed_offset or 0, anyio.current_time(), round(time.time() * 1000))
                 for mq, st in self._queues.items()
             },
         }
@@ -360,7 +360,7 @@ class LitePullConsumer(LitePullWorker):
             raise MQClientError(f"seek offset {offset} of {mq} is outside [{low}, {high}]")
         if state.scope is not None:
             state.scope.cancel()
-        fresh = QueueState(ProcessQueue(), offset, consumed_offset=offset)
+        fresh = QueueState(ProcessQueue.created_at(anyio.current_time()), offset, consumed_offset=offset)
         state.pq.dropped = True
         self._queues[mq] = fresh
         if self.auto_commit:
@@ -384,7 +384,7 @@ class LitePullConsumer(LitePullWorker):
         """The offset of ``mq`` whose message was stored closest to ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
         addr = self.instance.find_broker_address(mq.broker_name, master=False)
         if addr is None:
-            await self.instance.fetch_route(mq.topic)
+            await self.instance.fetch_route(mq.topic, wait_greeting=True)
             addr = self.instance.find_broker_address(mq.broker_name, master=False)
         if addr is None:
             raise MQClientError(f"no address for broker {mq.broker_name}")

@@ -100,7 +100,7 @@ class RemoteBrokerOffsetStore(_Table):
         instance = self.instance
         addr = instance.find_broker_address(mq.broker_name)
         if addr is None:
-            await instance.fetch_route(mq.topic)
+            await instance.fetch_route(mq.topic, wait_greeting=True)
             found = instance.find_broker_address_in_subscribe(
                 mq.broker_name, MASTER_ID, only_this_broker=False, topic=mq.topic
             )

@@ -40,6 +40,11 @@ class ProcessQueue:
     last_pull_time: float = 0.0
     last_consume_time: float = 0.0
 
+    @classmethod
+    def created_at(cls, now: float) -> ProcessQueue:
+        """A queue whose lock, pull and consume times start at ``now``, as Java's constructor sets them."""
+        return cls(last_lock_time=now, last_pull_time=now, last_consume_time=now)
+
     def put_messages(self, msgs: list[MessageExt]) -> None:
         """Add pulled messages (duplicates of offsets already held are ignored)."""
         # Locals, one counter update per batch, and an append for the usual ascending offset: put_messages was
@@ -153,3 +158,29 @@ class ProcessQueue:
 
     def lock_expired(self, now: float) -> bool:
         return now - self.last_lock_time > LOCK_MAX_LIVE
+
+    def info(self, commit_offset: int, now: float, now_ms: int) -> dict[str, int | bool]:
+        """Java's ``ProcessQueueInfo`` (``fillProcessQueueInfo``) with ``commit_offset``, as in running info: its
+        times in wall-clock ms, converted from the loop clock where ``now`` (loop) is ``now_ms`` (wall). Unlocks are
+        not retried here (Java's ``tryUnlockTimes`` counts them): 0."""
+
+        def wall_ms(t: float) -> int:
+            return now_ms - round((now - t) * 1000)
+
+        cached, consuming = self._offsets, sorted(self._consuming) if self._consuming else []
+        return {
+            "commitOffset": commit_offset,
+            "cachedMsgMinOffset": cached[0] if cached else 0,
+            "cachedMsgMaxOffset": cached[-1] if cached else 0,
+            "cachedMsgCount": len(cached),
+            "cachedMsgSizeInMiB": self.msg_size // (1024 * 1024),
+            "transactionMsgMinOffset": consuming[0] if consuming else 0,
+            "transactionMsgMaxOffset": consuming[-1] if consuming else 0,
+            "transactionMsgCount": len(consuming),
+            "locked": self.locked,
+            "tryUnlockTimes": 0,
+            "lastLockTimestamp": wall_ms(self.last_lock_time),
+            "droped": self.dropped,
+            "lastPullTimestamp": wall_ms(self.last_pull_time),
+            "lastConsumeTimestamp": wall_ms(self.last_consume_time),
+        }

@@ -44,7 +44,7 @@ class PullTargets:
             mq.broker_name, broker_id, only_this_broker=False, topic=mq.topic
         )
         if found is None:
-            await instance.fetch_route(mq.topic)
+            await instance.fetch_route(mq.topic, wait_greeting=True)
             found = instance.find_broker_address_in_subscribe(
                 mq.broker_name, broker_id, only_this_broker=False, topic=mq.topic
             )
@@ -55,7 +55,7 @@ class PullTargets:
     async def refresh(self, mq: MessageQueue) -> None:
         """After a failed pull: the queue's route again (a name server that fails too is ignored)."""
         with contextlib.suppress(TopicRouteNotFoundError):
-            await self.instance.fetch_route(mq.topic)
+            await self.instance.fetch_route(mq.topic, wait_greeting=True)
 
     def forget(self, mq: MessageQueue) -> None:
         self._which.pop(mq, None)

@@ -190,7 +190,7 @@ class PushConsumer:
 
     async def _announce_subscription(self, topic: str) -> None:
         try:
-            await self.instance.fetch_route(topic)
+            await self.instance.fetch_route(topic, wait_greeting=True)
         except Exception as exc:
             log.info("consumer %s: %s", self._group, exc)
         await self.instance.send_heartbeat_to_all_brokers()
@@ -250,7 +250,7 @@ class PushConsumer:
                 await self.trace.start()
             for topic in list(self.rebalance.subscriptions):
                 try:
-                    await self.instance.fetch_route(topic)
+                    await self.instance.fetch_route(topic, wait_greeting=True)
                 except Exception as exc:
                     log.info("consumer %s: %s", self._group, exc)
             await self._check_client_in_brokers()
@@ -364,7 +364,9 @@ class PushConsumer:
 
     def running_info(self) -> dict[str, Any]:
         """Java's ``DefaultMQPushConsumerImpl.consumerRunningInfo``: the settings Java lists under their field names
-        (``MixAll.object2Properties``), the orderly flag, the consume concurrency and the start time."""
+        (``MixAll.object2Properties``), the orderly flag, the consume concurrency and the start time, and each owned
+        queue's ``ProcessQueueInfo``."""
+        now, now_ms = anyio.current_time(), round(time.time() * 1000)
         return {
             "properties": {
                 "consumerGroup": self._group,
@@ -384,13 +386,7 @@ class PushConsumer:
             },
             "subscriptionSet": [sub.to_json() for sub in self.rebalance.subscriptions.values()],
             "mqTable": {
-                mq: {
-                    "commitOffset": self.offset_store.read_memory(mq) or 0,
-                    "cachedMsgCount": pq.msg_count,
-                    "cachedMsgSizeInMiB": pq.msg_size // (1024 * 1024),
-                    "locked": pq.locked,
-                    "droped": pq.dropped,
-                }
+                mq: pq.info(self.offset_store.read_memory(mq) or 0, now, now_ms)
                 for mq, pq in self.rebalance.process_queues.items()
             },
         }

@@ -110,7 +110,7 @@ class Rebalance:
                 await self._remove(mq)
 
     async def _rebalance_topic(self, topic: str) -> None:
-        route = await self.instance.route(topic)
+        route = await self.instance.route(topic, wait_greeting=True)
         mq_all = subscribe_queues(topic, route)
         if self.message_model is MessageModel.BROADCASTING:
             allocated = set(mq_all)
@@ -152,10 +152,8 @@ class Rebalance:
                 log.warning("queue %s not added this round, its offset is unknown: %s", mq, exc)
                 self.incomplete = True
                 continue
-            pq = self.process_queues[mq] = ProcessQueue()
-            if self.orderly:
-                pq.locked = True
-                pq.last_lock_time = anyio.current_time()
+            pq = self.process_queues[mq] = ProcessQueue.created_at(anyio.current_time())
+            pq.locked = self.orderly
             self.owner.on_queue_added(mq, pq, offset)
 
     async def remove_unallocated(self, topic: str, allocated: set[MessageQueue]) -> None:
@@ -168,7 +166,7 @@ class Rebalance:
         """Own ``mq`` without computing its start offset (the lite pull consumer's assign mode: its pull task
         computes it, retrying while the broker does not answer). Not for orderly consumers (no lock is taken)."""
         self.offset_store.remove(mq)
-        pq = self.process_queues[mq] = ProcessQueue()
+        pq = self.process_queues[mq] = ProcessQueue.created_at(anyio.current_time())
         return pq
 
     async def remove_process_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:

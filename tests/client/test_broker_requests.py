@@ -75,6 +75,28 @@ async def test_running_info_carries_the_properties_java_admin_tools_read(cluster
     assert (props["consumerGroup"], props["messageModel"]) == ("cg-runinfo", "CLUSTERING")  # Java's field names
 
 
+async def test_running_info_process_queues_carry_the_fields_javas_consumer_status_reads(
+    cluster: ThreadedCluster,
+) -> None:
+    """Past analyzeSubscription, ``mqadmin consumerStatus`` runs ConsumerRunningInfo.analyzeProcessQueue, which reads
+    each ProcessQueueInfo's lastConsumeTimestamp (concurrent) or locked / lastLockTimestamp / tryUnlockTimes
+    (orderly): missing, they read as 0 and every queue holding messages is reported blocked. Each mqTable entry has
+    every ProcessQueueInfo field, its times in wall-clock ms."""
+    await create_topic(cluster.namesrv_addr, "RunTs", queues=1)
+    consumer = _consumer(cluster, "cg-runts", "RunTs", [])
+    async with consumer, Admin(cluster.namesrv_addr) as admin:
+        info = await admin.consumer_running_info("cg-runts", consumer.instance.client_id)
+    fields = {
+        "commitOffset", "cachedMsgMinOffset", "cachedMsgMaxOffset", "cachedMsgCount", "cachedMsgSizeInMiB",
+        "transactionMsgMinOffset", "transactionMsgMaxOffset", "transactionMsgCount", "locked", "tryUnlockTimes",
+        "lastLockTimestamp", "droped", "lastPullTimestamp", "lastConsumeTimestamp",
+    }  # fmt: skip
+    assert info["mqTable"]
+    for pq in info["mqTable"].values():
+        assert set(pq) == fields
+        assert pq["lastConsumeTimestamp"] >= int(info["properties"]["PROP_CONSUMER_START_TIMESTAMP"]) - 1000
+
+
 async def test_consume_message_directly_shows_a_retry_message_under_its_original_topic(
     cluster: ThreadedCluster,
 ) -> None:

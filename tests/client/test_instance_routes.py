@@ -13,11 +13,16 @@ import trio.testing
 from broker.controller import BrokerController
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
+from client.config import ClientConfig
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
+from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.codec.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
 from tests.client.test_master_watch import register_as_master, silent_master
 
 
@@ -29,6 +34,12 @@ async def _move_broker(cluster: EmbeddedCluster, nursery: trio.Nursery) -> str:
     controller = BrokerController(config)
     await nursery.start(controller.serve)
     return controller.broker_addr
+
+
+async def _delete_in_namesrv(client: RemotingClient, namesrv: str, topic: str) -> None:
+    fields = DeleteTopicFromNamesrvRequestHeader(topic=topic).to_ext_fields()
+    answer = await client.invoke(namesrv, request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields), 3)
+    assert answer.code == ResponseCode.SUCCESS
 
 
 async def test_a_moved_master_is_found_although_the_tbw102_route_was_cached_first(
@@ -50,6 +61,12 @@ async def test_a_moved_master_is_found_although_the_tbw102_route_was_cached_firs
             assert producer.instance.find_broker_address("broker-a") == new
             assert producer.instance.broker_addresses(masters_only=False) == [new]  # heartbeats go there only
         nursery.cancel_scope.cancel()
+
+
+async def _delete_in_namesrv(client: RemotingClient, namesrv: str, topic: str) -> None:
+    fields = DeleteTopicFromNamesrvRequestHeader(topic=topic).to_ext_fields()
+    answer = await client.invoke(namesrv, request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields), 3)
+    assert answer.code == ResponseCode.SUCCESS
 
 
 async def test_a_moved_master_is_found_although_a_deleted_topic_cached_first_keeps_its_old_route(
@@ -76,6 +93,14 @@ async def test_a_moved_master_is_found_although_a_deleted_topic_cached_first_kee
         nursery.cancel_scope.cancel()
 
 
+async def _publish_info_took(producer: Producer, topic: str, broker_name: str) -> float:
+    """How long ``producer``'s lookup of ``topic`` took (virtual time); its queues are all ``broker_name``'s."""
+    started = trio.current_time()
+    info = await producer.publish_info(topic)
+    assert {mq.broker_name for mq in info.message_queues} == {broker_name}
+    return trio.current_time() - started
+
+
 async def test_a_producers_route_lookup_does_not_wait_for_a_heartbeat_to_an_unresponsive_broker(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -87,11 +112,34 @@ async def test_a_producers_route_lookup_does_not_wait_for_a_heartbeat_to_an_unre
         silent = await silent_master(nursery)
         await register_as_master(client, cluster.namesrv_addr, silent, topic="Elsewhere", broker_name="broker-b")
         async with Producer("pg-greet", cluster.namesrv_addr) as producer:
-            started = trio.current_time()
-            info = await producer.publish_info("Elsewhere")
-            took = trio.current_time() - started
-            assert {mq.broker_name for mq in info.message_queues} == {"broker-b"}
-            assert took < 1.0, took
+            assert await _publish_info_took(producer, "Elsewhere", "broker-b") < 1.0
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_deleted_topics_route_cached_last_does_not_hide_the_master_that_came_back(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """broker-a's master moves away (a silent listener registers as master, as a new DLedger leader) and back (the
+    real broker registers again). Meanwhile the producer cached a topic's route naming the interim master, and that
+    topic is deleted. A route re-read from the name server is stored again even when equal to its cached copy, so
+    the routes still in use stay newer than the deleted topic's: the sends follow the master that came back."""
+    cluster = embedded_cluster
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic("Stay", read_queue_nums=1, write_queue_nums=1)
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+        async with Producer("pg-back", cluster.namesrv_addr, send_msg_timeout=3.0) as producer:
+            await producer.send(Message("Stay", b"a"))  # Stay's route cached: the real master
+            interim = await silent_master(nursery)
+            await register_as_master(client, cluster.namesrv_addr, interim, topic="Gone")
+            await producer.publish_info("Gone")  # Gone's route cached last: the interim master
+            cluster.controller.registration.trigger()  # the real broker is broker-a's master again
+            await trio.sleep(1)
+            await _delete_in_namesrv(client, cluster.namesrv_addr, "Gone")
+            await trio.sleep(35)  # the route poll: Stay as cached, Gone TOPIC_NOT_EXIST
+            assert producer.instance.routes["Stay"].broker_datas[0].master_addr == cluster.broker_addr
+            result = await producer.send(Message("Stay", b"b"))
+            assert result.broker_name == "broker-a"
+            assert producer.instance.find_broker_address("broker-a") == cluster.broker_addr
         nursery.cancel_scope.cancel()
 
 
@@ -116,8 +164,29 @@ async def test_a_consumers_route_lookup_waits_for_new_brokers_heartbeats_at_most
                 silent = await silent_master(nursery)
                 await register_as_master(client, cluster.namesrv_addr, silent, topic="Elsewhere", broker_name=name)
             started = trio.current_time()
-            route = await consumer.instance.fetch_route("Elsewhere")
+            route = await consumer.instance.fetch_route("Elsewhere", wait_greeting=True)
             took = trio.current_time() - started
             assert {bd.broker_name for bd in route.broker_datas} == {"broker-b", "broker-c"}
             assert 0 < took <= consumer.instance.config.rpc_timeout, took
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_producers_route_lookup_does_not_wait_for_heartbeats_in_an_instance_shared_with_a_consumer(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Only a consumer's own lookups wait for the heartbeats to new brokers: a producer sharing its instance with a
+    consumer (Java's default: one MQClientInstance per process) is not held rpc_timeout (3 s) by a broker that
+    never answers the heartbeat."""
+    cluster = embedded_cluster
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic("Here", read_queue_nums=1, write_queue_nums=1)
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+        silent = await silent_master(nursery)
+        await register_as_master(client, cluster.namesrv_addr, silent, topic="Elsewhere", broker_name="broker-b")
+        instance = MQClientInstance(ClientConfig(namesrv_addr=cluster.namesrv_addr))
+        consumer = PushConsumer("cg-shared", instance=instance)
+        consumer.subscribe("Here")
+        consumer.register_message_listener(_listener)
+        async with instance, consumer, Producer("pg-shared", instance=instance) as producer:
+            assert await _publish_info_took(producer, "Elsewhere", "broker-b") < 1.0
         nursery.cancel_scope.cancel()

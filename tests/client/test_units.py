@@ -17,7 +17,7 @@ from client.consumer.listener import exception_simple_desc
 from client.consumer.offset_store import LocalFileOffsetStore
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import build_subscription, tag_filter
-from client.errors import ClientStateError, MessageValidationError
+from client.errors import ClientStateError, MessageValidationError, TopicRouteNotFoundError
 from client.fault import LatencyFaultTolerance, not_available_for
 from client.handlers import parse_reset_offset_body
 from client.instance import MQClientInstance
@@ -101,6 +101,15 @@ def test_clients_spread_over_the_name_servers_instead_of_all_asking_the_first() 
     assert firsts == {"10.0.0.1:9876", "10.0.0.2:9876"}
 
 
+async def test_a_client_without_name_servers_can_still_be_built() -> None:
+    """An empty name server list (``Producer(group, "")``) builds the instance; a lookup then raises
+    TopicRouteNotFoundError (Java: "No name server address" when used), not the random start's empty range."""
+    instance = MQClientInstance(ClientConfig(namesrv_addr=""))
+    assert instance.config.namesrv_addr == ()
+    with pytest.raises(TopicRouteNotFoundError):
+        await instance.query_route("Anything")
+
+
 def test_latency_fault_avoidance_skips_slow_brokers_until_their_time_is_up() -> None:
     now = [100.0]
     fault = LatencyFaultTolerance(lambda: now[0])
@@ -182,6 +191,23 @@ def test_process_queue_commits_the_smallest_offset_in_flight() -> None:
     assert pq.remove_messages([msgs[0]]) == 3
     assert pq.remove_messages([msgs[3], msgs[4]]) == 5
     assert pq.msg_count == 0 and pq.msg_size == 0
+
+
+def test_process_queue_info_gives_javas_fields_with_loop_times_in_wall_clock_ms() -> None:
+    """ProcessQueueInfo as Java's fillProcessQueueInfo: cached (not taken) and taken (orderly) offsets, and the loop
+    clock times converted to wall-clock ms; a new queue's times start when it is created, as Java's constructor."""
+    pq = ProcessQueue.created_at(10.0)
+    pq.put_messages([_msg(i) for i in range(4)])
+    pq.take_messages(1)
+    pq.last_pull_time = 12.0
+    info = pq.info(7, now=12.5, now_ms=1_000_000)
+    assert (info["commitOffset"], info["cachedMsgMinOffset"], info["cachedMsgMaxOffset"], info["cachedMsgCount"]) == (
+        7, 1, 3, 3,
+    )  # fmt: skip
+    assert (info["transactionMsgMinOffset"], info["transactionMsgCount"]) == (0, 1)
+    assert (info["lastLockTimestamp"], info["lastConsumeTimestamp"], info["lastPullTimestamp"]) == (
+        997_500, 997_500, 999_500,
+    )  # fmt: skip
 
 
 def test_process_queue_orderly_take_rollback_and_commit() -> None:
