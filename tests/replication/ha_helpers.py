@@ -8,6 +8,7 @@ from typing import Any
 
 import trio
 
+from broker.controller import BrokerController
 from store.message_store import MessageStore
 from store.store_config import BrokerRole
 from tests.store.store_helpers import STORE_HOST, files_of, small_config
@@ -32,6 +33,19 @@ async def wait_until(predicate: Any, timeout: float = 30, what: str = "condition
             await trio.sleep(0.01)
         return
     raise AssertionError(f"{what} not reached within {timeout} s")
+
+
+async def slave_learns_topic(slave: BrokerController, topic: str) -> None:
+    """Wait until ``slave`` copied ``topic`` from its master. A slave knows its master from a registration (at start,
+    then every 30 s: one answered before the master's own, or lost, leaves it to the next) and copies the master's
+    topics every 10 s. AssertionError with the sync's state after 75 s."""
+    with trio.move_on_after(75):
+        while slave.context.topics.get(topic) is None:
+            await trio.sleep(0.5)
+        return
+    sync = slave.replication.slave_sync
+    state = "no sync" if sync is None else f"master {sync.master_addr}, {sync.rounds} complete rounds"
+    raise AssertionError(f"slave {slave.broker_addr} never copied {topic}: {state}")
 
 
 def caught_up(master: MessageStore, slave: MessageStore) -> bool:

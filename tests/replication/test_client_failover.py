@@ -27,6 +27,7 @@ from client import (
 from client.instance import MQClientInstance
 from remoting.codec.bodies import BrokerData, QueueData, TopicRouteData
 from tests.conftest import SMALL_STORE
+from tests.replication.ha_helpers import slave_learns_topic
 
 TOPIC = "FailoverTopic"
 GROUP = "failover-group"
@@ -56,9 +57,7 @@ async def test_consumers_read_from_the_slave_and_producers_avoid_the_masterless_
             first = [await producer.send(Message(TOPIC, f"first-{i}".encode())) for i in range(20)]
             assert {r.broker_name for r in first} == {"broker-a", "broker-b"}
             await cluster.wait_replicated()
-            with trio.fail_after(30):  # the slave learns the topic from the master's metadata (every 10 s)
-                while slave.context.topics.get(TOPIC) is None:
-                    await trio.sleep(0.5)
+            await slave_learns_topic(slave, TOPIC)
             await cluster.stop_broker()  # broker-a has no master now
 
             received: dict[bytes, str] = {}

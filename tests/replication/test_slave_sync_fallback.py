@@ -14,6 +14,7 @@ from broker.embedded import EmbeddedCluster
 from broker.ports import free_ports
 from client.admin import Admin
 from tests.conftest import SMALL_STORE
+from tests.replication.ha_helpers import slave_learns_topic
 
 TOPIC = "FallbackTopic"
 
@@ -41,9 +42,7 @@ async def test_a_slave_learns_topics_from_the_main_port_when_another_server_hold
         async with Admin(cluster.namesrv_addr) as admin:
             await admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2, broker_addr=cluster.broker_addr)
         slave = cluster.slave_controllers[0]
-        with trio.fail_after(30):  # the slave's metadata sync runs after 3 s, then every 10 s
-            while slave.context.topics.get(TOPIC) is None:
-                await trio.sleep(0.5)
+        await slave_learns_topic(slave, TOPIC)
 
 
 async def test_a_slave_never_adopts_the_topics_of_a_broker_holding_its_master_s_fast_port(
@@ -60,7 +59,5 @@ async def test_a_slave_never_adopts_the_topics_of_a_broker_holding_its_master_s_
             async with Admin(cluster.namesrv_addr) as admin:
                 await admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2, broker_addr=cluster.broker_addr)
             slave = cluster.slave_controllers[0]
-            with trio.fail_after(30):
-                while slave.context.topics.get(TOPIC) is None:
-                    await trio.sleep(0.5)
+            await slave_learns_topic(slave, TOPIC)
             assert slave.context.topics.get("OtherTopic") is None
