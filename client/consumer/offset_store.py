@@ -152,7 +152,7 @@ class LocalFileOffsetStore(_Table):
 
     def __init__(self, directory: str | os.PathLike[str], client_id: str, group: str) -> None:
         super().__init__()
-        self._directory, self._group = Path(directory), group
+        self._directory, self._group = Path(directory).absolute(), group
         self._client_dir = client_id.replace(":", "_").replace("/", "_")
         self.path = self._file("")
         self._holding = False
