@@ -63,12 +63,6 @@ async def test_a_moved_master_is_found_although_the_tbw102_route_was_cached_firs
         nursery.cancel_scope.cancel()
 
 
-async def _delete_in_namesrv(client: RemotingClient, namesrv: str, topic: str) -> None:
-    fields = DeleteTopicFromNamesrvRequestHeader(topic=topic).to_ext_fields()
-    answer = await client.invoke(namesrv, request(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields), 3)
-    assert answer.code == ResponseCode.SUCCESS
-
-
 async def test_a_moved_master_is_found_although_a_deleted_topic_cached_first_keeps_its_old_route(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
