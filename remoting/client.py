@@ -257,7 +257,7 @@ class RemotingClient:
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
         conn = self._connections.get(address)
-        if conn is None or conn.closed or conn.congested:
+        if conn is None or not conn.writable:
             self._tasks.start_soon(self._invoke_then_call, address, cmd, timeout, callback)
             return
         if plain:
@@ -284,7 +284,7 @@ class RemotingClient:
         if self.serialize_type != SerializeType.JSON:
             return False
         conn = self._connections.get(address)
-        if conn is None or conn.closed or conn.congested:
+        if conn is None or not conn.writable:
             return False
         if self.credentials is not None:
             ext_fields = signed_fields(ext_fields, body, self.credentials)
@@ -305,7 +305,7 @@ class RemotingClient:
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
         conn = self._connections.get(address)
-        if conn is None or conn.closed or conn.congested:
+        if conn is None or not conn.writable:
             return False
         conn.invoke_frame_future(opaque, frame, future, timeout)
         return True

@@ -399,7 +399,7 @@ class Connection:
         """Open and not :attr:`congested`: what is written now reaches the peer without waiting (Netty's
         ``isActive() && isWritable()``), so a caller choosing among a group's channels prefers this one. A channel
         standing in for another transport says what it means there."""
-        return not self._closed and self._outbox_bytes <= SEND_HIGH_WATER
+        return not self._closed and not self.congested
 
     @property
     def congested(self) -> bool:
