@@ -39,6 +39,7 @@ from client.request_reply import ReplyTable
 from client.route import MASTER_ID
 from remoting.client import RemotingClient
 from remoting.codec.bodies import (
+    BrokerData,
     ConsumerData,
     ConsumeType,
     HeartbeatData,
@@ -127,7 +128,7 @@ class MQClientInstance:
         self._route_locks: dict[str, anyio.Lock] = {}
         self._greeted: set[str] = set()  # broker addresses a heartbeat was attempted to
         self._routes_version = 0  # bumped whenever a route is stored or forgotten
-        self._brokers: dict[str, dict[int, str]] = {}  # broker name -> id -> address, see broker_table()
+        self._brokers: dict[str, BrokerData] = {}  # broker name -> its addresses, see broker_table()
         self._brokers_version = -1
         #: Requests of this client's producers waiting for their reply (client/request_reply.py).
         self.replies = ReplyTable()
@@ -320,29 +321,26 @@ class MQClientInstance:
             except TopicRouteNotFoundError as exc:
                 log.debug("route refresh: %s", exc)
 
-    def broker_table(self) -> dict[str, dict[int, str]]:
-        """Broker name -> broker id -> address, each broker name's from the route stored last that lists it (Java's
+    def broker_table(self) -> dict[str, BrokerData]:
+        """Broker name -> its addresses (a :class:`BrokerData`), each from the route stored last that lists it (Java's
         ``brokerAddrTable``, which every changed route overwrites). Addresses only an older route lists are not in it,
         so a stale route (a deleted topic's, the TBW102 stand-in's) cannot hide a moved master. Rebuilt when the
         routes change: every send and pull asks."""
         if self._brokers_version != self._routes_version:
-            table: dict[str, dict[int, str]] = {}
+            table: dict[str, BrokerData] = {}
             for route in self.routes.values():  # in the order stored: newer routes overwrite
                 for bd in route.broker_datas:
-                    table[bd.broker_name] = bd.broker_addrs
+                    table[bd.broker_name] = bd
             self._brokers, self._brokers_version = table, self._routes_version
         return self._brokers
 
     def find_broker_address(self, broker_name: str, *, master: bool = True) -> str | None:
         """``broker_name``'s master address in :meth:`broker_table` (Java's ``findBrokerAddressInPublish``); with
         ``master=False`` its lowest-id slave when it has no master (reads may go to a slave). ``None`` if unknown."""
-        addrs = self.broker_table().get(broker_name)
-        if not addrs:
+        bd = self.broker_table().get(broker_name)
+        if bd is None:
             return None
-        found = addrs.get(MASTER_ID)
-        if found is None and not master:
-            return addrs[min(addrs)]
-        return found
+        return bd.master_addr if master else bd.select_broker_addr()
 
     def find_broker_address_in_subscribe(
         self, broker_name: str, broker_id: int, *, only_this_broker: bool, topic: str | None = None
@@ -354,7 +352,8 @@ class MQClientInstance:
         :meth:`broker_table`."""
         own = self.routes.get(topic) if topic is not None else None
         in_own = [bd.broker_addrs for bd in own.broker_datas if bd.broker_name == broker_name] if own else []
-        addrs = next((a for a in in_own if a), None) or self.broker_table().get(broker_name)
+        known = self.broker_table().get(broker_name)
+        addrs = next((a for a in in_own if a), None) or (known.broker_addrs if known is not None else None)
         if not addrs:
             return None
         found = addrs.get(broker_id)
@@ -370,11 +369,11 @@ class MQClientInstance:
     def broker_addresses(self, *, masters_only: bool) -> list[str]:
         """Every address of :meth:`broker_table` (``masters_only``: its masters), sorted."""
         addrs: set[str] = set()
-        for by_id in self.broker_table().values():
+        for bd in self.broker_table().values():
             if not masters_only:
-                addrs.update(by_id.values())
-            elif MASTER_ID in by_id:
-                addrs.add(by_id[MASTER_ID])
+                addrs.update(bd.broker_addrs.values())
+            elif bd.master_addr is not None:
+                addrs.add(bd.master_addr)
         return sorted(addrs)
 
     # -- heartbeats ------------------------------------------------------------------------------------------------
