@@ -46,6 +46,12 @@ class FifoQueue:
     pop_time: int = 0
     stored_at: dict[int, int] = attrs.field(factory=dict)
 
+    def copy(self) -> FifoQueue:
+        """A copy sharing nothing mutable with this one (what the persister's worker thread saves)."""
+        return FifoQueue(
+            dict(self.invisible_until), dict(self.attempts), set(self.acked), self.pop_time, dict(self.stored_at)
+        )
+
     def is_of(self, commit_log_offset_at: Callable[[int], int | None]) -> bool:
         """Whether the queue ``commit_log_offset_at`` reads (queue offset to CommitLog offset, ``None`` where it has
         no entry) is the one this state was written for: it holds none of the state's offsets at another CommitLog

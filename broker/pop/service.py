@@ -52,6 +52,7 @@ from broker.pop.receipt import (
     pop_retry_topic,
 )
 from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
+from processors.send_back import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.record_copy import record_from_stored
@@ -69,8 +70,6 @@ ACK_TAG: Final = "ack"
 #: Ours: a CK is due this long after the handle expires, so an ack accepted just before expiry is always in the revive
 #: queue ahead of its CK (the timer wheel delivers on slot boundaries).
 CK_GRACE_MS: Final = 500
-PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
-PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
 #: Every fifth pop of a group on a topic reads the retry topic first (RocketMQ picks it with popFromRetryProbability
 #: 20 %).
 _RETRY_FIRST_EVERY: Final = 5
@@ -356,9 +355,7 @@ class PopService:
             self.fifo_persister.mark_dirty()
 
     def _fifo_snapshot(self) -> FifoTable:
-        return {key: attrs.evolve(q, invisible_until=dict(q.invisible_until), attempts=dict(q.attempts),
-                                  acked=set(q.acked), stored_at=dict(q.stored_at))
-                for key, q in self._fifo.items()}  # fmt: skip
+        return {key: q.copy() for key, q in self._fifo.items()}
 
     @staticmethod
     def _fifo_done(state: FifoQueue, offset: int) -> None:
