@@ -48,13 +48,14 @@ from remoting.codec.java_properties import (
     property_texts,
 )
 from remoting.connection import Address
-from remoting.errors import sole_exception
+from remoting.server_main import STOP_SIGNALS, run_main
 from store.errors import StoreError
 
 log = logging.getLogger("broker")
 
-#: The signals that shut a server down cleanly: the JVM runs its shutdown hooks on each.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: What a broker's start can fail with, reported as one line: a port that cannot be bound, a locked or corrupt store,
+#: a setting the store refuses.
+STARTUP_FAILURES = (OSError, StoreError, ValueError)
 
 
 def read_conf_file(config_file: str | None) -> dict[str, str]:
@@ -181,20 +182,15 @@ def main(
     if print_all or print_important:
         click.echo("\n".join(config_lines(config, important_only=not print_all)))
         return
-    try:
-        trio.run(run, config, Path(config_file) if config_file else None, proxy, exit_with_stdin)
-    except (OSError, StoreError, ValueError, BaseExceptionGroup) as exc:
-        startup = startup_error(exc)
-        if startup is None:
-            raise
-        click.echo(f"mqbroker: cannot start broker {config.broker_name}: {startup}", err=True)
-        sys.exit(1)
-
-
-def startup_error(exc: BaseException) -> OSError | StoreError | ValueError | None:
-    """The start-up failure inside ``exc`` (Trio nurseries wrap it in exception groups), else ``None``."""
-    found = sole_exception(exc)
-    return found if isinstance(found, OSError | StoreError | ValueError) else None
+    run_main(
+        run,
+        config,
+        Path(config_file) if config_file else None,
+        proxy,
+        exit_with_stdin,
+        failures=STARTUP_FAILURES,
+        describe=lambda failure: f"mqbroker: cannot start broker {config.broker_name}: {failure}",
+    )
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.broker_process import BrokerProcess, BrokerProcessError
-from broker.cli import STOP_SIGNALS, boot_line, startup_error
+from broker.cli import STARTUP_FAILURES, boot_line
 from broker.controller import BrokerController
 from broker.embedded_base import NurseryOwner
 from namesrv.cli import boot_line as namesrv_boot_line
@@ -56,8 +56,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.codec.java_properties import PropertiesError, apply_properties, parse_property_args
 from remoting.connection import Address
-from remoting.errors import sole_exception
-from store.errors import StoreError
+from remoting.server_main import STOP_SIGNALS, run_main
 
 log = logging.getLogger(__name__)
 
@@ -437,24 +436,23 @@ def main(
     count = brokers if brokers is not None else (1 if slaves else default_brokers())
     if slaves and count > 1:
         raise click.UsageError("--slaves needs --brokers 1")
-    try:
-        trio.run(run_embedded, Path(data_dir), host, namesrv_port, port, overrides, slaves, count)
-    except (OSError, StoreError, ValueError, BrokerProcessError, BaseExceptionGroup) as exc:
-        message = embedded_startup_error(exc)
-        if message is None:
-            raise
-        click.echo(f"embedded: cannot start: {message}", err=True)
-        sys.exit(1)
+    run_main(
+        run_embedded,
+        Path(data_dir),
+        host,
+        namesrv_port,
+        port,
+        overrides,
+        slaves,
+        count,
+        failures=(*STARTUP_FAILURES, BrokerProcessError),  # a broker process that did not boot, too
+        describe=_startup_line,
+    )
 
 
-def embedded_startup_error(exc: BaseException) -> str | None:
-    """One line for a start-up failure inside ``exc`` (a taken port, a locked store, a broker process that did not
-    boot), else ``None``."""
-    exc = sole_exception(exc)
-    if isinstance(exc, BrokerProcessError):
-        return exc.summary
-    found = startup_error(exc)
-    return None if found is None else str(found)
+def _startup_line(failure: BaseException) -> str:
+    summary = failure.summary if isinstance(failure, BrokerProcessError) else failure
+    return f"embedded: cannot start: {summary}"
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import os
-import signal
 import sys
 
 import click
@@ -23,7 +22,7 @@ from hypercorn.trio import serve
 
 from dashboard.app import create_app
 from dashboard.settings import DashboardSettings, SettingsError, load_settings
-from remoting.errors import sole_exception
+from remoting.server_main import STOP_SIGNALS, run_main
 
 
 async def run(settings: DashboardSettings) -> None:
@@ -36,7 +35,7 @@ async def run(settings: DashboardSettings) -> None:
     stop = trio.Event()
 
     async def on_signals() -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async for _ in signals:
                 stop.set()
                 return
@@ -85,20 +84,12 @@ def main(
     except (SettingsError, OSError) as exc:
         click.echo(f"mqdashboard: {exc}", err=True)
         sys.exit(2)
-    try:
-        trio.run(run, settings)
-    except (OSError, BaseExceptionGroup) as exc:
-        error = bind_error(exc)
-        if error is None:
-            raise
-        click.echo(f"mqdashboard: cannot listen on {settings.host}:{settings.port}: {error}", err=True)
-        sys.exit(1)
-
-
-def bind_error(exc: BaseException) -> OSError | None:
-    """Hypercorn's bind failure inside ``exc`` (Trio nurseries wrap it in exception groups), else ``None``."""
-    found = sole_exception(exc)
-    return found if isinstance(found, OSError) else None
+    run_main(
+        run,
+        settings,
+        failures=(OSError,),  # Hypercorn's bind failure
+        describe=lambda failure: f"mqdashboard: cannot listen on {settings.host}:{settings.port}: {failure}",
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from remoting.codec.java_properties import (
     parse_property_args,
 )
 from remoting.connection import Address
-from remoting.errors import sole_exception
+from remoting.server_main import STOP_SIGNALS, run_main
 from store.metadata_files import ConfigFileError
 
 log = logging.getLogger("namesrv")
@@ -69,7 +69,7 @@ def boot_line(address: Address) -> str:
 async def run(config: NamesrvConfig) -> None:
     """Serve until SIGINT, SIGTERM or SIGHUP, then shut down by cancelling the nursery."""
     server = NamesrvServer(config)
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(server.serve)
             print(boot_line(address), flush=True)
@@ -93,23 +93,13 @@ def main(ctx: click.Context, config_file: str | None, listen_port: int | None) -
         config = build_config(config_file, list(ctx.args), listen_port)
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
-    try:
-        trio.run(run, config)
-    except (OSError, ConfigFileError, BaseExceptionGroup) as exc:
-        startup = _startup_error(exc)
-        if startup is None:
-            raise
-        if isinstance(startup, OSError):
-            click.echo(f"mqnamesrv: cannot listen on {config.listen_host}:{config.listen_port}: {startup}", err=True)
-        else:
-            click.echo(f"mqnamesrv: {startup}", err=True)
-        sys.exit(1)
 
+    def describe(failure: OSError | ConfigFileError) -> str:
+        if isinstance(failure, OSError):
+            return f"mqnamesrv: cannot listen on {config.listen_host}:{config.listen_port}: {failure}"
+        return f"mqnamesrv: {failure}"
 
-def _startup_error(exc: BaseException) -> OSError | ConfigFileError | None:
-    """The start-up failure inside ``exc`` (Trio nurseries wrap it in exception groups), else ``None``."""
-    found = sole_exception(exc)
-    return found if isinstance(found, OSError | ConfigFileError) else None
+    run_main(run, config, failures=(OSError, ConfigFileError), describe=describe)
 
 
 if __name__ == "__main__":
