@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from types import TracebackType
 from typing import Any, Self
@@ -247,8 +247,20 @@ class LitePullConsumer(_Facade):
         msgs: list[MessageExt] = self._call(self.consumer.poll, timeout)
         return msgs
 
-    def commit(self, mqs: Iterable[MessageQueue] | None = None) -> None:
-        self._call(self.consumer.commit, None if mqs is None else list(mqs))
+    def unsubscribe(self, topic: str) -> None:
+        self._call(self.consumer.unsubscribe, topic)
+
+    def commit(
+        self, offsets: Mapping[MessageQueue, int] | Iterable[MessageQueue] | None = None, *, persist: bool = True
+    ) -> None:
+        chosen = offsets if offsets is None or isinstance(offsets, Mapping) else list(offsets)
+        self._call(self.consumer.commit, chosen, persist=persist)
+
+    def register_topic_message_queue_change_listener(
+        self, topic: str, listener: Callable[[str, set[MessageQueue]], object]
+    ) -> None:
+        """``listener(topic, queues)`` is called on the consumer's event loop thread: keep it short."""
+        self._call(self.consumer.register_topic_message_queue_change_listener, topic, listener)
 
     def committed(self, mq: MessageQueue) -> int | None:
         offset: int | None = self._call(self.consumer.committed, mq)

@@ -8,16 +8,22 @@ Usage::
         # or: consumer.assign(await consumer.fetch_message_queues("TopicTest"))
         msgs = await consumer.poll(timeout=5.0)          # [] when nothing arrived in time
         await consumer.seek(mq, 0)                       # replay; also seek_to_begin / seek_to_end
-        await consumer.commit()                          # with auto_commit=False
+        await consumer.commit()                          # with auto_commit=False; or commit({mq: offset})
 
 A background task per queue pulls (long polling) into a buffer bounded per queue (``pull_threshold_for_queue``
 messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies) and in all (``pull_threshold_for_all`` messages), as
 DefaultLitePullConsumer's flow control; ``poll`` hands out one buffered batch. With ``auto_commit`` (the default) the
 messages of a batch count as consumed when ``poll`` returns them and their offsets are committed every
 ``persist_consumer_offset_interval`` (5 s) and at shutdown; otherwise :meth:`commit` does it (a broker that fails
-is logged, the others' offsets still go out). ``seek`` discards what is buffered for the queue and restarts its pull
-at the new offset. Each ownership of a queue (taken, seeked, taken again) has its own ``QueueState``: a buffered
-batch is handed out only while its state is still the queue's. The per-queue pull task is
+is logged, the others' offsets still go out), now or, with ``persist=False``, at the next of those persists.
+BROADCASTING consumers (``message_model``) take every queue and keep their offsets in a local file, as push
+consumers do (:func:`~client.consumer.offset_store.offset_store_for`). :meth:`unsubscribe` drops a topic's queues.
+A listener registered with :meth:`register_topic_message_queue_change_listener` hears of a topic's queue set
+changing (checked every ``topic_metadata_check_interval``, 30 s, first 10 s after start).
+
+``seek`` discards what is buffered for the queue and restarts its pull at the new offset. Each ownership of a
+queue (taken, seeked, taken again) has its own ``QueueState``: a buffered batch is handed out only while its state
+is still the queue's. The per-queue pull task is
 :class:`~client.consumer.lite_pull_worker.LitePullWorker`'s.
 """
 
@@ -25,8 +31,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -38,7 +45,7 @@ from client import api
 from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
 from client.consumer.lite_pull_worker import Batch, LitePullWorker, QueueState
-from client.consumer.offset_store import RemoteBrokerOffsetStore
+from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, offset_store_for
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_target import PullTargets
 from client.consumer.rebalance import Rebalance
@@ -60,6 +67,11 @@ from remoting.codec.message import MessageExt
 
 log = logging.getLogger(__name__)
 
+#: Called with a topic and its new set of queues (Java's ``TopicMessageQueueChangeListener.onChanged``).
+TopicQueuesListener = Callable[[str, set[MessageQueue]], Awaitable[None] | None]
+#: First check of the registered topics' queues after start (Java: 10 s).
+TOPIC_METADATA_FIRST_CHECK = 10.0
+
 
 class LitePullConsumer(LitePullWorker):
     """See the module docstring."""
@@ -79,6 +91,9 @@ class LitePullConsumer(LitePullWorker):
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
         allocate_strategy: AllocateStrategy = allocate_average,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        offset_store_dir: str | os.PathLike[str] | None = None,
+        topic_metadata_check_interval: float = 30.0,
     ) -> None:
         self._group = group
         self.instance, self._own_instance = (
@@ -91,12 +106,14 @@ class LitePullConsumer(LitePullWorker):
         self.pull_threshold_for_all = pull_threshold_for_all
         self.consume_from_where = consume_from_where
         self._targets = PullTargets(self.instance)
-        self.offset_store = RemoteBrokerOffsetStore(self.instance, group)
+        self._message_model = message_model
+        self.offset_store: OffsetStore = offset_store_for(self.instance, group, message_model, offset_store_dir)
         self.rebalance = Rebalance(
             self.instance,
             group,
             self,
             self.offset_store,
+            message_model=message_model,
             strategy=allocate_strategy,
             consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms,
@@ -107,6 +124,9 @@ class LitePullConsumer(LitePullWorker):
         self._send, self._receive = anyio.create_memory_object_stream[Batch](math.inf)
         self._tasks: anyio.abc.TaskGroup | None = None
         self._started = False
+        self.topic_metadata_check_interval = topic_metadata_check_interval
+        self._queue_listeners: dict[str, TopicQueuesListener] = {}
+        self._known_queues: dict[str, set[MessageQueue]] = {}
         #: Wall-clock ms of construction (Java's ``consumerStartTimestamp``), shown in the running info.
         self.start_timestamp_ms = time.time_ns() // 1_000_000
 
@@ -116,7 +136,7 @@ class LitePullConsumer(LitePullWorker):
 
     @property
     def message_model(self) -> MessageModel:
-        return MessageModel.CLUSTERING
+        return self._message_model
 
     @property
     def consume_type(self) -> ConsumeType:
@@ -131,7 +151,11 @@ class LitePullConsumer(LitePullWorker):
             self._tasks = anyio.create_task_group()
             await self._tasks.__aenter__()
             self.instance.register_consumer(self)
+            await self.offset_store.load()
             self._started = True
+            for topic in list(self._queue_listeners):
+                await self._remember_queues(topic)
+            self._tasks.start_soon(self._watch_topic_queues)
         except BaseException:
             await self._stop()
             raise
@@ -150,11 +174,11 @@ class LitePullConsumer(LitePullWorker):
                 await tasks.__aexit__(None, None, None)
             if self._started:
                 with anyio.CancelScope(shield=True):
-                    if self.auto_commit:
-                        await self.persist_offsets()
+                    await self.persist_offsets()
                     await self.instance.unregister(consumer_group=self._group)
         finally:
             self._started = False
+            self.offset_store.close()
             if self._own_instance:
                 await self.instance.__aexit__(None, None, None)
 
@@ -174,6 +198,15 @@ class LitePullConsumer(LitePullWorker):
         await self.instance.fetch_route(topic, wait_greeting=True)
         await self.instance.send_heartbeat_to_all_brokers()
         await self.rebalance.do_rebalance()
+
+    async def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic`` (Java's ``unsubscribe``): its subscription goes, its queues are dropped as a
+        rebalance drops them (their offsets persisted, what is buffered no longer polled), in assign mode too, and the
+        brokers hear of it with a heartbeat."""
+        self._check_started()
+        self.rebalance.subscriptions.pop(topic, None)
+        await self.rebalance.drop_topic(topic)
+        await self.instance.send_heartbeat_to_all_brokers()
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """Every readable queue of ``topic``."""
@@ -209,7 +242,7 @@ class LitePullConsumer(LitePullWorker):
         return ConsumerData(
             group_name=self._group,
             consume_type=self.consume_type,
-            message_model=MessageModel.CLUSTERING,
+            message_model=self._message_model,
             consume_from_where=self.consume_from_where,
             subscription_data_set=() if self._assigned_manually else subs,
         )
@@ -222,8 +255,13 @@ class LitePullConsumer(LitePullWorker):
             await self.rebalance.do_rebalance()
 
     async def persist_offsets(self) -> None:
+        """The timer's and the shutdown's persist: with auto-commit, the polled offsets; without, what
+        :meth:`commit` left in memory (``persist=False``)."""
         if self.auto_commit:
             await self.commit()
+            return
+        pending = {mq: offset for mq in self._queues if (offset := self.offset_store.read_memory(mq)) is not None}
+        await self._write(pending)
 
     def running_info(self) -> dict[str, Any]:
         """Java's ``DefaultLitePullConsumerImpl.consumerRunningInfo`` (settings under Java's field names and the start
@@ -318,24 +356,63 @@ class LitePullConsumer(LitePullWorker):
         await anyio.lowlevel.cancel_shielded_checkpoint()  # yield (a poll(0) loop must not starve the pulls)
         return batch
 
-    async def commit(self, mqs: Iterable[MessageQueue] | None = None) -> None:
-        """Commit the consumed offsets of ``mqs`` (default: every assigned queue) to the brokers, and wait for it.
-        A queue whose broker fails is logged and the others are still committed (Java's commitAll and
-        ``RemoteBrokerOffsetStore.persistAll``); its offset goes out with the next commit."""
-        targets = list(self._queues) if mqs is None else list(mqs)
-        for mq in targets:
-            state = self._queues.get(mq)
-            if state is None or state.consumed_offset is None:
-                continue
-            self.offset_store.update(mq, state.consumed_offset)
+    async def commit(
+        self, offsets: Mapping[MessageQueue, int] | Iterable[MessageQueue] | None = None, *, persist: bool = True
+    ) -> None:
+        """Commit offsets: with ``offsets`` ``None``, every assigned queue's polled offset (Java's ``commitSync()``);
+        an iterable of queues, theirs (``commit(Set, persist)``); a mapping, exactly those offsets
+        (``commitSync(Map, persist)``), for queues still assigned (any other, or a negative offset, is logged and
+        skipped). With ``persist`` the offsets are written now (to the brokers, or the BROADCASTING file) and this
+        waits for it; a queue whose broker fails is logged and the others are still written (Java's ``persistAll``);
+        its offset goes out with the next persist. Without, the next persist (every
+        ``persist_consumer_offset_interval``, and at shutdown) writes them."""
+        chosen = self._offsets_to_commit(offsets)
+        for mq, offset in chosen.items():
+            self.offset_store.update(mq, offset)
+        if persist:
+            await self._write(chosen)
+
+    async def _write(self, chosen: dict[MessageQueue, int]) -> None:
+        """Persist the offsets in memory of ``chosen``'s queues and wait for it; failures are logged per queue."""
+        if not chosen:
+            return
+        if not isinstance(self.offset_store, RemoteBrokerOffsetStore):
+            await self.offset_store.persist_all(chosen)
+            return
+        for mq, offset in chosen.items():
             try:
                 await self.offset_store.persist(mq)
             except Exception as exc:
-                log.warning("committing offset %d of %s failed: %s", state.consumed_offset, mq, exc)
+                log.warning("committing offset %d of %s failed: %s", offset, mq, exc)
+
+    def _offsets_to_commit(
+        self, offsets: Mapping[MessageQueue, int] | Iterable[MessageQueue] | None
+    ) -> dict[MessageQueue, int]:
+        if isinstance(offsets, Mapping):
+            chosen: dict[MessageQueue, int] = {}
+            for mq, offset in offsets.items():
+                state = self._queues.get(mq)
+                if state is None or state.pq.dropped or offset < 0:
+                    log.warning("commit of offset %d of %s skipped: not assigned, or negative", offset, mq)
+                    continue
+                chosen[mq] = offset
+            return chosen
+        targets = list(self._queues) if offsets is None else list(offsets)
+        return {
+            mq: state.consumed_offset
+            for mq in targets
+            if (state := self._queues.get(mq)) is not None and state.consumed_offset is not None
+        }
 
     async def committed(self, mq: MessageQueue) -> int | None:
-        """The offset the broker has for ``mq`` (``None`` when it has none)."""
-        return await self.offset_store.read(mq)
+        """The offset the broker (BROADCASTING: the file) has for ``mq`` (``None`` when it has none). An offset
+        committed with ``persist=False`` and not yet written stays pending (Java's ``readOffset(READ_FROM_STORE)``
+        would replace it with the stored one)."""
+        pending = self.offset_store.read_memory(mq)
+        stored = await self.offset_store.read(mq)
+        if pending is not None:
+            self.offset_store.update(mq, pending)
+        return stored
 
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         """Restart consumption of the assigned ``mq`` at ``offset``; what was buffered for it is discarded.
@@ -389,6 +466,44 @@ class LitePullConsumer(LitePullWorker):
         if addr is None:
             raise MQClientError(f"no address for broker {mq.broker_name}")
         return await api.search_offset(self.instance.remoting, addr, mq, timestamp_ms, self.instance.config.rpc_timeout)
+
+    # -- topic queue listeners -------------------------------------------------------------------------------------
+
+    async def register_topic_message_queue_change_listener(self, topic: str, listener: TopicQueuesListener) -> None:
+        """Call ``listener(topic, queues)`` (a function or coroutine function) whenever the readable queues of
+        ``topic`` change (Java's ``registerTopicMessageQueueChangeListener``); a second listener for a topic replaces
+        the first. While running, the queues are read now, and a listener is only told of later changes."""
+        self._queue_listeners[topic] = listener
+        if self._started:
+            await self._remember_queues(topic)
+
+    async def _remember_queues(self, topic: str) -> None:
+        try:
+            self._known_queues[topic] = set(await self.fetch_message_queues(topic))
+        except Exception as exc:
+            log.info("queues of %s unknown for now (its listener hears of them at the next check): %s", topic, exc)
+
+    async def _watch_topic_queues(self) -> None:
+        """Java's ``fetchTopicMessageQueuesAndCompare``: a topic whose queues cannot be read (a name server down, a
+        deleted topic) or has none is logged and left for the next check; a listener that fails is logged."""
+        await anyio.sleep(TOPIC_METADATA_FIRST_CHECK)
+        while True:
+            for topic, listener in list(self._queue_listeners.items()):
+                try:
+                    queues = set(await self.fetch_message_queues(topic))
+                except Exception as exc:
+                    log.info("checking the queues of %s failed: %s", topic, exc)
+                    continue
+                if not queues or queues == self._known_queues.get(topic):
+                    continue
+                self._known_queues[topic] = queues
+                try:
+                    outcome = listener(topic, set(queues))
+                    if outcome is not None:
+                        await outcome
+                except Exception:
+                    log.exception("queue change listener of %s failed", topic)
+            await anyio.sleep(self.topic_metadata_check_interval)
 
     async def _bounds(self, mq: MessageQueue) -> tuple[int, int]:
         addr = self.instance.find_broker_address(mq.broker_name, master=False)

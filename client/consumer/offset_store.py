@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 from client import api
 from client.errors import MQClientError
 from client.route import MASTER_ID
-from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies import MessageModel, MessageQueue
 
 if TYPE_CHECKING:
     from client.instance import MQClientInstance
@@ -235,3 +235,20 @@ class LocalFileOffsetStore(_Table):
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def default_offset_store_dir() -> Path:
+    """Where BROADCASTING offset files go: ``$ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR``, else ``~/.rocketmq_offsets``
+    (Java's ``rocketmq.client.localOffsetStoreDir`` default)."""
+    return Path(os.environ.get("ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR", Path.home() / ".rocketmq_offsets"))
+
+
+def offset_store_for(
+    instance: MQClientInstance, group: str, model: MessageModel, directory: str | os.PathLike[str] | None
+) -> OffsetStore:
+    """The store a consumer of ``model`` keeps its offsets in, as Java's consumers pick it at start: the broker's for
+    CLUSTERING, a local file under ``directory`` (default :func:`default_offset_store_dir`) for BROADCASTING."""
+    if model is MessageModel.BROADCASTING:
+        where = directory if directory is not None else default_offset_store_dir()
+        return LocalFileOffsetStore(where, instance.config.offset_file_client_id, group)
+    return RemoteBrokerOffsetStore(instance, group)

@@ -29,7 +29,6 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -47,7 +46,7 @@ from client.consumer.listener import (
     listener_status,
     run_listener,
 )
-from client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from client.consumer.offset_store import OffsetStore, offset_store_for
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_service import PullService
 from client.consumer.rebalance import Rebalance
@@ -84,10 +83,6 @@ REBALANCE_RETRY_DELAY = 1.0
 REBALANCE_QUICK_RETRIES = 10
 #: Orderly lock renewal interval (Java's ``rebalanceLockInterval``).
 LOCK_RENEW_INTERVAL = 20.0
-
-
-def default_offset_store_dir() -> Path:
-    return Path(os.environ.get("ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR", Path.home() / ".rocketmq_offsets"))
 
 
 class PushConsumer:
@@ -136,12 +131,7 @@ class PushConsumer:
         self.limiter = anyio.CapacityLimiter(consume_thread_max)
         #: Wall-clock ms of construction (Java's ``consumerStartTimestamp``), shown in the running info.
         self.start_timestamp_ms = time.time_ns() // 1_000_000
-        self.offset_store: OffsetStore
-        if message_model is MessageModel.BROADCASTING:
-            directory = offset_store_dir if offset_store_dir is not None else default_offset_store_dir()
-            self.offset_store = LocalFileOffsetStore(directory, self.instance.config.offset_file_client_id, group)
-        else:
-            self.offset_store = RemoteBrokerOffsetStore(self.instance, group)
+        self.offset_store: OffsetStore = offset_store_for(self.instance, group, message_model, offset_store_dir)
         self.rebalance = Rebalance(
             self.instance,
             group,

@@ -162,6 +162,11 @@ class Rebalance:
         for mq in [mq for mq in self.process_queues if mq.topic == topic and (mq not in allocated or mq in self._kept)]:
             await self._remove(mq)
 
+    async def drop_topic(self, topic: str) -> None:
+        """Drop every owned queue of ``topic`` (an unsubscribe), serialised with the passes."""
+        async with self._lock:
+            await self.remove_unallocated(topic, set())
+
     def own(self, mq: MessageQueue) -> ProcessQueue:
         """Own ``mq`` without computing its start offset (the lite pull consumer's assign mode: its pull task
         computes it, retrying while the broker does not answer). Not for orderly consumers (no lock is taken)."""

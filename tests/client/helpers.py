@@ -1,5 +1,5 @@
 """Helpers for client tests: topic creation (on one master or two), filling queues, a registered broker that does not
-answer, and waiting on conditions without wall-clock thresholds."""
+answer, polling a lite pull consumer, and waiting on conditions without wall-clock thresholds."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from collections.abc import Callable
 import anyio
 
 from client.admin import Admin
+from client.consumer.lite_pull import LitePullConsumer
 from client.errors import TopicRouteNotFoundError
-from client.message import Message
+from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.broker_metadata import TopicConfig
@@ -96,3 +97,21 @@ def register_dead_broker(
         )
 
     threaded.call(register)
+
+
+async def send_bodies(namesrv_addr: str, topic: str, bodies: list[bytes]) -> None:
+    """Send each of ``bodies`` to ``topic`` with a producer of its own, one by one."""
+    async with Producer("pg-helpers", namesrv_addr) as producer:
+        for body in bodies:
+            await producer.send(Message(topic, body))
+
+
+async def poll_until(consumer: LitePullConsumer, count: int, rounds: int = 200, each: float = 0.5) -> list[MessageExt]:
+    """Poll (``each`` seconds, at most ``rounds`` times) until ``count`` messages arrived; what arrived, maybe
+    fewer."""
+    got: list[MessageExt] = []
+    for _ in range(rounds):
+        got.extend(await consumer.poll(timeout=each))
+        if len(got) >= count:
+            break
+    return got

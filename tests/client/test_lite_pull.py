@@ -8,10 +8,8 @@ import pytest
 
 from client.consumer.lite_pull import LitePullConsumer
 from client.errors import ClientStateError, MQClientError
-from client.message import Message, MessageExt
-from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere
-from tests.client.helpers import create_topic, wait_until
+from tests.client.helpers import create_topic, poll_until, send_bodies, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
@@ -19,29 +17,14 @@ pytestmark = pytest.mark.anyio
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 
-async def _poll_until(consumer: LitePullConsumer, count: int) -> list[MessageExt]:
-    got: list[MessageExt] = []
-    for _ in range(200):
-        got.extend(await consumer.poll(timeout=0.5))
-        if len(got) >= count:
-            break
-    return got
-
-
-async def _send(cluster: ThreadedCluster, topic: str, bodies: list[bytes]) -> None:
-    async with Producer("pg", cluster.namesrv_addr) as producer:
-        for body in bodies:
-            await producer.send(Message(topic, body))
-
-
 async def test_subscribed_lite_consumer_polls_everything_sent(cluster: ThreadedCluster) -> None:
     await create_topic(cluster.namesrv_addr, "LiteSub", queues=4)
     bodies = [f"m{i}".encode() for i in range(30)]
-    await _send(cluster, "LiteSub", bodies)
+    await send_bodies(cluster.namesrv_addr, "LiteSub", bodies)
     async with LitePullConsumer("lite-sub", cluster.namesrv_addr) as consumer:
         await consumer.subscribe("LiteSub")
         assert {mq.queue_id for mq in consumer.assignment() if mq.topic == "LiteSub"} == {0, 1, 2, 3}
-        got = await _poll_until(consumer, 30)
+        got = await poll_until(consumer, 30)
         with pytest.raises(ClientStateError):
             await consumer.assign(await consumer.fetch_message_queues("LiteSub"))
     assert sorted(m.body for m in got) == sorted(bodies)
@@ -49,15 +32,15 @@ async def test_subscribed_lite_consumer_polls_everything_sent(cluster: ThreadedC
 
 async def test_seek_replays_and_seek_to_end_skips(cluster: ThreadedCluster) -> None:
     await create_topic(cluster.namesrv_addr, "LiteSeek", queues=1)
-    await _send(cluster, "LiteSeek", [f"s{i}".encode() for i in range(10)])
+    await send_bodies(cluster.namesrv_addr, "LiteSeek", [f"s{i}".encode() for i in range(10)])
     async with LitePullConsumer("lite-seek", cluster.namesrv_addr) as consumer:
         [mq] = await consumer.fetch_message_queues("LiteSeek")
         await consumer.assign([mq])
-        first = await _poll_until(consumer, 10)
+        first = await poll_until(consumer, 10)
         await consumer.seek(mq, 4)
-        replay = await _poll_until(consumer, 6)
+        replay = await poll_until(consumer, 6)
         await consumer.seek_to_begin(mq)
-        again = await _poll_until(consumer, 10)
+        again = await poll_until(consumer, 10)
         await consumer.seek_to_end(mq)
         assert await consumer.poll(timeout=0.2) == []
         with pytest.raises(MQClientError):
@@ -69,7 +52,7 @@ async def test_seek_replays_and_seek_to_end_skips(cluster: ThreadedCluster) -> N
 
 async def test_manual_commit_is_what_a_new_consumer_resumes_from(cluster: ThreadedCluster) -> None:
     await create_topic(cluster.namesrv_addr, "LiteCommit", queues=1)
-    await _send(cluster, "LiteCommit", [f"c{i}".encode() for i in range(10)])
+    await send_bodies(cluster.namesrv_addr, "LiteCommit", [f"c{i}".encode() for i in range(10)])
     async with LitePullConsumer("lite-commit", cluster.namesrv_addr, auto_commit=False, pull_batch_size=5) as consumer:
         [mq] = await consumer.fetch_message_queues("LiteCommit")
         await consumer.assign([mq])
@@ -79,17 +62,17 @@ async def test_manual_commit_is_what_a_new_consumer_resumes_from(cluster: Thread
         assert await consumer.committed(mq) == 5
     async with LitePullConsumer("lite-commit", cluster.namesrv_addr) as consumer:
         await consumer.assign([mq])
-        rest = await _poll_until(consumer, 5)
+        rest = await poll_until(consumer, 5)
     assert [m.body for m in rest] == [f"c{i}".encode() for i in range(5, 10)]
 
 
 async def test_auto_commit_persists_polled_offsets_at_shutdown(cluster: ThreadedCluster) -> None:
     await create_topic(cluster.namesrv_addr, "LiteAuto", queues=1)
-    await _send(cluster, "LiteAuto", [f"a{i}".encode() for i in range(6)])
+    await send_bodies(cluster.namesrv_addr, "LiteAuto", [f"a{i}".encode() for i in range(6)])
     async with LitePullConsumer("lite-auto", cluster.namesrv_addr) as consumer:
         [mq] = await consumer.fetch_message_queues("LiteAuto")
         await consumer.assign([mq])
-        assert len(await _poll_until(consumer, 6)) == 6
+        assert len(await poll_until(consumer, 6)) == 6
     async with LitePullConsumer("lite-auto", cluster.namesrv_addr) as consumer:
         assert await consumer.committed(mq) == 6
 
@@ -100,10 +83,10 @@ async def test_paused_queues_are_not_pulled_until_resumed(cluster: ThreadedClust
         [mq] = await consumer.fetch_message_queues("LitePause")
         consumer.pause([mq])
         await consumer.assign([mq])
-        await _send(cluster, "LitePause", [b"p0", b"p1"])
+        await send_bodies(cluster.namesrv_addr, "LitePause", [b"p0", b"p1"])
         assert await consumer.poll(timeout=0.3) == []
         consumer.resume([mq])
-        got = await _poll_until(consumer, 2)
+        got = await poll_until(consumer, 2)
         first = got[0]
         assert await consumer.offset_for_timestamp(mq, first.store_timestamp) in (0, 1)
     assert [m.body for m in got] == [b"p0", b"p1"]
@@ -114,7 +97,7 @@ async def test_the_buffer_is_bounded_by_body_size_and_in_all(cluster: ThreadedCl
     bodies (large messages used to fill it up to 1,000 of them) and every queue past ``pull_threshold_for_all``
     buffered messages; polling takes it on again."""
     await create_topic(cluster.namesrv_addr, "LiteBig", queues=1)
-    await _send(cluster, "LiteBig", [bytes([i]) * 64 * 1024 for i in range(40)])  # 2.5 MiB
+    await send_bodies(cluster.namesrv_addr, "LiteBig", [bytes([i]) * 64 * 1024 for i in range(40)])  # 2.5 MiB
     async with LitePullConsumer("lite-big", cluster.namesrv_addr, pull_batch_size=4,
                                 pull_threshold_size_for_queue_mib=1) as consumer:  # fmt: skip
         await consumer.subscribe("LiteBig")
@@ -122,23 +105,23 @@ async def test_the_buffer_is_bounded_by_body_size_and_in_all(cluster: ThreadedCl
         await anyio.sleep(2)  # would have pulled everything by now
         [state] = consumer._queues.values()
         assert state.pq.msg_size <= 1024 * 1024 + 4 * 64 * 1024
-        got = await _poll_until(consumer, 40)
+        got = await poll_until(consumer, 40)
     assert sorted(m.body[0] for m in got) == list(range(40))
     await create_topic(cluster.namesrv_addr, "LiteAll", queues=4)
-    await _send(cluster, "LiteAll", [f"a{i}".encode() for i in range(100)])
+    await send_bodies(cluster.namesrv_addr, "LiteAll", [f"a{i}".encode() for i in range(100)])
     async with LitePullConsumer("lite-all", cluster.namesrv_addr, pull_batch_size=4,
                                 pull_threshold_for_all=10) as consumer:  # fmt: skip
         await consumer.subscribe("LiteAll")
         await wait_until(lambda: any(s.pq.msg_count for s in consumer._queues.values()))
         await anyio.sleep(2)
         assert sum(s.pq.msg_count for s in consumer._queues.values()) <= 10 + 4 * 4
-        assert len(await _poll_until(consumer, 100)) == 100
+        assert len(await poll_until(consumer, 100)) == 100
 
 
 async def test_poll_with_a_zero_timeout_returns_what_is_buffered(cluster: ThreadedCluster) -> None:
     """Java's poll(0) takes the head of consumeRequestCache without waiting (``BlockingQueue.poll(0, ms)``)."""
     await create_topic(cluster.namesrv_addr, "LitePollZero", queues=1)
-    await _send(cluster, "LitePollZero", [f"z{i}".encode() for i in range(4)])
+    await send_bodies(cluster.namesrv_addr, "LitePollZero", [f"z{i}".encode() for i in range(4)])
     async with LitePullConsumer("lite-poll-zero", cluster.namesrv_addr, consume_from_where=FIRST) as consumer:
         await consumer.assign(await consumer.fetch_message_queues("LitePollZero"))
         await wait_until(lambda: any(s.pq.msg_count == 4 for s in consumer._queues.values()))  # buffered

@@ -7,22 +7,13 @@ from __future__ import annotations
 import pytest
 
 from client.consumer.lite_pull import LitePullConsumer
-from client.message import Message, MessageExt
+from client.message import Message
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere
-from tests.client.helpers import create_topic
+from tests.client.helpers import create_topic, poll_until
 from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
-
-
-async def _poll_until(consumer: LitePullConsumer, count: int, rounds: int = 20) -> list[MessageExt]:
-    got: list[MessageExt] = []
-    for _ in range(rounds):
-        got.extend(await consumer.poll(timeout=0.3))
-        if len(got) >= count:
-            break
-    return got
 
 
 async def test_seek_survives_rebalance_manual_commit(cluster: ThreadedCluster) -> None:
@@ -33,11 +24,11 @@ async def test_seek_survives_rebalance_manual_commit(cluster: ThreadedCluster) -
     opts = dict(auto_commit=False, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     async with LitePullConsumer("lite-seek-reb", cluster.namesrv_addr, **opts) as c:  # type: ignore[arg-type]
         await c.subscribe("LiteSeekReb")
-        first = await _poll_until(c, 10)
+        first = await poll_until(c, 10, rounds=20, each=0.3)
         assert len(first) == 10
         await c.commit()
         [mq] = list(c.assignment())
         await c.seek(mq, 0)  # replay from the start
         await c.do_rebalance()  # what the instance does every 20 s or on any member change
-        replay = await _poll_until(c, 10, rounds=10)
+        replay = await poll_until(c, 10, rounds=10, each=0.3)
     assert [m.queue_offset for m in replay] == list(range(10))

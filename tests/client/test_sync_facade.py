@@ -63,6 +63,11 @@ def test_blocking_lite_pull_consumer_polls_what_was_sent(cluster: ThreadedCluste
         consumer.commit()
         [mq] = consumer.fetch_message_queues("SyncLite")
         assert consumer.committed(mq) == 5
+        consumer.commit({mq: 3})
+        assert consumer.committed(mq) == 3
+        consumer.commit([mq])
+        consumer.unsubscribe("SyncLite")
+        assert consumer.consumer.assignment() == set()
     assert got == [f"l{i}".encode() for i in range(5)]
     with Admin(cluster.namesrv_addr) as admin:
         progress = admin.consumer_progress("sync-lite", "SyncLite")  # forwarded by name to the async Admin
