@@ -7,7 +7,7 @@ and one nursery, for tests and notebooks (docs/architecture.md#dledger)::
         await group.stop(leader); await group.leader()  # a failover
         await group.start(leader)                     # back as a follower, same ports and data
 
-and ``python -m broker.embedded_dledger --data ./data`` (Ctrl-C or SIGTERM stop it cleanly).
+and ``python -m broker.embedded_dledger --data ./data`` (Ctrl-C, SIGTERM or SIGHUP stop it cleanly).
 
 Each member's DLedger port must be known to the others before it binds (``dLegerPeers``), so the ports are picked
 free up front (:func:`broker.ports.free_ports`); another process taking one meanwhile makes that member fail to start,
@@ -35,6 +35,7 @@ from dledger.commitlog_store import DLedgerMessageStore
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.connection import Address
+from remoting.server_main import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class EmbeddedDLedgerGroup(NurseryOwner):
 
 
 async def run_group(data_dir: Path, members: int) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with EmbeddedDLedgerGroup(data_dir, members=members) as group:
             leader = await group.leader()
             members_text = ", ".join(f"{m} {group.addr(m)}" for m in group.ids)

@@ -1,6 +1,6 @@
-"""How `python -m broker.embedded` (`make run`), `scripts/run`, `mqbroker` and `mqdashboard` start and stop, as real
-processes (tests/e2e/harness.py's Process): start-up errors as one line, exit statuses, SIGHUP, a parent's SIGKILL,
-and the store lock RocketMQ takes. Found by a review; each failed before."""
+"""How `python -m broker.embedded` (`make run`), `python -m broker.embedded_dledger`, `scripts/run`, `mqbroker` and
+`mqdashboard` start and stop, as real processes (tests/e2e/harness.py's Process): start-up errors as one line, exit
+statuses, SIGHUP, a parent's SIGKILL, and the store lock RocketMQ takes. Found by a review; each failed before."""
 
 from __future__ import annotations
 
@@ -253,5 +253,24 @@ async def test_mqbroker_refuses_a_store_whose_lock_a_java_broker_holds(tmp_path:
             assert await proc.wait_exit(30) == 1
     finally:
         os.close(fd)
+        kill_group(proc)
+        await kill_all()
+
+
+async def test_embedded_dledger_group_shuts_down_cleanly_on_sighup(tmp_path: Path) -> None:
+    """`python -m broker.embedded_dledger` stops on SIGHUP as on SIGINT and SIGTERM (exit 0), as every other server
+    main here (remoting/server_main.py's STOP_SIGNALS) and as the JVM runs its shutdown hooks on SIGHUP. It used to
+    die of the signal."""
+    argv = [PY, "-m", "broker.embedded_dledger", "--data", str(tmp_path / "data"), "--members", "3"]
+    proc = Process("embedded-dledger", argv, tmp_path / "dledger.log")
+    try:
+        async with trio.open_nursery() as nursery:
+            await proc.start(nursery)
+            await proc.wait_until(lambda: any("; leader n" in line for line in proc.lines), 90, "leader line")
+            assert proc._proc is not None
+            proc._proc.send_signal(signal.SIGHUP)
+            status = await proc.wait_exit(60)
+            assert status == 0, f"SIGHUP: exit status {status}"
+    finally:
         kill_group(proc)
         await kill_all()
