@@ -34,6 +34,7 @@ from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers import (
     DeleteKVConfigRequestHeader,
     GetConsumerStatusRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
     GetKVConfigRequestHeader,
     GetKVConfigResponseHeader,
     GetMaxOffsetRequestHeader,
@@ -215,8 +216,13 @@ class AdminOps:
         await self._call(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext_fields()))
 
     async def queue_offset(self, addr: str, mq: MessageQueue, code: int, timestamp: int | None = None) -> int:
-        """GET_MAX_OFFSET, GET_MIN_OFFSET or (with ``timestamp``) SEARCH_OFFSET_BY_TIMESTAMP of one queue."""
+        """GET_MAX_OFFSET, GET_MIN_OFFSET, (with ``timestamp``) SEARCH_OFFSET_BY_TIMESTAMP or
+        GET_EARLIEST_MSG_STORETIME (the store time in ms; -1 for an empty queue) of one queue at ``addr``."""
         fields: dict[str, str]
+        if code == RequestCode.GET_EARLIEST_MSG_STORETIME:
+            fields = GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id).to_ext_fields()
+            answer = await self._call(addr, request(code, fields))
+            return int(answer.ext_fields.get("timestamp", "-1"))
         if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
             fields = SearchOffsetRequestHeader(
                 topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp or 0
@@ -227,6 +233,32 @@ class AdminOps:
             fields = GetMinOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id).to_ext_fields()
         answer = await self._call(addr, request(code, fields))
         return int(answer.ext_fields.get("offset", "0"))
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        """GET_MIN_OFFSET of ``mq`` at its broker's master (Java's ``MQAdminExt.minOffset``)."""
+        return await self.queue_offset(await self._publish_addr(mq), mq, RequestCode.GET_MIN_OFFSET)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """GET_MAX_OFFSET of ``mq`` at its broker's master (``maxOffset``)."""
+        return await self.queue_offset(await self._publish_addr(mq), mq, RequestCode.GET_MAX_OFFSET)
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP of ``mq`` at its broker's master (``searchOffset``)."""
+        addr = await self._publish_addr(mq)
+        return await self.queue_offset(addr, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp_ms)
+
+    async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
+        """Store time (ms) of ``mq``'s first message at its broker's master, -1 when the queue is empty
+        (``earliestMsgStoreTime``)."""
+        return await self.queue_offset(await self._publish_addr(mq), mq, RequestCode.GET_EARLIEST_MSG_STORETIME)
+
+    async def _publish_addr(self, mq: MessageQueue) -> str:
+        """The master of ``mq``'s broker from a fresh route of its topic (MQAdminImpl's ``findBrokerAddressInPublish``
+        after a route update); :class:`MQClientError` when the route has none."""
+        addr = dict(await self._topic_brokers(mq.topic, reads=False)).get(mq.broker_name)
+        if addr is None:
+            raise MQClientError(f"The broker[{mq.broker_name}] not exist")
+        return addr
 
     # -- messages ----------------------------------------------------------------------------------------------
 

@@ -187,3 +187,23 @@ async def test_view_message_by_a_malformed_msg_id_raises_a_client_error(cluster:
             await admin.query_msg_by_id("not-a-message-id")
         with pytest.raises(MQClientError, match="no message"):
             await admin.consume_message_directly("g", "client", "not-a-message-id")
+
+
+async def test_queue_offsets_and_the_earliest_store_time_by_message_queue(cluster: ThreadedCluster) -> None:
+    """Java's MQAdminExt ``minOffset``/``maxOffset``/``searchOffset``/``earliestMsgStoreTime`` of a queue, asked
+    at its broker's master found from the topic's route; an unknown broker name is a client error."""
+    await create_topic(cluster.namesrv_addr, "AdminQueueTimes", queues=1)
+    async with Admin(cluster.namesrv_addr) as admin, Producer("pg-queue-times", cluster.namesrv_addr) as producer:
+        [mq] = [
+            MessageQueue("AdminQueueTimes", bd.broker_name, 0)
+            for bd in (await admin.topic_route("AdminQueueTimes")).broker_datas
+        ]
+        assert await admin.earliest_msg_store_time(mq) == -1
+        for i in range(3):
+            await producer.send(Message("AdminQueueTimes", f"t{i}".encode()))
+        [first] = await admin.query_msg_by_offset(mq, 0)
+        assert (await admin.min_offset(mq), await admin.max_offset(mq)) == (0, 3)
+        assert await admin.earliest_msg_store_time(mq) == first.store_timestamp
+        assert await admin.search_offset(mq, first.store_timestamp) == 0
+        with pytest.raises(MQClientError, match="not exist"):
+            await admin.max_offset(MessageQueue("AdminQueueTimes", "no-such-broker", 0))
