@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from client.admin import Admin
-from client.errors import MQBrokerError
+from client.errors import MQBrokerError, MQClientError
 from client.message import Message, MessageExt, uniq_msg_id
 from client.mqadmin_cluster import send_result_text
 from client.mqadmin_support import (
@@ -209,9 +209,7 @@ def print_messages(out: Output, msgs: list[MessageExt], charset: str, body: bool
 
 async def _range(admin: Admin, mq: MessageQueue, begin: str | None, end: str | None) -> tuple[int, int]:
     """A queue's [min, max) offsets, narrowed by ``-b``/``-e`` (or ``-s``/``-e``) times as Java's tools do."""
-    addr = (await admin.topic_route(mq.topic)).broker_datas
-    master = next(bd.master_addr for bd in addr if bd.broker_name == mq.broker_name)
-    assert master is not None
+    master = await _master_of(admin, mq)
     low = await admin.queue_offset(master, mq, RequestCode.GET_MIN_OFFSET)
     high = await admin.queue_offset(master, mq, RequestCode.GET_MAX_OFFSET)
     if begin:
@@ -219,6 +217,16 @@ async def _range(admin: Admin, mq: MessageQueue, begin: str | None, end: str | N
     if end:
         high = await admin.queue_offset(master, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, parse_time_arg(end))
     return low, high
+
+
+async def _master_of(admin: Admin, mq: MessageQueue) -> str:
+    """The master of ``mq``'s broker in its topic's route (Java's ``MQAdminImpl.minOffset`` /
+    ``findBrokerAddressInPublish``); MQClientError "The broker[...] not exist" when the route has none."""
+    brokers = (await admin.topic_route(mq.topic)).broker_datas
+    master = next((bd.master_addr for bd in brokers if bd.broker_name == mq.broker_name), None)
+    if master is None:
+        raise MQClientError(f"The broker[{mq.broker_name}] not exist")
+    return master
 
 
 def mq_text(mq: MessageQueue) -> str:

@@ -201,3 +201,26 @@ def test_update_topic_on_an_unknown_cluster_says_so(cluster: ThreadedCluster) ->
     the name server connected to is correct." when -c names no cluster; before, nothing was created and nothing said."""
     result = _run("updateTopic", "-n", cluster.namesrv_addr, "-t", "NoWhere", "-c", "NoSuchCluster")
     assert "Make sure the specified clusterName exists" in result.output, result.output
+
+
+# -- printMsgByQueue / consumeMessage of a broker name the route lacks ---------------------------------------------
+
+
+def test_print_msg_by_queue_of_an_unknown_broker_fails_cleanly(cluster: ThreadedCluster) -> None:
+    """Java PrintMessageByQueueCommand: minOffset(mq) of a broker not in the route throws MQClientException("The
+    broker[...] not exist") inside the try ("command failed"); before, a StopIteration escaped as RuntimeError."""
+    anyio.run(create_topic, cluster.namesrv_addr, "PbqUnknownBroker", 1)
+    result = _run(
+        "printMsgByQueue", "-n", cluster.namesrv_addr, "-t", "PbqUnknownBroker", "-a", "no-such-broker", "-i", "0"
+    )
+    _assert_clean_failure(result)
+    assert "The broker[no-such-broker] not exist" in result.output
+
+
+def test_consume_message_of_an_unknown_broker_fails_cleanly(cluster: ThreadedCluster) -> None:
+    """Java ConsumeMessageCommand.executeByCondition: minOffset of an unknown broker throws; no traceback here."""
+    anyio.run(create_topic, cluster.namesrv_addr, "CmUnknownBroker", 1)
+    result = _run(
+        "consumeMessage", "-n", cluster.namesrv_addr, "-t", "CmUnknownBroker", "-b", "no-such-broker", "-i", "0"
+    )
+    _assert_clean_failure(result)
