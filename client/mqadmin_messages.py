@@ -347,12 +347,11 @@ def send_message(ctx: click.Context, **o: Any) -> None:
 @click.option("-e", "--endTimestamp", "end", help="End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
 @click.option("-c", "--MessageNumber", "count", type=int, default=128, help="Number of message to be consumed")
 def consume_message(ctx: click.Context, **o: Any) -> None:
-    problem = _consume_message_problem(o)
-    if problem:
-        click.echo(problem, nl=False)
-        return
-
     async def job(admin: Admin, out: Output) -> None:
+        problem = _consume_message_problem(o)  # inside the job: a malformed time fails the command, as Java's parse
+        if problem:
+            out.line("%s", problem)
+            return
         topic, left = o["topic"].strip(), o["count"]
         if o["queue_id"] is None:
             for mq in await readable_queues(admin, topic):
@@ -382,22 +381,26 @@ def consume_message(ctx: click.Context, **o: Any) -> None:
 
 
 def _consume_message_problem(o: dict[str, Any]) -> str | None:
-    """Java's argument checks of ``consumeMessage``, in its order and words."""
+    """Java's argument checks of ``consumeMessage``, in its order and words; a malformed ``-s``/``-e`` time is a
+    ValueError."""
+    if o["count"] <= 0:
+        return "Please input a positive messageNumber!"
+    if o["queue_id"] is not None and not o["broker"]:
+        return "Please set the brokerName before queueId!"
+    if o["offset"] is not None and o["queue_id"] is None:
+        return "Please set queueId before offset!"
     now = int(time.time() * 1000)
     begin = parse_time_arg(o["begin"]) if o["begin"] else 0
-    end = parse_time_arg(o["end"]) if o["end"] else 0
-    checks = (
-        (o["count"] <= 0, "Please input a positive messageNumber!"),
-        (o["queue_id"] is not None and not o["broker"], "Please set the brokerName before queueId!"),
-        (o["offset"] is not None and o["queue_id"] is None, "Please set queueId before offset!"),
-        (begin > now, "Please set the beginTimestamp before now!"),
-        (end > now, "Please set the endTimestamp before now!"),
-        (
-            bool(end) and begin > end,
-            "Please make sure that the beginTimestamp is less than or equal to the endTimestamp",
-        ),
-    )
-    return next((text for failed, text in checks if failed), None)
+    if begin > now:
+        return "Please set the beginTimestamp before now!"
+    if not o["end"]:
+        return None
+    end = parse_time_arg(o["end"])
+    if end > now:
+        return "Please set the endTimestamp before now!"
+    if begin > end:
+        return "Please make sure that the beginTimestamp is less than or equal to the endTimestamp"
+    return None
 
 
 async def _pull_range(admin: Admin, out: Output, mq: MessageQueue, low: int, high: int) -> None:

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import anyio
+import pytest
 from click.testing import CliRunner, Result
 
 from client.admin import Admin
@@ -223,4 +224,15 @@ def test_consume_message_of_an_unknown_broker_fails_cleanly(cluster: ThreadedClu
     result = _run(
         "consumeMessage", "-n", cluster.namesrv_addr, "-t", "CmUnknownBroker", "-b", "no-such-broker", "-i", "0"
     )
+    _assert_clean_failure(result)
+
+
+# -- consumeMessage with a malformed -s/-e ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("option", ["-s", "-e"])
+def test_consume_message_with_a_malformed_timestamp_fails_cleanly(cluster: ThreadedCluster, option: str) -> None:
+    """Java ConsumeMessageCommand.timestampFormat: UtilAll.parseDate gives null, the NPE is inside the try ("command
+    failed"); before, the ValueError was raised outside the command's error handling: a traceback."""
+    result = _run("consumeMessage", "-n", cluster.namesrv_addr, "-t", "TBW102", option, "yesterday")
     _assert_clean_failure(result)
