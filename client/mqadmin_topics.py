@@ -210,7 +210,7 @@ def topic_list(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         topics = await admin.topic_list()
         if not o["cluster_model"]:
-            out.header("%s%n", "#Topic")
+            out.header("", "#Topic")  # Java prints the names only; the JSON rows keep the key
             for topic in topics:
                 out.row("%s%n", topic)
             return

@@ -78,6 +78,15 @@ def test_topic_commands_perm_order_conf_and_allocation(cluster: ThreadedCluster)
     assert "set broker orderConf. isOrder=true, orderConf=[broker-a:2]" in ordered["lines"]
 
 
+def test_topic_list_prints_only_the_topic_names(cluster: ThreadedCluster) -> None:
+    """Java TopicListSubCommand without -c: ``printf("%s%n", topic)`` per topic and no header (4.9.8 and 5.3.3), so
+    a script reading the lines gets no topic named ``#Topic``."""
+    anyio.run(create_topic, cluster.namesrv_addr, "ListedTopic", 1)
+    lines = _text("topicList", "-n", cluster.namesrv_addr).splitlines()
+    assert "ListedTopic" in lines
+    assert "#Topic" not in lines, lines[:3]
+
+
 @pytest.mark.anyio
 async def test_group_commands_status_config_and_producers(cluster: ThreadedCluster, tmp_path: Path) -> None:
     ns, addr = cluster.namesrv_addr, cluster.broker_addr
