@@ -16,7 +16,7 @@ import click
 from client.admin import Admin
 from client.errors import MQClientError
 from client.message import Message, SendResult
-from client.mqadmin_support import Output, common, run_job
+from client.mqadmin_support import Output, common, print_result, run_job
 from client.producer import Producer
 from remoting.codec.bodies import ClusterInfo
 from remoting.errors import RemotingError
@@ -236,7 +236,7 @@ async def _maintenance_targets(admin: Admin, addr: str | None, cluster: str | No
 
 def _maintenance(name: str, help_text: str, act: Callable[[Admin, str], Awaitable[None]]) -> click.Command:
     """``cleanExpiredCQ`` / ``deleteExpiredCommitLog``: one request to ``-b``, else to every broker of ``-c`` (or
-    of every cluster), then Java's ``success`` (no newline)."""
+    of every cluster), then Java's ``success``, or ``false`` when no broker was asked (no newline)."""
 
     @click.command(name, help=help_text)
     @common
@@ -244,10 +244,10 @@ def _maintenance(name: str, help_text: str, act: Callable[[Admin, str], Awaitabl
     @click.option("-c", "--cluster", help="clustername")
     def command(ctx: click.Context, **o: Any) -> None:
         async def job(admin: Admin, out: Output) -> None:
-            for addr in await _maintenance_targets(admin, o["broker_addr"], o["cluster"]):
+            targets = await _maintenance_targets(admin, o["broker_addr"], o["cluster"])
+            for addr in targets:
                 await act(admin, addr)
-            out.line("success")
-            out.field("ok", True)
+            print_result(out, bool(targets))
 
         run_job(ctx, job)
 

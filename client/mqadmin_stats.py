@@ -11,7 +11,7 @@ import click
 
 from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
-from client.mqadmin_support import Output, common, format_date, java_bool, printf, run_job
+from client.mqadmin_support import Output, common, format_date, java_bool, print_result, printf, run_job
 from remoting.codec.bodies.stats import BrokerStatsData
 from remoting.codec.topics import is_retry_or_dlq_topic
 from remoting.errors import RemotingError
@@ -169,8 +169,7 @@ def get_broker_config(ctx: click.Context, **o: Any) -> None:
 def clean_unused_topic(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         targets = await admin.clean_unused_topic(broker_addr=o["broker_addr"], cluster=o["cluster"])
-        out.line("success")
-        out.field("ok", True)
+        print_result(out, bool(targets))
         out.field("brokers", targets)
 
     run_job(ctx, job)

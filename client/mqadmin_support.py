@@ -244,6 +244,13 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.pass_context(fn)
 
 
+def print_result(out: Output, ok: bool) -> None:
+    """Java's ``printf(result ? "success" : "false")`` of the store-maintenance commands, whose result is the last
+    broker's answer: ``false`` when no broker was asked (a ``-c`` cluster the name server does not know)."""
+    out.line("success" if ok else "false")
+    out.field("ok", ok)
+
+
 #: Java's CommandUtil.ERROR_MESSAGE, printed for a ``-c`` cluster the name server does not know.
 UNKNOWN_CLUSTER: Final = "Make sure the specified clusterName exists or the name server connected to is correct."
 

@@ -236,3 +236,16 @@ def test_consume_message_with_a_malformed_timestamp_fails_cleanly(cluster: Threa
     failed"); before, the ValueError was raised outside the command's error handling: a traceback."""
     result = _run("consumeMessage", "-n", cluster.namesrv_addr, "-t", "TBW102", option, "yesterday")
     _assert_clean_failure(result)
+
+
+# -- store maintenance on an unknown -c cluster ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["cleanExpiredCQ", "deleteExpiredCommitLog", "cleanUnusedTopic"])
+def test_maintenance_commands_on_an_unknown_cluster_print_false(cluster: ThreadedCluster, command: str) -> None:
+    """Java DefaultMQAdminExtImpl.cleanExpiredConsumerQueue / deleteExpiredCommitLog / cleanUnusedTopic(cluster):
+    ClusterInfo.retrieveAllAddrByCluster of an unknown cluster is empty, the result stays false and the command
+    prints ``false``; before, nothing was asked and ``success`` was printed."""
+    result = _run(command, "-n", cluster.namesrv_addr, "-c", "NoSuchCluster")
+    assert result.exit_code == 0, result.output
+    assert result.output == "false", repr(result.output)
