@@ -16,7 +16,7 @@ import click
 from client.admin import Admin
 from client.errors import MQClientError
 from client.message import Message, SendResult
-from client.mqadmin_support import Output, common, print_result, run_job
+from client.mqadmin_support import Output, cluster_brokers, common, print_result, run_job
 from client.producer import Producer
 from remoting.codec.bodies import ClusterInfo
 from remoting.errors import RemotingError
@@ -128,11 +128,9 @@ def broker_status(ctx: click.Context, **o: Any) -> None:
             for key, value in sorted((await admin.runtime_info(o["broker_addr"].strip())).items()):
                 out.row("%-32s: %s%n", key, value)
         elif o["cluster"]:
-            info = await admin.cluster_info()
-            names = set(info.cluster_addr_table.get(o["cluster"].strip(), []))
             out.header("", "Broker", "Key", "Value")
-            for _, name, _, addr in _brokers(info):
-                if name in names:
+            for bd in await cluster_brokers(admin, o["cluster"].strip()):  # masters and slaves, as Java's
+                for _, addr in sorted(bd.broker_addrs.items()):
                     for key, value in sorted((await admin.runtime_info(addr)).items()):
                         out.row("%-24s %-32s: %s%n", addr, key, value)
 

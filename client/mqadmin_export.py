@@ -19,7 +19,7 @@ import click
 
 from client.admin import Admin
 from client.errors import MQBrokerError
-from client.mqadmin_support import Output, common, run_job, version_desc
+from client.mqadmin_support import Output, cluster_masters, cluster_masters_and_slaves, common, run_job, version_desc
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.codec.codes import CURRENT_VERSION
 from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, is_retry_or_dlq_topic
@@ -95,7 +95,7 @@ def export_metadata(ctx: click.Context, **o: Any) -> None:
         elif o["cluster"]:
             topics: dict[str, dict[str, Any]] = {}
             groups: dict[str, dict[str, Any]] = {}
-            for addr in await admin.master_addresses(o["cluster"].strip()):
+            for addr in await cluster_masters(admin, o["cluster"].strip()):
                 for name, tc in (await user_topics(admin, addr, o["special"])).items():
                     merged = tc.to_json()
                     if name in topics:
@@ -134,17 +134,13 @@ def export_metadata(ctx: click.Context, **o: Any) -> None:
 )
 def export_configs(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        info = await admin.cluster_info()
-        configs, masters, slaves = {}, 0, 0
-        for name in sorted(info.cluster_addr_table.get(o["cluster"].strip(), [])):
-            data = info.broker_addr_table.get(name)
-            if data is None or not data.master_addr:
-                continue
-            masters += 1
-            slaves += len(data.broker_addrs) - 1
-            props = await admin.broker_config(data.master_addr)
-            configs[props.get("brokerName", name)] = {k: props.get(k) for k in CONFIG_KEYS}
-        scale = {"namesrvSize": len(admin.namesrv_addrs), "masterBrokerSize": masters, "slaveBrokerSize": slaves}
+        configs, slaves = {}, 0
+        brokers = await cluster_masters_and_slaves(admin, o["cluster"].strip())
+        for master, its_slaves in brokers:
+            slaves += len(its_slaves)
+            props = await admin.broker_config(master)
+            configs[props.get("brokerName")] = {k: props.get(k) for k in CONFIG_KEYS}
+        scale = {"namesrvSize": len(admin.namesrv_addrs), "masterBrokerSize": len(brokers), "slaveBrokerSize": slaves}
         path = Path(o["path"].strip()) / "configs.json"
         _write(path, {"brokerConfigs": configs, "clusterScale": scale})
         out.line("export %s success", str(path))

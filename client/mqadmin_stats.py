@@ -11,7 +11,17 @@ import click
 
 from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
-from client.mqadmin_support import Output, common, format_date, java_bool, print_result, printf, run_job
+from client.mqadmin_support import (
+    Output,
+    cluster_masters,
+    cluster_masters_and_slaves,
+    common,
+    format_date,
+    java_bool,
+    print_result,
+    printf,
+    run_job,
+)
 from remoting.codec.bodies.stats import BrokerStatsData
 from remoting.codec.topics import is_retry_or_dlq_topic
 from remoting.errors import RemotingError
@@ -115,24 +125,13 @@ def update_broker_config(ctx: click.Context, **o: Any) -> None:
         if not (o["broker_addr"] or o["cluster"]):
             click.echo(ctx.get_help())
             return
-        targets = await admin.target_brokers(o["broker_addr"], o["cluster"])
+        targets = [o["broker_addr"]] if o["broker_addr"] else await cluster_masters(admin, o["cluster"].strip())
         for addr in targets:
             await admin.update_broker_config(addr, {o["key"].strip(): o["value"].strip()})
             out.line("update broker config success, %s\n", addr)
         out.field("brokers", targets)
 
     run_job(ctx, job)
-
-
-async def _master_and_slaves(admin: Admin, cluster: str) -> list[tuple[str, list[str]]]:
-    """Java's ``CommandUtil.fetchMasterAndSlaveDistinguish``: each master of ``cluster`` with its slaves."""
-    info = await admin.cluster_info()
-    out = []
-    for name in sorted(info.cluster_addr_table.get(cluster, [])):
-        data = info.broker_addr_table.get(name)
-        if data is not None and data.master_addr:
-            out.append((data.master_addr, [a for bid, a in sorted(data.broker_addrs.items()) if bid != 0]))
-    return out
 
 
 async def _print_config(admin: Admin, out: Output, prefix: str, addr: str) -> None:
@@ -152,7 +151,7 @@ def get_broker_config(ctx: click.Context, **o: Any) -> None:
             addr = o["broker_addr"].strip()
             await _print_config(admin, out, f"============{addr}============\n", addr)
         elif o["cluster"]:
-            for master, slaves in await _master_and_slaves(admin, o["cluster"].strip()):
+            for master, slaves in await cluster_masters_and_slaves(admin, o["cluster"].strip()):
                 await _print_config(admin, out, f"============Master: {master}============\n", master)
                 for slave in slaves:
                     await _print_config(

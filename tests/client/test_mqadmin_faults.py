@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -249,3 +250,24 @@ def test_maintenance_commands_on_an_unknown_cluster_print_false(cluster: Threade
     result = _run(command, "-n", cluster.namesrv_addr, "-c", "NoSuchCluster")
     assert result.exit_code == 0, result.output
     assert result.output == "false", repr(result.output)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("brokerStatus", "-c", "NoSuchCluster"),
+        ("getBrokerConfig", "-c", "NoSuchCluster"),
+        ("updateBrokerConfig", "-c", "NoSuchCluster", "-k", "fileReservedTime", "-v", "48"),
+        ("exportConfigs", "-c", "NoSuchCluster", "-f", "{tmp}"),
+    ],
+    ids=["brokerStatus", "getBrokerConfig", "updateBrokerConfig", "exportConfigs"],
+)
+def test_broker_commands_on_an_unknown_cluster_say_so(
+    cluster: ThreadedCluster, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """Java CommandUtil.fetchMasterAndSlaveAddrByClusterName (brokerStatus), fetchMasterAndSlaveDistinguish
+    (getBrokerConfig, exportConfigs) and fetchMasterAddrByClusterName (updateBrokerConfig) print "[error] Make sure
+    the specified clusterName exists or the name server connected to is correct." for an unknown -c; before, these
+    printed nothing."""
+    result = _run(args[0], "-n", cluster.namesrv_addr, *(a.format(tmp=tmp_path) for a in args[1:]))
+    assert "Make sure the specified clusterName exists" in result.output, repr(result.output)
