@@ -14,12 +14,10 @@ import anyio
 import click
 
 from client.admin import Admin
-from client.errors import MQClientError
 from client.message import Message, SendResult
-from client.mqadmin_support import Output, cluster_brokers, common, print_result, run_job
+from client.mqadmin_support import Output, broker_may_fail, cluster_brokers, common, print_result, run_job
 from client.producer import Producer
 from remoting.codec.bodies import ClusterInfo
-from remoting.errors import RemotingError
 
 __all__ = ["COMMANDS", "send_result_text"]
 
@@ -51,11 +49,9 @@ def _first(text: str | None) -> float:
 async def _runtime_or_none(admin: Admin, addr: str) -> dict[str, str]:
     """A broker's runtime info, or nothing when it does not answer: its row shows zeros and the others are listed
     (ClusterListSubCommand catches each broker's failure)."""
-    try:
+    with broker_may_fail(addr):
         return await admin.runtime_info(addr)
-    except (MQClientError, RemotingError, OSError) as exc:
-        click.echo(f"mqadmin: {addr}: {exc}", err=True)
-        return {}
+    return {}
 
 
 async def _base_rows(admin: Admin, out: Output) -> None:
@@ -88,7 +84,7 @@ async def _more_rows(admin: Admin, out: Output) -> None:
     for cluster, name, _, addr in _brokers(info):
         kv = {
             k: int(v)
-            for k, v in (await admin.runtime_info(addr)).items()
+            for k, v in (await _runtime_or_none(admin, addr)).items()
             if k.startswith("msg") and v.lstrip("-").isdigit()
         }
         put_today, get_today = kv.get("msgPutTotalTodayMorning", 0), kv.get("msgGetTotalTodayMorning", 0)
@@ -131,8 +127,9 @@ def broker_status(ctx: click.Context, **o: Any) -> None:
             out.header("", "Broker", "Key", "Value")
             for bd in await cluster_brokers(admin, o["cluster"].strip()):  # masters and slaves, as Java's
                 for _, addr in sorted(bd.broker_addrs.items()):
-                    for key, value in sorted((await admin.runtime_info(addr)).items()):
-                        out.row("%-24s %-32s: %s%n", addr, key, value)
+                    with broker_may_fail(addr):  # as Java's: one broker's failure does not end the listing
+                        for key, value in sorted((await admin.runtime_info(addr)).items()):
+                            out.row("%-24s %-32s: %s%n", addr, key, value)
 
     run_job(ctx, job)
 

@@ -11,16 +11,18 @@ undone messages per topic) and prints what Java's ``DefaultMonitorListener`` log
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import anyio
 import click
 
-from client.admin import Admin
+from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQBrokerError, MQClientError
 from client.mqadmin_support import (
     Output,
+    broker_may_fail,
     cluster_masters,
     common,
     format_date,
@@ -86,8 +88,9 @@ def update_sub_group(ctx: click.Context, **o: Any) -> None:
             click.echo(ctx.get_help())
             return
         for addr in targets:
-            await admin.create_subscription_group(config, broker_addr=addr)
-            out.line("create subscription group to %s success.%n", addr)
+            with broker_may_fail(addr, go_on=not o["broker_addr"]):  # Java: -c goes on past a master, -b fails
+                await admin.create_subscription_group(config, broker_addr=addr)
+                out.line("create subscription group to %s success.%n", addr)
         out.line("%s", group_config_text(config))
 
     run_job(ctx, job)
@@ -177,25 +180,29 @@ async def _group_progress(admin: Admin, out: Output, group: str, show_ip: bool) 
 async def _all_groups(admin: Admin, out: Output) -> None:
     out.header(_GROUPS, "#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total")
     for topic in await admin.topic_list():
-        if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            continue
-        group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-        try:
-            stats = await admin.consume_stats(group)
-            diff = sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
-            tps = stats.consume_tps
-        except MQBrokerError:
-            diff, tps = 0, 0.0
-        try:
-            conn = await admin.consumer_connection(group)
-        except MQBrokerError:
-            out.row(_GROUPS_ROW, group, 0, "OFFLINE", "", "", int(tps), diff)
-            continue
-        count = len(conn.connection_set)
-        pull = conn.consume_type == "CONSUME_ACTIVELY"
-        version = min(c.version for c in conn.connection_set) if count else 0
-        model = "" if pull else (conn.message_model or "")
-        out.row(_GROUPS_ROW, group, count, version_desc(version), "PULL" if pull else "PUSH", model, int(tps), diff)
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            await _group_row(admin, out, topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
+
+
+async def _group_row(admin: Admin, out: Output, group: str) -> None:
+    """One group's line (Java's ``GroupConsumeInfo``): its consume stats and its connections are each read apart,
+    and one that fails (refused, or a broker that does not answer) leaves its figures at 0 and the group OFFLINE."""
+    diff, tps = 0, 0.0
+    with suppress(*BROKER_FAILURES):
+        stats = await admin.consume_stats(group)
+        diff = sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
+        tps = stats.consume_tps
+    conn = None
+    with suppress(*BROKER_FAILURES):
+        conn = await admin.consumer_connection(group)
+    if conn is None or not conn.connection_set:
+        out.row(_GROUPS_ROW, group, 0, "OFFLINE", "", "", int(tps), diff)
+        return
+    count = len(conn.connection_set)
+    pull = conn.consume_type == "CONSUME_ACTIVELY"
+    version = min(c.version for c in conn.connection_set)
+    model = "" if pull else (conn.message_model or "")
+    out.row(_GROUPS_ROW, group, count, version_desc(version), "PULL" if pull else "PUSH", model, int(tps), diff)
 
 
 @click.command("consumerProgress", help="Query consumers's progress, speed")

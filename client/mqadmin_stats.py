@@ -13,6 +13,7 @@ from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
 from client.mqadmin_support import (
     Output,
+    broker_may_fail,
     cluster_masters,
     cluster_masters_and_slaves,
     common,
@@ -127,8 +128,9 @@ def update_broker_config(ctx: click.Context, **o: Any) -> None:
             return
         targets = [o["broker_addr"]] if o["broker_addr"] else await cluster_masters(admin, o["cluster"].strip())
         for addr in targets:
-            await admin.update_broker_config(addr, {o["key"].strip(): o["value"].strip()})
-            out.line("update broker config success, %s\n", addr)
+            with broker_may_fail(addr, go_on=not o["broker_addr"]):  # Java: -c goes on past a master, -b fails
+                await admin.update_broker_config(addr, {o["key"].strip(): o["value"].strip()})
+                out.line("update broker config success, %s\n", addr)
         out.field("brokers", targets)
 
     run_job(ctx, job)

@@ -14,7 +14,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Final
 
@@ -23,7 +24,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from client.admin import Admin
+from client.admin import BROKER_FAILURES, Admin
 from client.config import ClientConfig
 from client.errors import MQClientError
 from client.message import MessageExt
@@ -243,6 +244,20 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
     fn = click.option("--json", "as_json", is_flag=True, help="print JSON instead of RocketMQ's text")(fn)
     return click.pass_context(fn)
+
+
+@contextmanager
+def broker_may_fail(addr: str, *, go_on: bool = True) -> Iterator[None]:
+    """One broker's step of a command that goes on past a broker that fails it (Java wraps such a step in its own
+    try/catch): the failure is said on stderr and the rest of the step skipped. With ``go_on`` false the failure
+    fails the command instead."""
+    if not go_on:
+        yield
+        return
+    try:
+        yield
+    except BROKER_FAILURES as exc:
+        click.echo(f"mqadmin: {addr}: {exc}", err=True)
 
 
 def print_result(out: Output, ok: bool) -> None:

@@ -62,6 +62,80 @@ def test_cluster_list_still_lists_the_live_brokers_when_one_does_not_answer(clus
     assert "127.0.0.1:1 " in result.output
 
 
+def test_cluster_list_more_stats_lists_the_live_brokers_when_one_does_not_answer(cluster: ThreadedCluster) -> None:
+    """Java ClusterListSubCommand.printClusterMoreStats catches each broker's fetchBrokerRuntimeStats failure and
+    prints its row with zeros; before, the first dead broker ended ``clusterList -m``."""
+    register_dead_broker(cluster, name="broker-0dead", addr="127.0.0.1:1")
+    result = _run("clusterList", "-n", cluster.namesrv_addr, "-m")
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.output.splitlines()[1:]]
+    assert ["DefaultCluster", "broker-0dead", "0", "0", "0", "0"] in rows, result.output
+    assert any(row[1:2] == ["broker-a"] for row in rows), result.output
+
+
+def test_broker_status_of_a_cluster_shows_the_live_brokers_when_one_does_not_answer(cluster: ThreadedCluster) -> None:
+    """Java BrokerStatusSubCommand -c: each broker's printBrokerRuntimeStats in its own try/catch, so the live
+    brokers' key-value lines are printed; before, the dead one ended the command."""
+    register_dead_broker(cluster, name="broker-0dead", addr="127.0.0.1:1")
+    result = _run("brokerStatus", "-n", cluster.namesrv_addr, "-c", "DefaultCluster")
+    assert result.exit_code == 0, result.output
+    assert any(line.split()[:2] == [cluster.broker_addr, "brokerVersionDesc"] for line in result.output.splitlines())
+
+
+def test_consumer_progress_of_all_groups_lists_a_group_whose_broker_does_not_answer(cluster: ThreadedCluster) -> None:
+    """Java ConsumerProgressSubCommand without -g: examineConsumeStats and examineConsumerConnectionInfo are each
+    caught per group; a group on a dead broker gets its row (count 0, OFFLINE) and the listing goes on. Before, that
+    group's OSError ended the whole command with exit status 1."""
+    register_dead_broker(cluster, name="broker-0dead", addr="127.0.0.1:1", topics=("%RETRY%dead-broker-group",))
+    result = _run("consumerProgress", "-n", cluster.namesrv_addr)
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.output.splitlines()[1:]]
+    assert ["dead-broker-group", "0", "OFFLINE", "0", "0"] in rows, result.output
+
+
+def test_update_sub_group_on_a_cluster_reaches_the_live_masters_past_a_dead_one(cluster: ThreadedCluster) -> None:
+    """Java UpdateSubGroupSubCommand -c: createAndUpdateSubscriptionGroupConfig per master in a try/catch, so every
+    live master gets the group; before, the dead master (sorted first) ended the command before the live one."""
+    register_dead_broker(cluster, name="broker-0dead", addr="127.0.0.1:1")
+    result = _run("updateSubGroup", "-n", cluster.namesrv_addr, "-c", "DefaultCluster", "-g", "cluster-wide-group")
+    assert f"create subscription group to {cluster.broker_addr} success." in result.output, result.output
+    assert "cluster-wide-group" in _groups_on(cluster.namesrv_addr, cluster.broker_addr)
+
+
+def test_update_broker_config_on_a_cluster_reaches_the_live_masters_past_a_dead_one(cluster: ThreadedCluster) -> None:
+    """Java UpdateBrokerConfigSubCommand -c: updateBrokerConfig per master in a try/catch, so the live masters are
+    updated and report ``update broker config success``; before, the dead master ended the command."""
+    register_dead_broker(cluster, name="broker-0dead", addr="127.0.0.1:1")
+    result = _run(
+        "updateBrokerConfig", "-n", cluster.namesrv_addr, "-c", "DefaultCluster", "-k", "fileReservedTime", "-v", "47"
+    )
+    assert f"update broker config success, {cluster.broker_addr}" in result.output, result.output
+    assert _config_of(cluster.namesrv_addr, cluster.broker_addr)["fileReservedTime"] == "47"
+
+
+def test_update_broker_config_of_one_dead_broker_fails(cluster: ThreadedCluster) -> None:
+    """Java UpdateBrokerConfigSubCommand -b: no try/catch around the one broker, the command fails."""
+    result = _run("updateBrokerConfig", "-n", cluster.namesrv_addr, "-b", "127.0.0.1:1", "-k", "fileReservedTime",
+                  "-v", "47")  # fmt: skip
+    _assert_clean_failure(result)
+
+
+def _groups_on(ns: str, addr: str) -> set[str]:
+    async def read() -> set[str]:
+        async with Admin(ns) as admin:
+            return set(await admin.subscription_groups(addr))
+
+    return anyio.run(read)
+
+
+def _config_of(ns: str, addr: str) -> dict[str, str]:
+    async def read() -> dict[str, str]:
+        async with Admin(ns) as admin:
+            return await admin.broker_config(addr)
+
+    return anyio.run(read)
+
+
 # -- resetOffsetByTime -s ----------------------------------------------------------------------------------------
 
 
