@@ -121,11 +121,11 @@ def broker_status(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         if o["broker_addr"]:
             out.header("", "Key", "Value")
-            for key, value in sorted((await admin.runtime_info(o["broker_addr"].strip())).items()):
+            for key, value in sorted((await admin.runtime_info(o["broker_addr"])).items()):
                 out.row("%-32s: %s%n", key, value)
         elif o["cluster"]:
             out.header("", "Broker", "Key", "Value")
-            for bd in await cluster_brokers(admin, o["cluster"].strip()):  # masters and slaves, as Java's
+            for bd in await cluster_brokers(admin, o["cluster"]):  # masters and slaves, as Java's
                 for _, addr in sorted(bd.broker_addrs.items()):
                     with broker_may_fail(addr):  # as Java's: one broker's failure does not end the listing
                         for key, value in sorted((await admin.runtime_info(addr)).items()):
@@ -153,7 +153,7 @@ def send_msg_status(ctx: click.Context, **o: Any) -> None:
         return ("hello jodie" * ((size + 10) // 11)).encode()  # Java appends it per 11 bytes asked
 
     async def job(admin: Admin, out: Output) -> None:
-        topic = o["broker"].strip()
+        topic = o["broker"]
         async with Producer("PID_SMSC", instance=admin.instance) as producer:
             await producer.send(Message(topic, body(16)))
             for _ in range(o["count"]):
@@ -175,11 +175,11 @@ def send_msg_status(ctx: click.Context, **o: Any) -> None:
 @click.option("-i", "--interval", type=int, default=10, help="print interval | default 10 seconds")
 @click.option("--rounds", type=int, default=0, help="stop after this many rounds (rocketrio; 0: run until stopped)")
 def cluster_rt(ctx: click.Context, **o: Any) -> None:
-    tlog = (o["print_log"] or "").strip().lower() == "true"
+    tlog = (o["print_log"] or "").lower() == "true"
 
     async def job(admin: Admin, out: Output) -> None:
         info = await admin.cluster_info()
-        clusters = [o["cluster"].strip()] if o["cluster"] else list(info.cluster_addr_table)
+        clusters = [o["cluster"]] if o["cluster"] else list(info.cluster_addr_table)
         if not tlog:
             out.header("%-24s  %-24s  %-4s  %-8s  %-8s%n", "#Cluster Name", "#Broker Name", "#RT", "#successCount",
                        "#failCount")  # fmt: skip
@@ -226,7 +226,7 @@ async def _probe(
 async def _maintenance_targets(admin: Admin, addr: str | None, cluster: str | None) -> list[str]:
     """``-b``, else every broker of ``-c``, else of every cluster, slaves included (Java's clean/delete commands:
     ``ClusterInfo.retrieveAllAddrByCluster``)."""
-    return [addr.strip()] if addr else await admin.broker_addresses(cluster.strip() if cluster else None)
+    return [addr] if addr else await admin.broker_addresses(cluster or None)
 
 
 def _maintenance(name: str, help_text: str, act: Callable[[Admin, str], Awaitable[None]]) -> click.Command:

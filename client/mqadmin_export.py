@@ -74,12 +74,12 @@ async def user_groups(admin: Admin, addr: str) -> dict[str, SubscriptionGroupCon
 @click.option("-g", "--subscriptionGroup", "groups_only", is_flag=True, help="only export subscriptionGroup metadata")
 @click.option("-s", "--specialTopic", "special", is_flag=True, help="need retryTopic and dlqTopic")
 def export_metadata(ctx: click.Context, **o: Any) -> None:
-    base = Path(o["path"].strip())
+    base = Path(o["path"])
 
     async def job(admin: Admin, out: Output) -> None:
         doc: dict[str, Any]
         if o["broker_addr"]:
-            addr = o["broker_addr"].strip()
+            addr = o["broker_addr"]
             if o["topics_only"]:
                 table = await user_topics(admin, addr, o["special"])
                 path, doc = base / "topic.json", {"topicConfigTable": {n: t.to_json() for n, t in table.items()}}
@@ -95,7 +95,7 @@ def export_metadata(ctx: click.Context, **o: Any) -> None:
         elif o["cluster"]:
             topics: dict[str, dict[str, Any]] = {}
             groups: dict[str, dict[str, Any]] = {}
-            for addr in await cluster_masters(admin, o["cluster"].strip()):
+            for addr in await cluster_masters(admin, o["cluster"]):
                 for name, tc in (await user_topics(admin, addr, o["special"])).items():
                     merged = tc.to_json()
                     if name in topics:
@@ -135,13 +135,13 @@ def export_metadata(ctx: click.Context, **o: Any) -> None:
 def export_configs(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         configs, slaves = {}, 0
-        brokers = await cluster_masters_and_slaves(admin, o["cluster"].strip())
+        brokers = await cluster_masters_and_slaves(admin, o["cluster"])
         for master, its_slaves in brokers:
             slaves += len(its_slaves)
             props = await admin.broker_config(master)
             configs[props.get("brokerName")] = {k: props.get(k) for k in CONFIG_KEYS}
         scale = {"namesrvSize": len(admin.namesrv_addrs), "masterBrokerSize": len(brokers), "slaveBrokerSize": slaves}
-        path = Path(o["path"].strip()) / "configs.json"
+        path = Path(o["path"]) / "configs.json"
         _write(path, {"brokerConfigs": configs, "clusterScale": scale})
         out.line("export %s success", str(path))
         out.field("path", str(path))
@@ -216,11 +216,11 @@ def export_metrics(ctx: click.Context, **o: Any) -> None:
         info = await admin.cluster_info()
         totals: dict[str, dict[str, Any]] = {"totalTps": {}, "totalOneDayNum": {}}
         report = {}
-        for name in sorted(info.cluster_addr_table.get(o["cluster"].strip(), [])):
+        for name in sorted(info.cluster_addr_table.get(o["cluster"], [])):
             data = info.broker_addr_table.get(name)
             if data is not None and data.master_addr:
                 report[name] = await _broker_metrics(admin, data.master_addr, totals)
-        path = Path(o["path"].strip()) / "metrics.json"
+        path = Path(o["path"]) / "metrics.json"
         _write(path, {"evaluateReport": report, "totalData": totals})
         out.line("export %s success", str(path))
         out.field("path", str(path))

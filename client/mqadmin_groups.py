@@ -50,7 +50,7 @@ def _sub_group_config(o: dict[str, Any]) -> SubscriptionGroupConfig:
     for key, bits in (("retry_queues", 32), ("retry_max", 32), ("broker_id", 64), ("slowly", 64)):
         if o[key] is not None and not -(1 << (bits - 1)) <= o[key] < 1 << (bits - 1):
             raise ValueError(f"{o[key]} is out of range for a Java {'int' if bits == 32 else 'long'}")
-    base = SubscriptionGroupConfig(o["group"].strip())
+    base = SubscriptionGroupConfig(o["group"])
     return SubscriptionGroupConfig(
         group_name=base.group_name,
         consume_enable=java_bool(o["consume_enable"], base.consume_enable),
@@ -81,9 +81,9 @@ def update_sub_group(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         config = _sub_group_config(o)  # inside the job: a bad number fails the command, as Java's parse does
         if o["broker_addr"]:
-            targets = [o["broker_addr"].strip()]
+            targets = [o["broker_addr"]]
         elif o["cluster"]:
-            targets = await cluster_masters(admin, o["cluster"].strip())
+            targets = await cluster_masters(admin, o["cluster"])
         else:
             click.echo(ctx.get_help())
             return
@@ -104,13 +104,13 @@ def update_sub_group(ctx: click.Context, **o: Any) -> None:
 @click.option("-r", "--removeOffset", "remove_offset", help="remove offset")
 def delete_sub_group(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        group, clean = o["group"].strip(), java_bool(o["remove_offset"])
+        group, clean = o["group"], java_bool(o["remove_offset"])
         if o["broker_addr"]:
-            addr = o["broker_addr"].strip()
+            addr = o["broker_addr"]
             await admin.delete_subscription_group(group, broker_addr=addr, clean_offset=clean)
             out.line("delete subscription group [%s] from broker [%s] success.%n", group, addr)
         elif o["cluster"]:
-            cluster = o["cluster"].strip()
+            cluster = o["cluster"]
             for addr in await cluster_masters(admin, cluster):
                 await admin.delete_subscription_group(group, broker_addr=addr, clean_offset=clean)
                 out.line("delete subscription group [%s] from broker [%s] in cluster [%s] success.%n", group, addr,
@@ -212,7 +212,7 @@ async def _group_row(admin: Admin, out: Output, group: str) -> None:
 def consumer_progress(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         if o["group"]:
-            await _group_progress(admin, out, o["group"].strip(), (o["show_ip"] or "").lower() == "true")
+            await _group_progress(admin, out, o["group"], (o["show_ip"] or "").lower() == "true")
         else:
             await _all_groups(admin, out)
 
@@ -225,7 +225,7 @@ def consumer_progress(ctx: click.Context, **o: Any) -> None:
 @click.option("-b", "--brokerAddr", "broker_addr", help="broker address")
 def consumer_connection(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        conn = await admin.consumer_connection(o["group"].strip(), o["broker_addr"])
+        conn = await admin.consumer_connection(o["group"], o["broker_addr"])
         out.header("%-36s %-22s %-10s %s%n", "#ClientId", "#ClientAddr", "#Language", "#Version")
         for c in conn.connection_set:
             out.row("%-36s %-22s %-10s %s%n", c.client_id, c.client_addr, c.language, version_desc(c.version))
@@ -250,7 +250,7 @@ def consumer_connection(ctx: click.Context, **o: Any) -> None:
 @click.option("-t", "--topic", required=True, help="topic name")
 def producer_connection(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        conn = await admin.producer_connection(o["group"].strip(), o["topic"].strip())
+        conn = await admin.producer_connection(o["group"], o["topic"])
         for i, c in enumerate(conn.connection_set, 1):
             text = printf(
                 "%04d  %-32s %-22s %-8s %s%n", i, c.client_id, c.client_addr, c.language, version_desc(c.version)
@@ -295,10 +295,10 @@ def _subscriptions(info: dict[str, Any]) -> set[tuple[str, str]]:
 @click.option("-s", "--jstack", is_flag=True, help="Run jstack command in the consumer progress")
 def consumer_status(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        group = o["group"].strip()
+        group = o["group"]
         conn = await admin.consumer_connection(group, o["broker_addr"])
         if o["client_id"]:
-            out.line("%s", running_info_text(await admin.consumer_running_info(group, o["client_id"].strip())))
+            out.line("%s", running_info_text(await admin.consumer_running_info(group, o["client_id"])))
             return
         now = int(time.time() * 1000)
         infos: dict[str, dict[str, Any]] = {}
@@ -327,7 +327,7 @@ def consumer_status(ctx: click.Context, **o: Any) -> None:
 @click.option("-g", "--groupName", "group", required=True, help="subscription group name")
 def get_consumer_config(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        group = o["group"].strip()
+        group = o["group"]
         info = await admin.cluster_info()
         for name, bd in sorted(info.broker_addr_table.items()):
             cluster = next((c for c, names in info.cluster_addr_table.items() if name in names), None)
@@ -347,7 +347,7 @@ def get_consumer_config(ctx: click.Context, **o: Any) -> None:
 @click.option("-b", "--broker", required=True, help="broker address")
 def producer(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        table = await admin.producer_table(o["broker"].strip())
+        table = await admin.producer_table(o["broker"])
         for group, infos in table.data.items():
             if not infos:
                 out.line("producer group (%s) instances are empty\n", group)

@@ -128,7 +128,7 @@ def query_msg_by_id(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         if o["group"] and o["client_id"]:
             for msg_id in ids:
-                result = await admin.consume_message_directly(o["group"].strip(), o["client_id"].strip(), msg_id)
+                result = await admin.consume_message_directly(o["group"], o["client_id"], msg_id)
                 out.line("%s", direct_result_text(result))
         elif o["resend"] is not None:
             if java_bool(o["resend"]):
@@ -151,7 +151,7 @@ def query_msg_by_id(ctx: click.Context, **o: Any) -> None:
 @click.option("-k", "--msgKey", "key", required=True, help="Message Key")
 def query_msg_by_key(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        msgs = await admin.query_msg_by_key(o["topic"].strip(), o["key"].strip(), max_num=64)
+        msgs = await admin.query_msg_by_key(o["topic"], o["key"], max_num=64)
         out.header("%-50s %4s %40s%n", "#Message ID", "#QID", "#Offset")
         for m in msgs:
             out.row("%-50s %4d %40d%n", uniq_msg_id(m), m.queue_id, m.queue_offset)
@@ -168,13 +168,11 @@ def query_msg_by_key(ctx: click.Context, **o: Any) -> None:
 @click.option("-a", "--showAll", "show_all", is_flag=True, help="Print all message, the limit is 32")
 def query_msg_by_unique_key(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        topic, msg_id = o["topic"].strip(), o["msg_id"].strip()
+        topic, msg_id = o["topic"], o["msg_id"]
         msgs = await admin.query_msg_by_unique_key(topic, msg_id)
         if o["group"] and o["client_id"]:
             if msgs:
-                result = await admin.consume_message_directly(
-                    o["group"].strip(), o["client_id"].strip(), msgs[0].msg_id
-                )
+                result = await admin.consume_message_directly(o["group"], o["client_id"], msgs[0].msg_id)
                 out.line("%s", direct_result_text(result))
             return
         for i, msg in enumerate(msgs if o["show_all"] else msgs[:1]):
@@ -191,7 +189,7 @@ def query_msg_by_unique_key(ctx: click.Context, **o: Any) -> None:
 @click.option("-o", "--offset", type=int, required=True, help="Queue Offset")
 def query_msg_by_offset(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        mq = MessageQueue(o["topic"].strip(), o["broker"].strip(), o["queue_id"])
+        mq = MessageQueue(o["topic"], o["broker"], o["queue_id"])
         result = await admin.pull(mq, o["offset"], 1)
         if result.messages:
             await print_message_detail(admin, out, result.messages[0])
@@ -253,12 +251,12 @@ async def readable_queues(admin: Admin, topic: str) -> list[MessageQueue]:
 @click.option("-d", "--printBody", "body", help="print body")
 def print_msg(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        for mq in await readable_queues(admin, o["topic"].strip()):
+        for mq in await readable_queues(admin, o["topic"]):
             low, high = await _range(admin, mq, o["begin"], o["end"])
             out.line("minOffset=%s, maxOffset=%s, %s%n", low, high, mq_text(mq))
             offset = low
             while offset < high:
-                result = await admin.pull(mq, offset, 32, o["expression"].strip())
+                result = await admin.pull(mq, offset, 32, o["expression"])
                 offset = result.next_begin_offset
                 if result.status.value == "FOUND":
                     print_messages(out, result.messages, o["charset"], java_bool(o["body"], True))
@@ -286,12 +284,12 @@ def print_msg(ctx: click.Context, **o: Any) -> None:
 @click.option("-f", "--calculate", help="calculate by tag. eg: true | false(default)")
 def print_msg_by_queue(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        mq = MessageQueue(o["topic"].strip(), o["broker"].strip(), o["queue_id"])
+        mq = MessageQueue(o["topic"], o["broker"], o["queue_id"])
         low, high = await _range(admin, mq, o["begin"], o["end"])
         counts: dict[str, int] = {}
         offset = low
         while offset < high:
-            result = await admin.pull(mq, offset, 32, o["expression"].strip())
+            result = await admin.pull(mq, offset, 32, o["expression"])
             offset = result.next_begin_offset
             if result.status.value != "FOUND":
                 break
@@ -322,9 +320,9 @@ def send_message(ctx: click.Context, **o: Any) -> None:
         return
 
     async def job(admin: Admin, out: Output) -> None:
-        topic = o["topic"].strip()
-        msg = Message(topic, o["body"].strip().encode(), tags=o["tags"], keys=o["keys"])
-        queue = MessageQueue(topic, o["broker"].strip(), o["qid"]) if o["broker"] and o["qid"] is not None else None
+        topic = o["topic"]
+        msg = Message(topic, o["body"].encode(), tags=o["tags"], keys=o["keys"])
+        queue = MessageQueue(topic, o["broker"], o["qid"]) if o["broker"] and o["qid"] is not None else None
         group = str(int(time.time() * 1000))
         async with Producer(group, instance=admin.instance, enable_msg_trace=java_bool(o["trace"])) as producer:
             r = await producer.send(msg, queue=queue)
@@ -352,7 +350,7 @@ def consume_message(ctx: click.Context, **o: Any) -> None:
         if problem:
             out.line("%s", problem)
             return
-        topic, left = o["topic"].strip(), o["count"]
+        topic, left = o["topic"], o["count"]
         if o["queue_id"] is None:
             for mq in await readable_queues(admin, topic):
                 if left == 0:
@@ -365,7 +363,7 @@ def consume_message(ctx: click.Context, **o: Any) -> None:
                     left = left - (high - low) - 1
                 await _pull_range(admin, out, mq, low, high)
             return
-        mq = MessageQueue(topic, o["broker"].strip(), o["queue_id"])
+        mq = MessageQueue(topic, o["broker"], o["queue_id"])
         low, high = await _range(admin, mq, o["begin"], o["end"])
         start = o["offset"] or 0
         if start > high:
@@ -426,7 +424,7 @@ async def _pull_range(admin: Admin, out: Output, mq: MessageQueue, low: int, hig
 @click.option("-s", "--size", type=int, default=128, help="message size | default 128 Byte")
 def check_msg_send_rt(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        topic, amount = o["topic"].strip(), o["amount"]
+        topic, amount = o["topic"], o["amount"]
         out.header("%-32s  %-4s  %-20s    %s%n", "#Broker Name", "#QID", "#Send Result", "#RT")
         total = 0
         chosen: list[MessageQueue] = []

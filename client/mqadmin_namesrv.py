@@ -23,7 +23,7 @@ __all__ = ["COMMANDS"]
 @click.option("-v", "--value", required=True, help="set the key value")
 def update_kv_config(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        await admin.put_kv_config(o["namespace"].strip(), o["key"].strip(), o["value"].strip())
+        await admin.put_kv_config(o["namespace"], o["key"], o["value"])
         out.line("create or update kv config to namespace success.%n")
         out.field("ok", True)
 
@@ -36,7 +36,7 @@ def update_kv_config(ctx: click.Context, **o: Any) -> None:
 @click.option("-k", "--key", required=True, help="set the key name")
 def delete_kv_config(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        await admin.delete_kv_config(o["namespace"].strip(), o["key"].strip())
+        await admin.delete_kv_config(o["namespace"], o["key"])
         out.line("delete kv config from namespace success.%n")
         out.field("ok", True)
 
@@ -51,7 +51,7 @@ def _perm_command(name: str, verb: str, help_text: str) -> click.Command:
     @click.option("-b", "--brokerName", "broker", required=True, help="broker name")
     def command(ctx: click.Context, **o: Any) -> None:
         async def job(admin: Admin, out: Output) -> None:
-            broker = o["broker"].strip()
+            broker = o["broker"]
             change = admin.wipe_write_perm if verb == "wipe" else admin.add_write_perm
             for addr in admin.namesrv_addrs:
                 try:
@@ -91,7 +91,7 @@ def get_namesrv_config(ctx: click.Context, **o: Any) -> None:
 @click.option("-v", "--value", required=True, help="config value")
 def update_namesrv_config(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        key, value = o["key"].strip(), o["value"].strip()
+        key, value = o["key"], o["value"]
         servers = list(split_addrs(o["namesrv"]))
         await admin.update_namesrv_config({key: value}, servers)
         out.line("update name server config success!%s\n%s : %s\n", "[" + ", ".join(servers) + "]", key, value)

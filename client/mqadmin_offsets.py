@@ -93,12 +93,12 @@ def _print_reset(out: Output, table: dict[MessageQueue, int]) -> None:
 @click.option("-f", "--force", help="set the force rollback by timestamp switch[true|false]")
 @click.option("-c", "--cplus", is_flag=True, help="reset c++ client offset")
 def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
-    text = o["timestamp"].strip()
+    text = o["timestamp"]
     force = java_bool(o["force"], True)
 
     async def job(admin: Admin, out: Output) -> None:
         timestamp = -1 if text == "now" else parse_time_arg(text)  # in the job: a bad time fails the command
-        group, topic = o["group"].strip(), o["topic"].strip()
+        group, topic = o["group"], o["topic"]
         try:
             table = await admin.reset_offset_by_time(group, topic, timestamp, force=force)
         except MQBrokerError as exc:
@@ -125,7 +125,7 @@ def skip_accumulated_message(ctx: click.Context, **o: Any) -> None:
     force = java_bool(o["force"], True)
 
     async def job(admin: Admin, out: Output) -> None:
-        group, topic = o["group"].strip(), o["topic"].strip()
+        group, topic = o["group"], o["topic"]
         try:
             table = await admin.reset_offset_by_time(group, topic, -1, force=force)
         except MQBrokerError as exc:
@@ -146,7 +146,7 @@ def skip_accumulated_message(ctx: click.Context, **o: Any) -> None:
 @click.option("-o", "--offline", help="the group or the topic is offline")
 def clone_group_offset(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        src, dest, topic = o["src"].strip(), o["dest"].strip(), o["topic"].strip()
+        src, dest, topic = o["src"], o["dest"], o["topic"]
         progress = await admin.consumer_progress(src, topic)
         if progress:
             route = await admin.topic_route(topic)
@@ -169,8 +169,8 @@ def clone_group_offset(ctx: click.Context, **o: Any) -> None:
 @click.option("-g", "--consumer", help="consumer group.")
 def query_cq(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        topic = o["topic"].strip()
-        broker = (o["broker"] or "").strip()
+        topic = o["topic"]
+        broker = o["broker"] or ""
         if not broker:
             route = await admin.topic_route(topic)
             if not route.broker_datas:

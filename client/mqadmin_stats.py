@@ -81,7 +81,7 @@ def stats_all(ctx: click.Context, **o: Any) -> None:
         for topic in await admin.topic_list():
             if is_retry_or_dlq_topic(topic):
                 continue
-            if o["topic"] and topic != o["topic"].strip():
+            if o["topic"] and topic != o["topic"]:
                 continue
             try:
                 await _topic_rows(admin, out, topic, o["active"])
@@ -99,7 +99,7 @@ def stats_all(ctx: click.Context, **o: Any) -> None:
 @click.option("-o", "--order", help="order topic")
 def broker_consume_stats(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        stats = await admin.broker_consume_stats(o["broker_addr"].strip(), is_order=java_bool(o["order"]))
+        stats = await admin.broker_consume_stats(o["broker_addr"], is_order=java_bool(o["order"]))
         out.header(_CONSUME, "#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff",
                    "#LastTime")  # fmt: skip
         for group, per_topic in stats.consume_stats_list:
@@ -126,10 +126,10 @@ def update_broker_config(ctx: click.Context, **o: Any) -> None:
         if not (o["broker_addr"] or o["cluster"]):
             click.echo(ctx.get_help())
             return
-        targets = [o["broker_addr"]] if o["broker_addr"] else await cluster_masters(admin, o["cluster"].strip())
+        targets = [o["broker_addr"]] if o["broker_addr"] else await cluster_masters(admin, o["cluster"])
         for addr in targets:
             with broker_may_fail(addr, go_on=not o["broker_addr"]):  # Java: -c goes on past a master, -b fails
-                await admin.update_broker_config(addr, {o["key"].strip(): o["value"].strip()})
+                await admin.update_broker_config(addr, {o["key"]: o["value"]})
                 out.line("update broker config success, %s\n", addr)
         out.field("brokers", targets)
 
@@ -150,10 +150,10 @@ async def _print_config(admin: Admin, out: Output, prefix: str, addr: str) -> No
 def get_broker_config(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         if o["broker_addr"]:
-            addr = o["broker_addr"].strip()
+            addr = o["broker_addr"]
             await _print_config(admin, out, f"============{addr}============\n", addr)
         elif o["cluster"]:
-            for master, slaves in await cluster_masters_and_slaves(admin, o["cluster"].strip()):
+            for master, slaves in await cluster_masters_and_slaves(admin, o["cluster"]):
                 await _print_config(admin, out, f"============Master: {master}============\n", master)
                 for slave in slaves:
                     await _print_config(

@@ -10,6 +10,7 @@ without their ``#``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -238,12 +239,18 @@ MSG_COLUMNS = ["OffsetMsgId", "Topic", "QueueId", "QueueOffset", "Tags", "Keys",
 
 
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``-n``/``--namesrvAddr`` (or ``NAMESRV_ADDR``) and ``--json`` on a command, which gets the click context."""
-    fn = click.option(
+    """``-n``/``--namesrvAddr`` (or ``NAMESRV_ADDR``) and ``--json`` on a command, which gets the click context and
+    its option values trimmed (Java reads each with ``getOptionValue(..).trim()``)."""
+
+    @functools.wraps(fn)
+    def trimmed(ctx: click.Context, /, **options: Any) -> Any:
+        return fn(ctx, **{k: v.strip() if isinstance(v, str) else v for k, v in options.items()})
+
+    namesrv = click.option(
         "-n", "--namesrvAddr", "namesrv", envvar="NAMESRV_ADDR", help="name servers, host:port;host:port"
-    )(fn)
-    fn = click.option("--json", "as_json", is_flag=True, help="print JSON instead of RocketMQ's text")(fn)
-    return click.pass_context(fn)
+    )
+    as_json = click.option("--json", "as_json", is_flag=True, help="print JSON instead of RocketMQ's text")
+    return click.pass_context(as_json(namesrv(trimmed)))
 
 
 @contextmanager

@@ -57,14 +57,14 @@ def update_topic(ctx: click.Context, **o: Any) -> None:
         raise click.UsageError("exactly one of -b/--brokerAddr and -c/--clusterName is required")
     order = java_bool(o["order"])
     sys_flag = (1 if java_bool(o["unit"]) else 0) | (2 if java_bool(o["unit_sub"]) else 0)
-    config = TopicConfig(o["topic"].strip(), o["read"], o["write"], o["perm"], topic_sys_flag=sys_flag, order=order)
+    config = TopicConfig(o["topic"], o["read"], o["write"], o["perm"], topic_sys_flag=sys_flag, order=order)
 
     async def job(admin: Admin, out: Output) -> None:
         kwargs = dict(read_queue_nums=config.read_queue_nums, write_queue_nums=config.write_queue_nums,
                       perm=config.perm, order=order, topic_sys_flag=sys_flag,
                       attributes=o["attributes"])  # fmt: skip
         if o["broker_addr"]:
-            addr = o["broker_addr"].strip()
+            addr = o["broker_addr"]
             await admin.create_topic(config.topic_name, broker_addr=addr, **kwargs)
             if order:
                 conf = f"{await _broker_name_of(admin, addr)}:{config.write_queue_nums}"
@@ -72,7 +72,7 @@ def update_topic(ctx: click.Context, **o: Any) -> None:
                 out.line("set broker orderConf. isOrder=%s, orderConf=[%s]", order, conf)
             out.line("create topic to %s success.%n", addr)
         else:
-            cluster = o["cluster"].strip()
+            cluster = o["cluster"]
             for addr in await cluster_masters(admin, cluster):
                 await admin.create_topic(config.topic_name, broker_addr=addr, **kwargs)
                 out.line("create topic to %s success.%n", addr)
@@ -92,7 +92,7 @@ def update_topic(ctx: click.Context, **o: Any) -> None:
 @click.option("-c", "--clusterName", "cluster", required=True, help="delete topic from which cluster")
 def delete_topic(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        await delete_topic_in_cluster(admin, out, o["cluster"].strip(), o["topic"].strip())
+        await delete_topic_in_cluster(admin, out, o["cluster"], o["topic"])
 
     run_job(ctx, job)
 
@@ -112,7 +112,7 @@ async def delete_topic_in_cluster(admin: Admin, out: Output, cluster: str, topic
 @click.option("-p", "--perm", type=int, required=True, help="set topic's permission(2|4|6), intro[2:W; 4:R; 6:RW]")
 def update_topic_perm(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        topic, perm = o["topic"].strip(), o["perm"]
+        topic, perm = o["topic"], o["perm"]
         route = await admin.topic_route(topic)
         first = route.queue_datas[0]
         kwargs = dict(read_queue_nums=first.read_queue_nums, write_queue_nums=first.write_queue_nums, perm=perm,
@@ -121,7 +121,7 @@ def update_topic_perm(ctx: click.Context, **o: Any) -> None:
             topic, first.read_queue_nums, first.write_queue_nums, perm, topic_sys_flag=first.topic_sys_flag
         )
         if o["broker_addr"]:
-            addr = o["broker_addr"].strip()
+            addr = o["broker_addr"]
             name = next((bd.broker_name for bd in route.broker_datas if bd.broker_addrs.get(0) == addr), None)
             if name is None:
                 out.line("updateTopicPerm error broker not exit or broker is not master!.%n")
@@ -134,7 +134,7 @@ def update_topic_perm(ctx: click.Context, **o: Any) -> None:
             out.line("update topic perm from %s to %s in %s success.%n", old, perm, addr)
             out.line("%s.%n", topic_config_text(config))
         elif o["cluster"]:
-            for addr in await cluster_masters(admin, o["cluster"].strip()):
+            for addr in await cluster_masters(admin, o["cluster"]):
                 await admin.create_topic(topic, broker_addr=addr, **kwargs)
                 out.line("update topic perm from %s to %s in %s success.%n", first.perm, perm, addr)
         else:
@@ -152,7 +152,7 @@ _ROUTE = "%-45s %-32s %-50s %-10s %-11s %-5s%n"
 @click.option("-l", "--list", "as_list", is_flag=True, help="Use list format to print data")
 def topic_route(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        route = await admin.topic_route(o["topic"].strip())
+        route = await admin.topic_route(o["topic"])
         out.field("route", route.to_json())
         if not o["as_list"]:
             out.line("%s%n", json.dumps(route.to_json(), indent=1))
@@ -176,7 +176,7 @@ def topic_route(ctx: click.Context, **o: Any) -> None:
 @click.option("-t", "--topic", required=True, help="topic name")
 def topic_status(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        stats = await admin.topic_status(o["topic"].strip())
+        stats = await admin.topic_status(o["topic"])
         out.header(
             "%-32s  %-4s  %-20s  %-20s    %s%n", "#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"
         )
@@ -192,7 +192,7 @@ def topic_status(ctx: click.Context, **o: Any) -> None:
 @click.option("-t", "--topic", required=True, help="topic name")
 def topic_cluster_list(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        route = await admin.topic_route(o["topic"].strip())
+        route = await admin.topic_route(o["topic"])
         name = route.broker_datas[0].broker_name
         info = await admin.cluster_info()
         out.header("%s%n", "#Cluster")
@@ -239,12 +239,12 @@ def topic_list(ctx: click.Context, **o: Any) -> None:
 @click.option("-m", "--method", required=True, help="option type [eg. put|get|delete")
 def update_order_conf(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        topic, method = o["topic"].strip(), o["method"].strip()
+        topic, method = o["topic"], o["method"]
         if method == "get":
             conf = await admin.get_kv_config(ORDER_TOPIC_CONFIG, topic)
             out.line("get orderConf success. topic=[%s], orderConf=[%s] ", topic, conf)
         elif method == "put":
-            conf = (o["order_conf"] or "").strip()
+            conf = o["order_conf"] or ""
             if not conf:
                 raise ValueError("please set orderConf with option -v.")
             await admin.create_or_update_order_conf(topic, conf, is_cluster=True)
@@ -264,7 +264,7 @@ def update_order_conf(ctx: click.Context, **o: Any) -> None:
 @click.option("-i", "--ipList", "ip_list", required=True, help="ipList")
 def allocate_mq(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        topic = o["topic"].strip()
+        topic = o["topic"]
         route = await admin.topic_route(topic)
         queues = sorted(
             MessageQueue(topic, qd.broker_name, q)
@@ -272,7 +272,7 @@ def allocate_mq(ctx: click.Context, **o: Any) -> None:
             if qd.perm & PERM_READ
             for q in range(qd.read_queue_nums)
         )
-        ips = o["ip_list"].strip().split(",")
+        ips = o["ip_list"].split(",")
         result = {ip: [mq.to_json() for mq in allocate_average("aa", ip, queues, ips)] for ip in ips}
         out.field("result", result)
         out.line("%s%n", json.dumps({"result": result}, separators=(",", ":")))

@@ -76,7 +76,7 @@ def print_trace(out: Output, views: list[TraceView]) -> None:
 @click.option("-t", "--traceTopic", "trace_topic", help="The name value of message trace topic")
 def query_msg_trace_by_id(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        views = await find_traces(admin, o["msg_id"].strip(), (o["trace_topic"] or "").strip() or None)
+        views = await find_traces(admin, o["msg_id"], o["trace_topic"] or None)
         print_trace(out, views)
         out.field("records", [{"type": v.record.type.value, "group": v.record.group, "clientHost": v.client_host,
                                "timestamp": v.record.timestamp, "costTime": v.record.cost_time, "status": v.status,

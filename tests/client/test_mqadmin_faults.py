@@ -345,3 +345,32 @@ def test_broker_commands_on_an_unknown_cluster_say_so(
     printed nothing."""
     result = _run(args[0], "-n", cluster.namesrv_addr, *(a.format(tmp=tmp_path) for a in args[1:]))
     assert "Make sure the specified clusterName exists" in result.output, repr(result.output)
+
+
+# -- option values are trimmed, as Java's getOptionValue(..).trim() ---------------------------------------------------
+
+
+def test_update_broker_config_trims_the_cluster_name(cluster: ThreadedCluster) -> None:
+    """Java UpdateBrokerConfigSubCommand: ``getOptionValue('c').trim()``, so a cluster name with a trailing blank (a
+    quoted shell variable) updates the cluster; before, ``-c "DefaultCluster "`` matched no cluster."""
+    result = _run(
+        "updateBrokerConfig", "-n", cluster.namesrv_addr, "-c", "DefaultCluster ", "-k", "fileReservedTime", "-v", "46"
+    )
+    assert result.exit_code == 0, result.output
+    assert _config_of(cluster.namesrv_addr, cluster.broker_addr)["fileReservedTime"] == "46", result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "answer"),
+    [
+        (("cleanUnusedTopic", "-b", "{b} "), "success"),
+        (("consumerConnection", "-g", "some-group", "-b", " {b}"), "not online"),
+    ],
+    ids=["cleanUnusedTopic", "consumerConnection"],
+)
+def test_broker_addr_options_are_trimmed(cluster: ThreadedCluster, args: tuple[str, ...], answer: str) -> None:
+    """Java: ``commandLine.getOptionValue('b').trim()`` (CleanUnusedTopicCommand, ConsumerConnectionSubCommand): the
+    broker answers (consumerConnection: the group is not online); before, the untrimmed address failed with ``bad
+    remoting address '127.0.0.1:NNNN '``."""
+    result = _run(args[0], "-n", cluster.namesrv_addr, *(a.format(b=cluster.broker_addr) for a in args[1:]))
+    assert answer in result.output, result.output
