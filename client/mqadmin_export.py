@@ -74,56 +74,76 @@ async def user_groups(admin: Admin, addr: str) -> dict[str, SubscriptionGroupCon
 @click.option("-g", "--subscriptionGroup", "groups_only", is_flag=True, help="only export subscriptionGroup metadata")
 @click.option("-s", "--specialTopic", "special", is_flag=True, help="need retryTopic and dlqTopic")
 def export_metadata(ctx: click.Context, **o: Any) -> None:
-    base = Path(o["path"])
-
     async def job(admin: Admin, out: Output) -> None:
-        doc: dict[str, Any]
         if o["broker_addr"]:
-            addr = o["broker_addr"]
-            if o["topics_only"]:
-                table = await user_topics(admin, addr, o["special"])
-                path, doc = base / "topic.json", {"topicConfigTable": {n: t.to_json() for n, t in table.items()}}
-            elif o["groups_only"]:
-                path, doc = (
-                    base / "subscriptionGroup.json",
-                    {"subscriptionGroupTable": {n: g.to_json() for n, g in (await user_groups(admin, addr)).items()}},
-                )
-            else:
+            path = await _export_broker(admin, Path(o["path"]), o)
+            if path is None:
                 return
-            _write(path, doc)
             out.line("export %s success", str(path))
         elif o["cluster"]:
-            topics: dict[str, dict[str, Any]] = {}
-            groups: dict[str, dict[str, Any]] = {}
-            for addr in await cluster_masters(admin, o["cluster"]):
-                for name, tc in (await user_topics(admin, addr, o["special"])).items():
-                    merged = tc.to_json()
-                    if name in topics:
-                        merged["writeQueueNums"] += topics[name]["writeQueueNums"]
-                        merged["readQueueNums"] += topics[name]["readQueueNums"]
-                    topics[name] = merged
-                for name, g in (await user_groups(admin, addr)).items():
-                    merged = g.to_json()
-                    if name in groups:
-                        merged["retryQueueNums"] += groups[name]["retryQueueNums"]
-                    groups[name] = merged
-            doc = {}
-            if not o["groups_only"]:
-                doc["topicConfigTable"] = topics
-            if not o["topics_only"]:
-                doc["subscriptionGroupTable"] = groups
-            name = (
-                "topic.json" if o["topics_only"] else "subscriptionGroup.json" if o["groups_only"] else "metadata.json"
-            )
-            doc["exportTime"] = int(time.time() * 1000)
-            _write(base / name, doc)
-            out.line("export %s success%n", str(base / name))
+            path = await _export_cluster(admin, Path(o["path"]), o)
+            out.line("export %s success%n", str(path))
         else:
             click.echo(ctx.get_help())
             return
-        out.field("path", str(path if o["broker_addr"] else base / name))
+        out.field("path", str(path))
 
     run_job(ctx, job)
+
+
+async def _export_broker(admin: Admin, base: Path, o: dict[str, Any]) -> Path | None:
+    """``exportMetadata -b``: the broker's user topics (``-t``), else its user groups (``-g``), else nothing."""
+    addr = o["broker_addr"]
+    doc: dict[str, Any]
+    if o["topics_only"]:
+        topics = await user_topics(admin, addr, o["special"])
+        path, doc = base / "topic.json", {"topicConfigTable": {n: t.to_json() for n, t in topics.items()}}
+    elif o["groups_only"]:
+        groups = await user_groups(admin, addr)
+        path, doc = (
+            base / "subscriptionGroup.json",
+            {"subscriptionGroupTable": {n: g.to_json() for n, g in groups.items()}},
+        )
+    else:
+        return None
+    _write(path, doc)
+    return path
+
+
+async def _export_cluster(admin: Admin, base: Path, o: dict[str, Any]) -> Path:
+    """``exportMetadata -c``, as Java's ``if (t) ... else if (g) ... else``: the topics (``-t``, with or without
+    ``-g``), else the groups (``-g``), else both in ``metadata.json``; each with ``exportTime``."""
+    topics, groups = await _cluster_metadata(admin, o["cluster"], o["special"])
+    doc: dict[str, Any]
+    if o["topics_only"]:
+        name, doc = "topic.json", {"topicConfigTable": topics}
+    elif o["groups_only"]:
+        name, doc = "subscriptionGroup.json", {"subscriptionGroupTable": groups}
+    else:
+        name, doc = "metadata.json", {"topicConfigTable": topics, "subscriptionGroupTable": groups}
+    _write(base / name, {**doc, "exportTime": int(time.time() * 1000)})
+    return base / name
+
+
+async def _cluster_metadata(
+    admin: Admin, cluster: str, special: bool
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The user topics and groups of ``cluster``'s masters as JSON, queue numbers summed over the masters."""
+    topics: dict[str, dict[str, Any]] = {}
+    groups: dict[str, dict[str, Any]] = {}
+    for addr in await cluster_masters(admin, cluster):
+        for name, tc in (await user_topics(admin, addr, special)).items():
+            merged = tc.to_json()
+            if name in topics:
+                merged["writeQueueNums"] += topics[name]["writeQueueNums"]
+                merged["readQueueNums"] += topics[name]["readQueueNums"]
+            topics[name] = merged
+        for name, g in (await user_groups(admin, addr)).items():
+            merged = g.to_json()
+            if name in groups:
+                merged["retryQueueNums"] += groups[name]["retryQueueNums"]
+            groups[name] = merged
+    return topics, groups
 
 
 @click.command("exportConfigs", help="export configs")

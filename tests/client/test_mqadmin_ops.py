@@ -238,6 +238,16 @@ def test_export_commands_write_rocketmq_s_files(cluster: ThreadedCluster, tmp_pa
                                                       "totalScheduleInTps"}  # fmt: skip
 
 
+def test_export_metadata_of_a_cluster_with_t_and_g_exports_the_topics(cluster: ThreadedCluster, tmp_path: Path) -> None:
+    """Java ExportMetadataCommand -c: ``if (hasOption('t')) topics -> topic.json; else if (hasOption('g')) ...``, so
+    with both flags the topics are exported (before, topic.json held only ``exportTime``)."""
+    anyio.run(create_topic, cluster.namesrv_addr, "ExportedWithBoth", 1)
+    out = tmp_path / "export"
+    _cli("exportMetadata", "-n", cluster.namesrv_addr, "-c", "DefaultCluster", "-t", "-g", "-f", str(out))
+    doc = json.loads((out / "topic.json").read_text())
+    assert "ExportedWithBoth" in doc["topicConfigTable"] and "subscriptionGroupTable" not in doc, doc
+
+
 @pytest.mark.anyio
 async def test_query_msg_trace_by_id_prints_publish_and_consume_records(cluster: ThreadedCluster) -> None:
     ns = cluster.namesrv_addr
