@@ -1,7 +1,9 @@
 """Where ``mqadmin`` departed from RocketMQ 4.9.8's (tools/src/main/java/org/apache/rocketmq/tools/command/**; found
 by a review, each test failing on the code before), against the threaded embedded cluster: brokerStatus -b, a
-broker that does not answer clusterList, timestamps (a bad one, SSS as milliseconds), numbers past Java's types, an
-unknown group's progress, deleteTopic on every name server and for its cluster only, an unknown -c cluster."""
+registered broker that does not answer (clusterList, brokerStatus -c, consumerProgress, updateSubGroup -c,
+updateBrokerConfig -c/-b), timestamps (a bad one, SSS as milliseconds), numbers past Java's types, an unknown group's
+progress, deleteTopic on every name server and for its cluster only, an unknown -c cluster, a broker name missing from
+the route, trimmed option values."""
 
 from __future__ import annotations
 
