@@ -16,8 +16,10 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
 - requests in both directions: the server uses :meth:`invoke` / :meth:`invoke_oneway` to call a client over the
   client's own connection (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED), the client to call the server;
 - per-invocation timeouts kept by one sweeper task per connection (no cancel scope per call) while :meth:`run`
-  runs; a connection that never runs (a stand-in such as the proxy's channel for a 5.x client) has no sweeper, so
-  :meth:`invoke` and :meth:`invoke_frame` then bound their own wait (callback invocations need the sweeper);
+  runs: it removes every expired invocation before completing any, so their callbacks may close the connection or
+  invoke again (RocketMQ's ``NettyRemotingAbstract.scanResponseTable``); a connection that never runs (a stand-in
+  such as the proxy's channel for a 5.x client) has no sweeper, so :meth:`invoke` and :meth:`invoke_frame` then
+  bound their own wait (callback invocations need the sweeper);
 - idle tracking: no read and no write for ``idle_timeout`` seconds closes the connection (Java's 120 s default);
 - a budget per connection: while ``max_requests_in_flight`` requests read from the peer wait for their response, or
   while their bodies and the responses not yet written hold more than ``max_buffered_bytes``, the reader stops
@@ -360,20 +362,33 @@ class Connection:
         self._sweeping = True
         try:
             while True:
-                now = loop.now()
-                earliest = math.inf
-                for opaque, future in list(self._pending.items()):
-                    if future.deadline <= now:
-                        del self._pending[opaque]
-                        future.complete()  # neither response nor error: a timeout
-                    elif future.deadline < earliest:
-                        earliest = future.deadline
-                self._expiry_at = earliest
                 wakeup = self._expiry_wakeup = loop.new_event()
-                with loop.move_on_at(earliest):
+                self._time_out(self._take_expired(loop.now()))
+                with loop.move_on_at(self._expiry_at):
                     await wakeup.wait()
         finally:
             self._sweeping = False
+
+    def _take_expired(self, now: float) -> list[Invocation]:
+        """Remove the invocations whose deadline is ``now`` or earlier and return them; the earliest deadline left
+        becomes the sweeper's next (:attr:`_expiry_at`). Nothing is completed here, so no callback can change the
+        pending table while it is scanned (RocketMQ's ``NettyRemotingAbstract.scanResponseTable`` likewise removes
+        first and calls back after)."""
+        pending = self._pending
+        expired = [opaque for opaque, future in pending.items() if future.deadline <= now]
+        taken = [pending.pop(opaque) for opaque in expired]
+        self._expiry_at = min((future.deadline for future in pending.values()), default=math.inf)
+        return taken
+
+    def _time_out(self, expired: list[Invocation]) -> None:
+        """Complete each of ``expired`` as timed out. Their callbacks may close the connection or invoke again (an
+        earlier deadline then sets the sweeper's wake-up event, so it scans again at once); one that raises is
+        logged and the others still run."""
+        for future in expired:
+            try:
+                future.complete()  # neither response nor error: a timeout
+            except Exception:
+                log.exception("%r: an invocation's timeout handler failed", self)
 
     async def _watch_idle(self, idle_timeout: float) -> None:
         while True:

@@ -15,11 +15,11 @@ from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.codes import ResponseCode, SerializeType
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.frame import encode_json_request
-from remoting.connection import Connection
+from remoting.connection import Connection, RequestCallback
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
 from remoting.server import RemotingServer
-from tests.remoting.helpers import EchoProcessor
+from tests.remoting.helpers import EchoProcessor, GateProcessor
 
 ECHO, SILENT = 1, 2
 
@@ -40,6 +40,14 @@ def _pair() -> tuple[Connection, Connection]:
     )
 
 
+def _run_pair(nursery: trio.Nursery, peer_answer: RequestCallback = _answer) -> Connection:
+    """A :func:`_pair` run in ``nursery``, the peer answering with ``peer_answer``; returns the invoking end."""
+    conn, other = _pair()
+    nursery.start_soon(other.run, peer_answer)
+    nursery.start_soon(conn.run, _answer)
+    return conn
+
+
 async def _outcomes(outcomes: list[RemotingCommand | RemotingError], count: int) -> None:
     """Wait (at most 5 s, a hang guard) until ``count`` outcomes arrived."""
     with trio.fail_after(5):
@@ -48,11 +56,9 @@ async def _outcomes(outcomes: list[RemotingCommand | RemotingError], count: int)
 
 
 async def test_callback_gets_the_same_response_invoke_returns():
-    conn, other = _pair()
     outcomes: list[RemotingCommand | RemotingError] = []
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(other.run, _answer)
-        nursery.start_soon(conn.run, _answer)
+        conn = _run_pair(nursery)
         for i in range(20):
             conn.invoke_callback(request(ECHO, body=b"cb%d" % i), 5.0, outcomes.append)
         frame = encode_json_request(ECHO, 4242, {"k": "v"}, b"cb19")  # a request written from its fields
@@ -73,11 +79,9 @@ async def test_callback_gets_the_same_response_invoke_returns():
 
 
 async def test_timeout_reaches_the_callback_once_and_a_late_answer_is_dropped(autojump_clock):
-    conn, other = _pair()
     outcomes: list[tuple[float, RemotingCommand | RemotingError]] = []
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(other.run, _answer)
-        nursery.start_soon(conn.run, _answer)
+        conn = _run_pair(nursery)
         start = trio.current_time()
         conn.invoke_callback(request(SILENT), 3.0, lambda o: outcomes.append((trio.current_time() - start, o)))
         conn.invoke_callback(request(SILENT), 1.0, lambda o: outcomes.append((trio.current_time() - start, o)))
@@ -89,11 +93,9 @@ async def test_timeout_reaches_the_callback_once_and_a_late_answer_is_dropped(au
 
 
 async def test_close_fails_every_pending_callback_once_and_a_closed_connection_fails_at_once():
-    conn, other = _pair()
     outcomes: list[RemotingCommand | RemotingError] = []
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(other.run, _answer)
-        nursery.start_soon(conn.run, _answer)
+        conn = _run_pair(nursery)
         for _ in range(5):
             conn.invoke_callback(request(SILENT), 30.0, outcomes.append)
         await trio.sleep(0.01)
@@ -106,7 +108,6 @@ async def test_close_fails_every_pending_callback_once_and_a_closed_connection_f
 
 
 async def test_a_raising_callback_is_logged_and_the_reader_goes_on(caplog: pytest.LogCaptureFixture):
-    conn, other = _pair()
     outcomes: list[RemotingCommand | RemotingError] = []
 
     def explode(outcome: RemotingCommand | RemotingError) -> None:
@@ -114,8 +115,7 @@ async def test_a_raising_callback_is_logged_and_the_reader_goes_on(caplog: pytes
 
     with caplog.at_level(logging.ERROR):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(other.run, _answer)
-            nursery.start_soon(conn.run, _answer)
+            conn = _run_pair(nursery)
             conn.invoke_callback(request(ECHO), 5.0, explode)
             conn.invoke_callback(request(ECHO, body=b"after"), 5.0, outcomes.append)
             with trio.fail_after(5):
@@ -125,6 +125,53 @@ async def test_a_raising_callback_is_logged_and_the_reader_goes_on(caplog: pytes
             nursery.cancel_scope.cancel()
     assert isinstance(outcomes[0], RemotingCommand) and outcomes[0].body == b"after"
     assert "callback bug" in caplog.text
+
+
+async def test_a_timeout_callback_that_closes_the_connection_does_not_crash_the_client(autojump_clock):
+    """Two callback invocations expire in the same sweep; the first one's callback drops the connection (as Java's
+    ``clientCloseSocketIfTimeout`` does). The second must get its outcome and the client must live on."""
+    dispatcher = Dispatcher()
+    dispatcher.register(SILENT, GateProcessor(), ProcessorPool("silent", 4, 100))  # never answers
+    dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("echo", 4, 100))
+    outcomes: list[RemotingCommand | RemotingError] = []
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve)
+        address = f"{host}:{port}"
+        async with RemotingClient() as client:
+            await client.connection(address)
+
+            def on_outcome(outcome: RemotingCommand | RemotingError) -> None:
+                outcomes.append(outcome)
+                if isinstance(outcome, RemotingTimeoutError):
+                    client.close_connection(address)
+
+            client.invoke_callback(address, request(SILENT), 3.0, on_outcome, plain=True)
+            client.invoke_callback(address, request(SILENT), 3.0, on_outcome, plain=True)
+            await trio.sleep(10)
+            assert [type(o) for o in outcomes] == [RemotingTimeoutError, RemotingTimeoutError]
+            echoed = await client.invoke(address, request(ECHO, body=b"alive"), 5.0)  # reconnects
+            assert echoed.body == b"alive"
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_invocation_made_by_a_timeout_callback_still_times_out(autojump_clock):
+    """A callback that retries on timeout (``invoke_callback`` again from inside the callback, which the sweeper
+    calls) must see the retry time out too; the retry's deadline must not be lost by the sweeper."""
+    outcomes: list[tuple[float, RemotingCommand | RemotingError]] = []
+    async with trio.open_nursery() as nursery:
+        conn = _run_pair(nursery)
+        start = trio.current_time()
+
+        def retry_once(outcome: RemotingCommand | RemotingError) -> None:
+            outcomes.append((trio.current_time() - start, outcome))
+            if len(outcomes) == 1:
+                conn.invoke_callback(request(SILENT), 3.0, retry_once)
+
+        conn.invoke_callback(request(SILENT), 3.0, retry_once)
+        await trio.sleep(60)  # ten times the two timeouts
+        nursery.cancel_scope.cancel()
+    assert [round(t, 3) for t, _ in outcomes] == [3.0, 6.0]
+    assert all(isinstance(o, RemotingTimeoutError) for _, o in outcomes)
 
 
 async def test_the_client_writes_from_fields_only_what_would_go_out_as_json_and_signs_them_with_credentials():
@@ -180,11 +227,9 @@ class _Recording:
 
 
 async def test_an_invocation_of_the_callers_own_takes_its_answer_from_the_header_or_as_a_command(autojump_clock):
-    conn, other = _pair()
     taking, declining, silent = _Recording("1"), _Recording("2"), _Recording("1")
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(other.run, _answer)
-        nursery.start_soon(conn.run, _answer)
+        conn = _run_pair(nursery)
         conn.invoke_frame_future(7, encode_json_request(ECHO, 7, {"k": "v"}, b"a"), taking, 5.0)
         conn.invoke_frame_future(8, encode_json_request(ECHO, 8, {"k": "v"}, b"b"), declining, 5.0)
         conn.invoke_frame_future(9, encode_json_request(SILENT, 9, {"k": "v"}, b""), silent, 2.0)
@@ -215,7 +260,6 @@ def _never(fields: dict[str, object], body: bytes) -> object | None:
 
 
 async def test_a_malformed_answer_to_a_declining_invocation_closes_the_connection_and_fails_it_once():
-    conn, other = _pair()
     declining = _Recording(None)
 
     async def bad_answer(ctx: RequestContext, cmd: RemotingCommand) -> None:
@@ -223,8 +267,7 @@ async def test_a_malformed_answer_to_a_declining_invocation_closes_the_connectio
         ctx.connection.send_frame_nowait((len(header) + 4).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header)
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(other.run, bad_answer)
-        nursery.start_soon(conn.run, _answer)
+        conn = _run_pair(nursery, bad_answer)
         conn.invoke_frame_future(5, encode_json_request(ECHO, 5, {"k": "v"}, b""), declining, 5.0)
         with trio.fail_after(5):
             while not declining.outcomes:
@@ -233,3 +276,26 @@ async def test_a_malformed_answer_to_a_declining_invocation_closes_the_connectio
     assert conn.closed
     (outcome,) = declining.outcomes
     assert isinstance(outcome, RemotingConnectError)
+
+
+class _RaisingOnTimeout(_Recording):
+    def complete(self, response: RemotingCommand | None = None, error: RemotingError | None = None) -> None:
+        raise ValueError("timeout handler bug")
+
+
+async def test_an_invocation_raising_on_its_timeout_is_logged_and_the_sweep_goes_on(
+    autojump_clock, caplog: pytest.LogCaptureFixture
+):
+    """An :class:`~remoting.future.Invocation` whose completion raises must not end the connection, nor keep the
+    invocations expiring with it from their timeout (Java's ``scanResponseTable`` catches per callback)."""
+    raising, after = _RaisingOnTimeout(None), _Recording(None)
+    with caplog.at_level(logging.ERROR):
+        async with trio.open_nursery() as nursery:
+            conn = _run_pair(nursery)
+            conn.invoke_frame_future(5, encode_json_request(SILENT, 5, {}, b""), raising, 2.0)
+            conn.invoke_frame_future(6, encode_json_request(SILENT, 6, {}, b""), after, 2.0)
+            await trio.sleep(3)
+            assert not conn.closed and conn.pending_invocations == 0
+            nursery.cancel_scope.cancel()
+    assert after.outcomes == ["timeout"]
+    assert "timeout handler bug" in caplog.text
