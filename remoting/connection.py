@@ -494,15 +494,10 @@ class Connection:
         wakeup = self._writer_wakeup
         if wakeup is None or not self._outbox or self._closed:
             return  # the writer is running (it takes the outbox next) or there is nothing left to write
-        outbox = self._outbox
         if self._raw is not None:
             self._direct_recent = True
-            data = self._send_direct(outbox[0] if len(outbox) == 1 else b"".join(outbox))
-            outbox.clear()
-            self._outbox_bytes = len(data)
-            if not data:
+            if self._flush_direct():
                 return
-            outbox.append(data)
         self._writer_wakeup = None
         wakeup.set()
 
@@ -529,11 +524,25 @@ class Connection:
         self._outbox_bytes += len(frame)
         if len(outbox) >= self._flush_frames and self._raw is not None and not self._writing:
             self._flush_frames = min(self._flush_frames * 2, MAX_FLUSH_FRAMES)
-            data = self._send_direct(b"".join(outbox))
-            outbox.clear()
-            self._outbox_bytes = len(data)
-            if data:
-                outbox.append(data)
+            self._flush_direct()
+
+    def _flush_direct(self) -> bool:
+        """Write the queued frames straight to the socket (the writer is not writing), keeping what the socket does
+        not take queued; True when all of it went out. As the writer does after a write, wake a reader paused on the
+        byte budget and, once nothing is left, :meth:`send` callers waiting for the drain (with bytes left, the
+        caller has the writer woken, and it tells them after writing the rest). Same errors as :meth:`_send_direct`."""
+        outbox = self._outbox
+        data = self._send_direct(outbox[0] if len(outbox) == 1 else b"".join(outbox))
+        outbox.clear()
+        self._outbox_bytes = len(data)
+        if data:
+            outbox.append(data)
+        elif self._drained is not None:
+            self._drained.set()
+            self._drained = None
+        if self._capacity is not None:
+            self._wake_reader()
+        return not data
 
     def _time_response(self, opaque: int, response_code: int, result: str) -> None:
         timed = self._timed.pop(opaque, None)

@@ -8,7 +8,8 @@ import pytest
 import trio
 import trio.testing
 
-from remoting.codec.command import request
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.frame import FrameDecoder, encode_command
 from remoting.connection import SEND_HIGH_WATER, Connection
 from remoting.dispatch import RequestContext
@@ -300,3 +301,63 @@ async def test_held_answers_released_while_the_writer_is_stuck_mid_frame_arrive_
         assert got[0].code == 1 and bytes(got[0].body) == body
         assert [c.ext_fields["i"] for c in got[1:]] == [str(i) for i in range(40)]
         conn.close()
+
+
+async def test_releasing_held_frames_wakes_a_reader_paused_on_the_byte_budget():
+    """The reader stops while the bytes held for the connection exceed ``max_buffered_bytes``; once they are written
+    (here by :meth:`Connection.release_held`, which writes them straight to the socket), it must read again."""
+    left, right = socket.socketpair()
+    raw = left.dup()
+    raw.setblocking(False)
+    conn = Connection(
+        trio.SocketStream(trio.socket.from_stdlib_socket(left)), ("peer", 1), ("me", 2),
+        raw_socket=raw, max_buffered_bytes=4096,
+    )  # fmt: skip
+    peer = trio.SocketStream(trio.socket.from_stdlib_socket(right))
+    seen: list[RemotingCommand] = []
+
+    async def answer(ctx: RequestContext, cmd: RemotingCommand) -> None:
+        seen.append(cmd)
+        ctx.connection.hold()  # as a group commit's release pass holds its answers
+        ctx.connection.send_nowait(cmd.response(ResponseCode.SUCCESS, body=b"x" * 8192))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run, answer)
+        await trio.testing.wait_all_tasks_blocked()  # the writer is idle
+        await peer.send_all(encode_command(request(1, opaque=1)))
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(seen) == 1 and conn.buffered_bytes > 4096  # paused: the held answer is over the budget
+        conn.release_held()  # written now, straight to the socket
+        assert conn.buffered_bytes == 0
+        await peer.send_all(encode_command(request(1, opaque=2)))
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(seen) == 2, "the reader never resumed although nothing is held any more"
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_sender_waiting_for_the_drain_goes_on_when_released_frames_leave_straight_to_the_socket():
+    """:meth:`Connection.send` waits while more than SEND_HIGH_WATER bytes are queued; when
+    :meth:`Connection.release_held` writes all of them straight to the socket, the writer has nothing left to write,
+    so the release itself must let the sender go on."""
+    backlog = request(1, body=b"x" * (SEND_HIGH_WATER + 1), oneway=True)
+    conn, _, _, _ = _socketpair_connection(sndbuf=SEND_HIGH_WATER)  # the kernel doubles it: the backlog fits
+    sent: list[int] = []
+
+    async def sender() -> None:
+        await conn.send(request(2, oneway=True))
+        sent.append(2)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run, _Silent().on_request)
+        await trio.testing.wait_all_tasks_blocked()  # the writer is idle
+        conn.hold()
+        conn.send_nowait(backlog)
+        nursery.start_soon(sender)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not sent  # held behind the backlog: waits for the drain
+        conn.release_held()
+        if conn.buffered_bytes:
+            pytest.skip("the kernel caps the socket's send buffer below the backlog")
+        await trio.testing.wait_all_tasks_blocked()
+        assert sent == [2], "the sender still waits although nothing is queued any more"
+        nursery.cancel_scope.cancel()
