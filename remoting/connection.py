@@ -30,11 +30,11 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
   and read time are kept by opaque until its response is written (or, oneway, until its processor returns).
 
 Ownership and errors: the connection owns its stream from construction and closes it when :meth:`run` returns,
-whatever the reason (EOF, a :class:`~remoting.codec.errors.CodecError`, a socket error, idle timeout,
-:meth:`close`, cancellation). On close every outstanding invocation fails at once with
-:class:`~remoting.errors.RemotingConnectError`, frames still queued are dropped, and later sends raise
-:class:`~remoting.errors.RemotingClosedError`. A write that fails or is interrupted closes the connection, because
-the peer's framing is then lost.
+whatever the reason (EOF, a :class:`~remoting.codec.errors.CodecError`, a socket error, idle timeout, :meth:`close`,
+cancellation): gracefully if that takes at most ``CLOSE_TIMEOUT`` (a TLS close_notify the peer takes), else at
+once. On close every outstanding invocation fails at once with :class:`~remoting.errors.RemotingConnectError`,
+frames still queued are dropped, and later sends raise :class:`~remoting.errors.RemotingClosedError`. A write that
+fails or is interrupted closes the connection, because the peer's framing is then lost.
 
 Backends: the same class runs under Trio (the server) and asyncio (the client), see :mod:`remoting.primitives`.
 Any object with Trio's ``send_all`` / ``receive_some`` / ``aclose`` works as the stream (all Trio streams do;
@@ -88,6 +88,9 @@ REQUEST_OVERHEAD: Final = 128
 #: Requests whose latency one connection tracks at most (more are not timed: a peer that never reads its answers,
 #: or oneway requests dropped before a processor, must not grow the table without bound).
 MAX_TIMED_REQUESTS: Final = 65_536
+#: Seconds a closing connection's stream has to close gracefully (TLS sends close_notify, which a peer that stopped
+#: reading never takes); then it is closed at once. Netty's ``SslHandler`` default ``closeNotifyFlushTimeout``.
+CLOSE_TIMEOUT: Final = 3.0
 
 JSON_SERIALIZE: Final = int(SerializeType.JSON)
 
@@ -238,8 +241,8 @@ class Connection:
             self._release_waiters()
             if self._raw is not None:
                 self._raw.close()
-            with anyio.CancelScope(shield=True), contextlib.suppress(*STREAM_ERRORS):
-                await self._stream.aclose()
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True), contextlib.suppress(*STREAM_ERRORS):
+                await self._stream.aclose()  # past the timeout, the stream closes its transport at once
 
     def _raw_io(self) -> ByteStream:
         """What the reader and the writer use: the raw socket directly under Trio when there is one, which skips

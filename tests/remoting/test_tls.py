@@ -3,6 +3,8 @@ certificates from files (issued by a throwaway trustme CA) or generated in test 
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,11 +12,13 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+import trio.testing
 import trustme
 
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import request
+from remoting.connection import CLOSE_TIMEOUT, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.errors import RemotingConnectError
 from remoting.server import RemotingServer, ServerConfig
@@ -28,7 +32,7 @@ from remoting.tls import (
     settings_client_context,
     tls_mode,
 )
-from tests.remoting.helpers import EchoProcessor, RawPeer
+from tests.remoting.helpers import EchoProcessor, RawPeer, ignore_requests
 
 
 @pytest.fixture(scope="module")
@@ -224,3 +228,50 @@ def test_a_client_told_to_check_the_server_without_a_trust_file_uses_the_default
     assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
     unchecked = settings_client_context(attrs.evolve(settings, tls_client_auth_server=False))
     assert unchecked is not None and unchecked.verify_mode == ssl.CERT_NONE
+
+
+async def test_a_tls_connection_whose_peer_stopped_reading_closes_after_nettys_close_notify_timeout(
+    autojump_clock: trio.testing.MockClock, cert_files: TlsSettings, ca_file: str
+) -> None:
+    """Closing a TLS connection sends close_notify, which a peer that stopped reading (the socket's buffer full of
+    answers it never read) never takes: the close gives up after ``CLOSE_TIMEOUT`` (Netty's ``SslHandler``
+    ``closeNotifyFlushTimeout``) and closes the socket, instead of holding the connection's task, and so the
+    server's shutdown, for ever."""
+    # A Unix socket pair: what the peer has not read stays in the sender's buffer (TCP on loopback moves it on).
+    left, right = socket.socketpair()
+    ours = trio.SocketStream(trio.socket.from_stdlib_socket(left))
+    server_side = trio.SSLStream(ours, server_context(cert_files), server_side=True)
+    theirs = trio.SocketStream(trio.socket.from_stdlib_socket(right))
+    peer = trio.SSLStream(theirs, client_context(ca_file), server_hostname="127.0.0.1")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server_side.do_handshake)
+        nursery.start_soon(peer.do_handshake)
+    conn = Connection(server_side, ("127.0.0.1", 1), ("127.0.0.1", 2))
+    ended = trio.Event()
+
+    async def run() -> None:
+        await conn.run(ignore_requests)
+        ended.set()
+
+    took: float | None = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await trio.testing.wait_all_tasks_blocked()
+        _fill_send_buffer(left)
+        start = trio.current_time()
+        conn.close()
+        with trio.move_on_after(60):  # virtual seconds
+            await ended.wait()
+            took = trio.current_time() - start
+        right.close()  # ends a close still blocked, so that a failure does not hang the test
+    assert took is not None and round(took, 3) == CLOSE_TIMEOUT
+    assert left.fileno() == -1
+
+
+def _fill_send_buffer(sock: socket.socket) -> None:
+    """Write to ``sock`` until its send buffer takes no more, as answers its peer never reads would."""
+    with sock.dup() as filler:
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                filler.send(b"\0" * 65536)
