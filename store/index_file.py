@@ -11,8 +11,13 @@ at 1 (0 means "none"), so a file holds ``max_index_num - 1`` entries before the 
 A file is memory-mapped for its whole life and its header is rewritten in the mapping after every entry, so the page
 cache always holds a consistent file; :meth:`IndexFile.flush` makes it durable.
 
-Errors: a file of the wrong size or with an impossible header raises :class:`IndexFileCorruptError` from
-:meth:`IndexFile.open`; a corrupt chain inside a file only ends a lookup early, it never raises or loops.
+endTimestamp is the store time of the last entry written, as Java's ``IndexFile.putKey`` sets it: after the wall clock
+stepped back it is below beginTimestamp. Such a header is valid (Java's ``IndexHeader.load`` checks nothing);
+:meth:`IndexFile.time_overlaps` takes the file's span as the smaller to the larger of the two.
+
+Errors: a file of the wrong size, or whose header counts or offsets no writer produces, raises
+:class:`IndexFileCorruptError` from :meth:`IndexFile.open`; a corrupt chain inside a file only ends a lookup early, it
+never raises or loops.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ _HASHED: Final = struct.Struct(">iq")
 
 
 class IndexFileCorruptError(StoreCorruptError):
-    """An index file is truncated, has another geometry than configured, or its header is impossible."""
+    """An index file is truncated, has another geometry than configured, or its header holds impossible counts or
+    offsets."""
 
     def __init__(self, path: Path, reason: str) -> None:
         super().__init__(f"index file {path}: {reason}")
@@ -100,16 +106,17 @@ class IndexFile:
 
     @classmethod
     def open(cls, path: Path, max_hash_slots: int, max_index_num: int) -> IndexFile:
-        """Map an existing file, checking its size and header; raises :class:`IndexFileCorruptError`."""
+        """Map an existing file, checking its size and header counts and offsets (not its times: see the module
+        docstring); raises :class:`IndexFileCorruptError`."""
         size = index_file_size(max_hash_slots, max_index_num)
         actual = path.stat().st_size
         if actual != size:
             raise IndexFileCorruptError(path, f"size {actual}, expected {size} for this slot/entry geometry")
         with open(path, "r+b") as f:
             mm = mmap.mmap(f.fileno(), size)
-        begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = header = _HEADER.unpack_from(mm, 0)
+        _, _, begin_phy, end_phy, slot_count, index_count = header = _HEADER.unpack_from(mm, 0)
         counts_ok = 0 <= index_count <= max_index_num and 0 <= slot_count <= max_hash_slots
-        if not (counts_ok and 0 <= begin_phy <= end_phy and begin_ts <= end_ts):
+        if not (counts_ok and 0 <= begin_phy <= end_phy):
             mm.close()
             raise IndexFileCorruptError(path, f"impossible header {header}")
         return cls(path, max_hash_slots, max_index_num, mm)
@@ -200,12 +207,10 @@ class IndexFile:
         return number - start
 
     def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:
-        """Whether [begin_ms, end_ms] overlaps this file's [beginTimestamp, endTimestamp] (Java's isTimeMatched)."""
-        return (
-            (begin_ms < self.begin_timestamp and end_ms > self.end_timestamp)
-            or self.begin_timestamp <= begin_ms <= self.end_timestamp
-            or self.begin_timestamp <= end_ms <= self.end_timestamp
-        )
+        """Whether [begin_ms, end_ms] overlaps this file's span (Java's isTimeMatched), from the smaller to the larger
+        of beginTimestamp and endTimestamp (endTimestamp is below after the clock stepped back)."""
+        first, last = sorted((self.begin_timestamp, self.end_timestamp))
+        return (begin_ms < first and end_ms > last) or first <= begin_ms <= last or first <= end_ms <= last
 
     def select(self, key_hash: int, out: list[int], max_num: int, begin_ms: int, end_ms: int) -> None:
         """Append to ``out`` the offsets of entries with ``key_hash`` stored within [begin_ms, end_ms], newest first,

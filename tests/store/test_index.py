@@ -334,6 +334,23 @@ def test_files_of_another_geometry_or_with_an_impossible_header_are_rejected(tmp
         IndexService(tmp_path, max_hash_slots=3, max_index_num=4).load()
 
 
+def test_an_end_time_below_the_begin_time_is_a_valid_header_and_bounds_time_queries(tmp_path: Path) -> None:
+    """The wall clock stepped back: the second put's store time is below the file's begin time, so endTimestamp is
+    below beginTimestamp, as Java's IndexFile.putKey writes it. The file reopens, and a query from the first store
+    time on finds both entries (their times read back as the begin time: the time diff is clamped to 0)."""
+    service = IndexService(tmp_path, max_hash_slots=3, max_index_num=10)
+    service.put("T", ["k"], 0, T0 + 10_000)
+    service.put("T", ["k"], 1, T0)
+    service.close()
+    reopened = IndexService(tmp_path, max_hash_slots=3, max_index_num=10)
+    reopened.load()
+    (file,) = reopened.files
+    assert (file.begin_timestamp, file.end_timestamp) == (T0 + 10_000, T0)
+    assert reopened.query("T", "k", 10, T0 + 10_000, T0 + 20_000) == [1, 0]
+    assert reopened.query("T", "k", 10, T0 + 11_000, T0 + 20_000) == []
+    reopened.close()
+
+
 def test_a_corrupt_chain_ends_the_lookup_instead_of_looping(tmp_path: Path) -> None:
     slots, num = 1, 10
     service = IndexService(tmp_path, max_hash_slots=slots, max_index_num=num)

@@ -15,7 +15,7 @@ from store.checkpoint import StoreLockedError
 from store.message_store import MessageStore
 from store.results import GetStatus
 from store.store_config import BrokerRole
-from tests.store.store_helpers import dirty_kib, message, open_store
+from tests.store.store_helpers import FakeClock, dirty_kib, message, open_store
 
 
 def _fill(store: MessageStore, count: int, start: int = 0) -> list[int]:
@@ -227,3 +227,27 @@ def test_the_checkpoint_after_a_crash_recovery_covers_only_synced_pages(tmp_path
     # Everything below the (durable) checkpoint must be durable too: a power loss now must not lose it.
     assert {mf.path.name: dirty_kib(mf.path) for mf in segments if dirty_kib(mf.path)} == {}
     store.close()
+
+
+def _found(store: MessageStore, key: str) -> int:
+    return len(store.query_by_key("TopicTest", key, 32, 0, 2**62))
+
+
+def test_index_survives_a_restart_after_the_wall_clock_stepped_back(tmp_path: Path) -> None:
+    """A message stored with an earlier store time than its index file's first one (the wall clock stepped back, e.g.
+    NTP right after boot) leaves the file with endTimestamp < beginTimestamp, as Java's IndexFile.putKey writes it.
+    That header is valid (IndexHeader.load checks nothing): the restart keeps the file and both keys are found."""
+    clock = FakeClock()
+    store = open_store(tmp_path, now_ms=clock)
+    store.append(message(keys="first"))
+    clock.now -= 5_000  # the clock steps back five seconds
+    store.append(message(keys="second"))
+    assert _found(store, "first") == 1
+    store.close()
+
+    store = open_store(tmp_path, now_ms=clock)
+    try:
+        assert _found(store, "first") == 1
+        assert _found(store, "second") == 1
+    finally:
+        store.close()
