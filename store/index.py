@@ -9,20 +9,26 @@ memory-mapped for their whole life. The header is rewritten in the mapping after
 always holds a consistent file; :meth:`IndexService.flush` makes it durable.
 
 Ownership and threads: one owner (the store's dispatch path) calls ``put``, ``query``, ``truncate_after``,
-``delete_expired``, ``load`` and ``close``; ``flush`` may run in a worker thread (``trio.to_thread``) concurrently
-with ``put`` but not with the calls that unmap files (``truncate_after``, ``delete_expired``, ``close``).
+``delete_expired``, ``load``, ``gaps``, ``refill`` and ``close``; ``flush`` may run in a worker thread
+(``trio.to_thread``) concurrently with ``put`` but not with the calls that unmap files (``truncate_after``,
+``delete_expired``, ``close``).
 
-Errors: a file of the wrong size or with an impossible header raises :class:`IndexFileCorruptError` from ``load``
-(the store can :meth:`~IndexService.destroy` the index and rebuild it from the CommitLog); a corrupt chain inside a
-file only ends a lookup early, it never raises or loops.
+Errors: ``load`` deletes a file :meth:`IndexFile.open` refuses (:class:`IndexFileCorruptError`: wrong size, impossible
+counts or offsets) and keeps the others, as Java's ``IndexService.load`` loads each file on its own; the CommitLog
+range the deleted file covered is a gap (:meth:`IndexService.gaps`) whose keys a classic store's recovery indexes
+again (:meth:`IndexService.refill`, store/recovery.py; a DLedger store's load leaves them unindexed). A corrupt
+chain inside a file only ends a lookup early, it never raises or loops.
 """
 
 from __future__ import annotations
 
+import bisect
+import logging
 import struct
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -44,6 +50,8 @@ if TYPE_CHECKING:
 
 _HASHED: Final = struct.Struct(">iq")
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "HASH_SLOT_SIZE",
     "HEADER_SIZE",
@@ -51,6 +59,7 @@ __all__ = [
     "INVALID_INDEX",
     "IndexFile",
     "IndexFileCorruptError",
+    "IndexGap",
     "IndexRuns",
     "IndexService",
     "index_file_name",
@@ -74,6 +83,27 @@ def _is_index_file_name(name: str) -> bool:
     return len(name) == 17 and name.isdigit()
 
 
+def _name_after(name: str) -> str:
+    """The file name of the first millisecond after ``name``'s whose name sorts after it."""
+    epoch_ms = _index_file_epoch_ms(name) + 1
+    while index_file_name(epoch_ms) <= name:
+        epoch_ms += 1
+    return index_file_name(epoch_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexGap:
+    """CommitLog messages whose keys were in index files :meth:`IndexService.load` deleted: those at offsets above
+    ``after`` (the last message indexed before them; -1 for none) and below ``before`` (the first indexed after
+    them; ``None``: none is, up to the log's end). ``name`` is the first deleted file's and ``limit`` the next kept
+    file's (``None``: none): the refilled files are named from ``name`` on, below ``limit``."""
+
+    after: int
+    before: int | None
+    name: str
+    limit: str | None
+
+
 class IndexService:
     """All index files of a store, newest last. See the module docstring for threads and errors.
 
@@ -88,6 +118,7 @@ class IndexService:
         self.max_hash_slots = max_hash_slots
         self.max_index_num = max_index_num
         self._files: list[IndexFile] = []
+        self._dropped: list[str] = []  # names of the files load deleted, until refilled
         self._lock = threading.Lock()
         self._last_flushed_timestamp = 0
 
@@ -114,24 +145,84 @@ class IndexService:
         return self._last_flushed_timestamp
 
     def load(self) -> None:
-        """Open the files already in ``<root>/index/``; raises :class:`IndexFileCorruptError` for a bad one (files
-        opened before it are closed again, so the service stays empty and usable after :meth:`destroy`)."""
+        """Open the files already in ``<root>/index/``. One :meth:`IndexFile.open` refuses is logged and deleted,
+        the rest kept: what it covered is a gap (:meth:`gaps`) until :meth:`refill`. Any other error (I/O) raises,
+        with the files opened before it closed again."""
         self.close()
         self.directory.mkdir(parents=True, exist_ok=True)
         for leftover in self.directory.glob("*.creating"):
             leftover.unlink()
         files: list[IndexFile] = []
+        dropped: list[str] = []
         try:
             for path in sorted(p for p in self.directory.iterdir() if _is_index_file_name(p.name)):
-                files.append(IndexFile.open(path, self.max_hash_slots, self.max_index_num))
+                try:
+                    files.append(IndexFile.open(path, self.max_hash_slots, self.max_index_num))
+                except IndexFileCorruptError as exc:
+                    log.warning("%s: deleted, its keys are missing until recovery re-indexes them", exc)
+                    path.unlink()
+                    dropped.append(path.name)
         except BaseException:
             for f in files:
                 f.close()
             raise
         with self._lock:
             self._files = files
+        self._dropped = dropped
         last = self._last_non_empty()
         self._last_flushed_timestamp = last.end_timestamp if last else 0
+
+    def gaps(self) -> list[IndexGap]:
+        """The CommitLog ranges whose index files :meth:`load` deleted and :meth:`refill` has not refilled, oldest
+        first; neighbouring deleted files make one gap. Bounded by the files kept now (call after
+        :meth:`truncate_after`)."""
+        files = self.files
+        names = [f.path.name for f in files]
+        gaps: list[IndexGap] = []
+        for name in self._dropped:
+            at = bisect.bisect(names, name)
+            kept_before = [f for f in files[:at] if not f.is_empty]
+            kept_after = files[at:]
+            limit = names[at] if kept_after else None
+            if gaps and gaps[-1].limit == limit:
+                continue
+            after = kept_before[-1].end_phy_offset if kept_before else -1
+            before = next((f.begin_phy_offset for f in kept_after if not f.is_empty), None)
+            gaps.append(IndexGap(after, before, name, limit))
+        return gaps
+
+    def refill(self, gap: IndexGap, messages: Iterable[tuple[str, list[str], int, int]]) -> int:
+        """Index the gap's messages, ``(topic, keys, phy_offset, store_timestamp)`` in CommitLog order, into new files
+        in the deleted ones' place (named from ``gap.name`` on, below ``gap.limit``); the gap is closed. Returns how
+        many entries were written: fewer than the keys given only when the names below ``gap.limit`` run out (the
+        deleted files held fewer keys than the log gives now), logged."""
+        self._dropped = [n for n in self._dropped if not (n >= gap.name and (gap.limit is None or n < gap.limit))]
+        file: IndexFile | None = None
+        written = 0
+        for topic, keys, phy_offset, store_timestamp in messages:
+            entries = [(h, phy_offset) for h in topic_key_hashes(topic, keys)]
+            while entries:
+                if file is None or file.is_full:
+                    file = self._insert_file(gap, file)
+                    if file is None:
+                        log.warning("index gap from %s: no file name left below %s; later keys not indexed",
+                                    gap.name, gap.limit)  # fmt: skip
+                        return written
+                count = file.put_entries(entries, store_timestamp)
+                entries, written = entries[count:], written + count
+        return written
+
+    def _insert_file(self, gap: IndexGap, previous: IndexFile | None) -> IndexFile | None:
+        """A new file for :meth:`refill`, named after ``previous`` (``gap.name`` first), placed by its name; ``None``
+        when that name is not below ``gap.limit``."""
+        name = gap.name if previous is None else _name_after(previous.path.name)
+        if gap.limit is not None and name >= gap.limit:
+            return None
+        file = IndexFile.create(self.directory / name, self.max_hash_slots, self.max_index_num)
+        with self._lock:
+            names = [f.path.name for f in self._files]
+            self._files.insert(bisect.bisect(names, name), file)
+        return file
 
     def put(self, topic: str, keys: Iterable[str], phy_offset: int, store_timestamp: int) -> None:
         """Index one message under ``topic#key`` for each non-empty key, rolling to a new file when one fills up.
@@ -237,16 +328,6 @@ class IndexService:
         for file in files:
             file.close()
 
-    def destroy(self) -> None:
-        """Delete every index file (a corrupt index is rebuilt from the CommitLog by re-dispatching it)."""
-        with self._lock:
-            files, self._files = self._files, []
-        for file in files:
-            file.close()
-        for path in self.directory.iterdir() if self.directory.exists() else ():
-            if _is_index_file_name(path.name) or path.name.endswith(".creating"):
-                path.unlink()
-
     def _last_non_empty(self) -> IndexFile | None:
         with self._lock:
             return next((f for f in reversed(self._files) if not f.is_empty), None)
@@ -265,14 +346,12 @@ class IndexService:
     def _new_file_path(self, last: IndexFile | None) -> Path:
         # Names must sort in creation order and never collide, even for two rolls within one millisecond or after
         # the clock stepped back: then the name is the newest file's time plus one millisecond.
-        epoch_ms = time.time_ns() // 1_000_000
-        if last is not None and index_file_name(epoch_ms) <= last.path.name:
-            epoch_ms = _index_file_epoch_ms(last.path.name) + 1
-        while True:
-            name = index_file_name(epoch_ms)
-            if (last is None or name > last.path.name) and not (self.directory / name).exists():
-                return self.directory / name
-            epoch_ms += 1
+        name = index_file_name(time.time_ns() // 1_000_000)
+        if last is not None and name <= last.path.name:
+            name = _name_after(last.path.name)
+        while (self.directory / name).exists():
+            name = _name_after(name)
+        return self.directory / name
 
     def _remove(self, file: IndexFile) -> None:
         with self._lock:

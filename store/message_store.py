@@ -55,7 +55,6 @@ from store.errors import (
     PropertiesSizeExceededError,
     PutRefusedError,
     ServiceNotAvailableError,
-    StoreCorruptError,
 )
 from store.get_message import in_memory_limit
 from store.ha.replica import ReplicaLog
@@ -778,11 +777,8 @@ def put_refusal(exc: MessageEncodeError) -> PutRefusedError:
 
 
 def _open_index(config: StoreConfig) -> IndexLike:
-    """Open the key index; a corrupt one is deleted and rebuilt by re-dispatch from the recovery start point."""
+    """Open the key index; files it cannot use are deleted, the others kept, and recovery indexes what the deleted
+    ones covered again (:func:`~store.recovery.refill_index`)."""
     index = IndexService(config.store_path_root_dir, config.max_hash_slot_num, config.max_index_num)
-    try:
-        index.load()
-    except StoreCorruptError:
-        index.destroy()
-        index.load()
+    index.load()
     return index

@@ -8,13 +8,16 @@ Reads never raise for a missing queue or record: they answer 0, ``None`` or an e
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueue
 from store.get_message import MAX_TRANSFER_BYTES_IN_MEMORY, PropertyFilter, TagFilter, get_message
 from store.results import GetResult
 from store.store_config import StoreConfig
+
+if TYPE_CHECKING:
+    from store.index import IndexGap
 
 
 class IndexLike(Protocol):
@@ -29,6 +32,8 @@ class IndexLike(Protocol):
     def close(self) -> None: ...
     def truncate_after(self, phy_offset: int) -> None: ...
     def delete_expired(self, min_phy_offset: int) -> int: ...
+    def gaps(self) -> list[IndexGap]: ...
+    def refill(self, gap: IndexGap, messages: Iterable[tuple[str, list[str], int, int]]) -> int: ...
     @property
     def last_update_timestamp(self) -> int:
         """Store time of the newest indexed message (0 before the first)."""

@@ -13,6 +13,10 @@ One algorithm for both cases, differing in how much is re-validated:
 4. Every ConsumeQueue drops entries that point at or past the recovered end, and the next-queue-offset table is
    rebuilt from the queues.
 
+Before the scan, index files the index's load deleted (unusable: :meth:`~store.index.IndexService.load`) are
+refilled: the keys of the records they covered below ``safe_offset`` are indexed again, in their place among the kept
+files (:func:`refill_index`), so one damaged file costs a re-read of its range, not the keys of the others.
+
 After a crash (``abort`` present) the ConsumeQueue tails are scanned linearly, because unflushed pages can leave
 holes; after a clean shutdown the same scan is cheap since ``safe_offset`` equals the end (zeroed space there is the
 end of the log, not a damaged checkpoint). The cost is proportional to the un-checkpointed tail of the CommitLog plus
@@ -24,16 +28,22 @@ Records of a topic deleted after they were stored are not re-dispatched (:mod:`s
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from remoting.codec.message_properties import index_keys_of_raw
 from remoting.codec.record_decode import RecordMeta
+from remoting.codec.record_layout import SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_ROLLBACK
 from store.checkpoint import create_abort_file
 from store.consume_queue import ConsumeQueue
 from store.topic_cleanup import is_deleted_record, load_tombstones
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
 
 
 def load_consume_queues(store: MessageStore) -> None:
@@ -94,6 +104,35 @@ def _torn(meta: RecordMeta) -> bool:
     return not tail or tail[-1] == 0
 
 
+def refill_index(store: MessageStore, end: int) -> None:
+    """Index again the keys of the records below ``end`` that were in index files the load deleted
+    (:meth:`~store.index.IndexService.gaps`), when the store indexes keys (``messageIndexEnable``). Blocking."""
+    index = store.indexer
+    if index is None:
+        return
+    for gap in index.gaps():
+        before = end if gap.before is None else min(gap.before, end)
+        written = index.refill(gap, _keyed_records(store, gap.after, before))
+        log.warning("index: %d keys of CommitLog (%d, %d) indexed again", written, gap.after, before)
+
+
+def _keyed_records(store: MessageStore, after: int, before: int) -> Iterator[tuple[str, list[str], int, int]]:
+    """``(topic, keys, phy_offset, store_timestamp)`` of the records above ``after`` (a record's offset, or below the
+    log) and below ``before`` that dispatch would index: not rolled back, not of a deleted topic, with keys."""
+    commitlog = store.commitlog
+    deleted = load_tombstones(store.root)
+    for _, meta in commitlog.scan(max(after, commitlog.min_offset), False):
+        if meta is None or meta.phy_offset <= after:
+            continue
+        if meta.phy_offset >= before:
+            return
+        if meta.sys_flag & SYSFLAG_TRANSACTION_MASK == SYSFLAG_TRANSACTION_ROLLBACK:
+            continue
+        keys = index_keys_of_raw(meta.properties)
+        if keys and not (deleted and is_deleted_record(deleted, meta)):
+            yield meta.topic, keys, meta.phy_offset, meta.store_timestamp
+
+
 def _blank_at(store: MessageStore, offset: int) -> bool:
     """True when ``offset`` is where the written log stops: the record header there (size, magic) is all zeros, as
     in a preallocated segment's unwritten space."""
@@ -119,6 +158,7 @@ def recover(store: MessageStore) -> None:
     start = min(max(store.checkpoint.safe_offset, commitlog.min_offset), commitlog.max_offset)
     if store.index is not None:
         store.index.truncate_after(start)
+        refill_index(store, start)
     check_crc = store.config.check_crc_on_recover
     end = _scan_and_dispatch(store, start, check_crc)
     segment_start = start - start % commitlog.file_size

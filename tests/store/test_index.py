@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from store.errors import StoreError
 from store.index import (
     HEADER_SIZE,
+    IndexFile,
     IndexFileCorruptError,
+    IndexGap,
     IndexRuns,
     IndexService,
     index_file_size,
@@ -300,38 +302,31 @@ def test_flush_in_another_thread_runs_alongside_puts_and_rolls(tmp_path: Path) -
     service.close()
 
 
-def test_truncated_file_raises_a_typed_error_and_destroy_allows_a_rebuild(tmp_path: Path) -> None:
+def test_a_truncated_file_is_refused_with_a_typed_error(tmp_path: Path) -> None:
     service = IndexService(tmp_path, max_hash_slots=3, max_index_num=4)
     service.put("T", ["k"], 0, T0)
     path = only_file(service)
     service.close()
     with open(path, "r+b") as f:
         f.truncate(30)
-    reopened = IndexService(tmp_path, max_hash_slots=3, max_index_num=4)
     with pytest.raises(IndexFileCorruptError) as err:
-        reopened.load()
+        IndexFile.open(path, 3, 4)
     assert isinstance(err.value, StoreError)
     assert err.value.path == path
-    reopened.destroy()
-    reopened.load()
-    assert reopened.files == []
-    reopened.put("T", ["k"], 0, T0)
-    assert reopened.query("T", "k", 1, 0, T0 * 2) == [0]
-    reopened.close()
 
 
-def test_files_of_another_geometry_or_with_an_impossible_header_are_rejected(tmp_path: Path) -> None:
+def test_files_of_another_geometry_or_with_impossible_counts_are_refused(tmp_path: Path) -> None:
     service = IndexService(tmp_path, max_hash_slots=3, max_index_num=4)
     service.put("T", ["k"], 0, T0)
     path = only_file(service)
     service.close()
     with pytest.raises(IndexFileCorruptError, match="size"):
-        IndexService(tmp_path, max_hash_slots=4, max_index_num=4).load()
+        IndexFile.open(path, 4, 4)
     with open(path, "r+b") as f:
         f.seek(36)
         f.write(struct.pack(">i", -5))  # indexCount
     with pytest.raises(IndexFileCorruptError, match="header"):
-        IndexService(tmp_path, max_hash_slots=3, max_index_num=4).load()
+        IndexFile.open(path, 3, 4)
 
 
 def test_an_end_time_below_the_begin_time_is_a_valid_header_and_bounds_time_queries(tmp_path: Path) -> None:
@@ -349,6 +344,57 @@ def test_an_end_time_below_the_begin_time_is_a_valid_header_and_bounds_time_quer
     assert reopened.query("T", "k", 10, T0 + 10_000, T0 + 20_000) == [1, 0]
     assert reopened.query("T", "k", 10, T0 + 11_000, T0 + 20_000) == []
     reopened.close()
+
+
+def _three_files_the_middle_one_cut(tmp_path: Path) -> list[Path]:
+    """Nine messages, three per file (offsets 0, 10, ... 80); the middle file is cut short on disk."""
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)
+    for i in range(9):
+        service.put("T", [f"u{i}"], i * 10, T0 + i * 1000)
+    paths = [f.path for f in service.files]
+    service.close()
+    with open(paths[1], "r+b") as f:
+        f.truncate(100)
+    return paths
+
+
+def test_load_deletes_only_an_unusable_file_and_reports_the_range_it_covered(tmp_path: Path) -> None:
+    paths = _three_files_the_middle_one_cut(tmp_path)
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)
+    service.load()
+    assert [f.path for f in service.files] == [paths[0], paths[2]]
+    assert not paths[1].exists()
+    assert service.gaps() == [IndexGap(after=20, before=60, name=paths[1].name, limit=paths[2].name)]
+    assert service.query("T", "u0", 10, 0, T0 * 2) == [0]
+    assert service.query("T", "u8", 10, 0, T0 * 2) == [80]
+    assert service.query("T", "u4", 10, 0, T0 * 2) == []
+    service.close()
+
+
+def test_refill_puts_the_gaps_keys_back_in_the_deleted_files_place(tmp_path: Path) -> None:
+    paths = _three_files_the_middle_one_cut(tmp_path)
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)
+    service.load()
+    (gap,) = service.gaps()
+    written = service.refill(gap, [("T", [f"u{i}"], i * 10, T0 + i * 1000) for i in (3, 4, 5)])
+    assert written == 3
+    assert service.gaps() == []
+    assert [f.path for f in service.files] == paths
+    assert [(f.begin_phy_offset, f.end_phy_offset) for f in service.files] == [(0, 20), (30, 50), (60, 80)]
+    assert service.query("T", "u4", 10, T0 + 4000, T0 + 4000) == [40]
+    service.put("T", ["u9"], 90, T0 + 9000)  # new keys still go after the newest file
+    assert service.files[-1].path != paths[1] and service.query("T", "u9", 10, 0, T0 * 2) == [90]
+    service.close()
+
+
+def test_refill_stops_when_no_file_name_is_left_before_the_next_kept_file(tmp_path: Path) -> None:
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=2)  # one entry per file
+    service.load()
+    name = "20240101120000000"
+    gap = IndexGap(after=-1, before=None, name=name, limit="20240101120000001")
+    assert service.refill(gap, [("T", ["a", "b"], 0, T0)]) == 1
+    assert [f.path.name for f in service.files] == [name]
+    service.close()
 
 
 def test_a_corrupt_chain_ends_the_lookup_instead_of_looping(tmp_path: Path) -> None:

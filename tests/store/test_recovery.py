@@ -251,3 +251,60 @@ def test_index_survives_a_restart_after_the_wall_clock_stepped_back(tmp_path: Pa
         assert _found(store, "second") == 1
     finally:
         store.close()
+
+
+def _store_with_two_index_files(tmp_path: Path) -> list[Path]:
+    """300 keyed messages in a closed store: index files of 255 entries, so k0..k254 and k255..k299."""
+    store = open_store(tmp_path)
+    for i in range(300):
+        store.append(message(keys=f"k{i}"))
+    files = [f.path for f in store.index.files]
+    assert len(files) == 2
+    store.close()
+    return files
+
+
+def test_one_damaged_index_file_does_not_cost_the_keys_of_the_healthy_ones(tmp_path: Path) -> None:
+    """A damaged index file (here: cut short) is deleted on its own, as Java's IndexService.load loads each file on
+    its own: the healthy newer file is kept as it was, and recovery indexes the keys of the records the damaged one
+    covered again, from the CommitLog, in its place."""
+    files = _store_with_two_index_files(tmp_path)
+    healthy = files[1].read_bytes()
+    with open(files[0], "r+b") as damaged:
+        damaged.truncate(100)
+
+    store = open_store(tmp_path)
+    try:
+        assert [f.path for f in store.index.files] == files
+        assert files[1].read_bytes() == healthy
+        assert all(_found(store, f"k{i}") == 1 for i in (0, 254, 255, 299))
+    finally:
+        store.close()
+
+
+def test_a_damaged_newest_index_file_is_refilled_and_new_keys_follow_it(tmp_path: Path) -> None:
+    """The newest file damaged: its range runs to the checkpoint, re-indexed from the CommitLog; keys stored after the
+    restart go on in the refilled file."""
+    files = _store_with_two_index_files(tmp_path)
+    with open(files[1], "r+b") as damaged:
+        damaged.truncate(100)
+
+    store = open_store(tmp_path)
+    try:
+        store.append(message(keys="after"))
+        assert [f.path for f in store.index.files] == files
+        assert all(_found(store, key) == 1 for key in ("k0", "k254", "k255", "k299", "after"))
+    finally:
+        store.close()
+
+
+def test_index_files_of_another_geometry_are_rebuilt_from_the_whole_commitlog(tmp_path: Path) -> None:
+    """``maxIndexNum`` changed: no file has the configured size, so every one is deleted and recovery indexes the
+    whole CommitLog again in files of the new size."""
+    _store_with_two_index_files(tmp_path)
+    store = open_store(tmp_path, max_index_num=512)
+    try:
+        assert len(store.index.files) == 1
+        assert all(_found(store, f"k{i}") == 1 for i in (0, 299))
+    finally:
+        store.close()
