@@ -16,7 +16,9 @@ docs/protocol.md#79-pull-checks-and-results. **Every** response, errors included
 ``nextBeginOffset``, ``minOffset`` and ``maxOffset`` (clients read them unconditionally). A FOUND body is the raw
 CommitLog records concatenated, never re-encoded. The COMMIT flag stores ``commitOffset`` on the first execution only
 (on a master). A PULL_NOT_FOUND with the SUSPEND flag on the first execution is parked in the hold service and answered
-later (``process`` returns ``None``); the re-run neither suspends nor commits.
+later (``process`` returns ``None``); the re-run neither suspends nor commits. Every execution that reaches the store
+goes to the statistics (a found pull or a miss) with its ``nextBeginOffset``, the queue's pull offset, found or not,
+parked or not (RocketMQ 5's ``commitPullOffset`` in ``DefaultPullMessageResultHandler``).
 
 :meth:`PullMessageProcessor.pull` is synchronous on purpose: between the store lookup and parking the request
 nothing may await, or a message arriving in between would not wake it.
@@ -231,7 +233,7 @@ class PullMessageProcessor:
                 next_offset, elapsed,
             )  # fmt: skip
         else:
-            self.broker.stats.record_miss(elapsed)
+            self.broker.stats.record_miss(header.consumer_group, header.topic, header.queue_id, next_offset, elapsed)
         if code == ResponseCode.PULL_OFFSET_MOVED:
             put_offset_moved_event(
                 self.broker, header.consumer_group, header.topic, header.queue_id, offset, next_offset

@@ -6,8 +6,9 @@ without read and write permission left to the broker skipped), summed over the t
 
 - lag = the queue's max offset - the committed offset (a queue never committed counts as caught up), and the store
   time of the first unconsumed message (0 when none);
-- inflight = the next offset after the group's last found pull - the committed offset (0 before a pull), and the
-  store time of the first message not pulled yet;
+- inflight = the pull offset (the next offset after the group's last pull of the queue, found or not: RocketMQ 5's
+  ``commitPullOffset``) - the committed offset (0 before a pull), and the store time of the first message not
+  pulled yet;
 - ready = the queue's max offset - that pull offset (the committed offset before a pull).
 
 Nothing here raises; a message time that cannot be read counts as 0 (no latency reported for that queue).
@@ -47,8 +48,7 @@ def _earliest(current: int, candidate: int | None) -> int:
 
 def _topic_lag(state: BrokerState, group: str, topic: str, queues: int) -> GroupLag:
     store, offsets = state.store, state.offsets
-    items = state.stats.group_items.get((topic, group))
-    pulled = {} if items is None else items.pull_offsets
+    pulled = state.stats.pull_offsets.get((topic, group), {})
     lag = inflight = ready = 0
     unconsumed = unpulled = 0
     for queue_id in range(queues):

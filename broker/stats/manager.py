@@ -13,15 +13,16 @@ Statistics kept, with Java's names and keys:
   (:mod:`broker.stats.store_stats`), the ``msgPutTotal*`` / ``msgGetTotal*`` day totals, the put latency
   distribution (:mod:`broker.stats.latency`), the put totals and the longest pull.
 
-For ``/metrics`` it also keeps, per group, the next offset of each queue's last found pull (inflight messages) and
-the messages moved to a DLQ per (group, original topic).
+For ``/metrics`` it also keeps, per group, the next offset of each queue's last pull, found or not (RocketMQ 5's
+``commitPullOffset`` of every pull's ``nextBeginOffset``: inflight and ready messages), and the messages moved to a
+DLQ per (group, original topic).
 
 Cost on the hot path: a pull calls :meth:`BrokerStatsManager.record_get` or :meth:`~BrokerStatsManager.record_miss`
-(a few integer additions and two dict lookups); a send records its latency (:mod:`broker.stats.latency`). Puts are
-not counted per message but read from the store's ConsumeQueues when sampling (:mod:`broker.stats.puts`; ours: Java
-counts in the send processor). So put counts include every stored message (sends, retries, delayed deliveries,
-transaction commits), and ``times`` of a put item equals its message count (the number of send requests is not
-known). Messages recovered at start are not counted as puts.
+(a few integer additions and two or three dict lookups); a send records its latency (:mod:`broker.stats.latency`).
+Puts are not counted per message but read from the store's ConsumeQueues when sampling (:mod:`broker.stats.puts`;
+ours: Java counts in the send processor). So put counts include every stored message (sends, retries, delayed
+deliveries, transaction commits), and ``times`` of a put item equals its message count (the number of send requests
+is not known). Messages recovered at start are not counted as puts.
 
 Ownership: the controller starts :meth:`BrokerStatsManager.run` with ``nursery.start``; it samples once a second
 (store rates, broker totals), every 10 s / 10 min / 1 h (the item windows of :mod:`broker.stats.item`) and rolls
@@ -77,13 +78,14 @@ class GroupItems:
 
     __slots__ = ("latency", "nums", "pull_offsets", "sizes")
 
-    def __init__(self, nums: StatsItem, sizes: StatsItem) -> None:
+    def __init__(self, nums: StatsItem, sizes: StatsItem, pull_offsets: dict[int, int]) -> None:
         self.nums = nums
         self.sizes = sizes
         #: queue id -> GROUP_GET_LATENCY item
         self.latency: dict[int, StatsItem] = {}
-        #: queue id -> next offset after the queue's last found pull
-        self.pull_offsets: dict[int, int] = {}
+        #: queue id -> next offset after the queue's last pull: the pair's entry of the manager's ``pull_offsets``
+        #: (the same dict, so a found pull updates it without another lookup)
+        self.pull_offsets = pull_offsets
 
 
 class BrokerStatsManager:
@@ -99,6 +101,8 @@ class BrokerStatsManager:
         self._broker_get = self.sets[BROKER_GET_NUMS].get_or_create(cluster_name)
         #: (topic, group) -> its pull items: the hot path's lookup, no string building.
         self.group_items: dict[tuple[str, str], GroupItems] = {}
+        #: (topic, group) -> queue id -> next offset after the queue's last pull
+        self.pull_offsets: dict[tuple[str, str], dict[int, int]] = {}
         self._puts = StorePuts(store)
         self.put_latency = PutLatencyStats()
         self.put_size_total = 0
@@ -112,9 +116,14 @@ class BrokerStatsManager:
 
     # ---- hot path ----------------------------------------------------------------------------------------------
 
-    def record_miss(self, elapsed_ns: int = 0) -> None:
-        """A pull that found nothing to deliver, ``elapsed_ns`` after it started."""
+    def record_miss(self, group: str, topic: str, queue_id: int, next_offset: int, elapsed_ns: int = 0) -> None:
+        """A pull of ``queue_id`` that found nothing to deliver (parked ones included), ``elapsed_ns`` after it
+        started; the queue's next pull starts at ``next_offset``."""
         self.store_stats.get_miss += 1
+        offsets = self.pull_offsets.get((topic, group))
+        if offsets is None:
+            offsets = self.pull_offsets[(topic, group)] = {}
+        offsets[queue_id] = next_offset
         ms = elapsed_ns // _NS_PER_MS
         if ms > self.get_max_ms:
             self.get_max_ms = ms
@@ -150,7 +159,11 @@ class BrokerStatsManager:
 
     def _group_item(self, topic: str, group: str) -> GroupItems:
         key = stats_key(topic, group)
-        items = GroupItems(self.sets[GROUP_GET_NUMS].get_or_create(key), self.sets[GROUP_GET_SIZE].get_or_create(key))
+        items = GroupItems(
+            self.sets[GROUP_GET_NUMS].get_or_create(key),
+            self.sets[GROUP_GET_SIZE].get_or_create(key),
+            self.pull_offsets.setdefault((topic, group), {}),
+        )
         self.group_items[(topic, group)] = items
         return items
 
@@ -217,6 +230,8 @@ class BrokerStatsManager:
         self.sets[GROUP_GET_LATENCY].delete_where(lambda key: infix not in key)
         for pair in [p for p in self.group_items if p[0] == topic]:
             del self.group_items[pair]
+        for pair in [p for p in self.pull_offsets if p[0] == topic]:
+            del self.pull_offsets[pair]
         for pair in [p for p in self.dlq_messages if p[1] == topic]:
             del self.dlq_messages[pair]
         self._puts.forget(topic)
@@ -228,6 +243,8 @@ class BrokerStatsManager:
             self.sets[name].delete_where(lambda key: not key.endswith(suffix))
         for pair in [p for p in self.group_items if p[1] == group]:
             del self.group_items[pair]
+        for pair in [p for p in self.pull_offsets if p[1] == group]:
+            del self.pull_offsets[pair]
         for pair in [p for p in self.dlq_messages if p[0] == group]:
             del self.dlq_messages[pair]
 

@@ -13,9 +13,11 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from broker.context import BrokerState
 from broker.metrics.families import broker_families
 from broker.metrics.snapshot import take_snapshot
 from processors.client_channels import ClientChannelInfo
+from processors.offsets import ConsumerOffsetProcessor
 from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.send_back import ConsumerSendMsgBackProcessor
@@ -24,11 +26,13 @@ from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.connection import Connection
 from remoting.dispatch import broker_pools
+from remoting.processor import RequestContext
 from store.metadata_files import TopicConfig
-from tests.processors.conftest import GROUP, PEER, TOPIC, open_broker, pull_request, send_request
+from tests.processors.conftest import GROUP, PEER, TOPIC, open_broker, pull_request, send_request, tags_props
 
 NO_SUSPEND = 0x4
 COMMIT = 0x1
+COMMON = {"cluster": "c", "node_type": "broker", "node_id": "b"}
 
 
 def render(families: list[Metric]) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -47,24 +51,29 @@ def render(families: list[Metric]) -> dict[str, list[tuple[dict[str, str], float
     return found
 
 
+def online_consumer(broker: BrokerState, subscriptions: list[SubscriptionData]) -> RequestContext:
+    """Register ``GROUP``'s one push consumer (a Java 4.9.8 client) with ``subscriptions``; its request context."""
+    left, _right = trio.testing.memory_stream_pair()
+    connection = Connection(left, PEER, ("127.0.0.1", 10911))
+    broker.clients.register_consumer(
+        GROUP,
+        ClientChannelInfo(connection, "client-1", LanguageCode.JAVA, 409),
+        ConsumeType.CONSUME_PASSIVELY,
+        MessageModel.CLUSTERING,
+        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        subscriptions,
+        notify=False,
+    )
+    return connection.context
+
+
 async def test_lag_inflight_and_ready_follow_pulls_and_commits(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     broker = open_broker(tmp_path / "broker")
     try:
-        left, _right = trio.testing.memory_stream_pair()
-        connection = Connection(left, PEER, ("127.0.0.1", 10911))
-        ctx = connection.context
         broker.topics.update_topic(TopicConfig("OrderTopic", 1, 1, order=True))
-        broker.clients.register_consumer(
-            GROUP,
-            ClientChannelInfo(connection, "client-1", LanguageCode.JAVA, 409),
-            ConsumeType.CONSUME_PASSIVELY,
-            MessageModel.CLUSTERING,
-            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-            [SubscriptionData(TOPIC), SubscriptionData(f"%RETRY%{GROUP}")],
-            notify=False,
-        )
+        ctx = online_consumer(broker, [SubscriptionData(TOPIC), SubscriptionData(f"%RETRY%{GROUP}")])
         send, pull = SendMessageProcessor(broker), PullMessageProcessor(broker)
         broker.stats.start_counting()
         for _ in range(10):
@@ -75,7 +84,12 @@ async def test_lag_inflight_and_ready_follow_pulls_and_commits(
         # The consumer pulls 6 of queue 0's 10 messages and commits 2.
         found = await pull.process(ctx, pull_request(offset=0, max_msgs=6, sys_flag=NO_SUSPEND))
         assert found is not None and found.code == ResponseCode.SUCCESS
-        await pull.process(ctx, pull_request(offset=10, sys_flag=NO_SUSPEND | COMMIT, commit_offset=2))
+        commit = request(
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "commitOffset": "2"},
+        )
+        answer = await ConsumerOffsetProcessor(broker).process(ctx, commit)
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
         back = request(
             RequestCode.CONSUMER_SEND_MSG_BACK,
             {"offset": "0", "group": GROUP, "delayLevel": "-1", "originMsgId": "x", "originTopic": TOPIC},
@@ -89,10 +103,9 @@ async def test_lag_inflight_and_ready_follow_pulls_and_commits(
         assert lag.earliest_unconsumed_ms == broker.store.message_store_timestamp(TOPIC, 0, 2)
         assert lag.earliest_unpulled_ms == broker.store.message_store_timestamp(TOPIC, 0, 6)
 
-        common = {"cluster": "c", "node_type": "broker", "node_id": "b"}
-        samples = render(list(broker_families(snapshot, common)))
+        samples = render(list(broker_families(snapshot, COMMON)))
         assert samples["rocketmq_consumer_lag_messages"] == [
-            ({**common, "consumer_group": GROUP, "topic": TOPIC, "is_retry": "false", "is_system": "false"}, 8.0)
+            ({**COMMON, "consumer_group": GROUP, "topic": TOPIC, "is_retry": "false", "is_system": "false"}, 8.0)
         ]
         messages_in = {s[0]["topic"]: (s[0]["message_type"], s[1]) for s in samples["rocketmq_messages_in_total"]}
         assert messages_in == {TOPIC: ("normal", 10.0), "OrderTopic": ("fifo", 1.0)}  # no %DLQ% topic
@@ -102,5 +115,43 @@ async def test_lag_inflight_and_ready_follow_pulls_and_commits(
         assert (connections[0]["version"], connections[0]["language"], connections[1]) == ("v4_9_8", "java", 1.0)
         out = samples["rocketmq_messages_out_total"]
         assert [(s[0]["topic"], s[0]["consumer_group"], s[1]) for s in out] == [(TOPIC, GROUP, 6.0)]
+    finally:
+        broker.store.close()
+
+
+async def test_ready_messages_and_queueing_latency_follow_pulls_that_matched_nothing(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3 (broker/.../processor/PullMessageProcessor.java ``tryCommitOffset``) records the pull offset
+    (``commitPullOffset``, the pull's ``nextBeginOffset``) for every pull, found or not, and ConsumerLagCalculator
+    reads ready = max offset - pull offset, queueing latency = now - store time at the pull offset. A consumer of tag
+    A that pulled one A message, then skipped 5 B messages (NO_MATCHED_MSG, next offset 6) and committed 6, has
+    nothing ready and no queueing latency (not 5 ready messages, more than its lag, and a latency growing for ever)."""
+    broker = open_broker(tmp_path / "broker")
+    try:
+        ctx = online_consumer(broker, [SubscriptionData(TOPIC, "A")])
+        send, pull = SendMessageProcessor(broker), PullMessageProcessor(broker)
+        broker.stats.start_counting()
+        answer = await send.process(ctx, send_request(properties=tags_props("A")))
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
+        found = await pull.process(ctx, pull_request(offset=0, sys_flag=NO_SUSPEND, subscription="A"))
+        assert found is not None and found.code == ResponseCode.SUCCESS
+        for _ in range(5):
+            answer = await send.process(ctx, send_request(properties=tags_props("B")))
+            assert answer is not None and answer.code == ResponseCode.SUCCESS
+        skipped = await pull.process(
+            ctx, pull_request(offset=1, sys_flag=NO_SUSPEND | COMMIT, subscription="A", commit_offset=1)
+        )
+        assert skipped is not None and skipped.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+        assert skipped.ext_fields["nextBeginOffset"] == "6"
+        # The consumer moves on to 6 and commits it (its next pull carries the commit).
+        await pull.process(ctx, pull_request(offset=6, sys_flag=NO_SUSPEND | COMMIT, subscription="A", commit_offset=6))
+        assert broker.offsets.query(GROUP, TOPIC, 0) == 6
+
+        samples = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        labels = {**COMMON, "consumer_group": GROUP, "topic": TOPIC, "is_retry": "false", "is_system": "false"}
+        assert samples["rocketmq_consumer_lag_messages"] == [(labels, 0.0)]
+        assert samples["rocketmq_consumer_ready_messages"] == [(labels, 0.0)], "5 skipped messages read as ready"
+        assert samples["rocketmq_consumer_queueing_latency"] == [(labels, 0.0)]
     finally:
         broker.store.close()
