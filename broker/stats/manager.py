@@ -191,7 +191,8 @@ class BrokerStatsManager:
         return (item.in_minute() if item is not None else StatsSnapshot()).tps
 
     def runtime_entries(self) -> dict[str, str]:
-        """The GET_BROKER_RUNTIME_INFO keys owned here, in Java's formats: the store rates, the day totals, the put
+        """The GET_BROKER_RUNTIME_INFO keys owned here, in Java's formats: the store rates, the day totals (the
+        ``TodayNow`` ones up to now, as 4.9.8's BrokerStats reads the live put and transferred counts), the put
         totals (``putMessageTimesTotal`` reads 1 while nothing was put, as Java's), the put latency distribution and
         the longest pull. ``dispatchMaxBuffer`` is 0 as in 4.9.8, where nothing sets it."""
         self.count_puts()
@@ -205,7 +206,7 @@ class BrokerStatsManager:
                 "msgPutTotalTodayNow": str(self._broker_put.value),
                 "msgGetTotalYesterdayMorning": str(days["get_yesterday"]),
                 "msgGetTotalTodayMorning": str(days["get_today"]),
-                "msgGetTotalTodayNow": str(self._broker_get.value),
+                "msgGetTotalTodayNow": str(self.store_stats.get_transferred),
                 "putMessageTimesTotal": str(put_times),
                 "putMessageFailedTimes": str(self.put_failed),
                 "putMessageSizeTotal": str(self.put_size_total),
@@ -271,7 +272,7 @@ class BrokerStatsManager:
     def sample_second(self, tick: int, now_ms: int) -> None:
         """One sampling round; ``tick`` counts seconds since :meth:`run` started (0 first)."""
         self.count_puts()
-        self._broker_get.value = self.store_stats.get_transferred
+        self._broker_get.value = self.store_stats.get_transferred  # for the item's windows, sampled below
         self.store_stats.sample(now_ms)
         if tick and tick % _SECONDS_PER_LATENCY_WINDOW == 0:
             self.put_latency.roll_window()
@@ -295,7 +296,7 @@ class BrokerStatsManager:
         if self._day is not None and day != self._day:
             days = self.day_totals
             days["put_yesterday"], days["put_today"] = days["put_today"], self._broker_put.value
-            days["get_yesterday"], days["get_today"] = days["get_today"], self._broker_get.value
+            days["get_yesterday"], days["get_today"] = days["get_today"], self.store_stats.get_transferred
         self._day = day
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -121,6 +121,27 @@ async def test_messages_recovered_at_start_are_not_counted_as_puts(
     assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "1"
 
 
+async def test_msg_get_total_today_now_counts_every_pull_so_far(
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    """As RocketMQ 4.9.8's (store/.../stats/BrokerStats.java ``getMsgGetTotalTodayNow``, the store's live
+    ``getMessageTransferedMsgCount``), GET_BROKER_RUNTIME_INFO right after a pull counts the messages just pulled,
+    between two ticks of the sampler, as ``msgPutTotalTodayNow`` counts the ones just stored."""
+    send, pull, admin = SendMessageProcessor(broker), PullMessageProcessor(broker), AdminBrokerProcessor(broker)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        await trio.sleep(0.5)
+        sent = [await send.process(peer_ctx, send_request()) for _ in range(3)]
+        assert all(answer is not None and answer.code == ResponseCode.SUCCESS for answer in sent)
+        found = await pull.process(peer_ctx, pull_request(offset=0, sys_flag=NO_SUSPEND))
+        assert found is not None and found.code == ResponseCode.SUCCESS
+        info = await admin.process(peer_ctx, request(RequestCode.GET_BROKER_RUNTIME_INFO))
+        nursery.cancel_scope.cancel()
+    assert info is not None
+    table = KVTable.decode(info.body).table
+    assert (table["msgPutTotalTodayNow"], table["msgGetTotalTodayNow"]) == ("3", "3")
+
+
 def _offset_moved_events(broker: BrokerState) -> list[dict[str, object]]:
     result = broker.store.get(OFFSET_MOVED_EVENT, 0, 0, 32)
     events = []
