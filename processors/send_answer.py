@@ -9,11 +9,13 @@ task per put: that task (spawn, scheduling, its own ``send``) was ~7 % of the br
 64x1. Only when the connection is congested is the write handed to the put-future
 service's nursery, which can wait for the writer to drain.
 
-A oneway send is never answered (nothing is registered for it); a response for a connection that closed meanwhile
+A oneway send is never answered (its callback only times it); a response for a connection that closed meanwhile
 is dropped with a debug log. The records are stored whatever happens to the answer.
 
-Each put's latency (append, plus the flush wait under SYNC_FLUSH) goes to the broker's put latency statistics
-(:mod:`broker.stats.latency`): two clock reads per send request; a refused put counts as a failed one.
+Each put's latency (append, plus the flush and replication waits under SYNC_FLUSH / SYNC_MASTER), oneway or not,
+goes to the broker's put latency statistics (:mod:`broker.stats.latency`), as 4.9.8's
+``DefaultMessageStore.asyncPutMessage`` times every put: two clock reads per send request; a refused put counts as a
+failed one.
 """
 
 from __future__ import annotations
@@ -84,25 +86,25 @@ class SendAnswers:
             # less per send.
             latency.record(time.perf_counter_ns() - started)
             return answer(request, PutStatus.PUT_OK, appended, queue_id, base_fields)
-        if request.is_oneway:
-            return None
+        oneway = request.is_oneway
         waits = store.put_waits
         if not waits.can_notify(wait):
             status = await waits.status(appended.end_offset, wait)
             latency.record(time.perf_counter_ns() - started)
-            return answer(request, status, appended, queue_id, base_fields)
+            return None if oneway else answer(request, status, appended, queue_id, base_fields)
         connection = ctx.connection
         opaque = request.opaque
 
         def answered(status: PutStatus) -> None:
             latency.record(time.perf_counter_ns() - started)
-            self.write(connection, answer(request, status, appended, queue_id, base_fields), opaque)
+            if not oneway:
+                self.write(connection, answer(request, status, appended, queue_id, base_fields), opaque)
 
         now = waits.notify(appended.end_offset, wait, answered)
         if now is None:
             return None
         latency.record(time.perf_counter_ns() - started)
-        return answer(request, now, appended, queue_id, base_fields)
+        return None if oneway else answer(request, now, appended, queue_id, base_fields)
 
     def write(self, connection: Connection, response: RemotingCommand, opaque: int) -> None:
         futures = self.put_futures
