@@ -65,15 +65,19 @@ def prometheus_wanted(exporter_type: str) -> bool:
 
 def metrics_labels(node_type: str, node_id: str, cluster: str | None, extra: str) -> dict[str, str]:
     """RocketMQ 5's common labels: ``cluster`` (brokers), ``node_type``, ``node_id``, then the ``metricsLabel``
-    setting's ``key:value`` pairs (comma separated; a malformed pair is logged and skipped, as Java does)."""
+    setting's ``key:value`` pairs (comma separated; a malformed pair is logged and skipped, as Java does). A pair
+    naming a label set before it is ignored: those always carry the server's own values, as in 5.3.3's
+    ``broker/.../metrics/BrokerMetricsManager.java`` ``init``, which puts them into its label map last."""
     labels = {} if cluster is None else {"cluster": cluster}
     labels.update(node_type=node_type, node_id=node_id)
+    own = set(labels)
     for item in filter(None, extra.split(",")):
         key, sep, value = item.partition(":")
         if not sep or ":" in value or not key:
             log.warning("metricsLabel is not valid: %s", extra)
             continue
-        labels[key] = value
+        if key not in own:
+            labels[key] = value
     return labels
 
 

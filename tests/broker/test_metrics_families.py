@@ -1,6 +1,6 @@
 """The broker's metric families from a real broker context (processors driven directly): lag, inflight and ready
-messages against offsets set by real pulls and commits, the per-topic message types, the DLQ counter, and text that
-prometheus-client renders and parses back."""
+messages against offsets set by real pulls and commits, the per-topic message types, the DLQ counter, the common
+labels, and text that prometheus-client renders and parses back."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from remoting.codec.command import request
 from remoting.connection import Connection
 from remoting.dispatch import broker_pools
 from remoting.processor import RequestContext
+from remoting.prometheus import metrics_labels
 from store.metadata_files import TopicConfig
 from tests.processors.conftest import GROUP, PEER, TOPIC, open_broker, pull_request, send_request, tags_props
 
@@ -155,3 +156,12 @@ async def test_ready_messages_and_queueing_latency_follow_pulls_that_matched_not
         assert samples["rocketmq_consumer_queueing_latency"] == [(labels, 0.0)]
     finally:
         broker.store.close()
+
+
+def test_metrics_label_cannot_replace_the_cluster_and_node_labels() -> None:
+    """RocketMQ 5.3.3 (broker/.../metrics/BrokerMetricsManager.java ``init``) puts the ``metricsLabel`` pairs into
+    LABEL_MAP first and then ``node_type``, ``cluster`` and ``node_id``, so those three always carry the broker's own
+    values: ``metricsLabel=cluster:prod`` cannot put a broker in a cluster it is not in, nor ``node_id:x`` merge
+    brokers' series."""
+    labels = metrics_labels("broker", "broker-a", "DefaultCluster", "cluster:prod,node_id:x,node_type:y,env:test")
+    assert labels == {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "broker-a", "env": "test"}
