@@ -1,7 +1,9 @@
 """A broker's ``/metrics`` families, built from a :class:`~broker.metrics.snapshot.BrokerSnapshot` (in the HTTP
 thread), with RocketMQ 5's names and labels (``BrokerMetricsConstant``, ``DefaultStoreMetricsConstant``) wherever
 the concept exists here; every family also carries the broker's common labels (``cluster``, ``node_type``,
-``node_id``, ``metricsLabel``).
+``node_id``, ``metricsLabel``). ``rocketmq_topic_number`` and ``rocketmq_consumer_group_number`` are 5.3.3's: the
+sizes of the topic config and subscription group tables, system ones included (``BrokerMetricsManager``
+``initStatsMetrics``).
 
 Where ours differ, and why:
 
@@ -125,7 +127,11 @@ def _broker(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
         watermark.add_metric(f.row(processor), queued)
     permission = f.gauge("rocketmq_broker_permission", "Broker permission")
     permission.add_metric(f.row(), snap.permission)
-    yield from (watermark, permission)
+    topics = f.gauge("rocketmq_topic_number", "Active topic number")
+    topics.add_metric(f.row(), snap.topic_count)
+    groups = f.gauge("rocketmq_consumer_group_number", "Active subscription group number")
+    groups.add_metric(f.row(), snap.group_count)
+    yield from (watermark, permission, topics, groups)
     storage = f.row(*_STORAGE.values())
     names = tuple(_STORAGE)
     gauges = [

@@ -4,8 +4,9 @@
 
 Sources, all kept by the broker anyway: the statistics' cumulative put items (after adding what the store took since
 the last sample, so a scrape sees every acknowledged message) and pull items, the DLQ counts, the put latency
-histogram, the pools' queues, the client registry, the offsets (:mod:`broker.metrics.lag`), the store's offsets and
-the file system. Cost: proportional to topics, (group, topic) pairs and their queues; one ``statvfs``.
+histogram, the pools' queues, the client registry, the topic and group tables, the offsets
+(:mod:`broker.metrics.lag`), the store's offsets and the file system. Cost: proportional to topics, (group, topic)
+pairs and their queues; one ``statvfs``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class BrokerSnapshot:
     #: processor label -> queued requests
     watermarks: dict[str, int]
     permission: int
+    #: sizes of the topic config and subscription group tables
+    topic_count: int
+    group_count: int
     #: (bucket bounds ms, counts per bucket with one more above the last bound, sum ms)
     put_latency: tuple[tuple[int, ...], list[int], float]
     storage_used: int
@@ -107,9 +111,10 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
     producers, consumers = _connections(state)
     now_ms = int(time.time() * 1000)
     earliest = store.earliest_store_time()
+    topics = state.topics.topics
     return BrokerSnapshot(
         puts=_puts(state),
-        order_topics=frozenset(name for name, config in state.topics.topics.items() if config.order),
+        order_topics=frozenset(name for name, config in topics.items() if config.order),
         gets={pair: (items.nums.value, items.sizes.value) for pair, items in stats.group_items.items()},
         dlq=dict(stats.dlq_messages),
         lags=list(group_lags(state)),
@@ -117,6 +122,8 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
         consumers=consumers,
         watermarks={PROCESSOR_NAMES.get(name, name): pool.queued for name, pool in pools.items()},
         permission=state.config.broker_permission,
+        topic_count=len(topics),
+        group_count=len(state.groups.groups),
         put_latency=stats.put_latency.histogram(),
         storage_used=_storage_used(store.root),
         flush_behind=store.unflushed_bytes,

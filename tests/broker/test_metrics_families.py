@@ -165,3 +165,18 @@ def test_metrics_label_cannot_replace_the_cluster_and_node_labels() -> None:
     brokers' series."""
     labels = metrics_labels("broker", "broker-a", "DefaultCluster", "cluster:prod,node_id:x,node_type:y,env:test")
     assert labels == {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "broker-a", "env": "test"}
+
+
+def test_topic_and_group_numbers_are_exported(tmp_path: Path) -> None:
+    """RocketMQ 5.3.3 (broker/.../metrics/BrokerMetricsConstant.java, BrokerMetricsManager ``initStatsMetrics``)
+    exports ``rocketmq_topic_number`` (the topic config table's size) and ``rocketmq_consumer_group_number`` (the
+    subscription group table's size), gauges with only the common labels."""
+    broker = open_broker(tmp_path / "broker")
+    try:
+        broker.topics.update_topic(TopicConfig("OneMore", 1, 1))
+        samples = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        assert samples["rocketmq_topic_number"] == [(COMMON, float(len(broker.topics.topics)))]
+        assert samples["rocketmq_consumer_group_number"] == [(COMMON, float(len(broker.groups.groups)))]
+        assert len(broker.groups.groups) > 0  # the system groups count
+    finally:
+        broker.store.close()
