@@ -5,9 +5,10 @@ role, as RocketMQ 4.9.8's ``broker/src/main/java/org/apache/rocketmq/broker/dled
 (DLedgerCommitLog's mapping: store base dir = ``storePathRootDir``, data dir = ``storePathDLedgerCommitLog``, one or
 several (DLedger's multi-path data directories, with ``readOnlyCommitLogStorePaths`` as its read-only ones), entry
 segment size = ``mappedFileSizeCommitLog``). :func:`as_follower` is the role a member starts in. :func:`follow_roles`
-makes every role change rewrite ``brokerId`` / ``brokerRole`` in the broker's live config and register at once: the
-leader as brokerId 0 (SYNC_MASTER) once its log is committed and dispatched, a follower or candidate as its id's
-number + 1 (SLAVE); :func:`reassert_master` repeats the leader's registration. A ``dLegerSelfId`` without a
+makes every role change rewrite ``brokerId`` / ``brokerRole`` in the broker's live config, tell the statistics (which
+count incoming messages on a master only) and register at once: the leader as brokerId 0 (SYNC_MASTER) once its log
+is committed and dispatched, a follower or candidate as its id's number + 1 (SLAVE); :func:`reassert_master` repeats
+the leader's registration. A ``dLegerSelfId`` without a
 number after its first character, or data paths that are all read-only, raise ``ValueError`` at start.
 """
 
@@ -86,6 +87,7 @@ def follow_roles(ctx: BrokerState, store: DLedgerMessageStore, reregister: Calla
         if ctx.config.broker_role == role and ctx.config.broker_id == broker_id:
             return
         ctx.config = attrs.evolve(ctx.config, broker_role=role, broker_id=broker_id)
+        ctx.stats.set_replica(role == "SLAVE")
         log.info("dledger %s: broker is %s (brokerId %d) in term %d", ctx.config.dleger_self_id, role, broker_id, term)
         reregister()
 

@@ -11,7 +11,10 @@ Where ours differ, and why:
   the store: a delayed, timer or transactional message counts first under its system topic (``message_type``
   ``delay`` / ``transaction``, ``is_system`` true) and again under its real topic when delivered or committed.
   Java counts it once, at the send, under the real topic. ``message_type`` is ``fifo`` for order topics, ``normal``
-  otherwise. Retry and DLQ topics are left out, as in Java. Bytes are record sizes (Java's ``wroteBytes``).
+  otherwise. Retry and DLQ topics are left out, as in Java. Bytes are record sizes (Java's ``wroteBytes``). Only a
+  master counts them: a slave's (or DLedger follower's) puts are the master's messages replicated, which Java, counting
+  in ``SendMessageProcessor.handlePutMessageResult``, never sees there; a member promoted to master counts from its
+  promotion.
 - ``rocketmq_storage_put_latency`` (ms) is ours: RocketMQ 5 has no put latency metric; its buckets are the runtime
   info's ``putMessageDistributeTime`` bounds, cumulative since start.
 - Not exported (no such concept here): POP, timer-wheel internals, half-message and transaction-commit counters,
@@ -68,7 +71,7 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     labels_in = ("topic", "message_type", "is_system")
     messages_in = f.counter("rocketmq_messages_in_total", "Total number of incoming messages", labels_in)
     bytes_in = f.counter("rocketmq_throughput_in_total", "Total traffic of incoming messages", labels_in)
-    for topic, (count, size) in sorted(snap.puts.items()):
+    for topic, (count, size) in sorted(snap.incoming.items()):
         if is_retry_or_dlq_topic(topic):
             continue
         kind = _MESSAGE_TYPES.get(topic) or ("fifo" if topic in snap.order_topics else "normal")

@@ -2,7 +2,7 @@
 (:func:`take_snapshot`), so that building and formatting the families can run in the HTTP thread
 (:mod:`broker.metrics.families`).
 
-Sources, all kept by the broker anyway: the statistics' cumulative put items (after adding what the store took since
+Sources, all kept by the broker anyway: the statistics' incoming messages (after adding what the store took since
 the last sample, so a scrape sees every acknowledged message) and pull items, the DLQ counts, the put latency
 histogram, the pools' queues, the client registry, the topic and group tables, the offsets
 (:mod:`broker.metrics.lag`), the store's offsets and the file system. Cost: proportional to topics, (group, topic)
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from broker.metrics.lag import GroupLag, group_lags
-from broker.stats import TOPIC_PUT_NUMS, TOPIC_PUT_SIZE
+from broker.stats import BrokerStatsManager
 from remoting.codec.codes import version_desc
 from remoting.dispatch import ProcessorPool
 
@@ -44,8 +44,8 @@ PROCESSOR_NAMES = {
 class BrokerSnapshot:
     """Plain numbers; see :mod:`broker.metrics.families` for the metrics each becomes."""
 
-    #: topic -> (messages, bytes) stored since the broker started
-    puts: dict[str, tuple[int, int]]
+    #: topic -> (messages, bytes) stored while a master, since the broker started
+    incoming: dict[str, tuple[int, int]]
     order_topics: frozenset[str]
     #: (topic, group) -> (messages, bytes) pulled
     gets: dict[tuple[str, str], tuple[int, int]]
@@ -71,17 +71,6 @@ class BrokerSnapshot:
     now_ms: int
 
 
-def _puts(state: BrokerState) -> dict[str, tuple[int, int]]:
-    stats = state.stats
-    stats.count_puts()
-    sizes = stats.sets[TOPIC_PUT_SIZE]
-    puts = {}
-    for item in stats.sets[TOPIC_PUT_NUMS]:
-        size = sizes.get(item.key)
-        puts[item.key] = (item.value, 0 if size is None else size.value)
-    return puts
-
-
 def _connections(state: BrokerState) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str, str], int]]:
     clients = state.clients
     producers: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -105,6 +94,11 @@ def _storage_used(root: os.PathLike[str]) -> int:
     return (st.f_blocks - st.f_bfree) * st.f_frsize
 
 
+def _incoming(stats: BrokerStatsManager) -> dict[str, tuple[int, int]]:
+    stats.count_puts()
+    return dict(stats.incoming)
+
+
 def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> BrokerSnapshot:
     """Everything one scrape exports (call it on the Trio thread)."""
     stats, store = state.stats, state.store
@@ -113,7 +107,7 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
     earliest = store.earliest_store_time()
     topics = state.topics.topics
     return BrokerSnapshot(
-        puts=_puts(state),
+        incoming=_incoming(stats),
         order_topics=frozenset(name for name, config in topics.items() if config.order),
         gets={pair: (items.nums.value, items.sizes.value) for pair, items in stats.group_items.items()},
         dlq=dict(stats.dlq_messages),

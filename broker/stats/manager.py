@@ -14,8 +14,10 @@ Statistics kept, with Java's names and keys:
   distribution (:mod:`broker.stats.latency`), the put totals and the longest pull.
 
 For ``/metrics`` it also keeps, per group, the next offset of each queue's last pull, found or not (RocketMQ 5's
-``commitPullOffset`` of every pull's ``nextBeginOffset``: inflight and ready messages), and the messages moved to a
-DLQ per (group, original topic).
+``commitPullOffset`` of every pull's ``nextBeginOffset``: inflight and ready messages), the messages moved to a DLQ
+per (group, original topic), and the messages and bytes stored while the broker is a master (``incoming``: a
+slave's puts are replicated ones, which RocketMQ 5 does not count as incoming; :meth:`BrokerStatsManager.set_replica`
+follows a DLedger role change).
 
 Cost on the hot path: a pull calls :meth:`BrokerStatsManager.record_get` or :meth:`~BrokerStatsManager.record_miss`
 (a few integer additions and two or three dict lookups); a send records its latency (:mod:`broker.stats.latency`).
@@ -89,9 +91,17 @@ class GroupItems:
 
 
 class BrokerStatsManager:
-    """See the module docstring. ``store`` is read when sampling (its ``queue_offsets`` table, never mutated)."""
+    """See the module docstring. ``store`` is read when sampling (its ``queue_offsets`` table, never mutated);
+    ``replica`` says the broker starts as a slave."""
 
-    def __init__(self, store: MessageStore, cluster_name: str, *, wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        cluster_name: str,
+        *,
+        replica: bool = False,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
         self.cluster_name = cluster_name
         self.wall_clock = wall_clock
@@ -103,6 +113,9 @@ class BrokerStatsManager:
         self.group_items: dict[tuple[str, str], GroupItems] = {}
         #: (topic, group) -> queue id -> next offset after the queue's last pull
         self.pull_offsets: dict[tuple[str, str], dict[int, int]] = {}
+        #: topic -> (messages, bytes) stored while a master (``/metrics``' incoming messages)
+        self.incoming: dict[str, tuple[int, int]] = {}
+        self.replica = replica
         self._puts = StorePuts(store)
         self.put_latency = PutLatencyStats()
         self.put_size_total = 0
@@ -233,6 +246,7 @@ class BrokerStatsManager:
             del self.group_items[pair]
         for pair in [p for p in self.pull_offsets if p[0] == topic]:
             del self.pull_offsets[pair]
+        self.incoming.pop(topic, None)
         for pair in [p for p in self.dlq_messages if p[1] == topic]:
             del self.dlq_messages[pair]
         self._puts.forget(topic)
@@ -259,15 +273,25 @@ class BrokerStatsManager:
         """Add what the store took since the last call to the put items and totals (sampling calls it every second;
         readers call it first to see puts up to now)."""
         nums, sizes = self.sets[TOPIC_PUT_NUMS], self.sets[TOPIC_PUT_SIZE]
+        incoming = None if self.replica else self.incoming
         added = added_bytes = 0
         for topic, (count, size) in self._puts.collect().items():
             nums.get_or_create(topic).add(count, count)
             sizes.get_or_create(topic).add(size, count)
+            if incoming is not None:
+                before_count, before_size = incoming.get(topic, (0, 0))
+                incoming[topic] = (before_count + count, before_size + size)
             added += count
             added_bytes += size
         self._broker_put.add(added, 0)  # incBrokerPutNums adds to the value only: its avgpt stays 0
         self.put_size_total += added_bytes
         self.store_stats.put_total = self._broker_put.value
+
+    def set_replica(self, replica: bool) -> None:
+        """The broker became a slave (``replica``) or a master: what the store took until now counts under the
+        previous role, what it takes from now on under the new one."""
+        self.count_puts()
+        self.replica = replica
 
     def sample_second(self, tick: int, now_ms: int) -> None:
         """One sampling round; ``tick`` counts seconds since :meth:`run` started (0 first)."""

@@ -164,6 +164,30 @@ async def test_a_held_pull_is_labelled_long_polling(metrics_cluster: EmbeddedClu
     assert fast == 0
 
 
+async def test_a_slave_does_not_report_replicated_messages_as_incoming(tmp_path: Path) -> None:
+    """RocketMQ 5.3.3 counts ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total`` in the send path
+    (broker/.../processor/SendMessageProcessor.java ``handlePutMessageResult``): a slave, which only replicates, never
+    counts one, so ``sum by (topic) (rate(rocketmq_messages_in_total[..]))`` over a master and its slave (same
+    ``cluster`` and ``node_id``) sees each message once. Its runtime info still counts the replicated puts, as 4.9.8's
+    ``ReputMessageService`` does on a slave."""
+    settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0}
+    async with EmbeddedCluster(tmp_path / "cluster", slaves=1, **SMALL_STORE, **settings) as cluster:
+        async with Producer("replicated_pg", cluster.namesrv_addr) as producer:
+            for i in range(5):
+                await producer.send(Message("Replicated", b"m%d" % i))
+        await cluster.wait_replicated()
+        (slave,) = cluster.slave_controllers
+        assert slave.metrics is not None and slave.metrics.address is not None
+        on_slave = await scrape(slave.metrics.address)
+        assert cluster.controller.metrics is not None and cluster.controller.metrics.address is not None
+        on_master = await scrape(cluster.controller.metrics.address)
+        runtime_puts = slave.context.stats.runtime_entries()["msgPutTotalTodayNow"]
+    assert value(on_master, "rocketmq_messages_in_total", topic="Replicated") == 5
+    assert value(on_slave, "rocketmq_messages_in_total") == 0
+    assert value(on_slave, "rocketmq_throughput_in_total") == 0
+    assert runtime_puts == "5"
+
+
 async def test_without_prom_nothing_is_served_or_timed(embedded_cluster: EmbeddedCluster) -> None:
     controller = embedded_cluster.controller
     assert controller.metrics is None and controller.rpc_latency is None
