@@ -44,7 +44,7 @@ class ProxyConfig:
     default_invisible_time_mills: int = attrs.field(default=60_000, metadata=JAVA_LONG)
     grpc_client_consumer_min_long_polling_timeout_millis: int = attrs.field(default=5_000, metadata=JAVA_LONG)
     grpc_client_consumer_max_long_polling_timeout_millis: int = attrs.field(default=20_000, metadata=JAVA_LONG)
-    #: Largest accepted delivery time ahead of now (ms).
+    #: Largest accepted delivery time ahead of now (ms), and largest body (bytes); 0 or less: unchecked.
     max_delay_time_mills: int = attrs.field(default=24 * 3600 * 1000, metadata=JAVA_LONG)
     max_message_size: int = 4 * 1024 * 1024
     #: Send limits: a message group's UTF-8 bytes (must stay below), the user properties' count and their UTF-8

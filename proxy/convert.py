@@ -4,9 +4,11 @@ producer/SendMessageActivity.java), docs/grpc.md#message-mapping.
 
 Sending: ``message_id`` -> ``UNIQ_KEY``, ``tag`` -> ``TAGS``, ``keys`` -> ``KEYS`` (space-joined), ``message_group``
 -> ``__SHARDINGKEY``, ``delivery_timestamp`` -> ``TIMER_DELIVER_MS``, TRANSACTION -> ``TRAN_MSG`` (+ the prepared
-sysFlag), ``PGROUP`` = the topic (5.x producers have no group). Receiving: the reverse, plus the MD5 body digest,
-the receipt handle and the delivery attempt. Properties whose names RocketMQ reserves are system properties: a send
-carrying one as a user property is refused by the caller (:data:`RESERVED`).
+sysFlag), ``trace_context`` -> ``TRACE_CONTEXT``, ``delivery_attempt`` -> ``RECONSUME_TIME`` (the stored message's
+``reconsumeTimes`` stays 0 but on a retry topic), ``PGROUP`` = the topic (5.x producers have no group). Receiving: the
+reverse, plus the MD5 body digest, the receipt handle and the delivery attempt (``reconsumeTimes + 1``). Properties
+whose names RocketMQ reserves are system properties: a send carrying one as a user property is refused by the caller
+(:data:`RESERVED`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Any, Final
 from broker.pop import ReceiptHandle
 from proxy.pb import definition, service
 from remoting.codec.message import MessageExt
+from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX
 
-__all__ = ["RESERVED", "grpc_message", "recovery_command", "send_properties"]
+__all__ = ["RESERVED", "grpc_message", "recovery_command", "send_properties", "send_reconsume_times"]
 
 #: RocketMQ's MessageConst property names (common/src/main/java/org/apache/rocketmq/common/message/MessageConst.java).
 RESERVED: Final = frozenset(
@@ -121,9 +124,17 @@ def send_properties(msg: Any, topic: str) -> dict[str, str]:
         props["TRACE_CONTEXT"] = sp.trace_context
     if sp.born_host:
         props["__BORNHOST"] = sp.born_host
+    if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a retry topic's goes into the header: send_reconsume_times
+        props["RECONSUME_TIME"] = str(sp.delivery_attempt)
     props["PGROUP"] = topic
     props["WAIT"] = "true"
     return props
+
+
+def send_reconsume_times(msg: Any, topic: str) -> int:
+    """The send header's ``reconsumeTimes`` (ProducerProcessor.buildSendMessageRequestHeader): 0, the broker's count
+    of earlier deliveries of a new message, except for a retry topic, whose is the message's ``delivery_attempt``."""
+    return int(msg.system_properties.delivery_attempt) if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else 0
 
 
 def _message_type(props: dict[str, str]) -> int:
@@ -177,6 +188,8 @@ def grpc_message(
         _timestamp(sp.delivery_timestamp, int(deliver))
     if "__SHARDINGKEY" in props:
         sp.message_group = props["__SHARDINGKEY"]
+    if "TRACE_CONTEXT" in props:
+        sp.trace_context = props["TRACE_CONTEXT"]
     sp.queue_id = msg.queue_id
     sp.queue_offset = msg.queue_offset
     sp.delivery_attempt = attempt

@@ -31,7 +31,13 @@ from broker.context import BrokerState
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, message_type_of, topic_type
 from proxy.common import Code, RpcError, check_topic, finish_now, is_blank, peer_of, status, status_of_response_code
 from proxy.config import ProxyConfig
-from proxy.convert import RESERVED, SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED, send_properties
+from proxy.convert import (
+    RESERVED,
+    SYSFLAG_COMPRESSED,
+    SYSFLAG_TRANSACTION_PREPARED,
+    send_properties,
+    send_reconsume_times,
+)
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -86,15 +92,15 @@ class Producing:
             raise RpcError(Code.BAD_REQUEST, f"transaction recovery time is too large, max is {limit}")
         if sp.HasField("delivery_timestamp"):
             ahead = sp.delivery_timestamp.ToMilliseconds() - int(time.time() * 1000)
-            if ahead > self.config.max_delay_time_mills:
+            if 0 < self.config.max_delay_time_mills < ahead:  # validateDelayTime: 0 or less checks nothing
                 raise RpcError(Code.ILLEGAL_DELIVERY_TIME, "delivery time is too far ahead")
         self._check_group(sp.message_group)
 
     def _check_body(self, body: bytes) -> None:
-        """SendMessageActivity.validateMessageBodySize."""
+        """SendMessageActivity.validateMessageBodySize (a limit of 0 or less checks nothing)."""
         if not body:
             raise RpcError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
-        if len(body) > self.config.max_message_size:
+        if 0 < self.config.max_message_size < len(body):
             raise RpcError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed {self.config.max_message_size}")
 
     def _check_properties(self, msg: Any) -> None:
@@ -200,7 +206,7 @@ class Producing:
             born_timestamp=_born_ms(sp.born_timestamp),
             flag=0,
             properties=props,
-            reconsume_times=max(0, sp.delivery_attempt - 1) if sp.HasField("delivery_attempt") else 0,
+            reconsume_times=send_reconsume_times(msg, topic),
         )
         answer = await self.invoker.send(header, bytes(msg.body), peer_of(metadata))
         entry = service.SendResultEntry(message_id=sp.message_id)

@@ -3,17 +3,20 @@
 grpc/v2/common/GrpcValidator.java, grpc/v2/transaction/EndTransactionActivity.java): system topics are ILLEGAL_TOPIC;
 control characters in tags, keys and properties are refused; group and property limits count UTF-8 bytes; a blank
 message id, DUP_INFO / __CRC32# user properties, a recovery duration over an hour and a blank transaction id are
-refused; an out-of-range born timestamp falls back to now; a batch refused by any message stores none of it. Found by
-a review; each failed before. Requests go over a real gRPC socket to the in-process front door."""
+refused; an out-of-range born timestamp falls back to now; a batch refused by any message stores none of it; a body
+size or delay limit of 0 or less checks nothing. Found by reviews; each failed before. Requests go over a real gRPC
+socket to the in-process front door."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from proxy.common import Code
+from proxy.config import ProxyConfig
 from proxy.pb import definition, service
 from remoting.codec.bodies.broker_metadata import TopicConfig
 from tests.proxy.grpc_front import Front, front, message
@@ -156,3 +159,16 @@ async def test_a_no_break_space_is_not_blank_as_for_java(tmp_path: Path) -> None
         f.ctx.topics.update_topic(TopicConfig("RevBlank", read_queue_nums=1, write_queue_nums=1))
         answer = await f.send(message("RevBlank", message_id="\u00a0"))
         assert Code.Name(answer.status.code) == "OK", answer.status.message
+
+
+@pytest.mark.parametrize("setting", ["max_message_size", "max_delay_time_mills"])
+async def test_a_limit_of_zero_or_less_disables_its_send_check(tmp_path: Path, setting: str) -> None:
+    """SendMessageActivity.validateMessageBodySize (``if (max <= 0) return;``) and validateDelayTime (``if (maxDelay
+    <= 0) return;``): a limit of 0 or less means none, not a refusal of every body or every delay message."""
+    config = ProxyConfig(enable_proxy=True, grpc_server_port=0, tls_test_mode_enable=False, **{setting: 0})
+    async with front(tmp_path, config) as f:
+        msg = message("RT", b"some body")
+        if setting == "max_delay_time_mills":
+            msg.system_properties.delivery_timestamp.FromMilliseconds(int(time.time() * 1000) + 60_000)
+        got = await sent_to_rt(f, msg)
+        assert got[0] == "OK", got

@@ -1,0 +1,90 @@
+"""The mapping of a 5.x message's system properties through the store (docs/grpc.md#message-mapping, RocketMQ 5.3.3's
+proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java and
+common/GrpcConverter.java): the trace context a producer sends reaches the consumer, and a delivery attempt a producer
+sends does not count as earlier deliveries. Found by a review; each failed before. Real embedded broker, the proxy's
+Trio-side activity, virtual time (``autojump_clock``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from proxy.common import Code
+from proxy.config import ProxyConfig
+from proxy.messaging import MessagingActivity
+from proxy.pb import service
+from proxy.startup import build_activity
+from remoting.codec.message import decode_record
+from tests.proxy.grpc_front import message
+from tests.proxy.test_renew import md
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+
+
+async def _activity(cluster: EmbeddedCluster, nursery: trio.Nursery) -> MessagingActivity:
+    use_virtual_store_clock(cluster)
+    activity, revive = build_activity(cluster.controller, ProxyConfig())
+    await nursery.start(revive.run)
+    return activity
+
+
+async def _sent_and_received(activity: MessagingActivity, sent: Any) -> Any:
+    """``sent`` stored through SendMessage, then received by a new group: the message it gets."""
+    answer = await activity.send(service.SendMessageRequest(messages=[sent]), md("p@1"))
+    assert answer.status.code == Code.OK, answer.status.message
+    req = service.ReceiveMessageRequest(batch_size=32)
+    req.group.name = "GMapping"
+    req.message_queue.topic.name = sent.topic.name
+    req.message_queue.id = -1
+    req.filter_expression.expression = "*"
+    req.invisible_duration.FromSeconds(30)
+    [got] = [r.message for r in activity.consuming.receive_now(req, md("c@1"), None) or [] if r.HasField("message")]
+    return got
+
+
+async def test_the_trace_context_sent_reaches_the_consumer(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """SendMessageActivity.buildMessageProperty stores system_properties.trace_context as TRACE_CONTEXT, and
+    GrpcConverter.buildSystemProperties gives it back as trace_context (a reserved name, so no user property): the
+    consumer's span keeps its link to the producer's."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "TraceT", queues=1)
+    sent = message("TraceT", b"traced")
+    sent.system_properties.trace_context = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    got = await _sent_and_received(activity, sent)
+    stored = decode_record(embedded_cluster.controller.context.store.get("TraceT", 0, 0, 1).messages[0])
+    assert stored.properties.get("TRACE_CONTEXT") == sent.system_properties.trace_context
+    assert got.system_properties.trace_context == sent.system_properties.trace_context
+    assert dict(got.user_properties) == {}
+
+
+async def test_a_sent_delivery_attempt_does_not_count_as_earlier_deliveries(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """SendMessageActivity puts delivery_attempt in the RECONSUME_TIME property only; ProducerProcessor.
+    buildSendMessageRequestHeader sends reconsumeTimes 0 for any topic but a retry topic, so the broker stores 0 and
+    the first delivery is attempt 1 (a message re-published from a received one, attempt 5, would otherwise reach the
+    DLQ after fewer failures)."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "AttemptT", queues=1)
+    got = await _sent_and_received(activity, message("AttemptT", b"again", delivery_attempt=5))
+    stored = decode_record(embedded_cluster.controller.context.store.get("AttemptT", 0, 0, 1).messages[0])
+    assert (got.system_properties.delivery_attempt, stored.reconsume_times) == (1, 0)
+    assert (stored.properties.get("RECONSUME_TIME"), dict(got.user_properties)) == ("5", {})
+
+
+async def test_a_delivery_attempt_sent_to_a_retry_topic_is_its_reconsume_count(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ProducerProcessor.buildSendMessageRequestHeader: for a ``%RETRY%`` topic the RECONSUME_TIME property becomes
+    the header's reconsumeTimes and is removed, as a 4.x consumer's retry send carries it."""
+    activity = await _activity(embedded_cluster, nursery)
+    answer = await activity.send(
+        service.SendMessageRequest(messages=[message("%RETRY%GMapping", b"retried", delivery_attempt=3)]), md("p@1")
+    )
+    assert answer.status.code == Code.OK, answer.status.message
+    stored = decode_record(embedded_cluster.controller.context.store.get("%RETRY%GMapping", 0, 0, 1).messages[0])
+    assert (stored.reconsume_times, "RECONSUME_TIME" in stored.properties) == (3, False)
