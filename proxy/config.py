@@ -55,7 +55,8 @@ class ProxyConfig:
     max_transaction_recovery_second: int = attrs.field(default=3600, metadata=JAVA_LONG)
     #: The largest request the gRPC server takes (bytes); a batch of several maximum-size bodies fits.
     grpc_max_inbound_message_size: int = 130 * 1024 * 1024
-    #: Refuse a send whose message type differs from its topic's ``message.type`` attribute (RocketMQ's default).
+    #: Refuse a send whose message type differs from its topic's ``message.type`` attribute (RocketMQ's default); also
+    #: the ``validate_message_type`` producers' Settings are answered with.
     enable_topic_message_type_check: bool = True
     #: Settings answered to consumers: receive batch size.
     grpc_client_consumer_receive_batch_size: int = 32

@@ -20,13 +20,23 @@ from broker.context import BrokerState
 from broker.pop import PopService
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, topic_type
 from proxy.acl import GrpcAcl
-from proxy.common import BACKOFF_SECONDS, Code, RpcError, check_topic, client_id_of, peer_of, routed_perm, status
+from proxy.common import (
+    BACKOFF_SECONDS,
+    Code,
+    RpcError,
+    check_group,
+    check_topic,
+    client_id_of,
+    peer_of,
+    routed_perm,
+    status,
+)
 from proxy.config import ProxyConfig
 from proxy.consumer import Consuming
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from proxy.producer import Producing
-from proxy.sessions import Push, SessionTable
+from proxy.sessions import Push, SessionTable, subscription_data
 from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE
 
 __all__ = ["MessagingActivity"]
@@ -195,10 +205,10 @@ class MessagingActivity:
             session.push = None
 
     def telemetry(self, command: Any, md: dict[str, str]) -> Any | None:
-        """One command from the client; returns the reply to write, if any. Raises RpcError for a Settings
-        without publishing or subscription or publishing an illegal or system topic (the stream then ends with
-        INVALID_ARGUMENT; nothing is registered). A command the ACL refuses
-        is answered with its status and changes nothing (RocketMQ 5.3 writes that status on the stream)."""
+        """One command from the client; returns the reply to write, if any. Raises RpcError for a Settings the
+        checks of :meth:`_check_settings` refuse (the stream then ends with INVALID_ARGUMENT; nothing is registered).
+        A command the ACL refuses is answered with its status and changes nothing (RocketMQ 5.3 writes that status
+        on the stream)."""
         if self.acl is not None:
             try:
                 self.acl.check(command, md)
@@ -207,14 +217,26 @@ class MessagingActivity:
         if not command.HasField("settings"):
             return None  # thread stack traces, verify results, status: nothing to answer
         settings = command.settings
-        if not settings.HasField("publishing") and not settings.HasField("subscription"):
-            raise RpcError(Code.BAD_REQUEST, "settings carry neither publishing nor subscription")
-        for topic in settings.publishing.topics:  # ClientActivity.processAndWriteClientSettings
-            check_topic(topic.name)
+        self._check_settings(settings)
         session = self.sessions.session(client_id_of(md), md)
         session.settings = settings
         self.sessions.heartbeat(session, peer_of(md))
         return service.TelemetryCommand(status=status(), settings=self._merged(settings))
+
+    @staticmethod
+    def _check_settings(settings: Any) -> None:
+        """ClientActivity.processAndWriteClientSettings' checks, before anything is registered: publishing or
+        subscription present (BAD_REQUEST), each published topic legal and no system topic (ILLEGAL_TOPIC), the
+        subscribing group legal and no system group (ILLEGAL_CONSUMER_GROUP), each subscription as FilterAPI.build
+        takes it (ILLEGAL_FILTER_EXPRESSION). Raises RpcError."""
+        if settings.HasField("publishing"):
+            for topic in settings.publishing.topics:
+                check_topic(topic.name)
+        elif settings.HasField("subscription"):
+            check_group(settings.subscription.group.name)
+            subscription_data(settings.subscription)
+        else:
+            raise RpcError(Code.BAD_REQUEST, "settings carry neither publishing nor subscription")
 
     def _merged(self, settings: Any) -> Any:
         merged = definition.Settings()
@@ -226,10 +248,10 @@ class MessagingActivity:
             policy.exponential_backoff.initial.FromMilliseconds(10)
             policy.exponential_backoff.max.FromMilliseconds(1000)
             policy.exponential_backoff.multiplier = 2.0
-            merged.publishing.validate_message_type = True
+            merged.publishing.validate_message_type = self.config.enable_topic_message_type_check
             merged.publishing.max_body_size = self.config.max_message_size
             return merged
-        group = self.broker.groups.find(settings.subscription.group.name)
+        group = self.broker.groups.get(settings.subscription.group.name)  # LocalMetadataService: creates nothing
         sub = merged.subscription
         sub.receive_batch_size = self.config.grpc_client_consumer_receive_batch_size
         sub.long_polling_timeout.FromMilliseconds(self.config.grpc_client_consumer_max_long_polling_timeout_millis)

@@ -3,8 +3,9 @@
 A 5.x client has no connection the broker could write to, only its Telemetry stream. :class:`GrpcClientChannel`
 stands in for one in the broker's client registry (a :class:`~remoting.connection.Connection` that never runs): the
 registry lists it among producer and consumer connections (so ``mqadmin producerConnection`` / ``consumerConnection``
-show 5.x clients), expires it like any channel, and the transaction check service's CHECK_TRANSACTION_STATE written
-to it becomes a ``RecoverOrphanedTransactionCommand`` on the client's stream (RocketMQ's GrpcClientChannel,
+show 5.x clients, their subscriptions as ClientActivity.buildSubscriptionData builds them), expires it like any
+channel, and the transaction check service's CHECK_TRANSACTION_STATE written to it becomes a
+``RecoverOrphanedTransactionCommand`` on the client's stream (RocketMQ's GrpcClientChannel,
 proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/channel/GrpcClientChannel.java). Other requests are dropped:
 an invocation of one ends at its timeout (:meth:`Connection.invoke` needs no sweeper for that). It is
 :attr:`~GrpcClientChannel.writable` only while the client's Telemetry stream is open, as RocketMQ's ``isWritable``.
@@ -24,9 +25,18 @@ import trio
 
 from broker.context import BrokerState
 from processors.client_channels import ClientChannelInfo
+from processors.pull import build_subscription
+from proxy.common import Code, RpcError
 from proxy.convert import recovery_command
 from proxy.pb import definition
-from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from remoting.codec.bodies import (
+    EXPRESSION_SQL92,
+    EXPRESSION_TAG,
+    ConsumeFromWhere,
+    ConsumeType,
+    MessageModel,
+    SubscriptionData,
+)
 from remoting.codec.codes import LanguageCode, RequestCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import MessageDecodeError
@@ -34,7 +44,7 @@ from remoting.codec.headers.transaction import CheckTransactionStateRequestHeade
 from remoting.codec.message import decode_record
 from remoting.connection import Connection
 
-__all__ = ["ClientSession", "GrpcClientChannel", "SessionTable"]
+__all__ = ["ClientSession", "GrpcClientChannel", "SessionTable", "subscription_data"]
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +157,8 @@ class SessionTable:
             del self.sessions[client_id]
 
     def heartbeat(self, session: ClientSession, peer: tuple[str, int]) -> None:
-        """Register (or refresh) the session as producer of each publishing topic or consumer of its group."""
+        """Register (or refresh) the session as producer of each publishing topic or consumer of its group. Raises
+        RpcError for subscriptions :func:`subscription_data` refuses (the Telemetry Settings were checked so)."""
         settings = session.settings
         if settings is None:
             return
@@ -160,8 +171,6 @@ class SessionTable:
             for topic in settings.publishing.topics:
                 clients.register_producer(topic.name, info)
         elif settings.HasField("subscription"):
-            subs = [SubscriptionData(topic=s.topic.name, sub_string=s.expression.expression or "*")
-                    for s in settings.subscription.subscriptions]  # fmt: skip
             push = settings.client_type == definition.ClientType.PUSH_CONSUMER
             clients.register_consumer(
                 session.group,
@@ -169,7 +178,7 @@ class SessionTable:
                 ConsumeType.CONSUME_PASSIVELY if push else ConsumeType.CONSUME_ACTIVELY,
                 MessageModel.CLUSTERING,
                 ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                subs,
+                subscription_data(settings.subscription),
                 notify=False,
             )
 
@@ -179,3 +188,19 @@ class SessionTable:
         if session is not None and session.channel is not None:
             self.broker.clients.connection_closed(session.channel)
             session.channel.close()
+
+
+def subscription_data(subscription: Any) -> list[SubscriptionData]:
+    """A Settings' subscriptions as ClientActivity.buildSubscriptionData registers them: ``FilterAPI.build(topic,
+    expression, SQL92 or TAG)``, so a TAG one carries its tags and codes and a SQL92 one its type (its expression is
+    not parsed here, as there). Raises RpcError(ILLEGAL_FILTER_EXPRESSION) for what FilterAPI.build refuses: a TAG
+    expression without a tag (``||``), an empty SQL92 one."""
+    built = []
+    for entry in subscription.subscriptions:
+        sql = entry.expression.type == definition.FilterType.SQL
+        kind = EXPRESSION_SQL92 if sql else EXPRESSION_TAG
+        try:
+            built.append(build_subscription(entry.topic.name, entry.expression.expression, kind))
+        except ValueError as exc:
+            raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, f"expression format is not correct: {exc}") from None
+    return built

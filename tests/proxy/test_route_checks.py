@@ -1,13 +1,15 @@
 """QueryRoute, QueryAssignment, Heartbeat, NotifyClientTermination and Telemetry Settings as RocketMQ 5.3.3's proxy
 answers them (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java and
 client/ClientActivity.java): queue permissions follow the topic's perm, system topics are ILLEGAL_TOPIC (a Settings
-publishing one ends the stream), QueryAssignment is FORBIDDEN without a readable queue and names every read queue for
-an orderly group, and a client without Settings is UNRECOGNIZED_CLIENT_TYPE. Found by a review; each failed before.
-Over a real gRPC socket to the in-process front door."""
+publishing one ends the stream, as does one subscribing with an illegal or system group or an expression FilterAPI
+refuses), QueryAssignment is FORBIDDEN without a readable queue and names every read queue for an orderly group, and a
+client without Settings is UNRECOGNIZED_CLIENT_TYPE. Found by reviews; each failed before. Over a real gRPC socket to
+the in-process front door."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import grpc
@@ -100,6 +102,34 @@ async def test_notify_termination_without_settings_is_unrecognized_client_type(t
         assert Code.Name(answer.status.code) == "UNRECOGNIZED_CLIENT_TYPE", answer.status.message
 
 
+def _telemetry_once(endpoint: str, command: Any) -> tuple[str, str]:
+    """One command on a fresh Telemetry stream: ("reply", its status code name) or ("ended", the gRPC status name)."""
+    with grpc.insecure_channel(endpoint) as channel:
+        stream = channel.stream_stream(
+            PREFIX + "Telemetry",
+            request_serializer=service.TelemetryCommand.SerializeToString,
+            response_deserializer=service.TelemetryCommand.FromString,
+        )
+        call = stream(iter([command]), timeout=5, metadata=META)
+        try:
+            first = next(call)
+            call.cancel()
+            return ("reply", Code.Name(first.status.code))
+        except grpc.RpcError as err:
+            return ("ended", err.code().name)
+
+
+def _subscribing(group: str, expression: str, kind: Any = definition.FilterType.TAG) -> Any:
+    command = service.TelemetryCommand()
+    command.settings.client_type = definition.ClientType.SIMPLE_CONSUMER
+    command.settings.subscription.group.name = group
+    sub = command.settings.subscription.subscriptions.add()
+    sub.topic.name = "SomeTopic"
+    sub.expression.type = kind
+    sub.expression.expression = expression
+    return command
+
+
 async def test_settings_publishing_a_system_topic_ends_the_stream_with_invalid_argument(tmp_path: Path) -> None:
     # processAndWriteClientSettings: validateTopic on every publishing topic -> GrpcProxyException(ILLEGAL_TOPIC),
     # processTelemetryException: a 4xxxx code -> the stream ends with INVALID_ARGUMENT; nothing is registered.
@@ -107,25 +137,44 @@ async def test_settings_publishing_a_system_topic_ends_the_stream_with_invalid_a
         command = service.TelemetryCommand()
         command.settings.client_type = definition.ClientType.PRODUCER
         command.settings.publishing.topics.add(name="TBW102")
-
-        def run() -> object:
-            with grpc.insecure_channel(f.endpoint) as channel:
-                stream = channel.stream_stream(
-                    PREFIX + "Telemetry",
-                    request_serializer=service.TelemetryCommand.SerializeToString,
-                    response_deserializer=service.TelemetryCommand.FromString,
-                )
-                call = stream(iter([command]), timeout=5, metadata=META)
-                try:
-                    first = next(call)
-                    call.cancel()
-                    return ("reply", Code.Name(first.status.code))
-                except grpc.RpcError as err:
-                    return ("ended", err.code().name)
-
-        got = await trio.to_thread.run_sync(run)
+        got = await trio.to_thread.run_sync(_telemetry_once, f.endpoint, command)
         registered = [c.client_id for c in f.ctx.clients.producer_connections("TBW102")]
         assert (got, registered) == (("ended", "INVALID_ARGUMENT"), [])
+
+
+@pytest.mark.parametrize("group", ["", "bad group!", "CID_RMQ_SYS_TRANS"])
+async def test_settings_subscribing_with_an_illegal_or_system_group_end_the_stream(tmp_path: Path, group: str) -> None:
+    """processAndWriteClientSettings: SUBSCRIPTION -> validateConsumerGroup (blank, illegal characters, a system
+    group: ILLEGAL_CONSUMER_GROUP) -> the stream ends INVALID_ARGUMENT; no consumer is registered and no group created
+    (the merged Settings read the group table only: LocalMetadataService.getSubscriptionGroupConfig)."""
+    async with front(tmp_path) as f:
+        got = await trio.to_thread.run_sync(_telemetry_once, f.endpoint, _subscribing(group, "*"))
+        registered = f.ctx.clients.consumer_ids(group)
+        created = group != "CID_RMQ_SYS_TRANS" and f.ctx.groups.get(group) is not None
+        assert (got, registered, created) == (("ended", "INVALID_ARGUMENT"), [], False)
+
+
+@pytest.mark.parametrize(
+    ("expression", "kind"), [("||", definition.FilterType.TAG), ("", definition.FilterType.SQL)], ids=["tag", "sql"]
+)
+async def test_settings_with_an_expression_filterapi_refuses_end_the_stream(
+    tmp_path: Path, expression: str, kind: Any
+) -> None:
+    """ClientActivity.buildSubscriptionData: FilterAPI.build failing ("subString split error" for a TAG expression
+    without a tag, "Expression can't be null!" for an empty SQL92 one) -> ILLEGAL_FILTER_EXPRESSION -> the stream ends
+    INVALID_ARGUMENT, nothing registered."""
+    async with front(tmp_path) as f:
+        got = await trio.to_thread.run_sync(_telemetry_once, f.endpoint, _subscribing("GBadExpr", expression, kind))
+        assert (got, f.ctx.clients.consumer_ids("GBadExpr")) == (("ended", "INVALID_ARGUMENT"), [])
+
+
+async def test_settings_with_an_unparsable_sql92_expression_are_accepted_as_rocketmq_does(tmp_path: Path) -> None:
+    """FilterAPI.build does not parse a SQL92 expression, and the broker's ConsumerFilterManager.build only logs one
+    it cannot compile: the Settings are answered OK and the consumer registered (its receives are refused then)."""
+    async with front(tmp_path) as f:
+        sql = _subscribing("GSql", "a >>>> (", definition.FilterType.SQL)
+        got = await trio.to_thread.run_sync(_telemetry_once, f.endpoint, sql)
+        assert (got, f.ctx.clients.consumer_ids("GSql")) == (("reply", "OK"), ["checks@1@0@x"])
 
 
 async def test_query_assignment_neither_creates_a_group_nor_takes_an_illegal_name(tmp_path: Path) -> None:

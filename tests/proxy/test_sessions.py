@@ -1,5 +1,6 @@
 """5.x client sessions in the broker, in virtual time: Settings register producers and consumers in the broker's
-client registry (what ``mqadmin`` lists), termination and the 120 s expiry remove them, and a transaction check
+client registry (what ``mqadmin`` lists) with their subscriptions as FilterAPI builds them, the merged producer
+Settings carry the proxy's message type check, termination and the 120 s expiry remove them, and a transaction check
 written to a 5.x client's channel becomes a recovery command on its Telemetry stream. The activity runs over the
 embedded broker; requests are the generated protobuf messages the official client sends."""
 
@@ -67,6 +68,36 @@ async def test_settings_register_clients_and_termination_removes_them(embedded_c
     activity.notify_termination(service.NotifyClientTerminationRequest(), md("c@1"))
     assert clients.consumer_ids("G1") == []
     assert "c@1" not in activity.sessions.sessions
+
+
+async def test_settings_subscriptions_are_registered_as_filterapi_builds_them(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """ClientActivity.buildSubscriptionData: FilterAPI.build(topic, expression, type): a TAG expression is registered
+    with its tagsSet and codeSet, a SQL92 one with expressionType SQL92 (what ``mqadmin consumerConnection`` shows,
+    and what a pull without the subscription flag filters with)."""
+    command = consumer_settings("GSubs", "TagTopic")
+    command.settings.subscription.subscriptions[0].expression.expression = "TagA||TagB"
+    sql = command.settings.subscription.subscriptions.add()
+    sql.topic.name = "SqlTopic"
+    sql.expression.type = definition.FilterType.SQL
+    sql.expression.expression = "a > 1"
+    reply = activity_of(embedded_cluster).telemetry(command, md("subs@1"))
+    assert reply.status.code == definition.Code.OK
+    clients = embedded_cluster.controller.context.clients
+    tags, by_sql = clients.find_subscription("GSubs", "TagTopic"), clients.find_subscription("GSubs", "SqlTopic")
+    got = (tags.expression_type, sorted(tags.tags_set), len(tags.code_set), by_sql.expression_type, by_sql.sub_string)
+    assert got == ("TAG", ["TagA", "TagB"], 2, "SQL92", "a > 1"), got
+
+
+async def test_producer_settings_carry_the_proxys_message_type_check_setting(embedded_cluster: EmbeddedCluster) -> None:
+    """GrpcClientSettingsManager.mergeProducerData: publishing.validate_message_type =
+    ProxyConfig.enableTopicMessageTypeCheck; with the check off, the official clients must not refuse before sending
+    a message whose type the route's queues do not list."""
+    for check in (True, False):
+        activity, _ = build_activity(embedded_cluster.controller, ProxyConfig(enable_topic_message_type_check=check))
+        reply = activity.telemetry(producer_settings("AnyTopic"), md("p@9"))
+        assert (reply.status.code, reply.settings.publishing.validate_message_type) == (definition.Code.OK, check)
 
 
 async def test_silent_clients_expire_after_120_s_and_their_sessions_go(
