@@ -20,6 +20,7 @@ __all__ = [
     "finish_now",
     "peer_of",
     "status",
+    "status_of_relayed_answer",
     "status_of_response_code",
 ]
 
@@ -42,6 +43,15 @@ _BY_RESPONSE_CODE: Final = {
     ResponseCode.SYSTEM_BUSY: Code.TOO_MANY_REQUESTS,
     ResponseCode.SERVICE_NOT_AVAILABLE: Code.INTERNAL_SERVER_ERROR,
     ResponseCode.REQUEST_CODE_NOT_SUPPORTED: Code.NOT_IMPLEMENTED,
+}
+
+#: ResponseBuilder.RESPONSE_CODE_MAPPING: what a broker answer relayed as is becomes; any other code is
+#: INTERNAL_SERVER_ERROR.
+_RELAYED: Final = {
+    ResponseCode.SUCCESS: Code.OK,
+    ResponseCode.SYSTEM_BUSY: Code.TOO_MANY_REQUESTS,
+    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: Code.NOT_IMPLEMENTED,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: Code.CONSUMER_GROUP_NOT_FOUND,
 }
 
 
@@ -100,6 +110,13 @@ def status(code: int = Code.OK, message: str = "OK") -> Any:
 
 def status_of_response_code(code: int) -> int:
     return int(_BY_RESPONSE_CODE.get(code, Code.INTERNAL_SERVER_ERROR))  # type: ignore[call-overload]
+
+
+def status_of_relayed_answer(code: int, remark: str | None) -> Any:
+    """ResponseBuilder.buildStatus(int, String): the status of a broker answer the proxy relays as is (a send-back's:
+    NO_PERMISSION and SYSTEM_ERROR are INTERNAL_SERVER_ERROR there), its remark or else its code as the message."""
+    relayed = _RELAYED.get(code, Code.INTERNAL_SERVER_ERROR)  # type: ignore[call-overload]
+    return status(relayed, str(code) if remark is None else remark)
 
 
 def client_id_of(metadata: dict[str, str]) -> str:

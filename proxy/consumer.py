@@ -6,7 +6,9 @@ Receive checks the request as RocketMQ's proxy does (invisible time within [10 s
 60 s; polling window clamped to [5 s, 20 s] and cut to the caller's deadline, else ILLEGAL_POLLING_TIME; batch ≤ 32),
 then pops; with nothing to hand out it waits for an arrival on the topic or its retry topic until the window ends.
 The answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The group is orderly (FIFO)
-when the client's Settings or the group's ``consumeMessageOrderly`` say so.
+when the client's Settings or the group's ``consumeMessageOrderly`` say so. ForwardMessageToDeadLetterQueue is a
+CONSUMER_SEND_MSG_BACK through the broker's own send-back processor (:class:`~proxy.local.LocalInvoker`), as in
+RocketMQ's local mode.
 """
 
 from __future__ import annotations
@@ -24,15 +26,28 @@ from broker.pop.receipt import pop_retry_topic
 from processors.common import RequestRejected
 from processors.filter import Sql92ParseError, compile_sql92
 from processors.pull import build_subscription
-from proxy.common import Code, RpcError, check_group, check_topic, routed_perm, status, status_of_response_code
+from proxy.common import (
+    Code,
+    RpcError,
+    check_group,
+    check_topic,
+    peer_of,
+    routed_perm,
+    status,
+    status_of_relayed_answer,
+    status_of_response_code,
+)
 from proxy.config import ProxyConfig
 from proxy.convert import grpc_message
+from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from proxy.renew import RenewTable
 from proxy.sessions import SessionTable
 from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE
 from remoting.codec.bodies.heartbeat import SUB_ALL
-from remoting.codec.message import decode_record
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.codec.headers.send import ConsumerSendMsgBackRequestHeader
 from store.errors import PutRefusedError
 from store.get_message import PropertyFilter
 
@@ -66,13 +81,16 @@ log = logging.getLogger(__name__)
 
 
 class Consuming:
-    """Stateless between requests (the pop state is the broker's)."""
+    """Stateless between requests (the pop state is the broker's); writes go through ``invoker``."""
 
-    def __init__(self, broker: BrokerState, config: ProxyConfig, pop: PopService, sessions: SessionTable) -> None:
+    def __init__(
+        self, broker: BrokerState, config: ProxyConfig, pop: PopService, sessions: SessionTable, invoker: LocalInvoker
+    ) -> None:
         self.broker = broker
         self.config = config
         self.pop = pop
         self.sessions = sessions
+        self.invoker = invoker
         self.renew = RenewTable(pop, sessions, config)
 
     def _group(self, name: str) -> str:
@@ -243,20 +261,33 @@ class Consuming:
             response.receipt_handle = renewed.encode()
         return response
 
-    def forward_to_dlq(self, req: Any, metadata: dict[str, str]) -> Any:
-        """RocketMQ's ProducerProcessor.forwardMessageToDeadLetterQueue: the DLQ copy's result is the answer, the
-        ack after it is best effort (the official clients forward again on anything but OK: answering a failed ack,
-        an expired handle's, stored one more copy each time)."""
+    async def forward_to_dlq(self, req: Any, metadata: dict[str, str]) -> Any:
+        """ForwardMessageToDLQActivity: the topic and group names checked (ILLEGAL_TOPIC, ILLEGAL_CONSUMER_GROUP),
+        then ProducerProcessor.forwardMessageToDeadLetterQueue: CONSUMER_SEND_MSG_BACK with delay level -1 through the
+        broker's send-back processor, which checks and writes as for a 4.x consumer (group not found, broker not
+        writable, a group without retry queues answering SUCCESS with nothing written). Its answer is the answer
+        (:func:`status_of_relayed_answer`); a SUCCESS is then acked, best effort (the official clients forward again
+        on anything but OK: answering a failed ack, an expired handle's, stored one more copy each time)."""
         group, topic = req.group.name, req.topic.name
+        check_topic(topic)
+        check_group(group)
         handle = self._handle(self.renew.take(metadata.get(_CLIENT_ID, ""), group, req.message_id, req.receipt_handle))
-        raw = self.broker.store.look_message_by_offset(handle.commit_log_offset)
-        if raw is None:
-            raise RpcError(Code.INVALID_RECEIPT_HANDLE, "the message of this receipt handle is gone")
-        self.broker.store.append(self.pop.dead_letter(group, decode_record(raw)))
-        outcome = self.pop.ack(group, topic, handle)
-        if outcome not in (AckOutcome.OK, AckOutcome.STALE):
-            log.info("forwarded %s of %s to the DLQ; its ack answered %s", req.message_id, group, outcome.value)
-        return service.ForwardMessageToDeadLetterQueueResponse(status=status())
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=handle.commit_log_offset,
+            group=group,
+            delay_level=-1,
+            origin_msg_id=req.message_id,
+            origin_topic=handle.real_topic(group, topic),
+            max_reconsume_times=0,
+        )
+        send_back = request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
+        answer = await self.invoker.invoke(send_back, peer_of(metadata))
+        if answer.code == ResponseCode.SUCCESS:
+            outcome = self.pop.ack(group, topic, handle)
+            if outcome not in (AckOutcome.OK, AckOutcome.STALE):
+                log.info("forwarded %s of %s to the DLQ; its ack answered %s", req.message_id, group, outcome.value)
+        answered = status_of_relayed_answer(answer.code, answer.remark)
+        return service.ForwardMessageToDeadLetterQueueResponse(status=answered)
 
     def query_assignment(self, req: Any, metadata: dict[str, str], broker_pb: Any) -> Any:
         """RouteActivity.queryAssignment (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/

@@ -17,6 +17,7 @@ import trio
 from processors.end_transaction import EndTransactionProcessor
 from processors.recall import RecallMessageProcessor
 from processors.send import SendMessageProcessor
+from processors.send_back import ConsumerSendMsgBackProcessor
 from remoting.codec import command as commands
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -49,19 +50,21 @@ class LocalChannel(Connection):
 
 
 class LocalInvoker:
-    """Routes SEND_MESSAGE_V2, END_TRANSACTION and RECALL_MESSAGE to the broker's processors (built by
-    :mod:`proxy.startup`)."""
+    """Routes SEND_MESSAGE_V2, END_TRANSACTION, CONSUMER_SEND_MSG_BACK and RECALL_MESSAGE to the broker's processors
+    (built by :mod:`proxy.startup`)."""
 
     def __init__(
         self,
         send: SendMessageProcessor,
         end_transaction: EndTransactionProcessor,
+        send_back: ConsumerSendMsgBackProcessor,
         recall: RecallMessageProcessor | None = None,
     ) -> None:
         self._send = send
         self._table: dict[int, Processor] = {
             RequestCode.SEND_MESSAGE_V2: send,
             RequestCode.END_TRANSACTION: end_transaction,
+            RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
         }
         if recall is not None:
             self._table[RequestCode.RECALL_MESSAGE] = recall

@@ -89,7 +89,7 @@ class MessagingActivity:
         self.acl = acl
         self.producing = Producing(broker, config, invoker)
         self.sessions = SessionTable(broker, self.producing.transactions)
-        self.consuming = Consuming(broker, config, pop, self.sessions)
+        self.consuming = Consuming(broker, config, pop, self.sessions, invoker)
 
     async def guarded(
         self,

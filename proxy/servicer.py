@@ -88,7 +88,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Context) -> Any:
         fn, make = self.activity.consuming.forward_to_dlq, service.ForwardMessageToDeadLetterQueueResponse
-        return await self._unary(fn, make, request, context)
+        return await self._unary(fn, make, request, context, waits=True)
 
     async def EndTransaction(self, request: Any, context: Context) -> Any:
         fn, make = self.activity.producing.end_transaction, service.EndTransactionResponse

@@ -2,14 +2,14 @@
 
 :func:`serve_proxy` builds the broker's :class:`~broker.pop.PopService` and its revive loop, chains the pop's arrival
 listener behind the store's (long-polling receives wake on new messages), wires the local invoker to the broker's own
-send, end-transaction and recall processors, checks every RPC against the broker's ACL rules when ``aclEnable`` is on
-(:mod:`proxy.acl`), and serves gRPC on ``grpcServerPort`` and, with certificate files or ``grpcTlsServerPort``, on
-a TLS-only port too. With a certificate (``tlsTestModeEnable``, on by default as in RocketMQ, ``tlsCertPath`` or
-``tls.server.certPath``) ``tls.server.mode`` decides what ``grpcServerPort`` serves, as RocketMQ's proxy does: both
-(permissive, the default, through :mod:`proxy.front`), TLS only (enforcing), plaintext only (disabled); without
-one (``tlsTestModeEnable false`` and no files) it is plaintext, whatever the mode. ``task_status.started``
-gets ``(grpcServerPort, TLS-only port or 0)``. A port that cannot be bound raises ``OSError``; a certificate that
-cannot be read raises ``OSError`` too.
+send, end-transaction, send-back and recall processors, checks every RPC against the broker's ACL rules when
+``aclEnable`` is on (:mod:`proxy.acl`), and serves gRPC on ``grpcServerPort`` and, with certificate files or
+``grpcTlsServerPort``, on a TLS-only port too. With a certificate (``tlsTestModeEnable``, on by default as in RocketMQ,
+``tlsCertPath`` or ``tls.server.certPath``) ``tls.server.mode`` decides what ``grpcServerPort`` serves, as RocketMQ's
+proxy does: both (permissive, the default, through :mod:`proxy.front`), TLS only (enforcing), plaintext only (disabled);
+without one (``tlsTestModeEnable false`` and no files) it is plaintext, whatever the mode. ``task_status.started`` gets
+``(grpcServerPort, TLS-only port or 0)``. A port that cannot be bound raises ``OSError``; a certificate that cannot be
+read raises ``OSError`` too.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from broker.pop.revive import ReviveService
 from processors.end_transaction import EndTransactionProcessor
 from processors.recall import RecallMessageProcessor
 from processors.send import SendMessageProcessor
+from processors.send_back import ConsumerSendMsgBackProcessor
 from proxy.acl import GrpcAcl
 from proxy.bridge import TrioBridge
 from proxy.config import ProxyConfig
@@ -64,6 +65,7 @@ def build_activity(controller: BrokerController, config: ProxyConfig) -> tuple[M
     invoker = LocalInvoker(
         send,
         EndTransactionProcessor(ctx, controller.transaction_bridge),
+        ConsumerSendMsgBackProcessor(ctx, controller.schedule.rewrite),
         RecallMessageProcessor(ctx, controller.timer.rewrite),
     )
     acl = None if controller.acl is None else GrpcAcl(controller.acl)

@@ -2,7 +2,8 @@
 grpc/v2/consumer/, processor/ConsumerProcessor.java and ProducerProcessor.java; broker/.../processor/
 AckMessageProcessor.java): a FIFO ack wakes the receive waiting on the queue it frees and a second ack of it answers
 OK, a receive checks the tag itself (tags codes collide) and reads on past what that check drops, and
-ForwardMessageToDeadLetterQueue answers the DLQ copy's result and writes that copy as a send-back does. Real embedded
+ForwardMessageToDeadLetterQueue checks the group's name, then is the broker's send-back (its checks, its DLQ copy, its
+answer). Real embedded
 broker, the proxy's Trio-side activity, virtual time (``autojump_clock``); requests are the generated protobuf
 messages the official clients send."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import trio
 import trio.testing
 
@@ -19,7 +21,7 @@ from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
 from proxy.pb import service
 from proxy.startup import build_activity
-from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.codec.bodies.broker_metadata import PERM_READ, SubscriptionGroupConfig
 from remoting.codec.message import decode_record
 from tests.proxy.test_pop import send
 from tests.proxy.test_renew import md
@@ -64,6 +66,26 @@ def _forward_request(group: str, topic: str, message: Any) -> Any:
     )
     req.group.name, req.topic.name = group, topic
     return req
+
+
+async def _forward(activity: MessagingActivity, req: Any) -> Any:
+    """ForwardMessageToDeadLetterQueue as the servicer runs it (its RpcErrors become the response's status)."""
+    return await activity.guarded(
+        activity.consuming.forward_to_dlq, service.ForwardMessageToDeadLetterQueueResponse, req, md("c@1")
+    )
+
+
+async def _one_received(cluster: EmbeddedCluster, activity: MessagingActivity, group: str, topic: str) -> Any:
+    """A one-queue ``topic`` made, one message sent to it, received by ``group``."""
+    await create_topic(cluster, topic, queues=1)
+    await send(cluster, topic, b"poison")
+    [message] = _messages(activity.consuming.receive_now(_receive_request(group, topic), md("c@1"), None))
+    return message
+
+
+def _dlq_copies(cluster: EmbeddedCluster, group: str) -> int:
+    ctx = cluster.controller.context
+    return 0 if ctx.topics.get(f"%DLQ%{group}") is None else ctx.store.max_offset_in_queue(f"%DLQ%{group}", 0)
 
 
 async def test_a_fifo_ack_wakes_the_receive_parked_on_the_queue_it_unblocks(
@@ -177,7 +199,7 @@ async def test_a_forward_to_the_dlq_that_stored_its_copy_answers_ok(
     store = embedded_cluster.controller.context.store
     statuses = []
     for _ in range(3):  # what the Java client does: forward again while the answer is not OK
-        status = activity.consuming.forward_to_dlq(_forward_request("GDlq", "Dlq", message), md("c@1")).status
+        status = (await _forward(activity, _forward_request("GDlq", "Dlq", message))).status
         statuses.append(status.code)
         if status.code == Code.OK:
             break
@@ -195,10 +217,56 @@ async def test_a_forwarded_dlq_copy_counts_the_attempt_and_names_its_origin(
     await create_topic(embedded_cluster, "DlqProps", queues=1)
     await send(embedded_cluster, "DlqProps", b"dead")
     [message] = _messages(activity.consuming.receive_now(_receive_request("GDlqProps", "DlqProps"), md("c@1"), None))
-    response = activity.consuming.forward_to_dlq(_forward_request("GDlqProps", "DlqProps", message), md("c@1"))
+    response = await _forward(activity, _forward_request("GDlqProps", "DlqProps", message))
     assert response.status.code == Code.OK
     store = embedded_cluster.controller.context.store
     [raw] = store.get("%DLQ%GDlqProps", 0, 0, 32).messages
     dead = decode_record(raw)
     original = decode_record(store.get("DlqProps", 0, 0, 1).messages[0])
     assert (dead.reconsume_times, dead.properties.get("ORIGIN_MESSAGE_ID")) == (1, original.msg_id)
+
+
+async def test_forward_to_dlq_with_an_illegal_group_is_refused_and_stores_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ForwardMessageToDLQActivity: validateTopicAndConsumerGroup first -> ILLEGAL_CONSUMER_GROUP; no DLQ topic
+    named after the illegal group ("%DLQ%bad group!") is made, nothing written."""
+    activity = await _activity(embedded_cluster, nursery)
+    message = await _one_received(embedded_cluster, activity, "GFwd", "FwdT")
+    answer = await _forward(activity, _forward_request("bad group!", "FwdT", message))
+    ctx = embedded_cluster.controller.context
+    got = (Code.Name(answer.status.code), ctx.topics.get("%DLQ%bad group!") is not None)
+    assert got == ("ILLEGAL_CONSUMER_GROUP", False), got
+
+
+async def test_forward_to_dlq_on_a_broker_that_does_not_take_writes_stores_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ProducerProcessor.forwardMessageToDeadLetterQueue is CONSUMER_SEND_MSG_BACK through the broker's
+    AbstractSendMessageProcessor.consumerSendMsgBack: a broker whose brokerPermission is not writable (drained before
+    decommissioning) answers NO_PERMISSION, relayed as INTERNAL_SERVER_ERROR (ResponseBuilder.buildCode), and writes
+    nothing; the message is not acked, so it comes back."""
+    activity = await _activity(embedded_cluster, nursery)
+    message = await _one_received(embedded_cluster, activity, "GFwdRo", "FwdRo")
+    ctx = embedded_cluster.controller.context
+    ctx.config = attrs.evolve(ctx.config, broker_permission=PERM_READ)
+    answer = await _forward(activity, _forward_request("GFwdRo", "FwdRo", message))
+    got = (Code.Name(answer.status.code), answer.status.message, _dlq_copies(embedded_cluster, "GFwdRo"))
+    assert got == ("INTERNAL_SERVER_ERROR", f"the broker[{ctx.config.broker_ip1}] sending message is forbidden", 0)
+    await trio.sleep(40)  # past the invisible time (30 s), the CK grace and a revive pass
+    again = _messages(activity.consuming.receive_now(_receive_request("GFwdRo", "FwdRo"), md("c@1"), None))
+    assert [m.system_properties.delivery_attempt for m in again] == [2]
+
+
+async def test_forward_to_dlq_of_a_group_without_retry_queues_stores_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """consumerSendMsgBack: a group whose retryQueueNums <= 0 answers SUCCESS and writes nothing (our 4.x send-back
+    does the same); the proxy then acks the message, which is gone."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GNoRetry", retry_queue_nums=0))
+    message = await _one_received(embedded_cluster, activity, "GNoRetry", "FwdNoRetry")
+    answer = await _forward(activity, _forward_request("GNoRetry", "FwdNoRetry", message))
+    assert (Code.Name(answer.status.code), _dlq_copies(embedded_cluster, "GNoRetry")) == ("OK", 0)
+    await trio.sleep(40)  # past the invisible time (30 s), the CK grace and a revive pass
+    assert _messages(activity.consuming.receive_now(_receive_request("GNoRetry", "FwdNoRetry"), md("c@1"), None)) == []
