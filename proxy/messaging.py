@@ -1,13 +1,14 @@
 """``MessagingActivity``: the Trio side of ``apache.rocketmq.v2.MessagingService`` (RocketMQ's
 GrpcMessagingApplication, proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/GrpcMessagingApplication.java).
 
-Every RPC takes the request message and the request headers and returns the response message, synchronously unless
-it must wait (sends, long polls); an :class:`~proxy.common.RpcError` raised inside becomes the response's ``status``
-(business errors travel with gRPC status OK, as in RocketMQ). With ``aclEnable`` every request first passes
-:meth:`proxy.acl.GrpcAcl.check` (before the client-id check), and a Telemetry stream is authenticated when it opens.
-QueryRoute echoes the endpoints the client used (RocketMQ's cluster-mode rule) and offers every queue for the
-topic's ``message.type``, or for all four types when it has none, as 4.x topics (docs/grpc.md#rpcs).
-Telemetry Settings are answered with the merged Settings (RocketMQ's GrpcClientSettingsManager defaults).
+Every RPC takes the request message and the request headers and returns the response message, synchronously unless it
+must wait (sends, long polls, forwards to the DLQ); an :class:`~proxy.common.RpcError` raised inside becomes the
+response's ``status`` (business errors travel with gRPC status OK, as in RocketMQ). With ``aclEnable`` every request
+first passes :meth:`proxy.acl.GrpcAcl.check` (before the client-id check), and a Telemetry stream is authenticated when
+it opens. QueryRoute echoes the endpoints the client used (RocketMQ's cluster-mode rule) and offers every queue of this
+broker (only: docs/grpc.md#not-claimed) for the topic's ``message.type``, or for all four types when it has none, as 4.x
+topics (docs/grpc.md#rpcs). Telemetry Settings are checked as ClientActivity checks them, then answered with the merged
+Settings (RocketMQ's GrpcClientSettingsManager defaults, the group read without creating it).
 """
 
 from __future__ import annotations
