@@ -125,7 +125,7 @@ def broker_status(ctx: click.Context, **o: Any) -> None:
                 out.row("%-32s: %s%n", key, value)
         elif o["cluster"]:
             out.header("", "Broker", "Key", "Value")
-            for bd in await cluster_brokers(admin, o["cluster"]):  # masters and slaves, as Java's
+            for bd in await cluster_brokers(admin, out, o["cluster"]):  # masters and slaves, as Java's
                 for _, addr in sorted(bd.broker_addrs.items()):
                     with broker_may_fail(addr):  # as Java's: one broker's failure does not end the listing
                         for key, value in sorted((await admin.runtime_info(addr)).items()):

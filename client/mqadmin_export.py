@@ -81,7 +81,7 @@ def export_metadata(ctx: click.Context, **o: Any) -> None:
                 return
             out.line("export %s success", str(path))
         elif o["cluster"]:
-            path = await _export_cluster(admin, Path(o["path"]), o)
+            path = await _export_cluster(admin, out, Path(o["path"]), o)
             out.line("export %s success%n", str(path))
         else:
             click.echo(ctx.get_help())
@@ -110,10 +110,10 @@ async def _export_broker(admin: Admin, base: Path, o: dict[str, Any]) -> Path | 
     return path
 
 
-async def _export_cluster(admin: Admin, base: Path, o: dict[str, Any]) -> Path:
+async def _export_cluster(admin: Admin, out: Output, base: Path, o: dict[str, Any]) -> Path:
     """``exportMetadata -c``, as Java's ``if (t) ... else if (g) ... else``: the topics (``-t``, with or without
     ``-g``), else the groups (``-g``), else both in ``metadata.json``; each with ``exportTime``."""
-    topics, groups = await _cluster_metadata(admin, o["cluster"], o["special"])
+    topics, groups = await _cluster_metadata(admin, out, o["cluster"], o["special"])
     doc: dict[str, Any]
     if o["topics_only"]:
         name, doc = "topic.json", {"topicConfigTable": topics}
@@ -126,12 +126,12 @@ async def _export_cluster(admin: Admin, base: Path, o: dict[str, Any]) -> Path:
 
 
 async def _cluster_metadata(
-    admin: Admin, cluster: str, special: bool
+    admin: Admin, out: Output, cluster: str, special: bool
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """The user topics and groups of ``cluster``'s masters as JSON, queue numbers summed over the masters."""
     topics: dict[str, dict[str, Any]] = {}
     groups: dict[str, dict[str, Any]] = {}
-    for addr in await cluster_masters(admin, cluster):
+    for addr in await cluster_masters(admin, out, cluster):
         for name, tc in (await user_topics(admin, addr, special)).items():
             merged = tc.to_json()
             if name in topics:
@@ -155,7 +155,7 @@ async def _cluster_metadata(
 def export_configs(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         configs, slaves = {}, 0
-        brokers = await cluster_masters_and_slaves(admin, o["cluster"])
+        brokers = await cluster_masters_and_slaves(admin, out, o["cluster"])
         for master, its_slaves in brokers:
             slaves += len(its_slaves)
             props = await admin.broker_config(master)

@@ -83,7 +83,7 @@ def update_sub_group(ctx: click.Context, **o: Any) -> None:
         if o["broker_addr"]:
             targets = [o["broker_addr"]]
         elif o["cluster"]:
-            targets = await cluster_masters(admin, o["cluster"])
+            targets = await cluster_masters(admin, out, o["cluster"])
         else:
             click.echo(ctx.get_help())
             return
@@ -111,7 +111,7 @@ def delete_sub_group(ctx: click.Context, **o: Any) -> None:
             out.line("delete subscription group [%s] from broker [%s] success.%n", group, addr)
         elif o["cluster"]:
             cluster = o["cluster"]
-            for addr in await cluster_masters(admin, cluster):
+            for addr in await cluster_masters(admin, out, cluster):
                 await admin.delete_subscription_group(group, broker_addr=addr, clean_offset=clean)
                 out.line("delete subscription group [%s] from broker [%s] in cluster [%s] success.%n", group, addr,
                          cluster)  # fmt: skip

@@ -126,7 +126,7 @@ def update_broker_config(ctx: click.Context, **o: Any) -> None:
         if not (o["broker_addr"] or o["cluster"]):
             click.echo(ctx.get_help())
             return
-        targets = [o["broker_addr"]] if o["broker_addr"] else await cluster_masters(admin, o["cluster"])
+        targets = [o["broker_addr"]] if o["broker_addr"] else await cluster_masters(admin, out, o["cluster"])
         for addr in targets:
             with broker_may_fail(addr, go_on=not o["broker_addr"]):  # Java: -c goes on past a master, -b fails
                 await admin.update_broker_config(addr, {o["key"]: o["value"]})
@@ -153,7 +153,7 @@ def get_broker_config(ctx: click.Context, **o: Any) -> None:
             addr = o["broker_addr"]
             await _print_config(admin, out, f"============{addr}============\n", addr)
         elif o["cluster"]:
-            for master, slaves in await cluster_masters_and_slaves(admin, o["cluster"]):
+            for master, slaves in await cluster_masters_and_slaves(admin, out, o["cluster"]):
                 await _print_config(admin, out, f"============Master: {master}============\n", master)
                 for slave in slaves:
                     await _print_config(

@@ -278,27 +278,28 @@ def print_result(out: Output, ok: bool) -> None:
 UNKNOWN_CLUSTER: Final = "Make sure the specified clusterName exists or the name server connected to is correct."
 
 
-async def cluster_brokers(admin: Admin, cluster: str) -> list[BrokerData]:
-    """The brokers of ``cluster`` by name, as Java's CommandUtil helpers read them: none, with Java's error line, when
-    the name server does not know it."""
+async def cluster_brokers(admin: Admin, out: Output, cluster: str) -> list[BrokerData]:
+    """The brokers of ``cluster`` by name, as Java's CommandUtil helpers read them: none, with Java's error line
+    (printed without a newline, as Java's ``System.out.print``; a ``lines`` entry with ``--json``), when the name
+    server does not know it."""
     info = await admin.cluster_info()
     names = info.cluster_addr_table.get(cluster)
     if names is None:
-        click.echo(f"[error] {UNKNOWN_CLUSTER}")
+        out.line("[error] %s", UNKNOWN_CLUSTER)
         return []
     return [info.broker_addr_table[name] for name in sorted(names) if name in info.broker_addr_table]
 
 
-async def cluster_masters(admin: Admin, cluster: str) -> list[str]:
+async def cluster_masters(admin: Admin, out: Output, cluster: str) -> list[str]:
     """The masters of ``cluster`` (Java's CommandUtil.fetchMasterAddrByClusterName)."""
-    return sorted(bd.master_addr for bd in await cluster_brokers(admin, cluster) if bd.master_addr)
+    return sorted(bd.master_addr for bd in await cluster_brokers(admin, out, cluster) if bd.master_addr)
 
 
-async def cluster_masters_and_slaves(admin: Admin, cluster: str) -> list[tuple[str, list[str]]]:
+async def cluster_masters_and_slaves(admin: Admin, out: Output, cluster: str) -> list[tuple[str, list[str]]]:
     """Each master of ``cluster`` with its slaves (Java's CommandUtil.fetchMasterAndSlaveDistinguish)."""
     return [
         (bd.master_addr, [addr for bid, addr in sorted(bd.broker_addrs.items()) if bid != 0])
-        for bd in await cluster_brokers(admin, cluster)
+        for bd in await cluster_brokers(admin, out, cluster)
         if bd.master_addr
     ]
 

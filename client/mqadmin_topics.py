@@ -73,7 +73,7 @@ def update_topic(ctx: click.Context, **o: Any) -> None:
             out.line("create topic to %s success.%n", addr)
         else:
             cluster = o["cluster"]
-            for addr in await cluster_masters(admin, cluster):
+            for addr in await cluster_masters(admin, out, cluster):
                 await admin.create_topic(config.topic_name, broker_addr=addr, **kwargs)
                 out.line("create topic to %s success.%n", addr)
             if order:
@@ -134,7 +134,7 @@ def update_topic_perm(ctx: click.Context, **o: Any) -> None:
             out.line("update topic perm from %s to %s in %s success.%n", old, perm, addr)
             out.line("%s.%n", topic_config_text(config))
         elif o["cluster"]:
-            for addr in await cluster_masters(admin, o["cluster"]):
+            for addr in await cluster_masters(admin, out, o["cluster"]):
                 await admin.create_topic(topic, broker_addr=addr, **kwargs)
                 out.line("update topic perm from %s to %s in %s success.%n", first.perm, perm, addr)
         else:

@@ -259,8 +259,12 @@ class LitePullConsumer(_Facade):
     def register_topic_message_queue_change_listener(
         self, topic: str, listener: Callable[[str, set[MessageQueue]], object]
     ) -> None:
-        """``listener(topic, queues)`` is called on the consumer's event loop thread: keep it short."""
-        self._call(self.consumer.register_topic_message_queue_change_listener, topic, listener)
+        """``listener(topic, queues)`` is called on the consumer's event loop thread: keep it short. Before
+        :meth:`start` it is kept for the start, as Java's."""
+        if self._portal is None:
+            self.consumer.set_topic_queue_listener(topic, listener)
+        else:
+            self._call(self.consumer.register_topic_message_queue_change_listener, topic, listener)
 
     def committed(self, mq: MessageQueue) -> int | None:
         offset: int | None = self._call(self.consumer.committed, mq)

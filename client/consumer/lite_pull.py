@@ -29,11 +29,12 @@ is still the queue's. The per-queue pull task is
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -67,8 +68,9 @@ from remoting.codec.message import MessageExt
 
 log = logging.getLogger(__name__)
 
-#: Called with a topic and its new set of queues (Java's ``TopicMessageQueueChangeListener.onChanged``).
-TopicQueuesListener = Callable[[str, set[MessageQueue]], Awaitable[None] | None]
+#: Called with a topic and its new set of queues (Java's ``TopicMessageQueueChangeListener.onChanged``); what it
+#: returns is awaited when awaitable (a coroutine function), else ignored.
+TopicQueuesListener = Callable[[str, set[MessageQueue]], object]
 #: First check of the registered topics' queues after start (Java: 10 s).
 TOPIC_METADATA_FIRST_CHECK = 10.0
 
@@ -202,9 +204,10 @@ class LitePullConsumer(LitePullWorker):
     async def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic`` (Java's ``unsubscribe``): its subscription goes, its queues are dropped as a
         rebalance drops them (their offsets persisted, what is buffered no longer polled), in assign mode too, and the
-        brokers hear of it with a heartbeat."""
-        self._check_started()
+        brokers hear of it with a heartbeat. Before the start, only the subscription goes."""
         self.rebalance.subscriptions.pop(topic, None)
+        if not self._started:
+            return
         await self.rebalance.drop_topic(topic)
         await self.instance.send_heartbeat_to_all_brokers()
 
@@ -255,11 +258,11 @@ class LitePullConsumer(LitePullWorker):
             await self.rebalance.do_rebalance()
 
     async def persist_offsets(self) -> None:
-        """The timer's and the shutdown's persist: with auto-commit, the polled offsets; without, what
-        :meth:`commit` left in memory (``persist=False``)."""
+        """The timer's and the shutdown's persist (Java's ``persistConsumerOffset``): the offset in memory of every
+        assigned queue, after, with auto-commit, the polled offsets are put there (``commitAll``); so an offset
+        committed with ``persist=False`` goes out too."""
         if self.auto_commit:
-            await self.commit()
-            return
+            await self.commit(persist=False)
         pending = {mq: offset for mq in self._queues if (offset := self.offset_store.read_memory(mq)) is not None}
         await self._write(pending)
 
@@ -405,14 +408,11 @@ class LitePullConsumer(LitePullWorker):
         }
 
     async def committed(self, mq: MessageQueue) -> int | None:
-        """The offset the broker (BROADCASTING: the file) has for ``mq`` (``None`` when it has none). An offset
-        committed with ``persist=False`` and not yet written stays pending (Java's ``readOffset(READ_FROM_STORE)``
-        would replace it with the stored one)."""
+        """The committed offset of ``mq``: the one in memory (committed, maybe not written yet; with auto-commit, the
+        polled one), else the broker's (BROADCASTING: the file's); ``None`` when there is none (Java's
+        ``readOffset(MEMORY_FIRST_THEN_STORE)``)."""
         pending = self.offset_store.read_memory(mq)
-        stored = await self.offset_store.read(mq)
-        if pending is not None:
-            self.offset_store.update(mq, pending)
-        return stored
+        return pending if pending is not None else await self.offset_store.read(mq)
 
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         """Restart consumption of the assigned ``mq`` at ``offset``; what was buffered for it is discarded.
@@ -472,10 +472,15 @@ class LitePullConsumer(LitePullWorker):
     async def register_topic_message_queue_change_listener(self, topic: str, listener: TopicQueuesListener) -> None:
         """Call ``listener(topic, queues)`` (a function or coroutine function) whenever the readable queues of
         ``topic`` change (Java's ``registerTopicMessageQueueChangeListener``); a second listener for a topic replaces
-        the first. While running, the queues are read now, and a listener is only told of later changes."""
-        self._queue_listeners[topic] = listener
+        the first. While running, the queues are read now, and a listener is only told of later changes; before the
+        start, :meth:`set_topic_queue_listener` does the same (the queues are read at the start)."""
+        self.set_topic_queue_listener(topic, listener)
         if self._started:
             await self._remember_queues(topic)
+
+    def set_topic_queue_listener(self, topic: str, listener: TopicQueuesListener) -> None:
+        """Register ``listener`` for ``topic`` without reading its queues (before the start)."""
+        self._queue_listeners[topic] = listener
 
     async def _remember_queues(self, topic: str) -> None:
         try:
@@ -499,7 +504,7 @@ class LitePullConsumer(LitePullWorker):
                 self._known_queues[topic] = queues
                 try:
                     outcome = listener(topic, set(queues))
-                    if outcome is not None:
+                    if inspect.isawaitable(outcome):
                         await outcome
                 except Exception:
                     log.exception("queue change listener of %s failed", topic)

@@ -110,13 +110,14 @@ class RemoteBrokerOffsetStore(_Table):
         return addr
 
     async def read(self, mq: MessageQueue) -> int | None:
-        """The broker's offset (cached locally), ``None`` when it has none."""
+        """The broker's offset, ``None`` when it has none; kept in memory unless an offset was put there while the
+        broker was asked (a commit made meanwhile is newer than the broker's answer)."""
         addr = await self._address(mq)
         offset = await api.query_consumer_offset(
             self.instance.remoting, addr, self.group, mq, self.instance.config.rpc_timeout
         )
         if offset is not None:
-            self.table[mq] = offset
+            self.table.setdefault(mq, offset)
         return offset
 
     async def persist(self, mq: MessageQueue) -> None:

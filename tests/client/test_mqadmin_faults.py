@@ -376,3 +376,24 @@ def test_broker_addr_options_are_trimmed(cluster: ThreadedCluster, args: tuple[s
     remoting address '127.0.0.1:NNNN '``."""
     result = _run(args[0], "-n", cluster.namesrv_addr, *(a.format(b=cluster.broker_addr) for a in args[1:]))
     assert answer in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("brokerStatus", "-c", "NoSuchCluster"),
+        ("getBrokerConfig", "-c", "NoSuchCluster"),
+        ("updateBrokerConfig", "-c", "NoSuchCluster", "-k", "fileReservedTime", "-v", "48"),
+    ],
+    ids=["brokerStatus", "getBrokerConfig", "updateBrokerConfig"],
+)
+def test_an_unknown_cluster_keeps_json_output_one_document(cluster: ThreadedCluster, args: tuple[str, ...]) -> None:
+    """``--json`` promises one JSON document on stdout (client/mqadmin_support.py): the unknown cluster's
+    "[error] Make sure ..." line goes into its ``lines`` (it was echoed ahead of the document)."""
+    result = CliRunner().invoke(mqadmin, [args[0], "-n", cluster.namesrv_addr, "--json", *args[1:]])
+    assert result.exit_code == 0, result.output
+    try:
+        doc = json.loads(result.output)
+    except ValueError:
+        pytest.fail(f"--json output is not one JSON document: {result.output!r}")
+    assert any("Make sure the specified clusterName exists" in line for line in doc.get("lines", [])), doc
