@@ -4,9 +4,11 @@ the broker, around the synchronous :class:`~broker.timer.timer_store.TimerStore`
 Send path (:meth:`TimerMessageService.rewrite`, the send processor's ``TimerRewrite`` seam): a message carrying
 ``TIMER_DELIVER_MS`` (absolute, ms), ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` (relative to its arrival) whose time
 lies in the future is stored in ``rmq_sys_wheel_timer`` queue 0 with ``REAL_TOPIC``, ``REAL_QID`` and ``TIMER_OUT_MS``
-(the delivery time); a time already past is stored as a normal message. A malformed value or a delay beyond
-``timerMaxDelaySec`` (3 days) is refused with MESSAGE_ILLEGAL, and so is a recall's delete marker
-(``TIMER_DEL_UNIQKEY``) whose time has passed (RocketMQ 5.3's ``HookUtils.transformTimerMessage``).
+(the delivery time); a time already past is stored as a normal message, and so is a message that already carries
+``TIMER_OUT_MS`` (one a timer delivered, re-sent with its properties: RocketMQ 5.3's
+``HookUtils.checkIfTimerMessage``). A malformed value or a delay beyond ``timerMaxDelaySec`` (3 days) is refused with
+MESSAGE_ILLEGAL, and so is a recall's delete marker (``TIMER_DEL_UNIQKEY``) whose time has passed (RocketMQ 5.3's
+``HookUtils.transformTimerMessage``).
 
 Service: one loop files new timer messages into the wheel and delivers due slots, sleeping until the next filled slot
 is due or a new timer message arrives (:meth:`notify`). It delivers only once every stored timer message is filed, so
@@ -101,6 +103,8 @@ class TimerMessageService:
         """``record`` parked in the timer topic when it carries a future ``TIMER_*`` time, else unchanged.
         Raises RequestRejected (MESSAGE_ILLEGAL) for a malformed time or one beyond the maximum delay."""
         props = decode_properties(record.properties)
+        if record.topic == TIMER_TOPIC or PROPERTY_TIMER_OUT_MS in props:
+            return record  # HookUtils.checkIfTimerMessage's double check: parked or delivered by a timer already
         now = self.store.config.now_ms()
         try:
             # RocketMQ 5's HookUtils.transformTimerMessage order: a delay before an absolute time.

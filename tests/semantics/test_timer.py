@@ -91,6 +91,21 @@ async def test_a_timer_time_already_past_is_delivered_at_once_and_bad_times_are_
             assert info.value.code == 13  # MESSAGE_ILLEGAL
 
 
+async def test_a_message_already_carrying_timer_out_ms_is_not_parked_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3's HookUtils.checkIfTimerMessage ("double check"): a message that already carries TIMER_OUT_MS
+    (one a timer delivered, forwarded or re-sent with its properties) is not a timer message, whatever TIMER_DELAY_SEC
+    it still has: it is stored at once."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "Forwarded")
+    props = {"TIMER_DELAY_SEC": "600", "TIMER_OUT_MS": str(clock() - 1_000)}
+    async with Producer("pg-forwarded", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("Forwarded", b"f", properties=props))
+    assert [m.body for m in _stored(embedded_cluster, "Forwarded")] == [b"f"]
+    assert embedded_cluster.controller.timer.pending == 0
+
+
 async def test_pending_timers_are_shown_in_the_brokers_runtime_info(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
