@@ -5,10 +5,10 @@ Flow: the send path parks a timer message in ``rmq_sys_wheel_timer`` queue 0 (``
 ``TIMER_OUT_MS`` = delivery time as properties). :meth:`TimerStore.enqueue` reads that queue from ``enqueueOffset``
 and files each message into the wheel: one :class:`~broker.timer.wheel.TimerLog` entry linked into the slot of its
 delivery time. A delivery time beyond the wheel's span is filed in the window's last slot and *rolled* (filed again
-further on) when that slot comes due. :meth:`TimerStore.dequeue` walks every slot whose time has fully passed, appends
-each due message to its real topic and queue and advances ``readMs``. Messages already due when filed are delivered
-at once. So a message is delivered no earlier than its time and at most one ``precision`` (plus the loop's wake-up)
-later.
+further on) when that slot comes due. :meth:`TimerStore.dequeue` walks every slot whose time has fully passed, oldest
+entry first (so messages due together go out in the order they were filed, as in RocketMQ 5), appends each due
+message to its real topic and queue and advances ``readMs``. Messages already due when filed are delivered at once.
+So a message is delivered no earlier than its time and at most one ``precision`` (plus the loop's wake-up) later.
 
 Exactness: each delivery moves the walk position (or ``readMs``) in the same synchronous step as its append, and each
 filing moves ``enqueueOffset`` with its log entry, so a clean shutdown (:meth:`save_checkpoint` with ``clean``) loses
@@ -39,8 +39,10 @@ with the position left on the refused message, so the caller just retries later;
 
 from __future__ import annotations
 
+import bisect
 import logging
 import shutil
+from array import array
 from collections import deque
 from pathlib import Path
 from typing import Any, Final
@@ -84,7 +86,9 @@ _STAMPS: Final = frozenset({PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS
 
 @attrs.frozen
 class TimerCheckpoint:
-    """``config/timerCheck.json``. ``segments`` maps a log segment's start to the last slot time it feeds."""
+    """``config/timerCheck.json``. ``segments`` maps a log segment's start to the last slot time it feeds;
+    ``walk_pos`` (``walkFrom``) is where an interrupted slot walk resumes, oldest entry first (a ``walkPos`` key,
+    a newest-first position, is ignored: that slot is walked again, repeating rather than skipping)."""
 
     enqueue_offset: int = 0
     read_ms: int = 0
@@ -100,7 +104,7 @@ def _encode(cp: TimerCheckpoint) -> bytes:
         {
             "enqueueOffset": cp.enqueue_offset,
             "readMs": cp.read_ms,
-            "walkPos": cp.walk_pos,
+            "walkFrom": cp.walk_pos,
             "logEnd": cp.log_end,
             "pending": cp.pending,
             "clean": cp.clean,
@@ -116,7 +120,7 @@ def _decode(data: bytes) -> TimerCheckpoint:
         return TimerCheckpoint(
             enqueue_offset=int(root["enqueueOffset"]),
             read_ms=int(root["readMs"]),
-            walk_pos=int(root.get("walkPos", NO_ENTRY)),
+            walk_pos=int(root.get("walkFrom", NO_ENTRY)),
             log_end=int(root["logEnd"]),
             pending=int(root["pending"]),
             clean=bool(root.get("clean", False)),
@@ -148,7 +152,12 @@ class TimerStore:
         self.precision_ms = precision_ms
         self.enqueue_offset = 0
         self.read_ms = 0
+        #: The log position of the next entry to process in the slot at ``readMs`` (slots go out oldest entry first),
+        #: NO_ENTRY while no slot walk is under way.
         self.walk_pos = NO_ENTRY
+        #: The positions of the slot being walked (see :meth:`_slot_positions`) and that slot's time.
+        self._walk: array[int] = array("q")
+        self._walk_ms = -1
         self.pending = 0
         self.delivered = 0
         self.rolled = 0
@@ -310,29 +319,14 @@ class TimerStore:
         prec = self.precision_ms
         done = 0
         while self.read_ms + prec <= now_ms:
-            if self.walk_pos == NO_ENTRY:
-                slot = self.wheel.get(self.read_ms)
-                if not slot.entries:
-                    self._skip_empty(now_ms)
-                    continue
-                self.walk_pos = slot.last
-            self._deletes_of_slot()
-            while self.walk_pos != NO_ENTRY:
-                if done >= budget:
-                    return 0.0
-                entry = self.log.read(self.walk_pos)
-                if entry is None:
-                    log.warning("timer: log entry %d is gone; rest of slot %d skipped", self.walk_pos, self.read_ms)
-                    self.walk_pos = NO_ENTRY
-                    break
-                if self.wheel.slot_time(entry.deliver_ms) > self.read_ms:
-                    # parked beyond the window: roll on
-                    self.file(entry.deliver_ms, entry.phy_offset, entry.size, entry.flags)
-                    self.rolled += 1
-                elif not entry.flags & FLAG_DELETE:  # a due marker did its work in _deletes_of_slot
-                    self._deliver(entry.phy_offset, entry.size, self._deletes)
-                done += 1
-                self.walk_pos = entry.prev
+            if self.walk_pos == NO_ENTRY and not self.wheel.get(self.read_ms).entries:
+                self._skip_empty(now_ms)
+                continue
+            if done >= budget:
+                return 0.0
+            done += self._walk_slot(budget - done)
+            if self.walk_pos != NO_ENTRY:
+                return 0.0
             self.read_ms += prec
             self._delete_passed_segments()
         if not self.pending:
@@ -340,6 +334,50 @@ class TimerStore:
         nxt = self.wheel.next_non_empty(self.read_ms, lookahead_slots)
         due = (nxt if nxt is not None else self.read_ms + lookahead_slots * prec) + prec
         return max(due - now_ms, 1) / 1000
+
+    def _walk_slot(self, budget: int) -> int:
+        """Process up to ``budget`` entries of the slot at ``readMs`` from ``walk_pos`` on, oldest first (RocketMQ's
+        dequeue walks a slot back from its newest entry but ``addFirst``s each onto its stack, so a slot goes out in
+        filing order): roll on what lies beyond the window, deliver the rest. ``walk_pos`` is left on the next entry,
+        or NO_ENTRY once the slot is done. Returns how many entries were processed."""
+        positions = self._slot_positions()
+        self._deletes_of_slot()
+        i = 0 if self.walk_pos == NO_ENTRY else bisect.bisect_left(positions, self.walk_pos)
+        done = 0
+        while i < len(positions) and done < budget:
+            self.walk_pos = positions[i]
+            entry = self.log.read(positions[i])
+            if entry is None:
+                log.warning("timer: log entry %d of slot %d is gone; skipped", positions[i], self.read_ms)
+            elif self.wheel.slot_time(entry.deliver_ms) > self.read_ms:  # parked beyond the window: roll on
+                self.file(entry.deliver_ms, entry.phy_offset, entry.size, entry.flags)
+                self.rolled += 1
+            elif not entry.flags & FLAG_DELETE:  # a due marker did its work in _deletes_of_slot
+                self._deliver(entry.phy_offset, entry.size, self._deletes)
+            done += 1
+            i += 1
+        if i < len(positions):
+            self.walk_pos = positions[i]
+        else:
+            self.walk_pos, self._walk, self._walk_ms = NO_ENTRY, array("q"), -1
+        return done
+
+    def _slot_positions(self) -> array[int]:
+        """The log positions of the slot at ``readMs``, oldest (lowest) first; collected once per slot walk (again
+        when a walk resumes after a restart). A chain cut by a lost log entry keeps the entries after the cut."""
+        if self._walk_ms != self.read_ms:
+            positions: array[int] = array("q")
+            pos = self.wheel.get(self.read_ms).last
+            while pos != NO_ENTRY:
+                entry = self.log.read(pos)
+                if entry is None:
+                    log.warning("timer: log entry %d is gone; older entries of slot %d skipped", pos, self.read_ms)
+                    break
+                positions.append(pos)
+                pos = entry.prev
+            positions.reverse()
+            self._walk, self._walk_ms = positions, self.read_ms
+        return self._walk
 
     def _deletes_of_slot(self) -> None:
         """Collect the delete keys of the due markers in the slot at ``readMs`` into ``_deletes`` (once per slot,

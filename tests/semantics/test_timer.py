@@ -91,6 +91,21 @@ async def test_a_timer_time_already_past_is_delivered_at_once_and_bad_times_are_
             assert info.value.code == 13  # MESSAGE_ILLEGAL
 
 
+async def test_timer_messages_due_at_the_same_time_are_delivered_oldest_first(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3's TimerMessageStore.dequeue walks a slot's timer log chain back from its newest entry but
+    ``addFirst``s each one onto its stack, so a slot's messages go out oldest first: in the order they were sent."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "SameTime")
+    async with Producer("pg-same-time", embedded_cluster.namesrv_addr) as producer:
+        at = clock() + 5_000
+        for i in range(5):
+            await producer.send(Message("SameTime", f"m{i}".encode(), properties={"TIMER_DELIVER_MS": str(at)}))
+    await trio.sleep(10)
+    assert [m.body for m in _stored(embedded_cluster, "SameTime")] == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+
+
 async def test_a_message_already_carrying_timer_out_ms_is_not_parked_again(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -205,6 +220,31 @@ def test_after_a_crash_the_wheel_is_rebuilt_from_the_timer_queue_and_nothing_pen
     again.dequeue(now[0], 100)
     bodies = [m.body for m in _crashed(store)]
     assert sorted(set(bodies)) == sorted(f"c{i}".encode() for i in range(10))
+    assert again.pending == 0
+    again.close()
+    store.close()
+
+
+def test_a_slot_walk_cut_by_the_budget_and_a_clean_restart_resumes_in_filing_order(tmp_path: Path) -> None:
+    """A slot's walk resumes where the budget or a clean shutdown left it, oldest entry first: neither a repeat nor a
+    skip, and the order the messages were filed in."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(5):
+        store.append(_timer_record(now[0] + 1_000, f"c{i}".encode()))
+    assert timers.enqueue(100) == 5
+    now[0] += 2_000
+    assert timers.dequeue(now[0], 2) == 0.0  # the budget ran out within the slot
+    assert [m.body for m in _crashed(store)] == [b"c0", b"c1"]
+    timers.flush()
+    timers.save_checkpoint(timers.checkpoint(clean=True))
+    timers.close()
+
+    again = TimerStore(store, config_dir, slots=64)
+    again.load()
+    assert again.dequeue(now[0], 1) == 0.0
+    again.dequeue(now[0], 100)
+    assert [m.body for m in _crashed(store)] == [f"c{i}".encode() for i in range(5)]
     assert again.pending == 0
     again.close()
     store.close()
