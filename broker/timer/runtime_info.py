@@ -1,7 +1,8 @@
 """The admin view of delayed and timer messages: GET_BROKER_RUNTIME_INFO (28) answered by the admin processor, with
-Java's ``scheduleMessageOffset_<level>`` entries (``"<delivered offset>,<max offset>"``) and the timer's counters
-(``timerPendingCount``, ``timerOffsetBehind``, ``timerReadBehind``, ``timerDeliveredCount``, ``timerRolledCount``)
-added to its table. ``mqadmin brokerStatus`` / :meth:`client.admin.Admin.broker_status` show them.
+Java's ``scheduleMessageOffset_<level>`` entries (``"<delivered offset>,<max offset>"``) and the timer's figures added
+to its table: RocketMQ 5.3's ``timerReadBehind`` (seconds), ``timerOffsetBehind``, ``timerCongestNum``,
+``timerEnqueueTps`` and ``timerDequeueTps``, and ours, ``timerPendingCount``, ``timerDeliveredCount`` and
+``timerRolledCount``. ``mqadmin brokerStatus`` / :meth:`client.admin.Admin.broker_status` show them.
 
 A wrapper rather than an edit of the admin processor: it owns no state, and an answer that is not SUCCESS (or whose
 body does not decode) is passed through unchanged.

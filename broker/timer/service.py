@@ -11,16 +11,18 @@ MESSAGE_ILLEGAL, and so is a recall's delete marker (``TIMER_DEL_UNIQKEY``) whos
 ``HookUtils.transformTimerMessage``).
 
 Service: one loop files new timer messages into the wheel and delivers due slots, sleeping until the next filled slot
-is due or a new timer message arrives (:meth:`notify`). It delivers only once every stored timer message is filed, so
-a delete marker stored before its slot is due is in the wheel before that slot is walked (a recall answered
-successfully holds on a classic broker; in DLedger mode the marker reaches the timer only at commit, so one committed
-after its slot was walked is late and ignored, though its recall was answered SUCCESS, as in RocketMQ on a flush or
-replica timeout). The checkpoint is saved every ``flush_interval`` seconds and,
-after wheel and log are flushed, once more at shutdown marked clean; see ``timer_store`` for what a crash costs.
+is due or a new timer message arrives (:meth:`notify`), a second at most: each wake-up moves the read time over the
+empty slots that have passed (RocketMQ 5's ``moveReadTime``), so ``timerReadBehind`` stays current while idle. It
+delivers only once every stored timer message is filed, so a delete marker stored before its slot is due is in the
+wheel before that slot is walked (a recall answered successfully holds on a classic broker; in DLedger mode the marker
+reaches the timer only at commit, so one committed after its slot was walked is late and ignored, though its recall
+was answered SUCCESS, as in RocketMQ on a flush or replica timeout). The checkpoint is saved every ``flush_interval``
+seconds and, after wheel and log are flushed, once more at shutdown marked clean; see ``timer_store`` for what a crash
+costs.
 Runs on a master only (:mod:`broker.role_services` starts and stops it with the role, as RocketMQ 5's
 ``changeScheduleServiceStatus`` switches the timer's dequeue); every start opens the wheel afresh from
 ``timerCheck.json``. A refused store append is retried after 100 ms; other errors are logged and retried after
-10 s. :meth:`stats` is the admin view (pending count and progress).
+10 s. :meth:`stats` is the admin view (pending count, progress and the rates of the last 10 s).
 
 Failover (DLedger mode): a follower does not run the timer; its slave sync copies the leader's confirmed
 ``(enqueueOffset, readMs)`` (GET_TIMER_CHECK_POINT, as RocketMQ 5's ``SlaveSynchronize.syncTimerCheckPoint``) into
@@ -33,6 +35,7 @@ the confirmed progress unclean, for the same reason.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from pathlib import Path
 from typing import Final
 
@@ -62,6 +65,31 @@ log = logging.getLogger(__name__)
 _BUDGET: Final = 2048
 _RETRY_AFTER_REFUSAL: Final = 0.1
 _WAIT_AFTER_ERROR: Final = 10.0
+_TPS_WINDOW_MS: Final = 10_000
+
+
+class _Tps:
+    """Filings and dequeues (deliveries and rolls) per second over the last 10 s: RocketMQ 5's perf counters
+    ``enqueue_put`` / ``dequeue_put`` read as their last 10 s window's rate (``getLastTps``). The timer loop samples
+    the counters at most once a second; a reading compares the counters with the oldest sample of the window."""
+
+    def __init__(self) -> None:
+        self._samples: deque[tuple[int, int, int]] = deque()
+
+    def sample(self, now_ms: int, timers: TimerStore) -> None:
+        samples = self._samples
+        if samples and now_ms - samples[-1][0] < 1000:
+            return
+        samples.append((now_ms, timers.filed, timers.delivered + timers.rolled))
+        while now_ms - samples[0][0] > _TPS_WINDOW_MS:
+            samples.popleft()
+
+    def rates(self, now_ms: int, timers: TimerStore) -> tuple[float, float]:
+        if not self._samples or now_ms <= self._samples[0][0]:
+            return 0.0, 0.0
+        then, filed, dequeued = self._samples[0]
+        span_s = (now_ms - then) / 1000
+        return (timers.filed - filed) / span_s, (timers.delivered + timers.rolled - dequeued) / span_s
 
 
 class TimerMessageService:
@@ -78,7 +106,7 @@ class TimerMessageService:
         log_file_size: int = 32 << 20,
         max_delay_sec: int = 3 * 24 * 3600,
         flush_interval: float = 10.0,
-        idle_poll: float = 60.0,
+        max_sleep: float = 1.0,
     ) -> None:
         self.store = store
         self._config_dir = config_dir
@@ -86,7 +114,8 @@ class TimerMessageService:
         self.timers = self._new_timer_store()
         self.max_delay_ms = max_delay_sec * 1000
         self._flush_interval = flush_interval
-        self._idle_poll = idle_poll
+        self._max_sleep = max_sleep
+        self._tps = _Tps()
         self._wakeup = trio.Event()
         self._loaded = False
         self._file_lock = trio.Lock()
@@ -160,14 +189,23 @@ class TimerMessageService:
     # ---- admin view ----------------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, str]:
-        """Pending timers and progress, as strings for the broker's runtime-info table."""
+        """Pending timers and progress, as strings for the broker's runtime-info table: RocketMQ 5.3's keys
+        (AdminBrokerProcessor.prepareRuntimeInfo; ``timerReadBehind`` in seconds; zeros while the timer does not run)
+        and ours (pending, delivered and rolled counts)."""
         timers = self.timers
         cq = self.store.consume_queues.get((TIMER_TOPIC, 0))
         behind = 0 if cq is None else max(0, cq.max_offset - timers.enqueue_offset)
+        running = self._loaded
+        now = self.store.config.now_ms()
+        read_behind_ms = max(0, now - timers.read_ms) if running else 0
+        enqueue_tps, dequeue_tps = self._tps.rates(now, timers) if running else (0.0, 0.0)
         return {
             "timerPendingCount": str(timers.pending + behind),
             "timerOffsetBehind": str(behind),
-            "timerReadBehind": str(max(0, self.store.config.now_ms() - timers.read_ms)) if self._loaded else "0",
+            "timerReadBehind": str(read_behind_ms // 1000),
+            "timerCongestNum": str(timers.wheel.entries_from(timers.read_ms) if running else 0),
+            "timerEnqueueTps": str(enqueue_tps),
+            "timerDequeueTps": str(dequeue_tps),
             "timerDeliveredCount": str(timers.delivered),
             "timerRolledCount": str(timers.rolled),
         }
@@ -206,6 +244,7 @@ class TimerMessageService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         timers = self.timers = self._new_timer_store()
+        self._tps = _Tps()
         async with self._file_lock:
             await trio.to_thread.run_sync(timers.load, self.store.config.now_ms())
             self._loaded = True
@@ -249,11 +288,12 @@ class TimerMessageService:
         timers = self.timers
         while True:
             self._wakeup = trio.Event()
-            wait: float | None
+            self._tps.sample(self.store.config.now_ms(), timers)
             try:
                 # Deliver only once everything stored is filed: a delete marker must be in its slot before the walk.
                 filed = timers.enqueue(_BUDGET)
-                wait = 0.0 if filed >= _BUDGET else timers.dequeue(self.store.config.now_ms(), _BUDGET)
+                due = 0.0 if filed >= _BUDGET else timers.dequeue(self.store.config.now_ms(), _BUDGET)
+                wait = self._max_sleep if due is None else min(due, self._max_sleep)
             except PutRefusedError as exc:
                 log.warning("timer: delivery refused (%s); retrying", exc)
                 wait = _RETRY_AFTER_REFUSAL
@@ -263,5 +303,5 @@ class TimerMessageService:
             if wait == 0:
                 await trio.lowlevel.checkpoint()
                 continue
-            with trio.move_on_after(self._idle_poll if wait is None else min(wait, self._idle_poll)):
+            with trio.move_on_after(wait):
                 await self._wakeup.wait()

@@ -159,6 +159,8 @@ class TimerStore:
         self._walk: array[int] = array("q")
         self._walk_ms = -1
         self.pending = 0
+        #: Queue entries filed into the wheel, messages delivered and entries rolled on, since this instance started.
+        self.filed = 0
         self.delivered = 0
         self.rolled = 0
         #: Messages dropped by a delete marker (recalled), since this instance started.
@@ -264,6 +266,7 @@ class TimerStore:
                 except BaseException:
                     self.pending -= counted
                     raise
+                self.filed += 1
             offset += 1
             self.enqueue_offset = offset
             done += 1

@@ -176,6 +176,12 @@ class TimerWheel:
                 return slot_ms
         return None
 
+    def entries_from(self, from_ms: int) -> int:
+        """How many entries the slots from ``from_ms``'s on hold (RocketMQ 5's ``TimerWheel.getAllNum``): every
+        filled slot lies within one turn from there, earlier turns' slots are stale."""
+        start = self.slot_time(from_ms)
+        return sum(entries for slot_ms, _last, entries, _ in SLOT.iter_unpack(self._buf().buf) if slot_ms >= start)
+
     def _index(self, slot_ms: int) -> int:
         return (slot_ms // self.precision_ms) % self.slots
 

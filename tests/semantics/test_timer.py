@@ -133,8 +133,42 @@ async def test_pending_timers_are_shown_in_the_brokers_runtime_info(
     async with Admin(embedded_cluster.namesrv_addr) as admin:
         status = await admin.broker_status(embedded_cluster.broker_addr)
     assert status["timerPendingCount"] == "5"
+    assert status["timerCongestNum"] == "5"  # RocketMQ 5.3's count of the wheel's entries from the read time on
     assert status["scheduleMessageOffset_3"] == "0,1"
     assert "brokerVersionDesc" in status
+
+
+async def test_timer_read_behind_is_reported_in_seconds_and_stays_current_while_idle(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3's AdminBrokerProcessor.prepareRuntimeInfo: ``timerReadBehind`` = TimerMessageStore
+    .getDequeueBehind() = (now - currReadTimeMs) / 1000, in seconds, and the dequeue moves currReadTimeMs over empty
+    slots as time passes (moveReadTime): an idle timer reports 0 or 1, not the time since its last delivery."""
+    use_virtual_store_clock(embedded_cluster)
+    await trio.sleep(30)
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        status = await admin.broker_status(embedded_cluster.broker_addr)
+    assert int(status["timerReadBehind"]) <= 1, status["timerReadBehind"]
+    assert (status["timerCongestNum"], status["timerEnqueueTps"], status["timerDequeueTps"]) == ("0", "0.0", "0.0")
+
+
+async def test_timer_rates_count_filings_and_deliveries_per_second_of_the_last_period(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``timerEnqueueTps`` / ``timerDequeueTps``: RocketMQ 5.3's perf counters ``enqueue_put`` / ``dequeue_put``
+    read as their last 10 s window's rate."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedRates")
+    async with Producer("pg-timer-rates", embedded_cluster.namesrv_addr) as producer:
+        for _ in range(20):
+            await producer.send(Message("TimedRates", b"r", properties={"TIMER_DELAY_SEC": "2"}))
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await trio.sleep(5)
+        busy = await admin.broker_status(embedded_cluster.broker_addr)
+        await trio.sleep(20)
+        idle = await admin.broker_status(embedded_cluster.broker_addr)
+    assert float(busy["timerEnqueueTps"]) > 0 and float(busy["timerDequeueTps"]) > 0
+    assert (idle["timerEnqueueTps"], idle["timerDequeueTps"]) == ("0.0", "0.0")
 
 
 async def test_a_broker_restart_with_pending_timers_neither_loses_nor_repeats_a_delivery(
