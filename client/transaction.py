@@ -40,7 +40,14 @@ import anyio
 import attrs
 
 from client.errors import MQClientError
-from client.message import Message, MessageExt, SendResult, SendStatus, uncompressed
+from client.message import (
+    PROPERTY_TRANSACTION_PREPARED,
+    Message,
+    MessageExt,
+    SendResult,
+    SendStatus,
+    uncompressed,
+)
 from client.producer import Producer
 from client.send_request import PreparedSend
 from client.trace.codec import MessageType, TraceRecord, TraceType
@@ -69,7 +76,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 #: Seconds a check-back's END_TRANSACTION may wait to be written (Java's checkTransactionState passes 3000 ms; the

@@ -6,7 +6,8 @@ random write queue when negative), topic write permission, then for ``%RETRY%gro
 message retried ``maxReconsumeTimes`` times goes to ``%DLQ%group``. The stored properties gain ``CLUSTER`` and lose
 ``WAIT`` (whose value decides whether a SYNC_FLUSH send waits for the group commit); ``TRAN_MSG=true`` makes a
 transactional half message (stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with ``REAL_TOPIC``/``REAL_QID``) unless
-``rejectTransactionMessage`` is set. Delay levels are a seam: ``delay_rewrite`` (see :data:`DelayRewrite`).
+``rejectTransactionMessage`` is set, or the message is a retry (``reconsumeTimes`` > 0) with a delay level. Delay
+levels are a seam: ``delay_rewrite`` (see :data:`DelayRewrite`).
 
 Every response, error or not, carries ``MSG_REGION`` and ``TRACE_ON``; a stored message adds ``msgId`` (comma-joined
 for a batch), ``queueId`` and ``queueOffset``, and a single message parked in the timer (not one sent to a retry topic)
@@ -225,7 +226,9 @@ class SendMessageProcessor:
             self.broker.store_host,
             reconsume_times,
         )
-        if props.transactional:
+        # SendMessageProcessor.sendMessage: a retry re-sent with a delay level (none once DLQ-bound) keeps a committed
+        # message's TRAN_MSG without being a half message ("for client under version 4.6.1").
+        if props.transactional and not (reconsume_times > 0 and props.delay_level > 0 and not to_dlq):
             if self._reject_transactions:
                 raise RequestRejected(
                     ResponseCode.NO_PERMISSION,

@@ -4,10 +4,10 @@
 Concurrent: every pulled batch is split into listener calls of ``consume_message_batch_max_size`` messages, each a
 task under the consumer's capacity limiter. A RECONSUME_LATER (or an exception) in CLUSTERING sends each message back
 to the broker (CONSUMER_SEND_MSG_BACK, the broker picks the delay); when that fails the message is sent to
-``%RETRY%<group>`` as a new message, and when that fails too it is consumed again locally 5 s later with its
-``reconsume_times`` raised by one. In BROADCASTING failed messages are dropped with a warning, as in Java. The offset to
-commit is always the smallest offset still in flight, so a slow message holds the committed offset back instead of being
-skipped.
+``%RETRY%<group>`` as a new message (without ``TRAN_MSG``, as Java's ``sendMessageBack``), and when that fails too it
+is consumed again locally 5 s later with its ``reconsume_times`` raised by one. In BROADCASTING failed messages are
+dropped with a warning, as in Java. The offset to commit is always the smallest offset still in flight, so a slow
+message holds the committed offset back instead of being skipped.
 
 Consume timeout (concurrent only): every ``consume_timeout`` minutes (Java's ``cleanExpireMsg``) a message at the head
 of its queue whose listener call started more than ``consume_timeout`` ago is sent back at delay level 3 (BROADCASTING:
@@ -47,6 +47,7 @@ from client.message import (
     PROPERTY_MIN_OFFSET,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
     uniq_msg_id,
 )
 from client.route import publish_info
@@ -104,6 +105,26 @@ def _stamp_start(msgs: list[MessageExt]) -> None:
         msg.properties[PROPERTY_CONSUME_START_TIME] = now
 
 
+def retry_copy_properties(msg: MessageExt, origin: str) -> dict[str, str]:
+    """The properties of the copy a failed send-back sends to ``%RETRY%<group>`` itself (Java's
+    ``DefaultMQPushConsumerImpl.sendMessageBack``): ``msg``'s, with ``RETRY_TOPIC`` (when absent), ``ORIGIN_MESSAGE_ID``
+    and delay level 3 + reconsumeTimes, without what a pull adds and without ``TRAN_MSG`` (a committed transactional
+    message keeps it; the copy must not be a half message)."""
+    props = dict(msg.properties)
+    props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
+    props[PROPERTY_ORIGIN_MESSAGE_ID] = origin
+    props[PROPERTY_DELAY] = str(3 + msg.reconsume_times)
+    for transient in (
+        PROPERTY_MAX_RECONSUME_TIMES,
+        PROPERTY_MIN_OFFSET,
+        PROPERTY_MAX_OFFSET,
+        PROPERTY_CONSUME_START_TIME,
+        PROPERTY_TRANSACTION_PREPARED,
+    ):
+        props.pop(transient, None)
+    return props
+
+
 async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, delay_level: int = 0) -> bool:
     """Return ``msg`` to the broker for a later retry; falls back to sending a copy to the retry topic. Returns
     whether either way worked."""
@@ -134,17 +155,6 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
         target = instance.find_broker_address(mq.broker_name)
         if target is None:
             return False
-        props = dict(msg.properties)
-        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
-        props[PROPERTY_ORIGIN_MESSAGE_ID] = origin
-        props[PROPERTY_DELAY] = str(3 + msg.reconsume_times)
-        for transient in (
-            PROPERTY_MAX_RECONSUME_TIMES,
-            PROPERTY_MIN_OFFSET,
-            PROPERTY_MAX_OFFSET,
-            PROPERTY_CONSUME_START_TIME,
-        ):
-            props.pop(transient, None)
         header = SendMessageRequestHeaderV2(
             a=consumer.group,
             b=topic,
@@ -154,7 +164,7 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
             f=0,
             g=msg.born_timestamp,
             h=msg.flag,
-            i=encode_properties(props),
+            i=encode_properties(retry_copy_properties(msg, origin)),
             j=msg.reconsume_times + 1,
             l=max_times,
         )

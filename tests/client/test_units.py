@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from client.config import ClientConfig
 from client.consumer.allocate import allocate_average, allocate_average_by_circle
+from client.consumer.consume import retry_copy_properties
 from client.consumer.listener import exception_simple_desc
 from client.consumer.offset_store import LocalFileOffsetStore
 from client.consumer.process_queue import ProcessQueue
@@ -179,6 +180,15 @@ def test_batches_split_before_the_size_limit_and_keep_order() -> None:
 def _msg(offset: int, body: bytes = b"xx") -> MessageExt:
     raw = encode_record(MessageRecord(topic="T", body=body), queue_offset=offset)
     return decode_record(raw)
+
+
+def test_the_copy_a_failed_send_back_sends_to_the_retry_topic_is_no_half_message() -> None:
+    """Java's DefaultMQPushConsumerImpl.sendMessageBack clears TRAN_MSG from the copy it sends to ``%RETRY%`` itself:
+    a committed transactional message keeps ``TRAN_MSG=true``, and the copy must not become a half message."""
+    props = "TRAN_MSG\x01true\x02PGROUP\x01pg\x02REAL_TOPIC\x01T\x02MIN_OFFSET\x010"
+    committed = decode_record(encode_record(MessageRecord(topic="T", body=b"c", properties=props, reconsume_times=1)))
+    copy = retry_copy_properties(committed, "ORIGIN")
+    assert copy == {"PGROUP": "pg", "REAL_TOPIC": "T", "RETRY_TOPIC": "T", "ORIGIN_MESSAGE_ID": "ORIGIN", "DELAY": "4"}
 
 
 def test_process_queue_commits_the_smallest_offset_in_flight() -> None:

@@ -237,6 +237,23 @@ async def test_transactional_send_is_stored_as_a_half_message(broker: BrokerStat
     assert broker.store.max_offset_in_queue(TOPIC, 1) == 0
 
 
+async def test_a_retry_re_sent_with_tran_msg_and_a_delay_level_is_no_half_message(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """RocketMQ's SendMessageProcessor.sendMessage ("for client under version 4.6.1"): a committed message keeps
+    ``TRAN_MSG=true``; a client re-sending it to ``%RETRY%`` with reconsumeTimes > 0 and a delay level does not make a
+    half message of it. Bound for the DLQ it has no delay level left there, so it is one."""
+    props = "TRAN_MSG\x01true\x02DELAY\x013"
+    retry = send_request("%RETRY%G1", properties=props, reconsumeTimes="1", maxReconsumeTimes="16")
+    (record,) = stored(broker, await send(broker, peer_ctx, retry))
+    assert record.topic == "%RETRY%G1" and record.properties["TRAN_MSG"] == "true"
+    first = send_request("%RETRY%G1", properties=props, reconsumeTimes="0", maxReconsumeTimes="16")
+    dead = send_request("%RETRY%G1", properties=props, reconsumeTimes="2", maxReconsumeTimes="2")
+    for req in (first, dead):
+        (record,) = stored(broker, await send(broker, peer_ctx, req))
+        assert record.topic == "RMQ_SYS_TRANS_HALF_TOPIC"
+
+
 async def test_batch_send_stores_consecutive_records_and_joins_their_msg_ids(
     broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
