@@ -6,8 +6,9 @@ Storage: :meth:`ScheduleMessageService.rewrite` is the send path's ``DelayRewrit
 properties; the store makes its consume-queue tags code the delivery time (store time + the level's delay).
 
 Delivery: one loop per level reads its queue from the offset in ``delayOffset.json``. Every entry whose delivery time
-is due is rebuilt (original topic and queue from ``REAL_TOPIC``/``REAL_QID``, ``DELAY`` removed, the ``REAL_*``
-properties left in, as Java does) and appended; the level's offset moves past it in the same synchronous step, so a
+is due is rebuilt (original topic and queue from ``REAL_TOPIC``/``REAL_QID``, every property kept, ``DELAY`` and the
+``REAL_*`` ones included: 4.9.8's ``messageTimeup`` builds the properties string before it clears ``DELAY`` from the
+map) and appended; the level's offset moves past it in the same synchronous step, so a
 cancellation never separates the append from the offset. A level whose head is not due sleeps until it is (a delivery
 time further away than now + the level's delay counts as now + delay); an empty level waits for :meth:`notify` (which
 :meth:`rewrite` calls) or ``idle_poll`` seconds, whichever comes first. A refused append (store shut down, disk full)
@@ -63,7 +64,6 @@ PROPERTY_REAL_QID: Final = "REAL_QID"
 _BATCH: Final = 256
 _RETRY_AFTER_REFUSAL: Final = 0.1
 _WAIT_AFTER_ERROR: Final = 10.0
-_DELIVERY_DROPS: Final = frozenset({PROPERTY_DELAY})
 
 
 class ScheduleMessageService:
@@ -293,7 +293,7 @@ class ScheduleMessageService:
         if not real_topic or real_qid < 0:
             log.warning("delay level %d: message at %d has no real topic/queue; skipped", level, phy)
             return
-        props = raw_properties(msg, _DELIVERY_DROPS)
+        props = raw_properties(msg)
         try:
             record = record_from_stored(msg, real_topic, real_qid, props, store.store_host)
         except ValueError as exc:

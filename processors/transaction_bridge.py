@@ -228,11 +228,14 @@ class TransactionalMessageBridge:
     # ---- writes ----------------------------------------------------------------------------------------------
 
     def put_commit_message(self, half: MessageExt, commit_type: int) -> AppendResult:
-        """Append the real message of a committed half message: real topic and queue restored, ``REAL_*`` and
-        ``TRAN_MSG`` removed, the transaction bits set to ``commit_type`` and the prepared-transaction offset set to
-        the half message's physical offset. The store dispatches it to the real queue (a consume-queue entry); one
-        with ``DELAY`` > 0 is rewritten by ``delay_rewrite`` first, one with a ``TIMER_*`` time by ``timer_rewrite``,
-        so the schedule or the timer delivers it when due. Raises RequestRejected for a malformed timer time."""
+        """Append the real message of a committed half message: real topic and queue restored, the transaction bits
+        set to ``commit_type`` and the prepared-transaction offset set to the half message's physical offset. It
+        keeps the half message's properties, ``TRAN_MSG=true`` and ``REAL_*`` included (4.9.8's
+        EndTransactionProcessor builds the properties string before it clears those from the map), unless
+        ``DELAY`` > 0 sends it through ``delay_rewrite`` or a future ``TIMER_*`` time through ``timer_rewrite``:
+        those rebuild the string from the cleared map, as the store's rewrites do. The store dispatches it to the real
+        queue, or the schedule or the timer delivers it when due. Raises RequestRejected for a malformed timer
+        time."""
         props = dict(half.properties)
         topic = props.pop(PROPERTY_REAL_TOPIC, "") or half.topic
         try:
@@ -240,13 +243,23 @@ class TransactionalMessageBridge:
         except ValueError:
             queue_id = 0
         props.pop(PROPERTY_TRANSACTION_PREPARED, None)
-        record = self._record(half, topic, queue_id, props, (half.sys_flag & ~SYSFLAG_TRANSACTION_MASK) | commit_type)
+        sys_flag = (half.sys_flag & ~SYSFLAG_TRANSACTION_MASK) | commit_type
+        record = self._parked(self._record(half, topic, queue_id, props, sys_flag), props)
+        if record is None:
+            record = self._record(half, topic, queue_id, dict(half.properties), sys_flag)
+        return self.broker.store.append(record)
+
+    def _parked(self, record: MessageRecord, props: dict[str, str]) -> MessageRecord | None:
+        """``record`` as the delay schedule or the timer parks it when its ``props`` ask for a delay, else ``None``
+        (a seam that leaves a record returns it unchanged)."""
         level = delay_level_of(props)
         if level > 0 and self.delay_rewrite is not None:
-            record = self.delay_rewrite(record, level)
+            parked = self.delay_rewrite(record, level)
         elif self.timer_rewrite is not None and any(key.startswith("TIMER_") for key in props):
-            record = self.timer_rewrite(record)
-        return self.broker.store.append(record)
+            parked = self.timer_rewrite(record)
+        else:
+            return None
+        return None if parked is record else parked
 
     def put_op_message(self, half: MessageExt) -> AppendResult:
         """Record that ``half`` (and every copy of its origin) is resolved."""

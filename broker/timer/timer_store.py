@@ -78,7 +78,6 @@ PROPERTY_TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
 PROPERTY_TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
 PROPERTY_TIMER_OUT_MS: Final = "TIMER_OUT_MS"
 PROPERTY_TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
-_REQUEST_PROPERTIES: Final = frozenset({PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS})
 PROPERTY_TIMER_ENQUEUE_MS: Final = "TIMER_ENQUEUE_MS"
 PROPERTY_TIMER_DEQUEUE_MS: Final = "TIMER_DEQUEUE_MS"
 _STAMPS: Final = frozenset({PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS})
@@ -462,10 +461,11 @@ class TimerStore:
         if deletes and uniq_key is not None and f"{real_topic}+{uniq_key}" in deletes:
             self.recalled += 1
             return
-        # As TimerMessageStore.convert: when it was parked (the parked copy's store time) and when delivered.
+        # As TimerMessageStore.convert: every property kept (TIMER_OUT_MS, REAL_* and the producer's TIMER_* too),
+        # stamped with when it was parked (the parked copy's store time) and when delivered.
         enqueued, dequeued = msg.store_timestamp, store.config.now_ms()
         stamps = f"{PROPERTY_TIMER_ENQUEUE_MS}\x01{enqueued}\x02{PROPERTY_TIMER_DEQUEUE_MS}\x01{dequeued}"
-        kept = raw_properties(msg, _REQUEST_PROPERTIES | _STAMPS)
+        kept = raw_properties(msg, _STAMPS)
         props = f"{kept}\x02{stamps}" if kept else stamps
         try:
             record = record_from_stored(msg, real_topic, real_qid, props, store.store_host)

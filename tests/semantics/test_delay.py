@@ -70,8 +70,23 @@ async def test_delay_levels_deliver_at_their_virtual_time_to_the_real_topic_and_
         assert msg.queue_id == result.queue_id
         assert msg.properties["REAL_TOPIC"] == "Delayed"
         assert msg.properties["REAL_QID"] == str(result.queue_id)
-        assert "DELAY" not in msg.properties
+        assert msg.properties["DELAY"] == str(min(level, 18))  # kept: messageTimeup builds the string first
         assert msg.properties["UNIQ_KEY"] == result.msg_id
+
+
+async def test_a_delivered_delayed_message_keeps_its_delay_property(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's ScheduleMessageService.messageTimeup builds the delivered copy's properties string (setPropertiesString)
+    before it clears DELAY from the map, and the CommitLog writes that string: the consumer's message still carries
+    ``DELAY=<level>`` (MessageExt.getDelayTimeLevel() answers the level)."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "DelayKept")
+    async with Producer("pg-delay-kept", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("DelayKept", b"d", delay_level=2))
+    await trio.sleep(8)
+    (msg,) = _stored(embedded_cluster, "DelayKept", 0)
+    assert (msg.properties["DELAY"], msg.properties["REAL_TOPIC"]) == ("2", "DelayKept")
 
 
 async def test_a_delayed_message_is_stored_in_its_levels_schedule_queue_with_the_delivery_time_as_tags_code(
