@@ -17,9 +17,10 @@ from its last good load (or none, the first time) stay and the other files still
 changes. A file that becomes empty (or only comments) keeps its previous rules, as RocketMQ's per-file
 ``load(String)`` skips a file with no data; empty at the first load, it simply has no accounts.
 
-Edits (:meth:`update_account`, :meth:`delete_account`, :meth:`update_global_white`) write the owning file atomically
-with the next ``dataVersion`` and apply it at once; they raise :class:`~broker.acl.plain_config.AclConfigError` or
-``OSError`` and then change nothing.
+Edits (:meth:`update_account`, :meth:`delete_account`, :meth:`update_global_white`) re-read the owning file from disk,
+as RocketMQ's do, so a hand edit not yet reloaded (a revocation) is kept, then write it atomically with the next
+``dataVersion`` and apply it at once; they raise :class:`~broker.acl.plain_config.AclConfigError` (the file on disk
+does not parse, or the edit is refused) or ``OSError`` and then change nothing.
 """
 
 from __future__ import annotations
@@ -267,7 +268,7 @@ class AclManager:
         (attribute names of :class:`AccountConfig`) and ``admin`` are replaced, the others kept."""
         assert change.access_key is not None
         path = self._owner.get(change.access_key, self.files.default_path)
-        acl = self._file(path)
+        acl = self._on_disk(path)
         entries = list(acl.entries)
         for i, entry in enumerate(entries):
             if entry.access_key == change.access_key:
@@ -283,7 +284,7 @@ class AclManager:
         path = self._owner.get(access_key)
         if path is None:
             return False
-        acl = self._file(path)
+        acl = self._on_disk(path)
         entries = [e for e in acl.entries if e.access_key != access_key]
         self._write(path, acl, acl.global_white_addresses, entries)
         return True
@@ -295,14 +296,19 @@ class AclManager:
         path, home = Path(os.path.abspath(path)), Path(os.path.abspath(self.files.home or "/"))
         if not path.is_file() or home not in path.parents:
             raise AclConfigError(f"The aclFileFullPath {file_path} is not an ACL file under {home}")
-        acl = self._file(path)
+        acl = self._on_disk(path)
         self._write(path, acl, addresses, list(acl.entries))
 
-    def _file(self, path: Path) -> AclFile:
-        acl = self._loaded.get(path)
-        if acl is None:
-            acl = parse_acl_file(path.read_text(encoding="utf-8") if path.exists() else "")
-        return acl
+    @staticmethod
+    def _on_disk(path: Path) -> AclFile:
+        """``path`` as it is on disk now, not as last loaded: RocketMQ's edits re-read the file
+        (``AclUtils.getYamlDataObject``), so an edit keeps a hand edit the watcher has not loaded yet. A missing file
+        is empty; raises :class:`AclConfigError` when the file does not parse, ``OSError`` when it cannot be read."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            text = ""
+        return parse_acl_file(text)
 
     def _write(
         self, path: Path, acl: AclFile, white: list[str] | tuple[str, ...], entries: list[AccountConfig]

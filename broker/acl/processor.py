@@ -1,12 +1,13 @@
 """The ACL admin request codes 50-53 (RocketMQ's ``broker/src/main/java/org/apache/rocketmq/broker/processor/
 AdminBrokerProcessor.java``): create or update an account, delete one, report the files' versions, replace a file's
-global white list. Each edit rewrites the owning ``plain_acl.yml`` atomically and applies at once
-(:class:`broker.acl.manager.AclManager`).
+global white list. Each edit changes the owning ``plain_acl.yml`` as it is on disk, rewrites it atomically and
+applies it at once (:class:`broker.acl.manager.AclManager`).
 
 Answers as 4.9.8's: SUCCESS with no remark; on failure 209 / 210 / 211 with RocketMQ's remark, or the validation
-message (a key of 6 characters or fewer, a bad ``res=PERM``). Stricter than 4.9.8: the admission check only lets admin
-accounts (or white-listed addresses) send these codes, and with ``aclEnable=false`` they are refused with a
-remark saying so (4.9.8 fails with a NullPointerException, or sends nothing for code 52).
+message (a key of 6 characters or fewer, a bad ``res=PERM``, a file on disk that does not parse). Stricter than
+4.9.8: the admission check only lets admin accounts (or white-listed addresses) send these codes, and with
+``aclEnable=false`` they are refused with a remark saying so (4.9.8 fails with a NullPointerException, or sends
+nothing for code 52).
 """
 
 from __future__ import annotations

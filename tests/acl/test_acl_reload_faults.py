@@ -2,7 +2,10 @@
 ``srvutil/.../AclFileWatchService.java``) handles them: a file that becomes empty (or only comments) keeps its
 previous rules ("No data in {}, skip it"); a file that fails to parse for any reason (PyYAML's ValueError for an
 impossible date, anything else) keeps its old rules, is not retried until it changes (its modification time is
-recorded before the load) and never stops the other files from reloading. Found by a review; failed before."""
+recorded before the load) and never stops the other files from reloading. The ACL admin edits (codes 50, 51, 53)
+re-read their file from disk as ``updateAccessConfig`` / ``deleteAccessConfig`` / ``updateGlobalWhiteAddrsConfig``
+do (``AclUtils.getYamlDataObject``), so a hand edit the watcher has not loaded yet is kept, and an edit of a file that
+does not parse fails. Found by reviews; failed before."""
 
 from __future__ import annotations
 
@@ -13,12 +16,14 @@ import trio
 import trio.testing
 
 import broker.acl.manager
-from broker.acl.manager import AclFiles, AclManager
-from broker.acl.plain_config import AclConfigError, parse_acl_file
+from broker.acl.manager import AclDenied, AclFiles, AclManager
+from broker.acl.plain_config import AccountConfig, AclConfigError, parse_acl_file
 from broker.acl.watcher import WATCH_INTERVAL
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
-from remoting.codec.acl_signing import SessionCredentials
+from remoting.codec.acl_signing import SessionCredentials, sign
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import request
 from tests.acl.conftest import PLAIN_ACL
 from tests.acl.test_acl_reload import USER, _refused
 from tests.conftest import SMALL_STORE
@@ -109,3 +114,41 @@ def test_values_pyyaml_cannot_build_are_file_errors_and_an_infinite_counter_is_n
     with pytest.raises(AclConfigError, match="not valid YAML"):
         parse_acl_file(DATED)
     assert parse_acl_file("dataVersion: [{counter: .inf, timestamp: 1}]\n").data_version.counter == 0
+
+
+def _edit(manager: AclManager, edit: str) -> None:
+    if edit == "update_account":
+        manager.update_account(AccountConfig("carol-key", "carol-secret"), frozenset({"secret_key"}))
+    elif edit == "delete_account":
+        assert manager.delete_account("RocketMQ")
+    else:
+        manager.update_global_white(["10.1.2.3"], None)
+
+
+@pytest.mark.parametrize("edit", ["update_account", "delete_account", "update_global_white"])
+def test_an_admin_edit_keeps_a_revocation_made_in_the_file_since_the_last_reload(tmp_path: Path, edit: str) -> None:
+    """An operator revokes team-account by editing the file; an mqadmin edit arriving before the 5 s watcher reloads
+    changes the file as it is on disk, so the revoked account is neither written back nor admitted."""
+    manager = _manager(tmp_path, PLAIN_ACL, "")
+    default = tmp_path / "conf" / "plain_acl.yml"
+    default.write_text(PLAIN_ACL + TEAM_YML.removeprefix("accounts:\n"))
+    manager.reload_changed()
+    assert manager.account("team-account") is not None
+    default.write_text(PLAIN_ACL)  # team-account revoked by hand; the watcher has not run yet
+    _edit(manager, edit)
+    assert "team-account" not in default.read_text(), "the edit wrote the revoked account back into the file"
+    assert manager.account("team-account") is None
+    manager.reload_changed(force=True)
+    with pytest.raises(AclDenied, match="No acl config for team-account"):
+        manager.validate("10.9.9.9", sign(request(RequestCode.SEND_MESSAGE, {"topic": "T"}), TEAM))
+
+
+@pytest.mark.parametrize("edit", ["update_account", "delete_account", "update_global_white"])
+def test_an_admin_edit_of_a_file_that_does_not_parse_fails_and_changes_nothing(tmp_path: Path, edit: str) -> None:
+    manager = _manager(tmp_path, PLAIN_ACL, "")
+    default = tmp_path / "conf" / "plain_acl.yml"
+    default.write_text(DATED)
+    with pytest.raises(AclConfigError, match="not valid YAML"):
+        _edit(manager, edit)
+    assert default.read_text() == DATED
+    assert manager.account("RocketMQ") is not None and manager.account("carol-key") is None
