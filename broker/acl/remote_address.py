@@ -7,9 +7,10 @@ as RocketMQ's ``acl/src/main/java/org/apache/rocketmq/acl/plain/RemoteAddressStr
 - blank: never matches; ``*``, ``*.*.*.*``, ``*:*:*:*:*:*:*:*``: always;
 - ends with ``}``: a prefix and a ``{a,b,c}`` list (``192.168.1.{1,2}``), exact matches;
 - contains ``,``: a list of full addresses;
-- contains ``*`` or ``-``: a range in the first varying octet (IPv4: exactly four parts, so ``192.168.*`` is refused;
-  index 1 to 3, ``*`` or ``a-b``; the octets after it are ignored, as in RocketMQ) or group (IPv6, written without
-  ``::`` before it);
+- contains ``*`` or ``-``: a range, ``*`` or ``a-b``. IPv4: in the first varying octet, index 1 to 3, of exactly four
+  parts (so ``192.168.*`` is refused); the octets after it are ignored, as in RocketMQ. IPv6: in the last group, or
+  the one before a final ``*`` (later groups ignored); ``::`` before it counts as if the range were the 8th group, or
+  the 7th before a ``*`` (``1050::5:600:300c:*``, ``2::ac5:78:1-200:*``), as ``AclUtils.v6ipProcess`` expands it;
 - otherwise one exact address.
 
 IPv6 addresses compare in their expanded, upper-case form. A malformed pattern raises :class:`AddressPatternError`
@@ -114,33 +115,66 @@ def _range_matcher(v6: bool, head: list[str], index: int, start: int, end: int) 
     return match
 
 
-def _range_parts(pattern: str, v6: bool) -> list[str]:
-    """The pattern's groups, or its four octets (``AclUtils.isScope``: IPv4 needs ``strArray.length == 4``, empty
-    parts dropped as ``StringUtils.split`` does)."""
-    if v6:
-        return [part.strip() for part in pattern.split(":")]
+def _v4_range(pattern: str) -> AddressMatcher:
+    """A range in octet 2, 3 or 4 of exactly four octets (``AclUtils.isScope``: ``strArray.length == 4``, empty parts
+    dropped as ``StringUtils.split`` does); the octets after it are ignored."""
     parts = [part.strip() for part in pattern.split(".") if part]
     if len(parts) != 4:
         raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
-    return parts
-
-
-def _range(pattern: str) -> AddressMatcher:
-    v6 = ":" in pattern
-    parts = _range_parts(pattern, v6)
-    for index in range(1, len(parts) if v6 else 4):
-        bounds = _bounds(parts[index], pattern, 16 if v6 else 10, 0xFFFF if v6 else 255)
+    for index in range(1, 4):
+        bounds = _bounds(parts[index], pattern, 10, 255)
         if bounds is None:
             continue
         head = parts[:index]
-        if v6:
-            if not all(p and len(p) <= 4 and all(c in "0123456789abcdefABCDEF" for c in p) for p in head):
-                raise AddressPatternError(f"Netaddress examine Exception netaddress is {pattern}")
-            head = [p.upper().rjust(4, "0") for p in head]
-        elif not all(p.isdigit() and int(p) <= 255 for p in head):
+        if not all(p.isdigit() and int(p) <= 255 for p in head):
             raise AddressPatternError(f"Netaddress examine Exception netaddress is {pattern}")
-        return _range_matcher(v6, head, index, *bounds)
+        return _range_matcher(False, head, index, *bounds)
     raise AddressPatternError(f"RangeRemoteAddressStrategy netaddress examine scope Exception {pattern}")
+
+
+def _expand_ip(text: str, groups: int) -> list[str]:
+    """``AclUtils.expandIP``: ``::`` widened as if ``text`` had ``groups`` groups, each padded to four upper-case
+    digits (a group of more digits is kept as written)."""
+    text = text.upper()
+    missing = groups - text.count(":")
+    if missing > 0:
+        text = text.replace("::", ":" * (missing + 1))
+    return [group.rjust(4, "0") for group in text.split(":")]
+
+
+def _check_v6_range(pattern: str) -> None:
+    """``AclUtils.IPv6AddressCheck``: a ``*`` only as the last character; a ``-`` only in the last group, or in the
+    one before a final ``*`` (``2::ac5:78:1-200:*``)."""
+    star, minus = pattern.find("*"), pattern.find("-")
+    if star > -1 and star != len(pattern) - 1:
+        raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
+    last = pattern.rfind(":")
+    if minus > -1 and minus <= (last if star == -1 else pattern.rfind(":", 0, last)):
+        raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
+
+
+def _v6_range(pattern: str) -> AddressMatcher:
+    """RocketMQ's IPv6 ``RangeRemoteAddressStrategy``: the range is the last group, or the one before a final ``*``;
+    the groups before it are expanded as ``AclUtils.v6ipProcess`` does (a ``::`` among them widened as if the range
+    were the 8th group, or the 7th before a ``*``), and the address's group after them must be in the range."""
+    _check_v6_range(pattern)
+    both = "*" in pattern and "-" in pattern
+    groups = [group.strip() for group in pattern.split(":") if group]  # StringUtils.split
+    at = len(groups) - (2 if both else 1)
+    bounds = _bounds(groups[at], pattern, 16, 0xFFFF) if at >= 1 else None
+    if bounds is None:
+        raise AddressPatternError(f"RangeRemoteAddressStrategy netaddress examine scope Exception {pattern}")
+    cut = pattern.rfind(":")
+    if both:
+        cut = pattern.rfind(":", 0, cut)
+    head = _expand_ip(pattern[:cut], 6 if both else 7)
+    if len(head) >= 8 or not all(len(p) == 4 and all(c in "0123456789ABCDEF" for c in p) for p in head):
+        raise AddressPatternError(f"Netaddress examine Exception netaddress is {pattern}")
+    return _range_matcher(True, head, len(head), *bounds)
+
+
+def _range(pattern: str) -> AddressMatcher:
+    return _v6_range(pattern) if ":" in pattern else _v4_range(pattern)
 
 
 def address_matcher(pattern: object) -> AddressMatcher:
