@@ -90,7 +90,7 @@ class BenchServicer(service_grpc.MessagingServiceServicer):  # type: ignore[misc
 async def serve_grpcio(bridged: bool) -> None:
     from proxy.server import GrpcServer
 
-    server = GrpcServer(lambda bridge: BenchServicer(bridge if bridged else None), "127.0.0.1", 0)
+    server = GrpcServer(lambda bridge, _peer: BenchServicer(bridge if bridged else None), "127.0.0.1", 0)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(server.serve)
         print(port, flush=True)

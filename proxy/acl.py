@@ -6,7 +6,8 @@
 :class:`~broker.acl.manager.AclManager` (the same accounts, white lists and hot reload as the remoting port) and
 :meth:`GrpcAcl.check` runs before anything else of an RPC (before the client-id check, as RocketMQ 5.3's request
 pipeline does). The order: the resources the request names (a request RocketMQ's parser refuses is refused), the
-global white list on the gRPC peer's IP, the ``authorization`` header (:mod:`proxy.auth_header`), then
+gRPC peer's IP (refused when unknown, :data:`~proxy.common.UNKNOWN_PEER`: RocketMQ always has the channel's
+address), the global white list on it, the ``authorization`` header (:mod:`proxy.auth_header`), then
 :meth:`AclManager.check <broker.acl.manager.AclManager.check>` (account, its white address, signature over
 ``x-mq-date-time``, permissions) — one check, two front ends.
 
@@ -34,7 +35,7 @@ from broker.acl.permission import ANY, PUB, SUB
 from broker.acl.plain_config import RETRY_PREFIX
 from broker.acl.resources import Needed
 from proxy.auth_header import AUTHORIZATION, DATE_TIME, parse_authorization
-from proxy.common import PEER_KEY, Code, RpcError, peer_of
+from proxy.common import PEER_KEY, UNKNOWN_PEER, Code, RpcError, peer_of
 from proxy.pb import definition
 from remoting.ratelog import RateLimitedLog
 
@@ -150,6 +151,8 @@ class GrpcAcl:
         try:
             needed = needed_by(req)
             ip = peer_of(md)[0]
+            if ip == UNKNOWN_PEER[0]:  # fail closed: never taken for any address a white list may name
+                raise ValueError("the client's address is unknown")
             if self.manager.globally_white(ip):
                 return
             auth = parse_authorization(md.get(AUTHORIZATION))

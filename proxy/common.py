@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Coroutine
 from typing import Any, Final, TypeVar
+from urllib.parse import unquote
 
 from proxy.pb import definition
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
@@ -13,6 +14,8 @@ from remoting.codec.topics import is_system_group, is_system_topic, validate_gro
 
 __all__ = [
     "BACKOFF_SECONDS",
+    "PEER_KEY",
+    "UNKNOWN_PEER",
     "Code",
     "RpcError",
     "check_topic",
@@ -29,6 +32,10 @@ T = TypeVar("T")
 Code = definition.Code
 #: The header the proxy puts the gRPC peer in for the Trio side (``ipv4:127.0.0.1:51234``).
 PEER_KEY: Final = "x-rocketrio-peer"
+#: :func:`peer_of` of a caller whose address is not known: no client sends from it, the ACL refuses it
+#: (:mod:`proxy.acl`), the client registry and a message's born host show it. Never 127.0.0.1, which white lists
+#: may trust.
+UNKNOWN_PEER: Final = ("0.0.0.0", 0)
 #: The default group retry policy's delays (RocketMQ's CustomizedRetryPolicy): 1s 5s 10s 30s 1m ... 2h.
 BACKOFF_SECONDS: Final = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 
@@ -128,11 +135,14 @@ def client_id_of(metadata: dict[str, str]) -> str:
 
 
 def peer_of(metadata: dict[str, str]) -> tuple[str, int]:
-    """The gRPC peer as ``(host, port)`` (``ipv4:h:p`` or ``ipv6:[h]:p``); 127.0.0.1:0 when unknown."""
-    peer = metadata.get(PEER_KEY, "")
-    _, _, rest = peer.partition(":")
+    """The gRPC peer as ``(host, port)``: grpcio writes ``ipv4:h:p`` and ``ipv6:%5Bh%5D:p`` (percent-encoded), the
+    front ``ipv6:[h]:p``. :data:`UNKNOWN_PEER` when there is none, it is no IP peer, or the front no longer knows
+    the client (:func:`proxy.front.real_peer` gives ``""``)."""
+    kind, _, rest = unquote(metadata.get(PEER_KEY, "")).partition(":")
     host, _, port = rest.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
+    host = host.removeprefix("[").removesuffix("]")
+    if kind not in ("ipv4", "ipv6") or not host:
+        return UNKNOWN_PEER
     return host, int(port) if port.isdigit() else 0
 
 

@@ -9,8 +9,13 @@ loop (never on the broker's Trio thread), with asyncio protocols, each side paus
 writes are buffered (flow control both ways), and half-closes passed through.
 
 The peer: grpcio sees the front's loopback connection. Every such connection is bound to a port of its own on
-127.0.0.1 before it connects, and :func:`real_peer` maps grpcio's view of it (``ipv4:127.0.0.1:<that port>``) back
-to the client's address while the connection lives, so the ACL white list and the client registry see the client.
+127.0.0.1 before it connects, and :meth:`SniffingFront.real_peer` maps grpcio's view of it
+(``ipv4:127.0.0.1:<that port>``) back to the client's address, so the ACL white list and the client registry see the
+client (RocketMQ 5 reads the channel's remote address: ``proxy/.../grpc/interceptor/HeaderInterceptor.java``). A
+client that goes away (a reset included) has its loopback connection half-closed and kept, with its address, until
+grpcio closes it (at most ``_LINGER`` seconds), so the calls grpcio starts meanwhile still see the client. Any other
+peer of grpcio's loopback ports (a call started on an ended connection, a local process bypassing the front) is
+unknown, ``""``, which the ACL refuses: never 127.0.0.1, which a white list may trust.
 
 Errors: a connection silent for ``sniff_timeout`` seconds, refused by the mode, or whose loopback connection cannot
 be opened is closed (logged, rate-limited); nothing else is affected. Garbage after the first byte is grpcio's to
@@ -27,24 +32,15 @@ from typing import Final
 from remoting.ratelog import RateLimitedLog
 from remoting.tls import sniff
 
-__all__ = ["SniffingFront", "real_peer"]
+__all__ = ["SniffingFront"]
 
 log = logging.getLogger(__name__)
 
 _LOOPBACK: Final = "127.0.0.1"
 _LOOPBACK_PEER: Final = f"ipv4:{_LOOPBACK}:"
-#: grpcio's peer string of each live loopback connection (by its local port) -> the client's, as grpcio writes it.
-#: Process-wide: bind() gives each live socket its own port, whichever front opened it.
-_PEERS: dict[int, str] = {}
-
-
-def real_peer(peer: str) -> str:
-    """``peer`` (grpcio's ``context.peer()``), or the client behind it when it is a front's loopback connection."""
-    if peer.startswith(_LOOPBACK_PEER):
-        port = peer[len(_LOOPBACK_PEER) :]
-        if port.isdigit():
-            return _PEERS.get(int(port), peer)
-    return peer
+#: How long a loopback connection whose client has gone waits for grpcio to close it (grpcio closes at once on the
+#: half-close; this bounds a connection grpcio would keep).
+_LINGER: Final = 30.0
 
 
 def _grpc_peer(address: tuple[object, ...]) -> str:
@@ -64,6 +60,14 @@ class SniffingFront:
         #: Connections closed by the mode, by silence or for want of a loopback connection (tests and stats).
         self.refused = 0
         self._refusals = RateLimitedLog(log)
+        #: The local port of each open loopback connection -> its client's peer, as grpcio writes peers.
+        self.peers: dict[int, str] = {}
+
+    def real_peer(self, peer: str) -> str:
+        """The client behind ``peer`` (grpcio's ``context.peer()`` of a call on its loopback ports), or ``""`` when
+        ``peer`` is no open loopback connection of this front (unknown: see the module docstring)."""
+        port = peer[len(_LOOPBACK_PEER) :] if peer.startswith(_LOOPBACK_PEER) else ""
+        return self.peers.get(int(port), "") if port.isdigit() else ""
 
     async def start(self, host: str, port: int) -> asyncio.Server:
         """Listen on ``host:port`` (0: a free port). Raises ``OSError`` if it cannot be bound."""
@@ -107,19 +111,42 @@ class _Pipe(asyncio.Protocol):
         other, self.other = self.other, None
         if other is not None and other.transport is not None:
             other.other = None
-            other.transport.close()
+            other.peer_gone(other.transport)
+
+    def peer_gone(self, transport: asyncio.Transport) -> None:
+        """The other side's connection has ended: end this one."""
+        transport.close()
 
 
 class _Outbound(_Pipe):
+    """The loopback connection to grpcio; its local port is in ``front.peers`` from when it is piped until it ends."""
+
+    linger: asyncio.TimerHandle | None = None
+
+    def __init__(self, front: SniffingFront) -> None:
+        self.front = front
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+    def peer_gone(self, transport: asyncio.Transport) -> None:
+        """The client has gone: half-close, so grpcio ends the connection once it has read what came before, and
+        keep reading (its close ends this side) for at most ``_LINGER`` seconds."""
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        transport.resume_reading()  # a client that could not keep up had paused it
+        self.linger = asyncio.get_running_loop().call_later(_LINGER, transport.close)
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.linger is not None:
+            self.linger.cancel()
         sockname = self.transport.get_extra_info("sockname") if self.transport is not None else None
         if sockname is not None:
-            _PEERS.pop(sockname[1], None)
+            self.front.peers.pop(sockname[1], None)  # a call grpcio starts from now on has no known client
         super().connection_lost(exc)
 
 
@@ -168,7 +195,9 @@ class _Inbound(_Pipe):
     async def _connect(self, port: int) -> None:
         loop = asyncio.get_running_loop()
         try:
-            _, outbound = await loop.create_connection(_Outbound, _LOOPBACK, port, local_addr=(_LOOPBACK, 0))
+            _, outbound = await loop.create_connection(
+                lambda: _Outbound(self.front), _LOOPBACK, port, local_addr=(_LOOPBACK, 0)
+            )
         except OSError as exc:
             self.front.refuse(self.peer, f"cannot reach grpcio's port {port}: {exc!r}")
             if self.transport is not None:
@@ -178,7 +207,7 @@ class _Inbound(_Pipe):
         if self.closed:
             outbound.transport.close()
             return
-        _PEERS[outbound.transport.get_extra_info("sockname")[1]] = self.peer
+        self.front.peers[outbound.transport.get_extra_info("sockname")[1]] = self.peer
         self.other, outbound.other = outbound, self
         outbound.transport.write(bytes(self.pending))
         self.pending.clear()

@@ -45,14 +45,14 @@ _OPTIONS: Final = [
 
 
 class GrpcServer:
-    """One listening port. ``activity_factory(bridge)`` builds the Trio-side object whose coroutines serve the RPCs
-    (see :class:`proxy.servicer.MessagingServicer`); ``tls`` is ``(certificate chain PEM, private key PEM)``: the port
-    serves TLS only, or, with ``permissive``, TLS and plaintext alike through a :class:`proxy.front.SniffingFront`;
-    ``max_inbound`` is the largest request taken (bytes)."""
+    """One listening port. ``servicer_factory(bridge, real_peer)`` builds the servicer whose coroutines serve the RPCs
+    (see :class:`proxy.servicer.MessagingServicer`), ``real_peer`` being :meth:`real_peer`; ``tls`` is ``(certificate
+    chain PEM, private key PEM)``: the port serves TLS only, or, with ``permissive``, TLS and plaintext alike through a
+    :class:`proxy.front.SniffingFront`; ``max_inbound`` is the largest request taken (bytes)."""
 
     def __init__(
         self,
-        servicer_factory: Callable[[TrioBridge], object],
+        servicer_factory: Callable[[TrioBridge, Callable[[str], str]], object],
         host: str,
         port: int,
         tls: tuple[bytes, bytes] | None = None,
@@ -81,7 +81,7 @@ class GrpcServer:
         async with trio.open_nursery() as nursery:
             bridge_nursery: trio.Nursery = await nursery.start(_shielded_nursery, bridge_scope, bridge_done)
             bridge = TrioBridge(bridge_nursery)
-            servicer = self._factory(bridge)
+            servicer = self._factory(bridge, self.real_peer)
             ready: queue.Queue[int | BaseException] = queue.Queue()
             self._thread = threading.Thread(target=self._thread_main, args=(servicer, ready), name="grpc", daemon=True)
             self._thread.start()
@@ -98,6 +98,11 @@ class GrpcServer:
                 with trio.CancelScope(shield=True):
                     await bridge_done.wait()
                     await trio.to_thread.run_sync(self._stop_thread)
+
+    def real_peer(self, peer: str) -> str:
+        """The client of a call whose ``context.peer()`` is ``peer``: ``peer`` itself when grpcio serves the port, the
+        front's client when a :class:`~proxy.front.SniffingFront` does (``""``, unknown, when it has none)."""
+        return peer if self.front is None else self.front.real_peer(peer)
 
     def _stop_thread(self) -> None:
         loop, stop = self._loop, self._stop

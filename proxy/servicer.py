@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, TypeAlias
 
 import grpc
 
 from proxy.bridge import BridgeClosed, TrioBridge
 from proxy.common import PEER_KEY, Code, RpcError
-from proxy.front import real_peer
 from proxy.messaging import MessagingActivity
 from proxy.pb import service, service_grpc
 
@@ -36,18 +35,20 @@ _DEADLINE_MARGIN: Final = 0.5
 Context: TypeAlias = Any
 
 
-def _metadata(context: Context) -> dict[str, str]:
+def _metadata(context: Context, real_peer: Callable[[str], str]) -> dict[str, str]:
     md = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
     md[PEER_KEY] = real_peer(context.peer() or "")
     return md
 
 
 class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[misc]
-    """See the module docstring."""
+    """See the module docstring. ``real_peer`` maps grpcio's ``context.peer()`` to the client's (the server's
+    :meth:`proxy.server.GrpcServer.real_peer`)."""
 
-    def __init__(self, bridge: TrioBridge, activity: MessagingActivity) -> None:
+    def __init__(self, bridge: TrioBridge, activity: MessagingActivity, real_peer: Callable[[str], str]) -> None:
         self.bridge = bridge
         self.activity = activity
+        self.real_peer = real_peer
         self._outboxes: set[asyncio.Queue[Any]] = set()
 
     def close_streams(self) -> None:
@@ -58,7 +59,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
     async def _unary(self, fn: Any, make: Any, request: Any, context: Context, *, waits: bool = False) -> Any:
         """One unary request on the Trio thread: synchronously (no Trio task, see TrioBridge.call_sync) unless the
         handler ``waits`` (a coroutine)."""
-        md = _metadata(context)
+        md = _metadata(context, self.real_peer)
         try:
             if waits:
                 return await self.bridge.call(self.activity.guarded, fn, make, request, md)
@@ -73,7 +74,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         return await self._unary(self.activity.heartbeat, service.HeartbeatResponse, request, context)
 
     async def SendMessage(self, request: Any, context: Context) -> Any:
-        md = _metadata(context)
+        md = _metadata(context, self.real_peer)
         try:
             # ASYNC_FLUSH: the whole send runs synchronously; else, in the same hand-off, a Trio task that may wait.
             return await self.bridge.call_now_or_later(self.activity.send_now, self.activity.send, request, md)
@@ -109,7 +110,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
     async def ReceiveMessage(self, request: Any, context: Context) -> AsyncIterator[Any]:
         remaining = context.time_remaining()
         deadline = None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN)
-        md = _metadata(context)
+        md = _metadata(context, self.real_peer)
         try:
             # Nothing visible yet: long-poll in a Trio task, started in the same hand-off.
             now, later = self.activity.receive_now, self.activity.receive
@@ -124,7 +125,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
                 raise
 
     async def Telemetry(self, request_iterator: AsyncIterator[Any], context: Context) -> AsyncIterator[Any]:
-        md = _metadata(context)
+        md = _metadata(context, self.real_peer)
         loop = asyncio.get_running_loop()
         outbox: asyncio.Queue[Any] = asyncio.Queue()
 

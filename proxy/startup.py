@@ -14,6 +14,7 @@ read raises ``OSError`` too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -81,8 +82,8 @@ async def serve_proxy(
     """Serve the gRPC endpoint of a serving ``controller`` until cancelled. See the module docstring."""
     activity, revive = build_activity(controller, config)
 
-    def servicer(bridge: TrioBridge) -> MessagingServicer:
-        return MessagingServicer(bridge, activity)
+    def servicer(bridge: TrioBridge, real_peer: Callable[[str], str]) -> MessagingServicer:
+        return MessagingServicer(bridge, activity, real_peer)
 
     host = controller.config.listen_host
     async with trio.open_nursery() as nursery:

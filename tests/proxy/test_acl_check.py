@@ -1,13 +1,18 @@
 """The gRPC ACL check without a broker: the ``authorization`` header's parsing and signature (any text gives a
 parsed header or AuthHeaderError, nothing else), the resources each 5.x request needs, and :class:`GrpcAcl` over a
-real :class:`AclManager` and ``plain_acl.yml`` (every refusal is an RpcError 40100, never another exception)."""
+real :class:`AclManager` and ``plain_acl.yml`` (every refusal is an RpcError 40100, never another exception). The
+peer's IP as the check sees it: grpcio's percent-encoded IPv6 peer decoded (a white-listed ``::1`` client matches),
+an unknown peer refused, never taken for 127.0.0.1 (both found by a review)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import socket
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,8 +23,10 @@ from broker.acl.manager import AclFiles, AclManager
 from broker.acl.permission import ANY, PUB, SUB
 from proxy.acl import GrpcAcl, needed_by
 from proxy.auth_header import AuthHeaderError, authorization_header, parse_authorization
-from proxy.common import PEER_KEY, Code, RpcError
+from proxy.common import PEER_KEY, UNKNOWN_PEER, Code, RpcError, peer_of
 from proxy.pb import definition, service
+from proxy.server import GrpcServer
+from proxy.servicer import _metadata
 
 DATE = "20261127T222222Z"
 #: The Python 5.x client's header for Credentials("ak-user1", "sk-secret1") at DATE (hmac.new(sk, DATE, sha1).hex()).
@@ -34,6 +41,10 @@ accounts:
      topicPerms: [TPub=PUB, TSub=SUB, TBoth=PUB|SUB], groupPerms: [GSub=SUB]}
   - {accessKey: ak-white, secretKey: sk-white1, whiteRemoteAddress: 192.168.7.*, defaultTopicPerm: DENY}
 """
+#: An ``accounts`` entry white-listed for 127.0.0.1: from there, no right signature is needed.
+LOCAL_TOOL = (
+    "  - {accessKey: local-tool, secretKey: local-secret, whiteRemoteAddress: 127.0.0.1, defaultTopicPerm: PUB}\n"
+)
 
 
 def test_the_official_clients_headers_verify() -> None:
@@ -146,13 +157,18 @@ def test_requests_rocketmq_5_cannot_parse_are_refused(req: Any, reason: str) -> 
         needed_by(req)
 
 
-@pytest.fixture
-def acl(tmp_path: Path) -> GrpcAcl:
-    (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
-    manager = AclManager(AclFiles(tmp_path))
+def acl_over(home: Path, plain_acl: str) -> GrpcAcl:
+    """The gRPC check over an AclManager loaded from ``home`` whose ``conf/plain_acl.yml`` is ``plain_acl``."""
+    (home / "conf").mkdir()
+    (home / "conf" / "plain_acl.yml").write_text(plain_acl)
+    manager = AclManager(AclFiles(home))
     manager.load()
     return GrpcAcl(manager)
+
+
+@pytest.fixture
+def acl(tmp_path: Path) -> GrpcAcl:
+    return acl_over(tmp_path, PLAIN_ACL)
 
 
 def _md(header: str | None, peer: str = "ipv4:127.0.0.1:5000", date: str | None = DATE) -> dict[str, str]:
@@ -227,3 +243,75 @@ def test_any_headers_are_refused_with_40100_never_an_exception(
     if date is not None:
         md["x-mq-date-time"] = date
     assert _refusal(acl, _send("TPub"), md) is not None
+
+
+@pytest.mark.parametrize(
+    ("peer", "address"),
+    [
+        ("ipv4:10.1.2.3:5000", ("10.1.2.3", 5000)),
+        ("ipv6:%5B::1%5D:443", ("::1", 443)),  # grpcio's own form
+        ("ipv6:[fe80::1]:7", ("fe80::1", 7)),  # the front's
+        ("", UNKNOWN_PEER),  # proxy.front.real_peer of an ended front connection
+        ("ipv4::0", UNKNOWN_PEER),
+        ("unix:/tmp/grpc.sock", UNKNOWN_PEER),
+        (None, UNKNOWN_PEER),
+    ],
+)
+def test_the_peer_is_read_from_grpcios_and_the_fronts_forms(peer: str | None, address: tuple[str, int]) -> None:
+    assert peer_of({} if peer is None else {PEER_KEY: peer}) == address
+
+
+@pytest.mark.parametrize("peer", ["", "unix:/tmp/grpc.sock", "ipv4::0"])
+def test_an_unknown_peer_is_refused_even_where_loopback_is_white_listed(tmp_path: Path, peer: str) -> None:
+    """An account white-listed for 127.0.0.1 and a global white list for everything: a call whose address is not
+    known is still refused, never taken for a local one."""
+    acl = acl_over(tmp_path, "globalWhiteRemoteAddresses: ['*']\naccounts:\n" + LOCAL_TOOL)
+    wrong = authorization_header("local-tool", "not-the-secret", DATE)
+    assert _refusal(acl, _send("T"), _md(wrong, peer=peer)) == "the client's address is unknown"
+    assert _refusal(acl, _send("T"), _md(wrong, peer="ipv4:127.0.0.1:1")) is None
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+def _grpc_metadata_of_a_call_from(host: str) -> dict[str, str]:
+    """The metadata MessagingServicer builds (``proxy.servicer._metadata``) for a real grpcio call from ``host`` to a
+    port grpcio serves itself."""
+    seen: list[dict[str, str]] = []
+    served_directly = GrpcServer(lambda bridge, real_peer: None, host, 0)
+
+    async def handler(req: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        seen.append(_metadata(context, served_directly.real_peer))
+        return b""
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        handlers = {"M": grpc.unary_unary_rpc_method_handler(handler)}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.S", handlers),))
+        port = server.add_insecure_port(f"[{host}]:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"[{host}]:{port}") as channel:
+                await channel.unary_unary("/test.S/M")(b"")
+        finally:
+            await server.stop(0)
+
+    asyncio.run(main())
+    return seen[0]
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
+def test_an_ipv6_grpc_client_is_matched_by_its_white_address(tmp_path: Path) -> None:
+    """grpcio gives ``context.peer()`` as ``ipv6:%5B::1%5D:<port>``; the check compares ``::1`` as RocketMQ 5 does
+    (the channel's address), so an account white-listed for ::1 needs no right signature."""
+    acl = acl_over(tmp_path, "accounts:\n" + LOCAL_TOOL.replace("127.0.0.1", "'::1'"))
+    md = _grpc_metadata_of_a_call_from("::1")
+    assert peer_of(md)[0] == "::1", md[PEER_KEY]
+    md.update(_md(authorization_header("local-tool", "not-the-secret", DATE), peer=md[PEER_KEY]))
+    assert _refusal(acl, _send("T"), md) is None

@@ -1,16 +1,28 @@
 """``proxy.front.SniffingFront`` over real sockets: the first byte picks grpcio's TLS or plaintext port as the mode
 says, the bytes are piped both ways with half-closes, refused connections close alone, and ``real_peer`` maps the
-loopback connection back to the client's address. Two asyncio echo servers stand in for grpcio's ports."""
+loopback connection back to the client's address: while grpcio's side is open, even after the client went away
+(a reset); any other peer (an ended connection, a process past the front) as unknown, never as the loopback address
+grpcio sees (which an ACL white list may trust; found by a review). Asyncio echo servers stand in for grpcio's
+ports, except in the last test: real grpcio with the ACL check, racing calls against their clients' resets."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import struct
+from pathlib import Path
 
+import grpc
+import h2.config
+import h2.connection
 import pytest
 
-from proxy.front import _PEERS, SniffingFront, real_peer
+from proxy.common import PEER_KEY, UNKNOWN_PEER, RpcError, peer_of
+from proxy.front import SniffingFront
+from proxy.pb import service
+from proxy.servicer import _metadata
 from remoting.tls import DISABLED, ENFORCING, PERMISSIVE
+from tests.proxy.test_acl_check import LOCAL_TOOL, acl_over
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -67,25 +79,26 @@ def test_permissive_routes_by_first_byte_and_carries_the_peer() -> None:
 def test_real_peer_while_connected() -> None:
     async def main() -> tuple[str, str]:
         seen: asyncio.Queue[str] = asyncio.Queue()
+        front = SniffingFront(PERMISSIVE, 0, 0)
 
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             host, port = writer.get_extra_info("peername")[:2]
             await reader.readexactly(1)  # grpcio sees a call only after bytes came, when the front has mapped it
-            seen.put_nowait(real_peer(f"ipv4:{host}:{port}"))
+            seen.put_nowait(front.real_peer(f"ipv4:{host}:{port}"))
             await reader.read()
             writer.close()
 
         backend = await asyncio.start_server(handle, "127.0.0.1", 0)
-        bport = backend.sockets[0].getsockname()[1]
-        server = await SniffingFront(PERMISSIVE, bport, bport).start("127.0.0.1", 0)
+        front.plain_port = front.tls_port = backend.sockets[0].getsockname()[1]
+        server = await front.start("127.0.0.1", 0)
         _reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
         writer.write(b"x")
         mapped = await seen.get()
         host, local = writer.get_extra_info("sockname")[:2]
         client = f"ipv4:{host}:{local}"
-        assert client in _PEERS.values()
+        assert client in front.peers.values()
         writer.close()
-        while client in _PEERS.values():  # the mapping goes with the connection (bounded by the test's timeout)
+        while front.peers:  # the mapping goes with the connection (bounded by the test's timeout)
             await asyncio.sleep(0.001)
         server.close()
         backend.close()
@@ -93,6 +106,13 @@ def test_real_peer_while_connected() -> None:
 
     mapped, client = asyncio.run(main())
     assert mapped == client
+
+
+@pytest.mark.parametrize("peer", ["ipv4:127.0.0.1:1", "ipv4:10.0.0.1:5000", "ipv6:%5B::1%5D:5000", ""])
+def test_a_peer_that_is_no_open_connection_of_the_front_is_unknown(peer: str) -> None:
+    """A local process connecting to grpcio's loopback port past the front, or a call grpcio starts on an ended
+    connection: no client address, never the loopback one grpcio sees."""
+    assert SniffingFront(PERMISSIVE, 1, 1).real_peer(peer) == ""
 
 
 def test_a_silent_connection_is_closed_after_the_sniff_timeout() -> None:
@@ -140,3 +160,117 @@ def test_a_client_gone_before_a_byte_affects_nothing() -> None:
         return answer
 
     assert asyncio.run(main()) == b"plain:after"
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close ``sock`` with a TCP reset (SO_LINGER 0), as a client that leaves with unread data does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def test_a_client_that_resets_keeps_its_address_until_grpcio_closes_then_is_unknown() -> None:
+    async def main() -> tuple[str, str, str]:
+        loop = asyncio.get_running_loop()
+        first_byte = asyncio.Event()
+        at_eof: asyncio.Future[str] = loop.create_future()
+        raw: list[str] = []
+
+        front = SniffingFront(PERMISSIVE, 0, 0)
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            host, port = writer.get_extra_info("peername")[:2]
+            raw.append(f"ipv4:{host}:{port}")
+            await reader.readexactly(1)
+            first_byte.set()
+            await reader.read()  # the front's half-close for the client that went away
+            at_eof.set_result(front.real_peer(raw[0]))  # what a call grpcio starts now sees
+            writer.close()
+
+        backend = await asyncio.start_server(handle, "127.0.0.1", 0)
+        front.plain_port = front.tls_port = backend.sockets[0].getsockname()[1]
+        server = await front.start("127.0.0.1", 0)
+        sock = socket.socket()
+        sock.setblocking(False)
+        await loop.sock_connect(sock, ("127.0.0.1", server.sockets[0].getsockname()[1]))
+        client = f"ipv4:127.0.0.1:{sock.getsockname()[1]}"
+        await loop.sock_sendall(sock, b"x")
+        await first_byte.wait()
+        _reset(sock)
+        while_open = await at_eof
+        while front.real_peer(raw[0]) == client:  # until grpcio's side has closed (bounded by the test's timeout)
+            await asyncio.sleep(0.001)
+        server.close()
+        backend.close()
+        return client, while_open, front.real_peer(raw[0])
+
+    client, while_open, after = asyncio.run(main())
+    assert while_open == client, f"a call grpcio starts after the client's reset sees {while_open!r}"
+    assert after == ""
+    assert peer_of({PEER_KEY: after}) == UNKNOWN_PEER
+
+
+def _h2_call(path: str, md: dict[str, str]) -> bytes:
+    """The bytes of an HTTP/2 connection carrying one unary gRPC call with an empty message."""
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    stream = conn.get_next_available_stream_id()
+    headers = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "proxy"),
+               ("content-type", "application/grpc"), ("te", "trailers"), *md.items()]  # fmt: skip
+    conn.send_headers(stream, headers)
+    conn.send_data(stream, b"\x00\x00\x00\x00\x00", end_stream=True)
+    return conn.data_to_send()
+
+
+def test_calls_of_clients_that_reset_at_once_are_never_admitted_as_loopback(tmp_path: Path) -> None:
+    """Real grpcio behind the front, an account white-listed for 127.0.0.1 (no signature needed from there), and
+    clients on 127.0.0.2 with a wrong signature that reset right after sending a call: whenever grpcio starts the
+    call, the ACL sees 127.0.0.2 or an unknown address and refuses it. Before the fix most runs admitted some."""
+    acl = acl_over(tmp_path, "accounts:\n" + LOCAL_TOOL)
+    calls: list[str] = []
+    admitted: list[str] = []
+    data = _h2_call("/test.S/M", {
+        "authorization": "MQv2-HMAC-SHA1 Credential=local-tool, SignedHeaders=x-mq-date-time, Signature=00",
+        "x-mq-date-time": "20261127T222222Z",
+    })  # fmt: skip
+
+    front = SniffingFront(PERMISSIVE, 0, 0)
+
+    async def handler(req: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        metadata = _metadata(context, front.real_peer)  # what MessagingServicer hands to the ACL check
+        calls.append(metadata[PEER_KEY])
+        route = service.QueryRouteRequest()
+        route.topic.name = "T"
+        try:
+            acl.check(route, metadata)
+        except RpcError:
+            return b""
+        admitted.append(metadata[PEER_KEY])
+        return b""
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        handlers = {"M": grpc.unary_unary_rpc_method_handler(handler)}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.S", handlers),))
+        front.plain_port = front.tls_port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        listener = await front.start("127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        try:
+            for delay in (0.0005, 0.001, 0.002, 0.004) * 2:
+                for _ in range(60):
+                    sock = socket.socket()
+                    sock.setblocking(False)
+                    sock.bind(("127.0.0.2", 0))
+                    await loop.sock_connect(sock, ("127.0.0.1", port))
+                    await loop.sock_sendall(sock, data)
+                    await asyncio.sleep(delay)
+                    sock.close()  # with grpcio's settings unread: a reset
+                await asyncio.sleep(0.2)
+        finally:
+            listener.close()
+            await server.stop(0)
+
+    asyncio.run(main())
+    assert calls, "no call reached the handler"
+    assert not admitted, f"{len(admitted)} of {len(calls)} calls from 127.0.0.2 admitted as {admitted[:3]}"

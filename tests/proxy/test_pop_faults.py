@@ -345,7 +345,7 @@ async def test_messages_a_broken_receive_stream_did_not_write_come_back_in_a_sec
     req.message_queue.topic.name = "PopGone"
     req.filter_expression.expression = "*"
     req.invisible_duration.FromSeconds(30)
-    servicer = MessagingServicer(TrioBridge(nursery), activity)
+    servicer = MessagingServicer(TrioBridge(nursery), activity, lambda peer: peer)
 
     async def read_status_and_go() -> Any:
         stream = servicer.ReceiveMessage(req, _GoneClientContext())
