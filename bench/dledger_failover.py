@@ -156,7 +156,7 @@ class Group:
 
     async def start_namesrv(self) -> None:
         log = (self.work / "namesrv.log").open("ab")
-        proc = await trio.lowlevel.open_process([str(_BIN / "mqnamesrv"), "-p", "0"], stdout=subprocess.PIPE,
+        proc = await trio.lowlevel.open_process([str(_BIN / "mqnamesrv"), "--listenPort", "0"], stdout=subprocess.PIPE,
                                                 stderr=log, start_new_session=True, env=self.env)  # fmt: skip
         log.close()
         self.namesrv = proc

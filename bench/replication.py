@@ -108,7 +108,7 @@ class Deployment:
         root.mkdir(parents=True)
         self.mode, self.role = mode, mode.partition("@")[0]
         self._code = code
-        self.namesrv = Server([sys.executable, "-m", "namesrv.cli", "-p", "0"], root / "namesrv.log")
+        self.namesrv = Server([sys.executable, "-m", "namesrv.cli", "--listenPort", "0"], root / "namesrv.log")
         self._root, self._segment = root, segment
         self.master: Server | None = None
         self.slave: Server | None = None

@@ -156,7 +156,9 @@ async def run(
 @click.command(
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
 )
-@click.option("-c", "config_file", type=click.Path(exists=True, dir_okay=False), help="RocketMQ broker.conf file.")
+@click.option(
+    "-c", "--configFile", "config_file", type=click.Path(exists=True, dir_okay=False), help="RocketMQ broker.conf file."
+)
 @click.option("-n", "--namesrv-addr", "namesrv_addr", default=None, help="Name servers, 'host:port[;host:port]'.")
 @click.option("--enable-proxy", "enable_proxy", is_flag=True, help="Also serve RocketMQ 5 gRPC clients (local proxy).")
 @click.option("-p", "--printConfigItem", "print_all", is_flag=True, help="Print every setting and exit.")

@@ -35,6 +35,7 @@ from remoting.codec.java_properties import (
     decode_properties_file,
     parse_properties,
     parse_property_args,
+    property_texts,
 )
 from remoting.connection import Address
 from remoting.server_main import STOP_SIGNALS, run_main
@@ -45,7 +46,7 @@ log = logging.getLogger("namesrv")
 _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
 
-def build_config(config_file: str | None, extra: list[str], listen_port: int | None) -> NamesrvConfig:
+def build_config(config_file: str | None, extra: list[str]) -> NamesrvConfig:
     """The effective config; unknown property names are reported on stderr, not fatal (as Java does)."""
     props = parse_properties(decode_properties_file(Path(config_file).read_bytes())) if config_file else {}
     props.update(parse_property_args(extra))
@@ -55,8 +56,6 @@ def build_config(config_file: str | None, extra: list[str], listen_port: int | N
     if config_file:
         # NamesrvStartup.java: namesrvConfig.setConfigStorePath(file), so UPDATE_NAMESRV_CONFIG persists there.
         config = attrs.evolve(config, config_store_path=config_file)
-    if listen_port is not None:
-        config = attrs.evolve(config, listen_port=listen_port)
     return config
 
 
@@ -83,16 +82,23 @@ async def run(config: NamesrvConfig) -> None:
 @click.command(
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
 )
-@click.option("-c", "config_file", type=click.Path(exists=True, dir_okay=False), help="RocketMQ properties file.")
-@click.option("-p", "--listen-port", type=click.IntRange(0, 65535), default=None, help="Listen port [default: 9876].")
+@click.option(
+    "-c", "--configFile", "config_file", type=click.Path(exists=True, dir_okay=False), help="RocketMQ properties file."
+)
+@click.option("-p", "--printConfigItem", "print_all", is_flag=True, help="Print every setting and exit.")
+@click.option("-n", "--namesrvAddr", "namesrv_addr", default=None, help="Accepted and ignored, as by NamesrvStartup.")
 @click.pass_context
-def main(ctx: click.Context, config_file: str | None, listen_port: int | None) -> None:
-    """Start a RocketMQ 4.x-compatible name server. Extra ``--name value`` pairs set properties."""
+def main(ctx: click.Context, config_file: str | None, print_all: bool, namesrv_addr: str | None) -> None:
+    """Start a RocketMQ 4.x-compatible name server (``--listenPort``, default 9876, and other ``--name value`` pairs
+    set properties), or with ``-p`` print every setting and exit, as NamesrvStartup."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        config = build_config(config_file, list(ctx.args), listen_port)
+        config = build_config(config_file, list(ctx.args))
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
+    if print_all:
+        click.echo("\n".join(f"{key}={text}" for key, text in property_texts(config).items()))
+        return
 
     def describe(failure: OSError | ConfigFileError) -> str:
         if isinstance(failure, OSError):

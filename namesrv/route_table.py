@@ -244,12 +244,17 @@ class RouteTable:
         return TopicList(sorted(t for t, queues in self._topic_queues.items() if names.intersection(queues)))
 
     def get_system_topic_list(self) -> TopicList:
-        """Cluster and broker names (the broker creates a topic for each), with one master address to ask."""
+        """Cluster and broker names (the broker creates a topic for each), with one broker address to ask: a master,
+        else (only slaves registered) a slave's, as Java's getSystemTopicList takes a broker's first address whatever
+        its id."""
         topics = set(self._clusters)
         for names in self._clusters.values():
             topics.update(names)
-        master = next((e.addrs[MASTER_ID] for e in self._brokers.values() if MASTER_ID in e.addrs), None)
-        return TopicList(sorted(topics), master)
+        tables = [e.addrs for e in self._brokers.values() if e.addrs]
+        addr = next((t[MASTER_ID] for t in tables if MASTER_ID in t), None)
+        if addr is None and tables:
+            addr = min(tables[0].items())[1]
+        return TopicList(sorted(topics), addr)
 
     def topic_sys_flags(self) -> dict[str, int]:
         """Each routed topic's ``topicSysFlag`` as its first registered broker reports it (Java's unit-topic lists

@@ -79,7 +79,7 @@ async def _stop(proc: trio.Process, signum: int) -> int:
 
 async def test_mqbroker_subprocess_registers_its_real_port_and_stops_on_sigterm(tmp_path: Path) -> None:
     nameserver = await trio.lowlevel.open_process(
-        [str(MQBROKER.with_name("mqnamesrv")), "-p", "0", "--listenHost", "127.0.0.1",
+        [str(MQBROKER.with_name("mqnamesrv")), "--listenPort", "0", "--listenHost", "127.0.0.1",
          "--kvConfigPath", str(tmp_path / "kv.json")],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip

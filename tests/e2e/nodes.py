@@ -82,7 +82,7 @@ class NamesrvNode(Node):
     boot = NAMESRV_BOOT
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "namesrv.cli", "-p", self.port]
+        return [sys.executable, "-m", "namesrv.cli", "--listenPort", self.port]
 
 
 class BrokerNode(Node):

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 import trio
+from click.testing import CliRunner
 
 from namesrv.cli import boot_line, build_config
+from namesrv.cli import main as namesrv_main
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
 from remoting.codec.java_properties import PropertiesError, parse_property_args
@@ -32,15 +34,15 @@ def test_property_args_accept_both_spellings_and_bare_flags() -> None:
         parse_property_args(["stray"])
 
 
-def test_config_precedence_file_then_properties_then_port_option(tmp_path: Path) -> None:
+def test_config_precedence_file_then_properties(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.properties"
     conf.write_text(
         "# a RocketMQ namesrv config\nlistenPort=9877\nkvConfigPath=/data/kv.json\norderMessageEnable=true\n"
     )
-    config = build_config(str(conf), ["--kvConfigPath", "/other/kv.json"], None)
+    config = build_config(str(conf), ["--kvConfigPath", "/other/kv.json"])
     assert (config.listen_port, config.kv_config_path, config.order_message_enable) == (9877, "/other/kv.json", True)
-    assert build_config(str(conf), ["--listenPort", "1"], 2).listen_port == 2
-    assert build_config(None, [], None).listen_port == 9876
+    assert build_config(str(conf), ["--listenPort", "1"]).listen_port == 1
+    assert build_config(None, []).listen_port == 9876
 
 
 def test_boot_line_shows_a_connectable_address() -> None:
@@ -52,7 +54,7 @@ async def test_mqnamesrv_subprocess_serves_routes_and_stops_on_sigint(tmp_path: 
     conf = tmp_path / "namesrv.properties"
     conf.write_text(f"listenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kvConfig.json'}\n")
     proc = await trio.lowlevel.open_process(
-        [str(MQNAMESRV), "-c", str(conf), "-p", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        [str(MQNAMESRV), "-c", str(conf), "--listenPort", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     try:
         assert proc.stdout is not None
@@ -74,3 +76,29 @@ async def test_mqnamesrv_subprocess_serves_routes_and_stops_on_sigint(tmp_path: 
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+def test_mqnamesrv_p_prints_every_setting_and_exits_as_namesrv_startup() -> None:
+    """NamesrvStartup.buildCommandlineOptions (4.9.8): ``-p``/``--printConfigItem`` is a flag that prints every
+    setting as ``key=value`` and exits 0, without starting; ``-n`` (ServerUtil's namesrvAddr) is accepted. ``-p`` was
+    our listen port (now ``--listenPort``, a property as any other)."""
+    result = CliRunner().invoke(namesrv_main, ["-n", "127.0.0.1:9876", "-p", "--listenPort", "9871"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "listenPort=9871" in lines and any(line.startswith("kvConfigPath=") for line in lines)
+    assert "boot success" not in result.output
+
+
+def test_mqnamesrv_and_mqbroker_read_the_file_named_by_the_long_option(tmp_path: Path) -> None:
+    """``--configFile`` is the long name of ``-c`` in NamesrvStartup and BrokerStartup; it was taken for an unknown
+    property, and the server started on its defaults."""
+    from broker.cli import main as broker_main
+
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text("listenPort=9872\n")
+    result = CliRunner().invoke(namesrv_main, ["--configFile", str(conf), "-p"])
+    assert result.exit_code == 0 and "listenPort=9872" in result.output.splitlines(), result.output
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-from-file\n")
+    result = CliRunner().invoke(broker_main, ["--configFile", str(conf), "-p"])
+    assert result.exit_code == 0 and "brokerName=broker-from-file" in result.output.splitlines(), result.output

@@ -28,7 +28,7 @@ BOOT = re.compile(rb"The Name Server boot success\. serializeType=JSON, address 
 def test_the_c_file_is_the_config_store_path_and_is_read_as_latin1(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.properties"
     conf.write_bytes(b"# caf\xe9\nrocketmqHome=/opt/caf\xe9\n")
-    config = build_config(str(conf), [], None)
+    config = build_config(str(conf), [])
     assert (config.config_store_path, config.rocketmq_home) == (str(conf), "/opt/caf\xe9")
 
 

@@ -10,9 +10,11 @@ import pytest
 from namesrv.kv_config import KVConfigManager
 from namesrv.processor import NamesrvProcessor
 from namesrv.route_table import RouteTable
-from remoting.codec.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicRouteData
+from remoting.client import RemotingClient
+from remoting.codec.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicList, TopicRouteData
 from remoting.codec.codes import RequestCode, ResponseCode
-from tests.namesrv.conftest import java_register_request, route_request
+from remoting.codec.command import request
+from tests.namesrv.conftest import StartNamesrv, java_register_request, route_request
 
 
 @pytest.fixture
@@ -78,3 +80,19 @@ async def test_every_name_server_code_is_served() -> None:
         RequestCode.UPDATE_NAMESRV_CONFIG,
         RequestCode.GET_NAMESRV_CONFIG,
     }
+
+
+async def test_system_topic_list_names_a_slave_when_no_master_is_registered(
+    start_namesrv: StartNamesrv, client: RemotingClient
+) -> None:
+    """RouteInfoManager.getSystemTopicList (4.9.8) names a broker's first address whatever its id, and
+    MQClientAPIImpl.getSystemTopicList then asks that broker for its own system topics: with only a slave registered
+    (the master gone, or not yet registered) the slave is named; ``brokerAddr`` used to be left out."""
+    _, addr = await start_namesrv()
+    slave = java_register_request(broker_addr="127.0.0.2:10911", broker_id=1)
+    assert (await client.invoke(addr, slave, 5.0)).code == ResponseCode.SUCCESS
+    response = await client.invoke(addr, request(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS), 5.0)
+    assert response.code == ResponseCode.SUCCESS
+    topics = TopicList.decode(response.body)
+    assert topics.topic_list == ["DefaultCluster", "broker-a"]
+    assert topics.broker_addr == "127.0.0.2:10911"
