@@ -16,8 +16,10 @@ Ownership and threads: one owner (the store's dispatch path) calls ``put``, ``qu
 Errors: ``load`` deletes a file :meth:`IndexFile.open` refuses (:class:`IndexFileCorruptError`: wrong size, impossible
 counts or offsets) and keeps the others, as Java's ``IndexService.load`` loads each file on its own; the CommitLog
 range the deleted file covered is a gap (:meth:`IndexService.gaps`) whose keys a classic store's recovery indexes
-again (:meth:`IndexService.refill`, store/recovery.py; a DLedger store's load leaves them unindexed). A corrupt
-chain inside a file only ends a lookup early, it never raises or loops.
+again (:meth:`IndexService.refill`, store/recovery.py; a DLedger store's load leaves them unindexed). The gap is
+recorded on disk before the file goes and forgotten only once the refill is flushed (:mod:`store.index_gaps`), so a
+crash before the refill ends leads to the refill on the next start. A corrupt chain inside a file only ends a lookup
+early, it never raises or loops.
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ from store.index_file import (
     index_key_hash,
     topic_key_hash,
     topic_key_hashes,
+)
+from store.index_gaps import (
+    commit_refill,
+    is_index_file_name,
+    read_dropped,
+    record_dropped,
+    refill_path,
+    settle_refills,
 )
 
 if TYPE_CHECKING:
@@ -77,10 +87,6 @@ def index_file_name(epoch_ms: int) -> str:
 
 def _index_file_epoch_ms(name: str) -> int:
     return int(time.mktime(time.strptime(name[:14], "%Y%m%d%H%M%S"))) * 1000 + int(name[14:])
-
-
-def _is_index_file_name(name: str) -> bool:
-    return len(name) == 17 and name.isdigit()
 
 
 def _name_after(name: str) -> str:
@@ -118,7 +124,7 @@ class IndexService:
         self.max_hash_slots = max_hash_slots
         self.max_index_num = max_index_num
         self._files: list[IndexFile] = []
-        self._dropped: list[str] = []  # names of the files load deleted, until refilled
+        self._dropped: list[str] = []  # names of the files load deleted, until refilled (as recorded on disk)
         self._lock = threading.Lock()
         self._last_flushed_timestamp = 0
 
@@ -145,32 +151,47 @@ class IndexService:
         return self._last_flushed_timestamp
 
     def load(self) -> None:
-        """Open the files already in ``<root>/index/``. One :meth:`IndexFile.open` refuses is logged and deleted,
-        the rest kept: what it covered is a gap (:meth:`gaps`) until :meth:`refill`. Any other error (I/O) raises,
-        with the files opened before it closed again."""
+        """Open the files already in ``<root>/index/``. One :meth:`IndexFile.open` refuses is logged, recorded and
+        deleted, the rest kept: what it covered is a gap (:meth:`gaps`) until :meth:`refill`, this start or a later
+        one (gaps recorded before are gaps still; what a refill cut short wrote is deleted). Any other error (I/O)
+        raises, with the files opened before it closed again."""
         self.close()
         self.directory.mkdir(parents=True, exist_ok=True)
         for leftover in self.directory.glob("*.creating"):
             leftover.unlink()
+        dropped = read_dropped(self.directory)
+        names = sorted(p.name for p in self.directory.iterdir() if is_index_file_name(p.name))
+        files, unusable = self._open_files(settle_refills(self.directory, dropped, names), dropped)
+        if unusable:
+            record_dropped(self.directory, dropped.union(unusable))  # before the deletes: the gap outlives a crash
+            for name in unusable:
+                (self.directory / name).unlink()
+        with self._lock:
+            self._files = files
+        self._dropped = sorted(dropped.union(unusable))
+        last = self._last_non_empty()
+        self._last_flushed_timestamp = last.end_timestamp if last else 0
+
+    def _open_files(self, names: list[str], dropped: set[str]) -> tuple[list[IndexFile], list[str]]:
+        """Map the files ``names``; returns them and the names of those unusable: refused by :meth:`IndexFile.open`
+        (logged), or recorded as deleted already (a crash came before the delete)."""
         files: list[IndexFile] = []
-        dropped: list[str] = []
+        unusable: list[str] = []
         try:
-            for path in sorted(p for p in self.directory.iterdir() if _is_index_file_name(p.name)):
+            for name in names:
+                if name in dropped:
+                    unusable.append(name)
+                    continue
                 try:
-                    files.append(IndexFile.open(path, self.max_hash_slots, self.max_index_num))
+                    files.append(IndexFile.open(self.directory / name, self.max_hash_slots, self.max_index_num))
                 except IndexFileCorruptError as exc:
                     log.warning("%s: deleted, its keys are missing until recovery re-indexes them", exc)
-                    path.unlink()
-                    dropped.append(path.name)
+                    unusable.append(name)
         except BaseException:
             for f in files:
                 f.close()
             raise
-        with self._lock:
-            self._files = files
-        self._dropped = dropped
-        last = self._last_non_empty()
-        self._last_flushed_timestamp = last.end_timestamp if last else 0
+        return files, unusable
 
     def gaps(self) -> list[IndexGap]:
         """The CommitLog ranges whose index files :meth:`load` deleted and :meth:`refill` has not refilled, oldest
@@ -193,36 +214,41 @@ class IndexService:
 
     def refill(self, gap: IndexGap, messages: Iterable[tuple[str, list[str], int, int]]) -> int:
         """Index the gap's messages, ``(topic, keys, phy_offset, store_timestamp)`` in CommitLog order, into new files
-        in the deleted ones' place (named from ``gap.name`` on, below ``gap.limit``); the gap is closed. Returns how
-        many entries were written: fewer than the keys given only when the names below ``gap.limit`` run out (the
-        deleted files held fewer keys than the log gives now), logged."""
-        self._dropped = [n for n in self._dropped if not (n >= gap.name and (gap.limit is None or n < gap.limit))]
-        file: IndexFile | None = None
+        in the deleted ones' place (named from ``gap.name`` on, below ``gap.limit``), then close the gap: the files
+        are flushed, the gap leaves the record on disk, the files take their names and join the others (the steps of
+        :mod:`store.index_gaps`). Returns how many entries were written: fewer than the keys given only when the
+        names below ``gap.limit`` run out (the deleted files held fewer keys than the log gives now), logged. An error
+        raises with the gap still recorded: the next :meth:`load` deletes what was written and it is a gap again."""
+        files, written = self._write_refill(gap, messages)
+        left = [n for n in self._dropped if not (n >= gap.name and (gap.limit is None or n < gap.limit))]
+        commit_refill(self.directory, left, files)
+        self._dropped = left
+        with self._lock:
+            for file in files:
+                bisect.insort(self._files, file, key=lambda f: f.path.name)
+        return written
+
+    def _write_refill(
+        self, gap: IndexGap, messages: Iterable[tuple[str, list[str], int, int]]
+    ) -> tuple[list[IndexFile], int]:
+        """:meth:`refill`'s files, ``<name>.refill`` (not in the service yet), and how many entries they hold."""
+        files: list[IndexFile] = []
+        name = gap.name
         written = 0
         for topic, keys, phy_offset, store_timestamp in messages:
             entries = [(h, phy_offset) for h in topic_key_hashes(topic, keys)]
             while entries:
-                if file is None or file.is_full:
-                    file = self._insert_file(gap, file)
-                    if file is None:
+                if not files or files[-1].is_full:
+                    name = _name_after(name) if files else name
+                    if gap.limit is not None and name >= gap.limit:
                         log.warning("index gap from %s: no file name left below %s; later keys not indexed",
                                     gap.name, gap.limit)  # fmt: skip
-                        return written
-                count = file.put_entries(entries, store_timestamp)
+                        return files, written
+                    path = refill_path(self.directory, name)
+                    files.append(IndexFile.create(path, self.max_hash_slots, self.max_index_num))
+                count = files[-1].put_entries(entries, store_timestamp)
                 entries, written = entries[count:], written + count
-        return written
-
-    def _insert_file(self, gap: IndexGap, previous: IndexFile | None) -> IndexFile | None:
-        """A new file for :meth:`refill`, named after ``previous`` (``gap.name`` first), placed by its name; ``None``
-        when that name is not below ``gap.limit``."""
-        name = gap.name if previous is None else _name_after(previous.path.name)
-        if gap.limit is not None and name >= gap.limit:
-            return None
-        file = IndexFile.create(self.directory / name, self.max_hash_slots, self.max_index_num)
-        with self._lock:
-            names = [f.path.name for f in self._files]
-            self._files.insert(bisect.bisect(names, name), file)
-        return file
+        return files, written
 
     def put(self, topic: str, keys: Iterable[str], phy_offset: int, store_timestamp: int) -> None:
         """Index one message under ``topic#key`` for each non-empty key, rolling to a new file when one fills up.
@@ -346,9 +372,12 @@ class IndexService:
     def _new_file_path(self, last: IndexFile | None) -> Path:
         # Names must sort in creation order and never collide, even for two rolls within one millisecond or after
         # the clock stepped back: then the name is the newest file's time plus one millisecond.
+        # A new file never takes or precedes the name of a file whose gap is still recorded: load deletes such a
+        # file, and a refill needs the names after it.
         name = index_file_name(time.time_ns() // 1_000_000)
-        if last is not None and name <= last.path.name:
-            name = _name_after(last.path.name)
+        floor = max([*self._dropped, last.path.name] if last is not None else self._dropped, default=None)
+        if floor is not None and name <= floor:
+            name = _name_after(floor)
         while (self.directory / name).exists():
             name = _name_after(name)
         return self.directory / name

@@ -272,6 +272,11 @@ class IndexFile:
             finally:
                 os.close(fd)
 
+    def rename(self, path: Path) -> None:
+        """Move the file to ``path`` (replacing any file there), mapped as it is."""
+        os.replace(self.path, path)
+        self.path = path
+
     def close(self) -> None:
         if not self._mm.closed:
             self._mm.close()

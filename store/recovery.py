@@ -13,9 +13,10 @@ One algorithm for both cases, differing in how much is re-validated:
 4. Every ConsumeQueue drops entries that point at or past the recovered end, and the next-queue-offset table is
    rebuilt from the queues.
 
-Before the scan, index files the index's load deleted (unusable: :meth:`~store.index.IndexService.load`) are
-refilled: the keys of the records they covered below ``safe_offset`` are indexed again, in their place among the kept
-files (:func:`refill_index`), so one damaged file costs a re-read of its range, not the keys of the others.
+Before the scan, index files the index's load deleted (unusable: :meth:`~store.index.IndexService.load`, this start
+or one a crash cut short) are refilled: the keys of the records they covered below ``safe_offset`` are indexed again,
+in their place among the kept files (:func:`refill_index`), so one damaged file costs a re-read of its range, not the
+keys of the others.
 
 After a crash (``abort`` present) the ConsumeQueue tails are scanned linearly, because unflushed pages can leave
 holes; after a clean shutdown the same scan is cheap since ``safe_offset`` equals the end (zeroed space there is the

@@ -7,6 +7,7 @@ import random
 import struct
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from store.index import (
     IndexGap,
     IndexRuns,
     IndexService,
+    index_file_name,
     index_file_size,
     index_key_hash,
 )
@@ -364,6 +366,7 @@ def test_load_deletes_only_an_unusable_file_and_reports_the_range_it_covered(tmp
     service.load()
     assert [f.path for f in service.files] == [paths[0], paths[2]]
     assert not paths[1].exists()
+    assert (tmp_path / "index" / "dropped").read_text() == paths[1].name + "\n"  # recorded before the delete
     assert service.gaps() == [IndexGap(after=20, before=60, name=paths[1].name, limit=paths[2].name)]
     assert service.query("T", "u0", 10, 0, T0 * 2) == [0]
     assert service.query("T", "u8", 10, 0, T0 * 2) == [80]
@@ -379,12 +382,51 @@ def test_refill_puts_the_gaps_keys_back_in_the_deleted_files_place(tmp_path: Pat
     written = service.refill(gap, [("T", [f"u{i}"], i * 10, T0 + i * 1000) for i in (3, 4, 5)])
     assert written == 3
     assert service.gaps() == []
+    assert not (tmp_path / "index" / "dropped").exists()
     assert [f.path for f in service.files] == paths
     assert [(f.begin_phy_offset, f.end_phy_offset) for f in service.files] == [(0, 20), (30, 50), (60, 80)]
     assert service.query("T", "u4", 10, T0 + 4000, T0 + 4000) == [40]
     service.put("T", ["u9"], 90, T0 + 9000)  # new keys still go after the newest file
     assert service.files[-1].path != paths[1] and service.query("T", "u9", 10, 0, T0 * 2) == [90]
     service.close()
+
+
+def test_a_refill_that_counted_but_whose_files_were_not_renamed_yet_is_put_in_place_on_load(tmp_path: Path) -> None:
+    """A kill after the refill's commit (the gap gone from the record) but before its files took their names: the
+    next load renames them and keeps them."""
+    paths = _three_files_the_middle_one_cut(tmp_path)
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)
+    service.load()
+    (gap,) = service.gaps()
+    service.refill(gap, [("T", [f"u{i}"], i * 10, T0 + i * 1000) for i in (3, 4, 5)])
+    service.close()
+    paths[1].rename(paths[1].with_name(paths[1].name + ".refill"))  # the disk as the kill left it
+
+    reopened = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)
+    reopened.load()
+    assert [f.path for f in reopened.files] == paths
+    assert reopened.gaps() == []
+    assert reopened.query("T", "u4", 10, 0, T0 * 2) == [40]
+    reopened.close()
+
+
+def test_a_new_file_is_named_after_a_gap_not_refilled_yet(tmp_path: Path) -> None:
+    """A gap still recorded (a DLedger store never refills; here a file named by a clock that ran ahead): a new file
+    takes a later name, so the next load neither deletes it as the recorded file nor puts it before the gap."""
+    (tmp_path / "index").mkdir()
+    ahead = index_file_name(int(time.time() * 1000) + 3_600_000)
+    (tmp_path / "index" / "dropped").write_text(ahead + "\n")
+    service = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)
+    service.load()
+    service.put("T", ["k"], 0, T0)
+    assert only_file(service).name > ahead
+    service.close()
+
+    reopened = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)
+    reopened.load()
+    assert reopened.query("T", "k", 10, 0, T0 * 2) == [0]
+    assert [g.name for g in reopened.gaps()] == [ahead]
+    reopened.close()
 
 
 def test_refill_stops_when_no_file_name_is_left_before_the_next_kept_file(tmp_path: Path) -> None:

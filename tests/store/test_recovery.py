@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -12,6 +13,7 @@ import pytest
 
 from remoting.codec.message import decode_record
 from store.checkpoint import StoreLockedError
+from store.index import IndexService
 from store.message_store import MessageStore
 from store.results import GetStatus
 from store.store_config import BrokerRole
@@ -306,5 +308,53 @@ def test_index_files_of_another_geometry_are_rebuilt_from_the_whole_commitlog(tm
     try:
         assert len(store.index.files) == 1
         assert all(_found(store, f"k{i}") == 1 for i in (0, 299))
+    finally:
+        store.close()
+
+
+def test_a_crash_between_the_index_load_and_the_refill_leaves_the_gap_for_the_next_start(tmp_path: Path) -> None:
+    """The index's load records a damaged file's name (``index/dropped``) before deleting it: a kill right after the
+    load (the refill not begun) leaves the gap on disk, and the next start refills it."""
+    files = _store_with_two_index_files(tmp_path)
+    with open(files[0], "r+b") as damaged:
+        damaged.truncate(100)
+
+    first_start = IndexService(tmp_path, 64, 256)
+    first_start.load()  # what MessageStore.open_files does first; the process dies before recovery's refill
+    assert [g.name for g in first_start.gaps()] == [files[0].name]
+    del first_start  # kill -9: nothing else runs
+
+    store = open_store(tmp_path)
+    try:
+        assert _found(store, "k299") == 1
+        assert _found(store, "k0") == 1
+        assert not (tmp_path / "index" / "dropped").exists()
+    finally:
+        store.close()
+
+
+def test_a_crash_during_the_refill_leads_to_a_whole_refill_on_the_next_start(tmp_path: Path) -> None:
+    """A changed geometry drops every index file; a kill in the middle of the refill leaves ``.refill`` files the
+    gap's record disowns: the next start deletes them (the entry written before the kill, ``ghost`` at offset 0, is
+    gone) and indexes the whole CommitLog again."""
+    _store_with_two_index_files(tmp_path)
+
+    def killed_midway() -> Iterator[tuple[str, list[str], int, int]]:
+        yield "TopicTest", ["ghost"], 0, 1
+        raise KeyboardInterrupt  # stands for the kill: nothing after it runs
+
+    first_start = IndexService(tmp_path, 64, 512)
+    first_start.load()
+    (gap,) = first_start.gaps()
+    with pytest.raises(KeyboardInterrupt):
+        first_start.refill(gap, killed_midway())
+    assert [p.name for p in (tmp_path / "index").glob("*.refill")] == [gap.name + ".refill"]
+    del first_start
+
+    store = open_store(tmp_path, max_index_num=512)
+    try:
+        assert all(_found(store, f"k{i}") == 1 for i in (0, 254, 255, 299))
+        assert _found(store, "ghost") == 0
+        assert sorted(p.name for p in (tmp_path / "index").iterdir()) == [f.path.name for f in store.index.files]
     finally:
         store.close()
