@@ -99,10 +99,12 @@ def _name_after(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class IndexGap:
-    """CommitLog messages whose keys were in index files :meth:`IndexService.load` deleted: those at offsets above
-    ``after`` (the last message indexed before them; -1 for none) and below ``before`` (the first indexed after
-    them; ``None``: none is, up to the log's end). ``name`` is the first deleted file's and ``limit`` the next kept
-    file's (``None``: none): the refilled files are named from ``name`` on, below ``limit``."""
+    """CommitLog messages whose keys were in index files :meth:`IndexService.load` deleted: those from ``after``
+    (the last message indexed before them, whose later keys may have been in them; -1 for none) through ``before``
+    (the first indexed after them, whose first keys may have been in them; ``None``: none is, up to the log's end),
+    both included: ``put`` rolls to a new file between two keys of one message. ``name`` is the first deleted file's
+    and ``limit`` the next kept file's (``None``: none): the refilled files are named from ``name`` on, below
+    ``limit``."""
 
     after: int
     before: int | None

@@ -16,7 +16,8 @@ One algorithm for both cases, differing in how much is re-validated:
 Before the scan, index files the index's load deleted (unusable: :meth:`~store.index.IndexService.load`, this start
 or one a crash cut short) are refilled: the keys of the records they covered below ``safe_offset`` are indexed again,
 in their place among the kept files (:func:`refill_index`), so one damaged file costs a re-read of its range, not the
-keys of the others.
+keys of the others. The re-read is synchronous and logged (range, then keys and seconds): after a change of the index
+geometry it is the whole CommitLog.
 
 After a crash (``abort`` present) the ConsumeQueue tails are scanned linearly, because unflushed pages can leave
 holes; after a clean shutdown the same scan is cheap since ``safe_offset`` equals the end (zeroed space there is the
@@ -31,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -107,25 +109,32 @@ def _torn(meta: RecordMeta) -> bool:
 
 def refill_index(store: MessageStore, end: int) -> None:
     """Index again the keys of the records below ``end`` that were in index files the load deleted
-    (:meth:`~store.index.IndexService.gaps`), when the store indexes keys (``messageIndexEnable``). Blocking."""
+    (:meth:`~store.index.IndexService.gaps`: from the record at ``after`` through the one at ``before``, whose keys
+    may have been split between a deleted file and a kept one), when the store indexes keys
+    (``messageIndexEnable``). Blocking."""
     index = store.indexer
     if index is None:
         return
     for gap in index.gaps():
-        before = end if gap.before is None else min(gap.before, end)
-        written = index.refill(gap, _keyed_records(store, gap.after, before))
-        log.warning("index: %d keys of CommitLog (%d, %d) indexed again", written, gap.after, before)
+        first = max(gap.after, store.commitlog.min_offset)
+        stop = end if gap.before is None else min(gap.before + 1, end)
+        log.warning("index: indexing the keys of CommitLog [%d, %d) (%d bytes) again, those of the unusable index "
+                    "files deleted from %s on, before the store opens",
+                    first, stop, max(stop - first, 0), gap.name)  # fmt: skip
+        began = time.monotonic()
+        written = index.refill(gap, _keyed_records(store, first, stop))
+        log.warning("index: %d keys of CommitLog [%d, %d) indexed again in %.1f s", written, first, stop,
+                    time.monotonic() - began)  # fmt: skip
 
 
-def _keyed_records(store: MessageStore, after: int, before: int) -> Iterator[tuple[str, list[str], int, int]]:
-    """``(topic, keys, phy_offset, store_timestamp)`` of the records above ``after`` (a record's offset, or below the
-    log) and below ``before`` that dispatch would index: not rolled back, not of a deleted topic, with keys."""
-    commitlog = store.commitlog
+def _keyed_records(store: MessageStore, first: int, stop: int) -> Iterator[tuple[str, list[str], int, int]]:
+    """``(topic, keys, phy_offset, store_timestamp)`` of the records from ``first`` (a record boundary) up to
+    ``stop`` that dispatch would index: not rolled back, not of a deleted topic, with keys."""
     deleted = load_tombstones(store.root)
-    for _, meta in commitlog.scan(max(after, commitlog.min_offset), False):
-        if meta is None or meta.phy_offset <= after:
+    for _, meta in store.commitlog.scan(first, False):
+        if meta is None:
             continue
-        if meta.phy_offset >= before:
+        if meta.phy_offset >= stop:
             return
         if meta.sys_flag & SYSFLAG_TRANSACTION_MASK == SYSFLAG_TRANSACTION_ROLLBACK:
             continue

@@ -358,3 +358,38 @@ def test_a_crash_during_the_refill_leads_to_a_whole_refill_on_the_next_start(tmp
         assert sorted(p.name for p in (tmp_path / "index").iterdir()) == [f.path.name for f in store.index.files]
     finally:
         store.close()
+
+
+def _store_with_a_message_split_over_two_index_files(tmp_path: Path) -> list[Path]:
+    """254 one-key messages, then one with two keys (``x`` the 255th entry, filling the first file; ``y`` the first
+    of the second file), then 10 more: a message whose entries straddle two index files."""
+    store = open_store(tmp_path)
+    for i in range(254):
+        store.append(message(keys=f"k{i}"))
+    store.append(message(keys="x y"))
+    for i in range(10):
+        store.append(message(keys=f"after{i}"))
+    files = [f.path for f in store.index.files]
+    assert len(files) == 2
+    assert _found(store, "x") == 1 and _found(store, "y") == 1
+    store.close()
+    return files
+
+
+@pytest.mark.parametrize(("damaged", "lost"), [(0, "x"), (1, "y")])
+def test_the_refill_indexes_again_the_keys_of_a_message_straddling_the_damaged_files_edge(
+    tmp_path: Path, damaged: int, lost: str
+) -> None:
+    """``put`` rolls to a new file between two keys of one message, so a damaged file may hold some keys of the
+    message that ends the older kept file or starts the newer one: the refill takes both bounding messages too (their
+    other keys, now in two files, are found once: the store returns each offset once)."""
+    files = _store_with_a_message_split_over_two_index_files(tmp_path)
+    with open(files[damaged], "r+b") as f:
+        f.truncate(100)
+
+    store = open_store(tmp_path)
+    try:
+        assert _found(store, "k0") == 1 and _found(store, "after9") == 1
+        assert _found(store, "x") == 1 and _found(store, "y") == 1
+    finally:
+        store.close()
