@@ -79,19 +79,39 @@ class DashboardSettings:
 
 
 _BY_PROPERTY = {f.metadata["property"]: f.name for f in attrs.fields(DashboardSettings)}
+#: rocketmq-dashboard's own settings that have no use here, and the prefixes of Spring Boot's: read and ignored, so
+#: its shipped ``application.properties`` works as it is.
+_IGNORED = frozenset({"rocketmq.config.isVIPChannel", "rocketmq.config.ticketKey"})
+_IGNORED_PREFIXES = ("spring.", "logging.", "server.ssl.", "management.")
+
+
+def _from_file(file: str | Path) -> dict[str, Any]:
+    """The field values a ``-c`` file sets. Empty values are unset (rocketmq-dashboard falls back on its defaults
+    for them); ``rocketmq.config.namesrvAddrs`` (its list of name server addresses, the first one current) and
+    ``timeoutMillis`` are read too; any other unknown property raises SettingsError (a typo would go unnoticed)."""
+    values: dict[str, Any] = {}
+    for key, value in parse_properties(decode_properties_file(Path(file).read_bytes())).items():
+        if key in _IGNORED or key.startswith(_IGNORED_PREFIXES) or not value.strip():
+            continue
+        if key == "rocketmq.config.namesrvAddrs":
+            values.setdefault("namesrv_addr", value.split(",")[0].strip())
+        elif key == "rocketmq.config.timeoutMillis":
+            if not value.strip().isdigit():
+                raise SettingsError(f"{key} must be a number of milliseconds in {file}, not {value!r}")
+            values["rpc_timeout"] = int(value) / 1000
+        elif key in _BY_PROPERTY:
+            values[_BY_PROPERTY[key]] = value
+        else:
+            raise SettingsError(f"unknown property {key!r} in {file}")
+    return values
 
 
 def load_settings(
     file: str | Path | None = None, env: dict[str, str] | None = None, **overrides: Any
 ) -> DashboardSettings:
-    """Settings from the ``-c`` ``file`` (unknown properties raise SettingsError), then ``NAMESRV_ADDR`` in
-    ``env``, then the ``overrides`` that are not ``None`` (field names)."""
-    values: dict[str, Any] = {}
-    if file is not None:
-        for key, value in parse_properties(decode_properties_file(Path(file).read_bytes())).items():
-            if key not in _BY_PROPERTY:
-                raise SettingsError(f"unknown property {key!r} in {file}")
-            values[_BY_PROPERTY[key]] = value
+    """Settings from the ``-c`` ``file`` (:func:`_from_file`), then ``NAMESRV_ADDR`` in ``env``, then the
+    ``overrides`` that are not ``None`` (field names)."""
+    values = _from_file(file) if file is not None else {}
     if env and env.get("NAMESRV_ADDR"):
         values["namesrv_addr"] = env["NAMESRV_ADDR"]
     values.update({k: v for k, v in overrides.items() if v is not None})

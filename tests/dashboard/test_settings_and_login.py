@@ -39,6 +39,45 @@ def test_settings_from_a_properties_file_then_the_environment_then_options(tmp_p
             load_settings(file, {})
 
 
+#: rocketmq-dashboard's shipped ``src/main/resources/application.properties`` (comments left out), a name server
+#: added to its ``namesrvAddrs`` list and a timeout set.
+ROCKETMQ_DASHBOARD_PROPERTIES = """\
+server.address=0.0.0.0
+server.port=8080
+spring.application.name=rocketmq-dashboard
+spring.http.encoding.charset=UTF-8
+spring.http.encoding.enabled=true
+spring.http.encoding.force=true
+logging.level.root=INFO
+logging.config=classpath:logback.xml
+rocketmq.config.namesrvAddrs=10.1.2.3:9876,10.1.2.4:9876
+rocketmq.config.isVIPChannel=
+rocketmq.config.timeoutMillis=5000
+rocketmq.config.dataPath=/tmp/rocketmq-console/data
+rocketmq.config.enableDashBoardCollect=true
+rocketmq.config.msgTrackTopicName=
+rocketmq.config.ticketKey=ticket
+rocketmq.config.loginRequired=false
+rocketmq.config.useTLS=false
+"""
+
+
+def test_rocketmq_dashboards_own_settings_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mqdashboard -c`` takes the ``application.properties`` rocketmq-dashboard ships: Spring's keys and its
+    settings without a use here are ignored, empty values leave the defaults, ``namesrvAddrs`` gives the first name
+    server and ``timeoutMillis`` the timeout (the file was refused at its first Spring key). A typo under
+    ``rocketmq.config.`` is still refused."""
+    monkeypatch.delenv("NAMESRV_ADDR", raising=False)
+    file = tmp_path / "application.properties"
+    file.write_text(ROCKETMQ_DASHBOARD_PROPERTIES)
+    settings = load_settings(file, {})
+    assert (settings.namesrv_addr, settings.host, settings.port) == ("10.1.2.3:9876", "0.0.0.0", 8080)
+    assert (settings.rpc_timeout, settings.msg_track_topic_name) == (5.0, None)
+    file.write_text("rocketmq.config.nameSrvAddr=10.1.2.3:9876\n")
+    with pytest.raises(SettingsError, match="nameSrvAddr"):
+        load_settings(file, {})
+
+
 def test_acl_credentials_reach_a_signing_client_or_are_refused() -> None:
     settings = load_settings(None, {}, access_key="rocketmq2", secret_key="12345678")
     if "access_key" in attrs.fields_dict(ClientConfig):  # a client that signs requests
