@@ -16,10 +16,14 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
 - requests in both directions: the server uses :meth:`invoke` / :meth:`invoke_oneway` to call a client over the
   client's own connection (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED), the client to call the server;
 - per-invocation timeouts kept by one sweeper task per connection (no cancel scope per call) while :meth:`run`
-  runs: it removes every expired invocation before completing any, so their callbacks may close the connection or
-  invoke again (RocketMQ's ``NettyRemotingAbstract.scanResponseTable``); a connection that never runs (a stand-in
-  such as the proxy's channel for a 5.x client) has no sweeper, so :meth:`invoke` and :meth:`invoke_frame` then
-  bound their own wait (callback invocations need the sweeper);
+  runs: it wakes at the earliest deadline, so an invocation times out at its deadline (RocketMQ's remoting client
+  and server run ``NettyRemotingAbstract.scanResponseTable`` once a second, which expires an invocation 1 s past its
+  deadline). As that scan does, it removes every expired invocation before completing any, so their callbacks may
+  close the connection or invoke again. A connection that never runs (a stand-in such as the proxy's channel for a
+  5.x client) has no sweeper, so :meth:`invoke` and :meth:`invoke_frame` then bound their own wait (callback
+  invocations need the sweeper);
+- every invocation is completed once, by whoever takes it out of the pending table (the reader, the sweeper or
+  close), and what its completion raises is logged: it ends neither the connection nor the telling of the others;
 - idle tracking: no read and no write for ``idle_timeout`` seconds closes the connection (Java's 120 s default);
 - a budget per connection: while ``max_requests_in_flight`` requests read from the peer wait for their response, or
   while their bodies and the responses not yet written hold more than ``max_buffered_bytes``, the reader stops
@@ -135,6 +139,8 @@ class Connection:
         self._stream = stream
         self._raw = raw_socket
         self._max_frame = max_frame
+        #: opaque -> invocation awaiting its answer: one table for the connection's life (the reader holds it too),
+        #: emptied in place on close, never replaced.
         self._pending: dict[int, Invocation] = {}
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
@@ -278,7 +284,7 @@ class Connection:
                         if future is None:
                             log.debug("%r: dropped a response nobody waits for (opaque %d)", self, cmd.opaque)
                         else:
-                            future.complete(cmd)
+                            self._complete(future, cmd)
                     else:
                         size = len(cmd.body) + REQUEST_OVERHEAD
                         if cmd.flag & FLAG_ONEWAY:
@@ -321,7 +327,11 @@ class Connection:
                         opaque = fields.get("opaque")
                         future = self._pending.pop(opaque, None) if type(opaque) is int else None
                         if future is not None:
-                            if future.complete_json(fields, body):
+                            try:
+                                if future.complete_json(fields, body):
+                                    return None
+                            except Exception:  # taken, badly: it is out of the table, so it is not told again
+                                log.exception("%r: an invocation failed taking its answer", self)
                                 return None
                             self._pending[fields["opaque"]] = future  # declined: completed with the command below
                 return command_from_json(fields, body)
@@ -385,13 +395,21 @@ class Connection:
 
     def _time_out(self, expired: list[Invocation]) -> None:
         """Complete each of ``expired`` as timed out. Their callbacks may close the connection or invoke again (an
-        earlier deadline then sets the sweeper's wake-up event, so it scans again at once); one that raises is
-        logged and the others still run."""
+        earlier deadline then sets the sweeper's wake-up event, so it scans again at once)."""
         for future in expired:
-            try:
-                future.complete()  # neither response nor error: a timeout
-            except Exception:
-                log.exception("%r: an invocation's timeout handler failed", self)
+            self._complete(future)  # neither response nor error: a timeout
+
+    def _complete(
+        self, future: Invocation, response: RemotingCommand | None = None, error: RemotingError | None = None
+    ) -> None:
+        """Complete ``future``, which the caller has just taken out of the pending table (or never put in it): the
+        reader, the sweeper, close and a failed write all complete through here. What the completion raises (a bug
+        of the invocation's owner) is logged, so it neither ends the connection nor keeps other invocations from
+        being told (RocketMQ's ``NettyRemotingAbstract`` likewise catches around every ``executeInvokeCallback``)."""
+        try:
+            future.complete(response, error)
+        except Exception:
+            log.exception("%r: an invocation's completion failed", self)
 
     async def _watch_idle(self, idle_timeout: float) -> None:
         while True:
@@ -403,9 +421,15 @@ class Connection:
             await self._loop.sleep_until(deadline)
 
     def _release_waiters(self) -> None:
-        pending, self._pending = self._pending, {}
-        for future in pending.values():
-            future.complete(error=RemotingConnectError(f"connection to {self.remote_address} closed"))
+        """Fail every outstanding invocation, wake the writer's and the reader's waiters and drop queued frames. The
+        invocations are all taken out of the pending table before any is told (it is the connection's one table,
+        which the reader holds too), so an answer read after a callback closed the connection finds none of them
+        (RocketMQ's ``NettyRemotingAbstract.failFast`` removes each before calling it back)."""
+        pending = self._pending
+        released = list(pending.values())
+        pending.clear()
+        for future in released:
+            self._complete(future, error=RemotingConnectError(f"connection to {self.remote_address} closed"))
         self._outbox.clear()
         if self._drained is not None:
             self._drained.set()
@@ -663,7 +687,7 @@ class Connection:
 
     def _register(self, opaque: int, request: RemotingCommand | bytes, future: Invocation) -> None:
         if self._closed:
-            future.complete(error=RemotingClosedError(f"{self!r}: cannot invoke, connection closed"))
+            self._complete(future, error=RemotingClosedError(f"{self!r}: cannot invoke, connection closed"))
             return
         self._add_pending(opaque, future, future.deadline)
         try:
@@ -674,7 +698,7 @@ class Connection:
         except RemotingError as exc:  # the connection closed: close() failed the future already, unless still here
             if self._pending.get(opaque) is future:
                 del self._pending[opaque]
-                future.complete(error=exc)
+                self._complete(future, error=exc)
 
     async def invoke_frame(self, opaque: int, code: int, frame: bytes, timeout: float, decode: JsonDecoder) -> object:
         """:meth:`invoke` of a request already encoded (``frame``, whose opaque and code are given): the response's

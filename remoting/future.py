@@ -34,7 +34,8 @@ JsonDecoder = Callable[[dict[str, Any], bytes], object | None]
 
 class Invocation(Protocol):
     """What a connection's pending table holds: completed once, by whoever removes it from the table (the reader,
-    the expiry sweeper at ``deadline``, or close)."""
+    the expiry sweeper at ``deadline``, or close). What its ``complete`` or ``complete_json`` raises is logged by the
+    connection and goes no further (a ``complete_json`` that raises counts as having taken the answer)."""
 
     deadline: float
 

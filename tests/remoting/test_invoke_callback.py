@@ -19,7 +19,7 @@ from remoting.connection import Connection, RequestCallback
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
 from remoting.server import RemotingServer
-from tests.remoting.helpers import EchoProcessor, GateProcessor
+from tests.remoting.helpers import EchoProcessor, GateProcessor, RawPeer
 
 ECHO, SILENT = 1, 2
 
@@ -278,9 +278,17 @@ async def test_a_malformed_answer_to_a_declining_invocation_closes_the_connectio
     assert isinstance(outcome, RemotingConnectError)
 
 
-class _RaisingOnTimeout(_Recording):
+class _RaisingOnCompletion(_Recording):
+    """Records each completion (and each answer it takes from the header), then raises, as a bug of its owner's."""
+
+    def complete_json(self, fields: dict[str, object], body: bytes) -> bool:
+        if super().complete_json(fields, body):
+            raise ValueError("completion handler bug")
+        return False
+
     def complete(self, response: RemotingCommand | None = None, error: RemotingError | None = None) -> None:
-        raise ValueError("timeout handler bug")
+        super().complete(response, error)
+        raise ValueError("completion handler bug")
 
 
 async def test_an_invocation_raising_on_its_timeout_is_logged_and_the_sweep_goes_on(
@@ -288,7 +296,7 @@ async def test_an_invocation_raising_on_its_timeout_is_logged_and_the_sweep_goes
 ):
     """An :class:`~remoting.future.Invocation` whose completion raises must not end the connection, nor keep the
     invocations expiring with it from their timeout (Java's ``scanResponseTable`` catches per callback)."""
-    raising, after = _RaisingOnTimeout(None), _Recording(None)
+    raising, after = _RaisingOnCompletion(None), _Recording(None)
     with caplog.at_level(logging.ERROR):
         async with trio.open_nursery() as nursery:
             conn = _run_pair(nursery)
@@ -297,5 +305,118 @@ async def test_an_invocation_raising_on_its_timeout_is_logged_and_the_sweep_goes
             await trio.sleep(3)
             assert not conn.closed and conn.pending_invocations == 0
             nursery.cancel_scope.cancel()
-    assert after.outcomes == ["timeout"]
-    assert "timeout handler bug" in caplog.text
+    assert raising.outcomes == after.outcomes == ["timeout"]
+    assert "completion handler bug" in caplog.text
+
+
+async def _client_and_peer(client: RemotingClient) -> tuple[str, RawPeer, trio.socket.SocketType]:
+    """``client`` connected to a bare frame-level peer on 127.0.0.1 port 0 (the test writes its answers); returns
+    the address, the peer and its listening socket (the caller closes both)."""
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    host, port = listener.getsockname()[:2]
+    address = f"{host}:{port}"
+    await client.connection(address)
+    sock, _ = await listener.accept()
+    await trio.testing.wait_all_tasks_blocked()  # the connection runs: its reader, writer and sweeper wait
+    return address, RawPeer(trio.SocketStream(sock)), listener
+
+
+async def test_a_response_callback_that_closes_the_connection_leaves_the_other_invocations_completed_once():
+    """Two answers arrive in one read; the first one's callback closes the connection, which fails the other
+    invocation. The second answer, still in the read, must find nothing left to complete: an invocation is
+    completed once (``client.async_send.AsyncSend`` would otherwise retry the send, a duplicate message, and report
+    the answer as well)."""
+    other = _Recording(None)
+    first_outcomes: list[object] = []
+    async with RemotingClient() as client:
+        address, peer, listener = await _client_and_peer(client)
+
+        def close_on_answer(outcome: RemotingCommand | RemotingError) -> None:
+            first_outcomes.append(outcome)
+            client.close_connection(address)
+
+        client.invoke_callback(address, request(ECHO, body=b"a"), 5.0, close_on_answer, plain=True)
+        assert client.invoke_frame_future(address, 4242, encode_json_request(ECHO, 4242, {}, b"b"), other, 5.0)
+        first, second = await peer.receive(), await peer.receive()
+        assert first is not None and second is not None and second.opaque == 4242
+        await peer.send(first.response(ResponseCode.SUCCESS), second.response(ResponseCode.SUCCESS))  # one write
+        with trio.fail_after(5):
+            while not first_outcomes:
+                await trio.sleep(0.001)
+        await trio.testing.wait_all_tasks_blocked()
+        await peer.aclose()
+        listener.close()
+    assert len(first_outcomes) == 1 and isinstance(first_outcomes[0], RemotingCommand)
+    assert len(other.outcomes) == 1 and isinstance(other.outcomes[0], RemotingConnectError), other.outcomes
+
+
+async def test_close_tells_every_pending_invocation_even_when_one_raises(autojump_clock):
+    """Close fails every pending invocation, as the sweeper times them out: one whose completion raises is logged,
+    close() itself does not raise, and the invocations after it are still told (an ``invoke`` waiting on the
+    connection would otherwise wait for ever, its sweeper gone with the connection)."""
+    raising = _RaisingOnCompletion(None)
+    outcome: list[object] = []
+    raised: list[BaseException] = []
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        address, peer, listener = await _client_and_peer(client)
+        client.connections[address].invoke_frame_future(7, encode_json_request(SILENT, 7, {}, b""), raising, 30.0)
+
+        async def waiter() -> None:
+            try:
+                await client.invoke(address, request(SILENT), 30.0)
+            except RemotingError as exc:
+                outcome.append(exc)
+
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        try:
+            client.close_connection(address)
+        except Exception as exc:  # what the caller of close() gets
+            raised.append(exc)
+        with trio.move_on_after(600):  # virtual: twenty times the invocation's timeout
+            while not outcome:
+                await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+        await peer.aclose()
+        listener.close()
+    assert raised == [], f"close() raised {raised!r}"
+    assert len(raising.outcomes) == 1 and isinstance(raising.outcomes[0], RemotingConnectError)
+    assert len(outcome) == 1 and isinstance(outcome[0], RemotingConnectError), "the waiting invoke was never told"
+
+
+async def test_an_invocation_raising_on_its_answer_is_logged_and_the_client_lives_on(
+    caplog: pytest.LogCaptureFixture,
+):
+    """The reader hands answers to invocations too: what one raises, taking its answer from the JSON header or as
+    a command, is logged; the invocation is not told again, and neither the connection nor the client's task group
+    ends."""
+    taking, declining = _RaisingOnCompletion("1"), _RaisingOnCompletion(None)
+    crashed: list[BaseException] = []
+    with caplog.at_level(logging.ERROR):
+        try:
+            async with RemotingClient() as client:
+                address, peer, listener = await _client_and_peer(client)
+                assert client.invoke_frame_future(address, 8, encode_json_request(ECHO, 8, {}, b"a"), taking, 5.0)
+                assert client.invoke_frame_future(address, 9, encode_json_request(ECHO, 9, {}, b"b"), declining, 5.0)
+                for _ in range(2):
+                    sent = await peer.receive()
+                    assert sent is not None
+                    await peer.send(sent.response(ResponseCode.SUCCESS, ext_fields={"x": "1"}, body=sent.body))
+                with trio.fail_after(5):
+                    while not (taking.outcomes and declining.outcomes):
+                        await trio.sleep(0.001)
+                await trio.testing.wait_all_tasks_blocked()
+                assert address in client.connections and not client.connections[address].closed
+                assert client.connections[address].pending_invocations == 0
+                await peer.aclose()
+                listener.close()
+        except BaseException as exc:  # what the client's task group let out
+            crashed.append(exc)
+    assert crashed == [], f"the client's task group ended with {crashed!r}"
+    assert taking.outcomes == [("json", 8, b"a")]
+    (command,) = declining.outcomes
+    assert isinstance(command, RemotingCommand) and command.opaque == 9
+    logged = [r for r in caplog.records if r.exc_info is not None and isinstance(r.exc_info[1], ValueError)]
+    assert len(logged) == 2
