@@ -53,13 +53,16 @@ class AsyncSend(PreparedSend):
     It is its own :class:`~remoting.future.Invocation` when the request goes out as plain JSON (the usual case):
     the reader hands it the response's parsed header (:meth:`complete_json`, the result read straight from it), the
     sweeper a timeout, close an error. So an in-flight send is one object of its own, and none is made per response
-    but the result (fewer objects alive per send: the collector's cost grows with them)."""
+    but the result (fewer objects alive per send: the collector's cost grows with them). Only its first completion
+    counts (a later one would retry a send already answered, or report it twice), as Java's ``ResponseFuture`` runs
+    its callback once."""
 
     __slots__ = (
         "_address",
         "_attempts",
         "_broker_name",
         "_callback",
+        "_done",
         "_producer",
         "_retries",
         "_sent_ms",
@@ -85,6 +88,7 @@ class AsyncSend(PreparedSend):
         self._broker_name = ""
         self._started = 0.0
         self._sent_ms = 0
+        self._done = False
         self.deadline = 0.0
         self.start(info)
 
@@ -122,9 +126,12 @@ class AsyncSend(PreparedSend):
     # -- remoting.future.Invocation ----------------------------------------------------------------------------------
 
     def complete_json(self, fields: dict[str, Any], body: bytes) -> bool:
+        if self._done:
+            return True  # completed already: the answer is dropped
         result = _send_result_json(fields, api.STATUS_BY_CODE, SendResult, self.msg_id, self.topic, self._broker_name)
         if result is None:
             return False
+        self._done = True
         try:
             self._succeeded(result)
         except Exception:
@@ -132,6 +139,9 @@ class AsyncSend(PreparedSend):
         return True
 
     def complete(self, response: RemotingCommand | None = None, error: RemotingError | None = None) -> None:
+        if self._done:
+            return
+        self._done = True
         outcome = outcome_of(response, error, self.code, self._address, self._timeout)
         try:
             self._on_outcome(outcome)

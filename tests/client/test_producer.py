@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from client.api import pull_message
+from client.async_send import AsyncSend
 from client.config import ClientConfig
 from client.errors import SendFailedError, TopicRouteNotFoundError
 from client.instance import MQClientInstance
@@ -21,6 +22,7 @@ from remoting.codec.codes import RequestCode
 from remoting.codec.command import request
 from remoting.codec.headers import PullMessageRequestHeader
 from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt, iter_records
+from remoting.errors import RemotingConnectError
 from tests.client.helpers import create_topic, topic_on_two_brokers, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
@@ -232,6 +234,26 @@ async def test_task_free_async_send_retries_then_lists_every_attempt(cluster: Th
     [outcome] = outcomes
     assert isinstance(outcome, SendFailedError) and len(outcome.attempts) == 2
     assert "AsyncDoomed" in str(outcome)
+
+
+async def test_an_async_send_completed_again_neither_retries_nor_reports_again(cluster: ThreadedCluster) -> None:
+    """A task-free async send is its connection's invocation and counts its first completion only: told again after
+    its answer (an error, another answer), it neither retries (a duplicate message) nor calls back twice."""
+    await create_topic(cluster.namesrv_addr, "AsyncOnce", queues=1)
+    outcomes: list[SendResult | Exception] = []
+    async with Producer("pg", cluster.namesrv_addr, retry_times_when_send_async_failed=0) as producer:
+        await producer.send(Message("AsyncOnce", b"route"))
+        info = producer.cached_publish_info("AsyncOnce")
+        assert info is not None
+        send = producer._builder.single_as(Message("AsyncOnce", b"once"), AsyncSend)
+        send.launch(producer, outcomes.append, 5.0, 0, info)  # what send_async does with a cached route
+        await wait_until(lambda: len(outcomes) == 1)
+        send.complete(error=RemotingConnectError("closed after the answer"))  # would be a SendFailedError now
+        assert send.complete_json({}, b"") is True  # taken: dropped, not offered again as a command
+        send.complete(request(0).response(0))
+    [outcome] = outcomes
+    assert isinstance(outcome, SendResult) and outcome.send_status is SendStatus.SEND_OK
+    assert [m.body for m in await _stored(cluster.broker_addr, "AsyncOnce", 1)] == [b"route", b"once"]
 
 
 async def test_async_sends_in_flight_when_the_producer_stops_each_get_one_outcome(cluster: ThreadedCluster) -> None:
