@@ -37,6 +37,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from client import admin as _admin
 from client import producer as _producer
 from client import transaction as _transaction
+from client.config import ClientConfig
 from client.consumer import lite_pull as _lite_pull
 from client.consumer import push as _push
 from client.consumer.listener import MessageListener
@@ -283,8 +284,14 @@ class LitePullConsumer(_Facade):
 class Admin(_Facade):
     """Blocking :class:`client.admin.Admin`."""
 
-    def __init__(self, namesrv_addr: str | Sequence[str] = "127.0.0.1:9876", *, backend: str = "asyncio") -> None:
-        self.admin = _admin.Admin(namesrv_addr)
+    def __init__(
+        self,
+        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        *,
+        config: ClientConfig | None = None,
+        backend: str = "asyncio",
+    ) -> None:
+        self.admin = _admin.Admin(namesrv_addr, config=config)
         super().__init__(self.admin, backend)
 
     def create_topic(self, topic: str, **options: Any) -> None:

@@ -8,11 +8,15 @@ import threading
 from pathlib import Path
 
 import anyio
+import pytest
 
 from client import ConsumeConcurrentlyStatus, Message, MessageExt
+from client.config import ClientConfig
+from client.errors import MQBrokerError
 from client.request_reply import create_reply_message
 from client.sync import Admin, LitePullConsumer, Producer, PushConsumer
 from tests.client.helpers import HANG_GUARD, create_topic
+from tests.conftest import SMALL_STORE
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -138,3 +142,32 @@ def test_blocking_request_and_request_async_get_their_replies(cluster: ThreadedC
             assert came.wait(HANG_GUARD)
     assert reply.body == b"re:one"
     assert [o.body if isinstance(o, MessageExt) else o for o in outcomes] == [b"re:two"]
+
+
+#: One admin account and no address white list: every request must be signed.
+ADMIN_ONLY_ACL = """\
+globalWhiteRemoteAddresses:
+accounts:
+  - accessKey: sync-admin
+    secretKey: sync-secret-key
+    whiteRemoteAddress:
+    admin: true
+"""
+
+
+def test_the_blocking_admin_signs_with_a_client_config(tmp_path: Path) -> None:
+    """``client.sync.Admin(..., config=ClientConfig(access_key=..., secret_key=...))`` signs, as the async Admin and
+    the other blocking clients do; it took no config, so it could not work against a cluster with ACL on."""
+    home = tmp_path / "rocketmq-home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(ADMIN_ONLY_ACL)
+    cluster = ThreadedCluster(tmp_path / "cluster", acl_enable=True, rocketmq_home=str(home), **SMALL_STORE).start()
+    try:
+        with Admin(cluster.namesrv_addr) as unsigned, pytest.raises(MQBrokerError, match="No accessKey"):
+            unsigned.create_topic("SyncSignedTopic", broker_addr=cluster.broker_addr)
+        config = ClientConfig(access_key="sync-admin", secret_key="sync-secret-key")
+        with Admin(cluster.namesrv_addr, config=config) as admin:
+            admin.create_topic("SyncSignedTopic", broker_addr=cluster.broker_addr)
+            assert "SyncSignedTopic" in admin.topic_list()
+    finally:
+        cluster.stop()
