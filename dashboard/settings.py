@@ -81,16 +81,20 @@ class DashboardSettings:
 _BY_PROPERTY = {f.metadata["property"]: f.name for f in attrs.fields(DashboardSettings)}
 #: rocketmq-dashboard's own settings that have no use here, and the prefixes of Spring Boot's: read and ignored, so
 #: its shipped ``application.properties`` works as it is.
+_SWITCHES = frozenset(f.metadata["property"] for f in attrs.fields(DashboardSettings) if f.type in (bool, "bool"))
 _IGNORED = frozenset({"rocketmq.config.isVIPChannel", "rocketmq.config.ticketKey"})
 _IGNORED_PREFIXES = ("spring.", "logging.", "server.ssl.", "management.")
 
 
 def _from_file(file: str | Path) -> dict[str, Any]:
     """The field values a ``-c`` file sets. Empty values are unset (rocketmq-dashboard falls back on its defaults
-    for them); ``rocketmq.config.namesrvAddrs`` (its list of name server addresses, the first one current) and
-    ``timeoutMillis`` are read too; any other unknown property raises SettingsError (a typo would go unnoticed)."""
+    for them), but an empty switch is off (its ``Boolean.valueOf("")``); ``rocketmq.config.namesrvAddrs`` (its list
+    of name server addresses, the first one current) and ``timeoutMillis`` are read too; any other unknown property
+    raises SettingsError (a typo would go unnoticed)."""
     values: dict[str, Any] = {}
     for key, value in parse_properties(decode_properties_file(Path(file).read_bytes())).items():
+        if key in _SWITCHES and not value.strip():
+            value = "false"
         if key in _IGNORED or key.startswith(_IGNORED_PREFIXES) or not value.strip():
             continue
         if key == "rocketmq.config.namesrvAddrs":

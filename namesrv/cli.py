@@ -1,11 +1,12 @@
 """``mqnamesrv``: run a name server from the command line, like RocketMQ's ``bin/mqnamesrv``.
 
-Options: ``-c FILE`` (a RocketMQ properties file: ``listenPort``, ``kvConfigPath``, ``rocketmqHome``,
-``orderMessageEnable``, ``serverWorkerThreads`` ...; read as ``java.util.Properties`` reads it, ISO-8859-1 with
-``\\uXXXX`` escapes, and where UPDATE_NAMESRV_CONFIG writes every setting back, as NamesrvStartup sets
-``configStorePath`` to it), ``-p/--listen-port`` (default 9876), and any property as
-``--name value`` or ``--name=value`` (``--listenPort 0``, ``--kvConfigPath /tmp/kv.json``). Later sources win:
-defaults, then the file, then ``--name value`` properties, then ``-p``.
+Options, as NamesrvStartup's: ``-c/--configFile FILE`` (a RocketMQ properties file: ``listenPort``,
+``kvConfigPath``, ``rocketmqHome``, ``orderMessageEnable``, ``serverWorkerThreads`` ...; read as
+``java.util.Properties`` reads it, ISO-8859-1 with ``\\uXXXX`` escapes, and where UPDATE_NAMESRV_CONFIG writes every
+setting back, as NamesrvStartup sets ``configStorePath`` to it), ``-p/--printConfigItem`` (print every setting and
+exit), ``-n`` (accepted, unused), and any property as ``--name value`` or ``--name=value`` (``--listenPort 0``,
+default 9876; ``--kvConfigPath /tmp/kv.json``). Later sources win: defaults, then the file, then ``--name value``
+properties.
 
 When listening it prints Java's boot line with the bound address, so scripts can wait for it::
 
@@ -87,13 +88,17 @@ async def run(config: NamesrvConfig) -> None:
 )
 @click.option("-p", "--printConfigItem", "print_all", is_flag=True, help="Print every setting and exit.")
 @click.option("-n", "--namesrvAddr", "namesrv_addr", default=None, help="Accepted and ignored, as by NamesrvStartup.")
+@click.option("--listen-port", "listen_port", default=None, hidden=True, help="Old spelling of --listenPort.")
 @click.pass_context
-def main(ctx: click.Context, config_file: str | None, print_all: bool, namesrv_addr: str | None) -> None:
+def main(
+    ctx: click.Context, config_file: str | None, print_all: bool, namesrv_addr: str | None, listen_port: str | None
+) -> None:
     """Start a RocketMQ 4.x-compatible name server (``--listenPort``, default 9876, and other ``--name value`` pairs
     set properties), or with ``-p`` print every setting and exit, as NamesrvStartup."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        config = build_config(config_file, list(ctx.args))
+        port = [] if listen_port is None else ["--listenPort", listen_port]
+        config = build_config(config_file, list(ctx.args) + port)
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
     if print_all:

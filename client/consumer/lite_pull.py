@@ -116,6 +116,7 @@ class LitePullConsumer(LitePullWorker):
             self,
             self.offset_store,
             message_model=message_model,
+            memory_first=True,
             strategy=allocate_strategy,
             consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms,

@@ -76,6 +76,7 @@ class Rebalance:
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
         orderly: bool = False,
+        memory_first: bool = False,
     ) -> None:
         self.instance = instance
         self.group = group
@@ -86,6 +87,9 @@ class Rebalance:
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms
         self.orderly = orderly
+        #: Start offsets read from memory first (RebalanceLitePullImpl's ``MEMORY_FIRST_THEN_STORE``: an offset
+        #: committed before the queue's first pull counts); push consumers read the store (``READ_FROM_STORE``).
+        self.memory_first = memory_first
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         #: orderly queues a removal kept (their listener call ran on): removed by a later pass, allocated or not
@@ -208,8 +212,11 @@ class Rebalance:
             await self.unlock([mq])
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """The stored offset, else consume-from-where (retry topics start at 0 / the max offset as in Java)."""
-        stored = await self.offset_store.read(mq)
+        """The stored offset (with ``memory_first``, the one in memory if any), else consume-from-where (retry topics
+        start at 0 / the max offset as in Java)."""
+        stored = self.offset_store.read_memory(mq) if self.memory_first else None
+        if stored is None:
+            stored = await self.offset_store.read(mq)
         if stored is not None and stored >= 0:
             return stored
         where = self.consume_from_where

@@ -94,3 +94,22 @@ def test_the_blocking_facade_registers_a_queue_listener_before_start() -> None:
     except ClientStateError as exc:
         pytest.fail(f"registering before start raised {exc!r}")
     assert "T" in consumer.consumer._queue_listeners
+
+
+async def test_a_queue_assigned_then_committed_before_its_first_pull_starts_at_that_commit(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's pull task computes a queue's first offset with RebalanceLitePullImpl.computePullFromWhereWithException,
+    which reads ``offsetStore.readOffset(mq, MEMORY_FIRST_THEN_STORE)``: an offset committed with
+    ``commitSync({mq: 6}, false)`` before that first pull (the queue paused) is where consumption starts (the pull
+    task read the broker's offset, and delivered 0..5 although 6 was committed)."""
+    mq = await _topic(embedded_cluster, "RecheckStartAtCommit", 8)
+    async with LitePullConsumer("lite-recheck-start", embedded_cluster.namesrv_addr, auto_commit=False) as c:
+        c.pause([mq])
+        await c.assign([mq])
+        await c.commit({mq: 6}, persist=False)
+        assert await c.committed(mq) == 6
+        c.resume([mq])
+        got = await c.poll(30)
+    assert got, "nothing polled"
+    assert got[0].queue_offset == 6, [m.queue_offset for m in got]

@@ -78,6 +78,15 @@ def test_rocketmq_dashboards_own_settings_file_is_read(tmp_path: Path, monkeypat
         load_settings(file, {})
 
 
+def test_an_empty_enable_dashboard_collect_turns_collection_off_as_rocketmq_dashboard(tmp_path: Path) -> None:
+    """rocketmq-dashboard's RMQConfigure binds ``rocketmq.config.enableDashBoardCollect`` through the String setter
+    ``setEnableDashBoardCollect(String)`` = ``Boolean.valueOf(value)``: an empty value is false, not our default
+    (true)."""
+    file = tmp_path / "application.properties"
+    file.write_text("rocketmq.config.enableDashBoardCollect=\n")
+    assert load_settings(file, {}).enable_collect is False
+
+
 def test_acl_credentials_reach_a_signing_client_or_are_refused() -> None:
     settings = load_settings(None, {}, access_key="rocketmq2", secret_key="12345678")
     if "access_key" in attrs.fields_dict(ClientConfig):  # a client that signs requests

@@ -102,3 +102,10 @@ def test_mqnamesrv_and_mqbroker_read_the_file_named_by_the_long_option(tmp_path:
     conf.write_text("brokerName=broker-from-file\n")
     result = CliRunner().invoke(broker_main, ["--configFile", str(conf), "-p"])
     assert result.exit_code == 0 and "brokerName=broker-from-file" in result.output.splitlines(), result.output
+
+
+def test_the_old_listen_port_spelling_still_sets_the_port() -> None:
+    """``--listen-port`` (our old long option) stays an alias of ``--listenPort``: dropped with ``-p``, it was taken
+    for an unknown property and the name server started on 9876."""
+    result = CliRunner().invoke(namesrv_main, ["--listen-port", "1234", "-p"])
+    assert "listenPort=1234" in result.output.splitlines(), result.output
