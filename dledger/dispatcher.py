@@ -4,11 +4,13 @@ States ``COMPARE -> (TRUNCATE) -> APPEND``, reset to COMPARE on every new term o
 
 - COMPARE sends the leader's entry at ``compareIndex`` (from its last entry down) until the follower holds an equal
   one; then APPEND right after it, or first TRUNCATE the follower's longer or disagreeing log. One COMPARE or
-  TRUNCATE is in flight at a time (DLedger blocks on it for up to 3 s).
+  TRUNCATE is in flight at a time (DLedger blocks on it for up to 3 s), and only the answer to that very request is
+  read (:meth:`Dispatcher._call_awaited`): a late answer to one given up on is dropped, as DLedger's timed-out future.
 - APPEND pushes every entry from ``writeIndex`` to the leader's end (at most 1000 unanswered), or with
   ``enableBatchPush`` as batches of about ``maxBatchPushSize`` bytes; an answer 200 moves the follower's watermark, 406
-  sends the dispatcher back to COMPARE. Once caught up it pushes a bare COMMIT every second and re-pushes the entry
-  after the watermark when its answer is over ``maxPushTimeOutMs`` late. Batches are paced (DLedger sends each at
+  sends the dispatcher back to COMPARE if it is still in the APPEND run that push belongs to (DLedger's
+  ``changeState`` moves only APPEND to COMPARE). Once caught up it pushes a bare COMMIT every second and re-pushes the
+  entry after the watermark when its answer is over ``maxPushTimeOutMs`` late. Batches are paced (DLedger sends each at
   once): while a push is unanswered the next one leaves only when it is full, so under load a push carries what
   arrived during one round trip instead of one scheduler pass's appends.
 
@@ -18,6 +20,9 @@ dispatcher 500 ms, as DLedger's exception handler does. Every push carries the l
 
 from __future__ import annotations
 
+import functools
+import itertools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dledger.codes import PushType, ResponseCode
@@ -44,7 +49,11 @@ class Dispatcher:
         self.last_check_leak_time = node.now
         #: first index of an unanswered APPEND -> (send time, entries in it)
         self.pending: dict[int, tuple[int, int]] = {}
-        self.in_flight = False
+        #: serial of the COMPARE or TRUNCATE whose answer is awaited (None: none in flight)
+        self.awaiting: int | None = None
+        self._serials = itertools.count(1)
+        #: bumped on every state change: an APPEND's answer from an earlier state moves no state
+        self.state_changes = 0
         self.paused_until = -1
         #: during COMPARE, the highest index found equal on the follower (-1: none yet)
         self.matched = -1
@@ -58,11 +67,12 @@ class Dispatcher:
         if self.term != member.curr_term or self.leader_id != member.leader_id:
             self.term = member.curr_term
             self.leader_id = member.self_id
-            self.in_flight = False
+            self.awaiting = None
             self._change(-1, PushType.COMPARE)
         return True
 
     def _change(self, index: int, target: PushType) -> None:
+        self.state_changes += 1
         if target is PushType.APPEND:
             self.compare_index = -1
             self.node.quorum.update_watermark(self.term, self.peer, index)
@@ -78,7 +88,7 @@ class Dispatcher:
 
     def _fail(self) -> None:
         self._change(-1, PushType.COMPARE)
-        self.in_flight = False
+        self.awaiting = None
         self.paused_until = self.node.now + PAUSE_AFTER_ERROR_MS
 
     def _request(self, entries: tuple[Entry, ...], kind: PushType) -> PushEntryRequest:
@@ -93,7 +103,7 @@ class Dispatcher:
     # ---- work --------------------------------------------------------------------------------------------------
 
     def work(self) -> None:
-        if self.node.now < self.paused_until or not self._fresh() or self.in_flight:
+        if self.node.now < self.paused_until or not self._fresh() or self.awaiting is not None:
             return
         if self.type is PushType.APPEND:
             self._append()
@@ -106,7 +116,7 @@ class Dispatcher:
             return 1 << 62
         if node.now < self.paused_until:
             return self.paused_until
-        if self.in_flight or self.type is not PushType.APPEND:
+        if self.awaiting is not None or self.type is not PushType.APPEND:
             return 1 << 62
         deadline = self.last_push_commit_time + 1001
         mark = node.quorum.watermark(self.term, self.peer)
@@ -177,19 +187,23 @@ class Dispatcher:
         self.pending[first] = (self.node.now, len(entries))
         self.write_index = max(self.write_index, entries[-1].index + 1)
         self.last_push_commit_time = self.node.now
-        self.node.call(self.peer, request, self._on_append)
+        self.node.call(self.peer, request, functools.partial(self._on_append, self.state_changes))
 
-    def _on_append(self, response: object) -> None:
+    def _on_append(self, state: int, response: object) -> None:
+        """An APPEND's answer. A 200 names the entries the follower took from this leader in this term, so it moves
+        the watermark whenever it comes; anything else matters only while the dispatcher is still in the APPEND run
+        (``state``) the push was sent in: a 406 then sends it back to COMPARE."""
         if not isinstance(response, PushEntryResponse):
             return
+        current = state == self.state_changes
         if response.code == ResponseCode.SUCCESS and response.index is not None:
-            self.pending.pop(response.index, None)
+            if current:
+                self.pending.pop(response.index, None)
             last = response.index + max(response.count, 1) - 1
             self.node.quorum.update_watermark(response.term, self.peer, last)
             self.node.wake()
-        elif response.code == ResponseCode.INCONSISTENT_STATE and self.term == response.term:
+        elif response.code == ResponseCode.INCONSISTENT_STATE and current:
             self._change(-1, PushType.COMPARE)
-            self.in_flight = False
             self.node.wake()
 
     def _commit(self) -> None:
@@ -219,14 +233,22 @@ class Dispatcher:
         if entry is None:
             self._fail()
             return
-        self.in_flight = True
-        term = self.term
-        self.node.call(self.peer, self._request((entry,), PushType.COMPARE), lambda r: self._on_compare(term, r))
+        self._call_awaited(entry, PushType.COMPARE, self._on_compare)
 
-    def _on_compare(self, term: int, response: object) -> None:
-        if term != self.term or not self.in_flight:
-            return
-        self.in_flight = False
+    def _call_awaited(self, entry: Entry, kind: PushType, on_answer: Callable[[object], None]) -> None:
+        """Send the COMPARE or TRUNCATE of ``entry``; ``on_answer`` gets its answer unless the dispatcher gave up on
+        it meanwhile (a new term, a failure). An answer is never read as the answer to another request: the
+        follower's 200 to an earlier COMPARE would pass for a match at the index compared now."""
+        serial = self.awaiting = next(self._serials)
+
+        def answer(response: object) -> None:
+            if serial == self.awaiting:
+                self.awaiting = None
+                on_answer(response)
+
+        self.node.call(self.peer, self._request((entry,), kind), answer)
+
+    def _on_compare(self, response: object) -> None:
         ok = ResponseCode.SUCCESS, ResponseCode.INCONSISTENT_STATE
         if not isinstance(response, PushEntryResponse) or response.code not in ok:
             self._fail()
@@ -271,13 +293,8 @@ class Dispatcher:
         if entry is None:
             self._fail()
             return
-        self.in_flight = True
-        term = self.term
 
         def done(response: object) -> None:
-            if term != self.term or not self.in_flight:
-                return
-            self.in_flight = False
             if isinstance(response, PushEntryResponse) and response.code == ResponseCode.SUCCESS:
                 self.last_push_commit_time = self.node.now
                 self._change(index, PushType.APPEND)
@@ -285,4 +302,4 @@ class Dispatcher:
             else:
                 self._fail()
 
-        self.node.call(self.peer, self._request((entry,), PushType.TRUNCATE), done)
+        self._call_awaited(entry, PushType.TRUNCATE, done)

@@ -4,15 +4,24 @@ this core departs from DLedger 0.3.1.2 (each compared with ``faithful=True``).""
 from __future__ import annotations
 
 import itertools
+import random
+from collections import deque
 
 import pytest
 
-from dledger.codes import PushType, ResponseCode, Role
-from dledger.effects import AppendDone, Committed, Reply
+from dledger.codes import PushType, ResponseCode, Role, VoteResult
+from dledger.config import DLedgerConfig
+from dledger.effects import AppendDone, Committed, Effect, Reply, Send
 from dledger.entry import Entry
 from dledger.invariants import Checker, InvariantViolation, MemberView
-from dledger.messages import PushEntryRequest, PushEntryResponse
+from dledger.ledger import MemoryLedger
+from dledger.member import MemoryTermStore
+from dledger.messages import HeartBeatRequest, PushEntryRequest, PushEntryResponse, VoteResponse
+from dledger.node import RaftNode
+from dledger.simulation import SimConfig, run_seed
 from tests.dledger.cluster import MemCluster
+
+PEERS = "n0-a:1;n1-a:2;n2-a:3"
 
 
 def check(cluster: MemCluster, checker: Checker | None = None) -> Checker:
@@ -253,3 +262,97 @@ def test_a_truncation_that_keeps_the_entry_keeps_the_answer_held_for_it() -> Non
     node.on_flushed(cluster.now)
     answered = [e.handle for e in node.drain() if isinstance(e, Reply)]
     assert ("held", 1) in answered and ("truncate", 2) in answered
+
+
+def _leader_n0() -> RaftNode:
+    """n0 elected (n1 and n2 voted), its COMPARE to n1 matched, a and b committed with n1; n2 silent from now on."""
+    n0 = RaftNode(DLedgerConfig(group="g", self_id="n0", peers=PEERS), MemoryLedger(), MemoryTermStore(),
+                  rng=random.Random(1), now=0)  # fmt: skip
+    n0.tick(0)
+    for s in [e for e in n0.drain() if isinstance(e, Send)]:
+        n0.handle_response(1, s.token, VoteResponse(group="g", term=s.request.term, vote_result=VoteResult.ACCEPT))
+    assert n0.member.is_leader
+    for s in _pushes_to_n1(n0.drain()):
+        n0.handle_response(2, s.token, _answer(s, ResponseCode.SUCCESS, 0))
+    for body in (b"a", b"b"):
+        n0.append(3, [(1, lambda _p, body=body: body)])
+    for s in _pushes_to_n1(n0.drain()):
+        n0.handle_response(4, s.token, _answer(s, ResponseCode.SUCCESS, s.request.first_entry_index))
+    assert n0.ledger.committed_index == 2
+    n0.drain()
+    return n0
+
+
+def _answer(send: Send, code: int, end: int) -> PushEntryResponse:
+    r = send.request
+    assert isinstance(r, PushEntryRequest)
+    return PushEntryResponse(group="g", code=code, term=r.term, index=r.first_entry_index, count=r.count,
+                             begin_index=0, end_index=end)  # fmt: skip
+
+
+def _pushes_to_n1(effects: list[Effect]) -> list[Send]:
+    return [e for e in effects if isinstance(e, Send) and e.peer == "n1" and isinstance(e.request, PushEntryRequest)]
+
+
+def test_two_refused_appends_leave_one_compare_in_flight() -> None:
+    """Every APPEND in the window is refused (406) once the follower's log disagrees; only the first sends the
+    dispatcher back to COMPARE, the others come while it compares and change nothing (DLedger's changeState moves
+    only APPEND to COMPARE, and its COMPARE is synchronous). Each 406 used to start another COMPARE."""
+    n0 = _leader_n0()
+    for body in (b"c", b"d"):
+        n0.append(5, [(1, lambda _p, body=body: body)])
+    appends = _pushes_to_n1(n0.drain())
+    assert [s.request.type for s in appends] == [PushType.APPEND, PushType.APPEND]
+    compares = []
+    for s in appends:
+        n0.handle_response(6, s.token, _answer(s, ResponseCode.INCONSISTENT_STATE, 2))
+        compares += [c for c in _pushes_to_n1(n0.drain()) if c.request.type is PushType.COMPARE]
+    assert len(compares) == 1, [(c.token, c.request.first_entry_index) for c in compares]
+
+
+def test_a_compare_answer_is_not_taken_for_the_answer_to_a_later_compare() -> None:
+    """The leader n0 (term T) is cut off from n2, which leads T+1 with n1 and wrote X at index 3 on n1; n0 still
+    reaches n1 (DLedger's COMPARE checks no term, ours neither) and appends c and d. Both APPENDs are refused, which
+    started two COMPAREs (previous test), and each answer was read as the answer to the COMPARE sent last: n1's 200
+    for index 1 passed for a 200 for index 3, so n0 took n1 to hold c, committed it and acknowledged it (a SEND_OK)
+    though only n0 held it, and T+1 truncated it. Either fix alone passes this test: one COMPARE in flight, and each
+    answer read only as the answer to its own request (Dispatcher._call_awaited). n1 is a real RaftNode answering in
+    FIFO order."""
+    n0 = _leader_n0()
+    term = n0.member.curr_term
+    ledger = MemoryLedger()
+    ledger.entries = [*n0.ledger.entries[:3], Entry(3, term + 1, n0.ledger.entries[2].end_pos, b"X")]
+    ledger.durable = 4
+    terms = MemoryTermStore()
+    terms.term, terms.vote_for = term + 1, "n2"
+    n1 = RaftNode(DLedgerConfig(group="g", self_id="n1", peers=PEERS), ledger, terms, rng=random.Random(2), now=5)
+    n1.handle_request(5, HeartBeatRequest(group="g", remote_id="n1", local_id="n2", leader_id="n2", term=term + 1),
+                      None)  # fmt: skip
+    n1.drain()
+    assert n1.member.is_follower and n1.member.leader_id == "n2"
+    tickets = {}
+    for body in (b"c", b"d"):
+        code, ticket, _ = n0.append(6, [(1, lambda _p, body=body: body)])
+        assert code == ResponseCode.SUCCESS
+        tickets[ticket] = body
+    now, queue, done = 7, deque(_pushes_to_n1(n0.drain())), []
+    while queue and now < 300:  # n1 answers each push of n0 in the order sent, 1 ms apart
+        send = queue.popleft()
+        n1.handle_request(now, send.request, send.token)
+        for reply in [e for e in n1.drain() if isinstance(e, Reply)]:
+            n0.handle_response(now, reply.handle, reply.response)  # type: ignore[arg-type]
+            effects = n0.drain()
+            done += [(tickets[e.ticket], e.code) for e in effects if isinstance(e, AppendDone)]
+            queue.extend(_pushes_to_n1(effects))
+        now += 1
+    assert n1.ledger.get(3) is not None and n1.ledger.get(3).body == b"X"
+    assert n0.ledger.committed_index < 3, (
+        f"n0 committed {n0.ledger.committed_index} (c held by n0 only: n1 holds X at 3), acknowledged {done}"
+    )
+
+
+def test_simulator_seed_with_batch_pushes_taken_in_as_the_broker_runs_them() -> None:
+    """enableBatchPush with the broker shell's passes (the combination a broker with enableBatchPush=true and
+    ASYNC_FLUSH runs): seed 4 ended with n0, a deposed leader of term 4 still comparing with n2, committing index 40
+    on a misread COMPARE answer while the group committed term 6's entry there."""
+    run_seed(4, SimConfig(shell_passes=True, enable_batch_push=True, duration_ms=30_000, settle_ms=40_000))
