@@ -16,7 +16,9 @@ returns at once, as the blocked thread would.
   answers TERM_NOT_READY.
 - Leader: heartbeats every interval, the first at once on election, before its first push (ours); a round
   without a quorum of answers for 6 s since the last good one (the leader's lease), a higher term or a second leader
-  in the same term makes it a candidate.
+  in the same term makes it a candidate. Ours, as Raft: any heartbeat answer showing a higher term makes it step down
+  when it comes, also after its round closed on a quorum of others (:meth:`Elector._beat_answer`); DLedger reads a
+  round only when it closes and keeps leading.
 
 Answers: :meth:`Elector.handle_vote` and :meth:`Elector.handle_heartbeat` answer at once.
 """
@@ -380,6 +382,8 @@ class Elector:
                 round_.succ += 1
             elif code == ResponseCode.EXPIRED_TERM:
                 round_.max_term = response.term
+                if not self.node.faithful:
+                    self._higher_term_seen(round_, response.term)
             elif code == ResponseCode.INCONSISTENT_LEADER:
                 round_.inconsistent_leader = True
             elif code == ResponseCode.TERM_NOT_READY:
@@ -392,15 +396,24 @@ class Elector:
         if round_.all == self.member.peer_size:
             round_.opened = True
 
+    def _higher_term_seen(self, round_: _BeatRound, term: int) -> None:
+        """Raft's rule: a leader that hears of a higher term steps down at once, whether or not the round is still
+        open. The member at the higher term is often one cut off past the heartbeat leak, a candidate whose log is
+        too short to win: its votes name no term to the others (DLedger's handleVote checks the log first), so only
+        this answer shows it, and the round has usually closed on the other followers' answers already. DLedger
+        keeps leading and the member stays out of the group until the leader fails."""
+        member = self.member
+        if term <= member.curr_term or not member.is_leader or member.curr_term != round_.term:
+            return
+        if self._beat is round_:
+            self._beat = None
+        self._step_down(term)
+
     def _finish_beat(self, round_: _BeatRound) -> None:
         self._beat = None
         quorum, term = self.member.is_quorum, round_.term
         if quorum(round_.succ):
             self.last_succ_heartbeat_time = self.node.now
-            if round_.max_term > term and not self.node.faithful:
-                # Raft's rule; DLedger keeps leading, and a member left behind at a higher term (a candidate whose
-                # log is too short to win) then stays out of the group until the leader fails.
-                self._step_down(round_.max_term)
             return
         lease = self.config.max_heart_beat_leak * self.config.heart_beat_time_interval_ms
         if quorum(round_.succ + round_.not_ready):

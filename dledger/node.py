@@ -19,8 +19,9 @@ behaviour for the tests that show the difference): the Raft commit rule with an 
 (:mod:`dledger.dispatcher`); a truncation clamps the committed index; waiting appends fail with TERM_CHANGED as soon as
 leadership is lost; and ``sync_before_ack`` (answers and the leader's own count wait for the flush). Elections are
 faster too (:mod:`dledger.elector`): a follower that loses its leader votes in the next term, vote rounds do not wait
-for silent peers, a leader stepping down on a higher term votes in it, a new leader's heartbeats go out before its
-first push, and a leader whose process is gone is noticed without the heartbeat leak.
+for silent peers, a leader steps down on any heartbeat answer with a higher term and votes in that term, a new
+leader's heartbeats go out before its first push, and a leader whose process is gone is noticed without the
+heartbeat leak.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A scripted in-memory DLedger group for the core's tests: the real :class:`~dledger.node.RaftNode` per member over
 a FIFO network with a fixed delay, under virtual time. Faults are explicit (``isolate``, ``crash``, ``restart``);
-nothing is random but the members' own timers, each seeded."""
+nothing is random but the members' own timers, each seeded. ``faithful=True`` runs every member by DLedger 0.3.1.2's
+rules (:class:`~dledger.node.RaftNode`'s ``faithful``)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from dledger.node import RaftNode
 
 
 class MemCluster:
-    def __init__(self, members: int = 3, *, delay: int = 2, seed: int = 7, **settings: Any) -> None:
+    def __init__(self, members: int = 3, *, delay: int = 2, seed: int = 7, faithful: bool = False,
+                 **settings: Any) -> None:  # fmt: skip
+        self.faithful = faithful
         self.ids = [f"n{i}" for i in range(members)]
         self.peers = ";".join(f"{i}-mem:{40000 + n}" for n, i in enumerate(self.ids))
         self.settings = settings
@@ -47,7 +50,7 @@ class MemCluster:
 
     def start(self, member: str) -> RaftNode:
         node = RaftNode(self.config(member), self.ledgers[member], self.terms[member],
-                        rng=random.Random(self.rng.getrandbits(32)), now=self.now)  # fmt: skip
+                        rng=random.Random(self.rng.getrandbits(32)), now=self.now, faithful=self.faithful)  # fmt: skip
         self.nodes[member] = node
         self._flush(member)
         return node

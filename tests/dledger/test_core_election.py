@@ -113,6 +113,35 @@ def test_the_preferred_leader_takes_over() -> None:
     assert cluster.node("n2").member.role is Role.LEADER
 
 
+def _isolate_a_follower_while_the_leader_commits(cluster: MemCluster) -> str:
+    leader = cluster.leader()
+    # The follower the leader asks last: its heartbeat answer comes after the other follower's.
+    far = cluster.node(leader).member.others()[-1]
+    cluster.isolate(far)
+    for i in range(5):
+        assert cluster.append_and_wait(leader, b"x%d" % i).code == ResponseCode.SUCCESS
+    cluster.run(10_000)  # past the 6 s heartbeat leak: the cut-off follower campaigns alone
+    return far
+
+
+@pytest.mark.parametrize("faithful", [False, True])
+def test_a_follower_cut_off_past_the_election_timeout_rejoins_once_healed(faithful: bool) -> None:
+    """A follower that loses its leader votes in the next term (Elector._leader_lost), so one cut off past the
+    heartbeat leak is a candidate of term T+1 whose log is too short to win; its votes name that term to nobody
+    (handleVote checks the log first). Its heartbeat answer (EXPIRED_TERM) shows it, usually after the round closed
+    on the other follower's SUCCESS: the leader steps down then (Raft), is elected again in T+1 and the member follows.
+    It stayed out of the group for good when only a round still open read that answer. DLedger (``faithful``) keeps
+    the term when it loses the leader (maintainAsFollower), so the leader's next heartbeat makes it a follower."""
+    cluster = MemCluster(3, delay=2, faithful=faithful)
+    far = _isolate_a_follower_while_the_leader_commits(cluster)
+    term = cluster.node(cluster.leaders()[0]).member.curr_term
+    cluster.heal()
+    cluster.run_until(cluster.settled, 5_000)  # a heartbeat interval and an election
+    leader = cluster.leaders()[0]
+    assert cluster.node(leader).member.curr_term == (term if faithful else term + 1)
+    assert cluster.bodies(far) == [b"x%d" % i for i in range(5)]
+
+
 def _member(**votes: object) -> RaftNode:
     config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1;n1-a:2;n2-a:3")
     ledger = MemoryLedger()
