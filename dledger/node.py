@@ -17,10 +17,12 @@ Where it departs from DLedger 0.3.1.2, each found or confirmed by the simulator 
 behaviour for the tests that show the difference): the Raft commit rule with an empty entry at the start of each term
 (:mod:`dledger.quorum`); a COMPARE that finds the follower longer compares again instead of truncating
 (:mod:`dledger.dispatcher`); a truncation clamps the committed index; waiting appends fail with TERM_CHANGED as soon as
-leadership is lost; and ``sync_before_ack`` (answers and the leader's own count wait for the flush). Elections are
-faster too (:mod:`dledger.elector`): a follower that loses its leader votes in the next term, vote rounds do not wait
-for silent peers, a leader steps down on any heartbeat answer with a higher term and votes in that term, a new
-leader's heartbeats go out before its first push, and a leader whose process is gone is noticed without the
+leadership is lost; leadership goes only to a member whose log the leader has matched in its term, and the transferee
+takes over only once it holds the leader's entry at the take index (:meth:`RaftNode._may_take_over`,
+:meth:`RaftNode._holds_take_index`); and ``sync_before_ack`` (answers and the leader's own count wait for the flush).
+Elections are faster too (:mod:`dledger.elector`): a follower that loses its leader votes in the next term, vote rounds
+do not wait for silent peers, a leader steps down on any heartbeat answer with a higher term and votes in that term, a
+new leader's heartbeats go out before its first push, and a leader whose process is gone is noticed without the
 heartbeat leak.
 """
 
@@ -404,9 +406,7 @@ class RaftNode:
                 refuse(ResponseCode.INCONSISTENT_TERM)
             elif not member.is_leader:
                 refuse(ResponseCode.NOT_LEADER)
-            elif self.ledger.end_index - self.quorum.watermark(request.term, transferee or "") >= (
-                self.config.max_leadership_transfer_wait_index
-            ):
+            elif not self._may_take_over(request.term, transferee or ""):
                 refuse(ResponseCode.FALL_BEHIND_TOO_MUCH)
             else:
                 self.elector.transfer(request, handle)
@@ -418,10 +418,32 @@ class RaftNode:
         else:
             refuse(ResponseCode.UNEXPECTED_ARGUMENT)
 
+    def _may_take_over(self, term: int, peer: str) -> bool:
+        """Whether the leader may hand its leadership to ``peer``: its log is known to match the leader's in this
+        term (a watermark) and is less than ``maxLeadershipTransferWaitIndex`` behind. DLedger takes a peer without a
+        watermark (-1) as ``end + 1`` behind, so a member whose longer log of an older term the dispatcher has not
+        compared yet was asked to take over, could not win (its last term is older) and moved the group to a new term
+        every time; the compare, restarting in each term, might never reach the divergence."""
+        mark = self.quorum.watermark(term, peer)
+        if mark < 0 and not self.faithful:
+            return False
+        return self.ledger.end_index - mark < self.config.max_leadership_transfer_wait_index
+
+    def _holds_take_index(self, request: LeadershipTransferRequest) -> bool:
+        """Whether this transferee holds the leader's entry at the take index: the entry there is of the leader's
+        term (the leader's last entry is, from the empty entry it appends when elected), so its log up to there is the
+        leader's and its vote can pass. DLedger checks only that its log reaches that index, which a longer log of
+        an older term does too."""
+        index = request.take_leadership_ledger_index
+        if self.faithful:
+            return self.ledger.end_index >= index
+        entry = self.ledger.get(index)
+        return entry is not None and entry.term == request.term
+
     def _check_take_waits(self) -> None:
         waits, self._take_waits = self._take_waits, []
         for request, handle, since in waits:
-            if self.ledger.end_index >= request.take_leadership_ledger_index:
+            if self._holds_take_index(request):
                 self.elector.take_leadership(request, handle)
             elif self.now - since > self.config.leadership_transfer_wait_timeout:
                 self.reply(
@@ -438,14 +460,12 @@ class RaftNode:
         self.last_preferred_check = self.now
         if member.transferee is not None or member.self_id in config.preferred_leaders:
             return
-        term, end = member.curr_term, self.ledger.end_index
-        limit = config.max_leadership_transfer_wait_index
+        term = member.curr_term
         candidates = [p for p in config.preferred_leaders if member.is_peer(p) and member.peers_live.get(p)]
+        candidates = [p for p in candidates if self._may_take_over(term, p)]
         if not candidates:
             return
-        best = min(candidates, key=lambda p: end - self.quorum.watermark(term, p))
-        if end - self.quorum.watermark(term, best) >= limit:
-            return
+        best = max(candidates, key=lambda p: self.quorum.watermark(term, p))
         request = LeadershipTransferRequest(term=term, transferee_id=best)
         self.elector.transfer(request, None)
 

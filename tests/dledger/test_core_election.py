@@ -9,12 +9,21 @@ import pytest
 
 from dledger.codes import ResponseCode, Role, VoteResult
 from dledger.config import DLedgerConfig
-from dledger.effects import Send
+from dledger.effects import Reply, Send
 from dledger.ledger import MemoryLedger
 from dledger.member import MemoryTermStore
-from dledger.messages import HeartBeatRequest, PushEntryRequest, PushEntryResponse, VoteRequest, VoteResponse
+from dledger.messages import (
+    HeartBeatRequest,
+    LeadershipTransferRequest,
+    PushEntryRequest,
+    PushEntryResponse,
+    VoteRequest,
+    VoteResponse,
+)
 from dledger.node import RaftNode
 from tests.dledger.cluster import MemCluster
+
+PEERS = "n0-a:1;n1-a:2;n2-a:3"
 
 
 def test_three_members_elect_one_leader_and_two_followers() -> None:
@@ -111,6 +120,86 @@ def test_the_preferred_leader_takes_over() -> None:
     cluster = MemCluster(3, preferred_leader_ids="n2")
     cluster.run_until(lambda: cluster.leaders() == ["n2"] and cluster.node("n2").ledger.committed_index >= 0)
     assert cluster.node("n2").member.role is Role.LEADER
+
+
+def test_leadership_is_not_handed_to_a_preferred_member_whose_log_the_leader_has_not_matched() -> None:
+    """n1 (preferredLeaderId) leads, is cut off and appends 60 entries nobody else gets; another member leads a later
+    term and commits 50. After the heal the leader's dispatcher walks n1's longer log of the older term back one
+    COMPARE per entry. DLedger's preferred-leader check (every second) takes a peer with no watermark in the term (-1)
+    as only ``end + 1`` behind, and its transferee checks only that its log reaches the take index: n1 was asked to
+    take over before its log was matched, could not win (its last term is older), and the group changed term every
+    few seconds without the compare reaching the divergence (the simulator with ``preferred_leader_ids="n1"``, seed
+    10: no leader 40 s after the faults stopped). The leader now asks only a member it has matched in its term."""
+    cluster = MemCluster(3, delay=20, preferred_leader_ids="n1")
+    cluster.run_until(lambda: cluster.leaders() == ["n1"] and cluster.settled())
+    cluster.isolate("n1")
+    for i in range(60):
+        cluster.append("n1", b"lost-%d" % i)
+    cluster.run_until(lambda: any(cluster.node(i).member.is_leader for i in ("n0", "n2")))
+    leader = next(i for i in ("n0", "n2") if cluster.node(i).member.is_leader)
+    for i in range(50):
+        assert cluster.append_and_wait(leader, b"kept-%d" % i).code == ResponseCode.SUCCESS
+
+    premature: list[str] = []
+
+    def watch(src: str, dst: str, message: object) -> bool:
+        if isinstance(message, LeadershipTransferRequest) and dst == "n1" and message.transfer_id == src:
+            index = message.take_leadership_ledger_index
+            theirs, ours = cluster.ledgers["n1"].get(index), cluster.ledgers[src].get(index)
+            if theirs != ours:
+                premature.append(f"at {cluster.now} ms: take index {index}, n1 holds {theirs}, {src} holds {ours}")
+        return True
+
+    cluster.filter = watch
+    cluster.heal()
+    cluster.run_until(lambda: cluster.leaders() == ["n1"] and cluster.settled(), 20_000)
+    assert not premature, premature[0]
+    assert cluster.bodies("n1") == [b"kept-%d" % i for i in range(50)]
+
+
+def test_the_leader_refuses_to_transfer_to_a_member_it_has_not_matched_in_its_term() -> None:
+    """An admin LEADERSHIP_TRANSFER to a member without a watermark in the leader's term: 417 FALL_BEHIND_TOO_MUCH
+    (DLedger counts the missing watermark, -1, as ``end + 1`` behind and goes ahead)."""
+    cluster = MemCluster(3)
+    cluster.crash("n2")
+    leader = cluster.leader()
+    node = cluster.node(leader)
+    request = LeadershipTransferRequest(group="g", remote_id=leader, term=node.member.curr_term, transfer_id=leader,
+                                        transferee_id="n2")  # fmt: skip
+    node.handle_request(cluster.now, request, "admin")
+    answers = [e.response for e in node.drain() if isinstance(e, Reply) and e.handle == "admin"]
+    assert [a.code for a in answers] == [ResponseCode.FALL_BEHIND_TOO_MUCH]
+
+
+def _follower_of_n0_in_term_2(entry_terms: list[int]) -> RaftNode:
+    ledger = MemoryLedger()
+    for term in entry_terms:
+        ledger.append_as_leader(term, [(1, lambda _pos: b"x")])
+    terms = MemoryTermStore()
+    terms.term, terms.vote_for = 2, "n0"
+    node = RaftNode(DLedgerConfig(group="g", self_id="n1", peers=PEERS), ledger, terms, rng=random.Random(1), now=0)
+    node.handle_request(0, HeartBeatRequest(group="g", remote_id="n1", local_id="n0", leader_id="n0", term=2), None)
+    assert node.member.is_follower
+    return node
+
+
+@pytest.mark.parametrize(("entry_terms", "takes_over"), [([1, 1, 1, 1, 1], False), ([1, 1, 1, 2], True)])
+def test_a_transferee_takes_over_only_holding_the_leaders_entry_at_the_take_index(
+    entry_terms: list[int], takes_over: bool
+) -> None:
+    """The leader's last entry is of its term (the empty entry it appends when elected), so the transferee campaigns
+    once its entry at the take index is of that term. A longer log of an older term reaches the index too (DLedger's
+    only check) but cannot win the vote: it waits, then answers TAKE_LEADERSHIP_FAILED."""
+    node = _follower_of_n0_in_term_2(entry_terms)
+    take = LeadershipTransferRequest(group="g", remote_id="n1", local_id="n0", leader_id="n0", term=2,
+                                     transfer_id="n0", transferee_id="n1", take_leadership_ledger_index=3)  # fmt: skip
+    node.handle_request(1, take, "take")
+    assert node.member.is_candidate is takes_over
+    if not takes_over:
+        node.tick(1 + node.config.leadership_transfer_wait_timeout + 1)
+        answers = [e.response for e in node.drain() if isinstance(e, Reply) and e.handle == "take"]
+        assert [a.code for a in answers] == [ResponseCode.TAKE_LEADERSHIP_FAILED]
+        assert node.member.is_follower and node.member.curr_term == 2
 
 
 def _isolate_a_follower_while_the_leader_commits(cluster: MemCluster) -> str:
