@@ -35,6 +35,9 @@ from dledger.member import MemoryTermStore
 from dledger.messages import PushEntryRequest
 from dledger.node import RaftNode
 
+#: virtual ms of faults and appends before the settling (CI runs shorter seeds and replays name theirs)
+DURATION_MS = 60_000
+
 
 class SimulationFailure(AssertionError):
     pass
@@ -43,7 +46,7 @@ class SimulationFailure(AssertionError):
 @attrs.frozen(kw_only=True)
 class SimConfig:
     members: int = 3
-    duration_ms: int = 60_000
+    duration_ms: int = DURATION_MS
     settle_ms: int = 40_000
     drop: float = 0.05
     duplicate: float = 0.03
@@ -65,6 +68,8 @@ class SimConfig:
     #: ``enable_batch_push`` appends always defer.
     shell_passes: bool = False
     flush_delay_ms: int = 5
+    #: DLedger's ``preferredLeaderIds``: the leader hands leadership to a caught-up one (LEADERSHIP_TRANSFER)
+    preferred_leader_ids: str = ""
 
 
 class _SimLedger(MemoryLedger):
@@ -130,7 +135,7 @@ class Simulation:
         c = self.config
         config = DLedgerConfig(group="sim", self_id=member.member_id, peers=self.peers,
                                sync_before_ack=c.sync_before_ack, enable_batch_push=c.enable_batch_push,
-                               max_batch_push_size=256)  # fmt: skip
+                               max_batch_push_size=256, preferred_leader_ids=c.preferred_leader_ids)  # fmt: skip
         member.incarnation += 1
         node_rng = random.Random(self.rng.getrandbits(64))
         member.node = RaftNode(config, member.ledger, member.terms, rng=node_rng, now=self.now,
@@ -394,7 +399,9 @@ class Simulation:
                 (" --power-loss", c.power_loss),
                 (" --batch", c.enable_batch_push),
                 (" --shell-passes", c.shell_passes),
+                (f" --preferred {c.preferred_leader_ids}", bool(c.preferred_leader_ids)),
                 (" --faithful", c.faithful),
+                (f" --duration {c.duration_ms}", c.duration_ms != DURATION_MS),
             )
             if on
         )
@@ -442,10 +449,12 @@ def _main() -> None:
     parser.add_argument("--batch", action="store_true", help="enableBatchPush")
     parser.add_argument("--faithful", action="store_true", help="DLedger 0.3.1.2's behaviour where ours departs")
     parser.add_argument("--shell-passes", action="store_true", help="appends and answers taken in as the shell does")
+    parser.add_argument("--preferred", default="", help="preferredLeaderIds, e.g. n1")
+    parser.add_argument("--duration", type=int, default=DURATION_MS, help="ms of faults before the settling")
     args = parser.parse_args()
     config = SimConfig(members=args.members, power_loss=args.power_loss, sync_before_ack=args.power_loss,
-                       enable_batch_push=args.batch, faithful=args.faithful,
-                       shell_passes=args.shell_passes)  # fmt: skip
+                       enable_batch_push=args.batch, faithful=args.faithful, shell_passes=args.shell_passes,
+                       preferred_leader_ids=args.preferred, duration_ms=args.duration)  # fmt: skip
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     started, cpu = time.perf_counter(), time.process_time()
     totals = {"seeds": 0, "checks": 0, "acknowledged": 0, "committed": 0}
