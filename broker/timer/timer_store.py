@@ -12,9 +12,10 @@ So a message is delivered no earlier than its time and at most one ``precision``
 
 Exactness: each delivery moves the walk position (or ``readMs``) in the same synchronous step as its append, and each
 filing moves ``enqueueOffset`` with its log entry, so a clean shutdown (:meth:`save_checkpoint` with ``clean``) loses
-and repeats nothing. After a crash the checkpoint is not clean: wheel and log are rebuilt from the timer queue,
-skipping the messages that were due before the checkpoint's ``readMs``; deliveries made after that checkpoint are
-repeated (at least once, like RocketMQ).
+and repeats nothing (also one written mid-slot by the previous version, which walked a slot newest entry first:
+see :class:`TimerCheckpoint`). After a crash the checkpoint is not clean: wheel and log are rebuilt from the timer
+queue, skipping the messages that were due before the checkpoint's ``readMs``; deliveries made after that checkpoint
+are repeated (at least once, like RocketMQ).
 
 Recall (RocketMQ 5.3's delete markers, ``store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java``):
 a timer message carrying ``TIMER_DEL_UNIQKEY`` (``<real topic>+<UNIQ_KEY>``, written by the recall processor) is a
@@ -85,13 +86,16 @@ _STAMPS: Final = frozenset({PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS
 
 @attrs.frozen
 class TimerCheckpoint:
-    """``config/timerCheck.json``. ``segments`` maps a log segment's start to the last slot time it feeds;
-    ``walk_pos`` (``walkFrom``) is where an interrupted slot walk resumes, oldest entry first (a ``walkPos`` key,
-    a newest-first position, is ignored: that slot is walked again, repeating rather than skipping)."""
+    """``config/timerCheck.json``. ``segments`` maps a log segment's start to the last slot time it feeds.
+    An interrupted walk of the slot at ``readMs`` resumes, oldest entry first, at its first entry at or above
+    ``walk_pos`` (``walkFrom``) and ends with ``walk_to`` (``walkTo``), or with the slot's newest entry when that is
+    NO_ENTRY. A previous version's ``walkPos`` (it walked a slot newest first: the newer entries were delivered)
+    converts exactly: from the slot's oldest entry to that position (see :func:`_decode`)."""
 
     enqueue_offset: int = 0
     read_ms: int = 0
     walk_pos: int = NO_ENTRY
+    walk_to: int = NO_ENTRY
     log_end: int = 0
     pending: int = 0
     clean: bool = False
@@ -104,6 +108,7 @@ def _encode(cp: TimerCheckpoint) -> bytes:
             "enqueueOffset": cp.enqueue_offset,
             "readMs": cp.read_ms,
             "walkFrom": cp.walk_pos,
+            "walkTo": cp.walk_to,
             "logEnd": cp.log_end,
             "pending": cp.pending,
             "clean": cp.clean,
@@ -116,10 +121,12 @@ def _encode(cp: TimerCheckpoint) -> bytes:
 def _decode(data: bytes) -> TimerCheckpoint:
     try:
         root: Any = orjson.loads(data)
+        walk_pos, walk_to = _walk_of(root)
         return TimerCheckpoint(
             enqueue_offset=int(root["enqueueOffset"]),
             read_ms=int(root["readMs"]),
-            walk_pos=int(root.get("walkFrom", NO_ENTRY)),
+            walk_pos=walk_pos,
+            walk_to=walk_to,
             log_end=int(root["logEnd"]),
             pending=int(root["pending"]),
             clean=bool(root.get("clean", False)),
@@ -127,6 +134,16 @@ def _decode(data: bytes) -> TimerCheckpoint:
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ConfigFileError(f"timerCheck.json: {exc}") from exc
+
+
+def _walk_of(root: Any) -> tuple[int, int]:
+    """``(walkFrom, walkTo)`` of a checkpoint. The previous version's ``walkPos`` was the next entry of a walk from
+    the slot's newest entry back, so what is left is that entry and the older ones: from the oldest (0: the first
+    entry at or above it) to ``walkPos``."""
+    if "walkFrom" in root:
+        return int(root["walkFrom"]), int(root.get("walkTo", NO_ENTRY))
+    legacy = int(root.get("walkPos", NO_ENTRY))
+    return (NO_ENTRY, NO_ENTRY) if legacy == NO_ENTRY else (0, legacy)
 
 
 class TimerStore:
@@ -154,6 +171,9 @@ class TimerStore:
         #: The log position of the next entry to process in the slot at ``readMs`` (slots go out oldest entry first),
         #: NO_ENTRY while no slot walk is under way.
         self.walk_pos = NO_ENTRY
+        #: The last log position that walk processes (its slot's newer entries went out before an upgrade, see
+        #: :class:`TimerCheckpoint`); NO_ENTRY: up to the slot's newest entry.
+        self.walk_to = NO_ENTRY
         #: The positions of the slot being walked (see :meth:`_slot_positions`) and that slot's time.
         self._walk: array[int] = array("q")
         self._walk_ms = -1
@@ -187,7 +207,8 @@ class TimerStore:
         if cp is not None and cp.clean:
             self.log.load(cp.log_end)
             self.wheel.load()
-            self.enqueue_offset, self.read_ms, self.walk_pos = cp.enqueue_offset, cp.read_ms, cp.walk_pos
+            self.enqueue_offset, self.read_ms = cp.enqueue_offset, cp.read_ms
+            self.walk_pos, self.walk_to = cp.walk_pos, cp.walk_to
             self.pending, self._segments = cp.pending, dict(cp.segments)
             self._confirmed = (self.enqueue_offset, self.read_ms)
             return
@@ -225,9 +246,18 @@ class TimerStore:
         the confirmed progress: only the rebuild after a crash reads it."""
         if not clean:
             offset, read_ms = self.confirmed()
-            return TimerCheckpoint(offset, read_ms, NO_ENTRY, self.log.end, self.pending, False, dict(self._segments))
+            return TimerCheckpoint(
+                offset, read_ms, NO_ENTRY, NO_ENTRY, self.log.end, self.pending, False, dict(self._segments)
+            )
         return TimerCheckpoint(
-            self.enqueue_offset, self.read_ms, self.walk_pos, self.log.end, self.pending, clean, dict(self._segments)
+            self.enqueue_offset,
+            self.read_ms,
+            self.walk_pos,
+            self.walk_to,
+            self.log.end,
+            self.pending,
+            clean,
+            dict(self._segments),
         )
 
     def save_checkpoint(self, cp: TimerCheckpoint) -> None:
@@ -361,15 +391,16 @@ class TimerStore:
         if i < len(positions):
             self.walk_pos = positions[i]
         else:
-            self.walk_pos, self._walk, self._walk_ms = NO_ENTRY, array("q"), -1
+            self.walk_pos, self.walk_to, self._walk, self._walk_ms = NO_ENTRY, NO_ENTRY, array("q"), -1
         return done
 
     def _slot_positions(self) -> array[int]:
-        """The log positions of the slot at ``readMs``, oldest (lowest) first; collected once per slot walk (again
-        when a walk resumes after a restart). A chain cut by a lost log entry keeps the entries after the cut."""
+        """The log positions of the slot at ``readMs`` up to ``walk_to``, oldest (lowest) first; collected once per
+        slot walk (again when a walk resumes after a restart). A chain cut by a lost log entry keeps the entries after
+        the cut."""
         if self._walk_ms != self.read_ms:
             positions: array[int] = array("q")
-            pos = self.wheel.get(self.read_ms).last
+            pos = self.wheel.get(self.read_ms).last if self.walk_to == NO_ENTRY else self.walk_to
             while pos != NO_ENTRY:
                 entry = self.log.read(pos)
                 if entry is None:
@@ -436,11 +467,20 @@ class TimerStore:
             self.log.delete_segments_before(start + self.log.queue.file_size)
             del segments[start]
 
+    def _uncount(self, phy: int) -> int:
+        """Take the message at ``phy`` off ``pending``; returns 1, or 0 (logged) when ``pending`` is already 0: a
+        checkpoint that undercounts must not drive it negative."""
+        if self.pending > 0:
+            self.pending -= 1
+            return 1
+        log.warning("timer: message at %d was not counted as pending; pending left at 0", phy)
+        return 0
+
     def _deliver(self, phy: int, size: int, deletes: frozenset[str]) -> None:
         """Append one due message to its real topic and queue, unless its ``<real topic>+<UNIQ_KEY>`` is in
         ``deletes`` (recalled: dropped)."""
         store = self.store
-        self.pending -= 1
+        counted = self._uncount(phy)
         view = store.look_message_by_offset(phy, size)
         try:
             msg = None if view is None else decode_record(view)
@@ -478,6 +518,6 @@ class TimerStore:
             log.error("timer: message at %d refused by the store (%s); dropped", phy, exc)
             return
         except BaseException:
-            self.pending += 1  # not delivered: the caller retries this message
+            self.pending += counted  # not delivered: the caller retries this message
             raise
         self.delivered += 1

@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 
 import attrs
+import orjson
 import pytest
 import trio
 
@@ -238,6 +239,25 @@ def open_timer_store(tmp_path: Path, now: list[int]) -> tuple[MessageStore, Path
     return store, config_dir, timers
 
 
+def _filed_in_one_slot(tmp_path: Path, now: list[int], count: int) -> tuple[MessageStore, Path, TimerStore]:
+    """:func:`open_timer_store` with ``count`` messages (bodies c0, c1, ...) filed for ``now`` + 1 s."""
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(count):
+        store.append(_timer_record(now[0] + 1_000, f"c{i}".encode()))
+    assert timers.enqueue(100) == count
+    return store, config_dir, timers
+
+
+def _clean_restart(timers: TimerStore, config_dir: Path) -> TimerStore:
+    """Flush, save a clean checkpoint, close ``timers`` and load a new timer over the same store."""
+    timers.flush()
+    timers.save_checkpoint(timers.checkpoint(clean=True))
+    timers.close()
+    again = TimerStore(timers.store, config_dir, slots=64)
+    again.load()
+    return again
+
+
 def test_after_a_crash_the_wheel_is_rebuilt_from_the_timer_queue_and_nothing_pending_is_lost(tmp_path: Path) -> None:
     now = [1_000_000]
     store, config_dir, timers = open_timer_store(tmp_path, now)
@@ -267,22 +287,66 @@ def test_a_slot_walk_cut_by_the_budget_and_a_clean_restart_resumes_in_filing_ord
     """A slot's walk resumes where the budget or a clean shutdown left it, oldest entry first: neither a repeat nor a
     skip, and the order the messages were filed in."""
     now = [1_000_000]
-    store, config_dir, timers = open_timer_store(tmp_path, now)
-    for i in range(5):
-        store.append(_timer_record(now[0] + 1_000, f"c{i}".encode()))
-    assert timers.enqueue(100) == 5
+    store, config_dir, timers = _filed_in_one_slot(tmp_path, now, 5)
     now[0] += 2_000
     assert timers.dequeue(now[0], 2) == 0.0  # the budget ran out within the slot
     assert [m.body for m in _crashed(store)] == [b"c0", b"c1"]
+
+    again = _clean_restart(timers, config_dir)
+    assert again.dequeue(now[0], 1) == 0.0
+    again.dequeue(now[0], 100)
+    assert [m.body for m in _crashed(store)] == [f"c{i}".encode() for i in range(5)]
+    assert again.pending == 0
+    again.close()
+    store.close()
+
+
+def test_a_clean_checkpoint_of_the_previous_version_resumes_its_slot_without_repeats(tmp_path: Path) -> None:
+    """The previous version walked a slot newest entry first and saved ``walkPos`` (no ``walkFrom``): the entries
+    above it were delivered, it and the older ones were not. Loaded, exactly those go out, oldest first, also when the
+    converted walk is cut by the budget and a clean restart again; ``pending`` (saved as 3) ends at 0."""
+    now = [1_000_000]
+    store, config_dir, timers = _filed_in_one_slot(tmp_path, now, 5)
+    now[0] += 2_000
+    assert timers.dequeue(now[0], 0) == 0.0  # readMs on the filled slot, nothing walked yet
+    chain = [entry.pos for entry in timers.log.walk(timers.wheel.get(timers.read_ms).last)]  # newest first
+    assert len(chain) == 5
+    # What the previous version had done when its budget (2) ran out: c4 and c3 delivered, walkPos on c2's entry.
+    for body in (b"c4", b"c3"):
+        store.append(MessageRecord(topic="Crashed", body=body, properties="REAL_TOPIC\x01Crashed\x02REAL_QID\x010"))
     timers.flush()
     timers.save_checkpoint(timers.checkpoint(clean=True))
+    timers.close()
+    root = orjson.loads(config_dir.joinpath("timerCheck.json").read_bytes())
+    del root["walkFrom"], root["walkTo"]
+    root["walkPos"], root["pending"] = chain[2], 3
+    config_dir.joinpath("timerCheck.json").write_bytes(orjson.dumps(root))
+
+    upgraded = TimerStore(store, config_dir, slots=64)
+    upgraded.load()
+    assert upgraded.dequeue(now[0], 1) == 0.0
+    again = _clean_restart(upgraded, config_dir)
+    again.dequeue(now[0], 100)
+    assert [m.body for m in _crashed(store)] == [b"c4", b"c3", b"c0", b"c1", b"c2"]  # each once
+    assert again.pending == 0
+    again.close()
+    store.close()
+
+
+def test_pending_never_goes_negative_when_a_checkpoint_undercounts_it(tmp_path: Path) -> None:
+    """A clean checkpoint whose ``pending`` is below what the wheel holds still delivers everything; ``pending``
+    stops at 0 (logged) rather than going negative."""
+    now = [1_000_000]
+    store, config_dir, timers = _filed_in_one_slot(tmp_path, now, 3)
+    timers.flush()
+    timers.save_checkpoint(attrs.evolve(timers.checkpoint(clean=True), pending=1))
     timers.close()
 
     again = TimerStore(store, config_dir, slots=64)
     again.load()
-    assert again.dequeue(now[0], 1) == 0.0
+    now[0] += 2_000
     again.dequeue(now[0], 100)
-    assert [m.body for m in _crashed(store)] == [f"c{i}".encode() for i in range(5)]
+    assert [m.body for m in _crashed(store)] == [b"c0", b"c1", b"c2"]
     assert again.pending == 0
     again.close()
     store.close()
