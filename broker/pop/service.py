@@ -51,6 +51,7 @@ from broker.pop.receipt import (
     ReceiptHandle,
     pop_retry_topic,
 )
+from broker.schedule import PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
 from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
 from processors.send_back import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
@@ -76,6 +77,11 @@ _RETRY_FIRST_EVERY: Final = 5
 #: Reads of one queue in one pop while the tag check drops messages (ours: a bound on the work of one pop over a run
 #: of colliding tags; past it the pop hands out what it found).
 _TAG_CHECK_READS: Final = 32
+#: Left out of a retry or dead-letter copy.
+_COPY_DROPS: Final = frozenset({PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID})
+#: Also left out of a dead letter: consumerSendMsgBack sets delay level 0 on a DLQ-bound copy (``DELAY`` is dropped,
+#: as our CONSUMER_SEND_MSG_BACK does), so a delivered delay message's dead letter re-sent is not delayed again.
+_DEAD_LETTER_DROPS: Final = _COPY_DROPS | {PROPERTY_DELAY}
 
 
 def revive_topic(cluster: str) -> str:
@@ -497,10 +503,14 @@ class PopService:
         extra = {PROPERTY_RETRY_TOPIC: self.original_topic(group, msg)}
         extra[PROPERTY_ORIGIN_MESSAGE_ID] = msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or msg.msg_id
         times = msg.reconsume_times + 1 if deliveries is None else deliveries
-        return self._copy(msg, dlq_topic(group), extra, times)
+        return self._copy(msg, dlq_topic(group), extra, times, _DEAD_LETTER_DROPS)
 
-    def _copy(self, msg: MessageExt, topic: str, extra: dict[str, str], reconsume: int) -> MessageRecord:
-        props = {k: v for k, v in msg.properties.items() if k not in ("REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS")}
+    def _copy(
+        self, msg: MessageExt, topic: str, extra: dict[str, str], reconsume: int, drop: frozenset[str] = _COPY_DROPS
+    ) -> MessageRecord:
+        """``msg``'s properties but ``drop``, plus ``extra``. ``TIMER_OUT_MS`` stays (PopReviveService.reviveRetry
+        ``putAll``s every property, consumerSendMsgBack too): a copy re-sent to its topic is not parked again."""
+        props = {k: v for k, v in msg.properties.items() if k not in drop}
         props.update(extra)
         return record_from_stored(msg, topic, 0, encode_properties(props), self.broker.store_host, reconsume)
 

@@ -1,7 +1,7 @@
 """Pop consumption in the broker, in virtual time (``autojump_clock``): checkpoints as timer messages, acks,
-changes of invisibility, redelivery with the attempt raised, the DLQ after the group's attempts, FIFO queues with one
-batch in flight, and in-flight messages across a clean restart. The broker is the embedded cluster's; the messages
-are sent by our 4.x client."""
+changes of invisibility, redelivery with the attempt raised, the DLQ after the group's attempts (a dead letter re-sent
+is neither delayed nor parked again), FIFO queues with one batch in flight, and in-flight messages across a clean
+restart. The broker is the embedded cluster's; the messages are sent by our 4.x client."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import trio
 from broker.embedded import EmbeddedCluster
 from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
 from broker.pop.revive import REVIVE_GROUP, ReviveService
-from client.message import Message
+from client.message import Message, MessageExt
 from client.producer import Producer
 from processors.filter import compile_sql92
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
@@ -191,6 +191,56 @@ async def test_after_the_groups_attempts_the_message_goes_to_the_dlq(
     store = embedded_cluster.controller.context.store
     [dead] = [decode_record(m) for m in store.get("%DLQ%GD", 0, 0, 32).messages]
     assert dead.body == b"poison" and dead.properties["RETRY_TOPIC"] == "PopD"
+
+
+async def dead_letter_of(cluster: EmbeddedCluster, pop: PopService, group: str, topic: str) -> MessageExt:
+    """Pop ``topic`` for ``group`` (1 retry) without acking until its one message lands in ``%DLQ%<group>``."""
+    cluster.controller.context.groups.update(SubscriptionGroupConfig(group, retry_max_times=1))
+    for _ in range(6):
+        await pop_all(pop, group, topic, invisible=10_000)
+        await trio.sleep(12)
+    [dead] = stored(cluster, f"%DLQ%{group}")
+    return dead
+
+
+def stored(cluster: EmbeddedCluster, topic: str) -> list[MessageExt]:
+    return [decode_record(m) for m in cluster.controller.context.store.get(topic, 0, 0, 32).messages]
+
+
+async def test_a_dead_lettered_delayed_message_redriven_to_its_topic_is_not_delayed_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """A delivered delay message keeps ``DELAY=<level>`` (ScheduleMessageService.messageTimeup); its dead letter has
+    none (consumerSendMsgBack sets delay level 0 on a DLQ-bound copy), so re-sending it to its topic (mqadmin
+    queryMsgById -s) stores it at once instead of waiting the level's 30 s again."""
+    await create_topic(embedded_cluster, "PopDelayed")
+    async with Producer("pg-pop-delayed", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("PopDelayed", b"d", delay_level=4))  # 30 s
+        await trio.sleep(35)
+        assert len(stored(embedded_cluster, "PopDelayed")) == 1
+        dead = await dead_letter_of(embedded_cluster, popper[0], "GPopDelayed", "PopDelayed")
+        assert "DELAY" not in dead.properties, dead.properties
+        await producer.send(Message("PopDelayed", dead.body, properties=dict(dead.properties)))
+        assert len(stored(embedded_cluster, "PopDelayed")) == 2
+
+
+async def test_a_dead_lettered_timer_message_redriven_to_its_topic_is_not_parked_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """A delivered timer message keeps the producer's ``TIMER_DELAY_SEC`` and its ``TIMER_OUT_MS``; the pop retry and
+    dead-letter copies keep ``TIMER_OUT_MS`` too (PopReviveService.reviveRetry ``putAll``s the properties, as
+    consumerSendMsgBack does), so re-sending the dead letter to its topic stores it at once
+    (HookUtils.checkIfTimerMessage) instead of parking it for another 600 s."""
+    await create_topic(embedded_cluster, "PopTimed")
+    async with Producer("pg-pop-timed", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("PopTimed", b"t", properties={"TIMER_DELAY_SEC": "600"}))
+        await trio.sleep(602)
+        assert len(stored(embedded_cluster, "PopTimed")) == 1
+        dead = await dead_letter_of(embedded_cluster, popper[0], "GPopTimed", "PopTimed")
+        assert "TIMER_OUT_MS" in dead.properties, dead.properties
+        await producer.send(Message("PopTimed", dead.body, properties=dict(dead.properties)))
+        assert embedded_cluster.controller.timer.pending == 0
+        assert len(stored(embedded_cluster, "PopTimed")) == 2
 
 
 async def test_each_pop_of_a_group_starts_one_queue_further(
