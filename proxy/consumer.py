@@ -8,7 +8,8 @@ then pops; with nothing to hand out it waits for an arrival on the topic or its 
 The answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The group is orderly (FIFO)
 when the client's Settings or the group's ``consumeMessageOrderly`` say so. ForwardMessageToDeadLetterQueue is a
 CONSUMER_SEND_MSG_BACK through the broker's own send-back processor (:class:`~proxy.local.LocalInvoker`), as in
-RocketMQ's local mode.
+RocketMQ's local mode; a popped message whose attempts are used up is not handed out but goes the same way (without
+waiting for the flush) and is acked, as RocketMQ's ConsumerProcessor.popMessage does.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from broker.pop.receipt import pop_retry_topic
 from processors.common import RequestRejected
 from processors.filter import Sql92ParseError, compile_sql92
 from processors.pull import build_subscription
+from processors.send_back import dead_letter_header
 from proxy.common import (
     Code,
     RpcError,
@@ -47,7 +49,6 @@ from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE
 from remoting.codec.bodies.heartbeat import SUB_ALL
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from remoting.codec.headers.send import ConsumerSendMsgBackRequestHeader
 from store.errors import PutRefusedError
 from store.get_message import PropertyFilter
 
@@ -180,9 +181,10 @@ class Consuming:
 
     def _pop(self, r: _Receive) -> list[Popped]:
         """The pop, its refusals as statuses: an unreadable topic FORBIDDEN, a checkpoint the store or the timer
-        refused (nothing handed out, the offset unmoved) with the store's code."""
+        refused (nothing handed out, the offset unmoved) with the store's code; without what it moved to the DLQ
+        (:meth:`_forward_exhausted`)."""
         try:
-            return self.pop.pop(
+            popped = self.pop.pop(
                 r.group, r.topic, r.batch, r.invisible, r.tags, fifo=r.fifo, property_filter=r.property_filter
             )
         except LookupError as exc:
@@ -191,6 +193,26 @@ class Consuming:
             raise RpcError(status_of_response_code(exc.code), exc.remark) from None
         except PutRefusedError as exc:
             raise RpcError(Code.INTERNAL_SERVER_ERROR, f"{exc.put_status}: {exc}") from None
+        limit = self.pop.max_attempts(r.group)
+        exhausted = [p for p in popped if p.attempt > limit]
+        for p in exhausted:
+            self._forward_exhausted(r, p)
+        return [p for p in popped if p.attempt <= limit] if exhausted else popped
+
+    def _forward_exhausted(self, r: _Receive, popped: Popped) -> None:
+        """ConsumerProcessor.popMessage's TO_DLQ (PopMessageResultFilterImpl: attempts past the group's
+        ``retryMaxTimes + 1``): not handed out but forwarded to the DLQ as ForwardMessageToDeadLetterQueue forwards
+        (the broker's send-back, :meth:`PopService.dead_letter`), then acked. A refused forward is logged: the message
+        stays invisible and comes back with the attempt raised, to be forwarded again, as in RocketMQ."""
+        handle = popped.handle
+        try:
+            self.pop.dead_letter(r.group, handle.commit_log_offset, handle.real_topic(r.group, r.topic))
+        except (RequestRejected, PutRefusedError) as exc:
+            log.warning("moving %s of %s to the DLQ failed: %s", popped.message.msg_id, r.group, exc)
+            return
+        outcome = self.pop.ack(r.group, r.topic, handle)
+        if outcome is not AckOutcome.OK:
+            log.info("moved %s of %s to the DLQ; its ack answered %s", popped.message.msg_id, r.group, outcome.value)
 
     def _stream(self, r: _Receive, popped: list[Popped]) -> list[Any]:
         if not popped:
@@ -272,14 +294,7 @@ class Consuming:
         check_topic(topic)
         check_group(group)
         handle = self._handle(self.renew.take(metadata.get(_CLIENT_ID, ""), group, req.message_id, req.receipt_handle))
-        header = ConsumerSendMsgBackRequestHeader(
-            offset=handle.commit_log_offset,
-            group=group,
-            delay_level=-1,
-            origin_msg_id=req.message_id,
-            origin_topic=handle.real_topic(group, topic),
-            max_reconsume_times=0,
-        )
+        header = dead_letter_header(group, handle.commit_log_offset, handle.real_topic(group, topic), req.message_id)
         send_back = request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
         answer = await self.invoker.invoke(send_back, peer_of(metadata))
         if answer.code == ResponseCode.SUCCESS:

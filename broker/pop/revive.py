@@ -5,7 +5,8 @@ It reads the revive queue (``rmq_sys_REVIVE_LOG_<cluster>`` queue 0) in order ev
 records arrive as soon as a consumer acknowledges; CK records arrive only when the timer wheel delivers them, after
 the handle's invisible time (see :mod:`broker.pop.service`). So by the time a CK is read, every ack of its handle is
 already behind it. A CK names every message of one pop of one queue: an ACK seen earlier cancels its message, every
-other message of the CK is copied to the retry topic (or the DLQ).
+other message of the CK is copied to the retry topic, however many attempts it had (the gRPC receive moves one whose
+attempts are used up to the DLQ, as RocketMQ's proxy does).
 
 Progress is the consumer offset of group ``CID_RMQ_SYS_REVIVE_GROUP`` on that queue, committed at the oldest ACK still
 waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel (a restart may redeliver a message
@@ -14,8 +15,9 @@ has been read (the timer delivers CKs in the order they are due). Measured on th
 restart the timer delivers the overdue CKs only after the ACKs were read again, and a clock-based rule forgot those
 ACKs first and redelivered acknowledged messages. A record that does not decode is logged and skipped. A retry copy
 the store refuses for good (MESSAGE_ILLEGAL: a group and topic whose retry topic name is too long) goes to the DLQ
-instead, or is logged and dropped when that is refused too; any other refusal is retried at the next interval from
-the record it stopped at.
+instead through :meth:`PopService.dead_letter` (the broker's send-back: a group without retry queues stores nothing),
+or is logged and dropped when that is refused too (ours: RocketMQ writes the CK again and again); any other refusal is
+retried at the next interval from the record it stopped at.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import orjson
 import trio
 
 from broker.pop.service import ACK_TAG, CK_GRACE_MS, CK_TAG, PopService
+from processors.common import RequestRejected
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageExt, decode_record
 from store.errors import MessageIllegalError, PutRefusedError
@@ -139,10 +142,10 @@ class ReviveService:
             store.append(self.pop.retry_copy(group, msg))
         except MessageIllegalError as exc:
             try:
-                store.append(self.pop.dead_letter(group, msg))
-            except MessageIllegalError:
-                log.error("revive: message at %d of group %s refused by the store (%s) and by its DLQ: dropped",
-                          phy_offset, group, exc)  # fmt: skip
+                self.pop.dead_letter(group, phy_offset, msg.topic)
+            except (MessageIllegalError, RequestRejected) as refused:
+                log.error("revive: message at %d of group %s refused by the store (%s) and by the DLQ send-back (%s): "
+                          "dropped", phy_offset, group, exc, refused)  # fmt: skip
                 return
             log.warning("revive: message at %d of group %s refused (%s): sent to the DLQ", phy_offset, group, exc)
         self.revived += 1

@@ -12,17 +12,21 @@ Durability (docs/grpc.md#pop-consumption):
   due when its invisibility ends: the timer wheel (``broker/timer/``) keeps it on disk across restarts and delivers it
   into the revive queue at that time. An ack writes an ACK record into the revive queue at once; a change of
   invisibility writes a new CK and acks the old one. The revive loop pairs them: a CK with no ACK before it is
-  redelivered through the V1 retry topic ``%RETRY%<group>_<topic>`` with ``reconsumeTimes + 1``, or, once the group's
-  ``retryMaxTimes + 1`` attempts are used, stored in ``%DLQ%<group>``.
+  redelivered through the V1 retry topic ``%RETRY%<group>_<topic>`` with ``reconsumeTimes + 1``, however many
+  attempts it had (RocketMQ's PopReviveService writes no DLQ).
 * **Orderly (FIFO) pops** keep the consumer offset at the first unacknowledged message and hand out nothing more from
   that queue while a popped message is invisible; after the invisible time the same messages come again with the
-  attempt raised. Acks advance the offset and wake the receives waiting on the topic once the queue is free (RocketMQ's
-  AckMessageProcessor.ackOrderly). That state (the pop time, invisible times, attempt counts) is saved after each
-  change to ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start. It only speaks of
-  the queue's own messages: a destroyed ConsumeQueue (topic deleted, messages expired) takes its state along, a topic
-  gone at start drops its state, a state whose offsets the queue holds at other CommitLog offsets (the topic created
-  again meanwhile) is dropped at the next pop or ack, and so are offsets past the queue's end or below its start;
-  a message still in flight keeps its queue blocked though retention removed it.
+  attempt raised, however many (RocketMQ's order info counts them likewise). Acks advance the offset and wake the
+  receives waiting on the topic once the queue is free (RocketMQ's AckMessageProcessor.ackOrderly). That state (the
+  pop time, invisible times, attempt counts) is saved after each change to ``config/popFifoState.json``
+  (:mod:`broker.pop.fifo_state`) and read back at start. It only speaks of the queue's own messages: a destroyed
+  ConsumeQueue (topic deleted, messages expired) takes its state along, a topic gone at start drops its state, a
+  state whose offsets the queue holds at other CommitLog offsets (the topic created again meanwhile) is dropped at the
+  next pop or ack, and so are offsets past the queue's end or below its start; a message still in flight keeps its
+  queue blocked though retention removed it.
+* **Dead letters**: :meth:`PopService.dead_letter` is what the gRPC receive calls for a message whose attempts are
+  used up (RocketMQ's proxy forwards it from ConsumerProcessor.popMessage): the broker's send-back with delay level
+  -1 (:mod:`processors.send_back`), so its checks and its DLQ copy are the ForwardMessageToDeadLetterQueue RPC's.
 * **A group without an offset** starts where PopMessageProcessor.getInitOffset does and commits that start.
 * **Tags** are matched on the consume queue's tags codes, then on the tag itself, since codes collide (Java's "Aa"
   and "BB"; RocketMQ's proxy re-checks it in PopMessageResultFilterImpl): what either skips counts as consumed, and
@@ -51,13 +55,13 @@ from broker.pop.receipt import (
     ReceiptHandle,
     pop_retry_topic,
 )
-from broker.schedule import PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
+from broker.schedule import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
 from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
-from processors.send_back import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC
+from processors.send_back import PROPERTY_RETRY_TOPIC, ConsumerSendMsgBackProcessor, dead_letter_header
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.record_copy import record_from_stored
-from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
+from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX
 from store.get_message import PropertyFilter, TagFilter
 from store.metadata_files import PERM_READ
 
@@ -77,11 +81,8 @@ _RETRY_FIRST_EVERY: Final = 5
 #: Reads of one queue in one pop while the tag check drops messages (ours: a bound on the work of one pop over a run
 #: of colliding tags; past it the pop hands out what it found).
 _TAG_CHECK_READS: Final = 32
-#: Left out of a retry or dead-letter copy.
+#: Left out of a retry copy (a dead letter is the send-back's copy: :meth:`PopService.dead_letter`).
 _COPY_DROPS: Final = frozenset({PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID})
-#: Also left out of a dead letter: consumerSendMsgBack sets delay level 0 on a DLQ-bound copy (``DELAY`` is dropped,
-#: as our CONSUMER_SEND_MSG_BACK does), so a delivered delay message's dead letter re-sent is not delayed again.
-_DEAD_LETTER_DROPS: Final = _COPY_DROPS | {PROPERTY_DELAY}
 
 
 def revive_topic(cluster: str) -> str:
@@ -137,6 +138,7 @@ class PopService:
         broker.store.queue_drop_listeners.append(self.forget_queue)
         self._turns: dict[tuple[str, str], int] = {}
         self._arrivals: dict[str, trio.Event] = {}
+        self._send_back = ConsumerSendMsgBackProcessor(broker)
 
     @property
     def revive_topic(self) -> str:
@@ -310,16 +312,11 @@ class PopService:
         end = messages[-1].queue_offset + 1 if messages else next_offset
         state.acked.update(o for o in range(start, end) if o not in returned)
         popped = []
-        limit = self.max_attempts(group)
         for msg in messages:
             offset = msg.queue_offset
             if offset in state.acked:
                 continue
             attempt = state.attempts.get(offset, 0) + 1
-            if attempt > limit:
-                self.broker.store.append(self.dead_letter(group, msg, deliveries=limit))
-                self._fifo_done(state, offset)
-                continue
             state.attempts[offset] = attempt
             state.invisible_until[offset] = pop_time + invisible_ms
             handle = ReceiptHandle(
@@ -486,31 +483,25 @@ class PopService:
         return origin if origin and msg.topic == pop_retry_topic(group, origin) else msg.topic
 
     def retry_copy(self, group: str, msg: MessageExt) -> MessageRecord:
-        """``msg`` again, one attempt later: into the pop retry topic, or the DLQ once attempts are used up."""
-        if msg.reconsume_times + 1 >= self.max_attempts(group):
-            return self.dead_letter(group, msg)
+        """``msg`` again, one attempt later, for the pop retry topic (PopReviveService.reviveRetry: however many
+        attempts it had; the receive moves one whose attempts are used up to the DLQ)."""
         origin = self.original_topic(group, msg)
         retry = pop_retry_topic(group, origin)
         self.broker.topics.create_topic_in_send_back_process(retry, 1)
         return self._copy(msg, retry, {PROPERTY_RETRY_TOPIC: origin}, msg.reconsume_times + 1)
 
-    def dead_letter(self, group: str, msg: MessageExt, deliveries: int | None = None) -> MessageRecord:
-        """``msg`` for ``%DLQ%<group>``, built as RocketMQ's consumerSendMsgBack builds it (the proxy's
-        ForwardMessageToDeadLetterQueue is one, with delay level -1): ``reconsumeTimes`` counts its ``deliveries``
-        (by default this one, the ``reconsumeTimes + 1``-th) and ``ORIGIN_MESSAGE_ID``, unless ``msg`` has one, is
-        ``msg``'s offset message id."""
-        self.broker.topics.create_dlq_topic(group)
-        extra = {PROPERTY_RETRY_TOPIC: self.original_topic(group, msg)}
-        extra[PROPERTY_ORIGIN_MESSAGE_ID] = msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or msg.msg_id
-        times = msg.reconsume_times + 1 if deliveries is None else deliveries
-        return self._copy(msg, dlq_topic(group), extra, times, _DEAD_LETTER_DROPS)
+    def dead_letter(self, group: str, commit_log_offset: int, origin_topic: str, message_id: str | None = None) -> None:
+        """Move the message at ``commit_log_offset`` into ``%DLQ%<group>`` as RocketMQ's proxy does
+        (ProducerProcessor.forwardMessageToDeadLetterQueue): the broker's send-back with delay level -1, its checks
+        and its DLQ copy, appended without waiting for the flush. A group without retry queues stores nothing.
+        Raises ``RequestRejected`` with the send-back's refusal (a broker that takes no writes) and the store's
+        ``PutRefusedError``; nothing is stored then."""
+        self._send_back.send_back_now(dead_letter_header(group, commit_log_offset, origin_topic, message_id))
 
-    def _copy(
-        self, msg: MessageExt, topic: str, extra: dict[str, str], reconsume: int, drop: frozenset[str] = _COPY_DROPS
-    ) -> MessageRecord:
-        """``msg``'s properties but ``drop``, plus ``extra``. ``TIMER_OUT_MS`` stays (PopReviveService.reviveRetry
-        ``putAll``s every property, consumerSendMsgBack too): a copy re-sent to its topic is not parked again."""
-        props = {k: v for k, v in msg.properties.items() if k not in drop}
+    def _copy(self, msg: MessageExt, topic: str, extra: dict[str, str], reconsume: int) -> MessageRecord:
+        """``msg``'s properties but REAL_TOPIC and REAL_QID, plus ``extra``. ``TIMER_OUT_MS`` stays
+        (PopReviveService.reviveRetry ``putAll``s every property): a copy re-sent to its topic is not parked again."""
+        props = {k: v for k, v in msg.properties.items() if k not in _COPY_DROPS}
         props.update(extra)
         return record_from_stored(msg, topic, 0, encode_properties(props), self.broker.store_host, reconsume)
 

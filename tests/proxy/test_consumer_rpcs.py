@@ -3,15 +3,16 @@ grpc/v2/consumer/, processor/ConsumerProcessor.java and ProducerProcessor.java; 
 AckMessageProcessor.java): a FIFO ack wakes the receive waiting on the queue it frees and a second ack of it answers
 OK, a receive checks the tag itself (tags codes collide) and reads on past what that check drops, and
 ForwardMessageToDeadLetterQueue checks the group's name, then is the broker's send-back (its checks, its DLQ copy, its
-answer). Real embedded
-broker, the proxy's Trio-side activity, virtual time (``autojump_clock``); requests are the generated protobuf
-messages the official clients send."""
+answer), and so is a receive's move of a message whose attempts are used up to the DLQ. Real embedded broker, the
+proxy's Trio-side activity, virtual time (``autojump_clock``); requests are the generated protobuf messages the
+official clients send."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import attrs
+import pytest
 import trio
 import trio.testing
 
@@ -270,3 +271,90 @@ async def test_forward_to_dlq_of_a_group_without_retry_queues_stores_nothing(
     assert (Code.Name(answer.status.code), _dlq_copies(embedded_cluster, "GNoRetry")) == ("OK", 0)
     await trio.sleep(40)  # past the invisible time (30 s), the CK grace and a revive pass
     assert _messages(activity.consuming.receive_now(_receive_request("GNoRetry", "FwdNoRetry"), md("c@1"), None)) == []
+
+
+# ---- a receive moving a message whose attempts are used up to the DLQ (ConsumerProcessor.popMessage's TO_DLQ) -------
+
+
+def _received(activity: MessagingActivity, req: Any) -> list[Any]:
+    return _messages(activity.consuming.receive_now(req, md("c@1"), None))
+
+
+async def _received_after_each_invisible_time(activity: MessagingActivity, req: Any, times: int) -> list[Any]:
+    """``times`` receives of ``req``, each past the previous one's invisible time (10 s), the CK grace and a revive
+    pass; no message is acked."""
+    got = []
+    for _ in range(times):
+        got += _received(activity, req)
+        await trio.sleep(20)
+    return got
+
+
+@pytest.mark.parametrize("fifo", [False, True], ids=["normal", "fifo"])
+async def test_a_receive_moves_a_message_whose_attempts_are_used_up_to_the_dlq_as_a_forward(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, fifo: bool
+) -> None:
+    """RocketMQ 5.3.3's broker writes no DLQ for pops (PopReviveService); the proxy's receive sees a message whose
+    reconsumeTimes reached the group's retryMaxTimes + 1 (PopMessageResultFilterImpl: TO_DLQ), forwards it as
+    ForwardMessageToDeadLetterQueue does (consumerSendMsgBack, delay level -1: RETRY_TOPIC, ORIGIN_MESSAGE_ID)
+    and acks it: it is not handed out again, and a FIFO queue moves on to the next message."""
+    activity = await _activity(embedded_cluster, nursery)
+    group, topic = ("GUsedFifo", "UsedFifo") if fifo else ("GUsed", "Used")
+    embedded_cluster.controller.context.groups.update(
+        SubscriptionGroupConfig(group, retry_max_times=1, consume_message_orderly=fifo)
+    )
+    await create_topic(embedded_cluster, topic, queues=1)
+    await send(embedded_cluster, topic, b"poison", b"next")
+    req = _receive_request(group, topic, batch=1, invisible_s=10)
+    got = [(m.body, m.system_properties.delivery_attempt)
+           for m in await _received_after_each_invisible_time(activity, req, 5)]  # fmt: skip
+    order = [(b"poison", 1), (b"poison", 2), (b"next", 1), (b"next", 2)]
+    assert got == (order if fifo else [order[0], order[2], order[1], order[3]])
+    store = embedded_cluster.controller.context.store
+    original = decode_record(store.get(topic, 0, 0, 1).messages[0])
+    dead = [decode_record(raw) for raw in store.get(f"%DLQ%{group}", 0, 0, 32).messages]
+    # ORIGIN_MESSAGE_ID: the offset id of the stored message the send-back read (the pop retry copy's, as in Java).
+    got_dead = [(d.body, d.properties["RETRY_TOPIC"], d.properties["UNIQ_KEY"], "ORIGIN_MESSAGE_ID" in d.properties)
+                for d in dead]  # fmt: skip
+    assert got_dead == [(b"poison", topic, original.properties["UNIQ_KEY"], True)]
+
+
+@pytest.mark.parametrize("fifo", [False, True], ids=["normal", "fifo"])
+async def test_attempts_used_up_by_a_group_without_retry_queues_store_no_dlq_copy(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, fifo: bool
+) -> None:
+    """The receive's move to the DLQ is consumerSendMsgBack's: a group with retryQueueNums <= 0 answers SUCCESS and
+    writes nothing; the message is acked and gone (our revive loop and FIFO pop used to append the DLQ copy
+    themselves)."""
+    activity = await _activity(embedded_cluster, nursery)
+    group, topic = ("GNoRetryFifo", "NoRetryFifo") if fifo else ("GNoRetryRev", "NoRetryRev")
+    embedded_cluster.controller.context.groups.update(
+        SubscriptionGroupConfig(group, retry_queue_nums=0, retry_max_times=0, consume_message_orderly=fifo)
+    )
+    await create_topic(embedded_cluster, topic, queues=1)
+    await send(embedded_cluster, topic, b"poison")
+    got = await _received_after_each_invisible_time(activity, _receive_request(group, topic, invisible_s=10), 3)
+    assert ([m.body for m in got], _dlq_copies(embedded_cluster, group)) == ([b"poison"], 0)
+
+
+async def test_attempts_used_up_on_a_broker_that_takes_no_writes_store_no_dlq_copy_until_it_does(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A broker whose brokerPermission takes no writes (drained before decommissioning) refuses the receive's move to
+    the DLQ (consumerSendMsgBack: NO_PERMISSION) and stores nothing; the message is not acked, so it comes back and is
+    moved once the broker takes writes again, never lost."""
+    activity = await _activity(embedded_cluster, nursery)
+    ctx = embedded_cluster.controller.context
+    ctx.groups.update(SubscriptionGroupConfig("GDrained", retry_max_times=0))
+    await create_topic(embedded_cluster, "Drained", queues=1)
+    await send(embedded_cluster, "Drained", b"poison")
+    req = _receive_request("GDrained", "Drained", invisible_s=10)
+    assert [m.body for m in _received(activity, req)] == [b"poison"]
+    writable = ctx.config.broker_permission
+    ctx.config = attrs.evolve(ctx.config, broker_permission=PERM_READ)
+    await trio.sleep(20)
+    assert await _received_after_each_invisible_time(activity, req, 3) == []
+    assert _dlq_copies(embedded_cluster, "GDrained") == 0
+    ctx.config = attrs.evolve(ctx.config, broker_permission=writable)
+    assert await _received_after_each_invisible_time(activity, req, 2) == []
+    assert _dlq_copies(embedded_cluster, "GDrained") == 1
