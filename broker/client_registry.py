@@ -76,9 +76,12 @@ class ClientRegistry:
         consume_from_where: ConsumeFromWhere,
         subscriptions: Iterable[SubscriptionData],
         notify: bool = True,
+        update_subscriptions: bool = True,
     ) -> bool:
         """Record a consumer heartbeat; returns True when the group's channels or topics changed (then, with
-        ``notify``, every channel of the group is told to rebalance)."""
+        ``notify``, every channel of the group is told to rebalance). Without ``update_subscriptions`` the group's
+        subscriptions stay as they are (ConsumerManager.registerConsumer's flag: a 5.x client's Heartbeat, whose
+        subscriptions only its Settings change)."""
         group_info = self._consumers.get(group)
         if group_info is None:
             group_info = self._consumers[group] = ConsumerGroupInfo(group)
@@ -87,7 +90,7 @@ class ClientRegistry:
         group_info.consume_from_where = consume_from_where
         group_info.last_update = self._clock()
         channel_changed = group_info.update_channel(info)
-        topics_changed = group_info.update_subscriptions(subscriptions)
+        topics_changed = update_subscriptions and group_info.update_subscriptions(subscriptions)
         changed = channel_changed or topics_changed
         if changed and notify:
             self._notify(group_info)

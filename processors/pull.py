@@ -74,26 +74,43 @@ class SubscriptionParseError(ValueError):
     """A tag expression that does not split into tags (Java's ``subString split error``)."""
 
 
+class _SubVersions:
+    """``subVersion`` of a new SubscriptionData: now in ms, as Java's field initialiser (System.currentTimeMillis()),
+    but never the same twice in this process, so a subscription built later replaces an earlier one
+    (ConsumerGroupInfo.updateSubscription takes only a larger subVersion) even within a millisecond."""
+
+    def __init__(self) -> None:
+        self._last = 0
+
+    def next(self) -> int:
+        self._last = max(time.time_ns() // 1_000_000, self._last + 1)
+        return self._last
+
+
+_SUB_VERSIONS: Final = _SubVersions()
+
+
 def build_subscription(topic: str, sub_string: str | None, expression_type: str | None = None) -> SubscriptionData:
-    """Java's ``FilterAPI.build`` for TAG expressions: ``*``/empty = all, else tags split on ``||`` and trimmed.
+    """Java's ``FilterAPI.build`` for TAG expressions: ``*``/empty = all, else tags split on ``||`` and trimmed;
+    ``sub_version`` stamped as a new Java SubscriptionData's (:class:`_SubVersions`).
 
     Raises :class:`SubscriptionParseError` for an expression with no tags at all (``"||"``) and for an empty
     non-TAG expression. A non-TAG expression is returned unparsed (the caller decides whether it can serve it).
     """
     kind = expression_type or EXPRESSION_TAG
+    version = _SUB_VERSIONS.next()
     if kind != EXPRESSION_TAG:
         if not sub_string:
             raise SubscriptionParseError(f"Expression can't be null! {kind}")
-        return SubscriptionData(topic=topic, sub_string=sub_string, expression_type=kind)
+        return SubscriptionData(topic=topic, sub_string=sub_string, expression_type=kind, sub_version=version)
     if not sub_string or sub_string == SUB_ALL:
-        return SubscriptionData(topic=topic, sub_string=SUB_ALL)
+        return SubscriptionData(topic=topic, sub_string=SUB_ALL, sub_version=version)
     parts = sub_string.split("||")
     if all(part == "" for part in parts):
         raise SubscriptionParseError("subString split error")
     tags = tuple(dict.fromkeys(t for t in (p.strip() for p in parts) if t))
-    return SubscriptionData(
-        topic=topic, sub_string=sub_string, tags_set=tags, code_set=tuple(java_string_hash(t) for t in tags)
-    )
+    codes = tuple(java_string_hash(t) for t in tags)
+    return SubscriptionData(topic=topic, sub_string=sub_string, tags_set=tags, code_set=codes, sub_version=version)
 
 
 def tag_filter_of(subscription: SubscriptionData) -> TagFilter | None:

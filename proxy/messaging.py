@@ -221,7 +221,7 @@ class MessagingActivity:
         self._check_settings(settings)
         session = self.sessions.session(client_id_of(md), md)
         session.settings = settings
-        self.sessions.heartbeat(session, peer_of(md))
+        self.sessions.heartbeat(session, peer_of(md), update_subscriptions=True)
         return service.TelemetryCommand(status=status(), settings=self._merged(settings))
 
     @staticmethod

@@ -3,7 +3,8 @@
 A 5.x client has no connection the broker could write to, only its Telemetry stream. :class:`GrpcClientChannel`
 stands in for one in the broker's client registry (a :class:`~remoting.connection.Connection` that never runs): the
 registry lists it among producer and consumer connections (so ``mqadmin producerConnection`` / ``consumerConnection``
-show 5.x clients, their subscriptions as ClientActivity.buildSubscriptionData builds them), expires it like any
+show 5.x clients, their subscriptions as ClientActivity.buildSubscriptionData builds them, a later Settings's replacing
+a group's, a Heartbeat leaving them as they are), expires it like any
 channel, and the transaction check service's CHECK_TRANSACTION_STATE written to it becomes a
 ``RecoverOrphanedTransactionCommand`` on the client's stream (RocketMQ's GrpcClientChannel,
 proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/channel/GrpcClientChannel.java). Other requests are dropped:
@@ -156,9 +157,11 @@ class SessionTable:
         for client_id in gone:
             del self.sessions[client_id]
 
-    def heartbeat(self, session: ClientSession, peer: tuple[str, int]) -> None:
-        """Register (or refresh) the session as producer of each publishing topic or consumer of its group. Raises
-        RpcError for subscriptions :func:`subscription_data` refuses (the Telemetry Settings were checked so)."""
+    def heartbeat(self, session: ClientSession, peer: tuple[str, int], *, update_subscriptions: bool = False) -> None:
+        """Register (or refresh) the session as producer of each publishing topic or consumer of its group; a
+        consumer's subscriptions replace the group's with ``update_subscriptions`` (ClientActivity registers a Settings
+        with updateSubscription, a Heartbeat without). Raises RpcError for subscriptions :func:`subscription_data`
+        refuses (the Telemetry Settings were checked so)."""
         settings = session.settings
         if settings is None:
             return
@@ -180,6 +183,7 @@ class SessionTable:
                 ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
                 subscription_data(settings.subscription),
                 notify=False,
+                update_subscriptions=update_subscriptions,
             )
 
     def terminate(self, client_id: str) -> None:

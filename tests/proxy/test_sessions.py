@@ -1,5 +1,6 @@
 """5.x client sessions in the broker, in virtual time: Settings register producers and consumers in the broker's
-client registry (what ``mqadmin`` lists) with their subscriptions as FilterAPI builds them, the merged producer
+client registry (what ``mqadmin`` lists) with their subscriptions as FilterAPI builds them (a later Settings replacing
+them, a Heartbeat not), the merged producer
 Settings carry the proxy's message type check, termination and the 120 s expiry remove them, and a transaction check
 written to a 5.x client's channel becomes a recovery command on its Telemetry stream. The activity runs over the
 embedded broker; requests are the generated protobuf messages the official client sends."""
@@ -88,6 +89,44 @@ async def test_settings_subscriptions_are_registered_as_filterapi_builds_them(
     tags, by_sql = clients.find_subscription("GSubs", "TagTopic"), clients.find_subscription("GSubs", "SqlTopic")
     got = (tags.expression_type, sorted(tags.tags_set), len(tags.code_set), by_sql.expression_type, by_sql.sub_string)
     assert got == ("TAG", ["TagA", "TagB"], 2, "SQL92", "a > 1"), got
+
+
+async def test_settings_changing_a_subscription_update_the_registered_one(embedded_cluster: EmbeddedCluster) -> None:
+    """FilterAPI.build returns a new SubscriptionData, whose subVersion is System.currentTimeMillis(); a Settings
+    registers with updateSubscription and ConsumerGroupInfo.updateSubscription replaces a topic's subscription only
+    for a larger subVersion. So a Settings changing the expression (PushConsumer.subscribe with a new one, another
+    client of the group) is what consumerConnection shows, even within the same millisecond; built with subVersion 0,
+    the first subscription of a topic stayed for ever."""
+    activity = activity_of(embedded_cluster)
+    assert activity.telemetry(consumer_settings("GChange", "ChangeT"), md("chg@1")).status.code == definition.Code.OK
+    changed = _sql_settings("GChange", "ChangeT", "a > 1")
+    assert activity.telemetry(changed, md("chg@1")).status.code == definition.Code.OK
+    registered = embedded_cluster.controller.context.clients.find_subscription("GChange", "ChangeT")
+    assert registered is not None and (registered.expression_type, registered.sub_string) == ("SQL92", "a > 1")
+
+
+async def test_a_heartbeat_leaves_the_subscription_the_latest_settings_registered(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """ClientActivity.heartbeat registers the consumer with updateSubscription false: the group keeps the
+    subscription of the latest Settings (here another client's), whichever client of the group heartbeats after."""
+    activity = activity_of(embedded_cluster)
+    assert activity.telemetry(consumer_settings("GBeat", "BeatT"), md("first@1")).status.code == definition.Code.OK
+    assert (
+        activity.telemetry(_sql_settings("GBeat", "BeatT", "b = 2"), md("second@1")).status.code == definition.Code.OK
+    )
+    request = service.HeartbeatRequest(client_type=definition.ClientType.SIMPLE_CONSUMER)
+    request.group.name = "GBeat"
+    assert activity.heartbeat(request, md("first@1")).status.code == definition.Code.OK
+    registered = embedded_cluster.controller.context.clients.find_subscription("GBeat", "BeatT")
+    assert registered is not None and registered.sub_string == "b = 2"
+
+
+def _sql_settings(group: str, topic: str, expression: str) -> Any:
+    command = consumer_settings(group, topic)
+    command.settings.subscription.subscriptions[0].expression.type = definition.FilterType.SQL
+    command.settings.subscription.subscriptions[0].expression.expression = expression
+    return command
 
 
 async def test_producer_settings_carry_the_proxys_message_type_check_setting(embedded_cluster: EmbeddedCluster) -> None:
