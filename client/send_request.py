@@ -28,7 +28,13 @@ from remoting.codec.message_properties import (
 )
 from remoting.codec.msgid import UniqKeyGenerator
 from remoting.codec.send_frame import send_frame
-from remoting.codec.topics import NOT_ALLOWED_SEND_TOPICS, TOPIC_MAX_LENGTH, VALID_NAME_PATTERN, is_legal_name
+from remoting.codec.topics import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOPIC_MAX_LENGTH,
+    VALID_NAME_PATTERN,
+    is_legal_name,
+)
 
 #: Java's ``maxMessageSize`` and ``compressMsgBodyOverHowmuch`` defaults.
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
@@ -252,7 +258,9 @@ class SendBuilder:
 
     def single_as(self, msg: Message, kind: type[P]) -> P:
         """One message: UNIQ_KEY added, body zlib-compressed (level 5) when at least ``compress_over`` bytes and
-        smaller that way, RECONSUME_TIME / MAX_RECONSUME_TIMES moved into the header as Java does.
+        smaller that way, RECONSUME_TIME / MAX_RECONSUME_TIMES moved into the header for a ``%RETRY%`` topic as Java's
+        DefaultMQProducerImpl.sendKernelImpl does (any other topic keeps them as properties, ``reconsumeTimes`` 0: a
+        re-sent 5.x message's delivery attempt is no reconsume count).
 
         The fields are encoded here (:class:`PreparedSend`, or the subclass ``kind``: the producer's async send is
         one): the same bytes ``_fields`` and ``orjson`` would give."""
@@ -282,8 +290,10 @@ class SendBuilder:
             return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, _SEND_V2)
         props = msg.all_properties()
         props[PROPERTY_UNIQ_KEY] = uniq
-        reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
-        max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
+        reconsume = max_reconsume = None
+        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # sendKernelImpl: a retry send only, else kept as is
+            reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
+            max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
         properties = encode_properties(props)
         tail = _TAIL % (sys_flag, now_ms, msg.flag, orjson.dumps(properties), int(reconsume or 0))
         if max_reconsume:

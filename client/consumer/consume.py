@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import anyio
 import attrs
@@ -46,6 +46,7 @@ from client.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_MIN_OFFSET,
     PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RECONSUME_TIME,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
     uniq_msg_id,
@@ -108,21 +109,27 @@ def _stamp_start(msgs: list[MessageExt]) -> None:
 def retry_copy_properties(msg: MessageExt, origin: str) -> dict[str, str]:
     """The properties of the copy a failed send-back sends to ``%RETRY%<group>`` itself (Java's
     ``DefaultMQPushConsumerImpl.sendMessageBack``): ``msg``'s, with ``RETRY_TOPIC`` (when absent), ``ORIGIN_MESSAGE_ID``
-    and delay level 3 + reconsumeTimes, without what a pull adds and without ``TRAN_MSG`` (a committed transactional
-    message keeps it; the copy must not be a half message)."""
+    and delay level 3 + reconsumeTimes, without what a pull adds, without the counts the header carries
+    (``RECONSUME_TIME``, which Java sets to the new count and its producer moves into the header, and
+    ``MAX_RECONSUME_TIMES``) and without ``TRAN_MSG`` (a committed transactional message keeps it; the copy must not be
+    a half message)."""
     props = dict(msg.properties)
     props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
     props[PROPERTY_ORIGIN_MESSAGE_ID] = origin
     props[PROPERTY_DELAY] = str(3 + msg.reconsume_times)
-    for transient in (
-        PROPERTY_MAX_RECONSUME_TIMES,
-        PROPERTY_MIN_OFFSET,
-        PROPERTY_MAX_OFFSET,
-        PROPERTY_CONSUME_START_TIME,
-        PROPERTY_TRANSACTION_PREPARED,
-    ):
+    for transient in _NOT_IN_A_RETRY_COPY:
         props.pop(transient, None)
     return props
+
+
+_NOT_IN_A_RETRY_COPY: Final = (
+    PROPERTY_RECONSUME_TIME,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_MIN_OFFSET,
+    PROPERTY_MAX_OFFSET,
+    PROPERTY_CONSUME_START_TIME,
+    PROPERTY_TRANSACTION_PREPARED,
+)
 
 
 async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, delay_level: int = 0) -> bool:

@@ -1,6 +1,7 @@
 """The producer's send hot path against the general code it stands in for: the request frame written from the
 encoded fields (:class:`client.send_request.PreparedSend`), the properties string of plain messages, the UNIQ_KEY
-kept per millisecond, and the send result read straight from the response's JSON header."""
+kept per millisecond, the reconsume counts moved into the header for retry topics only, and the send result read
+straight from the response's JSON header."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -20,7 +22,7 @@ from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import CodecError
 from remoting.codec.frame import encode_command, encode_json_request, encode_json_request_ext
-from remoting.codec.message_properties import PROPERTY_UNIQ_KEY, PROPERTY_WAIT, encode_properties
+from remoting.codec.message_properties import PROPERTY_UNIQ_KEY, PROPERTY_WAIT, decode_properties, encode_properties
 from remoting.codec.msgid import UniqKeyGenerator, _month_start_ms
 from remoting.codec.serializers import command_from_json
 
@@ -63,8 +65,10 @@ def _reference_fields(builder: SendBuilder, msg: Message, uniq: str, born: str) 
     """The V2 fields as the producer built them before (a dict of every property, then encode_properties)."""
     props = msg.all_properties()
     props[PROPERTY_UNIQ_KEY] = uniq
-    reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
-    max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
+    reconsume = max_reconsume = None
+    if msg.topic.startswith("%RETRY%"):
+        reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
+        max_reconsume = props.pop(PROPERTY_MAX_RECONSUME_TIMES, None)
     fields = {
         "a": builder.group,
         "b": msg.topic,
@@ -124,6 +128,20 @@ def test_a_single_sends_fields_are_those_of_the_general_builder(
     again = builder.single_as(msg, AsyncSend)
     assert isinstance(again, AsyncSend)
     assert PreparedSend(again.fields, again.body, again.msg_id) == again
+
+
+@pytest.mark.parametrize(("topic", "header", "kept"), [("%RETRY%G", ("5", "16"), False), ("T", ("0", None), True)])
+def test_reconsume_counts_go_into_the_header_only_for_a_retry_topic(
+    topic: str, header: tuple[str, str | None], kept: bool
+) -> None:
+    """DefaultMQProducerImpl.sendKernelImpl moves RECONSUME_TIME and MAX_RECONSUME_TIMES into the header (and out of
+    the properties) for a ``%RETRY%`` topic only: any other topic stores them as properties with reconsumeTimes 0 (a
+    5.x message re-sent with its properties keeps its delivery attempt out of the count)."""
+    counts = {PROPERTY_RECONSUME_TIME: "5", PROPERTY_MAX_RECONSUME_TIMES: "16"}
+    fields = SendBuilder("group", UniqKeyGenerator()).single(Message(topic, b"x", properties=counts)).fields
+    props = decode_properties(fields["i"])
+    in_props = (PROPERTY_RECONSUME_TIME in props, PROPERTY_MAX_RECONSUME_TIMES in props)
+    assert ((fields["j"], fields.get("l")), in_props) == (header, (kept, kept))
 
 
 _tag = st.none() | st.sampled_from(["", "TagA", "TagB", "a\x01b"])

@@ -245,6 +245,22 @@ def test_process_queue_holds_a_local_retrys_copy_so_a_timeout_sends_back_its_cou
     assert pq.remove_messages([head]) == 1
 
 
+def test_a_retry_topic_copy_sent_after_a_failed_send_back_carries_no_stale_reconsume_time() -> None:
+    """DefaultMQPushConsumerImpl.sendMessageBack's fallback sets RECONSUME_TIME to reconsumeTimes + 1, which the
+    producer moves into the header of the %RETRY% send: the copy stores no RECONSUME_TIME property, whatever the
+    message carried (a 5.x message's delivery attempt), and the header's count is the one that counts."""
+    props = {"RECONSUME_TIME": "5", "MAX_RECONSUME_TIMES": "16", "UNIQ_KEY": "U1", "TAGS": "t"}
+    msg = attrs.evolve(decode_record(encode_record(MessageRecord(topic="T", body=b"x"))), properties=props,
+                       reconsume_times=2)  # fmt: skip
+    assert retry_copy_properties(msg, "ORIGIN") == {
+        "UNIQ_KEY": "U1",
+        "TAGS": "t",
+        "RETRY_TOPIC": "T",
+        "ORIGIN_MESSAGE_ID": "ORIGIN",
+        "DELAY": "5",
+    }
+
+
 def test_exception_simple_desc_leaves_out_an_empty_message_as_java() -> None:
     """Java's Throwable.toString is just the class name when the message is empty."""
     try:

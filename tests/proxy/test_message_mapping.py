@@ -1,8 +1,9 @@
 """The mapping of a 5.x message's system properties through the store (docs/grpc.md#message-mapping, RocketMQ 5.3.3's
 proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java and
 common/GrpcConverter.java): the trace context a producer sends reaches the consumer, and a delivery attempt a producer
-sends does not count as earlier deliveries. Found by a review; each failed before. Real embedded broker, the proxy's
-Trio-side activity, virtual time (``autojump_clock``)."""
+sends does not count as earlier deliveries, nor when our 4.x producer sends the stored message again. Found by
+reviews; each failed before. Real embedded broker, the proxy's Trio-side activity, virtual time
+(``autojump_clock``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from client.message import Message
+from client.producer import Producer
 from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
@@ -88,3 +91,25 @@ async def test_a_delivery_attempt_sent_to_a_retry_topic_is_its_reconsume_count(
     assert answer.status.code == Code.OK, answer.status.message
     stored = decode_record(embedded_cluster.controller.context.store.get("%RETRY%GMapping", 0, 0, 1).messages[0])
     assert (stored.reconsume_times, "RECONSUME_TIME" in stored.properties) == (3, False)
+
+
+async def test_a_5x_message_resent_by_our_4x_producer_keeps_reconsume_times_zero(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A 5.x send's delivery_attempt is stored as the RECONSUME_TIME property of every message. Re-sending such a
+    message with its properties through our 4.x producer, as ``mqadmin queryMsgById -s true`` does, must store
+    reconsumeTimes 0 and keep the property, as Java's DefaultMQProducerImpl.sendKernelImpl does for any topic but a
+    %RETRY% one; moved into the header, a 5.x consumer got it as attempt 6 and it reached the DLQ after fewer
+    failures."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "ResendT", queues=1)
+    sent = message("ResendT", b"again", delivery_attempt=5)
+    assert (await activity.send(service.SendMessageRequest(messages=[sent]), md("p@1"))).status.code == Code.OK
+    store = embedded_cluster.controller.context.store
+    original = decode_record(store.get("ResendT", 0, 0, 1).messages[0])
+    assert (original.reconsume_times, original.properties.get("RECONSUME_TIME")) == (0, "5")
+    async with Producer("ReSendMsgById", embedded_cluster.namesrv_addr) as producer:
+        again = Message(original.topic, original.body, properties=dict(original.properties), flag=original.flag)
+        await producer.send(again)
+    resent = decode_record(store.get("ResendT", 0, 1, 1).messages[0])
+    assert (resent.reconsume_times, resent.properties.get("RECONSUME_TIME")) == (0, "5")
