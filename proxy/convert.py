@@ -2,9 +2,9 @@
 mapping of RocketMQ's proxy (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcConverter.java and
 producer/SendMessageActivity.java), docs/grpc.md#message-mapping.
 
-Sending: ``message_id`` -> ``UNIQ_KEY``, ``tag`` -> ``TAGS``, ``keys`` -> ``KEYS`` (space-joined), ``message_group``
--> ``__SHARDINGKEY``, ``delivery_timestamp`` -> ``TIMER_DELIVER_MS``, TRANSACTION -> ``TRAN_MSG`` (+ the prepared
-sysFlag), ``trace_context`` -> ``TRACE_CONTEXT``, ``delivery_attempt`` -> ``RECONSUME_TIME`` (the stored message's
+Sending: ``message_id`` -> ``UNIQ_KEY``, ``tag`` -> ``TAGS``, ``keys`` -> ``KEYS`` (space-joined), ``message_group`` ->
+``__SHARDINGKEY``, ``delivery_timestamp`` -> ``TIMER_DELIVER_MS``, TRANSACTION -> ``TRAN_MSG`` (+ the prepared sysFlag),
+``trace_context`` -> ``TRACE_CONTEXT`` (unless empty), ``delivery_attempt`` -> ``RECONSUME_TIME`` (the stored message's
 ``reconsumeTimes`` stays 0 but on a retry topic), ``PGROUP`` = the topic (5.x producers have no group). Receiving: the
 reverse, plus the MD5 body digest, the receipt handle and the delivery attempt (``reconsumeTimes + 1``). Properties
 whose names RocketMQ reserves are system properties: a send carrying one as a user property is refused by the caller
@@ -120,7 +120,7 @@ def send_properties(msg: Any, topic: str) -> dict[str, str]:
         props["TRAN_MSG"] = "true"
         if sp.HasField("orphaned_transaction_recovery_duration"):
             props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(sp.orphaned_transaction_recovery_duration.seconds)
-    if sp.HasField("trace_context"):
+    if sp.trace_context:  # SendMessageActivity skips an empty one
         props["TRACE_CONTEXT"] = sp.trace_context
     if sp.born_host:
         props["__BORNHOST"] = sp.born_host

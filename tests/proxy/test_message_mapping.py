@@ -1,9 +1,9 @@
 """The mapping of a 5.x message's system properties through the store (docs/grpc.md#message-mapping, RocketMQ 5.3.3's
 proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/SendMessageActivity.java and
-common/GrpcConverter.java): the trace context a producer sends reaches the consumer, and a delivery attempt a producer
-sends does not count as earlier deliveries, nor when our 4.x producer sends the stored message again. Found by
-reviews; each failed before. Real embedded broker, the proxy's Trio-side activity, virtual time
-(``autojump_clock``)."""
+common/GrpcConverter.java): the trace context a producer sends reaches the consumer (an empty one is not stored), and a
+delivery attempt a producer sends does not count as earlier deliveries, nor when our 4.x producer sends the stored
+message again. Found by reviews; each failed before. Real embedded broker, the proxy's Trio-side activity, virtual
+time (``autojump_clock``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
 from proxy.pb import service
 from proxy.startup import build_activity
-from remoting.codec.message import decode_record
+from remoting.codec.message import decode_record, read_record_meta
 from tests.proxy.grpc_front import message
 from tests.proxy.test_renew import md
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
@@ -62,6 +62,23 @@ async def test_the_trace_context_sent_reaches_the_consumer(
     assert stored.properties.get("TRACE_CONTEXT") == sent.system_properties.trace_context
     assert got.system_properties.trace_context == sent.system_properties.trace_context
     assert dict(got.user_properties) == {}
+
+
+async def test_an_empty_trace_context_is_not_stored(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """SendMessageActivity.buildMessageProperty stores TRACE_CONTEXT only when the trace context is not empty: one
+    set to "" (present on the wire) writes no empty pair into the stored properties (decoders, Java's
+    string2messageProperties too, drop such a pair; a reader of the raw properties found it), and the consumer gets
+    none back."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "NoTraceT", queues=1)
+    sent = message("NoTraceT", b"untraced", trace_context="")
+    assert sent.system_properties.HasField("trace_context")
+    got = await _sent_and_received(activity, sent)
+    raw = embedded_cluster.controller.context.store.get("NoTraceT", 0, 0, 1).messages[0]
+    stored = bytes(read_record_meta(raw).properties)
+    assert (b"TRACE_CONTEXT" in stored, got.system_properties.HasField("trace_context")) == (False, False)
 
 
 async def test_a_sent_delivery_attempt_does_not_count_as_earlier_deliveries(
