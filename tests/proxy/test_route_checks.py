@@ -146,12 +146,14 @@ async def test_settings_publishing_a_system_topic_ends_the_stream_with_invalid_a
 async def test_settings_subscribing_with_an_illegal_or_system_group_end_the_stream(tmp_path: Path, group: str) -> None:
     """processAndWriteClientSettings: SUBSCRIPTION -> validateConsumerGroup (blank, illegal characters, a system
     group: ILLEGAL_CONSUMER_GROUP) -> the stream ends INVALID_ARGUMENT; no consumer is registered and no group created
-    (the merged Settings read the group table only: LocalMetadataService.getSubscriptionGroupConfig)."""
+    (the merged Settings read the group table only: LocalMetadataService.getSubscriptionGroupConfig): the table is
+    as before, the system group's built-in config included."""
     async with front(tmp_path) as f:
+        before = dict(f.ctx.groups.groups)
         got = await trio.to_thread.run_sync(_telemetry_once, f.endpoint, _subscribing(group, "*"))
         registered = f.ctx.clients.consumer_ids(group)
-        created = group != "CID_RMQ_SYS_TRANS" and f.ctx.groups.get(group) is not None
-        assert (got, registered, created) == (("ended", "INVALID_ARGUMENT"), [], False)
+        unchanged = dict(f.ctx.groups.groups) == before
+        assert (got, registered, unchanged) == (("ended", "INVALID_ARGUMENT"), [], True)
 
 
 @pytest.mark.parametrize(
