@@ -20,7 +20,8 @@ changes. A file that becomes empty (or only comments) keeps its previous rules, 
 Edits (:meth:`update_account`, :meth:`delete_account`, :meth:`update_global_white`) re-read the owning file from disk,
 as RocketMQ's do, so a hand edit not yet reloaded (a revocation) is kept, then write it atomically with the next
 ``dataVersion`` and apply it at once; they raise :class:`~broker.acl.plain_config.AclConfigError` (the file on disk
-does not parse, or the edit is refused) or ``OSError`` and then change nothing.
+is not UTF-8 or does not parse, has no data while its last load had some, or the edit is refused) or ``OSError`` and
+then change nothing. A delete of an account its file on disk no longer names answers False and changes nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from broker.acl.plain_config import (
     AclFile,
     build_acl_file,
     parse_acl_file,
+    read_acl_file,
 )
 from broker.acl.remote_address import AddressMatcher
 from broker.acl.resources import Needed, ResourceError, needed_resources
@@ -162,8 +164,7 @@ class AclManager:
     def _read(self, path: Path) -> None:
         """Load one file; any failure is that file's alone (its previous rules stay, the others still load)."""
         try:
-            text = path.read_text(encoding="utf-8")
-            parsed = parse_acl_file(text)
+            parsed = read_acl_file(path)
         except FileNotFoundError:
             self._loaded.pop(path, None)
             return
@@ -280,12 +281,15 @@ class AclManager:
         self._write(path, acl, acl.global_white_addresses, entries)
 
     def delete_account(self, access_key: str) -> bool:
-        """Remove the account from its file; False when no file has it."""
+        """Remove the account from its file. False, changing nothing, when no file has it or its file on disk no longer
+        names it (moved or removed by hand; the next reload decides), as ``deleteAccessConfig`` answers."""
         path = self._owner.get(access_key)
         if path is None:
             return False
         acl = self._on_disk(path)
         entries = [e for e in acl.entries if e.access_key != access_key]
+        if len(entries) == len(acl.entries):
+            return False
         self._write(path, acl, acl.global_white_addresses, entries)
         return True
 
@@ -299,16 +303,21 @@ class AclManager:
         acl = self._on_disk(path)
         self._write(path, acl, addresses, list(acl.entries))
 
-    @staticmethod
-    def _on_disk(path: Path) -> AclFile:
+    def _on_disk(self, path: Path) -> AclFile:
         """``path`` as it is on disk now, not as last loaded: RocketMQ's edits re-read the file
         (``AclUtils.getYamlDataObject``), so an edit keeps a hand edit the watcher has not loaded yet. A missing file
-        is empty; raises :class:`AclConfigError` when the file does not parse, ``OSError`` when it cannot be read."""
+        is empty. Raises :class:`AclConfigError` when the file is not UTF-8 or does not parse, or when it has no data
+        while its last load had some (truncated by an editor or a push about to write it again: an edit would drop
+        every other account of it; 4.9.8's update and delete of its accounts write nothing then), ``OSError`` when it
+        cannot be read."""
         try:
-            text = path.read_text(encoding="utf-8")
+            acl = read_acl_file(path)
         except FileNotFoundError:
-            text = ""
-        return parse_acl_file(text)
+            acl = parse_acl_file("")
+        loaded = self._loaded.get(path)
+        if acl.empty and loaded is not None and not loaded.empty:
+            raise AclConfigError(f"No data in {path}, which had some when last loaded: not editing it now")
+        return acl
 
     def _write(
         self, path: Path, acl: AclFile, white: list[str] | tuple[str, ...], entries: list[AccountConfig]

@@ -3,17 +3,18 @@
 
 One file holds ``globalWhiteRemoteAddresses`` (a list), ``accounts`` (a list of maps with ``accessKey``,
 ``secretKey``, ``whiteRemoteAddress``, ``admin``, ``defaultTopicPerm``, ``defaultGroupPerm``, ``topicPerms``,
-``groupPerms``) and ``dataVersion`` (``[{counter, timestamp}]``). :func:`parse_acl_file` turns its text into an
-:class:`AclFile` of compiled :class:`Account` values, or raises :class:`AclConfigError` with RocketMQ's message (key
-shorter than 7 characters, a ``res=PERM`` entry that does not split in two, a bad white address), so the caller can
-keep the rules it had. :meth:`AclFile.dump` gives the YAML text back with the accounts, white list and data version
-replaced and every other key kept.
+``groupPerms``) and ``dataVersion`` (``[{counter, timestamp}]``). :func:`parse_acl_file` (:func:`read_acl_file` from a
+path) turns its text into an :class:`AclFile` of compiled :class:`Account` values, or raises :class:`AclConfigError`
+with RocketMQ's message (key shorter than 7 characters, a ``res=PERM`` entry that does not split in two, a bad white
+address) or for text that is not UTF-8, so the caller can keep the rules it had. :meth:`AclFile.dump` gives the YAML
+text back with the accounts, white list and data version replaced and every other key kept.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 import attrs
@@ -224,3 +225,14 @@ def parse_acl_file(text: str) -> AclFile:
     white = _text_list(document.get("globalWhiteRemoteAddresses"))
     entries = [AccountConfig.from_yaml(raw) for raw in accounts]
     return build_acl_file(document, white, entries, _data_version(document.get("dataVersion")))
+
+
+def read_acl_file(path: Path) -> AclFile:
+    """Read and parse one file. Raises :class:`AclConfigError` when it is not UTF-8 or does not parse (as
+    ``AclUtils.getYamlDataObject`` wraps every failure in an AclException), ``FileNotFoundError`` when it is missing,
+    ``OSError`` when it cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise AclConfigError(f"{path} is not UTF-8 text: {exc}") from None
+    return parse_acl_file(text)

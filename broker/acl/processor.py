@@ -4,9 +4,10 @@ global white list. Each edit changes the owning ``plain_acl.yml`` as it is on di
 applies it at once (:class:`broker.acl.manager.AclManager`).
 
 Answers as 4.9.8's: SUCCESS with no remark; on failure 209 / 210 / 211 with RocketMQ's remark, or the validation
-message (a key of 6 characters or fewer, a bad ``res=PERM``, a file on disk that does not parse). Stricter than
-4.9.8: the admission check only lets admin accounts (or white-listed addresses) send these codes, and with
-``aclEnable=false`` they are refused with a remark saying so (4.9.8 fails with a NullPointerException, or sends
+message (a key of 6 characters or fewer, a bad ``res=PERM``, a file on disk that is not UTF-8 or does not parse, or
+is empty while its last load was not: 4.9.8 fails an update then, but answers a delete SUCCESS deleting nothing).
+Stricter than 4.9.8: the admission check only lets admin accounts (or white-listed addresses) send these codes, and
+with ``aclEnable=false`` they are refused with a remark saying so (4.9.8 fails with a NullPointerException, or sends
 nothing for code 52).
 """
 

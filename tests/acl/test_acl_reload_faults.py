@@ -4,8 +4,9 @@ previous rules ("No data in {}, skip it"); a file that fails to parse for any re
 impossible date, anything else) keeps its old rules, is not retried until it changes (its modification time is
 recorded before the load) and never stops the other files from reloading. The ACL admin edits (codes 50, 51, 53)
 re-read their file from disk as ``updateAccessConfig`` / ``deleteAccessConfig`` / ``updateGlobalWhiteAddrsConfig``
-do (``AclUtils.getYamlDataObject``), so a hand edit the watcher has not loaded yet is kept, and an edit of a file that
-does not parse fails. Found by reviews; failed before."""
+do (``AclUtils.getYamlDataObject``), so a hand edit the watcher has not loaded yet is kept; an edit of a file that is
+not UTF-8 or does not parse, or that is empty on disk while its last load was not, fails and writes nothing; a delete
+of an account its file no longer names answers False. Found by reviews; failed before."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-import broker.acl.manager
+import broker.acl.plain_config
 from broker.acl.manager import AclDenied, AclFiles, AclManager
 from broker.acl.plain_config import AccountConfig, AclConfigError, parse_acl_file
 from broker.acl.watcher import WATCH_INTERVAL
@@ -102,7 +103,7 @@ def test_any_parse_failure_is_that_files_alone(tmp_path: Path, monkeypatch: pyte
             raise RuntimeError("an unexpected parser failure")
         return parse_acl_file(text)
 
-    monkeypatch.setattr(broker.acl.manager, "parse_acl_file", explode)
+    monkeypatch.setattr(broker.acl.plain_config, "parse_acl_file", explode)
     (tmp_path / "conf" / "plain_acl.yml").write_text(PLAIN_ACL + "# touched\n")
     (tmp_path / "conf" / "acl" / "team.yml").write_text("accounts: []\n")
     manager.reload_changed()
@@ -152,3 +153,72 @@ def test_an_admin_edit_of_a_file_that_does_not_parse_fails_and_changes_nothing(t
         _edit(manager, edit)
     assert default.read_text() == DATED
     assert manager.account("RocketMQ") is not None and manager.account("carol-key") is None
+
+
+def _edit_existing(manager: AclManager, edit: str) -> None:
+    if edit == "update_existing_account":
+        manager.update_account(AccountConfig("rocketmq2", "new-secret-2"), frozenset({"secret_key"}))
+    else:
+        _edit(manager, edit)
+
+
+@pytest.mark.parametrize("edit", ["update_existing_account", "update_account", "delete_account", "update_global_white"])
+@pytest.mark.parametrize("on_disk", ["empty", "missing"])
+def test_an_admin_edit_while_the_file_has_no_data_on_disk_fails_and_keeps_the_files_other_accounts(
+    tmp_path: Path, edit: str, on_disk: str
+) -> None:
+    """plain_acl.yml is momentarily empty (an editor or a config push truncates it before writing it again: the
+    watcher keeps its previous rules, "No data in {}, skip it") or gone (before the watcher drops its rules). An mqadmin
+    edit arriving then must not write a file of that one account (or none), which would drop every other account:
+    4.9.8's update of an existing key fails then (``getYamlDataObject`` gives null) and its delete writes nothing.
+    Every edit of such a file is refused."""
+    manager = _manager(tmp_path, PLAIN_ACL, "")
+    default = tmp_path / "conf" / "plain_acl.yml"
+    if on_disk == "empty":
+        default.write_text("")
+        manager.reload_changed()
+    else:
+        default.unlink()
+    assert manager.account("RocketMQ") is not None
+    with pytest.raises(AclConfigError):
+        _edit_existing(manager, edit)
+    assert (default.read_text() == "") if on_disk == "empty" else not default.exists(), "the refused edit wrote"
+    assert manager.account("RocketMQ") is not None and manager.account("rocketmq2") is not None
+
+
+def test_a_file_empty_since_its_first_load_takes_a_new_account(tmp_path: Path) -> None:
+    manager = _manager(tmp_path, "", "")
+    manager.update_account(AccountConfig("carol-key", "carol-secret"), frozenset({"secret_key"}))
+    assert manager.account("carol-key") is not None
+    assert "carol-key" in (tmp_path / "conf" / "plain_acl.yml").read_text()
+
+
+def test_deleting_an_account_moved_by_hand_to_another_file_fails_and_changes_nothing(tmp_path: Path) -> None:
+    """The operator moved team-account from conf/acl/team.yml into plain_acl.yml; the watcher has not run yet. The
+    delete finds nothing to delete in team.yml and answers False (code 51's DELETE_ACL_CONFIG_FAILED), as 4.9.8's
+    ``deleteAccessConfig`` does when the key is not in its file on disk, rather than a success while the account is
+    admitted again at the next reload."""
+    manager = _manager(tmp_path, PLAIN_ACL, TEAM_YML)
+    team = tmp_path / "conf" / "acl" / "team.yml"
+    team.write_text("accounts: []\n")
+    (tmp_path / "conf" / "plain_acl.yml").write_text(PLAIN_ACL + TEAM_YML.removeprefix("accounts:\n"))
+    assert not manager.delete_account("team-account")
+    assert team.read_text() == "accounts: []\n"
+    manager.reload_changed()
+    assert manager.account("team-account") is not None
+
+
+@pytest.mark.parametrize("edit", ["update_account", "delete_account", "update_global_white"])
+def test_an_admin_edit_of_a_file_that_is_not_utf8_fails_with_the_acl_error(tmp_path: Path, edit: str) -> None:
+    """A hand edit leaves a Latin-1 byte in a comment: the edit fails with the code's failure answer (4.9.8's
+    ``getYamlDataObject`` wraps every failure in an AclException), not an unexpected UnicodeDecodeError (SYSTEM_ERROR);
+    the watcher keeps the file's previous rules."""
+    manager = _manager(tmp_path, PLAIN_ACL, "")
+    default = tmp_path / "conf" / "plain_acl.yml"
+    latin1 = b"# r\xe9vision\n" + PLAIN_ACL.encode()
+    default.write_bytes(latin1)
+    with pytest.raises(AclConfigError, match="not UTF-8"):
+        _edit(manager, edit)
+    assert default.read_bytes() == latin1
+    manager.reload_changed()
+    assert manager.account("RocketMQ") is not None
