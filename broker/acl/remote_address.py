@@ -7,24 +7,39 @@ as RocketMQ's ``acl/src/main/java/org/apache/rocketmq/acl/plain/RemoteAddressStr
 - blank: never matches; ``*``, ``*.*.*.*``, ``*:*:*:*:*:*:*:*``: always;
 - ends with ``}``: a prefix and a ``{a,b,c}`` list (``192.168.1.{1,2}``), exact matches;
 - contains ``,``: a list of full addresses;
-- contains ``*`` or ``-``: a range, ``*`` or ``a-b``. IPv4: in the first varying octet, index 1 to 3, of exactly four
-  parts (so ``192.168.*`` is refused); the octets after it are ignored, as in RocketMQ. IPv6: in the last group, or
-  the one before a final ``*`` (later groups ignored); ``::`` before it counts as if the range were the 8th group, or
-  the 7th before a ``*`` (``1050::5:600:300c:*``, ``2::ac5:78:1-200:*``), as ``AclUtils.v6ipProcess`` expands it;
+- contains ``*`` or ``-``: a range, ``*`` or ``a-b`` (``a-b-c`` reads as ``a-b``), the first one after the first
+  part whose end is above 0. IPv4: in octet 2, 3 or 4 of exactly four parts (so ``192.168.*`` is refused); the octets
+  after it are ignored, as in RocketMQ. IPv6: in the last group, or the one before a final ``*`` (later groups
+  ignored); ``::`` before it counts as if the range were the 8th group, or the 7th before a ``*``
+  (``1050::5:600:300c:*``, ``2::ac5:78:1-200:*``), as ``AclUtils.v6ipProcess`` expands it;
 - otherwise one exact address.
 
-IPv6 addresses compare in their expanded, upper-case form. A malformed pattern raises :class:`AddressPatternError`
-with RocketMQ's wording, which fails the load of its file (the old rules stay).
+IPv6 addresses compare in their expanded, upper-case form. A pattern RocketMQ's strategy constructor refuses raises
+:class:`AddressPatternError` with RocketMQ's wording, which fails the load of its file (the old rules stay). A range
+it builds although it can match nothing loads, matches no address and is logged: no range after the first part
+(``::1-200``, ``1.2.3.4*``, ``1.2.3.0-0``), or parts before the range that no address has (``1:2:3:4:5:6:7:8:*``,
+``1::zz:*``, ``*.*.1.10``; RocketMQ checks all but the last of them). RocketMQ's ``match`` of such a pattern answers
+false or throws, so it white-lists nothing there either; but for ``:1-2:*``, whose empty head RocketMQ matches with
+every IPv6 address, ours matches none.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
+import re
 from collections.abc import Callable
+
+log = logging.getLogger(__name__)
 
 AddressMatcher = Callable[[str], bool]
 
 _MATCH_ALL = frozenset({"*", "*.*.*.*", "*:*:*:*:*:*:*:*"})
+#: What Java's ``Integer.parseInt(text, base)`` accepts: a sign and ASCII digits, no blank, no ``_``, no ``0x``.
+_JAVA_INT = {10: re.compile(r"[+-]?[0-9]+"), 16: re.compile(r"[+-]?[0-9a-fA-F]+")}
+#: An octet of an IPv4 address and a group of an expanded IPv6 address, as a client's address is written.
+_OCTET = re.compile(r"0|[1-9][0-9]{0,2}")
+_HEX_GROUP = re.compile(r"[0-9A-F]{4}")
 
 
 class AddressPatternError(ValueError):
@@ -79,17 +94,18 @@ def _brace_list(pattern: str) -> AddressMatcher:
 
 
 def _bounds(value: str, pattern: str, base: int, top: int) -> tuple[int, int] | None:
-    """``(start, end)`` for ``*`` or ``a-b``; None when ``value`` is a fixed part."""
+    """``(start, end)`` for ``*`` or ``a-b``, read as ``RangeRemoteAddressStrategy.analysis`` reads them (the parts
+    ``StringUtils.split`` gives, the first two parsed by ``Integer.parseInt``); None when ``value`` is a fixed part."""
     if value == "*":
         return 0, top
     if "-" not in value:
         return None
     if value.startswith("-"):
         raise AddressPatternError(f"RangeRemoteAddressStrategy netaddress examine scope Exception value {value}")
-    try:
-        start, end = (int(part, base) for part in value.split("-", 1))
-    except ValueError:
-        raise AddressPatternError(f"RangeRemoteAddressStrategy netaddress examine scope Exception {pattern}") from None
+    parts = [part for part in value.split("-") if part][:2]
+    if len(parts) != 2 or not all(_JAVA_INT[base].fullmatch(part) for part in parts):
+        raise AddressPatternError(f"RangeRemoteAddressStrategy netaddress examine scope Exception {pattern}")
+    start, end = (int(part, base) for part in parts)
     if not 0 <= start <= end <= top:
         raise AddressPatternError(
             f"RangeRemoteAddressStrategy netaddress examine scope Exception start is {start} , end is {end}"
@@ -115,26 +131,44 @@ def _range_matcher(v6: bool, head: list[str], index: int, start: int, end: int) 
     return match
 
 
+def _first_range(parts: list[str], pattern: str, base: int, top: int, stop: int) -> tuple[int, tuple[int, int]] | None:
+    """The range and its index as ``RangeRemoteAddressStrategy``'s loop over ``analysis`` / ``ipv6Analysis`` finds it:
+    the first part from the second one up to ``stop`` (excluded) that is ``*`` or ``a-b`` with an end above 0; None
+    when there is none. Raises for a bad range before it, or when ``stop`` is past the parts (Java's index out of
+    bounds)."""
+    for at in range(1, stop):
+        if at >= len(parts):
+            raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
+        bounds = _bounds(parts[at], pattern, base, top)
+        if bounds is not None and bounds[1] > 0:
+            return at, bounds
+    return None
+
+
 def _v4_range(pattern: str) -> AddressMatcher:
-    """A range in octet 2, 3 or 4 of exactly four octets (``AclUtils.isScope``: ``strArray.length == 4``, empty parts
-    dropped as ``StringUtils.split`` does); the octets after it are ignored."""
+    """RocketMQ's IPv4 ``RangeRemoteAddressStrategy``: the range in octet 2, 3 or 4 (:func:`_first_range`); then the
+    pattern must have exactly four parts, all before the range but the last decimal up to 255 (``AclUtils.verify(..,
+    index - 1)`` -> ``isScope``; empty parts dropped as ``StringUtils.split`` does). Raises where that constructor
+    throws; a pattern it builds that can match nothing never matches (see the module docstring)."""
     parts = [part.strip() for part in pattern.split(".") if part]
-    if len(parts) != 4:
+    found = _first_range(parts, pattern, 10, 255, 4)
+    if found is None:
+        return _unmatchable(pattern, "no range in its second to fourth octet")
+    index, bounds = found
+    verified = parts[: index - 1]
+    if len(parts) != 4 or not all(_JAVA_INT[10].fullmatch(p) and 0 <= int(p) <= 255 for p in verified):
         raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
-    for index in range(1, 4):
-        bounds = _bounds(parts[index], pattern, 10, 255)
-        if bounds is None:
-            continue
-        head = parts[:index]
-        if not all(p.isdigit() and int(p) <= 255 for p in head):
-            raise AddressPatternError(f"Netaddress examine Exception netaddress is {pattern}")
-        return _range_matcher(False, head, index, *bounds)
-    raise AddressPatternError(f"RangeRemoteAddressStrategy netaddress examine scope Exception {pattern}")
+    head = parts[:index]
+    if not all(_OCTET.fullmatch(p) and int(p) <= 255 for p in head):
+        return _unmatchable(pattern, f"the octets before its range, {'.'.join(head)}, are not those of an address")
+    return _range_matcher(False, head, index, *bounds)
 
 
 def _expand_ip(text: str, groups: int) -> list[str]:
     """``AclUtils.expandIP``: ``::`` widened as if ``text`` had ``groups`` groups, each padded to four upper-case
     digits (a group of more digits is kept as written)."""
+    if not text:
+        return []  # StringUtils.splitPreserveAllTokens("") is empty
     text = text.upper()
     missing = groups - text.count(":")
     if missing > 0:
@@ -153,23 +187,49 @@ def _check_v6_range(pattern: str) -> None:
         raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
 
 
-def _v6_range(pattern: str) -> AddressMatcher:
-    """RocketMQ's IPv6 ``RangeRemoteAddressStrategy``: the range is the last group, or the one before a final ``*``;
-    the groups before it are expanded as ``AclUtils.v6ipProcess`` does (a ``::`` among them widened as if the range
-    were the 8th group, or the 7th before a ``*``), and the address's group after them must be in the range."""
-    _check_v6_range(pattern)
-    both = "*" in pattern and "-" in pattern
-    groups = [group.strip() for group in pattern.split(":") if group]  # StringUtils.split
-    at = len(groups) - (2 if both else 1)
-    bounds = _bounds(groups[at], pattern, 16, 0xFFFF) if at >= 1 else None
-    if bounds is None:
-        raise AddressPatternError(f"RangeRemoteAddressStrategy netaddress examine scope Exception {pattern}")
+def _verify_v6(pattern: str, count: int) -> None:
+    """``AclUtils.verify(pattern, count)``: the first ``count`` groups of the pattern expanded to eight groups are
+    hexadecimal numbers up to ``ffff``."""
+    groups = _expand_ip(pattern, 8)
+    head = groups[:count]
+    if len(head) < count or not all(_JAVA_INT[16].fullmatch(g) and 0 <= int(g, 16) <= 0xFFFF for g in head):
+        raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
+
+
+def _v6_head(pattern: str) -> list[str]:
+    """``AclUtils.v6ipProcess``: the pattern before its last group (its last two when it has both ``*`` and ``-``),
+    expanded as if it had 7 groups (6); raises where Java's ``substring`` fails (no group before them)."""
     cut = pattern.rfind(":")
-    if both:
-        cut = pattern.rfind(":", 0, cut)
-    head = _expand_ip(pattern[:cut], 6 if both else 7)
-    if len(head) >= 8 or not all(len(p) == 4 and all(c in "0123456789ABCDEF" for c in p) for p in head):
-        raise AddressPatternError(f"Netaddress examine Exception netaddress is {pattern}")
+    if "*" not in pattern or "-" not in pattern:
+        return _expand_ip(pattern[:cut], 7)
+    cut = pattern.rfind(":", 0, cut)
+    if cut < 0:
+        raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
+    return _expand_ip(pattern[:cut], 6)
+
+
+def _unmatchable(pattern: str, why: str) -> AddressMatcher:
+    log.warning("white address %s loads but matches no address: %s", pattern, why)
+    return _never
+
+
+def _v6_range(pattern: str) -> AddressMatcher:
+    """RocketMQ's IPv6 ``RangeRemoteAddressStrategy``: ``IPv6AddressCheck``, the range (:func:`_first_range`),
+    ``AclUtils.verify`` of the groups before it, then the head of :func:`_v6_head`; an address matches when its
+    groups start with the head and its group after them is in the range. Raises :class:`AddressPatternError` where
+    that constructor throws; a pattern it builds that can match nothing never matches (see the module docstring)."""
+    _check_v6_range(pattern)
+    groups = [group.strip() for group in pattern.split(":") if group]  # StringUtils.split
+    found = _first_range(groups, pattern, 16, 0xFFFF, len(groups))
+    if found is None:
+        return _unmatchable(pattern, "no range after its first group")
+    at, bounds = found
+    _verify_v6(pattern, at - 1)
+    head = _v6_head(pattern)
+    if not head:  # ":1-2:*": RocketMQ's empty head white-lists every IPv6 address; here none
+        return _unmatchable(pattern, "no group before its range")
+    if len(head) >= 8 or not all(_HEX_GROUP.fullmatch(group) for group in head):
+        return _unmatchable(pattern, f"the groups before its range, {':'.join(head)}, are not those of an address")
     return _range_matcher(True, head, len(head), *bounds)
 
 

@@ -67,6 +67,7 @@ def test_check_permission(needed: int, owned: int, ok: bool) -> None:
         ("::1", ["0:0:0:0:0:0:0:1", "::1"], ["::2"]),
         ("1050:0:0:0:5:600:300c:*", ["1050::5:600:300c:1"], ["1050::5:600:300d:1"]),
         ("1050:0:0:0:5:600:300c:1-a", ["1050::5:600:300c:a"], ["1050::5:600:300c:b"]),
+        ("192.168.1.1-2-3", ["192.168.1.2"], ["192.168.1.3"]),  # StringUtils.split: the first two bounds
     ],
 )
 def test_white_address_patterns(pattern: str, matching: list[str], not_matching: list[str]) -> None:

@@ -1,9 +1,10 @@
-"""IPv4 range patterns need exactly four parts, as in RocketMQ (``RemoteAddressStrategyFactory``'s
-``RangeRemoteAddressStrategy`` -> ``AclUtils.verify`` -> ``isScope``: ``strArray.length != 4`` raises "Netaddress
-examine scope Exception"): a shorter or longer one fails its file's load, so it white-lists nothing (such patterns
-white-listed whole /8 or /16 networks before). IPv6 ranges are read as ``RangeRemoteAddressStrategy`` reads them: a
-``::`` before the range is expanded as ``AclUtils.v6ipProcess`` does (such patterns failed their whole file's load
-before), and ``AclUtils.IPv6AddressCheck``'s shapes are refused. Found by reviews."""
+"""White-address ranges load exactly where RocketMQ's ``RemoteAddressStrategyFactory.RangeRemoteAddressStrategy``
+constructor does. IPv4 ranges need exactly four parts (``AclUtils.verify`` -> ``isScope``: ``strArray.length != 4``
+raises "Netaddress examine scope Exception"): a shorter or longer one fails its file's load, so it white-lists nothing
+(such patterns white-listed whole /8 or /16 networks before). IPv6 ranges are read as RocketMQ reads them: a ``::``
+before the range is expanded as ``AclUtils.v6ipProcess`` does (such patterns failed their whole file's load before),
+and ``AclUtils.IPv6AddressCheck``'s shapes are refused. A range RocketMQ builds that can match nothing loads and
+matches nothing (it failed its whole file before). Found by reviews."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from broker.acl.manager import AclFiles, AclManager
+from broker.acl.plain_config import Account
 from broker.acl.remote_address import AddressPatternError, address_matcher
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
@@ -35,6 +37,21 @@ def test_four_part_and_ipv6_ranges_still_match(pattern: str, ip: str) -> None:
     assert address_matcher(pattern)(ip)
 
 
+def _account_white_listed_by(home: Path, pattern: str) -> Account:
+    """Load a plain_acl.yml of an account white-listed by ``pattern`` and another one; both must load."""
+    acl_file = home / "conf" / "plain_acl.yml"
+    acl_file.parent.mkdir(parents=True)
+    acl_file.write_text(
+        f"accounts:\n  - {{accessKey: white-account, secretKey: white-secret, whiteRemoteAddress: '{pattern}'}}\n"
+        "  - {accessKey: other-account, secretKey: other-secret}\n"
+    )
+    manager = AclManager(AclFiles(home))
+    manager.load()
+    account = manager.account("white-account")
+    assert account is not None and manager.account("other-account") is not None, f"{pattern!r} failed the file"
+    return account
+
+
 @pytest.mark.parametrize(
     ("pattern", "matching", "not_matching"),
     [
@@ -47,26 +64,47 @@ def test_four_part_and_ipv6_ranges_still_match(pattern: str, ip: str) -> None:
 def test_ipv6_ranges_written_with_double_colon_load_and_match_as_in_rocketmq(
     tmp_path: Path, pattern: str, matching: list[str], not_matching: list[str]
 ) -> None:
-    acl_file = tmp_path / "conf" / "plain_acl.yml"
-    acl_file.parent.mkdir(parents=True)
-    acl_file.write_text(
-        f"accounts:\n  - {{accessKey: v6-account, secretKey: v6-secret, whiteRemoteAddress: '{pattern}'}}\n"
-        "  - {accessKey: other-account, secretKey: other-secret}\n"
-    )
-    manager = AclManager(AclFiles(tmp_path))
-    manager.load()
-    account = manager.account("v6-account")
-    assert account is not None, "the whole plain_acl.yml failed to load"
+    account = _account_white_listed_by(tmp_path, pattern)
     assert all(account.white(ip) for ip in matching)
     assert not any(account.white(ip) for ip in not_matching)
 
 
-@pytest.mark.parametrize("pattern", ["1050:*:5", "1:2:3-4:5", "1-2:*", "::1-200", "1:2:3:4:5:6:7:8:*", "1::zz:*"])
-def test_ipv6_ranges_rocketmq_refuses_are_refused(pattern: str) -> None:
-    """``*`` not last, ``-`` outside the last group (or the one before a final ``*``), no group before the range, a
-    head of eight groups or not hexadecimal."""
+@pytest.mark.parametrize(
+    "pattern", ["1050:*:5", "1:2:3-4:5", "1-2:*", "1:2:3-*", "1:2:1-10000", "1:zz:3:*", "1.zz.3.*", "1.2.*.4.5"]
+)
+def test_ranges_rocketmq_refuses_are_refused(pattern: str) -> None:
+    """Where ``RangeRemoteAddressStrategy``'s constructor throws: ``*`` not last, ``-`` outside the last group or the
+    one before a final ``*`` (``AclUtils.IPv6AddressCheck``); no group before those two (``v6ipProcess``'s
+    ``substring``); a range that does not parse or passes ``ffff``; a part before the range's but the last not a number
+    in scope, or other than four IPv4 parts (``AclUtils.verify``)."""
     with pytest.raises(AddressPatternError, match="Exception"):
         address_matcher(pattern)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "1:2:3:4:5:6:7:8:*",  # eight groups before the range: RocketMQ's match answers false (or throws for 1:..:8)
+        "1:2:3:4:5:6:7:8:1-2",
+        "1::zz:*",  # AclUtils.verify checks only the groups before the range's but the last; the head has 00ZZ
+        "::1-200",  # StringUtils.split gives one part: no range after the first, no head (a match throws)
+        "1.2.3.4*",  # no range in octets 2-4
+        "1.2.3.0-0",  # a range ending at 0 is passed over (analysis answers end > 0)
+        "1.2.3.4.*",  # five parts, but no range in octets 2-4, so verify never runs
+        "*.*.1.10",  # the head is "*."
+        ":1-2:*",  # RocketMQ's head is empty and matches every IPv6 address; ours matches none
+    ],
+)
+def test_ranges_rocketmq_builds_but_that_match_nothing_load_and_match_nothing(
+    tmp_path: Path, pattern: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RangeRemoteAddressStrategy (4.9.8) builds these without an exception, so their file loads and its other
+    accounts work; they failed the whole plain_acl.yml before (at a broker start every account in it was lost). They
+    white-list nothing, and the load says so."""
+    account = _account_white_listed_by(tmp_path, pattern)
+    addresses = ["1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:9", "::1", "::5", "1.2.3.4", "1.2.3.0", "1.2.3.5", "9.1.1.10"]
+    assert not any(account.white(ip) for ip in addresses)
+    assert f"white address {pattern} loads but matches no address" in caplog.text
 
 
 ACL = """\
