@@ -13,7 +13,9 @@ The peer: grpcio sees the front's loopback connection. Every such connection is 
 (``ipv4:127.0.0.1:<that port>``) back to the client's address, so the ACL white list and the client registry see the
 client (RocketMQ 5 reads the channel's remote address: ``proxy/.../grpc/interceptor/HeaderInterceptor.java``). A
 client that goes away (a reset included) has its loopback connection half-closed and kept, with its address, until
-grpcio closes it (at most ``_LINGER`` seconds), so the calls grpcio starts meanwhile still see the client. Any other
+grpcio closes it, so the calls grpcio starts meanwhile still see the client; it is closed at once when grpcio has
+already ended its side, and otherwise after ``_LINGER`` seconds, or sooner as the oldest of more than
+``max_lingering`` such connections (so peers that connect and reset at any rate cannot pin file descriptors). Any other
 peer of grpcio's loopback ports (a call started on an ended connection, a local process bypassing the front) is
 unknown, ``""``, which the ACL refuses: never 127.0.0.1, which a white list may trust.
 
@@ -41,6 +43,8 @@ _LOOPBACK_PEER: Final = f"ipv4:{_LOOPBACK}:"
 #: How long a loopback connection whose client has gone waits for grpcio to close it (grpcio closes at once on the
 #: half-close; this bounds a connection grpcio would keep).
 _LINGER: Final = 30.0
+#: Default bound on such lingering connections per front (each holds a file descriptor here and one in grpcio).
+MAX_LINGERING: Final = 256
 
 
 def _grpc_peer(address: tuple[object, ...]) -> str:
@@ -50,13 +54,23 @@ def _grpc_peer(address: tuple[object, ...]) -> str:
 
 class SniffingFront:
     """Serves one listening socket; ``plain_port`` / ``tls_port`` are grpcio's loopback ports, ``mode`` one of
-    :mod:`remoting.tls`'s three names."""
+    :mod:`remoting.tls`'s three names; at most ``max_lingering`` loopback connections outlive their client."""
 
-    def __init__(self, mode: str, plain_port: int, tls_port: int, sniff_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        mode: str,
+        plain_port: int,
+        tls_port: int,
+        sniff_timeout: float = 120.0,
+        max_lingering: int = MAX_LINGERING,
+    ) -> None:
         self.mode = mode
         self.plain_port = plain_port
         self.tls_port = tls_port
         self.sniff_timeout = sniff_timeout
+        self.max_lingering = max_lingering
+        #: Loopback connections whose client has gone, oldest first, each with the timer that closes it.
+        self._lingering: dict[asyncio.Transport, asyncio.TimerHandle] = {}
         #: Connections closed by the mode, by silence or for want of a loopback connection (tests and stats).
         self.refused = 0
         self._refusals = RateLimitedLog(log)
@@ -77,6 +91,22 @@ class SniffingFront:
     def refuse(self, peer: str, why: str) -> None:
         self.refused += 1
         self._refusals.warning("closing gRPC connection from %s: %s", peer, why)
+
+    def linger(self, transport: asyncio.Transport) -> None:
+        """Keep ``transport``, a loopback connection whose client has gone, until grpcio closes it: at most
+        ``_LINGER`` seconds, and while it is among the ``max_lingering`` newest such connections. Past either it is
+        aborted (what grpcio has not read yet is dropped: ``close`` would wait for grpcio to read it)."""
+        self._lingering[transport] = asyncio.get_running_loop().call_later(_LINGER, transport.abort)
+        while len(self._lingering) > self.max_lingering:
+            oldest = next(iter(self._lingering))
+            self.forget(oldest)
+            oldest.abort()
+
+    def forget(self, transport: asyncio.Transport) -> None:
+        """``transport`` has closed: it no longer lingers."""
+        timer = self._lingering.pop(transport, None)
+        if timer is not None:
+            timer.cancel()
 
 
 class _Pipe(asyncio.Protocol):
@@ -121,8 +151,6 @@ class _Pipe(asyncio.Protocol):
 class _Outbound(_Pipe):
     """The loopback connection to grpcio; its local port is in ``front.peers`` from when it is piped until it ends."""
 
-    linger: asyncio.TimerHandle | None = None
-
     def __init__(self, front: SniffingFront) -> None:
         self.front = front
 
@@ -132,18 +160,19 @@ class _Outbound(_Pipe):
         transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def peer_gone(self, transport: asyncio.Transport) -> None:
-        """The client has gone: half-close, so grpcio ends the connection once it has read what came before, and
-        keep reading (its close ends this side) for at most ``_LINGER`` seconds."""
-        if not transport.can_write_eof():
+        """The client has gone: close when grpcio has already ended its side (nothing would close it then); otherwise
+        half-close, so grpcio ends the connection once it has read what came before, and keep reading (its close
+        ends this side) while the front lets it linger."""
+        if self.ended or not transport.can_write_eof():
             transport.close()
             return
         transport.write_eof()
         transport.resume_reading()  # a client that could not keep up had paused it
-        self.linger = asyncio.get_running_loop().call_later(_LINGER, transport.close)
+        self.front.linger(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.linger is not None:
-            self.linger.cancel()
+        if self.transport is not None:
+            self.front.forget(self.transport)
         sockname = self.transport.get_extra_info("sockname") if self.transport is not None else None
         if sockname is not None:
             self.front.peers.pop(sockname[1], None)  # a call grpcio starts from now on has no known client
