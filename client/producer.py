@@ -13,7 +13,9 @@ Usage::
 Errors: :class:`~client.errors.TopicRouteNotFoundError` (names the topic and the name servers),
 :class:`~client.errors.MessageValidationError` (nothing sent), :class:`~client.errors.SendFailedError` after every
 attempt failed (``retry_times_when_send_failed`` retries on transport errors and on the response codes Java retries),
-:class:`~client.errors.MQBrokerError` for a refusal that retrying cannot fix (e.g. MESSAGE_ILLEGAL).
+:class:`~client.errors.MQBrokerError` for a refusal that retrying cannot fix (e.g. MESSAGE_ILLEGAL),
+:class:`~client.errors.MQClientError` (nothing sent) for a queue of another topic or a selector that raises or picks
+no queue.
 
 The producer owns a private :class:`~client.instance.MQClientInstance` unless one is passed in; either way the
 instance must outlive the ``async with`` block. Async sends run in the instance's task group: leaving the block
@@ -47,7 +49,7 @@ from client.instance import MQClientInstance, new_instance
 from client.master_watch import MasterWatch
 from client.message import Message, SendResult
 from client.route import TopicPublishInfo, publish_info
-from client.selector import MessageQueueSelector, select_one_message_queue
+from client.selector import MessageQueueSelector, apply_selector, select_one_message_queue
 from client.send_request import COMPRESS_OVER, MAX_MESSAGE_SIZE, PreparedSend, SendBuilder, uniq_key_generator
 from client.trace.dispatcher import TraceDispatcher
 from remoting.client import run_callback
@@ -169,7 +171,9 @@ class Producer:
         timeout: float | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer. With ``queue`` or ``selector`` the message goes to that queue in
-        one attempt (ordered messages must not move); otherwise up to ``1 + retry_times_when_send_failed`` attempts."""
+        one attempt (ordered messages must not move); otherwise up to ``1 + retry_times_when_send_failed`` attempts.
+        Raises MQClientError, nothing sent, for a ``queue`` of another topic or a ``selector`` that raises or picks no
+        queue."""
         self._check_started()
         prepared = self._builder.single(msg)
         if queue is None and selector is None:
@@ -189,10 +193,12 @@ class Producer:
         timeout: float | None,
         retries: int,
     ) -> SendResult:
+        if queue is not None and queue.topic != msg.topic:  # Java's send(msg, mq): no queue of another topic
+            raise MQClientError("message's topic not equal mq's topic")
         info = await self.publish_info(msg.topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
         if queue is None and selector is not None:
-            queue = selector(list(info.message_queues), msg, arg)
+            queue = apply_selector(selector, list(info.message_queues), msg, arg)
         if queue is not None:
             return await self._send_to(queue, prepared, timeout)
         return await self.send_with_retries(info, prepared, timeout, retries)
@@ -251,12 +257,16 @@ class Producer:
         selector: MessageQueueSelector | None = None,
         arg: object = None,
     ) -> None:
-        """Write the message and return without waiting for the broker (no retry, no result)."""
+        """Write the message and return without waiting for the broker (no retry, no result). A ``selector`` that
+        raises or picks no queue raises MQClientError; a ``queue`` is taken as given (Java's ``sendOneway(msg, mq)``
+        does not compare topics either)."""
         self._check_started()
         prepared = self._builder.single(msg)
         info = await self.publish_info(msg.topic)
-        if queue is None:
-            queue = selector(list(info.message_queues), msg, arg) if selector else select_one_message_queue(info, None)
+        if queue is None and selector is not None:
+            queue = apply_selector(selector, list(info.message_queues), msg, arg)
+        elif queue is None:
+            queue = select_one_message_queue(info, None)
         addr = await self._broker_address(queue)
         fields = prepared.for_queue(queue.queue_id, queue.broker_name)
         await api.send_message_oneway(self.instance.remoting, addr, fields, prepared.body, self.send_msg_timeout)

@@ -1,7 +1,8 @@
 """Queue selection for sends: the default round robin that avoids the broker that just failed and (optionally)
 brokers the latency fault table marks as slow, plus user selectors for ordered messages.
 
-A :data:`MessageQueueSelector` is ``(queues, message, arg) -> queue``, as Java's ``MessageQueueSelector.select``.
+A :data:`MessageQueueSelector` is ``(queues, message, arg) -> queue``, as Java's ``MessageQueueSelector.select``;
+:func:`apply_selector` fails the send with MQClientError when it raises or returns None (no fallback queue).
 :func:`select_by_hash` keeps every message with the same key (an order id, say) on the same queue while the queue
 count stays the same, using Java's ``String.hashCode`` so a Java producer with ``SelectMessageQueueByHash`` agrees.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
+from client.errors import MQClientError
 from client.fault import LatencyFaultTolerance
 from client.message import Message
 from client.route import TopicPublishInfo
@@ -18,6 +20,20 @@ from remoting.codec.bodies import MessageQueue
 from remoting.codec.message_properties import java_string_hash
 
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, object], MessageQueue]
+
+
+def apply_selector(
+    selector: MessageQueueSelector, queues: Sequence[MessageQueue], msg: Message, arg: object
+) -> MessageQueue:
+    """The queue ``selector`` picks for ``msg`` (Java's ``sendSelectImpl``). Raises :class:`MQClientError` when it
+    raises or picks none: an ordered message never falls back to another queue."""
+    try:
+        queue: MessageQueue | None = selector(queues, msg, arg)
+    except Exception as exc:
+        raise MQClientError(f"select message queue threw exception: {exc!r}") from exc
+    if queue is None:
+        raise MQClientError("select message queue return null.")
+    return queue
 
 
 def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:

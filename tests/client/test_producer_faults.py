@@ -1,8 +1,11 @@
-"""Where the producer differed from RocketMQ 4.9.8's DefaultMQProducerImpl and Validators (found by a review, each
-test failing on the code before): topics Java refuses before sending, a user property named like ``MSG_TYPE`` or
-``TRAN_MSG`` taken for the real one (a reply send, a transactional trace record). Embedded broker, real sockets."""
+"""Where the producer differed from RocketMQ 4.9.8's DefaultMQProducerImpl and Validators (found by a review, each test
+failing on the code before): topics Java refuses before sending, a user property named like ``MSG_TYPE`` or
+``TRAN_MSG`` taken for the real one (a reply send, a transactional trace record), a selector's missing queue, a queue
+of another topic. Embedded broker, real sockets."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import pytest
 import trio
@@ -11,11 +14,13 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.config import ClientConfig
-from client.errors import MessageValidationError
+from client.errors import MessageValidationError, MQClientError
 from client.instance import new_instance
 from client.message import Message
 from client.producer import Producer
 from client.trace import MessageType, TraceType
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.message import MessageExt, decode_record
 from tests.client.test_trace import _create, _traces
 
 
@@ -74,3 +79,75 @@ async def test_the_name_server_given_beside_a_config_is_used(embedded_cluster: E
         assert (await producer.send(Message("WithConfig", b"x"))).queue_offset == 0
     own = ClientConfig(namesrv_addr="10.0.0.1:9876;10.0.0.2:9876")
     assert new_instance(own, embedded_cluster.namesrv_addr).config.namesrv_addr == ("10.0.0.1:9876", "10.0.0.2:9876")
+
+
+async def _create_queues(cluster: EmbeddedCluster, topic: str, queues: int) -> None:
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+
+def _stored(cluster: EmbeddedCluster, topic: str, queues: int) -> list[MessageExt]:
+    store = cluster.controller.context.store
+    return [decode_record(m) for q in range(queues) for m in store.get(topic, q, 0, 64).messages]
+
+
+async def _send(producer: Producer, msg: Message, mode: str, **where: object) -> object:
+    """The outcome of one send in ``mode`` (send / send_async / send_oneway): a SendResult, None or the exception."""
+    try:
+        if mode == "send":
+            return await producer.send(msg, **where)  # type: ignore[arg-type]
+        if mode == "send_oneway":
+            return await producer.send_oneway(msg, **where)  # type: ignore[arg-type]
+    except Exception as exc:
+        return exc
+    done = trio.Event()
+    outcome: list[object] = []
+
+    def callback(result: object) -> None:
+        outcome.append(result)
+        done.set()
+
+    try:
+        producer.send_async(msg, callback, **where)  # type: ignore[arg-type]
+    except Exception as exc:
+        return exc
+    await done.wait()
+    return outcome[0]
+
+
+def _no_queue(queues: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
+    return None  # type: ignore[return-value]
+
+
+def _broken(queues: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
+    raise KeyError(arg)
+
+
+@pytest.mark.parametrize("mode", ["send", "send_async", "send_oneway"])
+@pytest.mark.parametrize("selector", [_no_queue, _broken], ids=["returns-none", "raises"])
+async def test_a_selector_that_picks_no_queue_is_refused_and_nothing_is_sent(
+    embedded_cluster: EmbeddedCluster, mode: str, selector: object
+) -> None:
+    """sendSelectImpl throws MQClientException for a selector that returns null ("select message queue return null.")
+    or throws ("select message queue threw exception."). Before, send and send_async fell back to round robin with
+    retries (an ordered message landed on an arbitrary queue) and send_oneway died with AttributeError."""
+    await _create_queues(embedded_cluster, "Sel", 2)
+    async with Producer("pg-sel", embedded_cluster.namesrv_addr) as producer:
+        outcome = await _send(producer, Message("Sel", b"ordered"), mode, selector=selector, arg="order-1")
+    assert isinstance(outcome, MQClientError), outcome
+    assert _stored(embedded_cluster, "Sel", 2) == []
+
+
+@pytest.mark.parametrize("mode", ["send", "send_async"])
+async def test_a_queue_of_another_topic_is_refused_and_nothing_is_sent(
+    embedded_cluster: EmbeddedCluster, mode: str
+) -> None:
+    """send(msg, mq) and send(msg, mq, callback) throw "message's topic not equal mq's topic" (to the callback for the
+    async one). Before, the message was stored in its own topic at the other topic's queue id. (Java's
+    sendOneway(msg, mq) does not compare the topics, nor does ours.)"""
+    await _create_queues(embedded_cluster, "Mine", 2)
+    await _create_queues(embedded_cluster, "Other", 2)
+    async with Producer("pg-mq", embedded_cluster.namesrv_addr) as producer:
+        outcome = await _send(producer, Message("Mine", b"x"), mode, queue=MessageQueue("Other", "broker-a", 1))
+    assert isinstance(outcome, MQClientError), outcome
+    assert _stored(embedded_cluster, "Mine", 2) == [] and _stored(embedded_cluster, "Other", 2) == []
