@@ -61,6 +61,9 @@ class Message:
     delay_level: int = 0
     flag: int = 0
     wait_store_msg_ok: bool = True
+    #: The UNIQ_KEY of a half message, set by ``TransactionProducer`` before the local transaction runs (Java's
+    #: ``Message.getTransactionId``); not sent.
+    transaction_id: str | None = None
 
     def all_properties(self) -> dict[str, str]:
         """The properties as they go on the wire (user properties plus TAGS, KEYS, DELAY, WAIT)."""

@@ -257,10 +257,10 @@ class SendBuilder:
         return self.single_as(msg, PreparedSend)
 
     def single_as(self, msg: Message, kind: type[P]) -> P:
-        """One message: UNIQ_KEY added, body zlib-compressed (level 5) when at least ``compress_over`` bytes and
-        smaller that way, RECONSUME_TIME / MAX_RECONSUME_TIMES moved into the header for a ``%RETRY%`` topic as Java's
-        DefaultMQProducerImpl.sendKernelImpl does (any other topic keeps them as properties, ``reconsumeTimes`` 0: a
-        re-sent 5.x message's delivery attempt is no reconsume count).
+        """One message: UNIQ_KEY set if missing, body zlib-compressed (level 5) when at least ``compress_over`` bytes
+        and smaller that way, RECONSUME_TIME / MAX_RECONSUME_TIMES moved into the header for a ``%RETRY%`` topic as
+        Java's DefaultMQProducerImpl.sendKernelImpl does (any other topic keeps them as properties, ``reconsumeTimes``
+        0: a re-sent 5.x message's delivery attempt is no reconsume count).
 
         The fields are encoded here (:class:`PreparedSend`, or the subclass ``kind``: the producer's async send is
         one): the same bytes ``_fields`` and ``orjson`` would give."""
@@ -289,7 +289,7 @@ class SendBuilder:
             tail = _TAIL_PLAIN % (sys_flag, now_ms, msg.flag, prefix_json, uniq.encode())
             return kind.encoded(self._head(msg.topic), tail, body, uniq, msg.topic, _SEND_V2)
         props = msg.all_properties()
-        props[PROPERTY_UNIQ_KEY] = uniq
+        uniq = props.setdefault(PROPERTY_UNIQ_KEY, uniq)  # one the message carries is kept (setUniqID)
         reconsume = max_reconsume = None
         if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # sendKernelImpl: a retry send only, else kept as is
             reconsume = props.pop(PROPERTY_RECONSUME_TIME, None)
@@ -313,7 +313,7 @@ class SendBuilder:
 
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
         """SEND_BATCH_MESSAGE requests for ``msgs`` (one topic, no delay, no retry topic), each body within
-        ``max_message_size``; ``msg_id`` joins the messages' UNIQ_KEYs by commas."""
+        ``max_message_size``; ``msg_id`` joins the messages' UNIQ_KEYs (new ones, or those they carry) by commas."""
         if not msgs:
             raise MessageValidationError("an empty batch cannot be sent")
         topic = msgs[0].topic
@@ -340,7 +340,8 @@ class SendBuilder:
                 prefix = self._batch_prefix(m)
             if prefix is None:
                 props = m.all_properties()
-                props[PROPERTY_UNIQ_KEY] = uniq
+                # One the message carries is kept (``len(entries)``: this message's index).
+                ids[len(entries)] = props.setdefault(PROPERTY_UNIQ_KEY, uniq)
                 encoded = encode_properties(props).encode()
             else:  # the same text: all_properties' order, then the UNIQ_KEY
                 encoded = prefix + uniq.encode()

@@ -1,7 +1,7 @@
-"""Where the producer differed from RocketMQ 4.9.8's DefaultMQProducerImpl and Validators (found by a review, each test
-failing on the code before): topics Java refuses before sending, a user property named like ``MSG_TYPE`` or
-``TRAN_MSG`` taken for the real one (a reply send, a transactional trace record), a selector's missing queue, a queue
-of another topic. Embedded broker, real sockets."""
+"""Where the producer differed from RocketMQ 4.9.8's DefaultMQProducerImpl, Validators and MessageClientIDSetter (found
+by a review, each test failing on the code before): topics Java refuses before sending, a user property named like
+``MSG_TYPE`` or ``TRAN_MSG`` taken for the real one (a reply send, a transactional trace record), a selector's
+missing queue, a queue of another topic, a UNIQ_KEY the message carries. Embedded broker, real sockets."""
 
 from __future__ import annotations
 
@@ -151,3 +151,19 @@ async def test_a_queue_of_another_topic_is_refused_and_nothing_is_sent(
         outcome = await _send(producer, Message("Mine", b"x"), mode, queue=MessageQueue("Other", "broker-a", 1))
     assert isinstance(outcome, MQClientError), outcome
     assert _stored(embedded_cluster, "Mine", 2) == [] and _stored(embedded_cluster, "Other", 2) == []
+
+
+async def test_a_uniq_key_the_message_already_carries_is_kept(embedded_cluster: EmbeddedCluster) -> None:
+    """MessageClientIDSetter.setUniqID sets UNIQ_KEY only when the message has none, for a single send and for each
+    message of a batch (DefaultMQProducer.batch); the SendResult's msgId is that key. Before, a new one replaced it."""
+    await _create_queues(embedded_cluster, "Uniq", 1)
+    key, batch_key = "7F00000100002A9F0000000000000001", "7F00000100002A9F0000000000000002"
+    async with Producer("pg-uniq", embedded_cluster.namesrv_addr) as producer:
+        single = await producer.send(Message("Uniq", b"one", properties={"UNIQ_KEY": key}))
+        [batch] = await producer.send_batch(
+            [Message("Uniq", b"b0", properties={"UNIQ_KEY": batch_key}), Message("Uniq", b"b1")]
+        )
+    stored = _stored(embedded_cluster, "Uniq", 1)
+    assert single.msg_id == key and stored[0].properties["UNIQ_KEY"] == key
+    assert batch.msg_id.split(",")[0] == batch_key and stored[1].properties["UNIQ_KEY"] == batch_key
+    assert batch.msg_id.split(",")[1] == stored[2].properties["UNIQ_KEY"] != batch_key

@@ -270,7 +270,7 @@ def test_the_brokers_put_ok_answer_is_read_from_the_header() -> None:
 _BATCH_MESSAGE = st.tuples(
     st.none() | _value,
     st.none() | _value | st.lists(_value, max_size=3),
-    st.fixed_dictionaries({}, optional={"p": _value, "q": _value}),
+    st.fixed_dictionaries({}, optional={"p": _value, "q": _value, PROPERTY_UNIQ_KEY: st.just("7F00" * 8)}),
     st.booleans(),
     st.integers(-5, 1000),
     st.binary(min_size=1, max_size=300),
@@ -279,8 +279,8 @@ _BATCH_MESSAGE = st.tuples(
 
 @given(st.lists(_BATCH_MESSAGE, min_size=1, max_size=12), st.integers(300, 2000))
 def test_a_batchs_body_is_the_general_encoders_with_its_ids(messages: list[Any], limit: int) -> None:
-    """Each message's properties as ``all_properties`` plus its UNIQ_KEY encode them, in the general batch body,
-    split at the same places, whether the message takes the tag/keys prefix or the general path."""
+    """Each message's properties as ``all_properties`` plus its UNIQ_KEY (unless it carries one) encode them, in the
+    general batch body, split at the same places, whether the message takes the tag/keys prefix or the general path."""
     from client.errors import MessageValidationError
     from client.send_request import split_batch
     from remoting.codec.message import BatchEntry, encode_batch_body
@@ -303,7 +303,7 @@ def test_a_batchs_body_is_the_general_encoders_with_its_ids(messages: list[Any],
     entries = []
     for msg, uniq in zip(msgs, ids, strict=True):
         props = msg.all_properties()
-        props[PROPERTY_UNIQ_KEY] = uniq
+        assert uniq == props.setdefault(PROPERTY_UNIQ_KEY, uniq)
         entries.append(BatchEntry(bytes(msg.body), encode_properties(props), msg.flag))
     assert [p.body for p in prepared] == [encode_batch_body(chunk) for chunk in split_batch(entries, limit)]
     for p in prepared:  # the request's fields: the general builder's with ``m``, at the builder's born time

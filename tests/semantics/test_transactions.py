@@ -19,7 +19,7 @@ from client import sync
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.errors import SendFailedError
-from client.message import Message, MessageExt
+from client.message import Message, MessageExt, uniq_msg_id
 from client.producer import Producer
 from client.transaction import LocalTransactionState, TransactionProducer
 from processors.end_transaction import EndTransactionProcessor
@@ -212,6 +212,31 @@ async def test_unknown_outcome_is_resolved_by_check_back_to_commit(
     assert asked.properties["UNIQ_KEY"] == result.transaction_id
     assert asked.properties["TRANSACTION_CHECK_TIMES"] == "1"
     assert msg.body == b"late" and msg.properties["UNIQ_KEY"] == result.transaction_id
+
+
+async def test_the_local_transaction_and_its_check_back_see_the_same_transaction_id(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """sendMessageInTransaction passes executeLocalTransaction the very message it sent: UNIQ_KEY set by sendKernelImpl,
+    then ``msg.setTransactionId(UNIQ_KEY)``, so the listener can record the id the check-back's message carries
+    (DefaultMQProducerImpl.java). Before, the callback's message had neither, so execute and check could not meet."""
+    await _create_topic(embedded_cluster)
+    executed: list[tuple[str | None, str | None]] = []
+    checked: list[str] = []
+
+    def execute(msg: Message, arg: object) -> LocalTransactionState:
+        executed.append((msg.transaction_id, msg.properties.get("UNIQ_KEY")))
+        return UNKNOWN
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checked.append(uniq_msg_id(msg))
+        return COMMIT
+
+    async with _producer(embedded_cluster, execute, check) as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"matched"))
+        await _wait_visible(embedded_cluster, 1)
+    assert executed == [(result.transaction_id, result.transaction_id)]
+    assert checked == [result.transaction_id]
 
 
 async def test_unknown_outcome_is_resolved_by_check_back_to_rollback(
