@@ -210,12 +210,17 @@ _MSG_TYPE, _REPLY_FLAG = "MSG_TYPE", "reply"
 _SEND_V2: Final = int(RequestCode.SEND_MESSAGE_V2)
 _SEND_REPLY: Final = int(RequestCode.SEND_REPLY_MESSAGE_V2)
 _SEND_BATCH: Final = int(RequestCode.SEND_BATCH_MESSAGE)
-#: The encoded fields after ``e`` of a batch (``%d``: the born timestamp): no flag, WAIT=true, ``m`` (batch).
-_BATCH_TAIL: Final = b"".join((
-    b'","f":"0","g":"%d","h":"0","i":',
-    orjson.dumps(encode_properties({PROPERTY_WAIT: "true"})),
-    b',"j":"0","k":"false","m":"true"',
-))  # fmt: skip
+
+
+def _batch_tail(wait: bool) -> bytes:
+    """The encoded fields after ``e`` of a batch (``%d``: the born timestamp): no flag, the batch's ``WAIT`` (its
+    first message's, as Java's ``MessageBatch.generateFromList``), ``m`` (batch)."""
+    properties = encode_properties({PROPERTY_WAIT: "true" if wait else "false"})
+    return b'","f":"0","g":"%d","h":"0","i":' + orjson.dumps(properties) + b',"j":"0","k":"false","m":"true"'
+
+
+_BATCH_TAIL: Final = _batch_tail(True)
+_BATCH_TAIL_NO_WAIT: Final = _batch_tail(False)
 
 
 @attrs.define(slots=True)
@@ -312,7 +317,7 @@ class SendBuilder:
         return _kept_prefix(self._batch_prefixes, msg, _prefix_with_uniq_name)
 
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
-        """SEND_BATCH_MESSAGE requests for ``msgs`` (one topic, no delay, no retry topic), each body within
+        """SEND_BATCH_MESSAGE requests for ``msgs`` (one topic and WAIT, no delay, no retry topic), each body within
         ``max_message_size``; ``msg_id`` joins the messages' UNIQ_KEYs (new ones, or those they carry) by commas."""
         if not msgs:
             raise MessageValidationError("an empty batch cannot be sent")
@@ -322,14 +327,22 @@ class SendBuilder:
         # A message that may break a rule goes through every check in order (_check_batched); the usual one is
         # judged by the few comparisons of the loop's first test.
         suspect = not topic or topic.startswith("%RETRY%")
+        wait = msgs[0].wait_store_msg_ok
         entries: list[tuple[bytes, bytes, int]] = []
         sizes: list[int] = []
         ids = self.uniq.next_ids(len(msgs))
         limit, prefixes = self.max_message_size, self._batch_prefixes
         for m, uniq in zip(msgs, ids, strict=True):
             body = m.body
-            if suspect or m.topic != topic or m.delay_level or not body or len(body) > limit:
-                self._check_batched(m, topic)
+            if (
+                suspect
+                or m.topic != topic
+                or m.delay_level
+                or not body
+                or len(body) > limit
+                or m.wait_store_msg_ok != wait
+            ):
+                self._check_batched(m, topic, wait)
             tags = m.tags
             prefix = (
                 prefixes.get(tags)
@@ -352,7 +365,8 @@ class SendBuilder:
                 _check_entry_size(size, limit)
             entries.append((body, encoded, m.flag))
             sizes.append(size)
-        head, tail = self._head(topic), _BATCH_TAIL % (time.time_ns() // 1_000_000)
+        tail = (_BATCH_TAIL if wait else _BATCH_TAIL_NO_WAIT) % (time.time_ns() // 1_000_000)
+        head = self._head(topic)
         prepared: list[PreparedSend] = []
         start = 0
         for chunk in _runs(entries, sizes, limit):
@@ -361,10 +375,13 @@ class SendBuilder:
             start += len(chunk)
         return prepared
 
-    def _check_batched(self, msg: Message, topic: str) -> None:
-        """Raise :class:`MessageValidationError` if ``msg`` may not go in a batch to ``topic``."""
+    def _check_batched(self, msg: Message, topic: str, wait: bool) -> None:
+        """Raise :class:`MessageValidationError` if ``msg`` may not go in a batch to ``topic`` whose ``WAIT`` is
+        ``wait``."""
         if msg.topic != topic:
             raise MessageValidationError("every message of a batch must have the same topic")
+        if msg.wait_store_msg_ok != wait:
+            raise MessageValidationError("every message of a batch must have the same wait_store_msg_ok")
         if msg.delay_level > 0:
             raise MessageValidationError("batch messages cannot have a delay level")
         if topic.startswith("%RETRY%"):

@@ -1,11 +1,13 @@
-"""Where the producer differed from RocketMQ 4.9.8's DefaultMQProducerImpl, Validators and MessageClientIDSetter (found
-by a review, each test failing on the code before): topics Java refuses before sending, a user property named like
-``MSG_TYPE`` or ``TRAN_MSG`` taken for the real one (a reply send, a transactional trace record), a selector's
-missing queue, a queue of another topic, a UNIQ_KEY the message carries. Embedded broker, real sockets."""
+"""Where the producer differed from RocketMQ 4.9.8's DefaultMQProducerImpl, Validators, MessageClientIDSetter and
+MessageBatch (found by a review, each test failing on the code before): topics Java refuses before sending, a user
+property named like ``MSG_TYPE`` or ``TRAN_MSG`` taken for the real one (a reply send, a transactional trace record),
+a selector's missing queue, a queue of another topic, a UNIQ_KEY the message carries, a batch's WAIT. Embedded
+broker, real sockets."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 import trio
@@ -16,12 +18,13 @@ from client.admin import Admin
 from client.config import ClientConfig
 from client.errors import MessageValidationError, MQClientError
 from client.instance import new_instance
-from client.message import Message
+from client.message import Message, SendStatus
 from client.producer import Producer
 from client.trace import MessageType, TraceType
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.message import MessageExt, decode_record
 from tests.client.test_trace import _create, _traces
+from tests.conftest import SMALL_STORE
 
 
 @pytest.mark.parametrize(
@@ -167,3 +170,19 @@ async def test_a_uniq_key_the_message_already_carries_is_kept(embedded_cluster: 
     assert single.msg_id == key and stored[0].properties["UNIQ_KEY"] == key
     assert batch.msg_id.split(",")[0] == batch_key and stored[1].properties["UNIQ_KEY"] == batch_key
     assert batch.msg_id.split(",")[1] == stored[2].properties["UNIQ_KEY"] != batch_key
+
+
+async def test_a_batch_of_messages_that_do_not_wait_for_the_store_does_not_wait(tmp_path: Path) -> None:
+    """MessageBatch.generateFromList gives the batch its first message's waitStoreMsgOK and refuses a batch whose
+    messages disagree; the broker waits for a slave only ``if (messageExt.isWaitStoreMsgOK())``. Before, a batch always
+    carried WAIT=true: on a SYNC_MASTER without a slave a batch of WAIT=false messages got SLAVE_NOT_AVAILABLE (a single
+    such message gets SEND_OK), and a mixed batch was sent."""
+    async with EmbeddedCluster(tmp_path / "c", broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
+        await _create_queues(cluster, "NoWait", 2)
+        async with Producer("pg-nowait", cluster.namesrv_addr) as producer:
+            single = await producer.send(Message("NoWait", b"one", wait_store_msg_ok=False))
+            [batch] = await producer.send_batch([Message("NoWait", b"b", wait_store_msg_ok=False) for _ in range(3)])
+            assert single.send_status is SendStatus.SEND_OK
+            assert batch.send_status is SendStatus.SEND_OK
+            with pytest.raises(MessageValidationError):
+                await producer.send_batch([Message("NoWait", b"w"), Message("NoWait", b"n", wait_store_msg_ok=False)])

@@ -271,16 +271,16 @@ _BATCH_MESSAGE = st.tuples(
     st.none() | _value,
     st.none() | _value | st.lists(_value, max_size=3),
     st.fixed_dictionaries({}, optional={"p": _value, "q": _value, PROPERTY_UNIQ_KEY: st.just("7F00" * 8)}),
-    st.booleans(),
     st.integers(-5, 1000),
     st.binary(min_size=1, max_size=300),
 )
 
 
-@given(st.lists(_BATCH_MESSAGE, min_size=1, max_size=12), st.integers(300, 2000))
-def test_a_batchs_body_is_the_general_encoders_with_its_ids(messages: list[Any], limit: int) -> None:
+@given(st.lists(_BATCH_MESSAGE, min_size=1, max_size=12), st.integers(300, 2000), st.booleans())
+def test_a_batchs_body_is_the_general_encoders_with_its_ids(messages: list[Any], limit: int, wait: bool) -> None:
     """Each message's properties as ``all_properties`` plus its UNIQ_KEY (unless it carries one) encode them, in the
-    general batch body, split at the same places, whether the message takes the tag/keys prefix or the general path."""
+    general batch body, split at the same places, whether the message takes the tag/keys prefix or the general path;
+    the request's WAIT is its messages'."""
     from client.errors import MessageValidationError
     from client.send_request import split_batch
     from remoting.codec.message import BatchEntry, encode_batch_body
@@ -288,7 +288,7 @@ def test_a_batchs_body_is_the_general_encoders_with_its_ids(messages: list[Any],
     builder = SendBuilder("group", UniqKeyGenerator())
     builder.max_message_size = limit
     msgs = []
-    for tags, keys, properties, wait, flag, body in messages:
+    for tags, keys, properties, flag, body in messages:
         msg = Message("T", body, tags=tags, keys=keys, properties=dict(properties), flag=flag)
         msg.wait_store_msg_ok = wait
         msgs.append(msg)
@@ -309,7 +309,7 @@ def test_a_batchs_body_is_the_general_encoders_with_its_ids(messages: list[Any],
     for p in prepared:  # the request's fields: the general builder's with ``m``, at the builder's born time
         fields = p.fields
         general = {"a": "group", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "h": "0"}
-        general |= {"i": encode_properties({PROPERTY_WAIT: "true"}), "j": "0", "k": "false", "m": "true"}
+        general |= {"i": encode_properties({PROPERTY_WAIT: str(wait).lower()}), "j": "0", "k": "false", "m": "true"}
         assert fields == general | {"g": fields["g"]}
         assert abs(int(fields["g"]) - time.time() * 1000) < 600_000  # born now (a correctness bound, not a timing)
         assert p.code == send_code(fields) == RequestCode.SEND_BATCH_MESSAGE
@@ -318,14 +318,15 @@ def test_a_batchs_body_is_the_general_encoders_with_its_ids(messages: list[Any],
 
 
 def _first_broken_rule(msgs: list[Message], limit: int) -> str | None:
-    """The batch rules, message by message, in the order the producer has always checked them."""
-    topic = msgs[0].topic
+    """The batch rules, message by message, in the order the producer checks them (the WAIT rule after the topic's)."""
+    topic, wait = msgs[0].topic, msgs[0].wait_store_msg_ok
     if not topic:
         return "The specified topic is blank"
     for m in msgs:
         size = 22 + len(m.body) + len(encode_properties(m.all_properties() | {PROPERTY_UNIQ_KEY: "7F00" * 8}))
         broken = [
             (m.topic != topic, "every message of a batch must have the same topic"),
+            (m.wait_store_msg_ok != wait, "every message of a batch must have the same wait_store_msg_ok"),
             (m.delay_level > 0, "batch messages cannot have a delay level"),
             (topic.startswith("%RETRY%"), "batch messages cannot be sent to a retry topic"),
             (not m.topic, "The specified topic is blank"),
@@ -345,6 +346,7 @@ _RULED_MESSAGE = st.builds(
     st.sampled_from(["T", "U", "", "%RETRY%g"]),
     st.sampled_from([b"", b"x", b"y" * 40, bytearray(b"z" * 90)]),
     delay_level=st.sampled_from([-1, 0, 0, 0, 2]),
+    wait_store_msg_ok=st.sampled_from([True, True, True, False]),
 )
 
 
