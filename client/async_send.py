@@ -166,16 +166,16 @@ class AsyncSend(PreparedSend):
             try:
                 result = api.send_result(outcome, self._address, self._broker_name, self.topic, self.msg_id)
             except MQBrokerError as exc:
-                if exc.code not in RETRY_RESPONSE_CODES:
-                    self._deliver(exc)
-                    return
                 error = exc
             else:
                 self._succeeded(result)
                 return
         else:
             error = outcome
-        self._report_latency(failed=True)
+        self._report_latency(failed=True)  # every failure, retried or not (sendMessageAsync's updateFaultItem)
+        if isinstance(error, MQBrokerError) and error.code not in RETRY_RESPONSE_CODES:
+            self._deliver(error)
+            return
         attempts = self._attempts
         if attempts is None:
             attempts = self._attempts = []

@@ -451,10 +451,10 @@ class Producer:
             try:
                 result = await self._send_to(mq, prepared, timeout)
             except (RemotingError, MQBrokerError) as exc:
+                if fault is not None:  # every failure, retried or not (sendDefaultImpl's updateFaultItem)
+                    fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=True)
                 if isinstance(exc, MQBrokerError) and exc.code not in RETRY_RESPONSE_CODES:
                     raise
-                if fault is not None:
-                    fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=True)
                 attempts.append((mq.broker_name, exc))
                 last_broker = mq.broker_name
                 if topic in self._fallback_topics:

@@ -1,8 +1,8 @@
 """Where the producer differed from RocketMQ 4.9.8's DefaultMQProducerImpl, Validators, MessageClientIDSetter and
 MessageBatch (found by a review, each test failing on the code before): topics Java refuses before sending, a user
 property named like ``MSG_TYPE`` or ``TRAN_MSG`` taken for the real one (a reply send, a transactional trace record),
-a selector's missing queue, a queue of another topic, a UNIQ_KEY the message carries, a batch's WAIT. Embedded
-broker, real sockets."""
+a selector's missing queue, a queue of another topic, a UNIQ_KEY the message carries, a batch's WAIT, a refusal kept
+from the latency fault table. Embedded broker, real sockets."""
 
 from __future__ import annotations
 
@@ -16,13 +16,19 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.config import ClientConfig
-from client.errors import MessageValidationError, MQClientError
+from client.errors import MessageValidationError, MQBrokerError, MQClientError
 from client.instance import new_instance
 from client.message import Message, SendStatus
 from client.producer import Producer
 from client.trace import MessageType, TraceType
+from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
 from remoting.codec.message import MessageExt, decode_record
+from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
+from remoting.server import RemotingServer
+from tests.client.test_master_watch import register_as_master
 from tests.client.test_trace import _create, _traces
 from tests.conftest import SMALL_STORE
 
@@ -186,3 +192,43 @@ async def test_a_batch_of_messages_that_do_not_wait_for_the_store_does_not_wait(
             assert batch.send_status is SendStatus.SEND_OK
             with pytest.raises(MessageValidationError):
                 await producer.send_batch([Message("NoWait", b"w"), Message("NoWait", b"n", wait_store_msg_ok=False)])
+
+
+class BusyBroker:
+    """A master that refuses every send with SYSTEM_BUSY (a broker in flow control), SUCCESS for anything else."""
+
+    def __init__(self) -> None:
+        self.sends = 0
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE):
+            self.sends += 1
+            return request.response(ResponseCode.SYSTEM_BUSY, "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control")
+        return request.response(ResponseCode.SUCCESS)
+
+
+@pytest.mark.parametrize("mode", ["send", "send_async"])
+async def test_with_send_latency_fault_enable_a_busy_broker_is_avoided_after_its_refusal(
+    embedded_cluster: EmbeddedCluster, mode: str
+) -> None:
+    """sendDefaultImpl calls ``updateFaultItem(brokerName, ..., true)`` for every broker refusal, retried or not
+    (sendMessageAsync likewise): the broker is isolated for 10 minutes. Before, a refusal that is not retried
+    (SYSTEM_BUSY) was raised before the fault table heard of it, and half of twelve sends went to the busy broker."""
+    topic = "Busy"
+    await _create_queues(embedded_cluster, topic, 2)
+    busy = BusyBroker()
+    dispatcher = Dispatcher()
+    dispatcher.set_default(busy, ProcessorPool("busy", 2, 100))
+    refused = 0
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-b")
+        async with Producer("pg-busy", embedded_cluster.namesrv_addr, send_latency_fault_enable=True) as producer:
+            assert len((await producer.publish_info(topic)).route.broker_datas) == 2
+            for i in range(12):
+                outcome = await _send(producer, Message(topic, f"m{i}".encode()), mode)
+                if isinstance(outcome, MQBrokerError):
+                    assert outcome.code == ResponseCode.SYSTEM_BUSY
+                    refused += 1
+        nursery.cancel_scope.cancel()
+    assert (refused, busy.sends) == (1, 1)
