@@ -73,7 +73,7 @@ class ReviveService:
             try:
                 while self.revive_once():
                     await trio.lowlevel.checkpoint()
-            except PutRefusedError as exc:
+            except (PutRefusedError, RequestRejected) as exc:
                 log.warning("revive: append refused (%s); retrying", exc)
             except Exception:
                 log.exception("revive round failed")
@@ -143,7 +143,7 @@ class ReviveService:
         except MessageIllegalError as exc:
             try:
                 self.pop.dead_letter(group, phy_offset, msg.topic)
-            except (MessageIllegalError, RequestRejected) as refused:
+            except MessageIllegalError as refused:  # for good; a refusal for now (RequestRejected) is retried
                 log.error("revive: message at %d of group %s refused by the store (%s) and by the DLQ send-back (%s): "
                           "dropped", phy_offset, group, exc, refused)  # fmt: skip
                 return

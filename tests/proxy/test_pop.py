@@ -20,7 +20,7 @@ from broker.pop.revive import REVIVE_GROUP, ReviveService
 from client.message import Message, MessageExt
 from client.producer import Producer
 from processors.filter import compile_sql92
-from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.codec.bodies.broker_metadata import PERM_READ, SubscriptionGroupConfig
 from remoting.codec.message import decode_record
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
@@ -456,3 +456,23 @@ async def test_sql92_filter_pops_matching_messages_and_their_redelivery(
     assert (again.message.body, again.attempt) == (b"eu-dear", 2)
     nothing = compile_sql92("region = 'asia'").matches_raw
     assert pop.pop("GS2", "PopSql", 32, INVISIBLE, None, property_filter=nothing) == []
+
+
+async def test_a_too_long_retry_name_on_a_broker_briefly_taking_no_writes_does_not_lose_the_message(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """A group and topic whose pop retry topic name passes 127 bytes: the revive loop's fallback is the DLQ, through
+    the send-back, which refuses while the broker takes no writes (a drain). That refusal is for now: the revive loop
+    retries the record, and once the broker takes writes the message is in the DLQ (it was dropped for good)."""
+    long_topic, long_group = "T" * 60, "G" * 70  # %RETRY%<70>_<60>: 139 bytes
+    await create_topic(embedded_cluster, long_topic)
+    pop, _ = popper
+    await send(embedded_cluster, long_topic, b"poison")
+    assert [p.message.body for p in pop.pop(long_group, long_topic, 32, 10_000, None)] == [b"poison"]
+    ctx = embedded_cluster.controller.context
+    writable = ctx.config.broker_permission
+    ctx.config = attrs.evolve(ctx.config, broker_permission=PERM_READ)
+    await trio.sleep(15)  # past the invisible time and the CK grace: the revive loop meets the CK now
+    ctx.config = attrs.evolve(ctx.config, broker_permission=writable)
+    await trio.sleep(5)
+    assert [m.body for m in stored(embedded_cluster, f"%DLQ%{long_group}")] == [b"poison"]
