@@ -31,6 +31,8 @@ from remoting.codec.topics import (
     SCHEDULE_QUEUE_NUMS,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
     dlq_topic,
     reply_topic,
     retry_topic,
@@ -80,6 +82,9 @@ class TopicConfigManager:
         self.config = config
         self.on_changed = on_changed
         self._table: dict[str, TopicConfig] = {tc.topic_name: tc for tc in system_topics(config)}
+        #: TopicValidator's fixed set plus every topic created at start, as Java's constructor adds each with
+        #: ``TopicValidator.addSystemTopic``; fixed for the broker's life (a later config change does not move it).
+        self.system_topic_names: frozenset[str] = SYSTEM_TOPICS.union(self._table)
         self.data_version = DataVersion()
         self.persister = ConfigPersister(topics_file(config_dir), self._snapshot)
 
@@ -113,6 +118,10 @@ class TopicConfigManager:
 
     def __contains__(self, topic: object) -> bool:
         return topic in self._table
+
+    def is_system_topic(self, topic: str) -> bool:
+        """Whether admin requests must refuse ``topic`` (Java's ``TopicValidator.isSystemTopic`` in the broker)."""
+        return topic in self.system_topic_names or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
     @property
     def topics(self) -> dict[str, TopicConfig]:

@@ -19,7 +19,11 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
 UPDATE_AND_CREATE_TOPIC (17) also applies RocketMQ 5's ``attributes`` modification (``+message.type=FIFO``;
 :mod:`processors.topic_attributes`); a topic updated without one keeps its attributes.
 
-Errors: an invalid topic name, a system topic or a reserved word answers SYSTEM_ERROR with Java's remark; an unknown
+System topics are the broker's set (:meth:`TopicTable.is_system_topic`: the fixed ones and every topic it created at
+start, such as ``<cluster>_REPLY_TOPIC``): UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER refuse them and
+GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) lists them, as Java's TopicValidator in the broker's JVM.
+
+Errors: an invalid topic name or a system topic answers SYSTEM_ERROR with Java's remark; an unknown
 topic TOPIC_NOT_EXIST; an offline consumer group CONSUMER_NOT_ONLINE; a missing header field, a body that does not
 decode or a bad property value SYSTEM_ERROR with the decoder's message.
 """
@@ -65,7 +69,7 @@ from remoting.codec.java_properties import (
     parse_properties,
     property_texts,
 )
-from remoting.codec.topics import SYSTEM_TOPICS, is_system_topic, validate_topic
+from remoting.codec.topics import validate_topic
 from remoting.dispatch import ProcessorPool, not_supported_remark
 from remoting.processor import RequestContext
 from store.metadata_files import ConfigFileError, SubscriptionGroupConfig, TopicConfig, TopicFilterType
@@ -122,10 +126,8 @@ class AdminBrokerProcessor:
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         topic = header.topic
         remark = validate_topic(topic)
-        if remark is None and is_system_topic(topic):
+        if remark is None and self.broker.topics.is_system_topic(topic):
             remark = f"The topic[{topic}] is conflict with system topic."
-        if remark is None and topic == self.broker.config.broker_cluster_name:
-            remark = f"the topic[{topic}] is conflict with system reserved words."
         if remark is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, remark)
         try:
@@ -162,13 +164,13 @@ class AdminBrokerProcessor:
         refused = self._refused_on_slave(request)
         if refused is not None:
             return refused
+        broker = self.broker
         topic = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields).topic
         remark = validate_topic(topic)  # first, as Java: the name becomes a directory of the store
         if remark is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, remark)
-        if is_system_topic(topic):
+        if broker.topics.is_system_topic(topic):
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
-        broker = self.broker
         broker.topics.delete_topic(topic)
         broker.topics.write_through()
         broker.offsets.remove_topic(topic)
@@ -178,8 +180,8 @@ class AdminBrokerProcessor:
 
     async def clean_unused_topic(self, request: RemotingCommand) -> RemotingCommand:
         """CLEAN_UNUSED_TOPIC: drop the store's queues of topics that are neither configured nor system topics."""
-        broker = self.broker
-        for topic in await clean_unused_topics(broker.store, lambda t: t in broker.topics or is_system_topic(t)):
+        broker, topics = self.broker, self.broker.topics
+        for topic in await clean_unused_topics(broker.store, lambda t: t in topics or topics.is_system_topic(t)):
             broker.stats.on_topic_deleted(topic)
             log.info("cleanUnusedTopic: %s destroyed", topic)
         return request.response(ResponseCode.SUCCESS)
@@ -280,8 +282,8 @@ class AdminBrokerProcessor:
         return request.response(ResponseCode.SUCCESS, body=dumps({"offsetTable": table}))
 
     def system_topics(self, request: RemotingCommand) -> RemotingCommand:
-        config = self.broker.config
-        topics = sorted(SYSTEM_TOPICS | {config.broker_cluster_name, config.broker_name})
+        """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: the broker's system topic set (``TopicValidator.getSystemTopicSet``)."""
+        topics = sorted(self.broker.topics.system_topic_names)
         return request.response(ResponseCode.SUCCESS, body=TopicList(topics).encode())
 
     async def update_broker_config(self, request: RemotingCommand) -> RemotingCommand:

@@ -3,7 +3,8 @@ thread), with RocketMQ 5's names and labels (``BrokerMetricsConstant``, ``Defaul
 the concept exists here; every family also carries the broker's common labels (``cluster``, ``node_type``,
 ``node_id``, ``metricsLabel``). ``rocketmq_topic_number`` and ``rocketmq_consumer_group_number`` are 5.3.3's: the
 sizes of the topic config and subscription group tables, system ones included (``BrokerMetricsManager``
-``initStatsMetrics``).
+``initStatsMetrics``). ``is_system`` is Java's ``TopicValidator.isSystemTopic`` in the broker's JVM: the fixed system
+topics and every topic the broker made at start (the snapshot's ``system_topics``), or a ``CID_RMQ_SYS_`` group.
 
 Where ours differ, and why:
 
@@ -31,10 +32,10 @@ from broker.metrics.snapshot import BrokerSnapshot
 from remoting.codec.topics import (
     SCHEDULE_TOPIC,
     SYSTEM_GROUP_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
     TIMER_TOPIC,
     TRANS_HALF_TOPIC,
     is_retry_or_dlq_topic,
-    is_system_topic,
 )
 from remoting.prometheus import histogram_buckets
 
@@ -44,6 +45,11 @@ _MESSAGE_TYPES = {SCHEDULE_TOPIC: "delay", TIMER_TOPIC: "delay", TRANS_HALF_TOPI
 
 def _bool(value: bool) -> str:
     return "true" if value else "false"
+
+
+def _system_topic(snap: BrokerSnapshot, topic: str) -> bool:
+    """Java's ``TopicValidator.isSystemTopic`` in the broker's JVM: its set includes the topics made at start."""
+    return topic in snap.system_topics or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 def _system_group(group: str) -> bool:
@@ -75,7 +81,7 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
         if is_retry_or_dlq_topic(topic):
             continue
         kind = _MESSAGE_TYPES.get(topic) or ("fifo" if topic in snap.order_topics else "normal")
-        row = f.row(topic, kind, _bool(is_system_topic(topic)))
+        row = f.row(topic, kind, _bool(_system_topic(snap, topic)))
         messages_in.add_metric(row, count)
         bytes_in.add_metric(row, size)
     labels_out = ("topic", "consumer_group", "is_system")
@@ -84,14 +90,14 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     for (topic, group), (count, size) in sorted(snap.gets.items()):
         if is_retry_or_dlq_topic(topic):
             continue
-        row = f.row(topic, group, _bool(is_system_topic(topic) or _system_group(group)))
+        row = f.row(topic, group, _bool(_system_topic(snap, topic) or _system_group(group)))
         messages_out.add_metric(row, count)
         bytes_out.add_metric(row, size)
     dlq = f.counter(
         "rocketmq_send_to_dlq_messages_total", "Consumer send to DLQ messages", ("consumer_group", "topic", "is_system")
     )
     for (group, topic), count in sorted(snap.dlq.items()):
-        dlq.add_metric(f.row(group, topic, _bool(is_system_topic(topic) or _system_group(group))), count)
+        dlq.add_metric(f.row(group, topic, _bool(_system_topic(snap, topic) or _system_group(group))), count)
     yield from (messages_in, bytes_in, messages_out, bytes_out, dlq)
 
 
@@ -104,7 +110,7 @@ def _consumers(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     ready = f.gauge("rocketmq_consumer_ready_messages", "Consumer ready messages", labels)
     for entry in snap.lags:
         row = f.row(
-            entry.group, entry.topic, "false", _bool(is_system_topic(entry.topic) or _system_group(entry.group))
+            entry.group, entry.topic, "false", _bool(_system_topic(snap, entry.topic) or _system_group(entry.group))
         )
         lag.add_metric(row, entry.lag)
         lag_ms.add_metric(row, snap.now_ms - entry.earliest_unconsumed_ms if entry.earliest_unconsumed_ms else 0)

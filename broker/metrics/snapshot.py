@@ -47,6 +47,8 @@ class BrokerSnapshot:
     #: topic -> (messages, bytes) stored while a master, since the broker started
     incoming: dict[str, tuple[int, int]]
     order_topics: frozenset[str]
+    #: the broker's system topics (its TopicConfigManager's set; ``rmq_sys_`` names count too)
+    system_topics: frozenset[str]
     #: (topic, group) -> (messages, bytes) pulled
     gets: dict[tuple[str, str], tuple[int, int]]
     #: (group, original topic) -> messages sent to the DLQ
@@ -109,6 +111,7 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
     return BrokerSnapshot(
         incoming=_incoming(stats),
         order_topics=frozenset(name for name, config in topics.items() if config.order),
+        system_topics=state.topics.system_topic_names,
         gets={pair: (items.nums.value, items.sizes.value) for pair, items in stats.group_items.items()},
         dlq=dict(stats.dlq_messages),
         lags=list(group_lags(state)),

@@ -69,7 +69,8 @@ async def test_created_topic_is_stored_and_routed_by_the_name_server(
         ("bad topic!", "contains illegal characters"),
         ("x" * 128, "longer than topic max length"),
         ("SCHEDULE_TOPIC_XXXX", "conflict with system topic"),
-        ("DefaultCluster", "conflict with system reserved words"),
+        ("DefaultCluster", "conflict with system topic"),
+        ("DefaultCluster_REPLY_TOPIC", "conflict with system topic"),
     ],
 )
 async def test_invalid_and_system_topics_are_refused(

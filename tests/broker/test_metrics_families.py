@@ -180,3 +180,24 @@ def test_topic_and_group_numbers_are_exported(tmp_path: Path) -> None:
         assert len(broker.groups.groups) > 0  # the system groups count
     finally:
         broker.store.close()
+
+
+async def test_the_topics_the_broker_made_at_start_are_labelled_system(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's BrokerMetricsManager labels ``is_system`` with TopicValidator.isSystemTopic, whose set in the
+    broker's JVM holds every topic TopicConfigManager made at start: the reply topic's traffic is system traffic."""
+    broker = open_broker(tmp_path / "broker")
+    try:
+        reply = f"{broker.config.broker_cluster_name}_REPLY_TOPIC"
+        ctx = online_consumer(broker, [SubscriptionData(TOPIC)])
+        send = SendMessageProcessor(broker)
+        broker.stats.start_counting()
+        for topic in (reply, TOPIC):
+            answer = await send.process(ctx, send_request(topic))
+            assert answer is not None and answer.code == ResponseCode.SUCCESS
+        samples = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        flags = {s[0]["topic"]: s[0]["is_system"] for s in samples["rocketmq_messages_in_total"]}
+        assert flags == {reply: "true", TOPIC: "false"}
+    finally:
+        broker.store.close()

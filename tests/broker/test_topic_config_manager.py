@@ -38,6 +38,17 @@ def test_system_topics_exist_at_start_with_rocketmq_queue_counts_and_perms(tmp_p
     assert m.get("RMQ_SYS_TRACE_TOPIC") is None
 
 
+def test_every_topic_made_at_start_is_a_system_topic(tmp_path: Path) -> None:
+    """Java's constructor adds each topic it creates to TopicValidator's set: admin requests refuse them all."""
+    m = manager(
+        tmp_path, broker_cluster_name="C1", broker_name="b1", trace_topic_enable=True, msg_trace_topic_name="MT"
+    )
+    for topic in ("C1", "b1", "C1_REPLY_TOPIC", "MT", "SELF_TEST_TOPIC", "RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_x"):
+        assert m.is_system_topic(topic), topic
+    assert not m.is_system_topic("Orders")
+    assert not manager(tmp_path / "other").is_system_topic("MT")
+
+
 def test_tbw102_is_absent_and_cluster_topic_not_writable_when_disabled(tmp_path: Path) -> None:
     m = manager(tmp_path, auto_create_topic_enable=False, cluster_topic_enable=False, trace_topic_enable=True)
     assert m.get("TBW102") is None

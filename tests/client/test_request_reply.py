@@ -1,6 +1,7 @@
 """Request-reply through our client and the embedded broker, in virtual time (autojump clock): a requester's
 ``Producer.request`` (and its callback form) answered by a consumer that replies with ``create_reply_message``; a
-reply after the timeout is dropped and counted; 1,000 concurrent requests on one producer all get their own reply.
+reply after the timeout is dropped and counted; 1,000 concurrent requests on one producer all get their own reply;
+the broker's reply topic is a system topic.
 
 No real client in tests/e2e can take part: ali-ons 3.12 has no request API and the C++ core 2.1 sends every message
 with SEND_MESSAGE_V2, so a reply from it is stored in the reply topic but never pushed (docs/FEATURES.md)."""
@@ -18,6 +19,7 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
+from client.errors import MQBrokerError
 from client.message import Message, MessageExt
 from client.producer import Producer
 from client.request_reply import CreateReplyMessageError, RequestTimeoutError, create_reply_message
@@ -136,3 +138,21 @@ def test_a_reply_needs_the_cluster_the_broker_stamped_on_the_request() -> None:
         "C1_REPLY_TOPIC",
         {"MSG_TYPE": "reply", "CORRELATION_ID": "c", "REPLY_TO_CLIENT": "r", "TTL": "5"},
     )
+
+
+async def test_the_reply_topic_is_a_system_topic_admin_cannot_delete_or_redefine(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """RocketMQ 4.9.8's TopicConfigManager registers ``<cluster>_REPLY_TOPIC`` with ``TopicValidator.addSystemTopic``,
+    so AdminBrokerProcessor.deleteTopic / updateAndCreateTopic refuse it (SYSTEM_ERROR, "The topic[...] is conflict
+    with system topic.") and GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists it: replies never depend on auto-creation."""
+    reply_topic = "DefaultCluster_REPLY_TOPIC"
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        with pytest.raises(MQBrokerError) as deleting:
+            await admin.delete_topic(reply_topic)
+        assert deleting.value.code == 1 and "conflict with system topic" in (deleting.value.remark or "")
+        with pytest.raises(MQBrokerError) as creating:
+            await admin.create_topic(reply_topic, read_queue_nums=8, write_queue_nums=8, perm=2)
+        assert creating.value.code == 1 and "conflict with system topic" in (creating.value.remark or "")
+        assert reply_topic in await admin.system_topics(embedded_cluster.broker_addr)
+    assert embedded_cluster.controller.context.topics.get(reply_topic) is not None

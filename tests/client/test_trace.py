@@ -5,6 +5,7 @@ batch age pass at once), found again by message id as ``mqadmin queryMsgTraceByI
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import pytest
 import trio
@@ -14,7 +15,7 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
-from client.errors import TopicRouteNotFoundError
+from client.errors import MQBrokerError, TopicRouteNotFoundError
 from client.message import Message, MessageExt
 from client.mqadmin_trace import find_traces
 from client.producer import Producer
@@ -23,6 +24,7 @@ from client.trace.codec import encode_record, trace_keys
 from client.trace.view import TraceView, trace_views
 from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.codec.message import decode_record
+from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import use_virtual_store_clock
 
 A, B = "\x01", "\x02"
@@ -210,3 +212,17 @@ async def test_a_failed_consumption_is_traced_as_failed(
     ]
     assert outcomes == [(False, 4, "fail-cg"), (True, 0, "fail-cg")]
     assert not [v for v in views if v.record.type is TraceType.Pub]  # the producer had trace off
+
+
+async def test_a_custom_trace_topic_of_trace_topic_enable_is_a_system_topic(tmp_path: Path) -> None:
+    """With ``traceTopicEnable`` the broker creates ``msgTraceTopicName`` and (4.9.8 TopicConfigManager) adds it to the
+    system topics: GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists it and UPDATE_AND_CREATE_TOPIC / DELETE_TOPIC refuse it."""
+    async with EmbeddedCluster(
+        tmp_path / "cluster", trace_topic_enable=True, msg_trace_topic_name="MyTraceTopic", **SMALL_STORE
+    ) as cluster:
+        assert cluster.controller.context.topics.get("MyTraceTopic") is not None
+        async with Admin(cluster.namesrv_addr) as admin:
+            assert "MyTraceTopic" in await admin.system_topics(cluster.broker_addr)
+            with pytest.raises(MQBrokerError) as deleting:
+                await admin.delete_topic("MyTraceTopic")
+            assert deleting.value.code == 1 and "conflict with system topic" in (deleting.value.remark or "")
