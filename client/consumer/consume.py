@@ -22,6 +22,10 @@ puts the batch back and waits ``suspend_current_queue_time``. With the default `
 on for ever; with a limit, a message that reached it is sent back (the broker moves it to the DLQ) and skipped, as
 Java's ``ConsumeMessageOrderlyService.checkReconsumeTimes``.
 
+Trace (``enable_msg_trace``): a listener call writes its SubBefore records when it holds its consume slot and its
+SubAfter records when it returned, as Java's hook runs on the consume thread; a call skipped before it started (its
+queue dropped meanwhile) writes neither.
+
 ``max_reconsume_times`` -1 means 16 for concurrent consumption (also what a send-back tells the broker) and no limit
 for orderly consumption, as Java's two ``getMaxReconsumeTimes``.
 """
@@ -60,6 +64,7 @@ from remoting.codec.message_properties import PROPERTY_DELAY, encode_properties
 
 if TYPE_CHECKING:
     from client.consumer.push import PushConsumer
+    from client.trace.dispatcher import ConsumeTrace
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +92,25 @@ def _return_type(success: bool) -> tuple[bool, int]:
     """The trace's (success, ConsumeReturnType ordinal): SUCCESS 0 or FAILED 4 (a raising listener counts as a
     failure here; Java's EXCEPTION 2 and RETURNNULL 3 are not told apart)."""
     return (True, 0) if success else (False, 4)
+
+
+class _ListenerTrace:
+    """The trace of one listener call, written on the call's own path as Java's ConsumeMessageTraceHookImpl runs on the
+    consume thread: SubBefore once the call holds its consume slot (:meth:`begin`, the ``started`` callback), SubAfter
+    when it returned (:meth:`end`). A call skipped before it started writes neither."""
+
+    def __init__(self, consumer: PushConsumer, msgs: list[MessageExt]) -> None:
+        self.consumer = consumer
+        self.msgs = msgs
+        self.begun: ConsumeTrace | None = None
+
+    def begin(self) -> None:
+        if self.consumer.trace is not None:
+            self.begun = self.consumer.trace.consume_before(self.consumer.group, self.msgs)
+
+    def end(self, success: bool) -> None:
+        if self.begun is not None and self.consumer.trace is not None:
+            self.consumer.trace.consume_after(self.begun, *_return_type(success))
 
 
 def send_back_max_reconsume_times(consumer: PushConsumer) -> int:
@@ -209,16 +233,17 @@ class ConcurrentConsumeService:
         # Only messages of the retry topic can change: no per-message call for the others.
         shown = [reset_retry_topic(m, c.group) if m.topic == retry else m for m in msgs]
 
+        trace = _ListenerTrace(c, shown)
+
         def started() -> None:  # a consume slot is held: the call starts now, not when it began waiting for one
             _stamp_start(shown)
             pq.mark_consume_started(msgs, anyio.current_time())
+            trace.begin()
 
-        trace = c.trace.consume_before(c.group, shown) if c.trace is not None else None
         status = await call_listener(
             c.listener, shown, c.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER, lambda: pq.dropped, started
         )
-        if trace is not None and c.trace is not None:
-            c.trace.consume_after(trace, *_return_type(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS))
+        trace.end(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
         pq.last_consume_time = anyio.current_time()
         if pq.dropped:
             return
@@ -328,15 +353,18 @@ class OrderlyConsumeService:
         c = self.consumer
         shown = [reset_retry_topic(m, c.group) for m in msgs]
         _stamp_start(shown)
-        trace = c.trace.consume_before(c.group, shown) if c.trace is not None else None
+        trace = _ListenerTrace(c, shown)
         status = await call_listener(
-            c.listener, shown, c.limiter, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, skip=lambda: pq.dropped
+            c.listener,
+            shown,
+            c.limiter,
+            ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+            skip=lambda: pq.dropped,
+            started=trace.begin,
         )
+        trace.end(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # also if dropped, as Java
         if pq.dropped:  # rebalanced away or reset meanwhile: its new owner has these; nothing to commit or count
             return False
-        if trace is not None and c.trace is not None:
-            consumed = status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-            c.trace.consume_after(trace, *_return_type(consumed))
         if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
             again = await self._check_reconsume_times(mq, msgs)
             if again is not None:

@@ -23,6 +23,7 @@ from client.trace import TRACE_TOPIC, MessageType, TraceDispatcher, TraceRecord,
 from client.trace.codec import encode_record, trace_keys
 from client.trace.view import TraceView, trace_views
 from client.transaction import LocalTransactionState, TransactionProducer
+from remoting.codec.bodies import MessageQueue
 from remoting.codec.message import decode_record
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import use_virtual_store_clock
@@ -212,6 +213,43 @@ async def test_a_failed_consumption_is_traced_as_failed(
     ]
     assert outcomes == [(False, 4, "fail-cg"), (True, 0, "fail-cg")]
     assert not [v for v in views if v.record.type is TraceType.Pub]  # the producer had trace off
+
+
+async def test_a_consume_trace_starts_when_the_listener_gets_a_consume_slot_not_while_waiting_for_one(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's ConsumeMessageTraceHookImpl.consumeMessageBefore runs in ConsumeRequest.run, on the consume thread: a
+    request waiting in the pool's queue has no SubBefore yet. With one consume slot, the message waiting for it has
+    no record in the trace topic while the other's call holds the slot (long after the holder's own SubBefore is
+    there), and its SubBefore comes after the holder's SubAfter."""
+    await _create(embedded_cluster, "SlotTraced")
+    ids: dict[bytes, str] = {}
+    seen_while_held: list[set[TraceType]] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        if not seen_while_held:  # the first call holds the only slot; the other message waits for it
+            holder = msgs[0].body
+            waiter = next(msg_id for body, msg_id in ids.items() if body != holder)
+            await _traces(embedded_cluster, ids[holder], None, {TraceType.SubBefore})
+            await trio.sleep(5)  # virtual: the dispatcher sends its batches (at most 500 ms old) many times meanwhile
+            async with Admin(embedded_cluster.namesrv_addr) as admin:
+                seen_while_held.append({v.record.type for v in await find_traces(admin, waiter, None)})
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("slot-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True, consume_thread_max=1)
+    consumer.subscribe("SlotTraced")
+    consumer.register_message_listener(listener)
+    queue = MessageQueue("SlotTraced", "broker-a", 0)
+    async with Producer("slot-pg", embedded_cluster.namesrv_addr) as producer:
+        for body in (b"first", b"second"):
+            ids[body] = (await producer.send(Message("SlotTraced", body), queue=queue)).msg_id
+        async with consumer:
+            want = {TraceType.SubBefore, TraceType.SubAfter}
+            records = [v.record for msg_id in ids.values() for v in await _traces(embedded_cluster, msg_id, None, want)]
+    assert seen_while_held == [set()], "the waiting message was traced as consumed before it got the slot"
+    holder_after = min(r.timestamp for r in records if r.type is TraceType.SubAfter)
+    waiter_before = max(r.timestamp for r in records if r.type is TraceType.SubBefore)
+    assert waiter_before >= holder_after
 
 
 async def test_a_custom_trace_topic_of_trace_topic_enable_is_a_system_topic(tmp_path: Path) -> None:
