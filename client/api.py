@@ -16,6 +16,7 @@ import attrs
 from client import send_request
 from client.errors import MQBrokerError
 from client.message import (
+    DEFAULT_TRACE_REGION_ID,
     PROPERTY_MAX_OFFSET,
     PROPERTY_MIN_OFFSET,
     SendResult,
@@ -147,7 +148,7 @@ def send_result(response: RemotingCommand, address: str, broker_name: str, topic
         broker_name=broker_name,
         queue_id=queue_id,
         queue_offset=queue_offset,
-        region_id=ext.get("MSG_REGION"),
+        region_id=ext.get("MSG_REGION") or DEFAULT_TRACE_REGION_ID,
         trace_on=ext.get("TRACE_ON") != "false",
         recall_handle=ext.get("recallHandle"),
     )

@@ -88,10 +88,15 @@ class SendStatus(enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
+#: The region of a send answer without ``MSG_REGION`` (Java's ``MixAll.DEFAULT_TRACE_REGION_ID``).
+DEFAULT_TRACE_REGION_ID = "DefaultRegion"
+
+
 @attrs.frozen(slots=True)
 class SendResult:
     """Outcome of a stored send. ``msg_id`` is the client's UNIQ_KEY (comma-joined for batches) and
-    ``offset_msg_id`` the broker's offset id, as in Java's SendResult."""
+    ``offset_msg_id`` the broker's offset id, as in Java's SendResult. ``region_id`` is the broker's ``MSG_REGION``,
+    :data:`DEFAULT_TRACE_REGION_ID` when it sent none or an empty one (Java's ``processSendResponse``)."""
 
     send_status: SendStatus
     msg_id: str
@@ -100,7 +105,7 @@ class SendResult:
     broker_name: str
     queue_id: int
     queue_offset: int
-    region_id: str | None = None
+    region_id: str = DEFAULT_TRACE_REGION_ID
     #: The broker's ``TRACE_ON``: false only when it answered the exact text ``false`` (Java's rule).
     trace_on: bool = True
     #: RocketMQ 5.3's handle of a timer (delay) message, for :meth:`client.producer.Producer.recall_message`.

@@ -42,6 +42,7 @@ import attrs
 
 from client.errors import MQClientError
 from client.message import (
+    DEFAULT_TRACE_REGION_ID,
     PROPERTY_TRANSACTION_PREPARED,
     Message,
     MessageExt,
@@ -248,7 +249,7 @@ class TransactionProducer(Producer):
             TraceRecord(
                 TraceType.EndTransaction,
                 time.time_ns() // 1_000_000,
-                props.get("MSG_REGION") or "DefaultRegion",
+                props.get("MSG_REGION") or DEFAULT_TRACE_REGION_ID,
                 self.group,
                 topic,
                 msg_id,

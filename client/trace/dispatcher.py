@@ -100,8 +100,8 @@ class TraceDispatcher:
 
     def on_sent(self, start_ms: int, addr: str, prepared: PreparedSend, result: SendResult) -> None:
         """A send was answered (Java's ``sendMessageAfter``): skipped for the trace topic itself and when the broker
-        turned trace off or named no region."""
-        if result.region_id is None or not result.trace_on or prepared.topic.startswith(self.topic):
+        turned trace off."""
+        if not result.trace_on or prepared.topic.startswith(self.topic):
             return
         self._offer(("Pub", start_ms, time.time_ns() // 1_000_000, addr, prepared, result))
 

@@ -228,6 +228,7 @@ static PyObject *send_result_json(PyObject *module, PyObject *const *args, Py_ss
         if (got[k] == Py_None) got[k] = NULL;
         if (got[k] != NULL && !PyUnicode_CheckExact(got[k])) Py_RETURN_NONE;
     }
+    if (got[3] == NULL || PyUnicode_GET_LENGTH(got[3]) == 0) Py_RETURN_NONE; /* no region: the general path's default */
     PyObject *v[SR_F_COUNT] = {NULL};
     if ((v[SR_F_QUEUE_ID] = sr_int(queue_id)) == NULL) {
         if (PyErr_Occurred()) return NULL;
@@ -249,7 +250,7 @@ static PyObject *send_result_json(PyObject *module, PyObject *const *args, Py_ss
         return NULL;
     }
     v[SR_F_STATUS] = status, v[SR_F_MSG_ID] = args[3], v[SR_F_OFFSET_MSG_ID] = msg_id, v[SR_F_TOPIC] = args[4];
-    v[SR_F_BROKER] = args[5], v[SR_F_REGION] = got[3] != NULL ? got[3] : Py_None;
+    v[SR_F_BROKER] = args[5], v[SR_F_REGION] = got[3];
     v[SR_F_TRACE_ON] = trace_off ? Py_False : Py_True, v[SR_F_RECALL] = got[5] != NULL ? got[5] : Py_None;
     for (int k = 0; k < SR_F_COUNT; k++)
         if (k != SR_F_QUEUE_ID && k != SR_F_QUEUE_OFFSET) Py_INCREF(v[k]);

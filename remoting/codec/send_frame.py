@@ -13,8 +13,9 @@ header (``orjson.loads`` of it) into ``cls(status, uniq_id, msgId, topic, broker
 MSG_REGION, TRACE_ON != "false", recallHandle)`` (the producer's ``SendResult``), or returns None unless the general
 path would read it the same way: ``code`` an int that ``statuses`` maps to a status, ``extFields`` a dict,
 ``version`` (absent: 0) an int in int32, ``language`` a str, ``msgId``, ``queueId`` and ``queueOffset`` strs (the
-two numbers as ``int()`` reads them), ``MSG_REGION``, ``TRACE_ON`` and ``recallHandle`` absent, null or strs. Never
-raises for JSON input.
+two numbers as ``int()`` reads them), ``MSG_REGION`` a non-empty str (a broker that sends none leaves the answer to
+the general path, which puts Java's default region in), ``TRACE_ON`` and ``recallHandle`` absent, null or strs.
+Never raises for JSON input.
 
 Both run in C (``remoting.codec._speedups``) when the extension is built; otherwise, or with
 ``ROCKETRIO_PURE_PYTHON=1``, the Python below. Both give equal values for every input
@@ -74,7 +75,8 @@ def _py_send_result_json(
         type(msg_id) is not str
         or type(queue_id) is not str
         or type(queue_offset) is not str
-        or (region is not None and type(region) is not str)
+        or type(region) is not str
+        or not region
         or (trace_on is not None and type(trace_on) is not str)
         or (recall is not None and type(recall) is not str)
     ):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from client import api
 from client.async_send import AsyncSend
-from client.message import PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
+from client.message import PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message, SendResult
 from client.send_request import PreparedSend, SendBuilder, send_code
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand
@@ -265,6 +265,18 @@ def test_the_brokers_put_ok_answer_is_read_from_the_header() -> None:
     for broken in ({**fields, "code": 1}, {**fields, "extFields": {"msgId": "x"}}):
         assert api.send_result_json(broken, "addr", "broker", "topic", "uniq") is None
         assert _general(broken) is not None and not isinstance(_general(broken), CodecError)
+
+
+def test_a_send_answer_without_a_region_is_in_the_default_region() -> None:
+    """Java's MQClientAPIImpl.processSendResponse: a missing or empty ``MSG_REGION`` becomes ``DefaultRegion``
+    (MixAll.DEFAULT_TRACE_REGION_ID), so SendMessageTraceHookImpl still writes the Pub record for a broker that does
+    not send the field (RocketMQ before 4.4). The header fast path leaves such an answer to the general path."""
+    for region in ({}, {"MSG_REGION": ""}, {"MSG_REGION": None}):
+        ext = {"msgId": "0A0000010000", "queueId": "0", "queueOffset": "0", **region}
+        fields: dict[str, Any] = {"code": 0, "extFields": ext, "flag": 1, "language": "JAVA", "opaque": 5}
+        assert api.send_result_json(fields, "addr", "broker", "topic", "uniq") is None
+        result = _general(fields)
+        assert isinstance(result, SendResult) and (result.region_id, result.trace_on) == ("DefaultRegion", True)
 
 
 _BATCH_MESSAGE = st.tuples(
