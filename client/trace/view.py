@@ -19,7 +19,8 @@ __all__ = ["TraceView", "trace_views"]
 
 @attrs.frozen
 class TraceView:
-    """A record plus the host that sent the trace message carrying it (Java's ``clientHost``)."""
+    """A record plus the IP of the host that sent the trace message carrying it (Java's ``clientHost``, the carrier's
+    ``getBornHostString()``: no port)."""
 
     record: TraceRecord
     client_host: str
@@ -33,7 +34,7 @@ def trace_views(msg_id: str, trace_messages: Iterable[MessageExt]) -> list[Trace
     """The records about ``msg_id`` in ``trace_messages`` (bodies that do not decode are skipped), oldest first."""
     views: list[TraceView] = []
     for message in trace_messages:
-        host = f"{message.born_host[0]}:{message.born_host[1]}"
+        host = message.born_host[0]
         for record in decode_trace_data(message.body.decode("utf-8", "replace")):
             if record.msg_id == msg_id:
                 views.append(TraceView(record, host))

@@ -73,7 +73,7 @@ def test_cpp_records_decode_and_the_view_fills_the_consume_group_from_sub_before
     views = trace_views("MSGID3", [carrier])
     after = next(v for v in views if v.record.type is TraceType.SubAfter)
     assert (after.record.group, after.record.timestamp, after.record.cost_time) == ("CCG", 1700000000030, 4)
-    assert after.client_host == "10.9.9.9:4242" and after.status == "success"
+    assert after.client_host == "10.9.9.9" and after.status == "success"
     assert isinstance(after, TraceView)
 
 
@@ -264,3 +264,15 @@ async def test_a_custom_trace_topic_of_trace_topic_enable_is_a_system_topic(tmp_
             with pytest.raises(MQBrokerError) as deleting:
                 await admin.delete_topic("MyTraceTopic")
             assert deleting.value.code == 1 and "conflict with system topic" in (deleting.value.remark or "")
+
+
+def test_the_trace_view_client_host_is_the_born_ip_without_the_port() -> None:
+    """Java's TraceView.clientHost is ``MessageExt.getBornHostString()``: the born host's IP, which
+    ``mqadmin queryMsgTraceById`` prints under #ClientHost (and the Java dashboard shows)."""
+    from remoting.codec.message import MessageExt as Ext
+
+    carrier = Ext(
+        0, 0, 0, 0, 0, 0, 0, 0, ("10.9.9.9", 4242), 0, ("127.0.0.1", 1), 0, 0, JAVA_PUB.encode(), "T", {}, b""
+    )
+    [view] = trace_views("MSGID1", [carrier])
+    assert view.client_host == "10.9.9.9"
