@@ -21,6 +21,10 @@ consumers do (:func:`~client.consumer.offset_store.offset_store_for`). :meth:`un
 A listener registered with :meth:`register_topic_message_queue_change_listener` hears of a topic's queue set
 changing (checked every ``topic_metadata_check_interval``, 30 s, first 10 s after start).
 
+With ``enable_msg_trace`` (and ``customized_trace_topic``) every pulled batch is traced at once, as Java's
+``DefaultLitePullConsumerImpl.pullSyncImpl`` runs the consume hooks: SubBefore, then a successful SubAfter (context
+code 0), so the records say when the messages were fetched, not when the application handled them.
+
 ``seek`` discards what is buffered for the queue and restarts its pull at the new offset. Each ownership of a
 queue (taken, seeked, taken again) has its own ``QueueState``: a buffered batch is handed out only while its state
 is still the queue's. The per-queue pull task is
@@ -54,6 +58,7 @@ from client.consumer.subscription import build_subscription
 from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance, new_instance
 from client.route import subscribe_queues
+from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import (
     EXPRESSION_TAG,
     ConsumeFromWhere,
@@ -96,6 +101,8 @@ class LitePullConsumer(LitePullWorker):
         message_model: MessageModel = MessageModel.CLUSTERING,
         offset_store_dir: str | os.PathLike[str] | None = None,
         topic_metadata_check_interval: float = 30.0,
+        enable_msg_trace: bool = False,
+        customized_trace_topic: str | None = None,
     ) -> None:
         self._group = group
         self.instance, self._own_instance = (
@@ -132,6 +139,10 @@ class LitePullConsumer(LitePullWorker):
         self._known_queues: dict[str, set[MessageQueue]] = {}
         #: Wall-clock ms of construction (Java's ``consumerStartTimestamp``), shown in the running info.
         self.start_timestamp_ms = time.time_ns() // 1_000_000
+        #: Message trace (client/trace/): SubBefore/SubAfter records of every pulled batch, when switched on.
+        self.trace: TraceDispatcher | None = None
+        if enable_msg_trace:
+            self.trace = TraceDispatcher(self.instance, group, "CONSUME", customized_trace_topic)
 
     @property
     def group(self) -> str:
@@ -156,6 +167,8 @@ class LitePullConsumer(LitePullWorker):
             self.instance.register_consumer(self)
             await self.offset_store.load()
             self._started = True
+            if self.trace is not None:
+                await self.trace.start()
             for topic in list(self._queue_listeners):
                 await self._remember_queues(topic)
             self._tasks.start_soon(self._watch_topic_queues)
@@ -177,6 +190,8 @@ class LitePullConsumer(LitePullWorker):
                 await tasks.__aexit__(None, None, None)
             if self._started:
                 with anyio.CancelScope(shield=True):
+                    if self.trace is not None:
+                        await self.trace.stop()
                     await self.persist_offsets()
                     await self.instance.unregister(consumer_group=self._group)
         finally:

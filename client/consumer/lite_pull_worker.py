@@ -1,5 +1,6 @@
 """The pull side of :class:`~client.consumer.lite_pull.LitePullConsumer`: one task per assigned queue long-polls
-the broker and hands each non-empty result to the consumer's buffer as a :class:`Batch`.
+the broker and hands each non-empty result to the consumer's buffer as a :class:`Batch` (traced as it is pulled when
+the consumer has message trace on).
 A queue assigned without a start offset (assign mode) has it computed by its pull task first, as Java's
 ``PullTaskImpl.nextPullOffset``: a broker that does not answer is asked again after ``PULL_DELAY_ON_ERROR``.
 
@@ -29,6 +30,7 @@ from client.consumer.pull_target import PullTargets
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription, tag_filter
 from client.instance import MQClientInstance
+from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.headers import PullMessageRequestHeader
 from remoting.codec.message import MessageExt
@@ -79,6 +81,7 @@ class LitePullWorker:
     _paused: set[MessageQueue]
     _send: MemoryObjectSendStream[Batch]
     _targets: PullTargets
+    trace: TraceDispatcher | None
 
     async def _pull_loop(self, mq: MessageQueue, state: QueueState) -> None:
         with anyio.CancelScope() as scope:
@@ -101,6 +104,14 @@ class LitePullWorker:
             return True
         return sum(s.pq.msg_count for s in self._queues.values()) > self.pull_threshold_for_all
 
+    def _trace_pulled(self, msgs: list[MessageExt]) -> None:
+        """Java's ``pullSyncImpl`` hooks: SubBefore and at once a successful SubAfter (context code 0) for every
+        pulled batch, whether or not its queue is dropped meanwhile."""
+        if self.trace is not None and msgs:
+            begun = self.trace.consume_before(self._group, msgs)
+            if begun is not None:
+                self.trace.consume_after(begun, True, 0)
+
     async def _pull_once(self, mq: MessageQueue, state: QueueState) -> None:
         offset = state.next_offset
         if offset is None:
@@ -121,6 +132,7 @@ class LitePullWorker:
             expression_type=sub.expression_type,
         )
         result = await api.pull_message(self.instance.remoting, addr, header, LITE_PULL_TIMEOUT, tag_filter(sub))
+        self._trace_pulled(result.messages)
         self._targets.suggest(mq, result.suggest_which_broker_id)
         if state.pq.dropped:
             return

@@ -1,10 +1,10 @@
 """The trace dispatcher (Java's ``AsyncTraceDispatcher``): hooks hand it what happened, it encodes and sends trace
 messages in the background.
 
-Hot path: a producer's send and a consumer's listener call append a small tuple (or a ready record) to a bounded
-queue (``trace_queue_size``, 1024 as Java); when the queue is full the record is dropped and counted in
-:attr:`TraceDispatcher.dropped`, never waited for. Everything else runs in one background task of the client
-instance: every 100 ms (or at once when the queue is half full) it turns the queued events into
+Hot path: a producer's send, a push consumer's listener call and a lite pull consumer's pull append a small tuple
+(or a ready record) to a bounded queue (``trace_queue_size``, 1024 as Java); when the queue is full the record is
+dropped and counted in :attr:`TraceDispatcher.dropped`, never waited for. Everything else runs in one background
+task of the client instance: every 100 ms (or at once when the queue is half full) it turns the queued events into
 :class:`~client.trace.codec.TraceRecord` text and appends it to the open batch; a batch is sent as one message to the
 trace topic when its text reaches 118,000 characters (Java's ``maxMessageSize - 10,000``) or its first record is
 500 ms old. The message's ``KEYS`` are every record's msgId and the traced messages' keys, so ``QUERY_MESSAGE`` by

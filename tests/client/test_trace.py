@@ -14,6 +14,7 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
 from client.errors import MQBrokerError, TopicRouteNotFoundError
 from client.message import Message, MessageExt
@@ -23,7 +24,7 @@ from client.trace import TRACE_TOPIC, MessageType, TraceDispatcher, TraceRecord,
 from client.trace.codec import encode_record, trace_keys
 from client.trace.view import TraceView, trace_views
 from client.transaction import LocalTransactionState, TransactionProducer
-from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
 from remoting.codec.message import decode_record
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import use_virtual_store_clock
@@ -250,6 +251,39 @@ async def test_a_consume_trace_starts_when_the_listener_gets_a_consume_slot_not_
     holder_after = min(r.timestamp for r in records if r.type is TraceType.SubAfter)
     waiter_before = max(r.timestamp for r in records if r.type is TraceType.SubBefore)
     assert waiter_before >= holder_after
+
+
+async def test_a_lite_pull_consumer_traces_each_batch_when_it_is_pulled(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java 4.9.8's DefaultLitePullConsumer with enableMsgTrace registers ConsumeMessageTraceHookImpl, which
+    DefaultLitePullConsumerImpl.pullSyncImpl runs on every pulled batch: SubBefore and at once a successful SubAfter
+    (context code 0), before the application polls; the customized trace topic is used."""
+    await _create(embedded_cluster, "LiteTraced")
+    consumer = LitePullConsumer(
+        "lite-traced-cg",
+        embedded_cluster.namesrv_addr,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        enable_msg_trace=True,
+        customized_trace_topic="LiteTraceTopic",
+    )
+    async with Producer("lite-traced-pg", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("LiteTraced", b"pulled", keys="lk"))
+        async with consumer:
+            await consumer.subscribe("LiteTraced")
+            want = {TraceType.SubBefore, TraceType.SubAfter}
+            views = await _traces(embedded_cluster, sent.msg_id, "LiteTraceTopic", want)  # not polled yet
+            polled = await consumer.poll(timeout=10)
+    assert [m.body for m in polled] == [b"pulled"]
+    by_type = {v.record.type: v.record for v in views}
+    before, after = by_type[TraceType.SubBefore], by_type[TraceType.SubAfter]
+    assert (before.group, before.keys, before.retry_times) == ("lite-traced-cg", "lk", 0)
+    assert (after.group, after.request_id, after.success, after.context_code) == (
+        "lite-traced-cg",
+        before.request_id,
+        True,
+        0,
+    )
 
 
 async def test_a_custom_trace_topic_of_trace_topic_enable_is_a_system_topic(tmp_path: Path) -> None:
