@@ -2,10 +2,10 @@
 edits the ACL admin codes make (RocketMQ's
 ``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java``).
 
-Files (4.9.8's layout under ``rocketmqHome``): every ``*.yml`` / ``*.yaml`` under ``conf/acl/`` (recursively,
-``conf/tools.yml`` aside), then the default file ``rocketmq.acl.plain.file`` (``conf/plain_acl.yml``, created empty
-when missing). An access key belongs to the first file that names it; later duplicates are logged and ignored. The
-global white lists of all files are joined.
+Files (4.9.8's layout under ``rocketmqHome``, each named by its absolute path): every ``*.yml`` / ``*.yaml`` under
+``conf/acl/`` (recursively, ``conf/tools.yml`` aside), then the default file ``rocketmq.acl.plain.file``
+(``conf/plain_acl.yml``, created empty when missing). An access key belongs to the first file that names it; later
+duplicates are logged and ignored. The global white lists of all files are joined.
 
 :meth:`AclManager.validate` runs RocketMQ's order: global white list, access key present, account known, the
 account's white address, signature, ``RMQ_SYS_TRACE_TOPIC`` publish shortcut, admin flag, then each needed resource
@@ -19,9 +19,9 @@ changes. A file that becomes empty (or only comments) keeps its previous rules, 
 
 Edits (:meth:`update_account`, :meth:`delete_account`, :meth:`update_global_white`) re-read the owning file from disk,
 as RocketMQ's do, so a hand edit not yet reloaded (a revocation) is kept, then write it atomically with the next
-``dataVersion`` and apply it at once; they raise :class:`~broker.acl.plain_config.AclConfigError` (the file on disk
-is not UTF-8 or does not parse, has no data while its last load had some, or the edit is refused) or ``OSError`` and
-then change nothing. A delete of an account its file on disk no longer names answers False and changes nothing.
+``dataVersion`` and apply it at once; they raise :class:`~broker.acl.plain_config.AclConfigError` (the file on disk is
+not UTF-8 or does not parse, has no data while its last load or write had some, or the edit is refused) or ``OSError``
+and then change nothing. A delete of an account its file on disk no longer names answers False and changes nothing.
 """
 
 from __future__ import annotations
@@ -85,12 +85,17 @@ _MAX_REMEMBERED_RESOURCES: Final = 16
 PARSE_FRAME: Final = "org.apache.rocketmq.acl.plain.PlainAccessValidator.parse(PlainAccessValidator.java:134)"
 
 
+def _absolute(home: Path | str | None) -> Path | None:
+    return None if home is None else Path(os.path.abspath(home))
+
+
 @attrs.frozen
 class AclFiles:
-    """Where the files are: ``home`` (``rocketmqHome``; None when unset: no file at all, as in RocketMQ) and the
-    default file relative to it."""
+    """Where the files are: ``home`` (``rocketmqHome``, made absolute so every file has one name, whatever the
+    working directory or the spelling of a path; None when unset: no file at all, as in RocketMQ) and the default
+    file relative to it."""
 
-    home: Path | None
+    home: Path | None = attrs.field(converter=_absolute)
     default_file: str = "conf/plain_acl.yml"
 
     @property
@@ -296,8 +301,8 @@ class AclManager:
     def update_global_white(self, addresses: list[str], file_path: str | None) -> None:
         """Replace the global white list of ``file_path`` (the default file when empty). The file must exist under
         ``rocketmqHome`` and not be a directory; raises :class:`AclConfigError` otherwise."""
-        path = self.files.default_path if not file_path else Path(file_path)
-        path, home = Path(os.path.abspath(path)), Path(os.path.abspath(self.files.home or "/"))
+        path = self.files.default_path if not file_path else Path(os.path.abspath(file_path))
+        home = self.files.home or Path("/")
         if not path.is_file() or home not in path.parents:
             raise AclConfigError(f"The aclFileFullPath {file_path} is not an ACL file under {home}")
         acl = self._on_disk(path)
@@ -322,7 +327,7 @@ class AclManager:
     def _write(
         self, path: Path, acl: AclFile, white: list[str] | tuple[str, ...], entries: list[AccountConfig]
     ) -> None:
-        updated = build_acl_file(acl.document, white, entries, acl.data_version.next())
+        updated = build_acl_file(acl.document, white, entries, acl.data_version.next()).as_written()
         replace_atomically(path, updated.dump().encode("utf-8"), path.with_name(path.name + ".tmp"), keep_mode=True)
         self._loaded[path] = updated
         self._mtimes[path] = _mtime(path)

@@ -178,11 +178,16 @@ class AclFile:
         """No data: an empty document, or one of comments only."""
         return not self.document
 
-    def dump(self) -> str:
+    def as_written(self) -> AclFile:
+        """This file with the document :meth:`dump` writes (never empty), as a rewrite leaves it on disk."""
         doc = dict(self.document)
         doc["globalWhiteRemoteAddresses"] = list(self.global_white_addresses)
         doc["accounts"] = [entry.to_yaml() for entry in self.entries]
         doc["dataVersion"] = [self.data_version.to_json()]
+        return attrs.evolve(self, document=doc)
+
+    def dump(self) -> str:
+        doc = self.as_written().document
         return str(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False))
 
 

@@ -193,6 +193,42 @@ def test_a_file_empty_since_its_first_load_takes_a_new_account(tmp_path: Path) -
     assert "carol-key" in (tmp_path / "conf" / "plain_acl.yml").read_text()
 
 
+def test_an_emptied_file_given_its_first_account_by_an_admin_edit_refuses_the_next_edit(tmp_path: Path) -> None:
+    """The broker creates plain_acl.yml empty; mqadmin adds its first account. The edit's write is what the file
+    had when last loaded, so once an editor or a push truncates it, the next edit is refused: it would write a file of
+    its one account, dropping the first at the next reload."""
+    manager = _manager(tmp_path, "", "")
+    default = tmp_path / "conf" / "plain_acl.yml"
+    manager.update_account(AccountConfig("alice-key", "alice-secret"), frozenset({"secret_key"}))
+    default.write_text("")
+    manager.reload_changed()  # "No data in {}, skip it": alice-key stays
+    with pytest.raises(AclConfigError):
+        manager.update_account(AccountConfig("carol-key", "carol-secret"), frozenset({"secret_key"}))
+    assert default.read_text() == "", "the refused edit wrote the emptied file"
+    assert manager.account("alice-key") is not None and manager.account("carol-key") is None
+
+
+def test_with_a_relative_rocketmq_home_an_emptied_file_refuses_a_global_white_edit_and_is_listed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``rocketmqHome=.`` or a relative ``ROCKETMQ_HOME``: every file has one (absolute) name, so the white-list edit
+    finds the last load of the truncated plain_acl.yml and is refused, and a written file is listed once."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "home" / "conf").mkdir(parents=True)
+    default = tmp_path / "home" / "conf" / "plain_acl.yml"
+    default.write_text(PLAIN_ACL)
+    manager = AclManager(AclFiles(Path("home")))
+    manager.load()
+    manager.update_global_white(["10.1.2.3"], None)
+    assert list(manager.versions()) == [str(default)]
+    default.write_text("")
+    manager.reload_changed()  # "No data in {}, skip it": the accounts stay
+    with pytest.raises(AclConfigError):
+        manager.update_global_white(["10.1.2.4"], None)
+    assert default.read_text() == "", "the refused edit wrote the emptied file"
+    assert manager.account("RocketMQ") is not None
+
+
 def test_deleting_an_account_moved_by_hand_to_another_file_fails_and_changes_nothing(tmp_path: Path) -> None:
     """The operator moved team-account from conf/acl/team.yml into plain_acl.yml; the watcher has not run yet. The
     delete finds nothing to delete in team.yml and answers False (code 51's DELETE_ACL_CONFIG_FAILED), as 4.9.8's
