@@ -10,7 +10,8 @@ duplicates are logged and ignored. The global white lists of all files are joine
 :meth:`AclManager.validate` runs RocketMQ's order: global white list, access key present, account known, the
 account's white address, signature, ``RMQ_SYS_TRACE_TOPIC`` publish shortcut, admin flag, then each needed resource
 against the account's entries or its defaults. A refusal raises :class:`AclDenied` with RocketMQ's message and the
-Java frame its remark names.
+Java frame its remark names; where RocketMQ's match of a white address throws (:mod:`broker.acl.remote_address`), with
+that Java exception.
 
 Loading never half-applies: a file that does not parse or compile (whatever the parser raises) is logged, the rules
 from its last good load (or none, the first time) stay and the other files still load; it is read again only once it
@@ -46,7 +47,7 @@ from broker.acl.plain_config import (
     parse_acl_file,
     read_acl_file,
 )
-from broker.acl.remote_address import AddressMatcher
+from broker.acl.remote_address import AddressMatcher, AddressMatchError
 from broker.acl.resources import Needed, ResourceError, needed_resources
 from remoting.codec.acl_signing import ACCESS_KEY, signature_matches
 from remoting.codec.command import RemotingCommand
@@ -59,18 +60,20 @@ _MANAGER: Final = "org.apache.rocketmq.acl.plain.PlainPermissionManager"
 
 
 class AclDenied(Exception):
-    """A refused request: ``message`` is RocketMQ's AclException text, ``frame`` the Java frame that raised it."""
+    """A refused request: ``message`` is RocketMQ's AclException text (or, when ``java_text`` is given, the reason of
+    another exception RocketMQ's check throws, whose ``toString`` that is), ``frame`` the Java frame that raised it."""
 
-    def __init__(self, message: str, frame: str, access_key: str | None = None) -> None:
+    def __init__(self, message: str, frame: str, access_key: str | None = None, java_text: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.frame = frame
         self.access_key = access_key
+        self.java_text = java_text or f"org.apache.rocketmq.acl.common.AclException: {message}"
 
     @property
     def remark(self) -> str:
         """What a Java broker puts in the response's remark (``RemotingHelper.exceptionSimpleDesc``)."""
-        return f"org.apache.rocketmq.acl.common.AclException: {self.message}, {self.frame}"
+        return f"{self.java_text}, {self.frame}"
 
 
 def _frame(method: str, line: int) -> str:
@@ -221,8 +224,9 @@ class AclManager:
         self.check(ip, access_key, functools.partial(signature_matches, cmd), cmd.code, needed)
 
     def globally_white(self, ip: str) -> bool:
-        """Whether ``ip`` matches a ``globalWhiteRemoteAddresses`` pattern (then nothing else is checked)."""
-        return any(matches(ip) for matches in self._global_white)
+        """Whether ``ip`` matches a ``globalWhiteRemoteAddresses`` pattern (then nothing else is checked), trying them
+        in order; raises :class:`AclDenied` where RocketMQ's match of the first unmatched pattern throws."""
+        return any(_white(matches, ip, None) for matches in self._global_white)
 
     def check(
         self, ip: str, access_key: str | None, signed_by: Callable[[str], bool], code: int, needed: Needed
@@ -237,7 +241,7 @@ class AclManager:
         account = self._accounts.get(access_key)
         if account is None:
             raise AclDenied(f"No acl config for {access_key}", _frame("validate", 668), access_key)
-        if account.white(ip):
+        if _white(account.white, ip, access_key):
             return
         if not signed_by(account.secret_key):
             raise AclDenied(f"Check signature failed for accessKey={access_key}", _frame("validate", 684), access_key)
@@ -332,6 +336,15 @@ class AclManager:
         self._loaded[path] = updated
         self._mtimes[path] = _mtime(path)
         self._reindex(self.files.paths())
+
+
+def _white(matches: AddressMatcher, ip: str, access_key: str | None) -> bool:
+    """``matches(ip)``; where RocketMQ's match throws, the exception escapes ``validate`` and refuses the request:
+    raises :class:`AclDenied` with that exception's text."""
+    try:
+        return matches(ip)
+    except AddressMatchError as exc:
+        raise AclDenied(exc.reason, exc.frame, access_key, exc.java_text) from None
 
 
 def check_perm(code: int, needed: Needed, account: Account) -> None:

@@ -15,12 +15,21 @@ as RocketMQ's ``acl/src/main/java/org/apache/rocketmq/acl/plain/RemoteAddressStr
 - otherwise one exact address.
 
 IPv6 addresses compare in their expanded, upper-case form. A pattern RocketMQ's strategy constructor refuses raises
-:class:`AddressPatternError` with RocketMQ's wording, which fails the load of its file (the old rules stay). A range
-it builds although it can match nothing loads, matches no address and is logged: no range after the first part
-(``::1-200``, ``1.2.3.4*``, ``1.2.3.0-0``), or parts before the range that no address has (``1:2:3:4:5:6:7:8:*``,
-``1::zz:*``, ``*.*.1.10``; RocketMQ checks all but the last of them). RocketMQ's ``match`` of such a pattern answers
-false or throws, so it white-lists nothing there either; but for ``:1-2:*``, whose empty head RocketMQ matches with
-every IPv6 address, ours matches none.
+:class:`AddressPatternError` with RocketMQ's wording, which fails the load of its file (the old rules stay). Numbers
+are read as Java's ``Integer.parseInt`` reads them: any Unicode decimal digit, and for IPv6 also the fullwidth
+``a``-``f``.
+
+A range the constructor builds although it can match nothing loads and is logged; its matcher answers what
+RocketMQ's ``RangeRemoteAddressStrategy.match`` answers, and where that throws it raises :class:`AddressMatchError`,
+which refuses the request being checked (the Java exception escapes ``PlainPermissionManager.validate``):
+
+- no range after the first part (``::1-200``, ``1.2.3.4*``, ``1.2.3.0-0``; Java's ``head`` stays null): raises for
+  every IPv4 or IPv6 address (``startsWith(null)``: NullPointerException);
+- parts before the range that no address has (``*.*.1.10``, ``1::zz:*``): matches nothing; eight groups before it
+  (``1:2:3:4:5:6:7:8:*``): raises for that one address (a ``substring`` past its end), matches nothing else;
+- an empty head (``:1-2:*``): raises for every IPv4 address (``Integer.valueOf`` of its first two octets). RocketMQ
+  white-lists every IPv6 address there; ours matches none (not RocketMQ's: a pattern that can only be a typo opens
+  nothing).
 """
 
 from __future__ import annotations
@@ -35,8 +44,13 @@ log = logging.getLogger(__name__)
 AddressMatcher = Callable[[str], bool]
 
 _MATCH_ALL = frozenset({"*", "*.*.*.*", "*:*:*:*:*:*:*:*"})
-#: What Java's ``Integer.parseInt(text, base)`` accepts: a sign and ASCII digits, no blank, no ``_``, no ``0x``.
-_JAVA_INT = {10: re.compile(r"[+-]?[0-9]+"), 16: re.compile(r"[+-]?[0-9a-fA-F]+")}
+#: What Java's ``Integer.parseInt(text, base)`` accepts: a sign and the digits ``Character.digit`` reads (any Unicode
+#: decimal digit, which Python's ``\d`` and ``int`` read too; for base 16 also ASCII and fullwidth ``a``-``f``), no
+#: blank, no ``_``, no ``0x``.
+_JAVA_INT = {10: re.compile(r"[+-]?\d+"), 16: re.compile(r"[+-]?[\da-fA-F\uff21-\uff26\uff41-\uff46]+")}
+_FULLWIDTH_HEX = str.maketrans(
+    "\uff21\uff22\uff23\uff24\uff25\uff26\uff41\uff42\uff43\uff44\uff45\uff46", "ABCDEFabcdef"
+)
 #: An octet of an IPv4 address and a group of an expanded IPv6 address, as a client's address is written.
 _OCTET = re.compile(r"0|[1-9][0-9]{0,2}")
 _HEX_GROUP = re.compile(r"[0-9A-F]{4}")
@@ -44,6 +58,31 @@ _HEX_GROUP = re.compile(r"[0-9A-F]{4}")
 
 class AddressPatternError(ValueError):
     """A white-address pattern RocketMQ would refuse."""
+
+
+_MATCH_FRAME = (
+    "org.apache.rocketmq.acl.plain.RemoteAddressStrategyFactory$RangeRemoteAddressStrategy.match"
+    "(RemoteAddressStrategyFactory.java:{})"
+)
+
+
+class AddressMatchError(Exception):
+    """RocketMQ's ``match`` throws for this address: the check asking must refuse the request, not go on.
+    ``java_text`` is the Java exception's ``toString``, ``frame`` the 4.9.8 line of ``match`` that throws."""
+
+    def __init__(self, reason: str, java_text: str, line: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.java_text = java_text
+        self.frame = _MATCH_FRAME.format(line)
+
+
+def _java_int(text: str, base: int) -> int | None:
+    """``Integer.parseInt(text, base)`` (see ``_JAVA_INT``); None where it throws (a number out of ``int`` range
+    is left to the caller's range check)."""
+    if not _JAVA_INT[base].fullmatch(text):
+        return None
+    return int(text.translate(_FULLWIDTH_HEX), base)
 
 
 def _never(_ip: str) -> bool:
@@ -103,14 +142,27 @@ def _bounds(value: str, pattern: str, base: int, top: int) -> tuple[int, int] | 
     if value.startswith("-"):
         raise AddressPatternError(f"RangeRemoteAddressStrategy netaddress examine scope Exception value {value}")
     parts = [part for part in value.split("-") if part][:2]
-    if len(parts) != 2 or not all(_JAVA_INT[base].fullmatch(part) for part in parts):
+    numbers = [number for number in (_java_int(part, base) for part in parts) if number is not None]
+    if len(numbers) != 2:
         raise AddressPatternError(f"RangeRemoteAddressStrategy netaddress examine scope Exception {pattern}")
-    start, end = (int(part, base) for part in parts)
+    start, end = numbers
     if not 0 <= start <= end <= top:
         raise AddressPatternError(
             f"RangeRemoteAddressStrategy netaddress examine scope Exception start is {start} , end is {end}"
         )
     return start, end
+
+
+def _octet_value(text: str) -> bool:
+    """``AclUtils.isScope(String)``: a decimal number from 0 to 255 (False for a non-number, where Java throws)."""
+    number = _java_int(text, 10)
+    return number is not None and 0 <= number <= 255
+
+
+def _group_value(text: str) -> bool:
+    """``AclUtils.isIPv6Scope(String[], ..)`` of one group: a hexadecimal number from 0 to ``ffff``."""
+    number = _java_int(text, 16)
+    return number is not None and 0 <= number <= 0xFFFF
 
 
 def _range_matcher(v6: bool, head: list[str], index: int, start: int, end: int) -> AddressMatcher:
@@ -122,6 +174,12 @@ def _range_matcher(v6: bool, head: list[str], index: int, start: int, end: int) 
         parts = normalise(ip).split(":") if v6 else ip.split(".")
         if len(parts) != (8 if v6 else 4) or parts[:index] != head:
             return False
+        if index == len(parts):  # a head of all eight groups: Java's substring of the next group runs past the end
+            raise AddressMatchError(
+                f"no group of {ip} is after the eight of the white address head",
+                "java.lang.StringIndexOutOfBoundsException: String index out of range: 44",
+                245,
+            )
         try:
             value = int(parts[index], 16 if v6 else 10)
         except ValueError:
@@ -149,14 +207,14 @@ def _v4_range(pattern: str) -> AddressMatcher:
     """RocketMQ's IPv4 ``RangeRemoteAddressStrategy``: the range in octet 2, 3 or 4 (:func:`_first_range`); then the
     pattern must have exactly four parts, all before the range but the last decimal up to 255 (``AclUtils.verify(..,
     index - 1)`` -> ``isScope``; empty parts dropped as ``StringUtils.split`` does). Raises where that constructor
-    throws; a pattern it builds that can match nothing never matches (see the module docstring)."""
+    throws; a pattern it builds that can match nothing answers as RocketMQ's match (see the module docstring)."""
     parts = [part.strip() for part in pattern.split(".") if part]
     found = _first_range(parts, pattern, 10, 255, 4)
     if found is None:
-        return _unmatchable(pattern, "no range in its second to fourth octet")
+        return _headless(pattern, "no range in its second to fourth octet")
     index, bounds = found
     verified = parts[: index - 1]
-    if len(parts) != 4 or not all(_JAVA_INT[10].fullmatch(p) and 0 <= int(p) <= 255 for p in verified):
+    if len(parts) != 4 or not all(_octet_value(p) for p in verified):
         raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
     head = parts[:index]
     if not all(_OCTET.fullmatch(p) and int(p) <= 255 for p in head):
@@ -192,7 +250,7 @@ def _verify_v6(pattern: str, count: int) -> None:
     hexadecimal numbers up to ``ffff``."""
     groups = _expand_ip(pattern, 8)
     head = groups[:count]
-    if len(head) < count or not all(_JAVA_INT[16].fullmatch(g) and 0 <= int(g, 16) <= 0xFFFF for g in head):
+    if len(head) < count or not all(_group_value(g) for g in head):
         raise AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
 
 
@@ -213,22 +271,57 @@ def _unmatchable(pattern: str, why: str) -> AddressMatcher:
     return _never
 
 
+def _headless(pattern: str, why: str) -> AddressMatcher:
+    """A range without a head (see the module docstring): raises :class:`AddressMatchError` for every address."""
+    log.warning("white address %s loads but refuses every request checked against it: %s", pattern, why)
+
+    def match(ip: str) -> bool:
+        if not _valid_ip(ip):
+            return False
+        raise AddressMatchError(
+            f"white address {pattern} has no range RocketMQ can match",
+            "java.lang.NullPointerException",
+            244 if ":" in ip else 230,
+        )
+
+    return match
+
+
+def _empty_head(pattern: str) -> AddressMatcher:
+    """``:1-2:*`` (see the module docstring): raises :class:`AddressMatchError` for an IPv4 address, matches none."""
+    log.warning(
+        "white address %s loads but matches no IPv6 address and refuses IPv4 ones: no group before its range", pattern
+    )
+
+    def match(ip: str) -> bool:
+        if ":" in ip or not _valid_ip(ip):
+            return False
+        octets = ip[: ip.rfind(".", 0, ip.rfind("."))]
+        raise AddressMatchError(
+            f"white address {pattern} has an empty head RocketMQ matches IPv4 addresses with",
+            f'java.lang.NumberFormatException: For input string: "{octets}"',
+            239,
+        )
+
+    return match
+
+
 def _v6_range(pattern: str) -> AddressMatcher:
     """RocketMQ's IPv6 ``RangeRemoteAddressStrategy``: ``IPv6AddressCheck``, the range (:func:`_first_range`),
     ``AclUtils.verify`` of the groups before it, then the head of :func:`_v6_head`; an address matches when its
     groups start with the head and its group after them is in the range. Raises :class:`AddressPatternError` where
-    that constructor throws; a pattern it builds that can match nothing never matches (see the module docstring)."""
+    that constructor throws; one it builds that can match nothing answers as RocketMQ's match (module docstring)."""
     _check_v6_range(pattern)
     groups = [group.strip() for group in pattern.split(":") if group]  # StringUtils.split
     found = _first_range(groups, pattern, 16, 0xFFFF, len(groups))
     if found is None:
-        return _unmatchable(pattern, "no range after its first group")
+        return _headless(pattern, "no range after its first group")
     at, bounds = found
     _verify_v6(pattern, at - 1)
     head = _v6_head(pattern)
-    if not head:  # ":1-2:*": RocketMQ's empty head white-lists every IPv6 address; here none
-        return _unmatchable(pattern, "no group before its range")
-    if len(head) >= 8 or not all(_HEX_GROUP.fullmatch(group) for group in head):
+    if not head:
+        return _empty_head(pattern)
+    if len(head) > 8 or not all(_HEX_GROUP.fullmatch(group) for group in head):
         return _unmatchable(pattern, f"the groups before its range, {':'.join(head)}, are not those of an address")
     return _range_matcher(True, head, len(head), *bounds)
 

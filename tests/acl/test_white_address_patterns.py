@@ -3,8 +3,9 @@ constructor does. IPv4 ranges need exactly four parts (``AclUtils.verify`` -> ``
 raises "Netaddress examine scope Exception"): a shorter or longer one fails its file's load, so it white-lists nothing
 (such patterns white-listed whole /8 or /16 networks before). IPv6 ranges are read as RocketMQ reads them: a ``::``
 before the range is expanded as ``AclUtils.v6ipProcess`` does (such patterns failed their whole file's load before),
-and ``AclUtils.IPv6AddressCheck``'s shapes are refused. A range RocketMQ builds that can match nothing loads and
-matches nothing (it failed its whole file before). Found by reviews."""
+and ``AclUtils.IPv6AddressCheck``'s shapes are refused. A range RocketMQ builds that can match nothing loads (it
+failed its whole file before) and answers as RocketMQ's ``match``: false, or, where that throws, a refusal of the
+request with the Java exception. Numbers read as ``Integer.parseInt`` reads them. Found by reviews."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.acl.manager import AclFiles, AclManager
+from broker.acl.manager import AclDenied, AclFiles, AclManager
 from broker.acl.plain_config import Account
 from broker.acl.remote_address import AddressPatternError, address_matcher
 from broker.embedded import EmbeddedCluster
@@ -37,7 +38,7 @@ def test_four_part_and_ipv6_ranges_still_match(pattern: str, ip: str) -> None:
     assert address_matcher(pattern)(ip)
 
 
-def _account_white_listed_by(home: Path, pattern: str) -> Account:
+def _manager_white_listing(home: Path, pattern: str) -> AclManager:
     """Load a plain_acl.yml of an account white-listed by ``pattern`` and another one; both must load."""
     acl_file = home / "conf" / "plain_acl.yml"
     acl_file.parent.mkdir(parents=True)
@@ -47,8 +48,14 @@ def _account_white_listed_by(home: Path, pattern: str) -> Account:
     )
     manager = AclManager(AclFiles(home))
     manager.load()
-    account = manager.account("white-account")
-    assert account is not None and manager.account("other-account") is not None, f"{pattern!r} failed the file"
+    loaded = manager.account("white-account") is not None and manager.account("other-account") is not None
+    assert loaded, f"{pattern!r} failed the file"
+    return manager
+
+
+def _account_white_listed_by(home: Path, pattern: str) -> Account:
+    account = _manager_white_listing(home, pattern).account("white-account")
+    assert account is not None
     return account
 
 
@@ -84,27 +91,73 @@ def test_ranges_rocketmq_refuses_are_refused(pattern: str) -> None:
 @pytest.mark.parametrize(
     "pattern",
     [
-        "1:2:3:4:5:6:7:8:*",  # eight groups before the range: RocketMQ's match answers false (or throws for 1:..:8)
-        "1:2:3:4:5:6:7:8:1-2",
         "1::zz:*",  # AclUtils.verify checks only the groups before the range's but the last; the head has 00ZZ
-        "::1-200",  # StringUtils.split gives one part: no range after the first, no head (a match throws)
-        "1.2.3.4*",  # no range in octets 2-4
-        "1.2.3.0-0",  # a range ending at 0 is passed over (analysis answers end > 0)
-        "1.2.3.4.*",  # five parts, but no range in octets 2-4, so verify never runs
         "*.*.1.10",  # the head is "*."
-        ":1-2:*",  # RocketMQ's head is empty and matches every IPv6 address; ours matches none
+        "1:2:3:4:5:6:7:8:9:*",  # a head longer than any address
     ],
 )
 def test_ranges_rocketmq_builds_but_that_match_nothing_load_and_match_nothing(
     tmp_path: Path, pattern: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """RangeRemoteAddressStrategy (4.9.8) builds these without an exception, so their file loads and its other
-    accounts work; they failed the whole plain_acl.yml before (at a broker start every account in it was lost). They
-    white-list nothing, and the load says so."""
+    accounts work; they failed the whole plain_acl.yml before (at a broker start every account in it was lost). Its
+    ``match`` answers false for every address, and the load says so."""
     account = _account_white_listed_by(tmp_path, pattern)
     addresses = ["1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:9", "::1", "::5", "1.2.3.4", "1.2.3.0", "1.2.3.5", "9.1.1.10"]
     assert not any(account.white(ip) for ip in addresses)
     assert f"white address {pattern} loads but matches no address" in caplog.text
+
+
+def _check(manager: AclManager, ip: str) -> None:
+    manager.check(ip, "white-account", lambda secret: secret == "white-secret", RequestCode.SEND_MESSAGE, {})
+
+
+_NPE = "java.lang.NullPointerException, "
+_OUT_OF_RANGE = "java.lang.StringIndexOutOfBoundsException: "
+
+
+@pytest.mark.parametrize(
+    ("pattern", "throwing", "unmatched", "java_text"),
+    [
+        # no range after the first part: RocketMQ's head stays null, and startsWith(null) throws for every address
+        ("::1-200", ["::1", "1.2.3.4"], [], _NPE),
+        ("1.2.3.4*", ["1.2.3.4", "::5"], [], _NPE),
+        ("1.2.3.0-0", ["1.2.3.0", "127.0.0.1"], [], _NPE),
+        ("1.2.3.4.*", ["9.1.1.10"], [], _NPE),
+        # eight groups before the range: the group after them is past the end of the one address they are
+        ("1:2:3:4:5:6:7:8:*", ["1:2:3:4:5:6:7:8"], ["1:2:3:4:5:6:7:9", "1.2.3.4"], _OUT_OF_RANGE),
+        ("1:2:3:4:5:6:7:8:1-2", ["1:2:3:4:5:6:7:8"], ["1:2:3:4:5:6:7:9", "::1"], _OUT_OF_RANGE),
+        # an empty head: RocketMQ reads the first two octets of an IPv4 address as the range's number
+        (
+            ":1-2:*",
+            ["1.2.3.4"],
+            ["::1", "1:2:3:4:5:6:7:8"],
+            'java.lang.NumberFormatException: For input string: "1.2", ',
+        ),
+    ],
+)
+def test_ranges_whose_rocketmq_match_throws_refuse_every_request_checked_against_them(
+    tmp_path: Path, pattern: str, throwing: list[str], unmatched: list[str], java_text: str
+) -> None:
+    """Where ``RangeRemoteAddressStrategy.match`` throws, the exception leaves ``PlainPermissionManager.validate``:
+    the request is refused (SYSTEM_ERROR with that exception as remark) whatever its signature, not checked on. The
+    account's other addresses match nothing (``:1-2:*``: RocketMQ white-lists every IPv6 address, ours none)."""
+    manager = _manager_white_listing(tmp_path, pattern)
+    for ip in throwing:
+        with pytest.raises(AclDenied) as refused:
+            _check(manager, ip)
+        assert refused.value.remark.startswith(java_text), refused.value.remark
+    account = manager.account("white-account")
+    assert account is not None and not any(account.white(ip) for ip in unmatched)
+
+
+def test_range_numbers_are_read_as_java_parse_int_reads_them() -> None:
+    """``Integer.parseInt`` takes any Unicode decimal digit, and in base 16 the fullwidth ``a``-``f`` too
+    (``Character.digit``): RocketMQ builds these ranges, so their file loads."""
+    decimal = address_matcher("1.2.3.\u0661-5")  # ARABIC-INDIC DIGIT ONE
+    assert decimal("1.2.3.3") and not decimal("1.2.3.9")
+    hexadecimal = address_matcher("1:2:3:4:5:6:7:\uff21-\uff46")  # FULLWIDTH A, FULLWIDTH SMALL F
+    assert hexadecimal("1:2:3:4:5:6:7:c") and not hexadecimal("1:2:3:4:5:6:7:9")
 
 
 ACL = """\
@@ -141,3 +194,34 @@ async def test_a_short_range_pattern_does_not_white_list_the_loopback_network(tm
             )
         assert cluster.controller.context.topics.get("Evil") is None, "topic created by a wrongly signed request"
         assert answer.code == ResponseCode.SYSTEM_ERROR and "AclException" in (answer.remark or ""), answer
+
+
+HEADLESS_GLOBAL_WHITE = """\
+globalWhiteRemoteAddresses:
+  - 10.9.9.9
+  - 127.0.0.1*
+accounts:
+  - accessKey: admin-key
+    secretKey: 12345678
+    admin: true
+"""
+
+
+async def test_a_global_white_range_rocketmq_builds_without_a_head_refuses_a_correctly_signed_request(
+    tmp_path: Path,
+) -> None:
+    """``127.0.0.1*`` has no range, so RocketMQ's match of it throws (NullPointerException) for a client the entries
+    before it did not match: the broker answers SYSTEM_ERROR with that exception, whatever the signature."""
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(HEADLESS_GLOBAL_WHITE)
+    async with EmbeddedCluster(tmp_path / "c", acl_enable=True, rocketmq_home=str(home), **SMALL_STORE) as cluster:
+        admin = SessionCredentials("admin-key", "12345678")
+        fields = {"topic": "Created", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6"}
+        async with RemotingClient() as client:
+            answer = await client.invoke(
+                cluster.broker_addr, sign(request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), admin), 5
+            )
+        assert answer.code == ResponseCode.SYSTEM_ERROR, answer
+        assert (answer.remark or "").startswith("java.lang.NullPointerException, "), answer.remark
+        assert cluster.controller.context.topics.get("Created") is None
