@@ -30,6 +30,7 @@ import trio
 
 from broker.pop.service import ACK_TAG, CK_GRACE_MS, CK_TAG, PopService
 from processors.common import RequestRejected
+from remoting.codec.codes import ResponseCode
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageExt, decode_record
 from store.errors import MessageIllegalError, PutRefusedError
@@ -73,7 +74,7 @@ class ReviveService:
             try:
                 while self.revive_once():
                     await trio.lowlevel.checkpoint()
-            except (PutRefusedError, RequestRejected) as exc:
+            except (PutRefusedError, RequestRejected) as exc:  # RequestRejected: NO_PERMISSION only (_redeliver)
                 log.warning("revive: append refused (%s); retrying", exc)
             except Exception:
                 log.exception("revive round failed")
@@ -143,7 +144,9 @@ class ReviveService:
         except MessageIllegalError as exc:
             try:
                 self.pop.dead_letter(group, phy_offset, msg.topic)
-            except MessageIllegalError as refused:  # for good; a refusal for now (RequestRejected) is retried
+            except (MessageIllegalError, RequestRejected) as refused:
+                if isinstance(refused, RequestRejected) and refused.code == ResponseCode.NO_PERMISSION:
+                    raise  # the broker takes no writes for now (a drain): retried a second later
                 log.error("revive: message at %d of group %s refused by the store (%s) and by the DLQ send-back (%s): "
                           "dropped", phy_offset, group, exc, refused)  # fmt: skip
                 return

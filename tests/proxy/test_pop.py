@@ -17,6 +17,7 @@ import trio
 from broker.embedded import EmbeddedCluster
 from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
 from broker.pop.revive import REVIVE_GROUP, ReviveService
+from client.admin import Admin
 from client.message import Message, MessageExt
 from client.producer import Producer
 from processors.filter import compile_sql92
@@ -476,3 +477,36 @@ async def test_a_too_long_retry_name_on_a_broker_briefly_taking_no_writes_does_n
     ctx.config = attrs.evolve(ctx.config, broker_permission=writable)
     await trio.sleep(5)
     assert [m.body for m in stored(embedded_cluster, f"%DLQ%{long_group}")] == [b"poison"]
+
+
+async def test_a_dlq_fallback_refused_for_good_does_not_stop_every_other_groups_redelivery(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The revive loop's DLQ fallback retries only a refusal for now (NO_PERMISSION, a broker taking no writes): one
+    for good, such as SUBSCRIPTION_GROUP_NOT_EXIST once the group was deleted (autoCreateSubscriptionGroup off), is
+    logged and dropped. Retried, it blocked the revive queue, read in order, for ever: another group's unacknowledged
+    message was never redelivered (RocketMQ re-puts a failed CK and moves on)."""
+    long_topic, long_group = "T" * 60, "G" * 70  # %RETRY%<70>_<60>: 138 bytes, refused by the store for good
+    async with EmbeddedCluster(tmp_path / "c", auto_create_subscription_group=False, **SMALL_STORE) as cluster:
+        use_virtual_store_clock(cluster)
+        controller = cluster.controller
+        pop = PopService(controller.context, controller.timer.rewrite)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(ReviveService(pop).run)
+            await create_topic(cluster, long_topic)
+            await create_topic(cluster, "Plain")
+            async with Admin(cluster.namesrv_addr) as admin:
+                for group in (long_group, "GP"):
+                    await admin.create_subscription_group(SubscriptionGroupConfig(group))
+            async with Producer("pg-revive", cluster.namesrv_addr) as producer:
+                await producer.send(Message(long_topic, b"poison"))
+                await producer.send(Message("Plain", b"innocent"))
+            assert [p.message.body for p in pop.pop(long_group, long_topic, 32, 10_000, None)] == [b"poison"]
+            await trio.sleep(1)  # the innocent message's CK is due after the poison's
+            assert [p.message.body for p in pop.pop("GP", "Plain", 32, 10_000, None)] == [b"innocent"]
+            async with Admin(cluster.namesrv_addr) as admin:
+                await admin.delete_subscription_group(long_group)
+            await trio.sleep(30)  # both CKs due long ago
+            again = pop.pop("GP", "Plain", 32, 10_000, None)
+            nursery.cancel_scope.cancel()
+        assert [(p.message.body, p.attempt) for p in again] == [(b"innocent", 2)]
