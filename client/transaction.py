@@ -7,7 +7,7 @@ Usage::
         return LocalTransactionState.COMMIT_MESSAGE
 
     def check(msg: MessageExt) -> LocalTransactionState:     # plain functions run in a worker thread
-        return LocalTransactionState.COMMIT_MESSAGE if done(uniq_msg_id(msg)) else LocalTransactionState.UNKNOWN
+        return LocalTransactionState.COMMIT_MESSAGE if done(msg.transaction_id) else LocalTransactionState.UNKNOWN
 
     async with TransactionProducer("tx-group", namesrv_addr, execute_local_transaction=execute,
                                    check_local_transaction=check) as producer:
@@ -18,10 +18,11 @@ Usage::
 PREPARED; a delay level is dropped as Java does), runs ``execute_local_transaction`` with it once it is stored (an
 exception counts as UNKNOWN and its text travels in the remark), then sends END_TRANSACTION oneway to the broker that
 stored it: commit, rollback, or unknown (the broker will ask later). The half message's ``UNIQ_KEY`` and
-``transaction_id`` are the id a check-back's message carries (its ``uniq_msg_id``), as in Java. A send that was not
-SEND_OK is rolled back without running the local transaction. Send failures raise as :meth:`Producer.send` does; the
-END_TRANSACTION write is best effort (a lost one is resolved by the broker's check-back) and waits behind a backlog
-the broker does not read at most ``send_msg_timeout``, as Java's invokeOneway never waits past its timeout.
+``transaction_id`` are the id a check-back's message carries (its ``transaction_id`` and ``uniq_msg_id``), as in
+Java. A send that was not SEND_OK is rolled back without running the local transaction. Send failures raise as
+:meth:`Producer.send` does; the END_TRANSACTION write is best effort (a lost one is resolved by the broker's
+check-back) and waits behind a backlog the broker does not read at most ``send_msg_timeout``, as Java's invokeOneway
+never waits past its timeout.
 
 Check-backs (CHECK_TRANSACTION_STATE from a broker) run ``check_local_transaction`` in the instance's task group (not
 on the connection's reader) and answer with END_TRANSACTION ``fromTransactionCheck=true`` naming the copy the broker

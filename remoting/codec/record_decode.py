@@ -18,7 +18,13 @@ import attrs
 
 from remoting.codec.crc import body_crc
 from remoting.codec.errors import MessageDecodeError
-from remoting.codec.message_properties import PROPERTY_KEYS, PROPERTY_TAGS, decode_properties
+from remoting.codec.message_properties import (
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_KEY,
+    decode_properties,
+)
 from remoting.codec.msgid import offset_msg_id, unpack_socket_address
 from remoting.codec.record_layout import (
     FIXED,
@@ -127,6 +133,15 @@ class MessageExt:
     @property
     def keys(self) -> list[str]:
         return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
+
+    @property
+    def transaction_id(self) -> str | None:
+        """The UNIQ_KEY of a transaction's half message (``TRAN_MSG`` true, as a check-back's is), else None: the
+        ``getTransactionId()`` Java's client sets (ClientRemotingProcessor.checkTransactionState,
+        PullAPIWrapper.processPullResult), the id the local transaction got."""
+        if self.properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() != "true":
+            return None
+        return self.properties.get(PROPERTY_UNIQ_KEY) or None
 
 
 @functools.lru_cache(maxsize=1024)

@@ -219,24 +219,29 @@ async def test_the_local_transaction_and_its_check_back_see_the_same_transaction
 ) -> None:
     """sendMessageInTransaction passes executeLocalTransaction the very message it sent: UNIQ_KEY set by sendKernelImpl,
     then ``msg.setTransactionId(UNIQ_KEY)``, so the listener can record the id the check-back's message carries
-    (DefaultMQProducerImpl.java). Before, the callback's message had neither, so execute and check could not meet."""
+    (DefaultMQProducerImpl.java), whose ``transaction_id`` is that UNIQ_KEY too (ClientRemotingProcessor's
+    ``messageExt.setTransactionId``). Before, the callback's message had neither, and the check's no
+    ``transaction_id``, so execute and check could not meet."""
     await _create_topic(embedded_cluster)
     executed: list[tuple[str | None, str | None]] = []
-    checked: list[str] = []
+    checked: list[tuple[str | None, str]] = []
 
     def execute(msg: Message, arg: object) -> LocalTransactionState:
         executed.append((msg.transaction_id, msg.properties.get("UNIQ_KEY")))
         return UNKNOWN
 
     def check(msg: MessageExt) -> LocalTransactionState:
-        checked.append(uniq_msg_id(msg))
+        checked.append((msg.transaction_id, uniq_msg_id(msg)))
         return COMMIT
 
     async with _producer(embedded_cluster, execute, check) as producer:
         result = await producer.send_message_in_transaction(Message(TOPIC, b"matched"))
-        await _wait_visible(embedded_cluster, 1)
+        (visible,) = await _wait_visible(embedded_cluster, 1)
     assert executed == [(result.transaction_id, result.transaction_id)]
-    assert checked == [result.transaction_id]
+    assert checked == [(result.transaction_id, result.transaction_id)]
+    # The committed copy keeps TRAN_MSG (endMessageTransaction clears it after the properties string is built), so a
+    # consumer's message has the id too (PullAPIWrapper.processPullResult).
+    assert visible.transaction_id == result.transaction_id
 
 
 async def test_unknown_outcome_is_resolved_by_check_back_to_rollback(
