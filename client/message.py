@@ -66,6 +66,14 @@ class Message:
     #: ``Message.getTransactionId``); not sent.
     transaction_id: str | None = None
 
+    def waits_for_store(self) -> bool:
+        """The WAIT this message sends (Java's ``isWaitStoreMsgOK``): False when ``wait_store_msg_ok`` is, else its
+        ``WAIT`` property's, absent meaning true and only ``true`` in any case true (``Boolean.parseBoolean``)."""
+        if not self.wait_store_msg_ok:
+            return False
+        wait = self.properties.get(PROPERTY_WAIT)
+        return wait is None or wait.lower() == "true"
+
     def all_properties(self) -> dict[str, str]:
         """The properties as they go on the wire (user properties plus TAGS, KEYS, DELAY, WAIT)."""
         props = dict(self.properties)

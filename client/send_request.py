@@ -214,7 +214,8 @@ _SEND_BATCH: Final = int(RequestCode.SEND_BATCH_MESSAGE)
 
 def _batch_tail(wait: bool) -> bytes:
     """The encoded fields after ``e`` of a batch (``%d``: the born timestamp): no flag, the batch's ``WAIT`` (its
-    first message's, as Java's ``MessageBatch.generateFromList``), ``m`` (batch)."""
+    first message's :meth:`~client.message.Message.waits_for_store`, as Java's ``MessageBatch.generateFromList``),
+    ``m`` (batch)."""
     properties = encode_properties({PROPERTY_WAIT: "true" if wait else "false"})
     return b'","f":"0","g":"%d","h":"0","i":' + orjson.dumps(properties) + b',"j":"0","k":"false","m":"true"'
 
@@ -327,7 +328,7 @@ class SendBuilder:
         # A message that may break a rule goes through every check in order (_check_batched); the usual one is
         # judged by the few comparisons of the loop's first test.
         suspect = not topic or topic.startswith("%RETRY%")
-        wait = msgs[0].wait_store_msg_ok
+        wait = msgs[0].waits_for_store()
         entries: list[tuple[bytes, bytes, int]] = []
         sizes: list[int] = []
         ids = self.uniq.next_ids(len(msgs))
@@ -341,6 +342,7 @@ class SendBuilder:
                 or not body
                 or len(body) > limit
                 or m.wait_store_msg_ok != wait
+                or PROPERTY_WAIT in m.properties
             ):
                 self._check_batched(m, topic, wait)
             tags = m.tags
@@ -380,8 +382,8 @@ class SendBuilder:
         ``wait``."""
         if msg.topic != topic:
             raise MessageValidationError("every message of a batch must have the same topic")
-        if msg.wait_store_msg_ok != wait:
-            raise MessageValidationError("every message of a batch must have the same wait_store_msg_ok")
+        if msg.waits_for_store() != wait:
+            raise MessageValidationError("every message of a batch must have the same WAIT (wait_store_msg_ok)")
         if msg.delay_level > 0:
             raise MessageValidationError("batch messages cannot have a delay level")
         if topic.startswith("%RETRY%"):

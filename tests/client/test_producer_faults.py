@@ -232,3 +232,24 @@ async def test_with_send_latency_fault_enable_a_busy_broker_is_avoided_after_its
                     refused += 1
         nursery.cancel_scope.cancel()
     assert (refused, busy.sends) == (1, 1)
+
+
+async def test_a_batch_of_messages_whose_properties_say_wait_false_does_not_wait(tmp_path: Path) -> None:
+    """What a message sends as WAIT is its ``WAIT`` property unless ``wait_store_msg_ok`` is False
+    (Message.all_properties), and Java's isWaitStoreMsgOK() reads that property (absent: true; only "true" in any case
+    is true), as MessageBatch.generateFromList does for a batch. Before, a batch took the attribute only: messages
+    carrying WAIT=false in their properties (a MessageExt's re-sent, a Spark row's) went as a WAIT=true batch and got
+    SLAVE_NOT_AVAILABLE on a SYNC_MASTER without a slave, where each alone gets SEND_OK."""
+    async with EmbeddedCluster(tmp_path / "c", broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
+        await _create_queues(cluster, "PropWait", 2)
+        async with Producer("pg-propwait", cluster.namesrv_addr) as producer:
+            single = await producer.send(Message("PropWait", b"one", properties={"WAIT": "false"}))
+            [batch] = await producer.send_batch(
+                [Message("PropWait", b"b", properties={"WAIT": "False" if i else "false"}) for i in range(3)]
+            )
+            with pytest.raises(MessageValidationError):
+                await producer.send_batch(
+                    [Message("PropWait", b"w"), Message("PropWait", b"n", properties={"WAIT": "no"})]
+                )
+    assert single.send_status is SendStatus.SEND_OK
+    assert batch.send_status is SendStatus.SEND_OK, batch.send_status

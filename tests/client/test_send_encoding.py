@@ -331,14 +331,14 @@ def test_a_batchs_body_is_the_general_encoders_with_its_ids(messages: list[Any],
 
 def _first_broken_rule(msgs: list[Message], limit: int) -> str | None:
     """The batch rules, message by message, in the order the producer checks them (the WAIT rule after the topic's)."""
-    topic, wait = msgs[0].topic, msgs[0].wait_store_msg_ok
+    topic, wait = msgs[0].topic, msgs[0].waits_for_store()
     if not topic:
         return "The specified topic is blank"
     for m in msgs:
         size = 22 + len(m.body) + len(encode_properties(m.all_properties() | {PROPERTY_UNIQ_KEY: "7F00" * 8}))
         broken = [
             (m.topic != topic, "every message of a batch must have the same topic"),
-            (m.wait_store_msg_ok != wait, "every message of a batch must have the same wait_store_msg_ok"),
+            (m.waits_for_store() != wait, "every message of a batch must have the same WAIT"),
             (m.delay_level > 0, "batch messages cannot have a delay level"),
             (topic.startswith("%RETRY%"), "batch messages cannot be sent to a retry topic"),
             (not m.topic, "The specified topic is blank"),
@@ -358,6 +358,7 @@ _RULED_MESSAGE = st.builds(
     st.sampled_from(["T", "U", "", "%RETRY%g"]),
     st.sampled_from([b"", b"x", b"y" * 40, bytearray(b"z" * 90)]),
     delay_level=st.sampled_from([-1, 0, 0, 0, 2]),
+    properties=st.sampled_from([{}, {}, {"WAIT": "false"}, {"WAIT": "TRUE"}, {"WAIT": "no"}]),
     wait_store_msg_ok=st.sampled_from([True, True, True, False]),
 )
 
