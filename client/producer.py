@@ -14,8 +14,8 @@ Errors: :class:`~client.errors.TopicRouteNotFoundError` (names the topic and the
 :class:`~client.errors.MessageValidationError` (nothing sent), :class:`~client.errors.SendFailedError` after every
 attempt failed (``retry_times_when_send_failed`` retries on transport errors and on the response codes Java retries),
 :class:`~client.errors.MQBrokerError` for a refusal that retrying cannot fix (e.g. MESSAGE_ILLEGAL),
-:class:`~client.errors.MQClientError` (nothing sent) for a queue of another topic or a selector that raises or picks
-no queue.
+:class:`~client.errors.MQClientError` (nothing sent) for a queue of another topic (``send``, ``send_async``) or a
+selector that raises or picks no queue.
 
 The producer owns a private :class:`~client.instance.MQClientInstance` unless one is passed in; either way the
 instance must outlive the ``async with`` block. Async sends run in the instance's task group: leaving the block
@@ -181,7 +181,25 @@ class Producer:
             if info is not None:  # what _dispatch does then, without its coroutine
                 timeout = self.send_msg_timeout if timeout is None else timeout
                 return await self.send_with_retries(info, prepared, timeout, self.retry_times_when_send_failed)
+        _check_queue_topic(msg, queue)
         return await self._dispatch(prepared, msg, queue, selector, arg, timeout, self.retry_times_when_send_failed)
+
+    async def send_as_async(
+        self,
+        msg: Message,
+        timeout: float,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: object,
+    ) -> SendResult:
+        """Java's ASYNC communication mode, awaited (its ``request`` sends this way): up to
+        ``retry_times_when_send_async_failed`` retries, a chosen queue's outcome goes to the latency fault table as
+        every attempt's does, and a ``queue`` of another topic is taken as given (``request(msg, mq)`` compares no
+        topics). Raises as :meth:`send`."""
+        self._check_started()
+        prepared = self._builder.single(msg)
+        retries = self.retry_times_when_send_async_failed
+        return await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries, report_fault=True)
 
     async def _dispatch(
         self,
@@ -192,15 +210,18 @@ class Producer:
         arg: object,
         timeout: float | None,
         retries: int,
+        *,
+        report_fault: bool = False,
     ) -> SendResult:
-        if queue is not None and queue.topic != msg.topic:  # Java's send(msg, mq): no queue of another topic
-            raise MQClientError("message's topic not equal mq's topic")
+        """Send to ``queue``, to the ``selector``'s pick (one attempt each) or with ``retries``. ``report_fault``: the
+        one attempt on a chosen queue reports to the fault table too (an async send's, Java's sendMessageAsync); a
+        sync one does not (sendMessageSync)."""
         info = await self.publish_info(msg.topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
         if queue is None and selector is not None:
             queue = apply_selector(selector, list(info.message_queues), msg, arg)
         if queue is not None:
-            return await self._send_to(queue, prepared, timeout)
+            return await self._attempt(queue, prepared, timeout, self._fault_table() if report_fault else None)
         return await self.send_with_retries(info, prepared, timeout, retries)
 
     def send_async(
@@ -243,8 +264,9 @@ class Producer:
     ) -> None:
         outcome: SendResult | Exception
         try:
+            _check_queue_topic(msg, queue)
             retries = self.retry_times_when_send_async_failed
-            outcome = await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries)
+            outcome = await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries, report_fault=True)
         except Exception as exc:
             outcome = exc
         await run_callback(callback, outcome, "send")
@@ -443,16 +465,13 @@ class Producer:
         (extended in place) and ``last_broker`` carry on a send that already failed elsewhere (an async retry)."""
         topic = prepared.topic
         attempts = [] if attempts is None else attempts
-        fault = self.fault if self.send_latency_fault_enable else None
+        fault = self._fault_table()
         for _ in range(1 + max(0, retries)):
             mq = select_one_message_queue(info, last_broker, fault)
             addr = self.instance.find_broker_address(mq.broker_name)
-            started = anyio.current_time() if fault is not None else 0.0
             try:
-                result = await self._send_to(mq, prepared, timeout)
+                result = await self._attempt(mq, prepared, timeout, fault)
             except (RemotingError, MQBrokerError) as exc:
-                if fault is not None:  # every failure, retried or not (sendDefaultImpl's updateFaultItem)
-                    fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=True)
                 if isinstance(exc, MQBrokerError) and exc.code not in RETRY_RESPONSE_CODES:
                     raise
                 attempts.append((mq.broker_name, exc))
@@ -472,7 +491,36 @@ class Producer:
                         info = await self.publish_info(topic)
                 log.info("send to %s failed (%s), %d attempt(s) so far", mq, exc, len(attempts))
                 continue
-            if fault is not None:
-                fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=False)
             return result
         raise SendFailedError(topic, attempts)
+
+    def _fault_table(self) -> LatencyFaultTolerance | None:
+        return self.fault if self.send_latency_fault_enable else None
+
+    def _attempt(
+        self, mq: MessageQueue, prepared: PreparedSend, timeout: float, fault: LatencyFaultTolerance | None
+    ) -> Awaitable[SendResult]:
+        """One attempt on ``mq`` whose latency and outcome go to ``fault`` when given, every failure, retried or not
+        (Java's ``updateFaultItem``); without ``fault`` it is :meth:`_send_to` itself (no extra frame)."""
+        if fault is None:
+            return self._send_to(mq, prepared, timeout)
+        return self._reported_attempt(mq, prepared, timeout, fault)
+
+    async def _reported_attempt(
+        self, mq: MessageQueue, prepared: PreparedSend, timeout: float, fault: LatencyFaultTolerance
+    ) -> SendResult:
+        started = anyio.current_time()
+        try:
+            result = await self._send_to(mq, prepared, timeout)
+        except (RemotingError, MQBrokerError):
+            fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=True)
+            raise
+        fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=False)
+        return result
+
+
+def _check_queue_topic(msg: Message, queue: MessageQueue | None) -> None:
+    """Java's ``send(msg, mq)`` and ``send(msg, mq, callback)`` refuse a queue of another topic (``request`` and
+    ``sendOneway`` do not). Raises MQClientError."""
+    if queue is not None and queue.topic != msg.topic:
+        raise MQClientError("message's topic not equal mq's topic")

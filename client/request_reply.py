@@ -1,12 +1,14 @@
 """Request-reply (RocketMQ 4.6+; docs/protocol.md#716-request-reply): the requester's table of waiting requests, the
 replier's :func:`create_reply_message`, and the requester's side of PUSH_REPLY_MESSAGE_TO_CLIENT (326).
 
-Requester (``Producer.request``): the request is an ordinary send whose properties carry ``CORRELATION_ID`` (a
-random UUID), ``REPLY_TO_CLIENT`` (the client id, which the broker knows from the producer's heartbeats) and ``TTL``
-(the timeout in ms). Its :class:`PendingRequest` waits in the client instance's :class:`ReplyTable` until the broker
-pushes the reply with code 326; the handler (:func:`reply_from_push`) builds the reply message, inflates a compressed
-body, stamps ``ARRIVE_TIME`` and completes the request with the same correlation id. A reply nobody waits for (it came
-after its request timed out, or names no request) is dropped and counted in :attr:`ReplyTable.unmatched`.
+Requester (``Producer.request``): the request is a send in Java's ASYNC mode, awaited (``Producer.send_as_async``:
+async retries, a chosen queue's outcome reported to the fault table, a queue of another topic taken as given, as
+``DefaultMQProducerImpl.request``), whose properties carry ``CORRELATION_ID`` (a random UUID), ``REPLY_TO_CLIENT`` (the
+client id, which the broker knows from the producer's heartbeats) and ``TTL`` (the timeout in ms). Its
+:class:`PendingRequest` waits in the client instance's :class:`ReplyTable` until the broker pushes the reply with code
+326; the handler (:func:`reply_from_push`) builds the reply message, inflates a compressed body, stamps
+``ARRIVE_TIME`` and completes the request with the same correlation id. A reply nobody waits for (it came after its
+request timed out, or names no request) is dropped and counted in :attr:`ReplyTable.unmatched`.
 
 Replier: a consumer that got a request builds the answer with :func:`create_reply_message` (topic
 ``<CLUSTER>_REPLY_TOPIC``, the request's ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``, ``MSG_TYPE=reply``) and
@@ -30,7 +32,9 @@ import attrs
 
 from client.errors import MQClientError
 from client.message import Message, uncompressed
+from client.selector import MessageQueueSelector
 from remoting.client import run_callback
+from remoting.codec.bodies import MessageQueue
 from remoting.codec.headers.ops import ReplyMessageRequestHeader
 from remoting.codec.message import MessageExt
 from remoting.codec.message_properties import decode_properties
@@ -182,7 +186,15 @@ def _host(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-async def request(producer: Producer, msg: Message, timeout: float, **where: Any) -> MessageExt:
+async def request(
+    producer: Producer,
+    msg: Message,
+    timeout: float,
+    *,
+    queue: MessageQueue | None,
+    selector: MessageQueueSelector | None,
+    arg: object,
+) -> MessageExt:
     """``Producer.request``: send ``msg`` as a request and wait for its reply. See the module docstring."""
     request_msg, correlation_id = request_properties(msg, producer.instance.client_id, timeout)
     replies = producer.instance.replies
@@ -190,7 +202,7 @@ async def request(producer: Producer, msg: Message, timeout: float, **where: Any
     started = anyio.current_time()
     try:
         try:
-            await producer.send(request_msg, timeout=timeout, **where)
+            await producer.send_as_async(request_msg, timeout, queue, selector, arg)
         except Exception as exc:
             raise MQClientError(f"send request message to <{msg.topic}> fail") from exc
         with anyio.move_on_after(max(0.0, timeout - (anyio.current_time() - started))):

@@ -6,7 +6,8 @@ from the latency fault table. Embedded broker, real sockets."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,34 @@ class BusyBroker:
         return request.response(ResponseCode.SUCCESS)
 
 
+@contextlib.asynccontextmanager
+async def _beside_a_busy_broker(cluster: EmbeddedCluster, topic: str) -> AsyncIterator[tuple[BusyBroker, Producer]]:
+    """A producer with ``send_latency_fault_enable`` and ``topic``'s two queues on each of two masters: the cluster's
+    broker-a and a :class:`BusyBroker` registered as broker-b."""
+    await _create_queues(cluster, topic, 2)
+    busy = BusyBroker()
+    dispatcher = Dispatcher()
+    dispatcher.set_default(busy, ProcessorPool("busy", 2, 100))
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, cluster.namesrv_addr, f"{host}:{port}", topic, "broker-b")
+        async with Producer(f"pg-{topic}", cluster.namesrv_addr, send_latency_fault_enable=True) as producer:
+            assert len((await producer.publish_info(topic)).route.broker_datas) == 2
+            yield busy, producer
+        nursery.cancel_scope.cancel()
+
+
+async def _refusals(producer: Producer, topic: str, mode: str, sends: int = 12) -> int:
+    """How many of ``sends`` round-robin sends in ``mode`` the busy broker refused."""
+    refused = 0
+    for i in range(sends):
+        outcome = await _send(producer, Message(topic, f"m{i}".encode()), mode)
+        if isinstance(outcome, MQBrokerError):
+            assert outcome.code == ResponseCode.SYSTEM_BUSY
+            refused += 1
+    return refused
+
+
 @pytest.mark.parametrize("mode", ["send", "send_async"])
 async def test_with_send_latency_fault_enable_a_busy_broker_is_avoided_after_its_refusal(
     embedded_cluster: EmbeddedCluster, mode: str
@@ -214,24 +243,42 @@ async def test_with_send_latency_fault_enable_a_busy_broker_is_avoided_after_its
     """sendDefaultImpl calls ``updateFaultItem(brokerName, ..., true)`` for every broker refusal, retried or not
     (sendMessageAsync likewise): the broker is isolated for 10 minutes. Before, a refusal that is not retried
     (SYSTEM_BUSY) was raised before the fault table heard of it, and half of twelve sends went to the busy broker."""
-    topic = "Busy"
-    await _create_queues(embedded_cluster, topic, 2)
-    busy = BusyBroker()
-    dispatcher = Dispatcher()
-    dispatcher.set_default(busy, ProcessorPool("busy", 2, 100))
-    refused = 0
-    async with trio.open_nursery() as nursery, RemotingClient() as client:
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-b")
-        async with Producer("pg-busy", embedded_cluster.namesrv_addr, send_latency_fault_enable=True) as producer:
-            assert len((await producer.publish_info(topic)).route.broker_datas) == 2
-            for i in range(12):
-                outcome = await _send(producer, Message(topic, f"m{i}".encode()), mode)
-                if isinstance(outcome, MQBrokerError):
-                    assert outcome.code == ResponseCode.SYSTEM_BUSY
-                    refused += 1
-        nursery.cancel_scope.cancel()
+    async with _beside_a_busy_broker(embedded_cluster, "Busy") as (busy, producer):
+        refused = await _refusals(producer, "Busy", mode)
     assert (refused, busy.sends) == (1, 1)
+
+
+def _to_busy(queues: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
+    return next(q for q in queues if q.broker_name == "broker-b")
+
+
+@pytest.mark.parametrize(
+    ("mode", "where"),
+    [("send_async", "queue"), ("send_async", "selector"), ("request", "queue"), ("send", "queue")],
+    ids=["async-queue", "async-selector", "request-queue", "sync-queue"],
+)
+async def test_an_async_send_to_a_chosen_queue_reports_its_refusal_to_the_fault_table(
+    embedded_cluster: EmbeddedCluster, mode: str, where: str
+) -> None:
+    """MQClientAPIImpl.sendMessageAsync serves every async send, also send(msg, mq, callback), send(msg, selector, arg,
+    callback) and request(msg, mq): a refusal calls ``updateFaultItem(brokerName, ..., true)``, isolating the broker.
+    sendMessageSync does not: a sync send(msg, mq) leaves the table as it was, and the busy broker is found by the
+    next round-robin send. Before, an async send to a chosen queue never reported, and about half of the later sends
+    went to the busy broker."""
+    topic = "BusyQ"
+    async with _beside_a_busy_broker(embedded_cluster, topic) as (busy, producer):
+        chosen = {"queue": MessageQueue(topic, "broker-b", 0)} if where == "queue" else {"selector": _to_busy}
+        msg = Message(topic, b"first")
+        if mode == "request":
+            with pytest.raises(MQClientError) as caught:
+                await producer.request(msg, 3.0, **chosen)  # type: ignore[arg-type]
+            outcome: object = caught.value.__cause__
+        else:
+            outcome = await _send(producer, msg, mode, **chosen)
+        assert isinstance(outcome, MQBrokerError) and outcome.code == ResponseCode.SYSTEM_BUSY
+        assert producer.fault.is_available("broker-b") is (mode == "send")
+        refused_later = await _refusals(producer, topic, "send")
+    assert (refused_later, busy.sends) == ((1, 2) if mode == "send" else (0, 1))
 
 
 async def test_a_batch_of_messages_whose_properties_say_wait_false_does_not_wait(tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ from client.errors import MQBrokerError
 from client.message import Message, MessageExt
 from client.producer import Producer
 from client.request_reply import CreateReplyMessageError, RequestTimeoutError, create_reply_message
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.message import decode_record
 
 TOPIC = "RequestTopic"
 Replier = Callable[[MessageExt], Awaitable[bytes | None]]
@@ -122,6 +124,21 @@ async def test_a_thousand_concurrent_requests_on_one_producer_each_get_their_own
                 requests.start_soon(one, i)
     assert replies == {i: f"pong:req-{i}".encode() for i in range(1000)}
     assert requester.instance.replies.matched == 1000 and requester.instance.replies.unmatched == 0
+
+
+async def test_a_request_to_a_queue_of_another_topic_is_sent_as_java_sends_it(
+    requests_topic: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's request(msg, mq, timeout) calls sendKernelImpl directly and compares no topics (only send(msg, mq) and
+    send(msg, mq, callback) do): the request is stored in its own topic at that queue id and, with no replier, the
+    caller gets RequestTimeoutException. Before, it failed as "send request message to <..> fail", nothing sent."""
+    async with Admin(requests_topic.namesrv_addr) as admin:
+        await admin.create_topic("ReqOther", read_queue_nums=2, write_queue_nums=2)
+    async with Producer("req-mq-pg", requests_topic.namesrv_addr) as producer:
+        with pytest.raises(RequestTimeoutError):
+            await producer.request(Message(TOPIC, b"ask"), 3.0, queue=MessageQueue("ReqOther", "broker-a", 1))
+    stored = requests_topic.controller.context.store.get(TOPIC, 1, 0, 64).messages
+    assert [decode_record(m).body for m in stored] == [b"ask"]
 
 
 def test_a_reply_needs_the_cluster_the_broker_stamped_on_the_request() -> None:
