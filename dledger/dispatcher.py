@@ -9,10 +9,10 @@ States ``COMPARE -> (TRUNCATE) -> APPEND``, reset to COMPARE on every new term o
 - APPEND pushes every entry from ``writeIndex`` to the leader's end (at most 1000 unanswered), or with
   ``enableBatchPush`` as batches of about ``maxBatchPushSize`` bytes; an answer 200 moves the follower's watermark, 406
   sends the dispatcher back to COMPARE if it is still in the APPEND run that push belongs to (DLedger's
-  ``changeState`` moves only APPEND to COMPARE). Once caught up it pushes a bare COMMIT every second and re-pushes the
-  entry after the watermark when its answer is over ``maxPushTimeOutMs`` late. Batches are paced (DLedger sends each at
-  once): while a push is unanswered the next one leaves only when it is full, so under load a push carries what
-  arrived during one round trip instead of one scheduler pass's appends.
+  ``changeState`` moves only APPEND to COMPARE). Once caught up it pushes a bare COMMIT every second; the push carrying
+  the entry after the watermark is pushed again from there when its answer is over ``maxPushTimeOutMs`` late. Batches
+  are paced (DLedger sends each at once): while that push is unanswered the next one leaves only when it is full, so
+  under load a push carries what arrived during one round trip instead of one scheduler pass's appends.
 
 Any failure (a COMPARE or TRUNCATE that times out or answers anything but 200/406) resets to COMPARE and pauses the
 dispatcher 500 ms, as DLedger's exception handler does. Every push carries the leader's committed index.
@@ -118,11 +118,12 @@ class Dispatcher:
             return self.paused_until
         if self.awaiting is not None or self.type is not PushType.APPEND:
             return 1 << 62
-        deadline = self.last_push_commit_time + 1001
-        mark = node.quorum.watermark(self.term, self.peer)
-        sent = self.pending.get(mark + 1)
-        if sent is not None:
-            deadline = min(deadline, sent[0] + node.config.max_push_time_out_ms + 1)
+        # A bare COMMIT leaves only once caught up (write_index past the end); a held-back batch waits for the
+        # answer or the timeout of the push carrying the entry after the watermark.
+        deadline = self.last_push_commit_time + 1001 if self.write_index > node.ledger.end_index else 1 << 62
+        carrying = self._carrying()
+        if carrying is not None:
+            deadline = min(deadline, carrying[1] + node.config.max_push_time_out_ms + 1)
         return deadline
 
     # ---- APPEND ------------------------------------------------------------------------------------------------
@@ -169,8 +170,9 @@ class Dispatcher:
         """A batch leaves at once when nothing pushed is unanswered or when it is full; otherwise it waits for the
         answer, collecting the entries appended meanwhile. Batches then grow with the load instead of staying at
         what one scheduler pass appends, and each one costs a request, an answer and a commit step for all its
-        entries (DLedger pushes every batch at once; this only paces them)."""
-        if self.write_index <= self.node.quorum.watermark(self.term, self.peer) + 1:
+        entries (DLedger pushes every batch at once; this only paces them). The wait is bounded: the push carrying
+        the entry after the watermark is pushed again once its answer is over ``maxPushTimeOutMs`` late."""
+        if self._carrying() is None:  # no answer to wait for (none due, or the push carrying it is forgotten)
             return True
         return sum(e.size for e in batch) >= self.node.config.max_batch_push_size
 
@@ -212,14 +214,33 @@ class Dispatcher:
             self.node.call(self.peer, self._request((), PushType.COMMIT), lambda _r: None)
             self.last_push_commit_time = now
 
-    def _check_append_response(self) -> None:
-        node = self.node
-        mark = node.quorum.watermark(self.term, self.peer)
+    def _carrying(self) -> tuple[int, int, int] | None:
+        """The unanswered push that carries the entry after the follower's watermark, as ``(first index, send time,
+        entries)``, or None when that entry was not pushed (caught up) or its push is forgotten. Usually the push
+        starts there (DLedger looks only there); a 200 from an earlier APPEND run can move the watermark into the
+        middle of one. Pending pushes never overlap (a re-push replaces the one it repeats), so at most one does."""
+        mark = self.node.quorum.watermark(self.term, self.peer)
+        if mark + 1 >= self.write_index:
+            return None
         sent = self.pending.get(mark + 1)
-        if sent is not None and node.now - sent[0] > node.config.max_push_time_out_ms:
-            first = mark + 1
-            entries = tuple(e for i in range(first, first + sent[1]) if (e := node.entry(i)) is not None)
-            self._push(entries)
+        if sent is not None:
+            return mark + 1, *sent
+        for first, (at, count) in self.pending.items():
+            if first <= mark < first + count - 1:
+                return first, at, count
+        return None
+
+    def _check_append_response(self) -> None:
+        """Push the rest of the push carrying the entry after the watermark again when its answer is over
+        ``maxPushTimeOutMs`` late (DLedger's ``doCheckAppendResponse``: from the watermark + 1 on)."""
+        node = self.node
+        carrying = self._carrying()
+        if carrying is None or node.now - carrying[1] <= node.config.max_push_time_out_ms:
+            return
+        first, _, count = carrying
+        del self.pending[first]
+        start = node.quorum.watermark(self.term, self.peer) + 1
+        self._push(tuple(e for i in range(start, first + count) if (e := node.entry(i)) is not None))
 
     # ---- COMPARE / TRUNCATE ------------------------------------------------------------------------------------
 

@@ -356,3 +356,54 @@ def test_simulator_seed_with_batch_pushes_taken_in_as_the_broker_runs_them() -> 
     ASYNC_FLUSH runs): seed 4 ended with n0, a deposed leader of term 4 still comparing with n2, committing index 40
     on a misread COMPARE answer while the group committed term 6's entry there."""
     run_seed(4, SimConfig(shell_passes=True, enable_batch_push=True, duration_ms=30_000, settle_ms=40_000))
+
+
+def test_a_batch_push_carrying_the_entry_after_the_watermark_is_pushed_again_when_late() -> None:
+    """enableBatchPush: the APPEND [1] to n1 is late and pushed again; the next batch [2..6] is refused (406), the
+    COMPARE matches at 0 and the new run pushes [1..5], which is lost; then the first run's late 200 for [1] moves
+    n1's watermark to 1, inside the lost push. The rest of it ([2..5]) is pushed again every ``maxPushTimeOutMs``,
+    and the dispatcher's deadline is never in the past after a tick. The held-back batch [6] used to wait for an
+    answer no timer chased while the deadline stayed at the last push + 1001 ms though no COMMIT was due: the
+    broker's timer task spun (simulator: 5 members, enableBatchPush, preferred n1;n2, seed 1822)."""
+    config = DLedgerConfig(group="g", self_id="n0", peers=PEERS, enable_batch_push=True, max_batch_push_size=256)
+    n0 = RaftNode(config, MemoryLedger(), MemoryTermStore(), rng=random.Random(1), now=0)
+    n0.tick(0)
+    for s in [e for e in n0.drain() if isinstance(e, Send)]:
+        n0.handle_response(1, s.token, VoteResponse(group="g", term=s.request.term, vote_result=VoteResult.ACCEPT))
+    for s in _pushes_to_n1(n0.drain()):  # COMPARE of the empty entry 0: n1 holds it
+        n0.handle_response(2, s.token, _answer(s, ResponseCode.SUCCESS, 0))
+    n0.drain()
+    n0.append(10, [(10, lambda _p: b"a" * 10)])
+    [p1] = _pushes_to_n1(n0.drain())
+    n0.append(20, [(10, lambda _p: b"b" * 10)] * 5)  # 5 x 58 bytes: a full batch leaves although [1] is unanswered
+    [p2] = _pushes_to_n1(n0.drain())
+    assert [(p.request.first_entry_index, p.request.count) for p in (p1, p2)] == [(1, 1), (2, 5)]
+    n0.tick(1100)  # [1] is over maxPushTimeOutMs late: pushed again
+    again = [s for s in _pushes_to_n1(n0.drain()) if s.request.type is PushType.APPEND]
+    assert [(s.request.first_entry_index, s.request.count) for s in again] == [(1, 1)]
+    n0.handle_response(1110, p2.token, _answer(p2, ResponseCode.INCONSISTENT_STATE, 0))  # back to COMPARE
+    for now, code in ((1120, ResponseCode.INCONSISTENT_STATE), (1130, ResponseCode.SUCCESS)):
+        [compare] = _pushes_to_n1(n0.drain())
+        assert compare.request.type is PushType.COMPARE
+        n0.handle_response(now, compare.token, _answer(compare, code, 0))
+    [p3] = _pushes_to_n1(n0.drain())  # the new run: [1..5]; this push is lost
+    assert (p3.request.type, p3.request.first_entry_index, p3.request.count) == (PushType.APPEND, 1, 5)
+    n0.handle_response(1140, p1.token, _answer(p1, ResponseCode.SUCCESS, 1))  # the first run's late 200 for [1]
+    assert n0.quorum.watermark(n0.member.curr_term, "n1") == 1
+    n0.drain()
+    pushed, now = [], 1140
+    while n0.member.is_leader:  # the broker's timer: tick at the node's deadline (n2 is silent: n0 steps down)
+        deadline = n0.dispatchers["n1"].next_deadline()
+        assert deadline > now or now == 1140, f"the dispatcher's deadline {deadline} is not after {now}"
+        now = max(n0.next_deadline(), now + 1)
+        n0.tick(now)
+        pushed += [(now, s.request.first_entry_index, s.request.count) for s in _pushes_to_n1(n0.drain())
+                   if s.request.type is PushType.APPEND]  # fmt: skip
+    assert [p for p in pushed if p[0] < 5000] == [(2131, 2, 4), (3132, 2, 4), (4133, 2, 4)]
+
+
+def test_simulator_seed_with_batch_pushes_to_five_members_and_two_preferred_leaders() -> None:
+    """Seed 1822 froze at 18693 ms: the leader's batch dispatcher held entries back for the answer to a lost push
+    while its deadline stayed in the past (the previous test), so n0's timer ticked forever at one instant."""
+    run_seed(1822, SimConfig(members=5, enable_batch_push=True, preferred_leader_ids="n1;n2", duration_ms=30_000,
+                             settle_ms=40_000))  # fmt: skip
