@@ -8,7 +8,9 @@ cache) or, with ``power_loss``, only what was flushed; the ``currterm`` file is 
 written). Clients append a unique body at random times to whichever member they try.
 
 After every event :class:`~dledger.invariants.Checker` checks the Raft invariants; at the end the faults stop, every
-member restarts and heals, and the group must elect a leader and commit everything it acknowledged (liveness).
+member restarts and heals, and the group must elect a leader and commit everything it acknowledged (liveness). A run
+whose virtual time stops moving (a member's timer ticking at a deadline that stays in the past, which spins the
+broker's timer task) fails as stuck instead of hanging.
 
 ``python -m dledger.simulation --seeds 1000`` runs seeds and prints the figures (seeds per minute, checks, appends
 acknowledged); ``--seed N --trace`` replays one seed and prints its events. A failing run raises
@@ -20,6 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +40,9 @@ from dledger.node import RaftNode
 
 #: virtual ms of faults and appends before the settling (CI runs shorter seeds and replays name theirs)
 DURATION_MS = 60_000
+#: events run without virtual time moving before a run fails as stuck (a timer whose deadline stays in the past
+#: would tick forever; a run otherwise sees at most a few dozen events at one instant)
+MAX_EVENTS_AT_ONE_INSTANT = 20_000
 
 
 class SimulationFailure(AssertionError):
@@ -305,11 +311,16 @@ class Simulation:
         self._at(self.rng.randint(1000, c.fault_every_ms), "fault")
         self._at(c.duration_ms, "settle")
         end = c.duration_ms + c.settle_ms
+        at_this_instant = 0
         try:
             while self._events:
                 when, _, kind, args = heapq.heappop(self._events)
                 if when > end:
                     break
+                at_this_instant = at_this_instant + 1 if when == self.now else 1
+                if at_this_instant > MAX_EVENTS_AT_ONE_INSTANT:
+                    stuck = at_this_instant - 1
+                    raise InvariantViolation(f"stuck at {when} ms: {stuck} events without virtual time moving")
                 self.now = when
                 self._step(kind, args)
             self._final_check()
@@ -399,7 +410,7 @@ class Simulation:
                 (" --power-loss", c.power_loss),
                 (" --batch", c.enable_batch_push),
                 (" --shell-passes", c.shell_passes),
-                (f" --preferred {c.preferred_leader_ids}", bool(c.preferred_leader_ids)),
+                (f" --preferred {shlex.quote(c.preferred_leader_ids)}", bool(c.preferred_leader_ids)),
                 (" --faithful", c.faithful),
                 (f" --duration {c.duration_ms}", c.duration_ms != DURATION_MS),
             )

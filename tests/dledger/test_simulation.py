@@ -2,9 +2,11 @@
 so CI stays within a minute (``python -m dledger.simulation --seeds N`` runs the full 100 s): 800 of the default fault
 mix, 200 with a preferred leader (leadership transfers), and more with power loss (crashes lose unflushed data,
 acknowledgements wait for the flush), with five members, batch pushes and appends and answers taken in as the
-broker's shell does; and a seed replays exactly."""
+broker's shell does; a seed replays exactly, and a run that gets stuck fails with its seed."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -27,11 +29,13 @@ def test_seeds_of_the_default_fault_mix_keep_every_invariant(first: int) -> None
 @pytest.mark.parametrize("first", range(0, 200, CHUNK))
 def test_leadership_handed_to_a_preferred_member(first: int) -> None:
     """``preferredLeaderIds=n1``: whoever else leads hands the leadership to n1 once it has matched n1's log
-    (LEADERSHIP_TRANSFER, then n1 campaigns); half the seeds with appends and answers taken in as the broker's shell
-    does."""
+    (LEADERSHIP_TRANSFER, then n1 campaigns), so n1 leads once the faults stopped; half the seeds with appends and
+    answers taken in as the broker's shell does."""
     config = SimConfig(preferred_leader_ids="n1", shell_passes=first >= 100, **SHORT)
     for seed in range(first, first + CHUNK):
-        run_seed(seed, config)
+        sim = Simulation(seed, config).run()
+        leaders = [i for i, m in sim.members.items() if m.node is not None and m.node.member.is_leader]
+        assert leaders == ["n1"], f"seed {seed}: {leaders} lead after the settling, not the preferred n1"
 
 
 @pytest.mark.timeout(600)
@@ -93,3 +97,18 @@ def test_batch_pushes_coalesced_as_the_broker_runs_them(first: int) -> None:
     config = SimConfig(enable_batch_push=True, power_loss=True, sync_before_ack=True, **SHORT)
     for seed in range(first, first + CHUNK):
         run_seed(seed, config)
+
+
+def test_a_run_whose_virtual_time_stops_fails_with_its_seed_instead_of_hanging() -> None:
+    """A member whose timer deadline stays in the past ticks forever at one instant (the broker's timer task would
+    spin); the run fails as stuck, naming the seed and how to replay it."""
+
+    class Frozen(Simulation):
+        def _step(self, kind: str, args: tuple[Any, ...]) -> None:
+            super()._step(kind, args)
+            if self.now >= 5000:
+                self._at(self.now, "tick", "n0", self.members["n0"].incarnation)
+
+    stuck = r"(?s)seed 7: stuck at 5\d{3} ms.*replay: python -m dledger\.simulation --seed 7 "
+    with pytest.raises(SimulationFailure, match=stuck):
+        Frozen(7, SimConfig(**SHORT)).run()
