@@ -281,17 +281,29 @@ class Producer:
     ) -> None:
         """Write the message and return without waiting for the broker (no retry, no result). A ``selector`` that
         raises or picks no queue raises MQClientError; a ``queue`` is taken as given (Java's ``sendOneway(msg, mq)``
-        does not compare topics either)."""
+        does not compare topics either). Without either, the queue is picked as a send's is, skipping the brokers the
+        latency fault table isolates, and the write's outcome goes to that table (Java's ``sendDefaultImpl`` in
+        ONEWAY mode)."""
         self._check_started()
         prepared = self._builder.single(msg)
         info = await self.publish_info(msg.topic)
+        fault = None
         if queue is None and selector is not None:
             queue = apply_selector(selector, list(info.message_queues), msg, arg)
         elif queue is None:
-            queue = select_one_message_queue(info, None)
-        addr = await self._broker_address(queue)
-        fields = prepared.for_queue(queue.queue_id, queue.broker_name)
-        await api.send_message_oneway(self.instance.remoting, addr, fields, prepared.body, self.send_msg_timeout)
+            fault = self._fault_table()
+            queue = select_one_message_queue(info, None, fault)
+        started = anyio.current_time()
+        try:
+            addr = await self._broker_address(queue)
+            fields = prepared.for_queue(queue.queue_id, queue.broker_name)
+            await api.send_message_oneway(self.instance.remoting, addr, fields, prepared.body, self.send_msg_timeout)
+        except (RemotingError, MQBrokerError):
+            if fault is not None:
+                fault.report(queue.broker_name, int((anyio.current_time() - started) * 1000), failed=True)
+            raise
+        if fault is not None:
+            fault.report(queue.broker_name, int((anyio.current_time() - started) * 1000), failed=False)
 
     async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
         """Send messages of one topic as SEND_BATCH_MESSAGE requests, split so that each body stays within

@@ -300,3 +300,25 @@ async def test_a_batch_of_messages_whose_properties_say_wait_false_does_not_wait
                 )
     assert single.send_status is SendStatus.SEND_OK
     assert batch.send_status is SendStatus.SEND_OK, batch.send_status
+
+
+async def test_a_oneway_send_avoids_a_broker_the_fault_table_isolated(embedded_cluster: EmbeddedCluster) -> None:
+    """Java's sendOneway(msg) is sendDefaultImpl(msg, ONEWAY, ...): its queue comes from selectOneMessageQueue, which
+    with sendLatencyFaultEnable skips a broker the latency fault table isolated (MQFaultStrategy), as every other
+    send without a chosen queue does. Once an async send to a chosen queue of the busy broker isolated it, no later
+    oneway send reaches it (send_oneway picked its queue without the table: every other one went there)."""
+    topic = "BusyOneway"
+    async with _beside_a_busy_broker(embedded_cluster, topic) as (busy, producer):
+        outcome = await _send(
+            producer, Message(topic, b"first"), "send_async", queue=MessageQueue(topic, "broker-b", 0)
+        )
+        assert isinstance(outcome, MQBrokerError) and outcome.code == ResponseCode.SYSTEM_BUSY
+        assert not producer.fault.is_available("broker-b")
+        assert busy.sends == 1
+        sends = 8
+        for i in range(sends):
+            await producer.send_oneway(Message(topic, f"o{i}".encode()))
+        with trio.fail_after(10):  # hang guard only: every oneway request is counted where it arrived
+            while len(_stored(embedded_cluster, topic, 2)) + busy.sends - 1 < sends:
+                await trio.sleep(0.01)
+    assert busy.sends - 1 == 0, f"{busy.sends - 1} of {sends} oneway sends went to the isolated broker"
