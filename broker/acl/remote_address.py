@@ -68,7 +68,8 @@ _MATCH_FRAME = (
 
 class AddressMatchError(Exception):
     """RocketMQ's ``match`` throws for this address: the check asking must refuse the request, not go on.
-    ``java_text`` is the Java exception's ``toString``, ``frame`` the 4.9.8 line of ``match`` that throws."""
+    ``java_text`` is the Java exception's ``toString``; ``frame`` names the 4.9.8 line of ``match`` that throws (ours:
+    a Java broker's remark names the exception's first frame, inside the JDK, whose line depends on the JDK)."""
 
     def __init__(self, reason: str, java_text: str, line: int) -> None:
         super().__init__(reason)
