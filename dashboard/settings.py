@@ -79,9 +79,10 @@ class DashboardSettings:
 
 
 _BY_PROPERTY = {f.metadata["property"]: f.name for f in attrs.fields(DashboardSettings)}
+#: The on/off settings: an empty value is off, as rocketmq-dashboard's ``Boolean.valueOf("")``.
+_SWITCHES = frozenset(f.metadata["property"] for f in attrs.fields(DashboardSettings) if f.type in (bool, "bool"))
 #: rocketmq-dashboard's own settings that have no use here, and the prefixes of Spring Boot's: read and ignored, so
 #: its shipped ``application.properties`` works as it is.
-_SWITCHES = frozenset(f.metadata["property"] for f in attrs.fields(DashboardSettings) if f.type in (bool, "bool"))
 _IGNORED = frozenset({"rocketmq.config.isVIPChannel", "rocketmq.config.ticketKey"})
 _IGNORED_PREFIXES = ("spring.", "logging.", "server.ssl.", "management.")
 
