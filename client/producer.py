@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -293,17 +293,10 @@ class Producer:
         elif queue is None:
             fault = self._fault_table()
             queue = select_one_message_queue(info, None, fault)
-        started = anyio.current_time()
-        try:
+        with _fault_reported(fault, queue.broker_name):
             addr = await self._broker_address(queue)
             fields = prepared.for_queue(queue.queue_id, queue.broker_name)
             await api.send_message_oneway(self.instance.remoting, addr, fields, prepared.body, self.send_msg_timeout)
-        except (RemotingError, MQBrokerError):
-            if fault is not None:
-                fault.report(queue.broker_name, int((anyio.current_time() - started) * 1000), failed=True)
-            raise
-        if fault is not None:
-            fault.report(queue.broker_name, int((anyio.current_time() - started) * 1000), failed=False)
 
     async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
         """Send messages of one topic as SEND_BATCH_MESSAGE requests, split so that each body stays within
@@ -521,14 +514,24 @@ class Producer:
     async def _reported_attempt(
         self, mq: MessageQueue, prepared: PreparedSend, timeout: float, fault: LatencyFaultTolerance
     ) -> SendResult:
-        started = anyio.current_time()
-        try:
-            result = await self._send_to(mq, prepared, timeout)
-        except (RemotingError, MQBrokerError):
-            fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=True)
-            raise
-        fault.report(mq.broker_name, int((anyio.current_time() - started) * 1000), failed=False)
-        return result
+        with _fault_reported(fault, mq.broker_name):
+            return await self._send_to(mq, prepared, timeout)
+
+
+@contextlib.contextmanager
+def _fault_reported(fault: LatencyFaultTolerance | None, broker_name: str) -> Iterator[None]:
+    """Report the latency of the block's write to ``broker_name`` to ``fault`` (when given), failed when the block
+    raises a transport error or a broker's refusal (Java's ``updateFaultItem``); the error propagates."""
+    if fault is None:
+        yield
+        return
+    started = anyio.current_time()
+    try:
+        yield
+    except (RemotingError, MQBrokerError):
+        fault.report(broker_name, int((anyio.current_time() - started) * 1000), failed=True)
+        raise
+    fault.report(broker_name, int((anyio.current_time() - started) * 1000), failed=False)
 
 
 def _check_queue_topic(msg: Message, queue: MessageQueue | None) -> None:
