@@ -112,6 +112,10 @@ async def _leader_hangs_up(tmp_path: Path, nursery: trio.Nursery) -> tuple[Group
     for member in group.ids:
         await group.start(member)
     leader = await group.leader()
+    term = leader.node.member.curr_term
+    # The member that did not vote hears of the leader on its first heartbeat: wait for it, or it is still at term 0.
+    while {s.node.member.curr_term for s in group.servers.values()} != {term}:
+        await trio.sleep(0.05)
     for member, server in group.servers.items():
         if server is not leader:
             assert leader._client is not None
