@@ -234,8 +234,15 @@ class LitePullConsumer(_Facade):
         self.consumer = _lite_pull.LitePullConsumer(group, namesrv_addr, **options)
         super().__init__(self.consumer, backend)
 
-    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
-        self._call(self.consumer.subscribe, topic, expression, expression_type)
+    def subscribe(
+        self,
+        topic: str,
+        expression: str = "*",
+        expression_type: str = "TAG",
+        listener: Callable[[str, set[MessageQueue], set[MessageQueue]], object] | None = None,
+    ) -> None:
+        """``listener(topic, mq_all, mq_divided)`` is called on the consumer's event loop thread: keep it short."""
+        self._call(self.consumer.subscribe, topic, expression, expression_type, listener)
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         queues: list[MessageQueue] = self._call(self.consumer.fetch_message_queues, topic)

@@ -19,7 +19,8 @@ is logged, the others' offsets still go out), now or, with ``persist=False``, at
 BROADCASTING consumers (``message_model``) take every queue and keep their offsets in a local file, as push
 consumers do (:func:`~client.consumer.offset_store.offset_store_for`). :meth:`unsubscribe` drops a topic's queues.
 A listener registered with :meth:`register_topic_message_queue_change_listener` hears of a topic's queue set
-changing (checked every ``topic_metadata_check_interval``, 30 s, first 10 s after start).
+changing (checked every ``topic_metadata_check_interval``, 30 s, first 10 s after start); one given to
+:meth:`subscribe` hears of this member's share of a topic changing after a rebalance.
 
 With ``enable_msg_trace`` (and ``customized_trace_topic``) every pulled batch is traced at once, as Java's
 ``DefaultLitePullConsumerImpl.pullSyncImpl`` runs the consume hooks: SubBefore, then a successful SubAfter (context
@@ -76,6 +77,9 @@ log = logging.getLogger(__name__)
 #: Called with a topic and its new set of queues (Java's ``TopicMessageQueueChangeListener.onChanged``); what it
 #: returns is awaited when awaitable (a coroutine function), else ignored.
 TopicQueuesListener = Callable[[str, set[MessageQueue]], object]
+#: Called with a topic, its readable queues and the ones now allocated to this member after a rebalance changed them
+#: (Java's ``MessageQueueListener.messageQueueChanged``); awaited when awaitable.
+MessageQueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], object]
 #: First check of the registered topics' queues after start (Java: 10 s).
 TOPIC_METADATA_FIRST_CHECK = 10.0
 
@@ -128,6 +132,8 @@ class LitePullConsumer(LitePullWorker):
             consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms,
         )
+        self.rebalance.on_changed = self._allocation_changed
+        self._allocation_listeners: dict[str, MessageQueueListener] = {}
         self._queues: dict[MessageQueue, QueueState] = {}
         self._assigned_manually = False
         self._paused: set[MessageQueue] = set()
@@ -207,12 +213,25 @@ class LitePullConsumer(LitePullWorker):
 
     # -- subscribe / assign --------------------------------------------------------------------------------------------
 
-    async def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TAG) -> None:
-        """Join the group's rebalance for ``topic`` (cannot be mixed with :meth:`assign`)."""
+    async def subscribe(
+        self,
+        topic: str,
+        expression: str = "*",
+        expression_type: str = EXPRESSION_TAG,
+        listener: MessageQueueListener | None = None,
+    ) -> None:
+        """Join the group's rebalance for ``topic`` (cannot be mixed with :meth:`assign`). ``listener`` is called
+        with the topic, its readable queues and the ones allocated to this member each time a rebalance changes them,
+        after their pull tasks started or stopped (Java's ``subscribe(topic, subExpression, MessageQueueListener)``);
+        ours is kept per topic, where Java keeps one for the consumer and a later plain ``subscribe`` replaces it."""
         self._check_started()
         if self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         self.rebalance.subscriptions[topic] = build_subscription(topic, expression, expression_type)
+        if listener is None:
+            self._allocation_listeners.pop(topic, None)
+        else:
+            self._allocation_listeners[topic] = listener
         await self.instance.fetch_route(topic, wait_greeting=True)
         await self.instance.send_heartbeat_to_all_brokers()
         await self.rebalance.do_rebalance()
@@ -222,6 +241,7 @@ class LitePullConsumer(LitePullWorker):
         rebalance drops them (their offsets persisted, what is buffered no longer polled), in assign mode too, and the
         brokers hear of it with a heartbeat. Before the start, only the subscription goes."""
         self.rebalance.subscriptions.pop(topic, None)
+        self._allocation_listeners.pop(topic, None)
         if not self._started:
             return
         await self.rebalance.drop_topic(topic)
@@ -482,6 +502,18 @@ class LitePullConsumer(LitePullWorker):
         if addr is None:
             raise MQClientError(f"no address for broker {mq.broker_name}")
         return await api.search_offset(self.instance.remoting, addr, mq, timestamp_ms, self.instance.config.rpc_timeout)
+
+    async def _allocation_changed(self, topic: str, mq_all: set[MessageQueue], allocated: set[MessageQueue]) -> None:
+        """Rebalance's hook: tell the topic's listener, if any; one that fails is logged (RebalanceLitePullImpl)."""
+        listener = self._allocation_listeners.get(topic)
+        if listener is None:
+            return
+        try:
+            outcome = listener(topic, mq_all, allocated)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            log.exception("message queue listener of %s failed", topic)
 
     # -- topic queue listeners -------------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 #: Consume-from-timestamp default: half an hour ago (Java's ``consumeTimestamp``).
 DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
 
+
+#: Told, after a pass changed the owned queues of a topic, of the topic, its readable queues and the ones now
+#: allocated to this member (Java's ``RebalanceImpl.messageQueueChanged``).
+QueuesChanged = Callable[[str, set[MessageQueue], set[MessageQueue]], Awaitable[None]]
 
 #: How long a removal waits for an orderly queue's listener call before keeping the queue for the next pass (Java's
 #: ``consumeLock.tryLock(1000, ms)`` in RebalancePushImpl.removeUnnecessaryMessageQueue).
@@ -97,6 +101,8 @@ class Rebalance:
         #: Set when the last pass failed for a topic or left an allocated queue out (its lock was refused or its
         #: offset unknown): the owner then rebalances again soon instead of waiting for the 20 s timer.
         self.incomplete = False
+        #: Awaited after a pass changed a topic's owned queues (the lite pull consumer's MessageQueueListener).
+        self.on_changed: QueuesChanged | None = None
         self._lock = anyio.Lock()
 
     async def do_rebalance(self) -> None:
@@ -126,7 +132,10 @@ class Rebalance:
                 raise MQClientError(f"topic {topic} has no master broker")
             cids = await self._consumer_ids([addr for _, addr in masters])
             allocated = set(self.strategy(self.group, self.instance.client_id, mq_all, cids))
+        owned = {mq for mq in self.process_queues if mq.topic == topic}
         await self.update_process_queues(topic, allocated)
+        if self.on_changed is not None and owned != {mq for mq in self.process_queues if mq.topic == topic}:
+            await self.on_changed(topic, set(mq_all), allocated)
 
     async def _consumer_ids(self, addresses: list[str]) -> list[str]:
         """The group's consumer ids from one of the topic's masters, in random order (Java picks one at random, so a

@@ -119,6 +119,33 @@ async def test_a_listener_registered_before_start_is_told_only_of_changes(
     assert heard == ["LiteQueueSame"]
 
 
+async def test_a_message_queue_listener_hears_each_allocation_after_its_pull_tasks_moved(
+    cluster: ThreadedCluster,
+) -> None:
+    """``subscribe(topic, expr, listener)``: the listener gets the topic, every readable queue and this member's share
+    each time a rebalance changes the share (not on passes that change nothing), with the assignment already moved;
+    one that raises is logged and the consumer goes on."""
+    await create_topic(cluster.namesrv_addr, "LiteMqListener", queues=4)
+    heard: list[tuple[str, int, set[MessageQueue], set[MessageQueue]]] = []
+
+    def listener(topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        heard.append((topic, len(mq_all), set(mq_divided), first.assignment()))
+        raise RuntimeError("a listener that fails")
+
+    async with LitePullConsumer("lite-mq-listener", cluster.namesrv_addr) as first:
+        await first.subscribe("LiteMqListener", "*", listener=listener)
+        assert [(t, n, len(d)) for t, n, d, _ in heard] == [("LiteMqListener", 4, 4)]
+        await first.do_rebalance()
+        assert len(heard) == 1  # nothing changed
+        async with LitePullConsumer("lite-mq-listener", cluster.namesrv_addr) as second:
+            await second.subscribe("LiteMqListener")
+            await wait_until(lambda: len(heard) == 2)
+            _, total, share, assigned = heard[1]
+            assert total == 4 and len(share) == 2 and assigned == share == first.assignment()
+        await wait_until(lambda: len(heard) == 3)
+        assert len(heard[2][2]) == 4
+
+
 async def test_broadcasting_consumers_each_get_everything_and_resume_from_their_file(
     cluster: ThreadedCluster, tmp_path: Path
 ) -> None:
