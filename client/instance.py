@@ -11,6 +11,7 @@ It owns
   an address no cached route lists any more drops out (Java's ``cleanOfflineBroker``),
 - heartbeats every ``heartbeat_broker_interval`` (30 s) to every broker of that table (masters only when no
   consumer is registered), and one at once to a broker a route lookup newly names (see :meth:`adopt_route`),
+  again when one that dropped out of the table comes back,
 - the rebalance timer (20 s, or at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED) and the offset persist timer
   (5 s) of its consumers,
 - the handler for requests brokers push (see :mod:`client.handlers`).
@@ -126,7 +127,7 @@ class MQClientInstance:
         # A random start (Java's NettyRemotingClient); without name servers a lookup raises TopicRouteNotFoundError.
         self._namesrv_index = random.randrange(len(config.namesrv_addr)) if config.namesrv_addr else 0
         self._route_locks: dict[str, anyio.Lock] = {}
-        self._greeted: set[str] = set()  # broker addresses a heartbeat was attempted to
+        self._greeted: set[str] = set()  # addresses of broker_table() a heartbeat was attempted to
         self._routes_version = 0  # bumped whenever a route is stored or forgotten
         self._brokers: dict[str, BrokerData] = {}  # broker name -> its addresses, see broker_table()
         self._brokers_version = -1
@@ -332,7 +333,14 @@ class MQClientInstance:
                 for bd in route.broker_datas:
                     table[bd.broker_name] = bd
             self._brokers, self._brokers_version = table, self._routes_version
+            self._forget_greetings_outside(table)
         return self._brokers
+
+    def _forget_greetings_outside(self, table: dict[str, BrokerData]) -> None:
+        """Drop the greeting of every address ``table`` no longer lists: a broker that left the routes may come back
+        at the same address with an empty client registry, and must be greeted again when a route names it."""
+        listed = {addr for bd in table.values() for addr in bd.broker_addrs.values()}
+        self._greeted &= listed
 
     def find_broker_address(self, broker_name: str, *, master: bool = True) -> str | None:
         """``broker_name``'s master address in :meth:`broker_table` (Java's ``findBrokerAddressInPublish``); with
@@ -395,9 +403,9 @@ class MQClientInstance:
             await self._heartbeat(addr, data)
 
     def _greet_new_brokers(self) -> anyio.Event | None:
-        """Start HEART_BEAT to every address of the table no heartbeat went to yet, all at once, in the task group
-        (admins list a group's connections from heartbeats, too): the 30 s timer would greet them late. Returns an
-        event set once all answered or failed, or ``None`` when there is none to greet."""
+        """Start HEART_BEAT to every address of the table no heartbeat went to since it (last) entered the table, all
+        at once, in the task group (admins list a group's connections from heartbeats, too): the 30 s timer would
+        greet them late. Returns an event set once all answered or failed, or ``None`` when there is none to greet."""
         tasks = self._tasks
         if tasks is None or not (self.producers or self.consumers):
             return None

@@ -1,10 +1,13 @@
 """The client instance's route cache and broker address table in virtual time, against a real name server and broker:
 the route stored last names a broker's addresses (Java's ``brokerAddrTable``, which every changed route overwrites),
 so neither the TBW102 stand-in nor a deleted topic's stale route hides a master that moved; and a route lookup does
-not wait on heartbeats to the brokers it newly names (a producer's not at all, a consumer's at most ``rpc_timeout``).
+not wait on heartbeats to the brokers it newly names (a producer's not at all, a consumer's at most ``rpc_timeout``),
+and greets again a broker that left the table and came back.
 The unresponsive broker is a listener that accepts and never answers, as a paused one does."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import attrs
 import trio
@@ -24,6 +27,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
 from tests.client.test_master_watch import register_as_master, silent_master
+from tests.conftest import SMALL_STORE
 
 
 async def _move_broker(cluster: EmbeddedCluster, nursery: trio.Nursery) -> str:
@@ -184,3 +188,41 @@ async def test_a_producers_route_lookup_does_not_wait_for_heartbeats_in_an_insta
         async with instance, consumer, Producer("pg-shared", instance=instance) as producer:
             assert await _publish_info_took(producer, "Elsewhere", "broker-b") < 1.0
         nursery.cancel_scope.cancel()
+
+
+async def _route_brokers(consumer: PushConsumer, topic: str) -> set[str]:
+    await consumer.instance.refresh_routes()
+    return {bd.broker_name for bd in consumer.instance.routes[topic].broker_datas}
+
+
+async def test_a_broker_that_left_the_route_and_came_back_is_greeted_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """broker-a stops (the name server drops it, the route refresh drops its address from the broker table) and
+    comes back on the same address with an empty client registry: the route naming it again registers the consumer
+    there at once, not at the next 30 s heartbeat (until which broker-a refuses its pulls with
+    SUBSCRIPTION_NOT_EXIST and leaves it out of the group's members). Java's RebalancePushImpl.messageQueueChanged
+    heartbeats every broker as soon as the rebalance takes broker-a's queues."""
+    async with EmbeddedCluster(tmp_path, brokers=2, **SMALL_STORE) as cluster:
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic("Back", read_queue_nums=2, write_queue_nums=2)
+        consumer = PushConsumer("cg-back", cluster.namesrv_addr)
+        consumer.subscribe("Back")
+        consumer.register_message_listener(_listener)
+        async with consumer:
+            client_id = consumer.instance.client_id
+            with trio.fail_after(30):
+                while await _route_brokers(consumer, "Back") != {"broker-a", "broker-b"}:
+                    await trio.sleep(0.5)
+            assert client_id in cluster.controller.context.clients.consumer_ids("cg-back")
+            await cluster.stop_broker()
+            with trio.fail_after(30):
+                while await _route_brokers(consumer, "Back") != {"broker-b"}:
+                    await trio.sleep(0.5)
+            assert "broker-a" not in consumer.instance.broker_table()
+            await cluster.start_broker()  # same port, a fresh client registry
+            with trio.fail_after(30):
+                while await _route_brokers(consumer, "Back") != {"broker-a", "broker-b"}:
+                    await trio.sleep(0.5)
+            await trio.sleep(1)  # the greeting runs in the instance's task group
+            assert client_id in cluster.controller.context.clients.consumer_ids("cg-back")
