@@ -93,9 +93,11 @@ log = logging.getLogger(__name__)
 
 JAVA_LONG_MAX = (1 << 63) - 1
 #: Calls a broker relays to a client (running info, direct consumption) wait ``rpc_timeout`` times this, as
-#: DefaultMQAdminExtImpl's ``timeoutMillis * 3``: longer than the broker's own wait for the client (5 s), so its
+#: DefaultMQAdminExtImpl's ``timeoutMillis * 3``, and at least RELAYED_TIMEOUT_MIN (Java's 3 x DefaultMQAdminExt's
+#: 5 s): longer than the broker's own wait for the client (Broker2Client.callClient: 10 s), so the broker's
 #: CONSUME_MSG_TIMEOUT answer arrives rather than our timeout.
 RELAYED_TIMEOUT_FACTOR = 3
+RELAYED_TIMEOUT_MIN = 15.0
 #: What a broker that does not answer raises: passed over where Java passes over a failing broker.
 BROKER_FAILURES = (MQClientError, RemotingError, OSError)
 
@@ -123,7 +125,7 @@ class Admin(AdminOps):
 
     @property
     def _relayed_timeout(self) -> float:
-        return self._timeout * RELAYED_TIMEOUT_FACTOR
+        return max(self._timeout * RELAYED_TIMEOUT_FACTOR, RELAYED_TIMEOUT_MIN)
 
     async def _call(self, addr: str, cmd: RemotingCommand, *ok: int, timeout: float | None = None) -> RemotingCommand:
         """``cmd`` to ``addr`` within ``timeout`` (default ``rpc_timeout``); an answer outside ``ok`` (default

@@ -29,8 +29,9 @@ from remoting.errors import RemotingError, RemotingTimeoutError
 
 log = logging.getLogger(__name__)
 
-#: How long a forwarded admin request may take on the client (Java uses the admin's own timeout, ~5 s).
-FORWARD_TIMEOUT: Final = 5.0
+#: How long a forwarded admin request may take on the client: Broker2Client.callClient's ``invokeSync(channel,
+#: request, 10000)``. Admin tools wait longer (Java's DefaultMQAdminExtImpl 3 x 5 s), so this answer reaches them.
+FORWARD_TIMEOUT: Final = 10.0
 
 
 def reset_offset_table(broker: BrokerContext, header: ResetOffsetRequestHeader) -> dict[MessageQueue, int] | str:

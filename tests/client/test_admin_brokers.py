@@ -23,7 +23,7 @@ from client.errors import MQBrokerError
 from client.message import Message
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
-from remoting.codec.codes import RequestCode
+from remoting.codec.codes import RequestCode, ResponseCode
 from tests.client.helpers import create_topic, register_dead_broker, wait_until
 from tests.conftest import SMALL_STORE
 from tests.threaded_cluster import ThreadedCluster
@@ -219,21 +219,20 @@ async def test_put_kv_config_reaches_every_name_server_then_raises_a_refusal(clu
 # -- calls a broker relays to a consumer wait longer than the broker -----------------------------------------------
 
 
-async def test_consume_message_directly_waits_for_a_listener_that_takes_a_few_seconds(
+async def test_consume_message_directly_waits_for_a_listener_as_long_as_javas_broker_does(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """DefaultMQAdminExtImpl.consumeMessageDirectly (and getConsumerRunningInfo) wait ``timeoutMillis * 3`` (15 s
-    with DefaultMQAdminExt's 5 s), longer than the broker's own wait for the client (Broker2Client.callClient:
-    10 s; ours FORWARD_TIMEOUT 5 s), so the caller gets the consumer's result or the broker's CONSUME_MSG_TIMEOUT:
-    a listener taking 4 s, longer than the 3 s rpc_timeout, still answers."""
+    """The broker waits 10 s for the consumer (Broker2Client.callClient's ``invokeSync(channel, request, 10000)``)
+    and DefaultMQAdminExtImpl.consumeMessageDirectly (and getConsumerRunningInfo) ``timeoutMillis * 3`` (15 s with
+    DefaultMQAdminExt's 5 s): a listener taking 6 s (twice the 3 s rpc_timeout) answers CR_SUCCESS, and for one
+    taking 12 s the caller gets the broker's CONSUME_MSG_TIMEOUT, not a timeout of its own."""
     ns = embedded_cluster.namesrv_addr
     await create_topic(ns, "Direct", queues=1)
-    slow = False
+    delay = 0.0
     seen: list[object] = []
 
     async def listener(msgs: list[object]) -> ConsumeConcurrentlyStatus:
-        if slow:
-            await trio.sleep(4)
+        await trio.sleep(delay)
         seen.extend(msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
@@ -243,6 +242,11 @@ async def test_consume_message_directly_waits_for_a_listener_that_takes_a_few_se
     async with Producer("direct-pg", ns) as producer, consumer, Admin(ns) as admin:
         sent = await producer.send(Message("Direct", b"again"))
         await wait_until(lambda: len(seen) == 1)
-        slow = True
-        result = await admin.consume_message_directly("direct-cg", consumer.instance.client_id, sent.offset_msg_id)
-    assert result["consumeResult"] == "CR_SUCCESS"
+        client_id = consumer.instance.client_id
+        delay = 6.0
+        result = await admin.consume_message_directly("direct-cg", client_id, sent.offset_msg_id)
+        assert result["consumeResult"] == "CR_SUCCESS"
+        delay = 12.0
+        with pytest.raises(MQBrokerError) as refused:
+            await admin.consume_message_directly("direct-cg", client_id, sent.offset_msg_id)
+        assert refused.value.code == ResponseCode.CONSUME_MSG_TIMEOUT

@@ -53,11 +53,11 @@ async def test_get_consumer_running_info_of_a_5x_consumer_times_out(
     broker: BrokerState, autojump_clock: trio.testing.MockClock
 ) -> None:
     """GET_CONSUMER_RUNNING_INFO for a gRPC consumer, whose channel drops the request: CONSUME_MSG_TIMEOUT after
-    the call's 5 s (callConsumer's answer when invokeSync times out), not a wait that holds the admin's worker."""
+    the call's 10 s (callConsumer's answer when invokeSync times out), not a wait that holds the admin's worker."""
     grpc_push_consumer(broker, "grpc-consumer")
     admin = request(RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": GROUP, "clientId": "grpc-consumer"})
     answer = None
-    with trio.move_on_after(60):  # virtual seconds; the call's timeout is 5 s
+    with trio.move_on_after(60):  # virtual seconds; the call's timeout is 10 s
         answer = await broker2client.consumer_running_info(broker, admin)
     assert answer is not None, "GET_CONSUMER_RUNNING_INFO to a 5.x consumer still unanswered after 60 virtual s"
     assert answer.code == ResponseCode.CONSUME_MSG_TIMEOUT

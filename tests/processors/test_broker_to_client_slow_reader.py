@@ -121,7 +121,7 @@ async def test_get_consumer_status_leaves_out_a_consumer_that_stopped_reading_af
 async def test_get_consumer_running_info_of_a_consumer_that_stopped_reading_is_consume_msg_timeout(
     broker: BrokerState, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """GET_CONSUMER_RUNNING_INFO forwarded to the stuck member answers CONSUME_MSG_TIMEOUT after its 5 s."""
+    """GET_CONSUMER_RUNNING_INFO forwarded to the stuck member answers CONSUME_MSG_TIMEOUT after its 10 s."""
     admin = request(RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": GROUP, "clientId": "stuck"})
     answer = await answer_beside_a_stuck_member(broker, partial(broker2client.consumer_running_info, broker), admin)
     assert answer.code == ResponseCode.CONSUME_MSG_TIMEOUT
