@@ -25,8 +25,9 @@ the header is written after the body, so a torn tail fails the scan; entries wit
 structure alone, as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file,
 fsync, rename).
 
-Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must;
-``OSError`` from the file system propagates.
+Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must (a
+leader's batch is written whole or not at all: :meth:`FileLedger.append_as_leader`); ``OSError`` from the file system
+propagates.
 """
 
 from __future__ import annotations
@@ -255,16 +256,37 @@ class FileLedger:
         return decode_index(mf.view, at - mf.file_from_offset)
 
     def append_as_leader(self, term: int, bodies: Sequence[tuple[int, BodyFill]]) -> list[Entry]:
-        out = []
-        for size, fill in bodies:
-            pos = self._reserve(HEADER_SIZE + size)
-            data = fill(pos)
-            entry = Entry(self._end + 1, term, pos, data, CURRENT_MAGIC, body_crc=body_crc(data) if data else 0)
-            if len(entry.body) != size:
-                raise LedgerError(ResponseCode.DISK_ERROR, f"body of {len(entry.body)} bytes, {size} announced")
-            self._write(entry)
-            out.append(entry)
-        return out
+        """All of ``bodies`` or nothing: each entry is checked to fit a data segment before any is written, and a
+        write that fails anyway (a body of another size than announced: LedgerError, DISK_ERROR) is taken back
+        (:meth:`_undo_appends`) before the error propagates, so the core's refusal means no entry is in the log."""
+        for size, _ in bodies:
+            self._check_fits(HEADER_SIZE + size)
+        begin, end, end_term, write_pos = self._begin, self._end, self._end_term, self.write_pos
+        try:
+            return [self._append_filled(term, size, fill) for size, fill in bodies]
+        except BaseException:
+            self._undo_appends(begin, end, end_term, write_pos)
+            raise
+
+    def _append_filled(self, term: int, size: int, fill: BodyFill) -> Entry:
+        pos = self._reserve(HEADER_SIZE + size)
+        data = fill(pos)
+        entry = Entry(self._end + 1, term, pos, data, CURRENT_MAGIC, body_crc=body_crc(data) if data else 0)
+        if len(entry.body) != size:
+            raise LedgerError(ResponseCode.DISK_ERROR, f"body of {len(entry.body)} bytes, {size} announced")
+        self._write(entry)
+        return entry
+
+    def _undo_appends(self, begin: int, end: int, end_term: int, write_pos: int) -> None:
+        """Take back what a failed leader append wrote past entry ``end`` and data position ``write_pos`` (entries,
+        index records, the blank that closed a segment), erased and synced as a truncation's cut tail is."""
+        if self._end == end and self.write_pos == write_pos:
+            return
+        self._cut_data(write_pos)
+        self._cut_index((end + 1) * INDEX_UNIT_SIZE)
+        self._begin, self._end, self._end_term = begin, end, end_term
+        self._truncations += 1
+        self._sync_tails()
 
     def append_record_as_leader(self, term: int, encode: RecordEncoder, queue_offset: int, clock: Callable[[], int],
                                 max_body: int, record: MessageRecord) -> Entry:  # fmt: skip

@@ -55,7 +55,8 @@ class Ledger(Protocol):
         """The entry at ``index``, or None outside ``begin_index..end_index``."""
 
     def append_as_leader(self, term: int, bodies: Sequence[tuple[int, BodyFill]]) -> list[Entry]:
-        """Append one entry per ``(body size, fill)`` at the next indexes, in ``term``. Raises LedgerError."""
+        """Append one entry per ``(body size, fill)`` at the next indexes, in ``term``: all of them, or none when it
+        raises (LedgerError, or a ``fill``'s error)."""
 
     def append_as_follower(self, entry: Entry) -> None:
         """Append the leader's ``entry`` (index end+1, at its ``pos``). Raises LedgerError."""
@@ -108,12 +109,13 @@ class MemoryLedger:
         return self.entries[index] if 0 <= index < len(self.entries) else None
 
     def append_as_leader(self, term: int, bodies: Sequence[tuple[int, BodyFill]]) -> list[Entry]:
-        out = []
+        out: list[Entry] = []
+        end = self.end_pos
         for size, fill in bodies:
-            pos, _ = place(self.end_pos, 48 + size, self.segment_size)
-            entry = Entry(len(self.entries), term, pos, fill(pos), CURRENT_MAGIC)
-            self.entries.append(entry)
-            out.append(entry)
+            pos, _ = place(end, 48 + size, self.segment_size)
+            out.append(Entry(len(self.entries) + len(out), term, pos, fill(pos), CURRENT_MAGIC))
+            end = out[-1].end_pos
+        self.entries.extend(out)  # all or nothing, as the file store's
         return out
 
     def append_as_follower(self, entry: Entry) -> None:

@@ -276,6 +276,28 @@ def test_a_follower_entry_must_land_at_its_position_and_index(tmp_path: Path) ->
     assert ledger.end_index == 1
 
 
+def test_a_leaders_batch_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    """An entry no segment holds refuses its batch before anything is written; a body of another size than announced
+    (after a blank closed the segment and a new one started) has the entries before it taken back, erased and
+    synced, so the next append lands where the batch would have."""
+    ledger = ledger_at(tmp_path)
+    first = append(ledger, 1, body(0, 800))[0]
+    with pytest.raises(LedgerError):
+        append(ledger, 1, body(1), b"x" * DATA_SIZE)
+    assert ledger.end_index == 0 and ledger.write_pos == first.end_pos
+    wrong = [(100, lambda _p: body(1)), (100, lambda _p: body(2)), (100, lambda _p: b"short")]
+    with pytest.raises(LedgerError, match="announced"):
+        ledger.append_as_leader(1, wrong)
+    assert ledger.end_index == 0 and ledger.end_term == 1 and ledger.write_pos == first.end_pos
+    assert len(ledger.data.files) == 1 and not any(ledger.data.files[0].view[first.end_pos :])
+    assert not any(ledger.index.files[0].view[32:64]) and ledger.get(1) is None
+    again = append(ledger, 2, body(3, 200))[0]  # too big for the first segment's rest, as the second of the batch
+    assert (again.index, again.pos) == (1, DATA_SIZE)
+    ledger.close()
+    reloaded = ledger_at(tmp_path)
+    assert reloaded.end_index == 1 and reloaded.get(1) == again
+
+
 def test_the_currterm_file_holds_dledgers_two_keys_and_a_backup(tmp_path: Path) -> None:
     store = FileTermStore(tmp_path)
     assert store.load() == (0, None)

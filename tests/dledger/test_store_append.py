@@ -1,9 +1,11 @@
 """A DLedger leader's sends (dledger/commitlog_store.py, ``DLedgerMessageStore.append``): a refused message leaves no
 entry and takes no queue offset, with the store's refusal for each kind of bad message; the next send gets the next
-offset and its entry holds the record the general encoder writes."""
+offset and its entry holds the record the general encoder writes. A refused batch leaves none of its entries."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -13,8 +15,8 @@ import trio.testing
 from dledger.commitlog_store import DLedgerMessageStore
 from dledger.config import DLedgerConfig
 from dledger.entry import HEADER_SIZE
-from remoting.codec.message import MessageRecord, encode_record
-from store.errors import MessageIllegalError, PropertiesSizeExceededError
+from remoting.codec.message import MessageRecord, decode_record, encode_record
+from store.errors import MessageIllegalError, PropertiesSizeExceededError, StoreError
 from store.results import PutStatus
 from tests.dledger.ports import free_ports
 from tests.store.store_helpers import small_config
@@ -26,17 +28,25 @@ def _message(topic: str = "TopicA", body: bytes = b"ok", properties: str = "TAGS
     return MessageRecord(topic, body, queue_id=1, properties=properties, born_host=HOST, store_host=HOST)
 
 
-async def test_a_refused_send_leaves_no_entry_and_takes_no_queue_offset(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
-) -> None:
+@asynccontextmanager
+async def _writable_leader(tmp_path: Path, **store_settings: object) -> AsyncIterator[DLedgerMessageStore]:
+    """A one-member group's store (4 KiB entry files), running and writable; stopped on exit."""
     dledger = DLedgerConfig(group="g", self_id="n0", peers=f"n0-127.0.0.1:{free_ports(1)[0]}",
                             store_base_dir=str(tmp_path), mapped_file_size_for_entry_data=4096)  # fmt: skip
-    store = DLedgerMessageStore(small_config(tmp_path, max_message_size=100), dledger, HOST)
+    store = DLedgerMessageStore(small_config(tmp_path, **store_settings), dledger, HOST)
     store.load()
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
         while not store.writable:
             await trio.sleep(0.05)
+        yield store
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_refused_send_leaves_no_entry_and_takes_no_queue_offset(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with _writable_leader(tmp_path, max_message_size=100) as store:
         end = store.ledger.end_index
         refusals = [
             (_message(body=bytes(101)), MessageIllegalError, "exceeds 100"),
@@ -54,4 +64,29 @@ async def test_a_refused_send_leaves_no_entry_and_takes_no_queue_offset(
             assert entry is not None and put.append.phy_offset == entry.pos + HEADER_SIZE
             assert entry.body == encode_record(_message(body=b"ok%d" % offset), offset, put.append.phy_offset,
                                                put.append.store_timestamp)  # fmt: skip
-        nursery.cancel_scope.cancel()
+
+
+async def test_a_refused_batch_leaves_no_entry_and_no_queue_offset_taken_twice(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A batch whose second message fits no entry file is refused whole: had its first entry stayed in the log, it
+    would commit with queue offset 0, which the store never handed out, and the next send, given 0 too, would share
+    it (the ConsumeQueue keeping only the later record)."""
+    async with _writable_leader(tmp_path) as store:
+        end = store.ledger.end_index
+        with pytest.raises(StoreError):
+            store.append_batch([_message(body=b"small"), _message(body=bytes(5000))])
+        assert store.ledger.end_index == end
+        put = await store.put(_message(body=b"next"))
+        assert put.status is PutStatus.PUT_OK and put.append.queue_offset == 0
+        await trio.sleep(1)
+        cq = store.consume_queues[("TopicA", 1)]
+        assert (cq.min_offset, cq.max_offset) == (0, 1)
+        assert decode_record(store.get("TopicA", 1, 0, 1).messages[0]).body == b"next"
+        logged = []
+        for index in range(store.ledger.begin_index, store.ledger.committed_index + 1):
+            entry = store.ledger.get(index)
+            if entry is not None and len(entry.body) > 8:  # no new leader's empty entry
+                record = decode_record(entry.body)
+                logged.append((record.body, record.queue_offset))
+        assert logged == [(b"next", 0)]
