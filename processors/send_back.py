@@ -7,14 +7,17 @@ auto-creatable: SUBSCRIPTION_GROUP_NOT_EXIST), the broker must be writable (NO_P
 count (perm RW) and must be writable (NO_PERMISSION); the message is looked up by its CommitLog offset (SYSTEM_ERROR
 ``look message by offset failed, <offset>``).
 
-The new record copies body, flag, sysFlag, born fields and properties; ``RETRY_TOPIC`` is set to the original topic
-when absent, ``ORIGIN_MESSAGE_ID`` to the original's offset msgId when absent, and ``reconsumeTimes`` grows by one. It
-goes to ``%DLQ%group`` (one queue, perm RW, no delay) when the message was already reconsumed ``maxReconsumeTimes``
-times (group ``retryMaxTimes``; the header's value when the request version is >= 121) or the header's delay level is
-negative; otherwise to a random retry queue with delay level = the header's, or 3 + reconsumeTimes when it is 0,
-through the delay rewrite (``SCHEDULE_TOPIC_XXXX``). SUCCESS only when the put is PUT_OK; any other outcome answers
-SYSTEM_ERROR with the put status name. A stored send-back counts in ``SNDBCK_PUT_NUMS`` under the message's original
-topic (its ``RETRY_TOPIC`` when it was a retry already), as Java's ``incSendBackNums``.
+The new record copies body, flag, sysFlag, born fields and properties; ``RETRY_TOPIC`` is set to the original topic when
+absent, ``ORIGIN_MESSAGE_ID`` to the original's offset msgId when absent, ``WAIT`` to ``false``, and ``reconsumeTimes``
+grows by one. It goes to ``%DLQ%group`` (one queue, perm RW, no delay) when the message was already reconsumed
+``maxReconsumeTimes`` times (group ``retryMaxTimes``; the header's value when the request version is >= 121) or the
+header's delay level is negative; otherwise to a random retry queue with delay level = the header's, or 3 +
+reconsumeTimes when it is 0, through the delay rewrite (``SCHEDULE_TOPIC_XXXX``). As its ``WAIT=false`` says, the put
+waits neither for a SYNC_FLUSH flush nor for a SYNC_MASTER's slave (4.9.8
+``SendMessageProcessor.asyncConsumerSendMsgBack`` calls ``msgExt.setWaitStoreMsgOK(false)``): a SYNC_MASTER without a
+slave answers SUCCESS, not SYSTEM_ERROR. SUCCESS only when the put is PUT_OK; any other outcome answers SYSTEM_ERROR
+with the put status name. A stored send-back counts in ``SNDBCK_PUT_NUMS`` under the message's original topic (its
+``RETRY_TOPIC`` when it was a retry already), as Java's ``incSendBackNums``.
 
 :meth:`ConsumerSendMsgBackProcessor.send_back_now` is the same send-back for callers on the Trio thread that cannot
 wait (the pop paths moving a message to the DLQ with :func:`dead_letter_header`, as RocketMQ's proxy does): appended
@@ -36,7 +39,7 @@ from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.headers.send import ConsumerSendMsgBackRequestHeader
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
-from remoting.codec.message_properties import with_properties
+from remoting.codec.message_properties import PROPERTY_WAIT, with_properties
 from remoting.codec.record_copy import raw_properties, record_from_stored
 from remoting.codec.topics import TOPIC_MAX_LENGTH, retry_topic
 from remoting.processor import RequestContext
@@ -108,7 +111,7 @@ class ConsumerSendMsgBackProcessor:
         if prepared is None:
             return request.response(ResponseCode.SUCCESS)
         try:
-            result = await self.broker.store.put(prepared.record)
+            result = await self.broker.store.put(prepared.record, wait_flush=False)  # WAIT=false: see _copy
         except PutRefusedError as exc:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, getattr(exc, "put_status", "UNKNOWN_ERROR")) from None
         if result.status is not PutStatus.PUT_OK:
@@ -187,9 +190,9 @@ class ConsumerSendMsgBackProcessor:
         return retry
 
     def _copy(self, msg: MessageExt, topic: str, queue_id: int) -> MessageRecord:
-        """``msg`` for ``topic``: ``RETRY_TOPIC`` and ``ORIGIN_MESSAGE_ID`` set when absent, ``DELAY`` dropped,
-        ``reconsumeTimes + 1``."""
-        updates = {}
+        """``msg`` for ``topic``: ``RETRY_TOPIC`` and ``ORIGIN_MESSAGE_ID`` set when absent, ``WAIT=false``,
+        ``DELAY`` dropped, ``reconsumeTimes + 1``."""
+        updates = {PROPERTY_WAIT: "false"}
         if PROPERTY_RETRY_TOPIC not in msg.properties:
             updates[PROPERTY_RETRY_TOPIC] = msg.topic
         if not msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID):

@@ -31,6 +31,7 @@ from remoting.codec.topics import SCHEDULE_TOPIC
 from store.metadata_files import SubscriptionGroupConfig
 from tests.conftest import SMALL_STORE
 from tests.e2e.harness import ALI_ONS, ALI_ONS_PACKAGE, require
+from tests.processors.conftest import send_request
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 
@@ -225,6 +226,25 @@ async def test_send_back_follows_the_requests_delay_level_and_max_reconsume_time
     assert old.code == ResponseCode.SUCCESS
     assert store.max_offset_in_queue(f"%DLQ%{group}", 0) == 2
     assert store.max_offset_in_queue(SCHEDULE_TOPIC, 2) == 1  # the version-120 request: level 3 + 0
+
+
+async def test_a_send_back_on_a_sync_master_without_a_slave_is_stored_with_wait_false_and_succeeds(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8 SendMessageProcessor.asyncConsumerSendMsgBack sets ``msgExt.setWaitStoreMsgOK(false)`` before copying the
+    properties into the retry message: it is stored with ``WAIT=false``, and CommitLog waits for neither the flush nor
+    a slave. On a SYNC_MASTER without a slave the answer is SUCCESS (SYSTEM_ERROR would make a Java consumer send the
+    message again from its own producer: a second retry copy of a message that was stored)."""
+    async with EmbeddedCluster(tmp_path / "c", broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
+        await create_topic(cluster, "SendBackSync")
+        async with RemotingClient() as client:
+            sent = await client.invoke(cluster.broker_addr, send_request("SendBackSync"), 10)
+        assert sent.code == ResponseCode.SLAVE_NOT_AVAILABLE  # stored, no slave to wait for
+        offset = str(decode_offset_msg_id(sent.ext_fields["msgId"]).phy_offset)
+        back = await _send_back(cluster, offset=offset, group="cg-sync-master", delayLevel="0")
+        assert (back.code, back.remark) == (ResponseCode.SUCCESS, None)
+        [parked] = [decode_record(m) for m in cluster.controller.context.store.get(SCHEDULE_TOPIC, 2, 0, 32).messages]
+        assert parked.properties["WAIT"] == "false"
 
 
 async def test_send_back_for_a_group_without_retry_queues_drops_the_message(
