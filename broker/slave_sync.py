@@ -18,10 +18,10 @@ slave's own.
   master's end only as far as it has sent it).
 
 Bodies are the config files' JSON (docs/protocol.md#67-config-files). A step that fails (no answer, an error code, a
-body that does not decode) is logged and skipped until the next round; the others still run, and the slave keeps
-what it has. The requests are not signed, as RocketMQ's ``BrokerOuterAPI`` without a client RPC hook: a master with
-``aclEnable`` answers them only when its ``globalWhiteRemoteAddresses`` match this broker's address (an ACL
-refusal is logged with that hint).
+body that does not decode, or anything it raises: a local file that does not load, a bug) is logged and skipped until
+the next round; the others still run, and the slave keeps what it has (RocketMQ's steps each catch ``Exception``). The
+requests are not signed, as RocketMQ's ``BrokerOuterAPI`` without a client RPC hook: a master with ``aclEnable`` answers
+them only when its ``globalWhiteRemoteAddresses`` match this broker's address (an ACL refusal is logged with that hint).
 """
 
 from __future__ import annotations
@@ -101,17 +101,33 @@ class SlaveSynchronize:
 
     async def sync_all(self) -> None:
         """One round of the steps (each skipped without a master address, or while this broker is not a slave:
-        a DLedger member that became the master stops syncing, as RocketMQ's changeToMaster does)."""
+        a DLedger member that became the master stops syncing, as RocketMQ's changeToMaster does). A step that
+        raises is logged and the next one runs, as each of RocketMQ's ``syncXxx`` catches ``Exception``."""
         addr = self.master_addr
         if not addr or addr == self.broker.broker_addr or self.broker.config.broker_role != "SLAVE":
             return
         started = trio.current_time()
+        steps = (self._sync_topics, self._sync_offsets, self._sync_delay_offsets, self._sync_groups, self._sync_timer,
+                 self._sync_master_offset)  # fmt: skip
+        for step in steps:
+            try:
+                await step(addr)
+            except Exception:  # a bug or a local file that does not load must not end the slave broker
+                log.exception("slave sync: %s from %s failed", step.__name__.lstrip("_"), addr)
+        self.rounds += 1
+        self.last_round_started = started
+
+    async def _sync_topics(self, addr: str) -> None:
         topics = await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG, decode_topics)
         if topics is not None and self.broker.topics.replace_all(topics):
             log.info("slave synchronized topics from %s: version %s", addr, topics.data_version)
+
+    async def _sync_offsets(self, addr: str) -> None:
         offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, decode_consumer_offsets)
         if offsets is not None:
             self.broker.offsets.merge(offsets)
+
+    async def _sync_delay_offsets(self, addr: str) -> None:
         delays = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET, decode_delay_offsets)
         if delays is not None:
             self.schedule.adopt_offsets(delays)
@@ -119,18 +135,22 @@ class SlaveSynchronize:
                 await self.schedule.persist()
             except OSError:
                 log.exception("slave sync: saving delayOffset.json failed")
+
+    async def _sync_groups(self, addr: str) -> None:
         groups = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, decode_subscription_groups)
         if groups is not None and self.broker.groups.replace_all(groups):
             log.info("slave synchronized subscription groups from %s: version %s", addr, groups.data_version)
-        if self.timer is not None and not self._timer_unsupported:
-            await self._sync_timer(addr, self.timer)
+
+    async def _sync_master_offset(self, addr: str) -> None:
         master_max = await self._fetch(addr, RequestCode.GET_BROKER_RUNTIME_INFO, _commit_log_max_offset)
         if master_max is not None:
             self.broker.store.ha.note_master_offset(master_max)
-        self.rounds += 1
-        self.last_round_started = started
 
-    async def _sync_timer(self, addr: str, timer: TimerMessageService) -> None:
+    async def _sync_timer(self, addr: str) -> None:
+        """With a timer service, unless the master said it has none."""
+        timer = self.timer
+        if timer is None or self._timer_unsupported:
+            return
         try:
             response = await self.client.invoke(addr, request(RequestCode.GET_TIMER_CHECK_POINT), TIMEOUT)
         except RemotingError as exc:

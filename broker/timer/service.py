@@ -225,7 +225,8 @@ class TimerMessageService:
 
     async def adopt_checkpoint(self, enqueue_offset: int, read_ms: int) -> None:
         """A follower takes its leader's progress, saved unclean (in a worker thread) so the next start rebuilds from
-        it; does nothing while the timer runs (it owns the file then). Raises ``OSError``."""
+        it; does nothing while the timer runs (it owns the file then). Raises ``OSError``, and ``ConfigFileError``
+        when the file already there does not load."""
         async with self._file_lock:  # never while a start reads the file
             if not self._loaded:
                 await trio.to_thread.run_sync(self._adopt, enqueue_offset, read_ms)

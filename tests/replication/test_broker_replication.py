@@ -6,6 +6,7 @@ and the runtime info shows the replication figures."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,29 @@ async def test_the_slave_copies_topics_groups_and_offsets_every_ten_seconds(
         assert slave.schedule.offsets == {3: 7}
         delay_file = Path(slave.context.config.store_path_root_dir) / "config" / "delayOffset.json"
         assert decode_delay_offsets(delay_file.read_bytes()) == {3: 7}
+
+
+async def test_an_unreadable_timer_checkpoint_on_the_slave_does_not_stop_its_metadata_sync(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RocketMQ's SlaveSynchronize catches every exception of each step (``syncTimerCheckPoint`` included) and logs
+    it: a slave whose own ``timerCheck.json`` does not decode logs that step's failure and finishes the round (the
+    error out of ``sync_all`` would end the slave broker, whose front nursery runs the sync)."""
+    async with EmbeddedCluster(tmp_path / "c", slaves=1, **SMALL_STORE) as cluster:
+        slave = cluster.slave_controllers[0]
+        sync = slave.replication.slave_sync
+        assert sync is not None and sync.timer is not None
+        with trio.fail_after(60):
+            while sync.master_addr is None:
+                await trio.sleep(0.5)
+        config_dir = Path(slave.context.config.store_path_root_dir) / "config"
+        config_dir.mkdir(parents=True, exist_ok=True)
+        (config_dir / "timerCheck.json").write_bytes(b"{not json")
+        rounds = sync.rounds
+        with caplog.at_level(logging.ERROR, logger="broker.slave_sync"):
+            await sync.sync_all()
+        assert sync.rounds > rounds  # the periodic round may have run meanwhile too
+    assert any("sync_timer" in record.getMessage() for record in caplog.records)
 
 
 async def test_a_slave_shows_its_own_lag_from_the_master_s_runtime_info_every_ten_seconds(
