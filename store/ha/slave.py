@@ -14,7 +14,8 @@ from the master for ``haHousekeepingInterval`` (it heartbeats every 5 s) ends th
 reads and reports on a duplicate of the socket's descriptor, straight through the system calls (:class:`_SocketIO`).
 
 Reconnects back off from a tenth of ``haSendHeartbeatInterval`` doubling up to the interval itself (RocketMQ retries
-every 5 s). Socket errors and protocol errors end the session, never the client.
+every 5 s). Socket errors (a reset by the master included) and protocol errors end the session, never the client:
+each of a session's two tasks, the reader and the reporter, catches its own and ends the other.
 """
 
 from __future__ import annotations
@@ -176,10 +177,7 @@ class HAClient:
         try:
             async with stream, trio.open_nursery() as nursery:
                 nursery.start_soon(self._report_loop, io, nursery.cancel_scope)
-                await self._read_loop(io)
-                nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            log.info("HA connection to %s lost: %s", address, exc)
+                nursery.start_soon(self._read_loop, io, nursery.cancel_scope)
         finally:
             self.connected_to = ""
             if raw is not None:
@@ -224,7 +222,17 @@ class HAClient:
             log.info("HA report to master failed: %s", exc)
             scope.cancel()
 
-    async def _read_loop(self, stream: _Stream) -> None:
+    async def _read_loop(self, stream: _Stream, scope: trio.CancelScope) -> None:
+        """Take the master's frames until it closes, a socket error (a reset included) or a frame the replica refuses;
+        then end the session (cancel ``scope``)."""
+        try:
+            await self._take_frames(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.info("HA connection to %s lost: %s", self.connected_to, exc)
+        finally:
+            scope.cancel()
+
+    async def _take_frames(self, stream: _Stream) -> None:
         reader = FrameReader()
         replica = self.replica
         while True:

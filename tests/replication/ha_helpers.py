@@ -35,6 +35,16 @@ async def wait_until(predicate: Any, timeout: float = 30, what: str = "condition
     raise AssertionError(f"{what} not reached within {timeout} s")
 
 
+async def read_exactly(stream: trio.abc.ReceiveStream, count: int) -> bytes:
+    """``count`` bytes from ``stream``; AssertionError when it closes before."""
+    data = b""
+    while len(data) < count:
+        chunk = await stream.receive_some(count - len(data))
+        assert chunk, f"stream closed after {len(data)} of {count} bytes"
+        data += chunk
+    return data
+
+
 async def slave_learns_topic(slave: BrokerController, topic: str) -> None:
     """Wait until ``slave`` copied ``topic`` from its master. A slave knows its master from a registration (at start,
     then every 30 s: one answered before the master's own, or lost, leaves it to the next) and copies the master's

@@ -1,10 +1,12 @@
 """The HA protocol byte for byte (docs/protocol.md#13-masterslave-replication), both directions, against the real
 master connection and slave client over in-memory streams in virtual time: the 8-byte reports, the 12-byte frame
-headers, a record split across two frames, heartbeats, housekeeping and the offset checks."""
+headers, a record split across two frames, heartbeats, housekeeping and the offset checks; and over a real socket,
+a slave whose master resets the connection."""
 
 from __future__ import annotations
 
 import contextlib
+import socket
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,6 +16,7 @@ import trio
 import trio.testing
 
 from store.ha.frames import (
+    REPORT_SIZE,
     Frame,
     FrameReader,
     HAProtocolError,
@@ -28,7 +31,7 @@ from store.ha.service import HAService
 from store.ha.slave import HAClient
 from store.message_store import MessageStore
 from store.store_config import BrokerRole
-from tests.replication.ha_helpers import ha_store, wait_until
+from tests.replication.ha_helpers import ha_store, read_exactly, wait_until
 from tests.store.store_helpers import message
 
 
@@ -76,19 +79,10 @@ def test_transfer_starts_at_the_report_or_the_current_segment_for_an_empty_slave
     assert frame_size(4096, 4096, 1000) == 0
 
 
-async def _read_exactly(stream: trio.abc.ReceiveStream, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = await stream.receive_some(count - len(data))
-        assert chunk, f"stream closed after {len(data)} of {count} bytes"
-        data += chunk
-    return data
-
-
 async def _read_frame(stream: trio.abc.ReceiveStream) -> tuple[bytes, int, int, bytes]:
-    header = await _read_exactly(stream, 12)
+    header = await read_exactly(stream, 12)
     offset, size = struct.unpack(">qi", header)
-    return header, offset, size, await _read_exactly(stream, size)
+    return header, offset, size, await read_exactly(stream, size)
 
 
 def _master_with_two_records(root: Path, batch: int) -> tuple[MessageStore, int, int]:
@@ -248,12 +242,12 @@ async def test_slave_reports_at_once_appends_frames_and_reports_its_new_end(
 ) -> None:
     async with _slave_client(tmp_path) as (slave, fake, data, size1, size2):
         stream = await fake.accepted.receive()
-        assert await _read_exactly(stream, 8) == encode_report(0)
+        assert await read_exactly(stream, 8) == encode_report(0)
         # The first record and 100 bytes of the second: the slave stores them and reports (before dispatching),
         # then dispatches the one whole record.
         assert slave.ha.runtime_info()["haMasterMaxOffset"] == "-1"
         await stream.send_all(encode_frame(0, data[: size1 + 100]))
-        assert await _read_exactly(stream, 8) == encode_report(size1 + 100)
+        assert await read_exactly(stream, 8) == encode_report(size1 + 100)
         await wait_until(lambda: slave.max_offset_in_queue("TopicTest", 0) == 1, 1, "the first record's dispatch")
         await trio.sleep(0.5)
         assert slave.max_offset_in_queue("TopicTest", 0) == 1  # the partial second record waits
@@ -264,13 +258,13 @@ async def test_slave_reports_at_once_appends_frames_and_reports_its_new_end(
         slave.ha.note_master_offset(size1 + size2 + 4000)
         assert slave.ha.runtime_info()["haSlaveLagBytes"] == str(size2 - 100 + 4000)
         await stream.send_all(encode_header(size1 + 100, 0) + encode_frame(size1 + 100, data[size1 + 100 :]))
-        assert await _read_exactly(stream, 8) == encode_report(size1 + size2)
+        assert await read_exactly(stream, 8) == encode_report(size1 + size2)
         assert slave.ha.runtime_info()["haSlaveLagBytes"] == "4000"  # a frame's end never lowers what is known
         await wait_until(lambda: slave.max_offset_in_queue("TopicTest", 0) == 2, 1, "the second record's dispatch")
         assert bytes(slave.commitlog.read(0, size1 + size2) or b"") == data
         # Idle: the slave repeats its report every 5 s.
         start = trio.current_time()
-        assert await _read_exactly(stream, 8) == encode_report(size1 + size2)
+        assert await read_exactly(stream, 8) == encode_report(size1 + size2)
         assert trio.current_time() - start == pytest.approx(5.0, abs=0.2)
 
 
@@ -279,14 +273,14 @@ async def test_slave_drops_a_frame_at_the_wrong_offset_and_reconnects(
 ) -> None:
     async with _slave_client(tmp_path) as (_slave, fake, data, size1, _size2):
         stream = await fake.accepted.receive()
-        await _read_exactly(stream, 8)
+        await read_exactly(stream, 8)
         await stream.send_all(encode_frame(0, data[:size1]))
-        assert await _read_exactly(stream, 8) == encode_report(size1)
+        assert await read_exactly(stream, 8) == encode_report(size1)
         await stream.send_all(encode_header(size1 + 7, 0))  # a heartbeat at an offset the slave is not at
         with trio.fail_after(5):
             await _until_closed(stream)  # the slave ends the session...
         again = await fake.accepted.receive()  # ...and connects again, reporting where it is
-        assert await _read_exactly(again, 8) == encode_report(size1)
+        assert await read_exactly(again, 8) == encode_report(size1)
         assert fake.connects == 2
 
 
@@ -300,3 +294,36 @@ async def test_slave_gives_up_on_a_silent_master_after_housekeeping(
         assert trio.current_time() - start == pytest.approx(20.0, abs=0.5)
         await fake.accepted.receive()
         assert fake.connects == 2
+
+
+async def test_a_slave_reconnects_after_its_master_resets_the_connection(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A master that dies with the slave's unread reports in its socket (a SIGKILL, a host reset) answers with a TCP
+    RST: the slave's read fails with ECONNRESET. As RocketMQ's HAClient.processReadEvent catches the IOException,
+    closes the connection and connects again, the slave's session ends, not its store."""
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    slave = ha_store(tmp_path, BrokerRole.SLAVE, ha_master_address=f"127.0.0.1:{port}")
+    crashed: list[BaseException] = []
+
+    async def run_slave(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await slave.run(task_status=task_status)
+        except Exception as exc:
+            crashed.append(exc)
+
+    reconnected = b""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(run_slave)
+        first = await listener.accept()
+        assert await read_exactly(first, REPORT_SIZE) == encode_report(0)
+        first.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await first.aclose()  # closed with a linger of 0: the slave gets a RST
+        with trio.move_on_after(30):
+            second = await listener.accept()
+            reconnected = await read_exactly(second, REPORT_SIZE)
+        nursery.cancel_scope.cancel()
+    slave.close()
+    assert not crashed, f"the slave's store ended with {crashed[0]!r}"
+    assert reconnected == encode_report(0)
