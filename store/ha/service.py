@@ -70,7 +70,7 @@ class HAService:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.waits.run)
             if self.store.replica is not None:
-                self.client = HAClient(config, self.store.replica)
+                self.client = HAClient(lambda: self.config, self.store.replica)
                 await nursery.start(self.client.run)
             nursery.start_soon(trio.serve_listeners, self._accept, listeners)
             log.info("HA listening on port %d as %s", self.port, config.broker_role.value)

@@ -16,6 +16,9 @@ reads and reports on a duplicate of the socket's descriptor, straight through th
 Reconnects back off from a tenth of ``haSendHeartbeatInterval`` doubling up to the interval itself (RocketMQ retries
 every 5 s). Socket errors (a reset by the master included) and protocol errors end the session, never the client:
 each of a session's two tasks, the reader and the reporter, catches its own and ends the other.
+
+The intervals are read from the store's current config at each use (``UPDATE_BROKER_CONFIG`` replaces it), as
+RocketMQ's ``HAClient`` reads ``getMessageStoreConfig()`` on every loop.
 """
 
 from __future__ import annotations
@@ -109,12 +112,13 @@ def split_address(address: str) -> tuple[str, int]:
 class HAClient:
     """See the module docstring. ``connected`` and the figures are read by the broker's status."""
 
-    def __init__(self, config: StoreConfig, replica: ReplicaLog, connect: Connect | None = None) -> None:
-        """``connect(address)`` opens the stream to the master (a TCP connection unless given)."""
-        self.config = config
+    def __init__(self, config: Callable[[], StoreConfig], replica: ReplicaLog, connect: Connect | None = None) -> None:
+        """``config()`` is the store's current config; ``connect(address)`` opens the stream to the master (a TCP
+        connection unless given)."""
+        self._config = config
         self.replica = replica
         self._connect = connect or _open_tcp
-        static = config.ha_master_address
+        static = config().ha_master_address
         #: The address used at the next connect ("" = none known yet).
         self.master_address = static if len(static) >= 6 else ""
         self.learns_address = len(static) < 6
@@ -149,10 +153,13 @@ class HAClient:
             self.master_offset = offset
             self.master_offset_at = trio.current_time()
 
+    @property
+    def config(self) -> StoreConfig:
+        return self._config()
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        ceiling = self.config.ha_send_heartbeat_interval / 1000
-        backoff = ceiling / 10
+        failures = 0
         while True:
             await self._address_known.wait()
             address = self.master_address
@@ -160,12 +167,20 @@ class HAClient:
                 with trio.fail_after(CONNECT_TIMEOUT):
                     stream = await self._connect(address)
             except (OSError, ValueError, trio.TooSlowError) as exc:
-                log.info("HA connect to %s failed: %s; retrying in %.1f s", address, exc, backoff)
+                delay = self._backoff(failures)
+                failures += 1
+                log.info("HA connect to %s failed: %s; retrying in %.1f s", address, exc, delay)
             else:
-                backoff = ceiling / 10
+                failures = 0
                 await self._session(stream, address)
-            await trio.sleep(backoff)
-            backoff = min(backoff * 2, ceiling)
+                delay = self._backoff(0)
+            await trio.sleep(delay)
+
+    def _backoff(self, earlier_failures: int) -> float:
+        """The wait before the next connect: a tenth of the heartbeat interval after a session or a first failure,
+        doubled per earlier failure in a row, at most the interval (read now: UPDATE_BROKER_CONFIG may change it)."""
+        ceiling = self.config.ha_send_heartbeat_interval / 1000
+        return min(ceiling / 10 * (1 << min(earlier_failures, 10)), ceiling)
 
     async def _session(self, stream: trio.abc.Stream, address: str) -> None:
         self.sessions += 1
@@ -203,12 +218,13 @@ class HAClient:
     async def _report_loop(self, stream: _Stream, scope: trio.CancelScope) -> None:
         """Report at once, then after every heartbeat interval without a report (the read loop reports growth); and
         end the session after ``haHousekeepingInterval`` without anything from the master (the read loop notes each
-        read in :attr:`last_contact`, so a read costs no timeout of its own)."""
-        interval = self.config.ha_send_heartbeat_interval / 1000
-        housekeeping = self.config.ha_housekeeping_interval / 1000
+        read in :attr:`last_contact`, so a read costs no timeout of its own). Both intervals are read at each wake."""
         try:
             await self._report(stream)
             while True:
+                config = self.config
+                interval = config.ha_send_heartbeat_interval / 1000
+                housekeeping = config.ha_housekeeping_interval / 1000
                 wake = min(self._last_report + interval, self.last_contact + housekeeping)
                 await trio.sleep_until(max(wake, trio.current_time() + interval / 100))
                 now = trio.current_time()

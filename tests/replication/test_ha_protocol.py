@@ -228,7 +228,7 @@ async def _slave_client(root: Path) -> AsyncIterator[tuple[MessageStore, _FakeMa
     slave = ha_store(root / "slave", BrokerRole.SLAVE, ha_master_address="127.0.0.1:10912")
     assert slave.replica is not None
     fake = _FakeMaster()
-    client = HAClient(slave.config, slave.replica, connect=fake.connect)
+    client = HAClient(lambda: slave.config, slave.replica, connect=fake.connect)
     slave.ha.client = client  # the store's runtime info reads it
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)

@@ -9,11 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from broker.broker_config import BrokerConfig, checked_roles
 from broker.cli import build_config
 from broker.context import build_context, store_config_of
+from store.ha.frames import REPORT_SIZE
 from store.store_config import BrokerRole
+from tests.conftest import SMALL_STORE
+from tests.replication.ha_helpers import read_exactly
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,3 +71,37 @@ async def test_update_broker_config_changes_the_live_replication_settings(tmp_pa
     assert await broker.update_config({"slaveTimeout": "250", "haTransferBatchSize": "4096", "haListenPort": "1"}) == []
     assert (broker.store.config.slave_timeout, broker.store.config.ha_transfer_batch_size) == (250, 4096)
     assert broker.store.config.ha_listen_port == 10912  # a port takes effect at the next start only
+
+
+async def test_a_slave_reports_at_the_heartbeat_interval_set_by_update_broker_config(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ's HAClient reads ``getMessageStoreConfig().getHaSendHeartbeatInterval()`` on every loop: a slave's
+    client reports at the interval UPDATE_BROKER_CONFIG set (at the latest in its next session; here the first one
+    is closed after the update)."""
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    config = BrokerConfig(
+        store_path_root_dir=str(tmp_path),
+        broker_role="SLAVE",
+        broker_id=1,
+        listen_port=0,
+        ha_master_address=f"127.0.0.1:{port}",
+        **SMALL_STORE,
+    )
+    broker = build_context(config)
+    broker.store.load()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.store.run)
+        first = await listener.accept()
+        await read_exactly(first, REPORT_SIZE)  # the slave's first report: it runs with the 5 s default
+        assert await broker.update_config({"haSendHeartbeatInterval": "1000"}) == []
+        await first.aclose()
+        second = await listener.accept()
+        await read_exactly(second, REPORT_SIZE)
+        start = trio.current_time()
+        await read_exactly(second, REPORT_SIZE)  # nothing new to report: the heartbeat report
+        interval = trio.current_time() - start
+        nursery.cancel_scope.cancel()
+    broker.store.close()
+    assert interval == pytest.approx(1.0, abs=0.2)
