@@ -19,8 +19,9 @@ context manager or call ``start()`` / ``shutdown()``::
 Methods not spelled out here (e.g. ``Admin.consumer_progress``) are forwarded by name: a coroutine method of the
 async object becomes a blocking method of the facade.
 
-Push listeners given to the facade may be plain functions (they run in worker threads) or coroutine functions (they
-run on the background loop). ``send_async`` callbacks run on the background loop's thread.
+Push listeners, and a lite pull consumer's queue listeners, given to the facade may be plain functions (they run in
+worker threads, so they may call the facade's blocking methods) or coroutine functions (they run on the background
+loop). ``send_async`` callbacks run on the background loop's thread.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from contextlib import AbstractContextManager, ExitStack
 from types import TracebackType
 from typing import Any, Self
 
+import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from client import admin as _admin
@@ -220,6 +222,18 @@ class PushConsumer(_Facade):
         self.consumer.register_message_listener_orderly(listener)
 
 
+def _in_worker_thread(listener: Callable[..., object]) -> Callable[..., object]:
+    """A plain listener as a coroutine function that runs it in a worker thread, off the background loop whose thread
+    the facade's blocking methods cannot be called from; a coroutine function as it is."""
+    if inspect.iscoroutinefunction(listener):
+        return listener
+
+    async def in_thread(*args: object) -> object:
+        return await anyio.to_thread.run_sync(listener, *args)
+
+    return in_thread
+
+
 class LitePullConsumer(_Facade):
     """Blocking :class:`client.consumer.lite_pull.LitePullConsumer`."""
 
@@ -241,8 +255,10 @@ class LitePullConsumer(_Facade):
         expression_type: str = "TAG",
         listener: Callable[[str, set[MessageQueue], set[MessageQueue]], object] | None = None,
     ) -> None:
-        """``listener(topic, mq_all, mq_divided)`` is called on the consumer's event loop thread: keep it short."""
-        self._call(self.consumer.subscribe, topic, expression, expression_type, listener)
+        """``listener(topic, mq_all, mq_divided)``, a plain function, runs in a worker thread and may call this
+        consumer (``seek`` the queues it was given)."""
+        wrapped = None if listener is None else _in_worker_thread(listener)
+        self._call(self.consumer.subscribe, topic, expression, expression_type, wrapped)
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         queues: list[MessageQueue] = self._call(self.consumer.fetch_message_queues, topic)
@@ -267,8 +283,9 @@ class LitePullConsumer(_Facade):
     def register_topic_message_queue_change_listener(
         self, topic: str, listener: Callable[[str, set[MessageQueue]], object]
     ) -> None:
-        """``listener(topic, queues)`` is called on the consumer's event loop thread: keep it short. Before
-        :meth:`start` it is kept for the start, as Java's."""
+        """``listener(topic, queues)``, a plain function, runs in a worker thread. Before :meth:`start` it is kept
+        for the start, as Java's."""
+        listener = _in_worker_thread(listener)
         if self._portal is None:
             self.consumer.set_topic_queue_listener(topic, listener)
         else:

@@ -142,6 +142,7 @@ class PushConsumer:
             consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms,
         )
+        self.rebalance.on_changed = self._allocation_changed
         self._listener: MessageListener | None = None
         self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | None = None
         self._consume_tasks: anyio.abc.TaskGroup | None = None
@@ -343,6 +344,12 @@ class PushConsumer:
             self._quick_retries += 1
             self._retry_pending = True
             self._background.start_soon(self._rebalance_soon)
+
+    async def _allocation_changed(self, topic: str, mq_all: set[MessageQueue], allocated: set[MessageQueue]) -> None:
+        """A pass changed the owned queues of ``topic``: every broker hears the group's heartbeat at once, as
+        RebalancePushImpl.messageQueueChanged, so one that restarted (a fresh client table) knows the group before
+        its queues' pulls reach it."""
+        await self.instance.send_heartbeat_to_all_brokers()
 
     async def _rebalance_soon(self) -> None:
         await anyio.sleep(REBALANCE_RETRY_DELAY)

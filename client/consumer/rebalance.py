@@ -101,25 +101,33 @@ class Rebalance:
         #: Set when the last pass failed for a topic or left an allocated queue out (its lock was refused or its
         #: offset unknown): the owner then rebalances again soon instead of waiting for the 20 s timer.
         self.incomplete = False
-        #: Awaited after a pass changed a topic's owned queues (the lite pull consumer's MessageQueueListener).
+        #: Awaited after a pass changed a topic's owned queues, once the pass released its lock (so it may subscribe,
+        #: seek or rebalance): the push consumer's heartbeat, the lite pull consumer's MessageQueueListener.
         self.on_changed: QueuesChanged | None = None
         self._lock = anyio.Lock()
 
     async def do_rebalance(self) -> None:
-        """One rebalance pass over every subscription (serialised: concurrent calls run one after the other)."""
+        """One rebalance pass over every subscription (serialised: concurrent calls run one after the other), then
+        :attr:`on_changed` for each topic whose owned queues it changed."""
+        changes: list[tuple[str, set[MessageQueue], set[MessageQueue]]] = []
         async with self._lock:
             self.incomplete = False
             for topic in list(self.subscriptions):
                 try:
-                    await self._rebalance_topic(topic)
+                    if (change := await self._rebalance_topic(topic)) is not None:
+                        changes.append(change)
                 except Exception as exc:
                     # Typically a route not registered yet (a retry topic right after the first heartbeat).
                     log.info("rebalance of %s for group %s failed: %s", topic, self.group, exc)
                     self.incomplete = True
             for mq in [mq for mq in self.process_queues if mq.topic not in self.subscriptions]:
                 await self._remove(mq)
+        if self.on_changed is not None:
+            for topic, mq_all, allocated in changes:
+                await self.on_changed(topic, mq_all, allocated)
 
-    async def _rebalance_topic(self, topic: str) -> None:
+    async def _rebalance_topic(self, topic: str) -> tuple[str, set[MessageQueue], set[MessageQueue]] | None:
+        """Rebalance ``topic``: its readable queues and this member's share when the owned queues changed."""
         route = await self.instance.route(topic, wait_greeting=True)
         mq_all = subscribe_queues(topic, route)
         if self.message_model is MessageModel.BROADCASTING:
@@ -134,8 +142,9 @@ class Rebalance:
             allocated = set(self.strategy(self.group, self.instance.client_id, mq_all, cids))
         owned = {mq for mq in self.process_queues if mq.topic == topic}
         await self.update_process_queues(topic, allocated)
-        if self.on_changed is not None and owned != {mq for mq in self.process_queues if mq.topic == topic}:
-            await self.on_changed(topic, set(mq_all), allocated)
+        if owned == {mq for mq in self.process_queues if mq.topic == topic}:
+            return None
+        return topic, set(mq_all), allocated
 
     async def _consumer_ids(self, addresses: list[str]) -> list[str]:
         """The group's consumer ids from one of the topic's masters, in random order (Java picks one at random, so a

@@ -226,3 +226,35 @@ async def test_a_broker_that_left_the_route_and_came_back_is_greeted_again(
                     await trio.sleep(0.5)
             await trio.sleep(1)  # the greeting runs in the instance's task group
             assert client_id in cluster.controller.context.clients.consumer_ids("cg-back")
+
+
+async def test_a_rebalance_that_takes_back_a_restarted_brokers_queues_greets_it_though_a_route_kept_it(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """As above, with a second topic on broker-a alone: while broker-a is down that topic's lookup is TOPIC_NOT_EXIST
+    and its cached route (kept, as Java keeps it) still names broker-a, so the broker table never lets go of the
+    address. The rebalance that takes broker-a's queues of "Back" again heartbeats every broker, as
+    RebalancePushImpl.messageQueueChanged, so the restarted broker-a knows the group at once."""
+    async with EmbeddedCluster(tmp_path, brokers=2, **SMALL_STORE) as cluster:
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic("Back", read_queue_nums=2, write_queue_nums=2)
+            await admin.create_topic("OnlyA", read_queue_nums=1, write_queue_nums=1, broker_addr=cluster.broker_addr)
+        consumer = PushConsumer("cg-back2", cluster.namesrv_addr)
+        consumer.subscribe("Back")
+        consumer.subscribe("OnlyA")
+        consumer.register_message_listener(_listener)
+        async with consumer:
+            for brokers, action in (({"broker-a", "broker-b"}, cluster.stop_broker), ({"broker-b"}, None)):
+                with trio.fail_after(30):
+                    while await _route_brokers(consumer, "Back") != brokers:
+                        await trio.sleep(0.5)
+                if action is not None:
+                    await action()
+            await consumer.do_rebalance()  # broker-a's queues of Back are dropped
+            assert "broker-a" in consumer.instance.broker_table()  # OnlyA's cached route
+            await cluster.start_broker()  # same port, a fresh client registry
+            with trio.fail_after(30):
+                while await _route_brokers(consumer, "Back") != {"broker-a", "broker-b"}:
+                    await trio.sleep(0.5)
+            await consumer.do_rebalance()
+            assert consumer.instance.client_id in cluster.controller.context.clients.consumer_ids("cg-back2")

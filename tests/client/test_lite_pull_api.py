@@ -146,6 +146,27 @@ async def test_a_message_queue_listener_hears_each_allocation_after_its_pull_tas
         assert len(heard[2][2]) == 4
 
 
+async def test_a_message_queue_listener_may_subscribe_another_topic(cluster: ThreadedCluster) -> None:
+    """The listener runs once the pass released the rebalance lock (Java holds none while calling it), so it may
+    subscribe, unsubscribe or rebalance: inside the lock, ``subscribe``'s own rebalance raised."""
+    await create_topic(cluster.namesrv_addr, "LiteFirst", queues=2)
+    await create_topic(cluster.namesrv_addr, "LiteSecond", queues=2)
+    errors: list[BaseException] = []
+    async with LitePullConsumer("lite-listener-subscribes", cluster.namesrv_addr) as consumer:
+
+        async def listener(topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+            if topic == "LiteFirst" and "LiteSecond" not in consumer.subscribed_topics():
+                try:
+                    await consumer.subscribe("LiteSecond")
+                except BaseException as exc:
+                    errors.append(exc)
+                    raise
+
+        await consumer.subscribe("LiteFirst", "*", listener=listener)
+        await wait_until(lambda: len(consumer.assignment()) == 4)
+    assert errors == []
+
+
 async def test_broadcasting_consumers_each_get_everything_and_resume_from_their_file(
     cluster: ThreadedCluster, tmp_path: Path
 ) -> None:

@@ -15,6 +15,7 @@ from client.config import ClientConfig
 from client.errors import MQBrokerError
 from client.request_reply import create_reply_message
 from client.sync import Admin, LitePullConsumer, Producer, PushConsumer
+from remoting.codec.bodies import MessageQueue
 from tests.client.helpers import HANG_GUARD, create_topic
 from tests.conftest import SMALL_STORE
 from tests.threaded_cluster import ThreadedCluster
@@ -100,6 +101,32 @@ with consumer:
     got.wait(60)
 print("sent", result.send_status.name)
 """
+
+
+def test_a_blocking_lite_pull_consumers_queue_listener_runs_in_a_thread_and_may_seek(cluster: ThreadedCluster) -> None:
+    """A plain ``MessageQueueListener`` given to the facade runs in a worker thread, so it may call the consumer's
+    blocking methods (Java runs it on the rebalance thread; the usual reason to pass one is to ``seek`` the queues it
+    was given). Run on the background loop's thread, every facade call raised RuntimeError there."""
+    anyio.run(create_topic, cluster.namesrv_addr, "SyncLiteListener", 2)
+    errors: list[BaseException] = []
+    seeked: list[MessageQueue] = []
+    done = threading.Event()
+
+    def listener(topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        try:
+            for mq in sorted(mq_divided):
+                consumer.seek(mq, 0)
+                seeked.append(mq)
+        except BaseException as exc:
+            errors.append(exc)
+            raise
+        finally:
+            done.set()
+
+    with LitePullConsumer("sync-lite-listener", cluster.namesrv_addr) as consumer:
+        consumer.subscribe("SyncLiteListener", "*", listener=listener)
+        assert done.wait(HANG_GUARD)
+    assert errors == [] and len(seeked) == 2
 
 
 def test_blocking_facade_runs_in_a_plain_python_script(cluster: ThreadedCluster) -> None:
