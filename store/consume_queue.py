@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
+import attrs
+
 from store.mapped_file import MappedFile, MappedFileQueue
 
 CQ_STORE_UNIT_SIZE: Final = 20
@@ -86,6 +88,26 @@ class ConsumeQueue:
                 last.wrote_position = last.file_size
             self.queue.roll(self.queue.next_start())
         return self.queue.find(pos)
+
+    def make_room(self, first: int, count: int) -> Room | None:
+        """Make the files that entries ``first`` .. ``first + count - 1`` go to, so that writing them cannot fail for
+        want of one: the store calls it before it writes their records to the CommitLog. Returns ``None`` when they
+        exist, else the :class:`Room` made, to give back if the put is refused after all. Raises ``OSError`` (EMFILE,
+        ENOSPC) when a file cannot be made, the queue left as it was."""
+        files = self.queue.files
+        end = (first + count) * CQ_STORE_UNIT_SIZE
+        if files and end <= files[-1].end_offset:
+            return None
+        room = Room(self, len(files), self.min_offset, self.max_offset)
+        try:
+            if not files:
+                self._file_for(first)  # the queue's first file, fillers before ``first``
+            while self.queue.next_start() < end:
+                self.queue.roll(self.queue.next_start())
+        except OSError:
+            room.give_back()
+            raise
+        return room
 
     def put(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
         """Write entry ``logical``. Re-writing an existing entry (recovery) overwrites it in place; with
@@ -350,6 +372,23 @@ class ConsumeQueue:
     def close(self) -> None:
         self.close_retired()
         self.queue.close()
+
+
+@attrs.frozen
+class Room:
+    """The files :meth:`ConsumeQueue.make_room` made for one put, and the queue's offsets before it."""
+
+    cq: ConsumeQueue
+    kept: int
+    min_offset: int
+    max_offset: int
+
+    def give_back(self) -> None:
+        """Undo the room for a put refused after it: the files made are deleted, the offsets restored."""
+        cq, files = self.cq, self.cq.queue.files
+        while len(files) > self.kept:
+            files.pop().destroy()
+        cq.min_offset, cq.max_offset = self.min_offset, self.max_offset
 
 
 @functools.lru_cache(maxsize=128)

@@ -14,7 +14,9 @@ extensions built, ``store.append`` and ``store.append_batch`` are bound to ``sto
 Python method; the store's ``config``, ``index``, ``arrival_listener``, ``disk_full_reason`` and shutdown are
 mirrored into it by their setters.
 :meth:`put` / :meth:`put_batch` add the SYNC_FLUSH wait (group commit) and report FLUSH_DISK_TIMEOUT.
-Refused writes raise :class:`~store.errors.PutRefusedError` subclasses (``put_status`` names the RocketMQ status).
+Refused writes raise :class:`~store.errors.PutRefusedError` subclasses (``put_status`` names the RocketMQ status)
+with nothing written: the ConsumeQueue file a put's entries need is made before its record is written, and deleted
+again when the record is refused (:meth:`MessageStore._queue_with_room`).
 The replica seam is :meth:`append_encoded`.
 
 Reads (pulls, lookups by offset or key, queue offsets and times) are inherited from :class:`store.reads.StoreReads`.
@@ -49,8 +51,9 @@ from remoting.codec.record_scan import CQ_RUN, CqRun, Scan, scan_records
 from remoting.codec.record_scan import NATIVE as SCAN_NATIVE
 from store.checkpoint import Checkpoint, StoreLock, delete_abort_file
 from store.commitlog import CommitLog
-from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueue
+from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueue, Room
 from store.errors import (
+    CreateMappedFileError,
     MessageIllegalError,
     PropertiesSizeExceededError,
     PutRefusedError,
@@ -347,6 +350,18 @@ class MessageStore(StoreReads):
         if reason is not None:
             raise ServiceNotAvailableError(reason)
 
+    def _queue_with_room(self, topic: str, queue_id: int, first: int, count: int) -> tuple[ConsumeQueue, Room | None]:
+        """The queue's ConsumeQueue with the files for entries ``first`` .. ``first + count - 1`` made
+        (:meth:`ConsumeQueue.make_room`), before their records go to the CommitLog; the caller gives the room back
+        (:func:`_give_back`) when it does not write them after all. A file that cannot be made refuses the put with
+        :class:`CreateMappedFileError` and nothing written: a record without its entry would leave a hole in the
+        queue, and its recovery ends the queue at the first hole (ConsumeQueue.recover), losing every later message."""
+        cq = self.consume_queues.get((topic, queue_id)) or self.consume_queue(topic, queue_id)
+        try:
+            return cq, cq.make_room(first, count)
+        except OSError as exc:
+            raise CreateMappedFileError(f"create consume queue file failed, server is busy or broken: {exc}") from exc
+
     def _prepare(self, msg: MessageRecord) -> PreparedMessage:
         if len(msg.body) > self.config.max_message_size:
             raise MessageIllegalError(f"message body {len(msg.body)} bytes exceeds {self.config.max_message_size}")
@@ -394,13 +409,16 @@ class MessageStore(StoreReads):
         tx = msg.sys_flag & SYSFLAG_TRANSACTION_MASK
         has_entry = tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK
         queue_offset = self.queue_offsets.get(key, 0) if has_entry else 0
+        cq, room = self._queue_with_room(topic, queue_id, queue_offset, 1) if has_entry else (None, None)
         try:
             phy, size, tags, store_ts = self.commitlog.append_with(
                 encode_record_into, queue_offset, self.config.now_ms, self.config.max_message_size, msg)  # fmt: skip
-        except MessageEncodeError as exc:
-            raise put_refusal(exc) from exc
-        if has_entry:
-            cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
+        except BaseException as exc:
+            _give_back(room)
+            if isinstance(exc, MessageEncodeError):
+                raise put_refusal(exc) from exc
+            raise
+        if cq is not None:
             self.queue_offsets[cq.key] = queue_offset + 1
             cq.put(queue_offset, phy, size, tags)
         if self._indexer is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
@@ -494,9 +512,14 @@ class MessageStore(StoreReads):
         has_entry = tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK
         queue_offset = self.queue_offsets.get(key, 0) if has_entry else 0
         store_ts = self.config.now_ms()
-        phy = commitlog.append(prepared, queue_offset, store_ts)
-        if has_entry:
-            self.queue_offsets[self.consume_queue(topic, queue_id).key] = queue_offset + 1
+        cq, room = self._queue_with_room(topic, queue_id, queue_offset, 1) if has_entry else (None, None)
+        try:
+            phy = commitlog.append(prepared, queue_offset, store_ts)
+        except BaseException:
+            _give_back(room)
+            raise
+        if cq is not None:
+            self.queue_offsets[cq.key] = queue_offset + 1
         tags = self._tags_code(prepared, queue_id, store_ts)
         self._dispatch(topic, queue_id, prepared.sys_flag, queue_offset, phy, size, prepared.properties, tags, store_ts)
         if has_entry and self.arrival_listener is not None:
@@ -520,12 +543,16 @@ class MessageStore(StoreReads):
             # Read before the clock runs (Python code that may rebind fields or empty the list), as append does.
             texts = [m.properties for m in msgs] if self._notified() else None
             store_host = head.store_host
+            cq, room = self._queue_with_room(topic, queue_id, first, len(msgs))
             try:
                 written = self.commitlog.append_with(encode_records_into, first, config.now_ms,
                                                      config.max_message_size, msgs)  # fmt: skip
-            except MessageEncodeError as exc:
-                raise put_refusal(exc) from exc
-            return self._dispatch_packed(topic, queue_id, first, written, texts, store_host)
+            except BaseException as exc:
+                _give_back(room)
+                if isinstance(exc, MessageEncodeError):
+                    raise put_refusal(exc) from exc
+                raise
+            return self._dispatch_packed(cq, first, written, texts, store_host)
         if any(m.topic != topic or m.queue_id != queue_id for m in msgs):
             raise MessageIllegalError("a batch must target one topic and queue")
         return self._append_prepared(topic, queue_id, [self._prepare(m) for m in msgs], head.store_host)
@@ -542,30 +569,34 @@ class MessageStore(StoreReads):
             first = self.queue_offsets.get((topic, queue_id), 0)
             config = self.config
             texts = [e[1] for e in entries] if self._notified() else None  # before the clock, as append_batch
+            cq, room = self._queue_with_room(topic, queue_id, first, len(entries))
             try:
                 written = self.commitlog.append_with(encode_entries_into, first, config.now_ms,
                                                      config.max_message_size, template, entries)  # fmt: skip
-            except MessageEncodeError as exc:
-                raise put_refusal(exc) from exc
-            return self._dispatch_packed(topic, queue_id, first, written, texts, template.store_host)
+            except BaseException as exc:
+                _give_back(room)
+                if isinstance(exc, MessageEncodeError):
+                    raise put_refusal(exc) from exc
+                raise
+            return self._dispatch_packed(cq, first, written, texts, template.store_host)
         try:
             prepared = prepare_batch(template, entries, self.config.max_message_size)
         except MessageEncodeError as exc:
             raise put_refusal(exc) from exc
         return self._append_prepared(topic, queue_id, prepared, template.store_host)
 
-    def _dispatch_packed(self, topic: str, queue_id: int, first: int, written: tuple[int, int, bytes, int],
+    def _dispatch_packed(self, cq: ConsumeQueue, first: int, written: tuple[int, int, bytes, int],
                          texts: list[str] | None, store_host: bytes) -> AppendResult:  # fmt: skip
-        """Dispatch a batch :meth:`CommitLog.append_with` wrote (the caller maps its errors): its packed
-        ConsumeQueue entries in one write, then the index keys and the arrival listener (which need each message's
-        properties ``texts``) per message. The result keeps the packed entries for its ``phy_offsets``."""
+        """Dispatch a batch :meth:`CommitLog.append_with` wrote (the caller maps its errors and made room in ``cq``
+        first): its packed ConsumeQueue entries in one write, then the index keys and the arrival listener (which need
+        each message's properties ``texts``) per message. The result keeps the packed entries for its
+        ``phy_offsets``."""
         phy, total, packed, store_ts = written
         count = len(packed) // CQ_STORE_UNIT_SIZE
-        cq = self.consume_queue(topic, queue_id)
         self.queue_offsets[cq.key] = first + count
         cq.put_packed(first, packed)
         if texts is not None:
-            self._notify_packed(topic, queue_id, first, packed, texts, store_ts)
+            self._notify_packed(cq.topic, cq.queue_id, first, packed, texts, store_ts)
         return AppendResult(phy, total, first, store_ts, packed, store_host)
 
     def _notify_packed(self, topic: str, queue_id: int, first: int, packed: bytes, texts: list[str],
@@ -609,11 +640,15 @@ class MessageStore(StoreReads):
     ) -> AppendResult:
         total = sum(p.size for p in prepared)
         self.commitlog.check_fits(total)
-        key = (topic, queue_id)
-        first = self.queue_offsets.get(key, 0)
+        first = self.queue_offsets.get((topic, queue_id), 0)
         store_ts = self.config.now_ms()
-        phy = self.commitlog.append_batch(prepared, first, store_ts)
-        self.queue_offsets[self.consume_queue(topic, queue_id).key] = first + len(prepared)
+        cq, room = self._queue_with_room(topic, queue_id, first, len(prepared))
+        try:
+            phy = self.commitlog.append_batch(prepared, first, store_ts)
+        except BaseException:
+            _give_back(room)
+            raise
+        self.queue_offsets[cq.key] = first + len(prepared)
         entries = []
         pos = phy
         scheduled = topic == SCHEDULE_TOPIC
@@ -621,7 +656,6 @@ class MessageStore(StoreReads):
             tags = self._tags_code(p, queue_id, store_ts) if scheduled else tags_code_of_raw(p.properties)
             entries.append((pos, p.size, tags))
             pos += p.size
-        cq = self.consume_queues.get(key) or self.consume_queue(topic, queue_id)
         cq.put_batch(first, entries)
         index = self.indexer
         if index is not None:
@@ -766,6 +800,12 @@ def _native_appender() -> type[Appender] | None:
 
 
 _APPENDER: Final = _native_appender()
+
+
+def _give_back(room: Room | None) -> None:
+    """The ConsumeQueue files made for a put that was not written after all (:meth:`Room.give_back`) go again."""
+    if room is not None:
+        room.give_back()
 
 
 def put_refusal(exc: MessageEncodeError) -> PutRefusedError:

@@ -1,13 +1,23 @@
 """ConsumeQueue: 20-byte entries at ``i * 20``, filler padding for a queue born at a non-zero offset, recovery of the
-written end, segment boundaries."""
+written end, segment boundaries; a put whose ConsumeQueue file cannot be made is refused with nothing written."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import resource
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
+from remoting.codec.message import MessageRecord
 from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, FILLER_SIZE, ConsumeQueue
+from store.errors import CreateMappedFileError, MessageIllegalError
+from store.message_store import SCHEDULE_TOPIC, MessageStore
+from store.results import AppendResult
+from tests.store.store_helpers import message, open_store
 
 
 def test_entries_are_twenty_bytes_at_their_logical_position(tmp_path: Path) -> None:
@@ -127,3 +137,82 @@ def test_without_the_flag_a_queue_with_no_live_entry_is_not_restarted(tmp_path: 
     cq.put(5, 20_000, 100, 0)
     assert (tmp_path / f"{0:020d}").exists() and not cq.retired
     cq.close()
+
+
+@contextlib.contextmanager
+def _no_descriptor_left() -> Iterator[None]:
+    """The next file this process opens fails with EMFILE (every segment keeps its descriptor open; a full disk's
+    ENOSPC fails the same place)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowest_free = os.open(os.devnull, os.O_RDONLY)
+    os.close(lowest_free)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _delayed(msg: MessageRecord) -> MessageRecord:
+    return attrs.evolve(msg, topic=SCHEDULE_TOPIC, queue_id=1, properties="DELAY\x012")
+
+
+PLAIN, DELAYED = ("TopicTest", 0), (SCHEDULE_TOPIC, 1)
+#: Each way a put reaches a ConsumeQueue: (put messages to the queue, the queue).
+PUTS: dict[str, tuple[Callable[[MessageStore], AppendResult], tuple[str, int]]] = {
+    "single": (lambda store: store.append(message()), PLAIN),
+    "batch": (lambda store: store.append_batch([message(), message()]), PLAIN),
+    "entries": (lambda store: store.append_entries(message(), [(b"a", "TAGS\x01A", 0), (b"b", "", 0)]), PLAIN),
+    "delayed": (lambda store: store.append(_delayed(message())), DELAYED),
+    "delayed-batch": (lambda store: store.append_batch([_delayed(message()), _delayed(message())]), DELAYED),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUTS))
+def test_a_put_whose_consume_queue_file_cannot_be_made_is_refused_and_leaves_no_hole(tmp_path: Path, name: str) -> None:
+    """The queue's next file is made before the record goes to the CommitLog: when it cannot be (EMFILE, ENOSPC) the
+    put is refused with CREATE_MAPPED_FILE_FAILED and nothing written, and the next put takes the same queue offset.
+    Written first, the record would have had no entry and the next put an offset past that hole, where recovery
+    ends the queue (ConsumeQueue.recover): an acknowledged message lost after a restart. RocketMQ never leaves the
+    hole either: its dispatch retries, then refuses every put (ConsumeQueue.putMessagePositionInfoWrapper,
+    RunningFlags.makeLogicsQueueError); here the next put retries the file."""
+    put, key = PUTS[name]
+    store = open_store(tmp_path)  # 8 entries a ConsumeQueue file
+    one = _delayed(message()) if key == DELAYED else message()
+    for _ in range(8 if name in ("single", "delayed") else 7):
+        store.append(one)  # the next put's (last) entry is the first of the queue's second file
+    before = (store.commitlog.max_offset, dict(store.queue_offsets))
+    with _no_descriptor_left(), pytest.raises(CreateMappedFileError) as refused:
+        put(store)
+    assert refused.value.put_status == "CREATE_MAPPED_FILE_FAILED"
+    assert (store.commitlog.max_offset, dict(store.queue_offsets)) == before
+    later = put(store)  # acknowledged
+    assert later.queue_offset == before[1][key]
+    store.close()
+    store = open_store(tmp_path)
+    try:
+        cq = store.consume_queue(*key)
+        assert cq.max_offset == later.queue_offset + later.count, "an acknowledged message fell out of its queue"
+        phys = [cq.entry(later.queue_offset + i)[0] for i in range(later.count)]  # type: ignore[index]
+        assert phys == list(later.phy_offsets)
+        assert put(store).queue_offset == later.queue_offset + later.count
+    finally:
+        store.close()
+
+
+def test_a_put_refused_after_its_consume_queue_file_was_made_leaves_no_file(tmp_path: Path) -> None:
+    """The file made for a put's entries goes again when the put is refused after all (here by the encoder), so a
+    refused put changes nothing: neither the queue it needed a second file of nor the new queue it would have
+    started."""
+    store = open_store(tmp_path, max_message_size=600)
+    for _ in range(7):
+        store.append(message())
+    queue_dir = tmp_path / "consumequeue" / "TopicTest" / "0"
+    with pytest.raises(MessageIllegalError):
+        store.append_batch([message(), message(body=bytes(601))])  # entries 7 and 8: the second file
+    with pytest.raises(MessageIllegalError):
+        store.append(message(topic="Fresh", body=bytes(601)))
+    assert [p.name for p in queue_dir.iterdir()] == [f"{0:020d}"]
+    assert not [p for p in (tmp_path / "consumequeue").rglob("*") if p.is_file() and "Fresh" in p.parts]
+    assert store.append_batch([message(), message()]).queue_offset == 7
+    store.close()
