@@ -30,6 +30,12 @@ class StoreLockedError(StoreError):
 
 
 class Checkpoint:
+    physic_msg_timestamp: int
+    logics_msg_timestamp: int
+    index_msg_timestamp: int
+    #: the CommitLog offset below which every record and its queue and index entries are durable
+    safe_offset: int
+
     def __init__(self, path: Path) -> None:
         self.path = path
         # The fd stays open for fdatasync (see flush).

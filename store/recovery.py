@@ -7,6 +7,8 @@ One algorithm for both cases, differing in how much is re-validated:
    entries, was flushed before the checkpoint was written) with magic, length and CRC checks, re-dispatching each
    valid record into its ConsumeQueue and the index (entries are rewritten in place, so re-dispatching a record
    that was already indexed in the ConsumeQueue is harmless; the index is truncated after ``safe_offset`` first).
+   Retention deletes only CommitLog segments the checkpoint covers (:class:`~store.services.RetentionService`), so
+   the CommitLog never starts past it: no queue entry of a deleted record is missing before the ones re-dispatched.
 3. The first invalid record ends the log: later segments are deleted and, after a crash, the torn tail is zeroed
    so no stale record can reappear behind newer writes. On a slave, a last record whose final bytes are zeros is
    a torn tail too (:func:`_torn`).

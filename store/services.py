@@ -11,7 +11,8 @@
   rarely create files themselves.
 * :class:`RetentionService`: deletes expired segments at ``delete_when`` or when the disk is fuller than
   ``disk_max_used_space_ratio`` (clamped to 10..95), young ones too above ``disk_space_clean_forcibly_ratio`` when
-  ``clean_file_forcibly_enable``, and refuses writes above ``disk_space_warning_level_ratio``.
+  ``clean_file_forcibly_enable``, and refuses writes above ``disk_space_warning_level_ratio``. A segment goes only
+  once the checkpoint covers it (a flush first when it does not yet), so recovery never starts past the checkpoint.
 
 Blocking disk work runs in ``trio.to_thread.run_sync`` with the store's own limiter (the group commit's syncs on its
 own thread instead), under the store's ``disk_lock`` so that a flush never races the deletion of the same segment.
@@ -53,10 +54,16 @@ class FlushService:
         self.rounds = 0
 
     async def flush_once(self) -> None:
+        async with self._store.disk_lock:
+            await self.flush_locked()
+
+    async def flush_locked(self) -> None:
+        """Flush the CommitLog, the ConsumeQueues and the index, then advance the checkpoint to what they cover; the
+        caller holds the store's disk lock (:meth:`flush_once`, and retention before it deletes past the
+        checkpoint)."""
         store = self._store
-        async with store.disk_lock:
-            plan = store.flush_plan()
-            await trio.to_thread.run_sync(store.flush_planned, plan, limiter=store.disk_limiter)
+        plan = store.flush_plan()
+        await trio.to_thread.run_sync(store.flush_planned, plan, limiter=store.disk_limiter)
         self.rounds += 1
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -552,18 +559,30 @@ class RetentionService:
         deleted = 0
         async with store.disk_lock:
             queue = store.commitlog.queue
-            # Only fully flushed segments, never the newest, at most 10 per pass (as Java's deleteExpiredFile).
+            # Never the newest segment, at most 10 per pass (as Java's deleteExpiredFile).
             while len(queue.files) > 1 and deleted < 10:
                 first = queue.files[0]
-                if first.end_offset > queue.flushed_offset:
-                    break
                 if not clean_at_once and first.mtime_ms() > expire_before:
+                    break
+                if not await self._checkpointed(first.end_offset):
                     break
                 queue.delete_first(1)
                 deleted += 1
             self._clean_below(queue.min_offset)
         self.deleted_files += deleted
         return deleted
+
+    async def _checkpointed(self, end: int) -> bool:
+        """Whether the checkpoint covers the CommitLog below ``end``, after a flush when it did not yet (the caller
+        holds the disk lock). Recovery starts at the checkpoint or, when retention deleted past it, at the
+        CommitLog's first record: the ConsumeQueue entries of the records deleted in between would never have been
+        synced, and a power cut would leave a zeroed hole before the entries recovery writes again, where
+        ConsumeQueue.recover ends the queue (its acknowledged messages lost, their offsets handed out again)."""
+        checkpoint = self._store.checkpoint
+        assert checkpoint is not None
+        if checkpoint.safe_offset < end:
+            await self._store.flush_service.flush_locked()
+        return end <= checkpoint.safe_offset
 
     def _clean_below(self, min_phy: int) -> None:
         """Drop ConsumeQueue and index files below a raised CommitLog minimum, whether or not new keys are indexed

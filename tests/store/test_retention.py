@@ -1,5 +1,6 @@
 """Retention and disk safety: expired segments go at deleteWhen or at once on a full disk, queue minimums follow,
-writes are refused above the critical ratio with a clear reason, and earlier data stays readable."""
+writes are refused above the critical ratio with a clear reason, earlier data stays readable, and no segment goes
+before the checkpoint covers it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import trio.testing
 from remoting.codec.message import decode_record
 from store.errors import ServiceNotAvailableError
 from store.maintenance import clean_expired_consume_queues
+from store.message_store import MessageStore
 from store.results import GetStatus
+from store.store_config import FlushDiskType
 from tests.store.store_helpers import FakeClock, message, open_store
 
 
@@ -128,3 +131,49 @@ async def test_consume_queues_destroyed_as_expired_or_with_their_topic_are_repor
     assert await store.delete_topic("TopicTest") == 1
     assert dropped == [("Old", 0), ("TopicTest", 0)]
     store.close()
+
+
+def _synced_consume_queue_bytes(store: MessageStore) -> dict[Path, int]:
+    """How many leading bytes of each ConsumeQueue file were synced (its flushed position)."""
+    return {mf.path: mf.flushed_position for cq in store.consume_queues.values() for mf in cq.queue.files}
+
+
+def _lose_unsynced(synced: dict[Path, int]) -> None:
+    """A power cut: what was never synced of the ConsumeQueue files did not reach the disk (the files were
+    preallocated, so it reads back as zeros)."""
+    for path, flushed in synced.items():
+        if path.exists():
+            path.write_bytes(path.read_bytes()[:flushed].ljust(path.stat().st_size, b"\0"))
+
+
+async def test_acknowledged_sync_flush_messages_keep_their_queue_after_retention_and_a_power_cut(
+    tmp_path: Path,
+) -> None:
+    """SYNC_FLUSH acknowledges a put once its CommitLog bytes are synced; the ConsumeQueues and the checkpoint follow
+    at the next periodic flush. Retention used to delete any flushed segment (on a nearly full disk young ones too),
+    so the oldest kept one could lie past the checkpoint: after a power cut recovery re-dispatched the kept records
+    from there, but the entries of the deleted ones had never been synced and read back as zeros, where
+    ConsumeQueue.recover ended the queue. The acknowledged messages were in no queue and their offsets were handed
+    out again. Retention now deletes only what the checkpoint covers, flushing first when it does not yet."""
+    store = open_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, disk_usage_ratio=Disk(0.87))
+    acked = []
+    for i in range(40):
+        put = await store.put(message(body=b"%03d" % i * 40))  # no services running: the put syncs the CommitLog
+        assert put.ok
+        acked.append(put.append)
+    assert await store.retention.check_once() >= 1  # above diskSpaceCleanForciblyRatio: young segments go too
+    assert store.checkpoint is not None and store.checkpoint.safe_offset >= store.min_phy_offset
+    kept = [a for a in acked if a.phy_offset >= store.min_phy_offset]
+    synced = _synced_consume_queue_bytes(store)
+    store.abandon()
+    _lose_unsynced(synced)
+    store = open_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    try:
+        # The acknowledged messages still in the CommitLog are found at their queue offsets ...
+        assert store.max_offset_in_queue("TopicTest", 0) == kept[-1].queue_offset + 1
+        got = store.get("TopicTest", 0, kept[0].queue_offset, 32)
+        assert got.status is GetStatus.FOUND and len(got.messages) == len(kept)
+        # ... and a new message does not take the queue offset of one of them.
+        assert store.append(message(body=b"new")).queue_offset == kept[-1].queue_offset + 1
+    finally:
+        store.close()
