@@ -180,15 +180,14 @@ class Consuming:
         )
 
     def _pop(self, r: _Receive) -> list[Popped]:
-        """The pop, its refusals as statuses: an unreadable topic FORBIDDEN, a checkpoint the store or the timer
-        refused (nothing handed out, the offset unmoved) with the store's code; without what it moved to the DLQ
+        """The pop, its refusals as statuses: the broker's checks (:meth:`PopService.pop`: an unreadable broker or
+        topic and a group not consuming are FORBIDDEN) and a checkpoint the store or the timer refused (nothing handed
+        out, the offset unmoved) with their codes mapped; without what it moved to the DLQ
         (:meth:`_forward_exhausted`)."""
         try:
             popped = self.pop.pop(
                 r.group, r.topic, r.batch, r.invisible, r.tags, fifo=r.fifo, property_filter=r.property_filter
             )
-        except LookupError as exc:
-            raise RpcError(Code.FORBIDDEN, str(exc)) from None
         except RequestRejected as exc:
             raise RpcError(status_of_response_code(exc.code), exc.remark) from None
         except PutRefusedError as exc:

@@ -57,7 +57,9 @@ from broker.pop.receipt import (
 )
 from broker.schedule import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
 from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
+from processors.common import RequestRejected
 from processors.send_back import PROPERTY_RETRY_TOPIC, ConsumerSendMsgBackProcessor, dead_letter_header
+from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.record_copy import record_from_stored
@@ -207,10 +209,8 @@ class PopService:
         Normal pops read the topic's readable queues and the group's retry topic, orderly pops only the topic; each
         pop of a group on a topic starts one queue further (RocketMQ starts at a random one). Only messages with a tag
         of ``tags`` (``None``: any) and that ``property_filter`` (a SQL92 expression over the raw properties) passes
-        are taken; what they skip counts as consumed. Raises ``LookupError`` for an unknown or unreadable topic."""
-        config = self.broker.topics.get(topic)
-        if config is None or not config.perm & PERM_READ:
-            raise LookupError(f"topic {topic} is not readable on this broker")
+        are taken; what they skip counts as consumed. Raises ``RequestRejected`` as :meth:`_check_pop` says."""
+        self._check_pop(group, topic)
         max_nums = max(1, min(max_nums, MAX_POP_NUMS))
         now = self.now_ms()
         turn = self._turns.get((group, topic), 0)
@@ -234,6 +234,28 @@ class PopService:
                 else:
                     out += self._pop_queue(group, source, topic_type, qid, want, invisible_ms, filters, now)
         return out
+
+    def _check_pop(self, group: str, topic: str) -> None:
+        """PopMessageProcessor.processRequest's checks, in its order: the broker readable (an operator draining reads
+        with ``brokerPermission``), the topic known and readable, the group known (auto-created when allowed) and
+        consuming (``consumeEnable``). Raises ``RequestRejected`` with RocketMQ's code and remark."""
+        broker = self.broker
+        if not broker.config.broker_permission & PERM_READ:
+            raise RequestRejected(
+                ResponseCode.NO_PERMISSION, f"the broker[{broker.config.broker_ip1}] pop message is forbidden"
+            )
+        config = broker.topics.get(topic)
+        if config is None:
+            raise RequestRejected(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        if not config.perm & PERM_READ:
+            raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
+        group_config = broker.groups.find(group)
+        if group_config is None:
+            raise RequestRejected(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist"
+            )
+        if not group_config.consume_enable:
+            raise RequestRejected(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
 
     def _start_offset(self, group: str, topic: str, qid: int) -> int:
         """Where the group's next pop of the queue reads: its committed offset, within the queue. Without one it

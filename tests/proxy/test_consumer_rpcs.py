@@ -1,9 +1,10 @@
 """The consumer RPCs as RocketMQ 5.3.3's proxy and broker answer them (proxy/src/main/java/org/apache/rocketmq/proxy/
 grpc/v2/consumer/, processor/ConsumerProcessor.java and ProducerProcessor.java; broker/.../processor/
-AckMessageProcessor.java): a FIFO ack wakes the receive waiting on the queue it frees and a second ack of it answers
-OK, a receive checks the tag itself (tags codes collide) and reads on past what that check drops, and
-ForwardMessageToDeadLetterQueue checks the group's name, then is the broker's send-back (its checks, its DLQ copy, its
-answer), and so is a receive's move of a message whose attempts are used up to the DLQ. Real embedded broker, the
+AckMessageProcessor.java, PopMessageProcessor.java): a receive pops nothing from a broker that is not readable or for
+a group that does not consume, a FIFO ack wakes the receive waiting on the queue it frees and a second ack of it
+answers OK, a receive checks the tag itself (tags codes collide) and reads on past what that check drops, and
+ForwardMessageToDeadLetterQueue checks the group's name, then is the broker's send-back (its checks, its DLQ copy,
+its answer), and so is a receive's move of a message whose attempts are used up to the DLQ. Real embedded broker, the
 proxy's Trio-side activity, virtual time (``autojump_clock``); requests are the generated protobuf messages the
 official clients send."""
 
@@ -22,7 +23,7 @@ from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
 from proxy.pb import service
 from proxy.startup import build_activity
-from remoting.codec.bodies.broker_metadata import PERM_READ, SubscriptionGroupConfig
+from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, SubscriptionGroupConfig
 from remoting.codec.message import decode_record
 from tests.proxy.test_pop import send
 from tests.proxy.test_renew import md
@@ -180,6 +181,41 @@ async def test_a_receive_whose_pop_dropped_only_colliding_tags_does_not_wait_out
     took = trio.current_time() - started
     got = [m.body for m in _messages(stream)]
     assert (got, took < 2) == ([b"aa-2"], True), f"the receive answered {got} after {took:.1f} s"
+
+
+def _status(stream: list[Any] | None) -> int:
+    assert stream is not None
+    return int(stream[0].status.code)
+
+
+async def test_a_broker_without_read_permission_hands_out_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """PopMessageProcessor.processRequest answers NO_PERMISSION ("the broker[...] pop message is forbidden") when the
+    broker's brokerPermission is not readable (an operator draining reads with updateBrokerConfig); the proxy turns it
+    into FORBIDDEN. The 4.x pull path of this broker refuses too (processors/pull.py)."""
+    activity = await _activity(embedded_cluster, nursery)
+    ctx = embedded_cluster.controller.context
+    ctx.groups.update(SubscriptionGroupConfig("GNoRead"))
+    await create_topic(embedded_cluster, "NoRead", queues=1)
+    await send(embedded_cluster, "NoRead", b"m0")
+    ctx.config = attrs.evolve(ctx.config, broker_permission=PERM_WRITE)
+    stream = activity.consuming.receive_now(_receive_request("GNoRead", "NoRead"), md("c@1"), None)
+    assert (_messages(stream), _status(stream)) == ([], Code.FORBIDDEN)
+
+
+async def test_a_group_with_consume_disabled_is_handed_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """PopMessageProcessor.processRequest answers NO_PERMISSION ("subscription group no permission") for a group
+    whose consumeEnable is false (mqadmin updateSubGroup -c ... consumeEnable false: how an operator stops a group);
+    the proxy turns it into FORBIDDEN. The 4.x pull path of this broker refuses too."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GOff", consume_enable=False))
+    await create_topic(embedded_cluster, "Off", queues=1)
+    await send(embedded_cluster, "Off", b"m0")
+    stream = activity.consuming.receive_now(_receive_request("GOff", "Off"), md("c@1"), None)
+    assert (_messages(stream), _status(stream)) == ([], Code.FORBIDDEN)
 
 
 async def test_a_forward_to_the_dlq_that_stored_its_copy_answers_ok(
