@@ -2,6 +2,7 @@
 QueryAssignment (RocketMQ's proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/ and route/), over the
 broker's :class:`~broker.pop.PopService`.
 
+Every consumer RPC first refuses an illegal or system topic or group (GrpcValidator.validateTopicAndConsumerGroup).
 Receive checks the request as RocketMQ's proxy does (invisible time within [10 s, 12 h] unless auto-renew, which gets
 60 s; polling window clamped to [5 s, 20 s] and cut to the caller's deadline, else ILLEGAL_POLLING_TIME; batch ≤ 32),
 then pops; with nothing to hand out it waits for an arrival on the topic or its retry topic until the window ends.
@@ -157,8 +158,12 @@ class Consuming:
         return self._stream(checked, popped)
 
     def _check(self, req: Any, metadata: dict[str, str], deadline: float | None) -> _Receive:
-        group = self._group(req.group.name)
+        """The receive's checks: the topic's and group's names first (ReceiveMessageActivity's
+        validateTopicAndConsumerGroup: a system topic or group is no consumer's, and popping the revive topic would
+        take its checkpoints from the revive loop), then the group and topic known, the filter, the times."""
         topic = req.message_queue.topic.name
+        _check_names(topic, req.group.name)
+        group = self._group(req.group.name)
         if topic not in self.broker.topics:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
         session = self.sessions.sessions.get(metadata.get(_CLIENT_ID, ""))
@@ -253,7 +258,10 @@ class Consuming:
             raise RpcError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is malformed") from None
 
     def ack(self, req: Any, metadata: dict[str, str]) -> Any:
+        """AckMessageActivity.ackMessageOneByOne: the names checked (:func:`_check_names`), then each entry answered
+        on its own (a handle that does not decode is that entry's INVALID_RECEIPT_HANDLE)."""
         group, topic = req.group.name, req.topic.name
+        _check_names(topic, group)
         response = service.AckMessageResponse()
         for entry in req.entries:
             result = response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
@@ -271,6 +279,8 @@ class Consuming:
         return response
 
     def change_invisible(self, req: Any, metadata: dict[str, str]) -> Any:
+        """ChangeInvisibleDurationActivity: the names checked (:func:`_check_names`), then the invisible time."""
+        _check_names(req.topic.name, req.group.name)
         invisible = req.invisible_duration.ToMilliseconds()
         if not 0 <= invisible <= self.config.max_invisible_time_mills:
             raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"illegal invisible time {invisible} ms")
@@ -290,8 +300,7 @@ class Consuming:
         (:func:`status_of_relayed_answer`); a SUCCESS is then acked, best effort (the official clients forward again
         on anything but OK: answering a failed ack, an expired handle's, stored one more copy each time)."""
         group, topic = req.group.name, req.topic.name
-        check_topic(topic)
-        check_group(group)
+        _check_names(topic, group)
         handle = self._handle(self.renew.take(metadata.get(_CLIENT_ID, ""), group, req.message_id, req.receipt_handle))
         header = dead_letter_header(group, handle.commit_log_offset, handle.real_topic(group, topic), req.message_id)
         send_back = request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
@@ -308,8 +317,7 @@ class Consuming:
         RouteActivity.java): the topic and group names checked; FORBIDDEN without a readable queue; an orderly group
         gets one assignment per read queue, others one with id -1."""
         topic = req.topic.name
-        check_topic(topic)
-        check_group(req.group.name)  # validateTopicAndConsumerGroup: both names first
+        _check_names(topic, req.group.name)
         config = self.broker.topics.get(topic)
         if config is None:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
@@ -326,6 +334,13 @@ class Consuming:
             queue.permission = _permission(perm)
             queue.broker.CopyFrom(broker_pb)
         return response
+
+
+def _check_names(topic: str, group: str) -> None:
+    """GrpcValidator.validateTopicAndConsumerGroup, which every consumer RPC runs first: ILLEGAL_TOPIC for an illegal
+    or system topic, then ILLEGAL_CONSUMER_GROUP for an illegal or system group (raised as RpcError)."""
+    check_topic(topic)
+    check_group(group)
 
 
 def _permission(perm: int) -> Any:

@@ -1,12 +1,12 @@
 """The consumer RPCs as RocketMQ 5.3.3's proxy and broker answer them (proxy/src/main/java/org/apache/rocketmq/proxy/
 grpc/v2/consumer/, processor/ConsumerProcessor.java and ProducerProcessor.java; broker/.../processor/
 AckMessageProcessor.java, PopMessageProcessor.java): a receive pops nothing from a broker that is not readable or for
-a group that does not consume, a FIFO ack wakes the receive waiting on the queue it frees and a second ack of it
-answers OK, a receive checks the tag itself (tags codes collide) and reads on past what that check drops, and
-ForwardMessageToDeadLetterQueue checks the group's name, then is the broker's send-back (its checks, its DLQ copy,
-its answer), and so is a receive's move of a message whose attempts are used up to the DLQ. Real embedded broker, the
-proxy's Trio-side activity, virtual time (``autojump_clock``); requests are the generated protobuf messages the
-official clients send."""
+a group that does not consume, receive, ack and change of invisibility refuse system topics and groups, a FIFO ack
+wakes the receive waiting on the queue it frees and a second ack of it answers OK, a receive checks the tag itself
+(tags codes collide) and reads on past what that check drops, and ForwardMessageToDeadLetterQueue checks the group's
+name, then is the broker's send-back (its checks, its DLQ copy, its answer), and so is a receive's move of a message
+whose attempts are used up to the DLQ. Real embedded broker, the proxy's Trio-side activity, virtual time
+(``autojump_clock``); requests are the generated protobuf messages the official clients send."""
 
 from __future__ import annotations
 
@@ -216,6 +216,62 @@ async def test_a_group_with_consume_disabled_is_handed_nothing(
     await send(embedded_cluster, "Off", b"m0")
     stream = activity.consuming.receive_now(_receive_request("GOff", "Off"), md("c@1"), None)
     assert (_messages(stream), _status(stream)) == ([], Code.FORBIDDEN)
+
+
+async def test_a_receive_on_the_revive_topic_is_refused_and_loses_no_redelivery(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ReceiveMessageActivity.receiveMessage starts with validateTopicAndConsumerGroup (GrpcValidator): a system topic
+    answers ILLEGAL_TOPIC, a system group ILLEGAL_CONSUMER_GROUP, before anything is popped. Here a receive of the
+    revive topic by the revive group pops it: it moves CID_RMQ_SYS_REVIVE_GROUP's offset past the checkpoints, and
+    the revive loop never reads them, so an unacknowledged message never comes back."""
+    activity = await _activity(embedded_cluster, nursery)
+    ctx = embedded_cluster.controller.context
+    ctx.groups.update(SubscriptionGroupConfig("GRevived"))
+    await create_topic(embedded_cluster, "Revived", queues=1)
+    await send(embedded_cluster, "Revived", b"m0")
+    [first] = _messages(
+        activity.consuming.receive_now(_receive_request("GRevived", "Revived", invisible_s=10), md("c@1"), None)
+    )
+    await trio.sleep(5)  # the CK waits in the timer wheel until 10.5 s
+    revive_topic = f"rmq_sys_REVIVE_LOG_{ctx.config.broker_cluster_name}"
+    req = _receive_request("CID_RMQ_SYS_REVIVE_GROUP", revive_topic, invisible_s=3600)
+    answers: list[list[Any]] = []
+
+    async def long_poll() -> None:  # a receive parked on the revive topic is woken by the CK's arrival
+        answers.append(await activity.consuming.receive(req, md("c@1"), None))
+
+    nursery.start_soon(long_poll)
+    await trio.sleep(60)
+    again = _messages(activity.consuming.receive_now(_receive_request("GRevived", "Revived"), md("c@1"), None))
+    assert [(m.body, m.system_properties.delivery_attempt) for m in again] == [(first.body, 2)]
+    assert [_status(a) for a in answers] == [Code.ILLEGAL_TOPIC]
+
+
+async def test_an_ack_or_a_change_of_invisibility_naming_a_system_topic_or_group_is_refused(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """AckMessageActivity and ChangeInvisibleDurationActivity start with validateTopicAndConsumerGroup too: a system
+    topic answers ILLEGAL_TOPIC, a system group ILLEGAL_CONSUMER_GROUP, and nothing is acknowledged."""
+    activity = await _activity(embedded_cluster, nursery)
+    message = await _one_received(embedded_cluster, activity, "GSysAck", "SysAck")
+    revive_topic = f"rmq_sys_REVIVE_LOG_{embedded_cluster.controller.context.config.broker_cluster_name}"
+    answers = []
+    for group, topic in [("GSysAck", revive_topic), ("CID_RMQ_SYS_REVIVE_GROUP", "SysAck")]:
+        ack = _ack_request(group, topic, message)
+        answers.append(activity.guarded_sync(activity.consuming.ack, service.AckMessageResponse, ack, md("c@1")))
+        change = service.ChangeInvisibleDurationRequest(
+            receipt_handle=message.system_properties.receipt_handle, message_id=message.system_properties.message_id
+        )
+        change.group.name, change.topic.name = group, topic
+        change.invisible_duration.FromSeconds(10)
+        make = service.ChangeInvisibleDurationResponse
+        answers.append(activity.guarded_sync(activity.consuming.change_invisible, make, change, md("c@1")))
+    codes = [Code.Name(a.status.code) for a in answers]
+    assert codes == ["ILLEGAL_TOPIC", "ILLEGAL_TOPIC", "ILLEGAL_CONSUMER_GROUP", "ILLEGAL_CONSUMER_GROUP"]
+    await trio.sleep(40)  # past the invisible time (30 s): the message was neither acked nor hidden longer
+    again = _messages(activity.consuming.receive_now(_receive_request("GSysAck", "SysAck"), md("c@1"), None))
+    assert [m.system_properties.delivery_attempt for m in again] == [2]
 
 
 async def test_a_forward_to_the_dlq_that_stored_its_copy_answers_ok(

@@ -67,6 +67,7 @@ def _bad_requests(endpoint: str) -> dict[str, Any]:
         handle.entries.add(message_id="x", receipt_handle="not a handle")
         bad_ack = unary("AckMessage", handle, service.AckMessageResponse)
         change = service.ChangeInvisibleDurationRequest(receipt_handle="1 2 3")
+        change.group.name, change.topic.name = "G", "T"  # named: a nameless one is ILLEGAL_TOPIC first
         change.invisible_duration.FromSeconds(30)
         bad_change = unary("ChangeInvisibleDuration", change, service.ChangeInvisibleDurationResponse)
         recall = service.RecallMessageRequest(recall_handle="not a handle")  # and no topic
