@@ -8,7 +8,8 @@ common/src/main/java/org/apache/rocketmq/common/consumer/ReceiptHandle.java)::
 
 ``reviveQid`` 999 marks an orderly (FIFO) pop; ``topicType`` 0 is the topic itself, 1 its V1 retry topic
 ``%RETRY%<group>_<topic>``. Clients treat the handle as opaque. Sans-IO; :meth:`ReceiptHandle.decode` raises
-``ValueError`` for anything that is not such a handle.
+``ValueError`` for anything that is not such a handle: each number is what Java's ``Long.parseLong`` reads (``int``
+for ``reviveQid``, ``topicType`` and ``queueId``: ``Integer.parseInt``), and not negative (ours).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ FIFO_REVIVE_QID: Final = 999
 TOPIC_TYPE_NORMAL: Final = 0
 TOPIC_TYPE_RETRY: Final = 1
 _FIELDS: Final = 9
+_LONG_MAX: Final = (1 << 63) - 1
+_INT_MAX: Final = (1 << 31) - 1
+#: The largest value of each field (the broker name, at 5, is text).
+_BOUNDS: Final = (_LONG_MAX, _LONG_MAX, _LONG_MAX, _INT_MAX, _INT_MAX, 0, _INT_MAX, _LONG_MAX, _LONG_MAX)
 
 
 def pop_retry_topic(group: str, topic: str) -> str:
@@ -72,7 +77,12 @@ class ReceiptHandle:
         parts = text.split(" ")
         if len(parts) != _FIELDS or not parts[5]:
             raise ValueError(f"not a receipt handle: {text[:80]!r}")
-        n = [int(p) for i, p in enumerate(parts) if i != 5]
-        if min(n) < 0:
-            raise ValueError(f"negative field in receipt handle: {text[:80]!r}")
+        n = [_number(p, bound, text) for i, (p, bound) in enumerate(zip(parts, _BOUNDS, strict=True)) if i != 5]
         return cls(n[0], n[1], n[2], n[3], n[4], parts[5], n[5], n[6], n[7])
+
+
+def _number(field: str, bound: int, text: str) -> int:
+    """``field`` as a number in ``[0, bound]``, ASCII digits only; ``ValueError`` otherwise."""
+    if not (field.isascii() and field.isdigit()) or int(field) > bound:
+        raise ValueError(f"bad number {field[:24]!r} in receipt handle: {text[:80]!r}")
+    return int(field)

@@ -274,6 +274,29 @@ async def test_an_ack_or_a_change_of_invisibility_naming_a_system_topic_or_group
     assert [m.system_properties.delivery_attempt for m in again] == [2]
 
 
+async def test_an_ack_entry_with_an_oversized_number_fails_alone(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """AckMessageActivity.ackMessageOneByOne answers each entry on its own: a handle whose pop time passes Java's
+    long does not decode (ReceiptHandle.decode's Long.parseLong) and fails that entry alone, INVALID_RECEIPT_HANDLE
+    as any malformed handle here (RocketMQ's NumberFormatException answers it INTERNAL_SERVER_ERROR), while the good
+    entry is acked. It used to decode and fail the whole AckMessage when the ACK record was written."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GBig"))
+    await create_topic(embedded_cluster, "Big", queues=1)
+    await send(embedded_cluster, "Big", b"m0")
+    [message] = _messages(activity.consuming.receive_now(_receive_request("GBig", "Big"), md("c@1"), None))
+    good = message.system_properties.receipt_handle
+    fields = good.split(" ")
+    fields[1] = str(1 << 70)
+    req = service.AckMessageRequest()
+    req.group.name, req.topic.name = "GBig", "Big"
+    req.entries.add(message_id=message.system_properties.message_id, receipt_handle=" ".join(fields))
+    req.entries.add(message_id=message.system_properties.message_id, receipt_handle=good)
+    response = activity.guarded_sync(activity.consuming.ack, service.AckMessageResponse, req, md("c@1"))
+    assert [e.status.code for e in response.entries] == [Code.INVALID_RECEIPT_HANDLE, Code.OK]
+
+
 async def test_a_forward_to_the_dlq_that_stored_its_copy_answers_ok(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:

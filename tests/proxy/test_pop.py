@@ -413,6 +413,19 @@ def test_malformed_receipt_handles_are_refused(text: str) -> None:
         ReceiptHandle.decode(text)
 
 
+@pytest.mark.parametrize(("index", "past"), [(1, 1 << 63), (2, 1 << 63), (3, 1 << 31), (6, 1 << 31), (8, 1 << 63)])
+def test_a_receipt_handle_field_past_javas_long_or_int_is_malformed(index: int, past: int) -> None:
+    """RocketMQ's ReceiptHandle.decode (common/.../consumer/ReceiptHandle.java) reads the offsets and times with
+    Long.parseLong, the revive queue and queue ids with Integer.parseInt: a number past Java's long (int) is no
+    handle, the largest one is."""
+    fields = ["0", "1700000000000", "30000", "0", "0", "broker-a", "0", "0", "0"]
+    fields[index] = str(past - 1)
+    ReceiptHandle.decode(" ".join(fields))
+    fields[index] = str(past)
+    with pytest.raises(ValueError):
+        ReceiptHandle.decode(" ".join(fields))
+
+
 def test_receipt_handle_round_trips() -> None:
     handle = ReceiptHandle(0, 1732520000000, 30000, 999, 0, "broker-a", 1, 5, 4096)
     assert handle.encode() == "0 1732520000000 30000 999 0 broker-a 1 5 4096"
