@@ -5,12 +5,14 @@ broker's :class:`~broker.pop.PopService`.
 Every consumer RPC first refuses an illegal or system topic or group (GrpcValidator.validateTopicAndConsumerGroup).
 Receive checks the request as RocketMQ's proxy does (invisible time within [10 s, 12 h] unless auto-renew, which gets
 60 s; polling window clamped to [5 s, 20 s] and cut to the caller's deadline, else ILLEGAL_POLLING_TIME; batch ≤ 32),
-then pops; with nothing to hand out it waits for an arrival on the topic or its retry topic until the window ends.
-The answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The group is orderly (FIFO)
-when the client's Settings or the group's ``consumeMessageOrderly`` say so. ForwardMessageToDeadLetterQueue is a
-CONSUMER_SEND_MSG_BACK through the broker's own send-back processor (:class:`~proxy.local.LocalInvoker`), as in
-RocketMQ's local mode; a popped message whose attempts are used up is not handed out but goes the same way (without
-waiting for the flush) and is acked, as RocketMQ's ConsumerProcessor.popMessage does.
+then pops; with nothing to hand out it waits for an arrival on the topic or its retry topic until the window ends. The
+answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The group is orderly (FIFO) when
+the client's Settings or the group's ``consumeMessageOrderly`` say so; a FIFO receive repeating the attempt id of a
+queue's delivery in flight gets that delivery again (ReceiveMessageActivity passes ``attempt_id`` down).
+ForwardMessageToDeadLetterQueue is a CONSUMER_SEND_MSG_BACK through the broker's own send-back processor
+(:class:`~proxy.local.LocalInvoker`), as in RocketMQ's local mode; a popped message whose attempts are used up is not
+handed out but goes the same way (without waiting for the flush) and is acked, as RocketMQ's
+ConsumerProcessor.popMessage does.
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ class _Receive:
     fifo: bool
     client_id: str
     auto_renew: bool
+    #: the request's ``attempt_id`` (the official clients send one per receive and repeat it on a retry), or None
+    attempt_id: str | None
 
 
 _MAX_BATCH: Final = 32
@@ -182,6 +186,7 @@ class Consuming:
             fifo=fifo,
             client_id=metadata.get(_CLIENT_ID, ""),
             auto_renew=bool(req.auto_renew),
+            attempt_id=req.attempt_id if req.HasField("attempt_id") else None,
         )
 
     def _pop(self, r: _Receive) -> list[Popped]:
@@ -191,8 +196,9 @@ class Consuming:
         (:meth:`_forward_exhausted`)."""
         try:
             popped = self.pop.pop(
-                r.group, r.topic, r.batch, r.invisible, r.tags, fifo=r.fifo, property_filter=r.property_filter
-            )
+                r.group, r.topic, r.batch, r.invisible, r.tags, fifo=r.fifo, property_filter=r.property_filter,
+                attempt_id=r.attempt_id,
+            )  # fmt: skip
         except RequestRejected as exc:
             raise RpcError(status_of_response_code(exc.code), exc.remark) from None
         except PutRefusedError as exc:

@@ -4,11 +4,13 @@ RocketMQ keeps the same facts (when the batch in flight was popped, which offset
 how often each was delivered) in ``consumerOrderInfo.json``
 (broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoManager.java) in a format of its own; ours is a
 list of queues, each ``{"group", "topic", "queueId", "popTime": epoch ms, "invisibleUntil": {offset: epoch ms},
-"attempts": {offset: deliveries}, "acked": [offsets], "storedAt": {offset: CommitLog offset}}``. ``storedAt`` names the
+"attempts": {offset: deliveries}, "acked": [offsets], "storedAt": {offset: CommitLog offset}, "attemptId": the latest
+delivery's attempt id or null}``. ``storedAt`` names the
 messages the state speaks of, so a queue deleted and created again under the same name (offsets reused by other
 messages) is told apart from the one the state was written for. A file written before ``popTime`` was kept reads as
 :data:`UNKNOWN_POP_TIME`: a handle then in flight is known by its visible time instead, which the file holds as the
-offset's ``invisibleUntil``; one written before ``storedAt`` reads as naming no message. :class:`~broker.pop.PopService`
+offset's ``invisibleUntil``; one written before ``storedAt`` reads as naming no message, before ``attemptId`` as
+no attempt id. :class:`~broker.pop.PopService`
 marks it dirty on every change and its revive loop runs the persister, which saves after each change in a worker thread,
 so a restart (even a kill -9, give or take the save in progress) keeps in-flight FIFO messages invisible and their
 attempt counts.
@@ -38,19 +40,32 @@ UNKNOWN_POP_TIME: Final = -1
 class FifoQueue:
     """Orderly pop state of one (group, topic, queue): invisible offsets, per-offset delivery counts, offsets
     acknowledged past the first unacknowledged one, the pop time of the latest delivery (the handles of that
-    delivery carry it) and where each message it handed out lies in the CommitLog (the queue's identity)."""
+    delivery carry it), where each message it handed out lies in the CommitLog (the queue's identity) and the
+    attempt id of the receive that popped it (``None``: none given)."""
 
     invisible_until: dict[int, int] = attrs.field(factory=dict)
     attempts: dict[int, int] = attrs.field(factory=dict)
     acked: set[int] = attrs.field(factory=set)
     pop_time: int = 0
     stored_at: dict[int, int] = attrs.field(factory=dict)
+    attempt_id: str | None = None
 
     def copy(self) -> FifoQueue:
         """A copy sharing nothing mutable with this one (what the persister's worker thread saves)."""
         return FifoQueue(
-            dict(self.invisible_until), dict(self.attempts), set(self.acked), self.pop_time, dict(self.stored_at)
+            dict(self.invisible_until),
+            dict(self.attempts),
+            set(self.acked),
+            self.pop_time,
+            dict(self.stored_at),
+            self.attempt_id,
         )
+
+    def retried_by(self, attempt_id: str | None) -> bool:
+        """Whether a pop with ``attempt_id`` repeats the latest delivery (a client asking again after losing its
+        answer): ConsumerOrderInfoManager.OrderInfo.needBlock does not block it and ``update`` keeps the attempt
+        counts (mergeOffsetConsumedCount)."""
+        return attempt_id is not None and attempt_id == self.attempt_id
 
     def is_of(self, commit_log_offset_at: Callable[[int], int | None]) -> bool:
         """Whether the queue ``commit_log_offset_at`` reads (queue offset to CommitLog offset, ``None`` where it has
@@ -91,7 +106,7 @@ def _encode(table: FifoTable) -> bytes:
         {"group": group, "topic": topic, "queueId": qid, "popTime": q.pop_time,
          "invisibleUntil": {str(o): t for o, t in q.invisible_until.items()},
          "attempts": {str(o): n for o, n in q.attempts.items()}, "acked": sorted(q.acked),
-         "storedAt": {str(o): at for o, at in q.stored_at.items()}}
+         "storedAt": {str(o): at for o, at in q.stored_at.items()}, "attemptId": q.attempt_id}
         for (group, topic, qid), q in table.items()
         if q.invisible_until or q.attempts or q.acked
     ]  # fmt: skip
@@ -109,10 +124,17 @@ def _decode(data: bytes) -> FifoTable:
                 {int(o) for o in entry["acked"]},
                 int(entry.get("popTime", UNKNOWN_POP_TIME)),
                 _int_map(entry.get("storedAt", {})),
+                _attempt_id(entry.get("attemptId")),
             )
         return table
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ConfigFileError(f"bad FIFO pop state: {exc!r}") from None
+
+
+def _attempt_id(raw: Any) -> str | None:
+    if raw is not None and not isinstance(raw, str):
+        raise TypeError(f"attemptId {raw!r} is no string")
+    return raw
 
 
 def _int_map(raw: Any) -> dict[int, int]:

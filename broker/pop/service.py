@@ -15,15 +15,16 @@ Durability (docs/grpc.md#pop-consumption):
   redelivered through the V1 retry topic ``%RETRY%<group>_<topic>`` with ``reconsumeTimes + 1``, however many
   attempts it had (RocketMQ's PopReviveService writes no DLQ).
 * **Orderly (FIFO) pops** keep the consumer offset at the first unacknowledged message and hand out nothing more from
-  that queue while a popped message is invisible; after the invisible time the same messages come again with the
-  attempt raised, however many (RocketMQ's order info counts them likewise). Acks advance the offset and wake the
-  receives waiting on the topic once the queue is free (RocketMQ's AckMessageProcessor.ackOrderly). That state (the
-  pop time, invisible times, attempt counts) is saved after each change to ``config/popFifoState.json``
-  (:mod:`broker.pop.fifo_state`) and read back at start. It only speaks of the queue's own messages: a destroyed
-  ConsumeQueue (topic deleted, messages expired) takes its state along, a topic gone at start drops its state, a
-  state whose offsets the queue holds at other CommitLog offsets (the topic created again meanwhile) is dropped at the
-  next pop or ack, and so are offsets past the queue's end or below its start; a message still in flight keeps its
-  queue blocked though retention removed it.
+  that queue while a popped message is invisible; after the invisible time the same messages come again with the attempt
+  raised, however many (RocketMQ's order info counts them likewise). A pop repeating the attempt id of the delivery in
+  flight (a client that lost its answer) gets that delivery again, at the same attempts. Acks advance the offset and
+  wake the receives waiting on the topic once the queue is free (RocketMQ's AckMessageProcessor.ackOrderly). That state
+  (the pop time and its attempt id, invisible times, attempt counts) is saved after each change to
+  ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start. It only speaks of the queue's own
+  messages: a destroyed ConsumeQueue (topic deleted, messages expired) takes its state along, a topic gone at start
+  drops its state, a state whose offsets the queue holds at other CommitLog offsets (the topic created again meanwhile)
+  is dropped at the next pop or ack, and so are offsets past the queue's end or below its start; a message still in
+  flight keeps its queue blocked though retention removed it.
 * **Dead letters**: :meth:`PopService.dead_letter` is what the gRPC receive calls for a message whose attempts are
   used up (RocketMQ's proxy forwards it from ConsumerProcessor.popMessage): the broker's send-back with delay level
   -1 (:mod:`processors.send_back`), so its checks and its DLQ copy are the ForwardMessageToDeadLetterQueue RPC's.
@@ -204,12 +205,15 @@ class PopService:
         *,
         fifo: bool = False,
         property_filter: PropertyFilter | None = None,
+        attempt_id: str | None = None,
     ) -> list[Popped]:
         """Hand out up to ``max_nums`` (≤ 32) visible messages of ``topic`` to ``group`` for ``invisible_ms``.
         Normal pops read the topic's readable queues and the group's retry topic, orderly pops only the topic; each
         pop of a group on a topic starts one queue further (RocketMQ starts at a random one). Only messages with a tag
         of ``tags`` (``None``: any) and that ``property_filter`` (a SQL92 expression over the raw properties) passes
-        are taken; what they skip counts as consumed. Raises ``RequestRejected`` as :meth:`_check_pop` says."""
+        are taken; what they skip counts as consumed. An orderly pop with the ``attempt_id`` of a queue's delivery in
+        flight gets that delivery again (:meth:`FifoQueue.retried_by`). Raises ``RequestRejected`` as
+        :meth:`_check_pop` says."""
         self._check_pop(group, topic)
         max_nums = max(1, min(max_nums, MAX_POP_NUMS))
         now = self.now_ms()
@@ -230,7 +234,7 @@ class PopService:
                 qid = (turn + i) % count
                 want = max_nums - len(out)
                 if fifo:
-                    out += self._pop_fifo(group, source, qid, want, invisible_ms, filters, now)
+                    out += self._pop_fifo(group, source, qid, want, invisible_ms, filters, now, attempt_id)
                 else:
                     out += self._pop_queue(group, source, topic_type, qid, want, invisible_ms, filters, now)
         return out
@@ -319,11 +323,20 @@ class PopService:
         return popped
 
     def _pop_fifo(
-        self, group: str, topic: str, qid: int, want: int, invisible_ms: int, filters: _Filter, now: int
+        self,
+        group: str,
+        topic: str,
+        qid: int,
+        want: int,
+        invisible_ms: int,
+        filters: _Filter,
+        now: int,
+        attempt_id: str | None,
     ) -> list[Popped]:
         start = self._start_offset(group, topic, qid)
         state = self._fifo_queue(group, topic, qid, now)
-        if _fifo_blocked(state, now):
+        retried = state.retried_by(attempt_id)
+        if not retried and _fifo_blocked(state, now):
             return []  # one batch of a queue in flight at a time: order is kept per queue
         # A delivery is known by its pop time: a later one never shares an earlier one's (an invisible time of 0).
         pop_time = max(now, state.pop_time + 1)
@@ -338,7 +351,7 @@ class PopService:
             offset = msg.queue_offset
             if offset in state.acked:
                 continue
-            attempt = state.attempts.get(offset, 0) + 1
+            attempt = state.attempts.get(offset, 0) + (0 if retried and offset in state.attempts else 1)
             state.attempts[offset] = attempt
             state.invisible_until[offset] = pop_time + invisible_ms
             handle = ReceiptHandle(
@@ -347,7 +360,7 @@ class PopService:
             )  # fmt: skip
             popped.append(Popped(msg, handle, attempt))
         if popped:
-            state.pop_time = pop_time
+            state.pop_time, state.attempt_id = pop_time, attempt_id
         self._fifo_advance(group, topic, qid, state)
         if popped or returned or end != start:
             self.fifo_persister.mark_dirty()

@@ -1,12 +1,13 @@
 """The consumer RPCs as RocketMQ 5.3.3's proxy and broker answer them (proxy/src/main/java/org/apache/rocketmq/proxy/
 grpc/v2/consumer/, processor/ConsumerProcessor.java and ProducerProcessor.java; broker/.../processor/
 AckMessageProcessor.java, PopMessageProcessor.java): a receive pops nothing from a broker that is not readable or for
-a group that does not consume, receive, ack and change of invisibility refuse system topics and groups, a FIFO ack
-wakes the receive waiting on the queue it frees and a second ack of it answers OK, a receive checks the tag itself
-(tags codes collide) and reads on past what that check drops, and ForwardMessageToDeadLetterQueue checks the group's
-name, then is the broker's send-back (its checks, its DLQ copy, its answer), and so is a receive's move of a message
-whose attempts are used up to the DLQ. Real embedded broker, the proxy's Trio-side activity, virtual time
-(``autojump_clock``); requests are the generated protobuf messages the official clients send."""
+a group that does not consume, receive, ack and change of invisibility refuse system topics and groups, a FIFO
+receive repeating its attempt id gets its batch again, a FIFO ack wakes the receive waiting on the queue it frees and
+a second ack of it answers OK, a receive checks the tag itself (tags codes collide) and reads on past what that check
+drops, and ForwardMessageToDeadLetterQueue checks the group's name, then is the broker's send-back (its checks, its
+DLQ copy, its answer), and so is a receive's move of a message whose attempts are used up to the DLQ. Real embedded
+broker, the proxy's Trio-side activity, virtual time (``autojump_clock``); requests are the generated protobuf
+messages the official clients send."""
 
 from __future__ import annotations
 
@@ -125,6 +126,30 @@ async def test_a_fifo_ack_wakes_the_receive_parked_on_the_queue_it_unblocks(
     [(messages, at)] = got
     assert [m.body for m in messages] == [b"m1"]
     assert at - acked_at < 2, f"the parked receive answered {at - acked_at:.1f} s after the ack unblocked the queue"
+
+
+async def test_a_fifo_receive_retried_with_its_attempt_id_gets_the_same_messages_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ConsumerOrderInfoManager.OrderInfo.needBlock does not block a queue for a pop carrying the attempt id of the
+    delivery in flight (ReceiveMessageActivity passes the request's ``attempt_id`` down), and ``update`` keeps its
+    attempt counts (mergeOffsetConsumedCount): a client that lost a FIFO receive's answer (a timeout) and asks again
+    with the same attempt id gets that batch at once, not after its invisible time (for an auto-renewed receive, not
+    until the renewals stop)."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GAttempt", consume_message_orderly=True))
+    await create_topic(embedded_cluster, "FifoAttempt", queues=1)
+    await send(embedded_cluster, "FifoAttempt", b"m0", b"m1")
+    req = _receive_request("GAttempt", "FifoAttempt")
+    req.attempt_id = "attempt-1"
+    first = _messages(activity.consuming.receive_now(req, md("fifo@1"), None))
+    assert [(m.body, m.system_properties.delivery_attempt) for m in first] == [(b"m0", 1), (b"m1", 1)]
+    # The answer was lost; the client asks again with the same attempt id.
+    again = _messages(activity.consuming.receive_now(req, md("fifo@1"), None))
+    assert [(m.body, m.system_properties.delivery_attempt) for m in again] == [(b"m0", 1), (b"m1", 1)]
+    # Another receive (no attempt id, or another one) is still blocked while the batch is in flight.
+    req.attempt_id = "attempt-2"
+    assert _messages(activity.consuming.receive_now(req, md("fifo@1"), None)) == []
 
 
 async def test_acking_a_fifo_message_again_answers_ok(

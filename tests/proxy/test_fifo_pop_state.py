@@ -1,7 +1,8 @@
 """The orderly (FIFO) pop state across the life of its queue and its file: a queue deleted and created again, a state
-file from before the queue was recreated or written before the pop time was kept, retention under a message in flight, a
-state lost in a kill -9, and changes of invisibility that no longer apply. Real embedded broker, the broker's PopService
-or the proxy's Trio-side activity, virtual time (``autojump_clock``)."""
+file from before the queue was recreated or written before the pop time was kept, retention under a message in
+flight, a state lost in a kill -9, the attempt id of a delivery in flight across a restart, and changes of
+invisibility that no longer apply. Real embedded broker, the broker's PopService or the proxy's Trio-side activity,
+virtual time (``autojump_clock``)."""
 
 from __future__ import annotations
 
@@ -230,6 +231,29 @@ async def test_a_fifo_delivery_in_flight_across_an_upgrade_from_the_old_state_fi
         await trio.sleep(_LONG_MS / 1000 + 1)
         after = [(p.message.body, p.attempt) for p in pop.pop("GUp", "FifoUp", 1, 60_000, None, fifo=True)]
         assert (outcome, after) == (AckOutcome.OK, [(b"u1", 1)]), (outcome, after)
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_attempt_id_of_a_fifo_delivery_in_flight_survives_a_clean_restart(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The attempt id of the delivery in flight is saved with the queue's state (RocketMQ keeps it in
+    consumerOrderInfo.json, OrderInfo's ``a``): after a restart a pop repeating it gets the batch again at the same
+    attempt, while a pop with another attempt id is still blocked."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "FifoAid", queues=1)
+    await send(embedded_cluster, "FifoAid", b"a0", b"a1")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        first = pop.pop("GAid", "FifoAid", 32, _LONG_MS, None, fifo=True, attempt_id="aid-1")
+        assert [(p.message.body, p.attempt) for p in first] == [(b"a0", 1), (b"a1", 1)]
+        await _saved_and_stopped(pop, nursery, autojump_clock)
+    await _restart_broker(embedded_cluster, autojump_clock, clock)
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        other = pop.pop("GAid", "FifoAid", 32, _LONG_MS, None, fifo=True, attempt_id="aid-2")
+        again = pop.pop("GAid", "FifoAid", 32, _LONG_MS, None, fifo=True, attempt_id="aid-1")
+        assert (other, [(p.message.body, p.attempt) for p in again]) == ([], [(b"a0", 1), (b"a1", 1)])
         nursery.cancel_scope.cancel()
 
 
