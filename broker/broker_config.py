@@ -109,6 +109,9 @@ class BrokerConfig(ListenerSettings):
     #: RocketMQ 5.3: serve RECALL_MESSAGE (and the gRPC RecallMessage); off by default, as in RocketMQ, when a recall
     #: answers NO_PERMISSION "recall failed, operation is forbidden"...
     recall_message_enable: bool = False
+    #: RocketMQ 5: DELETE_TOPIC_IN_BROKER also deletes the pop retry topic ``%RETRY%<group>_<topic>`` of every group
+    #: with an offset on the topic, so a topic created again under the name gets none of the old messages.
+    clear_retry_topic_when_delete_topic: bool = True
     #: ...and whether a recall is still served while ``brokerPermission`` has no write bit.
     allow_recall_when_broker_not_writeable: bool = True
     #: Ours: slots in the on-disk timer wheel (its span is slots x precision; later timers are rolled on) and the

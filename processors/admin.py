@@ -12,8 +12,9 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
   running broker (managers see the new values at once; ``listenPort`` is ignored) and, when the broker was started
   with ``-c broker.conf``, writes the changed keys back into that file; Java's black-listed keys answer NO_PERMISSION.
 - DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
-  statistics, so a topic created again under the same name starts empty; CLEAN_UNUSED_TOPIC (316) does the same
-  for every topic in the store that is neither configured nor a system topic.
+  statistics, so a topic created again under the same name starts empty, and with ``clearRetryTopicWhenDeleteTopic``
+  (RocketMQ 5, on by default) the pop retry topics of the groups with an offset on it likewise; CLEAN_UNUSED_TOPIC
+  (316) does the same for every topic in the store that is neither configured nor a system topic.
 - GET_BROKER_RUNTIME_INFO (28) and GET_CONSUME_STATS (208) carry the rates of :mod:`broker.stats`.
 
 UPDATE_AND_CREATE_TOPIC (17) also applies RocketMQ 5's ``attributes`` modification (``+message.type=FIFO``;
@@ -69,7 +70,7 @@ from remoting.codec.java_properties import (
     parse_properties,
     property_texts,
 )
-from remoting.codec.topics import validate_topic
+from remoting.codec.topics import pop_retry_topic, validate_topic
 from remoting.dispatch import ProcessorPool, not_supported_remark
 from remoting.processor import RequestContext
 from store.metadata_files import ConfigFileError, SubscriptionGroupConfig, TopicConfig, TopicFilterType
@@ -160,7 +161,8 @@ class AdminBrokerProcessor:
         return request.response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
-        """Java's deleteTopic + cleanUnusedTopic: the config, the ConsumeQueues, the offsets and the statistics."""
+        """RocketMQ 5's deleteTopic: the topic and, with ``clearRetryTopicWhenDeleteTopic``, the pop retry topic of
+        every group with an offset on it (:meth:`_delete_topic_in_broker` each)."""
         refused = self._refused_on_slave(request)
         if refused is not None:
             return refused
@@ -171,12 +173,23 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, remark)
         if broker.topics.is_system_topic(topic):
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        doomed = [topic]
+        if broker.config.clear_retry_topic_when_delete_topic:
+            retries = (pop_retry_topic(group, topic) for group in sorted(broker.offsets.groups_of_topic(topic)))
+            doomed += [retry for retry in retries if retry in broker.topics]
+        for name in doomed:
+            await self._delete_topic_in_broker(name)
+        return request.response(ResponseCode.SUCCESS)
+
+    async def _delete_topic_in_broker(self, topic: str) -> None:
+        """Java's deleteTopicInBroker: the config, the offsets, the ConsumeQueues (files included) and the
+        statistics."""
+        broker = self.broker
         broker.topics.delete_topic(topic)
         broker.topics.write_through()
         broker.offsets.remove_topic(topic)
         await broker.store.delete_topic(topic)
         broker.stats.on_topic_deleted(topic)
-        return request.response(ResponseCode.SUCCESS)
 
     async def clean_unused_topic(self, request: RemotingCommand) -> RemotingCommand:
         """CLEAN_UNUSED_TOPIC: drop the store's queues of topics that are neither configured nor system topics."""

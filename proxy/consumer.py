@@ -26,7 +26,6 @@ import trio
 
 from broker.context import BrokerState
 from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
-from broker.pop.receipt import pop_retry_topic
 from processors.common import RequestRejected
 from processors.filter import Sql92ParseError, compile_sql92
 from processors.pull import build_subscription
@@ -52,6 +51,7 @@ from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE
 from remoting.codec.bodies.heartbeat import SUB_ALL
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.codec.topics import pop_retry_topic
 from store.errors import PutRefusedError
 from store.get_message import PropertyFilter
 

@@ -18,7 +18,9 @@ from typing import Final
 
 import attrs
 
-__all__ = ["FIFO_REVIVE_QID", "TOPIC_TYPE_NORMAL", "TOPIC_TYPE_RETRY", "ReceiptHandle", "pop_retry_topic"]
+from remoting.codec.topics import pop_retry_topic
+
+__all__ = ["FIFO_REVIVE_QID", "TOPIC_TYPE_NORMAL", "TOPIC_TYPE_RETRY", "ReceiptHandle"]
 
 FIFO_REVIVE_QID: Final = 999
 TOPIC_TYPE_NORMAL: Final = 0
@@ -28,12 +30,6 @@ _LONG_MAX: Final = (1 << 63) - 1
 _INT_MAX: Final = (1 << 31) - 1
 #: The largest value of each field (the broker name, at 5, is text).
 _BOUNDS: Final = (_LONG_MAX, _LONG_MAX, _LONG_MAX, _INT_MAX, _INT_MAX, 0, _INT_MAX, _LONG_MAX, _LONG_MAX)
-
-
-def pop_retry_topic(group: str, topic: str) -> str:
-    """The V1 pop retry topic of ``group`` on ``topic``
-    (common/src/main/java/org/apache/rocketmq/common/KeyBuilder.java)."""
-    return f"%RETRY%{group}_{topic}"
 
 
 @attrs.frozen(slots=True)

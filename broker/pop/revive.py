@@ -6,7 +6,8 @@ records arrive as soon as a consumer acknowledges; CK records arrive only when t
 the handle's invisible time (see :mod:`broker.pop.service`). So by the time a CK is read, every ack of its handle is
 already behind it. A CK names every message of one pop of one queue: an ACK seen earlier cancels its message, every
 other message of the CK is copied to the retry topic, however many attempts it had (the gRPC receive moves one whose
-attempts are used up to the DLQ, as RocketMQ's proxy does).
+attempts are used up to the DLQ, as RocketMQ's proxy does). A CK whose topic (a pop retry topic's origin) was deleted,
+or whose group is gone, is skipped, as RocketMQ's mergeAndRevive skips it.
 
 Progress is the consumer offset of group ``CID_RMQ_SYS_REVIVE_GROUP`` on that queue, committed at the oldest ACK still
 waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel (a restart may redeliver a message
@@ -33,6 +34,7 @@ from processors.common import RequestRejected
 from remoting.codec.codes import ResponseCode
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageExt, decode_record
+from remoting.codec.topics import pop_normal_topic
 from store.errors import MessageIllegalError, PutRefusedError
 
 __all__ = ["REVIVE_GROUP", "ReviveService"]
@@ -120,17 +122,30 @@ class ReviveService:
                 offsets, phys = [offsets], [phys]
             if len(offsets) != len(phys):
                 raise ValueError("a CK whose offset lists differ in length")
+            keys = [(group, topic, qid, int(offset), pop_time, invisible) for offset in offsets]
             # The ACKs this CK meets go only once the whole CK is through: a refusal part-way resumes at this CK
             # (progress is per record) and must find them still there.
-            met = []
-            for offset, phy in zip(offsets, phys, strict=True):
-                key = (group, topic, qid, int(offset), pop_time, invisible)
-                if key in self._acked:
-                    met.append(key)
-                else:
-                    self._redeliver(group, int(phy))
+            met = [key for key in keys if key in self._acked]
+            if self._revivable(group, topic):
+                for key, phy in zip(keys, phys, strict=True):
+                    if key not in self._acked:
+                        self._redeliver(group, int(phy))
             for key in met:
                 del self._acked[key]
+
+    def _revivable(self, group: str, topic: str) -> bool:
+        """PopReviveService.mergeAndRevive's checks of a CK: the topic it was popped for (a pop retry topic's origin)
+        still exists and its group is known (auto-created when allowed). A CK failing them is skipped, logged: a
+        deleted topic's messages come back neither in a retry topic nor in a topic created again under its name."""
+        broker = self.pop.broker
+        origin = pop_normal_topic(group, topic)
+        if origin not in broker.topics:
+            log.warning("revive: topic %s of a checkpoint of group %s is gone: skipped", origin, group)
+            return False
+        if broker.groups.find(group) is None:
+            log.warning("revive: group %s of a checkpoint on %s is gone: skipped", group, topic)
+            return False
+        return True
 
     def _redeliver(self, group: str, phy_offset: int) -> None:
         store = self.pop.broker.store

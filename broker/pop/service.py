@@ -54,7 +54,6 @@ from broker.pop.receipt import (
     TOPIC_TYPE_NORMAL,
     TOPIC_TYPE_RETRY,
     ReceiptHandle,
-    pop_retry_topic,
 )
 from broker.schedule import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
 from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
@@ -64,7 +63,7 @@ from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.record_copy import record_from_stored
-from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX
+from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from store.get_message import PropertyFilter, TagFilter
 from store.metadata_files import PERM_READ
 

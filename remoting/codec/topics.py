@@ -71,6 +71,18 @@ def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 
 
+def pop_retry_topic(group: str, topic: str) -> str:
+    """The V1 pop retry topic of ``group`` on ``topic`` (RocketMQ 5's KeyBuilder.buildPopRetryTopicV1,
+    common/src/main/java/org/apache/rocketmq/common/KeyBuilder.java)."""
+    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
+
+
+def pop_normal_topic(group: str, topic: str) -> str:
+    """The topic whose pops by ``group`` ``topic`` holds the retries of, or ``topic`` itself when it is no pop retry
+    topic of ``group`` (KeyBuilder.parseNormalTopic)."""
+    return topic.removeprefix(pop_retry_topic(group, ""))
+
+
 def reply_topic(cluster_name: str) -> str:
     return f"{cluster_name}_{REPLY_TOPIC_POSTFIX}"
 

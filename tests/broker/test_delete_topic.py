@@ -1,11 +1,12 @@
 """DELETE_TOPIC_IN_BROKER empties the store for the topic: ConsumeQueue files and directories, next offsets,
 consumer offsets and statistics go, so a topic created again under the same name starts at offset 0, also after a
-restart."""
+restart; the pop retry topics of its groups go with it (clearRetryTopicWhenDeleteTopic)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import attrs
 import pytest
 
 from broker.embedded import EmbeddedCluster
@@ -49,6 +50,32 @@ async def test_a_deleted_topic_created_again_starts_empty_also_after_a_restart(
     assert (store.min_offset_in_queue("Gone", 0), store.max_offset_in_queue("Gone", 0)) == (0, 1)
     assert store.max_offset_in_queue("Gone", 1) == 0
     assert [decode_record(m).body for m in store.get("Gone", 0, 0, 32).messages] == [b"new"]
+
+
+@pytest.mark.parametrize("clear", [True, False])
+async def test_deleting_a_topic_deletes_the_pop_retry_topics_of_its_groups_unless_told_not_to(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient, clear: bool
+) -> None:
+    """RocketMQ 5's AdminBrokerProcessor.deleteTopic: with clearRetryTopicWhenDeleteTopic (true by default) the pop
+    retry topic %RETRY%<group>_<topic> of every group with an offset on the topic goes as the topic does (config,
+    offsets, queues); the group's 4.x retry topic %RETRY%<group> and the pop retry topic of a group without an offset
+    on the topic stay."""
+    addr, ctx = embedded_cluster.broker_addr, embedded_cluster.controller.context
+    ctx.config = attrs.evolve(ctx.config, clear_retry_topic_when_delete_topic=clear)
+    topics = ["Doomed", "%RETRY%g1_Doomed", "%RETRY%g2_Doomed", "%RETRY%g1"]
+    for topic in topics:
+        assert (await client.invoke(addr, create_topic_request(topic, queues=1), 5)).code == ResponseCode.SUCCESS
+    put_record(embedded_cluster, "%RETRY%g1_Doomed", 0, b"retry")
+    ctx.offsets.commit("g1", "Doomed", 0, 0)
+    ctx.offsets.commit("g1", "%RETRY%g1_Doomed", 0, 0)
+    deleted = await client.invoke(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Doomed"}), 5)
+    assert deleted.code == ResponseCode.SUCCESS
+    kept = [topic for topic in topics if topic in ctx.topics]
+    retry_left = (ctx.store.max_offset_in_queue("%RETRY%g1_Doomed", 0), ctx.offsets.query("g1", "%RETRY%g1_Doomed", 0))
+    if clear:
+        assert (kept, retry_left) == (["%RETRY%g2_Doomed", "%RETRY%g1"], (0, -1))
+    else:
+        assert (kept, retry_left) == (["%RETRY%g1_Doomed", "%RETRY%g2_Doomed", "%RETRY%g1"], (1, 0))
 
 
 async def test_deleting_an_unknown_topic_succeeds_and_touches_nothing_else(

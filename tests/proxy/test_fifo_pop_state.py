@@ -17,26 +17,18 @@ import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from broker.pop import AckOutcome, PopService
-from client.admin import Admin
 from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.pb import service
 from proxy.startup import build_activity
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.proxy.test_consumer_rpcs import _ack_request, _activity, _messages, _receive_request
-from tests.proxy.test_pop import SMALL_SEGMENTS, expire_old_segments, fill_a_segment, send, start_pop
+from tests.proxy.test_pop import SMALL_SEGMENTS, delete_topic, expire_old_segments, fill_a_segment, send, start_pop
 from tests.proxy.test_renew import md
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 #: An invisible time the restart's file work (autojump) cannot outrun.
 _LONG_MS = 3600 * 1000
-
-
-async def _delete_topic(cluster: EmbeddedCluster, topic: str, autojump_clock: trio.testing.MockClock) -> None:
-    autojump_clock.autojump_threshold = math.inf  # the broker deletes the files in a worker thread
-    async with Admin(cluster.namesrv_addr) as admin:
-        await admin.delete_topic(topic)
-    autojump_clock.autojump_threshold = 0
 
 
 async def _saved_and_stopped(pop: PopService, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> Path:
@@ -103,7 +95,7 @@ async def test_a_fifo_queue_deleted_and_recreated_hands_out_every_new_message(
     assert [p.message.body for p in old] == [b"old-0", b"old-1", b"old-2"]
     assert pop.ack("GRe", "FifoRe", old[0].handle) is AckOutcome.OK
     assert pop.ack("GRe", "FifoRe", old[2].handle) is AckOutcome.OK  # old-1 is still being consumed
-    await _delete_topic(embedded_cluster, "FifoRe", autojump_clock)
+    await delete_topic(embedded_cluster, "FifoRe", autojump_clock)
     await create_topic(embedded_cluster, "FifoRe", queues=1)
     await send(embedded_cluster, "FifoRe", b"new-0", b"new-1", b"new-2")
     await trio.sleep(11)
@@ -120,7 +112,7 @@ async def test_the_ack_of_a_deleted_queues_fifo_message_does_not_acknowledge_the
     await create_topic(embedded_cluster, "FifoOld", queues=1)
     await send(embedded_cluster, "FifoOld", b"old-0")
     [old] = pop.pop("GOld", "FifoOld", 32, _LONG_MS, None, fifo=True)
-    await _delete_topic(embedded_cluster, "FifoOld", autojump_clock)
+    await delete_topic(embedded_cluster, "FifoOld", autojump_clock)
     await create_topic(embedded_cluster, "FifoOld", queues=1)
     await send(embedded_cluster, "FifoOld", b"new-0", b"new-1")
     assert pop.ack("GOld", "FifoOld", old.handle) is AckOutcome.STALE
@@ -141,7 +133,7 @@ async def _state_saved_then_topic_deleted(
         assert [pop.ack(group, topic, old[i].handle) for i in acked] == [AckOutcome.OK] * len(acked)
         await _saved_and_stopped(pop, nursery, autojump_clock)
     await _restart_broker(cluster, autojump_clock, clock)
-    await _delete_topic(cluster, topic, autojump_clock)
+    await delete_topic(cluster, topic, autojump_clock)
 
 
 @pytest.mark.parametrize("recreated", ["while the pop service is down", "after it started"])

@@ -1,8 +1,8 @@
-"""Pop consumption in the broker, in virtual time (``autojump_clock``): checkpoints as timer messages, acks,
-changes of invisibility, redelivery with the attempt raised (past the group's attempts too, the receive then moves it
-to the DLQ: a dead letter re-sent is neither delayed nor parked again), FIFO queues with one batch in flight, and
-in-flight messages across a clean restart. The broker is the embedded cluster's; the messages are sent by our 4.x
-client."""
+"""Pop consumption in the broker, in virtual time (``autojump_clock``): checkpoints as timer messages, acks, changes of
+invisibility, redelivery with the attempt raised (past the group's attempts too, the receive then moves it to the
+DLQ: a dead letter re-sent is neither delayed nor parked again), checkpoints of a deleted topic or group that revive
+nothing (the topic's pop retry topics deleted with it), FIFO queues with one batch in flight, and in-flight messages
+across a clean restart. The broker is the embedded cluster's; the messages are sent by our 4.x client."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
@@ -23,6 +24,7 @@ from client.producer import Producer
 from processors.filter import compile_sql92
 from remoting.codec.bodies.broker_metadata import PERM_READ, SubscriptionGroupConfig
 from remoting.codec.message import decode_record
+from remoting.codec.topics import pop_retry_topic
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
@@ -49,6 +51,15 @@ async def send(cluster: EmbeddedCluster, topic: str, *bodies: bytes, tags: str |
     async with Producer("pg-pop", cluster.namesrv_addr) as producer:
         for body in bodies:
             await producer.send(Message(topic, body, tags=tags))
+
+
+async def delete_topic(cluster: EmbeddedCluster, topic: str, autojump_clock: trio.testing.MockClock) -> None:
+    """DELETE_TOPIC_IN_BROKER through our admin client, virtual time standing still while the broker deletes the
+    files in a worker thread."""
+    autojump_clock.autojump_threshold = math.inf
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.delete_topic(topic)
+    autojump_clock.autojump_threshold = 0
 
 
 async def pop_all(pop: PopService, group: str, topic: str, invisible: int = INVISIBLE, **kw: bool) -> list[Popped]:
@@ -247,6 +258,58 @@ async def test_a_dead_lettered_timer_message_redriven_to_its_topic_is_not_parked
         await producer.send(Message("PopTimed", dead.body, properties=dict(dead.properties)))
         assert embedded_cluster.controller.timer.pending == 0
         assert len(stored(embedded_cluster, "PopTimed")) == 2
+
+
+async def test_a_deleted_topics_unacked_message_does_not_come_back_in_the_topic_created_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """AdminBrokerProcessor.deleteTopic (clearRetryTopicWhenDeleteTopic, true by default) deletes the pop retry topic
+    ``%RETRY%<group>_<topic>`` of every group with an offset on the topic, and PopReviveService.mergeAndRevive skips a
+    CK whose topic no longer exists ("can not get normal topic"). So a message of a deleted topic never reaches the
+    consumers of a topic created again under its name."""
+    pop, revive = popper
+    ctx = embedded_cluster.controller.context
+    await create_topic(embedded_cluster, "DelT", queues=1)
+    await send(embedded_cluster, "DelT", b"old")
+    [_] = pop.pop("GDel", "DelT", 32, 10_000, None)
+    await trio.sleep(15)  # not acked: revived into the pop retry topic
+    assert revive.revived == 1
+    await delete_topic(embedded_cluster, "DelT", autojump_clock)
+    assert pop_retry_topic("GDel", "DelT") not in ctx.topics
+    await create_topic(embedded_cluster, "DelT", queues=1)
+    handed = [p.message.body for _ in range(6) for p in pop.pop("GDel", "DelT", 32, 10_000, None)]
+    assert handed == []
+
+
+async def test_the_checkpoint_of_a_deleted_topic_revives_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """PopReviveService.mergeAndRevive skips (and commits past) a CK whose topic is gone ("can not get normal topic
+    ..., then continue"): no retry copy, no pop retry topic created for a topic that no longer exists."""
+    pop, revive = popper
+    ctx = embedded_cluster.controller.context
+    await create_topic(embedded_cluster, "GoneT", queues=1)
+    await send(embedded_cluster, "GoneT", b"m0")
+    [_] = pop.pop("GGone", "GoneT", 32, 10_000, None)
+    await delete_topic(embedded_cluster, "GoneT", autojump_clock)
+    await trio.sleep(15)
+    assert (revive.revived, pop_retry_topic("GGone", "GoneT") in ctx.topics) == (0, False)
+
+
+async def test_the_checkpoint_of_a_deleted_group_revives_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """PopReviveService.mergeAndRevive skips a CK whose group is gone ("can not get cid", the group deleted and
+    autoCreateSubscriptionGroup off): no retry copy, no pop retry topic for a group that no longer exists."""
+    pop, revive = popper
+    ctx = embedded_cluster.controller.context
+    await create_topic(embedded_cluster, "GoneG", queues=1)
+    await send(embedded_cluster, "GoneG", b"m0")
+    [_] = pop.pop("GGoneG", "GoneG", 32, 10_000, None)
+    ctx.groups.config = attrs.evolve(ctx.groups.config, auto_create_subscription_group=False)
+    ctx.groups.delete("GGoneG")
+    await trio.sleep(15)
+    assert (revive.revived, pop_retry_topic("GGoneG", "GoneG") in ctx.topics) == (0, False)
 
 
 async def test_each_pop_of_a_group_starts_one_queue_further(
