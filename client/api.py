@@ -9,6 +9,8 @@ the ones the function documents raises :class:`~client.errors.MQBrokerError`; tr
 from __future__ import annotations
 
 import enum
+import logging
+import zlib
 from typing import Any, Final, NamedTuple
 
 import attrs
@@ -50,6 +52,8 @@ from remoting.codec.headers import (
 from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt
 from remoting.codec.pull_body import decode_records
 from remoting.codec.send_frame import send_result_json as _send_result_json
+
+log = logging.getLogger(__name__)
 
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -243,14 +247,38 @@ def read_pull_response(response: RemotingCommand, address: str) -> tuple[PullSta
 
 
 def pulled_messages(body: bytes | memoryview, head: PullHead, tags: frozenset[str] | None) -> list[MessageExt]:
-    """The messages of a FOUND pull's body: decoded, inflated, filtered by ``tags`` (a subscription's tag set,
-    ``None`` for ``*``; Java filters on the client after the broker's hash-code filter) and carrying MIN/MAX_OFFSET.
-    A malformed body raises MessageDecodeError."""
+    """The messages of a FOUND pull's body: decoded, inflated (see :func:`_inflated`), filtered by ``tags`` (a
+    subscription's tag set, ``None`` for ``*``; Java filters on the client after the broker's hash-code filter) and
+    carrying MIN/MAX_OFFSET. A malformed body raises MessageDecodeError."""
     extra = {PROPERTY_MIN_OFFSET: str(head.min_offset), PROPERTY_MAX_OFFSET: str(head.max_offset)}
     messages = decode_records(body, extra, tags)
     if any(msg.sys_flag & SYSFLAG_COMPRESSED for msg in messages):  # rare: no per-message call otherwise
-        messages = [uncompressed(msg) for msg in messages]
+        messages = _inflated(messages)
     return messages
+
+
+def _inflated(messages: list[MessageExt]) -> list[MessageExt]:
+    """``messages`` with their zlib bodies inflated, up to the first that does not inflate: it and the ones after it
+    are dropped with a warning, as Java's ``MessageDecoder.decodes`` stops at a record whose decode (which inflates)
+    fails. Such a body fails on every pull: the puller goes on from the pull's ``nextBeginOffset``."""
+    out: list[MessageExt] = []
+    for msg in messages:
+        try:
+            out.append(uncompressed(msg))
+        except zlib.error as exc:
+            dropped = len(messages) - len(out)
+            log.warning(
+                "message %s (%s queue %d offset %d) does not inflate (%s): it and the %d after it in its pull are"
+                " dropped",
+                msg.msg_id,
+                msg.topic,
+                msg.queue_id,
+                msg.queue_offset,
+                exc,
+                dropped - 1,
+            )
+            break
+    return out
 
 
 async def pull_message(

@@ -19,7 +19,9 @@ side by side instead of in turn. When those messages could take the process queu
 over first and the thresholds decide with them counted, so the queue never holds more than Java's would (threshold
 plus one pull). A body that fails to decode, or an error before the next pull is sent (no broker address), sends
 the loop back to the offset of the pull whose messages were not handed over (after the error wait), as if that pull
-had failed; the response to a pull sent meanwhile is dropped.
+had failed; the response to a pull sent meanwhile is dropped. A record that decodes but whose compressed body does
+not inflate fails the same way on every pull: :func:`client.api.pulled_messages` ends the list before it (as Java's
+``MessageDecoder.decodes``), and the loop goes on from the response's ``nextBeginOffset``.
 """
 
 from __future__ import annotations
