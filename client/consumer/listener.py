@@ -2,8 +2,9 @@
 
 A listener is called with a list of messages (at most ``consume_message_batch_max_size``) and returns a status.
 It may be a coroutine function (run as a task on the event loop) or a plain function (run in a worker thread under
-the consumer's capacity limiter, so blocking code is fine). Raising counts as RECONSUME_LATER (concurrent) or
-SUSPEND_CURRENT_QUEUE_A_MOMENT (orderly); returning ``None`` counts as success.
+the consumer's capacity limiter, so blocking code is fine; a shutdown that outlasts ``await_termination`` abandons
+that thread, as Java's ``awaitTermination`` gives up on a consume thread, and drops its result). Raising counts as
+RECONSUME_LATER (concurrent) or SUSPEND_CURRENT_QUEUE_A_MOMENT (orderly); returning ``None`` counts as success.
 """
 
 from __future__ import annotations
@@ -48,22 +49,32 @@ async def run_listener(
     skip: Callable[[], bool] | None = None,
     started: Callable[[], None] | None = None,
 ) -> object:
-    """Run ``listener`` under ``limiter`` and return what it returned; its exception propagates. Once the limiter is
-    taken (a call may wait there long), on the event loop: ``skip`` is asked, and when it says so the listener is not
-    called and :data:`SKIPPED` is returned; else ``started`` is told the call starts now (Java: a consume thread took
-    the request). A plain function runs in a worker thread while the event loop holds its limiter token."""
+    """Run ``listener`` under ``limiter`` (a consume slot) and return what it returned; its exception propagates.
+    Once the limiter is taken (a call may wait there long), on the event loop: ``skip`` is asked, and when it says so
+    the listener is not called and :data:`SKIPPED` is returned; else ``started`` is told the call starts now (Java: a
+    consume thread took the request). The event loop holds the limiter token while :func:`invoke_listener` runs."""
     async with limiter:
         if skip is not None and skip():
             return SKIPPED
         if started is not None:
             started()
-        if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__):
-            return await listener(msgs)  # type: ignore[misc]
-        # ``limiter`` already bounds the threads: the call must not wait for the default thread limiter too.
-        result = await anyio.to_thread.run_sync(listener, msgs, limiter=anyio.CapacityLimiter(math.inf))
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+        return await invoke_listener(listener, msgs)
+
+
+async def invoke_listener(listener: MessageListener, msgs: list[MessageExt]) -> object:
+    """Call ``listener``: a coroutine function on the event loop, a plain function in a worker thread. Cancelled (a
+    shutdown past ``await_termination``), a plain function's thread is abandoned, as Java's ``awaitTermination``
+    gives up on a consume thread: it runs on, and what it returns is dropped (this raises the cancellation, so no
+    caller commits its messages)."""
+    if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__):
+        return await listener(msgs)  # type: ignore[misc]
+    # The caller's limiter already bounds the threads: the call must not wait for the default thread limiter too.
+    result = await anyio.to_thread.run_sync(
+        listener, msgs, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(math.inf)
+    )
+    if inspect.isawaitable(result):
+        result = await result
+    return result
 
 
 def listener_status(result: object, failed: ConsumeStatus) -> ConsumeStatus:

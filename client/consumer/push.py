@@ -17,7 +17,8 @@ Lifecycle: entering the block starts the client instance (unless one was passed 
 each SQL92 subscription (CHECK_CLIENT_CONFIG, as Java's ``checkClientInBroker``: a refusal fails the start with
 :class:`~client.errors.MQBrokerError` carrying the broker's code and remark; an unreachable broker is only logged),
 sends a heartbeat and runs a first rebalance; leaving it stops pulling, lets in-flight listener calls finish (up to
-``await_termination`` seconds), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file),
+``await_termination`` seconds; then they are cancelled, a plain listener's thread abandoned, and their messages stay
+uncommitted), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file),
 unlocks orderly queues and unregisters from the brokers. Timers (rebalance 20 s, offset persist 5 s, heartbeat, route
 refresh) run in the instance; the orderly lock renewal (20 s) and, for concurrent consumption, the clean-up of listener
 calls that overran ``consume_timeout`` (every ``consume_timeout`` minutes) run here.
