@@ -44,8 +44,8 @@ from client.consumer.listener import (
     ConsumeOrderlyStatus,
     MessageListener,
     exception_simple_desc,
+    invoke_listener,
     listener_status,
-    run_listener,
 )
 from client.consumer.offset_store import OffsetStore, offset_store_for
 from client.consumer.process_queue import ProcessQueue
@@ -392,13 +392,12 @@ class PushConsumer:
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]:
         """CONSUME_MESSAGE_DIRECTLY (Java's ``consumeMessageDirectly``): the listener gets ``msg`` as a delivery shows
         it (a retry message under its original topic); CR_SUCCESS, CR_LATER, or CR_THROW_EXCEPTION with the
-        exception in the remark."""
+        exception in the remark. The call takes no consume slot: Java runs it on the remoting thread that took the
+        request, so it is answered while every consume thread is busy."""
         started = anyio.current_time()
         remark: str | None = None
         try:
-            result = await run_listener(
-                self.listener, [reset_retry_topic(uncompressed(msg), self._group)], self.limiter
-            )
+            result = await invoke_listener(self.listener, [reset_retry_topic(uncompressed(msg), self._group)])
         except Exception as exc:
             log.warning(
                 "consumer %s: the listener failed on %s consumed directly", self._group, msg.msg_id, exc_info=True

@@ -3,6 +3,7 @@ admin, consumer-ids-changed notifications (covered by the takeover tests)."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from client.admin import Admin
@@ -10,7 +11,7 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
 from tests.client.helpers import create_topic, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
@@ -144,3 +145,43 @@ async def test_consume_message_directly_answers_cr_throw_exception_with_the_erro
             )
     assert result["consumeResult"] == "CR_THROW_EXCEPTION"
     assert str(result["remark"]).startswith("ValueError: cannot handle it, listener(")
+
+
+async def test_consume_message_directly_is_answered_while_every_consume_slot_is_busy(cluster: ThreadedCluster) -> None:
+    """Java's ClientRemotingProcessor.consumeMessageDirectly calls the listener on the remoting thread that took the
+    request, not in the consume thread pool, so ``mqadmin consumeMessage`` is answered while every consume thread is
+    taken by a long listener call. With its one consume slot held by a hung call, the consumer still answers
+    CR_SUCCESS (it used to wait for the slot until the broker's forward timed out)."""
+    await create_topic(cluster.namesrv_addr, "DirectBusy", queues=1)
+    await create_topic(cluster.namesrv_addr, "DirectBusyOther", queues=1)
+    release = anyio.Event()
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(m.body for m in msgs)
+        if msgs[0].body == b"stuck":
+            await release.wait()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "cg-direct-busy",
+        cluster.namesrv_addr,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        consume_thread_max=1,
+        await_termination=1.0,
+    )
+    consumer.subscribe("DirectBusy")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("pg", cluster.namesrv_addr) as producer, Admin(cluster.namesrv_addr) as admin:
+        await producer.send(Message("DirectBusy", b"stuck"))
+        await wait_until(lambda: b"stuck" in seen)
+        # Not consumed through a queue: sent to a topic nobody subscribes, replayed to the listener by the admin.
+        sent = await producer.send(Message("DirectBusyOther", b"direct"))
+        try:
+            result = await admin.consume_message_directly(
+                "cg-direct-busy", consumer.instance.client_id, sent.offset_msg_id
+            )
+        finally:
+            release.set()
+    assert result["consumeResult"] == "CR_SUCCESS", result
+    assert seen == [b"stuck", b"direct"]
