@@ -133,12 +133,11 @@ class Rebalance:
         if self.message_model is MessageModel.BROADCASTING:
             allocated = set(mq_all)
         else:
-            masters = sorted(
-                (bd.broker_name, bd.master_addr) for bd in route.broker_datas if bd.master_addr is not None
-            )
-            if not masters:
-                raise MQClientError(f"topic {topic} has no master broker")
-            cids = await self._consumer_ids([addr for _, addr in masters])
+            # Java's findBrokerAddrByTopic: a group's selectBrokerAddr, its master or, without one, a slave.
+            addresses = [addr for bd in route.broker_datas if (addr := bd.select_broker_addr()) is not None]
+            if not addresses:
+                raise MQClientError(f"topic {topic} has no broker address")
+            cids = await self._consumer_ids(addresses)
             allocated = set(self.strategy(self.group, self.instance.client_id, mq_all, cids))
         owned = {mq for mq in self.process_queues if mq.topic == topic}
         await self.update_process_queues(topic, allocated)
@@ -147,8 +146,9 @@ class Rebalance:
         return topic, set(mq_all), allocated
 
     async def _consumer_ids(self, addresses: list[str]) -> list[str]:
-        """The group's consumer ids from one of the topic's masters, in random order (Java picks one at random, so a
-        broker that hangs does not stall every pass) and the next one when it fails. Raises the last failure."""
+        """The group's consumer ids from one of the topic's broker groups' ``addresses``, in random order (Java picks
+        one at random, so a broker that hangs does not stall every pass) and the next one when it fails. Raises the
+        last failure."""
         failure: Exception | None = None
         for address in random.sample(addresses, len(addresses)):
             try:
