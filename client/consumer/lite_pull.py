@@ -82,6 +82,15 @@ TopicQueuesListener = Callable[[str, set[MessageQueue]], object]
 MessageQueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], object]
 #: First check of the registered topics' queues after start (Java: 10 s).
 TOPIC_METADATA_FIRST_CHECK = 10.0
+#: The consume-from-where values a lite pull consumer takes (Java's ``DefaultLitePullConsumer.setConsumeFromWhere``
+#: refuses the deprecated ones, which its rebalance would never start a queue with).
+LITE_PULL_CONSUME_FROM = frozenset(
+    {
+        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        ConsumeFromWhere.CONSUME_FROM_TIMESTAMP,
+    }
+)
 
 
 class LitePullConsumer(LitePullWorker):
@@ -108,6 +117,11 @@ class LitePullConsumer(LitePullWorker):
         enable_msg_trace: bool = False,
         customized_trace_topic: str | None = None,
     ) -> None:
+        if consume_from_where not in LITE_PULL_CONSUME_FROM:
+            raise ValueError(
+                f"Invalid ConsumeFromWhere Value {consume_from_where.name}: a lite pull consumer takes "
+                "CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET or CONSUME_FROM_TIMESTAMP"
+            )
         self._group = group
         self.instance, self._own_instance = (
             (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)

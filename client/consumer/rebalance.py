@@ -231,7 +231,8 @@ class Rebalance:
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """The stored offset (with ``memory_first``, the one in memory if any), else consume-from-where (retry topics
-        start at 0 / the max offset as in Java)."""
+        start at 0 / the max offset as in Java). The deprecated MIN_OFFSET, MAX_OFFSET and
+        LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST count as LAST_OFFSET, as in RebalancePushImpl."""
         stored = self.offset_store.read_memory(mq) if self.memory_first else None
         if stored is None:
             stored = await self.offset_store.read(mq)
@@ -243,7 +244,7 @@ class Rebalance:
         if addr is None:
             raise MQClientError(f"no address for broker {mq.broker_name}")
         is_retry = mq.topic.startswith("%RETRY%")
-        if where in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET):
+        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
             return 0
         if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
             if is_retry:

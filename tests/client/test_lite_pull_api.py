@@ -1,7 +1,7 @@
 """The rest of DefaultLitePullConsumer's API (RocketMQ 4.9.8,
 client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java): ``unsubscribe``,
-``commitSync(Map, persist)``, ``registerTopicMessageQueueChangeListener`` and BROADCASTING consumption with its
-local offset file, against a real broker and name server."""
+``commitSync(Map, persist)``, ``registerTopicMessageQueueChangeListener``, BROADCASTING consumption with its
+local offset file, against a real broker and name server, and ``setConsumeFromWhere``'s check."""
 
 from __future__ import annotations
 
@@ -200,3 +200,19 @@ async def test_broadcasting_consumers_each_get_everything_and_resume_from_their_
         rest = await poll_until(again, 1)
         rest += await again.poll(timeout=1.0)
     assert [m.body for m in rest] == [b"b6"]
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET,
+        ConsumeFromWhere.CONSUME_FROM_MAX_OFFSET,
+        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST,
+    ],
+)
+def test_a_deprecated_consume_from_where_is_refused(where: ConsumeFromWhere) -> None:
+    """DefaultLitePullConsumer.setConsumeFromWhere throws "Invalid ConsumeFromWhere Value" for anything but
+    LAST_OFFSET, FIRST_OFFSET and TIMESTAMP: RebalanceLitePullImpl has no case for the others and would never start a
+    queue with them."""
+    with pytest.raises(ValueError, match="Invalid ConsumeFromWhere Value"):
+        LitePullConsumer("lite-deprecated-where", "127.0.0.1:1", consume_from_where=where)

@@ -261,7 +261,7 @@ def _read_only(consumer: PushConsumer, topic: str) -> bool:
     return route is not None and all(qd.perm & 2 == 0 for qd in route.queue_datas)
 
 
-async def test_consume_from_where_picks_first_last_or_timestamp_when_no_offset_is_stored(
+async def test_consume_from_where_picks_first_last_or_timestamp_when_no_offset_is_stored_deprecated_ones_last(
     cluster: ThreadedCluster, tmp_path: Path
 ) -> None:
     await create_topic(cluster.namesrv_addr, "FromWhere", queues=1)
@@ -282,6 +282,13 @@ async def test_consume_from_where_picks_first_last_or_timestamp_when_no_offset_i
             return await rebalance.compute_pull_from_where(mq)
 
         assert await start(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET) == 5
+        # The deprecated values fall in CONSUME_FROM_LAST_OFFSET's case (RebalancePushImpl), MIN_OFFSET too.
+        for deprecated in (
+            ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET,
+            ConsumeFromWhere.CONSUME_FROM_MAX_OFFSET,
+            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST,
+        ):
+            assert await start(deprecated) == 5
         assert await start(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET) == 0
         # Several messages may share a millisecond: the offset found must be one stored at that time.
         found = await start(ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, third.store_timestamp)
