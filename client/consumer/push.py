@@ -225,6 +225,8 @@ class PushConsumer:
         if self.consume_service is None:
             raise ClientStateError("register a message listener before starting the consumer")
         self.stopping = False
+        # A retry pending when the last run stopped died with its task group: this run schedules its own.
+        self._retry_pending, self._quick_retries = False, 0
         if self._message_model is MessageModel.CLUSTERING:
             retry = retry_topic(self._group)
             self.rebalance.subscriptions.setdefault(retry, build_subscription(retry, "*"))

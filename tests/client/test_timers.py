@@ -1,5 +1,6 @@
 """The client's timers in virtual time (Trio's autojump clock, cluster in the same loop): heartbeats keep a consumer
-registered, routes refresh every 30 s, offsets are committed every 5 s, the 20 s rebalance finds late topics."""
+registered, routes refresh every 30 s, offsets are committed every 5 s, the 20 s rebalance finds late topics and an
+incomplete rebalance is retried after 1 s, also by a restarted consumer."""
 
 from __future__ import annotations
 
@@ -12,15 +13,21 @@ from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlySt
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import LockBatchRequestBody, MessageQueue
+from remoting.codec.bodies import ConsumeFromWhere, LockBatchRequestBody, MessageQueue
 
 
-def _consumer(cluster: EmbeddedCluster, group: str, topic: str, seen: list[MessageExt]) -> PushConsumer:
+def _consumer(
+    cluster: EmbeddedCluster,
+    group: str,
+    topic: str,
+    seen: list[MessageExt],
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+) -> PushConsumer:
     async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
         seen.extend(msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer(group, cluster.namesrv_addr)
+    consumer = PushConsumer(group, cluster.namesrv_addr, consume_from_where=consume_from_where)
     consumer.subscribe(topic)
     consumer.register_message_listener(listener)
     return consumer
@@ -93,6 +100,29 @@ async def test_the_20_second_rebalance_picks_up_a_topic_created_after_start(
         while not seen:
             await trio.sleep(0.1)
     assert [m.body for m in seen] == [b"late"]
+
+
+async def test_a_restarted_consumer_still_retries_an_incomplete_rebalance_soon(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A rebalance that left a topic out (not created yet) is retried after 1 s instead of the 20 s timer. A consumer
+    stopped while such a retry was pending used to keep it marked pending, so after a restart no quick retry was
+    scheduled again: a topic created 2 s after the restart was only picked up by the 20 s timer."""
+    seen: list[MessageExt] = []
+    consumer = _consumer(embedded_cluster, "cg-later", "Later", seen, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    async with consumer:
+        pass  # the first rebalance left "Later" out: a quick retry was scheduled, and is cancelled by the stop
+    async with consumer:
+        await trio.sleep(2)
+        await _create(embedded_cluster, "Later", 1)
+        async with Producer("pg-later", embedded_cluster.namesrv_addr) as producer:
+            await producer.send(Message("Later", b"x"))
+        created = trio.current_time()
+        with trio.fail_after(60):
+            while not seen:
+                await trio.sleep(0.1)
+        took = trio.current_time() - created
+    assert took < 5, f"the restarted consumer took {took:.0f} s to pick up the new topic (the 20 s timer)"
 
 
 async def test_pulling_pauses_while_the_process_queue_is_over_its_threshold(
