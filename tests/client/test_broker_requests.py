@@ -185,3 +185,30 @@ async def test_consume_message_directly_is_answered_while_every_consume_slot_is_
             release.set()
     assert result["consumeResult"] == "CR_SUCCESS", result
     assert seen == [b"stuck", b"direct"]
+
+
+async def test_a_reset_offset_leaves_the_queues_this_member_does_not_own_to_their_owner(
+    cluster: ThreadedCluster,
+) -> None:
+    """Java's MQClientInstance.resetOffset sets the offsets of the member's own process queues only. A member of the
+    group that owns none of the topic's queues (one queue, two members) and gets the reset late, after the owner went
+    on consuming past it, must not write the old reset offset to the broker over the owner's progress."""
+    await create_topic(cluster.namesrv_addr, "ResetOwned", queues=1)
+    mq = MessageQueue("ResetOwned", "broker-a", 0)
+    seen: list[MessageExt] = []
+    a, b = (
+        _consumer(cluster, "cg-reset-owned", "ResetOwned", seen),
+        _consumer(cluster, "cg-reset-owned", "ResetOwned", seen),
+    )
+    async with Producer("pg", cluster.namesrv_addr) as producer, a, b, Admin(cluster.namesrv_addr) as admin:
+        await wait_until(lambda: (mq in a.rebalance.process_queues) != (mq in b.rebalance.process_queues))
+        owner, other = (a, b) if mq in a.rebalance.process_queues else (b, a)
+        for i in range(3):
+            await producer.send(Message("ResetOwned", f"o{i}".encode(), tags="TagA"))
+        await wait_until(lambda: len(seen) == 3)
+        await wait_until(lambda: owner.offset_store.read_memory(mq) == 3)
+        await owner.persist_offsets()
+        await other.reset_offset("ResetOwned", {mq: 0})  # as a RESET_CONSUMER_CLIENT_OFFSET that arrived late
+        progress = await admin.consumer_progress("cg-reset-owned", "ResetOwned")
+    assert progress[mq].consumer_offset == 3
+    assert other.offset_store.snapshot("ResetOwned") == {}
