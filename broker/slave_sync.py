@@ -11,17 +11,18 @@ slave's own.
 - delay offsets: GET_ALL_DELAY_OFFSET (45); the delay schedule's progress replaced and saved to ``delayOffset.json``;
 - subscription groups: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); replaced when the data version differs;
 - with a timer service, its progress: GET_TIMER_CHECK_POINT (60, RocketMQ 5's ``syncTimerCheckPoint``), written to
-  ``timerCheck.json`` for the next start (:meth:`~broker.timer.service.TimerMessageService.adopt_checkpoint`); a
-  master that does not know the code (a 4.x broker) answers REQUEST_CODE_NOT_SUPPORTED, logged once;
+  ``timerCheck.json`` for the next start, over whatever it held, an unreadable file included
+  (:meth:`~broker.timer.service.TimerMessageService.adopt_checkpoint`); a master that does not know the code (a 4.x
+  broker) answers REQUEST_CODE_NOT_SUPPORTED, logged once;
 - ours, not RocketMQ's: the master's ``commitLogMaxOffset`` from GET_BROKER_RUNTIME_INFO (28), for the slave's own
   lag in its runtime info (:meth:`~store.ha.service.HAService.note_master_offset`; the HA stream alone shows the
   master's end only as far as it has sent it).
 
 Bodies are the config files' JSON (docs/protocol.md#67-config-files). A step that fails (no answer, an error code, a
-body that does not decode, or anything it raises: a local file that does not load, a bug) is logged and skipped until
-the next round; the others still run, and the slave keeps what it has (RocketMQ's steps each catch ``Exception``). The
-requests are not signed, as RocketMQ's ``BrokerOuterAPI`` without a client RPC hook: a master with ``aclEnable`` answers
-them only when its ``globalWhiteRemoteAddresses`` match this broker's address (an ACL refusal is logged with that hint).
+body that does not decode, or anything it raises: a bug) is logged and skipped until the next round; the others
+still run, and the slave keeps what it has (RocketMQ's steps each catch ``Exception``). The requests are not signed,
+as RocketMQ's ``BrokerOuterAPI`` without a client RPC hook: a master with ``aclEnable`` answers them only when its
+``globalWhiteRemoteAddresses`` match this broker's address (an ACL refusal is logged with that hint).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class SlaveSynchronize:
         for step in steps:
             try:
                 await step(addr)
-            except Exception:  # a bug or a local file that does not load must not end the slave broker
+            except Exception:  # whatever a step raises must not end the slave broker
                 log.exception("slave sync: %s from %s failed", step.__name__.lstrip("_"), addr)
         self.rounds += 1
         self.last_round_started = started

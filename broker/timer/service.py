@@ -57,6 +57,7 @@ from remoting.codec.message import MessageRecord
 from remoting.codec.message_properties import decode_properties, with_properties
 from store.errors import PutRefusedError
 from store.message_store import MessageStore
+from store.metadata_files import ConfigFileError
 
 __all__ = ["TimerMessageService"]
 
@@ -225,21 +226,25 @@ class TimerMessageService:
 
     async def adopt_checkpoint(self, enqueue_offset: int, read_ms: int) -> None:
         """A follower takes its leader's progress, saved unclean (in a worker thread) so the next start rebuilds from
-        it; does nothing while the timer runs (it owns the file then). Raises ``OSError``, and ``ConfigFileError``
-        when the file already there does not load."""
+        it, over whatever the file held (an unreadable one is logged and replaced, as RocketMQ 5's
+        ``SlaveSynchronize.syncTimerCheckPoint`` overwrites the slave's checkpoint); does nothing while the timer
+        runs (it owns the file then). Raises ``OSError``."""
         async with self._file_lock:  # never while a start reads the file
             if not self._loaded:
                 await trio.to_thread.run_sync(self._adopt, enqueue_offset, read_ms)
 
     def _adopt(self, enqueue_offset: int, read_ms: int) -> None:
-        current = self.timers.checkpoint_file.load()
-        if current is not None and (current.enqueue_offset, current.read_ms, current.clean) == (
-            enqueue_offset,
-            read_ms,
-            False,
-        ):
-            return
-        self.timers.save_checkpoint(TimerCheckpoint(enqueue_offset=enqueue_offset, read_ms=read_ms))
+        if self._held_checkpoint() != (enqueue_offset, read_ms, False):  # skip writing an identical file
+            self.timers.save_checkpoint(TimerCheckpoint(enqueue_offset=enqueue_offset, read_ms=read_ms))
+
+    def _held_checkpoint(self) -> tuple[int, int, bool] | None:
+        """``(enqueueOffset, readMs, clean)`` of the file there, ``None`` when there is none or it does not load."""
+        try:
+            current = self.timers.checkpoint_file.load()
+        except ConfigFileError as exc:
+            log.warning("timer: replacing the unreadable checkpoint with the master's: %s", exc)
+            return None
+        return None if current is None else (current.enqueue_offset, current.read_ms, current.clean)
 
     # ---- life cycle ----------------------------------------------------------------------------------------
 
