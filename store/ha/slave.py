@@ -17,8 +17,11 @@ Reconnects back off from a tenth of ``haSendHeartbeatInterval`` doubling up to t
 every 5 s). Socket errors (a reset by the master included) and protocol errors end the session, never the client:
 each of a session's two tasks, the reader and the reporter, catches its own and ends the other.
 
-The intervals are read from the store's current config at each use (``UPDATE_BROKER_CONFIG`` replaces it), as
-RocketMQ's ``HAClient`` reads ``getMessageStoreConfig()`` on every loop.
+The intervals are read from the store's current config at each use (``UPDATE_BROKER_CONFIG`` replaces it), the
+report loop looking once a second at least: RocketMQ's ``HAClient`` reads ``getMessageStoreConfig()`` on every loop,
+which waits in ``selector.select(1000)``. That wait also keeps RocketMQ's idle reports a second apart at least,
+whatever the interval (0 included); here ``haSendHeartbeatInterval`` counts as 1 s at least, for reports and
+reconnects alike, so 0 makes neither spin.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ log = logging.getLogger(__name__)
 
 READ_SIZE: Final = 256 * 1024
 CONNECT_TIMEOUT: Final = 5.0
+#: The report loop wakes at least this often (s), and reports idle at most this often: RocketMQ's ``HAClient`` loop
+#: waits in ``selector.select(1000)`` between its looks at the intervals.
+POLL: Final = 1.0
 
 
 Connect = Callable[[str], Awaitable[trio.abc.Stream]]
@@ -157,6 +163,11 @@ class HAClient:
     def config(self) -> StoreConfig:
         return self._config()
 
+    @property
+    def heartbeat_interval(self) -> float:
+        """``haSendHeartbeatInterval`` in seconds, :data:`POLL` at least (0 would make reports and reconnects spin)."""
+        return max(self.config.ha_send_heartbeat_interval / 1000, POLL)
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         failures = 0
@@ -179,7 +190,7 @@ class HAClient:
     def _backoff(self, earlier_failures: int) -> float:
         """The wait before the next connect: a tenth of the heartbeat interval after a session or a first failure,
         doubled per earlier failure in a row, at most the interval (read now: UPDATE_BROKER_CONFIG may change it)."""
-        ceiling = self.config.ha_send_heartbeat_interval / 1000
+        ceiling = self.heartbeat_interval
         return min(ceiling / 10 * (1 << min(earlier_failures, 10)), ceiling)
 
     async def _session(self, stream: trio.abc.Stream, address: str) -> None:
@@ -218,15 +229,16 @@ class HAClient:
     async def _report_loop(self, stream: _Stream, scope: trio.CancelScope) -> None:
         """Report at once, then after every heartbeat interval without a report (the read loop reports growth); and
         end the session after ``haHousekeepingInterval`` without anything from the master (the read loop notes each
-        read in :attr:`last_contact`, so a read costs no timeout of its own). Both intervals are read at each wake."""
+        read in :attr:`last_contact`, so a read costs no timeout of its own). Both intervals are read at each wake,
+        every :data:`POLL` at least, so a changed one takes effect within a second."""
         try:
             await self._report(stream)
             while True:
-                config = self.config
-                interval = config.ha_send_heartbeat_interval / 1000
-                housekeeping = config.ha_housekeeping_interval / 1000
-                wake = min(self._last_report + interval, self.last_contact + housekeeping)
-                await trio.sleep_until(max(wake, trio.current_time() + interval / 100))
+                interval = self.heartbeat_interval
+                housekeeping = self.config.ha_housekeeping_interval / 1000
+                now = trio.current_time()
+                wake = min(self._last_report + interval, self.last_contact + housekeeping, now + POLL)
+                await trio.sleep_until(max(wake, now + interval / 100))
                 now = trio.current_time()
                 if now >= self.last_contact + housekeeping:
                     log.warning("HA master silent for %.0f s: reconnecting", housekeeping)

@@ -6,10 +6,12 @@ a slave whose master resets the connection."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -219,13 +221,15 @@ class _FakeMaster:
 
 
 @contextlib.asynccontextmanager
-async def _slave_client(root: Path) -> AsyncIterator[tuple[MessageStore, _FakeMaster, bytes, int, int]]:
-    """A slave store whose HA client runs against a :class:`_FakeMaster`, with the bytes of a two-record log to
-    feed it and the two record sizes."""
+async def _slave_client(
+    root: Path, **overrides: Any
+) -> AsyncIterator[tuple[MessageStore, _FakeMaster, bytes, int, int]]:
+    """A slave store (with ``overrides`` of its settings) whose HA client runs against a :class:`_FakeMaster`, with
+    the bytes of a two-record log to feed it and the two record sizes."""
     source, size1, size2 = _master_with_two_records(root / "source", batch=32768)
     data = bytes(source.commitlog.read(0, size1 + size2) or b"")
     source.close()
-    slave = ha_store(root / "slave", BrokerRole.SLAVE, ha_master_address="127.0.0.1:10912")
+    slave = ha_store(root / "slave", BrokerRole.SLAVE, ha_master_address="127.0.0.1:10912", **overrides)
     assert slave.replica is not None
     fake = _FakeMaster()
     client = HAClient(lambda: slave.config, slave.replica, connect=fake.connect)
@@ -294,6 +298,43 @@ async def test_slave_gives_up_on_a_silent_master_after_housekeeping(
         assert trio.current_time() - start == pytest.approx(20.0, abs=0.5)
         await fake.accepted.receive()
         assert fake.connects == 2
+
+
+async def test_a_zero_heartbeat_interval_has_the_slave_report_once_a_second(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ's HAClient with ``haSendHeartbeatInterval=0`` reports on each pass of its loop, which waits in
+    ``selector.select(1000)``: an idle slave reports once a second, it does not spin."""
+    async with _slave_client(tmp_path, ha_send_heartbeat_interval=0) as (_slave, fake, _data, _size1, _size2):
+        stream = await fake.accepted.receive()
+        await read_exactly(stream, 8)
+        start = trio.current_time()
+        await read_exactly(stream, 8)
+        assert trio.current_time() - start == pytest.approx(1.0, abs=0.05)
+
+
+async def test_a_zero_heartbeat_interval_has_the_slave_back_off_between_failed_connects(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The reconnect back-off grows from a tenth of the heartbeat interval, counted as 1 s at least: with 0 the
+    attempts still come 0.1 s, 0.2 s, 0.4 s apart rather than in a busy loop."""
+    slave = ha_store(tmp_path, BrokerRole.SLAVE, ha_master_address="127.0.0.1:10912", ha_send_heartbeat_interval=0)
+    assert slave.replica is not None
+    attempts: list[float] = []
+
+    async def refused(address: str) -> trio.abc.Stream:
+        attempts.append(trio.current_time())
+        if len(attempts) == 4:
+            await trio.sleep_forever()
+        raise ConnectionRefusedError(address)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(HAClient(lambda: slave.config, slave.replica, connect=refused).run)
+        await wait_until(lambda: len(attempts) == 4, 10, "four connects")
+        nursery.cancel_scope.cancel()
+    slave.close()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+    assert gaps == pytest.approx([0.1, 0.2, 0.4], abs=0.02)
 
 
 async def test_a_slave_reconnects_after_its_master_resets_the_connection(

@@ -4,8 +4,10 @@ UPDATE_BROKER_CONFIG."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import trio.testing
 
 from broker.broker_config import BrokerConfig, checked_roles
 from broker.cli import build_config
-from broker.context import build_context, store_config_of
+from broker.context import BrokerState, build_context, store_config_of
 from store.ha.frames import REPORT_SIZE
 from store.store_config import BrokerRole
 from tests.conftest import SMALL_STORE
@@ -73,12 +75,9 @@ async def test_update_broker_config_changes_the_live_replication_settings(tmp_pa
     assert broker.store.config.ha_listen_port == 10912  # a port takes effect at the next start only
 
 
-async def test_a_slave_reports_at_the_heartbeat_interval_set_by_update_broker_config(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
-) -> None:
-    """RocketMQ's HAClient reads ``getMessageStoreConfig().getHaSendHeartbeatInterval()`` on every loop: a slave's
-    client reports at the interval UPDATE_BROKER_CONFIG set (at the latest in its next session; here the first one
-    is closed after the update)."""
+@contextlib.asynccontextmanager
+async def _slave_of_a_test_master(tmp_path: Path) -> AsyncIterator[tuple[BrokerState, trio.SocketListener]]:
+    """A slave broker's store running, its HA client pointed at a listener on which the test plays the master."""
     listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
     port = listener.socket.getsockname()[1]
     config = BrokerConfig(
@@ -93,6 +92,18 @@ async def test_a_slave_reports_at_the_heartbeat_interval_set_by_update_broker_co
     broker.store.load()
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.store.run)
+        yield broker, listener
+        nursery.cancel_scope.cancel()
+    broker.store.close()
+
+
+async def test_a_slave_reports_at_the_heartbeat_interval_set_by_update_broker_config(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ's HAClient reads ``getMessageStoreConfig().getHaSendHeartbeatInterval()`` on every loop: a slave's
+    client reports at the interval UPDATE_BROKER_CONFIG set (here in its next session: the first one is closed
+    after the update)."""
+    async with _slave_of_a_test_master(tmp_path) as (broker, listener):
         first = await listener.accept()
         await read_exactly(first, REPORT_SIZE)  # the slave's first report: it runs with the 5 s default
         assert await broker.update_config({"haSendHeartbeatInterval": "1000"}) == []
@@ -102,6 +113,21 @@ async def test_a_slave_reports_at_the_heartbeat_interval_set_by_update_broker_co
         start = trio.current_time()
         await read_exactly(second, REPORT_SIZE)  # nothing new to report: the heartbeat report
         interval = trio.current_time() - start
-        nursery.cancel_scope.cancel()
-    broker.store.close()
     assert interval == pytest.approx(1.0, abs=0.2)
+
+
+async def test_a_lowered_heartbeat_interval_takes_effect_within_the_running_session(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ's HAClient loop wakes at least every second (``selector.select(1000)``) and compares against the
+    current haSendHeartbeatInterval: an interval lowered from 5 s to 1 s half a second after a report gives the next
+    report a second after it, in the same session (not at the deadline the old interval set)."""
+    async with _slave_of_a_test_master(tmp_path) as (broker, listener):
+        stream = await listener.accept()
+        await read_exactly(stream, REPORT_SIZE)  # the first report, at the 5 s default
+        start = trio.current_time()
+        await trio.sleep(0.5)  # the client waits for its next heartbeat report
+        assert await broker.update_config({"haSendHeartbeatInterval": "1000"}) == []
+        await read_exactly(stream, REPORT_SIZE)  # same session: the heartbeat report
+        elapsed = trio.current_time() - start
+    assert elapsed == pytest.approx(1.0, abs=0.2)
