@@ -17,7 +17,8 @@ runs a ``ReadSocketService`` and a ``WriteSocketService`` thread.
   the system calls are fewer). With nothing to send it waits for the service's wake-up (a SYNC_MASTER send) or polls
   every 100 ms; after a wake-up it lets the appends of the same scheduler pass settle first, so a burst of sends
   leaves in one write rather than one frame per send. A heartbeat (a header with body size 0 at the next offset)
-  goes after ``haSendHeartbeatInterval`` without a write.
+  goes after ``haSendHeartbeatInterval`` without a write, 100 ms at least (RocketMQ's idle wait, so 0 does not
+  spin).
 
 Either task ending (the slave closed, a socket error, housekeeping) cancels the other and closes the socket; the
 service forgets the connection. Errors never leave the connection.
@@ -154,7 +155,8 @@ class HAConnection:
                 # Deadlines, not "interval minus idle": under a virtual clock a tiny remainder added to a large
                 # time rounds back to now, and the writer would spin without the clock ever moving.
                 now = trio.current_time()
-                heartbeat_at = last_write + config.ha_send_heartbeat_interval / 1000
+                # RocketMQ's writer waits 100 ms after each idle pass: heartbeats come that far apart at least.
+                heartbeat_at = last_write + max(config.ha_send_heartbeat_interval / 1000, IDLE_POLL)
                 if now >= heartbeat_at:
                     await self.stream.send_all(encode_header(self.next_offset, 0))
                     last_write = trio.current_time()

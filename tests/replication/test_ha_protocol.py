@@ -87,8 +87,8 @@ async def _read_frame(stream: trio.abc.ReceiveStream) -> tuple[bytes, int, int, 
     return header, offset, size, await read_exactly(stream, size)
 
 
-def _master_with_two_records(root: Path, batch: int) -> tuple[MessageStore, int, int]:
-    master = ha_store(root, BrokerRole.ASYNC_MASTER, ha_transfer_batch_size=batch)
+def _master_with_two_records(root: Path, batch: int, **overrides: Any) -> tuple[MessageStore, int, int]:
+    master = ha_store(root, BrokerRole.ASYNC_MASTER, ha_transfer_batch_size=batch, **overrides)
     first = master.append(message(body=b"a" * 150))
     second = master.append(message(body=b"b" * 150))
     return master, first.size, second.size
@@ -100,10 +100,11 @@ Served = tuple[
 
 
 @contextlib.asynccontextmanager
-async def _served_master(root: Path, batch: int = 32768) -> AsyncIterator[Served]:
-    """A master with two records serving one connection whose other end (the slave's) is yielded, after the
-    slave's first report (0). Leaving the block waits for the connection to end (at most 60 s)."""
-    master, size1, size2 = _master_with_two_records(root, batch)
+async def _served_master(root: Path, batch: int = 32768, **overrides: Any) -> AsyncIterator[Served]:
+    """A master (with ``overrides`` of its settings) with two records serving one connection whose other end (the
+    slave's) is yielded, after the slave's first report (0). Leaving the block waits for the connection to end (at
+    most 60 s)."""
+    master, size1, size2 = _master_with_two_records(root, batch, **overrides)
     service = HAService(master)
     ours, theirs = trio.testing.memory_stream_pair()
     with trio.fail_after(60):
@@ -141,6 +142,21 @@ async def test_master_frames_split_a_record_across_two_chunks_then_heartbeat(
         await trio.sleep(0.1)
         assert service.push2slave_max_offset == size1 + size2
         assert service.connections[0].ack_offset == size1 + size2
+        await ours.aclose()
+
+
+async def test_a_zero_heartbeat_interval_has_the_master_heartbeat_every_100_ms(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ's WriteSocketService with ``haSendHeartbeatInterval=0`` heartbeats on each pass of its loop, which
+    waits 100 ms when there is nothing to send: heartbeats 100 ms apart, not a busy loop."""
+    async with _served_master(tmp_path, ha_send_heartbeat_interval=0) as (_service, ours, size1, size2):
+        await _read_frame(ours)  # both records
+        await _read_frame(ours)  # the first heartbeat
+        start = trio.current_time()
+        header, _offset, _size, body = await _read_frame(ours)
+        assert (header, body) == (encode_header(size1 + size2, 0), b"")
+        assert trio.current_time() - start == pytest.approx(0.1, abs=0.01)
         await ours.aclose()
 
 
