@@ -25,9 +25,9 @@ the header is written after the body, so a torn tail fails the scan; entries wit
 structure alone, as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file,
 fsync, rename).
 
-Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must (a
-leader's batch is written whole or not at all: :meth:`FileLedger.append_as_leader`); ``OSError`` from the file system
-propagates.
+Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must; ``OSError``
+from the file system propagates. A leader's append (a batch: :meth:`FileLedger.append_as_leader`, a single send:
+:meth:`FileLedger.append_record_as_leader`) is written whole or not at all: what a failed one wrote is erased again.
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ CHECKPOINT_FILE = "checkpoint"
 MARKER: Final = struct.Struct(">q")
 #: ``(last index, segments to sync, segments to unmap after, truncations so far)``: :meth:`FileLedger.flush_plan`
 FlushPlan = tuple[int, list[MappedFile], list[MappedFile], int]
+#: ``(begin index, end index, end term, data end)`` before a leader's append: :meth:`FileLedger._undo_appends`
+Tail = tuple[int, int, int, int]
 TERM_FILE = "currterm"
 
 
@@ -257,15 +259,16 @@ class FileLedger:
 
     def append_as_leader(self, term: int, bodies: Sequence[tuple[int, BodyFill]]) -> list[Entry]:
         """All of ``bodies`` or nothing: each entry is checked to fit a data segment before any is written, and a
-        write that fails anyway (a body of another size than announced: LedgerError, DISK_ERROR) is taken back
-        (:meth:`_undo_appends`) before the error propagates, so the core's refusal means no entry is in the log."""
+        write that fails anyway (a body of another size than announced: LedgerError, DISK_ERROR; a segment that
+        cannot be made: OSError) is taken back (:meth:`_undo_appends`) before the error propagates, so the core's
+        refusal means no entry is in the log."""
         for size, _ in bodies:
             self._check_fits(HEADER_SIZE + size)
-        begin, end, end_term, write_pos = self._begin, self._end, self._end_term, self.write_pos
+        tail = self._tail()
         try:
             return [self._append_filled(term, size, fill) for size, fill in bodies]
         except BaseException:
-            self._undo_appends(begin, end, end_term, write_pos)
+            self._undo_appends(tail)
             raise
 
     def _append_filled(self, term: int, size: int, fill: BodyFill) -> Entry:
@@ -277,9 +280,15 @@ class FileLedger:
         self._write(entry)
         return entry
 
-    def _undo_appends(self, begin: int, end: int, end_term: int, write_pos: int) -> None:
-        """Take back what a failed leader append wrote past entry ``end`` and data position ``write_pos`` (entries,
-        index records, the blank that closed a segment), erased and synced as a truncation's cut tail is."""
+    def _tail(self) -> Tail:
+        """Where the log ends now, for :meth:`_undo_appends` should the append that follows fail."""
+        return self._begin, self._end, self._end_term, self.write_pos
+
+    def _undo_appends(self, tail: Tail) -> None:
+        """Take back what a failed leader append wrote past ``tail`` (entries, an entry's data with no index record,
+        index records, the blank that closed a segment, a segment it started), erased and synced as a truncation's
+        cut tail is."""
+        begin, end, end_term, write_pos = tail
         if self._end == end and self.write_pos == write_pos:
             return
         self._cut_data(write_pos)
@@ -293,10 +302,21 @@ class FileLedger:
         """Append one entry whose body is ``record``, encoded by ``encode`` (:func:`~remoting.codec.record_batch.
         encode_record_into`) straight into the entry's place in the mapping, its physical offset the entry's ``pos``
         plus the header: the bytes :meth:`append_as_leader` writes for a ``fill`` that writes the same record
-        (tests/dledger/test_file_store.py), without the record's bytes built first and copied. ``encode``'s errors
-        propagate with no entry written (the last segment may have been closed with a blank and a new one started,
-        as a filled append of a record of that size would); a record no segment holds raises LedgerError
-        (DISK_ERROR) with nothing written."""
+        (tests/dledger/test_file_store.py), without the record's bytes built first and copied. Written whole or not
+        at all, as :meth:`append_as_leader`'s batch: a record no segment holds raises LedgerError (DISK_ERROR) with
+        nothing written; ``encode``'s errors and a data or index segment that cannot be made (OSError) propagate
+        with what was written taken back (:meth:`_undo_appends`: the blank that closed the last segment, the
+        entry's data)."""
+        tail = self._tail()
+        try:
+            return self._append_record(term, encode, queue_offset, clock, max_body, record)
+        except BaseException:
+            self._undo_appends(tail)
+            raise
+
+    def _append_record(self, term: int, encode: RecordEncoder, queue_offset: int, clock: Callable[[], int],
+                       max_body: int, record: MessageRecord) -> Entry:  # fmt: skip
+        """:meth:`append_record_as_leader`'s write, leaving what it wrote when it raises."""
         file_size = self.config.mapped_file_size_for_entry_data
         mf = self._data_segment()
         at = mf.wrote_position

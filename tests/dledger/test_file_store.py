@@ -370,6 +370,34 @@ def test_a_record_no_segment_holds_is_refused_with_nothing_written(tmp_path: Pat
 
 
 @pytest.mark.parametrize("encode", RECORD_ENCODERS)
+def test_a_leader_append_whose_segment_roll_fails_leaves_no_blank_and_followers_take_the_next_entry(
+    tmp_path: Path, encode: object
+) -> None:
+    """The next data segment cannot be made (here a directory in its place; on a broker ENOSPC reserving a new 1 GiB
+    segment, or EMFILE) after the blank that closes the last one is written: a batch and a single send alike take
+    the blank back, so the leader's next entry lands right after its last one, where a follower whose log ends
+    there places it (a blank left behind would put it at the next segment: the follower would refuse that push,
+    DISK_ERROR, and every one after it)."""
+    leader, follower = ledger_at(tmp_path / "leader"), ledger_at(tmp_path / "follower")
+    first = append(leader, 1, body(0, 800))[0]
+    follower.append_as_follower(first)
+    in_the_way = leader.data.dir_for(DATA_SIZE) / mapped_file.segment_name(DATA_SIZE)
+    in_the_way.mkdir(parents=True)
+    with pytest.raises(OSError):
+        append(leader, 1, body(1, 300))
+    assert leader.write_pos == first.end_pos
+    with pytest.raises(OSError):
+        leader.append_record_as_leader(1, encode, 0, lambda: 1, 4096, _record(bytes(300), "", 0))
+    assert leader.write_pos == first.end_pos and leader.end_index == 0
+    assert len(leader.data.files) == 1 and not any(leader.data.files[0].view[first.end_pos :])
+    in_the_way.rmdir()
+    small = leader.append_record_as_leader(1, encode, 0, lambda: 1, 4096, _record(b"small", "", 0))
+    follower.append_as_follower(small)
+    assert follower.get(1) == small and small.pos == first.end_pos
+    assert leader.write_pos == follower.write_pos
+
+
+@pytest.mark.parametrize("encode", RECORD_ENCODERS)
 @pytest.mark.parametrize("slack", [-1, 0, 1, 7, 8, 9])
 def test_an_entry_that_would_leave_less_than_a_blank_starts_the_next_segment(
     tmp_path: Path, encode: object, slack: int

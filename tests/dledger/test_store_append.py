@@ -1,6 +1,7 @@
 """A DLedger leader's sends (dledger/commitlog_store.py, ``DLedgerMessageStore.append``): a refused message leaves no
 entry and takes no queue offset, with the store's refusal for each kind of bad message; the next send gets the next
-offset and its entry holds the record the general encoder writes. A refused batch leaves none of its entries."""
+offset and its entry holds the record the general encoder writes. A refused batch leaves none of its entries, and a
+send refused by the file system (an index segment that cannot be made) leaves nothing a restart would bring back."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import trio.testing
 
 from dledger.commitlog_store import DLedgerMessageStore
 from dledger.config import DLedgerConfig
-from dledger.entry import HEADER_SIZE
+from dledger.entry import HEADER_SIZE, INDEX_UNIT_SIZE
 from remoting.codec.message import MessageRecord, decode_record, encode_record
 from store.errors import MessageIllegalError, PropertiesSizeExceededError, StoreError
+from store.mapped_file import segment_name
 from store.results import PutStatus
 from tests.dledger.ports import free_ports
 from tests.store.store_helpers import small_config
@@ -28,11 +30,18 @@ def _message(topic: str = "TopicA", body: bytes = b"ok", properties: str = "TAGS
     return MessageRecord(topic, body, queue_id=1, properties=properties, born_host=HOST, store_host=HOST)
 
 
+def _one_member(tmp_path: Path, **settings: object) -> DLedgerConfig:
+    """A one-member group (4 KiB entry files unless ``settings`` say otherwise)."""
+    settings.setdefault("mapped_file_size_for_entry_data", 4096)
+    return DLedgerConfig(group="g", self_id="n0", peers=f"n0-127.0.0.1:{free_ports(1)[0]}",
+                         store_base_dir=str(tmp_path), **settings)  # type: ignore[arg-type]  # fmt: skip
+
+
 @asynccontextmanager
-async def _writable_leader(tmp_path: Path, **store_settings: object) -> AsyncIterator[DLedgerMessageStore]:
-    """A one-member group's store (4 KiB entry files), running and writable; stopped on exit."""
-    dledger = DLedgerConfig(group="g", self_id="n0", peers=f"n0-127.0.0.1:{free_ports(1)[0]}",
-                            store_base_dir=str(tmp_path), mapped_file_size_for_entry_data=4096)  # fmt: skip
+async def _writable_leader(tmp_path: Path, dledger: DLedgerConfig | None = None,
+                           **store_settings: object) -> AsyncIterator[DLedgerMessageStore]:  # fmt: skip
+    """The store of ``dledger`` (default: :func:`_one_member`), running and writable; stopped on exit."""
+    dledger = dledger or _one_member(tmp_path)
     store = DLedgerMessageStore(small_config(tmp_path, **store_settings), dledger, HOST)
     store.load()
     async with trio.open_nursery() as nursery:
@@ -90,3 +99,36 @@ async def test_a_refused_batch_leaves_no_entry_and_no_queue_offset_taken_twice(
                 record = decode_record(entry.body)
                 logged.append((record.body, record.queue_offset))
         assert logged == [(b"next", 0)]
+
+
+async def test_a_send_whose_index_segment_cannot_be_made_does_not_come_back_in_place_of_the_next(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The index segment (64 records here) is full and the next one cannot be made (here a directory in its place;
+    on a broker EMFILE or ENOMEM from mmap): the send is refused, and its entry, already in the data file, is taken
+    back. Left there with no index record, the next send (PUT_OK, the same index and queue offset) would follow it,
+    and a restart's recovery scan would take the refused entry as that index and end the log there: the
+    acknowledged message gone, the refused one served in its place."""
+    records = 64
+    dledger = _one_member(tmp_path, mapped_file_size_for_entry_data=64 * 1024,
+                          mapped_file_size_for_entry_index=INDEX_UNIT_SIZE * records)  # fmt: skip
+    async with _writable_leader(tmp_path, dledger) as store:
+        sent = 0
+        while store.ledger.end_index < records - 1:
+            assert (await store.put(_message(body=b"m%d" % sent))).status is PutStatus.PUT_OK
+            sent += 1
+        in_the_way = store.ledger.index.dir_for(INDEX_UNIT_SIZE * records) / segment_name(INDEX_UNIT_SIZE * records)
+        in_the_way.mkdir(parents=True)
+        with pytest.raises(OSError):
+            await store.put(_message(body=b"refused"))
+        in_the_way.rmdir()
+        acked = await store.put(_message(body=b"acked"))
+        assert acked.status is PutStatus.PUT_OK and acked.append.queue_offset == sent
+        await trio.sleep(1)
+        assert decode_record(store.get("TopicA", 1, sent, 1).messages[0]).body == b"acked"
+    again = DLedgerMessageStore(small_config(tmp_path), dledger, HOST)
+    again.load()
+    try:
+        assert [decode_record(m).body for m in again.get("TopicA", 1, sent, 1).messages] == [b"acked"]
+    finally:
+        again.close()
