@@ -287,14 +287,14 @@ class FileLedger:
     def _undo_appends(self, tail: Tail) -> None:
         """Take back what a failed leader append wrote past ``tail`` (entries, an entry's data with no index record,
         index records, the blank that closed a segment, a segment it started), erased and synced as a truncation's
-        cut tail is."""
+        cut tail is. Not a truncation for a flush in flight: planned before the append, it names no entry past
+        ``tail`` and keeps its claim (the segments' own flushed positions, dropped by the cut, are synced again)."""
         begin, end, end_term, write_pos = tail
         if self._end == end and self.write_pos == write_pos:
             return
         self._cut_data(write_pos)
         self._cut_index((end + 1) * INDEX_UNIT_SIZE)
         self._begin, self._end, self._end_term = begin, end, end_term
-        self._truncations += 1
         self._sync_tails()
 
     def append_record_as_leader(self, term: int, encode: RecordEncoder, queue_offset: int, clock: Callable[[], int],

@@ -448,3 +448,17 @@ def test_a_flush_in_flight_across_a_truncation_claims_nothing_written_after_it(
     assert data is not None and data.flushed_position < data.wrote_position  # so the next plan takes it
     ledger.flush_all()
     assert ledger.flushed_index == 2 and data.flushed_position == data.wrote_position
+
+
+def test_a_flush_in_flight_across_an_undone_append_keeps_its_claim(tmp_path: Path) -> None:
+    """A leader's failed append is taken back only past where the log ended before it, so a flush planned earlier
+    still makes its entries durable (a truncation's rule, claim nothing, would hold back answers waiting for it)."""
+    ledger = ledger_at(tmp_path)
+    append(ledger, 1, body(0), body(1))
+    plan = ledger.flush_plan()
+    with pytest.raises(LedgerError, match="announced"):
+        ledger.append_as_leader(1, [(100, lambda _p: body(2)), (100, lambda _p: b"short")])
+    assert ledger.end_index == 1
+    FileLedger.flush_planned(plan)
+    ledger.flushed(plan)
+    assert ledger.flushed_index == 1
