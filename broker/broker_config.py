@@ -160,6 +160,9 @@ class BrokerConfig(ListenerSettings):
     #: ACL 1.0 (docs/architecture.md#acl-and-tls-at-the-edge): every request is checked against the plain_acl.yml
     #: accounts before it reaches a pool.
     acl_enable: bool = False
+    #: ``;``-separated keys UPDATE_BROKER_CONFIG refuses with NO_PERMISSION, besides the fixed ``configBlackList``,
+    #: ``brokerConfigPath`` and ``rocketmqHome`` (read at start; changed only by a restart, as Java's).
+    config_black_list: str = "configBlackList;brokerConfigPath"
     #: RocketMQ's home directory: the ACL files are ``conf/plain_acl.yml`` and ``conf/acl/**.yml`` under it (Java reads
     #: ``rocketmq.home.dir`` or the ``ROCKETMQ_HOME`` environment variable).
     rocketmq_home: str = attrs.field(factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))

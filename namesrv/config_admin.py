@@ -23,7 +23,13 @@ from typing import Final
 import trio
 
 from namesrv.config import NamesrvConfig
-from remoting.codec.java_properties import apply_properties, format_properties, parse_properties, property_texts
+from remoting.codec.java_properties import (
+    apply_properties,
+    black_listed_keys,
+    format_properties,
+    parse_properties,
+    property_texts,
+)
 from store.metadata_files import replace_atomically
 
 __all__ = ["ALWAYS_BLACK_LISTED", "NamesrvConfigAdmin"]
@@ -54,8 +60,7 @@ class NamesrvConfigAdmin:
         """Apply a properties text; returns the keys no setting has. Raises :class:`ConfigRefused` for a black-listed
         key and :class:`~remoting.codec.java_properties.PropertiesError` for a bad value."""
         props = parse_properties(text)
-        black = ALWAYS_BLACK_LISTED | {k.strip() for k in self.config.config_black_list.split(";") if k.strip()}
-        if black & props.keys():
+        if black_listed_keys(ALWAYS_BLACK_LISTED, self.config.config_black_list) & props.keys():
             raise ConfigRefused("Can not update config in black list.")
         self.config, unknown = apply_properties(self.config, props)
         if self._on_change is not None:

@@ -10,7 +10,8 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
   consumers themselves, through :mod:`processors.broker2client`.
 - UPDATE_BROKER_CONFIG (25) hands a properties body to :meth:`BrokerContext.update_config`, which applies it to the
   running broker (managers see the new values at once; ``listenPort`` is ignored) and, when the broker was started
-  with ``-c broker.conf``, writes the changed keys back into that file; Java's black-listed keys answer NO_PERMISSION.
+  with ``-c broker.conf``, writes the changed keys back into that file; a key of :data:`ALWAYS_BLACK_LISTED` or of
+  the ``configBlackList`` setting refuses the whole update with NO_PERMISSION.
 - DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
   statistics, so a topic created again under the same name starts empty, and with ``clearRetryTopicWhenDeleteTopic``
   (RocketMQ 5, on by default) the pop retry topics of the groups with an offset on it likewise; CLEAN_UNUSED_TOPIC
@@ -66,6 +67,7 @@ from remoting.codec.headers import (
 )
 from remoting.codec.java_properties import (
     PropertiesError,
+    black_listed_keys,
     format_properties,
     parse_properties,
     property_texts,
@@ -81,9 +83,9 @@ log = logging.getLogger(__name__)
 _Handler = Callable[["AdminBrokerProcessor", RemotingCommand], RemotingCommand]
 _AsyncHandler = Callable[["AdminBrokerProcessor", RemotingCommand], Awaitable[RemotingCommand]]
 
-#: Java's ``configBlackList`` default with what ``initConfigBlackList`` always adds (``rocketmqHome``: the ACL files are
-#: read below it): properties UPDATE_BROKER_CONFIG refuses to change.
-CONFIG_BLACK_LIST: Final = frozenset({"configBlackList", "brokerConfigPath", "rocketmqHome"})
+#: The keys ``initConfigBlackList`` always black-lists (``rocketmqHome``: the ACL files are read below it); the broker's
+#: ``configBlackList`` setting adds to them.
+ALWAYS_BLACK_LISTED: Final = frozenset({"configBlackList", "brokerConfigPath", "rocketmqHome"})
 #: A slave's answer to topic and group changes (RocketMQ's ``validateSlave``): metadata follows the master.
 SLAVE_REFUSAL: Final = (
     "Can't modify topic or subscription group from slave broker, please execute it from master broker."
@@ -301,7 +303,7 @@ class AdminBrokerProcessor:
 
     async def update_broker_config(self, request: RemotingCommand) -> RemotingCommand:
         props = parse_properties(bytes(request.body or b"").decode("utf-8", "replace"))
-        if CONFIG_BLACK_LIST & props.keys():
+        if black_listed_keys(ALWAYS_BLACK_LISTED, self.broker.config.config_black_list) & props.keys():
             return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
         # The port is fixed once bound; changing it at run time would unregister the live address.
         props.pop("listenPort", None)

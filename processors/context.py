@@ -88,6 +88,10 @@ class BrokerSettings(attrs.AttrsInstance, Protocol):
 
     @property
     def enable_mixed_message_type(self) -> bool: ...
+    @property
+    def config_black_list(self) -> str:
+        """``;``-separated keys UPDATE_BROKER_CONFIG refuses besides the fixed ones."""
+        ...
 
 
 class TopicTable(Protocol):

@@ -12,7 +12,8 @@ UTF-8, as ``Properties.load(InputStream)`` reads any (:func:`decode_properties_f
 around a value (:func:`apply_properties`; ours, as before). :func:`format_properties` escapes what that reader would
 misread and writes everything outside printable ASCII as ``\\uXXXX``, as ``Properties.store`` does, so Java reads it
 back alike.
-The command-line form ``--name value`` (``mqbroker --listenPort 0``) is :func:`parse_property_args`.
+The command-line form ``--name value`` (``mqbroker --listenPort 0``) is :func:`parse_property_args`; the keys the
+config-update requests refuse (``configBlackList``) are :func:`black_listed_keys`.
 
 A settings class is an attrs class; each field's property name is its camelCase form, or ``metadata["key"]`` where
 RocketMQ spells it otherwise (``brokerIP1``). An ``int`` field holds a Java ``int`` unless ``metadata["java"]`` is
@@ -23,7 +24,7 @@ value of the wrong type or out of range, a malformed ``\\uXXXX`` or a malformed 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -270,6 +271,13 @@ def apply_properties(config: T, props: dict[str, str]) -> tuple[T, list[str]]:
             continue
         changes[field.name] = _convert(value, field, key)
     return attrs.evolve(config, **changes), unknown  # type: ignore[misc]
+
+
+def black_listed_keys(fixed: Iterable[str], configured: str) -> frozenset[str]:
+    """The keys a config update may not name: ``fixed`` and the ``;``-separated keys of a ``configBlackList``
+    setting, which only adds to them (``initConfigBlackList`` of RocketMQ's ``AdminBrokerProcessor`` and
+    ``DefaultRequestProcessor``)."""
+    return frozenset(fixed) | {key.strip() for key in configured.split(";") if key.strip()}
 
 
 def load_config(defaults: T, text: str | None = None, **overrides: object) -> tuple[T, list[str]]:

@@ -1,14 +1,23 @@
-"""Helpers for broker tests that talk to an embedded cluster over real sockets."""
+"""Helpers for broker tests that talk to an embedded cluster, or a broker started from a ``broker.conf``, over real
+sockets."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import attrs
 import trio
 
+from broker.cli import build_config
+from broker.controller import BrokerController
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageRecord
+from tests.conftest import SMALL_STORE
 
 
 async def route_of(client: RemotingClient, cluster: EmbeddedCluster, topic: str) -> RemotingCommand:
@@ -47,3 +56,15 @@ def put_record(cluster: EmbeddedCluster, topic: str, queue_id: int, body: bytes)
     """Append one message straight to the embedded broker's store; its queue offset."""
     ctx = cluster.controller.context
     return ctx.store.append(MessageRecord(topic, body, queue_id, store_host=ctx.store_host)).queue_offset
+
+
+@contextlib.asynccontextmanager
+async def broker_from_conf(conf: Path, store: Path) -> AsyncIterator[tuple[BrokerController, str]]:
+    """A broker started as ``mqbroker -c conf`` (``conf`` sets ``listenPort=0``), its store under ``store``, serving
+    until the block ends; yields the controller and its address."""
+    config = build_config(str(conf), [f"--storePathRootDir={store}"], "")
+    controller = BrokerController(attrs.evolve(config, **SMALL_STORE), config_path=conf)
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(controller.serve)
+        yield controller, f"{host}:{port}"
+        nursery.cancel_scope.cancel()

@@ -20,13 +20,12 @@ import trio
 
 import broker.broker_conf_file as broker_conf_file
 from broker.broker_config import BrokerConfig
-from broker.cli import build_config
 from broker.context import build_context
-from broker.controller import BrokerController
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.java_properties import PropertiesError
+from tests.broker.helpers import broker_from_conf
 from tests.conftest import SMALL_STORE
 
 
@@ -47,17 +46,12 @@ async def test_a_refused_flush_disk_type_changes_nothing_and_later_updates_work(
 async def test_the_admin_request_answers_system_error_for_a_refused_value(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
-    config = build_config(str(conf), [f"--storePathRootDir={tmp_path / 'store'}"], "")
-    controller = BrokerController(attrs.evolve(config, **SMALL_STORE), config_path=conf)
-    async with trio.open_nursery() as nursery, RemotingClient() as client:
-        host, port = await nursery.start(controller.serve)
-        addr = f"{host}:{port}"
+    async with broker_from_conf(conf, tmp_path / "store") as (_, addr), RemotingClient() as client:
         for body in (b"flushDiskType=bogus\n", b"brokerRole=KING\n", b"maxMessageSize=\\u12\n"):
             answer = await client.invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 5)
             assert answer.code == ResponseCode.SYSTEM_ERROR, body
         ok = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"storePathRootDir=C:\\\\data\n")
         assert (await client.invoke(addr, ok, 5)).code == ResponseCode.SUCCESS
-        nursery.cancel_scope.cancel()
     assert conf.read_bytes() == b"listenPort=0\nlistenHost=127.0.0.1\nstorePathRootDir=C:\\\\data\n"
 
 
