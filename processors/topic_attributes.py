@@ -2,12 +2,12 @@
 type (``common/src/main/java/org/apache/rocketmq/common/attribute/AttributeParser.java``, ``AttributeUtil.java``,
 ``TopicMessageType.java``).
 
-A modification reads ``+key=value,+key2=value2,-key3``: ``+`` adds or alters, ``-`` deletes; creating a topic allows
-``+`` only. The one key served is ``message.type`` (``NORMAL``, ``FIFO``, ``DELAY``, ``TRANSACTION``, ``MIXED``;
-``MIXED`` only with the broker's ``enableMixedMessageType``); RocketMQ's ``queue.type`` and ``cleanup.policy`` are
-refused as unsupported here. :func:`alter_attributes` raises :class:`TopicAttributeError` with RocketMQ's message,
-which the admin processor answers as SYSTEM_ERROR (RocketMQ catches the same RuntimeException; 5.3 answers MIXED with
-INVALID_PARAMETER).
+A modification reads ``+key=value,+key2=value2,-key3``: ``+`` adds or alters, ``-`` deletes, each key at most once
+(``+k=v,-k`` is refused); creating a topic allows ``+`` only. The one key served is ``message.type`` (``NORMAL``,
+``FIFO``, ``DELAY``, ``TRANSACTION``, ``MIXED``; ``MIXED`` only with the broker's ``enableMixedMessageType``);
+RocketMQ's ``queue.type`` and ``cleanup.policy`` are refused as unsupported here. :func:`alter_attributes` raises
+:class:`TopicAttributeError` with RocketMQ's message, which the admin processor answers as SYSTEM_ERROR (RocketMQ
+catches the same RuntimeException; 5.3 answers MIXED with INVALID_PARAMETER).
 
 :func:`message_type_of` classifies a message by its stored properties as RocketMQ 5's proxy does before checking it
 against the topic's type.
@@ -70,8 +70,12 @@ def alter_attributes(
     """The topic's attributes after ``text`` (``AttributeUtil.alterCurrentAttributes``); raises
     :class:`TopicAttributeError`."""
     final = dict(current)
+    seen: set[str] = set()
     for key, value in parse_modification(text).items():
         real = key[1:]
+        if real in seen:  # AttributeUtil.duplicationCheck: one key altered and deleted at once
+            raise TopicAttributeError(f"alter duplication key. key: {real}")
+        seen.add(real)
         if real != MESSAGE_TYPE:
             raise TopicAttributeError(f"unsupported key: {real}")
         if key.startswith("+"):

@@ -81,6 +81,24 @@ async def test_invalid_and_system_topics_are_refused(
     assert answer.remark is not None and remark in answer.remark
 
 
+async def test_an_attribute_both_altered_and_deleted_in_one_update_is_refused(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """``+message.type=NORMAL,-message.type`` names ``message.type`` twice: RocketMQ 5's
+    AttributeUtil.alterCurrentAttributes (its duplicationCheck on the real key) refuses it, so UPDATE_AND_CREATE_TOPIC
+    answers SYSTEM_ERROR with its message and the FIFO topic keeps its type."""
+
+    def create(attributes: str) -> RemotingCommand:
+        cmd = create_topic_request("AttrTopic", queues=1)
+        return request(RequestCode.UPDATE_AND_CREATE_TOPIC, {**cmd.ext_fields, "attributes": attributes})
+
+    assert (await admin(client, embedded_cluster, create("+message.type=FIFO"))).code == ResponseCode.SUCCESS
+    answer = await admin(client, embedded_cluster, create("+message.type=NORMAL,-message.type"))
+    assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "alter duplication key. key: message.type")
+    config = embedded_cluster.controller.context.topics.get("AttrTopic")
+    assert config is not None and config.attribute("message.type") == "FIFO", config
+
+
 async def test_system_topics_cannot_be_deleted_and_missing_headers_are_errors(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:

@@ -56,6 +56,12 @@ def test_attribute_modifications_as_rocketmq_applies_them(
         (True, {}, "message.type=FIFO", "add/alter attribute format is wrong: message.type"),
         (True, {}, "message.type", "delete attribute format is wrong: message.type"),
         (True, {}, "+message.type=FIFO,+message.type=FIFO", "key duplication: +message.type"),
+        (
+            False,
+            {"message.type": "FIFO"},
+            "+message.type=NORMAL,-message.type",
+            "alter duplication key. key: message.type",
+        ),
     ],
 )
 def test_bad_attribute_modifications_are_refused_with_rocketmq_messages(
