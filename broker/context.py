@@ -11,7 +11,8 @@ manager that keeps a copy, then writes the changed keys into the ``-c`` file the
 (:mod:`broker.broker_conf_file`); a failed write is logged, as Java does: the running broker already uses the values.
 The role, id and store paths (:data:`RESTART_SETTINGS`) only go to the file: the running broker keeps its own until
 its next start (ours: Java switches ``brokerRole`` live in its store's config while its HA service goes on as before).
-A ``brokerPermission`` update moves the topic DataVersion on and re-registers at once, so the routes carry it.
+Every update moves ``config_version`` on (GET_BROKER_CONFIG's ``version``, Java's ``Configuration`` DataVersion); a
+``brokerPermission`` update also moves the topic DataVersion on and re-registers at once, so the routes carry it.
 
 ``on_topic_changed()`` asks for an immediate name-server registration (the topic manager calls it after every topic
 change, as Java re-registers right after creating a topic); without a registration service it does nothing.
@@ -36,6 +37,7 @@ from broker.stats import BrokerStatsManager
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
 from processors.hold import HoldService
+from remoting.codec.bodies.broker_metadata import DataVersion
 from remoting.codec.java_properties import PropertiesError, apply_properties, property_texts
 from remoting.codec.msgid import pack_socket_address
 from store.message_store import MessageStore
@@ -69,6 +71,8 @@ class BrokerState:
     topic_changed_hook: Callable[[], None] = _no_op
     #: Wall-clock ms when the broker started (GET_BROKER_RUNTIME_INFO).
     boot_timestamp: int = 0
+    #: The settings' version (GET_BROKER_CONFIG's ``version``), moved on by every :meth:`update_config`.
+    config_version: DataVersion = attrs.field(factory=DataVersion)
 
     def on_topic_changed(self) -> None:
         """Trigger an immediate re-registration with every name server (never blocks)."""
@@ -95,6 +99,7 @@ class BrokerState:
         self.topics.config = live
         self.groups.config = live
         self.clients.notify_enabled = live.notify_consumer_ids_changed_enable
+        self.config_version = self.config_version.next_version()  # Configuration.update: nextVersion()
         if "brokerPermission" in props:
             # AdminBrokerProcessor.java updateBrokerConfig: a new version, registered at once with the new perm.
             self.topics.next_version()

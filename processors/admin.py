@@ -11,7 +11,8 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
 - UPDATE_BROKER_CONFIG (25) hands a properties body to :meth:`BrokerContext.update_config`, which applies it to the
   running broker (managers see the new values at once; ``listenPort`` is ignored) and, when the broker was started
   with ``-c broker.conf``, writes the changed keys back into that file; a key of :data:`ALWAYS_BLACK_LISTED` or of
-  the ``configBlackList`` setting refuses the whole update with NO_PERMISSION.
+  the ``configBlackList`` setting refuses the whole update with NO_PERMISSION. GET_BROKER_CONFIG (26) answers every
+  setting with ``version``, the settings' DataVersion that each applied update moves on.
 - DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
   statistics, so a topic created again under the same name starts empty, and with ``clearRetryTopicWhenDeleteTopic``
   (RocketMQ 5, on by default) the pop retry topics of the groups with an offset on it likewise; CLEAN_UNUSED_TOPIC
@@ -336,7 +337,7 @@ class AdminBrokerProcessor:
         return request.response(ResponseCode.SUCCESS, body=body.encode())
 
     def get_broker_config(self, request: RemotingCommand) -> RemotingCommand:
-        version = self.broker.topics.data_version
+        version = self.broker.config_version  # Configuration.getDataVersionJson(), not the topic table's
         return request.response(
             ResponseCode.SUCCESS,
             ext_fields={"version": dumps(version.to_json()).decode()},

@@ -283,6 +283,11 @@ class BrokerContext(Protocol):
         """The long-poll hold service, once the broker created one."""
         ...
 
+    @property
+    def config_version(self) -> DataVersion:
+        """The settings' DataVersion, moved on by every :meth:`update_config` (Java's ``Configuration``)."""
+        ...
+
     async def update_config(self, props: Mapping[str, str]) -> list[str]:
         """Apply UPDATE_BROKER_CONFIG's properties to the running broker (and its ``-c`` file, if any); returns the
         keys no setting has. Raises :class:`~remoting.codec.java_properties.PropertiesError` for a bad value."""

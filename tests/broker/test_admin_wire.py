@@ -155,6 +155,21 @@ async def test_runtime_info_and_broker_config(embedded_cluster: EmbeddedCluster,
     assert "version" in config.ext_fields
 
 
+async def test_get_broker_config_version_moves_on_with_update_broker_config(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """GET_BROKER_CONFIG's ``version`` is ``Configuration.getDataVersionJson()`` (AdminBrokerProcessor.getBrokerConfig):
+    the settings' DataVersion, which Configuration.update moves on for every UPDATE_BROKER_CONFIG."""
+    before = await admin(client, embedded_cluster, request(RequestCode.GET_BROKER_CONFIG))
+    update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"maxMessageSize=1048576\n")
+    assert (await admin(client, embedded_cluster, update)).code == ResponseCode.SUCCESS
+    after = await admin(client, embedded_cluster, request(RequestCode.GET_BROKER_CONFIG))
+    assert embedded_cluster.controller.context.config.max_message_size == 1048576
+    counter_before = orjson.loads(before.ext_fields["version"])["counter"]
+    counter_after = orjson.loads(after.ext_fields["version"])["counter"]
+    assert counter_after > counter_before, (before.ext_fields["version"], after.ext_fields["version"])
+
+
 def _put(cluster: EmbeddedCluster, topic: str, queue_id: int, count: int) -> None:
     store = cluster.controller.context.store
     for i in range(count):
