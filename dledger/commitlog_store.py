@@ -10,8 +10,8 @@ Who owns what:
   entry data files *are* the CommitLog: :class:`LedgerCommitLog` reads records straight from their mapping, and its
   ``max_offset`` is the committed end (what ``commitLogMaxOffset`` shows), its ``write_end`` the ledger's;
 - this store owns the ConsumeQueues and the index file, dispatched from committed entries only
-  (:meth:`DLedgerMessageStore._dispatch_committed`, on every commit, in index order), and the queue offsets a leader
-  hands out.
+  (:meth:`DLedgerMessageStore._dispatch_committed`, on every commit, in index order; a file that cannot be made
+  stalls it at its entry, tried again every :data:`DISPATCH_RETRY_S`), and the queue offsets a leader hands out.
 
 Writes: only a leader whose log is fully committed and dispatched takes them (:attr:`DLedgerMessageStore.writable`;
 DLedgerRoleChangeHandler waits for the same before it turns the broker into a master). :meth:`append` encodes the
@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
+from typing import Final
 
 import attrs
 import trio
@@ -82,6 +83,9 @@ log = logging.getLogger(__name__)
 
 #: ``(broker role, term)`` -> None: "SYNC_MASTER" once the leader may take writes, "SLAVE" otherwise.
 RoleListener = Callable[[str, int], None]
+#: seconds between tries of a dispatch a ConsumeQueue file stopped (ConsumeQueue.putMessagePositionInfoWrapper sleeps
+#: one second between its tries)
+DISPATCH_RETRY_S: Final = 1.0
 
 
 class LedgerCommitLog(CommitLog):
@@ -175,6 +179,8 @@ class DLedgerMessageStore(MessageStore):
         self.commit_waits = CommitWaits()
         #: set to have a follower's committed entries dispatched (None until :meth:`run` starts the task)
         self._dispatch_wanted: trio.Event | None = None
+        #: set when a dispatch stopped at a file it could not make (:meth:`_retry_stalled_dispatch` tries again)
+        self._dispatch_stalled = trio.Event()
         self.put_waits = self.commit_waits
         self.server.commit_listeners.append(self._on_commit)
         self.server.role_listeners.append(self._on_role)
@@ -329,6 +335,7 @@ class DLedgerMessageStore(MessageStore):
                 await nursery.start(self.flush_service.run)
                 await nursery.start(self.retention.run)
                 nursery.start_soon(self._dispatch_soon)
+                nursery.start_soon(self._retry_stalled_dispatch)
                 task_status.started()
         finally:
             self._closed = True
@@ -371,20 +378,44 @@ class DLedgerMessageStore(MessageStore):
             self._dispatch_committed()
             self._check_writable_leader()
 
+    async def _retry_stalled_dispatch(self) -> None:
+        """Ask for the dispatch again :data:`DISPATCH_RETRY_S` after it stalled, until it gets through (RocketMQ's
+        dispatcher retries the entry too): the commits the quorum acknowledged meanwhile reach the queues then."""
+        while self._dispatch_wanted is not None:
+            await self._dispatch_stalled.wait()
+            await trio.sleep(DISPATCH_RETRY_S)
+            self._dispatch_stalled = trio.Event()
+            if self._dispatch_wanted is not None:
+                self._dispatch_wanted.set()
+
     def _dispatch_committed(self) -> None:
-        """Dispatch the committed entries not yet dispatched, in index order: runs of plain records walked in place
-        by the record scan (:func:`~remoting.codec.record_scan.scan_records` over the entries, C when built: one
-        ConsumeQueue write per run of a queue, the index entries hashed in it), as a classic slave's dispatch does
-        (store/ha/replica.py); any other record (a transaction's half or rollback, a delayed one, non-ASCII keys)
-        on the general path, one at a time. An unreadable entry stops the dispatch (logged)."""
+        """Dispatch the committed entries not yet dispatched (:meth:`_dispatch_until`), in index order. A
+        ConsumeQueue or index file that cannot be made (``OSError``: EMFILE, ENOSPC) stalls the dispatch, logged:
+        :attr:`dispatched_index` stays below the entry, which is dispatched again (what it wrote already rewritten
+        in place) :data:`DISPATCH_RETRY_S` later, not on every commit meanwhile; the log, the commits and the sends'
+        answers go on."""
         ledger = self.ledger
         target = ledger.committed_index
-        if self.dispatched_index >= target:
+        if self.dispatched_index >= target or self._dispatch_stalled.is_set():
             return
         if self._log_skipped():  # a follower's, rebuilt: _dispatch_soon skips under the disk lock first
             if self._dispatch_wanted is not None:
                 self._dispatch_wanted.set()
             return
+        try:
+            self._dispatch_until(target)
+        except OSError as exc:
+            log.error("dledger entry %d: dispatch failed (%s); trying again in %.0f s", self.dispatched_index + 1,
+                      exc, DISPATCH_RETRY_S)  # fmt: skip
+            self._dispatch_stalled.set()
+
+    def _dispatch_until(self, target: int) -> None:
+        """Dispatch the entries up to ``target``: runs of plain records walked in place by the record scan
+        (:func:`~remoting.codec.record_scan.scan_records` over the entries, C when built: one ConsumeQueue write per
+        run of a queue, the index entries hashed in it), as a classic slave's dispatch does (store/ha/replica.py);
+        any other record (a transaction's half or rollback, a delayed one, non-ASCII keys) on the general path, one
+        at a time. An unreadable entry stops the dispatch (logged); ``OSError`` from a file passes through."""
+        ledger = self.ledger
         index = self.indexer
         while self.dispatched_index < target:
             at = ledger.segment_at(self.dispatched_index + 1)

@@ -2,7 +2,7 @@
 scan in runs give the ConsumeQueues, queue offsets and IndexFile bytes that dispatching each entry on the general
 path gives, for logs mixing plain records, empty entries, transaction halves and rollbacks, delayed messages and
 non-ASCII keys, across data segments, with an uncommitted tail left alone. Under ``ROCKETRIO_PURE_PYTHON=1`` the
-scan is the Python twin."""
+scan is the Python twin. A ConsumeQueue file that cannot be made stalls the dispatch, retried, not the member."""
 
 from __future__ import annotations
 
@@ -11,13 +11,17 @@ import shutil
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
-from dledger.commitlog_store import DLedgerMessageStore
+from dledger.commitlog_store import DISPATCH_RETRY_S, DLedgerMessageStore
 from dledger.config import DLedgerConfig
 from dledger.entry import HEADER_SIZE
 from dledger.file_store import FileLedger
 from remoting.codec.message import MessageRecord, encode_record
-from tests.store.store_helpers import small_config
+from store.results import PutStatus
+from tests.dledger.test_store_append import _message, _writable_leader
+from tests.store.store_helpers import no_descriptor_left, small_config
 
 HOST = bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F])
 TS = 1_700_000_000_000
@@ -139,3 +143,30 @@ def test_committed_bytes_not_yet_dispatched_are_the_dispatch_behind_bytes(tmp_pa
     finally:
         store.close()
         store.ledger.close()
+
+
+async def test_a_consume_queue_file_that_cannot_be_made_stalls_the_dispatch_not_the_leader(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A committed entry whose ConsumeQueue file cannot be made (EMFILE here, ENOSPC alike) is acknowledged (the
+    quorum has it, as DLedgerCommitLog answers) but not dispatched yet; the leader keeps running and tries again
+    every DISPATCH_RETRY_S (RocketMQ's dispatcher retries the entry: ConsumeQueue.putMessagePositionInfoWrapper), so
+    once the file can be made the queue holds every acknowledged message, in order, with no hole. The OSError used
+    to escape the commit listener and end the DLedger server and the store with it."""
+    async with _writable_leader(tmp_path) as store:  # 8 entries a ConsumeQueue file (small_config)
+        for i in range(8):
+            assert (await store.put(_message(body=b"m%d" % i))).status is PutStatus.PUT_OK
+        cq = store.consume_queue("TopicA", 1)
+        with no_descriptor_left():
+            stalled = await store.put(_message(body=b"m8"))  # its entry is the first of the queue's second file
+            await trio.sleep(3 * DISPATCH_RETRY_S)  # retried, still failing
+            assert stalled.status is PutStatus.PUT_OK and stalled.append.queue_offset == 8
+            assert cq.max_offset == 8 and store.dispatched_index < store.ledger.committed_index
+        await trio.sleep(DISPATCH_RETRY_S)  # the retry, no new commit needed
+        assert cq.max_offset == 9 and store.dispatched_index == store.ledger.committed_index
+        later = await store.put(_message(body=b"m9"))
+        assert later.status is PutStatus.PUT_OK and later.append.queue_offset == 9 and cq.max_offset == 10
+        entries = [cq.entry(i) for i in range(10)]
+        assert [e[0] for e in entries if e is not None] == sorted({e[0] for e in entries if e is not None})
+        assert all(e is not None and e[1] > 0 for e in entries), entries
+        assert store.writable and store.server.running

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import resource
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,20 @@ def dirty_kib(path: Path) -> int:
             elif current and line.startswith(("Private_Dirty:", "Shared_Dirty:")):
                 total += int(line.split()[1])
     return total
+
+
+@contextlib.contextmanager
+def no_descriptor_left() -> Iterator[None]:
+    """The next file this process opens fails with EMFILE (every segment keeps its descriptor open: a ConsumeQueue
+    file that cannot be made; a full disk's ENOSPC fails the same place)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowest_free = os.open(os.devnull, os.O_RDONLY)
+    os.close(lowest_free)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def small_config(root: Path, **overrides: Any) -> StoreConfig:

@@ -3,10 +3,7 @@ written end, segment boundaries; a put whose ConsumeQueue file cannot be made is
 
 from __future__ import annotations
 
-import contextlib
-import os
-import resource
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -17,7 +14,7 @@ from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, FILLER_SIZE, ConsumeQ
 from store.errors import CreateMappedFileError, MessageIllegalError
 from store.message_store import SCHEDULE_TOPIC, MessageStore
 from store.results import AppendResult
-from tests.store.store_helpers import message, open_store
+from tests.store.store_helpers import message, no_descriptor_left, open_store
 
 
 def test_entries_are_twenty_bytes_at_their_logical_position(tmp_path: Path) -> None:
@@ -139,20 +136,6 @@ def test_without_the_flag_a_queue_with_no_live_entry_is_not_restarted(tmp_path: 
     cq.close()
 
 
-@contextlib.contextmanager
-def _no_descriptor_left() -> Iterator[None]:
-    """The next file this process opens fails with EMFILE (every segment keeps its descriptor open; a full disk's
-    ENOSPC fails the same place)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    lowest_free = os.open(os.devnull, os.O_RDONLY)
-    os.close(lowest_free)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
 def _delayed(msg: MessageRecord) -> MessageRecord:
     return attrs.evolve(msg, topic=SCHEDULE_TOPIC, queue_id=1, properties="DELAY\x012")
 
@@ -182,7 +165,7 @@ def test_a_put_whose_consume_queue_file_cannot_be_made_is_refused_and_leaves_no_
     for _ in range(8 if name in ("single", "delayed") else 7):
         store.append(one)  # the next put's (last) entry is the first of the queue's second file
     before = (store.commitlog.max_offset, dict(store.queue_offsets))
-    with _no_descriptor_left(), pytest.raises(CreateMappedFileError) as refused:
+    with no_descriptor_left(), pytest.raises(CreateMappedFileError) as refused:
         put(store)
     assert refused.value.put_status == "CREATE_MAPPED_FILE_FAILED"
     assert (store.commitlog.max_offset, dict(store.queue_offsets)) == before
