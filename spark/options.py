@@ -111,6 +111,20 @@ def _parse_offset_json(name: str, text: str) -> dict[str, dict[str, int]]:
     return out
 
 
+def _name_servers(text: str) -> str:
+    """``text`` as ``host:port;host:port``, empty items dropped (RocketMQ splits ``namesrvAddr`` on ";", and Java's
+    ``split`` drops a trailing empty item; :class:`~client.config.ClientConfig` drops every empty one). Raises
+    OptionError when no address is left or an item is not ``host:port``."""
+    addrs = [addr.strip() for addr in text.split(";") if addr.strip()]
+    if not addrs:
+        raise OptionError('option nameServer is required, e.g. "127.0.0.1:9876" (several: "h1:9876;h2:9876")')
+    for addr in addrs:
+        host, _, port = addr.rpartition(":")
+        if not host or not port.isdigit():
+            raise OptionError(f"option nameServer={text!r}: {addr!r} is not host:port")
+    return ";".join(addrs)
+
+
 def _security(opts: Mapping[str, str]) -> dict[str, Any]:
     access_key, secret_key = opts.get("accesskey") or None, opts.get("secretkey") or None
     if (access_key is None) != (secret_key is None):
@@ -169,13 +183,7 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         """Parse Spark's option map (keys already lower-cased or case-insensitive). Raises :class:`OptionError`."""
         opts = {str(k).lower(): str(v) for k, v in options.items()}
-        name_server = opts.get("nameserver", "").strip()
-        if not name_server:
-            raise OptionError('option nameServer is required, e.g. "127.0.0.1:9876" (several: "h1:9876;h2:9876")')
-        for addr in name_server.split(";"):
-            host, _, port = addr.strip().rpartition(":")
-            if not host or not port.isdigit():
-                raise OptionError(f"option nameServer={name_server!r}: {addr!r} is not host:port")
+        name_server = _name_servers(opts.get("nameserver", ""))
         topics = tuple(t.strip() for t in opts.get("topic", "").split(",") if t.strip())
         for topic in topics:
             if not all(c.isalnum() or c in "%|-_" for c in topic) or len(topic) > 127:

@@ -46,6 +46,17 @@ def test_option_names_are_case_insensitive_and_topics_a_comma_list() -> None:
     assert (parsed.name_server, parsed.topics, parsed.max_records_per_trigger) == ("h:1;g:2", ("a", "b"), 7)
 
 
+def test_a_name_server_list_with_empty_items_is_accepted_without_them() -> None:
+    """RocketMQ splits ``namesrvAddr`` on ";" and Java's ``String.split`` drops the trailing empty item, so
+    ``"127.0.0.1:9876;"`` works for every RocketMQ client (our ``ClientConfig`` drops every empty item). It used to
+    fail at planning with ``'' is not host:port``. A list with no address at all is still refused."""
+    parsed = SourceOptions.parse({"nameServer": " 127.0.0.1:9876; ;h:2;", "topic": "T"})
+    assert parsed.name_server == "127.0.0.1:9876;h:2"
+    assert parsed.client_config().namesrv_addr == ("127.0.0.1:9876", "h:2")
+    with pytest.raises(OptionError, match="nameServer is required"):
+        SourceOptions.parse({"nameServer": ";"})
+
+
 def test_offset_tables_round_trip_through_the_checkpoint_json() -> None:
     table = {MessageQueue("T", "broker-a", 0): 3, MessageQueue("T", "broker-b", 0): 9, MessageQueue("U", "b:x", 2): 1}
     assert to_json(table) == {"T": {"broker-a:0": 3, "broker-b:0": 9}, "U": {"b:x:2": 1}}
