@@ -98,21 +98,33 @@ def resolve(
 def admit(start: Mapping[MessageQueue, int], latest: Mapping[MessageQueue, int], max_rows: int) -> OffsetTable:
     """End offsets that take at most ``max_rows`` queue entries past ``start``, shared fairly: every queue with a
     backlog gets an equal share, and what a short queue leaves over goes to the others (Kafka's rate limit is
-    proportional; an equal split keeps small queues from starving behind a large one)."""
+    proportional; an equal split keeps small queues from starving behind a large one). Rows too few for one each go
+    one per queue in turn (:func:`_in_turn`), so a limit below the queue count still reaches every queue."""
     end = {mq: max(latest[mq], start.get(mq, 0)) for mq in latest}
     backlog = {mq: end[mq] - start.get(mq, 0) for mq in end if end[mq] > start.get(mq, 0)}
     admitted = {mq: 0 for mq in backlog}
     budget = max_rows
+    turn = sum(start.get(mq, 0) for mq in end)
     while budget > 0 and backlog:
-        share = max(1, budget // len(backlog))
-        for mq in sorted(backlog):
-            take = min(share, backlog[mq], budget)
+        queues = sorted(backlog)
+        share = budget // len(queues)
+        if share == 0:
+            queues, share = _in_turn(queues, turn)[:budget], 1
+        for mq in queues:
+            take = min(share, backlog[mq])
             admitted[mq] += take
             backlog[mq] -= take
             budget -= take
-            if budget == 0:
-                break
         backlog = {mq: left for mq, left in backlog.items() if left > 0}
-    for mq in end:
-        end[mq] = start.get(mq, 0) + admitted.get(mq, 0) if mq in admitted else end[mq]
+    for mq in admitted:
+        end[mq] = start.get(mq, 0) + admitted[mq]
     return end
+
+
+def _in_turn(queues: list[MessageQueue], turn: int) -> list[MessageQueue]:
+    """``queues`` rotated to start at ``turn`` (mod their count). :func:`admit` passes the sum of the start offsets,
+    which grows by the rows each batch admits: the next batch's single rows begin where this one's stopped, with no
+    state beyond the checkpointed offsets (Kafka's ``rateLimit`` rounds small shares up to one row instead, which
+    may exceed the limit)."""
+    first = turn % len(queues)
+    return queues[first:] + queues[:first]

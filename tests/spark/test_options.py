@@ -77,3 +77,19 @@ def test_admission_takes_at_most_the_limit_and_never_leaves_a_backlog_idle_while
     assert all(0 <= taken[mq] <= latest[mq] - start[mq] for mq in start)
     backlog = sum(latest[mq] - start[mq] for mq in start)
     assert sum(taken.values()) == min(limit, backlog)
+
+
+def test_a_rate_limit_below_the_queue_count_reaches_every_backlogged_queue_in_turn() -> None:
+    """Three queues with 100 messages each, ``maxRecordsPerTrigger=2``: the single-row shares went to the queues in
+    sorted order every batch, so queue 2 waited until queues 0 and 1 were drained (forever while producers kept them
+    busy). They now go in turn, starting where the previous batch stopped; each batch still takes exactly 2 (Kafka's
+    ``KafkaMicroBatchStream.rateLimit`` rounds small shares up to one row, past the limit)."""
+    queues = [MessageQueue("T", "broker-a", i) for i in range(3)]
+    start = {mq: 0 for mq in queues}
+    latest = {mq: 100 for mq in queues}
+    taken = []
+    for _ in range(3):
+        end = admit(start, latest, 2)
+        taken.append([end[mq] - start[mq] for mq in queues])
+        start = end
+    assert taken == [[1, 1, 0], [1, 0, 1], [0, 1, 1]]
