@@ -4,7 +4,8 @@ Offsets are the JSON of :func:`spark.offsets.to_json` (``{topic: {"brokerName:qu
 writes each batch's end offsets to its checkpoint before running it and hands them back after a restart, so a
 restarted query re-reads exactly the uncommitted batch and continues after it: no duplicates and no gaps, whatever
 was committed to the broker. ``commit(end)`` only mirrors ``end`` into ``consumerGroup``'s offsets on the broker when
-that option is set, for monitoring with ``mqadmin consumerProgress``; it is never read back.
+that option is set, for monitoring with ``mqadmin consumerProgress``; it is never read back, so it skips queues the
+route no longer lists and logs a failure instead of failing the query.
 
 - ``initialOffset`` is ``{}``, the stream's start: the first ``latestOffset`` resolves ``startingOffsets`` (default
   ``latest``, like Kafka's streaming source) and records the result in batch 0's end offset under
@@ -40,7 +41,9 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
+from client.errors import MQClientError
 from remoting.codec.bodies import MessageQueue
+from remoting.errors import RemotingError
 from spark import offsets
 from spark.offsets import OffsetTable
 from spark.options import EARLIEST, STARTED_AT, OffsetKind, OffsetSpec, OptionError, SourceOptions
@@ -201,8 +204,23 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         if self.options.consumer_group is not None:
-            table = offsets.from_json(_queue_offsets(end))
-            self._broker().update_consumer_offsets(self.options.consumer_group, table)
+            self._mirror(self.options.consumer_group, offsets.from_json(_queue_offsets(end)))
+
+    def _mirror(self, group: str, table: OffsetTable) -> None:
+        """Copy ``table`` into ``group``'s offsets on the brokers, for monitoring only (the checkpoint is the stream's
+        position): a queue the route no longer lists is left out (the stream keeps its position, but it has no master
+        to tell), and a failure is logged per queue, never raised into the query."""
+        session = self._broker()
+        try:
+            routed = set(offsets.list_queues(session, self.options.topics))
+        except (MQClientError, RemotingError) as exc:
+            log.warning("consumerGroup %s: offsets not mirrored, no route: %s", group, exc)
+            return
+        for mq in sorted(routed & table.keys()):
+            try:
+                session.update_consumer_offsets(group, {mq: table[mq]})
+            except (MQClientError, RemotingError) as exc:
+                log.warning("consumerGroup %s: offset %d of %s not mirrored: %s", group, table[mq], _where(mq), exc)
 
     def stop(self) -> None:
         session, self._session = self._session, None

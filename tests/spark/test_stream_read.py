@@ -8,11 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from client import Message
 from client.sync import Admin
-from tests.spark.helpers import make_topic, produce
+from tests.client.helpers import fill_queues, topic_on_two_brokers
+from tests.spark.helpers import _forgotten, make_topic, produce
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -121,6 +123,25 @@ def test_a_stream_whose_queue_lost_its_next_offset_fails_or_starts_it_over(
         (checkpoint / "commits" / name).unlink()
     with pytest.raises(Exception, match="was reset: the batch ends at 3, before its start 8"):
         _bodies(spark, ns, topic, checkpoint)
+
+
+def test_a_master_leaving_the_route_does_not_fail_a_stream_with_a_consumer_group(spark: Any, tmp_path: Path) -> None:
+    """The stream keeps the position of a queue that vanished from the route, but with ``consumerGroup`` set
+    ``commit`` mirrored every queue of the batch's end offset, the vanished master's too: "broker broker-b ... has
+    no master" killed the query, though the mirror is for monitoring only. It now mirrors the routed queues."""
+    with ThreadedCluster(tmp_path / "cluster") as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkGoneMaster"
+        _, stop_b = anyio.run(topic_on_two_brokers, cluster, topic)
+        anyio.run(fill_queues, ns, topic, 2)
+        checkpoint = tmp_path / "checkpoint"
+        options = {"startingOffsets": "earliest", "consumerGroup": "spark-gone-master-cg"}
+        assert sorted(_bodies(spark, ns, topic, checkpoint, **options)) == sorted(
+            f"{broker}-0-{i}".encode() for broker in ("broker-a", "broker-b") for i in range(2)
+        )
+        stop_b()  # between two runs: no request of the query can race the stop
+        anyio.run(_forgotten, ns, "broker-b")
+        produce(ns, [Message(topic, b"after")])
+        assert _bodies(spark, ns, topic, checkpoint, **options) == [b"after"]
 
 
 def test_a_replayed_first_batch_keeps_the_offsets_the_stream_started_at(
