@@ -13,6 +13,9 @@ messages in the ``commitTopic`` (default ``RMQ_SPARK_SINK_COMMITS``), found agai
 3. ``txn:start:topic`` -- written by a task before its first send to ``topic``; its body records every queue's max
    offset of that topic at that moment.
 
+The first task creates the commit topic: with UPDATE_AND_CREATE_TOPIC, or, for an account without the admin right
+that request needs under ACL, by its first marker's send (:class:`MarkerLog`).
+
 A task first looks for (1) and (2): either found means its rows are already published, and it sends nothing. Else it
 looks for (3) per topic: when found (an earlier attempt of the task died part-way), it pulls the topic's queues from
 the recorded offsets, collects the ``SPARK_SEQ`` values stamped with its ``txn`` and sends only the other rows. So a
@@ -44,7 +47,7 @@ from typing import Any
 import orjson
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 
-from client.errors import TopicRouteNotFoundError
+from client.errors import MQBrokerError, TopicRouteNotFoundError
 from client.message import Message
 from remoting.codec.bodies import MessageQueue
 from spark.offsets import from_json, to_json
@@ -65,22 +68,38 @@ log = logging.getLogger(__name__)
 
 
 class MarkerLog:
-    """The markers of one commit topic, through a session that has a producer."""
+    """The markers of one commit topic, through a session that has a producer.
+
+    The topic is made on first use: with UPDATE_AND_CREATE_TOPIC when the account may (that request is admin-only
+    under ACL, ``acl/.../PlainPermissionManager.java`` ``checkPerm``), else by the first marker's send, which the
+    broker's ``autoCreateTopicEnable`` (on by default) lets a publishing account do. Either way the log waits until
+    the topic routes before it is relied on, so a lookup that finds nothing means "no marker", never "no route yet";
+    until a marker is put, a topic without a route holds none. A broker with auto-creation off and an account that
+    may not create topics fail the first marker's send: create the commit topic beforehand."""
 
     def __init__(self, session: BrokerSession, topic: str) -> None:
         self.session = session
         self.topic = topic
+        self._created_by_put = False
 
     def ensure_topic(self) -> None:
-        """Create the commit topic when the name server does not know it, and wait until it routes (so a lookup
-        that finds nothing means "no marker", never "no route yet"). Raises TopicRouteNotFoundError after
+        """Create the commit topic when the name server does not know it, and wait until it routes. When the broker
+        refuses to create it, leaves that to the first :meth:`put`. Raises TopicRouteNotFoundError after
         :data:`TOPIC_WAIT` seconds."""
         try:
             self.session.queues(self.topic)
             return
         except TopicRouteNotFoundError:
             pass
-        self.session.create_topic(self.topic)
+        try:
+            self.session.create_topic(self.topic)
+        except MQBrokerError as exc:
+            log.info("commit topic %s not created (%s): the first marker's send creates it", self.topic, exc)
+            self._created_by_put = True
+            return
+        self._wait_routed()
+
+    def _wait_routed(self) -> None:
         deadline = time.monotonic() + TOPIC_WAIT
         while True:
             try:
@@ -96,7 +115,11 @@ class MarkerLog:
         return [orjson.loads(m.body) for m in self.session.query_by_key(self.topic, key)]
 
     def put(self, key: str, body: dict[str, Any]) -> None:
+        """Store a marker; the first one to a topic :meth:`ensure_topic` could not create then waits for its route."""
         self.session.send(Message(self.topic, orjson.dumps(body), keys=key))
+        if self._created_by_put:
+            self._wait_routed()
+            self._created_by_put = False
 
 
 def task_identity() -> tuple[str, int, int]:

@@ -1,5 +1,6 @@
 """The connector's ``accessKey`` / ``secretKey`` options against a broker with ACL on: a batch write and a batch read
-signed with an account's keys go through; the same read without them is refused with RocketMQ's ACL error."""
+signed with an account's keys go through; the same read without them is refused with RocketMQ's ACL error; a
+streaming write signed by an account without the admin right creates its commit topic all the same."""
 
 from __future__ import annotations
 
@@ -60,6 +61,33 @@ def test_keys_in_the_options_sign_writes_and_reads(spark: Any, acl_rocketmq: Thr
     unsigned = spark.read.format("rocketmq").option("nameServer", ns).option("topic", "SparkAcl").load()
     with pytest.raises(Exception, match="No accessKey is configured"):
         unsigned.collect()
+
+
+@pytest.mark.timeout(300)
+def test_a_stream_write_signed_by_a_publishing_account_needs_no_admin_right(
+    spark: Any, acl_rocketmq: ThreadedCluster, tmp_path: Path
+) -> None:
+    """The account is not admin (``defaultTopicPerm: PUB|SUB``). The sink's first task created the commit topic with
+    UPDATE_AND_CREATE_TOPIC, which only an admin may send: the write failed with RocketMQ's "Need admin permission"
+    until an operator created RMQ_SPARK_SINK_COMMITS. Refused, it now lets the first marker's send auto-create the
+    topic (``autoCreateTopicEnable``), which a publishing account may do."""
+    ns = acl_rocketmq.namesrv_addr
+    for topic in ("SparkAclSrc", "SparkAclDst"):
+        anyio.run(_create_topic, ns, topic)
+    frame = spark.createDataFrame([("SparkAclSrc", f"s{i}") for i in range(5)], "topic string, body string")
+    frame.write.format("rocketmq").option("nameServer", ns).options(**KEYS).mode("append").save()
+    query = (
+        spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", "SparkAclSrc")
+        .option("startingOffsets", "earliest").options(**KEYS).load().select("body")
+        .writeStream.format("rocketmq").option("nameServer", ns).option("topic", "SparkAclDst").options(**KEYS)
+        .option("checkpointLocation", str(tmp_path / "checkpoint")).start()
+    )  # fmt: skip
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    read = spark.read.format("rocketmq").option("nameServer", ns).option("topic", "SparkAclDst").options(**KEYS)
+    assert sorted(bytes(r.body) for r in read.load().collect()) == [f"s{i}".encode() for i in range(5)]
 
 
 def test_a_key_without_its_secret_is_an_option_error() -> None:
