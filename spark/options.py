@@ -176,7 +176,8 @@ class SourceOptions:
     tls_ca_file: str | None = None
     #: A stream whose next offset a queue no longer holds (retention deleted it, or the topic or the broker's data was
     #: reset below it), or whose JSON ``startingOffsets`` a queue does not hold, fails (Kafka's ``failOnDataLoss``, true
-    #: by default); false starts that queue over at its first offset (at the nearest held one), with a warning.
+    #: by default); false starts that queue over at its first offset (at the nearest held one), with a warning. A batch
+    #: or streaming read whose planned offsets are gone when its task reads them fails too; false skips them.
     fail_on_data_loss: bool = True
 
     @classmethod

@@ -5,7 +5,9 @@ Planning (``partitions``) runs on the driver side: it asks the name server for t
 fixed snapshot. A queue range longer than :data:`MAX_RANGE` is split into several partitions, so a large queue is
 read in parallel. Each task opens its own :class:`~spark.session.BrokerSession` (readers are pickled to the
 executors with options only) and pulls its range in pages of :data:`PAGE` offsets, yielding one record batch per
-page. Messages whose tags do not match ``tags`` are skipped; their offsets still count toward the range.
+page. Messages whose tags do not match ``tags`` are skipped; their offsets still count toward the range. Offsets the
+broker no longer holds when the task reads them (retention ran since planning) fail the read, or with
+``failOnDataLoss=false`` are logged and skipped (:mod:`spark.data_loss`), for batch and streaming reads alike.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import attrs
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from remoting.codec.bodies import MessageQueue
-from spark import offsets
+from spark import data_loss, offsets
 from spark.options import EARLIEST, LATEST, OptionError, SourceOptions
 from spark.schema import messages_to_batch
 from spark.session import BrokerSession
@@ -55,12 +57,19 @@ def plan_ranges(start: dict[MessageQueue, int], end: dict[MessageQueue, int]) ->
 
 
 def read_range(options: SourceOptions, part: QueueRange) -> Iterator[object]:
-    """Record batches of ``part``'s messages (tag-filtered), one per :data:`PAGE` offsets that held a match."""
+    """Record batches of ``part``'s messages (tag-filtered), one per :data:`PAGE` offsets that held a match. Offsets
+    of the range the broker no longer holds are data loss (:func:`spark.data_loss.report`: raised, or logged and
+    skipped); a queue that now ends below the range ends the read."""
     with BrokerSession(options.name_server, config=options.client_config()) as session:
         for page in range(part.start, part.end, PAGE):
-            msgs = session.pull_range(part.queue, page, min(page + PAGE, part.end), options.pull_group, options.tags)
-            if msgs:
-                yield messages_to_batch(msgs, part.broker_name)
+            read = session.read_queue(part.queue, page, min(page + PAGE, part.end), options.pull_group, options.tags)
+            for lost in read.lost:
+                end = part.end if lost.high <= lost.start else lost.end
+                data_loss.report(options, data_loss.lost_offsets(part.queue, lost, end), end)
+            if read.messages:
+                yield messages_to_batch(read.messages, part.broker_name)
+            if read.lost and read.lost[-1].high <= read.lost[-1].start:
+                return
 
 
 class RocketMQBatchReader(DataSourceReader):

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import anyio
+import attrs
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from client import api
@@ -29,10 +30,10 @@ from client.errors import MQClientError, TopicRouteNotFoundError
 from client.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, Message, SendResult
 from client.producer import Producer
 from client.route import master_address, subscribe_queues
-from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies import MessageQueue, SubscriptionData
 from remoting.codec.message import MessageExt
 
-__all__ = ["PULL_BATCH", "BrokerSession"]
+__all__ = ["PULL_BATCH", "BrokerSession", "LostOffsets", "QueueRead"]
 
 #: Most messages one pull returns (the broker's in-memory transfer cap, maxTransferCountOnMessageInMemory).
 PULL_BATCH = 32
@@ -41,6 +42,53 @@ PULL_BATCH = 32
 SLICE = PULL_BATCH * 8
 PULL_FLAG_SUBSCRIPTION = 0x4
 _DROPPED_PROPERTIES = (PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET)
+
+
+#: Pull statuses saying the offset asked is not in the queue: PULL_OFFSET_MOVED (below its first offset, or past its
+#: end) and PULL_NOT_FOUND (at its end, or in a consume queue file that is gone).
+_GONE = frozenset({api.PullStatus.OFFSET_ILLEGAL, api.PullStatus.NO_NEW_MSG})
+
+
+@attrs.frozen(slots=True)
+class LostOffsets:
+    """Offsets ``[start, end)`` of a queue that a read found gone, and the offsets ``low..high`` the queue held
+    then."""
+
+    start: int
+    end: int
+    low: int
+    high: int
+
+
+@attrs.define(slots=True)
+class QueueRead:
+    """What :meth:`BrokerSession.read_queue` read: messages in offset order, lost offset ranges in offset order."""
+
+    messages: list[MessageExt] = attrs.field(factory=list)
+    lost: list[LostOffsets] = attrs.field(factory=list)
+
+    def add_lost(self, lost: LostOffsets) -> None:
+        """Append ``lost``, merged into the last range when it follows it (the slices of one gap)."""
+        if self.lost and self.lost[-1].end == lost.start:
+            lost = attrs.evolve(lost, start=self.lost.pop().start)
+        self.lost.append(lost)
+
+
+def _pull_header(mq: MessageQueue, offset: int, max_msgs: int, group: str, sub: SubscriptionData) -> dict[str, str]:
+    """PULL_MESSAGE extFields for one non-suspending pull of ``mq`` from ``offset`` with subscription ``sub``."""
+    return {
+        "consumerGroup": group,
+        "topic": mq.topic,
+        "queueId": str(mq.queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": str(max_msgs),
+        "sysFlag": str(PULL_FLAG_SUBSCRIPTION),
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subscription": sub.sub_string,
+        "subVersion": str(sub.sub_version),
+        "expressionType": sub.expression_type,
+    }
 
 
 class BrokerSession:
@@ -165,50 +213,55 @@ class BrokerSession:
 
     # -- reading ---------------------------------------------------------------------------------------------------
 
-    async def _pull_slice(
-        self, mq: MessageQueue, start: int, end: int, group: str, tags: str, out: list[MessageExt]
-    ) -> None:
+    async def _pull_slice(self, mq: MessageQueue, start: int, end: int, group: str, tags: str, out: QueueRead) -> None:
         sub = build_subscription(mq.topic, tags)
         wanted = tag_filter(sub)
         remoting = self.admin.instance.remoting
         addr = await self._address(mq)
         offset = start
         while offset < end:
-            header = {
-                "consumerGroup": group,
-                "topic": mq.topic,
-                "queueId": str(mq.queue_id),
-                "queueOffset": str(offset),
-                "maxMsgNums": str(min(PULL_BATCH, end - offset)),
-                "sysFlag": str(PULL_FLAG_SUBSCRIPTION),
-                "commitOffset": "0",
-                "suspendTimeoutMillis": "0",
-                "subscription": sub.sub_string,
-                "subVersion": str(sub.sub_version),
-                "expressionType": sub.expression_type,
-            }
+            header = _pull_header(mq, offset, min(PULL_BATCH, end - offset), group, sub)
             result = await api.pull_message(remoting, addr, header, self._rpc_timeout, wanted)
             for msg in result.messages:
                 if msg.queue_offset < end:
                     for name in _DROPPED_PROPERTIES:
                         msg.properties.pop(name, None)
-                    out.append(msg)
-            if result.status is api.PullStatus.NO_NEW_MSG or result.next_begin_offset <= offset:
-                return  # the queue ends (or was truncated) before ``end``: nothing more to read here
-            offset = result.next_begin_offset
+                    out.messages.append(msg)
+            following = result.next_begin_offset
+            if result.status in _GONE or following <= offset:
+                # The broker no longer holds ``offset``: it answers with where to go on (past the gap), or with a
+                # queue that ends before it (reset): then the rest of the slice is gone.
+                gone_until = min(following, end) if following > offset else end
+                out.lost.append(LostOffsets(offset, gone_until, result.min_offset, result.max_offset))
+            if following <= offset:
+                return
+            offset = following
 
-    async def _pull_page(self, mq: MessageQueue, start: int, end: int, group: str, tags: str) -> list[MessageExt]:
+    async def _pull_page(self, mq: MessageQueue, start: int, end: int, group: str, tags: str) -> QueueRead:
         slices = [(s, min(s + SLICE, end)) for s in range(start, end, SLICE)]
-        outs: list[list[MessageExt]] = [[] for _ in slices]
+        outs = [QueueRead() for _ in slices]
         async with anyio.create_task_group() as tg:
             for (s, e), out in zip(slices, outs, strict=True):
                 tg.start_soon(self._pull_slice, mq, s, e, group, tags, out)
-        return [m for out in outs for m in out]
+        read = QueueRead()
+        for out in outs:
+            read.messages.extend(out.messages)
+            for lost in out.lost:
+                read.add_lost(lost)
+        return read
+
+    def read_queue(self, mq: MessageQueue, start: int, end: int, group: str, tags: str = "*") -> QueueRead:
+        """The messages of ``mq`` with queue offsets in ``[start, end)`` matching the tag expression, in offset
+        order, and the offsets of the range the broker no longer holds: a pull answered PULL_OFFSET_MOVED (below the
+        queue's first offset, or past its end) or PULL_NOT_FOUND (the queue ends before ``end``, or the consume queue
+        file holding the offset is gone), as ``broker/.../PullMessageProcessor.java`` maps the store's statuses.
+        Reads every :data:`SLICE` of the range at once; call it with ranges of a bounded size."""
+        read: QueueRead = self._run(self._pull_page, mq, start, end, group, tags)
+        return read
 
     def pull_range(self, mq: MessageQueue, start: int, end: int, group: str, tags: str = "*") -> list[MessageExt]:
-        """The messages of ``mq`` with queue offsets in ``[start, end)`` matching the tag expression, in offset
-        order. Reads every :data:`SLICE` of the range at once; call it with ranges of a bounded size."""
-        return list(self._run(self._pull_page, mq, start, end, group, tags))
+        """:meth:`read_queue`'s messages: offsets the broker no longer holds are skipped."""
+        return self.read_queue(mq, start, end, group, tags).messages
 
     # -- writing ---------------------------------------------------------------------------------------------------
 

@@ -26,7 +26,9 @@ route no longer lists and logs a failure instead of failing the query.
 - ``reportLatestOffset`` returns the max offsets seen by the last ``latestOffset`` (the query progress's
   ``latestOffset``), so a rate-limited query shows its backlog.
 - ``partitions(start, end)`` never moves a range silently: a queue whose batch ends below its start (reset under the
-  stream) is data loss, raised or logged per ``failOnDataLoss``.
+  stream) is data loss, raised or logged per ``failOnDataLoss``. ``read`` is the batch reader's
+  :func:`~spark.reader.read_range`: offsets of a planned range that are gone when the task reads them (retention ran
+  since planning, or during a replay of a logged batch) are data loss too.
 
 The reader keeps one :class:`~spark.session.BrokerSession` for the driver-side calls (opened lazily, closed by
 ``stop``); it is not pickled to the executors, whose ``read`` opens its own.
@@ -44,7 +46,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from client.errors import MQClientError
 from remoting.codec.bodies import MessageQueue
 from remoting.errors import RemotingError
-from spark import offsets
+from spark import data_loss, offsets
 from spark.offsets import OffsetTable
 from spark.options import EARLIEST, STARTED_AT, OffsetKind, OffsetSpec, OptionError, SourceOptions
 from spark.reader import QueueRange, plan_ranges, read_range
@@ -53,20 +55,12 @@ from spark.session import BrokerSession
 log = logging.getLogger(__name__)
 
 
-class DataLossError(RuntimeError):
-    """The stream's next offset is gone from a queue (see ``failOnDataLoss``)."""
-
-
-__all__ = ["DataLossError", "RocketMQStreamReader"]
+__all__ = ["RocketMQStreamReader"]
 
 
 def _queue_offsets(offset: Mapping[str, Any]) -> dict[str, Any]:
     """A stream offset without batch 0's record of the start: the JSON of an offset table."""
     return {topic: queues for topic, queues in offset.items() if topic != STARTED_AT}
-
-
-def _where(mq: MessageQueue) -> str:
-    return f"{mq.topic} queue {mq.queue_id} on {mq.broker_name}"
 
 
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -101,8 +95,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def _start_missing(self, mq: MessageQueue, offset: int, low: int, high: int) -> None:
-        what = f"startingOffsets gives {_where(mq)} offset {offset}, but it holds offsets {low}..{high}"
-        self._data_lost(what, min(max(offset, low), high))
+        what = f"startingOffsets gives {data_loss.describe(mq)} offset {offset}, but it holds offsets {low}..{high}"
+        data_loss.report(self.options, what, min(max(offset, low), high))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         session = self._broker()
@@ -140,22 +134,16 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _check_data_loss(self, begin: dict[MessageQueue, int], bounds: Mapping[MessageQueue, tuple[int, int]]) -> None:
         """A queue that no longer holds the stream's next offset lost data: retention deleted messages never read
         (next offset below its first), or the topic or the broker's data was reset below it (next offset past its
-        end, new messages at offsets already read). Raises DataLossError, or with ``failOnDataLoss=false`` logs and
-        starts that queue over at its first offset (``begin`` is changed in place)."""
+        end, new messages at offsets already read). Raises DataLossError (:mod:`spark.data_loss`), or with
+        ``failOnDataLoss=false`` logs and starts that queue over at its first offset (``begin`` is changed in place)."""
         for mq, (low, high) in bounds.items():
             offset = begin[mq]
             if low <= offset <= high:
                 continue
             cause = "deleted by retention" if offset < low else "the queue was reset"
-            what = f"{_where(mq)} holds offsets {low}..{high}, the stream's next one is {offset}: {cause}"
-            self._data_lost(what, low)
+            what = f"{data_loss.describe(mq)} holds offsets {low}..{high}, the stream's next one is {offset}: {cause}"
+            data_loss.report(self.options, what, low)
             begin[mq] = low
-
-    def _data_lost(self, what: str, resume: int) -> None:
-        """Raise DataLossError about ``what``, or with ``failOnDataLoss=false`` log it (the caller resumes there)."""
-        if self.options.fail_on_data_loss:
-            raise DataLossError(f"{what}; set failOnDataLoss=false to go on from offset {resume}")
-        log.warning("data lost: %s; going on from offset %d (failOnDataLoss=false)", what, resume)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_records_per_trigger is not None:
@@ -194,8 +182,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         for mq, (low, _) in self._broker().min_max_offsets(reset).items():
             resume = min(low, until[mq])
-            what = f"{_where(mq)} was reset: the batch ends at {until[mq]}, before its start {begin[mq]}"
-            self._data_lost(what, resume)
+            what = f"{data_loss.describe(mq)} was reset: the batch ends at {until[mq]}, before its start {begin[mq]}"
+            data_loss.report(self.options, what, resume)
             begin[mq] = resume
 
     def read(self, partition: InputPartition) -> Iterator[object]:
@@ -220,7 +208,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             try:
                 session.update_consumer_offsets(group, {mq: table[mq]})
             except (MQClientError, RemotingError) as exc:
-                log.warning("consumerGroup %s: offset %d of %s not mirrored: %s", group, table[mq], _where(mq), exc)
+                where = data_loss.describe(mq)
+                log.warning("consumerGroup %s: offset %d of %s not mirrored: %s", group, table[mq], where, exc)
 
     def stop(self) -> None:
         session, self._session = self._session, None
