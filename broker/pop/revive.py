@@ -7,7 +7,9 @@ the handle's invisible time (see :mod:`broker.pop.service`). So by the time a CK
 already behind it. A CK names every message of one pop of one queue: an ACK seen earlier cancels its message, every
 other message of the CK is copied to the retry topic, however many attempts it had (the gRPC receive moves one whose
 attempts are used up to the DLQ, as RocketMQ's proxy does). A CK whose topic (a pop retry topic's origin) was deleted,
-or whose group is gone, is skipped, as RocketMQ's mergeAndRevive skips it.
+or whose group is gone, is skipped, as RocketMQ's mergeAndRevive skips it; so is a message its queue no longer holds at
+its offset (RocketMQ reads it by topic, queue and offset): the queue's topic deleted (even if created again under its
+name) or the message removed by retention.
 
 Progress is the consumer offset of group ``CID_RMQ_SYS_REVIVE_GROUP`` on that queue, committed at the oldest ACK still
 waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel (a restart may redeliver a message
@@ -127,16 +129,17 @@ class ReviveService:
             # (progress is per record) and must find them still there.
             met = [key for key in keys if key in self._acked]
             if self._revivable(group, topic):
-                for key, phy in zip(keys, phys, strict=True):
-                    if key not in self._acked:
-                        self._redeliver(group, int(phy))
+                for key, phy in zip(keys, map(int, phys), strict=True):
+                    if key not in self._acked and self._still_queued(topic, qid, key[3], phy):
+                        self._redeliver(group, phy)
             for key in met:
                 del self._acked[key]
 
     def _revivable(self, group: str, topic: str) -> bool:
         """PopReviveService.mergeAndRevive's checks of a CK: the topic it was popped for (a pop retry topic's origin)
         still exists and its group is known (auto-created when allowed). A CK failing them is skipped, logged: a
-        deleted topic's messages come back neither in a retry topic nor in a topic created again under its name."""
+        deleted topic's messages come back neither in a retry topic nor in a topic created again under its name
+        (one created again before the CK came due passes here: :meth:`_still_queued` stops it)."""
         broker = self.pop.broker
         origin = pop_normal_topic(group, topic)
         if origin not in broker.topics:
@@ -146,6 +149,16 @@ class ReviveService:
             log.warning("revive: group %s of a checkpoint on %s is gone: skipped", group, topic)
             return False
         return True
+
+    def _still_queued(self, topic: str, qid: int, offset: int, phy_offset: int) -> bool:
+        """Whether the queue of the CK still holds its message at ``offset``: RocketMQ reads the message to revive by
+        topic, queue and offset (PopReviveService.getBizMessage), not by CommitLog offset, which outlives the queue.
+        Not so, logged, once retention removed it or its topic was deleted (a topic created again under its name
+        holds nothing or another message there; a deleted pop retry topic is not created again by its CK)."""
+        if self.pop.broker.store.commit_log_offset_at(topic, qid, offset) == phy_offset:
+            return True
+        log.warning("revive: message %d of %s queue %d is no longer in its queue: skipped", offset, topic, qid)
+        return False
 
     def _redeliver(self, group: str, phy_offset: int) -> None:
         store = self.pop.broker.store

@@ -1,8 +1,9 @@
 """Pop consumption in the broker, in virtual time (``autojump_clock``): checkpoints as timer messages, acks, changes of
 invisibility, redelivery with the attempt raised (past the group's attempts too, the receive then moves it to the
 DLQ: a dead letter re-sent is neither delayed nor parked again), checkpoints of a deleted topic or group that revive
-nothing (the topic's pop retry topics deleted with it), FIFO queues with one batch in flight, and in-flight messages
-across a clean restart. The broker is the embedded cluster's; the messages are sent by our 4.x client."""
+nothing (the topic's pop retry topics deleted with it; a topic created again meanwhile gets nothing either), FIFO
+queues with one batch in flight, and in-flight messages across a clean restart. The broker is the embedded cluster's;
+the messages are sent by our 4.x client."""
 
 from __future__ import annotations
 
@@ -260,6 +261,13 @@ async def test_a_dead_lettered_timer_message_redriven_to_its_topic_is_not_parked
         assert len(stored(embedded_cluster, "PopTimed")) == 2
 
 
+async def pop_unacked(cluster: EmbeddedCluster, pop: PopService, group: str, topic: str, body: bytes = b"m0") -> None:
+    """``topic`` created with one queue and one message, which ``group`` pops for 10 s and does not acknowledge."""
+    await create_topic(cluster, topic, queues=1)
+    await send(cluster, topic, body)
+    [_] = pop.pop(group, topic, 32, 10_000, None)
+
+
 async def test_a_deleted_topics_unacked_message_does_not_come_back_in_the_topic_created_again(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
@@ -269,9 +277,7 @@ async def test_a_deleted_topics_unacked_message_does_not_come_back_in_the_topic_
     consumers of a topic created again under its name."""
     pop, revive = popper
     ctx = embedded_cluster.controller.context
-    await create_topic(embedded_cluster, "DelT", queues=1)
-    await send(embedded_cluster, "DelT", b"old")
-    [_] = pop.pop("GDel", "DelT", 32, 10_000, None)
+    await pop_unacked(embedded_cluster, pop, "GDel", "DelT", b"old")
     await trio.sleep(15)  # not acked: revived into the pop retry topic
     assert revive.revived == 1
     await delete_topic(embedded_cluster, "DelT", autojump_clock)
@@ -288,9 +294,7 @@ async def test_the_checkpoint_of_a_deleted_topic_revives_nothing(
     ..., then continue"): no retry copy, no pop retry topic created for a topic that no longer exists."""
     pop, revive = popper
     ctx = embedded_cluster.controller.context
-    await create_topic(embedded_cluster, "GoneT", queues=1)
-    await send(embedded_cluster, "GoneT", b"m0")
-    [_] = pop.pop("GGone", "GoneT", 32, 10_000, None)
+    await pop_unacked(embedded_cluster, pop, "GGone", "GoneT")
     await delete_topic(embedded_cluster, "GoneT", autojump_clock)
     await trio.sleep(15)
     assert (revive.revived, pop_retry_topic("GGone", "GoneT") in ctx.topics) == (0, False)
@@ -303,13 +307,47 @@ async def test_the_checkpoint_of_a_deleted_group_revives_nothing(
     autoCreateSubscriptionGroup off): no retry copy, no pop retry topic for a group that no longer exists."""
     pop, revive = popper
     ctx = embedded_cluster.controller.context
-    await create_topic(embedded_cluster, "GoneG", queues=1)
-    await send(embedded_cluster, "GoneG", b"m0")
-    [_] = pop.pop("GGoneG", "GoneG", 32, 10_000, None)
+    await pop_unacked(embedded_cluster, pop, "GGoneG", "GoneG")
     ctx.groups.config = attrs.evolve(ctx.groups.config, auto_create_subscription_group=False)
     ctx.groups.delete("GGoneG")
     await trio.sleep(15)
     assert (revive.revived, pop_retry_topic("GGoneG", "GoneG") in ctx.topics) == (0, False)
+
+
+async def test_a_checkpoint_due_after_its_topic_was_deleted_and_created_again_revives_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """A topic deleted and created again within the invisible time of a pop of it (an operator's reset): when the old
+    pop's CK comes due a topic of that name exists, yet its message is not revived into the new topic's pop retry
+    topic. PopReviveService reads the message by topic, queue and offset (getBizMessage), which the new queue does not
+    hold (here: another message), not by its CommitLog offset, which outlives the topic."""
+    pop, revive = popper
+    await pop_unacked(embedded_cluster, pop, "GReset", "ResetT", b"old")
+    await delete_topic(embedded_cluster, "ResetT", autojump_clock)
+    await create_topic(embedded_cluster, "ResetT", queues=1)
+    await send(embedded_cluster, "ResetT", b"new")  # at the old message's queue offset
+    await trio.sleep(15)  # the CK of the deleted topic's pop comes due
+    handed = [p.message.body for _ in range(6) for p in pop.pop("GReset", "ResetT", 32, 10_000, None)]
+    assert (handed, revive.revived) == ([b"new"], 0)
+
+
+async def test_a_pop_retry_topic_deleted_alone_is_not_recreated_by_its_checkpoint(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """The CK of a pop of the retry topic ``%RETRY%<group>_<topic>``, deleted on its own (its origin topic still
+    there), revives nothing and does not create the retry topic again: RocketMQ reads the message by (retry topic,
+    queue, offset) and finds nothing."""
+    pop, revive = popper
+    ctx = embedded_cluster.controller.context
+    await pop_unacked(embedded_cluster, pop, "GAlone", "RetryAlone")
+    await trio.sleep(15)  # not acked: revived into the pop retry topic
+    retry = pop_retry_topic("GAlone", "RetryAlone")
+    assert revive.revived == 1
+    popped = [p for _ in range(6) for p in pop.pop("GAlone", "RetryAlone", 32, 10_000, None)]
+    assert [(p.message.body, p.handle.topic_type) for p in popped] == [(b"m0", 1)]
+    await delete_topic(embedded_cluster, retry, autojump_clock)
+    await trio.sleep(15)  # the CK of the retry pop comes due
+    assert (revive.revived, retry in ctx.topics) == (1, False)
 
 
 async def test_each_pop_of_a_group_starts_one_queue_further(
