@@ -13,14 +13,15 @@ name) or the message removed by retention.
 
 Progress is the consumer offset of group ``CID_RMQ_SYS_REVIVE_GROUP`` on that queue, committed at the oldest ACK still
 waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel (a restart may redeliver a message
-twice, never lose one). An ACK is forgotten once its CK cannot come any more: a CK due more than a minute after it
-has been read (the timer delivers CKs in the order they are due). Measured on the CKs read, not on the clock: after a
-restart the timer delivers the overdue CKs only after the ACKs were read again, and a clock-based rule forgot those
-ACKs first and redelivered acknowledged messages. A record that does not decode is logged and skipped. A retry copy
-the store refuses for good (MESSAGE_ILLEGAL: a group and topic whose retry topic name is too long) goes to the DLQ
-instead through :meth:`PopService.dead_letter` (the broker's send-back: a group without retry queues stores nothing),
-or is logged and dropped when that is refused too (ours: RocketMQ writes the CK again and again); any other refusal is
-retried at the next interval from the record it stopped at.
+twice, never lose one). An ACK is forgotten once its CK cannot come any more: a CK due more than a minute after it has
+been read (the timer delivers CKs in the order they are due). Measured on the CKs read, not on the clock: after a
+restart the timer delivers the overdue CKs only after the ACKs were read again, and a clock-based rule forgot those ACKs
+first and redelivered acknowledged messages. An ACK due further past its own store time than the timer parks a CK
+(``timerMaxDelaySec``) is dropped at once: no pop made its handle. A record that does not decode is logged and skipped.
+A retry copy the store refuses for good (MESSAGE_ILLEGAL: a group and topic whose retry topic name is too long) goes to
+the DLQ instead through :meth:`PopService.dead_letter` (the broker's send-back: a group without retry queues stores
+nothing), or is logged and dropped when that is refused too (ours: RocketMQ writes the CK again and again); any other
+refusal is retried at the next interval from the record it stopped at.
 """
 
 from __future__ import annotations
@@ -115,7 +116,9 @@ class ReviveService:
         invisible, tag = int(body["it"]), record.tags
         if tag == ACK_TAG:
             key = (group, topic, qid, int(body["ao"]), pop_time, invisible)
-            self._acked[key] = (record.queue_offset, pop_time + invisible + CK_GRACE_MS)
+            due = pop_time + invisible + CK_GRACE_MS
+            if self._ck_can_come(due, record.store_timestamp):
+                self._acked[key] = (record.queue_offset, due)
         elif tag == CK_TAG:
             self._ck_horizon = max(self._ck_horizon, pop_time + invisible + CK_GRACE_MS)
             # A CK names every message of one pop of one queue (a single offset in records written before that).
@@ -134,6 +137,17 @@ class ReviveService:
                         self._redeliver(group, phy)
             for key in met:
                 del self._acked[key]
+
+    def _ck_can_come(self, due: int, acked_at: int) -> bool:
+        """Whether an ACK stored at ``acked_at`` can still meet its CK, due at ``due``: the timer parks a CK at most
+        ``timerMaxDelaySec`` past its pop (or change of invisibility), which came before the ACK. An ACK of a handle
+        no pop made (a pop time or invisible time forged far ahead) is logged and dropped: kept, it would never be
+        forgotten and hold the revive progress at it for good (RocketMQ keeps no ACK past the scan that did not meet
+        its CK)."""
+        if due - acked_at <= self.pop.broker.config.timer_max_delay_sec * 1000:
+            return True
+        log.warning("revive: an ACK due at %d, stored at %d, can meet no checkpoint: dropped", due, acked_at)
+        return False
 
     def _revivable(self, group: str, topic: str) -> bool:
         """PopReviveService.mergeAndRevive's checks of a CK: the topic it was popped for (a pop retry topic's origin)

@@ -1,9 +1,9 @@
-"""Pop consumption under faults and hostile input (found by a review, each test failing on the code before): an
-idle long poll that waits again after an arrival, a refused retry copy or checkpoint that neither stalls redelivery
-nor loses messages, acknowledgements surviving a restart after a minute down, FIFO handles of an earlier delivery
-acking nothing, a message the gRPC form cannot carry, a refused renewal, a DLQ read over gRPC, sessions of clients that
-never sent Settings, and the messages of a receive stream that broke before it wrote them. Real embedded broker,
-virtual time."""
+"""Pop consumption under faults and hostile input (found by a review, each test failing on the code before): an idle
+long poll that waits again after an arrival, a refused retry copy or checkpoint that neither stalls redelivery nor loses
+messages, acknowledgements surviving a restart after a minute down, an ack of a forged handle that does not hold the
+revive progress, FIFO handles of an earlier delivery acking nothing, a message the gRPC form cannot carry, a refused
+renewal, a DLQ read over gRPC, sessions of clients that never sent Settings, and the messages of a receive stream that
+broke before it wrote them. Real embedded broker, virtual time."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
-from broker.pop import AckOutcome, PopService
-from broker.pop.revive import ReviveService
+from broker.pop import AckOutcome, PopService, ReceiptHandle
+from broker.pop.revive import REVIVE_GROUP, ReviveService
 from client.message import Message
 from client.producer import Producer
 from processors.common import RequestRejected
@@ -130,6 +130,33 @@ async def test_acks_survive_a_restart_after_a_minute_down(
         again = await pop_all(pop, "GA", "PopA")
         assert (len(again), revive.revived) == (0, 0), f"{len(again)} acknowledged messages redelivered"
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("forged", ["pop time", "invisible time"])
+async def test_an_ack_of_a_handle_forged_far_ahead_does_not_hold_the_revive_progress(
+    embedded_cluster: EmbeddedCluster,
+    autojump_clock: trio.testing.MockClock,
+    popper: tuple[PopService, ReviveService],
+    forged: str,
+) -> None:
+    """A handle whose pop time or invisible time is far ahead (each within Java's long) is not expired, so its ack
+    writes an ACK due in millions of years. Kept until a CK due after it is read, it was never forgotten: every later
+    ACK stayed in memory and CID_RMQ_SYS_REVIVE_GROUP's offset stayed at it (each restart re-reading the revive queue
+    from there). No CK can be due that far past its ACK (the timer parks one at most timerMaxDelaySec), so the revive
+    loop drops such an ACK, as RocketMQ's drops an ACK whose CK it does not meet."""
+    pop, _ = popper
+    ctx = embedded_cluster.controller.context
+    await create_topic(embedded_cluster, "Pinned", queues=1)
+    now = pop.now_ms()
+    pop_time, invisible = (1 << 62, 10_000) if forged == "pop time" else (now, 1 << 62)
+    handle = ReceiptHandle(0, pop_time, invisible, 0, 0, ctx.config.broker_name, 0, 0, 0)
+    assert pop.ack("GPin", "Pinned", handle) is AckOutcome.OK  # as RocketMQ's broker, which checks no pop time
+    for i in range(3):  # ordinary pops and acks, each CK due well over a minute after the previous
+        await send(embedded_cluster, "Pinned", b"m%d" % i)
+        for p in pop.pop("GPin", "Pinned", 32, 10_000, None):
+            assert pop.ack("GPin", "Pinned", p.handle) is AckOutcome.OK
+        await trio.sleep(80)
+    assert ctx.offsets.query(REVIVE_GROUP, pop.revive_topic, 0) > 0, "the revive progress is held at the forged ACK"
 
 
 async def test_a_stale_fifo_handle_does_not_ack_the_current_delivery(
