@@ -15,8 +15,9 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
   setting with ``version``, the settings' DataVersion that each applied update moves on.
 - DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
   statistics, so a topic created again under the same name starts empty, and with ``clearRetryTopicWhenDeleteTopic``
-  (RocketMQ 5, on by default) the pop retry topics of the groups with an offset on it likewise; CLEAN_UNUSED_TOPIC
-  (316) does the same for every topic in the store that is neither configured nor a system topic.
+  (RocketMQ 5, on by default) the pop retry topics of the groups with an offset on it likewise (not one whose name is
+  also a known group's 4.x retry topic: ours); CLEAN_UNUSED_TOPIC (316) does the same for every topic in the store
+  that is neither configured nor a system topic.
 - GET_BROKER_RUNTIME_INFO (28) and GET_CONSUME_STATS (208) carry the rates of :mod:`broker.stats`.
 
 UPDATE_AND_CREATE_TOPIC (17) also applies RocketMQ 5's ``attributes`` modification (``+message.type=FIFO``;
@@ -73,7 +74,7 @@ from remoting.codec.java_properties import (
     parse_properties,
     property_texts,
 )
-from remoting.codec.topics import pop_retry_topic, validate_topic
+from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic, validate_topic
 from remoting.dispatch import ProcessorPool, not_supported_remark
 from remoting.processor import RequestContext
 from store.metadata_files import ConfigFileError, SubscriptionGroupConfig, TopicConfig, TopicFilterType
@@ -178,11 +179,22 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
         doomed = [topic]
         if broker.config.clear_retry_topic_when_delete_topic:
-            retries = (pop_retry_topic(group, topic) for group in sorted(broker.offsets.groups_of_topic(topic)))
-            doomed += [retry for retry in retries if retry in broker.topics]
+            doomed += self._pop_retry_topics(topic)
         for name in doomed:
             await self._delete_topic_in_broker(name)
         return request.response(ResponseCode.SUCCESS)
+
+    def _pop_retry_topics(self, topic: str) -> list[str]:
+        """The existing pop retry topic ``%RETRY%<group>_<topic>`` of every group with an offset on ``topic``, but
+        none that is also the 4.x retry topic ``%RETRY%<group>`` of a known group (group ``A`` on topic ``B`` and group
+        ``A_B`` share ``%RETRY%A_B``): ours, RocketMQ 5 deletes that group's pending retries too."""
+        broker = self.broker
+        retries = (pop_retry_topic(group, topic) for group in sorted(broker.offsets.groups_of_topic(topic)))
+        return [
+            retry
+            for retry in retries
+            if retry in broker.topics and broker.groups.get(retry.removeprefix(RETRY_GROUP_TOPIC_PREFIX)) is None
+        ]
 
     async def _delete_topic_in_broker(self, topic: str) -> None:
         """Java's deleteTopicInBroker: the config, the offsets, the ConsumeQueues (files included) and the

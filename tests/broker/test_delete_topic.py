@@ -1,6 +1,7 @@
 """DELETE_TOPIC_IN_BROKER empties the store for the topic: ConsumeQueue files and directories, next offsets,
 consumer offsets and statistics go, so a topic created again under the same name starts at offset 0, also after a
-restart; the pop retry topics of its groups go with it (clearRetryTopicWhenDeleteTopic)."""
+restart; the pop retry topics of its groups go with it (clearRetryTopicWhenDeleteTopic), but not another group's 4.x
+retry topic of the same name."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import decode_record
@@ -76,6 +78,25 @@ async def test_deleting_a_topic_deletes_the_pop_retry_topics_of_its_groups_unles
         assert (kept, retry_left) == (["%RETRY%g2_Doomed", "%RETRY%g1"], (0, -1))
     else:
         assert (kept, retry_left) == (["%RETRY%g1_Doomed", "%RETRY%g2_Doomed", "%RETRY%g1"], (1, 0))
+
+
+async def test_deleting_a_topic_keeps_the_4x_retry_topic_of_a_group_whose_name_collides(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """The pop retry topic of group ``A`` on topic ``B``, ``%RETRY%A_B``, is also the 4.x retry topic of group
+    ``A_B`` (a legal, common group name). Deleting ``B`` keeps it while group ``A_B`` is known: its pending retries,
+    queue and offsets are that group's, which never touched ``B`` (ours: RocketMQ 5's deleteTopic deletes it too)."""
+    addr, ctx = embedded_cluster.broker_addr, embedded_cluster.controller.context
+    ctx.groups.update(SubscriptionGroupConfig("A_B"))
+    for topic in ("B", "%RETRY%A_B"):
+        assert (await client.invoke(addr, create_topic_request(topic, queues=1), 5)).code == ResponseCode.SUCCESS
+    put_record(embedded_cluster, "%RETRY%A_B", 0, b"a 4.x retry of group A_B")
+    ctx.offsets.commit("A", "B", 0, 0)  # group A consumed topic B once (pull or pop)
+    ctx.offsets.commit("A_B", "%RETRY%A_B", 0, 0)
+    deleted = await client.invoke(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "B"}), 5)
+    assert deleted.code == ResponseCode.SUCCESS
+    kept = ctx.store.max_offset_in_queue("%RETRY%A_B", 0), ctx.offsets.query("A_B", "%RETRY%A_B", 0)
+    assert ("B" in ctx.topics, "%RETRY%A_B" in ctx.topics, kept) == (False, True, (1, 0))
 
 
 async def test_deleting_an_unknown_topic_succeeds_and_touches_nothing_else(
