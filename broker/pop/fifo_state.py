@@ -67,6 +67,14 @@ class FifoQueue:
         counts (mergeOffsetConsumedCount)."""
         return attempt_id is not None and attempt_id == self.attempt_id
 
+    def replace_delivery(self, handed: set[int]) -> None:
+        """A retry of the latest delivery (:meth:`retried_by`) handed out ``handed`` again: it replaces that delivery
+        (ConsumerOrderInfoManager.update keeps only the new pop's offsets), so what else is in flight, the lost
+        delivery's rest no client saw, blocks the queue no more and loses its counts (mergeOffsetConsumedCount keeps
+        counts only of offsets the next pop lists again)."""
+        for offset in self.invisible_until.keys() - handed:
+            self._forget(offset)
+
     def is_of(self, commit_log_offset_at: Callable[[int], int | None]) -> bool:
         """Whether the queue ``commit_log_offset_at`` reads (queue offset to CommitLog offset, ``None`` where it has
         no entry) is the one this state was written for: it holds none of the state's offsets at another CommitLog

@@ -17,7 +17,8 @@ Durability (docs/grpc.md#pop-consumption):
 * **Orderly (FIFO) pops** keep the consumer offset at the first unacknowledged message and hand out nothing more from
   that queue while a popped message is invisible; after the invisible time the same messages come again with the attempt
   raised, however many (RocketMQ's order info counts them likewise). A pop repeating the attempt id of the delivery in
-  flight (a client that lost its answer) gets that delivery again, at the same attempts. Acks advance the offset and
+  flight (a client that lost its answer) gets that delivery again, at the same attempts, and replaces it: what of it
+  the retry did not take again is no longer in flight. Acks advance the offset and
   wake the receives waiting on the topic once the queue is free (RocketMQ's AckMessageProcessor.ackOrderly). That state
   (the pop time and its attempt id, invisible times, attempt counts) is saved after each change to
   ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start. It only speaks of the queue's own
@@ -211,7 +212,8 @@ class PopService:
         pop of a group on a topic starts one queue further (RocketMQ starts at a random one). Only messages with a tag
         of ``tags`` (``None``: any) and that ``property_filter`` (a SQL92 expression over the raw properties) passes
         are taken; what they skip counts as consumed. An orderly pop with the ``attempt_id`` of a queue's delivery in
-        flight gets that delivery again (:meth:`FifoQueue.retried_by`). Raises ``RequestRejected`` as
+        flight gets that delivery again (:meth:`FifoQueue.retried_by`) and replaces it
+        (:meth:`FifoQueue.replace_delivery`). Raises ``RequestRejected`` as
         :meth:`_check_pop` says."""
         self._check_pop(group, topic)
         max_nums = max(1, min(max_nums, MAX_POP_NUMS))
@@ -359,6 +361,8 @@ class PopService:
             )  # fmt: skip
             popped.append(Popped(msg, handle, attempt))
         if popped:
+            if retried:
+                state.replace_delivery({p.handle.offset for p in popped})
             state.pop_time, state.attempt_id = pop_time, attempt_id
         self._fifo_advance(group, topic, qid, state)
         if popped or returned or end != start:

@@ -431,6 +431,28 @@ async def test_fifo_queue_hands_out_one_batch_at_a_time_in_order(
     assert [p.message.body for p in rest] == [b"m3", b"m4"]
 
 
+async def test_a_fifo_retry_that_re_reads_part_of_the_lost_batch_leaves_the_rest_unblocking(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """A pop repeating the attempt id of the delivery in flight re-reads the queue from its committed offset, but only
+    as many messages as it now wants (its batch filled on another queue first, or the client's cache shrank it).
+    ConsumerOrderInfoManager.update replaces the queue's order info with the retry's offsets: once the client acks
+    what the retry handed it, the rest of the lost batch comes next, at its first attempt, not after the lost
+    delivery's invisible time (an hour here) with its attempt raised though no client saw it."""
+    pop, _ = popper
+    hour = 3600 * 1000
+    await create_topic(embedded_cluster, "FifoPart", queues=1)
+    await send(embedded_cluster, "FifoPart", b"m0", b"m1", b"m2")
+    lost = pop.pop("GPart", "FifoPart", 3, hour, None, fifo=True, attempt_id="a-1")
+    assert [p.message.body for p in lost] == [b"m0", b"m1", b"m2"]
+    [again] = pop.pop("GPart", "FifoPart", 1, hour, None, fifo=True, attempt_id="a-1")
+    assert (again.message.body, again.attempt) == (b"m0", 1)
+    assert pop.pop("GPart", "FifoPart", 32, hour, None, fifo=True, attempt_id="a-2") == []  # m0 still in flight
+    assert pop.ack("GPart", "FifoPart", again.handle) is AckOutcome.OK
+    following = pop.pop("GPart", "FifoPart", 32, hour, None, fifo=True, attempt_id="a-2")
+    assert [(p.message.body, p.attempt) for p in following] == [(b"m1", 1), (b"m2", 1)]
+
+
 async def test_a_fifo_change_of_invisibility_keeps_the_pop_time_so_either_handle_acks(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
