@@ -23,6 +23,7 @@ __all__ = [
     "finish_now",
     "peer_of",
     "status",
+    "relayed_code",
     "status_of_relayed_answer",
     "status_of_response_code",
 ]
@@ -119,11 +120,16 @@ def status_of_response_code(code: int) -> int:
     return int(_BY_RESPONSE_CODE.get(code, Code.INTERNAL_SERVER_ERROR))  # type: ignore[call-overload]
 
 
+def relayed_code(code: int) -> int:
+    """ResponseBuilder.buildCode: the status code of a broker answer the proxy relays as is (NO_PERMISSION and
+    SYSTEM_ERROR are INTERNAL_SERVER_ERROR there)."""
+    return int(_RELAYED.get(code, Code.INTERNAL_SERVER_ERROR))  # type: ignore[call-overload]
+
+
 def status_of_relayed_answer(code: int, remark: str | None) -> Any:
-    """ResponseBuilder.buildStatus(int, String): the status of a broker answer the proxy relays as is (a send-back's:
-    NO_PERMISSION and SYSTEM_ERROR are INTERNAL_SERVER_ERROR there), its remark or else its code as the message."""
-    relayed = _RELAYED.get(code, Code.INTERNAL_SERVER_ERROR)  # type: ignore[call-overload]
-    return status(relayed, str(code) if remark is None else remark)
+    """ResponseBuilder.buildStatus(int, String): a relayed broker answer's status (:func:`relayed_code`), its remark
+    or else its code as the message."""
+    return status(relayed_code(code), str(code) if remark is None else remark)
 
 
 def client_id_of(metadata: dict[str, str]) -> str:

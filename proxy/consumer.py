@@ -36,10 +36,10 @@ from proxy.common import (
     check_group,
     check_topic,
     peer_of,
+    relayed_code,
     routed_perm,
     status,
     status_of_relayed_answer,
-    status_of_response_code,
 )
 from proxy.config import ProxyConfig
 from proxy.convert import grpc_message
@@ -47,7 +47,7 @@ from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from proxy.renew import RenewTable
 from proxy.sessions import SessionTable
-from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE
+from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, TopicConfig
 from remoting.codec.bodies.heartbeat import SUB_ALL
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -103,6 +103,12 @@ class Consuming:
         if not name or self.broker.groups.find(name) is None:
             raise RpcError(Code.CONSUMER_GROUP_NOT_FOUND, f"group {name!r} not found")
         return name
+
+    def _topic(self, name: str) -> TopicConfig:
+        config = self.broker.topics.get(name)
+        if config is None:
+            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {name!r} not found")
+        return config
 
     def _filter(self, topic: str, expression: Any) -> tuple[frozenset[str] | None, PropertyFilter | None]:
         """The tags (``None``: any) or the SQL92 property filter of a receive; ILLEGAL_FILTER_EXPRESSION when it does
@@ -164,22 +170,24 @@ class Consuming:
     def _check(self, req: Any, metadata: dict[str, str], deadline: float | None) -> _Receive:
         """The receive's checks: the topic's and group's names first (ReceiveMessageActivity's
         validateTopicAndConsumerGroup: a system topic or group is no consumer's, and popping the revive topic would
-        take its checkpoints from the revive loop), then the group and topic known, the filter, the times."""
+        take its checkpoints from the revive loop), then the group and topic known, the filter, the times, and last a
+        readable queue (ConsumerProcessor.popMessage's queue selection)."""
         topic = req.message_queue.topic.name
         _check_names(topic, req.group.name)
         group = self._group(req.group.name)
-        if topic not in self.broker.topics:
-            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
+        topic_config = self._topic(topic)
         session = self.sessions.sessions.get(metadata.get(_CLIENT_ID, ""))
         config = self.broker.groups.get(group)
         fifo = (session is not None and session.fifo) or (config is not None and config.consume_message_orderly)
         tags, property_filter = self._filter(topic, req.filter_expression)
+        invisible, poll = self._invisible_ms(req), self._poll_seconds(req, deadline)
+        _read_perm(topic_config, self.broker.config.broker_permission)
         return _Receive(
             group=group,
             topic=topic,
             namespace=req.message_queue.topic.resource_namespace,
-            invisible=self._invisible_ms(req),
-            poll=self._poll_seconds(req, deadline),
+            invisible=invisible,
+            poll=poll,
             batch=min(max(req.batch_size, 1), _MAX_BATCH),
             tags=tags,
             property_filter=property_filter,
@@ -190,17 +198,17 @@ class Consuming:
         )
 
     def _pop(self, r: _Receive) -> list[Popped]:
-        """The pop, its refusals as statuses: the broker's checks (:meth:`PopService.pop`: an unreadable broker or
-        topic and a group not consuming are FORBIDDEN) and a checkpoint the store or the timer refused (nothing handed
-        out, the offset unmoved) with their codes mapped; without what it moved to the DLQ
-        (:meth:`_forward_exhausted`)."""
+        """The pop, its refusals as statuses: the broker's (:meth:`PopService.pop`'s checks, a checkpoint the timer
+        refused) as RocketMQ's proxy relays a broker answer (:func:`relayed_code`: NO_PERMISSION, for a group whose
+        ``consumeEnable`` is false, is INTERNAL_SERVER_ERROR), the store's INTERNAL_SERVER_ERROR; either way nothing
+        is handed out and the offset does not move. Without what it moved to the DLQ (:meth:`_forward_exhausted`)."""
         try:
             popped = self.pop.pop(
                 r.group, r.topic, r.batch, r.invisible, r.tags, fifo=r.fifo, property_filter=r.property_filter,
                 attempt_id=r.attempt_id,
             )  # fmt: skip
         except RequestRejected as exc:
-            raise RpcError(status_of_response_code(exc.code), exc.remark) from None
+            raise RpcError(relayed_code(exc.code), exc.remark) from None
         except PutRefusedError as exc:
             raise RpcError(Code.INTERNAL_SERVER_ERROR, f"{exc.put_status}: {exc}") from None
         limit = self.pop.max_attempts(r.group)
@@ -324,12 +332,8 @@ class Consuming:
         gets one assignment per read queue, others one with id -1."""
         topic = req.topic.name
         _check_names(topic, req.group.name)
-        config = self.broker.topics.get(topic)
-        if config is None:
-            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
-        perm = routed_perm(config.perm, self.broker.config.broker_permission)
-        if not perm & PERM_READ or config.read_queue_nums <= 0:
-            return service.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "no readable queue"))
+        config = self._topic(topic)
+        perm = _read_perm(config, self.broker.config.broker_permission)
         group = self.broker.groups.get(req.group.name)  # read only: Java's LocalMetadataService creates nothing
         orderly = group is not None and group.consume_message_orderly
         response = service.QueryAssignmentResponse(status=status())
@@ -340,6 +344,16 @@ class Consuming:
             queue.permission = _permission(perm)
             queue.broker.CopyFrom(broker_pb)
         return response
+
+
+def _read_perm(config: TopicConfig, broker_perm: int) -> int:
+    """The topic's permission as its route shows it (:func:`routed_perm`); RpcError FORBIDDEN "no readable queue"
+    without a readable queue, as RocketMQ's proxy answers a receive (ReceiveMessageQueueSelector finds none) and a
+    query of assignments."""
+    perm = routed_perm(config.perm, broker_perm)
+    if not perm & PERM_READ or config.read_queue_nums <= 0:
+        raise RpcError(Code.FORBIDDEN, "no readable queue")
+    return perm
 
 
 def _check_names(topic: str, group: str) -> None:

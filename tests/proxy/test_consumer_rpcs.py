@@ -213,20 +213,26 @@ def _status(stream: list[Any] | None) -> int:
     return int(stream[0].status.code)
 
 
-async def test_a_broker_without_read_permission_hands_out_nothing(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+@pytest.mark.parametrize("unreadable", ["broker", "topic"])
+async def test_a_broker_or_topic_without_read_permission_hands_out_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, unreadable: str
 ) -> None:
-    """PopMessageProcessor.processRequest answers NO_PERMISSION ("the broker[...] pop message is forbidden") when the
-    broker's brokerPermission is not readable (an operator draining reads with updateBrokerConfig); the proxy turns it
-    into FORBIDDEN. The 4.x pull path of this broker refuses too (processors/pull.py)."""
+    """A topic without read permission, or a broker whose brokerPermission is not readable (an operator draining
+    reads with updateBrokerConfig: it registers its topics with that permission), has no readable queue in its route:
+    RocketMQ's proxy answers FORBIDDEN "no readable queue" before it pops (ConsumerProcessor.popMessage). The pop
+    itself would answer NO_PERMISSION, as the 4.x pull path of this broker does (processors/pull.py)."""
     activity = await _activity(embedded_cluster, nursery)
     ctx = embedded_cluster.controller.context
     ctx.groups.update(SubscriptionGroupConfig("GNoRead"))
     await create_topic(embedded_cluster, "NoRead", queues=1)
     await send(embedded_cluster, "NoRead", b"m0")
-    ctx.config = attrs.evolve(ctx.config, broker_permission=PERM_WRITE)
+    if unreadable == "broker":
+        ctx.config = attrs.evolve(ctx.config, broker_permission=PERM_WRITE)
+    else:
+        ctx.topics.update_topic(attrs.evolve(ctx.topics.get("NoRead"), perm=PERM_WRITE))
     stream = activity.consuming.receive_now(_receive_request("GNoRead", "NoRead"), md("c@1"), None)
-    assert (_messages(stream), _status(stream)) == ([], Code.FORBIDDEN)
+    assert (_messages(stream), _status(stream), stream[0].status.message) == ([], Code.FORBIDDEN, "no readable queue")
+    assert ctx.offsets.query("GNoRead", "NoRead", 0) == -1  # nothing popped
 
 
 async def test_a_group_with_consume_disabled_is_handed_nothing(
@@ -234,13 +240,15 @@ async def test_a_group_with_consume_disabled_is_handed_nothing(
 ) -> None:
     """PopMessageProcessor.processRequest answers NO_PERMISSION ("subscription group no permission") for a group
     whose consumeEnable is false (mqadmin updateSubGroup -c ... consumeEnable false: how an operator stops a group);
-    the proxy turns it into FORBIDDEN. The 4.x pull path of this broker refuses too."""
+    RocketMQ 5.3.3's proxy relays it as INTERNAL_SERVER_ERROR (LocalMessageService.popMessage; ResponseBuilder maps no
+    NO_PERMISSION), with the broker's remark. The 4.x pull path of this broker refuses too."""
     activity = await _activity(embedded_cluster, nursery)
     embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GOff", consume_enable=False))
     await create_topic(embedded_cluster, "Off", queues=1)
     await send(embedded_cluster, "Off", b"m0")
     stream = activity.consuming.receive_now(_receive_request("GOff", "Off"), md("c@1"), None)
-    assert (_messages(stream), _status(stream)) == ([], Code.FORBIDDEN)
+    assert (_messages(stream), _status(stream)) == ([], Code.INTERNAL_SERVER_ERROR)
+    assert stream[0].status.message == "subscription group no permission, GOff"
 
 
 async def test_a_receive_on_the_revive_topic_is_refused_and_loses_no_redelivery(
