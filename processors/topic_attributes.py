@@ -3,11 +3,12 @@ type (``common/src/main/java/org/apache/rocketmq/common/attribute/AttributeParse
 ``TopicMessageType.java``).
 
 A modification reads ``+key=value,+key2=value2,-key3``: ``+`` adds or alters, ``-`` deletes, each key at most once
-(``+k=v,-k`` is refused); creating a topic allows ``+`` only. The one key served is ``message.type`` (``NORMAL``,
-``FIFO``, ``DELAY``, ``TRANSACTION``, ``MIXED``; ``MIXED`` only with the broker's ``enableMixedMessageType``);
-RocketMQ's ``queue.type`` and ``cleanup.policy`` are refused as unsupported here. :func:`alter_attributes` raises
-:class:`TopicAttributeError` with RocketMQ's message, which the admin processor answers as SYSTEM_ERROR (RocketMQ
-catches the same RuntimeException; 5.3 answers MIXED with INVALID_PARAMETER).
+(``+k=v,-k`` is refused whatever ``v`` is: every key is checked before any value); creating a topic allows ``+`` only.
+The one key served is ``message.type`` (``NORMAL``, ``FIFO``, ``DELAY``, ``TRANSACTION``, ``MIXED``; ``MIXED`` only
+with the broker's ``enableMixedMessageType``); RocketMQ's ``queue.type`` and ``cleanup.policy`` are refused as
+unsupported here. :func:`alter_attributes` raises :class:`TopicAttributeError` with RocketMQ's message, which the admin
+processor answers as SYSTEM_ERROR (RocketMQ catches the same RuntimeException; 5.3 answers MIXED with
+INVALID_PARAMETER).
 
 :func:`message_type_of` classifies a message by its stored properties as RocketMQ 5's proxy does before checking it
 against the topic's type.
@@ -67,32 +68,46 @@ def parse_modification(text: str | None) -> dict[str, str]:
 def alter_attributes(
     create: bool, current: Mapping[str, str], text: str | None, *, mixed_allowed: bool = False
 ) -> dict[str, str]:
-    """The topic's attributes after ``text`` (``AttributeUtil.alterCurrentAttributes``); raises
-    :class:`TopicAttributeError`."""
+    """The topic's attributes after ``text`` (``AttributeUtil.alterCurrentAttributes``, after the admin processor's
+    MIXED check): every entry's key is checked before any entry's value; raises :class:`TopicAttributeError`."""
+    modification = parse_modification(text)
+    if not mixed_allowed and modification.get(f"+{MESSAGE_TYPE}") == TopicMessageType.MIXED.value:
+        raise TopicAttributeError("MIXED message type is not supported.")
+    _check_keys(create, current, modification)
+    for key, value in modification.items():
+        _verify(key[1:], value if key.startswith("+") else None)
     final = dict(current)
+    for key, value in modification.items():
+        if key.startswith("+"):
+            final[key[1:]] = value
+        else:
+            del final[key[1:]]
+    return final
+
+
+def _check_keys(create: bool, current: Mapping[str, str], modification: Mapping[str, str]) -> None:
+    """AttributeUtil's loop over the entries: the key's form (``validate``), one entry per key
+    (``duplicationCheck``), add only while creating, delete only what exists."""
     seen: set[str] = set()
-    for key, value in parse_modification(text).items():
+    for key in modification:
         real = key[1:]
-        if real in seen:  # AttributeUtil.duplicationCheck: one key altered and deleted at once
+        if not real or "+" in real or "-" in real:  # also every key not led by its sign
+            raise TopicAttributeError("kv string format wrong.")
+        if real in seen:
             raise TopicAttributeError(f"alter duplication key. key: {real}")
         seen.add(real)
-        if real != MESSAGE_TYPE:
-            raise TopicAttributeError(f"unsupported key: {real}")
-        if key.startswith("+"):
-            if value not in _SETTABLE:
-                raise TopicAttributeError(f"value is not in set: {sorted(_SETTABLE)}")
-            if value == TopicMessageType.MIXED.value and not mixed_allowed:
-                raise TopicAttributeError("MIXED message type is not supported.")
-            final[real] = value
-        elif create:
+        if create and not key.startswith("+"):
             raise TopicAttributeError(f"only add attribute is supported while creating topic. key: {real}")
-        elif key.startswith("-"):
-            if real not in final:
-                raise TopicAttributeError(f"attempt to delete a nonexistent key: {real}")
-            del final[real]
-        else:
-            raise TopicAttributeError(f"wrong format key: {real}")
-    return final
+        if key.startswith("-") and real not in current:
+            raise TopicAttributeError(f"attempt to delete a nonexistent key: {real}")
+
+
+def _verify(real: str, value: str | None) -> None:
+    """``AttributeUtil.validateAlter`` for one key: a served key, and a value in its set unless it is deleted."""
+    if real != MESSAGE_TYPE:
+        raise TopicAttributeError(f"unsupported key: {real}")
+    if value is not None and value not in _SETTABLE:
+        raise TopicAttributeError(f"value is not in set: {sorted(_SETTABLE)}")
 
 
 def topic_type(declared: str | None) -> TopicMessageType | None:

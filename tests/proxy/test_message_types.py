@@ -62,6 +62,16 @@ def test_attribute_modifications_as_rocketmq_applies_them(
             "+message.type=NORMAL,-message.type",
             "alter duplication key. key: message.type",
         ),
+        # every key is checked (form, duplication) before any value or served key (AttributeUtil.validateAlter)
+        (
+            False,
+            {"message.type": "FIFO"},
+            "+message.type=BOGUS,-message.type",
+            "alter duplication key. key: message.type",
+        ),
+        (False, {"message.type": "FIFO", "foo": "1"}, "+foo=1,-foo", "alter duplication key. key: foo"),
+        (True, {}, "+message.type=BOGUS,+=1", "kv string format wrong."),
+        (True, {}, "a+b=1", "kv string format wrong."),
     ],
 )
 def test_bad_attribute_modifications_are_refused_with_rocketmq_messages(
