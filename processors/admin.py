@@ -11,8 +11,9 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
 - UPDATE_BROKER_CONFIG (25) hands a properties body to :meth:`BrokerContext.update_config`, which applies it to the
   running broker (managers see the new values at once; ``listenPort`` is ignored) and, when the broker was started
   with ``-c broker.conf``, writes the changed keys back into that file; a key of :data:`ALWAYS_BLACK_LISTED` or of
-  the ``configBlackList`` setting refuses the whole update with NO_PERMISSION. GET_BROKER_CONFIG (26) answers every
-  setting with ``version``, the settings' DataVersion that each applied update moves on.
+  the ``configBlackList`` setting refuses the whole update with NO_PERMISSION; a request without a body changes
+  nothing. GET_BROKER_CONFIG (26) answers every setting with ``version``, the settings' DataVersion that each applied
+  update moves on.
 - DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
   statistics, so a topic created again under the same name starts empty, and with ``clearRetryTopicWhenDeleteTopic``
   (RocketMQ 5, on by default) the pop retry topics of the groups with an offset on it likewise (not one whose name is
@@ -315,7 +316,9 @@ class AdminBrokerProcessor:
         return request.response(ResponseCode.SUCCESS, body=TopicList(topics).encode())
 
     async def update_broker_config(self, request: RemotingCommand) -> RemotingCommand:
-        props = parse_properties(bytes(request.body or b"").decode("utf-8", "replace"))
+        if not request.body:  # a body of length 0 is Java's null body: SUCCESS, no Configuration.update
+            return request.response(ResponseCode.SUCCESS)
+        props = parse_properties(bytes(request.body).decode("utf-8", "replace"))
         if black_listed_keys(ALWAYS_BLACK_LISTED, self.broker.config.config_black_list) & props.keys():
             return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
         # The port is fixed once bound; changing it at run time would unregister the live address.

@@ -172,6 +172,19 @@ async def test_get_broker_config_version_moves_on_with_update_broker_config(
     assert counter_after > counter_before, (before.ext_fields["version"], after.ext_fields["version"])
 
 
+async def test_an_update_broker_config_without_a_body_leaves_the_config_version(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """AdminBrokerProcessor.updateBrokerConfig calls Configuration.update, and so ``dataVersion.nextVersion()``, only
+    ``if (body != null)``, and a body of length 0 decodes as null: such a request answers SUCCESS and
+    GET_BROKER_CONFIG's ``version`` stays where it was."""
+    before = await admin(client, embedded_cluster, request(RequestCode.GET_BROKER_CONFIG))
+    update = request(RequestCode.UPDATE_BROKER_CONFIG)
+    assert (await admin(client, embedded_cluster, update)).code == ResponseCode.SUCCESS
+    after = await admin(client, embedded_cluster, request(RequestCode.GET_BROKER_CONFIG))
+    assert orjson.loads(after.ext_fields["version"]) == orjson.loads(before.ext_fields["version"])
+
+
 def _put(cluster: EmbeddedCluster, topic: str, queue_id: int, count: int) -> None:
     store = cluster.controller.context.store
     for i in range(count):
