@@ -26,8 +26,10 @@ structure alone, as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and 
 fsync, rename).
 
 Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must; ``OSError``
-from the file system propagates. A leader's append (a batch: :meth:`FileLedger.append_as_leader`, a single send:
-:meth:`FileLedger.append_record_as_leader`) is written whole or not at all: what a failed one wrote is erased again.
+from the file system propagates. Every append (a leader's batch: :meth:`FileLedger.append_as_leader`, its single send:
+:meth:`FileLedger.append_record_as_leader`, a follower's entry: :meth:`FileLedger.append_as_follower`) is written
+whole or not at all: what a failed one wrote is erased again (DLedger 0.3.1.2 keeps it: a follower whose index
+segment could not be made then refuses the leader's every push of that entry, its data end past the entry's ``pos``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import contextlib
 import logging
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -79,7 +81,7 @@ CHECKPOINT_FILE = "checkpoint"
 MARKER: Final = struct.Struct(">q")
 #: ``(last index, segments to sync, segments to unmap after, truncations so far)``: :meth:`FileLedger.flush_plan`
 FlushPlan = tuple[int, list[MappedFile], list[MappedFile], int]
-#: ``(begin index, end index, end term, data end)`` before a leader's append: :meth:`FileLedger._undo_appends`
+#: ``(begin index, end index, end term, data end)`` before an append: :meth:`FileLedger._undo_appends`
 Tail = tuple[int, int, int, int]
 TERM_FILE = "currterm"
 
@@ -264,12 +266,8 @@ class FileLedger:
         refusal means no entry is in the log."""
         for size, _ in bodies:
             self._check_fits(HEADER_SIZE + size)
-        tail = self._tail()
-        try:
+        with self._whole_or_nothing():
             return [self._append_filled(term, size, fill) for size, fill in bodies]
-        except BaseException:
-            self._undo_appends(tail)
-            raise
 
     def _append_filled(self, term: int, size: int, fill: BodyFill) -> Entry:
         pos = self._reserve(HEADER_SIZE + size)
@@ -280,15 +278,22 @@ class FileLedger:
         self._write(entry)
         return entry
 
-    def _tail(self) -> Tail:
-        """Where the log ends now, for :meth:`_undo_appends` should the append that follows fail."""
-        return self._begin, self._end, self._end_term, self.write_pos
+    @contextlib.contextmanager
+    def _whole_or_nothing(self) -> Iterator[None]:
+        """Around an append (a leader's or a follower's): when it raises, what it wrote is taken back
+        (:meth:`_undo_appends`) before the error propagates."""
+        tail = self._begin, self._end, self._end_term, self.write_pos
+        try:
+            yield
+        except BaseException:
+            self._undo_appends(tail)
+            raise
 
     def _undo_appends(self, tail: Tail) -> None:
-        """Take back what a failed leader append wrote past ``tail`` (entries, an entry's data with no index record,
-        index records, the blank that closed a segment, a segment it started), erased and synced as a truncation's
-        cut tail is. Not a truncation for a flush in flight: planned before the append, it names no entry past
-        ``tail`` and keeps its claim (the segments' own flushed positions, dropped by the cut, are synced again)."""
+        """Take back what a failed append wrote past ``tail`` (entries, an entry's data with no index record, index
+        records, the blank that closed a segment, a segment it started), erased and synced as a truncation's cut tail
+        is. Not a truncation for a flush in flight: planned before the append, it names no entry past ``tail`` and
+        keeps its claim (the segments' own flushed positions, dropped by the cut, are synced again)."""
         begin, end, end_term, write_pos = tail
         if self._end == end and self.write_pos == write_pos:
             return
@@ -307,12 +312,8 @@ class FileLedger:
         nothing written; ``encode``'s errors and a data or index segment that cannot be made (OSError) propagate
         with what was written taken back (:meth:`_undo_appends`: the blank that closed the last segment, the
         entry's data)."""
-        tail = self._tail()
-        try:
+        with self._whole_or_nothing():
             return self._append_record(term, encode, queue_offset, clock, max_body, record)
-        except BaseException:
-            self._undo_appends(tail)
-            raise
 
     def _append_record(self, term: int, encode: RecordEncoder, queue_offset: int, clock: Callable[[], int],
                        max_body: int, record: MessageRecord) -> Entry:  # fmt: skip
@@ -341,12 +342,17 @@ class FileLedger:
         return entry
 
     def append_as_follower(self, entry: Entry) -> None:
+        """Write the leader's ``entry`` as the next one, at its ``pos``. Written whole or not at all, as a leader's
+        append: an entry that is not next (LedgerError, INCONSISTENT_INDEX) or would land elsewhere (DISK_ERROR) is
+        refused with nothing written; a data or index segment that cannot be made (OSError) propagates with what was
+        written taken back (:meth:`_undo_appends`), so the leader's next push of the entry lands."""
         if entry.index != self._end + 1:
             raise LedgerError(ResponseCode.INCONSISTENT_INDEX, f"{entry.index} != {self._end + 1}")
-        pos = self._reserve(entry.size, entry.pos)
-        if pos != entry.pos:
-            raise LedgerError(ResponseCode.DISK_ERROR, f"pos {entry.pos} != {pos}")
-        self._write(entry)
+        with self._whole_or_nothing():
+            pos = self._reserve(entry.size, entry.pos)
+            if pos != entry.pos:
+                raise LedgerError(ResponseCode.DISK_ERROR, f"pos {entry.pos} != {pos}")
+            self._write(entry)
 
     def truncate(self, entry: Entry) -> int:
         keep = self.get(entry.index) == entry

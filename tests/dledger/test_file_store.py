@@ -397,6 +397,27 @@ def test_a_leader_append_whose_segment_roll_fails_leaves_no_blank_and_followers_
     assert leader.write_pos == follower.write_pos
 
 
+def test_a_follower_append_whose_index_segment_cannot_be_made_takes_the_same_entry_again(tmp_path: Path) -> None:
+    """The follower's index segment is full and the next one cannot be made (EMFILE, ENOMEM from mmap; here a
+    directory in its place) after the entry's data is written: the append raises OSError with the data taken back,
+    so the leader's next push of the same entry lands once the segment can be made (data left behind would put the
+    data end past the entry's ``pos``: that push and every later one refused, DISK_ERROR)."""
+    leader, follower = ledger_at(tmp_path / "leader"), ledger_at(tmp_path / "follower")
+    records = INDEX_SIZE // 32
+    entries = append(leader, 1, *[body(i, 10) for i in range(records + 1)])
+    for entry in entries[:-1]:
+        follower.append_as_follower(entry)
+    in_the_way = follower.index.dir_for(INDEX_SIZE) / mapped_file.segment_name(INDEX_SIZE)
+    in_the_way.mkdir(parents=True)
+    with pytest.raises(OSError):
+        follower.append_as_follower(entries[-1])
+    assert follower.end_index == records - 1 and follower.write_pos == entries[-1].pos
+    in_the_way.rmdir()
+    follower.append_as_follower(entries[-1])
+    assert follower.get(records) == entries[-1]
+    assert follower.write_pos == leader.write_pos
+
+
 @pytest.mark.parametrize("encode", RECORD_ENCODERS)
 @pytest.mark.parametrize("slack", [-1, 0, 1, 7, 8, 9])
 def test_an_entry_that_would_leave_less_than_a_blank_starts_the_next_segment(
