@@ -5,7 +5,9 @@ follower's end + 1 next); a second push for a waiting index answers 413 REPEATED
 go through a queue of 1024 (full: 421), processed first; COMPARE and TRUNCATE drop the waiting APPENDs unanswered (the
 leader re-pushes). Only a FOLLOWER applies anything; otherwise queued requests answer 405 NOT_FOLLOWER.
 
-- APPEND: the entry must be next, of the current term, from the current leader and land at its ``pos``, else 406.
+- APPEND: the entry must be next, of the current term, from the current leader and land at its ``pos``, else 406;
+  an entry the files cannot take (OSError: a segment that cannot be made) is logged and answered 406 too, with
+  nothing of it written (DLedger's ``handleDoAppend`` answers any Throwable so), and the leader pushes it again.
 - COMPARE: 200 when the local entry equals the pushed one, else 406.
 - TRUNCATE: from the current term and leader only; keeps the entry if equal, else cuts at its ``pos`` and writes it.
 - every answer carries the follower's begin and end index; a 200 to APPEND or TRUNCATE then adopts the leader's
@@ -20,6 +22,7 @@ are flushed (:meth:`EntryHandler.on_flushed`); a truncation drops those it cut a
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -30,6 +33,8 @@ from dledger.messages import PushEntryRequest, PushEntryResponse
 
 if TYPE_CHECKING:
     from dledger.node import RaftNode
+
+log = logging.getLogger(__name__)
 
 QUEUE_CAPACITY = 1024
 CHECK_INTERVAL_MS = 1000
@@ -48,6 +53,8 @@ class EntryHandler:
         #: (term, leader) of the pushes applied last, and the first index of the log's suffix they wrote
         self._session: tuple[int, str | None] = (-1, None)
         self._written_from = 0
+        #: the index the files last failed to take (logged once: the leader pushes it again at once, 406 after 406)
+        self._unwritten = -1
 
     def response(self, request: PushEntryRequest, code: int) -> PushEntryResponse:
         ledger = self.node.ledger
@@ -135,8 +142,19 @@ class EntryHandler:
         except LedgerError:
             self.node.reply(handle, self.response(request, ResponseCode.INCONSISTENT_STATE))
             return
+        except OSError as exc:
+            self._disk_failed(ledger.end_index + 1, exc)
+            self.node.reply(handle, self.response(request, ResponseCode.INCONSISTENT_STATE))
+            return
         self._answer(request.last_entry_index, handle, self.response(request, ResponseCode.SUCCESS))
         self._adopt_commit(request)
+
+    def _disk_failed(self, index: int, exc: OSError) -> None:
+        """Log that the files could not take entry ``index``, once while the leader keeps pushing it again."""
+        if index != self._unwritten:
+            self._unwritten = index
+            log.error("dledger %s: entry %d not written, answered 406 until it can be: %s", self.node.member.self_id,
+                      index, exc)  # fmt: skip
 
     def _compare(self, request: PushEntryRequest, handle: object) -> None:
         entry = request.entry

@@ -3,21 +3,25 @@ and failover over DLedger's request codes and JSON bodies, and what bad input ge
 
 from __future__ import annotations
 
+import logging
 import random
 from pathlib import Path
 
 import orjson
+import pytest
 import trio
 import trio.testing
 
 from dledger.codes import RequestCode, ResponseCode, Role
 from dledger.config import DLedgerConfig
 from dledger.effects import AppendDone
+from dledger.entry import INDEX_UNIT_SIZE
 from dledger.messages import TERM_MAX, MetadataRequest, encode
 from dledger.server import DLedgerServer
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode as RemotingCode
 from remoting.codec.command import request
+from store.mapped_file import segment_name
 from tests.dledger.ports import free_ports, peers_string
 
 
@@ -150,6 +154,42 @@ async def test_a_leader_that_dies_just_after_its_connection_closed_is_found_by_a
         new = await group.leader()
         took = trio.current_time() - started
         assert new.config.self_id != old and took <= 1.2, took
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_follower_whose_files_cannot_take_an_entry_answers_406_and_catches_up_once_they_can(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A follower's next index segment cannot be made (EMFILE, ENOMEM from mmap; here a directory in its place): its
+    append raises OSError, which the follower logs (once) and answers 406 INCONSISTENT_STATE, as DLedger's
+    ``handleDoAppend`` answers any Throwable; it keeps running (the error used to end its server) and, the files
+    able again, takes the leader's next push of the entry. The group commits meanwhile with the other follower."""
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery)
+        index_size = group.config("n0").mapped_file_size_for_entry_index
+        for member in group.ids:
+            await group.start(member)
+        leader = await group.leader()
+        follower = next(s for s in group.servers.values() if s is not leader)
+        while leader.ledger.end_index < index_size // INDEX_UNIT_SIZE - 1:
+            await append(leader, b"fills the first index segment")
+        while follower.ledger.end_index < leader.ledger.end_index:
+            await trio.sleep(0.05)
+        in_the_way = follower.ledger.index.dir_for(index_size) / segment_name(index_size)
+        in_the_way.mkdir(parents=True)
+        with caplog.at_level(logging.ERROR, "dledger.handler"):
+            assert (await append(leader, b"next")).code == ResponseCode.SUCCESS
+            for _ in range(1000):  # the leader pushes it again at once after each 406 (no time passes meanwhile)
+                await trio.sleep(0)
+        assert follower.running and follower.ledger.end_index == leader.ledger.end_index - 1
+        logged = [r.getMessage() for r in caplog.records]
+        assert len(logged) == 1 and logged[0].startswith(
+            f"dledger {follower.config.self_id}: entry {leader.ledger.end_index} not written"
+        ), logged
+        in_the_way.rmdir()
+        while follower.ledger.end_index < leader.ledger.end_index:
+            await trio.sleep(0.05)
+        assert follower.ledger.get(leader.ledger.end_index) == leader.ledger.get(leader.ledger.end_index)
         nursery.cancel_scope.cancel()
 
 
