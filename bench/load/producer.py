@@ -4,7 +4,8 @@ Settings: ``--inflight`` (sync/oneway: producer tasks; async: sends outstanding)
 per send_batch, sync: refused with another ``--mode``), ``--tags``/``--keys``, ``--mode sync|async|oneway``,
 ``--flush-disk-type``, ``--topics``/``--queues``, ``--duration``/``--messages``, ``--connections`` (producers with a
 client each; the in-flight budget is split between them). Response time is from the send call to its result
-(oneway: to the write); ``ok`` and ``failed`` count messages (a batch's each). Output: one JSON line per second, a
+(oneway: to the write); ``ok`` and ``failed`` count messages (a batch's each), ``ok`` only those answered SEND_OK
+(:func:`settle`: RocketMQ's benchmark counts any answer). Output: one JSON line per second, a
 ``summary`` line and ``bench/results/producer.json``; ``--profile`` adds ``producer.svg`` and
 ``producer.speedscope.json`` of the broker. The exit status is 1 when no message succeeded. Example::
 
@@ -24,7 +25,7 @@ import trio
 
 from bench.load.run import Budget, common_arguments, exit_status, run_tool, topic_names
 from bench.load.stats import LoadStats
-from client import ClientConfig, Message, Producer, SendResult
+from client import ClientConfig, Message, Producer, SendResult, SendStatus
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +39,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--group", default="bench_load_pg")
     parser.add_argument("--connections", type=int, default=1, help="producers with a client (connection) each")
     return parser
+
+
+#: What a send came to: its result(s) (a batch's, one per request), ``None`` (a oneway write) or its exception.
+Outcome = SendResult | list[SendResult] | Exception | None
+
+
+def settle(stats: LoadStats, outcome: Outcome, start: float) -> None:
+    """Count one send started at ``start`` (trio clock): acknowledged when every result is SEND_OK (a oneway write
+    has none); an exception or another status fails it, as in RocketMQ's SendStatus the message is stored but a
+    flush or a slave did not confirm it (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE)."""
+    if isinstance(outcome, Exception):
+        stats.fail(outcome)
+        return
+    results = outcome if isinstance(outcome, list) else [] if outcome is None else [outcome]
+    refused = next((r.send_status for r in results if r.send_status is not SendStatus.SEND_OK), None)
+    if refused is None:
+        stats.record((trio.current_time() - start) * 1000)
+    else:
+        stats.fail(f"send status {refused.name}")
 
 
 def make_load(args: argparse.Namespace) -> Any:
@@ -63,17 +83,17 @@ def make_load(args: argparse.Namespace) -> Any:
                 topic = topics[task % len(topics)]
                 while budget.take(args.batch):
                     start = trio.current_time()
+                    outcome: Outcome
                     try:
                         if args.batch > 1:
-                            await producer.send_batch([message(topic) for _ in range(args.batch)])
+                            outcome = await producer.send_batch([message(topic) for _ in range(args.batch)])
                         elif args.mode == "oneway":
-                            await producer.send_oneway(message(topic))
+                            outcome = await producer.send_oneway(message(topic))
                         else:
-                            await producer.send(message(topic))
+                            outcome = await producer.send(message(topic))
                     except Exception as exc:  # a failed send is counted, the load goes on
-                        stats.fail(exc)
-                    else:
-                        stats.record((trio.current_time() - start) * 1000)
+                        outcome = exc
+                    settle(stats, outcome, start)
 
             async def async_sender(producer: Producer) -> None:
                 window = trio.Semaphore(max(1, args.inflight // len(producers)))
@@ -90,10 +110,7 @@ def make_load(args: argparse.Namespace) -> Any:
 
                     def done(result: SendResult | Exception, start: float = start) -> None:
                         nonlocal outstanding
-                        if isinstance(result, Exception):
-                            stats.fail(result)
-                        else:
-                            stats.record((trio.current_time() - start) * 1000)
+                        settle(stats, result, start)
                         outstanding -= 1
                         window.release()
                         if outstanding == 0 and not sending:

@@ -141,6 +141,16 @@ def test_failed_batches_are_counted_in_messages_like_the_successes(tmp_path: Pat
     assert (result["ok"], result["failed"]) == (0, 80), result
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_send_answered_slave_not_available_is_a_failure_not_an_ok(tmp_path: Path, mode: str) -> None:
+    """A SYNC_MASTER without a slave answers every send SLAVE_NOT_AVAILABLE (stored, not replicated): ``ok`` (and so
+    ``tps``, what bench.targets reads) counts SEND_OK answers only, in the sync and the async send paths."""
+    argv = ["--broker-property", "brokerRole=SYNC_MASTER", "--messages", "20", "--duration", "20", "--quiet"]
+    summary = producer_main([*argv, "--mode", mode, "--inflight", "4", "--out", str(tmp_path)])
+    assert (summary["result"]["ok"], summary["result"]["failed"]) == (0, 20), summary["result"]
+    assert "SLAVE_NOT_AVAILABLE" in summary["last_error"]
+
+
 def test_a_run_where_every_send_failed_is_not_reported_as_a_measurement(tmp_path: Path) -> None:
     """bench.targets and bench.scale take a zero exit status as "measured": 0 msg/s must not be a figure."""
     done = _producer(tmp_path, *REFUSED_BATCHES)
