@@ -2,7 +2,8 @@
 
 Publish: ``inflight`` concurrent publishers, each awaiting its acknowledgement (rocketrio SEND_OK, Redis XADD
 reply, RabbitMQ publisher confirm, JetStream PubAck, MQTT PUBACK), bounded by ``duration`` seconds and
-``max_messages``. Consume: read back the messages published (Redis XREADGROUP + XACK, RabbitMQ basic.consume + ack,
+``max_messages``; an answer that is not an acknowledgement (another SendStatus, a WAIT no replica answered) fails the
+row. Consume: read back the messages published (Redis XREADGROUP + XACK, RabbitMQ basic.consume + ack,
 JetStream pull fetch + ack, rocketrio push consumer), bounded by ``drain_timeout``. Each driver is an async function
 run by anyio (rocketrio on trio, the peers on asyncio, their clients' runtime; the MQTT driver is asyncio-only)
 returning a :class:`Measurement`.
@@ -15,12 +16,15 @@ import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
 
 from bench.load.stats import percentile
+
+if TYPE_CHECKING:
+    from client import Message, Producer
 
 TOPIC = "BenchCompare"
 
@@ -94,13 +98,24 @@ def _measure(
 # -- rocketrio (trio) -----------------------------------------------------------------------------------------------
 
 
+async def send_ok(producer: Producer, msg: Message) -> None:
+    """Send ``msg``; raise unless the broker answered SEND_OK. A message stored but not flushed or replicated in time
+    (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) is not acknowledged: it fails the row, as a Redis
+    ``WAIT`` that no replica answered does."""
+    from client import SendStatus
+
+    status = (await producer.send(msg)).send_status
+    if status is not SendStatus.SEND_OK:
+        raise RuntimeError(f"rocketrio answered {status.name}: the publish was not acknowledged")
+
+
 async def rocketrio(namesrv: str, w: Workload) -> Measurement:
     from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 
     body = b"r" * w.size
     async with Producer("bench_compare_pg", namesrv) as producer:
-        await producer.send(Message(TOPIC, body))
-        published = await publish_loop(lambda: producer.send(Message(TOPIC, body)), w)
+        await send_ok(producer, Message(TOPIC, body))
+        published = await publish_loop(lambda: send_ok(producer, Message(TOPIC, body)), w)
     target = published[0] + 1
     received = 0
     done = anyio.Event()

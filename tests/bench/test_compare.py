@@ -9,8 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.compare import servers
+import pytest
+
+from bench.compare import drivers, servers
 from bench.compare.drivers import Measurement
+from bench.load.cluster import create_topics
+from broker.embedded import EmbeddedCluster
+from tests.conftest import SMALL_STORE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,3 +67,13 @@ def test_the_publishers_cpu_is_measured_over_what_was_acknowledged() -> None:
     (row,) = [json.loads(line) for line in done.stdout.splitlines()]
     assert row["published"] > 0 and row["publish_rps"] > 0
     assert row["client_us"] > 0 and row["broker_us"] > 0
+
+
+async def test_a_rocketrio_publish_answered_other_than_send_ok_fails_the_row(tmp_path: Path) -> None:
+    """A SYNC_MASTER without its slave answers SLAVE_NOT_AVAILABLE: no second process has the message, so the row
+    fails, as Redis' ``WAIT`` that no replica answered does (drivers.redis_replicated)."""
+    async with EmbeddedCluster(tmp_path / "c", broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
+        await create_topics(cluster.broker_addr, [drivers.TOPIC], 4)
+        w = drivers.Workload(size=16, inflight=2, duration=10.0, max_messages=10, drain_timeout=10.0)
+        with pytest.raises(RuntimeError, match="SLAVE_NOT_AVAILABLE"):
+            await drivers.rocketrio(cluster.namesrv_addr, w)
