@@ -20,7 +20,8 @@ figure)::
 
 ``lag``: one more ``async`` send round, apart from the measured ones, while the master's runtime info is sampled
 every 20 ms: the bytes between its CommitLog end and its slave's acknowledged offset, and how long each sampled end
-took to be acknowledged (ms, to the 20 ms sampling step).
+took to be acknowledged (ms, to the 20 ms sampling step); an end still unacknowledged at the last sample counts as
+waiting until then, and ``unacknowledged`` says how many there were.
 
 ``--baseline DIR`` (A/B in one run): ``async`` and ``sync`` run a second time as ``async@base`` and ``sync@base``,
 their master and slave processes started in the checkout ``DIR`` (its code, with its built extensions), so a change
@@ -185,21 +186,36 @@ async def sample_lag(client: RemotingClient, broker: str, samples: list[tuple[fl
         await trio.sleep(LAG_STEP)
 
 
+def acknowledgement_delays(samples: list[tuple[float, int, int]]) -> tuple[list[float], int]:
+    """The ms from each sample until the first sample whose slave ack reached its CommitLog end, and how many ends
+    were never acknowledged within ``samples``: those count as waiting until the last sample (a lower bound), so a
+    slave that stalls reports its longest waits instead of dropping them."""
+    delays, unacknowledged = [], 0
+    last = samples[-1][0] if samples else 0.0
+    for i, (t, end, _ack) in enumerate(samples):
+        later = next((t2 for t2, _e, ack2 in samples[i:] if ack2 >= end), None)
+        if later is None:
+            unacknowledged += 1
+            later = last
+        delays.append((later - t) * 1000)
+    return delays, unacknowledged
+
+
 def lag_figures(rounds: list[list[tuple[float, int, int]]]) -> dict[str, float]:
     """Bytes behind at each sample, and the ms until each sampled end was acknowledged within its round (p50, p99,
-    max)."""
+    max; :func:`acknowledgement_delays`), with the count of ends still unacknowledged when their round ended."""
     behind = sorted(end - ack for samples in rounds for _t, end, ack in samples)
-    delays = []
+    delays: list[float] = []
+    unacknowledged = 0
     for samples in rounds:
-        for i, (t, end, _ack) in enumerate(samples):
-            later = next((t2 for t2, _e, ack2 in samples[i:] if ack2 >= end), None)
-            if later is not None:
-                delays.append((later - t) * 1000)
+        waits, never = acknowledgement_delays(samples)
+        delays += waits
+        unacknowledged += never
     delays.sort()
     return {
         "bytes_p50": pct(behind, 50), "bytes_p99": pct(behind, 99), "bytes_max": behind[-1] if behind else 0,
         "ms_p50": round(pct(delays, 50), 1), "ms_p99": round(pct(delays, 99), 1),
-        "ms_max": round(delays[-1], 1) if delays else 0.0, "samples": len(behind),
+        "ms_max": round(delays[-1], 1) if delays else 0.0, "samples": len(behind), "unacknowledged": unacknowledged,
     }  # fmt: skip
 
 

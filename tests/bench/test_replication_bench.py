@@ -1,5 +1,5 @@
-"""Smoke test for bench.replication: a short run prints one send line per deployment, the two ratio lines, the lag
-line and a catch-up line with positive figures."""
+"""bench.replication: a short run prints one send line per deployment, the two ratio lines, the lag line and a
+catch-up line with positive figures; the lag figures count the ends the slave never acknowledged."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+from bench import replication
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,6 +23,21 @@ def test_a_short_replication_benchmark_reports_every_figure(tmp_path: Path) -> N
     ratios = {line["mode"]: line for line in lines if line["op"] == "send_ratio"}
     assert set(ratios) == {"async", "sync"} and all(r["ratios"][0] > 0 for r in ratios.values())
     (lag,) = [line for line in lines if line["op"] == "lag"]
-    assert lag["samples"] > 0 and lag["bytes_max"] >= 0
+    assert lag["samples"] > 0 and lag["bytes_max"] >= 0 and lag["unacknowledged"] >= 0
     (catchup,) = [line for line in lines if line["op"] == "catchup"]
     assert catchup["behind_bytes"] >= 4 << 20 and catchup["mb_per_s"] > 0 and catchup["disk_write_mb_per_s"] > 0
+
+
+def test_the_lag_of_a_slave_that_never_acknowledged_runs_to_the_last_sample() -> None:
+    """Three samples 20 ms apart, the slave's ack reaching no sampled end: the first end waited at least 40 ms."""
+    figures = replication.lag_figures([[(0.00, 1000, 0), (0.02, 2000, 0), (0.04, 3000, 0)]])
+    assert figures["bytes_max"] == 3000
+    assert (figures["ms_max"], figures["unacknowledged"]) == (40.0, 3), figures
+
+
+def test_the_lag_max_counts_the_ends_still_unacknowledged_when_the_round_ended() -> None:
+    """100 samples 20 ms apart: the first 90 ends are acknowledged at the next sample (20 ms), then the slave stalls;
+    the oldest of the last 10 ends had waited 180 ms when sampling stopped, the slowest figure, not one to drop."""
+    samples = [(i * 0.02, (i + 1) * 100, min(i, 90) * 100) for i in range(100)]
+    figures = replication.lag_figures([samples])
+    assert (figures["ms_p50"], figures["ms_max"], figures["unacknowledged"]) == (20.0, 180.0, 10), figures
