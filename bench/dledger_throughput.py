@@ -5,7 +5,8 @@ processes in DLedger mode (B, the load sent to the leader) and the same with ``e
 ``python -m bench.load.producer`` against each for ``--duration`` seconds with ``--inflight`` synchronous senders, and
 stops them. A, B and C alternate within a round, so the ratios B/A and C/A compare runs made under the same machine
 load (the machine is shared: only ratios within one run mean anything). Prints one JSON line per measurement (with
-each broker's and the producer tool's CPU ms per acknowledged send, and their sum, the machine's) and a summary per
+the brokers' ``flush_disk_type``, each broker's and the producer tool's CPU ms per acknowledged send, and their sum,
+the machine's) and a summary per
 ratio with every round's value, their range and median, the load average, and the ratio the machine's CPU allows
 (``cpu_bounds``: one broker's and its producer's CPU per send over the group's and its producer's; every process
 shares the same cores, so each setup's rate is about the cores over that sum)::
@@ -48,11 +49,12 @@ def cpu_seconds(pid: int) -> float:
 
 async def _load(namesrv: str, broker: str, args: argparse.Namespace, out: Path,
                 members: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Run the producer tool; its summary, with each member's CPU ms per acknowledged send (``members``: name -> pid;
+    """Run the producer tool; its summary's result, with the flush mode the brokers were started with (the tool
+    takes none for a ``--namesrv`` broker) and each member's CPU ms per acknowledged send (``members``: name -> pid;
     the CPU the machine's other load leaves a member shows less in it than in the sends per second)."""
     argv = [sys.executable, "-m", "bench.load.producer", "--namesrv", namesrv, "--broker", broker, "--quiet",
             "--inflight", str(args.inflight), "--duration", str(args.duration), "--size", str(args.size),
-            "--flush-disk-type", args.flush, "--out", str(out)]  # fmt: skip
+            "--out", str(out)]  # fmt: skip
     before = {name: cpu_seconds(pid) for name, pid in (members or {}).items()}
     children = children_cpu_seconds()
     done = await trio.run_process(argv, capture_stdout=True, stderr=subprocess.DEVNULL, check=False)
@@ -62,7 +64,7 @@ async def _load(namesrv: str, broker: str, args: argparse.Namespace, out: Path,
     summary = next((line for line in reversed(lines) if line.get("type") == "summary"), None)
     if summary is None:
         raise RuntimeError(f"the producer tool printed no summary (exit {done.returncode})")
-    result: dict[str, Any] = summary["result"]
+    result: dict[str, Any] = summary["result"] | {"flush_disk_type": args.flush}
     ok = result.get("ok") or 0
     if members and ok:
         spent = {name: after[name] - before[name] for name in members} | {"producer": producer}

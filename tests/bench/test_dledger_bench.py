@@ -1,5 +1,5 @@
-"""The DLedger benches' plumbing: processes run the checkout they are given (``--baseline``), and the CPU a process
-spent is read from ``/proc``."""
+"""The DLedger benches' plumbing: processes run the checkout they are given (``--baseline``), the CPU a process
+spent is read from ``/proc``, and the producer tool runs against the broker it is given."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import os
 import subprocess
 import sys
 import time
+from argparse import Namespace
 from pathlib import Path
 
 import trio
 
 from bench.dledger_failover import _ROOT, run_env
-from bench.dledger_throughput import children_cpu_seconds, cpu_bound, cpu_seconds
+from bench.dledger_throughput import _load, children_cpu_seconds, cpu_bound, cpu_seconds
+from broker.embedded import EmbeddedCluster
+from tests.conftest import SMALL_STORE
 
 
 def _imported_from(env: dict[str, str], cwd: Path) -> str:
@@ -51,3 +54,15 @@ def test_the_cpu_bound_is_one_brokers_machine_cpu_per_send_over_the_groups() -> 
     alone = {"machine_cpu_ms_per_send": 0.028}
     assert cpu_bound(alone, {"machine_cpu_ms_per_send": 0.135}) == 0.207
     assert cpu_bound(alone, {}) is None and cpu_bound({}, {"machine_cpu_ms_per_send": 0.1}) is None
+
+
+async def test_the_load_runs_the_producer_tool_against_the_given_broker_and_names_its_flush_mode(
+    tmp_path: Path,
+) -> None:
+    """The producer tool refuses ``--flush-disk-type`` with ``--namesrv`` (that broker flushes as it was started):
+    the flush mode is the brokers' setting, and the row says which it was."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE) as cluster:
+        args = Namespace(inflight=2, duration=0.5, size=16, flush="ASYNC_FLUSH")
+        result = await _load(cluster.namesrv_addr, cluster.broker_addr, args, tmp_path / "out")
+    assert result["ok"] > 0 and result["failed"] == 0, result
+    assert result["flush_disk_type"] == "ASYNC_FLUSH"
