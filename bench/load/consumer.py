@@ -2,8 +2,10 @@
 
 Against the embedded cluster the tool also produces (``--produce-inflight`` producer tasks, ``--size`` bodies) so
 that there is something to consume; with ``--namesrv`` and ``--produce-inflight 0`` it only consumes what another
-producer sends. Born timestamps are the producer's wall clock in milliseconds, so latencies have millisecond
-resolution and assume producer and consumer share a clock (same host). TPS counts received messages. Example::
+producer sends (the window then starts with the consumer's start). With feeders, the consumer and the feeders'
+producer start, and the routes are fetched, before the measured window. Born timestamps are the producer's wall
+clock in milliseconds, so latencies have millisecond resolution and assume producer and consumer share a clock (same
+host). TPS counts received messages. Example::
 
     python -m bench.load.consumer --duration 10 --produce-inflight 64 --profile
 
@@ -18,13 +20,16 @@ larger batch needs both, e.g. ``--pull-batch-size 256 --max-transfer-count 256``
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import trio
 
-from bench.load.run import Budget, common_arguments, exit_status, run_tool, topic_names
+from bench.load.run import Budget, Load, Run, common_arguments, exit_status, run_tool, topic_names
 from bench.load.stats import LoadStats
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 
@@ -70,11 +75,14 @@ def make_prefill(args: argparse.Namespace) -> Any:
     return prefill
 
 
-def make_load(args: argparse.Namespace) -> Any:
+def make_load(args: argparse.Namespace) -> Load:
+    """The consumer tool's load. Feeding: the consumer and the feeders' producer are started and the routes fetched
+    before the window, the feeders (:func:`feed`) are the window. Prefilled, or without feeders: the window starts
+    with the consumer (:func:`receive`), whose first receipts are what it measures. The clients shut down after it."""
     topics = topic_names(args)
-    body = b"c" * args.size
 
-    async def load(namesrv: str, stats: LoadStats, budget: Budget) -> None:
+    @contextlib.asynccontextmanager
+    async def load(namesrv: str, stats: LoadStats) -> AsyncIterator[Run]:
         async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
             now_ms = time.time() * 1000
             for m in msgs:
@@ -91,32 +99,50 @@ def make_load(args: argparse.Namespace) -> Any:
         for topic in topics:
             consumer.subscribe(topic)
         consumer.register_message_listener(listener)
+        if args.prefill or not args.produce_inflight:
+            async with contextlib.AsyncExitStack() as stack:
+                yield functools.partial(receive, stack, consumer, stats, args.prefill)
+            return
         async with consumer, Producer(f"{args.group}_feeder", namesrv) as producer:
-
-            async def feeder(task: int) -> None:
-                topic = topics[task % len(topics)]
-                while budget.take():
-                    try:
-                        await producer.send(Message(topic, body, tags="TagA"))
-                    except Exception as exc:  # counted as the run's failure, feeding goes on
-                        stats.fail(exc)
-
-            if args.prefill:
-                with trio.move_on_at(budget.deadline):
-                    while stats.messages < args.prefill:
-                        await trio.sleep(0.005)
-                return
-            async with trio.open_nursery() as nursery:
-                for task in range(args.produce_inflight):
-                    nursery.start_soon(feeder, task)
-                if not args.produce_inflight:
-                    await trio.sleep_until(budget.deadline)
-            # what was sent may still be on its way: wait a bounded moment for the stragglers
-            with trio.move_on_after(2.0):
-                while stats.messages < budget.taken - stats.failed:
-                    await trio.sleep(0.01)
+            for topic in topics:
+                await producer.publish_info(topic)
+            yield functools.partial(feed, producer, args, stats)
 
     return load
+
+
+async def receive(
+    stack: contextlib.AsyncExitStack, consumer: PushConsumer, stats: LoadStats, prefill: int, budget: Budget
+) -> None:
+    """Start ``consumer`` in ``stack`` and receive until the ``prefill`` messages arrived (0: until the deadline)."""
+    await stack.enter_async_context(consumer)
+    if not prefill:
+        await trio.sleep_until(budget.deadline)
+    with trio.move_on_at(budget.deadline):
+        while stats.messages < prefill:
+            await trio.sleep(0.005)
+
+
+async def feed(producer: Producer, args: argparse.Namespace, stats: LoadStats, budget: Budget) -> None:
+    """``--produce-inflight`` feeders sending until the budget is used up, then a bounded wait for what is still on
+    its way; a failed send is counted as the run's failure, feeding goes on."""
+    topics = topic_names(args)
+    body = b"c" * args.size
+
+    async def feeder(task: int) -> None:
+        topic = topics[task % len(topics)]
+        while budget.take():
+            try:
+                await producer.send(Message(topic, body, tags="TagA"))
+            except Exception as exc:
+                stats.fail(exc)
+
+    async with trio.open_nursery() as nursery:
+        for task in range(args.produce_inflight):
+            nursery.start_soon(feeder, task)
+    with trio.move_on_after(2.0):
+        while stats.messages < budget.taken - stats.failed:
+            await trio.sleep(0.01)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -19,11 +19,13 @@ import contextlib
 import itertools
 import os
 import sys
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import attrs
 import trio
 
-from bench.load.run import Budget, common_arguments, exit_status, run_tool, topic_names
+from bench.load.run import Budget, Load, Run, common_arguments, exit_status, run_tool, topic_names
 from bench.load.stats import LoadStats
 from client import ClientConfig, Message, Producer, SendResult, SendStatus
 
@@ -60,7 +62,9 @@ def settle(stats: LoadStats, outcome: Outcome, start: float) -> None:
         stats.fail(f"send status {refused.name}")
 
 
-def make_load(args: argparse.Namespace) -> Any:
+def make_load(args: argparse.Namespace) -> Load:
+    """The producer tool's load: ``--connections`` producers started and a warm-up send (not counted) to each topic
+    from each, so that routes and connections are in place before the window; :class:`Senders` is the window."""
     topics = topic_names(args)
     body = b"x" * args.size
     serial = itertools.count()
@@ -69,69 +73,87 @@ def make_load(args: argparse.Namespace) -> Any:
         keys = f"k{next(serial)}" if args.keys else None
         return Message(topic, body, tags=args.tags or None, keys=keys)
 
-    async def load(namesrv: str, stats: LoadStats, budget: Budget) -> None:
+    @contextlib.asynccontextmanager
+    async def load(namesrv: str, stats: LoadStats) -> AsyncIterator[Run]:
         async with contextlib.AsyncExitStack() as stack:
             producers = []
             for n in range(args.connections):  # a client instance per producer: a connection each
                 config = ClientConfig(namesrv, instance_name=f"bench_load_{os.getpid()}_{n}")
                 producers.append(await stack.enter_async_context(Producer(args.group, namesrv, config=config)))
-                for topic in topics:  # routes fetched before the window
+                for topic in topics:
                     await producers[-1].send(message(topic))
-
-            async def sender(task: int) -> None:
-                producer = producers[task % len(producers)]
-                topic = topics[task % len(topics)]
-                while budget.take(args.batch):
-                    start = trio.current_time()
-                    outcome: Outcome
-                    try:
-                        if args.batch > 1:
-                            outcome = await producer.send_batch([message(topic) for _ in range(args.batch)])
-                        elif args.mode == "oneway":
-                            outcome = await producer.send_oneway(message(topic))
-                        else:
-                            outcome = await producer.send(message(topic))
-                    except Exception as exc:  # a failed send is counted, the load goes on
-                        outcome = exc
-                    settle(stats, outcome, start)
-
-            async def async_sender(producer: Producer) -> None:
-                window = trio.Semaphore(max(1, args.inflight // len(producers)))
-                idle = trio.Event()
-                outstanding = 0
-                index = 0
-                sending = True
-                while budget.take():
-                    try:  # a checkpoint only when the window is full: it is per message otherwise
-                        window.acquire_nowait()
-                    except trio.WouldBlock:
-                        await window.acquire()
-                    start = trio.current_time()
-
-                    def done(result: SendResult | Exception, start: float = start) -> None:
-                        nonlocal outstanding
-                        settle(stats, result, start)
-                        outstanding -= 1
-                        window.release()
-                        if outstanding == 0 and not sending:
-                            idle.set()
-
-                    outstanding += 1
-                    producer.send_async(message(topics[index % len(topics)]), done)
-                    index += 1
-                sending = False  # from here the last completion ends the run, not a lull in the middle of it
-                if outstanding:
-                    await idle.wait()
-
-            async with trio.open_nursery() as nursery:
-                if args.mode == "async":
-                    for producer in producers:
-                        nursery.start_soon(async_sender, producer)
-                else:
-                    for task in range(args.inflight):
-                        nursery.start_soon(sender, task)
+            yield Senders(args, producers, message, stats)
 
     return load
+
+
+@attrs.frozen
+class Senders:
+    """The measured run over started ``producers``: ``--mode``'s senders until the budget is used up, each send
+    counted into ``stats`` by :func:`settle` (a failed send is counted and the load goes on)."""
+
+    args: argparse.Namespace
+    producers: list[Producer]
+    message: Callable[[str], Message]
+    stats: LoadStats
+
+    async def __call__(self, budget: Budget) -> None:
+        topics = topic_names(self.args)
+        async with trio.open_nursery() as nursery:
+            if self.args.mode == "async":
+                for producer in self.producers:
+                    nursery.start_soon(self.windowed, producer, topics, budget)
+            else:
+                for task in range(self.args.inflight):
+                    producer = self.producers[task % len(self.producers)]
+                    nursery.start_soon(self.awaiting, producer, topics[task % len(topics)], budget)
+
+    async def awaiting(self, producer: Producer, topic: str, budget: Budget) -> None:
+        """One sync, batch or oneway sender: each send awaited before the next."""
+        args, message = self.args, self.message
+        while budget.take(args.batch):
+            start = trio.current_time()
+            outcome: Outcome
+            try:
+                if args.batch > 1:
+                    outcome = await producer.send_batch([message(topic) for _ in range(args.batch)])
+                elif args.mode == "oneway":
+                    outcome = await producer.send_oneway(message(topic))
+                else:
+                    outcome = await producer.send(message(topic))
+            except Exception as exc:
+                outcome = exc
+            settle(self.stats, outcome, start)
+
+    async def windowed(self, producer: Producer, topics: list[str], budget: Budget) -> None:
+        """``producer``'s async sends, its share of ``--inflight`` outstanding, until the last one completed."""
+        stats, message = self.stats, self.message
+        window = trio.Semaphore(max(1, self.args.inflight // len(self.producers)))
+        idle = trio.Event()
+        outstanding = 0
+        index = 0
+        sending = True
+        while budget.take():
+            try:  # a checkpoint only when the window is full: it is per message otherwise
+                window.acquire_nowait()
+            except trio.WouldBlock:
+                await window.acquire()
+            start = trio.current_time()
+
+            def done(result: SendResult | Exception, start: float = start) -> None:
+                nonlocal outstanding
+                settle(stats, result, start)
+                outstanding -= 1
+                window.release()
+                if outstanding == 0 and not sending:
+                    idle.set()
+
+            outstanding += 1
+            producer.send_async(message(topics[index % len(topics)]), done)
+            index += 1
+        sending = False  # from here the last completion ends the run, not a lull in the middle of it
+        if outstanding:
+            await idle.wait()
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

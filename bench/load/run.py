@@ -1,7 +1,8 @@
 """What the producer and the consumer tool share: the target cluster, the profiler and the measured window.
 
 :func:`run_tool` starts an embedded cluster (unless ``--namesrv`` names one), creates the topics, starts py-spy
-when ``--profile`` is given, runs ``load(namesrv, stats, deadline)`` with the live view beside it, then writes
+when ``--profile`` is given, sets ``load(namesrv, stats)`` up (clients started, routes fetched), measures its run
+(the window: elapsed time, CPU, ``--duration``) with the live view beside it, shuts it down, then writes
 ``<out>/<name>.json`` (and, profiled, ``<name>.speedscope.json`` and ``<name>.svg``) and prints the "where the time
 goes" table. A profile that cannot be taken is reported in the summary (``profile.error``), never fatal.
 
@@ -30,7 +31,11 @@ from bench.load.profile import BrokerProfiler, ProfileError, render_flamegraph, 
 from bench.load.report import STDERR, environment, final_table, live_view, write_summary
 from bench.load.stats import LoadStats, Snapshot
 
-Load = Callable[[str, LoadStats, "Budget"], Awaitable[None]]
+#: The measured window's work: sends or receives into the tool's LoadStats until the budget is used up.
+Run = Callable[["Budget"], Awaitable[None]]
+#: Sets a run up against the cluster's name server (clients started, routes fetched), yields it and then shuts it
+#: down: only the :data:`Run` is inside the measured window (its clock, both processes' CPU and its deadline).
+Load = Callable[[str, LoadStats], contextlib.AbstractAsyncContextManager[Run]]
 #: Runs against the cluster's name server after the topics exist and before the measured window (e.g. a prefill).
 Prepare = Callable[[str], Awaitable[None]]
 #: The embedded broker's maxTransferCountOnMessageInMemory unless --max-transfer-count says otherwise (RocketMQ's).
@@ -131,18 +136,35 @@ async def _measure(
     prepare: Prepare | None,
     broker_pid: int | None,
 ) -> tuple[float, float, float | None]:
-    """Elapsed seconds of the window, this process's CPU seconds in it and the broker's (``None``: unknown)."""
+    """Create the topics, ``prepare``, set ``load`` up and measure its run (:func:`_window`), then shut it down. The
+    live view's nursery surrounds the load: a run may start what the load's shutdown closes (a consumer)."""
     await create_topics(broker, topic_names(args), args.queues)
     if prepare is not None:
         await prepare(namesrv)
-    stop = trio.Event()
+    async with trio.open_nursery() as nursery, load(namesrv, stats) as run:
+        return await _window(name, run, args, stats, broker_pid, nursery)
+
+
+async def _window(
+    name: str, run: Run, args: argparse.Namespace, stats: LoadStats, broker_pid: int | None, nursery: trio.Nursery
+) -> tuple[float, float, float | None]:
+    """Elapsed seconds of ``run`` with the live view beside it (in ``nursery``), this process's CPU seconds in it and
+    the broker's (``None``: unknown); the budget's deadline starts with it."""
+    stop, shown = trio.Event(), trio.Event()
+
+    async def view() -> None:
+        await live_view(name, stats, stop, args.quiet)
+        shown.set()
+
     cpu0, broker0 = time.process_time(), process_cpu_seconds(broker_pid)
     start = trio.current_time()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(live_view, name, stats, stop, args.quiet)
-        await load(namesrv, stats, Budget(args.duration, args.messages))
+    nursery.start_soon(view)
+    try:
+        await run(Budget(args.duration, args.messages))
+    finally:
         stop.set()
     elapsed, cpu, broker1 = trio.current_time() - start, time.process_time() - cpu0, process_cpu_seconds(broker_pid)
+    await shown.wait()  # its last window line is taken now, none of the shutdown in its seconds
     return elapsed, cpu, None if broker0 is None or broker1 is None else broker1 - broker0
 
 

@@ -1,12 +1,14 @@
-"""Smoke tests for bench.load: short real runs against an embedded cluster produce valid summaries (no timing
-assertions: the figures are whatever this machine gives)."""
+"""bench.load: short real runs against an embedded cluster produce valid summaries (no timing assertions: the
+figures are whatever this machine gives), what counts as a success, and what the measured window holds."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,15 @@ import trio
 from bench import client as bench_client
 from bench import replication
 from bench.load import run as load_run
+from bench.load.cluster import create_topics
+from bench.load.producer import Senders
 from bench.load.producer import build_parser as producer_parser
 from bench.load.producer import main as producer_main
+from bench.load.producer import make_load as make_producer_load
 from bench.load.profile import ProfileError, render_flamegraph, top_frames
 from bench.load.stats import LoadStats, percentile
+from broker.embedded import EmbeddedCluster
+from tests.conftest import SMALL_STORE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -173,12 +180,53 @@ def test_a_spawned_profile_still_reports_the_measured_brokers_cpu(
     monkeypatch.setattr(load_run, "BrokerProfiler", NoPtrace)
     args = producer_parser().parse_args(["--quiet", "--profile", "--duration", "0.3", "--out", str(tmp_path)])
 
-    async def load(namesrv: str, stats: LoadStats, budget: load_run.Budget) -> None:
-        await trio.sleep(0.3)
+    @contextlib.asynccontextmanager
+    async def load(namesrv: str, stats: LoadStats) -> AsyncIterator[load_run.Run]:
+        yield lambda budget: trio.sleep(0.3)
 
     summary = load_run.run_tool("spawned", args, {}, load)
     assert summary["profile"] is not None and summary["profile"].get("mode") == "spawn", summary["profile"]
     assert summary["broker_cpu_seconds"] is not None
+
+
+def test_the_window_opens_after_the_loads_setup_and_closes_before_its_shutdown(tmp_path: Path) -> None:
+    """run_tool measures only the run a load yields: the --duration deadline (with the clock and the CPU readings)
+    starts once the setup is done, and the window's seconds end before the shutdown (each a 0.2 s sleep)."""
+    marks: dict[str, float] = {}
+
+    @contextlib.asynccontextmanager
+    async def load(namesrv: str, stats: LoadStats) -> AsyncIterator[load_run.Run]:
+        await trio.sleep(0.2)  # a slow start-up
+        marks["ready"] = trio.current_time()
+
+        async def run(budget: load_run.Budget) -> None:
+            marks["deadline"] = budget.deadline
+            stats.record(1.0)
+
+        yield run
+        await trio.sleep(0.2)  # a slow shutdown
+        marks["closed"] = trio.current_time()
+
+    args = producer_parser().parse_args(["--quiet", "--duration", "5", "--out", str(tmp_path)])
+    seconds = load_run.run_tool("window", args, {}, load)["result"]["seconds"]
+    assert marks["deadline"] >= marks["ready"] + 5
+    assert seconds <= marks["closed"] - 0.2 - marks["ready"] + 0.0005, marks  # 0.0005: the summary's rounding
+
+
+async def test_the_producer_tools_setup_starts_every_producer_with_its_routes(tmp_path: Path) -> None:
+    """The warm-up sends belong to the setup: once it is done every producer has each topic's route, and the run
+    (the window) counts only its own sends."""
+    args = producer_parser().parse_args(["--connections", "2", "--topics", "2"])
+    topics = load_run.topic_names(args)
+    stats = LoadStats()
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE) as cluster:
+        await create_topics(cluster.broker_addr, topics, args.queues)
+        async with make_producer_load(args)(cluster.namesrv_addr, stats) as run:
+            assert isinstance(run, Senders) and len(run.producers) == 2
+            assert all(producer.cached_publish_info(topic) for producer in run.producers for topic in topics)
+            assert stats.messages == 0
+            await run(load_run.Budget(20, 8))
+    assert (stats.messages, stats.failed) == (8, 0)
 
 
 def test_options_that_would_be_ignored_are_refused() -> None:
