@@ -1,5 +1,5 @@
-"""Smoke test for bench.store: a tiny run of every case prints one JSON line per measurement with positive figures.
-No timing assertions: the figures only have to exist and be finite."""
+"""bench.store: a tiny run of every case prints one JSON line per measurement with positive figures (no timing
+assertions: the figures only have to exist and be finite); the put cases count confirmed puts only."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+
+from bench.store import sync_writers
+from store.store_config import BrokerRole, FlushDiskType
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,3 +31,9 @@ def test_every_store_case_reports_positive_figures(tmp_path: Path) -> None:
         figures = [v for k, v in row.items() if k in ("mb_per_s", "msgs_per_s", "vs_floor", "gets_per_s", "seconds")]
         assert figures and all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in figures), row
     assert list(tmp_path.iterdir()) == []  # the benchmark removes its stores
+
+
+async def test_puts_not_answered_put_ok_are_not_counted(tmp_path: Path) -> None:
+    """A SYNC_MASTER store without a slave answers every put SLAVE_NOT_AVAILABLE: the rate counts none of them."""
+    rate, _ = await sync_writers(4, 0.2, tmp_path, FlushDiskType.ASYNC_FLUSH, broker_role=BrokerRole.SYNC_MASTER)
+    assert rate == 0
