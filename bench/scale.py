@@ -5,10 +5,12 @@ of them alike) the tool starts ``python -m broker.embedded --brokers N`` (``make
 name server's process, the others each in a process of its own), creates one topic with ``--queues`` queues on every
 master, waits until its route names them all, then runs ``--load-procs`` processes of ``bench.load.producer`` (async
 sends, ``--inflight`` outstanding each) for ``--seconds``. One JSON line per run: msg/s (the producers' acknowledged
-sends over their windows), the broker processes' CPU seconds per acknowledged message, and how many messages each
-broker stored (the client spreads by queue over every broker of the route). The ``summary`` line projects, from the
-median CPU per message of the largest broker count, what N cores give when the brokers alone are the limit (clients
-on other machines, one broker per core): N / CPU per message. Output also goes to ``<out>/scale.json``.
+sends over their windows), the broker processes' CPU seconds per acknowledged message and the cores they kept busy
+(both over the producers' windows, from the first one's start to the last one's end: sampled every
+:data:`SAMPLE_STEP`, interpolated at the bounds each producer reports), and how many messages each broker stored
+(the client spreads by queue over every broker of the route). The ``summary`` line projects, from the median CPU
+per message of the largest broker count, what N cores give when the brokers alone are the limit (clients on other
+machines, one broker per core): N / CPU per message. Output also goes to ``<out>/scale.json``.
 
 Errors: a cluster or producer process that fails makes the run's line carry ``error`` and the tool goes on.
 """
@@ -16,6 +18,7 @@ Errors: a cluster or producer process that fails makes the run's line carry ``er
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import re
@@ -25,8 +28,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import trio
 
@@ -39,6 +44,8 @@ TOPIC_PREFIX = "ScaleTopic"
 TOPIC = f"{TOPIC_PREFIX}0"
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?):(\d+)\] boot success")
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address (\S+):(\d+)")
+#: Seconds between two readings of the brokers' CPU.
+SAMPLE_STEP = 0.05
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +63,45 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cpu_of(pids: list[int]) -> float:
     return sum(process_cpu_seconds(pid) or 0.0 for pid in pids)
+
+
+class CpuSampler:
+    """The CPU seconds of ``pids`` sampled every :data:`SAMPLE_STEP` on a thread while entered, so that the CPU
+    between two moments learnt afterwards (the producers' windows, on ``time.monotonic()``) can be read."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="scale-cpu-sampler", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._take()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._take()
+
+    def _take(self) -> None:
+        self.samples.append((time.monotonic(), cpu_of(self.pids)))
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_STEP):
+            self._take()
+
+    def at(self, moment: float) -> float:
+        """The CPU seconds at ``moment``, interpolated between the samples around it (the first or last outside)."""
+        i = bisect.bisect_left(self.samples, moment, key=lambda sample: sample[0])
+        if i == 0 or i == len(self.samples):
+            return self.samples[min(i, len(self.samples) - 1)][1]
+        (t0, cpu0), (t1, cpu1) = self.samples[i - 1], self.samples[i]
+        return cpu0 + (cpu1 - cpu0) * (moment - t0) / (t1 - t0)
+
+    def between(self, start: float, end: float) -> float:
+        return self.at(end) - self.at(start)
 
 
 async def brokers_in_route(admin: Admin, topic: str) -> int:
@@ -110,16 +156,19 @@ def one_run(args: argparse.Namespace, brokers: int, data: Path) -> dict[str, Any
                      "--topic-prefix", TOPIC_PREFIX, "--queues", str(args.queues), "--mode", "async",
                      "--inflight", str(args.inflight), "--size", str(args.size), "--duration", str(args.seconds),
                      "--quiet"]  # fmt: skip
-        cpu0 = cpu_of(pids)
-        loads = [
-            subprocess.Popen([*load_argv, "--out", str(data / f"load{i}")], stdout=subprocess.DEVNULL)
-            for i in range(args.load_procs)
-        ]
-        codes = [load.wait() for load in loads]
-        cpu = cpu_of(pids) - cpu0
+        with CpuSampler(pids) as sampler:
+            loads = [
+                subprocess.Popen([*load_argv, "--out", str(data / f"load{i}")], stdout=subprocess.DEVNULL)
+                for i in range(args.load_procs)
+            ]
+            codes = [load.wait() for load in loads]
         if any(codes):
             return {**row, "error": f"producer exit codes {codes}"}
         summaries = [json.loads((data / f"load{i}" / "producer.json").read_text()) for i in range(len(loads))]
+        # the producers' windows, not their start-up and shutdown: from the first window's start to the last one's end
+        start = min(s["window_monotonic"][0] for s in summaries)
+        end = max(s["window_monotonic"][1] for s in summaries)
+        cpu = sampler.between(start, end)
         results = [s["result"] for s in summaries]
         ok = sum(r["ok"] for r in results)
         client_cpu = sum(s["load_cpu_seconds"] for s in summaries)
@@ -130,7 +179,7 @@ def one_run(args: argparse.Namespace, brokers: int, data: Path) -> dict[str, Any
             p99_ms=max(r["p99_ms"] for r in results),
             broker_cpu_us_per_msg=round(cpu / ok * 1e6, 1) if ok else None,
             client_cpu_us_per_msg=round(client_cpu / ok * 1e6, 1) if ok else None,
-            broker_cores=round(cpu / args.seconds, 2),  # cores the brokers kept busy, roughly: the window's CPU
+            broker_cores=round(cpu / (end - start), 2),  # cores the brokers kept busy in the windows
             broker_processes=len(pids),
             stored=trio.run(stored_by_broker, namesrv),
             load_average=round(os.getloadavg()[0], 2),

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 from rich.table import Table
 
@@ -40,6 +41,18 @@ Load = Callable[[str, LoadStats], contextlib.AbstractAsyncContextManager[Run]]
 Prepare = Callable[[str], Awaitable[None]]
 #: The embedded broker's maxTransferCountOnMessageInMemory unless --max-transfer-count says otherwise (RocketMQ's).
 MAX_TRANSFER_COUNT = 32
+
+
+@attrs.frozen
+class Window:
+    """The measured window: its seconds, this process's and the broker's CPU seconds in it (``None``: unknown), and
+    its bounds on ``time.monotonic()`` (Linux's CLOCK_MONOTONIC, one clock for every process of the host, so that
+    another process can read its own figures over the same window)."""
+
+    seconds: float
+    cpu: float
+    broker_cpu: float | None
+    monotonic: tuple[float, float]
 
 
 class Budget:
@@ -135,7 +148,7 @@ async def _measure(
     stats: LoadStats,
     prepare: Prepare | None,
     broker_pid: int | None,
-) -> tuple[float, float, float | None]:
+) -> Window:
     """Create the topics, ``prepare``, set ``load`` up and measure its run (:func:`_window`), then shut it down. The
     live view's nursery surrounds the load: a run may start what the load's shutdown closes (a consumer)."""
     await create_topics(broker, topic_names(args), args.queues)
@@ -147,9 +160,8 @@ async def _measure(
 
 async def _window(
     name: str, run: Run, args: argparse.Namespace, stats: LoadStats, broker_pid: int | None, nursery: trio.Nursery
-) -> tuple[float, float, float | None]:
-    """Elapsed seconds of ``run`` with the live view beside it (in ``nursery``), this process's CPU seconds in it and
-    the broker's (``None``: unknown); the budget's deadline starts with it."""
+) -> Window:
+    """Measure ``run`` with the live view beside it (in ``nursery``); the budget's deadline starts with it."""
     stop, shown = trio.Event(), trio.Event()
 
     async def view() -> None:
@@ -157,15 +169,16 @@ async def _window(
         shown.set()
 
     cpu0, broker0 = time.process_time(), process_cpu_seconds(broker_pid)
-    start = trio.current_time()
+    start, monotonic0 = trio.current_time(), time.monotonic()
     nursery.start_soon(view)
     try:
         await run(Budget(args.duration, args.messages))
     finally:
         stop.set()
     elapsed, cpu, broker1 = trio.current_time() - start, time.process_time() - cpu0, process_cpu_seconds(broker_pid)
+    bounds = (monotonic0, time.monotonic())
     await shown.wait()  # its last window line is taken now, none of the shutdown in its seconds
-    return elapsed, cpu, None if broker0 is None or broker1 is None else broker1 - broker0
+    return Window(elapsed, cpu, None if broker0 is None or broker1 is None else broker1 - broker0, bounds)
 
 
 def _where_the_time_goes(speedscope: Path) -> list[dict[str, Any]]:
@@ -233,12 +246,13 @@ def run_tool(
                         stack.close()
                         namesrv, broker, pid = _embedded(stack, args, spawn_argv(speedscope, []))
                         profile = {"mode": "spawn", "attach_error": str(exc)}
-        elapsed, cpu, broker_cpu = trio.run(_measure, name, namesrv, broker, args, load, stats, prepare, pid)
+        window = trio.run(_measure, name, namesrv, broker, args, load, stats, prepare, pid)
         if profiler is not None:
             with contextlib.suppress(ProfileError):  # a missing file is reported below
                 profiler.stop()
-    summary = _summary(name, args, settings, stats.total(elapsed), stats.last_error)
-    summary |= {"load_cpu_seconds": round(cpu, 3), "broker_cpu_seconds": _rounded(broker_cpu)}
+    summary = _summary(name, args, settings, stats.total(window.seconds), stats.last_error)
+    summary |= {"load_cpu_seconds": round(window.cpu, 3), "broker_cpu_seconds": _rounded(window.broker_cpu)}
+    summary["window_monotonic"] = [round(t, 4) for t in window.monotonic]
     if args.profile and profile is not None and "error" not in profile:
         if speedscope.exists():
             svg = args.out / f"{name}.svg"

@@ -56,6 +56,8 @@ def test_a_one_second_sync_producer_run_writes_a_valid_summary(tmp_path: Path) -
     assert_valid_summary(summary, "producer")
     assert any(line["type"] == "window" for line in lines)
     assert summary["settings"]["mode"] == "sync"
+    start, end = summary["window_monotonic"]  # what bench.scale reads the brokers' CPU over
+    assert start < end
 
 
 @pytest.mark.parametrize("mode", ["async", "oneway"])
