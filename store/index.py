@@ -72,6 +72,7 @@ __all__ = [
     "IndexGap",
     "IndexRuns",
     "IndexService",
+    "index_file_epoch_ms",
     "index_file_name",
     "index_file_size",
     "index_key_hash",
@@ -85,13 +86,14 @@ def index_file_name(epoch_ms: int) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime(epoch_ms // 1000)) + f"{epoch_ms % 1000:03d}"
 
 
-def _index_file_epoch_ms(name: str) -> int:
+def index_file_epoch_ms(name: str) -> int:
+    """The epoch milliseconds an index file's name (:func:`index_file_name`) stands for."""
     return int(time.mktime(time.strptime(name[:14], "%Y%m%d%H%M%S"))) * 1000 + int(name[14:])
 
 
 def _name_after(name: str) -> str:
     """The file name of the first millisecond after ``name``'s whose name sorts after it."""
-    epoch_ms = _index_file_epoch_ms(name) + 1
+    epoch_ms = index_file_epoch_ms(name) + 1
     while index_file_name(epoch_ms) <= name:
         epoch_ms += 1
     return index_file_name(epoch_ms)
