@@ -63,6 +63,7 @@ __all__ = [
 PULL_FLAG_COMMIT_OFFSET: Final = 0x1
 PULL_FLAG_SUSPEND: Final = 0x2
 PULL_FLAG_SUBSCRIPTION: Final = 0x4
+#: Never read, as by Java's PullMessageProcessor: only the subscription's ``classFilterMode`` skips the tag filter.
 PULL_FLAG_CLASS_FILTER: Final = 0x8
 
 log = logging.getLogger(__name__)
@@ -321,8 +322,6 @@ class PullMessageProcessor:
             sub_version = found.sub_version
         if subscription.expression_type != EXPRESSION_TAG:
             return None, self._sql_filter(group, subscription, sub_version)
-        if header.sys_flag & PULL_FLAG_CLASS_FILTER:
-            return None, None
         return tag_filter_of(subscription), None
 
     def _sql_filter(self, group: str, subscription: SubscriptionData, sub_version: int) -> Sql92Filter:

@@ -92,6 +92,15 @@ async def test_tag_subscription_returns_only_matching_messages(broker: BrokerSta
     assert fields(response)[1] == 5
 
 
+async def test_class_filter_pull_flag_keeps_the_tag_filter(broker: BrokerState, peer_ctx: RequestContext) -> None:
+    """Java 4.9.8's PullMessageProcessor never reads PullSysFlag's CLASS_FILTER bit (0x8): the subscription built
+    from the request has classFilterMode=false, so ExpressionMessageFilter still filters on the tags codes."""
+    await put(broker, peer_ctx, "TagA", "TagB", None, "TagA")
+    response = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND | 0x8, subscription="TagA"))
+    assert response.code == ResponseCode.SUCCESS
+    assert [m.tags for m in iter_records(response.body)] == ["TagA", "TagA"]
+
+
 async def test_nothing_matching_the_tags_answers_retry_immediately_past_the_scanned_entries(
     broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
