@@ -12,12 +12,13 @@ from remoting.codec.message_properties import java_string_hash
 def build_subscription(
     topic: str, expression: str | None = SUB_ALL, expression_type: str = EXPRESSION_TAG
 ) -> SubscriptionData:
-    """Java's ``FilterAPI.build``: tags split on ``||`` and trimmed, hash codes with Java's string hash,
-    ``subVersion`` = now in ms. An empty or ``*`` tag expression subscribes to everything. An SQL92 expression is
-    sent as written; the broker parses it (with ``enablePropertyFilter`` on) and answers SUBSCRIPTION_PARSE_FAILED
-    with the parser's message when it is malformed.
+    """Java's ``FilterAPI.build``: a tag expression is sent as written, its tags split on ``||`` and trimmed, hash
+    codes with Java's string hash, ``subVersion`` = now in ms. An empty or ``*`` tag expression subscribes to
+    everything. An SQL92 expression is sent as written; the broker parses it (with ``enablePropertyFilter`` on) and
+    answers SUBSCRIPTION_PARSE_FAILED with the parser's message when it is malformed.
 
-    Raises ``ValueError`` for an empty SQL92 expression (Java's "Expression can't be null!") and for an expression type
+    Raises ``ValueError`` for an empty SQL92 expression (Java's "Expression can't be null!"), a tag expression made of
+    ``||`` alone (Java's "subString split error": the broker would refuse every pull of it) and an expression type
     other than ``TAG`` and ``SQL92``.
     """
     version = time.time_ns() // 1_000_000
@@ -29,13 +30,16 @@ def build_subscription(
         )
     if expression_type != EXPRESSION_TAG:
         raise ValueError(f"unknown expression type {expression_type!r}: {EXPRESSION_TAG} or {EXPRESSION_SQL92}")
-    text = (expression or "").strip()
-    if not text or text == SUB_ALL:
+    raw = expression or ""
+    if raw.strip() in ("", SUB_ALL):
         return SubscriptionData(topic=topic, sub_string=SUB_ALL, sub_version=version)
-    tags = tuple(dict.fromkeys(t.strip() for t in text.split("||") if t.strip()))
+    parts = raw.split("||")
+    if all(not part for part in parts):
+        raise ValueError(f"subString split error: tag expression {raw!r} names no tag")
+    tags = tuple(dict.fromkeys(t.strip() for t in parts if t.strip()))
     return SubscriptionData(
         topic=topic,
-        sub_string=text,
+        sub_string=raw,
         tags_set=tags,
         code_set=tuple(dict.fromkeys(java_string_hash(t) for t in tags)),
         sub_version=version,

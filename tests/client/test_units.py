@@ -299,6 +299,21 @@ def test_tag_expressions_become_subscription_data() -> None:
     assert tag_filter(build_subscription("T", "a > 1", "SQL92")) is None
 
 
+@pytest.mark.parametrize("expression", ["||", "||||"])
+def test_a_tag_expression_without_any_tag_is_refused(expression: str) -> None:
+    """Java's FilterAPI.buildSubscriptionData: ``"||".split("\\|\\|")`` is empty, "subString split error", so
+    ``subscribe`` fails at once, where the broker would answer SUBSCRIPTION_PARSE_FAILED to every pull."""
+    with pytest.raises(ValueError, match="subString split error"):
+        build_subscription("T", expression)
+
+
+def test_a_tag_expression_is_sent_as_written() -> None:
+    """Java sends ``subString`` untrimmed; trimming " || " would send "||", which the broker refuses."""
+    assert build_subscription("T", " TagA || ").sub_string == " TagA || "
+    blank = build_subscription("T", " || ")
+    assert (blank.sub_string, blank.tags_set) == (" || ", ())
+
+
 def test_fastjson_reset_offset_body_is_read() -> None:
     body = (
         b'{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:12,'
