@@ -350,6 +350,14 @@ class MQClientInstance:
             return None
         return bd.master_addr if master else bd.select_broker_addr()
 
+    def find_broker_address_by_topic(self, topic: str) -> str | None:
+        """Java's ``findBrokerAddrByTopic``: a broker group of ``topic``'s cached route, picked at random, and its
+        master or, without one, a slave. ``None`` when the route is not cached or names no address."""
+        route = self.routes.get(topic)
+        if route is None or not route.broker_datas:
+            return None
+        return random.choice(route.broker_datas).select_broker_addr()
+
     def find_broker_address_in_subscribe(
         self, broker_name: str, broker_id: int, *, only_this_broker: bool, topic: str | None = None
     ) -> tuple[str, bool] | None:

@@ -13,8 +13,8 @@ Usage::
     async with consumer:
         await anyio.sleep_forever()
 
-Lifecycle: entering the block starts the client instance (unless one was passed in), asks every known broker to check
-each SQL92 subscription (CHECK_CLIENT_CONFIG, as Java's ``checkClientInBroker``: a refusal fails the start with
+Lifecycle: entering the block starts the client instance (unless one was passed in), asks one broker of its topic to
+check each SQL92 subscription (CHECK_CLIENT_CONFIG, as Java's ``checkClientInBroker``: a refusal fails the start with
 :class:`~client.errors.MQBrokerError` carrying the broker's code and remark; an unreachable broker is only logged),
 sends a heartbeat and runs a first rebalance; leaving it stops pulling, lets in-flight listener calls finish (up to
 ``await_termination`` seconds; then they are cancelled, a plain listener's thread abandoned, and their messages stay
@@ -260,26 +260,27 @@ class PushConsumer:
         return self
 
     async def _check_client_in_brokers(self) -> None:
-        """CHECK_CLIENT_CONFIG (46) for every SQL92 subscription to every broker of the cached routes, before the
-        first heartbeat, so a refused expression fails ``start`` instead of every pull. Tag subscriptions are not
-        checked (as Java). Raises :class:`MQBrokerError` with the broker's answer; transport failures are logged
-        (Java fails the start on those too, but the heartbeat that follows tolerates an unreachable broker)."""
-        sql = [sub for sub in self.rebalance.subscriptions.values() if sub.expression_type == EXPRESSION_SQL92]
-        if not sql:
-            return
+        """CHECK_CLIENT_CONFIG (46) for every SQL92 subscription to one broker of its topic's cached route (Java's
+        ``checkClientInBroker`` with ``findBrokerAddrByTopic``; a topic without a route is skipped), before the first
+        heartbeat, so a refused expression fails ``start`` instead of every pull. Tag subscriptions are not checked
+        (as Java). Raises :class:`MQBrokerError` with the broker's answer; transport failures are logged (Java fails
+        the start on those too, but the heartbeat that follows tolerates an unreachable broker)."""
         instance = self.instance
-        for addr in instance.broker_addresses(masters_only=False):
-            for sub in sql:
-                body = CheckClientRequestBody(instance.client_id, self._group, sub).encode()
-                try:
-                    response = await instance.remoting.invoke(
-                        addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=body), instance.config.rpc_timeout
-                    )
-                except RemotingError as exc:
-                    log.warning("consumer %s: CHECK_CLIENT_CONFIG to %s failed: %s", self._group, addr, exc)
-                    continue
-                if response.code != ResponseCode.SUCCESS:
-                    raise MQBrokerError(response.code, response.remark, addr)
+        sql = [sub for sub in self.rebalance.subscriptions.values() if sub.expression_type == EXPRESSION_SQL92]
+        for sub in sql:
+            addr = instance.find_broker_address_by_topic(sub.topic)
+            if addr is None:
+                continue
+            body = CheckClientRequestBody(instance.client_id, self._group, sub).encode()
+            try:
+                response = await instance.remoting.invoke(
+                    addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=body), instance.config.rpc_timeout
+                )
+            except RemotingError as exc:
+                log.warning("consumer %s: CHECK_CLIENT_CONFIG to %s failed: %s", self._group, addr, exc)
+                continue
+            if response.code != ResponseCode.SUCCESS:
+                raise MQBrokerError(response.code, response.remark, addr)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -1,4 +1,4 @@
-"""Our PushConsumer checks SQL92 subscriptions with the brokers at start (CHECK_CLIENT_CONFIG, as Java's
+"""Our PushConsumer checks SQL92 subscriptions with a broker of their topic at start (CHECK_CLIENT_CONFIG, as Java's
 ``checkClientInBroker``): a refused expression fails ``start`` with the broker's code and remark, before any
 heartbeat registers the group; an accepted one starts and filters. Real sockets on 127.0.0.1, in-loop cluster."""
 
@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.errors import MQBrokerError
@@ -58,3 +61,22 @@ async def test_a_malformed_expression_fails_start_and_a_good_one_starts(tmp_path
         async with _consumer(cluster, "cg-sql-good", "amount BETWEEN 10 AND 20") as consumer:
             assert consumer.group == "cg-sql-good"
             assert cluster.controller.context.clients.consumer_ids("cg-sql-good")
+
+
+async def test_check_asks_only_a_broker_of_the_sql92_subscriptions_topic(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's checkClientInBroker sends each SQL92 subscription to findBrokerAddrByTopic(its topic) only: a broker
+    that does not serve that topic (here one with property filtering off, hosting the group's TAG topic) is never
+    asked, so the consumer starts."""
+    async with EmbeddedCluster(tmp_path / "c", brokers=2, enable_property_filter=True, **SMALL_STORE) as cluster:
+        sql_broker, tag_broker = cluster.broker_addrs
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.update_broker_config(tag_broker, {"enablePropertyFilter": "false"})
+            await admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1, broker_addr=sql_broker)
+            await admin.create_topic("TagTopic", read_queue_nums=1, write_queue_nums=1, broker_addr=tag_broker)
+        consumer = _consumer(cluster, "cg-sql-one-broker", "a > 1")
+        consumer.subscribe("TagTopic", "*")
+        with trio.fail_after(60):
+            async with consumer:
+                assert cluster.controller.context.clients.consumer_ids("cg-sql-one-broker")
