@@ -25,6 +25,7 @@ when only the right side is NULL and TRUE when both are); use ``IS NULL`` to tes
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -113,10 +114,21 @@ def _to_number(text: str, kind: LiteralKind | None) -> int | float:
 
 
 def _compare_numbers(a: int | float, b: int | float) -> int:
-    # Java's Double.compareTo: NaN equals itself and is above everything.
-    if a != a or b != b:
-        return (a != a) - (b != b)
-    return (a > b) - (a < b)
+    """Java's ``compareTo`` of two numbers: ``Double.compareTo`` puts -0.0 below 0.0 and NaN above everything (equal
+    to itself), where ``<`` and ``>`` call them unordered."""
+    if a < b:
+        return -1
+    if a > b:
+        return 1
+    return _double_rank(a) - _double_rank(b)
+
+
+def _double_rank(x: int | float) -> int:
+    """Where ``Double.compareTo`` puts numbers ``<`` and ``>`` cannot order: -0.0, then 0.0 (and any other number),
+    then NaN."""
+    if x != x:
+        return 2
+    return 1 if math.copysign(1.0, x) > 0 else 0
 
 
 def _order(lv: Value, rv: Value, lkind: LiteralKind | None, rkind: LiteralKind | None) -> int:

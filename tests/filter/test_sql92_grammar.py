@@ -220,3 +220,20 @@ def test_between_with_a_negated_bound_compiles_as_on_a_java_broker(expression: s
     selector = compile_sql92(expression)
     assert selector.matches({"a": "-3"}) is False
     assert selector.matches({"a": "3"}) is False
+
+
+@pytest.mark.parametrize(
+    ("expression", "props", "expected"),
+    [
+        ("a < b", {"a": "-0.0", "b": "0.0"}, True),
+        ("a >= b", {"a": "-0", "b": "0"}, False),
+        ("a > b", {"a": "0", "b": "-0"}, True),
+        ("a <= b", {"a": "0.0", "b": "0"}, True),
+    ],
+)
+def test_ordering_two_text_properties_uses_double_compare_to(
+    expression: str, props: dict[str, str], expected: bool
+) -> None:
+    """ComparisonExpression.evaluate orders two texts under > >= < <= as ``Double.valueOf(lv).compareTo(...)``, and
+    Double.compareTo puts -0.0 below 0.0 (found by a review: they compared equal)."""
+    assert compile_sql92(expression).evaluate(props) is expected
