@@ -111,11 +111,12 @@ class Consuming:
         return config
 
     def _filter(self, topic: str, expression: Any) -> tuple[frozenset[str] | None, PropertyFilter | None]:
-        """The tags (``None``: any) or the SQL92 property filter of a receive; ILLEGAL_FILTER_EXPRESSION when it does
-        not parse. SQL92 is served whatever ``enablePropertyFilter`` says, as RocketMQ 5's PopMessageProcessor does."""
+        """The tags (``None``: any) or the SQL92 property filter of a receive, in RocketMQ 5's grammar (with CONTAINS,
+        STARTSWITH, ENDSWITH); ILLEGAL_FILTER_EXPRESSION when it does not parse. SQL92 is served whatever
+        ``enablePropertyFilter`` says, as RocketMQ 5's PopMessageProcessor does."""
         if expression.type == definition.FilterType.SQL:
             try:
-                return None, compile_sql92(expression.expression).matches_raw
+                return None, compile_sql92(expression.expression, string_operators=True).matches_raw
             except Sql92ParseError as exc:
                 raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
         try:

@@ -8,6 +8,9 @@
     f.matches({"region": "eu", "price": "12.5"})       # True
     f.matches_raw(b"region\\x01eu\\x02price\\x019")     # False: a raw properties string, as stored
 
+The grammar is RocketMQ 4.9's; ``compile_sql92(text, string_operators=True)`` parses RocketMQ 5's, which adds
+``[NOT] CONTAINS``, ``STARTSWITH`` and ``ENDSWITH`` (the gRPC receive path).
+
 Modules: :mod:`~processors.filter.sql92` (tokenizer, parser, :class:`Sql92ParseError` with the position),
 :mod:`~processors.filter.nodes` (the AST), :mod:`~processors.filter.evaluate` (RocketMQ's three-valued evaluation)
 and :mod:`~processors.filter.cache` (memoised compilation and the broker's per-subscription cache). The pull

@@ -4,7 +4,8 @@
 them) are memoised by text, since every consumer restart brings a new ``subVersion`` for the same expression.
 
 :class:`ConsumerFilterCache` is RocketMQ's ``ConsumerFilterManager`` reduced to what a pull needs: the compiled filter
-of a subscription, keyed by ``(group, topic, subVersion)``, so a pull never re-parses. An entry whose expression
+of a subscription (4.9's grammar, as the pull path is 4.9's), keyed by ``(group, topic, subVersion)``, so a pull never
+re-parses. An entry whose expression
 differs from the one asked for (a client reusing a version) is recompiled. The cache is bounded (least recently used
 entries go first) and owned by one broker's pull processor; it is not thread-safe (the broker runs on one Trio
 thread).
@@ -28,9 +29,10 @@ __all__ = ["DEFAULT_CAPACITY", "ConsumerFilterCache", "compile_sql92"]
 DEFAULT_CAPACITY: Final = 4096
 
 
-def compile_sql92(expression: str) -> Sql92Filter:
-    """The compiled filter of ``expression``. Raises :class:`Sql92ParseError` when it does not parse."""
-    result = _compile_memoised(expression)
+def compile_sql92(expression: str, *, string_operators: bool = False) -> Sql92Filter:
+    """The compiled filter of ``expression`` in RocketMQ 4.9's grammar or, with ``string_operators``, RocketMQ 5's
+    (:mod:`processors.filter.sql92`). Raises :class:`Sql92ParseError` when it does not parse."""
+    result = _compile_memoised(expression, string_operators)
     if isinstance(result, Sql92ParseError):
         raise _fresh(result)
     return result
@@ -43,9 +45,9 @@ def _fresh(error: Sql92ParseError) -> Sql92ParseError:
 
 
 @functools.lru_cache(maxsize=1024)
-def _compile_memoised(expression: str) -> Sql92Filter | Sql92ParseError:
+def _compile_memoised(expression: str, string_operators: bool) -> Sql92Filter | Sql92ParseError:
     try:
-        tree = parse(expression)
+        tree = parse(expression, string_operators=string_operators)
     except Sql92ParseError as error:
         return error
     return Sql92Filter(expression, tree, referenced_properties(tree), evaluator=compile_tree(tree))
@@ -74,7 +76,7 @@ class ConsumerFilterCache:
             self.hits += 1
             entries.move_to_end(key)
         else:
-            entry = _compile_memoised(expression)
+            entry = _compile_memoised(expression, False)
             entries[key] = entry
             entries.move_to_end(key)
             if len(entries) > self._capacity:

@@ -17,6 +17,8 @@ text (``str``) or absent (``None``); literals bring numbers, booleans and string
   :meth:`Sql92Filter.matches` answers ``False``, as the Java broker logs the exception and skips the message.
 - A property used as a condition (``WHERE flag``) is TRUE only for a boolean value, so for message properties it is
   FALSE when present and unknown when absent (RocketMQ's boolean cast). Unary minus on anything but a number is NULL.
+- RocketMQ 5's ``[NOT] CONTAINS|STARTSWITH|ENDSWITH 'x'`` is never unknown: FALSE, negated or not, for an absent
+  property, an operand that is not text and an empty ``'x'`` (``ComparisonExpression.ContainsExpression``).
 
 One deliberate difference: ``=`` and ``<>`` with a NULL side are unknown whichever side it is (RocketMQ answers FALSE
 when only the right side is NULL and TRUE when both are); use ``IS NULL`` to test for absence.
@@ -47,6 +49,8 @@ from processors.filter.nodes import (
     Not,
     Or,
     Property,
+    StringMatch,
+    StringOp,
     Value,
     children,
 )
@@ -255,6 +259,28 @@ def _or(lf: Evaluator, rf: Evaluator) -> Evaluator:
     return either
 
 
+_STRING_TESTS: Final[dict[StringOp, Callable[[str, str], bool]]] = {
+    StringOp.CONTAINS: str.__contains__,
+    StringOp.STARTSWITH: str.startswith,
+    StringOp.ENDSWITH: str.endswith,
+}
+
+
+def _string_match(node: StringMatch) -> Evaluator:
+    """RocketMQ 5's ``ContainsExpression`` and its siblings: FALSE for an empty search text or an operand that is not
+    text, negated or not; never unknown."""
+    search, negated, test = node.search, node.negated, _STRING_TESTS[node.op]
+    if not search:
+        return lambda props: False
+    operand = compile_tree(node.operand)
+
+    def match(props: Properties) -> Value:
+        value = operand(props)
+        return type(value) is str and test(value, search) is not negated
+
+    return match
+
+
 def compile_tree(node: Node) -> Evaluator:
     """The evaluator of ``node`` (a tree from :func:`~processors.filter.sql92.parse`). Evaluators raise
     :class:`Sql92EvaluationError` where RocketMQ's evaluation throws."""
@@ -292,6 +318,8 @@ def compile_tree(node: Node) -> Evaluator:
             return None if value is None else (value in members) is not negated
 
         return membership
+    if isinstance(node, StringMatch):
+        return _string_match(node)
     if isinstance(node, IsNull):
         operand, negated = compile_tree(node.operand), node.negated
         return lambda props: (operand(props) is None) is not negated

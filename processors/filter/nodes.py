@@ -30,10 +30,13 @@ __all__ = [
     "Not",
     "Or",
     "Property",
+    "StringMatch",
+    "StringOp",
     "Value",
     "children",
     "depth",
     "is_boolean",
+    "quoted",
 ]
 
 #: A runtime value: a property's text, a literal, or the three-valued result of a condition (``None`` = unknown).
@@ -63,6 +66,14 @@ class CompareOp(enum.Enum):
     LE = "<="
     GT = ">"
     GE = ">="
+
+
+class StringOp(enum.Enum):
+    """RocketMQ 5's string operators (``ComparisonExpression.createContains`` and its siblings, since 5.1.3)."""
+
+    CONTAINS = "CONTAINS"
+    STARTSWITH = "STARTSWITH"
+    ENDSWITH = "ENDSWITH"
 
 
 class Node:
@@ -100,7 +111,7 @@ class Literal(Node):
             return "TRUE" if self.value else "FALSE"
         if self.kind is LiteralKind.STRING:
             assert isinstance(self.value, str)
-            return "'" + self.value.replace("'", "''") + "'"
+            return quoted(self.value)
         return repr(self.value)
 
 
@@ -151,8 +162,24 @@ class In(Node):
 
     def sql(self) -> str:
         word = "NOT IN" if self.negated else "IN"
-        items = ", ".join("'" + v.replace("'", "''") + "'" for v in self.values)
+        items = ", ".join(quoted(v) for v in self.values)
         return f"({self.property.sql()} {word} ({items}))"
+
+
+@attrs.frozen(slots=True)
+class StringMatch(Node):
+    """``operand [NOT] CONTAINS|STARTSWITH|ENDSWITH 'search'`` (RocketMQ 5's grammar only): TRUE or FALSE, never
+    unknown. Negated or not, it is FALSE when ``search`` is empty or the operand is not text (an absent property, a
+    number, a condition's result)."""
+
+    op: StringOp
+    operand: Node
+    search: str
+    negated: bool = False
+
+    def sql(self) -> str:
+        word = f"NOT {self.op.value}" if self.negated else self.op.value
+        return f"({self.operand.sql()} {word} {quoted(self.search)})"
 
 
 @attrs.frozen(slots=True)
@@ -203,12 +230,17 @@ class BooleanCast(Node):
         return self.operand.sql()
 
 
+def quoted(text: str) -> str:
+    """``text`` as an SQL92 string literal (a quote doubled)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def is_boolean(node: Node) -> bool:
-    """Whether ``node`` is a condition (RocketMQ's ``BooleanExpression``): comparisons, logic, IN, IS NULL, casts and
-    the TRUE/FALSE/NULL literals."""
+    """Whether ``node`` is a condition (RocketMQ's ``BooleanExpression``): comparisons, logic, IN, the string
+    operators, IS NULL, casts and the TRUE/FALSE/NULL literals."""
     if isinstance(node, Literal):
         return node.kind in (LiteralKind.BOOLEAN, LiteralKind.NULL)
-    return isinstance(node, Comparison | Between | In | IsNull | Not | And | Or | BooleanCast)
+    return isinstance(node, Comparison | Between | In | StringMatch | IsNull | Not | And | Or | BooleanCast)
 
 
 def children(node: Node) -> tuple[Node, ...]:
@@ -219,7 +251,7 @@ def children(node: Node) -> tuple[Node, ...]:
         return (node.value, node.low, node.high)
     if isinstance(node, In):
         return (node.property,)
-    if isinstance(node, Not | IsNull | BooleanCast | Negate):
+    if isinstance(node, Not | IsNull | BooleanCast | Negate | StringMatch):
         return (node.operand,)
     return ()
 

@@ -7,9 +7,14 @@
     and        := equality (AND equality)*
     equality   := comparison ('=' comparison | '<>' comparison | IS [NOT] NULL)*
     comparison := unary ('>' unary | '>=' unary | '<' unary | '<=' unary
-                         | [NOT] BETWEEN unary AND unary | [NOT] IN '(' string (',' string)* ')')*
+                         | [NOT] BETWEEN unary AND unary | [NOT] IN '(' string (',' string)* ')'
+                         | [NOT] (CONTAINS | STARTSWITH | ENDSWITH) string)*
     unary      := '+' unary | '-' unary | NOT unary | primary
     primary    := literal | identifier | '(' or ')'
+
+The string operators are RocketMQ 5's (``filter/.../parser/SelectorParser.jj`` since 5.1.3), parsed only with
+``string_operators=True`` (the gRPC receive path); without it the grammar is 4.9's, where ``contains`` and the
+others are property names. The broker's pull path and CHECK_CLIENT_CONFIG speak 4.9's.
 
 so ``NOT`` binds tighter than a comparison, as in RocketMQ (write ``NOT (a = 'x')`` or ``a <> 'x'``). Keywords are
 case-insensitive; identifiers are ``[A-Za-z_$][A-Za-z0-9_$]*`` and name properties case-sensitively. Literals:
@@ -50,13 +55,17 @@ from processors.filter.nodes import (
     Not,
     Or,
     Property,
+    StringMatch,
+    StringOp,
     depth,
     is_boolean,
 )
 
-__all__ = ["KEYWORDS", "MAX_DEPTH", "Sql92ParseError", "Token", "parse", "tokenize"]
+__all__ = ["KEYWORDS", "MAX_DEPTH", "STRING_OPERATORS", "Sql92ParseError", "Token", "parse", "tokenize"]
 
 KEYWORDS: Final = frozenset({"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS"})
+#: RocketMQ 5's keywords (``string_operators=True``); in 4.x grammar they are property names.
+STRING_OPERATORS: Final = frozenset(op.value for op in StringOp)
 #: Deepest tree accepted: evaluation takes about one stack frame per level, and it runs deep inside the pull path.
 MAX_DEPTH: Final = 200
 
@@ -105,9 +114,11 @@ class Token(NamedTuple):
     position: int
 
 
-def tokenize(expression: str) -> list[Token]:
-    """The tokens of ``expression``, ending with an ``eof`` token. Raises :class:`Sql92ParseError` for a character
-    that starts no token, an unterminated string or an unterminated block comment."""
+def tokenize(expression: str, *, string_operators: bool = False) -> list[Token]:
+    """The tokens of ``expression``, ending with an ``eof`` token; with ``string_operators``, CONTAINS, STARTSWITH and
+    ENDSWITH are keywords. Raises :class:`Sql92ParseError` for a character that starts no token, an unterminated
+    string or an unterminated block comment."""
+    keywords = KEYWORDS | STRING_OPERATORS if string_operators else KEYWORDS
     tokens: list[Token] = []
     position = 0
     end = len(expression)
@@ -124,7 +135,7 @@ def tokenize(expression: str) -> list[Token]:
         kind = found.lastgroup
         assert kind is not None
         text = found.group()
-        if kind == "ident" and text.upper() in KEYWORDS:
+        if kind == "ident" and text.upper() in keywords:
             tokens.append(Token("keyword", text.upper(), position))
         elif kind not in ("ws", "line_comment", "block_comment"):
             tokens.append(Token(kind, text, position))
@@ -133,10 +144,11 @@ def tokenize(expression: str) -> list[Token]:
     return tokens
 
 
-def parse(expression: str) -> Node:
-    """The condition tree of ``expression``. Raises :class:`Sql92ParseError` (see the module docstring)."""
+def parse(expression: str, *, string_operators: bool = False) -> Node:
+    """The condition tree of ``expression``, in RocketMQ 4.9's grammar or, with ``string_operators``, RocketMQ 5's.
+    Raises :class:`Sql92ParseError` (see the module docstring)."""
     try:
-        tree = _Parser(expression).parse()
+        tree = _Parser(expression, string_operators).parse()
     except RecursionError:
         raise Sql92ParseError(expression, 0, "expression nests too deeply") from None
     if depth(tree) > MAX_DEPTH:
@@ -145,6 +157,8 @@ def parse(expression: str) -> Node:
 
 
 _COMPARISON_OPS: Final = {">": CompareOp.GT, ">=": CompareOp.GE, "<": CompareOp.LT, "<=": CompareOp.LE}
+#: Keywords that follow a comparison's left operand, each after an optional NOT.
+_POSTFIX_KEYWORDS: Final = frozenset({"BETWEEN", "IN"}) | STRING_OPERATORS
 
 
 def _describe(token: Token) -> str:
@@ -154,9 +168,9 @@ def _describe(token: Token) -> str:
 
 
 class _Parser:
-    def __init__(self, expression: str) -> None:
+    def __init__(self, expression: str, string_operators: bool) -> None:
         self.expression = expression
-        self.tokens = tokenize(expression)
+        self.tokens = tokenize(expression, string_operators=string_operators)
         self.index = 0
 
     # ---- token helpers ---------------------------------------------------------------------------------------
@@ -250,23 +264,25 @@ class _Parser:
                 continue
             negated = token.kind == "keyword" and token.text == "NOT"
             follower = self._peek() if negated else token
-            if follower.kind == "keyword" and follower.text == "BETWEEN":
-                if negated:
-                    self._advance()
-                self._advance()
-                low = self._unary()
-                self._expect("keyword", "AND", "AND between the BETWEEN bounds")
-                high = self._unary()
-                left = self._between(left, low, high, negated, token)
-            elif follower.kind == "keyword" and follower.text == "IN":
-                if negated:
-                    self._advance()
-                self._advance()
-                if not isinstance(left, Property):
-                    raise self._error(token, f"expected a property for IN, got {left.sql()}")
-                left = In(left, self._string_list(), negated)
-            else:
+            if follower.kind != "keyword" or follower.text not in _POSTFIX_KEYWORDS:
                 return left
+            if negated:
+                self._advance()
+            self._advance()
+            left = self._postfix(follower.text, left, negated, token)
+
+    def _postfix(self, keyword: str, left: Node, negated: bool, operator: Token) -> Node:
+        """The rest of ``left [NOT] keyword ...`` for BETWEEN, IN and the string operators, ``keyword`` consumed."""
+        if keyword == "BETWEEN":
+            low = self._unary()
+            self._expect("keyword", "AND", "AND between the BETWEEN bounds")
+            high = self._unary()
+            return self._between(left, low, high, negated, operator)
+        if keyword == "IN":
+            if not isinstance(left, Property):
+                raise self._error(operator, f"expected a property for IN, got {left.sql()}")
+            return In(left, self._string_list(), negated)
+        return StringMatch(StringOp(keyword), left, self._string_literal(f"{keyword} takes a string literal"), negated)
 
     def _unary(self) -> Node:
         token = self.current
@@ -315,17 +331,18 @@ class _Parser:
 
     def _string_list(self) -> tuple[str, ...]:
         self._expect("op", "(", "'(' after IN")
-        values = [self._string_literal()]
+        values = [self._string_literal("IN takes string literals only")]
         while self._at("op", ","):
             self._advance()
-            values.append(self._string_literal())
+            values.append(self._string_literal("IN takes string literals only"))
         self._expect("op", ")", "',' or ')' in the IN list")
         return tuple(values)
 
-    def _string_literal(self) -> str:
+    def _string_literal(self, rule: str) -> str:
+        """The next token's string, or a parse error saying ``rule``."""
         token = self.current
         if token.kind != "string":
-            raise self._error(token, f"IN takes string literals only, found {_describe(token)}")
+            raise self._error(token, f"{rule}, found {_describe(token)}")
         self._advance()
         return _unquote(token.text)
 

@@ -237,3 +237,62 @@ def test_ordering_two_text_properties_uses_double_compare_to(
     """ComparisonExpression.evaluate orders two texts under > >= < <= as ``Double.valueOf(lv).compareTo(...)``, and
     Double.compareTo puts -0.0 below 0.0 (found by a review: they compared equal)."""
     assert compile_sql92(expression).evaluate(props) is expected
+
+
+#: RocketMQ 5's string operators (results from the compiled 5.3.3 filter module), on the properties given.
+STRING_OPERATORS: list[tuple[str, dict[str, str], bool]] = [
+    ("a CONTAINS 'ell'", {"a": "hello"}, True),
+    ("a CONTAINS 'xyz'", {"a": "hello"}, False),
+    ("a NOT CONTAINS 'xyz'", {"a": "hello"}, True),
+    ("a STARTSWITH 'he'", {"a": "hello"}, True),
+    ("a NOT STARTSWITH 'he'", {"a": "hello"}, False),
+    ("a ENDSWITH 'lo'", {"a": "hello"}, True),
+    ("a NOT ENDSWITH 'lo'", {"a": "hello"}, False),
+    ("a contains 'ell' and a endswith 'o'", {"a": "hello"}, True),  # keywords are case-insensitive
+    ("a CONTAINS 'it''s'", {"a": "so it's"}, True),
+    # never unknown: an absent property, an operand that is not text or an empty search text is FALSE, even negated
+    ("a CONTAINS 'x' OR b = 'y'", {"b": "y"}, True),
+    ("a NOT CONTAINS 'x'", {}, False),
+    ("NOT (a CONTAINS 'x')", {}, True),
+    ("a CONTAINS ''", {"a": "hello"}, False),
+    ("a NOT ENDSWITH ''", {"a": "hello"}, False),
+    ("5 CONTAINS '5'", {}, False),
+    ("(a = 'x') NOT CONTAINS 'y'", {"a": "x"}, False),
+    ("'hello' STARTSWITH 'h'", {}, True),  # any operand, not only a property
+    ("a CONTAINS 'x' = TRUE", {"a": "x"}, True),
+]
+
+
+@pytest.mark.parametrize(("expression", "props", "expected"), STRING_OPERATORS)
+def test_rocketmq_5_string_operators_parse_and_evaluate(expression: str, props: dict[str, str], expected: bool) -> None:
+    """filter/.../parser/SelectorParser.jj (5.1.3 on) has [NOT] CONTAINS, STARTSWITH and ENDSWITH followed by a
+    string; a 5.x client's ``bySql`` may use them and our gRPC receive compiles with them (found by a review)."""
+    selector = compile_sql92(expression, string_operators=True)
+    assert selector.evaluate(props) is expected
+    assert parse(selector.tree.sql(), string_operators=True) == selector.tree
+
+
+@pytest.mark.parametrize(
+    ("expression", "message", "position"),
+    [
+        ("a CONTAINS 5", "CONTAINS takes a string literal, found '5'", 11),
+        ("a NOT STARTSWITH", "STARTSWITH takes a string literal, found end of input", 16),
+        ("a CONTAINS 'x' > 1", "cannot be compared with '>'", 15),
+        ("a ENDSWITH 'x' IN ('x')", "expected a property for IN", 15),
+    ],
+)
+def test_malformed_string_operator_is_refused(expression: str, message: str, position: int) -> None:
+    with pytest.raises(Sql92ParseError) as caught:
+        compile_sql92(expression, string_operators=True)
+    assert message in caught.value.reason
+    assert caught.value.position == position
+
+
+def test_the_4_9_grammar_has_no_string_operators() -> None:
+    """The pull path and CHECK_CLIENT_CONFIG parse as a 4.9.8 broker: CONTAINS is a property name there, not an
+    operator, so ``contains = 'x'`` reads a property (RocketMQ 5 reserves the word); ``a CONTAINS 'x'`` is refused."""
+    with pytest.raises(Sql92ParseError):
+        compile_sql92("a CONTAINS 'x'")
+    assert compile_sql92("contains = 'x' AND endsWith IS NULL").evaluate({"contains": "x"}) is True
+    with pytest.raises(Sql92ParseError):
+        compile_sql92("contains = 'x'", string_operators=True)
