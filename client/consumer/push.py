@@ -312,10 +312,8 @@ class PushConsumer:
         finally:
             self._started = False
             self.offset_store.close()
-            for pq in self.rebalance.process_queues.values():
-                pq.dropped = True
             # A restart rebalances from scratch and reads the offsets committed above.
-            self.rebalance.process_queues.clear()
+            self.rebalance.drop_all()
             if self._own_instance:
                 await self.instance.__aexit__(None, None, None)
 

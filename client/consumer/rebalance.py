@@ -189,6 +189,14 @@ class Rebalance:
         async with self._lock:
             await self.remove_unallocated(topic, set())
 
+    def drop_all(self) -> None:
+        """Forget every owned queue at once, kept ones included (the owner stopped; it persisted and unlocked what it
+        had to): a restart rebalances from scratch."""
+        for pq in self.process_queues.values():
+            pq.dropped = True
+        self.process_queues.clear()
+        self._kept.clear()
+
     def own(self, mq: MessageQueue) -> ProcessQueue:
         """Own ``mq`` without computing its start offset (the lite pull consumer's assign mode: its pull task
         computes it, retrying while the broker does not answer). Not for orderly consumers (no lock is taken)."""
