@@ -417,21 +417,9 @@ class PushConsumer:
         }
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
-        """Drop the owned queues of ``topic`` listed in ``offsets``, store and persist their new offsets and
-        rebalance, so pulling restarts from them. The other queues of ``offsets`` are their owners' to reset: as
-        Java's ``MQClientInstance.resetOffset`` walks the process queue table only, nothing is stored for them (a
-        late reset would write an old offset over the owner's progress). A failed persist is logged."""
-        for mq, offset in offsets.items():
-            pq = self.rebalance.process_queues.pop(mq, None) if mq.topic == topic else None
-            if pq is None:
-                continue
-            pq.dropped = True
-            await self.on_queue_removed(mq, pq)
-            self.offset_store.update(mq, offset)
-            try:
-                await self.offset_store.persist(mq)
-            except Exception as exc:
-                log.warning("persisting the reset offset of %s failed: %s", mq, exc)
+        """RESET_CONSUMER_CLIENT_OFFSET: :meth:`Rebalance.reset` (the owned queues of ``topic`` listed in ``offsets``
+        are dropped, their new offsets persisted), then a rebalance, which takes them again from there."""
+        await self.rebalance.reset(topic, offsets)
         self.instance.wake_rebalance()
 
     # -- RebalanceOwner ------------------------------------------------------------------------------------------------

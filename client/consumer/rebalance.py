@@ -7,7 +7,8 @@ all. Queues no longer owned are dropped (their offsets persisted first); new one
 offset store or, when it has none, from consume-from-where, and for orderly consumers only once the broker granted
 the queue lock. The owner (push or lite pull consumer) hears about both through :class:`RebalanceOwner`. The lite
 pull consumer's assign mode does not allocate: it drops queues with :meth:`Rebalance.remove_unallocated` and owns
-new ones with :meth:`Rebalance.own`, its pull task computing their start offsets.
+new ones with :meth:`Rebalance.own`, its pull task computing their start offsets. :meth:`Rebalance.reset` (a
+RESET_CONSUMER_CLIENT_OFFSET) drops queues with their new offsets, serialised with the passes as their removals are.
 
 Failures for one topic (no route, broker down) are logged and leave that topic's queues as they are.
 """
@@ -211,6 +212,22 @@ class Rebalance:
             if self.process_queues.get(mq) is pq:
                 await self._remove(mq)
 
+    async def reset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Move the owned queues of ``topic`` listed in ``offsets`` to their offset there (Java's
+        ``MQClientInstance.resetOffset``), after the pass under way if any (a queue it takes is reset too). Each is
+        dropped, its new offset persisted (a failure is logged) and its orderly broker lock given up once no listener
+        call runs on it (waiting up to :data:`ORDERLY_REMOVE_WAIT`, as ``removeUnnecessaryMessageQueue``; else the
+        lock is left to expire): the next pass takes it again from there. The other queues are their owners' to
+        reset."""
+        async with self._lock:
+            for mq in [mq for mq in self.process_queues if mq.topic == topic and mq in offsets]:
+                pq = self.process_queues[mq]
+                pq.dropped = True
+                self.offset_store.update(mq, offsets[mq])
+                await self._drop(mq, pq)
+                if self.orderly and await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT):
+                    await self.unlock([mq])
+
     async def _remove(self, mq: MessageQueue) -> None:
         """Drop ``mq``; an orderly one whose listener call does not end within :data:`ORDERLY_REMOVE_WAIT` is kept,
         broker lock and all (renewed as any held queue's), and removed by a later pass: giving up the lock while the
@@ -219,23 +236,30 @@ class Rebalance:
         if pq is None:
             return
         pq.dropped = True
-        if self.orderly and not await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT):
+        idle = not self.orderly or await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT)
+        if self.process_queues.get(mq) is not pq:  # cleared while it waited (a stop)
+            return
+        if not idle:
             log.info("queue %s is still being consumed: kept, and its lock, until a later rebalance", mq)
             self._kept.add(mq)
             self.incomplete = True
             return
-        self._kept.discard(mq)
-        if self.process_queues.get(mq) is not pq:  # replaced or cleared while it waited (a reset, a stop)
-            return
+        await self._drop(mq, pq)
+        if self.orderly:
+            await self.unlock([mq])
+
+    async def _drop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """Take ``mq`` (with its process queue ``pq``) out of the table and the kept queues, stop its pulls, persist
+        its offset (a failure is logged) and forget it."""
+        pq.dropped = True
         del self.process_queues[mq]
+        self._kept.discard(mq)
         await self.owner.on_queue_removed(mq, pq)
         try:
             await self.offset_store.persist(mq)
         except Exception as exc:
-            log.info("persisting the offset of dropped queue %s failed: %s", mq, exc)
+            log.warning("persisting the offset of dropped queue %s failed: %s", mq, exc)
         self.offset_store.remove(mq)
-        if self.orderly:
-            await self.unlock([mq])
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """The stored offset (with ``memory_first``, the one in memory if any), else consume-from-where (retry topics

@@ -1,8 +1,11 @@
 """A push consumer's queue removals that meet each other, in virtual time against the embedded name server and broker
 (real sockets on 127.0.0.1 port 0): an orderly queue a rebalance kept while its listener call ran (Java's
 RebalancePushImpl.removeUnnecessaryMessageQueue, which keeps a queue whose consume lock it does not get within 1 s)
-across a stop and restart. Java's processQueueTable is RebalanceImpl's only state: nothing of a removal may outlive the
-process queue it was for."""
+across a stop and restart or a reset; a reset (RESET_CONSUMER_CLIENT_OFFSET) that arrives while a pass takes or removes
+its queue. Java's processQueueTable is RebalanceImpl's only state: nothing of a removal may outlive the process queue it
+was for; MQClientInstance.resetOffset resets the queues in the table after a 10 s pause (ours: after the pass under
+way) and gives each up through removeUnnecessaryMessageQueue, which unlocks an orderly queue whose consume lock it
+gets."""
 
 from __future__ import annotations
 
@@ -10,10 +13,12 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from client import api
 from client.consumer.listener import ConsumeOrderlyStatus
 from client.consumer.push import PushConsumer
 from client.message import MessageExt
-from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumeFromWhere, LockBatchRequestBody, MessageQueue
 from tests.client.helpers import create_topic, send_bodies, wait_until
 
 
@@ -22,9 +27,11 @@ async def _one_queue(cluster: EmbeddedCluster, topic: str) -> MessageQueue:
     return MessageQueue(topic, "broker-a", 0)
 
 
-def _orderly(cluster: EmbeddedCluster, group: str, topic: str, seen: list[bytes], release: trio.Event) -> PushConsumer:
-    """An orderly consumer of ``topic`` (from its first offset) whose listener hangs on a message ``slow`` until
-    ``release`` is set; stopping waits 1 s for a listener call."""
+def _orderly(cluster: EmbeddedCluster, topic: str, release: trio.Event) -> tuple[PushConsumer, list[bytes]]:
+    """An orderly consumer of ``topic`` (group ``cg-<topic>``, from its first offset) whose listener hangs on a
+    message ``slow`` until ``release`` is set, and the bodies its listener saw; stopping waits 1 s for a listener
+    call."""
+    seen: list[bytes] = []
 
     async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
         seen.extend(m.body for m in msgs)
@@ -33,19 +40,23 @@ def _orderly(cluster: EmbeddedCluster, group: str, topic: str, seen: list[bytes]
         return ConsumeOrderlyStatus.SUCCESS
 
     first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-    consumer = PushConsumer(group, cluster.namesrv_addr, consume_from_where=first, await_termination=1)
+    consumer = PushConsumer(f"cg-{topic}", cluster.namesrv_addr, consume_from_where=first, await_termination=1)
     consumer.subscribe(topic)
     consumer.register_message_listener_orderly(listener)
-    return consumer
+    return consumer, seen
 
 
-async def _keep_while_consuming(consumer: PushConsumer, topic: str, seen: list[bytes]) -> None:
-    """Make ``consumer`` keep its queue of ``topic`` as a removal does while a listener call on it runs: unsubscribe
-    while the listener hangs on ``slow`` and rebalance (the removal waits 1 s for the call, then keeps the queue and its
-    lock for a later pass)."""
+async def _keep_while_consuming(
+    cluster: EmbeddedCluster, consumer: PushConsumer, topic: str, seen: list[bytes]
+) -> None:
+    """Make ``consumer`` keep its queue of ``topic`` as a removal does while a listener call on it runs: send ``slow``,
+    and while the listener hangs on it unsubscribe and rebalance (the removal waits 1 s for the call, then keeps the
+    queue and its lock for a later pass)."""
+    await send_bodies(cluster.namesrv_addr, topic, [b"slow"])
     await wait_until(lambda: b"slow" in seen)
     consumer.unsubscribe(topic)
     await consumer.do_rebalance()
+    assert MessageQueue(topic, "broker-a", 0) in consumer.rebalance.process_queues  # kept
 
 
 async def _stays_owned(consumer: PushConsumer, mq: MessageQueue) -> None:
@@ -63,16 +74,128 @@ async def test_a_restarted_orderly_consumer_does_not_drop_a_queue_kept_by_its_la
     pass of the restarted consumer took that stale entry for a removal to finish and dropped the queue it owns (a
     single member) again: in-flight messages dropped, the lock given up, the queue taken again."""
     mq = await _one_queue(embedded_cluster, "KeptRestart")
-    seen: list[bytes] = []
     release = trio.Event()
-    consumer = _orderly(embedded_cluster, "cg-kept-restart", "KeptRestart", seen, release)
+    consumer, seen = _orderly(embedded_cluster, "KeptRestart", release)
     async with consumer:
-        await send_bodies(embedded_cluster.namesrv_addr, "KeptRestart", [b"slow"])
-        await _keep_while_consuming(consumer, "KeptRestart", seen)
-        assert mq in consumer.rebalance.process_queues  # kept (its listener call still runs)
+        await _keep_while_consuming(embedded_cluster, consumer, "KeptRestart", seen)
     release.set()  # the call was cancelled by the stop; the message stays uncommitted
 
     consumer.subscribe("KeptRestart")
     async with consumer:
         await wait_until(lambda: seen.count(b"slow") == 2)  # consumed again: nothing committed it
         await _stays_owned(consumer, mq)
+
+
+async def test_a_reset_of_a_kept_queue_does_not_make_a_later_pass_drop_it_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A reset dropped a kept queue from the table but left it among the kept ones: once the queue was this member's
+    again, a later pass took that stale entry for a removal to finish and dropped the queue it owns once more."""
+    mq = await _one_queue(embedded_cluster, "ResetKept")
+    release = trio.Event()
+    consumer, seen = _orderly(embedded_cluster, "ResetKept", release)
+    async with consumer:
+        await _keep_while_consuming(embedded_cluster, consumer, "ResetKept", seen)
+        await consumer.reset_offset("ResetKept", {mq: 0})
+        release.set()
+        await trio.sleep(2)
+        consumer.subscribe("ResetKept")
+        await wait_until(lambda: mq in consumer.rebalance.process_queues)
+        await _stays_owned(consumer, mq)
+
+
+async def _given_up(cluster: EmbeddedCluster, consumer: PushConsumer, mq: MessageQueue) -> None:
+    """``consumer`` dropped ``mq`` and another member of its group gets the queue's broker lock now (LOCK_BATCH_MQ,
+    as its rebalance would)."""
+    assert mq not in consumer.rebalance.process_queues
+    body = LockBatchRequestBody(consumer_group=consumer.group, client_id="127.0.0.2@other", mq_set=frozenset({mq}))
+    async with RemotingClient() as client:
+        locked = await api.lock_batch_mq(client, cluster.broker_addr, body, 3.0)
+    assert mq in locked, "the queue's broker lock is still held by a consumer that dropped it"
+
+
+async def test_a_reset_gives_up_the_broker_lock_of_an_orderly_queue_it_drops(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A reset dropped an orderly queue without unlocking it: when the queue is no longer this member's by the next
+    pass (here: unsubscribed; as when another member joins), nothing gave the lock up until it expired (60 s), and
+    the queue's new owner could not consume it meanwhile."""
+    mq = await _one_queue(embedded_cluster, "ResetUnlock")
+    release = trio.Event()
+    release.set()
+    consumer, _ = _orderly(embedded_cluster, "ResetUnlock", release)
+    async with consumer:
+        await wait_until(lambda: mq in consumer.rebalance.process_queues)
+        consumer.unsubscribe("ResetUnlock")
+        await consumer.reset_offset("ResetUnlock", {mq: 0})
+        await consumer.do_rebalance()
+        await _given_up(embedded_cluster, consumer, mq)
+
+
+async def test_a_reset_that_meets_an_orderly_removal_still_gives_the_queue_lock_up(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A reset that arrived while a rebalance removed the queue (waiting up to 1 s for its listener call) took it out
+    of the table; the removal, finding it gone once the call ended, returned without unlocking either."""
+    mq = await _one_queue(embedded_cluster, "ResetRemoval")
+    release = trio.Event()
+    consumer, seen = _orderly(embedded_cluster, "ResetRemoval", release)
+    async with consumer:
+        await send_bodies(embedded_cluster.namesrv_addr, "ResetRemoval", [b"slow"])
+        await wait_until(lambda: b"slow" in seen)
+        pq = consumer.rebalance.process_queues[mq]
+        consumer.unsubscribe("ResetRemoval")  # the queue is no longer this member's (as when another member joins)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consumer.do_rebalance)
+            await wait_until(lambda: pq.dropped)  # the removal waits for the listener call
+            release.set()  # the call ends within the removal's 1 s wait...
+            await consumer.reset_offset("ResetRemoval", {mq: 0})  # ...and a reset for the queue arrives meanwhile
+        await _given_up(embedded_cluster, consumer, mq)
+
+
+async def test_a_reset_that_arrives_while_a_rebalance_takes_the_queue_is_not_lost(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A reset skipped every queue not in the table when it arrived: a pass that was taking the queue (it asked for
+    the consumer ids or the start offset, and puts the process queue in the table after) then started it from the
+    broker's old offset, and the reset was lost. It now waits for the pass and resets the queue the pass took."""
+    mq = await _one_queue(embedded_cluster, "ResetRace")
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        seen.extend(m.body for m in msgs)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    def consumer() -> PushConsumer:
+        c = PushConsumer(
+            "cg-reset-race",
+            embedded_cluster.namesrv_addr,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        c.subscribe("ResetRace")
+        c.register_message_listener_orderly(listener)
+        return c
+
+    await send_bodies(embedded_cluster.namesrv_addr, "ResetRace", [b"m0", b"m1", b"m2"])
+    async with consumer():
+        await wait_until(lambda: len(seen) == 3)
+    seen.clear()  # offset 3 committed
+
+    again = consumer()
+    hit: list[bool] = []
+
+    async def reset_during_the_first_pass() -> None:
+        # the group is registered (its first heartbeat went out) and its first pass runs, the queue not taken yet
+        while not again.stopping:
+            if again.rebalance._lock.locked() and mq not in again.rebalance.process_queues:
+                hit.append(True)
+                await again.reset_offset("ResetRace", {mq: 0})
+                return
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reset_during_the_first_pass)
+        async with again:
+            await trio.sleep(30)
+    assert hit, "the reset was not sent during the first pass"
+    assert seen == [b"m0", b"m1", b"m2"], f"the reset to offset 0 was lost: {seen}"
