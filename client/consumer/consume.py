@@ -20,7 +20,8 @@ Orderly: one task per queue at a time takes messages in offset order, only while
 (CLUSTERING). SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's ``reconsume_times`` (the listener sees 0, 1, 2, ...),
 puts the batch back and waits ``suspend_current_queue_time``. With the default ``max_reconsume_times`` (-1) that goes
 on for ever; with a limit, a message that reached it is sent back (the broker moves it to the DLQ) and skipped, as
-Java's ``ConsumeMessageOrderlyService.checkReconsumeTimes``.
+Java's ``ConsumeMessageOrderlyService.checkReconsumeTimes``. A queue has one listener call at a time, across process
+queues and restarts: a call a stop abandoned keeps the queue until its plain listener's thread returns.
 
 Trace (``enable_msg_trace``): a listener call writes its SubBefore records when it holds its consume slot and its
 SubAfter records when it returned, as Java's hook runs on the consume thread; a call skipped before it started (its
@@ -40,7 +41,7 @@ import anyio
 import attrs
 
 from client import api
-from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, call_listener
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, ListenerThread, call_listener
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import retry_topic
 from client.errors import TopicRouteNotFoundError
@@ -294,6 +295,39 @@ class ConcurrentConsumeService:
                 c.offset_store.update(mq, offset, increase_only=True)
 
 
+class _QueueTurn:
+    """The right to call the listener on one orderly queue (Java's ProcessQueue ``consumeLock``), held around each call
+    and its commit, whichever process queue (a queue taken again) or run of the consumer (a restart) the call is for.
+    A call a stop cancelled while its plain listener's thread ran leaves that thread the turn: the next holder waits
+    until it returned."""
+
+    def __init__(self) -> None:
+        self._lock = anyio.Lock()
+        self._abandoned: ListenerThread | None = None
+
+    async def __aenter__(self) -> None:
+        await self._lock.acquire()
+        try:
+            if self._abandoned is not None:
+                await self._abandoned.wait()
+                self._abandoned = None
+        except BaseException:
+            self._lock.release()
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+    def abandoned(self, thread: ListenerThread) -> None:
+        """The holder's listener call was abandoned while ``thread`` runs it."""
+        self._abandoned = thread
+
+    @property
+    def taken(self) -> bool:
+        """Whether a listener call runs on the queue (an abandoned thread's included)."""
+        return self._lock.locked() or (self._abandoned is not None and self._abandoned.running)
+
+
 class OrderlyConsumeService:
     """See the module docstring."""
 
@@ -302,9 +336,8 @@ class OrderlyConsumeService:
         #: the process queues with a consume task (by identity: a queue taken again gets a new one, which must get its
         #: own task even while the old one's listener call ends)
         self._running: set[ProcessQueue] = set()
-        #: per queue, held around each listener call and its commit (Java's ProcessQueue consumeLock): one call at a
-        #: time on a queue, whichever process queue it is for, and what rebalance waits for before it unlocks it
-        self._consuming: dict[MessageQueue, anyio.Lock] = {}
+        #: per queue, what rebalance waits for before it unlocks the queue (one call at a time on it)
+        self._turns: dict[MessageQueue, _QueueTurn] = {}
 
     def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         if pq not in self._running:
@@ -314,13 +347,18 @@ class OrderlyConsumeService:
     async def idle(self, mq: MessageQueue, timeout: float) -> bool:
         """Whether no listener call runs on ``mq``, waiting up to ``timeout`` for the one that does (Java's
         ``consumeLock.tryLock(1 s)`` before a queue's broker lock is given up)."""
-        lock = self._consuming.get(mq)
-        if lock is None:
+        turn = self._turns.get(mq)
+        if turn is None:
             return True
         with anyio.move_on_after(timeout):
-            async with lock:
+            async with turn:
                 return True
         return False
+
+    def calling(self, mq: MessageQueue) -> bool:
+        """Whether a listener call runs on ``mq`` now (an abandoned thread's included)."""
+        turn = self._turns.get(mq)
+        return turn is not None and turn.taken
 
     async def _consume_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         c = self.consumer
@@ -333,13 +371,14 @@ class OrderlyConsumeService:
                         await anyio.sleep(ORDERLY_LOCK_RETRY_DELAY)
                         continue
                     pq.locked, pq.last_lock_time = True, anyio.current_time()
-                async with self._consuming.setdefault(mq, anyio.Lock()):
+                turn = self._turns.setdefault(mq, _QueueTurn())
+                async with turn:
                     if pq.dropped:
                         return
                     msgs = pq.take_messages(max(1, c.consume_message_batch_max_size))
                     if not msgs:
                         return
-                    suspend = await self._consume_batch(mq, pq, msgs)
+                    suspend = await self._consume_batch(mq, pq, msgs, turn)
                 if suspend:
                     await anyio.sleep(c.suspend_current_queue_time)
         finally:
@@ -348,8 +387,10 @@ class OrderlyConsumeService:
             if pq.has_messages() and not pq.dropped and not c.stopping:
                 self.submit(mq, pq, [])
 
-    async def _consume_batch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> bool:
-        """One listener call and its commit; True when the queue is to be suspended a moment."""
+    async def _consume_batch(
+        self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], turn: _QueueTurn
+    ) -> bool:
+        """One listener call and its commit, ``turn`` held; True when the queue is to be suspended a moment."""
         c = self.consumer
         shown = [reset_retry_topic(m, c.group) for m in msgs]
         _stamp_start(shown)
@@ -361,6 +402,7 @@ class OrderlyConsumeService:
             ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
             skip=lambda: pq.dropped,
             started=trace.begin,
+            abandoned=turn.abandoned,
         )
         trace.end(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # also if dropped, as Java
         if pq.dropped:  # rebalanced away or reset meanwhile: its new owner has these; nothing to commit or count

@@ -3,22 +3,26 @@
 A listener is called with a list of messages (at most ``consume_message_batch_max_size``) and returns a status.
 It may be a coroutine function (run as a task on the event loop) or a plain function (run in a worker thread under
 the consumer's capacity limiter, so blocking code is fine; a shutdown that outlasts ``await_termination`` abandons
-that thread, as Java's ``awaitTermination`` gives up on a consume thread, and drops its result). Raising counts as
-RECONSUME_LATER (concurrent) or SUSPEND_CURRENT_QUEUE_A_MOMENT (orderly); returning ``None`` counts as success.
+that thread, as Java's ``awaitTermination`` gives up on a consume thread, drops its result and may learn when it
+returns). Raising counts as RECONSUME_LATER (concurrent) or SUSPEND_CURRENT_QUEUE_A_MOMENT (orderly); returning
+``None`` counts as success.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
 import logging
 import math
+import threading
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
 import anyio
+from anyio.lowlevel import EventLoopToken
 
 from remoting.codec.message import MessageExt
 
@@ -42,12 +46,17 @@ ConsumeStatus = ConsumeConcurrentlyStatus | ConsumeOrderlyStatus
 MessageListener = Callable[[list[MessageExt]], "ConsumeStatus | Awaitable[ConsumeStatus | None] | None"]
 
 
+#: Told of a plain listener's thread abandoned while it runs.
+Abandoned = Callable[["ListenerThread"], None]
+
+
 async def run_listener(
     listener: MessageListener,
     msgs: list[MessageExt],
     limiter: anyio.CapacityLimiter,
     skip: Callable[[], bool] | None = None,
     started: Callable[[], None] | None = None,
+    abandoned: Abandoned | None = None,
 ) -> object:
     """Run ``listener`` under ``limiter`` (a consume slot) and return what it returned; its exception propagates.
     Once the limiter is taken (a call may wait there long), on the event loop: ``skip`` is asked, and when it says so
@@ -58,23 +67,79 @@ async def run_listener(
             return SKIPPED
         if started is not None:
             started()
-        return await invoke_listener(listener, msgs)
+        return await invoke_listener(listener, msgs, abandoned)
 
 
-async def invoke_listener(listener: MessageListener, msgs: list[MessageExt]) -> object:
+async def invoke_listener(
+    listener: MessageListener, msgs: list[MessageExt], abandoned: Abandoned | None = None
+) -> object:
     """Call ``listener``: a coroutine function on the event loop, a plain function in a worker thread. Cancelled (a
     shutdown past ``await_termination``), a plain function's thread is abandoned, as Java's ``awaitTermination``
     gives up on a consume thread: it runs on, and what it returns is dropped (this raises the cancellation, so no
-    caller commits its messages)."""
+    caller commits its messages); ``abandoned`` is told of it while it still runs."""
     if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__):
         return await listener(msgs)  # type: ignore[misc]
-    # The caller's limiter already bounds the threads: the call must not wait for the default thread limiter too.
-    result = await anyio.to_thread.run_sync(
-        listener, msgs, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(math.inf)
-    )
+    thread = ListenerThread(listener, msgs)
+    try:
+        # The caller's limiter already bounds the threads: the call must not wait for the default thread limiter too.
+        result = await anyio.to_thread.run_sync(
+            thread.run, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(math.inf)
+        )
+    except anyio.get_cancelled_exc_class():
+        if thread.abandon() and abandoned is not None:
+            abandoned(thread)
+        raise
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+class ListenerThread:
+    """A plain listener's call in a worker thread. Abandoned before the thread got to it, the listener is not called;
+    abandoned while it runs, whoever must not run beside it can see whether it still does and wait until it returned,
+    on whichever event loop they run (a consumer may be restarted on another one)."""
+
+    def __init__(self, listener: MessageListener, msgs: list[MessageExt]) -> None:
+        self._listener, self._msgs = listener, msgs
+        self._guard = threading.Lock()
+        self._started = self._over = False
+        self._waiters: list[tuple[anyio.Event, EventLoopToken]] = []
+
+    def run(self) -> object:
+        """In the worker thread: the listener's call, unless abandoned first; then the waiters' events are set."""
+        with self._guard:
+            if self._over:
+                return None
+            self._started = True
+        try:
+            return self._listener(self._msgs)
+        finally:
+            with self._guard:
+                self._over, waiters, self._waiters = True, self._waiters, []
+            for event, token in waiters:
+                with contextlib.suppress(anyio.RunFinishedError):  # the waiter's loop ended: nobody waits
+                    anyio.from_thread.run_sync(event.set, token=token)
+
+    def abandon(self) -> bool:
+        """On the event loop, the call cancelled: whether the listener runs on (else it never will)."""
+        with self._guard:
+            running = self._started and not self._over
+            self._over = not running
+            return running
+
+    @property
+    def running(self) -> bool:
+        with self._guard:
+            return self._started and not self._over
+
+    async def wait(self) -> None:
+        """Return once the listener returned (at once when it is not running)."""
+        event = anyio.Event()
+        with self._guard:
+            if not self._started or self._over:
+                return
+            self._waiters.append((event, anyio.lowlevel.current_token()))
+        await event.wait()
 
 
 def listener_status(result: object, failed: ConsumeStatus) -> ConsumeStatus:
@@ -100,11 +165,12 @@ async def call_listener(
     failed: ConsumeStatus,
     skip: Callable[[], bool] | None = None,
     started: Callable[[], None] | None = None,
+    abandoned: Abandoned | None = None,
 ) -> ConsumeStatus:
     """:func:`run_listener` and :func:`listener_status`; an exception is logged and becomes ``failed``, as does a
     call ``skip`` cancelled (the caller knows why)."""
     try:
-        result = await run_listener(listener, msgs, limiter, skip, started)
+        result = await run_listener(listener, msgs, limiter, skip, started, abandoned)
     except Exception:
         log.exception("message listener failed on %d message(s)", len(msgs))
         return failed

@@ -18,10 +18,11 @@ check each SQL92 subscription (CHECK_CLIENT_CONFIG, as Java's ``checkClientInBro
 :class:`~client.errors.MQBrokerError` carrying the broker's code and remark; an unreachable broker is only logged),
 sends a heartbeat and runs a first rebalance; leaving it stops pulling, lets in-flight listener calls finish (up to
 ``await_termination`` seconds; then they are cancelled, a plain listener's thread abandoned, and their messages stay
-uncommitted), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file),
-unlocks orderly queues and unregisters from the brokers. Timers (rebalance 20 s, offset persist 5 s, heartbeat, route
-refresh) run in the instance; the orderly lock renewal (20 s) and, for concurrent consumption, the clean-up of listener
-calls that overran ``consume_timeout`` (every ``consume_timeout`` minutes) run here.
+uncommitted), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file), unlocks orderly
+queues (but one an abandoned thread still consumes) and unregisters from the brokers. Timers (rebalance 20 s, offset
+persist 5 s, heartbeat, route refresh) run in the instance; the orderly lock renewal (20 s) and, for concurrent
+consumption, the clean-up of listener calls that overran ``consume_timeout`` (every ``consume_timeout`` minutes) run
+here.
 """
 
 from __future__ import annotations
@@ -306,8 +307,7 @@ class PushConsumer:
                         if self.trace is not None:
                             await self.trace.stop()
                         await self.persist_offsets()
-                        if self.orderly:
-                            await self.rebalance.unlock(list(self.rebalance.process_queues))
+                        await self._unlock_idle_queues()
                         await self.instance.unregister(consumer_group=self._group)
         finally:
             self._started = False
@@ -316,6 +316,14 @@ class PushConsumer:
             self.rebalance.drop_all()
             if self._own_instance:
                 await self.instance.__aexit__(None, None, None)
+
+    async def _unlock_idle_queues(self) -> None:
+        """At a stop, give up the broker locks of the orderly queues no listener call runs on. A queue whose abandoned
+        plain listener's thread still runs keeps its lock until it expires, so no other member consumes it beside
+        that thread (Java unlocks every queue)."""
+        service = self.consume_service
+        if isinstance(service, OrderlyConsumeService):
+            await self.rebalance.unlock([mq for mq in self.rebalance.process_queues if not service.calling(mq)])
 
     # -- ConsumerInner -------------------------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Helpers for client tests: topic creation (on one master or two), filling queues, a registered broker that does not
-answer, polling a lite pull consumer, and waiting on conditions without wall-clock thresholds."""
+answer, polling a lite pull consumer, an orderly queue's broker lock asked for by another member, and waiting on
+conditions without wall-clock thresholds."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from collections.abc import Callable
 
 import anyio
 
+from client import api
 from client.admin import Admin
 from client.consumer.lite_pull import LitePullConsumer
 from client.errors import TopicRouteNotFoundError
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import MessageQueue
+from remoting.client import RemotingClient
+from remoting.codec.bodies import LockBatchRequestBody, MessageQueue
 from remoting.codec.bodies.broker_metadata import TopicConfig
 from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper
 from tests.threaded_cluster import ThreadedCluster
@@ -115,3 +118,11 @@ async def poll_until(consumer: LitePullConsumer, count: int, rounds: int = 200, 
         if len(got) >= count:
             break
     return got
+
+
+async def lock_for_another_member(broker_addr: str, group: str, mq: MessageQueue) -> bool:
+    """Whether another member of ``group`` gets ``mq``'s broker lock now (LOCK_BATCH_MQ, as its rebalance would; it
+    then holds it until it expires)."""
+    body = LockBatchRequestBody(consumer_group=group, client_id="127.0.0.2@other", mq_set=frozenset({mq}))
+    async with RemotingClient() as client:
+        return mq in await api.lock_batch_mq(client, broker_addr, body, 3.0)

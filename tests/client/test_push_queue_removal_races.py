@@ -13,13 +13,11 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
-from client import api
 from client.consumer.listener import ConsumeOrderlyStatus
 from client.consumer.push import PushConsumer
 from client.message import MessageExt
-from remoting.client import RemotingClient
-from remoting.codec.bodies import ConsumeFromWhere, LockBatchRequestBody, MessageQueue
-from tests.client.helpers import create_topic, send_bodies, wait_until
+from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from tests.client.helpers import create_topic, lock_for_another_member, send_bodies, wait_until
 
 
 async def _one_queue(cluster: EmbeddedCluster, topic: str) -> MessageQueue:
@@ -105,13 +103,11 @@ async def test_a_reset_of_a_kept_queue_does_not_make_a_later_pass_drop_it_again(
 
 
 async def _given_up(cluster: EmbeddedCluster, consumer: PushConsumer, mq: MessageQueue) -> None:
-    """``consumer`` dropped ``mq`` and another member of its group gets the queue's broker lock now (LOCK_BATCH_MQ,
-    as its rebalance would)."""
+    """``consumer`` dropped ``mq`` and another member of its group gets the queue's broker lock now."""
     assert mq not in consumer.rebalance.process_queues
-    body = LockBatchRequestBody(consumer_group=consumer.group, client_id="127.0.0.2@other", mq_set=frozenset({mq}))
-    async with RemotingClient() as client:
-        locked = await api.lock_batch_mq(client, cluster.broker_addr, body, 3.0)
-    assert mq in locked, "the queue's broker lock is still held by a consumer that dropped it"
+    assert await lock_for_another_member(cluster.broker_addr, consumer.group, mq), (
+        "the queue's broker lock is still held by a consumer that dropped it"
+    )
 
 
 async def test_a_reset_gives_up_the_broker_lock_of_an_orderly_queue_it_drops(

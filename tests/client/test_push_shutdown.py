@@ -1,6 +1,8 @@
 """A push consumer's shutdown in virtual time against the embedded cluster (DefaultMQPushConsumerImpl.shutdown): the
 consume service gets ``await_termination`` to finish its listener calls (Java's ``consumeExecutor.shutdown()`` and
-``awaitTermination``), then the offsets are persisted and the client unregisters, whether or not a call still runs."""
+``awaitTermination``), then the offsets are persisted and the client unregisters, whether or not a call still runs. An
+orderly queue whose call a stop abandoned stays that call's (one call at a time on a queue) until its thread
+returns."""
 
 from __future__ import annotations
 
@@ -11,11 +13,21 @@ import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
-from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from tests.client.helpers import create_topic, lock_for_another_member, send_bodies, wait_until
+
+
+def _stopping_after_1_s(cluster: EmbeddedCluster, group: str, topic: str) -> PushConsumer:
+    """A consumer of ``topic`` from its first offset whose stop waits 1 s (``await_termination``) for listener
+    calls; register its listener."""
+    first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    consumer = PushConsumer(group, cluster.namesrv_addr, consume_from_where=first, await_termination=1)
+    consumer.subscribe(topic)
+    return consumer
 
 
 async def test_shutdown_does_not_wait_past_await_termination_for_a_blocking_plain_listener(
@@ -36,11 +48,7 @@ async def test_shutdown_does_not_wait_past_await_termination_for_a_blocking_plai
         returned.set()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-    consumer = PushConsumer(
-        "cg-blocking-stop", embedded_cluster.namesrv_addr, consume_from_where=first, await_termination=1
-    )
-    consumer.subscribe("BlockingStop")
+    consumer = _stopping_after_1_s(embedded_cluster, "cg-blocking-stop", "BlockingStop")
     consumer.register_message_listener(listener)
 
     async def release_later() -> None:
@@ -63,3 +71,51 @@ async def test_shutdown_does_not_wait_past_await_termination_for_a_blocking_plai
         progress = await admin.consumer_progress("cg-blocking-stop", "BlockingStop")
     assert stop_took < 30, f"the shutdown waited {stop_took:.0f} s for a listener call past await_termination (1 s)"
     assert progress[MessageQueue("BlockingStop", "broker-a", 0)].consumer_offset == 0
+
+
+async def test_a_restarted_orderly_consumer_waits_for_the_listener_thread_its_stop_abandoned(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A stop past ``await_termination`` abandons a blocked plain orderly listener's thread. The cancelled task used
+    to release the queue's consume lock and the stop to unlock the queue at the broker while that thread still ran:
+    restarted at once, the consumer took the queue again and called the listener on the abandoned call's message
+    (uncommitted) beside it, two calls on one queue. Now the queue's turn and its broker lock stay with the thread
+    until it returns; then the message comes again."""
+    await create_topic(embedded_cluster.namesrv_addr, "AbandonRestart", queues=1)
+    await send_bodies(embedded_cluster.namesrv_addr, "AbandonRestart", [b"slow"])
+    mq = MessageQueue("AbandonRestart", "broker-a", 0)
+    guard, release, second = threading.Lock(), threading.Event(), threading.Event()
+    running: list[int] = []
+    at_once: list[int] = []  # per call, how many calls ran on the queue when it began
+
+    def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        with guard:
+            running.append(msgs[0].queue_id)
+            at_once.append(len(running))
+            first = len(at_once) == 1
+        try:
+            if first:
+                release.wait(600)
+        finally:
+            with guard:
+                running.pop()
+        if not first:
+            second.set()
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = _stopping_after_1_s(embedded_cluster, "cg-abandon-restart", "AbandonRestart")
+    consumer.register_message_listener_orderly(listener)
+    try:
+        async with consumer:
+            await wait_until(lambda: len(at_once) == 1)
+        assert not await lock_for_another_member(embedded_cluster.broker_addr, "cg-abandon-restart", mq), (
+            "the stop gave up the broker lock of a queue its abandoned listener thread still consumes"
+        )
+        async with consumer:  # started again at once: the abandoned call still runs
+            await trio.sleep(30)
+            assert at_once == [1], "the restarted consumer called the listener on the queue beside the abandoned call"
+            release.set()
+            await trio.to_thread.run_sync(second.wait)
+    finally:
+        release.set()
+    assert at_once == [1, 1]

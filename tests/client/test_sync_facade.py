@@ -10,12 +10,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from client import ConsumeConcurrentlyStatus, Message, MessageExt
+from client import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, Message, MessageExt
 from client.config import ClientConfig
 from client.errors import MQBrokerError
 from client.request_reply import create_reply_message
 from client.sync import Admin, LitePullConsumer, Producer, PushConsumer
-from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
 from tests.client.helpers import HANG_GUARD, create_topic
 from tests.conftest import SMALL_STORE
 from tests.threaded_cluster import ThreadedCluster
@@ -127,6 +127,46 @@ def test_a_blocking_lite_pull_consumers_queue_listener_runs_in_a_thread_and_may_
         consumer.subscribe("SyncLiteListener", "*", listener=listener)
         assert done.wait(HANG_GUARD)
     assert errors == [] and len(seeked) == 2
+
+
+def test_a_blocking_orderly_consumer_restarted_on_a_new_loop_takes_the_queue_its_abandoned_thread_leaves(
+    cluster: ThreadedCluster,
+) -> None:
+    """A stop past ``await_termination`` abandons a blocked plain orderly listener's thread, which keeps the queue's
+    turn until it returns. The facade restarts the consumer on a new event loop (the old one ended with the stop): the
+    thread's return must still hand the turn to the new loop, so the queue is consumed again (its message came back
+    uncommitted), once."""
+    anyio.run(create_topic, cluster.namesrv_addr, "SyncAbandon", 1)
+    with Producer("sync-pg", cluster.namesrv_addr) as producer:
+        producer.send(Message("SyncAbandon", b"slow"))
+    entered, release, again = threading.Event(), threading.Event(), threading.Event()
+    calls: list[bytes] = []
+
+    def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        calls.extend(m.body for m in msgs)
+        if len(calls) == 1:
+            entered.set()
+            release.wait(HANG_GUARD)
+        else:
+            again.set()
+        return ConsumeOrderlyStatus.SUCCESS
+
+    first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    # Trio: a client instance restarted on a new asyncio loop trips over its wake-up events of the old one.
+    consumer = PushConsumer(
+        "sync-abandon", cluster.namesrv_addr, backend="trio", consume_from_where=first, await_termination=0.2
+    )
+    consumer.subscribe("SyncAbandon")
+    consumer.register_message_listener_orderly(listener)
+    try:
+        with consumer:
+            assert entered.wait(HANG_GUARD)
+        with consumer:
+            release.set()
+            assert again.wait(HANG_GUARD), "the restarted consumer never consumed the queue the abandoned thread left"
+    finally:
+        release.set()
+    assert calls == [b"slow", b"slow"]
 
 
 def test_blocking_facade_runs_in_a_plain_python_script(cluster: ThreadedCluster) -> None:
