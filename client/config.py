@@ -71,6 +71,10 @@ class ClientConfig:
     tls_ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
+    #: Threads for the listener calls CONSUME_MESSAGE_DIRECTLY asks for, per push consumer (Java's
+    #: ``clientCallbackExecutorThreads``, the size of NettyRemotingClient's public executor: the processors, 4 if not
+    #: positive).
+    client_callback_executor_threads: int = attrs.field(factory=lambda: os.cpu_count() or 4)
 
     @property
     def credentials(self) -> SessionCredentials | None:

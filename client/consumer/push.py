@@ -45,8 +45,8 @@ from client.consumer.listener import (
     ConsumeOrderlyStatus,
     MessageListener,
     exception_simple_desc,
-    invoke_listener,
     listener_status,
+    run_listener,
 )
 from client.consumer.offset_store import OffsetStore, offset_store_for
 from client.consumer.process_queue import ProcessQueue
@@ -131,6 +131,9 @@ class PushConsumer:
         self.await_termination = await_termination
         self.consume_from_where = consume_from_where
         self.limiter = anyio.CapacityLimiter(consume_thread_max)
+        callback_threads = self.instance.config.client_callback_executor_threads
+        #: Bounds the listener calls of :meth:`consume_directly`, apart from the consume slots.
+        self.direct_limiter = anyio.CapacityLimiter(callback_threads if callback_threads > 0 else 4)
         #: Wall-clock ms of construction (Java's ``consumerStartTimestamp``), shown in the running info.
         self.start_timestamp_ms = time.time_ns() // 1_000_000
         self.offset_store: OffsetStore = offset_store_for(self.instance, group, message_model, offset_store_dir)
@@ -401,12 +404,14 @@ class PushConsumer:
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]:
         """CONSUME_MESSAGE_DIRECTLY (Java's ``consumeMessageDirectly``): the listener gets ``msg`` as a delivery shows
         it (a retry message under its original topic); CR_SUCCESS, CR_LATER, or CR_THROW_EXCEPTION with the
-        exception in the remark. The call takes no consume slot: Java runs it on the remoting thread that took the
-        request, so it is answered while every consume thread is busy."""
+        exception in the remark. The call takes no consume slot, so it is answered while every consume thread is
+        busy, but one of :attr:`direct_limiter`: Java runs it on the remoting thread that took the request, one of
+        the ``clientCallbackExecutorThreads`` of NettyRemotingClient's public executor."""
         started = anyio.current_time()
         remark: str | None = None
         try:
-            result = await invoke_listener(self.listener, [reset_retry_topic(uncompressed(msg), self._group)])
+            shown = [reset_retry_topic(uncompressed(msg), self._group)]
+            result = await run_listener(self.listener, shown, self.direct_limiter)
         except Exception as exc:
             log.warning(
                 "consumer %s: the listener failed on %s consumed directly", self._group, msg.msg_id, exc_info=True

@@ -3,16 +3,19 @@ admin, consumer-ids-changed notifications (covered by the takeover tests)."""
 
 from __future__ import annotations
 
+import threading
+
 import anyio
 import pytest
 
 from client.admin import Admin
+from client.config import ClientConfig
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
-from tests.client.helpers import create_topic, wait_until
+from tests.client.helpers import HANG_GUARD, create_topic, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
@@ -185,6 +188,50 @@ async def test_consume_message_directly_is_answered_while_every_consume_slot_is_
             release.set()
     assert result["consumeResult"] == "CR_SUCCESS", result
     assert seen == [b"stuck", b"direct"]
+
+
+async def test_consume_message_directly_runs_at_most_the_callback_threads_at_once(cluster: ThreadedCluster) -> None:
+    """Java runs CONSUME_MESSAGE_DIRECTLY on NettyRemotingClient's public executor, ``clientCallbackExecutorThreads``
+    threads: with 2, a third direct consumption waits for a thread while two blocking listener calls run (it started
+    a thread of its own, without bound, since it stopped taking a consume slot), and all three are answered once
+    they return."""
+    await create_topic(cluster.namesrv_addr, "DirectPool", queues=1)
+    await create_topic(cluster.namesrv_addr, "DirectPoolSubscribed", queues=1)
+    guard, release = threading.Lock(), threading.Event()
+    running: list[bytes] = []
+    peak: list[int] = [0]
+
+    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        with guard:
+            running.append(msgs[0].body)
+            peak[0] = max(peak[0], len(running))
+        release.wait(HANG_GUARD)
+        with guard:
+            running.remove(msgs[0].body)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    config = ClientConfig(namesrv_addr=cluster.namesrv_addr, client_callback_executor_threads=2)
+    consumer = PushConsumer("cg-direct-pool", config=config)
+    consumer.subscribe("DirectPoolSubscribed")  # stays empty: the messages are replayed to the listener by the admin
+    consumer.register_message_listener(listener)
+    results: list[dict[str, object]] = []
+
+    async def consume_directly(admin: Admin, msg_id: str) -> None:
+        results.append(await admin.consume_message_directly("cg-direct-pool", consumer.instance.client_id, msg_id))
+
+    async with consumer, Producer("pg", cluster.namesrv_addr) as producer, Admin(cluster.namesrv_addr) as admin:
+        sent = [await producer.send(Message("DirectPool", f"d{i}".encode())) for i in range(3)]
+        try:
+            async with anyio.create_task_group() as tasks:
+                for s in sent:
+                    tasks.start_soon(consume_directly, admin, s.offset_msg_id)
+                stats = consumer.direct_limiter.statistics
+                await wait_until(lambda: len(running) == 2 and stats().tasks_waiting == 1)
+                release.set()
+        finally:
+            release.set()
+    assert peak == [2]
+    assert [r["consumeResult"] for r in results] == ["CR_SUCCESS"] * 3
 
 
 async def test_a_reset_offset_leaves_the_queues_this_member_does_not_own_to_their_owner(
