@@ -9,12 +9,15 @@ logs a warning and the caller goes on from the offset it names, as Kafka's sourc
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+
+import attrs
 
 from remoting.codec.bodies import MessageQueue
 from spark.options import SourceOptions
 from spark.session import LostOffsets
 
-__all__ = ["DataLossError", "describe", "lost_offsets", "report"]
+__all__ = ["DataLossError", "RangeLosses", "describe", "lost_offsets", "report"]
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +38,53 @@ def report(options: SourceOptions, what: str, resume: int) -> None:
     log.warning("data lost: %s; going on from offset %d (failOnDataLoss=false)", what, resume)
 
 
-def lost_offsets(mq: MessageQueue, lost: LostOffsets, end: int) -> str:
-    """What a read that needed ``[lost.start, end)`` of ``mq`` found."""
+def lost_offsets(mq: MessageQueue, lost: LostOffsets) -> str:
+    """What a read that needed offsets ``[lost.start, lost.end)`` of ``mq`` found."""
     if lost.start < lost.low:
         cause = "deleted by retention"
     elif lost.start >= lost.high:
         cause = "the queue was reset"
     else:
         cause = "no longer stored"
-    return f"{describe(mq)}: offsets [{lost.start}, {end}) are gone, the queue holds {lost.low}..{lost.high}: {cause}"
+    what = f"offsets [{lost.start}, {lost.end}) are gone, the queue holds {lost.low}..{lost.high}: {cause}"
+    return f"{describe(mq)}: {what}"
+
+
+@attrs.define(slots=True)
+class RangeLosses:
+    """The offsets one task's read of ``mq`` up to ``end`` finds gone, page by page: a gap that goes on into the next
+    page is merged with what that page finds, and each gap is reported (:func:`report`) once, whole, with the offset
+    after it as the one to go on from."""
+
+    options: SourceOptions
+    mq: MessageQueue
+    end: int
+    pending: LostOffsets | None = None
+
+    def add(self, lost: Sequence[LostOffsets], page_end: int) -> int:
+        """Take the lost ranges, in offset order, of a page read up to ``page_end``; report the gaps that end inside
+        it. Returns the offset to read on from: ``page_end``, or past a gap known to reach further (the offsets below
+        the queue's first one, the rest of a queue that now ends before them)."""
+        for one in lost:
+            one = attrs.evolve(one, end=self._extent(one))
+            if self.pending is not None and self.pending.end >= one.start:
+                one = attrs.evolve(self.pending, end=max(self.pending.end, one.end))
+            else:
+                self.flush()
+            self.pending = one
+        if self.pending is not None and self.pending.end < page_end:
+            self.flush()
+        return page_end if self.pending is None else max(page_end, self.pending.end)
+
+    def _extent(self, lost: LostOffsets) -> int:
+        if lost.start >= lost.high:  # the queue ends before them: the rest of the range is gone
+            return self.end
+        if lost.start < lost.low:  # every offset below the queue's first one is gone
+            return min(max(lost.end, lost.low), self.end)
+        return lost.end
+
+    def flush(self) -> None:
+        """Report the gap still open (the read ended, or the next gap does not follow it)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            report(self.options, lost_offsets(self.mq, pending), pending.end)

@@ -7,7 +7,8 @@ read in parallel. Each task opens its own :class:`~spark.session.BrokerSession` 
 executors with options only) and pulls its range in pages of :data:`PAGE` offsets, yielding one record batch per
 page. Messages whose tags do not match ``tags`` are skipped; their offsets still count toward the range. Offsets the
 broker no longer holds when the task reads them (retention ran since planning) fail the read, or with
-``failOnDataLoss=false`` are logged and skipped (:mod:`spark.data_loss`), for batch and streaming reads alike.
+``failOnDataLoss=false`` are logged and skipped (:mod:`spark.data_loss`), for batch and streaming reads alike; each
+gap is reported once, whole, however many pages it spans.
 """
 
 from __future__ import annotations
@@ -58,18 +59,18 @@ def plan_ranges(start: dict[MessageQueue, int], end: dict[MessageQueue, int]) ->
 
 def read_range(options: SourceOptions, part: QueueRange) -> Iterator[object]:
     """Record batches of ``part``'s messages (tag-filtered), one per :data:`PAGE` offsets that held a match. Offsets
-    of the range the broker no longer holds are data loss (:func:`spark.data_loss.report`: raised, or logged and
-    skipped); a queue that now ends below the range ends the read."""
+    of the range the broker no longer holds are data loss (:class:`spark.data_loss.RangeLosses`: raised, or logged
+    and skipped); a queue that now ends below the range ends the read."""
+    losses = data_loss.RangeLosses(options, part.queue, part.end)
     with BrokerSession(options.name_server, config=options.client_config()) as session:
-        for page in range(part.start, part.end, PAGE):
-            read = session.read_queue(part.queue, page, min(page + PAGE, part.end), options.pull_group, options.tags)
-            for lost in read.lost:
-                end = part.end if lost.high <= lost.start else lost.end
-                data_loss.report(options, data_loss.lost_offsets(part.queue, lost, end), end)
+        offset = part.start
+        while offset < part.end:
+            page_end = min(offset + PAGE, part.end)
+            read = session.read_queue(part.queue, offset, page_end, options.pull_group, options.tags)
+            offset = losses.add(read.lost, page_end)
             if read.messages:
                 yield messages_to_batch(read.messages, part.broker_name)
-            if read.lost and read.lost[-1].high <= read.lost[-1].start:
-                return
+    losses.flush()
 
 
 class RocketMQBatchReader(DataSourceReader):

@@ -74,6 +74,32 @@ class QueueRead:
         self.lost.append(lost)
 
 
+def _lost_in_pull(
+    result: api.PullResult, offset: int, end: int, messages: list[MessageExt], *, every_offset: bool
+) -> list[LostOffsets]:
+    """The offsets of ``[offset, end)`` that a pull from ``offset`` (which returned ``messages``, those below
+    ``end``) found gone. A status of :data:`_GONE`, or no way forward: the broker no longer holds ``offset``, up to the
+    next offset it names (past the gap), or up to ``end`` when the queue now ends before ``offset`` (reset). Else, when
+    the subscription is ``*`` (``every_offset``), any offset the pull passed over without a message: the CommitLog
+    data of a queue entry is gone (retention deletes CommitLog segments before it moves the queues' first offset, and
+    a pull in between answers PULL_RETRY_IMMEDIATELY past them, or FOUND with the messages after them:
+    ``store/.../DefaultMessageStore.java`` getMessage, MESSAGE_WAS_REMOVING). A tag-filtered pull skips entries of
+    other tags the same way, so there a passed-over offset is not loss."""
+    following = result.next_begin_offset
+    bounds = (result.min_offset, result.max_offset)
+    if result.status in _GONE or following <= offset:
+        return [LostOffsets(offset, min(following, end) if following > offset else end, *bounds)]
+    if not every_offset:
+        return []
+    lost: list[LostOffsets] = []
+    expected = offset
+    for found in [msg.queue_offset for msg in messages] + [min(following, end)]:
+        if found > expected:
+            lost.append(LostOffsets(expected, found, *bounds))
+        expected = found + 1
+    return lost
+
+
 def _pull_header(mq: MessageQueue, offset: int, max_msgs: int, group: str, sub: SubscriptionData) -> dict[str, str]:
     """PULL_MESSAGE extFields for one non-suspending pull of ``mq`` from ``offset`` with subscription ``sub``."""
     return {
@@ -222,20 +248,15 @@ class BrokerSession:
         while offset < end:
             header = _pull_header(mq, offset, min(PULL_BATCH, end - offset), group, sub)
             result = await api.pull_message(remoting, addr, header, self._rpc_timeout, wanted)
-            for msg in result.messages:
-                if msg.queue_offset < end:
-                    for name in _DROPPED_PROPERTIES:
-                        msg.properties.pop(name, None)
-                    out.messages.append(msg)
-            following = result.next_begin_offset
-            if result.status in _GONE or following <= offset:
-                # The broker no longer holds ``offset``: it answers with where to go on (past the gap), or with a
-                # queue that ends before it (reset): then the rest of the slice is gone.
-                gone_until = min(following, end) if following > offset else end
-                out.lost.append(LostOffsets(offset, gone_until, result.min_offset, result.max_offset))
-            if following <= offset:
+            messages = [msg for msg in result.messages if msg.queue_offset < end]
+            for msg in messages:
+                for name in _DROPPED_PROPERTIES:
+                    msg.properties.pop(name, None)
+            out.messages.extend(messages)
+            out.lost.extend(_lost_in_pull(result, offset, end, messages, every_offset=wanted is None))
+            if result.next_begin_offset <= offset:
                 return
-            offset = following
+            offset = result.next_begin_offset
 
     async def _pull_page(self, mq: MessageQueue, start: int, end: int, group: str, tags: str) -> QueueRead:
         slices = [(s, min(s + SLICE, end)) for s in range(start, end, SLICE)]
@@ -254,8 +275,10 @@ class BrokerSession:
         """The messages of ``mq`` with queue offsets in ``[start, end)`` matching the tag expression, in offset
         order, and the offsets of the range the broker no longer holds: a pull answered PULL_OFFSET_MOVED (below the
         queue's first offset, or past its end) or PULL_NOT_FOUND (the queue ends before ``end``, or the consume queue
-        file holding the offset is gone), as ``broker/.../PullMessageProcessor.java`` maps the store's statuses.
-        Reads every :data:`SLICE` of the range at once; call it with ranges of a bounded size."""
+        file holding the offset is gone), as ``broker/.../PullMessageProcessor.java`` maps the store's statuses, or,
+        with ``tags`` ``*``, passed over offsets whose CommitLog data is gone (see :func:`_lost_in_pull`; a
+        tag-filtered read cannot tell those from entries of other tags). Reads every :data:`SLICE` of the range at
+        once; call it with ranges of a bounded size."""
         read: QueueRead = self._run(self._pull_page, mq, start, end, group, tags)
         return read
 

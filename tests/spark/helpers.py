@@ -1,10 +1,11 @@
-"""Helpers for the Spark tests: topics (on one master or two), producing test messages and reading a topic back
-through the client."""
+"""Helpers for the Spark tests: topics (on one master or two), producing test messages, reading a topic back
+through the client, and deleting stored messages as retention does."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import anyio
 
@@ -55,3 +56,51 @@ async def _forgotten(namesrv: str, broker_name: str) -> None:
         with anyio.fail_after(HANG_GUARD):
             while broker_name in (await admin.cluster_info()).broker_addr_table:
                 await anyio.sleep(0.02)
+
+
+#: Bodies of 2000 bytes: about 7 messages per 16 KiB commit log segment of :func:`retention_cluster`.
+RETAINED = [f"{i:02d}".encode() * 1000 for i in range(30)]
+
+
+def retention_cluster(tmp_path: Path) -> ThreadedCluster:
+    """A cluster of 16 KiB commit log segments whose retention deletes every segment but the one being written, once
+    asked (:func:`delete_by_retention`)."""
+    return ThreadedCluster(tmp_path / "cluster", mapped_file_size_commit_log=16384, file_reserved_time=0)
+
+
+def delete_by_retention(cluster: ThreadedCluster) -> None:
+    """Run retention until it deletes no more commit log segments (at most 10 a pass); the consume queues' first
+    offsets move past what it deleted."""
+    from store.maintenance import request_manual_delete
+
+    store = cluster.cluster.controller.context.store
+
+    async def retention() -> int:
+        deleted = 0
+        while True:
+            store.flush_all_blocking()
+            request_manual_delete(store)
+            passed = await store.retention.check_once()
+            if passed == 0:
+                return deleted
+            deleted += passed
+
+    assert cluster.call(retention) > 0
+
+
+def delete_commit_log_segments(cluster: ThreadedCluster, count: int) -> None:
+    """Delete the first ``count`` commit log segments and leave the consume queues alone: the state between
+    RetentionService.check_once's deletions and its move of the queues' first offsets (Java: CleanCommitLogService
+    before CleanConsumeQueueService), in which their entries still point at the deleted data."""
+    store = cluster.cluster.controller.context.store
+
+    async def delete() -> int:
+        store.flush_all_blocking()
+        async with store.disk_lock:
+            return store.commitlog.queue.delete_first(count)
+
+    assert cluster.call(delete) == count
+
+
+def commit_log_segments(cluster: ThreadedCluster) -> int:
+    return len(cluster.cluster.controller.context.store.commitlog.queue.files)

@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 from client import Message
+from spark.session import BrokerSession
 from tests.client.helpers import fill_queues
-from tests.spark.helpers import make_topic, on_two_masters, produce, read_topic
+from tests.spark.helpers import (
+    RETAINED,
+    commit_log_segments,
+    delete_by_retention,
+    delete_commit_log_segments,
+    make_topic,
+    on_two_masters,
+    produce,
+    read_topic,
+    retention_cluster,
+)
 from tests.threaded_cluster import ThreadedCluster
 
 SCHEMA = (
@@ -157,3 +170,68 @@ def test_batch_read_from_latest_returns_no_rows(spark: Any, rocketmq: ThreadedCl
         .load()
     )
     assert df.collect() == []
+
+
+def _read_offsets(options: dict[str, str], part: Any) -> list[int]:
+    """The queue offsets ``read_range`` returns for the QueueRange ``part``, read in this process."""
+    from spark.options import SourceOptions
+    from spark.reader import read_range
+
+    return [o for b in read_range(SourceOptions.parse(options), part) for o in b.column("queue_offset").to_pylist()]
+
+
+def test_offsets_whose_commit_log_data_is_gone_before_the_queue_moves_past_them_are_data_loss(
+    pyspark_ready: None, tmp_path: Path
+) -> None:
+    """Retention deletes CommitLog segments first and moves the ConsumeQueues' first offsets afterwards (Java:
+    CleanCommitLogService, then CleanConsumeQueueService). A pull in between finds entries whose data is gone: the
+    store answers MESSAGE_WAS_REMOVING (PULL_RETRY_IMMEDIATELY past them) or FOUND with the messages after them, and a
+    tag-less read of [0, 30) silently returned the tail, even with failOnDataLoss=true. Like rocketmq-spark's
+    ``RocketMQDataConsumer.get`` ("Cannot fetch records in [offset, record.offset)") it now fails; with
+    failOnDataLoss=false it reads what is left."""
+    from spark.data_loss import DataLossError
+    from spark.reader import QueueRange
+
+    with ThreadedCluster(tmp_path / "cluster", mapped_file_size_commit_log=16384) as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkCommitLogGone"
+        make_topic(ns, topic, 1)
+        produce(ns, [Message(topic, body) for body in RETAINED])
+        delete_commit_log_segments(cluster, 1)
+        part = QueueRange(topic, "broker-a", 0, 0, 30)
+        with pytest.raises(DataLossError, match=r"offsets \[0, \d+\) are gone, the queue holds 0\.\.30: no longer"):
+            _read_offsets({"nameServer": ns, "topic": topic}, part)
+        left = _read_offsets({"nameServer": ns, "topic": topic, "failOnDataLoss": "false"}, part)
+        assert 0 < len(left) < 30 and left == list(range(30 - len(left), 30))
+
+
+@pytest.mark.parametrize("deleted", ["by retention", "from the commit log only"])
+def test_a_gap_longer_than_a_page_is_reported_once_whole(
+    pyspark_ready: None, tmp_path: Path, caplog: pytest.LogCaptureFixture, deleted: str
+) -> None:
+    """A read pulls its range a PAGE (4096 offsets) at a time, and reported a gap page by page: failOnDataLoss=true
+    named only [0, 4096) and offered to go on from 4096, itself gone; failOnDataLoss=false logged the gap once per
+    page. The gap is now reported once, whole, with the first offset held after it, whether the queue's first offset
+    has moved past it (retention done) or still lists it (its CommitLog data deleted first)."""
+    from spark.data_loss import DataLossError
+    from spark.reader import PAGE, QueueRange
+
+    count = PAGE + 1000
+    with retention_cluster(tmp_path) as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkLongGap"
+        make_topic(ns, topic, 1)
+        with BrokerSession(ns, producer_group="spark-long-gap-pg") as session:
+            for first in range(0, count, 64):  # a batch's record fits a 16 KiB segment
+                session.send_batch([Message(topic, b"%06d" % i) for i in range(first, min(first + 64, count))])
+        if deleted == "by retention":
+            delete_by_retention(cluster)
+        else:
+            delete_commit_log_segments(cluster, commit_log_segments(cluster) - 1)
+        part = QueueRange(topic, "broker-a", 0, 0, count)
+        with caplog.at_level(logging.WARNING, logger="spark.data_loss"):
+            left = _read_offsets({"nameServer": ns, "topic": topic, "failOnDataLoss": "false"}, part)
+        resume = left[0]
+        assert PAGE < resume < count and left == list(range(resume, count))
+        logged = [r.getMessage() for r in caplog.records if r.name == "spark.data_loss"]
+        assert len(logged) == 1 and f"offsets [0, {resume}) are gone" in logged[0]
+        with pytest.raises(DataLossError, match=rf"offsets \[0, {resume}\) are gone.*go on from offset {resume}$"):
+            _read_offsets({"nameServer": ns, "topic": topic}, part)

@@ -14,7 +14,7 @@ import pytest
 from client import Message
 from client.sync import Admin
 from tests.client.helpers import fill_queues, topic_on_two_brokers
-from tests.spark.helpers import _forgotten, make_topic, produce
+from tests.spark.helpers import RETAINED, _forgotten, delete_by_retention, make_topic, produce, retention_cluster
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -168,33 +168,12 @@ def test_a_replayed_first_batch_keeps_the_offsets_the_stream_started_at(
     assert sorted(body for rows in batches.values() for _, _, body in rows) == [b"after0", b"after1", b"after2"]
 
 
-RETAINED = [f"{i:02d}".encode() * 1000 for i in range(30)]  # about 7 messages per 16 KiB commit log segment
-
-
-def _retention_cluster(tmp_path: Path) -> ThreadedCluster:
-    """A cluster whose retention deletes every commit log segment but the one being written, once asked."""
-    return ThreadedCluster(tmp_path / "cluster", mapped_file_size_commit_log=16384, file_reserved_time=0)
-
-
-def _delete_by_retention(cluster: ThreadedCluster) -> None:
-    from store.maintenance import request_manual_delete
-
-    store = cluster.cluster.controller.context.store
-
-    async def retention() -> int:
-        store.flush_all_blocking()
-        request_manual_delete(store)
-        return await store.retention.check_once()
-
-    assert cluster.call(retention) > 0
-
-
 def test_a_replayed_batch_whose_messages_retention_deleted_is_data_loss(spark: Any, tmp_path: Path) -> None:
     """Batch 0 [0, 30) is logged, the query dies before committing it, and retention then deletes the segments holding
     its first offsets. The replay read the messages left, dropped the others without a word and went on. Like Kafka's
     and rocketmq-spark's readers (``RocketMQDataConsumer.get``: "Cannot fetch records in [offset, record.offset)") it
     now fails; with ``failOnDataLoss=false`` it reads what is left and goes on."""
-    with _retention_cluster(tmp_path) as cluster:
+    with retention_cluster(tmp_path) as cluster:
         ns, topic = cluster.namesrv_addr, "SparkRetentionReplay"
         make_topic(ns, topic, 1)
         produce(ns, [Message(topic, body) for body in RETAINED])
@@ -204,7 +183,7 @@ def test_a_replayed_batch_whose_messages_retention_deleted_is_data_loss(spark: A
         assert list(batches) == [0] and len(batches[0]) == 30
         for name in ("0", ".0.crc"):  # the query "died" in batch 0: logged, never committed
             (checkpoint / "commits" / name).unlink()
-        _delete_by_retention(cluster)
+        delete_by_retention(cluster)
 
         with pytest.raises(Exception, match=r"offsets \[0, \d+\) are gone.*deleted by retention; set failOnDataLoss"):
             _bodies(spark, ns, topic, checkpoint)
@@ -242,13 +221,13 @@ def test_offsets_retention_deletes_between_planning_and_reading_are_data_loss(
     def read(reader: Any, parts: list[Any]) -> list[int]:
         return [o for p in parts for b in reader.read(p) for o in b.column("queue_offset").to_pylist()]
 
-    with _retention_cluster(tmp_path) as cluster:
+    with retention_cluster(tmp_path) as cluster:
         ns, topic = cluster.namesrv_addr, f"SparkRetentionRace{kind}"
         make_topic(ns, topic, 1)
         produce(ns, [Message(topic, body) for body in RETAINED])
         strict, lenient = planned("true"), planned("false")
         assert read(*strict) == list(range(30))
-        _delete_by_retention(cluster)
+        delete_by_retention(cluster)
 
         with pytest.raises(DataLossError, match=r"queue 0 on broker-a: offsets \[0, \d+\) are gone, the queue holds"):
             read(*strict)
