@@ -17,7 +17,7 @@ from remoting.codec.bodies import MessageQueue
 from spark.options import SourceOptions
 from spark.session import LostOffsets
 
-__all__ = ["DataLossError", "RangeLosses", "describe", "lost_offsets", "report"]
+__all__ = ["DataLossError", "RangeLosses", "describe", "lost_offsets", "report", "start_missing"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,13 @@ def report(options: SourceOptions, what: str, resume: int) -> None:
     if options.fail_on_data_loss:
         raise DataLossError(f"{what}; set failOnDataLoss=false to go on from offset {resume}")
     log.warning("data lost: %s; going on from offset %d (failOnDataLoss=false)", what, resume)
+
+
+def start_missing(options: SourceOptions, mq: MessageQueue, offset: int, low: int, high: int) -> None:
+    """:func:`report` a JSON ``startingOffsets`` offset that ``mq``, holding ``low..high``, does not hold (an
+    :data:`spark.offsets.OutOfRange` once ``options`` is bound): the read starts at the nearest offset held."""
+    what = f"startingOffsets gives {describe(mq)} offset {offset}, but it holds offsets {low}..{high}"
+    report(options, what, min(max(offset, low), high))
 
 
 def lost_offsets(mq: MessageQueue, lost: LostOffsets) -> str:

@@ -8,11 +8,13 @@ executors with options only) and pulls its range in pages of :data:`PAGE` offset
 page. Messages whose tags do not match ``tags`` are skipped; their offsets still count toward the range. Offsets the
 broker no longer holds when the task reads them (retention ran since planning) fail the read, or with
 ``failOnDataLoss=false`` are logged and skipped (:mod:`spark.data_loss`), for batch and streaming reads alike; each
-gap is reported once, whole, however many pages it spans.
+gap is reported once, whole, however many pages it spans. So does a JSON ``startingOffsets`` the queue does not hold
+at planning (the read then starts at the nearest offset held), as for a stream.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 
 import attrs
@@ -83,7 +85,10 @@ class RocketMQBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         with BrokerSession(self.options.name_server, config=self.options.client_config()) as session:
             mqs = offsets.list_queues(session, self.options.topics)
-            start = offsets.resolve(session, self.options.starting, mqs, default=EARLIEST, option="startingOffsets")
+            missing = functools.partial(data_loss.start_missing, self.options)
+            start = offsets.resolve(
+                session, self.options.starting, mqs, default=EARLIEST, option="startingOffsets", out_of_range=missing
+            )
             end = offsets.resolve(session, self.options.ending, mqs, default=LATEST, option="endingOffsets")
         for mq, offset in start.items():
             if offset > end[mq]:

@@ -36,6 +36,7 @@ The reader keeps one :class:`~spark.session.BrokerSession` for the driver-side c
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -90,13 +91,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {}  # the stream's start: resolved by the first latestOffset, recorded in batch 0's end offset
 
     def _starting_offsets(self, session: BrokerSession, mqs: list[MessageQueue]) -> OffsetTable:
+        missing = functools.partial(data_loss.start_missing, self.options)
         return offsets.resolve(
-            session, self.starting, mqs, default=EARLIEST, option="startingOffsets", out_of_range=self._start_missing
+            session, self.starting, mqs, default=EARLIEST, option="startingOffsets", out_of_range=missing
         )
-
-    def _start_missing(self, mq: MessageQueue, offset: int, low: int, high: int) -> None:
-        what = f"startingOffsets gives {data_loss.describe(mq)} offset {offset}, but it holds offsets {low}..{high}"
-        data_loss.report(self.options, what, min(max(offset, low), high))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         session = self._broker()

@@ -235,3 +235,28 @@ def test_a_gap_longer_than_a_page_is_reported_once_whole(
         assert len(logged) == 1 and f"offsets [0, {resume}) are gone" in logged[0]
         with pytest.raises(DataLossError, match=rf"offsets \[0, {resume}\) are gone.*go on from offset {resume}$"):
             _read_offsets({"nameServer": ns, "topic": topic}, part)
+
+
+def test_a_json_start_retention_deleted_is_data_loss_for_a_batch_read(pyspark_ready: None, tmp_path: Path) -> None:
+    """A JSON startingOffsets the queue no longer held at planning was moved up to the queue's first offset without a
+    word: asked for [0, 30) with failOnDataLoss=true, the read returned what retention left. As a stream does for the
+    same option, and as Kafka's batch read fails ("Cannot fetch offset ... Some data may have been lost"), planning
+    now fails; with failOnDataLoss=false the read starts at the first offset the queue holds."""
+    from spark.data_loss import DataLossError
+    from spark.options import SourceOptions
+    from spark.reader import RocketMQBatchReader
+
+    with retention_cluster(tmp_path) as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkJsonStartGone"
+        make_topic(ns, topic, 1)
+        produce(ns, [Message(topic, body) for body in RETAINED])
+        delete_by_retention(cluster)
+        options = {"nameServer": ns, "topic": topic, "startingOffsets": json.dumps({topic: {"0": 0}})}
+        with pytest.raises(
+            DataLossError, match=r"startingOffsets gives .* offset 0, but it holds offsets [1-9]\d*\.\.30"
+        ):
+            RocketMQBatchReader(SourceOptions.parse(options)).partitions()
+        reader = RocketMQBatchReader(SourceOptions.parse({**options, "failOnDataLoss": "false"}))
+        parts = list(reader.partitions())
+        left = [o for p in parts for b in reader.read(p) for o in b.column("queue_offset").to_pylist()]
+        assert 0 < len(left) < 30 and left == list(range(30 - len(left), 30))
