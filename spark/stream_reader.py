@@ -19,6 +19,9 @@ route no longer lists and logs a failure instead of failing the query.
 - ``latestOffset(start, limit)`` asks every queue's max offset; under ``ReadMaxRows`` (``maxRecordsPerTrigger``)
   it admits at most that many queue entries, shared across the queues by :func:`spark.offsets.admit`. A queue that
   appears later (more queues, a new broker) starts at its min offset. With nothing new it returns ``start`` itself.
+  A queue that no longer holds the stream's next offset has its entries counted from its first one, and the batch
+  still starts at the stream's offset: ``partitions`` or ``read`` reports the loss, once (Kafka's source reports it
+  in ``planInputPartitions`` and in its reader too).
 - ``prepareForTriggerAvailableNow`` records every queue's max offset: a ``Trigger.AvailableNow`` query reads to
   there, in batches of ``maxRecordsPerTrigger``, and stops (Kafka's source does the same). Spark calls it instead of
   wrapping the source (``spark.sql.streaming.triggerAvailableNowWrapper.enabled``), whose ``latestOffset(
@@ -105,7 +108,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = offsets.from_json(_queue_offsets(start)) if start else self._starting_offsets(session, mqs)
         for mq, (low, _) in bounds.items():
             begin.setdefault(mq, low)
-        self._check_data_loss(begin, bounds)
+        self._into_held(begin, bounds)
         if isinstance(limit, ReadMaxRows):
             end = offsets.admit(begin, latest, limit.max_rows)
         else:
@@ -129,19 +132,16 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return {mq: high for mq, (_, high) in bounds.items()}
         return {mq: min(high, self._target.get(mq, low)) for mq, (low, high) in bounds.items()}
 
-    def _check_data_loss(self, begin: dict[MessageQueue, int], bounds: Mapping[MessageQueue, tuple[int, int]]) -> None:
-        """A queue that no longer holds the stream's next offset lost data: retention deleted messages never read
-        (next offset below its first), or the topic or the broker's data was reset below it (next offset past its
-        end, new messages at offsets already read). Raises DataLossError (:mod:`spark.data_loss`), or with
-        ``failOnDataLoss=false`` logs and starts that queue over at its first offset (``begin`` is changed in place)."""
+    @staticmethod
+    def _into_held(begin: dict[MessageQueue, int], bounds: Mapping[MessageQueue, tuple[int, int]]) -> None:
+        """Move each queue's start in ``begin`` (in place) into the offsets the queue holds, which is where the
+        admitted rows are counted from. The batch still starts at the stream's offset, so a queue that no longer holds
+        it is data loss reported once, where Kafka's source reports it: by :meth:`partitions` when the queue was reset
+        below it (the batch ends before its start), by the task reading the batch when retention deleted it
+        (:func:`~spark.reader.read_range`)."""
         for mq, (low, high) in bounds.items():
-            offset = begin[mq]
-            if low <= offset <= high:
-                continue
-            cause = "deleted by retention" if offset < low else "the queue was reset"
-            what = f"{data_loss.describe(mq)} holds offsets {low}..{high}, the stream's next one is {offset}: {cause}"
-            data_loss.report(self.options, what, low)
-            begin[mq] = low
+            if not low <= begin[mq] <= high:
+                begin[mq] = low
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_records_per_trigger is not None:

@@ -4,6 +4,7 @@ and no gaps."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,45 @@ def test_offsets_retention_deletes_between_planning_and_reading_are_data_loss(
             read(*strict)
         left = read(*lenient)
         assert 0 < len(left) < 30 and left == list(range(30 - len(left), 30))
+
+
+@pytest.mark.parametrize("lost", ["by retention", "by a reset"])
+def test_a_stream_whose_queue_lost_its_next_offset_logs_the_loss_once(
+    pyspark_ready: None, tmp_path: Path, caplog: pytest.LogCaptureFixture, lost: str
+) -> None:
+    """With failOnDataLoss=false, ``latestOffset`` logged the loss of the stream's next offset and the batch it
+    planned, still starting at that offset, logged it again (its read for deleted offsets, ``partitions`` for a
+    reset). ``latestOffset`` now only counts the admitted rows from the queue's first offset; the loss is logged once
+    and the batch reads what the queue holds."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from spark.options import SourceOptions
+    from spark.stream_reader import RocketMQStreamReader
+
+    with retention_cluster(tmp_path) as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkLostOnce"
+        make_topic(ns, topic, 1)
+        produce(ns, [Message(topic, body) for body in RETAINED])
+        if lost == "by retention":
+            delete_by_retention(cluster)
+            start = 0  # retention left the last few messages
+        else:
+            with Admin(ns) as admin:
+                admin.delete_topic(topic)
+            make_topic(ns, topic, 1)
+            produce(ns, [Message(topic, body) for body in RETAINED[:3]])
+            start = 30  # the new queue holds 0..3
+        options = SourceOptions.parse({"nameServer": ns, "topic": topic, "failOnDataLoss": "false"})
+        reader = RocketMQStreamReader(options, True)
+        begin = {topic: {"broker-a:0": start}}
+        with caplog.at_level(logging.WARNING, logger="spark.data_loss"):
+            try:
+                parts = reader.partitions(begin, reader.latestOffset(begin, ReadAllAvailable()))
+            finally:
+                reader.stop()
+            bodies = [bytes(b) for p in parts for batch in reader.read(p) for b in batch.column("body").to_pylist()]
+        assert [r.name for r in caplog.records if r.name.startswith("spark.")] == ["spark.data_loss"]
+        assert 0 < len(bodies) < 30 and bodies == (RETAINED[-len(bodies) :] if lost == "by retention" else RETAINED[:3])
 
 
 def test_a_json_starting_offset_the_queue_does_not_hold_is_data_loss(
