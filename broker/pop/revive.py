@@ -16,8 +16,11 @@ waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel 
 twice, never lose one). An ACK is forgotten once its CK cannot come any more: a CK due more than a minute after it has
 been read (the timer delivers CKs in the order they are due). Measured on the CKs read, not on the clock: after a
 restart the timer delivers the overdue CKs only after the ACKs were read again, and a clock-based rule forgot those ACKs
-first and redelivered acknowledged messages. An ACK due further past its own store time than the timer parks a CK
-(``timerMaxDelaySec``) is dropped at once: no pop made its handle. A record that does not decode is logged and skipped.
+first and redelivered acknowledged messages. An ACK due further past its own store time than the timer can have parked
+a CK is dropped at once: no pop made its handle. That reach is the largest ``timerMaxDelaySec`` seen since the start,
+never below RocketMQ's default of 3 days: a CK parked under a larger limit stays parked when the setting is lowered (at
+runtime the timer keeps the limit it started with; across a restart what it parked stays). A record that does not
+decode is logged and skipped.
 A retry copy the store refuses for good (MESSAGE_ILLEGAL: a group and topic whose retry topic name is too long) goes to
 the DLQ instead through :meth:`PopService.dead_letter` (the broker's send-back: a group without retry queues stores
 nothing), or is logged and dropped when that is refused too (ours: RocketMQ writes the CK again and again); any other
@@ -47,6 +50,9 @@ log = logging.getLogger(__name__)
 REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
 _BATCH: Final = 32
 _FORGET_ACK_AFTER_MS: Final = 60_000
+#: The least reach of a CK past its ACK: RocketMQ's default ``timerMaxDelaySec`` (MessageStoreConfig), so a CK parked
+#: under it still meets its ACK after the setting is lowered, also across a restart.
+_MIN_CK_REACH_MS: Final = 3 * 24 * 3600 * 1000
 
 #: group, topic, queue, queue offset, pop time, invisible time. The invisible time keeps apart the CK a change of
 #: invisibility writes in the millisecond of the pop (a broken receive stream's nack) from the pop's own CK.
@@ -64,6 +70,9 @@ class ReviveService:
         self._position = 0
         #: the latest due time of the CKs read: an ACK due a minute before it has lost its CK
         self._ck_horizon = 0
+        #: how far past its ACK a CK can be due: the largest timerMaxDelaySec seen, from the one the timer started with
+        #: (:meth:`_ck_can_come`)
+        self._ck_reach_ms = max(_MIN_CK_REACH_MS, pop.broker.config.timer_max_delay_sec * 1000)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Revive every ``interval`` seconds, and save the pop service's FIFO state after its changes, until
@@ -140,11 +149,13 @@ class ReviveService:
 
     def _ck_can_come(self, due: int, acked_at: int) -> bool:
         """Whether an ACK stored at ``acked_at`` can still meet its CK, due at ``due``: the timer parks a CK at most
-        ``timerMaxDelaySec`` past its pop (or change of invisibility), which came before the ACK. An ACK of a handle
-        no pop made (a pop time or invisible time forged far ahead) is logged and dropped: kept, it would never be
-        forgotten and hold the revive progress at it for good (RocketMQ keeps no ACK past the scan that did not meet
-        its CK)."""
-        if due - acked_at <= self.pop.broker.config.timer_max_delay_sec * 1000:
+        ``timerMaxDelaySec`` past its pop (or change of invisibility), which came before the ACK. Measured against the
+        largest limit seen, never below RocketMQ's default (:data:`_MIN_CK_REACH_MS`): lowering the setting leaves the
+        CKs parked under the old one parked. An ACK of a handle no pop made (a pop time or invisible time forged far
+        ahead) is logged and dropped: kept, it would never be forgotten and hold the revive progress at it for good
+        (RocketMQ's timer refuses such an ACK)."""
+        self._ck_reach_ms = max(self._ck_reach_ms, self.pop.broker.config.timer_max_delay_sec * 1000)
+        if due - acked_at <= self._ck_reach_ms:
             return True
         log.warning("revive: an ACK due at %d, stored at %d, can meet no checkpoint: dropped", due, acked_at)
         return False

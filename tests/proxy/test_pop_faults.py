@@ -1,9 +1,10 @@
 """Pop consumption under faults and hostile input (found by a review, each test failing on the code before): an idle
 long poll that waits again after an arrival, a refused retry copy or checkpoint that neither stalls redelivery nor loses
 messages, acknowledgements surviving a restart after a minute down, an ack of a forged handle that does not hold the
-revive progress, FIFO handles of an earlier delivery acking nothing, a message the gRPC form cannot carry, a refused
-renewal, a DLQ read over gRPC, sessions of clients that never sent Settings, and the messages of a receive stream that
-broke before it wrote them. Real embedded broker, virtual time."""
+revive progress, acknowledgements still cancelling their checkpoints after timerMaxDelaySec is lowered, FIFO handles of
+an earlier delivery acking nothing, a message the gRPC form cannot carry, a refused renewal, a DLQ read over gRPC,
+sessions of clients that never sent Settings, and the messages of a receive stream that broke before it wrote them. Real
+embedded broker, virtual time."""
 
 from __future__ import annotations
 
@@ -143,7 +144,7 @@ async def test_an_ack_of_a_handle_forged_far_ahead_does_not_hold_the_revive_prog
     writes an ACK due in millions of years. Kept until a CK due after it is read, it was never forgotten: every later
     ACK stayed in memory and CID_RMQ_SYS_REVIVE_GROUP's offset stayed at it (each restart re-reading the revive queue
     from there). No CK can be due that far past its ACK (the timer parks one at most timerMaxDelaySec), so the revive
-    loop drops such an ACK, as RocketMQ's drops an ACK whose CK it does not meet."""
+    loop drops such an ACK (RocketMQ's timer refuses it)."""
     pop, _ = popper
     ctx = embedded_cluster.controller.context
     await create_topic(embedded_cluster, "Pinned", queues=1)
@@ -157,6 +158,61 @@ async def test_an_ack_of_a_handle_forged_far_ahead_does_not_hold_the_revive_prog
             assert pop.ack("GPin", "Pinned", p.handle) is AckOutcome.OK
         await trio.sleep(80)
     assert ctx.offsets.query(REVIVE_GROUP, pop.revive_topic, 0) > 0, "the revive progress is held at the forged ACK"
+
+
+@pytest.mark.parametrize("popped", ["before the change", "after the change"])
+async def test_an_ack_still_cancels_its_checkpoint_after_timer_max_delay_sec_is_lowered(
+    embedded_cluster: EmbeddedCluster,
+    autojump_clock: trio.testing.MockClock,
+    popper: tuple[PopService, ReviveService],
+    popped: str,
+) -> None:
+    """UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig) lowers timerMaxDelaySec at runtime, but the timer keeps the
+    limit it started with and the CKs it parked stay parked: a message popped for 120 s (well within the proxy's
+    12 h) and acknowledged at once must not come back because its ACK is now further ahead than the new limit of
+    60 s."""
+    pop, _ = popper
+    ctx = embedded_cluster.controller.context
+    await create_topic(embedded_cluster, "LowMax", queues=1)
+    await send(embedded_cluster, "LowMax", b"m0")
+    if popped == "after the change":
+        await ctx.update_config({"timerMaxDelaySec": "60"})
+    [p] = pop.pop("GLow", "LowMax", 32, 120_000, None)  # the CK is accepted by the timer
+    if popped == "before the change":
+        await ctx.update_config({"timerMaxDelaySec": "60"})
+    assert ctx.config.timer_max_delay_sec == 60
+    assert pop.ack("GLow", "LowMax", p.handle) is AckOutcome.OK
+    await trio.sleep(140)  # past the CK's due time
+    again = pop.pop("GLow", "LowMax", 32, 10_000, None)
+    assert [q.message.body for q in again] == [], "an acknowledged message was redelivered"
+
+
+async def test_an_ack_still_cancels_its_checkpoint_after_a_restart_with_a_lower_timer_max_delay_sec(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The same through a restart: the CK parked under the old timerMaxDelaySec (3 days) stays parked, and the revive
+    loop, reading the ACK again after the restart with timerMaxDelaySec at 60 s, must keep it for that CK, as
+    RocketMQ's timer delivers both the ACK and the CK it parked before the restart."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "LowMaxR", queues=1)
+    await send(embedded_cluster, "LowMaxR", b"m0")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        [p] = pop.pop("GLowR", "LowMaxR", 32, 120_000, None)
+        assert pop.ack("GLowR", "LowMaxR", p.handle) is AckOutcome.OK
+        await trio.sleep(2)
+        nursery.cancel_scope.cancel()
+    await embedded_cluster.stop_broker()
+    embedded_cluster._broker_overrides["timer_max_delay_sec"] = 60  # the operator's broker.conf, read at start
+    await embedded_cluster.start_broker()
+    use_virtual_store_clock(embedded_cluster, clock)
+    assert embedded_cluster.controller.context.config.timer_max_delay_sec == 60
+    async with trio.open_nursery() as nursery:
+        pop, revive = await start_pop(embedded_cluster, nursery)
+        await trio.sleep(140)  # past the CK's due time
+        again = pop.pop("GLowR", "LowMaxR", 32, 10_000, None)
+        assert ([q.message.body for q in again], revive.revived) == ([], 0), "an acknowledged message was redelivered"
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_stale_fifo_handle_does_not_ack_the_current_delivery(
