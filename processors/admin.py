@@ -17,8 +17,8 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
 - DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
   statistics, so a topic created again under the same name starts empty, and with ``clearRetryTopicWhenDeleteTopic``
   (RocketMQ 5, on by default) the pop retry topics of the groups with an offset on it likewise (not one whose name is
-  also a known group's 4.x retry topic: ours); CLEAN_UNUSED_TOPIC (316) does the same for every topic in the store
-  that is neither configured nor a system topic.
+  also the 4.x retry topic of a group consuming it: ours); CLEAN_UNUSED_TOPIC (316) does the same for every topic in
+  the store that is neither configured nor a system topic.
 - GET_BROKER_RUNTIME_INFO (28) and GET_CONSUME_STATS (208) carry the rates of :mod:`broker.stats`.
 
 UPDATE_AND_CREATE_TOPIC (17) also applies RocketMQ 5's ``attributes`` modification (``+message.type=FIFO``;
@@ -187,14 +187,17 @@ class AdminBrokerProcessor:
 
     def _pop_retry_topics(self, topic: str) -> list[str]:
         """The existing pop retry topic ``%RETRY%<group>_<topic>`` of every group with an offset on ``topic``, but
-        none that is also the 4.x retry topic ``%RETRY%<group>`` of a known group (group ``A`` on topic ``B`` and group
-        ``A_B`` share ``%RETRY%A_B``): ours, RocketMQ 5 deletes that group's pending retries too."""
+        none that is also the 4.x retry topic ``%RETRY%<group>`` of a group consuming it (group ``A`` on topic ``B``
+        and group ``A_B`` share ``%RETRY%A_B``; ``A_B`` has an offset on it): ours, RocketMQ 5 deletes that group's
+        pending retries too. A group ``A_B`` that never consumed it keeps nothing: the deleted topic's messages would
+        come back to ``A`` from the topic created again."""
         broker = self.broker
         retries = (pop_retry_topic(group, topic) for group in sorted(broker.offsets.groups_of_topic(topic)))
         return [
             retry
             for retry in retries
-            if retry in broker.topics and broker.groups.get(retry.removeprefix(RETRY_GROUP_TOPIC_PREFIX)) is None
+            if retry in broker.topics
+            and retry.removeprefix(RETRY_GROUP_TOPIC_PREFIX) not in broker.offsets.groups_of_topic(retry)
         ]
 
     async def _delete_topic_in_broker(self, topic: str) -> None:

@@ -1,7 +1,7 @@
 """DELETE_TOPIC_IN_BROKER empties the store for the topic: ConsumeQueue files and directories, next offsets,
 consumer offsets and statistics go, so a topic created again under the same name starts at offset 0, also after a
 restart; the pop retry topics of its groups go with it (clearRetryTopicWhenDeleteTopic), but not another group's 4.x
-retry topic of the same name."""
+retry topic of the same name that it consumes."""
 
 from __future__ import annotations
 
@@ -84,8 +84,9 @@ async def test_deleting_a_topic_keeps_the_4x_retry_topic_of_a_group_whose_name_c
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
     """The pop retry topic of group ``A`` on topic ``B``, ``%RETRY%A_B``, is also the 4.x retry topic of group
-    ``A_B`` (a legal, common group name). Deleting ``B`` keeps it while group ``A_B`` is known: its pending retries,
-    queue and offsets are that group's, which never touched ``B`` (ours: RocketMQ 5's deleteTopic deletes it too)."""
+    ``A_B`` (a legal, common group name). Deleting ``B`` keeps it while group ``A_B`` consumes it (has an offset on
+    it): its pending retries, queue and offsets are that group's, which never touched ``B`` (ours: RocketMQ 5's
+    deleteTopic deletes it too)."""
     addr, ctx = embedded_cluster.broker_addr, embedded_cluster.controller.context
     ctx.groups.update(SubscriptionGroupConfig("A_B"))
     for topic in ("B", "%RETRY%A_B"):

@@ -287,6 +287,24 @@ async def test_a_deleted_topics_unacked_message_does_not_come_back_in_the_topic_
     assert handed == []
 
 
+async def test_a_deleted_topics_message_does_not_come_back_because_a_group_of_the_retry_name_exists(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """``%RETRY%A_B``, group ``A``'s pop retry topic of ``B``, is kept when ``B`` is deleted only while a group
+    ``A_B`` consumes it as its 4.x retry topic (an offset on it). A group ``A_B`` that never did (a pop group of another
+    topic) keeps nothing: the topic holds only ``A``'s revived messages of the deleted ``B``, which would come back to
+    ``A`` from the topic ``B`` created again."""
+    pop, revive = popper
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("A_B"))
+    await pop_unacked(embedded_cluster, pop, "A", "B", b"old")
+    await trio.sleep(15)  # not acked: revived into %RETRY%A_B
+    assert revive.revived == 1
+    await delete_topic(embedded_cluster, "B", autojump_clock)
+    await create_topic(embedded_cluster, "B", queues=1)
+    handed = [p.message.body for _ in range(6) for p in pop.pop("A", "B", 32, 10_000, None)]
+    assert handed == [], "a message of the deleted topic came back in the topic created again"
+
+
 async def test_the_checkpoint_of_a_deleted_topic_revives_nothing(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
