@@ -23,6 +23,7 @@ __all__ = [
     "finish_now",
     "peer_of",
     "status",
+    "code_of_broker_refusal",
     "relayed_code",
     "status_of_relayed_answer",
     "status_of_response_code",
@@ -124,6 +125,14 @@ def relayed_code(code: int) -> int:
     """ResponseBuilder.buildCode: the status code of a broker answer the proxy relays as is (NO_PERMISSION and
     SYSTEM_ERROR are INTERNAL_SERVER_ERROR there)."""
     return int(_RELAYED.get(code, Code.INTERNAL_SERVER_ERROR))  # type: ignore[call-overload]
+
+
+def code_of_broker_refusal(code: int) -> int:
+    """ResponseBuilder.buildStatus(Throwable) for a broker's refusal as the cluster-mode proxy sees it (an
+    MQBrokerException): TOPIC_NOT_EXIST is TOPIC_NOT_FOUND (TopicRouteHelper.isTopicNotExistError), any other code
+    :func:`relayed_code`. RocketMQ's local mode answers INTERNAL_SERVER_ERROR for every refused pop; ours follows the
+    cluster mode, whose answers tell the client more."""
+    return int(Code.TOPIC_NOT_FOUND) if code == ResponseCode.TOPIC_NOT_EXIST else relayed_code(code)
 
 
 def status_of_relayed_answer(code: int, remark: str | None) -> Any:

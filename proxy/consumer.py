@@ -35,8 +35,8 @@ from proxy.common import (
     RpcError,
     check_group,
     check_topic,
+    code_of_broker_refusal,
     peer_of,
-    relayed_code,
     routed_perm,
     status,
     status_of_relayed_answer,
@@ -200,16 +200,18 @@ class Consuming:
 
     def _pop(self, r: _Receive) -> list[Popped]:
         """The pop, its refusals as statuses: the broker's (:meth:`PopService.pop`'s checks, a checkpoint the timer
-        refused) as RocketMQ's proxy relays a broker answer (:func:`relayed_code`: NO_PERMISSION, for a group whose
-        ``consumeEnable`` is false, is INTERNAL_SERVER_ERROR), the store's INTERNAL_SERVER_ERROR; either way nothing
-        is handed out and the offset does not move. Without what it moved to the DLQ (:meth:`_forward_exhausted`)."""
+        refused) as RocketMQ's cluster-mode proxy answers a broker's refusal (:func:`code_of_broker_refusal`: a topic
+        deleted during a long poll TOPIC_NOT_FOUND, an unknown group CONSUMER_GROUP_NOT_FOUND, NO_PERMISSION for a
+        group whose ``consumeEnable`` is false INTERNAL_SERVER_ERROR), the store's INTERNAL_SERVER_ERROR; either way
+        nothing is handed out and the offset does not move. Without what it moved to the DLQ
+        (:meth:`_forward_exhausted`)."""
         try:
             popped = self.pop.pop(
                 r.group, r.topic, r.batch, r.invisible, r.tags, fifo=r.fifo, property_filter=r.property_filter,
                 attempt_id=r.attempt_id,
             )  # fmt: skip
         except RequestRejected as exc:
-            raise RpcError(relayed_code(exc.code), exc.remark) from None
+            raise RpcError(code_of_broker_refusal(exc.code), exc.remark) from None
         except PutRefusedError as exc:
             raise RpcError(Code.INTERNAL_SERVER_ERROR, f"{exc.put_status}: {exc}") from None
         limit = self.pop.max_attempts(r.group)

@@ -1,13 +1,13 @@
 """The consumer RPCs as RocketMQ 5.3.3's proxy and broker answer them (proxy/src/main/java/org/apache/rocketmq/proxy/
 grpc/v2/consumer/, processor/ConsumerProcessor.java and ProducerProcessor.java; broker/.../processor/
 AckMessageProcessor.java, PopMessageProcessor.java): a receive pops nothing from a broker that is not readable or for
-a group that does not consume, receive, ack and change of invisibility refuse system topics and groups, a FIFO
-receive repeating its attempt id gets its batch again, a FIFO ack wakes the receive waiting on the queue it frees and
-a second ack of it answers OK, a receive checks the tag itself (tags codes collide) and reads on past what that check
-drops, and ForwardMessageToDeadLetterQueue checks the group's name, then is the broker's send-back (its checks, its
-DLQ copy, its answer), and so is a receive's move of a message whose attempts are used up to the DLQ. Real embedded
-broker, the proxy's Trio-side activity, virtual time (``autojump_clock``); requests are the generated protobuf
-messages the official clients send."""
+a group that does not consume, a receive whose topic is deleted while it waits answers TOPIC_NOT_FOUND, receive, ack
+and change of invisibility refuse system topics and groups, a FIFO receive repeating its attempt id gets its batch
+again, a FIFO ack wakes the receive waiting on the queue it frees and a second ack of it answers OK, a receive checks
+the tag itself (tags codes collide) and reads on past what that check drops, and ForwardMessageToDeadLetterQueue
+checks the group's name, then is the broker's send-back (its checks, its DLQ copy, its answer), and so is a receive's
+move of a message whose attempts are used up to the DLQ. Real embedded broker, the proxy's Trio-side activity,
+virtual time (``autojump_clock``); requests are the generated protobuf messages the official clients send."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from proxy.pb import service
 from proxy.startup import build_activity
 from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, SubscriptionGroupConfig
 from remoting.codec.message import decode_record
-from tests.proxy.test_pop import send
+from tests.proxy.test_pop import delete_topic, send
 from tests.proxy.test_renew import md
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
@@ -249,6 +249,33 @@ async def test_a_group_with_consume_disabled_is_handed_nothing(
     stream = activity.consuming.receive_now(_receive_request("GOff", "Off"), md("c@1"), None)
     assert (_messages(stream), _status(stream)) == ([], Code.INTERNAL_SERVER_ERROR)
     assert stream[0].status.message == "subscription group no permission, GOff"
+
+
+async def test_a_receive_whose_topic_is_deleted_while_it_waits_answers_topic_not_found(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A receive long-polling on a topic deleted meanwhile pops again at the end of its window and the broker answers
+    TOPIC_NOT_EXIST: RocketMQ 5.3.3's cluster-mode proxy answers TOPIC_NOT_FOUND (ResponseBuilder.buildStatus,
+    TopicRouteHelper.isTopicNotExistError), which tells the client more than the INTERNAL_SERVER_ERROR of its local
+    mode (LocalMessageService.popMessage)."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GGoneWhile"))
+    await create_topic(embedded_cluster, "GoneWhile", queues=1)
+    got: list[list[Any]] = []
+
+    async def parked() -> None:
+        got.append(await activity.consuming.receive(_receive_request("GGoneWhile", "GoneWhile"), md("c@1"), None))
+
+    nursery.start_soon(parked)
+    await trio.sleep(1)
+    assert got == []  # waiting for a message
+    await delete_topic(embedded_cluster, "GoneWhile", autojump_clock)
+    with trio.fail_after(60):
+        while not got:
+            await trio.sleep(0.1)
+    [stream] = got
+    assert (_messages(stream), _status(stream)) == ([], Code.TOPIC_NOT_FOUND)
+    assert stream[0].status.message == "topic[GoneWhile] not exist, apply first please!"
 
 
 async def test_a_receive_on_the_revive_topic_is_refused_and_loses_no_redelivery(
