@@ -70,8 +70,11 @@ class FifoQueue:
     def replace_delivery(self, handed: set[int]) -> None:
         """A retry of the latest delivery (:meth:`retried_by`) handed out ``handed`` again: it replaces that delivery
         (ConsumerOrderInfoManager.update keeps only the new pop's offsets), so what else is in flight, the lost
-        delivery's rest no client saw, blocks the queue no more and loses its counts (mergeOffsetConsumedCount keeps
-        counts only of offsets the next pop lists again)."""
+        delivery's rest no client saw, blocks the queue no more and loses its counts: it comes next at its first
+        attempt. RocketMQ's mergeOffsetConsumedCount keeps every count while the attempt id repeats and drops the
+        rest's at the next pop of another attempt id (which keeps only counts of the offsets the pop before listed);
+        ours drops them at once, so a second retry of the same attempt id taking the rest again hands it at its first
+        attempt, where RocketMQ's keeps its count."""
         for offset in self.invisible_until.keys() - handed:
             self._forget(offset)
 
