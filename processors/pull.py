@@ -42,7 +42,7 @@ from remoting.codec.bodies.heartbeat import EXPRESSION_SQL92, EXPRESSION_TAG, SU
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers.pull import PullMessageRequestHeader
-from remoting.codec.message_properties import java_string_hash
+from remoting.codec.message_properties import java_string_hash, java_trim
 from remoting.processor import RequestContext
 from store.metadata_files import PERM_READ
 from store.results import GetResult, GetStatus
@@ -109,7 +109,7 @@ def build_subscription(topic: str, sub_string: str | None, expression_type: str 
     parts = sub_string.split("||")
     if all(part == "" for part in parts):
         raise SubscriptionParseError("subString split error")
-    tags = tuple(dict.fromkeys(t for t in (p.strip() for p in parts) if t))
+    tags = tuple(dict.fromkeys(t for t in map(java_trim, parts) if t))
     codes = tuple(java_string_hash(t) for t in tags)
     return SubscriptionData(topic=topic, sub_string=sub_string, tags_set=tags, code_set=codes, sub_version=version)
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 
 from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL, SubscriptionData
-from remoting.codec.message_properties import java_string_hash
+from remoting.codec.message_properties import java_string_hash, java_trim
 
 
 def build_subscription(
     topic: str, expression: str | None = SUB_ALL, expression_type: str = EXPRESSION_TAG
 ) -> SubscriptionData:
-    """Java's ``FilterAPI.build``: a tag expression is sent as written, its tags split on ``||`` and trimmed, hash
-    codes with Java's string hash, ``subVersion`` = now in ms. An empty or ``*`` tag expression subscribes to
+    """Java's ``FilterAPI.build``: a tag expression is sent as written, its tags split on ``||`` and trimmed as
+    ``String.trim`` does, hash codes with Java's string hash, ``subVersion`` = now in ms. An empty or ``*`` tag
+    expression (exactly: ``" * "`` names the tag ``*``, a blank one no tag, matching nothing) subscribes to
     everything. An SQL92 expression is sent as written; the broker parses it (with ``enablePropertyFilter`` on) and
     answers SUBSCRIPTION_PARSE_FAILED with the parser's message when it is malformed.
 
@@ -31,12 +32,12 @@ def build_subscription(
     if expression_type != EXPRESSION_TAG:
         raise ValueError(f"unknown expression type {expression_type!r}: {EXPRESSION_TAG} or {EXPRESSION_SQL92}")
     raw = expression or ""
-    if raw.strip() in ("", SUB_ALL):
+    if raw in ("", SUB_ALL):
         return SubscriptionData(topic=topic, sub_string=SUB_ALL, sub_version=version)
     parts = raw.split("||")
     if all(not part for part in parts):
         raise ValueError(f"subString split error: tag expression {raw!r} names no tag")
-    tags = tuple(dict.fromkeys(t.strip() for t in parts if t.strip()))
+    tags = tuple(dict.fromkeys(tag for tag in map(java_trim, parts) if tag))
     return SubscriptionData(
         topic=topic,
         sub_string=raw,

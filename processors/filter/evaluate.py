@@ -54,6 +54,7 @@ from processors.filter.nodes import (
     Value,
     children,
 )
+from remoting.codec.message_properties import java_trim
 
 __all__ = ["Evaluator", "Properties", "Sql92EvaluationError", "Sql92Filter", "compile_tree", "referenced_properties"]
 
@@ -71,8 +72,6 @@ class Sql92EvaluationError(ValueError):
 
 _JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+\Z")
 _JAVA_DOUBLE: Final = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)\Z")
-#: ``Double.valueOf`` trims every character up to and including the space.
-_JAVA_TRIM: Final = "".join(chr(c) for c in range(33))
 
 
 def _java_int(text: str) -> int:
@@ -95,7 +94,7 @@ def _java_long(text: str) -> int:
 
 def _java_double(text: str) -> float:
     """``Double.valueOf`` (decimal forms, NaN, Infinity, a d/f suffix); raises :class:`Sql92EvaluationError`."""
-    trimmed = text.strip(_JAVA_TRIM)
+    trimmed = java_trim(text)  # Double.valueOf trims as String.trim
     if not _JAVA_DOUBLE.match(trimmed):
         raise Sql92EvaluationError(f"{text!r} is not a Java double")
     if trimmed[-1] in "fFdD" and not trimmed.endswith("Infinity"):

@@ -85,7 +85,7 @@ _TOKEN: Final = re.compile(
   | (?P<ident>[A-Za-z_$][A-Za-z0-9_$]*)
   | (?P<op><>|<=|>=|[=<>(),+-])
     """,
-    re.VERBOSE | re.DOTALL,
+    re.VERBOSE | re.DOTALL | re.ASCII,  # \d: SelectorParser.jj's literals take "0"-"9" only
 )
 
 

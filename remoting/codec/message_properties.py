@@ -169,6 +169,16 @@ def _grow_powers(length: int) -> None:
         powers.append(powers[-1] * 31 & 0xFFFFFFFF)
 
 
+#: The characters Java's ``String.trim`` drops from both ends: every one up to and including the space (U+0020),
+#: and no other (``str.strip()`` drops Unicode whitespace such as U+3000 and keeps control characters).
+JAVA_TRIM: Final = "".join(chr(c) for c in range(33))
+
+
+def java_trim(text: str) -> str:
+    """Java's ``String.trim``."""
+    return text.strip(JAVA_TRIM)
+
+
 @functools.lru_cache(maxsize=4096)
 def java_string_hash(text: str) -> int:
     """:func:`java_hash`, cached: for tags and selector arguments, which repeat."""

@@ -307,6 +307,24 @@ def test_a_tag_expression_without_any_tag_is_refused(expression: str) -> None:
         build_subscription("T", expression)
 
 
+def test_a_padded_star_is_sent_as_written_and_names_the_tag_star() -> None:
+    """FilterAPI.buildSubscriptionData only
+    treats an expression *equal* to "*" (or empty) as SUB_ALL: " * " keeps subString " * " and is split like any
+    other, giving tagsSet {"*"} and codeSet {"*".hashCode() = 42}; a Java consumer of " * " gets only messages tagged
+    "*". Stripped before that test, it was sent as "*" and received everything."""
+    sub = build_subscription("T", " * ")
+    assert (sub.sub_string, sub.tags_set, sub.code_set) == (" * ", ("*",), (42,))
+    assert tag_filter(sub) == frozenset({"*"})
+
+
+def test_a_blank_tag_expression_is_sent_as_written_with_no_tag() -> None:
+    """Java: "   " is neither empty nor "*", so it is sent as "   " with no tags (the split yields one blank part,
+    trimmed away, no "subString split error"), and the broker's codeSet check then matches nothing, as for " || ",
+    which is sent as written too. It was turned into "*" (everything)."""
+    sub = build_subscription("T", "   ")
+    assert (sub.sub_string, sub.tags_set, sub.code_set) == ("   ", (), ())
+
+
 def test_a_tag_expression_is_sent_as_written() -> None:
     """Java sends ``subString`` untrimmed; trimming " || " would send "||", which the broker refuses."""
     assert build_subscription("T", " TagA || ").sub_string == " TagA || "

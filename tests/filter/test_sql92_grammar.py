@@ -296,3 +296,14 @@ def test_the_4_9_grammar_has_no_string_operators() -> None:
     assert compile_sql92("contains = 'x' AND endsWith IS NULL").evaluate({"contains": "x"}) is True
     with pytest.raises(Sql92ParseError):
         compile_sql92("contains = 'x'", string_operators=True)
+
+
+@pytest.mark.parametrize("expression", ["a > 1\uff15", "a > \u0663.5", "a > 1\u0663L"])
+def test_numeric_literals_take_ascii_digits_only(expression: str) -> None:
+    """SelectorParser.jj's DECIMAL_LITERAL and FLOATING_POINT_LITERAL are ["0"-"9"] only; a non-ASCII digit is a
+    lexical error on a Java broker. Python's \\d
+    matches any Unicode digit: "a > 1\uff15" compiled as a > 15 (both grammars, pull path and gRPC receive)."""
+    with pytest.raises(Sql92ParseError):
+        compile_sql92(expression)
+    with pytest.raises(Sql92ParseError):
+        compile_sql92(expression, string_operators=True)

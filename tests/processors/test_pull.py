@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.context import BrokerState
+from client.consumer.subscription import build_subscription as client_build_subscription
 from processors.pull import PullMessageProcessor, SubscriptionParseError, build_subscription
 from processors.send import SendMessageProcessor
 from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
@@ -383,3 +384,13 @@ async def test_offset_check_in_slave_lets_a_slave_correct_offsets_as_a_master(
     moved = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND, offset=5))
     suggested, next_offset = fields(moved)[:2]
     assert (moved.code, suggested, next_offset) == answer
+
+
+@pytest.mark.parametrize("build", [client_build_subscription, build_subscription], ids=["client", "broker"])
+def test_tags_are_trimmed_as_java_string_trim(build: object) -> None:
+    """Client and broker trim each tag as FilterAPI does, with String.trim: every char <= U+0020 and nothing else.
+    Python's str.strip, used before, drops Unicode whitespace (U+3000, U+00A0) and keeps control characters such as
+    U+0001, so the tags (and their hash codes) differed from a Java client's for the same expression."""
+    assert callable(build)
+    sub = build("T", "TagA\u3000||\x01TagB")
+    assert sub.tags_set == ("TagA\u3000", "TagB")
