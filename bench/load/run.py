@@ -161,7 +161,9 @@ async def _measure(
 async def _window(
     name: str, run: Run, args: argparse.Namespace, stats: LoadStats, broker_pid: int | None, nursery: trio.Nursery
 ) -> Window:
-    """Measure ``run`` with the live view beside it (in ``nursery``); the budget's deadline starts with it."""
+    """Measure ``run`` with the live view beside it (in ``nursery``); the budget's deadline starts with it. The
+    window ends when ``run`` returns: ``stats`` is closed then, so nothing received later (a consumer's listener
+    runs on until its shutdown) counts in the summary or the view's last line."""
     stop, shown = trio.Event(), trio.Event()
 
     async def view() -> None:
@@ -174,6 +176,7 @@ async def _window(
     try:
         await run(Budget(args.duration, args.messages))
     finally:
+        stats.close()
         stop.set()
     elapsed, cpu, broker1 = trio.current_time() - start, time.process_time() - cpu0, process_cpu_seconds(broker_pid)
     bounds = (monotonic0, time.monotonic())

@@ -76,7 +76,8 @@ def summarise(latencies: array[float], failed: int, seconds: float, count: int |
 
 class LoadStats:
     """Response times and failures; a sample is one send of ``messages_per_sample`` messages (a batch), and both its
-    success and its failure count that many messages."""
+    success and its failure count that many messages. Once :meth:`close` ends the measured window, what is still
+    recorded or failed (a consumer's listener runs until the consumer shut down) is ignored."""
 
     def __init__(self, messages_per_sample: int = 1) -> None:
         self.messages_per_sample = messages_per_sample
@@ -85,13 +86,22 @@ class LoadStats:
         self.failed = 0
         self.window_failed = 0
         self.last_error: str | None = None
+        self.closed = False
+
+    def close(self) -> None:
+        """End the measured window: later :meth:`record` and :meth:`fail` calls count nothing."""
+        self.closed = True
 
     def record(self, latency_ms: float) -> None:
+        if self.closed:
+            return
         self.all.append(latency_ms)
         self.window.append(latency_ms)
 
     def fail(self, error: BaseException | str) -> None:
         """A failed send: its ``messages_per_sample`` messages count as failed."""
+        if self.closed:
+            return
         self.failed += self.messages_per_sample
         self.window_failed += self.messages_per_sample
         self.last_error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"

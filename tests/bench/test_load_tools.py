@@ -117,6 +117,29 @@ def test_percentiles_and_windows_follow_the_recorded_latencies() -> None:
     assert percentile([], 0.5) == 0.0
 
 
+def test_nothing_recorded_after_the_window_closed_counts() -> None:
+    stats = LoadStats()
+    stats.record(1.0)
+    stats.close()
+    stats.record(2.0)  # a consumer's listener still running while the consumer shuts down
+    stats.fail("late")
+    assert (stats.total(1.0).ok, stats.failed, stats.last_error) == (1, 0, None)
+    assert stats.take_window(1.0).ok == 1
+
+
+def test_a_prefilled_consumer_counts_no_receipt_after_its_window(tmp_path: Path) -> None:
+    """The consumer's listener goes on receiving after the window (while the live view takes its last line and the
+    consumer shuts down, letting its submitted consume tasks finish): none of that counts in the summary's ``ok`` and
+    ``tps``. The deadline ends the window mid-drain, so receipts go on past it; every message the summary counts must
+    lie in the window, whose seconds the live view's window lines cover."""
+    argv = [sys.executable, "-m", "bench.load.consumer", "--prefill", "50000", "--duration", "0.05", "--quiet"]
+    done = subprocess.run([*argv, "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    (summary,) = [line for line in lines if line["type"] == "summary"]
+    in_windows = sum(line["ok"] for line in lines if line["type"] == "window")
+    assert summary["result"]["ok"] <= in_windows, (summary["result"], in_windows)
+
+
 @pytest.mark.parametrize(
     "pct",
     [
