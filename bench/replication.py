@@ -20,8 +20,10 @@ figure)::
 
 ``lag``: one more ``async`` send round, apart from the measured ones, while the master's runtime info is sampled
 every 20 ms: the bytes between its CommitLog end and its slave's acknowledged offset, and how long each sampled end
-took to be acknowledged (ms, to the 20 ms sampling step); an end still unacknowledged at the last sample counts as
-waiting until then, and ``unacknowledged`` says how many there were.
+took to be acknowledged (ms, to the 20 ms sampling step). Sampling goes on after the sends, up to
+:data:`SETTLE_LIMIT`, until the slave acknowledged the last end sampled while sending (those later samples only time
+acknowledgements); an end still unacknowledged then counts as waiting until the last sample, and
+``unacknowledged`` says how many there were (0 for a healthy slave).
 
 ``--baseline DIR`` (A/B in one run): ``async`` and ``sync`` run a second time as ``async@base`` and ``sync@base``,
 their master and slave processes started in the checkout ``DIR`` (its code, with its built extensions), so a change
@@ -70,6 +72,10 @@ TARGETS: Final = {"async": 0.9, "sync": 0.6}
 TOPIC: Final = "BenchBrokerTopic"
 INFLIGHT: Final = 32
 LAG_STEP: Final = 0.02
+#: How long the lag round samples on after its sends, waiting for the slave to acknowledge the last sampled end.
+SETTLE_LIMIT: Final = 5.0
+#: One lag sample: (``time.perf_counter()``, the master's CommitLog end, the slave's acknowledged offset).
+Sample = tuple[float, int, int]
 
 
 class Server:
@@ -177,7 +183,7 @@ async def send_round(client: RemotingClient, broker: str, seconds: float, body: 
     return latencies
 
 
-async def sample_lag(client: RemotingClient, broker: str, samples: list[tuple[float, int, int]]) -> None:
+async def sample_lag(client: RemotingClient, broker: str, samples: list[Sample]) -> None:
     """Append ``(time, CommitLog end, slave ack)`` every :data:`LAG_STEP` until cancelled."""
     while True:
         info = await runtime_info(client, broker)
@@ -186,14 +192,16 @@ async def sample_lag(client: RemotingClient, broker: str, samples: list[tuple[fl
         await trio.sleep(LAG_STEP)
 
 
-def acknowledgement_delays(samples: list[tuple[float, int, int]]) -> tuple[list[float], int]:
-    """The ms from each sample until the first sample whose slave ack reached its CommitLog end, and how many ends
-    were never acknowledged within ``samples``: those count as waiting until the last sample (a lower bound), so a
-    slave that stalls reports its longest waits instead of dropping them."""
+def acknowledgement_delays(samples: list[Sample], after: list[Sample] | None = None) -> tuple[list[float], int]:
+    """The ms from each of ``samples`` until the first sample (of them or of ``after``, taken once the sends stopped,
+    whose ends are not measured) whose slave ack reached its CommitLog end, and how many ends were never
+    acknowledged: those count as waiting until the last sample (a lower bound), so a slave that stalls reports its
+    longest waits instead of dropping them."""
     delays, unacknowledged = [], 0
-    last = samples[-1][0] if samples else 0.0
+    seen = samples + (after or [])
+    last = seen[-1][0] if seen else 0.0
     for i, (t, end, _ack) in enumerate(samples):
-        later = next((t2 for t2, _e, ack2 in samples[i:] if ack2 >= end), None)
+        later = next((t2 for t2, _e, ack2 in seen[i:] if ack2 >= end), None)
         if later is None:
             unacknowledged += 1
             later = last
@@ -201,16 +209,12 @@ def acknowledgement_delays(samples: list[tuple[float, int, int]]) -> tuple[list[
     return delays, unacknowledged
 
 
-def lag_figures(rounds: list[list[tuple[float, int, int]]]) -> dict[str, float]:
-    """Bytes behind at each sample, and the ms until each sampled end was acknowledged within its round (p50, p99,
-    max; :func:`acknowledgement_delays`), with the count of ends still unacknowledged when their round ended."""
-    behind = sorted(end - ack for samples in rounds for _t, end, ack in samples)
-    delays: list[float] = []
-    unacknowledged = 0
-    for samples in rounds:
-        waits, never = acknowledgement_delays(samples)
-        delays += waits
-        unacknowledged += never
+def lag_figures(samples: list[Sample], after: list[Sample] | None = None) -> dict[str, float]:
+    """Bytes behind at each of ``samples`` (those taken while sending), and the ms until each sampled end was
+    acknowledged (p50, p99, max; :func:`acknowledgement_delays`, ``after`` the samples taken once the sends
+    stopped), with the count of ends still unacknowledged at the last sample."""
+    behind = sorted(end - ack for _t, end, ack in samples)
+    delays, unacknowledged = acknowledgement_delays(samples, after)
     delays.sort()
     return {
         "bytes_p50": pct(behind, 50), "bytes_p99": pct(behind, 99), "bytes_max": behind[-1] if behind else 0,
@@ -270,14 +274,28 @@ async def send_rounds(client: RemotingClient, deployments: dict[str, Deployment]
 
 async def lag_round(client: RemotingClient, deployment: Deployment, seconds: float) -> dict[str, float]:
     """One more send round on ``deployment`` while its master's lag is sampled (apart from the measured rounds: the
-    sampling's requests cost the master CPU)."""
+    sampling's requests cost the master CPU), sampling on until the slave acknowledged the last end sampled while
+    sending (:func:`settle`)."""
     assert deployment.master is not None
-    samples: list[tuple[float, int, int]] = []
+    samples: list[Sample] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(sample_lag, client, deployment.master.addr, samples)
         await send_round(client, deployment.master.addr, seconds)
+        sending = len(samples)
+        await settle(samples, sending)
         nursery.cancel_scope.cancel()
-    return lag_figures([samples])
+    return lag_figures(samples[:sending], samples[sending:])
+
+
+async def settle(samples: list[Sample], sending: int) -> None:
+    """Wait while ``samples`` grows until its latest ack reached the end of the last of the first ``sending`` (those
+    taken while sending), at most :data:`SETTLE_LIMIT` seconds: a stalled slave leaves ends unacknowledged."""
+    if not sending:
+        return
+    end = samples[sending - 1][1]
+    with trio.move_on_after(SETTLE_LIMIT):
+        while samples[-1][2] < end:
+            await trio.sleep(LAG_STEP)
 
 
 def disk_write_rate(directory: Path, mib: int) -> float:
