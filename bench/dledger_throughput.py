@@ -5,11 +5,11 @@ processes in DLedger mode (B, the load sent to the leader) and the same with ``e
 ``python -m bench.load.producer`` against each for ``--duration`` seconds with ``--inflight`` synchronous senders, and
 stops them. A, B and C alternate within a round, so the ratios B/A and C/A compare runs made under the same machine
 load (the machine is shared: only ratios within one run mean anything). Prints one JSON line per measurement (with
-the brokers' ``flush_disk_type``, each broker's and the producer tool's CPU ms per acknowledged send, and their sum,
-the machine's) and a summary per
-ratio with every round's value, their range and median, the load average, and the ratio the machine's CPU allows
-(``cpu_bounds``: one broker's and its producer's CPU per send over the group's and its producer's; every process
-shares the same cores, so each setup's rate is about the cores over that sum)::
+the brokers' ``flush_disk_type``, each broker's and the producer tool's CPU ms per acknowledged send, both over the
+tool's measured window, and their sum, the machine's) and a summary per ratio with every round's value, their range
+and median, the load average, and the ratio the machine's CPU allows (``cpu_bounds``: one broker's and its
+producer's CPU per send over the group's and its producer's; every process shares the same cores, so each setup's
+rate is about the cores over that sum)::
 
     python -m bench.dledger_throughput --rounds 3 --duration 10 --inflight 32
 
@@ -21,9 +21,9 @@ single broker.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -35,48 +35,41 @@ from typing import Any
 import trio
 
 from bench.dledger_failover import _BIN, SEGMENT, Group, Member, free_ports
+from bench.load.procstat import CpuSampler
 from remoting.client import RemotingClient
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of ``pid`` so far (``/proc/<pid>/stat``); 0.0 when unreadable."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _load(namesrv: str, broker: str, args: argparse.Namespace, out: Path,
                 members: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
     """Run the producer tool; its summary's result, with the flush mode the brokers were started with (the tool
-    takes none for a ``--namesrv`` broker) and each member's CPU ms per acknowledged send (``members``: name -> pid;
-    the CPU the machine's other load leaves a member shows less in it than in the sends per second)."""
+    takes none for a ``--namesrv`` broker) and the CPU ms per acknowledged send of each member (``members``: name ->
+    pid) and of the producer over the tool's window (:func:`window_cpu`; the CPU the machine's other load leaves a
+    member shows less in it than in the sends per second). RuntimeError when the tool printed no summary."""
     argv = [sys.executable, "-m", "bench.load.producer", "--namesrv", namesrv, "--broker", broker, "--quiet",
             "--inflight", str(args.inflight), "--duration", str(args.duration), "--size", str(args.size),
             "--out", str(out)]  # fmt: skip
-    before = {name: cpu_seconds(pid) for name, pid in (members or {}).items()}
-    children = children_cpu_seconds()
-    done = await trio.run_process(argv, capture_stdout=True, stderr=subprocess.DEVNULL, check=False)
-    producer = children_cpu_seconds() - children
-    after = {name: cpu_seconds(pid) for name, pid in (members or {}).items()}
+    with contextlib.ExitStack() as stack:
+        samplers = {name: stack.enter_context(CpuSampler([pid])) for name, pid in (members or {}).items()}
+        done = await trio.run_process(argv, capture_stdout=True, stderr=subprocess.DEVNULL, check=False)
     lines = [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
     summary = next((line for line in reversed(lines) if line.get("type") == "summary"), None)
     if summary is None:
         raise RuntimeError(f"the producer tool printed no summary (exit {done.returncode})")
     result: dict[str, Any] = summary["result"] | {"flush_disk_type": args.flush}
     ok = result.get("ok") or 0
-    if members and ok:
-        spent = {name: after[name] - before[name] for name in members} | {"producer": producer}
+    if samplers and ok:
+        spent = window_cpu(summary, samplers)
         result["cpu_ms_per_send"] = {name: round(seconds * 1000 / ok, 4) for name, seconds in spent.items()}
         result["machine_cpu_ms_per_send"] = round(sum(spent.values()) * 1000 / ok, 4)
     return result
 
 
-def children_cpu_seconds() -> float:
-    """User plus system CPU of this process's children that have ended and been waited for (the producer tool)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def window_cpu(summary: dict[str, Any], samplers: dict[str, CpuSampler]) -> dict[str, float]:
+    """The CPU seconds each member's sampler read over the producer tool's window (``window_monotonic``), and the
+    producer's own in it (``load_cpu_seconds``): not its interpreter start, set-up and shutdown around the sends."""
+    start, end = summary["window_monotonic"]
+    spent = {name: sampler.between(start, end) for name, sampler in samplers.items()}
+    return spent | {"producer": summary["load_cpu_seconds"]}
 
 
 def cpu_bound(alone: dict[str, Any], group: dict[str, Any]) -> float | None:

@@ -60,7 +60,7 @@ from typing import Any, Final
 import trio
 
 from bench.broker import create_topic_request, send_request
-from bench.load.run import process_cpu_seconds
+from bench.load.procstat import process_cpu_seconds
 from bench.load.stats import percentile
 from remoting.client import RemotingClient
 from remoting.codec.bodies import KVTable

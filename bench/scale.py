@@ -7,10 +7,11 @@ master, waits until its route names them all, then runs ``--load-procs`` process
 sends, ``--inflight`` outstanding each) for ``--seconds``. One JSON line per run: msg/s (the producers' acknowledged
 sends over their windows), the broker processes' CPU seconds per acknowledged message and the cores they kept busy
 (both over the producers' windows, from the first one's start to the last one's end: sampled every
-:data:`SAMPLE_STEP`, interpolated at the bounds each producer reports), and how many messages each broker stored
-(the client spreads by queue over every broker of the route). The ``summary`` line projects, from the median CPU
-per message of the largest broker count, what N cores give when the brokers alone are the limit (clients on other
-machines, one broker per core): N / CPU per message. Output also goes to ``<out>/scale.json``.
+:data:`~bench.load.procstat.SAMPLE_STEP` by :class:`~bench.load.procstat.CpuSampler`, interpolated at the bounds
+each producer reports), and how many messages each broker stored (the client spreads by queue over every broker of
+the route). The ``summary`` line projects, from the median CPU per message of the largest broker count, what N
+cores give when the brokers alone are the limit (clients on other machines, one broker per core): N / CPU per
+message. Output also goes to ``<out>/scale.json``.
 
 Errors: a cluster or producer process that fails makes the run's line carry ``error`` and the tool goes on.
 """
@@ -18,7 +19,6 @@ Errors: a cluster or producer process that fails makes the run's line carry ``er
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
 import os
 import re
@@ -28,24 +28,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import trio
 
-from bench.load.procstat import children_of
+from bench.load.procstat import CpuSampler, children_of
 from bench.load.report import environment
-from bench.load.run import process_cpu_seconds
 from client import Admin, TopicRouteNotFoundError
 
 TOPIC_PREFIX = "ScaleTopic"
 TOPIC = f"{TOPIC_PREFIX}0"
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?):(\d+)\] boot success")
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address (\S+):(\d+)")
-#: Seconds between two readings of the brokers' CPU.
-SAMPLE_STEP = 0.05
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,49 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--queues", type=int, default=8, help="queues of the topic on each broker")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     return parser
-
-
-def cpu_of(pids: list[int]) -> float:
-    return sum(process_cpu_seconds(pid) or 0.0 for pid in pids)
-
-
-class CpuSampler:
-    """The CPU seconds of ``pids`` sampled every :data:`SAMPLE_STEP` on a thread while entered, so that the CPU
-    between two moments learnt afterwards (the producers' windows, on ``time.monotonic()``) can be read."""
-
-    def __init__(self, pids: list[int]) -> None:
-        self.pids = pids
-        self.samples: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="scale-cpu-sampler", daemon=True)
-
-    def __enter__(self) -> Self:
-        self._take()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._take()
-
-    def _take(self) -> None:
-        self.samples.append((time.monotonic(), cpu_of(self.pids)))
-
-    def _run(self) -> None:
-        while not self._stop.wait(SAMPLE_STEP):
-            self._take()
-
-    def at(self, moment: float) -> float:
-        """The CPU seconds at ``moment``, interpolated between the samples around it (the first or last outside)."""
-        i = bisect.bisect_left(self.samples, moment, key=lambda sample: sample[0])
-        if i == 0 or i == len(self.samples):
-            return self.samples[min(i, len(self.samples) - 1)][1]
-        (t0, cpu0), (t1, cpu1) = self.samples[i - 1], self.samples[i]
-        return cpu0 + (cpu1 - cpu0) * (moment - t0) / (t1 - t0)
-
-    def between(self, start: float, end: float) -> float:
-        return self.at(end) - self.at(start)
 
 
 async def brokers_in_route(admin: Admin, topic: str) -> int:

@@ -1,5 +1,6 @@
-"""What a soak reads from Linux ``/proc``: another process's resident memory and open descriptors, and the machine's
-CPU time (busy and stolen by the hypervisor).
+"""What the bench tools read from Linux ``/proc``: another process's CPU time (once, or sampled on a thread by
+:class:`CpuSampler` so that it can be read over a window learnt afterwards), resident memory and open descriptors, and
+the machine's CPU time (busy and stolen by the hypervisor).
 
 :func:`descriptors` sorts the process's descriptors into sockets, files under a data directory (the store's
 segments, which grow with the data as RocketMQ's open ``MappedFile`` channels do) and the rest. A process that is
@@ -8,11 +9,18 @@ gone, or descriptors that close while being read, give what could be read; nothi
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
+import threading
+import time
 from pathlib import Path
+from typing import Self
 
 import attrs
+
+#: Seconds between two readings of a :class:`CpuSampler`.
+SAMPLE_STEP = 0.05
 
 
 @attrs.frozen
@@ -25,6 +33,61 @@ class Descriptors:
     def files(self) -> int:
         """Open descriptors that are not sockets and not the store's files."""
         return self.other
+
+
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``); ``None`` when unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pids: list[int]) -> float:
+    """The CPU seconds of ``pids`` so far, summed (a process gone counts 0)."""
+    return sum(process_cpu_seconds(pid) or 0.0 for pid in pids)
+
+
+class CpuSampler:
+    """The CPU seconds of ``pids`` sampled every :data:`SAMPLE_STEP` on a thread while entered, so that the CPU
+    between two moments learnt afterwards (a load tool's window, on ``time.monotonic()``) can be read."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._take()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._take()
+
+    def _take(self) -> None:
+        self.samples.append((time.monotonic(), cpu_of(self.pids)))
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_STEP):
+            self._take()
+
+    def at(self, moment: float) -> float:
+        """The CPU seconds at ``moment``, interpolated between the samples around it (the first or last outside)."""
+        i = bisect.bisect_left(self.samples, moment, key=lambda sample: sample[0])
+        if i == 0 or i == len(self.samples):
+            return self.samples[min(i, len(self.samples) - 1)][1]
+        (t0, cpu0), (t1, cpu1) = self.samples[i - 1], self.samples[i]
+        return cpu0 + (cpu1 - cpu0) * (moment - t0) / (t1 - t0)
+
+    def between(self, start: float, end: float) -> float:
+        return self.at(end) - self.at(start)
 
 
 def rss_mb(pid: int, field: str = "VmRSS:") -> float:

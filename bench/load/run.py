@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ import trio
 from rich.table import Table
 
 from bench.load.cluster import FLUSH_MODES, ClusterProcess, create_topics
+from bench.load.procstat import process_cpu_seconds
 from bench.load.profile import BrokerProfiler, ProfileError, render_flamegraph, spawn_argv, top_frames
 from bench.load.report import STDERR, environment, final_table, live_view, write_summary
 from bench.load.stats import LoadStats, Snapshot
@@ -126,17 +126,6 @@ def broker_settings(args: argparse.Namespace) -> dict[str, Any]:
 def exit_status(summary: dict[str, Any]) -> int:
     """The tool's exit status: 1 when its run measured nothing (``error`` in the summary), else 0."""
     return 1 if summary.get("error") else 0
-
-
-def process_cpu_seconds(pid: int | None) -> float | None:
-    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``); ``None`` when unknown."""
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _measure(

@@ -46,8 +46,8 @@ import trio
 
 from bench.load import procstat
 from bench.load.cluster import ClusterProcess, create_topics
+from bench.load.procstat import process_cpu_seconds
 from bench.load.report import STDERR, environment, write_summary
-from bench.load.run import process_cpu_seconds
 from bench.load.soak_checks import verdict
 from bench.load.soak_shard import ShardProcess, gather
 from bench.load.stats import summarise

@@ -1,19 +1,18 @@
-"""The DLedger benches' plumbing: processes run the checkout they are given (``--baseline``), the CPU a process
-spent is read from ``/proc``, and the producer tool runs against the broker it is given."""
+"""The DLedger benches' plumbing: processes run the checkout they are given (``--baseline``), the producer tool runs
+against the broker it is given, and the CPU per send is read over the tool's measured window."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-import time
 from argparse import Namespace
 from pathlib import Path
 
-import trio
-
 from bench.dledger_failover import _ROOT, run_env
-from bench.dledger_throughput import _load, children_cpu_seconds, cpu_bound, cpu_seconds
+from bench.dledger_throughput import _load, cpu_bound, window_cpu
+from bench.load.procstat import CpuSampler
 from broker.embedded import EmbeddedCluster
 from tests.conftest import SMALL_STORE
 
@@ -34,22 +33,6 @@ def test_a_group_of_another_checkout_imports_that_checkout(tmp_path: Path) -> No
     assert _imported_from(run_env(_ROOT), elsewhere) == str(Path(_ROOT) / "dledger" / "__init__.py")
 
 
-def test_cpu_seconds_counts_what_the_process_spent() -> None:
-    before = cpu_seconds(os.getpid())
-    end = time.process_time() + 0.05
-    while time.process_time() < end:
-        pass
-    assert cpu_seconds(os.getpid()) >= before + 0.03
-    assert cpu_seconds(1 << 30) == 0.0  # no such process
-
-
-async def test_the_producer_tools_cpu_is_read_once_it_has_ended() -> None:
-    before = children_cpu_seconds()
-    burn = "import time\nend = time.process_time() + 0.05\nwhile time.process_time() < end: pass"
-    await trio.run_process([sys.executable, "-c", burn])
-    assert children_cpu_seconds() >= before + 0.03
-
-
 def test_the_cpu_bound_is_one_brokers_machine_cpu_per_send_over_the_groups() -> None:
     alone = {"machine_cpu_ms_per_send": 0.028}
     assert cpu_bound(alone, {"machine_cpu_ms_per_send": 0.135}) == 0.207
@@ -66,3 +49,24 @@ async def test_the_load_runs_the_producer_tool_against_the_given_broker_and_name
         result = await _load(cluster.namesrv_addr, cluster.broker_addr, args, tmp_path / "out")
     assert result["ok"] > 0 and result["failed"] == 0, result
     assert result["flush_disk_type"] == "ASYNC_FLUSH"
+
+
+async def test_the_dledger_rows_producer_cpu_is_read_over_its_window(tmp_path: Path) -> None:
+    """The producer's share of ``cpu_ms_per_send`` (and so ``machine_cpu_ms_per_send`` and ``cpu_bounds``) is its
+    window's CPU, the ``load_cpu_seconds`` of the summary it wrote, not its whole life's: its interpreter start,
+    set-up and shutdown are not divided by the sends acknowledged in the window."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE) as cluster:
+        args = Namespace(inflight=2, duration=0.3, size=16, flush="ASYNC_FLUSH")
+        result = await _load(cluster.namesrv_addr, cluster.broker_addr, args, tmp_path / "out", {"b": os.getpid()})
+    window_cpu_seconds = json.loads((tmp_path / "out" / "producer.json").read_text())["load_cpu_seconds"]
+    producer_cpu = result["cpu_ms_per_send"]["producer"] * result["ok"] / 1000
+    assert producer_cpu <= window_cpu_seconds * 1.1 + 0.02, (producer_cpu, window_cpu_seconds)
+    assert set(result["cpu_ms_per_send"]) == {"b", "producer"}
+
+
+def test_each_members_cpu_is_read_over_the_producer_tools_window() -> None:
+    """A member's CPU before and after the producer tool's window (its start-up and shutdown) is left out."""
+    member = CpuSampler([])
+    member.samples = [(10.0, 1.0), (11.0, 2.0), (12.0, 2.5), (13.0, 4.0)]
+    summary = {"window_monotonic": [11.0, 12.0], "load_cpu_seconds": 0.25}
+    assert window_cpu(summary, {"leader": member}) == {"leader": 0.5, "producer": 0.25}

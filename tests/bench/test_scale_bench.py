@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.scale import CpuSampler
+from bench.load.procstat import CpuSampler
 
 ROOT = Path(__file__).resolve().parents[2]
 
