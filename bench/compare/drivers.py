@@ -65,8 +65,10 @@ class Measurement:
 
 
 async def publish_loop(send: Callable[[], Awaitable[Any]], w: Workload) -> tuple[int, float, list[float]]:
-    """(acknowledged count, seconds, latencies ms) of ``w.inflight`` publishers calling ``send``."""
+    """(acknowledged count, seconds, latencies ms) of ``w.inflight`` publishers calling ``send``. The first ``send``
+    that raises stops them all and is raised as itself (not inside an ExceptionGroup), so the row says why."""
     latencies: list[float] = []
+    failures: list[Exception] = []
     budget = w.max_messages
     start = anyio.current_time()
     deadline = start + w.duration
@@ -76,12 +78,19 @@ async def publish_loop(send: Callable[[], Awaitable[Any]], w: Workload) -> tuple
         while budget > 0 and anyio.current_time() < deadline:
             budget -= 1
             t0 = time.perf_counter()
-            await send()
+            try:
+                await send()
+            except Exception as exc:
+                failures.append(exc)
+                tg.cancel_scope.cancel()
+                return
             latencies.append((time.perf_counter() - t0) * 1000)
 
     async with anyio.create_task_group() as tg:
         for _ in range(w.inflight):
             tg.start_soon(publisher)
+    if failures:
+        raise failures[0]
     return len(latencies), anyio.current_time() - start, latencies
 
 

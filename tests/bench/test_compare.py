@@ -15,6 +15,7 @@ from bench.compare import drivers, servers
 from bench.compare.drivers import Measurement
 from bench.load.cluster import create_topics
 from broker.embedded import EmbeddedCluster
+from client import Message, Producer
 from tests.conftest import SMALL_STORE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,9 +72,13 @@ def test_the_publishers_cpu_is_measured_over_what_was_acknowledged() -> None:
 
 async def test_a_rocketrio_publish_answered_other_than_send_ok_fails_the_row(tmp_path: Path) -> None:
     """A SYNC_MASTER without its slave answers SLAVE_NOT_AVAILABLE: no second process has the message, so the row
-    fails, as Redis' ``WAIT`` that no replica answered does (drivers.redis_replicated)."""
+    fails, as Redis' ``WAIT`` that no replica answered does (drivers.redis_replicated): at the driver's warm-up send
+    and inside the publish loop, which raises the send's own error (the row's reason), not an ExceptionGroup."""
     async with EmbeddedCluster(tmp_path / "c", broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
         await create_topics(cluster.broker_addr, [drivers.TOPIC], 4)
         w = drivers.Workload(size=16, inflight=2, duration=10.0, max_messages=10, drain_timeout=10.0)
         with pytest.raises(RuntimeError, match="SLAVE_NOT_AVAILABLE"):
             await drivers.rocketrio(cluster.namesrv_addr, w)
+        async with Producer("bench_compare_pg", cluster.namesrv_addr) as producer:
+            with pytest.raises(RuntimeError, match="SLAVE_NOT_AVAILABLE"):
+                await drivers.publish_loop(lambda: drivers.send_ok(producer, Message(drivers.TOPIC, b"r")), w)
