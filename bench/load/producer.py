@@ -5,7 +5,8 @@ per send_batch, sync: refused with another ``--mode``), ``--tags``/``--keys``, `
 ``--flush-disk-type``, ``--topics``/``--queues``, ``--duration``/``--messages``, ``--connections`` (producers with a
 client each; the in-flight budget is split between them). Response time is from the send call to its result
 (oneway: to the write); ``ok`` and ``failed`` count messages (a batch's each), ``ok`` only those answered SEND_OK
-(:func:`settle`: RocketMQ's benchmark counts any answer). Output: one JSON line per second, a
+(:func:`settle`: RocketMQ's benchmark counts any answer), or with ``--mode oneway``, which gets no answer, those
+written. Output: one JSON line per second, a
 ``summary`` line and ``bench/results/producer.json``; ``--profile`` adds ``producer.svg`` and
 ``producer.speedscope.json`` of the broker. The exit status is 1 when no message succeeded. Example::
 
