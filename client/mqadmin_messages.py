@@ -4,7 +4,7 @@
 (the message detail block, ``MSGID: ... BODY: ...`` lines, the send tables); :mod:`client.mqadmin` registers them.
 
 The detail block writes the body to ``/tmp/rocketmq/msgbodys/<msgId>`` and ends with each consuming group's track
-(CONSUMED, NOT_CONSUME_YET, NOT_ONLINE or PULL), as Java's ``messageTrackDetail``.
+(:func:`client.message_track.message_track_detail`, Java's ``messageTrackDetail``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 
 import click
 
-from client.admin import Admin
-from client.errors import MQBrokerError, MQClientError
+from client.admin import BROKER_FAILURES, Admin
+from client.errors import MQClientError
 from client.message import Message, MessageExt, uniq_msg_id
+from client.message_track import message_track_detail
 from client.mqadmin_cluster import send_result_text
 from client.mqadmin_support import (
     Output,
@@ -44,27 +45,6 @@ def direct_result_text(result: dict[str, object]) -> str:
     """Java's ``ConsumeMessageDirectlyResult.toString()``."""
     keys = ("order", "autoCommit", "consumeResult", "remark", "spentTimeMills")
     return "ConsumeMessageDirectlyResult [" + ", ".join(f"{k}={java_text(result.get(k))}" for k in keys) + "]"
-
-
-async def _tracks(admin: Admin, msg: MessageExt) -> list[str]:
-    """Java's ``messageTrackDetail``: what each group consuming the topic did with ``msg``."""
-    tracks = []
-    for group in await admin.topic_consumed_by(msg.topic):
-        try:
-            conn = await admin.consumer_connection(group)
-        except MQBrokerError as exc:
-            tracks.append(f"MessageTrack [consumerGroup={group}, trackType=NOT_ONLINE, exceptionDesc={exc}]")
-            continue
-        if conn.consume_type == "CONSUME_ACTIVELY":
-            kind = "PULL"
-        else:
-            progress = await admin.consumer_progress(group, msg.topic)
-            consumed = any(
-                mq.queue_id == msg.queue_id and w.consumer_offset > msg.queue_offset for mq, w in progress.items()
-            )
-            kind = "CONSUMED" if consumed else "NOT_CONSUME_YET"
-        tracks.append(f"MessageTrack [consumerGroup={group}, trackType={kind}, exceptionDesc=null]")
-    return tracks
 
 
 async def print_message_detail(
@@ -106,13 +86,17 @@ async def print_message_detail(
             "BodyPath": str(body_path),
         }
     )
-    tracks = await _tracks(admin, msg)
+    try:
+        tracks = await message_track_detail(admin, msg)
+    except BROKER_FAILURES as exc:  # Java prints the stack trace; the message detail above stands
+        click.echo(f"message track failed: {exc}", err=True)
+        return
     if not tracks:
         out.line("%n%nWARN: No Consumer")
         return
     out.line("%n%n")
     for track in tracks:
-        out.line("%s", track)
+        out.line("%s", str(track))
 
 
 @click.command("queryMsgById", help="Query Message by Id")

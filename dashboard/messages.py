@@ -9,17 +9,22 @@ this cluster, never to whatever host its bytes name.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from client import api
 from client.admin import Admin
 from client.errors import MQClientError
+from client.message_track import message_track_detail
 from client.route import master_address
+from dashboard.cluster import CALL_ERRORS
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageExt
 from remoting.codec.message_properties import PROPERTY_UNIQ_KEY
 from remoting.codec.msgid import decode_offset_msg_id
+
+log = logging.getLogger(__name__)
 
 #: Messages a time-range search returns at most (rocketmq-dashboard stops at 2000; a page stays readable at 1000).
 MAX_RESULTS = 1000
@@ -145,23 +150,24 @@ async def _names_a_broker_of_this_cluster(admin: Admin, msg_id: str) -> bool:
 
 
 async def consume_states(admin: Admin, msg: MessageExt) -> list[dict[str, Any]]:
-    """For each group consuming the message's topic: CONSUMED when its offset in the message's queue is past the
-    message, else NOT_CONSUME_YET (rocketmq-dashboard's message track, without the trace)."""
-    store = f"{msg.store_host[0]}:{msg.store_host[1]}"
-    info = await admin.cluster_info()
-    broker = next((n for n, bd in info.broker_addr_table.items() if store in bd.broker_addrs.values()), None)
-    states = []
-    for group in await admin.topic_consumed_by(msg.topic):
-        progress = await admin.consumer_progress(group, msg.topic)
-        offsets = [w.consumer_offset for mq, w in progress.items() if _is_queue_of(mq, msg, broker)]
-        offset = offsets[0] if offsets else None
-        state = "CONSUMED" if offset is not None and offset > msg.queue_offset else "NOT_CONSUME_YET"
-        states.append({"group": group, "state": state, "consumerOffset": offset})
-    return states
-
-
-def _is_queue_of(mq: MessageQueue, msg: MessageExt, broker_name: str | None) -> bool:
-    return mq.queue_id == msg.queue_id and broker_name in (None, mq.broker_name)
+    """Each group consuming the message's topic with its track (:func:`client.message_track.message_track_detail`:
+    CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET, NOT_ONLINE, PULL or UNKNOWN), its offset in the message's queue
+    and the error that decided the track. When the topic's groups cannot be listed the track is empty, as
+    rocketmq-dashboard's ``MessageServiceImpl.messageTrackDetail``: the message is still shown."""
+    try:
+        tracks = await message_track_detail(admin, msg)
+    except CALL_ERRORS as exc:
+        log.warning("message track of %s failed: %s", msg.msg_id, exc)
+        return []
+    return [
+        {
+            "group": t.consumer_group,
+            "state": t.track_type,
+            "consumerOffset": t.consumer_offset,
+            "error": t.exception_desc,
+        }
+        for t in tracks
+    ]
 
 
 async def resend(admin: Admin, group: str, offset_msg_id: str, client_id: str | None) -> dict[str, Any]:

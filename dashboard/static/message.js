@@ -35,6 +35,7 @@
     { key: "group", title: "Group" },
     { key: "state", title: "State", render: (r) => el("span", { class: "tag " + r.state }, r.state) },
     { key: "consumerOffset", title: "Group offset in queue", num: true },
+    { key: "error", title: "Detail" },
     { key: "resend", title: "", render: (r) => el("button", { type: "button", class: "secondary", onclick: () => resend(r.group) }, "Resend") },
   ], d.consumers, { name: "consumers" });
 

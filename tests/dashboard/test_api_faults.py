@@ -1,6 +1,7 @@
-"""Faults of the JSON endpoints and the chart sampler found by a review, over real sockets on the embedded cluster:
-out-of-range ports, cross-site ``text/plain`` posts, resends to foreign hosts and skipped backlogs charted as
-consumption. Each fault's test failed before its fix; the pulled-messages test keeps the get rate's meaning."""
+"""Faults of the JSON endpoints and the chart sampler found by reviews, over real sockets on the embedded cluster:
+out-of-range ports, cross-site ``text/plain`` posts, resends to foreign hosts, skipped backlogs charted as
+consumption and registered masters that do not answer. Each fault's test failed before its fix; the pulled-messages
+test keeps the get rate's meaning."""
 
 from __future__ import annotations
 
@@ -126,3 +127,30 @@ async def test_the_groups_page_lists_the_live_masters_groups_when_one_master_doe
         await register_as_master(client, dash.cluster.namesrv_addr, "127.0.0.1:1", "DeadTopic", "broker-dead")
         groups = (await dash.get("/api/groups"))["groups"]
     assert "live-group" in {g["group"] for g in groups}
+
+
+async def _offline_group_and_a_dead_master(dash: Dash, client: RemotingClient, topic: str, group: str) -> str:
+    """``group`` has offsets on ``topic`` (committed by a tool: no ``%RETRY%`` topic, so the admin client asks every
+    master for its stats) and a second master is registered that does not answer; returns a message's id."""
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, topic, queues=1)
+    async with Producer(f"{group}-pg", namesrv) as producer:
+        sent = await producer.send(Message(topic, b"x"))
+    admin = dash.admin
+    mq = MessageQueue(topic, "broker-a", 0)
+    await api.update_consumer_offset(admin.instance.remoting, dash.cluster.broker_addr, group, mq, 1, 3)
+    await register_as_master(client, namesrv, "127.0.0.1:1", f"Dead{topic}", "broker-dead")
+    return sent.msg_id
+
+
+async def test_the_message_page_shows_when_one_master_does_not_answer(dash: Dash) -> None:
+    """As rocketmq-dashboard's ``viewMessage`` (whose ``messageTrackDetail`` wrapper gives an empty track on an
+    error), the message page shows the message when a registered master does not answer; a group's failed lookup is
+    that group's track, never a 502 for the page."""
+    async with RemotingClient() as client:
+        msg_id = await _offline_group_and_a_dead_master(dash, client, "DeadMasterMsgTopic", "tool-msg-cg")
+        response = await dash.http.get(f"/api/message?topic=DeadMasterMsgTopic&id={msg_id}")
+    assert response.status_code == 200, response.text
+    assert response.json()["msgId"] == msg_id
+    [track] = [c for c in response.json()["consumers"] if c["group"] == "tool-msg-cg"]
+    assert track["state"] == "NOT_ONLINE", track
