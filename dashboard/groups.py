@@ -1,7 +1,7 @@
 """The Consumer groups page's data and actions: every group with its lag (RocketMQ's "diff total") and consume
 TPS, one group's per-queue progress, connections (with client versions) and subscriptions, resetting its offsets to
-a time, and deleting it. The Producers page's producer connections are here too (a group's on a topic, and every
-producer online).
+a time, and deleting it with its retry and dead-letter topics. The Producers page's producer connections are here
+too (a group's on a topic, and every producer online).
 
 The list costs one GET_BROKER_CONSUME_STATS per master (every group's offsets and rates at once) plus one
 GET_CONSUMER_CONNECTION_LIST per group, asked concurrently. A reset of an offline group falls back to committing
@@ -25,6 +25,7 @@ from dashboard.cluster import CALL_ERRORS
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import ClientConnection, OffsetWrapper
 from remoting.codec.codes import ResponseCode
+from remoting.codec.topics import dlq_topic, retry_topic
 
 log = logging.getLogger(__name__)
 
@@ -197,8 +198,13 @@ async def _commit_offsets_of_time(admin: Admin, group: str, topic: str, timestam
 
 
 async def delete_group(admin: Admin, group: str) -> list[str]:
-    """Delete the subscription group (and its offsets) on every master; the brokers asked."""
-    return await admin.delete_subscription_group(group, clean_offset=True)
+    """Delete the subscription group (and its offsets) on every master, then its ``%RETRY%`` and ``%DLQ%`` topics on
+    every master and name server, as rocketmq-dashboard's ``ConsumerServiceImpl.deleteSubGroup``; the brokers asked.
+    A refusal stops there and propagates."""
+    brokers = await admin.delete_subscription_group(group, clean_offset=True)
+    for topic in (retry_topic(group), dlq_topic(group)):
+        await admin.delete_topic(topic)
+    return brokers
 
 
 async def producer_connections(admin: Admin, group: str, topic: str) -> list[dict[str, Any]]:

@@ -51,7 +51,7 @@
   });
 
   document.getElementById("delete").addEventListener("click", async () => {
-    if (!window.confirm(`Delete consumer group ${group} and its offsets on every broker?`)) return;
+    if (!window.confirm(`Delete consumer group ${group}, its offsets and its retry and dead-letter topics on every broker?`)) return;
     const r = await guarded(() => api("DELETE", "/api/group?group=" + enc));
     if (r) { showNotice(`Group ${group} deleted.`); setTimeout(() => { location = "/groups"; }, 800); }
   });

@@ -14,6 +14,7 @@ import trio
 from broker.embedded import EmbeddedCluster
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 from client.config import ClientConfig
+from client.errors import TopicRouteNotFoundError
 from dashboard import messages
 from dashboard.app import create_app
 from dashboard.settings import DashboardSettings
@@ -145,6 +146,36 @@ async def test_a_groups_lag_and_connections_then_reset_and_delete(dash: Dash) ->
     assert (on_topic["diffTotal"], on_topic["error"]) == (6, None)  # the topic page's lag of the group
     assert (await dash.delete("/api/group?group=lag-cg"))["brokers"] == [dash.cluster.broker_addr]
     assert "lag-cg" not in {g["group"] for g in (await dash.get("/api/groups"))["groups"]}
+
+
+async def test_deleting_a_group_deletes_its_retry_and_dlq_topics(dash: Dash) -> None:
+    """As rocketmq-dashboard's ``deleteSubGroup`` (and ``mqadmin deleteSubGroup -c``), deleting a group deletes
+    ``%RETRY%<group>`` and ``%DLQ%<group>`` on the brokers and the name servers: they leave the topic list and the
+    retry topic its route."""
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "DelGroupTopic", queues=1)
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("del-cg", namesrv)
+    consumer.subscribe("DelGroupTopic", "*")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        with anyio.fail_after(HANG_GUARD):  # the broker made the group's retry topic and registered it
+            while "%RETRY%del-cg" not in await dash.admin.topic_list():
+                await anyio.sleep(0.05)
+    await dash.admin.create_topic("%DLQ%del-cg", read_queue_nums=1, write_queue_nums=1)  # as the broker makes it
+    with anyio.fail_after(HANG_GUARD):
+        while "%DLQ%del-cg" not in await dash.admin.topic_list():
+            await anyio.sleep(0.05)
+    await dash.delete("/api/group?group=del-cg")
+    topics = {t["topic"] for t in (await dash.get("/api/topics"))["topics"]}
+    assert "%RETRY%del-cg" not in topics and "%DLQ%del-cg" not in topics, sorted(topics)
+    broker_topics = dash.cluster.controller.context.topics
+    assert "%RETRY%del-cg" not in broker_topics and "%DLQ%del-cg" not in broker_topics
+    with pytest.raises(TopicRouteNotFoundError):
+        await dash.admin.topic_route("%RETRY%del-cg")
 
 
 async def group_row(dash: Dash, group: str) -> dict[str, object]:
