@@ -4,8 +4,9 @@ printed lines are Java's; :mod:`client.mqadmin` registers them.
 
 ``resetOffsetByTime`` and ``skipAccumulatedMessage`` ask the brokers to reset the online consumers
 (INVOKE_BROKER_TO_RESET_OFFSET); for a group with no consumer online (CONSUMER_NOT_ONLINE) they fall back to Java's
-"old" way: each queue's offset at the time (SEARCH_OFFSET_BY_TIMESTAMP, or GET_MAX_OFFSET for ``now``/skip) written
-with UPDATE_CONSUMER_OFFSET, kept at the committed offset unless ``-f`` (default true) or it moves back.
+"old" way (:func:`client.offset_reset.reset_offline`): each queue's offset at the time (SEARCH_OFFSET_BY_TIMESTAMP, or
+GET_MAX_OFFSET for ``now``/skip) written with UPDATE_CONSUMER_OFFSET, kept at the committed offset unless ``-f``
+(default true) or it moves back.
 ``cloneGroupOffset`` writes the source group's committed offsets of the topic to the destination group with
 UPDATE_CONSUMER_OFFSET, as Java's tool does (Java's also copies other topics on the same brokers; here only ``-t``).
 """
@@ -14,16 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import click
 
 from client.admin import Admin
 from client.errors import MQBrokerError
 from client.mqadmin_support import Output, common, java_bool, java_text, parse_time_arg, run_job
+from client.offset_reset import Rollback, reset_offline
 from client.route import master_address
 from remoting.codec.bodies import MessageQueue
-from remoting.codec.bodies.admin import OffsetWrapper
-from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.codes import ResponseCode
 
 __all__ = ["COMMANDS"]
 
@@ -31,41 +31,6 @@ _RESET = "%-40s  %-40s  %-40s%n"
 _RESET_ROW = "%-40s  %-40d  %-40d%n"
 _OLD = "%-20s  %-20s  %-20s  %-20s  %-20s  %-20s%n"
 _OLD_ROW = "%-20s  %-20d  %-20d  %-20d  %-20d  %-20d%n"
-
-
-@attrs.frozen
-class Rollback:
-    """One queue of Java's "old" reset (``RollbackStats``)."""
-
-    mq: MessageQueue
-    broker_offset: int
-    consumer_offset: int
-    timestamp_offset: int
-    rollback_offset: int
-
-
-async def reset_offline(admin: Admin, group: str, topic: str, timestamp: int, force: bool) -> list[Rollback]:
-    """Java's ``resetOffsetByTimestampOld``: reset a group with no consumer online, queue by queue."""
-    route = await admin.topic_route(topic)
-    progress = {mq: w for mq, w in (await admin.consumer_progress(group, topic)).items() if mq.topic == topic}
-    if not progress:
-        for mq, status in (await admin.topic_status(topic)).items():
-            progress[mq] = OffsetWrapper(status.max_offset, status.min_offset)
-    out = []
-    for mq, w in sorted(progress.items()):
-        addr = master_address(route, mq.broker_name)
-        if addr is None:
-            continue
-        if timestamp == -1:
-            target = await admin.queue_offset(addr, mq, RequestCode.GET_MAX_OFFSET)
-        else:
-            target = await admin.queue_offset(addr, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp)
-        rollback = w.consumer_offset
-        if force or target <= w.consumer_offset:
-            rollback = target
-            await admin.update_consumer_offset(addr, group, mq, target)
-        out.append(Rollback(mq, w.broker_offset, w.consumer_offset, target, rollback))
-    return out
 
 
 def _print_old(out: Output, stats: list[Rollback]) -> None:

@@ -5,7 +5,8 @@ too (a group's on a topic, and every producer online).
 
 The list costs one GET_BROKER_CONSUME_STATS per master (every group's offsets and rates at once) plus one
 GET_CONSUMER_CONNECTION_LIST per group, asked concurrently. A reset of an offline group falls back to committing
-the offsets of that time queue by queue, as rocketmq-dashboard does when the broker answers CONSUMER_NOT_ONLINE.
+the offsets of that time on every queue it reads, as rocketmq-dashboard does when the broker answers
+CONSUMER_NOT_ONLINE.
 """
 
 from __future__ import annotations
@@ -16,13 +17,11 @@ from typing import Any
 
 import anyio
 
-from client import api
 from client.admin import Admin, ConsumerConnection
 from client.errors import MQBrokerError
 from client.mqadmin_support import version_desc
-from client.route import master_address
+from client.offset_reset import reset_offline
 from dashboard.cluster import CALL_ERRORS
-from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import ClientConnection, OffsetWrapper
 from remoting.codec.codes import ResponseCode
 from remoting.codec.topics import dlq_topic, retry_topic
@@ -162,39 +161,22 @@ async def group_detail(admin: Admin, group: str) -> dict[str, Any]:
 
 
 async def reset_offsets(admin: Admin, group: str, topic: str, timestamp_ms: int) -> dict[str, Any]:
-    """Move ``group`` on ``topic`` to ``timestamp_ms`` (-1: the end); online consumers are told by the broker,
-    an offline group gets the offsets committed directly. Returns the new offset per queue and the way used."""
+    """Move ``group`` on ``topic`` to ``timestamp_ms`` (-1: the end); online consumers are told by the broker, an
+    offline group gets the offsets committed directly on every queue it reads (Java's ``resetOffsetByTimestampOld``,
+    :func:`client.offset_reset.reset_offline`, forced). Returns the new offset per queue and the way used."""
     try:
         table = await admin.reset_offset_by_time(group, topic, timestamp_ms, force=True)
         way = "online consumers reset"
     except MQBrokerError as exc:
         if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
             raise
-        table = await _commit_offsets_of_time(admin, group, topic, timestamp_ms)
+        rollbacks = await reset_offline(admin, group, topic, timestamp_ms, force=True)
+        table = {r.mq: r.rollback_offset for r in rollbacks}
         way = "offsets committed (no consumer online)"
     return {
         "way": way,
         "offsets": [{"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": o} for mq, o in table.items()],
     }
-
-
-async def _commit_offsets_of_time(admin: Admin, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
-    route = await admin.topic_route(topic)
-    remoting, timeout = admin.instance.remoting, admin.instance.config.rpc_timeout
-    table: dict[MessageQueue, int] = {}
-    for qd in route.queue_datas:
-        addr = master_address(route, qd.broker_name)
-        if addr is None:
-            continue
-        for queue_id in range(qd.write_queue_nums):
-            mq = MessageQueue(topic, qd.broker_name, queue_id)
-            if timestamp_ms < 0:
-                offset = await api.get_max_offset(remoting, addr, mq, timeout)
-            else:
-                offset = await api.search_offset(remoting, addr, mq, timestamp_ms, timeout)
-            await api.update_consumer_offset(remoting, addr, group, mq, offset, timeout)
-            table[mq] = offset
-    return dict(sorted(table.items()))
 
 
 async def delete_group(admin: Admin, group: str) -> list[str]:

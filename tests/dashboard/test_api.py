@@ -12,12 +12,14 @@ import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
-from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
+from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer, api
 from client.config import ClientConfig
 from client.errors import TopicRouteNotFoundError
+from client.offset_reset import reset_offline
 from dashboard import messages
 from dashboard.app import create_app
 from dashboard.settings import DashboardSettings
+from remoting.codec.bodies import MessageQueue
 from tests.client.helpers import HANG_GUARD, create_topic, wait_until
 from tests.dashboard.conftest import Dash
 from tests.dashboard.live import serve_dashboard
@@ -176,6 +178,39 @@ async def test_deleting_a_group_deletes_its_retry_and_dlq_topics(dash: Dash) -> 
     assert "%RETRY%del-cg" not in broker_topics and "%DLQ%del-cg" not in broker_topics
     with pytest.raises(TopicRouteNotFoundError):
         await dash.admin.topic_route("%RETRY%del-cg")
+
+
+async def test_an_offline_reset_moves_every_queue_the_group_reads(dash: Dash) -> None:
+    """With no consumer online, a reset commits the offset of the time on every queue the group has offsets for, as
+    rocketmq-dashboard's fallback ``resetOffsetByTimestampOld``: after a topic's write queues are shrunk (its read
+    queues kept until drained) the read-only queues move too, so their messages are read again."""
+    namesrv = dash.cluster.namesrv_addr
+    admin, addr = dash.admin, dash.cluster.broker_addr
+    await create_topic(namesrv, "ShrinkTopic", queues=4)
+    async with Producer("shrink-pg", namesrv) as producer:
+        for queue_id in range(4):
+            mq = MessageQueue("ShrinkTopic", "broker-a", queue_id)
+            await producer.send(Message("ShrinkTopic", f"q{queue_id}".encode()), queue=mq)
+    remoting, timeout = admin.instance.remoting, admin.instance.config.rpc_timeout
+    for queue_id in range(4):  # an offline group that consumed every queue
+        await api.update_consumer_offset(
+            remoting, addr, "shrink-cg", MessageQueue("ShrinkTopic", "broker-a", queue_id), 1, timeout
+        )
+    await admin.create_topic("ShrinkTopic", read_queue_nums=4, write_queue_nums=2)  # scale-in: writes first
+    with anyio.fail_after(HANG_GUARD):
+        while [
+            (q.read_queue_nums, q.write_queue_nums) for q in (await admin.topic_route("ShrinkTopic")).queue_datas
+        ] != [(4, 2)]:
+            admin.instance.forget_route("ShrinkTopic")
+            await anyio.sleep(0.05)
+    reset = await dash.post("/api/group/reset", {"group": "shrink-cg", "topic": "ShrinkTopic", "timestamp": 0})
+    assert reset["way"].startswith("offsets committed")
+    progress = await admin.consumer_progress("shrink-cg", "ShrinkTopic")
+    assert {mq.queue_id: w.consumer_offset for mq, w in progress.items()} == {0: 0, 1: 0, 2: 0, 3: 0}
+    assert sorted(o["queueId"] for o in reset["offsets"]) == [0, 1, 2, 3]
+    # A group without offsets on the topic (the brokers refuse it a reset, as Java's): each of the readQueueNums.
+    never = await reset_offline(admin, "never-cg", "ShrinkTopic", -1, force=True)
+    assert {r.mq.queue_id: r.rollback_offset for r in never} == {0: 1, 1: 1, 2: 1, 3: 1}
 
 
 async def group_row(dash: Dash, group: str) -> dict[str, object]:

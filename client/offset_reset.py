@@ -1,0 +1,75 @@
+"""Resetting the offsets of a consumer group with no consumer online: Java's
+``DefaultMQAdminExtImpl.resetOffsetByTimestampOld`` (``tools/src/main/java/org/apache/rocketmq/tools/admin/
+DefaultMQAdminExtImpl.java``), the fallback of ``mqadmin resetOffsetByTime``/``skipAccumulatedMessage`` and of
+rocketmq-dashboard's reset when the brokers answer CONSUMER_NOT_ONLINE.
+
+Per broker of the topic's route: every queue of the topic the group has offsets for there (GET_CONSUME_STATS lists
+each read queue of such a topic, so queues kept readable after the write queues were shrunk are reset too), else
+each of the broker's ``readQueueNums`` queues. Each gets the offset of the time (SEARCH_OFFSET_BY_TIMESTAMP, or
+GET_MAX_OFFSET for -1) committed with UPDATE_CONSUMER_OFFSET on the broker's master, unless ``force`` is off and
+that would move the group forward. A broker without a master online is passed over; any failure propagates.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from client.admin import Admin
+from client.route import master_address
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.admin import OffsetWrapper
+from remoting.codec.codes import RequestCode
+
+__all__ = ["Rollback", "reset_offline"]
+
+
+@attrs.frozen
+class Rollback:
+    """One queue of the reset (Java's ``RollbackStats``): its offsets before, the time's offset and the one kept."""
+
+    mq: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    timestamp_offset: int
+    rollback_offset: int
+
+
+async def reset_offline(admin: Admin, group: str, topic: str, timestamp: int, force: bool) -> list[Rollback]:
+    """Reset ``group`` on ``topic`` to ``timestamp`` (ms; -1: the end), queue by queue (see the module docstring)."""
+    route = await admin.topic_route(topic)
+    progress = await admin.consumer_progress(group)  # as Java: only the topics the group has offsets for
+    out = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        addr = master_address(route, qd.broker_name)
+        if addr is None:
+            continue
+        queues = {mq: w for mq, w in progress.items() if (mq.topic, mq.broker_name) == (topic, qd.broker_name)}
+        if not queues:
+            for queue_id in range(qd.read_queue_nums):
+                mq = MessageQueue(topic, qd.broker_name, queue_id)
+                queues[mq] = await _store_offsets(admin, addr, mq)
+        for mq, wrapper in sorted(queues.items()):
+            out.append(await _reset_queue(admin, addr, group, mq, wrapper, timestamp, force))
+    return out
+
+
+async def _store_offsets(admin: Admin, addr: str, mq: MessageQueue) -> OffsetWrapper:
+    """A queue the group has no offset in, as Java reads it from the topic's stats: its max offset as the broker's,
+    its min offset as the group's."""
+    max_offset = await admin.queue_offset(addr, mq, RequestCode.GET_MAX_OFFSET)
+    return OffsetWrapper(max_offset, await admin.queue_offset(addr, mq, RequestCode.GET_MIN_OFFSET))
+
+
+async def _reset_queue(
+    admin: Admin, addr: str, group: str, mq: MessageQueue, wrapper: OffsetWrapper, timestamp: int, force: bool
+) -> Rollback:
+    """Java's ``resetOffsetConsumeOffset``: commit the time's offset unless ``force`` is off and it is ahead."""
+    if timestamp == -1:
+        target = await admin.queue_offset(addr, mq, RequestCode.GET_MAX_OFFSET)
+    else:
+        target = await admin.queue_offset(addr, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp)
+    rollback = wrapper.consumer_offset
+    if force or target <= wrapper.consumer_offset:
+        rollback = target
+        await admin.update_consumer_offset(addr, group, mq, target)
+    return Rollback(mq, wrapper.broker_offset, wrapper.consumer_offset, target, rollback)
