@@ -9,7 +9,9 @@ this cluster, never to whatever host its bytes name.
 
 from __future__ import annotations
 
+import codecs
 import logging
+import re
 from typing import Any
 
 from client import api
@@ -31,6 +33,8 @@ MAX_RESULTS = 1000
 _PULL_BATCH = 32
 #: Bytes of a body shown; the length says how much there is.
 MAX_BODY_SHOWN = 256 << 10
+#: The control characters (Unicode category Cc) that make a body binary: all but tab, LF and CR.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 class NotFoundError(MQClientError):
@@ -53,15 +57,23 @@ def summary(msg: MessageExt) -> dict[str, Any]:
 
 
 def body_view(body: bytes) -> dict[str, Any]:
-    """The body as text when it is UTF-8 without control characters (tabs and newlines allowed), else as hex."""
+    """The first MAX_BODY_SHOWN bytes of ``body`` as text and as hex, and ``encoding``: the view shown first. Text
+    when they are UTF-8 (a character cut by the limit aside) without control characters other than tab, CR and LF;
+    else hex, the text view then showing bytes that are not UTF-8 as U+FFFD (rocketmq-dashboard's
+    ``new String(body, UTF-8)``)."""
     shown = body[:MAX_BODY_SHOWN]
+    cut = len(body) > MAX_BODY_SHOWN
     try:
-        text = shown.decode("utf-8")
+        text = _utf8(shown, cut, "strict")
+        encoding = "hex" if _CONTROL.search(text) else "text"
     except UnicodeDecodeError:
-        text = None
-    if text is not None and all(c.isprintable() or c in "\t\r\n" for c in text):
-        return {"encoding": "text", "body": text, "hex": shown.hex(" "), "length": len(body)}
-    return {"encoding": "hex", "body": shown.hex(" "), "hex": shown.hex(" "), "length": len(body)}
+        text, encoding = _utf8(shown, cut, "replace"), "hex"
+    return {"encoding": encoding, "text": text, "hex": shown.hex(" "), "length": len(body)}
+
+
+def _utf8(data: bytes, cut: bool, errors: str) -> str:
+    """``data`` decoded; when it was ``cut`` from a longer body, an incomplete character at its end is left out."""
+    return codecs.getincrementaldecoder("utf-8")(errors).decode(data, final=not cut)
 
 
 def detail(msg: MessageExt) -> dict[str, Any]:

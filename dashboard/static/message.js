@@ -16,10 +16,9 @@
   let hex = d.body.encoding === "hex";
   const toggle = document.getElementById("toggle-hex");
   function drawBody() {
-    bodyBox.textContent = hex ? d.body.hex : d.body.body;
+    bodyBox.textContent = hex ? d.body.hex : d.body.text;
     document.getElementById("body-kind").textContent = hex ? "(hex)" : "(text)";
     toggle.textContent = hex ? "Show text" : "Show hex";
-    toggle.hidden = d.body.encoding === "hex";
   }
   toggle.addEventListener("click", () => { hex = !hex; drawBody(); });
   drawBody();

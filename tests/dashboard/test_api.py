@@ -84,13 +84,13 @@ async def test_a_message_is_found_by_key_time_and_both_ids_with_its_body(dash: D
     assert (await dash.get("/api/messages/time?topic=MsgTopic&begin=0&end=1"))["messages"] == []
 
     by_uniq = await dash.get(f"/api/message?topic=MsgTopic&id={sent.msg_id}")
-    assert by_uniq["body"] == {"encoding": "text", "body": "hello dashboard", "hex": b"hello dashboard".hex(" "),
+    assert by_uniq["body"] == {"encoding": "text", "text": "hello dashboard", "hex": b"hello dashboard".hex(" "),
                                "length": 15}  # fmt: skip
     assert by_uniq["properties"]["KEYS"] == "order-17" and by_uniq["queueOffset"] == sent.queue_offset
     by_offset = await dash.get(f"/api/message?id={sent.offset_msg_id}")
     assert by_offset["msgId"] == sent.msg_id
     hexed = await dash.get(f"/api/message?topic=MsgTopic&id={binary.msg_id}")
-    assert hexed["body"]["encoding"] == "hex" and hexed["body"]["body"] == "00 01 fe"
+    assert hexed["body"] == {"encoding": "hex", "text": "\x00\x01\ufffd", "hex": "00 01 fe", "length": 3}
 
 
 async def test_a_time_search_past_its_limit_keeps_the_newest(dash: Dash, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -126,6 +126,17 @@ def test_a_message_sent_by_the_python_client_is_found_by_key_with_its_body(
     assert browser.find_element(By.ID, "body").text.startswith("70 61 79")
 
 
+def test_a_binary_body_shows_hex_first_and_its_text_on_a_click(browser: WebDriver, live: ThreadedDashboard) -> None:
+    """A body with control characters opens as hex; its text view is still one click away."""
+    create_topic(live, "BinaryPageTopic")
+    with Producer("binary-pg", live.namesrv_addr) as producer:
+        sent = producer.send(Message("BinaryPageTopic", b"\x1b[1mbold\x1b[0m"))
+    open_page(browser, live, f"/message?topic=BinaryPageTopic&id={sent.msg_id}")
+    wait_for(browser, lambda d: d.find_element(By.ID, "body").text.startswith("1b 5b 31 6d"))
+    browser.find_element(By.ID, "toggle-hex").click()
+    wait_for(browser, lambda d: "bold" in d.find_element(By.ID, "body").text)
+
+
 def test_a_traced_message_shows_its_trace(browser: WebDriver, live: ThreadedDashboard) -> None:
     create_topic(live, "TracedPageTopic")
     with Producer("traced-page-pg", live.namesrv_addr, enable_msg_trace=True) as producer:
