@@ -20,7 +20,7 @@ from starlette.routing import Route
 from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
 from dashboard import cluster, groups, messages, topics
-from dashboard.auth import check_login
+from dashboard.auth import check_login, login, logout
 from dashboard.sampler import Sampler
 from dashboard.settings import DashboardSettings
 from dashboard.trace import trace_of
@@ -256,12 +256,12 @@ async def post_login(request: Request) -> JSONResponse:
     user = check_login(settings.users_path, str(body.get("username") or ""), str(body.get("password") or ""))
     if user is None:
         return JSONResponse({"error": {"message": "wrong user name or password"}}, status_code=401)
-    request.session.update({"user": user.name, "admin": user.admin})
+    login(request, user)
     return JSONResponse({"user": user.name, "admin": user.admin})
 
 
 async def post_logout(request: Request) -> JSONResponse:
-    request.session.clear()
+    logout(request)
     return JSONResponse({"user": None})
 
 

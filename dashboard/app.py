@@ -25,7 +25,7 @@ from starlette.templating import Jinja2Templates
 
 from client.admin import Admin
 from dashboard.api import ROUTES
-from dashboard.auth import LoginMiddleware
+from dashboard.auth import LoginMiddleware, Sessions, session_user
 from dashboard.sampler import Sampler
 from dashboard.settings import DashboardSettings, client_config
 from dashboard.trace import TraceFinder, default_finder
@@ -64,7 +64,7 @@ async def page(request: Request) -> Response:
         "title": title,
         "nav": NAV,
         "path": request.url.path,
-        "user": request.session.get("user") if settings.login_required else None,
+        "user": user.name if settings.login_required and (user := session_user(request)) else None,
         "namesrv": settings.namesrv_addr,
     }
     return TEMPLATES.TemplateResponse(request, template, context)
@@ -105,12 +105,15 @@ def create_app(
         *ROUTES,
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    secret = settings.session_secret or secrets.token_hex(32)
+    max_age = max(1, round(settings.session_timeout))  # renewed with every answer, as the server's idle time
     middleware = [
-        Middleware(SessionMiddleware, secret_key=settings.session_secret or secrets.token_hex(32), same_site="strict"),
+        Middleware(SessionMiddleware, secret_key=secret, max_age=max_age, same_site="strict"),
         Middleware(LoginMiddleware, required=settings.login_required),
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.settings = settings
+    app.state.sessions = Sessions(settings.session_timeout)
     app.state.collecting = sample and settings.enable_collect
     app.state.trace_finder = trace_finder if trace_finder is not None else default_finder(settings.msg_track_topic_name)
     return app

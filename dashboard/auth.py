@@ -4,12 +4,20 @@ from the ACL credentials the dashboard signs its calls to the brokers with (:mod
 The users file has one ``name=password[,1]`` line per user, ``,1`` marking an administrator; it is read at every
 login, so edits apply without a restart. With ``login_required`` on, :class:`LoginMiddleware` sends a browser with
 no session to ``/login`` and answers 401 to the JSON endpoints; a user who is not an administrator may look but any
-change (POST, PUT, DELETE under ``/api/``) answers 403. The session is Starlette's signed cookie.
+change (POST, PUT, DELETE under ``/api/``) answers 403.
+
+A login is kept on the server, as rocketmq-dashboard's servlet session: :class:`Sessions` maps a random id, the only
+thing Starlette's signed session cookie carries, to the user. Logging out forgets the id, and so does
+``idle_timeout`` seconds without a request (Spring's ``server.servlet.session.timeout``, 30 minutes); a copy of the
+cookie is worthless afterwards. Every session ends with the process.
 """
 
 from __future__ import annotations
 
 import hmac
+import secrets
+import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -53,8 +61,64 @@ def check_login(path: Path, name: str, password: str) -> User | None:
     return user
 
 
+@attrs.define
+class Sessions:
+    """The logged-in users by session id (see the module docstring); ``clock`` gives monotonic seconds."""
+
+    idle_timeout: float
+    clock: Callable[[], float] = time.monotonic
+    _live: dict[str, tuple[User, float]] = attrs.field(factory=dict)
+
+    def open(self, user: User) -> str:
+        """A new session of ``user``; its id (unguessable) goes into the cookie. Ended sessions are dropped here."""
+        now = self.clock()
+        for sid in [sid for sid, (_, seen) in self._live.items() if now - seen > self.idle_timeout]:
+            del self._live[sid]
+        sid = secrets.token_urlsafe(32)
+        self._live[sid] = (user, now)
+        return sid
+
+    def user(self, sid: object) -> User | None:
+        """The user of session ``sid``, whose idle time starts again; ``None`` when it ended or never was."""
+        if not isinstance(sid, str) or (entry := self._live.get(sid)) is None:
+            return None
+        user, seen = entry
+        now = self.clock()
+        if now - seen > self.idle_timeout:
+            del self._live[sid]
+            return None
+        self._live[sid] = (user, now)
+        return user
+
+    def close(self, sid: object) -> None:
+        """End session ``sid`` (nothing when it is not one)."""
+        if isinstance(sid, str):
+            self._live.pop(sid, None)
+
+
+def login(request: Request, user: User) -> None:
+    """Start a session of ``user`` for this browser, ending the one it had (a new id at every login)."""
+    sessions: Sessions = request.app.state.sessions
+    sessions.close(request.session.get("sid"))
+    request.session.clear()
+    request.session["sid"] = sessions.open(user)
+
+
+def logout(request: Request) -> None:
+    """End this browser's session on the server and clear its cookie."""
+    sessions: Sessions = request.app.state.sessions
+    sessions.close(request.session.get("sid"))
+    request.session.clear()
+
+
+def session_user(request: Request) -> User | None:
+    """The user logged in on this request's session, ``None`` when there is none."""
+    sessions: Sessions = request.app.state.sessions
+    return sessions.user(request.session.get("sid"))
+
+
 class LoginMiddleware(BaseHTTPMiddleware):
-    """See the module docstring. Needs Starlette's SessionMiddleware outside it."""
+    """See the module docstring. Needs Starlette's SessionMiddleware outside it and the app's ``state.sessions``."""
 
     def __init__(self, app: ASGIApp, *, required: bool) -> None:
         super().__init__(app)
@@ -64,12 +128,12 @@ class LoginMiddleware(BaseHTTPMiddleware):
         path = request.url.path
         if not self.required or path.startswith(OPEN_PATHS):
             return await call_next(request)
-        user = request.session.get("user")
-        if not user:
+        user = session_user(request)
+        if user is None:
             if path.startswith("/api/"):
                 return JSONResponse({"error": {"message": "login required"}}, status_code=401)
             asked = path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"/login?next={quote(asked)}", status_code=303)
-        if path.startswith("/api/") and request.method not in ("GET", "HEAD") and not request.session.get("admin"):
-            return JSONResponse({"error": {"message": f"user {user} may not change the cluster"}}, status_code=403)
+        if path.startswith("/api/") and request.method not in ("GET", "HEAD") and not user.admin:
+            return JSONResponse({"error": {"message": f"user {user.name} may not change the cluster"}}, status_code=403)
         return await call_next(request)

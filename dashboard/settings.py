@@ -10,6 +10,7 @@ plain text against a cluster that would refuse every call.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,22 @@ class SettingsError(ValueError):
 def _bool(value: object) -> bool:
     """``true`` (any case) or True; anything else is false, as Spring reads a boolean property."""
     return str(value).strip().lower() == "true"
+
+
+#: Spring Boot's simple duration form: an integer and an optional unit.
+_DURATION = re.compile(r"([+-]?\d+)(ns|us|ms|s|m|h|d)?")
+_SECONDS_PER = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def spring_duration(value: object) -> float:
+    """Seconds of a Spring duration (``30m``, ``45s``, ``1800``: seconds without a unit); a float is taken as it
+    is. ValueError for anything else."""
+    if isinstance(value, int | float):
+        return float(value)
+    match = _DURATION.fullmatch(str(value).strip())
+    if match is None:
+        raise ValueError(f"not a duration (such as 30m or 1800): {value!r}")
+    return int(match[1]) * _SECONDS_PER[match[2] or "s"]
 
 
 def _prop(name: str) -> dict[str, str]:
@@ -64,8 +81,15 @@ class DashboardSettings:
     #: ``<dataPath>/users.properties``.
     users_file: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.usersFile"))
     data_path: str = attrs.field(default="/tmp/rocketmq-console/data", metadata=_prop("rocketmq.config.dataPath"))
-    #: Signs the session cookie; a random one per start when unset (sessions then end with the process).
+    #: Signs the session cookie; a random one per start when unset. The sessions themselves end with the process.
     session_secret: str | None = attrs.field(default=None, repr=False, metadata=_prop("rocketmq.config.sessionSecret"))
+    #: Seconds a login lasts without a request (Spring's servlet session timeout: 30 minutes; ``30m``, ``1800``...).
+    session_timeout: float = attrs.field(
+        default=1800.0,
+        converter=spring_duration,
+        validator=attrs.validators.gt(0),
+        metadata=_prop("server.servlet.session.timeout"),
+    )
     access_key: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.accessKey"))
     secret_key: str | None = attrs.field(default=None, repr=False, metadata=_prop("rocketmq.config.secretKey"))
     #: The trace topic a message's trace is read from; unset: RMQ_SYS_TRACE_TOPIC and the C++ client's trace topics.

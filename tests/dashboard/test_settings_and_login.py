@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import httpx
 import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.config import ClientConfig
+from dashboard.auth import Sessions, User
 from dashboard.cluster import replication_state
 from dashboard.settings import SettingsError, client_config, load_settings
 from dashboard.trace import default_finder
@@ -144,6 +146,44 @@ async def test_login_protects_pages_and_only_administrators_change_things(
         users.write_text("admin=changed,1\n")  # read at every login: no restart needed
         await dash.post("/api/logout", {})
         assert (await dash.http.post("/api/login", json={"username": "admin", "password": "s3cret"})).status_code == 401
+
+
+async def test_a_session_ends_with_logout(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """As rocketmq-dashboard's servlet session, the login is kept on the server and logging out ends it: a copy of
+    the session cookie (a shared machine, a proxy log) replayed afterwards is not logged in. The cookie lasts the
+    idle timeout (30 minutes), not Starlette's default 14 days."""
+    users = _users(tmp_path)
+    async for dash in open_dash(embedded_cluster, nursery, login_required=True, users_file=str(users)):
+        login = await dash.http.post("/api/login", json={"username": "admin", "password": "s3cret"})
+        assert login.status_code == 200 and "max-age=1800;" in login.headers["set-cookie"].lower()
+        stolen = dict(dash.http.cookies)
+        assert (await dash.http.post("/api/logout")).status_code == 200
+        assert (await dash.http.get("/api/topics")).status_code == 401  # this browser is logged out
+        async with httpx.AsyncClient(base_url=str(dash.http.base_url), cookies=stolen) as replay:
+            assert (await replay.get("/api/topics")).status_code == 401
+
+
+def test_a_session_ends_after_its_idle_timeout_and_each_request_restarts_it(tmp_path: Path) -> None:
+    """A session unused for ``server.servlet.session.timeout`` (Spring's duration form) ends, as a servlet session;
+    a request in time starts its idle time again."""
+    assert load_settings(None, {}).session_timeout == 1800.0
+    file = tmp_path / "dashboard.properties"
+    file.write_text("server.servlet.session.timeout=10m\n")
+    assert load_settings(file, {}).session_timeout == 600.0
+    assert [load_settings(None, {}, session_timeout=v).session_timeout for v in ("45", "2h")] == [45, 7200]
+    with pytest.raises(SettingsError):
+        load_settings(None, {}, session_timeout="soon")
+    now = [0.0]
+    sessions = Sessions(600.0, clock=lambda: now[0])
+    sid = sessions.open(User("admin", "s3cret", admin=True))
+    now[0] = 599.0
+    assert sessions.user(sid) == User("admin", "s3cret", admin=True)
+    now[0] = 1198.0  # 599 s after the last request
+    assert sessions.user(sid) is not None
+    now[0] = 1799.0
+    assert sessions.user(sid) is None and sessions.user("forged") is None
 
 
 async def test_without_login_required_every_page_is_open(dash: Any) -> None:
