@@ -54,7 +54,8 @@ def diff_total(offsets: Iterable[OffsetWrapper]) -> int:
 
 async def topic_consumers(admin: Admin, topic: str) -> list[dict[str, Any]]:
     """The groups consuming ``topic`` with their lag and TPS on it (GET_CONSUME_STATS per group, 16 at once); a
-    group the brokers refuse to describe is listed with the refusal."""
+    group whose stats fail (a refusal, a broker that does not answer) is listed with the error, as
+    rocketmq-dashboard's ``queryConsumeStatsListByTopicName`` passes over it."""
     limiter = anyio.CapacityLimiter(_CONNECTION_LOOKUPS)
     rows: list[dict[str, Any]] = []
 
@@ -62,8 +63,9 @@ async def topic_consumers(admin: Admin, topic: str) -> list[dict[str, Any]]:
         async with limiter:
             try:
                 stats = await admin.consume_stats(group, topic)
-            except MQBrokerError as exc:
-                rows.append({"group": group, "diffTotal": None, "consumeTps": None, "error": exc.remark or str(exc)})
+            except CALL_ERRORS as exc:
+                error = (exc.remark if isinstance(exc, MQBrokerError) else None) or str(exc)
+                rows.append({"group": group, "diffTotal": None, "consumeTps": None, "error": error})
                 return
         diff = diff_total(stats.offset_table.values())
         rows.append({"group": group, "diffTotal": diff, "consumeTps": round(stats.consume_tps, 2), "error": None})
@@ -202,10 +204,15 @@ async def producer_connections(admin: Admin, group: str, topic: str) -> list[dic
 
 async def all_producers(admin: Admin) -> list[dict[str, Any]]:
     """Every producer connected to a master (GET_ALL_PRODUCER_INFO), one row per group and client with the masters
-    it is connected to, by group."""
+    it is connected to, by group. A master that does not answer is passed over (logged)."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for addr in await admin.master_addresses():
-        for group, infos in (await admin.producer_table(addr)).data.items():
+        try:
+            table = await admin.producer_table(addr)
+        except CALL_ERRORS as exc:
+            log.warning("producers of %s failed: %s", addr, exc)
+            continue
+        for group, infos in table.data.items():
             for p in infos:
                 row = rows.setdefault(
                     (group, p.client_id),

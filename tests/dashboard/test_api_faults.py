@@ -129,6 +129,19 @@ async def test_the_groups_page_lists_the_live_masters_groups_when_one_master_doe
     assert "live-group" in {g["group"] for g in groups}
 
 
+async def test_the_producers_online_are_listed_when_one_master_does_not_answer(dash: Dash) -> None:
+    """As the cluster and groups pages, the producers online are what the live masters answer when a registered
+    master does not: the dead one is passed over, not a 502 for the page."""
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "ProdLiveTopic", queues=1)
+    async with Producer("live-pg", namesrv) as producer, RemotingClient() as client:
+        await producer.send(Message("ProdLiveTopic", b"x"))
+        await register_as_master(client, namesrv, "127.0.0.1:1", "DeadProdTopic", "broker-dead")
+        response = await dash.http.get("/api/producers/all")
+        assert response.status_code == 200, response.text
+        assert "live-pg" in {p["group"] for p in response.json()["producers"]}
+
+
 async def _offline_group_and_a_dead_master(dash: Dash, client: RemotingClient, topic: str, group: str) -> str:
     """``group`` has offsets on ``topic`` (committed by a tool: no ``%RETRY%`` topic, so the admin client asks every
     master for its stats) and a second master is registered that does not answer; returns a message's id."""
@@ -154,3 +167,15 @@ async def test_the_message_page_shows_when_one_master_does_not_answer(dash: Dash
     assert response.json()["msgId"] == msg_id
     [track] = [c for c in response.json()["consumers"] if c["group"] == "tool-msg-cg"]
     assert track["state"] == "NOT_ONLINE", track
+
+
+async def test_the_topic_page_shows_when_one_master_does_not_answer(dash: Dash) -> None:
+    """As rocketmq-dashboard's topic consumer view (``queryConsumeStatsListByTopicName``), a group whose stats fail
+    because a master does not answer is listed with the error; the page (route, queues, other groups) still shows."""
+    async with RemotingClient() as client:
+        await _offline_group_and_a_dead_master(dash, client, "DeadMasterTopic", "tool-cg")
+        response = await dash.http.get("/api/topic?topic=DeadMasterTopic")
+    assert response.status_code == 200, response.text
+    assert [q["queueId"] for q in response.json()["queues"]] == [0]
+    [failed] = [c for c in response.json()["consumers"] if c["group"] == "tool-cg"]
+    assert failed["diffTotal"] is None and "127.0.0.1:1" in failed["error"], failed
