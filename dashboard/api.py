@@ -99,6 +99,16 @@ async def _body(request: Request) -> dict[str, Any]:
     return body
 
 
+def _flag(body: dict[str, Any], name: str) -> bool:
+    """A yes/no field: a JSON boolean or the text ``true``/``false`` (any case); absent is false."""
+    value = body.get(name, False)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if not isinstance(value, bool):
+        raise BadRequest(f"{name} must be true or false, got {value!r}")
+    return value
+
+
 def _field(body: dict[str, Any], name: str) -> str:
     value = str(body.get(name) or "").strip()
     if not value:
@@ -136,7 +146,7 @@ async def post_topic(request: Request) -> JSONResponse:
         read_queue_nums=_int(body.get("readQueueNums", 4), "readQueueNums"),
         write_queue_nums=_int(body.get("writeQueueNums", 4), "writeQueueNums"),
         perm=_int(body.get("perm", 6), "perm"),
-        order=bool(body.get("order", False)),
+        order=_flag(body, "order"),
         cluster=str(body.get("cluster") or "") or None,
         broker_addr=str(body.get("brokerAddr") or "") or None,
     )

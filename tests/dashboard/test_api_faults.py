@@ -179,3 +179,16 @@ async def test_the_topic_page_shows_when_one_master_does_not_answer(dash: Dash) 
     assert [q["queueId"] for q in response.json()["queues"]] == [0]
     [failed] = [c for c in response.json()["consumers"] if c["group"] == "tool-cg"]
     assert failed["diffTotal"] is None and "127.0.0.1:1" in failed["error"], failed
+
+
+async def test_the_order_flag_of_a_new_topic_is_a_boolean_or_its_text(dash: Dash) -> None:
+    """``"order": "false"`` creates a topic that is not ordered (Python's ``bool("false")`` is true); anything but a
+    JSON boolean or the text true/false is a 400, not a guess."""
+    topics = dash.cluster.controller.context.topics
+    for topic, order, ordered in (("TextFalseTopic", "false", False), ("TextTrueTopic", "TRUE", True),
+                                  ("FlagTopic", True, True), ("NoFlagTopic", None, False)):  # fmt: skip
+        await dash.post("/api/topics", {"topic": topic} | ({} if order is None else {"order": order}))
+        config = topics.get(topic)
+        assert config is not None and config.order is ordered, (topic, config)
+    refused = await dash.post("/api/topics", {"topic": "YesTopic", "order": "yes"}, status=400)
+    assert "order must be true or false" in refused["error"]["message"] and topics.get("YesTopic") is None
