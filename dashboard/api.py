@@ -2,9 +2,10 @@
 DELETE) or a JSON body (POST), calls one function of the page modules with the app's admin client, and answers JSON.
 
 Errors: a missing or malformed argument answers 400; a body that is not ``application/json`` 415 (so that a
-cross-site form or no-preflight fetch cannot change anything); a refusal by a broker or name server answers 502 with its
-response code and remark; a client-side failure (no route, no name server, a timeout) 502 with its message; a message
-not found 404. The body is always ``{"error": {...}}`` (:func:`error_response`), never a stack trace.
+cross-site form or no-preflight fetch cannot change anything); a refusal by a broker or name server answers 502 with
+its response code and remark; a client-side failure (no route, no name server, a timeout, a reply that does not
+decode) 502 with its message; a message not found 404. The body is always ``{"error": {...}}``
+(:func:`error_response`), never a stack trace.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dashboard.auth import check_login, login, logout
 from dashboard.sampler import Sampler
 from dashboard.settings import DashboardSettings
 from dashboard.trace import trace_of
+from remoting.codec.errors import CodecError
 from remoting.errors import RemotingError, sole_exception
 
 #: The exceptions :func:`error_response` answers; anything else is a bug (a plain 500, no trace shown).
@@ -43,7 +45,8 @@ def error_response(exc: Exception) -> JSONResponse:
     if isinstance(exc, MQBrokerError):
         body = {"code": exc.code, "remark": exc.remark, "address": exc.address, "message": str(exc)}
         return JSONResponse({"error": body}, status_code=502)
-    status = 404 if isinstance(exc, messages.NotFoundError) else 400 if isinstance(exc, ValueError) else 502
+    bad_argument = isinstance(exc, ValueError) and not isinstance(exc, CodecError)  # CodecError: a peer's reply
+    status = 404 if isinstance(exc, messages.NotFoundError) else 400 if bad_argument else 502
     status = 415 if isinstance(exc, UnsupportedMediaType) else status
     return JSONResponse({"error": {"message": str(exc) or type(exc).__name__}}, status_code=status)
 

@@ -18,10 +18,12 @@ import anyio
 
 from client.admin import Admin
 from client.errors import MQClientError
+from remoting.codec.errors import CodecError
 from remoting.errors import RemotingError
 
-#: The errors a call to one broker can end with; anything else is a bug and propagates.
-CALL_ERRORS = (MQClientError, RemotingError, OSError)
+#: The errors a call to one broker can end with, a reply that does not decode (CodecError) included; anything else
+#: is a bug and propagates.
+CALL_ERRORS = (MQClientError, RemotingError, OSError, CodecError)
 
 
 def first_rate(value: str | None) -> float:

@@ -87,7 +87,8 @@ async def _connection(admin: Admin, group: str) -> ConsumerConnection | None:
 
 
 async def group_list(admin: Admin) -> list[dict[str, Any]]:
-    """Every subscription group of every master: topics, lag, TPS and who is connected."""
+    """Every subscription group of every master: topics, lag, TPS and who is connected (nobody when that lookup
+    fails). A master that does not answer is passed over."""
     merged: dict[str, dict[str, Any]] = {}
     for addr in await admin.master_addresses():
         try:
@@ -104,8 +105,12 @@ async def group_list(admin: Admin) -> list[dict[str, Any]]:
     limiter = anyio.CapacityLimiter(_CONNECTION_LOOKUPS)
 
     async def online(row: dict[str, Any]) -> None:
+        conn = None
         async with limiter:
-            conn = await _connection(admin, row["group"])
+            try:
+                conn = await _connection(admin, row["group"])
+            except CALL_ERRORS as exc:  # listed without connections, as rocketmq-dashboard's queryGroup
+                log.warning("connections of group %s failed: %s", row["group"], exc)
         row.update(_connection_summary(conn))
 
     async with anyio.create_task_group() as tg:

@@ -9,8 +9,9 @@ groups actually pulled per second over the broker's last minute: the ``consumeTp
 rocketmq-dashboard charts. Committed offsets are not used: moving them (a reset, skipping a backlog) pulls nothing.
 
 Ownership: :meth:`Sampler.run` runs in the app's task group until cancelled. A sample that fails for one broker or
-topic skips it; a sample that fails as a whole (no name server) is logged and retried at the next tick. Elapsed time
-comes from the event loop's clock (virtual in tests), the points' timestamps from the wall clock.
+topic (no answer, or a reply that does not decode) skips it; a sample that fails as a whole (no name server) is
+logged and retried at the next tick. Elapsed time comes from the event loop's clock (virtual in tests), the points'
+timestamps from the wall clock.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Faults of the JSON endpoints and the chart sampler found by reviews, over real sockets on the embedded cluster:
 out-of-range ports, cross-site ``text/plain`` posts, resends to foreign hosts, skipped backlogs charted as
-consumption and registered masters that do not answer. Each fault's test failed before its fix; the pulled-messages
-test keeps the get rate's meaning."""
+consumption, registered masters that do not answer or whose replies do not decode, and a text ``order`` flag. Each
+fault's test failed before its fix; the pulled-messages test keeps the get rate's meaning."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ import trio
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer, api
 from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.dispatch import Dispatcher, ProcessorPool
+from remoting.processor import RequestContext
+from remoting.server import RemotingServer
 from store.metadata_files import SubscriptionGroupConfig
 from tests.client.helpers import create_topic, wait_until
 from tests.client.test_master_watch import register_as_master
@@ -192,3 +197,29 @@ async def test_the_order_flag_of_a_new_topic_is_a_boolean_or_its_text(dash: Dash
         assert config is not None and config.order is ordered, (topic, config)
     refused = await dash.post("/api/topics", {"topic": "YesTopic", "order": "yes"}, status=400)
     assert "order must be true or false" in refused["error"]["message"] and topics.get("YesTopic") is None
+
+
+class _GarbledBroker:
+    """Answers every request SUCCESS with a body that is not what was asked for (not JSON)."""
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=b"[not json")
+
+
+async def test_a_master_whose_replies_do_not_decode_is_passed_over_like_a_dead_one(dash: Dash) -> None:
+    """A reply that does not decode (a CodecError, a ValueError) failed the whole chart sample, and out of
+    ``Sampler.run`` it would end the app's lifespan; such a master is passed over as one that does not answer, and
+    an endpoint that meets it answers 502 (a broker's fault), not 400."""
+    dispatcher = Dispatcher()
+    dispatcher.set_default(_GarbledBroker(), ProcessorPool("admin", 1, 100))
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve)
+        garbled = f"{host}:{port}"
+        await register_as_master(client, dash.cluster.namesrv_addr, garbled, "GarbledTopic", "broker-garbled")
+        sampler = dash.app.state.sampler
+        await sampler.sample_once()
+        assert sampler.samples == 1 and "broker-a/0" in sampler.brokers
+        groups = {g["group"]: g for g in (await dash.get("/api/groups"))["groups"]}  # the garbled master skipped
+        assert groups["TOOLS_CONSUMER"]["online"] == 0  # its connection lookup met the garbled master
+        await dash.get("/api/topic?topic=GarbledTopic", status=502)
+        nursery.cancel_scope.cancel()
