@@ -354,6 +354,10 @@ class LitePullConsumer(LitePullWorker):
 
     # -- RebalanceOwner --------------------------------------------------------------------------------------------
 
+    @property
+    def taking_queues(self) -> bool:
+        return self._tasks is not None
+
     def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         self._start(mq, pq, offset)
 

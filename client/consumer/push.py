@@ -18,9 +18,10 @@ check each SQL92 subscription (CHECK_CLIENT_CONFIG, as Java's ``checkClientInBro
 :class:`~client.errors.MQBrokerError` carrying the broker's code and remark; an unreachable broker is only logged),
 sends a heartbeat and runs a first rebalance; leaving it stops pulling, lets in-flight listener calls finish (up to
 ``await_termination`` seconds; then they are cancelled, a plain listener's thread abandoned, and their messages stay
-uncommitted), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file), unlocks orderly
-queues (but one an abandoned thread still consumes) and unregisters from the brokers. Timers (rebalance 20 s, offset
-persist 5 s, heartbeat, route refresh) run in the instance; the orderly lock renewal (20 s) and, for concurrent
+uncommitted), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file), unlocks orderly queues
+(but one an abandoned thread still consumes), unregisters from the brokers and, once a rebalance pass under way ended
+(it takes no queue once the stop began), forgets its queues: a restart rebalances from scratch. Timers (rebalance 20 s,
+offset persist 5 s, heartbeat, route refresh) run in the instance; the orderly lock renewal (20 s) and, for concurrent
 consumption, the clean-up of listener calls that overran ``consume_timeout`` (every ``consume_timeout`` minutes) run
 here.
 """
@@ -316,7 +317,8 @@ class PushConsumer:
             self._started = False
             self.offset_store.close()
             # A restart rebalances from scratch and reads the offsets committed above.
-            self.rebalance.drop_all()
+            with anyio.CancelScope(shield=True):
+                await self.rebalance.drop_all()
             if self._own_instance:
                 await self.instance.__aexit__(None, None, None)
 
@@ -437,10 +439,11 @@ class PushConsumer:
 
     # -- RebalanceOwner ------------------------------------------------------------------------------------------------
 
+    @property
+    def taking_queues(self) -> bool:
+        return not self.stopping and self._background is not None
+
     def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        if self.stopping or self._background is None:
-            pq.dropped = True
-            return
         self.offset_store.update(mq, offset)
         self.background_tasks.start_soon(self.pull_service.pull_loop, mq, pq, offset)
 

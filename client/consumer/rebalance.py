@@ -9,6 +9,8 @@ the queue lock. The owner (push or lite pull consumer) hears about both through 
 pull consumer's assign mode does not allocate: it drops queues with :meth:`Rebalance.remove_unallocated` and owns
 new ones with :meth:`Rebalance.own`, its pull task computing their start offsets. :meth:`Rebalance.reset` (a
 RESET_CONSUMER_CLIENT_OFFSET) drops queues with their new offsets, serialised with the passes as their removals are.
+An owner that stops takes no new queue (:attr:`RebalanceOwner.taking_queues`) and forgets its queues with
+:meth:`Rebalance.drop_all`, after the pass under way: a restart rebalances from scratch.
 
 Failures for one topic (no route, broker down) are logged and leave that topic's queues as they are.
 """
@@ -57,6 +59,11 @@ ORDERLY_REMOVE_WAIT = 1.0
 
 
 class RebalanceOwner(Protocol):
+    @property
+    def taking_queues(self) -> bool:
+        """False once the owner is stopping: a pass then takes no queue (no broker lock, no process queue)."""
+        ...
+
     def on_queue_added(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None: ...
 
     async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None: ...
@@ -162,22 +169,35 @@ class Rebalance:
         raise failure
 
     async def update_process_queues(self, topic: str, allocated: set[MessageQueue]) -> None:
+        """Drop the owned queues of ``topic`` not in ``allocated`` and take the new ones, while the owner takes any."""
         await self.remove_unallocated(topic, allocated)
         for mq in sorted(allocated - set(self.process_queues)):
-            if self.orderly and not await self.lock(mq):
-                log.info("queue %s not added: the broker refused its lock", mq)
-                self.incomplete = True
-                continue
-            self.offset_store.remove(mq)
-            try:
-                offset = await self.compute_pull_from_where(mq)
-            except Exception as exc:
-                log.warning("queue %s not added this round, its offset is unknown: %s", mq, exc)
-                self.incomplete = True
-                continue
-            pq = self.process_queues[mq] = ProcessQueue.created_at(anyio.current_time())
-            pq.locked = self.orderly
-            self.owner.on_queue_added(mq, pq, offset)
+            if not self.owner.taking_queues:
+                return
+            await self._take(mq)
+
+    async def _take(self, mq: MessageQueue) -> None:
+        """Own ``mq`` from its start offset (orderly: once the broker granted its lock) and tell the owner. Left out
+        (the pass is incomplete) when its lock is refused or its offset unknown; left out, its lock given back, when
+        the owner began to stop meanwhile."""
+        if self.orderly and not await self.lock(mq):
+            log.info("queue %s not added: the broker refused its lock", mq)
+            self.incomplete = True
+            return
+        self.offset_store.remove(mq)
+        try:
+            offset = await self.compute_pull_from_where(mq)
+        except Exception as exc:
+            log.warning("queue %s not added this round, its offset is unknown: %s", mq, exc)
+            self.incomplete = True
+            return
+        if not self.owner.taking_queues:
+            if self.orderly:
+                await self.unlock([mq])
+            return
+        pq = self.process_queues[mq] = ProcessQueue.created_at(anyio.current_time())
+        pq.locked = self.orderly
+        self.owner.on_queue_added(mq, pq, offset)
 
     async def remove_unallocated(self, topic: str, allocated: set[MessageQueue]) -> None:
         """Drop the owned queues of ``topic`` not in ``allocated``. A queue still held from an earlier removal (its
@@ -190,13 +210,15 @@ class Rebalance:
         async with self._lock:
             await self.remove_unallocated(topic, set())
 
-    def drop_all(self) -> None:
-        """Forget every owned queue at once, kept ones included (the owner stopped; it persisted and unlocked what it
-        had to): a restart rebalances from scratch."""
-        for pq in self.process_queues.values():
-            pq.dropped = True
-        self.process_queues.clear()
-        self._kept.clear()
+    async def drop_all(self) -> None:
+        """Forget every owned queue, kept ones included, once the pass (or reset) under way ended: the owner stopped
+        (it no longer takes queues, and persisted and unlocked what it had to), so a restart rebalances from scratch.
+        """
+        async with self._lock:
+            for pq in self.process_queues.values():
+                pq.dropped = True
+            self.process_queues.clear()
+            self._kept.clear()
 
     def own(self, mq: MessageQueue) -> ProcessQueue:
         """Own ``mq`` without computing its start offset (the lite pull consumer's assign mode: its pull task
@@ -237,8 +259,6 @@ class Rebalance:
             return
         pq.dropped = True
         idle = not self.orderly or await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT)
-        if self.process_queues.get(mq) is not pq:  # cleared while it waited (a stop)
-            return
         if not idle:
             log.info("queue %s is still being consumed: kept, and its lock, until a later rebalance", mq)
             self._kept.add(mq)

@@ -2,22 +2,28 @@
 (real sockets on 127.0.0.1 port 0): an orderly queue a rebalance kept while its listener call ran (Java's
 RebalancePushImpl.removeUnnecessaryMessageQueue, which keeps a queue whose consume lock it does not get within 1 s)
 across a stop and restart or a reset; a reset (RESET_CONSUMER_CLIENT_OFFSET) that arrives while a pass takes or removes
-its queue. Java's processQueueTable is RebalanceImpl's only state: nothing of a removal may outlive the process queue it
+its queue; a pass under way when the consumer stops (on an instance shared with other clients, which the stop does not
+end). Java's processQueueTable is RebalanceImpl's only state: nothing of a removal may outlive the process queue it
 was for; MQClientInstance.resetOffset resets the queues in the table after a 10 s pause (ours: after the pass under
 way) and gives each up through removeUnnecessaryMessageQueue, which unlocks an orderly queue whose consume lock it
 gets."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from client.config import ClientConfig
 from client.consumer.listener import ConsumeOrderlyStatus
 from client.consumer.push import PushConsumer
+from client.instance import MQClientInstance
 from client.message import MessageExt
-from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
-from tests.client.helpers import create_topic, lock_for_another_member, send_bodies, wait_until
+from remoting.codec.bodies import ConsumeFromWhere, MessageModel, MessageQueue
+from tests.client.helpers import HANG_GUARD, create_topic, lock_for_another_member, send_bodies, wait_until
 
 
 async def _one_queue(cluster: EmbeddedCluster, topic: str) -> MessageQueue:
@@ -25,10 +31,12 @@ async def _one_queue(cluster: EmbeddedCluster, topic: str) -> MessageQueue:
     return MessageQueue(topic, "broker-a", 0)
 
 
-def _orderly(cluster: EmbeddedCluster, topic: str, release: trio.Event) -> tuple[PushConsumer, list[bytes]]:
-    """An orderly consumer of ``topic`` (group ``cg-<topic>``, from its first offset) whose listener hangs on a
-    message ``slow`` until ``release`` is set, and the bodies its listener saw; stopping waits 1 s for a listener
-    call."""
+def _orderly(
+    cluster: EmbeddedCluster, topic: str, release: trio.Event, instance: MQClientInstance | None = None
+) -> tuple[PushConsumer, list[bytes]]:
+    """An orderly consumer of ``topic`` (group ``cg-<topic>``, from its first offset; on ``instance`` if given) whose
+    listener hangs on a message ``slow`` until ``release`` is set, and the bodies its listener saw; stopping waits 1 s
+    for a listener call."""
     seen: list[bytes] = []
 
     async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
@@ -38,7 +46,9 @@ def _orderly(cluster: EmbeddedCluster, topic: str, release: trio.Event) -> tuple
         return ConsumeOrderlyStatus.SUCCESS
 
     first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-    consumer = PushConsumer(f"cg-{topic}", cluster.namesrv_addr, consume_from_where=first, await_termination=1)
+    consumer = PushConsumer(
+        f"cg-{topic}", cluster.namesrv_addr, instance=instance, consume_from_where=first, await_termination=1
+    )
     consumer.subscribe(topic)
     consumer.register_message_listener_orderly(listener)
     return consumer, seen
@@ -195,3 +205,84 @@ async def test_a_reset_that_arrives_while_a_rebalance_takes_the_queue_is_not_los
             await trio.sleep(30)
     assert hit, "the reset was not sent during the first pass"
     assert seen == [b"m0", b"m1", b"m2"], f"the reset to offset 0 was lost: {seen}"
+
+
+def _pass_waits_for_the_call(consumer: PushConsumer, mq: MessageQueue, name: str) -> bool:
+    """Whether the pass task ``name`` holds the rebalance lock and waits for the listener call on ``mq`` (its 1 s
+    wait before it removes the queue)."""
+    turn = consumer.consume_service._turns[mq]  # type: ignore[union-attr]
+    owner = consumer.rebalance._lock.statistics().owner
+    return owner is not None and owner.name == name and turn._lock.statistics().tasks_waiting == 1
+
+
+async def test_a_pass_that_outlives_a_stop_leaves_no_queue_the_restarted_consumer_never_pulls(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """A stop forgot the queues without waiting for the pass under way (here: waiting its 1 s for a kept orderly
+    queue's listener call, on an instance shared with other clients, whose passes a consumer's stop does not end),
+    which went on afterwards and put the next topic's queue in the table (marked dropped: the consumer was stopping).
+    Restarted, the consumer counted that queue as owned and never pulled it. Now the stop forgets its queues after the
+    pass, which takes none once the stop began."""
+    ns = embedded_cluster.namesrv_addr
+    qa, qb = await _one_queue(embedded_cluster, "StaleA"), await _one_queue(embedded_cluster, "StaleB")
+    release = threading.Event()
+    seen: list[bytes] = []
+
+    def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        seen.extend(m.body for m in msgs)
+        if msgs[0].body == b"slow":
+            release.wait(HANG_GUARD)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    instance = MQClientInstance(ClientConfig(namesrv_addr=ns))
+    consumer = PushConsumer(
+        "cg-stale",
+        instance=instance,
+        message_model=MessageModel.BROADCASTING,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        offset_store_dir=tmp_path / "offsets",
+        await_termination=0.1,
+    )
+    consumer.subscribe("StaleA")
+    consumer.register_message_listener_orderly(listener)
+    try:
+        async with instance:
+            async with trio.open_nursery() as nursery, consumer:
+                await _keep_while_consuming(embedded_cluster, consumer, "StaleA", seen)
+                consumer.subscribe("StaleA")
+                consumer.subscribe("StaleB")  # after StaleA: a pass removes the kept queue, then takes StaleB's
+                nursery.start_soon(consumer.do_rebalance, name="pass-across-the-stop")
+                await wait_until(lambda: _pass_waits_for_the_call(consumer, qa, "pass-across-the-stop"))
+                assert qb not in consumer.rebalance.process_queues
+                # stopped while the pass waits for the call, which the stop abandons
+            release.set()
+            async with consumer:  # restarted: rebalances from scratch
+                await send_bodies(ns, "StaleB", [b"b0"])
+                with trio.move_on_after(30):
+                    await wait_until(lambda: b"b0" in seen)
+                stale = sorted(str(mq) for mq, pq in consumer.rebalance.process_queues.items() if pq.dropped)
+                assert b"b0" in seen, f"the restarted consumer never pulled {qb}; dropped queues in its table: {stale}"
+    finally:
+        release.set()
+
+
+async def test_a_pass_that_outlives_a_stop_does_not_lock_a_queue_for_the_stopped_consumer(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """CLUSTERING: the passes under way when the consumer stopped (one removing a kept queue, one queued behind it
+    since the resubscription woke the instance's rebalance) went on after the stop had unlocked its queues, and the
+    second took the queue again, broker lock included: another member could not consume it until the lock expired
+    (60 s). A pass takes no queue once the stop began."""
+    mq = await _one_queue(embedded_cluster, "LateLock")
+    release = trio.Event()
+    instance = MQClientInstance(ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr))
+    consumer, seen = _orderly(embedded_cluster, "LateLock", release, instance)
+    async with instance:
+        async with trio.open_nursery() as nursery, consumer:
+            await _keep_while_consuming(embedded_cluster, consumer, "LateLock", seen)
+            consumer.subscribe("LateLock")  # allocated again: the pass finishes the removal, then takes it
+            nursery.start_soon(consumer.do_rebalance, name="late-pass")
+            await wait_until(lambda: _pass_waits_for_the_call(consumer, mq, "late-pass"))
+        assert await lock_for_another_member(embedded_cluster.broker_addr, consumer.group, mq), (
+            "a pass that went on after the stop locked the queue for the stopped consumer"
+        )
