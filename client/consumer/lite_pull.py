@@ -26,6 +26,9 @@ With ``enable_msg_trace`` (and ``customized_trace_topic``) every pulled batch is
 ``DefaultLitePullConsumerImpl.pullSyncImpl`` runs the consume hooks: SubBefore, then a successful SubAfter (context
 code 0), so the records say when the messages were fetched, not when the application handled them.
 
+Leaving the block stops the pull tasks, commits the offsets and forgets the queues and what is buffered; entering it
+again takes up the subscriptions (a rebalance at once) or the assigned queues from the committed offsets.
+
 ``seek`` discards what is buffered for the queue and restarts its pull at the new offset. Each ownership of a
 queue (taken, seeked, taken again) has its own ``QueueState``: a buffered batch is handed out only while its state
 is still the queue's. The per-queue pull task is
@@ -150,6 +153,8 @@ class LitePullConsumer(LitePullWorker):
         self._allocation_listeners: dict[str, MessageQueueListener] = {}
         self._queues: dict[MessageQueue, QueueState] = {}
         self._assigned_manually = False
+        #: In assign mode, the queues assigned when the consumer stopped: a restart pulls them again.
+        self._assigned_at_stop: set[MessageQueue] = set()
         self._paused: set[MessageQueue] = set()
         self._send, self._receive = anyio.create_memory_object_stream[Batch](math.inf)
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -192,6 +197,7 @@ class LitePullConsumer(LitePullWorker):
             for topic in list(self._queue_listeners):
                 await self._remember_queues(topic)
             self._tasks.start_soon(self._watch_topic_queues)
+            await self._resume()
         except BaseException:
             await self._stop()
             raise
@@ -202,7 +208,28 @@ class LitePullConsumer(LitePullWorker):
     ) -> None:
         await self._stop()
 
+    async def _resume(self) -> None:
+        """What a restart takes up again (the first start has nothing yet): in assign mode the queues assigned at the
+        stop whose topic was not unsubscribed since, each pull task computing its start offset (Java's
+        ``operateAfterRunning`` restarts the assigned queues' pull tasks); else the subscriptions, with a heartbeat
+        and a rebalance as :meth:`subscribe` does."""
+        if self._assigned_manually:
+            for mq in sorted(self._assigned_at_stop):
+                if mq.topic in self.rebalance.subscriptions:
+                    self._start(mq, self.rebalance.own(mq), None)
+        elif self.rebalance.subscriptions:
+            for topic in list(self.rebalance.subscriptions):
+                try:
+                    await self.instance.fetch_route(topic, wait_greeting=True)
+                except Exception as exc:
+                    log.info("consumer %s: %s", self._group, exc)
+            await self.instance.send_heartbeat_to_all_brokers()
+            await self.rebalance.do_rebalance()
+
     async def _stop(self) -> None:
+        """Stop the pull tasks, persist the offsets and unregister; then forget the queues (their pull tasks are
+        gone) and what is buffered, once a rebalance pass under way ended: a restart takes them up afresh from the
+        persisted offsets (:meth:`_resume`). Subscriptions, the assignment, paused queues and listeners stay."""
         tasks, self._tasks = self._tasks, None
         try:
             if tasks is not None:
@@ -217,8 +244,22 @@ class LitePullConsumer(LitePullWorker):
         finally:
             self._started = False
             self.offset_store.close()
+            with anyio.CancelScope(shield=True):
+                await self._forget_queues()
             if self._own_instance:
                 await self.instance.__aexit__(None, None, None)
+
+    async def _forget_queues(self) -> None:
+        """Forget the queues and buffered batches of the run that ended (see :meth:`_stop`)."""
+        if self._assigned_manually:
+            self._assigned_at_stop = set(self._queues)
+        await self.rebalance.drop_all()
+        self._queues.clear()
+        while True:
+            try:
+                self._receive.receive_nowait()
+            except anyio.WouldBlock:
+                return
 
     def _check_started(self) -> anyio.abc.TaskGroup:
         if self._tasks is None:

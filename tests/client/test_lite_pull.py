@@ -1,5 +1,5 @@
 """Lite pull consumer: subscribe and assign, poll (also without waiting), auto and manual commit, seek replay, seek to
-begin and end."""
+begin and end, a restart."""
 
 from __future__ import annotations
 
@@ -127,3 +127,36 @@ async def test_poll_with_a_zero_timeout_returns_what_is_buffered(cluster: Thread
         await wait_until(lambda: any(s.pq.msg_count == 4 for s in consumer._queues.values()))  # buffered
         got = await consumer.poll(timeout=0)
     assert [m.queue_offset for m in got] == [0, 1, 2, 3]
+
+
+async def test_a_restarted_lite_pull_consumer_pulls_its_subscription_again(cluster: ThreadedCluster) -> None:
+    """A stop kept the process queues and queue states of the last run, their pull tasks gone: restarted, the consumer
+    counted every queue of its subscription as owned and never pulled one again. Now the stop forgets them and the
+    restart rebalances its subscriptions at once, from the offsets the stop committed."""
+    await create_topic(cluster.namesrv_addr, "LiteRestart", queues=1)
+    await send_bodies(cluster.namesrv_addr, "LiteRestart", [b"m0"])
+    consumer = LitePullConsumer("lite-restart", cluster.namesrv_addr, consume_from_where=FIRST)
+    async with consumer:
+        await consumer.subscribe("LiteRestart")
+        assert [m.body for m in await poll_until(consumer, 1)] == [b"m0"]
+    await send_bodies(cluster.namesrv_addr, "LiteRestart", [b"m1"])
+    async with consumer:  # its subscription stays
+        got = await poll_until(consumer, 1)
+    assert [m.body for m in got] == [b"m1"], "the restarted lite pull consumer never pulled its queue again"
+
+
+async def test_a_restarted_lite_pull_consumer_pulls_its_assigned_queues_again(cluster: ThreadedCluster) -> None:
+    """In assign mode a restart pulls the queues assigned at the stop again, from the offsets the stop committed (Java
+    starts the assigned queues' pull tasks after the start, ``operateAfterRunning``)."""
+    await create_topic(cluster.namesrv_addr, "LiteRestartAssign", queues=1)
+    await send_bodies(cluster.namesrv_addr, "LiteRestartAssign", [b"a0"])
+    consumer = LitePullConsumer("lite-restart-assign", cluster.namesrv_addr, consume_from_where=FIRST)
+    async with consumer:
+        mqs = await consumer.fetch_message_queues("LiteRestartAssign")
+        await consumer.assign(mqs)
+        assert [m.body for m in await poll_until(consumer, 1)] == [b"a0"]
+    await send_bodies(cluster.namesrv_addr, "LiteRestartAssign", [b"a1"])
+    async with consumer:
+        assert consumer.assignment() == set(mqs)
+        got = await poll_until(consumer, 1)
+    assert [m.body for m in got] == [b"a1"]
