@@ -10,6 +10,7 @@ returns). Raising counts as RECONSUME_LATER (concurrent) or SUSPEND_CURRENT_QUEU
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import enum
 import inspect
@@ -19,10 +20,10 @@ import threading
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol, cast
 
 import anyio
-from anyio.lowlevel import EventLoopToken
+import anyio.lowlevel
 
 from remoting.codec.message import MessageExt
 
@@ -94,6 +95,21 @@ async def invoke_listener(
     return result
 
 
+class _TrioToken(Protocol):
+    def run_sync_soon(self, sync_fn: Callable[[], object]) -> None: ...
+
+
+def _wake_up(event: anyio.Event) -> Callable[[], object]:
+    """What another thread calls to have ``event`` set on the current event loop, without waiting for that loop
+    (asyncio's ``call_soon_threadsafe``, Trio's ``TrioToken.run_sync_soon``): a loop stopped but not closed never
+    runs it, and a closed one (or a finished Trio run) raises :class:`RuntimeError`."""
+    native = anyio.lowlevel.current_token().native_token
+    if isinstance(native, asyncio.AbstractEventLoop):
+        return lambda: native.call_soon_threadsafe(event.set)
+    trio_token = cast(_TrioToken, native)
+    return lambda: trio_token.run_sync_soon(event.set)
+
+
 class ListenerThread:
     """A plain listener's call in a worker thread. Abandoned before the thread got to it, the listener is not called;
     abandoned while it runs, whoever must not run beside it can see whether it still does and wait until it returned,
@@ -103,10 +119,13 @@ class ListenerThread:
         self._listener, self._msgs = listener, msgs
         self._guard = threading.Lock()
         self._started = self._over = False
-        self._waiters: list[tuple[anyio.Event, EventLoopToken]] = []
+        #: the wake-up calls of the tasks in :meth:`wait`
+        self._waiters: set[Callable[[], object]] = set()
 
     def run(self) -> object:
-        """In the worker thread: the listener's call, unless abandoned first; then the waiters' events are set."""
+        """In the worker thread: the listener's call, unless abandoned first; then the waiters are woken up, without
+        waiting for their event loops (a stopped one wakes its waiter when it runs again; a closed one, or a finished
+        Trio run, is skipped: nobody waits there any more)."""
         with self._guard:
             if self._over:
                 return None
@@ -115,10 +134,10 @@ class ListenerThread:
             return self._listener(self._msgs)
         finally:
             with self._guard:
-                self._over, waiters, self._waiters = True, self._waiters, []
-            for event, token in waiters:
-                with contextlib.suppress(anyio.RunFinishedError):  # the waiter's loop ended: nobody waits
-                    anyio.from_thread.run_sync(event.set, token=token)
+                self._over, waiters, self._waiters = True, self._waiters, set()
+            for wake_up in waiters:
+                with contextlib.suppress(RuntimeError):  # the waiter's loop is closed, or its Trio run ended
+                    wake_up()
 
     def abandon(self) -> bool:
         """On the event loop, the call cancelled: whether the listener runs on (else it never will)."""
@@ -135,11 +154,16 @@ class ListenerThread:
     async def wait(self) -> None:
         """Return once the listener returned (at once when it is not running)."""
         event = anyio.Event()
+        wake_up = _wake_up(event)
         with self._guard:
             if not self._started or self._over:
                 return
-            self._waiters.append((event, anyio.lowlevel.current_token()))
-        await event.wait()
+            self._waiters.add(wake_up)
+        try:
+            await event.wait()
+        finally:
+            with self._guard:
+                self._waiters.discard(wake_up)
 
 
 def listener_status(result: object, failed: ConsumeStatus) -> ConsumeStatus:

@@ -6,6 +6,7 @@ returns."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import trio
@@ -13,12 +14,12 @@ import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
-from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, ListenerThread
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
-from tests.client.helpers import create_topic, lock_for_another_member, send_bodies, wait_until
+from tests.client.helpers import HANG_GUARD, create_topic, lock_for_another_member, send_bodies, wait_until
 
 
 def _stopping_after_1_s(cluster: EmbeddedCluster, group: str, topic: str) -> PushConsumer:
@@ -119,3 +120,38 @@ async def test_a_restarted_orderly_consumer_waits_for_the_listener_thread_its_st
     finally:
         release.set()
     assert at_once == [1, 1]
+
+
+def test_an_abandoned_listener_thread_returns_though_a_waiting_loop_stopped_without_closing() -> None:
+    """An abandoned listener's thread wakes the tasks waiting for it (a restarted orderly consumer) when it returns. It
+    used to wait for each waiter's event loop to run the wake-up: one stopped but not closed (an asyncio loop between
+    two ``run_until_complete``) held the thread for ever. The wake-up is now only scheduled, and runs when that loop
+    runs again."""
+    entered, go = threading.Event(), threading.Event()
+
+    def listener(msgs: list[MessageExt]) -> None:
+        entered.set()
+        go.wait(HANG_GUARD)
+
+    call = ListenerThread(listener, [])
+    worker = threading.Thread(target=call.run, name="abandoned-listener")
+    loop = asyncio.new_event_loop()
+
+    async def leave_a_waiter() -> asyncio.Future[None]:
+        waiter = asyncio.ensure_future(call.wait())
+        await asyncio.sleep(0)  # it waits now; the loop stops with it pending
+        return waiter
+
+    worker.start()
+    try:
+        assert entered.wait(HANG_GUARD)
+        waiter = loop.run_until_complete(leave_a_waiter())
+        go.set()
+        worker.join(HANG_GUARD)
+        held = worker.is_alive()
+        loop.run_until_complete(waiter)  # the loop runs again: the waiter wakes up
+    finally:
+        go.set()
+        loop.close()
+        worker.join(HANG_GUARD)
+    assert not held, "the listener's thread waited for the stopped loop of a task waiting for it"
