@@ -17,8 +17,9 @@ UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``) writes the properties it c
 (:mod:`broker.broker_conf_file`), so a restart keeps them.
 
 SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) shut down cleanly (unregister from name servers, flush,
-checkpoint, save config files; exit status 0), as BrokerStartup's JVM shutdown hook does. ``--exit-with-stdin`` (used by
-:mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone. A bad option or
+checkpoint, save config files; exit status 0), as BrokerStartup's JVM shutdown hook does; a signal the process started
+with ignored (``nohup``) stays ignored, as the JVM leaves it (:mod:`remoting.server_main`). ``--exit-with-stdin`` (used
+by :mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone. A bad option or
 property value (a number outside its Java type's range, ``listenPort`` outside 0..65535, an illegal name server address)
 exits with status 2 and a message naming it; a port that cannot be bound, a locked or corrupt store exits with status 1.
 """
@@ -48,7 +49,7 @@ from remoting.codec.java_properties import (
     property_texts,
 )
 from remoting.connection import Address
-from remoting.server_main import STOP_SIGNALS, run_main
+from remoting.server_main import open_stop_signal_receiver, run_main
 from store.errors import StoreError
 
 log = logging.getLogger("broker")
@@ -115,14 +116,14 @@ def build_proxy_config(config_file: str | None, extra: list[str], enable: bool) 
     return proxy_config
 
 
-async def stop_at_stdin_eof() -> None:
-    """SIGTERM this process once stdin reaches end of file (its writer, the parent process, has gone)."""
+async def stop_at_stdin_eof(scope: trio.CancelScope) -> None:
+    """Cancel ``scope`` (the broker's) once stdin reaches end of file (its writer, the parent process, has gone)."""
     stdin = trio.lowlevel.FdStream(os.dup(0))
     async with stdin:
         while await stdin.receive_some():
             pass
-    log.info("stdin closed: the parent process has gone")
-    os.kill(os.getpid(), signal.SIGTERM)
+    log.info("stdin closed: the parent process has gone, shutting down")
+    scope.cancel()
 
 
 async def run(
@@ -131,14 +132,14 @@ async def run(
     proxy: ProxyConfig | None = None,
     exit_with_stdin: bool = False,
 ) -> None:
-    """Serve until SIGINT, SIGTERM or SIGHUP (or stdin's end, with ``exit_with_stdin``), then shut down by
-    cancelling the nursery. ``config_path`` is the ``-c`` file, where UPDATE_BROKER_CONFIG persists changed
-    properties; ``proxy`` (when enabled) starts the gRPC endpoint too."""
+    """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`) or, with
+    ``exit_with_stdin``, stdin's end, then shut down by cancelling the nursery. ``config_path`` is the ``-c`` file,
+    where UPDATE_BROKER_CONFIG persists changed properties; ``proxy`` (when enabled) starts the gRPC endpoint too."""
     controller = BrokerController(config, config_path=config_path)
-    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+    with open_stop_signal_receiver() as signals:
         async with trio.open_nursery() as nursery:
             if exit_with_stdin:
-                nursery.start_soon(stop_at_stdin_eof)
+                nursery.start_soon(stop_at_stdin_eof, nursery.cancel_scope)
             address = await nursery.start(controller.serve)
             if proxy is not None and proxy.enable_proxy:
                 from proxy.startup import serve_proxy  # loads grpcio and the generated code only when asked to

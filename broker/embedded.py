@@ -56,7 +56,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.codec.java_properties import PropertiesError, apply_properties, parse_property_args
 from remoting.connection import Address
-from remoting.server_main import STOP_SIGNALS, run_main
+from remoting.server_main import open_stop_signal_receiver, run_main
 
 log = logging.getLogger(__name__)
 
@@ -351,10 +351,11 @@ async def run_embedded(
     slaves: int = 0,
     brokers: int = 1,
 ) -> None:
-    """Serve until SIGINT, SIGTERM or SIGHUP, printing the boot lines (name server, each broker, each slave) once ready;
-    the masters after the first run in processes of their own, which print their own boot lines."""
+    """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`), printing the boot lines
+    (name server, each broker, each slave) once ready; the masters after the first run in processes of their own,
+    which print their own boot lines."""
     overrides = broker_overrides or {}
-    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+    with open_stop_signal_receiver() as signals:
         async with EmbeddedCluster(
             data_dir,
             host=host,

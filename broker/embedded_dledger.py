@@ -35,7 +35,7 @@ from dledger.commitlog_store import DLedgerMessageStore
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.connection import Address
-from remoting.server_main import STOP_SIGNALS
+from remoting.server_main import open_stop_signal_receiver
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class EmbeddedDLedgerGroup(NurseryOwner):
 
 
 async def run_group(data_dir: Path, members: int) -> None:
-    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+    with open_stop_signal_receiver() as signals:
         async with EmbeddedDLedgerGroup(data_dir, members=members) as group:
             leader = await group.leader()
             members_text = ", ".join(f"{m} {group.addr(m)}" for m in group.ids)

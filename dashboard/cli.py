@@ -22,11 +22,11 @@ from hypercorn.trio import serve
 
 from dashboard.app import create_app
 from dashboard.settings import DashboardSettings, SettingsError, load_settings
-from remoting.server_main import STOP_SIGNALS, run_main
+from remoting.server_main import open_stop_signal_receiver, run_main
 
 
 async def run(settings: DashboardSettings) -> None:
-    """Serve until SIGINT, SIGTERM or SIGHUP."""
+    """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`)."""
     app = create_app(settings)
     config = Config()
     config.bind = [f"{settings.host}:{settings.port}"]
@@ -35,7 +35,7 @@ async def run(settings: DashboardSettings) -> None:
     stop = trio.Event()
 
     async def on_signals() -> None:
-        with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        with open_stop_signal_receiver() as signals:
             async for _ in signals:
                 stop.set()
                 return

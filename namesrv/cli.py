@@ -12,7 +12,8 @@ When listening it prints Java's boot line with the bound address, so scripts can
 
     The Name Server boot success. serializeType=JSON, address 127.0.0.1:9876
 
-SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) stop it cleanly (connections closed, exit status 0). A bad
+SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) stop it cleanly (connections closed, exit status 0), each
+unless the process started with it ignored (``nohup``), as a JVM does (:mod:`remoting.server_main`). A bad
 option or property value exits with status 2 and a message; a port that cannot be bound or a corrupt ``kvConfig.json``
 exits with status 1.
 """
@@ -39,7 +40,7 @@ from remoting.codec.java_properties import (
     property_texts,
 )
 from remoting.connection import Address
-from remoting.server_main import STOP_SIGNALS, run_main
+from remoting.server_main import open_stop_signal_receiver, run_main
 from store.metadata_files import ConfigFileError
 
 log = logging.getLogger("namesrv")
@@ -67,9 +68,10 @@ def boot_line(address: Address) -> str:
 
 
 async def run(config: NamesrvConfig) -> None:
-    """Serve until SIGINT, SIGTERM or SIGHUP, then shut down by cancelling the nursery."""
+    """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`), then shut down by
+    cancelling the nursery."""
     server = NamesrvServer(config)
-    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+    with open_stop_signal_receiver() as signals:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(server.serve)
             print(boot_line(address), flush=True)

@@ -1,6 +1,7 @@
 """How `python -m broker.embedded` (`make run`), `python -m broker.embedded_dledger`, `scripts/run`, `mqbroker` and
 `mqdashboard` start and stop, as real processes (tests/e2e/harness.py's Process): start-up errors as one line, exit
-statuses, SIGHUP, a parent's SIGKILL, and the store lock RocketMQ takes. Found by a review; each failed before."""
+statuses, SIGHUP (and a stop signal ignored at start, as under nohup), a parent's SIGKILL, and the store lock RocketMQ
+takes. Found by a review; each failed before."""
 
 from __future__ import annotations
 
@@ -224,6 +225,50 @@ async def test_mqbroker_shuts_down_cleanly_on_sighup(tmp_path: Path) -> None:
     finally:
         kill_group(proc)
         await kill_all()
+
+
+def ignoring(signum: int, argv: list[str]) -> list[str]:
+    """``argv`` started with ``signum`` ignored, as ``nohup`` (SIGHUP) or a non-interactive shell's ``&`` (SIGINT)
+    start a command: SIG_IGN, then exec."""
+    launcher = (
+        f"import os, signal, sys; signal.signal({int(signum)}, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [PY, "-c", launcher, *argv]
+
+
+@pytest.mark.parametrize(
+    "server, ignored",
+    [("mqnamesrv", signal.SIGHUP), ("mqnamesrv", signal.SIGINT), ("mqbroker", signal.SIGHUP)],
+    ids=["mqnamesrv-SIGHUP", "mqnamesrv-SIGINT", "mqbroker-SIGHUP"],
+)
+async def test_a_stop_signal_ignored_at_start_stays_ignored_as_under_nohup(
+    tmp_path: Path, server: str, ignored: signal.Signals
+) -> None:
+    """RocketMQ's quick start is ``nohup sh bin/mqnamesrv &`` and ``nohup sh bin/mqbroker -n localhost:9876 &``: the
+    JVM installs no handler for a shutdown signal that was ignored when it started (HotSpot's JVM_RegisterSignal:
+    ``if (os::Posix::is_sig_ignored(sig)) return (void*)1``), so a nohup'd server outlives its terminal and a script's
+    background job outlives Ctrl-C. Ours replaced SIG_IGN with its own handler and shut down on it."""
+    log = tmp_path / f"{server}.log"
+    if server == "mqnamesrv":
+        argv = [PY, "-m", "namesrv.cli", "--listenPort", "0", "--listenHost", "127.0.0.1",
+                "--kvConfigPath", str(tmp_path / "kv.json")]  # fmt: skip
+    else:
+        argv = mqbroker(tmp_path / "store", log).argv
+    proc = Process(server, ignoring(ignored, argv), log)
+    try:
+        async with trio.open_nursery() as nursery:
+            await proc.start(nursery)
+            await proc.wait_until(lambda: any("boot success" in line for line in proc.lines), 90, "boot line")
+            assert proc._proc is not None
+            proc._proc.send_signal(ignored)
+            proc._proc.send_signal(signal.SIGTERM)
+            status = await proc.wait_exit(60)
+    finally:
+        kill_group(proc)
+        await kill_all()
+    name, text = signal.Signals(ignored).name, log.read_text()
+    assert f"received {name}" not in text, f"{server} started with {name} ignored shut down on {name}: {text[-300:]}"
+    assert status == 0 and "received SIGTERM" in text, text[-800:]
 
 
 async def test_mqbroker_refuses_a_store_whose_lock_a_java_broker_holds(tmp_path: Path) -> None:

@@ -1,0 +1,40 @@
+"""remoting/server_main.py's stop signals: which ones a server main watches, as the JVM chooses its shutdown signals.
+The processes themselves: tests/broker/test_operations.py."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+
+import trio
+
+from remoting.server_main import STOP_SIGNALS, open_stop_signal_receiver, watched_stop_signals
+
+
+@contextlib.contextmanager
+def ignored(*signums: signal.Signals) -> Iterator[None]:
+    """``signums`` set to SIG_IGN, their handlers put back after."""
+    before = {signum: signal.getsignal(signum) for signum in signums}
+    try:
+        for signum in signums:
+            signal.signal(signum, signal.SIG_IGN)
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+def test_a_stop_signal_ignored_at_start_is_not_watched() -> None:
+    with ignored(signal.SIGHUP):
+        assert watched_stop_signals() == (signal.SIGINT, signal.SIGTERM)
+    assert watched_stop_signals() == STOP_SIGNALS
+
+
+async def test_with_every_stop_signal_ignored_the_receiver_never_yields(autojump_clock: trio.abc.Clock) -> None:
+    """Nothing to watch: the server runs until killed, as a JVM started with all three ignored."""
+    with ignored(*STOP_SIGNALS), open_stop_signal_receiver() as signals:
+        with trio.move_on_after(3600) as waited:
+            async for _ in signals:
+                break
+        assert waited.cancelled_caught
