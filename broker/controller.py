@@ -242,6 +242,7 @@ class BrokerController:
         """Run the broker until cancelled; ``task_status.started`` gets ``(brokerIP1, bound port)``."""
         ctx = self.context
         store = ctx.store
+        # load lets go of the store itself when it fails; a cancel waits for it and is raised in the try below.
         await trio.to_thread.run_sync(store.load)
         try:
             await trio.to_thread.run_sync(load_managers, ctx)

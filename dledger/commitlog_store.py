@@ -196,12 +196,23 @@ class DLedgerMessageStore(MessageStore):
     def load(self) -> None:
         """Lock, recover the DLedger files (and a classic CommitLog the store holds: :meth:`_load_classic`), then the
         ConsumeQueues up to the committed position. Blocking. Raises :class:`ClassicCommitLogError` when the DLedger
-        log does not start where the classic one ends."""
-        self.open_files()
-        self.server.load()
-        if not self._load_classic():
-            self.abnormal_recovery = create_abort_file(self.root)
-            load_consume_queues(self)
+        log does not start where the classic one ends. On any failure what it took is let go again (the lock, the
+        store's and the ledger's mapped files) before the error propagates, as :meth:`MessageStore.load` does."""
+        try:
+            self.open_files()
+            self.server.load()
+            if not self._load_classic():
+                self.abnormal_recovery = create_abort_file(self.root)
+                load_consume_queues(self)
+            self._recover_queues()
+        except BaseException:
+            self.abandon()
+            self.ledger.close()
+            raise
+
+    def _recover_queues(self) -> None:
+        """The ConsumeQueues recovered up to the committed end and their queue offsets set, then the committed entries
+        past what they cover dispatched."""
         commitlog = self.commitlog
         assert isinstance(commitlog, LedgerCommitLog)  # the classic one only while _take_over recovers it
         commitlog.floor = max(self.divided_offset, commitlog.min_offset, 0)
@@ -233,10 +244,14 @@ class DLedgerMessageStore(MessageStore):
         classic = CommitLog(config.commit_log_dirs, config.mapped_file_size_commit_log)
         first_time = not self.ledger.data.files
         records_end = None
-        if first_time:
-            records_end = self._take_over(classic)
-        else:
-            self._map_classic(classic)
+        try:
+            if first_time:
+                records_end = self._take_over(classic)
+            else:
+                self._map_classic(classic)
+        except BaseException:
+            classic.close()  # not the store's CommitLog yet: abandon would not unmap it
+            raise
         self._open_with_marker(records_end)
         return first_time
 

@@ -2,9 +2,9 @@
 IndexService, the checkpoint and the background services.
 
 Life cycle and ownership: ``MessageStore(config)`` then :meth:`MessageStore.load` (blocking: takes the ``lock``
-file, runs recovery; call it through ``trio.to_thread.run_sync`` when the log is large), then
-``await nursery.start(store.run)`` which starts the flush / group-commit / allocation / retention services and, when
-cancelled, flushes everything, writes the checkpoint, deletes ``abort`` and unmaps. :meth:`close` does the same
+file, runs recovery, lets go of both when it fails; call it through ``trio.to_thread.run_sync`` when the log is large),
+then ``await nursery.start(store.run)`` which starts the flush / group-commit / allocation / retention services and,
+when cancelled, flushes everything, writes the checkpoint, deletes ``abort`` and unmaps. :meth:`close` does the same
 synchronously for callers without a nursery. Everything runs on one Trio thread; only disk work goes to threads.
 
 Writes: :meth:`append` / :meth:`append_batch` are synchronous and never await; they assign queue offsets and the
@@ -226,17 +226,23 @@ class MessageStore(StoreReads):
     # ---- life cycle ----------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Lock the store, then recover (see :mod:`store.recovery`). Blocking."""
-        self.open_files()
-        recover(self)
-        if self.config.is_slave:
-            # A slave's log starts wherever the master's first frame does: no segment is made ahead of it.
-            self.replica = ReplicaLog(self)
-        elif not self.commitlog.queue.files:
-            # The first segment is made now rather than on the first append, warmed up when configured.
-            first = self.commitlog.queue.roll(0)
-            if self.config.warm_mapped_file_enable:
-                first.warm_up(self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
+        """Lock the store, then recover (see :mod:`store.recovery`). Blocking. On any failure (or interrupt) what it
+        took is let go again (:meth:`abandon`: the lock, the mapped files) before the error propagates, so the store
+        can be loaded again in this process."""
+        try:
+            self.open_files()
+            recover(self)
+            if self.config.is_slave:
+                # A slave's log starts wherever the master's first frame does: no segment is made ahead of it.
+                self.replica = ReplicaLog(self)
+            elif not self.commitlog.queue.files:
+                # The first segment is made now rather than on the first append, warmed up when configured.
+                first = self.commitlog.queue.roll(0)
+                if self.config.warm_mapped_file_enable:
+                    first.warm_up(self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
+        except BaseException:
+            self.abandon()
+            raise
 
     def open_files(self) -> None:
         """Lock the store and open the index and the checkpoint (the first half of :meth:`load`). Blocking."""

@@ -1,10 +1,12 @@
 """BrokerController and registration: every name server gets the broker's real port, periodic and triggered rounds
-(virtual time), unregistration at shutdown, and a clean restart that keeps topics and offsets."""
+(virtual time), unregistration at shutdown, a clean restart that keeps topics and offsets, and a failed start that lets
+go of the store."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -18,6 +20,8 @@ from remoting.client import RemotingClient
 from remoting.codec.bodies import TopicRouteData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.errors import sole_exception
+from store.errors import StoreCorruptError
 from store.metadata_files import TopicConfig
 from tests.broker.helpers import create_topic_request, wait_for_route
 from tests.conftest import SMALL_STORE
@@ -139,3 +143,20 @@ async def test_the_fast_channel_serves_everything_but_pull(embedded_cluster: Emb
         info = await client.invoke(fast, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
         assert info.code == ResponseCode.SUCCESS
         nursery.cancel_scope.cancel()
+
+
+async def test_a_broker_whose_store_failed_to_load_does_not_keep_it_locked(tmp_path: Path) -> None:
+    """A start that fails in MessageStore.load (here: CommitLog segments of another size than configured) lets go
+    of the store: Java's BrokerController.initialize fails before the store is locked (DefaultMessageStore.start takes
+    the lock) and BrokerStartup then calls controller.shutdown(). Found by a review: the failed controller kept the
+    lock, so a later start in this process said the store was in use by another process."""
+    data = tmp_path / "cluster"
+    async with EmbeddedCluster(data, **SMALL_STORE):
+        pass
+    wrong = {**SMALL_STORE, "mapped_file_size_commit_log": 2 * SMALL_STORE["mapped_file_size_commit_log"]}
+    with pytest.raises(BaseException) as failed:
+        async with EmbeddedCluster(data, **wrong):
+            pass
+    assert isinstance(sole_exception(failed.value), StoreCorruptError), failed.value
+    async with EmbeddedCluster(data, **SMALL_STORE) as cluster:
+        assert cluster.controller.address is not None

@@ -29,10 +29,14 @@ SEGMENT = 4096
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
 
 
-def dledger_store(root: Path, **overrides: object) -> DLedgerMessageStore:
+def unloaded_dledger_store(root: Path, **overrides: object) -> DLedgerMessageStore:
     dledger = DLedgerConfig(group="g", self_id="n0", peers="n0-127.0.0.1:1", store_base_dir=str(root),
                             mapped_file_size_for_entry_data=SEGMENT)  # fmt: skip
-    store = DLedgerMessageStore(small_config(root, mapped_file_size_commit_log=SEGMENT, **overrides), dledger)
+    return DLedgerMessageStore(small_config(root, mapped_file_size_commit_log=SEGMENT, **overrides), dledger)
+
+
+def dledger_store(root: Path, **overrides: object) -> DLedgerMessageStore:
+    store = unloaded_dledger_store(root, **overrides)
     store.load()
     return store
 
@@ -131,6 +135,24 @@ def test_a_dledger_log_that_does_not_start_at_the_classic_end_is_refused(tmp_pat
     classic, _ = classic_store(tmp_path / "classic", 10)
     classic.close()
     shutil.copytree(tmp_path / "classic" / "commitlog", tmp_path / "dledger" / "commitlog")
+    with pytest.raises(ClassicCommitLogError, match="not one mixed CommitLog"):
+        dledger_store(tmp_path / "dledger")
+
+
+def test_a_refused_load_lets_go_of_the_lock_and_the_ledgers_files(tmp_path: Path) -> None:
+    """A load that fails unlocks the store and unmaps the DLedger files it mapped, so a second attempt in this
+    process is refused for the same reason, not as a store in use by another process (found by a review)."""
+    dledger_only = dledger_store(tmp_path / "dledger")
+    follower_append(dledger_only, [b"own"])
+    dledger_only.close()
+    dledger_only.ledger.close()
+    classic, _ = classic_store(tmp_path / "classic", 10)
+    classic.close()
+    shutil.copytree(tmp_path / "classic" / "commitlog", tmp_path / "dledger" / "commitlog")
+    refused = unloaded_dledger_store(tmp_path / "dledger")
+    with pytest.raises(ClassicCommitLogError):
+        refused.load()
+    assert refused.ledger.data.files and all(mf.fd < 0 for mf in refused.ledger.data.files)
     with pytest.raises(ClassicCommitLogError, match="not one mixed CommitLog"):
         dledger_store(tmp_path / "dledger")
 

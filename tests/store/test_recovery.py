@@ -13,11 +13,12 @@ import pytest
 
 from remoting.codec.message import decode_record
 from store.checkpoint import StoreLockedError
+from store.errors import StoreCorruptError
 from store.index import IndexService, index_file_epoch_ms, index_file_name
 from store.message_store import MessageStore
 from store.results import GetStatus
 from store.store_config import BrokerRole
-from tests.store.store_helpers import FakeClock, dirty_kib, message, open_store
+from tests.store.store_helpers import FakeClock, dirty_kib, message, open_store, small_config
 
 
 def _fill(store: MessageStore, count: int, start: int = 0) -> list[int]:
@@ -159,6 +160,23 @@ def test_a_store_cannot_be_opened_twice(tmp_path: Path) -> None:
         open_store(tmp_path)
     store.close()
     open_store(tmp_path).close()
+
+
+def test_a_load_that_fails_lets_go_of_the_lock_and_the_mapped_files(tmp_path: Path) -> None:
+    """A load that fails (here: CommitLog segments of another size than configured, StoreCorruptError) unlocks the
+    store and unmaps what it mapped, so loading it again in this process with the right settings works. Found by a
+    review: the failed store kept its lock, and every later start said the store was in use by another process."""
+    store = open_store(tmp_path)
+    _fill(store, 10)
+    store.close()
+    wrong = MessageStore(
+        small_config(tmp_path, mapped_file_size_commit_log=2 * store.config.mapped_file_size_commit_log)
+    )
+    with pytest.raises(StoreCorruptError):
+        wrong.load()
+    again = open_store(tmp_path)
+    assert len(_bodies(again, 0)) == 5
+    again.close()
 
 
 def test_the_store_lock_is_rocketmqs_posix_lock_too_and_a_refused_open_keeps_it(tmp_path: Path) -> None:
