@@ -122,6 +122,7 @@ class Deployment:
 
     def _broker(self, name: str, role: str, broker_id: int) -> Server:
         props = {"brokerName": "bench-ha", "brokerRole": role, "brokerId": str(broker_id), "listenPort": "0",
+                 "listenHost": "127.0.0.1",
                  "storePathRootDir": str(self._root / name), "mappedFileSizeCommitLog": str(self._segment)}  # fmt: skip
         argv = [sys.executable, "-m", "broker.cli", "-n", self.namesrv.addr]
         for key, value in props.items():

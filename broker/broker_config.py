@@ -1,8 +1,9 @@
 """Broker configuration with RocketMQ's property names (``mqbroker -c broker.conf``).
 
 Each field's property name is its camelCase form (``metadata["key"]`` where that differs, e.g.
-``brokerIP1``); defaults are RocketMQ 4.9.8's. :func:`load_broker_config` reads a properties file with
-:func:`remoting.codec.java_properties.apply_properties`.
+``brokerIP1``); defaults are RocketMQ 4.9.8's, brokerIP1's computed as Java's is (the host's address,
+:mod:`remoting.local_address`) unless ``listenHost`` names one interface. :func:`load_broker_config` reads a properties
+file with :func:`remoting.codec.java_properties.config_from_properties`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from typing import Final
 
 import attrs
 
-from remoting.codec.java_properties import JAVA_LONG, PORT, decode_properties_file, load_config
+from remoting.codec.java_properties import (
+    JAVA_LONG,
+    PORT,
+    config_from_properties,
+    decode_properties_file,
+    parse_properties,
+)
+from remoting.local_address import advertised_host
 from remoting.server import ListenerSettings
 
 
@@ -26,12 +34,17 @@ class BrokerConfig(ListenerSettings):
     broker_name: str = "broker-a"
     broker_id: int = attrs.field(default=0, metadata=JAVA_LONG)
     broker_role: str = "ASYNC_MASTER"
-    broker_ip1: str = attrs.field(default="127.0.0.1", metadata={"key": "brokerIP1"})
+    #: Interface the main port binds (ours: Java binds every interface).
+    listen_host: str = "0.0.0.0"
+    #: The address registered with the name servers and written into message ids. Default: ``listenHost`` when it
+    #: names one interface, else the host's address as Java's BrokerConfig picks it (remoting/local_address.py).
+    broker_ip1: str = attrs.field(
+        default=attrs.Factory(lambda self: advertised_host(self.listen_host), takes_self=True),
+        metadata={"key": "brokerIP1"},
+    )
     #: The HA address's host; empty means ``brokerIP1`` (Java defaults both to the local address).
     broker_ip2: str = attrs.field(default="", metadata={"key": "brokerIP2"})
     listen_port: int = attrs.field(default=10911, metadata=PORT)
-    #: Interface the main port binds (ours: Java binds every interface).
-    listen_host: str = "0.0.0.0"
     #: Also serve the "VIP" channel on ``listenPort - 2`` (everything but PULL_MESSAGE), which Java clients up to 4.4
     #: use by default. Ours: Java always opens it; skipped when listenPort is 0 (no port to derive it from).
     fast_channel_enable: bool = True
@@ -241,6 +254,7 @@ IMPORTANT_PROPERTIES: Final = frozenset({
 
 
 def load_broker_config(path: str | Path | None = None, **overrides: object) -> tuple[BrokerConfig, list[str]]:
-    """:func:`remoting.codec.java_properties.load_config` over the broker's defaults."""
-    text = None if path is None else decode_properties_file(Path(path).read_bytes())
-    return load_config(BrokerConfig(), text, **overrides)
+    """The broker's settings from the properties file ``path`` (if any), then ``overrides`` (snake_case field
+    names); returns them and the file's unknown keys."""
+    props = {} if path is None else parse_properties(decode_properties_file(Path(path).read_bytes()))
+    return config_from_properties(BrokerConfig, props, **overrides)

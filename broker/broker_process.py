@@ -27,7 +27,12 @@ import attrs
 import trio
 
 from broker.broker_config import BrokerConfig
-from remoting.codec.java_properties import apply_properties, format_properties, parse_properties, property_texts
+from remoting.codec.java_properties import (
+    config_from_properties,
+    format_properties,
+    parse_properties,
+    property_texts,
+)
 from remoting.connection import Address
 
 #: Seconds a broker process has to shut down after SIGTERM before it is killed.
@@ -44,15 +49,23 @@ class BrokerProcessError(RuntimeError):
 
 
 def properties_text(config: BrokerConfig) -> str:
-    """``config`` as a broker.conf text holding the properties that differ from the defaults. Raises ``ValueError``
-    when a value does not read back to itself (a type a properties file cannot carry)."""
-    default = property_texts(BrokerConfig())
-    texts = {key: text for key, text in property_texts(config).items() if default.get(key) != text}
-    back, _ = apply_properties(BrokerConfig(), parse_properties(format_properties(texts)))
+    """``config`` as a broker.conf text holding the properties that differ from the defaults, and those a default
+    computed from another setting (brokerIP1 from listenHost) would get wrong. Raises ``ValueError`` when a value does
+    not read back to itself (a type a properties file cannot carry)."""
+    ours, default = property_texts(config), property_texts(BrokerConfig())
+    texts = {key: text for key, text in ours.items() if default.get(key) != text}
+    derived = property_texts(_read_back(texts))
+    texts.update({key: text for key, text in ours.items() if derived.get(key) != text})
+    back = _read_back(texts)
     secrets = {f.name for f in attrs.fields(BrokerConfig) if f.metadata.get("secret")}
     if attrs.evolve(back, **{name: getattr(config, name) for name in secrets}) != config:
         raise ValueError(f"the settings of {config.broker_name} do not survive a properties file")
     return format_properties(texts)
+
+
+def _read_back(texts: dict[str, str]) -> BrokerConfig:
+    """What ``mqbroker -c`` makes of a file holding ``texts``."""
+    return config_from_properties(BrokerConfig, parse_properties(format_properties(texts)))[0]
 
 
 class BrokerProcess:

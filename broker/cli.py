@@ -43,6 +43,7 @@ from proxy.config import ProxyConfig, proxy_config_from
 from remoting.codec.java_properties import (
     PropertiesError,
     apply_properties,
+    config_from_properties,
     decode_properties_file,
     parse_properties,
     parse_property_args,
@@ -80,7 +81,7 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
     """The effective config; unknown property names are reported on stderr, not fatal (as Java does)."""
     props = read_conf_file(config_file)
     props.update(parse_property_args(extra))
-    config, unknown = apply_properties(BrokerConfig(), props)
+    config, unknown = config_from_properties(BrokerConfig, props)
     _, not_proxy = apply_properties(ProxyConfig(), {k: props[k] for k in unknown})
     for key in not_proxy:
         click.echo(f"mqbroker: ignoring unknown property {key!r}", err=True)

@@ -54,7 +54,7 @@ from broker.embedded_base import NurseryOwner
 from namesrv.cli import boot_line as namesrv_boot_line
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
-from remoting.codec.java_properties import PropertiesError, apply_properties, parse_property_args
+from remoting.codec.java_properties import PropertiesError, config_from_properties, parse_property_args
 from remoting.connection import Address
 from remoting.server_main import open_stop_signal_receiver, run_main
 
@@ -386,7 +386,7 @@ def broker_overrides_of(args: list[str]) -> dict[str, Any]:
     Raises :class:`click.UsageError` for a malformed argument or a value of the wrong type.
     """
     try:
-        config, unknown = apply_properties(BrokerConfig(), parse_property_args(args))
+        config, unknown = config_from_properties(BrokerConfig, parse_property_args(args))
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
     for key in unknown:

@@ -260,17 +260,30 @@ def apply_properties(config: T, props: dict[str, str]) -> tuple[T, list[str]]:
     A field's property name is its camelCase form, or ``metadata["key"]`` where RocketMQ spells it otherwise.
     Returns the new config and the keys that matched no field, so the caller can warn about typos.
     """
-    fields = attrs.fields(type(config))  # type: ignore[arg-type]
-    by_key = {property_name(f): f for f in fields}
-    changes: dict[str, Any] = {}
+    changes, unknown = _field_values(type(config), props)
+    return attrs.evolve(config, **changes), unknown  # type: ignore[misc]
+
+
+def config_from_properties(cls: type[T], props: dict[str, str], **overrides: object) -> tuple[T, list[str]]:
+    """A new ``cls`` from ``props``, then ``overrides`` (snake_case field names), over its defaults; returns it and
+    the keys that matched no field. Unlike :func:`apply_properties` on a default instance, a default computed from
+    other fields (``attrs.Factory(..., takes_self=True)``: brokerIP1 from listenHost) follows the values given."""
+    changes, unknown = _field_values(cls, props)
+    return cls(**{**changes, **overrides}), unknown
+
+
+def _field_values(cls: type[Any], props: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """``props`` converted to ``cls``'s field values by field name, and the keys that matched no field."""
+    by_key = {property_name(f): f for f in attrs.fields(cls)}
+    values: dict[str, Any] = {}
     unknown = []
     for key, value in props.items():
         field = by_key.get(key)
         if field is None:
             unknown.append(key)
             continue
-        changes[field.name] = _convert(value, field, key)
-    return attrs.evolve(config, **changes), unknown  # type: ignore[misc]
+        values[field.name] = _convert(value, field, key)
+    return values, unknown
 
 
 def black_listed_keys(fixed: Iterable[str], configured: str) -> frozenset[str]:

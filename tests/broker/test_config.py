@@ -1,7 +1,17 @@
+"""BrokerConfig: RocketMQ's property names, the properties text, and defaults computed as Java's are."""
+
+import fcntl
+import socket
+import struct
+from pathlib import Path
+
 import pytest
 
 from broker.broker_config import BrokerConfig, load_broker_config
+from broker.broker_process import properties_text
+from broker.cli import build_config
 from remoting.codec.java_properties import PropertiesError, parse_properties
+from remoting.local_address import local_address
 
 
 def test_properties_parser_handles_comments_separators_and_continuations() -> None:
@@ -37,3 +47,52 @@ def test_unknown_keys_are_reported_and_bad_values_name_the_key(tmp_path) -> None
 
 def test_namesrv_addr_splits_on_semicolons() -> None:
     assert BrokerConfig(namesrv_addr="a:1; b:2;").namesrv_addrs == ["a:1", "b:2"]
+
+
+def _interface_ipv4_addresses() -> list[str]:
+    """Every interface's primary IPv4 address (Linux SIOCGIFADDR), loopback and bridges included: computed here
+    independently of remoting/local_address.py."""
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue  # no IPv4 address on this interface
+            found.append(socket.inet_ntoa(packed[20:24]))
+    return found
+
+
+def test_the_default_broker_ip1_is_the_hosts_address_not_loopback() -> None:
+    """RocketMQ 4.9.8's BrokerConfig defaults brokerIP1 and brokerIP2 to RemotingUtil.getLocalAddress(): the host's
+    first non-loopback IPv4 address (preferring one outside 192.168), InetAddress.getLocalHost() when there is none.
+    Found by a review: ours defaulted to 127.0.0.1 while listening on 0.0.0.0, so `mqbroker -n <remote name server>`
+    registered 127.0.0.1:10911 and every client on another host connected to itself."""
+    candidates = [addr for addr in _interface_ipv4_addresses() if not addr.startswith("127.")]
+    if not candidates:  # Java's fallback
+        candidates = [socket.gethostbyname(socket.gethostname())]
+    config = build_config(None, [], "127.0.0.1:9876")
+    assert config.broker_ip1 in candidates, f"brokerIP1 {config.broker_ip1}, the host's addresses: {candidates}"
+    assert config.ha_server_addr.rpartition(":")[0] in candidates
+
+
+def test_a_listen_host_naming_one_interface_is_the_default_broker_ip1(tmp_path: Path) -> None:
+    """A broker bound to one address advertises it unless brokerIP1 says otherwise, however the settings come: as
+    options, from a `-c` file, or built directly."""
+    assert build_config(None, ["--listenHost", "127.0.0.1"], None).broker_ip1 == "127.0.0.1"
+    assert build_config(None, ["--listenHost", "127.0.0.1", "--brokerIP1", "10.0.0.9"], None).broker_ip1 == "10.0.0.9"
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenHost=127.0.0.2\n")
+    assert load_broker_config(conf)[0].broker_ip1 == "127.0.0.2"
+    assert BrokerConfig(listen_host="127.0.0.3").ha_server_addr == "127.0.0.3:10912"
+    assert BrokerConfig(listen_host="0.0.0.0").broker_ip1 == local_address()
+
+
+def test_a_broker_process_conf_keeps_a_broker_ip1_other_than_its_listen_hosts(tmp_path: Path) -> None:
+    """The conf written for a broker child process (broker/broker_process.py) holds what differs from the defaults,
+    and brokerIP1 too when the child (`mqbroker -c`) would otherwise take listenHost for it: here brokerIP1 is its
+    default, the host's address, and the broker listens on 127.0.0.1 only."""
+    config = BrokerConfig(listen_host="127.0.0.1", broker_ip1=local_address())
+    conf = tmp_path / "broker-b.properties"
+    conf.write_text(properties_text(config))
+    assert build_config(str(conf), [], None) == config

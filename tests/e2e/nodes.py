@@ -103,7 +103,7 @@ class BrokerNode(Node):
 
     def argv(self) -> list[str]:
         argv = [sys.executable, "-m", "broker.cli", "-n", self.namesrv]
-        settings = {"storePathRootDir": str(self.data_dir), "listenPort": self.port}
+        settings = {"storePathRootDir": str(self.data_dir), "listenPort": self.port, "listenHost": "127.0.0.1"}
         settings |= {SMALL_COMMITLOG[0].lstrip("-"): SMALL_COMMITLOG[1], **self.properties}
         for key, value in settings.items():
             argv += [f"--{key}", value]

@@ -65,7 +65,9 @@ def free_port() -> int:
 async def test_mqbroker_serves_grpc_on_the_port_of_its_config_file(tmp_path: Path, nursery: trio.Nursery) -> None:
     port = free_port()
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"grpcServerPort={port}\nlistenPort=0\nstorePathRootDir={tmp_path / 'store'}\n")
+    conf.write_text(
+        f"grpcServerPort={port}\nlistenPort=0\nlistenHost=127.0.0.1\nstorePathRootDir={tmp_path / 'store'}\n"
+    )
     argv = [sys.executable, "-m", "broker.cli", "-c", str(conf), "--enable-proxy"]
     broker = Process("broker", argv, tmp_path / "broker.log")
     try:
