@@ -16,7 +16,9 @@ fail-over; a restarted master keeps its ports (main and HA), so its slaves recon
 With ``brokers=N`` the cluster has N masters in one cluster (``broker-a``, ``broker-b``, ...; brokerClusterName
 ``DefaultCluster``, one name server), as RocketMQ's ``distribution/conf/2m-noslave/`` deploys two. ``broker-a`` is
 the one described above; the others have data under ``<data>/broker-b`` ... and, with a fixed ``broker_port``, listen on
-``broker_port + 10 * i`` (room for the fast channel at port - 2 and HA at port + 1). By default they run in this
+``broker_port + 10 * i`` (room for the fast channel at port - 2 and HA at port + 1). Each master ``i`` and each slave
+``i`` serves its own Prometheus metrics (``metricsExporterType PROM``) on ``metricsPromExporterPort + i`` (0: a free
+port each), as separately configured RocketMQ brokers on one host must. By default they run in this
 process (``cluster.controllers``); ``broker_processes=True`` runs each in a child process
 (:mod:`broker.broker_process`), which is what gives each a core: brokers in one process share the interpreter lock.
 ``cluster.broker_addrs`` lists every master's address either way. ``slaves`` needs ``brokers=1``.
@@ -82,6 +84,12 @@ def default_brokers(cores: int | None = None) -> int:
     on two cores, the clients and the OS need the other)."""
     cores = cores if cores is not None else (os.cpu_count() or 1)
     return min(cores, MAX_BROKERS) if cores > 2 else 1
+
+
+def _nth_port(first: int, offset: int) -> int:
+    """The port ``offset`` above broker-a's ``first``, for a broker of the cluster that must not share it; 0 (any
+    free port) stays 0."""
+    return first + offset if first else 0
 
 
 class EmbeddedCluster(NurseryOwner):
@@ -155,13 +163,14 @@ class EmbeddedCluster(NurseryOwner):
         return attrs.evolve(BrokerConfig(), **settings)
 
     def other_config(self, index: int) -> BrokerConfig:
-        """Master ``index`` (1: ``broker-b``, ...): broker-a's settings with its own name, port and data."""
-        port = self._others[index - 1].port or (self._first_port + PORT_STEP * index if self._first_port else 0)
+        """Master ``index`` (1: ``broker-b``, ...): broker-a's settings with its own name, ports and data."""
+        config = self.broker_config()
         return attrs.evolve(
-            self.broker_config(),
+            config,
             broker_name=self._names[index],
-            listen_port=port,
+            listen_port=self._others[index - 1].port or _nth_port(self._first_port, PORT_STEP * index),
             ha_listen_port=0,
+            metrics_prom_exporter_port=_nth_port(config.metrics_prom_exporter_port, index),
             store_path_root_dir=str(self.data_dir / self._names[index]),
         )
 
@@ -183,14 +192,16 @@ class EmbeddedCluster(NurseryOwner):
         return [slot.process for slot in self._others if slot.process is not None and slot.scope is not None]
 
     def slave_config(self, index: int) -> BrokerConfig:
-        """Slave ``index`` (1-based, its ``brokerId``): the master's settings as a SLAVE with its own port and data."""
+        """Slave ``index`` (1-based, its ``brokerId``): the master's settings as a SLAVE with its own ports and data."""
         slot = self._slaves[index - 1]
+        config = self.broker_config()
         return attrs.evolve(
-            self.broker_config(),
+            config,
             broker_role="SLAVE",
             broker_id=index,
             listen_port=slot.port,
             ha_listen_port=0,
+            metrics_prom_exporter_port=_nth_port(config.metrics_prom_exporter_port, index),
             store_path_root_dir=str(self.data_dir / f"broker-slave{index}"),
         )
 

@@ -21,6 +21,7 @@ from bench.scale import brokers_in_route
 from broker.broker_config import BrokerConfig
 from broker.broker_process import properties_text
 from broker.embedded import EmbeddedCluster, broker_names, default_brokers
+from broker.ports import free_ports
 from client import Admin, Message, Producer
 from remoting.codec.java_properties import apply_properties, parse_properties
 from tests.conftest import SMALL_STORE
@@ -46,6 +47,22 @@ def test_a_broker_process_gets_its_settings_through_a_properties_file() -> None:
     text = properties_text(config)
     assert "brokerName=broker-b" in text and "listenPort=0" in text
     assert apply_properties(BrokerConfig(), parse_properties(text))[0] == config
+
+
+@pytest.mark.parametrize("layout", [{"brokers": 2}, {"slaves": 1}], ids=["two-masters", "master-and-slave"])
+async def test_each_embedded_broker_serves_prometheus_metrics_on_a_port_of_its_own(
+    tmp_path: Path, layout: dict[str, int]
+) -> None:
+    """`python -m broker.embedded --metricsExporterType PROM` (`make run` with it) runs one master per core above two
+    cores, and `slaves=N` a master and its slaves: broker ``i`` serves /metrics on metricsPromExporterPort + i, as
+    it has a listen and HA port of its own. Found by a review: every broker copied broker-a's port, so the second
+    could not bind it and the whole cluster failed to start (OSError 98)."""
+    (port,) = free_ports(1, span=2)
+    settings = {**SMALL_STORE, "metrics_exporter_type": "PROM", "metrics_prom_exporter_port": port}
+    async with EmbeddedCluster(tmp_path / "cluster", **layout, **settings) as cluster:
+        controllers = [*cluster.controllers, *cluster.slave_controllers]
+        served = [controller.metrics.address for controller in controllers if controller.metrics]
+        assert served == [("127.0.0.1", port), ("127.0.0.1", port + 1)]
 
 
 async def spread_over(namesrv: str, brokers: int) -> Counter[str]:
