@@ -21,6 +21,7 @@ from remoting.codec.java_properties import (
     decode_properties_file,
     parse_properties,
 )
+from remoting.cpus import available_cpus
 from remoting.local_address import advertised_host
 from remoting.server import ListenerSettings
 
@@ -131,8 +132,8 @@ class BrokerConfig(ListenerSettings):
     #: timer log's segment size.
     timer_wheel_slots: int = 36_000
     timer_log_file_size: int = 32 << 20
-    send_message_thread_pool_nums: int = min(os.cpu_count() or 1, 4)
-    pull_message_thread_pool_nums: int = 16 + 2 * (os.cpu_count() or 1)
+    send_message_thread_pool_nums: int = min(available_cpus(), 4)
+    pull_message_thread_pool_nums: int = 16 + 2 * available_cpus()
     admin_broker_thread_pool_nums: int = 16
     send_thread_pool_queue_capacity: int = 10_000
     pull_thread_pool_queue_capacity: int = 100_000

@@ -37,7 +37,6 @@ store) propagate out of ``__aenter__``.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -58,6 +57,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.codec.java_properties import PropertiesError, config_from_properties, parse_property_args
 from remoting.connection import Address
+from remoting.cpus import available_cpus
 from remoting.server_main import open_stop_signal_receiver, run_main
 
 log = logging.getLogger(__name__)
@@ -80,9 +80,9 @@ def broker_names(count: int, first: str = "broker-a") -> list[str]:
 
 
 def default_brokers(cores: int | None = None) -> int:
-    """One broker per core on machines with more than two cores, else one (a broker process is one core's worth:
-    on two cores, the clients and the OS need the other)."""
-    cores = cores if cores is not None else (os.cpu_count() or 1)
+    """One broker per core this process may use (:func:`~remoting.cpus.available_cpus`) when there are more than two,
+    else one (a broker process is one core's worth: on two cores, the clients and the OS need the other)."""
+    cores = cores if cores is not None else available_cpus()
     return min(cores, MAX_BROKERS) if cores > 2 else 1
 
 

@@ -19,6 +19,7 @@ from typing import Final
 import attrs
 
 from remoting.codec.acl_signing import SessionCredentials
+from remoting.cpus import available_cpus
 from remoting.tls import client_context
 
 _instance_counter = itertools.count(1)
@@ -74,7 +75,7 @@ class ClientConfig:
     #: Threads for the listener calls CONSUME_MESSAGE_DIRECTLY asks for, per push consumer (Java's
     #: ``clientCallbackExecutorThreads``, the size of NettyRemotingClient's public executor: the processors, 4 if not
     #: positive).
-    client_callback_executor_threads: int = attrs.field(factory=lambda: os.cpu_count() or 4)
+    client_callback_executor_threads: int = attrs.field(factory=available_cpus)
 
     @property
     def credentials(self) -> SessionCredentials | None:

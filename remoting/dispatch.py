@@ -32,7 +32,6 @@ from __future__ import annotations
 import collections
 import logging
 import math
-import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Final
@@ -42,6 +41,7 @@ import trio
 
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
+from remoting.cpus import available_cpus
 from remoting.errors import RemotingConnectError
 from remoting.processor import Processor, RequestContext, run_processor
 
@@ -301,7 +301,7 @@ def broker_pools(cpus: int | None = None, *, fast_failure: bool = False) -> dict
     ``brokerFastFailureEnable``, on by default there) sets each pool's ``max_wait`` to 4.9.8's
     ``waitTimeMillsIn{Send,Pull,Heartbeat,Transaction}Queue``: 200 ms, 5 s, 31 s, 3 s.
     """
-    n = cpus or os.cpu_count() or 1
+    n = cpus or available_cpus()
     send_workers = min(n, 4)
 
     def wait(seconds: float) -> float | None:

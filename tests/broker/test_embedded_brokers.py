@@ -42,6 +42,18 @@ def test_names_follow_the_first_letter_and_the_default_is_one_per_core_above_two
     assert [default_brokers(cores) for cores in (1, 2, 3, 8)] == [1, 1, 3, 8]
 
 
+def test_make_run_counts_only_the_cores_it_may_run_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make run` starts one broker process per core above two, each preallocating a 1 GiB CommitLog segment: the
+    cores this process may run on (its affinity mask: `taskset -c 0,1 make run`, a container with
+    --cpuset-cpus=0,1), as Java's Runtime.availableProcessors() counts them. Found by a review: it counted
+    os.cpu_count(), so a 2-core slice of a 16-core host started 16 brokers."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert default_brokers() == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 2, 5, 7})
+    assert default_brokers() == 4
+
+
 def test_a_broker_process_gets_its_settings_through_a_properties_file() -> None:
     config = attrs.evolve(BrokerConfig(), broker_name="broker-b", listen_port=0, **SMALL_STORE)
     text = properties_text(config)
