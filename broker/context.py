@@ -9,8 +9,11 @@ request time, never cache them.
 :meth:`BrokerState.update_config` (UPDATE_BROKER_CONFIG) replaces ``config`` and hands the new settings to every
 manager that keeps a copy, then writes the changed keys into the ``-c`` file the broker was started with
 (:mod:`broker.broker_conf_file`); a failed write is logged, as Java does: the running broker already uses the values.
-The role, id and store paths (:data:`RESTART_SETTINGS`) only go to the file: the running broker keeps its own until
-its next start (ours: Java switches ``brokerRole`` live in its store's config while its HA service goes on as before).
+The role, id, listen port and store paths (:data:`RESTART_SETTINGS`) only go to the file: the running broker keeps its
+own until its next start (ours: Java switches ``brokerRole`` live in its store's config while its HA service goes on as
+before, and would register a ``listenPort`` it does not listen on). A new ``brokerIP1`` is the address registered from
+the next round on, as Java's ``getBrokerAddr()`` reads it each time; the store host in new messages' ids stays the
+start-up one, as Java's ``storeHost``.
 Every update moves ``config_version`` on (GET_BROKER_CONFIG's ``version``, Java's ``Configuration`` DataVersion); a
 ``brokerPermission`` update also moves the topic DataVersion on and re-registers at once, so the routes carry it.
 
@@ -96,6 +99,7 @@ class BrokerState:
         live = attrs.evolve(config, **{name: getattr(self.config, name) for name in RESTART_SETTINGS})
         self.store.config = store_config_updated(self.store.config, live)
         self.config = live
+        self.broker_addr = live.broker_addr
         self.topics.config = live
         self.groups.config = live
         self.clients.notify_enabled = live.notify_consumer_ids_changed_enable
@@ -163,7 +167,7 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
 
 #: Broker settings UPDATE_BROKER_CONFIG writes to the ``-c`` file but the running broker keeps until its next start
 #: (DLedger mode rewrites the role itself on every role change).
-RESTART_SETTINGS: Final = ("broker_role", "broker_id", "store_path_root_dir", "store_path_commit_log",
+RESTART_SETTINGS: Final = ("broker_role", "broker_id", "listen_port", "store_path_root_dir", "store_path_commit_log",
                            "read_only_commit_log_store_paths", "enable_dleger_commit_log")  # fmt: skip
 _ROLES: Final = tuple(role.value for role in BrokerRole)
 

@@ -185,6 +185,24 @@ async def test_an_update_broker_config_without_a_body_leaves_the_config_version(
     assert orjson.loads(after.ext_fields["version"]) == orjson.loads(before.ext_fields["version"])
 
 
+async def test_an_updated_broker_ip1_is_the_address_registered_next(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """Java's registration sends BrokerController.getBrokerAddr(), ``brokerIP1:listenPort`` read from the live
+    config each time, so after UPDATE_BROKER_CONFIG ``brokerIP1`` the next round (here: the one a topic creation
+    triggers) registers the new address on the port the broker listens on. Found by a review: ours kept registering
+    the start-up address."""
+    started = embedded_cluster.broker_addr
+    port = started.rsplit(":", 1)[1]
+    update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerIP1=127.0.0.2\nlistenPort=1\n")
+    assert (await client.invoke(started, update, 5)).code == ResponseCode.SUCCESS
+    assert embedded_cluster.controller.broker_addr == f"127.0.0.2:{port}"
+    answer = await client.invoke(started, create_topic_request("MovedTopic"), 5)  # listening where it started
+    assert answer.code == ResponseCode.SUCCESS
+    route = TopicRouteData.decode(await wait_for_route(client, embedded_cluster, "MovedTopic"))
+    assert route.broker_datas[0].broker_addrs == {0: f"127.0.0.2:{port}"}
+
+
 def _put(cluster: EmbeddedCluster, topic: str, queue_id: int, count: int) -> None:
     store = cluster.controller.context.store
     for i in range(count):
