@@ -13,6 +13,8 @@ When serving it prints Java's boot line with the real bound address, so scripts 
 
     The broker[broker-a, 127.0.0.1:10911] boot success. serializeType=JSON and name server is 127.0.0.1:9876
 
+(without a name server, the line ends at ``serializeType=JSON``, as Java's).
+
 UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``) writes the properties it changes back into the ``-c`` file
 (:mod:`broker.broker_conf_file`), so a restart keeps them.
 
@@ -102,11 +104,11 @@ def config_lines(config: BrokerConfig, important_only: bool) -> list[str]:
 
 
 def boot_line(config: BrokerConfig, address: Address) -> str:
+    """BrokerStartup.start's line: the name servers are named only when some are set (Java's ``namesrvAddr`` is
+    null otherwise)."""
     host, port = address
-    return (
-        f"The broker[{config.broker_name}, {host}:{port}] boot success. serializeType=JSON"
-        f" and name server is {config.namesrv_addr}"
-    )
+    line = f"The broker[{config.broker_name}, {host}:{port}] boot success. serializeType=JSON"
+    return f"{line} and name server is {config.namesrv_addr}" if config.namesrv_addr else line
 
 
 def build_proxy_config(config_file: str | None, extra: list[str], enable: bool) -> ProxyConfig:

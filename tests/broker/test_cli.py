@@ -49,8 +49,12 @@ def test_namesrv_addr_falls_back_to_the_environment(monkeypatch: pytest.MonkeyPa
 
 
 def test_boot_line_is_rocketmqs() -> None:
+    """BrokerStartup.start names the name servers only when namesrvAddr is set (found by a review: ours ended with
+    "and name server is " and nothing after it)."""
     line = boot_line(BrokerConfig(broker_name="b", namesrv_addr="127.0.0.1:9876"), ("127.0.0.1", 10911))
     assert line == "The broker[b, 127.0.0.1:10911] boot success. serializeType=JSON and name server is 127.0.0.1:9876"
+    alone = boot_line(BrokerConfig(broker_name="b"), ("127.0.0.1", 10911))
+    assert alone == "The broker[b, 127.0.0.1:10911] boot success. serializeType=JSON"
 
 
 def test_embedded_takes_broker_properties_as_overrides() -> None:
