@@ -92,8 +92,13 @@ class EmbeddedDLedgerGroup(NurseryOwner):
             await self.start(member)
 
     async def _stop_all(self) -> None:
-        for member in list(self._scopes):
+        """Every member stops (all at once) and is waited for before the name server is cancelled, so each can still
+        unregister from it."""
+        members = list(self._scopes)
+        for member in members:
             self.stop_soon(member)
+        for member in members:
+            await self._done[member].wait()
 
     async def start(self, member: str) -> BrokerController:
         """Start ``member`` (again: same ports and data); returns once it serves."""

@@ -204,3 +204,15 @@ async def test_sends_committed_in_one_round_are_answered_in_one_write(
         assert sorted(answer["opaque"] for answer in answers) == [r.opaque for r in requests]
         assert all(answer["code"] == ResponseCode.SUCCESS for answer in answers)
         assert writes == 1
+
+
+async def test_leaving_the_group_unregisters_every_member_before_the_name_server_stops(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Leaving the ``async with`` stops every broker and waits for it, then the name server, so each member's
+    shutdown still reaches the name server with its UNREGISTER_BROKER. Found by a review: the name server was
+    cancelled with the brokers, and their unregistrations failed."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group:
+        await group.leader()
+    failed = [r.getMessage() for r in caplog.records if "unregister broker" in r.getMessage()]
+    assert not failed, failed
