@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 from remoting.codec.bodies import BodyDecodeError, MessageQueue, SubscriptionData
 from remoting.codec.bodies.admin import (
     CheckClientRequestBody,
+    ConsumerConnection,
     ConsumeStats,
     OffsetWrapper,
+    ProducerConnection,
     TopicOffset,
     TopicStatsTable,
     loads_fastjson,
@@ -47,6 +49,29 @@ def test_consume_stats_round_trip(table: dict[MessageQueue, OffsetWrapper]) -> N
 def test_malformed_bodies_raise_body_decode_errors(text: bytes) -> None:
     with pytest.raises(BodyDecodeError):
         loads_fastjson(text)
+
+
+MQ_KEY = b'{"brokerName":"b","queueId":0,"topic":"T"}'
+
+
+@pytest.mark.parametrize(
+    ("cls", "body"),
+    [
+        (ConsumerConnection, b'{"connectionSet": 5}'),
+        (ConsumerConnection, b'{"connectionSet": [{"clientId": "c", "version": "x"}]}'),
+        (ConsumerConnection, b'{"subscriptionTable": []}'),
+        (ProducerConnection, b'{"connectionSet": {"a": 1}}'),
+        (ConsumeStats, b"[1]"),
+        (ConsumeStats, b'{"consumeTps": "fast"}'),
+        (ConsumeStats, b'{"offsetTable": {' + MQ_KEY + b': {"consumerOffset": [1]}}}'),
+        (TopicStatsTable, b'{"offsetTable": {' + MQ_KEY + b': {"maxOffset": "x"}}}'),
+    ],
+)
+def test_a_body_of_the_wrong_shape_raises_body_decode_error(cls: type, body: bytes) -> None:
+    """A reply that parses as JSON but not as the body asked for is a BodyDecodeError (a CodecError, which the
+    admin client passes over as a failed broker), never a TypeError or a bare ValueError."""
+    with pytest.raises(BodyDecodeError):
+        cls.decode(body)
 
 
 def test_check_client_body_round_trips_and_defaults_expression_type() -> None:

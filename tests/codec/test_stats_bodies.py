@@ -42,6 +42,13 @@ def test_consume_stats_list_keeps_message_queue_keys_and_round_trips() -> None:
         b'"lastTimestamp":17}}}]}],"totalDiff":4}'
     )
     assert ConsumeStatsList.decode(stats.encode()) == stats
+    for wrong in (
+        b'{"consumeStatsList": 5}',
+        b'{"totalDiff": "x"}',
+        b'{"consumeStatsList": [{"g": [{"consumeTps": []}]}]}',
+    ):
+        with pytest.raises(BodyDecodeError):
+            ConsumeStatsList.decode(wrong)
 
 
 def test_group_list_and_stats_headers() -> None:

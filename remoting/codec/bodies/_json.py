@@ -151,6 +151,21 @@ def get_int(obj: Mapping[str, Any], key: str, default: int = 0, bits: int = 64) 
     return default if value is None else to_int(value, key, bits)
 
 
+def get_float(obj: Mapping[str, Any], key: str, default: float = 0.0) -> float:
+    """A float from a JSON number or a numeric string; ``default`` when absent or null."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise BodyDecodeError(f"field {key!r} must be a number, got {str(value)[:100]!r}")
+
+
 def get_bool(obj: Mapping[str, Any], key: str, default: bool = False) -> bool:
     value = obj.get(key)
     if value is None:

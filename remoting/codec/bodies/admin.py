@@ -15,7 +15,17 @@ from typing import Any
 import attrs
 import orjson
 
-from remoting.codec.bodies._json import BodyDecodeError, dumps, expect_object, get_str, load_object
+from remoting.codec.bodies._json import (
+    BodyDecodeError,
+    dumps,
+    expect_object,
+    get_float,
+    get_int,
+    get_list,
+    get_map,
+    get_str,
+    load_object,
+)
 from remoting.codec.bodies.heartbeat import SubscriptionData
 from remoting.codec.bodies.tables import MessageQueue
 
@@ -179,9 +189,7 @@ class TopicStatsTable:
     @classmethod
     def decode(cls, data: bytes | memoryview) -> TopicStatsTable:
         table = {
-            mq: TopicOffset(
-                int(v.get("minOffset", 0)), int(v.get("maxOffset", 0)), int(v.get("lastUpdateTimestamp", 0))
-            )
+            mq: TopicOffset(get_int(v, "minOffset"), get_int(v, "maxOffset"), get_int(v, "lastUpdateTimestamp"))
             for mq, v in _mq_table(loads_fastjson(data), "TopicStatsTable").items()
         }
         return cls(table)
@@ -214,14 +222,17 @@ class ConsumeStats:
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> ConsumeStats:
-        root = loads_fastjson(data)
+        return cls.from_json(loads_fastjson(data))
+
+    @classmethod
+    def from_json(cls, obj: object) -> ConsumeStats:
+        """One ConsumeStats as :func:`loads_fastjson` reads it (MessageQueue keys); BodyDecodeError on another
+        shape."""
         table = {
-            mq: OffsetWrapper(
-                int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)), int(v.get("lastTimestamp", 0))
-            )
-            for mq, v in _mq_table(root, "ConsumeStats").items()
+            mq: OffsetWrapper(get_int(v, "brokerOffset"), get_int(v, "consumerOffset"), get_int(v, "lastTimestamp"))
+            for mq, v in _mq_table(obj, "ConsumeStats").items()
         }
-        return cls(table, float(root.get("consumeTps", 0.0)))
+        return cls(table, get_float(expect_object(obj, "ConsumeStats"), "consumeTps"))
 
 
 # ---- connections -------------------------------------------------------------------------------------------------
@@ -251,7 +262,7 @@ class ClientConnection:
             client_id=get_str(o, "clientId") or "",
             client_addr=get_str(o, "clientAddr") or "",
             language=get_str(o, "language") or "",
-            version=int(o.get("version") or 0),
+            version=get_int(o, "version", bits=32),
         )
 
 
@@ -282,9 +293,9 @@ class ConsumerConnection:
     @classmethod
     def decode(cls, data: bytes | memoryview) -> ConsumerConnection:
         o = load_object(data, "ConsumerConnection")
-        subs = expect_object(o.get("subscriptionTable") or {}, "subscriptionTable")
+        subs = get_map(o, "subscriptionTable")
         return cls(
-            connection_set=tuple(ClientConnection.from_json(c) for c in o.get("connectionSet") or []),
+            connection_set=tuple(ClientConnection.from_json(c) for c in get_list(o, "connectionSet")),
             subscription_table={t: SubscriptionData.from_json(s) for t, s in subs.items()},
             consume_type=get_str(o, "consumeType"),
             message_model=get_str(o, "messageModel"),
@@ -304,7 +315,7 @@ class ProducerConnection:
     @classmethod
     def decode(cls, data: bytes | memoryview) -> ProducerConnection:
         o = load_object(data, "ProducerConnection")
-        return cls(tuple(ClientConnection.from_json(c) for c in o.get("connectionSet") or []))
+        return cls(tuple(ClientConnection.from_json(c) for c in get_list(o, "connectionSet")))
 
 
 # ---- consumer running info ---------------------------------------------------------------------------------------

@@ -10,8 +10,18 @@ from typing import Any
 
 import attrs
 
-from remoting.codec.bodies._json import BodyDecodeError, dumps, expect_object, get_str_list, load_object
-from remoting.codec.bodies.admin import ConsumeStats, OffsetWrapper, _mq_table, loads_fastjson
+from remoting.codec.bodies._json import (
+    BodyDecodeError,
+    dumps,
+    expect_object,
+    get_float,
+    get_int,
+    get_list,
+    get_str,
+    get_str_list,
+    load_object,
+)
+from remoting.codec.bodies.admin import ConsumeStats, loads_fastjson
 
 __all__ = ["BrokerStatsData", "BrokerStatsItem", "ConsumeStatsList", "GroupList"]
 
@@ -44,10 +54,7 @@ class BrokerStatsItem:
     @classmethod
     def from_json(cls, obj: object) -> BrokerStatsItem:
         o = expect_object(obj or {}, "BrokerStatsItem")
-        try:
-            return cls(int(o.get("sum") or 0), float(o.get("tps") or 0.0), float(o.get("avgpt") or 0.0))
-        except (TypeError, ValueError) as exc:
-            raise BodyDecodeError(f"BrokerStatsItem: {exc}") from None
+        return cls(get_int(o, "sum"), get_float(o, "tps"), get_float(o, "avgpt"))
 
 
 @attrs.frozen
@@ -112,19 +119,9 @@ class ConsumeStatsList:
     def decode(cls, data: bytes | memoryview) -> ConsumeStatsList:
         root = expect_object(loads_fastjson(data), "ConsumeStatsList")
         entries: list[tuple[str, tuple[ConsumeStats, ...]]] = []
-        for element in root.get("consumeStatsList") or []:
+        for element in get_list(root, "consumeStatsList"):
             for group, stats in expect_object(element, "consumeStatsList entry").items():
                 if not isinstance(group, str) or not isinstance(stats, list):
                     raise BodyDecodeError("consumeStatsList entries map a group to a list")
-                entries.append((group, tuple(_consume_stats(s) for s in stats)))
-        return cls(str(root.get("brokerAddr") or ""), tuple(entries), int(root.get("totalDiff") or 0))
-
-
-def _consume_stats(obj: object) -> ConsumeStats:
-    table = {
-        mq: OffsetWrapper(
-            int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)), int(v.get("lastTimestamp", 0))
-        )
-        for mq, v in _mq_table(obj, "ConsumeStats").items()
-    }
-    return ConsumeStats(table, float(expect_object(obj, "ConsumeStats").get("consumeTps") or 0.0))
+                entries.append((group, tuple(ConsumeStats.from_json(s) for s in stats)))
+        return cls(get_str(root, "brokerAddr") or "", tuple(entries), get_int(root, "totalDiff"))
