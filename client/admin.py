@@ -11,7 +11,8 @@ Usage::
 
 It owns a private :class:`~client.instance.MQClientInstance` (no producer or consumer registered, so it sends no
 heartbeats). A refusal raises :class:`~client.errors.MQBrokerError` with the server's code and remark; transport
-failures raise :class:`~remoting.errors.RemotingError`; a malformed msgId :class:`~client.errors.MQClientError`. The
+failures raise :class:`~remoting.errors.RemotingError`; a reply that does not decode
+:class:`~remoting.codec.errors.CodecError`; a malformed msgId :class:`~client.errors.MQClientError`. The
 consume-stats, topic-stats and connection bodies are decoded with :mod:`remoting.codec.bodies.admin`, the same classes
 the broker encodes with.
 
@@ -62,7 +63,7 @@ from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList, GroupList
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
-from remoting.codec.errors import MessageDecodeError
+from remoting.codec.errors import CodecError, MessageDecodeError
 from remoting.codec.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
@@ -98,8 +99,9 @@ JAVA_LONG_MAX = (1 << 63) - 1
 #: CONSUME_MSG_TIMEOUT answer arrives rather than our timeout.
 RELAYED_TIMEOUT_FACTOR = 3
 RELAYED_TIMEOUT_MIN = 15.0
-#: What a broker that does not answer raises: passed over where Java passes over a failing broker.
-BROKER_FAILURES = (MQClientError, RemotingError, OSError)
+#: What a call to one broker that fails raises: refused, not answered, or answered with a reply that does not decode
+#: (CodecError). Passed over where Java passes over a failing broker (its ``catch (Exception e)``).
+BROKER_FAILURES = (MQClientError, RemotingError, OSError, CodecError)
 
 
 class Admin(AdminOps):
@@ -412,18 +414,23 @@ class Admin(AdminOps):
         found: list[MessageExt] = []
         failed: list[Exception] = []
         for _, addr in brokers:
-            cmd = request(RequestCode.QUERY_MESSAGE, header.to_ext_fields())
             try:
-                response = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+                found.extend(uncompressed(m) for m in await self._query_at(addr, header) if keep(m))
             except BROKER_FAILURES as exc:
                 log.warning("query message of %s at %s failed: %s", header.topic, addr, exc)
                 failed.append(exc)
-                continue
-            if response.code == ResponseCode.SUCCESS:
-                found.extend(uncompressed(m) for m in iter_records(response.body) if keep(m))
         if failed and len(failed) == len(brokers):
             raise failed[-1]
         return sorted(found, key=lambda m: m.store_timestamp)
+
+    async def _query_at(self, addr: str, header: QueryMessageRequestHeader) -> list[MessageExt]:
+        """QUERY_MESSAGE on one broker: the records its index found, as stored (none: QUERY_NOT_FOUND); a reply whose
+        records do not decode raises MessageDecodeError."""
+        cmd = request(RequestCode.QUERY_MESSAGE, header.to_ext_fields())
+        response = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+        if response.code != ResponseCode.SUCCESS:
+            return []
+        return list(iter_records(response.body))
 
     async def query_msg_by_offset(self, mq: MessageQueue, offset: int, count: int = 1) -> list[MessageExt]:
         """Up to ``count`` messages of ``mq`` from ``offset`` (a pull by the tools group, no offset committed)."""

@@ -16,14 +16,7 @@ from typing import Any
 
 import anyio
 
-from client.admin import Admin
-from client.errors import MQClientError
-from remoting.codec.errors import CodecError
-from remoting.errors import RemotingError
-
-#: The errors a call to one broker can end with, a reply that does not decode (CodecError) included; anything else
-#: is a bug and propagates.
-CALL_ERRORS = (MQClientError, RemotingError, OSError, CodecError)
+from client.admin import BROKER_FAILURES, Admin
 
 
 def first_rate(value: str | None) -> float:
@@ -78,7 +71,7 @@ async def _broker_facts(admin: Admin, addr: str) -> tuple[dict[str, str], dict[s
     try:
         info = await admin.broker_status(addr)
         config = await admin.broker_config(addr)
-    except CALL_ERRORS as exc:
+    except BROKER_FAILURES as exc:
         return {}, {}, str(exc)
     return info, config, None
 

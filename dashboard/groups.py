@@ -17,11 +17,10 @@ from typing import Any
 
 import anyio
 
-from client.admin import Admin, ConsumerConnection
+from client.admin import BROKER_FAILURES, Admin, ConsumerConnection
 from client.errors import MQBrokerError
 from client.mqadmin_support import version_desc
 from client.offset_reset import reset_offline
-from dashboard.cluster import CALL_ERRORS
 from remoting.codec.bodies.admin import ClientConnection, OffsetWrapper
 from remoting.codec.codes import ResponseCode
 from remoting.codec.topics import dlq_topic, retry_topic
@@ -63,7 +62,7 @@ async def topic_consumers(admin: Admin, topic: str) -> list[dict[str, Any]]:
         async with limiter:
             try:
                 stats = await admin.consume_stats(group, topic)
-            except CALL_ERRORS as exc:
+            except BROKER_FAILURES as exc:
                 error = (exc.remark if isinstance(exc, MQBrokerError) else None) or str(exc)
                 rows.append({"group": group, "diffTotal": None, "consumeTps": None, "error": error})
                 return
@@ -93,7 +92,7 @@ async def group_list(admin: Admin) -> list[dict[str, Any]]:
     for addr in await admin.master_addresses():
         try:
             stats = await admin.broker_consume_stats(addr)
-        except CALL_ERRORS as exc:  # a master that does not answer: the others' groups are still listed
+        except BROKER_FAILURES as exc:  # a master that does not answer: the others' groups are still listed
             log.warning("consume stats of %s failed: %s", addr, exc)
             continue
         for group, per_topic in stats.consume_stats_list:
@@ -109,7 +108,7 @@ async def group_list(admin: Admin) -> list[dict[str, Any]]:
         async with limiter:
             try:
                 conn = await _connection(admin, row["group"])
-            except CALL_ERRORS as exc:  # listed without connections, as rocketmq-dashboard's queryGroup
+            except BROKER_FAILURES as exc:  # listed without connections, as rocketmq-dashboard's queryGroup
                 log.warning("connections of group %s failed: %s", row["group"], exc)
         row.update(_connection_summary(conn))
 
@@ -214,7 +213,7 @@ async def all_producers(admin: Admin) -> list[dict[str, Any]]:
     for addr in await admin.master_addresses():
         try:
             table = await admin.producer_table(addr)
-        except CALL_ERRORS as exc:
+        except BROKER_FAILURES as exc:
             log.warning("producers of %s failed: %s", addr, exc)
             continue
         for group, infos in table.data.items():

@@ -15,11 +15,10 @@ import re
 from typing import Any
 
 from client import api
-from client.admin import Admin
+from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQClientError
 from client.message_track import message_track_detail
 from client.route import master_address
-from dashboard.cluster import CALL_ERRORS
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageExt
@@ -168,7 +167,7 @@ async def consume_states(admin: Admin, msg: MessageExt) -> list[dict[str, Any]]:
     rocketmq-dashboard's ``MessageServiceImpl.messageTrackDetail``: the message is still shown."""
     try:
         tracks = await message_track_detail(admin, msg)
-    except CALL_ERRORS as exc:
+    except BROKER_FAILURES as exc:
         log.warning("message track of %s failed: %s", msg.msg_id, exc)
         return []
     return [

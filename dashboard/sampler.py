@@ -25,8 +25,8 @@ from typing import Any
 import anyio
 import attrs
 
-from client.admin import Admin
-from dashboard.cluster import CALL_ERRORS, first_rate
+from client.admin import BROKER_FAILURES, Admin
+from dashboard.cluster import first_rate
 from dashboard.topics import topic_kind
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class Sampler:
         while True:
             try:
                 await self.sample_once()
-            except CALL_ERRORS as exc:
+            except BROKER_FAILURES as exc:
                 log.warning("chart sample failed: %s", exc)
             await anyio.sleep(self.interval)
 
@@ -97,7 +97,7 @@ class Sampler:
             for broker_id, addr in sorted(bd.broker_addrs.items()):
                 try:
                     runtime = await self.admin.broker_status(addr)
-                except CALL_ERRORS:
+                except BROKER_FAILURES:
                     continue
                 point = (now_ms, first_rate(runtime.get("putTps")), first_rate(runtime.get("getTransferedTps")))
                 self.brokers.setdefault(f"{name}/{broker_id}", Series()).add(point)
@@ -108,7 +108,7 @@ class Sampler:
         for addr in await self.admin.master_addresses():
             try:
                 stats = await self.admin.broker_consume_stats(addr)
-            except CALL_ERRORS:
+            except BROKER_FAILURES:
                 continue
             for _, per_topic in stats.consume_stats_list:
                 for s in per_topic:
@@ -129,7 +129,7 @@ class Sampler:
             async with limiter:
                 try:
                     status = await self.admin.topic_status(topic)
-                except CALL_ERRORS:
+                except BROKER_FAILURES:
                     return
             stored[topic] = sum(o.max_offset for o in status.values())
 

@@ -1,9 +1,13 @@
 """Faults of the JSON endpoints and the chart sampler found by reviews, over real sockets on the embedded cluster:
 out-of-range ports, cross-site ``text/plain`` posts, resends to foreign hosts, skipped backlogs charted as
-consumption, registered masters that do not answer or whose replies do not decode, and a text ``order`` flag. Each
-fault's test failed before its fix; the pulled-messages test keeps the get rate's meaning."""
+consumption, registered masters that do not answer or whose replies do not decode (pages, message tracks, key
+searches), and a text ``order`` flag. Each fault's test failed before its fix; the pulled-messages test keeps the get
+rate's meaning."""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 import pytest
@@ -18,7 +22,7 @@ from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.processor import RequestContext
 from remoting.server import RemotingServer
 from store.metadata_files import SubscriptionGroupConfig
-from tests.client.helpers import create_topic, wait_until
+from tests.client.helpers import HANG_GUARD, create_topic, wait_until
 from tests.client.test_master_watch import register_as_master
 from tests.dashboard.conftest import Dash
 
@@ -147,16 +151,21 @@ async def test_the_producers_online_are_listed_when_one_master_does_not_answer(d
         assert "live-pg" in {p["group"] for p in response.json()["producers"]}
 
 
+async def _commit(dash: Dash, group: str, topic: str, offset: int) -> None:
+    """``group``'s offset on ``topic``'s queue 0 of broker-a, as a tool commits it: no ``%RETRY%`` topic is made, so
+    the admin client asks every master for the group's stats and connections."""
+    mq = MessageQueue(topic, "broker-a", 0)
+    await api.update_consumer_offset(dash.admin.instance.remoting, dash.cluster.broker_addr, group, mq, offset, 3)
+
+
 async def _offline_group_and_a_dead_master(dash: Dash, client: RemotingClient, topic: str, group: str) -> str:
-    """``group`` has offsets on ``topic`` (committed by a tool: no ``%RETRY%`` topic, so the admin client asks every
-    master for its stats) and a second master is registered that does not answer; returns a message's id."""
+    """``group`` has offsets on ``topic`` (:func:`_commit`) and a second master is registered that does not answer;
+    returns a message's id."""
     namesrv = dash.cluster.namesrv_addr
     await create_topic(namesrv, topic, queues=1)
     async with Producer(f"{group}-pg", namesrv) as producer:
         sent = await producer.send(Message(topic, b"x"))
-    admin = dash.admin
-    mq = MessageQueue(topic, "broker-a", 0)
-    await api.update_consumer_offset(admin.instance.remoting, dash.cluster.broker_addr, group, mq, 1, 3)
+    await _commit(dash, group, topic, 1)
     await register_as_master(client, namesrv, "127.0.0.1:1", f"Dead{topic}", "broker-dead")
     return sent.msg_id
 
@@ -206,20 +215,63 @@ class _GarbledBroker:
         return request.response(ResponseCode.SUCCESS, body=b"[not json")
 
 
-async def test_a_master_whose_replies_do_not_decode_is_passed_over_like_a_dead_one(dash: Dash) -> None:
-    """A reply that does not decode (a CodecError, a ValueError) failed the whole chart sample, and out of
-    ``Sampler.run`` it would end the app's lifespan; such a master is passed over as one that does not answer, and
-    an endpoint that meets it answers 502 (a broker's fault), not 400."""
+@asynccontextmanager
+async def _garbled_master(namesrv: str, topic: str) -> AsyncIterator[str]:
+    """A master ``broker-garbled`` of ``topic``, registered while inside, answering as :class:`_GarbledBroker`; its
+    address."""
     dispatcher = Dispatcher()
     dispatcher.set_default(_GarbledBroker(), ProcessorPool("admin", 1, 100))
     async with trio.open_nursery() as nursery, RemotingClient() as client:
         host, port = await nursery.start(RemotingServer(dispatcher).serve)
-        garbled = f"{host}:{port}"
-        await register_as_master(client, dash.cluster.namesrv_addr, garbled, "GarbledTopic", "broker-garbled")
+        await register_as_master(client, namesrv, f"{host}:{port}", topic, "broker-garbled")
+        yield f"{host}:{port}"
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_master_whose_replies_do_not_decode_is_passed_over_like_a_dead_one(dash: Dash) -> None:
+    """A reply that does not decode (a CodecError, a ValueError) failed the whole chart sample, and out of
+    ``Sampler.run`` it would end the app's lifespan; such a master is passed over as one that does not answer, and
+    an endpoint that meets it answers 502 (a broker's fault), not 400."""
+    async with _garbled_master(dash.cluster.namesrv_addr, "GarbledTopic"):
         sampler = dash.app.state.sampler
         await sampler.sample_once()
         assert sampler.samples == 1 and "broker-a/0" in sampler.brokers
         groups = {g["group"]: g for g in (await dash.get("/api/groups"))["groups"]}  # the garbled master skipped
         assert groups["TOOLS_CONSUMER"]["online"] == 0  # its connection lookup met the garbled master
         await dash.get("/api/topic?topic=GarbledTopic", status=502)
-        nursery.cancel_scope.cancel()
+
+
+async def test_a_group_whose_lookup_meets_a_garbled_master_is_its_own_unknown_track(dash: Dash) -> None:
+    """As Java's ``messageTrackDetail`` (``catch (Exception e)`` per group: UNKNOWN with the error), a group whose
+    lookup meets a master whose reply does not decode is that group's UNKNOWN track; the other groups' tracks are
+    still shown, not an empty track for the whole message."""
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "TrackGarbledTopic", queues=1)
+    async with Producer("track-garbled-pg", namesrv) as producer:
+        sent = await producer.send(Message("TrackGarbledTopic", b"x"))
+    await _commit(dash, "healthy-cg", "TrackGarbledTopic", 1)
+    await _commit(dash, "garbled-cg", "TrackGarbledTopic", 1)
+    # healthy-cg has its %RETRY% topic on broker-a only, so its lookups never reach the garbled master
+    await dash.admin.create_topic("%RETRY%healthy-cg", read_queue_nums=1, write_queue_nums=1,
+                                  broker_addr=dash.cluster.broker_addr)  # fmt: skip
+    with trio.fail_after(HANG_GUARD):  # the broker registered it with the name server
+        while "%RETRY%healthy-cg" not in await dash.admin.topic_list():
+            await trio.sleep(0.05)
+    async with _garbled_master(namesrv, "GarbledTrackTopic"):
+        shown = await dash.get(f"/api/message?topic=TrackGarbledTopic&id={sent.msg_id}")
+    tracks = {c["group"]: c for c in shown["consumers"]}
+    assert set(tracks) == {"healthy-cg", "garbled-cg"}, shown["consumers"]
+    assert tracks["healthy-cg"]["state"] == "NOT_ONLINE", tracks
+    assert tracks["garbled-cg"]["state"] == "UNKNOWN" and tracks["garbled-cg"]["error"], tracks
+
+
+async def test_a_key_search_passes_over_a_master_whose_reply_does_not_decode(dash: Dash) -> None:
+    """As MQAdminImpl.queryMessage passes over a broker that fails, a master of the topic whose QUERY_MESSAGE reply
+    does not decode as records is passed over: the messages the other masters found are shown, not a 502."""
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "GarbledKeyTopic", queues=1)
+    async with Producer("garbled-key-pg", namesrv) as producer:
+        sent = await producer.send(Message("GarbledKeyTopic", b"x", keys="garbled-key"))
+    async with _garbled_master(namesrv, "GarbledKeyTopic"):
+        found = await dash.get("/api/messages/key?topic=GarbledKeyTopic&key=garbled-key")
+    assert [m["msgId"] for m in found["messages"]] == [sent.msg_id], found
