@@ -297,14 +297,17 @@ class Admin(AdminOps):
             await self._call(addr, request(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields))
         return targets
 
-    async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
-        """GET_CONSUME_STATS of ``group`` (or of its ``topic``) from each of the group's brokers, merged: every
-        queue's offsets and the consume TPS summed over the brokers (Java's ``examineConsumeStats``). No offsets: an
-        empty table."""
+    async def consume_stats(
+        self, group: str, topic: str | None = None, *, broker_addr: str | None = None
+    ) -> ConsumeStats:
+        """GET_CONSUME_STATS of ``group`` (or of its ``topic``) from ``broker_addr`` alone (Java's
+        ``MQClientAPIImpl.getConsumeStats(addr, ...)``), or from each of the group's brokers, merged: every queue's
+        offsets and the consume TPS summed over the brokers (Java's ``examineConsumeStats``). No offsets: an empty
+        table."""
         fields = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext_fields()
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
-        for addr in await self._group_brokers(group, reads=True):
+        for addr in [broker_addr] if broker_addr else await self._group_brokers(group, reads=True):
             stats = ConsumeStats.decode((await self._call(addr, request(RequestCode.GET_CONSUME_STATS, fields))).body)
             table.update(stats.offset_table)
             tps += stats.consume_tps

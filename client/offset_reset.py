@@ -3,11 +3,12 @@
 DefaultMQAdminExtImpl.java``), the fallback of ``mqadmin resetOffsetByTime``/``skipAccumulatedMessage`` and of
 rocketmq-dashboard's reset when the brokers answer CONSUMER_NOT_ONLINE.
 
-Per broker of the topic's route: every queue of the topic the group has offsets for there (GET_CONSUME_STATS lists
-each read queue of such a topic, so queues kept readable after the write queues were shrunk are reset too), else
-each of the broker's ``readQueueNums`` queues. Each gets the offset of the time (SEARCH_OFFSET_BY_TIMESTAMP, or
-GET_MAX_OFFSET for -1) committed with UPDATE_CONSUMER_OFFSET on the broker's master, unless ``force`` is off and
-that would move the group forward. A broker without a master online is passed over; any failure propagates.
+Per broker of the topic's route, and asking that broker only (a broker of the group elsewhere is never asked): every
+queue of the topic the group has offsets for there (GET_CONSUME_STATS without a topic lists each read queue of such a
+topic, so queues kept readable after the write queues were shrunk are reset too), else each of the broker's
+``readQueueNums`` queues. Each gets the offset of the time (SEARCH_OFFSET_BY_TIMESTAMP, or GET_MAX_OFFSET for -1)
+committed with UPDATE_CONSUMER_OFFSET on the broker's master, unless ``force`` is off and that would move the group
+forward. A broker without a master online is passed over; any failure propagates.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ class Rollback:
 async def reset_offline(admin: Admin, group: str, topic: str, timestamp: int, force: bool) -> list[Rollback]:
     """Reset ``group`` on ``topic`` to ``timestamp`` (ms; -1: the end), queue by queue (see the module docstring)."""
     route = await admin.topic_route(topic)
-    progress = await admin.consumer_progress(group)  # as Java: only the topics the group has offsets for
     out = []
     for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
         addr = master_address(route, qd.broker_name)
         if addr is None:
             continue
-        queues = {mq: w for mq, w in progress.items() if (mq.topic, mq.broker_name) == (topic, qd.broker_name)}
+        stats = await admin.consume_stats(group, broker_addr=addr)  # every topic it has offsets for there, as Java
+        queues = {mq: w for mq, w in stats.offset_table.items() if mq.topic == topic}
         if not queues:
             for queue_id in range(qd.read_queue_nums):
                 mq = MessageQueue(topic, qd.broker_name, queue_id)

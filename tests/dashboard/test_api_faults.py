@@ -1,8 +1,8 @@
 """Faults of the JSON endpoints and the chart sampler found by reviews, over real sockets on the embedded cluster:
 out-of-range ports, cross-site ``text/plain`` posts, resends to foreign hosts, skipped backlogs charted as
-consumption, registered masters that do not answer or whose replies do not decode (pages, message tracks, key
-searches), and a text ``order`` flag. Each fault's test failed before its fix; the pulled-messages test keeps the get
-rate's meaning."""
+consumption, registered masters that do not answer or whose replies do not decode (pages, offline resets, message
+tracks, key searches), and a text ``order`` flag. Each fault's test failed before its fix; the pulled-messages test
+keeps the get rate's meaning."""
 
 from __future__ import annotations
 
@@ -193,6 +193,26 @@ async def test_the_topic_page_shows_when_one_master_does_not_answer(dash: Dash) 
     assert [q["queueId"] for q in response.json()["queues"]] == [0]
     [failed] = [c for c in response.json()["consumers"] if c["group"] == "tool-cg"]
     assert failed["diffTotal"] is None and "127.0.0.1:1" in failed["error"], failed
+
+
+async def test_an_offline_reset_is_not_failed_by_a_master_the_topic_does_not_live_on(dash: Dash) -> None:
+    """With no consumer online the reset reads the group's offsets from each broker of the topic's route only, as
+    Java's ``resetOffsetByTimestampOld`` (``getConsumeStats(addr, ...)`` per broker of ``topicRouteData``): a
+    registered master that does not answer and holds nothing of the topic does not turn the reset into a 502."""
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "DeadResetTopic", queues=1)
+    async with Producer("dead-reset-pg", namesrv) as producer:
+        for i in range(3):
+            await producer.send(Message("DeadResetTopic", f"m{i}".encode()))
+    await _commit(dash, "dead-reset-cg", "DeadResetTopic", 0)
+    async with RemotingClient() as client:
+        await register_as_master(client, namesrv, "127.0.0.1:1", "DeadResetOtherTopic", "broker-dead")
+        response = await dash.http.post(
+            "/api/group/reset", json={"group": "dead-reset-cg", "topic": "DeadResetTopic", "timestamp": -1}
+        )
+    assert response.status_code == 200, response.text
+    assert response.json()["way"].startswith("offsets committed")
+    assert [q["offset"] for q in response.json()["offsets"]] == [3], response.json()
 
 
 async def test_the_order_flag_of_a_new_topic_is_a_boolean_or_its_text(dash: Dash) -> None:
