@@ -106,9 +106,10 @@ def create_app(
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     secret = settings.session_secret or secrets.token_hex(32)
-    max_age = max(1, round(settings.session_timeout))  # renewed with every answer, as the server's idle time
+    # max_age=None: a browser-session cookie (as a servlet's JSESSIONID) whose signature never expires; Starlette
+    # re-sends the cookie only when the session changes, so an age limit would end a busy login. Sessions ends it.
     middleware = [
-        Middleware(SessionMiddleware, secret_key=secret, max_age=max_age, same_site="strict"),
+        Middleware(SessionMiddleware, secret_key=secret, max_age=None, same_site="strict"),
         Middleware(LoginMiddleware, required=settings.login_required),
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

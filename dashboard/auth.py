@@ -8,8 +8,9 @@ change (POST, PUT, DELETE under ``/api/``) answers 403.
 
 A login is kept on the server, as rocketmq-dashboard's servlet session: :class:`Sessions` maps a random id, the only
 thing Starlette's signed session cookie carries, to the user. Logging out forgets the id, and so does
-``idle_timeout`` seconds without a request (Spring's ``server.servlet.session.timeout``, 30 minutes); a copy of the
-cookie is worthless afterwards. Every session ends with the process.
+``idle_timeout`` seconds without a request (Spring's ``server.servlet.session.timeout``, 30 minutes; ``math.inf``:
+never); a copy of the cookie is worthless afterwards. Only :class:`Sessions` ends a login: the cookie lasts as long as
+the browser (no max-age, as a servlet's JSESSIONID). Every session ends with the process.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ plain text against a cluster that would refuse every call.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -29,20 +30,42 @@ def _bool(value: object) -> bool:
     return str(value).strip().lower() == "true"
 
 
-#: Spring Boot's simple duration form: an integer and an optional unit.
-_DURATION = re.compile(r"([+-]?\d+)(ns|us|ms|s|m|h|d)?")
-_SECONDS_PER = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+#: Spring Boot's ``DurationStyle``: the simple form (an integer and an optional unit, in any case) and ISO-8601
+#: (``PT30M``, ``P1DT2H``; ``java.time.Duration.parse``).
+_SIMPLE = re.compile(r"([+-]?\d+)([a-z]{0,2})", re.IGNORECASE)
+_SECONDS_PER = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "": 1.0}
+_ISO_8601 = re.compile(
+    r"([-+]?)P(?:([-+]?\d+)D)?(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE
+)
 
 
 def spring_duration(value: object) -> float:
-    """Seconds of a Spring duration (``30m``, ``45s``, ``1800``: seconds without a unit); a float is taken as it
-    is. ValueError for anything else."""
+    """Seconds of a Spring duration (``30m``, ``45S``, ``1800``: seconds without a unit; ``PT30M``); a number is
+    taken as seconds. ValueError for anything else."""
     if isinstance(value, int | float):
         return float(value)
-    match = _DURATION.fullmatch(str(value).strip())
-    if match is None:
-        raise ValueError(f"not a duration (such as 30m or 1800): {value!r}")
-    return int(match[1]) * _SECONDS_PER[match[2] or "s"]
+    text = str(value).strip()
+    if (simple := _SIMPLE.fullmatch(text)) and simple[2].lower() in _SECONDS_PER:
+        return int(simple[1]) * _SECONDS_PER[simple[2].lower()]
+    if (iso := _ISO_8601.fullmatch(text)) and iso[3] != "T" and any(iso[i] for i in (2, 4, 5, 6)):
+        return _iso_seconds(iso)
+    raise ValueError(f"not a duration (such as 30m, 1800 or PT30M): {value!r}")
+
+
+def _iso_seconds(match: re.Match[str]) -> float:
+    """The seconds of a matched ISO-8601 duration (Java's ``Duration.parse``: each part and the whole signed)."""
+    days, hours, minutes, seconds, fraction = (match[i] or "0" for i in (2, 4, 5, 6, 7))
+    whole = int(seconds) + (-1 if seconds.startswith("-") else 1) * int(fraction.ljust(9, "0")) / 1e9
+    total = int(days) * 86400 + int(hours) * 3600 + int(minutes) * 60 + whole
+    return -total if match[1] == "-" else total
+
+
+def servlet_session_timeout(value: object) -> float:
+    """Seconds a servlet session lasts idle for ``server.servlet.session.timeout`` (a Spring duration), as Spring
+    Boot hands it to Tomcat (``TomcatServletWebServerFactory.getSessionTimeoutInMinutes``): whole minutes, at least
+    one; zero or less never ends (``math.inf``)."""
+    seconds = spring_duration(value)
+    return math.inf if seconds <= 0 else max(seconds // 60, 1) * 60.0
 
 
 def _prop(name: str) -> dict[str, str]:
@@ -83,12 +106,10 @@ class DashboardSettings:
     data_path: str = attrs.field(default="/tmp/rocketmq-console/data", metadata=_prop("rocketmq.config.dataPath"))
     #: Signs the session cookie; a random one per start when unset. The sessions themselves end with the process.
     session_secret: str | None = attrs.field(default=None, repr=False, metadata=_prop("rocketmq.config.sessionSecret"))
-    #: Seconds a login lasts without a request (Spring's servlet session timeout: 30 minutes; ``30m``, ``1800``...).
+    #: Seconds a login lasts without a request (Spring's servlet session timeout: 30 minutes; ``30m``, ``1800``,
+    #: ``PT30M``...; whole minutes, ``math.inf`` for zero or less: see :func:`servlet_session_timeout`).
     session_timeout: float = attrs.field(
-        default=1800.0,
-        converter=spring_duration,
-        validator=attrs.validators.gt(0),
-        metadata=_prop("server.servlet.session.timeout"),
+        default=1800.0, converter=servlet_session_timeout, metadata=_prop("server.servlet.session.timeout")
     )
     access_key: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.accessKey"))
     secret_key: str | None = attrs.field(default=None, repr=False, metadata=_prop("rocketmq.config.secretKey"))

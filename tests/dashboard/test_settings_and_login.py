@@ -3,22 +3,24 @@ and the trace seam, each through the code a user's request goes through."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import attrs
 import httpx
+import itsdangerous
 import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.config import ClientConfig
-from dashboard.auth import Sessions, User
+from dashboard.auth import Sessions
 from dashboard.cluster import replication_state
 from dashboard.settings import SettingsError, client_config, load_settings
 from dashboard.trace import default_finder
-from tests.dashboard.conftest import open_dash
+from tests.dashboard.conftest import Dash, open_dash
 
 
 def test_settings_from_a_properties_file_then_the_environment_then_options(tmp_path: Path) -> None:
@@ -152,12 +154,12 @@ async def test_a_session_ends_with_logout(
     embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     """As rocketmq-dashboard's servlet session, the login is kept on the server and logging out ends it: a copy of
-    the session cookie (a shared machine, a proxy log) replayed afterwards is not logged in. The cookie lasts the
-    idle timeout (30 minutes), not Starlette's default 14 days."""
+    the session cookie (a shared machine, a proxy log) replayed afterwards is not logged in. The cookie lasts as long
+    as the browser (no max-age, as a servlet's JSESSIONID), not Starlette's default 14 days."""
     users = _users(tmp_path)
     async for dash in open_dash(embedded_cluster, nursery, login_required=True, users_file=str(users)):
         login = await dash.http.post("/api/login", json={"username": "admin", "password": "s3cret"})
-        assert login.status_code == 200 and "max-age=1800;" in login.headers["set-cookie"].lower()
+        assert login.status_code == 200 and "max-age" not in login.headers["set-cookie"].lower()
         stolen = dict(dash.http.cookies)
         assert (await dash.http.post("/api/logout")).status_code == 200
         assert (await dash.http.get("/api/topics")).status_code == 401  # this browser is logged out
@@ -165,25 +167,66 @@ async def test_a_session_ends_with_logout(
             assert (await replay.get("/api/topics")).status_code == 401
 
 
-def test_a_session_ends_after_its_idle_timeout_and_each_request_restarts_it(tmp_path: Path) -> None:
-    """A session unused for ``server.servlet.session.timeout`` (Spring's duration form) ends, as a servlet session;
-    a request in time starts its idle time again."""
+def test_the_session_timeout_takes_every_spring_duration_form_as_tomcat_rounds_it(tmp_path: Path) -> None:
+    """``server.servlet.session.timeout`` is read as Spring Boot's DurationStyle reads it (seconds without a unit,
+    unit suffixes in any case, ISO-8601 ``PT30M``) and applied as Spring Boot hands it to Tomcat: whole minutes, at
+    least one, and zero or less never ends a session."""
     assert load_settings(None, {}).session_timeout == 1800.0
     file = tmp_path / "dashboard.properties"
     file.write_text("server.servlet.session.timeout=10m\n")
     assert load_settings(file, {}).session_timeout == 600.0
-    assert [load_settings(None, {}, session_timeout=v).session_timeout for v in ("45", "2h")] == [45, 7200]
-    with pytest.raises(SettingsError):
-        load_settings(None, {}, session_timeout="soon")
-    now = [0.0]
-    sessions = Sessions(600.0, clock=lambda: now[0])
-    sid = sessions.open(User("admin", "s3cret", admin=True))
-    now[0] = 599.0
-    assert sessions.user(sid) == User("admin", "s3cret", admin=True)
-    now[0] = 1198.0  # 599 s after the last request
-    assert sessions.user(sid) is not None
-    now[0] = 1799.0
-    assert sessions.user(sid) is None and sessions.user("forged") is None
+    forms = ("PT30M", "30M", "1800", "pt1h", "P1DT2H", "2h", "45", "90s", "PT0.5S", "0", "-PT5M")
+    seconds = [load_settings(None, {}, session_timeout=v).session_timeout for v in forms]
+    assert seconds == [1800, 1800, 1800, 3600, 93600, 7200, 60, 60, 60, math.inf, math.inf]
+    for wrong in ("soon", "30x", "PT", "P"):
+        with pytest.raises(SettingsError):
+            load_settings(None, {}, session_timeout=wrong)
+
+
+async def _login_with_clocks(dash: Dash, now: list[float], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Log ``admin`` in with both session clocks on ``now``: Starlette's cookie signer and the server's Sessions."""
+    monkeypatch.setattr(itsdangerous.TimestampSigner, "get_timestamp", lambda self: int(now[0]))
+    dash.app.state.sessions = Sessions(dash.app.state.settings.session_timeout, clock=lambda: now[0])
+    login = await dash.http.post("/api/login", json={"username": "admin", "password": "s3cret"})
+    assert login.status_code == 200
+
+
+async def test_a_session_ends_after_its_idle_timeout_and_each_request_restarts_it(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session unused for ``server.servlet.session.timeout`` ends, as a servlet session; a request in time starts
+    its idle time again."""
+    now = [1_900_000_000.0]
+    users = str(_users(tmp_path))
+    async for dash in open_dash(
+        embedded_cluster, nursery, login_required=True, users_file=users, session_timeout="10m"
+    ):
+        await _login_with_clocks(dash, now, monkeypatch)
+        now[0] += 599
+        assert (await dash.http.get("/api/topics")).status_code == 200
+        now[0] += 599  # 599 s after the last request
+        assert (await dash.http.get("/api/topics")).status_code == 200
+        now[0] += 601
+        assert (await dash.http.get("/api/topics")).status_code == 401
+        assert (await dash.http.get("/topics")).headers["location"] == "/login?next=/topics"
+
+
+async def test_a_session_in_use_is_not_ended_by_its_idle_timeout_counted_from_login(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user working without a pause stays logged in past the idle timeout counted from the login. Starlette
+    re-sends its session cookie only when the session changes and refuses a cookie signed longer ago than its
+    max-age, so the cookie has none (a browser-session cookie, as a servlet's JSESSIONID) and only
+    :class:`dashboard.auth.Sessions` ends a login."""
+    now = [1_900_000_000.0]
+    async for dash in open_dash(embedded_cluster, nursery, login_required=True, users_file=str(_users(tmp_path))):
+        await _login_with_clocks(dash, now, monkeypatch)
+        now[0] += 1000  # a request 1000 s after the login: the session's idle time starts again
+        busy = await dash.http.get("/topics")
+        assert busy.status_code == 200
+        now[0] += 900  # 900 s idle, 1900 s after the login
+        later = await dash.http.get("/topics")
+        assert later.status_code == 200, (later.status_code, later.headers.get("location"), busy.headers)
 
 
 async def test_without_login_required_every_page_is_open(dash: Any) -> None:
