@@ -103,8 +103,11 @@ async def _body(request: Request) -> dict[str, Any]:
 
 
 def _flag(body: dict[str, Any], name: str) -> bool:
-    """A yes/no field: a JSON boolean or the text ``true``/``false`` (any case); absent is false."""
-    value = body.get(name, False)
+    """A yes/no field: a JSON boolean or the text ``true``/``false`` (any case); absent or null is false (Jackson's
+    null for a primitive ``boolean``, as rocketmq-dashboard's request models)."""
+    value = body.get(name)
+    if value is None:
+        return False
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     if not isinstance(value, bool):

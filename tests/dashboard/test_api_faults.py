@@ -1,8 +1,8 @@
 """Faults of the JSON endpoints and the chart sampler found by reviews, over real sockets on the embedded cluster:
 out-of-range ports, cross-site ``text/plain`` posts, resends to foreign hosts, skipped backlogs charted as
 consumption, registered masters that do not answer or whose replies do not decode (pages, offline resets, message
-tracks, key searches), and a text ``order`` flag. Each fault's test failed before its fix; the pulled-messages test
-keeps the get rate's meaning."""
+tracks, key searches), and a text or null ``order`` flag. Each fault's test failed before its fix; the pulled-messages
+test keeps the get rate's meaning."""
 
 from __future__ import annotations
 
@@ -216,12 +216,15 @@ async def test_an_offline_reset_is_not_failed_by_a_master_the_topic_does_not_liv
 
 
 async def test_the_order_flag_of_a_new_topic_is_a_boolean_or_its_text(dash: Dash) -> None:
-    """``"order": "false"`` creates a topic that is not ordered (Python's ``bool("false")`` is true); anything but a
-    JSON boolean or the text true/false is a 400, not a guess."""
+    """``"order": "false"`` creates a topic that is not ordered (Python's ``bool("false")`` is true), and so does
+    ``"order": null`` (Jackson's null for rocketmq-dashboard's primitive ``boolean order``); anything but a JSON
+    boolean, null or the text true/false is a 400, not a guess."""
     topics = dash.cluster.controller.context.topics
-    for topic, order, ordered in (("TextFalseTopic", "false", False), ("TextTrueTopic", "TRUE", True),
-                                  ("FlagTopic", True, True), ("NoFlagTopic", None, False)):  # fmt: skip
-        await dash.post("/api/topics", {"topic": topic} | ({} if order is None else {"order": order}))
+    cases = {"TextFalseTopic": ({"order": "false"}, False), "TextTrueTopic": ({"order": "TRUE"}, True),
+             "FlagTopic": ({"order": True}, True), "NoFlagTopic": ({}, False),
+             "NullFlagTopic": ({"order": None}, False)}  # fmt: skip
+    for topic, (order, ordered) in cases.items():
+        await dash.post("/api/topics", {"topic": topic} | order)
         config = topics.get(topic)
         assert config is not None and config.order is ordered, (topic, config)
     refused = await dash.post("/api/topics", {"topic": "YesTopic", "order": "yes"}, status=400)
