@@ -153,7 +153,7 @@ async def test_a_groups_lag_and_connections_then_reset_and_delete(dash: Dash) ->
 async def test_deleting_a_group_deletes_its_retry_and_dlq_topics(dash: Dash) -> None:
     """As rocketmq-dashboard's ``deleteSubGroup`` (and ``mqadmin deleteSubGroup -c``), deleting a group deletes
     ``%RETRY%<group>`` and ``%DLQ%<group>`` on the brokers and the name servers: they leave the topic list and the
-    retry topic its route."""
+    retry topic its route. A group that never had a DLQ topic is deleted as well."""
     namesrv = dash.cluster.namesrv_addr
     await create_topic(namesrv, "DelGroupTopic", queues=1)
 
@@ -178,6 +178,12 @@ async def test_deleting_a_group_deletes_its_retry_and_dlq_topics(dash: Dash) -> 
     assert "%RETRY%del-cg" not in broker_topics and "%DLQ%del-cg" not in broker_topics
     with pytest.raises(TopicRouteNotFoundError):
         await dash.admin.topic_route("%RETRY%del-cg")
+    await dash.admin.create_topic("%RETRY%no-dlq-cg", read_queue_nums=1, write_queue_nums=1)  # never sent to its DLQ
+    with anyio.fail_after(HANG_GUARD):
+        while "%RETRY%no-dlq-cg" not in await dash.admin.topic_list():
+            await anyio.sleep(0.05)
+    await dash.delete("/api/group?group=no-dlq-cg")  # the missing %DLQ% topic is no error
+    assert "%RETRY%no-dlq-cg" not in await dash.admin.topic_list()
 
 
 async def test_an_offline_reset_moves_every_queue_the_group_reads(dash: Dash) -> None:
