@@ -30,6 +30,8 @@ from the file system propagates. Every append (a leader's batch: :meth:`FileLedg
 :meth:`FileLedger.append_record_as_leader`, a follower's entry: :meth:`FileLedger.append_as_follower`) is written
 whole or not at all: what a failed one wrote is erased again (DLedger 0.3.1.2 keeps it: a follower whose index
 segment could not be made then refuses the leader's every push of that entry, its data end past the entry's ``pos``).
+A truncation (:meth:`FileLedger.truncate`) that fails leaves the log cut and consistent: ending right before the
+leader's entry when that entry could not be written, its end term and flushed index those of the entry it ends at.
 """
 
 from __future__ import annotations
@@ -355,6 +357,11 @@ class FileLedger:
             self._write(entry)
 
     def truncate(self, entry: Entry) -> int:
+        """Make the leader's ``entry`` the last one: kept when this log holds it (what follows is cut; its index record
+        is rewritten in place, so no file is made), else written where the cut leaves the log. Synced at once. A
+        write that fails (OSError: a segment that cannot be made; LedgerError) leaves the log ending right before
+        ``entry``, cut and consistent (end term, flushed index); a failed sync leaves it truncated in memory, the
+        next flush syncing it. Either error propagates."""
         keep = self.get(entry.index) == entry
         if not keep and entry.index == 0 and self.rebuild_floor:
             _log_other_copy(self.get(0), entry)
@@ -363,14 +370,25 @@ class FileLedger:
         cut = entry.end_pos if keep else entry.pos
         if cut > self.write_pos:
             raise LedgerError(ResponseCode.DISK_ERROR, f"truncate to {cut}, data ends at {self.write_pos}")
-        self._cut_data(cut)
-        self._cut_index(entry.index * INDEX_UNIT_SIZE)
-        self._end, self._end_term = entry.index - 1, -1
         self._truncations += 1
-        self._write(entry, data=not keep)
-        self._flushed = min(self._flushed, entry.index - (0 if keep else 1))
+        last = entry.index if keep else entry.index - 1
+        self._cut_data(cut)
+        self._cut_index((last + 1) * INDEX_UNIT_SIZE)
+        self._end_at_entry(last)
+        with self._whole_or_nothing():
+            self._write(entry, data=not keep)
         self._sync_tails()
         return entry.index
+
+    def _end_at_entry(self, last: int) -> None:
+        """A truncation's cut leaves the log ending at entry ``last`` (empty when it is before the first): the end
+        term is that entry's, and the flushed index goes no further."""
+        record = self.index_record(last) if 0 <= self._begin <= last else None
+        if record is None:
+            self._begin = self._end = self._end_term = -1
+        else:
+            self._end, self._end_term = last, record.term
+        self._flushed = min(self._flushed, self._end)
 
     def _continues(self, entry: Entry) -> bool:
         """Whether ``entry`` can replace this log's tail at its index: the index is in the log or just after it, and
@@ -392,13 +410,14 @@ class FileLedger:
                       "of a mixed group must start from the same copy of the classic store)", entry.index, entry.pos,
                       floor)  # fmt: skip
             raise LedgerError(ResponseCode.DISK_ERROR, f"entry {entry.index} at {entry.pos}, classic end {floor}")
+        self._truncations += 1
         for queue in (self.data, self.index):
             while queue.files:
                 self._drop(queue.files.pop())
-        self._open_at(entry.pos)
-        self._begin = self._end = self._end_term = -1
-        self._truncations += 1
-        self._write(entry)
+        self._begin = self._end = self._end_term = self._flushed = -1
+        with self._whole_or_nothing():
+            self._open_at(entry.pos)
+            self._write(entry)
         self._flushed = entry.index - 1
         self._sync_tails()
         return entry.index
@@ -550,10 +569,15 @@ class FileLedger:
             self._drop(queue.files.pop())
 
     def _drop(self, mf: MappedFile) -> None:
-        """Unlink a segment taken out of its queue; the next flush unmaps it (a flush thread may still hold it)."""
-        with contextlib.suppress(FileNotFoundError):
-            mf.path.unlink()
+        """Unlink a segment taken out of its queue; the next flush unmaps it (a flush thread may still hold it). A
+        file that cannot be unlinked is logged and left behind, out of the log all the same."""
         self._retired.append(mf)
+        try:
+            mf.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.error("dledger segment %s left behind, not unlinked: %s", mf.path, exc)
 
     def _sync_tails(self) -> None:
         """Make a truncation durable now (rare: only a follower that disagreed with a new leader)."""

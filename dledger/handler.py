@@ -10,6 +10,8 @@ leader re-pushes). Only a FOLLOWER applies anything; otherwise queued requests a
   nothing of it written (DLedger's ``handleDoAppend`` answers any Throwable so), and the leader pushes it again.
 - COMPARE: 200 when the local entry equals the pushed one, else 406.
 - TRUNCATE: from the current term and leader only; keeps the entry if equal, else cuts at its ``pos`` and writes it.
+  One the files cannot take (OSError) is logged and answered 406, as DLedger's ``handleDoTruncate`` answers any
+  Throwable, the log left ending before the entry (the leader pauses, compares and truncates again).
 - every answer carries the follower's begin and end index; a 200 to APPEND or TRUNCATE then adopts the leader's
   committed index (clamped to the local end).
 
@@ -181,15 +183,27 @@ class EntryHandler:
                     keep_entry = node.ledger.get(keep)
                     assert keep_entry is not None
                     entry = keep_entry
-            kept = node.ledger.get(entry.index) == entry
-            node.truncate(entry)
-            self._drop_held(entry.index + 1 if kept else entry.index)
-            self._written_from = min(self._written_from, entry.index + 1)
+            self._truncate_to(entry)
         except LedgerError:
+            node.reply(handle, self.response(request, ResponseCode.INCONSISTENT_STATE))
+            return
+        except OSError as exc:
+            self._disk_failed(entry.index, exc)
             node.reply(handle, self.response(request, ResponseCode.INCONSISTENT_STATE))
             return
         self._answer(entry.index, handle, self.response(request, ResponseCode.SUCCESS))
         self._adopt_commit(request)
+
+    def _truncate_to(self, entry: Entry) -> None:
+        """Make ``entry`` the log's last; whether that succeeds or fails midway (the log then ends before it: see
+        :meth:`~dledger.file_store.FileLedger.truncate`), the answers held for entries cut go unsent."""
+        ledger = self.node.ledger
+        cut = entry.index + 1 if ledger.get(entry.index) == entry else entry.index
+        try:
+            self.node.truncate(entry)
+        finally:
+            self._drop_held(min(cut, ledger.end_index + 1))
+            self._written_from = min(self._written_from, entry.index + 1, ledger.end_index + 1)
 
     def _adopt_commit(self, request: PushEntryRequest) -> None:
         self.node.update_committed_index(request.term, request.commit_index)

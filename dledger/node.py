@@ -346,9 +346,11 @@ class RaftNode:
         of a late APPEND with a COMPARE can cut a committed entry the leader then pushes again); here it is clamped
         to the new end, so a member never claims a committed entry it does not hold."""
         ledger = self.ledger
-        ledger.truncate(entry)
-        if ledger.committed_index > ledger.end_index and not self.faithful:
-            ledger.set_committed(ledger.end_index)
+        try:
+            ledger.truncate(entry)
+        finally:  # also after a truncation that failed midway: the log may end before the cut
+            if ledger.committed_index > ledger.end_index and not self.faithful:
+                ledger.set_committed(ledger.end_index)
 
     # ---- the work loop -------------------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from remoting.codec import record_batch
 from remoting.codec.errors import MessageEncodeError
 from remoting.codec.message import MessageRecord, PreparedMessage, prepare_message, write_record
 from store import mapped_file
-from tests.store.store_helpers import dirty_kib
+from tests.store.store_helpers import dirty_kib, no_descriptor_left
 
 DATA_SIZE = 1024
 INDEX_SIZE = 32 * 64
@@ -483,3 +483,83 @@ def test_a_flush_in_flight_across_an_undone_append_keeps_its_claim(tmp_path: Pat
     FileLedger.flush_planned(plan)
     ledger.flushed(plan)
     assert ledger.flushed_index == 1
+
+
+def _diverged(tmp_path: Path, count: int) -> tuple[FileLedger, list[Entry]]:
+    """A follower's log of ``count`` entries of term 1, flushed."""
+    follower = ledger_at(tmp_path)
+    entries = append(follower, 1, *[body(i, 10) for i in range(count)])
+    follower.flush_all()
+    assert follower.flushed_index == count - 1
+    return follower, entries
+
+
+def test_a_truncation_whose_entry_cannot_be_written_ends_the_log_before_it(tmp_path: Path) -> None:
+    """A TRUNCATE that replaces entry 64 (its index record opens the second index segment) when no file can be
+    opened (EMFILE; ENOSPC or ENOMEM alike): the cut is made, the leader's entry is not, and the log ends at entry 63
+    with that entry's term and a flushed index no further (the end term was -1 and the flushed index still 69, so
+    under ``sync_before_ack`` the next pushes of entries 64..69 were answered before a sync). Once files open
+    again, the same TRUNCATE lands and a restart finds it."""
+    records = INDEX_SIZE // 32
+    follower, entries = _diverged(tmp_path, records + 6)
+    theirs = Entry(records, 2, entries[records].pos, b"leader's", entries[records].magic)
+    with no_descriptor_left(), pytest.raises(OSError):
+        follower.truncate(theirs)
+    assert (follower.end_index, follower.end_term, follower.flushed_index) == (records - 1, 1, records - 1)
+    assert follower.get(records - 1) == entries[records - 1] and follower.get(records) is None
+    assert follower.write_pos == entries[records - 1].end_pos
+    assert follower.truncate(theirs) == records
+    assert (follower.end_index, follower.end_term, follower.get(records)) == (records, 2, theirs)
+    follower.close()
+    again = ledger_at(tmp_path)
+    assert again.end_index == records and again.get(records) == theirs
+
+
+def test_a_truncation_that_keeps_its_entry_opens_no_file(tmp_path: Path) -> None:
+    """Keeping entry 64 (the first record of the second index segment) and cutting what follows rewrites its index
+    record in place: it used to erase the segment holding it and make it again, so a follower out of descriptors
+    (or disk) could not take a TRUNCATE that writes nothing new."""
+    records = INDEX_SIZE // 32
+    follower, entries = _diverged(tmp_path, records + 6)
+    with no_descriptor_left():
+        assert follower.truncate(entries[records]) == records
+    assert (follower.end_index, follower.end_term, follower.flushed_index) == (records, 1, records)
+    assert follower.get(records) == entries[records] and follower.get(records + 1) is None
+
+
+def test_a_rebuild_whose_first_segment_cannot_be_made_leaves_an_empty_log(tmp_path: Path) -> None:
+    """A TRUNCATE to the leader's first entry, past this log's end (DLedger's ``rebuildWithPos``), whose data segment
+    cannot be made (a directory in its place): the old segments are gone and the log is empty, begin, end, end term
+    and flushed index all -1 (they named entries no file held any more); once the segment can be made, the same
+    TRUNCATE starts the log there."""
+    follower, _ = _diverged(tmp_path, 6)
+    first = Entry(100, 2, 5 * DATA_SIZE + 200, b"leader's first")
+    in_the_way = follower.data.dir_for(5 * DATA_SIZE) / mapped_file.segment_name(5 * DATA_SIZE)
+    in_the_way.mkdir(parents=True)
+    with pytest.raises(OSError):
+        follower.truncate(first)
+    assert (follower.begin_index, follower.end_index, follower.end_term, follower.flushed_index) == (-1, -1, -1, -1)
+    assert follower.get(0) is None and not follower.data.files
+    in_the_way.rmdir()
+    assert follower.truncate(first) == 100
+    assert (follower.begin_index, follower.end_index, follower.get(100)) == (100, 100, first)
+    follower.close()
+    again = ledger_at(tmp_path)
+    assert again.begin_index == again.end_index == 100 and again.get(100) == first
+
+
+def test_a_segment_a_truncation_cannot_unlink_leaves_the_log_cut(tmp_path: Path) -> None:
+    """A data segment past the cut cannot be unlinked (here a directory took its name; EIO or a read-only remount
+    alike): it leaves the log all the same, logged, and the truncation completes (the error stopped it midway, the
+    end index naming entries of a segment no longer in the log). Recovery ends the log before a leftover file."""
+    follower, entries = _diverged(tmp_path, 40)
+    last = follower.data.last()
+    assert last is not None and last.file_from_offset > entries[5].end_pos
+    last.path.rename(last.path.with_name("moved"))
+    last.path.mkdir()
+    assert follower.truncate(entries[5]) == 5
+    assert (follower.end_index, follower.write_pos, follower.get(6)) == (5, entries[5].end_pos, None)
+    assert follower.data.last() is not last
+    last.path.rmdir()
+    follower.close()
+    assert ledger_at(tmp_path).end_index == 5

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import random
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -26,8 +27,9 @@ from tests.dledger.ports import free_ports, peers_string
 
 
 class Group:
-    def __init__(self, tmp_path: Path, nursery: trio.Nursery, size: int = 3) -> None:
+    def __init__(self, tmp_path: Path, nursery: trio.Nursery, size: int = 3, **settings: Any) -> None:
         self.tmp_path = tmp_path
+        self.settings = settings
         self.nursery = nursery
         self.peers = peers_string(free_ports(size))
         self.ids = [f"n{i}" for i in range(size)]
@@ -37,10 +39,17 @@ class Group:
     def config(self, member: str) -> DLedgerConfig:
         return DLedgerConfig(group="g", self_id=member, peers=self.peers, store_base_dir=str(self.tmp_path),
                              mapped_file_size_for_entry_data=1 << 16,
-                             mapped_file_size_for_entry_index=1 << 12)  # fmt: skip
+                             mapped_file_size_for_entry_index=1 << 12, **self.settings)  # fmt: skip
+
+    def server(self, member: str) -> DLedgerServer:
+        return DLedgerServer(self.config(member), rng=random.Random(member))
 
     async def start(self, member: str) -> DLedgerServer:
-        server = DLedgerServer(self.config(member), rng=random.Random(member))
+        return await self.run(self.server(member))
+
+    async def run(self, server: DLedgerServer) -> DLedgerServer:
+        """Run ``server`` (made by :meth:`server`, maybe loaded already) until :meth:`stop`."""
+        member = server.config.self_id
         scope = trio.CancelScope()
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -1,0 +1,55 @@
+"""DLedger members whose files fail them (dledger/server.py over dledger/file_store.py), on real sockets and real
+files under virtual time: a file that cannot be made (a directory in its place) or a sync that fails (EIO from
+``fdatasync``). The member's server keeps running, answers as DLedger 0.3.1.2 does, acknowledges nothing its files
+do not hold, and takes up its work once the files can."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from dledger.server import DLedgerServer
+from store.mapped_file import segment_name
+from tests.dledger.test_server import Group, append
+
+
+async def _caught_up(follower: DLedgerServer, leader: DLedgerServer) -> None:
+    while follower.ledger.end_index < leader.ledger.end_index:
+        await trio.sleep(0.05)
+    end = leader.ledger.end_index
+    assert follower.ledger.get(end) == leader.ledger.get(end)
+
+
+async def test_a_new_member_whose_first_truncation_cannot_be_written_answers_406_and_joins_once_it_can(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A member with an empty log joins a group that has entries: the leader's TRUNCATE to entry 0 writes its first
+    index segment, which cannot be made. The member answers 406 INCONSISTENT_STATE, as DLedger's ``handleDoTruncate``
+    answers any Throwable (the OSError stopped its server), with its log still empty; the leader pauses and compares
+    again, and once the segment can be made the member takes the log."""
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery)
+        for member in ("n0", "n1"):
+            await group.start(member)
+        leader = await group.leader()
+        await append(leader, b"before n2 joins")
+        joining = group.server("n2")
+        joining.load()
+        in_the_way = joining.ledger.index.dir_for(0) / segment_name(0)
+        in_the_way.mkdir(parents=True)
+        with caplog.at_level(logging.ERROR, "dledger.handler"), trio.fail_after(30):
+            await group.run(joining)
+            while not caplog.records:
+                await trio.sleep(0.05)
+            await trio.sleep(3)  # the leader tries again every 500 ms
+        assert joining.running and joining.node.member.is_follower
+        assert (joining.ledger.begin_index, joining.ledger.end_index, joining.ledger.write_pos) == (-1, -1, 0)
+        logged = [r.getMessage() for r in caplog.records]
+        assert len(logged) == 1 and logged[0].startswith("dledger n2: entry 0 not written"), logged
+        in_the_way.rmdir()
+        await _caught_up(joining, await group.leader())
+        nursery.cancel_scope.cancel()
