@@ -169,6 +169,15 @@ class Elector:
             self._send_heartbeats()
         self._role_changed(term, Role.LEADER)
 
+    def give_up_leading(self, term: int) -> None:
+        """A new leader that cannot append its first entry (ours: :meth:`~dledger.node.RaftNode.role_changed`) is a
+        candidate again, its heartbeat round dropped, and votes in the next term after a vote interval: voting again
+        at once, in its term, it won again at once and failed again as fast as votes go."""
+        self._beat = None
+        self.change_to_candidate(term)
+        self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
+        self.next_time_to_request_vote = self._next_vote_time()
+
     def change_to_candidate(self, term: int) -> None:
         if term < self.member.curr_term:
             return

@@ -29,6 +29,7 @@ heartbeat leak.
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 from collections.abc import Callable, Sequence
 
@@ -59,6 +60,8 @@ from dledger.messages import (
     VoteResponse,
 )
 from dledger.quorum import Quorum
+
+log = logging.getLogger(__name__)
 
 NEVER = 1 << 62
 #: how many of its latest entries a leader keeps at hand for the pushes, and the largest body it keeps
@@ -324,8 +327,10 @@ class RaftNode:
         if role is Role.LEADER and not self.faithful:
             try:
                 self._append_entries([(0, lambda _pos: b"")], NOOP_TICKET)
-            except LedgerError:
-                self.elector.change_to_candidate(term)
+            except (LedgerError, OSError) as exc:
+                log.error("dledger %s: leader of term %d cannot append its first entry, a candidate again: %s",
+                          self.member.self_id, term, exc)  # fmt: skip
+                self.elector.give_up_leading(term)
 
     def update_committed_index(self, term: int, index: int) -> None:
         """DLedger's ``updateCommittedIndex``: ignores -1, an empty ledger, an old term or no change; never goes

@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 
+from dledger.codes import ResponseCode, Role
 from dledger.server import DLedgerServer
 from store.mapped_file import segment_name
 from tests.dledger.test_server import Group, append
@@ -52,4 +53,30 @@ async def test_a_new_member_whose_first_truncation_cannot_be_written_answers_406
         assert len(logged) == 1 and logged[0].startswith("dledger n2: entry 0 not written"), logged
         in_the_way.rmdir()
         await _caught_up(joining, await group.leader())
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_new_leader_that_cannot_write_its_first_entry_steps_down_and_leads_once_it_can(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A member elected leader appends an empty entry first (ours: the Raft commit rule); its first data segment
+    cannot be made. It becomes a candidate again (the OSError stopped its server), votes in a later term after a
+    vote interval (not at once, winning the same term again), and leads once the segment can be made."""
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery, size=1)
+        server = group.server("n0")
+        server.load()
+        in_the_way = server.ledger.data.dir_for(0) / segment_name(0)
+        in_the_way.mkdir(parents=True)
+        with caplog.at_level(logging.ERROR, "dledger.node"):
+            await group.run(server)
+            await trio.sleep(5)
+        assert server.running and server.node.member.role is not Role.LEADER
+        assert server.ledger.end_index == -1
+        term = server.node.member.curr_term
+        assert 2 <= term <= 20, term  # a vote interval (0.3-1 s) between tries
+        assert any(r.getMessage().startswith("dledger n0: leader of term") for r in caplog.records)
+        in_the_way.rmdir()
+        leader = await group.leader()
+        assert (await append(leader, b"after")).code == ResponseCode.SUCCESS
         nursery.cancel_scope.cancel()
