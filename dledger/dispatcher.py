@@ -9,10 +9,12 @@ States ``COMPARE -> (TRUNCATE) -> APPEND``, reset to COMPARE on every new term o
 - APPEND pushes every entry from ``writeIndex`` to the leader's end (at most 1000 unanswered), or with
   ``enableBatchPush`` as batches of about ``maxBatchPushSize`` bytes; an answer 200 moves the follower's watermark, 406
   sends the dispatcher back to COMPARE if it is still in the APPEND run that push belongs to (DLedger's
-  ``changeState`` moves only APPEND to COMPARE). Once caught up it pushes a bare COMMIT every second; the push carrying
-  the entry after the watermark is pushed again from there when its answer is over ``maxPushTimeOutMs`` late. Batches
-  are paced (DLedger sends each at once): while that push is unanswered the next one leaves only when it is full, so
-  under load a push carries what arrived during one round trip instead of one scheduler pass's appends.
+  ``changeState`` moves only APPEND to COMPARE), at once unless it refuses the same push as the last 406 did, with
+  the follower's watermark unmoved since (a follower whose files cannot take the entry): then after a 500 ms pause.
+  Once caught up it pushes a bare COMMIT every second; the push carrying the entry after the watermark is pushed
+  again from there when its answer is over ``maxPushTimeOutMs`` late. Batches are paced (DLedger sends each at
+  once): while that push is unanswered the next one leaves only when it is full, so under load a push carries what
+  arrived during one round trip instead of one scheduler pass's appends.
 
 Any failure (a COMPARE or TRUNCATE that times out or answers anything but 200/406) resets to COMPARE and pauses the
 dispatcher 500 ms, as DLedger's exception handler does. Every push carries the leader's committed index.
@@ -57,6 +59,8 @@ class Dispatcher:
         self.paused_until = -1
         #: during COMPARE, the highest index found equal on the follower (-1: none yet)
         self.matched = -1
+        #: ``(first index, watermark then)`` of the last APPEND refused with 406 (:meth:`_refused`)
+        self.refusal: tuple[int, int] | None = None
 
     # ---- state -------------------------------------------------------------------------------------------------
 
@@ -68,6 +72,7 @@ class Dispatcher:
             self.term = member.curr_term
             self.leader_id = member.self_id
             self.awaiting = None
+            self.refusal = None
             self._change(-1, PushType.COMPARE)
         return True
 
@@ -205,8 +210,20 @@ class Dispatcher:
             self.node.quorum.update_watermark(response.term, self.peer, last)
             self.node.wake()
         elif response.code == ResponseCode.INCONSISTENT_STATE and current:
+            self._refused(response.index)
             self._change(-1, PushType.COMPARE)
             self.node.wake()
+
+    def _refused(self, first: int | None) -> None:
+        """An APPEND from ``first`` answered 406. The same push refused again with the follower's watermark unmoved
+        since (it compared equal up to the entry before, so its files cannot take the entry: a disk fault) pauses the
+        dispatcher :data:`PAUSE_AFTER_ERROR_MS` before it compares again; otherwise APPEND, 406 and COMPARE cycled as
+        fast as round trips go for as long as the fault lasted (DLedger pauses 1 ms a loop). A first refusal, the
+        usual one, compares at once."""
+        refusal = (-1 if first is None else first, self.node.quorum.watermark(self.term, self.peer))
+        if refusal == self.refusal:
+            self.paused_until = self.node.now + PAUSE_AFTER_ERROR_MS
+        self.refusal = refusal
 
     def _commit(self) -> None:
         now = self.node.now

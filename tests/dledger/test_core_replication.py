@@ -310,6 +310,34 @@ def test_two_refused_appends_leave_one_compare_in_flight() -> None:
     assert len(compares) == 1, [(c.token, c.request.first_entry_index) for c in compares]
 
 
+def test_a_push_refused_again_with_the_watermark_unmoved_pauses_the_dispatcher_before_it_compares() -> None:
+    """n1's files cannot take entry 3 (a disk fault: it answers each push of it 406). The first 406 sends the
+    dispatcher back to COMPARE at once, which matches at 2, and the entry is pushed again; refused again with n1's
+    watermark unmoved, the dispatcher pauses 500 ms (DLedger's pause after an error) before it compares again,
+    instead of cycling APPEND, 406, COMPARE as fast as round trips go."""
+    n0 = _leader_n0()
+    n0.append(5, [(1, lambda _p: b"c")])
+
+    def only_push(kind: PushType, index: int) -> Send:
+        (push,) = _pushes_to_n1(n0.drain())
+        assert (push.request.type, push.request.first_entry_index) == (kind, index)  # type: ignore[attr-defined]
+        return push
+
+    for now in (6, 10):
+        push = only_push(PushType.APPEND, 3)
+        n0.handle_response(now, push.token, _answer(push, ResponseCode.INCONSISTENT_STATE, 2))
+        if now == 6:  # the first refusal: compared at once, matched at 2
+            compare = only_push(PushType.COMPARE, 3)
+            n0.handle_response(7, compare.token, _answer(compare, ResponseCode.INCONSISTENT_STATE, 2))
+            compare = only_push(PushType.COMPARE, 2)
+            n0.handle_response(8, compare.token, _answer(compare, ResponseCode.SUCCESS, 2))
+    assert not _pushes_to_n1(n0.drain())
+    n0.tick(10 + 499)
+    assert not _pushes_to_n1(n0.drain())
+    n0.tick(10 + 500)
+    only_push(PushType.COMPARE, 3)
+
+
 def test_a_compare_answer_is_not_taken_for_the_answer_to_a_later_compare() -> None:
     """The leader n0 (term T) is cut off from n2, which leads T+1 with n1 and wrote X at index 3 on n1; n0 still
     reaches n1 (DLedger's COMPARE checks no term, ours neither) and appends c and d. Both APPENDs are refused, which

@@ -15,7 +15,7 @@ import trio.testing
 from dledger.codes import ResponseCode, Role
 from dledger.server import DLedgerServer
 from store.mapped_file import segment_name
-from tests.dledger.test_server import Group, append
+from tests.dledger.test_server import Group, append, follower_refusing_the_next_entry
 
 
 async def _caught_up(follower: DLedgerServer, leader: DLedgerServer) -> None:
@@ -53,6 +53,31 @@ async def test_a_new_member_whose_first_truncation_cannot_be_written_answers_406
         assert len(logged) == 1 and logged[0].startswith("dledger n2: entry 0 not written"), logged
         in_the_way.rmdir()
         await _caught_up(joining, await group.leader())
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_leader_pauses_before_comparing_again_with_a_follower_that_refuses_the_same_entry_twice(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A follower whose files cannot take the next entry answers its every push 406; the leader then compares,
+    finds the follower's log a match up to the entry before and pushes the entry again. It did so as fast as round
+    trips go, for as long as the fault lasted (DLedger's dispatcher pauses 1 ms a loop). The same entry refused a
+    second time with the follower's watermark unmoved, the leader now pauses 500 ms (DLedger's pause after a failed
+    push) before comparing again: here the refusals stop while no time passes. A first refusal still compares at
+    once, and the follower catches up once its files can take the entry."""
+    async with trio.open_nursery() as nursery:
+        leader, follower, in_the_way = await follower_refusing_the_next_entry(Group(tmp_path, nursery))
+        dispatcher = leader.node.dispatchers[follower.config.self_id]
+        assert (await append(leader, b"next")).code == ResponseCode.SUCCESS
+        before = dispatcher.state_changes
+        for _ in range(1000):  # no time passes: only a pause stops the cycle of APPEND, 406, COMPARE
+            await trio.sleep(0)
+        assert dispatcher.state_changes - before <= 3, dispatcher.state_changes - before
+        assert follower.ledger.end_index == leader.ledger.end_index - 1
+        in_the_way.rmdir()
+        started = trio.current_time()
+        await _caught_up(follower, leader)
+        assert trio.current_time() - started <= 0.6
         nursery.cancel_scope.cancel()
 
 

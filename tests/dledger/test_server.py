@@ -166,6 +166,24 @@ async def test_a_leader_that_dies_just_after_its_connection_closed_is_found_by_a
         nursery.cancel_scope.cancel()
 
 
+async def follower_refusing_the_next_entry(group: Group) -> tuple[DLedgerServer, DLedgerServer, Path]:
+    """Start ``group`` (three members): ``(leader, follower, in_the_way)``, the follower holding the leader's log to the
+    end of its first index segment and unable to make the next one (``in_the_way``, a directory, in its place; EMFILE
+    or ENOMEM from mmap alike), so its files cannot take the next entry until ``in_the_way`` goes."""
+    index_size = group.config("n0").mapped_file_size_for_entry_index
+    for member in group.ids:
+        await group.start(member)
+    leader = await group.leader()
+    follower = next(s for s in group.servers.values() if s is not leader)
+    while leader.ledger.end_index < index_size // INDEX_UNIT_SIZE - 1:
+        await append(leader, b"fills the first index segment")
+    while follower.ledger.end_index < leader.ledger.end_index:
+        await trio.sleep(0.05)
+    in_the_way = follower.ledger.index.dir_for(index_size) / segment_name(index_size)
+    in_the_way.mkdir(parents=True)
+    return leader, follower, in_the_way
+
+
 async def test_a_follower_whose_files_cannot_take_an_entry_answers_406_and_catches_up_once_they_can(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -174,21 +192,10 @@ async def test_a_follower_whose_files_cannot_take_an_entry_answers_406_and_catch
     ``handleDoAppend`` answers any Throwable; it keeps running (the error used to end its server) and, the files
     able again, takes the leader's next push of the entry. The group commits meanwhile with the other follower."""
     async with trio.open_nursery() as nursery:
-        group = Group(tmp_path, nursery)
-        index_size = group.config("n0").mapped_file_size_for_entry_index
-        for member in group.ids:
-            await group.start(member)
-        leader = await group.leader()
-        follower = next(s for s in group.servers.values() if s is not leader)
-        while leader.ledger.end_index < index_size // INDEX_UNIT_SIZE - 1:
-            await append(leader, b"fills the first index segment")
-        while follower.ledger.end_index < leader.ledger.end_index:
-            await trio.sleep(0.05)
-        in_the_way = follower.ledger.index.dir_for(index_size) / segment_name(index_size)
-        in_the_way.mkdir(parents=True)
+        leader, follower, in_the_way = await follower_refusing_the_next_entry(Group(tmp_path, nursery))
         with caplog.at_level(logging.ERROR, "dledger.handler"):
             assert (await append(leader, b"next")).code == ResponseCode.SUCCESS
-            for _ in range(1000):  # the leader pushes it again at once after each 406 (no time passes meanwhile)
+            for _ in range(1000):  # the leader pushes it again after each 406
                 await trio.sleep(0)
         assert follower.running and follower.ledger.end_index == leader.ledger.end_index - 1
         logged = [r.getMessage() for r in caplog.records]
