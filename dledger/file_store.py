@@ -597,12 +597,15 @@ class FileLedger:
 
     @staticmethod
     def flush_planned(plan: FlushPlan) -> None:
-        """In a worker thread: ``fdatasync`` the planned segments, then unmap the retired ones."""
+        """In a worker thread: ``fdatasync`` the planned segments, then unmap the retired ones (also when a sync
+        raises OSError, which propagates: the next plan takes the segments not synced)."""
         _, files, retired, _ = plan
-        for mf in files:
-            mf.flush()
-        for mf in retired:
-            mf.close()
+        try:
+            for mf in files:
+                mf.flush()
+        finally:
+            for mf in retired:
+                mf.close()
 
     def flushed(self, plan: FlushPlan) -> None:
         """Back on the Trio thread: entries up to the plan's end are durable, unless a truncation came meanwhile (the

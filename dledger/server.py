@@ -11,7 +11,8 @@ one nursery (``await nursery.start(server.run)``):
   virtual clock in tests;
 - a timer for the node's outstanding calls (it times them out);
 - the flush task: every ``flushFileInterval`` (or at once when an answer waits for it), ``fdatasync`` in a worker
-  thread, then the node hears the new flushed index; and the ``checkpoint`` every ``checkPointInterval``;
+  thread, then the node hears the new flushed index; and the ``checkpoint`` every ``checkPointInterval``. A sync or
+  a checkpoint that fails (OSError) is logged and tried again (a sync 200 ms later), the flushed index unmoved;
 - the push task: an append only queues its entry and an answer to a call only queues up; this task hands the node
   everything queued one scheduler pass later (:meth:`~dledger.node.RaftNode.handle_responses`, then one work loop),
   so the appends and answers of a pass cost one work loop and one round of effects: the entries appended meanwhile
@@ -35,7 +36,9 @@ answer would be.
 The broker's side: :meth:`DLedgerServer.append` (synchronous; the callback gets the
 :class:`~dledger.effects.AppendDone`), ``role_listeners`` and ``commit_listeners`` (called on the Trio thread, must
 not block), ``effects_scope`` (wraps each round of effects), :meth:`DLedgerServer.status`. Cancelling ``run``
-flushes, writes the checkpoint and closes the files.
+flushes, writes the checkpoint and closes the files (a flush or write that fails then is logged). No OSError from the
+member's files ends its tasks: the node's file writes answer or step down on it (:mod:`dledger.handler`,
+:meth:`~dledger.node.RaftNode.role_changed`, :mod:`dledger.elector`).
 """
 
 from __future__ import annotations
@@ -93,6 +96,8 @@ _PEER = "dledger.peer"
 #: how long each probe of a leader whose connection closed may take to connect, and the pause before each
 PROBE_TIMEOUT_S = 1.0
 PROBE_DELAYS_S = (0.0, 0.1, 0.4)
+#: the pause after a flush that failed (DLedger's ``FlushDataService`` sleeps 200 ms after an error)
+FLUSH_RETRY_S = 0.2
 
 
 def now_ms() -> int:
@@ -157,6 +162,7 @@ class DLedgerServer:
         self.address: Address | None = None
         self.loaded = False
         self._role: Role | None = None
+        self._flush_failing = False
 
     @property
     def node(self) -> RaftNode:
@@ -230,9 +236,15 @@ class DLedgerServer:
                 await trio.to_thread.run_sync(self._close)
 
     def _close(self) -> None:
-        self.ledger.flush_all()
-        self.ledger.persist_checkpoint()
-        self.ledger.close()
+        """Flush, write the checkpoint and close the files (blocking); a flush or write that fails is logged, and the
+        files are closed all the same."""
+        ledger = self.ledger
+        for step in (ledger.flush_all, ledger.persist_checkpoint):
+            try:
+                step()
+            except OSError as exc:
+                log.error("dledger %s: %s failed at shutdown: %s", self.config.self_id, step.__name__, exc)
+        ledger.close()
 
     def _fail_appends(self) -> None:
         appends, self._appends = self._appends, {}
@@ -295,18 +307,38 @@ class DLedgerServer:
             self._sleepers.discard(sleeper)
 
     async def _flusher(self) -> None:
+        """Flush every ``flushFileInterval``, or at once when asked; after a flush that failed, :data:`FLUSH_RETRY_S`
+        later (DLedger's ``FlushDataService`` sleeps 200 ms after an error)."""
         interval = self.config.flush_file_interval / 1000
         while True:
             with trio.move_on_after(interval):
                 await self._flush_now.wait()
             self._flush_now = trio.Event()
-            plan = self.ledger.flush_plan()
+            if not await self._flush():
+                await trio.sleep(FLUSH_RETRY_S)
+
+    async def _flush(self) -> bool:
+        """``fdatasync`` what the ledger plans in a worker thread, then tell the node the new flushed index. A sync
+        that fails (OSError: EIO, ENOSPC) is logged, once until one succeeds again, and returns False: the flushed
+        index stays where it was, so nothing waiting for it is released."""
+        plan = self.ledger.flush_plan()
+        try:
             if plan[1] or plan[2]:
                 await trio.to_thread.run_sync(self.ledger.flush_planned, plan)
-            self.ledger.flushed(plan)
-            if self._node is not None:
-                self._node.on_flushed(now_ms())
-                self._carry_out()
+        except OSError as exc:
+            if not self._flush_failing:
+                log.error("dledger %s: flush failed, trying again every %.1f s: %s", self.config.self_id,
+                          FLUSH_RETRY_S, exc)  # fmt: skip
+            self._flush_failing = True
+            return False
+        if self._flush_failing:
+            log.info("dledger %s: flush succeeded again", self.config.self_id)
+            self._flush_failing = False
+        self.ledger.flushed(plan)
+        if self._node is not None:
+            self._node.on_flushed(now_ms())
+            self._carry_out()
+        return True
 
     async def _pusher(self) -> None:
         """Appends only queue entries and answers only queue up; this hands the node what queued up meanwhile (one
@@ -335,9 +367,14 @@ class DLedgerServer:
                         _release(connection)
 
     async def _checkpointer(self) -> None:
+        """Write the ``checkpoint`` every ``checkPointInterval``; one that cannot be written (OSError) is logged and
+        written at the next interval (recovery clamps a stale committed index to the log)."""
         while True:
             await trio.sleep(self.config.check_point_interval / 1000)
-            await trio.to_thread.run_sync(self.ledger.persist_checkpoint)
+            try:
+                await trio.to_thread.run_sync(self.ledger.persist_checkpoint)
+            except OSError as exc:
+                log.error("dledger %s: checkpoint not written: %s", self.config.self_id, exc)
 
     # ---- effects -----------------------------------------------------------------------------------------------
 

@@ -5,7 +5,9 @@ do not hold, and takes up its work once the files can."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,9 @@ import trio
 import trio.testing
 
 from dledger.codes import ResponseCode, Role
+from dledger.effects import AppendDone
 from dledger.server import DLedgerServer
+from store import mapped_file
 from store.mapped_file import segment_name
 from tests.dledger.test_server import Group, append, follower_refusing_the_next_entry
 
@@ -77,7 +81,7 @@ async def test_a_leader_pauses_before_comparing_again_with_a_follower_that_refus
         in_the_way.rmdir()
         started = trio.current_time()
         await _caught_up(follower, leader)
-        assert trio.current_time() - started <= 0.6
+        assert trio.current_time() - started <= 1.0
         nursery.cancel_scope.cancel()
 
 
@@ -104,4 +108,101 @@ async def test_a_new_leader_that_cannot_write_its_first_entry_steps_down_and_lea
         in_the_way.rmdir()
         leader = await group.leader()
         assert (await append(leader, b"after")).code == ResponseCode.SUCCESS
+        nursery.cancel_scope.cancel()
+
+
+def _failing_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``fdatasync`` of this process fails with EIO (a disk that cannot write back), until undone."""
+
+    def fail(fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(mapped_file.os, "fdatasync", fail)
+
+
+class _Logged(logging.Handler):
+    """Awaits the records of ``logger`` (logged on the Trio thread) whose message starts with ``start``: the files are
+    written in worker threads, which the virtual clock does not wait for, so a test polling on it would race them."""
+
+    def __init__(self, logger: str, start: str) -> None:
+        super().__init__()
+        self.logger, self.start, self.count = logging.getLogger(logger), start, 0
+        self._more = trio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith(self.start):
+            self.count += 1
+            self._more.set()
+
+    async def at_least(self, count: int) -> None:
+        while self.count < count:
+            await self._more.wait()
+            self._more = trio.Event()
+
+    def __enter__(self) -> _Logged:
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)
+
+
+async def test_a_flush_that_fails_is_tried_again_and_acknowledges_nothing_meanwhile(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``syncBeforeAck`` a single member's append waits for its flush, whose ``fdatasync`` fails (EIO): the
+    flush task logs it and tries again (the error stopped the server; DLedger's flush service logs it and sleeps
+    200 ms), the flushed index stays and the append stays unanswered. Once the sync succeeds, the append commits;
+    a member stopped while its syncs fail closes its files and stops cleanly."""
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery, size=1, sync_before_ack=True, max_wait_ack_time_ms=600_000)
+        server = await group.start("n0")
+        await group.leader()
+        flushed = server.ledger.flushed_index
+        _failing_sync(monkeypatch)
+        outcome: list[AppendDone] = []
+        answered = trio.Event()
+
+        def done(result: AppendDone) -> None:
+            outcome.append(result)
+            answered.set()
+
+        with _Logged("dledger.server", "dledger n0: flush failed") as failed:
+            assert server.append([(4, lambda _p: b"body")], done)[0] == ResponseCode.SUCCESS
+            await failed.at_least(1)
+        await trio.sleep(1)  # tried again meanwhile, without a word
+        assert server.running and not outcome and server.ledger.flushed_index == flushed
+        monkeypatch.undo()
+        await answered.wait()
+        assert [o.code for o in outcome] == [ResponseCode.SUCCESS]
+        assert server.ledger.flushed_index == server.ledger.end_index
+        _failing_sync(monkeypatch)
+        assert server.append([(4, lambda _p: b"more")], outcome.append)[0] == ResponseCode.SUCCESS
+        await group.halt("n0")
+        assert [o.code for o in outcome][1:] == [ResponseCode.TERM_CHANGED]
+        assert all(mf.fd == -1 for mf in server.ledger.data.files + server.ledger.index.files)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_checkpoint_that_cannot_be_written_is_written_at_the_next_interval(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The ``checkpoint`` file cannot be replaced (its temporary file cannot be made: a directory in its place; a
+    full disk alike): the member logs it at each interval and goes on (the OSError stopped its server; DLedger's
+    flush service, which writes it, logs it and goes on) and commits appends; once the fault is gone, the next
+    write records the committed index."""
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery, size=1)
+        server = await group.start("n0")
+        leader = await group.leader()
+        checkpoint = server.config.default_path / "checkpoint"
+        in_the_way = checkpoint.with_name("checkpoint.tmp")
+        in_the_way.mkdir(parents=True)
+        with _Logged("dledger.server", "dledger n0: checkpoint not written") as failed:
+            await failed.at_least(2)
+        assert server.running
+        assert (await append(leader, b"during")).code == ResponseCode.SUCCESS
+        in_the_way.rmdir()
+        await group.halt("n0")
+        assert f"committedIndex={server.ledger.committed_index}\n" in checkpoint.read_text()
         nursery.cancel_scope.cancel()

@@ -35,6 +35,7 @@ class Group:
         self.ids = [f"n{i}" for i in range(size)]
         self.servers: dict[str, DLedgerServer] = {}
         self.scopes: dict[str, trio.CancelScope] = {}
+        self.ended: dict[str, trio.Event] = {}
 
     def config(self, member: str) -> DLedgerConfig:
         return DLedgerConfig(group="g", self_id=member, peers=self.peers, store_base_dir=str(self.tmp_path),
@@ -50,19 +51,28 @@ class Group:
     async def run(self, server: DLedgerServer) -> DLedgerServer:
         """Run ``server`` (made by :meth:`server`, maybe loaded already) until :meth:`stop`."""
         member = server.config.self_id
-        scope = trio.CancelScope()
+        scope, ended = trio.CancelScope(), trio.Event()
 
         async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-            with scope:
-                await server.run(task_status=task_status)
+            try:
+                with scope:
+                    await server.run(task_status=task_status)
+            finally:
+                ended.set()
 
         await self.nursery.start(run)
-        self.servers[member], self.scopes[member] = server, scope
+        self.servers[member], self.scopes[member], self.ended[member] = server, scope, ended
         return server
 
     def stop(self, member: str) -> None:
         self.scopes.pop(member).cancel()
         self.servers.pop(member)
+
+    async def halt(self, member: str) -> None:
+        """:meth:`stop`, then wait until the server has closed its files (in a worker thread)."""
+        ended = self.ended[member]
+        self.stop(member)
+        await ended.wait()
 
     def leaders(self) -> list[str]:
         return [i for i, s in self.servers.items() if s.running and s.node.member.role is Role.LEADER]
