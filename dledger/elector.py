@@ -21,11 +21,16 @@ returns at once, as the blocked thread would.
   round only when it closes and keeps leading.
 
 Answers: :meth:`Elector.handle_vote` and :meth:`Elector.handle_heartbeat` answer at once.
+
+A ``currterm`` file that cannot be written (OSError from the term store) changes nothing (ours; DLedger logs it and
+goes on unsaved): a vote that cannot be recorded is not granted (answered UNKNOWN, which counts as no answer), and a
+candidate that cannot save its next term stays in its own and tries again after a vote interval.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from typing import TYPE_CHECKING
 
 import attrs
@@ -42,6 +47,8 @@ from dledger.messages import (
 
 if TYPE_CHECKING:
     from dledger.node import RaftNode
+
+log = logging.getLogger(__name__)
 
 
 @attrs.define
@@ -215,7 +222,11 @@ class Elector:
         if not member.is_candidate:
             return
         if self.last_parse_result is ParseResult.WAIT_TO_VOTE_NEXT or self.need_increase_term_immediately:
-            term = member.next_term()
+            try:
+                term = member.next_term()
+            except OSError as exc:
+                self._term_not_saved(exc)
+                return
             self.last_parse_result = ParseResult.WAIT_TO_REVOTE
         else:
             term = member.curr_term
@@ -235,6 +246,15 @@ class Elector:
             else:
                 node.call(peer, request, functools.partial(self._tally, round_, peer))
         self._open_unless_waiting_for_speakers(round_)
+
+    def _term_not_saved(self, exc: OSError) -> None:
+        """The next term could not be saved (the ``currterm`` file cannot be written): the candidate stays in its term
+        and tries again after a vote interval (DLedger's ``persistTerm`` logs it and moves to the term unsaved)."""
+        log.error("dledger %s: term %d not left, the currterm file cannot be written: %s", self.member.self_id,
+                  self.member.curr_term, exc)  # fmt: skip
+        self.need_increase_term_immediately = False
+        self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
+        self.next_time_to_request_vote = self._next_vote_time()
 
     def heard_from(self, peer: str | None) -> None:
         """A request or an answer came from ``peer``: vote rounds wait for it again."""
@@ -342,7 +362,14 @@ class Elector:
         if (not own and self._taking_leadership() and request.ledger_end_term == ledger.end_term
                 and ledger.end_index >= request.ledger_end_index):  # fmt: skip
             return answer(VoteResult.REJECT_TAKING_LEADERSHIP)
-        member.set_vote(candidate)
+        try:
+            member.set_vote(candidate)
+        except OSError as exc:
+            # Ours: a vote granted but not recorded could be granted to another candidate after a restart (DLedger's
+            # persistTerm logs the failure and the vote stands). UNKNOWN counts as no answer.
+            log.error("dledger %s: no vote for %s in term %d, the currterm file cannot be written: %s",
+                      member.self_id, candidate, member.curr_term, exc)  # fmt: skip
+            return answer(VoteResult.UNKNOWN)
         return answer(VoteResult.ACCEPT)
 
     def handle_heartbeat(self, request: HeartBeatRequest) -> HeartBeatResponse:

@@ -1,7 +1,9 @@
 """A member's Raft state: role, term, vote, leader (DLedger's ``MemberState.java``).
 
-``curr_term`` and ``vote_for`` are persistent: every change goes through the :class:`TermStore` before the method
-returns (DLedger's ``currterm`` file; the file store writes it durably, the simulator keeps it across crashes).
+``curr_term`` and ``vote_for`` are persistent: every change is saved through the :class:`TermStore` before it is
+made (DLedger's ``currterm`` file; the file store writes it durably, the simulator keeps it across crashes); a save
+that fails (OSError, which propagates) changes nothing, where DLedger's ``persistTerm`` logs the failure and keeps
+the change.
 Roles start at CANDIDATE, as DLedger's do. The rules mirror DLedger's: :meth:`MemberState.next_term` jumps to the
 largest term seen in the group when that is ahead, else adds one; :meth:`MemberState.change_to_candidate` records the
 term it was given as the largest known but does not adopt it (the next vote round does).
@@ -92,19 +94,20 @@ class MemberState:
     # ---- transitions -----------------------------------------------------------------------------------------
 
     def set_vote(self, vote_for: str | None) -> None:
-        self.vote_for = vote_for
-        self.store.save(self.curr_term, vote_for)
+        """Record the vote, saved first (unless already recorded): OSError from the store leaves it unrecorded."""
+        if vote_for != self.vote_for:
+            self.store.save(self.curr_term, vote_for)
+            self.vote_for = vote_for
 
     def next_term(self) -> int:
+        """Move to the next term (the largest seen in the group when ahead), saved first: OSError from the store
+        leaves the term unchanged."""
         if self.role is not Role.CANDIDATE:
             raise IllegalStateError(f"next term as {self.role.name}")
-        if self.known_max_term_in_group > self.curr_term:
-            self.curr_term = self.known_max_term_in_group
-        else:
-            self.curr_term += 1
-        self.vote_for = None
-        self.store.save(self.curr_term, None)
-        return self.curr_term
+        term = max(self.known_max_term_in_group, self.curr_term + 1)
+        self.store.save(term, None)
+        self.curr_term, self.vote_for = term, None
+        return term
 
     def change_to_leader(self, term: int) -> None:
         if term != self.curr_term:

@@ -4,12 +4,14 @@ exercise them (dledger/src/test/java/io/openmessaging/storage/dledger/ of DLedge
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
 from dledger.codes import ResponseCode, Role, VoteResult
 from dledger.config import DLedgerConfig
 from dledger.effects import Reply, Send
+from dledger.file_store import FileTermStore
 from dledger.ledger import MemoryLedger
 from dledger.member import MemoryTermStore
 from dledger.messages import (
@@ -243,6 +245,29 @@ def _vote(node: RaftNode, **fields: object) -> VoteResult:
                                    ledger_end_index=-1, ledger_end_term=-1)  # fmt: skip
     base.update(fields)
     return node.elector.handle_vote(VoteRequest(**base)).vote_result  # type: ignore[arg-type]
+
+
+def test_a_vote_or_term_the_currterm_file_cannot_record_is_not_granted_or_taken(tmp_path: Path) -> None:
+    """The ``currterm`` file cannot be replaced (a directory in place of its temporary file; ENOSPC alike): a vote
+    is answered UNKNOWN, not granted (granted unrecorded, it could be granted again to another candidate after a
+    restart; DLedger's ``persistTerm`` logs the failure and the vote stands), and a candidate stays in its term,
+    trying the next one again after a vote interval (the OSError escaped the node); once the file can be written,
+    both go through."""
+    config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1;n1-a:2;n2-a:3", store_base_dir=str(tmp_path))
+    terms = FileTermStore(tmp_path)
+    node = RaftNode(config, MemoryLedger(), terms, rng=random.Random(1), now=0)
+    in_the_way = tmp_path / "currterm.tmp"
+    in_the_way.mkdir()
+    assert _vote(node) is VoteResult.UNKNOWN
+    assert node.member.vote_for is None
+    node.elector.need_increase_term_immediately = True
+    node.tick(0)
+    assert node.member.curr_term == 0 and not [e for e in node.drain() if isinstance(e, Send)]
+    assert node.elector.next_deadline() >= config.min_vote_interval_ms
+    in_the_way.rmdir()
+    assert _vote(node) is VoteResult.ACCEPT and terms.load() == (0, "n1")
+    node.tick(node.elector.next_deadline())
+    assert node.member.curr_term == 1 and terms.load() == (1, "n0")
 
 
 def test_each_vote_rejection_of_dledger() -> None:

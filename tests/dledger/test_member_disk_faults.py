@@ -206,3 +206,30 @@ async def test_a_checkpoint_that_cannot_be_written_is_written_at_the_next_interv
         await group.halt("n0")
         assert f"committedIndex={server.ledger.committed_index}\n" in checkpoint.read_text()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_member_whose_currterm_cannot_be_written_grants_no_vote_and_joins_once_it_can(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The ``currterm`` file cannot be replaced (a directory in place of its temporary file): the member cannot
+    record a vote or a new term, so it grants no vote and starts no term (a vote it could not record, granted, could
+    be granted again to another candidate after a restart; DLedger logs the failure and votes anyway), and keeps
+    running (the OSError of its own campaign stopped its server). The other two elect a leader and commit; once the
+    file can be written, the member follows and catches up."""
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery)
+        stuck = group.server("n0")
+        in_the_way = stuck.config.default_path / "currterm.tmp"
+        in_the_way.mkdir(parents=True)
+        for member in group.ids:
+            await (group.run(stuck) if member == "n0" else group.start(member))
+        leader = await group.leader()
+        assert leader is not stuck
+        assert (await append(leader, b"without n0")).code == ResponseCode.SUCCESS
+        await trio.sleep(5)
+        assert stuck.running and stuck.node.member.curr_term == 0 and stuck.node.member.vote_for is None
+        assert stuck.ledger.end_index == -1
+        in_the_way.rmdir()
+        await _caught_up(stuck, leader)
+        assert stuck.node.member.curr_term == leader.node.member.curr_term
+        nursery.cancel_scope.cancel()
