@@ -29,8 +29,35 @@ async def _caught_up(follower: DLedgerServer, leader: DLedgerServer) -> None:
     assert follower.ledger.get(end) == leader.ledger.get(end)
 
 
+class _Logged(logging.Handler):
+    """Awaits the records of ``logger`` (logged on the Trio thread) whose message starts with ``start``: the files are
+    written in worker threads, which the virtual clock does not wait for, so a test polling on it would race them."""
+
+    def __init__(self, logger: str, start: str) -> None:
+        super().__init__()
+        self.logger, self.start, self.count = logging.getLogger(logger), start, 0
+        self._more = trio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith(self.start):
+            self.count += 1
+            self._more.set()
+
+    async def at_least(self, count: int) -> None:
+        while self.count < count:
+            await self._more.wait()
+            self._more = trio.Event()
+
+    def __enter__(self) -> _Logged:
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)
+
+
 async def test_a_new_member_whose_first_truncation_cannot_be_written_answers_406_and_joins_once_it_can(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     """A member with an empty log joins a group that has entries: the leader's TRUNCATE to entry 0 writes its first
     index segment, which cannot be made. The member answers 406 INCONSISTENT_STATE, as DLedger's ``handleDoTruncate``
@@ -46,15 +73,13 @@ async def test_a_new_member_whose_first_truncation_cannot_be_written_answers_406
         joining.load()
         in_the_way = joining.ledger.index.dir_for(0) / segment_name(0)
         in_the_way.mkdir(parents=True)
-        with caplog.at_level(logging.ERROR, "dledger.handler"), trio.fail_after(30):
+        with _Logged("dledger.handler", "dledger n2: entry 0 not written") as failed:
             await group.run(joining)
-            while not caplog.records:
-                await trio.sleep(0.05)
+            await failed.at_least(1)
             await trio.sleep(3)  # the leader tries again every 500 ms
         assert joining.running and joining.node.member.is_follower
         assert (joining.ledger.begin_index, joining.ledger.end_index, joining.ledger.write_pos) == (-1, -1, 0)
-        logged = [r.getMessage() for r in caplog.records]
-        assert len(logged) == 1 and logged[0].startswith("dledger n2: entry 0 not written"), logged
+        assert failed.count == 1  # logged once
         in_the_way.rmdir()
         await _caught_up(joining, await group.leader())
         nursery.cancel_scope.cancel()
@@ -67,8 +92,8 @@ async def test_a_leader_pauses_before_comparing_again_with_a_follower_that_refus
     finds the follower's log a match up to the entry before and pushes the entry again. It did so as fast as round
     trips go, for as long as the fault lasted (DLedger's dispatcher pauses 1 ms a loop). The same entry refused a
     second time with the follower's watermark unmoved, the leader now pauses 500 ms (DLedger's pause after a failed
-    push) before comparing again: here the refusals stop while no time passes. A first refusal still compares at
-    once, and the follower catches up once its files can take the entry."""
+    push) before comparing again: here the refusals stop while no time passes. The follower catches up once its
+    files can take the entry."""
     async with trio.open_nursery() as nursery:
         leader, follower, in_the_way = await follower_refusing_the_next_entry(Group(tmp_path, nursery))
         dispatcher = leader.node.dispatchers[follower.config.self_id]
@@ -79,9 +104,7 @@ async def test_a_leader_pauses_before_comparing_again_with_a_follower_that_refus
         assert dispatcher.state_changes - before <= 3, dispatcher.state_changes - before
         assert follower.ledger.end_index == leader.ledger.end_index - 1
         in_the_way.rmdir()
-        started = trio.current_time()
         await _caught_up(follower, leader)
-        assert trio.current_time() - started <= 1.0
         nursery.cancel_scope.cancel()
 
 
@@ -120,33 +143,6 @@ def _failing_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mapped_file.os, "fdatasync", fail)
 
 
-class _Logged(logging.Handler):
-    """Awaits the records of ``logger`` (logged on the Trio thread) whose message starts with ``start``: the files are
-    written in worker threads, which the virtual clock does not wait for, so a test polling on it would race them."""
-
-    def __init__(self, logger: str, start: str) -> None:
-        super().__init__()
-        self.logger, self.start, self.count = logging.getLogger(logger), start, 0
-        self._more = trio.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith(self.start):
-            self.count += 1
-            self._more.set()
-
-    async def at_least(self, count: int) -> None:
-        while self.count < count:
-            await self._more.wait()
-            self._more = trio.Event()
-
-    def __enter__(self) -> _Logged:
-        self.logger.addHandler(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.logger.removeHandler(self)
-
-
 async def test_a_flush_that_fails_is_tried_again_and_acknowledges_nothing_meanwhile(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,7 +151,8 @@ async def test_a_flush_that_fails_is_tried_again_and_acknowledges_nothing_meanwh
     200 ms), the flushed index stays and the append stays unanswered. Once the sync succeeds, the append commits;
     a member stopped while its syncs fail closes its files and stops cleanly."""
     async with trio.open_nursery() as nursery:
-        group = Group(tmp_path, nursery, size=1, sync_before_ack=True, max_wait_ack_time_ms=600_000)
+        # The append waits however long the syncs take: a worker thread lets the virtual clock run ahead.
+        group = Group(tmp_path, nursery, size=1, sync_before_ack=True, max_wait_ack_time_ms=1 << 40)
         server = await group.start("n0")
         await group.leader()
         flushed = server.ledger.flushed_index
