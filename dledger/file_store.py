@@ -360,8 +360,8 @@ class FileLedger:
         """Make the leader's ``entry`` the last one: kept when this log holds it (what follows is cut; its index record
         is rewritten in place, so no file is made), else written where the cut leaves the log. Synced at once. A
         write that fails (OSError: a segment that cannot be made; LedgerError) leaves the log ending right before
-        ``entry``, cut and consistent (end term, flushed index); a failed sync leaves it truncated in memory, the
-        next flush syncing it. Either error propagates."""
+        ``entry``, cut and consistent (end term, flushed index); a sync that fails leaves it truncated, not yet
+        durably (a power loss may bring back the tail it cut, never answered for). Either error propagates."""
         keep = self.get(entry.index) == entry
         if not keep and entry.index == 0 and self.rebuild_floor:
             _log_other_copy(self.get(0), entry)
