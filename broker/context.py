@@ -9,11 +9,11 @@ request time, never cache them.
 :meth:`BrokerState.update_config` (UPDATE_BROKER_CONFIG) replaces ``config`` and hands the new settings to every
 manager that keeps a copy, then writes the changed keys into the ``-c`` file the broker was started with
 (:mod:`broker.broker_conf_file`); a failed write is logged, as Java does: the running broker already uses the values.
-The role, id, listen port and store paths (:data:`RESTART_SETTINGS`) only go to the file: the running broker keeps its
-own until its next start (ours: Java switches ``brokerRole`` live in its store's config while its HA service goes on as
-before, and would register a ``listenPort`` it does not listen on). A new ``brokerIP1`` is the address registered from
-the next round on, as Java's ``getBrokerAddr()`` reads it each time; the store host in new messages' ids stays the
-start-up one, as Java's ``storeHost``.
+The role, id, listen and HA ports and store paths (:data:`RESTART_SETTINGS`) only go to the file: the running broker
+keeps its own until its next start (ours: Java switches ``brokerRole`` live in its store's config while its HA service
+goes on as before, and would register a ``listenPort`` or ``haListenPort`` it does not listen on). A new
+``brokerIP1`` is the address registered from the next round on, as Java's ``getBrokerAddr()`` reads it each time; the
+store host in new messages' ids stays the start-up one, as Java's ``storeHost``.
 Every update moves ``config_version`` on (GET_BROKER_CONFIG's ``version``, Java's ``Configuration`` DataVersion); a
 ``brokerPermission`` update also moves the topic DataVersion on and re-registers at once, so the routes carry it.
 
@@ -167,8 +167,9 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
 
 #: Broker settings UPDATE_BROKER_CONFIG writes to the ``-c`` file but the running broker keeps until its next start
 #: (DLedger mode rewrites the role itself on every role change).
-RESTART_SETTINGS: Final = ("broker_role", "broker_id", "listen_port", "store_path_root_dir", "store_path_commit_log",
-                           "read_only_commit_log_store_paths", "enable_dleger_commit_log")  # fmt: skip
+RESTART_SETTINGS: Final = ("broker_role", "broker_id", "listen_port", "ha_listen_port", "store_path_root_dir",
+                           "store_path_commit_log", "read_only_commit_log_store_paths",
+                           "enable_dleger_commit_log")  # fmt: skip
 _ROLES: Final = tuple(role.value for role in BrokerRole)
 
 #: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, read where they

@@ -55,7 +55,7 @@ from broker.embedded_base import NurseryOwner
 from namesrv.cli import boot_line as namesrv_boot_line
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
-from remoting.codec.java_properties import PropertiesError, config_from_properties, parse_property_args
+from remoting.codec.java_properties import PropertiesError, config_from_properties, parse_property_args, property_name
 from remoting.connection import Address
 from remoting.cpus import available_cpus
 from remoting.server_main import open_stop_signal_receiver, run_main
@@ -392,22 +392,19 @@ async def run_embedded(
 
 
 def broker_overrides_of(args: list[str]) -> dict[str, Any]:
-    """``--name value`` broker properties as BrokerConfig field overrides (only the fields they change).
+    """``--name value`` broker properties as BrokerConfig field overrides (the fields they name, whatever the value:
+    a ``brokerIP1`` equal to its default, the host's address, still overrides the cluster's host).
 
     Raises :class:`click.UsageError` for a malformed argument or a value of the wrong type.
     """
     try:
-        config, unknown = config_from_properties(BrokerConfig, parse_property_args(args))
+        props = parse_property_args(args)
+        config, unknown = config_from_properties(BrokerConfig, props)
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
     for key in unknown:
         click.echo(f"embedded: ignoring unknown broker property {key!r}", err=True)
-    default = BrokerConfig()
-    return {
-        f.name: getattr(config, f.name)
-        for f in attrs.fields(BrokerConfig)
-        if getattr(config, f.name) != getattr(default, f.name)
-    }
+    return {f.name: getattr(config, f.name) for f in attrs.fields(BrokerConfig) if property_name(f) in props}
 
 
 @click.command(

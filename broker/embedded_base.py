@@ -45,6 +45,8 @@ class NurseryOwner:
     ) -> bool | None:
         stack, self._stack = self._stack, None
         assert stack is not None and self._nursery is not None
-        await self._stop_all()
-        self._nursery.cancel_scope.cancel()
-        return await stack.__aexit__(exc_type, exc, tb)
+        try:
+            await self._stop_all()
+        finally:  # a scope cancelled around us (a deadline, Ctrl-C) cuts the wait short, never the nursery's close
+            self._nursery.cancel_scope.cancel()
+            return await stack.__aexit__(exc_type, exc, tb)  # noqa: B012
