@@ -565,14 +565,8 @@ class LitePullConsumer(LitePullWorker):
     async def _allocation_changed(self, topic: str, mq_all: set[MessageQueue], allocated: set[MessageQueue]) -> None:
         """Rebalance's hook: tell the topic's listener, if any; one that fails is logged (RebalanceLitePullImpl)."""
         listener = self._allocation_listeners.get(topic)
-        if listener is None:
-            return
-        try:
-            outcome = listener(topic, mq_all, allocated)
-            if inspect.isawaitable(outcome):
-                await outcome
-        except Exception:
-            log.exception("message queue listener of %s failed", topic)
+        if listener is not None:
+            await _tell("message queue listener", listener, topic, mq_all, allocated)
 
     # -- topic queue listeners -------------------------------------------------------------------------------------
 
@@ -609,12 +603,7 @@ class LitePullConsumer(LitePullWorker):
                 if not queues or queues == self._known_queues.get(topic):
                     continue
                 self._known_queues[topic] = queues
-                try:
-                    outcome = listener(topic, set(queues))
-                    if inspect.isawaitable(outcome):
-                        await outcome
-                except Exception:
-                    log.exception("queue change listener of %s failed", topic)
+                await _tell("queue change listener", listener, topic, set(queues))
             await anyio.sleep(self.topic_metadata_check_interval)
 
     async def _bounds(self, mq: MessageQueue) -> tuple[int, int]:
@@ -625,3 +614,14 @@ class LitePullConsumer(LitePullWorker):
         low = await api.get_min_offset(self.instance.remoting, addr, mq, timeout)
         high = await api.get_max_offset(self.instance.remoting, addr, mq, timeout)
         return low, high
+
+
+async def _tell(kind: str, listener: Callable[..., object], topic: str, *queues: set[MessageQueue]) -> None:
+    """Call an application's ``listener`` of ``topic`` (awaited when it returns an awaitable); one that fails is
+    logged, as Java's consumer logs it, and the consumer goes on."""
+    try:
+        outcome = listener(topic, *queues)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:
+        log.exception("%s of %s failed", kind, topic)
