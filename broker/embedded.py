@@ -58,6 +58,7 @@ from namesrv.server import NamesrvServer
 from remoting.codec.java_properties import PropertiesError, config_from_properties, parse_property_args, property_name
 from remoting.connection import Address
 from remoting.cpus import available_cpus
+from remoting.local_address import advertised_host
 from remoting.server_main import open_stop_signal_receiver, run_main
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ class EmbeddedCluster(NurseryOwner):
     def broker_config(self) -> BrokerConfig:
         """The broker's config: our host, ports and data directory, then the overrides."""
         settings: dict[str, Any] = {
-            "broker_ip1": self.host,
+            "broker_ip1": advertised_host(self.host),  # every interface: the host's address, as brokerIP1's default
             "listen_host": self.host,
             "listen_port": self._broker_port,
             "namesrv_addr": self.namesrv_addr,
@@ -411,7 +412,12 @@ def broker_overrides_of(args: list[str]) -> dict[str, Any]:
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
 )
 @click.option("--data", "data_dir", type=click.Path(file_okay=False), default="./data", show_default=True)
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address both servers bind and advertise.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address both servers bind; the broker advertises it (the host's address when it binds every interface).",
+)
 @click.option("--namesrv-port", type=click.IntRange(0, 65535), default=9876, show_default=True)
 @click.option("--broker-port", type=click.IntRange(0, 65535), default=None, help="Broker port [default: 10911].")
 @click.option("--slaves", type=click.IntRange(0, 8), default=0, show_default=True, help="Slave brokers to add.")

@@ -35,6 +35,7 @@ from dledger.commitlog_store import DLedgerMessageStore
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.connection import Address
+from remoting.local_address import advertised_host
 from remoting.server_main import open_stop_signal_receiver
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,8 @@ class EmbeddedDLedgerGroup(NurseryOwner):
         self.host = host
         self.ids = [f"n{i}" for i in range(members)]
         ports = free_ports(2 * members, host, **BROKER)  # a broker binds its port - 2 and + 1 too
-        self.peers = ";".join(f"{m}-{host}:{ports[i]}" for i, m in enumerate(self.ids))
+        self.advertised = advertised_host(host)  # what the peers and the routes name: not 0.0.0.0
+        self.peers = ";".join(f"{m}-{self.advertised}:{ports[i]}" for i, m in enumerate(self.ids))
         self.broker_ports = {m: ports[members + i] for i, m in enumerate(self.ids)}
         self._overrides = broker_overrides
         self.controllers: dict[str, BrokerController] = {}
@@ -59,7 +61,7 @@ class EmbeddedDLedgerGroup(NurseryOwner):
 
     def config(self, member: str) -> BrokerConfig:
         settings: dict[str, Any] = {
-            "broker_ip1": self.host,
+            "broker_ip1": self.advertised,
             "listen_host": self.host,
             "listen_port": self.broker_ports[member],
             "fast_channel_enable": False,
@@ -74,7 +76,7 @@ class EmbeddedDLedgerGroup(NurseryOwner):
         return attrs.evolve(BrokerConfig(), **settings)
 
     def addr(self, member: str) -> str:
-        return f"{self.host}:{self.broker_ports[member]}"
+        return f"{self.advertised}:{self.broker_ports[member]}"
 
     def store(self, member: str) -> DLedgerMessageStore:
         store = self.controllers[member].context.store

@@ -21,9 +21,11 @@ from bench.scale import brokers_in_route
 from broker.broker_config import BrokerConfig
 from broker.broker_process import properties_text
 from broker.embedded import EmbeddedCluster, broker_names, default_brokers
+from broker.embedded_dledger import EmbeddedDLedgerGroup
 from broker.ports import free_ports
 from client import Admin, Message, Producer
 from remoting.codec.java_properties import apply_properties, parse_properties
+from remoting.local_address import local_address
 from tests.conftest import SMALL_STORE
 
 TOPIC = "SpreadTopic"
@@ -110,6 +112,23 @@ async def test_the_embedded_cluster_runs_n_masters_and_sends_land_on_all(tmp_pat
     # round robin over the 12 queues: each queue takes 3 or 4 of the 40 sends, each broker 4 queues
     assert sum(landed.values()) == 40 and all(12 <= n <= 16 for n in landed.values()) and len(landed) == 3
     assert (tmp_path / "broker-b" / "config" / "topics.json").exists()  # shut down cleanly, each in its directory
+
+
+async def test_an_embedded_cluster_on_every_interface_advertises_the_hosts_address(tmp_path: Path) -> None:
+    """`python -m broker.embedded --host 0.0.0.0` binds every interface; its broker (and a DLedger group's members)
+    must register an address a client can reach, as a broker with no brokerIP1 does (RemotingUtil.getLocalAddress),
+    not 0.0.0.0. Found by a review."""
+    host = local_address()
+    async with EmbeddedCluster(tmp_path, host="0.0.0.0", **SMALL_STORE) as cluster:
+        assert cluster.broker_addr == f"{host}:{cluster.controller.context.config.listen_port}"
+        async with Admin(cluster.namesrv_addr) as admin:
+            info = await admin.cluster_info()
+        assert [entry.broker_addrs for entry in info.broker_addr_table.values()] == [{0: cluster.broker_addr}]
+        landed = await spread_over(cluster.namesrv_addr, 1)
+    assert sum(landed.values()) == 40
+    group = EmbeddedDLedgerGroup(tmp_path / "dledger", host="0.0.0.0")
+    assert group.config("n0").broker_ip1 == host and group.addr("n1").startswith(f"{host}:")
+    assert "0.0.0.0" not in group.peers
 
 
 async def test_make_run_starts_broker_processes_that_take_the_sends(tmp_path: Path) -> None:
