@@ -20,7 +20,9 @@ BROADCASTING consumers (``message_model``) take every queue and keep their offse
 consumers do (:func:`~client.consumer.offset_store.offset_store_for`). :meth:`unsubscribe` drops a topic's queues.
 A listener registered with :meth:`register_topic_message_queue_change_listener` hears of a topic's queue set
 changing (checked every ``topic_metadata_check_interval``, 30 s, first 10 s after start); one given to
-:meth:`subscribe` hears of this member's share of a topic changing after a rebalance.
+:meth:`subscribe` hears of this member's share of a topic changing after a rebalance. An SQL92 subscription is
+checked with a broker of its topic first (CHECK_CLIENT_CONFIG, :mod:`client.consumer.client_check`): a refused one
+fails :meth:`subscribe` (or a restart) with the broker's answer and is not kept.
 
 With ``enable_msg_trace`` (and ``customized_trace_topic``) every pulled batch is traced at once, as Java's
 ``DefaultLitePullConsumerImpl.pullSyncImpl`` runs the consume hooks: SubBefore, then a successful SubAfter (context
@@ -53,6 +55,7 @@ import anyio.lowlevel
 from client import api
 from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
+from client.consumer.client_check import check_sql92_subscriptions
 from client.consumer.lite_pull_worker import Batch, LitePullWorker, QueueState
 from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, offset_store_for
 from client.consumer.process_queue import ProcessQueue
@@ -223,6 +226,7 @@ class LitePullConsumer(LitePullWorker):
                     await self.instance.fetch_route(topic, wait_greeting=True)
                 except Exception as exc:
                     log.info("consumer %s: %s", self._group, exc)
+            await check_sql92_subscriptions(self.instance, self._group, list(self.rebalance.subscriptions.values()))
             await self.instance.send_heartbeat_to_all_brokers()
             await self.rebalance.do_rebalance()
 
@@ -282,12 +286,14 @@ class LitePullConsumer(LitePullWorker):
         self._check_started()
         if self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
-        self.rebalance.subscriptions[topic] = build_subscription(topic, expression, expression_type)
+        subscription = build_subscription(topic, expression, expression_type)
+        await self.instance.fetch_route(topic, wait_greeting=True)
+        await check_sql92_subscriptions(self.instance, self._group, [subscription])
+        self.rebalance.subscriptions[topic] = subscription
         if listener is None:
             self._allocation_listeners.pop(topic, None)
         else:
             self._allocation_listeners[topic] = listener
-        await self.instance.fetch_route(topic, wait_greeting=True)
         await self.instance.send_heartbeat_to_all_brokers()
         await self.rebalance.do_rebalance()
 

@@ -40,6 +40,7 @@ import anyio.abc
 
 from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
+from client.consumer.client_check import check_sql92_subscriptions
 from client.consumer.consume import ConcurrentConsumeService, OrderlyConsumeService, reset_retry_topic
 from client.consumer.listener import (
     ConsumeConcurrentlyStatus,
@@ -54,12 +55,11 @@ from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_service import PullService
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription, retry_topic
-from client.errors import ClientStateError, MQBrokerError
+from client.errors import ClientStateError
 from client.instance import MQClientInstance, new_instance
 from client.message import uncompressed
 from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import (
-    EXPRESSION_SQL92,
     EXPRESSION_TAG,
     ConsumeFromWhere,
     ConsumerData,
@@ -71,12 +71,8 @@ from remoting.codec.bodies.admin import (
     PROP_CONSUME_ORDERLY,
     PROP_CONSUMER_START_TIMESTAMP,
     PROP_THREADPOOL_CORE_SIZE,
-    CheckClientRequestBody,
 )
-from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import request
 from remoting.codec.message import MessageExt
-from remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 
@@ -265,27 +261,8 @@ class PushConsumer:
         return self
 
     async def _check_client_in_brokers(self) -> None:
-        """CHECK_CLIENT_CONFIG (46) for every SQL92 subscription to one broker of its topic's cached route (Java's
-        ``checkClientInBroker`` with ``findBrokerAddrByTopic``; a topic without a route is skipped), before the first
-        heartbeat, so a refused expression fails ``start`` instead of every pull. Tag subscriptions are not checked
-        (as Java). Raises :class:`MQBrokerError` with the broker's answer; transport failures are logged (Java fails
-        the start on those too, but the heartbeat that follows tolerates an unreachable broker)."""
-        instance = self.instance
-        sql = [sub for sub in self.rebalance.subscriptions.values() if sub.expression_type == EXPRESSION_SQL92]
-        for sub in sql:
-            addr = instance.find_broker_address_by_topic(sub.topic)
-            if addr is None:
-                continue
-            body = CheckClientRequestBody(instance.client_id, self._group, sub).encode()
-            try:
-                response = await instance.remoting.invoke(
-                    addr, request(RequestCode.CHECK_CLIENT_CONFIG, body=body), instance.config.rpc_timeout
-                )
-            except RemotingError as exc:
-                log.warning("consumer %s: CHECK_CLIENT_CONFIG to %s failed: %s", self._group, addr, exc)
-                continue
-            if response.code != ResponseCode.SUCCESS:
-                raise MQBrokerError(response.code, response.remark, addr)
+        """CHECK_CLIENT_CONFIG for every SQL92 subscription (:mod:`client.consumer.client_check`)."""
+        await check_sql92_subscriptions(self.instance, self._group, list(self.rebalance.subscriptions.values()))
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

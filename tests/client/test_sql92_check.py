@@ -13,6 +13,7 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
 from client.errors import MQBrokerError
 from client.message import MessageExt
@@ -80,3 +81,40 @@ async def test_check_asks_only_a_broker_of_the_sql92_subscriptions_topic(
         with trio.fail_after(60):
             async with consumer:
                 assert cluster.controller.context.clients.consumer_ids("cg-sql-one-broker")
+
+
+async def test_a_lite_pull_subscribe_with_a_refused_expression_fails_and_is_not_kept(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """Java's lite pull consumer runs checkClientInBroker too (DefaultLitePullConsumerImpl.operateAfterRunning); ours
+    subscribes after the start, so the check runs at subscribe: a refused SQL92 subscription raises the broker's
+    answer, is not kept (no heartbeat carries it, no pull is made for it), and a tag subscription still works."""
+    await create_topic(embedded_cluster.namesrv_addr, TOPIC)
+    async with LitePullConsumer("cg-lite-sql-off", embedded_cluster.namesrv_addr) as consumer:
+        with pytest.raises(MQBrokerError) as refused:
+            await consumer.subscribe(TOPIC, "a > 1", expression_type="SQL92")
+        assert refused.value.code == ResponseCode.SYSTEM_ERROR
+        assert refused.value.address == embedded_cluster.broker_addr
+        assert consumer.subscribed_topics() == set()
+        clients = embedded_cluster.controller.context.clients
+        assert clients.find_subscription("cg-lite-sql-off", TOPIC) is None
+        await consumer.subscribe(TOPIC, "*")
+        assert consumer.subscribed_topics() == {TOPIC}
+        subscription = clients.find_subscription("cg-lite-sql-off", TOPIC)
+        assert subscription is not None and subscription.expression_type == "TAG"
+
+
+async def test_a_lite_pull_restart_checks_its_sql92_subscriptions_again(tmp_path: Path) -> None:
+    """A restart takes the subscriptions up again with a heartbeat and a rebalance; the check runs first, so a
+    broker that turned property filtering off meanwhile fails the restart with its answer."""
+    async with EmbeddedCluster(tmp_path / "cluster", enable_property_filter=True, **SMALL_STORE) as cluster:
+        await create_topic(cluster.namesrv_addr, TOPIC)
+        consumer = LitePullConsumer("cg-lite-sql-restart", cluster.namesrv_addr)
+        async with consumer:
+            await consumer.subscribe(TOPIC, "amount > 1", expression_type="SQL92")
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.update_broker_config(cluster.broker_addr, {"enablePropertyFilter": "false"})
+        with pytest.raises(MQBrokerError) as refused:
+            async with consumer:
+                pytest.fail("the restart took up an SQL92 subscription the broker refuses")
+        assert refused.value.code == ResponseCode.SYSTEM_ERROR
