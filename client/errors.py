@@ -30,11 +30,15 @@ class MQBrokerError(MQClientError):
 
 
 class TopicRouteNotFoundError(MQClientError):
-    """No name server knows a route for ``topic``. The message names the topic and every name server tried."""
+    """No name server knows a route for ``topic``. The message names the topic and every name server tried;
+    ``topic_not_exist`` is True when a name server answered TOPIC_NOT_EXIST (not only transport failures)."""
 
-    def __init__(self, topic: str, namesrv_addrs: Sequence[str], cause: str | None = None) -> None:
+    def __init__(
+        self, topic: str, namesrv_addrs: Sequence[str], cause: str | None = None, *, topic_not_exist: bool = False
+    ) -> None:
         self.topic = topic
         self.namesrv_addrs = list(namesrv_addrs)
+        self.topic_not_exist = topic_not_exist
         detail = f" ({cause})" if cause else ""
         super().__init__(
             f"no route info of topic {topic!r} from name servers {', '.join(self.namesrv_addrs) or '(none)'}{detail}"

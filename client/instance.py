@@ -257,7 +257,7 @@ class MQClientInstance:
             self._namesrv_index = index
             if route is None:
                 causes.append(f"{addrs[index]}: TOPIC_NOT_EXIST")
-                break
+                raise TopicRouteNotFoundError(topic, addrs, "; ".join(causes), topic_not_exist=True)
             return route
         raise TopicRouteNotFoundError(topic, addrs, "; ".join(causes) or None)
 

@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
-from dashboard import cluster, groups, messages, topics
+from dashboard import cluster, dlq, groups, messages, topics
 from dashboard.auth import check_login, login, logout
 from dashboard.sampler import Sampler
 from dashboard.settings import DashboardSettings
@@ -51,13 +51,13 @@ def error_response(exc: Exception) -> JSONResponse:
     return JSONResponse({"error": {"message": str(exc) or type(exc).__name__}}, status_code=status)
 
 
-Endpoint = Callable[[Request], Awaitable[JSONResponse]]
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def answering_errors(endpoint: Endpoint) -> Endpoint:
     """``endpoint`` with the errors of :data:`HANDLED` (also when raised in a task group) answered as JSON."""
 
-    async def wrapped(request: Request) -> JSONResponse:
+    async def wrapped(request: Request) -> Response:
         try:
             return await endpoint(request)
         except (*HANDLED, BaseExceptionGroup) as exc:
@@ -242,6 +242,38 @@ async def post_message_resend(request: Request) -> JSONResponse:
     return JSONResponse(result)
 
 
+# -- dead letters -------------------------------------------------------------------------------------------
+
+
+def _ids(body: dict[str, Any], name: str) -> list[str]:
+    """A non-empty list of message ids."""
+    value = body.get(name)
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
+        raise BadRequest(f"{name} must be a non-empty list of message ids")
+    return [v.strip() for v in value]
+
+
+async def get_dlq_messages(request: Request) -> JSONResponse:
+    now = int(time.time() * 1000)
+    begin = _int(request.query_params.get("begin", now - 3 * 3_600_000), "begin")
+    end = _int(request.query_params.get("end", now), "end")
+    return JSONResponse(await dlq.by_time(_admin(request), _arg(request, "group"), begin, end))
+
+
+async def post_dlq_resend(request: Request) -> JSONResponse:
+    body = await _body(request)
+    client_id = str(body.get("clientId") or "").strip() or None
+    results = await dlq.resend(_admin(request), _field(body, "group"), _ids(body, "originMsgIds"), client_id)
+    return JSONResponse({"results": results})
+
+
+async def post_dlq_export(request: Request) -> Response:
+    body = await _body(request)
+    workbook = await dlq.export(_admin(request), _field(body, "group"), _ids(body, "msgIds"))
+    disposition = 'attachment; filename="dlqs.xlsx"'
+    return Response(workbook, media_type=dlq.XLSX, headers={"Content-Disposition": disposition})
+
+
 # -- charts --------------------------------------------------------------------------------------------------
 
 
@@ -300,6 +332,9 @@ ROUTES = [
     Route("/api/message", answering_errors(get_message)),
     Route("/api/message/trace", answering_errors(get_message_trace)),
     Route("/api/message/resend", answering_errors(post_message_resend), methods=["POST"]),
+    Route("/api/dlq", answering_errors(get_dlq_messages)),
+    Route("/api/dlq/resend", answering_errors(post_dlq_resend), methods=["POST"]),
+    Route("/api/dlq/export", answering_errors(post_dlq_export), methods=["POST"]),
     Route("/api/charts/brokers", answering_errors(get_chart_brokers)),
     Route("/api/charts/topics", answering_errors(get_chart_topics)),
     Route("/api/login", answering_errors(post_login), methods=["POST"]),

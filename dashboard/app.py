@@ -40,6 +40,7 @@ NAV = [
     ("/groups", "Consumer groups"),
     ("/producers", "Producers"),
     ("/messages", "Messages"),
+    ("/dlq", "Dead letters"),
     ("/charts", "Charts"),
 ]
 #: Pages: path -> (template, title). Detail pages (topic, group, message) are reached from the lists.
@@ -52,6 +53,7 @@ PAGES = {
     "/producers": ("producers.html", "Producers"),
     "/messages": ("messages.html", "Messages"),
     "/message": ("message.html", "Message"),
+    "/dlq": ("dlq.html", "Dead letters"),
     "/charts": ("charts.html", "Charts"),
     "/login": ("login.html", "Login"),
 }

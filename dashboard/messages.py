@@ -94,6 +94,12 @@ async def by_key(admin: Admin, topic: str, key: str) -> list[dict[str, Any]]:
 
 
 async def by_time(admin: Admin, topic: str, begin_ms: int, end_ms: int) -> dict[str, Any]:
+    """:func:`messages_by_time` as search result rows."""
+    found = await messages_by_time(admin, topic, begin_ms, end_ms)
+    return {"messages": [summary(m) for m in found["messages"]], "truncated": found["truncated"]}
+
+
+async def messages_by_time(admin: Admin, topic: str, begin_ms: int, end_ms: int) -> dict[str, Any]:
     """Messages of ``topic`` stored in ``[begin_ms, end_ms]``, oldest first: the newest MAX_RESULTS of them, with
     ``truncated`` when the range holds more. A queue is read from at most MAX_RESULTS offsets before its end of the
     range (a queue's messages are in store order), so the cost is bounded by the number of queues."""
@@ -116,7 +122,7 @@ async def by_time(admin: Admin, topic: str, begin_ms: int, end_ms: int) -> dict[
             found.extend(await _pull_range(admin, mq, start, last, begin_ms, end_ms))
     found.sort(key=lambda m: m.store_timestamp)
     truncated |= len(found) > MAX_RESULTS
-    return {"messages": [summary(m) for m in found[-MAX_RESULTS:]], "truncated": truncated}
+    return {"messages": found[-MAX_RESULTS:], "truncated": truncated}
 
 
 async def _pull_range(
@@ -190,6 +196,8 @@ async def resend(admin: Admin, group: str, offset_msg_id: str, client_id: str | 
     if not client_id:
         connection = await admin.consumer_connection(group)
         ids = sorted(c.client_id for c in connection.connection_set)
+        if not ids:
+            raise NotFoundError(f"no consumer of group {group!r} is online")
         client_id = ids[0]
     result = await admin.consume_message_directly(group, client_id, offset_msg_id)
     return {"clientId": client_id, **result}

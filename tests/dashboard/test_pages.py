@@ -15,12 +15,13 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt
+from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, SendResult, api
 from client.config import ClientConfig
 from client.sync import Admin, Producer, PushConsumer
 from tests.dashboard.browser import HANG_GUARD, banner, click, rows, table_rows, wait_for
 from tests.dashboard.live import ThreadedDashboard
 
+CONSUME_SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
@@ -231,6 +232,45 @@ def test_a_chart_has_points_after_a_short_load(browser: WebDriver, live: Threade
     assert browser.find_elements(By.CSS_SELECTOR, "#topic-charts canvas")
 
 
+def kill_for(live: ThreadedDashboard, sent: SendResult, group: str) -> None:
+    """Send ``sent`` back for ``group`` straight to its DLQ (delay level -1), as a consumer that gives up does."""
+
+    async def send_back() -> None:
+        admin = live.app.state.admin
+        msg = await admin.query_msg_by_id(sent.offset_msg_id)
+        await api.consumer_send_msg_back(
+            admin.instance.remoting, live.broker_addr, msg, group, -1, 16, HANG_GUARD, sent.offset_msg_id
+        )
+
+    live.call(send_back)
+
+
+def test_dead_letters_are_listed_and_resent_from_their_page(browser: WebDriver, live: ThreadedDashboard) -> None:
+    create_topic(live, "DlqPageTopic", queues=1)
+    with Producer("dlq-page-pg", live.namesrv_addr) as producer:
+        sent = producer.send(Message("DlqPageTopic", b"dead on arrival", keys="dead-1"))
+    kill_for(live, sent, "dlq-page-cg")
+    received: list[bytes] = []
+    consumer = PushConsumer("dlq-page-cg", live.namesrv_addr)
+    consumer.subscribe("DlqPageTopic", "*")
+    consumer.register_message_listener(lambda msgs: received.extend(m.body for m in msgs) or CONSUME_SUCCESS)
+    with consumer:
+        open_page(browser, live, "/dlq?group=dlq-page-cg")
+        [row] = table_rows(browser, "dlq", lambda r: len(r) == 1)
+        assert row[1:5] == [sent.msg_id, "DlqPageTopic", "", "dead-1"]
+        browser.find_element(By.ID, "resend-selected").click()  # nothing selected yet: said so
+        wait_for(browser, lambda d: "Select one or more" in banner(d).text)
+        browser.find_element(By.CSS_SELECTOR, f'input[data-msg="{sent.msg_id}"]').click()
+        browser.find_element(By.ID, "resend-selected").click()
+        [resent] = table_rows(browser, "resent", lambda r: len(r) == 1)
+        assert resent[:2] == [sent.offset_msg_id, "CR_SUCCESS"]
+        wait_for(browser, lambda d: "1 of 1 consumed again" in banner(d).text)
+        deadline = time.monotonic() + HANG_GUARD
+        while received.count(b"dead on arrival") < 2:  # the original from offset 0, and the resent one
+            assert time.monotonic() < deadline, received
+            time.sleep(0.05)
+
+
 PAGES = {
     "cluster": "/cluster",
     "topics": "/topics",
@@ -240,6 +280,7 @@ PAGES = {
     "producers": "/producers?topic=ShotTopic&group=shot-pg",
     "messages": "/messages?mode=time&topic=ShotTopic",
     "message": "",
+    "dlq": "/dlq?group=shot-cg",
     "charts": "/charts?topic=ShotTopic",
 }
 
@@ -257,6 +298,8 @@ def test_screenshots_of_every_page_at_1280x800(browser: WebDriver, live: Threade
         while time.monotonic() < deadline:
             body = json.dumps({"order": len(sent), "amount": 12.5, "currency": "EUR"}).encode()
             sent.append(producer.send(Message("ShotTopic", body, tags="orders", keys=f"order-{len(sent)}")))
+        for dead in sent[-3:]:
+            kill_for(live, dead, "shot-cg")
         time.sleep(2.2)  # two more chart samples
         pages = {**PAGES, "message": f"/message?topic=ShotTopic&id={sent[-1].msg_id}"}
         for name, path in pages.items():
