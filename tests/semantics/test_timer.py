@@ -375,3 +375,22 @@ async def test_a_timer_the_store_refuses_for_good_is_dropped_and_the_others_deli
         await producer.send(Message("Timed", b"later", properties={"TIMER_DELAY_SEC": "5"}))
     await trio.sleep(20)
     assert [m.body for m in _stored(embedded_cluster, "Timed")] == [b"later"]
+
+
+async def test_timer_max_delay_sec_changed_by_update_broker_config_applies_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    # RocketMQ 5's HookUtils.transformTimerMessage reads timerMaxDelaySec from the live MessageStoreConfig, which
+    # updateBrokerConfig changes in place: a raised limit admits longer timers, a lowered one refuses them, at once.
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedLimit")
+    five_days = str(5 * 24 * 3600)
+    async with Admin(embedded_cluster.namesrv_addr) as admin, Producer("pg-limit", embedded_cluster.namesrv_addr) as p:
+        await admin.update_broker_config(embedded_cluster.broker_addr, {"timerMaxDelaySec": str(7 * 24 * 3600)})
+        await p.send(Message("TimedLimit", b"five-days", properties={"TIMER_DELAY_SEC": five_days}))
+        assert embedded_cluster.controller.timer.pending == 1
+        await admin.update_broker_config(embedded_cluster.broker_addr, {"timerMaxDelaySec": "60"})
+        with pytest.raises(MQBrokerError) as info:
+            await p.send(Message("TimedLimit", b"two-minutes", properties={"TIMER_DELAY_SEC": "120"}))
+        assert info.value.code == 13  # MESSAGE_ILLEGAL
+    assert embedded_cluster.controller.timer.pending == 1
