@@ -142,7 +142,7 @@ class BrokerController:
             precision_ms=config.timer_precision_ms,
             wheel_slots=config.timer_wheel_slots,
             log_file_size=config.timer_log_file_size,
-            max_delay_sec=config.timer_max_delay_sec,
+            max_delay_sec=lambda: self.context.config.timer_max_delay_sec,  # updateBrokerConfig applies at once
             flush_interval=config.timer_flush_interval_ms / 1000,
         )
         self.transaction_bridge = TransactionalMessageBridge(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -105,7 +106,7 @@ class TimerMessageService:
         precision_ms: int = 100,
         wheel_slots: int = 36_000,
         log_file_size: int = 32 << 20,
-        max_delay_sec: int = 3 * 24 * 3600,
+        max_delay_sec: int | Callable[[], int] = 3 * 24 * 3600,
         flush_interval: float = 10.0,
         max_sleep: float = 1.0,
     ) -> None:
@@ -113,13 +114,22 @@ class TimerMessageService:
         self._config_dir = config_dir
         self._wheel = (precision_ms, wheel_slots, log_file_size)
         self.timers = self._new_timer_store()
-        self.max_delay_ms = max_delay_sec * 1000
+        self._max_delay_sec = max_delay_sec
         self._flush_interval = flush_interval
         self._max_sleep = max_sleep
         self._tps = _Tps()
         self._wakeup = trio.Event()
         self._loaded = False
         self._file_lock = trio.Lock()
+
+    @property
+    def max_delay_ms(self) -> int:
+        """The longest accepted delay, read per message: ``max_delay_sec`` may be a callable over the live broker
+        config, as RocketMQ 5's ``HookUtils.transformTimerMessage``
+        (broker/src/main/java/org/apache/rocketmq/broker/util/HookUtils.java) reads ``timerMaxDelaySec`` from the
+        MessageStoreConfig that ``updateBrokerConfig`` changes in place."""
+        limit = self._max_delay_sec
+        return (limit() if callable(limit) else limit) * 1000
 
     def _new_timer_store(self) -> TimerStore:
         precision_ms, slots, log_file_size = self._wheel
