@@ -89,6 +89,30 @@ async def test_a_delivered_delayed_message_keeps_its_delay_property(
     assert (msg.properties["DELAY"], msg.properties["REAL_TOPIC"]) == ("2", "DelayKept")
 
 
+async def test_a_delay_level_wins_over_timer_properties_which_are_dropped(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5's HookUtils.checkIfTimerMessage: a message with a delay level is no timer message, and its
+    TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS are cleared before it is stored, so neither the schedule's copy
+    nor the delivered message carries them (a delivered copy sent on again would otherwise be parked in the timer)."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "DelayNotTimer")
+    timer_props = {
+        "TIMER_DELAY_SEC": "3600",
+        "TIMER_DELAY_MS": "7200000",
+        "TIMER_DELIVER_MS": str(clock() + 10_800_000),
+    }
+    async with Producer("pg-delay-timer", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("DelayNotTimer", b"d", delay_level=2, properties=dict(timer_props)))
+    (parked,) = _stored(embedded_cluster, SCHEDULE_TOPIC, 1)
+    assert embedded_cluster.controller.timer.pending == 0
+    await trio.sleep(8)
+    (msg,) = _stored(embedded_cluster, "DelayNotTimer", 0)
+    for copy in (parked, msg):
+        assert copy.properties["DELAY"] == "2"
+        assert not set(timer_props) & set(copy.properties), copy.properties
+
+
 async def test_a_delayed_message_is_stored_in_its_levels_schedule_queue_with_the_delivery_time_as_tags_code(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
