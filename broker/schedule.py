@@ -3,7 +3,8 @@ docs/protocol.md#67-config-files).
 
 Storage: :meth:`ScheduleMessageService.rewrite` is the send path's ``DelayRewrite`` seam. A message with ``DELAY=n``
 (clamped to the highest level) is stored in ``SCHEDULE_TOPIC_XXXX`` queue ``n - 1`` with ``REAL_TOPIC``/``REAL_QID``
-properties; the store makes its consume-queue tags code the delivery time (store time + the level's delay).
+properties (``TIMER_DELIVER_MS``/``TIMER_DELAY_SEC``/``TIMER_DELAY_MS`` dropped: a delay level wins over them, as
+RocketMQ 5 clears them); the store makes its consume-queue tags code the delivery time (store time + the level's delay).
 
 Delivery: one loop per level reads its queue from the offset in ``delayOffset.json``. Every entry whose delivery time
 is due is rebuilt (original topic and queue from ``REAL_TOPIC``/``REAL_QID``, every property kept, ``DELAY`` and the
@@ -60,6 +61,9 @@ log = logging.getLogger(__name__)
 PROPERTY_DELAY: Final = "DELAY"
 PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
 PROPERTY_REAL_QID: Final = "REAL_QID"
+#: The timer properties a delay level overrides: RocketMQ 5's HookUtils.checkIfTimerMessage
+#: (broker/src/main/java/org/apache/rocketmq/broker/util/HookUtils.java) clears them from a message with a delay level.
+_TIMER_PROPERTIES: Final = frozenset({"TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"})
 #: Deliveries per step before yielding to other tasks, so a backlog of due messages does not starve the broker.
 _BATCH: Final = 256
 _RETRY_AFTER_REFUSAL: Final = 0.1
@@ -103,8 +107,9 @@ class ScheduleMessageService:
 
     def rewrite(self, record: MessageRecord, level: int) -> MessageRecord:
         """The ``DelayRewrite`` seam: ``record`` moved to ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1`` (level clamped
-        to the highest), real topic and queue kept as properties. Wakes the level's loop (it runs after the append,
-        since waking does not yield). A level <= 0 or no levels configured returns ``record`` unchanged."""
+        to the highest), real topic and queue kept as properties, the ``TIMER_*`` times dropped (a delay level wins
+        over them, so a delivered copy sent on is not parked in the timer). Wakes the level's loop (it runs after the
+        append, since waking does not yield). A level <= 0 or no levels configured returns ``record`` unchanged."""
         if level <= 0 or not self.max_level:
             return record
         level = min(level, self.max_level)
@@ -115,6 +120,7 @@ class ScheduleMessageService:
                 PROPERTY_REAL_TOPIC: record.topic,
                 PROPERTY_REAL_QID: str(record.queue_id),
             },
+            _TIMER_PROPERTIES,
         )
         self.notify(level)
         return MessageRecord(
