@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+import trustme
 
 from broker.embedded import EmbeddedCluster
 from remoting.dispatch import Dispatcher, ProcessorPool
@@ -61,3 +62,40 @@ async def test_a_stalled_tls_handshake_is_closed_after_nettys_ten_seconds(
         nursery.cancel_scope.cancel()
     assert 9.5 <= held <= 10.5, f"the stalled handshake held its connection for {held:.0f} s (Netty: 10 s)"
     assert server.refused_connections == 1
+
+
+async def test_a_broker_checking_its_name_servers_certificate_does_not_check_the_host_name(tmp_path: Path) -> None:
+    """``tls.client.authServer`` with ``tls.client.trustCertPath``: RocketMQ checks the name server's certificate
+    chain against the trust file and nothing else (``TlsHelper.buildSslContext(true)``; ``NettyRemotingClient``
+    makes its handler with ``sslContext.newHandler(alloc)``, no peer host, so no host name check). Name servers are
+    addressed by IP, and certificates made as RocketMQ's TLS guide makes them carry no IP: the broker must register
+    with such a name server, and still refuse one whose certificate another CA signed."""
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+
+    def settings(issuer: trustme.CA, name: str) -> dict[str, object]:
+        cert = issuer.issue_cert("namesrv.rocketmq.internal")  # no 127.0.0.1 in the certificate
+        cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+        cert.cert_chain_pems[0].write_to_path(str(cert_path))
+        cert.private_key_pem.write_to_path(str(key_path))
+        return {
+            "tls_server_mode": "enforcing",
+            "tls_config_file": str(tmp_path / "none"),
+            "tls_test_mode_enable": False,
+            "tls_server_cert_path": str(cert_path),
+            "tls_server_key_path": str(key_path),
+            "tls_enable": True,
+            "tls_client_auth_server": True,
+            "tls_client_trust_cert_path": str(ca_file),
+            **SMALL_STORE,
+        }
+
+    async with EmbeddedCluster(tmp_path / "c", **settings(ca, "trusted")) as cluster:
+        assert cluster.namesrv is not None
+        assert cluster.namesrv.route_table.live_broker_addrs() == [cluster.broker_addr], (
+            "the broker did not register: it refused the name server's certificate for its host name"
+        )
+    async with EmbeddedCluster(tmp_path / "d", **settings(trustme.CA(), "untrusted")) as cluster:
+        assert cluster.namesrv is not None
+        assert cluster.namesrv.route_table.live_broker_addrs() == []
