@@ -17,7 +17,8 @@ directory only for the moment ``ssl`` loads it). With ``tls.server.authClient`` 
 default CAs, as TlsHelper does (without ``authClient`` RocketMQ asks too and accepts any certificate; Python's ``ssl``
 cannot, so none is asked for). :func:`client_context` encrypts without checking the server when no CA file is given
 (RocketMQ's test-mode client), and checks the chain and the host name against a CA file otherwise, or against the
-default CAs (``tls.client.authServer`` without ``tls.client.trustCertPath``).
+default CAs (``tls.client.authServer`` without ``tls.client.trustCertPath``); the broker's context towards its name
+servers (:func:`settings_client_context`) checks the chain only, as RocketMQ's client.
 Errors: ``OSError`` / ``ssl.SSLError`` for unreadable or mismatched certificate files.
 """
 
@@ -166,11 +167,14 @@ def client_context(
     key_password: str | None = None,
     *,
     default_trust: bool = False,
+    check_hostname: bool = True,
 ) -> ssl.SSLContext:
-    """A client context: no server check without ``ca_file`` (RocketMQ's default client), the chain and the host name
-    checked against it otherwise, or against the platform's default CAs with ``default_trust``; ``cert_file`` /
-    ``key_file`` present a client certificate."""
+    """A client context: no server check without ``ca_file`` (RocketMQ's default client), the chain and (unless not
+    ``check_hostname``) the host name checked against it otherwise, or against the platform's default CAs with
+    ``default_trust``; ``cert_file`` / ``key_file`` present a client certificate."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if ca_file or default_trust:
+        ctx.check_hostname = check_hostname
     if ca_file:
         ctx.load_verify_locations(ca_file)
     elif default_trust:
@@ -185,7 +189,10 @@ def client_context(
 
 def settings_client_context(config: TlsSettings) -> ssl.SSLContext | None:
     """The context a server uses as a client (the broker towards name servers): None unless ``tls.enable`` or the
-    server mode is ``enforcing``; trusts ``tls.client.trustCertPath`` only with ``tls.client.authServer``."""
+    server mode is ``enforcing``; trusts ``tls.client.trustCertPath`` only with ``tls.client.authServer``, and then
+    checks the server's chain but not its host name, as RocketMQ: ``NettyRemotingClient`` builds its handler with
+    ``sslContext.newHandler(alloc)``, no peer host, so Netty's engine has no host to check (name servers are
+    addressed by IP, which certificates made by RocketMQ's TLS guide do not name)."""
     settings = tls_settings_of(config)
     if not (settings.tls_enable or tls_mode(settings.tls_server_mode) == ENFORCING):
         return None
@@ -198,4 +205,5 @@ def settings_client_context(config: TlsSettings) -> ssl.SSLContext | None:
         settings.tls_client_key_path,
         settings.tls_client_key_password,
         default_trust=settings.tls_client_auth_server,  # RocketMQ's TlsHelper: the JDK's CAs without a trust file
+        check_hostname=False,
     )
