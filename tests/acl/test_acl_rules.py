@@ -10,6 +10,7 @@ import pytest
 from broker.acl.manager import _MAX_GRANTED, AclDenied, AclFiles, AclManager
 from broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_perm
 from broker.acl.plain_config import AclConfigError, parse_acl_file
+from broker.acl.processor import account_change
 from broker.acl.remote_address import AddressPatternError, address_matcher
 from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.bodies import ConsumerData, HeartbeatData, SubscriptionData
@@ -105,6 +106,31 @@ def test_bad_white_address_patterns_are_refused(pattern: str) -> None:
 def test_bad_files_are_refused_with_rocketmq_messages(text: str, message: str) -> None:
     with pytest.raises(AclConfigError, match=message.replace("[", r"\[")):
         parse_acl_file(text)
+
+
+@pytest.mark.parametrize(
+    ("entry", "perm"),
+    [("topicA==PUB", PUB), ("=topicA=PUB", PUB), ("topicA=PUB=", PUB), (" topicA = SUB|PUB ", PUB | SUB)],
+)
+def test_a_resource_entry_splits_as_string_utils_split_drops_empty_parts(tmp_path: Path, entry: str, perm: int) -> None:
+    """``Permission.parseResourcePerms`` splits ``res=PERM`` with ``StringUtils.split(resource, "=")``, which drops
+    empty parts: ``topicA==PUB`` is ``topicA`` with PUB, and RocketMQ loads the file (ours refused the whole file,
+    so none of its accounts was known); ``topicA=`` and ``=PUB`` have one part and are refused. An admin edit
+    (code 50, whose ``checkResourcePerms`` splits the same way) writes such an entry too."""
+    text = f"accounts:\n  - accessKey: longenough\n    secretKey: 12345678\n    topicPerms: ['{entry}']\n"
+    text += f"    groupPerms: ['{entry.replace('topicA', 'groupA')}']\n"
+    (account,) = parse_acl_file(text).accounts
+    assert account.perms == {"topicA": perm, "%RETRY%groupA": perm}
+    for bad in ("topicA=", "=PUB", "="):
+        with pytest.raises(AclConfigError, match=f"Parse resource permission failed for topic:{bad}$"):
+            parse_acl_file(text.replace(f"['{entry}']", f"['{bad}']", 1))
+    (tmp_path / "conf").mkdir()
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    change, given = account_change({"accessKey": "another-key", "secretKey": "12345678", "topicPerms": entry})
+    manager.update_account(change, given)
+    edited = manager.account("another-key")
+    assert edited is not None and edited.perms == {"topicA": perm}
 
 
 def test_numbers_in_yaml_are_keys_as_text_and_an_empty_file_is_empty() -> None:
