@@ -109,10 +109,17 @@ class Account:
     white: AddressMatcher = attrs.field(repr=False)
 
 
+def split_resource_entry(entry: str) -> list[str]:
+    """``res=PERM`` split as ``StringUtils.split(entry, "=")`` (``acl/src/main/java/org/apache/rocketmq/acl/common/
+    Permission.java``, ``parseResourcePerms`` and ``checkResourcePerms``): empty parts dropped, so ``topicA==PUB`` is
+    ``["topicA", "PUB"]`` and ``topicA=`` is ``["topicA"]``."""
+    return [part for part in entry.split("=") if part]
+
+
 def _resource_perms(entries: Iterable[str], is_topic: bool, into: dict[str, int]) -> None:
     kind = "topic" if is_topic else "group"
     for entry in entries:
-        parts = entry.split("=")
+        parts = split_resource_entry(entry)
         if len(parts) != 2:
             raise AclConfigError(f"Parse resource permission failed for {kind}:{entry}")
         name = parts[0].strip()

@@ -20,7 +20,7 @@ import orjson
 
 from broker.acl.manager import AclManager
 from broker.acl.permission import is_valid_perm_text
-from broker.acl.plain_config import AccountConfig, AclConfigError, check_keys
+from broker.acl.plain_config import AccountConfig, AclConfigError, check_keys, split_resource_entry
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.processor import RequestContext
@@ -59,7 +59,7 @@ def _split(text: str | None) -> tuple[str, ...]:
 def _check_resource_perms(entries: tuple[str, ...]) -> None:
     """RocketMQ's ``Permission.checkResourcePerms`` with its messages."""
     for entry in entries:
-        parts = [p for p in entry.split("=") if p]
+        parts = split_resource_entry(entry)
         if len(parts) != 2:
             raise AclConfigError(
                 f"Parse Resource format error for {entry}.\nThe expected resource format is 'Res=Perm'. "
