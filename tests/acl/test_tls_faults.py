@@ -6,6 +6,7 @@ review; both failed before."""
 from __future__ import annotations
 
 import logging
+import ssl
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,12 @@ import trio.testing
 import trustme
 
 from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import request
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.server import TLS_HANDSHAKE_TIMEOUT, RemotingServer, ServerConfig
-from remoting.tls import PERMISSIVE, TlsSettings, server_context
+from remoting.tls import PERMISSIVE, TlsSettings, client_context, server_context, settings_client_context
 from tests.conftest import SMALL_STORE
 from tests.remoting.helpers import EchoProcessor
 
@@ -99,3 +103,33 @@ async def test_a_broker_checking_its_name_servers_certificate_does_not_check_the
     async with EmbeddedCluster(tmp_path / "d", **settings(trustme.CA(), "untrusted")) as cluster:
         assert cluster.namesrv is not None
         assert cluster.namesrv.route_table.live_broker_addrs() == []
+
+
+async def test_a_tls_config_file_boolean_java_reads_as_false_is_false_not_an_error(tmp_path: Path) -> None:
+    """``tls.config.file`` is read by ``TlsHelper.extractTlsConfigFromFile`` with ``Boolean.parseBoolean``: any value
+    but ``true`` (any case) is false, never an error. ``tls.test.mode.enable=no`` turns test mode off, so the
+    certificate files serve; ours refused the file, so no TLS context could be built (every TLS connection closed)
+    and the broker's context towards its name servers raised."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert_path, key_path, ca_path = tmp_path / "server.pem", tmp_path / "server.key", tmp_path / "ca.pem"
+    cert.cert_chain_pems[0].write_to_path(str(cert_path))
+    cert.private_key_pem.write_to_path(str(key_path))
+    ca.cert_pem.write_to_path(str(ca_path))
+    props = tmp_path / "tls.properties"
+    props.write_text(
+        f"tls.test.mode.enable=no\ntls.server.certPath={cert_path}\ntls.server.keyPath={key_path}\n"
+        "tls.client.authServer=yes\n"
+    )
+    settings = TlsSettings(tls_config_file=str(props), tls_enable=True)
+    ctx = settings_client_context(settings)
+    assert ctx is not None and ctx.verify_mode == ssl.CERT_NONE  # authServer "yes" is false: the server unchecked
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
+    server = RemotingServer(dispatcher, ServerConfig(tls_mode=PERMISSIVE, ssl_context=lambda: server_context(settings)))
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(server.serve, "127.0.0.1", 0)
+        async with RemotingClient(ssl_context=client_context(str(ca_path))) as client:  # the file's certificate
+            answer = await client.invoke(f"{host}:{port}", request(1000, {"k": "v"}, b"x"), 5)
+            assert answer.code == ResponseCode.SUCCESS
+        nursery.cancel_scope.cancel()
