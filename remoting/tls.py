@@ -83,9 +83,17 @@ class TlsSettings:
     tls_client_auth_server: bool = attrs.field(default=False, metadata={"key": "tls.client.authServer"})
 
 
+#: The boolean ``tls.*`` keys, as ``tls.config.file`` names them.
+_BOOLEAN_KEYS: Final = frozenset(
+    str(f.metadata["key"]) for f in attrs.fields(TlsSettings) if f.type is bool or f.type == "bool"
+)
+
+
 def tls_settings_of(config: TlsSettings) -> TlsSettings:
     """The ``tls.*`` part of a settings object, with ``tls.config.file`` applied over it when that file exists
-    (everything but the mode and ``tls.enable``)."""
+    (everything but the mode and ``tls.enable``; a boolean there is true only when it reads ``true``, in any case, as
+    ``Boolean.parseBoolean`` reads it in RocketMQ's
+    ``remoting/src/main/java/org/apache/rocketmq/remoting/netty/TlsHelper.java``: never an error)."""
     base = TlsSettings(**{f.name: getattr(config, f.name) for f in attrs.fields(TlsSettings)})
     path = Path(base.tls_config_file)
     if not base.tls_config_file or not path.is_file():
@@ -93,6 +101,9 @@ def tls_settings_of(config: TlsSettings) -> TlsSettings:
     props = parse_properties(decode_properties_file(path.read_bytes()))
     props.pop("tls.server.mode", None)
     props.pop("tls.enable", None)
+    for key in _BOOLEAN_KEYS.intersection(props):
+        # TlsHelper.extractTlsConfigFromFile reads these with Boolean.parseBoolean: anything but "true" is false.
+        props[key] = "true" if props[key].strip().lower() == "true" else "false"
     settings, _unknown = apply_properties(base, props)
     return settings
 
