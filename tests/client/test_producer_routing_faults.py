@@ -1,0 +1,72 @@
+"""Where the producer's routing and checks differed from RocketMQ 4.9.8's DefaultMQProducerImpl, DefaultMQProducer and
+Validators (found by a review, each test failing on the code before). Embedded broker, real sockets."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import trio
+
+from broker.embedded import EmbeddedCluster
+from client.admin import Admin
+from client.message import Message, SendStatus
+from client.producer import Producer
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
+from remoting.server import RemotingServer
+from tests.client.test_master_watch import register_as_master
+
+
+class SlaveLessBroker:
+    """A SYNC_MASTER whose slave is gone: every send is stored but answered SLAVE_NOT_AVAILABLE (11), with the
+    fields of a stored send; SUCCESS for anything else."""
+
+    def __init__(self) -> None:
+        self.sends = 0
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE, RequestCode.SEND_BATCH_MESSAGE):
+            self.sends += 1
+            fields = {"msgId": "7F00000100002A9F0000000000000000", "queueId": "0", "queueOffset": str(self.sends)}
+            return request.response(ResponseCode.SLAVE_NOT_AVAILABLE, ext_fields=fields)
+        return request.response(ResponseCode.SUCCESS)
+
+
+@contextlib.asynccontextmanager
+async def _beside_a_slave_less_broker(cluster: EmbeddedCluster, topic: str) -> AsyncIterator[SlaveLessBroker]:
+    """``topic`` with two queues on the cluster's broker-a and two on a :class:`SlaveLessBroker` as broker-b."""
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
+    fake = SlaveLessBroker()
+    dispatcher = Dispatcher()
+    dispatcher.set_default(fake, ProcessorPool("slave-less", 2, 100))
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, cluster.namesrv_addr, f"{host}:{port}", topic, "broker-b")
+        yield fake
+        nursery.cancel_scope.cancel()
+
+
+async def test_retry_another_broker_when_not_store_ok_moves_the_send_to_another_broker(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """DefaultMQProducer.retryAnotherBrokerWhenNotStoreOK (default false): a SYNC send answered with a status other than
+    SEND_OK goes on to the next attempt, on another broker (DefaultMQProducerImpl.sendDefaultImpl ``continue``s); off,
+    the first answer is the result. Before, the producer had no such setting."""
+    topic = "NotStoreOk"
+    async with _beside_a_slave_less_broker(embedded_cluster, topic) as fake:
+        async with Producer("pg-plain", embedded_cluster.namesrv_addr) as plain:
+            statuses = {(await plain.send(Message(topic, f"p{i}".encode()))).send_status for i in range(4)}
+        assert statuses == {SendStatus.SEND_OK, SendStatus.SLAVE_NOT_AVAILABLE}
+        moved_from = fake.sends
+        async with Producer(
+            "pg-retry", embedded_cluster.namesrv_addr, retry_another_broker_when_not_store_ok=True
+        ) as producer:
+            results = [await producer.send(Message(topic, f"m{i}".encode())) for i in range(8)]
+            [batch] = await producer.send_batch([Message(topic, b"b0"), Message(topic, b"b1")])
+    assert fake.sends > moved_from  # the round robin did reach the slave-less broker
+    assert {(r.send_status, r.broker_name) for r in results} == {(SendStatus.SEND_OK, "broker-a")}
+    assert (batch.send_status, batch.broker_name) == (SendStatus.SEND_OK, "broker-a")
