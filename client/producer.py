@@ -47,7 +47,7 @@ from client.errors import (
 from client.fault import LatencyFaultTolerance
 from client.instance import MQClientInstance, new_instance
 from client.master_watch import MasterWatch
-from client.message import Message, SendResult
+from client.message import Message, SendResult, SendStatus
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, apply_selector, select_one_message_queue
 from client.send_request import COMPRESS_OVER, MAX_MESSAGE_SIZE, PreparedSend, SendBuilder, uniq_key_generator
@@ -83,6 +83,7 @@ class Producer:
         compress_msg_body_over_howmuch: int = COMPRESS_OVER,
         max_message_size: int = MAX_MESSAGE_SIZE,
         send_latency_fault_enable: bool = False,
+        retry_another_broker_when_not_store_ok: bool = False,
         default_topic_queue_nums: int = 4,
         create_topic_key: str = "TBW102",
         enable_msg_trace: bool = False,
@@ -96,6 +97,9 @@ class Producer:
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
         self.send_latency_fault_enable = send_latency_fault_enable
+        #: A sync send (or batch) answered with a status other than SEND_OK goes on to another broker, as Java's
+        #: ``retryAnotherBrokerWhenNotStoreOK`` (client/.../impl/producer/DefaultMQProducerImpl.java sendDefaultImpl).
+        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
         self.default_topic_queue_nums = default_topic_queue_nums
         self.create_topic_key = create_topic_key
         self.fault = LatencyFaultTolerance(anyio.current_time)
@@ -180,9 +184,19 @@ class Producer:
             info = self.cached_publish_info(msg.topic)
             if info is not None:  # what _dispatch does then, without its coroutine
                 timeout = self.send_msg_timeout if timeout is None else timeout
-                return await self.send_with_retries(info, prepared, timeout, self.retry_times_when_send_failed)
+                retries, not_stored = self.retry_times_when_send_failed, self.retry_another_broker_when_not_store_ok
+                return await self.send_with_retries(info, prepared, timeout, retries, retry_not_stored=not_stored)
         _check_queue_topic(msg, queue)
-        return await self._dispatch(prepared, msg, queue, selector, arg, timeout, self.retry_times_when_send_failed)
+        return await self._dispatch(
+            prepared,
+            msg,
+            queue,
+            selector,
+            arg,
+            timeout,
+            self.retry_times_when_send_failed,
+            retry_not_stored=self.retry_another_broker_when_not_store_ok,
+        )
 
     async def send_as_async(
         self,
@@ -212,17 +226,18 @@ class Producer:
         retries: int,
         *,
         report_fault: bool = False,
+        retry_not_stored: bool = False,
     ) -> SendResult:
         """Send to ``queue``, to the ``selector``'s pick (one attempt each) or with ``retries``. ``report_fault``: the
         one attempt on a chosen queue reports to the fault table too (an async send's, Java's sendMessageAsync); a
-        sync one does not (sendMessageSync)."""
+        sync one does not (sendMessageSync). ``retry_not_stored``: see :meth:`send_with_retries`."""
         info = await self.publish_info(msg.topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
         if queue is None and selector is not None:
             queue = apply_selector(selector, list(info.message_queues), msg, arg)
         if queue is not None:
             return await self._attempt(queue, prepared, timeout, self._fault_table() if report_fault else None)
-        return await self.send_with_retries(info, prepared, timeout, retries)
+        return await self.send_with_retries(info, prepared, timeout, retries, retry_not_stored=retry_not_stored)
 
     def send_async(
         self,
@@ -306,8 +321,8 @@ class Producer:
         prepared = self._builder.batch(msgs)
         info = await self.publish_info(msgs[0].topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
-        retries = self.retry_times_when_send_failed
-        return [await self.send_with_retries(info, p, timeout, retries) for p in prepared]
+        retries, not_stored = self.retry_times_when_send_failed, self.retry_another_broker_when_not_store_ok
+        return [await self.send_with_retries(info, p, timeout, retries, retry_not_stored=not_stored) for p in prepared]
 
     # -- request-reply (client/request_reply.py) --------------------------------------------------------------------
 
@@ -465,12 +480,18 @@ class Producer:
         *,
         attempts: list[tuple[str, BaseException]] | None = None,
         last_broker: str | None = None,
+        retry_not_stored: bool = False,
     ) -> SendResult:
         """Up to ``1 + retries`` attempts on the next queue, avoiding the broker that failed last. ``attempts``
-        (extended in place) and ``last_broker`` carry on a send that already failed elsewhere (an async retry)."""
+        (extended in place) and ``last_broker`` carry on a send that already failed elsewhere (an async retry).
+
+        ``retry_not_stored`` (a sync send with ``retry_another_broker_when_not_store_ok``): a result other than
+        SEND_OK makes another attempt on another broker too, and is returned when no later attempt gets a result, as
+        in Java's ``sendDefaultImpl`` (client/.../impl/producer/DefaultMQProducerImpl.java)."""
         topic = prepared.topic
         attempts = [] if attempts is None else attempts
         fault = self._fault_table()
+        not_stored: SendResult | None = None  # the last answer that was not SEND_OK
         for _ in range(1 + max(0, retries)):
             mq = select_one_message_queue(info, last_broker, fault)
             addr = self.instance.find_broker_address(mq.broker_name)
@@ -478,6 +499,8 @@ class Producer:
                 result = await self._attempt(mq, prepared, timeout, fault)
             except (RemotingError, MQBrokerError) as exc:
                 if isinstance(exc, MQBrokerError) and exc.code not in RETRY_RESPONSE_CODES:
+                    if not_stored is not None:
+                        return not_stored
                     raise
                 attempts.append((mq.broker_name, exc))
                 last_broker = mq.broker_name
@@ -496,7 +519,13 @@ class Producer:
                         info = await self.publish_info(topic)
                 log.info("send to %s failed (%s), %d attempt(s) so far", mq, exc, len(attempts))
                 continue
+            if retry_not_stored and result.send_status is not SendStatus.SEND_OK:
+                not_stored, last_broker = result, mq.broker_name
+                log.info("send to %s answered %s, trying another broker", mq, result.send_status.value)
+                continue
             return result
+        if not_stored is not None:
+            return not_stored
         raise SendFailedError(topic, attempts)
 
     def _fault_table(self) -> LatencyFaultTolerance | None:
