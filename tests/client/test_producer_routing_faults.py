@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
+from client.errors import MessageValidationError
 from client.message import Message, SendStatus
 from client.producer import Producer
 from remoting.client import RemotingClient
@@ -70,3 +72,26 @@ async def test_retry_another_broker_when_not_store_ok_moves_the_send_to_another_
     assert fake.sends > moved_from  # the round robin did reach the slave-less broker
     assert {(r.send_status, r.broker_name) for r in results} == {(SendStatus.SEND_OK, "broker-a")}
     assert (batch.send_status, batch.broker_name) == (SendStatus.SEND_OK, "broker-a")
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [(b"", "the message body length is zero"), (b"x" * 1025, "the message body size over max value, MAX: 1024")],
+    ids=["empty", "over-max-message-size"],
+)
+async def test_a_body_java_refuses_raises_message_illegal_with_javas_text(
+    embedded_cluster: EmbeddedCluster, body: bytes, text: str
+) -> None:
+    """Validators.checkMessage throws MQClientException(ResponseCode.MESSAGE_ILLEGAL, ...) for a message body that is
+    empty or longer than maxMessageSize, with the texts above; a topic it refuses gets responseCode -1
+    (``MQClientException(String, Throwable)``). Before, the error had no code and texts of our own."""
+    async with Producer("pg-body", embedded_cluster.namesrv_addr, max_message_size=1024) as producer:
+        with pytest.raises(MessageValidationError) as sent:
+            await producer.send(Message("Body", body))
+        with pytest.raises(MessageValidationError) as sent_async:
+            producer.send_async(Message("Body", body), lambda outcome: None)
+        with pytest.raises(MessageValidationError) as bad_topic:
+            await producer.send(Message("Bad Topic", b"x"))
+    for caught in (sent, sent_async):
+        assert (caught.value.response_code, str(caught.value)) == (ResponseCode.MESSAGE_ILLEGAL, text)
+    assert bad_topic.value.response_code == -1
