@@ -46,7 +46,15 @@ class TopicRouteNotFoundError(MQClientError):
 
 
 class MessageValidationError(MQClientError):
-    """A message cannot be sent as given (empty topic or body, too large, delay level in a batch...)."""
+    """A message cannot be sent as given (empty topic or body, too large, delay level in a batch...).
+
+    ``response_code`` is what Java's ``MQClientException.getResponseCode()`` gives for the same refusal
+    (client/src/main/java/org/apache/rocketmq/client/Validators.java ``checkMessage``): MESSAGE_ILLEGAL (13) for a
+    body that is empty or over ``maxMessageSize``, -1 for the rest."""
+
+    def __init__(self, message: str, response_code: int = -1) -> None:
+        super().__init__(message)
+        self.response_code = response_code
 
 
 class SendFailedError(MQClientError):

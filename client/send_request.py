@@ -17,7 +17,7 @@ import orjson
 
 from client.errors import MessageValidationError
 from client.message import COMPRESSION_ZLIB, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
-from remoting.codec.codes import CURRENT_VERSION, RequestCode
+from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_parts
 from remoting.codec.message_properties import (
     PROPERTY_SEPARATOR,
@@ -73,7 +73,9 @@ def split_batch(entries: Sequence[BatchEntry], limit: int = MAX_MESSAGE_SIZE) ->
 
 def _check_entry_size(size: int, limit: int) -> None:
     if size > limit:
-        raise MessageValidationError(f"a batch message of {size} bytes exceeds the {limit}-byte limit")
+        raise MessageValidationError(
+            f"a batch message of {size} bytes exceeds the {limit}-byte limit", ResponseCode.MESSAGE_ILLEGAL
+        )
 
 
 def _runs(items: Sequence[E], sizes: Sequence[int], limit: int) -> list[list[E]]:
@@ -239,11 +241,14 @@ class SendBuilder:
     def validate(self, msg: Message) -> None:
         if msg.topic not in self._heads:  # a topic already sent to passed
             check_topic(msg.topic)
+        # Validators.checkMessage's codes and texts (client/src/main/java/org/apache/rocketmq/client/Validators.java).
+        if msg.body is None:
+            raise MessageValidationError("the message body is null", ResponseCode.MESSAGE_ILLEGAL)
         if not msg.body:
-            raise MessageValidationError("the message body is empty")
+            raise MessageValidationError("the message body length is zero", ResponseCode.MESSAGE_ILLEGAL)
         if len(msg.body) > self.max_message_size:
             raise MessageValidationError(
-                f"the message body is {len(msg.body)} bytes, more than the {self.max_message_size}-byte limit"
+                f"the message body size over max value, MAX: {self.max_message_size}", ResponseCode.MESSAGE_ILLEGAL
             )
         if msg.delay_level < 0:
             raise MessageValidationError(f"delay level {msg.delay_level} is negative")

@@ -342,8 +342,8 @@ def _first_broken_rule(msgs: list[Message], limit: int) -> str | None:
             (m.delay_level > 0, "batch messages cannot have a delay level"),
             (topic.startswith("%RETRY%"), "batch messages cannot be sent to a retry topic"),
             (not m.topic, "The specified topic is blank"),
-            (not m.body, "the message body is empty"),
-            (len(m.body) > limit, f"the message body is {len(m.body)} bytes"),
+            (not m.body, "the message body length is zero"),
+            (len(m.body) > limit, f"the message body size over max value, MAX: {limit}"),
             (m.delay_level < 0, f"delay level {m.delay_level} is negative"),
             (size > limit, f"a batch message of {size} bytes"),
         ]
