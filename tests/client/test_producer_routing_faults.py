@@ -14,7 +14,9 @@ from client.admin import Admin
 from client.errors import MessageValidationError
 from client.message import Message, SendStatus
 from client.producer import Producer
+from client.selector import select_by_hash
 from remoting.client import RemotingClient
+from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
@@ -95,3 +97,28 @@ async def test_a_body_java_refuses_raises_message_illegal_with_javas_text(
     for caught in (sent, sent_async):
         assert (caught.value.response_code, str(caught.value)) == (ResponseCode.MESSAGE_ILLEGAL, text)
     assert bad_topic.value.response_code == -1
+
+
+async def test_select_by_hash_puts_an_integer_order_id_where_javas_selector_puts_it(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """SelectMessageQueueByHash takes ``arg.hashCode() % size`` (made positive): a Java producer passing the order id
+    10 (an Integer) sends to queue 10 % 4 = 2; a long id hashes as ``Long.hashCode``, a boolean as
+    ``Boolean.hashCode``. Before, every argument was hashed as its ``str()``'s String.hashCode ("10" -> 1567 -> queue
+    3): a Python and a Java producer of the same order ids put one order's messages on different queues."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("OrderIds", read_queue_nums=4, write_queue_nums=4)
+    async with Producer("pg-order-ids", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("OrderIds", b"order 10"), selector=select_by_hash, arg=10)
+    assert sent.queue_id == 2
+    queues = [MessageQueue("T", "b", i) for i in range(4)]
+    msg = Message("T", b"x")
+    expected = {
+        -10: 2,  # Integer.hashCode -10: -10 % 4 = -2, made positive
+        2**40 + 3: 3,  # Long.hashCode: 3 ^ 256 = 259
+        -(2**40): 0,  # Long.hashCode: (int)(v ^ v >>> 32) = 0xFFFFFF00 = -256
+        True: 3,  # Boolean.hashCode 1231
+        False: 1,  # 1237
+        "order-1": 2,  # String.hashCode -1207111310, as before
+    }
+    assert {arg: select_by_hash(queues, msg, arg).queue_id for arg in expected} == expected
