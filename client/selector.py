@@ -4,7 +4,8 @@ brokers the latency fault table marks as slow, plus user selectors for ordered m
 A :data:`MessageQueueSelector` is ``(queues, message, arg) -> queue``, as Java's ``MessageQueueSelector.select``;
 :func:`apply_selector` fails the send with MQClientError when it raises or returns None (no fallback queue).
 :func:`select_by_hash` keeps every message with the same key (an order id, say) on the same queue while the queue
-count stays the same, using Java's ``String.hashCode`` so a Java producer with ``SelectMessageQueueByHash`` agrees.
+count stays the same, hashing the key as Java's ``hashCode`` of the boxed value (:func:`java_hash_code`) so a Java
+producer with ``SelectMessageQueueByHash`` and the same keys agrees.
 """
 
 from __future__ import annotations
@@ -36,9 +37,26 @@ def apply_selector(
     return queue
 
 
+def java_hash_code(arg: object) -> int:
+    """``arg.hashCode()`` of the Java value a Java producer would pass for ``arg``: ``Boolean`` for a bool (1231 /
+    1237), ``Integer`` for an int in Java's int range (the value), ``Long`` beyond it (``(int) (v ^ (v >>> 32))``),
+    ``String`` for a str and for anything else its ``str()``."""
+    if isinstance(arg, bool):
+        return 1231 if arg else 1237
+    if isinstance(arg, int):
+        if -(2**31) <= arg < 2**31:
+            return arg
+        v = arg & 0xFFFFFFFFFFFFFFFF
+        h = (v ^ (v >> 32)) & 0xFFFFFFFF
+        return h - 0x100000000 if h & 0x80000000 else h
+    return java_string_hash(arg if isinstance(arg, str) else str(arg))
+
+
 def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
-    """``queues[abs(hash(str(arg))) % len(queues)]`` with Java's string hash (Java's ``SelectMessageQueueByHash``)."""
-    return queues[abs(java_string_hash(str(arg))) % len(queues)]
+    """``queues[abs(arg.hashCode() % len(queues))]`` with :func:`java_hash_code`, as Java's
+    ``SelectMessageQueueByHash`` (client/src/main/java/org/apache/rocketmq/client/producer/selector/
+    SelectMessageQueueByHash.java): an integer order id goes where a Java producer sends it."""
+    return queues[abs(java_hash_code(arg)) % len(queues)]
 
 
 def select_by_random(queues: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
