@@ -11,7 +11,7 @@ import trio
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
-from client.errors import MessageValidationError
+from client.errors import MessageValidationError, MQClientError
 from client.message import Message, SendStatus
 from client.producer import Producer
 from client.selector import select_by_hash
@@ -122,3 +122,25 @@ async def test_select_by_hash_puts_an_integer_order_id_where_javas_selector_puts
         "order-1": 2,  # String.hashCode -1207111310, as before
     }
     assert {arg: select_by_hash(queues, msg, arg).queue_id for arg in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("group", "text"),
+    [
+        ("", "the specified group is blank"),
+        ("G" * 256, "the specified group is longer than group max length 255."),
+        ("bad group!", "the specified group[bad group!] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"),
+        ("DEFAULT_PRODUCER", "producerGroup can not equal DEFAULT_PRODUCER, please specify another one."),
+    ],
+    ids=["blank", "longer-than-255", "illegal-characters", "default-producer"],
+)
+async def test_a_producer_group_java_refuses_is_refused_at_start(
+    embedded_cluster: EmbeddedCluster, group: str, text: str
+) -> None:
+    """DefaultMQProducerImpl.start runs checkConfig: Validators.checkGroup (blank, longer than 255, characters outside
+    ``^[%|a-zA-Z0-9_-]+$``) and no DEFAULT_PRODUCER, throwing MQClientException before the producer registers. Before,
+    such a producer started and sent under that group."""
+    with pytest.raises(MQClientError) as caught:
+        async with Producer(group, embedded_cluster.namesrv_addr):
+            pass
+    assert str(caught.value) == text
