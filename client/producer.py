@@ -50,7 +50,14 @@ from client.master_watch import MasterWatch
 from client.message import Message, SendResult, SendStatus
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, apply_selector, select_one_message_queue
-from client.send_request import COMPRESS_OVER, MAX_MESSAGE_SIZE, PreparedSend, SendBuilder, uniq_key_generator
+from client.send_request import (
+    COMPRESS_OVER,
+    MAX_MESSAGE_SIZE,
+    PreparedSend,
+    SendBuilder,
+    check_producer_group,
+    uniq_key_generator,
+)
 from client.trace.dispatcher import TraceDispatcher
 from remoting.client import run_callback
 from remoting.codec.bodies import MessageQueue, TopicRouteData
@@ -128,6 +135,7 @@ class Producer:
         return self._group
 
     async def __aenter__(self) -> Self:
+        check_producer_group(self._group)
         if self._own_instance:
             await self.instance.__aenter__()
         try:

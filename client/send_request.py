@@ -15,7 +15,7 @@ from typing import Final, Self, TypeVar
 import attrs
 import orjson
 
-from client.errors import MessageValidationError
+from client.errors import MessageValidationError, MQClientError
 from client.message import COMPRESSION_ZLIB, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
 from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_parts
@@ -195,6 +195,28 @@ def check_topic(topic: str) -> None:
         )
     if topic in NOT_ALLOWED_SEND_TOPICS:
         raise MessageValidationError(f"Sending message to topic[{topic}] is forbidden.")
+
+
+#: Java's ``MixAll.DEFAULT_PRODUCER_GROUP``, which a producer may not use, and ``Validators.CHARACTER_MAX_LENGTH``.
+DEFAULT_PRODUCER_GROUP: Final = "DEFAULT_PRODUCER"
+GROUP_MAX_LENGTH: Final = 255
+
+
+def check_producer_group(group: str) -> None:
+    """Java's DefaultMQProducerImpl.checkConfig at start: Validators.checkGroup (blank, longer than 255, illegal
+    characters, in that order) and no DEFAULT_PRODUCER, with Java's texts
+    (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java). Raises
+    :class:`~client.errors.MQClientError`."""
+    if not group or not group.strip():
+        raise MQClientError("the specified group is blank")
+    if len(group) > GROUP_MAX_LENGTH:
+        raise MQClientError(f"the specified group is longer than group max length {GROUP_MAX_LENGTH}.")
+    if not is_legal_name(group):
+        raise MQClientError(
+            f"the specified group[{group}] contains illegal characters, allowing only {VALID_NAME_PATTERN}"
+        )
+    if group == DEFAULT_PRODUCER_GROUP:
+        raise MQClientError(f"producerGroup can not equal {DEFAULT_PRODUCER_GROUP}, please specify another one.")
 
 
 def send_code(fields: dict[str, str]) -> int:
