@@ -20,9 +20,13 @@ from client.admin import Admin
 from client.mqadmin import main as mqadmin
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
-from remoting.codec.bodies import MessageQueue
+from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageQueue
 from remoting.codec.bodies.broker_metadata import TopicConfig
 from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.processor import RequestContext
 from tests.client.helpers import create_topic, register_dead_broker
 from tests.threaded_cluster import ThreadedCluster
 
@@ -397,3 +401,37 @@ def test_an_unknown_cluster_keeps_json_output_one_document(cluster: ThreadedClus
     except ValueError:
         pytest.fail(f"--json output is not one JSON document: {result.output!r}")
     assert any("Make sure the specified clusterName exists" in line for line in doc.get("lines", [])), doc
+
+
+# -- resetOffsetByTime -c (a C++ client's offsets) -----------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_reset_offset_by_time_with_c_pushes_the_offset_list_a_cpp_client_reads(cluster: ThreadedCluster) -> None:
+    """Java's ResetOffsetByTimeCommand ``-c`` (isC) sends INVOKE_BROKER_TO_RESET_OFFSET as LanguageCode.CPP
+    (MQClientAPIImpl.invokeBrokerToResetOffset); the broker then pushes ResetOffsetBodyForC, a list of
+    MessageQueueForC, the only form the C++ client parses (AdminBrokerProcessor.resetOffset, Broker2Client.resetOffset).
+    Before, ``-c`` was ignored and the consumer got the Java map."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    await create_topic(ns, "CppReset", queues=1)
+    pushed: list[RemotingCommand] = []
+
+    class CppConsumer:
+        async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+            if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+                pushed.append(cmd)
+            return None
+
+    async with RemotingClient(request_handler=CppConsumer()) as consumer:
+        beat = HeartbeatData("10.0.0.7@cpp", consumer_data_set=(ConsumerData("cpp-cg"),))
+        assert (await consumer.invoke(addr, request(RequestCode.HEART_BEAT, body=beat.encode()), 5)).code == 0
+        await _commit_offset(ns, addr, "cpp-cg", "CppReset")
+        args = ("resetOffsetByTime", "-n", ns, "-g", "cpp-cg", "-t", "CppReset", "-s", "now", "-c")
+        result = await anyio.to_thread.run_sync(lambda: _run(*args))
+        assert result.exit_code == 0, result.output
+        with anyio.fail_after(10):
+            while not pushed:
+                await consumer.invoke(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+    assert bytes(pushed[0].body) == (
+        b'{"offsetTable":[{"brokerName":"broker-a","offset":0,"queueId":0,"topic":"CppReset"}]}'
+    )
