@@ -61,7 +61,7 @@ from remoting.codec.bodies.admin import (
 from remoting.codec.bodies.admin import TopicStatsTable as _TopicStats
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList, GroupList
-from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.errors import CodecError, MessageDecodeError
 from remoting.codec.headers import (
@@ -345,14 +345,17 @@ class Admin(AdminOps):
         return ProducerConnection(tuple(found.values()))
 
     async def reset_offset_by_time(
-        self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
+        self, group: str, topic: str, timestamp_ms: int, *, force: bool = True, cpp: bool = False
     ) -> dict[MessageQueue, int]:
         """INVOKE_BROKER_TO_RESET_OFFSET on each master of ``topic``: online consumers move to the offsets of
-        ``timestamp_ms`` (-1: the end). Returns the new offsets."""
+        ``timestamp_ms`` (-1: the end). Returns the new offsets. ``cpp`` sends it as ``LanguageCode.CPP``, so the
+        broker pushes the offsets in the form C++ clients read (Java's ``isC``,
+        ``client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java`` invokeBrokerToResetOffset)."""
         fields = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=force)
         table: dict[MessageQueue, int] = {}
         for _, addr in await self._topic_brokers(topic, reads=False):
-            cmd = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields.to_ext_fields())
+            language = LanguageCode.CPP if cpp else LanguageCode.PYTHON
+            cmd = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields.to_ext_fields(), language=language)
             table.update(parse_reset_offset_body((await self._call(addr, cmd)).body))
         return dict(sorted(table.items()))
 

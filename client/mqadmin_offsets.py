@@ -65,7 +65,7 @@ def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
         timestamp = -1 if text == "now" else parse_time_arg(text)  # in the job: a bad time fails the command
         group, topic = o["group"], o["topic"]
         try:
-            table = await admin.reset_offset_by_time(group, topic, timestamp, force=force)
+            table = await admin.reset_offset_by_time(group, topic, timestamp, force=force, cpp=o["cplus"])
         except MQBrokerError as exc:
             if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
                 raise

@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+import orjson
+
 from processors.context import BrokerContext
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import dumps_mq_map
-from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.headers import (
@@ -58,6 +60,10 @@ def reset_offset_table(broker: BrokerContext, header: ResetOffsetRequestHeader) 
 async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> RemotingCommand:
     """INVOKE_BROKER_TO_RESET_OFFSET: compute the table and push RESET_CONSUMER_CLIENT_OFFSET (220, oneway, body
     ``{"offsetTable": {MessageQueue: offset}}``) to every online consumer of the group, which apply and commit it.
+    An admin request sent as ``LanguageCode.CPP`` (``mqadmin resetOffsetByTime -c``) pushes the C++ client's form
+    instead, ``{"offsetTable": [MessageQueueForC]}`` (``AdminBrokerProcessor.resetOffset`` and
+    ``broker/src/main/java/org/apache/rocketmq/broker/client/net/Broker2Client.java``); the admin's answer is the map
+    either way.
 
     The push is queued without waiting, behind whatever a member has not read yet, as Java's ``invokeOneway`` writes
     without blocking (its 5 s bounds only the oneway permit): a consumer that stopped reading gets it if it resumes
@@ -74,13 +80,23 @@ async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> Remotin
         )
         return admin.response(ResponseCode.CONSUMER_NOT_ONLINE, remark)
     body = b'{"offsetTable":' + dumps_mq_map(table) + b"}"
-    push = request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header.to_ext_fields(), body, oneway=True)
+    pushed = _offset_list_for_c(table) if admin.language == LanguageCode.CPP else body
+    push = request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header.to_ext_fields(), pushed, oneway=True)
     for conn in list(group_info.channels):
         try:
             conn.send_nowait(push)
         except RemotingError as exc:
             log.warning("reset offset push to %s failed: %s", conn, exc)
     return admin.response(ResponseCode.SUCCESS, body=body)
+
+
+def _offset_list_for_c(table: dict[MessageQueue, int]) -> bytes:
+    """Java's ``ResetOffsetBodyForC``: the offsets as a list of ``MessageQueueForC`` (fields in fastjson's order)."""
+    entries = [
+        {"brokerName": mq.broker_name, "offset": offset, "queueId": mq.queue_id, "topic": mq.topic}
+        for mq, offset in table.items()
+    ]
+    return orjson.dumps({"offsetTable": entries})
 
 
 async def forward_to_consumer(
