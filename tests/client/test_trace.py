@@ -216,6 +216,42 @@ async def test_a_failed_consumption_is_traced_as_failed(
     assert not [v for v in views if v.record.type is TraceType.Pub]  # the producer had trace off
 
 
+async def test_a_listener_that_raises_is_traced_with_the_exception_context_code(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's ConsumeMessageConcurrentlyService.ConsumeRequest.run: a listener that throws leaves status null with
+    hasException, so CONSUME_CONTEXT_TYPE is ConsumeReturnType.EXCEPTION and the SubAfter's contextCode is its
+    ordinal 2; RECONSUME_LATER alone is FAILED (4). Before, a raising listener was traced as FAILED."""
+    use_virtual_store_clock(embedded_cluster)  # the send-back waits in delay level 3 (10 s) of store time
+    await _create(embedded_cluster, "RaiseTraced")
+    calls = 0
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("listener broke")
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("raise-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True)
+    consumer.subscribe("RaiseTraced")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("raise-pg", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("RaiseTraced", b"x"))
+        with trio.fail_after(120):
+            while calls < 2:
+                await trio.sleep(0.1)
+        async with Admin(embedded_cluster.namesrv_addr) as admin:
+            with trio.fail_after(60):
+                while True:
+                    views = await find_traces(admin, sent.msg_id, None)
+                    if len([v for v in views if v.record.type is TraceType.SubAfter]) >= 2:
+                        break
+                    await trio.sleep(0.2)
+    outcomes = [(v.record.success, v.record.context_code) for v in views if v.record.type is TraceType.SubAfter]
+    assert outcomes == [(False, 2), (True, 0)]
+
+
 async def test_a_consume_trace_starts_when_the_listener_gets_a_consume_slot_not_while_waiting_for_one(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
