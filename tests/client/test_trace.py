@@ -252,6 +252,31 @@ async def test_a_listener_that_raises_is_traced_with_the_exception_context_code(
     assert outcomes == [(False, 2), (True, 0)]
 
 
+async def test_a_listener_call_that_overran_the_consume_timeout_is_traced_as_time_out(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's ConsumeRequest.run: a call whose consumeRT reached consumeTimeout minutes is ConsumeReturnType.TIME_OUT
+    (contextCode 1) whatever it returned; the SubAfter's success still follows the status."""
+    await _create(embedded_cluster, "SlowTraced")
+    calls = 0
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await trio.sleep(4)  # virtual: past the 3 s consume_timeout below
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("slow-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True, consume_timeout=0.05)
+    consumer.subscribe("SlowTraced")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("slow-pg", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("SlowTraced", b"x"))
+        views = await _traces(embedded_cluster, sent.msg_id, None, {TraceType.SubAfter})
+    first = next(v.record for v in views if v.record.type is TraceType.SubAfter)
+    assert (first.success, first.context_code) == (True, 1)
+
+
 async def test_a_consume_trace_starts_when_the_listener_gets_a_consume_slot_not_while_waiting_for_one(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
