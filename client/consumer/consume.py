@@ -89,29 +89,48 @@ def reset_retry_topic(msg: MessageExt, group: str) -> MessageExt:
     return msg
 
 
-def _return_type(success: bool) -> tuple[bool, int]:
-    """The trace's (success, ConsumeReturnType ordinal): SUCCESS 0 or FAILED 4 (a raising listener counts as a
-    failure here; Java's EXCEPTION 2 and RETURNNULL 3 are not told apart)."""
-    return (True, 0) if success else (False, 4)
+#: Java's ``ConsumeReturnType`` ordinals, the SubAfter record's contextCode (RETURNNULL, 3, has no counterpart: a
+#: listener returning ``None`` succeeded here).
+RETURN_SUCCESS: Final = 0
+RETURN_TIME_OUT: Final = 1
+RETURN_EXCEPTION: Final = 2
+RETURN_FAILED: Final = 4
 
 
 class _ListenerTrace:
     """The trace of one listener call, written on the call's own path as Java's ConsumeMessageTraceHookImpl runs on the
     consume thread: SubBefore once the call holds its consume slot (:meth:`begin`, the ``started`` callback), SubAfter
-    when it returned (:meth:`end`). A call skipped before it started writes neither."""
+    when it returned (:meth:`end`). A call skipped before it started writes neither.
+
+    The SubAfter's contextCode is the call's ``ConsumeReturnType``, decided in Java's order
+    (``client/src/main/java/org/apache/rocketmq/client/impl/consumer/ConsumeMessageConcurrentlyService.java`` and
+    ``ConsumeMessageOrderlyService.java``): EXCEPTION when the listener raised (:meth:`raised`), else TIME_OUT when the
+    call took ``consume_timeout`` or longer, else FAILED for a failure status, else SUCCESS."""
 
     def __init__(self, consumer: PushConsumer, msgs: list[MessageExt]) -> None:
         self.consumer = consumer
         self.msgs = msgs
         self.begun: ConsumeTrace | None = None
+        self._started = 0.0
+        self._raised = False
 
     def begin(self) -> None:
         if self.consumer.trace is not None:
+            self._started = anyio.current_time()
             self.begun = self.consumer.trace.consume_before(self.consumer.group, self.msgs)
+
+    def raised(self) -> None:
+        self._raised = True
 
     def end(self, success: bool) -> None:
         if self.begun is not None and self.consumer.trace is not None:
-            self.consumer.trace.consume_after(self.begun, *_return_type(success))
+            if self._raised:
+                code = RETURN_EXCEPTION
+            elif anyio.current_time() - self._started >= self.consumer.consume_timeout * 60:
+                code = RETURN_TIME_OUT
+            else:
+                code = RETURN_SUCCESS if success else RETURN_FAILED
+            self.consumer.trace.consume_after(self.begun, success, code)
 
 
 def send_back_max_reconsume_times(consumer: PushConsumer) -> int:
@@ -242,7 +261,13 @@ class ConcurrentConsumeService:
             trace.begin()
 
         status = await call_listener(
-            c.listener, shown, c.limiter, ConsumeConcurrentlyStatus.RECONSUME_LATER, lambda: pq.dropped, started
+            c.listener,
+            shown,
+            c.limiter,
+            ConsumeConcurrentlyStatus.RECONSUME_LATER,
+            lambda: pq.dropped,
+            started,
+            raised=trace.raised,
         )
         trace.end(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
         pq.last_consume_time = anyio.current_time()
@@ -403,6 +428,7 @@ class OrderlyConsumeService:
             skip=lambda: pq.dropped,
             started=trace.begin,
             abandoned=turn.abandoned,
+            raised=trace.raised,
         )
         trace.end(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # also if dropped, as Java
         if pq.dropped:  # rebalanced away or reset meanwhile: its new owner has these; nothing to commit or count

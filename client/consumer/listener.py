@@ -190,13 +190,16 @@ async def call_listener(
     skip: Callable[[], bool] | None = None,
     started: Callable[[], None] | None = None,
     abandoned: Abandoned | None = None,
+    raised: Callable[[], None] | None = None,
 ) -> ConsumeStatus:
-    """:func:`run_listener` and :func:`listener_status`; an exception is logged and becomes ``failed``, as does a
-    call ``skip`` cancelled (the caller knows why)."""
+    """:func:`run_listener` and :func:`listener_status`; an exception is logged, ``raised`` told of it, and becomes
+    ``failed``, as does a call ``skip`` cancelled (the caller knows why)."""
     try:
         result = await run_listener(listener, msgs, limiter, skip, started, abandoned)
     except Exception:
         log.exception("message listener failed on %d message(s)", len(msgs))
+        if raised is not None:
+            raised()
         return failed
     return listener_status(result, failed)
 
