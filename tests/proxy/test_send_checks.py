@@ -172,3 +172,15 @@ async def test_a_limit_of_zero_or_less_disables_its_send_check(tmp_path: Path, s
             msg.system_properties.delivery_timestamp.FromMilliseconds(int(time.time() * 1000) + 60_000)
         got = await sent_to_rt(f, msg)
         assert got[0] == "OK", got
+
+
+@pytest.mark.parametrize("group", ["", "G1"], ids=["round-robin", "message-group"])
+async def test_a_topic_without_write_queues_refuses_sends_with_forbidden(tmp_path: Path, group: str) -> None:
+    """ProducerProcessor.sendMessage: the queue comes from the topic's write queues (MessageQueueSelector.buildWrite:
+    ``writeQueueNums`` of each writable queue data); none (``mqadmin updateTopic -w 0``, which drains a topic) is
+    FORBIDDEN "no writable queue" and nothing is stored. Queue 0 took the message before (found by a review)."""
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("Drained", read_queue_nums=4, write_queue_nums=0))
+        answer = await f.send(message("Drained", message_group=group))
+        got = (Code.Name(answer.status.code), answer.status.message, f.ctx.store.max_offset_in_queue("Drained", 0))
+        assert got == ("FORBIDDEN", "no writable queue", 0), got
