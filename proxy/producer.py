@@ -149,6 +149,7 @@ class Producing:
         if any(m.topic.name != topic for m in req.messages):
             raise RpcError(Code.MESSAGE_CORRUPTED, "messages of one request must share a topic")
         encoded = [self._prepare(msg, topic) for msg in req.messages]
+        self._check_writable(topic)
         response = service.SendMessageResponse()
         entries = [await self._send_one(m, topic, e, metadata) for m, e in zip(req.messages, encoded, strict=True)]
         response.entries.extend(entries)
@@ -165,6 +166,15 @@ class Producing:
             return encode_properties(props)
         except PropertiesEncodeError as exc:
             raise RpcError(Code.MESSAGE_CORRUPTED, str(exc)) from None
+
+    def _check_writable(self, topic: str) -> None:
+        """ProducerProcessor.sendMessage (proxy/src/main/java/org/apache/rocketmq/proxy/processor/
+        ProducerProcessor.java): the queue is picked among the topic's write queues (MessageQueueSelector.buildWrite),
+        so a topic with none (``updateTopic -w 0`` drains it) is FORBIDDEN "no writable queue". An unknown topic is
+        left to the broker's send (auto-creation or TOPIC_NOT_EXIST)."""
+        config = self.broker.topics.get(topic)
+        if config is not None and config.write_queue_nums <= 0:
+            raise RpcError(Code.FORBIDDEN, "no writable queue")
 
     def _queue_id(self, topic: str, group: str | None) -> int:
         config = self.broker.topics.get(topic)
