@@ -7,10 +7,13 @@ embedded broker; requests are the generated protobuf messages the official clien
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
+from broker.cli import build_config, build_proxy_config
 from broker.embedded import EmbeddedCluster
 from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
@@ -175,3 +178,27 @@ async def test_a_transaction_check_becomes_a_recovery_command_on_telemetry(embed
     assert (message.topic.name, message.body, message.system_properties.message_id) == ("TxT", b"half body", "ABC")
     assert message.system_properties.message_type == definition.MessageType.TRANSACTION
     assert activity.producing.transactions["ABC"] == (4096, 7)
+
+
+async def test_the_settings_answered_to_clients_follow_rocketmqs_proxy_config_keys(
+    embedded_cluster: EmbeddedCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GrpcClientSettingsManager.mergeProducerData / mergeSubscriptionData answer what ProxyConfig says
+    (proxy/src/main/java/org/apache/rocketmq/proxy/config/ProxyConfig.java): ``grpcClientProducerMaxAttempts``,
+    ``grpcClientProducerBackoffInitialMillis``, ``...BackoffMaxMillis``, ``...BackoffMultiplier`` for producers and
+    ``grpcClientConsumerLongPollingBatchSize`` for consumers. A broker file with RocketMQ's names was ignored: the
+    producer keys did not exist and the batch size was read under a name RocketMQ does not have (found by a review)."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "grpcClientProducerMaxAttempts=5\ngrpcClientProducerBackoffInitialMillis=20\n"
+        "grpcClientProducerBackoffMaxMillis=3000\ngrpcClientProducerBackoffMultiplier=3\n"
+        "grpcClientConsumerLongPollingBatchSize=16\n"
+    )
+    build_config(str(conf), [], None)
+    assert "grpcClient" not in capsys.readouterr().err  # the broker knows them
+    activity, _ = build_activity(embedded_cluster.controller, build_proxy_config(str(conf), [], enable=True))
+    policy = activity.telemetry(producer_settings("AnyTopic"), md("p@7")).settings.backoff_policy
+    backoff = policy.exponential_backoff
+    got = (policy.max_attempts, backoff.initial.ToMilliseconds(), backoff.max.ToMilliseconds(), backoff.multiplier)
+    batch = activity.telemetry(consumer_settings("GBatch", "T1"), md("c@7")).settings.subscription.receive_batch_size
+    assert (got, batch) == ((5, 20, 3000, 3.0), 16)
