@@ -58,8 +58,14 @@ class ProxyConfig:
     #: Refuse a send whose message type differs from its topic's ``message.type`` attribute (RocketMQ's default); also
     #: the ``validate_message_type`` producers' Settings are answered with.
     enable_topic_message_type_check: bool = True
-    #: Settings answered to consumers: receive batch size.
-    grpc_client_consumer_receive_batch_size: int = 32
+    #: Settings answered to consumers: receive batch size (RocketMQ's name, though it is no long-polling setting).
+    grpc_client_consumer_long_polling_batch_size: int = 32
+    #: Settings answered to producers: the send attempts and their exponential backoff (ms; the multiplier is an
+    #: ``int`` in RocketMQ's ProxyConfig), as GrpcClientSettingsManager.mergeProducerData answers them.
+    grpc_client_producer_max_attempts: int = 3
+    grpc_client_producer_backoff_initial_millis: int = attrs.field(default=10, metadata=JAVA_LONG)
+    grpc_client_producer_backoff_max_millis: int = attrs.field(default=1000, metadata=JAVA_LONG)
+    grpc_client_producer_backoff_multiplier: int = 2
     #: Auto-renew of push consumers' handles (proxy/renew.py): scan period, how far ahead of expiry a handle is
     #: renewed, how long renewing goes on, and the invisible time of a gone client's handles (ms).
     renew_schedule_period_millis: int = attrs.field(default=5_000, metadata=JAVA_LONG)

@@ -240,21 +240,23 @@ class MessagingActivity:
             raise RpcError(Code.BAD_REQUEST, "settings carry neither publishing nor subscription")
 
     def _merged(self, settings: Any) -> Any:
+        """The Settings answered: the client's, with what the proxy decides merged in from ProxyConfig and the group
+        (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcClientSettingsManager.java)."""
         merged = definition.Settings()
         merged.CopyFrom(settings)
         merged.metric.on = False
         if settings.HasField("publishing"):
-            policy = merged.backoff_policy
-            policy.max_attempts = 3
-            policy.exponential_backoff.initial.FromMilliseconds(10)
-            policy.exponential_backoff.max.FromMilliseconds(1000)
-            policy.exponential_backoff.multiplier = 2.0
+            policy, config = merged.backoff_policy, self.config
+            policy.max_attempts = config.grpc_client_producer_max_attempts
+            policy.exponential_backoff.initial.FromMilliseconds(config.grpc_client_producer_backoff_initial_millis)
+            policy.exponential_backoff.max.FromMilliseconds(config.grpc_client_producer_backoff_max_millis)
+            policy.exponential_backoff.multiplier = config.grpc_client_producer_backoff_multiplier
             merged.publishing.validate_message_type = self.config.enable_topic_message_type_check
             merged.publishing.max_body_size = self.config.max_message_size
             return merged
         group = self.broker.groups.get(settings.subscription.group.name)  # LocalMetadataService: creates nothing
         sub = merged.subscription
-        sub.receive_batch_size = self.config.grpc_client_consumer_receive_batch_size
+        sub.receive_batch_size = self.config.grpc_client_consumer_long_polling_batch_size
         sub.long_polling_timeout.FromMilliseconds(self.config.grpc_client_consumer_max_long_polling_timeout_millis)
         sub.fifo = group is not None and group.consume_message_orderly
         retry_max = 16 if group is None else group.retry_max_times
