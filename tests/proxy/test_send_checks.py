@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from broker.cli import build_proxy_config
 from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.pb import definition, service
@@ -184,3 +185,13 @@ async def test_a_topic_without_write_queues_refuses_sends_with_forbidden(tmp_pat
         answer = await f.send(message("Drained", message_group=group))
         got = (Code.Name(answer.status.code), answer.status.message, f.ctx.store.max_offset_in_queue("Drained", 0))
         assert got == ("FORBIDDEN", "no writable queue", 0), got
+
+
+async def test_enable_message_body_empty_check_false_takes_an_empty_body(tmp_path: Path) -> None:
+    """SendMessageActivity.validateMessageBodySize refuses an empty body only with ProxyConfig's
+    ``enableMessageBodyEmptyCheck`` (true by default); set false, it is stored. The key was ignored: every empty body
+    was MESSAGE_BODY_EMPTY (found by a review)."""
+    args = ["--enableMessageBodyEmptyCheck", "false", "--grpcServerPort", "0", "--tlsTestModeEnable", "false"]
+    async with front(tmp_path, build_proxy_config(None, args, enable=True)) as f:
+        got = await sent_to_rt(f, message("RT", b""))
+        assert got[:2] == ("OK", 1), got
