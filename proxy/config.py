@@ -47,6 +47,8 @@ class ProxyConfig:
     #: Largest accepted delivery time ahead of now (ms), and largest body (bytes); 0 or less: unchecked.
     max_delay_time_mills: int = attrs.field(default=24 * 3600 * 1000, metadata=JAVA_LONG)
     max_message_size: int = 4 * 1024 * 1024
+    #: Refuse an empty body (MESSAGE_BODY_EMPTY), as SendMessageActivity.validateMessageBodySize does by default.
+    enable_message_body_empty_check: bool = True
     #: Send limits: a message group's UTF-8 bytes (must stay below), the user properties' count and their UTF-8
     #: bytes with the tag and keys, and a transaction's recovery duration (s). 0 or less: unchecked.
     max_message_group_size: int = 64

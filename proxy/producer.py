@@ -97,8 +97,9 @@ class Producing:
         self._check_group(sp.message_group)
 
     def _check_body(self, body: bytes) -> None:
-        """SendMessageActivity.validateMessageBodySize (a limit of 0 or less checks nothing)."""
-        if not body:
+        """SendMessageActivity.validateMessageBodySize: an empty body unless ``enableMessageBodyEmptyCheck`` is off,
+        then the size (a limit of 0 or less checks nothing)."""
+        if not body and self.config.enable_message_body_empty_check:
             raise RpcError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
         if 0 < self.config.max_message_size < len(body):
             raise RpcError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed {self.config.max_message_size}")
