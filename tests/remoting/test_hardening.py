@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import trio
@@ -12,9 +13,10 @@ import trio.testing
 
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import FLAG_RESPONSE, RemotingCommand, request
+from remoting.codec.frame import encode_command
 from remoting.connection import REQUEST_OVERHEAD
-from remoting.dispatch import Dispatcher, ProcessorPool
+from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.ratelog import RateLimitedLog
 from remoting.server import RemotingServer, ServerConfig
 from tests.remoting.helpers import EchoProcessor, GateProcessor, RawPeer
@@ -102,6 +104,32 @@ async def test_a_client_that_never_reads_its_answers_cannot_grow_the_servers_buf
         async with RemotingClient() as other:  # another client is served meanwhile
             answer = await other.invoke(f"{address[0]}:{address[1]}", request(1000, {}, b"hi"), 5)
             assert bytes(answer.body) == b"hi"
+        sending.cancel_scope.cancel()
+    await peer.aclose()
+
+
+def _fast_echo(ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
+    """A fast handler (the broker's send fast path, DLedger's push) answering in the reader, body echoed."""
+    answer = RemotingCommand(ResponseCode.SUCCESS, fields["opaque"], FLAG_RESPONSE, body=body)
+    ctx.connection.send_frame_nowait(encode_command(answer))
+    return True
+
+
+async def test_answers_of_a_fast_handler_count_in_the_byte_budget_of_a_client_that_never_reads(
+    nursery: trio.Nursery,
+) -> None:
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("work", 4, 10_000))
+    dispatcher.register_fast(1000, _fast_echo)
+    server = RemotingServer(dispatcher, ServerConfig(max_buffered_bytes=1 << 20))
+    address = await nursery.start(server.serve, "127.0.0.1", 0)
+    peer = await RawPeer.connect(address)
+    body = b"z" * (64 << 10)
+    async with trio.open_nursery() as sending:
+        sending.start_soon(peer.send, *(request(1000, {}, body, opaque=i + 1) for i in range(400)))  # 25 MiB
+        await trio.testing.wait_all_tasks_blocked(0.1)
+        (conn,) = server.connections
+        assert conn.buffered_bytes <= (1 << 20) + 2 * len(body)
         sending.cancel_scope.cancel()
     await peer.aclose()
 
