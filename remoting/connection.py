@@ -29,7 +29,10 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
   while their bodies and the responses not yet written hold more than ``max_buffered_bytes``, the reader stops
   reading, so TCP pushes back on a peer that sends faster than it is answered (or never reads its answers) instead
   of the process buffering for it. A oneway request counts until its processor returns (:meth:`oneway_done`), so a
-  flood of oneway frames cannot grow an unbounded pool queue either.
+  flood of oneway frames cannot grow an unbounded pool queue either. Answers a :data:`FastRequest` writes count in the
+  bytes too: past the budget the reader stops after one, as after any request. (The budget is ours: RocketMQ's
+  ``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java`` only marks the channel
+  unwritable past ``writeBufferHighWaterMark`` and reads on.)
 - RPC latency, when the server set :attr:`Connection.rpc_latency` (:mod:`remoting.rpc_metrics`): a request's code
   and read time are kept by opaque until its response is written (or, oneway, until its processor returns).
 
@@ -278,6 +281,10 @@ class Connection:
                         break
                     cmd = self._command_unless_fast(decoder, frame, fast)
                     if cmd is None:
+                        # A fast handler's answers are queued like any other: past the byte budget (a peer that
+                        # does not read them), stop reading as for the general path's requests.
+                        if self._outbox_bytes > self._max_buffered:
+                            await self._wait_for_budget()
                         continue
                     if cmd.flag & FLAG_RESPONSE:
                         future = pending.pop(cmd.opaque, None)
