@@ -130,3 +130,30 @@ async def test_a_frame_whose_json_header_does_not_parse_closes_the_connection() 
         await peer.stream.send_all(len(payload).to_bytes(4, "big") + payload)
         assert await peer.receive() is None
         nursery.cancel_scope.cancel()
+
+
+def _raising_fast(ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
+    raise LookupError("no such thing")
+
+
+async def test_a_fast_handler_that_raises_answers_system_error_and_the_server_serves_on() -> None:
+    """A fast handler is its processor's first half, run in the reader: what it raises is answered as a processor's
+    exception is (NettyRemotingAbstract.processRequestCommand's SYSTEM_ERROR), not raised out of the reader, where it
+    ended every connection of the server."""
+    dispatcher = Dispatcher()
+    dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("send", 1, 100))
+    dispatcher.register_fast(ECHO, _raising_fast)
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(RemotingServer(dispatcher).serve)
+        first, second = await RawPeer.connect(address), await RawPeer.connect(address)
+        await first.send(req := request(ECHO, {"take": "yes"}))
+        resp = await first.receive()
+        assert resp is not None and resp.opaque == req.opaque and resp.is_response
+        assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark == "LookupError: no such thing"
+        await first.send(again := request(ECHO))
+        resp = await first.receive()
+        assert resp is not None and (resp.opaque, resp.code) == (again.opaque, ResponseCode.SYSTEM_ERROR)
+        await second.send(other := request(ECHO))
+        resp = await second.receive()
+        assert resp is not None and (resp.opaque, resp.code) == (other.opaque, ResponseCode.SYSTEM_ERROR)
+        nursery.cancel_scope.cancel()
