@@ -14,7 +14,8 @@ accounting showed up at ~5 % of the server's profile, hence per-worker). A pool 
   the request never reaches a pool, so refused requests cannot fill a queue;
 - unknown code (and no default) -> ``REQUEST_CODE_NOT_SUPPORTED`` (3), remark ``" request type <code> not supported"``;
 - queue full -> ``SYSTEM_BUSY`` (2), remark ``"[OVERLOAD]system busy, start flow control for a while"``;
-- oneway requests never get either answer (nor any other).
+- oneway requests never get either answer (nor any other);
+- a fast handler that raises gets its request answered ``SYSTEM_ERROR``, as a processor that raises does.
 
 :meth:`Dispatcher.fast_request` is the reader's shortcut (:data:`~remoting.connection.FastRequest`): a handler
 registered with :meth:`Dispatcher.register_fast` may take a request straight from its parsed JSON header, in the
@@ -41,6 +42,8 @@ import trio
 
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import CodecError
+from remoting.codec.serializers import command_from_json
 from remoting.cpus import available_cpus
 from remoting.errors import RemotingConnectError
 from remoting.processor import Processor, RequestContext, run_processor
@@ -242,7 +245,29 @@ class Dispatcher:
             return False
         if self.admission is not None and (self.fast_admission is None or not self.fast_admission(ctx, fields, body)):
             return False
-        return entry[0](ctx, fields, body)
+        try:
+            return entry[0](ctx, fields, body)
+        except Exception as exc:
+            return self._fast_failed(ctx, fields, body, exc)
+
+    @staticmethod
+    def _fast_failed(ctx: RequestContext, fields: dict[str, Any], body: bytes, exc: Exception) -> bool:
+        """A fast handler raised: answer SYSTEM_ERROR as :func:`~remoting.processor.run_processor` answers a
+        processor's exception (``processRequestCommand`` catches around the processor in
+        ``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingAbstract.java``), instead of letting
+        it out of the connection's reader, which ended the server. The request is not handed on: the
+        handler may have acted on it (a stored message) before raising; only a header that does not decode is, so
+        the general path refuses it as it refuses any such header (False)."""
+        log.warning("fast handler failed on request code %r", fields.get("code"), exc_info=True)
+        try:
+            request = command_from_json(fields, body)
+        except CodecError:
+            return False
+        try:
+            ctx.connection.send_nowait(request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))
+        except RemotingConnectError:
+            log.debug("answer to opaque %d dropped: connection closed", request.opaque)
+        return True
 
     def set_default(self, processor: Processor, pool: ProcessorPool) -> None:
         """Route every unregistered code here (RocketMQ's default/admin processor) instead of answering 3."""
