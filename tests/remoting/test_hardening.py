@@ -68,6 +68,26 @@ async def test_oneway_requests_count_until_their_processor_returns(nursery: trio
     await peer.aclose()
 
 
+async def test_requests_sharing_an_opaque_each_count_in_the_budget(nursery: trio.Nursery) -> None:
+    """A peer reusing one opaque (a constant 0, say) for requests still in flight gets each counted, not just the
+    latest: the in-flight and byte budgets hold, and every answer gives its request's share back."""
+    gate = GateProcessor()
+    server, address = await _serve(nursery, gate, max_requests_in_flight=4)
+    peer = await RawPeer.connect(address)
+    await peer.send(*(request(1000, {}, b"s%d" % i, opaque=7) for i in range(20)))
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    (conn,) = server.connections
+    assert gate.entered == 4
+    assert conn.requests_in_flight == 4 and conn.buffered_bytes == 4 * (2 + REQUEST_OVERHEAD)
+    gate.gate.set()
+    answers = [await peer.receive() for _ in range(20)]
+    assert all(a is not None and a.opaque == 7 for a in answers)
+    assert sorted(bytes(a.body) for a in answers if a is not None) == sorted(b"s%d" % i for i in range(20))
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    assert conn.requests_in_flight == 0 and conn.buffered_bytes == 0
+    await peer.aclose()
+
+
 async def test_buffered_request_bytes_are_capped_per_connection(nursery: trio.Nursery) -> None:
     gate = GateProcessor()
     server, address = await _serve(nursery, gate, max_buffered_bytes=1 << 20)
