@@ -28,8 +28,9 @@ A :class:`Connection` owns a byte stream and gives it the protocol's shape:
 - a budget per connection: while ``max_requests_in_flight`` requests read from the peer wait for their response, or
   while their bodies and the responses not yet written hold more than ``max_buffered_bytes``, the reader stops
   reading, so TCP pushes back on a peer that sends faster than it is answered (or never reads its answers) instead
-  of the process buffering for it. A oneway request counts until its processor returns (:meth:`oneway_done`), so a
-  flood of oneway frames cannot grow an unbounded pool queue either. Answers a :data:`FastRequest` writes count in the
+  of the process buffering for it. Every request counts, also one whose opaque is already in flight. A oneway
+  request counts until its processor returns (:meth:`oneway_done`), so a flood of oneway frames cannot grow an
+  unbounded pool queue either. Answers a :data:`FastRequest` writes count in the
   bytes too: past the budget the reader stops after one, as after any request. (The budget is ours: RocketMQ's
   ``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java`` only marks the channel
   unwritable past ``writeBufferHighWaterMark`` and reads on.)
@@ -160,6 +161,10 @@ class Connection:
         self._max_in_flight = max_requests_in_flight
         self._max_buffered = max_buffered_bytes
         self._inbound: dict[int, int] = {}  # opaque -> bytes of each request read and not yet answered
+        #: opaque -> bytes of the further requests read with an opaque already in :attr:`_inbound` (a peer reusing
+        #: one), each taking its place there as an answer to that opaque goes out; :attr:`_inbound_extra` counts them
+        self._inbound_more: dict[int, list[int]] = {}
+        self._inbound_extra = 0
         self._inbound_bytes = 0
         self._oneway_held = 0  # oneway requests read and not yet through their processor (or refused)
         self._capacity: primitives.Event | None = None
@@ -186,7 +191,7 @@ class Connection:
     def requests_in_flight(self) -> int:
         """Requests read from the peer whose response has not been written yet, or, oneway, whose processor has not
         returned yet."""
-        return len(self._inbound) + self._oneway_held
+        return len(self._inbound) + self._inbound_extra + self._oneway_held
 
     @property
     def buffered_bytes(self) -> int:
@@ -195,7 +200,7 @@ class Connection:
 
     def _over_budget(self) -> bool:
         return (
-            len(self._inbound) + self._oneway_held >= self._max_in_flight
+            len(self._inbound) + self._inbound_extra + self._oneway_held >= self._max_in_flight
             or self._inbound_bytes + self._outbox_bytes > self._max_buffered
         )
 
@@ -298,8 +303,11 @@ class Connection:
                             self._oneway_held += 1
                             self._inbound_bytes += size
                         else:
-                            self._inbound_bytes += size - inbound.pop(cmd.opaque, 0)
-                            inbound[cmd.opaque] = size
+                            self._inbound_bytes += size
+                            if cmd.opaque in inbound:
+                                self._hold_duplicate(cmd.opaque, size)
+                            else:
+                                inbound[cmd.opaque] = size
                         if self.rpc_latency is not None and len(self._timed) < MAX_TIMED_REQUESTS:
                             self._timed[cmd.opaque] = [cmd.code, time.perf_counter_ns(), False]
                         await on_request(ctx, cmd)
@@ -486,11 +494,29 @@ class Connection:
             size = self._inbound.pop(cmd.opaque, None)
             if size is not None:
                 self._inbound_bytes -= size
+                if self._inbound_more:
+                    self._next_duplicate(cmd.opaque)
                 if self._capacity is not None:
                     self._wake_reader()
         if self._timed and cmd.flag & FLAG_RESPONSE:
             self._time_response(cmd.opaque, cmd.code, RESULT_SUCCESS)
         self._write_frame(encode_command(cmd))
+
+    def _hold_duplicate(self, opaque: int, size: int) -> None:
+        """A request whose opaque is already in flight: counted on its own, so a peer reusing an opaque cannot
+        slip past the budget (RocketMQ's clients never do: ``requestId`` in
+        ``remoting/src/main/java/org/apache/rocketmq/remoting/protocol/RemotingCommand.java`` numbers every request)."""
+        self._inbound_more.setdefault(opaque, []).append(size)
+        self._inbound_extra += 1
+
+    def _next_duplicate(self, opaque: int) -> None:
+        """An answer to ``opaque`` went out: the next request held with that opaque, if any, becomes its entry."""
+        more = self._inbound_more.get(opaque)
+        if more:
+            self._inbound[opaque] = more.pop(0)
+            self._inbound_extra -= 1
+            if not more:
+                del self._inbound_more[opaque]
 
     def send_frame_nowait(self, frame: bytes) -> None:
         """:meth:`send_nowait` of a frame already encoded: a request, or the answer to a request that never became a
