@@ -220,3 +220,29 @@ async def test_the_name_server_serves_its_request_latency(tmp_path: Path) -> Non
         )
         assert count == 3
         nursery.cancel_scope.cancel()
+
+
+async def test_request_codes_past_the_cardinality_limit_share_one_overflow_series(tmp_path: Path) -> None:
+    """RocketMQ 5 caps every metric at ``metricsOtelCardinalityLimit`` label sets (BrokerMetricsManager's views,
+    OpenTelemetry's overflow series ``otel_metric_overflow="true"`` beyond it); a client sending ever new request
+    codes must not grow the broker's series, and its memory, without bound."""
+    limit = 20
+    settings = {
+        "metrics_exporter_type": "PROM",
+        "metrics_prom_exporter_port": 0,
+        "metrics_otel_cardinality_limit": limit,
+    }
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings) as cluster:
+        exporter = cluster.controller.metrics
+        assert exporter is not None and exporter.address is not None
+        sent = 100
+        async with RemotingClient() as client:
+            for code in range(90_000, 90_000 + sent):
+                answer = await client.invoke(cluster.broker_addr, request(code), 5)
+                assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        families = await scrape(exporter.address)
+        counts = [s for s in families["rocketmq_rpc_latency"] if s.name == "rocketmq_rpc_latency_count"]
+        assert len(counts) <= limit + 1, len(counts)
+        overflow = [s for s in counts if s.labels == {"otel_metric_overflow": "true"}]
+        assert len(overflow) == 1 and overflow[0].value >= sent - limit
+        assert sum(s.value for s in counts) >= sent
