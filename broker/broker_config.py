@@ -171,6 +171,8 @@ class BrokerConfig(ListenerSettings):
     metrics_prom_exporter_port: int = attrs.field(default=5557, metadata=PORT)
     #: Extra labels on every metric: ``key1:value1,key2:value2``.
     metrics_label: str = ""
+    #: Label sets kept per metric; more go to one ``otel_metric_overflow="true"`` series (RocketMQ 5.3's setting).
+    metrics_otel_cardinality_limit: int = 50_000
     #: ACL 1.0 (docs/architecture.md#acl-and-tls-at-the-edge): every request is checked against the plain_acl.yml
     #: accounts before it reaches a pool.
     acl_enable: bool = False

@@ -156,7 +156,8 @@ class BrokerController:
         self.dispatcher = Dispatcher(admission, admission.admits_fields if admission is not None else None)
         self._register_processors()
         # Requests are timed for /metrics only when it is served (docs/metrics.md).
-        self.rpc_latency = RpcLatency() if prometheus_wanted(config.metrics_exporter_type) else None
+        wanted = prometheus_wanted(config.metrics_exporter_type)
+        self.rpc_latency = RpcLatency(config.metrics_otel_cardinality_limit) if wanted else None
         self.metrics = broker_exporter(self.context, self.pools, self.rpc_latency)
         self.remoting_server = RemotingServer(self.dispatcher, server_config_of(config), self.rpc_latency)
         self.remoting_server.add_close_listener(self._on_connection_closed)

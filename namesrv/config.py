@@ -46,6 +46,7 @@ class NamesrvConfig(ListenerSettings):
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = attrs.field(default=5557, metadata=PORT)
     metrics_label: str = ""
+    metrics_otel_cardinality_limit: int = 50_000
 
     @property
     def kv_config_file(self) -> Path:

@@ -56,7 +56,8 @@ class NamesrvServer:
         # Unknown codes still reach the processor, which answers REQUEST_CODE_NOT_SUPPORTED (see processor.py).
         dispatcher.set_default(self.processor, self.pool)
         server_config = config.listener_config(config.server_channel_max_idle_time_seconds)
-        self.rpc_latency = RpcLatency() if prometheus_wanted(config.metrics_exporter_type) else None
+        wanted = prometheus_wanted(config.metrics_exporter_type)
+        self.rpc_latency = RpcLatency(config.metrics_otel_cardinality_limit) if wanted else None
         self.remoting_server = RemotingServer(dispatcher, server_config, self.rpc_latency)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.metrics: PrometheusExporter | None = None

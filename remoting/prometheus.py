@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 Source = Callable[[], Callable[[], Iterable[Metric]]]
 
 _RESPONSE_NAMES = {code.value: code.name.lower() for code in ResponseCode}
+#: The label of OpenTelemetry's overflow series (``otel.metric.overflow`` in Prometheus' spelling).
+_OVERFLOW_LABEL = "otel_metric_overflow"
 #: ``MetricsExporterType`` by number (Java's setter takes the number or the name).
 _EXPORTER_TYPES = {"0": "DISABLE", "1": "OTLP_GRPC", "2": "PROM", "3": "LOG"}
 
@@ -95,6 +97,7 @@ def rpc_latency_source(recorder: RpcLatency, labels: dict[str, str]) -> Source:
 
     def snapshot() -> Callable[[], Iterable[Metric]]:
         series = recorder.snapshot()
+        overflow = recorder.overflow_snapshot()
 
         def families() -> Iterator[Metric]:
             family = HistogramMetricFamily("rocketmq_rpc_latency", "Rpc latency", labels=names)
@@ -105,6 +108,11 @@ def rpc_latency_source(recorder: RpcLatency, labels: dict[str, str]) -> Source:
                     histogram_buckets(RPC_LATENCY_BUCKETS_MS, counts),
                     float(sum_ms),
                 )
+            if overflow is not None:
+                # OpenTelemetry's overflow series carries its one attribute and none of the others.
+                extra = HistogramMetricFamily(family.name, family.documentation, labels=[_OVERFLOW_LABEL])
+                extra.add_metric(["true"], histogram_buckets(RPC_LATENCY_BUCKETS_MS, overflow[0]), float(overflow[1]))
+                family.samples.extend(extra.samples)
             yield family
 
         return families
