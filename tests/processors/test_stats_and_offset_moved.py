@@ -183,3 +183,22 @@ async def test_a_slave_stores_no_offset_moved_event(make_broker: MakeBroker, pee
     answer = await PullMessageProcessor(broker).process(peer_ctx, pull_request(offset=10, sys_flag=NO_SUSPEND))
     assert answer is not None and answer.code == ResponseCode.PULL_RETRY_IMMEDIATELY
     assert broker.store.max_offset_in_queue(OFFSET_MOVED_EVENT, 0) == 0
+
+
+async def test_only_puts_the_commit_log_refused_count_as_failed_puts(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """4.9.8 DefaultMessageStore.asyncPutMessage answers checkStoreStatus' SERVICE_NOT_AVAILABLE (disk full, slave,
+    shut down) before it hooks the put's timing and ``putMessageFailedTimes``: a full disk refusing every send leaves
+    the count alone. A message the CommitLog refuses (body above maxMessageSize) counts."""
+    send, admin = SendMessageProcessor(broker), AdminBrokerProcessor(broker)
+    broker.store.disk_full_reason = "disk is full"
+    for _ in range(3):
+        refused = await send.process(peer_ctx, send_request())
+        assert refused is not None and refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    broker.store.disk_full_reason = None
+    too_big = await send.process(peer_ctx, send_request(body=b"x" * (broker.store.config.max_message_size + 1)))
+    assert too_big is not None and too_big.code == ResponseCode.MESSAGE_ILLEGAL
+    info = await admin.process(peer_ctx, request(RequestCode.GET_BROKER_RUNTIME_INFO))
+    assert info is not None
+    assert KVTable.decode(info.body).table["putMessageFailedTimes"] == "1"
