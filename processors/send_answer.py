@@ -14,8 +14,9 @@ is dropped with a debug log. The records are stored whatever happens to the answ
 
 Each put's latency (append, plus the flush and replication waits under SYNC_FLUSH / SYNC_MASTER), oneway or not,
 goes to the broker's put latency statistics (:mod:`broker.stats.latency`), as 4.9.8's
-``DefaultMessageStore.asyncPutMessage`` times every put: two clock reads per send request; a refused put counts as a
-failed one.
+``DefaultMessageStore.asyncPutMessage`` times every put: two clock reads per send request; a put the store refuses
+counts as a failed one, unless it refused it for its state (shut down, slave, disk full: SERVICE_NOT_AVAILABLE), which
+Java checks before it counts.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from remoting.codec.msgid import offset_msg_id
 from remoting.connection import Connection
 from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
-from store.errors import PutRefusedError, StoreError
+from store.errors import PutRefusedError, ServiceNotAvailableError, StoreError
 from store.results import AppendResult, PutStatus
 
 if TYPE_CHECKING:
@@ -76,6 +77,10 @@ class SendAnswers:
         stats = self.broker.stats
         try:
             appended = append(what)
+        except ServiceNotAvailableError as exc:
+            # The store's status check (shut down, slave, disk full) refuses before anything is timed or counted,
+            # as 4.9.8's store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java asyncPutMessage.
+            raise self.refused(exc) from None
         except PutRefusedError as exc:
             stats.record_put_failed()
             raise self.refused(exc) from None
