@@ -4,6 +4,8 @@ parser. Real sockets on 127.0.0.1 port 0; real clock (the HTTP server runs in th
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from namesrv.server import NamesrvServer
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.prometheus import PrometheusExporter
 from tests.conftest import SMALL_STORE
 
 TOPIC = "MetricsLoad"
@@ -246,3 +249,21 @@ async def test_request_codes_past_the_cardinality_limit_share_one_overflow_serie
         overflow = [s for s in counts if s.labels == {"otel_metric_overflow": "true"}]
         assert len(overflow) == 1 and overflow[0].value >= sent - limit
         assert sum(s.value for s in counts) >= sent
+
+
+async def test_stopping_the_exporter_closes_a_connection_left_in_the_middle_of_a_request() -> None:
+    """RocketMQ 5's exporter (OpenTelemetry's PrometheusHttpServer) stops its HTTP server with the broker and closes
+    the connections it holds; one whose client sent half a request kept a server thread blocked on it and the socket
+    open for as long as the process lived."""
+    exporter = PrometheusExporter("127.0.0.1", 0, [])
+    threads = threading.active_count()
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(exporter.run)
+        stream = await trio.open_tcp_stream(host, port)
+        await stream.send_all(b"GET /metrics HTTP/1.1\r\n")  # the request never ends
+        while threading.active_count() < threads + 2:  # the server's thread and the one serving this connection
+            await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    with trio.fail_after(10), contextlib.suppress(trio.BrokenResourceError):  # a guard against the hang
+        assert await stream.receive_some(100) == b""
+    await stream.aclose()
