@@ -1,6 +1,7 @@
 """``/metrics`` in Prometheus text, served beside the Trio loop (RocketMQ 5's ``metricsExporterType=PROM``).
 
-Why this shape: prometheus-client's own threaded HTTP server (``start_http_server``) runs in daemon threads, so a
+Why this shape: prometheus-client's threaded HTTP server (its ``start_http_server``'s, which also knows its open
+connections here, to close them when it stops) runs in daemon threads, so a
 scrape never runs on the event loop; the only loop time it costs is a snapshot. Each :data:`Source` is called on the
 Trio thread (through ``trio.from_thread.run_sync``), copies the numbers it needs from the live tables and returns a
 function that builds the metric families from that copy in the HTTP thread, where prometheus-client also formats the
@@ -19,14 +20,20 @@ port is free when ``run`` returns). A scrape arriving after the loop ended gets 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
+import socket
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import trio
-from prometheus_client import start_http_server
+from prometheus_client import make_wsgi_app
 from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from remoting.codec.codes import ResponseCode, request_name
@@ -138,6 +145,49 @@ class _Bridge(Collector):
             yield from build()
 
 
+class _QuietHandler(WSGIRequestHandler):
+    """One request per connection (HTTP/1.0), nothing logged per request."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _HttpServer(ThreadingWSGIServer):
+    """prometheus-client's thread-per-connection server that also knows its open connections, so that stopping it
+    closes them: a client that sent half a request (or nothing) would otherwise keep a thread blocked reading it
+    and the socket open after the exporter stopped. RocketMQ 5 stops OpenTelemetry's PrometheusHttpServer, which
+    closes its connections, in ``broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java``
+    ``shutdown``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._closing = False
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            if self._closing:
+                self.shutdown_request(request)
+                return
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Wake every connection's thread: its reads end and it closes the connection."""
+        with self._lock:
+            self._closing = True
+            connections = list(self._open)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+
 class PrometheusExporter:
     """Serves ``sources`` at ``http://host:port/metrics``. See the module docstring."""
 
@@ -150,7 +200,15 @@ class PrometheusExporter:
     async def run(self, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED) -> None:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Bridge(trio.lowlevel.current_trio_token(), self.sources))
-        server, thread = start_http_server(self.port, self.host, registry)
+        # The address family of the host, as prometheus-client's start_http_server picks it (IPv6 hosts too).
+        family, _, _, _, sockaddr = socket.getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        server_class: type[_HttpServer] = type("_Server", (_HttpServer,), {"address_family": family})
+        app = make_wsgi_app(registry)
+        server: _HttpServer = make_server(str(sockaddr[0]), self.port, app, server_class, _QuietHandler)
+        thread = threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True)
+        thread.start()
         try:
             host, port = server.server_address[:2]
             self.address = (str(host), int(port))
@@ -161,4 +219,5 @@ class PrometheusExporter:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(server.shutdown)
                 server.server_close()
+                server.close_connections()
                 await trio.to_thread.run_sync(thread.join)
