@@ -11,10 +11,13 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.broker_config import load_broker_config
+from broker.context import store_config_of
 from remoting.codec.message import decode_record
 from remoting.codec.message_properties import java_string_hash
+from store.message_store import MessageStore
 from store.results import GetStatus
-from tests.store.store_helpers import FakeClock, message, open_store
+from tests.store.store_helpers import STORE_HOST, FakeClock, message, open_store
 
 
 def test_unknown_queue_empty_queue_and_offset_statuses(tmp_path: Path) -> None:
@@ -211,3 +214,36 @@ def test_a_get_returns_its_records_as_runs_of_adjacent_records(
         assert len(r.runs) == (breaks + 1 if entries else 0)
         assert (r.message_count, r.buffer_total_size) == (len(entries), sum(r.sizes))
         store.close()
+
+
+def test_transfer_limits_set_in_broker_conf_bound_pulls_in_memory_and_on_disk(tmp_path: Path) -> None:
+    """``maxTransferBytesOnMessageInMemory``, ``maxTransferCountOnMessageInDisk`` and
+    ``maxTransferBytesOnMessageInDisk`` are MessageStoreConfig settings a broker.conf may set;
+    DefaultMessageStore.isTheBatchFull (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java) bounds
+    every pull by them. Found by a review: the broker did not know them (logged as unknown keys) and pulled
+    32 messages / 256 KiB in memory and 8 messages / 64 KiB on disk whatever they said."""
+
+    def pull(name: str, settings: str) -> int:
+        conf = tmp_path / f"{name}.conf"
+        conf.write_text(
+            f"storePathRootDir={tmp_path / name}\nmappedFileSizeCommitLog=1048576\nmappedFileSizeConsumeQueue=6000\n"
+            + settings
+        )
+        config, unknown = load_broker_config(conf)
+        assert unknown == []
+        store = MessageStore(store_config_of(config), store_host=STORE_HOST)
+        store.load()
+        for _ in range(40):
+            store.append(message(body=bytes(1000)))
+        count = store.get("TopicTest", 0, 0, 64).message_count
+        store.close()
+        return count
+
+    # A record here is about 1.1 KiB: 3 fit in 4096 bytes, 2 in 3000.
+    assert pull("memory", "maxTransferBytesOnMessageInMemory=4096\n") == 3
+    on_disk = "accessMessageInMemoryMaxRatio=0\n"  # everything behind the CommitLog head is "on disk"
+    assert (
+        pull("disk_count", on_disk + "maxTransferCountOnMessageInDisk=20\nmaxTransferBytesOnMessageInDisk=1048576\n")
+        == 20
+    )
+    assert pull("disk_bytes", on_disk + "maxTransferBytesOnMessageInDisk=3000\n") == 2
