@@ -97,8 +97,12 @@ class BrokerConfig(ListenerSettings):
     offset_check_in_slave: bool = False
     #: Refuse transactional sends and END_TRANSACTION with NO_PERMISSION.
     reject_transaction_message: bool = False
-    #: Most messages one pull returns while its data is in memory (Java's MessageStoreConfig setting of that name).
+    #: Most messages one pull returns while its data is in memory (Java's MessageStoreConfig setting of that name)...
     max_transfer_count_on_message_in_memory: int = 32
+    #: ...most bytes, and the same two once the data is on disk (``accessMessageInMemoryMaxRatio``).
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
     #: Serve SQL92 subscriptions (broker-side property filters); off by default, as in RocketMQ.
     enable_property_filter: bool = False
     short_polling_time_mills: int = attrs.field(default=1000, metadata=JAVA_LONG)

@@ -151,6 +151,9 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         message_delay_level=config.message_delay_level,
         warm_mapped_file_enable=config.warm_mapped_file_enable,
         max_transfer_count_on_message_in_memory=config.max_transfer_count_on_message_in_memory,
+        max_transfer_bytes_on_message_in_memory=config.max_transfer_bytes_on_message_in_memory,
+        max_transfer_count_on_message_in_disk=config.max_transfer_count_on_message_in_disk,
+        max_transfer_bytes_on_message_in_disk=config.max_transfer_bytes_on_message_in_disk,
         broker_role=BrokerRole(config.broker_role),
         ha_listen_port=config.ha_bind_port,
         ha_listen_port_fallback=not config.ha_listen_port,
@@ -181,6 +184,11 @@ LIVE_STORE_SETTINGS = (
     "ha_transfer_batch_size",
     "ha_slave_fallbehind_max",
     "access_message_in_memory_max_ratio",
+    # Pull batch limits: DefaultMessageStore.isTheBatchFull reads them from MessageStoreConfig on every pull.
+    "max_transfer_count_on_message_in_memory",
+    "max_transfer_bytes_on_message_in_memory",
+    "max_transfer_count_on_message_in_disk",
+    "max_transfer_bytes_on_message_in_disk",
 )
 
 

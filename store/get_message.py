@@ -3,7 +3,9 @@
 :func:`get_message` follows docs/protocol.md#79-pull-checks-and-results (status and ``nextBeginOffset`` per case) and
 docs/protocol.md#710-pull-batch-limits (batch limits: the first message always comes; then at most ``max_msgs``, and 32
 messages / ``max_bytes`` while the data is "in memory" or 8 messages / 64 KiB once it is more than 40 % of RAM behind
-the CommitLog head; ``max_count_in_memory`` replaces the 32, as Java's ``maxTransferCountOnMessageInMemory`` does). It
+the CommitLog head; ``max_count_in_memory``, ``max_count_on_disk`` and ``max_bytes_on_disk`` replace the 32, 8 and
+64 KiB, as Java's ``maxTransferCountOnMessageInMemory``, ``maxTransferCountOnMessageInDisk`` and
+``maxTransferBytesOnMessageInDisk`` do). It
 scans at most one ConsumeQueue segment and at least 800 entries per call, as Java does. It never raises; slices are
 zero-copy views of the log.
 
@@ -75,7 +77,12 @@ def get_message(
     memory_limit: int,
     property_filter: PropertyFilter | None = None,
     max_count_in_memory: int = MAX_TRANSFER_COUNT_IN_MEMORY,
+    max_count_on_disk: int = MAX_TRANSFER_COUNT_ON_DISK,
+    max_bytes_on_disk: int = MAX_TRANSFER_BYTES_ON_DISK,
 ) -> GetResult:
+    """``max_bytes`` and ``max_count_in_memory`` bound a batch in memory, ``max_bytes_on_disk`` and
+    ``max_count_on_disk`` once on disk (MessageStoreConfig's maxTransfer{Bytes,Count}OnMessageIn{Memory,Disk}, read
+    by isTheBatchFull in store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java)."""
     if cq is None:
         return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     lo, hi = cq.min_offset, cq.max_offset
@@ -110,8 +117,8 @@ def get_message(
         last_phy = phy
         if sizes:
             on_disk = max_phy - phy > memory_limit
-            byte_limit = min(max_bytes, MAX_TRANSFER_BYTES_ON_DISK) if on_disk else max_bytes
-            count_limit = MAX_TRANSFER_COUNT_ON_DISK if on_disk else max_count_in_memory
+            byte_limit = max_bytes_on_disk if on_disk else max_bytes
+            count_limit = max_count_on_disk if on_disk else max_count_in_memory
             if len(sizes) >= max_msgs or len(sizes) >= count_limit or total + size > byte_limit:
                 break
         scanned += 1

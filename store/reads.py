@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueue
-from store.get_message import MAX_TRANSFER_BYTES_IN_MEMORY, PropertyFilter, TagFilter, get_message
+from store.get_message import PropertyFilter, TagFilter, get_message
 from store.results import GetResult
 from store.store_config import StoreConfig
 
@@ -69,16 +69,22 @@ class StoreReads:
             self.consume_queues[cq.key] = cq
         return cq
 
-    def get(self, topic: str, queue_id: int, offset: int, max_msgs: int, max_bytes: int = MAX_TRANSFER_BYTES_IN_MEMORY,
+    def get(self, topic: str, queue_id: int, offset: int, max_msgs: int, max_bytes: int | None = None,
             tag_filter: TagFilter | None = None,
             property_filter: PropertyFilter | None = None) -> GetResult:  # fmt: skip
         """Read up to ``max_msgs`` records from logical ``offset`` (docs/protocol.md#79-pull-checks-and-results,
-        docs/protocol.md#710-pull-batch-limits). Never raises. ``tag_filter`` sees consume-queue tags codes,
-        ``property_filter`` each candidate's raw properties."""
+        docs/protocol.md#710-pull-batch-limits) within the config's transfer limits (``max_bytes``, if given,
+        replaces the in-memory byte limit and caps the on-disk one). Never raises. ``tag_filter`` sees consume-queue
+        tags codes, ``property_filter`` each candidate's raw properties."""
         cq = self.consume_queues.get((topic, queue_id))
+        config = self.config
+        in_memory = config.max_transfer_bytes_on_message_in_memory
+        on_disk = config.max_transfer_bytes_on_message_in_disk
+        if max_bytes is not None:
+            in_memory, on_disk = max_bytes, min(max_bytes, on_disk)
         return get_message(
-            self.commitlog, cq, offset, max_msgs, max_bytes, tag_filter, self._memory_limit, property_filter,
-            self.config.max_transfer_count_on_message_in_memory,
+            self.commitlog, cq, offset, max_msgs, in_memory, tag_filter, self._memory_limit, property_filter,
+            config.max_transfer_count_on_message_in_memory, config.max_transfer_count_on_message_in_disk, on_disk,
         )  # fmt: skip
 
     def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:

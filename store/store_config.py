@@ -86,8 +86,13 @@ class StoreConfig:
     message_index_enable: bool = True
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     disk_io_threads: int = 2
-    #: Most messages one pull returns while its data is in memory (Java's maxTransferCountOnMessageInMemory).
+    #: Most messages one pull returns while its data is in memory (Java's maxTransferCountOnMessageInMemory)...
     max_transfer_count_on_message_in_memory: int = 32
+    #: ...and most bytes (a pull's first message always comes), then the same once it is on disk
+    #: (``accessMessageInMemoryMaxRatio``): MessageStoreConfig's names and defaults.
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
     #: Replication (RocketMQ's MessageStoreConfig names and defaults; store/ha/).
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     #: Port of the master's HA listener; 0 binds a free one (the broker derives listenPort + 1 before this).

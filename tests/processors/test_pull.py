@@ -394,3 +394,14 @@ def test_tags_are_trimmed_as_java_string_trim(build: object) -> None:
     assert callable(build)
     sub = build("T", "TagA\u3000||\x01TagB")
     assert sub.tags_set == ("TagA\u3000", "TagB")
+
+
+async def test_pull_batch_limits_follow_update_broker_config(broker: BrokerState, peer_ctx: RequestContext) -> None:
+    """DefaultMessageStore.isTheBatchFull reads the transfer limits from MessageStoreConfig on every pull, so an
+    UPDATE_BROKER_CONFIG changes the next pull's batch."""
+    await put(broker, peer_ctx, *["T"] * 12)
+    assert len(list(iter_records(pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND)).body))) == 12
+    await broker.update_config({"accessMessageInMemoryMaxRatio": "0", "maxTransferCountOnMessageInDisk": "5"})
+    assert len(list(iter_records(pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND)).body))) == 5
+    await broker.update_config({"accessMessageInMemoryMaxRatio": "40", "maxTransferCountOnMessageInMemory": "4"})
+    assert len(list(iter_records(pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND)).body))) == 4
