@@ -209,3 +209,26 @@ async def test_view_message_by_a_bad_offset_is_system_error(broker: BrokerState,
             ResponseCode.SYSTEM_ERROR,
             f"can not find message by the offset, {offset}",
         )
+
+
+async def test_query_message_caps_follow_max_msgs_num_batch_and_default_query_max_num(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """``maxMsgsNumBatch`` (64) caps a key query's ``maxNum`` (IndexService.queryOffset) and ``defaultQueryMaxNum``
+    (32) is a unique-key query's (QueryMessageProcessor.queryMessage): MessageStoreConfig settings, read per query
+    (store/src/main/java/org/apache/rocketmq/store/index/IndexService.java,
+    broker/src/main/java/org/apache/rocketmq/broker/processor/QueryMessageProcessor.java). Found by a review: both
+    were constants, the keys unknown to broker.conf and UPDATE_BROKER_CONFIG."""
+    await put(broker, peer_ctx, 80, keys="order-1", UNIQ_KEY="7F0000010001000000000000000000AB")
+    window = {"topic": TOPIC, "beginTimestamp": "0", "endTimestamp": str(2**62)}
+
+    async def found(key: str, max_num: int, **extra: str) -> int:
+        response = await query(broker, peer_ctx, RequestCode.QUERY_MESSAGE, key=key, maxNum=str(max_num), **window,
+                               **extra)  # fmt: skip
+        assert response.code == ResponseCode.SUCCESS
+        return len(list(iter_records(response.body)))
+
+    assert await found("order-1", 100) == 64
+    assert await broker.update_config({"maxMsgsNumBatch": "100", "defaultQueryMaxNum": "5"}) == []
+    assert await found("order-1", 100) == 80
+    assert await found("7F0000010001000000000000000000AB", 100, _UNIQUE_KEY_QUERY="true") == 5
