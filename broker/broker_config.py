@@ -103,6 +103,10 @@ class BrokerConfig(ListenerSettings):
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_disk: int = 8
     max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    #: QUERY_MESSAGE: most records a key query returns (``maxNum`` is capped to it), and a unique-key query's count
+    #: (MessageStoreConfig's maxMsgsNumBatch and defaultQueryMaxNum).
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
     #: Serve SQL92 subscriptions (broker-side property filters); off by default, as in RocketMQ.
     enable_property_filter: bool = False
     short_polling_time_mills: int = attrs.field(default=1000, metadata=JAVA_LONG)

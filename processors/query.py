@@ -1,8 +1,10 @@
 """Message queries: :class:`QueryMessageProcessor` serves
 
 - QUERY_MESSAGE (12): records indexed under ``key`` (a ``KEYS`` token or, with the extField
-  ``_UNIQUE_KEY_QUERY=true``, a ``UNIQ_KEY``; then ``maxNum`` is forced to 32) stored in
-  ``[beginTimestamp, endTimestamp]``; ``maxNum`` is capped at 64 (Java's ``maxMsgsNumBatch``). SUCCESS with the
+  ``_UNIQUE_KEY_QUERY=true``, a ``UNIQ_KEY``; then ``maxNum`` is forced to ``defaultQueryMaxNum``, 32) stored in
+  ``[beginTimestamp, endTimestamp]``; ``maxNum`` is capped at ``maxMsgsNumBatch`` (64). Both settings are read per
+  query, as Java reads MessageStoreConfig (``QueryMessageProcessor.queryMessage``,
+  ``store/src/main/java/org/apache/rocketmq/store/index/IndexService.java`` ``queryOffset``). SUCCESS with the
   concatenated records as body, or QUERY_NOT_FOUND (22); both carry ``indexLastUpdateTimestamp`` and
   ``indexLastUpdatePhyoffset``. Hash collisions are returned too: clients re-check the key.
 - VIEW_MESSAGE_BY_ID (33): the one record at a CommitLog offset (decoded by the client from an offset msgId), or
@@ -26,12 +28,7 @@ from remoting.processor import RequestContext
 if TYPE_CHECKING:
     from processors.context import BrokerContext
 
-__all__ = ["DEFAULT_QUERY_MAX_NUM", "MAX_MSGS_NUM_BATCH", "QueryMessageProcessor"]
-
-#: ``defaultQueryMaxNum``: the result size of a unique-key query.
-DEFAULT_QUERY_MAX_NUM: Final = 32
-#: ``maxMsgsNumBatch``: the most records one QUERY_MESSAGE returns.
-MAX_MSGS_NUM_BATCH: Final = 64
+__all__ = ["QueryMessageProcessor"]
 
 
 class QueryMessageProcessor:
@@ -54,8 +51,9 @@ class QueryMessageProcessor:
 
     def _query_message(self, request: RemotingCommand) -> RemotingCommand:
         header = parse_header(QueryMessageRequestHeader, request)
-        max_num = DEFAULT_QUERY_MAX_NUM if header.unique_key_query else header.max_num
-        max_num = max(0, min(max_num, MAX_MSGS_NUM_BATCH))
+        config = self.broker.config
+        max_num = config.default_query_max_num if header.unique_key_query else header.max_num
+        max_num = max(0, min(max_num, config.max_msgs_num_batch))
         store = self.broker.store
         records = (
             store.query_by_key(header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp)
