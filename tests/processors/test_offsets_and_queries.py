@@ -16,7 +16,7 @@ from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import decode_record, iter_records
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.processor import RequestContext
-from tests.processors.conftest import GROUP, TOPIC, ServedBroker, send_request, tags_props
+from tests.processors.conftest import GROUP, TOPIC, MakeBroker, ServedBroker, send_request, tags_props
 
 
 async def offsets(broker: BrokerState, ctx: RequestContext, code: int, **fields: str) -> RemotingCommand:
@@ -232,3 +232,40 @@ async def test_query_message_caps_follow_max_msgs_num_batch_and_default_query_ma
     assert await broker.update_config({"maxMsgsNumBatch": "100", "defaultQueryMaxNum": "5"}) == []
     assert await found("order-1", 100) == 80
     assert await found("7F0000010001000000000000000000AB", 100, _UNIQUE_KEY_QUERY="true") == 5
+
+
+async def test_a_key_query_walking_a_long_index_chain_lets_other_requests_run(
+    make_broker: MakeBroker, peer_ctx: RequestContext
+) -> None:
+    """A key shared by many messages (a user id, a constant) chains that many index entries, and a QUERY_MESSAGE
+    whose time window lies before most of them walks the whole chain (IndexFile.selectPhyOffset). RocketMQ walks it
+    on the query pool's threads (broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java
+    queryMessageExecutor); here every connection shares one event loop, so the walk must let the others run. Found by
+    a review: it ran in one go, and a chain of 1 million entries held every client of the broker for 1.5 s (sends,
+    pulls and heartbeats included), 20 million (one index file) for half a minute."""
+    broker = make_broker(store_overrides={"max_index_num": 200_000})
+    await put(broker, peer_ctx, 1, keys="hot")
+    stamp = broker.store.message_store_timestamp(TOPIC, 0, 0)
+    assert stamp is not None and broker.store.index is not None
+    # The entries the key's later messages left (an hour later; pointing past the log, as only matches are read).
+    broker.store.index.put_batch(TOPIC, [(["hot"], (1 << 40) + i) for i in range(150_000)], stamp + 3_600_000)
+    served_meanwhile = 0
+    done = False
+
+    async def another_connection() -> None:
+        nonlocal served_meanwhile
+        while not done:
+            answer = await offsets(broker, peer_ctx, RequestCode.GET_MAX_OFFSET, topic=TOPIC, queueId="0")
+            assert answer.code == ResponseCode.SUCCESS
+            served_meanwhile += 1
+            await trio.sleep(0)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(another_connection)
+        window = {"beginTimestamp": str(stamp), "endTimestamp": str(stamp + 1)}
+        response = await query(broker, peer_ctx, RequestCode.QUERY_MESSAGE, topic=TOPIC, key="hot", maxNum="32",
+                               **window)  # fmt: skip
+        done = True
+    assert response.code == ResponseCode.SUCCESS
+    assert [m.body for m in iter_records(response.body)] == [b"b0"]
+    assert served_meanwhile > 0, "the other connection's requests waited for the whole walk"
