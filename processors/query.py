@@ -42,24 +42,25 @@ class QueryMessageProcessor:
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         try:
             if request.code == RequestCode.QUERY_MESSAGE:
-                return self._query_message(request)
+                return await self._query_message(request)
             if request.code == RequestCode.VIEW_MESSAGE_BY_ID:
                 return self._view_message(request)
         except RequestRejected as rejected:
             return rejected.to_response(request)
         return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
 
-    def _query_message(self, request: RemotingCommand) -> RemotingCommand:
+    async def _query_message(self, request: RemotingCommand) -> RemotingCommand:
         header = parse_header(QueryMessageRequestHeader, request)
         config = self.broker.config
         max_num = config.default_query_max_num if header.unique_key_query else header.max_num
         max_num = max(0, min(max_num, config.max_msgs_num_batch))
         store = self.broker.store
         records = (
-            store.query_by_key(header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp)
+            await store.query_by_key_async(header.topic, header.key, max_num, header.begin_timestamp,
+                                           header.end_timestamp)
             if max_num
             else []
-        )
+        )  # fmt: skip
         index = store.index
         fields = {
             "indexLastUpdateTimestamp": str(0 if index is None else index.last_update_timestamp),

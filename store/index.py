@@ -29,7 +29,7 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -309,17 +309,26 @@ class IndexService:
         """CommitLog offsets of messages indexed under ``topic#key`` and stored within [begin_ms, end_ms], newest
         first, at most ``max_num``. Hash collisions are returned too: callers re-check the keys of the records."""
         out: list[int] = []
+        for _ in self.query_steps(topic, key, max_num, begin_ms, end_ms, out):
+            pass
+        return out
+
+    def query_steps(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, out: list[int]
+    ) -> Iterator[None]:
+        """:meth:`query` into ``out``, yielding every :data:`~store.index_file.SELECT_STEP` entries walked
+        (:meth:`IndexFile.select_steps`), so that an owner on an event loop lets other work run between steps, as
+        RocketMQ walks the chains on its query pool's threads; puts may run between steps."""
         if max_num <= 0:
-            return out
+            return
         key_hash = index_key_hash(topic + "#" + key)
         for file in reversed(self.files):
             if file.is_empty:
                 continue
             if file.time_overlaps(begin_ms, end_ms):
-                file.select(key_hash, out, max_num, begin_ms, end_ms)
+                yield from file.select_steps(key_hash, out, max_num, begin_ms, end_ms)
             if file.begin_timestamp < begin_ms or len(out) >= max_num:
                 break
-        return out
 
     def truncate_after(self, phy_offset: int) -> None:
         """Recovery: forget entries pointing at or beyond ``phy_offset``; files holding only such entries go away."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -38,6 +38,9 @@ HASH_SLOT_SIZE: Final = 4
 INDEX_ENTRY_SIZE: Final = 20
 INVALID_INDEX: Final = 0
 _INT_MAX: Final = 0x7FFFFFFF
+#: Index entries a lookup walks between two chances for other work (:meth:`IndexFile.select_steps`): about a
+#: millisecond.
+SELECT_STEP: Final = 1024
 
 _HEADER: Final = struct.Struct(">qqqqii")
 _ENTRY: Final = struct.Struct(">iqii")
@@ -216,23 +219,38 @@ class IndexFile:
         """Append to ``out`` the offsets of entries with ``key_hash`` stored within [begin_ms, end_ms], newest first,
         until ``out`` holds ``max_num``. Walks one slot chain; stops at its end, at a broken link or once the chain is
         older than ``begin_ms``."""
+        for _ in self.select_steps(key_hash, out, max_num, begin_ms, end_ms):
+            pass
+
+    def select_steps(self, key_hash: int, out: list[int], max_num: int, begin_ms: int, end_ms: int) -> Iterator[None]:
+        """:meth:`select`, yielding after every :data:`SELECT_STEP` entries walked so that the caller can let other
+        work run: the chain of a key shared by many messages holds that many entries. Entries are never changed once
+        written, so the walk may resume after puts; a file unmapped meanwhile (retention deleted it) ends it."""
         if self.is_empty:
             return
         mm = self._mm
-        (number,) = _SLOT.unpack_from(mm, HEADER_SIZE + (key_hash % self.max_hash_slots) * HASH_SLOT_SIZE)
-        while INVALID_INDEX < number < self.index_count and len(out) < max_num:
-            hash_read, phy_offset, time_diff, prev = _ENTRY.unpack_from(
-                mm, self._entries_at + number * INDEX_ENTRY_SIZE
-            )
-            if time_diff < 0:
-                break
-            time_read = self.begin_timestamp + time_diff * 1000
-            if hash_read == key_hash and begin_ms <= time_read <= end_ms:
-                out.append(phy_offset)
-            # Entries only ever link to older (smaller) numbers; anything else is corruption and would loop.
-            if time_read < begin_ms or prev >= number:
-                break
-            number = prev
+        try:
+            (number,) = _SLOT.unpack_from(mm, HEADER_SIZE + (key_hash % self.max_hash_slots) * HASH_SLOT_SIZE)
+            walked = 0
+            while INVALID_INDEX < number < self.index_count and len(out) < max_num:
+                hash_read, phy_offset, time_diff, prev = _ENTRY.unpack_from(
+                    mm, self._entries_at + number * INDEX_ENTRY_SIZE
+                )
+                if time_diff < 0:
+                    break
+                time_read = self.begin_timestamp + time_diff * 1000
+                if hash_read == key_hash and begin_ms <= time_read <= end_ms:
+                    out.append(phy_offset)
+                # Entries only ever link to older (smaller) numbers; anything else is corruption and would loop.
+                if time_read < begin_ms or prev >= number:
+                    break
+                number = prev
+                walked += 1
+                if walked == SELECT_STEP:
+                    walked = 0
+                    yield
+        except ValueError:  # "mmap closed or invalid": the file was deleted while the walk was suspended
+            return
 
     def truncate_after(self, phy_offset: int) -> None:
         """Forget every entry whose offset is >= ``phy_offset``, restoring the slots they displaced. Entries are

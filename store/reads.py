@@ -7,8 +7,10 @@ Reads never raise for a missing queue or record: they answer 0, ``None`` or an e
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Protocol
+
+import trio
 
 from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueue
@@ -28,6 +30,9 @@ class IndexLike(Protocol):
     def put_hashed(self, packed: bytes, store_timestamp: int) -> None: ...
     def put_timed(self, topic: str, messages: Iterable[tuple[Iterable[str], int, int]]) -> None: ...
     def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]: ...
+    def query_steps(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, out: list[int]
+    ) -> Iterator[None]: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
     def truncate_after(self, phy_offset: int) -> None: ...
@@ -97,8 +102,25 @@ class StoreReads:
         offsets). Empty without an index."""
         if self.index is None:
             return []
+        return self._records_at(self.index.query(topic, key, max_num, begin_ms, end_ms))
+
+    async def query_by_key_async(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
+    ) -> list[memoryview]:
+        """:meth:`query_by_key` letting the event loop's other tasks run while it walks the index: a key shared by
+        many messages chains that many entries (RocketMQ walks them on its query pool's threads). The records are
+        read after the last checkpoint: the views are the CommitLog's as it is when this returns."""
+        index = self.index
+        if index is None:
+            return []
+        offsets: list[int] = []
+        for _ in index.query_steps(topic, key, max_num, begin_ms, end_ms, offsets):
+            await trio.lowlevel.checkpoint()
+        return self._records_at(offsets)
+
+    def _records_at(self, offsets: list[int]) -> list[memoryview]:
         found = []
-        for phy in sorted(set(self.index.query(topic, key, max_num, begin_ms, end_ms))):
+        for phy in sorted(set(offsets)):
             record = self.commitlog.read_record(phy)
             if record is not None:
                 found.append(record)

@@ -26,6 +26,7 @@ from store.index import (
     index_file_size,
     index_key_hash,
 )
+from store.index_file import SELECT_STEP
 
 T0 = 1_700_000_000_000  # a store timestamp in ms, a whole second
 
@@ -535,3 +536,25 @@ def test_put_batch_writes_the_files_that_one_put_per_message_writes(
         general.close()
         batched.close()
     assert batched_bytes == general_bytes
+
+
+def test_a_stepwise_query_resumes_after_puts_and_ends_quietly_once_its_file_is_deleted(tmp_path: Path) -> None:
+    """``query_steps`` yields every SELECT_STEP entries walked (the broker lets other requests run there): puts in
+    between leave the answer as one ``query`` gives, and a file that retention deletes meanwhile ends the walk."""
+    index = IndexService(tmp_path, max_hash_slots=64, max_index_num=3 * SELECT_STEP)
+    index.load()
+    index.put_batch("T", [(["hot"], phy) for phy in range(1, 2 * SELECT_STEP + 1)], 1_000)
+    expected = index.query("T", "hot", 5 * SELECT_STEP, 0, 2**62)
+    out: list[int] = []
+    steps = index.query_steps("T", "hot", 5 * SELECT_STEP, 0, 2**62, out)
+    next(steps)
+    index.put("T", ["hot"], 10 * SELECT_STEP, 2_000)  # newer than the walk: not in its chain
+    list(steps)
+    assert out == expected and len(out) == 2 * SELECT_STEP
+    out.clear()
+    steps = index.query_steps("T", "hot", 5 * SELECT_STEP, 0, 2**62, out)
+    next(steps)
+    index.put_batch("T", [(["x"], 20 * SELECT_STEP + i) for i in range(SELECT_STEP)], 3_000)  # rolls a new file
+    index.delete_expired(10**9)  # deletes the walked file
+    assert list(steps) == [] and 0 < len(out) < 2 * SELECT_STEP
+    index.close()
