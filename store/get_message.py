@@ -6,8 +6,9 @@ messages / ``max_bytes`` while the data is "in memory" or 8 messages / 64 KiB on
 the CommitLog head; ``max_count_in_memory``, ``max_count_on_disk`` and ``max_bytes_on_disk`` replace the 32, 8 and
 64 KiB, as Java's ``maxTransferCountOnMessageInMemory``, ``maxTransferCountOnMessageInDisk`` and
 ``maxTransferBytesOnMessageInDisk`` do). It
-scans at most one ConsumeQueue segment and at least 800 entries per call, as Java does. It never raises; slices are
-zero-copy views of the log.
+scans at most one ConsumeQueue segment and at least 800 entries per call, as Java does, and (ours) at most
+:data:`MAX_SCAN_ENTRIES`, so one pull cannot hold the event loop. It never raises; slices are zero-copy views of the
+log.
 
 Filters, in Java's order: ``tag_filter`` sees the consume-queue tags code before the CommitLog is touched;
 ``property_filter`` (SQL92 subscriptions) then sees the raw properties of each remaining candidate, sliced straight
@@ -32,6 +33,11 @@ MAX_TRANSFER_BYTES_ON_DISK: Final = 64 * 1024
 MAX_TRANSFER_COUNT_ON_DISK: Final = 8
 #: Java's maxFilterMessageCount: 16 000 bytes of ConsumeQueue = 800 entries at least.
 MIN_SCAN_ENTRIES: Final = 800
+#: Ours: the most entries one call scans, whatever ``max_msgs`` asks. Java scans ``max(800, maxMsgNums)`` entries on
+#: one of its pull threads; here the scan runs on the event loop every connection shares, and an SQL92 filter costs
+#: a few microseconds an entry, so a pull asking for 300,000 messages (a whole ConsumeQueue segment) that match none
+#: would hold every other client up for about a second. 4x the largest ``pullBatchSize`` Java's consumers send (1024).
+MAX_SCAN_ENTRIES: Final = 4096
 
 #: Broker-side filter on the consume-queue tags code (True = deliver).
 TagFilter = Callable[[int], bool]
@@ -94,7 +100,7 @@ def get_message(
         return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
     if offset > hi:
         return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-    entries = cq.iter_entries(offset, max(MIN_SCAN_ENTRIES, max_msgs))
+    entries = cq.iter_entries(offset, max(MIN_SCAN_ENTRIES, min(max_msgs, MAX_SCAN_ENTRIES)))
     if entries is None:
         return GetResult(GetStatus.OFFSET_FOUND_NULL, cq.next_file_start(offset), lo, hi)
     status = GetStatus.NO_MATCHED_MESSAGE

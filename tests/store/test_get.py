@@ -15,6 +15,7 @@ from broker.broker_config import load_broker_config
 from broker.context import store_config_of
 from remoting.codec.message import decode_record
 from remoting.codec.message_properties import java_string_hash
+from store.get_message import MAX_SCAN_ENTRIES
 from store.message_store import MessageStore
 from store.results import GetStatus
 from tests.store.store_helpers import STORE_HOST, FakeClock, message, open_store
@@ -247,3 +248,24 @@ def test_transfer_limits_set_in_broker_conf_bound_pulls_in_memory_and_on_disk(tm
         == 20
     )
     assert pull("disk_bytes", on_disk + "maxTransferBytesOnMessageInDisk=3000\n") == 2
+
+
+def test_one_pull_scans_at_most_max_scan_entries_whatever_it_asks(tmp_path: Path) -> None:
+    """A pull asking for a whole segment's worth of messages that a filter refuses would scan that segment on the
+    event loop (Java scans max(800, maxMsgNums) entries, on a pull thread): ours stops after MAX_SCAN_ENTRIES with
+    NO_MATCHED_MESSAGE and the offset to go on from, and the next pull goes on. A pull of Java's largest
+    pullBatchSize (1024) is not cut."""
+    store = open_store(tmp_path, mapped_file_size_consume_queue=20 * 20_000)
+    total = MAX_SCAN_ENTRIES + 1500
+    for _ in range(total):
+        store.append(message(tags="A"))
+    refuse_all = lambda code: False  # noqa: E731
+    first = store.get("TopicTest", 0, 0, 1_000_000, tag_filter=refuse_all)
+    assert (first.status, first.next_begin_offset) == (GetStatus.NO_MATCHED_MESSAGE, MAX_SCAN_ENTRIES)
+    rest = store.get("TopicTest", 0, first.next_begin_offset, 1_000_000, tag_filter=refuse_all)
+    assert (rest.status, rest.next_begin_offset) == (GetStatus.NO_MATCHED_MESSAGE, total)
+    batch = store.get("TopicTest", 0, 0, 1024, tag_filter=refuse_all)
+    assert batch.next_begin_offset == 1024
+    found = store.get("TopicTest", 0, 0, 1_000_000, property_filter=lambda props: True)
+    assert (found.status, found.message_count) == (GetStatus.FOUND, 32)  # the in-memory count limit, as before
+    store.close()
