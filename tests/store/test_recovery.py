@@ -417,3 +417,29 @@ def test_the_refill_indexes_again_the_keys_of_a_message_straddling_the_damaged_f
         assert _found(store, "x") == 1 and _found(store, "y") == 1
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("garbage", [bytes(9), b"../../etc"], ids=["zeros", "a-path"])
+def test_a_record_whose_topic_is_damaged_ends_the_log_instead_of_failing_the_start(
+    tmp_path: Path, garbage: bytes
+) -> None:
+    """The body CRC does not cover the topic: a power cut (or a bad disk) can leave a record whose topic bytes are
+    zeros, or anything, with its body intact. Its ConsumeQueue directory is named after the topic, so dispatching it
+    made the start fail ("embedded null byte") or wrote outside the queue directory. No send stores such a topic
+    (TopicValidator refuses it), so the record is damaged: the log ends before it, as at a CRC failure."""
+    store = open_store(tmp_path / "store")
+    phys = _fill(store, 6)
+    store.flush_all_blocking()
+    phys += _fill(store, 3, start=6)
+    store.abandon()
+    last = phys[-1]
+    segment = tmp_path / "store" / "commitlog" / f"{last - last % 4096:020d}"
+    data = bytearray(segment.read_bytes())
+    at = data.index(b"TopicTest", last % 4096)
+    data[at : at + 9] = garbage
+    segment.write_bytes(bytes(data))
+    store = open_store(tmp_path / "store")
+    assert store.max_phy_offset == last
+    assert len(_bodies(store, 0)) + len(_bodies(store, 1)) == 8
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "store" / "etc").exists()
+    store.close()
