@@ -271,6 +271,34 @@ def test_dead_letters_are_listed_and_resent_from_their_page(browser: WebDriver, 
             time.sleep(0.05)
 
 
+def test_a_refused_search_leaves_the_listed_rows_with_their_own_group(
+    browser: WebDriver, live: ThreadedDashboard
+) -> None:
+    """rocketmq-dashboard resends and exports the listed messages for the group they were listed for. A search for
+    another group that is refused (its range ends before it begins) leaves the listed rows on the page; resending
+    them must still go to their own group, never to the group typed in the form since."""
+    create_topic(live, "DlqStaleTopic", queues=1)
+    with Producer("dlq-stale-pg", live.namesrv_addr) as producer:
+        sent = producer.send(Message("DlqStaleTopic", b"listed for its group"))
+    kill_for(live, sent, "dlq-stale-cg")
+    consumer = PushConsumer("dlq-stale-cg", live.namesrv_addr)
+    consumer.subscribe("DlqStaleTopic", "*")
+    consumer.register_message_listener(lambda msgs: CONSUME_SUCCESS)
+    with consumer:
+        open_page(browser, live, "/dlq?group=dlq-stale-cg")
+        table_rows(browser, "dlq", lambda r: len(r) == 1)
+        browser.find_element(By.CSS_SELECTOR, f'input[data-msg="{sent.msg_id}"]').click()
+        form = browser.find_element(By.ID, "search")
+        form.find_element(By.NAME, "group").clear()
+        form.find_element(By.NAME, "group").send_keys("dlq-other-cg")
+        browser.execute_script("document.querySelector('#search [name=end]').value = '2001-01-01T00:00:00'")
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_for(browser, lambda d: "before its beginning" in banner(d).text)
+        browser.find_element(By.ID, "resend-selected").click()
+        [resent] = table_rows(browser, "resent", lambda r: len(r) == 1)
+        assert resent[:3] == [sent.offset_msg_id, "CR_SUCCESS", consumer.consumer.instance.client_id], resent
+
+
 PAGES = {
     "cluster": "/cluster",
     "topics": "/topics",
