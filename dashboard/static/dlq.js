@@ -10,6 +10,8 @@
   form.begin.value = toLocal(Date.now() - 3 * 3600000);
   form.end.value = toLocal(Date.now() + 60000);
   form.group.value = param("group");
+  // The group the listed rows are dead letters of: resend and export act for it, whatever the form says since (a
+  // search refused or failed leaves the rows listed), as rocketmq-dashboard's DLQ tab acts on its listed messages.
   let group = "";
   const selected = new Set();
 
@@ -43,11 +45,12 @@
     ev.preventDefault();
     clearBanner();
     document.getElementById("outcome").replaceChildren();
-    group = form.group.value.trim();
+    const wanted = form.group.value.trim();
     const begin = new Date(form.begin.value).getTime(), end = new Date(form.end.value).getTime();
     if (end < begin) { showError(new Error("The end of the range is before its beginning.")); return; }
-    const d = await guarded(() => api("GET", `/api/dlq?group=${encodeURIComponent(group)}&begin=${begin}&end=${end}`));
+    const d = await guarded(() => api("GET", `/api/dlq?group=${encodeURIComponent(wanted)}&begin=${begin}&end=${end}`));
     if (!d) return;
+    group = wanted;
     show(d.messages);
     if (d.messages.length === 0) showNotice(`No dead letters of ${group} in this range.`);
     else if (d.truncated) showNotice(`The range holds more: only the newest ${d.messages.length} are shown.`);
