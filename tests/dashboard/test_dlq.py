@@ -17,7 +17,9 @@ from client import (
     SendResult,
     api,
 )
+from client.consumer.consume import retry_copy_properties
 from dashboard.dlq import EXPORT_COLUMNS, XLSX
+from remoting.codec.message_properties import PROPERTY_DELAY
 from tests.client.helpers import create_topic, wait_until
 from tests.dashboard.conftest import Dash
 
@@ -105,3 +107,40 @@ async def test_dlq_requests_without_ids_are_refused(dash: Dash) -> None:
     assert "originMsgIds" in refused["error"]["message"]
     await dash.post("/api/dlq/export", {"group": GROUP, "msgIds": "not-a-list"}, 400)
     await dash.post("/api/dlq/export", {"msgIds": ["x"]}, 400)
+
+
+async def test_a_dead_letter_whose_origin_is_a_producers_id_is_resent(dash: Dash) -> None:
+    """A consumer whose send-back fails sends a copy to %RETRY%<group> itself, with ORIGIN_MESSAGE_ID the message's
+    own msgId (the producer's UNIQ_KEY: DefaultMQPushConsumerImpl.sendMessageBack); that copy's dead letter keeps it.
+    rocketmq-dashboard resends it as any other (dlqMessage.js sends RETRY_TOPIC and ORIGIN_MESSAGE_ID,
+    DefaultMQAdminExtImpl.consumeMessageDirectly looks the message up in that topic): the original is consumed."""
+    admin = dash.admin
+    remoting, timeout = admin.instance.remoting, admin.instance.config.rpc_timeout
+    await create_topic(dash.cluster.namesrv_addr, TOPIC, queues=1)
+    async with Producer("dlq-uniq-pg", dash.cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message(TOPIC, b"sent back by the client"))
+        original = await admin.query_msg_by_id(sent.offset_msg_id)
+        properties = retry_copy_properties(original, sent.msg_id)
+        del properties[PROPERTY_DELAY]
+        copy = await producer.send(Message(f"%RETRY%{GROUP}", original.body, properties=properties))
+    retry_msg = await admin.query_msg_by_id(copy.offset_msg_id)
+    await api.consumer_send_msg_back(remoting, dash.cluster.broker_addr, retry_msg, GROUP, -1, 16, timeout, sent.msg_id)
+    [row] = (await dash.get(f"/api/dlq?group={GROUP}"))["messages"]
+    assert (row["originMsgId"], row["originTopic"]) == (sent.msg_id, TOPIC)
+
+    received: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        received.extend(m.body for m in msgs if m.msg_id == sent.msg_id and m.reconsume_times == 0)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        GROUP, dash.cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    )
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        wanted = [{"originMsgId": row["originMsgId"], "originTopic": row["originTopic"]}]
+        [result] = (await dash.post("/api/dlq/resend", {"group": GROUP, "messages": wanted}))["results"]
+        assert result.get("consumeResult") == "CR_SUCCESS", result
+        assert result["originMsgId"] == sent.msg_id

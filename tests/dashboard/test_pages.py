@@ -17,6 +17,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, SendResult, api
 from client.config import ClientConfig
+from client.consumer.consume import retry_copy_properties
 from client.sync import Admin, Producer, PushConsumer
 from tests.dashboard.browser import HANG_GUARD, banner, click, rows, table_rows, wait_for
 from tests.dashboard.live import ThreadedDashboard
@@ -297,6 +298,36 @@ def test_a_refused_search_leaves_the_listed_rows_with_their_own_group(
         browser.find_element(By.ID, "resend-selected").click()
         [resent] = table_rows(browser, "resent", lambda r: len(r) == 1)
         assert resent[:3] == [sent.offset_msg_id, "CR_SUCCESS", consumer.consumer.instance.client_id], resent
+
+
+def test_a_dead_letter_sent_back_by_the_client_is_resent_from_the_page(
+    browser: WebDriver, live: ThreadedDashboard
+) -> None:
+    """A dead letter whose ORIGIN_MESSAGE_ID is the producer's msgId (a client's own retry copy, as
+    DefaultMQPushConsumerImpl.sendMessageBack sends when the broker's send-back fails) is resent from the page as
+    rocketmq-dashboard's dlqMessage.js does: its RETRY_TOPIC and ORIGIN_MESSAGE_ID name the original."""
+    create_topic(live, "DlqUniqPageTopic", queues=1)
+    with Producer("dlq-uniq-page-pg", live.namesrv_addr) as producer:
+        sent = producer.send(Message("DlqUniqPageTopic", b"sent back by the client"))
+
+        async def look_up() -> MessageExt:
+            return await live.app.state.admin.query_msg_by_id(sent.offset_msg_id)  # type: ignore[no-any-return]
+
+        original = live.call(look_up)
+        properties = retry_copy_properties(original, sent.msg_id)
+        del properties["DELAY"]
+        copy = producer.send(Message("%RETRY%dlq-uniq-page-cg", original.body, properties=properties))
+    kill_for(live, copy, "dlq-uniq-page-cg")
+    consumer = PushConsumer("dlq-uniq-page-cg", live.namesrv_addr)
+    consumer.subscribe("DlqUniqPageTopic", "*")
+    consumer.register_message_listener(lambda msgs: CONSUME_SUCCESS)
+    with consumer:
+        open_page(browser, live, "/dlq?group=dlq-uniq-page-cg")
+        table_rows(browser, "dlq", lambda r: len(r) == 1)
+        browser.find_element(By.CSS_SELECTOR, f'input[data-msg="{sent.msg_id}"]').click()
+        browser.find_element(By.ID, "resend-selected").click()
+        [resent] = table_rows(browser, "resent", lambda r: len(r) == 1)
+        assert resent[:2] == [sent.msg_id, "CR_SUCCESS"], resent
 
 
 PAGES = {
