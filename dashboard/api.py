@@ -260,10 +260,27 @@ async def get_dlq_messages(request: Request) -> JSONResponse:
     return JSONResponse(await dlq.by_time(_admin(request), _arg(request, "group"), begin, end))
 
 
+def _origins(body: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """The originals to resend: ``messages``, a non-empty list of ``{"originMsgId", "originTopic"}`` (the topic
+    optional), else ``originMsgIds`` (offset msgIds alone)."""
+    if "messages" not in body:
+        return [(msg_id, None) for msg_id in _ids(body, "originMsgIds")]
+    items = body["messages"]
+    if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
+        raise BadRequest("messages must be a non-empty list of {originMsgId, originTopic}")
+    origins: list[tuple[str, str | None]] = []
+    for item in items:
+        msg_id, topic = item.get("originMsgId"), item.get("originTopic")
+        if not isinstance(msg_id, str) or not msg_id.strip() or not isinstance(topic, str | None):
+            raise BadRequest("each of messages needs an originMsgId (and an originTopic, if any, as text)")
+        origins.append((msg_id.strip(), (topic or "").strip() or None))
+    return origins
+
+
 async def post_dlq_resend(request: Request) -> JSONResponse:
     body = await _body(request)
     client_id = str(body.get("clientId") or "").strip() or None
-    results = await dlq.resend(_admin(request), _field(body, "group"), _ids(body, "originMsgIds"), client_id)
+    results = await dlq.resend(_admin(request), _field(body, "group"), _origins(body), client_id)
     return JSONResponse({"results": results})
 
 

@@ -6,9 +6,10 @@ exporting some of them as an Excel workbook.
 - A group without a DLQ topic has no dead letters: an empty list, not an error (the topic is made only when the
   first message dies).
 - Resending is rocketmq-dashboard's: CONSUME_MESSAGE_DIRECTLY of the original message (the DLQ copy's
-  ``ORIGIN_MESSAGE_ID``, an offset msgId the broker set when the message was sent back) to an online consumer of the
-  group, whose listener consumes it again; nothing is stored. Each message is answered on its own: one that fails
-  (its consumer offline, the original retained no longer) does not stop the others.
+  ``ORIGIN_MESSAGE_ID`` in its ``RETRY_TOPIC``: an offset msgId the broker set when the message was sent back, or the
+  producer's msgId a client's own retry copy carries) to an online consumer of the group, whose listener consumes
+  it again; nothing is stored. Each message is answered on its own: one that fails (its consumer offline, the
+  original retained no longer) does not stop the others.
 - The export has the columns of rocketmq-dashboard's ``DlqMessageExcelModel``: topic, msgId, bornHost,
   bornTimestamp, storeTimestamp, reconsumeTimes, properties, messageBody, bodyCRC, exception.
 """
@@ -75,14 +76,17 @@ def _row(msg: MessageExt) -> dict[str, Any]:
 
 
 async def resend(
-    admin: Admin, group: str, origin_msg_ids: Sequence[str], client_id: str | None
+    admin: Admin, group: str, origins: Sequence[tuple[str, str | None]], client_id: str | None
 ) -> list[dict[str, Any]]:
-    """Each original message handed to a consumer of ``group`` (:func:`dashboard.messages.resend`), one answer per
-    id in order: the consumer's result, or ``error`` with what failed."""
+    """Each original message (its ``ORIGIN_MESSAGE_ID`` and ``RETRY_TOPIC``, the topic ``None`` when unknown) handed
+    to a consumer of ``group`` (:func:`dashboard.messages.resend`), one answer per message in order: the consumer's
+    result, or ``error`` with what failed. The topic finds an original whose id is its producer's (a client's own
+    retry copy, ``DefaultMQPushConsumerImpl.sendMessageBack``, carries that one), as rocketmq-dashboard's
+    ``dlqMessage.js`` sends both."""
     results: list[dict[str, Any]] = []
-    for msg_id in origin_msg_ids:
+    for msg_id, topic in origins:
         try:
-            answer = await messages.resend(admin, group, msg_id, client_id)
+            answer = await messages.resend(admin, group, msg_id, client_id, topic)
         except BROKER_FAILURES as exc:
             error: dict[str, Any] = {"message": str(exc) or type(exc).__name__}
             if isinstance(exc, MQBrokerError):

@@ -187,12 +187,20 @@ async def consume_states(admin: Admin, msg: MessageExt) -> list[dict[str, Any]]:
     ]
 
 
-async def resend(admin: Admin, group: str, offset_msg_id: str, client_id: str | None) -> dict[str, Any]:
+async def resend(
+    admin: Admin, group: str, msg_id: str, client_id: str | None, topic: str | None = None
+) -> dict[str, Any]:
     """CONSUME_MESSAGE_DIRECTLY to ``client_id`` (default: the group's first online consumer); the client's
-    answer (``consumeResult``, ``remark``...). NotFoundError unless ``offset_msg_id`` names a broker of this cluster
-    (as for :func:`find`)."""
-    if not await _names_a_broker_of_this_cluster(admin, offset_msg_id):
-        raise NotFoundError(f"no message {offset_msg_id!r} on a broker of this cluster")
+    answer (``consumeResult``, ``remark``...). ``msg_id`` is an offset msgId of a broker of this cluster or, with
+    ``topic``, any id :func:`find` finds there, as ``DefaultMQAdminExtImpl.consumeMessageDirectly(group, clientId,
+    topic, msgId)`` (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java) looks it up with
+    ``viewMessage(topic, msgId)`` and hands over its offset msgId. NotFoundError when neither names a message."""
+    if topic:
+        offset_msg_id = (await find(admin, msg_id, topic)).msg_id
+    elif await _names_a_broker_of_this_cluster(admin, msg_id):
+        offset_msg_id = msg_id
+    else:
+        raise NotFoundError(f"no message {msg_id!r} on a broker of this cluster")
     if not client_id:
         connection = await admin.consumer_connection(group)
         ids = sorted(c.client_id for c in connection.connection_set)

@@ -65,7 +65,9 @@
     const rows = picked();
     if (!rows) return;
     clearBanner();
-    const d = await guarded(() => api("POST", "/api/dlq/resend", { group, originMsgIds: rows.map((r) => r.originMsgId) }));
+    const d = await guarded(() => api("POST", "/api/dlq/resend", {
+      group, messages: rows.map((r) => ({ originMsgId: r.originMsgId, originTopic: r.originTopic })),
+    }));
     if (!d) return;
     table(document.getElementById("outcome"), [
       { key: "originMsgId", title: "Original message id" },

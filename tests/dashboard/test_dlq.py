@@ -105,6 +105,7 @@ async def test_dead_letters_are_listed_resent_to_the_group_and_exported(dash: Da
 async def test_dlq_requests_without_ids_are_refused(dash: Dash) -> None:
     refused = await dash.post("/api/dlq/resend", {"group": GROUP, "originMsgIds": []}, 400)
     assert "originMsgIds" in refused["error"]["message"]
+    await dash.post("/api/dlq/resend", {"group": GROUP, "messages": [{"originTopic": TOPIC}]}, 400)
     await dash.post("/api/dlq/export", {"group": GROUP, "msgIds": "not-a-list"}, 400)
     await dash.post("/api/dlq/export", {"msgIds": ["x"]}, 400)
 
