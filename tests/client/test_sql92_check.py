@@ -11,12 +11,14 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from client import Message, Producer
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
 from client.errors import MQBrokerError
 from client.message import MessageExt
+from remoting.codec.bodies import ConsumeFromWhere
 from remoting.codec.codes import ResponseCode
 from tests.client.helpers import create_topic
 from tests.conftest import SMALL_STORE
@@ -118,3 +120,26 @@ async def test_a_lite_pull_restart_checks_its_sql92_subscriptions_again(tmp_path
             async with consumer:
                 pytest.fail("the restart took up an SQL92 subscription the broker refuses")
         assert refused.value.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_a_lite_pull_subscribe_before_its_topic_exists_is_kept_and_consumed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's DefaultLitePullConsumerImpl.subscribe keeps the subscription and only logs a topic without a route
+    (updateTopicRouteInfoFromNameServer answers false): once the topic is made, the route refresh and the rebalance
+    take its queues up. Ours must neither raise nor drop it now that the check comes first."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE) as cluster:
+        consumer = LitePullConsumer(
+            "cg-lite-later", cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        )
+        with trio.fail_after(600):
+            async with consumer:
+                await consumer.subscribe("LaterTopic")
+                assert consumer.subscribed_topics() == {"LaterTopic"}
+                await create_topic(cluster.namesrv_addr, "LaterTopic", queues=1)
+                async with Producer("pg-lite-later", cluster.namesrv_addr) as producer:
+                    await producer.send(Message("LaterTopic", b"made after the subscribe"))
+                received: list[bytes] = []
+                while not received:
+                    received.extend(m.body for m in await consumer.poll(timeout=5.0))
+                assert received == [b"made after the subscribe"]
