@@ -62,7 +62,7 @@ from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_target import PullTargets
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription
-from client.errors import ClientStateError, MQClientError
+from client.errors import ClientStateError, MQClientError, TopicRouteNotFoundError
 from client.instance import MQClientInstance, new_instance
 from client.route import subscribe_queues
 from client.trace.dispatcher import TraceDispatcher
@@ -282,12 +282,20 @@ class LitePullConsumer(LitePullWorker):
         """Join the group's rebalance for ``topic`` (cannot be mixed with :meth:`assign`). ``listener`` is called
         with the topic, its readable queues and the ones allocated to this member each time a rebalance changes them,
         after their pull tasks started or stopped (Java's ``subscribe(topic, subExpression, MessageQueueListener)``);
-        ours is kept per topic, where Java keeps one for the consumer and a later plain ``subscribe`` replaces it."""
+        ours is kept per topic, where Java keeps one for the consumer and a later plain ``subscribe`` replaces it. A
+        topic without a route yet is subscribed all the same (DefaultLitePullConsumerImpl.subscribe,
+        client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java): its queues are
+        taken once it is made; an SQL92 subscription refused by a broker of its topic raises and is not kept."""
         self._check_started()
         if self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         subscription = build_subscription(topic, expression, expression_type)
-        await self.instance.fetch_route(topic, wait_greeting=True)
+        try:
+            await self.instance.fetch_route(topic, wait_greeting=True)
+        except TopicRouteNotFoundError as exc:
+            # Java's subscribe keeps it (updateTopicRouteInfoFromNameServer only logs): the route refresh and the
+            # rebalance take its queues up once it exists; without a route there is no broker to check it with.
+            log.info("consumer %s: %s", self._group, exc)
         await check_sql92_subscriptions(self.instance, self._group, [subscription])
         self.rebalance.subscriptions[topic] = subscription
         if listener is None:
