@@ -3,6 +3,7 @@ The last test writes a 1280x800 screenshot of every page into ``docs/screenshots
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 import subprocess
@@ -11,7 +12,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
+import httpx
 import pytest
+from openpyxl import load_workbook
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -19,6 +23,7 @@ from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Message
 from client.config import ClientConfig
 from client.consumer.consume import retry_copy_properties
 from client.sync import Admin, Producer, PushConsumer
+from dashboard.dlq import EXPORT_COLUMNS
 from tests.dashboard.browser import HANG_GUARD, banner, click, rows, table_rows, wait_for
 from tests.dashboard.live import ThreadedDashboard
 
@@ -328,6 +333,38 @@ def test_a_dead_letter_sent_back_by_the_client_is_resent_from_the_page(
         browser.find_element(By.ID, "resend-selected").click()
         [resent] = table_rows(browser, "resent", lambda r: len(r) == 1)
         assert resent[:2] == [sent.msg_id, "CR_SUCCESS"], resent
+
+
+def test_exporting_two_dead_letters_of_one_message_exports_each(browser: WebDriver, live: ThreadedDashboard) -> None:
+    """Every copy of a message keeps its producer's msgId (UNIQ_KEY), so a group's DLQ can hold two dead letters with
+    one msgId (here the dead letter itself sent back again: reconsumeTimes 1 and 2). Selecting both and exporting
+    must export both, not one of them twice: the page names each by its own offset msgId."""
+    create_topic(live, "DlqTwiceTopic", queues=1)
+    with Producer("dlq-twice-pg", live.namesrv_addr) as producer:
+        sent = producer.send(Message("DlqTwiceTopic", b"dead twice"))
+    kill_for(live, sent, "dlq-twice-cg")
+    with Admin(live.namesrv_addr) as admin:
+        first = admin.query_msg_by_key("%DLQ%dlq-twice-cg", sent.msg_id)
+    kill_for(live, attrs.evolve(sent, offset_msg_id=first[0].msg_id), "dlq-twice-cg")
+    open_page(browser, live, "/dlq?group=dlq-twice-cg")
+    table_rows(browser, "dlq", lambda r: len(r) == 2)
+    for box in browser.find_elements(By.CSS_SELECTOR, f'input[data-msg="{sent.msg_id}"]'):
+        box.click()
+    browser.execute_script(
+        """const original = window.fetch;
+        window.exported = null;
+        window.fetch = (url, init) => {
+          if (url === "/api/dlq/export") window.exported = init.body;
+          return original(url, init);
+        };"""
+    )
+    browser.find_element(By.ID, "export-selected").click()
+    body = wait_for(browser, lambda d: d.execute_script("return window.exported"))
+    response = httpx.post(live.url + "/api/dlq/export", content=body, headers={"Content-Type": "application/json"})
+    sheet = load_workbook(io.BytesIO(response.content)).active
+    assert sheet is not None
+    exported = [dict(zip(EXPORT_COLUMNS, row, strict=True)) for row in list(sheet.iter_rows(values_only=True))[1:]]
+    assert sorted(r["reconsumeTimes"] for r in exported) == [1, 2], exported
 
 
 PAGES = {
