@@ -33,7 +33,7 @@
     actions.hidden = rows.length === 0;
     table(document.getElementById("results"), [
       { key: "pick", title: "", render: checkbox, value: () => "" },
-      { key: "msgId", title: "Message id", render: (r) => link(`/message?topic=${encodeURIComponent(r.topic)}&id=${encodeURIComponent(r.msgId)}`, r.msgId) },
+      { key: "msgId", title: "Message id", render: (r) => link(`/message?topic=${encodeURIComponent(r.topic)}&id=${encodeURIComponent(r.offsetMsgId)}`, r.msgId) },
       { key: "originTopic", title: "Topic" }, { key: "tags", title: "Tags" }, { key: "keys", title: "Keys" },
       { key: "reconsumeTimes", title: "Reconsumed", num: true },
       { key: "storeTimestamp", title: "Stored", render: (r) => fmtTime(r.storeTimestamp) },
@@ -84,7 +84,8 @@
     if (!rows) return;
     const response = await fetch("/api/dlq/export", {
       method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ group, msgIds: rows.map((r) => r.msgId) }),
+      // Each by its own offset msgId: every copy of a message (two dead letters of it, say) shares its msgId.
+      body: JSON.stringify({ group, msgIds: rows.map((r) => r.offsetMsgId) }),
     });
     if (!response.ok) { await guarded(async () => { throw new Error(((await response.json()).error || {}).message || `HTTP ${response.status}`); }); return; }
     const url = URL.createObjectURL(await response.blob());
