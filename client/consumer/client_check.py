@@ -1,8 +1,10 @@
 """CHECK_CLIENT_CONFIG (46) for a consumer's SQL92 subscriptions, as Java's ``MQClientInstance.checkClientInBroker``
 (client/src/main/java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java): each goes to one broker of its
-topic's cached route (``findBrokerAddrByTopic``; a topic without a route is skipped), before the heartbeat that would
-register it, so a refused expression fails the caller instead of every pull. Tag subscriptions are not checked (as
-Java). The push consumer runs it at start; the lite pull consumer at ``subscribe`` and at a restart."""
+topic's cached route (``findBrokerAddrByTopic``; a topic without a route is skipped), so a refused expression fails
+the caller instead of every pull. Tag subscriptions are not checked (as Java). The push consumer runs it at start,
+before its first heartbeat and rebalance (the route lookup's greeting of a new broker may already carry the
+subscription, as Java's periodic heartbeat can before ``start`` fails); the lite pull consumer at ``subscribe``,
+before the subscription is kept (so no heartbeat carries a refused one), and at a restart."""
 
 from __future__ import annotations
 
