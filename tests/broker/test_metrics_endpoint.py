@@ -19,6 +19,7 @@ from broker.embedded import EmbeddedCluster
 from client import ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
+from remoting import prometheus
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -267,3 +268,24 @@ async def test_stopping_the_exporter_closes_a_connection_left_in_the_middle_of_a
     with trio.fail_after(10), contextlib.suppress(trio.BrokenResourceError):  # a guard against the hang
         assert await stream.receive_some(100) == b""
     await stream.aclose()
+
+
+async def test_a_connection_that_sends_no_request_is_closed_after_the_read_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each connection holds a server thread while it is open: one that never sends its request must not hold it for
+    good, or idle connections use up the process's threads. A scrape on the side is still answered."""
+    monkeypatch.setattr(prometheus, "READ_TIMEOUT_S", 0.3)
+    exporter = PrometheusExporter("127.0.0.1", 0, [])
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(exporter.run)
+        idle = await trio.open_tcp_stream(host, port)
+        await idle.send_all(b"GET /metr")  # and nothing more
+        with trio.fail_after(10):  # a guard against the hang, not a timing
+            assert await idle.receive_some(100) == b""
+        await idle.aclose()
+        scrape = await trio.to_thread.run_sync(
+            lambda: urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10).status
+        )
+        assert scrape == 200
+        nursery.cancel_scope.cancel()
