@@ -322,3 +322,49 @@ async def test_a_oneway_send_avoids_a_broker_the_fault_table_isolated(embedded_c
             while len(_stored(embedded_cluster, topic, 2)) + busy.sends - 1 < sends:
                 await trio.sleep(0.01)
     assert busy.sends - 1 == 0, f"{busy.sends - 1} of {sends} oneway sends went to the isolated broker"
+
+
+class RefusingBroker:
+    """A master that refuses every send with ``code`` (one of Java's retryResponseCodes), SUCCESS for anything else."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+        self.sends = 0
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE):
+            self.sends += 1
+            return request.response(self.code, "refused")
+        return request.response(ResponseCode.SUCCESS)
+
+
+@pytest.mark.parametrize("code", [ResponseCode.SYSTEM_ERROR, ResponseCode.TOPIC_NOT_EXIST])
+@pytest.mark.parametrize("mode", ["send_async", "send_async-cached", "request"])
+async def test_an_async_send_refused_by_its_broker_is_not_retried(
+    embedded_cluster: EmbeddedCluster, mode: str, code: int
+) -> None:
+    """MQClientAPIImpl.sendMessageAsync retries only when no answer came (the request could not be written, or
+    timed out): a broker's refusal throws from processSendResponse and goes to onExceptionImpl with needRetry false,
+    so the callback gets that MQBrokerException after one attempt, whatever its code (retryResponseCodes are
+    sendDefaultImpl's, a sync send's). ``request`` sends this way too (sendDefaultImpl in ASYNC mode: one attempt).
+    Before, a refusal with SYSTEM_ERROR, TOPIC_NOT_EXIST, ... was sent twice more and reported as SendFailedError."""
+    topic = "Refused"
+    refusing = RefusingBroker(code)
+    dispatcher = Dispatcher()
+    dispatcher.set_default(refusing, ProcessorPool("refusing", 2, 100))
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-r")
+        async with Producer("pg-refused", embedded_cluster.namesrv_addr) as producer:
+            msg = Message(topic, b"refused")
+            if mode == "send_async-cached":
+                await producer.publish_info(topic)  # route and address cached: the task-free path
+            if mode == "request":
+                with pytest.raises(MQClientError) as caught:
+                    await producer.request(msg, 3.0)
+                outcome: object = caught.value.__cause__
+            else:
+                outcome = await _send(producer, msg, "send_async")
+        nursery.cancel_scope.cancel()
+    assert isinstance(outcome, MQBrokerError) and outcome.code == code, outcome
+    assert refusing.sends == 1
