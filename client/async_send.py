@@ -5,9 +5,10 @@ callback gets.
 
 Same outcomes as the awaitable path (``Producer._send_with_retries``): up to ``1 + retries`` attempts, each on the
 next queue avoiding the broker that just failed (a retry goes through the slow path after the failed master is
-marked and the route re-read, :mod:`client.master_watch`), retrying on transport errors and on the response codes
-Java retries (:data:`RETRY_RESPONSE_CODES`), :class:`~client.errors.SendFailedError` once every attempt failed,
-other refusals as :class:`~client.errors.MQBrokerError` at once; the latency fault table is fed when enabled. A
+marked and the route re-read, :mod:`client.master_watch`), retrying on transport errors and timeouts only, as Java's
+``MQClientAPIImpl.sendMessageAsync`` (a sync send also retries the refusals of :data:`RETRY_RESPONSE_CODES`):
+:class:`~client.errors.SendFailedError` once every attempt failed, a broker's refusal as
+:class:`~client.errors.MQBrokerError` at once; the latency fault table is fed when enabled. A
 send whose route or broker address is not cached, or whose master is marked as failed, continues in a task on the
 slow path.
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Response codes after which Java retries on another queue (``retryResponseCodes``).
+#: Response codes after which Java's sync send retries on another queue (``retryResponseCodes``; async sends never).
 RETRY_RESPONSE_CODES: Final = frozenset({17, 14, 1, 16, 204, 205})
 
 
@@ -173,7 +174,9 @@ class AsyncSend(PreparedSend):
         else:
             error = outcome
         self._report_latency(failed=True)  # every failure, retried or not (sendMessageAsync's updateFaultItem)
-        if isinstance(error, MQBrokerError) and error.code not in RETRY_RESPONSE_CODES:
+        if isinstance(error, MQBrokerError):
+            # A broker's answer is never retried (MQClientAPIImpl.sendMessageAsync: onExceptionImpl with needRetry
+            # false); the retry response codes are a sync send's (DefaultMQProducerImpl.sendDefaultImpl).
             self._deliver(error)
             return
         attempts = self._attempts
@@ -225,7 +228,7 @@ class AsyncSend(PreparedSend):
                 attempts = self._attempts = []
             retries = self._retries - len(attempts)
             outcome = await producer.send_with_retries(
-                info, self, self._timeout, retries, attempts=attempts, last_broker=last_broker
+                info, self, self._timeout, retries, attempts=attempts, last_broker=last_broker, retry_refusals=False
             )
         except Exception as exc:
             outcome = exc

@@ -221,7 +221,7 @@ class Producer:
         self._check_started()
         prepared = self._builder.single(msg)
         retries = self.retry_times_when_send_async_failed
-        return await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries, report_fault=True)
+        return await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries, asynchronous=True)
 
     async def _dispatch(
         self,
@@ -233,19 +233,22 @@ class Producer:
         timeout: float | None,
         retries: int,
         *,
-        report_fault: bool = False,
+        asynchronous: bool = False,
         retry_not_stored: bool = False,
     ) -> SendResult:
-        """Send to ``queue``, to the ``selector``'s pick (one attempt each) or with ``retries``. ``report_fault``: the
-        one attempt on a chosen queue reports to the fault table too (an async send's, Java's sendMessageAsync); a
-        sync one does not (sendMessageSync). ``retry_not_stored``: see :meth:`send_with_retries`."""
+        """Send to ``queue``, to the ``selector``'s pick (one attempt each) or with ``retries``. ``asynchronous``
+        (Java's sendMessageAsync): the one attempt on a chosen queue reports to the fault table too (a sync one does
+        not, sendMessageSync), and a broker's refusal is not retried. ``retry_not_stored``: see
+        :meth:`send_with_retries`."""
         info = await self.publish_info(msg.topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
         if queue is None and selector is not None:
             queue = apply_selector(selector, list(info.message_queues), msg, arg)
         if queue is not None:
-            return await self._attempt(queue, prepared, timeout, self._fault_table() if report_fault else None)
-        return await self.send_with_retries(info, prepared, timeout, retries, retry_not_stored=retry_not_stored)
+            return await self._attempt(queue, prepared, timeout, self._fault_table() if asynchronous else None)
+        return await self.send_with_retries(
+            info, prepared, timeout, retries, retry_not_stored=retry_not_stored, retry_refusals=not asynchronous
+        )
 
     def send_async(
         self,
@@ -289,7 +292,7 @@ class Producer:
         try:
             _check_queue_topic(msg, queue)
             retries = self.retry_times_when_send_async_failed
-            outcome = await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries, report_fault=True)
+            outcome = await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries, asynchronous=True)
         except Exception as exc:
             outcome = exc
         await run_callback(callback, outcome, "send")
@@ -489,9 +492,14 @@ class Producer:
         attempts: list[tuple[str, BaseException]] | None = None,
         last_broker: str | None = None,
         retry_not_stored: bool = False,
+        retry_refusals: bool = True,
     ) -> SendResult:
         """Up to ``1 + retries`` attempts on the next queue, avoiding the broker that failed last. ``attempts``
         (extended in place) and ``last_broker`` carry on a send that already failed elsewhere (an async retry).
+
+        ``retry_refusals`` (a sync send): a refusal with one of :data:`RETRY_RESPONSE_CODES` makes another attempt
+        (sendDefaultImpl's ``retryResponseCodes``); an async send retries only when no answer came and raises every
+        refusal at once (client/.../impl/MQClientAPIImpl.java sendMessageAsync: onExceptionImpl, needRetry false).
 
         ``retry_not_stored`` (a sync send with ``retry_another_broker_when_not_store_ok``): a result other than
         SEND_OK makes another attempt on another broker too, and is returned when no later attempt gets a result, as
@@ -506,7 +514,7 @@ class Producer:
             try:
                 result = await self._attempt(mq, prepared, timeout, fault)
             except (RemotingError, MQBrokerError) as exc:
-                if isinstance(exc, MQBrokerError) and exc.code not in RETRY_RESPONSE_CODES:
+                if isinstance(exc, MQBrokerError) and (not retry_refusals or exc.code not in RETRY_RESPONSE_CODES):
                     if not_stored is not None:
                         return not_stored
                     raise
