@@ -22,6 +22,7 @@ from client.instance import new_instance
 from client.message import Message, SendStatus
 from client.producer import Producer
 from client.trace import MessageType, TraceType
+from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -77,6 +78,44 @@ async def test_a_user_property_ending_in_tran_msg_does_not_make_a_pub_record_tra
         views = await _traces(embedded_cluster, sent.msg_id, None, {TraceType.Pub})
     [pub] = [v.record for v in views if v.record.type is TraceType.Pub]
     assert pub.msg_type is MessageType.Normal_Msg
+
+
+@pytest.mark.parametrize(
+    ("props", "transactional"),
+    [({"DELAY": "0"}, False), ({"__STARTDELIVERTIME": "1700000000000"}, False), ({"__STARTDELIVERTIME": "1"}, True)],
+    ids=["delay-0", "start-deliver-time", "transactional-start-deliver-time"],
+)
+async def test_a_pub_record_is_delayed_when_the_message_has_a_delay_or_start_deliver_time_property(
+    embedded_cluster: EmbeddedCluster,
+    autojump_clock: trio.testing.MockClock,
+    props: dict[str, str],
+    transactional: bool,
+) -> None:
+    """DefaultMQProducerImpl.sendKernelImpl sets the Pub record's msgType to Delay_Msg when the message has a
+    ``__STARTDELIVERTIME`` or a ``DELAY`` property, whatever its value, after (so over) Trans_Msg_Half. Before, only
+    a ``DELAY`` other than 0 made it Delay_Msg, ``__STARTDELIVERTIME`` never, a half message never."""
+    await _create(embedded_cluster, "DelayTraced")
+    msg = Message("DelayTraced", b"later", properties=props)
+    if transactional:
+
+        async def commit(msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE
+
+        async with TransactionProducer(
+            "delay-traced-tx-pg",
+            embedded_cluster.namesrv_addr,
+            execute_local_transaction=commit,
+            check_local_transaction=commit,
+            enable_msg_trace=True,
+        ) as tx_producer:
+            msg_id = (await tx_producer.send_message_in_transaction(msg)).send_result.msg_id
+            views = await _traces(embedded_cluster, msg_id, None, {TraceType.Pub})
+    else:
+        async with Producer("delay-traced-pg", embedded_cluster.namesrv_addr, enable_msg_trace=True) as producer:
+            msg_id = (await producer.send(msg)).msg_id
+            views = await _traces(embedded_cluster, msg_id, None, {TraceType.Pub})
+    [pub] = [v.record for v in views if v.record.type is TraceType.Pub]
+    assert pub.msg_type is MessageType.Delay_Msg
 
 
 async def test_the_name_server_given_beside_a_config_is_used(embedded_cluster: EmbeddedCluster) -> None:
