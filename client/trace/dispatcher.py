@@ -244,11 +244,13 @@ def _pub_text(event: tuple[Any, ...]) -> tuple[str, str, str | None]:
     _, start_ms, end_ms, addr, prepared, result = event
     props = prepared.fields.get("i") or ""
     tags, keys = find_text_property(props, "TAGS"), find_text_property(props, "KEYS")
+    # client/.../impl/producer/DefaultMQProducerImpl.java sendKernelImpl: a DELAY or __STARTDELIVERTIME property of
+    # any value makes Delay_Msg, set after (so over) Trans_Msg_Half.
     msg_type = MessageType.Normal_Msg.value
-    if find_text_property(props, "TRAN_MSG") == "true":
-        msg_type = MessageType.Trans_Msg_Half.value
-    elif "DELAY\x01" in props and find_text_property(props, "DELAY") not in (None, "", "0"):
+    if find_text_property(props, "__STARTDELIVERTIME") is not None or find_text_property(props, "DELAY") is not None:
         msg_type = MessageType.Delay_Msg.value
+    elif find_text_property(props, "TRAN_MSG") == "true":
+        msg_type = MessageType.Trans_Msg_Half.value
     ok = "true" if result.send_status is SendStatus.SEND_OK else "false"
     group, body_length = prepared.fields.get("a"), len(prepared.body)
     text = (
