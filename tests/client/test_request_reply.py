@@ -19,12 +19,18 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
-from client.errors import MQBrokerError
+from client.errors import MQBrokerError, MQClientError
 from client.message import Message, MessageExt
 from client.producer import Producer
 from client.request_reply import CreateReplyMessageError, RequestTimeoutError, create_reply_message
+from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
 from remoting.codec.message import decode_record
+from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
+from remoting.server import RemotingServer
+from tests.client.test_master_watch import register_as_master
 
 TOPIC = "RequestTopic"
 Replier = Callable[[MessageExt], Awaitable[bytes | None]]
@@ -173,3 +179,44 @@ async def test_the_reply_topic_is_a_system_topic_admin_cannot_delete_or_redefine
         assert creating.value.code == 1 and "conflict with system topic" in (creating.value.remark or "")
         assert reply_topic in await admin.system_topics(embedded_cluster.broker_addr)
     assert embedded_cluster.controller.context.topics.get(reply_topic) is not None
+
+
+class SlowGreetingBroker:
+    """A master that answers HEART_BEAT after a second and refuses sends; it notes how many heartbeats it had
+    answered when each send arrived."""
+
+    def __init__(self) -> None:
+        self.heartbeats_answered = 0
+        self.answered_at_send: list[int] = []
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.HEART_BEAT:
+            await trio.sleep(1.0)
+            self.heartbeats_answered += 1
+        elif request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE):
+            self.answered_at_send.append(self.heartbeats_answered)
+            return request.response(ResponseCode.SYSTEM_ERROR, "refused")
+        return request.response(ResponseCode.SUCCESS)
+
+
+async def test_a_first_request_to_a_topic_goes_out_after_the_heartbeat_to_its_broker_was_answered(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The broker pushes a reply to the requester's channel, which it knows from the requester's heartbeat; so
+    DefaultMQProducerImpl.prepareSendRequest, for a topic whose route the client does not have yet, reads the route
+    and sends the heartbeat to every broker (sendHeartbeatToAllBrokerWithLock, a sync call) before the request goes
+    out. Before, the heartbeat was only started in the background and the request sent at once: a fast replier's
+    reply could find no channel of the requester and be lost."""
+    topic = "FirstRequest"
+    broker = SlowGreetingBroker()
+    dispatcher = Dispatcher()
+    dispatcher.set_default(broker, ProcessorPool("slow-greeting", 4, 100))
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-slow")
+        async with Producer("first-request-pg", embedded_cluster.namesrv_addr) as requester:
+            with pytest.raises(MQClientError):
+                await requester.request(Message(topic, b"ask"), timeout=5.0)
+        nursery.cancel_scope.cancel()
+    [answered] = broker.answered_at_send  # one attempt: a refusal is not retried
+    assert answered >= 1
