@@ -4,9 +4,10 @@ replier's :func:`create_reply_message`, and the requester's side of PUSH_REPLY_M
 Requester (``Producer.request``): the request is a send in Java's ASYNC mode, awaited (``Producer.send_as_async``:
 async retries, a chosen queue's outcome reported to the fault table, a queue of another topic taken as given, as
 ``DefaultMQProducerImpl.request``), whose properties carry ``CORRELATION_ID`` (a random UUID), ``REPLY_TO_CLIENT`` (the
-client id, which the broker knows from the producer's heartbeats) and ``TTL`` (the timeout in ms). Its
-:class:`PendingRequest` waits in the client instance's :class:`ReplyTable` until the broker pushes the reply with code
-326; the handler (:func:`reply_from_push`) builds the reply message, inflates a compressed body, stamps
+client id, which the broker knows from the producer's heartbeats: before the first request to a topic the route is
+read and the heartbeat sent to every broker and answered, as ``prepareSendRequest``) and ``TTL`` (the timeout in
+ms). Its :class:`PendingRequest` waits in the client instance's :class:`ReplyTable` until the broker pushes the
+reply with code 326; the handler (:func:`reply_from_push`) builds the reply message, inflates a compressed body, stamps
 ``ARRIVE_TIME`` and completes the request with the same correlation id. A reply nobody waits for (it came after its
 request timed out, or names no request) is dropped and counted in :attr:`ReplyTable.unmatched`.
 
@@ -20,6 +21,7 @@ Errors: :class:`RequestTimeoutError` (Java's ``RequestTimeoutException``, code 1
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import attrs
 
-from client.errors import MQClientError
+from client.errors import MQClientError, TopicRouteNotFoundError
 from client.message import Message, uncompressed
 from client.selector import MessageQueueSelector
 from remoting.client import run_callback
@@ -201,6 +203,7 @@ async def request(
     pending = replies.register(correlation_id)
     started = anyio.current_time()
     try:
+        await _prepare_send_request(producer, msg.topic)
         try:
             await producer.send_as_async(request_msg, timeout, queue, selector, arg)
         except Exception as exc:
@@ -214,6 +217,18 @@ async def request(
         return pending.reply
     finally:
         replies.remove(correlation_id)
+
+
+async def _prepare_send_request(producer: Producer, topic: str) -> None:
+    """Before the first request to ``topic`` (no route cached yet): read its route and send the heartbeat to every
+    broker, waiting for it, so that the broker knows the requester's channel before a reply can come back
+    (client/.../impl/producer/DefaultMQProducerImpl.java prepareSendRequest: tryToFindTopicPublishInfo, then
+    sendHeartbeatToAllBrokerWithLock). A topic without a route fails in the send that follows."""
+    if topic in producer.instance.routes:
+        return
+    with contextlib.suppress(TopicRouteNotFoundError):
+        await producer.publish_info(topic)
+    await producer.instance.send_heartbeat_to_all_brokers()
 
 
 def request_async(producer: Producer, msg: Message, callback: RequestCallback, timeout: float, **where: Any) -> None:
