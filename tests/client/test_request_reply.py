@@ -220,3 +220,28 @@ async def test_a_first_request_to_a_topic_goes_out_after_the_heartbeat_to_its_br
         nursery.cancel_scope.cancel()
     [answered] = broker.answered_at_send  # one attempt: a refusal is not retried
     assert answered >= 1
+
+
+async def test_request_async_hands_the_callback_the_send_failure_itself(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DefaultMQProducerImpl.request(msg, callback, timeout): the send's onException sets the future's cause to the
+    exception and requestFail runs the RequestCallback with it (RequestResponseFuture.executeRequestCallback:
+    onException(cause)), so the callback gets the broker's MQBrokerException itself; only the blocking request wraps
+    it ("send request message to <topic> fail"). Before, the callback got that MQClientError wrapper."""
+    topic = "RefusedRequest"
+    broker = SlowGreetingBroker()
+    dispatcher = Dispatcher()
+    dispatcher.set_default(broker, ProcessorPool("refusing", 4, 100))
+    got: list[MessageExt | Exception] = []
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-refusing")
+        async with Producer("refused-request-pg", embedded_cluster.namesrv_addr) as requester:
+            requester.request_async(Message(topic, b"ask"), got.append, timeout=5.0)
+            with trio.fail_after(30):
+                while not got:
+                    await trio.sleep(0.1)
+        nursery.cancel_scope.cancel()
+    [outcome] = got
+    assert isinstance(outcome, MQBrokerError) and outcome.code == ResponseCode.SYSTEM_ERROR, repr(outcome)
