@@ -89,6 +89,11 @@ class RequestTimeoutError(MQClientError):
         self.code = REQUEST_TIMEOUT_EXCEPTION
 
 
+class _SendRequestError(MQClientError):
+    """The request could not be sent (its ``__cause__`` says why): what the blocking request raises, as Java's
+    waitResponse; a request callback gets the cause itself."""
+
+
 @attrs.define(eq=False)
 class PendingRequest:
     """One request waiting for its reply; :attr:`done` is set once :attr:`reply` is in."""
@@ -207,7 +212,7 @@ async def request(
         try:
             await producer.send_as_async(request_msg, timeout, queue, selector, arg)
         except Exception as exc:
-            raise MQClientError(f"send request message to <{msg.topic}> fail") from exc
+            raise _SendRequestError(f"send request message to <{msg.topic}> fail") from exc
         with anyio.move_on_after(max(0.0, timeout - (anyio.current_time() - started))):
             await pending.done.wait()
         if pending.reply is None:
@@ -233,7 +238,8 @@ async def _prepare_send_request(producer: Producer, topic: str) -> None:
 
 def request_async(producer: Producer, msg: Message, callback: RequestCallback, timeout: float, **where: Any) -> None:
     """``Producer.request_async``: :func:`request` in the instance's task group; ``callback`` gets the reply or the
-    exception (a timeout is :class:`RequestTimeoutError` ``request timeout, no reply message.``, as Java's)."""
+    exception (a timeout is :class:`RequestTimeoutError` ``request timeout, no reply message.``, a failed send the
+    send's own exception, as Java's)."""
 
     async def run() -> None:
         outcome: MessageExt | Exception
@@ -241,6 +247,10 @@ def request_async(producer: Producer, msg: Message, callback: RequestCallback, t
             outcome = await request(producer, msg, timeout, **where)
         except RequestTimeoutError:
             outcome = RequestTimeoutError("request timeout, no reply message.")
+        except _SendRequestError as exc:
+            # The send's own failure, unwrapped: requestFail -> RequestCallback.onException(cause)
+            # (client/.../impl/producer/DefaultMQProducerImpl.java, client/.../producer/RequestResponseFuture.java).
+            outcome = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
         except Exception as exc:
             outcome = exc
         await run_callback(callback, outcome, "request")
