@@ -278,3 +278,21 @@ async def test_query_msg_trace_by_id_prints_publish_and_consume_records(cluster:
     assert text.startswith(
         "#Type      #ProducerGroup       #ClientHost          #SendTime            #CostTimes #Status"
     )
+
+
+@pytest.mark.parametrize("trace_topic", [None, "TraceHere"], ids=["default-topic", "given-topic"])
+def test_query_msg_trace_by_id_fails_when_no_trace_message_is_found(
+    cluster: ThreadedCluster, trace_topic: str | None
+) -> None:
+    """QueryMsgTraceByIdSubCommand reads the trace with DefaultMQAdminExt.queryMessage, which throws
+    MQClientException(NO_MESSAGE, "query message by key finished, but no message.") when no message is indexed under
+    the id (MQAdminImpl.queryMessage); the command fails with it. Before, it printed nothing and succeeded, as if
+    the message had been traced with no record."""
+    ns = cluster.namesrv_addr
+    topic_args: list[str] = []
+    if trace_topic is not None:
+        anyio.run(create_topic, ns, trace_topic, 1)
+        topic_args = ["-t", trace_topic]
+    result = _run("queryMsgTraceById", "-n", ns, "-i", "7F00000100002A9F0000000000000000", *topic_args)
+    assert result.exit_code == 1, result.output
+    assert "query message by key finished, but no message." in result.output
