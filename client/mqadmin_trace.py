@@ -1,7 +1,8 @@
 """``mqadmin queryMsgTraceById`` (alias ``QueryMsgTraceById``), as RocketMQ 4.9.8's
 ``tools/src/main/java/org/apache/rocketmq/tools/command/message/QueryMsgTraceByIdSubCommand.java``: the trace
 messages indexed under the message id in the trace topic (QUERY_MESSAGE, 64 at most), decoded, printed as the Pub
-rows, then the consume rows per consumer group.
+rows, then the consume rows per consumer group; none indexed fails the command ("query message by key finished, but
+no message.", as Java's queryMessage).
 
 Beyond Java: the EndTransaction records of a transactional message are printed too (a third table), and without
 ``-t`` the command also reads the topics the C++ client writes its traces to (``rmq_sys_TRACE_DATA_<region>``, found
@@ -15,9 +16,11 @@ from typing import Any
 import click
 
 from client.admin import Admin
+from client.errors import MQClientError
 from client.mqadmin_support import Output, common, format_date, run_job
 from client.trace.codec import CPP_TRACE_TOPIC_PREFIX, TRACE_TOPIC, TraceType
 from client.trace.view import TraceView, trace_views
+from remoting.codec.message import MessageExt
 
 __all__ = ["COMMANDS"]
 
@@ -27,6 +30,11 @@ _TX = "%-10s %-20s %-20s %-20s %-18s %-10s%n"
 
 async def find_traces(admin: Admin, msg_id: str, topic: str | None) -> list[TraceView]:
     """The trace of ``msg_id`` from ``topic`` (default: RMQ_SYS_TRACE_TOPIC and the C++ client's trace topics)."""
+    return trace_views(msg_id, await find_trace_messages(admin, msg_id, topic))
+
+
+async def find_trace_messages(admin: Admin, msg_id: str, topic: str | None) -> list[MessageExt]:
+    """The trace messages indexed under ``msg_id`` in ``topic`` (default: as :func:`find_traces`)."""
     if topic:
         topics = [topic]
     else:
@@ -40,7 +48,7 @@ async def find_traces(admin: Admin, msg_id: str, topic: str | None) -> list[Trac
         except Exception:
             if topic:  # the topic asked for must answer; the defaults may simply not exist
                 raise
-    return trace_views(msg_id, found)
+    return found
 
 
 def print_trace(out: Output, views: list[TraceView]) -> None:
@@ -76,7 +84,12 @@ def print_trace(out: Output, views: list[TraceView]) -> None:
 @click.option("-t", "--traceTopic", "trace_topic", help="The name value of message trace topic")
 def query_msg_trace_by_id(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        views = await find_traces(admin, o["msg_id"], o["trace_topic"] or None)
+        found = await find_trace_messages(admin, o["msg_id"], o["trace_topic"] or None)
+        if not found:
+            # MQAdminImpl.queryMessage throws NO_MESSAGE when nothing is indexed under the key, failing the command
+            # (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java).
+            raise MQClientError("query message by key finished, but no message.")
+        views = trace_views(o["msg_id"], found)
         print_trace(out, views)
         out.field("records", [{"type": v.record.type.value, "group": v.record.group, "clientHost": v.client_host,
                                "timestamp": v.record.timestamp, "costTime": v.record.cost_time, "status": v.status,
