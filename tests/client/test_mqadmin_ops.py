@@ -298,3 +298,17 @@ def test_query_msg_trace_by_id_fails_when_no_trace_message_is_found(
     result = _run("queryMsgTraceById", "-n", ns, "-i", "7F00000100002A9F0000000000000000", *topic_args)
     assert result.exit_code == 1, result.output
     assert "query message by key finished, but no message." in result.output
+
+
+@pytest.mark.parametrize(
+    ("elapsed_ms", "amount", "tlog", "table"),
+    [(5, 3, "3", "2.50"), (1, 9, "0", "0.13"), (3, 3, "2", "1.50"), (7, 3, "4", "3.50")],
+)
+def test_cluster_rt_rounds_its_average_half_up(elapsed_ms: int, amount: int, tlog: str, table: str) -> None:
+    """CLusterSendMsgRTCommand (tools/.../command/cluster/CLusterSendMsgRTCommand.java) averages whole milliseconds
+    over ``amount - 1`` sends and prints ``-p true`` lines with ``new BigDecimal(rt).setScale(0, ROUND_HALF_UP)``, the
+    table with ``String.format("%.2f", rt)`` (half up, too): 2.5 ms is 3 and 0.125 ms 0.13. Before, Python's
+    round() and format() gave 2 and 0.12 (half to even)."""
+    from client.mqadmin_cluster import rt_texts
+
+    assert rt_texts(elapsed_ms, amount) == (tlog, table)
