@@ -6,6 +6,7 @@ Options, required options and printed lines are Java's; :mod:`client.mqadmin` re
 
 from __future__ import annotations
 
+import decimal
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -205,22 +206,33 @@ async def _probe(
     producer: Producer, out: Output, cluster: str, name: str, amount: int, size: int, tlog: bool, room: str
 ) -> None:
     ok = failed = 0
-    elapsed = 0.0
+    elapsed = 0
     for i in range(amount):
-        start = time.monotonic()
+        start = time.monotonic_ns() // 1_000_000
         try:
             await producer.send(Message(name, b"a" * size))
             ok += 1
         except Exception:
             failed += 1
         if i:
-            elapsed += (time.monotonic() - start) * 1000
-    rt = elapsed / max(1, amount - 1)
+            elapsed += time.monotonic_ns() // 1_000_000 - start
+    rounded, two_places = rt_texts(elapsed, amount)
     if tlog:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() + 8 * 3600))
-        out.line("%s", f"{stamp}|{room}|{cluster}|{name}|{round(rt)}\n")
+        out.line("%s", f"{stamp}|{room}|{cluster}|{name}|{rounded}\n")
     else:
-        out.row("%-24s  %-24s  %-8s  %-16s  %-16s%n", cluster, name, f"{rt:.2f}", ok, failed)
+        out.row("%-24s  %-24s  %-8s  %-16s  %-16s%n", cluster, name, two_places, ok, failed)
+
+
+def rt_texts(elapsed_ms: int, amount: int) -> tuple[str, str]:
+    """``clusterRT``'s average of ``elapsed_ms`` (whole milliseconds) over all sends but the first, as the ``-p true``
+    line prints it and as the table does, both rounded half up as Java's: ``new BigDecimal(rt).setScale(0,
+    ROUND_HALF_UP)`` and ``String.format("%.2f", rt)``, which rounds the shortest decimal of the double half up
+    (tools/src/main/java/org/apache/rocketmq/tools/command/cluster/CLusterSendMsgRTCommand.java)."""
+    rt = elapsed_ms / max(1, amount - 1)
+    rounded = decimal.Decimal(rt).quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP)
+    two_places = decimal.Decimal(repr(rt)).quantize(decimal.Decimal("0.01"), rounding=decimal.ROUND_HALF_UP)
+    return str(rounded), str(two_places)
 
 
 async def _maintenance_targets(admin: Admin, addr: str | None, cluster: str | None) -> list[str]:
