@@ -25,8 +25,9 @@ from remoting.codec.bodies import (
 from remoting.codec.bodies.admin import CheckClientRequestBody
 from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import MessageRecord
 from remoting.processor import RequestContext
-from tests.broker.helpers import wait_for_route
+from tests.broker.helpers import create_topic_request, wait_for_route
 from tests.conftest import SMALL_STORE
 
 GROUP = "wire_group"
@@ -209,3 +210,24 @@ async def test_queue_locks_over_the_wire(embedded_cluster: EmbeddedCluster) -> N
         assert LockBatchResponseBody.decode(third.body).lock_ok_mq_set == {q1}
         broken = await client.invoke(addr, request(RequestCode.LOCK_BATCH_MQ, body=b"{}"), 5)
         assert broken.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_a_group_with_an_illegal_name_gets_no_retry_or_dlq_directory(embedded_cluster: EmbeddedCluster) -> None:
+    """A heartbeat or a send-back naming group ``../../../escaped`` creates neither the group nor its retry or DLQ
+    topic: their ConsumeQueue directory would lie outside ``consumequeue/``."""
+    addr, broker = embedded_cluster.broker_addr, embedded_cluster.controller.context
+    group = "../../../escaped"
+    data = HeartbeatData(
+        "10.0.0.9@1", consumer_data_set=(ConsumerData(group, subscription_data_set=(SubscriptionData("T"),)),)
+    )
+    async with RemotingClient() as client:
+        assert (await client.invoke(addr, create_topic_request("SendBackT", 1), 5)).code == ResponseCode.SUCCESS
+        phy_offset = broker.store.append(MessageRecord("SendBackT", b"m", 0, store_host=broker.store_host)).phy_offset
+        assert (await client.invoke(addr, request(RequestCode.HEART_BEAT, body=data.encode()), 5)).code == 0
+        back = {"offset": str(phy_offset), "group": group, "delayLevel": "-1"}
+        answer = await client.invoke(addr, request(RequestCode.CONSUMER_SEND_MSG_BACK, back), 5)
+    assert answer.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+    assert broker.groups.get(group) is None
+    assert broker.topics.get(f"%RETRY%{group}") is None and broker.topics.get(f"%DLQ%{group}") is None
+    root = Path(broker.config.store_path_root_dir)
+    assert not (root / "escaped").exists()

@@ -99,3 +99,14 @@ async def test_offsets_are_persisted_at_shutdown(tmp_path: Path) -> None:
         m.commit("g", "T", 3, 99)
         nursery.cancel_scope.cancel()
     assert offsets(tmp_path).offsets_of("g", "T") == {3: 99}
+
+
+def test_a_group_whose_name_is_illegal_or_too_long_is_not_auto_created(tmp_path: Path) -> None:
+    """Its ``%RETRY%``/``%DLQ%`` topic would name a ConsumeQueue directory outside the store (RocketMQ 5's
+    SubscriptionGroupManager.findSubscriptionGroupConfig refuses such names)."""
+    m = groups(tmp_path)
+    for name in ("../../../commitlog", "a b", "tab\tgroup", "g" * 256, "CID_RMQ_SYS_../x"):
+        assert m.find(name) is None, name
+        assert m.get(name) is None, name
+    assert m.find("g" * 255) is not None
+    assert m.find("CID_RMQ_SYS_ok|%-_9") is not None
