@@ -19,10 +19,13 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.persistence import ConfigPersister
-from remoting.codec.topics import is_system_group
+from remoting.codec.topics import is_legal_name, is_system_group
 from store.metadata_files import DataVersion, SubscriptionGroupConfig, SubscriptionGroupTable, subscription_group_file
 
 log = logging.getLogger(__name__)
+
+#: The longest group name auto-created (the client's ``Validators.CHARACTER_MAX_LENGTH``).
+GROUP_MAX_LENGTH: Final = 255
 
 #: Groups every Java broker has from the start (MixAll's tool, filter-server, self-test and ONS groups).
 PREDEFINED_GROUPS: Final = (
@@ -79,11 +82,19 @@ class SubscriptionGroupManager:
         return dict(self._table)
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
-        """The group's config, auto-created with defaults when allowed; ``None`` when unknown and not creatable."""
+        """The group's config, auto-created with defaults when allowed; ``None`` when unknown and not creatable.
+
+        A name longer than 255 characters or with a character outside ``^[%|a-zA-Z0-9_-]+$`` is never auto-created
+        (RocketMQ 5's broker/src/main/java/org/apache/rocketmq/broker/subscription/SubscriptionGroupManager.java
+        ``findSubscriptionGroupConfig``): a heartbeat or send-back naming ``../..`` would otherwise get ``%RETRY%``
+        and ``%DLQ%`` topics whose ConsumeQueue directories lie outside the store's ``consumequeue/``."""
         found = self._table.get(group)
         if found is not None:
             return found
         if not (self.config.auto_create_subscription_group or is_system_group(group)):
+            return None
+        if len(group) > GROUP_MAX_LENGTH or not is_legal_name(group):
+            log.warning("subscription group %r not auto-created: illegal name", group[:GROUP_MAX_LENGTH])
             return None
         created = SubscriptionGroupConfig(group)
         self._table[group] = created
