@@ -33,6 +33,14 @@ _FILLER: Final = ENTRY.pack(0, FILLER_SIZE, 0)
 Entry = tuple[int, int, int]
 
 
+def names_a_directory(topic: str) -> bool:
+    """Whether ``topic`` can name its queue directory (``consumequeue/<topic>/<queueId>``): not empty, ``.`` or
+    ``..``, no path separator, no NUL. No send stores another (TopicValidator allows ``[%|a-zA-Z0-9_-]``); the store
+    checks it again where a queue is made, so that no name reaching it by another way (a damaged record, a group
+    created by an admin request) can write outside the queue directory."""
+    return bool(topic) and topic not in (".", "..") and "/" not in topic and "\x00" not in topic
+
+
 class ConsumeQueue:
     """One queue's entries. Slotted: store/_appender.c reads ``queue``, ``max_offset`` and ``key`` by slot.
 

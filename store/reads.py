@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 
 from store.commitlog import CommitLog
-from store.consume_queue import ConsumeQueue
+from store.consume_queue import ConsumeQueue, names_a_directory
+from store.errors import MessageIllegalError
 from store.get_message import PropertyFilter, TagFilter, get_message
 from store.results import GetResult
 from store.store_config import StoreConfig
@@ -66,9 +67,12 @@ class StoreReads:
         return self._memory_limit
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        """The queue's ConsumeQueue, created on first use."""
+        """The queue's ConsumeQueue, created on first use; :class:`~store.errors.MessageIllegalError` (nothing made)
+        for a topic that cannot name its directory (:func:`~store.consume_queue.names_a_directory`)."""
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None:
+            if not names_a_directory(topic):
+                raise MessageIllegalError(f"the topic {topic!r} cannot name a consume queue directory")
             directory = self.config.consume_queue_dir / topic / str(queue_id)
             cq = ConsumeQueue(directory, topic, queue_id, self.config.mapped_file_size_consume_queue)
             self.consume_queues[cq.key] = cq

@@ -9,7 +9,8 @@ One algorithm for both cases, differing in how much is re-validated:
    that was already indexed in the ConsumeQueue is harmless; the index is truncated after ``safe_offset`` first).
    Retention deletes only CommitLog segments the checkpoint covers (:class:`~store.services.RetentionService`), so
    the CommitLog never starts past it: no queue entry of a deleted record is missing before the ones re-dispatched.
-3. The first invalid record (or one whose topic cannot name a directory: :func:`_names_a_directory`) ends the log:
+3. The first invalid record (or one whose topic cannot name a directory: the body CRC does not cover the topic, so a
+   power cut can leave zeros or anything there: :func:`~store.consume_queue.names_a_directory`) ends the log:
    later segments are deleted and, after a crash, the torn tail is zeroed
    so no stale record can reappear behind newer writes. On a slave, a last record whose final bytes are zeros is
    a torn tail too (:func:`_torn`).
@@ -43,7 +44,7 @@ from remoting.codec.message_properties import index_keys_of_raw
 from remoting.codec.record_decode import RecordMeta
 from remoting.codec.record_layout import SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_ROLLBACK
 from store.checkpoint import create_abort_file
-from store.consume_queue import ConsumeQueue
+from store.consume_queue import ConsumeQueue, names_a_directory
 from store.topic_cleanup import is_deleted_record, load_tombstones
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def _scan_and_dispatch(store: MessageStore, start: int, check_crc: bool) -> int:
         store.commitlog.last_store_timestamp = meta.store_timestamp
 
     for offset, meta in store.commitlog.scan(start, check_crc):
-        if meta is not None and not _names_a_directory(meta.topic):
+        if meta is not None and not names_a_directory(meta.topic):
             log.error(
                 "recovery: the record at offset %d names no possible topic (%r): the log ends there", end, meta.topic
             )
@@ -104,14 +105,6 @@ def _scan_and_dispatch(store: MessageStore, start: int, check_crc: bool) -> int:
             return last[0]
         dispatch(last[1])
     return end
-
-
-def _names_a_directory(topic: str) -> bool:
-    """Whether ``topic`` can name its ConsumeQueue directory. The body CRC does not cover the topic, so a power cut or
-    a bad disk can leave a record whose body checks out and whose topic is zeros or any bytes; no send stores a topic
-    with a NUL or a path separator (TopicValidator), so such a record is damaged, and the log ends before it as at a
-    CRC failure (dispatching it failed the start, or wrote outside the queue directory)."""
-    return bool(topic) and topic not in (".", "..") and "\x00" not in topic and "/" not in topic
 
 
 def _torn(meta: RecordMeta) -> bool:

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from broker.broker_config import load_broker_config
 from broker.context import store_config_of
 from remoting.codec.message import decode_record
 from remoting.codec.message_properties import java_string_hash
+from store.errors import MessageIllegalError
 from store.get_message import MAX_SCAN_ENTRIES
 from store.message_store import MessageStore
 from store.results import GetStatus
@@ -268,4 +270,22 @@ def test_one_pull_scans_at_most_max_scan_entries_whatever_it_asks(tmp_path: Path
     assert batch.next_begin_offset == 1024
     found = store.get("TopicTest", 0, 0, 1_000_000, property_filter=lambda props: True)
     assert (found.status, found.message_count) == (GetStatus.FOUND, 32)  # the in-memory count limit, as before
+    store.close()
+
+
+def test_a_put_whose_topic_cannot_name_a_queue_directory_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    """The queue directory is consumequeue/<topic>/<queueId>: a topic with a path in it (a group created by an admin
+    request with such a name, then a send-back to its retry topic) would write outside the store. Refused as
+    MESSAGE_ILLEGAL before any byte goes to the CommitLog; the store goes on."""
+    store = open_store(tmp_path / "store")
+    store.append(message(body=b"before"))
+    end = store.max_phy_offset
+    for topic in ("../../escaped", "..", "a\x00b"):
+        with pytest.raises(MessageIllegalError):
+            store.append(message(topic=topic))
+        with pytest.raises(MessageIllegalError):
+            store.append_batch([message(topic=topic), message(topic=topic)])
+    assert store.max_phy_offset == end
+    assert not (tmp_path / "escaped").exists()
+    assert store.append(message(body=b"after")).queue_offset == 1
     store.close()
