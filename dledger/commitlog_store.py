@@ -602,6 +602,7 @@ class DLedgerMessageStore(MessageStore):
         self._check_leader()
         topic, queue_id, store_host = msg.topic, msg.queue_id, msg.store_host
         counted = _takes_queue_offset(msg.sys_flag)
+        key = self.consume_queue(topic, queue_id).key if counted else None  # a topic it refuses: before the append
         queue_offset = self.queue_offsets.get((topic, queue_id), 0) if counted else 0
         store_ts = self.config.now_ms()
         ledger, max_body = self.ledger, self.config.max_message_size
@@ -616,8 +617,8 @@ class DLedgerMessageStore(MessageStore):
             raise put_refusal(exc) from exc
         if code != ResponseCode.SUCCESS:
             raise ServiceNotAvailableError(f"DLedger refused the append: code {code}")
-        if counted:
-            self.queue_offsets[self.consume_queue(topic, queue_id).key] = queue_offset + 1
+        if key is not None:
+            self.queue_offsets[key] = queue_offset + 1
         entry = entries[0]
         self.commit_waits.register(entry.index, entry.end_pos)
         return AppendResult(entry.pos + HEADER_SIZE, len(entry.body), queue_offset, store_ts, None, store_host)

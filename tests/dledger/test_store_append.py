@@ -61,6 +61,7 @@ async def test_a_refused_send_leaves_no_entry_and_takes_no_queue_offset(
             (_message(body=bytes(101)), MessageIllegalError, "exceeds 100"),
             (_message(properties="K\x01" + "v" * 40_000), PropertiesSizeExceededError, "properties"),
             (_message(topic="T" * 128), MessageIllegalError, "topic"),
+            (_message(topic="../../x"), MessageIllegalError, "cannot name"),  # its queue directory would escape
         ]
         for message, error, words in refusals:
             with pytest.raises(error, match=words):
