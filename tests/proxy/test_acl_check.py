@@ -315,3 +315,26 @@ def test_an_ipv6_grpc_client_is_matched_by_its_white_address(tmp_path: Path) -> 
     assert peer_of(md)[0] == "::1", md[PEER_KEY]
     md.update(_md(authorization_header("local-tool", "not-the-secret", DATE), peer=md[PEER_KEY]))
     assert _refusal(acl, _send("T"), md) is None
+
+
+@pytest.mark.parametrize(
+    ("header", "date", "reason"),
+    [
+        (None, DATE, "authorization header is missing"),  # a 5.x Java client without credentials sends none
+        ("garbage", DATE, "authorization header is incorrect"),
+        ("MQv2-HMAC-SHA1 Credential=ak-white, Signature=zz", DATE, "Illegal hexadecimal character"),
+        (CLIENT_HEADER, None, "x-mq-date-time header is missing"),
+    ],
+)
+def test_a_globally_white_listed_client_still_needs_a_well_formed_header(
+    acl: GrpcAcl, header: str | None, date: str | None, reason: str
+) -> None:
+    """RocketMQ 5's AuthenticationInterceptor parses the ``authorization`` and ``x-mq-date-time`` headers
+    (``PlainAccessResource.parse(GeneratedMessageV3, AuthenticationHeader)``) before ``PlainPermissionManager.validate``
+    looks at the global white list: a white-listed peer with a missing or malformed header is refused; a well-formed
+    header with any signature is admitted."""
+    peer = "ipv4:10.9.8.7:1234"
+    refusal = _refusal(acl, _send("TAny"), _md(header, peer=peer, date=date))
+    assert refusal is not None and reason in refusal
+    wrong = authorization_header("ak-nobody", "sk-wrong-1", DATE)
+    assert _refusal(acl, _send("TAny"), _md(wrong, peer=peer)) is None
