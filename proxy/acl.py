@@ -5,10 +5,12 @@
 :class:`GrpcAcl` is built by :mod:`proxy.startup` when the broker runs with ``aclEnable``; it holds the broker's
 :class:`~broker.acl.manager.AclManager` (the same accounts, white lists and hot reload as the remoting port) and
 :meth:`GrpcAcl.check` runs before anything else of an RPC (before the client-id check, as RocketMQ 5.3's request
-pipeline does). The order: the resources the request names (a request RocketMQ's parser refuses is refused), the
-gRPC peer's IP (refused when unknown, :data:`~proxy.common.UNKNOWN_PEER`: RocketMQ always has the channel's
-address), the global white list on it, the ``authorization`` header (:mod:`proxy.auth_header`), then
-:meth:`AclManager.check <broker.acl.manager.AclManager.check>` (account, its white address, signature over
+pipeline does). The order is RocketMQ 5's (``PlainAccessResource.parse`` then ``PlainPermissionManager.validate``):
+the ``authorization`` header (:mod:`proxy.auth_header`) and the ``x-mq-date-time`` header (a missing or malformed one
+is refused even for a globally white-listed client: RocketMQ parses both before it looks at the white list), the
+resources the request names (a request RocketMQ's parser refuses is refused), the gRPC peer's IP (refused when
+unknown, :data:`~proxy.common.UNKNOWN_PEER`: RocketMQ always has the channel's address), the global white list on it,
+then :meth:`AclManager.check <broker.acl.manager.AclManager.check>` (account, its white address, signature over
 ``x-mq-date-time``, permissions) — one check, two front ends.
 
 Resources per request (a group is checked as ``%RETRY%<group>``; names are checked as the proxy uses them, without
@@ -149,15 +151,18 @@ class GrpcAcl:
         headers ``md``, or raise RpcError (UNAUTHORIZED, or INTERNAL_SERVER_ERROR for a bug in the check)."""
         access_key: str | None = None
         try:
+            # The headers are parsed first, so even a globally white-listed client needs well-formed ones.
+            auth = parse_authorization(md.get(AUTHORIZATION))
+            access_key = auth.access_key
+            date_time = md.get(DATE_TIME)
+            if date_time is None:  # RocketMQ's parse reads it unconditionally (and fails without it)
+                raise ValueError(f"{DATE_TIME} header is missing")
             needed = needed_by(req)
             ip = peer_of(md)[0]
             if ip == UNKNOWN_PEER[0]:  # fail closed: never taken for any address a white list may name
                 raise ValueError("the client's address is unknown")
             if self.manager.globally_white(ip):
                 return
-            auth = parse_authorization(md.get(AUTHORIZATION))
-            access_key = auth.access_key
-            date_time = md.get(DATE_TIME)
             self.manager.check(ip, access_key, lambda secret: auth.signed_by(secret, date_time), _NOT_ADMIN, needed)
         except (AclDenied, ValueError) as exc:  # ValueError: a refused request or header
             reason = exc.message if isinstance(exc, AclDenied) else str(exc)

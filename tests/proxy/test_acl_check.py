@@ -216,9 +216,10 @@ def test_grpc_acl_authenticates_then_checks_permissions(acl: GrpcAcl) -> None:
 
 
 def test_white_addresses_apply_to_the_grpc_peer(acl: GrpcAcl) -> None:
-    # The global white list admits anything, even without a header; an account's white address skips its signature.
-    assert _refusal(acl, _send("TAny"), _md(None, peer="ipv4:10.9.8.7:1234")) is None
-    assert _refusal(acl, _send("TAny"), _md("garbage", peer="ipv4:10.9.8.7:1234")) is None
+    # The global white list admits any well-formed header (any key, any signature); an account's white address skips
+    # its signature.
+    unknown = authorization_header("ak-nobody", "sk-wrong-1", DATE)
+    assert _refusal(acl, _send("TAny"), _md(unknown, peer="ipv4:10.9.8.7:1234")) is None
     wrong = authorization_header("ak-white", "sk-wrong-1", DATE)
     assert _refusal(acl, _send("TAny"), _md(wrong, peer="ipv4:192.168.7.1:1")) is None
     assert _refusal(acl, _send("TAny"), _md(wrong, peer="ipv4:192.168.8.1:1")) == (
