@@ -3,7 +3,10 @@ allowed, denied (with RocketMQ's code 1 and remark), admin-only, white-listed, a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
+import yaml
 
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
@@ -346,3 +349,29 @@ async def test_a_refused_oneway_request_gets_no_answer_and_the_connection_keeps_
         )
         assert answer.code != ResponseCode.SYSTEM_ERROR
     assert acl_cluster.controller.context.offsets.query("groupB", "topicA", 0) < 0
+
+
+async def test_an_empty_resource_entry_in_an_acl_update_fails_as_rocketmq_splits_it(
+    acl_cluster: EmbeddedCluster, acl_home: Path
+) -> None:
+    """Code 50's ``topicPerms``/``groupPerms`` are split by Java's ``String.split(",")`` (``UtilAll.split`` in
+    AdminBrokerProcessor.updateAndCreateAccessConfig): ``""`` gives ``[""]`` and ``"a=PUB,,b=SUB"`` an empty middle
+    entry, which ``Permission.checkResourcePerms`` refuses (209, nothing written); only trailing empty entries are
+    dropped."""
+    acl_file = acl_home / "conf" / "plain_acl.yml"
+    before = acl_file.read_text()
+
+    def update(**fields: str) -> RemotingCommand:
+        account = {"accessKey": "RocketMQ", "secretKey": "12345678", **fields}
+        return sign(request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, account), ADMIN)
+
+    async with RemotingClient() as client:
+        for fields in ({"topicPerms": ""}, {"groupPerms": ""}, {"topicPerms": "topicB=PUB,,topicC=SUB"}):
+            answer = await client.invoke(acl_cluster.broker_addr, update(**fields), 5)
+            assert answer.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, (fields, answer)
+            assert (answer.remark or "").startswith("Parse Resource format error for"), answer.remark
+            assert acl_file.read_text() == before
+        answer = await client.invoke(acl_cluster.broker_addr, update(topicPerms="topicP=PUB,"), 5)
+        assert answer.code == ResponseCode.SUCCESS, answer
+    (entry,) = [a for a in yaml.safe_load(acl_file.read_text())["accounts"] if a["accessKey"] == "RocketMQ"]
+    assert entry["topicPerms"] == ["topicP=PUB"]
