@@ -56,6 +56,21 @@ def _split(text: str | None) -> tuple[str, ...]:
     return tuple(item.strip() for item in (text or "").split(",") if item.strip())
 
 
+def _split_entries(text: str | None) -> tuple[str, ...]:
+    """Code 50's ``topicPerms``/``groupPerms`` split as 4.9.8 splits them (``UtilAll.split``, Java's
+    ``String.split(",")`` in ``broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java``):
+    only trailing empty items are dropped, a text without a comma (even ``""``) is the only item, items are not
+    trimmed; so ``""`` or ``"a=PUB,,b=SUB"`` hold an empty entry, which :func:`_check_resource_perms` refuses."""
+    if text is None:
+        return ()
+    if "," not in text:
+        return (text,)
+    items = text.split(",")
+    while items and not items[-1]:
+        items.pop()
+    return tuple(items)
+
+
 def _check_resource_perms(entries: tuple[str, ...]) -> None:
     """RocketMQ's ``Permission.checkResourcePerms`` with its messages."""
     for entry in entries:
@@ -83,8 +98,8 @@ def account_change(fields: dict[str, str]) -> tuple[AccountConfig, frozenset[str
         admin=fields.get("admin", "false").strip().lower() == "true",
         default_topic_perm=fields.get("defaultTopicPerm"),
         default_group_perm=fields.get("defaultGroupPerm"),
-        topic_perms=_split(fields.get("topicPerms")),
-        group_perms=_split(fields.get("groupPerms")),
+        topic_perms=_split_entries(fields.get("topicPerms")),
+        group_perms=_split_entries(fields.get("groupPerms")),
     )
     _check_resource_perms(change.topic_perms)
     _check_resource_perms(change.group_perms)
