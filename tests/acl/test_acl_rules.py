@@ -254,3 +254,56 @@ def test_grants_naming_many_resources_are_checked_each_time_not_remembered(tmp_p
         manager.validate("10.0.0.9", heartbeat(99, [*(f"t{i}" for i in range(100)), "closed"]))
     manager.validate("10.0.0.9", heartbeat(100, ["t1", "t2"]))
     assert len(manager._granted) == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "admin"),
+    [
+        ("true", True),
+        ("yes", True),  # YAML 1.1: a boolean for SnakeYAML and PyYAML alike
+        ("1", True),
+        ("1.0", True),
+        ("4294967297", True),  # Number.intValue() keeps the low 32 bits: 1
+        ("'1'", True),
+        ("'TRUE'", True),
+        ("Y", True),
+        ("y", True),
+        ("T", True),
+        ("false", False),
+        ("0", False),
+        ("2", False),
+        ("'0'", False),
+        ("F", False),
+        ("f", False),
+        ("N", False),
+        ("''", False),  # castToBoolean gives null: the primitive keeps false
+        ("'null'", False),
+        ("", False),
+    ],
+)
+def test_the_admin_flag_is_read_as_fastjson_casts_it(tmp_path: Path, value: str, admin: bool) -> None:
+    """4.9.8 loads the file with SnakeYAML and turns each account into a ``PlainAccessConfig`` with fastjson
+    (``accounts.toJavaList`` in ``PlainPermissionManager.load``), whose ``TypeUtils.castToBoolean`` takes a number
+    whose ``intValue()`` is 1, and the texts ``true`` (any case), ``1``, ``Y``/``y``, ``T`` as true: ``admin: 1`` is
+    an admin there, so may send the admin-only codes."""
+    text = f"accounts:\n  - accessKey: longenough\n    secretKey: 12345678\n    admin: {value}\n"
+    (account,) = parse_acl_file(text).accounts
+    assert account.admin is admin
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "plain_acl.yml").write_text(text)
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    creds = SessionCredentials("longenough", "12345678")
+    cmd = sign(request(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "T"}), creds)
+    if admin:
+        manager.validate("10.0.0.1", cmd)
+    else:
+        with pytest.raises(AclDenied, match="Need admin permission"):
+            manager.validate("10.0.0.1", cmd)
+
+
+@pytest.mark.parametrize("value", ["maybe", "t", "n", "' true'"])
+def test_an_admin_flag_fastjson_cannot_cast_fails_the_file(value: str) -> None:
+    """``castToBoolean`` throws for any other text, so RocketMQ does not load the file."""
+    with pytest.raises(AclConfigError, match="can not cast to boolean"):
+        parse_acl_file(f"accounts:\n  - accessKey: longenough\n    secretKey: 12345678\n    admin: {value}\n")
