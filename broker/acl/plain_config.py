@@ -51,6 +51,45 @@ def _text_list(value: object) -> tuple[str, ...]:
     return tuple(t for t in (_text(v) for v in value) if t is not None)
 
 
+_TRUE_TEXTS: Final = frozenset({"1", "T"})
+_FALSE_TEXTS: Final = frozenset({"0", "N"})
+_NULL_TEXTS: Final = frozenset({"", "null", "NULL"})
+
+
+def _java_int_value(value: int | float) -> int:
+    """Java's ``Number.intValue()`` of a YAML number: a long's low 32 bits (signed), a double truncated and
+    saturated, NaN 0."""
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return 0
+        if value >= 2**31:
+            return 2**31 - 1
+        if value <= -(2**31):
+            return -(2**31)
+        return int(value)
+    return ((value + 2**31) % 2**32) - 2**31
+
+
+def _admin_flag(value: object) -> bool:
+    """``admin`` as 4.9.8 reads it: the account map becomes a ``PlainAccessConfig`` through fastjson
+    (``accounts.toJavaList`` in ``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java``), whose
+    ``TypeUtils.castToBoolean`` takes a number as ``intValue() == 1`` and the texts ``true``/``false`` (any case),
+    ``1``/``0``, ``Y``/``F`` (any case), ``T``/``N``; an empty or ``null`` text is null (the flag stays false). Any
+    other value throws, so the file does not load: raises :class:`AclConfigError`."""
+    if value is None or isinstance(value, bool):
+        return value is True
+    if isinstance(value, (int, float)):
+        return _java_int_value(value) == 1
+    if isinstance(value, str):
+        if value in _NULL_TEXTS:
+            return False
+        if value.lower() in ("true", "y") or value in _TRUE_TEXTS:
+            return True
+        if value.lower() in ("false", "f") or value in _FALSE_TEXTS:
+            return False
+    raise AclConfigError(f"can not cast to boolean, value : {value}")
+
+
 @attrs.frozen
 class AccountConfig:
     """One ``accounts`` entry as written in the file (texts, not yet compiled)."""
@@ -68,12 +107,11 @@ class AccountConfig:
     def from_yaml(cls, raw: object) -> AccountConfig:
         if not isinstance(raw, Mapping):
             raise AclConfigError(f"an account must be a map, got {type(raw).__name__}")
-        admin = raw.get("admin")
         return cls(
             access_key=_text(raw.get("accessKey")),
             secret_key=_text(raw.get("secretKey")),
             white_remote_address=_text(raw.get("whiteRemoteAddress")),
-            admin=admin is True or (isinstance(admin, str) and admin.strip().lower() == "true"),
+            admin=_admin_flag(raw.get("admin")),
             default_topic_perm=_text(raw.get("defaultTopicPerm")),
             default_group_perm=_text(raw.get("defaultGroupPerm")),
             topic_perms=_text_list(raw.get("topicPerms")),
