@@ -375,3 +375,24 @@ async def test_an_empty_resource_entry_in_an_acl_update_fails_as_rocketmq_splits
         assert answer.code == ResponseCode.SUCCESS, answer
     (entry,) = [a for a in yaml.safe_load(acl_file.read_text())["accounts"] if a["accessKey"] == "RocketMQ"]
     assert entry["topicPerms"] == ["topicP=PUB"]
+
+
+async def test_commit_offset_numbers_are_left_to_the_processor_as_rocketmq_decodes_them(
+    acl_cluster: EmbeddedCluster,
+) -> None:
+    """4.9.8's ACL parse of UPDATE_CONSUMER_OFFSET decodes the header with ``decodeCommandCustomHeader``, which reads
+    ``queueId``/``commitOffset`` with ``Integer.parseInt``/``Long.parseLong`` and only logs a field that fails: the
+    ACL check never refuses the request for its numbers. ``+1`` and ``+7`` are numbers there (the commit is stored);
+    text or a number past the int range is refused by the offset processor, not as an ACL failure."""
+    offsets = acl_cluster.controller.context.offsets
+    async with RemotingClient() as client:
+        signed = sign(request(RequestCode.UPDATE_CONSUMER_OFFSET, {**offset("topicC", "groupB"), "queueId": "+1",
+                                                                   "commitOffset": "+7"}), USER)  # fmt: skip
+        answer = await client.invoke(acl_cluster.broker_addr, signed, 5)
+        assert answer.code == ResponseCode.SUCCESS, answer
+        assert offsets.query("groupB", "topicC", 1) == 7
+        for field, value in (("queueId", "x"), ("queueId", "2147483648"), ("commitOffset", "9223372036854775808")):
+            fields = {**offset("topicC", "groupB"), field: value}
+            bad = sign(request(RequestCode.UPDATE_CONSUMER_OFFSET, fields), USER)
+            answer = await client.invoke(acl_cluster.broker_addr, bad, 5)
+            assert answer.code == ResponseCode.SYSTEM_ERROR and "AclException" not in (answer.remark or ""), answer
