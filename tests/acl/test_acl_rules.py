@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import attrs
 import pytest
 
 from broker.acl.manager import _MAX_GRANTED, AclDenied, AclFiles, AclManager
@@ -12,6 +13,8 @@ from broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_p
 from broker.acl.plain_config import AclConfigError, parse_acl_file
 from broker.acl.processor import account_change
 from broker.acl.remote_address import AddressPatternError, address_matcher
+from broker.broker_config import BrokerConfig
+from broker.security import acl_manager_of
 from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from remoting.codec.codes import RequestCode
@@ -307,3 +310,19 @@ def test_an_admin_flag_fastjson_cannot_cast_fails_the_file(value: str) -> None:
     """``castToBoolean`` throws for any other text, so RocketMQ does not load the file."""
     with pytest.raises(AclConfigError, match="can not cast to boolean"):
         parse_acl_file(f"accounts:\n  - accessKey: longenough\n    secretKey: 12345678\n    admin: {value}\n")
+
+
+def test_an_absolute_acl_plain_file_is_read_under_rocketmq_home(tmp_path: Path) -> None:
+    """``PlainPermissionManager`` names the default file ``dealFilePath(fileHome + "/" + rocketmq.acl.plain.file)``:
+    an absolute setting is still under ``rocketmqHome`` (``/etc/acl.yml`` is ``<home>/etc/acl.yml``), never a file
+    elsewhere on the machine."""
+    home, outside = tmp_path / "home", tmp_path / "elsewhere" / "plain.yml"
+    _write(outside, "accounts:\n  - {accessKey: outside-key, secretKey: 12345678}\n")
+    under = home / str(outside).lstrip(os.sep)
+    _write(under, "accounts:\n  - {accessKey: inside-key, secretKey: 12345678}\n")
+    config = attrs.evolve(BrokerConfig(), acl_enable=True, rocketmq_home=str(home), acl_plain_file=str(outside))
+    manager = acl_manager_of(config)
+    assert manager is not None
+    manager.load()
+    assert manager.files.default_path == under
+    assert manager.account("inside-key") is not None and manager.account("outside-key") is None
