@@ -4,8 +4,9 @@ edits the ACL admin codes make (RocketMQ's
 
 Files (4.9.8's layout under ``rocketmqHome``, each named by its absolute path): every ``*.yml`` / ``*.yaml`` under
 ``conf/acl/`` (recursively, ``conf/tools.yml`` aside), then the default file ``rocketmq.acl.plain.file``
-(``conf/plain_acl.yml``, created empty when missing). An access key belongs to the first file that names it; later
-duplicates are logged and ignored. The global white lists of all files are joined.
+(``conf/plain_acl.yml``, under ``rocketmqHome`` even when absolute; created empty when missing). An access key
+belongs to the first file that names it; later duplicates are logged and ignored. The global white lists of all files
+are joined.
 
 :meth:`AclManager.validate` runs RocketMQ's order: global white list, access key present, account known, the
 account's white address, signature, ``RMQ_SYS_TRACE_TOPIC`` publish shortcut, admin flag, then each needed resource
@@ -103,10 +104,12 @@ class AclFiles:
 
     @property
     def default_path(self) -> Path:
-        """The default file. Raises :class:`AclConfigError` without a home."""
+        """The default file, always under the home: ``PlainPermissionManager`` names it ``dealFilePath(fileHome +
+        File.separator + rocketmq.acl.plain.file)``, so an absolute setting ``/etc/acl.yml`` is ``<home>/etc/acl.yml``
+        (a path join would leave the home). Raises :class:`AclConfigError` without a home."""
         if self.home is None:
             raise AclConfigError("rocketmqHome (ROCKETMQ_HOME) is not set: there is no ACL file")
-        return Path(os.path.normpath(self.home / self.default_file))
+        return Path(os.path.normpath(f"{self.home}{os.sep}{self.default_file}"))
 
     def paths(self) -> list[Path]:
         """Every file to load, in load order (the ``conf/acl`` tree sorted, then the default file)."""
