@@ -41,6 +41,7 @@ from remoting.codec.msgid import decode_offset_msg_id, pack_socket_address
 from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.connection import Connection
 from store.metadata_files import PERM_READ
+from tests.conftest import SMALL_STORE
 from tests.remoting.helpers import congest, served_connection
 from tests.semantics.helpers import use_virtual_store_clock
 from tests.threaded_cluster import ThreadedCluster
@@ -568,3 +569,30 @@ async def test_a_commit_after_a_rollback_and_a_check_round_does_not_publish(
     phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
     await _end_transaction(embedded_cluster, "tx-pg", result.send_result.queue_offset, phy, 8)
     assert _visible(embedded_cluster) == []
+
+
+@pytest.mark.parametrize("check_max", [0, -3])
+async def test_a_check_max_of_zero_or_less_still_checks_a_half_message_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, check_max: int
+) -> None:
+    """TransactionalMessageServiceImpl.needDiscard compares the count with ``transactionCheckMax`` only once the
+    ``TRANSACTION_CHECK_TIMES`` property exists: a half message never checked is checked (the copy says 1) whatever the
+    setting; with ``transactionCheckMax`` <= 0 the next round discards it."""
+    async with EmbeddedCluster(tmp_path / "cluster", transaction_check_max=check_max, **SMALL_STORE) as cluster:
+        await _create_topic(cluster)
+        checks: list[str] = []
+
+        def check(msg: MessageExt) -> LocalTransactionState:
+            checks.append(msg.properties["TRANSACTION_CHECK_TIMES"])
+            return UNKNOWN
+
+        async with _producer(cluster, lambda m, a: UNKNOWN, check) as producer:
+            result = await producer.send_message_in_transaction(Message(TOPIC, b"checked once"))
+            await trio.sleep(3 * 60 + 1)
+        assert checks == ["1"]
+        store = cluster.controller.context.store
+        (view,) = store.get(TRANS_CHECK_MAX_TIME_TOPIC, 0, 0, 32).messages
+        discarded = decode_record(view)
+        assert discarded.properties["UNIQ_KEY"] == result.transaction_id
+        assert discarded.properties["TRANSACTION_CHECK_TIMES"] == "1"
+        assert _visible(cluster) == []
