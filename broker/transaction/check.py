@@ -5,7 +5,8 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
 
 1. **Scan** (synchronous, so no END_TRANSACTION interleaves): read the op messages beyond the op progress, then the
    half messages beyond the half progress, in order. A half message whose origin has an op message is done. One that
-   was already checked ``transactionCheckMax`` (15) times, or is older than ``fileReservedTime``, is moved to
+   was already checked ``transactionCheckMax`` (15) times (one never checked is checked once, whatever the setting),
+   or is older than ``fileReservedTime``, is moved to
    ``TRANS_CHECK_MAX_TIME_TOPIC`` and logged (discarded). One younger than its immunity (``transactionTimeOut``, 6 s,
    since its **born** time, or ``CHECK_IMMUNITY_TIME_IN_SECONDS``) stops the scan: later ones are younger still (a
    custom immunity longer than the timeout is re-appended instead, so it does not hold the others back). Every other
@@ -168,7 +169,7 @@ class TransactionCheckService:
             age = now - half.born_timestamp
             if origin_of(half) in resolved:
                 done += 1
-            elif _check_times(half) >= check_max or age > reserved_ms:
+            elif _checked_enough(half, check_max) or age > reserved_ms:
                 bridge.put_discarded(half)
                 discarded += 1
                 log.warning(
@@ -269,6 +270,16 @@ def _check_times(half: MessageExt) -> int:
         return int(half.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0"))
     except ValueError:
         return 0
+
+
+def _checked_enough(half: MessageExt, check_max: int) -> bool:
+    """Whether ``half`` was checked ``transactionCheckMax`` times already. As ``needDiscard`` in
+    ``broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageServiceImpl.java``, a half
+    message without ``TRANSACTION_CHECK_TIMES`` (never checked) is never discarded for its count, so even a
+    ``transactionCheckMax`` of 0 or less checks it once."""
+    if PROPERTY_TRANSACTION_CHECK_TIMES not in half.properties:
+        return False
+    return _check_times(half) >= check_max
 
 
 def _immunity_ms(half: MessageExt, timeout: int) -> int:
