@@ -4,7 +4,9 @@ real broker restart."""
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +28,8 @@ from processors.end_transaction import EndTransactionProcessor
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere
 from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.frame import FrameDecoder, encode_command
 from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.message import (
     SYSFLAG_TRANSACTION_COMMIT,
@@ -596,3 +599,46 @@ async def test_a_check_max_of_zero_or_less_still_checks_a_half_message_once(
         assert discarded.properties["UNIQ_KEY"] == result.transaction_id
         assert discarded.properties["TRANSACTION_CHECK_TIMES"] == "1"
         assert _visible(cluster) == []
+
+
+def _answer(sock: socket.socket, decoder: FrameDecoder) -> RemotingCommand:
+    """The next command on a blocking socket (run in a thread)."""
+    while (cmd := decoder.next_command()) is None:
+        data = sock.recv(65536)
+        assert data, "the broker closed the connection"
+        decoder.receive_data(data)
+    return cmd
+
+
+async def test_other_clients_are_answered_while_a_check_round_walks_a_big_backlog(tmp_path: Path) -> None:
+    """A check round over thousands of half messages (each renewed and queued for a check) must not hold the broker's
+    event loop for its whole length, as RocketMQ's check runs on its own thread: a request already waiting when the
+    round starts is answered while the round is still renewing the backlog (GET_MAX_OFFSET of the half queue sees
+    fewer renewals than the round makes)."""
+    backlog = 4000
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        context = cluster.controller.context
+        born = int(time.time() * 1000) - 60_000  # past transactionTimeOut, well within fileReservedTime
+        for i in range(backlog):
+            props = {"REAL_TOPIC": TOPIC, "REAL_QID": "0", "PGROUP": "tx-nobody", "UNIQ_KEY": f"backlog-{i}"}
+            record = MessageRecord(topic=TRANS_HALF_TOPIC, body=b"x" * 64, queue_id=0, flag=0,
+                                   properties=encode_properties(props), sys_flag=0, born_timestamp=born,
+                                   born_host=context.store_host, store_host=context.store_host)  # fmt: skip
+            context.store.append(record)
+        host, port = cluster.broker_addr.rsplit(":", 1)
+        decoder = FrameDecoder()
+        max_offset = encode_command(request(RequestCode.GET_MAX_OFFSET, {"topic": TRANS_HALF_TOPIC, "queueId": "0"}))
+        with socket.create_connection((host, int(port))) as sock:
+
+            def round_trip() -> RemotingCommand:
+                sock.sendall(max_offset)
+                return _answer(sock, decoder)
+
+            first = await trio.to_thread.run_sync(round_trip)  # accepted and served: the broker reads this socket
+            assert int(first.ext_fields["offset"]) == backlog
+            sock.sendall(max_offset)  # blocking, from this task: nothing else runs before the round starts
+            outcome = await cluster.controller.transaction_check.check_once()
+            assert outcome.checked == backlog
+            answer = await trio.to_thread.run_sync(_answer, sock, decoder)
+        seen = int(answer.ext_fields["offset"])
+        assert backlog <= seen < 2 * backlog, f"answered only after the round renewed all {backlog}: {seen}"
