@@ -3,8 +3,10 @@
 
 Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
 
-1. **Scan** (synchronous, so no END_TRANSACTION interleaves): read the op messages beyond the op progress, then the
-   half messages beyond the half progress, in order. A half message whose origin has an op message is done. One that
+1. **Scan** (yielding every ``_YIELD_EVERY`` half messages, so other requests are served while a big backlog is
+   walked, as RocketMQ's check runs on its own thread): read the op messages beyond the op progress, then the half
+   messages beyond the half progress, in order. A half message whose origin has an op message (also one
+   END_TRANSACTION wrote while the scan ran) is done. One that
    was already checked ``transactionCheckMax`` (15) times (one never checked is checked once, whatever the setting),
    or is older than ``fileReservedTime``, is moved to
    ``TRANS_CHECK_MAX_TIME_TOPIC`` and logged (discarded). One younger than its immunity (``transactionTimeOut``, 6 s,
@@ -69,6 +71,10 @@ __all__ = ["CheckRound", "TransactionCheckService"]
 
 log = logging.getLogger(__name__)
 
+#: Half messages scanned (and checks sent) between two checkpoints, so a round over a big backlog never holds up the
+#: broker's other requests for its whole length (RocketMQ's check runs on its own thread).
+_YIELD_EVERY: Final = 64
+
 #: How long a round waits for the store to confirm its renewed copies, and how often it looks.
 _CONFIRM_WAIT: Final = 10.0
 _CONFIRM_POLL: Final = 0.01
@@ -131,14 +137,16 @@ class TransactionCheckService:
 
     async def check_once(self) -> CheckRound:
         """One round now (both phases). Raises store errors from the scan; send errors are only logged."""
-        to_check, outcome, progress, end = self._scan(self.now_ms())
+        to_check, outcome, progress, end = await self._scan(self.now_ms())
         if await self._confirmed(end):
             self.bridge.commit_progress(*progress)
         else:
             log.warning("transaction check: renewed half messages not confirmed; the next round scans them again")
         self.rounds += 1
-        for copy in to_check:
+        for n, copy in enumerate(to_check, 1):
             await self._send_check(copy)
+            if n % _YIELD_EVERY == 0:  # a send without a live producer does not yield
+                await trio.lowlevel.checkpoint()
         if outcome.checked or outcome.discarded:
             log.info("transaction check round %d: %s", self.rounds, outcome)
         return outcome
@@ -153,7 +161,7 @@ class TransactionCheckService:
             return True
         return False
 
-    def _scan(self, now: int) -> tuple[list[MessageExt], CheckRound, tuple[int, int], int]:
+    async def _scan(self, now: int) -> tuple[list[MessageExt], CheckRound, tuple[int, int], int]:
         bridge, config = self.bridge, self.broker.config
         timeout = config.transaction_time_out
         check_max = config.transaction_check_max
@@ -165,9 +173,11 @@ class TransactionCheckService:
         renewed: list[AppendResult] = []
         checked = discarded = done = 0
         position = half_start
-        for half in bridge.iter_queue(TRANS_HALF_TOPIC, half_start, half_end):
+        for n, half in enumerate(bridge.iter_queue(TRANS_HALF_TOPIC, half_start, half_end), 1):
+            if n % _YIELD_EVERY == 0:
+                await trio.lowlevel.checkpoint()
             age = now - half.born_timestamp
-            if origin_of(half) in resolved:
+            if origin_of(half) in resolved or origin_of(half) in bridge.resolved:  # the latter: ended during the scan
                 done += 1
             elif _checked_enough(half, check_max) or age > reserved_ms:
                 bridge.put_discarded(half)
@@ -192,6 +202,7 @@ class TransactionCheckService:
             position = max(position, half_end)
         live = {origin_of(h) for h in bridge.iter_queue(TRANS_HALF_TOPIC, position, bridge.half_max_offset())}
         bridge.live_origins = live
+        ops = bridge.read_ops(op_start, bridge.op_max_offset())  # with the op messages END_TRANSACTION wrote meanwhile
         op_position = next((op.op_offset for op in ops if op.origin in live), op_end)
         bridge.resolved = {op.origin: op.op_offset for op in ops if op.op_offset >= op_position}
         copies = [c for c in (bridge.look_half(r.phy_offset) for r in renewed) if c is not None]

@@ -25,6 +25,7 @@ from client.message import Message, MessageExt, uniq_msg_id
 from client.producer import Producer
 from client.transaction import LocalTransactionState, TransactionProducer
 from processors.end_transaction import EndTransactionProcessor
+from processors.transaction_bridge import origin_of
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere
 from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
@@ -44,6 +45,7 @@ from remoting.codec.msgid import decode_offset_msg_id, pack_socket_address
 from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.connection import Connection
 from store.metadata_files import PERM_READ
+from store.results import AppendResult
 from tests.conftest import SMALL_STORE
 from tests.remoting.helpers import congest, served_connection
 from tests.semantics.helpers import use_virtual_store_clock
@@ -601,6 +603,36 @@ async def test_a_check_max_of_zero_or_less_still_checks_a_half_message_once(
         assert _visible(cluster) == []
 
 
+def _half_backlog(cluster: EmbeddedCluster, count: int, group: str = "tx-nobody") -> list[AppendResult]:
+    """``count`` half messages of ``group`` stored as the send processor stores them, born a minute ago (past
+    ``transactionTimeOut``, well within ``fileReservedTime``)."""
+    context = cluster.controller.context
+    born = int(time.time() * 1000) - 60_000
+    results = []
+    for i in range(count):
+        props = {"REAL_TOPIC": TOPIC, "REAL_QID": "0", "PGROUP": group, "UNIQ_KEY": f"backlog-{i}"}
+        record = MessageRecord(topic=TRANS_HALF_TOPIC, body=b"x" * 64, queue_id=0, flag=0,
+                               properties=encode_properties(props), sys_flag=0, born_timestamp=born,
+                               born_host=context.store_host, store_host=context.store_host)  # fmt: skip
+        results.append(context.store.append(record))
+    return results
+
+
+async def _served_socket(cluster: EmbeddedCluster) -> socket.socket:
+    """A blocking socket to the broker, accepted and read by it already (one GET_MAX_OFFSET answered), so bytes this
+    task writes to it synchronously wait there for the broker's next look."""
+    host, port = cluster.broker_addr.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)))
+    probe = encode_command(request(RequestCode.GET_MAX_OFFSET, {"topic": TRANS_HALF_TOPIC, "queueId": "0"}))
+
+    def round_trip() -> RemotingCommand:
+        sock.sendall(probe)
+        return _answer(sock, FrameDecoder())
+
+    await trio.to_thread.run_sync(round_trip)
+    return sock
+
+
 def _answer(sock: socket.socket, decoder: FrameDecoder) -> RemotingCommand:
     """The next command on a blocking socket (run in a thread)."""
     while (cmd := decoder.next_command()) is None:
@@ -617,28 +649,45 @@ async def test_other_clients_are_answered_while_a_check_round_walks_a_big_backlo
     fewer renewals than the round makes)."""
     backlog = 4000
     async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
-        context = cluster.controller.context
-        born = int(time.time() * 1000) - 60_000  # past transactionTimeOut, well within fileReservedTime
-        for i in range(backlog):
-            props = {"REAL_TOPIC": TOPIC, "REAL_QID": "0", "PGROUP": "tx-nobody", "UNIQ_KEY": f"backlog-{i}"}
-            record = MessageRecord(topic=TRANS_HALF_TOPIC, body=b"x" * 64, queue_id=0, flag=0,
-                                   properties=encode_properties(props), sys_flag=0, born_timestamp=born,
-                                   born_host=context.store_host, store_host=context.store_host)  # fmt: skip
-            context.store.append(record)
-        host, port = cluster.broker_addr.rsplit(":", 1)
+        _half_backlog(cluster, backlog)
         decoder = FrameDecoder()
         max_offset = encode_command(request(RequestCode.GET_MAX_OFFSET, {"topic": TRANS_HALF_TOPIC, "queueId": "0"}))
-        with socket.create_connection((host, int(port))) as sock:
-
-            def round_trip() -> RemotingCommand:
-                sock.sendall(max_offset)
-                return _answer(sock, decoder)
-
-            first = await trio.to_thread.run_sync(round_trip)  # accepted and served: the broker reads this socket
-            assert int(first.ext_fields["offset"]) == backlog
+        with await _served_socket(cluster) as sock:
             sock.sendall(max_offset)  # blocking, from this task: nothing else runs before the round starts
             outcome = await cluster.controller.transaction_check.check_once()
             assert outcome.checked == backlog
             answer = await trio.to_thread.run_sync(_answer, sock, decoder)
         seen = int(answer.ext_fields["offset"])
         assert backlog <= seen < 2 * backlog, f"answered only after the round renewed all {backlog}: {seen}"
+
+
+async def test_commits_that_arrive_while_a_round_walks_the_backlog_are_never_stored_twice(tmp_path: Path) -> None:
+    """The round yields while it walks the backlog, so END_TRANSACTION may end half messages meanwhile: one the round
+    has not reached yet is counted done (no renewed copy, no check); one it already renewed keeps its op message in
+    the window that makes the answer for the renewed copy an acknowledgement, never a second commit."""
+    backlog = 4000
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        await _create_topic(cluster)
+        halves = _half_backlog(cluster, backlog, group="tx-pg")
+        first, last = halves[0], halves[-1]
+        commits = b"".join(
+            encode_command(request(RequestCode.END_TRANSACTION, EndTransactionRequestHeader(
+                producer_group="tx-pg", tran_state_table_offset=half.queue_offset, commit_log_offset=half.phy_offset,
+                commit_or_rollback=8, msg_id="X").to_ext_fields()))
+            for half in (first, last)
+        )  # fmt: skip
+        with await _served_socket(cluster) as sock:
+            sock.sendall(commits)  # waiting when the round starts, which has renewed the first one when it yields
+            outcome = await cluster.controller.transaction_check.check_once()
+            decoder = FrameDecoder()
+            answers = [await trio.to_thread.run_sync(_answer, sock, decoder) for _ in range(2)]
+        assert [a.code for a in answers] == [ResponseCode.SUCCESS] * 2, answers
+        assert (outcome.checked, outcome.resolved) == (backlog - 1, 1)
+        assert len(_visible(cluster)) == 2
+        bridge = cluster.controller.transaction_bridge
+        (copy,) = [h for h in bridge.iter_queue(TRANS_HALF_TOPIC, backlog, bridge.half_max_offset())
+                   if origin_of(h) == first.queue_offset]  # fmt: skip
+        # The producer's answer to the check of the renewed copy, and a repeated commit of the last one.
+        for queue_offset, phy in ((copy.queue_offset, copy.commit_log_offset), (last.queue_offset, last.phy_offset)):
+            assert await _end_transaction(cluster, "tx-pg", queue_offset, phy) == (ResponseCode.SUCCESS, None)
+        assert len(_visible(cluster)) == 2
