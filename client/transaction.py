@@ -65,7 +65,7 @@ from remoting.codec.headers.transaction import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
 )
-from remoting.codec.message_properties import PROPERTY_UNIQ_KEY
+from remoting.codec.message_properties import PROPERTY_DELAY, PROPERTY_UNIQ_KEY
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.errors import RemotingError
 
@@ -147,6 +147,8 @@ class TransactionProducer(Producer):
         """Send ``msg`` as a half message, run the local transaction, end it. Raises what :meth:`send` raises."""
         self._check_started()
         half = attrs.evolve(msg, properties=dict(msg.properties), delay_level=0)
+        if half.properties.get(PROPERTY_DELAY, "0") != "0":  # sendMessageInTransaction clears a delay level too
+            del half.properties[PROPERTY_DELAY]
         half.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
         half.properties[PROPERTY_PRODUCER_GROUP] = self.group
         prepared = self._builder.single(half)

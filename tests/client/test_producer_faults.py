@@ -407,3 +407,28 @@ async def test_an_async_send_refused_by_its_broker_is_not_retried(
         nursery.cancel_scope.cancel()
     assert isinstance(outcome, MQBrokerError) and outcome.code == code, outcome
     assert refusing.sends == 1
+
+
+async def test_a_transactional_message_drops_a_delay_level_given_as_a_property(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DefaultMQProducerImpl.sendMessageInTransaction clears a DELAY property other than 0 before the half message
+    goes out: the committed message is delivered at once, not parked in SCHEDULE_TOPIC_XXXX (``delay_level=`` was
+    dropped already; one given in ``properties`` was kept)."""
+    await _create(embedded_cluster, "TxDelayProp")
+
+    async def commit(msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    async with TransactionProducer(
+        "tx-delay-prop-pg",
+        embedded_cluster.namesrv_addr,
+        execute_local_transaction=commit,
+        check_local_transaction=commit,
+    ) as producer:
+        sent = await producer.send_message_in_transaction(Message("TxDelayProp", b"now", properties={"DELAY": "3"}))
+    assert sent.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
+    store = embedded_cluster.controller.context.store
+    [stored] = [decode_record(m) for q in range(4) for m in store.get("TxDelayProp", q, 0, 32).messages]
+    assert stored.body == b"now" and "DELAY" not in stored.properties
+    assert store.max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 2) == 0
