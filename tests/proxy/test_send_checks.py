@@ -20,6 +20,7 @@ from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.pb import definition, service
 from remoting.codec.bodies.broker_metadata import TopicConfig
+from remoting.codec.message import decode_record
 from tests.proxy.grpc_front import Front, front, message
 
 pytestmark = pytest.mark.timeout(120)
@@ -195,3 +196,35 @@ async def test_enable_message_body_empty_check_false_takes_an_empty_body(tmp_pat
     async with front(tmp_path, build_proxy_config(None, args, enable=True)) as f:
         got = await sent_to_rt(f, message("RT", b""))
         assert got[:2] == ("OK", 1), got
+
+
+async def test_a_request_of_several_messages_is_stored_as_one_batch_in_one_queue(tmp_path: Path) -> None:
+    """ProducerProcessor.sendMessage picks one queue for the request (SendMessageQueueSelector: no message group
+    when it holds more than one message) and LocalMessageService.sendMessage hands the messages to the broker as one
+    MessageBatch: consecutive offsets of one queue, each message keeping its own id and tag. They were sent one by one,
+    round-robin over the queues (found by a review). Each message still gets its own entry (the Java client's
+    ProducerImpl.send0 checks one receipt per message)."""
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("RBatch", read_queue_nums=4, write_queue_nums=4))
+        msgs = [message("RBatch", f"b{i}".encode(), tag=f"T{i}") for i in range(3)]
+        answer = await f.send(*msgs)
+        assert Code.Name(answer.status.code) == "OK", answer.status.message
+        got = [(e.message_id, e.offset, Code.Name(e.status.code)) for e in answer.entries]
+        assert got == [(m.system_properties.message_id, i, "OK") for i, m in enumerate(msgs)], got
+        store = f.ctx.store
+        depths = [store.max_offset_in_queue("RBatch", q) for q in range(4)]
+        assert sorted(depths) == [0, 0, 0, 3], depths
+        stored = [decode_record(raw) for raw in store.get("RBatch", depths.index(3), 0, 32).messages]
+        assert [(s.body, s.properties["UNIQ_KEY"], s.properties["TAGS"]) for s in stored] == [
+            (m.body, m.system_properties.message_id, m.system_properties.tag) for m in msgs
+        ]
+
+
+async def test_a_batch_the_broker_refuses_stores_none_of_its_messages(tmp_path: Path) -> None:
+    """One batch, all or nothing: a broker whose ``maxMessageSize`` the batch exceeds refuses the whole of it
+    (MESSAGE_ILLEGAL). Sent one by one, the small first message was stored, the second refused (found by a review)."""
+    async with front(tmp_path, max_message_size=1024) as f:
+        answer = await f.send(*[message("RT", b"x" * 100), message("RT", b"y" * 2000)])
+        got = (f.stored("RT"), [Code.Name(e.status.code) for e in answer.entries if e.status.code == Code.OK])
+        assert got == (0, []), (got, answer.status.message)
+        assert answer.status.code != Code.OK, answer.status
