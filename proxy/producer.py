@@ -8,7 +8,8 @@ before any is stored (a refusal stores nothing of it), and handed to the broker'
 processor as SEND_MESSAGE_V2 through the :class:`~proxy.local.LocalInvoker`, so timers, transactions, permissions and
 flushing behave as for a 4.x send. The proxy picks the queue: a message group always goes to the same queue (Guava's
 ``Hashing.consistentHash`` of the group's Java ``String.hashCode`` over the write queues, as RocketMQ's proxy picks
-it), other messages round-robin.
+it), other messages round-robin. A request of several messages is one batch (SEND_MESSAGE_V2 with ``batch``) in one
+round-robin queue, stored or refused as a whole (:meth:`Producing._send_batch`).
 Transactions are remembered by transaction id (= the message id) with the half message's offsets, which EndTransaction
 needs; a restart forgets them, and the broker's check then asks the producer over Telemetry.
 
@@ -27,6 +28,8 @@ import re
 import time
 from typing import Any, Final
 
+import attrs
+
 from broker.context import BrokerState
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, message_type_of, topic_type
 from proxy.common import Code, RpcError, check_topic, finish_now, is_blank, peer_of, status, status_of_response_code
@@ -40,8 +43,10 @@ from proxy.convert import (
 )
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
+from remoting.codec.batch_body import encode_batch_parts
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.codec.errors import MessageEncodeError
 from remoting.codec.headers.recall import RecallMessageRequestHeader
 from remoting.codec.headers.send import SendMessageRequestHeader
 from remoting.codec.headers.transaction import EndTransactionRequestHeader
@@ -152,7 +157,10 @@ class Producing:
         encoded = [self._prepare(msg, topic) for msg in req.messages]
         self._check_writable(topic)
         response = service.SendMessageResponse()
-        entries = [await self._send_one(m, topic, e, metadata) for m, e in zip(req.messages, encoded, strict=True)]
+        if len(encoded) == 1:
+            entries = [await self._send_one(req.messages[0], topic, encoded[0], metadata)]
+        else:
+            entries = await self._send_batch(req.messages, topic, encoded, metadata)
         response.entries.extend(entries)
         codes = {e.status.code for e in entries}
         response.status.CopyFrom(entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS, "mixed"))
@@ -201,13 +209,14 @@ class Producing:
                 f"but actual type is {actual.value}",
             )
 
-    async def _send_one(self, msg: Any, topic: str, props: str, metadata: dict[str, str]) -> Any:
+    def _header(self, msg: Any, topic: str, group: str | None, props: str) -> SendMessageRequestHeader:
+        """The send header of a request whose first message is ``msg`` (ProducerProcessor.
+        buildSendMessageRequestHeader; the sysFlag from that message, as SendMessageActivity.buildSysFlag)."""
         sp = msg.system_properties
         sys_flag = SYSFLAG_TRANSACTION_PREPARED if sp.message_type == _TRANSACTION else 0
         if sp.body_encoding == _GZIP:
             sys_flag |= SYSFLAG_COMPRESSED
-        group = sp.message_group or None
-        header = SendMessageRequestHeader(
+        return SendMessageRequestHeader(
             producer_group=topic,
             topic=topic,
             default_topic="TBW102",
@@ -219,6 +228,37 @@ class Producing:
             properties=props,
             reconsume_times=send_reconsume_times(msg, topic),
         )
+
+    async def _send_batch(self, msgs: Any, topic: str, encoded: list[str], metadata: dict[str, str]) -> list[Any]:
+        """Several messages, stored as one batch in one queue, all or nothing (LocalMessageService.sendMessage sends
+        a MessageBatch when the request holds more than one message, proxy/src/main/java/org/apache/rocketmq/proxy/
+        service/message/LocalMessageService.java; SendMessageQueueSelector picks the queue without a message group
+        then). The header carries no properties: each message's travel in the batch body, and the broker would
+        append the header's to every one of them (RocketMQ's proxy puts the first message's there, overriding the
+        others' ids and tags). Each message gets its entry, at the batch's offset plus its place in it."""
+        header = attrs.evolve(self._header(msgs[0], topic, None, ""), batch=True)
+        try:
+            body = encode_batch_parts([(bytes(m.body), p.encode(), 0) for m, p in zip(msgs, encoded, strict=True)])
+        except MessageEncodeError as exc:
+            raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, str(exc)) from None
+        answer = await self.invoker.send(header, body, peer_of(metadata))
+        entries = []
+        for index, msg in enumerate(msgs):
+            message_id = msg.system_properties.message_id
+            entry = service.SendResultEntry(message_id=message_id)
+            if answer.code != ResponseCode.SUCCESS:
+                entry.status.CopyFrom(status(status_of_response_code(answer.code), answer.remark or "send failed"))
+            else:
+                entry.status.CopyFrom(status())
+                entry.transaction_id = message_id
+                entry.offset = int((answer.ext_fields or {}).get("queueOffset", "0")) + index
+            entries.append(entry)
+        return entries
+
+    async def _send_one(self, msg: Any, topic: str, props: str, metadata: dict[str, str]) -> Any:
+        sp = msg.system_properties
+        header = self._header(msg, topic, sp.message_group or None, props)
+        sys_flag = header.sys_flag
         answer = await self.invoker.send(header, bytes(msg.body), peer_of(metadata))
         entry = service.SendResultEntry(message_id=sp.message_id)
         if answer.code != ResponseCode.SUCCESS:
