@@ -228,3 +228,55 @@ async def test_a_batch_the_broker_refuses_stores_none_of_its_messages(tmp_path: 
         got = (f.stored("RT"), [Code.Name(e.status.code) for e in answer.entries if e.status.code == Code.OK])
         assert got == (0, []), (got, answer.status.message)
         assert answer.status.code != Code.OK, answer.status
+
+
+async def _half(f: Front, topic: str = "RT") -> str:
+    """A transactional half message sent to ``topic`` (made if missing); its transaction id."""
+    f.ctx.topics.create_topic_in_send_back_process(topic, 1)
+    sent = await f.send(message(topic, message_type=definition.MessageType.TRANSACTION))
+    assert sent.status.code == Code.OK, sent.status
+    return str(sent.entries[0].transaction_id)
+
+
+async def _end_as(f: Front, tx_id: str, resolution: int, topic: str = "RT") -> tuple[str, str]:
+    request = _end(tx_id, tx_id, resolution)
+    request.topic.name = topic  # type: ignore[attr-defined]
+    answer = await f.call("EndTransaction", request, service.EndTransactionResponse)
+    return Code.Name(answer.status.code), answer.status.message
+
+
+async def test_end_transaction_is_sent_oneway_so_a_broker_refusal_still_answers_ok(tmp_path: Path) -> None:
+    """TransactionProcessor.endTransaction hands END_TRANSACTION to the broker oneway
+    (LocalMessageService.endTransactionOneway ignores the answer) and EndTransactionActivity answers OK: a commit the
+    broker refuses (here its store takes no writes) is OK, and the broker's check asks the producer again later. The
+    refusal was relayed as INTERNAL_SERVER_ERROR (found by a review)."""
+    async with front(tmp_path) as f:
+        tx_id = await _half(f)
+        f.ctx.store.disk_full_reason = "disk full"
+        got = await _end_as(f, tx_id, definition.TransactionResolution.COMMIT)
+        f.ctx.store.disk_full_reason = None
+        assert (got[0], f.stored("RT")) == ("OK", 0), got
+
+
+async def test_end_transaction_unknown_forgets_the_transaction_data(tmp_path: Path) -> None:
+    """TransactionDataManager.pollNoExpireTransactionData removes the transaction's data whatever the resolution:
+    after an UNKNOWN, a COMMIT of the same transaction finds none (INTERNAL_SERVER_ERROR "cannot found transaction
+    data"), only the broker's next check can end it. UNKNOWN kept the data (found by a review)."""
+    async with front(tmp_path) as f:
+        tx_id = await _half(f)
+        assert (await _end_as(f, tx_id, definition.TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED))[0] == "OK"
+        got = await _end_as(f, tx_id, definition.TransactionResolution.COMMIT)
+        assert (got, f.stored("RT")) == (("INTERNAL_SERVER_ERROR", "cannot found transaction data"), 0)
+
+
+async def test_end_transaction_naming_another_topic_leaves_the_transaction_to_its_own(tmp_path: Path) -> None:
+    """Transaction data is kept by producer group (the topic, for 5.x producers) and transaction id
+    (TransactionDataManager.buildKey): an EndTransaction naming another topic finds none and ends nothing; the
+    transaction's own topic still commits it."""
+    async with front(tmp_path) as f:
+        tx_id = await _half(f)
+        f.ctx.topics.create_topic_in_send_back_process("Other", 1)
+        got = await _end_as(f, tx_id, definition.TransactionResolution.ROLLBACK, topic="Other")
+        assert got == ("INTERNAL_SERVER_ERROR", "cannot found transaction data")
+        assert (await _end_as(f, tx_id, definition.TransactionResolution.COMMIT))[0] == "OK"
+        assert f.stored("RT") == 1
