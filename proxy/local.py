@@ -88,6 +88,11 @@ class LocalInvoker:
             return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         return await self._answer(channel, request, response, timeout)
 
+    async def invoke_oneway(self, request: RemotingCommand, peer: tuple[str, int]) -> None:
+        """``request`` (marked oneway) run through its processor, its refusal left to the processor's log, as
+        LocalMessageService.endTransactionOneway runs END_TRANSACTION; an exception the processor raises propagates."""
+        await self._table[request.code].process(self.channel(peer).context, request)
+
     async def send(
         self, header: SendMessageRequestHeader, body: bytes, peer: tuple[str, int], timeout: float = 10.0
     ) -> RemotingCommand:

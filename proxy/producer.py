@@ -10,8 +10,9 @@ flushing behave as for a 4.x send. The proxy picks the queue: a message group al
 ``Hashing.consistentHash`` of the group's Java ``String.hashCode`` over the write queues, as RocketMQ's proxy picks
 it), other messages round-robin. A request of several messages is one batch (SEND_MESSAGE_V2 with ``batch``) in one
 round-robin queue, stored or refused as a whole (:meth:`Producing._send_batch`).
-Transactions are remembered by transaction id (= the message id) with the half message's offsets, which EndTransaction
-needs; a restart forgets them, and the broker's check then asks the producer over Telemetry.
+Transactions are remembered by producer group (= the topic) and transaction id (= the message id) with the half
+message's offsets, which EndTransaction needs (and takes away); a restart forgets them, and the broker's check then
+asks the producer over Telemetry.
 
 A timer (delay) message's entry carries the ``recall_handle`` the broker's send answer holds (empty for other
 messages, as RocketMQ 5.3's SendMessageActivity answers). RecallMessage (:meth:`Producing.recall`, RocketMQ 5.3's
@@ -74,13 +75,14 @@ _GZIP: Final = int(definition.Encoding.GZIP)
 
 
 class Producing:
-    """The producer RPCs of one proxy; state: the open transactions (id -> commit-log offset, queue offset)."""
+    """The producer RPCs of one proxy; state: the open transactions ((producer group, id) -> commit-log offset,
+    queue offset; the producer group of a 5.x half message is its topic)."""
 
     def __init__(self, broker: BrokerState, config: ProxyConfig, invoker: LocalInvoker) -> None:
         self.broker = broker
         self.config = config
         self.invoker = invoker
-        self.transactions: dict[str, tuple[int, int]] = {}
+        self.transactions: dict[tuple[str, str], tuple[int, int]] = {}
         self._round_robin = itertools.count()
 
     def check(self, msg: Any) -> None:
@@ -273,7 +275,7 @@ class Producing:
             phy = decode_offset_msg_id(ext["msgId"]).phy_offset
             if len(self.transactions) >= _MAX_OPEN_TRANSACTIONS:  # never ended nor checked: forget the oldest
                 del self.transactions[next(iter(self.transactions))]
-            self.transactions[sp.message_id] = (phy, entry.offset)
+            self.transactions[(topic, sp.message_id)] = (phy, entry.offset)
         return entry
 
     async def recall(self, req: Any, metadata: dict[str, str]) -> Any:
@@ -304,14 +306,19 @@ class Producing:
 
     async def end_transaction(self, req: Any, metadata: dict[str, str]) -> Any:
         """EndTransaction (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/transaction/
-        EndTransactionActivity.java): the topic, then a non-blank transaction id; raises RpcError."""
+        EndTransactionActivity.java): the topic, then a non-blank transaction id; raises RpcError. The transaction's
+        data (by producer group = topic, and transaction id) is taken away, then END_TRANSACTION goes to the broker
+        oneway and the answer is OK whatever the broker makes of it (proxy/src/main/java/org/apache/rocketmq/proxy/
+        processor/TransactionProcessor.java, service/message/LocalMessageService.java endTransactionOneway): a
+        refused end is left to the broker's check."""
         check_topic(req.topic.name)
         tx_id = req.transaction_id
         if is_blank(tx_id):
             raise RpcError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
-        found = self.transactions.get(tx_id)
+        # AbstractTransactionService.genEndTransactionRequestHeader: the data is taken away whatever the resolution.
+        found = self.transactions.pop((req.topic.name, tx_id), None)
         if found is None:
-            raise RpcError(Code.INTERNAL_SERVER_ERROR, f"transaction {tx_id} is unknown to this broker")
+            raise RpcError(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
         resolution = {definition.TransactionResolution.COMMIT: _COMMIT,
                       definition.TransactionResolution.ROLLBACK: _ROLLBACK}.get(req.resolution, 0)  # fmt: skip
         header = EndTransactionRequestHeader(
@@ -322,13 +329,9 @@ class Producing:
             msg_id=req.message_id,
             from_transaction_check=req.source == definition.TransactionSource.SOURCE_SERVER_CHECK,
         )
-        answer = await self.invoker.invoke(
-            request(RequestCode.END_TRANSACTION, header.to_ext_fields()), peer_of(metadata)
+        await self.invoker.invoke_oneway(
+            request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True), peer_of(metadata)
         )
-        if answer.code != ResponseCode.SUCCESS:
-            raise RpcError(status_of_response_code(answer.code), answer.remark or "end transaction failed")
-        if resolution:
-            self.transactions.pop(tx_id, None)
         return service.EndTransactionResponse(status=status())
 
 

@@ -70,7 +70,7 @@ class ClientSession:
     settings: Any = None
     push: Push | None = None
     channel: GrpcClientChannel | None = None
-    transactions: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    transactions: dict[tuple[str, str], tuple[int, int]] = attrs.field(factory=dict)
     #: Trio time of the client's last request through :meth:`SessionTable.session`
     last_seen: float = 0.0
 
@@ -121,14 +121,15 @@ class GrpcClientChannel(Connection):
             log.warning("transaction check for %s carried an undecodable message", self.session.client_id)
             return
         tx_id = header.transaction_id or header.msg_id or ""
-        self.session.transactions[tx_id] = (header.commit_log_offset, header.tran_state_table_offset)
+        group = half.properties.get("PGROUP") or half.topic  # the broker's check names the half's producer group
+        self.session.transactions[(group, tx_id)] = (header.commit_log_offset, header.tran_state_table_offset)
         self.session.push(recovery_command(half, tx_id))
 
 
 class SessionTable:
     """Sessions by client id, and their registration in the broker's client registry."""
 
-    def __init__(self, broker: BrokerState, transactions: dict[str, tuple[int, int]]) -> None:
+    def __init__(self, broker: BrokerState, transactions: dict[tuple[str, str], tuple[int, int]]) -> None:
         self.broker = broker
         self.sessions: dict[str, ClientSession] = {}
         self._transactions = transactions
