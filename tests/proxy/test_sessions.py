@@ -202,3 +202,48 @@ async def test_the_settings_answered_to_clients_follow_rocketmqs_proxy_config_ke
     got = (policy.max_attempts, backoff.initial.ToMilliseconds(), backoff.max.ToMilliseconds(), backoff.multiplier)
     batch = activity.telemetry(consumer_settings("GBatch", "T1"), md("c@7")).settings.subscription.receive_batch_size
     assert (got, batch) == ((5, 20, 3000, 3.0), 16)
+
+
+def _consumer_heartbeat(group: str) -> Any:
+    request = service.HeartbeatRequest(client_type=definition.ClientType.SIMPLE_CONSUMER)
+    request.group.name = group
+    return request
+
+
+@pytest.mark.parametrize("group", ["", "CID_RMQ_SYS_TRANS"], ids=["blank", "system"])
+async def test_a_consumer_heartbeat_without_a_legal_group_is_illegal_consumer_group(
+    embedded_cluster: EmbeddedCluster, group: str
+) -> None:
+    """ClientActivity.heartbeat checks a consumer's ``request.group`` (validateConsumerGroup: blank, illegal or
+    system -> ILLEGAL_CONSUMER_GROUP). Any group was answered OK (found by a review)."""
+    activity = activity_of(embedded_cluster)
+    assert activity.telemetry(consumer_settings("GLegal", "T1"), md("c@5")).status.code == definition.Code.OK
+    answer = activity.heartbeat(_consumer_heartbeat(group), md("c@5"))
+    assert definition.Code.Name(answer.status.code) == "ILLEGAL_CONSUMER_GROUP", answer.status
+
+
+async def test_a_consumer_heartbeat_registers_the_client_under_the_requests_group(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """ClientActivity.heartbeat registers a consumer under ``request.group`` with its Settings' subscriptions (only
+    the Settings' group was ever registered, whatever group the heartbeat named; found by a review)."""
+    activity = activity_of(embedded_cluster)
+    assert activity.telemetry(consumer_settings("GFirst", "T1"), md("c@6")).status.code == definition.Code.OK
+    assert activity.heartbeat(_consumer_heartbeat("GSecond"), md("c@6")).status.code == definition.Code.OK
+    clients = embedded_cluster.controller.context.clients
+    assert (clients.consumer_ids("GFirst"), clients.consumer_ids("GSecond")) == (["c@6"], ["c@6"])
+
+
+async def test_a_heartbeat_of_a_client_neither_producer_nor_consumer_is_unrecognized_client_type(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """ClientActivity.heartbeat switches on the Settings' client type: neither PRODUCER nor PUSH_CONSUMER nor
+    SIMPLE_CONSUMER is UNRECOGNIZED_CLIENT_TYPE with the type's name (Telemetry took the Settings by their
+    subscription). It was answered OK (found by a review)."""
+    activity = activity_of(embedded_cluster)
+    command = consumer_settings("GUntyped", "T1")
+    command.settings.client_type = definition.ClientType.CLIENT_TYPE_UNSPECIFIED
+    assert activity.telemetry(command, md("c@7")).status.code == definition.Code.OK
+    answer = activity.heartbeat(_consumer_heartbeat("GUntyped"), md("c@7"))
+    got = (definition.Code.Name(answer.status.code), answer.status.message)
+    assert got == ("UNRECOGNIZED_CLIENT_TYPE", "CLIENT_TYPE_UNSPECIFIED"), got
