@@ -45,6 +45,7 @@ __all__ = ["MessagingActivity"]
 log = logging.getLogger(__name__)
 
 _NO_SETTINGS: Final = "cannot find client settings for this client"
+_CONSUMER_TYPES: Final = frozenset({definition.ClientType.PUSH_CONSUMER, definition.ClientType.SIMPLE_CONSUMER})
 _ALL_TYPES: Final = [definition.MessageType.NORMAL, definition.MessageType.FIFO, definition.MessageType.DELAY,
                      definition.MessageType.TRANSACTION]  # fmt: skip
 
@@ -177,12 +178,23 @@ class MessagingActivity:
 
     def heartbeat(self, req: Any, md: dict[str, str]) -> Any:
         """ClientActivity.heartbeat (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/client/
-        ClientActivity.java): a client whose Settings never came is UNRECOGNIZED_CLIENT_TYPE."""
+        ClientActivity.java): a client whose Settings never came is UNRECOGNIZED_CLIENT_TYPE; then by the Settings'
+        client type: a producer is registered for its topics, a push or simple consumer under ``request.group``
+        (checked: ILLEGAL_CONSUMER_GROUP) with its Settings' subscriptions, any other type is UNRECOGNIZED_CLIENT_TYPE
+        with the type's name. Raises RpcError."""
         client_id = client_id_of(md)
         known = self.sessions.sessions.get(client_id)
         if known is None or known.settings is None:
             return service.HeartbeatResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, _NO_SETTINGS))
-        self.sessions.heartbeat(self.sessions.session(client_id, md), peer_of(md))
+        kind = known.settings.client_type
+        group = None
+        if kind in _CONSUMER_TYPES:
+            check_group(req.group.name)
+            group = req.group.name
+        elif kind != definition.ClientType.PRODUCER:
+            name = definition.ClientType.Name(kind) if kind in definition.ClientType.values() else str(kind)
+            return service.HeartbeatResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, name))
+        self.sessions.heartbeat(self.sessions.session(client_id, md), peer_of(md), group=group)
         return service.HeartbeatResponse(status=status())
 
     def notify_termination(self, req: Any, md: dict[str, str]) -> Any:

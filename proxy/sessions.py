@@ -158,11 +158,19 @@ class SessionTable:
         for client_id in gone:
             del self.sessions[client_id]
 
-    def heartbeat(self, session: ClientSession, peer: tuple[str, int], *, update_subscriptions: bool = False) -> None:
-        """Register (or refresh) the session as producer of each publishing topic or consumer of its group; a
-        consumer's subscriptions replace the group's with ``update_subscriptions`` (ClientActivity registers a Settings
-        with updateSubscription, a Heartbeat without). Raises RpcError for subscriptions :func:`subscription_data`
-        refuses (the Telemetry Settings were checked so)."""
+    def heartbeat(
+        self,
+        session: ClientSession,
+        peer: tuple[str, int],
+        *,
+        update_subscriptions: bool = False,
+        group: str | None = None,
+    ) -> None:
+        """Register (or refresh) the session as producer of each publishing topic or consumer of ``group`` (a
+        Heartbeat's ``request.group``), else of its Settings' group; a consumer's subscriptions replace the group's
+        with ``update_subscriptions`` (ClientActivity registers a Settings with updateSubscription, a Heartbeat
+        without). Raises RpcError for subscriptions :func:`subscription_data` refuses (the Telemetry Settings were
+        checked so)."""
         settings = session.settings
         if settings is None:
             return
@@ -174,10 +182,10 @@ class SessionTable:
         if settings.client_type == definition.ClientType.PRODUCER:
             for topic in settings.publishing.topics:
                 clients.register_producer(topic.name, info)
-        elif settings.HasField("subscription"):
+        elif group is not None or settings.HasField("subscription"):
             push = settings.client_type == definition.ClientType.PUSH_CONSUMER
             clients.register_consumer(
-                session.group,
+                session.group if group is None else group,
                 info,
                 ConsumeType.CONSUME_PASSIVELY if push else ConsumeType.CONSUME_ACTIVELY,
                 MessageModel.CLUSTERING,

@@ -46,7 +46,9 @@ async def keep_alive(
         activity.telemetry(push_settings(), md(client_id))
         task_status.started(scope)
         while True:
-            activity.heartbeat(service.HeartbeatRequest(), md(client_id))
+            beat = service.HeartbeatRequest(client_type=definition.ClientType.PUSH_CONSUMER)
+            beat.group.name = GROUP  # ClientActivity.heartbeat registers the consumer under it
+            activity.heartbeat(beat, md(client_id))
             await trio.sleep(10)
 
 

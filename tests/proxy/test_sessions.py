@@ -149,7 +149,7 @@ async def test_silent_clients_expire_after_120_s_and_their_sessions_go(
     clients = embedded_cluster.controller.context.clients
     activity.telemetry(consumer_settings("G2", "T1"), md("c@2"))
     await trio.sleep(60)
-    activity.heartbeat(service.HeartbeatRequest(), md("c@2"))
+    assert activity.heartbeat(_consumer_heartbeat("G2"), md("c@2")).status.code == definition.Code.OK
     await trio.sleep(100)
     assert clients.consumer_ids("G2") == ["c@2"]  # the heartbeat at 60 s kept it
     await trio.sleep(100)
@@ -218,7 +218,7 @@ async def test_a_consumer_heartbeat_without_a_legal_group_is_illegal_consumer_gr
     system -> ILLEGAL_CONSUMER_GROUP). Any group was answered OK (found by a review)."""
     activity = activity_of(embedded_cluster)
     assert activity.telemetry(consumer_settings("GLegal", "T1"), md("c@5")).status.code == definition.Code.OK
-    answer = activity.heartbeat(_consumer_heartbeat(group), md("c@5"))
+    answer = activity.guarded_sync(activity.heartbeat, service.HeartbeatResponse, _consumer_heartbeat(group), md("c@5"))
     assert definition.Code.Name(answer.status.code) == "ILLEGAL_CONSUMER_GROUP", answer.status
 
 
