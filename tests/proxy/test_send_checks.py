@@ -19,7 +19,7 @@ from broker.cli import build_proxy_config
 from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.pb import definition, service
-from remoting.codec.bodies.broker_metadata import TopicConfig
+from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, TopicConfig
 from remoting.codec.message import decode_record
 from tests.proxy.grpc_front import Front, front, message
 
@@ -280,3 +280,30 @@ async def test_end_transaction_naming_another_topic_leaves_the_transaction_to_it
         assert got == ("INTERNAL_SERVER_ERROR", "cannot found transaction data")
         assert (await _end_as(f, tx_id, definition.TransactionResolution.COMMIT))[0] == "OK"
         assert f.stored("RT") == 1
+
+
+async def test_a_send_the_broker_refuses_is_internal_server_error_with_its_remark(tmp_path: Path) -> None:
+    """LocalMessageService.sendMessage turns every broker refusal but FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and
+    SLAVE_NOT_AVAILABLE into ProxyException INTERNAL_SERVER_ERROR with the broker's remark, which is the response's
+    status, no entry (the cluster mode's MQBrokerException maps MESSAGE_ILLEGAL the same way, ResponseBuilder.
+    buildCode). A body over the broker's maxMessageSize (MESSAGE_ILLEGAL) was BAD_REQUEST (found by a review)."""
+    async with front(tmp_path, max_message_size=1024) as f:
+        answer = await f.send(message("RT", b"x" * 2000))
+        got = (Code.Name(answer.status.code), len(answer.entries), f.stored("RT"))
+        assert got == ("INTERNAL_SERVER_ERROR", 0, 0), (got, answer.status.message)
+        assert "2000" in answer.status.message, answer.status.message  # the broker's remark
+
+
+@pytest.mark.parametrize("where", ["topic", "broker"])
+async def test_a_send_to_a_topic_not_writable_is_forbidden_no_writable_queue(tmp_path: Path, where: str) -> None:
+    """MessageQueueSelector.buildWrite takes only queue data whose perm is writable, so a topic that is not (its own
+    perm, or the broker's brokerPermission its route carries) has no queue to send to: ProducerProcessor.sendMessage
+    answers FORBIDDEN "no writable queue" and the broker is not asked. The broker's NO_PERMISSION remark was answered
+    (found by a review)."""
+    overrides = {"broker_permission": PERM_READ} if where == "broker" else {}
+    async with front(tmp_path, **overrides) as f:
+        perm = PERM_READ if where == "topic" else PERM_READ | PERM_WRITE
+        f.ctx.topics.update_topic(TopicConfig("ReadOnly", read_queue_nums=1, write_queue_nums=1, perm=perm))
+        answer = await f.send(message("ReadOnly"))
+        got = (Code.Name(answer.status.code), answer.status.message, f.stored("ReadOnly"))
+        assert got == ("FORBIDDEN", "no writable queue", 0), got
