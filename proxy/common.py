@@ -26,7 +26,6 @@ __all__ = [
     "code_of_broker_refusal",
     "relayed_code",
     "status_of_relayed_answer",
-    "status_of_response_code",
 ]
 
 T = TypeVar("T")
@@ -40,19 +39,6 @@ PEER_KEY: Final = "x-rocketrio-peer"
 UNKNOWN_PEER: Final = ("0.0.0.0", 0)
 #: The default group retry policy's delays (RocketMQ's CustomizedRetryPolicy): 1s 5s 10s 30s 1m ... 2h.
 BACKOFF_SECONDS: Final = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
-
-_BY_RESPONSE_CODE: Final = {
-    ResponseCode.SUCCESS: Code.OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
-    ResponseCode.TOPIC_NOT_EXIST: Code.TOPIC_NOT_FOUND,
-    ResponseCode.NO_PERMISSION: Code.FORBIDDEN,
-    ResponseCode.MESSAGE_ILLEGAL: Code.BAD_REQUEST,
-    ResponseCode.SYSTEM_BUSY: Code.TOO_MANY_REQUESTS,
-    ResponseCode.SERVICE_NOT_AVAILABLE: Code.INTERNAL_SERVER_ERROR,
-    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: Code.NOT_IMPLEMENTED,
-}
 
 #: ResponseBuilder.RESPONSE_CODE_MAPPING: what a broker answer relayed as is becomes; any other code is
 #: INTERNAL_SERVER_ERROR.
@@ -115,10 +101,6 @@ def is_blank(text: str) -> bool:
 
 def status(code: int = Code.OK, message: str = "OK") -> Any:
     return definition.Status(code=code, message=message)
-
-
-def status_of_response_code(code: int) -> int:
-    return int(_BY_RESPONSE_CODE.get(code, Code.INTERNAL_SERVER_ERROR))  # type: ignore[call-overload]
 
 
 def relayed_code(code: int) -> int:

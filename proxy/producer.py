@@ -33,7 +33,17 @@ import attrs
 
 from broker.context import BrokerState
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, message_type_of, topic_type
-from proxy.common import Code, RpcError, check_topic, finish_now, is_blank, peer_of, status, status_of_response_code
+from proxy.common import (
+    Code,
+    RpcError,
+    check_topic,
+    code_of_broker_refusal,
+    finish_now,
+    is_blank,
+    peer_of,
+    routed_perm,
+    status,
+)
 from proxy.config import ProxyConfig
 from proxy.convert import (
     RESERVED,
@@ -45,6 +55,7 @@ from proxy.convert import (
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from remoting.codec.batch_body import encode_batch_parts
+from remoting.codec.bodies.broker_metadata import PERM_WRITE
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.errors import MessageEncodeError
@@ -164,8 +175,9 @@ class Producing:
         else:
             entries = await self._send_batch(req.messages, topic, encoded, metadata)
         response.entries.extend(entries)
-        codes = {e.status.code for e in entries}
-        response.status.CopyFrom(entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS, "mixed"))
+        codes = {e.status.code for e in entries}  # convertToSendMessageResponse: the code, named
+        code = codes.pop() if len(codes) == 1 else Code.MULTIPLE_RESULTS
+        response.status.CopyFrom(status(code, Code.Name(code)))
         return response
 
     def _prepare(self, msg: Any, topic: str) -> str:
@@ -180,11 +192,15 @@ class Producing:
 
     def _check_writable(self, topic: str) -> None:
         """ProducerProcessor.sendMessage (proxy/src/main/java/org/apache/rocketmq/proxy/processor/
-        ProducerProcessor.java): the queue is picked among the topic's write queues (MessageQueueSelector.buildWrite),
-        so a topic with none (``updateTopic -w 0`` drains it) is FORBIDDEN "no writable queue". An unknown topic is
-        left to the broker's send (auto-creation or TOPIC_NOT_EXIST)."""
+        ProducerProcessor.java): the queue is picked among the topic's write queues (MessageQueueSelector.buildWrite:
+        those of writable queue data), so a topic with none (``updateTopic -w 0`` drains it) or not writable (its perm,
+        or the broker's ``brokerPermission`` its route carries, as QueryRoute offers it) is FORBIDDEN "no writable
+        queue". An unknown topic is left to the broker's send (auto-creation or TOPIC_NOT_EXIST)."""
         config = self.broker.topics.get(topic)
-        if config is not None and config.write_queue_nums <= 0:
+        if config is None:
+            return
+        perm = routed_perm(config.perm, self.broker.config.broker_permission)
+        if config.write_queue_nums <= 0 or not perm & PERM_WRITE:
             raise RpcError(Code.FORBIDDEN, "no writable queue")
 
     def _queue_id(self, topic: str, group: str | None) -> int:
@@ -244,15 +260,16 @@ class Producing:
         except MessageEncodeError as exc:
             raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, str(exc)) from None
         answer = await self.invoker.send(header, body, peer_of(metadata))
+        failed = _failed_send(answer)
         entries = []
         for index, msg in enumerate(msgs):
-            message_id = msg.system_properties.message_id
-            entry = service.SendResultEntry(message_id=message_id)
-            if answer.code != ResponseCode.SUCCESS:
-                entry.status.CopyFrom(status(status_of_response_code(answer.code), answer.remark or "send failed"))
+            entry = service.SendResultEntry()
+            if failed is not None:
+                entry.status.CopyFrom(failed)
             else:
+                message_id = msg.system_properties.message_id
                 entry.status.CopyFrom(status())
-                entry.transaction_id = message_id
+                entry.message_id = entry.transaction_id = message_id
                 entry.offset = int((answer.ext_fields or {}).get("queueOffset", "0")) + index
             entries.append(entry)
         return entries
@@ -262,10 +279,10 @@ class Producing:
         header = self._header(msg, topic, sp.message_group or None, props)
         sys_flag = header.sys_flag
         answer = await self.invoker.send(header, bytes(msg.body), peer_of(metadata))
+        failed = _failed_send(answer)
+        if failed is not None:
+            return service.SendResultEntry(status=failed)
         entry = service.SendResultEntry(message_id=sp.message_id)
-        if answer.code != ResponseCode.SUCCESS:
-            entry.status.CopyFrom(status(status_of_response_code(answer.code), answer.remark or "send failed"))
-            return entry
         ext = answer.ext_fields or {}
         entry.status.CopyFrom(status())
         entry.transaction_id = sp.message_id
@@ -333,6 +350,31 @@ class Producing:
             request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True), peer_of(metadata)
         )
         return service.EndTransactionResponse(status=status())
+
+
+#: The broker answers a send is stored with (LocalMessageService.sendMessage's SendStatus), and the entry status
+#: SendMessageActivity.convertToSendMessageResponse gives each.
+_STORED_NOT_OK: Final = {
+    ResponseCode.FLUSH_DISK_TIMEOUT: (Code.MASTER_PERSISTENCE_TIMEOUT, "FLUSH_DISK_TIMEOUT"),
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: (Code.SLAVE_PERSISTENCE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"),
+    ResponseCode.SLAVE_NOT_AVAILABLE: (Code.HA_NOT_AVAILABLE, "SLAVE_NOT_AVAILABLE"),
+}
+
+
+def _failed_send(answer: Any) -> Any | None:
+    """The entry status of a send the broker answered without SUCCESS (``None`` for SUCCESS): a flush or slave
+    timeout's (SendMessageActivity.convertToSendMessageResponse, no message id). Any other answer is a refusal,
+    raised as the response's status (RpcError): LocalMessageService.sendMessage (proxy/src/main/java/org/apache/
+    rocketmq/proxy/service/message/LocalMessageService.java) throws INTERNAL_SERVER_ERROR with the broker's remark;
+    TOPIC_NOT_EXIST and SYSTEM_BUSY are TOPIC_NOT_FOUND and TOO_MANY_REQUESTS, as the cluster mode answers them
+    (:func:`proxy.common.code_of_broker_refusal`)."""
+    if answer.code == ResponseCode.SUCCESS:
+        return None
+    stored = _STORED_NOT_OK.get(answer.code)
+    if stored is None:
+        remark = str(answer.code) if answer.remark is None else answer.remark
+        raise RpcError(code_of_broker_refusal(answer.code), remark)
+    return status(stored[0], f"send message failed, sendStatus={stored[1]}")
 
 
 def _has_control(text: str) -> bool:
