@@ -1,6 +1,7 @@
 """ACL administration over an :class:`~client.admin.Admin` (Java's ``DefaultMQAdminExt`` ACL calls): request codes
-50-53 to one broker, and the ``-b`` / ``-c`` targets 4.9.8's ``mqadmin`` ACL commands use (masters and slaves of a
-cluster for the edits, masters only for the version report).
+50-54 to one broker (54 is 4.9.7's ``examineBrokerClusterAclConfig``, which 4.9.8 dropped), and the ``-b`` / ``-c``
+targets 4.9.8's ``mqadmin`` ACL commands use (masters and slaves of a cluster for the edits, masters only for the
+version report).
 
 A refusal raises :class:`~client.errors.MQBrokerError` with the broker's code and remark (209 / 210 / 211, or 1 with
 the ACL refusal when the signing account is not an admin).
@@ -15,8 +16,16 @@ import orjson
 from client.admin import Admin
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import request
+from remoting.codec.errors import CodecError
 
-__all__ = ["acl_targets", "acl_versions", "delete_acl_config", "update_acl_config", "update_global_white"]
+__all__ = [
+    "acl_config",
+    "acl_targets",
+    "acl_versions",
+    "delete_acl_config",
+    "update_acl_config",
+    "update_global_white",
+]
 
 
 async def acl_targets(admin: Admin, broker_addr: str | None, cluster: str | None, *, slaves: bool) -> list[str]:
@@ -80,3 +89,24 @@ async def acl_versions(admin: Admin, addr: str) -> dict[str, Any]:
         "version": orjson.loads(fields.get("version") or "{}"),
         "allAclFileVersion": orjson.loads(fields.get("allAclFileVersion") or "{}"),
     }
+
+
+async def acl_config(admin: Admin, addr: str) -> dict[str, Any]:
+    """GET_BROKER_CLUSTER_ACL_CONFIG (54): ``{"globalWhiteAddrs": [...], "plainAccessConfigs": [{accessKey,
+    secretKey, whiteRemoteAddress, admin, defaultTopicPerm, defaultGroupPerm, topicPerms, groupPerms}]}`` as the
+    broker sends it (a field it leaves out is absent; both lists always there). A body that is not that JSON raises
+    :class:`~remoting.codec.errors.CodecError`."""
+    body = bytes((await admin._call(addr, request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG))).body or b"{}")
+    try:
+        decoded = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"the ACL config from {addr} is not JSON: {exc}") from None
+    if not isinstance(decoded, dict):
+        raise CodecError(f"the ACL config from {addr} is not a JSON object")
+    white = decoded.get("globalWhiteAddrs") or []
+    accounts = decoded.get("plainAccessConfigs") or []
+    if not isinstance(white, list) or not isinstance(accounts, list):
+        raise CodecError(f"the ACL config from {addr} has no lists of white addresses and accounts")
+    if not all(isinstance(a, dict) and isinstance(a.get("accessKey"), str) for a in accounts):
+        raise CodecError(f"the ACL config from {addr} has an account without an access key")
+    return {"globalWhiteAddrs": [str(w) for w in white], "plainAccessConfigs": accounts}

@@ -2,5 +2,5 @@
 permissions (:mod:`~broker.acl.plain_config`, :mod:`~broker.acl.permission`, :mod:`~broker.acl.remote_address`), the
 resources each request code needs (:mod:`~broker.acl.resources`), the rules and their edits
 (:mod:`~broker.acl.manager`), hot reload (:mod:`~broker.acl.watcher`), the check before the pools
-(:mod:`~broker.acl.admission`) and the admin codes 50-53 (:mod:`~broker.acl.processor`).
+(:mod:`~broker.acl.admission`) and the admin codes 50-54 (:mod:`~broker.acl.processor`).
 """

@@ -274,6 +274,23 @@ class AclManager:
     def account(self, access_key: str) -> Account | None:
         return self._accounts.get(access_key)
 
+    def all_config(self) -> tuple[list[str], list[AccountConfig]]:
+        """The global white addresses of every file, joined, and every account as its file writes it, the first
+        file naming a key winning (4.9.7's ``getAllAclConfig``, over the rules as loaded: what the broker enforces)."""
+        white: list[str] = []
+        entries: list[AccountConfig] = []
+        seen: set[str | None] = set()
+        for path in self.files.paths():
+            acl = self._loaded.get(path)
+            if acl is None:
+                continue
+            white.extend(acl.global_white_addresses)
+            for entry in acl.entries:
+                if entry.access_key not in seen:
+                    seen.add(entry.access_key)
+                    entries.append(entry)
+        return white, entries
+
     # -- edits -------------------------------------------------------------------------------------------------
 
     def update_account(self, change: AccountConfig, given: frozenset[str]) -> None:

@@ -20,7 +20,8 @@ SUB: Final = 8
 _BY_TEXT: Final = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
 #: Codes only an ``admin: true`` account may send: RocketMQ's five, plus (stricter than 4.9.8, which lets any signed
-#: account manage ACLs) the four ACL-management codes.
+#: account manage ACLs) the ACL-management codes, among them 4.9.7's GET_BROKER_CLUSTER_ACL_CONFIG, whose answer holds
+#: every secret key.
 ADMIN_CODES: Final = frozenset(
     {
         RequestCode.UPDATE_AND_CREATE_TOPIC,
@@ -32,6 +33,7 @@ ADMIN_CODES: Final = frozenset(
         RequestCode.DELETE_ACL_CONFIG,
         RequestCode.GET_BROKER_CLUSTER_ACL_INFO,
         RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+        RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
     }
 )
 

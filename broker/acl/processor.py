@@ -1,14 +1,17 @@
-"""The ACL admin request codes 50-53 (RocketMQ's ``broker/src/main/java/org/apache/rocketmq/broker/processor/
+"""The ACL admin request codes 50-54 (RocketMQ's ``broker/src/main/java/org/apache/rocketmq/broker/processor/
 AdminBrokerProcessor.java``): create or update an account, delete one, report the files' versions, replace a file's
-global white list. Each edit changes the owning ``plain_acl.yml`` as it is on disk, rewrites it atomically and
-applies it at once (:class:`broker.acl.manager.AclManager`).
+global white list, and (4.7 to 4.9.7's GET_BROKER_CLUSTER_ACL_CONFIG, which rocketmq-dashboard's ACL page reads;
+4.9.8 dropped it) every account and global white address. Each edit changes the owning ``plain_acl.yml`` as it is on
+disk, rewrites it atomically and applies it at once (:class:`broker.acl.manager.AclManager`).
 
 Answers as 4.9.8's: SUCCESS with no remark; on failure 209 / 210 / 211 with RocketMQ's remark, or the validation
 message (a key of 6 characters or fewer, a bad ``res=PERM``, a file on disk that is not UTF-8 or does not parse, or
 is empty while its last load was not: 4.9.8 fails an update then, but answers a delete SUCCESS deleting nothing).
-Stricter than 4.9.8: the admission check only lets admin accounts (or white-listed addresses) send these codes, and
-with ``aclEnable=false`` they are refused with a remark saying so (4.9.8 fails with a NullPointerException, or sends
-nothing for code 52).
+Code 54 answers 4.9.7's body, ``{"globalWhiteAddrs": [...], "plainAccessConfigs": [{"accessKey", "secretKey", ...}]}``
+(a field the file leaves out is left out). Stricter than 4.9.8: the admission check only lets admin accounts (or
+white-listed addresses) send these codes (4.9.7 let any signed account read every secret key with code 54), and with
+``aclEnable=false`` they are refused with a remark saying so (4.9.8 fails with a NullPointerException, or sends
+nothing for code 52; 4.9.7 nothing for code 54).
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ REQUEST_CODES = (
     RequestCode.DELETE_ACL_CONFIG,
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO,
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
 )
 _FAILED: dict[int, int] = {
     RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
     RequestCode.DELETE_ACL_CONFIG: ResponseCode.DELETE_ACL_CONFIG_FAILED,
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: ResponseCode.SYSTEM_ERROR,
+    RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: ResponseCode.SYSTEM_ERROR,
 }
 #: Header field -> AccountConfig attribute, for the optional fields of code 50.
 _ACCOUNT_FIELDS = {
@@ -107,8 +112,20 @@ def account_change(fields: dict[str, str]) -> tuple[AccountConfig, frozenset[str
     return change, frozenset(given)
 
 
+def access_config_json(entry: AccountConfig) -> dict[str, object]:
+    """One account as 4.9.7's ``PlainAccessConfig`` serializes it (fastjson leaves out a null field)."""
+    out: dict[str, object] = {"accessKey": entry.access_key, "secretKey": entry.secret_key}
+    out["whiteRemoteAddress"] = entry.white_remote_address
+    out["admin"] = entry.admin
+    out["defaultTopicPerm"] = entry.default_topic_perm
+    out["defaultGroupPerm"] = entry.default_group_perm
+    out["topicPerms"] = list(entry.topic_perms)
+    out["groupPerms"] = list(entry.group_perms)
+    return {key: value for key, value in out.items() if value is not None}
+
+
 class AclAdminProcessor:
-    """Serves codes 50-53 over ``manager`` (None: ACL is off); ``state`` gives code 52's broker and cluster names."""
+    """Serves codes 50-54 over ``manager`` (None: ACL is off); ``state`` gives code 52's broker and cluster names."""
 
     def __init__(self, manager: AclManager | None, state: BrokerState) -> None:
         self.manager = manager
@@ -122,6 +139,8 @@ class AclAdminProcessor:
         try:
             if code == RequestCode.GET_BROKER_CLUSTER_ACL_INFO:
                 return self._versions(request)
+            if code == RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG:
+                return self._all_config(request)
             if code == RequestCode.UPDATE_AND_CREATE_ACL_CONFIG:
                 change, given = account_change(fields)
                 self.manager.update_account(change, given)
@@ -142,6 +161,12 @@ class AclAdminProcessor:
             return request.response(_FAILED[code], str(exc))
         log.info("ACL admin request code %d from %s applied", code, ctx.remote_address)
         return request.response(ResponseCode.SUCCESS)
+
+    def _all_config(self, request: RemotingCommand) -> RemotingCommand:
+        assert self.manager is not None
+        white, entries = self.manager.all_config()
+        body = {"globalWhiteAddrs": white, "plainAccessConfigs": [access_config_json(e) for e in entries]}
+        return request.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
 
     def _versions(self, request: RemotingCommand) -> RemotingCommand:
         assert self.manager is not None

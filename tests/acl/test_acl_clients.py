@@ -1,5 +1,6 @@
-"""Our client signing every request (producer, push consumer, admin, mqadmin) against a broker with ACL on, and the
-ACL admin codes 50-53 through mqadmin's 4.9.8 commands, which here need an admin account."""
+"""Our client signing every request (producer, push consumer, admin, mqadmin) against a broker with ACL on, the
+ACL admin codes 50-53 through mqadmin's 4.9.8 commands, which here need an admin account, and 4.9.7's code 54 (every
+account and white address, read by the dashboard's ACL page)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from click.testing import CliRunner
 
 from broker.embedded import EmbeddedCluster
 from client import Message, Producer, SendResult
+from client.acl_admin import acl_config
 from client.admin import Admin
 from client.config import ClientConfig
-from client.errors import MQClientError
+from client.errors import MQBrokerError, MQClientError
 from client.mqadmin import main as mqadmin
 from tests.acl.conftest import consume
 from tests.client.helpers import wait_until
+from tests.conftest import SMALL_STORE
 
 
 def _config(cluster: EmbeddedCluster, access_key: str | None, secret_key: str | None = "12345678") -> ClientConfig:
@@ -149,3 +152,42 @@ async def test_mqadmin_acl_commands_edit_the_file_atomically_and_need_an_admin(
     (acl_home / "conf" / "tools.yml").write_text("accessKey: rocketmq2\nsecretKey: 12345678\n")
     monkeypatch.setenv("ROCKETMQ_HOME", str(acl_home))
     assert (await run(_cli, "clusterAclConfigVersion", "-n", ns, "-b", addr))["rows"]
+
+
+async def test_code_54_lists_every_account_and_white_address_to_an_admin_only(
+    acl_cluster: EmbeddedCluster, acl_home: Path, tmp_path: Path
+) -> None:
+    """4.9.7's GET_BROKER_CLUSTER_ACL_CONFIG: the accounts as their files write them (a key in two files once, from
+    the first file loaded), the white addresses of every file joined; a plain account is refused (4.9.7 let it read
+    every secret), and so is any account with ACL off."""
+    extra = acl_home / "conf" / "acl" / "extra.yml"
+    extra.parent.mkdir()
+    extra.write_text(
+        "globalWhiteRemoteAddresses: [10.9.9.9]\n"
+        "accounts:\n  - {accessKey: extra-key, secretKey: extra-secret, groupPerms: [groupZ=SUB]}\n"
+        "  - {accessKey: trusted-host, secretKey: shadowing}\n"
+    )
+    assert acl_cluster.controller.acl is not None
+    acl_cluster.controller.acl.reload_changed(force=True)
+    async with Admin(config=_config(acl_cluster, "rocketmq2")) as admin:
+        config = await acl_config(admin, acl_cluster.broker_addr)
+    assert config["globalWhiteAddrs"] == ["10.9.9.9", "10.10.103.*"]  # conf/acl/** first, then plain_acl.yml
+    accounts = {a["accessKey"]: a for a in config["plainAccessConfigs"]}
+    assert list(accounts) == ["extra-key", "trusted-host", "RocketMQ", "rocketmq2"]
+    assert accounts["extra-key"] == {
+        "accessKey": "extra-key", "secretKey": "extra-secret", "admin": False, "topicPerms": [],
+        "groupPerms": ["groupZ=SUB"],
+    }  # fmt: skip
+    # The key in both files: the first file's (conf/acl/** loads first), as the checks see it.
+    assert accounts["trusted-host"]["secretKey"] == "shadowing" and "whiteRemoteAddress" not in accounts["trusted-host"]
+    assert accounts["RocketMQ"]["secretKey"] == "12345678" and accounts["RocketMQ"]["defaultGroupPerm"] == "SUB"
+    assert accounts["RocketMQ"]["topicPerms"] == ["topicA=DENY", "topicB=PUB|SUB", "topicC=SUB", "topicP=PUB"]
+    assert accounts["RocketMQ"]["defaultTopicPerm"] == "DENY" and "whiteRemoteAddress" not in accounts["RocketMQ"]
+    assert accounts["rocketmq2"]["admin"] is True and accounts["rocketmq2"]["whiteRemoteAddress"] == "192.168.1.*"
+    async with Admin(config=_config(acl_cluster, "RocketMQ")) as admin:
+        with pytest.raises(MQBrokerError, match="Need admin permission for request code=54"):
+            await acl_config(admin, acl_cluster.broker_addr)
+    async with EmbeddedCluster(tmp_path / "acl-off", **SMALL_STORE) as plain, Admin(plain.namesrv_addr) as admin:
+        with pytest.raises(MQBrokerError, match="ACL is not enabled") as refused:
+            await acl_config(admin, plain.broker_addr)
+        assert refused.value.code == 1

@@ -257,12 +257,13 @@ ROWS = [
         OK,
     ),
     Row("max offset", RequestCode.GET_MAX_OFFSET, {"topic": "topicA", "queueId": "0"}, USER, OK),
-    # Admin-only codes (RocketMQ's five, and ours: the ACL codes 50-53).
+    # Admin-only codes (RocketMQ's five, and ours: the ACL codes 50-54).
     *(
         Row(f"admin code {code} by a plain account", code, {"topic": "topicZ"}, USER, need_admin(code))
-        for code in (17, 25, 215, 200, 207, 50, 51, 52, 53)
+        for code in (17, 25, 215, 200, 207, 50, 51, 52, 53, 54)
     ),
     Row("admin code 52 by an admin", RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}, ADMIN, OK),
+    Row("admin code 54 by an admin", RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, {}, ADMIN, OK),
     Row("an admin without entries may send anywhere", RequestCode.SEND_MESSAGE, send_v1("topicY"), ADMIN, OK, b"x"),
     # Identity and signature failures.
     Row(
