@@ -4,7 +4,8 @@ DELETE) or a JSON body (POST), calls one function of the page modules with the a
 Errors: a missing or malformed argument answers 400; a body that is not ``application/json`` 415 (so that a
 cross-site form or no-preflight fetch cannot change anything); a refusal by a broker or name server answers 502 with
 its response code and remark; a client-side failure (no route, no name server, a timeout, a reply that does not
-decode) 502 with its message; a message not found 404. The body is always ``{"error": {...}}``
+decode) 502 with its message; an ACL edit some broker refused or did not answer 502 with every broker's outcome (and
+the first refusal's code and remark); a message not found 404. The body is always ``{"error": {...}}``
 (:func:`error_response`), never a stack trace.
 """
 
@@ -20,8 +21,8 @@ from starlette.routing import Route
 
 from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
-from dashboard import cluster, dlq, groups, messages, topics
-from dashboard.auth import check_login, login, logout
+from dashboard import acl, cluster, dlq, groups, messages, topics
+from dashboard.auth import check_login, login, logout, session_user
 from dashboard.sampler import Sampler
 from dashboard.settings import DashboardSettings
 from dashboard.trace import trace_of
@@ -45,6 +46,11 @@ def error_response(exc: Exception) -> JSONResponse:
     if isinstance(exc, MQBrokerError):
         body = {"code": exc.code, "remark": exc.remark, "address": exc.address, "message": str(exc)}
         return JSONResponse({"error": body}, status_code=502)
+    if isinstance(exc, acl.EditFailed):  # every broker's outcome; the first refusal's code and remark, if any
+        edit: dict[str, Any] = {"message": str(exc), "brokers": exc.outcomes}
+        if exc.refusal is not None:
+            edit.update(acl.error_body(exc.refusal), detail=str(exc), message=str(exc))
+        return JSONResponse({"error": edit}, status_code=502)
     bad_argument = isinstance(exc, ValueError) and not isinstance(exc, CodecError)  # CodecError: a peer's reply
     status = 404 if isinstance(exc, messages.NotFoundError) else 400 if bad_argument else 502
     status = 415 if isinstance(exc, UnsupportedMediaType) else status
@@ -312,6 +318,90 @@ async def get_chart_topics(request: Request) -> JSONResponse:
     return JSONResponse(answer)
 
 
+# -- ACL -----------------------------------------------------------------------------------------------------
+
+
+def _may_change(request: Request) -> bool:
+    """Whether this request's user may change things (and see secret keys): anyone without a login, else only an
+    administrator (rocketmq-dashboard's ``@Permission`` and its ``getAclConfig(excludeSecretKey)``)."""
+    settings: DashboardSettings = request.app.state.settings
+    if not settings.login_required:
+        return True
+    user = session_user(request)
+    return user is not None and user.admin
+
+
+def _perm(value: Any, name: str, *, required: bool = False) -> str | None:
+    text = str(value or "").strip()
+    if not text and not required:
+        return None
+    if text not in acl.PERMS:
+        raise BadRequest(f"{name} must be one of {', '.join(acl.PERMS)}, got {value!r}")
+    return text
+
+
+def _texts(body: dict[str, Any], name: str) -> tuple[str, ...]:
+    value = body.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequest(f"{name} must be a list of texts")
+    return tuple(v.strip() for v in value if v.strip())
+
+
+def _account_change(body: dict[str, Any]) -> acl.AccountChange:
+    white = body.get("whiteRemoteAddress")
+    return acl.AccountChange(
+        access_key=_field(body, "accessKey"),
+        secret_key=_field(body, "secretKey"),
+        admin=_flag(body, "admin"),
+        white_remote_address=None if white is None else str(white).strip(),
+        default_topic_perm=_perm(body.get("defaultTopicPerm"), "defaultTopicPerm"),
+        default_group_perm=_perm(body.get("defaultGroupPerm"), "defaultGroupPerm"),
+        topic_perms=_texts(body, "topicPerms"),
+        group_perms=_texts(body, "groupPerms"),
+    )
+
+
+async def get_acl(request: Request) -> JSONResponse:
+    settings: DashboardSettings = request.app.state.settings
+    writable = _may_change(request)
+    overview = await acl.acl_overview(_admin(request), show_secrets=writable)
+    return JSONResponse({**overview, "writable": writable, "signedAs": settings.access_key, "perms": acl.PERMS})
+
+
+async def post_acl_account_add(request: Request) -> JSONResponse:
+    change = _account_change(await _body(request))
+    return JSONResponse({"accessKey": change.access_key, "brokers": await acl.add_account(_admin(request), change)})
+
+
+async def post_acl_account(request: Request) -> JSONResponse:
+    change = _account_change(await _body(request))
+    return JSONResponse({"accessKey": change.access_key, "brokers": await acl.update_account(_admin(request), change)})
+
+
+async def delete_acl_account(request: Request) -> JSONResponse:
+    access_key = _arg(request, "accessKey")
+    return JSONResponse({"accessKey": access_key, "brokers": await acl.delete_account(_admin(request), access_key)})
+
+
+async def post_acl_permission(request: Request) -> JSONResponse:
+    body = await _body(request)
+    kind, resource = _field(body, "kind"), _field(body, "resource")
+    perm = _perm(body.get("perm"), "perm", required=True)
+    done = await acl.set_permission(_admin(request), _field(body, "accessKey"), kind, resource, perm)
+    return JSONResponse({"brokers": done})
+
+
+async def delete_acl_permission(request: Request) -> JSONResponse:
+    kind, resource = _arg(request, "kind"), _arg(request, "resource")
+    done = await acl.set_permission(_admin(request), _arg(request, "accessKey"), kind, resource, None)
+    return JSONResponse({"brokers": done})
+
+
+async def post_acl_white(request: Request) -> JSONResponse:
+    addresses = list(_texts(await _body(request), "addresses"))
+    return JSONResponse({"addresses": addresses, "brokers": await acl.set_global_white(_admin(request), addresses)})
+
+
 # -- login ---------------------------------------------------------------------------------------------------
 
 
@@ -354,6 +444,13 @@ ROUTES = [
     Route("/api/dlq/export", answering_errors(post_dlq_export), methods=["POST"]),
     Route("/api/charts/brokers", answering_errors(get_chart_brokers)),
     Route("/api/charts/topics", answering_errors(get_chart_topics)),
+    Route("/api/acl", answering_errors(get_acl)),
+    Route("/api/acl/accounts", answering_errors(post_acl_account_add), methods=["POST"]),
+    Route("/api/acl/account", answering_errors(post_acl_account), methods=["POST"]),
+    Route("/api/acl/account", answering_errors(delete_acl_account), methods=["DELETE"]),
+    Route("/api/acl/permission", answering_errors(post_acl_permission), methods=["POST"]),
+    Route("/api/acl/permission", answering_errors(delete_acl_permission), methods=["DELETE"]),
+    Route("/api/acl/white", answering_errors(post_acl_white), methods=["POST"]),
     Route("/api/login", answering_errors(post_login), methods=["POST"]),
     Route("/api/logout", answering_errors(post_logout), methods=["POST"]),
 ]

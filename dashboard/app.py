@@ -42,6 +42,7 @@ NAV = [
     ("/messages", "Messages"),
     ("/dlq", "Dead letters"),
     ("/charts", "Charts"),
+    ("/acl", "ACL"),
 ]
 #: Pages: path -> (template, title). Detail pages (topic, group, message) are reached from the lists.
 PAGES = {
@@ -55,6 +56,7 @@ PAGES = {
     "/message": ("message.html", "Message"),
     "/dlq": ("dlq.html", "Dead letters"),
     "/charts": ("charts.html", "Charts"),
+    "/acl": ("acl.html", "ACL"),
     "/login": ("login.html", "Login"),
 }
 

@@ -22,6 +22,14 @@
     banner().textContent = "";
   }
 
+  // The banner's text for an endpoint's error body: a broker's refusal as its code and remark (and, for an edit over
+  // several brokers, what happened on each), else the message.
+  function errorText(e, status) {
+    if (e.code === undefined) return e.message || ("HTTP " + status);
+    const text = "The broker refused (code " + e.code + "): " + (e.remark || "") + (e.address ? " [" + e.address + "]" : "");
+    return e.detail ? text + "\n" + e.detail : text;
+  }
+
   // One JSON call. A non-2xx answer throws an Error whose message is the server's (the broker's code and remark).
   async function api(method, url, body) {
     const init = { method, headers: {} };
@@ -34,10 +42,7 @@
     try { data = await response.json(); } catch (_) { data = null; }
     if (!response.ok) {
       if (response.status === 401 && location.pathname !== "/login") { window.location = "/login?next=" + encodeURIComponent(location.pathname + location.search); }
-      const e = (data && data.error) || {};
-      let text = e.message || ("HTTP " + response.status);
-      if (e.code !== undefined) { text = "The broker refused (code " + e.code + "): " + (e.remark || "") + (e.address ? " [" + e.address + "]" : ""); }
-      throw new Error(text);
+      throw new Error(errorText((data && data.error) || {}, response.status));
     }
     return data;
   }
@@ -149,5 +154,5 @@
     window.location = "/login";
   }
 
-  window.mq = { api, guarded, showError, showNotice, clearBanner, el, link, fmtTime, param, table, kindTabs, kv, logout };
+  window.mq = { api, errorText, guarded, showError, showNotice, clearBanner, el, link, fmtTime, param, table, kindTabs, kv, logout };
 })();
