@@ -46,11 +46,11 @@ async def serve_dashboard(app: Starlette, nursery: trio.Nursery) -> AsyncIterato
 
 
 class ThreadedDashboard(ThreadedCluster):
-    """See the module docstring. ``settings`` are DashboardSettings fields; ``call`` runs a coroutine function on the
-    dashboard's loop (``app`` is there)."""
+    """See the module docstring. ``settings`` are DashboardSettings fields, ``cluster`` the embedded cluster's
+    overrides (``acl_enable``...); ``call`` runs a coroutine function on the dashboard's loop (``app`` is there)."""
 
-    def __init__(self, data_dir: Path, **settings: Any) -> None:
-        super().__init__(data_dir)
+    def __init__(self, data_dir: Path, *, cluster: dict[str, Any] | None = None, **settings: Any) -> None:
+        super().__init__(data_dir, **(cluster or {}))
         self._settings = settings
         self.url = ""
         self.app: Starlette | None = None
