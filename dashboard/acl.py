@@ -212,7 +212,8 @@ class AccountChange:
 
 
 async def _write(admin: Admin, broker: Broker, change: AccountChange, *, perms: bool) -> None:
-    """UPDATE_AND_CREATE_ACL_CONFIG of ``change`` to ``broker``; its permission lists only with ``perms``."""
+    """UPDATE_AND_CREATE_ACL_CONFIG of ``change`` to ``broker``; its permission lists only with ``perms`` (and only
+    those with entries: a broker keeps what it is not sent)."""
     await update_acl_config(
         admin,
         broker.address,
@@ -221,8 +222,8 @@ async def _write(admin: Admin, broker: Broker, change: AccountChange, *, perms: 
         white_remote_address=change.white_remote_address,
         default_topic_perm=change.default_topic_perm,
         default_group_perm=change.default_group_perm,
-        topic_perms=",".join(change.topic_perms) if perms else None,
-        group_perms=",".join(change.group_perms) if perms else None,
+        topic_perms=",".join(change.topic_perms) if perms and change.topic_perms else None,
+        group_perms=",".join(change.group_perms) if perms and change.group_perms else None,
         is_admin=change.admin,
     )
 
@@ -248,12 +249,13 @@ async def add_account(admin: Admin, change: AccountChange) -> list[dict[str, Any
         raise ValueError(f"access key {change.access_key} already exists on {', '.join(sorted(holders))}")
     with_defaults = attrs.evolve(
         change,
+        white_remote_address=change.white_remote_address or None,
         default_topic_perm=change.default_topic_perm or DEFAULT_TOPIC_PERM,
         default_group_perm=change.default_group_perm or DEFAULT_GROUP_PERM,
     )
 
     async def create(broker: Broker) -> str:
-        await _write(admin, broker, with_defaults, perms=bool(change.topic_perms or change.group_perms))
+        await _write(admin, broker, with_defaults, perms=True)
         return "created"
 
     return await _on_every_broker(admin, create)
@@ -265,7 +267,7 @@ async def update_account(admin: Admin, change: AccountChange) -> list[dict[str, 
 
     async def update(broker: Broker) -> str:
         if await _account_on(admin, broker, change.access_key) is None:
-            await _write(admin, broker, change, perms=bool(change.topic_perms or change.group_perms))
+            await _write(admin, broker, change, perms=True)
             return "created"
         await _write(admin, broker, change, perms=False)
         return "updated"

@@ -16,6 +16,7 @@ import yaml
 
 from broker.embedded import EmbeddedCluster
 from client import Message, Producer
+from client.acl_admin import delete_acl_config
 from client.config import ClientConfig
 from client.errors import MQClientError
 from remoting.client import RemotingClient
@@ -179,6 +180,23 @@ async def test_an_account_sends_only_once_added_and_permitted_and_never_after_de
     assert "newcomer" not in {a["accessKey"] for a in yaml.safe_load(acl_file.read_text())["accounts"]}
     # Deleting what no broker has is not an error: each broker says it had none.
     assert (await acl_dash.delete("/api/acl/account?accessKey=newcomer"))["brokers"][0]["done"] == "absent"
+
+
+async def test_an_update_gives_the_account_back_to_a_broker_that_lost_it(acl_dash: Dash) -> None:
+    """rocketmq-dashboard's update creates the account where a broker has none (a broker that missed the add, or
+    lost it): here with the permissions the page showed, so the account works there as before."""
+    cluster = acl_dash.cluster
+    body = {"accessKey": "wanderer", "secretKey": "wanderer-secret"}
+    await acl_dash.post("/api/acl/accounts", body)
+    await acl_dash.post("/api/acl/permission", {**body, "kind": "topic", "resource": TOPIC, "perm": "PUB"})
+    shown = accounts(await acl_dash.get("/api/acl"))["wanderer"]
+    await delete_acl_config(acl_dash.admin, cluster.broker_addr, "wanderer")  # behind the page's back
+    assert "No acl config for wanderer" in (await send_refusal(cluster, "wanderer", "wanderer-secret") or "")
+    update = {**shown, "whiteRemoteAddress": "", "topicPerms": shown["topicPerms"], "groupPerms": []}
+    assert (await acl_dash.post("/api/acl/account", update))["brokers"][0]["done"] == "created"
+    assert await send_refusal(cluster, "wanderer", "wanderer-secret") is None
+    again = accounts(await acl_dash.get("/api/acl"))["wanderer"]
+    assert again["topicPerms"] == [f"{TOPIC}=PUB"] and again["groupPerms"] == []
 
 
 async def test_a_group_permission_decides_a_consumers_heartbeat(acl_dash: Dash) -> None:
