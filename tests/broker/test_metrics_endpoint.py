@@ -289,3 +289,31 @@ async def test_a_connection_that_sends_no_request_is_closed_after_the_read_timeo
         )
         assert scrape == 200
         nursery.cancel_scope.cancel()
+
+
+async def test_a_connection_that_trickles_its_request_is_closed_after_the_read_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """READ_TIMEOUT_S bounds the whole request, not each read: a client sending one byte every 50 ms (each read well
+    within the timeout) never finishes its request and must not hold its server thread for good either."""
+    monkeypatch.setattr(prometheus, "READ_TIMEOUT_S", 1.0)
+    exporter = PrometheusExporter("127.0.0.1", 0, [])
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(exporter.run)
+        slow = await trio.open_tcp_stream(host, port)
+
+        async def trickle() -> None:
+            with contextlib.suppress(trio.BrokenResourceError):
+                for byte in b"GET /metrics HTTP/1.0\r\nX-Pad: " + b"a" * 1000:  # 50 s at this pace
+                    await slow.send_all(bytes([byte]))
+                    await trio.sleep(0.05)
+
+        nursery.start_soon(trickle)
+        closed = False
+        with trio.move_on_after(8):  # 8 timeouts: a guard against the hang (the old code held it for 50 s)
+            with contextlib.suppress(trio.BrokenResourceError):
+                assert await slow.receive_some(100) == b""
+            closed = True
+        assert closed, "a request trickled a byte at a time held its connection past the read timeout"
+        nursery.cancel_scope.cancel()
+    await slow.aclose()
