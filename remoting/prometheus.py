@@ -26,6 +26,7 @@ import logging
 import math
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -147,12 +148,15 @@ class _Bridge(Collector):
 
 #: Seconds a connection may take to send its request (and to read the answer) before it is closed. Ours: without
 #: it, each connection that sends nothing held a server thread for as long as it stayed open, so a few thousand idle
-#: connections took as many threads; a Prometheus scrape sends its request at once.
+#: connections took as many threads; a Prometheus scrape sends its request at once. It bounds the whole connection,
+#: not each read: the server's loop closes one open longer (:meth:`_HttpServer.service_actions`), so a client that
+#: trickles its request a byte at a time cannot keep its thread either.
 READ_TIMEOUT_S = 30.0
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """One request per connection (HTTP/1.0), nothing logged per request, :data:`READ_TIMEOUT_S` to send it."""
+    """One request per connection (HTTP/1.0), nothing logged per request, :data:`READ_TIMEOUT_S` per read (the
+    server bounds the whole connection by it too)."""
 
     def setup(self) -> None:
         super().setup()
@@ -171,7 +175,7 @@ class _HttpServer(ThreadingWSGIServer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
+        self._open: dict[socket.socket, float] = {}  # connection -> its deadline (time.monotonic())
         self._closing = False
         super().__init__(*args, **kwargs)
 
@@ -180,22 +184,34 @@ class _HttpServer(ThreadingWSGIServer):
             if self._closing:
                 self.shutdown_request(request)
                 return
-            self._open.add(request)
+            self._open[request] = time.monotonic() + READ_TIMEOUT_S
         super().process_request(request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
         with self._lock:
-            self._open.discard(request)
+            self._open.pop(request, None)
         super().shutdown_request(request)
+
+    def service_actions(self) -> None:
+        """Run by ``serve_forever`` between polls (every 0.5 s): wake the threads of connections open past their
+        deadline (:data:`READ_TIMEOUT_S`), whatever they sent meanwhile; their reads end and they close."""
+        now = time.monotonic()
+        with self._lock:
+            late = [connection for connection, deadline in self._open.items() if deadline <= now]
+        _shut(late)
 
     def close_connections(self) -> None:
         """Wake every connection's thread: its reads end and it closes the connection."""
         with self._lock:
             self._closing = True
             connections = list(self._open)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
+        _shut(connections)
+
+
+def _shut(connections: Iterable[socket.socket]) -> None:
+    for connection in connections:
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)
 
 
 class PrometheusExporter:
