@@ -202,3 +202,25 @@ async def test_only_puts_the_commit_log_refused_count_as_failed_puts(
     info = await admin.process(peer_ctx, request(RequestCode.GET_BROKER_RUNTIME_INFO))
     assert info is not None
     assert KVTable.decode(info.body).table["putMessageFailedTimes"] == "1"
+
+
+async def test_properties_past_32767_characters_are_refused_before_the_failed_put_count(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """4.9.8 DefaultMessageStore.asyncPutMessage runs checkMessage (topic over 127 characters, properties over 32767
+    characters: MESSAGE_ILLEGAL) before it hooks ``putMessageFailedTimes``, as it does checkStoreStatus: such a send
+    leaves the count alone. Properties of at most 32767 characters whose bytes pass 32767 reach the CommitLog's
+    encoder, which refuses them (PROPERTIES_SIZE_EXCEEDED): that put counts."""
+    send, admin = SendMessageProcessor(broker), AdminBrokerProcessor(broker)
+
+    async def failed_puts() -> str:
+        info = await admin.process(peer_ctx, request(RequestCode.GET_BROKER_RUNTIME_INFO))
+        assert info is not None
+        return KVTable.decode(info.body).table["putMessageFailedTimes"]
+
+    chars = await send.process(peer_ctx, send_request(properties="K\x01" + "v" * 40_000))
+    assert chars is not None and chars.code == ResponseCode.MESSAGE_ILLEGAL
+    assert await failed_puts() == "0"
+    encoded = await send.process(peer_ctx, send_request(properties="K\x01" + "\u00e9" * 20_000))
+    assert encoded is not None and encoded.code == ResponseCode.MESSAGE_ILLEGAL
+    assert await failed_puts() == "1"
