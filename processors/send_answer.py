@@ -15,8 +15,9 @@ is dropped with a debug log. The records are stored whatever happens to the answ
 Each put's latency (append, plus the flush and replication waits under SYNC_FLUSH / SYNC_MASTER), oneway or not,
 goes to the broker's put latency statistics (:mod:`broker.stats.latency`), as 4.9.8's
 ``DefaultMessageStore.asyncPutMessage`` times every put: two clock reads per send request; a put the store refuses
-counts as a failed one, unless it refused it for its state (shut down, slave, disk full: SERVICE_NOT_AVAILABLE), which
-Java checks before it counts.
+counts as a failed one, unless it refused it for its state (shut down, slave, disk full: SERVICE_NOT_AVAILABLE) or
+for what Java's ``checkMessage`` refuses (a topic over 127 characters, properties over 32767 characters), which Java
+checks before it counts.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from processors.common import RequestRejected
 from processors.put_future import PutFutureService
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
+from remoting.codec.message import MessageRecord
 from remoting.codec.msgid import offset_msg_id
 from remoting.connection import Connection
 from remoting.errors import RemotingConnectError
@@ -44,6 +46,9 @@ __all__ = ["SendAnswers", "illegal_remark"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+#: Java's checkMessage limits, in characters (``Byte.MAX_VALUE``, ``Short.MAX_VALUE``).
+_MAX_TOPIC_CHARS: Final = 127
+_MAX_PROPERTIES_CHARS: Final = 32767
 
 _PUT_STATUS_CODES: Final = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -82,7 +87,8 @@ class SendAnswers:
             # as 4.9.8's store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java asyncPutMessage.
             raise self.refused(exc) from None
         except PutRefusedError as exc:
-            stats.record_put_failed()
+            if not _checked_before_counting(what):
+                stats.record_put_failed()
             raise self.refused(exc) from None
         store = self.broker.store
         latency = stats.put_latency
@@ -159,6 +165,16 @@ def answer(
     fields["queueOffset"] = str(appended.queue_offset)
     code = _PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
     return request.response(code, None if code == ResponseCode.SUCCESS else status.value, fields)
+
+
+def _checked_before_counting(what: object) -> bool:
+    """Whether ``what`` is a message 4.9.8's ``checkMessage`` refuses (MESSAGE_ILLEGAL) before
+    store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java ``asyncPutMessage`` counts a failed put: a
+    topic over 127 characters or properties over 32767 characters. Properties within 32767 characters whose UTF-8
+    passes 32767 bytes reach the CommitLog's encoder (PROPERTIES_SIZE_EXCEEDED), whose refusal counts."""
+    return isinstance(what, MessageRecord) and (
+        len(what.topic) > _MAX_TOPIC_CHARS or len(what.properties) > _MAX_PROPERTIES_CHARS
+    )
 
 
 def illegal_remark(max_size: int, detail: str) -> str:
