@@ -15,6 +15,7 @@ from client.errors import MessageValidationError, MQClientError
 from client.message import Message, SendStatus
 from client.producer import Producer
 from client.selector import select_by_hash
+from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -144,3 +145,30 @@ async def test_a_producer_group_java_refuses_is_refused_at_start(
         async with Producer(group, embedded_cluster.namesrv_addr):
             pass
     assert str(caught.value) == text
+
+
+async def test_a_transaction_producer_moves_a_half_message_not_stored_ok_to_another_broker(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """DefaultMQProducerImpl.sendMessageInTransaction sends the half message with ``this.send(msg)``, a SYNC
+    sendDefaultImpl, so retryAnotherBrokerWhenNotStoreOK moves a half answered SLAVE_NOT_AVAILABLE to another broker
+    and the local transaction runs on the one stored OK. Before, the transaction producer ignored the setting: the half
+    stayed on the slave-less broker and was rolled back."""
+    topic = "NotStoreOkTx"
+
+    async def commit(msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    producer = TransactionProducer(
+        "pg-tx-retry",
+        embedded_cluster.namesrv_addr,
+        execute_local_transaction=commit,
+        check_local_transaction=commit,
+        retry_another_broker_when_not_store_ok=True,
+    )
+    async with _beside_a_slave_less_broker(embedded_cluster, topic) as fake, producer:
+        results = [await producer.send_message_in_transaction(Message(topic, f"t{i}".encode())) for i in range(8)]
+    assert fake.sends > 0  # the round robin did reach the slave-less broker
+    outcomes = {(r.send_result.send_status, r.send_result.broker_name, r.local_transaction_state) for r in results}
+    assert outcomes == {(SendStatus.SEND_OK, "broker-a", LocalTransactionState.COMMIT_MESSAGE)}
+
