@@ -157,7 +157,18 @@ class TransactionProducer(Producer):
         fields = dict(prepared.fields)
         fields["f"] = str(int(fields["f"]) | TRANSACTION_PREPARED_TYPE)
         prepared = PreparedSend(fields, prepared.body, prepared.msg_id)
-        result = await self._dispatch(prepared, half, None, None, None, timeout, self.retry_times_when_send_failed)
+        # The half is a SYNC send (``this.send(msg)`` in client/.../impl/producer/DefaultMQProducerImpl.java
+        # sendMessageInTransaction), so retryAnotherBrokerWhenNotStoreOK moves one not stored OK to another broker.
+        result = await self._dispatch(
+            prepared,
+            half,
+            None,
+            None,
+            None,
+            timeout,
+            self.retry_times_when_send_failed,
+            retry_not_stored=self.retry_another_broker_when_not_store_ok,
+        )
         remark = None
         if result.send_status is not SendStatus.SEND_OK:
             state = LocalTransactionState.ROLLBACK_MESSAGE
