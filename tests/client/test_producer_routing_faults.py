@@ -11,6 +11,7 @@ import trio
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
+from client.consumer.lite_pull import LitePullConsumer
 from client.errors import MessageValidationError, MQClientError
 from client.message import Message, SendStatus
 from client.producer import Producer
@@ -172,3 +173,23 @@ async def test_a_transaction_producer_moves_a_half_message_not_stored_ok_to_anot
     outcomes = {(r.send_result.send_status, r.send_result.broker_name, r.local_transaction_state) for r in results}
     assert outcomes == {(SendStatus.SEND_OK, "broker-a", LocalTransactionState.COMMIT_MESSAGE)}
 
+
+@pytest.mark.parametrize("host", ["producer", "lite-pull-consumer"])
+async def test_a_trace_producer_that_cannot_start_leaves_its_host_running(
+    embedded_cluster: EmbeddedCluster, host: str
+) -> None:
+    """The trace producer's group is ``_INNER_TRACE_PRODUCER-<group>-<type>-<n>`` (AsyncTraceDispatcher
+    .genGroupNameForTrace), checked at its start as every producer's; DefaultMQProducer.start (and the consumers'
+    start) catch the trace dispatcher's start failure and only log it, so a host whose legal group of 240 characters
+    makes that name too long runs without trace. Before, the host's start raised the trace producer's refusal."""
+    group = "G" * 240
+    topic = "LongGroupTraced"
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+    if host == "producer":
+        async with Producer(group, embedded_cluster.namesrv_addr, enable_msg_trace=True) as producer:
+            assert (await producer.send(Message(topic, b"untraced"))).send_status is SendStatus.SEND_OK
+    else:
+        async with LitePullConsumer(group, embedded_cluster.namesrv_addr, enable_msg_trace=True) as consumer:
+            await consumer.subscribe(topic)
+            assert consumer.subscribed_topics() == {topic}
