@@ -13,7 +13,8 @@ msgId finds it (``mqadmin queryMsgTraceById``).
 Trace messages go out through an inner producer on the host's client instance, group
 ``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>-<n>``, with Java's 5 s timeout and 128,000-byte limit, as
 ``send_async``: a failed send is logged and counted in :attr:`TraceDispatcher.failed_batches`. :meth:`stop` sends what
-is queued (waiting at most 500 ms for those sends, as Java's ``flush``) and unregisters the inner producer.
+is queued (waiting at most 500 ms for those sends, as Java's ``flush``) and unregisters the inner producer. An inner
+producer that cannot start (its group refused) is logged and leaves the host running untraced, as Java's hosts do.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import attrs
 
+from client.errors import MQClientError
 from client.message import Message, MessageExt, SendResult, SendStatus, uniq_msg_id
 from client.send_request import uniq_key_generator
 from client.trace.codec import TRACE_TOPIC, MessageType, TraceRecord, encode_fields, encode_record, find_text_property
@@ -150,7 +152,16 @@ class TraceDispatcher:
         from client.producer import Producer
 
         producer = Producer(self.inner_group, instance=self.instance, send_msg_timeout=5.0, max_message_size=128_000)
-        await producer.__aenter__()
+        try:
+            await producer.__aenter__()
+        except MQClientError as exc:
+            # The host's start catches the trace dispatcher's failure and only logs it, running without trace
+            # (client/src/main/java/org/apache/rocketmq/client/producer/DefaultMQProducer.java start; the consumers'
+            # alike): e.g. a long legal host group makes the inner group longer than Validators.checkGroup allows.
+            # Keep no record then, every one counted as dropped.
+            log.warning("trace dispatcher of %s not started: %s", self.host_group, exc)
+            self.queue_size = 0
+            return
         self._producer = producer
         self._wake = anyio.Event()
         self._scope = anyio.CancelScope()
