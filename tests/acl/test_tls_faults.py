@@ -133,3 +133,16 @@ async def test_a_tls_config_file_boolean_java_reads_as_false_is_false_not_an_err
             answer = await client.invoke(f"{host}:{port}", request(1000, {"k": "v"}, b"x"), 5)
             assert answer.code == ResponseCode.SUCCESS
         nursery.cancel_scope.cancel()
+
+
+def test_a_tls_config_file_boolean_with_a_trailing_blank_is_false_as_java_reads_it(tmp_path: Path) -> None:
+    """``Properties.load`` keeps a value's trailing blanks and ``Boolean.parseBoolean("true ")`` is false
+    (``TlsHelper.extractTlsConfigFromFile``): ``tls.client.authServer=true `` leaves the server unchecked in RocketMQ.
+    Ours stripped the value first and checked the server against the trust file (found by a review)."""
+    ca = trustme.CA()
+    ca_path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_path))
+    props = tmp_path / "tls.properties"
+    props.write_text(f"tls.test.mode.enable=false\ntls.client.authServer=true \ntls.client.trustCertPath={ca_path}\n")
+    ctx = settings_client_context(TlsSettings(tls_config_file=str(props), tls_enable=True))
+    assert ctx is not None and ctx.verify_mode == ssl.CERT_NONE
