@@ -102,8 +102,9 @@ def tls_settings_of(config: TlsSettings) -> TlsSettings:
     props.pop("tls.server.mode", None)
     props.pop("tls.enable", None)
     for key in _BOOLEAN_KEYS.intersection(props):
-        # TlsHelper.extractTlsConfigFromFile reads these with Boolean.parseBoolean: anything but "true" is false.
-        props[key] = "true" if props[key].strip().lower() == "true" else "false"
+        # TlsHelper.extractTlsConfigFromFile reads these with Boolean.parseBoolean: anything but "true" is false,
+        # "true " too (Properties.load keeps a value's trailing blanks), so no strip.
+        props[key] = "true" if props[key].lower() == "true" else "false"
     settings, _unknown = apply_properties(base, props)
     return settings
 
