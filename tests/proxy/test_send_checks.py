@@ -307,3 +307,16 @@ async def test_a_send_to_a_topic_not_writable_is_forbidden_no_writable_queue(tmp
         answer = await f.send(message("ReadOnly"))
         got = (Code.Name(answer.status.code), answer.status.message, f.stored("ReadOnly"))
         assert got == ("FORBIDDEN", "no writable queue", 0), got
+
+
+async def test_a_read_only_topic_refuses_sends_with_no_writable_queue(tmp_path: Path) -> None:
+    """MessageQueueSelector.buildWrite keeps only queue data whose perm is writable (``PermName.isWriteable``; the
+    local route is the topic config's perm, LocalTopicRouteService.toTopicRouteData): a read-only topic
+    (``updateTopicPerm -p 4``) has no writable queue, so ProducerProcessor.sendMessage answers FORBIDDEN "no writable
+    queue" before any send, the request's status and no entry. Ours sent and relayed the broker's NO_PERMISSION
+    (found by a review)."""
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("ReadOnly", read_queue_nums=4, write_queue_nums=4, perm=4))
+        answer = await f.send(message("ReadOnly"))
+        got = (Code.Name(answer.status.code), answer.status.message, len(answer.entries), f.stored("ReadOnly"))
+        assert got == ("FORBIDDEN", "no writable queue", 0, 0), got
