@@ -397,3 +397,21 @@ async def test_commit_offset_numbers_are_left_to_the_processor_as_rocketmq_decod
             bad = sign(request(RequestCode.UPDATE_CONSUMER_OFFSET, fields), USER)
             answer = await client.invoke(acl_cluster.broker_addr, bad, 5)
             assert answer.code == ResponseCode.SYSTEM_ERROR and "AclException" not in (answer.remark or ""), answer
+
+
+async def test_a_missing_header_field_is_left_to_the_processor_as_rocketmq_decodes_it(
+    acl_cluster: EmbeddedCluster,
+) -> None:
+    """4.9.8's ``decodeCommandCustomHeader`` throws "the custom field <x> is null" inside the per-field ``try`` whose
+    ``catch (Throwable)`` only logs it: the ACL parse of UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP and
+    UPDATE_CONSUMER_OFFSET never fails for a missing field, a missing group or topic is simply not a resource
+    (``addResourceAndPerm`` skips null). Ours refused them as ACL failures (found by a review)."""
+    cases = [
+        (RequestCode.UNREGISTER_CLIENT, {"consumerGroup": "groupB"}),
+        (RequestCode.GET_CONSUMER_LIST_BY_GROUP, {}),
+        (RequestCode.UPDATE_CONSUMER_OFFSET, {"topic": "topicC", "queueId": "0", "commitOffset": "1"}),
+    ]
+    async with RemotingClient() as client:
+        for code, fields in cases:
+            answer = await client.invoke(acl_cluster.broker_addr, sign(request(code, fields), USER), 5)
+            assert "AclException" not in (answer.remark or ""), (code, answer)
