@@ -7,11 +7,11 @@ signature and, for the admin codes, the admin flag). Ours, beyond 4.9.8's ``pars
 through them), and a send to a retry topic needs SUB on that topic itself as well as on the header's group (4.9.8
 checked only the header's group, and the message goes to the group the topic names).
 
-A request whose fields cannot be read the way RocketMQ reads them (a missing required header field, a heartbeat body
-that does not decode) raises :class:`ResourceError` with the message RocketMQ's decoder gives, which the check
-answers as an ACL failure. Numbers (UPDATE_CONSUMER_OFFSET's ``queueId`` and ``commitOffset``) are not read: 4.9.8's
-``decodeCommandCustomHeader`` logs a field ``Integer.parseInt``/``Long.parseLong`` refuses and goes on, so the
-request passes the ACL and its processor refuses it.
+A heartbeat body that does not decode raises :class:`ResourceError` with the message RocketMQ's decoder gives, which
+the check answers as an ACL failure. Header fields are never refused here: 4.9.8's ``decodeCommandCustomHeader``
+(``remoting/src/main/java/org/apache/rocketmq/remoting/protocol/RemotingCommand.java``) throws "the custom field <x>
+is null" and ``Integer.parseInt``/``Long.parseLong`` failures inside its per-field ``try`` whose ``catch`` only logs,
+so a missing group or topic is no resource (``addResourceAndPerm`` skips null) and the processor decides.
 """
 
 from __future__ import annotations
@@ -30,12 +30,6 @@ Needed = dict[str, int]
 
 class ResourceError(ValueError):
     """The request's fields or body could not be read; the message is what RocketMQ's decoder says."""
-
-
-def _required(fields: dict[str, str], *names: str) -> None:
-    for name in names:
-        if fields.get(name) is None:
-            raise ResourceError(f"the custom field <{name}> is null")
 
 
 def _add(needed: Needed, resource: str | None, perm: int) -> None:
@@ -88,22 +82,19 @@ def _heartbeat(cmd: RemotingCommand, needed: Needed) -> None:
 
 
 def _unregister(cmd: RemotingCommand, needed: Needed) -> None:
-    _required(cmd.ext_fields, "clientID")
     _add(needed, _group(cmd.ext_fields.get("consumerGroup")), SUB)
 
 
 def _consumer_list(cmd: RemotingCommand, needed: Needed) -> None:
-    _required(cmd.ext_fields, "consumerGroup")
-    _add(needed, _group(cmd.ext_fields["consumerGroup"]), SUB)
+    _add(needed, _group(cmd.ext_fields.get("consumerGroup")), SUB)
 
 
 def _update_offset(cmd: RemotingCommand, needed: Needed) -> None:
     fields = cmd.ext_fields
-    # queueId and commitOffset are not looked at: 4.9.8's decodeCommandCustomHeader only logs a number that
-    # Integer.parseInt / Long.parseLong refuses, so the ACL parse admits it and the offset processor refuses it.
-    _required(fields, "consumerGroup", "topic", "queueId", "commitOffset")
-    _add(needed, _group(fields["consumerGroup"]), SUB)
-    _add(needed, fields["topic"], SUB)
+    # Nothing is required: 4.9.8's decodeCommandCustomHeader only logs a missing field or a number that
+    # Integer.parseInt / Long.parseLong refuses, so the ACL parse admits it and the offset processor decides.
+    _add(needed, _group(fields.get("consumerGroup")), SUB)
+    _add(needed, fields.get("topic"), SUB)
 
 
 _RULES: dict[int, Callable[[RemotingCommand, Needed], None]] = {
