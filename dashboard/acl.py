@@ -330,6 +330,9 @@ async def set_permission(
         after = with_perm(before, resource, perm)
         if after == before:
             return "unchanged"
+        if not after:
+            await _rewrite_without(admin, broker, account, field)
+            return "removed"
         listed = ",".join(after)
         secret = str(account.get("secretKey") or "")
         is_admin = account.get("admin") is True
@@ -341,6 +344,39 @@ async def set_permission(
         return "removed" if perm is None else "updated" if had else "added"
 
     return await _on_every_broker(admin, edit)
+
+
+async def _rewrite_without(admin: Admin, broker: Broker, account: dict[str, Any], field: str) -> None:
+    """The account written again without its ``field`` list: UPDATE_AND_CREATE_ACL_CONFIG cannot empty a list (4.9.8's
+    AdminBrokerProcessor splits ``""`` into one empty entry, which ``Permission.checkResourcePerms`` refuses, and an
+    absent list keeps the old one), so the account is deleted and created again with everything else it had. A
+    write that fails after the delete is said loudly: the account is then missing on that broker."""
+    access_key = str(account.get("accessKey") or "")
+    others = [str(e) for e in account.get("groupPerms" if field == "topicPerms" else "topicPerms") or []]
+
+    def text(name: str) -> str | None:
+        value = account.get(name)
+        return None if value is None or value == "" else str(value)
+
+    await delete_acl_config(admin, broker.address, access_key)
+    try:
+        await update_acl_config(
+            admin,
+            broker.address,
+            access_key,
+            str(account.get("secretKey") or ""),
+            white_remote_address=text("whiteRemoteAddress"),
+            default_topic_perm=text("defaultTopicPerm"),
+            default_group_perm=text("defaultGroupPerm"),
+            topic_perms=",".join(others) if others and field == "groupPerms" else None,
+            group_perms=",".join(others) if others and field == "topicPerms" else None,
+            is_admin=account.get("admin") is True,
+        )
+    except BROKER_FAILURES as exc:
+        raise MQClientError(
+            f"account {access_key} was deleted to empty its {field} and could not be written again ({exc}): add it"
+            " again"
+        ) from exc
 
 
 async def set_global_white(admin: Admin, addresses: list[str]) -> list[dict[str, Any]]:

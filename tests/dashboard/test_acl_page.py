@@ -166,10 +166,19 @@ async def test_an_account_sends_only_once_added_and_permitted_and_never_after_de
         "DENY",
         [f"{TOPIC}=PUB"],
     )
-    # Removing the permission takes the right away again.
+    # Removing the permission takes the right away again. It was the account's last topic permission, a list
+    # UPDATE_AND_CREATE_ACL_CONFIG cannot empty: the account is written again, all else kept.
     query = f"accessKey=newcomer&kind=topic&resource={TOPIC}"
     assert (await acl_dash.delete(f"/api/acl/permission?{query}"))["brokers"][0]["done"] == "removed"
     assert "No default permission" in (await send_refusal(cluster, "newcomer", "rotated-secret") or "")
+    entry = accounts(await acl_dash.get("/api/acl"))["newcomer"]
+    assert (entry["secretKey"], entry["defaultTopicPerm"], entry["defaultGroupPerm"], entry["admin"]) == (
+        "rotated-secret",
+        "DENY",
+        "DENY",
+        False,
+    )
+    assert not entry["topicPerms"]
     await acl_dash.post("/api/acl/permission", perm)
     assert await send_refusal(cluster, "newcomer", "rotated-secret") is None
 
