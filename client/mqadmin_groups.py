@@ -303,12 +303,17 @@ def consumer_status(ctx: click.Context, **o: Any) -> None:
         now = int(time.time() * 1000)
         infos: dict[str, dict[str, Any]] = {}
         out.header("%-10s %-40s %-20s %s%n", "#Index", "#ClientId", "#Version", "#ConsumerRunningInfoFile")
-        for i, c in enumerate(sorted(conn.connection_set, key=lambda c: c.client_id), 1):
-            info = infos[c.client_id] = await admin.consumer_running_info(group, c.client_id)
-            path = Path(str(now)) / c.client_id
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(running_info_text(info), encoding="utf-8")
-            out.row("%-10d %-40s %-20s %s%n", i, c.client_id, version_desc(c.version), str(path))
+        for c in sorted(conn.connection_set, key=lambda c: c.client_id):
+            # Java reads each client in its own try/catch: one that cannot answer is said (on stderr here) and
+            # left out, the index counting the listed ones (tools/src/main/java/org/apache/rocketmq/tools/command/
+            # consumer/ConsumerStatusSubCommand.java).
+            with broker_may_fail(c.client_id):
+                info = await admin.consumer_running_info(group, c.client_id)
+                infos[c.client_id] = info
+                path = Path(str(now)) / c.client_id
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(running_info_text(info), encoding="utf-8")
+                out.row("%-10d %-40s %-20s %s%n", len(infos), c.client_id, version_desc(c.version), str(path))
         if not infos:
             return
         same = len({frozenset(_subscriptions(i)) for i in infos.values()}) == 1
