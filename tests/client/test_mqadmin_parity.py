@@ -53,3 +53,15 @@ async def test_consumer_status_lists_the_other_clients_past_one_that_fails(
     assert result.exit_code == 0, result.output
     rows = [line.split() for line in result.output.splitlines()[1:] if line.strip()]
     assert any(row[1:2] == [consumer.instance.client_id] for row in rows), result.output
+
+
+# -- topicClusterList: the cluster names only -----------------------------------------------------------------------
+
+
+def test_topic_cluster_list_prints_only_the_cluster_names(cluster: ThreadedCluster) -> None:
+    """Java TopicClusterSubCommand prints ``printf("%s%n", cluster)`` per cluster of the topic and no header, so a
+    script reading the lines gets no cluster named ``#Cluster``; ``--json`` keeps the ``Cluster`` key."""
+    anyio.run(create_topic, cluster.namesrv_addr, "ClusterOfTopic", 1)
+    result = _run("topicClusterList", "-n", cluster.namesrv_addr, "-t", "ClusterOfTopic")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == ["DefaultCluster"]
