@@ -195,7 +195,9 @@ def topic_cluster_list(ctx: click.Context, **o: Any) -> None:
         route = await admin.topic_route(o["topic"])
         name = route.broker_datas[0].broker_name
         info = await admin.cluster_info()
-        out.header("%s%n", "#Cluster")
+        # Java prints the names only (tools/src/main/java/org/apache/rocketmq/tools/command/topic/
+        # TopicClusterSubCommand.java); the JSON rows keep the key.
+        out.header("", "#Cluster")
         for cluster, names in sorted(info.cluster_addr_table.items()):
             if name in names:
                 out.row("%s%n", cluster)
