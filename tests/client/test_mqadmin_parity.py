@@ -11,8 +11,9 @@ from click.testing import CliRunner, Result
 
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
-from client.message import MessageExt
+from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
+from client.producer import Producer
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumerData, HeartbeatData
 from remoting.codec.codes import RequestCode
@@ -65,3 +66,31 @@ def test_topic_cluster_list_prints_only_the_cluster_names(cluster: ThreadedClust
     result = _run("topicClusterList", "-n", cluster.namesrv_addr, "-t", "ClusterOfTopic")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == ["DefaultCluster"]
+
+
+# -- queryMsgById -g/-d and -s true: one id that fails --------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_query_msg_by_id_goes_on_past_an_id_that_fails(cluster: ThreadedCluster) -> None:
+    """Java QueryMsgByIdSubCommand.pushMsg (``-g`` with ``-d``) and sendMsg (``-s true``) each catch a failing id
+    (e.printStackTrace) and go on to the next one of ``-i``; before, the first bad id ended the command and the good
+    ids after it were neither pushed to the consumer nor resent."""
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "ByIdMany", queues=1)
+    consumer = PushConsumer("by-id-many-cg", ns)
+    consumer.subscribe("ByIdMany")
+    consumer.register_message_listener(_ignore)
+    async with consumer, Producer("by-id-many-pg", ns) as producer:
+        sent = await producer.send(Message("ByIdMany", b"pushed again"))
+        ids = f"NOT-AN-ID,{sent.offset_msg_id}"
+        client = consumer.instance.client_id
+        push = ("queryMsgById", "-n", ns, "-i", ids, "-g", "by-id-many-cg", "-d", client)
+        pushed = await anyio.to_thread.run_sync(lambda: _run(*push))
+        resend = ("queryMsgById", "-n", ns, "-i", ids, "-s", "true")
+        resent = await anyio.to_thread.run_sync(lambda: _run(*resend))
+    assert pushed.exit_code == 0, pushed.output
+    assert "ConsumeMessageDirectlyResult [" in pushed.output and "consumeResult=CR_SUCCESS" in pushed.output
+    assert resent.exit_code == 0, resent.output
+    assert f"prepare resend msg. originalMsgId={sent.offset_msg_id}" in resent.output
+    assert "SendResult [sendStatus=SEND_OK" in resent.output
