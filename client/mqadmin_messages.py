@@ -23,6 +23,7 @@ from client.message_track import message_track_detail
 from client.mqadmin_cluster import send_result_text
 from client.mqadmin_support import (
     Output,
+    broker_may_fail,
     common,
     format_ts,
     java_bool,
@@ -110,18 +111,22 @@ def query_msg_by_id(ctx: click.Context, **o: Any) -> None:
     ids = [i.strip() for i in o["msg_id"].split(",") if i.strip()]
 
     async def job(admin: Admin, out: Output) -> None:
+        # Java's pushMsg and sendMsg catch each id's failure (printStackTrace) and go on to the next id
+        # (tools/src/main/java/org/apache/rocketmq/tools/command/message/QueryMsgByIdSubCommand.java).
         if o["group"] and o["client_id"]:
             for msg_id in ids:
-                result = await admin.consume_message_directly(o["group"], o["client_id"], msg_id)
-                out.line("%s", direct_result_text(result))
+                with broker_may_fail(msg_id):
+                    result = await admin.consume_message_directly(o["group"], o["client_id"], msg_id)
+                    out.line("%s", direct_result_text(result))
         elif o["resend"] is not None:
             if java_bool(o["resend"]):
                 async with Producer("ReSendMsgById", instance=admin.instance) as producer:
                     for msg_id in ids:
-                        msg = await admin.query_msg_by_id(msg_id)
-                        out.line("prepare resend msg. originalMsgId=%s", msg_id)
-                        again = Message(msg.topic, msg.body, properties=dict(msg.properties), flag=msg.flag)
-                        out.line("%s", send_result_text(await producer.send(again)))
+                        with broker_may_fail(msg_id):
+                            msg = await admin.query_msg_by_id(msg_id)
+                            out.line("prepare resend msg. originalMsgId=%s", msg_id)
+                            again = Message(msg.topic, msg.body, properties=dict(msg.properties), flag=msg.flag)
+                            out.line("%s", send_result_text(await producer.send(again)))
         else:
             for msg_id in ids:
                 await print_message_detail(admin, out, await admin.query_msg_by_id(msg_id))
