@@ -9,16 +9,17 @@ import anyio
 import pytest
 from click.testing import CliRunner, Result
 
+from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from remoting.client import RemotingClient
-from remoting.codec.bodies import ConsumerData, HeartbeatData
+from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageQueue
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import request
-from tests.client.helpers import create_topic
+from tests.client.helpers import create_topic, register_dead_broker
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -94,3 +95,25 @@ async def test_query_msg_by_id_goes_on_past_an_id_that_fails(cluster: ThreadedCl
     assert resent.exit_code == 0, resent.output
     assert f"prepare resend msg. originalMsgId={sent.offset_msg_id}" in resent.output
     assert "SendResult [sendStatus=SEND_OK" in resent.output
+
+
+# -- statsAll: a group whose broker does not answer ---------------------------------------------------------------
+
+
+def test_stats_all_lists_a_topic_whose_groups_stats_cannot_be_read(cluster: ThreadedCluster) -> None:
+    """Java StatsAllSubCommand.printTopicDetail catches examineConsumeStats(group, topic) (the brokers of the
+    group's %RETRY% topic) and viewBrokerStatsData per broker, and prints the row with an accumulation of 0; before,
+    a group on a broker that does not answer dropped the whole topic from the listing."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    anyio.run(create_topic, ns, "StatsDeadGroup", 1)
+    anyio.run(_commit_offset, ns, addr, "stats-dead-cg", "StatsDeadGroup")
+    register_dead_broker(cluster, name="broker-0dead", addr="127.0.0.1:1", topics=("%RETRY%stats-dead-cg",))
+    result = _run("statsAll", "-n", ns, "-t", "StatsDeadGroup")
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.output.splitlines()[1:]]
+    assert [row[:3] for row in rows] == [["StatsDeadGroup", "stats-dead-cg", "0"]], result.output
+
+
+async def _commit_offset(ns: str, addr: str, group: str, topic: str) -> None:
+    async with Admin(ns) as admin:
+        await admin.update_consumer_offset(addr, group, MessageQueue(topic, "broker-a", 0), 0)
