@@ -9,8 +9,7 @@ from typing import Any
 
 import click
 
-from client.admin import Admin
-from client.errors import MQBrokerError, MQClientError
+from client.admin import BROKER_FAILURES, Admin
 from client.mqadmin_support import (
     Output,
     broker_may_fail,
@@ -25,7 +24,6 @@ from client.mqadmin_support import (
 )
 from remoting.codec.bodies.stats import BrokerStatsData
 from remoting.codec.topics import is_retry_or_dlq_topic
-from remoting.errors import RemotingError
 
 __all__ = ["COMMANDS"]
 
@@ -37,12 +35,13 @@ _CONSUME_ROW = "%-64s  %-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s%n"
 
 
 async def _stats(admin: Admin, addrs: list[str], name: str, key: str) -> tuple[float, int]:
-    """Minute rate and 24-hour sum of one stats item summed over ``addrs``; brokers without the item count 0."""
+    """Minute rate and 24-hour sum of one stats item summed over ``addrs``; brokers without the item, or that do not
+    answer, count 0 (Java catches each broker's viewBrokerStatsData)."""
     tps, total = 0.0, 0
     for addr in addrs:
         try:
             data: BrokerStatsData = await admin.view_broker_stats_data(addr, name, key)
-        except MQBrokerError:
+        except BROKER_FAILURES:
             continue
         tps += data.stats_minute.tps
         total += data.sum_24_hours()
@@ -50,7 +49,8 @@ async def _stats(admin: Admin, addrs: list[str], name: str, key: str) -> tuple[f
 
 
 async def _topic_rows(admin: Admin, out: Output, topic: str, active_only: bool) -> None:
-    """Java's ``printTopicDetail``."""
+    """Java's ``printTopicDetail`` (tools/src/main/java/org/apache/rocketmq/tools/command/stats/
+    StatsAllSubCommand.java)."""
     route = await admin.topic_route(topic)
     masters = [bd.master_addr for bd in route.broker_datas if bd.master_addr]
     in_tps, in_today = await _stats(admin, masters, "TOPIC_PUT_NUMS", topic)
@@ -64,7 +64,7 @@ async def _topic_rows(admin: Admin, out: Output, topic: str, active_only: bool) 
         try:
             progress = await admin.consumer_progress(group, topic)
             lag = max(0, sum(w.broker_offset - w.consumer_offset for w in progress.values()))
-        except MQBrokerError:
+        except BROKER_FAILURES:  # Java catches examineConsumeStats' failure, a broker not answering included
             lag = 0
         if not active_only or in_today > 0 or out_today > 0:
             out.row(_STATS_ROW, topic, group, lag, in_tps, out_tps, in_today, out_today)
@@ -85,7 +85,7 @@ def stats_all(ctx: click.Context, **o: Any) -> None:
                 continue
             try:
                 await _topic_rows(admin, out, topic, o["active"])
-            except (MQClientError, RemotingError):
+            except BROKER_FAILURES:
                 continue  # as Java's statsAll: a topic without a usable route is skipped
 
     run_job(ctx, job)
