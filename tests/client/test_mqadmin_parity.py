@@ -3,6 +3,7 @@ command/**), found by a review against the threaded embedded cluster; each test 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -117,3 +118,30 @@ def test_stats_all_lists_a_topic_whose_groups_stats_cannot_be_read(cluster: Thre
 async def _commit_offset(ns: str, addr: str, group: str, topic: str) -> None:
     async with Admin(ns) as admin:
         await admin.update_consumer_offset(addr, group, MessageQueue(topic, "broker-a", 0), 0)
+
+
+# -- names cut to their column, as Java's UtilAll.frontStringAtLeast --------------------------------------------------
+
+
+def test_long_topic_names_are_cut_to_their_column_in_the_text_only(cluster: ThreadedCluster) -> None:
+    """Java prints a topic through ``UtilAll.frontStringAtLeast(topic, 64)`` in consumerProgress, topicList -c and
+    statsAll (broker names at 32, a topicList cluster at 20), so the columns after it stay where the header puts them;
+    ours printed the whole name and pushed them right. ``--json`` keeps the whole name."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    topic = "LongTopic" + "x" * 71  # 80 characters, within RocketMQ's 127
+    anyio.run(create_topic, ns, topic, 1)
+    anyio.run(_commit_offset, ns, addr, "long-topic-cg", topic)
+    progress = _run("consumerProgress", "-n", ns, "-g", "long-topic-cg")
+    assert progress.exit_code == 0, progress.output
+    row = progress.output.splitlines()[1]
+    assert row[:66] == topic[:64] + "  " and row[66:74] == "broker-a", progress.output
+    listed = _run("topicList", "-n", ns, "-c")
+    assert listed.exit_code == 0, listed.output
+    lines = [line.rstrip() for line in listed.output.splitlines()]
+    assert f"{'DefaultCluster':<20}  {topic[:64]}  long-topic-cg" in lines, listed.output
+    stats = _run("statsAll", "-n", ns, "-t", topic)
+    assert stats.exit_code == 0, stats.output
+    assert stats.output.splitlines()[1].startswith(f"{topic[:64]}  long-topic-cg "), stats.output
+    as_json = _run("consumerProgress", "-n", ns, "-g", "long-topic-cg", "--json")
+    assert as_json.exit_code == 0, as_json.output
+    assert [r["Topic"] for r in json.loads(as_json.output)["rows"]] == [topic]
