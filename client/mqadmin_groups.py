@@ -124,11 +124,11 @@ def delete_sub_group(ctx: click.Context, **o: Any) -> None:
 
 
 _PROGRESS = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s%n"
-_PROGRESS_ROW = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s%n"
+_PROGRESS_ROW = "%-64.64s  %-32.32s  %-4d  %-20d  %-20d  %-20d  %s%n"
 _PROGRESS_IP = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s%n"
-_PROGRESS_IP_ROW = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s%n"
+_PROGRESS_IP_ROW = "%-64.64s  %-32.32s  %-4d  %-20d  %-20d  %-20s %-20d  %s%n"
 _GROUPS = "%-64s  %-6s  %-24s %-5s  %-14s  %-7s  %s%n"
-_GROUPS_ROW = "%-64s  %-6d  %-24s %-5s  %-14s  %-7d  %d%n"
+_GROUPS_ROW = "%-64.64s  %-6d  %-24s %-5s  %-14s  %-7d  %d%n"
 
 
 async def _allocation(admin: Admin, group: str) -> dict[MessageQueue, str]:

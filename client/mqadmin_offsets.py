@@ -28,9 +28,9 @@ from remoting.codec.codes import ResponseCode
 __all__ = ["COMMANDS"]
 
 _RESET = "%-40s  %-40s  %-40s%n"
-_RESET_ROW = "%-40s  %-40d  %-40d%n"
+_RESET_ROW = "%-40.32s  %-40d  %-40d%n"
 _OLD = "%-20s  %-20s  %-20s  %-20s  %-20s  %-20s%n"
-_OLD_ROW = "%-20s  %-20d  %-20d  %-20d  %-20d  %-20d%n"
+_OLD_ROW = "%-20.32s  %-20d  %-20d  %-20d  %-20d  %-20d%n"
 
 
 def _print_old(out: Output, stats: list[Rollback]) -> None:

@@ -28,10 +28,10 @@ from remoting.codec.topics import is_retry_or_dlq_topic
 __all__ = ["COMMANDS"]
 
 _STATS = "%-64s  %-64s %12s %11s %11s %14s %14s%n"
-_STATS_ROW = "%-64s  %-64s %12d %11.2f %11.2f %14d %14d%n"
-_STATS_NO_CONSUMER = "%-64s  %-64s %12d %11.2f %11s %14d %14s%n"
+_STATS_ROW = "%-64.64s  %-64.64s %12d %11.2f %11.2f %14d %14d%n"
+_STATS_NO_CONSUMER = "%-64.64s  %-64s %12d %11.2f %11s %14d %14s%n"
 _CONSUME = "%-64s  %-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s%n"
-_CONSUME_ROW = "%-64s  %-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s%n"
+_CONSUME_ROW = "%-64.64s  %-64s  %-32.32s  %-4d  %-20d  %-20d  %-20d  %s%n"
 
 
 async def _stats(admin: Admin, addrs: list[str], name: str, key: str) -> tuple[float, int]:

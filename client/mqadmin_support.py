@@ -49,7 +49,11 @@ def java_text(value: Any) -> Any:
 
 
 def printf(fmt: str, *values: Any) -> str:
-    """Java's ``String.format`` for the conversions mqadmin uses (``%-20s``, ``%d``, ``%.2f``, ``%n``)."""
+    """Java's ``String.format`` for the conversions mqadmin uses (``%-20s``, ``%d``, ``%.2f``, ``%n``). A row's
+    ``%-64.64s`` is Java's ``%-64s`` of ``UtilAll.frontStringAtLeast(name, 64)`` (common/src/main/java/org/apache/
+    rocketmq/common/UtilAll.java), the name cut to its column, as consumerProgress, topicStatus, topicList -c,
+    statsAll, brokerConsumeStats, resetOffsetByTime and skipAccumulatedMessage print topics, groups and brokers; the
+    JSON rows keep the whole name."""
     return fmt.replace("%n", "\n") % tuple(java_text(v) for v in values)
 
 

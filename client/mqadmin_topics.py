@@ -182,7 +182,8 @@ def topic_status(ctx: click.Context, **o: Any) -> None:
         )
         for mq, s in sorted(stats.items()):
             last = format_ts(s.last_update_timestamp) if s.last_update_timestamp > 0 else ""
-            out.row("%-32s  %-4d  %-20d  %-20d    %s%n", mq.broker_name, mq.queue_id, s.min_offset, s.max_offset, last)
+            row = (mq.broker_name, mq.queue_id, s.min_offset, s.max_offset, last)
+            out.row("%-32.32s  %-4d  %-20d  %-20d    %s%n", *row)
 
     run_job(ctx, job)
 
@@ -229,7 +230,7 @@ def topic_list(ctx: click.Context, **o: Any) -> None:
             except Exception:  # as Java: a topic whose route or groups cannot be read still gets its line
                 pass
             for group in groups:
-                out.row("%-20s  %-64s  %-64s%n", cluster, topic, group)
+                out.row("%-20.20s  %-64.64s  %-64.64s%n", cluster, topic, group)
 
     run_job(ctx, job)
 
