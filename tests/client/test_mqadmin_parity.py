@@ -145,3 +145,18 @@ def test_long_topic_names_are_cut_to_their_column_in_the_text_only(cluster: Thre
     as_json = _run("consumerProgress", "-n", ns, "-g", "long-topic-cg", "--json")
     assert as_json.exit_code == 0, as_json.output
     assert [r["Topic"] for r in json.loads(as_json.output)["rows"]] == [topic]
+
+
+# -- cloneGroupOffset of a source group without offsets -------------------------------------------------------------
+
+
+def test_clone_group_offset_from_a_group_without_offsets_fails(cluster: ThreadedCluster) -> None:
+    """Java CloneGroupOffsetCommand reads the source with examineConsumeStats(srcGroup), which throws "Not found the
+    consumer group consume stats" on an empty offset table -> "command failed". Before, a source group with nothing
+    to clone (a mistyped name) printed "clone group offset success" and exited 0."""
+    ns = cluster.namesrv_addr
+    anyio.run(create_topic, ns, "CloneNothing", 1)
+    result = _run("cloneGroupOffset", "-n", ns, "-s", "no-such-src-cg", "-d", "clone-dst-cg", "-t", "CloneNothing")
+    assert result.exit_code == 1, result.output
+    assert "clone group offset success" not in result.output
+    assert "Not found the consumer group consume stats" in result.output, result.output
