@@ -21,6 +21,7 @@ import click
 from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQBrokerError, MQClientError
 from client.mqadmin_support import (
+    NO_CONSUME_STATS,
     Output,
     broker_may_fail,
     cluster_masters,
@@ -149,10 +150,7 @@ async def _group_progress(admin: Admin, out: Output, group: str, show_ip: bool) 
     stats = await admin.consume_stats(group)
     progress = stats.offset_table
     if not progress:  # DefaultMQAdminExtImpl.examineConsumeStats fails the command
-        raise MQClientError(
-            "Not found the consumer group consume stats, because return offset table is empty, maybe the consumer "
-            "not consume any message"
-        )
+        raise MQClientError(NO_CONSUME_STATS)
     where = await _allocation(admin, group) if show_ip else {}
     columns = ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset")
     if show_ip:

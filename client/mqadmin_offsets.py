@@ -8,7 +8,8 @@ printed lines are Java's; :mod:`client.mqadmin` registers them.
 GET_MAX_OFFSET for ``now``/skip) written with UPDATE_CONSUMER_OFFSET, kept at the committed offset unless ``-f``
 (default true) or it moves back.
 ``cloneGroupOffset`` writes the source group's committed offsets of the topic to the destination group with
-UPDATE_CONSUMER_OFFSET, as Java's tool does (Java's also copies other topics on the same brokers; here only ``-t``).
+UPDATE_CONSUMER_OFFSET, as Java's tool does (Java's also copies other topics on the same brokers; here only ``-t``);
+a source group without any offsets fails the command, as Java's.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 import click
 
 from client.admin import Admin
-from client.errors import MQBrokerError
-from client.mqadmin_support import Output, common, java_bool, java_text, parse_time_arg, run_job
+from client.errors import MQBrokerError, MQClientError
+from client.mqadmin_support import NO_CONSUME_STATS, Output, common, java_bool, java_text, parse_time_arg, run_job
 from client.offset_reset import Rollback, reset_offline
 from client.route import master_address
 from remoting.codec.bodies import MessageQueue
@@ -112,7 +113,12 @@ def skip_accumulated_message(ctx: click.Context, **o: Any) -> None:
 def clone_group_offset(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         src, dest, topic = o["src"], o["dest"], o["topic"]
-        progress = await admin.consumer_progress(src, topic)
+        # Java reads the source with examineConsumeStats(srcGroup), which fails on a group without offsets
+        # (tools/src/main/java/org/apache/rocketmq/tools/command/offset/CloneGroupOffsetCommand.java).
+        stats = (await admin.consume_stats(src)).offset_table
+        if not stats:
+            raise MQClientError(NO_CONSUME_STATS)
+        progress = {mq: w for mq, w in stats.items() if mq.topic == topic}
         if progress:
             route = await admin.topic_route(topic)
             for mq, w in sorted(progress.items()):

@@ -278,6 +278,13 @@ def print_result(out: Output, ok: bool) -> None:
     out.field("ok", ok)
 
 
+#: DefaultMQAdminExtImpl.examineConsumeStats' error for a group without offsets
+#: (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java).
+NO_CONSUME_STATS: Final = (
+    "Not found the consumer group consume stats, because return offset table is empty, maybe the consumer not consume "
+    "any message"
+)
+
 #: Java's CommandUtil.ERROR_MESSAGE, printed for a ``-c`` cluster the name server does not know.
 UNKNOWN_CLUSTER: Final = "Make sure the specified clusterName exists or the name server connected to is correct."
 
