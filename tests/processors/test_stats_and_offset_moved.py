@@ -224,3 +224,18 @@ async def test_properties_past_32767_characters_are_refused_before_the_failed_pu
     encoded = await send.process(peer_ctx, send_request(properties="K\x01" + "\u00e9" * 20_000))
     assert encoded is not None and encoded.code == ResponseCode.MESSAGE_ILLEGAL
     assert await failed_puts() == "1"
+
+
+async def test_properties_past_32767_utf16_units_are_refused_before_the_failed_put_count(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """4.9.8 checkMessage measures the properties with ``String.length()``, in UTF-16 code units: 16,400 characters
+    outside the Basic Multilingual Plane are 32,800 units, past Short.MAX_VALUE, so the send is refused
+    (MESSAGE_ILLEGAL) before DefaultMessageStore.asyncPutMessage counts a failed put. Counted in code points (16,402)
+    they passed the check and the encoder's refusal was counted."""
+    send, admin = SendMessageProcessor(broker), AdminBrokerProcessor(broker)
+    answer = await send.process(peer_ctx, send_request(properties="K\x01" + "\U0001f600" * 16_400))
+    assert answer is not None and answer.code == ResponseCode.MESSAGE_ILLEGAL
+    info = await admin.process(peer_ctx, request(RequestCode.GET_BROKER_RUNTIME_INFO))
+    assert info is not None
+    assert KVTable.decode(info.body).table["putMessageFailedTimes"] == "0"
