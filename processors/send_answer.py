@@ -46,7 +46,7 @@ __all__ = ["SendAnswers", "illegal_remark"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-#: Java's checkMessage limits, in characters (``Byte.MAX_VALUE``, ``Short.MAX_VALUE``).
+#: Java's checkMessage limits in ``String.length()`` units, UTF-16 code units (``Byte.MAX_VALUE``, ``Short.MAX_VALUE``).
 _MAX_TOPIC_CHARS: Final = 127
 _MAX_PROPERTIES_CHARS: Final = 32767
 
@@ -170,11 +170,19 @@ def answer(
 def _checked_before_counting(what: object) -> bool:
     """Whether ``what`` is a message 4.9.8's ``checkMessage`` refuses (MESSAGE_ILLEGAL) before
     store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java ``asyncPutMessage`` counts a failed put: a
-    topic over 127 characters or properties over 32767 characters. Properties within 32767 characters whose UTF-8
-    passes 32767 bytes reach the CommitLog's encoder (PROPERTIES_SIZE_EXCEEDED), whose refusal counts."""
+    topic over 127 characters or properties over 32767 characters, counted as ``String.length()`` counts them, in
+    UTF-16 code units. Properties within 32767 units whose UTF-8 passes 32767 bytes reach the CommitLog's encoder
+    (PROPERTIES_SIZE_EXCEEDED), whose refusal counts."""
     return isinstance(what, MessageRecord) and (
-        len(what.topic) > _MAX_TOPIC_CHARS or len(what.properties) > _MAX_PROPERTIES_CHARS
+        len(what.topic) > _MAX_TOPIC_CHARS or _java_length(what.properties) > _MAX_PROPERTIES_CHARS
     )
+
+
+def _java_length(text: str) -> int:
+    """Java's ``String.length()``: UTF-16 code units, two for a character outside the Basic Multilingual Plane."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def illegal_remark(max_size: int, detail: str) -> str:
