@@ -105,6 +105,33 @@ def test_a_restarted_follower_comes_back_as_a_follower_of_the_same_leader_and_te
     assert cluster.node(follower).member.curr_term == term == cluster.node(leader).member.curr_term
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_follower_restarted_with_its_own_vote_of_the_term_does_not_depose_the_leader(seed: int) -> None:
+    """A member whose ``currterm`` holds its own vote of the group's term (it campaigned in that term and lost, or
+    voted for itself in a round on coming back, as here) restarts while a healthy leader leads that term. DLedger's
+    member votes in the stored term first, where the leader and its followers answer REJECT_ALREADY_HAS_LEADER, and
+    the leader's next heartbeat makes it a follower: the group keeps its leader and term. It must not campaign in
+    the next term at once, which makes every member a candidate (TERM_NOT_READY) and the leader step down."""
+    cluster = MemCluster(3, seed=seed)
+    old = cluster.leader()
+    cluster.crash(old)
+    cluster.run_until(lambda: len(cluster.leaders()) == 1)
+    leader = cluster.leaders()[0]
+    term = cluster.node(leader).member.curr_term
+    since = len(cluster.delivered)
+    stored = []
+    for _ in range(3):  # rolling restarts of the member that led before
+        stored.append(cluster.terms[old].load())
+        cluster.start(old)
+        cluster.run_until(lambda: cluster.node(old).member.leader_id is not None, 20_000)
+        cluster.run(8_000)
+        assert cluster.leaders() == [leader]
+        assert {cluster.node(i).member.curr_term for i in cluster.ids} == {term}
+        cluster.crash(old)
+    assert (term, old) in stored  # one restart began with its own vote of the leader's term
+    assert all(m.term <= term for _, _, m in cluster.delivered[since:] if isinstance(m, VoteRequest))
+
+
 def test_a_leader_that_loses_both_followers_steps_down_after_its_lease() -> None:
     cluster = MemCluster(3)
     leader = cluster.leader()
