@@ -92,6 +92,16 @@ class Elector:
             # could put a second entry at an index and term (the simulator's power-loss seed 102). Raft's candidates
             # always move to a new term; DLedger votes in the stored one first.
             self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
+            if self.member.peer_size > 1:
+                # It may as well have lost that term's election (or voted for itself on rejoining) and followed
+                # another leader, which still leads. DLedger's vote in the stored term then meets
+                # REJECT_ALREADY_HAS_LEADER and waits a vote interval and the heartbeat leak, in which the leader's
+                # heartbeat makes it a follower (maintainAsCandidate in DLedger's
+                # dledger/src/main/java/io/openmessaging/storage/dledger/DLedgerLeaderElector.java); voting in the
+                # next term at once made every member a candidate and deposed that leader. So it listens as long first.
+                c = self.config
+                self.next_time_to_request_vote = (self._next_vote_time()
+                                                  + c.heart_beat_time_interval_ms * c.max_heart_beat_leak)  # fmt: skip
         self.last_leader_heartbeat_time = -1
         self.last_send_heartbeat_time = -1
         self.last_succ_heartbeat_time = -1
