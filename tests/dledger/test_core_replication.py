@@ -16,7 +16,14 @@ from dledger.entry import Entry
 from dledger.invariants import Checker, InvariantViolation, MemberView
 from dledger.ledger import MemoryLedger
 from dledger.member import MemoryTermStore
-from dledger.messages import HeartBeatRequest, PushEntryRequest, PushEntryResponse, VoteResponse
+from dledger.messages import (
+    HeartBeatRequest,
+    LeadershipTransferRequest,
+    PushEntryRequest,
+    PushEntryResponse,
+    VoteRequest,
+    VoteResponse,
+)
 from dledger.node import RaftNode
 from dledger.simulation import SimConfig, run_seed
 from tests.dledger.cluster import MemCluster
@@ -148,6 +155,46 @@ def test_a_late_truncate_does_not_cut_what_the_leader_committed_since() -> None:
     _late_truncate(faithful=False)
     with pytest.raises(InvariantViolation, match="at committed index"):
         _late_truncate(faithful=True)
+
+
+def test_a_follower_takes_no_committed_index_from_a_leader_of_another_term() -> None:
+    """Five members; n0 leads term T. n0 hands leadership to N (LEADERSHIP_TRANSFER), which wins term T+1 with the
+    votes of the other two; neither its votes nor its heartbeats reach n0 or the follower F, so both stay in term T
+    and n0 goes on leading it (the transfer answered, it takes appends again). N's COMPARE finds F's log a prefix
+    of its own; its APPEND of its term's first entry is refused (F is in term T) and that answer lost. F then takes
+    n0's next entry x of term T at the same index, and N's bare COMMIT of term T+1, naming N's first entry committed,
+    reached F: F took it as its committed index, so it held x as committed where the group committed N's entry.
+    DLedger adopts a COMMIT's index from any term not below its own (``updateCommittedIndex``); a follower here adopts
+    one only from the leader it follows, in its term, as an APPEND's or a TRUNCATE's."""
+    cluster = MemCluster(5)
+    old = cluster.leader()
+    for i in range(3):
+        cluster.append_and_wait(old, b"m%d" % i)
+    cluster.run_until(cluster.settled)
+    follower, new, *rest = [i for i in cluster.ids if i != old]
+    term = cluster.node(old).member.curr_term
+
+    def network(src: str, dst: str, message: object) -> bool:
+        if dst in (old, follower) and src in (new, *rest) and isinstance(message, VoteRequest | HeartBeatRequest):
+            return False
+        if src == old and dst != follower and isinstance(message, HeartBeatRequest | PushEntryRequest):
+            return False
+        node = cluster.nodes[new]
+        appending = node is not None and node.member.is_leader and node.dispatchers[follower].type is PushType.APPEND
+        return not (src == follower and dst == new and isinstance(message, PushEntryResponse) and appending)
+
+    cluster.filter = network
+    transfer = LeadershipTransferRequest(group="g", remote_id=old, local_id=old, leader_id=old, transfer_id=old,
+                                         transferee_id=new, term=term)  # fmt: skip
+    cluster.node(old).handle_request(cluster.now, transfer, None)
+    cluster.run_until(lambda: cluster.node(new).member.is_leader
+                      and cluster.node(new).dispatchers[follower].type is PushType.APPEND, 5_000)  # fmt: skip
+    cluster.run(50)  # the transfer's answer reaches n0, which takes appends again
+    assert cluster.node(old).member.is_leader and cluster.node(follower).member.curr_term == term
+    assert cluster.append(old, b"x")[0] == ResponseCode.SUCCESS
+    cluster.run(1_500)  # N's bare COMMIT leaves a second after its last push
+    assert cluster.ledgers[new].committed_index == cluster.ledgers[follower].end_index
+    check(cluster)  # raises InvariantViolation: a committed index whose entries differ
 
 
 def test_a_deposed_leaders_waiting_appends_fail_at_once() -> None:
