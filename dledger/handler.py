@@ -12,6 +12,8 @@ leader re-pushes). Only a FOLLOWER applies anything; otherwise queued requests a
 - TRUNCATE: from the current term and leader only; keeps the entry if equal, else cuts at its ``pos`` and writes it.
   One the files cannot take (OSError) is logged and answered 406, as DLedger's ``handleDoTruncate`` answers any
   Throwable, the log left ending before the entry (the leader pauses, compares and truncates again).
+- COMMIT: 200; adopts the leader's committed index only from the leader followed, in this member's term (ours:
+  DLedger takes it from any term not below its own).
 - every answer carries the follower's begin and end index; a 200 to APPEND or TRUNCATE then adopts the leader's
   committed index (clamped to the local end).
 
@@ -109,7 +111,8 @@ class EntryHandler:
                 elif request.type is PushType.COMPARE:
                     self._compare(request, handle)
                 else:
-                    self._adopt_commit(request)
+                    if self._from_followed_leader(request) or node.faithful:
+                        self._adopt_commit(request)
                     node.reply(handle, self.response(request, ResponseCode.SUCCESS))
                 continue
             waiting = self.writes.pop(node.ledger.end_index + 1, None)
@@ -133,6 +136,15 @@ class EntryHandler:
             self._session = (request.term, request.leader_id)
             self._written_from = self.node.ledger.end_index + 1
         return True
+
+    def _from_followed_leader(self, request: PushEntryRequest) -> bool:
+        """Whether a bare COMMIT comes from the leader this member follows, in its term. Only that leader's commit
+        index covers this log: a leader of a later term this member has not heard of yet may have compared its log
+        before the old leader appended more, and its index would then commit the old leader's entries. DLedger's
+        ``handleDoCommit`` (dledger/src/main/java/io/openmessaging/storage/dledger/DLedgerEntryPusher.java) adopts it
+        from any term not below its own; it is answered 200 all the same (the leader reads no COMMIT answer)."""
+        member = self.node.member
+        return request.term == member.curr_term and request.leader_id == member.leader_id
 
     def _append(self, request: PushEntryRequest, handle: object) -> None:
         ledger = self.node.ledger

@@ -16,7 +16,8 @@ leader's process is gone).
 Where it departs from DLedger 0.3.1.2, each found or confirmed by the simulator (``faithful=True`` restores DLedger's
 behaviour for the tests that show the difference): the Raft commit rule with an empty entry at the start of each term
 (:mod:`dledger.quorum`); a COMPARE that finds the follower longer compares again instead of truncating
-(:mod:`dledger.dispatcher`); a truncation clamps the committed index; waiting appends fail with TERM_CHANGED as soon as
+(:mod:`dledger.dispatcher`); a truncation clamps the committed index; a bare COMMIT's index is taken only from
+the leader followed, in its term (:mod:`dledger.handler`); waiting appends fail with TERM_CHANGED as soon as
 leadership is lost; leadership goes only to a member whose log the leader has matched in its term, and the transferee
 takes over only once it holds the leader's entry at the take index (:meth:`RaftNode._may_take_over`,
 :meth:`RaftNode._holds_take_index`); and ``sync_before_ack`` (answers and the leader's own count wait for the flush).
