@@ -1,0 +1,114 @@
+"""The transaction check round in DLedger mode, three brokers on real sockets under virtual time: a leader's appends
+(the renewed half copies, the op messages) reach the ConsumeQueues only once a majority holds them, and the round
+waits for that before it commits its progress. Whatever END_TRANSACTION arrives before, during or after that wait,
+one transaction is committed exactly once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded_dledger import EmbeddedDLedgerGroup
+from client.message import Message, MessageExt
+from client.transaction import LocalTransactionState, TransactionProducer
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.codec.headers.transaction import EndTransactionRequestHeader
+from remoting.codec.msgid import decode_offset_msg_id
+from remoting.codec.topics import TRANS_OP_HALF_TOPIC
+from tests.dledger.test_role_services import TOPIC, start_group, stored, wait_services_on
+
+#: Rounds only when the test runs one; the leader keeps its lease while both followers are away for a while.
+_SETTINGS = {"transaction_check_interval": 3_600_000, "heart_beat_time_interval_ms": 5_000}
+
+
+def _producer(group: EmbeddedDLedgerGroup, decide: dict[bytes, LocalTransactionState]) -> TransactionProducer:
+    async def execute(msg: Message, arg: object) -> LocalTransactionState:
+        return decide[msg.body]
+
+    async def check(msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOWN
+
+    return TransactionProducer(
+        "pg-dledger-tx", group.namesrv_addr, execute_local_transaction=execute, check_local_transaction=check
+    )
+
+
+async def _start_in_no_time(group: EmbeddedDLedgerGroup, member: str, clock: trio.testing.MockClock) -> None:
+    """Start ``member`` again while virtual time stands (nearly) still: its files load in worker threads, and each
+    wait for one would otherwise let the clock jump, past the round's wait for a majority or the leader's lease."""
+    clock.autojump_threshold = 0.5
+    try:
+        await group.start(member)
+    finally:
+        clock.autojump_threshold = 0
+
+
+async def _commit(group: EmbeddedDLedgerGroup, member: str, queue_offset: int, offset_msg_id: str) -> int:
+    """END_TRANSACTION COMMIT (answered: not oneway) of the half message at ``queue_offset`` / ``offset_msg_id``."""
+    header = EndTransactionRequestHeader(
+        producer_group="pg-dledger-tx",
+        tran_state_table_offset=queue_offset,
+        commit_log_offset=decode_offset_msg_id(offset_msg_id).phy_offset,
+        commit_or_rollback=8,
+        msg_id="X",
+    )
+    command = request(RequestCode.END_TRANSACTION, header.to_ext_fields())
+    async with RemotingClient() as client:
+        answer = await client.invoke(group.addr(member), command, 3)
+    return answer.code
+
+
+@pytest.mark.parametrize("quorum_back", ["during the wait", "after the round gave up"])
+async def test_a_repeated_commit_while_the_round_waits_for_the_quorum_is_not_stored_twice(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, quorum_back: str
+) -> None:
+    """The round scans past a committed transaction (its op message leaves the round's window) and then waits for a
+    majority to hold the copy it renewed of another one. A repeated COMMIT of the first arriving meanwhile, before the
+    round's progress is committed, or after the round gave up waiting and left its progress where it was, must be
+    acknowledged, not stored a second time."""
+    group, leader = await start_group(tmp_path, **_SETTINGS)
+    try:
+        await wait_services_on(group, leader)
+        controller = group.controllers[leader]
+        store = group.store(leader)
+        decide = {b"committed": LocalTransactionState.COMMIT_MESSAGE, b"pending": LocalTransactionState.UNKNOWN}
+        async with _producer(group, decide) as producer:
+            done = await producer.send_message_in_transaction(Message(TOPIC, b"committed"))
+            await producer.send_message_in_transaction(Message(TOPIC, b"pending"))
+            with trio.fail_after(30):
+                while store.max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0) < 1:
+                    await trio.sleep(0.1)
+            assert [m.body for m in stored(group, leader)] == [b"committed"]
+            await trio.sleep(7)  # past transactionTimeOut: the round renews "pending"
+            followers = [m for m in group.ids if m != leader]
+            autojump_clock.autojump_threshold = 0.5  # files close in threads: keep virtual time still
+            for member in followers:
+                await group.stop(member)
+            autojump_clock.autojump_threshold = 0
+            send, bridge = done.send_result, controller.transaction_bridge
+            if quorum_back == "during the wait":
+                write_end = store.commitlog.write_end
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(controller.transaction_check.check_once)
+                    while store.commitlog.write_end == write_end:  # the round renewed "pending": it waits
+                        await trio.sleep(0)
+                    assert await _commit(group, leader, send.queue_offset, send.offset_msg_id) == ResponseCode.SUCCESS
+                    await _start_in_no_time(group, followers[0], autojump_clock)  # a majority: the wait ends
+                assert bridge.half_progress() == 2  # the round committed its progress past both
+            else:
+                await controller.transaction_check.check_once()
+                assert bridge.half_progress() == 0  # not confirmed: the next round scans the same again
+                assert await _commit(group, leader, send.queue_offset, send.offset_msg_id) == ResponseCode.SUCCESS
+                await _start_in_no_time(group, followers[0], autojump_clock)
+        with trio.fail_after(60):
+            while store.confirmed_offset < store.commitlog.write_end:
+                await trio.sleep(0.1)
+        assert Counter(m.body for m in stored(group, leader)) == Counter({b"committed": 1})
+    finally:
+        await group.__aexit__(None, None, None)
