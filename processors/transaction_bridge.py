@@ -119,7 +119,8 @@ class TransactionalMessageBridge:
         self.timer_rewrite = timer_rewrite
         #: Origins with an op message in the check service's window (origin -> op queue offset): END_TRANSACTION
         #: consults it so a second answer for the same transaction (e.g. a check-back answer racing the producer's
-        #: own commit) is acknowledged without committing twice. Rebuilt from the op topic by every check round.
+        #: own commit) is acknowledged without committing twice. Rebuilt from the op topic by every check round, when
+        #: it commits its progress.
         self.resolved: dict[int, int] = {}
         #: Origins with a copy past the half progress, as the last check round found them (None before a round ran
         #: in this process): what :meth:`ended_before` reads instead of the half queue.

@@ -17,7 +17,9 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
    copy left to scan. The progress is committed only once the store confirms the renewed copies
    (``confirmed_offset``: at once on a plain store, when a majority holds them in DLedger mode, as 4.9.8's check
    waits for each put), so a leader change never skips a half message; when they are not confirmed within
-   ``_CONFIRM_WAIT`` the progress stays and the next round scans the same messages again.
+   ``_CONFIRM_WAIT`` the progress stays and the next round scans the same messages again. The bridge's view that
+   END_TRANSACTION consults (the op messages in the window, the origins left to scan) changes in the same step as the
+   progress, never while the round waits: a repeated COMMIT is acknowledged, not stored again, however it interleaves.
 2. **Ask**: CHECK_TRANSACTION_STATE (39, oneway) for each renewed copy to **one** live channel of its ``PGROUP``:
    from the round-robin pick on, the first whose connection is writable (``ProducerManager.getAvailableChannel``
    prefers an ``isActive() && isWritable()`` channel: a remoting producer not congested, a 5.x producer whose
@@ -139,7 +141,7 @@ class TransactionCheckService:
         """One round now (both phases). Raises store errors from the scan; send errors are only logged."""
         to_check, outcome, progress, end = await self._scan(self.now_ms())
         if await self._confirmed(end):
-            self.bridge.commit_progress(*progress)
+            self._advance(*progress)
         else:
             log.warning("transaction check: renewed half messages not confirmed; the next round scans them again")
         self.rounds += 1
@@ -161,7 +163,26 @@ class TransactionCheckService:
             return True
         return False
 
-    async def _scan(self, now: int) -> tuple[list[MessageExt], CheckRound, tuple[int, int], int]:
+    def _advance(self, position: int, op_position: int, live: set[int]) -> None:
+        """Commit the round's progress and, in the same step (nothing awaits between), the bridge's view that
+        END_TRANSACTION consults with it: :attr:`~TransactionalMessageBridge.live_origins` and the op messages from
+        ``op_position`` on as :attr:`~TransactionalMessageBridge.resolved`, with every op END_TRANSACTION wrote since
+        the scan (the bridge recorded them; in DLedger mode one a majority does not hold yet is not in the op queue).
+        Applied before the progress, a view that drops a transaction's op message would let a repeated COMMIT store
+        it again while the progress still says its half message is unscanned: 4.9.8's check stores the half offset
+        and the op offset it reached together (``updateConsumeOffset`` at the end of
+        ``broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageServiceImpl.java``
+        ``check``), and an unconfirmed round keeps both, with the view that matches them."""
+        bridge = self.bridge
+        resolved = {op.origin: op.op_offset for op in bridge.read_ops(op_position, bridge.op_max_offset())}
+        for origin, op_offset in bridge.resolved.items():
+            if op_offset >= op_position:
+                resolved.setdefault(origin, op_offset)
+        bridge.commit_progress(position, op_position)
+        bridge.live_origins = live
+        bridge.resolved = resolved
+
+    async def _scan(self, now: int) -> tuple[list[MessageExt], CheckRound, tuple[int, int, set[int]], int]:
         bridge, config = self.bridge, self.broker.config
         timeout = config.transaction_time_out
         check_max = config.transaction_check_max
@@ -201,13 +222,11 @@ class TransactionCheckService:
         else:
             position = max(position, half_end)
         live = {origin_of(h) for h in bridge.iter_queue(TRANS_HALF_TOPIC, position, bridge.half_max_offset())}
-        bridge.live_origins = live
         ops = bridge.read_ops(op_start, bridge.op_max_offset())  # with the op messages END_TRANSACTION wrote meanwhile
         op_position = next((op.op_offset for op in ops if op.origin in live), op_end)
-        bridge.resolved = {op.origin: op.op_offset for op in ops if op.op_offset >= op_position}
         copies = [c for c in (bridge.look_half(r.phy_offset) for r in renewed) if c is not None]
         end = self.broker.store.commitlog.write_end  # past every append of the scan (renewed, discarded copies)
-        return copies, CheckRound(checked, discarded, done), (position, op_position), end
+        return copies, CheckRound(checked, discarded, done), (position, op_position, live), end
 
     # ---- phase 2: ask a producer ----------------------------------------------------------------------------
 
