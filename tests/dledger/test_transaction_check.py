@@ -112,3 +112,28 @@ async def test_a_repeated_commit_while_the_round_waits_for_the_quorum_is_not_sto
         assert Counter(m.body for m in stored(group, leader)) == Counter({b"committed": 1})
     finally:
         await group.__aexit__(None, None, None)
+
+
+async def test_a_late_commit_of_a_half_message_the_round_renewed_is_stored(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The producer's own COMMIT names the half message it sent; a round that renewed it meanwhile (its copy held by a
+    majority only after the round's scan) must not make that COMMIT count as a transaction already ended: 4.9.8's
+    EndTransactionProcessor commits it."""
+    group, leader = await start_group(tmp_path, **_SETTINGS)
+    try:
+        await wait_services_on(group, leader)
+        store = group.store(leader)
+        async with _producer(group, {b"slow": LocalTransactionState.UNKNOWN}) as producer:
+            sent = await producer.send_message_in_transaction(Message(TOPIC, b"slow"))
+            await trio.sleep(7)  # past transactionTimeOut
+            outcome = await group.controllers[leader].transaction_check.check_once()
+            assert outcome.checked == 1
+            send = sent.send_result
+            assert await _commit(group, leader, send.queue_offset, send.offset_msg_id) == ResponseCode.SUCCESS
+        with trio.fail_after(60):
+            while store.confirmed_offset < store.commitlog.write_end:
+                await trio.sleep(0.1)
+        assert [m.body for m in stored(group, leader)] == [b"slow"]
+    finally:
+        await group.__aexit__(None, None, None)
