@@ -192,6 +192,7 @@ class TransactionCheckService:
         ops = bridge.read_ops(op_start, op_end)
         resolved = {op.origin for op in ops}
         renewed: list[AppendResult] = []
+        renewed_origins: set[int] = set()  # a DLedger leader's queue shows its copies only once a majority holds them
         checked = discarded = done = 0
         position = half_start
         for n, half in enumerate(bridge.iter_queue(TRANS_HALF_TOPIC, half_start, half_end), 1):
@@ -215,13 +216,19 @@ class TransactionCheckService:
                 if immunity <= timeout or age < timeout:
                     break
                 bridge.renew_half(half, _check_times(half))  # immune for longer: let the others be checked
+                renewed_origins.add(origin_of(half))
             else:
                 renewed.append(bridge.renew_half(half, _check_times(half) + 1))
+                renewed_origins.add(origin_of(half))
                 checked += 1
             position = half.queue_offset + 1
         else:
             position = max(position, half_end)
+        # The transactions with a copy left to scan: past the progress in the half queue, and every one renewed now
+        # (4.9.8's putBackHalfMsgQueue waits for the put of its copy; ours is not in the queue before the store
+        # confirms it, and END_TRANSACTION naming an older copy must still commit it).
         live = {origin_of(h) for h in bridge.iter_queue(TRANS_HALF_TOPIC, position, bridge.half_max_offset())}
+        live |= renewed_origins
         ops = bridge.read_ops(op_start, bridge.op_max_offset())  # with the op messages END_TRANSACTION wrote meanwhile
         op_position = next((op.op_offset for op in ops if op.origin in live), op_end)
         copies = [c for c in (bridge.look_half(r.phy_offset) for r in renewed) if c is not None]
