@@ -8,13 +8,18 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import orjson
 import pytest
 import trio
 import trio.testing
 
+from broker.dledger_mode import dledger_config_of
 from broker.embedded_dledger import EmbeddedDLedgerGroup
 from client.message import Message, MessageExt
 from client.transaction import LocalTransactionState, TransactionProducer
+from dledger.codes import RequestCode as DLedgerCode
+from dledger.codes import ResponseCode as DLedgerResult
+from dledger.messages import LeadershipTransferRequest, encode
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -47,6 +52,14 @@ async def _start_in_no_time(group: EmbeddedDLedgerGroup, member: str, clock: tri
         await group.start(member)
     finally:
         clock.autojump_threshold = 0
+
+
+async def _all_confirmed(group: EmbeddedDLedgerGroup, member: str) -> None:
+    """Until a majority holds everything ``member`` appended."""
+    store = group.store(member)
+    with trio.fail_after(60):
+        while store.confirmed_offset < store.commitlog.write_end:
+            await trio.sleep(0.1)
 
 
 async def _commit(group: EmbeddedDLedgerGroup, member: str, queue_offset: int, offset_msg_id: str) -> int:
@@ -106,9 +119,7 @@ async def test_a_repeated_commit_while_the_round_waits_for_the_quorum_is_not_sto
                 assert bridge.half_progress() == 0  # not confirmed: the next round scans the same again
                 assert await _commit(group, leader, send.queue_offset, send.offset_msg_id) == ResponseCode.SUCCESS
                 await _start_in_no_time(group, followers[0], autojump_clock)
-        with trio.fail_after(60):
-            while store.confirmed_offset < store.commitlog.write_end:
-                await trio.sleep(0.1)
+        await _all_confirmed(group, leader)
         assert Counter(m.body for m in stored(group, leader)) == Counter({b"committed": 1})
     finally:
         await group.__aexit__(None, None, None)
@@ -123,7 +134,6 @@ async def test_a_late_commit_of_a_half_message_the_round_renewed_is_stored(
     group, leader = await start_group(tmp_path, **_SETTINGS)
     try:
         await wait_services_on(group, leader)
-        store = group.store(leader)
         async with _producer(group, {b"slow": LocalTransactionState.UNKNOWN}) as producer:
             sent = await producer.send_message_in_transaction(Message(TOPIC, b"slow"))
             await trio.sleep(7)  # past transactionTimeOut
@@ -131,9 +141,54 @@ async def test_a_late_commit_of_a_half_message_the_round_renewed_is_stored(
             assert outcome.checked == 1
             send = sent.send_result
             assert await _commit(group, leader, send.queue_offset, send.offset_msg_id) == ResponseCode.SUCCESS
-        with trio.fail_after(60):
-            while store.confirmed_offset < store.commitlog.write_end:
-                await trio.sleep(0.1)
+        await _all_confirmed(group, leader)
         assert [m.body for m in stored(group, leader)] == [b"slow"]
+    finally:
+        await group.__aexit__(None, None, None)
+
+
+async def _hand_over(group: EmbeddedDLedgerGroup, leader: str, to: str) -> None:
+    """DLedger's LEADERSHIP_TRANSFER from ``leader`` to ``to`` once its log has caught up; returns once the
+    master's services run on ``to``."""
+    with trio.fail_after(60):
+        while group.store(to).ledger.end_index != group.store(leader).ledger.end_index:
+            await trio.sleep(0.1)
+    term = group.store(leader).server.node.member.curr_term
+    transfer = LeadershipTransferRequest(
+        group="broker-a", remote_id=leader, term=term, transfer_id=leader, transferee_id=to
+    )
+    peers = dledger_config_of(group.config(leader)).peer_map
+    async with RemotingClient() as client:
+        answer = await client.invoke(peers[leader], request(DLedgerCode.LEADERSHIP_TRANSFER, body=encode(transfer)), 10)
+    assert orjson.loads(answer.body)["code"] == DLedgerResult.SUCCESS
+    assert await group.leader() == to
+    await wait_services_on(group, to)
+
+
+async def test_a_member_that_leads_again_does_not_commit_a_transaction_another_leader_ended(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A member that led, followed while another leader ended a transaction and checked past it, and leads again
+    resumes from the progress it copied: what it remembered of its own last round (which transactions had a copy left
+    to scan) must not make a repeated COMMIT of that transaction a second commit."""
+    group, first = await start_group(tmp_path, **_SETTINGS)
+    second = next(m for m in group.ids if m != first)
+    try:
+        await wait_services_on(group, first)
+        async with _producer(group, {b"handed": LocalTransactionState.UNKNOWN}) as producer:
+            sent = await producer.send_message_in_transaction(Message(TOPIC, b"handed"))
+            await trio.sleep(7)  # past transactionTimeOut
+            assert (await group.controllers[first].transaction_check.check_once()).checked == 1
+        await trio.sleep(30)  # the followers copy the round's progress
+        await _hand_over(group, first, second)
+        send = sent.send_result
+        assert await _commit(group, second, send.queue_offset, send.offset_msg_id) == ResponseCode.SUCCESS
+        await _all_confirmed(group, second)
+        assert (await group.controllers[second].transaction_check.check_once()).resolved == 1
+        await trio.sleep(30)  # the followers copy the round's progress
+        await _hand_over(group, second, first)
+        assert await _commit(group, first, send.queue_offset, send.offset_msg_id) == ResponseCode.SUCCESS
+        await _all_confirmed(group, first)
+        assert [m.body for m in stored(group, first)] == [b"handed"]
     finally:
         await group.__aexit__(None, None, None)
