@@ -124,11 +124,16 @@ class TransactionCheckService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Rebuild the bridge's resolved set from the op topic (after a restart it must not wait for the first
-        round), then run a round every interval until cancelled."""
+        round) and forget the live origins of an earlier round, then run a round every interval until cancelled.
+        In DLedger mode a member runs this each time it becomes the leader, with the progress it copied from the
+        leader before: origins its own last round left live may have been ended and scanned past since (4.9.8's
+        ``changeToMaster`` in ``broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java`` starts the
+        check service, which keeps nothing between rounds but the two consume offsets)."""
         self.now_ms()  # anchor the clock at start
         bridge = self.bridge
         ops = bridge.read_ops(bridge.op_progress(), bridge.op_max_offset())
         bridge.resolved = {op.origin: op.op_offset for op in ops}
+        bridge.live_origins = None  # until this run's first round: read from the half queue past the progress
         task_status.started()
         while True:
             await trio.sleep(self.check_interval)
