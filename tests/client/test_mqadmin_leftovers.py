@@ -1,0 +1,45 @@
+"""Where ``mqadmin`` and the consumers still departed from RocketMQ 4.9.8 (tools/src/main/java/org/apache/rocketmq/
+tools/**, client/src/main/java/org/apache/rocketmq/client/**), found by a review against the threaded embedded
+cluster; each test failed on the code before."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+from click.testing import CliRunner, Result
+
+from client.admin import Admin
+from client.mqadmin import main as mqadmin
+from remoting.codec.bodies import MessageQueue
+from tests.client.helpers import create_topic, register_dead_broker
+from tests.threaded_cluster import ThreadedCluster
+
+
+def _run(*args: str) -> Result:
+    return CliRunner().invoke(mqadmin, list(args))
+
+
+async def _commit_offset(ns: str, addr: str, group: str, topic: str) -> None:
+    async with Admin(ns) as admin:
+        await admin.update_consumer_offset(addr, group, MessageQueue(topic, "broker-a", 0), 0)
+
+
+# -- queryTopicConsumeByWho with a dead broker in the topic's route -------------------------------------------------
+
+
+def test_topic_consumers_are_found_past_a_dead_broker_in_the_topics_route(cluster: ThreadedCluster) -> None:
+    """Java DefaultMQAdminExtImpl.queryTopicConsumeByWho asks one broker of the route (the first with an address),
+    so a dead broker elsewhere in it does not matter to ``statsAll`` or ``topicList -c``. Before, ours asked every
+    broker and failed with the first that did not answer: statsAll -t failed, topicList -c printed no group."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    anyio.run(create_topic, ns, "ByWhoDead", 1)
+    anyio.run(_commit_offset, ns, addr, "by-who-cg", "ByWhoDead")
+    register_dead_broker(cluster, name="broker-zdead", addr="127.0.0.1:1", topics=("ByWhoDead",))
+    stats = _run("statsAll", "-n", ns, "-t", "ByWhoDead")
+    assert stats.exit_code == 0, stats.output
+    assert [line.split()[:2] for line in stats.output.splitlines()[1:]] == [["ByWhoDead", "by-who-cg"]], stats.output
+    listed = _run("topicList", "-n", ns, "-c", "--json")
+    assert listed.exit_code == 0, listed.output
+    rows = [r for r in json.loads(listed.output)["rows"] if r["Topic"] == "ByWhoDead"]
+    assert [r["Consumer Group"] for r in rows] == ["by-who-cg"], listed.output
