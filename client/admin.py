@@ -462,12 +462,26 @@ class Admin(AdminOps):
         return ConsumeStatsList.decode(response.body)
 
     async def topic_consumed_by(self, topic: str) -> list[str]:
-        """Groups consuming ``topic`` on any of its brokers (online subscribers and groups with offsets)."""
+        """Groups consuming ``topic`` on any of its brokers that answers (online subscribers and groups with offsets).
+
+        Java's DefaultMQAdminExtImpl.queryTopicConsumeByWho (tools/src/main/java/org/apache/rocketmq/tools/admin/
+        DefaultMQAdminExtImpl.java) asks one broker of the route, so a dead broker elsewhere in it does not fail
+        ``topicList -c``, ``statsAll`` or a message's tracks; here a broker that fails is passed over, and the last
+        failure raised only when none answers."""
         fields = QueryTopicConsumeByWhoRequestHeader(topic=topic).to_ext_fields()
         groups: set[str] = set()
+        answered = False
+        last: Exception | None = None
         for _, addr in await self._topic_brokers(topic, reads=True):
-            response = await self._call(addr, request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, fields))
+            try:
+                response = await self._call(addr, request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, fields))
+            except BROKER_FAILURES as exc:
+                last = exc
+                continue
+            answered = True
             groups.update(GroupList.decode(response.body).group_list)
+        if not answered and last is not None:
+            raise last
         return sorted(groups)
 
     async def clean_unused_topic(self, *, broker_addr: str | None = None, cluster: str | None = None) -> list[str]:
