@@ -7,9 +7,15 @@ from __future__ import annotations
 import json
 
 import anyio
+import pytest
 from click.testing import CliRunner, Result
 
 from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.lite_pull import LitePullConsumer
+from client.consumer.push import PushConsumer
+from client.errors import MQClientError
+from client.message import MessageExt
 from client.mqadmin import main as mqadmin
 from remoting.codec.bodies import MessageQueue
 from tests.client.helpers import create_topic, register_dead_broker
@@ -43,3 +49,41 @@ def test_topic_consumers_are_found_past_a_dead_broker_in_the_topics_route(cluste
     assert listed.exit_code == 0, listed.output
     rows = [r for r in json.loads(listed.output)["rows"] if r["Topic"] == "ByWhoDead"]
     assert [r["Consumer Group"] for r in rows] == ["by-who-cg"], listed.output
+
+
+# -- a consumer's group checked at start ---------------------------------------------------------------------------
+
+
+async def _ignore(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("group", "said"),
+    [
+        ("DEFAULT_CONSUMER", "consumerGroup can not equal DEFAULT_CONSUMER"),
+        ("bad group!", "contains illegal characters"),
+        ("g" * 256, "longer than group max length 255"),
+        ("  ", "the specified group is blank"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["push", "lite_pull"])
+async def test_a_consumer_with_a_group_java_refuses_does_not_start(
+    cluster: ThreadedCluster, kind: str, group: str, said: str
+) -> None:
+    """Java DefaultMQPushConsumerImpl.checkConfig and DefaultLitePullConsumerImpl.checkConfig run
+    Validators.checkGroup (blank, longer than 255, illegal characters) and refuse DEFAULT_CONSUMER, failing start()
+    with an MQClientException; ours started and registered the group with the broker."""
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "GroupChecked", 1)
+    consumer: PushConsumer | LitePullConsumer
+    if kind == "push":
+        consumer = PushConsumer(group, ns)
+        consumer.register_message_listener(_ignore)
+        consumer.subscribe("GroupChecked")
+    else:
+        consumer = LitePullConsumer(group, ns)
+    with pytest.raises(MQClientError, match=said):
+        async with consumer:
+            pass
