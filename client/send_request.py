@@ -197,16 +197,16 @@ def check_topic(topic: str) -> None:
         raise MessageValidationError(f"Sending message to topic[{topic}] is forbidden.")
 
 
-#: Java's ``MixAll.DEFAULT_PRODUCER_GROUP``, which a producer may not use, and ``Validators.CHARACTER_MAX_LENGTH``.
+#: Java's ``MixAll.DEFAULT_PRODUCER_GROUP`` and ``MixAll.DEFAULT_CONSUMER_GROUP``, which a producer or a consumer
+#: may not use, and ``Validators.CHARACTER_MAX_LENGTH``.
 DEFAULT_PRODUCER_GROUP: Final = "DEFAULT_PRODUCER"
+DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
 GROUP_MAX_LENGTH: Final = 255
 
 
-def check_producer_group(group: str) -> None:
-    """Java's DefaultMQProducerImpl.checkConfig at start: Validators.checkGroup (blank, longer than 255, illegal
-    characters, in that order) and no DEFAULT_PRODUCER, with Java's texts
-    (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java). Raises
-    :class:`~client.errors.MQClientError`."""
+def check_group(group: str) -> None:
+    """Java's Validators.checkGroup (client/src/main/java/org/apache/rocketmq/client/Validators.java): blank, longer
+    than 255, illegal characters, in that order, with Java's texts. Raises :class:`~client.errors.MQClientError`."""
     if not group or not group.strip():
         raise MQClientError("the specified group is blank")
     if len(group) > GROUP_MAX_LENGTH:
@@ -215,8 +215,24 @@ def check_producer_group(group: str) -> None:
         raise MQClientError(
             f"the specified group[{group}] contains illegal characters, allowing only {VALID_NAME_PATTERN}"
         )
+
+
+def check_producer_group(group: str) -> None:
+    """Java's DefaultMQProducerImpl.checkConfig at start: :func:`check_group`, and no DEFAULT_PRODUCER
+    (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java). Raises
+    :class:`~client.errors.MQClientError`."""
+    check_group(group)
     if group == DEFAULT_PRODUCER_GROUP:
         raise MQClientError(f"producerGroup can not equal {DEFAULT_PRODUCER_GROUP}, please specify another one.")
+
+
+def check_consumer_group(group: str) -> None:
+    """The group checks of Java's DefaultMQPushConsumerImpl.checkConfig and DefaultLitePullConsumerImpl.checkConfig
+    at start (client/src/main/java/org/apache/rocketmq/client/impl/consumer/): :func:`check_group`, and no
+    DEFAULT_CONSUMER. Raises :class:`~client.errors.MQClientError`."""
+    check_group(group)
+    if group == DEFAULT_CONSUMER_GROUP:
+        raise MQClientError(f"consumerGroup can not equal {DEFAULT_CONSUMER_GROUP}, please specify another one.")
 
 
 def send_code(fields: dict[str, str]) -> int:

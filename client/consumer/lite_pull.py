@@ -65,6 +65,7 @@ from client.consumer.subscription import build_subscription
 from client.errors import ClientStateError, MQClientError, TopicRouteNotFoundError
 from client.instance import MQClientInstance, new_instance
 from client.route import subscribe_queues
+from client.send_request import check_consumer_group
 from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import (
     EXPRESSION_TAG,
@@ -187,6 +188,7 @@ class LitePullConsumer(LitePullWorker):
     # -- lifecycle -----------------------------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
+        check_consumer_group(self._group)  # DefaultLitePullConsumerImpl.checkConfig
         if self._own_instance:
             await self.instance.__aenter__()
         try:

@@ -58,6 +58,7 @@ from client.consumer.subscription import build_subscription, retry_topic
 from client.errors import ClientStateError
 from client.instance import MQClientInstance, new_instance
 from client.message import uncompressed
+from client.send_request import check_consumer_group
 from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import (
     EXPRESSION_TAG,
@@ -223,6 +224,7 @@ class PushConsumer:
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
+        check_consumer_group(self._group)  # DefaultMQPushConsumerImpl.checkConfig
         if self.consume_service is None:
             raise ClientStateError("register a message listener before starting the consumer")
         self.stopping = False
