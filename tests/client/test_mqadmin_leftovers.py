@@ -87,3 +87,29 @@ async def test_a_consumer_with_a_group_java_refuses_does_not_start(
     with pytest.raises(MQClientError, match=said):
         async with consumer:
             pass
+
+
+# -- numbers as Java's Integer.parseInt / Long.parseLong read them -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("updateTopic", "-t", "NumTopic", "-c", "DefaultCluster", "-w", "1_0"),
+        ("updateTopic", "-t", "NumTopic", "-c", "DefaultCluster", "-r", "2147483648"),
+        ("updateTopic", "-t", "NumTopic", "-c", "DefaultCluster", "-r", "9" * 5000),
+        ("checkMsgSendRT", "-t", "NumTopic", "-a", "1_0"),
+        ("sendMsgStatus", "-b", "broker-a", "-c", "1_0"),
+        ("updateSubGroup", "-g", "num-cg", "-c", "DefaultCluster", "-q", "1_0"),
+        ("updateSubGroup", "-g", "num-cg", "-c", "DefaultCluster", "-w", "9223372036854775808"),
+    ],
+)
+def test_a_number_java_cannot_parse_fails_the_command(cluster: ThreadedCluster, args: tuple[str, ...]) -> None:
+    """Java reads these options with Integer.parseInt or Long.parseLong (UpdateTopicSubCommand -r/-w,
+    UpdateSubGroupSubCommand -q int and -w long, CheckMsgSendRTCommand -a long, SendMsgStatusCommand -c int): an
+    underscore or a value past the Java type throws NumberFormatException -> "command failed". Ours read them with
+    Python's int(), which takes "1_0" as 10: the topic or group was created, the messages sent."""
+    result = _run(args[0], "-n", cluster.namesrv_addr, *args[1:])
+    assert isinstance(result.exception, SystemExit), f"not a clean failure: {result.exception!r}"
+    assert result.exit_code == 1, result.output
+    assert "success" not in result.output, result.output
