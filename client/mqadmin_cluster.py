@@ -16,7 +16,16 @@ import click
 
 from client.admin import Admin
 from client.message import Message, SendResult
-from client.mqadmin_support import Output, broker_may_fail, cluster_brokers, common, print_result, run_job
+from client.mqadmin_support import (
+    JAVA_INT,
+    JAVA_LONG,
+    Output,
+    broker_may_fail,
+    cluster_brokers,
+    common,
+    print_result,
+    run_job,
+)
 from client.producer import Producer
 from remoting.codec.bodies import ClusterInfo
 
@@ -99,7 +108,7 @@ async def _more_rows(admin: Admin, out: Output) -> None:
 @click.command("clusterList", help="List all of clusters")
 @common
 @click.option("-m", "--moreStats", "more", is_flag=True, help="Print more stats")
-@click.option("-i", "--interval", type=int, help="specify intervals numbers, it is in seconds")
+@click.option("-i", "--interval", type=JAVA_LONG, help="specify intervals numbers, it is in seconds")
 @click.option("--rounds", type=int, default=0, help="with -i, stop after this many rounds (rocketrio)")
 def cluster_list(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
@@ -147,8 +156,8 @@ def send_result_text(r: SendResult) -> str:
 @click.command("sendMsgStatus", help="send msg to broker.")
 @common
 @click.option("-b", "--brokerName", "broker", required=True, help="Broker Name")
-@click.option("-s", "--messageSize", "size", type=int, default=128, help="Message Size, Default: 128")
-@click.option("-c", "--count", type=int, default=50, help="send message count, Default: 50")
+@click.option("-s", "--messageSize", "size", type=JAVA_INT, default=128, help="Message Size, Default: 128")
+@click.option("-c", "--count", type=JAVA_INT, default=50, help="send message count, Default: 50")
 def send_msg_status(ctx: click.Context, **o: Any) -> None:
     def body(size: int) -> bytes:
         return ("hello jodie" * ((size + 10) // 11)).encode()  # Java appends it per 11 bytes asked
@@ -168,12 +177,12 @@ def send_msg_status(ctx: click.Context, **o: Any) -> None:
 
 @click.command("clusterRT", help="List All clusters Message Send RT")
 @common
-@click.option("-a", "--amount", type=int, default=100, help="message amount | default 100")
-@click.option("-s", "--size", type=int, default=128, help="message size | default 128 Byte")
+@click.option("-a", "--amount", type=JAVA_LONG, default=100, help="message amount | default 100")
+@click.option("-s", "--size", type=JAVA_LONG, default=128, help="message size | default 128 Byte")
 @click.option("-c", "--cluster", help="cluster name | default display all cluster")
 @click.option("-p", "--printLog", "print_log", help="print as tlog | default false")
 @click.option("-m", "--machineRoom", "machine_room", default="noname", help="machine room name | default noname")
-@click.option("-i", "--interval", type=int, default=10, help="print interval | default 10 seconds")
+@click.option("-i", "--interval", type=JAVA_LONG, default=10, help="print interval | default 10 seconds")
 @click.option("--rounds", type=int, default=0, help="stop after this many rounds (rocketrio; 0: run until stopped)")
 def cluster_rt(ctx: click.Context, **o: Any) -> None:
     tlog = (o["print_log"] or "").lower() == "true"

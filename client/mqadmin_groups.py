@@ -21,6 +21,8 @@ import click
 from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQBrokerError, MQClientError
 from client.mqadmin_support import (
+    JAVA_INT,
+    JAVA_LONG,
     NO_CONSUME_STATS,
     Output,
     broker_may_fail,
@@ -73,10 +75,12 @@ def _sub_group_config(o: dict[str, Any]) -> SubscriptionGroupConfig:
 @click.option("-s", "--consumeEnable", "consume_enable", help="consume enable")
 @click.option("-m", "--consumeFromMinEnable", "from_min", help="from min offset")
 @click.option("-d", "--consumeBroadcastEnable", "broadcast", help="broadcast")
-@click.option("-q", "--retryQueueNums", "retry_queues", type=int, help="retry queue nums")
-@click.option("-r", "--retryMaxTimes", "retry_max", type=int, help="retry max times")
-@click.option("-i", "--brokerId", "broker_id", type=int, help="consumer from which broker id")
-@click.option("-w", "--whichBrokerWhenConsumeSlowly", "slowly", type=int, help="which broker id when consume slowly")
+@click.option("-q", "--retryQueueNums", "retry_queues", type=JAVA_INT, help="retry queue nums")
+@click.option("-r", "--retryMaxTimes", "retry_max", type=JAVA_INT, help="retry max times")
+@click.option("-i", "--brokerId", "broker_id", type=JAVA_LONG, help="consumer from which broker id")
+@click.option(
+    "-w", "--whichBrokerWhenConsumeSlowly", "slowly", type=JAVA_LONG, help="which broker id when consume slowly"
+)
 @click.option("-a", "--notifyConsumerIdsChanged", "notify", help="notify consumerId changed")
 def update_sub_group(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:

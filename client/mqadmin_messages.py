@@ -22,6 +22,8 @@ from client.message import Message, MessageExt, uniq_msg_id
 from client.message_track import message_track_detail
 from client.mqadmin_cluster import send_result_text
 from client.mqadmin_support import (
+    JAVA_INT,
+    JAVA_LONG,
     Output,
     broker_may_fail,
     common,
@@ -174,8 +176,8 @@ def query_msg_by_unique_key(ctx: click.Context, **o: Any) -> None:
 @common
 @click.option("-t", "--topic", required=True, help="topic name")
 @click.option("-b", "--brokerName", "broker", required=True, help="Broker Name")
-@click.option("-i", "--queueId", "queue_id", type=int, required=True, help="Queue Id")
-@click.option("-o", "--offset", type=int, required=True, help="Queue Offset")
+@click.option("-i", "--queueId", "queue_id", type=JAVA_INT, required=True, help="Queue Id")
+@click.option("-o", "--offset", type=JAVA_LONG, required=True, help="Queue Offset")
 def query_msg_by_offset(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         mq = MessageQueue(o["topic"], o["broker"], o["queue_id"])
@@ -263,7 +265,7 @@ def print_msg(ctx: click.Context, **o: Any) -> None:
 @common
 @click.option("-t", "--topic", required=True, help="topic name")
 @click.option("-a", "--brokerName", "broker", required=True, help="broker name")
-@click.option("-i", "--queueId", "queue_id", type=int, required=True, help="queue id")
+@click.option("-i", "--queueId", "queue_id", type=JAVA_INT, required=True, help="queue id")
 @click.option("-c", "--charsetName", "charset", default="UTF-8", help="CharsetName(eg: UTF-8,GBK)")
 @click.option("-s", "--subExpression", "expression", default="*", help="Subscribe Expression(eg: TagA || TagB)")
 @click.option("-b", "--beginTimestamp", "begin", help="Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
@@ -301,7 +303,7 @@ def print_msg_by_queue(ctx: click.Context, **o: Any) -> None:
 @click.option("-k", "--key", "keys", help="Message keys")
 @click.option("-c", "--tags", help="Message tags")
 @click.option("-b", "--broker", help="Send message to target broker")
-@click.option("-i", "--qid", type=int, help="Send message to target queue")
+@click.option("-i", "--qid", type=JAVA_INT, help="Send message to target queue")
 @click.option("-m", "--msgTraceEnable", "trace", help="Message Trace Enable, Default: false")
 def send_message(ctx: click.Context, **o: Any) -> None:
     if o["qid"] is not None and not o["broker"]:
@@ -327,12 +329,12 @@ def send_message(ctx: click.Context, **o: Any) -> None:
 @common
 @click.option("-t", "--topic", required=True, help="Topic name")
 @click.option("-b", "--brokerName", "broker", help="Broker name")
-@click.option("-i", "--queueId", "queue_id", type=int, help="Queue Id")
-@click.option("-o", "--offset", type=int, help="Queue offset")
+@click.option("-i", "--queueId", "queue_id", type=JAVA_INT, help="Queue Id")
+@click.option("-o", "--offset", type=JAVA_LONG, help="Queue offset")
 @click.option("-g", "--consumerGroup", "group", help="Consumer group name")
 @click.option("-s", "--beginTimestamp", "begin", help="Begin timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
 @click.option("-e", "--endTimestamp", "end", help="End timestamp[currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS]")
-@click.option("-c", "--MessageNumber", "count", type=int, default=128, help="Number of message to be consumed")
+@click.option("-c", "--MessageNumber", "count", type=JAVA_LONG, default=128, help="Number of message to be consumed")
 def consume_message(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         problem = _consume_message_problem(o)  # inside the job: a malformed time fails the command, as Java's parse
@@ -409,8 +411,8 @@ async def _pull_range(admin: Admin, out: Output, mq: MessageQueue, low: int, hig
 @click.command("checkMsgSendRT", help="check message send response time")
 @common
 @click.option("-t", "--topic", required=True, help="topic name")
-@click.option("-a", "--amount", type=int, default=100, help="message amount | default 100")
-@click.option("-s", "--size", type=int, default=128, help="message size | default 128 Byte")
+@click.option("-a", "--amount", type=JAVA_LONG, default=100, help="message amount | default 100")
+@click.option("-s", "--size", type=JAVA_LONG, default=128, help="message size | default 128 Byte")
 def check_msg_send_rt(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         topic, amount = o["topic"], o["amount"]

@@ -20,7 +20,17 @@ import click
 
 from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
-from client.mqadmin_support import NO_CONSUME_STATS, Output, common, java_bool, java_text, parse_time_arg, run_job
+from client.mqadmin_support import (
+    JAVA_INT,
+    JAVA_LONG,
+    NO_CONSUME_STATS,
+    Output,
+    common,
+    java_bool,
+    java_text,
+    parse_time_arg,
+    run_job,
+)
 from client.offset_reset import Rollback, reset_offline
 from client.route import master_address
 from remoting.codec.bodies import MessageQueue
@@ -133,9 +143,9 @@ def clone_group_offset(ctx: click.Context, **o: Any) -> None:
 @click.command("queryCq", help="Query cq command.")
 @common
 @click.option("-t", "--topic", required=True, help="topic name")
-@click.option("-q", "--queue", "queue_id", type=int, required=True, help="queue num, ie. 1")
-@click.option("-i", "--index", type=int, required=True, help="start queue index.")
-@click.option("-c", "--count", type=int, default=10, help="how many.")
+@click.option("-q", "--queue", "queue_id", type=JAVA_INT, required=True, help="queue num, ie. 1")
+@click.option("-i", "--index", type=JAVA_LONG, required=True, help="start queue index.")
+@click.option("-c", "--count", type=JAVA_INT, default=10, help="how many.")
 @click.option("-b", "--broker", help="broker addr.")
 @click.option("-g", "--consumer", help="consumer group.")
 def query_cq(ctx: click.Context, **o: Any) -> None:

@@ -11,6 +11,7 @@ import click
 
 from client.admin import BROKER_FAILURES, Admin
 from client.mqadmin_support import (
+    JAVA_LONG,
     Output,
     broker_may_fail,
     cluster_masters,
@@ -94,8 +95,8 @@ def stats_all(ctx: click.Context, **o: Any) -> None:
 @click.command("brokerConsumeStats", help="Fetch broker consume stats data")
 @common
 @click.option("-b", "--brokerAddr", "broker_addr", required=True, help="Broker address")
-@click.option("-t", "--timeoutMillis", "timeout", type=int, default=50000, help="request timeout Millis")
-@click.option("-l", "--level", type=int, default=0, help="threshold of print diff")
+@click.option("-t", "--timeoutMillis", "timeout", type=JAVA_LONG, default=50000, help="request timeout Millis")
+@click.option("-l", "--level", type=JAVA_LONG, default=0, help="threshold of print diff")
 @click.option("-o", "--order", help="order topic")
 def broker_consume_stats(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:

@@ -208,6 +208,39 @@ def version_desc(version: int) -> str:
     return _VERSION_NAMES[min(version, len(_VERSION_NAMES) - 1)]
 
 
+class JavaNumberError(click.BadParameter):
+    """A number Java's parse refuses: the command fails (exit status 1), as Java's NumberFormatException inside the
+    command's try ends it with "command failed"."""
+
+    exit_code = 1
+
+
+class JavaNumber(click.ParamType[int]):
+    """An option read as Java's ``Integer.parseInt`` (32 bits) or ``Long.parseLong`` (64 bits) reads it, after the
+    ``trim()`` Java's commands apply: an optional sign and decimal digits within the type's range. Python's ``int()``
+    also takes ``1_0`` (10); Java refuses it, and any value past its type, with NumberFormatException."""
+
+    name = "integer"
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        digits = text[1:] if text[:1] in ("+", "-") else text
+        limit = 1 << (self.bits - 1)
+        if not digits.isdecimal() or len(digits.lstrip("0")) > 19 or not -limit <= int(text) < limit:
+            raise JavaNumberError(f'For input string: "{text}"', ctx=ctx, param=param)
+        return int(text)
+
+
+#: Options Java reads with ``Integer.parseInt`` and ``Long.parseLong``.
+JAVA_INT: Final = JavaNumber(32)
+JAVA_LONG: Final = JavaNumber(64)
+
+
 def java_bool(text: str | None, default: bool = False) -> bool:
     """Java's ``Boolean.parseBoolean`` (``true`` in any case is true, anything else false); ``default`` if absent."""
     return default if text is None else text.strip().lower() == "true"

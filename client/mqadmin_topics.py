@@ -15,6 +15,7 @@ from client.admin import Admin
 from client.admin_ops import ORDER_TOPIC_CONFIG
 from client.consumer.allocate import allocate_average
 from client.mqadmin_support import (
+    JAVA_INT,
     Output,
     cluster_masters,
     common,
@@ -45,9 +46,9 @@ async def _broker_name_of(admin: Admin, addr: str) -> str:
 @click.option("-b", "--brokerAddr", "broker_addr", help="create topic to which broker")
 @click.option("-c", "--clusterName", "cluster", help="create topic to which cluster")
 @click.option("-t", "--topic", required=True, help="topic name")
-@click.option("-r", "--readQueueNums", "read", type=int, default=8, help="set read queue nums")
-@click.option("-w", "--writeQueueNums", "write", type=int, default=8, help="set write queue nums")
-@click.option("-p", "--perm", type=int, default=PERM_READ | PERM_WRITE, help="set topic's permission(2|4|6)")
+@click.option("-r", "--readQueueNums", "read", type=JAVA_INT, default=8, help="set read queue nums")
+@click.option("-w", "--writeQueueNums", "write", type=JAVA_INT, default=8, help="set write queue nums")
+@click.option("-p", "--perm", type=JAVA_INT, default=PERM_READ | PERM_WRITE, help="set topic's permission(2|4|6)")
 @click.option("-o", "--order", help="set topic's order(true|false)")
 @click.option("-u", "--unit", help="is unit topic (true|false)")
 @click.option("-s", "--hasUnitSub", "unit_sub", help="has unit sub (true|false)")
@@ -109,7 +110,7 @@ async def delete_topic_in_cluster(admin: Admin, out: Output, cluster: str, topic
 @click.option("-b", "--brokerAddr", "broker_addr", help="create topic to which broker")
 @click.option("-c", "--clusterName", "cluster", help="create topic to which cluster")
 @click.option("-t", "--topic", required=True, help="topic name")
-@click.option("-p", "--perm", type=int, required=True, help="set topic's permission(2|4|6), intro[2:W; 4:R; 6:RW]")
+@click.option("-p", "--perm", type=JAVA_INT, required=True, help="set topic's permission(2|4|6), intro[2:W; 4:R; 6:RW]")
 def update_topic_perm(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         topic, perm = o["topic"], o["perm"]
