@@ -113,3 +113,21 @@ def test_a_number_java_cannot_parse_fails_the_command(cluster: ThreadedCluster, 
     assert isinstance(result.exception, SystemExit), f"not a clean failure: {result.exception!r}"
     assert result.exit_code == 1, result.output
     assert "success" not in result.output, result.output
+
+
+# -- sendMessage -i -1 --------------------------------------------------------------------------------------------
+
+
+def test_send_message_with_queue_minus_one_lets_the_producer_choose(cluster: ThreadedCluster) -> None:
+    """Java SendMessageCommand sends to the given queue only when ``queueId > -1``; ``-i -1`` is a plain
+    producer.send(msg), the producer choosing among the topic's queues (-b then unused). Before, ours sent to
+    MessageQueue(topic, -b, -1) and failed for a broker name not in the route."""
+    ns = cluster.namesrv_addr
+    anyio.run(create_topic, ns, "SendAnyQueue", 2)
+    result = _run(
+        "sendMessage", "-n", ns, "-t", "SendAnyQueue", "-p", "hi", "-b", "no-such-broker", "-i", "-1", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.output)["rows"]
+    assert (row["Broker Name"], row["Send Result"]) == ("broker-a", "SEND_OK")
+    assert row["QID"] in (0, 1)
