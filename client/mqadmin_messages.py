@@ -313,7 +313,10 @@ def send_message(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         topic = o["topic"]
         msg = Message(topic, o["body"].encode(), tags=o["tags"], keys=o["keys"])
-        queue = MessageQueue(topic, o["broker"], o["qid"]) if o["broker"] and o["qid"] is not None else None
+        # Java sends to the given queue only when queueId > -1 (tools/src/main/java/org/apache/rocketmq/tools/
+        # command/message/SendMessageCommand.java); else the producer chooses, -b unused.
+        qid = o["qid"]
+        queue = MessageQueue(topic, o["broker"], qid) if o["broker"] and qid is not None and qid > -1 else None
         group = str(int(time.time() * 1000))
         async with Producer(group, instance=admin.instance, enable_msg_trace=java_bool(o["trace"])) as producer:
             r = await producer.send(msg, queue=queue)
