@@ -131,3 +131,19 @@ def test_send_message_with_queue_minus_one_lets_the_producer_choose(cluster: Thr
     [row] = json.loads(result.output)["rows"]
     assert (row["Broker Name"], row["Send Result"]) == ("broker-a", "SEND_OK")
     assert row["QID"] in (0, 1)
+
+
+# -- deleteSubGroup -c: the group's %RETRY% / %DLQ% topics ----------------------------------------------------------
+
+
+def test_delete_sub_group_of_a_cluster_succeeds_when_deleting_its_retry_topic_fails(cluster: ThreadedCluster) -> None:
+    """Java DeleteSubscriptionGroupCommand -c deletes the group from every master, then the %RETRY% and %DLQ% topics
+    inside a try/catch (e.printStackTrace): a failure there (here a name server of -n that does not answer) does
+    not fail the command. Before, ours exited 1 after the group was deleted."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    created = _run("updateSubGroup", "-n", ns, "-g", "del-cg", "-b", addr)
+    assert created.exit_code == 0, created.output
+    result = _run("deleteSubGroup", "-n", f"{ns};127.0.0.1:1", "-g", "del-cg", "-c", "DefaultCluster")
+    assert result.exit_code == 0, result.output
+    said = f"delete subscription group [del-cg] from broker [{addr}] in cluster [DefaultCluster] success."
+    assert said in result.output.splitlines(), result.output
