@@ -18,7 +18,7 @@ from client.errors import MQClientError
 from client.message import MessageExt
 from client.mqadmin import main as mqadmin
 from remoting.codec.bodies import MessageQueue
-from tests.client.helpers import create_topic, register_dead_broker
+from tests.client.helpers import HANG_GUARD, create_topic, register_dead_broker
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -147,3 +147,32 @@ def test_delete_sub_group_of_a_cluster_succeeds_when_deleting_its_retry_topic_fa
     assert result.exit_code == 0, result.output
     said = f"delete subscription group [del-cg] from broker [{addr}] in cluster [DefaultCluster] success."
     assert said in result.output.splitlines(), result.output
+
+
+# -- checkMsgSendRT: the average of one send, a send that fails before a queue is chosen -----------------------------
+
+
+def test_check_msg_send_rt_prints_java_s_nan_average_and_unchosen_queue(cluster: ThreadedCluster) -> None:
+    """Java CheckMsgSendRTCommand averages the times of all sends but the first as a double, ``elapsed / (amount -
+    1)``: one send is 0.0 / 0 -> ``Avg RT: NaN``. Its broker name and queue id are fields the selector sets, ``""``
+    and ``0`` until a queue is chosen: a send that fails before (a topic without a writable queue) prints those.
+    Ours printed ``Avg RT: 0.00`` and ``null`` for both."""
+    ns = cluster.namesrv_addr
+    anyio.run(create_topic, ns, "RtOne", 1)
+    one = _run("checkMsgSendRT", "-n", ns, "-t", "RtOne", "-a", "1")
+    assert one.exit_code == 0, one.output
+    assert one.output.splitlines()[-1] == "Avg RT: NaN", one.output
+    perm = _run("updateTopicPerm", "-n", ns, "-t", "RtOne", "-c", "DefaultCluster", "-p", "4")
+    assert perm.exit_code == 0, perm.output
+    anyio.run(_wait_read_only, ns, "RtOne")
+    failed = _run("checkMsgSendRT", "-n", ns, "-t", "RtOne", "-a", "1", "--json")
+    assert failed.exit_code == 0, failed.output
+    [row] = json.loads(failed.output)["rows"]
+    assert (row["Broker Name"], row["QID"], row["Send Result"]) == ("", 0, False), failed.output
+
+
+async def _wait_read_only(ns: str, topic: str) -> None:
+    async with Admin(ns) as admin:
+        with anyio.fail_after(HANG_GUARD):
+            while any(qd.perm != 4 for qd in (await admin.topic_route(topic)).queue_datas):
+                await anyio.sleep(0.02)
