@@ -421,16 +421,19 @@ def check_msg_send_rt(ctx: click.Context, **o: Any) -> None:
         topic, amount = o["topic"], o["amount"]
         out.header("%-32s  %-4s  %-20s    %s%n", "#Broker Name", "#QID", "#Send Result", "#RT")
         total = 0
-        chosen: list[MessageQueue] = []
+        # Java's fields the selector sets (tools/src/main/java/org/apache/rocketmq/tools/command/message/
+        # CheckMsgSendRTCommand.java): "" and 0 until a queue is chosen, a failed send printing the last chosen.
+        chosen = ("", 0)
 
         def pick(mqs: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
-            chosen.append(mqs[int(str(arg)) % len(mqs)])  # Java's selector: the i-th send to queue i mod n
-            return chosen[-1]
+            nonlocal chosen
+            mq = mqs[int(str(arg)) % len(mqs)]  # Java's selector: the i-th send to queue i mod n
+            chosen = (mq.broker_name, mq.queue_id)
+            return mq
 
         async with Producer(str(int(time.time() * 1000)), instance=admin.instance) as producer:
             for i in range(amount):
                 start = time.monotonic()
-                chosen.clear()
                 try:
                     await producer.send(Message(topic, b"a" * o["size"]), selector=pick, arg=i)
                     ok = True
@@ -438,9 +441,9 @@ def check_msg_send_rt(ctx: click.Context, **o: Any) -> None:
                     ok = False
                 rt = int((time.monotonic() - start) * 1000)
                 total += rt if i else 0
-                mq = chosen[-1] if chosen else None
-                out.row("%-32s  %-4s  %-20s    %s%n", mq and mq.broker_name, mq and mq.queue_id, ok, rt)
-        out.line("Avg RT: %s%n", f"{total / max(1, amount - 1):.2f}")
+                out.row("%-32s  %-4s  %-20s    %s%n", *chosen, ok, rt)
+        # Java's double division: one send is 0.0 / 0, printed NaN by String.format("%.2f").
+        out.line("Avg RT: %s%n", "NaN" if amount == 1 else f"{total / (amount - 1):.2f}")
 
     run_job(ctx, job)
 
