@@ -7,12 +7,14 @@ import threading
 
 import anyio
 import pytest
+from click.testing import CliRunner
 
 from client.admin import Admin
 from client.config import ClientConfig
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
+from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
 from tests.client.helpers import HANG_GUARD, create_topic, wait_until
@@ -259,3 +261,24 @@ async def test_a_reset_offset_leaves_the_queues_this_member_does_not_own_to_thei
         progress = await admin.consumer_progress("cg-reset-owned", "ResetOwned")
     assert progress[mq].consumer_offset == 3
     assert other.offset_store.snapshot("ResetOwned") == {}
+
+
+async def test_consumer_status_with_jstack_shows_the_consumers_thread_stacks(cluster: ThreadedCluster) -> None:
+    """``mqadmin consumerStatus -s``: ConsumerStatusSubCommand asks getConsumerRunningInfo with ``jstack`` (the
+    request's jstackEnable), the consumer answers with its threads' stacks as UtilAll.jstack lists them
+    (ClientRemotingProcessor.getConsumerRunningInfo), and ConsumerRunningInfo.formatString prints them under
+    ``#Consumer jstack#``. Without it the running info has no jstack, as Java's (null, left out of the JSON)."""
+    await create_topic(cluster.namesrv_addr, "Jstack", queues=1)
+    consumer = _consumer(cluster, "cg-jstack", "Jstack", [])
+    async with consumer, Admin(cluster.namesrv_addr) as admin:
+        client_id = consumer.instance.client_id
+        plain = await admin.consumer_running_info("cg-jstack", client_id)
+        traced = await admin.consumer_running_info("cg-jstack", client_id, jstack=True)
+        args = ["consumerStatus", "-n", cluster.namesrv_addr, "-g", "cg-jstack", "-i", client_id, "-s"]
+        shown = await anyio.to_thread.run_sync(lambda: CliRunner().invoke(mqadmin, args, catch_exceptions=False))
+    assert "jstack" not in plain
+    stacks = traced["jstack"]
+    assert f"{threading.main_thread().name:<40}TID: {threading.main_thread().ident} STATE: RUNNABLE" in stacks
+    assert "client.handlers.ClientRequestHandler.process(handlers.py:" in stacks  # the frame answering it
+    assert shown.exit_code == 0, shown.output
+    assert "\n\n#Consumer jstack#\n" in shown.output and "TID: " in shown.output
