@@ -359,11 +359,13 @@ class Admin(AdminOps):
             table.update(parse_reset_offset_body((await self._call(addr, cmd)).body))
         return dict(sorted(table.items()))
 
-    async def consumer_running_info(self, group: str, client_id: str) -> dict[str, Any]:
+    async def consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO, relayed by one of the group's brokers (the first that answers) to the consumer
         ``client_id`` of ``group``: its subscriptions and ``mqTable`` (``{MessageQueue: ProcessQueueInfo}``), as
-        Java's ConsumerRunningInfo."""
-        fields = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id).to_ext_fields()
+        Java's ConsumerRunningInfo; with ``jstack`` (the request's ``jstackEnable``, as MQClientAPIImpl sends it) also
+        the consumer's thread stacks under ``"jstack"`` (a 5.x consumer answers with those only)."""
+        header = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id, jstack_enable=jstack)
+        fields = header.to_ext_fields()
         response = await self._first_answer(
             await self._group_brokers(group, reads=True),
             lambda: request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields),

@@ -2,7 +2,8 @@
 
 - NOTIFY_CONSUMER_IDS_CHANGED (40): wake the rebalance at once;
 - CHECK_TRANSACTION_STATE (39): hand the half message to the producer of its ``PGROUP``;
-- GET_CONSUMER_RUNNING_INFO (307): a JSON body describing the consumer (subscriptions, queues, offsets);
+- GET_CONSUMER_RUNNING_INFO (307): a JSON body describing the consumer (subscriptions, queues, offsets), with the
+  stacks of this process's threads when the request's ``jstackEnable`` asks for them;
 - CONSUME_MESSAGE_DIRECTLY (309): run the consumer's listener on the message in the body, answer the result;
 - RESET_CONSUMER_CLIENT_OFFSET (220): move the consumer's offsets to the ones in the body;
 - GET_CONSUMER_STATUS_FROM_CLIENT (221): the group's offsets of a topic (empty for a group this client lacks);
@@ -14,6 +15,8 @@ Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a group this client does not have 
 from __future__ import annotations
 
 import logging
+import sys
+import threading
 import zlib
 from typing import TYPE_CHECKING
 
@@ -61,12 +64,33 @@ def encode_running_info(info: dict[str, object]) -> bytes:
     form, everything else standard JSON, so Java's admin tools can read it."""
     table = info.get("mqTable")
     rest = {k: v for k, v in info.items() if k != "mqTable"}
-    rest.setdefault("jstack", "")
     rest.setdefault("statusTable", {})
     body = orjson.dumps(rest, option=orjson.OPT_SORT_KEYS)
     if not isinstance(table, dict) or not table:
         return body[:-1] + b',"mqTable":{}}'
     return body[:-1] + b',"mqTable":' + dumps_mq_map(table) + b"}"
+
+
+def thread_stacks() -> str:
+    """Every thread's stack as UtilAll.jstack lists Java's (common/src/main/java/org/apache/rocketmq/common/
+    UtilAll.java, which ClientRemotingProcessor.getConsumerRunningInfo answers a ``jstackEnable`` request with): a
+    ``name TID: id STATE: RUNNABLE`` line, then one line per frame, innermost first, each behind the thread's name
+    padded to 40, and an empty line. A frame reads ``module.function(file:line)``, as a StackTraceElement."""
+    frames = sys._current_frames()
+    out: list[str] = []
+    for thread in threading.enumerate():
+        frame = frames.get(thread.ident or -1)
+        if frame is None:
+            continue
+        name = thread.name
+        out.append(f"{name:<40}TID: {thread.ident} STATE: RUNNABLE\n")
+        while frame is not None:
+            code = frame.f_code
+            where = f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}"
+            out.append(f"{name:<40}{where}({code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})\n")
+            frame = frame.f_back
+        out.append("\n")
+    return "".join(out)
 
 
 class ClientRequestHandler:
@@ -89,6 +113,8 @@ class ClientRequestHandler:
             info = self.instance.consumer_running_info(info_header.consumer_group)
             if info is None:
                 return _no_group(request, info_header.consumer_group)
+            if info_header.jstack_enable:
+                info["jstack"] = thread_stacks()
             return request.response(ResponseCode.SUCCESS, body=encode_running_info(info))
         if code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
             direct = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)

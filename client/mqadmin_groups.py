@@ -285,7 +285,10 @@ def running_info_text(info: dict[str, Any]) -> str:
     for mq, pq in sorted(table.items()):
         detail = ", ".join(f"{k}={java_text(v)}" for k, v in sorted(pq.items()))
         lines.append(f"{mq.topic:<32}  {mq.broker_name:<32}  {mq.queue_id:<4}  ProcessQueueInfo [{detail}]")
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    if info.get("jstack") is not None:  # formatString's last section, when the consumer sent its stacks
+        text += "\n\n#Consumer jstack#\n" + str(info["jstack"])
+    return text
 
 
 def _subscriptions(info: dict[str, Any]) -> set[tuple[str, str]]:
@@ -303,7 +306,8 @@ def consumer_status(ctx: click.Context, **o: Any) -> None:
         group = o["group"]
         conn = await admin.consumer_connection(group, o["broker_addr"])
         if o["client_id"]:
-            out.line("%s", running_info_text(await admin.consumer_running_info(group, o["client_id"])))
+            info = await admin.consumer_running_info(group, o["client_id"], jstack=o["jstack"])
+            out.line("%s", running_info_text(info))
             return
         now = int(time.time() * 1000)
         infos: dict[str, dict[str, Any]] = {}
@@ -313,7 +317,7 @@ def consumer_status(ctx: click.Context, **o: Any) -> None:
             # left out, the index counting the listed ones (tools/src/main/java/org/apache/rocketmq/tools/command/
             # consumer/ConsumerStatusSubCommand.java).
             with broker_may_fail(c.client_id):
-                info = await admin.consumer_running_info(group, c.client_id)
+                info = await admin.consumer_running_info(group, c.client_id, jstack=o["jstack"])
                 infos[c.client_id] = info
                 path = Path(str(now)) / c.client_id
                 path.parent.mkdir(parents=True, exist_ok=True)
