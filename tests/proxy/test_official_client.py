@@ -13,7 +13,11 @@ from rocketmq import ClientConfiguration, ConsumeResult, Credentials, FilterExpr
 from rocketmq.v5.exception import BadRequestException
 
 from client import Admin
+from client.errors import MQBrokerError
+from client.message import Message
+from client.producer import Producer
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.codec.codes import ResponseCode
 from tests.proxy.cluster import GrpcCluster
 from tests.proxy.official import CommitAll, drain, make_message, start_consumer, start_producer
 
@@ -273,3 +277,31 @@ async def test_push_consumer_gets_assignments_and_a_failure_is_redelivered(grpc_
     await create_topic(grpc_cluster, "T7")
     seen = await trio.to_thread.run_sync(_push, grpc_cluster.endpoint)
     assert seen == [(b"fail-once", 1), (b"fail-once", 2), (b"ok", 1)]
+
+
+async def test_admin_requests_relayed_to_the_official_client_end_with_the_relay_timeout(
+    grpc_cluster: GrpcCluster,
+) -> None:
+    """``mqadmin consumerStatus -s`` and the dashboard's resend to an official 5.x push consumer: the broker relays
+    them over its Telemetry stream (a PrintThreadStackTraceCommand, a VerifyMessageCommand), which
+    rocketmq-python-client 5.1.2 does not answer (it reads only Settings and transaction recoveries), so each ends as
+    RocketMQ 5.3.3's GrpcChannelManager.scanExpireResultFuture ends it: SYSTEM_BUSY "call remote timeout", after
+    ``grpcProxyRelayRequestTimeoutInSeconds``, not CONSUME_MSG_TIMEOUT after the broker's 10 s."""
+    await create_topic(grpc_cluster, "T-relay")
+    listener = _FailOnce()
+    config = ClientConfiguration(grpc_cluster.endpoint, Credentials())
+    consumer = PushConsumer(config, "G-relay", listener, {"T-relay": FilterExpression()})
+    await trio.to_thread.run_sync(consumer.startup)
+    try:
+        async with Producer("pg-relay", grpc_cluster.namesrv_addr) as producer:
+            sent = await producer.send(Message("T-relay", b"resend me"))
+        async with Admin(grpc_cluster.namesrv_addr) as admin:
+            [client] = (await admin.consumer_connection("G-relay")).connection_set
+            with pytest.raises(MQBrokerError) as stacks:
+                await admin.consumer_running_info("G-relay", client.client_id, jstack=True)
+            with pytest.raises(MQBrokerError) as resend:
+                await admin.consume_message_directly("G-relay", client.client_id, sent.offset_msg_id)
+    finally:
+        await trio.to_thread.run_sync(consumer.shutdown)
+    assert (stacks.value.code, stacks.value.remark) == (ResponseCode.SYSTEM_BUSY, "call remote timeout")
+    assert (resend.value.code, resend.value.remark) == (ResponseCode.SYSTEM_BUSY, "call remote timeout")
