@@ -90,7 +90,8 @@ class MessagingActivity:
         self.config = config
         self.acl = acl
         self.producing = Producing(broker, config, invoker)
-        self.sessions = SessionTable(broker, self.producing.transactions)
+        relay_timeout = config.grpc_proxy_relay_request_timeout_in_seconds
+        self.sessions = SessionTable(broker, self.producing.transactions, relay_timeout)
         self.consuming = Consuming(broker, config, pop, self.sessions, invoker)
 
     async def guarded(
@@ -228,7 +229,8 @@ class MessagingActivity:
             except RpcError as err:
                 return service.TelemetryCommand(status=status(err.code, err.message))
         if not command.HasField("settings"):
-            return None  # thread stack traces, verify results, status: nothing to answer
+            self.sessions.relay_answer(command)  # a reply to a relayed request, if any: nothing to write back
+            return None
         settings = command.settings
         self._check_settings(settings)
         session = self.sessions.session(client_id_of(md), md)

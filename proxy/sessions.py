@@ -7,9 +7,14 @@ show 5.x clients, their subscriptions as ClientActivity.buildSubscriptionData bu
 a group's, a Heartbeat leaving them as they are), expires it like any
 channel, and the transaction check service's CHECK_TRANSACTION_STATE written to it becomes a
 ``RecoverOrphanedTransactionCommand`` on the client's stream (RocketMQ's GrpcClientChannel,
-proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/channel/GrpcClientChannel.java). Other requests are dropped:
-an invocation of one ends at its timeout (:meth:`Connection.invoke` needs no sweeper for that). It is
-:attr:`~GrpcClientChannel.writable` only while the client's Telemetry stream is open, as RocketMQ's ``isWritable``.
+proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/channel/GrpcClientChannel.java). An admin's
+GET_CONSUMER_RUNNING_INFO with ``jstackEnable`` invoked on it becomes a ``PrintThreadStackTraceCommand`` with a nonce
+(:meth:`SessionTable.relay`); the client's ``ThreadStackTrace`` with that nonce, on any Telemetry stream, is the
+answer (:meth:`SessionTable.relay_answer`, RocketMQ's ClientActivity.reportThreadStackTrace), and none within
+``grpcProxyRelayRequestTimeoutInSeconds`` is SYSTEM_BUSY "call remote timeout" (GrpcChannelManager
+.scanExpireResultFuture). Other requests are dropped: an invocation of one ends at its timeout
+(:meth:`Connection.invoke` needs no sweeper for that). It is :attr:`~GrpcClientChannel.writable` only while the
+client's Telemetry stream is open, as RocketMQ's ``isWritable``.
 
 Owned by :class:`proxy.messaging.MessagingActivity` on the Trio thread; ``push`` callables are thread-safe (they hand
 the command to the gRPC thread).
@@ -17,11 +22,13 @@ the command to the gRPC thread).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from typing import Any, Final, cast
 
 import attrs
+import orjson
 import trio
 
 from broker.context import BrokerState
@@ -29,7 +36,7 @@ from processors.client_channels import ClientChannelInfo
 from processors.pull import build_subscription
 from proxy.common import Code, RpcError
 from proxy.convert import recovery_command
-from proxy.pb import definition
+from proxy.pb import definition, service
 from remoting.codec.bodies import (
     EXPRESSION_SQL92,
     EXPRESSION_TAG,
@@ -38,18 +45,22 @@ from remoting.codec.bodies import (
     MessageModel,
     SubscriptionData,
 )
-from remoting.codec.codes import LanguageCode, RequestCode
+from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import MessageDecodeError
+from remoting.codec.headers import GetConsumerRunningInfoRequestHeader
 from remoting.codec.headers.transaction import CheckTransactionStateRequestHeader
 from remoting.codec.message import decode_record
 from remoting.connection import Connection
+from remoting.errors import RemotingClosedError, RemotingTimeoutError
 
 __all__ = ["ClientSession", "GrpcClientChannel", "SessionTable", "subscription_data"]
 
 log = logging.getLogger(__name__)
 
 Push = Callable[[Any], None]
+#: The remoting answer a relayed request gets: response code, remark, body.
+Answer = tuple[int, str, bytes]
 
 _LANGUAGES: Final = {
     "JAVA": LanguageCode.JAVA,
@@ -92,9 +103,10 @@ class ClientSession:
 class GrpcClientChannel(Connection):
     """A 5.x client as a broker channel; see the module docstring."""
 
-    def __init__(self, session: ClientSession, remote: tuple[str, int]) -> None:
+    def __init__(self, session: ClientSession, remote: tuple[str, int], table: SessionTable) -> None:
         super().__init__(cast(Any, None), remote, ("0.0.0.0", 0))
         self.session = session
+        self.table = table
 
     def __repr__(self) -> str:
         return f"<GrpcClientChannel {self.session.client_id}{' closed' if self.closed else ''}>"
@@ -111,6 +123,34 @@ class GrpcClientChannel(Connection):
     async def send(self, cmd: RemotingCommand) -> None:
         self.send_nowait(cmd)
 
+    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """A request RocketMQ's GrpcClientChannel relays (see :meth:`_telemetry_of`) is written to the client's
+        Telemetry stream and answered by its reply (:meth:`SessionTable.relay`); any other is dropped and times
+        out."""
+        make = self._telemetry_of(cmd)
+        if make is None:
+            return await super().invoke(cmd, timeout)
+        if self.closed:
+            raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
+        return await self.table.relay(self, cmd, make, timeout)
+
+    @staticmethod
+    def _telemetry_of(cmd: RemotingCommand) -> Callable[[str], Any] | None:
+        """The Telemetry command (given its nonce) GrpcClientChannel writes for ``cmd``: a PrintThreadStackTraceCommand
+        for GET_CONSUMER_RUNNING_INFO with ``jstackEnable`` (processGetConsumerRunningInfo writes nothing without
+        it); None for a request it does not relay."""
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            if not GetConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields).jstack_enable:
+                return None
+
+            def print_thread_stack_trace(nonce: str) -> Any:
+                command = service.TelemetryCommand()
+                command.print_thread_stack_trace_command.nonce = nonce
+                return command
+
+            return print_thread_stack_trace
+        return None
+
     async def invoke_oneway(self, cmd: RemotingCommand, timeout: float | None = None) -> None:
         if cmd.code != RequestCode.CHECK_TRANSACTION_STATE or self.session.push is None:
             return
@@ -126,13 +166,72 @@ class GrpcClientChannel(Connection):
         self.session.push(recovery_command(half, tx_id))
 
 
-class SessionTable:
-    """Sessions by client id, and their registration in the broker's client registry."""
+@attrs.define(eq=False)
+class _Relay:
+    """A request relayed to a 5.x client, waiting for the Telemetry reply with its nonce."""
 
-    def __init__(self, broker: BrokerState, transactions: dict[tuple[str, str], tuple[int, int]]) -> None:
+    code: int
+    done: trio.Event = attrs.field(factory=trio.Event)
+    answer: Answer | None = None
+
+
+class SessionTable:
+    """Sessions by client id, their registration in the broker's client registry, and the requests relayed to them
+    waiting for an answer (by nonce, RocketMQ's GrpcChannelManager); ``relay_timeout`` is
+    ``grpcProxyRelayRequestTimeoutInSeconds``."""
+
+    def __init__(
+        self, broker: BrokerState, transactions: dict[tuple[str, str], tuple[int, int]], relay_timeout: float = 5.0
+    ) -> None:
         self.broker = broker
         self.sessions: dict[str, ClientSession] = {}
         self._transactions = transactions
+        self.relay_timeout = relay_timeout
+        self.relays: dict[str, _Relay] = {}
+        self._nonces = itertools.count()
+
+    async def relay(
+        self, channel: GrpcClientChannel, cmd: RemotingCommand, make: Callable[[str], Any], timeout: float
+    ) -> RemotingCommand:
+        """Write ``make(nonce)`` to the client's Telemetry stream and wait for its reply with that nonce. None within
+        ``relay_timeout`` answers SYSTEM_BUSY "call remote timeout", as GrpcChannelManager.scanExpireResultFuture
+        completes the waiting future (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/channel/
+        GrpcChannelManager.java); a ``timeout`` shorter than that raises RemotingTimeoutError, as the broker's own
+        invokeSync ends first. Without an open stream nothing is written (GrpcClientChannel.writeTelemetryCommand
+        logs it) and the wait is the same."""
+        nonce = str(next(self._nonces))
+        waiting = self.relays[nonce] = _Relay(cmd.code)
+        client_id = channel.session.client_id
+        try:
+            push = channel.session.push
+            if push is None:
+                log.warning("no Telemetry stream of %s to relay request code %d to", client_id, cmd.code)
+            else:
+                push(make(nonce))
+            with trio.move_on_after(min(self.relay_timeout, timeout)):
+                await waiting.done.wait()
+        finally:
+            self.relays.pop(nonce, None)
+        if waiting.answer is not None:
+            code, remark, body = waiting.answer
+            return cmd.response(code, remark, body=body)
+        if self.relay_timeout < timeout:
+            return cmd.response(ResponseCode.SYSTEM_BUSY, "call remote timeout")
+        raise RemotingTimeoutError(f"no answer to request code {cmd.code} from {client_id} in {timeout}s")
+
+    def relay_answer(self, command: Any) -> None:
+        """A client's Telemetry reply to a relayed request, matched by nonce whoever sends it (ClientActivity
+        .reportThreadStackTrace); a nonce nobody waits for (answered, timed out, unknown) is dropped."""
+        if command.WhichOneof("command") != "thread_stack_trace":
+            return
+        waiting = self.relays.pop(command.thread_stack_trace.nonce, None)
+        if waiting is None:
+            return
+        if waiting.code != RequestCode.GET_CONSUMER_RUNNING_INFO:
+            self.relays[command.thread_stack_trace.nonce] = waiting  # not an answer to this request
+            return
+        waiting.answer = _running_info_answer(command)
+        waiting.done.set()
 
     def session(self, client_id: str, metadata: dict[str, str] | None = None) -> ClientSession:
         session = self.sessions.get(client_id)
@@ -176,7 +275,7 @@ class SessionTable:
             return
         channel = session.channel
         if channel is None or channel.closed:
-            channel = session.channel = GrpcClientChannel(session, peer)
+            channel = session.channel = GrpcClientChannel(session, peer, self)
         clients = self.broker.clients
         info: ClientChannelInfo = clients.channel_info(channel, session.client_id, session.language)
         if settings.client_type == definition.ClientType.PRODUCER:
@@ -201,6 +300,27 @@ class SessionTable:
         if session is not None and session.channel is not None:
             self.broker.clients.connection_closed(session.channel)
             session.channel.close()
+
+
+def _running_info_answer(command: Any) -> Answer:
+    """ClientActivity.reportThreadStackTrace: OK is SUCCESS with a ConsumerRunningInfo holding only the stacks (its
+    JSON as fastjson writes it, keys sorted), VERIFY_FIFO_MESSAGE_UNSUPPORTED NO_PERMISSION, anything else (an absent
+    status too) SYSTEM_ERROR, with RocketMQ's remarks."""
+    code = command.status.code
+    if code == definition.Code.OK:
+        info = {
+            "jstack": command.thread_stack_trace.thread_stack_trace,
+            "mqPopTable": {},
+            "mqTable": {},
+            "properties": {},
+            "statusTable": {},
+            "subscriptionSet": [],
+            "userConsumerInfo": {},
+        }
+        return ResponseCode.SUCCESS, "", orjson.dumps(info)
+    if code == definition.Code.VERIFY_FIFO_MESSAGE_UNSUPPORTED:
+        return ResponseCode.NO_PERMISSION, "forbidden to verify message", b""
+    return ResponseCode.SYSTEM_ERROR, "verify message failed", b""
 
 
 def subscription_data(subscription: Any) -> list[SubscriptionData]:
