@@ -68,7 +68,7 @@ class ProxyConfig:
     grpc_client_producer_backoff_initial_millis: int = attrs.field(default=10, metadata=JAVA_LONG)
     grpc_client_producer_backoff_max_millis: int = attrs.field(default=1000, metadata=JAVA_LONG)
     grpc_client_producer_backoff_multiplier: int = 2
-    #: How long a request relayed to a 5.x client over Telemetry (running info with jstack) waits for its answer
+    #: How long a request relayed to a 5.x client over Telemetry (jstack, message verification) waits for its answer
     #: before SYSTEM_BUSY "call remote timeout" (s; GrpcChannelManager.scanExpireResultFuture).
     grpc_proxy_relay_request_timeout_in_seconds: int = attrs.field(default=5, metadata=JAVA_LONG)
     #: Auto-renew of push consumers' handles (proxy/renew.py): scan period, how far ahead of expiry a handle is

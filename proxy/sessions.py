@@ -9,8 +9,10 @@ channel, and the transaction check service's CHECK_TRANSACTION_STATE written to 
 ``RecoverOrphanedTransactionCommand`` on the client's stream (RocketMQ's GrpcClientChannel,
 proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/channel/GrpcClientChannel.java). An admin's
 GET_CONSUMER_RUNNING_INFO with ``jstackEnable`` invoked on it becomes a ``PrintThreadStackTraceCommand`` with a nonce
-(:meth:`SessionTable.relay`); the client's ``ThreadStackTrace`` with that nonce, on any Telemetry stream, is the
-answer (:meth:`SessionTable.relay_answer`, RocketMQ's ClientActivity.reportThreadStackTrace), and none within
+(:meth:`SessionTable.relay`), and CONSUME_MESSAGE_DIRECTLY a ``VerifyMessageCommand`` with the nonce and the
+message; the client's ``ThreadStackTrace`` or ``VerifyMessageResult`` with that nonce, on any Telemetry stream, is
+the answer (:meth:`SessionTable.relay_answer`, RocketMQ's ClientActivity.reportThreadStackTrace and
+reportVerifyMessageResult), and none within
 ``grpcProxyRelayRequestTimeoutInSeconds`` is SYSTEM_BUSY "call remote timeout" (GrpcChannelManager
 .scanExpireResultFuture). Other requests are dropped: an invocation of one ends at its timeout
 (:meth:`Connection.invoke` needs no sweeper for that). It is :attr:`~GrpcClientChannel.writable` only while the
@@ -35,7 +37,7 @@ from broker.context import BrokerState
 from processors.client_channels import ClientChannelInfo
 from processors.pull import build_subscription
 from proxy.common import Code, RpcError
-from proxy.convert import recovery_command
+from proxy.convert import grpc_message, recovery_command
 from proxy.pb import definition, service
 from remoting.codec.bodies import (
     EXPRESSION_SQL92,
@@ -52,7 +54,7 @@ from remoting.codec.headers import GetConsumerRunningInfoRequestHeader
 from remoting.codec.headers.transaction import CheckTransactionStateRequestHeader
 from remoting.codec.message import decode_record
 from remoting.connection import Connection
-from remoting.errors import RemotingClosedError, RemotingTimeoutError
+from remoting.errors import RemotingClosedError, RemotingError, RemotingTimeoutError
 
 __all__ = ["ClientSession", "GrpcClientChannel", "SessionTable", "subscription_data"]
 
@@ -138,7 +140,9 @@ class GrpcClientChannel(Connection):
     def _telemetry_of(cmd: RemotingCommand) -> Callable[[str], Any] | None:
         """The Telemetry command (given its nonce) GrpcClientChannel writes for ``cmd``: a PrintThreadStackTraceCommand
         for GET_CONSUMER_RUNNING_INFO with ``jstackEnable`` (processGetConsumerRunningInfo writes nothing without
-        it); None for a request it does not relay."""
+        it), a VerifyMessageCommand with the message in the body, as a 5.x client receives it, for
+        CONSUME_MESSAGE_DIRECTLY (processConsumeMessageDirectly); None for a request it does not relay. Raises
+        RemotingError for a body that is no message (RocketMQ's write fails, the broker's call with it)."""
         if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
             if not GetConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields).jstack_enable:
                 return None
@@ -149,6 +153,20 @@ class GrpcClientChannel(Connection):
                 return command
 
             return print_thread_stack_trace
+        if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            try:
+                stored = decode_record(cmd.body or b"")
+            except MessageDecodeError as exc:
+                raise RemotingError(f"the message to verify does not decode: {exc}") from None
+            message = grpc_message(stored, stored.topic)  # GrpcConverter.buildMessage: its topic as stored
+
+            def verify_message(nonce: str) -> Any:
+                command = service.TelemetryCommand()
+                command.verify_message_command.nonce = nonce
+                command.verify_message_command.message.CopyFrom(message)
+                return command
+
+            return verify_message
         return None
 
     async def invoke_oneway(self, cmd: RemotingCommand, timeout: float | None = None) -> None:
@@ -222,15 +240,18 @@ class SessionTable:
     def relay_answer(self, command: Any) -> None:
         """A client's Telemetry reply to a relayed request, matched by nonce whoever sends it (ClientActivity
         .reportThreadStackTrace); a nonce nobody waits for (answered, timed out, unknown) is dropped."""
-        if command.WhichOneof("command") != "thread_stack_trace":
+        kind = command.WhichOneof("command")
+        if kind == "thread_stack_trace":
+            nonce, code, answer = command.thread_stack_trace.nonce, RequestCode.GET_CONSUMER_RUNNING_INFO, _running_info
+        elif kind == "verify_message_result":
+            nonce, code, answer = command.verify_message_result.nonce, RequestCode.CONSUME_MESSAGE_DIRECTLY, _verified
+        else:
             return
-        waiting = self.relays.pop(command.thread_stack_trace.nonce, None)
-        if waiting is None:
+        waiting = self.relays.get(nonce)
+        if waiting is None or waiting.code != code:  # not an answer to that request
             return
-        if waiting.code != RequestCode.GET_CONSUMER_RUNNING_INFO:
-            self.relays[command.thread_stack_trace.nonce] = waiting  # not an answer to this request
-            return
-        waiting.answer = _running_info_answer(command)
+        del self.relays[nonce]
+        waiting.answer = answer(command)
         waiting.done.set()
 
     def session(self, client_id: str, metadata: dict[str, str] | None = None) -> ClientSession:
@@ -302,7 +323,7 @@ class SessionTable:
             session.channel.close()
 
 
-def _running_info_answer(command: Any) -> Answer:
+def _running_info(command: Any) -> Answer:
     """ClientActivity.reportThreadStackTrace: OK is SUCCESS with a ConsumerRunningInfo holding only the stacks (its
     JSON as fastjson writes it, keys sorted), VERIFY_FIFO_MESSAGE_UNSUPPORTED NO_PERMISSION, anything else (an absent
     status too) SYSTEM_ERROR, with RocketMQ's remarks."""
@@ -321,6 +342,25 @@ def _running_info_answer(command: Any) -> Answer:
     if code == definition.Code.VERIFY_FIFO_MESSAGE_UNSUPPORTED:
         return ResponseCode.NO_PERMISSION, "forbidden to verify message", b""
     return ResponseCode.SYSTEM_ERROR, "verify message failed", b""
+
+
+#: ClientActivity.buildConsumeMessageDirectlyResult: a VerifyMessageResult's status as the CMResult it stands for.
+_CONSUME_RESULTS: Final = {
+    definition.Code.OK: "CR_SUCCESS",
+    definition.Code.FAILED_TO_CONSUME_MESSAGE: "CR_LATER",
+    definition.Code.MESSAGE_CORRUPTED: "CR_RETURN_NULL",
+}
+
+
+def _verified(command: Any) -> Answer:
+    """ClientActivity.reportVerifyMessageResult: SUCCESS whatever the status, with a ConsumeMessageDirectlyResult
+    whose consumeResult the status gives (none for another status, as Java's null) and remark "from gRPC client"
+    (its JSON as fastjson writes it, keys sorted, the defaults of Java's fields)."""
+    result: dict[str, object] = {"autoCommit": True, "order": False, "remark": "from gRPC client", "spentTimeMills": 0}
+    consumed = _CONSUME_RESULTS.get(command.status.code)
+    if consumed is not None:
+        result["consumeResult"] = consumed
+    return ResponseCode.SUCCESS, "", orjson.dumps(result, option=orjson.OPT_SORT_KEYS)
 
 
 def subscription_data(subscription: Any) -> list[SubscriptionData]:
