@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+import attrs
 import trio
 
 from broker.ports import BROKER, free_ports
@@ -27,6 +28,20 @@ FAST = [
     "--transactionTimeOut", "1000",
     "--flushConsumerOffsetInterval", "200",
 ]  # fmt: skip
+
+
+@attrs.define
+class OtherBroker:
+    """A further master of the cluster (:meth:`GrpcCluster.start_other_broker`), with its own gRPC endpoint."""
+
+    name: str
+    process: Process
+    broker_addr: str
+    grpc_port: int
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
 
 
 class GrpcCluster:
@@ -71,24 +86,39 @@ class GrpcCluster:
 
     async def start_broker(self, nursery: trio.Nursery) -> None:
         self._starts += 1
-        argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", self.namesrv_addr]
-        argv += ["--listenPort", str(self.listen_port), "--grpcServerPort", str(self.grpc_port)]
-        argv += ["--storePathRootDir", str(self.data_dir / "store"), "--brokerIP1", "127.0.0.1"]
-        argv += [*FAST, *SMALL_COMMITLOG, *self.extra]
-        proc = Process(f"broker#{self._starts}", argv, self.data_dir / f"broker-{self._starts}.log")
-        await proc.start(nursery)
+        proc = await self._start(nursery, f"broker#{self._starts}", self.listen_port, self.grpc_port, "store", [])
         self.broker = proc
+        text = "\n".join(proc.lines)
+        broker, grpc = _BROKER_BOOT.search(text), _PROXY_BOOT.search(text)
+        assert broker is not None and grpc is not None
+        self.broker_addr = broker.group(2)
+        self.grpc_port, self.tls_port = int(grpc.group(1)), int(grpc.group(2))
+
+    async def start_other_broker(self, nursery: trio.Nursery, name: str, extra: list[str] | None = None) -> OtherBroker:
+        """One more ``mqbroker --enable-proxy`` master of the cluster, named ``name``, on ports and data of its own."""
+        listen_port, grpc_port = free_ports(2, **BROKER)
+        proc = await self._start(nursery, name, listen_port, grpc_port, name, ["--brokerName", name, *(extra or [])])
+        text = "\n".join(proc.lines)
+        broker, grpc = _BROKER_BOOT.search(text), _PROXY_BOOT.search(text)
+        assert broker is not None and grpc is not None
+        return OtherBroker(name, proc, broker.group(2), int(grpc.group(1)))
+
+    async def _start(
+        self, nursery: trio.Nursery, name: str, listen_port: int, grpc_port: int, store: str, extra: list[str]
+    ) -> Process:
+        argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", self.namesrv_addr]
+        argv += ["--listenPort", str(listen_port), "--grpcServerPort", str(grpc_port)]
+        argv += ["--storePathRootDir", str(self.data_dir / store), "--brokerIP1", "127.0.0.1"]
+        argv += [*FAST, *SMALL_COMMITLOG, *self.extra, *extra]
+        proc = Process(name, argv, self.data_dir / f"{name}.log")
+        await proc.start(nursery)
 
         def booted() -> bool:
             text = "\n".join(proc.lines)
             return bool(_BROKER_BOOT.search(text) and _PROXY_BOOT.search(text))
 
         await proc.wait_until(booted, 60, "boot lines")
-        text = "\n".join(proc.lines)
-        broker, grpc = _BROKER_BOOT.search(text), _PROXY_BOOT.search(text)
-        assert broker is not None and grpc is not None
-        self.broker_addr = broker.group(2)
-        self.grpc_port, self.tls_port = int(grpc.group(1)), int(grpc.group(2))
+        return proc
 
     async def kill_broker(self) -> None:
         """SIGKILL the broker: no flush, no checkpoint, no clean shutdown of anything."""
