@@ -77,6 +77,12 @@ class ProxyConfig:
     renew_ahead_time_millis: int = attrs.field(default=10_000, metadata=JAVA_LONG)
     renew_max_time_millis: int = attrs.field(default=3 * 3600 * 1000, metadata=JAVA_LONG)
     invisible_time_millis_when_clear: int = attrs.field(default=1_000, metadata=JAVA_LONG)
+    #: The route cache of proxy/route.py (TopicRouteService's): a topic's route is asked of the name server again once
+    #: this old (s), a cached one serves while no name server answers up to the expiry (s), and at most this many
+    #: topics are kept.
+    topic_route_service_cache_refresh_seconds: int = 20
+    topic_route_service_cache_expired_seconds: int = 300
+    topic_route_service_cache_max_num: int = 20_000
 
     @property
     def cert_paths(self) -> tuple[str, str] | None:

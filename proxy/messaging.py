@@ -5,9 +5,9 @@ Every RPC takes the request message and the request headers and returns the resp
 must wait (sends, long polls, forwards to the DLQ); an :class:`~proxy.common.RpcError` raised inside becomes the
 response's ``status`` (business errors travel with gRPC status OK, as in RocketMQ). With ``aclEnable`` every request
 first passes :meth:`proxy.acl.GrpcAcl.check` (before the client-id check), and a Telemetry stream is authenticated when
-it opens. QueryRoute echoes the endpoints the client used (RocketMQ's cluster-mode rule) and offers every queue of this
-broker (only: docs/grpc.md#not-claimed) for the topic's ``message.type``, or for all four types when it has none, as 4.x
-topics (docs/grpc.md#rpcs). Telemetry Settings are checked as ClientActivity checks them, then answered with the merged
+it opens. QueryRoute and QueryAssignment offer every broker of the topic's route, each at its own gRPC endpoint
+(:mod:`proxy.route`), for the topic's ``message.type``, or for all four types when it has none, as 4.x topics
+(docs/grpc.md#rpcs). Telemetry Settings are checked as ClientActivity checks them, then answered with the merged
 Settings (RocketMQ's GrpcClientSettingsManager defaults, the group read without creating it).
 """
 
@@ -29,7 +29,6 @@ from proxy.common import (
     check_topic,
     client_id_of,
     peer_of,
-    routed_perm,
     status,
 )
 from proxy.config import ProxyConfig
@@ -37,6 +36,7 @@ from proxy.consumer import Consuming
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from proxy.producer import Producing
+from proxy.route import ClusterRoutes
 from proxy.sessions import Push, SessionTable, subscription_data
 from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE
 
@@ -85,10 +85,12 @@ class MessagingActivity:
         pop: PopService,
         invoker: LocalInvoker,
         acl: GrpcAcl | None = None,
+        routes: ClusterRoutes | None = None,
     ) -> None:
         self.broker = broker
         self.config = config
         self.acl = acl
+        self.routes = routes or ClusterRoutes(broker, config, None)
         self.producing = Producing(broker, config, invoker)
         relay_timeout = config.grpc_proxy_relay_request_timeout_in_seconds
         self.sessions = SessionTable(broker, self.producing.transactions, relay_timeout)
@@ -137,28 +139,32 @@ class MessagingActivity:
 
     # ---- routes -------------------------------------------------------------------------------------------------
 
-    def broker_pb(self, endpoints: Any) -> Any:
-        return definition.Broker(name=self.broker.config.broker_name, id=0, endpoints=endpoints)
-
-    def query_route(self, req: Any, md: dict[str, str]) -> Any:
+    async def query_route(self, req: Any, md: dict[str, str]) -> Any:
         """QueryRoute (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/RouteActivity.java): the topic
-        checked, then its queues as genMessageQueueFromQueueData lays them out from the topic's perm."""
+        checked, then the queues of every broker of its route (:class:`proxy.route.ClusterRoutes`), each laid out
+        as genMessageQueueFromQueueData lays them out from its perm, for each member of the broker name at its own
+        gRPC endpoint. A topic neither the name server nor this broker knows is created here when
+        ``autoCreateTopicEnable`` (ours; docs/grpc.md#rpcs), else TOPIC_NOT_FOUND."""
         topic = req.topic.name
         check_topic(topic)
-        config = self.broker.topics.get(topic)
-        if config is None and self.broker.config.auto_create_topic_enable:
-            config = self.broker.topics.create_topic_in_send_process(topic, "TBW102", 4)
-        if config is None:
+        entries = await self.routes.queues(topic, req.endpoints)
+        if entries is None and self.broker.config.auto_create_topic_enable:
+            created = self.broker.topics.create_topic_in_send_process(topic, "TBW102", 4)
+            entries = None if created is None else [self.routes.own_queues(created, req.endpoints)]
+        if entries is None:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
         response = service.QueryRouteResponse(status=status())
-        broker = self.broker_pb(req.endpoints)
-        accepted = accepted_types(topic_type(config.attribute(MESSAGE_TYPE)))
-        routed = routed_perm(config.perm, self.broker.config.broker_permission)
-        for qid, perm in enumerate(queue_permissions(routed, config.read_queue_nums, config.write_queue_nums)):
-            queue = response.message_queues.add(id=qid, permission=perm)
-            queue.topic.CopyFrom(req.topic)
-            queue.broker.CopyFrom(broker)
-            queue.accept_message_types.extend(accepted)
+        local = self.broker.topics.get(topic)  # LocalMetadataService: the type is this broker's topic's
+        accepted = accepted_types(None if local is None else topic_type(local.attribute(MESSAGE_TYPE)))
+        for entry in entries:
+            permissions = queue_permissions(entry.perm, entry.read_queue_nums, entry.write_queue_nums)
+            for broker_id, endpoints in entry.members:
+                broker = definition.Broker(name=entry.name, id=broker_id, endpoints=endpoints)
+                for qid, perm in enumerate(permissions):
+                    queue = response.message_queues.add(id=qid, permission=perm)
+                    queue.topic.CopyFrom(req.topic)
+                    queue.broker.CopyFrom(broker)
+                    queue.accept_message_types.extend(accepted)
         return response
 
     def receive_now(self, req: Any, md: dict[str, str], deadline: float | None) -> list[Any] | None:
@@ -173,7 +179,8 @@ class MessagingActivity:
         return await self.consuming.receive(req, md, deadline)
 
     def query_assignment(self, req: Any, md: dict[str, str]) -> Any:
-        return self.consuming.query_assignment(req, md, self.broker_pb(req.endpoints))
+        broker_pb = definition.Broker(name=self.broker.config.broker_name, id=0, endpoints=req.endpoints)
+        return self.consuming.query_assignment(req, md, broker_pb)
 
     # ---- client life cycle ----------------------------------------------------------------------------------------
 

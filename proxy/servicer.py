@@ -68,7 +68,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
 
     async def QueryRoute(self, request: Any, context: Context) -> Any:
-        return await self._unary(self.activity.query_route, service.QueryRouteResponse, request, context)
+        return await self._unary(self.activity.query_route, service.QueryRouteResponse, request, context, waits=True)
 
     async def Heartbeat(self, request: Any, context: Context) -> Any:
         return await self._unary(self.activity.heartbeat, service.HeartbeatResponse, request, context)

@@ -3,7 +3,8 @@
 :func:`serve_proxy` builds the broker's :class:`~broker.pop.PopService` and its revive loop, chains the pop's arrival
 listener behind the store's (long-polling receives wake on new messages), wires the local invoker to the broker's own
 send, end-transaction, send-back and recall processors, checks every RPC against the broker's ACL rules when
-``aclEnable`` is on (:mod:`proxy.acl`), and serves gRPC on ``grpcServerPort`` and, with certificate files or
+``aclEnable`` is on (:mod:`proxy.acl`), builds the cluster's routes on the broker's name-server client and publishes
+the gRPC port it bound there (:mod:`proxy.route`), and serves gRPC on ``grpcServerPort`` and, with certificate files or
 ``grpcTlsServerPort``, on a TLS-only port too. With a certificate (``tlsTestModeEnable``, on by default as in RocketMQ,
 ``tlsCertPath`` or ``tls.server.certPath``) ``tls.server.mode`` decides what ``grpcServerPort`` serves, as RocketMQ's
 proxy does: both (permissive, the default, through :mod:`proxy.front`), TLS only (enforcing), plaintext only (disabled);
@@ -31,6 +32,7 @@ from proxy.bridge import TrioBridge
 from proxy.config import ProxyConfig
 from proxy.local import LocalInvoker
 from proxy.messaging import MessagingActivity
+from proxy.route import ClusterRoutes
 from proxy.server import GrpcServer
 from proxy.servicer import MessagingServicer
 from remoting.tls import DISABLED, PERMISSIVE, self_signed_pem, tls_mode
@@ -70,7 +72,10 @@ def build_activity(controller: BrokerController, config: ProxyConfig) -> tuple[M
         RecallMessageProcessor(ctx, controller.timer.rewrite),
     )
     acl = None if controller.acl is None else GrpcAcl(controller.acl)
-    return MessagingActivity(ctx, config, pop, invoker, acl), ReviveService(pop)
+    # The broker's own name-server client (None: the controller is not serving; routes name this broker alone).
+    namesrv = None if controller.registration is None else controller.registration.client
+    routes = ClusterRoutes(ctx, config, namesrv)
+    return MessagingActivity(ctx, config, pop, invoker, acl, routes), ReviveService(pop)
 
 
 async def serve_proxy(
@@ -95,6 +100,7 @@ async def serve_proxy(
         main = GrpcServer(servicer, host, config.grpc_server_port, None if mode == DISABLED else pem,
                           permissive=mode == PERMISSIVE, max_inbound=inbound)  # fmt: skip
         port = await nursery.start(main.serve)
+        await nursery.start(activity.routes.announce, port)
         tls_port = 0
         if pem is not None and config.tls_port is not None:
             secure = GrpcServer(servicer, host, config.tls_port, pem, max_inbound=inbound)
