@@ -114,6 +114,28 @@ async def test_query_route_names_a_broker_holding_a_topic_the_serving_broker_lac
         assert a.ctx.topics.get("TB") is None
 
 
+async def test_query_assignment_names_every_readable_broker_at_its_own_grpc_endpoint(tmp_path: Path) -> None:
+    async with two_masters(tmp_path) as (cluster, (a, b)):
+        await create_on_both(cluster, "TA", queues=2)
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_subscription_group(SubscriptionGroupConfig("G-orderly", consume_message_orderly=True))
+        for front in (a, b):
+            answer = await front.call(
+                "QueryAssignment", _assignment(front, "TA", "G-any"), service.QueryAssignmentResponse
+            )
+            assert answer.status.code == definition.Code.OK
+            found = sorted((*_where(x.message_queue), x.message_queue.id) for x in answer.assignments)
+            assert found == [("broker-a", 0, a.endpoint, -1), ("broker-b", 0, b.endpoint, -1)]
+            orderly = await front.call(
+                "QueryAssignment", _assignment(front, "TA", "G-orderly"), service.QueryAssignmentResponse
+            )
+            found = sorted((*_where(x.message_queue), x.message_queue.id) for x in orderly.assignments)
+            assert found == [
+                ("broker-a", 0, a.endpoint, 0), ("broker-a", 0, a.endpoint, 1),
+                ("broker-b", 0, b.endpoint, 0), ("broker-b", 0, b.endpoint, 1),
+            ]  # fmt: skip
+
+
 # ---- end to end: the official 5.x client and two broker processes -------------------------------------------------
 
 
