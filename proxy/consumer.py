@@ -46,6 +46,7 @@ from proxy.convert import grpc_message
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from proxy.renew import RenewTable
+from proxy.route import BrokerQueues
 from proxy.sessions import SessionTable
 from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, TopicConfig
 from remoting.codec.bodies.heartbeat import SUB_ALL
@@ -55,7 +56,7 @@ from remoting.codec.topics import pop_retry_topic
 from store.errors import PutRefusedError
 from store.get_message import PropertyFilter
 
-__all__ = ["Consuming"]
+__all__ = ["Consuming", "check_names"]
 
 
 @attrs.frozen
@@ -174,7 +175,7 @@ class Consuming:
         take its checkpoints from the revive loop), then the group and topic known, the filter, the times, and last a
         readable queue (ConsumerProcessor.popMessage's queue selection)."""
         topic = req.message_queue.topic.name
-        _check_names(topic, req.group.name)
+        check_names(topic, req.group.name)
         group = self._group(req.group.name)
         topic_config = self._topic(topic)
         session = self.sessions.sessions.get(metadata.get(_CLIENT_ID, ""))
@@ -275,10 +276,10 @@ class Consuming:
             raise RpcError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is malformed") from None
 
     def ack(self, req: Any, metadata: dict[str, str]) -> Any:
-        """AckMessageActivity.ackMessageOneByOne: the names checked (:func:`_check_names`), then each entry answered
+        """AckMessageActivity.ackMessageOneByOne: the names checked (:func:`check_names`), then each entry answered
         on its own (a handle that does not decode is that entry's INVALID_RECEIPT_HANDLE)."""
         group, topic = req.group.name, req.topic.name
-        _check_names(topic, group)
+        check_names(topic, group)
         response = service.AckMessageResponse()
         for entry in req.entries:
             result = response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
@@ -296,8 +297,8 @@ class Consuming:
         return response
 
     def change_invisible(self, req: Any, metadata: dict[str, str]) -> Any:
-        """ChangeInvisibleDurationActivity: the names checked (:func:`_check_names`), then the invisible time."""
-        _check_names(req.topic.name, req.group.name)
+        """ChangeInvisibleDurationActivity: the names checked (:func:`check_names`), then the invisible time."""
+        check_names(req.topic.name, req.group.name)
         invisible = req.invisible_duration.ToMilliseconds()
         if not 0 <= invisible <= self.config.max_invisible_time_mills:
             raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"illegal invisible time {invisible} ms")
@@ -317,7 +318,7 @@ class Consuming:
         (:func:`status_of_relayed_answer`); a SUCCESS is then acked, best effort (the official clients forward again
         on anything but OK: answering a failed ack, an expired handle's, stored one more copy each time)."""
         group, topic = req.group.name, req.topic.name
-        _check_names(topic, group)
+        check_names(topic, group)
         handle = self._handle(self.renew.take(metadata.get(_CLIENT_ID, ""), group, req.message_id, req.receipt_handle))
         header = dead_letter_header(group, handle.commit_log_offset, handle.real_topic(group, topic), req.message_id)
         send_back = request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
@@ -329,37 +330,43 @@ class Consuming:
         answered = status_of_relayed_answer(answer.code, answer.remark)
         return service.ForwardMessageToDeadLetterQueueResponse(status=answered)
 
-    def query_assignment(self, req: Any, metadata: dict[str, str], broker_pb: Any) -> Any:
+    def query_assignment(self, req: Any, queues: list[BrokerQueues] | None) -> Any:
         """RouteActivity.queryAssignment (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/route/
-        RouteActivity.java): the topic and group names checked; FORBIDDEN without a readable queue; an orderly group
-        gets one assignment per read queue, others one with id -1."""
-        topic = req.topic.name
-        _check_names(topic, req.group.name)
-        config = self._topic(topic)
-        perm = _read_perm(config, self.broker.config.broker_permission)
+        RouteActivity.java) over ``queues``, the topic's queues by broker (:meth:`proxy.route.ClusterRoutes.queues`,
+        the names checked before): TOPIC_NOT_FOUND without any; each broker name with a readable queue assigned at its
+        master's endpoint, once with queue id -1, or for an orderly group once per read queue; FORBIDDEN "no readable
+        queue" when no broker has one."""
+        if queues is None:
+            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {req.topic.name!r} not found")
         group = self.broker.groups.get(req.group.name)  # read only: Java's LocalMetadataService creates nothing
         orderly = group is not None and group.consume_message_orderly
         response = service.QueryAssignmentResponse(status=status())
-        for qid in range(config.read_queue_nums) if orderly else [-1]:
-            queue = response.assignments.add().message_queue
-            queue.topic.CopyFrom(req.topic)
-            queue.id = qid
-            queue.permission = _permission(perm)
-            queue.broker.CopyFrom(broker_pb)
+        for entry in queues:
+            master = entry.master
+            if not entry.perm & PERM_READ or entry.read_queue_nums <= 0 or master is None:
+                continue
+            broker = definition.Broker(name=entry.name, id=0, endpoints=master)
+            for qid in range(entry.read_queue_nums) if orderly else [-1]:
+                queue = response.assignments.add().message_queue
+                queue.topic.CopyFrom(req.topic)
+                queue.id = qid
+                queue.permission = _permission(entry.perm)
+                queue.broker.CopyFrom(broker)
+        if not response.assignments:
+            raise RpcError(Code.FORBIDDEN, "no readable queue")
         return response
 
 
 def _read_perm(config: TopicConfig, broker_perm: int) -> int:
     """The topic's permission as its route shows it (:func:`routed_perm`); RpcError FORBIDDEN "no readable queue"
-    without a readable queue, as RocketMQ's proxy answers a receive (ReceiveMessageQueueSelector finds none) and a
-    query of assignments."""
+    without a readable queue, as RocketMQ's proxy answers a receive (ReceiveMessageQueueSelector finds none)."""
     perm = routed_perm(config.perm, broker_perm)
     if not perm & PERM_READ or config.read_queue_nums <= 0:
         raise RpcError(Code.FORBIDDEN, "no readable queue")
     return perm
 
 
-def _check_names(topic: str, group: str) -> None:
+def check_names(topic: str, group: str) -> None:
     """GrpcValidator.validateTopicAndConsumerGroup, which every consumer RPC runs first: ILLEGAL_TOPIC for an illegal
     or system topic, then ILLEGAL_CONSUMER_GROUP for an illegal or system group (raised as RpcError)."""
     check_topic(topic)

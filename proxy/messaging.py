@@ -32,7 +32,7 @@ from proxy.common import (
     status,
 )
 from proxy.config import ProxyConfig
-from proxy.consumer import Consuming
+from proxy.consumer import Consuming, check_names
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from proxy.producer import Producing
@@ -178,9 +178,11 @@ class MessagingActivity:
     async def receive(self, req: Any, md: dict[str, str], deadline: float | None) -> list[Any]:
         return await self.consuming.receive(req, md, deadline)
 
-    def query_assignment(self, req: Any, md: dict[str, str]) -> Any:
-        broker_pb = definition.Broker(name=self.broker.config.broker_name, id=0, endpoints=req.endpoints)
-        return self.consuming.query_assignment(req, md, broker_pb)
+    async def query_assignment(self, req: Any, md: dict[str, str]) -> Any:
+        """QueryAssignment over the queues of every broker of the topic's route (:class:`proxy.route.ClusterRoutes`),
+        the names checked first (:meth:`Consuming.query_assignment`)."""
+        check_names(req.topic.name, req.group.name)
+        return self.consuming.query_assignment(req, await self.routes.queues(req.topic.name, req.endpoints))
 
     # ---- client life cycle ----------------------------------------------------------------------------------------
 

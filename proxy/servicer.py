@@ -82,7 +82,8 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
 
     async def QueryAssignment(self, request: Any, context: Context) -> Any:
-        return await self._unary(self.activity.query_assignment, service.QueryAssignmentResponse, request, context)
+        fn, make = self.activity.query_assignment, service.QueryAssignmentResponse
+        return await self._unary(fn, make, request, context, waits=True)
 
     async def AckMessage(self, request: Any, context: Context) -> Any:
         return await self._unary(self.activity.consuming.ack, service.AckMessageResponse, request, context)

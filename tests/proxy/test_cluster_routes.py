@@ -10,6 +10,8 @@ end-to-end ones run ``mqbroker --enable-proxy`` processes and the official 5.x P
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 import trio
+from rocketmq import ClientConfiguration, ConsumeResult, Credentials, FilterExpression, MessageListener, PushConsumer
 
 from broker.embedded import EmbeddedCluster
 from client import Admin, MQClientError
@@ -195,5 +198,51 @@ async def test_official_client_sends_to_and_receives_from_both_masters(tmp_path:
         late = await trio.to_thread.run_sync(_send, cluster.endpoint, 8)
         assert len(late) == 8
         assert (await _stored_by_broker(cluster, "TS")) == {"broker-a": stored["broker-a"] + 8}
+    finally:
+        await kill_all()
+
+
+class _Collect(MessageListener):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.lock = threading.Lock()
+
+    def consume(self, message: Any) -> ConsumeResult:
+        with self.lock:
+            self.bodies.append(message.body)
+        return ConsumeResult.SUCCESS
+
+
+def _push_from_both(endpoint: str, count: int) -> list[bytes]:
+    listener = _Collect()
+    subscription = {"TP": FilterExpression()}
+    consumer = PushConsumer(ClientConfiguration(endpoint, Credentials()), "G-push-both", listener, subscription)
+    consumer.startup()
+    producer = start_producer(endpoint, ["TP"])
+    for i in range(count):
+        producer.send(make_message("TP", f"p-{i}".encode()))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(set(listener.bodies)) < count:
+        time.sleep(0.2)
+    consumer.shutdown()
+    producer.shutdown()
+    return sorted(set(listener.bodies))
+
+
+async def test_official_push_consumer_consumes_from_both_masters(tmp_path: Path, nursery: trio.Nursery) -> None:
+    """Given ``broker-a``'s endpoint only, a push consumer is assigned both masters' queues (QueryAssignment) and
+    consumes what each holds."""
+    cluster = GrpcCluster(tmp_path / "cluster")
+    try:
+        await cluster.start(nursery)
+        await cluster.start_other_broker(nursery, "broker-b")
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic("TP", read_queue_nums=2, write_queue_nums=2)
+            await admin.create_subscription_group(SubscriptionGroupConfig("G-push-both"))
+            await routed_on(admin, "TP", 2)
+        got = await trio.to_thread.run_sync(_push_from_both, cluster.endpoint, 20)
+        stored = await _stored_by_broker(cluster, "TP")
+        assert min(stored.values()) > 0 and set(stored) == {"broker-a", "broker-b"}, stored
+        assert got == sorted(f"p-{i}".encode() for i in range(20))
     finally:
         await kill_all()
