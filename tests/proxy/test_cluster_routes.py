@@ -139,6 +139,32 @@ async def test_query_assignment_names_every_readable_broker_at_its_own_grpc_endp
             ]  # fmt: skip
 
 
+async def test_every_proxy_names_each_broker_at_the_same_endpoint_whatever_the_client_dialled(tmp_path: Path) -> None:
+    """A client that reached the brokers as ``localhost`` must still see each broker at one endpoint, whichever proxy
+    answers: RocketMQ names every broker, the serving one too, at its address's host with the gRPC port
+    (ProxyTopicRouteData(topicRouteData, grpcPort)). The official clients compare queues with their endpoints, so a
+    push consumer whose assignments (asked of a random broker) named one broker two ways would drop and rebuild its
+    queues at every scan."""
+    async with two_masters(tmp_path) as (cluster, (a, b)):
+        await create_on_both(cluster, "TE", queues=2)
+        seen: dict[str, set[tuple[str, int, str]]] = {"route": set(), "assignment": set()}
+        for front in (a, b):
+            dialled = definition.Endpoints(
+                scheme=definition.AddressScheme.DOMAIN_NAME,
+                addresses=[definition.Address(host="localhost", port=int(front.endpoint.rsplit(":", 1)[1]))],
+            )
+            route = service.QueryRouteRequest(topic=definition.Resource(name="TE"), endpoints=dialled)
+            answer = await front.call("QueryRoute", route, service.QueryRouteResponse)
+            seen["route"] |= {_where(q) for q in answer.message_queues}
+            assign = service.QueryAssignmentRequest(
+                topic=definition.Resource(name="TE"), group=definition.Resource(name="G"), endpoints=dialled
+            )
+            assigned = await front.call("QueryAssignment", assign, service.QueryAssignmentResponse)
+            seen["assignment"] |= {_where(x.message_queue) for x in assigned.assignments}
+        expected = {("broker-a", 0, a.endpoint), ("broker-b", 0, b.endpoint)}
+        assert seen == {"route": expected, "assignment": expected}
+
+
 # ---- end to end: the official 5.x client and two broker processes -------------------------------------------------
 
 
