@@ -147,10 +147,10 @@ class MessagingActivity:
         ``autoCreateTopicEnable`` (ours; docs/grpc.md#rpcs), else TOPIC_NOT_FOUND."""
         topic = req.topic.name
         check_topic(topic)
-        entries = await self.routes.queues(topic, req.endpoints)
+        entries = await self.routes.queues(topic)
         if entries is None and self.broker.config.auto_create_topic_enable:
             created = self.broker.topics.create_topic_in_send_process(topic, "TBW102", 4)
-            entries = None if created is None else [self.routes.own_queues(created, req.endpoints)]
+            entries = None if created is None else [self.routes.own_queues(created)]
         if entries is None:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
         response = service.QueryRouteResponse(status=status())
@@ -182,7 +182,7 @@ class MessagingActivity:
         """QueryAssignment over the queues of every broker of the topic's route (:class:`proxy.route.ClusterRoutes`),
         the names checked first (:meth:`Consuming.query_assignment`)."""
         check_names(req.topic.name, req.group.name)
-        return self.consuming.query_assignment(req, await self.routes.queues(req.topic.name, req.endpoints))
+        return self.consuming.query_assignment(req, await self.routes.queues(req.topic.name))
 
     # ---- client life cycle ----------------------------------------------------------------------------------------
 

@@ -13,9 +13,11 @@ store RocketMQ keeps ORDER_TOPIC_CONFIG in), and the routes read that namespace 
 entry (no proxy of ours) is offered at this proxy's port, RocketMQ's rule; a route naming such a broker is not cached,
 so a proxy that publishes late is found at the next query. The entry is deleted at a clean shutdown.
 
-The serving broker's own queues come from its own topic table (what its sends and receives check; the name server may
-lag a registration behind) and are offered at the endpoints the client used, which it has just reached; a topic this
-broker lacks is not routed to it. A broker the name server no longer names (unregistered, or expired after 120 s)
+Every broker, the serving one too, is named at the same endpoint whichever proxy answers (the official clients compare
+queues with their endpoints; an endpoint that changed with the proxy asked would make a push consumer drop and rebuild
+its queues), never at the endpoint the client dialled. The serving broker's own queues come from its own topic table
+(what its sends and receives check; the name server may lag a registration behind); a topic this broker lacks is not
+routed to it. A broker the name server no longer names (unregistered, or expired after 120 s)
 leaves the route at the next refresh. Without a name server, or when none answers and nothing is cached, the route is
 this broker's alone.
 """
@@ -119,9 +121,9 @@ class ClusterRoutes:
 
     # ---- routes ---------------------------------------------------------------------------------------------------
 
-    async def queues(self, topic: str, own_endpoints: Any) -> list[BrokerQueues] | None:
-        """The topic's queues by broker name (sorted): this broker's from its topic table at ``own_endpoints``, the
-        others' from the name server's route; None when neither this broker nor the name server knows the topic."""
+    async def queues(self, topic: str) -> list[BrokerQueues] | None:
+        """The topic's queues by broker name (sorted): this broker's from its topic table, the others' from the name
+        server's route; None when neither this broker nor the name server knows the topic."""
         found = await self._route(topic)
         route = found.route if isinstance(found, _Route) else TopicRouteData()
         ports = found.ports if isinstance(found, _Route) else {}
@@ -131,7 +133,7 @@ class ClusterRoutes:
         local = self.broker.topics.get(topic)
         if local is not None:
             data = brokers.get(own_name)
-            entries.append(self.own_queues(local, own_endpoints, {} if data is None else data.broker_addrs, ports))
+            entries.append(self.own_queues(local, {} if data is None else data.broker_addrs, ports))
         for queue_data in route.queue_datas:
             data = brokers.get(queue_data.broker_name)
             if queue_data.broker_name == own_name or data is None:
@@ -152,14 +154,11 @@ class ClusterRoutes:
         return sorted(entries, key=lambda entry: entry.name) or None
 
     def own_queues(
-        self,
-        config: TopicConfig,
-        own_endpoints: Any,
-        addrs: dict[int, str] | None = None,
-        ports: dict[str, int] | None = None,
+        self, config: TopicConfig, addrs: dict[int, str] | None = None, ports: dict[str, int] | None = None
     ) -> BrokerQueues:
-        """This broker's queues of the topic ``config``: its perm as registered (:func:`routed_perm`), itself at
-        ``own_endpoints``, the other members of its broker name (``addrs``, from the name server) at theirs."""
+        """This broker's queues of the topic ``config``: its perm as registered (:func:`routed_perm`), itself at its
+        address's host with the port this proxy serves, the other members of its broker name (``addrs``, from the name
+        server) at theirs."""
         broker = self.broker
         own_addr, own_id = broker.broker_addr, broker.config.broker_id
         members = {
@@ -167,7 +166,7 @@ class ClusterRoutes:
             for broker_id, addr in (addrs or {}).items()
             if addr != own_addr
         }
-        members[own_id] = own_endpoints
+        members[own_id] = grpc_endpoints(own_addr, self.grpc_port)
         perm = routed_perm(config.perm, broker.config.broker_permission)
         return BrokerQueues(
             broker.config.broker_name,
