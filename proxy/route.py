@@ -243,7 +243,7 @@ class ClusterRoutes:
     async def announce(self, port: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Publish ``port`` (bound) under this broker's address in every name server's KV config, now and at every
         registration period (a name server that lost it gets it again), until cancelled; then delete it (shielded,
-        bounded by the registration timeout)."""
+        within a name-server call's timeout: a name server that is gone delays no shutdown)."""
         self.grpc_port = port
         if self.client is None:
             task_status.started()
@@ -256,14 +256,13 @@ class ClusterRoutes:
                 await trio.sleep(period)
                 await self._publish(port)
         finally:
-            timeout = self.broker.config.register_broker_timeout_mills / 1000
-            with trio.CancelScope(shield=True), trio.move_on_after(timeout + 1):
+            with trio.CancelScope(shield=True), trio.move_on_after(_NAMESRV_TIMEOUT):
                 async with RemotingClient(
                     connect_timeout=self.client.connect_timeout,
                     serialize_type=self.client.serialize_type,
                     ssl_context=self.client.ssl_context,
                 ) as client:
-                    await self._withdraw(client, timeout)
+                    await self._withdraw(client)
 
     async def _publish(self, port: int) -> None:
         assert self.client is not None
@@ -282,10 +281,17 @@ class ClusterRoutes:
             except (RemotingError, CodecError) as exc:
                 log.warning("publishing the gRPC port to name server %s failed: %s", addr, exc)
 
-    async def _withdraw(self, client: RemotingClient, timeout: float) -> None:
+    async def _withdraw(self, client: RemotingClient) -> None:
+        """DELETE_KV_CONFIG of this broker's entry at every name server at once."""
         fields = DeleteKVConfigRequestHeader(namespace=GRPC_PORT_NAMESPACE, key=self.broker.broker_addr)
-        for addr in self.broker.config.namesrv_addrs:
+
+        async def one(addr: str) -> None:
             try:
-                await client.invoke(addr, request(RequestCode.DELETE_KV_CONFIG, fields.to_ext_fields()), timeout)
+                cmd = request(RequestCode.DELETE_KV_CONFIG, fields.to_ext_fields())
+                await client.invoke(addr, cmd, _NAMESRV_TIMEOUT)
             except RemotingError as exc:
                 log.warning("withdrawing the gRPC port from name server %s failed: %s", addr, exc)
+
+        async with trio.open_nursery() as nursery:
+            for addr in self.broker.config.namesrv_addrs:
+                nursery.start_soon(one, addr)

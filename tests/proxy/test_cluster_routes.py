@@ -26,6 +26,7 @@ from broker.embedded import EmbeddedCluster
 from client import Admin, MQClientError
 from proxy.config import ProxyConfig
 from proxy.pb import definition, service
+from proxy.route import GRPC_PORT_NAMESPACE
 from proxy.startup import serve_proxy
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.e2e.harness import kill_all
@@ -197,7 +198,7 @@ async def _stored_by_broker(cluster: GrpcCluster, topic: str) -> dict[str, int]:
 async def test_official_client_sends_to_and_receives_from_both_masters(tmp_path: Path, nursery: trio.Nursery) -> None:
     """Given ``broker-a``'s endpoint only, the official producer spreads its sends over both masters and a simple
     consumer receives every message, also those ``broker-b`` holds; once ``broker-b`` has left (a clean shutdown
-    unregisters it), the route names ``broker-a`` alone and sends go on there."""
+    unregisters it and withdraws its gRPC port), the route names ``broker-a`` alone and sends go on there."""
     cluster = GrpcCluster(tmp_path / "cluster", extra=["--topicRouteServiceCacheRefreshSeconds", "1"])
     try:
         await cluster.start(nursery)
@@ -212,8 +213,11 @@ async def test_official_client_sends_to_and_receives_from_both_masters(tmp_path:
         assert min(stored.values()) > 0, stored
         assert sorted(m.body for m in out["got"]) == sorted(f"m-{i}".encode() for i in range(40))
 
-        other.process.terminate()
-        assert await other.process.wait_exit(60) is not None
+        async with Admin(cluster.namesrv_addr) as admin:  # broker-b's proxy published its port, then withdraws it
+            assert await admin.get_kv_config(GRPC_PORT_NAMESPACE, other.broker_addr) == str(other.grpc_port)
+            other.process.terminate()
+            assert await other.process.wait_exit(60) is not None
+            assert await admin.get_kv_config(GRPC_PORT_NAMESPACE, other.broker_addr) is None
         front = Front(None, cluster.grpc_port)  # type: ignore[arg-type]
         with trio.fail_after(60):
             while True:
