@@ -133,6 +133,14 @@ def test_send_message_with_queue_minus_one_lets_the_producer_choose(cluster: Thr
     assert row["QID"] in (0, 1)
 
 
+def test_send_message_with_i_but_no_b_says_so_before_reading_i() -> None:
+    """Java SendMessageCommand checks ``-b`` before it parses ``-i``: without ``-b`` it prints "Broker name must be
+    set if the queue is chosen!" and returns, whatever ``-i`` holds. Ours parsed ``-i`` first, failing on ``1_0``."""
+    for qid in ("1_0", "x"):
+        result = _run("sendMessage", "-n", "127.0.0.1:1", "-t", "T", "-p", "hi", "-i", qid)
+        assert (result.exit_code, result.output) == (0, "Broker name must be set if the queue is chosen!"), qid
+
+
 # -- deleteSubGroup -c: the group's %RETRY% / %DLQ% topics ----------------------------------------------------------
 
 
