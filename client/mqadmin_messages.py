@@ -303,12 +303,17 @@ def print_msg_by_queue(ctx: click.Context, **o: Any) -> None:
 @click.option("-k", "--key", "keys", help="Message keys")
 @click.option("-c", "--tags", help="Message tags")
 @click.option("-b", "--broker", help="Send message to target broker")
-@click.option("-i", "--qid", type=JAVA_INT, help="Send message to target queue")
+@click.option("-i", "--qid", help="Send message to target queue")
 @click.option("-m", "--msgTraceEnable", "trace", help="Message Trace Enable, Default: false")
 def send_message(ctx: click.Context, **o: Any) -> None:
+    # Java checks -b before it parses -i with Integer.parseInt (tools/src/main/java/org/apache/rocketmq/tools/
+    # command/message/SendMessageCommand.java): without -b, -i is never read.
     if o["qid"] is not None and not o["broker"]:
         click.echo("Broker name must be set if the queue is chosen!", nl=False)
         return
+    if o["qid"] is not None:
+        param = next(p for p in ctx.command.params if p.name == "qid")
+        o["qid"] = JAVA_INT.convert(o["qid"], param, ctx)
 
     async def job(admin: Admin, out: Output) -> None:
         topic = o["topic"]
