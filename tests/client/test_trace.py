@@ -5,7 +5,9 @@ batch age pass at once), found again by message id as ``mqadmin queryMsgTraceByI
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -194,26 +196,35 @@ async def test_a_failed_consumption_is_traced_as_failed(
         calls += 1
         return status if calls == 1 else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer("fail-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True)
-    consumer.subscribe("FailTraced")
-    consumer.register_message_listener(listener)
-    async with consumer, Producer("fail-pg", embedded_cluster.namesrv_addr) as producer:
-        sent = await producer.send(Message("FailTraced", b"x"))
-        with trio.fail_after(120):
-            while calls < 2:
-                await trio.sleep(0.1)
-        async with Admin(embedded_cluster.namesrv_addr) as admin:
-            with trio.fail_after(60):
-                while True:
-                    views = await find_traces(admin, sent.msg_id, None)
-                    if len([v for v in views if v.record.type is TraceType.SubAfter]) >= 2:
-                        break
-                    await trio.sleep(0.2)
+    views = await _consumed_twice(embedded_cluster, "FailTraced", "fail", listener, lambda: calls)
     outcomes = [
         (v.record.success, v.record.context_code, v.record.group) for v in views if v.record.type is TraceType.SubAfter
     ]
     assert outcomes == [(False, 4, "fail-cg"), (True, 0, "fail-cg")]
     assert not [v for v in views if v.record.type is TraceType.Pub]  # the producer had trace off
+
+
+async def _consumed_twice(
+    cluster: EmbeddedCluster, topic: str, prefix: str, listener: Any, calls: Callable[[], int]
+) -> list[Any]:
+    """One message to ``topic``, consumed by ``listener`` (group ``<prefix>-cg``, trace on) until it was called
+    twice; the trace views of the message once both SubAfter records are there (producer ``<prefix>-pg``, trace
+    off)."""
+    consumer = PushConsumer(f"{prefix}-cg", cluster.namesrv_addr, enable_msg_trace=True)
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener)
+    async with consumer, Producer(f"{prefix}-pg", cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message(topic, b"x"))
+        with trio.fail_after(120):
+            while calls() < 2:
+                await trio.sleep(0.1)
+        async with Admin(cluster.namesrv_addr) as admin:
+            with trio.fail_after(60):
+                while True:
+                    views = await find_traces(admin, sent.msg_id, None)
+                    if len([v for v in views if v.record.type is TraceType.SubAfter]) >= 2:
+                        return views
+                    await trio.sleep(0.2)
 
 
 async def test_a_listener_that_raises_is_traced_with_the_exception_context_code(
@@ -233,21 +244,7 @@ async def test_a_listener_that_raises_is_traced_with_the_exception_context_code(
             raise RuntimeError("listener broke")
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer("raise-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True)
-    consumer.subscribe("RaiseTraced")
-    consumer.register_message_listener(listener)
-    async with consumer, Producer("raise-pg", embedded_cluster.namesrv_addr) as producer:
-        sent = await producer.send(Message("RaiseTraced", b"x"))
-        with trio.fail_after(120):
-            while calls < 2:
-                await trio.sleep(0.1)
-        async with Admin(embedded_cluster.namesrv_addr) as admin:
-            with trio.fail_after(60):
-                while True:
-                    views = await find_traces(admin, sent.msg_id, None)
-                    if len([v for v in views if v.record.type is TraceType.SubAfter]) >= 2:
-                        break
-                    await trio.sleep(0.2)
+    views = await _consumed_twice(embedded_cluster, "RaiseTraced", "raise", listener, lambda: calls)
     outcomes = [(v.record.success, v.record.context_code) for v in views if v.record.type is TraceType.SubAfter]
     assert outcomes == [(False, 2), (True, 0)]
 
