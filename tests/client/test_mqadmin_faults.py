@@ -68,6 +68,19 @@ def test_cluster_list_still_lists_the_live_brokers_when_one_does_not_answer(clus
     assert "127.0.0.1:1 " in result.output
 
 
+def test_cluster_list_prints_empty_figures_for_a_broker_that_does_not_answer(cluster: ThreadedCluster) -> None:
+    """Java ClusterListSubCommand.printClusterBaseInfo starts each figure as "" and only a successful
+    fetchBrokerRuntimeStats replaces them: a dead broker's row has an empty version, ``0.00(,ms)`` and an empty
+    PCWait, never Python's ``None``."""
+    register_dead_broker(cluster, cluster="DefaultCluster", name="broker-dead", addr="127.0.0.1:1")
+    result = _run("clusterList", "-n", cluster.namesrv_addr)
+    assert result.exit_code == 0, result.output
+    fmt = "%-16s  %-22s  %-4s  %-22s %-16s %19s %19s %10s %5s %6s"
+    expected = fmt % ("DefaultCluster", "broker-dead", "0", "127.0.0.1:1", "", "     0.00(,ms)", "     0.00(,ms)", "",
+                      "0.00", "0.0000")  # fmt: skip
+    assert expected in result.output.splitlines(), result.output
+
+
 def test_cluster_list_more_stats_lists_the_live_brokers_when_one_does_not_answer(cluster: ThreadedCluster) -> None:
     """Java ClusterListSubCommand.printClusterMoreStats catches each broker's fetchBrokerRuntimeStats failure and
     prints its row with zeros; before, the first dead broker ended ``clusterList -m``."""
