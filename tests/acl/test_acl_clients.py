@@ -5,6 +5,7 @@ account and white address, read by the dashboard's ACL page)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,37 @@ async def test_code_54_lists_every_account_and_white_address_to_an_admin_only(
         with pytest.raises(MQBrokerError, match="ACL is not enabled") as refused:
             await acl_config(admin, plain.broker_addr)
         assert refused.value.code == 1
+
+
+async def test_mqadmin_acl_commands_print_rocketmqs_lines(acl_cluster: EmbeddedCluster) -> None:
+    """RocketMQ 4.9.8's tools/src/main/java/org/apache/rocketmq/tools/command/acl/*SubCommand.java print plain
+    ``printf`` lines (one per broker, the version list with ``#``-headed columns), not a drawn table."""
+    ns, addr = acl_cluster.namesrv_addr, acl_cluster.broker_addr
+    admin = ["--accessKey", "rocketmq2", "--secretKey", "12345678"]
+
+    def text(*args: str) -> list[str]:
+        result = CliRunner().invoke(mqadmin, [*admin, *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output.splitlines()
+
+    run = trio.to_thread.run_sync
+    lines = await run(text, "updateAclConfig", "-n", ns, "-b", addr, "-a", "printed", "-s", "printed-secret")
+    assert lines[0] == f"create or update plain access config to {addr} success."
+    assert await run(text, "updateGlobalWhiteAddr", "-n", ns, "-b", addr, "-g", "10.3.3.3") == [
+        f"update global white remote addresses to {addr} success."
+    ]
+    assert await run(text, "deleteAclConfig", "-n", ns, "-c", "DefaultCluster", "-a", "printed") == [
+        f"delete plain access config account from {addr} success.",
+        "account's accesskey is:printed",
+    ]
+    fmt = "%-16s  %-22s  %-22s  %-20s  %-22s  %-22s"
+    listed = await run(text, "clusterAclConfigVersion", "-n", ns, "-c", "DefaultCluster")
+    header = ("#Cluster Name", "#Broker Name", "#Broker Addr", "#AclFilePath", "#AclConfigVersionNum")
+    assert listed[0] == fmt % (*header, "#AclLastUpdateTime")
+    assert listed[-1] == "get cluster's plain access config version success."
+    row = listed[1]
+    assert row.split()[:3] == ["DefaultCluster", "broker-a", addr] and "plain_acl.yml" in row
+    assert re.fullmatch(r".*  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d *", row), row  # UtilAll.YYYY_MM_DD_HH_MM_SS
+    one = await run(text, "clusterAclConfigVersion", "-n", ns, "-b", addr)  # -b: no header line
+    assert one[0].split()[:3] == ["DefaultCluster", "broker-a", addr]
+    assert one[-1] == "get broker's plain access config version success."
