@@ -23,6 +23,7 @@ from client.mqadmin_support import (
     broker_may_fail,
     cluster_brokers,
     common,
+    java_text,
     print_result,
     run_job,
 )
@@ -74,15 +75,21 @@ async def _base_rows(admin: Admin, out: Output) -> None:
                "#PCWait(ms)", "#Hour", "#SPACE", *(("#DLedgerRole", "#Term", "#Leader") if raft else ()))  # fmt: skip
     for cluster, name, bid, addr, kv in brokers:
         extra = (kv.get("dLedgerRole", "-"), kv.get("dLedgerTerm", "-"), kv.get("dLedgerLeaderId", "-")) if raft else ()
+
+        def text(key: str, kv: dict[str, str] = kv) -> str:
+            # ClusterListSubCommand.printClusterBaseInfo starts each figure as "" and only a fetched runtime table
+            # replaces it (a key it lacks then prints as Java's null): a broker that did not answer shows "".
+            return "" if not kv else str(java_text(kv.get(key)))
+
         in_tps, out_tps = _first(kv.get("putTps")), _first(kv.get("getTransferedTps"))
         earliest = kv.get("earliestMessageTimeStamp")
         hours = (time.time() * 1000 - int(earliest)) / 3_600_000 if earliest else 0.0
         space = float(kv.get("commitLogDiskRatio") or 0.0)
         out.row(
-            fmt, cluster, name, bid, addr, kv.get("brokerVersionDesc"),
-            f"{in_tps:9.2f}({kv.get('sendThreadPoolQueueSize')},{kv.get('sendThreadPoolQueueHeadWaitTimeMills')}ms)",
-            f"{out_tps:9.2f}({kv.get('pullThreadPoolQueueSize')},{kv.get('pullThreadPoolQueueHeadWaitTimeMills')}ms)",
-            kv.get("pageCacheLockTimeMills"), f"{hours:2.2f}", f"{space:.4f}", *extra,
+            fmt, cluster, name, bid, addr, text("brokerVersionDesc"),
+            f"{in_tps:9.2f}({text('sendThreadPoolQueueSize')},{text('sendThreadPoolQueueHeadWaitTimeMills')}ms)",
+            f"{out_tps:9.2f}({text('pullThreadPoolQueueSize')},{text('pullThreadPoolQueueHeadWaitTimeMills')}ms)",
+            text("pageCacheLockTimeMills"), f"{hours:2.2f}", f"{space:.4f}", *extra,
         )  # fmt: skip
 
 
