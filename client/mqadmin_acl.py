@@ -16,7 +16,7 @@ import click
 
 from client.acl_admin import acl_targets, acl_versions, delete_acl_config, update_acl_config, update_global_white
 from client.admin import Admin
-from client.mqadmin_support import Output, common, format_ts, run_job
+from client.mqadmin_support import Output, common, format_date, run_job
 
 __all__ = ["COMMANDS"]
 
@@ -24,6 +24,23 @@ __all__ = ["COMMANDS"]
 def _targets(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("-c", "--clusterName", "cluster", help="every broker of this cluster")(fn)
     return click.option("-b", "--brokerAddr", "broker_addr", help="this broker")(fn)
+
+
+_VERSION_ROW = "%-16s  %-22s  %-22s  %-20s  %-22s  %-22s%n"
+_VERSION_COLUMNS = (
+    "#Cluster Name",
+    "#Broker Name",
+    "#Broker Addr",
+    "#AclFilePath",
+    "#AclConfigVersionNum",
+    "#AclLastUpdateTime",
+)
+
+
+def _finish(out: Output, addrs: list[str]) -> None:
+    """The JSON document's fields of an edit: ``ok`` and the brokers it reached."""
+    out.field("ok", True)
+    out.field("brokers", addrs)
 
 
 def _one_target(o: dict[str, Any]) -> None:
@@ -61,7 +78,9 @@ def update_acl(ctx: click.Context, **o: Any) -> None:
                 group_perms=o["group_perms"],
                 is_admin=o["is_admin"],
             )
-        out.done(f"create or update plain access config to {', '.join(addrs)} success.", brokers=addrs)
+            out.line("create or update plain access config to %s success.%n", addr)
+        # Java then prints the PlainAccessConfig object itself, which has no toString in 4.9.8 (an identity hash).
+        _finish(out, addrs)
 
     run_job(ctx, job)
 
@@ -78,7 +97,9 @@ def delete_acl(ctx: click.Context, **o: Any) -> None:
         addrs = await acl_targets(admin, o["broker_addr"], o["cluster"], slaves=True)
         for addr in addrs:
             await delete_acl_config(admin, addr, o["access_key"])
-        out.done(f"delete plain access config from {', '.join(addrs)} success.", brokers=addrs)
+            out.line("delete plain access config account from %s success.%n", addr)
+        out.line("account's accesskey is:%s", o["access_key"])  # no line end, as Java's
+        _finish(out, addrs)
 
     run_job(ctx, job)
 
@@ -96,7 +117,8 @@ def update_white(ctx: click.Context, **o: Any) -> None:
         addrs = await acl_targets(admin, o["broker_addr"], o["cluster"], slaves=True)
         for addr in addrs:
             await update_global_white(admin, addr, o["addresses"], o["path"])
-        out.done(f"update global white remote addresses to {', '.join(addrs)} success.", brokers=addrs)
+            out.line("update global white remote addresses to %s success.%n", addr)
+        _finish(out, addrs)
 
     run_job(ctx, job)
 
@@ -109,23 +131,17 @@ def acl_version(ctx: click.Context, **o: Any) -> None:
     _one_target(o)
 
     async def job(admin: Admin, out: Output) -> None:
-        rows = []
+        # ClusterAclConfigVersionListSubCommand: the header line with -c only, one row per broker and ACL file.
+        out.header(_VERSION_ROW if o["cluster"] else "", *_VERSION_COLUMNS)
         for addr in await acl_targets(admin, o["broker_addr"], o["cluster"], slaves=False):
             info = await acl_versions(admin, addr)
             for path, version in sorted(info["allAclFileVersion"].items()):
                 counter, stamp = version.get("counter", 0), version.get("timestamp", 0)
-                rows.append(
-                    [info["clusterName"], info["brokerName"], info["brokerAddr"], path, counter, format_ts(stamp)]
-                )
-        columns = [
-            "Cluster Name",
-            "Broker Name",
-            "Broker Addr",
-            "AclFilePath",
-            "AclConfigVersionNum",
-            "AclLastUpdateTime",
-        ]
-        out.table("ACL config versions", columns, rows)
+                out.row(
+                    _VERSION_ROW, info["clusterName"], info["brokerName"], info["brokerAddr"], path, counter,
+                    format_date(stamp),
+                )  # fmt: skip
+        out.line("get %s's plain access config version success.%n", "cluster" if o["cluster"] else "broker")
 
     run_job(ctx, job)
 

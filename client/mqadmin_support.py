@@ -22,8 +22,6 @@ from typing import Any, Final
 
 import anyio
 import click
-from rich.console import Console
-from rich.table import Table
 
 from client.admin import BROKER_FAILURES, Admin
 from client.config import ClientConfig
@@ -33,8 +31,6 @@ from client.tools_config import tools_credentials
 from remoting.codec.bodies import BrokerData
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.errors import RemotingError
-
-console = Console(soft_wrap=True)
 
 NO_NAMESRV: Final = "mqadmin: no name server address: pass -n host:port[;host:port] or set NAMESRV_ADDR"
 
@@ -102,28 +98,6 @@ class Output:
     def finish(self) -> None:
         if self.as_json:
             click.echo(json.dumps(self.doc, default=str))
-
-    # -- rocketrio's earlier table form (kept for commands that print no RocketMQ format) ---------------------------
-
-    def table(self, title: str, columns: list[str], rows: list[list[Any]], extra: dict[str, Any] | None = None) -> None:
-        if self.as_json:
-            self.doc.setdefault("rows", []).extend(dict(zip(columns, row, strict=True)) for row in rows)
-            self.doc.update(extra or {})
-            return
-        table = Table(title=title)
-        for column in columns:
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*("" if v is None else str(v) for v in row))
-        console.print(table)
-        for key, value in (extra or {}).items():
-            console.print(f"{key}: {value}")
-
-    def done(self, message: str, **fields: Any) -> None:
-        if self.as_json:
-            self.doc.update({"ok": True, **fields})
-        else:
-            console.print(message)
 
 
 def run_job(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]]) -> None:
