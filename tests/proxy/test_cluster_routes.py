@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import trio
 from rocketmq import ClientConfiguration, ConsumeResult, Credentials, FilterExpression, MessageListener, PushConsumer
@@ -33,6 +34,7 @@ from tests.e2e.harness import kill_all
 from tests.proxy.cluster import GrpcCluster
 from tests.proxy.grpc_front import Front
 from tests.proxy.official import drain, make_message, start_consumer, start_producer
+from tests.proxy.test_tls import self_signed
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -164,6 +166,47 @@ async def test_every_proxy_names_each_broker_at_the_same_endpoint_whatever_the_c
             seen["assignment"] |= {_where(x.message_queue) for x in assigned.assignments}
         expected = {("broker-a", 0, a.endpoint), ("broker-b", 0, b.endpoint)}
         assert seen == {"route": expected, "assignment": expected}
+
+
+async def test_a_client_on_the_tls_only_port_is_routed_to_each_brokers_tls_only_port(tmp_path: Path) -> None:
+    """``grpcTlsServerPort`` serves TLS whatever ``tls.server.mode`` says; with ``disabled`` the main port speaks
+    plaintext only, so a TLS client that came in on the TLS-only port must be routed to every broker's TLS-only port,
+    the same whichever proxy answers (else its sends and receives go to a port it cannot speak to)."""
+    cert, key = self_signed(tmp_path)
+    config = ProxyConfig(
+        enable_proxy=True, grpc_server_port=0, grpc_tls_server_port=0, tls_test_mode_enable=False,
+        tls_server_mode="disabled", tls_server_cert_path=str(cert), tls_server_key_path=str(key),
+    )  # fmt: skip
+    roots = cert.read_bytes()
+
+    def call(port: int, method: str, req: Any, resp: Any) -> Any:
+        with grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(root_certificates=roots)) as ch:
+            fn = ch.unary_unary(
+                f"/apache.rocketmq.v2.MessagingService/{method}",
+                request_serializer=type(req).SerializeToString,
+                response_deserializer=resp.FromString,
+            )
+            return fn(req, timeout=10, metadata=[("x-mq-client-id", "tls@1@0@x")])
+
+    async with EmbeddedCluster(tmp_path / "cluster", brokers=2) as cluster, trio.open_nursery() as nursery:
+        tls_ports = [(await nursery.start(serve_proxy, c, config))[1] for c in cluster.controllers]
+        await create_on_both(cluster, "TT", queues=2)
+        expected = {("broker-a", 0, f"127.0.0.1:{tls_ports[0]}"), ("broker-b", 0, f"127.0.0.1:{tls_ports[1]}")}
+        for port in tls_ports:
+            dialled = definition.Endpoints(
+                scheme=definition.AddressScheme.IPv4, addresses=[definition.Address(host="127.0.0.1", port=port)]
+            )
+            route = service.QueryRouteRequest(topic=definition.Resource(name="TT"), endpoints=dialled)
+            answer = await trio.to_thread.run_sync(call, port, "QueryRoute", route, service.QueryRouteResponse)
+            assert {_where(q) for q in answer.message_queues} == expected
+            assign = service.QueryAssignmentRequest(
+                topic=definition.Resource(name="TT"), group=definition.Resource(name="G"), endpoints=dialled
+            )
+            assigned = await trio.to_thread.run_sync(
+                call, port, "QueryAssignment", assign, service.QueryAssignmentResponse
+            )
+            assert {_where(x.message_queue) for x in assigned.assignments} == expected
+        nursery.cancel_scope.cancel()
 
 
 # ---- end to end: the official 5.x client and two broker processes -------------------------------------------------

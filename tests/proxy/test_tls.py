@@ -40,9 +40,13 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-async def test_official_client_over_tls(tmp_path: Path, nursery: trio.Nursery) -> None:
+@pytest.mark.parametrize("mode", ["permissive", "disabled"])
+async def test_official_client_over_tls(tmp_path: Path, nursery: trio.Nursery, mode: str) -> None:
+    """Through the TLS-only port whatever the mode: with ``disabled`` the main port is plaintext only, so the routes
+    must name the TLS-only port to a client that came in on it."""
     cert, key = self_signed(tmp_path)
     files = ["--tls.server.certPath", str(cert), "--tls.server.keyPath", str(key), "--tlsTestModeEnable", "false"]
+    files += ["--tls.server.mode", mode]
     cluster = GrpcCluster(tmp_path / "cluster", files)
     try:
         await cluster.start(nursery)
