@@ -15,6 +15,7 @@ from remoting.codec.topics import is_system_group, is_system_topic, validate_gro
 __all__ = [
     "BACKOFF_SECONDS",
     "PEER_KEY",
+    "TLS_ONLY_KEY",
     "UNKNOWN_PEER",
     "Code",
     "RpcError",
@@ -33,6 +34,9 @@ T = TypeVar("T")
 Code = definition.Code
 #: The header the proxy puts the gRPC peer in for the Trio side (``ipv4:127.0.0.1:51234``).
 PEER_KEY: Final = "x-rocketrio-peer"
+#: The header the proxy sets ("true") on a request that came in on its TLS-only port (``grpcTlsServerPort``), whatever
+#: the client sent in it: routes then name every broker at its TLS-only port (:mod:`proxy.route`).
+TLS_ONLY_KEY: Final = "x-rocketrio-tls-only"
 #: :func:`peer_of` of a caller whose address is not known: no client sends from it, the ACL refuses it
 #: (:mod:`proxy.acl`), the client registry and a message's born host show it. Never 127.0.0.1, which white lists
 #: may trust.

@@ -23,6 +23,7 @@ from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, topic_ty
 from proxy.acl import GrpcAcl
 from proxy.common import (
     BACKOFF_SECONDS,
+    TLS_ONLY_KEY,
     Code,
     RpcError,
     check_group,
@@ -147,10 +148,11 @@ class MessagingActivity:
         ``autoCreateTopicEnable`` (ours; docs/grpc.md#rpcs), else TOPIC_NOT_FOUND."""
         topic = req.topic.name
         check_topic(topic)
-        entries = await self.routes.queues(topic)
+        tls = bool(md.get(TLS_ONLY_KEY))  # came in on the TLS-only port: every broker at its TLS-only port
+        entries = await self.routes.queues(topic, tls)
         if entries is None and self.broker.config.auto_create_topic_enable:
             created = self.broker.topics.create_topic_in_send_process(topic, "TBW102", 4)
-            entries = None if created is None else [self.routes.own_queues(created)]
+            entries = None if created is None else [self.routes.own_queues(created, tls=tls)]
         if entries is None:
             raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
         response = service.QueryRouteResponse(status=status())
@@ -182,7 +184,8 @@ class MessagingActivity:
         """QueryAssignment over the queues of every broker of the topic's route (:class:`proxy.route.ClusterRoutes`),
         the names checked first (:meth:`Consuming.query_assignment`)."""
         check_names(req.topic.name, req.group.name)
-        return self.consuming.query_assignment(req, await self.routes.queues(req.topic.name))
+        queues = await self.routes.queues(req.topic.name, bool(md.get(TLS_ONLY_KEY)))
+        return self.consuming.query_assignment(req, queues)
 
     # ---- client life cycle ----------------------------------------------------------------------------------------
 

@@ -13,6 +13,10 @@ store RocketMQ keeps ORDER_TOPIC_CONFIG in), and the routes read that namespace 
 entry (no proxy of ours) is offered at this proxy's port, RocketMQ's rule; a route naming such a broker is not cached,
 so a proxy that publishes late is found at the next query. The entry is deleted at a clean shutdown.
 
+A proxy with a TLS-only port (``grpcTlsServerPort``, ours) publishes it too (:data:`GRPC_TLS_PORT_NAMESPACE`): a
+request that came in on a TLS-only port is answered with every broker at its TLS-only port (its main port when it has
+none), since with ``tls.server.mode`` disabled the main ports speak plaintext only.
+
 Every broker, the serving one too, is named at the same endpoint whichever proxy answers (the official clients compare
 queues with their endpoints; an endpoint that changed with the proxy asked would make a push consumer drop and rebuild
 its queues), never at the endpoint the client dialled. The serving broker's own queues come from its own topic table
@@ -54,12 +58,14 @@ from remoting.codec.headers.namesrv import (
 from remoting.codec.topics import validate_topic
 from remoting.errors import RemotingError
 
-__all__ = ["GRPC_PORT_NAMESPACE", "BrokerQueues", "ClusterRoutes", "grpc_endpoints"]
+__all__ = ["GRPC_PORT_NAMESPACE", "GRPC_TLS_PORT_NAMESPACE", "BrokerQueues", "ClusterRoutes", "grpc_endpoints"]
 
 log = logging.getLogger(__name__)
 
 #: The name server KV namespace where each proxy publishes its gRPC port under its broker's address (ours).
 GRPC_PORT_NAMESPACE: Final = "ROCKETRIO_GRPC_SERVER_PORT"
+#: The same for the TLS-only port of a proxy that serves one (ours).
+GRPC_TLS_PORT_NAMESPACE: Final = "ROCKETRIO_GRPC_TLS_SERVER_PORT"
 #: TopicRouteService reads a route within 3 s (``getTopicRouteInfoFromNameServer(topic, 3000)``).
 _NAMESRV_TIMEOUT: Final = 3.0
 
@@ -85,6 +91,7 @@ class _Route:
     route: TopicRouteData
     ports: dict[str, int]
     at: float
+    tls_ports: dict[str, int] = attrs.field(factory=dict)
 
 
 class _Unreachable:
@@ -109,37 +116,39 @@ def grpc_endpoints(broker_addr: str, port: int) -> Any:
 
 class ClusterRoutes:
     """The routes of one proxy (see the module docstring); ``client`` is the broker's name-server client (None: no
-    name server, routes name this broker alone). :attr:`grpc_port` is the port this proxy serves, set by
-    :meth:`announce`."""
+    name server, routes name this broker alone). :attr:`grpc_port` is the port this proxy serves and :attr:`tls_port`
+    its TLS-only one (None: none), set by :meth:`announce`."""
 
     def __init__(self, broker: BrokerState, config: ProxyConfig, client: RemotingClient | None) -> None:
         self.broker = broker
         self.config = config
         self.client = client
         self.grpc_port = config.grpc_server_port
+        self.tls_port: int | None = None
         self._cache: dict[str, _Route] = {}
 
     # ---- routes ---------------------------------------------------------------------------------------------------
 
-    async def queues(self, topic: str) -> list[BrokerQueues] | None:
+    async def queues(self, topic: str, tls: bool = False) -> list[BrokerQueues] | None:
         """The topic's queues by broker name (sorted): this broker's from its topic table, the others' from the name
-        server's route; None when neither this broker nor the name server knows the topic."""
+        server's route, at their TLS-only ports when ``tls`` (the request came in on this proxy's); None when neither
+        this broker nor the name server knows the topic."""
         found = await self._route(topic)
         route = found.route if isinstance(found, _Route) else TopicRouteData()
-        ports = found.ports if isinstance(found, _Route) else {}
+        ports = self._ports_of(found if isinstance(found, _Route) else None, tls)
         brokers = {data.broker_name: data for data in route.broker_datas}
         own_name = self.broker.config.broker_name
         entries = []
         local = self.broker.topics.get(topic)
         if local is not None:
             data = brokers.get(own_name)
-            entries.append(self.own_queues(local, {} if data is None else data.broker_addrs, ports))
+            entries.append(self.own_queues(local, {} if data is None else data.broker_addrs, ports, tls))
         for queue_data in route.queue_datas:
             data = brokers.get(queue_data.broker_name)
             if queue_data.broker_name == own_name or data is None:
                 continue
             members = tuple(
-                (broker_id, grpc_endpoints(addr, ports.get(addr, self.grpc_port)))
+                (broker_id, grpc_endpoints(addr, ports.get(addr, self._own_port(tls))))
                 for broker_id, addr in sorted(data.broker_addrs.items())
             )
             entries.append(
@@ -154,19 +163,24 @@ class ClusterRoutes:
         return sorted(entries, key=lambda entry: entry.name) or None
 
     def own_queues(
-        self, config: TopicConfig, addrs: dict[int, str] | None = None, ports: dict[str, int] | None = None
+        self,
+        config: TopicConfig,
+        addrs: dict[int, str] | None = None,
+        ports: dict[str, int] | None = None,
+        tls: bool = False,
     ) -> BrokerQueues:
         """This broker's queues of the topic ``config``: its perm as registered (:func:`routed_perm`), itself at its
-        address's host with the port this proxy serves, the other members of its broker name (``addrs``, from the name
-        server) at theirs."""
+        address's host with the port this proxy serves (its TLS-only one when ``tls``), the other members of its
+        broker name (``addrs``, from the name server) at theirs."""
         broker = self.broker
         own_addr, own_id = broker.broker_addr, broker.config.broker_id
+        port = self._own_port(tls)
         members = {
-            broker_id: grpc_endpoints(addr, (ports or {}).get(addr, self.grpc_port))
+            broker_id: grpc_endpoints(addr, (ports or {}).get(addr, port))
             for broker_id, addr in (addrs or {}).items()
             if addr != own_addr
         }
-        members[own_id] = grpc_endpoints(own_addr, self.grpc_port)
+        members[own_id] = grpc_endpoints(own_addr, port)
         perm = routed_perm(config.perm, broker.config.broker_permission)
         return BrokerQueues(
             broker.config.broker_name,
@@ -175,6 +189,17 @@ class ClusterRoutes:
             config.write_queue_nums,
             tuple(sorted(members.items(), key=lambda member: member[0])),
         )
+
+    def _own_port(self, tls: bool) -> int:
+        """This proxy's port for a request that came in on its TLS-only port (``tls``) or on its main port."""
+        return self.tls_port if tls and self.tls_port is not None else self.grpc_port
+
+    @staticmethod
+    def _ports_of(found: _Route | None, tls: bool) -> dict[str, int]:
+        """The published ports by broker address; for ``tls`` a broker's TLS-only port where it published one."""
+        if found is None:
+            return {}
+        return {**found.ports, **found.tls_ports} if tls else found.ports
 
     async def _route(self, topic: str) -> _Route | _Unreachable | None:
         """The cached route of ``topic`` while fresh, else the name server's; None: the name server does not know the
@@ -219,12 +244,16 @@ class ClusterRoutes:
             except (RemotingError, CodecError) as exc:
                 log.warning("route of %s from name server %s failed: %s", topic, addr, exc)
                 continue
-            return _Route(route, await self._ports(addr), trio.current_time())
+            ports = await self._ports(addr, GRPC_PORT_NAMESPACE)
+            # Only a proxy serving a TLS-only port answers requests that ask for TLS-only ports.
+            tls_ports = {} if self.tls_port is None else await self._ports(addr, GRPC_TLS_PORT_NAMESPACE)
+            return _Route(route, ports, trio.current_time(), tls_ports)
         return _UNREACHABLE
 
-    async def _ports(self, namesrv: str) -> dict[str, int]:
-        """The gRPC ports the proxies published at ``namesrv`` by broker address (none when it has none)."""
-        header = GetKVListByNamespaceRequestHeader(namespace=GRPC_PORT_NAMESPACE)
+    async def _ports(self, namesrv: str, namespace: str) -> dict[str, int]:
+        """The gRPC ports the proxies published at ``namesrv`` in ``namespace`` by broker address (none when it has
+        none)."""
+        header = GetKVListByNamespaceRequestHeader(namespace=namespace)
         assert self.client is not None
         try:
             response = await self.client.invoke(
@@ -240,21 +269,30 @@ class ClusterRoutes:
 
     # ---- publishing this proxy's port --------------------------------------------------------------------------
 
-    async def announce(self, port: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Publish ``port`` (bound) under this broker's address in every name server's KV config, now and at every
-        registration period (a name server that lost it gets it again), until cancelled; then delete it (shielded,
-        within a name-server call's timeout: a name server that is gone delays no shutdown)."""
-        self.grpc_port = port
+    async def announce(
+        self, port: int, tls_port: int | None = None, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Publish ``port`` (bound), and ``tls_port`` (the TLS-only port, None: none, an entry left by an earlier run
+        deleted), under this broker's address in every name server's KV config, now and at every registration period
+        (a name server that lost them gets them again), until cancelled; then delete them (shielded, within a
+        name-server call's timeout: a name server that is gone delays no shutdown)."""
+        self.grpc_port, self.tls_port = port, tls_port
         if self.client is None:
             task_status.started()
             return
         period = registration_period(self.broker.config.register_name_server_period)
+        published = {
+            GRPC_PORT_NAMESPACE: str(port),
+            GRPC_TLS_PORT_NAMESPACE: None if tls_port is None else str(tls_port),
+        }
         try:
-            await self._publish(port)
+            for namespace, value in published.items():
+                await self._publish(namespace, value)
             task_status.started()
             while True:
                 await trio.sleep(period)
-                await self._publish(port)
+                for namespace, value in published.items():
+                    await self._publish(namespace, value)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(_NAMESRV_TIMEOUT):
                 async with RemotingClient(
@@ -264,28 +302,33 @@ class ClusterRoutes:
                 ) as client:
                     await self._withdraw(client)
 
-    async def _publish(self, port: int) -> None:
+    async def _publish(self, namespace: str, value: str | None) -> None:
+        """This broker's entry of ``namespace`` set to ``value`` (None: deleted) where a name server holds another."""
         assert self.client is not None
-        key, value = self.broker.broker_addr, str(port)
-        get = GetKVConfigRequestHeader(namespace=GRPC_PORT_NAMESPACE, key=key).to_ext_fields()
-        put = PutKVConfigRequestHeader(namespace=GRPC_PORT_NAMESPACE, key=key, value=value).to_ext_fields()
+        key = self.broker.broker_addr
+        get = GetKVConfigRequestHeader(namespace=namespace, key=key).to_ext_fields()
+        if value is None:
+            code, fields = RequestCode.DELETE_KV_CONFIG, DeleteKVConfigRequestHeader(namespace, key).to_ext_fields()
+        else:
+            code, fields = RequestCode.PUT_KV_CONFIG, PutKVConfigRequestHeader(namespace, key, value).to_ext_fields()
         for addr in self.broker.config.namesrv_addrs:
             try:
                 known = await self.client.invoke(addr, request(RequestCode.GET_KV_CONFIG, get), _NAMESRV_TIMEOUT)
                 held = GetKVConfigResponseHeader.from_ext_fields(known.ext_fields or {}).value
-                if known.code == ResponseCode.SUCCESS and held == value:
+                if (held if known.code == ResponseCode.SUCCESS else None) == value:
                     continue
-                answer = await self.client.invoke(addr, request(RequestCode.PUT_KV_CONFIG, put), _NAMESRV_TIMEOUT)
+                answer = await self.client.invoke(addr, request(code, fields), _NAMESRV_TIMEOUT)
                 if answer.code != ResponseCode.SUCCESS:
                     log.warning("name server %s refused the gRPC port: %d %s", addr, answer.code, answer.remark)
             except (RemotingError, CodecError) as exc:
                 log.warning("publishing the gRPC port to name server %s failed: %s", addr, exc)
 
     async def _withdraw(self, client: RemotingClient) -> None:
-        """DELETE_KV_CONFIG of this broker's entry at every name server at once."""
-        fields = DeleteKVConfigRequestHeader(namespace=GRPC_PORT_NAMESPACE, key=self.broker.broker_addr)
+        """DELETE_KV_CONFIG of this broker's entries at every name server at once."""
+        namespaces = [GRPC_PORT_NAMESPACE] + ([] if self.tls_port is None else [GRPC_TLS_PORT_NAMESPACE])
 
-        async def one(addr: str) -> None:
+        async def one(addr: str, namespace: str) -> None:
+            fields = DeleteKVConfigRequestHeader(namespace=namespace, key=self.broker.broker_addr)
             try:
                 cmd = request(RequestCode.DELETE_KV_CONFIG, fields.to_ext_fields())
                 await client.invoke(addr, cmd, _NAMESRV_TIMEOUT)
@@ -294,4 +337,5 @@ class ClusterRoutes:
 
         async with trio.open_nursery() as nursery:
             for addr in self.broker.config.namesrv_addrs:
-                nursery.start_soon(one, addr)
+                for namespace in namespaces:
+                    nursery.start_soon(one, addr, namespace)

@@ -20,7 +20,7 @@ from typing import Any, Final, TypeAlias
 import grpc
 
 from proxy.bridge import BridgeClosed, TrioBridge
-from proxy.common import PEER_KEY, Code, RpcError
+from proxy.common import PEER_KEY, TLS_ONLY_KEY, Code, RpcError
 from proxy.messaging import MessagingActivity
 from proxy.pb import service, service_grpc
 
@@ -35,20 +35,28 @@ _DEADLINE_MARGIN: Final = 0.5
 Context: TypeAlias = Any
 
 
-def _metadata(context: Context, real_peer: Callable[[str], str]) -> dict[str, str]:
+def _metadata(context: Context, real_peer: Callable[[str], str], tls_only: bool = False) -> dict[str, str]:
     md = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
     md[PEER_KEY] = real_peer(context.peer() or "")
+    md[TLS_ONLY_KEY] = "true" if tls_only else ""
     return md
 
 
 class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[misc]
     """See the module docstring. ``real_peer`` maps grpcio's ``context.peer()`` to the client's (the server's
-    :meth:`proxy.server.GrpcServer.real_peer`)."""
+    :meth:`proxy.server.GrpcServer.real_peer`); ``tls_only``: this servicer serves the TLS-only port."""
 
-    def __init__(self, bridge: TrioBridge, activity: MessagingActivity, real_peer: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        bridge: TrioBridge,
+        activity: MessagingActivity,
+        real_peer: Callable[[str], str],
+        tls_only: bool = False,
+    ) -> None:
         self.bridge = bridge
         self.activity = activity
         self.real_peer = real_peer
+        self.tls_only = tls_only
         self._outboxes: set[asyncio.Queue[Any]] = set()
 
     def close_streams(self) -> None:
@@ -59,7 +67,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
     async def _unary(self, fn: Any, make: Any, request: Any, context: Context, *, waits: bool = False) -> Any:
         """One unary request on the Trio thread: synchronously (no Trio task, see TrioBridge.call_sync) unless the
         handler ``waits`` (a coroutine)."""
-        md = _metadata(context, self.real_peer)
+        md = _metadata(context, self.real_peer, self.tls_only)
         try:
             if waits:
                 return await self.bridge.call(self.activity.guarded, fn, make, request, md)
@@ -74,7 +82,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         return await self._unary(self.activity.heartbeat, service.HeartbeatResponse, request, context)
 
     async def SendMessage(self, request: Any, context: Context) -> Any:
-        md = _metadata(context, self.real_peer)
+        md = _metadata(context, self.real_peer, self.tls_only)
         try:
             # ASYNC_FLUSH: the whole send runs synchronously; else, in the same hand-off, a Trio task that may wait.
             return await self.bridge.call_now_or_later(self.activity.send_now, self.activity.send, request, md)
@@ -111,7 +119,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
     async def ReceiveMessage(self, request: Any, context: Context) -> AsyncIterator[Any]:
         remaining = context.time_remaining()
         deadline = None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN)
-        md = _metadata(context, self.real_peer)
+        md = _metadata(context, self.real_peer, self.tls_only)
         try:
             # Nothing visible yet: long-poll in a Trio task, started in the same hand-off.
             now, later = self.activity.receive_now, self.activity.receive
@@ -126,7 +134,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
                 raise
 
     async def Telemetry(self, request_iterator: AsyncIterator[Any], context: Context) -> AsyncIterator[Any]:
-        md = _metadata(context, self.real_peer)
+        md = _metadata(context, self.real_peer, self.tls_only)
         loop = asyncio.get_running_loop()
         outbox: asyncio.Queue[Any] = asyncio.Queue()
 

@@ -90,6 +90,9 @@ async def serve_proxy(
     def servicer(bridge: TrioBridge, real_peer: Callable[[str], str]) -> MessagingServicer:
         return MessagingServicer(bridge, activity, real_peer)
 
+    def tls_servicer(bridge: TrioBridge, real_peer: Callable[[str], str]) -> MessagingServicer:
+        return MessagingServicer(bridge, activity, real_peer, tls_only=True)
+
     host = controller.config.listen_host
     async with trio.open_nursery() as nursery:
         await nursery.start(revive.run)
@@ -100,11 +103,11 @@ async def serve_proxy(
         main = GrpcServer(servicer, host, config.grpc_server_port, None if mode == DISABLED else pem,
                           permissive=mode == PERMISSIVE, max_inbound=inbound)  # fmt: skip
         port = await nursery.start(main.serve)
-        await nursery.start(activity.routes.announce, port)
         tls_port = 0
         if pem is not None and config.tls_port is not None:
-            secure = GrpcServer(servicer, host, config.tls_port, pem, max_inbound=inbound)
+            secure = GrpcServer(tls_servicer, host, config.tls_port, pem, max_inbound=inbound)
             tls_port = await nursery.start(secure.serve)
+        await nursery.start(activity.routes.announce, port, tls_port or None)
         task_status.started((port, tls_port))
 
 
