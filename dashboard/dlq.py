@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from openpyxl import Workbook
+from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 
 from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQBrokerError, TopicRouteNotFoundError
@@ -112,7 +113,7 @@ async def export(admin: Admin, group: str, msg_ids: Sequence[str]) -> bytes:
         except BROKER_FAILURES as exc:
             sheet.append([topic, msg_id, "", "", "", None, "", "", None, str(exc)])
             continue
-        sheet.append(export_row(msg))
+        sheet.append([_cell(value) for value in export_row(msg)])
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
@@ -133,6 +134,15 @@ def export_row(msg: MessageExt) -> list[Any]:
         msg.body_crc,
         "",
     ]
+
+
+def _cell(value: Any) -> Any:
+    """``value`` as a cell can hold it: the control characters XML 1.0 has no place for (a binary body's, say) written
+    as OOXML's ``_xHHHH_`` escapes, which Excel shows as the character and Apache POI (rocketmq-dashboard's
+    EasyExcel) writes too; openpyxl refuses them, which failed the whole export."""
+    if not isinstance(value, str):
+        return value
+    return ILLEGAL_CHARACTERS_RE.sub(lambda m: f"_x{ord(m.group()):04X}_", value)
 
 
 def _local(ms: int) -> str:

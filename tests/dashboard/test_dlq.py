@@ -145,3 +145,15 @@ async def test_a_dead_letter_whose_origin_is_a_producers_id_is_resent(dash: Dash
         [result] = (await dash.post("/api/dlq/resend", {"group": GROUP, "messages": wanted}))["results"]
         assert result.get("consumeResult") == "CR_SUCCESS", result
         assert result["originMsgId"] == sent.msg_id
+
+
+async def test_a_binary_dead_letter_is_exported_with_its_control_characters_escaped(dash: Dash) -> None:
+    """XML 1.0 has no place for most control characters, and openpyxl refused a body holding them, failing the whole
+    export (500). They are written as OOXML's _xHHHH_ escapes, as Apache POI writes them (rocketmq-dashboard)."""
+    [sent] = await _kill(dash, [b"\x00\x01bin\x7f"])
+    response = await dash.http.post("/api/dlq/export", json={"group": GROUP, "msgIds": [sent.offset_msg_id]})
+    assert response.status_code == 200, response.text
+    sheet = load_workbook(io.BytesIO(response.content)).active
+    assert sheet is not None
+    _, row = (list(r) for r in sheet.iter_rows(values_only=True))
+    assert dict(zip(EXPORT_COLUMNS, row, strict=True))["messageBody"] == "_x0000__x0001_bin\x7f"
