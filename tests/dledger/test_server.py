@@ -136,8 +136,16 @@ async def _leader_hangs_up(tmp_path: Path, nursery: trio.Nursery) -> tuple[Group
         await group.start(member)
     leader = await group.leader()
     term = leader.node.member.curr_term
-    # The member that did not vote hears of the leader on its first heartbeat: wait for it, or it is still at term 0.
-    while {s.node.member.curr_term for s in group.servers.values()} != {term}:
+
+    # The member that did not vote hears of the leader on its first heartbeat: wait for it, or it is still at term 0
+    # (or at the leader's term as a candidate that lost, until that heartbeat makes it a follower).
+    def settled() -> bool:
+        others = [s for s in group.servers.values() if s is not leader]
+        return {s.node.member.curr_term for s in group.servers.values()} == {term} and all(
+            s.node.member.role is Role.FOLLOWER for s in others
+        )
+
+    while not settled():
         await trio.sleep(0.05)
     for member, server in group.servers.items():
         if server is not leader:
