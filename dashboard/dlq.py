@@ -26,13 +26,12 @@ from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 
 from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQBrokerError, TopicRouteNotFoundError
+from client.message import PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RETRY_TOPIC
 from dashboard import messages
 from remoting.codec.message import MessageExt
 from remoting.codec.message_properties import PROPERTY_UNIQ_KEY
+from remoting.codec.topics import dlq_topic
 
-DLQ_PREFIX = "%DLQ%"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 #: The workbook's columns, in DlqMessageExcelModel's order.
 EXPORT_COLUMNS = (
     "topic",
@@ -47,10 +46,6 @@ EXPORT_COLUMNS = (
     "exception",
 )
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
 
 
 async def by_time(admin: Admin, group: str, begin_ms: int, end_ms: int) -> dict[str, Any]:
