@@ -126,3 +126,9 @@ async def lock_for_another_member(broker_addr: str, group: str, mq: MessageQueue
     body = LockBatchRequestBody(consumer_group=group, client_id="127.0.0.2@other", mq_set=frozenset({mq}))
     async with RemotingClient() as client:
         return mq in await api.lock_batch_mq(client, broker_addr, body, 3.0)
+
+
+async def commit_offset(ns: str, addr: str, group: str, topic: str) -> None:
+    """``group``'s offset 0 on queue 0 of ``topic`` at ``addr`` (broker-a), so the group has consume stats there."""
+    async with Admin(ns) as admin:
+        await admin.update_consumer_offset(addr, group, MessageQueue(topic, "broker-a", 0), 0)

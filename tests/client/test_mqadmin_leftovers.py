@@ -17,18 +17,12 @@ from client.consumer.push import PushConsumer
 from client.errors import MQClientError
 from client.message import MessageExt
 from client.mqadmin import main as mqadmin
-from remoting.codec.bodies import MessageQueue
-from tests.client.helpers import HANG_GUARD, create_topic, register_dead_broker
+from tests.client.helpers import HANG_GUARD, commit_offset, create_topic, register_dead_broker
 from tests.threaded_cluster import ThreadedCluster
 
 
 def _run(*args: str) -> Result:
     return CliRunner().invoke(mqadmin, list(args))
-
-
-async def _commit_offset(ns: str, addr: str, group: str, topic: str) -> None:
-    async with Admin(ns) as admin:
-        await admin.update_consumer_offset(addr, group, MessageQueue(topic, "broker-a", 0), 0)
 
 
 # -- queryTopicConsumeByWho with a dead broker in the topic's route -------------------------------------------------
@@ -40,7 +34,7 @@ def test_topic_consumers_are_found_past_a_dead_broker_in_the_topics_route(cluste
     broker and failed with the first that did not answer: statsAll -t failed, topicList -c printed no group."""
     ns, addr = cluster.namesrv_addr, cluster.broker_addr
     anyio.run(create_topic, ns, "ByWhoDead", 1)
-    anyio.run(_commit_offset, ns, addr, "by-who-cg", "ByWhoDead")
+    anyio.run(commit_offset, ns, addr, "by-who-cg", "ByWhoDead")
     register_dead_broker(cluster, name="broker-zdead", addr="127.0.0.1:1", topics=("ByWhoDead",))
     stats = _run("statsAll", "-n", ns, "-t", "ByWhoDead")
     assert stats.exit_code == 0, stats.output

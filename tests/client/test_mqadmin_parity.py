@@ -10,17 +10,16 @@ import anyio
 import pytest
 from click.testing import CliRunner, Result
 
-from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from remoting.client import RemotingClient
-from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageQueue
+from remoting.codec.bodies import ConsumerData, HeartbeatData
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import request
-from tests.client.helpers import create_topic, register_dead_broker
+from tests.client.helpers import commit_offset, create_topic, register_dead_broker
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -107,17 +106,12 @@ def test_stats_all_lists_a_topic_whose_groups_stats_cannot_be_read(cluster: Thre
     a group on a broker that does not answer dropped the whole topic from the listing."""
     ns, addr = cluster.namesrv_addr, cluster.broker_addr
     anyio.run(create_topic, ns, "StatsDeadGroup", 1)
-    anyio.run(_commit_offset, ns, addr, "stats-dead-cg", "StatsDeadGroup")
+    anyio.run(commit_offset, ns, addr, "stats-dead-cg", "StatsDeadGroup")
     register_dead_broker(cluster, name="broker-0dead", addr="127.0.0.1:1", topics=("%RETRY%stats-dead-cg",))
     result = _run("statsAll", "-n", ns, "-t", "StatsDeadGroup")
     assert result.exit_code == 0, result.output
     rows = [line.split() for line in result.output.splitlines()[1:]]
     assert [row[:3] for row in rows] == [["StatsDeadGroup", "stats-dead-cg", "0"]], result.output
-
-
-async def _commit_offset(ns: str, addr: str, group: str, topic: str) -> None:
-    async with Admin(ns) as admin:
-        await admin.update_consumer_offset(addr, group, MessageQueue(topic, "broker-a", 0), 0)
 
 
 # -- names cut to their column, as Java's UtilAll.frontStringAtLeast --------------------------------------------------
@@ -130,7 +124,7 @@ def test_long_topic_names_are_cut_to_their_column_in_the_text_only(cluster: Thre
     ns, addr = cluster.namesrv_addr, cluster.broker_addr
     topic = "LongTopic" + "x" * 71  # 80 characters, within RocketMQ's 127
     anyio.run(create_topic, ns, topic, 1)
-    anyio.run(_commit_offset, ns, addr, "long-topic-cg", topic)
+    anyio.run(commit_offset, ns, addr, "long-topic-cg", topic)
     progress = _run("consumerProgress", "-n", ns, "-g", "long-topic-cg")
     assert progress.exit_code == 0, progress.output
     row = progress.output.splitlines()[1]
