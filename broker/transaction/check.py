@@ -203,8 +203,8 @@ class TransactionCheckService:
         for n, half in enumerate(bridge.iter_queue(TRANS_HALF_TOPIC, half_start, half_end), 1):
             if n % _YIELD_EVERY == 0:
                 await trio.lowlevel.checkpoint()
-            age = now - half.born_timestamp
-            if origin_of(half) in resolved or origin_of(half) in bridge.resolved:  # the latter: ended during the scan
+            age, origin = now - half.born_timestamp, origin_of(half)
+            if origin in resolved or origin in bridge.resolved:  # the latter: ended during the scan
                 done += 1
             elif _checked_enough(half, check_max) or age > reserved_ms:
                 bridge.put_discarded(half)
@@ -221,10 +221,10 @@ class TransactionCheckService:
                 if immunity <= timeout or age < timeout:
                     break
                 bridge.renew_half(half, _check_times(half))  # immune for longer: let the others be checked
-                renewed_origins.add(origin_of(half))
+                renewed_origins.add(origin)
             else:
                 renewed.append(bridge.renew_half(half, _check_times(half) + 1))
-                renewed_origins.add(origin_of(half))
+                renewed_origins.add(origin)
                 checked += 1
             position = half.queue_offset + 1
         else:
