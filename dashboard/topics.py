@@ -16,9 +16,8 @@ from client.message import Message
 from client.producer import Producer
 from dashboard.groups import topic_consumers
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
+from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 #: Topics the broker and the clients make for themselves (RocketMQ's ``TopicValidator`` system topics and the
 #: default topic ``TBW102``), listed as SYSTEM besides each cluster's and broker's own topic.
 SYSTEM_TOPICS = frozenset(
@@ -41,9 +40,9 @@ TOOLS_PRODUCER_GROUP = "TOOLS_PRODUCER"
 
 def topic_kind(topic: str, own_names: frozenset[str]) -> str:
     """NORMAL, RETRY, DLQ or SYSTEM (``own_names``: the cluster and broker names, which are topics too)."""
-    if topic.startswith(RETRY_PREFIX):
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return "RETRY"
-    if topic.startswith(DLQ_PREFIX):
+    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         return "DLQ"
     if (
         topic in SYSTEM_TOPICS
