@@ -6,6 +6,8 @@ differs from the defaults, as RocketMQ's ``distribution/conf/2m-noslave/broker-b
 to ``<data>/logs/<brokerName>.log``, and :meth:`BrokerProcess.run` is started in a nursery: it returns (through
 ``task_status``) the address of the child's boot line. :meth:`BrokerProcess.stop` sends SIGTERM (the broker
 unregisters, flushes and saves its files) and waits; a child still running after ``STOP_TIMEOUT`` seconds is killed.
+Given a :class:`~proxy.config.ProxyConfig`, the child is ``mqbroker --enable-proxy`` with the proxy's settings in the
+same file (as RocketMQ's local mode reads them), and ``grpc_ports`` holds the ports of its proxy boot line.
 The child's stdin is a pipe from this process (``mqbroker --exit-with-stdin``): when this process dies, even by
 SIGKILL, the child reads end of file and shuts down as on SIGTERM, freeing its port and store lock.
 
@@ -27,6 +29,7 @@ import attrs
 import trio
 
 from broker.broker_config import BrokerConfig
+from proxy.config import ProxyConfig
 from remoting.codec.java_properties import (
     config_from_properties,
     format_properties,
@@ -38,6 +41,7 @@ from remoting.connection import Address
 #: Seconds a broker process has to shut down after SIGTERM before it is killed.
 STOP_TIMEOUT = 30.0
 BOOT_LINE = re.compile(r"The broker\[[^,\]]+, (\S+):(\d+)\] boot success")
+PROXY_BOOT_LINE = re.compile(r"The proxy\[grpcServerPort=(\d+), tlsPort=(\d+)\] boot success")
 
 
 class BrokerProcessError(RuntimeError):
@@ -71,10 +75,13 @@ def _read_back(texts: dict[str, str]) -> BrokerConfig:
 class BrokerProcess:
     """A broker in a child process: its settings, its pid and address while it runs."""
 
-    def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
+    def __init__(self, config: BrokerConfig, data_dir: Path, proxy: ProxyConfig | None = None) -> None:
         self.config = config
         self.data_dir = data_dir
+        self.proxy = proxy
         self.address: Address | None = None
+        #: (grpcServerPort, TLS-only port or 0) from the child's proxy boot line while it runs, else None.
+        self.grpc_ports: tuple[int, int] | None = None
         self._proc: trio.Process | None = None
 
     @property
@@ -100,12 +107,12 @@ class BrokerProcess:
         it stops the child (SIGTERM, then SIGKILL after ``STOP_TIMEOUT``)."""
         conf = self.data_dir / f"{self.name}.properties"
         conf.parent.mkdir(parents=True, exist_ok=True)
-        conf.write_text(properties_text(self.config), encoding="utf-8")
+        conf.write_text(properties_text(self.config) + self._proxy_text(), encoding="utf-8")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             # Same process group: Ctrl-C in a terminal reaches every broker, and each shuts down cleanly.
             proc = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "broker.cli", "-c", str(conf), "--exit-with-stdin"],
+                [sys.executable, "-m", "broker.cli", "-c", str(conf), "--exit-with-stdin", *self._proxy_flag()],
                 stdin=subprocess.PIPE,  # never written: its end of file tells the child this process has gone
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -118,7 +125,11 @@ class BrokerProcess:
                 buffered += chunk
                 *lines, buffered = buffered.split(b"\n")
                 for line in lines:
-                    match = BOOT_LINE.search(line.decode("utf-8", "replace"))
+                    text = line.decode("utf-8", "replace")
+                    proxy_match = PROXY_BOOT_LINE.search(text)
+                    if proxy_match is not None:
+                        self.grpc_ports = (int(proxy_match.group(1)), int(proxy_match.group(2)))
+                    match = BOOT_LINE.search(text)
                     if match is not None and self.address is None:
                         self.address = (match.group(1), int(match.group(2)))
                         task_status.started(self.address)
@@ -131,6 +142,17 @@ class BrokerProcess:
                 if proc.stdin is not None:
                     await proc.stdin.aclose()
             self.address = None
+            self.grpc_ports = None
+
+    def _proxy_text(self) -> str:
+        """The proxy's settings that differ from the defaults, as more lines of the broker's file."""
+        if self.proxy is None:
+            return ""
+        ours, default = property_texts(self.proxy), property_texts(ProxyConfig())
+        return format_properties({key: text for key, text in ours.items() if default.get(key) != text})
+
+    def _proxy_flag(self) -> list[str]:
+        return [] if self.proxy is None else ["--enable-proxy"]
 
     async def _terminate(self, proc: trio.Process) -> None:
         if proc.returncode is None:

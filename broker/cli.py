@@ -119,6 +119,11 @@ def build_proxy_config(config_file: str | None, extra: list[str], enable: bool) 
     return proxy_config
 
 
+def proxy_boot_line(grpc_port: int, tls_port: int) -> str:
+    """The line the 5.x front door prints once it serves (``tls_port`` 0: none)."""
+    return f"The proxy[grpcServerPort={grpc_port}, tlsPort={tls_port}] boot success."
+
+
 async def stop_at_stdin_eof(scope: trio.CancelScope) -> None:
     """Cancel ``scope`` (the broker's) once stdin reaches end of file (its writer, the parent process, has gone)."""
     stdin = trio.lowlevel.FdStream(os.dup(0))
@@ -148,7 +153,7 @@ async def run(
                 from proxy.startup import serve_proxy  # loads grpcio and the generated code only when asked to
 
                 grpc_port, tls_port = await nursery.start(serve_proxy, controller, proxy)
-                print(f"The proxy[grpcServerPort={grpc_port}, tlsPort={tls_port}] boot success.", flush=True)
+                print(proxy_boot_line(grpc_port, tls_port), flush=True)
             print(boot_line(config, address), flush=True)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)

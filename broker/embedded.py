@@ -29,6 +29,11 @@ N`` or ``ROCKETRIO_BROKERS=N``: N masters, the extra ones in processes of their 
 one per core on machines with more than two cores, else one). Data layout: ``<data>/namesrv/kvConfig.json`` and
 ``<data>/broker`` as the broker's ``storePathRootDir``.
 
+With ``proxy=ProxyConfig(enable_proxy=True, ...)`` (``--enable-proxy`` on the command line, as ``mqbroker
+--enable-proxy``) every master also serves RocketMQ 5 gRPC clients (:mod:`proxy.startup`, RocketMQ's local proxy
+mode): ``broker-a`` on ``grpcServerPort`` (8081 by default), master ``i`` on ``grpcServerPort + 10 * i`` (0: a free
+port each); ``cluster.grpc_endpoints`` names them. Slaves serve no gRPC.
+
 Ownership: the cluster owns its nursery; leaving the ``async with`` block cancels it, which shuts the broker down
 (unregister, flush, checkpoint, save config files) and then the name server. Start-up errors (a port in use, a locked
 store) propagate out of ``__aenter__``.
@@ -49,12 +54,13 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.broker_process import BrokerProcess, BrokerProcessError
-from broker.cli import STARTUP_FAILURES, boot_line
+from broker.cli import STARTUP_FAILURES, boot_line, proxy_boot_line
 from broker.controller import BrokerController
 from broker.embedded_base import NurseryOwner
 from namesrv.cli import boot_line as namesrv_boot_line
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
+from proxy.config import ProxyConfig, proxy_config_from
 from remoting.codec.java_properties import PropertiesError, config_from_properties, parse_property_args, property_name
 from remoting.connection import Address
 from remoting.cpus import available_cpus
@@ -107,6 +113,7 @@ class EmbeddedCluster(NurseryOwner):
         slaves: int = 0,
         brokers: int = 1,
         broker_processes: bool = False,
+        proxy: ProxyConfig | None = None,
         **broker_overrides: Any,
     ) -> None:
         if slaves and brokers > 1:
@@ -131,6 +138,7 @@ class EmbeddedCluster(NurseryOwner):
         self._slaves: list[_BrokerSlot] = [_BrokerSlot(i) for i in range(1, slaves + 1)]
         self._names = broker_names(brokers, broker_overrides.get("broker_name", "broker-a"))
         self._broker_processes = broker_processes
+        self._proxy = proxy if proxy is not None and proxy.enable_proxy else None
         self._others: list[_BrokerSlot] = [_BrokerSlot(0) for _ in self._names[1:]]
 
     # ---- addresses ---------------------------------------------------------------------------------------------
@@ -174,6 +182,30 @@ class EmbeddedCluster(NurseryOwner):
             metrics_prom_exporter_port=_nth_port(config.metrics_prom_exporter_port, index),
             store_path_root_dir=str(self.data_dir / self._names[index]),
         )
+
+    def proxy_config(self, index: int) -> ProxyConfig | None:
+        """Master ``index``'s gRPC settings (0: ``broker-a``), None without the proxy: its ports ``PORT_STEP * index``
+        above broker-a's, so the masters of one host never share one (0, a free port, stays 0)."""
+        if self._proxy is None:
+            return None
+        tls = self._proxy.grpc_tls_server_port
+        return attrs.evolve(
+            self._proxy,
+            grpc_server_port=_nth_port(self._proxy.grpc_server_port, PORT_STEP * index),
+            grpc_tls_server_port=_nth_port(tls, PORT_STEP * index) if tls > 0 else tls,
+        )
+
+    @property
+    def grpc_ports(self) -> list[tuple[int, int]]:
+        """Every running master's (grpcServerPort, TLS-only port or 0), ``broker-a`` first; empty without the proxy."""
+        slots = [self._master, *self._others]
+        return [slot.grpc_ports for slot in slots if slot.scope is not None and slot.grpc_ports is not None]
+
+    @property
+    def grpc_endpoints(self) -> list[str]:
+        """Every running master's gRPC endpoint (``host:port``: plaintext, or both with a certificate in the default
+        permissive mode), ``broker-a`` first; empty without the proxy."""
+        return [f"{advertised_host(self.host)}:{port}" for port, _ in self.grpc_ports]
 
     @property
     def broker_addrs(self) -> list[str]:
@@ -243,7 +275,7 @@ class EmbeddedCluster(NurseryOwner):
         if self._ha_port and not config.ha_listen_port:
             config = attrs.evolve(config, ha_listen_port=self._ha_port)  # a restart keeps the HA address slaves know
         controller = BrokerController(config)
-        address: Address = await self._nursery.start(self._master.run, controller)
+        address: Address = await self._nursery.start(self._master.run, controller, self.proxy_config(0))
         self._broker_port = address[1]
         self._ha_port = controller.context.store.ha.port
         for slot in self._slaves:
@@ -255,10 +287,12 @@ class EmbeddedCluster(NurseryOwner):
         assert self._nursery is not None
         slot = self._others[index - 1]
         config = self.other_config(index)
+        proxy = self.proxy_config(index)
         if self._broker_processes:
-            address: Address = await self._nursery.start(slot.run_process, BrokerProcess(config, self.data_dir))
+            process = BrokerProcess(config, self.data_dir, proxy)
+            address: Address = await self._nursery.start(slot.run_process, process)
         else:
-            address = await self._nursery.start(slot.run, BrokerController(config))
+            address = await self._nursery.start(slot.run, BrokerController(config), proxy)
         slot.port = address[1]
 
     async def start_slave(self, index: int) -> Address:
@@ -315,12 +349,30 @@ class _BrokerSlot:
         self.scope: trio.CancelScope | None = None
         self.done: trio.Event | None = None
         self.stopped = False
+        self._grpc_ports: tuple[int, int] | None = None
 
     async def run(
-        self, controller: BrokerController, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED
+        self,
+        controller: BrokerController,
+        proxy: ProxyConfig | None = None,
+        *,
+        task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Serve ``controller`` and, with ``proxy``, its gRPC front door beside it, both ended by :meth:`stop`."""
         self.controller = controller
-        await self._serve(controller.serve, task_status)
+        if proxy is None:
+            await self._serve(controller.serve, task_status)
+            return
+
+        async def serve_both(*, task_status: trio.TaskStatus[Address]) -> None:
+            from proxy.startup import serve_proxy  # loads grpcio only when asked to
+
+            async with trio.open_nursery() as nursery:
+                address = await nursery.start(controller.serve)
+                self._grpc_ports = await nursery.start(serve_proxy, controller, proxy)
+                task_status.started(address)
+
+        await self._serve(serve_both, task_status)
 
     async def run_process(
         self, process: BrokerProcess, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED
@@ -337,7 +389,13 @@ class _BrokerSlot:
                 await serve(task_status=task_status)
         finally:
             self.scope = None
+            self._grpc_ports = None
             done.set()
+
+    @property
+    def grpc_ports(self) -> tuple[int, int] | None:
+        """(grpcServerPort, TLS-only port or 0) while it serves gRPC, else None."""
+        return self.process.grpc_ports if self.process is not None else self._grpc_ports
 
     @property
     def broker_addr(self) -> str:
@@ -362,10 +420,11 @@ async def run_embedded(
     broker_overrides: dict[str, Any] | None = None,
     slaves: int = 0,
     brokers: int = 1,
+    proxy: ProxyConfig | None = None,
 ) -> None:
     """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`), printing the boot lines
-    (name server, each broker, each slave) once ready; the masters after the first run in processes of their own,
-    which print their own boot lines."""
+    (name server, each broker, each slave, each master's gRPC front door with ``proxy``) once ready; the masters
+    after the first run in processes of their own."""
     overrides = broker_overrides or {}
     with open_stop_signal_receiver() as signals:
         async with EmbeddedCluster(
@@ -376,6 +435,7 @@ async def run_embedded(
             slaves=slaves,
             brokers=brokers,
             broker_processes=True,
+            proxy=proxy,
             **overrides,
         ) as cluster:
             assert cluster.namesrv_address is not None and cluster.controller.address is not None
@@ -386,6 +446,8 @@ async def run_embedded(
             for process in cluster.broker_processes:
                 assert process.address is not None
                 print(boot_line(process.config, process.address), flush=True)
+            for grpc_port, tls_port in cluster.grpc_ports:
+                print(proxy_boot_line(grpc_port, tls_port), flush=True)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 break
@@ -394,18 +456,31 @@ async def run_embedded(
 
 def broker_overrides_of(args: list[str]) -> dict[str, Any]:
     """``--name value`` broker properties as BrokerConfig field overrides (the fields they name, whatever the value:
-    a ``brokerIP1`` equal to its default, the host's address, still overrides the cluster's host).
+    a ``brokerIP1`` equal to its default, the host's address, still overrides the cluster's host). A property that is
+    neither the broker's nor the 5.x proxy's is reported on stderr and ignored.
 
     Raises :class:`click.UsageError` for a malformed argument or a value of the wrong type.
     """
     try:
         props = parse_property_args(args)
         config, unknown = config_from_properties(BrokerConfig, props)
+        _, not_proxy = proxy_config_from({key: props[key] for key in unknown})
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
-    for key in unknown:
+    for key in not_proxy:
         click.echo(f"embedded: ignoring unknown broker property {key!r}", err=True)
     return {f.name: getattr(config, f.name) for f in attrs.fields(BrokerConfig) if property_name(f) in props}
+
+
+def proxy_of(args: list[str], enable: bool) -> ProxyConfig | None:
+    """The 5.x front door's settings among the same ``--name value`` pairs (``--grpcServerPort 0``), with
+    ``--enable-proxy``; else None. Raises :class:`click.UsageError` for a value of the wrong type."""
+    if not enable:
+        return None
+    try:
+        return proxy_config_from(parse_property_args(args), enable=True)[0]
+    except PropertiesError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @click.command(
@@ -429,6 +504,12 @@ def broker_overrides_of(args: list[str]) -> dict[str, Any]:
     help="Master brokers (broker-a, broker-b, ...), the extra ones each in its own process "
     "[env ROCKETRIO_BROKERS; default: one per core above two cores, else 1].",
 )
+@click.option(
+    "--enable-proxy",
+    "enable_proxy",
+    is_flag=True,
+    help="Every master also serves RocketMQ 5 gRPC clients (broker-a on grpcServerPort, 8081; the next +10 each).",
+)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -438,14 +519,17 @@ def main(
     broker_port: int | None,
     slaves: int,
     brokers: int | None,
+    enable_proxy: bool = False,
 ) -> None:
     """Run a name server and N master brokers (the README's ``make run``): the name server and ``broker-a`` in this
     process, ``broker-b`` ... each in a process of its own.
 
-    Extra ``--name value`` pairs are broker properties (``--listenPort 0``, ``--flushDiskType SYNC_FLUSH``).
+    Extra ``--name value`` pairs are broker properties (``--listenPort 0``, ``--flushDiskType SYNC_FLUSH``) and, with
+    ``--enable-proxy``, the proxy's (``--grpcServerPort 0``).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     overrides = broker_overrides_of(list(ctx.args))
+    proxy = proxy_of(list(ctx.args), enable_proxy)
     port = overrides.pop("listen_port", 10911) if broker_port is None else broker_port
     overrides.pop("listen_port", None)
     count = brokers if brokers is not None else (1 if slaves else default_brokers())
@@ -460,6 +544,7 @@ def main(
         overrides,
         slaves,
         count,
+        proxy,
         failures=(*STARTUP_FAILURES, BrokerProcessError),  # a broker process that did not boot, too
         describe=_startup_line,
     )
