@@ -3,15 +3,18 @@
 TopicRouteService.java, ProxyTopicRouteData.java).
 
 A topic's route comes from the name server, through the broker's own name-server client (GET_ROUTEINFO_BY_TOPIC, one
-name server after the other until one answers), cached per topic for ``topicRouteServiceCacheRefreshSeconds`` (20 s)
-as TopicRouteService's cache refreshes it; a name server that cannot be reached leaves the cached route in use for up
-to ``topicRouteServiceCacheExpiredSeconds``. Each broker of the route is offered at its own gRPC endpoint: the host of
-its broker address with its gRPC port. RocketMQ assumes one ``grpcServerPort`` for the whole cluster (each broker on a
-host of its own); brokers sharing a host (the embedded cluster, tests) cannot share a port, so each proxy publishes the
-port it bound in the name server's KV config (namespace :data:`GRPC_PORT_NAMESPACE`, key its broker address, the same
-store RocketMQ keeps ORDER_TOPIC_CONFIG in), and the routes read that namespace with the route. A broker without an
-entry (no proxy of ours) is offered at this proxy's port, RocketMQ's rule; a route naming such a broker is not cached,
-so a proxy that publishes late is found at the next query. The entry is deleted at a clean shutdown.
+name server after the other until one answers), cached per topic as TopicRouteService's Caffeine cache keeps it: a route
+older than ``topicRouteServiceCacheRefreshSeconds`` (20 s) is still answered while it is fetched again in the background
+(refreshAfterWrite, in :meth:`ClusterRoutes.announce`'s nursery), a refresh no name server answers keeps the old route
+(``reload`` returning the old value) and tries again a refresh period later, and a route not asked for during
+``topicRouteServiceCacheExpiredSeconds`` (300 s) is dropped (expireAfterAccess). Each broker of the route is offered at
+its own gRPC endpoint: the host of its broker address with its gRPC port. RocketMQ assumes one ``grpcServerPort`` for
+the whole cluster (each broker on a host of its own); brokers sharing a host (the embedded cluster, tests) cannot share
+a port, so each proxy publishes the port it bound in the name server's KV config (namespace :data:`GRPC_PORT_NAMESPACE`,
+key its broker address, the same store RocketMQ keeps ORDER_TOPIC_CONFIG in), and the routes read that namespace with
+the route. A broker without an entry (no proxy of ours) is offered at this proxy's port, RocketMQ's rule; a route naming
+such a broker is not cached, so a proxy that publishes late is found at the next query. The entry is deleted at a clean
+shutdown.
 
 A proxy with a TLS-only port (``grpcTlsServerPort``, ours) publishes it too (:data:`GRPC_TLS_PORT_NAMESPACE`): a
 request that came in on a TLS-only port is answered with every broker at its TLS-only port (its main port when it has
@@ -86,12 +89,15 @@ class BrokerQueues:
         return next((endpoints for broker_id, endpoints in self.members if broker_id == 0), None)
 
 
-@attrs.frozen
+@attrs.define
 class _Route:
     route: TopicRouteData
     ports: dict[str, int]
+    #: When it was fetched, or last refreshed in vain (the next refresh is due a refresh period later).
     at: float
     tls_ports: dict[str, int] = attrs.field(factory=dict)
+    #: When a request last asked for it (it expires that long after).
+    used: float = 0.0
 
 
 class _Unreachable:
@@ -126,6 +132,9 @@ class ClusterRoutes:
         self.grpc_port = config.grpc_server_port
         self.tls_port: int | None = None
         self._cache: dict[str, _Route] = {}
+        self._refreshing: set[str] = set()
+        #: :meth:`announce`'s nursery, where stale routes are fetched again (None: not running, fetched at once).
+        self._nursery: trio.Nursery | None = None
 
     # ---- routes ---------------------------------------------------------------------------------------------------
 
@@ -202,23 +211,55 @@ class ClusterRoutes:
         return {**found.ports, **found.tls_ports} if tls else found.ports
 
     async def _route(self, topic: str) -> _Route | _Unreachable | None:
-        """The cached route of ``topic`` while fresh, else the name server's; None: the name server does not know the
-        topic (never cached, as an auto-created topic is registered at once)."""
+        """The cached route of ``topic`` (a stale one refreshed in the background), else the name server's, fetched
+        while the request waits; None: the name server does not know the topic (never cached, as an auto-created topic
+        is registered at once)."""
         now = trio.current_time()
         cached = self._cache.get(topic)
-        if cached is not None and now - cached.at < self.config.topic_route_service_cache_refresh_seconds:
-            return cached
+        if cached is not None and now - cached.used >= self.config.topic_route_service_cache_expired_seconds:
+            del self._cache[topic]
+            cached = None
+        if cached is not None:
+            cached.used = now
+            if now - cached.at < self.config.topic_route_service_cache_refresh_seconds:
+                return cached
+            if self._nursery is not None:
+                if topic not in self._refreshing:
+                    self._refreshing.add(topic)
+                    self._nursery.start_soon(self._refresh, topic)
+                return cached
         fetched = await self._fetch(topic)
         if isinstance(fetched, _Unreachable):
-            if cached is not None and now - cached.at < self.config.topic_route_service_cache_expired_seconds:
-                return cached
-            return fetched
+            return cached or fetched
+        self._store(topic, fetched, now)
+        return fetched
+
+    async def _refresh(self, topic: str) -> None:
+        """Fetch ``topic``'s cached route again; a refresh no name server answers keeps the old route."""
+        try:
+            fetched = await self._fetch(topic)
+        except Exception:  # a background task: no request to fail, and the proxy must go on serving
+            log.exception("refreshing the route of %s failed", topic)
+            return
+        finally:
+            self._refreshing.discard(topic)
+        old = self._cache.get(topic)
+        if old is None:
+            return  # expired or evicted meanwhile
+        if isinstance(fetched, _Unreachable):
+            old.at = trio.current_time()
+            return
+        self._store(topic, fetched, old.used)
+
+    def _store(self, topic: str, fetched: _Route | None, used: float) -> None:
+        """Cache ``fetched`` if complete (the oldest entry evicted past ``topicRouteServiceCacheMaxNum``), else forget
+        the topic's route (gone from the name server, or a broker's gRPC port not published yet)."""
         self._cache.pop(topic, None)
         if fetched is not None and self._complete(fetched):
             while len(self._cache) >= max(1, self.config.topic_route_service_cache_max_num):
                 del self._cache[next(iter(self._cache))]
+            fetched.used = used
             self._cache[topic] = fetched
-        return fetched
 
     def _complete(self, found: _Route) -> bool:
         """Every broker of the route besides this one has published its gRPC port."""
@@ -275,7 +316,8 @@ class ClusterRoutes:
         """Publish ``port`` (bound), and ``tls_port`` (the TLS-only port, None: none, an entry left by an earlier run
         deleted), under this broker's address in every name server's KV config, now and at every registration period
         (a name server that lost them gets them again), until cancelled; then delete them (shielded, within a
-        name-server call's timeout: a name server that is gone delays no shutdown)."""
+        name-server call's timeout: a name server that is gone delays no shutdown). Stale routes are fetched again in
+        its nursery meanwhile."""
         self.grpc_port, self.tls_port = port, tls_port
         if self.client is None:
             task_status.started()
@@ -286,14 +328,17 @@ class ClusterRoutes:
             GRPC_TLS_PORT_NAMESPACE: None if tls_port is None else str(tls_port),
         }
         try:
-            for namespace, value in published.items():
-                await self._publish(namespace, value)
-            task_status.started()
-            while True:
-                await trio.sleep(period)
+            async with trio.open_nursery() as nursery:
                 for namespace, value in published.items():
                     await self._publish(namespace, value)
+                self._nursery = nursery
+                task_status.started()
+                while True:
+                    await trio.sleep(period)
+                    for namespace, value in published.items():
+                        await self._publish(namespace, value)
         finally:
+            self._nursery = None
             with trio.CancelScope(shield=True), trio.move_on_after(_NAMESRV_TIMEOUT):
                 async with RemotingClient(
                     connect_timeout=self.client.connect_timeout,

@@ -1,0 +1,96 @@
+"""The 5.x routes' cache as RocketMQ 5.3.3's TopicRouteService keeps it (proxy/src/main/java/org/apache/rocketmq/proxy/
+service/route/TopicRouteService.java: Caffeine's ``refreshAfterWrite`` and ``expireAfterAccess``): a stale route is
+answered at once while it is fetched again in the background, and a route nobody asked for during the expiry is
+fetched again while the request waits.
+
+The broker's first name server is a black hole (a listening socket that never answers), as a name server host that
+died is: every fetch waits out its 3 s timeout there before the live one answers. The clock is virtual (autojump: the
+cluster runs in this process, so nothing but the black hole keeps a task waiting), so that wait is 3 virtual seconds,
+and a route answered from the cache takes none."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from broker.ports import free_ports
+from client import Admin
+from proxy.config import ProxyConfig
+from proxy.route import ClusterRoutes
+from tests.proxy.test_cluster_routes import create_on_both
+
+CONFIG = ProxyConfig(enable_proxy=True, grpc_server_port=0, tls_test_mode_enable=False)
+
+
+@contextmanager
+def black_hole() -> Iterator[str]:
+    """``host:port`` of a socket that takes connections (the kernel's backlog) and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+@asynccontextmanager
+async def routes_behind_a_dead_name_server(tmp_path: Path) -> AsyncIterator[tuple[EmbeddedCluster, ClusterRoutes]]:
+    """Two masters serving gRPC whose name servers are a black hole then the live one, and routes of broker-a's
+    (announcing its proxy's port, so their background refreshes run)."""
+    [port] = free_ports(1)
+    with black_hole() as hole:
+        namesrv_addr = f"{hole};127.0.0.1:{port}"
+        async with EmbeddedCluster(
+            tmp_path, brokers=2, namesrv_port=port, namesrv_addr=namesrv_addr, proxy=CONFIG
+        ) as cluster:
+            controller = cluster.controller
+            assert controller.registration is not None
+            routes = ClusterRoutes(controller.context, CONFIG, controller.registration.client)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(routes.announce, cluster.grpc_ports[0][0])
+                yield cluster, routes
+                nursery.cancel_scope.cancel()
+
+
+async def _queues_of_b(routes: ClusterRoutes, topic: str) -> tuple[int, float]:
+    """broker-b's write queue count in ``topic``'s route, and the virtual seconds the lookup took."""
+    start = trio.current_time()
+    entries = await routes.queues(topic)
+    assert entries is not None
+    [b] = [entry for entry in entries if entry.name == "broker-b"]
+    return b.write_queue_nums, trio.current_time() - start
+
+
+async def test_a_stale_route_is_answered_at_once_and_refreshed_in_the_background(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with routes_behind_a_dead_name_server(tmp_path) as (cluster, routes):
+        await create_on_both(cluster, "TR", queues=4)
+        queues, waited = await _queues_of_b(routes, "TR")
+        assert queues == 4 and waited >= 3  # the first fetch waits out the dead name server
+
+        async with Admin(cluster.namesrv_addr) as admin:  # broker-b's share grows; it registers that at once
+            await admin.create_topic("TR", read_queue_nums=8, write_queue_nums=8, broker_addr=cluster.broker_addrs[1])
+        await trio.sleep(CONFIG.topic_route_service_cache_refresh_seconds)
+        queues, waited = await _queues_of_b(routes, "TR")
+        assert (queues, waited) == (4, 0)  # stale, answered from the cache; its refresh goes on meanwhile
+        await trio.sleep(5)
+        queues, waited = await _queues_of_b(routes, "TR")
+        assert (queues, waited) == (8, 0)
+
+
+async def test_a_route_not_asked_for_during_the_expiry_is_fetched_while_the_request_waits(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with routes_behind_a_dead_name_server(tmp_path) as (cluster, routes):
+        await create_on_both(cluster, "TX", queues=4)
+        assert (await _queues_of_b(routes, "TX"))[1] >= 3
+        for _ in range(3):  # asked for often enough: never expires, each stale answer refreshes it
+            await trio.sleep(CONFIG.topic_route_service_cache_expired_seconds - 10)
+            assert (await _queues_of_b(routes, "TX"))[1] == 0
+        await trio.sleep(CONFIG.topic_route_service_cache_expired_seconds)
+        assert (await _queues_of_b(routes, "TX"))[1] >= 3
