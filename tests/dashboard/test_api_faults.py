@@ -298,3 +298,14 @@ async def test_a_key_search_passes_over_a_master_whose_reply_does_not_decode(das
     async with _garbled_master(namesrv, "GarbledKeyTopic"):
         found = await dash.get("/api/messages/key?topic=GarbledKeyTopic&key=garbled-key")
     assert [m["msgId"] for m in found["messages"]] == [sent.msg_id], found
+
+
+async def test_creating_a_topic_in_a_cluster_that_does_not_exist_is_refused(dash: Dash) -> None:
+    """A ``cluster`` the name servers do not know created the topic nowhere and answered 200 ``{"brokers": []}``;
+    rocketmq-dashboard's ``changeToBrokerNameSet`` fails on it (and ``mqadmin updateTopic -c`` prints "Make sure the
+    specified clusterName exists"), so the form's cluster is never silently ignored."""
+    response = await dash.http.post("/api/topics", json={"topic": "NoClusterTopic", "cluster": "NoSuchCluster"})
+    assert response.status_code == 400 and "NoSuchCluster" in response.json()["error"]["message"], response.text
+    assert dash.cluster.controller.context.topics.get("NoClusterTopic") is None
+    created = await dash.post("/api/topics", {"topic": "ClusterTopic", "cluster": "DefaultCluster"})
+    assert created == {"brokers": [dash.cluster.broker_addr]}
