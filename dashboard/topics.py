@@ -38,6 +38,10 @@ REPLY_SUFFIX = "_REPLY_TOPIC"
 TOOLS_PRODUCER_GROUP = "TOOLS_PRODUCER"
 
 
+class NoSuchCluster(ValueError):
+    """A cluster name the name servers do not know (answered 400 by :mod:`dashboard.api`)."""
+
+
 def topic_kind(topic: str, own_names: frozenset[str]) -> str:
     """NORMAL, RETRY, DLQ or SYSTEM (``own_names``: the cluster and broker names, which are topics too)."""
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -122,7 +126,14 @@ async def create_topic(
     cluster: str | None = None,
     broker_addr: str | None = None,
 ) -> list[str]:
-    """Create or update ``topic`` on ``broker_addr`` or every master of ``cluster`` (default all); the brokers."""
+    """Create or update ``topic`` on ``broker_addr`` or every master of ``cluster`` (default all); the brokers.
+
+    A ``cluster`` the name servers do not know is a :class:`NoSuchCluster` (nothing created), as rocketmq-dashboard's
+    ``AbstractCommonService.changeToBrokerNameSet`` fails on it and ``mqadmin updateTopic -c`` prints its error
+    (tools/src/main/java/org/apache/rocketmq/tools/command/CommandUtil.java ``fetchMasterAddrByClusterName``);
+    without this the topic was created nowhere and the answer was a success naming no broker."""
+    if broker_addr is None and cluster is not None and cluster not in (await admin.cluster_info()).cluster_addr_table:
+        raise NoSuchCluster(f"no cluster {cluster!r}: make sure the cluster name exists")
     return await admin.create_topic(
         topic,
         read_queue_nums=read_queue_nums,
