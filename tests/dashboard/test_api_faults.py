@@ -309,3 +309,12 @@ async def test_creating_a_topic_in_a_cluster_that_does_not_exist_is_refused(dash
     assert dash.cluster.controller.context.topics.get("NoClusterTopic") is None
     created = await dash.post("/api/topics", {"topic": "ClusterTopic", "cluster": "DefaultCluster"})
     assert created == {"brokers": [dash.cluster.broker_addr]}
+
+
+async def test_a_test_message_to_a_topic_that_does_not_exist_does_not_create_it(dash: Dash) -> None:
+    """rocketmq-dashboard's ``sendTopicMessageRequest`` reads the topic's config from its route first, so a topic
+    that does not exist is an error; the test message was sent through TBW102 and auto-created the topic."""
+    response = await dash.http.post("/api/topic/message", json={"topic": "NoSuchSendTopic", "body": "x"})
+    assert response.status_code == 502 and "NoSuchSendTopic" in response.json()["error"]["message"], response.text
+    assert dash.cluster.controller.context.topics.get("NoSuchSendTopic") is None
+    assert "NoSuchSendTopic" not in await dash.admin.topic_list()
