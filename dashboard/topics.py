@@ -147,7 +147,10 @@ async def create_topic(
 
 async def send_test_message(admin: Admin, topic: str, body: str, tags: str | None, keys: str | None) -> dict[str, Any]:
     """One message sent by a short-lived producer of the tools group (as ``mqadmin sendMessage``), with the admin
-    client's settings (name servers, timeout, credentials)."""
+    client's settings (name servers, timeout, credentials). The topic must have a route (TopicRouteNotFoundError
+    otherwise): rocketmq-dashboard's ``TopicServiceImpl.sendTopicMessageRequest`` reads the topic's config from its
+    route first, so a test message never auto-creates a topic through TBW102."""
+    await admin.topic_route(topic)
     config = attrs.evolve(admin.instance.config, instance_name="mqdashboard-producer")
     async with Producer(TOOLS_PRODUCER_GROUP, config.namesrv_addr, config=config) as producer:
         result = await producer.send(Message(topic, body.encode(), tags=tags or None, keys=keys or None))
