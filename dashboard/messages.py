@@ -18,7 +18,6 @@ from client import api
 from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQClientError
 from client.message_track import message_track_detail
-from client.route import master_address
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageExt
@@ -102,15 +101,21 @@ async def by_time(admin: Admin, topic: str, begin_ms: int, end_ms: int) -> dict[
 async def messages_by_time(admin: Admin, topic: str, begin_ms: int, end_ms: int) -> dict[str, Any]:
     """Messages of ``topic`` stored in ``[begin_ms, end_ms]``, oldest first: the newest MAX_RESULTS of them, with
     ``truncated`` when the range holds more. A queue is read from at most MAX_RESULTS offsets before its end of the
-    range (a queue's messages are in store order), so the cost is bounded by the number of queues."""
+    range (a queue's messages are in store order), so the cost is bounded by the number of queues.
+
+    Each broker is read at ``BrokerData.selectBrokerAddr()``: its master, else a slave while the master is down, as
+    the pulls of rocketmq-dashboard's ``DefaultMQPullConsumer`` go (``findBrokerAddressInSubscribe``,
+    client/src/main/java/org/apache/rocketmq/client/impl/consumer/PullAPIWrapper.java) and as the admin client's
+    other reads; a broker without a master was left out, its messages silently missing from the result."""
     if end_ms < begin_ms:
         raise ValueError("the end of the range is before its beginning")
     route = await admin.topic_route(topic)
+    readable = {bd.broker_name: bd.select_broker_addr() for bd in route.broker_datas}
     remoting, timeout = admin.instance.remoting, admin.instance.config.rpc_timeout
     found: list[MessageExt] = []
     truncated = False
     for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        addr = master_address(route, qd.broker_name)
+        addr = readable.get(qd.broker_name)
         if addr is None:
             continue
         for queue_id in range(qd.read_queue_nums):
