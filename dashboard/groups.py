@@ -86,13 +86,18 @@ async def _connection(admin: Admin, group: str) -> ConsumerConnection | None:
 
 
 async def group_list(admin: Admin) -> list[dict[str, Any]]:
-    """Every subscription group of every master: topics, lag, TPS and who is connected (nobody when that lookup
-    fails). A master that does not answer is passed over."""
+    """Every subscription group of every broker: topics, lag, TPS and who is connected (nobody when that lookup
+    fails). A broker that does not answer is passed over.
+
+    Each broker is read at ``BrokerData.selectBrokerAddr()``, its master else a slave while the master is down (the
+    slave holds the groups and offsets synced from it), as rocketmq-dashboard's ``ConsumerServiceImpl.
+    makeGroupListCache`` reads each broker's groups; masters only made a broker's groups vanish in an outage."""
     merged: dict[str, dict[str, Any]] = {}
-    for addr in await admin.master_addresses():
+    brokers = (await admin.cluster_info()).broker_addr_table
+    for addr in sorted(a for bd in brokers.values() if (a := bd.select_broker_addr())):
         try:
             stats = await admin.broker_consume_stats(addr)
-        except BROKER_FAILURES as exc:  # a master that does not answer: the others' groups are still listed
+        except BROKER_FAILURES as exc:  # a broker that does not answer: the others' groups are still listed
             log.warning("consume stats of %s failed: %s", addr, exc)
             continue
         for group, per_topic in stats.consume_stats_list:
