@@ -82,6 +82,16 @@ def test_rocketmq_dashboards_own_settings_file_is_read(tmp_path: Path, monkeypat
         load_settings(file, {})
 
 
+def test_the_timeout_defaults_to_rocketmq_dashboards_five_seconds(tmp_path: Path) -> None:
+    """rocketmq-dashboard's ``MQAdminFactory`` builds its ``DefaultMQAdminExt`` without a timeout when
+    ``rocketmq.config.timeoutMillis`` is unset (its shipped file leaves it empty), so every admin call waits 5000 ms;
+    ours waited 3 s, failing a page on a broker that rocketmq-dashboard still shows."""
+    file = tmp_path / "application.properties"
+    file.write_text("rocketmq.config.timeoutMillis=\n")
+    for settings in (load_settings(None, {}), load_settings(file, {})):
+        assert (settings.rpc_timeout, client_config(settings).rpc_timeout) == (5.0, 5.0)
+
+
 def test_an_empty_enable_dashboard_collect_turns_collection_off_as_rocketmq_dashboard(tmp_path: Path) -> None:
     """rocketmq-dashboard's RMQConfigure binds ``rocketmq.config.enableDashBoardCollect`` through the String setter
     ``setEnableDashBoardCollect(String)`` = ``Boolean.valueOf(value)``: an empty value is false, not our default
