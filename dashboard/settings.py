@@ -98,7 +98,10 @@ class DashboardSettings:
     sample_concurrency: int = attrs.field(
         default=16, converter=int, validator=attrs.validators.gt(0), metadata=_prop("rocketmq.config.sampleConcurrency")
     )
-    rpc_timeout: float = attrs.field(default=3.0, converter=float, metadata=_prop("rocketmq.config.rpcTimeoutSeconds"))
+    #: Seconds an admin call waits: 5, the ``timeoutMillis`` of the ``DefaultMQAdminExt`` rocketmq-dashboard's
+    #: ``MQAdminFactory`` builds when ``rocketmq.config.timeoutMillis`` is unset
+    #: (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExt.java).
+    rpc_timeout: float = attrs.field(default=5.0, converter=float, metadata=_prop("rocketmq.config.rpcTimeoutSeconds"))
     login_required: bool = attrs.field(default=False, converter=_bool, metadata=_prop("rocketmq.config.loginRequired"))
     #: The users file (``name=password[,1]`` lines, ``,1`` for an administrator); default
     #: ``<dataPath>/users.properties``.
