@@ -318,3 +318,18 @@ async def test_a_test_message_to_a_topic_that_does_not_exist_does_not_create_it(
     assert response.status_code == 502 and "NoSuchSendTopic" in response.json()["error"]["message"], response.text
     assert dash.cluster.controller.context.topics.get("NoSuchSendTopic") is None
     assert "NoSuchSendTopic" not in await dash.admin.topic_list()
+
+
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/api/topics", b'{"topic": "InfTopic", "readQueueNums": Infinity}'),
+        ("/api/group/reset", b'{"group": "g", "topic": "T", "timestamp": -Infinity}'),
+    ],
+)
+async def test_an_infinite_number_is_a_400_not_a_500(dash: Dash, url: str, body: bytes) -> None:
+    """A JSON body's ``Infinity`` (which Python's JSON reader accepts) where an integer is wanted raised an
+    OverflowError past the error handling: a bare 500 (and a traceback in the log) instead of the 400 naming the
+    field that any other non-integer gets."""
+    response = await dash.http.post(url, content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and "must be an integer" in response.json()["error"]["message"], response.text
