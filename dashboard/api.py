@@ -88,9 +88,10 @@ def _arg(request: Request, name: str) -> str:
 
 
 def _int(value: Any, name: str) -> int:
+    """An integer argument; BadRequest for anything else, JSON's ``Infinity`` (OverflowError in ``int``) included."""
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise BadRequest(f"{name} must be an integer, got {value!r}") from None
 
 
