@@ -3,9 +3,9 @@ TPS, one group's per-queue progress, connections (with client versions) and subs
 a time, and deleting it with its retry and dead-letter topics. The Producers page's producer connections are here
 too (a group's on a topic, and every producer online).
 
-The list costs one GET_BROKER_CONSUME_STATS per master (every group's offsets and rates at once) plus one
-GET_CONSUMER_CONNECTION_LIST per group, asked concurrently. A reset of an offline group falls back to committing
-the offsets of that time on every queue it reads, as rocketmq-dashboard does when the broker answers
+The list costs one GET_BROKER_CONSUME_STATS per broker, its master or else a slave (every group's offsets and rates
+at once), plus one GET_CONSUMER_CONNECTION_LIST per group, asked concurrently. A reset of an offline group falls back
+to committing the offsets of that time on every queue it reads, as rocketmq-dashboard does when the broker answers
 CONSUMER_NOT_ONLINE.
 """
 
