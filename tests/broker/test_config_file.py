@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from broker.broker_conf_file import persist_properties, rewrite_properties
 from broker.cli import build_config
 from remoting.client import RemotingClient
+from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.java_properties import parse_properties
@@ -111,3 +112,34 @@ async def test_update_broker_config_refuses_the_keys_of_config_black_list_in_bro
     assert (answer.code, answer.remark) == (ResponseCode.NO_PERMISSION, "Can not update config in black list.")
     assert controller.context.config.auto_create_topic_enable is True
     assert "autoCreateTopicEnable=false" not in conf.read_text()
+
+
+async def test_the_thread_pool_settings_of_broker_conf_size_the_pools(tmp_path: Path) -> None:
+    """BrokerController.java builds each business pool from BrokerConfig's ``*ThreadPoolNums`` and
+    ``*QueueCapacity`` settings, and GET_BROKER_RUNTIME_INFO reports those capacities. Found by a review: the pools
+    always had the default sizes, whatever broker.conf said (sendThreadPoolQueueCapacity, sendMessageThreadPoolNums...
+    were read and ignored)."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "listenPort=0\nlistenHost=127.0.0.1\n"
+        "sendMessageThreadPoolNums=2\nsendThreadPoolQueueCapacity=2345\n"
+        "pullMessageThreadPoolNums=3\npullThreadPoolQueueCapacity=3456\n"
+        "queryMessageThreadPoolNums=5\nqueryThreadPoolQueueCapacity=4567\n"
+        "adminBrokerThreadPoolNums=6\nheartbeatThreadPoolNums=7\nheartbeatThreadPoolQueueCapacity=5678\n"
+        "endTransactionThreadPoolNums=9\nendTransactionPoolQueueCapacity=6789\n"
+    )
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        pools = controller.pools
+        sizes = {name: (pools[name].workers, pools[name].queue_capacity) for name in pools}
+        assert sizes["send"] == (2, 2345)
+        assert sizes["pull"] == (3, 3456)
+        assert sizes["query"] == (5, 4567)
+        assert sizes["admin"][0] == 6
+        assert sizes["heartbeat"] == (7, 5678)
+        assert sizes["end_transaction"] == (9, 6789)
+        info = await client.invoke(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+        table = KVTable.decode(info.body).table
+        assert table["sendThreadPoolQueueCapacity"] == "2345"
+        assert table["pullThreadPoolQueueCapacity"] == "3456"
+        assert table["queryThreadPoolQueueCapacity"] == "4567"
+        assert table["EndTransactionThreadPoolQueueCapacity"] == "6789"
