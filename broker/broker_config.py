@@ -140,11 +140,25 @@ class BrokerConfig(ListenerSettings):
     #: timer log's segment size.
     timer_wheel_slots: int = 36_000
     timer_log_file_size: int = 32 << 20
+    #: The business pools' workers and queue capacities (common/.../BrokerConfig.java; the controller sizes its
+    #: pools with them, docs/protocol.md#714-processor-pools-and-flow-control). The admin and consumer-manage queues
+    #: are unbounded, as 4.9.8's ``Executors.newFixedThreadPool``.
     send_message_thread_pool_nums: int = min(available_cpus(), 4)
     pull_message_thread_pool_nums: int = 16 + 2 * available_cpus()
+    query_message_thread_pool_nums: int = 8 + available_cpus()
+    process_reply_message_thread_pool_nums: int = 16 + 2 * available_cpus()
     admin_broker_thread_pool_nums: int = 16
+    client_manage_thread_pool_nums: int = 32
+    consumer_manage_thread_pool_nums: int = 32
+    heartbeat_thread_pool_nums: int = min(32, available_cpus())
+    end_transaction_thread_pool_nums: int = max(8 + 2 * available_cpus(), 4 * min(available_cpus(), 4))
     send_thread_pool_queue_capacity: int = 10_000
     pull_thread_pool_queue_capacity: int = 100_000
+    query_thread_pool_queue_capacity: int = 20_000
+    reply_thread_pool_queue_capacity: int = 10_000
+    client_manager_thread_pool_queue_capacity: int = 1_000_000
+    heartbeat_thread_pool_queue_capacity: int = 50_000
+    end_transaction_pool_queue_capacity: int = 100_000
     admin_thread_pool_queue_capacity: int = 100_000
     #: Transactions (docs/protocol.md#78-transactions): a half message is checked once older than this (ms, since its
     #: born time)...

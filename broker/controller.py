@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -119,12 +120,12 @@ class FastChannelDispatcher(Dispatcher):
 class BrokerController:
     """Owns a broker's context, pools, dispatcher, server and registration. See the module docstring."""
 
-    def __init__(self, config: BrokerConfig, *, cpus: int | None = None, config_path: Path | None = None) -> None:
+    def __init__(self, config: BrokerConfig, *, config_path: Path | None = None) -> None:
         config = checked_roles(config)
         self.config = config
         self.context: BrokerState = build_context(config)
         self.context.config_path = config_path
-        self.pools: dict[str, ProcessorPool] = broker_pools(cpus)
+        self.pools: dict[str, ProcessorPool] = broker_pools(sizes=pool_sizes(config))
         # Java's hold service re-checks held queues every 5 s (1 s with short polling) as a safety net behind the
         # arrival listener.
         check = 5.0 if config.long_polling_enable else config.short_polling_time_mills / 1000
@@ -353,6 +354,23 @@ class BrokerController:
         except OSError as exc:
             # Only clients up to 4.4 with the VIP channel on need it; the broker still works without it.
             log.warning("cannot open the fast channel on port %d: %s", port - 2, exc)
+
+
+def pool_sizes(config: BrokerConfig) -> dict[str, tuple[int, int | float]]:
+    """Each business pool's ``(workers, queue capacity)`` from the broker's settings, as
+    broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java ``initialize`` builds its executors (the
+    admin and consumer-manage queues unbounded there)."""
+    return {
+        "send": (config.send_message_thread_pool_nums, config.send_thread_pool_queue_capacity),
+        "pull": (config.pull_message_thread_pool_nums, config.pull_thread_pool_queue_capacity),
+        "query": (config.query_message_thread_pool_nums, config.query_thread_pool_queue_capacity),
+        "admin": (config.admin_broker_thread_pool_nums, math.inf),
+        "client_manage": (config.client_manage_thread_pool_nums, config.client_manager_thread_pool_queue_capacity),
+        "heartbeat": (config.heartbeat_thread_pool_nums, config.heartbeat_thread_pool_queue_capacity),
+        "consumer_manage": (config.consumer_manage_thread_pool_nums, math.inf),
+        "end_transaction": (config.end_transaction_thread_pool_nums, config.end_transaction_pool_queue_capacity),
+        "reply": (config.process_reply_message_thread_pool_nums, config.reply_thread_pool_queue_capacity),
+    }
 
 
 async def serve_broker(

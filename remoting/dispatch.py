@@ -34,7 +34,7 @@ import collections
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -316,9 +316,15 @@ class Dispatcher:
             log.debug("answer to opaque %d dropped: connection closed", request.opaque)
 
 
-def broker_pools(cpus: int | None = None, *, fast_failure: bool = False) -> dict[str, ProcessorPool]:
+def broker_pools(
+    cpus: int | None = None,
+    *,
+    fast_failure: bool = False,
+    sizes: Mapping[str, tuple[int, int | float]] | None = None,
+) -> dict[str, ProcessorPool]:
     """Fresh pools sized like a RocketMQ 4.9.8 broker's, keyed by family name
-    (docs/protocol.md#714-processor-pools-and-flow-control).
+    (docs/protocol.md#714-processor-pools-and-flow-control); ``sizes`` replaces a family's ``(workers, queue
+    capacity)`` (the broker's ``*ThreadPoolNums`` and ``*QueueCapacity`` settings).
 
     Families: send, pull, query, admin (default processor), client_manage, heartbeat, consumer_manage,
     end_transaction, reply (request-reply's 324/325: ``processReplyMessageThreadPoolNums`` = 16 + 2n and
@@ -329,19 +335,20 @@ def broker_pools(cpus: int | None = None, *, fast_failure: bool = False) -> dict
     n = cpus or available_cpus()
     send_workers = min(n, 4)
 
-    def wait(seconds: float) -> float | None:
-        return seconds if fast_failure else None
-
+    chosen: dict[str, tuple[int, int | float]] = {
+        "send": (send_workers, 10_000),
+        "pull": (16 + 2 * n, 100_000),
+        "query": (8 + n, 20_000),
+        "admin": (16, math.inf),
+        "client_manage": (32, 1_000_000),
+        "heartbeat": (min(32, n), 50_000),
+        "consumer_manage": (32, math.inf),
+        "end_transaction": (max(8 + 2 * n, 4 * send_workers), 100_000),
+        "reply": (16 + 2 * n, 10_000),
+    }
+    chosen.update(sizes or {})
+    waits = {"send": 0.2, "pull": 5.0, "heartbeat": 31.0, "end_transaction": 3.0}
     return {
-        "send": ProcessorPool("send", send_workers, 10_000, max_wait=wait(0.2)),
-        "pull": ProcessorPool("pull", 16 + 2 * n, 100_000, max_wait=wait(5.0)),
-        "query": ProcessorPool("query", 8 + n, 20_000),
-        "admin": ProcessorPool("admin", 16, math.inf),
-        "client_manage": ProcessorPool("client_manage", 32, 1_000_000),
-        "heartbeat": ProcessorPool("heartbeat", min(32, n), 50_000, max_wait=wait(31.0)),
-        "consumer_manage": ProcessorPool("consumer_manage", 32, math.inf),
-        "end_transaction": ProcessorPool(
-            "end_transaction", max(8 + 2 * n, 4 * send_workers), 100_000, max_wait=wait(3.0)
-        ),
-        "reply": ProcessorPool("reply", 16 + 2 * n, 10_000),
+        name: ProcessorPool(name, workers, capacity, max_wait=waits.get(name) if fast_failure else None)
+        for name, (workers, capacity) in chosen.items()
     }
