@@ -143,3 +143,18 @@ async def test_the_thread_pool_settings_of_broker_conf_size_the_pools(tmp_path: 
         assert table["pullThreadPoolQueueCapacity"] == "3456"
         assert table["queryThreadPoolQueueCapacity"] == "4567"
         assert table["EndTransactionThreadPoolQueueCapacity"] == "6789"
+
+
+async def test_an_updated_listen_port_is_written_back_for_the_next_start(tmp_path: Path) -> None:
+    """UPDATE_BROKER_CONFIG ``listenPort``: Configuration.update sets it on NettyServerConfig (the bound port does not
+    move) and Configuration.persist writes it into the broker's config file, so the next start listens there. Found
+    by a review: the admin processor dropped the key, so it never reached broker.conf."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"listenPort=10999\n")
+        assert (await client.invoke(addr, update, 5)).code == ResponseCode.SUCCESS
+        assert controller.broker_addr == addr  # still registered and serving where it listens
+        assert (await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)).code == ResponseCode.SUCCESS
+    assert conf.read_text() == "listenPort=10999\nlistenHost=127.0.0.1\n"
+    assert build_config(str(conf), [], "").listen_port == 10999
