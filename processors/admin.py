@@ -9,11 +9,11 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
 - INVOKE_BROKER_TO_RESET_OFFSET (222), GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309) call the
   consumers themselves, through :mod:`processors.broker2client`.
 - UPDATE_BROKER_CONFIG (25) hands a properties body to :meth:`BrokerContext.update_config`, which applies it to the
-  running broker (managers see the new values at once; ``listenPort`` is ignored) and, when the broker was started
-  with ``-c broker.conf``, writes the changed keys back into that file; a key of :data:`ALWAYS_BLACK_LISTED` or of
-  the ``configBlackList`` setting refuses the whole update with NO_PERMISSION; a request without a body changes
-  nothing. GET_BROKER_CONFIG (26) answers every setting with ``version``, the settings' DataVersion that each applied
-  update moves on.
+  running broker (managers see the new values at once; ``listenPort`` and the other restart settings only at the
+  next start) and, when the broker was started with ``-c broker.conf``, writes the changed keys back into that
+  file; a key of :data:`ALWAYS_BLACK_LISTED` or of the ``configBlackList`` setting refuses the whole update with
+  NO_PERMISSION; a request without a body changes nothing. GET_BROKER_CONFIG (26) answers every setting with
+  ``version``, the settings' DataVersion that each applied update moves on.
 - DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
   statistics, so a topic created again under the same name starts empty, and with ``clearRetryTopicWhenDeleteTopic``
   (RocketMQ 5, on by default) the pop retry topics of the groups with an offset on it likewise (not one whose name is
@@ -324,8 +324,8 @@ class AdminBrokerProcessor:
         props = parse_properties(bytes(request.body).decode("utf-8", "replace"))
         if black_listed_keys(ALWAYS_BLACK_LISTED, self.broker.config.config_black_list) & props.keys():
             return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
-        # The port is fixed once bound; changing it at run time would unregister the live address.
-        props.pop("listenPort", None)
+        # listenPort included: the running broker keeps its bound port and the -c file gets the new one, as
+        # Configuration.update and persist (common/src/main/java/org/apache/rocketmq/common/Configuration.java).
         unknown = await self.broker.update_config(props)
         log.info("broker config updated: %s (unknown keys ignored: %s)", sorted(props), unknown)
         return request.response(ResponseCode.SUCCESS)
