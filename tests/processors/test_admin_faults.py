@@ -184,3 +184,41 @@ async def test_consume_stats_with_a_blank_topic_covers_every_topic_of_the_group(
     answer = await client.invoke(addr, request(RequestCode.GET_CONSUME_STATS, fields), 5)
     assert answer.code == ResponseCode.SUCCESS
     assert [mq.topic for mq in ConsumeStats.decode(answer.body).offset_table] == ["StatsT"]
+
+
+async def test_a_config_file_that_cannot_be_written_fails_no_admin_change(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """RocketMQ's ConfigManager.persist logs an IOException and returns, so with topics.json or
+    subscriptionGroup.json unwritable (a full disk) topic and group changes still answer SUCCESS and a deletion
+    finishes: the running broker uses its tables, the file follows on a later save. Here the failed write answered
+    SYSTEM_ERROR after the change was made, and a deletion stopped half way, its ConsumeQueues and offsets kept."""
+    addr = embedded_cluster.broker_addr
+    ctx = embedded_cluster.controller.context
+    assert (await client.invoke(addr, create_topic_request("Doomed", queues=1), 5)).code == ResponseCode.SUCCESS
+    put_record(embedded_cluster, "Doomed", 0, b"old")
+    ctx.offsets.commit("g", "Doomed", 0, 1)
+    await ctx.topics.persister.wait_saved()  # no background save holds a temp file now
+    await ctx.groups.persister.wait_saved()
+    config_dir = ctx.store.root / "config"
+    blockers = [config_dir / "topics.json.tmp", config_dir / "subscriptionGroup.json.tmp"]
+    for blocker in blockers:  # every write of the two files now fails
+        blocker.mkdir()
+    try:
+        deleted = await client.invoke(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Doomed"}), 5)
+        assert (deleted.code, deleted.remark) == (ResponseCode.SUCCESS, None)
+        assert ctx.store.max_offset_in_queue("Doomed", 0) == 0
+        assert not (ctx.store.config.consume_queue_dir / "Doomed").exists()
+        assert "Doomed" not in ctx.offsets.topics_of_group("g")
+
+        created = await client.invoke(addr, create_topic_request("Fresh", queues=2), 5)
+        assert (created.code, created.remark) == (ResponseCode.SUCCESS, None)
+        assert "Fresh" in ctx.topics
+
+        body = b'{"groupName":"fresh_group"}'
+        group = await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body), 5)
+        assert (group.code, group.remark) == (ResponseCode.SUCCESS, None)
+        assert ctx.groups.get("fresh_group") is not None
+    finally:
+        for blocker in blockers:
+            blocker.rmdir()
