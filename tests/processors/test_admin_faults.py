@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+import trio
+import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from processors import broker2client
@@ -222,3 +224,38 @@ async def test_a_config_file_that_cannot_be_written_fails_no_admin_change(
     finally:
         for blocker in blockers:
             blocker.rmdir()
+
+
+async def test_a_topic_created_while_its_deletion_runs_keeps_what_is_sent_to_it(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """AdminBrokerProcessor's updateAndCreateTopic and deleteTopic are ``synchronized``: a creation that arrives while
+    a deletion of the same topic is still dropping its ConsumeQueues waits for it, so what is sent once the creation
+    is answered stays. Here the deletion waited for the store's disk lock (a flush holds it) after dropping the config,
+    the creation was answered meanwhile, and the deletion then destroyed the queue holding the new message."""
+    addr = embedded_cluster.broker_addr
+    ctx = embedded_cluster.controller.context
+    assert (await client.invoke(addr, create_topic_request("Again", queues=1), 5)).code == ResponseCode.SUCCESS
+    put_record(embedded_cluster, "Again", 0, b"old")
+    answers: dict[str, RemotingCommand] = {}
+    sent: list[int] = []
+
+    async def delete() -> None:
+        deletion = request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Again"})
+        answers["delete"] = await client.invoke(addr, deletion, 5)
+
+    async def create_then_send() -> None:
+        answers["create"] = await client.invoke(addr, create_topic_request("Again", queues=1), 5)
+        sent.append(put_record(embedded_cluster, "Again", 0, b"new"))
+
+    # The disk lock held as a flush in progress holds it; released before the nursery waits for both requests.
+    async with trio.open_nursery() as nursery, ctx.store.disk_lock:
+        nursery.start_soon(delete)
+        await trio.testing.wait_all_tasks_blocked()
+        assert "Again" not in ctx.topics  # the deletion is under way, waiting for the lock
+        nursery.start_soon(create_then_send)
+        await trio.testing.wait_all_tasks_blocked()
+    assert answers["delete"].code == answers["create"].code == ResponseCode.SUCCESS
+    assert "Again" in ctx.topics
+    assert sent == [0]  # the new incarnation starts empty...
+    assert ctx.store.max_offset_in_queue("Again", 0) == 1  # ...and keeps the message sent to it
