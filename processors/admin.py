@@ -21,6 +21,9 @@ servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod
   the store that is neither configured nor a system topic.
 - GET_BROKER_RUNTIME_INFO (28) and GET_CONSUME_STATS (208) carry the rates of :mod:`broker.stats`.
 
+UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER run one at a time, as Java's ``synchronized`` methods: a
+creation arriving while a deletion still drops the topic's ConsumeQueues waits for it.
+
 UPDATE_AND_CREATE_TOPIC (17) also applies RocketMQ 5's ``attributes`` modification (``+message.type=FIFO``;
 :mod:`processors.topic_attributes`); a topic updated without one keeps its attributes.
 
@@ -39,6 +42,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
+
+import trio
 
 from processors import broker2client
 from processors.client_channels import ClientChannelInfo
@@ -101,8 +106,18 @@ class AdminBrokerProcessor:
     def __init__(self, broker: BrokerContext, pools: Mapping[str, ProcessorPool] | None = None) -> None:
         self.broker = broker
         self.pools = dict(pools or {})
+        #: Java's ``synchronized`` on updateAndCreateTopic and deleteTopic
+        #: (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java): a creation waits
+        #: for a deletion still dropping the topic's queues, which would otherwise destroy what is sent to the new one.
+        self._topic_changes = trio.Lock()
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code in _SYNCHRONIZED:
+            async with self._topic_changes:
+                return await self._process(request)
+        return await self._process(request)
+
+    async def _process(self, request: RemotingCommand) -> RemotingCommand:
         handler = _HANDLERS.get(request.code)
         try:
             forward = _BROKER_TO_CLIENT.get(request.code)
@@ -394,6 +409,9 @@ _BROKER_TO_CLIENT: Final[dict[int, Callable[[BrokerContext, RemotingCommand], Aw
     RequestCode.GET_CONSUMER_RUNNING_INFO: broker2client.consumer_running_info,
     RequestCode.CONSUME_MESSAGE_DIRECTLY: broker2client.consume_message_directly,
 }
+
+#: Codes served one at a time (:attr:`AdminBrokerProcessor._topic_changes`).
+_SYNCHRONIZED: Final = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER})
 
 #: Codes served here (all on the admin pool).
 REQUEST_CODES: Final = (*_HANDLERS, *_ASYNC_HANDLERS, *_BROKER_TO_CLIENT)
