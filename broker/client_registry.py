@@ -153,6 +153,12 @@ class ClientRegistry:
     def producer_connections(self, group: str) -> list[ClientChannelInfo]:
         return list(self._producers.get(group, {}).values())
 
+    def has_producer_group(self, group: str) -> bool:
+        """A producer of ``group`` registered and not every member unregistered: a group whose connections closed or
+        expired stays, empty, as in broker/src/main/java/org/apache/rocketmq/broker/client/ProducerManager.java
+        (``doChannelCloseEvent`` and ``scanNotActiveChannel`` keep it, ``unregisterProducer`` of the last drops it)."""
+        return group in self._producers
+
     @property
     def producer_groups(self) -> list[str]:
         return list(self._producers)
@@ -178,9 +184,8 @@ class ClientRegistry:
 
     def connection_closed(self, connection: Connection) -> None:
         """Forget the connection everywhere at once (the server's close listener)."""
-        for group, channels in list(self._producers.items()):
-            if channels.pop(connection, None) is not None and not channels:
-                del self._producers[group]
+        for channels in self._producers.values():
+            channels.pop(connection, None)
         for group_info in list(self._consumers.values()):
             if group_info.channels.pop(connection, None) is not None:
                 log.info("consumer %s of group %s disconnected", connection, group_info.group_name)
@@ -197,8 +202,6 @@ class ClientRegistry:
                     conn.close()
                     dropped += 1
                     log.warning("producer channel %s of group %s expired", info.client_id, group)
-            if not channels:
-                del self._producers[group]
         for group_info in list(self._consumers.values()):
             expired = [(c, i) for c, i in group_info.channels.items() if i.last_update < deadline]
             for conn, info in expired:

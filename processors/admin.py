@@ -363,9 +363,9 @@ class AdminBrokerProcessor:
 
     def get_producer_connection_list(self, request: RemotingCommand) -> RemotingCommand:
         group = GetProducerConnectionListRequestHeader.from_ext_fields(request.ext_fields).producer_group
-        channels = self.broker.clients.producer_connections(group)
-        if not channels:
+        if not self.broker.clients.has_producer_group(group):
             return request.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        channels = self.broker.clients.producer_connections(group)
         body = ProducerConnection(tuple(_connection(c) for c in channels))
         return request.response(ResponseCode.SUCCESS, body=body.encode())
 

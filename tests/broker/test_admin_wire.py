@@ -365,3 +365,28 @@ async def test_running_info_and_consume_directly_are_forwarded_to_the_named_cons
         missing = dict(fields, msgId="7F00000100002A9F00000000FFFFFFFF")
         gone = await admin(tool, embedded_cluster, request(RequestCode.CONSUME_MESSAGE_DIRECTLY, missing))
         assert gone.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_a_producer_group_whose_last_connection_closed_lists_no_connections_until_unregistered(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """As 4.9.8's ProducerManager: a closed channel leaves its group (empty) in the table, so
+    GET_PRODUCER_CONNECTION_LIST answers SUCCESS with no connection; UNREGISTER_CLIENT of the last member removes the
+    group ("not exist")."""
+    listing = request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "pg-closed"})
+    heartbeat = HeartbeatData("10.0.0.9@78", producer_data_set=(ProducerData("pg-closed"),))
+    async with RemotingClient() as gone:
+        await admin(gone, embedded_cluster, request(RequestCode.HEART_BEAT, body=heartbeat.encode()))
+    async with RemotingClient() as client:
+        with trio.fail_after(10):
+            while True:
+                answer = await admin(client, embedded_cluster, listing)
+                assert answer.code == ResponseCode.SUCCESS, answer.remark
+                if not ProducerConnection.decode(answer.body).connection_set:
+                    break  # the close reached the broker
+                await trio.sleep(0.01)
+        await admin(client, embedded_cluster, request(RequestCode.HEART_BEAT, body=heartbeat.encode()))
+        unregister = {"clientID": "10.0.0.9@78", "producerGroup": "pg-closed"}
+        await admin(client, embedded_cluster, request(RequestCode.UNREGISTER_CLIENT, unregister))
+        answer = await admin(client, embedded_cluster, listing)
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[pg-closed] not exist")
