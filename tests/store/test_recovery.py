@@ -3,6 +3,7 @@ torn or corrupted records are cut off, queues are rebuilt and new writes continu
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -442,4 +443,20 @@ def test_a_record_whose_topic_is_damaged_ends_the_log_instead_of_failing_the_sta
     assert store.max_phy_offset == last
     assert len(_bodies(store, 0)) + len(_bodies(store, 1)) == 8
     assert not (tmp_path / "etc").exists() and not (tmp_path / "store" / "etc").exists()
+    store.close()
+
+
+def test_removed_consume_queue_files_are_rebuilt_from_the_commitlog(tmp_path: Path) -> None:
+    """An operator who deletes `consumequeue/` (damaged disk, or a CommitLog copied in from another broker) and
+    restarts gets the queues rebuilt from the CommitLog, as DefaultMessageStore.start dispatches again from the
+    highest physical offset the ConsumeQueues reach, the CommitLog's minimum when there is none. The recovery
+    started at the checkpoint instead: the queues came back empty and new messages took offsets 0, 1, ... again."""
+    store = open_store(tmp_path)
+    _fill(store, 20)
+    store.close()
+    shutil.rmtree(tmp_path / "consumequeue")
+    store = open_store(tmp_path)
+    assert store.max_offset_in_queue("TopicTest", 0) == 10 and store.max_offset_in_queue("TopicTest", 1) == 10
+    assert _bodies(store, 0) == [f"m{i}".encode() * 20 for i in range(0, 20, 2)]
+    assert store.append(message(queue_id=1)).queue_offset == 10
     store.close()
