@@ -310,6 +310,17 @@ class ConsumeQueue:
     def load(self) -> None:
         self.queue.load()
 
+    def physical_end_on_disk(self) -> int:
+        """Where the message of the last entry in the files ends in the CommitLog, -1 when they hold none; read
+        before :meth:`recover` (Java's ``ConsumeQueue.getMaxPhysicOffset`` once the queue's files are recovered)."""
+        for mf in reversed(self.queue.files):
+            n = _written_entries(mf)
+            if n > 0:
+                phy, size, _tags = ENTRY.unpack_from(mf.view, (n - 1) * CQ_STORE_UNIT_SIZE)
+                if 0 < size != FILLER_SIZE:
+                    return int(phy + size)
+        return -1
+
     def recover(self, commit_log_min: int, commit_log_end: int, erase: bool = True) -> None:
         """Find the last valid entry (size > 0 and its message below ``commit_log_end``), erase what follows it and
         set min/max. Written entries form a prefix of the stream and their physical offsets grow, so this is a

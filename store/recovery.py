@@ -4,7 +4,8 @@ One algorithm for both cases, differing in how much is re-validated:
 
 1. Map every segment. Delete leftover ``*.alloc`` spares (a crash during preallocation).
 2. Scan the CommitLog from the checkpoint's ``safe_offset`` (below it everything, including ConsumeQueue and index
-   entries, was flushed before the checkpoint was written) with magic, length and CRC checks, re-dispatching each
+   entries, was flushed before the checkpoint was written), or from where the ConsumeQueues' files end when that is
+   lower (queue files removed: :func:`_queues_end`), with magic, length and CRC checks, re-dispatching each
    valid record into its ConsumeQueue and the index (entries are rewritten in place, so re-dispatching a record
    that was already indexed in the ConsumeQueue is harmless; the index is truncated after ``safe_offset`` first).
    Retention deletes only CommitLog segments the checkpoint covers (:class:`~store.services.RetentionService`), so
@@ -162,6 +163,15 @@ def _blank_at(store: MessageStore, offset: int) -> bool:
     return mf.file_size - pos >= 8 and not any(mf.view[pos : pos + 8])
 
 
+def _queues_end(store: MessageStore) -> int:
+    """The highest CommitLog offset the ConsumeQueues' files reach, -1 when they hold no entry. Below the checkpoint
+    when queue files were removed (an operator deleting a damaged ``consumequeue/``, or a CommitLog copied in from
+    another broker): the scan then starts there, so the missing entries are dispatched again, as
+    DefaultMessageStore.start sets the reput offset to the ConsumeQueues' max physical offset, never below the
+    CommitLog's minimum (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java)."""
+    return max((cq.physical_end_on_disk() for cq in store.consume_queues.values()), default=-1)
+
+
 def recover(store: MessageStore) -> None:
     """Bring ``store`` to a consistent state; see the module docstring. Blocking."""
     assert store.checkpoint is not None
@@ -175,6 +185,9 @@ def recover(store: MessageStore) -> None:
     load_consume_queues(store)
 
     start = min(max(store.checkpoint.safe_offset, commitlog.min_offset), commitlog.max_offset)
+    queues_end = max(_queues_end(store), commitlog.min_offset)
+    if queues_end < start and not _blank_at(store, queues_end):  # zeros: a slave's log starting mid-segment
+        start = queues_end
     if store.index is not None:
         store.index.truncate_after(start)
         refill_index(store, start)
