@@ -177,3 +177,29 @@ async def test_acknowledged_sync_flush_messages_keep_their_queue_after_retention
         assert store.append(message(body=b"new")).queue_offset == kept[-1].queue_offset + 1
     finally:
         store.close()
+
+
+async def test_a_commitlog_segment_removed_by_hand_is_dropped_and_the_store_keeps_running(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An operator short of disk space removes the oldest CommitLog file by hand. Java's retention reads its age as
+    `File.lastModified()`, 0 for a missing file, so it counts as expired and is dropped from the queue at the next
+    pass (store/.../MappedFileQueue.java deleteExpiredFileByTime). Ours read the age with os.stat: the
+    FileNotFoundError ended the retention task and with it the store (and the broker) at the next pass."""
+    clock = FakeClock(_local_ms(hour=12))
+    # Above diskMaxUsedSpaceRatio, below the forcible ratio: only expired segments go. No flush timer inside the
+    # window (a flush thread would let the virtual clock run ahead of it).
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.8), flush_interval_commit_log=60_000)
+    for _ in range(30):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    files = list(store.commitlog.queue.files)
+    assert len(files) >= 3
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        files[0].path.unlink()
+        await trio.sleep(10.5)  # one cleanResourceInterval
+        assert store.commitlog.queue.files == files[1:]
+        assert store.min_phy_offset == files[1].file_from_offset
+        assert store.append(message(body=b"after")).phy_offset >= files[-1].file_from_offset
+        nursery.cancel_scope.cancel()
