@@ -173,7 +173,13 @@ class MappedFile:
             self.path.unlink()
 
     def mtime_ms(self) -> int:
-        return os.stat(self.path).st_mtime_ns // 1_000_000
+        """The file's last modification time, 0 when it is gone (removed by hand: retention then drops it as
+        expired), as Java's ``File.lastModified()`` reads it in MappedFile.getLastModifiedTimestamp
+        (store/src/main/java/org/apache/rocketmq/store/MappedFile.java)."""
+        try:
+            return os.stat(self.path).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return 0
 
 
 class MappedFileQueue:
