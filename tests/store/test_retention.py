@@ -203,3 +203,28 @@ async def test_a_commitlog_segment_removed_by_hand_is_dropped_and_the_store_keep
         assert store.min_phy_offset == files[1].file_from_offset
         assert store.append(message(body=b"after")).phy_offset >= files[-1].file_from_offset
         nursery.cancel_scope.cancel()
+
+
+async def test_commitlog_segments_are_deleted_delete_commit_log_files_interval_apart(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's CleanCommitLogService sleeps `deleteCommitLogFilesInterval` (100 ms) between two segment deletions of a
+    pass (store/.../MappedFileQueue.java deleteExpiredFileByTime), spreading the unmaps and unlinks of up to ten
+    1 GiB files. Ours ignored the setting and deleted them all at once, holding the store's disk lock (no flush, no
+    group commit) for the whole pass."""
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=12)), disk_usage_ratio=Disk(0.87))
+    for _ in range(60):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()  # the checkpoint covers every segment: no flush thread in the pass
+    count = len(store.commitlog.queue.files)
+    assert count >= 5
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.check_once)
+        await trio.sleep(0.05)
+        assert len(store.commitlog.queue.files) == count - 1
+        assert not store.disk_lock.locked()  # flushes and group commits go on between two deletions
+        await trio.sleep(0.1)
+        assert len(store.commitlog.queue.files) == count - 2
+    assert len(store.commitlog.queue.files) == 1
+    assert store.retention.deleted_files == count - 1
+    store.close()
