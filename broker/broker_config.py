@@ -73,6 +73,8 @@ class BrokerConfig(ListenerSettings):
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
     clean_file_forcibly_enable: bool = True
+    #: Pause (ms) between two CommitLog segment deletions of one retention pass (MessageStoreConfig's name).
+    delete_commit_log_files_interval: int = 100
     auto_create_topic_enable: bool = True
     #: RocketMQ 5: whether a topic may be given ``message.type=MIXED`` (UPDATE_AND_CREATE_TOPIC's attributes).
     enable_mixed_message_type: bool = False

@@ -145,6 +145,7 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         delete_when=config.delete_when,
         disk_max_used_space_ratio=config.disk_max_used_space_ratio,
         clean_file_forcibly_enable=config.clean_file_forcibly_enable,
+        delete_commit_log_files_interval=config.delete_commit_log_files_interval,
         message_index_enable=config.message_index_enable,
         max_hash_slot_num=config.max_hash_slot_num,
         max_index_num=config.max_index_num,

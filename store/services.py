@@ -556,11 +556,17 @@ class RetentionService:
         if manual:
             self.manual_delete_times -= 1
         expire_before = config.now_ms() - config.file_reserved_time * 3_600_000
+        queue = store.commitlog.queue
         deleted = 0
-        async with store.disk_lock:
-            queue = store.commitlog.queue
-            # Never the newest segment, at most 10 per pass (as Java's deleteExpiredFile).
-            while len(queue.files) > 1 and deleted < 10:
+        # Never the newest segment, at most 10 per pass, deleteCommitLogFilesInterval apart, the disk lock let go
+        # in between so flushes and group commits go on (store/src/main/java/org/apache/rocketmq/store/
+        # MappedFileQueue.java deleteExpiredFileByTime).
+        while deleted < 10:
+            if deleted:
+                await trio.sleep(config.delete_commit_log_files_interval / 1000)
+            async with store.disk_lock:
+                if len(queue.files) <= 1:
+                    break
                 first = queue.files[0]
                 if not clean_at_once and first.mtime_ms() > expire_before:
                     break
@@ -568,8 +574,9 @@ class RetentionService:
                     break
                 queue.delete_first(1)
                 deleted += 1
+                self.deleted_files += 1
+        async with store.disk_lock:
             self._clean_below(queue.min_offset)
-        self.deleted_files += deleted
         return deleted
 
     async def _checkpointed(self, end: int) -> bool:
