@@ -228,3 +228,27 @@ async def test_commitlog_segments_are_deleted_delete_commit_log_files_interval_a
     assert len(store.commitlog.queue.files) == 1
     assert store.retention.deleted_files == count - 1
     store.close()
+
+
+async def test_queue_files_below_the_commitlog_are_deleted_at_the_first_pass_after_a_restart(tmp_path: Path) -> None:
+    """Java's CleanConsumeQueueService runs at every cleanResourceInterval, whatever the hour, and deletes the
+    ConsumeQueue and index files wholly below the CommitLog's minimum once it has risen past the last one it saw (0
+    after a start: store/.../DefaultMessageStore.java deleteExpiredFiles). Ours cleaned them only in a pass that
+    deleted CommitLog segments (at deleteWhen or on a full disk), so after a restart with old segments gone (removed
+    by hand while the broker was down, or a kill -9 right after retention deleted them) the queue files below stayed
+    until the next 4 a.m."""
+    clock = FakeClock(_local_ms(hour=12))
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.1))
+    for _ in range(40):
+        store.append(message(body=bytes(300)))
+    store.close()
+    (tmp_path / "commitlog" / f"{0:020d}").unlink()
+    cq_dir = tmp_path / "consumequeue" / "TopicTest" / "0"
+    assert (cq_dir / f"{0:020d}").exists()
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.1))
+    try:
+        assert await store.retention.check_once() == 0  # not deleteWhen, the disk is fine: no CommitLog segment goes
+        assert not (cq_dir / f"{0:020d}").exists()
+        assert store.get("TopicTest", 0, store.min_offset_in_queue("TopicTest", 0), 32).status is GetStatus.FOUND
+    finally:
+        store.close()
