@@ -534,7 +534,20 @@ class RetentionService:
         self._wakeup.set()
 
     async def check_once(self) -> int:
-        """One pass: update the disk-full flag, delete what is due. Returns the number of CommitLog files deleted."""
+        """One pass: update the disk-full flag, delete what is due, then drop the ConsumeQueue and index files below
+        the CommitLog's minimum when it rose since the last look, whatever the hour (Java runs
+        CleanConsumeQueueService after CleanCommitLogService every ``cleanResourceInterval``: store/src/main/java/
+        org/apache/rocketmq/store/DefaultMessageStore.java cleanFilesPeriodically; after a start it may have risen
+        while the broker was down). Returns the number of CommitLog files deleted."""
+        deleted = await self._delete_segments()
+        store = self._store
+        if store.commitlog.min_offset > self._cleaned_below:
+            async with store.disk_lock:
+                self._clean_below(store.commitlog.min_offset)
+        return deleted
+
+    async def _delete_segments(self) -> int:
+        """CleanCommitLogService's pass: the disk-full flag, then the CommitLog segments due."""
         store = self._store
         config = store.config
         ratio = config.disk_usage_ratio(config.store_path_root_dir)
@@ -575,8 +588,6 @@ class RetentionService:
                 queue.delete_first(1)
                 deleted += 1
                 self.deleted_files += 1
-        async with store.disk_lock:
-            self._clean_below(queue.min_offset)
         return deleted
 
     async def _checkpointed(self, end: int) -> bool:
