@@ -306,7 +306,7 @@ class PushConsumer:
         plain listener's thread still runs keeps its lock until it expires, so no other member consumes it beside
         that thread (Java unlocks every queue)."""
         service = self.consume_service
-        if isinstance(service, OrderlyConsumeService):
+        if isinstance(service, OrderlyConsumeService) and self.rebalance.locks_queues:  # BROADCASTING locked none
             await self.rebalance.unlock([mq for mq in self.rebalance.process_queues if not service.calling(mq)])
 
     # -- ConsumerInner -------------------------------------------------------------------------------------------------

@@ -4,10 +4,11 @@
 Per subscribed topic: read the topic's readable queues from the route; in CLUSTERING ask one broker of the topic for
 the group's consumer ids (GET_CONSUMER_LIST_BY_GROUP) and apply the allocation strategy, in BROADCASTING take them
 all. Queues no longer owned are dropped (their offsets persisted first); new ones get their start offset from the
-offset store or, when it has none, from consume-from-where, and for orderly consumers only once the broker granted
-the queue lock. The owner (push or lite pull consumer) hears about both through :class:`RebalanceOwner`. The lite
-pull consumer's assign mode does not allocate: it drops queues with :meth:`Rebalance.remove_unallocated` and owns
-new ones with :meth:`Rebalance.own`, its pull task computing their start offsets. :meth:`Rebalance.reset` (a
+offset store or, when it has none, from consume-from-where, and for orderly CLUSTERING consumers only once the broker
+granted the queue lock (orderly BROADCASTING members lock no queue). The owner (push or lite pull consumer) hears
+about both through :class:`RebalanceOwner`. The lite pull consumer's assign mode does not allocate: it drops queues
+with :meth:`Rebalance.remove_unallocated` and owns new ones with :meth:`Rebalance.own`, its pull task computing their
+start offsets. :meth:`Rebalance.reset` (a
 RESET_CONSUMER_CLIENT_OFFSET) drops queues with their new offsets, serialised with the passes as their removals are.
 An owner that stops takes no new queue (:attr:`RebalanceOwner.taking_queues`) and forgets its queues with
 :meth:`Rebalance.drop_all`, after the pass under way: a restart rebalances from scratch.
@@ -114,6 +115,15 @@ class Rebalance:
         self.on_changed: QueuesChanged | None = None
         self._lock = anyio.Lock()
 
+    @property
+    def locks_queues(self) -> bool:
+        """Whether queues are owned under broker locks: orderly CLUSTERING only. A BROADCASTING member consumes every
+        queue itself, so it locks none (RocketMQ 5.3.3's
+        ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/RebalanceImpl.java`` passes ``isOrder=false``
+        for BROADCASTING; 4.9.8 locked them, so a second member got no queue until the first one's locks expired),
+        nor waits for a listener call before dropping a queue (``RebalancePushImpl.removeUnnecessaryMessageQueue``)."""
+        return self.orderly and self.message_model is MessageModel.CLUSTERING
+
     async def do_rebalance(self) -> None:
         """One rebalance pass over every subscription (serialised: concurrent calls run one after the other), then
         :attr:`on_changed` for each topic whose owned queues it changed."""
@@ -180,7 +190,7 @@ class Rebalance:
         """Own ``mq`` from its start offset (orderly: once the broker granted its lock) and tell the owner. Left out
         (the pass is incomplete) when its lock is refused or its offset unknown; left out, its lock given back, when
         the owner began to stop meanwhile."""
-        if self.orderly and not await self.lock(mq):
+        if self.locks_queues and not await self.lock(mq):
             log.info("queue %s not added: the broker refused its lock", mq)
             self.incomplete = True
             return
@@ -192,7 +202,7 @@ class Rebalance:
             self.incomplete = True
             return
         if not self.owner.taking_queues:
-            if self.orderly:
+            if self.locks_queues:
                 await self.unlock([mq])
             return
         pq = self.process_queues[mq] = ProcessQueue.created_at(anyio.current_time())
@@ -247,7 +257,7 @@ class Rebalance:
                 pq.dropped = True
                 self.offset_store.update(mq, offsets[mq])
                 await self._drop(mq, pq)
-                if self.orderly and await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT):
+                if self.locks_queues and await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT):
                     await self.unlock([mq])
 
     async def _remove(self, mq: MessageQueue) -> None:
@@ -258,14 +268,14 @@ class Rebalance:
         if pq is None:
             return
         pq.dropped = True
-        idle = not self.orderly or await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT)
+        idle = not self.locks_queues or await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT)
         if not idle:
             log.info("queue %s is still being consumed: kept, and its lock, until a later rebalance", mq)
             self._kept.add(mq)
             self.incomplete = True
             return
         await self._drop(mq, pq)
-        if self.orderly:
+        if self.locks_queues:
             await self.unlock([mq])
 
     async def _drop(self, mq: MessageQueue, pq: ProcessQueue) -> None:

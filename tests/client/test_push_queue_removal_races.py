@@ -11,7 +11,6 @@ gets."""
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import trio
 import trio.testing
@@ -22,7 +21,7 @@ from client.consumer.listener import ConsumeOrderlyStatus
 from client.consumer.push import PushConsumer
 from client.instance import MQClientInstance
 from client.message import MessageExt
-from remoting.codec.bodies import ConsumeFromWhere, MessageModel, MessageQueue
+from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
 from tests.client.helpers import HANG_GUARD, create_topic, lock_for_another_member, send_bodies, wait_until
 
 
@@ -216,7 +215,7 @@ def _pass_waits_for_the_call(consumer: PushConsumer, mq: MessageQueue, name: str
 
 
 async def test_a_pass_that_outlives_a_stop_leaves_no_queue_the_restarted_consumer_never_pulls(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, tmp_path: Path
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     """A stop forgot the queues without waiting for the pass under way (here: waiting its 1 s for a kept orderly
     queue's listener call, on an instance shared with other clients, whose passes a consumer's stop does not end),
@@ -238,9 +237,7 @@ async def test_a_pass_that_outlives_a_stop_leaves_no_queue_the_restarted_consume
     consumer = PushConsumer(
         "cg-stale",
         instance=instance,
-        message_model=MessageModel.BROADCASTING,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        offset_store_dir=tmp_path / "offsets",
         await_termination=0.1,
     )
     consumer.subscribe("StaleA")
