@@ -86,9 +86,10 @@ LOCK_RENEW_INTERVAL = 20.0
 
 
 class PushConsumer:
-    """See the module docstring. Thresholds as in Java; times in seconds, but ``consume_timeout`` in minutes (Java's
-    ``consumeTimeout``, 15). ``max_reconsume_times`` -1 (Java's default) means 16 for concurrent consumption and no
-    limit for orderly consumption."""
+    """See the module docstring. Thresholds as in Java (the topic-wide ones, -1 by default, replace the per-queue ones
+    with their share of the owned queues after each rebalance that changed them); times in seconds, but
+    ``consume_timeout`` in minutes (Java's ``consumeTimeout``, 15). ``max_reconsume_times`` -1 (Java's default) means
+    16 for concurrent consumption and no limit for orderly consumption."""
 
     def __init__(
         self,
@@ -106,6 +107,8 @@ class PushConsumer:
         pull_batch_size: int = 32,
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue_mib: int = 100,
+        pull_threshold_for_topic: int = -1,
+        pull_threshold_size_for_topic_mib: int = -1,
         max_reconsume_times: int = -1,
         consume_timeout: float = 15.0,
         suspend_current_queue_time: float = 1.0,
@@ -123,6 +126,8 @@ class PushConsumer:
         self.pull_batch_size = pull_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
+        self.pull_threshold_for_topic = pull_threshold_for_topic
+        self.pull_threshold_size_for_topic_mib = pull_threshold_size_for_topic_mib
         self.max_reconsume_times = max_reconsume_times
         self.consume_timeout = consume_timeout
         self.suspend_current_queue_time = suspend_current_queue_time
@@ -340,9 +345,20 @@ class PushConsumer:
             self._background.start_soon(self._rebalance_soon)
 
     async def _allocation_changed(self, topic: str, mq_all: set[MessageQueue], allocated: set[MessageQueue]) -> None:
-        """A pass changed the owned queues of ``topic``: every broker hears the group's heartbeat at once, as
-        RebalancePushImpl.messageQueueChanged, so one that restarted (a fresh client table) knows the group before
-        its queues' pulls reach it."""
+        """A pass changed the owned queues of ``topic``, as RebalancePushImpl.messageQueueChanged
+        (``client/src/main/java/org/apache/rocketmq/client/impl/consumer/RebalancePushImpl.java``): a topic-wide
+        threshold (``pull_threshold_for_topic``, ``pull_threshold_size_for_topic_mib``; -1: off) is split evenly over
+        every owned queue (at least 1 message or 1 MiB each) and becomes the per-queue one; every broker hears the
+        group's heartbeat at once, so one that restarted (a fresh client table) knows the group before its queues'
+        pulls reach it."""
+        owned = len(self.rebalance.process_queues)
+        if owned:
+            if self.pull_threshold_for_topic != -1:
+                self.pull_threshold_for_queue = max(1, self.pull_threshold_for_topic // owned)
+            if self.pull_threshold_size_for_topic_mib != -1:
+                self.pull_threshold_size_for_queue = (
+                    max(1, self.pull_threshold_size_for_topic_mib // owned) * 1024 * 1024
+                )
         await self.instance.send_heartbeat_to_all_brokers()
 
     async def _rebalance_soon(self) -> None:
@@ -368,6 +384,8 @@ class PushConsumer:
                 "pullBatchSize": str(self.pull_batch_size),
                 "pullThresholdForQueue": str(self.pull_threshold_for_queue),
                 "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
+                "pullThresholdForTopic": str(self.pull_threshold_for_topic),
+                "pullThresholdSizeForTopic": str(self.pull_threshold_size_for_topic_mib),
                 "maxReconsumeTimes": str(self.max_reconsume_times),
                 "consumeTimeout": f"{self.consume_timeout:g}",
                 "suspendCurrentQueueTimeMillis": str(round(self.suspend_current_queue_time * 1000)),
