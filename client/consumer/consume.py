@@ -1,13 +1,14 @@
 """Consume services of the push consumer (Java's ``ConsumeMessageConcurrentlyService`` and
 ``ConsumeMessageOrderlyService``).
 
-Concurrent: every pulled batch is split into listener calls of ``consume_message_batch_max_size`` messages, each a
-task under the consumer's capacity limiter. A RECONSUME_LATER (or an exception) in CLUSTERING sends each message back
-to the broker (CONSUMER_SEND_MSG_BACK, the broker picks the delay); when that fails the message is sent to
-``%RETRY%<group>`` as a new message (without ``TRAN_MSG``, as Java's ``sendMessageBack``), and when that fails too it
-is consumed again locally 5 s later with its ``reconsume_times`` raised by one. In BROADCASTING failed messages are
-dropped with a warning, as in Java. The offset to commit is always the smallest offset still in flight, so a slow
-message holds the committed offset back instead of being skipped.
+Concurrent: every pulled batch is split into listener calls of ``consume_message_batch_max_size`` messages, each a task
+under the consumer's capacity limiter. A RECONSUME_LATER (or an exception) in CLUSTERING sends each message back to the
+broker (CONSUMER_SEND_MSG_BACK at the context's ``delay_level_when_next_consume``: by default 0, the broker picks the
+delay; -1 the DLQ), and so does a CONSUME_SUCCESS for the messages after the context's ``ack_index``; when that fails
+the message is sent to ``%RETRY%<group>`` as a new message (without ``TRAN_MSG``, as Java's ``sendMessageBack``), and
+when that fails too it is consumed again locally 5 s later with its ``reconsume_times`` raised by one. In BROADCASTING
+failed messages are dropped with a warning, as in Java. The offset to commit is always the smallest offset still in
+flight, so a slow message holds the committed offset back instead of being skipped.
 
 Consume timeout (concurrent only): every ``consume_timeout`` minutes (Java's ``cleanExpireMsg``) a message at the head
 of its queue whose listener call started more than ``consume_timeout`` ago is sent back at delay level 3 (BROADCASTING:
@@ -18,10 +19,11 @@ nothing, except that a failure sends the message back once more, as in Java.
 
 Orderly: one task per queue at a time takes messages in offset order, only while the broker lock on the queue is held
 (CLUSTERING). SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's ``reconsume_times`` (the listener sees 0, 1, 2, ...),
-puts the batch back and waits ``suspend_current_queue_time``. With the default ``max_reconsume_times`` (-1) that goes
-on for ever; with a limit, a message that reached it is sent back (the broker moves it to the DLQ) and skipped, as
-Java's ``ConsumeMessageOrderlyService.checkReconsumeTimes``. A queue has one listener call at a time, across process
-queues and restarts: a call a stop abandoned keeps the queue until its plain listener's thread returns.
+puts the batch back and waits ``suspend_current_queue_time`` (or the context's ``suspend_current_queue_time_ms``; 10 ms
+to 30 s). With the default ``max_reconsume_times`` (-1) that goes on for ever; with a limit, a message that reached it
+is sent back (the broker moves it to the DLQ) and skipped, as Java's
+``ConsumeMessageOrderlyService.checkReconsumeTimes``. A queue has one listener call at a time, across process queues and
+restarts: a call a stop abandoned keeps the queue until its plain listener's thread returns.
 
 Trace (``enable_msg_trace``): a listener call writes its SubBefore records when it holds its consume slot and its
 SubAfter records when it returned, as Java's hook runs on the consume thread; a call skipped before it started (its
@@ -41,7 +43,15 @@ import anyio
 import attrs
 
 from client import api
-from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, ListenerThread, call_listener
+from client.consumer.listener import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+    ConsumeStatus,
+    ListenerThread,
+    call_listener,
+)
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import retry_topic
 from client.errors import TopicRouteNotFoundError
@@ -234,6 +244,16 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
         return False
 
 
+def _failed(msgs: list[MessageExt], status: ConsumeStatus, context: ConsumeConcurrentlyContext) -> list[MessageExt]:
+    """The messages of a concurrent listener call to send back: after ``context.ack_index`` for CONSUME_SUCCESS
+    (none by default), all of them otherwise
+    (``client/src/main/java/org/apache/rocketmq/client/impl/consumer/ConsumeMessageConcurrentlyService.java``'s
+    ``processConsumeResult``)."""
+    if status is not ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+        return msgs
+    return msgs[max(0, context.ack_index + 1) :]
+
+
 class ConcurrentConsumeService:
     """See the module docstring."""
 
@@ -260,8 +280,9 @@ class ConcurrentConsumeService:
             pq.mark_consume_started(msgs, anyio.current_time())
             trace.begin()
 
+        context = ConsumeConcurrentlyContext(mq)
         status = await call_listener(
-            c.listener,
+            c.bound_listener(context),
             shown,
             c.limiter,
             ConsumeConcurrentlyStatus.RECONSUME_LATER,
@@ -274,12 +295,14 @@ class ConcurrentConsumeService:
         if pq.dropped:
             return
         retry_locally: list[MessageExt] = []
-        if status is not ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+        failed = _failed(msgs, status, context)
+        if failed:
             if c.message_model is MessageModel.BROADCASTING:
-                log.warning("BROADCASTING: %d failed message(s) of %s dropped", len(msgs), mq)
+                log.warning("BROADCASTING: %d failed message(s) of %s dropped", len(failed), mq)
             else:
-                for msg in msgs:
-                    if not await send_back(c, msg, mq.broker_name):
+                delay_level = context.delay_level_when_next_consume
+                for msg in failed:
+                    if not await send_back(c, msg, mq.broker_name, delay_level):
                         retry_locally.append(msg)
         done = [m for m in msgs if m not in retry_locally] if retry_locally else msgs
         offset = pq.remove_messages(done)
@@ -318,6 +341,13 @@ class ConcurrentConsumeService:
             offset = pq.remove_messages([msg])
             if offset >= 0 and not pq.dropped:
                 c.offset_store.update(mq, offset, increase_only=True)
+
+
+def _suspension(context_ms: int, default: float) -> float:
+    """Seconds an orderly queue waits after a suspension: its context's time (-1: the consumer's ``default``), within
+    10 ms and 30 s (``ConsumeMessageOrderlyService.submitConsumeRequestLater``)."""
+    seconds = default if context_ms == -1 else context_ms / 1000
+    return min(max(seconds, 0.01), 30.0)
 
 
 class _QueueTurn:
@@ -404,8 +434,8 @@ class OrderlyConsumeService:
                     if not msgs:
                         return
                     suspend = await self._consume_batch(mq, pq, msgs, turn)
-                if suspend:
-                    await anyio.sleep(c.suspend_current_queue_time)
+                if suspend is not None:
+                    await anyio.sleep(suspend)
         finally:
             self._running.discard(pq)
             # Messages may have arrived after the last take: make sure they are not left waiting.
@@ -414,14 +444,15 @@ class OrderlyConsumeService:
 
     async def _consume_batch(
         self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], turn: _QueueTurn
-    ) -> bool:
-        """One listener call and its commit, ``turn`` held; True when the queue is to be suspended a moment."""
+    ) -> float | None:
+        """One listener call and its commit, ``turn`` held; how long the queue is to be suspended, if it is."""
         c = self.consumer
         shown = [reset_retry_topic(m, c.group) for m in msgs]
         _stamp_start(shown)
         trace = _ListenerTrace(c, shown)
+        context = ConsumeOrderlyContext(mq)
         status = await call_listener(
-            c.listener,
+            c.bound_listener(context),
             shown,
             c.limiter,
             ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
@@ -432,16 +463,16 @@ class OrderlyConsumeService:
         )
         trace.end(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # also if dropped, as Java
         if pq.dropped:  # rebalanced away or reset meanwhile: its new owner has these; nothing to commit or count
-            return False
+            return None
         if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
             again = await self._check_reconsume_times(mq, msgs)
             if again is not None:
                 pq.make_messages_to_consume_again(again)
-                return True
+                return _suspension(context.suspend_current_queue_time_ms, c.suspend_current_queue_time)
         offset = pq.commit()
         if offset >= 0 and not pq.dropped:
             c.offset_store.update(mq, offset, increase_only=False)
-        return False
+        return None
 
     async def _check_reconsume_times(self, mq: MessageQueue, msgs: list[MessageExt]) -> list[MessageExt] | None:
         """After a suspension (Java's ``checkReconsumeTimes``): a message below ``max_reconsume_times`` (-1: no

@@ -1,6 +1,8 @@
 """Message listeners and their results (Java's ``MessageListenerConcurrently`` / ``MessageListenerOrderly``).
 
-A listener is called with a list of messages (at most ``consume_message_batch_max_size``) and returns a status.
+A listener is called with a list of messages (at most ``consume_message_batch_max_size``) and returns a status; one
+that takes a second positional parameter is also given the call's context (:class:`ConsumeConcurrentlyContext` or
+:class:`ConsumeOrderlyContext`, Java's ``consumeMessage(msgs, context)``), whose settings it may change.
 It may be a coroutine function (run as a task on the event loop) or a plain function (run in a worker thread under
 the consumer's capacity limiter, so blocking code is fine; a shutdown that outlasts ``await_termination`` abandons
 that thread, as Java's ``awaitTermination`` gives up on a consume thread, drops its result and may learn when it
@@ -20,11 +22,13 @@ import threading
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Final, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 import anyio
 import anyio.lowlevel
+import attrs
 
+from remoting.codec.bodies import MessageQueue
 from remoting.codec.message import MessageExt
 
 log = logging.getLogger(__name__)
@@ -44,7 +48,68 @@ class ConsumeOrderlyStatus(enum.Enum):
 
 
 ConsumeStatus = ConsumeConcurrentlyStatus | ConsumeOrderlyStatus
-MessageListener = Callable[[list[MessageExt]], "ConsumeStatus | Awaitable[ConsumeStatus | None] | None"]
+#: A listener called with the messages alone.
+PlainListener = Callable[[list[MessageExt]], "ConsumeStatus | Awaitable[ConsumeStatus | None] | None"]
+#: A listener called with the messages, or with the messages and the call's context (see :func:`takes_context`).
+MessageListener = (
+    PlainListener | Callable[[list[MessageExt], Any], "ConsumeStatus | Awaitable[ConsumeStatus | None] | None"]
+)
+
+#: ``ack_index`` of a context nobody changed: every message of a successful call is done (Java's Integer.MAX_VALUE).
+ACK_ALL: Final = 2**31 - 1
+
+
+@attrs.define(slots=True)
+class ConsumeConcurrentlyContext:
+    """Java's ``ConsumeConcurrentlyContext``: the queue of a concurrent listener call and what the listener decides
+    about the batch (``ConsumeMessageConcurrentlyService.processConsumeResult``). ``delay_level_when_next_consume`` is
+    the delay level the messages that failed are sent back with (0: the broker's, 3 + reconsume times; -1: the DLQ at
+    once); ``ack_index`` the index of the last message done when the call returns CONSUME_SUCCESS (the ones after it
+    are sent back as failed)."""
+
+    message_queue: MessageQueue
+    delay_level_when_next_consume: int = 0
+    ack_index: int = ACK_ALL
+
+
+@attrs.define(slots=True)
+class ConsumeOrderlyContext:
+    """Java's ``ConsumeOrderlyContext``: the queue of an orderly listener call and, for a suspension, how long the
+    queue waits before its batch is consumed again (``suspend_current_queue_time_ms``; -1: the consumer's
+    ``suspend_current_queue_time``)."""
+
+    message_queue: MessageQueue
+    suspend_current_queue_time_ms: int = -1
+
+
+def takes_context(listener: MessageListener) -> bool:
+    """Whether ``listener`` is to be called with its context too: it takes two positional parameters or more (not
+    ``*args``, which a decorator wrapping a one-parameter listener shows)."""
+    try:
+        parameters = inspect.signature(listener).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in parameters if p.kind in positional) >= 2
+
+
+def bind_context(listener: MessageListener, context: object, takes: bool) -> PlainListener:
+    """``listener`` as a listener of the messages alone: given ``context`` too when ``takes`` (its
+    :func:`takes_context`), a coroutine function again when it is one."""
+    if not takes:
+        return cast(PlainListener, listener)
+    call = cast(Callable[[list[MessageExt], object], Any], listener)
+    if _is_async(listener):
+
+        async def with_context_async(msgs: list[MessageExt]) -> Any:
+            return await call(msgs, context)
+
+        return with_context_async
+    return lambda msgs: call(msgs, context)
+
+
+def _is_async(listener: object) -> bool:
+    return inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__)
 
 
 #: Told of a plain listener's thread abandoned while it runs.
@@ -52,7 +117,7 @@ Abandoned = Callable[["ListenerThread"], None]
 
 
 async def run_listener(
-    listener: MessageListener,
+    listener: PlainListener,
     msgs: list[MessageExt],
     limiter: anyio.CapacityLimiter,
     skip: Callable[[], bool] | None = None,
@@ -72,13 +137,13 @@ async def run_listener(
 
 
 async def invoke_listener(
-    listener: MessageListener, msgs: list[MessageExt], abandoned: Abandoned | None = None
+    listener: PlainListener, msgs: list[MessageExt], abandoned: Abandoned | None = None
 ) -> object:
     """Call ``listener``: a coroutine function on the event loop, a plain function in a worker thread. Cancelled (a
     shutdown past ``await_termination``), a plain function's thread is abandoned, as Java's ``awaitTermination``
     gives up on a consume thread: it runs on, and what it returns is dropped (this raises the cancellation, so no
     caller commits its messages); ``abandoned`` is told of it while it still runs."""
-    if inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(type(listener).__call__):
+    if _is_async(listener):
         return await listener(msgs)  # type: ignore[misc]
     thread = ListenerThread(listener, msgs)
     try:
@@ -115,7 +180,7 @@ class ListenerThread:
     abandoned while it runs, whoever must not run beside it can see whether it still does and wait until it returned,
     on whichever event loop they run (a consumer may be restarted on another one)."""
 
-    def __init__(self, listener: MessageListener, msgs: list[MessageExt]) -> None:
+    def __init__(self, listener: PlainListener, msgs: list[MessageExt]) -> None:
         self._listener, self._msgs = listener, msgs
         self._guard = threading.Lock()
         self._started = self._over = False
@@ -183,7 +248,7 @@ def listener_status(result: object, failed: ConsumeStatus) -> ConsumeStatus:
 
 
 async def call_listener(
-    listener: MessageListener,
+    listener: PlainListener,
     msgs: list[MessageExt],
     limiter: anyio.CapacityLimiter,
     failed: ConsumeStatus,

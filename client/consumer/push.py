@@ -43,12 +43,17 @@ from client.consumer.allocate import AllocateStrategy, allocate_average
 from client.consumer.client_check import check_sql92_subscriptions
 from client.consumer.consume import ConcurrentConsumeService, OrderlyConsumeService, reset_retry_topic
 from client.consumer.listener import (
+    ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
+    ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
     MessageListener,
+    PlainListener,
+    bind_context,
     exception_simple_desc,
     listener_status,
     run_listener,
+    takes_context,
 )
 from client.consumer.offset_store import OffsetStore, offset_store_for
 from client.consumer.process_queue import ProcessQueue
@@ -152,6 +157,7 @@ class PushConsumer:
         )
         self.rebalance.on_changed = self._allocation_changed
         self._listener: MessageListener | None = None
+        self._listener_takes_context = False
         self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | None = None
         self._consume_tasks: anyio.abc.TaskGroup | None = None
         self._background: anyio.abc.TaskGroup | None = None
@@ -199,20 +205,30 @@ class PushConsumer:
         self.rebalance.subscriptions.pop(topic, None)
 
     def register_message_listener(self, listener: MessageListener) -> None:
-        """Concurrent consumption: ``listener(msgs)`` returns a :class:`ConsumeConcurrentlyStatus`."""
-        self._listener = listener
+        """Concurrent consumption: ``listener(msgs)``, or ``listener(msgs, context)`` with a
+        :class:`~client.consumer.listener.ConsumeConcurrentlyContext`, returns a :class:`ConsumeConcurrentlyStatus`."""
+        self._set_listener(listener)
         self.consume_service = ConcurrentConsumeService(self)
 
     def register_message_listener_orderly(self, listener: MessageListener) -> None:
-        """Orderly consumption: ``listener(msgs)`` returns a :class:`ConsumeOrderlyStatus`; one queue at a time."""
-        self._listener = listener
+        """Orderly consumption: ``listener(msgs)``, or ``listener(msgs, context)`` with a
+        :class:`~client.consumer.listener.ConsumeOrderlyContext`, returns a :class:`ConsumeOrderlyStatus`; one queue at
+        a time."""
+        self._set_listener(listener)
         self.consume_service = OrderlyConsumeService(self)
         self.rebalance.orderly = True
+
+    def _set_listener(self, listener: MessageListener) -> None:
+        self._listener, self._listener_takes_context = listener, takes_context(listener)
 
     @property
     def listener(self) -> MessageListener:
         assert self._listener is not None
         return self._listener
+
+    def bound_listener(self, context: ConsumeConcurrentlyContext | ConsumeOrderlyContext) -> PlainListener:
+        """The listener, to be called with the messages alone: with ``context`` too if it takes one."""
+        return bind_context(self.listener, context, self._listener_takes_context)
 
     @property
     def consume_tasks(self) -> anyio.abc.TaskGroup:
@@ -410,7 +426,9 @@ class PushConsumer:
         remark: str | None = None
         try:
             shown = [reset_retry_topic(uncompressed(msg), self._group)]
-            result = await run_listener(self.listener, shown, self.direct_limiter)
+            mq = MessageQueue(msg.topic, broker_name or "", msg.queue_id)
+            context = ConsumeOrderlyContext(mq) if self.orderly else ConsumeConcurrentlyContext(mq)
+            result = await run_listener(self.bound_listener(context), shown, self.direct_limiter)
         except Exception as exc:
             log.warning(
                 "consumer %s: the listener failed on %s consumed directly", self._group, msg.msg_id, exc_info=True

@@ -17,6 +17,7 @@ from client.consumer.listener import (
     ConsumeConcurrentlyStatus,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
+    takes_context,
 )
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
@@ -122,3 +123,28 @@ async def test_an_orderly_context_sets_the_suspension_of_its_queue(
         await trio.sleep(30)
     assert len(times) == 3
     assert [round(b - a, 1) for a, b in itertools.pairwise(times)] == [5.0, 5.0]
+
+
+def test_only_a_listener_with_two_positional_parameters_gets_the_context() -> None:
+    """A one-parameter listener, bound method or callable object, and one a decorator hides behind ``*args``, keep
+    being called with the messages alone."""
+
+    class Listener:
+        def __call__(self, msgs: list[MessageExt]) -> None:
+            return None
+
+        def on(self, msgs: list[MessageExt]) -> None:
+            return None
+
+        def on_with_context(self, msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> None:
+            return None
+
+    def wrapped(*args: object, **kwargs: object) -> None:
+        return None
+
+    assert not takes_context(Listener())
+    assert not takes_context(Listener().on)
+    assert not takes_context(wrapped)
+    assert not takes_context(lambda msgs: None)
+    assert takes_context(Listener().on_with_context)
+    assert takes_context(lambda msgs, context: None)
