@@ -1,9 +1,13 @@
 """The push consumer's flow-control settings in virtual time against the embedded cluster, as RocketMQ 4.9.8's
 DefaultMQPushConsumerImpl and RebalancePushImpl: ``pull_threshold_for_topic`` and
-``pull_threshold_size_for_topic_mib`` split over the owned queues whenever the allocation changes."""
+``pull_threshold_size_for_topic_mib`` split over the owned queues whenever the allocation changes; settings out of
+Java's ranges refused at start (DefaultMQPushConsumerImpl.checkConfig)."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
 import trio
 import trio.testing
 
@@ -11,6 +15,7 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
+from client.errors import MQClientError
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
@@ -84,3 +89,34 @@ async def test_pull_threshold_size_for_topic_caps_each_owned_queue_at_its_share(
         assert len(consumer.rebalance.process_queues) == 5  # FlowSize's 4 and the retry topic's 1
         held = consumer.rebalance.process_queues[mq].msg_size
     assert held <= MIB + len(body), f"queue 0 holds {held / MIB:.2f} MiB, over its 1 MiB share of the topic's 5"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("consume_thread_max", 0, "consumeThreadMax Out of range [1, 1000]"),
+        ("consume_thread_max", 1001, "consumeThreadMax Out of range [1, 1000]"),
+        ("consume_concurrently_max_span", 0, "consumeConcurrentlyMaxSpan Out of range [1, 65535]"),
+        ("pull_threshold_for_queue", 0, "pullThresholdForQueue Out of range [1, 65535]"),
+        ("pull_threshold_for_queue", 65536, "pullThresholdForQueue Out of range [1, 65535]"),
+        ("pull_threshold_for_topic", 0, "pullThresholdForTopic Out of range [1, 6553500]"),
+        ("pull_threshold_size_for_queue_mib", 0, "pullThresholdSizeForQueue Out of range [1, 1024]"),
+        ("pull_threshold_size_for_queue_mib", 1025, "pullThresholdSizeForQueue Out of range [1, 1024]"),
+        ("pull_threshold_size_for_topic_mib", 102401, "pullThresholdSizeForTopic Out of range [1, 102400]"),
+        ("consume_message_batch_max_size", 0, "consumeMessageBatchMaxSize Out of range [1, 1024]"),
+        ("consume_message_batch_max_size", 1025, "consumeMessageBatchMaxSize Out of range [1, 1024]"),
+        ("pull_batch_size", 0, "pullBatchSize Out of range [1, 1024]"),
+        ("pull_batch_size", -1, "pullBatchSize Out of range [1, 1024]"),
+        ("pull_batch_size", 1025, "pullBatchSize Out of range [1, 1024]"),
+    ],
+)
+async def test_a_setting_out_of_javas_range_fails_the_start(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, option: str, value: int, said: str
+) -> None:
+    """DefaultMQPushConsumerImpl.checkConfig refuses these settings out of range with an MQClientException from
+    start(); ours started with them."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("Checked", read_queue_nums=1, write_queue_nums=1)
+    with pytest.raises(MQClientError, match=re.escape(said)):
+        async with _hanging("cg-checked", embedded_cluster, "Checked", **{option: value}):
+            pass
