@@ -1,12 +1,12 @@
 """The push consumer's pull loop (Java's ``PullMessageService`` + the pull half of ``DefaultMQPushConsumerImpl``):
 one task per owned queue long-polls the queue's broker and hands what it gets to the consume service.
 
-Flow control: the loop waits (50 ms steps) while the queue's process queue holds more than
-``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue`` body bytes, or, for concurrent
-consumption, while the offsets in flight span more than 2000. After a failed pull it waits 3 s. Every pull posts the
+Flow control: the loop waits (50 ms steps) while the queue's process queue holds more than ``pull_threshold_for_queue``
+messages or ``pull_threshold_size_for_queue`` body bytes, or, for concurrent consumption, while the offsets in flight
+span more than ``consume_concurrently_max_span`` (2000). After a failed pull it waits 3 s. Every pull posts the
 subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons does, unless it goes to a
-slave. Which broker of the queue's group is pulled (the master, a slave it suggests, a slave while the master is
-gone) is :mod:`client.consumer.pull_target`'s choice.
+slave. Which broker of the queue's group is pulled (the master, a slave it suggests, a slave while the master is gone)
+is :mod:`client.consumer.pull_target`'s choice.
 
 An illegal offset (PULL_OFFSET_MOVED) drops the process queue and ends the loop; 10 s later the broker's suggestion is
 stored and persisted (also when a rebalance took the queue away meanwhile, for its next owner) and the process
@@ -55,8 +55,6 @@ SUSPEND_MILLIS = str(int(BROKER_SUSPEND_MAX * 1000))
 #: Waits of the pull loop: after an error, and when flow control holds pulling back (Java: 3 s and 50 ms).
 PULL_DELAY_ON_ERROR = 3.0
 PULL_DELAY_FLOW_CONTROL = 0.05
-#: Concurrent mode: stop pulling when the offsets in flight span more than this (Java's ``consumeConcurrentlyMaxSpan``).
-CONSUME_CONCURRENTLY_MAX_SPAN = 2000
 #: Wait between an illegal offset and the fix of the queue's offset (Java: 10 s).
 OFFSET_ILLEGAL_FIX_DELAY = 10.0
 
@@ -80,7 +78,7 @@ class PullService:
         c = self.consumer
         if pq.msg_count > c.pull_threshold_for_queue or pq.msg_size > c.pull_threshold_size_for_queue:
             return True
-        return not c.orderly and pq.max_span > CONSUME_CONCURRENTLY_MAX_SPAN
+        return not c.orderly and pq.max_span > c.consume_concurrently_max_span
 
     def _could_overflow(self, pq: ProcessQueue, found: _Found | None) -> bool:
         """Whether ``found``'s messages, not yet in ``pq``, could take it over a flow-control threshold (at most
@@ -96,7 +94,7 @@ class PullService:
             return False
         last = found.head.next_begin_offset - 1
         span = pq.max_span + last - pq.queue_offset_max if pq.has_messages() else last - found.offset
-        return span > CONSUME_CONCURRENTLY_MAX_SPAN
+        return span > c.consume_concurrently_max_span
 
     async def pull_loop(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """Long-poll ``mq`` from ``offset`` until the queue is dropped or the consumer stops."""

@@ -60,7 +60,7 @@ from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_service import PullService
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription, retry_topic
-from client.errors import ClientStateError
+from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance, new_instance
 from client.message import uncompressed
 from client.send_request import check_consumer_group
@@ -114,6 +114,7 @@ class PushConsumer:
         pull_threshold_size_for_queue_mib: int = 100,
         pull_threshold_for_topic: int = -1,
         pull_threshold_size_for_topic_mib: int = -1,
+        consume_concurrently_max_span: int = 2000,
         max_reconsume_times: int = -1,
         consume_timeout: float = 15.0,
         suspend_current_queue_time: float = 1.0,
@@ -133,6 +134,8 @@ class PushConsumer:
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
         self.pull_threshold_for_topic = pull_threshold_for_topic
         self.pull_threshold_size_for_topic_mib = pull_threshold_size_for_topic_mib
+        self.consume_concurrently_max_span = consume_concurrently_max_span
+        self.consume_thread_max = consume_thread_max
         self.max_reconsume_times = max_reconsume_times
         self.consume_timeout = consume_timeout
         self.suspend_current_queue_time = suspend_current_queue_time
@@ -246,6 +249,7 @@ class PushConsumer:
 
     async def __aenter__(self) -> Self:
         check_consumer_group(self._group)  # DefaultMQPushConsumerImpl.checkConfig
+        self._check_ranges()
         if self.consume_service is None:
             raise ClientStateError("register a message listener before starting the consumer")
         self.stopping = False
@@ -282,6 +286,27 @@ class PushConsumer:
             await self._stop()
             raise
         return self
+
+    def _check_ranges(self) -> None:
+        """The ranges ``DefaultMQPushConsumerImpl.checkConfig`` holds the settings to
+        (``client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultMQPushConsumerImpl.java``), with its
+        messages; raises :class:`~client.errors.MQClientError`. The topic-wide thresholds may also be -1 (off)."""
+        size_mib = self.pull_threshold_size_for_queue // (1024 * 1024)
+        checks: list[tuple[str, int, int, int]] = [
+            ("consumeThreadMax", self.consume_thread_max, 1, 1000),
+            ("consumeConcurrentlyMaxSpan", self.consume_concurrently_max_span, 1, 65535),
+            ("pullThresholdForQueue", self.pull_threshold_for_queue, 1, 65535),
+            ("pullThresholdSizeForQueue", size_mib, 1, 1024),
+            ("consumeMessageBatchMaxSize", self.consume_message_batch_max_size, 1, 1024),
+            ("pullBatchSize", self.pull_batch_size, 1, 1024),
+        ]
+        if self.pull_threshold_for_topic != -1:
+            checks.append(("pullThresholdForTopic", self.pull_threshold_for_topic, 1, 6553500))
+        if self.pull_threshold_size_for_topic_mib != -1:
+            checks.append(("pullThresholdSizeForTopic", self.pull_threshold_size_for_topic_mib, 1, 102400))
+        for name, value, low, high in checks:
+            if not low <= value <= high:
+                raise MQClientError(f"{name} Out of range [{low}, {high}]")
 
     async def _check_client_in_brokers(self) -> None:
         """CHECK_CLIENT_CONFIG for every SQL92 subscription (:mod:`client.consumer.client_check`)."""
@@ -395,9 +420,10 @@ class PushConsumer:
                 "consumerGroup": self._group,
                 "messageModel": self._message_model.name,
                 "consumeFromWhere": self.consume_from_where.name,
-                "consumeThreadMax": str(int(self.limiter.total_tokens)),
+                "consumeThreadMax": str(self.consume_thread_max),
                 "consumeMessageBatchMaxSize": str(self.consume_message_batch_max_size),
                 "pullBatchSize": str(self.pull_batch_size),
+                "consumeConcurrentlyMaxSpan": str(self.consume_concurrently_max_span),
                 "pullThresholdForQueue": str(self.pull_threshold_for_queue),
                 "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
                 "pullThresholdForTopic": str(self.pull_threshold_for_topic),
