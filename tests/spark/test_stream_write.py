@@ -129,3 +129,16 @@ def test_a_column_of_a_type_the_sink_cannot_send_fails_the_write_at_planning(
     with pytest.raises(Exception, match=named):
         df.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("append").save()
     assert read_topic(ns, topic) == []
+
+
+def test_a_batch_write_in_overwrite_mode_fails_instead_of_appending(spark: Any, rocketmq: ThreadedCluster) -> None:
+    """A topic cannot be truncated: rocketmq-spark refuses ``SaveMode.Overwrite`` (``RocketMQSourceProvider
+    .createRelation``: "Save mode Overwrite not allowed for RocketMQ"), as Kafka's sink does. ``mode("overwrite")``
+    used to append the rows beside the ones it was asked to replace, and report success."""
+    ns, topic = rocketmq.namesrv_addr, "SparkOverwriteMode"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, b"kept")])
+    df = spark.createDataFrame([("new",)], "body string")
+    with pytest.raises(Exception, match="cannot overwrite"):
+        df.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("overwrite").save()
+    assert [m.body for m in read_topic(ns, topic)] == [b"kept"]
