@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from client import Message
+from client.message import uniq_msg_id
 from tests.spark.helpers import make_topic, produce, read_topic
 from tests.threaded_cluster import ThreadedCluster
 
@@ -142,3 +143,26 @@ def test_a_batch_write_in_overwrite_mode_fails_instead_of_appending(spark: Any, 
     with pytest.raises(Exception, match="cannot overwrite"):
         df.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("overwrite").save()
     assert [m.body for m in read_topic(ns, topic)] == [b"kept"]
+
+
+def test_a_copied_rows_system_properties_are_not_sent_as_its_own(spark: Any, rocketmq: ThreadedCluster) -> None:
+    """A read's ``properties`` column holds every stored property, RocketMQ's own too (``UNIQ_KEY``, ``TAGS``,
+    ``KEYS``, ``CLUSTER``, ``TRAN_MSG`` of a committed transactional message...). Written back, the copies carried the
+    source's ``UNIQ_KEY``: every copy of a message had its msgId, and two copies had the same one. Java's
+    ``Message.putUserProperty`` refuses these names (``MessageConst.STRING_HASH_SET``): a copy gets its own msgId,
+    its tags and keys from its columns, and keeps the user properties."""
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkSysPropSrc", 1)
+    make_topic(ns, "SparkSysPropDst", 1)
+    produce(ns, [Message("SparkSysPropSrc", b"c", tags="T", keys="k", properties={"user": "u"})])
+    (source,) = read_topic(ns, "SparkSysPropSrc")
+    rows = spark.read.format("rocketmq").option("nameServer", ns).option("topic", "SparkSysPropSrc").load()
+    for _ in range(2):
+        rows.drop("keys").write.format("rocketmq").option("nameServer", ns).option("topic", "SparkSysPropDst").mode(
+            "append"
+        ).save()
+    copies = read_topic(ns, "SparkSysPropDst")
+    ids = {uniq_msg_id(m) for m in copies}
+    assert len(copies) == len(ids) == 2 and uniq_msg_id(source) not in ids
+    for copy in copies:
+        assert (copy.body, copy.tags, copy.keys, copy.properties["user"]) == (b"c", "T", [], "u")
