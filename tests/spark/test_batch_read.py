@@ -108,6 +108,16 @@ def test_batch_read_with_a_tag_expression_keeps_only_matching_messages(spark: An
     assert [r.body for r in rows] == [f"t{i}".encode() for i in range(30) if i % 3 != 1]
 
 
+def test_rocketmq_sparks_sub_expression_option_filters_by_tag(spark: Any, rocketmq: ThreadedCluster) -> None:
+    """rocketmq-spark names its tag filter ``subExpression`` (``RocketMQConf.CONSUMER_SUB_EXPRESSION``); a read
+    carrying it over ignored it and returned every tag's messages. It is ``tags`` under its rocketmq-spark name."""
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkSubExpression", 1)
+    produce(ns, [Message("SparkSubExpression", f"s{i}".encode(), tags=("A", "B")[i % 2]) for i in range(10)])
+    rows = _load(spark, ns, "SparkSubExpression", subExpression="B").orderBy("queue_offset").collect()
+    assert [r.body for r in rows] == [f"s{i}".encode() for i in range(10) if i % 2]
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
