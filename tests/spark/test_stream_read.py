@@ -93,6 +93,17 @@ def test_stream_restarted_from_its_checkpoint_reads_every_message_exactly_once(
     assert sum(w.consumer_offset for w in lag.values()) == 42 - len(batches[max(batches)])
 
 
+def test_max_offsets_per_trigger_limits_each_batch(spark: Any, rocketmq: ThreadedCluster, tmp_path: Path) -> None:
+    """``maxOffsetsPerTrigger`` is the rate limit's name in rocketmq-spark (``RocketMQSource``) and Kafka's source; a
+    stream given it read its whole backlog in one batch. It limits each batch as ``maxRecordsPerTrigger`` does."""
+    ns, topic = rocketmq.namesrv_addr, "SparkMaxOffsets"
+    make_topic(ns, topic, 2)
+    produce(ns, [Message(topic, f"m{i}".encode()) for i in range(24)])
+    batches: dict[int, list[tuple[int, int, bytes]]] = {}
+    _run(spark, ns, topic, batches, tmp_path / "checkpoint", startingOffsets="earliest", maxOffsetsPerTrigger="10")
+    assert [len(batches[b]) for b in sorted(batches)] == [10, 10, 4]
+
+
 def _bodies(spark: Any, ns: str, topic: str, checkpoint: Path, **options: str) -> list[bytes]:
     """Every body one run of the stream read (:func:`_run`)."""
     batches: dict[int, list[tuple[int, int, bytes]]] = {}
