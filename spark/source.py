@@ -31,7 +31,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from spark.options import SourceOptions
+from spark.options import OptionError, SourceOptions
 from spark.reader import RocketMQBatchReader
 from spark.schema import spark_schema
 from spark.stream_reader import RocketMQStreamReader
@@ -63,6 +63,11 @@ class RocketMQDataSource(DataSource):
         return RocketMQStreamReader(self.parsed, self.starting_given)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        """A batch write appends: a topic cannot be truncated, so ``mode("overwrite")`` fails at planning, as in
+        rocketmq-spark (``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQSourceProvider.scala``
+        ``createRelation``: "Save mode Overwrite not allowed") and Kafka's sink."""
+        if overwrite:
+            raise OptionError('a rocketmq write cannot overwrite: a topic cannot be truncated; use mode("append")')
         check_columns(schema, self.parsed)
         return RocketMQBatchWriter(self.parsed)
 

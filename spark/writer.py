@@ -7,7 +7,8 @@ are written to the option's; optional ``keys`` (a string of space-separated keys
 at planning (:func:`check_columns`); a row without a topic or a body raises :class:`~spark.options.OptionError` in
 its task, which fails the write.
 
-A batch write is at least once: a task that fails after some sends is retried by Spark and sends those rows again.
+A batch write appends (``mode("append")``; ``overwrite`` fails at planning: a topic cannot be truncated) and is
+at least once: a task that fails after some sends is retried by Spark and sends those rows again.
 Streaming writes are exactly once (:mod:`spark.stream_writer`).
 """
 
