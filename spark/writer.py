@@ -3,9 +3,10 @@
 Input columns: ``body`` (binary, or string sent as UTF-8) is required; the ``topic`` option for every row, or else a
 ``topic`` column (string) per row: the option overrides the column, as in Kafka's sink, so rows read from one topic
 are written to the option's; optional ``keys`` (a string of space-separated keys, or an array of strings), ``tags``
-(string) and ``properties`` (map<string,string>). Other columns are ignored. A column of another type fails the write
-at planning (:func:`check_columns`); a row without a topic or a body raises :class:`~spark.options.OptionError` in
-its task, which fails the write.
+(string) and ``properties`` (map<string,string>; names RocketMQ keeps for itself, :data:`SYSTEM_PROPERTIES`, are left
+out, so a read's rows copy over with their user properties only). Other columns are ignored. A column of another
+type fails the write at planning (:func:`check_columns`); a row without a topic or a body raises
+:class:`~spark.options.OptionError` in its task, which fails the write.
 
 A batch write appends (``mode("append")``; ``overwrite`` fails at planning: a topic cannot be truncated) and is
 at least once: a task that fails after some sends is retried by Spark and sends those rows again.
@@ -28,6 +29,7 @@ from spark.session import BrokerSession
 __all__ = [
     "COLUMN_TYPES",
     "SEND_CHUNK",
+    "SYSTEM_PROPERTIES",
     "RocketMQBatchWriter",
     "WriteCommit",
     "check_columns",
@@ -49,6 +51,24 @@ class WriteCommit(WriterCommitMessage):
     query_id: str | None = None
     batch_id: int | None = None
 
+
+#: Property names RocketMQ keeps for itself (``MessageConst.STRING_HASH_SET`` of 4.9.8 and 5.3.3,
+#: common/src/main/java/org/apache/rocketmq/common/message/MessageConst.java), which Java's
+#: ``Message.putUserProperty`` refuses. A read's ``properties`` column holds them too: written back as they were, a
+#: copy would carry its source's ``UNIQ_KEY`` (every copy the same msgId), ``TAGS`` and ``KEYS`` in place of its
+#: columns', the source's ``TRAN_MSG``, ``PGROUP``, ``DELAY`` or timer... so the sink leaves them out.
+SYSTEM_PROPERTIES: frozenset[str] = frozenset(
+    {
+        "TRACE_ON", "MSG_REGION", "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID",
+        "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",
+        "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "UNIQ_KEY", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME",
+        "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "DUP_INFO", "EXTEND_UNIQ_INFO",
+        "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER",
+        "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS",
+        "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS", "TIMER_DEL_UNIQKEY",
+        "TIMER_DELAY_LEVEL", "__BORNHOST", "BORN_TIMESTAMP", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#",
+    }
+)  # fmt: skip
 
 #: The Spark types (``simpleString``) each input column may have.
 COLUMN_TYPES: dict[str, tuple[str, ...]] = {
@@ -91,8 +111,9 @@ def row_to_message(row: Any, topic_option: str | None, extra: dict[str, str] | N
     keys = fields.get("keys")
     if isinstance(keys, list | tuple):
         keys = [k for k in keys if k is not None]
-    # A null map value is no property (it used to be stored as the text "None").
-    props = {str(k): str(v) for k, v in (fields.get("properties") or {}).items() if v is not None}
+    # A null map value is no property (it used to be stored as the text "None"); RocketMQ's own are not the row's.
+    given = (fields.get("properties") or {}).items()
+    props = {str(k): str(v) for k, v in given if v is not None and str(k) not in SYSTEM_PROPERTIES}
     if extra:
         props.update(extra)
     return Message(
