@@ -14,6 +14,9 @@ Offsets (``startingOffsets`` / ``endingOffsets``) are one of:
   leaves out start at earliest (ending: at latest). A ``"@startedAt"`` entry (:data:`STARTED_AT`, batch 0's record
   of where a stream started) is skipped, so any offset a streaming query reports in its progress is a valid value.
 
+``tags`` (a tag expression, ``"A || B"``) is also accepted under rocketmq-spark's name ``subExpression``
+(``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQConf.scala``).
+
 Security: ``accessKey`` and ``secretKey`` sign every request for brokers with ACL on (both or neither); ``tls``
 (``true``/``false``) connects with TLS, and ``tlsCaFile`` names the CA that checks the servers' certificates.
 """
@@ -134,6 +137,15 @@ def _security(opts: Mapping[str, str]) -> dict[str, Any]:
     return {"access_key": access_key, "secret_key": secret_key, "tls": tls, "tls_ca_file": ca_file}
 
 
+def _one_of(options: Mapping[str, str], name: str, *aliases: str) -> str:
+    """Which of option ``name`` and its ``aliases`` (the same option under rocketmq-spark's or Kafka's name) is set:
+    ``name`` when none is. Raises OptionError when two are set to different values."""
+    given = {n: options[n.lower()] for n in (name, *aliases) if n.lower() in options}
+    if len(set(given.values())) > 1:
+        raise OptionError(f"options {' and '.join(given)} are one option under two names: give one")
+    return next(iter(given), name)
+
+
 def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     text = options.get(name.lower())
     if text is None:
@@ -194,7 +206,7 @@ class SourceOptions:
             topics=topics,
             starting=OffsetSpec.parse("startingOffsets", opts.get("startingoffsets", "earliest")),
             ending=OffsetSpec.parse("endingOffsets", opts.get("endingoffsets", "latest")),
-            tags=opts.get("tags", "*").strip() or "*",
+            tags=opts.get(_one_of(opts, "tags", "subExpression").lower(), "*").strip() or "*",
             max_records_per_trigger=_positive_int(opts, "maxRecordsPerTrigger"),
             consumer_group=opts.get("consumergroup") or None,
             commit_topic=opts.get("committopic", DEFAULT_COMMIT_TOPIC),

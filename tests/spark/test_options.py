@@ -34,6 +34,7 @@ def test_offset_options_accept_earliest_latest_timestamps_and_json() -> None:
         ({**NS, "endingOffsets": '{"T": [1]}'}, "must map queue ids"),
         ({**NS, "maxRecordsPerTrigger": "lots"}, "maxRecordsPerTrigger"),
         ({**NS, "maxRecordsPerTrigger": "0"}, "maxRecordsPerTrigger"),
+        ({**NS, "tags": "A", "subExpression": "B"}, "tags and subExpression are one option under two names"),
     ],
 )
 def test_bad_options_raise_an_option_error_naming_the_option(options: dict[str, str], message: str) -> None:
