@@ -15,7 +15,8 @@ Offsets (``startingOffsets`` / ``endingOffsets``) are one of:
   of where a stream started) is skipped, so any offset a streaming query reports in its progress is a valid value.
 
 ``tags`` (a tag expression, ``"A || B"``) is also accepted under rocketmq-spark's name ``subExpression``
-(``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQConf.scala``).
+(``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQConf.scala``), and ``maxRecordsPerTrigger``
+(queue entries per micro-batch) under rocketmq-spark's and Kafka's ``maxOffsetsPerTrigger`` (``RocketMQSource.scala``).
 
 Security: ``accessKey`` and ``secretKey`` sign every request for brokers with ACL on (both or neither); ``tls``
 (``true``/``false``) connects with TLS, and ``tlsCaFile`` names the CA that checks the servers' certificates.
@@ -207,7 +208,7 @@ class SourceOptions:
             starting=OffsetSpec.parse("startingOffsets", opts.get("startingoffsets", "earliest")),
             ending=OffsetSpec.parse("endingOffsets", opts.get("endingoffsets", "latest")),
             tags=opts.get(_one_of(opts, "tags", "subExpression").lower(), "*").strip() or "*",
-            max_records_per_trigger=_positive_int(opts, "maxRecordsPerTrigger"),
+            max_records_per_trigger=_positive_int(opts, _one_of(opts, "maxRecordsPerTrigger", "maxOffsetsPerTrigger")),
             consumer_group=opts.get("consumergroup") or None,
             commit_topic=opts.get("committopic", DEFAULT_COMMIT_TOPIC),
             producer_group=opts.get("producergroup", "SPARK_ROCKETMQ_SINK"),
