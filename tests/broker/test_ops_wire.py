@@ -20,7 +20,8 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message
 from client.producer import Producer
-from remoting.codec.bodies import MessageQueue, TopicList
+from remoting.client import RemotingClient
+from remoting.codec.bodies import HeartbeatData, MessageQueue, ProducerData, TopicList
 from remoting.codec.bodies.ops import (
     ConsumerStatusBody,
     ProducerTableInfo,
@@ -29,7 +30,7 @@ from remoting.codec.bodies.ops import (
     QueryCorrectionOffsetBody,
 )
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import RemotingCommand
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageRecord, decode_record
 from remoting.codec.msgid import offset_msg_id
 from remoting.codec.topics import TRANS_HALF_TOPIC
@@ -184,6 +185,25 @@ async def test_all_producer_info_lists_heartbeating_producers(cluster: EmbeddedC
     [info] = table["info-pg"]
     assert info.client_id == producer.instance.client_id
     assert info.language == "PYTHON" and info.remote_ip.startswith("/127.0.0.1:") and info.last_update_timestamp > 0
+
+
+async def test_all_producer_info_leaves_out_a_group_whose_connections_closed(cluster: EmbeddedCluster) -> None:
+    """4.9.8's ProducerManager keeps a group whose channels closed, empty, but ``getProducerTable`` builds its map
+    from the channels, so GET_ALL_PRODUCER_INFO names no such group (only GET_PRODUCER_CONNECTION_LIST still finds
+    it)."""
+    heartbeat = HeartbeatData("10.0.0.9@79", producer_data_set=(ProducerData("info-closed"),))
+    async with RemotingClient() as gone:
+        answer = await gone.invoke(cluster.broker_addr, request(RequestCode.HEART_BEAT, body=heartbeat.encode()), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        listed = ProducerTableInfo.decode((await ask(cluster.broker_addr, golden(328))).body).data
+        assert [info.client_id for info in listed["info-closed"]] == ["10.0.0.9@79"]
+    with trio.fail_after(10):
+        while True:  # until the close reached the broker: the group has no connection left
+            table = ProducerTableInfo.decode((await ask(cluster.broker_addr, golden(328))).body).data
+            if not table.get("info-closed"):
+                break
+            await trio.sleep(0.01)
+    assert "info-closed" not in table
 
 
 async def test_topic_config_and_delay_offsets(cluster: EmbeddedCluster) -> None:
