@@ -160,7 +160,10 @@ class StoreOpsProcessor:
         clients = self.broker.clients
         now_ms, now = int(time.time() * 1000), trio.current_time()
         data = {}
-        for group in sorted(clients.producer_groups):
+        # Only groups with a connection: 4.9.8's ProducerManager.getProducerTable builds its map from the channels
+        # (broker/src/main/java/org/apache/rocketmq/broker/client/ProducerManager.java), so a group kept empty after
+        # its connections closed is not named.
+        for group in sorted(g for g in clients.producer_groups if clients.producer_connections(g)):
             data[group] = tuple(
                 ProducerInfo(
                     info.client_id,
