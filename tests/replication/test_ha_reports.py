@@ -114,6 +114,41 @@ async def test_a_slave_ahead_of_a_recovered_master_is_refused_not_acknowledged(t
         nursery.cancel_scope.cancel()
 
 
+async def test_a_diverged_slave_keeps_its_log_once_the_recovered_master_grows_past_it(tmp_path: Path) -> None:
+    """The slave holds 12 records, the recovered master 5 of them and then others of its own, until its log ends
+    past the slave's: the master's bytes at the slave's end are the middle of one of its records. The slave must not
+    append them after its own history (its log would hold a record that is half its own, half the master's);
+    it refuses them and keeps its log as it was."""
+    old_master = ha_store(tmp_path / "old", BrokerRole.ASYNC_MASTER)
+    for i in range(12):
+        old_master.append(message(body=bytes(100 + i)))
+    data = bytes(old_master.commitlog.read(0, old_master.commitlog.max_offset) or b"")
+    old_master.close()
+    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER)
+    for i in range(5):
+        master.append(message(body=bytes(100 + i)))
+    while master.commitlog.max_offset <= len(data):
+        master.append(message(body=bytes(333)))
+    cq = master.consume_queue("TopicTest", 0)
+    starts = {entry[0] for entry in (cq.entry(o) for o in range(cq.max_offset)) if entry is not None}
+    assert len(data) not in starts  # the slave's end is inside one of the master's records
+    seed = ha_store(tmp_path / "slave", BrokerRole.SLAVE)
+    assert seed.replica is not None
+    seed.replica.append(0, data)
+    seed.close()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master)
+        await nursery.start(slave.run)
+        client = slave.ha.client
+        assert client is not None
+        await wait_until(lambda: client.sessions >= 3 or slave.commitlog.max_offset != len(data), what="a session")
+        assert slave.commitlog.max_offset == len(data)
+        assert bytes(slave.commitlog.read(0, len(data)) or b"") == data
+        assert slave.replica is not None and slave.replica.stalled is None
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_new_empty_slave_does_not_acknowledge_records_it_never_received(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
