@@ -20,8 +20,10 @@ The flush service checkpoints only the dispatched offset (:attr:`ReplicaLog.disp
 starts at a record boundary and truncates a torn tail; the slave then reports its recovered end and the master
 resends from there.
 
-Errors: :class:`~store.errors.OffsetMismatchError` for a frame not at the log's end. A record that does not
-validate stops the dispatch (logged once, :attr:`ReplicaLog.stalled`) rather than skipping bytes.
+Errors: :class:`~store.errors.OffsetMismatchError` for a frame not at the log's end, or, where the log ends at a
+record boundary, one whose bytes do not start a record there (:meth:`ReplicaLog.append`: a diverged master). A
+record that does not validate stops the dispatch (logged once, :attr:`ReplicaLog.stalled`) rather than skipping
+bytes.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import struct
 from typing import TYPE_CHECKING, Final
 
 from remoting.codec.errors import MessageDecodeError
-from remoting.codec.message import BLANK_MAGIC, read_record_meta
+from remoting.codec.message import BLANK_MAGIC, MAGIC_V1, read_record_meta
 from remoting.codec.record_scan import scan_records
 from store.errors import OffsetMismatchError
 
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _HEAD: Final = struct.Struct(">iI")
+#: A record's own physical offset, a big-endian int64 at byte 28 (docs/protocol.md#51-record-layout).
+_PHY: Final = struct.Struct(">q")
+_POS_PHY: Final = 28
 
 
 class ReplicaLog:
@@ -72,12 +77,39 @@ class ReplicaLog:
                 raise OffsetMismatchError(f"master is at {offset}, slave at {commitlog.max_offset}")
             return commitlog.max_offset
         was_empty = self.empty
+        if not was_empty and offset == self.dispatched == commitlog.max_offset:
+            self._check_record_start(offset, data)
         commitlog.append_raw(offset, data)
         if was_empty:
             self.dispatched = offset
         if dispatch:
             self.dispatch()
         return commitlog.max_offset
+
+    def _check_record_start(self, offset: int, data: bytes) -> None:
+        """This log ends at a record boundary (everything in it is dispatched), so the master's bytes at ``offset``
+        must start a record (the magic ``CommitLog.checkMessageAndReturnSize`` checks, a size within the segment, and
+        the physical offset the master stored in it) or the segment's end-of-file blank. Otherwise the master's log
+        is not this one's (a recovered master that lost its tail, then grew past this slave's end): raise
+        OffsetMismatchError rather than append half a record of its after this log's own history. Ours: RocketMQ's
+        ``HAClient.dispatchReadRequest`` (store/src/main/java/org/apache/rocketmq/store/ha/HAService.java) checks
+        only the frame's offset. Fewer than 8 bytes are not checked."""
+        if len(data) < _HEAD.size:
+            return
+        size, magic = _HEAD.unpack_from(data)
+        room = self.store.commitlog.file_size - offset % self.store.commitlog.file_size
+        if magic == BLANK_MAGIC:
+            ok = size == room
+        elif magic == MAGIC_V1:
+            whole = len(data) >= _POS_PHY + _PHY.size
+            ok = 0 < size <= room and (not whole or _PHY.unpack_from(data, _POS_PHY)[0] == offset)
+        else:
+            ok = False
+        if not ok:
+            raise OffsetMismatchError(
+                f"the master's bytes at {offset} do not start a record there: its log is not this slave's "
+                "(a master that lost its tail in a recovery?); this slave must be seeded again"
+            )
 
     def dispatch(self) -> int:
         """Dispatch every whole record from :attr:`dispatched` on; returns how many."""
