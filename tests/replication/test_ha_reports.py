@@ -149,6 +149,29 @@ async def test_a_diverged_slave_keeps_its_log_once_the_recovered_master_grows_pa
         nursery.cancel_scope.cancel()
 
 
+async def test_a_first_report_inside_one_of_the_masters_records_acknowledges_no_send(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A diverged slave (it kept more than a recovered master, which grew past it) reports an offset inside one of the
+    master's records: the end of no copy of this log. Its first report must not answer SEND_OK to a send ending
+    below it: the slave refuses the master's bytes there and never holds that send's record."""
+    master = ha_store(tmp_path, BrokerRole.SYNC_MASTER, slave_timeout=10_000)
+    results: list[PutStatus] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        await _fake_slave(master, nursery, ack=False)  # a slave that acknowledges nothing: the send waits
+        for i in range(5):
+            master.append(message(body=bytes(100 + i)))
+        nursery.start_soon(_send, master, results)
+        await wait_until(lambda: len(master.ha.waits) == 1, what="the waiting send")
+        waiting_end = master.commitlog.max_offset
+        master.append(message(body=bytes(300)))
+        await _connect(master, nursery, "diverged", waiting_end + 10)  # inside the record after the waiting send
+        await wait_until(lambda: bool(results), what="the waiting send's answer")
+        assert results == [PutStatus.FLUSH_SLAVE_TIMEOUT]
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_new_empty_slave_does_not_acknowledge_records_it_never_received(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
