@@ -8,6 +8,8 @@ stream between a master's HA listener and its slaves, with no remoting framing, 
   inside a record. A size of 0 is a heartbeat.
 - Where a new slave's transfer starts (:func:`first_transfer_offset`) and how much one frame carries
   (:func:`frame_size`).
+- Whether CommitLog bytes start a record where they lie (:func:`starts_record`): both sides tell a slave whose log is
+  not its master's by it.
 
 Everything here is pure: bytes in, values out. :class:`HAProtocolError` is raised for a frame no master sends (a
 negative or oversized body); the caller closes that one connection.
@@ -18,7 +20,14 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
+from remoting.codec.record_layout import BLANK_MAGIC, MAGIC_V1
+
 REPORT: Final = struct.Struct(">q")
+#: A record's (or an end-of-file blank's) first two fields, and the physical offset a record stores at byte 28
+#: (docs/protocol.md#51-record-layout).
+RECORD_HEAD: Final = struct.Struct(">iI")
+RECORD_PHY: Final = struct.Struct(">q")
+POS_PHY: Final = 28
 HEADER: Final = struct.Struct(">qi")
 REPORT_SIZE: Final = REPORT.size
 HEADER_SIZE: Final = HEADER.size
@@ -127,3 +136,21 @@ def frame_size(offset: int, readable_end: int, batch: int) -> int:
     """Bytes the next frame carries from ``offset``: what is readable in its segment (``readable_end``, never past
     the segment's end), at most ``batch``."""
     return max(0, min(readable_end - offset, batch))
+
+
+def starts_record(head: bytes | memoryview, offset: int, segment_size: int) -> bool:
+    """Whether ``head``, CommitLog bytes at ``offset``, start a record there (the magic RocketMQ's
+    ``CommitLog.checkMessageAndReturnSize`` checks, a size within the segment, and the physical offset the master
+    stored in the record) or the segment's end-of-file blank (its size: the rest of the segment). Fewer than 8 bytes
+    cannot tell: ``True``. A slave's log ending at a record boundary whose master's bytes there do not start one, or
+    a slave's report inside one of the master's records, is how a slave whose log is not its master's shows (ours:
+    RocketMQ's HA checks offsets only)."""
+    if len(head) < RECORD_HEAD.size:
+        return True
+    size, magic = RECORD_HEAD.unpack_from(head)
+    room = segment_size - offset % segment_size
+    if magic == BLANK_MAGIC:
+        return size == room
+    if magic != MAGIC_V1 or not 0 < size <= room:
+        return False
+    return len(head) < POS_PHY + RECORD_PHY.size or RECORD_PHY.unpack_from(head, POS_PHY)[0] == offset

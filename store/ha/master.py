@@ -6,10 +6,11 @@ runs a ``ReadSocketService`` and a ``WriteSocketService`` thread.
   transfer starts (:func:`~store.ha.frames.first_transfer_offset`). A report that is negative or beyond the master's
   own end ends the connection, the first one included (ours: RocketMQ takes any first report, so a slave that kept
   more than a recovered master has, or any peer of the HA port, would acknowledge sends no slave holds). Every report
-  is handed to the service (:meth:`HAService.acknowledged`), which releases the SYNC_MASTER sends ending past the
-  connection's floor, fixed at the first report (:meth:`HAService.acknowledgement_floor`: where an empty slave's copy
-  begins, or for any other slave, which may be an empty one reconnecting, where such a copy may have begun). Nothing
-  received for ``haHousekeepingInterval`` ends the connection.
+  but a first one inside one of the master's records (:meth:`HAConnection._starts_record`) is handed to the service
+  (:meth:`HAService.acknowledged`), which releases the SYNC_MASTER sends ending past the connection's floor, fixed
+  at the first report (:meth:`HAService.acknowledgement_floor`: where an empty slave's copy begins, or for any other
+  slave, which may be an empty one reconnecting, where such a copy may have begun). Nothing received for
+  ``haHousekeepingInterval`` ends the connection.
 - Writer: idle until the first report, then frames of at most ``haTransferBatchSize`` bytes (and at most 4 MiB, what
   a slave takes) read from the CommitLog (never past a segment's end, so records and blanks are split wherever a
   frame ends). Each write carries every
@@ -31,7 +32,15 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from store.ha.frames import MAX_BODY, ReportReader, encode_header, first_transfer_offset
+from store.ha.frames import (
+    MAX_BODY,
+    POS_PHY,
+    RECORD_PHY,
+    ReportReader,
+    encode_header,
+    first_transfer_offset,
+    starts_record,
+)
 
 if TYPE_CHECKING:
     from store.ha.service import HAService
@@ -106,14 +115,30 @@ class HAConnection:
             log.warning("HA slave %s reports %d, outside this master's log (it ends at %d): closing",
                         self.address, report, end)  # fmt: skip
             return False
+        self.ack_offset = report
         if self.request_offset < 0:
             self.request_offset = report
             self.transfer_start = first_transfer_offset(report, end, commitlog.file_size)
             self.ack_floor = self.service.acknowledgement_floor(report, self.transfer_start)
             self._first_report.set()
-        self.ack_offset = report
+            if 0 < report < end and not self._starts_record(report):
+                log.info("HA slave %s reports %d, inside one of this master's records: its next report acknowledges",
+                         self.address, report)  # fmt: skip
+                return True
         self.service.acknowledged(report, self.ack_floor)
         return True
+
+    def _starts_record(self, offset: int) -> bool:
+        """Whether this master's log has a record (or a segment's blank) starting at ``offset`` (``False`` for a
+        deleted one). A first report anywhere else is a slave that had a record's first bytes only when its last
+        connection ended, or one whose log is not this one's (it kept more than this master recovered, and this
+        master grew past it): that one refuses the bytes sent next (:meth:`ReplicaLog.append
+        <store.ha.replica.ReplicaLog.append>`) and never holds what ends below its report, so only its next report,
+        sent once it took them, acknowledges. Ours: RocketMQ's ``HAConnection.ReadSocketService``
+        (store/src/main/java/org/apache/rocketmq/store/ha/HAConnection.java) acknowledges every report."""
+        commitlog = self.service.store.commitlog
+        head = commitlog.read_from(offset, POS_PHY + RECORD_PHY.size)
+        return head is not None and starts_record(head, offset, commitlog.file_size)
 
     def _frames(self, batch: int) -> tuple[bytes, int]:
         """The frames of everything readable from :attr:`next_offset` (at most ``batch`` bytes each, up to

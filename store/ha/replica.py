@@ -33,9 +33,10 @@ import struct
 from typing import TYPE_CHECKING, Final
 
 from remoting.codec.errors import MessageDecodeError
-from remoting.codec.message import BLANK_MAGIC, MAGIC_V1, read_record_meta
+from remoting.codec.message import BLANK_MAGIC, read_record_meta
 from remoting.codec.record_scan import scan_records
 from store.errors import OffsetMismatchError
+from store.ha.frames import starts_record
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
@@ -43,9 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _HEAD: Final = struct.Struct(">iI")
-#: A record's own physical offset, a big-endian int64 at byte 28 (docs/protocol.md#51-record-layout).
-_PHY: Final = struct.Struct(">q")
-_POS_PHY: Final = 28
 
 
 class ReplicaLog:
@@ -88,24 +86,12 @@ class ReplicaLog:
 
     def _check_record_start(self, offset: int, data: bytes) -> None:
         """This log ends at a record boundary (everything in it is dispatched), so the master's bytes at ``offset``
-        must start a record (the magic ``CommitLog.checkMessageAndReturnSize`` checks, a size within the segment, and
-        the physical offset the master stored in it) or the segment's end-of-file blank. Otherwise the master's log
-        is not this one's (a recovered master that lost its tail, then grew past this slave's end): raise
-        OffsetMismatchError rather than append half a record of its after this log's own history. Ours: RocketMQ's
-        ``HAClient.dispatchReadRequest`` (store/src/main/java/org/apache/rocketmq/store/ha/HAService.java) checks
-        only the frame's offset. Fewer than 8 bytes are not checked."""
-        if len(data) < _HEAD.size:
-            return
-        size, magic = _HEAD.unpack_from(data)
-        room = self.store.commitlog.file_size - offset % self.store.commitlog.file_size
-        if magic == BLANK_MAGIC:
-            ok = size == room
-        elif magic == MAGIC_V1:
-            whole = len(data) >= _POS_PHY + _PHY.size
-            ok = 0 < size <= room and (not whole or _PHY.unpack_from(data, _POS_PHY)[0] == offset)
-        else:
-            ok = False
-        if not ok:
+        must start a record stored there or the segment's blank (:func:`~store.ha.frames.starts_record`). Otherwise
+        the master's log is not this one's (a recovered master that lost its tail, then grew past this slave's end):
+        raise OffsetMismatchError rather than append half a record of its after this log's own history. Ours:
+        RocketMQ's ``HAClient.dispatchReadRequest`` (store/src/main/java/org/apache/rocketmq/store/ha/HAService.java)
+        checks only the frame's offset."""
+        if not starts_record(data, offset, self.store.commitlog.file_size):
             raise OffsetMismatchError(
                 f"the master's bytes at {offset} do not start a record there: its log is not this slave's "
                 "(a master that lost its tail in a recovery?); this slave must be seeded again"
