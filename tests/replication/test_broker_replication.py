@@ -15,14 +15,21 @@ import trio
 import trio.testing
 from click.testing import CliRunner
 
+from broker.broker_config import BrokerConfig
+from broker.context import build_context
 from broker.embedded import EmbeddedCluster
+from broker.schedule import ScheduleMessageService
+from broker.slave_sync import SlaveSynchronize
 from client import Admin, Message, Producer, SendStatus
 from client.mqadmin import main as mqadmin
 from processors.admin import SLAVE_REFUSAL
 from remoting.client import RemotingClient
 from remoting.codec.bodies import TopicRouteData
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
+from remoting.dispatch import Dispatcher, ProcessorPool
+from remoting.processor import RequestContext
+from remoting.server import RemotingServer
 from store.ha.frames import encode_report
 from store.metadata_files import SubscriptionGroupConfig, decode_delay_offsets
 from tests.broker.helpers import create_topic_request
@@ -180,6 +187,42 @@ async def test_the_slave_copies_topics_groups_and_offsets_every_ten_seconds(
         assert slave.schedule.offsets == {3: 7}
         delay_file = Path(slave.context.config.store_path_root_dir) / "config" / "delayOffset.json"
         assert decode_delay_offsets(delay_file.read_bytes()) == {3: 7}
+
+
+class _SlowMaster:
+    """A master that takes a second to answer each metadata request (and has nothing to give)."""
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        await trio.sleep(1)
+        return request.response(ResponseCode.SYSTEM_ERROR, "busy")
+
+
+async def test_metadata_sync_rounds_start_every_ten_seconds_however_long_the_master_takes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ runs ``SlaveSynchronize.syncAll`` at a fixed rate, 3 s after start then every 10 s
+    (``BrokerController.handleSlaveSynchronize``: ``scheduleAtFixedRate``): a master slow to answer (here 5 requests
+    of a second each) does not push every later round back by the time its rounds took."""
+    codes = [RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET,
+             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO]  # fmt: skip
+    dispatcher = Dispatcher()
+    dispatcher.register(codes, _SlowMaster(), ProcessorPool("admin", 1, 100))
+    config = BrokerConfig(store_path_root_dir=str(tmp_path), broker_role="SLAVE", broker_id=1, **SMALL_STORE)
+    slave = build_context(config)
+    schedule = ScheduleMessageService(slave.store, tmp_path / "config")
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        sync = SlaveSynchronize(slave, client, schedule)
+        sync.master_addr = f"{host}:{port}"
+        start = trio.current_time()
+        await nursery.start(sync.run)
+        begun: list[float] = []
+        while len(begun) < 3:
+            await trio.sleep(0.1)
+            if sync.rounds > len(begun) and sync.last_round_started is not None:
+                begun.append(sync.last_round_started - start)
+        nursery.cancel_scope.cancel()
+    assert begun == pytest.approx([3.0, 13.0, 23.0], abs=0.05)
 
 
 async def test_a_slave_with_an_unreadable_timer_checkpoint_takes_its_master_s_progress_over_it(
