@@ -1,7 +1,7 @@
 """``SlaveSynchronize``: a slave copies its master's metadata, as RocketMQ's ``SlaveSynchronize`` does: first after
-3 s, then every 10 s, four requests with RocketMQ's codes (and two more, the last below), each skipped while the
-master's address is unknown (the registration hands it over: ``masterAddr`` of the REGISTER_BROKER answer) or is the
-slave's own.
+3 s, then every 10 s at a fixed rate (a slow round does not push the next ones back), four requests with RocketMQ's
+codes (and two more, the last below), each skipped while the master's address is unknown (the registration hands it
+over: ``masterAddr`` of the REGISTER_BROKER answer) or is the slave's own.
 
 - topics: GET_ALL_TOPIC_CONFIG (21); the table is replaced, with its data version, when the version differs.
   RocketMQ asks the master's VIP channel (``port - 2``) for this one; we ask its main port, as for the others: a
@@ -94,11 +94,16 @@ class SlaveSynchronize:
         self.last_round_started: float | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Rounds at a fixed rate, as RocketMQ's ``BrokerController.handleSlaveSynchronize``
+        (broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java) schedules ``syncAll`` with
+        ``scheduleAtFixedRate``: ``first_delay`` after start, then every ``interval`` from there, whatever a round
+        took; a round longer than the interval is followed at once by the next, never overlapped."""
         task_status.started()
-        await trio.sleep(self.first_delay)
+        due = trio.current_time() + self.first_delay
         while True:
+            await trio.sleep_until(due)
             await self.sync_all()
-            await trio.sleep(self.interval)
+            due += self.interval
 
     async def sync_all(self) -> None:
         """One round of the steps (each skipped without a master address, or while this broker is not a slave:
