@@ -147,6 +147,8 @@ def starts_record(head: bytes | memoryview, offset: int, segment_size: int) -> b
     RocketMQ's HA checks offsets only)."""
     if len(head) < RECORD_HEAD.size:
         return True
+    size: int
+    magic: int
     size, magic = RECORD_HEAD.unpack_from(head)
     room = segment_size - offset % segment_size
     if magic == BLANK_MAGIC:
