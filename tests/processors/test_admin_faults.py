@@ -18,9 +18,10 @@ from remoting.codec.bodies import ConsumerData, HeartbeatData
 from remoting.codec.bodies.admin import ConsumeStats
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
-from remoting.codec.message import MessageRecord
+from remoting.codec.message import MessageRecord, decode_record
 from remoting.processor import RequestContext
 from tests.broker.helpers import create_topic_request, put_record
+from tests.processors.conftest import send_request
 
 
 @pytest.fixture
@@ -259,3 +260,58 @@ async def test_a_topic_created_while_its_deletion_runs_keeps_what_is_sent_to_it(
     assert "Again" in ctx.topics
     assert sent == [0]  # the new incarnation starts empty...
     assert ctx.store.max_offset_in_queue("Again", 0) == 1  # ...and keeps the message sent to it
+
+
+async def test_a_send_that_creates_the_topic_again_during_its_deletion_keeps_its_message(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """DeleteTopic hands cleanUnusedTopic the topic table's live key set, which it reads queue by queue as it
+    destroys them (store/.../DefaultMessageStore.java cleanUnusedTopic): a topic a send created again from TBW102
+    (autoCreateTopicEnable) before its queues were reached keeps them, and the message the send was answered
+    SEND_OK for. Here the deletion decided before waiting for the store's disk lock (a flush holds it), then
+    destroyed the queue holding the acknowledged message and put a tombstone above it."""
+    addr = embedded_cluster.broker_addr
+    ctx = embedded_cluster.controller.context
+    assert (await client.invoke(addr, create_topic_request("Again", queues=1), 5)).code == ResponseCode.SUCCESS
+    put_record(embedded_cluster, "Again", 0, b"old")
+    answers: dict[str, RemotingCommand] = {}
+
+    async def delete() -> None:
+        deletion = request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Again"})
+        answers["delete"] = await client.invoke(addr, deletion, 5)
+
+    async with trio.open_nursery() as nursery, ctx.store.disk_lock:
+        nursery.start_soon(delete)
+        await trio.testing.wait_all_tasks_blocked()
+        assert "Again" not in ctx.topics  # the deletion is under way, waiting for the lock
+        answers["send"] = await client.invoke(addr, send_request("Again", b"new"), 5)
+        assert answers["send"].code == ResponseCode.SUCCESS
+        assert "Again" in ctx.topics  # created again from TBW102
+    assert answers["delete"].code == ResponseCode.SUCCESS
+    assert ctx.store.max_offset_in_queue("Again", 0) == 2
+    assert decode_record(ctx.store.get("Again", 0, 1, 1).messages[0]).body == b"new"
+
+
+async def test_a_topic_created_during_clean_unused_topic_keeps_what_is_sent_to_it(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """cleanUnusedTopic checks each topic against the topic table's live key set as it reaches its queues
+    (store/.../DefaultMessageStore.java), so a topic created meanwhile is in use and keeps its queues. Here
+    CLEAN_UNUSED_TOPIC listed the unconfigured topics before waiting for the store's disk lock, and destroyed the
+    queue of one created (and sent to) in between."""
+    addr = embedded_cluster.broker_addr
+    ctx = embedded_cluster.controller.context
+    put_record(embedded_cluster, "Orphan", 0, b"old")  # queues without a config (a lost topics.json)
+    answers: dict[str, RemotingCommand] = {}
+
+    async def clean() -> None:
+        answers["clean"] = await client.invoke(addr, request(RequestCode.CLEAN_UNUSED_TOPIC), 5)
+
+    async with trio.open_nursery() as nursery, ctx.store.disk_lock:
+        nursery.start_soon(clean)
+        await trio.testing.wait_all_tasks_blocked()
+        created = await client.invoke(addr, create_topic_request("Orphan", queues=1), 5)
+        assert created.code == ResponseCode.SUCCESS
+        assert put_record(embedded_cluster, "Orphan", 0, b"new") == 1
+    assert answers["clean"].code == ResponseCode.SUCCESS
+    assert ctx.store.max_offset_in_queue("Orphan", 0) == 2
