@@ -222,8 +222,12 @@ class AdminBrokerProcessor:
         broker.topics.delete_topic(topic)
         broker.topics.write_through()
         broker.offsets.remove_topic(topic)
-        await broker.store.delete_topic(topic)
-        broker.stats.on_topic_deleted(topic)
+        # Its queues kept when created again (a send from TBW102) while the deletion waits for the disk lock, as
+        # deleteTopic hands cleanUnusedTopic the table's live key set (broker/src/main/java/org/apache/rocketmq/
+        # broker/processor/AdminBrokerProcessor.java).
+        await broker.store.delete_topic(topic, lambda name: name in broker.topics)
+        if topic not in broker.topics:
+            broker.stats.on_topic_deleted(topic)
 
     async def clean_unused_topic(self, request: RemotingCommand) -> RemotingCommand:
         """CLEAN_UNUSED_TOPIC: drop the store's queues of topics that are neither configured nor system topics."""

@@ -779,9 +779,10 @@ class MessageStore(StoreReads):
 
     # ---- topics ------------------------------------------------------------------------------------------
 
-    async def delete_topic(self, topic: str) -> int:
-        """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER): :mod:`store.topic_cleanup`."""
-        return await delete_topic_queues(self, topic)
+    async def delete_topic(self, topic: str, in_use: Callable[[str], bool] | None = None) -> int:
+        """Destroy the topic's ConsumeQueues and next offsets (DELETE_TOPIC_IN_BROKER) unless ``in_use`` finds it in
+        use again once the disk lock is held: :func:`~store.topic_cleanup.delete_topic_queues`."""
+        return await delete_topic_queues(self, topic, in_use)
 
     def notify_queue_dropped(self, topic: str, queue_id: int) -> None:
         """Tell the :attr:`queue_drop_listeners` that the queue's ConsumeQueue is gone."""

@@ -15,8 +15,9 @@ record it covers.
 
 Concurrency: runs on the Trio thread under the store's ``disk_lock``, so no flush is writing back a segment while it
 is unmapped; between taking the lock and returning nothing awaits, so an append or pull to the topic sees either the
-old queues or none (a later append creates fresh, empty ones). Errors: none raised for files already gone; other
-``OSError`` (removing the directories, writing the tombstone) propagates.
+old queues or none (a later append creates fresh, empty ones). Whether the topic is still unused is asked once the
+lock is held: one created again while the caller waited for it keeps its queues. Errors: none raised for files
+already gone; other ``OSError`` (removing the directories, writing the tombstone) propagates.
 """
 
 from __future__ import annotations
@@ -72,9 +73,14 @@ def _save_tombstones(root: Path, tombstones: Tombstones) -> None:
     replace_atomically(root / TOMBSTONE_FILE, data, root / (TOMBSTONE_FILE + ".tmp"))
 
 
-async def delete_topic_queues(store: MessageStore, topic: str) -> int:
-    """Destroy ``topic``'s ConsumeQueues; returns how many queues were deleted (0 for an unknown topic)."""
+async def delete_topic_queues(store: MessageStore, topic: str, in_use: Callable[[str], bool] | None = None) -> int:
+    """Destroy ``topic``'s ConsumeQueues; returns how many queues were deleted (0 for an unknown topic, or one that
+    ``in_use`` finds in use once the disk lock is held: created again meanwhile, by a send from TBW102 or an admin,
+    it keeps its queues and what was sent to it, as cleanUnusedTopic checks the topic table's live key set queue by
+    queue, store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java)."""
     async with store.disk_lock:
+        if in_use is not None and in_use(topic):
+            return 0
         keys = [key for key in store.consume_queues if key[0] == topic]
         for key in keys:
             destroy_files(store.consume_queues.pop(key))
@@ -120,8 +126,6 @@ def _remove_queue_dir(queue_dir: Path) -> None:
 
 async def clean_unused_topics(store: MessageStore, in_use: Callable[[str], bool]) -> list[str]:
     """Java's ``cleanUnusedTopic`` (CLEAN_UNUSED_TOPIC): :func:`delete_topic_queues` for every topic with
-    ConsumeQueues that ``in_use`` refuses. Returns those topics, sorted."""
+    ConsumeQueues that ``in_use`` refuses, asked again as each one's turn comes. Returns those deleted, sorted."""
     unused = sorted({topic for topic, _ in store.consume_queues if not in_use(topic)})
-    for topic in unused:
-        await delete_topic_queues(store, topic)
-    return unused
+    return [topic for topic in unused if await delete_topic_queues(store, topic, in_use)]
