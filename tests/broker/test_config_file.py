@@ -10,12 +10,13 @@ from hypothesis import strategies as st
 
 from broker.broker_conf_file import persist_properties, rewrite_properties
 from broker.cli import build_config
+from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
 from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.java_properties import parse_properties
-from tests.broker.helpers import broker_from_conf
+from tests.broker.helpers import broker_from_conf, put_record
 
 SAMPLE = """# RocketMQ broker
 brokerClusterName = DefaultCluster
@@ -158,3 +159,24 @@ async def test_an_updated_listen_port_is_written_back_for_the_next_start(tmp_pat
         assert (await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)).code == ResponseCode.SUCCESS
     assert conf.read_text() == "listenPort=10999\nlistenHost=127.0.0.1\n"
     assert build_config(str(conf), [], "").listen_port == 10999
+
+
+async def test_retention_settings_updated_at_run_time_rule_the_next_pass(embedded_cluster: EmbeddedCluster) -> None:
+    """Configuration.update sets UPDATE_BROKER_CONFIG's properties on the live MessageStoreConfig, and
+    CleanCommitLogService reads ``deleteWhen``, ``fileReservedTime`` and the disk ratios from it at every pass
+    (store/.../DefaultMessageStore.java), so ``mqadmin updateBrokerConfig -k fileReservedTime`` frees the disk
+    without a restart. Found by a review: GET_BROKER_CONFIG showed the new values while the store kept its start-up
+    ones until the next start."""
+    ctx = embedded_cluster.controller.context
+    store = ctx.store
+    for _ in range(12):
+        put_record(embedded_cluster, "Old", 0, bytes(2 << 20))
+    store.flush_all_blocking()
+    assert len(store.commitlog.queue.files) >= 3
+    every_hour = ";".join(f"{hour:02d}" for hour in range(24))
+    body = f"deleteWhen={every_hour}\nfileReservedTime=0\n".encode()
+    async with RemotingClient() as client:
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
+    await store.retention.check_once()
+    assert len(store.commitlog.queue.files) == 1
