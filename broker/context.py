@@ -176,8 +176,8 @@ RESTART_SETTINGS: Final = ("broker_role", "broker_id", "listen_port", "ha_listen
                            "enable_dleger_commit_log")  # fmt: skip
 _ROLES: Final = tuple(role.value for role in BrokerRole)
 
-#: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, read where they
-#: are used); the others (paths, sizes, roles, ports) take effect at the next start.
+#: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, pull batch limits,
+#: retention; read where they are used); the others (paths, sizes, roles, ports) take effect at the next start.
 LIVE_STORE_SETTINGS = (
     "slave_timeout",
     "ha_send_heartbeat_interval",
@@ -190,6 +190,13 @@ LIVE_STORE_SETTINGS = (
     "max_transfer_bytes_on_message_in_memory",
     "max_transfer_count_on_message_in_disk",
     "max_transfer_bytes_on_message_in_disk",
+    # Retention: CleanCommitLogService reads them from MessageStoreConfig at every pass
+    # (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java).
+    "file_reserved_time",
+    "delete_when",
+    "disk_max_used_space_ratio",
+    "clean_file_forcibly_enable",
+    "delete_commit_log_files_interval",
 )
 
 
