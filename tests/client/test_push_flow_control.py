@@ -120,3 +120,25 @@ async def test_a_setting_out_of_javas_range_fails_the_start(
     with pytest.raises(MQClientError, match=re.escape(said)):
         async with _hanging("cg-checked", embedded_cluster, "Checked", **{option: value}):
             pass
+
+
+async def test_a_consumer_whose_topic_thresholds_were_split_starts_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Settings within Java's ranges (pullThresholdForTopic up to 6553500, pullThresholdSizeForTopic up to 102400 MiB)
+    split over a few queues give per-queue thresholds above the per-queue ranges (65535, 1024 MiB). Those are this
+    consumer's derived values, not settings: a consumer stopped and started again must not be refused over them."""
+    await _create(embedded_cluster, "FlowAgain")
+    consumer = _hanging(
+        "cg-flow-again",
+        embedded_cluster,
+        "FlowAgain",
+        pull_threshold_for_topic=6_553_500,
+        pull_threshold_size_for_topic_mib=102_400,
+    )
+    async with consumer:
+        assert consumer.pull_threshold_for_queue > 65_535  # the split: 6553500 / 5 owned queues
+    async with consumer:
+        assert len(consumer.rebalance.process_queues) == 5
+        assert consumer.pull_threshold_for_queue == 6_553_500 // 5
+        assert consumer.pull_threshold_size_for_queue == 102_400 // 5 * MIB
