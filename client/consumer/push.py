@@ -134,6 +134,8 @@ class PushConsumer:
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
         self.pull_threshold_for_topic = pull_threshold_for_topic
         self.pull_threshold_size_for_topic_mib = pull_threshold_size_for_topic_mib
+        #: The per-queue thresholds as set, while a topic-wide one's split replaces them (restored at a restart).
+        self._queue_thresholds: tuple[int, int] | None = None
         self.consume_concurrently_max_span = consume_concurrently_max_span
         self.consume_thread_max = consume_thread_max
         self.max_reconsume_times = max_reconsume_times
@@ -249,6 +251,11 @@ class PushConsumer:
 
     async def __aenter__(self) -> Self:
         check_consumer_group(self._group)  # DefaultMQPushConsumerImpl.checkConfig
+        if self._queue_thresholds is not None:
+            # A last run's split is not a setting: a restart checks the per-queue values as set (a share may exceed
+            # checkConfig's per-queue ranges) and splits again.
+            self.pull_threshold_for_queue, self.pull_threshold_size_for_queue = self._queue_thresholds
+            self._queue_thresholds = None
         self._check_ranges()
         if self.consume_service is None:
             raise ClientStateError("register a message listener before starting the consumer")
@@ -391,8 +398,11 @@ class PushConsumer:
         threshold (``pull_threshold_for_topic``, ``pull_threshold_size_for_topic_mib``; -1: off) is split evenly over
         every owned queue (at least 1 message or 1 MiB each) and becomes the per-queue one; every broker hears the
         group's heartbeat at once, so one that restarted (a fresh client table) knows the group before its queues'
-        pulls reach it."""
+        pulls reach it. A restart starts from the per-queue values as set."""
         owned = len(self.rebalance.process_queues)
+        topic_wide = self.pull_threshold_for_topic != -1 or self.pull_threshold_size_for_topic_mib != -1
+        if owned and topic_wide and self._queue_thresholds is None:
+            self._queue_thresholds = (self.pull_threshold_for_queue, self.pull_threshold_size_for_queue)
         if owned:
             if self.pull_threshold_for_topic != -1:
                 self.pull_threshold_for_queue = max(1, self.pull_threshold_for_topic // owned)
