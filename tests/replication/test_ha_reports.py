@@ -149,6 +149,42 @@ async def test_a_diverged_slave_keeps_its_log_once_the_recovered_master_grows_pa
         nursery.cancel_scope.cancel()
 
 
+async def test_a_diverged_slave_holding_part_of_a_record_keeps_its_records(tmp_path: Path) -> None:
+    """As above, but the slave's connection to its old master dropped inside the 12th record: it holds 11 records and
+    that record's first 50 bytes, and the recovered master's log has no record at either end. The master's bytes at
+    the slave's end must not complete the slave's partial record (half the old master's, half the new one's, then
+    acknowledged by the slave's next report): the slave keeps its 11 records and takes nothing of this master's."""
+    old_master = ha_store(tmp_path / "old", BrokerRole.ASYNC_MASTER)
+    for i in range(12):
+        old_master.append(message(body=bytes(100 + i)))
+    data = bytes(old_master.commitlog.read(0, old_master.commitlog.max_offset) or b"")
+    boundary = old_master.consume_queue("TopicTest", 0).entry(11)[0]  # type: ignore[index]
+    old_master.close()
+    held = data[: boundary + 50]
+    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER)
+    for i in range(5):
+        master.append(message(body=bytes(100 + i)))
+    while master.commitlog.max_offset <= len(data):
+        master.append(message(body=bytes(333)))
+    cq = master.consume_queue("TopicTest", 0)
+    starts = {entry[0] for entry in (cq.entry(o) for o in range(cq.max_offset)) if entry is not None}
+    assert boundary not in starts and len(held) not in starts  # both ends are inside the master's records
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master)
+        assert slave.replica is not None
+        slave.replica.append(0, held)  # what the session with the old master left: a partial record at the end
+        assert slave.replica.dispatched == boundary
+        await nursery.start(slave.run)
+        client = slave.ha.client
+        assert client is not None
+        await wait_until(lambda: client.sessions >= 3 or slave.commitlog.max_offset > len(held), what="a session")
+        assert slave.commitlog.max_offset <= len(held)
+        assert bytes(slave.commitlog.read(0, boundary) or b"") == data[:boundary]
+        assert slave.replica.dispatched == boundary and slave.replica.stalled is None
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_first_report_inside_one_of_the_masters_records_acknowledges_no_send(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
