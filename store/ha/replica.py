@@ -21,7 +21,8 @@ starts at a record boundary and truncates a torn tail; the slave then reports it
 resends from there.
 
 Errors: :class:`~store.errors.OffsetMismatchError` for a frame not at the log's end, or, where the log ends at a
-record boundary, one whose bytes do not start a record there (:meth:`ReplicaLog.append`: a diverged master). A
+record boundary, one whose bytes do not start a record there (:meth:`ReplicaLog.append`: a diverged master); a
+session starts at such a boundary (:meth:`ReplicaLog.drop_partial_tail` cuts a partial record back). A
 record that does not validate stops the dispatch (logged once, :attr:`ReplicaLog.stalled`) rather than skipping
 bytes.
 """
@@ -83,6 +84,28 @@ class ReplicaLog:
         if dispatch:
             self.dispatch()
         return commitlog.max_offset
+
+    def drop_partial_tail(self) -> int:
+        """Before a session's first report: cut the log back to :attr:`dispatched` when it ends past it, inside a
+        record (a session that ended mid-record; its records are dispatched first), unless the dispatch is stalled.
+        The report is then a record boundary of this log, so the new session's first bytes are checked
+        (:meth:`_check_record_start`): a master whose log is not this one's (it recovered with less, then grew past
+        the partial record) would otherwise complete that record with the middle of one of its own, and the slave's
+        next report would acknowledge it. A restart's recovery truncates such a tail the same way; the master sends
+        the record again. Ours: RocketMQ's ``HAClient``
+        (store/src/main/java/org/apache/rocketmq/store/ha/HAService.java) reports its log's end as it is. Returns the
+        bytes cut."""
+        if self.empty or self.stalled is not None:
+            return 0
+        self.dispatch()
+        end, last = self.store.commitlog.max_offset, self.store.commitlog.queue.last()
+        # A partial record (or blank) lies in the last segment: the master never sends past a segment's end first.
+        if self.stalled is not None or last is None or not last.file_from_offset <= self.dispatched < end:
+            return 0
+        rel = self.dispatched - last.file_from_offset
+        last.zero_from(rel, last.wrote_position)
+        last.cut(rel)  # a flush in flight keeps the bytes before rel to flush (MappedFile.cut)
+        return end - self.dispatched
 
     def _check_record_start(self, offset: int, data: bytes) -> None:
         """This log ends at a record boundary (everything in it is dispatched), so the master's bytes at ``offset``

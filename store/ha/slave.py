@@ -5,13 +5,15 @@ from its name-server registration (:meth:`HAClient.update_master_address`; a new
 connect, an open connection is kept, as in RocketMQ). Without an address the client waits.
 
 A session: report the store's max offset at once (RocketMQ waits one heartbeat interval first; the master treats
-both alike), then read frames. A frame must start at the store's max offset (an empty store takes any start, the
-master's current segment); otherwise the session ends and the next one re-synchronises from the report. Each body
-is appended raw (:class:`~store.ha.replica.ReplicaLog`); a grown max offset is reported once per read from the
-socket, by the reading task itself, before the new records are dispatched (so a SYNC_MASTER's wait does not include
-the slave's dispatch), and the current one after ``haSendHeartbeatInterval`` without a report in any case. Nothing
-from the master for ``haHousekeepingInterval`` (it heartbeats every 5 s) ends the session. Over TCP the session
-reads and reports on a duplicate of the socket's descriptor, straight through the system calls (:class:`_SocketIO`).
+both alike), a partial record the last session left at the log's end cut back first
+(:meth:`~store.ha.replica.ReplicaLog.drop_partial_tail`; ours), then read frames. A frame must start at the store's
+max offset (an empty store takes any start, the master's current segment); otherwise the session ends and the next
+one re-synchronises from the report. Each body is appended raw (:class:`~store.ha.replica.ReplicaLog`); a grown max
+offset is reported once per read from the socket, by the reading task itself, before the new records are dispatched
+(so a SYNC_MASTER's wait does not include the slave's dispatch), and the current one after
+``haSendHeartbeatInterval`` without a report in any case. Nothing from the master for ``haHousekeepingInterval`` (it
+heartbeats every 5 s) ends the session. Over TCP the session reads and reports on a duplicate of the socket's
+descriptor, straight through the system calls (:class:`_SocketIO`).
 
 Reconnects back off from a tenth of ``haSendHeartbeatInterval`` doubling up to the interval itself (RocketMQ retries
 every 5 s). Socket errors (a reset by the master included) and protocol errors end the session, never the client:
@@ -197,6 +199,13 @@ class HAClient:
         self.sessions += 1
         self.connected_to = address
         self.last_contact = trio.current_time()
+        try:
+            cut = self.replica.drop_partial_tail()  # the report below is then a record boundary
+        except OSError as exc:  # a ConsumeQueue segment that cannot be made: this session reports the log as it is
+            log.error("HA: dispatching the master's data failed: %s", exc)
+        else:
+            if cut:
+                log.info("HA: %d bytes of a partial record dropped; the master sends the record again", cut)
         log.info("HA connected to master %s, slave max offset %d", address, self.replica.max_offset)
         raw = _duplicate_socket(stream)
         io: _Stream = stream if raw is None else _SocketIO(raw)
