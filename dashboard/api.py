@@ -122,6 +122,17 @@ def _flag(body: dict[str, Any], name: str) -> bool:
     return value
 
 
+def _names(body: dict[str, Any], key: str) -> list[str]:
+    """A list of names (``clusterNameList``...): absent or null is empty, blank entries are dropped; BadRequest for
+    anything but a list of texts."""
+    value = body.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BadRequest(f"{key} must be a list of names, got {value!r}")
+    return [v.strip() for v in value if v.strip()]
+
+
 def _field(body: dict[str, Any], name: str) -> str:
     value = str(body.get(name) or "").strip()
     if not value:
@@ -152,18 +163,27 @@ async def get_topic(request: Request) -> JSONResponse:
 
 
 async def post_topic(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/topic/createOrUpdate.do``: the brokers are ``clusterNameList`` and ``brokerNameList``
+    (or the older single ``cluster``, or ``brokerAddr``); see :func:`dashboard.topics.create_topic` for none."""
     body = await _body(request)
-    brokers = await topics.create_topic(
+    cluster = str(body.get("cluster") or "").strip()
+    written = await topics.create_topic(
         _admin(request),
         _field(body, "topic"),
         read_queue_nums=_int(body.get("readQueueNums", 4), "readQueueNums"),
         write_queue_nums=_int(body.get("writeQueueNums", 4), "writeQueueNums"),
         perm=_int(body.get("perm", 6), "perm"),
         order=_flag(body, "order"),
-        cluster=str(body.get("cluster") or "") or None,
+        clusters=_names(body, "clusterNameList") + ([cluster] if cluster else []),
+        brokers=_names(body, "brokerNameList"),
         broker_addr=str(body.get("brokerAddr") or "") or None,
     )
-    return JSONResponse({"brokers": brokers})
+    return JSONResponse(written)
+
+
+async def get_topic_config(request: Request) -> JSONResponse:
+    topic = _arg(request, "topic")
+    return JSONResponse({"topic": topic, "brokers": await topics.topic_configs(_admin(request), topic)})
 
 
 async def delete_topic(request: Request) -> JSONResponse:
@@ -427,6 +447,7 @@ ROUTES = [
     Route("/api/topics", answering_errors(get_topics)),
     Route("/api/topics", answering_errors(post_topic), methods=["POST"]),
     Route("/api/topic", answering_errors(get_topic)),
+    Route("/api/topic/config", answering_errors(get_topic_config)),
     Route("/api/topic", answering_errors(delete_topic), methods=["DELETE"]),
     Route("/api/topic/message", answering_errors(post_topic_message), methods=["POST"]),
     Route("/api/groups", answering_errors(get_groups)),

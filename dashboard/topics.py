@@ -7,14 +7,17 @@ error the page shows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from client.admin import Admin
+from client.admin import BROKER_FAILURES, Admin
+from client.errors import MQBrokerError, TopicRouteNotFoundError
 from client.message import Message
 from client.producer import Producer
 from dashboard.groups import topic_consumers
+from dashboard.targets import NoMasterOnline, cluster_of, master_addrs, picked_brokers
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
 from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
@@ -36,10 +39,6 @@ SYSTEM_TOPICS = frozenset(
 REPLY_SUFFIX = "_REPLY_TOPIC"
 #: The producer group test messages are sent with (``mqadmin sendMessage``'s).
 TOOLS_PRODUCER_GROUP = "TOOLS_PRODUCER"
-
-
-class NoSuchCluster(ValueError):
-    """A cluster name the name servers do not know (answered 400 by :mod:`dashboard.api`)."""
 
 
 def topic_kind(topic: str, own_names: frozenset[str]) -> str:
@@ -75,15 +74,18 @@ def _perm_text(perm: int) -> str:
 
 
 async def topic_detail(admin: Admin, topic: str) -> dict[str, Any]:
-    """Route (brokers and queue counts), every queue's offsets and the groups consuming the topic with their lag."""
+    """Route (the brokers holding the topic, with their cluster, addresses and queue counts), every queue's offsets
+    and the groups consuming the topic with their lag."""
     route = await admin.topic_route(topic)
     status = await admin.topic_status(topic)
     consumers = await topic_consumers(admin, topic)
+    clusters = cluster_of(await admin.cluster_info())
     return {
         "topic": topic,
         "route": [
             {
                 "brokerName": qd.broker_name,
+                "cluster": clusters.get(qd.broker_name, ""),
                 "readQueueNums": qd.read_queue_nums,
                 "writeQueueNums": qd.write_queue_nums,
                 "perm": qd.perm,
@@ -123,26 +125,78 @@ async def create_topic(
     write_queue_nums: int,
     perm: int = PERM_READ | PERM_WRITE,
     order: bool = False,
-    cluster: str | None = None,
+    clusters: Sequence[str] = (),
+    brokers: Sequence[str] = (),
     broker_addr: str | None = None,
-) -> list[str]:
-    """Create or update ``topic`` on ``broker_addr`` or every master of ``cluster`` (default all); the brokers.
+) -> dict[str, list[str]]:
+    """Create or update ``topic`` on the masters of the picked ``clusters`` and ``brokers`` (names, joined as
+    :func:`dashboard.targets.picked_brokers`), or on ``broker_addr`` alone; ``{"brokerNames": [...], "brokers":
+    [address...]}`` of the brokers written, in name order.
 
-    A ``cluster`` the name servers do not know is a :class:`NoSuchCluster` (nothing created), as rocketmq-dashboard's
-    ``AbstractCommonService.changeToBrokerNameSet`` fails on it and ``mqadmin updateTopic -c`` prints its error
-    (tools/src/main/java/org/apache/rocketmq/tools/command/CommandUtil.java ``fetchMasterAddrByClusterName``);
-    without this the topic was created nowhere and the answer was a success naming no broker."""
-    if broker_addr is None and cluster is not None and cluster not in (await admin.cluster_info()).cluster_addr_table:
-        raise NoSuchCluster(f"no cluster {cluster!r}: make sure the cluster name exists")
-    return await admin.create_topic(
-        topic,
-        read_queue_nums=read_queue_nums,
-        write_queue_nums=write_queue_nums,
-        perm=perm,
-        order=order,
-        cluster=cluster,
-        broker_addr=broker_addr,
-    )
+    With nothing picked, an existing topic is updated on the brokers of its route only, never spread to brokers that
+    lack it (rocketmq-dashboard's update dialog holds one form per broker of the topic, each naming that broker); a
+    new topic is created on every master of every cluster (rocketmq-dashboard refuses it: "clusterName or brokerName
+    can not be all blank"). Unknown names and brokers without a master fail before anything is written
+    (:mod:`dashboard.targets`); a broker's refusal stops at that broker and propagates."""
+
+    async def write(addr: str) -> list[str]:
+        return await admin.create_topic(
+            topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums, perm=perm, order=order,
+            broker_addr=addr,
+        )  # fmt: skip
+
+    if broker_addr is not None and not clusters and not brokers:
+        return {"brokerNames": [], "brokers": await write(broker_addr)}
+    info = await admin.cluster_info()
+    names = picked_brokers(info, clusters, brokers)
+    if not names:
+        names = await _holders(admin, topic) or sorted(n for n, bd in info.broker_addr_table.items() if bd.master_addr)
+    addrs = master_addrs(info, names)
+    for name in names:
+        await write(addrs[name])
+    return {"brokerNames": names, "brokers": [addrs[n] for n in names]}
+
+
+async def _holders(admin: Admin, topic: str) -> list[str]:
+    """The names of the brokers ``topic``'s route names; empty when the name servers know no such topic."""
+    try:
+        route = await admin.topic_route(topic)
+    except TopicRouteNotFoundError as exc:
+        if not exc.topic_not_exist:
+            raise
+        return []
+    return sorted({bd.broker_name for bd in route.broker_datas})
+
+
+async def topic_configs(admin: Admin, topic: str) -> list[dict[str, Any]]:
+    """The topic's config on each broker of its route (GET_TOPIC_CONFIG at the master, else a slave, as
+    rocketmq-dashboard's ``examineTopicConfig``), by broker name, with the broker's cluster and the address asked; a
+    broker that fails is listed with ``error`` instead of the config, the others still shown."""
+    route = await admin.topic_route(topic)
+    clusters = cluster_of(await admin.cluster_info())
+    rows = []
+    for bd in sorted(route.broker_datas, key=lambda bd: bd.broker_name):
+        addr = bd.select_broker_addr()
+        row: dict[str, Any] = {"brokerName": bd.broker_name, "cluster": clusters.get(bd.broker_name, "")}
+        row.update(address=addr, error=None)
+        try:
+            if not addr:
+                raise NoMasterOnline(f"broker {bd.broker_name} has no address online")
+            config = await admin.topic_config(addr, topic)
+        except BROKER_FAILURES as exc:
+            row["error"] = (exc.remark if isinstance(exc, MQBrokerError) else None) or str(exc)
+        else:
+            row.update(
+                readQueueNums=config.read_queue_nums,
+                writeQueueNums=config.write_queue_nums,
+                perm=config.perm,
+                permText=_perm_text(config.perm),
+                order=config.order,
+                topicSysFlag=config.topic_sys_flag,
+                attributes=dict(config.attributes),
+            )
+        rows.append(row)
+    return rows
 
 
 async def send_test_message(admin: Admin, topic: str, body: str, tags: str | None, keys: str | None) -> dict[str, Any]:

@@ -149,10 +149,26 @@
     container.replaceChildren(dl);
   }
 
+  // Checkboxes picking clusters and brokers, as rocketmq-dashboard's create-or-update dialogs: one per cluster
+  // (name clusterNameList) and one per broker under it (name brokerNameList). clusters: {cluster: [broker...]};
+  // checked: the broker names checked at first. Returns {clusterNameList, brokerNameList, set(brokerNames)}.
+  function brokerPicker(container, clusters, checked) {
+    const box = (name, value, label) => el("label", { class: "pick" },
+      el("input", { type: "checkbox", name, value }), " " + label);
+    container.replaceChildren(...Object.entries(clusters).map(([cluster, brokers]) => el("div", { class: "picks" },
+      box("clusterNameList", cluster, `cluster ${cluster}:`), ...brokers.map((b) => box("brokerNameList", b, b)))));
+    const picked = (name) => [...container.querySelectorAll(`input[name=${name}]:checked`)].map((i) => i.value);
+    const set = (brokers) => {
+      for (const i of container.querySelectorAll("input")) i.checked = i.name === "brokerNameList" && brokers.includes(i.value);
+    };
+    set(checked || []);
+    return { clusterNameList: () => picked("clusterNameList"), brokerNameList: () => picked("brokerNameList"), set };
+  }
+
   async function logout() {
     await guarded(() => api("POST", "/api/logout"));
     window.location = "/login";
   }
 
-  window.mq = { api, errorText, guarded, showError, showNotice, clearBanner, el, link, fmtTime, param, table, kindTabs, kv, logout };
+  window.mq = { api, errorText, guarded, showError, showNotice, clearBanner, el, link, fmtTime, param, table, kindTabs, kv, brokerPicker, logout };
 })();

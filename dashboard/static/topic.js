@@ -1,7 +1,7 @@
 // Topic page: route, queue offsets, consumer groups, a test message, deletion.
 "use strict";
 (async function () {
-  const { api, guarded, table, el, link, kv, fmtTime, param, showNotice } = mq;
+  const { api, guarded, table, el, link, kv, fmtTime, param, showNotice, brokerPicker } = mq;
   const topic = param("topic");
   document.getElementById("topic-name").textContent = topic;
   const enc = encodeURIComponent(topic);
@@ -15,7 +15,7 @@
       ["Links", el("span", {}, link("/messages?mode=time&topic=" + enc, "search messages"), " · ", link("/charts?topic=" + enc, "chart"))],
     ]);
     table(document.getElementById("route"), [
-      { key: "brokerName", title: "Broker" },
+      { key: "brokerName", title: "Broker" }, { key: "cluster", title: "Cluster" },
       { key: "addresses", title: "Addresses", render: (r) => Object.entries(r.addresses).map(([id, a]) => `${id}: ${a}`).join(", ") },
       { key: "readQueueNums", title: "Read queues", num: true },
       { key: "writeQueueNums", title: "Write queues", num: true },
@@ -34,6 +34,47 @@
     ], d.consumers, { name: "consumers" });
   }
 
+  // The config of each broker holding the topic; "edit" fills the update form with that broker's and picks it
+  // alone, as rocketmq-dashboard's update dialog has one form per broker.
+  const form = document.getElementById("update-topic");
+  const cluster = await guarded(() => api("GET", "/api/cluster"));
+  const picker = brokerPicker(document.getElementById("update-targets"), (cluster && cluster.clusters) || {}, []);
+
+  function fill(c) {
+    for (const k of ["readQueueNums", "writeQueueNums", "perm"]) form.elements[k].value = String(c[k]);
+    form.elements.order.value = String(Boolean(c.order));
+  }
+
+  async function loadConfigs() {
+    const d = await guarded(() => api("GET", "/api/topic/config?topic=" + enc));
+    if (!d) return;
+    const held = d.brokers.filter((c) => !c.error);
+    table(document.getElementById("configs"), [
+      { key: "brokerName", title: "Broker" }, { key: "cluster", title: "Cluster" }, { key: "address", title: "Address" },
+      { key: "readQueueNums", title: "Read queues", num: true }, { key: "writeQueueNums", title: "Write queues", num: true },
+      { key: "permText", title: "Perm" }, { key: "order", title: "Order", render: (c) => (c.error ? "" : c.order ? "yes" : "no") },
+      { key: "error", title: "", render: (c) => (c.error ? el("span", { class: "err" }, c.error)
+          : el("button", { type: "button", class: "small secondary", "data-edit": c.brokerName, onclick: () => { fill(c); picker.set([c.brokerName]); } }, "edit")) },
+    ], d.brokers, { name: "configs" });
+    if (held.length) fill(held[0]);
+    picker.set(d.brokers.map((c) => c.brokerName));
+  }
+
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    const body = {
+      topic, readQueueNums: Number(f.get("readQueueNums")), writeQueueNums: Number(f.get("writeQueueNums")),
+      perm: Number(f.get("perm")), order: f.get("order") === "true",
+      clusterNameList: picker.clusterNameList(), brokerNameList: picker.brokerNameList(),
+    };
+    const done = await guarded(() => api("POST", "/api/topics", body));
+    if (!done) return;
+    showNotice(`Topic ${topic} updated on ${done.brokerNames.join(", ")}`);
+    await load();
+    await loadConfigs();
+  });
+
   document.getElementById("send").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const f = new FormData(ev.target);
@@ -50,4 +91,5 @@
     if (r) { showNotice(`Topic ${topic} deleted.`); setTimeout(() => { location = "/topics"; }, 800); }
   });
   await load();
+  await loadConfigs();
 })();

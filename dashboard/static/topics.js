@@ -1,7 +1,7 @@
 // Topics page: the list (filter, sort, kind tabs), creating a topic.
 "use strict";
 (async function () {
-  const { api, guarded, table, kindTabs, el, link, showNotice } = mq;
+  const { api, guarded, table, kindTabs, el, link, showNotice, brokerPicker } = mq;
   let shown = "NORMAL";
   const box = document.getElementById("topics");
 
@@ -21,15 +21,19 @@
     if (data) kindTabs(document.getElementById("kinds"), ["NORMAL", "RETRY", "DLQ", "SYSTEM"], data.topics, draw, shown);
   }
 
+  const cluster = await guarded(() => api("GET", "/api/cluster"));
+  const picker = brokerPicker(document.getElementById("create-targets"), (cluster && cluster.clusters) || {}, []);
+
   document.getElementById("create-topic").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const f = new FormData(ev.target);
     const body = {
       topic: f.get("topic").trim(), readQueueNums: Number(f.get("readQueueNums")),
       writeQueueNums: Number(f.get("writeQueueNums")), perm: Number(f.get("perm")), order: f.get("order") === "true",
+      clusterNameList: picker.clusterNameList(), brokerNameList: picker.brokerNameList(),
     };
     const done = await guarded(() => api("POST", "/api/topics", body));
-    if (done) { showNotice(`Topic ${body.topic} created on ${done.brokers.join(", ")}`); await load(); }
+    if (done) { showNotice(`Topic ${body.topic} created or updated on ${done.brokerNames.join(", ")} (${done.brokers.join(", ")})`); await load(); }
   });
   await load();
 })();

@@ -40,7 +40,7 @@ async def test_cluster_lists_the_embedded_broker_with_its_figures(dash: Dash) ->
 
 async def test_topic_created_listed_detailed_and_deleted(dash: Dash) -> None:
     created = await dash.post("/api/topics", {"topic": "DashTopic", "readQueueNums": 3, "writeQueueNums": 3})
-    assert created == {"brokers": [dash.cluster.broker_addr]}
+    assert created == {"brokerNames": ["broker-a"], "brokers": [dash.cluster.broker_addr]}
     await wait_until_routed(dash, "DashTopic")
     topics = {t["topic"]: t["kind"] for t in (await dash.get("/api/topics"))["topics"]}
     assert topics["DashTopic"] == "NORMAL" and topics["TBW102"] == "SYSTEM" and topics["DefaultCluster"] == "SYSTEM"

@@ -308,7 +308,7 @@ async def test_creating_a_topic_in_a_cluster_that_does_not_exist_is_refused(dash
     assert response.status_code == 400 and "NoSuchCluster" in response.json()["error"]["message"], response.text
     assert dash.cluster.controller.context.topics.get("NoClusterTopic") is None
     created = await dash.post("/api/topics", {"topic": "ClusterTopic", "cluster": "DefaultCluster"})
-    assert created == {"brokers": [dash.cluster.broker_addr]}
+    assert created == {"brokerNames": ["broker-a"], "brokers": [dash.cluster.broker_addr]}
 
 
 async def test_a_test_message_to_a_topic_that_does_not_exist_does_not_create_it(dash: Dash) -> None:

@@ -1,0 +1,134 @@
+"""Where a topic's and a consumer group's create-or-update and delete go (found by a review): the brokers picked
+in the dialog, as rocketmq-dashboard's ``clusterNameList`` / ``brokerNameList``, and for an update of a topic with
+none picked the brokers that hold it, never every master of every cluster. A real cluster of three masters: broker-a
+and broker-b in DefaultCluster, broker-x alone in OtherCluster."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from broker.controller import BrokerController
+from broker.embedded import EmbeddedCluster
+from client.admin import Admin
+from tests.client.helpers import HANG_GUARD
+from tests.conftest import SMALL_STORE
+from tests.dashboard.conftest import Dash, open_dash
+
+
+@attrs.frozen
+class Three:
+    dash: Dash
+    controllers: dict[str, BrokerController]
+
+    def holders(self, topic: str) -> dict[str, int]:
+        """Broker name -> the topic's read queue count, on each broker that stores the topic."""
+        return {
+            name: config.read_queue_nums
+            for name, c in self.controllers.items()
+            if (config := c.context.topics.get(topic)) is not None
+        }
+
+
+@pytest.fixture
+async def three(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Three]:
+    async with EmbeddedCluster(tmp_path / "c", brokers=2, **SMALL_STORE) as cluster:
+        other = attrs.evolve(
+            cluster.other_config(1),
+            broker_cluster_name="OtherCluster",
+            broker_name="broker-x",
+            listen_port=0,
+            store_path_root_dir=str(tmp_path / "x"),
+        )
+        x = BrokerController(other)
+        scope, done = trio.CancelScope(), trio.Event()
+        await nursery.start(_serve, x, scope, done)
+        try:
+            async with Admin(cluster.namesrv_addr) as admin:
+                with trio.fail_after(HANG_GUARD):
+                    while "OtherCluster" not in (await admin.cluster_info()).cluster_addr_table:
+                        await trio.sleep(0.05)
+            async for dash in open_dash(cluster, nursery):
+                [a, b] = cluster.controllers
+                yield Three(dash, {"broker-a": a, "broker-b": b, "broker-x": x})
+        finally:
+            scope.cancel()  # broker-x stops before the name server it unregisters from
+            await done.wait()
+
+
+async def _serve(
+    controller: BrokerController,
+    scope: trio.CancelScope,
+    done: trio.Event,
+    *,
+    task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    try:
+        with scope:
+            await controller.serve(task_status=task_status)
+    finally:
+        done.set()
+
+
+async def _routed(dash: Dash, topic: str, brokers: set[str]) -> None:
+    with trio.fail_after(HANG_GUARD):
+        while True:
+            listed = topic in await dash.admin.topic_list()
+            if listed and {bd.broker_name for bd in (await dash.admin.topic_route(topic)).broker_datas} == brokers:
+                return
+            await trio.sleep(0.02)
+
+
+async def test_a_topic_goes_to_the_picked_brokers_and_an_update_stays_on_its_holders(three: Three) -> None:
+    dash = three.dash
+    queues = {"readQueueNums": 3, "writeQueueNums": 3}
+    created = await dash.post("/api/topics", {"topic": "PickedTopic", **queues, "brokerNameList": ["broker-a"]})
+    assert created["brokerNames"] == ["broker-a"] and three.holders("PickedTopic") == {"broker-a": 3}
+    await _routed(dash, "PickedTopic", {"broker-a"})
+
+    # An update naming no broker changes the brokers holding the topic, and only those.
+    updated = await dash.post("/api/topics", {"topic": "PickedTopic", "readQueueNums": 5, "writeQueueNums": 5})
+    assert updated["brokerNames"] == ["broker-a"] and three.holders("PickedTopic") == {"broker-a": 5}
+
+    # A cluster picked: every broker of that cluster, none of the other's.
+    queues = {"readQueueNums": 2, "writeQueueNums": 2}
+    spread = await dash.post("/api/topics", {"topic": "PickedTopic", **queues, "clusterNameList": ["DefaultCluster"]})
+    assert spread["brokerNames"] == ["broker-a", "broker-b"]
+    assert three.holders("PickedTopic") == {"broker-a": 2, "broker-b": 2}
+    picks = {"clusterNameList": ["OtherCluster"], "brokerNameList": ["broker-b"]}
+    other = await dash.post("/api/topics", {"topic": "OtherTopic", **picks})
+    assert other["brokerNames"] == ["broker-b", "broker-x"]
+    assert set(three.holders("OtherTopic")) == {"broker-b", "broker-x"}
+
+    # The config view: the topic's config on each broker holding it, with its cluster.
+    await _routed(dash, "OtherTopic", {"broker-b", "broker-x"})
+    configs = (await dash.get("/api/topic/config?topic=OtherTopic"))["brokers"]
+    held = [("broker-b", "DefaultCluster"), ("broker-x", "OtherCluster")]
+    assert [(c["brokerName"], c["cluster"], c["readQueueNums"], c["permText"]) for c in configs] == [
+        (*h, 4, "RW") for h in held
+    ]
+    route = (await dash.get("/api/topic?topic=OtherTopic"))["route"]
+    assert sorted((r["brokerName"], r["cluster"]) for r in route) == held
+
+
+async def test_a_new_topic_with_no_broker_picked_goes_to_every_master(three: Three) -> None:
+    created = await three.dash.post("/api/topics", {"topic": "EverywhereTopic"})
+    assert created["brokerNames"] == ["broker-a", "broker-b", "broker-x"]
+    assert set(three.holders("EverywhereTopic")) == {"broker-a", "broker-b", "broker-x"}
+
+
+async def test_an_unknown_cluster_or_broker_name_changes_nothing(three: Three) -> None:
+    dash = three.dash
+    for body in (
+        {"topic": "NowhereTopic", "brokerNameList": ["broker-a", "broker-q"]},
+        {"topic": "NowhereTopic", "clusterNameList": ["NoSuchCluster"], "brokerNameList": ["broker-a"]},
+    ):
+        error = (await dash.post("/api/topics", body, status=400))["error"]["message"]
+        assert "broker-q" in error or "NoSuchCluster" in error, error
+    assert three.holders("NowhereTopic") == {}
+    bad = await dash.post("/api/topics", {"topic": "NowhereTopic", "brokerNameList": "broker-a"}, status=400)
+    assert "brokerNameList" in bad["error"]["message"]

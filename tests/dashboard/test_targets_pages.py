@@ -1,0 +1,112 @@
+"""The create-or-update forms' cluster and broker picks in a real headless Chromium, against a live dashboard and an
+embedded cluster of two masters (broker-a, and broker-b started beside it), as rocketmq-dashboard's dialogs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from client.admin import Admin
+from client.errors import MQBrokerError
+from tests.dashboard.browser import HANG_GUARD, banner, click, table_rows, wait_for
+from tests.dashboard.live import ThreadedDashboard
+from tests.dashboard.test_pages import open_page
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThreadedDashboard, str]]:
+    """The live dashboard and broker-b's address."""
+    with ThreadedDashboard(tmp_path_factory.mktemp("dash") / "cluster", enable_collect=False) as live:
+        addr, stop = live.start_extra_broker("broker-b")
+        wait_until(live, lambda: _has_broker(live, "broker-b"))
+        try:
+            yield live, addr
+        finally:
+            stop()
+
+
+def _admin(live: ThreadedDashboard) -> Admin:
+    assert live.app is not None
+    admin: Admin = live.app.state.admin
+    return admin
+
+
+async def _has_broker(live: ThreadedDashboard, name: str) -> bool:
+    return name in (await _admin(live).cluster_info()).broker_addr_table
+
+
+def wait_until(live: ThreadedDashboard, check: Callable[[], Any]) -> None:
+    """Poll the coroutine function ``check`` on the dashboard's loop until it is true (a hang guard, no threshold)."""
+    deadline = time.monotonic() + HANG_GUARD
+    while not live.call(check):
+        assert time.monotonic() < deadline, "never true"
+        time.sleep(0.05)
+
+
+def read_queues(live: ThreadedDashboard, addr: str, topic: str) -> int | None:
+    """The topic's read queue count on the broker at ``addr``, None when that broker does not have the topic."""
+
+    async def ask() -> int | None:
+        try:
+            return (await _admin(live).topic_config(addr, topic)).read_queue_nums
+        except MQBrokerError:
+            return None
+
+    return live.call(ask)
+
+
+def picks(driver: WebDriver, box: str) -> list[str]:
+    return [i.get_attribute("value") or "" for i in driver.find_elements(By.CSS_SELECTOR, f"#{box} input:checked")]
+
+
+def test_a_topic_update_from_its_page_stays_on_its_broker_until_another_is_picked(
+    browser: WebDriver, two: tuple[ThreadedDashboard, str]
+) -> None:
+    live, b = two
+    a = live.broker_addr
+
+    async def create() -> None:
+        await _admin(live).create_topic("HeldTopic", read_queue_nums=2, write_queue_nums=2, broker_addr=a)
+
+    async def routed() -> bool:
+        return "HeldTopic" in await _admin(live).topic_list()
+
+    live.call(create)
+    wait_until(live, routed)
+    open_page(browser, live, "/topic?topic=HeldTopic")
+    [row] = table_rows(browser, "configs", lambda r: len(r) == 1)
+    assert row[:5] == ["broker-a", "DefaultCluster", a, "2", "2"]
+    wait_for(browser, lambda d: picks(d, "update-targets") == ["broker-a"])  # the broker holding it, not broker-b
+    form = browser.find_element(By.ID, "update-topic")
+    queues = form.find_element(By.NAME, "readQueueNums")
+    assert queues.get_attribute("value") == "2"
+    queues.clear()
+    queues.send_keys("6")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "HeldTopic updated on broker-a" in banner(d).text)
+    assert (read_queues(live, a, "HeldTopic"), read_queues(live, b, "HeldTopic")) == (6, None)
+
+    form.find_element(By.CSS_SELECTOR, "#update-targets input[value=broker-b]").click()
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "HeldTopic updated on broker-a, broker-b" in banner(d).text)
+    assert (read_queues(live, a, "HeldTopic"), read_queues(live, b, "HeldTopic")) == (6, 6)
+    assert [r[0] for r in table_rows(browser, "configs", lambda r: len(r) == 2)] == ["broker-a", "broker-b"]
+
+
+def test_a_new_topic_goes_to_the_broker_picked_in_the_topics_form(
+    browser: WebDriver, two: tuple[ThreadedDashboard, str]
+) -> None:
+    live, b = two
+    open_page(browser, live, "/topics")
+    form = browser.find_element(By.ID, "create-topic")
+    click(browser, "#create-targets input[value=broker-b]")
+    form.find_element(By.NAME, "topic").send_keys("PickedPageTopic")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "PickedPageTopic created or updated on broker-b" in banner(d).text)
+    assert read_queues(live, live.broker_addr, "PickedPageTopic") is None
+    assert read_queues(live, b, "PickedPageTopic") == 8
