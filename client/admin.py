@@ -255,9 +255,19 @@ class Admin(AdminOps):
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
         """Delete ``topic`` on every master of ``cluster``, then on every name server (only ``cluster``'s queues of
         it there, as DefaultMQAdminExtImpl.deleteTopicInNameServer)."""
-        for addr in await self.master_addresses(cluster):
-            fields = DeleteTopicRequestHeader(topic=topic).to_ext_fields()
+        await self.delete_topic_in_brokers(topic, await self.master_addresses(cluster))
+        await self.delete_topic_in_namesrv(topic, cluster=cluster)
+
+    async def delete_topic_in_brokers(self, topic: str, addrs: Sequence[str]) -> None:
+        """DELETE_TOPIC_IN_BROKER at each of ``addrs`` in turn (DefaultMQAdminExtImpl.deleteTopicInBroker); a refusal
+        stops there."""
+        fields = DeleteTopicRequestHeader(topic=topic).to_ext_fields()
+        for addr in addrs:
             await self._call(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, fields))
+
+    async def delete_topic_in_namesrv(self, topic: str, *, cluster: str | None = None) -> None:
+        """DELETE_TOPIC_IN_NAMESRV at every name server (only ``cluster``'s queues when given); the cached route is
+        forgotten."""
         fields = DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster).to_ext_fields()
         for addr in self.instance.config.namesrv_addr:
             response = await self.instance.remoting.invoke(

@@ -227,6 +227,40 @@ async def delete_group(request: Request) -> JSONResponse:
     return JSONResponse({"deleted": group, "brokers": await groups.delete_group(_admin(request), group)})
 
 
+async def get_group_config(request: Request) -> JSONResponse:
+    group = _arg(request, "group")
+    return JSONResponse({"group": group, "brokers": await groups.group_configs(_admin(request), group)})
+
+
+async def post_group_config(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/consumer/createOrUpdate.do``: ``subscriptionGroupConfig`` (its ``groupName`` and the
+    settings of :data:`dashboard.groups.EDITABLE` it carries), ``clusterNameList``, ``brokerNameList``."""
+    body = await _body(request)
+    config = body.get("subscriptionGroupConfig")
+    if not isinstance(config, dict):
+        raise BadRequest("subscriptionGroupConfig must be a JSON object")
+    changes: dict[str, Any] = {}
+    for key, (field, kind) in groups.EDITABLE.items():
+        if config.get(key) is not None:
+            changes[field] = _flag(config, key) if kind is bool else _int(config[key], key)
+    written = await groups.update_group(
+        _admin(request),
+        _field(config, "groupName"),
+        changes,
+        clusters=_names(body, "clusterNameList"),
+        brokers=_names(body, "brokerNameList"),
+    )
+    return JSONResponse(written)
+
+
+async def post_group_delete(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/consumer/deleteSubGroup.do``: ``groupName`` and ``brokerNameList``."""
+    body = await _body(request)
+    group = _field(body, "groupName")
+    result = await groups.delete_group_on(_admin(request), group, _names(body, "brokerNameList"))
+    return JSONResponse({"deleted": group, **result})
+
+
 async def get_producers(request: Request) -> JSONResponse:
     group, topic = _arg(request, "group"), _arg(request, "topic")
     connections = await groups.producer_connections(_admin(request), group, topic)
@@ -454,6 +488,9 @@ ROUTES = [
     Route("/api/group", answering_errors(get_group)),
     Route("/api/group", answering_errors(delete_group), methods=["DELETE"]),
     Route("/api/group/reset", answering_errors(post_group_reset), methods=["POST"]),
+    Route("/api/group/config", answering_errors(get_group_config)),
+    Route("/api/group/config", answering_errors(post_group_config), methods=["POST"]),
+    Route("/api/group/delete", answering_errors(post_group_delete), methods=["POST"]),
     Route("/api/producers", answering_errors(get_producers)),
     Route("/api/producers/all", answering_errors(get_all_producers)),
     Route("/api/messages/time", answering_errors(get_messages_by_time)),

@@ -1,6 +1,7 @@
 """The Consumer groups page's data and actions: every group with its lag (RocketMQ's "diff total") and consume
 TPS, one group's per-queue progress, connections (with client versions) and subscriptions, resetting its offsets to
-a time, and deleting it with its retry and dead-letter topics. The Producers page's producer connections are here
+a time, its SubscriptionGroupConfig on each broker (viewed, edited on the brokers picked), and deleting it with its
+retry and dead-letter topics (everywhere, or on the brokers picked). The Producers page's producer connections are here
 too (a group's on a topic, and every producer online).
 
 The list costs one GET_BROKER_CONSUME_STATS per broker, its master or else a slave (every group's offsets and rates
@@ -12,16 +13,19 @@ CONSUMER_NOT_ONLINE.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import anyio
+import attrs
 
 from client.admin import BROKER_FAILURES, Admin, ConsumerConnection
 from client.errors import MQBrokerError
 from client.mqadmin_support import version_desc
 from client.offset_reset import reset_offline
+from dashboard.targets import cluster_of, master_addrs, picked_brokers
 from remoting.codec.bodies.admin import ClientConnection, OffsetWrapper
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.codes import ResponseCode
 from remoting.codec.topics import dlq_topic, retry_topic
 
@@ -198,6 +202,103 @@ async def delete_group(admin: Admin, group: str) -> list[str]:
     for topic in (retry_topic(group), dlq_topic(group)):
         await admin.delete_topic(topic)
     return brokers
+
+
+#: The settings the page edits: SubscriptionGroupConfig's JSON name -> its field here and its kind.
+EDITABLE: dict[str, tuple[str, type]] = {
+    "consumeEnable": ("consume_enable", bool),
+    "consumeBroadcastEnable": ("consume_broadcast_enable", bool),
+    "consumeFromMinEnable": ("consume_from_min_enable", bool),
+    "retryQueueNums": ("retry_queue_nums", int),
+    "retryMaxTimes": ("retry_max_times", int),
+    "brokerId": ("broker_id", int),
+    "whichBrokerWhenConsumeSlowly": ("which_broker_when_consume_slowly", int),
+}
+
+
+class NoBrokerPicked(ValueError):
+    """A create-or-update or delete naming no broker where none is implied (answered 400)."""
+
+
+async def _configs(admin: Admin, group: str) -> list[tuple[str, str, str | None, SubscriptionGroupConfig | str]]:
+    """(broker name, cluster, address asked, the group's config or the error text) for each broker that has the group
+    or failed to answer; every broker is asked at its master, else a slave (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, as
+    4.9.8's ``examineSubscriptionGroupConfig``), concurrently."""
+    info = await admin.cluster_info()
+    clusters = cluster_of(info)
+    found: list[tuple[str, str, str | None, SubscriptionGroupConfig | str]] = []
+
+    async def ask(name: str, addr: str) -> None:
+        try:
+            table = await admin.subscription_groups(addr)
+        except BROKER_FAILURES as exc:
+            found.append((name, clusters.get(name, ""), addr, str(exc) or type(exc).__name__))
+            return
+        if (config := table.get(group)) is not None:
+            found.append((name, clusters.get(name, ""), addr, config))
+
+    async with anyio.create_task_group() as tg:
+        for name, bd in info.broker_addr_table.items():
+            if addr := bd.select_broker_addr():
+                tg.start_soon(ask, name, addr)
+    return sorted(found, key=lambda f: f[0])
+
+
+async def group_configs(admin: Admin, group: str) -> list[dict[str, Any]]:
+    """The group's SubscriptionGroupConfig on each broker that has it (rocketmq-dashboard's
+    ``examineSubscriptionGroupConfig``), by broker name; a broker that does not answer is listed with ``error`` (where
+    rocketmq-dashboard leaves it out), so a missing row always means the broker lacks the group."""
+    rows = []
+    for name, cluster, addr, config in await _configs(admin, group):
+        row: dict[str, Any] = {"brokerName": name, "cluster": cluster, "address": addr}
+        if isinstance(config, str):
+            row.update(config=None, error=config)
+        else:
+            row.update(config=config.to_json(), error=None)
+        rows.append(row)
+    return rows
+
+
+async def update_group(
+    admin: Admin, group: str, changes: dict[str, Any], *, clusters: Sequence[str] = (), brokers: Sequence[str] = ()
+) -> dict[str, list[str]]:
+    """Create or update ``group`` on the masters of the picked ``clusters`` and ``brokers`` (rocketmq-dashboard's
+    ``createAndUpdateSubscriptionGroupConfig``; UPDATE_AND_CREATE_SUBSCRIPTIONGROUP), ``changes`` (field names of
+    :data:`EDITABLE`) over each broker's present config, else the defaults, so the settings the page does not show
+    keep their values. With nothing picked, the brokers that have the group; a group that none has is a
+    :class:`NoBrokerPicked`, as rocketmq-dashboard refuses ("clusterName or brokerName can not be all blank")."""
+    info = await admin.cluster_info()
+    names = picked_brokers(info, clusters, brokers)
+    present = {name: c for name, _, _, c in await _configs(admin, group) if not isinstance(c, str)}
+    if not names and not (names := sorted(present)):
+        raise NoBrokerPicked(f"no broker has group {group!r}: pick the clusters or brokers to create it on")
+    addrs = master_addrs(info, names)
+    for name in names:
+        config = attrs.evolve(present.get(name) or SubscriptionGroupConfig(group), **changes)
+        await admin.create_subscription_group(config, broker_addr=addrs[name])
+    return {"brokerNames": names, "brokers": [addrs[n] for n in names]}
+
+
+async def delete_group_on(admin: Admin, group: str, brokers: Sequence[str]) -> dict[str, Any]:
+    """Delete ``group`` on the masters of ``brokers`` (names), as rocketmq-dashboard's ``deleteSubGroup``: on each,
+    DELETE_SUBSCRIPTIONGROUP with ``removeOffset`` (its offsets go too, 4.9.8) and the ``%RETRY%`` and ``%DLQ%``
+    topics in that broker; those topics leave the name servers only when every broker that had the group was picked
+    (``namesrvCleaned``). No broker picked is a :class:`NoBrokerPicked`; a refusal stops there and propagates."""
+    if not brokers:
+        raise NoBrokerPicked("brokerNameList must name the brokers to delete the group on")
+    info = await admin.cluster_info()
+    names = picked_brokers(info, (), brokers)
+    addrs = master_addrs(info, names)
+    holders = {name for name, _, _, c in await _configs(admin, group) if not isinstance(c, str)}
+    whole = holders <= set(names)
+    for name in names:
+        await admin.delete_subscription_group(group, broker_addr=addrs[name], clean_offset=True)
+        for topic in (retry_topic(group), dlq_topic(group)):
+            await admin.delete_topic_in_brokers(topic, [addrs[name]])
+    if whole:
+        for topic in (retry_topic(group), dlq_topic(group)):
+            await admin.delete_topic_in_namesrv(topic)
+    return {"brokerNames": names, "brokers": [addrs[n] for n in names], "namesrvCleaned": whole}
 
 
 async def producer_connections(admin: Admin, group: str, topic: str) -> list[dict[str, Any]]:

@@ -155,8 +155,9 @@
   function brokerPicker(container, clusters, checked) {
     const box = (name, value, label) => el("label", { class: "pick" },
       el("input", { type: "checkbox", name, value }), " " + label);
+    // A cluster named "" lists its brokers without a cluster box.
     container.replaceChildren(...Object.entries(clusters).map(([cluster, brokers]) => el("div", { class: "picks" },
-      box("clusterNameList", cluster, `cluster ${cluster}:`), ...brokers.map((b) => box("brokerNameList", b, b)))));
+      ...(cluster ? [box("clusterNameList", cluster, `cluster ${cluster}:`)] : []), ...brokers.map((b) => box("brokerNameList", b, b)))));
     const picked = (name) => [...container.querySelectorAll(`input[name=${name}]:checked`)].map((i) => i.value);
     const set = (brokers) => {
       for (const i of container.querySelectorAll("input")) i.checked = i.name === "brokerNameList" && brokers.includes(i.value);

@@ -1,7 +1,7 @@
 // Consumer group page: progress per queue, connections, subscriptions, offset reset by time, deletion.
 "use strict";
 (async function () {
-  const { api, guarded, table, kv, fmtTime, param, showNotice, link } = mq;
+  const { api, guarded, table, kv, fmtTime, param, showNotice, link, el, brokerPicker } = mq;
   const group = param("group");
   document.getElementById("group-name").textContent = group;
   const enc = encodeURIComponent(group);
@@ -50,10 +50,72 @@
     await load();
   });
 
+  // The group's SubscriptionGroupConfig on each broker having it (rocketmq-dashboard's consumer config dialog);
+  // "edit" fills the form with one broker's and picks that broker alone.
+  const FLAGS = ["consumeEnable", "consumeBroadcastEnable", "consumeFromMinEnable"];
+  const NUMBERS = ["retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly"];
+  const form = document.getElementById("update-group");
+  const cluster = await guarded(() => api("GET", "/api/cluster"));
+  const picker = brokerPicker(document.getElementById("update-targets"), (cluster && cluster.clusters) || {}, []);
+  const yes = (v) => (v ? "yes" : "no");
+
+  function fill(c) {
+    for (const k of FLAGS) form.elements[k].value = String(Boolean(c[k]));
+    for (const k of NUMBERS) form.elements[k].value = String(c[k]);
+  }
+  fill({ consumeEnable: true, consumeBroadcastEnable: true, consumeFromMinEnable: true, retryQueueNums: 1,
+         retryMaxTimes: 16, brokerId: 0, whichBrokerWhenConsumeSlowly: 1 });  // SubscriptionGroupConfig's defaults
+
+  async function loadConfigs() {
+    const d = await guarded(() => api("GET", "/api/group/config?group=" + enc));
+    if (!d) return;
+    const c = (r, k) => (r.config ? r.config[k] : "");
+    table(document.getElementById("configs"), [
+      { key: "brokerName", title: "Broker" }, { key: "cluster", title: "Cluster" }, { key: "address", title: "Address" },
+      { key: "consumeEnable", title: "Consume", render: (r) => (r.config ? yes(r.config.consumeEnable) : "") },
+      { key: "consumeBroadcastEnable", title: "Broadcast", render: (r) => (r.config ? yes(r.config.consumeBroadcastEnable) : "") },
+      { key: "consumeFromMinEnable", title: "From min", render: (r) => (r.config ? yes(r.config.consumeFromMinEnable) : "") },
+      { key: "retryQueueNums", title: "Retry queues", num: true, value: (r) => c(r, "retryQueueNums") },
+      { key: "retryMaxTimes", title: "Retry max", num: true, value: (r) => c(r, "retryMaxTimes") },
+      { key: "brokerId", title: "Broker id", num: true, value: (r) => c(r, "brokerId") },
+      { key: "whichBrokerWhenConsumeSlowly", title: "When slow", num: true, value: (r) => c(r, "whichBrokerWhenConsumeSlowly") },
+      { key: "error", title: "", render: (r) => (r.error ? el("span", { class: "err" }, r.error)
+          : el("button", { type: "button", class: "small secondary", "data-edit": r.brokerName, onclick: () => { fill(r.config); picker.set([r.brokerName]); } }, "edit")) },
+    ], d.brokers, { name: "configs" });
+    const having = d.brokers.filter((r) => r.config);
+    if (having.length) fill(having[0].config);
+    picker.set(having.map((r) => r.brokerName));
+    const names = having.map((r) => r.brokerName);
+    const del = brokerPicker(document.getElementById("delete-targets"), names.length ? { "": names } : {}, names);
+    document.getElementById("delete-on").onsubmit = async (ev) => {
+      ev.preventDefault();
+      const brokerNameList = del.brokerNameList();
+      if (!window.confirm(`Delete consumer group ${group} with its offsets, retry and dead-letter topics on ${brokerNameList.join(", ") || "no broker"}?`)) return;
+      const r = await guarded(() => api("POST", "/api/group/delete", { groupName: group, brokerNameList }));
+      if (!r) return;
+      showNotice(`Group ${group} deleted on ${r.brokerNames.join(", ")}` + (r.namesrvCleaned ? " and its retry and dead-letter topics from the name servers." : "."));
+      await loadConfigs();
+    };
+  }
+
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    const config = { groupName: group };
+    for (const k of FLAGS) config[k] = f.get(k) === "true";
+    for (const k of NUMBERS) config[k] = Number(f.get(k));
+    const body = { subscriptionGroupConfig: config, clusterNameList: picker.clusterNameList(), brokerNameList: picker.brokerNameList() };
+    const done = await guarded(() => api("POST", "/api/group/config", body));
+    if (!done) return;
+    showNotice(`Group ${group} created or updated on ${done.brokerNames.join(", ")}`);
+    await loadConfigs();
+  });
+
   document.getElementById("delete").addEventListener("click", async () => {
     if (!window.confirm(`Delete consumer group ${group}, its offsets and its retry and dead-letter topics on every broker?`)) return;
     const r = await guarded(() => api("DELETE", "/api/group?group=" + enc));
     if (r) { showNotice(`Group ${group} deleted.`); setTimeout(() => { location = "/groups"; }, 800); }
   });
   await load();
+  await loadConfigs();
 })();

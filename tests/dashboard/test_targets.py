@@ -15,6 +15,8 @@ import trio
 from broker.controller import BrokerController
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.client.helpers import HANG_GUARD
 from tests.conftest import SMALL_STORE
 from tests.dashboard.conftest import Dash, open_dash
@@ -132,3 +134,82 @@ async def test_an_unknown_cluster_or_broker_name_changes_nothing(three: Three) -
     assert three.holders("NowhereTopic") == {}
     bad = await dash.post("/api/topics", {"topic": "NowhereTopic", "brokerNameList": "broker-a"}, status=400)
     assert "brokerNameList" in bad["error"]["message"]
+
+
+def _group(c: BrokerController, group: str) -> SubscriptionGroupConfig | None:
+    return c.context.groups.get(group)
+
+
+async def test_a_groups_config_is_viewed_and_edited_on_the_picked_brokers(three: Three) -> None:
+    dash, c = three.dash, three.controllers
+    created = await dash.post("/api/group/config", {
+        "brokerNameList": ["broker-a"],
+        "subscriptionGroupConfig": {"groupName": "cfg-cg", "retryMaxTimes": 3, "consumeBroadcastEnable": False},
+    })  # fmt: skip
+    assert created["brokerNames"] == ["broker-a"] and _group(c["broker-b"], "cfg-cg") is None
+    a = _group(c["broker-a"], "cfg-cg")
+    assert a is not None and (a.retry_max_times, a.consume_broadcast_enable, a.consume_enable) == (3, False, True)
+    [row] = (await dash.get("/api/group/config?group=cfg-cg"))["brokers"]
+    assert (row["brokerName"], row["cluster"], row["address"], row["error"]) == (
+        "broker-a", "DefaultCluster", c["broker-a"].broker_addr, None)  # fmt: skip
+    assert row["config"]["retryMaxTimes"] == 3 and row["config"]["groupName"] == "cfg-cg"
+
+    # None picked: the brokers that have the group; the settings not sent keep their values there.
+    edited = {"groupName": "cfg-cg", "consumeEnable": False, "whichBrokerWhenConsumeSlowly": 2, "brokerId": 1}
+    assert (await dash.post("/api/group/config", {"subscriptionGroupConfig": edited}))["brokerNames"] == ["broker-a"]
+    a = _group(c["broker-a"], "cfg-cg")
+    assert a is not None and (a.consume_enable, a.which_broker_when_consume_slowly, a.broker_id) == (False, 2, 1)
+    assert a.retry_max_times == 3 and _group(c["broker-b"], "cfg-cg") is None
+
+    # A cluster picked: its brokers get the group, from the defaults where they had none.
+    other = {"groupName": "cfg-cg", "retryQueueNums": 2, "consumeFromMinEnable": "false"}
+    body = {"clusterNameList": ["OtherCluster"], "subscriptionGroupConfig": other}
+    assert (await dash.post("/api/group/config", body))["brokerNames"] == ["broker-x"]
+    x = _group(c["broker-x"], "cfg-cg")
+    assert x is not None and (x.retry_queue_nums, x.consume_from_min_enable, x.retry_max_times) == (2, False, 16)
+    rows = (await dash.get("/api/group/config?group=cfg-cg"))["brokers"]
+    assert [(r["brokerName"], r["config"]["retryQueueNums"]) for r in rows] == [("broker-a", 1), ("broker-x", 2)]
+
+    refused = await dash.post("/api/group/config", {"subscriptionGroupConfig": {"groupName": "new-cg"}}, status=400)
+    assert "pick the clusters or brokers" in refused["error"]["message"]
+    bad = {"brokerNameList": ["broker-a"], "subscriptionGroupConfig": {"groupName": "new-cg", "retryMaxTimes": "x"}}
+    assert "retryMaxTimes" in (await dash.post("/api/group/config", bad, status=400))["error"]["message"]
+    assert all(_group(controller, "new-cg") is None for controller in c.values())
+
+
+async def test_a_group_deleted_on_some_brokers_keeps_its_retry_topic_routed_until_the_last(three: Three) -> None:
+    """rocketmq-dashboard's ``deleteSubGroup``: on each broker picked, the group with its offsets (``removeOffset``)
+    and its ``%RETRY%``/``%DLQ%`` topics; the name servers forget those topics only once every broker having the
+    group was picked."""
+    dash, c = three.dash, three.controllers
+    config = {"groupName": "del-some-cg"}
+    await dash.post(
+        "/api/group/config", {"brokerNameList": ["broker-a", "broker-x"], "subscriptionGroupConfig": config}
+    )
+    await dash.post("/api/topics", {"topic": "%RETRY%del-some-cg", "brokerNameList": ["broker-a", "broker-x"]})
+    await _routed(dash, "%RETRY%del-some-cg", {"broker-a", "broker-x"})
+    for name in ("broker-a", "broker-x"):
+        mq = MessageQueue("DelSomeTopic", name, 0)
+        await dash.admin.update_consumer_offset(c[name].broker_addr, "del-some-cg", mq, 5)
+        assert c[name].context.offsets.query("del-some-cg", "DelSomeTopic", 0) == 5
+
+    first = await dash.post("/api/group/delete", {"groupName": "del-some-cg", "brokerNameList": ["broker-x"]})
+    assert (first["brokerNames"], first["namesrvCleaned"]) == (["broker-x"], False)
+    assert _group(c["broker-x"], "del-some-cg") is None and _group(c["broker-a"], "del-some-cg") is not None
+    assert c["broker-x"].context.offsets.query("del-some-cg", "DelSomeTopic", 0) < 0  # removeOffset
+    assert c["broker-a"].context.offsets.query("del-some-cg", "DelSomeTopic", 0) == 5
+    assert c["broker-x"].context.topics.get("%RETRY%del-some-cg") is None
+    assert c["broker-a"].context.topics.get("%RETRY%del-some-cg") is not None
+    assert "%RETRY%del-some-cg" in await dash.admin.topic_list()
+    assert [r["brokerName"] for r in (await dash.get("/api/group/config?group=del-some-cg"))["brokers"]] == ["broker-a"]
+
+    last = await dash.post("/api/group/delete", {"groupName": "del-some-cg", "brokerNameList": ["broker-a"]})
+    assert (last["brokerNames"], last["namesrvCleaned"]) == (["broker-a"], True)
+    assert (
+        _group(c["broker-a"], "del-some-cg") is None and c["broker-a"].context.topics.get("%RETRY%del-some-cg") is None
+    )
+    assert "%RETRY%del-some-cg" not in await dash.admin.topic_list()
+    assert (await dash.get("/api/group/config?group=del-some-cg"))["brokers"] == []
+
+    nothing = await dash.post("/api/group/delete", {"groupName": "del-some-cg", "brokerNameList": []}, status=400)
+    assert "brokerNameList" in nothing["error"]["message"]

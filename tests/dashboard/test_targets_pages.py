@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
 
 from client.admin import Admin
 from client.errors import MQBrokerError
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.dashboard.browser import HANG_GUARD, banner, click, table_rows, wait_for
 from tests.dashboard.live import ThreadedDashboard
 from tests.dashboard.test_pages import open_page
@@ -110,3 +112,57 @@ def test_a_new_topic_goes_to_the_broker_picked_in_the_topics_form(
     wait_for(browser, lambda d: "PickedPageTopic created or updated on broker-b" in banner(d).text)
     assert read_queues(live, live.broker_addr, "PickedPageTopic") is None
     assert read_queues(live, b, "PickedPageTopic") == 8
+
+
+def group_config(live: ThreadedDashboard, addr: str, group: str) -> SubscriptionGroupConfig | None:
+    async def ask() -> SubscriptionGroupConfig | None:
+        return (await _admin(live).subscription_groups(addr)).get(group)
+
+    return live.call(ask)
+
+
+def test_a_groups_config_is_edited_on_its_broker_then_deleted_there_from_its_page(
+    browser: WebDriver, two: tuple[ThreadedDashboard, str]
+) -> None:
+    live, b = two
+    a = live.broker_addr
+
+    async def create() -> None:
+        await _admin(live).create_subscription_group(SubscriptionGroupConfig("page-cfg-cg"), broker_addr=a)
+
+    live.call(create)
+    open_page(browser, live, "/group?group=page-cfg-cg")
+    [row] = table_rows(browser, "configs", lambda r: len(r) == 1)
+    assert row[:8] == ["broker-a", "DefaultCluster", a, "yes", "yes", "yes", "1", "16"]
+    wait_for(browser, lambda d: picks(d, "update-targets") == ["broker-a"])
+    form = browser.find_element(By.ID, "update-group")
+    retries = form.find_element(By.NAME, "retryMaxTimes")
+    retries.clear()
+    retries.send_keys("5")
+    Select(form.find_element(By.NAME, "consumeBroadcastEnable")).select_by_visible_text("no")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "page-cfg-cg created or updated on broker-a" in banner(d).text)
+    edited = group_config(live, a, "page-cfg-cg")
+    assert edited is not None and (edited.retry_max_times, edited.consume_broadcast_enable) == (5, False)
+    assert group_config(live, b, "page-cfg-cg") is None
+    assert table_rows(browser, "configs", lambda r: len(r) == 1 and r[0][4] == "no")[0][7] == "5"
+
+    wait_for(browser, lambda d: picks(d, "delete-targets") == ["broker-a"])
+    browser.find_element(By.CSS_SELECTOR, "#delete-on button[type=submit]").click()
+    browser.switch_to.alert.accept()
+    wait_for(browser, lambda d: "deleted on broker-a and its retry" in banner(d).text)
+    assert group_config(live, a, "page-cfg-cg") is None
+    table_rows(browser, "configs", lambda r: r == [])
+
+
+def test_a_new_group_is_created_on_the_broker_picked(browser: WebDriver, two: tuple[ThreadedDashboard, str]) -> None:
+    live, b = two
+    open_page(browser, live, "/groups")
+    form = browser.find_element(By.ID, "open-group")
+    form.find_element(By.NAME, "group").send_keys("page-new-cg")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    click(browser, "#update-targets input[value=broker-b]")
+    browser.find_element(By.CSS_SELECTOR, "#update-group button[type=submit]").click()
+    wait_for(browser, lambda d: "page-new-cg created or updated on broker-b" in banner(d).text)
+    assert group_config(live, b, "page-new-cg") is not None
+    assert group_config(live, live.broker_addr, "page-new-cg") is None
