@@ -24,8 +24,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from client.admin import Admin
-from dashboard.api import ROUTES
+from dashboard.api import DASHBOARD_URLS, ROUTES
 from dashboard.auth import LoginMiddleware, Sessions, session_user
+from dashboard.permissions import RolePermissions
 from dashboard.sampler import Sampler
 from dashboard.settings import DashboardSettings, client_config
 from dashboard.trace import TraceFinder, default_finder
@@ -90,6 +91,8 @@ def create_app(
     (or ``rocketmq.config.enableDashBoardCollect=false``) leaves the sampler stopped (it can still be driven with
     ``app.state.sampler.sample_once()``)."""
     config = client_config(settings)  # raises SettingsError before anything starts
+    # a permission file that does not load fails here too (PermissionFileError), as rocketmq-dashboard does not start
+    permissions = RolePermissions(Path(settings.data_path), DASHBOARD_URLS) if settings.login_required else None
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -114,7 +117,7 @@ def create_app(
     # re-sends the cookie only when the session changes, so an age limit would end a busy login. Sessions ends it.
     middleware = [
         Middleware(SessionMiddleware, secret_key=secret, max_age=None, same_site="strict"),
-        Middleware(LoginMiddleware, required=settings.login_required),
+        Middleware(LoginMiddleware, required=settings.login_required, permissions=permissions),
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.settings = settings

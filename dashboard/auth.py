@@ -3,8 +3,9 @@ from the ACL credentials the dashboard signs its calls to the brokers with (:mod
 
 The users file has one ``name=password[,1]`` line per user, ``,1`` marking an administrator; it is read at every
 login, so edits apply without a restart. With ``login_required`` on, :class:`LoginMiddleware` sends a browser with
-no session to ``/login`` and answers 401 to the JSON endpoints; a user who is not an administrator may look but any
-change (POST, PUT, DELETE under ``/api/``) answers 403.
+no session to ``/login`` and answers 401 to the JSON endpoints; a user who is not an administrator may call the
+endpoints the role permission file allows (:mod:`dashboard.permissions`: by default every read, a test message,
+resending and exporting dead letters) and gets 403 for the others.
 
 A login is kept on the server, as rocketmq-dashboard's servlet session: :class:`Sessions` maps a random id, the only
 thing Starlette's signed session cookie carries, to the user. Logging out forgets the id, and so does
@@ -28,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp
 
+from dashboard.permissions import RolePermissions
 from remoting.codec.java_properties import parse_properties
 
 #: Paths open without a session: the login page, logging in and out, the static files the login page needs, the icon.
@@ -121,9 +123,10 @@ def session_user(request: Request) -> User | None:
 class LoginMiddleware(BaseHTTPMiddleware):
     """See the module docstring. Needs Starlette's SessionMiddleware outside it and the app's ``state.sessions``."""
 
-    def __init__(self, app: ASGIApp, *, required: bool) -> None:
+    def __init__(self, app: ASGIApp, *, required: bool, permissions: RolePermissions | None = None) -> None:
         super().__init__(app)
         self.required = required
+        self.permissions = permissions
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         path = request.url.path
@@ -135,6 +138,13 @@ class LoginMiddleware(BaseHTTPMiddleware):
                 return JSONResponse({"error": {"message": "login required"}}, status_code=401)
             asked = path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"/login?next={quote(asked)}", status_code=303)
-        if path.startswith("/api/") and request.method not in ("GET", "HEAD") and not user.admin:
-            return JSONResponse({"error": {"message": f"user {user.name} may not change the cluster"}}, status_code=403)
+        if path.startswith("/api/") and not user.admin and not self._normal_may(request.method, path):
+            message = f"user {user.name} has no permission for {request.method} {path}"
+            return JSONResponse({"error": {"message": message}}, status_code=403)
         return await call_next(request)
+
+    def _normal_may(self, method: str, path: str) -> bool:
+        """Without permission rules (an app built without them), reads only."""
+        if self.permissions is None:
+            return method in ("GET", "HEAD")
+        return self.permissions.allows(method, path)

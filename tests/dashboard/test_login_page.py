@@ -19,15 +19,15 @@ from tests.dashboard.live import ThreadedDashboard
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedDashboard]:
     root = tmp_path_factory.mktemp("login")
     users = root / "users.properties"
-    users.write_text("admin=s3cret,1\n")
+    users.write_text("admin=s3cret,1\nviewer=look\n")
     settings = {"login_required": True, "users_file": str(users), "enable_collect": False}
     with ThreadedDashboard(root / "cluster", **settings) as dashboard:
         yield dashboard
 
 
-def log_in(browser: WebDriver, password: str) -> None:
+def log_in(browser: WebDriver, password: str, user: str = "admin") -> None:
     form = browser.find_element(By.ID, "login")
-    for name, value in (("username", "admin"), ("password", password)):
+    for name, value in (("username", user), ("password", password)):
         field = form.find_element(By.NAME, name)
         field.clear()
         field.send_keys(value)
@@ -75,3 +75,29 @@ def test_a_next_page_of_this_site_keeps_its_query_and_fragment(browser: WebDrive
     browser.get(f"{guarded.url}/login?next=%2Fgroups%3Fq%3D1%23top")
     log_in(browser, "s3cret")
     wait_for(browser, lambda d: d.current_url == guarded.url + "/groups?q=1#top")
+
+
+def test_a_normal_user_sends_a_test_message_but_cannot_create_a_topic(
+    browser: WebDriver, guarded: ThreadedDashboard
+) -> None:
+    """rocketmq-dashboard's default role-permission.yml lets a Normal user send a test message
+    (``/topic/sendTopicMessage.do``), not create or update a topic (``/topic/createOrUpdate.do``)."""
+    assert guarded.app is not None
+    admin = guarded.app.state.admin
+
+    async def create() -> None:
+        await admin.create_topic("ViewerPageTopic", read_queue_nums=1, write_queue_nums=1)
+
+    guarded.call(create)
+    browser.delete_all_cookies()
+    browser.get(guarded.url + "/topic?topic=ViewerPageTopic")
+    wait_for(browser, lambda d: urlsplit(d.current_url).path == "/login")
+    log_in(browser, "look", user="viewer")
+    assert table_rows(browser, "queues", lambda r: len(r) == 1)
+    form = browser.find_element(By.ID, "send")
+    form.find_element(By.NAME, "body").send_keys("a viewer's test")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "SEND_OK" in d.find_element(By.ID, "sent").text)
+    form = browser.find_element(By.ID, "update-topic")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "viewer has no permission for POST /api/topics" in banner(d).text)
