@@ -23,6 +23,7 @@ from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
 from dashboard import acl, cluster, dlq, groups, messages, topics
 from dashboard.auth import check_login, login, logout, session_user
+from dashboard.ops import AdminSwitch
 from dashboard.sampler import Sampler
 from dashboard.settings import DashboardSettings
 from dashboard.trace import trace_of
@@ -352,6 +353,46 @@ async def post_dlq_export(request: Request) -> Response:
     return Response(workbook, media_type=dlq.XLSX, headers={"Content-Disposition": disposition})
 
 
+# -- ops: the name servers ----------------------------------------------------------------------------------
+
+
+def _ops(request: Request) -> AdminSwitch:
+    switch: AdminSwitch = request.app.state.ops
+    return switch
+
+
+async def get_ops(request: Request) -> JSONResponse:
+    return JSONResponse(_ops(request).home())
+
+
+async def post_ops_namesrv(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/ops/updateNameSvrAddr.do``: ``nameSvrAddrList``, the name servers to use now."""
+    body = await _body(request)
+    await _ops(request).use_namesrv(_field(body, "nameSvrAddrList"))
+    return JSONResponse(_ops(request).home())
+
+
+async def post_ops_namesrv_add(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/ops/addNameSvrAddr.do``: ``newNamesrvAddr`` joins the list, not used yet."""
+    body = await _body(request)
+    _ops(request).add_namesrv(_field(body, "newNamesrvAddr"))
+    return JSONResponse(_ops(request).home())
+
+
+async def post_ops_tls(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/ops/updateUseTLS.do``: ``useTLS``."""
+    body = await _body(request)
+    await _ops(request).use_tls(_flag(body, "useTLS"))
+    return JSONResponse(_ops(request).home())
+
+
+async def post_ops_vip(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/ops/updateIsVIPChannel.do``: ``useVIPChannel`` (only off: see :mod:`dashboard.ops`)."""
+    body = await _body(request)
+    _ops(request).use_vip_channel(_flag(body, "useVIPChannel"))
+    return JSONResponse(_ops(request).home())
+
+
 # -- charts --------------------------------------------------------------------------------------------------
 
 
@@ -510,6 +551,11 @@ ROUTES = [
     Route("/api/acl/permission", answering_errors(post_acl_permission), methods=["POST"]),
     Route("/api/acl/permission", answering_errors(delete_acl_permission), methods=["DELETE"]),
     Route("/api/acl/white", answering_errors(post_acl_white), methods=["POST"]),
+    Route("/api/ops", answering_errors(get_ops)),
+    Route("/api/ops/namesrv", answering_errors(post_ops_namesrv), methods=["POST"]),
+    Route("/api/ops/namesrv/add", answering_errors(post_ops_namesrv_add), methods=["POST"]),
+    Route("/api/ops/tls", answering_errors(post_ops_tls), methods=["POST"]),
+    Route("/api/ops/vip", answering_errors(post_ops_vip), methods=["POST"]),
     Route("/api/login", answering_errors(post_login), methods=["POST"]),
     Route("/api/logout", answering_errors(post_logout), methods=["POST"]),
 ]
@@ -552,4 +598,9 @@ DASHBOARD_URLS: dict[tuple[str, str], str] = {
     ("POST", "/api/acl/permission"): "/acl/topic/add.do",
     ("DELETE", "/api/acl/permission"): "/acl/perm/delete.do",
     ("POST", "/api/acl/white"): "/acl/white/list/add.do",
+    ("GET", "/api/ops"): "/ops/homePage.query",
+    ("POST", "/api/ops/namesrv"): "/ops/updateNameSvrAddr.do",
+    ("POST", "/api/ops/namesrv/add"): "/ops/addNameSvrAddr.do",
+    ("POST", "/api/ops/tls"): "/ops/updateUseTLS.do",
+    ("POST", "/api/ops/vip"): "/ops/updateIsVIPChannel.do",
 }

@@ -1,7 +1,8 @@
 """The dashboard's ASGI application (Starlette on anyio, so it runs under Hypercorn's Trio worker).
 
 :func:`create_app` builds it from :class:`~dashboard.settings.DashboardSettings`. Its lifespan owns the admin client
-(:class:`client.admin.Admin`, the dashboard's only way to the cluster) and the chart :class:`~dashboard.sampler.Sampler`
+(:class:`client.admin.Admin`, the dashboard's only way to the cluster, held by :class:`~dashboard.ops.AdminSwitch` so
+the Ops page can point it at other name servers) and the chart :class:`~dashboard.sampler.Sampler`
 running beside it; both stop when the server shuts down. The pages are HTML shells (``templates/``) whose scripts
 (``static/``) fetch the JSON endpoints of :mod:`dashboard.api`; the chart library is served from ``static/vendor``.
 """
@@ -26,6 +27,7 @@ from starlette.templating import Jinja2Templates
 from client.admin import Admin
 from dashboard.api import DASHBOARD_URLS, ROUTES
 from dashboard.auth import LoginMiddleware, Sessions, session_user
+from dashboard.ops import AdminSwitch
 from dashboard.permissions import RolePermissions
 from dashboard.sampler import Sampler
 from dashboard.settings import DashboardSettings, client_config
@@ -44,6 +46,7 @@ NAV = [
     ("/dlq", "Dead letters"),
     ("/charts", "Charts"),
     ("/acl", "ACL"),
+    ("/ops", "Ops"),
 ]
 #: Pages: path -> (template, title). Detail pages (topic, group, message) are reached from the lists.
 PAGES = {
@@ -58,6 +61,7 @@ PAGES = {
     "/dlq": ("dlq.html", "Dead letters"),
     "/charts": ("charts.html", "Charts"),
     "/acl": ("acl.html", "ACL"),
+    "/ops": ("ops.html", "Ops"),
     "/login": ("login.html", "Login"),
 }
 
@@ -70,7 +74,7 @@ async def page(request: Request) -> Response:
         "nav": NAV,
         "path": request.url.path,
         "user": user.name if settings.login_required and (user := session_user(request)) else None,
-        "namesrv": settings.namesrv_addr,
+        "namesrv": request.app.state.ops.current if hasattr(request.app.state, "ops") else settings.namesrv_addr,
     }
     return TEMPLATES.TemplateResponse(request, template, context)
 
@@ -96,14 +100,23 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with Admin(config=config) as admin:
-            app.state.admin = admin
-            app.state.sampler = Sampler(admin, settings.sample_interval, settings.history, settings.sample_concurrency)
-            async with anyio.create_task_group() as tg:
-                if app.state.collecting:
-                    tg.start_soon(app.state.sampler.run)
-                yield
-                tg.cancel_scope.cancel()
+        switch = AdminSwitch(config, list(settings.namesrv_addrs))
+        async with anyio.create_task_group() as tg:
+            await tg.start(switch.run)
+            assert switch.admin is not None
+            app.state.ops = switch
+            app.state.admin = switch.admin
+            sampler = Sampler(switch.admin, settings.sample_interval, settings.history, settings.sample_concurrency)
+            app.state.sampler = sampler
+
+            def follow(admin: Admin) -> None:  # every endpoint and the sampler read through the admin in use
+                app.state.admin = sampler.admin = admin
+
+            switch.on_change = follow
+            if app.state.collecting:
+                tg.start_soon(sampler.run)
+            yield
+            tg.cancel_scope.cancel()
 
     routes = [
         Route("/", home),

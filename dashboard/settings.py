@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,12 @@ def servlet_session_timeout(value: object) -> float:
     return math.inf if seconds <= 0 else max(seconds // 60, 1) * 60.0
 
 
+def _addr_list(value: str | Iterable[str]) -> tuple[str, ...]:
+    """A list of name server entries: a comma-separated text or a sequence; blank entries dropped."""
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return tuple(v.strip() for v in items if v.strip())
+
+
 def _prop(name: str) -> dict[str, str]:
     return {"property": name}
 
@@ -120,6 +127,12 @@ class DashboardSettings:
     msg_track_topic_name: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.msgTrackTopicName"))
     #: Connect to the name servers and brokers over TLS (RocketMQ's ``useTLS``), without checking their certificate.
     use_tls: bool = attrs.field(default=False, converter=_bool, metadata=_prop("rocketmq.config.useTLS"))
+    #: The name servers the Ops page offers (rocketmq-dashboard's list, comma-separated in a file: each entry one
+    #: ``namesrvAddr`` value, ``h1:9876;h2:9876`` for a cluster of several); the first is used unless ``namesrv_addr``
+    #: is given too.
+    namesrv_addrs: tuple[str, ...] = attrs.field(
+        default=(), converter=_addr_list, metadata=_prop("rocketmq.config.namesrvAddrs")
+    )
 
     @property
     def users_path(self) -> Path:
@@ -147,6 +160,7 @@ def _from_file(file: str | Path) -> dict[str, Any]:
         if key in _IGNORED or key.startswith(_IGNORED_PREFIXES) or not value.strip():
             continue
         if key == "rocketmq.config.namesrvAddrs":
+            values["namesrv_addrs"] = value
             values.setdefault("namesrv_addr", value.split(",")[0].strip())
         elif key == "rocketmq.config.timeoutMillis":
             if not value.strip().isdigit():

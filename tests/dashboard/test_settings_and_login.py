@@ -76,6 +76,7 @@ def test_rocketmq_dashboards_own_settings_file_is_read(tmp_path: Path, monkeypat
     file.write_text(ROCKETMQ_DASHBOARD_PROPERTIES)
     settings = load_settings(file, {})
     assert (settings.namesrv_addr, settings.host, settings.port) == ("10.1.2.3:9876", "0.0.0.0", 8080)
+    assert settings.namesrv_addrs == ("10.1.2.3:9876", "10.1.2.4:9876")  # the Ops page's list
     assert (settings.rpc_timeout, settings.msg_track_topic_name) == (5.0, None)
     file.write_text("rocketmq.config.nameSrvAddr=10.1.2.3:9876\n")
     with pytest.raises(SettingsError, match="nameSrvAddr"):
