@@ -71,9 +71,14 @@ class ConfigPersister(Generic[T]):
 
     def write_through(self) -> None:
         """Write the current table now on the calling (Trio) thread, without ``fsync``, and schedule a synced save.
-        Blocks the loop for one small file write (and for a worker thread's save in progress). Raises ``OSError``."""
+        Blocks the loop for one small file write (and for a worker thread's save in progress). A write that fails (a
+        full disk) is logged and left to that save, as common/src/main/java/org/apache/rocketmq/common/
+        ConfigManager.java ``persist`` logs its IOException: the change stands and the caller goes on."""
         taken, value = self._take()
-        self._write(taken, value, sync=False)
+        try:
+            self._write(taken, value, sync=False)
+        except OSError:
+            log.exception("writing %s failed; it is saved again on the next change", self.file.path)
         self.mark_dirty()
 
     async def persist(self) -> None:

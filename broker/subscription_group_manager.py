@@ -69,14 +69,9 @@ class SubscriptionGroupManager:
         await self.persister.persist()
 
     def write_through(self) -> None:
-        """Write the file now, before an admin request is answered (:meth:`ConfigPersister.write_through`). A write
-        that fails (a full disk) is logged and left to the background save, as
-        common/src/main/java/org/apache/rocketmq/common/ConfigManager.java ``persist`` logs its IOException: the
-        change is made and the request goes on."""
-        try:
-            self.persister.write_through()
-        except OSError:
-            log.exception("writing %s failed; it is saved again on the next change", self.persister.file.path)
+        """Write the file now, before an admin request is answered (:meth:`ConfigPersister.write_through`: a failed
+        write is logged and left to the background save)."""
+        self.persister.write_through()
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config without auto-creating it."""
