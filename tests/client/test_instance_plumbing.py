@@ -1,0 +1,75 @@
+"""The client instance's plumbing against a real name server and broker (virtual time where a timeout is involved):
+a connection that stops answering is dropped after a timed-out call, as RocketMQ's remoting client drops it, so the
+next call reconnects instead of waiting on a dead path forever."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from client.config import ClientConfig
+from client.errors import TopicRouteNotFoundError
+from client.instance import MQClientInstance
+
+
+class FreezableProxy:
+    """Forwards every TCP connection to ``target``. :meth:`freeze` stops the connections open now from forwarding
+    anything either way (a half-open path: a NAT or firewall entry lost, a peer host gone without a reset); the
+    connections made afterwards forward as before."""
+
+    def __init__(self, target: str) -> None:
+        host, _, port = target.rpartition(":")
+        self.target = (host, int(port))
+        self.accepted = 0
+        self._frozen_below = 0
+        self.addr = ""
+
+    async def start(self, nursery: trio.Nursery) -> str:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, self._serve, 0, host="127.0.0.1"))
+        self.addr = f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        return self.addr
+
+    def freeze(self) -> None:
+        self._frozen_below = self.accepted
+
+    async def _serve(self, client: trio.SocketStream) -> None:
+        number = self.accepted
+        self.accepted += 1
+        upstream = await trio.open_tcp_stream(*self.target)
+        async with upstream, trio.open_nursery() as nursery:
+            nursery.start_soon(self._pump, client, upstream, number)
+            nursery.start_soon(self._pump, upstream, client, number)
+
+    async def _pump(self, source: trio.SocketStream, sink: trio.SocketStream, number: int) -> None:
+        try:
+            while data := await source.receive_some():
+                if number >= self._frozen_below:
+                    await sink.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        await sink.aclose()
+
+
+async def test_a_route_lookup_reconnects_after_a_timeout_on_a_connection_that_went_silent(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The name server's connection goes half-open: the lookup on it times out (rpc_timeout), and the connection is
+    closed then, as NettyRemotingClient.invokeSync closes it on a timeout (``clientCloseSocketIfTimeout``, true by
+    default), so the next lookup connects again and gets the route. Before: every later lookup (the 30 s route
+    poll) went to the dead connection and timed out too, for as long as TCP kept it."""
+    async with trio.open_nursery() as nursery:
+        proxy = FreezableProxy(embedded_cluster.namesrv_addr)
+        await proxy.start(nursery)
+        async with MQClientInstance(ClientConfig(namesrv_addr=proxy.addr)) as instance:
+            assert (await instance.query_route("TBW102")).broker_datas
+            proxy.freeze()
+            with pytest.raises(TopicRouteNotFoundError):
+                await instance.query_route("TBW102")
+            route = await instance.query_route("TBW102")
+            assert route.broker_datas[0].master_addr == embedded_cluster.broker_addr
+            assert proxy.accepted == 2
+        nursery.cancel_scope.cancel()
