@@ -2,7 +2,8 @@
 
 It owns
 
-- one :class:`~remoting.client.RemotingClient` (a connection per name server and broker address),
+- one :class:`~remoting.client.RemotingClient` (a connection per name server and broker address, closed when a call
+  on it times out, so the next call connects again),
 - the route cache, refreshed every ``poll_name_server_interval`` (30 s) from the first name server that answers
   (each instance starts at a random one, as Java's ``NettyRemotingClient``; one that fails is skipped and the next
   one tried),
@@ -149,6 +150,7 @@ class MQClientInstance:
             connect_timeout=self.config.rpc_timeout,
             credentials=self.config.credentials,
             ssl_context=self.config.ssl_context(),
+            close_on_timeout=True,  # Java's clientCloseSocketIfTimeout, true by default (see remoting/client.py)
         )
         await remoting.__aenter__()
         _running_client_ids.add(self.client_id)

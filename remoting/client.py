@@ -12,7 +12,11 @@ Contract:
 - one :class:`~remoting.connection.Connection` per address (``"host:port"``, IPv6 as ``"[::1]:port"``), opened on
   first use; concurrent invocations pipeline on it and are matched by opaque;
 - ``timeout`` covers connecting and waiting; expiry raises :class:`~remoting.errors.RemotingTimeoutError` and leaves
-  the connection open (a late response is dropped);
+  the connection open (a late response is dropped), unless ``close_on_timeout``: then a timed-out :meth:`invoke` (or
+  :meth:`invoke_frame`) closes the connection, failing its other calls, and the next call reconnects, as
+  ``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java``'s ``invokeSync`` does with
+  ``clientCloseSocketIfTimeout`` (true by default, ``NettySystemConfig``): a path gone silent (a peer host lost
+  without a reset, a NAT entry dropped) is not used for ever. Callback invocations leave it open, as ``invokeAsync``;
 - a refused, reset or timed-out connect raises :class:`~remoting.errors.RemotingConnectError`; a connection that
   fails is dropped, its outstanding invocations fail at once with ``RemotingConnectError`` and the next call
   reconnects;
@@ -85,8 +89,10 @@ class RemotingClient:
         max_frame: int = MAX_FRAME,
         credentials: SessionCredentials | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        close_on_timeout: bool = False,
     ) -> None:
         self.request_handler = request_handler
+        self.close_on_timeout = close_on_timeout
         self.credentials = credentials
         self.ssl_context = ssl_context
         self.connect_timeout = connect_timeout
@@ -181,7 +187,7 @@ class RemotingClient:
         # TLS records must go through the TLS stream.
         trio_native = sniffio.current_async_library() == "trio" and stream is tcp
         raw = socket.fromfd(sock.fileno(), sock.family, sock.type) if trio_native else None
-        return Connection(
+        conn = Connection(
             AnyioByteStream(stream),
             (str(remote[0]), int(remote[1])),
             (str(local[0]), int(local[1])),
@@ -189,6 +195,8 @@ class RemotingClient:
             idle_timeout=self.idle_timeout,
             raw_socket=raw,
         )
+        conn.close_on_timeout = self.close_on_timeout
+        return conn
 
     async def _run_connection(self, address: str, conn: Connection) -> None:
         try:

@@ -173,6 +173,9 @@ class Connection:
         self.last_activity = self._loop.now()
         #: Set by the server to time requests (see :mod:`remoting.rpc_metrics`); ``None`` times nothing.
         self.rpc_latency: RpcLatency | None = None
+        #: Close the connection when an :meth:`invoke` or :meth:`invoke_frame` times out (callback invocations never
+        #: do), as RocketMQ's client does (see :class:`~remoting.client.RemotingClient`).
+        self.close_on_timeout = False
         #: opaque -> [request code, read time ns, suspended]
         self._timed: dict[int, list[Any]] = {}
         #: Set by the server (:meth:`remoting.dispatch.Dispatcher.fast_request`): JSON requests are offered to it
@@ -667,7 +670,13 @@ class Connection:
             return future.response
         if future.error is not None:
             raise future.error
+        self._timed_out()
         raise RemotingTimeoutError(f"no response to request code {cmd.code} from {self.remote_address} in {timeout}s")
+
+    def _timed_out(self) -> None:
+        if self.close_on_timeout and not self._closed:
+            log.info("%r: closing after a request timed out", self)
+            self.close()
 
     def _answer(self, future: ResponseFuture, deadline: float) -> Awaitable[None]:
         """Wait for ``future``'s outcome: its own wait when the sweeper times it out, else a wait bounded by
@@ -754,6 +763,7 @@ class Connection:
             return future.response
         if future.error is not None:
             raise future.error
+        self._timed_out()
         raise RemotingTimeoutError(f"no response to request code {code} from {self.remote_address} in {timeout}s")
 
     async def invoke_oneway(self, cmd: RemotingCommand, timeout: float | None = None) -> None:
