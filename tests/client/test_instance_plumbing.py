@@ -1,6 +1,6 @@
 """The client instance's plumbing against a real name server and broker (virtual time where a timeout is involved):
 a connection that stops answering is dropped after a timed-out call, as RocketMQ's remoting client drops it, so the
-next call reconnects instead of waiting on a dead path forever."""
+next call reconnects instead of waiting on a dead path forever; clients told no name server take NAMESRV_ADDR."""
 
 from __future__ import annotations
 
@@ -11,9 +11,14 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from client.admin import Admin
 from client.config import ClientConfig
+from client.consumer.lite_pull import LitePullConsumer
+from client.consumer.push import PushConsumer
 from client.errors import TopicRouteNotFoundError
 from client.instance import MQClientInstance
+from client.message import Message
+from client.producer import Producer
 
 
 class FreezableProxy:
@@ -73,3 +78,23 @@ async def test_a_route_lookup_reconnects_after_a_timeout_on_a_connection_that_we
             assert route.broker_datas[0].master_addr == embedded_cluster.broker_addr
             assert proxy.accepted == 2
         nursery.cancel_scope.cancel()
+
+
+async def test_clients_told_no_name_server_take_the_namesrv_addr_environment_variable(
+    embedded_cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Java's ClientConfig takes ``namesrvAddr`` from the NAMESRV_ADDR environment variable when the application sets
+    none (NameServerAddressUtils.getNameServerAddresses); an address given explicitly still wins."""
+    addr = embedded_cluster.namesrv_addr
+    monkeypatch.setenv("NAMESRV_ADDR", f"{addr};")
+    assert ClientConfig().namesrv_addr == (addr,)
+    async with Producer("pg-env") as producer:
+        assert (await producer.send(Message("EnvTopic", b"x"))).broker_name == "broker-a"
+    assert PushConsumer("cg-env").instance.config.namesrv_addr == (addr,)
+    assert LitePullConsumer("cg-env").instance.config.namesrv_addr == (addr,)
+    assert Admin().instance.config.namesrv_addr == (addr,)
+    assert Admin(config=ClientConfig(client_ip="10.0.0.1")).instance.config.namesrv_addr == (addr,)
+    assert Producer("pg-env", "10.0.0.1:9876").instance.config.namesrv_addr == ("10.0.0.1:9876",)
+    assert Producer("pg-env", config=ClientConfig(namesrv_addr="10.0.0.2:9876")).instance.config.namesrv_addr == (
+        "10.0.0.2:9876",
+    )
