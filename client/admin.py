@@ -107,9 +107,7 @@ BROKER_FAILURES = (MQClientError, RemotingError, OSError, CodecError)
 class Admin(AdminOps):
     """See the module docstring."""
 
-    def __init__(
-        self, namesrv_addr: str | Sequence[str] = "127.0.0.1:9876", *, config: ClientConfig | None = None
-    ) -> None:
+    def __init__(self, namesrv_addr: str | Sequence[str] | None = None, *, config: ClientConfig | None = None) -> None:
         self.instance = new_instance(config, namesrv_addr)
 
     async def __aenter__(self) -> Self:

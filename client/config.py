@@ -49,15 +49,23 @@ def _split_addrs(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(value)
 
 
-#: The name server a client looks for when told none.
+#: The name server a client looks for when told none and ``NAMESRV_ADDR`` names none.
 DEFAULT_NAMESRV: Final = ("127.0.0.1:9876",)
+
+
+def default_namesrv_addr() -> tuple[str, ...]:
+    """The name servers of a client told none: those of the ``NAMESRV_ADDR`` environment variable, as Java's
+    ``ClientConfig`` takes them (common/src/main/java/org/apache/rocketmq/common/utils/NameServerAddressUtils.java,
+    which looks at the ``rocketmq.namesrv.addr`` system property first, a JVM thing), else :data:`DEFAULT_NAMESRV`."""
+    return _split_addrs(os.environ.get("NAMESRV_ADDR", "")) or DEFAULT_NAMESRV
 
 
 @attrs.frozen(slots=True)
 class ClientConfig:
-    """``namesrv_addr`` accepts ``"h1:9876;h2:9876"`` or a list. ``client_id`` is ``ip@instanceName[@unitName]``."""
+    """``namesrv_addr`` accepts ``"h1:9876;h2:9876"`` or a list; by default :func:`default_namesrv_addr`
+    (``NAMESRV_ADDR``). ``client_id`` is ``ip@instanceName[@unitName]``."""
 
-    namesrv_addr: tuple[str, ...] = attrs.field(converter=_split_addrs, default=DEFAULT_NAMESRV)
+    namesrv_addr: tuple[str, ...] = attrs.field(converter=_split_addrs, factory=default_namesrv_addr)
     client_ip: str = attrs.field(factory=local_ip)
     instance_name: str = attrs.field(factory=default_instance_name)
     unit_name: str | None = None

@@ -35,7 +35,7 @@ import anyio.abc
 import attrs
 
 from client import api
-from client.config import DEFAULT_NAMESRV, ClientConfig
+from client.config import ClientConfig, default_namesrv_addr
 from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.request_reply import ReplyTable
 from client.route import MASTER_ID
@@ -475,12 +475,13 @@ class MQClientInstance:
                 log.exception("client timer %s failed", getattr(job, "__name__", job))
 
 
-def new_instance(config: ClientConfig | None, namesrv_addr: str | Sequence[str]) -> MQClientInstance:
-    """A client instance for ``config`` pointed at ``namesrv_addr``, unless ``config`` names name servers of its own
-    (anything but the default address); without a config, a default one."""
-    addrs = namesrv_addr if isinstance(namesrv_addr, str) else tuple(namesrv_addr)
+def new_instance(config: ClientConfig | None, namesrv_addr: str | Sequence[str] | None) -> MQClientInstance:
+    """A client instance for ``config`` (without one, a default one) pointed at ``namesrv_addr``, unless ``config``
+    names name servers of its own (anything but :func:`~client.config.default_namesrv_addr`). ``namesrv_addr`` None:
+    the config's, by default ``NAMESRV_ADDR``'s (else 127.0.0.1:9876), as Java's ``ClientConfig``."""
     if config is None:
-        return MQClientInstance(ClientConfig(namesrv_addr=addrs))
-    if config.namesrv_addr == DEFAULT_NAMESRV:
+        config = ClientConfig()
+    if namesrv_addr is not None and config.namesrv_addr == default_namesrv_addr():
+        addrs = namesrv_addr if isinstance(namesrv_addr, str) else tuple(namesrv_addr)
         config = attrs.evolve(config, namesrv_addr=addrs)
     return MQClientInstance(config)

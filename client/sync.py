@@ -113,7 +113,7 @@ class Producer(_Facade):
     def __init__(
         self,
         group: str,
-        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        namesrv_addr: str | Sequence[str] | None = None,
         *,
         backend: str = "asyncio",
         **options: Any,
@@ -167,7 +167,7 @@ class TransactionProducer(Producer):
     def __init__(
         self,
         group: str,
-        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        namesrv_addr: str | Sequence[str] | None = None,
         *,
         execute_local_transaction: _transaction.ExecuteLocalTransaction,
         check_local_transaction: _transaction.CheckLocalTransaction,
@@ -198,7 +198,7 @@ class PushConsumer(_Facade):
     def __init__(
         self,
         group: str,
-        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        namesrv_addr: str | Sequence[str] | None = None,
         *,
         backend: str = "asyncio",
         **options: Any,
@@ -240,7 +240,7 @@ class LitePullConsumer(_Facade):
     def __init__(
         self,
         group: str,
-        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        namesrv_addr: str | Sequence[str] | None = None,
         *,
         backend: str = "asyncio",
         **options: Any,
@@ -310,7 +310,7 @@ class Admin(_Facade):
 
     def __init__(
         self,
-        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        namesrv_addr: str | Sequence[str] | None = None,
         *,
         config: ClientConfig | None = None,
         backend: str = "asyncio",

@@ -131,7 +131,7 @@ class TransactionProducer(Producer):
     def __init__(
         self,
         group: str,
-        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        namesrv_addr: str | Sequence[str] | None = None,
         *,
         execute_local_transaction: ExecuteLocalTransaction,
         check_local_transaction: CheckLocalTransaction,

@@ -99,7 +99,7 @@ class PushConsumer:
     def __init__(
         self,
         group: str,
-        namesrv_addr: str | Sequence[str] = "127.0.0.1:9876",
+        namesrv_addr: str | Sequence[str] | None = None,
         *,
         instance: MQClientInstance | None = None,
         config: ClientConfig | None = None,
