@@ -1,6 +1,7 @@
 """The client instance's plumbing against a real name server and broker (virtual time where a timeout is involved):
 a connection that stops answering is dropped after a timed-out call, as RocketMQ's remoting client drops it, so the
-next call reconnects instead of waiting on a dead path forever; clients told no name server take NAMESRV_ADDR."""
+next call reconnects instead of waiting on a dead path forever; clients told no name server take NAMESRV_ADDR; clients
+built from one config with a default instance name get client ids of their own."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.config import ClientConfig
+from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
 from client.errors import TopicRouteNotFoundError
 from client.instance import MQClientInstance
-from client.message import Message
+from client.message import Message, MessageExt
 from client.producer import Producer
 
 
@@ -98,3 +100,25 @@ async def test_clients_told_no_name_server_take_the_namesrv_addr_environment_var
     assert Producer("pg-env", config=ClientConfig(namesrv_addr="10.0.0.2:9876")).instance.config.namesrv_addr == (
         "10.0.0.2:9876",
     )
+
+
+async def _consumed(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+async def test_a_producer_and_a_consumer_built_from_one_config_get_instances_of_their_own(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """A config whose instance name was left to its default gives every client built from it an instance name of
+    its own, as Java's clients turn ``DEFAULT`` into ``pid#nanoTime`` each (ClientConfig.changeInstanceNameToPID):
+    a producer and a consumer sharing one config (its credentials, say) both start. Before: the second to start raised
+    ClientStateError, its client id taken by the first."""
+    config = ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr)
+    consumer = PushConsumer("cg-shared-config", config=config)
+    consumer.subscribe("SharedConfig")
+    consumer.register_message_listener(_consumed)
+    async with Producer("pg-shared-config", config=config) as producer, consumer:
+        assert await producer.send(Message("SharedConfig", b"x"))
+        assert producer.instance.client_id != consumer.instance.client_id
+    named = ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr, instance_name="chosen")
+    assert Producer("pg-named", config=named).instance.client_id == named.client_id  # a chosen name is kept
