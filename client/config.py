@@ -38,7 +38,8 @@ def local_ip() -> str:
 
 def default_instance_name() -> str:
     """The PID for the first instance of the process, ``PID#n`` after that, so that two consumers of one group in
-    one process get distinct client ids (Java shares one instance per process instead)."""
+    one process get distinct client ids, as Java's clients turn the default name ``DEFAULT`` into ``PID#nanoTime``
+    each (client/src/main/java/org/apache/rocketmq/client/ClientConfig.java ``changeInstanceNameToPID``)."""
     n = next(_instance_counter)
     return str(os.getpid()) if n == 1 else f"{os.getpid()}#{n}"
 
@@ -113,9 +114,13 @@ class ClientConfig:
         outlives the process, one per group; our default names carry the PID (:func:`default_instance_name`), read
         here as ``DEFAULT``. A name the application chose is kept. A second consumer of the group running in the same
         process takes another file (:class:`~client.consumer.offset_store.LocalFileOffsetStore`)."""
+        return self._client_id("DEFAULT" if self.instance_name_defaulted else self.instance_name)
+
+    @property
+    def instance_name_defaulted(self) -> bool:
+        """The instance name is one :func:`default_instance_name` gives, not one the application chose."""
         pid, name = str(os.getpid()), self.instance_name
-        default = name == pid or name.startswith(f"{pid}#")
-        return self._client_id("DEFAULT" if default else name)
+        return name == pid or name.startswith(f"{pid}#")
 
     def _client_id(self, instance_name: str) -> str:
         cid = f"{self.client_ip}@{instance_name}"

@@ -19,7 +19,8 @@ It owns
 
 Use it with ``async with``; the timers run in its task group and stop when the block exits. Producers and consumers
 create a private instance unless they are given one, so several of them may share an instance (and a client id)
-explicitly. Errors inside timers are logged and retried on the next tick; they never end the instance.
+explicitly; instances built from one config whose instance name was left to its default get names of their own.
+Errors inside timers are logged and retried on the next tick; they never end the instance.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import anyio.abc
 import attrs
 
 from client import api
-from client.config import ClientConfig, default_namesrv_addr
+from client.config import ClientConfig, default_instance_name, default_namesrv_addr
 from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.request_reply import ReplyTable
 from client.route import MASTER_ID
@@ -63,6 +64,9 @@ log = logging.getLogger(__name__)
 #: Client ids of the instances running in this process: brokers key consumers by client id, so two live instances
 #: with one id would be taken for one consumer.
 _running_client_ids: set[str] = set()
+
+#: Default instance names (:func:`~client.config.default_instance_name`) instances of this process were built with.
+_default_names_taken: set[str] = set()
 
 #: Java's ``rebalanceInterval``.
 REBALANCE_INTERVAL = 20.0
@@ -116,7 +120,7 @@ class MQClientInstance:
     """See the module docstring. ``client_id`` is ``config.client_id``."""
 
     def __init__(self, config: ClientConfig) -> None:
-        self.config = config
+        self.config = config = _own_default_name(config)
         self.client_id = config.client_id
         self.producers: dict[str, ProducerInner] = {}
         self.consumers: dict[str, ConsumerInner] = {}
@@ -473,6 +477,18 @@ class MQClientInstance:
                 await job()
             except Exception:
                 log.exception("client timer %s failed", getattr(job, "__name__", job))
+
+
+def _own_default_name(config: ClientConfig) -> ClientConfig:
+    """``config``, with a fresh default instance name when its own is a default one an instance was built with
+    already: Java's clients turn the default name ``DEFAULT`` into ``pid#nanoTime`` each
+    (client/src/main/java/org/apache/rocketmq/client/ClientConfig.java ``changeInstanceNameToPID``), so clients sharing
+    one config (its credentials, say) get client ids of their own; a name the application chose is kept."""
+    if config.instance_name_defaulted:
+        if config.instance_name in _default_names_taken:
+            config = attrs.evolve(config, instance_name=default_instance_name())
+        _default_names_taken.add(config.instance_name)
+    return config
 
 
 def new_instance(config: ClientConfig | None, namesrv_addr: str | Sequence[str] | None) -> MQClientInstance:
