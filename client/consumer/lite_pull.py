@@ -12,10 +12,12 @@ Usage::
 
 A background task per queue pulls (long polling) into a buffer bounded per queue (``pull_threshold_for_queue``
 messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies) and in all (``pull_threshold_for_all`` messages), as
-DefaultLitePullConsumer's flow control; ``poll`` hands out one buffered batch. With ``auto_commit`` (the default) the
-messages of a batch count as consumed when ``poll`` returns them and their offsets are committed every
-``persist_consumer_offset_interval`` (5 s) and at shutdown; otherwise :meth:`commit` does it (a broker that fails
-is logged, the others' offsets still go out), now or, with ``persist=False``, at the next of those persists.
+DefaultLitePullConsumer's flow control; ``poll`` hands out one buffered batch. With ``auto_commit`` (the default) a
+``poll`` first commits what the earlier polls returned, at most every ``auto_commit_interval`` (5 s), as Java's
+``maybeAutoCommit``: the batch the application is processing is not committed until it polls again, so a crash (or an
+error leaving the block) gets it delivered again, never skipped. Otherwise :meth:`commit` commits. Committed offsets
+are written every ``persist_consumer_offset_interval`` (5 s) and at shutdown, or at once by ``commit`` (a broker that
+fails is logged, the others' offsets still go out) unless it is given ``persist=False``.
 BROADCASTING consumers (``message_model``) take every queue and keep their offsets in a local file, as push
 consumers do (:func:`~client.consumer.offset_store.offset_store_for`). :meth:`unsubscribe` drops a topic's queues.
 A listener registered with :meth:`register_topic_message_queue_change_listener` hears of a topic's queue set
@@ -89,6 +91,8 @@ TopicQueuesListener = Callable[[str, set[MessageQueue]], object]
 MessageQueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], object]
 #: First check of the registered topics' queues after start (Java: 10 s).
 TOPIC_METADATA_FIRST_CHECK = 10.0
+#: The shortest auto-commit interval (Java's ``MIN_AUTOCOMMIT_INTERVAL_MILLIS``).
+MIN_AUTO_COMMIT_INTERVAL = 1.0
 #: The consume-from-where values a lite pull consumer takes (Java's ``DefaultLitePullConsumer.setConsumeFromWhere``
 #: refuses the deprecated ones, which its rebalance would never start a queue with).
 LITE_PULL_CONSUME_FROM = frozenset(
@@ -111,6 +115,7 @@ class LitePullConsumer(LitePullWorker):
         instance: MQClientInstance | None = None,
         config: ClientConfig | None = None,
         auto_commit: bool = True,
+        auto_commit_interval: float = 5.0,
         pull_batch_size: int = 10,
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue_mib: int = 100,
@@ -129,11 +134,16 @@ class LitePullConsumer(LitePullWorker):
                 f"Invalid ConsumeFromWhere Value {consume_from_where.name}: a lite pull consumer takes "
                 "CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET or CONSUME_FROM_TIMESTAMP"
             )
+        if auto_commit_interval < MIN_AUTO_COMMIT_INTERVAL:
+            raise ValueError(f"auto_commit_interval must be at least {MIN_AUTO_COMMIT_INTERVAL} s")
         self._group = group
         self.instance, self._own_instance = (
             (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
         )
         self.auto_commit = auto_commit
+        self.auto_commit_interval = auto_commit_interval
+        #: When ``poll`` commits next (loop time; Java's ``nextAutoCommitDeadline``, -1 at first: the first poll).
+        self._next_auto_commit = -math.inf
         self.pull_batch_size = pull_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
@@ -196,6 +206,7 @@ class LitePullConsumer(LitePullWorker):
             await self._tasks.__aenter__()
             self.instance.register_consumer(self)
             await self.offset_store.load()
+            self._next_auto_commit = -math.inf  # a restart may run on another event loop, with another clock
             self._started = True
             if self.trace is not None:
                 await self.trace.start()
@@ -366,10 +377,8 @@ class LitePullConsumer(LitePullWorker):
 
     async def persist_offsets(self) -> None:
         """The timer's and the shutdown's persist (Java's ``persistConsumerOffset``): the offset in memory of every
-        assigned queue, after, with auto-commit, the polled offsets are put there (``commitAll``); so an offset
-        committed with ``persist=False`` goes out too."""
-        if self.auto_commit:
-            await self.commit(persist=False)
+        assigned queue, i.e. what was committed (by ``poll``'s auto-commit, or :meth:`commit`, ``persist=False``
+        too), never what the last poll returned and the application may still be processing."""
         pending = {mq: offset for mq in self._queues if (offset := self.offset_store.read_memory(mq)) is not None}
         await self._write(pending)
 
@@ -382,6 +391,7 @@ class LitePullConsumer(LitePullWorker):
                 "messageModel": self.message_model.name,
                 "consumeFromWhere": self.consume_from_where.name,
                 "autoCommit": str(self.auto_commit).lower(),
+                "autoCommitIntervalMillis": str(round(self.auto_commit_interval * 1000)),
                 "pullBatchSize": str(self.pull_batch_size),
                 "pullThresholdForAll": str(self.pull_threshold_for_all),
                 "pullThresholdForQueue": str(self.pull_threshold_for_queue),
@@ -433,16 +443,21 @@ class LitePullConsumer(LitePullWorker):
         state.pq.dropped = True  # a pull task not started yet (a seek's, just now) ends at its first look
         if state.scope is not None:
             state.scope.cancel()
-        # Without auto-commit, only what the application committed counts: the polled offset would skip the rest.
-        if state.consumed_offset is not None and self.auto_commit:
-            self.offset_store.update(mq, state.consumed_offset)
+        # Only what was committed counts (RebalanceLitePullImpl.removeUnnecessaryMessageQueue persists the offset in
+        # memory): the polled offset would skip a batch the application may still be processing.
 
     # -- polling ---------------------------------------------------------------------------------------------------
 
     async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
         """The next buffered batch (messages of one queue, in offset order), or ``[]`` after ``timeout`` seconds;
-        ``timeout=0`` returns what is buffered without waiting."""
+        ``timeout=0`` returns what is buffered without waiting. With auto-commit, what the earlier polls returned is
+        committed first when ``auto_commit_interval`` passed since the last time (Java's ``maybeAutoCommit``,
+        client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java)."""
         self._check_started()
+        if self.auto_commit and (now := anyio.current_time()) >= self._next_auto_commit:
+            for mq, offset in self._offsets_to_commit(None).items():
+                self.offset_store.update(mq, offset)
+            self._next_auto_commit = now + self.auto_commit_interval
         deadline = anyio.current_time() + timeout
         while (batch := await self._next_batch(deadline)) is not None:
             state = batch.state
@@ -451,8 +466,6 @@ class LitePullConsumer(LitePullWorker):
             offset = state.pq.remove_messages(batch.messages)
             if offset >= 0:
                 state.consumed_offset = offset
-                if self.auto_commit:
-                    self.offset_store.update(batch.mq, offset)
             return batch.messages
         return []
 

@@ -66,13 +66,17 @@ async def test_manual_commit_is_what_a_new_consumer_resumes_from(cluster: Thread
     assert [m.body for m in rest] == [f"c{i}".encode() for i in range(5, 10)]
 
 
-async def test_auto_commit_persists_polled_offsets_at_shutdown(cluster: ThreadedCluster) -> None:
+async def test_auto_commit_persists_at_shutdown_what_a_later_poll_committed(cluster: ThreadedCluster) -> None:
+    """A poll once ``auto_commit_interval`` passed commits what the earlier polls returned (Java's
+    ``maybeAutoCommit``), and the shutdown writes it."""
     await create_topic(cluster.namesrv_addr, "LiteAuto", queues=1)
     await send_bodies(cluster.namesrv_addr, "LiteAuto", [f"a{i}".encode() for i in range(6)])
-    async with LitePullConsumer("lite-auto", cluster.namesrv_addr) as consumer:
+    async with LitePullConsumer("lite-auto", cluster.namesrv_addr, auto_commit_interval=1.0) as consumer:
         [mq] = await consumer.fetch_message_queues("LiteAuto")
         await consumer.assign([mq])
         assert len(await poll_until(consumer, 6)) == 6
+        await anyio.sleep(1.0)
+        assert await consumer.poll(timeout=0) == []
     async with LitePullConsumer("lite-auto", cluster.namesrv_addr) as consumer:
         assert await consumer.committed(mq) == 6
 
@@ -132,13 +136,14 @@ async def test_poll_with_a_zero_timeout_returns_what_is_buffered(cluster: Thread
 async def test_a_restarted_lite_pull_consumer_pulls_its_subscription_again(cluster: ThreadedCluster) -> None:
     """A stop kept the process queues and queue states of the last run, their pull tasks gone: restarted, the consumer
     counted every queue of its subscription as owned and never pulled one again. Now the stop forgets them and the
-    restart rebalances its subscriptions at once, from the offsets the stop committed."""
+    restart rebalances its subscriptions at once, from the offsets the stop persisted."""
     await create_topic(cluster.namesrv_addr, "LiteRestart", queues=1)
     await send_bodies(cluster.namesrv_addr, "LiteRestart", [b"m0"])
     consumer = LitePullConsumer("lite-restart", cluster.namesrv_addr, consume_from_where=FIRST)
     async with consumer:
         await consumer.subscribe("LiteRestart")
         assert [m.body for m in await poll_until(consumer, 1)] == [b"m0"]
+        await consumer.commit(persist=False)
     await send_bodies(cluster.namesrv_addr, "LiteRestart", [b"m1"])
     async with consumer:  # its subscription stays
         got = await poll_until(consumer, 1)
@@ -155,6 +160,7 @@ async def test_a_restarted_lite_pull_consumer_pulls_its_assigned_queues_again(cl
         mqs = await consumer.fetch_message_queues("LiteRestartAssign")
         await consumer.assign(mqs)
         assert [m.body for m in await poll_until(consumer, 1)] == [b"a0"]
+        await consumer.commit(persist=False)
     await send_bodies(cluster.namesrv_addr, "LiteRestartAssign", [b"a1"])
     async with consumer:
         assert consumer.assignment() == set(mqs)

@@ -24,7 +24,7 @@ FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 async def test_unsubscribe_drops_the_topic_and_persists_its_offsets(cluster: ThreadedCluster) -> None:
     """After ``unsubscribe`` the topic's queues leave the assignment, nothing of it is polled any more, and the
-    offsets polled before are on the broker; the other topic goes on."""
+    offsets committed before are on the broker; the other topic goes on."""
     await create_topic(cluster.namesrv_addr, "LiteUnsubA", queues=2)
     await create_topic(cluster.namesrv_addr, "LiteUnsubB", queues=2)
     await send_bodies(cluster.namesrv_addr, "LiteUnsubA", [b"a0", b"a1"])
@@ -32,6 +32,7 @@ async def test_unsubscribe_drops_the_topic_and_persists_its_offsets(cluster: Thr
         await consumer.subscribe("LiteUnsubA")
         await consumer.subscribe("LiteUnsubB")
         assert len(await poll_until(consumer, 2)) == 2
+        await consumer.commit(persist=False)
         await consumer.unsubscribe("LiteUnsubA")
         assert {mq.topic for mq in consumer.assignment()} == {"LiteUnsubB"}
         assert "LiteUnsubA" not in consumer.subscribed_topics()
@@ -188,6 +189,8 @@ async def test_broadcasting_consumers_each_get_everything_and_resume_from_their_
         assert len(one.assignment()) == len(two.assignment()) == 2
         got_one = await poll_until(one, 6)
         got_two = await poll_until(two, 6)
+        await one.commit(persist=False)
+        await two.commit(persist=False)
     assert sorted(m.body for m in got_one) == sorted(m.body for m in got_two) == [f"b{i}".encode() for i in range(6)]
     files = sorted((tmp_path / "offsets").rglob("offsets.json"))
     assert [p.parent.parent.name.endswith("#2") for p in files] == [False, True]  # one file per running consumer
