@@ -336,22 +336,30 @@ class LitePullConsumer(LitePullWorker):
     async def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
         """Consume exactly ``mqs`` (no rebalance). Each queue's pull task computes its start offset (from the
         broker, else consume-from-where), and again after a failure, so a queue whose broker is down now is
-        consumed once the broker is back (Java's ``PullTaskImpl.nextPullOffset``)."""
+        consumed once the broker is back (Java's ``PullTaskImpl.nextPullOffset``). Calls that overlap take effect
+        one after the other (the last one's queues are owned), under the rebalance's lock, as Java's synchronized
+        ``DefaultLitePullConsumerImpl.assign``
+        (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java)."""
         self._check_started()
         if self.rebalance.subscriptions and not self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
-        self._assigned_manually = True
         wanted = set(mqs)
         by_topic: dict[str, set[MessageQueue]] = {}
         for mq in wanted:
             by_topic.setdefault(mq.topic, set()).add(mq)
         for topic in by_topic:
-            self.rebalance.subscriptions.setdefault(topic, build_subscription(topic, expression))
             await self.instance.route(topic, wait_greeting=True)
-        for topic in {mq.topic for mq in self.rebalance.process_queues} | set(by_topic):
-            await self.rebalance.remove_unallocated(topic, by_topic.get(topic, set()))
-        for mq in sorted(wanted - set(self.rebalance.process_queues)):
-            self._start(mq, self.rebalance.own(mq), None)
+        async with self.rebalance.serialised():
+            self._check_started()
+            if self.rebalance.subscriptions and not self._assigned_manually:
+                raise ClientStateError("subscribe() and assign() cannot be mixed")
+            self._assigned_manually = True
+            for topic in by_topic:
+                self.rebalance.subscriptions.setdefault(topic, build_subscription(topic, expression))
+            for topic in {mq.topic for mq in self.rebalance.process_queues} | set(by_topic):
+                await self.rebalance.remove_unallocated(topic, by_topic.get(topic, set()))
+            for mq in sorted(wanted - set(self.rebalance.process_queues)):
+                self._start(mq, self.rebalance.own(mq), None)
 
     def assignment(self) -> set[MessageQueue]:
         return set(self._queues)

@@ -230,6 +230,11 @@ class Rebalance:
             self.process_queues.clear()
             self._kept.clear()
 
+    def serialised(self) -> anyio.Lock:
+        """The lock a pass, a reset and a drop hold: the lite pull consumer's assign mode holds it to change its
+        queues, so overlapping changes take effect one after the other."""
+        return self._lock
+
     def own(self, mq: MessageQueue) -> ProcessQueue:
         """Own ``mq`` without computing its start offset (the lite pull consumer's assign mode: its pull task
         computes it, retrying while the broker does not answer). Not for orderly consumers (no lock is taken)."""
