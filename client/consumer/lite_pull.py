@@ -508,17 +508,27 @@ class LitePullConsumer(LitePullWorker):
             await self._write(chosen)
 
     async def _write(self, chosen: dict[MessageQueue, int]) -> None:
-        """Persist the offsets in memory of ``chosen``'s queues and wait for it; failures are logged per queue."""
+        """Persist the offsets in memory of ``chosen``'s queues and wait for it; failures are logged per queue. The
+        queues' requests go out together, so a broker that does not answer is waited for once (one request timeout),
+        not once per queue: Java's ``RemoteBrokerOffsetStore.persistAll``
+        (client/src/main/java/org/apache/rocketmq/client/consumer/store/RemoteBrokerOffsetStore.java) sends them one
+        way without waiting at all."""
         if not chosen:
             return
         if not isinstance(self.offset_store, RemoteBrokerOffsetStore):
             await self.offset_store.persist_all(chosen)
             return
-        for mq, offset in chosen.items():
+        store = self.offset_store
+
+        async def persist(mq: MessageQueue, offset: int) -> None:
             try:
-                await self.offset_store.persist(mq)
+                await store.persist(mq)
             except Exception as exc:
                 log.warning("committing offset %d of %s failed: %s", offset, mq, exc)
+
+        async with anyio.create_task_group() as tasks:
+            for mq, offset in chosen.items():
+                tasks.start_soon(persist, mq, offset)
 
     def _offsets_to_commit(
         self, offsets: Mapping[MessageQueue, int] | Iterable[MessageQueue] | None
