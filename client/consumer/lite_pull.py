@@ -336,7 +336,9 @@ class LitePullConsumer(LitePullWorker):
     async def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
         """Consume exactly ``mqs`` (no rebalance). Each queue's pull task computes its start offset (from the
         broker, else consume-from-where), and again after a failure, so a queue whose broker is down now is
-        consumed once the broker is back (Java's ``PullTaskImpl.nextPullOffset``). Calls that overlap take effect
+        consumed once the broker is back (Java's ``PullTaskImpl.nextPullOffset``). ``expression`` filters the pulls
+        of the topics of ``mqs`` from then on, replacing an earlier call's (Java's ``setSubExpressionForAssign``, the
+        last call per topic wins; a queue's batches pulled before stay buffered). Calls that overlap take effect
         one after the other (the last one's queues are owned), under the rebalance's lock, as Java's synchronized
         ``DefaultLitePullConsumerImpl.assign``
         (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java)."""
@@ -354,8 +356,10 @@ class LitePullConsumer(LitePullWorker):
             if self.rebalance.subscriptions and not self._assigned_manually:
                 raise ClientStateError("subscribe() and assign() cannot be mixed")
             self._assigned_manually = True
-            for topic in by_topic:
-                self.rebalance.subscriptions.setdefault(topic, build_subscription(topic, expression))
+            for topic in by_topic:  # the latest expression of a topic wins, as setSubExpressionForAssign's
+                sub, held = build_subscription(topic, expression), self.rebalance.subscriptions.get(topic)
+                if held is None or held.sub_string != sub.sub_string:
+                    self.rebalance.subscriptions[topic] = sub
             for topic in {mq.topic for mq in self.rebalance.process_queues} | set(by_topic):
                 await self.rebalance.remove_unallocated(topic, by_topic.get(topic, set()))
             for mq in sorted(wanted - set(self.rebalance.process_queues)):
