@@ -24,6 +24,7 @@ from remoting.errors import sole_exception
 from store.errors import StoreCorruptError
 from store.metadata_files import TopicConfig
 from tests.broker.helpers import create_topic_request, wait_for_route
+from tests.client.test_instance_plumbing import FreezableProxy
 from tests.conftest import SMALL_STORE
 
 
@@ -160,3 +161,28 @@ async def test_a_broker_whose_store_failed_to_load_does_not_keep_it_locked(tmp_p
     assert isinstance(sole_exception(failed.value), StoreCorruptError), failed.value
     async with EmbeddedCluster(data, **SMALL_STORE) as cluster:
         assert cluster.controller.address is not None
+
+
+async def test_a_registration_that_timed_out_reconnects_at_the_next_round(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The broker's connection to its name server goes half-open (a NAT entry dropped, the host lost without a
+    reset): the round on it times out, and the connection is closed then, as the broker's BrokerOuterAPI client
+    (NettyRemotingClient.invokeSync, ``clientCloseSocketIfTimeout`` true by default) closes it, so the next round
+    connects again and registers. Before: every round went to the dead connection and timed out, and the name server
+    dropped the broker from every route once its 120 s passed."""
+    async with trio.open_nursery() as nursery:
+        [namesrv] = await start_namesrvs(nursery, tmp_path, 1)
+        proxy = FreezableProxy(namesrv)
+        via = await proxy.start(nursery)
+        controller = BrokerController(broker_config(tmp_path, [via]))
+        await nursery.start(controller.serve)
+        registration = controller.registration
+        assert registration is not None and registration.last_results == {via: ResponseCode.SUCCESS}
+        proxy.freeze()
+        await registration.wait_next_round()
+        assert registration.last_results[via] != ResponseCode.SUCCESS  # timed out
+        await registration.wait_next_round()
+        assert registration.last_results == {via: ResponseCode.SUCCESS}
+        assert proxy.accepted == 2
+        nursery.cancel_scope.cancel()
