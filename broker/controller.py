@@ -289,7 +289,10 @@ class BrokerController:
         """Client housekeeping, the hold service, the listeners and the registration, until cancelled."""
         ctx = self.context
         async with (
-            RemotingClient(ssl_context=namesrv_client_context(self.config)) as client,
+            # Closed on a sync call's timeout, as BrokerOuterAPI's NettyRemotingClient.invokeSync with
+            # clientCloseSocketIfTimeout (true by default; remoting/.../netty/NettySystemConfig.java): a name server
+            # or master connection gone silent is not used for every later registration and slave sync round.
+            RemotingClient(ssl_context=namesrv_client_context(self.config), close_on_timeout=True) as client,
             trio.open_nursery() as nursery,
         ):
             await nursery.start(ctx.clients.run)
