@@ -12,15 +12,21 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from client import api
 from client.admin import Admin
 from client.config import ClientConfig
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
+from client.consumer.pull_service import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
 from client.consumer.push import PushConsumer
 from client.errors import TopicRouteNotFoundError
 from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.errors import RemotingError, RemotingTimeoutError
+from tests.client.helpers import create_topic
 
 
 class FreezableProxy:
@@ -122,3 +128,44 @@ async def test_a_producer_and_a_consumer_built_from_one_config_get_instances_of_
         assert producer.instance.client_id != consumer.instance.client_id
     named = ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr, instance_name="chosen")
     assert Producer("pg-named", config=named).instance.client_id == named.client_id  # a chosen name is kept
+
+
+async def test_a_callback_call_that_times_out_before_its_connection_opened_leaves_it_open(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Callback calls (a push consumer's pulls, async sends) never close their connection on a timeout, as
+    NettyRemotingClient.invokeAsync leaves the channel open (only invokeSync closes it): also those issued before the
+    connection opened, which wait for it in a task. Two long-polling pulls issued at once on a new connection: the
+    first times out while the broker holds it, and the second still gets the broker's answer. Before: the first's
+    timeout closed the connection and failed the second with it."""
+    await create_topic(embedded_cluster.namesrv_addr, "CallbackTimeout", queues=1)
+    addr = embedded_cluster.broker_addr
+
+    def pull(suspend_ms: int) -> RemotingCommand:
+        return api.pull_request(
+            {
+                "consumerGroup": "cg-callback-timeout",
+                "topic": "CallbackTimeout",
+                "queueId": "0",
+                "queueOffset": "0",
+                "maxMsgNums": "32",
+                "sysFlag": str(PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION),
+                "commitOffset": "0",
+                "suspendTimeoutMillis": str(suspend_ms),
+                "subVersion": "0",
+                "subscription": "*",
+                "expressionType": "TAG",
+            }
+        )
+
+    outcomes: dict[str, RemotingCommand | RemotingError] = {}
+    async with MQClientInstance(ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr)) as instance:
+        assert addr not in instance.remoting._connections  # both wait for the connection in a task
+        instance.remoting.invoke_callback(addr, pull(20_000), 2.0, functools.partial(outcomes.__setitem__, "short"))
+        instance.remoting.invoke_callback(addr, pull(5_000), 30.0, functools.partial(outcomes.__setitem__, "long"))
+        await trio.sleep(10)
+        assert isinstance(outcomes["short"], RemotingTimeoutError)
+        answer = outcomes["long"]
+        assert isinstance(answer, RemotingCommand), answer  # the broker's answer, not the connection's failure
+        assert answer.code == ResponseCode.PULL_NOT_FOUND
+        assert not instance.remoting._connections[addr].closed
