@@ -125,13 +125,13 @@ class GrpcClientChannel(Connection):
     async def send(self, cmd: RemotingCommand) -> None:
         self.send_nowait(cmd)
 
-    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+    async def invoke(self, cmd: RemotingCommand, timeout: float, *, keep_open: bool = False) -> RemotingCommand:
         """A request RocketMQ's GrpcClientChannel relays (see :meth:`_telemetry_of`) is written to the client's
         Telemetry stream and answered by its reply (:meth:`SessionTable.relay`); any other is dropped and times
         out."""
         make = self._telemetry_of(cmd)
         if make is None:
-            return await super().invoke(cmd, timeout)
+            return await super().invoke(cmd, timeout, keep_open=keep_open)
         if self.closed:
             raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
         return await self.table.relay(self, cmd, make, timeout)

@@ -16,7 +16,8 @@ Contract:
   :meth:`invoke_frame`) closes the connection, failing its other calls, and the next call reconnects, as
   ``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java``'s ``invokeSync`` does with
   ``clientCloseSocketIfTimeout`` (true by default, ``NettySystemConfig``): a path gone silent (a peer host lost
-  without a reset, a NAT entry dropped) is not used for ever. Callback invocations leave it open, as ``invokeAsync``;
+  without a reset, a NAT entry dropped) is not used for ever. Callback invocations leave it open, as ``invokeAsync``,
+  also those that wait for the connection in a task;
 - a refused, reset or timed-out connect raises :class:`~remoting.errors.RemotingConnectError`; a connection that
   fails is dropped, its outstanding invocations fail at once with ``RemotingConnectError`` and the next call
   reconnects;
@@ -360,7 +361,12 @@ class RemotingClient:
     ) -> None:
         outcome: RemotingCommand | RemotingError
         try:
-            outcome = await self.invoke(address, cmd, timeout)
+            # A callback invocation's timeout leaves the connection open, also when it waited for the connection
+            # here: NettyRemotingClient.invokeAsync never closes the channel on a timeout, only invokeSync does.
+            conn = self._connections.get(address)
+            if conn is None or conn.closed:
+                conn, timeout = await self._connect_within(address, timeout)
+            outcome = await conn.invoke(self._stamp(cmd), timeout, keep_open=True)
         except RemotingError as exc:
             outcome = exc
         await run_callback(callback, outcome, "invoke")

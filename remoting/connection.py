@@ -644,15 +644,16 @@ class Connection:
         self.last_activity = self._loop.now()
         return frame[sent:]
 
-    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+    async def invoke(self, cmd: RemotingCommand, timeout: float, *, keep_open: bool = False) -> RemotingCommand:
         """Send a request and wait up to ``timeout`` seconds for the response with the same opaque.
 
         The timeout covers the whole call: a request queued behind a backlog the peer does not read (see
         :attr:`congested`) times out like one the peer does not answer, since no answer comes before it is written;
         it stays queued, as :meth:`send_nowait` leaves it. The deadline holds whether or not :meth:`run` runs (a
         connection whose :meth:`send_nowait` drops the request times out too). Raises :class:`RemotingTimeoutError`
-        (the connection stays open; a late response is dropped) or :class:`RemotingConnectError` if the connection
-        closes first. ``cmd`` must not be oneway.
+        (the connection stays open, unless :attr:`close_on_timeout` and not ``keep_open``, which a callback
+        invocation run as a task passes; a late response is dropped) or :class:`RemotingConnectError` if the
+        connection closes first. ``cmd`` must not be oneway.
         """
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot invoke, connection closed")
@@ -670,7 +671,8 @@ class Connection:
             return future.response
         if future.error is not None:
             raise future.error
-        self._timed_out()
+        if not keep_open:
+            self._timed_out()
         raise RemotingTimeoutError(f"no response to request code {cmd.code} from {self.remote_address} in {timeout}s")
 
     def _timed_out(self) -> None:
