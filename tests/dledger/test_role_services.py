@@ -346,3 +346,46 @@ async def test_a_lone_delayed_and_timer_message_on_an_idle_leader_are_delivered_
         assert late[b"level-1"] < 2000 and late[b"timer-2s"] < 3000, late
     finally:
         await group.__aexit__(None, None, None)
+
+
+async def transfer_leadership(group: EmbeddedDLedgerGroup, client: RemotingClient, frm: str, to: str) -> None:
+    """DLedger's LEADERSHIP_TRANSFER from ``frm`` to ``to``, asked again until ``to`` leads (it holds ``frm``'s log
+    first)."""
+    peers = dledger_config_of(group.config(frm)).peer_map
+    with trio.fail_after(60):
+        while await group.leader() != to:
+            if group.store(to).ledger.end_index == group.store(frm).ledger.end_index:
+                term = group.store(frm).server.node.member.curr_term
+                transfer = LeadershipTransferRequest(group="broker-a", remote_id=frm, term=term, transfer_id=frm,
+                                                     transferee_id=to)  # fmt: skip
+                body = encode(transfer)
+                await client.invoke(peers[frm], request(DLedgerCode.LEADERSHIP_TRANSFER, body=body), 10)
+            await trio.sleep(0.5)
+
+
+async def test_a_member_that_steps_down_copies_from_no_master_until_the_name_server_names_one(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A role change forgets the master address the metadata sync copies from (4.9.8's BrokerController
+    ``handleSlaveSynchronize`` sets it to null in ``changeToSlave`` and ``changeToMaster``); the registration's answer
+    names the current master. Found by a review: a leader that stepped down while the name server was unreachable kept
+    copying from the member it had followed before it led, a follower by then, and lost a topic created while it led
+    to that follower's older table."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group, RemotingClient() as client:
+        y = await group.leader()
+        assert (await client.invoke(group.addr(y), create_topic_request(TOPIC, queues=1), 5)).code == 0
+        x, z = [m for m in group.ids if m != y]
+        sync_x = group.controllers[x].replication.slave_sync
+        assert sync_x is not None
+        with trio.fail_after(120):  # the next registration round names y as x's master
+            while sync_x.master_addr != group.addr(y):
+                await trio.sleep(1)
+        await transfer_leadership(group, client, y, x)
+        for controller in group.controllers.values():  # the name server becomes unreachable
+            controller.context.config = attrs.evolve(controller.context.config, namesrv_addr="127.0.0.1:1")
+        answer = await client.invoke(group.addr(x), create_topic_request("CreatedWhileLeading", queues=1), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        await transfer_leadership(group, client, x, z)
+        await trio.sleep(25)  # two metadata sync rounds of x's
+        assert group.controllers[x].context.config.broker_role == "SLAVE"
+        assert group.controllers[x].context.topics.get("CreatedWhileLeading") is not None
