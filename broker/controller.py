@@ -343,9 +343,15 @@ class BrokerController:
         store.arrival_interest = on_interest
 
     def _role_changed(self) -> None:
-        """A DLedger role change, after the live config was rewritten: the master's services follow, then an
-        immediate registration (changeToMaster / changeToSlave)."""
+        """A DLedger role change, after the live config was rewritten: the master's services follow, the metadata
+        sync forgets its master until the registration's answer names the current one, then an immediate
+        registration (changeToMaster / changeToSlave and their ``handleSlaveSynchronize``, which sets the master
+        address to null: broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java). A member that led
+        kept the master it had followed before, a follower by then, and copied its older tables while the name
+        server did not answer."""
         self.role_services.role_changed()
+        if self.replication.slave_sync is not None:
+            self.replication.slave_sync.master_addr = None
         assert self.registration is not None
         self.registration.trigger()
 
