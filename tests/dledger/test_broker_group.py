@@ -13,16 +13,20 @@ import pytest
 import trio
 import trio.testing
 
+from broker.context import config_dir_of
+from broker.controller import BrokerController
 from broker.embedded_dledger import EmbeddedDLedgerGroup
 from client.errors import MQClientError
 from client.message import Message, SendStatus
 from client.producer import Producer
+from dledger.commitlog_store import DLedgerMessageStore
 from processors.send import SendMessageProcessor
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import MessageRecord, decode_record
 from remoting.errors import RemotingError
+from store.metadata_files import ConfigFileError
 from store.results import PutStatus
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
@@ -216,3 +220,28 @@ async def test_leaving_the_group_unregisters_every_member_before_the_name_server
         await group.leader()
     failed = [r.getMessage() for r in caplog.records if "unregister broker" in r.getMessage()]
     assert not failed, failed
+
+
+async def test_a_broker_whose_start_fails_after_its_store_loaded_lets_go_of_the_dledger_files(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A start that fails once the store is loaded (here an unreadable ``topics.json``) closes the store, its DLedger
+    entry and index files included, so the broker can start again in this process without the mappings of the failed
+    attempt left behind (found by a review: the store's close let the ledger's files be, only a running DLedger
+    server closes them)."""
+    async with EmbeddedDLedgerGroup(tmp_path, members=1, **SMALL_STORE) as group, RemotingClient() as client:
+        member = await group.leader()
+        assert (await client.invoke(group.addr(member), create_topic_request(TOPIC, queues=1), 5)).code == 0
+        assert (await send(client, group.addr(member), b"kept"))[0] == ResponseCode.SUCCESS
+        await group.stop(member)
+        config_dir = config_dir_of(group.config(member))
+        for name in ("topics.json", "topics.json.bak"):
+            (config_dir / name).write_text("{not json")
+        controller = BrokerController(group.config(member))
+        with pytest.raises(ConfigFileError):
+            await controller.serve()
+        store = controller.context.store
+        assert isinstance(store, DLedgerMessageStore)
+        ledger = store.ledger
+        assert ledger.data.files and ledger.index.files
+        assert all(mf.fd < 0 for mf in ledger.data.files + ledger.index.files)
