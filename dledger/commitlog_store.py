@@ -360,6 +360,15 @@ class DLedgerMessageStore(MessageStore):
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.close, limiter=self.disk_limiter)
 
+    def close(self) -> None:
+        """The store's close, then the DLedger files when no DLedger server holds them: a broker whose start failed
+        after the load never ran one, and only a running server closes them as it stops (DLedgerCommitLog.shutdown
+        stops the DLedger server whatever got started: store/src/main/java/org/apache/rocketmq/store/dledger/
+        DLedgerCommitLog.java). Idempotent; blocking."""
+        super().close()
+        if not self.server.running:
+            self.ledger.close()
+
     def flush_plan(self) -> FlushPlan:
         """ConsumeQueue segments only (the ledger flushes its own files); the checkpoint's end is what is
         dispatched."""
