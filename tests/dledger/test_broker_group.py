@@ -245,3 +245,25 @@ async def test_a_broker_whose_start_fails_after_its_store_loaded_lets_go_of_the_
         ledger = store.ledger
         assert ledger.data.files and ledger.index.files
         assert all(mf.fd < 0 for mf in ledger.data.files + ledger.index.files)
+
+
+async def test_a_send_the_dledger_server_refuses_is_answered_as_dledger_commit_logs_busy_page_cache(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An append the DLedger server refuses at once (here an entry no 64 KiB entry file holds; a leadership transfer
+    or a full pending queue alike) is DLedgerCommitLog's OS_PAGECACHE_BUSY, which SendMessageProcessor answers
+    SYSTEM_ERROR "[PC_SYNCHRONIZED]broker busy, start flow control for a while" and the store counts as a failed put
+    (found by a review: answered SERVICE_NOT_AVAILABLE, uncounted, as if the broker were a slave)."""
+    settings = {**SMALL_STORE, "mapped_file_size_commit_log": 64 << 10}
+    async with EmbeddedDLedgerGroup(tmp_path, members=1, **settings) as group, RemotingClient() as client:
+        member = await group.leader()
+        assert (await client.invoke(group.addr(member), create_topic_request(TOPIC, queues=1), 5)).code == 0
+        stats = group.controllers[member].context.stats
+        failed = stats.put_failed
+        answer = await client.invoke(group.addr(member), send_request(TOPIC, bytes(100 << 10)), 10)
+        assert (answer.code, answer.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+        )
+        assert stats.put_failed == failed + 1
+        assert (await send(client, group.addr(member), b"fits"))[0] == ResponseCode.SUCCESS
