@@ -19,9 +19,10 @@ record into a new entry and returns at once; the send's answer waits for the quo
 (:mod:`dledger.commit_waits`: PUT_OK once committed, a failure status, answered SYSTEM_ERROR, when the leader lost its
 term or ``maxWaitAckTimeMs`` passed), never SEND_OK for an entry that is not committed. Each round of the node's
 effects runs as the group commit's release pass, so the send fast path's SEND_OK answers one commit releases leave
-in one write per connection, as a SYNC_FLUSH group commit's do. A refused append raises
-:class:`~store.errors.ServiceNotAvailableError` (a follower's answer: SERVICE_NOT_AVAILABLE, as DefaultMessageStore
-answers on a slave).
+in one write per connection, as a SYNC_FLUSH group commit's do. An append on a member that does not take
+writes raises :class:`~store.errors.ServiceNotAvailableError` (a follower's answer: SERVICE_NOT_AVAILABLE, as
+DefaultMessageStore answers on a slave); one the DLedger server refuses (a leadership transfer, a full pending queue,
+an entry no data file holds) :class:`~store.errors.PageCacheBusyError`, DLedgerCommitLog's OS_PAGECACHE_BUSY.
 
 Recovery: the DLedger files recover themselves (:meth:`~dledger.file_store.FileLedger.load`); ConsumeQueue entries
 past the committed position are dropped, and committed entries are dispatched again from the first one the
@@ -71,7 +72,7 @@ from remoting.codec.record_scan import scan_records
 from store.checkpoint import create_abort_file
 from store.commitlog import CommitLog
 from store.consume_queue import FILLER_SIZE
-from store.errors import MessageIllegalError, ServiceNotAvailableError, StoreError
+from store.errors import MessageIllegalError, PageCacheBusyError, ServiceNotAvailableError, StoreError
 from store.index import IndexRuns
 from store.mapped_file import MappedFile, destroy_segments, segment_paths
 from store.message_store import FlushPlan, MessageStore, put_refusal
@@ -625,7 +626,7 @@ class DLedgerMessageStore(MessageStore):
         except MessageEncodeError as exc:
             raise put_refusal(exc) from exc
         if code != ResponseCode.SUCCESS:
-            raise ServiceNotAvailableError(f"DLedger refused the append: code {code}")
+            raise _refused(code)
         if key is not None:
             self.queue_offsets[key] = queue_offset + 1
         entry = entries[0]
@@ -655,7 +656,7 @@ class DLedgerMessageStore(MessageStore):
         bodies = [(p.size, _filler(p, first + i if counted else 0, store_ts)) for i, p in enumerate(prepared)]
         code, entries = self.server.append(bodies, self.commit_waits.done)
         if code != ResponseCode.SUCCESS:
-            raise ServiceNotAvailableError(f"DLedger refused the append: code {code}")
+            raise _refused(code)
         if counted:
             self.queue_offsets[key] = first + len(prepared)
         phys = tuple(e.pos + HEADER_SIZE for e in entries)
@@ -744,6 +745,13 @@ def _records_end(classic: CommitLog) -> int:
             break
         end = offset
     return end
+
+
+def _refused(code: int) -> PageCacheBusyError:
+    """An append the DLedger server refused with ``code``, nothing written: DLedgerCommitLog's OS_PAGECACHE_BUSY for
+    every such refusal (DLedgerServer.handleAppend answers them with position -1; store/src/main/java/org/apache/
+    rocketmq/store/dledger/DLedgerCommitLog.java asyncPutMessage / asyncPutMessages), answered SYSTEM_ERROR."""
+    return PageCacheBusyError(f"DLedger refused the append: code {code}")
 
 
 def _takes_queue_offset(sys_flag: int) -> bool:

@@ -139,6 +139,10 @@ class SendAnswers:
                 "service not available now. It may be caused by one of the following reasons: the broker's disk is "
                 f"full, messages are put to the slave, message store has been shut down, etc. ({exc})",
             )
+        if status == "OS_PAGECACHE_BUSY":  # SendMessageProcessor's text (a DLedger append its server refused)
+            return RequestRejected(
+                ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+            )
         if status == "CREATE_MAPPED_FILE_FAILED":  # SendMessageProcessor's text
             return RequestRejected(ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken.")
         return RequestRejected(ResponseCode.SYSTEM_ERROR, f"{status}: {exc}")

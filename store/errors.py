@@ -37,6 +37,13 @@ class ServiceNotAvailableError(PutRefusedError):
     put_status = "SERVICE_NOT_AVAILABLE"
 
 
+class PageCacheBusyError(PutRefusedError):
+    """The store cannot take the put now: RocketMQ's OS_PAGECACHE_BUSY, which DLedgerCommitLog reports for any append
+    its DLedger server refuses (a leadership transfer, a full pending queue, an entry no data file holds)."""
+
+    put_status = "OS_PAGECACHE_BUSY"
+
+
 class CreateMappedFileError(PutRefusedError):
     """A new segment could not be made (ENOSPC, permissions): RocketMQ's CREATE_MAPEDFILE_FAILED. The message was not
     written; the log ends where it did."""
