@@ -67,3 +67,32 @@ async def test_a_commit_waits_for_a_silent_broker_once_not_once_per_queue(
         nursery.cancel_scope.cancel()
     assert committing <= timeout + 1, f"commit() took {committing:.0f} s of virtual time"
     assert persisting <= timeout + 1, f"the persist took {persisting:.0f} s of virtual time"
+
+
+async def test_giving_up_a_silent_brokers_queues_waits_for_it_once_not_once_per_queue(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The queues an ``assign`` gives up, or an ``unsubscribe`` drops, have their offsets persisted as a rebalance
+    drops them (Java's ``RebalanceLitePullImpl.removeUnnecessaryMessageQueue`` persists each one way, without
+    waiting): ours waited out one request timeout per queue of the silent broker, holding the rebalance's lock."""
+    async with trio.open_nursery() as nursery, RemotingClient() as registrar:
+        await _register(registrar, embedded_cluster.namesrv_addr, await _silent_broker(nursery))
+        async with LitePullConsumer("lite-silent-drop", embedded_cluster.namesrv_addr, auto_commit=False) as c:
+            mqs = [MessageQueue(TOPIC, "broker-silent", i) for i in range(QUEUES)]
+            first, second = mqs[: QUEUES // 2], mqs[QUEUES // 2 :]
+            c.pause(mqs)  # no pulls, just the offsets
+            timeout = c.instance.config.rpc_timeout
+            await c.assign(first)
+            await c.commit({mq: 1 for mq in first}, persist=False)
+            started = trio.current_time()
+            await c.assign(second)  # gives the first half up
+            reassigning = trio.current_time() - started
+            await c.commit({mq: 1 for mq in second}, persist=False)
+            started = trio.current_time()
+            await c.unsubscribe(TOPIC)
+            unsubscribing = trio.current_time() - started
+            assert c.assignment() == set()
+        nursery.cancel_scope.cancel()
+    assert reassigning <= timeout + 1, f"assign() took {reassigning:.0f} s of virtual time"
+    # unsubscribe() also heartbeats the brokers, the silent one included: one more timeout
+    assert unsubscribing <= 2 * timeout + 1, f"unsubscribe() took {unsubscribing:.0f} s of virtual time"
