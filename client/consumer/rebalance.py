@@ -138,8 +138,7 @@ class Rebalance:
                     # Typically a route not registered yet (a retry topic right after the first heartbeat).
                     log.info("rebalance of %s for group %s failed: %s", topic, self.group, exc)
                     self.incomplete = True
-            for mq in [mq for mq in self.process_queues if mq.topic not in self.subscriptions]:
-                await self._remove(mq)
+            await self._remove_all([mq for mq in self.process_queues if mq.topic not in self.subscriptions])
         if self.on_changed is not None:
             for topic, mq_all, allocated in changes:
                 await self.on_changed(topic, mq_all, allocated)
@@ -212,8 +211,23 @@ class Rebalance:
     async def remove_unallocated(self, topic: str, allocated: set[MessageQueue]) -> None:
         """Drop the owned queues of ``topic`` not in ``allocated``. A queue still held from an earlier removal (its
         listener call was running) and allocated again: finish that removal first, so it is taken afresh."""
-        for mq in [mq for mq in self.process_queues if mq.topic == topic and (mq not in allocated or mq in self._kept)]:
-            await self._remove(mq)
+        await self._remove_all(
+            [mq for mq in self.process_queues if mq.topic == topic and (mq not in allocated or mq in self._kept)]
+        )
+
+    async def _remove_all(self, mqs: list[MessageQueue]) -> None:
+        """:meth:`_remove` each of ``mqs``, together: a broker that does not answer the offset persist (or an
+        orderly queue's listener call) is waited for once, not once per queue. Java's
+        ``removeUnnecessaryMessageQueue`` (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
+        RebalanceLitePullImpl.java, RebalancePushImpl.java) persists with ``RemoteBrokerOffsetStore.persist``, one way,
+        without waiting for the broker at all."""
+        if len(mqs) <= 1:
+            for mq in mqs:
+                await self._remove(mq)
+            return
+        async with anyio.create_task_group() as tasks:
+            for mq in mqs:
+                tasks.start_soon(self._remove, mq)
 
     async def drop_topic(self, topic: str) -> None:
         """Drop every owned queue of ``topic`` (an unsubscribe), serialised with the passes."""
