@@ -30,8 +30,9 @@ With ``enable_msg_trace`` (and ``customized_trace_topic``) every pulled batch is
 ``DefaultLitePullConsumerImpl.pullSyncImpl`` runs the consume hooks: SubBefore, then a successful SubAfter (context
 code 0), so the records say when the messages were fetched, not when the application handled them.
 
-Leaving the block stops the pull tasks, commits the offsets and forgets the queues and what is buffered; entering it
-again takes up the subscriptions (a rebalance at once) or the assigned queues from the committed offsets.
+Leaving the block stops the pull tasks, writes the committed offsets (not what the last polls returned: Java's
+shutdown runs ``persistConsumerOffset`` only) and forgets the queues and what is buffered; entering it again takes up
+the subscriptions (a rebalance at once) or the assigned queues from the committed offsets.
 
 ``seek`` discards what is buffered for the queue and restarts its pull at the new offset. Each ownership of a
 queue (taken, seeked, taken again) has its own ``QueueState``: a buffered batch is handed out only while its state
@@ -554,8 +555,8 @@ class LitePullConsumer(LitePullWorker):
         }
 
     async def committed(self, mq: MessageQueue) -> int | None:
-        """The committed offset of ``mq``: the one in memory (committed, maybe not written yet; with auto-commit, the
-        polled one), else the broker's (BROADCASTING: the file's); ``None`` when there is none (Java's
+        """The committed offset of ``mq``: the one in memory (committed, maybe not written yet; with auto-commit, what a
+        poll committed), else the broker's (BROADCASTING: the file's); ``None`` when there is none (Java's
         ``readOffset(MEMORY_FIRST_THEN_STORE)``)."""
         pending = self.offset_store.read_memory(mq)
         return pending if pending is not None else await self.offset_store.read(mq)
