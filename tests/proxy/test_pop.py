@@ -78,13 +78,14 @@ async def fill_a_segment(cluster: EmbeddedCluster) -> None:
 
 
 async def expire_old_segments(cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock) -> None:
-    """Retention as on a disk above diskSpaceCleanForciblyRatio: every flushed CommitLog segment but the newest goes
-    (virtual time stands still while the files go)."""
+    """Retention as on a disk above diskSpaceCleanForciblyRatio: every flushed CommitLog segment but the newest goes,
+    one after another with no pause (virtual time stands still while the files go, so a pause would never end)."""
     store = cluster.controller.context.store
     autojump_clock.autojump_threshold = math.inf
     store.flush_all_blocking()
     config = store.config
-    store.config = attrs.evolve(config, disk_usage_ratio=lambda _path: 0.87)  # above the forcible ratio
+    # above the forcible ratio
+    store.config = attrs.evolve(config, disk_usage_ratio=lambda _path: 0.87, delete_commit_log_files_interval=0)
     assert await store.retention.check_once() >= 1
     store.config = config
     autojump_clock.autojump_threshold = 0
@@ -664,3 +665,4 @@ async def test_a_dlq_fallback_refused_for_good_does_not_stop_every_other_groups_
             again = pop.pop("GP", "Plain", 32, 10_000, None)
             nursery.cancel_scope.cancel()
         assert [(p.message.body, p.attempt) for p in again] == [(b"innocent", 2)]
+
