@@ -85,6 +85,11 @@ class ReviveService:
     async def _revive_forever(self) -> None:
         while True:
             await trio.sleep(self.interval)
+            if self.pop.broker.config.broker_role == "SLAVE":
+                # Only a master revives (5.3.3's PopReviveService skips its rounds while ``shouldRunPopRevive`` is off,
+                # broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java): a slave or a
+                # DLedger member that stepped down would only have its appends refused.
+                continue
             try:
                 while self.revive_once():
                     await trio.lowlevel.checkpoint()

@@ -666,3 +666,24 @@ async def test_a_dlq_fallback_refused_for_good_does_not_stop_every_other_groups_
             nursery.cancel_scope.cancel()
         assert [(p.message.body, p.attempt) for p in again] == [(b"innocent", 2)]
 
+
+async def test_a_broker_that_is_not_master_revives_nothing_until_it_is_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """RocketMQ 5's PopReviveService runs only while its broker is master (``shouldRunPopRevive``, set on the master
+    role change): a slave, or a DLedger member that stepped down, leaves the checkpoints to the master. Back as master
+    it revives what came due meanwhile."""
+    await create_topic(embedded_cluster, "PopRole", queues=1)
+    pop, revive = popper
+    await send(embedded_cluster, "PopRole", b"kept")
+    assert len(await pop_all(pop, "G", "PopRole")) == 1
+    ctx = embedded_cluster.controller.context
+    master = ctx.config
+    ctx.config = attrs.evolve(master, broker_role="SLAVE")  # as a DLedger role change rewrites the live config
+    await trio.sleep(INVISIBLE / 1000 + 5)
+    assert revive.revived == 0
+    ctx.config = master
+    await trio.sleep(3)
+    assert revive.revived == 1
+    [again] = await pop_all(pop, "G", "PopRole")
+    assert (again.message.body, again.attempt) == (b"kept", 2)
