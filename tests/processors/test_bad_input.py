@@ -92,3 +92,21 @@ async def test_malformed_subscription_is_answered_and_the_connection_keeps_pulli
         get_max.opaque: ResponseCode.SUCCESS,
     }
     await client.aclose()
+
+
+async def test_an_illegal_queue_id_is_refused_with_the_topic_config_as_java_prints_it(
+    make_broker: MakeBroker, nursery: trio.Nursery
+) -> None:
+    """AbstractSendMessageProcessor.msgCheck formats the TopicConfig with its toString(), as operators see it in the
+    producer's exception; not a Python repr."""
+    address = await start(make_broker, nursery)
+    client = await RawPeer.connect(address)
+    await client.send(send_request(queue_id=99))
+    answer = await client.receive()
+    assert answer is not None and answer.code == ResponseCode.SYSTEM_ERROR
+    host, port = client.stream.socket.getsockname()[:2]
+    assert answer.remark == (
+        "request queueId[99] is illegal, TopicConfig [topicName=TopicTest, readQueueNums=4, writeQueueNums=4, "
+        f"perm=RW-, topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false] Producer: {host}:{port}"
+    )
+    await client.aclose()
