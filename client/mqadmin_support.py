@@ -351,11 +351,7 @@ def perm_text(perm: int) -> str:
 
 def topic_config_text(tc: TopicConfig) -> str:
     """Java's ``TopicConfig.toString()``."""
-    return (
-        f"TopicConfig [topicName={tc.topic_name}, readQueueNums={tc.read_queue_nums}, "
-        f"writeQueueNums={tc.write_queue_nums}, perm={perm_text(tc.perm)}, "
-        f"topicFilterType={tc.topic_filter_type.name}, topicSysFlag={tc.topic_sys_flag}, order={java_text(tc.order)}]"
-    )
+    return tc.java_text()
 
 
 def group_config_text(g: SubscriptionGroupConfig) -> str:

@@ -159,8 +159,11 @@ class SendMessageProcessor:
         queue_id = header.queue_id
         if queue_id >= max(config.write_queue_nums, config.read_queue_nums):
             host, port = ctx.remote_address[:2]
+            # broker/src/main/java/org/apache/rocketmq/broker/processor/AbstractSendMessageProcessor.java msgCheck:
+            # the config as its toString() prints it.
             raise RequestRejected(
-                ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal, {config} Producer: {host}:{port}"
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, {config.java_text()} Producer: {host}:{port}",
             )
         if not config.perm & PERM_WRITE:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")

@@ -136,6 +136,18 @@ class TopicConfig(JsonShape):
     def attribute(self, key: str) -> str | None:
         return dict(self.attributes).get(key)
 
+    def java_text(self) -> str:
+        """4.9.8's ``TopicConfig.toString()`` (common/src/main/java/org/apache/rocketmq/common/TopicConfig.java), as
+        remarks carry it to clients: ``perm`` as ``PermName.perm2String`` gives it (``RW-``)."""
+        perm = self.perm
+        perm_text = ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
+        perm_text += "X" if perm & PERM_INHERIT else "-"
+        return (
+            f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
+            f"writeQueueNums={self.write_queue_nums}, perm={perm_text}, topicFilterType={self.topic_filter_type.name}, "
+            f"topicSysFlag={self.topic_sys_flag}, order={'true' if self.order else 'false'}]"
+        )
+
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()
         del out["attributes"]
