@@ -8,8 +8,18 @@ import trio
 from processors.hold import HoldService
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
+from remoting.codec.frame import encode_command
+from remoting.codec.record_decode import iter_records
 from remoting.server import RemotingServer
-from tests.processors.conftest import TOPIC, MakeBroker, RawPeer, ServedBroker, pull_request, send_request
+from tests.processors.conftest import (
+    TOPIC,
+    MakeBroker,
+    RawPeer,
+    ServedBroker,
+    pull_request,
+    send_request,
+    tags_props,
+)
 
 
 async def start(make_broker: MakeBroker, nursery: trio.Nursery) -> tuple[str, int]:
@@ -109,4 +119,35 @@ async def test_an_illegal_queue_id_is_refused_with_the_topic_config_as_java_prin
         "request queueId[99] is illegal, TopicConfig [topicName=TopicTest, readQueueNums=4, writeQueueNums=4, "
         f"perm=RW-, topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false] Producer: {host}:{port}"
     )
+    await client.aclose()
+
+
+def with_lone_surrogate(command: RemotingCommand, marker: str) -> bytes:
+    """``command``'s JSON frame with ``marker`` written as the escape ``\\ud83d``: the first half of an emoji that
+    Node's JSON.stringify (or Python's json.dumps) writes for a string cut between the two halves of the pair."""
+    frame = encode_command(command)
+    header_length = int.from_bytes(frame[4:8], "big")
+    header = frame[8 : 8 + header_length].replace(marker.encode(), b"\\ud83d")
+    body = frame[8 + header_length :]
+    return (4 + len(header) + len(body)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header + body
+
+
+async def test_a_lone_surrogate_escape_in_a_header_is_stored_as_java_stores_it(
+    make_broker: MakeBroker, nursery: trio.Nursery
+) -> None:
+    """fastjson reads ``\\ud83d`` without its low half into the String as it is (RemotingSerializable.decode), and
+    the stored properties have it as Java's UTF-8 encoder writes an unpaired surrogate, ``?``; the connection, a
+    well-formed frame, stays open."""
+    address = await start(make_broker, nursery)
+    client = await RawPeer.connect(address)
+    for code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE):
+        await client.stream.send_all(
+            with_lone_surrogate(send_request(properties=tags_props("t", "key-MARK"), code=code), "MARK")
+        )
+        answer = await client.receive()
+        assert answer is not None and answer.code == ResponseCode.SUCCESS, answer
+    await client.send(pull_request(group="CID_RMQ_SYS_TEST", sys_flag=0x4))
+    pulled = await client.receive()
+    assert pulled is not None and pulled.code == ResponseCode.SUCCESS
+    assert [m.properties.get("KEYS") for m in iter_records(pulled.body)] == ["key-?", "key-?"]
     await client.aclose()
