@@ -10,6 +10,8 @@ raises :class:`~remoting.codec.errors.HeaderDecodeError`.
 
 from __future__ import annotations
 
+import json
+import re
 import struct
 from typing import Any
 
@@ -172,17 +174,46 @@ def decode_json(data: bytes | memoryview, body: Body) -> RemotingCommand:
 
 def loads_json_header(data: bytes | memoryview) -> object:
     """A JSON header parsed; bytes that are not UTF-8 become U+FFFD first, as Java's ``new String(data, UTF_8)``
-    (RemotingSerializable.decode) makes them (a C++ client's GBK topic or key). Raises HeaderDecodeError."""
+    (RemotingSerializable.decode) makes them (a C++ client's GBK topic or key). Raises HeaderDecodeError.
+
+    An escaped surrogate without its other half (``\\ud83d`` alone: Node's JSON.stringify of a string cut inside a
+    surrogate pair), which orjson refuses, parses as fastjson parses it, and becomes ``?``: what Java's UTF-8 encoder
+    writes for it wherever the String goes (the CommitLog's properties, the config files, the answers)."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        text = bytes(data).decode("utf-8", "replace")
-        if text.encode() == bytes(data):  # valid UTF-8: the JSON itself is bad
-            raise HeaderDecodeError(f"bad JSON header: {exc}") from None
+        error = exc
+    text = bytes(data).decode("utf-8", "replace")
+    if text.encode() != bytes(data):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError as again:
-            raise HeaderDecodeError(f"bad JSON header: {again}") from None
+            error = again
+    if _SURROGATE_ESCAPE.search(text) is not None:
+        try:
+            return _without_lone_surrogates(json.loads(text, parse_constant=_refuse_constant))
+        except (ValueError, RecursionError):
+            pass
+    raise HeaderDecodeError(f"bad JSON header: {error}") from None
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _refuse_constant(name: str) -> object:
+    """``NaN`` and ``Infinity`` are not JSON; orjson refuses them, so the fallback parser does too."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _without_lone_surrogates(value: object) -> object:
+    """``value`` (what ``json.loads`` gave) with each unpaired surrogate replaced by ``?``."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    return value
 
 
 def command_from_json(fields: object, body: Body) -> RemotingCommand:
