@@ -16,7 +16,11 @@ from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlySt
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
+from processors.send_back import ConsumerSendMsgBackProcessor
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import RemotingCommand
+from remoting.processor import RequestContext
 from tests.semantics.helpers import use_virtual_store_clock
 
 
@@ -140,3 +144,50 @@ async def test_a_message_still_waiting_for_a_consume_slot_is_not_sent_back_as_ti
     assert deliveries.count(b"a") == 1 and deliveries.count(b"b") == 1, (
         f"deliveries {deliveries}: messages whose listener call never started were sent back as timed out"
     )
+
+
+class _SendBackRecorder:
+    """The broker's CONSUMER_SEND_MSG_BACK as registered, each request's header fields recorded before the broker's
+    own processor serves it."""
+
+    def __init__(self, cluster: EmbeddedCluster) -> None:
+        controller = cluster.controller
+        self.served = ConsumerSendMsgBackProcessor(controller.context, controller.schedule.rewrite)
+        self.headers: list[dict[str, str]] = []
+        controller.dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, self, controller.pools["send"])
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        self.headers.append(dict(request.ext_fields))
+        return await self.served.process(ctx, request)
+
+
+async def test_a_send_back_names_the_original_topic_the_client_msg_id_and_the_broker_as_java_s_client(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's MQClientAPIImpl.consumerSendMessageBack sends ``originTopic`` = ``msg.getTopic()`` (the original
+    topic: the consume service reset a retry message's topic before the listener saw it), ``originMsgId`` =
+    ``msg.getMsgId()`` (a MessageClientExt's UNIQ_KEY) and ``bname`` = the queue's broker. A RocketMQ 5 broker
+    labels its DLQ metric and its consume hooks with that topic; a retried message's send-back named
+    ``%RETRY%<group>`` and the first delivery's offset msgId."""
+    use_virtual_store_clock(embedded_cluster)
+    recorder = _SendBackRecorder(embedded_cluster)
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("BackHeader", read_queue_nums=1, write_queue_nums=1)
+    seen: list[MessageExt] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(msgs)
+        failed = len(seen) <= 2
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER if failed else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = _consumer(embedded_cluster, "cg-back-header", "BackHeader")
+    consumer.register_message_listener(listener)
+    async with Producer("pg-back-header", embedded_cluster.namesrv_addr) as producer, consumer:
+        sent = await producer.send(Message("BackHeader", b"m"))
+        with trio.fail_after(600):
+            while len(seen) < 3:
+                await trio.sleep(1)
+    assert [m.reconsume_times for m in seen] == [0, 1, 2]
+    assert [(h["originTopic"], h["originMsgId"], h.get("bname")) for h in recorder.headers] == [
+        ("BackHeader", sent.msg_id, "broker-a")
+    ] * 2
