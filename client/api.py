@@ -416,14 +416,21 @@ async def consumer_send_msg_back(
     max_reconsume_times: int,
     timeout: float,
     origin_msg_id: str,
+    *,
+    origin_topic: str | None = None,
+    broker_name: str | None = None,
 ) -> None:
+    """CONSUMER_SEND_MSG_BACK of ``msg``. 4.9.8's ``MQClientAPIImpl.consumerSendMessageBack`` sends ``originTopic``
+    the topic the listener saw (``origin_topic``; ``msg.topic`` by default), ``originMsgId`` the client's msgId (the
+    UNIQ_KEY when present) and ``bname`` the queue's broker (``broker_name``)."""
     header = ConsumerSendMsgBackRequestHeader(
         offset=msg.commit_log_offset,
         group=group,
         delay_level=delay_level,
         origin_msg_id=origin_msg_id,
-        origin_topic=msg.topic,
+        origin_topic=msg.topic if origin_topic is None else origin_topic,
         max_reconsume_times=max_reconsume_times,
+        bname=broker_name,
     )
     cmd = request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
     _check(await remoting.invoke(address, cmd, timeout), address)

@@ -187,8 +187,10 @@ _NOT_IN_A_RETRY_COPY: Final = (
 
 
 async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, delay_level: int = 0) -> bool:
-    """Return ``msg`` to the broker for a later retry; falls back to sending a copy to the retry topic. Returns
-    whether either way worked."""
+    """Return ``msg`` to the broker for a later retry (CONSUMER_SEND_MSG_BACK naming the original topic, the client
+    msgId and ``broker_name``, as ``client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java``
+    ``consumerSendMessageBack``); falls back to sending a copy to the retry topic. Returns whether either way
+    worked."""
     instance = consumer.instance
     addr = instance.find_broker_address(broker_name) or f"{msg.store_host[0]}:{msg.store_host[1]}"
     origin = msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or uniq_msg_id(msg)
@@ -202,7 +204,9 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
             delay_level,
             max_times,
             instance.config.rpc_timeout,
-            origin,
+            uniq_msg_id(msg),
+            origin_topic=reset_retry_topic(msg, consumer.group).topic,  # Java resets it before the listener, in place
+            broker_name=broker_name,
         )
         return True
     except Exception as exc:
