@@ -20,6 +20,7 @@ from processors.send_back import ConsumerSendMsgBackProcessor
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand
+from remoting.codec.message import decode_record
 from remoting.processor import RequestContext
 from tests.semantics.helpers import use_virtual_store_clock
 
@@ -191,3 +192,31 @@ async def test_a_send_back_names_the_original_topic_the_client_msg_id_and_the_br
     assert [(h["originTopic"], h["originMsgId"], h.get("bname")) for h in recorder.headers] == [
         ("BackHeader", sent.msg_id, "broker-a")
     ] * 2
+
+
+async def test_an_orderly_message_given_up_reaches_the_dlq_with_the_reconsume_times_it_was_given_up_at(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's ConsumeMessageOrderlyService.checkReconsumeTimes gives a message up once its reconsumeTimes reached
+    ``maxReconsumeTimes``: ``sendMessageBack`` sends a copy to ``%RETRY%<group>`` with that reconsumeTimes (and the
+    limit), which the broker's send path moves to ``%DLQ%<group>``; the queue goes on with the next message. The
+    dead letter used to be a broker send-back of the stored message, counting 1 whatever the tries."""
+    await _create_and_send(embedded_cluster, "OrdDead", [b"bad", b"good"])
+    seen: list[tuple[bytes, int]] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        seen.append((msgs[0].body, msgs[0].reconsume_times))
+        if msgs[0].body == b"bad":
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = _consumer(embedded_cluster, "cg-ord-dead", "OrdDead", max_reconsume_times=2)
+    consumer.register_message_listener_orderly(listener)
+    async with consumer:
+        await trio.sleep(60)
+        committed = consumer.offset_store.read_memory(MessageQueue("OrdDead", "broker-a", 0))
+    assert seen == [(b"bad", 0), (b"bad", 1), (b"bad", 2), (b"good", 0)]
+    assert committed == 2
+    store = embedded_cluster.controller.context.store
+    [dead] = [decode_record(view) for view in store.get("%DLQ%cg-ord-dead", 0, 0, 32).messages]
+    assert (dead.body, dead.reconsume_times, dead.properties["RETRY_TOPIC"]) == (b"bad", 2, "OrdDead")
