@@ -21,7 +21,7 @@ Orderly: one task per queue at a time takes messages in offset order, only while
 (CLUSTERING). SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's ``reconsume_times`` (the listener sees 0, 1, 2, ...),
 puts the batch back and waits ``suspend_current_queue_time`` (or the context's ``suspend_current_queue_time_ms``; 10 ms
 to 30 s). With the default ``max_reconsume_times`` (-1) that goes on for ever; with a limit, a message that reached it
-is sent back (the broker moves it to the DLQ) and skipped, as Java's
+is sent to ``%RETRY%<group>`` as a copy carrying its count (the broker moves it to the DLQ) and skipped, as Java's
 ``ConsumeMessageOrderlyService.checkReconsumeTimes``. A queue has one listener call at a time, across process queues and
 restarts: a call a stop abandoned keeps the queue until its plain listener's thread returns.
 
@@ -54,7 +54,7 @@ from client.consumer.listener import (
 )
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import retry_topic
-from client.errors import TopicRouteNotFoundError
+from client.errors import MQClientError, TopicRouteNotFoundError
 from client.message import (
     PROPERTY_CONSUME_START_TIME,
     PROPERTY_MAX_OFFSET,
@@ -193,7 +193,6 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
     worked."""
     instance = consumer.instance
     addr = instance.find_broker_address(broker_name) or f"{msg.store_host[0]}:{msg.store_host[1]}"
-    origin = msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or uniq_msg_id(msg)
     max_times = send_back_max_reconsume_times(consumer)
     try:
         await api.consumer_send_msg_back(
@@ -212,40 +211,51 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
     except Exception as exc:
         log.info("send-back of %s failed (%s); sending it to the retry topic instead", msg.msg_id, exc)
     try:
-        topic = retry_topic(consumer.group)
-        info = publish_info(topic, await instance.route(topic))
-        if not info.ok:
-            raise TopicRouteNotFoundError(topic, instance.config.namesrv_addr, "the route has no writable queue")
-        mq = select_one_message_queue(info, None)
-        target = instance.find_broker_address(mq.broker_name)
-        if target is None:
-            return False
-        header = SendMessageRequestHeaderV2(
-            a=consumer.group,
-            b=topic,
-            c="TBW102",
-            d=4,
-            e=mq.queue_id,
-            f=0,
-            g=msg.born_timestamp,
-            h=msg.flag,
-            i=encode_properties(retry_copy_properties(msg, origin)),
-            j=msg.reconsume_times + 1,
-            l=max_times,
-        )
-        await api.send_message(
-            instance.remoting,
-            target,
-            mq.broker_name,
-            header.to_ext_fields(),
-            msg.body,
-            instance.config.rpc_timeout,
-            uniq_id=uniq_msg_id(msg),
-        )
+        await send_retry_copy(consumer, msg, msg.reconsume_times + 1, max_times)
         return True
     except Exception as exc:
         log.warning("sending %s to the retry topic failed too: %s", msg.msg_id, exc)
         return False
+
+
+async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_times: int, max_times: int) -> None:
+    """Send a copy of ``msg`` (:func:`retry_copy_properties`) to ``%RETRY%<group>`` as a new message whose header
+    carries ``reconsume_times`` and ``max_times``: the broker's send path moves it to ``%DLQ%<group>`` when
+    ``reconsume_times >= max_times``. Java's consumers do so from their client's inner producer
+    (``DefaultMQPushConsumerImpl.sendMessageBack`` after a failed send-back, ``ConsumeMessageOrderlyService
+    .sendMessageBack`` for a message given up). Raises when it was not stored."""
+    instance = consumer.instance
+    origin = msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or uniq_msg_id(msg)
+    topic = retry_topic(consumer.group)
+    info = publish_info(topic, await instance.route(topic))
+    if not info.ok:
+        raise TopicRouteNotFoundError(topic, instance.config.namesrv_addr, "the route has no writable queue")
+    mq = select_one_message_queue(info, None)
+    target = instance.find_broker_address(mq.broker_name)
+    if target is None:
+        raise MQClientError(f"no master address for broker {mq.broker_name}")
+    header = SendMessageRequestHeaderV2(
+        a=consumer.group,
+        b=topic,
+        c="TBW102",
+        d=4,
+        e=mq.queue_id,
+        f=0,
+        g=msg.born_timestamp,
+        h=msg.flag,
+        i=encode_properties(retry_copy_properties(msg, origin)),
+        j=reconsume_times,
+        l=max_times,
+    )
+    await api.send_message(
+        instance.remoting,
+        target,
+        mq.broker_name,
+        header.to_ext_fields(),
+        msg.body,
+        instance.config.rpc_timeout,
+        uniq_id=uniq_msg_id(msg),
+    )
 
 
 def _failed(msgs: list[MessageExt], status: ConsumeStatus, context: ConsumeConcurrentlyContext) -> list[MessageExt]:
@@ -493,9 +503,19 @@ class OrderlyConsumeService:
         return again if suspend else None
 
     async def _give_up(self, mq: MessageQueue, msg: MessageExt) -> bool:
-        """Send ``msg`` to the DLQ (BROADCASTING: drop it with a warning); returns whether that worked."""
+        """Send ``msg`` to the DLQ (BROADCASTING: drop it with a warning); returns whether that worked.
+
+        As ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/ConsumeMessageOrderlyService.java``'s
+        ``sendMessageBack``: a copy sent to ``%RETRY%<group>`` with the ``reconsume_times`` it reached and the
+        limit, which the broker moves to ``%DLQ%<group>``; the dead letter counts the tries (a broker send-back of
+        the stored message would count its stored reconsumeTimes + 1)."""
         c = self.consumer
         if c.message_model is MessageModel.BROADCASTING:
             log.warning("BROADCASTING: message %s of %s dropped after %d tries", msg.msg_id, mq, msg.reconsume_times)
             return True
-        return await send_back(c, msg, mq.broker_name, delay_level=-1)
+        try:
+            await send_retry_copy(c, msg, msg.reconsume_times, c.max_reconsume_times)
+        except Exception as exc:
+            log.warning("sending %s of %s to the DLQ failed: %s", msg.msg_id, mq, exc)
+            return False
+        return True
