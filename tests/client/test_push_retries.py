@@ -220,3 +220,38 @@ async def test_an_orderly_message_given_up_reaches_the_dlq_with_the_reconsume_ti
     store = embedded_cluster.controller.context.store
     [dead] = [decode_record(view) for view in store.get("%DLQ%cg-ord-dead", 0, 0, 32).messages]
     assert (dead.body, dead.reconsume_times, dead.properties["RETRY_TOPIC"]) == (b"bad", 2, "OrdDead")
+
+
+class _SlowSendBack(_SendBackRecorder):
+    """The broker's CONSUMER_SEND_MSG_BACK answering ``delay`` seconds late (a busy broker)."""
+
+    def __init__(self, cluster: EmbeddedCluster, delay: float) -> None:
+        super().__init__(cluster)
+        self.delay = delay
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        await trio.sleep(self.delay)
+        return await super().process(ctx, request)
+
+
+async def test_a_send_back_answered_within_5_s_is_not_sent_again_as_a_retry_copy(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's DefaultMQPushConsumerImpl.sendMessageBack gives CONSUMER_SEND_MSG_BACK 5 s (``consumerSendMessageBack(
+    ..., 5000, ...)``) before it sends a copy to ``%RETRY%`` itself. Ours gave it the 3 s of ``rpc_timeout``: a broker
+    answering after 4 s stored the message for retry, and so did the copy: the listener got the retry twice."""
+    use_virtual_store_clock(embedded_cluster)
+    _SlowSendBack(embedded_cluster, 4.0)
+    await _create_and_send(embedded_cluster, "SlowBack", [b"m"])
+    seen: list[int] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.append(msgs[0].reconsume_times)
+        failed = len(seen) == 1
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER if failed else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = _consumer(embedded_cluster, "cg-slow-back", "SlowBack")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await trio.sleep(120)  # the retry comes after delay level 3 (10 s)
+    assert seen == [0, 1]
