@@ -89,6 +89,10 @@ CLEAN_EXPIRED_MAX = 16
 EXPIRED_DELAY_LEVEL = 3
 #: What ``max_reconsume_times=-1`` means for concurrent consumption and send-backs (Java: 16).
 DEFAULT_MAX_RECONSUME_TIMES = 16
+#: How long CONSUMER_SEND_MSG_BACK may take before the consumer sends a retry copy itself: 5 s whatever the client's
+#: ``rpc_timeout``, as ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultMQPushConsumerImpl.java``
+#: ``sendMessageBack`` passes 5000 ms (a copy sent after a late but stored send-back is a second retry).
+SEND_BACK_TIMEOUT = 5.0
 
 
 def reset_retry_topic(msg: MessageExt, group: str) -> MessageExt:
@@ -202,7 +206,7 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
             consumer.group,
             delay_level,
             max_times,
-            instance.config.rpc_timeout,
+            SEND_BACK_TIMEOUT,
             uniq_msg_id(msg),
             origin_topic=reset_retry_topic(msg, consumer.group).topic,  # Java resets it before the listener, in place
             broker_name=broker_name,
