@@ -4,6 +4,7 @@ answers SUBSCRIPTION_PARSE_FAILED with the parser's message; a held pull wakes o
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
@@ -183,3 +184,17 @@ async def test_held_sql92_pull_wakes_only_for_a_matching_message(
     assert response.ext_fields["nextBeginOffset"] == "3"
     assert served.hold.woken_by_arrival == 1
     assert trio.current_time() == held_at  # woken by the arrival itself, no timer involved
+
+
+@pytest.mark.timeout(30)
+async def test_a_long_non_numeric_property_is_refused_in_linear_time(
+    filtering_broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """Reading text as a Java double used a pattern that backtracked polynomially on a long run of digits that does
+    not end as a number: one 30,000-character property compared with a double literal held the event loop, and every
+    client of the broker, for over a minute per pull. Double.valueOf refuses it (no match); a number that long is read
+    (Infinity, as Java's)."""
+    await put(filtering_broker, peer_ctx, {"price": "1" * 30_000 + "x"}, {"price": "1" * 30_000})
+    response = PullMessageProcessor(filtering_broker).pull(peer_ctx, sql_pull("price > 1.0"), allow_suspend=False)
+    assert response is not None and response.code == ResponseCode.SUCCESS
+    assert bodies(response) == [b"body-1"]
