@@ -71,7 +71,12 @@ class Sql92EvaluationError(ValueError):
 
 
 _JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+\Z")
-_JAVA_DOUBLE: Final = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)\Z")
+#: The decimal forms ``Double.valueOf`` reads (ComparisonExpression's text-to-double conversion in
+#: filter/src/main/java/org/apache/rocketmq/filter/expression/ComparisonExpression.java). A digit run splits one way
+#: only (``[0-9]+(?:\.[0-9]*)?``, not ``[0-9]+\.?[0-9]*``): two adjacent digit quantifiers backtracked polynomially on
+#: a long run of digits that does not end as a number, and one 30,000-character property held the event loop for
+#: minutes.
+_JAVA_DOUBLE: Final = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)\Z")
 
 
 def _java_int(text: str) -> int:
