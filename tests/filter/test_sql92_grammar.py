@@ -198,6 +198,25 @@ def test_integer_literals_are_int_or_long_by_range() -> None:
     assert compile_sql92("x = 5L").evaluate({"x": "5"}) is True
 
 
+@pytest.mark.parametrize("literal", ["1", "2147483648"])
+def test_integers_of_any_length_are_read_as_java_reads_them(literal: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Integer.valueOf / Long.valueOf read any number of leading zeros and refuse a longer number (no match); a longer
+    literal is a parse error. Python's int() refused more than 4,300 digits with a plain ValueError: a zero-padded 7
+    did not match and logged a traceback for every such message, and such a literal escaped the parse errors (a pull
+    answered SYSTEM_ERROR instead of SUBSCRIPTION_PARSE_FAILED)."""
+    f = compile_sql92(f"x > {literal}")
+    seven = "0" * 5_000 + ("3000000000" if literal == "2147483648" else "7")
+    assert f.evaluate({"x": seven}) is True
+    assert f.evaluate({"x": "-" + seven}) is False
+    for text in ("9" * 5_000, "-" + "9" * 5_000, "0" * 5_000 + "9" * 20):
+        with pytest.raises(Sql92EvaluationError):
+            f.evaluate({"x": text})
+        assert not f.matches({"x": text})
+    assert not caplog.records
+    with pytest.raises(Sql92ParseError, match="does not fit in a long"):
+        compile_sql92("x > " + "1" * 5_000)
+
+
 def test_double_comparison_reads_java_double_text() -> None:
     f = compile_sql92("x > 1.5")
     assert [f.matches({"x": text}) for text in ("2", " 2 ", "2e0", "2.0d", "Infinity", "NaN", "1_0", "0x10")] == [
