@@ -350,7 +350,9 @@ class _Parser:
 
     def _decimal(self, token: Token) -> Literal:
         digits = token.text.rstrip("lL")
-        value = int(digits)
+        # Checked by length first: int() refuses more than 4,300 digits with a ValueError, not a parse error (Java's
+        # ConstantExpression.createFromDecimal throws NumberFormatException: a parse error too).
+        value = int(digits) if len(digits) <= 19 else _LONG_MAX + 1
         if value > _LONG_MAX:
             raise self._error(token, f"integer literal {token.text} does not fit in a long")
         return Literal(value, LiteralKind.INT if value <= _INT_MAX else LiteralKind.LONG)
