@@ -4,10 +4,14 @@ answers SUBSCRIPTION_PARSE_FAILED with the parser's message; a held pull wakes o
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import attrs
 import pytest
 import trio
 import trio.testing
 
+from broker.broker_config import load_broker_config
 from broker.context import BrokerState
 from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
@@ -16,6 +20,7 @@ from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.message import iter_records
 from remoting.processor import RequestContext
+from store.metadata_files import TopicConfig
 from tests.processors.conftest import GROUP, TOPIC, MakeBroker, ServedBroker, pull_request, send_request, tags_props
 
 NO_SUSPEND = 0x4  # subscription flag only
@@ -198,3 +203,47 @@ async def test_a_long_non_numeric_property_is_refused_in_linear_time(
     response = PullMessageProcessor(filtering_broker).pull(peer_ctx, sql_pull("price > 1.0"), allow_suspend=False)
     assert response is not None and response.code == ResponseCode.SUCCESS
     assert bodies(response) == [b"body-1"]
+
+
+async def test_filter_support_retry_filters_the_retry_topic_with_the_groups_sql92(
+    make_broker: MakeBroker, peer_ctx: RequestContext, tmp_path: Path
+) -> None:
+    """broker.conf's ``filterSupportRetry=true`` (ExpressionForRetryMessageFilter in RocketMQ 4.9.8's
+    PullMessageProcessor) matches each message of ``%RETRY%<group>`` against the group's SQL92 subscription of the
+    topic it came from (its RETRY_TOPIC property); a topic the group has no SQL92 subscription to, and the default
+    (off), deliver them all. The setting used to be an unknown key, ignored."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("enablePropertyFilter=true\nfilterSupportRetry=true\n")
+    config, unknown = load_broker_config(conf)
+    assert unknown == []
+    wanted = {"enable_property_filter", "filter_support_retry"}
+    settings = {k: v for k, v in attrs.asdict(config, recurse=False).items() if k in wanted}
+    retry = f"%RETRY%{GROUP}"
+    pulled: dict[bool, list[bytes]] = {}
+    for on, broker in ((True, make_broker(**settings)), (False, make_broker(enable_property_filter=True))):
+        broker.topics.update_topic(TopicConfig(retry, 1, 1))
+        broker.topics.update_topic(TopicConfig("Other", 1, 1))
+        processor = SendMessageProcessor(broker)
+        origins = [(TOPIC, "red"), (TOPIC, "blue"), ("Other", "blue"), (TOPIC, "red")]
+        for i, (origin, color) in enumerate(origins):
+            req = send_request(retry, f"body-{i}".encode(), properties=tags_props(RETRY_TOPIC=origin, color=color))
+            response = await processor.process(peer_ctx, req)
+            assert response is not None and response.code == ResponseCode.SUCCESS
+        broker.clients.register_consumer(
+            GROUP,
+            broker.clients.channel_info(peer_ctx.connection, "client-1"),
+            ConsumeType.CONSUME_PASSIVELY,
+            MessageModel.CLUSTERING,
+            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            [
+                SubscriptionData(TOPIC, "color = 'red'", sub_version=5, expression_type="SQL92"),
+                SubscriptionData(retry, "*", sub_version=5),
+            ],
+            notify=False,
+        )
+        req = pull_request(retry, sys_flag=0, subscription=None, subVersion="5")
+        response = PullMessageProcessor(broker).pull(peer_ctx, req, allow_suspend=False)
+        assert response is not None and response.code == ResponseCode.SUCCESS
+        pulled[on] = bodies(response)
+    assert pulled[True] == [b"body-0", b"body-2", b"body-3"]
+    assert pulled[False] == [b"body-0", b"body-1", b"body-2", b"body-3"]
