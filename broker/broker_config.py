@@ -111,6 +111,9 @@ class BrokerConfig(ListenerSettings):
     default_query_max_num: int = 32
     #: Serve SQL92 subscriptions (broker-side property filters); off by default, as in RocketMQ.
     enable_property_filter: bool = False
+    #: Match each message of ``%RETRY%<group>`` against the group's SQL92 subscription of the topic it came from (Java's
+    #: ExpressionForRetryMessageFilter, chosen by PullMessageProcessor); off by default, as in RocketMQ.
+    filter_support_retry: bool = False
     short_polling_time_mills: int = attrs.field(default=1000, metadata=JAVA_LONG)
     register_name_server_period: int = 30_000
     register_broker_timeout_mills: int = 6000

@@ -8,8 +8,9 @@ SUBSCRIPTION_NOT_LATEST). TAG expressions filter on the consume-queue tags code.
 ``enablePropertyFilter`` is on (otherwise, and for other expression types, SYSTEM_ERROR as in Java): compiled once per
 ``(group, topic, subVersion)`` by :class:`~processors.filter.ConsumerFilterCache` and evaluated on each candidate's
 properties read from its CommitLog record; a malformed one answers SUBSCRIPTION_PARSE_FAILED with the parser's message
-(from the request or from the heartbeat; Java answers FILTER_DATA_NOT_EXIST for the latter). A parked SQL92 pull wakes
-only for an arriving message its filter matches.
+(from the request or from the heartbeat; Java answers FILTER_DATA_NOT_EXIST for the latter). With
+``filterSupportRetry`` a pull of ``%RETRY%<group>`` also matches each message against the group's SQL92 subscription of
+the topic it came from. A parked SQL92 pull wakes only for an arriving message its filter matches.
 
 The store result maps to a code and ``nextBeginOffset`` by the store-status table of
 docs/protocol.md#79-pull-checks-and-results. **Every** response, errors included, carries ``suggestWhichBrokerId``,
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -42,7 +43,8 @@ from remoting.codec.bodies.heartbeat import EXPRESSION_SQL92, EXPRESSION_TAG, SU
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers.pull import PullMessageRequestHeader
-from remoting.codec.message_properties import java_string_hash, java_trim
+from remoting.codec.message_properties import find_property, java_string_hash, java_trim
+from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX
 from remoting.processor import RequestContext
 from store.metadata_files import PERM_READ
 from store.results import GetResult, GetStatus
@@ -69,6 +71,11 @@ PULL_FLAG_CLASS_FILTER: Final = 0x8
 log = logging.getLogger(__name__)
 
 _MASTER_ID: Final = 0
+#: MessageConst.PROPERTY_RETRY_TOPIC: the topic a message of a retry topic was first sent to.
+_RETRY_TOPIC: Final = b"RETRY_TOPIC"
+
+#: A broker-side filter on a candidate's raw properties (from the CommitLog record, or as text on arrival).
+RawFilter = Callable[[str | bytes | memoryview], bool]
 
 
 class SubscriptionParseError(ValueError):
@@ -184,7 +191,7 @@ class PullMessageProcessor:
         header: PullMessageRequestHeader | None = None
         try:
             header = parse_header(PullMessageRequestHeader, request)
-            tag_filter, sql_filter = self._check(header)
+            tag_filter, property_filter = self._check(header)
         except RequestRejected as rejected:
             if header is None:
                 fields = _fields(0, 0, 0, 0)
@@ -201,7 +208,6 @@ class PullMessageProcessor:
         is_slave = config.broker_role == "SLAVE"
         corrects = not is_slave or config.offset_check_in_slave
         offset = header.queue_offset
-        property_filter = None if sql_filter is None else sql_filter.matches_raw
         result = store.get(
             header.topic,
             header.queue_id,
@@ -239,7 +245,7 @@ class PullMessageProcessor:
             body = bytes(runs[0]) if len(runs) == 1 else b"".join(runs)
             response = request.response(code, result.status.value, fields, body)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PULL_FLAG_SUSPEND:
-            response = self._suspend(ctx, request, header, (tag_filter, sql_filter), fields, result.status.value)
+            response = self._suspend(ctx, request, header, (tag_filter, property_filter), fields, result.status.value)
         else:
             response = request.response(code, result.status.value, fields)
         if allow_suspend and header.sys_flag & PULL_FLAG_COMMIT_OFFSET and not is_slave:
@@ -260,9 +266,9 @@ class PullMessageProcessor:
 
     # ---- checks ---------------------------------------------------------------------------------------------
 
-    def _check(self, header: PullMessageRequestHeader) -> tuple[TagFilter | None, Sql92Filter | None]:
-        """The checks of docs/protocol.md#79-pull-checks-and-results in order; the tag filter and the SQL92 filter to
-        read with. Raises RequestRejected."""
+    def _check(self, header: PullMessageRequestHeader) -> tuple[TagFilter | None, RawFilter | None]:
+        """The checks of docs/protocol.md#79-pull-checks-and-results in order; the tag filter and the property filter
+        (SQL92, or ``filterSupportRetry``'s on a retry topic) to read with. Raises RequestRejected."""
         broker = self.broker
         config = broker.config
         if not config.broker_permission & PERM_READ:
@@ -321,8 +327,45 @@ class PullMessageProcessor:
             subscription = found
             sub_version = found.sub_version
         if subscription.expression_type != EXPRESSION_TAG:
-            return None, self._sql_filter(group, subscription, sub_version)
+            sql_filter = self._sql_filter(group, subscription, sub_version).matches_raw
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and config.filter_support_retry:
+                return None, self._retry_filter(topic)
+            return None, sql_filter
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and config.filter_support_retry:
+            return tag_filter_of(subscription), self._retry_filter(topic)
         return tag_filter_of(subscription), None
+
+    def _retry_filter(self, retry_topic: str) -> RawFilter:
+        """``filterSupportRetry``: a message of ``%RETRY%<group>`` matches the group's SQL92 subscription of the topic
+        it came from (its RETRY_TOPIC property), as ExpressionForRetryMessageFilter.isMatchedByCommitLog in
+        broker/src/main/java/org/apache/rocketmq/broker/filter/ExpressionForRetryMessageFilter.java. It matches when
+        that subscription is not SQL92 or does not compile (Java registers no filter data for either), and (ours;
+        Java throws) when the message has no RETRY_TOPIC."""
+        group = retry_topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        found: dict[bytes, RawFilter | None] = {}  # origin topic -> its filter, looked up once per pull
+
+        def origin_filter(origin: bytes) -> RawFilter | None:
+            group_info = self.broker.clients.consumer_group(group)
+            topic = origin.decode("utf-8", "replace")
+            sub = None if group_info is None else group_info.subscriptions.get(topic)
+            if sub is None or sub.expression_type != EXPRESSION_SQL92:
+                return None
+            try:
+                return self.filters.get(group, topic, sub.sub_version, sub.sub_string).matches_raw
+            except Sql92ParseError:
+                return None
+
+        def matches(raw: str | bytes | memoryview) -> bool:
+            data = raw.encode() if isinstance(raw, str) else raw
+            origin = find_property(data, _RETRY_TOPIC)
+            if origin is None:
+                return True
+            if origin not in found:
+                found[origin] = origin_filter(origin)
+            real = found[origin]
+            return real is None or real(data)
+
+        return matches
 
     def _sql_filter(self, group: str, subscription: SubscriptionData, sub_version: int) -> Sql92Filter:
         """The compiled filter of a non-TAG subscription; SYSTEM_ERROR when property filtering is off or the type is
@@ -353,7 +396,7 @@ class PullMessageProcessor:
         ctx: RequestContext,
         request: RemotingCommand,
         header: PullMessageRequestHeader,
-        filters: tuple[TagFilter | None, Sql92Filter | None],
+        filters: tuple[TagFilter | None, RawFilter | None],
         fields: dict[str, str],
         remark: str,
     ) -> RemotingCommand | None:
@@ -375,7 +418,7 @@ class PullMessageProcessor:
                 deadline=trio.current_time() + max(0, millis) / 1000,
                 rerun=self.rerun,
                 tag_filter=filters[0],
-                property_filter=None if filters[1] is None else filters[1].matches_raw,
+                property_filter=filters[1],
             )
         )
         return None
