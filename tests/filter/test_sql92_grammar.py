@@ -217,6 +217,34 @@ def test_integers_of_any_length_are_read_as_java_reads_them(literal: str, caplog
         compile_sql92("x > " + "1" * 5_000)
 
 
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("a = missing", False),
+        ("a <> missing", True),
+        ("'x' = missing", False),
+        ("'x' <> missing", True),
+        ("missing = other", True),
+        ("missing <> other", False),
+        ("missing = a", None),
+        ("missing <> a", None),
+        ("(a = missing) = FALSE", True),
+    ],
+)
+def test_equality_with_an_absent_operand_is_rocketmqs(expression: str, expected: bool | None) -> None:
+    """ComparisonExpression.doCreateEqual: an absent left side is unknown, an absent right side alone is FALSE, both
+    absent is TRUE; ``<>`` is NOT of that. ``'red' <> color`` matches a message without ``color`` on a Java broker;
+    it used to be unknown here (no match) whichever side was absent."""
+    assert compile_sql92(expression).evaluate(SAMPLE) is expected
+
+
+def test_equality_evaluates_its_right_side_even_when_the_left_is_absent() -> None:
+    """Java evaluates both sides of ``=`` before looking at either: a right side that throws makes the message fail
+    even when the left side is absent, so an OR around it cannot rescue it."""
+    with pytest.raises(Sql92EvaluationError):
+        compile_sql92("(missing = (b > 5)) OR a = '7'").evaluate(SAMPLE)
+
+
 def test_double_comparison_reads_java_double_text() -> None:
     f = compile_sql92("x > 1.5")
     assert [f.matches({"x": text}) for text in ("2", " 2 ", "2e0", "2.0d", "Infinity", "NaN", "1_0", "0x10")] == [
