@@ -4,10 +4,10 @@
 Python calls per node instead of a walk with type dispatch. The values a message offers are its properties, always
 text (``str``) or absent (``None``); literals bring numbers, booleans and strings. The rules:
 
-- Three-valued logic: an absent property makes a comparison, ``IN`` or ``BETWEEN`` unknown (``None``); ``NOT``
-  keeps unknown; ``AND`` is FALSE if either side is FALSE, else unknown if either is unknown; ``OR`` is TRUE if either
-  side is TRUE, else unknown if either is unknown. ``IS [NOT] NULL`` is never unknown. A message matches only when
-  the whole expression is TRUE.
+- Three-valued logic: an absent property makes a comparison (but see ``=`` below), ``IN`` or ``BETWEEN`` unknown
+  (``None``); ``NOT`` keeps unknown; ``AND`` is FALSE if either side is FALSE, else unknown if either is unknown;
+  ``OR`` is TRUE if either side is TRUE, else unknown if either is unknown. ``IS [NOT] NULL`` is never unknown. A
+  message matches only when the whole expression is TRUE.
 - Conversions, as RocketMQ's ``ComparisonExpression`` with string conversion on: text compared with a number is read
   as that number's Java type (``Integer.valueOf`` for INT literals, ``Long.valueOf`` for LONG, ``Double.valueOf``
   for DOUBLE), so ``a > 5`` matches ``a=7`` but not ``a=7.5`` (write ``a > 5.0``); text compared with TRUE/FALSE is
@@ -19,9 +19,8 @@ text (``str``) or absent (``None``); literals bring numbers, booleans and string
   FALSE when present and unknown when absent (RocketMQ's boolean cast). Unary minus on anything but a number is NULL.
 - RocketMQ 5's ``[NOT] CONTAINS|STARTSWITH|ENDSWITH 'x'`` is never unknown: FALSE, negated or not, for an absent
   property, an operand that is not text and an empty ``'x'`` (``ComparisonExpression.ContainsExpression``).
-
-One deliberate difference: ``=`` and ``<>`` with a NULL side are unknown whichever side it is (RocketMQ answers FALSE
-when only the right side is NULL and TRUE when both are); use ``IS NULL`` to test for absence.
+- ``=`` and ``<>`` are RocketMQ's ``doCreateEqual`` and its negation: an absent left side is unknown, an absent right
+  side alone makes ``=`` FALSE (``'red' <> color`` matches a message without ``color``), both absent make it TRUE.
 """
 
 from __future__ import annotations
@@ -198,6 +197,8 @@ def _comparison(op: CompareOp, left: Node, right: Node) -> Evaluator:
     if isinstance(left, Property) and isinstance(right, Literal) and right.kind is not LiteralKind.NULL:
         return _property_against_literal(op, left.name, right, test, ordering)
     lf, rf = compile_tree(left), compile_tree(right)
+    if not ordering:
+        return _equality(op is CompareOp.EQ, lf, rf, lkind, rkind)
 
     def compare(props: Properties) -> Value:
         lv = lf(props)
@@ -210,6 +211,25 @@ def _comparison(op: CompareOp, left: Node, right: Node) -> Evaluator:
             # Texts are ordered as numbers or not at all.
             return test(_compare_numbers(_java_double(lv), _java_double(rv)))
         return test(_order(lv, rv, lkind, rkind))
+
+    return compare
+
+
+def _equality(
+    equal: bool, lf: Evaluator, rf: Evaluator, lkind: LiteralKind | None, rkind: LiteralKind | None
+) -> Evaluator:
+    """``=`` (``equal``) or ``<>`` as ComparisonExpression.doCreateEqual and createNotEqual (NOT of it) in
+    filter/src/main/java/org/apache/rocketmq/filter/expression/ComparisonExpression.java: both sides are evaluated;
+    an absent left side is unknown, an absent right side alone is FALSE, both absent is TRUE."""
+
+    def compare(props: Properties) -> Value:
+        lv = lf(props)
+        rv = rf(props)
+        if lv is None:
+            return equal if rv is None else None
+        if rv is None:
+            return not equal
+        return (_order(lv, rv, lkind, rkind) == 0) is equal
 
     return compare
 
