@@ -24,6 +24,7 @@ from processors.send import SendMessageProcessor
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.codec.headers import ConsumerSendMsgBackRequestHeader
 from remoting.codec.message import MessageRecord, decode_record
 from remoting.errors import RemotingError
 from store.metadata_files import ConfigFileError
@@ -267,3 +268,29 @@ async def test_a_send_the_dledger_server_refuses_is_answered_as_dledger_commit_l
         )
         assert stats.put_failed == failed + 1
         assert (await send(client, group.addr(member), b"fits"))[0] == ResponseCode.SUCCESS
+
+
+async def test_a_send_the_quorum_does_not_acknowledge_in_time_is_answered_as_a_busy_page_cache(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DLedgerCommitLog (4.9.8) turns an append's WAIT_QUORUM_ACK_TIMEOUT into OS_PAGECACHE_BUSY ("do not return
+    flush_slave_timeout to the client"), as it does an append refused at once: SendMessageProcessor answers a send
+    SYSTEM_ERROR "[PC_SYNCHRONIZED]broker busy, start flow control for a while" and a send-back SYSTEM_ERROR
+    "OS_PAGECACHE_BUSY" (the status's name). Found by a review: both were answered "UNKNOWN_ERROR", the status of
+    a leader that lost its term."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE, **LONG_LEASE) as group, RemotingClient() as client:
+        leader = await leader_alone(group, client)
+        addr = group.addr(leader)
+        [before] = [decode_record(v) for v in group.store(leader).get(TOPIC, 0, 0, 1).messages]
+        with trio.fail_after(15):  # maxWaitAckTimeMs (2.5 s)
+            answer = await client.invoke(addr, send_request(TOPIC, b"no quorum"), 10)
+        assert (answer.code, answer.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+        )
+        back = ConsumerSendMsgBackRequestHeader(
+            offset=before.commit_log_offset, group="GroupOfNoQuorum", delay_level=0, origin_topic=TOPIC
+        )
+        with trio.fail_after(15):
+            answer = await client.invoke(addr, request(RequestCode.CONSUMER_SEND_MSG_BACK, back.to_ext_fields()), 10)
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "OS_PAGECACHE_BUSY")
