@@ -4,9 +4,10 @@
 An append registers its last entry's index with its CommitLog end offset; the send's answer registers a callback by
 that end offset (:meth:`CommitWaits.notify`). The entry's outcome becomes a put status as RocketMQ 4.9.8's
 ``DLedgerCommitLog.asyncPutMessage`` maps DLedger's result codes: 200 PUT_OK; NOT_LEADER, INCONSISTENT_LEADER,
-LEADER_NOT_READY, DISK_FULL SERVICE_NOT_AVAILABLE; anything else (WAIT_QUORUM_ACK_TIMEOUT and LEADER_PENDING_FULL are
-Java's OS_PAGECACHE_BUSY, TERM_CHANGED its UNKNOWN_ERROR) UNKNOWN_ERROR, which the send processor answers
-SYSTEM_ERROR, as Java does for both. A leader that loses its role fails every waiting send at once (UNKNOWN_ERROR).
+LEADER_NOT_READY, DISK_FULL SERVICE_NOT_AVAILABLE; WAIT_QUORUM_ACK_TIMEOUT and LEADER_PENDING_FULL OS_PAGECACHE_BUSY
+(which the send processor answers SYSTEM_ERROR "[PC_SYNCHRONIZED]broker busy, start flow control for a while", a
+send-back SYSTEM_ERROR "OS_PAGECACHE_BUSY"); anything else (TERM_CHANGED) UNKNOWN_ERROR, answered SYSTEM_ERROR
+"UNKNOWN_ERROR". A leader that loses its role fails every waiting send at once (UNKNOWN_ERROR).
 
 ``notify(end, wait, callback(status))``, ``needed``, ``can_notify`` and ``status`` are the store's ``put_waits``
 interface (:mod:`store.put_waits`) the send processor waits through. An outcome that arrives before its callback (a
@@ -32,10 +33,17 @@ _NOT_AVAILABLE = frozenset(
 )
 
 
+_BUSY = frozenset({ResponseCode.WAIT_QUORUM_ACK_TIMEOUT, ResponseCode.LEADER_PENDING_FULL})
+
+
 def put_status_of(code: int) -> PutStatus:
+    """The put status of an append's outcome, as store/src/main/java/org/apache/rocketmq/store/dledger/
+    DLedgerCommitLog.java ``asyncPutMessage`` maps the append future's code."""
     if code == ResponseCode.SUCCESS:
         return PutStatus.PUT_OK
-    return PutStatus.SERVICE_NOT_AVAILABLE if code in _NOT_AVAILABLE else PutStatus.UNKNOWN_ERROR
+    if code in _NOT_AVAILABLE:
+        return PutStatus.SERVICE_NOT_AVAILABLE
+    return PutStatus.OS_PAGECACHE_BUSY if code in _BUSY else PutStatus.UNKNOWN_ERROR
 
 
 class CommitWaits(PutWaits):

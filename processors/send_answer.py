@@ -56,6 +56,11 @@ _PUT_STATUS_CODES: Final = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
+#: A failed status's remark where it is not the status's name (broker/src/main/java/org/apache/rocketmq/broker/
+#: processor/SendMessageProcessor.java handlePutMessageResult): a DLedger send the quorum did not acknowledge in time.
+_PUT_STATUS_REMARKS: Final = {
+    PutStatus.OS_PAGECACHE_BUSY: "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+}
 
 
 class SendAnswers:
@@ -140,9 +145,7 @@ class SendAnswers:
                 f"full, messages are put to the slave, message store has been shut down, etc. ({exc})",
             )
         if status == "OS_PAGECACHE_BUSY":  # SendMessageProcessor's text (a DLedger append its server refused)
-            return RequestRejected(
-                ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
-            )
+            return RequestRejected(ResponseCode.SYSTEM_ERROR, _PUT_STATUS_REMARKS[PutStatus.OS_PAGECACHE_BUSY])
         if status == "CREATE_MAPPED_FILE_FAILED":  # SendMessageProcessor's text
             return RequestRejected(ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken.")
         return RequestRejected(ResponseCode.SYSTEM_ERROR, f"{status}: {exc}")
@@ -168,7 +171,8 @@ def answer(
     fields["queueId"] = str(queue_id)
     fields["queueOffset"] = str(appended.queue_offset)
     code = _PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
-    return request.response(code, None if code == ResponseCode.SUCCESS else status.value, fields)
+    remark = None if code == ResponseCode.SUCCESS else _PUT_STATUS_REMARKS.get(status, status.value)
+    return request.response(code, remark, fields)
 
 
 def _checked_before_counting(what: object) -> bool:

@@ -129,9 +129,9 @@ async def test_a_leader_without_a_quorum_answers_its_sends_instead_of_hanging(
         assert store.put_waits.notify(appended.end_offset, True, statuses.append) is None
         with trio.fail_after(15):  # maxWaitAckTimeMs (2.5 s)
             code, _ = await send(client, group.addr(leader), b"no quorum")
-        # Never SEND_OK: SYSTEM_ERROR, as DLedgerCommitLog's UNKNOWN_ERROR / OS_PAGECACHE_BUSY are answered.
+        # Never SEND_OK: SYSTEM_ERROR, as DLedgerCommitLog's OS_PAGECACHE_BUSY (WAIT_QUORUM_ACK_TIMEOUT) is answered.
         assert code == ResponseCode.SYSTEM_ERROR
-        assert statuses == [PutStatus.UNKNOWN_ERROR]
+        assert statuses == [PutStatus.OS_PAGECACHE_BUSY]
 
 
 async def test_the_commit_log_end_a_leader_reports_is_what_a_majority_holds(
