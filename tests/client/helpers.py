@@ -11,11 +11,12 @@ import anyio
 from client import api
 from client.admin import Admin
 from client.consumer.lite_pull import LitePullConsumer
+from client.consumer.push import PushConsumer
 from client.errors import TopicRouteNotFoundError
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.client import RemotingClient
-from remoting.codec.bodies import LockBatchRequestBody, MessageQueue
+from remoting.codec.bodies import ConsumeFromWhere, LockBatchRequestBody, MessageQueue
 from remoting.codec.bodies.broker_metadata import TopicConfig
 from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper
 from tests.threaded_cluster import ThreadedCluster
@@ -132,3 +133,16 @@ async def commit_offset(ns: str, addr: str, group: str, topic: str) -> None:
     """``group``'s offset 0 on queue 0 of ``topic`` at ``addr`` (broker-a), so the group has consume stats there."""
     async with Admin(ns) as admin:
         await admin.update_consumer_offset(addr, group, MessageQueue(topic, "broker-a", 0), 0)
+
+
+def first_offset_consumer(namesrv_addr: str, group: str, topic: str, **options: int) -> PushConsumer:
+    """A push consumer of ``topic`` from its first offset, stopping within a second; ``options`` are its settings."""
+    consumer = PushConsumer(
+        group,
+        namesrv_addr,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        await_termination=1.0,
+        **options,  # type: ignore[arg-type]
+    )
+    consumer.subscribe(topic)
+    return consumer

@@ -18,7 +18,8 @@ from client.consumer.push import PushConsumer
 from client.errors import MQClientError
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from remoting.codec.bodies import MessageQueue
+from tests.client.helpers import first_offset_consumer
 
 MIB = 1024 * 1024
 
@@ -45,14 +46,7 @@ def _hanging(group: str, cluster: EmbeddedCluster, topic: str, **options: int) -
         await trio.sleep_forever()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer(
-        group,
-        cluster.namesrv_addr,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        await_termination=1.0,
-        **options,  # type: ignore[arg-type]
-    )
-    consumer.subscribe(topic)
+    consumer = first_offset_consumer(cluster.namesrv_addr, group, topic, **options)
     consumer.register_message_listener(listener)
     return consumer
 

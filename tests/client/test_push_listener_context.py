@@ -22,7 +22,8 @@ from client.consumer.listener import (
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from remoting.codec.bodies import MessageQueue
+from tests.client.helpers import first_offset_consumer
 from tests.semantics.helpers import use_virtual_store_clock
 
 
@@ -35,15 +36,7 @@ async def _create_and_send(cluster: EmbeddedCluster, topic: str, bodies: list[by
 
 
 def _consumer(cluster: EmbeddedCluster, group: str, topic: str, **options: int) -> PushConsumer:
-    consumer = PushConsumer(
-        group,
-        cluster.namesrv_addr,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        await_termination=1.0,
-        **options,  # type: ignore[arg-type]
-    )
-    consumer.subscribe(topic)
-    return consumer
+    return first_offset_consumer(cluster.namesrv_addr, group, topic, **options)
 
 
 async def _dlq_depth(cluster: EmbeddedCluster, group: str) -> int:

@@ -86,18 +86,38 @@ async def test_a_first_report_outside_the_masters_log_acknowledges_nothing(
         nursery.cancel_scope.cancel()
 
 
-async def test_a_slave_ahead_of_a_recovered_master_is_refused_not_acknowledged(tmp_path: Path) -> None:
-    """The slave holds 12 records, the master (which lost its unflushed tail) 5 of them: the slave's report is
-    beyond the master's end, so the connection ends and a SYNC_MASTER send is never answered PUT_OK for bytes the
-    slave holds differently."""
+def _old_masters_log(tmp_path: Path) -> tuple[bytes, int]:
+    """The log of a master that held 12 records (an old master's, which a slave copied), and where its 12th starts."""
     old_master = ha_store(tmp_path / "old", BrokerRole.ASYNC_MASTER)
     for i in range(12):
         old_master.append(message(body=bytes(100 + i)))
     data = bytes(old_master.commitlog.read(0, old_master.commitlog.max_offset) or b"")
+    boundary = old_master.consume_queue("TopicTest", 0).entry(11)[0]  # type: ignore[index]
     old_master.close()
-    master = ha_store(tmp_path / "master", BrokerRole.SYNC_MASTER)
+    return data, boundary
+
+
+def _recovered_master(tmp_path: Path, role: BrokerRole, past: int = 0) -> MessageStore:
+    """The master after losing its unflushed tail: 5 of the old master's records, then records of its own until its
+    log ends past ``past``; asserts no record of it starts at ``past``."""
+    master = ha_store(tmp_path / "master", role)
     for i in range(5):
         master.append(message(body=bytes(100 + i)))
+    while master.commitlog.max_offset <= past:
+        master.append(message(body=bytes(333)))
+    if past:
+        cq = master.consume_queue("TopicTest", 0)
+        starts = {entry[0] for entry in (cq.entry(o) for o in range(cq.max_offset)) if entry is not None}
+        assert past not in starts  # the slave's end is inside one of the master's records
+    return master
+
+
+async def test_a_slave_ahead_of_a_recovered_master_is_refused_not_acknowledged(tmp_path: Path) -> None:
+    """The slave holds 12 records, the master (which lost its unflushed tail) 5 of them: the slave's report is
+    beyond the master's end, so the connection ends and a SYNC_MASTER send is never answered PUT_OK for bytes the
+    slave holds differently."""
+    data, _ = _old_masters_log(tmp_path)
+    master = _recovered_master(tmp_path, BrokerRole.SYNC_MASTER)
     seed = ha_store(tmp_path / "slave", BrokerRole.SLAVE)
     assert seed.replica is not None
     seed.replica.append(0, data)
@@ -119,19 +139,8 @@ async def test_a_diverged_slave_keeps_its_log_once_the_recovered_master_grows_pa
     past the slave's: the master's bytes at the slave's end are the middle of one of its records. The slave must not
     append them after its own history (its log would hold a record that is half its own, half the master's);
     it refuses them and keeps its log as it was."""
-    old_master = ha_store(tmp_path / "old", BrokerRole.ASYNC_MASTER)
-    for i in range(12):
-        old_master.append(message(body=bytes(100 + i)))
-    data = bytes(old_master.commitlog.read(0, old_master.commitlog.max_offset) or b"")
-    old_master.close()
-    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER)
-    for i in range(5):
-        master.append(message(body=bytes(100 + i)))
-    while master.commitlog.max_offset <= len(data):
-        master.append(message(body=bytes(333)))
-    cq = master.consume_queue("TopicTest", 0)
-    starts = {entry[0] for entry in (cq.entry(o) for o in range(cq.max_offset)) if entry is not None}
-    assert len(data) not in starts  # the slave's end is inside one of the master's records
+    data, _ = _old_masters_log(tmp_path)
+    master = _recovered_master(tmp_path, BrokerRole.ASYNC_MASTER, past=len(data))
     seed = ha_store(tmp_path / "slave", BrokerRole.SLAVE)
     assert seed.replica is not None
     seed.replica.append(0, data)
@@ -154,18 +163,9 @@ async def test_a_diverged_slave_holding_part_of_a_record_keeps_its_records(tmp_p
     that record's first 50 bytes, and the recovered master's log has no record at either end. The master's bytes at
     the slave's end must not complete the slave's partial record (half the old master's, half the new one's, then
     acknowledged by the slave's next report): the slave keeps its 11 records and takes nothing of this master's."""
-    old_master = ha_store(tmp_path / "old", BrokerRole.ASYNC_MASTER)
-    for i in range(12):
-        old_master.append(message(body=bytes(100 + i)))
-    data = bytes(old_master.commitlog.read(0, old_master.commitlog.max_offset) or b"")
-    boundary = old_master.consume_queue("TopicTest", 0).entry(11)[0]  # type: ignore[index]
-    old_master.close()
+    data, boundary = _old_masters_log(tmp_path)
     held = data[: boundary + 50]
-    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER)
-    for i in range(5):
-        master.append(message(body=bytes(100 + i)))
-    while master.commitlog.max_offset <= len(data):
-        master.append(message(body=bytes(333)))
+    master = _recovered_master(tmp_path, BrokerRole.ASYNC_MASTER, past=len(data))
     cq = master.consume_queue("TopicTest", 0)
     starts = {entry[0] for entry in (cq.entry(o) for o in range(cq.max_offset)) if entry is not None}
     assert boundary not in starts and len(held) not in starts  # both ends are inside the master's records
