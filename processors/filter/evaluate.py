@@ -78,30 +78,34 @@ _JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+\Z")
 _JAVA_DOUBLE: Final = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)\Z")
 
 
-def _java_integer(text: str, bits: int, name: str) -> int:
-    """``Integer.valueOf`` (``bits`` 32) or ``Long.valueOf`` (64): any number of leading zeros, nothing out of range.
-    Leading zeros go before ``int()``, and a longer digit run is out of range unread: ``int()`` refuses more than
-    4,300 digits with a ValueError (ComparisonExpression's conversion in
+def _wide_integer(text: str) -> int:
+    """The value of a digit run (``_JAVA_INTEGER``) too long to hand ``int()`` as it is: leading zeros stripped, and
+    ``2**63`` (out of every Java range) unread past 19 digits after them. ``int()`` refuses more than 4,300 digits
+    with a ValueError, where ComparisonExpression's conversion in
     filter/src/main/java/org/apache/rocketmq/filter/expression/ComparisonExpression.java throws only
-    NumberFormatException, which means no match). Raises :class:`Sql92EvaluationError`."""
-    if _JAVA_INTEGER.match(text):
-        sign = text[0] if text[0] in "+-" else ""
-        digits = text[len(sign) :].lstrip("0") or "0"
-        if len(digits) <= 19:  # Long.MAX_VALUE has 19 digits
-            value = int(sign + digits)
-            if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
-                return value
-    raise Sql92EvaluationError(f"{text[:40]!r} is not a Java {name}")
+    NumberFormatException (no match)."""
+    sign = text[0] if text[0] in "+-" else ""
+    digits = text[len(sign) :].lstrip("0") or "0"
+    return int(sign + digits) if len(digits) <= 19 else 2**63  # Long.MAX_VALUE has 19 digits
 
 
 def _java_int(text: str) -> int:
-    """``Integer.valueOf``; raises :class:`Sql92EvaluationError`."""
-    return _java_integer(text, 32, "int")
+    """``Integer.valueOf`` (any number of leading zeros); raises :class:`Sql92EvaluationError`. A text of at most 20
+    characters (a sign and 19 digits) goes straight to ``int()``: this runs for every candidate of ``a > 5``."""
+    if _JAVA_INTEGER.match(text):
+        value = int(text) if len(text) <= 20 else _wide_integer(text)
+        if -(2**31) <= value < 2**31:
+            return value
+    raise Sql92EvaluationError(f"{text[:40]!r} is not a Java int")
 
 
 def _java_long(text: str) -> int:
-    """``Long.valueOf``; raises :class:`Sql92EvaluationError`."""
-    return _java_integer(text, 64, "long")
+    """``Long.valueOf`` (any number of leading zeros); raises :class:`Sql92EvaluationError`."""
+    if _JAVA_INTEGER.match(text):
+        value = int(text) if len(text) <= 20 else _wide_integer(text)
+        if -(2**63) <= value < 2**63:
+            return value
+    raise Sql92EvaluationError(f"{text[:40]!r} is not a Java long")
 
 
 def _java_double(text: str) -> float:

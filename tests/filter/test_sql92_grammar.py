@@ -218,6 +218,33 @@ def test_integers_of_any_length_are_read_as_java_reads_them(literal: str, caplog
 
 
 @pytest.mark.parametrize(
+    ("expression", "value", "expected"),
+    [
+        ("x = 7", "+0000000000000000007", True),  # 20 characters: int() reads it directly
+        ("x = 7", "000000000000000000007", True),  # 21: leading zeros stripped first
+        ("x = -7", "-000000000000000000007", True),
+        ("x = 2147483647", "00000000000000000002147483647", True),
+        ("x > 1", "00000000000000000002147483648", None),  # past Integer.MAX_VALUE: NumberFormatException
+        ("x = 9223372036854775807", "-9223372036854775808", False),  # 20 characters, a long
+        ("x < 0", "-0009223372036854775808", None),  # Long.MIN_VALUE, but the literal 0 makes it an int
+        ("x < 2147483648", "-0009223372036854775808", True),  # a long literal: Long.valueOf
+        ("x > 2147483648", "+0009223372036854775808", None),  # Long.MAX_VALUE + 1
+        ("x > 2147483648", "00000000000000000010000000000000000000", None),  # 20 digits after the zeros
+    ],
+)
+def test_integer_text_either_side_of_twenty_characters(expression: str, value: str, expected: bool | None) -> None:
+    """Text up to a sign and 19 digits goes straight to ``int()`` (the hot path of ``a > 5``), longer text has its
+    leading zeros stripped first; both read as Integer.valueOf / Long.valueOf do, None standing for their
+    NumberFormatException (no match)."""
+    f = compile_sql92(expression)
+    if expected is None:
+        with pytest.raises(Sql92EvaluationError):
+            f.evaluate({"x": value})
+    else:
+        assert f.evaluate({"x": value}) is expected
+
+
+@pytest.mark.parametrize(
     ("expression", "expected"),
     [
         ("a = missing", False),
