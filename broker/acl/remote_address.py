@@ -83,7 +83,11 @@ def _java_int(text: str, base: int) -> int | None:
     is left to the caller's range check)."""
     if not _JAVA_INT[base].fullmatch(text):
         return None
-    return int(text.translate(_FULLWIDTH_HEX), base)
+    sign, digits = (text[0], text[1:]) if text[0] in "+-" else ("", text)
+    digits = digits.lstrip("0") or "0"  # parseInt takes any number of leading zeros
+    if len(digits) > 12:  # past int's range whatever the digits, and short of int()'s 4,300-digit limit
+        return -(1 << 40) if sign == "-" else 1 << 40
+    return int(sign + digits.translate(_FULLWIDTH_HEX), base)
 
 
 def _never(_ip: str) -> bool:

@@ -225,3 +225,17 @@ async def test_a_global_white_range_rocketmq_builds_without_a_head_refuses_a_cor
         assert answer.code == ResponseCode.SYSTEM_ERROR, answer
         assert (answer.remark or "").startswith("java.lang.NullPointerException, "), answer.remark
         assert cluster.controller.context.topics.get("Created") is None
+
+
+@pytest.mark.parametrize("pattern", ["192.168.1.1-" + "9" * 5000, "192.168.1-" + "1" * 5000 + ".*"])
+def test_a_bound_of_thousands_of_digits_is_refused_as_rocketmq_refuses_it(pattern: str) -> None:
+    """Integer.parseInt throws past int's range: a bound of 5,000 digits is a pattern RocketMQ refuses
+    (AddressPatternError), not Python's digit-limit ValueError."""
+    with pytest.raises(AddressPatternError):
+        address_matcher(pattern)
+
+
+def test_thousands_of_leading_zeros_before_a_bound_are_read_as_java_reads_them() -> None:
+    """Integer.parseInt takes any number of leading zeros: 5,000 zeros before a 1 are a bound of 1."""
+    matcher = address_matcher("192.168.1." + "0" * 5000 + "1-5")
+    assert matcher("192.168.1.3") and not matcher("192.168.1.7")
