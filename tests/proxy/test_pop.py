@@ -687,3 +687,22 @@ async def test_a_broker_that_is_not_master_revives_nothing_until_it_is_again(
     assert revive.revived == 1
     [again] = await pop_all(pop, "G", "PopRole")
     assert (again.message.body, again.attempt) == (b"kept", 2)
+
+
+async def test_an_ack_or_change_of_invisibility_of_an_offset_outside_the_queue_is_not_found(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """AckMessageProcessor answers NO_MESSAGE for an offset outside [min, max] of its queue, and
+    ChangeInvisibleTimeProcessor for one outside [min, max): no ACK or CK is written for a message that is not there."""
+    await create_topic(embedded_cluster, "PopRange", queues=1)
+    pop, _ = popper
+    await send(embedded_cluster, "PopRange", b"a")
+    [popped] = await pop_all(pop, "G", "PopRange")
+    store = embedded_cluster.controller.context.store
+    before = store.max_offset_in_queue(pop.revive_topic, 0)
+    past = attrs.evolve(popped.handle, offset=2)
+    assert pop.ack("G", "PopRange", past) is AckOutcome.NOT_FOUND
+    at_end = attrs.evolve(popped.handle, offset=1)
+    assert pop.change_invisible("G", "PopRange", at_end, INVISIBLE) == (AckOutcome.NOT_FOUND, None)
+    assert store.max_offset_in_queue(pop.revive_topic, 0) == before
+    assert pop.ack("G", "PopRange", popped.handle) is AckOutcome.OK
