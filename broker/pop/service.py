@@ -419,12 +419,23 @@ class PopService:
         if handle.expired(now):
             return AckOutcome.EXPIRED
         real = handle.real_topic(group, topic)
-        if real not in self.broker.topics:
+        if real not in self.broker.topics or not self._in_queue(real, handle, past_end=True):
             return AckOutcome.NOT_FOUND
         if handle.fifo:
             return self._ack_fifo(group, real, handle, now)
         self._write_ack(group, real, handle)
         return AckOutcome.OK
+
+    def _in_queue(self, topic: str, handle: ReceiptHandle, *, past_end: bool) -> bool:
+        """Whether the handle's offset lies within its queue: ``[min, max]`` for an ack (AckMessageProcessor), ``[min,
+        max)`` for a change of invisibility (ChangeInvisibleTimeProcessor, broker/src/main/java/org/apache/rocketmq/
+        broker/processor/); both answer NO_MESSAGE otherwise and write no ACK or CK for a message that is not there.
+        Ours: a FIFO handle below the queue's start still acts (its in-flight message, removed by retention, frees
+        its queue rather than block it until the invisible time ends)."""
+        store, qid = self.broker.store, handle.queue_id
+        high = store.max_offset_in_queue(topic, qid) + (1 if past_end else 0)
+        low = 0 if handle.fifo else store.min_offset_in_queue(topic, qid)
+        return low <= handle.offset < high
 
     def _ack_fifo(self, group: str, topic: str, handle: ReceiptHandle, now: int) -> AckOutcome:
         """RocketMQ's AckMessageProcessor.ackOrderly: the latest delivery's handle acks its message, and a queue it
@@ -459,7 +470,7 @@ class PopService:
         if handle.expired(now):
             return AckOutcome.EXPIRED, None
         real = handle.real_topic(group, topic)
-        if real not in self.broker.topics:
+        if real not in self.broker.topics or not self._in_queue(real, handle, past_end=False):
             return AckOutcome.NOT_FOUND, None
         if handle.fifo:
             return self._change_fifo(group, real, handle, now, now + invisible_ms)
