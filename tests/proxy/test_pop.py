@@ -706,3 +706,34 @@ async def test_an_ack_or_change_of_invisibility_of_an_offset_outside_the_queue_i
     assert pop.change_invisible("G", "PopRange", at_end, INVISIBLE) == (AckOutcome.NOT_FOUND, None)
     assert store.max_offset_in_queue(pop.revive_topic, 0) == before
     assert pop.ack("G", "PopRange", popped.handle) is AckOutcome.OK
+
+
+async def test_a_long_invisible_ack_does_not_make_a_restart_redeliver_what_was_revived(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An ACK of a handle invisible for an hour waits that long in the revive loop for its CK, and the revive offset
+    stays at it so a restart reads it again. The CKs revived behind it meanwhile must not be revived a second time
+    after the restart (RocketMQ's AckMessageProcessor parks the ACK until the handle's visible time like the CK, so
+    its revive offset moves past what PopReviveService revived)."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopPin", queues=1)
+    retry = pop_retry_topic("G", "PopPin")
+    async with trio.open_nursery() as nursery:
+        pop, revive = await start_pop(embedded_cluster, nursery)
+        await send(embedded_cluster, "PopPin", b"long")
+        [long] = await pop_all(pop, "G", "PopPin", invisible=3_600_000)
+        assert pop.ack("G", "PopPin", long.handle) is AckOutcome.OK
+        await send(embedded_cluster, "PopPin", b"short")
+        [short] = await pop_all(pop, "G", "PopPin")
+        assert short.message.body == b"short"
+        await trio.sleep(INVISIBLE / 1000 + 3)
+        assert revive.revived == 1
+        assert [m.body for m in stored(embedded_cluster, retry)] == [b"short"]
+        nursery.cancel_scope.cancel()
+    await embedded_cluster.restart_broker()
+    use_virtual_store_clock(embedded_cluster, clock)
+    async with trio.open_nursery() as nursery:
+        pop, revive = await start_pop(embedded_cluster, nursery)
+        await trio.sleep(5)
+        assert [m.body for m in stored(embedded_cluster, retry)] == [b"short"], "revived twice across the restart"
+        nursery.cancel_scope.cancel()
