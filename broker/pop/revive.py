@@ -12,8 +12,12 @@ its offset (RocketMQ reads it by topic, queue and offset): the queue's topic del
 name) or the message removed by retention.
 
 Progress is the consumer offset of group ``CID_RMQ_SYS_REVIVE_GROUP`` on that queue, committed at the oldest ACK still
-waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel (a restart may redeliver a message
-twice, never lose one). An ACK is forgotten once its CK cannot come any more: a CK due more than a minute after it has
+waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel. How far CKs were revived is committed
+too, as group ``CID_RMQ_SYS_REVIVE_CK_GROUP``'s offset: a CK read again below it only meets its ACKs, it is not revived
+twice (an ACK of a handle invisible for hours held the revive offset back that long, and a restart redelivered every
+CK revived meanwhile; RocketMQ's AckMessageProcessor parks the ACK until the handle's visible time like the CK, so its
+revive offset is never held back by it). A crash between the two commits may still redeliver a message twice, never
+lose one. An ACK is forgotten once its CK cannot come any more: a CK due more than a minute after it has
 been read (the timer delivers CKs in the order they are due). Measured on the CKs read, not on the clock: after a
 restart the timer delivers the overdue CKs only after the ACKs were read again, and a clock-based rule forgot those ACKs
 first and redelivered acknowledged messages. An ACK due further past its own store time than the timer can have parked
@@ -43,11 +47,13 @@ from remoting.codec.message import MessageExt, decode_record
 from remoting.codec.topics import pop_normal_topic
 from store.errors import MessageIllegalError, PutRefusedError
 
-__all__ = ["REVIVE_GROUP", "ReviveService"]
+__all__ = ["REVIVE_CK_GROUP", "REVIVE_GROUP", "ReviveService"]
 
 log = logging.getLogger(__name__)
 
 REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
+#: Ours: its offset on the revive queue is how far CKs were revived (module docstring).
+REVIVE_CK_GROUP: Final = "CID_RMQ_SYS_REVIVE_CK_GROUP"
 _BATCH: Final = 32
 _FORGET_ACK_AFTER_MS: Final = 60_000
 #: The least reach of a CK past its ACK: RocketMQ's default ``timerMaxDelaySec`` (MessageStoreConfig), so a CK parked
@@ -108,10 +114,11 @@ class ReviveService:
         if position >= end:
             return False
         result = broker.store.get(topic, 0, position, _BATCH)
+        revived_to = broker.offsets.query(REVIVE_CK_GROUP, topic, 0)
         for raw in result.messages:
             try:
                 record = decode_record(raw)
-                self._handle(record)
+                self._handle(record, replay=record.queue_offset < revived_to)
             except (MessageDecodeError, ValueError, KeyError, TypeError):
                 log.exception("revive: skipping a malformed record")
             else:
@@ -122,9 +129,13 @@ class ReviveService:
         # ACKs are kept in the order they were read, which is revive-queue order: the first is the oldest.
         oldest = next(iter(self._acked.values()))[0] if self._acked else self._position
         broker.offsets.commit(REVIVE_GROUP, topic, 0, min(oldest, self._position))
+        if self._position > revived_to:
+            broker.offsets.commit(REVIVE_CK_GROUP, topic, 0, self._position)
         return bool(result.messages) and len(result.messages) >= _BATCH
 
-    def _handle(self, record: MessageExt) -> None:
+    def _handle(self, record: MessageExt, *, replay: bool = False) -> None:
+        """Pair one record of the revive queue; a CK read again (``replay``: below the CK progress) only meets its
+        ACKs."""
         body = orjson.loads(record.body)
         group, topic, qid, pop_time = body["c"], body["t"], int(body["q"]), int(body["pt"])
         invisible, tag = int(body["it"]), record.tags
@@ -145,7 +156,7 @@ class ReviveService:
             # The ACKs this CK meets go only once the whole CK is through: a refusal part-way resumes at this CK
             # (progress is per record) and must find them still there.
             met = [key for key in keys if key in self._acked]
-            if self._revivable(group, topic):
+            if not replay and self._revivable(group, topic):
                 for key, phy in zip(keys, map(int, phys), strict=True):
                     if key not in self._acked and self._still_queued(topic, qid, key[3], phy):
                         self._redeliver(group, phy)
