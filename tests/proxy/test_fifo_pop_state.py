@@ -17,6 +17,7 @@ import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from broker.pop import AckOutcome, PopService
+from client.admin import Admin
 from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.pb import service
@@ -319,3 +320,31 @@ async def test_a_fifo_change_of_invisibility_of_an_acknowledged_message_answers_
     assert (response.status.code, bool(response.receipt_handle)) == (Code.OK, True), response.status.message
     [then] = _messages(activity.consuming.receive_now(_receive_request("GChg", "FifoChg", batch=1), md("c@1"), None))
     assert then.body == b"c1"
+
+
+async def test_the_fifo_state_of_a_deleted_group_is_forgotten_at_the_next_save(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """ConsumerOrderInfoManager.autoClean drops, when it saves, the order info of a group that no longer exists (and
+    of a queue that is empty): a deleted group's in-flight delivery neither stays in memory and in the file for good
+    nor blocks the group created again under its name once the state was saved."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "FifoGone", queues=1)
+    await send(embedded_cluster, "FifoGone", b"g0")
+    async with trio.open_nursery() as nursery:
+        pop, _ = await start_pop(embedded_cluster, nursery)
+        [first] = pop.pop("GGone", "FifoGone", 32, _LONG_MS, None, fifo=True)
+        assert first.message.body == b"g0"
+        await pop.fifo_persister.wait_saved()
+        autojump_clock.autojump_threshold = math.inf
+        async with Admin(embedded_cluster.namesrv_addr) as admin:
+            cluster = embedded_cluster.controller.context.config.broker_cluster_name
+            await admin.delete_subscription_group("GGone", cluster=cluster)
+        autojump_clock.autojump_threshold = 0
+        assert _pop_all(pop, "GLive", "FifoGone") == [(b"g0", 1)]  # a change of another group: the state is saved
+        await pop.fifo_persister.wait_saved()
+        saved = orjson.loads(pop.fifo_persister.file.path.read_bytes())
+        assert [q["group"] for q in saved["queues"]] == [], "the deleted group's state is still saved"
+        again = pop.pop("GGone", "FifoGone", 32, _LONG_MS, None, fifo=True)
+        assert [(p.message.body, p.attempt) for p in again] == [(b"g0", 1)], "the group created again is blocked"
+        nursery.cancel_scope.cancel()
