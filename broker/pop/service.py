@@ -135,9 +135,9 @@ class PopService:
         self.broker = broker
         self._timer_rewrite = timer_rewrite
         self.fifo_persister = ConfigPersister(fifo_state_file(config_dir_of(broker.config)), self._fifo_snapshot)
-        # Order info of a topic deleted meanwhile is dropped, as RocketMQ's ConsumerOrderInfoManager.autoClean does.
+        # Order info of a topic or group deleted meanwhile is dropped (:meth:`_fifo_live`).
         loaded = self.fifo_persister.load() or {}
-        self._fifo: FifoTable = {key: state for key, state in loaded.items() if key[1] in broker.topics}
+        self._fifo: FifoTable = {key: state for key, state in loaded.items() if self._fifo_live(key, state)}
         broker.store.queue_drop_listeners.append(self.forget_queue)
         self._turns: dict[tuple[str, str], int] = {}
         self._arrivals: dict[str, trio.Event] = {}
@@ -396,7 +396,22 @@ class PopService:
             self.fifo_persister.mark_dirty()
 
     def _fifo_snapshot(self) -> FifoTable:
+        """What the persister saves, after dropping what :meth:`_fifo_live` says is dead (RocketMQ cleans its order
+        info when it saves it too)."""
+        for key in [key for key, state in self._fifo.items() if not self._fifo_live(key, state)]:
+            del self._fifo[key]
         return {key: q.copy() for key, q in self._fifo.items()}
+
+    def _fifo_live(self, key: tuple[str, str, int], state: FifoQueue) -> bool:
+        """Whether a queue's FIFO state is worth keeping: ConsumerOrderInfoManager.autoClean
+        (broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoManager.java) drops the order info of
+        a topic or group that no longer exists, of a queue past the topic's read queues and an empty one; kept, a
+        deleted group's state stayed in memory and on disk for good and blocked the group created again."""
+        group, topic, qid = key
+        config = self.broker.topics.get(topic)
+        if config is None or qid >= config.read_queue_nums or self.broker.groups.get(group) is None:
+            return False
+        return bool(state.invisible_until or state.attempts or state.acked)
 
     @staticmethod
     def _fifo_done(state: FifoQueue, offset: int) -> None:
