@@ -533,3 +533,21 @@ async def test_attempts_used_up_on_a_broker_that_takes_no_writes_store_no_dlq_co
     ctx.config = attrs.evolve(ctx.config, broker_permission=writable)
     assert await _received_after_each_invisible_time(activity, req, 2) == []
     assert _dlq_copies(embedded_cluster, "GDrained") == 1
+
+
+async def test_a_receive_without_an_invisible_time_or_auto_renew_is_illegal_invisible_time(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ReceiveMessageActivity gives the default invisible time only to an auto-renew receive; any other is checked
+    against [minInvisibleTimeMillsForRecv, maxInvisibleTimeMills], a missing invisible_duration reading as 0 ms: it is
+    ILLEGAL_INVISIBLE_TIME, and nothing is handed out."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "NoInvis", queues=1)
+    await send(embedded_cluster, "NoInvis", b"m")
+    req = _receive_request("GNoInvis", "NoInvis")
+    req.ClearField("invisible_duration")
+    stream = activity.consuming.receive_now(req, md("c@1"), None)
+    assert stream is not None and stream[0].status.code == Code.ILLEGAL_INVISIBLE_TIME
+    assert _messages(stream) == []
+    req.auto_renew = True
+    assert [m.body for m in _messages(activity.consuming.receive_now(req, md("c@1"), None))] == [b"m"]
