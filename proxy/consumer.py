@@ -127,8 +127,12 @@ class Consuming:
         return (None if subscription.sub_string == SUB_ALL else frozenset(subscription.tags_set)), None
 
     def _invisible_ms(self, req: Any) -> int:
+        """ReceiveMessageActivity (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/
+        ReceiveMessageActivity.java): an auto-renew receive gets ``defaultInvisibleTimeMills``; any other's
+        ``invisible_duration`` (0 when missing) must lie within [minInvisibleTimeMillsForRecv, maxInvisibleTimeMills],
+        else ILLEGAL_INVISIBLE_TIME."""
         config = self.config
-        if req.auto_renew or not req.HasField("invisible_duration"):
+        if req.auto_renew:
             return config.default_invisible_time_mills
         invisible = req.invisible_duration.ToMilliseconds()
         if not config.min_invisible_time_mills_for_recv <= invisible <= config.max_invisible_time_mills:
