@@ -239,3 +239,13 @@ def test_thousands_of_leading_zeros_before_a_bound_are_read_as_java_reads_them()
     """Integer.parseInt takes any number of leading zeros: 5,000 zeros before a 1 are a bound of 1."""
     matcher = address_matcher("192.168.1." + "0" * 5000 + "1-5")
     assert matcher("192.168.1.3") and not matcher("192.168.1.7")
+
+
+@pytest.mark.parametrize("zero", ["\uff10", "\u0660"])  # FULLWIDTH DIGIT ZERO, ARABIC-INDIC DIGIT ZERO
+def test_leading_non_ascii_zeros_before_a_bound_are_read_as_java_reads_them(zero: str) -> None:
+    """``Character.digit`` reads any Unicode decimal zero as 0, so ``Integer.parseInt`` takes any number of them before
+    a bound: twelve of them before a 1 are a bound of 1, not a number past ``int``'s range."""
+    matcher = address_matcher("192.168.1." + zero * 12 + "1-5")
+    assert matcher("192.168.1.3") and not matcher("192.168.1.7")
+    hexadecimal = address_matcher("1:2:3:4:5:6:7:" + zero * 12 + "a-f")
+    assert hexadecimal("1:2:3:4:5:6:7:c") and not hexadecimal("1:2:3:4:5:6:7:9")
