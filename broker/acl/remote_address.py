@@ -37,6 +37,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
+import unicodedata
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,13 @@ def _java_int(text: str, base: int) -> int | None:
     if not _JAVA_INT[base].fullmatch(text):
         return None
     sign, digits = (text[0], text[1:]) if text[0] in "+-" else ("", text)
-    digits = digits.lstrip("0") or "0"  # parseInt takes any number of leading zeros
+    # RangeRemoteAddressStrategy's Integer.parseInt (acl/src/main/java/org/apache/rocketmq/acl/plain/
+    # RemoteAddressStrategyFactory.java) takes any number of leading zeros, of any Unicode decimal zero:
+    # Character.digit reads each as 0.
+    zeros = 0
+    while zeros < len(digits) - 1 and unicodedata.decimal(digits[zeros], -1) == 0:
+        zeros += 1
+    digits = digits[zeros:]
     if len(digits) > 12:  # past int's range whatever the digits, and short of int()'s 4,300-digit limit
         return -(1 << 40) if sign == "-" else 1 << 40
     return int(sign + digits.translate(_FULLWIDTH_HEX), base)
