@@ -3,16 +3,15 @@ service/route/TopicRouteService.java: Caffeine's ``refreshAfterWrite`` and ``exp
 answered at once while it is fetched again in the background, and a route nobody asked for during the expiry is
 fetched again while the request waits.
 
-The broker's first name server is a black hole (a listening socket that never answers), as a name server host that
-died is: every fetch waits out its 3 s timeout there before the live one answers. The clock is virtual (autojump: the
-cluster runs in this process, so nothing but the black hole keeps a task waiting), so that wait is 3 virtual seconds,
-and a route answered from the cache takes none."""
+The broker's first name server is a black hole (a listener that takes connections and never answers), as a name
+server host that died is: every fetch waits out its 3 s timeout there before the live one answers. The clock is
+virtual (autojump: the cluster runs in this process, so nothing but the black hole keeps a task waiting), so that
+wait is 3 virtual seconds, and a route answered from the cache takes none."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
@@ -28,13 +27,25 @@ from tests.proxy.test_cluster_routes import create_on_both
 CONFIG = ProxyConfig(enable_proxy=True, grpc_server_port=0, tls_test_mode_enable=False)
 
 
-@contextmanager
-def black_hole() -> Iterator[str]:
-    """``host:port`` of a socket that takes connections (the kernel's backlog) and never answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
+@asynccontextmanager
+async def black_hole() -> AsyncIterator[str]:
+    """``host:port`` of a listener that takes every connection and never reads or answers. It accepts them (its
+    backlog never fills, however often the broker's clients reconnect after a timeout, which would make a connect
+    hang or fail instead of the call timing out) and holds them open until the test ends."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    held: list[trio.SocketStream] = []
+
+    async def take() -> None:
+        while True:
+            held.append(await listeners[0].accept())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(take)
+        yield f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        nursery.cancel_scope.cancel()
+    for stream in held:
+        await stream.aclose()
+    await listeners[0].aclose()
 
 
 @asynccontextmanager
@@ -42,7 +53,7 @@ async def routes_behind_a_dead_name_server(tmp_path: Path) -> AsyncIterator[tupl
     """Two masters serving gRPC whose name servers are a black hole then the live one, and routes of broker-a's
     (announcing its proxy's port, so their background refreshes run)."""
     [port] = free_ports(1)
-    with black_hole() as hole:
+    async with black_hole() as hole:
         namesrv_addr = f"{hole};127.0.0.1:{port}"
         async with EmbeddedCluster(
             tmp_path, brokers=2, namesrv_port=port, namesrv_addr=namesrv_addr, proxy=CONFIG
