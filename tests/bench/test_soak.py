@@ -96,9 +96,10 @@ def test_a_short_soak_loses_nothing_and_leaks_no_descriptor(tmp_path: Path) -> N
     assert len(samples) >= 8  # about one every 2 s of the 20; the last may fall after the load stops
     assert all(len(s["load_cpu"]) == 2 for s in samples)  # the load ran in two shard processes
     steady = [s for s in samples if s["t"] >= 6]
-    for key in ("files", "sockets"):
-        # A socket or file kept per closed client would grow without end: hundreds of clients closed in the window.
-        assert abs(flat(steady, key)["drift"] or 0) < 0.5, [s[key] for s in steady]
+    # A file kept per closed client would grow without end: hundreds of clients closed in the window. Sockets are
+    # checked once the load has stopped (sockets_no_leak, below): while it runs their count follows how many of the
+    # 100 connections the shards have open, which on a loaded machine still climbs after the warm-up.
+    assert abs(flat(steady, "files")["drift"] or 0) < 0.5, [s["files"] for s in steady]
     assert checks["files_no_leak"]["ok"], checks["files_no_leak"]
     assert checks["sockets_no_leak"]["ok"], checks["sockets_no_leak"]
     assert json.loads((tmp_path / "soak.json").read_text())["acked"] == summary["acked"]
