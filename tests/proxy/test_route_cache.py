@@ -64,9 +64,12 @@ class _BehindAHole:
 
 
 @asynccontextmanager
-async def routes_behind_a_dead_name_server(tmp_path: Path) -> AsyncIterator[tuple[EmbeddedCluster, ClusterRoutes]]:
+async def routes_behind_a_dead_name_server(
+    tmp_path: Path, clock: trio.testing.MockClock
+) -> AsyncIterator[tuple[EmbeddedCluster, ClusterRoutes]]:
     """Two masters, and routes of broker-a's whose name servers are a black hole then the live one (announcing a
     gRPC port, so their background refreshes run; broker-b's routes announce one for it)."""
+    clock.autojump_threshold = 0.01  # real quiet first: the cluster's own I/O and worker threads finish
     async with black_hole() as hole, EmbeddedCluster(tmp_path, brokers=2) as cluster:
         a, b = cluster.controllers
         assert a.registration is not None and b.registration is not None
@@ -92,8 +95,7 @@ async def _queues_of_b(routes: ClusterRoutes, topic: str) -> tuple[int, float]:
 async def test_a_stale_route_is_answered_at_once_and_refreshed_in_the_background(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    autojump_clock.autojump_threshold = 0.01  # real quiet first: the cluster's own I/O and worker threads finish
-    async with routes_behind_a_dead_name_server(tmp_path) as (cluster, routes):
+    async with routes_behind_a_dead_name_server(tmp_path, autojump_clock) as (cluster, routes):
         await create_on_both(cluster, "TR", queues=4)
         queues, waited = await _queues_of_b(routes, "TR")
         assert queues == 4 and waited > 0  # the first fetch waits for the dead name server
@@ -113,8 +115,7 @@ async def test_a_stale_route_is_answered_at_once_and_refreshed_in_the_background
 async def test_a_route_not_asked_for_during_the_expiry_is_fetched_while_the_request_waits(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    autojump_clock.autojump_threshold = 0.01  # real quiet first: the cluster's own I/O and worker threads finish
-    async with routes_behind_a_dead_name_server(tmp_path) as (cluster, routes):
+    async with routes_behind_a_dead_name_server(tmp_path, autojump_clock) as (cluster, routes):
         await create_on_both(cluster, "TX", queues=4)
         assert (await _queues_of_b(routes, "TX"))[1] > 0
         for _ in range(3):  # asked for often enough: never expires, each stale answer refreshes it

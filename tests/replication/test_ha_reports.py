@@ -112,16 +112,21 @@ def _recovered_master(tmp_path: Path, role: BrokerRole, past: int = 0) -> Messag
     return master
 
 
+def _seed_slave(tmp_path: Path, data: bytes) -> None:
+    """A slave's store holding ``data`` (what it copied from the old master), closed again."""
+    seed = ha_store(tmp_path / "slave", BrokerRole.SLAVE)
+    assert seed.replica is not None
+    seed.replica.append(0, data)
+    seed.close()
+
+
 async def test_a_slave_ahead_of_a_recovered_master_is_refused_not_acknowledged(tmp_path: Path) -> None:
     """The slave holds 12 records, the master (which lost its unflushed tail) 5 of them: the slave's report is
     beyond the master's end, so the connection ends and a SYNC_MASTER send is never answered PUT_OK for bytes the
     slave holds differently."""
     data, _ = _old_masters_log(tmp_path)
     master = _recovered_master(tmp_path, BrokerRole.SYNC_MASTER)
-    seed = ha_store(tmp_path / "slave", BrokerRole.SLAVE)
-    assert seed.replica is not None
-    seed.replica.append(0, data)
-    seed.close()
+    _seed_slave(tmp_path, data)
     async with trio.open_nursery() as nursery:
         await nursery.start(master.run)
         slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master)
@@ -141,10 +146,7 @@ async def test_a_diverged_slave_keeps_its_log_once_the_recovered_master_grows_pa
     it refuses them and keeps its log as it was."""
     data, _ = _old_masters_log(tmp_path)
     master = _recovered_master(tmp_path, BrokerRole.ASYNC_MASTER, past=len(data))
-    seed = ha_store(tmp_path / "slave", BrokerRole.SLAVE)
-    assert seed.replica is not None
-    seed.replica.append(0, data)
-    seed.close()
+    _seed_slave(tmp_path, data)
     async with trio.open_nursery() as nursery:
         await nursery.start(master.run)
         slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master)
