@@ -145,9 +145,11 @@ class EmbeddedCluster(NurseryOwner):
 
     @property
     def namesrv_addr(self) -> str:
+        """The name server's address as the brokers and clients use it: bound to every interface, the host's
+        address (as the brokers advertise), never 0.0.0.0."""
         if self.namesrv_address is None:
             raise RuntimeError("the cluster is not running")
-        return f"{self.namesrv_address[0]}:{self.namesrv_address[1]}"
+        return f"{advertised_host(self.namesrv_address[0])}:{self.namesrv_address[1]}"
 
     @property
     def controller(self) -> BrokerController:
@@ -439,7 +441,8 @@ async def run_embedded(
             **overrides,
         ) as cluster:
             assert cluster.namesrv_address is not None and cluster.controller.address is not None
-            print(namesrv_boot_line(cluster.namesrv_address), flush=True)
+            host, port = cluster.namesrv_addr.rsplit(":", 1)  # the address the brokers were given
+            print(namesrv_boot_line((host, int(port))), flush=True)
             for controller in [cluster.controller, *cluster.slave_controllers]:
                 assert controller.address is not None
                 print(boot_line(controller.context.config, controller.address), flush=True)
@@ -491,7 +494,7 @@ def proxy_of(args: list[str], enable: bool) -> ProxyConfig | None:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address both servers bind; the broker advertises it (the host's address when it binds every interface).",
+    help="Address every server binds and advertises (the host's address when it binds every interface).",
 )
 @click.option("--namesrv-port", type=click.IntRange(0, 65535), default=9876, show_default=True)
 @click.option("--broker-port", type=click.IntRange(0, 65535), default=None, help="Broker port [default: 10911].")

@@ -89,7 +89,7 @@ class EmbeddedDLedgerGroup(NurseryOwner):
         kv_path = str(self.data_dir / "namesrv" / "kvConfig.json")
         namesrv = NamesrvServer(NamesrvConfig(listen_port=0, listen_host=self.host, kv_config_path=kv_path))
         host, port = await nursery.start(namesrv.serve)
-        self.namesrv_addr = f"{host}:{port}"
+        self.namesrv_addr = f"{advertised_host(host)}:{port}"  # bound to every interface: the host's address
         for member in self.ids:
             await self.start(member)
 

@@ -117,10 +117,13 @@ async def test_the_embedded_cluster_runs_n_masters_and_sends_land_on_all(tmp_pat
 async def test_an_embedded_cluster_on_every_interface_advertises_the_hosts_address(tmp_path: Path) -> None:
     """`python -m broker.embedded --host 0.0.0.0` binds every interface; its broker (and a DLedger group's members)
     must register an address a client can reach, as a broker with no brokerIP1 does (RemotingUtil.getLocalAddress),
-    not 0.0.0.0. Found by a review."""
+    not 0.0.0.0, and the name server's address the brokers are given is the host's too. Found by reviews."""
     host = local_address()
     async with EmbeddedCluster(tmp_path, host="0.0.0.0", **SMALL_STORE) as cluster:
         assert cluster.broker_addr == f"{host}:{cluster.controller.context.config.listen_port}"
+        assert cluster.namesrv_address is not None and cluster.namesrv_address[0] == "0.0.0.0"  # what it binds
+        assert cluster.namesrv_addr == f"{host}:{cluster.namesrv_address[1]}"
+        assert cluster.controller.context.config.namesrv_addr == cluster.namesrv_addr
         async with Admin(cluster.namesrv_addr) as admin:
             info = await admin.cluster_info()
         assert [entry.broker_addrs for entry in info.broker_addr_table.values()] == [{0: cluster.broker_addr}]
