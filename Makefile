@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml setup.py remoting/codec/*.c remoting/codec/*.h store/*.
 install: $(STAMP)
 
 # The embedded cluster and, beside it, mqdashboard on http://127.0.0.1:8080/ (scripts/run; ROCKETRIO_BROKERS=N for N
-# master brokers).
+# master brokers, ROCKETRIO_SLAVES=M for M slaves of each).
 run: $(STAMP)
 	BIN=$(BIN) scripts/run
 

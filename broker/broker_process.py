@@ -1,9 +1,10 @@
 """One broker of an :class:`~broker.embedded.EmbeddedCluster` in a child process of its own (``python -m
 broker.cli -c <conf>``), so that it gets a core of its own: brokers in one process share one interpreter lock.
 
-The broker's settings are written as a RocketMQ ``broker.conf`` (``<data>/<brokerName>.properties``, only what
-differs from the defaults, as RocketMQ's ``distribution/conf/2m-noslave/broker-b.properties`` is), its stderr goes
-to ``<data>/logs/<brokerName>.log``, and :meth:`BrokerProcess.run` is started in a nursery: it returns (through
+The broker's settings are written as a RocketMQ ``broker.conf`` (``<data>/<name>.properties``, only what differs
+from the defaults, as RocketMQ's ``distribution/conf/2m-noslave/broker-b.properties`` is; ``name`` is the brokerName,
+or a label such as ``broker-b-s1`` for a slave, which shares its master's brokerName), its stderr goes to
+``<data>/logs/<name>.log``, and :meth:`BrokerProcess.run` is started in a nursery: it returns (through
 ``task_status``) the address of the child's boot line. :meth:`BrokerProcess.stop` sends SIGTERM (the broker
 unregisters, flushes and saves its files) and waits; a child still running after ``STOP_TIMEOUT`` seconds is killed.
 Given a :class:`~proxy.config.ProxyConfig`, the child is ``mqbroker --enable-proxy`` with the proxy's settings in the
@@ -75,8 +76,12 @@ def _read_back(texts: dict[str, str]) -> BrokerConfig:
 class BrokerProcess:
     """A broker in a child process: its settings, its pid and address while it runs."""
 
-    def __init__(self, config: BrokerConfig, data_dir: Path, proxy: ProxyConfig | None = None) -> None:
+    def __init__(
+        self, config: BrokerConfig, data_dir: Path, proxy: ProxyConfig | None = None, *, label: str = ""
+    ) -> None:
+        """``label`` names its files (default: the brokerName)."""
         self.config = config
+        self.label = label
         self.data_dir = data_dir
         self.proxy = proxy
         self.address: Address | None = None
@@ -86,7 +91,7 @@ class BrokerProcess:
 
     @property
     def name(self) -> str:
-        return self.config.broker_name
+        return self.label or self.config.broker_name
 
     @property
     def pid(self) -> int | None:

@@ -1,4 +1,5 @@
-"""An embedded cluster: one name server and one or more master brokers, started and stopped together.
+"""An embedded cluster: one name server and one or more master brokers (each with its slaves), started and stopped
+together.
 
 For tests and notebooks (port 0, a temporary data directory)::
 
@@ -16,18 +17,28 @@ fail-over; a restarted master keeps its ports (main and HA), so its slaves recon
 With ``brokers=N`` the cluster has N masters in one cluster (``broker-a``, ``broker-b``, ...; brokerClusterName
 ``DefaultCluster``, one name server), as RocketMQ's ``distribution/conf/2m-noslave/`` deploys two. ``broker-a`` is
 the one described above; the others have data under ``<data>/broker-b`` ... and, with a fixed ``broker_port``, listen on
-``broker_port + 10 * i`` (room for the fast channel at port - 2 and HA at port + 1). Each master ``i`` and each slave
-``i`` serves its own Prometheus metrics (``metricsExporterType PROM``) on ``metricsPromExporterPort + i`` (0: a free
-port each), as separately configured RocketMQ brokers on one host must. By default they run in this
-process (``cluster.controllers``); ``broker_processes=True`` runs each in a child process
+``broker_port + 10 * i`` (room for the fast channel at port - 2 and HA at port + 1). Each master ``i`` serves its own
+Prometheus metrics (``metricsExporterType PROM``) on ``metricsPromExporterPort + i`` and each slave on one of the ports
+after the masters' (0: a free port each), as separately configured RocketMQ brokers on one host must. By default they
+run in this process (``cluster.controllers``); ``broker_processes=True`` runs each in a child process
 (:mod:`broker.broker_process`), which is what gives each a core: brokers in one process share the interpreter lock.
-``cluster.broker_addrs`` lists every master's address either way. ``slaves`` needs ``brokers=1``.
+``cluster.broker_addrs`` lists every master's address either way.
+
+``brokers=N, slaves=M`` together are RocketMQ's ``distribution/conf/2m-2s-async/`` layout: every master has M slaves
+of its own (its brokerName, ``brokerId`` 1..M, ``brokerRole=SLAVE``, free ports). ``broker-a``'s are the slaves
+described above; master ``i``'s run as it does (in this process, or each in a child process with
+``broker_processes``), with data under ``<data>/broker-b-s1`` ... and files named ``broker-b-s1`` (properties, log);
+like ``broker-a``'s, they learn their master's HA address from the name server. ``cluster.slave_addr_table`` maps
+every broker name to its running slaves' addresses. Master ``i``'s slave ``j`` serves metrics on
+``metricsPromExporterPort + N + i * M + j - 1``.
 
 and for the README's ``make run`` (``python -m broker.embedded --data ./data``: ports 9876 and 10911, both boot lines
 printed, Ctrl-C, SIGTERM or SIGHUP shut down cleanly, a start-up error is one line on stderr and status 1; ``--brokers
 N`` or ``ROCKETRIO_BROKERS=N``: N masters, the extra ones in processes of their own, ports 10911, 10921, ...; by default
-one per core on machines with more than two cores, else one). Data layout: ``<data>/namesrv/kvConfig.json`` and
-``<data>/broker`` as the broker's ``storePathRootDir``.
+one per core on machines with more than two cores, else one; ``--slaves M`` or ``ROCKETRIO_SLAVES=M``: M slaves for
+every master, the extra masters' each in a process of its own, and then one master unless ``--brokers`` says; ``--host
+0.0.0.0``: the brokers are given, and the boot line shows, the name server at the host's address). Data layout:
+``<data>/namesrv/kvConfig.json`` and ``<data>/broker`` as the broker's ``storePathRootDir``.
 
 With ``proxy=ProxyConfig(enable_proxy=True, ...)`` (``--enable-proxy`` on the command line, as ``mqbroker
 --enable-proxy``) every master also serves RocketMQ 5 gRPC clients (:mod:`proxy.startup`, RocketMQ's local proxy
@@ -116,8 +127,6 @@ class EmbeddedCluster(NurseryOwner):
         proxy: ProxyConfig | None = None,
         **broker_overrides: Any,
     ) -> None:
-        if slaves and brokers > 1:
-            raise ValueError("slaves are supported with one broker only")
         self.data_dir = Path(data_dir)
         self.host = host
         self.namesrv_config = NamesrvConfig(
@@ -140,6 +149,10 @@ class EmbeddedCluster(NurseryOwner):
         self._broker_processes = broker_processes
         self._proxy = proxy if proxy is not None and proxy.enable_proxy else None
         self._others: list[_BrokerSlot] = [_BrokerSlot(0) for _ in self._names[1:]]
+        #: Master ``i``'s slaves at ``[i - 1]`` (``broker-a``'s are ``_slaves``).
+        self._other_slaves: list[list[_BrokerSlot]] = [
+            [_BrokerSlot(j) for j in range(1, slaves + 1)] for _ in self._names[1:]
+        ]
 
     # ---- addresses ---------------------------------------------------------------------------------------------
 
@@ -226,19 +239,31 @@ class EmbeddedCluster(NurseryOwner):
         """The masters running in processes of their own (``broker_processes=True``)."""
         return [slot.process for slot in self._others if slot.process is not None and slot.scope is not None]
 
-    def slave_config(self, index: int) -> BrokerConfig:
-        """Slave ``index`` (1-based, its ``brokerId``): the master's settings as a SLAVE with its own ports and data."""
-        slot = self._slaves[index - 1]
-        config = self.broker_config()
+    def slave_config(self, index: int, master: int = 0) -> BrokerConfig:
+        """Slave ``index`` (1-based, its ``brokerId``) of master ``master`` (0: ``broker-a``): the master's settings as
+        a SLAVE with its own ports and data (``<data>/broker-slave<index>`` for broker-a's, ``<data>/<name>-s<index>``
+        for the others')."""
+        if master == 0:
+            slot, config = self._slaves[index - 1], self.broker_config()
+            root = self.data_dir / f"broker-slave{index}"
+        else:
+            slot, config = self._other_slaves[master - 1][index - 1], self.other_config(master)
+            root = self.data_dir / self._slave_label(master, index)
+        base = self.broker_config().metrics_prom_exporter_port
+        metrics_index = len(self._names) + master * len(self._slaves) + index - 1  # after every master's
         return attrs.evolve(
             config,
             broker_role="SLAVE",
             broker_id=index,
             listen_port=slot.port,
             ha_listen_port=0,
-            metrics_prom_exporter_port=_nth_port(config.metrics_prom_exporter_port, index),
-            store_path_root_dir=str(self.data_dir / f"broker-slave{index}"),
+            metrics_prom_exporter_port=_nth_port(base, metrics_index),
+            store_path_root_dir=str(root),
         )
+
+    def _slave_label(self, master: int, index: int) -> str:
+        """``broker-b-s1``: what a slave's files are named (RocketMQ's ``broker-b-s.properties``)."""
+        return f"{self._names[master]}-s{index}"
 
     @property
     def slave_controllers(self) -> list[BrokerController]:
@@ -247,8 +272,22 @@ class EmbeddedCluster(NurseryOwner):
 
     @property
     def slave_addrs(self) -> list[str]:
-        """The running slaves' addresses, by ``brokerId``."""
+        """``broker-a``'s running slaves' addresses, by ``brokerId``."""
         return [controller.broker_addr for controller in self.slave_controllers]
+
+    @property
+    def slave_addr_table(self) -> dict[str, list[str]]:
+        """Every broker name, ``broker-a`` first, with its running slaves' addresses by ``brokerId`` (empty: none)."""
+        table = {self._names[0]: self.slave_addrs}
+        for name, slots in zip(self._names[1:], self._other_slaves, strict=True):
+            table[name] = [slot.broker_addr for slot in slots if slot.scope is not None]
+        return table
+
+    @property
+    def slave_processes(self) -> list[BrokerProcess]:
+        """The extra masters' slaves running in processes of their own (``broker_processes=True``), by master."""
+        slots = [slot for slots in self._other_slaves for slot in slots]
+        return [slot.process for slot in slots if slot.process is not None and slot.scope is not None]
 
     # ---- life cycle --------------------------------------------------------------------------------------------
 
@@ -261,7 +300,9 @@ class EmbeddedCluster(NurseryOwner):
 
     async def _stop_all(self) -> None:
         # The brokers go first so they can still unregister from the name server; slaves before their master.
-        for slot in self._others:
+        for slot, slaves in zip(self._others, self._other_slaves, strict=True):
+            for slave in slaves:
+                await slave.stop()
             await slot.stop()
         for slot in self._slaves:
             await slot.stop()
@@ -286,16 +327,24 @@ class EmbeddedCluster(NurseryOwner):
         return address
 
     async def _start_other(self, index: int) -> None:
-        assert self._nursery is not None
+        """Master ``index`` (``broker-b`` ...), then its slaves, each as the masters run (a process or a task)."""
         slot = self._others[index - 1]
-        config = self.other_config(index)
-        proxy = self.proxy_config(index)
+        slot.port = await self._start_slot(slot, self.other_config(index), self.proxy_config(index))
+        for slave in self._other_slaves[index - 1]:
+            config = self.slave_config(slave.index, index)
+            slave.port = await self._start_slot(slave, config, None, self._slave_label(index, slave.index))
+
+    async def _start_slot(
+        self, slot: _BrokerSlot, config: BrokerConfig, proxy: ProxyConfig | None, label: str = ""
+    ) -> int:
+        """Run ``config`` in ``slot``: a child process with ``broker_processes``, else a task. Returns its port."""
+        assert self._nursery is not None
         if self._broker_processes:
-            process = BrokerProcess(config, self.data_dir, proxy)
+            process = BrokerProcess(config, self.data_dir, proxy, label=label)
             address: Address = await self._nursery.start(slot.run_process, process)
         else:
             address = await self._nursery.start(slot.run, BrokerController(config), proxy)
-        slot.port = address[1]
+        return address[1]
 
     async def start_slave(self, index: int) -> Address:
         """Start slave ``index`` (again after :meth:`stop_slave`: same port and data). Returns its address."""
@@ -426,7 +475,7 @@ async def run_embedded(
 ) -> None:
     """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`), printing the boot lines
     (name server, each broker, each slave, each master's gRPC front door with ``proxy``) once ready; the masters
-    after the first run in processes of their own."""
+    after the first, and their slaves, run in processes of their own."""
     overrides = broker_overrides or {}
     with open_stop_signal_receiver() as signals:
         async with EmbeddedCluster(
@@ -446,7 +495,7 @@ async def run_embedded(
             for controller in [cluster.controller, *cluster.slave_controllers]:
                 assert controller.address is not None
                 print(boot_line(controller.context.config, controller.address), flush=True)
-            for process in cluster.broker_processes:
+            for process in [*cluster.broker_processes, *cluster.slave_processes]:
                 assert process.address is not None
                 print(boot_line(process.config, process.address), flush=True)
             for grpc_port, tls_port in cluster.grpc_ports:
@@ -498,14 +547,22 @@ def proxy_of(args: list[str], enable: bool) -> ProxyConfig | None:
 )
 @click.option("--namesrv-port", type=click.IntRange(0, 65535), default=9876, show_default=True)
 @click.option("--broker-port", type=click.IntRange(0, 65535), default=None, help="Broker port [default: 10911].")
-@click.option("--slaves", type=click.IntRange(0, 8), default=0, show_default=True, help="Slave brokers to add.")
+@click.option(
+    "--slaves",
+    type=click.IntRange(0, 8),
+    default=0,
+    envvar="ROCKETRIO_SLAVES",
+    show_default=True,
+    help="Slaves of every master (its brokerName, brokerId 1..M; RocketMQ's 2m-2s layout with --brokers 2), the "
+    "extra masters' each in its own process [env ROCKETRIO_SLAVES].",
+)
 @click.option(
     "--brokers",
     type=click.IntRange(1, MAX_BROKERS),
     default=None,
     envvar="ROCKETRIO_BROKERS",
     help="Master brokers (broker-a, broker-b, ...), the extra ones each in its own process "
-    "[env ROCKETRIO_BROKERS; default: one per core above two cores, else 1].",
+    "[env ROCKETRIO_BROKERS; default: one per core above two cores, else 1; 1 with --slaves].",
 )
 @click.option(
     "--enable-proxy",
@@ -524,8 +581,8 @@ def main(
     brokers: int | None,
     enable_proxy: bool = False,
 ) -> None:
-    """Run a name server and N master brokers (the README's ``make run``): the name server and ``broker-a`` in this
-    process, ``broker-b`` ... each in a process of its own.
+    """Run a name server and N master brokers, each with M slaves (the README's ``make run``): the name server,
+    ``broker-a`` and its slaves in this process, ``broker-b`` ... and their slaves each in a process of its own.
 
     Extra ``--name value`` pairs are broker properties (``--listenPort 0``, ``--flushDiskType SYNC_FLUSH``) and, with
     ``--enable-proxy``, the proxy's (``--grpcServerPort 0``).
@@ -536,8 +593,6 @@ def main(
     port = overrides.pop("listen_port", 10911) if broker_port is None else broker_port
     overrides.pop("listen_port", None)
     count = brokers if brokers is not None else (1 if slaves else default_brokers())
-    if slaves and count > 1:
-        raise click.UsageError("--slaves needs --brokers 1")
     run_main(
         run_embedded,
         Path(data_dir),

@@ -134,6 +134,33 @@ async def test_an_embedded_cluster_on_every_interface_advertises_the_hosts_addre
     assert "0.0.0.0" not in group.peers
 
 
+async def test_every_master_has_slaves_of_its_own_in_the_routes(tmp_path: Path) -> None:
+    """`brokers=2, slaves=1` is RocketMQ's 2m-2s layout: broker-a and broker-b each a master (brokerId 0) and a slave
+    (brokerId 1) of its name, every one on ports of its own (listen, HA and Prometheus: the cluster would not start on
+    a clash), the routes naming both of each name, and each broker its own data, shut down cleanly."""
+    (metrics,) = free_ports(1, span=4)
+    settings = {**SMALL_STORE, "metrics_exporter_type": "PROM", "metrics_prom_exporter_port": metrics}
+    async with EmbeddedCluster(tmp_path, brokers=2, slaves=1, **settings) as cluster:
+        table = cluster.slave_addr_table
+        assert list(table) == ["broker-a", "broker-b"] and [len(slaves) for slaves in table.values()] == [1, 1]
+        masters = dict(zip(["broker-a", "broker-b"], cluster.broker_addrs, strict=True))
+        expected = {name: {0: masters[name], 1: table[name][0]} for name in masters}
+        assert len({addr for ids in expected.values() for addr in ids.values()}) == 4
+        async with Admin(cluster.namesrv_addr) as admin:
+            with trio.fail_after(30):
+                while {
+                    n: e.broker_addrs for n, e in (await admin.cluster_info()).broker_addr_table.items()
+                } != expected:
+                    await trio.sleep(0.1)
+            await admin.create_topic(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+            route = await admin.topic_route(TOPIC)
+        assert {data.broker_name: data.broker_addrs for data in route.broker_datas} == expected
+        for port in range(metrics, metrics + 4):  # masters on +0 and +1, their slaves on +2 and +3
+            await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
+    for root in ("broker", "broker-slave1", "broker-b", "broker-b-s1"):
+        assert (tmp_path / root / "checkpoint").exists() and not (tmp_path / root / "abort").exists(), root
+
+
 async def test_make_run_starts_broker_processes_that_take_the_sends(tmp_path: Path) -> None:
     """``python -m broker.embedded`` as ``make run`` runs it, with ``ROCKETRIO_BROKERS=2``: broker-b is a process of
     its own, both register, sends land on both, SIGTERM stops both cleanly."""
@@ -168,6 +195,53 @@ async def test_make_run_starts_broker_processes_that_take_the_sends(tmp_path: Pa
         assert (tmp_path / "data" / "broker-b" / "config" / "topics.json").exists()
         with pytest.raises(ProcessLookupError):
             os.kill(children[0], 0)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_make_run_starts_two_masters_with_a_slave_each_on_every_interface(tmp_path: Path) -> None:
+    """``python -m broker.embedded --brokers 2 --slaves 1 --host 0.0.0.0``: broker-a and its slave in the cluster's
+    process, broker-b and broker-b's slave each in one of its own, four boot lines, every address (the name server's
+    too, which the brokers are given) the host's and not 0.0.0.0; SIGTERM stops all of them cleanly."""
+    host = local_address()
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "broker.embedded", "--data", str(tmp_path / "data"), "--host", "0.0.0.0",
+         "--namesrv-port", "0", "--listenPort", "0", "--brokers", "2", "--slaves", "1",
+         "--mappedFileSizeCommitLog", str(1 << 20), "--maxHashSlotNum", "1024", "--maxIndexNum", "4096"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        out = b""
+        with trio.fail_after(60):
+            while len(BROKER_BOOT.findall(out)) < 4 or not NAMESRV_BOOT.search(out):
+                chunk = await proc.stdout.receive_some()
+                assert chunk, f"exited before booting: {out!r}"
+                out += chunk
+        ns = NAMESRV_BOOT.search(out)
+        assert ns is not None and ns.group(1).decode() == host
+        namesrv = f"{host}:{int(ns.group(2))}"
+        boots = [(name.decode(), f"{addr.decode()}:{int(port)}") for name, addr, port in BROKER_BOOT.findall(out)]
+        assert sorted(name for name, _ in boots) == ["broker-a", "broker-a", "broker-b", "broker-b"]
+        assert len({addr for _, addr in boots}) == 4 and all(addr.startswith(f"{host}:") for _, addr in boots)
+        assert len(children_of(proc.pid)) == 2  # broker-b and its slave
+        async with Admin(namesrv) as admin:
+            with trio.fail_after(30):
+                while sorted(len(e.broker_addrs) for e in (await admin.cluster_info()).broker_addr_table.values()) != [
+                    2,
+                    2,
+                ]:
+                    await trio.sleep(0.1)
+            for _, addr in boots:
+                assert (await admin.broker_config(addr))["namesrvAddr"] == namesrv
+        proc.send_signal(signal.SIGTERM)
+        with trio.fail_after(60):
+            assert await proc.wait() == 0
+        for root in ("broker-b", "broker-b-s1", "broker-slave1"):
+            assert not (tmp_path / "data" / root / "abort").exists(), root
+        assert (tmp_path / "data" / "logs" / "broker-b-s1.log").exists()
     finally:
         if proc.returncode is None:
             proc.kill()
