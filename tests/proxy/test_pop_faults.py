@@ -453,3 +453,25 @@ async def test_messages_a_broken_receive_stream_did_not_write_come_back_in_a_sec
     again = activity.consuming.receive_now(req, md("back@1"), None) or []
     back = [(r.message.body, r.message.system_properties.delivery_attempt) for r in again if r.HasField("message")]
     assert sorted(back) == [(b"one", 2), (b"three", 2), (b"two", 2)]
+
+
+async def test_pop_bookkeeping_of_short_lived_groups_and_topics_is_not_kept_for_good(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """A broker serving many short-lived groups and topics: each pop filed a turn counter under its (group, topic)
+    and each long poll that ended without an arrival left its event filed under its topics, for good. RocketMQ's
+    PopLongPollingService bounds its maps and cleans what names a topic or group that is gone; here the structures
+    must not grow with the number of groups and topics ever served."""
+    pop, _ = popper
+    ctx = embedded_cluster.controller.context
+    await create_topic(embedded_cluster, "Steady", queues=1)
+    for i in range(3000):
+        group = f"GShort{i}"
+        ctx.groups.update(SubscriptionGroupConfig(group))
+        assert pop.pop(group, "Steady", 32, 10_000, None) == []
+        ctx.groups.delete(group)
+    for i in range(300):
+        await pop.wait_arrival([f"Gone{i}", f"%RETRY%G_Gone{i}"], 1.0)  # nothing arrives
+    counts = (len(pop._turns), len(pop._arrivals))
+    assert counts[0] < 1500 and counts[1] == 0, f"{counts[0]} turn counters, {counts[1]} wake events kept"
+    assert not pop.waiting("Gone0", 0)
