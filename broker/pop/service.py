@@ -81,6 +81,10 @@ CK_GRACE_MS: Final = 500
 #: Every fifth pop of a group on a topic reads the retry topic first (RocketMQ picks it with popFromRetryProbability
 #: 20 %).
 _RETRY_FIRST_EVERY: Final = 5
+#: Turn counters (:meth:`PopService.pop`) kept before the first sweep of those of gone groups and topics, and most
+#: kept after a sweep (ours; RocketMQ's PopLongPollingService bounds its maps at popPollingMapSize, 100000).
+_TURNS_SWEEP_MIN: Final = 1024
+_TURNS_MAX: Final = 100_000
 #: Reads of one queue in one pop while the tag check drops messages (ours: a bound on the work of one pop over a run
 #: of colliding tags; past it the pop hands out what it found).
 _TAG_CHECK_READS: Final = 32
@@ -139,8 +143,12 @@ class PopService:
         loaded = self.fifo_persister.load() or {}
         self._fifo: FifoTable = {key: state for key, state in loaded.items() if self._fifo_live(key, state)}
         broker.store.queue_drop_listeners.append(self.forget_queue)
+        #: pops of each (group, topic) so far (where the next starts); swept when it reaches ``_turns_sweep_at``
         self._turns: dict[tuple[str, str], int] = {}
+        self._turns_sweep_at = _TURNS_SWEEP_MIN
+        #: the event the receives waiting on a topic share, and how many wait on it (the entry goes with the last)
         self._arrivals: dict[str, trio.Event] = {}
+        self._waiters: dict[str, int] = {}
         self._send_back = ConsumerSendMsgBackProcessor(broker)
 
     @property
@@ -159,7 +167,7 @@ class PopService:
 
     def waiting(self, topic: str, queue_id: int) -> bool:
         """Whether a pop waits for messages of ``topic`` (the store's arrival interest, with the hold service's)."""
-        return topic in self._arrivals
+        return topic in self._waiters
 
     def notify_arrival(self, topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
         """The store's arrival listener (chained by the broker): wake pops waiting on ``topic``. Never raises."""
@@ -173,25 +181,38 @@ class PopService:
     async def wait_arrival(self, topics: list[str], timeout: float) -> None:
         """Return when a message arrives on one of ``topics`` or after ``timeout`` seconds. Waiters on a topic share
         one event; an arrival wakes it and drops it under every topic it was filed under (a stale, set event left
-        under a second topic returned every later wait at once: an idle receive spun)."""
-        arrivals = self._arrivals
-        with trio.move_on_after(timeout):
-            event = trio.Event()
-            for topic in topics:
+        under a second topic returned every later wait at once: an idle receive spun). The last waiter of a topic to
+        leave drops its entries, so topics waited on once are not kept for good (RocketMQ's PopLongPollingService
+        removes a topic's polling queue once it is empty and cleans those of topics that are gone,
+        broker/src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java)."""
+        arrivals, waiters = self._arrivals, self._waiters
+        names = set(topics)
+        for topic in names:
+            waiters[topic] = waiters.get(topic, 0) + 1
+        try:
+            with trio.move_on_after(timeout):
+                event = trio.Event()
+                for topic in names:
+                    current = arrivals.get(topic)
+                    if current is None or current.is_set():
+                        arrivals[topic] = event
+                waits = {arrivals[t] for t in names}
+                if len(waits) == 1:
+                    await waits.pop().wait()
+                    return
+                async with trio.open_nursery() as nursery:
+                    for wait in waits:
+                        nursery.start_soon(_set_then_cancel, wait, nursery.cancel_scope)
+        finally:
+            for topic in names:
+                left = waiters[topic] - 1
                 current = arrivals.get(topic)
-                if current is None or current.is_set():
-                    arrivals[topic] = event
-            waits = {arrivals[t] for t in topics}
-            if len(waits) == 1:
-                await waits.pop().wait()
-                return
-            async with trio.open_nursery() as nursery:
-                for wait in waits:
-                    nursery.start_soon(_set_then_cancel, wait, nursery.cancel_scope)
-        for topic in topics:
-            current = arrivals.get(topic)
-            if current is not None and current.is_set():
-                del arrivals[topic]
+                if left:
+                    waiters[topic] = left
+                else:
+                    del waiters[topic]
+                if current is not None and (current.is_set() or not left):
+                    del arrivals[topic]
 
     # ---- pop ------------------------------------------------------------------------------------------------
 
@@ -219,6 +240,8 @@ class PopService:
         max_nums = max(1, min(max_nums, MAX_POP_NUMS))
         now = self.now_ms()
         turn = self._turns.get((group, topic), 0)
+        if not turn and len(self._turns) >= self._turns_sweep_at:
+            self._sweep_turns()
         self._turns[(group, topic)] = turn + 1
         filters = _Filter(tags, property_filter)
         out: list[Popped] = []
@@ -239,6 +262,17 @@ class PopService:
                 else:
                     out += self._pop_queue(group, source, topic_type, qid, want, invisible_ms, filters, now)
         return out
+
+    def _sweep_turns(self) -> None:
+        """Drop the turn counters of groups and topics that are gone (RocketMQ's PopLongPollingService
+        .cleanUnusedResource cleans its per topic and group maps so), and all of them when that leaves too many (they
+        only say which queue a pop starts at; RocketMQ picks it at random). The next sweep comes when the table has
+        doubled: a broker serving short-lived groups or topics keeps at most twice what is live."""
+        topics, groups = self.broker.topics, self.broker.groups
+        self._turns = {key: n for key, n in self._turns.items() if key[1] in topics and groups.get(key[0]) is not None}
+        if len(self._turns) >= _TURNS_MAX:
+            self._turns.clear()
+        self._turns_sweep_at = max(_TURNS_SWEEP_MIN, 2 * len(self._turns))
 
     def _check_pop(self, group: str, topic: str) -> None:
         """PopMessageProcessor.processRequest's checks, in its order: the broker readable (an operator draining reads
