@@ -551,3 +551,26 @@ async def test_a_receive_without_an_invisible_time_or_auto_renew_is_illegal_invi
     assert _messages(stream) == []
     req.auto_renew = True
     assert [m.body for m in _messages(activity.consuming.receive_now(req, md("c@1"), None))] == [b"m"]
+
+
+async def test_an_ack_entry_whose_ack_record_the_store_refuses_fails_alone(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """AckMessageActivity.ackMessageOneByOne answers each entry on its own, whatever the broker says of one: with the
+    store refusing appends (a full disk), the entry whose ACK record is refused answers INTERNAL_SERVER_ERROR and the
+    others theirs. The refusal used to fail the whole AckMessage, the answers of the entries before it lost."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GFull"))
+    await create_topic(embedded_cluster, "Full", queues=1)
+    await send(embedded_cluster, "Full", b"m0")
+    [message] = _messages(activity.consuming.receive_now(_receive_request("GFull", "Full"), md("c@1"), None))
+    req = _ack_request("GFull", "Full", message)
+    req.entries.add(message_id=message.system_properties.message_id, receipt_handle="not a handle")
+    store = embedded_cluster.controller.context.store
+    store.disk_full_reason = "disk full (test)"
+    try:
+        response = activity.guarded_sync(activity.consuming.ack, service.AckMessageResponse, req, md("c@1"))
+    finally:
+        store.disk_full_reason = None
+    assert response.status.code == Code.MULTIPLE_RESULTS, response.status
+    assert [e.status.code for e in response.entries] == [Code.INTERNAL_SERVER_ERROR, Code.INVALID_RECEIPT_HANDLE]
