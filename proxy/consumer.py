@@ -281,7 +281,10 @@ class Consuming:
 
     def ack(self, req: Any, metadata: dict[str, str]) -> Any:
         """AckMessageActivity.ackMessageOneByOne: the names checked (:func:`check_names`), then each entry answered
-        on its own (a handle that does not decode is that entry's INVALID_RECEIPT_HANDLE)."""
+        on its own (a handle that does not decode is that entry's INVALID_RECEIPT_HANDLE; an ACK record the store
+        refuses, a full disk, that entry's INTERNAL_SERVER_ERROR, as processAckMessage turns whatever one entry's ack
+        throws into that entry's status: proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/
+        AckMessageActivity.java)."""
         group, topic = req.group.name, req.topic.name
         check_names(topic, group)
         response = service.AckMessageResponse()
@@ -293,6 +296,8 @@ class Consuming:
                 result.status.CopyFrom(_ack_status(outcome))
             except RpcError as err:
                 result.status.CopyFrom(status(err.code, err.message))
+            except PutRefusedError as exc:
+                result.status.CopyFrom(status(Code.INTERNAL_SERVER_ERROR, f"ack failed: {exc.put_status}: {exc}"))
         codes = {e.status.code for e in response.entries}
         if len(codes) == 1:
             response.status.CopyFrom(response.entries[0].status)
