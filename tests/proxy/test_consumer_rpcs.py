@@ -574,3 +574,29 @@ async def test_an_ack_entry_whose_ack_record_the_store_refuses_fails_alone(
         store.disk_full_reason = None
     assert response.status.code == Code.MULTIPLE_RESULTS, response.status
     assert [e.status.code for e in response.entries] == [Code.INTERNAL_SERVER_ERROR, Code.INVALID_RECEIPT_HANDLE]
+
+
+@pytest.mark.parametrize("max_invisible", [0, -1])
+async def test_max_invisible_time_mills_of_zero_or_less_sets_no_upper_bound(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, max_invisible: int
+) -> None:
+    """GrpcValidator.validateInvisibleTime checks the upper bound only while maxInvisibleTimeMills is positive: with
+    0 or less a receive for 30 s and a ChangeInvisibleDuration to a day are taken. Every one answered
+    ILLEGAL_INVISIBLE_TIME: a proxy so configured served no receive at all."""
+    use_virtual_store_clock(embedded_cluster)
+    activity, revive = build_activity(embedded_cluster.controller, ProxyConfig(max_invisible_time_mills=max_invisible))
+    await nursery.start(revive.run)
+    await create_topic(embedded_cluster, "NoMax", queues=1)
+    await send(embedded_cluster, "NoMax", b"m")
+    stream = activity.consuming.receive_now(_receive_request("GNoMax", "NoMax"), md("c@1"), None)
+    assert stream is not None and stream[0].status.code == Code.OK, stream[0].status
+    [message] = _messages(stream)
+    req = service.ChangeInvisibleDurationRequest(
+        receipt_handle=message.system_properties.receipt_handle, message_id=message.system_properties.message_id
+    )
+    req.group.name, req.topic.name = "GNoMax", "NoMax"
+    req.invisible_duration.FromSeconds(24 * 3600)
+    answer = activity.guarded_sync(
+        activity.consuming.change_invisible, service.ChangeInvisibleDurationResponse, req, md("c@1")
+    )
+    assert answer.status.code == Code.OK, answer.status
