@@ -129,15 +129,24 @@ class Consuming:
     def _invisible_ms(self, req: Any) -> int:
         """ReceiveMessageActivity (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/
         ReceiveMessageActivity.java): an auto-renew receive gets ``defaultInvisibleTimeMills``; any other's
-        ``invisible_duration`` (0 when missing) must lie within [minInvisibleTimeMillsForRecv, maxInvisibleTimeMills],
-        else ILLEGAL_INVISIBLE_TIME."""
+        ``invisible_duration`` (0 when missing) must lie within [minInvisibleTimeMillsForRecv, maxInvisibleTimeMills]
+        (:meth:`_check_invisible`), else ILLEGAL_INVISIBLE_TIME."""
         config = self.config
         if req.auto_renew:
             return config.default_invisible_time_mills
         invisible = req.invisible_duration.ToMilliseconds()
-        if not config.min_invisible_time_mills_for_recv <= invisible <= config.max_invisible_time_mills:
-            raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"illegal invisible time {invisible} ms")
+        self._check_invisible(invisible, config.min_invisible_time_mills_for_recv)
         return int(invisible)
+
+    def _check_invisible(self, invisible: int, low: int) -> None:
+        """GrpcValidator.validateInvisibleTime (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/
+        GrpcValidator.java): ILLEGAL_INVISIBLE_TIME below ``low`` or above ``maxInvisibleTimeMills``, which bounds
+        nothing when it is 0 or less."""
+        if invisible < low:
+            raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min is {low}")
+        high = self.config.max_invisible_time_mills
+        if 0 < high < invisible:
+            raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {high}")
 
     def _poll_seconds(self, req: Any, deadline: float | None) -> float:
         config = self.config
@@ -309,8 +318,7 @@ class Consuming:
         """ChangeInvisibleDurationActivity: the names checked (:func:`check_names`), then the invisible time."""
         check_names(req.topic.name, req.group.name)
         invisible = req.invisible_duration.ToMilliseconds()
-        if not 0 <= invisible <= self.config.max_invisible_time_mills:
-            raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"illegal invisible time {invisible} ms")
+        self._check_invisible(invisible, 0)
         text = self.renew.take(metadata.get(_CLIENT_ID, ""), req.group.name, req.message_id, req.receipt_handle)
         handle = self._handle(text)
         outcome, renewed = self.pop.change_invisible(req.group.name, req.topic.name, handle, int(invisible))
