@@ -600,3 +600,27 @@ async def test_max_invisible_time_mills_of_zero_or_less_sets_no_upper_bound(
         activity.consuming.change_invisible, service.ChangeInvisibleDurationResponse, req, md("c@1")
     )
     assert answer.status.code == Code.OK, answer.status
+
+
+async def test_a_fifo_receive_parked_on_a_queue_wakes_when_its_batch_becomes_visible_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A FIFO consumer that does not ack its batch: once the batch's invisible time ends the queue is free and the
+    batch is there to be delivered again. RocketMQ's ConsumerOrderInfoLockManager (enableNotifyAfterPopOrderLockRelease,
+    on by default) wakes the pops long-polling on the queue when its lock is free, so a receive parked on it gets the
+    batch then, not at the end of its polling window (20 s)."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(
+        SubscriptionGroupConfig("GFifoFree", consume_message_orderly=True)
+    )
+    await create_topic(embedded_cluster, "FifoFree", queues=1)
+    await send(embedded_cluster, "FifoFree", b"m0", b"m1")
+    req = _receive_request("GFifoFree", "FifoFree", batch=1, invisible_s=10)
+    [first] = _messages(activity.consuming.receive_now(req, md("fifo@1"), None))
+    assert first.body == b"m0"
+    visible_at = trio.current_time() + 10
+    await trio.sleep(1)
+    stream = await activity.consuming.receive(req, md("fifo@1"), None)
+    answered = trio.current_time()
+    assert [(m.body, m.system_properties.delivery_attempt) for m in _messages(stream)] == [(b"m0", 2)]
+    assert answered - visible_at < 2, f"the parked receive answered {answered - visible_at:.1f} s after m0 was free"
