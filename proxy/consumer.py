@@ -5,7 +5,8 @@ broker's :class:`~broker.pop.PopService`.
 Every consumer RPC first refuses an illegal or system topic or group (GrpcValidator.validateTopicAndConsumerGroup).
 Receive checks the request as RocketMQ's proxy does (invisible time within [10 s, 12 h] unless auto-renew, which gets
 60 s; polling window clamped to [5 s, 20 s] and cut to the caller's deadline, else ILLEGAL_POLLING_TIME; batch ≤ 32),
-then pops; with nothing to hand out it waits for an arrival on the topic or its retry topic until the window ends. The
+then pops; with nothing to hand out it waits for an arrival on the topic or its retry topic (an orderly one also for
+the end of a queue's batch in flight) until the window ends. The
 answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The group is orderly (FIFO) when
 the client's Settings or the group's ``consumeMessageOrderly`` say so; a FIFO receive repeating the attempt id of a
 queue's delivery in flight gets that delivery again (ReceiveMessageActivity passes ``attempt_id`` down).
@@ -177,6 +178,8 @@ class Consuming:
             checked = self._check(req, metadata, deadline)
             end = trio.current_time() + checked.poll
             while not (popped := self._pop(checked)) and (left := end - trio.current_time()) > 0:
+                if checked.fifo:  # until an arrival, an ack, or a queue's batch in flight visible again
+                    left = min(left, self.pop.fifo_free_in(checked.group, checked.topic))
                 await self.pop.wait_arrival([checked.topic, pop_retry_topic(checked.group, checked.topic)], left)
         except RpcError as err:
             return [service.ReceiveMessageResponse(status=status(err.code, err.message)), _now_marker()]

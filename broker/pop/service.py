@@ -40,6 +40,7 @@ Errors: the append path's ``PutRefusedError`` (disk full, store shutting down) p
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from typing import Final
 
@@ -213,6 +214,20 @@ class PopService:
                     del waiters[topic]
                 if current is not None and (current.is_set() or not left):
                     del arrivals[topic]
+
+    def fifo_free_in(self, group: str, topic: str) -> float:
+        """Seconds until the first of ``group``'s blocked FIFO queues of ``topic`` is free again (its batch in flight
+        visible again), ``math.inf`` when none is blocked: a receive waits no longer than that, as RocketMQ's
+        ConsumerOrderInfoLockManager wakes the pops long-polling on a queue when its lock is free
+        (broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoLockManager.java)."""
+        config = self.broker.topics.get(topic)
+        now = self.now_ms()
+        free_at = math.inf
+        for qid in range(0 if config is None else config.read_queue_nums):
+            state = self._fifo.get((group, topic, qid))
+            if state is not None and _fifo_blocked(state, now):
+                free_at = min(free_at, max(until for until in state.invisible_until.values() if until > now))
+        return (free_at - now) / 1000
 
     # ---- pop ------------------------------------------------------------------------------------------------
 
@@ -539,8 +554,11 @@ class PopService:
         state = self._fifo_queue(group, topic, handle.queue_id, now)
         if not _current_fifo_delivery(state, handle):
             return AckOutcome.STALE, renewed
+        sooner = visible_at < state.invisible_until[handle.offset]
         state.invisible_until[handle.offset] = visible_at
         self.fifo_persister.mark_dirty()
+        if sooner:  # the receives waiting on the topic wait until the queue is free (:meth:`fifo_free_in`) again
+            self._wake(topic)
         return AckOutcome.OK, renewed
 
     # ---- records of the revive topic ------------------------------------------------------------------------
