@@ -28,6 +28,7 @@ from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, Subscri
 from remoting.codec.message import decode_record
 from tests.proxy.test_pop import delete_topic, send
 from tests.proxy.test_renew import md
+from tests.proxy.test_sessions import consumer_settings
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 
@@ -624,3 +625,24 @@ async def test_a_fifo_receive_parked_on_a_queue_wakes_when_its_batch_becomes_vis
     answered = trio.current_time()
     assert [(m.body, m.system_properties.delivery_attempt) for m in _messages(stream)] == [(b"m0", 2)]
     assert answered - visible_at < 2, f"the parked receive answered {answered - visible_at:.1f} s after m0 was free"
+
+
+async def test_a_receive_without_a_polling_timeout_leaves_half_the_request_timeout_for_its_answer(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """The official Go simple consumer sends no long_polling_timeout: its deadline is awaitDuration plus its request
+    timeout (5 s + 3 s in its examples). ReceiveMessageActivity then polls the time remaining less half the request
+    timeout of the client's Settings, clamped to [5 s, 20 s], so the answer has that long to reach the client. Ours
+    polled up to the deadline itself (less half a second): a slow network lost the answer, its messages popped."""
+    activity = await _activity(embedded_cluster, nursery)
+    settings = consumer_settings("GGo", "GoPoll")
+    settings.settings.request_timeout.FromSeconds(3)
+    assert activity.telemetry(settings, md("go@1")).status.code == Code.OK
+    await create_topic(embedded_cluster, "GoPoll", queues=1)
+    req = _receive_request("GGo", "GoPoll")
+    req.ClearField("long_polling_timeout")
+    start = trio.current_time()
+    stream = await activity.consuming.receive(req, md("go@1"), 7.5)  # the servicer's for a client deadline of 8 s
+    waited = trio.current_time() - start
+    assert stream[0].status.code == Code.MESSAGE_NOT_FOUND
+    assert 5 <= waited <= 8 - 1.5, f"polled {waited:.1f} s of the client's 8 s"
