@@ -4,12 +4,13 @@ broker's :class:`~broker.pop.PopService`.
 
 Every consumer RPC first refuses an illegal or system topic or group (GrpcValidator.validateTopicAndConsumerGroup).
 Receive checks the request as RocketMQ's proxy does (invisible time within [10 s, 12 h] unless auto-renew, which gets
-60 s; polling window clamped to [5 s, 20 s] and cut to the caller's deadline, else ILLEGAL_POLLING_TIME; batch ≤ 32),
-then pops; with nothing to hand out it waits for an arrival on the topic or its retry topic (an orderly one also for
-the end of a queue's batch in flight) until the window ends. The
-answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The group is orderly (FIFO) when
-the client's Settings or the group's ``consumeMessageOrderly`` say so; a FIFO receive repeating the attempt id of a
-queue's delivery in flight gets that delivery again (ReceiveMessageActivity passes ``attempt_id`` down).
+60 s; polling window, without one the time left less half the client's request timeout, clamped to [5 s, 20 s] and
+cut to the caller's deadline, else ILLEGAL_POLLING_TIME; batch ≤ 32), then pops; with nothing to hand out it waits for
+an arrival on the topic or its retry topic (an orderly one also for the end of a queue's batch in flight) until the
+window ends. The answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The group is
+orderly (FIFO) when the client's Settings or the group's ``consumeMessageOrderly`` say so; a FIFO receive repeating the
+attempt id of a queue's delivery in flight gets that delivery again (ReceiveMessageActivity passes ``attempt_id``
+down).
 ForwardMessageToDeadLetterQueue is a CONSUMER_SEND_MSG_BACK through the broker's own send-back processor
 (:class:`~proxy.local.LocalInvoker`), as in RocketMQ's local mode; a popped message whose attempts are used up is not
 handed out but goes the same way (without waiting for the flush) and is acked, as RocketMQ's
@@ -149,11 +150,24 @@ class Consuming:
         if 0 < high < invisible:
             raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {high}")
 
-    def _poll_seconds(self, req: Any, deadline: float | None) -> float:
+    def _poll_seconds(self, req: Any, deadline: float | None, settings: Any) -> float:
+        """ReceiveMessageActivity's polling time (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/
+        ReceiveMessageActivity.java): the request's ``long_polling_timeout``, else the time left before
+        the deadline less half the request timeout of the client's ``settings`` (the time its answer has to reach
+        the client; the official Go simple consumer sends no polling timeout), within [min, max]
+        LongPollingTimeoutMillis and cut to the deadline; ILLEGAL_POLLING_TIME when less than the minimum is left.
+        Without a deadline (RocketMQ's proxy fails such a request) the maximum."""
         config = self.config
         low = config.grpc_client_consumer_min_long_polling_timeout_millis / 1000
         high = config.grpc_client_consumer_max_long_polling_timeout_millis / 1000
-        poll = req.long_polling_timeout.ToMilliseconds() / 1000 if req.HasField("long_polling_timeout") else high
+        poll: float
+        if req.HasField("long_polling_timeout"):
+            poll = req.long_polling_timeout.ToMilliseconds() / 1000
+        elif deadline is not None:
+            request_timeout = 0 if settings is None else settings.request_timeout.ToMilliseconds()
+            poll = deadline - request_timeout / 2000
+        else:
+            poll = high
         poll = min(max(poll, low), high)
         if deadline is not None and poll > deadline:
             poll = deadline
@@ -198,7 +212,8 @@ class Consuming:
         config = self.broker.groups.get(group)
         fifo = (session is not None and session.fifo) or (config is not None and config.consume_message_orderly)
         tags, property_filter = self._filter(topic, req.filter_expression)
-        invisible, poll = self._invisible_ms(req), self._poll_seconds(req, deadline)
+        settings = None if session is None else session.settings
+        invisible, poll = self._invisible_ms(req), self._poll_seconds(req, deadline, settings)
         _read_perm(topic_config, self.broker.config.broker_permission)
         return _Receive(
             group=group,
