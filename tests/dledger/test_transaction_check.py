@@ -22,7 +22,7 @@ from dledger.codes import ResponseCode as DLedgerResult
 from dledger.messages import LeadershipTransferRequest, encode
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.codec.topics import TRANS_OP_HALF_TOPIC
@@ -64,6 +64,12 @@ async def _all_confirmed(group: EmbeddedDLedgerGroup, member: str) -> None:
 
 async def _commit(group: EmbeddedDLedgerGroup, member: str, queue_offset: int, offset_msg_id: str) -> int:
     """END_TRANSACTION COMMIT (answered: not oneway) of the half message at ``queue_offset`` / ``offset_msg_id``."""
+    return (await _commit_answer(group, member, queue_offset, offset_msg_id)).code
+
+
+async def _commit_answer(
+    group: EmbeddedDLedgerGroup, member: str, queue_offset: int, offset_msg_id: str
+) -> RemotingCommand:
     header = EndTransactionRequestHeader(
         producer_group="pg-dledger-tx",
         tran_state_table_offset=queue_offset,
@@ -73,8 +79,7 @@ async def _commit(group: EmbeddedDLedgerGroup, member: str, queue_offset: int, o
     )
     command = request(RequestCode.END_TRANSACTION, header.to_ext_fields())
     async with RemotingClient() as client:
-        answer = await client.invoke(group.addr(member), command, 3)
-    return answer.code
+        return await client.invoke(group.addr(member), command, 10)
 
 
 @pytest.mark.parametrize("quorum_back", ["during the wait", "after the round gave up"])
@@ -121,6 +126,41 @@ async def test_a_repeated_commit_while_the_round_waits_for_the_quorum_is_not_sto
                 await _start_in_no_time(group, followers[0], autojump_clock)
         await _all_confirmed(group, leader)
         assert Counter(m.body for m in stored(group, leader)) == Counter({b"committed": 1})
+    finally:
+        await group.__aexit__(None, None, None)
+
+
+async def test_a_commit_is_answered_once_a_majority_holds_its_message_not_before(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's EndTransactionProcessor.sendFinalMessage stores the committed message through the store's synchronous
+    putMessage, which in DLedger mode returns once a majority holds it (DLedgerCommitLog): a leader whose followers
+    are away answers SYSTEM_ERROR after maxWaitAckTimeMs, never SUCCESS for a commit the next leader may not hold.
+    Once a follower is back the message is kept, once, and a repeated COMMIT is acknowledged."""
+    group, leader = await start_group(tmp_path, **_SETTINGS)
+    try:
+        await wait_services_on(group, leader)
+        async with _producer(group, {b"held": LocalTransactionState.UNKNOWN}) as producer:
+            sent = await producer.send_message_in_transaction(Message(TOPIC, b"held"))
+        followers = [m for m in group.ids if m != leader]
+        autojump_clock.autojump_threshold = 0.5  # files close in threads: keep virtual time still
+        for member in followers:
+            await group.stop(member)
+        autojump_clock.autojump_threshold = 0
+        send = sent.send_result
+        start = trio.current_time()
+        answer = await _commit_answer(group, leader, send.queue_offset, send.offset_msg_id)
+        assert (answer.code, answer.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "OS page cache busy, please try another machine",
+        )
+        assert trio.current_time() - start == pytest.approx(2.5, abs=0.1)  # maxWaitAckTimeMs
+        assert stored(group, leader) == []
+        await _start_in_no_time(group, followers[0], autojump_clock)
+        await _all_confirmed(group, leader)
+        assert await _commit(group, leader, send.queue_offset, send.offset_msg_id) == ResponseCode.SUCCESS
+        await _all_confirmed(group, leader)
+        assert [m.body for m in stored(group, leader)] == [b"held"]
     finally:
         await group.__aexit__(None, None, None)
 
