@@ -10,6 +10,15 @@ message), its ``PGROUP`` equals ``producerGroup``, its queue offset equals ``tra
   goes to the delay-level schedule through the bridge's ``delay_rewrite`` seam, step 10 of
   docs/protocol.md#75-send-checks), then the op message;
 - rollback (12): the op message only, so the half message never becomes visible;
+- either is answered once the store's put waits are over, as 4.9.8's ``sendFinalMessage`` and ``putOpMessage`` go
+  through the store's synchronous ``putMessage``: in DLedger mode a majority's acknowledgement, on a classic
+  SYNC_FLUSH / SYNC_MASTER broker the flush / the slave (the final message keeps the half's ``WAIT``, the op message
+  always waits). The final message's status is the answer as ``sendFinalMessage`` maps it (:data:`_FINAL_ANSWERS`:
+  FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE are SUCCESS; OS_PAGECACHE_BUSY, e.g. DLedger's quorum
+  timeout, SYSTEM_ERROR "OS page cache busy, please try another machine"). Ours: the op message is appended right
+  behind the final one, before the wait, where Java writes it only once that put returned OK. Both live in one log
+  in order, so the op is kept only if the final message is; and a final message whose wait failed but which a
+  majority holds later (DLedger) is not committed a second time by the check-back Java's order would lead to;
 - a transaction whose op message is already in the check window (a second answer) is acknowledged, not redone;
 - unknown (0) or any other value: nothing (Java ignores it; a non-oneway request gets SUCCESS).
 
@@ -24,6 +33,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
+import trio
+
 from processors.common import RequestRejected, parse_header
 from processors.transaction_bridge import PROPERTY_PRODUCER_GROUP, TransactionalMessageBridge, origin_of
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -36,6 +47,7 @@ from remoting.codec.headers.transaction import (
 from remoting.codec.message import MessageExt
 from remoting.processor import RequestContext
 from store.errors import PutRefusedError, ServiceNotAvailableError
+from store.results import PutStatus
 
 if TYPE_CHECKING:
     from processors.context import BrokerContext
@@ -45,6 +57,17 @@ __all__ = ["EndTransactionProcessor"]
 log = logging.getLogger(__name__)
 
 _SLAVE: Final = "SLAVE"
+#: broker/src/main/java/org/apache/rocketmq/broker/processor/EndTransactionProcessor.java ``sendFinalMessage``: the
+#: final message's put status as END_TRANSACTION's code and remark (statuses known only at append time are raised).
+_FINAL_ANSWERS: Final = {
+    PutStatus.PUT_OK: (ResponseCode.SUCCESS, None),
+    PutStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.SUCCESS, None),
+    PutStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.SUCCESS, None),
+    PutStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SUCCESS, None),
+    PutStatus.SERVICE_NOT_AVAILABLE: (ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now."),
+    PutStatus.OS_PAGECACHE_BUSY: (ResponseCode.SYSTEM_ERROR, "OS page cache busy, please try another machine"),
+    PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
 
 
 class EndTransactionProcessor:
@@ -58,7 +81,7 @@ class EndTransactionProcessor:
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         try:
-            answer = self._end(request)
+            answer = await self._end(request)
         except RequestRejected as rejected:
             if request.is_oneway:
                 log.warning("END_TRANSACTION from %s refused: %s", ctx.remote_address, rejected.remark)
@@ -66,7 +89,7 @@ class EndTransactionProcessor:
             return rejected.to_response(request)
         return None if request.is_oneway else answer
 
-    def _end(self, request: RemotingCommand) -> RemotingCommand:
+    async def _end(self, request: RemotingCommand) -> RemotingCommand:
         config = self.broker.config
         if config.broker_role == _SLAVE:
             raise RequestRejected(ResponseCode.SLAVE_NOT_AVAILABLE, "Can't commit or rollback on slave")
@@ -79,17 +102,39 @@ class EndTransactionProcessor:
         if origin_of(half) in self.bridge.resolved or self.bridge.ended_before(half):
             log.info("transaction %s of %s already ended: acknowledged again", header.msg_id, header.producer_group)
             return request.response(ResponseCode.SUCCESS)
+        final = None
         try:
             if kind == TRANSACTION_COMMIT_TYPE:
-                self.bridge.put_commit_message(half, TRANSACTION_COMMIT_TYPE)
-            self.bridge.put_op_message(half)
+                final = self.bridge.put_commit_message(half, TRANSACTION_COMMIT_TYPE)
+            op = self.bridge.put_op_message(half)
         except ServiceNotAvailableError as exc:
             raise RequestRejected(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}") from None
         except PutRefusedError as exc:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"end transaction failed: {exc}") from None
         if request.remark:
             log.info("transaction %s of %s ended with remark: %s", header.msg_id, header.producer_group, request.remark)
-        return request.response(ResponseCode.SUCCESS)
+        status = await self._settled(final.end_offset if final is not None else None, _waits(half), op.end_offset)
+        code, remark = _FINAL_ANSWERS.get(status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
+        if code != ResponseCode.SUCCESS:
+            log.warning("transaction %s of %s: the committed message's put ended %s", header.msg_id,
+                        header.producer_group, status.value)  # fmt: skip
+        return request.response(code, remark)
+
+    async def _settled(self, final_end: int | None, final_wait: bool, op_end: int) -> PutStatus:
+        """The store's put waits of the final message (none on a rollback) and of the op message, run together as
+        their puts would be; the final message's status (PUT_OK on a rollback: Java ignores the op's)."""
+        waits = self.broker.store.put_waits
+        statuses: list[PutStatus] = []
+
+        async def final() -> None:
+            assert final_end is not None
+            statuses.append(await waits.status(final_end, final_wait))
+
+        async with trio.open_nursery() as nursery:
+            if final_end is not None:
+                nursery.start_soon(final)
+            await waits.status(op_end, True)
+        return statuses[0] if statuses else PutStatus.PUT_OK
 
     def _verified_half(self, header: EndTransactionRequestHeader) -> MessageExt:
         half = self.bridge.look_half(header.commit_log_offset)
@@ -106,3 +151,9 @@ class EndTransactionProcessor:
             # 4.9.8 checks no more): its commit would publish anything to any topic.
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
         return half
+
+
+def _waits(half: MessageExt) -> bool:
+    """The half message's ``WAIT`` as the committed copy keeps it (Message.isWaitStoreMsgOK: absent is true)."""
+    raw = half.properties.get("WAIT")
+    return raw is None or raw.lower() == "true"
