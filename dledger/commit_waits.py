@@ -7,7 +7,8 @@ that end offset (:meth:`CommitWaits.notify`). The entry's outcome becomes a put 
 LEADER_NOT_READY, DISK_FULL SERVICE_NOT_AVAILABLE; WAIT_QUORUM_ACK_TIMEOUT and LEADER_PENDING_FULL OS_PAGECACHE_BUSY
 (which the send processor answers SYSTEM_ERROR "[PC_SYNCHRONIZED]broker busy, start flow control for a while", a
 send-back SYSTEM_ERROR "OS_PAGECACHE_BUSY"); anything else (TERM_CHANGED) UNKNOWN_ERROR, answered SYSTEM_ERROR
-"UNKNOWN_ERROR". A leader that loses its role fails every waiting send at once (UNKNOWN_ERROR).
+"UNKNOWN_ERROR". A leader that loses its role fails every waiting send at once (UNKNOWN_ERROR) and forgets the
+outcomes nobody claimed.
 
 ``notify(end, wait, callback(status))``, ``needed``, ``can_notify`` and ``status`` are the store's ``put_waits``
 interface (:mod:`store.put_waits`) the send processor waits through. An outcome that arrives before its callback (a
@@ -73,8 +74,12 @@ class CommitWaits(PutWaits):
             self._outcomes.popitem(last=False)
 
     def fail_all(self) -> None:
+        """A role change (or the store stopping): every waiting send fails, and the outcomes nobody claimed yet are
+        forgotten: the entries of a lost term may be truncated, and a later term's append ending at the same offset
+        must get its own outcome (DLedgerCommitLog waits for each append's own future)."""
         waiters, self._waiters = self._waiters, {}
         self._pending.clear()
+        self._outcomes.clear()
         for waiter in waiters.values():
             waiter(PutStatus.UNKNOWN_ERROR)
 
