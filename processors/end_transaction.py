@@ -33,8 +33,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
-import trio
-
 from processors.common import RequestRejected, parse_header
 from processors.transaction_bridge import PROPERTY_PRODUCER_GROUP, TransactionalMessageBridge, origin_of
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -121,20 +119,11 @@ class EndTransactionProcessor:
         return request.response(code, remark)
 
     async def _settled(self, final_end: int | None, final_wait: bool, op_end: int) -> PutStatus:
-        """The store's put waits of the final message (none on a rollback) and of the op message, run together as
+        """The store's put waits of the final message (none on a rollback) and of the op message, side by side as
         their puts would be; the final message's status (PUT_OK on a rollback: Java ignores the op's)."""
-        waits = self.broker.store.put_waits
-        statuses: list[PutStatus] = []
-
-        async def final() -> None:
-            assert final_end is not None
-            statuses.append(await waits.status(final_end, final_wait))
-
-        async with trio.open_nursery() as nursery:
-            if final_end is not None:
-                nursery.start_soon(final)
-            await waits.status(op_end, True)
-        return statuses[0] if statuses else PutStatus.PUT_OK
+        puts = [(op_end, True)] if final_end is None else [(final_end, final_wait), (op_end, True)]
+        statuses = await self.broker.store.put_waits.statuses(puts)
+        return statuses[0] if final_end is not None else PutStatus.PUT_OK
 
     def _verified_half(self, header: EndTransactionRequestHeader) -> MessageExt:
         half = self.bridge.look_half(header.commit_log_offset)

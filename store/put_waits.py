@@ -114,6 +114,41 @@ class PutWaits:
             join.done()
         return None
 
+    async def statuses(self, puts: list[tuple[int, bool]]) -> list[PutStatus]:
+        """The statuses of several puts ``(end_offset, wait)`` appended together, each registered before anything
+        is awaited (so their timeouts run side by side, and no role change can come between an append and its
+        registration), in the order given."""
+        out: list[PutStatus | None] = [None] * len(puts)
+        inline: list[int] = []
+        left = [0]
+        done = trio.Event()
+        registering = [True]
+        for i, (end, wait) in enumerate(puts):
+            if not self.needed(wait):
+                out[i] = PutStatus.PUT_OK
+                continue
+            if not self.can_notify(wait):
+                inline.append(i)
+                continue
+
+            def answered(status: PutStatus, i: int = i) -> None:
+                out[i] = status
+                left[0] -= 1
+                if left[0] == 0 and not registering[0]:
+                    done.set()
+
+            left[0] += 1
+            now = self.notify(end, wait, answered)
+            if now is not None:
+                out[i] = now
+                left[0] -= 1
+        registering[0] = False
+        for i in inline:
+            out[i] = await self.status(*puts[i])
+        if left[0] > 0:
+            await done.wait()
+        return [PutStatus.UNKNOWN_ERROR if s is None else s for s in out]
+
     async def status(self, end_offset: int, wait: bool) -> PutStatus:
         """:meth:`notify`, awaited by the calling task. Cancelling the wait leaves the record appended."""
         if not self.needed(wait):
