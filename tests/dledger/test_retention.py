@@ -395,3 +395,33 @@ async def test_force_clean_follows_clean_file_forcibly_enable_and_the_clamped_ra
     await store.retention.check_once()
     assert forced == expected
     store.close()
+
+
+async def test_a_pass_deletes_entry_segments_100_ms_apart_letting_the_disk_lock_go_between(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DLedger's CleanSpaceService deletes the expired data segments of a pass 100 ms apart
+    (dledger/.../store/file/DLedgerMmapFileStore.java passes ``deleteFilesInterval`` 100 to MmapFileList
+    .deleteExpiredFileByTime, which sleeps it between two deletions), as the classic store's
+    ``deleteCommitLogFilesInterval``, spreading the unlinks of up to ten 1 GiB files. Ours deleted them all at once,
+    holding the store's disk lock (no flush) for the whole pass."""
+    store = member_store(tmp_path)
+    ledger = store.ledger
+    append(ledger, 1, *[body(i, 1000) for i in range(20)])  # four entries a 4 KiB segment
+    ledger.set_committed(19)
+    ledger.flush_all()
+    store.dispatched_index = 19
+    store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.87))  # any age
+    files = ledger.data.files
+    count = len(files)
+    assert count >= 5
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.check_once)
+        await trio.sleep(0.05)
+        assert len(files) == count - 1
+        assert not store.disk_lock.locked()  # flushes go on between two deletions
+        await trio.sleep(0.1)
+        assert len(files) == count - 2
+    assert len(files) == 1
+    assert store.retention.deleted_files == count - 1
+    store.close()
