@@ -495,15 +495,15 @@ class DLedgerMessageStore(MessageStore):
         if self.index is not None:
             self.index.delete_expired(min_phy)
 
-    def delete_expired_entries(self, expire_before_ms: int, *, force: bool) -> int:
-        """Retention's deletion (dledger/retention.py; the caller holds the disk lock): data segments wholly below
-        what is committed, flushed and dispatched, then what the ConsumeQueues and the index file hold below the
-        log's new first entry. Returns the number of data segments deleted."""
+    def delete_expired_entries(self, expire_before_ms: int, *, force: bool, limit: int = DELETE_FILES_BATCH_MAX) -> int:
+        """Retention's deletion (dledger/retention.py; the caller holds the disk lock): at most ``limit`` data
+        segments wholly below what is committed, flushed and dispatched, then what the ConsumeQueues and the index
+        file hold below the log's new first entry. Returns the number of data segments deleted."""
         ledger = self.ledger
         settled = min(ledger.committed_index, ledger.flushed_index, self.dispatched_index)
         record = ledger.index_record(settled) if settled >= max(ledger.begin_index, 0) else None
         below = -1 if record is None else record.pos + record.size
-        deleted = ledger.delete_expired(expire_before_ms, below, force=force, limit=DELETE_FILES_BATCH_MAX)
+        deleted = ledger.delete_expired(expire_before_ms, below, force=force, limit=limit)
         if deleted:
             self._drop_below(self.commitlog.min_offset)
         return deleted
@@ -520,17 +520,19 @@ class DLedgerMessageStore(MessageStore):
         commitlog = self.commitlog
         return len(commitlog.classic.queue.files) if isinstance(commitlog, MixedCommitLog) else 0
 
-    def delete_expired_classic(self, expire_before_ms: int, *, force: bool) -> list[MappedFile]:
+    def delete_expired_classic(
+        self, expire_before_ms: int, *, force: bool, limit: int = DELETE_FILES_BATCH_MAX
+    ) -> list[MappedFile]:
         """Retention of a mixed store's classic segments (dledger/retention.py; the caller holds the disk lock):
-        oldest first, last modified before ``expire_before_ms`` (any age with ``force``), at most 10, the last one
-        included (DLedgerCommitLog.deleteExpiredFile), then what the ConsumeQueues and the index file hold below
+        oldest first, last modified before ``expire_before_ms`` (any age with ``force``), at most ``limit``, the last
+        one included (DLedgerCommitLog.deleteExpiredFile), then what the ConsumeQueues and the index file hold below
         the first offset left. Returns the segments taken out, for the caller to destroy (:meth:`destroy_taken`)."""
         commitlog = self.commitlog
         if not isinstance(commitlog, MixedCommitLog):
             return []
         files = commitlog.classic.queue.files
         gone: list[MappedFile] = []
-        while files and len(gone) < DELETE_FILES_BATCH_MAX and (force or files[0].mtime_ms() <= expire_before_ms):
+        while files and len(gone) < limit and (force or files[0].mtime_ms() <= expire_before_ms):
             gone.append(files.pop(0))
         if gone:
             self._drop_below(commitlog.min_offset)

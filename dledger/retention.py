@@ -8,8 +8,9 @@ ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
 - above 0.90 (DLedger's ``diskSpaceRatioToForceClean`` 0.85 + 0.05) writes are refused (``DISK_FULL`` in DLedger,
   SERVICE_NOT_AVAILABLE to a producer, as the store's other refusals) until a pass finds it below again;
 - in one of ``deleteWhen``'s hours, or above ``diskMaxUsedSpaceRatio``, it deletes data segments last modified more
-  than ``fileReservedTime`` + 1 hours ago (DLedgerCommitLog's ``+ 1``; never under an hour), oldest first, up to 10,
-  stopping at the first younger one, and above 0.85 whatever their age unless ``cleanFileForciblyEnable`` is false
+  than ``fileReservedTime`` + 1 hours ago (DLedgerCommitLog's ``+ 1``; never under an hour), oldest first, up to 10
+  100 ms apart (the disk lock let go in between), stopping at the first younger one, and above 0.85 whatever their
+  age unless ``cleanFileForciblyEnable`` is false
   (DLedger's ``enableDiskForceClean``). ``diskMaxUsedSpaceRatio`` is clamped to 10..95. The newest segment always
   stays.
 
@@ -24,7 +25,8 @@ A manual ``DELETE_EXPIRED_COMMITLOG`` does not reach these files, as in RocketMQ
 A mixed store (a classic CommitLog taken over: :class:`~dledger.commitlog_store.MixedCommitLog`) deletes its classic
 segments first, and no entry file while one is left (DLedgerCommitLog's ``disableDeleteDledger``): by the classic
 rules (``fileReservedTime`` hours, any age above ``diskSpaceCleanForciblyRatio`` unless ``cleanFileForciblyEnable``
-is false, a manual ``DELETE_EXPIRED_COMMITLOG`` too), the last classic segment included once it is old enough.
+is false, a manual ``DELETE_EXPIRED_COMMITLOG`` too), ``deleteCommitLogFilesInterval`` apart, the last classic segment
+included once it is old enough.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ FORCE_CLEAN_RATIO: Final = 0.85
 DISK_FULL_RATIO: Final = min(FORCE_CLEAN_RATIO + 0.05, 0.95)
 #: ``MmapFileList.DELETE_FILES_BATCH_MAX``
 DELETE_FILES_BATCH_MAX: Final = 10
+#: CleanSpaceService's ``deleteFilesInterval`` (the 100 it passes to ``deleteExpiredFileByTime``)
+DELETE_FILES_INTERVAL_S: Final = 0.1
 #: CleanSpaceService's ``waitForRunning(100)``
 PASS_INTERVAL_S: Final = 0.1
 
@@ -80,19 +84,34 @@ class LedgerRetention(RetentionService):
         due = ratio > config.disk_max_used_fraction or is_delete_hour(config.delete_when, config.now_ms())
         if not (due or manual):
             return 0
-        async with store.disk_lock:
-            if classic:
-                expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
-                force = config.clean_file_forcibly_enable and ratio > config.disk_space_clean_forcibly_ratio
-                gone = store.delete_expired_classic(expire_before, force=force)
-                await store.destroy_taken(gone)
-                deleted = len(gone)
-            else:
-                reserved = max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
-                # DLedgerCommitLog.java: enableDiskForceClean = isCleanFileForciblyEnable()
-                force = config.clean_file_forcibly_enable and ratio > FORCE_CLEAN_RATIO
-                deleted = store.delete_expired_entries(config.now_ms() - reserved, force=force)
-        self.deleted_files += deleted
+        if classic:
+            expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
+            force = config.clean_file_forcibly_enable and ratio > config.disk_space_clean_forcibly_ratio
+            interval = config.delete_commit_log_files_interval / 1000
+        else:
+            expire_before = config.now_ms() - max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
+            # DLedgerCommitLog.java: enableDiskForceClean = isCleanFileForciblyEnable()
+            force = config.clean_file_forcibly_enable and ratio > FORCE_CLEAN_RATIO
+            interval = DELETE_FILES_INTERVAL_S
+        deleted = 0
+        # One segment at a time, ``interval`` apart, the disk lock let go in between so flushes go on (MmapFileList
+        # and MappedFileQueue .deleteExpiredFileByTime sleep deleteFilesInterval between two deletions).
+        while deleted < DELETE_FILES_BATCH_MAX:
+            if deleted:
+                await trio.sleep(interval)
+            async with store.disk_lock:
+                if classic:
+                    gone = store.delete_expired_classic(expire_before, force=force, limit=1)
+                    await store.destroy_taken(gone)
+                    count = len(gone)
+                else:
+                    count = store.delete_expired_entries(expire_before, force=force, limit=1)
+            if not count:
+                break
+            deleted += count
+            self.deleted_files += count
+            if classic and not store.classic_segments():
+                break  # no entry file goes in the pass that took the last classic segment
         return deleted
 
     async def _pause(self) -> None:

@@ -387,7 +387,7 @@ async def test_force_clean_follows_clean_file_forcibly_enable_and_the_clamped_ra
                                 disk_max_used_space_ratio=ratio_setting, delete_when="99")  # fmt: skip
     forced: list[bool] = []
 
-    def delete_expired_entries(_expire_before: int, *, force: bool) -> int:
+    def delete_expired_entries(_expire_before: int, *, force: bool, limit: int) -> int:
         forced.append(force)
         return 0
 
