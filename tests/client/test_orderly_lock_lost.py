@@ -1,0 +1,85 @@
+"""An orderly push consumer whose broker lock on a queue was lost (another member holds it) neither consumes nor
+pulls that queue until it holds the lock again, as 4.9.8's ``ConsumeMessageOrderlyService.ConsumeRequest.run`` checks
+``isLocked() && !isLockExpired()`` on the consume thread before each batch and ``DefaultMQPushConsumerImpl
+.pullMessage`` puts off the pull of a queue not locked (virtual time, the cluster in the test's loop).
+
+The other member is a client id that takes the queue's lock with LOCK_BATCH_MQ once the consumer's lock is gone (an
+UNLOCK_BATCH_MQ in the consumer's name, as a broker restart or an expiry would lose it); the consumer learns it at its
+next 20 s lock renewal."""
+
+from __future__ import annotations
+
+import trio
+
+from broker.embedded import EmbeddedCluster
+from client import api
+from client.admin import Admin
+from client.consumer.listener import ConsumeOrderlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message, MessageExt
+from client.producer import Producer
+from remoting.codec.bodies import LockBatchRequestBody, MessageQueue
+
+RIVAL = "10.9.9.9@rival"
+
+
+async def _create(cluster: EmbeddedCluster, topic: str, queues: int) -> None:
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+
+async def _rival_takes(consumer: PushConsumer, cluster: EmbeddedCluster, mq: MessageQueue) -> None:
+    """The consumer's lock on ``mq`` is lost and another member of its group takes it."""
+    remoting, group = consumer.instance.remoting, consumer.group
+    mine = LockBatchRequestBody(consumer_group=group, client_id=consumer.instance.client_id, mq_set=frozenset({mq}))
+    await api.unlock_batch_mq(remoting, cluster.broker_addr, mine, 3.0)
+    rival = LockBatchRequestBody(consumer_group=group, client_id=RIVAL, mq_set=frozenset({mq}))
+    assert await api.lock_batch_mq(remoting, cluster.broker_addr, rival, 3.0) == frozenset({mq})
+
+
+async def _rival_gives_back(consumer: PushConsumer, cluster: EmbeddedCluster, mq: MessageQueue) -> None:
+    rival = LockBatchRequestBody(consumer_group=consumer.group, client_id=RIVAL, mq_set=frozenset({mq}))
+    await api.unlock_batch_mq(consumer.instance.remoting, cluster.broker_addr, rival, 3.0)
+
+
+async def _until(condition: object, limit: float = 120.0) -> None:
+    with trio.fail_after(limit):
+        while not condition():  # type: ignore[operator]
+            await trio.sleep(0.1)
+
+
+async def test_a_batch_waiting_for_a_consume_slot_is_not_consumed_once_its_lock_is_lost(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """One consume slot, held by a call on queue 0: queue 1's batch waits for it. Meanwhile queue 1's lock goes to
+    another member. Java checks the lock once a consume thread runs the batch; ours checked it before waiting for the
+    slot and then called the listener while the other member consumed the queue."""
+    await _create(embedded_cluster, "LostLock", 2)
+    release = trio.Event()
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        if msgs[0].queue_id == 0:
+            await release.wait()
+        seen.extend(m.body for m in msgs)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer("cg-lostlock", embedded_cluster.namesrv_addr, consume_thread_max=1)
+    consumer.subscribe("LostLock")
+    consumer.register_message_listener_orderly(listener)
+    q0, q1 = MessageQueue("LostLock", "broker-a", 0), MessageQueue("LostLock", "broker-a", 1)
+    async with consumer, Producer("pg", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("LostLock", b"q0"), queue=q0)
+        await _until(lambda: consumer.consume_service.calling(q0))  # type: ignore[union-attr]
+        await producer.send(Message("LostLock", b"q1"), queue=q1)
+        pq1 = consumer.rebalance.process_queues[q1]
+        await _until(lambda: pq1.msg_count == 1 and not pq1.has_messages())  # taken, waiting for the slot
+        await _rival_takes(consumer, embedded_cluster, q1)
+        await trio.sleep(21)  # the lock renewal learns the lock is gone
+        assert not pq1.locked
+        release.set()
+        await trio.sleep(5)
+        assert b"q1" not in seen, "queue 1 was consumed while another member held its lock"
+        await _rival_gives_back(consumer, embedded_cluster, q1)
+        await _until(lambda: b"q1" in seen)  # taken again once the lock is free
+    assert seen == [b"q0", b"q1"]
