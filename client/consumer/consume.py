@@ -18,12 +18,13 @@ has not started, and the clean-up of its queue stops there. The call is not canc
 nothing, except that a failure sends the message back once more, as in Java.
 
 Orderly: one task per queue at a time takes messages in offset order, only while the broker lock on the queue is held
-(CLUSTERING). SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's ``reconsume_times`` (the listener sees 0, 1, 2, ...),
-puts the batch back and waits ``suspend_current_queue_time`` (or the context's ``suspend_current_queue_time_ms``; 10 ms
-to 30 s). With the default ``max_reconsume_times`` (-1) that goes on for ever; with a limit, a message that reached it
-is sent to ``%RETRY%<group>`` as a copy carrying its count (the broker moves it to the DLQ) and skipped, as Java's
-``ConsumeMessageOrderlyService.checkReconsumeTimes``. A queue has one listener call at a time, across process queues and
-restarts: a call a stop abandoned keeps the queue until its plain listener's thread returns.
+(CLUSTERING), checked again once the call holds its consume slot. SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's
+``reconsume_times`` (the listener sees 0, 1, 2, ...), puts the batch back and waits ``suspend_current_queue_time`` (or
+the context's ``suspend_current_queue_time_ms``; 10 ms to 30 s). With the default ``max_reconsume_times`` (-1) that goes
+on for ever; with a limit, a message that reached it is sent to ``%RETRY%<group>`` as a copy carrying its count (the
+broker moves it to the DLQ) and skipped, as Java's ``ConsumeMessageOrderlyService.checkReconsumeTimes``. A queue has one
+listener call at a time, across process queues and restarts: a call a stop abandoned keeps the queue until its plain
+listener's thread returns.
 
 Trace (``enable_msg_trace``): a listener call writes its SubBefore records when it holds its consume slot and its
 SubAfter records when it returned, as Java's hook runs on the consume thread; a call skipped before it started (its
@@ -437,9 +438,7 @@ class OrderlyConsumeService:
         c = self.consumer
         try:
             while not pq.dropped and not c.stopping:
-                if c.message_model is MessageModel.CLUSTERING and (
-                    not pq.locked or pq.lock_expired(anyio.current_time())
-                ):
+                if self._unlocked(pq):
                     if not await c.rebalance.lock(mq):
                         await anyio.sleep(ORDERLY_LOCK_RETRY_DELAY)
                         continue
@@ -460,27 +459,50 @@ class OrderlyConsumeService:
             if pq.has_messages() and not pq.dropped and not c.stopping:
                 self.submit(mq, pq, [])
 
+    def _unlocked(self, pq: ProcessQueue) -> bool:
+        """Whether ``pq`` may not be consumed for want of its broker lock: in CLUSTERING, not locked (the last renewal
+        was refused) or its lock older than :data:`~client.consumer.process_queue.LOCK_MAX_LIVE`."""
+        return self.consumer.message_model is MessageModel.CLUSTERING and (
+            not pq.locked or pq.lock_expired(anyio.current_time())
+        )
+
     async def _consume_batch(
         self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], turn: _QueueTurn
     ) -> float | None:
-        """One listener call and its commit, ``turn`` held; how long the queue is to be suspended, if it is."""
+        """One listener call and its commit, ``turn`` held; how long the queue is to be suspended, if it is.
+
+        The lock is asked for again once the call holds its consume slot, which it may wait long for: a batch whose
+        lock was lost meanwhile is put back, uncounted, for the loop to lock the queue again, as
+        ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/ConsumeMessageOrderlyService.java``'s
+        ``ConsumeRequest.run`` checks ``isLocked()`` and ``isLockExpired()`` on the consume thread before each
+        batch (another member holding the lock consumes the queue meanwhile)."""
         c = self.consumer
         shown = [reset_retry_topic(m, c.group) for m in msgs]
         _stamp_start(shown)
         trace = _ListenerTrace(c, shown)
         context = ConsumeOrderlyContext(mq)
+        unlocked = False
+
+        def skip() -> bool:
+            nonlocal unlocked
+            unlocked = not pq.dropped and self._unlocked(pq)
+            return pq.dropped or unlocked
+
         status = await call_listener(
             c.bound_listener(context),
             shown,
             c.limiter,
             ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
-            skip=lambda: pq.dropped,
+            skip=skip,
             started=trace.begin,
             abandoned=turn.abandoned,
             raised=trace.raised,
         )
         trace.end(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # also if dropped, as Java
         if pq.dropped:  # rebalanced away or reset meanwhile: its new owner has these; nothing to commit or count
+            return None
+        if unlocked:  # not called: consumed once the queue is locked again
+            pq.make_messages_to_consume_again(msgs)
             return None
         if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
             again = await self._check_reconsume_times(mq, msgs)
