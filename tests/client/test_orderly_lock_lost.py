@@ -83,3 +83,36 @@ async def test_a_batch_waiting_for_a_consume_slot_is_not_consumed_once_its_lock_
         await _rival_gives_back(consumer, embedded_cluster, q1)
         await _until(lambda: b"q1" in seen)  # taken again once the lock is free
     assert seen == [b"q0", b"q1"]
+
+
+async def test_a_queue_whose_lock_is_lost_is_not_pulled_until_it_is_locked_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java puts off the pull of an orderly queue not locked by 3 s, again and again ("pull message later because not
+    locked in broker"); ours pulled on, filling the process queue with what the member holding the lock consumes and
+    committing its own stale offset with each pull."""
+    await _create(embedded_cluster, "LostPull", 1)
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        seen.extend(m.body for m in msgs)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer("cg-lostpull", embedded_cluster.namesrv_addr)
+    consumer.subscribe("LostPull")
+    consumer.register_message_listener_orderly(listener)
+    mq = MessageQueue("LostPull", "broker-a", 0)
+    async with consumer, Producer("pg", embedded_cluster.namesrv_addr) as producer:
+        pq = consumer.rebalance.process_queues[mq]
+        await _rival_takes(consumer, embedded_cluster, mq)
+        await trio.sleep(21)  # the lock renewal learns the lock is gone
+        assert not pq.locked
+        await trio.sleep(20)  # the long poll under way when it did has ended (15 s)
+        for i in range(3):
+            await producer.send(Message("LostPull", f"m{i}".encode()), queue=mq)
+        await trio.sleep(10)
+        assert pq.msg_count == 0, f"{pq.msg_count} message(s) pulled while another member held the lock"
+        assert seen == []
+        await _rival_gives_back(consumer, embedded_cluster, mq)
+        await _until(lambda: len(seen) == 3)  # the next renewal locks it again, and the pulls go on
+    assert seen == [b"m0", b"m1", b"m2"]
