@@ -3,7 +3,8 @@ one task per owned queue long-polls the queue's broker and hands what it gets to
 
 Flow control: the loop waits (50 ms steps) while the queue's process queue holds more than ``pull_threshold_for_queue``
 messages or ``pull_threshold_size_for_queue`` body bytes, or, for concurrent consumption, while the offsets in flight
-span more than ``consume_concurrently_max_span`` (2000). After a failed pull it waits 3 s. Every pull posts the
+span more than ``consume_concurrently_max_span`` (2000). After a failed pull it waits 3 s, and so it does, again and
+again, while an orderly CLUSTERING queue's lock is lost (another member holds it). Every pull posts the
 subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons does, unless it goes to a
 slave. Which broker of the queue's group is pulled (the master, a slave it suggests, a slave while the master is gone)
 is :mod:`client.consumer.pull_target`'s choice.
@@ -80,6 +81,13 @@ class PullService:
             return True
         return not c.orderly and pq.max_span > c.consume_concurrently_max_span
 
+    def _lock_lost(self, pq: ProcessQueue) -> bool:
+        """Whether ``pq`` is an orderly CLUSTERING queue whose broker lock the last renewal did not get: not pulled
+        until it is locked again (``client/src/main/java/org/apache/rocketmq/client/impl/consumer/
+        DefaultMQPushConsumerImpl.java``'s ``pullMessage`` puts such a pull off by 3 s, "not locked in broker")."""
+        c = self.consumer
+        return c.orderly and c.rebalance.locks_queues and not pq.locked
+
     def _could_overflow(self, pq: ProcessQueue, found: _Found | None) -> bool:
         """Whether ``found``'s messages, not yet in ``pq``, could take it over a flow-control threshold (at most
         ``pull_batch_size`` messages, its body's bytes, offsets up to its ``nextBeginOffset``)."""
@@ -112,6 +120,11 @@ class PullService:
                         self._deliver(mq, pq, found)
                         found = None
                         await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
+                        continue
+                    if self._lock_lost(pq):
+                        self._deliver(mq, pq, found)
+                        found = None
+                        await anyio.sleep(PULL_DELAY_ON_ERROR)
                         continue
                     next_offset, found = await self._pull_once(mq, pq, next_offset, found)
                 except Exception as exc:
