@@ -155,3 +155,37 @@ def test_an_abandoned_listener_thread_returns_though_a_waiting_loop_stopped_with
         loop.close()
         worker.join(HANG_GUARD)
     assert not held, "the listener's thread waited for the stopped loop of a task waiting for it"
+
+
+async def test_a_stop_does_not_wait_out_an_orderly_queues_suspension(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A suspended orderly queue waits ``suspend_current_queue_time`` (up to 30 s) before its batch is consumed again;
+    Java's ``ConsumeMessageOrderlyService.shutdown`` shuts the scheduler that would resubmit it and waits only for
+    running consume requests. Ours waited the suspension out (up to ``await_termination``) before the stop went on."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("SuspendStop", read_queue_nums=1, write_queue_nums=1)
+    async with Producer("pg-suspend-stop", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("SuspendStop", b"later"))
+    suspended = trio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        suspended.set()
+        return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+
+    first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    consumer = PushConsumer(
+        "cg-suspend-stop",
+        embedded_cluster.namesrv_addr,
+        consume_from_where=first,
+        suspend_current_queue_time=30,
+        await_termination=60,
+    )
+    consumer.subscribe("SuspendStop")
+    consumer.register_message_listener_orderly(listener)
+    async with consumer:
+        await suspended.wait()
+        await trio.sleep(0.1)  # the queue waits out its suspension
+        stopping = trio.current_time()
+    took = trio.current_time() - stopping
+    assert took < 5, f"the stop took {took:.0f} s: it waited for the suspended queue"
