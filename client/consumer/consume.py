@@ -412,6 +412,26 @@ class OrderlyConsumeService:
         self._running: set[ProcessQueue] = set()
         #: per queue, what rebalance waits for before it unlocks the queue (one call at a time on it)
         self._turns: dict[MessageQueue, _QueueTurn] = {}
+        #: the waits under way of suspended queues and queues whose lock was refused, which a stop ends
+        self._pauses: set[anyio.CancelScope] = set()
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` before a queue is consumed again, or until the consumer stops (:meth:`end_pauses`): as
+        ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/ConsumeMessageOrderlyService.java``'s
+        ``shutdown`` shuts the scheduler of those resubmits and waits only for running consume requests."""
+        if self.consumer.stopping:
+            return
+        with anyio.CancelScope() as scope:
+            self._pauses.add(scope)
+            try:
+                await anyio.sleep(seconds)
+            finally:
+                self._pauses.discard(scope)
+
+    def end_pauses(self) -> None:
+        """The consumer stops: the queues waiting to be consumed again wait no more (their tasks then end)."""
+        for scope in list(self._pauses):
+            scope.cancel()
 
     def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         if pq not in self._running:
@@ -440,7 +460,7 @@ class OrderlyConsumeService:
             while not pq.dropped and not c.stopping:
                 if self._unlocked(pq):
                     if not await c.rebalance.lock(mq):
-                        await anyio.sleep(ORDERLY_LOCK_RETRY_DELAY)
+                        await self._pause(ORDERLY_LOCK_RETRY_DELAY)
                         continue
                     pq.locked, pq.last_lock_time = True, anyio.current_time()
                 turn = self._turns.setdefault(mq, _QueueTurn())
@@ -452,7 +472,7 @@ class OrderlyConsumeService:
                         return
                     suspend = await self._consume_batch(mq, pq, msgs, turn)
                 if suspend is not None:
-                    await anyio.sleep(suspend)
+                    await self._pause(suspend)
         finally:
             self._running.discard(pq)
             # Messages may have arrived after the last take: make sure they are not left waiting.

@@ -18,12 +18,12 @@ check each SQL92 subscription (CHECK_CLIENT_CONFIG, as Java's ``checkClientInBro
 :class:`~client.errors.MQBrokerError` carrying the broker's code and remark; an unreachable broker is only logged),
 sends a heartbeat and runs a first rebalance; leaving it stops pulling, lets in-flight listener calls finish (up to
 ``await_termination`` seconds; then they are cancelled, a plain listener's thread abandoned, and their messages stay
-uncommitted), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET; BROADCASTING: the local file), unlocks orderly queues
-(but one an abandoned thread still consumes), unregisters from the brokers and, once a rebalance pass under way ended
-(it takes no queue once the stop began), forgets its queues: a restart rebalances from scratch. Timers (rebalance 20 s,
-offset persist 5 s, heartbeat, route refresh) run in the instance; the orderly lock renewal (20 s) and, for concurrent
-consumption, the clean-up of listener calls that overran ``consume_timeout`` (every ``consume_timeout`` minutes) run
-here.
+uncommitted; a suspended orderly queue is not waited for), commits offsets (CLUSTERING: UPDATE_CONSUMER_OFFSET;
+BROADCASTING: the local file), unlocks orderly queues (but one an abandoned thread still consumes), unregisters from the
+brokers and, once a rebalance pass under way ended (it takes no queue once the stop began), forgets its queues: a
+restart rebalances from scratch. Timers (rebalance 20 s, offset persist 5 s, heartbeat, route refresh) run in the
+instance; the orderly lock renewal (20 s) and, for concurrent consumption, the clean-up of listener calls that overran
+``consume_timeout`` (every ``consume_timeout`` minutes) run here.
 """
 
 from __future__ import annotations
@@ -326,6 +326,8 @@ class PushConsumer:
 
     async def _stop(self) -> None:
         self.stopping = True
+        if isinstance(self.consume_service, OrderlyConsumeService):
+            self.consume_service.end_pauses()  # a suspended queue is not waited for
         background, self._background = self._background, None
         consume, self._consume_tasks = self._consume_tasks, None
         try:
