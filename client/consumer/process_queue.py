@@ -39,6 +39,10 @@ class ProcessQueue:
     last_lock_time: float = 0.0
     last_pull_time: float = 0.0
     last_consume_time: float = 0.0
+    #: Removals that kept this orderly queue because its listener call ran on (Java's ``tryUnlockTimes``, raised by
+    #: ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/RebalancePushImpl.java``'s
+    #: ``removeUnnecessaryMessageQueue``); ``mqadmin consumerStatus`` reports "unlock N times, still failed".
+    try_unlock_times: int = 0
 
     @classmethod
     def created_at(cls, now: float) -> ProcessQueue:
@@ -161,8 +165,7 @@ class ProcessQueue:
 
     def info(self, commit_offset: int, now: float, now_ms: int) -> dict[str, int | bool]:
         """Java's ``ProcessQueueInfo`` (``fillProcessQueueInfo``) with ``commit_offset``, as in running info: its
-        times in wall-clock ms, converted from the loop clock where ``now`` (loop) is ``now_ms`` (wall). Unlocks are
-        not retried here (Java's ``tryUnlockTimes`` counts them): 0."""
+        times in wall-clock ms, converted from the loop clock where ``now`` (loop) is ``now_ms`` (wall)."""
 
         def wall_ms(t: float) -> int:
             return now_ms - round((now - t) * 1000)
@@ -178,7 +181,7 @@ class ProcessQueue:
             "transactionMsgMaxOffset": consuming[-1] if consuming else 0,
             "transactionMsgCount": len(consuming),
             "locked": self.locked,
-            "tryUnlockTimes": 0,
+            "tryUnlockTimes": self.try_unlock_times,
             "lastLockTimestamp": wall_ms(self.last_lock_time),
             "droped": self.dropped,
             "lastPullTimestamp": wall_ms(self.last_pull_time),

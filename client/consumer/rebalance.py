@@ -290,6 +290,7 @@ class Rebalance:
         idle = not self.locks_queues or await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT)
         if not idle:
             log.info("queue %s is still being consumed: kept, and its lock, until a later rebalance", mq)
+            pq.try_unlock_times += 1
             self._kept.add(mq)
             self.incomplete = True
             return
