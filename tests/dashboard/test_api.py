@@ -20,6 +20,7 @@ from dashboard import messages
 from dashboard.app import create_app
 from dashboard.settings import DashboardSettings
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.client.helpers import HANG_GUARD, create_topic, wait_until
 from tests.dashboard.conftest import Dash
 from tests.dashboard.live import serve_dashboard
@@ -317,3 +318,24 @@ async def test_chart_collection_runs_unless_switched_off(
     assert on["collecting"] and on["series"]
     off = await brokers_chart(False, lambda a: True, settle=0.5)  # ten sample intervals
     assert not off["collecting"] and off["samples"] == 0 and off["series"] == {}
+
+
+async def test_a_group_ahead_of_its_queue_shows_a_negative_lag_as_rocketmq(dash: Dash) -> None:
+    """A committed offset past the queue's end (a queue emptied or rebuilt under the group) counts negative in the
+    "diff total", as 4.9.8's ``ConsumeStats.computeTotalDiff`` and rocketmq-dashboard's ``OffsetWrapper`` diffs
+    sum them: it nets out the other queues' lag and shows that the group's offsets are wrong, not a lag of 0."""
+    await create_topic(dash.cluster.namesrv_addr, "AheadTopic", queues=2)
+    queues = [MessageQueue("AheadTopic", "broker-a", q) for q in (0, 1)]
+    async with Producer("ahead-pg", dash.cluster.namesrv_addr) as producer:
+        for i in range(4):
+            await producer.send(Message("AheadTopic", f"m{i}".encode()), queue=queues[i % 2])
+    await dash.admin.create_subscription_group(SubscriptionGroupConfig("ahead-cg"))
+    await dash.admin.update_consumer_offset(dash.cluster.broker_addr, "ahead-cg", queues[0], 7)
+    await dash.admin.update_consumer_offset(dash.cluster.broker_addr, "ahead-cg", queues[1], 1)
+    detail = await dash.get("/api/group?group=ahead-cg")
+    assert sorted((q["queueId"], q["diff"]) for q in detail["queues"]) == [(0, -5), (1, 1)]
+    assert detail["diffTotal"] == -4
+    assert (await group_row(dash, "ahead-cg"))["diffTotal"] == -4
+    [on_topic] = [c for c in (await dash.get("/api/topic?topic=AheadTopic"))["consumers"] if c["group"] == "ahead-cg"]
+    assert on_topic["diffTotal"] == -4
+
