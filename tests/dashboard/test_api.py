@@ -339,3 +339,25 @@ async def test_a_group_ahead_of_its_queue_shows_a_negative_lag_as_rocketmq(dash:
     [on_topic] = [c for c in (await dash.get("/api/topic?topic=AheadTopic"))["consumers"] if c["group"] == "ahead-cg"]
     assert on_topic["diffTotal"] == -4
 
+
+async def test_rocketmqs_own_groups_and_topics_are_listed_as_system(dash: Dash) -> None:
+    """4.9.8's ``MixAll`` system groups (its list and every ``CID_RMQ_SYS_`` group, ``MixAll.isSysConsumerGroup``:
+    the broker's own pop revive groups among them) and the 5.x proxy's ``CID_DefaultHeartBeatSyncerTopic``
+    (rocketmq-dashboard's ``ConsumerServiceImpl.SYSTEM_GROUP_SET``) are SYSTEM on the Consumer groups page; its
+    topic ``DefaultHeartBeatSyncerTopic`` and 5.x's ``CHECKPOINT_TOPIC`` are SYSTEM topics (``TopicServiceImpl.
+    classifyTopicType``, ``TopicValidator``)."""
+    await create_topic(dash.cluster.namesrv_addr, "SysKindTopic", queues=1)
+    mq = MessageQueue("SysKindTopic", "broker-a", 0)
+    system = ["CID_DefaultHeartBeatSyncerTopic", "CID_RMQ_SYS_REVIVE_GROUP", "SCHEDULE_CONSUMER", "DEFAULT_CONSUMER"]
+    for group in [*system, "plain-cg"]:
+        await dash.admin.create_subscription_group(SubscriptionGroupConfig(group))
+        await dash.admin.update_consumer_offset(dash.cluster.broker_addr, group, mq, 0)
+    kinds = {g["group"]: g["kind"] for g in (await dash.get("/api/groups"))["groups"]}
+    assert {g: kinds[g] for g in system} == dict.fromkeys(system, "SYSTEM")
+    assert kinds["plain-cg"] == "NORMAL"
+    for topic in ("DefaultHeartBeatSyncerTopic", "CHECKPOINT_TOPIC"):
+        await dash.post("/api/topics", {"topic": topic})
+    await wait_until_routed(dash, "CHECKPOINT_TOPIC")
+    await wait_until_routed(dash, "DefaultHeartBeatSyncerTopic")
+    topics = {t["topic"]: t["kind"] for t in (await dash.get("/api/topics"))["topics"]}
+    assert topics["DefaultHeartBeatSyncerTopic"] == topics["CHECKPOINT_TOPIC"] == "SYSTEM"
