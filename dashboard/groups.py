@@ -51,8 +51,10 @@ _CONNECTION_LOOKUPS = 16
 
 
 def diff_total(offsets: Iterable[OffsetWrapper]) -> int:
-    """RocketMQ's "diff total": the messages stored but not yet consumed, over the given queues."""
-    return sum(max(0, w.broker_offset - w.consumer_offset) for w in offsets)
+    """RocketMQ's "diff total" over the given queues: broker offset minus consumer offset, summed as they are, a
+    queue whose committed offset is past its end counting negative (common/src/main/java/org/apache/rocketmq/common/
+    admin/ConsumeStats.java ``computeTotalDiff``, which rocketmq-dashboard shows), so wrong offsets show."""
+    return sum(w.broker_offset - w.consumer_offset for w in offsets)
 
 
 async def topic_consumers(admin: Admin, topic: str) -> list[dict[str, Any]]:
