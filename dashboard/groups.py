@@ -27,14 +27,20 @@ from dashboard.targets import cluster_of, master_addrs, picked_brokers
 from remoting.codec.bodies.admin import ClientConnection, OffsetWrapper
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.codes import ResponseCode
-from remoting.codec.topics import dlq_topic, retry_topic
+from remoting.codec.topics import SYSTEM_GROUP_PREFIX, dlq_topic, retry_topic
 
 log = logging.getLogger(__name__)
 
-#: Groups the broker and the tools use for themselves (RocketMQ's ``MixAll`` names), listed as SYSTEM.
+#: Groups the broker and the tools use for themselves, listed as SYSTEM: 5.3.3's ``MixAll.PREDEFINE_GROUP_SET``
+#: (common/src/main/java/org/apache/rocketmq/common/MixAll.java, 4.9.8's ``MixAll`` names) and the 5.x proxy's
+#: heartbeat syncer group, as rocketmq-dashboard's ``ConsumerServiceImpl.SYSTEM_GROUP_SET``; besides, every
+#: ``CID_RMQ_SYS_`` group (``MixAll.isSysConsumerGroup``: the broker's pop revive groups, the transaction checker's).
 SYSTEM_GROUPS = frozenset(
     {
+        "DEFAULT_CONSUMER",
+        "DEFAULT_PRODUCER",
         "TOOLS_CONSUMER",
+        "SCHEDULE_CONSUMER",
         "FILTERSRV_CONSUMER",
         "__MONITOR_CONSUMER",
         "CLIENT_INNER_PRODUCER",
@@ -45,8 +51,16 @@ SYSTEM_GROUPS = frozenset(
         "CID_ONSAPI_OWNER",
         "CID_ONSAPI_PULL",
         "CID_RMQ_SYS_TRANS",
+        "CID_DefaultHeartBeatSyncerTopic",
     }
 )
+
+
+def group_kind(group: str) -> str:
+    """SYSTEM for a group of :data:`SYSTEM_GROUPS` or a ``CID_RMQ_SYS_`` one, else NORMAL."""
+    return "SYSTEM" if group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX) else "NORMAL"
+
+
 _CONNECTION_LOOKUPS = 16
 
 
@@ -130,7 +144,7 @@ async def group_list(admin: Admin) -> list[dict[str, Any]]:
     for row in rows:
         row["topics"] = sorted(row["topics"])
         row["consumeTps"] = round(row["consumeTps"], 2)
-        row["kind"] = "SYSTEM" if row["group"] in SYSTEM_GROUPS else "NORMAL"
+        row["kind"] = group_kind(row["group"])
     return rows
 
 

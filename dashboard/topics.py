@@ -21,8 +21,10 @@ from dashboard.targets import NoMasterOnline, cluster_of, master_addrs, picked_b
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
 from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
-#: Topics the broker and the clients make for themselves (RocketMQ's ``TopicValidator`` system topics and the
-#: default topic ``TBW102``), listed as SYSTEM besides each cluster's and broker's own topic.
+#: Topics the broker and the clients make for themselves (RocketMQ's ``TopicValidator`` system topics, 5.3.3's
+#: ``CHECKPOINT_TOPIC`` among them, and the default topic ``TBW102``) and the 5.x proxy's heartbeat syncer topic
+#: (rocketmq-dashboard's ``TopicServiceImpl.classifyTopicType``), listed as SYSTEM besides each cluster's and
+#: broker's own topic.
 SYSTEM_TOPICS = frozenset(
     {
         "TBW102",
@@ -34,6 +36,8 @@ SYSTEM_TOPICS = frozenset(
         "OFFSET_MOVED_EVENT",
         "SELF_TEST_TOPIC",
         "BenchmarkTest",
+        "CHECKPOINT_TOPIC",
+        "DefaultHeartBeatSyncerTopic",
     }
 )
 REPLY_SUFFIX = "_REPLY_TOPIC"
