@@ -252,6 +252,24 @@ async def test_test_message_from_the_topic_page_is_stored(dash: Dash) -> None:
     assert found["msgId"] == sent["msgId"]
 
 
+async def test_test_messages_sent_at_once_each_get_a_producer_of_their_own(dash: Dash) -> None:
+    """Each test message's producer has an instance name of its own (rocketmq-dashboard's
+    ``TopicServiceImpl.sendTopicMessageRequest`` names it by the time), so two users sending at once do not
+    collide on one client id."""
+    await create_topic(dash.cluster.namesrv_addr, "SendTwiceTopic", queues=1)
+    answers: list[httpx.Response] = []
+
+    async def send(i: int) -> None:
+        body = {"topic": "SendTwiceTopic", "body": f"at once {i}", "keys": "twice"}
+        answers.append(await dash.http.post("/api/topic/message", json=body))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(4):
+            nursery.start_soon(send, i)
+    assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
+    assert {a.json()["sendStatus"] for a in answers} == {"SEND_OK"}
+
+
 async def test_charts_have_points_per_broker_and_topic_after_two_samples(dash: Dash) -> None:
     await create_topic(dash.cluster.namesrv_addr, "ChartTopic", queues=2)
     sampler = dash.app.state.sampler
