@@ -7,6 +7,8 @@ error the page shows.
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +45,8 @@ SYSTEM_TOPICS = frozenset(
 REPLY_SUFFIX = "_REPLY_TOPIC"
 #: The producer group test messages are sent with (``mqadmin sendMessage``'s).
 TOOLS_PRODUCER_GROUP = "TOOLS_PRODUCER"
+#: Numbers the test messages' producers (:func:`send_test_message`).
+_test_producers = itertools.count(1)
 
 
 def topic_kind(topic: str, own_names: frozenset[str]) -> str:
@@ -209,7 +213,11 @@ async def send_test_message(admin: Admin, topic: str, body: str, tags: str | Non
     otherwise): rocketmq-dashboard's ``TopicServiceImpl.sendTopicMessageRequest`` reads the topic's config from its
     route first, so a test message never auto-creates a topic through TBW102."""
     await admin.topic_route(topic)
-    config = attrs.evolve(admin.instance.config, instance_name="mqdashboard-producer")
+    # An instance name of its own per message, as rocketmq-dashboard names each one by the time (its
+    # ``TopicServiceImpl.sendTopicMessageRequest``): one shared name made test messages sent at once collide on one
+    # client id, all but the first refused.
+    name = f"mqdashboard-producer-{os.getpid()}-{next(_test_producers)}"
+    config = attrs.evolve(admin.instance.config, instance_name=name)
     async with Producer(TOOLS_PRODUCER_GROUP, config.namesrv_addr, config=config) as producer:
         result = await producer.send(Message(topic, body.encode(), tags=tags or None, keys=keys or None))
     return {
