@@ -347,8 +347,24 @@ async def post_dlq_resend(request: Request) -> JSONResponse:
 
 
 async def post_dlq_export(request: Request) -> Response:
+    """One dead letter's workbook (rocketmq-dashboard's ``exportDlqMessage.do``, which its ``role-permission.yml``
+    allows a Normal user); several ids are a 400: they are the batch, :func:`post_dlq_export_batch`."""
     body = await _body(request)
-    workbook = await dlq.export(_admin(request), _field(body, "group"), _ids(body, "msgIds"))
+    ids = _ids(body, "msgIds")
+    if len(ids) != 1:
+        raise BadRequest("msgIds must name one message here; export several with /api/dlq/export/batch")
+    return await _workbook(request, body, ids)
+
+
+async def post_dlq_export_batch(request: Request) -> Response:
+    """The workbook of several dead letters (rocketmq-dashboard's ``batchExportDlqMessage.do``, which its
+    ``role-permission.yml`` does not allow a Normal user)."""
+    body = await _body(request)
+    return await _workbook(request, body, _ids(body, "msgIds"))
+
+
+async def _workbook(request: Request, body: dict[str, Any], ids: list[str]) -> Response:
+    workbook = await dlq.export(_admin(request), _field(body, "group"), ids)
     disposition = 'attachment; filename="dlqs.xlsx"'
     return Response(workbook, media_type=dlq.XLSX, headers={"Content-Disposition": disposition})
 
@@ -542,6 +558,7 @@ ROUTES = [
     Route("/api/dlq", answering_errors(get_dlq_messages)),
     Route("/api/dlq/resend", answering_errors(post_dlq_resend), methods=["POST"]),
     Route("/api/dlq/export", answering_errors(post_dlq_export), methods=["POST"]),
+    Route("/api/dlq/export/batch", answering_errors(post_dlq_export_batch), methods=["POST"]),
     Route("/api/charts/brokers", answering_errors(get_chart_brokers)),
     Route("/api/charts/topics", answering_errors(get_chart_topics)),
     Route("/api/acl", answering_errors(get_acl)),
@@ -561,8 +578,9 @@ ROUTES = [
 ]
 
 #: The rocketmq-dashboard URL of each endpoint's action (its controllers' mappings), which its role-permission.yml
-#: patterns are matched against (:mod:`dashboard.permissions`). The DLQ export, one endpoint for one message or many,
-#: is ``exportDlqMessage.do``; the ACL 1.0 edits are rocketmq-dashboard 1.x's ``/acl/...`` URLs.
+#: patterns are matched against (:mod:`dashboard.permissions`). The DLQ export of one message is
+#: ``exportDlqMessage.do``, of several ``batchExportDlqMessage.do`` (its default file allows a Normal user the first
+#: only); the ACL 1.0 edits are rocketmq-dashboard 1.x's ``/acl/...`` URLs.
 DASHBOARD_URLS: dict[tuple[str, str], str] = {
     ("GET", "/api/cluster"): "/cluster/list.query",
     ("GET", "/api/broker"): "/cluster/brokerConfig.query",
@@ -589,6 +607,7 @@ DASHBOARD_URLS: dict[tuple[str, str], str] = {
     ("GET", "/api/dlq"): "/dlqMessage/queryDlqMessageByConsumerGroup.query",
     ("POST", "/api/dlq/resend"): "/dlqMessage/batchResendDlqMessage.do",
     ("POST", "/api/dlq/export"): "/dlqMessage/exportDlqMessage.do",
+    ("POST", "/api/dlq/export/batch"): "/dlqMessage/batchExportDlqMessage.do",
     ("GET", "/api/charts/brokers"): "/dashboard/broker.query",
     ("GET", "/api/charts/topics"): "/dashboard/topic.query",
     ("GET", "/api/acl"): "/acl/config.query",

@@ -82,7 +82,9 @@
   document.getElementById("export-selected").addEventListener("click", async () => {
     const rows = picked();
     if (!rows) return;
-    const response = await fetch("/api/dlq/export", {
+    // One message is rocketmq-dashboard's exportDlqMessage.do, several its batchExportDlqMessage.do (each its own
+    // permission in role-permission.yml).
+    const response = await fetch(rows.length === 1 ? "/api/dlq/export" : "/api/dlq/export/batch", {
       method: "POST", headers: { "Content-Type": "application/json" },
       // Each by its own offset msgId: every copy of a message (two dead letters of it, say) shares its msgId.
       body: JSON.stringify({ group, msgIds: rows.map((r) => r.offsetMsgId) }),

@@ -87,7 +87,9 @@ async def test_dead_letters_are_listed_resent_to_the_group_and_exported(dash: Da
     offline = await dash.post("/api/dlq/resend", {"group": GROUP, "originMsgIds": [origin[0]]})
     assert offline["results"][0]["error"]["code"] == 206  # CONSUMER_NOT_ONLINE, the broker's answer
 
-    response = await dash.http.post("/api/dlq/export", json={"group": GROUP, "msgIds": [rows[1]["msgId"], "nope"]})
+    response = await dash.http.post(
+        "/api/dlq/export/batch", json={"group": GROUP, "msgIds": [rows[1]["msgId"], "nope"]}
+    )
     assert response.status_code == 200 and response.headers["content-type"] == XLSX
     assert 'filename="dlqs.xlsx"' in response.headers["content-disposition"]
     sheet = load_workbook(io.BytesIO(response.content)).active

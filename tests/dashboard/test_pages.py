@@ -354,13 +354,14 @@ def test_exporting_two_dead_letters_of_one_message_exports_each(browser: WebDriv
         """const original = window.fetch;
         window.exported = null;
         window.fetch = (url, init) => {
-          if (url === "/api/dlq/export") window.exported = init.body;
+          if (url === "/api/dlq/export/batch") window.exported = init.body;
           return original(url, init);
         };"""
     )
     browser.find_element(By.ID, "export-selected").click()
     body = wait_for(browser, lambda d: d.execute_script("return window.exported"))
-    response = httpx.post(live.url + "/api/dlq/export", content=body, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    response = httpx.post(live.url + "/api/dlq/export/batch", content=body, headers=headers)
     sheet = load_workbook(io.BytesIO(response.content)).active
     assert sheet is not None
     exported = [dict(zip(EXPORT_COLUMNS, row, strict=True)) for row in list(sheet.iter_rows(values_only=True))[1:]]
