@@ -146,3 +146,25 @@ async def test_a_normal_user_exports_one_dead_letter_but_not_a_batch(
         await _login(dash, "admin", "s3cret")
         batch = await dash.http.post("/api/dlq/export/batch", json=two)
         assert batch.status_code == 200 and batch.content.startswith(b"PK")
+
+
+async def test_a_role_pattern_is_a_regular_expression_besides_its_wildcards(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """rocketmq-dashboard's ``MatcherUtil`` turns ``**``, ``*`` and ``?`` into regular expressions and keeps every
+    other character as it is in the ``java.util.regex`` pattern it matches the URL with: a file may use groups and
+    alternatives, and its ``.`` is any character. A pattern that is not a regular expression does not load."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "role-permission.yml").write_text("rolePerms:\n  Normal:\n    - /cluster/(list|brokerConfig).query\n")
+    settings = {"login_required": True, "users_file": str(_users(tmp_path)), "data_path": str(data)}
+    async for dash in open_dash(embedded_cluster, nursery, **settings):
+        await _login(dash, "viewer", "look")
+        assert (await dash.http.get("/api/cluster")).status_code == 200
+        assert (await dash.http.get(f"/api/broker?addr={embedded_cluster.broker_addr}")).status_code == 200
+        assert (await dash.http.get("/api/topics")).status_code == 403
+    assert url_pattern("/topic/list.query").fullmatch("/topic/list_query")
+    assert url_pattern("/consumer/[a-zA-Z]+Config.query").fullmatch("/consumer/examineSubscriptionGroupConfig.query")
+    (data / "role-permission.yml").write_text("rolePerms:\n  Normal:\n    - /cluster/(list.query\n")
+    with pytest.raises(PermissionFileError, match="cluster"):
+        create_app(DashboardSettings(login_required=True, data_path=str(data), port=0), sample=False)
