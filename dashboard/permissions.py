@@ -9,9 +9,11 @@ cannot be read or does not have that shape is a :class:`PermissionFileError` at 
 as rocketmq-dashboard); changed later, it is read again at the next request, and a change that does not load is
 logged and the rules read before are kept.
 
-Patterns are rocketmq-dashboard's ``MatcherUtil``: ``**`` any characters, ``*`` any characters but ``/``, ``?`` one
-character, the whole URL matched; any other character stands for itself (rocketmq-dashboard puts it into a regular
-expression as it is, so its ``.`` matches any character, which no shipped pattern relies on).
+Patterns are rocketmq-dashboard's ``MatcherUtil`` (src/main/java/org/apache/rocketmq/dashboard/util/MatcherUtil.java):
+``**`` any characters, ``*`` any characters but ``/``, ``?`` one character, the whole URL matched; every other
+character goes into the regular expression as it is, so ``.`` matches any character and a file may use groups,
+alternatives and classes (``/cluster/(list|brokerConfig).query``). A pattern that is not a regular expression is a
+:class:`PermissionFileError`.
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ class PermissionFileError(SettingsError):
 
 
 def url_pattern(access_url: str) -> re.Pattern[str]:
-    """The regular expression of one ``role-permission.yml`` pattern (see the module docstring)."""
+    """The regular expression of one ``role-permission.yml`` pattern (see the module docstring); ``re.error`` when
+    it is not one."""
     parts = []
     for token in _TOKEN.findall(access_url):
-        parts.append({"**": ".*", "*": "[^/]*", "?": "."}.get(token) or re.escape(token))
+        parts.append({"**": ".*", "*": "[^/]*", "?": "."}.get(token) or token)
     return re.compile("".join(parts))
 
 
@@ -58,7 +61,13 @@ def read_patterns(path: Path) -> list[re.Pattern[str]]:
     urls = roles.get(NORMAL_ROLE) or []
     if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
         raise PermissionFileError(f"rolePerms.{NORMAL_ROLE} in {path} must be a list of URL patterns")
-    return [url_pattern(u.strip()) for u in urls]
+    patterns = []
+    for url in urls:
+        try:
+            patterns.append(url_pattern(url.strip()))
+        except re.error as exc:
+            raise PermissionFileError(f"{url!r} of rolePerms.{NORMAL_ROLE} in {path} is not valid: {exc}") from None
+    return patterns
 
 
 @attrs.define
