@@ -646,3 +646,44 @@ async def test_a_receive_without_a_polling_timeout_leaves_half_the_request_timeo
     waited = trio.current_time() - start
     assert stream[0].status.code == Code.MESSAGE_NOT_FOUND
     assert 5 <= waited <= 8 - 1.5, f"polled {waited:.1f} s of the client's 8 s"
+
+
+async def test_a_forward_to_the_dlq_whose_ack_the_store_refuses_still_answers_ok(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ProducerProcessor.forwardMessageToDeadLetterQueue acks after the send-back without looking at how the ack
+    went (whenCompleteAsync): its answer is the send-back's. With the DLQ copy stored and the ACK record refused (the
+    revive queue's file cannot be made: a directory stands where it goes), the request answered INTERNAL_SERVER_ERROR,
+    and the official clients, which forward again on anything but OK, stored one more DLQ copy per retry."""
+    activity = await _activity(embedded_cluster, nursery)
+    message = await _one_received(embedded_cluster, activity, "GDlqAckRefused", "DlqAckRefused")
+    ctx = embedded_cluster.controller.context
+    revive = activity.consuming.pop.revive_topic
+    assert ctx.store.max_offset_in_queue(revive, 0) == 0  # the CK went to the timer: no revive queue file yet
+    (ctx.store.config.consume_queue_dir / revive / "0" / f"{0:020d}").mkdir(parents=True)
+    statuses = []
+    for _ in range(3):  # what the Java client does: forward again while the answer is not OK
+        status = (await _forward(activity, _forward_request("GDlqAckRefused", "DlqAckRefused", message))).status
+        statuses.append(status.code)
+        if status.code == Code.OK:
+            break
+    copies = _dlq_copies(embedded_cluster, "GDlqAckRefused")
+    assert (statuses, copies) == ([Code.OK], 1), f"answers {statuses}, {copies} copies in the DLQ"
+
+
+async def test_a_receive_whose_dlq_move_is_not_acked_still_answers(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ConsumerProcessor.popMessage moves a message whose attempts are used up to the DLQ and acks it without
+    waiting on either: a refused ACK record (the revive queue's file cannot be made: a directory stands where it
+    goes) is logged, and the receive answers. It escaped the receive instead, the stream failing as a whole."""
+    activity = await _activity(embedded_cluster, nursery)
+    ctx = embedded_cluster.controller.context
+    ctx.groups.update(SubscriptionGroupConfig("GNoAttempts", retry_max_times=-1))  # the first delivery is one too many
+    revive = activity.consuming.pop.revive_topic
+    (ctx.store.config.consume_queue_dir / revive / "0" / f"{0:020d}").mkdir(parents=True)
+    await create_topic(embedded_cluster, "NoAttempts", queues=1)
+    await send(embedded_cluster, "NoAttempts", b"poison")
+    stream = await activity.consuming.receive(_receive_request("GNoAttempts", "NoAttempts"), md("c@1"), None)
+    assert [r.status.code for r in stream if r.HasField("status")] == [Code.MESSAGE_NOT_FOUND]
+    assert _dlq_copies(embedded_cluster, "GNoAttempts") == 1
