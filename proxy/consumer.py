@@ -256,14 +256,20 @@ class Consuming:
         """ConsumerProcessor.popMessage's TO_DLQ (PopMessageResultFilterImpl: attempts past the group's
         ``retryMaxTimes + 1``): not handed out but forwarded to the DLQ as ForwardMessageToDeadLetterQueue forwards
         (the broker's send-back, :meth:`PopService.dead_letter`), then acked. A refused forward is logged: the message
-        stays invisible and comes back with the attempt raised, to be forwarded again, as in RocketMQ."""
+        stays invisible and comes back with the attempt raised, to be forwarded again, as in RocketMQ; so is a refused
+        ACK record (the copy stays in the DLQ; the message comes back and is forwarded again)."""
         handle = popped.handle
         try:
             self.pop.dead_letter(r.group, handle.commit_log_offset, handle.real_topic(r.group, r.topic))
         except (RequestRejected, PutRefusedError) as exc:
             log.warning("moving %s of %s to the DLQ failed: %s", popped.message.msg_id, r.group, exc)
             return
-        outcome = self.pop.ack(r.group, r.topic, handle)
+        try:  # a refused ACK record is logged and the receive answers (proxy/src/main/java/org/apache/rocketmq/proxy/
+            # processor/ConsumerProcessor.java popMessage acks the forwarded message without waiting on it)
+            outcome = self.pop.ack(r.group, r.topic, handle)
+        except PutRefusedError as exc:
+            log.warning("moved %s of %s to the DLQ; its ack failed: %s", popped.message.msg_id, r.group, exc)
+            return
         if outcome is not AckOutcome.OK:
             log.info("moved %s of %s to the DLQ; its ack answered %s", popped.message.msg_id, r.group, outcome.value)
 
@@ -351,7 +357,8 @@ class Consuming:
         broker's send-back processor, which checks and writes as for a 4.x consumer (group not found, broker not
         writable, a group without retry queues answering SUCCESS with nothing written). Its answer is the answer
         (:func:`status_of_relayed_answer`); a SUCCESS is then acked, best effort (the official clients forward again
-        on anything but OK: answering a failed ack, an expired handle's, stored one more copy each time)."""
+        on anything but OK: answering a failed ack, an expired handle's or one the store refused, stored one more copy
+        each time)."""
         group, topic = req.group.name, req.topic.name
         check_names(topic, group)
         handle = self._handle(self.renew.take(metadata.get(_CLIENT_ID, ""), group, req.message_id, req.receipt_handle))
@@ -359,9 +366,15 @@ class Consuming:
         send_back = request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
         answer = await self.invoker.invoke(send_back, peer_of(metadata))
         if answer.code == ResponseCode.SUCCESS:
-            outcome = self.pop.ack(group, topic, handle)
-            if outcome not in (AckOutcome.OK, AckOutcome.STALE):
-                log.info("forwarded %s of %s to the DLQ; its ack answered %s", req.message_id, group, outcome.value)
+            # Whatever the ack does, a refused ACK record too: the copy is stored, and an error answered would make
+            # the client store another (proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java
+            # acks in whenCompleteAsync, its result unread).
+            try:
+                outcome = self.pop.ack(group, topic, handle)
+                if outcome not in (AckOutcome.OK, AckOutcome.STALE):
+                    log.info("forwarded %s of %s to the DLQ; its ack answered %s", req.message_id, group, outcome.value)
+            except PutRefusedError as exc:
+                log.warning("forwarded %s of %s to the DLQ; its ack failed: %s", req.message_id, group, exc)
         answered = status_of_relayed_answer(answer.code, answer.remark)
         return service.ForwardMessageToDeadLetterQueueResponse(status=answered)
 
