@@ -3,8 +3,12 @@ segment preallocation, and shutdown by cancellation."""
 
 from __future__ import annotations
 
+import errno
+import math
+import os
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -112,3 +116,66 @@ async def test_cancelling_the_store_flushes_checkpoints_and_removes_abort(tmp_pa
     assert not reopened.abnormal_recovery
     assert reopened.max_offset_in_queue("TopicTest", 0) == 1
     reopened.close()
+
+
+def _failing_disk(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every ``fdatasync`` fails with EIO (a disk error) until the test undoes the patch; returns the attempts."""
+    attempts: list[int] = []
+
+    def fdatasync(fd: int) -> None:
+        attempts.append(fd)
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return attempts
+
+
+async def test_a_failing_fdatasync_times_out_sync_flush_sends_and_a_later_flush_catches_up(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MappedFile.flush (store/src/main/java/org/apache/rocketmq/store/MappedFile.java) catches a failed force, logs
+    "Error occurred when force data to disk." and goes on: the group commit and the periodic flush keep running, the
+    send whose bytes were not synced gets FLUSH_DISK_TIMEOUT, and once the disk answers again a sync covers it."""
+    store = open_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=5000)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        attempts = _failing_disk(monkeypatch)
+        failed = await store.put(message(body=b"unsynced"))
+        assert failed.status is PutStatus.FLUSH_DISK_TIMEOUT
+        while not attempts:  # the syncs (the group commit's, the periodic flush's) fail
+            await trio.sleep(0.5)
+        assert store.flush_watermark < failed.append.end_offset
+        assert store.checkpoint is not None and store.checkpoint.safe_offset < failed.append.end_offset
+        monkeypatch.undo()
+        autojump_clock.autojump_threshold = math.inf  # real syncs from here on: no virtual timeout meanwhile
+        ok = await store.put(message(body=b"synced"))
+        assert ok.status is PutStatus.PUT_OK
+        assert store.flush_watermark >= ok.append.end_offset > failed.append.end_offset
+        nursery.cancel_scope.cancel()
+    reopened = open_store(tmp_path)
+    assert reopened.max_offset_in_queue("TopicTest", 0) == 2
+    reopened.close()
+
+
+async def test_a_failing_fdatasync_under_async_flush_keeps_the_store_running(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ASYNC_FLUSH's periodic flush logs a failed sync and tries again at the next interval (CommitLog.java
+    FlushRealTimeService over MappedFile.flush), rather than ending the store: writes go on, nothing counts as
+    durable, and the first flush that succeeds makes everything durable and moves the checkpoint."""
+    store = open_store(tmp_path, flush_interval_commit_log=500)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        attempts = _failing_disk(monkeypatch)
+        first = await store.put(message())
+        while len(attempts) < 3:
+            await trio.sleep(0.5)
+        second = await store.put(message())
+        assert first.status is second.status is PutStatus.PUT_OK
+        assert store.flush_watermark == 0
+        assert store.checkpoint is not None and store.checkpoint.safe_offset == 0
+        monkeypatch.undo()
+        while store.checkpoint.safe_offset < second.append.end_offset:
+            await trio.sleep(0.5)
+        assert store.flush_watermark == store.max_phy_offset
+        nursery.cancel_scope.cancel()
