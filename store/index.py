@@ -356,7 +356,11 @@ class IndexService:
         for file in self.files:
             if file.dirty:
                 file.dirty = False
-                file.flush()
+                try:
+                    file.flush()
+                except BaseException:
+                    file.dirty = True  # the next flush tries it again
+                    raise
         self._last_flushed_timestamp = max(self._last_flushed_timestamp, timestamp)
 
     def close(self) -> None:

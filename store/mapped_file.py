@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import mmap
 import os
 import threading
@@ -24,6 +25,8 @@ from typing import Final
 
 from store.errors import StoreCorruptError
 from store.store_paths import SegmentDirs
+
+log = logging.getLogger(__name__)
 
 PAGE_SIZE: Final = 4096
 #: Held while a segment's end moves back (:meth:`MappedFile.cut`, :meth:`MappedFileQueue.truncate_to`) and while a
@@ -51,6 +54,22 @@ def segment_paths(directory: Path) -> list[Path]:
     if not directory.is_dir():
         return []
     return sorted(p for p in directory.iterdir() if p.name.isdigit() and len(p.name) == 20)
+
+
+def flush_segments(files: list[MappedFile]) -> bool:
+    """Flush ``files`` in order (blocking); ``False`` at the first one whose sync fails, which is logged and left
+    unflushed with every file after it (a log's unflushed segments stay a suffix). A disk error does not end the
+    caller: store/src/main/java/org/apache/rocketmq/store/MappedFile.java flush catches a failed force, logs "Error
+    occurred when force data to disk." and goes on. Unlike Java, the flushed position does not move past bytes that
+    were not synced, so a SYNC_FLUSH send waiting for them gets FLUSH_DISK_TIMEOUT, and the next flush that succeeds
+    catches up."""
+    for mf in files:
+        try:
+            mf.flush()
+        except OSError:
+            log.exception("Error occurred when force data to disk: %s", mf.path)
+            return False
+    return True
 
 
 def destroy_segments(files: list[MappedFile]) -> None:

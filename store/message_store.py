@@ -63,7 +63,7 @@ from store.get_message import in_memory_limit
 from store.ha.replica import ReplicaLog
 from store.ha.service import HAService
 from store.index import IndexRuns, IndexService
-from store.mapped_file import MappedFile
+from store.mapped_file import MappedFile, flush_segments
 from store.put_waits import PutWaits
 from store.reads import IndexLike, StoreReads
 from store.recovery import recover
@@ -274,8 +274,8 @@ class MessageStore(StoreReads):
         self._closed = True
         if self._released or self.checkpoint is None:
             return
-        self.flush_all_blocking()
-        delete_abort_file(self.root)
+        if self.flush_all_blocking():
+            delete_abort_file(self.root)  # kept after a failed sync: the next start recovers as after a crash
         self.abandon()
 
     def abandon(self) -> None:
@@ -319,24 +319,32 @@ class MessageStore(StoreReads):
         end = self.commitlog.max_offset if self.replica is None else self.replica.dispatched
         return end, self.commitlog.last_store_timestamp, files
 
-    def flush_planned(self, plan: FlushPlan) -> None:
+    def flush_planned(self, plan: FlushPlan) -> bool:
         """Flush the planned segments and the index, then advance the checkpoint to the plan's end (blocking; run
-        under ``disk_lock`` in a worker thread)."""
+        under ``disk_lock`` in a worker thread). ``False`` when the disk failed a sync: logged, the checkpoint left
+        where it was, the next flush tries again (MappedFile.flush catches a failed force and the flush services go
+        on: store/src/main/java/org/apache/rocketmq/store/MappedFile.java)."""
         assert self.checkpoint is not None
         end, ts, files = plan
-        for mf in files:
-            mf.flush()
-        if self._index is not None:  # not self.index: this thread must not write pending entries
-            self._index.flush()
+        if not flush_segments(files):
+            return False
         cp = self.checkpoint
-        if ts:
-            cp.physic_msg_timestamp = cp.logics_msg_timestamp = cp.index_msg_timestamp = ts
-        cp.safe_offset = end
-        cp.flush()
+        try:
+            if self._index is not None:  # not self.index: this thread must not write pending entries
+                self._index.flush()
+            if ts:
+                cp.physic_msg_timestamp = cp.logics_msg_timestamp = cp.index_msg_timestamp = ts
+            cp.safe_offset = end
+            cp.flush()
+        except OSError:
+            log.exception("Error occurred when force data to disk: the index or the checkpoint")
+            return False
+        return True
 
-    def flush_all_blocking(self) -> None:
-        """Plan and flush in one go, for callers with no concurrent appends (shutdown, tests)."""
-        self.flush_planned(self.flush_plan())
+    def flush_all_blocking(self) -> bool:
+        """Plan and flush in one go, for callers with no concurrent appends (shutdown, tests); ``False`` when the
+        disk failed a sync (logged)."""
+        return self.flush_planned(self.flush_plan())
 
     def _on_roll(self) -> None:
         self.allocate_service.wake()

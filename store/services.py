@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from store.mapped_file import MappedFile, MappedFileQueue, segment_name
+from store.mapped_file import MappedFile, MappedFileQueue, flush_segments, segment_name
 from store.store_config import FlushDiskType
 
 if TYPE_CHECKING:
@@ -42,10 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _flush_files(files: list[MappedFile]) -> int:
-    for mf in files:
-        mf.flush()
-    return len(files)
+def _flush_files(files: list[MappedFile]) -> bool:
+    """Sync ``files``; ``False`` when one failed (logged, :func:`~store.mapped_file.flush_segments`)."""
+    return flush_segments(files)
 
 
 class FlushService:
@@ -105,7 +104,8 @@ class _SyncThread:
     ``CommitLog.GroupCommitService`` commits again at once when requests arrived during a commit:
     ``ServiceThread.waitForRunning`` returns at once when notified meanwhile). After every sync it signals one file
     descriptor that the Trio task awaits (:meth:`wait`): the loop wakes once per finished sync, straight into that
-    task, with no ``run_sync_soon`` hand-off. A flush error ends the run and is raised by :meth:`wait`.
+    task, with no ``run_sync_soon`` hand-off. A sync the disk fails (an ``OSError``, logged) ends the run quietly;
+    any other error of a flush ends it too and is raised by :meth:`wait`.
 
     Created and driven by one Trio task, which must not let the files go (unmap, delete) while :attr:`busy`."""
 
@@ -139,12 +139,15 @@ class _SyncThread:
             while True:
                 if files:
                     try:
-                        _flush_files(files)
+                        synced = _flush_files(files)
                     except BaseException as exc:  # handed to the Trio task, which re-raises it
                         self._error = exc
                         files = []
                     else:
-                        self.syncs += 1
+                        if synced:
+                            self.syncs += 1
+                        else:  # a disk error (logged): the run ends, its waiters time out unless a later run syncs
+                            files = []
                 with self._state:  # close() waits for the last signal of a run: the descriptor stays open for it
                     if not (files and self._chain and self._more()):
                         self.busy = False

@@ -1,5 +1,6 @@
-"""The group commit's own flusher thread: it makes the same bytes durable as an inline flush, hands a flush error back
-to the Trio task, keeps working after one, and never lets a cancelled caller go while it still uses the files."""
+"""The group commit's own flusher thread: it makes the same bytes durable as an inline flush, logs a sync the disk
+fails and hands any other flush error back to the Trio task, keeps working after either, and never lets a cancelled
+caller go while it still uses the files."""
 
 from __future__ import annotations
 
@@ -20,8 +21,18 @@ from tests.store.store_helpers import message, open_store
 class _DiskGone:
     """A segment whose sync fails, as on a failing disk (the real MappedFile.flush raises the same OSError)."""
 
+    path = Path("disk-gone")
+    flushed_position = 0
+
     def flush(self) -> int:
         raise OSError(errno.EIO, "disk gone")
+
+
+class _Broken:
+    """A segment whose flush fails with a bug, not a disk error."""
+
+    def flush(self) -> int:
+        raise RuntimeError("flush bug")
 
 
 class _SlowDisk:
@@ -57,11 +68,18 @@ async def test_thread_flushes_the_same_bytes_as_an_inline_flush(tmp_path: Path) 
     assert (tmp_path / "00000000000000000000").read_bytes()[:5] == b"hello"
 
 
-async def test_a_flush_error_reaches_the_caller_and_the_thread_keeps_working(tmp_path: Path) -> None:
+async def test_a_disk_error_is_logged_another_error_reaches_the_caller_and_the_thread_keeps_working(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failed sync is logged and ends the run (MappedFile.flush catches it: store/src/main/java/org/apache/rocketmq/
+    store/MappedFile.java); any other error of a flush is the caller's to see."""
     thread = _SyncThread()
     try:
-        with pytest.raises(OSError, match="disk gone"):
-            await thread.sync(_files(_DiskGone()))
+        await thread.sync(_files(_DiskGone()))
+        assert thread.syncs == 0
+        assert "Error occurred when force data to disk" in caplog.text
+        with pytest.raises(RuntimeError, match="flush bug"):
+            await thread.sync(_files(_Broken()))
         slow = _SlowDisk()
         slow.release.set()
         await thread.sync(_files(slow))
