@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -252,3 +253,67 @@ async def test_queue_files_below_the_commitlog_are_deleted_at_the_first_pass_aft
         assert store.get("TopicTest", 0, store.min_offset_in_queue("TopicTest", 0), 32).status is GetStatus.FOUND
     finally:
         store.close()
+
+
+class _SlowUnlink:
+    """``os.unlink`` whose first call on a file under ``directory`` blocks until :attr:`go` is set (a 1 GiB segment
+    on a slow disk), at most ``limit`` seconds: a deadlock breaker when the unlink blocks the Trio thread that would
+    set it. :attr:`waited_for_go` tells which happened."""
+
+    def __init__(self, directory: Path, limit: float = 5.0) -> None:
+        self.directory = str(directory)
+        self.limit = limit
+        self.entered = threading.Event()
+        self.go = threading.Event()
+        self.waited_for_go: bool | None = None
+        self.unlinked: list[str] = []
+        self._real = os.unlink
+
+    def __call__(self, path: os.PathLike[str] | str, *args: object, **kwargs: object) -> None:
+        name = os.fspath(path)
+        if name.startswith(self.directory) and not self.entered.is_set():
+            self.entered.set()
+            self.waited_for_go = self.go.wait(self.limit)
+        self._real(path, *args, **kwargs)  # type: ignore[arg-type]
+        self.unlinked.append(name)
+
+
+@pytest.mark.parametrize("kind", ["commitlog", "consumequeue", "index"])
+async def test_retention_unlinks_files_off_the_trio_thread_and_outside_the_disk_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Java's CleanCommitLogService / CleanConsumeQueueService unmap and delete files on their own thread
+    (store/.../DefaultMessageStore.java, MappedFileQueue.deleteExpiredFileByTime / deleteExpiredFileByOffset);
+    ours unlinked CommitLog, ConsumeQueue and index files on the Trio thread under the store's disk lock, so a slow
+    unlink (a 1 GiB segment) stalled every connection of the broker and every flush. While one unlink is blocked,
+    the loop must run other tasks and a flush must take the disk lock; the file is gone once the pass returns."""
+    store = open_store(
+        tmp_path,
+        now_ms=FakeClock(_local_ms(hour=12)),
+        disk_usage_ratio=Disk(0.87),  # above the forcible ratio: every segment but the newest goes
+        delete_commit_log_files_interval=0,
+    )
+    i = 0
+    while len(store.index.files) < 2 or len(store.commitlog.queue.files) < 3:  # type: ignore[union-attr]
+        store.append(message(body=bytes(8), keys=f"k{i}"))
+        i += 1
+    for _ in range(40):  # the first index file's messages all lie in segments that go
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    slow = _SlowUnlink(tmp_path / kind)
+    monkeypatch.setattr(os, "unlink", slow)
+    ticks = 0
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.check_once)
+        while not slow.entered.is_set():
+            await trio.sleep(0.001)
+        for _ in range(5):  # other tasks run while the unlink is blocked
+            await trio.sleep(0)
+            ticks += 1
+        await store.flush_service.flush_once()  # and the disk lock is free
+        slow.go.set()
+    assert ticks == 5 and slow.waited_for_go is True
+    assert slow.unlinked and not any(os.path.exists(name) for name in slow.unlinked)
+    assert store.min_offset_in_queue("TopicTest", 0) > 0
+    assert store.get("TopicTest", 0, store.min_offset_in_queue("TopicTest", 0), 32).status is GetStatus.FOUND
+    store.close()
