@@ -23,7 +23,7 @@ from typing import Final
 
 import attrs
 
-from store.mapped_file import MappedFile, MappedFileQueue
+from store.mapped_file import MappedFile, MappedFileQueue, destroy_segments
 
 CQ_STORE_UNIT_SIZE: Final = 20
 FILLER_SIZE: Final = 0x7FFFFFFF
@@ -369,18 +369,24 @@ class ConsumeQueue:
     def delete_expired(self, commit_log_min: int) -> int:
         """Delete segments whose every entry points below ``commit_log_min`` (never the newest) and move the min
         offset up to the first entry that still has data. Returns the number of deleted segments."""
+        taken = self.take_expired(commit_log_min)
+        destroy_segments(taken)
+        return len(taken)
+
+    def take_expired(self, commit_log_min: int) -> list[MappedFile]:
+        """:meth:`delete_expired`, the segments taken out of the queue but not destroyed: the caller destroys them
+        (:func:`~store.mapped_file.destroy_segments`, in a worker thread)."""
         self.close_retired()
-        deleted = 0
+        taken: list[MappedFile] = []
         while len(self.queue.files) > 1:
             first = self.queue.files[0]
             phy, size, _ = ENTRY.unpack_from(first.view, first.file_size - CQ_STORE_UNIT_SIZE)
             if size > 0 and phy + (0 if size == FILLER_SIZE else size) <= commit_log_min:
-                self.queue.delete_first(1)
-                deleted += 1
+                taken.extend(self.queue.take_first(1))
             else:
                 break
         self._recompute_min(commit_log_min)
-        return deleted
+        return taken
 
     def close_retired(self) -> None:
         """Unmap the segments a restart unlinked. The caller holds the store's disk lock (no flush thread runs)."""

@@ -345,10 +345,19 @@ class IndexService:
     def delete_expired(self, min_phy_offset: int) -> int:
         """Retention: delete files whose every entry points below ``min_phy_offset`` (the CommitLog's new minimum),
         never the newest file. Returns how many were deleted."""
-        expired = [f for f in self.files[:-1] if f.end_phy_offset < min_phy_offset]
+        expired = self.take_expired(min_phy_offset)
         for file in expired:
-            self._remove(file)
+            file.destroy()
         return len(expired)
+
+    def take_expired(self, min_phy_offset: int) -> list[IndexFile]:
+        """:meth:`delete_expired`, the files taken out of the service but not destroyed: the caller destroys them
+        (``IndexFile.destroy``, in a worker thread)."""
+        expired = [f for f in self.files[:-1] if f.end_phy_offset < min_phy_offset]
+        with self._lock:
+            for file in expired:
+                self._files.remove(file)
+        return expired
 
     def flush(self) -> None:
         """Make every entry written so far durable (msync) and advance :attr:`last_flushed_timestamp`."""

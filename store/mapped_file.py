@@ -4,8 +4,9 @@
 Ownership and threads: a queue and its files belong to one owner (the CommitLog or one ConsumeQueue) on the Trio
 thread. Appends write through the mmap on that thread. ``flush`` (``fdatasync``), preallocation and warm-up are
 blocking and meant for a worker thread; they only read positions that the Trio thread publishes with
-single attribute stores. Deleting or truncating files is done on the Trio thread while the owner's disk lock is held,
-so it never races a flush of the same file.
+single attribute stores. Deleting or truncating files is decided on the Trio thread while the owner's disk lock is
+held, so it never races a flush of the same file; retention takes the segments out of their queue there and unmaps
+and unlinks them in a worker thread afterwards (:meth:`MappedFileQueue.take_first`, :func:`destroy_segments`).
 
 Errors: ``OSError`` from the file system propagates (a new segment's blocks are taken at creation: a full disk is
 ENOSPC there, the half-made file removed, never a sparse segment and a SIGBUS at a later write); a segment with the
@@ -328,13 +329,19 @@ class MappedFileQueue:
             last.cuts += 1
             last.wrote_position = last.flushed_position = pos
 
+    def take_first(self, count: int) -> list[MappedFile]:
+        """Take up to ``count`` oldest segments out of the queue, never the last one, for the caller to destroy
+        (:func:`destroy_segments`, in a worker thread: unlinking a 1 GiB file can take long)."""
+        taken: list[MappedFile] = []
+        while len(taken) < count and len(self.files) > 1:
+            taken.append(self.files.pop(0))
+        return taken
+
     def delete_first(self, count: int) -> int:
         """Delete up to ``count`` oldest segments, never the last one. Returns how many were deleted."""
-        deleted = 0
-        while deleted < count and len(self.files) > 1:
-            self.files.pop(0).destroy()
-            deleted += 1
-        return deleted
+        taken = self.take_first(count)
+        destroy_segments(taken)
+        return len(taken)
 
     def flush_snapshot(self) -> list[MappedFile]:
         """Segments with unflushed data, captured on the Trio thread before a flush in a worker thread."""

@@ -15,7 +15,8 @@
   once the checkpoint covers it (a flush first when it does not yet), so recovery never starts past the checkpoint.
 
 Blocking disk work runs in ``trio.to_thread.run_sync`` with the store's own limiter (the group commit's syncs on its
-own thread instead), under the store's ``disk_lock`` so that a flush never races the deletion of the same segment.
+own thread instead), under the store's ``disk_lock`` so that a flush never races the deletion of the same segment;
+retention takes the files it deletes out of their log under that lock and unmaps and unlinks them after it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +38,7 @@ from store.mapped_file import MappedFile, MappedFileQueue, flush_segments, segme
 from store.store_config import FlushDiskType
 
 if TYPE_CHECKING:
+    from store.index_file import IndexFile
     from store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,11 @@ class FlushService:
             cp = store.checkpoint
             if dirty or (cp is not None and cp.safe_offset != store.commitlog.max_offset):
                 await self.flush_once()
+
+
+def _destroy_all(files: Sequence[MappedFile | IndexFile]) -> None:
+    for file in files:
+        file.destroy()
 
 
 def _signal_pair() -> tuple[int, int]:
@@ -546,7 +553,8 @@ class RetentionService:
         store = self._store
         if store.commitlog.min_offset > self._cleaned_below:
             async with store.disk_lock:
-                self._clean_below(store.commitlog.min_offset)
+                taken = self._clean_below(store.commitlog.min_offset)
+            await self._destroy(taken)
         return deleted
 
     async def _delete_segments(self) -> int:
@@ -576,10 +584,12 @@ class RetentionService:
         deleted = 0
         # Never the newest segment, at most 10 per pass, deleteCommitLogFilesInterval apart, the disk lock let go
         # in between so flushes and group commits go on (store/src/main/java/org/apache/rocketmq/store/
-        # MappedFileQueue.java deleteExpiredFileByTime).
+        # MappedFileQueue.java deleteExpiredFileByTime). Each segment is taken out of the log under the lock and
+        # unmapped and unlinked in a worker thread after it (:meth:`_destroy`).
+        next_at = 0.0
         while deleted < 10:
             if deleted:
-                await trio.sleep(config.delete_commit_log_files_interval / 1000)
+                await trio.sleep_until(next_at)
             async with store.disk_lock:
                 if len(queue.files) <= 1:
                     break
@@ -588,10 +598,23 @@ class RetentionService:
                     break
                 if not await self._checkpointed(first.end_offset):
                     break
-                queue.delete_first(1)
+                taken = queue.take_first(1)
                 deleted += 1
                 self.deleted_files += 1
+            next_at = trio.current_time() + config.delete_commit_log_files_interval / 1000
+            await self._destroy(taken)
         return deleted
+
+    async def _destroy(self, files: Sequence[MappedFile | IndexFile]) -> None:
+        """Unmap and unlink files already taken out of their log, in a worker thread and outside the disk lock:
+        unlinking a 1 GiB segment can take long, and on the Trio thread it stalled every connection (Java deletes
+        on its CleanCommitLogService / CleanConsumeQueueService thread: store/src/main/java/org/apache/rocketmq/
+        store/DefaultMessageStore.java). Nothing reaches them any more: a reader finds no segment there, a flush
+        plan does not hold them, and a slice a reader still holds keeps its mapping alive until it is dropped (as
+        Java keeps a referenced segment until it is released). Shielded: nothing else would ever close them."""
+        if files:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(_destroy_all, files, limiter=self._store.disk_limiter)
 
     async def _checkpointed(self, end: int) -> bool:
         """Whether the checkpoint covers the CommitLog below ``end``, after a flush when it did not yet (the caller
@@ -605,17 +628,20 @@ class RetentionService:
             await self._store.flush_service.flush_locked()
         return end <= checkpoint.safe_offset
 
-    def _clean_below(self, min_phy: int) -> None:
-        """Drop ConsumeQueue and index files below a raised CommitLog minimum, whether or not new keys are indexed
-        (DefaultMessageStore.java CleanConsumeQueueService.deleteExpiredFiles)."""
+    def _clean_below(self, min_phy: int) -> list[MappedFile | IndexFile]:
+        """Take the ConsumeQueue and index files below a raised CommitLog minimum out of the store, whether or not
+        new keys are indexed (DefaultMessageStore.java CleanConsumeQueueService.deleteExpiredFiles); the caller
+        destroys them (:meth:`_destroy`)."""
+        taken: list[MappedFile | IndexFile] = []
         if min_phy <= self._cleaned_below:
-            return
+            return taken
         self._cleaned_below = min_phy
         store = self._store
         for cq in list(store.consume_queues.values()):
-            cq.delete_expired(min_phy)
+            taken.extend(cq.take_expired(min_phy))
         if store.index is not None:
-            store.index.delete_expired(min_phy)
+            taken.extend(store.index.take_expired(min_phy))
+        return taken
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
