@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -188,6 +189,29 @@ async def test_store_refusing_writes_answers_service_not_available(
     response = await send(broker, peer_ctx, send_request())
     assert response.code == ResponseCode.SERVICE_NOT_AVAILABLE
     assert response.remark is not None and "disk is full" in response.remark
+
+
+async def test_service_not_available_remark_is_4_9_8s_with_the_disk_usage_of_each_store_directory(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """4.9.8's remark for SERVICE_NOT_AVAILABLE names each directory's used disk ratio, as operators read it: the
+    CommitLog's (the least used of its paths), the ConsumeQueues' and the index's, each rounded up to a percent and
+    formatted ``%5.2f`` (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java
+    handlePutMessageResult and diskUtil; common/.../UtilAll.java getDiskPartitionSpaceUsedPercent)."""
+    store = broker.store
+    config = store.config
+    for directory in (config.consume_queue_dir, config.index_dir):
+        directory.mkdir(parents=True, exist_ok=True)
+    ratios = {config.consume_queue_dir: 0.5, config.index_dir: 0.951}
+    store.config = attrs.evolve(config, disk_usage_ratio=lambda path: ratios.get(path, 0.9512))
+    store.disk_full_reason = "disk full (test)"
+    response = await send(broker, peer_ctx, send_request())
+    assert response.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    assert response.remark is not None
+    assert response.remark.startswith(
+        "service not available now. It may be caused by one of the following reasons: the broker's disk is full "
+        "[CL:  0.96 CQ:  0.50 INDEX:  0.96], messages are put to the slave, message store has been shut down, etc."
+    )
 
 
 async def test_multi_tag_topic_sets_the_multi_tags_sys_flag(broker: BrokerState, peer_ctx: RequestContext) -> None:
