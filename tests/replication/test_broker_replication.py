@@ -190,6 +190,36 @@ async def test_a_sync_master_answers_a_commit_once_its_message_is_replicated_or_
     assert waited == pytest.approx(3.0, abs=0.1)  # slaveTimeout
 
 
+@pytest.mark.parametrize(("kind", "half_waits"), [("12", "true"), ("8", "false")], ids=["rollback", "no-wait commit"])
+async def test_a_sync_master_answers_an_end_whose_op_message_alone_waits_at_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, kind: str, half_waits: str
+) -> None:
+    """4.9.8's TransactionalMessageBridge.makeOpMessageInner stores the op message with WAIT=false, so neither a
+    rollback (the op message alone) nor the commit of a half sent with WAIT=false waits for a slave: a slave that
+    does not acknowledge does not hold the answer back for slaveTimeout."""
+    async with EmbeddedCluster(tmp_path / "c", broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic(TOPIC, broker_addr=cluster.broker_addr)
+        stream = await trio.open_tcp_stream("127.0.0.1", cluster.controller.context.store.ha.port)
+        await stream.send_all(encode_report(0))  # a slave that reports once, then nothing
+        with trio.fail_after(5):
+            while not cluster.controller.context.store.ha.connections:
+                await trio.sleep(0.01)
+        props = f"TRAN_MSG\x01true\x02PGROUP\x01PG\x02WAIT\x01{half_waits}\x02"
+        async with RemotingClient() as client:
+            half = await client.invoke(cluster.broker_addr, send_request(TOPIC, properties=props, sysFlag="4"), 10)
+            assert half.code in (ResponseCode.SUCCESS, ResponseCode.FLUSH_SLAVE_TIMEOUT)
+            end = {"producerGroup": "PG", "tranStateTableOffset": half.ext_fields["queueOffset"], "msgId": "x"}
+            end |= {"commitLogOffset": str(int(half.ext_fields["msgId"][-16:], 16)), "commitOrRollback": kind}
+            end |= {"fromTransactionCheck": "false"}
+            start = trio.current_time()
+            ended = await client.invoke(cluster.broker_addr, request(RequestCode.END_TRANSACTION, end), 10)
+            waited = trio.current_time() - start
+        await stream.aclose()
+    assert (ended.code, ended.remark) == (ResponseCode.SUCCESS, None)
+    assert waited == pytest.approx(0.0, abs=0.1)  # not slaveTimeout (3 s)
+
+
 async def test_the_slave_copies_topics_groups_and_offsets_every_ten_seconds(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
