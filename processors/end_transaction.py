@@ -12,13 +12,15 @@ message), its ``PGROUP`` equals ``producerGroup``, its queue offset equals ``tra
 - rollback (12): the op message only, so the half message never becomes visible;
 - either is answered once the store's put waits are over, as 4.9.8's ``sendFinalMessage`` and ``putOpMessage`` go
   through the store's synchronous ``putMessage``: in DLedger mode a majority's acknowledgement, on a classic
-  SYNC_FLUSH / SYNC_MASTER broker the flush / the slave (the final message keeps the half's ``WAIT``, the op message
-  always waits). The final message's status is the answer as ``sendFinalMessage`` maps it (:data:`_FINAL_ANSWERS`:
-  FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE are SUCCESS; OS_PAGECACHE_BUSY, e.g. DLedger's quorum
-  timeout, SYSTEM_ERROR "OS page cache busy, please try another machine"). Ours: the op message is appended right
-  behind the final one, before the wait, where Java writes it only once that put returned OK. Both live in one log
-  in order, so the op is kept only if the final message is; and a final message whose wait failed but which a
-  majority holds later (DLedger) is not committed a second time by the check-back Java's order would lead to;
+  SYNC_FLUSH / SYNC_MASTER broker the flush / the slave (the final message keeps the half's ``WAIT``; the op message
+  has ``WAIT`` false, as ``TransactionalMessageBridge.makeOpMessageInner`` sets it, so it waits only for DLedger's
+  majority, which ignores ``WAIT``). The final message's status is the answer as ``sendFinalMessage`` maps it
+  (:data:`_FINAL_ANSWERS`: FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE are SUCCESS;
+  OS_PAGECACHE_BUSY, e.g. DLedger's quorum timeout, SYSTEM_ERROR "OS page cache busy, please try another
+  machine"). Ours: the op message is appended right behind the final one, before the wait, where Java writes it only
+  once that put returned OK. Both live in one log in order, so the op is kept only if the final message is; and a
+  final message whose wait failed but which a majority holds later (DLedger) is not committed a second time by the
+  check-back Java's order would lead to;
 - a transaction whose op message is already in the check window (a second answer) is acknowledged, not redone;
 - unknown (0) or any other value: nothing (Java ignores it; a non-oneway request gets SUCCESS).
 
@@ -121,7 +123,10 @@ class EndTransactionProcessor:
     async def _settled(self, final_end: int | None, final_wait: bool, op_end: int) -> PutStatus:
         """The store's put waits of the final message (none on a rollback) and of the op message, side by side as
         their puts would be; the final message's status (PUT_OK on a rollback: Java ignores the op's)."""
-        puts = [(op_end, True)] if final_end is None else [(final_end, final_wait), (op_end, True)]
+        # broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageBridge.java
+        # makeOpMessageInner: setWaitStoreMsgOK(false), so the op waits for no flush and no slave (DLedger's
+        # majority, whatever WAIT, still).
+        puts = [(op_end, False)] if final_end is None else [(final_end, final_wait), (op_end, False)]
         statuses = await self.broker.store.put_waits.statuses(puts)
         return statuses[0] if final_end is not None else PutStatus.PUT_OK
 

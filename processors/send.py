@@ -41,7 +41,7 @@ from remoting.codec.message import (
     SYSFLAG_TRANSACTION_MASK,
     MessageRecord,
 )
-from remoting.codec.message_properties import decode_properties, with_properties
+from remoting.codec.message_properties import PROPERTY_WAIT, decode_properties, with_properties
 from remoting.codec.recall_handle import encode_recall_handle
 from remoting.codec.topics import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -237,7 +237,7 @@ class SendMessageProcessor:
                     ResponseCode.NO_PERMISSION,
                     f"the broker[{self.broker.config.broker_ip1}] sending transaction message is forbidden",
                 )
-            record = self._half_message(record)
+            record = self._half_message(record, props.wait)
         elif props.bad_delay is not None:  # CommitLog.asyncPutMessage's parseInt of DELAY throws: nothing is stored
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(props.bad_delay))
         elif props.delay_level > 0 and not to_dlq and self.delay_rewrite is not None:
@@ -282,10 +282,16 @@ class SendMessageProcessor:
         return dlq.topic_name, 0, True
 
     @staticmethod
-    def _half_message(record: MessageRecord) -> MessageRecord:
+    def _half_message(record: MessageRecord, wait: bool) -> MessageRecord:
         """The transactional half message (docs/protocol.md#78-transactions): real topic and queue kept as properties,
-        stored in the half topic's queue 0 with the transaction bits cleared so it is dispatched to that queue."""
+        stored in the half topic's queue 0 with the transaction bits cleared so it is dispatched to that queue. A
+        ``WAIT=false`` is kept too, for END_TRANSACTION's committed copy not to wait for the flush or a slave either:
+        broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageBridge.java
+        ``parseHalfMessageInner`` writes the properties string again from the map SendMessageProcessor put ``WAIT``
+        back in (ours leaves out a true one, which absent means as well)."""
         extra = {_PROPERTY_REAL_TOPIC: record.topic, _PROPERTY_REAL_QID: str(record.queue_id)}
+        if not wait:
+            extra[PROPERTY_WAIT] = "false"
         stored = with_properties(record.properties, extra)
         return MessageRecord(
             topic=TRANS_HALF_TOPIC,
