@@ -83,6 +83,8 @@ class MemCluster:
         for effect in node.drain():
             if isinstance(effect, Send):
                 self._send(member, effect.peer, ("req", member, effect.token, effect.request))
+            elif isinstance(effect, Reply) and isinstance(effect.handle, list):
+                effect.handle.append(effect.response)  # a request from outside the group (:meth:`ask`)
             elif isinstance(effect, Reply):
                 src, token = effect.handle  # type: ignore[misc]
                 self._send(member, src, ("resp", token, effect.response))
@@ -99,6 +101,13 @@ class MemCluster:
         if frozenset((src, dst)) in self.cut or not self.filter(src, dst, message[-1]):
             return
         heapq.heappush(self._events, (self.now + self.delay, next(self._seq), "msg", (dst, message)))
+
+    def ask(self, member: str, request: Any) -> list[Any]:
+        """Hand ``member`` a request from outside the group (an admin tool) now; the list collects its answer."""
+        answers: list[Any] = []
+        self.node(member).handle_request(self.now, request, answers)
+        self._flush(member)
+        return answers
 
     def run(self, ms: int) -> None:
         self.run_until(lambda: False, ms, fail=False)

@@ -231,6 +231,33 @@ def test_a_transferee_takes_over_only_holding_the_leaders_entry_at_the_take_inde
         assert node.member.is_follower and node.member.curr_term == 2
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_transfer_to_a_caught_up_follower_wins_even_just_before_the_leaders_next_heartbeat(seed: int) -> None:
+    """LEADERSHIP_TRANSFER to a caught-up follower that is not a preferred leader, asked 10 ms before the leader's next
+    heartbeat. The transferee moves to the next term at once; the heartbeat's EXPIRED_TERM answer shows the leader
+    that term while the transferee still waits to vote. The leader voted in that term at once, took the transferee's
+    vote, led again and the transfer was answered 418 TAKE_LEADERSHIP_FAILED. In DLedger (DLedgerLeaderElector's
+    handleTakeLeadership, maintainAsCandidate, sendHeartbeats) a transferee votes within the take-leadership interval
+    (30-100 ms), and a leader shown a higher term votes first in its own term, which that term's voter refuses, so in
+    the higher term only a vote interval (300-1000 ms) later."""
+    cluster = MemCluster(3, seed=seed)
+    old = cluster.leader()
+    cluster.append_and_wait(old, b"m")
+    cluster.run_until(cluster.settled)
+    new = cluster.node(old).member.others()[0]
+    elector = cluster.node(old).elector
+    cluster.run(elector.last_send_heartbeat_time + cluster.node(old).config.heart_beat_time_interval_ms - 9
+                - cluster.now)  # fmt: skip
+    term = cluster.node(old).member.curr_term
+    transfer = LeadershipTransferRequest(group="g", remote_id=old, local_id=old, term=term, transfer_id=old,
+                                         transferee_id=new)  # fmt: skip
+    answers = cluster.ask(old, transfer)
+    cluster.run_until(lambda: bool(answers), 5_000)
+    assert [(a.code, a.term) for a in answers] == [(ResponseCode.SUCCESS, term + 1)]
+    cluster.run_until(cluster.settled)
+    assert cluster.leaders() == [new]
+
+
 def _isolate_a_follower_while_the_leader_commits(cluster: MemCluster) -> str:
     leader = cluster.leader()
     # The follower the leader asks last: its heartbeat answer comes after the other follower's.
