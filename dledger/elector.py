@@ -9,11 +9,11 @@ returns at once, as the blocked thread would.
 - Follower: becomes candidate when no heartbeat came for ``maxHeartBeatLeak`` x interval (6 s), or at once when
   the shell finds the leader's process gone (:meth:`Elector.leader_unreachable`; ours). DLedger's candidate then
   votes in the same term first; ours, as Raft's, in the next (:meth:`Elector._leader_lost`).
-- Candidate: votes at ``nextTimeToRequestVote`` (randomised 300-1000 ms, 30-100 ms while taking leadership); the
-  table of outcomes is ``_conclude``. Ours: a round also ends once only silent peers are left to answer
-  (:attr:`Elector.silent`), and a leader stepping down on a higher term votes in that term next. There is no
-  pre-vote: a higher term in a vote or heartbeat makes the receiver a candidate that bumps its term at once and
-  answers TERM_NOT_READY.
+- Candidate: votes at ``nextTimeToRequestVote`` (randomised 300-1000 ms, 30-100 ms while taking leadership: a
+  preferred leader's in DLedger, any transferee's here); the table of outcomes is ``_conclude``. Ours: a round also
+  ends once only silent peers are left to answer (:attr:`Elector.silent`), and a leader stepping down on a higher
+  term votes in that term next, after a vote interval. There is no pre-vote: a higher term in a vote or heartbeat
+  makes the receiver a candidate that bumps its term at once and answers TERM_NOT_READY.
 - Leader: heartbeats every interval, the first at once on election, before its first push (ours); a round
   without a quorum of answers for 6 s since the last good one (the leader's lease), a higher term or a second leader
   in the same term makes it a candidate. Ours, as Raft: any heartbeat answer showing a higher term makes it step down
@@ -218,8 +218,14 @@ class Elector:
         return member.term_to_take_leadership == member.curr_term and member.self_id in self.config.preferred_leaders
 
     def _next_vote_time(self) -> int:
-        rng, c = self.node.rng, self.config
-        if self._taking_leadership():
+        """A vote interval from now; a member taking leadership (the transferee, in the term it moved to) waits the
+        take-leadership interval. DLedger (``getNextTimeToRequestVote`` in
+        dledger/src/main/java/io/openmessaging/storage/dledger/DLedgerLeaderElector.java) shortens it only
+        for a preferred leader; here any transferee, so one an admin's LEADERSHIP_TRANSFER named campaigns before its
+        old leader, which waits at least a vote interval once it learns the new term (:meth:`_step_down`)."""
+        rng, c, member = self.node.rng, self.config, self.member
+        taking = member.term_to_take_leadership == member.curr_term and not self.node.faithful
+        if taking or self._taking_leadership():
             lo, hi = c.min_take_leadership_vote_interval_ms, c.max_take_leadership_vote_interval_ms
         else:
             lo, hi = c.min_vote_interval_ms, c.max_vote_interval_ms
@@ -473,10 +479,13 @@ class Elector:
         """A heartbeat answer showed ``higher_term``. DLedger's candidate then votes in its own term first (its last
         round PASSED), where its old voters accept it again, so it leads that term again and the member at the higher
         term stays out (the simulator's seed 592 once elections got faster); here its next vote is in the higher
-        term, as Raft's."""
+        term, as Raft's, after a vote interval, as DLedger's comes once the round in its own term found the higher
+        term (sendHeartbeats and maintainAsCandidate in DLedgerLeaderElector.java). Voting in it at once, it took the
+        vote of a transferee still waiting to campaign, led again and the transfer failed (418)."""
         self.change_to_candidate(higher_term)
         if not self.node.faithful:
             self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
+            self.next_time_to_request_vote = self._next_vote_time()
 
     # ---- leadership transfer -------------------------------------------------------------------------------------
 

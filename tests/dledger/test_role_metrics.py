@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import trio
 import trio.testing
 
@@ -12,6 +13,7 @@ from broker.dledger_mode import dledger_config_of
 from broker.embedded_dledger import EmbeddedDLedgerGroup
 from broker.metrics.snapshot import take_snapshot
 from dledger.codes import RequestCode as DLedgerCode
+from dledger.codes import ResponseCode as DLedgerResult
 from dledger.messages import LeadershipTransferRequest, encode
 from remoting.client import RemotingClient
 from remoting.codec.command import request
@@ -38,16 +40,19 @@ async def dispatched_everywhere(group: EmbeddedDLedgerGroup, count: int) -> None
 
 
 async def hand_leadership_to(group: EmbeddedDLedgerGroup, client: RemotingClient, member: str) -> None:
-    """DLedger's LEADERSHIP_TRANSFER from whoever leads to ``member``, again until it leads (a transfer may lose its
-    election to another member)."""
-    with trio.fail_after(120):
-        while (leader := await group.leader()) != member:
-            term = group.store(leader).server.node.member.curr_term
-            transfer = LeadershipTransferRequest(
-                group="broker-a", remote_id=leader, term=term, transfer_id=leader, transferee_id=member
-            )
-            peers = dledger_config_of(group.config(leader)).peer_map
-            await client.invoke(peers[leader], request(DLedgerCode.LEADERSHIP_TRANSFER, body=encode(transfer)), 10)
+    """DLedger's LEADERSHIP_TRANSFER from whoever leads to ``member``, once it holds the leader's log."""
+    leader = await group.leader()
+    with trio.fail_after(60):
+        while group.store(member).ledger.end_index != group.store(leader).ledger.end_index:
+            await trio.sleep(0.1)
+    term = group.store(leader).server.node.member.curr_term
+    transfer = LeadershipTransferRequest(
+        group="broker-a", remote_id=leader, term=term, transfer_id=leader, transferee_id=member
+    )
+    peers = dledger_config_of(group.config(leader)).peer_map
+    answer = await client.invoke(peers[leader], request(DLedgerCode.LEADERSHIP_TRANSFER, body=encode(transfer)), 10)
+    assert orjson.loads(answer.body)["code"] == DLedgerResult.SUCCESS
+    assert await group.leader() == member
 
 
 async def test_followers_count_no_incoming_messages_and_a_new_leader_counts_from_its_promotion(

@@ -349,18 +349,16 @@ async def test_a_lone_delayed_and_timer_message_on_an_idle_leader_are_delivered_
 
 
 async def transfer_leadership(group: EmbeddedDLedgerGroup, client: RemotingClient, frm: str, to: str) -> None:
-    """DLedger's LEADERSHIP_TRANSFER from ``frm`` to ``to``, asked again until ``to`` leads (it holds ``frm``'s log
-    first)."""
+    """DLedger's LEADERSHIP_TRANSFER from ``frm`` to ``to``, once ``to`` holds ``frm``'s log."""
     peers = dledger_config_of(group.config(frm)).peer_map
     with trio.fail_after(60):
-        while await group.leader() != to:
-            if group.store(to).ledger.end_index == group.store(frm).ledger.end_index:
-                term = group.store(frm).server.node.member.curr_term
-                transfer = LeadershipTransferRequest(group="broker-a", remote_id=frm, term=term, transfer_id=frm,
-                                                     transferee_id=to)  # fmt: skip
-                body = encode(transfer)
-                await client.invoke(peers[frm], request(DLedgerCode.LEADERSHIP_TRANSFER, body=body), 10)
-            await trio.sleep(0.5)
+        while group.store(to).ledger.end_index != group.store(frm).ledger.end_index:
+            await trio.sleep(0.1)
+    term = group.store(frm).server.node.member.curr_term
+    transfer = LeadershipTransferRequest(group="broker-a", remote_id=frm, term=term, transfer_id=frm, transferee_id=to)
+    answer = await client.invoke(peers[frm], request(DLedgerCode.LEADERSHIP_TRANSFER, body=encode(transfer)), 10)
+    assert orjson.loads(answer.body)["code"] == DLedgerResult.SUCCESS
+    assert await group.leader() == to
 
 
 async def test_a_member_that_steps_down_copies_from_no_master_until_the_name_server_names_one(
