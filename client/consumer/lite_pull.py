@@ -342,11 +342,15 @@ class LitePullConsumer(LitePullWorker):
         last call per topic wins; a queue's batches pulled before stay buffered). Calls that overlap take effect
         one after the other (the last one's queues are owned), under the rebalance's lock, as Java's synchronized
         ``DefaultLitePullConsumerImpl.assign``
-        (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java)."""
+        (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java). No queues
+        at all raise ``ValueError`` and leave the assignment as it was, as Java's ``assign`` refuses an empty
+        collection (:meth:`unsubscribe` drops a topic's queues)."""
         self._check_started()
         if self.rebalance.subscriptions and not self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         wanted = set(mqs)
+        if not wanted:
+            raise ValueError("Message queues can not be null or empty.")
         by_topic: dict[str, set[MessageQueue]] = {}
         for mq in wanted:
             by_topic.setdefault(mq.topic, set()).add(mq)
@@ -465,8 +469,11 @@ class LitePullConsumer(LitePullWorker):
         """The next buffered batch (messages of one queue, in offset order), or ``[]`` after ``timeout`` seconds;
         ``timeout=0`` returns what is buffered without waiting. With auto-commit, what the earlier polls returned is
         committed first when ``auto_commit_interval`` passed since the last time (Java's ``maybeAutoCommit``,
-        client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java)."""
+        client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java). A negative
+        ``timeout`` raises ``ValueError``, as Java's ``poll`` refuses it."""
         self._check_started()
+        if timeout < 0:
+            raise ValueError("Timeout must not be negative")
         if self.auto_commit and (now := anyio.current_time()) >= self._next_auto_commit:
             for mq, offset in self._offsets_to_commit(None).items():
                 self.offset_store.update(mq, offset)
