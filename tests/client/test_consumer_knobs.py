@@ -55,3 +55,26 @@ async def test_lite_pull_assign_refuses_no_queues_and_keeps_the_assignment(
             while not got:
                 got = await consumer.poll(timeout=1.0)
     assert [m.body for m in got] == [b"m"]
+
+
+async def test_lite_pull_stops_pulling_a_queue_whose_cached_offsets_span_more_than_consume_max_span(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's ``consumeMaxSpan`` (2000 by default): a queue whose buffered messages span more offsets than it is not
+    pulled (``PullTaskImpl.run``) until polls take them; here one pull of 10 messages spans 9 > 5."""
+    await _topic_with(embedded_cluster, "KnobMaxSpan", [f"m{i}".encode() for i in range(30)])
+    async with LitePullConsumer(
+        "cg-knob-span",
+        embedded_cluster.namesrv_addr,
+        consume_from_where=FIRST,
+        pull_batch_size=10,
+        consume_max_span=5,
+    ) as consumer:
+        [mq] = await consumer.fetch_message_queues("KnobMaxSpan")
+        await consumer.assign([mq])
+        await trio.sleep(30)
+        cached = consumer.running_info()["mqTable"][mq]["cachedMsgCount"]
+        assert consumer.running_info()["properties"]["consumeMaxSpan"] == "5"
+        polled = await consumer.poll(timeout=0)
+    assert cached == 10
+    assert [m.body for m in polled] == [f"m{i}".encode() for i in range(10)]
