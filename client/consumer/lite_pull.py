@@ -11,11 +11,12 @@ Usage::
         await consumer.commit()                          # with auto_commit=False; or commit({mq: offset})
 
 A background task per queue pulls (long polling) into a buffer bounded per queue (``pull_threshold_for_queue``
-messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies) and in all (``pull_threshold_for_all`` messages), as
-DefaultLitePullConsumer's flow control; ``poll`` hands out one buffered batch. With ``auto_commit`` (the default) a
-``poll`` first commits what the earlier polls returned, at most every ``auto_commit_interval`` (5 s), as Java's
-``maybeAutoCommit``: the batch the application is processing is not committed until it polls again, so a crash (or an
-error leaving the block) gets it delivered again, never skipped. Otherwise :meth:`commit` commits. Committed offsets
+messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies, ``consume_max_span`` offsets between its first and
+last buffered message) and in all (``pull_threshold_for_all`` messages), as DefaultLitePullConsumer's flow control;
+``poll`` hands out one buffered batch. With ``auto_commit`` (the default) a ``poll`` first commits what the earlier
+polls returned, at most every ``auto_commit_interval`` (5 s), as Java's ``maybeAutoCommit``: the batch the
+application is processing is not committed until it polls again, so a crash (or an error leaving the block) gets it
+delivered again, never skipped. Otherwise :meth:`commit` commits. Committed offsets
 are written every ``persist_consumer_offset_interval`` (5 s) and at shutdown, or at once by ``commit`` (a broker that
 fails is logged, the others' offsets still go out) unless it is given ``persist=False``.
 BROADCASTING consumers (``message_model``) take every queue and keep their offsets in a local file, as push
@@ -121,6 +122,7 @@ class LitePullConsumer(LitePullWorker):
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue_mib: int = 100,
         pull_threshold_for_all: int = 10_000,
+        consume_max_span: int = 2000,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
         allocate_strategy: AllocateStrategy = allocate_average,
@@ -149,6 +151,7 @@ class LitePullConsumer(LitePullWorker):
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
         self.pull_threshold_for_all = pull_threshold_for_all
+        self.consume_max_span = consume_max_span
         self.consume_from_where = consume_from_where
         self._targets = PullTargets(self.instance)
         self._message_model = message_model
@@ -411,6 +414,7 @@ class LitePullConsumer(LitePullWorker):
                 "autoCommitIntervalMillis": str(round(self.auto_commit_interval * 1000)),
                 "pullBatchSize": str(self.pull_batch_size),
                 "pullThresholdForAll": str(self.pull_threshold_for_all),
+                "consumeMaxSpan": str(self.consume_max_span),
                 "pullThresholdForQueue": str(self.pull_threshold_for_queue),
                 "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
                 PROP_CONSUMER_START_TIMESTAMP: str(self.start_timestamp_ms),

@@ -77,6 +77,7 @@ class LitePullWorker:
     pull_threshold_for_queue: int
     pull_threshold_size_for_queue: int
     pull_threshold_for_all: int
+    consume_max_span: int
     _queues: dict[MessageQueue, QueueState]
     _paused: set[MessageQueue]
     _send: MemoryObjectSendStream[Batch]
@@ -98,9 +99,13 @@ class LitePullWorker:
                     await anyio.sleep(PULL_DELAY_ON_ERROR)
 
     def _full(self, state: QueueState) -> bool:
-        """DefaultLitePullConsumer's flow control: the queue's buffer by count and body size, all queues' by count."""
+        """DefaultLitePullConsumer's flow control: the queue's buffer by count, body size and span of its offsets
+        (``consumeMaxSpan``), all queues' by count (``PullTaskImpl.run`` in
+        client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java)."""
         pq = state.pq
         if pq.msg_count > self.pull_threshold_for_queue or pq.msg_size > self.pull_threshold_size_for_queue:
+            return True
+        if pq.max_span > self.consume_max_span:
             return True
         return sum(s.pq.msg_count for s in self._queues.values()) > self.pull_threshold_for_all
 
