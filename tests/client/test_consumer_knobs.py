@@ -10,7 +10,10 @@ import trio
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
+from client.consumer.push import PushConsumer
+from client.errors import MQClientError
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere
@@ -78,3 +81,46 @@ async def test_lite_pull_stops_pulling_a_queue_whose_cached_offsets_span_more_th
         polled = await consumer.poll(timeout=0)
     assert cached == 10
     assert [m.body for m in polled] == [f"m{i}".encode() for i in range(10)]
+
+
+async def test_push_pull_interval_pauses_between_the_pulls_of_a_queue(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's ``pullInterval`` (0 by default, in ms; ours in seconds): after a pull that found messages the queue's
+    next pull waits that long (``DefaultMQPushConsumerImpl.pullMessage``'s FOUND case). One message per pull here, so
+    consecutive deliveries are at least the interval apart."""
+    await _topic_with(embedded_cluster, "KnobPullInterval", [b"a", b"b", b"c"])
+    seen: list[float] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(trio.current_time() for _ in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "cg-knob-interval",
+        embedded_cluster.namesrv_addr,
+        consume_from_where=FIRST,
+        pull_batch_size=1,
+        pull_interval=10.0,
+    )
+    consumer.subscribe("KnobPullInterval")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        with trio.fail_after(120):
+            while len(seen) < 3:
+                await trio.sleep(0.1)
+        assert consumer.running_info()["properties"]["pullInterval"] == "10000"
+    assert seen[1] - seen[0] >= 10.0
+    assert seen[2] - seen[1] >= 10.0
+
+
+async def test_push_pull_interval_out_of_range_fails_the_start(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``checkConfig``: "pullInterval Out of range [0, 65535]" (ms)."""
+    consumer = PushConsumer("cg-knob-interval-range", embedded_cluster.namesrv_addr, pull_interval=65.536)
+    consumer.subscribe("KnobPullIntervalRange")
+    consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    with pytest.raises(MQClientError, match=r"pullInterval Out of range \[0, 65535\]"):
+        async with consumer:
+            pass
