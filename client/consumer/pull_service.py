@@ -3,7 +3,8 @@ one task per owned queue long-polls the queue's broker and hands what it gets to
 
 Flow control: the loop waits (50 ms steps) while the queue's process queue holds more than ``pull_threshold_for_queue``
 messages or ``pull_threshold_size_for_queue`` body bytes, or, for concurrent consumption, while the offsets in flight
-span more than ``consume_concurrently_max_span`` (2000). After a failed pull it waits 3 s, and so it does, again and
+span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval`` set, the next pull after one that
+found messages waits that long (Java's ``pullInterval``). After a failed pull it waits 3 s, and so it does, again and
 again, while an orderly CLUSTERING queue's lock is lost (another member holds it). Every pull posts the
 subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons does, unless it goes to a
 slave. Which broker of the queue's group is pulled (the master, a slave it suggests, a slave while the master is gone)
@@ -127,6 +128,12 @@ class PullService:
                         await anyio.sleep(PULL_DELAY_ON_ERROR)
                         continue
                     next_offset, found = await self._pull_once(mq, pq, next_offset, found)
+                    if found is not None and c.pull_interval > 0:
+                        # DefaultMQPushConsumerImpl.pullMessage: a FOUND pull's messages go to the consume service,
+                        # and the queue's next pull waits pullInterval.
+                        self._deliver(mq, pq, found)
+                        found = None
+                        await anyio.sleep(c.pull_interval)
                 except Exception as exc:
                     if isinstance(exc, _PullAgain):
                         next_offset = exc.offset

@@ -93,8 +93,9 @@ LOCK_RENEW_INTERVAL = 20.0
 class PushConsumer:
     """See the module docstring. Thresholds as in Java (the topic-wide ones, -1 by default, replace the per-queue ones
     with their share of the owned queues after each rebalance that changed them); times in seconds, but
-    ``consume_timeout`` in minutes (Java's ``consumeTimeout``, 15). ``max_reconsume_times`` -1 (Java's default) means
-    16 for concurrent consumption and no limit for orderly consumption."""
+    ``consume_timeout`` in minutes (Java's ``consumeTimeout``, 15); ``pull_interval`` (Java's ``pullInterval`` in ms,
+    at most 65.535 s) pauses a queue's pulls after each one that found messages. ``max_reconsume_times`` -1 (Java's
+    default) means 16 for concurrent consumption and no limit for orderly consumption."""
 
     def __init__(
         self,
@@ -115,6 +116,7 @@ class PushConsumer:
         pull_threshold_for_topic: int = -1,
         pull_threshold_size_for_topic_mib: int = -1,
         consume_concurrently_max_span: int = 2000,
+        pull_interval: float = 0.0,
         max_reconsume_times: int = -1,
         consume_timeout: float = 15.0,
         suspend_current_queue_time: float = 1.0,
@@ -137,6 +139,8 @@ class PushConsumer:
         #: The per-queue thresholds as set, while a topic-wide one's split replaces them (restored at a restart).
         self._queue_thresholds: tuple[int, int] | None = None
         self.consume_concurrently_max_span = consume_concurrently_max_span
+        #: Pause after a pull that found messages before the queue's next pull (Java's ``pullInterval``, 0).
+        self.pull_interval = pull_interval
         self.consume_thread_max = consume_thread_max
         self.max_reconsume_times = max_reconsume_times
         self.consume_timeout = consume_timeout
@@ -306,6 +310,7 @@ class PushConsumer:
             ("pullThresholdSizeForQueue", size_mib, 1, 1024),
             ("consumeMessageBatchMaxSize", self.consume_message_batch_max_size, 1, 1024),
             ("pullBatchSize", self.pull_batch_size, 1, 1024),
+            ("pullInterval", round(self.pull_interval * 1000), 0, 65535),
         ]
         if self.pull_threshold_for_topic != -1:
             checks.append(("pullThresholdForTopic", self.pull_threshold_for_topic, 1, 6553500))
@@ -440,6 +445,7 @@ class PushConsumer:
                 "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
                 "pullThresholdForTopic": str(self.pull_threshold_for_topic),
                 "pullThresholdSizeForTopic": str(self.pull_threshold_size_for_topic_mib),
+                "pullInterval": str(round(self.pull_interval * 1000)),
                 "maxReconsumeTimes": str(self.max_reconsume_times),
                 "consumeTimeout": f"{self.consume_timeout:g}",
                 "suspendCurrentQueueTimeMillis": str(round(self.suspend_current_queue_time * 1000)),
