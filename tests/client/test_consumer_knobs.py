@@ -124,3 +124,60 @@ async def test_push_pull_interval_out_of_range_fails_the_start(
     with pytest.raises(MQClientError, match=r"pullInterval Out of range \[0, 65535\]"):
         async with consumer:
             pass
+
+
+async def _big_topic(cluster: EmbeddedCluster, topic: str) -> None:
+    """``topic`` with one queue of 8 bodies of 200 KiB: 1.56 MiB, 1 whole MiB."""
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+    async with Producer("pg-knobs", cluster.namesrv_addr, compress_msg_body_over_howmuch=1 << 30) as producer:
+        for i in range(8):
+            await producer.send(Message(topic, bytes([i]) * (200 * 1024)))
+
+
+async def test_push_size_threshold_counts_whole_mib_as_java(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java compares ``msgSize / (1024 * 1024)`` (whole MiB) with ``pullThresholdSizeForQueue``: 1.56 MiB cached is
+    1 MiB, not over a threshold of 1, so every message is pulled while the listener holds the first."""
+    await _big_topic(embedded_cluster, "KnobPushMiB")
+    release = trio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        await release.wait()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "cg-knob-push-mib",
+        embedded_cluster.namesrv_addr,
+        consume_from_where=FIRST,
+        pull_batch_size=1,
+        consume_thread_max=1,
+        pull_threshold_size_for_queue_mib=1,
+    )
+    consumer.subscribe("KnobPushMiB")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await trio.sleep(30)
+        [cached] = [pq.msg_count for mq, pq in consumer.rebalance.process_queues.items() if mq.topic == "KnobPushMiB"]
+        release.set()
+    assert cached == 8
+
+
+async def test_lite_pull_size_threshold_counts_whole_mib_as_java(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """As the push consumer's: DefaultLitePullConsumerImpl's pull task compares whole MiB."""
+    await _big_topic(embedded_cluster, "KnobLiteMiB")
+    async with LitePullConsumer(
+        "cg-knob-lite-mib",
+        embedded_cluster.namesrv_addr,
+        consume_from_where=FIRST,
+        pull_batch_size=1,
+        pull_threshold_size_for_queue_mib=1,
+    ) as consumer:
+        [mq] = await consumer.fetch_message_queues("KnobLiteMiB")
+        await consumer.assign([mq])
+        await trio.sleep(30)
+        cached = consumer.running_info()["mqTable"][mq]["cachedMsgCount"]
+    assert cached == 8
