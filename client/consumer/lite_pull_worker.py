@@ -19,7 +19,7 @@ import attrs
 from anyio.streams.memory import MemoryObjectSendStream
 
 from client import api
-from client.consumer.process_queue import ProcessQueue
+from client.consumer.process_queue import ProcessQueue, over_size_threshold
 from client.consumer.pull_service import (
     PULL_DELAY_FLOW_CONTROL,
     PULL_DELAY_ON_ERROR,
@@ -103,7 +103,9 @@ class LitePullWorker:
         (``consumeMaxSpan``), all queues' by count (``PullTaskImpl.run`` in
         client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java)."""
         pq = state.pq
-        if pq.msg_count > self.pull_threshold_for_queue or pq.msg_size > self.pull_threshold_size_for_queue:
+        if pq.msg_count > self.pull_threshold_for_queue or over_size_threshold(
+            pq.msg_size, self.pull_threshold_size_for_queue
+        ):
             return True
         if pq.max_span > self.consume_max_span:
             return True

@@ -22,6 +22,16 @@ from remoting.codec.message import MessageExt
 #: How long a broker queue lock stays valid on the client (Java's ``rebalanceLockMaxLiveTime``, 30 s).
 LOCK_MAX_LIVE = 30.0
 
+MIB = 1024 * 1024
+
+
+def over_size_threshold(size: int, threshold: int) -> bool:
+    """Whether ``size`` body bytes are over a consumer's ``pullThresholdSizeForQueue`` of ``threshold`` bytes (a whole
+    number of MiB), compared in whole MiB as Java's pull tasks do (``msgSize / (1024 * 1024) > threshold``:
+    ``DefaultMQPushConsumerImpl.pullMessage``, ``DefaultLitePullConsumerImpl``'s ``PullTaskImpl.run``, in
+    client/src/main/java/org/apache/rocketmq/client/impl/consumer/), so a threshold of N MiB holds up to N + 1 MiB."""
+    return size // MIB > threshold // MIB
+
 
 @attrs.define(slots=True, eq=False)
 class ProcessQueue:

@@ -2,13 +2,13 @@
 one task per owned queue long-polls the queue's broker and hands what it gets to the consume service.
 
 Flow control: the loop waits (50 ms steps) while the queue's process queue holds more than ``pull_threshold_for_queue``
-messages or ``pull_threshold_size_for_queue`` body bytes, or, for concurrent consumption, while the offsets in flight
-span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval`` set, the next pull after one that
-found messages waits that long (Java's ``pullInterval``). After a failed pull it waits 3 s, and so it does, again and
-again, while an orderly CLUSTERING queue's lock is lost (another member holds it). Every pull posts the
-subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons does, unless it goes to a
-slave. Which broker of the queue's group is pulled (the master, a slave it suggests, a slave while the master is gone)
-is :mod:`client.consumer.pull_target`'s choice.
+messages or more whole MiB of bodies than ``pull_threshold_size_for_queue`` (as Java compares), or, for concurrent
+consumption, while the offsets in flight span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval``
+set, the next pull after one that found messages waits that long (Java's ``pullInterval``). After a failed pull it waits
+3 s, and so it does, again and again, while an orderly CLUSTERING queue's lock is lost (another member holds it). Every
+pull posts the subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons does, unless
+it goes to a slave. Which broker of the queue's group is pulled (the master, a slave it suggests, a slave while the
+master is gone) is :mod:`client.consumer.pull_target`'s choice.
 
 An illegal offset (PULL_OFFSET_MOVED) drops the process queue and ends the loop; 10 s later the broker's suggestion is
 stored and persisted (also when a rebalance took the queue away meanwhile, for its next owner) and the process
@@ -35,7 +35,7 @@ import anyio
 import attrs
 
 from client import api
-from client.consumer.process_queue import ProcessQueue
+from client.consumer.process_queue import ProcessQueue, over_size_threshold
 from client.consumer.pull_target import PullTargets
 from client.consumer.subscription import tag_filter
 from remoting.codec.bodies import MessageModel, MessageQueue
@@ -78,7 +78,9 @@ class PullService:
 
     def _flow_controlled(self, pq: ProcessQueue) -> bool:
         c = self.consumer
-        if pq.msg_count > c.pull_threshold_for_queue or pq.msg_size > c.pull_threshold_size_for_queue:
+        if pq.msg_count > c.pull_threshold_for_queue:
+            return True
+        if over_size_threshold(pq.msg_size, c.pull_threshold_size_for_queue):
             return True
         return not c.orderly and pq.max_span > c.consume_concurrently_max_span
 
@@ -97,7 +99,7 @@ class PullService:
         c = self.consumer
         if pq.msg_count + c.pull_batch_size > c.pull_threshold_for_queue:
             return True
-        if pq.msg_size + len(found.body) > c.pull_threshold_size_for_queue:
+        if over_size_threshold(pq.msg_size + len(found.body), c.pull_threshold_size_for_queue):
             return True
         if c.orderly:
             return False
