@@ -5,6 +5,7 @@ before the checkpoint covers it."""
 from __future__ import annotations
 
 import datetime
+import itertools
 import os
 import threading
 from pathlib import Path
@@ -232,6 +233,40 @@ async def test_commitlog_segments_are_deleted_delete_commit_log_files_interval_a
         assert trio.current_time() - start >= 0.1
     assert len(store.commitlog.queue.files) == 1
     assert store.retention.deleted_files == count - 1
+    store.close()
+
+
+async def test_delete_commit_log_files_interval_is_a_pause_after_each_deletion_however_long_it_took(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Java sleeps `deleteCommitLogFilesInterval` after each segment's destroy returns (store/.../MappedFileQueue.java
+    deleteExpiredFileByTime), so a slow disk still gets that pause between two unlinks. Ours counted the interval
+    from the moment a segment was taken out of the log: an unlink longer than the interval used it all up and the
+    next one started at once, back to back, just when the disk was slowest."""
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=12)), disk_usage_ratio=Disk(0.87))
+    for _ in range(60):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()  # the checkpoint covers every segment: no flush thread in the pass
+    assert len(store.commitlog.queue.files) >= 4
+    spans: list[tuple[float, float]] = []
+    real_unlink = os.unlink
+    commitlog = str(tmp_path / "commitlog")
+
+    def slow_unlink(path: os.PathLike[str] | str, *args: object, **kwargs: object) -> None:
+        if not os.fspath(path).startswith(commitlog):
+            real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+            return
+        began = trio.from_thread.run_sync(trio.current_time)
+        trio.from_thread.run(trio.sleep, 1.0)  # a 1 GiB segment on a slow disk, in virtual time
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+        spans.append((began, trio.from_thread.run_sync(trio.current_time)))
+
+    monkeypatch.setattr(os, "unlink", slow_unlink)
+    deleted = await store.retention.check_once()
+    monkeypatch.undo()
+    assert deleted >= 3 and len(spans) == deleted
+    pauses = [nxt[0] - prev[1] for prev, nxt in itertools.pairwise(spans)]
+    assert min(pauses) >= 0.1 - 1e-9, pauses
     store.close()
 
 
