@@ -585,11 +585,11 @@ class RetentionService:
         # Never the newest segment, at most 10 per pass, deleteCommitLogFilesInterval apart, the disk lock let go
         # in between so flushes and group commits go on (store/src/main/java/org/apache/rocketmq/store/
         # MappedFileQueue.java deleteExpiredFileByTime). Each segment is taken out of the log under the lock and
-        # unmapped and unlinked in a worker thread after it (:meth:`_destroy`).
-        next_at = 0.0
+        # unmapped and unlinked in a worker thread after it (:meth:`_destroy`); the pause starts once that returns,
+        # as Java sleeps after MappedFile.destroy, so a slow unlink does not use it up.
         while deleted < 10:
             if deleted:
-                await trio.sleep_until(next_at)
+                await trio.sleep(config.delete_commit_log_files_interval / 1000)
             async with store.disk_lock:
                 if len(queue.files) <= 1:
                     break
@@ -601,7 +601,6 @@ class RetentionService:
                 taken = queue.take_first(1)
                 deleted += 1
                 self.deleted_files += 1
-            next_at = trio.current_time() + config.delete_commit_log_files_interval / 1000
             await self._destroy(taken)
         return deleted
 
