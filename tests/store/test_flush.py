@@ -179,3 +179,27 @@ async def test_a_failing_fdatasync_under_async_flush_keeps_the_store_running(
             await trio.sleep(0.5)
         assert store.flush_watermark == store.max_phy_offset
         nursery.cancel_scope.cancel()
+
+
+async def test_a_disk_that_keeps_failing_is_logged_once_until_a_sync_succeeds(
+    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A dead disk fails every periodic flush (every 500 ms) and every group commit: one traceback per streak, not one
+    per attempt, or the log fills as fast as the sends come; the sync that succeeds again says so."""
+    store = open_store(tmp_path, flush_interval_commit_log=500)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        attempts = _failing_disk(monkeypatch)
+        put = await store.put(message())
+        while len(attempts) < 5:
+            await trio.sleep(0.5)
+        monkeypatch.undo()
+        while store.checkpoint is not None and store.checkpoint.safe_offset < put.append.end_offset:
+            await trio.sleep(0.5)
+        nursery.cancel_scope.cancel()
+    errors = [r for r in caplog.records if r.getMessage().startswith("Error occurred when force data to disk")]
+    assert len(errors) == 1, [r.getMessage() for r in errors]
+    assert any("succeeded again" in r.getMessage() for r in caplog.records)
