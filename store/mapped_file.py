@@ -62,14 +62,21 @@ def flush_segments(files: list[MappedFile]) -> bool:
     unflushed with every file after it (a log's unflushed segments stay a suffix). A disk error does not end the
     caller: store/src/main/java/org/apache/rocketmq/store/MappedFile.java flush catches a failed force, logs "Error
     occurred when force data to disk." and goes on. Unlike Java, the flushed position does not move past bytes that
-    were not synced, so a SYNC_FLUSH send waiting for them gets FLUSH_DISK_TIMEOUT, and the next flush that succeeds
-    catches up."""
+    were not synced, so a SYNC_FLUSH send waiting for them gets FLUSH_DISK_TIMEOUT; the next sync that succeeds counts
+    them durable (as Java does; on Linux a page whose write-back failed is marked clean, so it may be lost even so).
+    A failing file is logged once until one of its syncs succeeds: a dead disk fails every periodic flush and every
+    group commit, and a traceback per attempt would fill the log as fast as sends arrive."""
     for mf in files:
         try:
             mf.flush()
         except OSError:
-            log.exception("Error occurred when force data to disk: %s", mf.path)
+            if not mf.sync_failing:
+                mf.sync_failing = True
+                log.exception("Error occurred when force data to disk: %s", mf.path)
             return False
+        if mf.sync_failing:
+            mf.sync_failing = False
+            log.warning("force data to disk of %s succeeded again", mf.path)
     return True
 
 
@@ -83,8 +90,8 @@ def destroy_segments(files: list[MappedFile]) -> None:
 class MappedFile:
     """One segment. ``wrote_position`` is the bytes appended, ``flushed_position`` the bytes known durable."""
 
-    __slots__ = ("buf", "cuts", "fd", "file_from_offset", "file_size", "flushed_position", "path", "view",
-                 "wrote_position")  # fmt: skip
+    __slots__ = ("buf", "cuts", "fd", "file_from_offset", "file_size", "flushed_position", "path", "sync_failing",
+                 "view", "wrote_position")  # fmt: skip
 
     def __init__(self, path: Path, file_from_offset: int, file_size: int, preallocate: bool = True) -> None:
         self.path = path
@@ -117,6 +124,8 @@ class MappedFile:
         self.flushed_position = 0
         #: how many times :meth:`cut` moved the end back (a flush that was in flight across one records nothing)
         self.cuts = 0
+        #: the last sync failed (logged once until one succeeds: :func:`flush_segments`)
+        self.sync_failing = False
 
     @property
     def end_offset(self) -> int:

@@ -114,6 +114,7 @@ class MessageStore(StoreReads):
         #: Told of each destroyed ConsumeQueue (:mod:`store.topic_cleanup`, :mod:`store.maintenance`).
         self.queue_drop_listeners: list[QueueDropListener] = []
         self._disk_full_reason: str | None = None
+        self._metadata_sync_failing = False  # the index's or the checkpoint's last sync failed (logged once)
         self._shut = False
         self._mirror()
         self.checkpoint: Checkpoint | None = None
@@ -337,8 +338,13 @@ class MessageStore(StoreReads):
             cp.safe_offset = end
             cp.flush()
         except OSError:
-            log.exception("Error occurred when force data to disk: the index or the checkpoint")
+            if not self._metadata_sync_failing:  # once per streak, as flush_segments logs a failing file
+                self._metadata_sync_failing = True
+                log.exception("Error occurred when force data to disk: the index or the checkpoint")
             return False
+        if self._metadata_sync_failing:
+            self._metadata_sync_failing = False
+            log.warning("force data to disk of the index and the checkpoint succeeded again")
         return True
 
     def flush_all_blocking(self) -> bool:

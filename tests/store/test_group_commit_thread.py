@@ -23,6 +23,7 @@ class _DiskGone:
 
     path = Path("disk-gone")
     flushed_position = 0
+    sync_failing = False
 
     def flush(self) -> int:
         raise OSError(errno.EIO, "disk gone")
@@ -31,12 +32,16 @@ class _DiskGone:
 class _Broken:
     """A segment whose flush fails with a bug, not a disk error."""
 
+    sync_failing = False
+
     def flush(self) -> int:
         raise RuntimeError("flush bug")
 
 
 class _SlowDisk:
     """A segment whose sync takes until the test lets it finish."""
+
+    sync_failing = False
 
     def __init__(self) -> None:
         self.started = threading.Event()
@@ -141,6 +146,8 @@ async def test_a_run_starts_each_next_sync_on_the_thread_without_the_trio_loop()
     third = threading.Event()
 
     class _Counted:
+        sync_failing = False
+
         def flush(self) -> int:
             flushed.append(1)
             if len(flushed) == 3:
