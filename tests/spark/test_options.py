@@ -96,3 +96,16 @@ def test_a_rate_limit_below_the_queue_count_reaches_every_backlogged_queue_in_tu
         taken.append([end[mq] - start[mq] for mq in queues])
         start = end
     assert taken == [[1, 1, 0], [1, 0, 1], [0, 1, 1]]
+
+
+def test_rocketmq_sparks_nested_offsets_json_names_each_queue_by_its_broker() -> None:
+    """rocketmq-spark's offsets JSON nests queues under their broker, ``{"topic": {"broker": {"queueId": offset}}}``
+    (``JsonUtils.partitionOffsets``, the form its docs give for ``startingOffsets`` / ``endingOffsets``). A query
+    carried over with it failed at planning: the nested object was taken for an offset that is not an integer."""
+    text = '{"T": {"broker-a": {"0": 23, "1": -1}, "broker-b": {"0": -2}}, "U": {"2": 4}}'
+    spec = OffsetSpec.parse("startingOffsets", text)
+    assert spec.per_queue == {"T": {"broker-a:0": 23, "broker-a:1": -1, "broker-b:0": -2}, "U": {"2": 4}}
+    with pytest.raises(OptionError, match=r"startingOffsets: offset 'x' of T/broker-a:0 must be an integer >= -2"):
+        OffsetSpec.parse("startingOffsets", '{"T": {"broker-a": {"0": "x"}}}')
+    with pytest.raises(OptionError, match="queue key 'broker-a:q' of 'T'"):
+        OffsetSpec.parse("startingOffsets", '{"T": {"broker-a": {"q": 1}}}')
