@@ -168,18 +168,26 @@ def test_batch_read_of_an_empty_topic_returns_no_rows(spark: Any, rocketmq: Thre
     assert df.count() == 0
 
 
-def test_batch_read_from_latest_returns_no_rows(spark: Any, rocketmq: ThreadedCluster) -> None:
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("startingOffsets", "latest", "startingOffsets latest is for streaming queries only"),
+        ("startingOffsets", '{"SparkReviewLatest": {"0": -1}}', "startingOffsets -1 .latest. .*streaming"),
+        ("endingOffsets", "earliest", "endingOffsets earliest would read nothing"),
+        ("endingOffsets", '{"SparkReviewLatest": {"1": -2}}', "endingOffsets -2 .earliest. .* would read nothing"),
+    ],
+)
+def test_a_batch_read_from_latest_or_to_earliest_is_refused_at_planning(
+    spark: Any, rocketmq: ThreadedCluster, option: str, value: str, message: str
+) -> None:
+    """A batch read from ``latest`` (or to ``earliest``) reads nothing by definition, so it is a mistake: rocketmq-spark
+    refuses both (``RocketMQSourceProvider.validateBatchOptions``: "starting offset can't be latest for batch queries",
+    "ending offset can't be earliest"), as Spark's Kafka source does. It used to plan an empty read."""
     ns = rocketmq.namesrv_addr
     make_topic(ns, "SparkReviewLatest", 2)
     produce(ns, [Message("SparkReviewLatest", b"x")])
-    df = (
-        spark.read.format("rocketmq")
-        .option("nameServer", ns)
-        .option("topic", "SparkReviewLatest")
-        .option("startingOffsets", "latest")
-        .load()
-    )
-    assert df.collect() == []
+    with pytest.raises(Exception, match=message):
+        _load(spark, ns, "SparkReviewLatest", **{option: value}).collect()
 
 
 def _read_offsets(options: dict[str, str], part: Any) -> list[int]:
