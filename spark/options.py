@@ -10,9 +10,11 @@ Offsets (``startingOffsets`` / ``endingOffsets``) are one of:
 - a timestamp: milliseconds since the epoch (``1700000000000``) or ISO-8601 (``2024-01-01T00:00:00Z``; no zone means
   UTC), resolved per queue with SEARCH_OFFSET_BY_TIMESTAMP;
 - JSON ``{"topic": {"queueId": offset}}`` with ``-2`` meaning earliest and ``-1`` latest (Kafka's convention). A key
-  is a bare queue id (that queue on every broker holding the topic) or ``"brokerName:queueId"``; queues the JSON
-  leaves out start at earliest (ending: at latest). A ``"@startedAt"`` entry (:data:`STARTED_AT`, batch 0's record
-  of where a stream started) is skipped, so any offset a streaming query reports in its progress is a valid value.
+  is a bare queue id (that queue on every broker holding the topic) or ``"brokerName:queueId"``, or a broker name
+  mapping queue ids to offsets (rocketmq-spark's form, ``{"topic": {"brokerName": {"queueId": offset}}}``); queues
+  the JSON leaves out start at earliest (ending: at latest). A ``"@startedAt"`` entry (:data:`STARTED_AT`, batch 0's
+  record of where a stream started) is skipped, so any offset a streaming query reports in its progress is a valid
+  value.
 
 ``tags`` (a tag expression, ``"A || B"``) is also accepted under rocketmq-spark's name ``subExpression``
 (``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQConf.scala``), and ``maxRecordsPerTrigger``
@@ -104,7 +106,7 @@ def _parse_offset_json(name: str, text: str) -> dict[str, dict[str, int]]:
         if not isinstance(queues, dict):
             raise OptionError(f"option {name}: topic {topic!r} must map queue ids to offsets")
         table: dict[str, int] = {}
-        for key, offset in queues.items():
+        for key, offset in _flat_queues(queues):
             queue_id = key.rpartition(":")[2]
             if not queue_id.isdigit():
                 raise OptionError(f"option {name}: queue key {key!r} of {topic!r} is not a queue id or broker:queueId")
@@ -113,6 +115,20 @@ def _parse_offset_json(name: str, text: str) -> dict[str, dict[str, int]]:
             table[key] = offset
         out[topic] = table
     return out
+
+
+def _flat_queues(queues: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A topic's ``(queue key, offset)`` pairs. An object under a key is rocketmq-spark's nested form, the key a broker
+    name mapping queue ids to offsets (``{"broker-a": {"0": 23}}``, ``JsonUtils.partitionOffsets`` in
+    ``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/JsonUtils.scala``): its keys become
+    ``"broker-a:0"``."""
+    pairs: list[tuple[str, Any]] = []
+    for key, value in queues.items():
+        if isinstance(value, dict):
+            pairs.extend((f"{key}:{queue_id}", offset) for queue_id, offset in value.items())
+        else:
+            pairs.append((key, value))
+    return pairs
 
 
 def _name_servers(text: str) -> str:
