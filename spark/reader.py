@@ -2,9 +2,10 @@
 
 Planning (``partitions``) runs on the driver side: it asks the name server for the topics' queues and resolves
 ``startingOffsets`` (default earliest) and ``endingOffsets`` (default latest) to concrete offsets, so the read is a
-fixed snapshot. A queue range longer than :data:`MAX_RANGE` is split into several partitions, so a large queue is
-read in parallel. Each task opens its own :class:`~spark.session.BrokerSession` (readers are pickled to the
-executors with options only) and pulls its range in pages of :data:`PAGE` offsets, yielding one record batch per
+fixed snapshot; a read from ``latest`` or to ``earliest`` reads nothing, so it is refused
+(:func:`check_batch_offsets`). A queue range longer than :data:`MAX_RANGE` is split into several partitions, so a
+large queue is read in parallel. Each task opens its own :class:`~spark.session.BrokerSession` (readers are pickled to
+the executors with options only) and pulls its range in pages of :data:`PAGE` offsets, yielding one record batch per
 page. Messages whose tags do not match ``tags`` are skipped; their offsets still count toward the range. Offsets the
 broker no longer holds when the task reads them (retention ran since planning) fail the read, or with
 ``failOnDataLoss=false`` are logged and skipped (:mod:`spark.data_loss`), for batch and streaming reads alike; each
@@ -22,11 +23,11 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from remoting.codec.bodies import MessageQueue
 from spark import data_loss, offsets
-from spark.options import EARLIEST, LATEST, OptionError, SourceOptions
+from spark.options import EARLIEST, LATEST, OffsetKind, OptionError, SourceOptions
 from spark.schema import messages_to_batch
 from spark.session import BrokerSession
 
-__all__ = ["MAX_RANGE", "PAGE", "QueueRange", "RocketMQBatchReader", "plan_ranges", "read_range"]
+__all__ = ["MAX_RANGE", "PAGE", "QueueRange", "RocketMQBatchReader", "check_batch_offsets", "plan_ranges", "read_range"]
 
 #: Offsets one task reads at most; longer queue ranges become several partitions.
 MAX_RANGE = 250_000
@@ -75,12 +76,37 @@ def read_range(options: SourceOptions, part: QueueRange) -> Iterator[object]:
     losses.flush()
 
 
+def check_batch_offsets(options: SourceOptions) -> None:
+    """Refuse a batch read that starts at ``latest`` or ends at ``earliest`` (the option's word, or ``-1`` / ``-2`` in
+    its JSON): it reads nothing by definition, so it is a mistake, refused at planning as rocketmq-spark does
+    (``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQSourceProvider.scala``
+    ``validateBatchOptions``) and Spark's Kafka source too. Raises OptionError."""
+    if options.starting.kind is OffsetKind.LATEST:
+        raise OptionError("option startingOffsets latest is for streaming queries only: a batch read from it is empty")
+    if options.ending.kind is OffsetKind.EARLIEST:
+        raise OptionError(
+            "option endingOffsets earliest would read nothing: a batch read ends at latest or JSON offsets"
+        )
+    for spec, refused, what in (
+        (options.starting, LATEST, "startingOffsets"),
+        (options.ending, EARLIEST, "endingOffsets"),
+    ):
+        for topic, queues in spec.per_queue.items():
+            for key, offset in queues.items():
+                if offset != refused:
+                    continue
+                if refused == LATEST:
+                    raise OptionError(f"option {what} -1 (latest) for {topic}/{key} is for streaming queries only")
+                raise OptionError(f"option {what} -2 (earliest) for {topic}/{key} would read nothing")
+
+
 class RocketMQBatchReader(DataSourceReader):
     """See the module docstring."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.options.require_topics()
+        check_batch_offsets(options)
 
     def partitions(self) -> Sequence[InputPartition]:
         with BrokerSession(self.options.name_server, config=self.options.client_config()) as session:

@@ -161,7 +161,7 @@ def test_batch_read_of_a_topic_list_reads_every_topic(spark: Any, rocketmq: Thre
 
 def test_batch_read_of_an_empty_topic_returns_no_rows(spark: Any, rocketmq: ThreadedCluster) -> None:
     """Nothing to read plans no range, and PySpark then hands the reader one empty partition of its own: it used to
-    fail the read (an assertion) instead of returning no rows; the same from ``latest``."""
+    fail the read (an assertion) instead of returning no rows."""
     ns = rocketmq.namesrv_addr
     make_topic(ns, "SparkReviewEmpty", 2)
     df = spark.read.format("rocketmq").option("nameServer", ns).option("topic", "SparkReviewEmpty").load()
