@@ -190,6 +190,35 @@ def test_a_batch_read_from_latest_or_to_earliest_is_refused_at_planning(
         _load(spark, ns, "SparkReviewLatest", **{option: value}).collect()
 
 
+def test_the_pull_batch_size_option_sets_how_many_messages_each_pull_asks_for(
+    spark: Any, rocketmq: ThreadedCluster
+) -> None:
+    """rocketmq-spark's ``pullBatchSize`` (default 32) is the most messages one pull asks for and ``pullTimeoutMs`` its
+    timeout (``RocketMQConf.PULL_MAX_BATCH_SIZE`` / ``PULL_TIMEOUT_MS``, used by ``CachedRocketMQConsumer.get``).
+    Both were accepted and ignored: every pull asked for 32. The broker's own pull statistics (GROUP_GET_NUMS, what
+    ``mqadmin statsAll`` shows) count the pulls that read 40 messages with ``pullBatchSize=8``: five."""
+    from broker.stats import GROUP_GET_NUMS
+    from broker.stats.manager import stats_key
+
+    ns, topic, group = rocketmq.namesrv_addr, "SparkPullBatchSize", "SparkPullBatchSizeGroup"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"p{i}".encode()) for i in range(40)])
+    rows = _load(spark, ns, topic, consumerGroup=group, pullBatchSize="8", pullTimeoutMs="5000").collect()
+    assert sorted(r.queue_offset for r in rows) == list(range(40))
+    assert rocketmq.cluster is not None
+    pulls = rocketmq.cluster.controller.context.stats.item(GROUP_GET_NUMS, stats_key(topic, group))
+    assert pulls is not None
+    assert (pulls.value, pulls.times) == (40, 5)
+
+
+@pytest.mark.parametrize(("option", "value"), [("pullBatchSize", "0"), ("pullTimeoutMs", "soon")])
+def test_a_bad_pull_option_is_an_option_error(option: str, value: str) -> None:
+    from spark.options import OptionError, SourceOptions
+
+    with pytest.raises(OptionError, match=option):
+        SourceOptions.parse({"nameServer": "127.0.0.1:9876", option: value})
+
+
 def _read_offsets(options: dict[str, str], part: Any) -> list[int]:
     """The queue offsets ``read_range`` returns for the QueueRange ``part``, read in this process."""
     from spark.options import SourceOptions
