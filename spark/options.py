@@ -20,6 +20,9 @@ Offsets (``startingOffsets`` / ``endingOffsets``) are one of:
 (``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQConf.scala``), and ``maxRecordsPerTrigger``
 (queue entries per micro-batch) under rocketmq-spark's and Kafka's ``maxOffsetsPerTrigger`` (``RocketMQSource.scala``).
 
+``pullBatchSize`` (messages one pull asks for, 32) and ``pullTimeoutMs`` (how long a task waits for a pull, 10000)
+are rocketmq-spark's options of the same names.
+
 Security: ``accessKey`` and ``secretKey`` sign every request for brokers with ACL on (both or neither); ``tls``
 (``true``/``false``) connects with TLS, and ``tlsCaFile`` names the CA that checks the servers' certificates.
 """
@@ -42,6 +45,9 @@ __all__ = ["STARTED_AT", "OffsetKind", "OffsetSpec", "OptionError", "SourceOptio
 DEFAULT_COMMIT_TOPIC = "RMQ_SPARK_SINK_COMMITS"
 #: The group batch and streaming reads pull with when ``consumerGroup`` is not set (RocketMQ's tools group).
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+#: rocketmq-spark's defaults of ``pullBatchSize`` and of ``pullTimeoutMs`` (ours: the session's RPC timeout).
+PULL_BATCH_SIZE = 32
+PULL_TIMEOUT_MS = 10_000
 EARLIEST = -2
 LATEST = -1
 #: Key of a stream's batch 0 end offset holding the stream's resolved starting offsets (no topic name has an "@"):
@@ -208,6 +214,12 @@ class SourceOptions:
     #: by default); false starts that queue over at its first offset (at the nearest held one), with a warning. A batch
     #: or streaming read whose planned offsets are gone when its task reads them fails too; false skips them.
     fail_on_data_loss: bool = True
+    #: rocketmq-spark's ``pullBatchSize`` and ``pullTimeoutMs`` (``RocketMQConf.PULL_MAX_BATCH_SIZE`` /
+    #: ``PULL_TIMEOUT_MS``, ``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/CachedRocketMQConsumer.scala``
+    #: ``get``): the most messages one pull asks for (the broker caps it, ``maxTransferCountOnMessageInMemory``, 32 by
+    #: default) and how long a task waits for a pull's answer.
+    pull_batch_size: int = PULL_BATCH_SIZE
+    pull_timeout_ms: int = PULL_TIMEOUT_MS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -230,6 +242,8 @@ class SourceOptions:
             producer_group=opts.get("producergroup", "SPARK_ROCKETMQ_SINK"),
             endings_given="endingoffsets" in opts,
             fail_on_data_loss=_flag(opts, "failOnDataLoss", default=True),
+            pull_batch_size=_positive_int(opts, "pullBatchSize") or PULL_BATCH_SIZE,
+            pull_timeout_ms=_positive_int(opts, "pullTimeoutMs") or PULL_TIMEOUT_MS,
             **_security(opts),
         )
 

@@ -66,10 +66,11 @@ def read_range(options: SourceOptions, part: QueueRange) -> Iterator[object]:
     and skipped); a queue that now ends below the range ends the read."""
     losses = data_loss.RangeLosses(options, part.queue, part.end)
     with BrokerSession(options.name_server, config=options.client_config()) as session:
+        pull = (options.pull_batch_size, options.pull_timeout_ms / 1000)
         offset = part.start
         while offset < part.end:
             page_end = min(offset + PAGE, part.end)
-            read = session.read_queue(part.queue, offset, page_end, options.pull_group, options.tags)
+            read = session.read_queue(part.queue, offset, page_end, options.pull_group, options.tags, pull)
             offset = losses.add(read.lost, page_end)
             if read.messages:
                 yield messages_to_batch(read.messages, part.broker_name)

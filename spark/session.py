@@ -42,6 +42,8 @@ PULL_BATCH = 32
 SLICE = PULL_BATCH * 8
 PULL_FLAG_SUBSCRIPTION = 0x4
 _DROPPED_PROPERTIES = (PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET)
+#: (most messages one pull asks for, seconds to wait for its answer), or None for the session's defaults.
+PullSettings = tuple[int, float] | None
 
 
 #: Pull statuses saying the offset asked is not in the queue: PULL_OFFSET_MOVED (below its first offset, or past its
@@ -239,15 +241,18 @@ class BrokerSession:
 
     # -- reading ---------------------------------------------------------------------------------------------------
 
-    async def _pull_slice(self, mq: MessageQueue, start: int, end: int, group: str, tags: str, out: QueueRead) -> None:
+    async def _pull_slice(
+        self, mq: MessageQueue, start: int, end: int, group: str, tags: str, out: QueueRead, pull: PullSettings
+    ) -> None:
         sub = build_subscription(mq.topic, tags)
         wanted = tag_filter(sub)
         remoting = self.admin.instance.remoting
         addr = await self._address(mq)
+        batch, timeout = pull if pull is not None else (PULL_BATCH, self._rpc_timeout)
         offset = start
         while offset < end:
-            header = _pull_header(mq, offset, min(PULL_BATCH, end - offset), group, sub)
-            result = await api.pull_message(remoting, addr, header, self._rpc_timeout, wanted)
+            header = _pull_header(mq, offset, min(batch, end - offset), group, sub)
+            result = await api.pull_message(remoting, addr, header, timeout, wanted)
             messages = [msg for msg in result.messages if msg.queue_offset < end]
             for msg in messages:
                 for name in _DROPPED_PROPERTIES:
@@ -258,12 +263,14 @@ class BrokerSession:
                 return
             offset = result.next_begin_offset
 
-    async def _pull_page(self, mq: MessageQueue, start: int, end: int, group: str, tags: str) -> QueueRead:
+    async def _pull_page(
+        self, mq: MessageQueue, start: int, end: int, group: str, tags: str, pull: PullSettings
+    ) -> QueueRead:
         slices = [(s, min(s + SLICE, end)) for s in range(start, end, SLICE)]
         outs = [QueueRead() for _ in slices]
         async with anyio.create_task_group() as tg:
             for (s, e), out in zip(slices, outs, strict=True):
-                tg.start_soon(self._pull_slice, mq, s, e, group, tags, out)
+                tg.start_soon(self._pull_slice, mq, s, e, group, tags, out, pull)
         read = QueueRead()
         for out in outs:
             read.messages.extend(out.messages)
@@ -271,15 +278,18 @@ class BrokerSession:
                 read.add_lost(lost)
         return read
 
-    def read_queue(self, mq: MessageQueue, start: int, end: int, group: str, tags: str = "*") -> QueueRead:
+    def read_queue(
+        self, mq: MessageQueue, start: int, end: int, group: str, tags: str = "*", pull: PullSettings = None
+    ) -> QueueRead:
         """The messages of ``mq`` with queue offsets in ``[start, end)`` matching the tag expression, in offset
         order, and the offsets of the range the broker no longer holds: a pull answered PULL_OFFSET_MOVED (below the
         queue's first offset, or past its end) or PULL_NOT_FOUND (the queue ends before ``end``, or the consume queue
         file holding the offset is gone), as ``broker/.../PullMessageProcessor.java`` maps the store's statuses, or,
         with ``tags`` ``*``, passed over offsets whose CommitLog data is gone (see :func:`_lost_in_pull`; a
         tag-filtered read cannot tell those from entries of other tags). Reads every :data:`SLICE` of the range at
-        once; call it with ranges of a bounded size."""
-        read: QueueRead = self._run(self._pull_page, mq, start, end, group, tags)
+        once; call it with ranges of a bounded size. ``pull``: (most messages one pull asks for, its timeout in
+        seconds), by default (:data:`PULL_BATCH`, the session's RPC timeout)."""
+        read: QueueRead = self._run(self._pull_page, mq, start, end, group, tags, pull)
         return read
 
     def pull_range(self, mq: MessageQueue, start: int, end: int, group: str, tags: str = "*") -> list[MessageExt]:

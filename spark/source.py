@@ -11,9 +11,10 @@ Register it once per session, then use it like Spark's Kafka source::
           .option("checkpointLocation", "/tmp/ck").start()
 
 Options (:mod:`spark.options`): ``nameServer`` (required), ``topic`` (one, or a comma list for reads),
-``startingOffsets`` / ``endingOffsets``, ``tags``, ``maxRecordsPerTrigger``, ``consumerGroup`` (streaming reads
-mirror their progress into it), ``commitTopic`` and ``producerGroup`` (writes). Options are parsed when the source
-is created, so a bad value fails the query at planning with :class:`~spark.options.OptionError`.
+``startingOffsets`` / ``endingOffsets``, ``tags``, ``maxRecordsPerTrigger``, ``pullBatchSize``, ``pullTimeoutMs``,
+``consumerGroup`` (streaming reads mirror their progress into it), ``commitTopic`` and ``producerGroup`` (writes).
+Options are parsed when the source is created, so a bad value fails the query at planning with
+:class:`~spark.options.OptionError`.
 
 Reads have the fixed schema of :mod:`spark.schema`; writes take the columns described in :mod:`spark.writer`.
 """
