@@ -4,6 +4,8 @@ through the client, and deleting stored messages as retention does."""
 from __future__ import annotations
 
 import contextlib
+import socket
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -104,3 +106,56 @@ def delete_commit_log_segments(cluster: ThreadedCluster, count: int) -> None:
 
 def commit_log_segments(cluster: ThreadedCluster) -> int:
     return len(cluster.cluster.controller.context.store.commitlog.queue.files)
+
+
+class DeafFirstProxy:
+    """A TCP proxy on 127.0.0.1 port 0 in front of ``target`` (``host:port``), in threads of this process: its first
+    ``deaf`` connections are accepted and read but never answered (a peer that does not answer once: a stalled
+    process, a path that lost its packets); later ones are forwarded both ways. ``accepted`` counts connections."""
+
+    def __init__(self, target: str, deaf: int = 1) -> None:
+        host, _, port = target.rpartition(":")
+        self.target = (host, int(port))
+        self.deaf = deaf
+        self.accepted = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.addr = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._sockets: list[socket.socket] = [self._listener]
+
+    def __enter__(self) -> DeafFirstProxy:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            self._sockets.append(client)
+            self.accepted += 1
+            if self.accepted <= self.deaf:
+                threading.Thread(target=self._pump, args=(client, None), daemon=True).start()
+                continue
+            upstream = socket.create_connection(self.target)
+            self._sockets.append(upstream)
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket | None) -> None:
+        try:
+            while data := source.recv(65536):
+                if sink is not None:
+                    sink.sendall(data)
+        except OSError:
+            pass
+        if sink is not None:
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)

@@ -16,6 +16,7 @@ from spark.session import BrokerSession
 from tests.client.helpers import fill_queues
 from tests.spark.helpers import (
     RETAINED,
+    DeafFirstProxy,
     commit_log_segments,
     delete_by_retention,
     delete_commit_log_segments,
@@ -217,6 +218,23 @@ def test_a_bad_pull_option_is_an_option_error(option: str, value: str) -> None:
 
     with pytest.raises(OptionError, match=option):
         SourceOptions.parse({"nameServer": "127.0.0.1:9876", option: value})
+
+
+def test_offsets_fetched_at_planning_are_retried_when_the_name_server_does_not_answer_once(
+    spark: Any, rocketmq: ThreadedCluster
+) -> None:
+    """Planning asks the name server for the topic's queues and the broker for their offsets. One request that goes
+    unanswered failed the whole read; rocketmq-spark retries the offset fetch (``RocketMQOffsetReader.withRetries``:
+    ``fetchOffset.numRetries`` attempts, default 3, ``fetchOffset.retryIntervalMs`` apart, default 1000), as Spark's
+    Kafka source does. Here the name server's first connection is never answered: the route lookup times out, and the
+    next attempt, on a new connection, plans the read."""
+    ns, topic = rocketmq.namesrv_addr, "SparkFetchRetry"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"r{i}".encode()) for i in range(5)])
+    with DeafFirstProxy(ns) as proxy:
+        rows = _load(spark, proxy.addr, topic, **{"fetchOffset.retryIntervalMs": "10"}).collect()
+    assert sorted(bytes(r.body) for r in rows) == [f"r{i}".encode() for i in range(5)]
+    assert proxy.accepted >= 2
 
 
 def _read_offsets(options: dict[str, str], part: Any) -> list[int]:
