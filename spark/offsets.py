@@ -10,13 +10,21 @@ topic's queue ids repeat on every master. Offsets are queue offsets: the next me
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
+from client.errors import MQClientError
 from remoting.codec.bodies import MessageQueue
-from spark.options import EARLIEST, LATEST, OffsetKind, OffsetSpec, OptionError
+from remoting.errors import RemotingError
+from spark.options import EARLIEST, LATEST, OffsetKind, OffsetSpec, OptionError, SourceOptions
 from spark.session import BrokerSession
 
-__all__ = ["OffsetTable", "admit", "from_json", "queue_key", "resolve", "to_json"]
+__all__ = ["OffsetTable", "admit", "from_json", "queue_key", "resolve", "to_json", "with_retries"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 OffsetTable = dict[MessageQueue, int]
 
@@ -43,6 +51,28 @@ def from_json(obj: Mapping[str, Mapping[str, int]]) -> OffsetTable:
                 raise ValueError(f"offset key {key!r} of {topic!r} is not brokerName:queueId")
             table[MessageQueue(topic, broker, int(queue_id))] = int(offset)
     return table
+
+
+def with_retries(options: SourceOptions, fetch: Callable[[], T], reset: Callable[[], None] | None = None) -> T:
+    """``fetch()`` (queues and offsets for planning), attempted up to ``fetchOffset.numRetries`` times
+    ``fetchOffset.retryIntervalMs`` apart while the cluster fails it (a request unanswered, a connection refused, a
+    route not found); ``reset()`` after each failure drops the session it used, so the next attempt connects anew.
+    Raises the last failure. rocketmq-spark retries its offset fetches so
+    (``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQOffsetReader.scala`` ``withRetries``, which
+    resets its consumer between attempts), as Spark's Kafka source does; option errors and data loss are not
+    retried."""
+    attempt = 1
+    while True:
+        try:
+            return fetch()
+        except (MQClientError, RemotingError) as exc:
+            if reset is not None:
+                reset()
+            if attempt >= options.fetch_offset_attempts:
+                raise
+            log.warning("attempt %d of fetching offsets failed, retrying: %s", attempt, exc)
+            attempt += 1
+            time.sleep(options.fetch_offset_interval_ms / 1000)
 
 
 def list_queues(session: BrokerSession, topics: Iterable[str]) -> list[MessageQueue]:

@@ -21,7 +21,8 @@ Offsets (``startingOffsets`` / ``endingOffsets``) are one of:
 (queue entries per micro-batch) under rocketmq-spark's and Kafka's ``maxOffsetsPerTrigger`` (``RocketMQSource.scala``).
 
 ``pullBatchSize`` (messages one pull asks for, 32) and ``pullTimeoutMs`` (how long a task waits for a pull, 10000)
-are rocketmq-spark's options of the same names.
+are rocketmq-spark's options of the same names. The queues and offsets a query plans with are fetched up to
+``fetchOffset.numRetries`` times (3), ``fetchOffset.retryIntervalMs`` apart (1000), as rocketmq-spark and Kafka do.
 
 Security: ``accessKey`` and ``secretKey`` sign every request for brokers with ACL on (both or neither); ``tls``
 (``true``/``false``) connects with TLS, and ``tlsCaFile`` names the CA that checks the servers' certificates.
@@ -182,6 +183,15 @@ def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     return value
 
 
+def _non_negative_int(options: Mapping[str, str], name: str, default: int) -> int:
+    text = options.get(name.lower())
+    if text is None:
+        return default
+    if not text.strip().isdigit():
+        raise OptionError(f"option {name}={text!r}: expected an integer >= 0")
+    return int(text)
+
+
 def _flag(options: Mapping[str, str], name: str, *, default: bool) -> bool:
     text = options.get(name.lower())
     if text is None:
@@ -220,6 +230,10 @@ class SourceOptions:
     #: default) and how long a task waits for a pull's answer.
     pull_batch_size: int = PULL_BATCH_SIZE
     pull_timeout_ms: int = PULL_TIMEOUT_MS
+    #: ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``: attempts of the queues and offsets a query plans
+    #: with, and the pause between them (:func:`spark.offsets.with_retries`).
+    fetch_offset_attempts: int = 3
+    fetch_offset_interval_ms: int = 1000
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -244,6 +258,8 @@ class SourceOptions:
             fail_on_data_loss=_flag(opts, "failOnDataLoss", default=True),
             pull_batch_size=_positive_int(opts, "pullBatchSize") or PULL_BATCH_SIZE,
             pull_timeout_ms=_positive_int(opts, "pullTimeoutMs") or PULL_TIMEOUT_MS,
+            fetch_offset_attempts=_positive_int(opts, "fetchOffset.numRetries") or 3,
+            fetch_offset_interval_ms=_non_negative_int(opts, "fetchOffset.retryIntervalMs", 1000),
             **_security(opts),
         )
 

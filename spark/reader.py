@@ -110,6 +110,14 @@ class RocketMQBatchReader(DataSourceReader):
         check_batch_offsets(options)
 
     def partitions(self) -> Sequence[InputPartition]:
+        start, end = offsets.with_retries(self.options, self._resolve)
+        for mq, offset in start.items():
+            if offset > end[mq]:
+                raise OptionError(f"startingOffsets {offset} is past endingOffsets {end[mq]} for {mq}")
+        return plan_ranges(start, end)
+
+    def _resolve(self) -> tuple[offsets.OffsetTable, offsets.OffsetTable]:
+        """The start and end offsets of every queue read, through a session of their own."""
         with BrokerSession(self.options.name_server, config=self.options.client_config()) as session:
             mqs = offsets.list_queues(session, self.options.topics)
             missing = functools.partial(data_loss.start_missing, self.options)
@@ -117,10 +125,7 @@ class RocketMQBatchReader(DataSourceReader):
                 session, self.options.starting, mqs, default=EARLIEST, option="startingOffsets", out_of_range=missing
             )
             end = offsets.resolve(session, self.options.ending, mqs, default=LATEST, option="endingOffsets")
-        for mq, offset in start.items():
-            if offset > end[mq]:
-                raise OptionError(f"startingOffsets {offset} is past endingOffsets {end[mq]} for {mq}")
-        return plan_ranges(start, end)
+        return start, end
 
     def read(self, partition: InputPartition) -> Iterator[object]:
         if not isinstance(partition, QueueRange):  # nothing to read: PySpark plans one empty partition of its own

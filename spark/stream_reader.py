@@ -26,6 +26,8 @@ route no longer lists and logs a failure instead of failing the query.
   there, in batches of ``maxRecordsPerTrigger``, and stops (Kafka's source does the same). Spark calls it instead of
   wrapping the source (``spark.sql.streaming.triggerAvailableNowWrapper.enabled``), whose ``latestOffset(
   initialOffset())`` would resolve ``startingOffsets`` again on every restart.
+- ``latestOffset`` and ``prepareForTriggerAvailableNow`` fetch the offsets up to ``fetchOffset.numRetries`` times,
+  on a new session after a failure (:func:`spark.offsets.with_retries`), as rocketmq-spark and Kafka's source do.
 - ``reportLatestOffset`` returns the max offsets seen by the last ``latestOffset`` (the query progress's
   ``latestOffset``), so a rate-limited query shows its backlog.
 - ``partitions(start, end)`` never moves a range silently: a queue whose batch ends below its start (reset under the
@@ -99,7 +101,17 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             session, self.starting, mqs, default=EARLIEST, option="startingOffsets", out_of_range=missing
         )
 
+    def _reset(self) -> None:
+        """Drop the driver-side session after a failed fetch: the next attempt connects anew."""
+        self.stop()
+
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        latest: dict[str, Any] = offsets.with_retries(
+            self.options, functools.partial(self._latest_offset, start, limit), self._reset
+        )
+        return latest
+
+    def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         session = self._broker()
         mqs = offsets.list_queues(session, self.options.topics)
         bounds = session.min_max_offsets(mqs)
@@ -121,8 +133,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return start if table == _queue_offsets(start) else table  # unchanged: no new batch
 
     def prepareForTriggerAvailableNow(self) -> None:
-        session = self._broker()
-        bounds = session.min_max_offsets(offsets.list_queues(session, self.options.topics))
+        def fetch() -> dict[MessageQueue, tuple[int, int]]:
+            session = self._broker()
+            return session.min_max_offsets(offsets.list_queues(session, self.options.topics))
+
+        bounds = offsets.with_retries(self.options, fetch, self._reset)
         self._target = {mq: high for mq, (_, high) in bounds.items()}
 
     def _readable_ends(self, bounds: Mapping[MessageQueue, tuple[int, int]]) -> OffsetTable:
