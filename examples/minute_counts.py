@@ -11,7 +11,9 @@ Run it against the embedded broker (``make run`` in another terminal)::
     python examples/minute_counts.py --name-server 127.0.0.1:9876 --demo-events 1000 --once
 
 ``--demo-events N`` first sends N sample events spread over five minutes (plus one late event that closes them);
-``--once`` stops when everything available is processed, otherwise the query runs until Ctrl-C.
+``--once`` stops when everything available is processed, otherwise the query runs until Ctrl-C. Each run starts a
+new query in a checkpoint directory of its own (printed at the end); ``--checkpoint DIR`` resumes the query of an
+earlier run from there, publishing nothing twice.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -92,7 +95,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name-server", default="127.0.0.1:9876")
     parser.add_argument("--source", default="Events")
     parser.add_argument("--target", default="MinuteCounts")
-    parser.add_argument("--checkpoint", default="/tmp/rocketrio-minute-counts")
+    parser.add_argument(
+        "--checkpoint", default=None, help="checkpoint directory to resume from (default: a new one for this run)"
+    )
     parser.add_argument("--watermark", default="1 minute")
     parser.add_argument("--demo-events", type=int, default=0, help="send N sample events first")
     parser.add_argument("--once", action="store_true", help="stop once everything available is processed")
@@ -113,7 +118,10 @@ def main(argv: list[str] | None = None) -> None:
         .getOrCreate()
     )
     register(spark)
-    query = start(spark, args.name_server, args.source, args.target, args.checkpoint, args.watermark)
+    # A fixed default made every run resume the previous one's query: its watermark and offsets, whatever the topics
+    # or the broker now hold. A run without --checkpoint starts a query of its own (the directory is printed).
+    checkpoint = args.checkpoint or tempfile.mkdtemp(prefix="rocketrio-minute-counts-")
+    query = start(spark, args.name_server, args.source, args.target, checkpoint, args.watermark)
     try:
         if args.once:
             query.processAllAvailable()
@@ -124,7 +132,11 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         query.stop()
         spark.stop()
-    print(json.dumps({"query": "minute_counts", "last_progress": query.lastProgress}, default=str))
+    print(
+        json.dumps(
+            {"query": "minute_counts", "checkpoint": checkpoint, "last_progress": query.lastProgress}, default=str
+        )
+    )
 
 
 if __name__ == "__main__":

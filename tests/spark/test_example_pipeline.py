@@ -52,7 +52,7 @@ def test_minute_counts_pipeline_publishes_each_closed_minute_once_with_its_count
 
 @pytest.mark.timeout(540)
 def test_two_runs_of_the_example_without_a_checkpoint_each_count_their_own_events(
-    pyspark_ready: None, rocketmq: ThreadedCluster
+    pyspark_ready: None, rocketmq: ThreadedCluster, tmp_path: Path
 ) -> None:
     """The example's README command, run twice (two demos, here on two topic pairs): its checkpoint defaulted to one
     fixed path, so the second run resumed the first one's query, whose watermark was already past the new events, and
@@ -61,6 +61,7 @@ def test_two_runs_of_the_example_without_a_checkpoint_each_count_their_own_event
     ns = rocketmq.namesrv_addr
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env["TMPDIR"] = str(tmp_path)  # where a run's own checkpoint goes
     for run in ("A", "B"):
         source, target = f"SparkExampleEvents{run}", f"SparkExampleCounts{run}"
         make_topic(ns, source, 1)
