@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
+import trio.testing
 
 from broker.broker_config import BrokerConfig
 from broker.controller import BrokerController
@@ -86,5 +87,42 @@ async def test_compressed_register_sends_the_zlib_body_and_the_route_is_built(tm
         assert int(sent.ext_fields["bodyCrc32"]) == body_crc32(sent.body)
         body = RegisterBrokerBody.decode(sent.body, compressed=True)
         assert "TBW102" in body.topic_config_serialize_wrapper.topic_config_table
+        assert await _routed(client, namesrv, "TBW102")
+        nursery.cancel_scope.cancel()
+
+
+async def test_force_register_false_asks_the_data_version_and_registers_only_a_change(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """BrokerController.registerBrokerAll (4.9.8) with ``forceRegister=false``: a periodic round sends
+    QUERY_DATA_VERSION to each name server (BrokerOuterAPI.needRegister) and REGISTER_BROKER only when one answers
+    ``changed``; the query keeps the broker alive past the 120 s expiry, and a name server that lost the broker (as
+    after its restart) gets the whole table again at the next round."""
+    autojump_clock.autojump_threshold = 0.1  # a localhost answer is never overtaken by a virtual timeout
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
+        controller = BrokerController(_broker_config(tmp_path, namesrv, {"forceRegister": "false"}))
+        await nursery.start(controller.serve)
+        registration = controller.registration
+        assert registration is not None
+        assert recorder.codes == [RequestCode.REGISTER_BROKER]  # the start-up round always registers
+        for _ in range(5):  # 10 s, then every 30 s: past the name server's 120 s expiry
+            await registration.wait_next_round()
+        assert set(recorder.codes[1:]) == {RequestCode.QUERY_DATA_VERSION}
+        assert await _routed(client, namesrv, "TBW102")
+
+        config = controller.context.config
+        forget = {
+            "brokerName": config.broker_name,
+            "brokerAddr": controller.context.broker_addr,
+            "clusterName": config.broker_cluster_name,
+            "brokerId": str(config.broker_id),
+        }
+        answer = await client.invoke(namesrv, request(RequestCode.UNREGISTER_BROKER, forget), TIMEOUT)
+        assert answer.code == ResponseCode.SUCCESS
+        assert not await _routed(client, namesrv, "TBW102")
+        del recorder.requests[:]
+        await registration.wait_next_round()
+        assert recorder.codes == [RequestCode.QUERY_DATA_VERSION, RequestCode.REGISTER_BROKER]
         assert await _routed(client, namesrv, "TBW102")
         nursery.cancel_scope.cancel()
