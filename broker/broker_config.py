@@ -117,6 +117,9 @@ class BrokerConfig(ListenerSettings):
     short_polling_time_mills: int = attrs.field(default=1000, metadata=JAVA_LONG)
     register_name_server_period: int = 30_000
     register_broker_timeout_mills: int = 6000
+    #: REGISTER_BROKER with the zlib body (``compressed`` header), for a topic table too large for a 16 MiB frame
+    #: (common/.../BrokerConfig.java ``compressedRegister``, read by BrokerOuterAPI.registerBrokerAll).
+    compressed_register: bool = False
     rebalance_lock_max_live_time: int = attrs.field(default=60_000, metadata=JAVA_LONG)
     #: A client channel silent for this long (ms) is dropped by the registry's 10 s scan (Java's 120 s constant).
     channel_expired_timeout: int = attrs.field(default=120_000, metadata=JAVA_LONG)

@@ -87,14 +87,15 @@ class BrokerRegistration:
 
     def register_request(self) -> RemotingCommand:
         config = self.broker.config
-        body = RegisterBrokerBody(self.registered_wrapper()).encode()
+        # compressedRegister: the zlib form, CRC32 of the bytes sent (broker/.../out/BrokerOuterAPI.java).
+        body = RegisterBrokerBody(self.registered_wrapper()).encode(config.compressed_register)
         header = RegisterBrokerRequestHeader(
             broker_name=config.broker_name,
             broker_addr=self.broker.broker_addr,
             cluster_name=config.broker_cluster_name,
             ha_server_addr=config.ha_server_addr,
             broker_id=config.broker_id,
-            compressed=False,
+            compressed=config.compressed_register,
             body_crc32=body_crc32(body),
         )
         return request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body, language=LanguageCode.JAVA)
