@@ -120,6 +120,9 @@ class BrokerConfig(ListenerSettings):
     #: REGISTER_BROKER with the zlib body (``compressed`` header), for a topic table too large for a 16 MiB frame
     #: (common/.../BrokerConfig.java ``compressedRegister``, read by BrokerOuterAPI.registerBrokerAll).
     compressed_register: bool = False
+    #: False: a periodic round asks each name server QUERY_DATA_VERSION first and registers only where the topic
+    #: table changed (common/.../BrokerConfig.java ``forceRegister``, BrokerController.java ``needRegister``).
+    force_register: bool = True
     rebalance_lock_max_live_time: int = attrs.field(default=60_000, metadata=JAVA_LONG)
     #: A client channel silent for this long (ms) is dropped by the registry's 10 s scan (Java's 120 s constant).
     channel_expired_timeout: int = attrs.field(default=120_000, metadata=JAVA_LONG)

@@ -4,7 +4,10 @@ docs/protocol.md#314-name-server-headers and docs/protocol.md#46-registerbrokerb
 :class:`BrokerRegistration` sends REGISTER_BROKER to **each** configured name server: once at start, then every
 ``registerNameServerPeriod`` (30 s, clamped to [10 s, 60 s]), and at once whenever :meth:`trigger` is called (the
 topic manager calls it after a topic change, so a new ``%RETRY%group`` or auto-created topic is routable within
-milliseconds). Triggers that arrive while a round is running coalesce into one more round. On cancellation
+milliseconds). Triggers that arrive while a round is running coalesce into one more round. With
+``forceRegister=false`` a periodic round first sends QUERY_DATA_VERSION to every name server and registers only if
+one lacks the current topic table (the query alone keeps the broker alive there); ``compressedRegister=true`` sends
+the zlib body. On cancellation
 (shutdown) it sends UNREGISTER_BROKER to every name server, shielded and bounded by the request timeout, through a
 client with the periodic client's TLS context (RocketMQ's BrokerOuterAPI uses one remoting client for both).
 
@@ -34,11 +37,20 @@ import trio
 
 from broker.context import BrokerState
 from remoting.client import RemotingClient
-from remoting.codec.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper, body_crc32
+from remoting.codec.bodies import (
+    KVTable,
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+    body_crc32,
+    decode_data_version,
+    encode_data_version,
+)
 from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.errors import CodecError
 from remoting.codec.headers import (
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
@@ -123,6 +135,43 @@ class BrokerRegistration:
         )
         return request(RequestCode.UNREGISTER_BROKER, header.to_ext_fields(), language=LanguageCode.JAVA)
 
+    async def need_register(self) -> bool:
+        """Whether any name server lacks this broker's topic table: QUERY_DATA_VERSION to each concurrently; one that
+        answers ``changed`` or another DataVersion, or does not answer, needs it; a refusal does not
+        (broker/.../out/BrokerOuterAPI.java ``needRegister``)."""
+        config = self.broker.config
+        version = self.broker.topics.wrapper().data_version
+        header = QueryDataVersionRequestHeader(
+            broker_name=config.broker_name,
+            broker_addr=self.broker.broker_addr,
+            cluster_name=config.broker_cluster_name,
+            broker_id=config.broker_id,
+        )
+        cmd = request(
+            RequestCode.QUERY_DATA_VERSION,
+            header.to_ext_fields(),
+            encode_data_version(version),
+            language=LanguageCode.JAVA,
+        )
+        changed: list[str] = []
+
+        async def one(addr: str) -> None:
+            try:
+                response = await self.client.invoke(addr, cmd, self.timeout)
+                if response.code != ResponseCode.SUCCESS:
+                    return
+                answer = QueryDataVersionResponseHeader.from_ext_fields(response.ext_fields or {})
+                if answer.changed or (response.body and decode_data_version(response.body) != version):
+                    changed.append(addr)
+            except (RemotingError, CodecError) as exc:
+                log.warning("query data version from name server %s failed: %s", addr, exc)
+                changed.append(addr)
+
+        async with trio.open_nursery() as nursery:
+            for addr in self._namesrv_addrs():
+                nursery.start_soon(one, addr)
+        return bool(changed)
+
     async def register_all(self) -> dict[str, int | str]:
         """One round: register with every name server concurrently. Returns address -> response code or error."""
         results: dict[str, int | str] = {}
@@ -147,14 +196,19 @@ class BrokerRegistration:
         async with trio.open_nursery() as nursery:
             for addr in self._namesrv_addrs():
                 nursery.start_soon(one, addr)
-        self.rounds += 1
-        self.last_results = results
         first = next((a for a in self._namesrv_addrs() if a in answers), None)
         if first is not None:
             self._adopt_answer(answers[first], order_tables[first])
+        self._finish_round(results)
+        return results
+
+    def _finish_round(self, results: dict[str, int | str]) -> None:
+        """Count the round (one that only found every name server up to date registers nothing: empty results) and
+        wake :meth:`wait_next_round`."""
+        self.rounds += 1
+        self.last_results = results
         done, self._round_done = self._round_done, trio.Event()
         done.set()
-        return results
 
     def _adopt_answer(self, header: RegisterBrokerResponseHeader, order_table: KVTable | None) -> None:
         """The first answer's master (slaves) and ORDER_TOPIC_CONFIG table (BrokerController.java
@@ -193,10 +247,16 @@ class BrokerRegistration:
             while True:
                 with trio.move_on_at(next_round):
                     await self._wakeup.wait()
+                triggered = self._wakeup.is_set()
                 self._wakeup = trio.Event()
                 if trio.current_time() >= next_round:
                     next_round = trio.current_time() + period
-                await self.register_all()
+                # Only a periodic round honours forceRegister=false; topic changes always register
+                # (BrokerController.java: the scheduled registerBrokerAll passes isForceRegister()).
+                if triggered or self.broker.config.force_register or await self.need_register():
+                    await self.register_all()
+                else:
+                    self._finish_round({})
         finally:
             # The periodic client's connections die with the cancelled scope, so shutdown uses a fresh client
             # whose tasks live inside the shield, with the same TLS context (BrokerOuterAPI: one client for both).

@@ -42,8 +42,13 @@ class _Recorder:
         return await self.inner.process(ctx, req)
 
 
-async def _start_namesrv(nursery: trio.Nursery, tmp_path: Path) -> tuple[str, _Recorder]:
-    config = NamesrvConfig(listen_port=0, listen_host="127.0.0.1", kv_config_path=str(tmp_path / "ns.json"))
+async def _start_namesrv(nursery: trio.Nursery, tmp_path: Path, **settings: object) -> tuple[str, _Recorder]:
+    config = NamesrvConfig(
+        listen_port=0,
+        listen_host="127.0.0.1",
+        kv_config_path=str(tmp_path / "ns.json"),
+        **settings,  # type: ignore[arg-type]
+    )
     server = NamesrvServer(config)
     recorder = _Recorder(server.processor)
     server.remoting_server.dispatcher.register(NamesrvProcessor.request_codes(), recorder, server.pool)
@@ -96,17 +101,19 @@ async def test_force_register_false_asks_the_data_version_and_registers_only_a_c
 ) -> None:
     """BrokerController.registerBrokerAll (4.9.8) with ``forceRegister=false``: a periodic round sends
     QUERY_DATA_VERSION to each name server (BrokerOuterAPI.needRegister) and REGISTER_BROKER only when one answers
-    ``changed``; the query keeps the broker alive past the 120 s expiry, and a name server that lost the broker (as
-    after its restart) gets the whole table again at the next round."""
+    ``changed``; the query keeps the broker alive past the name server's expiry, and a name server that lost the
+    broker (as after its restart) gets the whole table again at the next round."""
     autojump_clock.autojump_threshold = 0.1  # a localhost answer is never overtaken by a virtual timeout
     async with trio.open_nursery() as nursery, RemotingClient() as client:
-        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
-        controller = BrokerController(_broker_config(tmp_path, namesrv, {"forceRegister": "false"}))
+        # Rounds every 10 s, a broker expiring after 25 s silent: only the queries keep it past the fourth round.
+        namesrv, recorder = await _start_namesrv(nursery, tmp_path, broker_channel_expired_time=25.0)
+        props = {"forceRegister": "false", "registerNameServerPeriod": "10000"}
+        controller = BrokerController(_broker_config(tmp_path, namesrv, props))
         await nursery.start(controller.serve)
         registration = controller.registration
         assert registration is not None
         assert recorder.codes == [RequestCode.REGISTER_BROKER]  # the start-up round always registers
-        for _ in range(5):  # 10 s, then every 30 s: past the name server's 120 s expiry
+        for _ in range(4):
             await registration.wait_next_round()
         assert set(recorder.codes[1:]) == {RequestCode.QUERY_DATA_VERSION}
         assert await _routed(client, namesrv, "TBW102")
