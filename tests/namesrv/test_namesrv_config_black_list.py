@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from namesrv.config import load_namesrv_config
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -35,3 +36,24 @@ async def test_kv_config_path_stays_black_listed_whatever_the_configured_list(
     answer = await client.invoke(addr, update, TIMEOUT)
     assert (answer.code, answer.remark) == (ResponseCode.NO_PERMISSION, "Can not update config in black list.")
     assert server.config.kv_config_path == str(tmp_path / "ns" / "kvConfig.json")
+
+
+async def test_tls_settings_are_not_name_server_settings_an_update_can_change(
+    start_namesrv: StartNamesrv, client: RemotingClient, tmp_path: Path
+) -> None:
+    """RocketMQ's ``tls.*`` are JVM system properties (remoting/.../netty/TlsSystemConfig.java), not fields of the
+    NamesrvConfig and NettyServerConfig that 4.9.8's Configuration.update sets and persists: UPDATE_NAMESRV_CONFIG
+    answers SUCCESS and leaves them alone. The name server checks no caller, so an update must not turn TLS off (or
+    its test mode on) in the ``configStorePath`` file the next start reads; the other keys still apply."""
+    store = tmp_path / "namesrv.properties"
+    server, addr = await start_namesrv(
+        config_store_path=str(store), tls_server_mode="permissive", tls_test_mode_enable=False
+    )
+    body = b"tls.server.mode=disabled\ntls.test.mode.enable=true\norderMessageEnable=true\n"
+    answer = await client.invoke(addr, request(RequestCode.UPDATE_NAMESRV_CONFIG, body=body), TIMEOUT)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert server.config.order_message_enable is True
+    assert (server.config.tls_server_mode, server.config.tls_test_mode_enable) == ("permissive", False)
+    restarted, _ = load_namesrv_config(store)
+    assert (restarted.tls_server_mode, restarted.tls_test_mode_enable) == ("permissive", False)
+    assert restarted.order_message_enable is True
