@@ -4,8 +4,9 @@
 
 :class:`NamesrvConfigAdmin` owns the current :class:`~namesrv.config.NamesrvConfig`. An update applies a properties
 text: a key of :data:`ALWAYS_BLACK_LISTED` or of ``configBlackList`` refuses the whole update with NO_PERMISSION
-(``DefaultRequestProcessor.initConfigBlackList``: the configured list only adds keys), unknown keys are ignored (as
-Java's reflection ignores them), the rest replace the config, the ``on_change`` callback hands the new config to
+(``DefaultRequestProcessor.initConfigBlackList``: the configured list only adds keys), unknown keys and the
+``tls.*`` ones (system properties in RocketMQ, never name-server settings) are ignored (as Java's reflection ignores
+them), the rest replace the config, the ``on_change`` callback hands the new config to
 whoever uses it live (``orderMessageEnable`` takes effect at once; ports and timers at the next start), and every
 setting is written to ``configStorePath`` as ``key=value`` lines (Java's ``Configuration.persist``). A bad value
 answers SYSTEM_ERROR with the parser's message and changes nothing; a failed write is logged (the running server
@@ -32,10 +33,15 @@ from remoting.codec.java_properties import (
 )
 from store.metadata_files import replace_atomically
 
-__all__ = ["ALWAYS_BLACK_LISTED", "NamesrvConfigAdmin"]
+__all__ = ["ALWAYS_BLACK_LISTED", "SYSTEM_PROPERTY_PREFIX", "NamesrvConfigAdmin"]
 
 #: Keys Java black-lists whatever ``configBlackList`` says.
 ALWAYS_BLACK_LISTED: Final = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
+
+#: Settings RocketMQ reads as JVM system properties (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+#: TlsSystemConfig.java), not fields of NamesrvConfig or NettyServerConfig: Configuration.update neither sets nor
+#: persists them, so an update naming them changes nothing (the name server authenticates no caller).
+SYSTEM_PROPERTY_PREFIX: Final = "tls."
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +68,10 @@ class NamesrvConfigAdmin:
         props = parse_properties(text)
         if black_listed_keys(ALWAYS_BLACK_LISTED, self.config.config_black_list) & props.keys():
             raise ConfigRefused("Can not update config in black list.")
+        ignored = sorted(key for key in props if key.startswith(SYSTEM_PROPERTY_PREFIX))
+        props = {key: value for key, value in props.items() if key not in ignored}
         self.config, unknown = apply_properties(self.config, props)
+        unknown += ignored
         if self._on_change is not None:
             self._on_change(self.config)
         path = Path(self.config.config_store_path).expanduser()
