@@ -1,0 +1,70 @@
+"""The producer's timeouts against a master that never answers a send (RocketMQ 4.9.8's DefaultMQProducerImpl): a sync
+send's ``send_msg_timeout`` covers all its attempts, and a request gives up within its own timeout. Real sockets on
+127.0.0.1, virtual time."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from client.errors import SendFailedError
+from client.message import Message
+from client.producer import Producer
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
+from remoting.server import RemotingServer
+from tests.client.test_master_watch import register_as_master
+
+TOPIC = "Silent"
+
+
+class SilentBroker:
+    """A master that answers everything but sends: those it never answers (a paused or wedged broker)."""
+
+    def __init__(self) -> None:
+        self.sends = 0
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE, RequestCode.SEND_BATCH_MESSAGE):
+            self.sends += 1
+            return None
+        return request.response(ResponseCode.SUCCESS)
+
+
+@contextlib.asynccontextmanager
+async def _silent_master(cluster: EmbeddedCluster) -> AsyncIterator[SilentBroker]:
+    silent = SilentBroker()
+    dispatcher = Dispatcher()
+    dispatcher.set_default(silent, ProcessorPool("silent", 4, 100))
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, cluster.namesrv_addr, f"{host}:{port}", TOPIC, "broker-s")
+        yield silent
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["first-send", "route-cached"])
+async def test_a_sync_send_gives_up_once_send_msg_timeout_has_passed_since_its_first_try(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, cached: bool
+) -> None:
+    """DefaultMQProducerImpl.sendDefaultImpl counts ``sendMsgTimeout`` from before the first attempt: each attempt
+    gets what is left (``timeout - costTime``), and once nothing is left the send stops ("sendDefaultImpl call
+    timeout"). Before, every attempt got the whole timeout: a send to a master that never answers took 3 x 3 s and
+    wrote the message three times."""
+    async with _silent_master(embedded_cluster) as silent, Producer("pg-silent", embedded_cluster.namesrv_addr) as p:
+        if cached:
+            await p.publish_info(TOPIC)
+        started = trio.current_time()
+        with pytest.raises(SendFailedError) as caught:
+            await p.send(Message(TOPIC, b"never answered"))
+        elapsed = trio.current_time() - started
+    assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
+    assert silent.sends == 1
+    assert "sendDefaultImpl call timeout" in str(caught.value)
