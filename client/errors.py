@@ -58,10 +58,13 @@ class MessageValidationError(MQClientError):
 
 
 class SendFailedError(MQClientError):
-    """Every attempt of a send failed. ``attempts`` lists ``(broker_name, error)`` in order; the last is the cause."""
+    """Every attempt of a send failed. ``attempts`` lists ``(broker_name, error)`` in order; the last is the cause.
+    ``timed_out``: the send's timeout ran out before its retries did (Java's "sendDefaultImpl call timeout")."""
 
-    def __init__(self, topic: str, attempts: list[tuple[str, BaseException]]) -> None:
+    def __init__(self, topic: str, attempts: list[tuple[str, BaseException]], *, timed_out: bool = False) -> None:
         self.topic = topic
         self.attempts = attempts
+        self.timed_out = timed_out
         tried = "; ".join(f"{broker}: {err}" for broker, err in attempts)
-        super().__init__(f"send to topic {topic!r} failed after {len(attempts)} attempt(s): {tried}")
+        why = " (sendDefaultImpl call timeout)" if timed_out else ""
+        super().__init__(f"send to topic {topic!r} failed after {len(attempts)} attempt(s){why}: {tried}")

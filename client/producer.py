@@ -183,7 +183,8 @@ class Producer:
         timeout: float | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer. With ``queue`` or ``selector`` the message goes to that queue in
-        one attempt (ordered messages must not move); otherwise up to ``1 + retry_times_when_send_failed`` attempts.
+        one attempt (ordered messages must not move); otherwise up to ``1 + retry_times_when_send_failed`` attempts,
+        all within ``timeout`` (``send_msg_timeout``).
         Raises MQClientError, nothing sent, for a ``queue`` of another topic or a ``selector`` that raises or picks no
         queue."""
         self._check_started()
@@ -193,7 +194,9 @@ class Producer:
             if info is not None:  # what _dispatch does then, without its coroutine
                 timeout = self.send_msg_timeout if timeout is None else timeout
                 retries, not_stored = self.retry_times_when_send_failed, self.retry_another_broker_when_not_store_ok
-                return await self.send_with_retries(info, prepared, timeout, retries, retry_not_stored=not_stored)
+                return await self.send_with_retries(
+                    info, prepared, timeout, retries, retry_not_stored=not_stored, started=anyio.current_time()
+                )
         _check_queue_topic(msg, queue)
         return await self._dispatch(
             prepared,
@@ -240,6 +243,7 @@ class Producer:
         (Java's sendMessageAsync): the one attempt on a chosen queue reports to the fault table too (a sync one does
         not, sendMessageSync), and a broker's refusal is not retried. ``retry_not_stored``: see
         :meth:`send_with_retries`."""
+        started = anyio.current_time()  # sendDefaultImpl's beginTimestampFirst: the route lookup counts too
         info = await self.publish_info(msg.topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
         if queue is None and selector is not None:
@@ -247,7 +251,13 @@ class Producer:
         if queue is not None:
             return await self._attempt(queue, prepared, timeout, self._fault_table() if asynchronous else None)
         return await self.send_with_retries(
-            info, prepared, timeout, retries, retry_not_stored=retry_not_stored, retry_refusals=not asynchronous
+            info,
+            prepared,
+            timeout,
+            retries,
+            retry_not_stored=retry_not_stored,
+            retry_refusals=not asynchronous,
+            started=None if asynchronous else started,
         )
 
     def send_async(
@@ -333,7 +343,12 @@ class Producer:
         info = await self.publish_info(msgs[0].topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
         retries, not_stored = self.retry_times_when_send_failed, self.retry_another_broker_when_not_store_ok
-        return [await self.send_with_retries(info, p, timeout, retries, retry_not_stored=not_stored) for p in prepared]
+        return [
+            await self.send_with_retries(
+                info, p, timeout, retries, retry_not_stored=not_stored, started=anyio.current_time()
+            )
+            for p in prepared
+        ]
 
     # -- request-reply (client/request_reply.py) --------------------------------------------------------------------
 
@@ -493,6 +508,7 @@ class Producer:
         last_broker: str | None = None,
         retry_not_stored: bool = False,
         retry_refusals: bool = True,
+        started: float | None = None,
     ) -> SendResult:
         """Up to ``1 + retries`` attempts on the next queue, avoiding the broker that failed last. ``attempts``
         (extended in place) and ``last_broker`` carry on a send that already failed elsewhere (an async retry).
@@ -503,16 +519,28 @@ class Producer:
 
         ``retry_not_stored`` (a sync send with ``retry_another_broker_when_not_store_ok``): a result other than
         SEND_OK makes another attempt on another broker too, and is returned when no later attempt gets a result, as
-        in Java's ``sendDefaultImpl`` (client/.../impl/producer/DefaultMQProducerImpl.java)."""
+        in Java's ``sendDefaultImpl`` (client/.../impl/producer/DefaultMQProducerImpl.java).
+
+        ``started`` (a sync send: the clock's time when it began): ``timeout`` covers every attempt, each getting
+        what is left of it, and once nothing is left no further attempt is made (sendDefaultImpl's ``timeout -
+        costTime``, "sendDefaultImpl call timeout"). Without it (an async send's retries, as MQClientAPIImpl's
+        onExceptionImpl) every attempt gets the whole ``timeout``."""
         topic = prepared.topic
         attempts = [] if attempts is None else attempts
         fault = self._fault_table()
         not_stored: SendResult | None = None  # the last answer that was not SEND_OK
         for _ in range(1 + max(0, retries)):
+            budget = timeout
+            if started is not None:
+                budget = timeout - (anyio.current_time() - started)
+                if budget <= 0:
+                    if not_stored is not None:
+                        return not_stored
+                    raise SendFailedError(topic, attempts, timed_out=True)
             mq = select_one_message_queue(info, last_broker, fault)
             addr = self.instance.find_broker_address(mq.broker_name)
             try:
-                result = await self._attempt(mq, prepared, timeout, fault)
+                result = await self._attempt(mq, prepared, budget, fault)
             except (RemotingError, MQBrokerError) as exc:
                 if isinstance(exc, MQBrokerError) and (not retry_refusals or exc.code not in RETRY_RESPONSE_CODES):
                     if not_stored is not None:

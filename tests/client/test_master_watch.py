@@ -16,6 +16,7 @@ import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
+from client.errors import SendFailedError
 from client.message import Message, SendResult, SendStatus
 from client.producer import Producer
 from remoting.client import RemotingClient
@@ -72,7 +73,8 @@ async def _send(producer: Producer, asynchronous: bool) -> SendResult:
     ("back_at", "within"),
     [
         # The real master registers during the first attempt: the route re-read after its timeout (3 s) names it, so
-        # the first retry goes there. Before: no re-read after a timeout, three attempts on the silent one (9 s).
+        # the first retry (async) or the next send (sync) goes there. Before: no re-read after a timeout, three
+        # attempts on the silent one (9 s).
         (1.0, 3.5),
         # It registers during the second attempt (on the marked address): that attempt gives up within a route poll
         # (0.2 s) instead of waiting out its 3 s timeout.
@@ -97,6 +99,12 @@ async def test_a_send_finds_the_new_master_within_one_retry(
             started = trio.current_time()
             register_again: Callable[[], None] = cluster.controller.registration.trigger
             nursery.start_soon(_after, back_at, register_again)
+            if not asynchronous:
+                # A sync send's send_msg_timeout covers all its attempts (sendDefaultImpl): the silent master takes
+                # all of it, so that send fails; the route re-read after it serves the next one.
+                with pytest.raises(SendFailedError) as caught:
+                    await _send(producer, asynchronous)
+                assert caught.value.timed_out
             result = await _send(producer, asynchronous)
             took = trio.current_time() - started
             assert result.send_status is SendStatus.SEND_OK
@@ -123,6 +131,8 @@ async def test_a_failed_send_finds_the_new_master_although_another_topic_of_the_
             assert (await producer.publish_info("Other")).route.broker_datas[0].master_addr == silent
             assert (await producer.publish_info(TOPIC)).route.broker_datas[0].master_addr == silent
             nursery.start_soon(_after, 1.0, cluster.controller.registration.trigger)
+            with pytest.raises(SendFailedError):  # the silent master took the whole send_msg_timeout
+                await producer.send(Message(TOPIC, b"moved"))
             result = await producer.send(Message(TOPIC, b"moved"))
             assert result.send_status is SendStatus.SEND_OK
             assert producer.instance.find_broker_address("broker-a") == cluster.broker_addr
