@@ -12,9 +12,10 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
-from client.errors import SendFailedError
+from client.errors import MQClientError, SendFailedError
 from client.message import Message
 from client.producer import Producer
+from client.request_reply import RequestTimeoutError
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -68,3 +69,39 @@ async def test_a_sync_send_gives_up_once_send_msg_timeout_has_passed_since_its_f
     assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
     assert silent.sends == 1
     assert "sendDefaultImpl call timeout" in str(caught.value)
+
+
+@pytest.mark.parametrize("mode", ["request", "request_async"])
+async def test_a_request_whose_send_is_never_answered_gives_up_within_its_timeout(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, mode: str
+) -> None:
+    """DefaultMQProducerImpl.request waits ``timeout - cost`` for the reply whatever became of the send (waitResponse):
+    a send never answered is "send request message to <topic> fail" after the request's timeout, and the request
+    callback of request(msg, callback, timeout) gets "request timeout, no reply message." from the expired-request
+    scan (client/.../producer/RequestFutureHolder.java). Before, the request waited for the async send's three
+    attempts of the whole timeout each: 9 s for a 3 s request."""
+    async with _silent_master(embedded_cluster), Producer("pg-silent-req", embedded_cluster.namesrv_addr) as p:
+        started = trio.current_time()
+        outcome: object
+        if mode == "request":
+            with pytest.raises(MQClientError) as caught:
+                await p.request(Message(TOPIC, b"ping"), 3.0)
+            outcome = caught.value
+        else:
+            done = trio.Event()
+            got: list[object] = []
+
+            def callback(result: object) -> None:
+                got.append(result)
+                done.set()
+
+            p.request_async(Message(TOPIC, b"ping"), callback, 3.0)
+            await done.wait()
+            [outcome] = got
+        elapsed = trio.current_time() - started
+    assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
+    if mode == "request":
+        assert f"send request message to <{TOPIC}> fail" in str(outcome), outcome
+    else:
+        assert isinstance(outcome, RequestTimeoutError), outcome
+        assert str(outcome) == "request timeout, no reply message."
