@@ -94,6 +94,12 @@ class _SendRequestError(MQClientError):
     waitResponse; a request callback gets the cause itself."""
 
 
+class _SendUnfinishedError(_SendRequestError):
+    """The request's timeout passed before its send was answered: what the blocking request raises (Java's
+    waitResponse, no cause); a request callback gets :class:`RequestTimeoutError` instead, as Java's expired-request
+    scan gives it (client/.../producer/RequestFutureHolder.java)."""
+
+
 @attrs.define(eq=False)
 class PendingRequest:
     """One request waiting for its reply; :attr:`done` is set once :attr:`reply` is in."""
@@ -209,17 +215,25 @@ async def request(
     started = anyio.current_time()
     try:
         await _prepare_send_request(producer, msg.topic)
-        try:
-            await producer.send_as_async(request_msg, timeout, queue, selector, arg)
-        except Exception as exc:
-            raise _SendRequestError(f"send request message to <{msg.topic}> fail") from exc
-        with anyio.move_on_after(max(0.0, timeout - (anyio.current_time() - started))):
+        # The send and the wait for the reply share the request's timeout: the send gets what is left of it and is
+        # given up with it (client/.../impl/producer/DefaultMQProducerImpl.java request: sendDefaultImpl with
+        # ``timeout - cost``, then waitResponse for ``timeout - cost`` whatever became of the send).
+        remaining = timeout - (anyio.current_time() - started)
+        sent = False
+        with anyio.move_on_after(max(0.0, remaining)):
+            try:
+                await producer.send_as_async(request_msg, max(0.0, remaining), queue, selector, arg)
+            except Exception as exc:
+                raise _SendRequestError(f"send request message to <{msg.topic}> fail") from exc
+            sent = True
             await pending.done.wait()
-        if pending.reply is None:
-            raise RequestTimeoutError(
-                f"send request message to <{msg.topic}> OK, but wait reply message timeout, {int(timeout * 1000)} ms."
-            )
-        return pending.reply
+        if pending.reply is not None:
+            return pending.reply
+        if not sent:
+            raise _SendUnfinishedError(f"send request message to <{msg.topic}> fail")
+        raise RequestTimeoutError(
+            f"send request message to <{msg.topic}> OK, but wait reply message timeout, {int(timeout * 1000)} ms."
+        )
     finally:
         replies.remove(correlation_id)
 
@@ -245,7 +259,7 @@ def request_async(producer: Producer, msg: Message, callback: RequestCallback, t
         outcome: MessageExt | Exception
         try:
             outcome = await request(producer, msg, timeout, **where)
-        except RequestTimeoutError:
+        except (RequestTimeoutError, _SendUnfinishedError):
             outcome = RequestTimeoutError("request timeout, no reply message.")
         except _SendRequestError as exc:
             # The send's own failure, unwrapped: requestFail -> RequestCallback.onException(cause)
