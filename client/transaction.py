@@ -36,10 +36,12 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import anyio
 import attrs
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from client.errors import MQClientError
 from client.message import (
@@ -84,6 +86,10 @@ PROPERTY_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 #: Seconds a check-back's END_TRANSACTION may wait to be written (Java's checkTransactionState passes 3000 ms; the
 #: producer's own END_TRANSACTION gets ``send_msg_timeout``).
 CHECK_ANSWER_TIMEOUT = 3.0
+
+
+#: A check-back waiting for a worker: the broker's address, the half message, the request's header.
+_Check = tuple[str, MessageExt, CheckTransactionStateRequestHeader]
 
 
 class LocalTransactionState(enum.Enum):
@@ -135,11 +141,56 @@ class TransactionProducer(Producer):
         *,
         execute_local_transaction: ExecuteLocalTransaction,
         check_local_transaction: CheckLocalTransaction,
+        check_thread_pool_size: int = 1,
+        check_request_hold_max: int = 2000,
         **options: Any,
     ) -> None:
         super().__init__(group, namesrv_addr, **options)
         self.execute_local_transaction = execute_local_transaction
         self.check_local_transaction = check_local_transaction
+        #: Check-backs run on ``check_thread_pool_size`` workers (at least one), at most ``check_request_hold_max``
+        #: waiting, later ones dropped (the broker asks again): Java's checkExecutor, a ThreadPoolExecutor of
+        #: ``checkThreadPoolMinSize`` / ``checkThreadPoolMaxSize`` (1) threads over a queue of ``checkRequestHoldMax``
+        #: (2000) (client/.../impl/producer/DefaultMQProducerImpl.java initTransactionEnv).
+        self.check_thread_pool_size = check_thread_pool_size
+        self.check_request_hold_max = check_request_hold_max
+        self._checks: MemoryObjectSendStream[_Check] | None = None
+        self._check_workers: anyio.CancelScope | None = None
+
+    async def __aenter__(self) -> Self:
+        send, receive = anyio.create_memory_object_stream[_Check](max(0, self.check_request_hold_max))
+        self._checks, self._check_workers = send, anyio.CancelScope()
+        try:
+            await super().__aenter__()
+        except BaseException:
+            send.close()
+            receive.close()
+            raise
+        self.instance.task_group.start_soon(self._run_checks, receive)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._checks is not None:
+            self._checks.close()
+        if self._check_workers is not None:
+            self._check_workers.cancel()  # as checkExecutor.shutdown() at the producer's shutdown
+        await super().__aexit__(exc_type, exc, tb)
+
+    async def _run_checks(self, receive: MemoryObjectReceiveStream[_Check]) -> None:
+        assert self._check_workers is not None
+        with self._check_workers, receive:
+            async with anyio.create_task_group() as workers:
+                for _ in range(max(1, self.check_thread_pool_size)):
+                    workers.start_soon(self._check_worker, receive)
+
+    async def _check_worker(self, receive: MemoryObjectReceiveStream[_Check]) -> None:
+        async for broker_addr, msg, header in receive:
+            try:
+                await self._answer_check(broker_addr, msg, header)
+            except Exception:
+                log.exception("transaction check-back of %s failed", msg.msg_id)
 
     async def send_message_in_transaction(
         self, msg: Message, arg: object = None, *, timeout: float | None = None
@@ -207,13 +258,23 @@ class TransactionProducer(Producer):
             log.warning("END_TRANSACTION for %s not sent (%s): the broker will check back", result.msg_id, exc)
 
     async def check_transaction_state(self, broker_addr: str, msg: MessageExt, request: RemotingCommand) -> None:
-        """Called by the instance for CHECK_TRANSACTION_STATE: the answer is computed in the background."""
+        """Called by the instance for CHECK_TRANSACTION_STATE: the answer is computed in the background, by the check
+        workers (see ``check_thread_pool_size``)."""
         try:
             header = CheckTransactionStateRequestHeader.from_ext_fields(request.ext_fields)
         except CodecError as exc:
             log.warning("bad CHECK_TRANSACTION_STATE from %s: %s", broker_addr, exc)
             return
-        self.instance.task_group.start_soon(self._answer_check, broker_addr, msg, header)
+        try:
+            if self._checks is None:
+                raise anyio.ClosedResourceError
+            self._checks.send_nowait((broker_addr, msg, header))
+        except anyio.WouldBlock:
+            log.warning(
+                "check-back of %s dropped: %d check-backs waiting already", msg.msg_id, self.check_request_hold_max
+            )
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.warning("check-back of %s dropped: the producer is not running", msg.msg_id)
 
     async def _answer_check(
         self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader
