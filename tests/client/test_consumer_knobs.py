@@ -181,3 +181,37 @@ async def test_lite_pull_size_threshold_counts_whole_mib_as_java(
         await trio.sleep(30)
         cached = consumer.running_info()["mqTable"][mq]["cachedMsgCount"]
     assert cached == 8
+
+
+async def test_push_pull_interval_does_not_delay_the_pull_after_a_found_whose_messages_were_all_filtered_out(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A FOUND pull whose messages the client's tag filter drops (the broker filters on the tags' hash code: Java's
+    "Aa" and "BB" share 2112) has nothing to consume: ``DefaultMQPushConsumerImpl.pullMessage`` pulls the queue again
+    at once then, and waits ``pullInterval`` only after a FOUND with messages."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("KnobPullIntervalFiltered", read_queue_nums=1, write_queue_nums=1)
+    async with Producer("pg-knobs", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("KnobPullIntervalFiltered", b"other", tags="BB"))
+        await producer.send(Message("KnobPullIntervalFiltered", b"wanted", tags="Aa"))
+    seen: list[float] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(trio.current_time() for _ in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "cg-knob-interval-filtered",
+        embedded_cluster.namesrv_addr,
+        consume_from_where=FIRST,
+        pull_batch_size=1,
+        pull_interval=60.0,
+    )
+    consumer.subscribe("KnobPullIntervalFiltered", "Aa")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        started = trio.current_time()
+        with trio.fail_after(300):
+            while not seen:
+                await trio.sleep(0.1)
+    assert seen[0] - started < 60.0
