@@ -4,11 +4,11 @@ one task per owned queue long-polls the queue's broker and hands what it gets to
 Flow control: the loop waits (50 ms steps) while the queue's process queue holds more than ``pull_threshold_for_queue``
 messages or more whole MiB of bodies than ``pull_threshold_size_for_queue`` (as Java compares), or, for concurrent
 consumption, while the offsets in flight span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval``
-set, the next pull after one that found messages waits that long (Java's ``pullInterval``). After a failed pull it waits
-3 s, and so it does, again and again, while an orderly CLUSTERING queue's lock is lost (another member holds it). Every
-pull posts the subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons does, unless
-it goes to a slave. Which broker of the queue's group is pulled (the master, a slave it suggests, a slave while the
-master is gone) is :mod:`client.consumer.pull_target`'s choice.
+set, the next pull after one that found messages waits that long (Java's ``pullInterval``; not when the tag filter
+dropped them all). After a failed pull it waits 3 s, and so it does, again and again, while an orderly CLUSTERING
+queue's lock is lost (another member holds it). Every pull posts the subscription and, when the consumer has an offset,
+commits it (the commit bit), as ali-ons does, unless it goes to a slave. Which broker of the queue's group is pulled
+(the master, a slave it suggests, a slave while the master is gone) is :mod:`client.consumer.pull_target`'s choice.
 
 An illegal offset (PULL_OFFSET_MOVED) drops the process queue and ends the loop; 10 s later the broker's suggestion is
 stored and persisted (also when a rebalance took the queue away meanwhile, for its next owner) and the process
@@ -131,11 +131,13 @@ class PullService:
                         continue
                     next_offset, found = await self._pull_once(mq, pq, next_offset, found)
                     if found is not None and c.pull_interval > 0:
-                        # DefaultMQPushConsumerImpl.pullMessage: a FOUND pull's messages go to the consume service,
-                        # and the queue's next pull waits pullInterval.
-                        self._deliver(mq, pq, found)
+                        # DefaultMQPushConsumerImpl.pullMessage (client/src/main/java/org/apache/rocketmq/client/impl/
+                        # consumer/): a FOUND pull's messages go to the consume service and the queue's next pull
+                        # waits pullInterval; a FOUND whose messages the tag filter all dropped pulls again at once.
+                        delivered = self._deliver(mq, pq, found)
                         found = None
-                        await anyio.sleep(c.pull_interval)
+                        if delivered:
+                            await anyio.sleep(c.pull_interval)
                 except Exception as exc:
                     if isinstance(exc, _PullAgain):
                         next_offset = exc.offset
@@ -218,11 +220,12 @@ class PullService:
         await c.rebalance.remove_process_queue(mq, pq)
         c.instance.wake_rebalance()
 
-    def _deliver(self, mq: MessageQueue, pq: ProcessQueue, found: _Found | None) -> None:
+    def _deliver(self, mq: MessageQueue, pq: ProcessQueue, found: _Found | None) -> bool:
         """Decode ``found`` and hand its messages to the process queue and the consume service (nothing when the
-        queue was dropped). Raises :class:`_PullAgain` for a body that does not decode."""
+        queue was dropped); whether any were handed over. Raises :class:`_PullAgain` for a body that does not
+        decode."""
         if found is None or pq.dropped:
-            return
+            return False
         c = self.consumer
         try:
             messages = api.pulled_messages(found.body, found.head, found.tags)
@@ -232,8 +235,10 @@ class PullService:
             pq.put_messages(messages)
             assert c.consume_service is not None
             c.consume_service.submit(mq, pq, messages)
-        elif not pq.has_messages() and pq.msg_count == 0:
+            return True
+        if not pq.has_messages() and pq.msg_count == 0:
             c.offset_store.update(mq, found.head.next_begin_offset, increase_only=True)
+        return False
 
 
 @attrs.frozen(slots=True)
