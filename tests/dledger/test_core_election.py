@@ -287,6 +287,25 @@ def test_a_follower_cut_off_past_the_election_timeout_rejoins_once_healed(faithf
     assert cluster.bodies(far) == [b"x%d" % i for i in range(5)]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_leader_shown_a_higher_term_by_a_healed_follower_leads_again_within_round_trips(seed: int) -> None:
+    """A follower cut off past the heartbeat leak moves to the next term alone (Elector._leader_lost); once healed,
+    its heartbeat answer shows the leader that term and the leader steps down (Elector._step_down). Only the leader
+    (or the other follower) can win, the cut-off member's log being behind, so the leader votes in that term at once
+    and leads again within round trips. Waiting a vote interval there, as a leader that handed leadership over must,
+    left the group without a leader, refusing every send, for 300-1000 ms after each such heal."""
+    cluster = MemCluster(3, seed=seed)
+    far = _isolate_a_follower_while_the_leader_commits(cluster)
+    leader = cluster.leaders()[0]
+    assert cluster.node(far).member.curr_term > cluster.node(leader).member.curr_term
+    cluster.heal()
+    cluster.run_until(lambda: not cluster.node(leader).member.is_leader, 10_000)
+    leaderless = cluster.run_until(lambda: len(cluster.leaders()) == 1, 10_000)
+    assert leaderless < cluster.node(leader).config.min_vote_interval_ms
+    cluster.run_until(cluster.settled, 10_000)
+    assert cluster.bodies(far) == [b"x%d" % i for i in range(5)]
+
+
 def _member(**votes: object) -> RaftNode:
     config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1;n1-a:2;n2-a:3")
     ledger = MemoryLedger()
