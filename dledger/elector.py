@@ -11,9 +11,9 @@ returns at once, as the blocked thread would.
   votes in the same term first; ours, as Raft's, in the next (:meth:`Elector._leader_lost`).
 - Candidate: votes at ``nextTimeToRequestVote`` (randomised 300-1000 ms, 30-100 ms while taking leadership: a
   preferred leader's in DLedger, any transferee's here); the table of outcomes is ``_conclude``. Ours: a round also
-  ends once only silent peers are left to answer (:attr:`Elector.silent`), and a leader stepping down on a higher
-  term votes in that term next, after a vote interval. There is no pre-vote: a higher term in a vote or heartbeat
-  makes the receiver a candidate that bumps its term at once and answers TERM_NOT_READY.
+  ends once only silent peers are left to answer (:attr:`Elector.silent`), and a leader stepping down on a higher term
+  votes in that term next (after a vote interval while it hands leadership over). There is no pre-vote: a higher term
+  in a vote or heartbeat makes the receiver a candidate that bumps its term at once and answers TERM_NOT_READY.
 - Leader: heartbeats every interval, the first at once on election, before its first push (ours); a round
   without a quorum of answers for 6 s since the last good one (the leader's lease), a higher term or a second leader
   in the same term makes it a candidate. Ours, as Raft: any heartbeat answer showing a higher term makes it step down
@@ -479,13 +479,17 @@ class Elector:
         """A heartbeat answer showed ``higher_term``. DLedger's candidate then votes in its own term first (its last
         round PASSED), where its old voters accept it again, so it leads that term again and the member at the higher
         term stays out (the simulator's seed 592 once elections got faster); here its next vote is in the higher
-        term, as Raft's, after a vote interval, as DLedger's comes once the round in its own term found the higher
-        term (sendHeartbeats and maintainAsCandidate in DLedgerLeaderElector.java). Voting in it at once, it took the
-        vote of a transferee still waiting to campaign, led again and the transfer failed (418)."""
+        term, as Raft's: at once, so a leader deposed by a healed follower cut off past the heartbeat leak (whose
+        log is behind) leads again within round trips. A leader handing leadership over (``transferee`` set) votes
+        in it only after a vote interval, as DLedger's second vote comes once the round in its own term found the
+        higher term (sendHeartbeats and maintainAsCandidate in DLedgerLeaderElector.java): voting at once, it took
+        the vote of a transferee still waiting to campaign, led again and the transfer failed (418)."""
+        transferring = self.member.transferee is not None
         self.change_to_candidate(higher_term)
         if not self.node.faithful:
             self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
-            self.next_time_to_request_vote = self._next_vote_time()
+            if transferring:
+                self.next_time_to_request_vote = self._next_vote_time()
 
     # ---- leadership transfer -------------------------------------------------------------------------------------
 

@@ -23,9 +23,9 @@ takes over only once it holds the leader's entry at the take index (:meth:`RaftN
 :meth:`RaftNode._holds_take_index`); and ``sync_before_ack`` (answers and the leader's own count wait for the flush).
 Elections are faster too (:mod:`dledger.elector`): a follower that loses its leader votes in the next term, vote rounds
 do not wait for silent peers, a leader steps down on any heartbeat answer with a higher term and votes in that term
-(after a vote interval, while a transferee, preferred or not, votes within the take-leadership interval), a new
-leader's heartbeats go out before its first push, and a leader whose process is gone is noticed without the heartbeat
-leak.
+(after a vote interval when it was handing leadership over, while a transferee, preferred or not, votes within the
+take-leadership interval), a new leader's heartbeats go out before its first push, and a leader whose process is gone
+is noticed without the heartbeat leak.
 """
 
 from __future__ import annotations
