@@ -21,10 +21,12 @@ from client.errors import MQBrokerError
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.message import MessageRecord, decode_record
+from store.maintenance import clean_expired_consume_queues
 from store.message_store import MessageStore
 from store.store_config import StoreConfig
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
+from tests.store.store_helpers import message, open_store
 
 
 def _stored(cluster: EmbeddedCluster, topic: str) -> list[MessageExt]:
@@ -394,3 +396,33 @@ async def test_timer_max_delay_sec_changed_by_update_broker_config_applies_at_on
             await p.send(Message("TimedLimit", b"two-minutes", properties={"TIMER_DELAY_SEC": "120"}))
         assert info.value.code == 13  # MESSAGE_ILLEGAL
     assert embedded_cluster.controller.timer.pending == 1
+
+
+async def test_clean_expired_cq_keeps_the_timer_queue_so_later_timer_messages_are_delivered(tmp_path: Path) -> None:
+    """cleanExpiredCQ skips the system topics (5.3.3's ConsumeQueueStore.cleanExpired: ``isSystemTopic``). Once
+    retention had removed every record of ``rmq_sys_wheel_timer``, its queue was destroyed and restarted at offset
+    0, below the timer's filing offset: every later timer message was parked where the timer never looked."""
+    now = [1_700_000_000_000]
+    store = open_store(tmp_path / "store", now_ms=lambda: now[0], disk_usage_ratio=lambda _path: 0.87)
+    timers = TimerStore(store, tmp_path / "store" / "config", slots=64)
+    timers.load()
+    for i in range(3):
+        store.append(_timer_record(now[0] + 1_000, f"c{i}".encode()))
+    assert timers.enqueue(100) == 3
+    now[0] += 2_000
+    timers.dequeue(now[0], 100)
+    assert len(_crashed(store)) == 3
+    for _ in range(30):  # later traffic: the timer's records end up in segments retention removes
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    assert await store.retention.check_once() >= 1
+    assert store.min_phy_offset > 0
+    assert ("Crashed", 0) in await clean_expired_consume_queues(store)
+
+    store.append(_timer_record(now[0] + 1_000, b"later"))
+    assert timers.enqueue(100) == 1
+    now[0] += 2_000
+    timers.dequeue(now[0], 100)
+    assert _crashed(store)[-1].body == b"later"
+    timers.close()
+    store.close()
