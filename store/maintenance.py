@@ -4,7 +4,11 @@
 
 - :func:`clean_expired_consume_queues` destroys every ConsumeQueue (files, directory, next offset) whose last entry
   points below the CommitLog's first retained byte: all its messages are gone, so the queue only wastes space. The
-  delay-level schedule's queues are kept (their progress is in ``delayOffset.json``). An empty queue is kept too.
+  delay-level schedule's queues and the timer's (``rmq_sys_wheel_timer``) are kept: their progress is in
+  ``delayOffset.json`` / ``timerCheck.json``, and a queue restarted at offset 0 would put every later delayed or
+  timer message below it, where it is never delivered (RocketMQ 5.3's ConsumeQueueStore.cleanExpired,
+  ``store/src/main/java/org/apache/rocketmq/store/queue/ConsumeQueueStore.java``, skips the system topics). An
+  empty queue is kept too.
   Each destroyed queue is reported to the store's ``queue_drop_listeners``.
 - :func:`request_manual_delete` makes the retention service treat its next 20 passes as if it were ``deleteWhen``
   time, so CommitLog segments older than ``fileReservedTime`` go without waiting for 4 a.m., and wakes it.
@@ -34,6 +38,9 @@ log = logging.getLogger(__name__)
 #: ``MAX_MANUAL_DELETE_FILE_TIMES``).
 MAX_MANUAL_DELETE_FILE_TIMES: Final = 20
 _SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+_TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
+#: Queues whose consumer keeps its progress outside the consumer offsets: never destroyed (module docstring).
+_KEPT_TOPICS: Final = frozenset({_SCHEDULE_TOPIC, _TIMER_TOPIC})
 
 
 def last_physical_end(cq: ConsumeQueue) -> int:
@@ -57,7 +64,7 @@ async def clean_expired_consume_queues(store: MessageStore) -> list[tuple[str, i
     async with store.disk_lock:
         min_phy = store.commitlog.min_offset
         for key, cq in sorted(store.consume_queues.items()):
-            if key[0] == _SCHEDULE_TOPIC:
+            if key[0] in _KEPT_TOPICS:
                 continue
             end = last_physical_end(cq)
             if end == -1 or end >= min_phy:
