@@ -190,3 +190,25 @@ async def test_message_delay_level_is_configurable(tmp_path: Path, autojump_cloc
             await trio.sleep(0.1)
         assert 4 <= trio.current_time() - start < 5
         assert _stored(cluster, SCHEDULE_TOPIC, 1)[0].properties["DELAY"] == "2"
+
+
+async def test_a_late_slave_sync_table_does_not_move_a_running_schedule_back(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A DLedger member's slave sync round that began while it followed may hand over the old leader's delay offsets
+    after it became the leader and started delivering. 4.9.8's SlaveSynchronize.syncDelayOffset only writes
+    ``delayOffset.json`` (the running ScheduleMessageService keeps its table and overwrites the file at its next
+    persist); adopting the stale table into the running schedule moved it back and delivered everything again."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "LateSync")
+    schedule = embedded_cluster.controller.schedule
+    async with Producer("pg-late-sync", embedded_cluster.namesrv_addr) as producer:
+        for i in range(3):
+            await producer.send(Message("LateSync", f"m{i}".encode(), delay_level=1))
+    await trio.sleep(5)
+    assert len(_stored(embedded_cluster, "LateSync", 0)) == 3
+    schedule.adopt_offsets({1: 0})  # the round's stale table arrives now
+    schedule.notify(1)
+    await trio.sleep(5)
+    assert [m.body for m in _stored(embedded_cluster, "LateSync", 0)] == [b"m0", b"m1", b"m2"]
+    assert schedule.offsets[1] == 3
