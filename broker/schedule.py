@@ -102,6 +102,8 @@ class ScheduleMessageService:
         self._first_delay = first_delay
         self._idle_poll = idle_poll
         self._wakeups = {level: trio.Event() for level in self.levels}
+        #: Whether :meth:`run` delivers (from its load until its final save): it owns the offsets then.
+        self._running = False
 
     # ---- the send path's seam ------------------------------------------------------------------------------
 
@@ -174,7 +176,14 @@ class ScheduleMessageService:
 
     def adopt_offsets(self, table: DelayOffsetTable) -> None:
         """A slave takes its master's delivery progress (SlaveSynchronize), saved with :meth:`persist`; a slave
-        never delivers, so the table only matters once it becomes a master."""
+        never delivers, so the table only matters once it becomes a master. Ignored while the schedule runs: a sync
+        round that began before this DLedger member became the leader hands over a stale table, which would move
+        the delivery back (repeats). 4.9.8's ``SlaveSynchronize.syncDelayOffset``
+        (broker/src/main/java/org/apache/rocketmq/broker/slave/SlaveSynchronize.java) only writes the file there,
+        which the running service's next persist overwrites."""
+        if self._running:
+            log.info("delay offsets from the master ignored: the schedule runs here")
+            return
         self._reset({level: offset for level, offset in table.items() if level in self.levels})
         self._persister.mark_dirty()
 
@@ -203,6 +212,7 @@ class ScheduleMessageService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await trio.to_thread.run_sync(self.load)
+        self._running = True
         try:
             async with trio.open_nursery() as nursery:
                 for level in self.levels:
@@ -216,6 +226,8 @@ class ScheduleMessageService:
                     await self.persist()
                 except OSError:
                     log.exception("final save of delayOffset.json failed")
+                finally:
+                    self._running = False
 
     async def _flush_loop(self) -> None:
         while True:

@@ -37,6 +37,7 @@ from remoting.codec.topics import TRANS_HALF_TOPIC
 from store.metadata_files import encode_delay_offsets
 from tests.broker.helpers import create_topic_request
 from tests.remoting.helpers import RawPeer
+from tests.semantics.helpers import deliver_delayed
 
 LONG_MAX = (1 << 63) - 1
 
@@ -215,11 +216,11 @@ async def test_topic_config_and_delay_offsets(cluster: EmbeddedCluster) -> None:
     missing = await ask(cluster.broker_addr, golden(351, b'{"topic":"Nope"}'))
     assert (missing.code, missing.remark) == (ResponseCode.TOPIC_NOT_EXIST, "No topic in this broker. topic: Nope")
     schedule = cluster.controller.schedule
-    schedule.adopt_offsets({**schedule.offsets, 3: 12})
+    await deliver_delayed(cluster, "DelayT", 1, 2)
     delays = await ask(cluster.broker_addr, golden(45))
     assert delays.code == ResponseCode.SUCCESS
     assert bytes(delays.body) == encode_delay_offsets(dict(schedule.offsets))
-    assert orjson.loads(delays.body)["offsetTable"]["3"] == 12
+    assert orjson.loads(delays.body)["offsetTable"]["1"] == 2
 
 
 async def test_consumer_status_asks_every_online_consumer_for_its_offsets(cluster: EmbeddedCluster) -> None:

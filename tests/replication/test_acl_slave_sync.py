@@ -27,6 +27,7 @@ from store.metadata_files import SubscriptionGroupConfig
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import pull_request
+from tests.semantics.helpers import deliver_delayed
 
 APP = SessionCredentials("app-user", "app-secret")
 ADMIN = SessionCredentials("ops-admin", "ops-secret")
@@ -91,7 +92,7 @@ async def _prepare(cluster: EmbeddedCluster) -> None:
         await admin.create_topic("Kept", read_queue_nums=1, write_queue_nums=1, broker_addr=cluster.broker_addr)
         await admin.create_subscription_group(SubscriptionGroupConfig("app-group", retry_max_times=5))
     cluster.controller.context.offsets.commit("app-group", "Kept", 0, 42)
-    cluster.controller.schedule.adopt_offsets({3: 7})
+    await deliver_delayed(cluster, "KeptDelay", 3, 7)
 
 
 async def test_a_white_listed_slave_copies_the_metadata_and_the_commitlog(

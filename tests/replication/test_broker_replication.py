@@ -35,6 +35,7 @@ from store.metadata_files import SubscriptionGroupConfig, decode_delay_offsets
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import send_request
+from tests.semantics.helpers import deliver_delayed
 
 TOPIC = "ReplicatedTopic"
 
@@ -230,7 +231,7 @@ async def test_the_slave_copies_topics_groups_and_offsets_every_ten_seconds(
             await admin.create_topic("Synced", read_queue_nums=3, write_queue_nums=3, broker_addr=cluster.broker_addr)
             await admin.create_subscription_group(SubscriptionGroupConfig("synced-group", retry_max_times=5))
         master.context.offsets.commit("synced-group", "Synced", 2, 42)
-        master.schedule.adopt_offsets({3: 7})
+        await deliver_delayed(cluster, "SyncedDelay", 3, 7)
         sync = slave.replication.slave_sync
         assert sync is not None and (sync.first_delay, sync.interval) == (3.0, 10.0)
         # Config files are saved in worker threads, and the virtual clock jumps while the loop waits for one, so a

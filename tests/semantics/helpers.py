@@ -10,6 +10,7 @@ import trio
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
+from remoting.codec.message import MessageRecord
 
 
 def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] | None = None) -> Callable[[], int]:
@@ -33,3 +34,14 @@ def use_virtual_store_clock(cluster: EmbeddedCluster, clock: Callable[[], int] |
 async def create_topic(cluster: EmbeddedCluster, topic: str, queues: int = 1) -> None:
     async with Admin(cluster.namesrv_addr) as admin:
         await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+
+
+async def deliver_delayed(cluster: EmbeddedCluster, topic: str, level: int, count: int) -> None:
+    """The master's schedule delivers ``count`` messages of delay ``level`` to ``topic`` (its progress is then
+    ``{level: count}``); the store's time follows Trio's clock from here on."""
+    use_virtual_store_clock(cluster)
+    controller = cluster.controller
+    for i in range(count):
+        controller.context.store.append(controller.schedule.rewrite(MessageRecord(topic, f"d{i}".encode()), level))
+    while controller.schedule.offsets.get(level, 0) < count:
+        await trio.sleep(0.5)
