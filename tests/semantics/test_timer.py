@@ -426,3 +426,23 @@ async def test_clean_expired_cq_keeps_the_timer_queue_so_later_timer_messages_ar
     assert _crashed(store)[-1].body == b"later"
     timers.close()
     store.close()
+
+
+async def test_an_illegal_timer_message_is_refused_with_rocketmqs_remark(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3's SendMessageProcessor answers every WHEEL_TIMER_MSG_ILLEGAL (a TIMER_* value that does not
+    parse, a delay beyond timerMaxDelaySec, a past delete marker) with MESSAGE_ILLEGAL and one remark naming the
+    max delay in ms."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedIllegal")
+    remark = (
+        "timer message illegal, the delay time should not be bigger than the max delay 259200000ms; "
+        "or if set del msg, the delay time should be bigger than the current time"
+    )
+    async with Producer("pg-timer-illegal", embedded_cluster.namesrv_addr) as producer:
+        for bad in ({"TIMER_DELAY_SEC": "soon"}, {"TIMER_DELAY_SEC": str(4 * 24 * 3600)}, {"TIMER_DELIVER_MS": "x"}):
+            with pytest.raises(MQBrokerError) as info:
+                await producer.send(Message("TimedIllegal", b"bad", properties=bad))
+            assert (info.value.code, info.value.remark) == (13, remark), bad
+    assert _stored(embedded_cluster, "TimedIllegal") == []
