@@ -157,18 +157,13 @@ class TimerMessageService:
             else:
                 return record
         except ValueError:
-            raise RequestRejected(
-                ResponseCode.MESSAGE_ILLEGAL, "timer message has a malformed TIMER_* property"
-            ) from None
+            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, self._illegal()) from None
         if deliver_ms <= now and PROPERTY_TIMER_DEL_UNIQKEY in props:
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, self._illegal())
         if deliver_ms <= now:
             return record
         if deliver_ms - now > self.max_delay_ms:
-            raise RequestRejected(
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"timer message delay {deliver_ms - now} ms exceeds timerMaxDelaySec {self.max_delay_ms // 1000}",
-            )
+            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, self._illegal())
         stored = with_properties(
             record.properties,
             {"REAL_TOPIC": record.topic, "REAL_QID": str(record.queue_id), PROPERTY_TIMER_OUT_MS: str(deliver_ms)},
@@ -188,6 +183,9 @@ class TimerMessageService:
         )
 
     def _illegal(self) -> str:
+        """The one remark of every WHEEL_TIMER_MSG_ILLEGAL (a malformed time, a delay beyond the maximum, a past
+        delete marker): RocketMQ 5.3's SendMessageProcessor / EndTransactionProcessor
+        (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java)."""
         return (
             f"timer message illegal, the delay time should not be bigger than the max delay {self.max_delay_ms}ms; "
             "or if set del msg, the delay time should be bigger than the current time"
