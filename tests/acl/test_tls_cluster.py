@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trustme
 
 from broker.embedded import EmbeddedCluster
 from client import Message, Producer
@@ -36,3 +37,41 @@ async def test_producer_and_consumer_over_tls_with_acl_against_an_enforcing_clus
         async with Admin(config=config("rocketmq2", tls=False)) as plain:
             with pytest.raises(MQClientError):
                 await plain.cluster_info()
+
+
+async def test_a_client_checking_the_brokers_certificate_does_not_check_the_host_name(tmp_path: Path) -> None:
+    """``tls_ca_file`` is Java's ``tls.client.authServer`` with ``tls.client.trustCertPath``: RocketMQ's client checks
+    the server's chain against the trust file and nothing else (``TlsHelper.buildSslContext(true)``;
+    ``NettyRemotingClient`` makes its handler with ``sslContext.newHandler(alloc)``, no peer host). Brokers and name
+    servers are addressed by IP, and certificates made as RocketMQ's TLS guide makes them name no IP: a producer must
+    send through such a cluster, and still refuse one whose certificate another CA signed."""
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+
+    def settings(issuer: trustme.CA, name: str) -> dict[str, object]:
+        cert = issuer.issue_cert("broker.rocketmq.internal")  # no 127.0.0.1 in the certificate
+        cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+        cert.cert_chain_pems[0].write_to_path(str(cert_path))
+        cert.private_key_pem.write_to_path(str(key_path))
+        return {
+            "tls_server_mode": "enforcing",
+            "tls_config_file": str(tmp_path / "none"),
+            "tls_test_mode_enable": False,
+            "tls_server_cert_path": str(cert_path),
+            "tls_server_key_path": str(key_path),
+            **SMALL_STORE,
+        }
+
+    async with EmbeddedCluster(tmp_path / "c", **settings(ca, "trusted")) as cluster:
+        config = ClientConfig(namesrv_addr=cluster.namesrv_addr, tls=True, tls_ca_file=str(ca_file))
+        async with Admin(config=config) as admin:
+            await admin.create_topic("TLS-CA", read_queue_nums=1, write_queue_nums=1)
+        async with Producer("PG-tls-ca", config=config) as producer:
+            result = await producer.send(Message("TLS-CA", b"checked chain"))
+        assert result.msg_id
+    async with EmbeddedCluster(tmp_path / "d", **settings(trustme.CA(), "untrusted")) as cluster:
+        config = ClientConfig(namesrv_addr=cluster.namesrv_addr, tls=True, tls_ca_file=str(ca_file))
+        async with Admin(config=config) as admin:
+            with pytest.raises(MQClientError):
+                await admin.cluster_info()
