@@ -4,8 +4,8 @@ Times are in seconds (floats) on the Python side; they are converted to millisec
 
 Security (docs/architecture.md#acl-and-tls-at-the-edge): ``access_key`` and ``secret_key`` sign every request for a
 broker with ACL on (Java's ``AclClientRPCHook`` with ``SessionCredentials``); ``tls=True`` connects with TLS (Java's
-``useTLS``), without checking the server unless ``tls_ca_file`` names the CA to check it against;
-``tls_cert_file`` / ``tls_key_file`` present a client certificate.
+``useTLS``), without checking the server unless ``tls_ca_file`` names the CA to check its chain against (not its host
+name, as Java's client); ``tls_cert_file`` / ``tls_key_file`` present a client certificate.
 """
 
 from __future__ import annotations
@@ -97,11 +97,15 @@ class ClientConfig:
         return SessionCredentials(self.access_key, self.secret_key, self.security_token)
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS context for ``tls=True`` (or a CA / client certificate given), else None. Raises ``OSError`` /
-        ``ssl.SSLError`` for unreadable files."""
+        """The TLS context for ``tls=True`` (or a CA / client certificate given), else None. With ``tls_ca_file`` the
+        server's chain is checked against it but not its host name, as Java's client with ``tls.client.authServer``
+        (``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java`` makes its handler with
+        ``sslContext.newHandler(alloc)``, no peer host): brokers and name servers are addressed by IP, which
+        certificates made as RocketMQ's TLS guide makes them do not name. Raises ``OSError`` / ``ssl.SSLError`` for
+        unreadable files."""
         if not (self.tls or self.tls_ca_file or self.tls_cert_file):
             return None
-        return client_context(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
+        return client_context(self.tls_ca_file, self.tls_cert_file, self.tls_key_file, check_hostname=False)
 
     @property
     def client_id(self) -> str:
