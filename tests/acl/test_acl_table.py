@@ -374,6 +374,27 @@ async def test_an_empty_resource_entry_in_an_acl_update_fails_as_rocketmq_splits
     assert entry["topicPerms"] == ["topicP=PUB"]
 
 
+async def test_an_acl_update_with_empty_default_perms_keeps_the_accounts_defaults(
+    acl_cluster: EmbeddedCluster, acl_home: Path
+) -> None:
+    """Code 50 edits an existing account through ``PlainPermissionManager.createAclAccessConfigMap``, which writes
+    ``defaultTopicPerm`` / ``defaultGroupPerm`` only when ``!StringUtils.isEmpty``: an update whose header carries them
+    empty (a form left blank; the Java admin client sends ``""`` as it is) keeps the account's defaults. The account
+    here keeps ``defaultGroupPerm: SUB``, so it may still ask for the consumers of a group it names nowhere."""
+    acl_file = acl_home / "conf" / "plain_acl.yml"
+    fields = {"accessKey": "RocketMQ", "secretKey": "12345678", "defaultTopicPerm": "", "defaultGroupPerm": ""}
+    async with RemotingClient() as client:
+        answer = await client.invoke(
+            acl_cluster.broker_addr, sign(request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields), ADMIN), 5
+        )
+        assert answer.code == ResponseCode.SUCCESS, answer
+        (entry,) = [a for a in yaml.safe_load(acl_file.read_text())["accounts"] if a["accessKey"] == "RocketMQ"]
+        assert (entry["defaultTopicPerm"], entry["defaultGroupPerm"]) == ("DENY", "SUB")
+        lookup = request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "groupUnnamed"})
+        answer = await client.invoke(acl_cluster.broker_addr, sign(lookup, USER), 5)
+        assert "AclException" not in (answer.remark or ""), answer
+
+
 async def test_commit_offset_numbers_are_left_to_the_processor_as_rocketmq_decodes_them(
     acl_cluster: EmbeddedCluster,
 ) -> None:
