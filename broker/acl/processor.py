@@ -56,6 +56,9 @@ _ACCOUNT_FIELDS = {
     "groupPerms": "group_perms",
 }
 
+#: Fields code 50 sets only when not empty.
+_DEFAULT_PERMS = frozenset({"defaultTopicPerm", "defaultGroupPerm"})
+
 
 def _split(text: str | None) -> tuple[str, ...]:
     return tuple(item.strip() for item in (text or "").split(",") if item.strip())
@@ -93,9 +96,14 @@ def _check_resource_perms(entries: tuple[str, ...]) -> None:
 
 
 def account_change(fields: dict[str, str]) -> tuple[AccountConfig, frozenset[str]]:
-    """Code 50's header as an account and the attributes it sets. Raises :class:`AclConfigError`."""
+    """Code 50's header as an account and the attributes it sets. Raises :class:`AclConfigError`.
+
+    An empty ``defaultTopicPerm`` / ``defaultGroupPerm`` sets nothing: 4.9.8's ``createAclAccessConfigMap``
+    (``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java``) writes them only when
+    ``!StringUtils.isEmpty``, so an edit keeps the account's and a new account has none (DENY)."""
     access_key, secret_key = fields.get("accessKey"), fields.get("secretKey")
     check_keys(access_key, secret_key)
+    fields = {key: value for key, value in fields.items() if key not in _DEFAULT_PERMS or value}
     change = AccountConfig(
         access_key=access_key,
         secret_key=secret_key,
