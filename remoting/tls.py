@@ -52,7 +52,10 @@ def sniff(first: int, mode: str) -> tuple[bool, str | None]:
 
 
 def tls_mode(text: str) -> str:
-    """RocketMQ's ``TlsMode.parse``: one of the three names (any case), else ``permissive``."""
+    """One of the three names, else ``permissive``, as RocketMQ's ``TlsMode.parse``
+    (remoting/src/main/java/org/apache/rocketmq/remoting/common/TlsMode.java), except that ours takes any case and
+    blanks around it: Java compares exactly, so ``ENFORCING`` is permissive there and enforcing here (the stricter
+    reading)."""
     lowered = text.strip().lower()
     return lowered if lowered in (DISABLED, PERMISSIVE, ENFORCING) else PERMISSIVE
 
